@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Debian packages the tests need, installed only when missing. Skips with a note (and the tests
+# that need them fail with a clear message) when not root or apt-get is unavailable.
+set -uo pipefail
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "rankscope tests: missing ${missing[*]}; install them (Debian: apt-get install ${missing[*]})" >&2
+  exit 0
+fi
+echo "rankscope tests: installing ${missing[*]} from Debian's packages" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+  || echo "rankscope tests: could not install ${missing[*]}" >&2

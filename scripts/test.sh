@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test run: install the system packages the tests drive when they are missing
+# (Debian's chromium for the dashboard, nats-server for the multi-host transport), build,
+# lint, type-check, then every test file with Node's test runner.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-system-deps.sh
+
+npm run build --silent
+npx eslint .
+npx tsc -p tsconfig.json --noEmit
+
+mapfile -t files < <(find test -name '*.test.ts' | sort)
+exec npx tsx --test --test-reporter=spec --test-concurrency=2 --test-timeout=180000 "${files[@]}"

@@ -1,0 +1,165 @@
+/**
+ * The backend interface and the registry of backends by name.
+ *
+ * A backend is where reduced metrics go: the console, a file, a store, TensorBoard, W&B. It is
+ * created from its config by a factory registered under a name, and gets the same calls whatever
+ * the logging mode; only where it lives differs (the controller for `global_reduce`, every rank
+ * for the per-rank modes).
+ */
+import type { HistogramMetric, LoggingMode, Metric, SampleBatch, StreamRecord } from "../core/metric.js";
+
+/** Who a rank is. */
+export interface RankIdentity {
+  /** Global rank number (0 for the controller and single-process jobs). */
+  readonly rank: number;
+  /** Short stable name: `{processName}_{replicaId}_r{localRank}` for spawned ranks. */
+  readonly rankName: string;
+  /** The process (actor) name, e.g. `Controller` or `Trainer`. */
+  readonly processName: string;
+  /** Rank within its replica, and ranks per replica (for stream lines like `[0] [Trainer-0/2]`). */
+  readonly localRank: number;
+  readonly localWorldSize: number;
+}
+
+/** What a backend is told when it starts. */
+export interface BackendContext {
+  /** The name the backend is registered under, e.g. `console`. */
+  readonly backendName: string;
+  /** The name to show as the source: `GlobalReduce` on the controller, the rank name per rank. */
+  readonly displayName: string;
+  readonly loggingMode: LoggingMode;
+  /** `controller` for global backends, `rank` for per-rank ones. */
+  readonly role: "controller" | "rank";
+  readonly identity: RankIdentity;
+  /** The run directory files go under (created by whoever writes first). */
+  readonly runDir: string;
+  /** Experiment and trial names of the run. */
+  readonly experiment: string;
+  readonly trial: string;
+  /** The step the run resumes from (0 for a fresh run). */
+  readonly resumeStep: number;
+  /** What this backend's controller-side instance handed to ranks (`metadataForRanks`), if any. */
+  readonly primaryMetadata: Readonly<Record<string, unknown>>;
+}
+
+/** A logging backend. Only `logBatch` is required. */
+export interface Backend {
+  /** Called once before anything is logged. */
+  init?(context: BackendContext): Promise<void> | void;
+  /** Reduced scalars of one flush, sorted by key. */
+  logBatch(metrics: readonly Metric[], step: number): Promise<void> | void;
+  /** Raw values of `per_rank_no_reduce` mode. Called off the flush path; must not throw for bad I/O. */
+  logStream?(batch: readonly StreamRecord[]): Promise<void> | void;
+  /** Records of `Reduce.SAMPLE` keys at a flush. */
+  logSamples?(samples: SampleBatch, step: number): Promise<void> | void;
+  /** Buckets of `Reduce.HISTOGRAM` keys at a flush. */
+  logHistograms?(histograms: readonly HistogramMetric[], step: number): Promise<void> | void;
+  /** Run configuration / hyperparameters. */
+  logHyperparams?(params: Readonly<Record<string, unknown>>): Promise<void> | void;
+  /** On the controller: what per-rank instances of this backend need (e.g. a shared run id). */
+  metadataForRanks?(): Readonly<Record<string, unknown>> | undefined;
+  /** Write out what is buffered (called after each flush's calls). */
+  flushed?(): Promise<void> | void;
+  /** Called once at shutdown; release files and connections. */
+  finish?(): Promise<void> | void;
+}
+
+/** Options every backend accepts, besides its own. */
+export interface CommonBackendOptions {
+  /** Required: how this backend sees the ranks. */
+  loggingMode: LoggingMode;
+  /** With a per-rank mode: ranks share one run (e.g. one W&B run) instead of one each. */
+  perRankShareRun?: boolean;
+  /** Log only every N-th flush (values of the skipped flushes are merged into the one logged). */
+  every?: number;
+  /** The registered backend to use, when the config key is an alias (two `jsonl` backends, say). */
+  type?: string;
+}
+
+/** A backend's config: the common options plus its own. */
+export type BackendOptions = CommonBackendOptions & Record<string, unknown>;
+
+/** Creates a backend from its options (already checked against `knownOptions`). */
+export type BackendFactory = (options: BackendOptions) => Backend;
+
+/** A registered backend: its factory and the options it understands (others are warned about). */
+export interface BackendRegistration {
+  readonly factory: BackendFactory;
+  /** Option names besides the common ones; an option not listed here gets a warning naming it. */
+  readonly knownOptions: readonly string[];
+  /** Extra validation of the options; throw a TypeError that says what was wrong and what is valid. */
+  readonly validate?: (options: BackendOptions) => void;
+}
+
+const REGISTRY_KEY = Symbol.for("rankscope.backendRegistry");
+
+function registry(): Map<string, BackendRegistration> {
+  const holder = globalThis as unknown as Record<symbol, Map<string, BackendRegistration> | undefined>;
+  let table = holder[REGISTRY_KEY];
+  if (table === undefined) {
+    table = new Map();
+    holder[REGISTRY_KEY] = table;
+  }
+  return table;
+}
+
+/**
+ * Register a backend under `name`, so `initBackends({ [name]: { loggingMode, ...options } })`
+ * creates it. Registering a name again replaces the earlier factory.
+ */
+export function registerBackend(
+  name: string,
+  factory: BackendFactory,
+  options: { knownOptions?: readonly string[]; validate?: (options: BackendOptions) => void } = {},
+): void {
+  if (typeof name !== "string" || name.length === 0) throw new TypeError(`registerBackend needs a non-empty name, got ${String(name)}`);
+  if (typeof factory !== "function") throw new TypeError(`registerBackend("${name}", factory): factory must be a function returning a backend`);
+  const registration: BackendRegistration = { factory, knownOptions: options.knownOptions ?? [] };
+  registry().set(name, options.validate === undefined ? registration : { ...registration, validate: options.validate });
+}
+
+/** The registration of a backend, or undefined. */
+export function getBackendRegistration(name: string): BackendRegistration | undefined {
+  return registry().get(name);
+}
+
+/** Names of every registered backend, sorted. */
+export function registeredBackends(): string[] {
+  return [...registry().keys()].sort();
+}
+
+const LAZY_KEY = Symbol.for("rankscope.lazyBackends");
+
+function lazyTable(): Map<string, () => Promise<unknown>> {
+  const holder = globalThis as unknown as Record<symbol, Map<string, () => Promise<unknown>> | undefined>;
+  let table = holder[LAZY_KEY];
+  if (table === undefined) {
+    table = new Map();
+    holder[LAZY_KEY] = table;
+  }
+  return table;
+}
+
+/**
+ * Declare a backend whose module is loaded only when a config names it: `load` imports the module,
+ * which calls `registerBackend(name, ...)`. Keeps heavy backends (SQLite, protobuf, HTTP clients)
+ * out of `import { recordMetric } from "rankscope"`.
+ */
+export function registerLazyBackend(name: string, load: () => Promise<unknown>): void {
+  lazyTable().set(name, load);
+}
+
+/** The registration of a backend, loading its module first when it was declared lazily. */
+export async function resolveBackendRegistration(name: string): Promise<BackendRegistration | undefined> {
+  const found = registry().get(name);
+  if (found !== undefined) return found;
+  const load = lazyTable().get(name);
+  if (load === undefined) return undefined;
+  await load();
+  return registry().get(name);
+}
+
+/** Names of every registered or lazily declared backend, sorted. */
+export function knownBackendNames(): string[] {
+  return [...new Set([...registry().keys(), ...lazyTable().keys()])].sort();
+}

@@ -1,0 +1,6 @@
+/**
+ * The built-in backends. Light ones register on import; heavy ones (native modules, protobuf,
+ * HTTP clients) are declared lazily and load only when a config names them.
+ */
+import "./console/index.js";
+import "./jsonl/index.js";

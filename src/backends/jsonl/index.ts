@@ -1,0 +1,72 @@
+/**
+ * `jsonl`: one JSON object per line, per metric.
+ *
+ * Reduced metrics: `{"key","value","reduce","step","timestamp"}` plus `"rankName"` in per-rank
+ * modes; stream records: `{"key","value","step","timestamp","rank","rankName"}`. NaN and ±Infinity
+ * are written as the strings "NaN", "Infinity", "-Infinity" (the proto3 JSON mapping for doubles),
+ * so `parseNumber` — or `Number()` — reads them back as themselves. Timestamps are milliseconds
+ * since the epoch.
+ *
+ * Options: `file`, the path relative to the run directory (default `metrics.jsonl` on the
+ * controller, `metrics-{rankName}.jsonl` per rank).
+ */
+import { isAbsolute, join } from "node:path";
+import { jsonNumberText, nonFiniteReplacer } from "../../core/json.js";
+import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
+import { AppendFile } from "../append-file.js";
+import type { Backend, BackendContext, BackendOptions } from "../backend.js";
+import { registerBackend } from "../backend.js";
+
+class JsonlBackend implements Backend {
+  private file: AppendFile | null = null;
+  private rankField = "";
+
+  constructor(private readonly options: BackendOptions) {}
+
+  init(context: BackendContext): void {
+    const configured = this.options["file"];
+    const name = typeof configured === "string" ? configured : context.role === "controller" ? "metrics.jsonl" : `metrics-${context.identity.rankName}.jsonl`;
+    this.file = new AppendFile(isAbsolute(name) ? name : join(context.runDir, name));
+    this.rankField = context.role === "rank" ? `,"rankName":${JSON.stringify(context.identity.rankName)}` : "";
+  }
+
+  logBatch(metrics: readonly Metric[], step: number): void {
+    let text = "";
+    for (const m of metrics) {
+      text += `{"key":${JSON.stringify(m.key)},"value":${jsonNumberText(m.value)},"reduce":${JSON.stringify(m.reduce)},"step":${step},"timestamp":${m.timestamp}${this.rankField}}\n`;
+    }
+    this.file?.append(text);
+  }
+
+  logStream(batch: readonly StreamRecord[]): void {
+    let text = "";
+    for (const r of batch) {
+      text += `{"key":${JSON.stringify(r.key)},"value":${jsonNumberText(r.value)},"step":${r.step},"timestamp":${r.timestamp},"rank":${r.rank},"rankName":${JSON.stringify(r.rankName)}}\n`;
+    }
+    this.file?.append(text);
+  }
+
+  logSamples(samples: SampleBatch, step: number): void {
+    let text = "";
+    for (const key of Object.keys(samples).sort()) {
+      text += `${JSON.stringify({ key, samples: samples[key], step, timestamp: Date.now() }, nonFiniteReplacer)}\n`;
+    }
+    this.file?.append(text);
+  }
+
+  logHistograms(histograms: readonly HistogramMetric[], step: number): void {
+    let text = "";
+    for (const h of histograms) text += `${JSON.stringify({ key: h.key, histogram: h.histogram, step, timestamp: h.timestamp }, nonFiniteReplacer)}\n`;
+    this.file?.append(text);
+  }
+
+  async flushed(): Promise<void> {
+    await this.file?.drain();
+  }
+
+  async finish(): Promise<void> {
+    await this.file?.drain();
+  }
+}
+
+registerBackend("jsonl", (options) => new JsonlBackend(options), { knownOptions: ["file"] });

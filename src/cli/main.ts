@@ -1,0 +1,29 @@
+#!/usr/bin/env node
+/**
+ * The `rankscope` command. Each subcommand lives in `commands/` and registers itself here.
+ */
+import { Command, CommanderError } from "commander";
+import { readFileSync } from "node:fs";
+import { registerDemoCommand } from "./commands/demo.js";
+
+const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+
+const program = new Command()
+  .name("rankscope")
+  .description("Observability for distributed training and inference jobs")
+  .version(pkg.version)
+  .showHelpAfterError("(run rankscope --help for the commands)")
+  .exitOverride();
+
+registerDemoCommand(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (error) {
+  if (error instanceof CommanderError) {
+    process.exitCode = error.exitCode === 0 ? 0 : 2;
+  } else {
+    process.stderr.write(`rankscope: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  }
+}

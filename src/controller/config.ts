@@ -1,0 +1,88 @@
+/**
+ * Validation of the backends config given to `initBackends`, all of it before any backend starts
+ * (Forge's rule: validate at init, never change the user's arguments silently, a warning and a
+ * no-op is fine).
+ */
+import { z } from "zod";
+import { warn } from "../core/diagnostics.js";
+import { LOGGING_MODES, type LoggingMode } from "../core/metric.js";
+import { knownBackendNames, resolveBackendRegistration, type BackendOptions, type BackendRegistration } from "../backends/backend.js";
+
+/** The config of every backend, by name: `{ console: { loggingMode: "global_reduce" } }`. */
+export type BackendsConfig = Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+
+/** One backend after validation. */
+export interface ValidatedBackend {
+  /** The config key (what messages call it). */
+  readonly name: string;
+  /** The registered backend it instantiates (the key, or `type` when given). */
+  readonly type: string;
+  readonly loggingMode: LoggingMode;
+  readonly options: BackendOptions;
+  readonly registration: BackendRegistration;
+}
+
+const COMMON_OPTIONS = ["loggingMode", "perRankShareRun", "every", "type"];
+
+const commonSchema = z.object({
+  loggingMode: z.enum(LOGGING_MODES as [LoggingMode, ...LoggingMode[]], {
+    errorMap: (issue, ctx) => ({
+      message:
+        ctx.data === undefined
+          ? `loggingMode is required; valid: ${LOGGING_MODES.join(", ")}`
+          : `loggingMode ${JSON.stringify(ctx.data)} is not valid; valid: ${LOGGING_MODES.join(", ")}`,
+    }),
+  }),
+  perRankShareRun: z.boolean({ invalid_type_error: "perRankShareRun must be true or false" }).optional(),
+  every: z
+    .number({ invalid_type_error: "every must be a positive integer (log every N-th flush)" })
+    .int("every must be a positive integer (log every N-th flush)")
+    .min(1, "every must be a positive integer (log every N-th flush)")
+    .optional(),
+  type: z.string().min(1, "type must name a registered backend").optional(),
+});
+
+/**
+ * Check a backends config and resolve each backend's registration (loading lazily declared
+ * backends). Throws a TypeError naming the backend and what was wrong; warns about options a
+ * backend does not know and about `perRankShareRun` under `global_reduce` (a no-op there).
+ */
+export async function validateBackendsConfig(config: BackendsConfig): Promise<ValidatedBackend[]> {
+  if (config === null || typeof config !== "object" || Array.isArray(config)) {
+    throw new TypeError(`initBackends takes an object of backend configs, e.g. { console: { loggingMode: "global_reduce" } }, got ${String(config)}`);
+  }
+  const validated: ValidatedBackend[] = [];
+  for (const [name, raw] of Object.entries(config)) {
+    if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+      throw new TypeError(`backend "${name}": config must be an object such as { loggingMode: "global_reduce" }, got ${JSON.stringify(raw)}`);
+    }
+    const parsed = commonSchema.safeParse(raw);
+    if (!parsed.success) {
+      const messages = parsed.error.issues.map((i) => i.message);
+      throw new TypeError(`backend "${name}": ${messages.join("; ")}`);
+    }
+    const type = parsed.data.type ?? name;
+    const registration = await resolveBackendRegistration(type);
+    if (registration === undefined) {
+      throw new TypeError(`unknown backend "${type}"${type === name ? "" : ` (config "${name}")`}; registered: ${knownBackendNames().join(", ")}`);
+    }
+    const options = { ...raw } as BackendOptions;
+    for (const key of Object.keys(raw)) {
+      if (!COMMON_OPTIONS.includes(key) && !registration.knownOptions.includes(key)) {
+        warn(
+          `config.unknownOption:${name}.${key}`,
+          `backend "${name}": unknown option "${key}" is ignored; options: ${[...COMMON_OPTIONS, ...registration.knownOptions].join(", ")}`,
+        );
+      }
+    }
+    if (parsed.data.perRankShareRun === true && parsed.data.loggingMode === "global_reduce") {
+      warn(
+        `config.perRankShareRun:${name}`,
+        `backend "${name}": perRankShareRun only applies to per-rank modes; under global_reduce there is one run already, so it is ignored`,
+      );
+    }
+    registration.validate?.(options);
+    validated.push({ name, type, loggingMode: parsed.data.loggingMode, options, registration });
+  }
+  return validated;
+}

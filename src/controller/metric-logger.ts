@@ -1,0 +1,216 @@
+/**
+ * The controller: owns the global backends, knows every rank, and turns `flush(step)` into one
+ * merged batch per step.
+ *
+ * `flush(step)` asks every registered rank for its states (each rank logs its own per-rank
+ * backends on the way), merges them key by key, and hands the result to the `global_reduce`
+ * backends. A rank that does not answer by the deadline cannot hang it: the flush logs what
+ * arrived and says which ranks were missing.
+ */
+import type { BackendContext } from "../backends/backend.js";
+import "../backends/builtin.js";
+import { getCollector } from "../core/collector.js";
+import { warn } from "../core/diagnostics.js";
+import { envInteger } from "../core/env.js";
+import type { Metric } from "../core/metric.js";
+import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
+import { BackendSet } from "./backend-set.js";
+import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
+import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "./rank.js";
+import { mergeRankStates } from "./reduce-states.js";
+
+/** Options of `getOrCreateMetricLogger`. */
+export interface MetricLoggerOptions extends RunDirOptions {
+  /** Name of this process, e.g. `Controller` (default). */
+  processName?: string;
+  /** How long `flush` waits for ranks before logging what arrived (default 5000 ms, env RANKSCOPE_FLUSH_DEADLINE_MS). */
+  flushDeadlineMs?: number;
+  /** How long `shutdown` waits for ranks and backends (default 5000 ms). */
+  shutdownDeadlineMs?: number;
+}
+
+/** Options of `initBackends`. */
+export interface InitBackendsOptions {
+  /** Resume a run at this step (a restart from a checkpoint). */
+  resumeStep?: number;
+}
+
+/** What one `flush(step)` did. */
+export interface FlushResult {
+  readonly step: number;
+  /** The merged metrics handed to the `global_reduce` backends. */
+  readonly metrics: readonly Metric[];
+  readonly ranksExpected: number;
+  readonly ranksReporting: number;
+  /** Ranks that did not answer by the deadline. */
+  readonly missingRanks: readonly string[];
+}
+
+/** The backends used when `initBackends()` gets no config. */
+export const DEFAULT_BACKENDS: BackendsConfig = { console: { loggingMode: "global_reduce" } };
+
+/** Name shown by global backends as the source of their metrics (Forge's). */
+export const GLOBAL_DISPLAY_NAME = "GlobalReduce";
+
+const DEADLINE = Symbol("deadline");
+
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | typeof DEADLINE> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<typeof DEADLINE>((resolve) => {
+    timer = setTimeout(() => resolve(DEADLINE), ms);
+    timer.unref?.();
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}
+
+/** The controller-side logger. Get it with `getOrCreateMetricLogger`. */
+export class MetricLogger {
+  readonly processName: string;
+  readonly run: RunLocation;
+  readonly flushDeadlineMs: number;
+  readonly shutdownDeadlineMs: number;
+  private readonly ranks = new Map<string, RankHandle>();
+  private globalBackends = BackendSet.empty();
+  private rankInit: RankInit | null = null;
+  private lastStep = -1;
+  private closed = false;
+
+  constructor(options: MetricLoggerOptions = {}) {
+    this.processName = options.processName ?? "Controller";
+    this.run = resolveRunLocation(options);
+    this.flushDeadlineMs = options.flushDeadlineMs ?? envInteger("RANKSCOPE_FLUSH_DEADLINE_MS", 5000, 1);
+    this.shutdownDeadlineMs = options.shutdownDeadlineMs ?? 5000;
+    const local = new RankRuntime(standaloneIdentity(this.processName));
+    this.ranks.set(local.identity.rankName, new LocalRankHandle(local));
+  }
+
+  /** Names of the registered ranks (this process included). */
+  get rankNames(): string[] {
+    return [...this.ranks.keys()];
+  }
+
+  /**
+   * Validate the config and start the backends: `global_reduce` ones here, per-rank ones in every
+   * registered rank (and in ranks that register later). With no config, the embedded default.
+   * Throws a TypeError for an invalid config before starting anything.
+   */
+  async initBackends(config: BackendsConfig = DEFAULT_BACKENDS, options: InitBackendsOptions = {}): Promise<void> {
+    this.assertOpen("initBackends");
+    const validated = await validateBackendsConfig(config);
+    const resumeStep = options.resumeStep ?? 0;
+    if (!Number.isInteger(resumeStep) || resumeStep < 0) throw new TypeError(`resumeStep must be a non-negative integer, got ${String(resumeStep)}`);
+    await this.globalBackends.finish();
+    const run = { runDir: this.run.runDir, experiment: this.run.experiment, trial: this.run.trial, resumeStep };
+    const global = validated.filter((v) => v.loggingMode === "global_reduce");
+    this.globalBackends = await BackendSet.start(global, (v) => this.globalContext(v, run.resumeStep));
+    const perRank: Record<string, Record<string, unknown>> = {};
+    for (const v of validated) if (v.loggingMode !== "global_reduce") perRank[v.name] = v.options;
+    this.rankInit = { backends: perRank, primaryMetadata: this.globalBackends.metadataForRanks(), run };
+    if (resumeStep > 0) this.lastStep = resumeStep - 1;
+    await Promise.all([...this.ranks.values()].map((r) => r.init(this.rankInit as RankInit)));
+  }
+
+  /**
+   * Add a rank (from a transport). If backends are already initialised, it receives the per-rank
+   * config and primary metadata now (Forge's late registration).
+   */
+  async registerRank(handle: RankHandle): Promise<void> {
+    this.assertOpen("registerRank");
+    this.ranks.set(handle.rankName, handle);
+    if (this.rankInit !== null) await handle.init(this.rankInit);
+  }
+
+  /** Stop expecting a rank (it exited). */
+  deregisterRank(rankName: string): void {
+    this.ranks.delete(rankName);
+  }
+
+  /**
+   * Flush every rank at `step`: per-rank backends log their rank's values, and the merged values
+   * go to the `global_reduce` backends. Returns by the flush deadline even if ranks do not answer.
+   */
+  async flush(step: number): Promise<FlushResult> {
+    this.assertOpen("flush");
+    if (!Number.isInteger(step) || step < 0) throw new TypeError(`flush(step) takes a non-negative integer step, got ${String(step)}`);
+    if (step <= this.lastStep) {
+      warn("flush.stepNotIncreasing", `flush(${step}) after flush(${this.lastStep}): steps should increase; the values are logged at step ${step} as asked`);
+    }
+    this.lastStep = Math.max(this.lastStep, step);
+    const handles = [...this.ranks.values()];
+    const answers = await Promise.all(handles.map((h) => withDeadline(h.flush(step).catch(() => undefined), this.flushDeadlineMs)));
+    const snapshots: RankSnapshot[] = [];
+    const missing: string[] = [];
+    answers.forEach((answer, i) => {
+      if (answer === DEADLINE || answer === undefined || answer.step !== step) missing.push((handles[i] as RankHandle).rankName);
+      else snapshots.push(answer);
+    });
+    if (missing.length > 0) {
+      warn(
+        "flush.missingRanks",
+        `flush(${step}): ${missing.length} of ${handles.length} ranks did not answer within ${this.flushDeadlineMs} ms (${missing.join(", ")}); logged what arrived`,
+      );
+    }
+    const merged = mergeRankStates(snapshots, { step, timestamp: Date.now() });
+    if (this.globalBackends.size > 0) await this.globalBackends.logFlush(merged, step);
+    return { step, metrics: merged.metrics, ranksExpected: handles.length, ranksReporting: snapshots.length, missingRanks: missing };
+  }
+
+  /** Hand the run's hyperparameters / config to every global backend. */
+  async logHyperparams(params: Readonly<Record<string, unknown>>): Promise<void> {
+    await this.globalBackends.logHyperparams(params);
+  }
+
+  /**
+   * Finish every backend and every rank, within the shutdown deadline. Values recorded after the
+   * last flush are not logged: that is reported, never silent.
+   */
+  async shutdown(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const pending = [...getCollector().entries.values()].filter((e) => e.accumulator.count > 0).length;
+    if (pending > 0) {
+      warn("shutdown.unflushed", `shutdown(): ${pending} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
+    }
+    const all = [this.globalBackends.finish(), ...[...this.ranks.values()].map((r) => r.shutdown().catch(() => undefined))];
+    const done = await withDeadline(Promise.all(all), this.shutdownDeadlineMs);
+    if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${this.shutdownDeadlineMs} ms; stopped waiting`);
+    this.ranks.clear();
+    const holder = globalThis as unknown as Record<symbol, MetricLogger | undefined>;
+    if (holder[LOGGER_KEY] === this) holder[LOGGER_KEY] = undefined;
+  }
+
+  private assertOpen(call: string): void {
+    if (this.closed) throw new Error(`${call}() after shutdown(): get a new logger with getOrCreateMetricLogger()`);
+  }
+
+  private globalContext(v: ValidatedBackend, resumeStep: number): BackendContext {
+    return {
+      backendName: v.type,
+      displayName: GLOBAL_DISPLAY_NAME,
+      loggingMode: v.loggingMode,
+      role: "controller",
+      identity: standaloneIdentity(this.processName),
+      runDir: this.run.runDir,
+      experiment: this.run.experiment,
+      trial: this.run.trial,
+      resumeStep,
+      primaryMetadata: {},
+    };
+  }
+}
+
+const LOGGER_KEY = Symbol.for("rankscope.metricLogger");
+
+/**
+ * The controller's logger, created on first call and returned by every later call in the process
+ * (until `shutdown()`). Options apply only when it is created.
+ */
+export async function getOrCreateMetricLogger(options: MetricLoggerOptions = {}): Promise<MetricLogger> {
+  const holder = globalThis as unknown as Record<symbol, MetricLogger | undefined>;
+  let logger = holder[LOGGER_KEY];
+  if (logger === undefined) {
+    logger = new MetricLogger(options);
+    holder[LOGGER_KEY] = logger;
+  }
+  return logger;
+}

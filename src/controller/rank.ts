@@ -1,0 +1,149 @@
+/**
+ * The rank side of the pipeline: what runs in every process that records metrics.
+ *
+ * A `RankRuntime` owns this process's collector and its per-rank backends. The controller talks to
+ * it through a `RankHandle` — directly in-process, or over a transport — with three requests:
+ * init (the per-rank backend configs and the primary backends' metadata), flush(step) → states,
+ * and shutdown.
+ */
+import type { BackendContext, RankIdentity } from "../backends/backend.js";
+import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../core/collector.js";
+import type { StreamRecord } from "../core/metric.js";
+import { BackendSet } from "./backend-set.js";
+import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
+import { reduceStates } from "./reduce-states.js";
+
+/** Where a run's files go and where it starts. */
+export interface RunInfo {
+  readonly runDir: string;
+  readonly experiment: string;
+  readonly trial: string;
+  /** The step the run resumes from (0 for a fresh run). */
+  readonly resumeStep: number;
+}
+
+/** What the controller sends a rank at `initBackends` (or when the rank registers late). */
+export interface RankInit {
+  /** Only the per-rank backends (`per_rank_reduce`, `per_rank_no_reduce`). */
+  readonly backends: BackendsConfig;
+  /** Per backend name: what the controller-side instance handed to ranks (e.g. a shared run id). */
+  readonly primaryMetadata: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+  readonly run: RunInfo;
+}
+
+/** A rank's answer to flush(step). */
+export interface RankSnapshot {
+  readonly rankName: string;
+  /** The step this snapshot answers (a late reply to an older flush is discarded). */
+  readonly step: number;
+  readonly states: readonly KeyState[];
+  /** Records dropped because their key was new past the key bound, since the rank started. */
+  readonly droppedKeyRecords: number;
+}
+
+/** How the controller reaches one rank, whatever carries the messages. */
+export interface RankHandle {
+  readonly rankName: string;
+  init(message: RankInit): Promise<void>;
+  flush(step: number): Promise<RankSnapshot>;
+  shutdown(): Promise<void>;
+}
+
+/** The identity of a process that nobody told who it is: rank 0 of one. */
+export function standaloneIdentity(processName: string): RankIdentity {
+  return { rank: 0, rankName: processName, processName, localRank: 0, localWorldSize: 1 };
+}
+
+/** Until the stream ring exists, raw values reach stream backends by a direct call. */
+class DirectStreamProducer implements StreamProducer {
+  constructor(
+    private readonly backends: BackendSet,
+    private readonly identity: RankIdentity,
+  ) {}
+  record(entry: MetricEntry, value: number, step: number): void {
+    const record: StreamRecord = { key: entry.key, value, step, timestamp: Date.now(), rank: this.identity.rank, rankName: this.identity.rankName };
+    void this.backends.logStream([record]);
+  }
+}
+
+/** This process's rank: its collector, its per-rank backends, and the answers to the controller. */
+export class RankRuntime {
+  private reduceBackends = BackendSet.empty();
+  private streamBackends = BackendSet.empty();
+  private run: RunInfo | null = null;
+
+  constructor(
+    readonly identity: RankIdentity,
+    readonly collector: Collector = getCollector(),
+  ) {}
+
+  /** Start the per-rank backends this rank was sent (replacing any it had). */
+  async init(message: RankInit): Promise<void> {
+    await this.stopBackends();
+    this.run = message.run;
+    if (message.run.resumeStep > 0) this.collector.step = message.run.resumeStep;
+    const validated = await validateBackendsConfig(message.backends);
+    const context = (v: ValidatedBackend): BackendContext => this.contextFor(v, message);
+    this.reduceBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_reduce"), context);
+    this.streamBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_no_reduce"), context);
+    if (this.streamBackends.wantsStream) this.collector.stream = new DirectStreamProducer(this.streamBackends, this.identity);
+  }
+
+  /**
+   * Take this rank's states (synchronously, so recording goes on into the next step), log them to
+   * the per-rank backends, and return them for the controller.
+   */
+  async flush(step: number): Promise<RankSnapshot> {
+    const states = this.collector.takeStates();
+    this.collector.step = step + 1;
+    if (this.reduceBackends.size > 0 && states.length > 0) {
+      const reduced = reduceStates(states, { step, timestamp: Date.now(), rankName: this.identity.rankName });
+      await this.reduceBackends.logFlush(reduced, step);
+    }
+    return { rankName: this.identity.rankName, step, states, droppedKeyRecords: this.collector.droppedKeyRecords };
+  }
+
+  /** Finish the per-rank backends. */
+  async shutdown(): Promise<void> {
+    await this.stopBackends();
+  }
+
+  private async stopBackends(): Promise<void> {
+    this.collector.stream = null;
+    await Promise.all([this.reduceBackends.finish(), this.streamBackends.finish()]);
+    this.reduceBackends = BackendSet.empty();
+    this.streamBackends = BackendSet.empty();
+  }
+
+  private contextFor(v: ValidatedBackend, message: RankInit): BackendContext {
+    return {
+      backendName: v.type,
+      displayName: this.identity.rankName,
+      loggingMode: v.loggingMode,
+      role: "rank",
+      identity: this.identity,
+      runDir: message.run.runDir,
+      experiment: message.run.experiment,
+      trial: message.run.trial,
+      resumeStep: message.run.resumeStep,
+      primaryMetadata: message.primaryMetadata[v.name] ?? {},
+    };
+  }
+}
+
+/** A rank in the controller's own process: requests are plain calls. */
+export class LocalRankHandle implements RankHandle {
+  constructor(readonly runtime: RankRuntime) {}
+  get rankName(): string {
+    return this.runtime.identity.rankName;
+  }
+  init(message: RankInit): Promise<void> {
+    return this.runtime.init(message);
+  }
+  flush(step: number): Promise<RankSnapshot> {
+    return this.runtime.flush(step);
+  }
+  shutdown(): Promise<void> {
+    return this.runtime.shutdown();
+  }
+}

@@ -1,0 +1,105 @@
+/**
+ * From accumulator states to what backends receive. One function serves both places a reduction
+ * happens: a rank reducing its own states (`per_rank_reduce`) and the controller merging every
+ * rank's states (`global_reduce`).
+ */
+import type { KeyState } from "../core/collector.js";
+import { describeError, reportError } from "../core/diagnostics.js";
+import type { HistogramMetric, Metric } from "../core/metric.js";
+import type { AccumulatorState, SampleRecord } from "../core/reduce.js";
+import { getReduceDefinition } from "../core/registry.js";
+
+/** Everything one flush hands to backends. */
+export interface ReducedFlush {
+  readonly metrics: Metric[];
+  readonly histograms: HistogramMetric[];
+  readonly samples: Record<string, SampleRecord[]>;
+}
+
+/** The states of one rank at one flush. */
+export interface RankStates {
+  readonly rankName: string;
+  readonly states: readonly KeyState[];
+}
+
+/** Where the metrics go and when they were taken. */
+export interface ReduceTarget {
+  readonly step: number;
+  readonly timestamp: number;
+  /** Set for per-rank modes, so each metric says which rank it belongs to. */
+  readonly rankName?: string;
+}
+
+/**
+ * Merge the states of several ranks key by key and reduce them. A key recorded with different
+ * reductions on different ranks is reported (naming the key and the ranks) and left out; every
+ * other key is still logged.
+ */
+export function mergeRankStates(ranks: readonly RankStates[], target: ReduceTarget): ReducedFlush {
+  const byKey = new Map<string, { reduce: string; states: AccumulatorState[]; ranksByReduce: Map<string, string[]> }>();
+  for (const rank of ranks) {
+    for (const s of rank.states) {
+      let group = byKey.get(s.key);
+      if (group === undefined) {
+        group = { reduce: s.reduce, states: [], ranksByReduce: new Map() };
+        byKey.set(s.key, group);
+      }
+      group.states.push(s.state);
+      const names = group.ranksByReduce.get(s.reduce);
+      if (names === undefined) group.ranksByReduce.set(s.reduce, [rank.rankName]);
+      else names.push(rank.rankName);
+    }
+  }
+  const merged: KeyState[] = [];
+  for (const [key, group] of byKey) {
+    if (group.ranksByReduce.size > 1) {
+      const detail = [...group.ranksByReduce].map(([reduce, names]) => `"${reduce}" on ${names.join(", ")}`).join("; ");
+      reportError(
+        `reduce.conflict:${key}`,
+        `metric "${key}" was recorded with different reductions on different ranks (${detail}); it is not logged at step ${target.step}. ` +
+          `Record it with one reduction everywhere, or use different keys.`,
+      );
+      continue;
+    }
+    try {
+      const definition = getReduceDefinition(group.reduce);
+      merged.push({ key, reduce: group.reduce, state: group.states.length === 1 ? (group.states[0] as AccumulatorState) : definition.merge(group.states) });
+    } catch (error) {
+      reportError(`reduce.merge:${key}`, `could not merge metric "${key}" (reduce "${group.reduce}"): ${describeError(error)}`);
+    }
+  }
+  merged.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  return reduceStates(merged, target);
+}
+
+/** Turn merged (or a single rank's) states into metrics, histograms and samples, sorted by key. */
+export function reduceStates(states: readonly KeyState[], target: ReduceTarget): ReducedFlush {
+  const metrics: Metric[] = [];
+  const histograms: HistogramMetric[] = [];
+  const samples: Record<string, SampleRecord[]> = {};
+  const rank = target.rankName === undefined ? {} : { rankName: target.rankName };
+  for (const { key, reduce, state } of states) {
+    if (state.count === 0) continue;
+    let definition;
+    try {
+      definition = getReduceDefinition(reduce);
+    } catch (error) {
+      reportError(`reduce.unknown:${reduce}`, `metric "${key}": ${describeError(error)}; register it on the controller too`);
+      continue;
+    }
+    const value = definition.value(state);
+    if (typeof value === "number") {
+      metrics.push({ key, value, reduce, step: target.step, timestamp: target.timestamp, ...rank });
+    } else {
+      for (const suffix of Object.keys(value)) {
+        metrics.push({ key: `${key}/${suffix}`, value: value[suffix] as number, reduce, step: target.step, timestamp: target.timestamp, ...rank });
+      }
+    }
+    if (definition.histogram !== undefined) {
+      histograms.push({ key, step: target.step, timestamp: target.timestamp, histogram: definition.histogram(state), ...rank });
+    }
+    if (definition.samples !== undefined) samples[key] = definition.samples(state);
+  }
+  metrics.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  return { metrics, histograms, samples };
+}

@@ -1,0 +1,165 @@
+/**
+ * `Reduce.HISTOGRAM`: mergeable buckets, reported as count/min/max/mean, with the buckets kept for
+ * backends that draw histograms (TensorBoard's `HistogramProto`).
+ *
+ * Every histogram uses the same bucket edges — TensorBoard's default: ±1e-12 · 1.1^k up to the
+ * largest double, and 0 — so states from any rank merge by adding counts, exactly.
+ */
+import type { Accumulator, AccumulatorState, HistogramData, ReduceDefinition } from "../reduce.js";
+
+function defaultEdges(): Float64Array {
+  const positive: number[] = [];
+  for (let v = 1e-12; v < 1e20; v *= 1.1) positive.push(v);
+  const edges = [-Number.MAX_VALUE, ...positive.map((v) => -v).reverse(), 0, ...positive, Number.MAX_VALUE];
+  return Float64Array.from(edges);
+}
+
+/** Upper bucket edges, ascending; the last is the largest double (it also holds +Infinity). */
+export const HISTOGRAM_EDGES: Readonly<Float64Array> = defaultEdges();
+const EDGE_COUNT = HISTOGRAM_EDGES.length;
+
+/** Index of the bucket (lowest edge ≥ value) by binary search. */
+function bucketIndex(value: number): number {
+  let low = 0;
+  let high = EDGE_COUNT - 1;
+  while (low < high) {
+    const mid = (low + high) >>> 1;
+    if ((HISTOGRAM_EDGES[mid] as number) >= value) high = mid;
+    else low = mid + 1;
+  }
+  return low;
+}
+
+/** Plain state: summary numbers and the non-empty buckets as parallel arrays. */
+export interface HistogramState extends AccumulatorState {
+  readonly min: number;
+  readonly max: number;
+  readonly sum: number;
+  readonly sumSquares: number;
+  readonly nan: number;
+  readonly buckets: readonly number[];
+  readonly counts: readonly number[];
+}
+
+class Histogram {
+  count = 0;
+  min = Infinity;
+  max = -Infinity;
+  sum = 0;
+  sumSquares = 0;
+  nan = 0;
+  counts: Float64Array | null = null;
+
+  add(value: number, n = 1): void {
+    this.count += n;
+    this.sum += value * n;
+    this.sumSquares += value * value * n;
+    if (value !== value) {
+      this.nan += n;
+      return;
+    }
+    if (value < this.min) this.min = value;
+    if (value > this.max) this.max = value;
+    const counts = (this.counts ??= new Float64Array(EDGE_COUNT));
+    const i = bucketIndex(value);
+    counts[i] = (counts[i] as number) + n;
+  }
+
+  addState(s: HistogramState): void {
+    this.count += s.count;
+    this.sum += s.sum;
+    this.sumSquares += s.sumSquares;
+    this.nan += s.nan;
+    if (s.min < this.min) this.min = s.min;
+    if (s.max > this.max) this.max = s.max;
+    if (s.buckets.length === 0) return;
+    const counts = (this.counts ??= new Float64Array(EDGE_COUNT));
+    for (let i = 0; i < s.buckets.length; i++) {
+      const b = s.buckets[i] as number;
+      counts[b] = (counts[b] as number) + (s.counts[i] as number);
+    }
+  }
+
+  toState(): HistogramState {
+    const buckets: number[] = [];
+    const counts: number[] = [];
+    if (this.counts !== null) {
+      for (let i = 0; i < EDGE_COUNT; i++) {
+        const c = this.counts[i] as number;
+        if (c > 0) {
+          buckets.push(i);
+          counts.push(c);
+        }
+      }
+    }
+    return { v: 1, count: this.count, min: this.min, max: this.max, sum: this.sum, sumSquares: this.sumSquares, nan: this.nan, buckets, counts };
+  }
+
+  reset(): void {
+    this.count = 0;
+    this.min = Infinity;
+    this.max = -Infinity;
+    this.sum = 0;
+    this.sumSquares = 0;
+    this.nan = 0;
+    this.counts?.fill(0);
+  }
+}
+
+function summary(s: { count: number; min: number; max: number; sum: number; nan: number }): Record<string, number> {
+  const hasNaN = s.nan > 0;
+  return {
+    count: s.count,
+    min: hasNaN ? NaN : s.min,
+    max: hasNaN ? NaN : s.max,
+    mean: s.count > 0 ? s.sum / s.count : 0,
+  };
+}
+
+class HistogramAccumulator implements Accumulator<HistogramState> {
+  private readonly histogram = new Histogram();
+  get count(): number {
+    return this.histogram.count;
+  }
+  append(value: number): void {
+    this.histogram.add(value);
+  }
+  value(): Record<string, number> {
+    return summary(this.histogram);
+  }
+  state(): HistogramState {
+    return this.histogram.toState();
+  }
+  reset(): void {
+    this.histogram.reset();
+  }
+}
+
+/**
+ * The buckets of a state for drawing: only the non-empty ones, each with its upper edge. NaN
+ * values are counted in `count` but sit in no bucket.
+ */
+function histogramData(s: HistogramState): HistogramData {
+  return {
+    count: s.count,
+    min: s.min,
+    max: s.max,
+    sum: s.sum,
+    sumSquares: s.sumSquares,
+    bucketLimits: s.buckets.map((b) => HISTOGRAM_EDGES[b] as number),
+    bucketCounts: [...s.counts],
+  };
+}
+
+/** `Reduce.HISTOGRAM`. */
+export const histogramReduce: ReduceDefinition<HistogramState> = {
+  name: "histogram",
+  create: () => new HistogramAccumulator(),
+  merge(states) {
+    const h = new Histogram();
+    for (const s of states) h.addState(s);
+    return h.toState();
+  },
+  value: summary,
+  histogram: histogramData,
+};

@@ -1,0 +1,193 @@
+/**
+ * The arithmetic reductions: MEAN, SUM, MAX, MIN and STD.
+ *
+ * NaN and ±Infinity propagate as IEEE arithmetic does (a diverged loss must show as NaN), so MAX
+ * and MIN use `Math.max`/`Math.min`, which return NaN when any input is NaN.
+ */
+import type { Accumulator, AccumulatorState, ReduceDefinition } from "../reduce.js";
+
+/** State of MEAN and SUM: the running sum and how many values it holds. */
+export interface SumState extends AccumulatorState {
+  readonly sum: number;
+}
+
+class SumAccumulator implements Accumulator<SumState> {
+  count = 0;
+  sum = 0;
+  constructor(private readonly divide: boolean) {}
+  append(value: number): void {
+    this.sum += value;
+    this.count++;
+  }
+  value(): number {
+    return this.divide ? meanOf(this) : this.sum;
+  }
+  state(): SumState {
+    return { v: 1, count: this.count, sum: this.sum };
+  }
+  reset(): void {
+    this.sum = 0;
+    this.count = 0;
+  }
+}
+
+function meanOf(s: { sum: number; count: number }): number {
+  return s.count > 0 ? s.sum / s.count : 0;
+}
+
+function mergeSums(states: readonly SumState[]): SumState {
+  let sum = 0;
+  let count = 0;
+  for (const s of states) {
+    sum += s.sum;
+    count += s.count;
+  }
+  return { v: 1, count, sum };
+}
+
+/** `Reduce.MEAN`: arithmetic mean (0 when nothing was recorded). */
+export const meanReduce: ReduceDefinition<SumState> = {
+  name: "mean",
+  create: () => new SumAccumulator(true),
+  merge: mergeSums,
+  value: meanOf,
+};
+
+/** `Reduce.SUM`: the sum of every value. */
+export const sumReduce: ReduceDefinition<SumState> = {
+  name: "sum",
+  create: () => new SumAccumulator(false),
+  merge: mergeSums,
+  value: (s) => s.sum,
+};
+
+/** State of MAX and MIN: the extreme so far. */
+export interface ExtremeState extends AccumulatorState {
+  readonly value: number;
+}
+
+class MaxAccumulator implements Accumulator<ExtremeState> {
+  count = 0;
+  max = -Infinity;
+  append(value: number): void {
+    this.max = Math.max(this.max, value);
+    this.count++;
+  }
+  value(): number {
+    return this.max;
+  }
+  state(): ExtremeState {
+    return { v: 1, count: this.count, value: this.max };
+  }
+  reset(): void {
+    this.max = -Infinity;
+    this.count = 0;
+  }
+}
+
+class MinAccumulator implements Accumulator<ExtremeState> {
+  count = 0;
+  min = Infinity;
+  append(value: number): void {
+    this.min = Math.min(this.min, value);
+    this.count++;
+  }
+  value(): number {
+    return this.min;
+  }
+  state(): ExtremeState {
+    return { v: 1, count: this.count, value: this.min };
+  }
+  reset(): void {
+    this.min = Infinity;
+    this.count = 0;
+  }
+}
+
+function mergeExtremes(states: readonly ExtremeState[], pick: (a: number, b: number) => number, start: number): ExtremeState {
+  let value = start;
+  let count = 0;
+  for (const s of states) {
+    value = pick(value, s.value);
+    count += s.count;
+  }
+  return { v: 1, count, value };
+}
+
+/** `Reduce.MAX`: the largest value. */
+export const maxReduce: ReduceDefinition<ExtremeState> = {
+  name: "max",
+  create: () => new MaxAccumulator(),
+  merge: (states) => mergeExtremes(states, Math.max, -Infinity),
+  value: (s) => s.value,
+};
+
+/** `Reduce.MIN`: the smallest value. */
+export const minReduce: ReduceDefinition<ExtremeState> = {
+  name: "min",
+  create: () => new MinAccumulator(),
+  merge: (states) => mergeExtremes(states, Math.min, Infinity),
+  value: (s) => s.value,
+};
+
+/**
+ * State of STD: count, mean and M2 (the sum of squared deviations from the mean), as in
+ * Welford's online algorithm. Keeping the mean instead of a sum of squares is what makes the
+ * result exact for values with a large mean and a small spread (1e9 + {0, 1, 2}), where
+ * `E[x²] − E[x]²` cancels catastrophically.
+ */
+export interface MomentsState extends AccumulatorState {
+  readonly mean: number;
+  readonly m2: number;
+}
+
+class StdAccumulator implements Accumulator<MomentsState> {
+  count = 0;
+  mean = 0;
+  m2 = 0;
+  append(value: number): void {
+    this.count++;
+    const delta = value - this.mean;
+    this.mean += delta / this.count;
+    this.m2 += delta * (value - this.mean);
+  }
+  value(): number {
+    return populationStd(this);
+  }
+  state(): MomentsState {
+    return { v: 1, count: this.count, mean: this.mean, m2: this.m2 };
+  }
+  reset(): void {
+    this.count = 0;
+    this.mean = 0;
+    this.m2 = 0;
+  }
+}
+
+function populationStd(s: { count: number; m2: number }): number {
+  return s.count < 2 ? 0 : Math.sqrt(s.m2 / s.count);
+}
+
+/** Chan et al.'s parallel merge of (count, mean, M2) states. */
+export function mergeMoments(states: readonly MomentsState[]): MomentsState {
+  let count = 0;
+  let mean = 0;
+  let m2 = 0;
+  for (const s of states) {
+    if (s.count === 0) continue;
+    const total = count + s.count;
+    const delta = s.mean - mean;
+    mean += (delta * s.count) / total;
+    m2 += s.m2 + (delta * delta * count * s.count) / total;
+    count = total;
+  }
+  return { v: 1, count, mean, m2 };
+}
+
+/** `Reduce.STD`: population standard deviation; 0 for fewer than two values. */
+export const stdReduce: ReduceDefinition<MomentsState> = {
+  name: "std",
+  create: () => new StdAccumulator(),
+  merge: mergeMoments,
+  value: populationStd,
+};

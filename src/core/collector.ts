@@ -1,0 +1,248 @@
+/**
+ * The collector: one per process (per JavaScript realm), holding an accumulator per key.
+ *
+ * `recordMetric` is the hot path: one `Map.get`, one string comparison, one `append`. Everything
+ * else — new keys, wrong types, bigints, samples, the key bound, the disabled switch — lives on the
+ * slow path, which a known numeric key never reaches. Accumulators are created once per key and
+ * reset at flush (their states are taken first), so a key recorded every step never allocates.
+ *
+ * The collector is held on `globalThis` under a `Symbol.for` key, so two copies of the package
+ * loaded in one process (a bundler, a dependency pinning another version) still share it.
+ */
+import { warn } from "./diagnostics.js";
+import { envFlag, envInteger } from "./env.js";
+import type { Accumulator, AccumulatorState, ReduceDefinition, ReduceName, SampleRecord } from "./reduce.js";
+import { getReduceDefinition } from "./registry.js";
+
+/** One key's accumulator in this process. */
+export interface MetricEntry {
+  /** Interned id of the key, stable for the life of the process (used by the stream ring). */
+  readonly id: number;
+  readonly key: string;
+  readonly reduce: ReduceName;
+  readonly definition: ReduceDefinition<AccumulatorState>;
+  readonly accumulator: Accumulator<AccumulatorState>;
+  /** False for reductions that take objects (samples). */
+  readonly numeric: boolean;
+}
+
+/** The state of one key at a flush, as sent to the controller. */
+export interface KeyState {
+  readonly key: string;
+  readonly reduce: ReduceName;
+  readonly state: AccumulatorState;
+}
+
+/**
+ * Receives every raw numeric value as it is recorded, for `per_rank_no_reduce` backends. It runs on
+ * the caller's thread inside `recordMetric`, so it must not do I/O or block.
+ */
+export interface StreamProducer {
+  record(entry: MetricEntry, value: number, step: number): void;
+}
+
+/** Default bound on distinct keys per process. */
+export const DEFAULT_MAX_KEYS = 100_000;
+
+/** The per-process collector. Use `recordMetric` and `metric`; this class is the machinery. */
+export class Collector {
+  /** Accumulators by key. Keys are never removed, so bound handles stay valid across flushes. */
+  readonly entries = new Map<string, MetricEntry>();
+  /** When true (RANKSCOPE_DISABLE_METRICS), recording is a no-op. */
+  disabled: boolean;
+  /** New keys past this many are dropped and counted. */
+  maxKeys: number;
+  /** Records dropped because their key was new and the bound was reached. */
+  droppedKeyRecords = 0;
+  /** The step raw values recorded now belong to: the last flushed step + 1 (Forge's rule). */
+  step = 0;
+  /** Raw value consumer, set while a `per_rank_no_reduce` backend is active in this process. */
+  stream: StreamProducer | null = null;
+
+  constructor() {
+    this.disabled = envFlag("RANKSCOPE_DISABLE_METRICS");
+    this.maxKeys = envInteger("RANKSCOPE_MAX_KEYS", DEFAULT_MAX_KEYS, 1);
+  }
+
+  /** Everything `recordMetric`'s fast path does not handle. */
+  recordSlow(key: unknown, value: unknown, reduce: unknown): void {
+    if (this.disabled) return;
+    const entry = this.entryFor(key, reduce);
+    if (entry === undefined) return;
+    if (entry.numeric) {
+      const number = toNumber(entry.key, value);
+      entry.accumulator.append(number as never);
+      if (this.stream !== null) this.stream.record(entry, number, this.step);
+    } else {
+      if (value === null || typeof value !== "object" || Array.isArray(value)) {
+        throw new TypeError(
+          `recordMetric("${entry.key}", ..., "${entry.reduce}") takes a plain object record (e.g. { prompt, reward }), got ${describeValue(value)}`,
+        );
+      }
+      entry.accumulator.append(value as SampleRecord as never);
+    }
+  }
+
+  /**
+   * The entry for a key, created on first use. Throws for an invalid key or reduce, or a reduce
+   * that differs from the one the key was first recorded with; returns undefined (and counts)
+   * when the key is new and the key bound is reached.
+   */
+  entryFor(key: unknown, reduce: unknown): MetricEntry | undefined {
+    if (typeof key !== "string" || key.length === 0) {
+      throw new TypeError(`recordMetric key must be a non-empty string, got ${describeValue(key)}`);
+    }
+    const existing = this.entries.get(key);
+    if (existing !== undefined) {
+      if (existing.reduce !== reduce) {
+        throw new TypeError(
+          `metric "${key}" was first recorded with reduce "${existing.reduce}" and is now recorded with ${describeValue(reduce)}; ` +
+            `a key keeps one reduction per process: use a different key for the other reduction`,
+        );
+      }
+      return existing;
+    }
+    if (typeof reduce !== "string") {
+      throw new TypeError(`recordMetric("${key}", ...) reduce must be a Reduce name such as Reduce.MEAN, got ${describeValue(reduce)}`);
+    }
+    const definition = getReduceDefinition(reduce);
+    if (this.entries.size >= this.maxKeys) {
+      this.droppedKeyRecords++;
+      warn(
+        "collector.maxKeys",
+        `more than ${this.maxKeys} distinct metric keys in this process; new keys (first: "${key}") are dropped and counted. ` +
+          `Keys that embed ids (per-request, per-sample) are the usual cause; raise the bound with RANKSCOPE_MAX_KEYS if the keys are real.`,
+      );
+      return undefined;
+    }
+    const entry: MetricEntry = {
+      id: this.entries.size,
+      key,
+      reduce,
+      definition,
+      accumulator: definition.create(),
+      numeric: (definition.input ?? "number") === "number",
+    };
+    this.entries.set(key, entry);
+    return entry;
+  }
+
+  /**
+   * Take the state of every key recorded since the last call and reset it, synchronously: values
+   * recorded after this call belong to the next flush. Sorted by key.
+   */
+  takeStates(): KeyState[] {
+    const states: KeyState[] = [];
+    for (const entry of this.entries.values()) {
+      if (entry.accumulator.count === 0) continue;
+      states.push({ key: entry.key, reduce: entry.reduce, state: entry.accumulator.state() });
+      entry.accumulator.reset();
+    }
+    states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    return states;
+  }
+
+  /** Forget every key and count (tests, and a process that starts a new run). Invalidates handles. */
+  clear(): void {
+    this.entries.clear();
+    this.droppedKeyRecords = 0;
+    this.step = 0;
+  }
+}
+
+function toNumber(key: string, value: unknown): number {
+  if (typeof value === "number") return value;
+  if (typeof value === "bigint") return Number(value);
+  throw new TypeError(
+    `recordMetric("${key}", value) takes a number or a bigint, got ${describeValue(value)}; ` +
+      `for records (objects) use Reduce.SAMPLE`,
+  );
+}
+
+/** A short description of a value for error messages: its type and, when short, its text. */
+export function describeValue(value: unknown): string {
+  if (value === null) return "null";
+  if (value === undefined) return "undefined";
+  if (typeof value === "string") return `the string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
+  if (Array.isArray(value)) return `an array of length ${value.length}`;
+  if (typeof value === "object") return `an object (${value.constructor?.name ?? "Object"})`;
+  return `${typeof value} ${String(value)}`;
+}
+
+const COLLECTOR_KEY = Symbol.for("rankscope.collector");
+
+/** This process's collector (created on first use). */
+export function getCollector(): Collector {
+  const holder = globalThis as unknown as Record<symbol, Collector | undefined>;
+  let collector = holder[COLLECTOR_KEY];
+  if (collector === undefined) {
+    collector = new Collector();
+    holder[COLLECTOR_KEY] = collector;
+  }
+  return collector;
+}
+
+const collector = getCollector();
+
+/**
+ * Record a value under `key`, reduced with `reduce` (default `Reduce.MEAN`) until the next flush.
+ * Callable from anywhere in any rank; synchronous; no I/O, no promise, and no allocation for a
+ * key already seen.
+ *
+ * @param key non-empty metric name, e.g. `"loss"` or `"rollout/reward"`
+ * @param value a number or bigint; for `Reduce.SAMPLE`, a plain object
+ * @param reduce how values are combined: `Reduce.MEAN`, `SUM`, `MAX`, `MIN`, `STD`, `QUANTILES`,
+ *   `HISTOGRAM`, `SAMPLE`, a parameterised form, or a registered name
+ * @throws TypeError for an empty or non-string key, a value of the wrong type, or a key recorded
+ *   earlier in this process with a different reduce
+ */
+export function recordMetric(key: string, value: number | bigint | SampleRecord, reduce: ReduceName = "mean"): void {
+  const entry = collector.entries.get(key);
+  if (entry !== undefined && entry.reduce === reduce && typeof value === "number") {
+    entry.accumulator.append(value as never);
+    if (collector.stream !== null) collector.stream.record(entry, value, collector.step);
+    return;
+  }
+  collector.recordSlow(key, value, reduce);
+}
+
+/** A metric bound to its key and reduction, for hot loops: `record` is about one add. */
+export interface MetricHandle {
+  readonly key: string;
+  readonly reduce: ReduceName;
+  /** Record a value (same rules as `recordMetric`). */
+  record(value: number | bigint): void;
+}
+
+class BoundMetric implements MetricHandle {
+  constructor(
+    readonly key: string,
+    readonly reduce: ReduceName,
+    private readonly entry: MetricEntry | undefined,
+  ) {}
+  record(value: number | bigint): void {
+    const entry = this.entry;
+    if (entry !== undefined && typeof value === "number") {
+      entry.accumulator.append(value as never);
+      if (collector.stream !== null) collector.stream.record(entry, value, collector.step);
+      return;
+    }
+    collector.recordSlow(this.key, value, this.reduce);
+  }
+}
+
+/**
+ * Bind a key and a reduction once, then `handle.record(v)` in the loop:
+ * `const loss = metric("loss", Reduce.MEAN); loss.record(v);`.
+ * Validates the key and reduction now, so a mistake shows at the binding, not in the loop.
+ */
+export function metric(key: string, reduce: ReduceName = "mean"): MetricHandle {
+  if (collector.disabled) {
+    return { key, reduce, record: () => {} };
+  }
+  const entry = collector.entryFor(key, reduce);
+  if (entry !== undefined && !entry.numeric) {
+    throw new TypeError(`metric("${key}", "${reduce}") binds numeric reductions only; record samples with recordMetric`);
+  }
+  return new BoundMetric(key, reduce, entry);
+}

@@ -1,0 +1,100 @@
+/**
+ * Operational faults and warnings: every one is counted, the first of each kind is reported.
+ *
+ * rankscope never throws an operational fault (a failing backend, a dead rank, a full disk) into
+ * the user's loop. It reports it here instead: once per `code` through the handler (stderr by
+ * default), and counted every time, so a fault that repeats a million times costs one line of
+ * output and is still visible as a number (`diagnostics().counts`).
+ */
+
+/** One reported fault or warning. */
+export interface Diagnostic {
+  /** Stable identifier of the kind of fault, e.g. `backend.logBatch:console`. */
+  code: string;
+  /** A sentence a user can act on. */
+  message: string;
+  /** `warning` for misuse that was tolerated, `error` for a fault that lost or delayed data. */
+  level: "warning" | "error";
+  /** How many times this code has been seen, including this one. */
+  count: number;
+}
+
+/** Receives the first diagnostic of each code (and, with `everyTime`, all of them). */
+export type DiagnosticHandler = (diagnostic: Diagnostic) => void;
+
+interface DiagnosticsState {
+  counts: Map<string, number>;
+  handler: DiagnosticHandler;
+  everyTime: boolean;
+}
+
+const STATE_KEY = Symbol.for("rankscope.diagnostics");
+
+function defaultHandler(d: Diagnostic): void {
+  process.stderr.write(`[rankscope] ${d.level}: ${d.message}\n`);
+}
+
+function state(): DiagnosticsState {
+  const holder = globalThis as unknown as Record<symbol, DiagnosticsState | undefined>;
+  let s = holder[STATE_KEY];
+  if (s === undefined) {
+    s = { counts: new Map(), handler: defaultHandler, everyTime: false };
+    holder[STATE_KEY] = s;
+  }
+  return s;
+}
+
+function report(level: Diagnostic["level"], code: string, message: string): void {
+  const s = state();
+  const count = (s.counts.get(code) ?? 0) + 1;
+  s.counts.set(code, count);
+  if (count === 1 || s.everyTime) {
+    try {
+      s.handler({ code, message, level, count });
+    } catch {
+      // A broken handler must not turn a reported fault into a crash of the user's loop.
+    }
+  }
+}
+
+/** Report tolerated misuse: counted, and printed the first time its `code` is seen. */
+export function warn(code: string, message: string): void {
+  report("warning", code, message);
+}
+
+/** Report an operational fault that lost or delayed data: counted, printed the first time. */
+export function reportError(code: string, message: string): void {
+  report("error", code, message);
+}
+
+/**
+ * Replace where diagnostics go (default: one line on stderr). With `everyTime`, the handler sees
+ * every occurrence instead of the first of each code. Returns a function that restores the
+ * previous handler.
+ */
+export function setDiagnosticHandler(handler: DiagnosticHandler, options: { everyTime?: boolean } = {}): () => void {
+  const s = state();
+  const previous = { handler: s.handler, everyTime: s.everyTime };
+  s.handler = handler;
+  s.everyTime = options.everyTime ?? false;
+  return () => {
+    s.handler = previous.handler;
+    s.everyTime = previous.everyTime;
+  };
+}
+
+/** Counts of every diagnostic code seen in this process. */
+export function diagnosticCounts(): Record<string, number> {
+  return Object.fromEntries(state().counts);
+}
+
+/** Forget every count, so the next occurrence of each code is reported again (tests, new runs). */
+export function resetDiagnostics(): void {
+  state().counts.clear();
+}
+
+/** A readable description of any thrown value, for messages. */
+export function describeError(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}

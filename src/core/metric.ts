@@ -1,0 +1,46 @@
+/** What backends receive: reduced metrics, histograms, samples and raw stream records. */
+import type { HistogramData, ReduceName, SampleRecord } from "./reduce.js";
+
+/** How a backend sees the ranks (Forge's logging modes). */
+export type LoggingMode = "global_reduce" | "per_rank_reduce" | "per_rank_no_reduce";
+
+/** The valid logging modes, in the order error messages list them. */
+export const LOGGING_MODES: readonly LoggingMode[] = ["global_reduce", "per_rank_reduce", "per_rank_no_reduce"];
+
+/** One reduced scalar at a flush. */
+export interface Metric {
+  /** Full key, with the reduction's suffix when it has several outputs (`latency/p99`). */
+  readonly key: string;
+  readonly value: number;
+  /** The reduction that produced it. */
+  readonly reduce: ReduceName;
+  readonly step: number;
+  /** Milliseconds since the epoch, at flush. */
+  readonly timestamp: number;
+  /** The rank it belongs to, for per-rank modes; absent for `global_reduce`. */
+  readonly rankName?: string;
+}
+
+/** The buckets of a `Reduce.HISTOGRAM` key at a flush. */
+export interface HistogramMetric {
+  readonly key: string;
+  readonly step: number;
+  readonly timestamp: number;
+  readonly histogram: HistogramData;
+  readonly rankName?: string;
+}
+
+/** Records kept by `Reduce.SAMPLE` keys at a flush, by key. */
+export type SampleBatch = Readonly<Record<string, readonly SampleRecord[]>>;
+
+/** One raw value recorded by a rank, as `per_rank_no_reduce` backends receive it. */
+export interface StreamRecord {
+  readonly key: string;
+  readonly value: number;
+  /** The step it belongs to: the last flushed step + 1. */
+  readonly step: number;
+  /** Milliseconds since the epoch, when it was recorded. */
+  readonly timestamp: number;
+  readonly rank: number;
+  readonly rankName: string;
+}

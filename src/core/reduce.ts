@@ -1,0 +1,76 @@
+/**
+ * Reductions: what happens to the values recorded under one key between two flushes.
+ *
+ * A reduction is a `ReduceDefinition`: it creates accumulators (one per key per process), merges
+ * their plain states (across flushes and ranks), and turns a state into values. The controller
+ * only ever sees states, so a reduction is defined once and works in every logging mode.
+ */
+
+/** A plain, JSON-serialisable snapshot of an accumulator. `v` is the state format's version. */
+export interface AccumulatorState {
+  readonly v: number;
+  /** How many values were appended. A state with count 0 is never sent or logged. */
+  readonly count: number;
+}
+
+/** The running reduction of one key in one process. */
+export interface Accumulator<S extends AccumulatorState = AccumulatorState> {
+  /** Values appended since creation or the last `reset()`. */
+  readonly count: number;
+  /** Add one recorded value. Must not do I/O; should not allocate for numeric reductions. */
+  append(value: never): void;
+  /** The reduced value of what was appended so far (same shape as `ReduceDefinition.value`). */
+  value(): ReducedScalars;
+  /** A plain snapshot of the accumulator, to merge with other ranks' states. */
+  state(): S;
+  /** Forget every appended value (called at flush, after `state()`). */
+  reset(): void;
+}
+
+/**
+ * The scalar outputs of a reduction: a number is logged under the key itself; an object maps
+ * suffixes to numbers, logged as `key/suffix` (e.g. `{ p50: 1.2 }` → `latency/p50`).
+ */
+export type ReducedScalars = number | Readonly<Record<string, number>>;
+
+/** Buckets of a histogram, in the shape TensorBoard's `HistogramProto` uses. */
+export interface HistogramData {
+  readonly count: number;
+  readonly min: number;
+  readonly max: number;
+  readonly sum: number;
+  readonly sumSquares: number;
+  /** Upper edge of each bucket, ascending; bucket i holds values in (limit[i-1], limit[i]]. */
+  readonly bucketLimits: readonly number[];
+  readonly bucketCounts: readonly number[];
+}
+
+/** A record kept by the `SAMPLE` reduction: any plain object, e.g. `{ prompt, response, reward }`. */
+export type SampleRecord = Readonly<Record<string, unknown>>;
+
+/** What values a reduction accepts: numbers (and bigints), or plain objects (samples). */
+export type ReduceInput = "number" | "object";
+
+/** Everything rankscope needs to know about one reduction. Register your own with `registerReduce`. */
+export interface ReduceDefinition<S extends AccumulatorState = AccumulatorState> {
+  /** The name used in `recordMetric(key, value, name)` and carried in states between ranks. */
+  readonly name: string;
+  /** Numbers (the default) or plain objects. */
+  readonly input?: ReduceInput;
+  /** A new, empty accumulator. */
+  create(): Accumulator<S>;
+  /** Merge states (from several flushes or ranks) into one. Must be associative and commutative. */
+  merge(states: readonly S[]): S;
+  /** The scalar outputs of a (possibly merged) state. */
+  value(state: S): ReducedScalars;
+  /** For reductions that keep a distribution: the histogram of a state. */
+  histogram?(state: S): HistogramData;
+  /** For reductions that keep records: the records of a state. */
+  samples?(state: S): SampleRecord[];
+}
+
+/** The built-in reduction names. */
+export type BuiltinReduce = "mean" | "sum" | "max" | "min" | "std" | "quantiles" | "histogram" | "sample";
+
+/** A reduction name: a built-in, a parameterised built-in (`Reduce.quantiles([...])`), or a registered one. */
+export type ReduceName = BuiltinReduce | (string & {});
