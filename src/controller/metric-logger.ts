@@ -13,6 +13,7 @@ import { getCollector } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
 import { envInteger } from "../core/env.js";
 import type { Metric } from "../core/metric.js";
+import { setCurrentRun } from "../run/current.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
@@ -82,6 +83,7 @@ export class MetricLogger {
     this.shutdownDeadlineMs = options.shutdownDeadlineMs ?? 5000;
     const local = new RankRuntime(standaloneIdentity(this.processName));
     this.ranks.set(local.identity.rankName, new LocalRankHandle(local));
+    setCurrentRun({ ...this.run, identity: local.identity, role: "controller" });
   }
 
   /** Names of the registered ranks (this process included). */

@@ -9,6 +9,7 @@
 import type { BackendContext, RankIdentity } from "../backends/backend.js";
 import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../core/collector.js";
 import type { StreamRecord } from "../core/metric.js";
+import { currentRun, setCurrentRun } from "../run/current.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
 import { reduceStates } from "./reduce-states.js";
@@ -81,6 +82,9 @@ export class RankRuntime {
   async init(message: RankInit): Promise<void> {
     await this.stopBackends();
     this.run = message.run;
+    if (currentRun()?.role !== "controller") {
+      setCurrentRun({ runDir: message.run.runDir, experiment: message.run.experiment, trial: message.run.trial, identity: this.identity, role: "rank" });
+    }
     if (message.run.resumeStep > 0) this.collector.step = message.run.resumeStep;
     const validated = await validateBackendsConfig(message.backends);
     const context = (v: ValidatedBackend): BackendContext => this.contextFor(v, message);
