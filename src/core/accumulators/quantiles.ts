@@ -164,6 +164,9 @@ class Sketch {
     if (this.nan > 0) return NaN;
     const ordered = this.count - this.nan;
     if (ordered === 0) return NaN;
+    // The extremes are known exactly: p0 and p100 are the min and the max.
+    if (q <= 0) return this.negInf > 0 ? -Infinity : this.min;
+    if (q >= 1) return this.posInf > 0 ? Infinity : this.max;
     let rank = q * (ordered - 1);
     let result: number;
     if (rank < this.negInf) return -Infinity;
