@@ -33,7 +33,7 @@ test("merging mean states (sum 10, count 2) and (sum 20, count 3) gives 6", () =
   const merged = mean.merge([
     { v: 1, count: 2, sum: 10 },
     { v: 1, count: 3, sum: 20 },
-  ] as AccumulatorState[]);
+  ] as unknown as AccumulatorState[]);
   assert.equal(mean.value(merged), 6);
   assert.equal(merged.count, 5);
 });

@@ -1,0 +1,39 @@
+// The package as a user installs it: the core import stays light, the CLI runs from dist.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+
+function loadedModules(imports: string): string[] {
+  const script = `${imports}
+import { createRequire } from "node:module";
+const require = createRequire(import.meta.url);
+console.log(JSON.stringify(Object.keys(require.cache)));`;
+  const run = spawnSync(process.execPath, ["--input-type=module", "-e", script], { cwd: root, encoding: "utf8" });
+  assert.equal(run.status, 0, run.stderr);
+  return JSON.parse(run.stdout) as string[];
+}
+
+const HEAVY = ["better-sqlite3", "protobufjs", "@nats-io", "pino", "playwright-core", "vite"];
+
+test('import { recordMetric } from "rankscope" loads none of the heavy optional parts', () => {
+  const loaded = loadedModules('import { recordMetric } from "rankscope"; recordMetric("x", 1);');
+  for (const heavy of HEAVY) {
+    assert.ok(!loaded.some((m) => m.includes(`node_modules/${heavy}`)), `${heavy} was loaded by the core import`);
+  }
+  // The check can see CommonJS modules loaded through ESM (control: pino is one).
+  const control = loadedModules('import "pino";');
+  assert.ok(control.some((m) => m.includes("node_modules/pino")), "control: pino shows up when imported");
+});
+
+test("the rankscope bin prints help and rejects unknown commands with a non-zero exit", () => {
+  const help = spawnSync(process.execPath, ["dist/cli/main.js", "--help"], { cwd: root, encoding: "utf8" });
+  assert.equal(help.status, 0);
+  assert.match(help.stdout, /Usage: rankscope/);
+  assert.match(help.stdout, /demo/);
+  const bad = spawnSync(process.execPath, ["dist/cli/main.js", "frobnicate"], { cwd: root, encoding: "utf8" });
+  assert.notEqual(bad.status, 0);
+  assert.match(bad.stderr, /unknown command 'frobnicate'/);
+});
