@@ -253,3 +253,8 @@ export async function getOrCreateMetricLogger(options: MetricLoggerOptions = {})
   }
   return logger;
 }
+
+/** The controller's logger if one exists in this process (created and not shut down), else undefined. */
+export function currentMetricLogger(): MetricLogger | undefined {
+  return (globalThis as unknown as Record<symbol, MetricLogger | undefined>)[LOGGER_KEY];
+}

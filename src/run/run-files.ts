@@ -10,7 +10,6 @@ import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { stringify } from "yaml";
 import { describeError, reportError } from "../core/diagnostics.js";
 
 /** What replaces a secret's value in `config.yaml`. */
@@ -150,10 +149,12 @@ export async function writeRunFiles(runDir: string, options: RunFilesOptions = {
       return null;
     }
   };
-  const configPath =
-    options.config === undefined
-      ? null
-      : await write("config.yaml", stringify(redactSecrets(options.config, patterns) ?? null, { sortMapEntries: false }));
+  let configPath: string | null = null;
+  if (options.config !== undefined) {
+    // yaml loads only when a config is written, keeping `import "rankscope"` light.
+    const { stringify } = await import("yaml");
+    configPath = await write("config.yaml", stringify(redactSecrets(options.config, patterns) ?? null));
+  }
   const versionPath = await write("version.json", `${JSON.stringify(await versionInfo(options.cwd), null, 2)}\n`);
   return { configPath, versionPath };
 }

@@ -10,7 +10,8 @@
  */
 import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { pino, type Level, type Logger } from "pino";
+import { createRequire } from "node:module";
+import type { Level, Logger } from "pino";
 import { describeError, reportError } from "../core/diagnostics.js";
 import { currentRun, onRunChange, type CurrentRun } from "../run/current.js";
 import { colorLine, COLOR_NAMES, DEFAULT_COMPONENT_COLORS, formatRecord, type ColorName, type ComponentColor } from "./format.js";
@@ -116,6 +117,8 @@ class TextLogs {
   runDir: string | null = null;
 
   constructor() {
+    // pino loads on the first getLogger, so `import "rankscope"` stays light for jobs without text logs.
+    const { pino } = createRequire(import.meta.url)("pino") as typeof import("pino");
     this.root = pino({ level: "trace", base: undefined, timestamp: false }, { write: (s: string) => this.write(s) });
     onRunChange((run) => this.attach(run));
   }
