@@ -19,7 +19,7 @@ export interface AvgMinMaxState extends AccumulatorState {
   readonly max: number;
 }
 
-class AvgMinMaxAccumulator implements Accumulator<AvgMinMaxState> {
+export class AvgMinMaxAccumulator implements Accumulator<AvgMinMaxState> {
   count = 0;
   sum = 0;
   min = Infinity;
@@ -30,6 +30,13 @@ class AvgMinMaxAccumulator implements Accumulator<AvgMinMaxState> {
     // Math.min/max keep NaN, so a diverged value shows instead of vanishing.
     this.min = Math.min(this.min, value);
     this.max = Math.max(this.max, value);
+  }
+  /** Add the moments of many entries at once (what `stats.stat` computed in one pass over a mask). */
+  appendMoments(sum: number, count: number, min: number, max: number): void {
+    this.sum += sum;
+    this.count += count;
+    this.min = Math.min(this.min, min);
+    this.max = Math.max(this.max, max);
   }
   value(): Record<string, number> {
     return valueOf(this);

@@ -11,7 +11,7 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { describeValue, getCollector, recordMetric } from "../core/collector.js";
-import { AVG_MIN_MAX } from "./reductions.js";
+import { AVG_MIN_MAX, AvgMinMaxAccumulator } from "./reductions.js";
 
 /** How `stat` reduces the masked entries of one array. */
 export const StatReduce = {
@@ -187,11 +187,18 @@ export class StatsTracker {
         );
       }
       if (collector.disabled) continue;
+      const count = maskedMoments(array, mask);
+      if (count === 0) continue;
       const entry = collector.entryFor(keyOf(cache, name), reduce);
       if (entry === undefined) continue;
-      // Append straight into the accumulator: one lookup per array, not per entry.
+      // One pass over the mask, then one append per array (per entry only for AVG, whose mean
+      // must weigh every entry).
       const accumulator = entry.accumulator as unknown as { append(value: number): void };
-      for (let i = 0; i < array.length; i++) if (mask[i]) accumulator.append(array[i] as number);
+      if (accumulator instanceof AvgMinMaxAccumulator) accumulator.appendMoments(moments.sum, count, moments.min, moments.max);
+      else if (reduceName === "sum") accumulator.append(moments.sum);
+      else if (reduceName === "min") accumulator.append(moments.min);
+      else if (reduceName === "max") accumulator.append(moments.max);
+      else for (let i = 0; i < array.length; i++) if (mask[i]) accumulator.append(array[i] as number);
     }
   }
 
@@ -277,6 +284,30 @@ function countKeyOf(cache: KeyCache, name: string): string {
     cache.counts.set(name, key);
   }
   return key;
+}
+
+/** Scratch output of `maskedMoments`, reused so a call allocates nothing. */
+const moments = { sum: 0, min: Infinity, max: -Infinity };
+
+/** Sum, minimum and maximum of the masked entries into `moments`; returns how many there were. */
+function maskedMoments(values: StatValues, mask: Mask): number {
+  let sum = 0;
+  let count = 0;
+  let min = Infinity;
+  let max = -Infinity;
+  for (let i = 0; i < values.length; i++) {
+    if (!mask[i]) continue;
+    const v = values[i] as number;
+    sum += v;
+    count++;
+    // Math.min/max keep NaN, so a diverged entry shows instead of vanishing.
+    min = Math.min(min, v);
+    max = Math.max(max, v);
+  }
+  moments.sum = sum;
+  moments.min = min;
+  moments.max = max;
+  return count;
 }
 
 function countTrue(mask: Mask): number {
