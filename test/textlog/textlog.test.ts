@@ -6,6 +6,7 @@ import { after, beforeEach, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { closeTextLogFiles, configureTextLogs, getLogger, setupFileLogging } from "../../src/textlog/index.js";
+import { WorkerRankHandle } from "../fixtures/worker-rank-handle.js";
 import { tempDir } from "../helpers.js";
 
 process.env["TZ"] = "UTC";
@@ -126,4 +127,24 @@ test("files keep colours like AReaL's unless NO_COLOR; setupFileLogging works wi
   setupFileLogging(plainDir);
   getLogger("Trainer").warn("w");
   assert.equal(readFileSync(join(plainDir, "logs", "main.log"), "utf8"), "20261122-01:52:03.045 Trainer WARNING: w\n");
+});
+
+test("a rank in a worker thread writes merged.log once the controller initialises it", async () => {
+  const runDir = tempDir();
+  configureTextLogs({ console: false, color: false, clock: () => FIXED });
+  const logger = new MetricLogger({ runDir, processName: "Controller" });
+  const rank = new WorkerRankHandle("Trainer_0_r1", 1);
+  try {
+    await logger.registerRank(rank);
+    await logger.initBackends({});
+    await rank.request("log", "hello from the worker");
+    getLogger("Controller").info("hello from the controller");
+    await logger.shutdown();
+  } finally {
+    await rank.terminate();
+  }
+  const merged = readFileSync(join(runDir, "logs", "merged.log"), "utf8");
+  assert.match(merged, /^\[Trainer_0_r1\]   \d{8}-\d\d:\d\d:\d\d\.\d{3} RolloutWorker INFO: hello from the worker$/m);
+  assert.match(merged, /^\[Controller\]     20261122-01:52:03\.045 Controller INFO: hello from the controller$/m);
+  assert.ok(!readFileSync(join(runDir, "logs", "main.log"), "utf8").includes("worker"), "main.log is the controller's own");
 });
