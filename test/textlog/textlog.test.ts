@@ -144,7 +144,7 @@ test("a rank in a worker thread writes merged.log once the controller initialise
     await rank.terminate();
   }
   const merged = readFileSync(join(runDir, "logs", "merged.log"), "utf8");
-  assert.match(merged, /^\[Trainer_0_r1\]   \d{8}-\d\d:\d\d:\d\d\.\d{3} RolloutWorker INFO: hello from the worker$/m);
-  assert.match(merged, /^\[Controller\]     20261122-01:52:03\.045 Controller INFO: hello from the controller$/m);
+  assert.match(merged, /^\[Trainer_0_r1\] {3}\d{8}-\d\d:\d\d:\d\d\.\d{3} RolloutWorker INFO: hello from the worker$/m);
+  assert.match(merged, /^\[Controller\] {5}20261122-01:52:03\.045 Controller INFO: hello from the controller$/m);
   assert.ok(!readFileSync(join(runDir, "logs", "main.log"), "utf8").includes("worker"), "main.log is the controller's own");
 });
