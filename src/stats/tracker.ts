@@ -59,6 +59,16 @@ interface KeyCache {
   readonly counts: Map<string, string>;
 }
 
+/**
+ * One entered scope. `open` turns false when a `using` scope is disposed: a context that still
+ * holds the frame (the caller of an async function that entered it) then resolves to the parent.
+ */
+interface Frame {
+  readonly cache: KeyCache;
+  readonly parent: Frame | undefined;
+  open: boolean;
+}
+
 /** A disposable handle: leave a scope or stop a timer with `using` or `[Symbol.dispose]()`. */
 export interface ScopeHandle extends Disposable {
   /** The key prefix inside the scope, e.g. `ppo_actor/update/`. */
@@ -69,7 +79,7 @@ const SCOPE_NAME = /^[^/]+(\/[^/]+)*$/;
 
 /** A named stats tracker. Get the default one as `stats` and named ones with `stats.get(name)`. */
 export class StatsTracker {
-  private readonly storage = new AsyncLocalStorage<KeyCache>();
+  private readonly storage = new AsyncLocalStorage<Frame>();
   private readonly caches = new Map<string, KeyCache>();
   private readonly root: KeyCache;
   private readonly masks = new Map<string, Mask>();
@@ -111,18 +121,17 @@ export class StatsTracker {
     if (typeof name !== "string" || !SCOPE_NAME.test(name)) {
       throw new TypeError(`stats.scope(name) takes a non-empty name without leading or trailing "/", e.g. "ppo_actor", got ${describeValue(name)}`);
     }
-    const inner = this.cacheFor(`${this.current().prefix}${name}/`);
-    if (fn !== undefined) return this.storage.run(inner, fn);
-    const previous = this.storage.getStore();
-    this.storage.enterWith(inner);
-    let open = true;
+    const parent = this.currentFrame();
+    const frame: Frame = { cache: this.cacheFor(`${parent?.cache.prefix ?? this.root.prefix}${name}/`), parent, open: true };
+    if (fn !== undefined) return this.storage.run(frame, fn);
+    this.storage.enterWith(frame);
     return {
-      prefix: inner.prefix,
+      prefix: frame.cache.prefix,
       [Symbol.dispose]: () => {
-        if (!open) return;
-        open = false;
-        // Restore what was current when the scope was entered (undefined = the root).
-        this.storage.enterWith(previous as KeyCache);
+        if (!frame.open) return;
+        frame.open = false;
+        // Restore the parent here; contexts that captured the frame meanwhile skip it (open = false).
+        this.storage.enterWith(parent as Frame);
       },
     };
   }
@@ -240,7 +249,14 @@ export class StatsTracker {
   }
 
   private current(): KeyCache {
-    return this.storage.getStore() ?? this.root;
+    return this.currentFrame()?.cache ?? this.root;
+  }
+
+  /** The innermost scope still open in this async context. */
+  private currentFrame(): Frame | undefined {
+    let frame = this.storage.getStore();
+    while (frame !== undefined && !frame.open) frame = frame.parent;
+    return frame;
   }
 
   private cacheFor(prefix: string): KeyCache {

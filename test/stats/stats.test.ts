@@ -221,3 +221,19 @@ test("recordTiming records seconds as a scalar under timeperf/, for sync, async 
   }
   await logger.shutdown();
 });
+
+test("a `using` scope in an async function called without its own scope is left when the function ends", async () => {
+  const enter = async (expected: string): Promise<void> => {
+    using _s = stats.scope("x");
+    await new Promise((r) => setImmediate(r));
+    assert.equal(stats.prefix, expected);
+  };
+  const pending = enter("x/");
+  await pending;
+  assert.equal(stats.prefix, "", "the caller is back at the root once the scope is disposed");
+  await stats.scope("outer", async () => {
+    await enter("outer/x/");
+    assert.equal(stats.prefix, "outer/");
+  });
+  assert.equal(stats.prefix, "");
+});
