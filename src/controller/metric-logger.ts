@@ -9,6 +9,8 @@
  */
 import type { BackendContext } from "../backends/backend.js";
 import "../backends/builtin.js";
+// The controller merges states of every reduction its ranks may send, stats' avg_min_max included.
+import "../stats/reductions.js";
 import { getCollector, type KeyState } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
 import { envInteger } from "../core/env.js";
