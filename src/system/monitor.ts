@@ -15,6 +15,7 @@ import { reportError, warn } from "../core/diagnostics.js";
 import type { Metric } from "../core/metric.js";
 import type { MetricLogger } from "../controller/metric-logger.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
+import { currentRun } from "../run/current.js";
 import { queryNvidiaSmi, type GpuSample } from "./nvidia-smi.js";
 
 /** The monitor's own x-axis. */
@@ -177,6 +178,11 @@ export class SystemMonitor {
     const states = this.collector.takeStates();
     if (states.length === 0) return [];
     const step = this.step++;
+    if (this.loggerPromise === null && currentRun()?.role === "rank") {
+      // A rank has no controller-side logger of its own, and creating one here would start a second run.
+      warn("system.onRank", "the system monitor logs through the controller's MetricLogger; start it in the controller process (it watches that machine), or pass { logger }");
+      return [];
+    }
     try {
       this.loggerPromise ??= getOrCreateMetricLogger();
       const logger = await this.loggerPromise;
