@@ -6,6 +6,13 @@
  *   Reduce / registerReduce → core/registry       (accumulators with mergeable states)
  *   getOrCreateMetricLogger → controller/         (flush(step): gather states, merge, log)
  *   registerBackend         → backends/           (console, jsonl, and your own)
+ *
+ * Faces of the same pipeline:
+ *   stats                   → stats/              (AReaL: scopes, masked stats, scalars with __count, timings)
+ *   getLogger               → textlog/            (coloured text logs, logs/main.log, logs/merged.log)
+ *   Logger                  → facade/             (NeMo-RL: logMetrics, logHyperparams, logHistogram, samples)
+ *   SystemMonitor           → system/             (CPU, memory, GPUs via nvidia-smi, on its own x-axis)
+ *   writeRunFiles           → run/                (config.yaml with secrets redacted, version.json)
  */
 export { recordMetric, metric, getCollector, type MetricHandle, type KeyState, type StreamProducer, type MetricEntry } from "./core/collector.js";
 export { Reduce, registerReduce, getReduceDefinition } from "./core/registry.js";
@@ -45,3 +52,43 @@ export {
 export type { BackendsConfig } from "./controller/config.js";
 export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./controller/rank.js";
 export { resolveRunLocation, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
+export { currentMetricLogger, type FlushOptions, type LogDirectOptions } from "./controller/metric-logger.js";
+export { monotonicCommitStep, MonotonicStep } from "./core/step.js";
+export { stats, StatsTracker, StatReduce, AVG_MIN_MAX, type StatReduceName, type Mask, type StatValues, type StatOptions, type ScopeHandle } from "./stats/index.js";
+export {
+  writeRunFiles,
+  redactSecrets,
+  versionInfo,
+  gitVersion,
+  REDACTED,
+  DEFAULT_SECRET_KEY_PATTERNS,
+  type RunFilesOptions,
+  type RunFiles,
+  type VersionInfo,
+  type GitVersion,
+} from "./run/run-files.js";
+export {
+  getLogger,
+  configureTextLogs,
+  setupFileLogging,
+  closeTextLogFiles,
+  DEFAULT_COMPONENT_COLORS,
+  type TextLogger,
+  type TextLogOptions,
+  type LineSink,
+  type ColorName,
+  type ComponentColor,
+} from "./textlog/index.js";
+export {
+  Logger,
+  flattenWithSlash,
+  printValidationSamples,
+  formatValidationSamples,
+  selectValidationSamples,
+  type LoggerOptions,
+  type LogMetricsOptions,
+  type BackendSwitch,
+  type ValidationSample,
+  type ValidationSampleOptions,
+} from "./facade/index.js";
+export { SystemMonitor, startSystemMonitor, SYSTEM_AXIS, parseNvidiaSmi, type SystemMonitorOptions, type GpuSample } from "./system/index.js";

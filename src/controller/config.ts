@@ -81,6 +81,12 @@ export async function validateBackendsConfig(config: BackendsConfig): Promise<Va
         `backend "${name}": perRankShareRun only applies to per-rank modes; under global_reduce there is one run already, so it is ignored`,
       );
     }
+    if (parsed.data.every !== undefined && parsed.data.every > 1 && parsed.data.loggingMode === "per_rank_no_reduce") {
+      warn(
+        `config.everyStream:${name}`,
+        `backend "${name}": every only applies to reduced flushes (global_reduce, per_rank_reduce); raw streams are logged as they come, so it is ignored`,
+      );
+    }
     registration.validate?.(options);
     validated.push({ name, type, loggingMode: parsed.data.loggingMode, options, registration });
   }

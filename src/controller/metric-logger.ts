@@ -9,16 +9,19 @@
  */
 import type { BackendContext } from "../backends/backend.js";
 import "../backends/builtin.js";
-import { getCollector } from "../core/collector.js";
+// The controller merges states of every reduction its ranks may send, stats' avg_min_max included.
+import "../stats/reductions.js";
+import { getCollector, type KeyState } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
 import { envInteger } from "../core/env.js";
 import type { Metric } from "../core/metric.js";
 import { setCurrentRun } from "../run/current.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
+import { writeRunFiles } from "../run/run-files.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
 import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "./rank.js";
-import { mergeRankStates } from "./reduce-states.js";
+import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
 /** Options of `getOrCreateMetricLogger`. */
 export interface MetricLoggerOptions extends RunDirOptions {
@@ -34,6 +37,26 @@ export interface MetricLoggerOptions extends RunDirOptions {
 export interface InitBackendsOptions {
   /** Resume a run at this step (a restart from a checkpoint). */
   resumeStep?: number;
+  /**
+   * The user's run config (hyperparameters, experiment settings). When given, the controller
+   * writes `config.yaml` (secrets such as API keys redacted) and `version.json` (package version,
+   * git branch/commit/dirty of the working directory) into the run directory at start.
+   */
+  runConfig?: unknown;
+}
+
+/** Options of `flush`. */
+export interface FlushOptions {
+  /** Do not warn when `step` repeats the last one (faces that log several dicts per step). */
+  allowRepeatedStep?: boolean;
+}
+
+/** Options of `logDirect`. */
+export interface LogDirectOptions {
+  /** The x value: the training step, or the value on `axis`. */
+  step: number;
+  /** The metrics' own x-axis (e.g. `system/step`); absent = the training step. */
+  axis?: string;
 }
 
 /** What one `flush(step)` did. */
@@ -109,7 +132,9 @@ export class MetricLogger {
     for (const v of validated) if (v.loggingMode !== "global_reduce") perRank[v.name] = v.options;
     this.rankInit = { backends: perRank, primaryMetadata: this.globalBackends.metadataForRanks(), run };
     if (resumeStep > 0) this.lastStep = resumeStep - 1;
+    const runFiles = options.runConfig === undefined ? undefined : writeRunFiles(this.run.runDir, { config: options.runConfig });
     await Promise.all([...this.ranks.values()].map((r) => r.init(this.rankInit as RankInit)));
+    await runFiles;
   }
 
   /**
@@ -131,10 +156,10 @@ export class MetricLogger {
    * Flush every rank at `step`: per-rank backends log their rank's values, and the merged values
    * go to the `global_reduce` backends. Returns by the flush deadline even if ranks do not answer.
    */
-  async flush(step: number): Promise<FlushResult> {
+  async flush(step: number, options: FlushOptions = {}): Promise<FlushResult> {
     this.assertOpen("flush");
     if (!Number.isInteger(step) || step < 0) throw new TypeError(`flush(step) takes a non-negative integer step, got ${String(step)}`);
-    if (step <= this.lastStep) {
+    if (step < this.lastStep || (step === this.lastStep && options.allowRepeatedStep !== true)) {
       warn("flush.stepNotIncreasing", `flush(${step}) after flush(${this.lastStep}): steps should increase; the values are logged at step ${step} as asked`);
     }
     this.lastStep = Math.max(this.lastStep, step);
@@ -152,9 +177,23 @@ export class MetricLogger {
         `flush(${step}): ${missing.length} of ${handles.length} ranks did not answer within ${this.flushDeadlineMs} ms (${missing.join(", ")}); logged what arrived`,
       );
     }
-    const merged = mergeRankStates(snapshots, { step, timestamp: Date.now() });
-    if (this.globalBackends.size > 0) await this.globalBackends.logFlush(merged, step);
+    const target = { step, timestamp: Date.now() };
+    const states = mergeRankKeyStates(snapshots, step);
+    const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
     return { step, metrics: merged.metrics, ranksExpected: handles.length, ranksReporting: snapshots.length, missingRanks: missing };
+  }
+
+  /**
+   * Log states to the global backends now, outside the flush cycle: no rank is asked, the
+   * collector is not touched, and `every: N` does not apply. For faces that log on an axis of
+   * their own (the system monitor, `axis: "system/step"`) or log one-off values (histograms).
+   */
+  async logDirect(states: readonly KeyState[], options: LogDirectOptions): Promise<readonly Metric[]> {
+    this.assertOpen("logDirect");
+    const target = { step: options.step, timestamp: Date.now(), ...(options.axis === undefined ? {} : { axis: options.axis }) };
+    const reduced = reduceStates(states, target);
+    if (this.globalBackends.size > 0) await this.globalBackends.logFlush(reduced, options.step);
+    return reduced.metrics;
   }
 
   /** Hand the run's hyperparameters / config to every global backend. */
@@ -215,4 +254,9 @@ export async function getOrCreateMetricLogger(options: MetricLoggerOptions = {})
     holder[LOGGER_KEY] = logger;
   }
   return logger;
+}
+
+/** The controller's logger if one exists in this process (created and not shut down), else undefined. */
+export function currentMetricLogger(): MetricLogger | undefined {
+  return (globalThis as unknown as Record<symbol, MetricLogger | undefined>)[LOGGER_KEY];
 }

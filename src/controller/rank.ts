@@ -12,7 +12,6 @@ import type { StreamRecord } from "../core/metric.js";
 import { currentRun, setCurrentRun } from "../run/current.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
-import { reduceStates } from "./reduce-states.js";
 
 /** Where a run's files go and where it starts. */
 export interface RunInfo {
@@ -101,8 +100,7 @@ export class RankRuntime {
     const states = this.collector.takeStates();
     this.collector.step = step + 1;
     if (this.reduceBackends.size > 0 && states.length > 0) {
-      const reduced = reduceStates(states, { step, timestamp: Date.now(), rankName: this.identity.rankName });
-      await this.reduceBackends.logFlush(reduced, step);
+      await this.reduceBackends.logStates(states, { step, timestamp: Date.now(), rankName: this.identity.rankName });
     }
     return { rankName: this.identity.rankName, step, states, droppedKeyRecords: this.collector.droppedKeyRecords };
   }

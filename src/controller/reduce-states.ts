@@ -28,6 +28,8 @@ export interface ReduceTarget {
   readonly timestamp: number;
   /** Set for per-rank modes, so each metric says which rank it belongs to. */
   readonly rankName?: string;
+  /** Set when the metrics have an x-axis of their own (see `Metric.axis`). */
+  readonly axis?: string;
 }
 
 /**
@@ -36,6 +38,15 @@ export interface ReduceTarget {
  * other key is still logged.
  */
 export function mergeRankStates(ranks: readonly RankStates[], target: ReduceTarget): ReducedFlush {
+  return reduceStates(mergeRankKeyStates(ranks, target.step), target);
+}
+
+/**
+ * Merge the states of several ranks (or of several flushes of one place) key by key, without
+ * reducing them: the merged states can be merged again later (a backend with `every: N` keeps
+ * them until its N-th flush). Sorted by key. Conflicts are reported as in `mergeRankStates`.
+ */
+export function mergeRankKeyStates(ranks: readonly RankStates[], step: number): KeyState[] {
   const byKey = new Map<string, { reduce: string; states: AccumulatorState[]; ranksByReduce: Map<string, string[]> }>();
   for (const rank of ranks) {
     for (const s of rank.states) {
@@ -56,7 +67,7 @@ export function mergeRankStates(ranks: readonly RankStates[], target: ReduceTarg
       const detail = [...group.ranksByReduce].map(([reduce, names]) => `"${reduce}" on ${names.join(", ")}`).join("; ");
       reportError(
         `reduce.conflict:${key}`,
-        `metric "${key}" was recorded with different reductions on different ranks (${detail}); it is not logged at step ${target.step}. ` +
+        `metric "${key}" was recorded with different reductions on different ranks (${detail}); it is not logged at step ${step}. ` +
           `Record it with one reduction everywhere, or use different keys.`,
       );
       continue;
@@ -69,7 +80,7 @@ export function mergeRankStates(ranks: readonly RankStates[], target: ReduceTarg
     }
   }
   merged.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-  return reduceStates(merged, target);
+  return merged;
 }
 
 /** Turn merged (or a single rank's) states into metrics, histograms and samples, sorted by key. */
@@ -77,7 +88,10 @@ export function reduceStates(states: readonly KeyState[], target: ReduceTarget):
   const metrics: Metric[] = [];
   const histograms: HistogramMetric[] = [];
   const samples: Record<string, SampleRecord[]> = {};
-  const rank = target.rankName === undefined ? {} : { rankName: target.rankName };
+  const rank = {
+    ...(target.rankName === undefined ? {} : { rankName: target.rankName }),
+    ...(target.axis === undefined ? {} : { axis: target.axis }),
+  };
   for (const { key, reduce, state } of states) {
     if (state.count === 0) continue;
     let definition;

@@ -19,6 +19,13 @@ export interface Metric {
   readonly timestamp: number;
   /** The rank it belongs to, for per-rank modes; absent for `global_reduce`. */
   readonly rankName?: string;
+  /**
+   * Set when the metric has an x-axis of its own instead of the training step: the name of that
+   * axis (e.g. `system/step` for the system monitor), whose value is `step`. Backends with one
+   * global monotonic step (W&B) must plot it against this axis and must not advance their
+   * training step for it.
+   */
+  readonly axis?: string;
 }
 
 /** The buckets of a `Reduce.HISTOGRAM` key at a flush. */
@@ -28,6 +35,8 @@ export interface HistogramMetric {
   readonly timestamp: number;
   readonly histogram: HistogramData;
   readonly rankName?: string;
+  /** Set when the histogram has an x-axis of its own (see `Metric.axis`). */
+  readonly axis?: string;
 }
 
 /** Records kept by `Reduce.SAMPLE` keys at a flush, by key. */

@@ -9,9 +9,11 @@
  * ```
  * Keys are sorted and values aligned; reduced values print as floats (`4.0`), stream lines print
  * the raw value as recorded: `[rank] [Process-localRank/localWorldSize] time INFO key: value`.
+ * Keys ending in `__count` (the weights of `stats.scalar`) are not shown. With
+ * `layout: "grid"`, AReaL's table instead: `pairsPerRow` (4) key/value pairs per row, box-drawn.
  */
 import type { Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
-import type { Backend, BackendContext } from "../backend.js";
+import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 
 /**
@@ -43,9 +45,71 @@ export function formatMetricsTable(displayName: string, step: number, metrics: r
   return `${lines.join("\n")}\n`;
 }
 
+/** Python's `format(value, ".4e")`: `2.5000e-01`, `nan`, `inf` (AReaL's table). */
+export function formatScientific(value: number): string {
+  if (Number.isNaN(value)) return "nan";
+  if (!Number.isFinite(value)) return value > 0 ? "inf" : "-inf";
+  const [mantissa, exponent] = value.toExponential(4).split("e") as [string, string];
+  const sign = exponent.startsWith("-") ? "-" : "+";
+  return `${mantissa}e${sign}${exponent.replace(/^[+-]/, "").padStart(2, "0")}`;
+}
+
+/**
+ * AReaL's console table: `pairsPerRow` key/value pairs per row, filled column by column, in a
+ * box-drawn grid (tabulate's `fancy_grid`), values in `.4e`.
+ */
+export function formatMetricsGrid(displayName: string, step: number, metrics: readonly Metric[], pairsPerRow = 4): string {
+  const rows = Math.ceil(metrics.length / pairsPerRow);
+  const cells: string[][] = [];
+  for (let r = 0; r < rows; r++) {
+    const row: string[] = [];
+    for (let c = 0; c < pairsPerRow; c++) {
+      const m = metrics[r + c * rows];
+      row.push(m === undefined ? "" : m.key, m === undefined ? "" : formatScientific(m.value));
+    }
+    cells.push(row);
+  }
+  const columns = pairsPerRow * 2;
+  const widths = Array.from({ length: columns }, (_, c) => cells.reduce((w, row) => Math.max(w, (row[c] as string).length), 0));
+  // Drop trailing columns that are empty in every row (fewer metrics than pairs per row).
+  let used = columns;
+  while (used > 2 && widths[used - 1] === 0 && widths[used - 2] === 0) used -= 2;
+  const rule = (left: string, fill: string, mid: string, right: string): string =>
+    `${left}${widths.slice(0, used).map((w) => fill.repeat(w + 2)).join(mid)}${right}`;
+  const lines = [`=== [${displayName}] - METRICS STEP ${step} ===`, rule("╒", "═", "╤", "╕")];
+  cells.forEach((row, r) => {
+    const text = row.slice(0, used).map((cell, c) => (c % 2 === 0 ? cell.padEnd(widths[c] as number) : cell.padStart(widths[c] as number)));
+    lines.push(`│ ${text.join(" │ ")} │`);
+    if (r < cells.length - 1) lines.push(rule("├", "─", "┼", "┤"));
+  });
+  lines.push(rule("╘", "═", "╧", "╛"));
+  return `${lines.join("\n")}\n`;
+}
+
+/** Console options: `layout: "list"` (default, Forge's) or `"grid"` (AReaL's), `pairsPerRow` for the grid (default 4). */
+function consoleLayout(options: BackendOptions): { grid: boolean; pairsPerRow: number } {
+  return { grid: options["layout"] === "grid", pairsPerRow: typeof options["pairsPerRow"] === "number" ? options["pairsPerRow"] : 4 };
+}
+
+function validateConsoleOptions(options: BackendOptions): void {
+  const layout = options["layout"];
+  if (layout !== undefined && layout !== "list" && layout !== "grid") {
+    throw new TypeError(`backend "console": layout ${JSON.stringify(layout)} is not valid; valid: "list" (one key per line), "grid" (AReaL's table)`);
+  }
+  const pairs = options["pairsPerRow"];
+  if (pairs !== undefined && (typeof pairs !== "number" || !Number.isInteger(pairs) || pairs < 1)) {
+    throw new TypeError(`backend "console": pairsPerRow must be a positive integer (key/value pairs per grid row), got ${JSON.stringify(pairs)}`);
+  }
+}
+
 class ConsoleBackend implements Backend {
   private displayName = "GlobalReduce";
   private streamPrefix = "";
+  private readonly layout: { grid: boolean; pairsPerRow: number };
+
+  constructor(options: BackendOptions) {
+    this.layout = consoleLayout(options);
+  }
 
   init(context: BackendContext): void {
     this.displayName = context.displayName;
@@ -56,7 +120,9 @@ class ConsoleBackend implements Backend {
   logBatch(metrics: readonly Metric[], step: number): void {
     const visible = metrics.filter((m) => !m.key.endsWith("__count"));
     if (visible.length === 0) return;
-    process.stdout.write(formatMetricsTable(this.displayName, step, visible));
+    process.stdout.write(
+      this.layout.grid ? formatMetricsGrid(this.displayName, step, visible, this.layout.pairsPerRow) : formatMetricsTable(this.displayName, step, visible),
+    );
   }
 
   logStream(batch: readonly StreamRecord[]): void {
@@ -79,4 +145,4 @@ class ConsoleBackend implements Backend {
   }
 }
 
-registerBackend("console", () => new ConsoleBackend());
+registerBackend("console", (options) => new ConsoleBackend(options), { knownOptions: ["layout", "pairsPerRow"], validate: validateConsoleOptions });

@@ -1,0 +1,207 @@
+/**
+ * NeMo-RL's `Logger` as a thin facade over the pipeline: the same backends, the same store.
+ *
+ * `logMetrics(metrics, step)` records each number into the collector and flushes at `step`, so the
+ * values go through the same merge and the same backends as `recordMetric` (and whatever the ranks
+ * recorded is flushed with them). `logHistogram` and the GPU monitor log outside the flush cycle
+ * (`MetricLogger.logDirect`), so they never move the training step.
+ */
+import { resolve } from "node:path";
+import { recordMetric } from "../core/collector.js";
+import { warn } from "../core/diagnostics.js";
+import { getReduceDefinition } from "../core/registry.js";
+import type { Metric } from "../core/metric.js";
+import type { BackendsConfig } from "../controller/config.js";
+import { currentMetricLogger, getOrCreateMetricLogger, type FlushResult, type MetricLogger } from "../controller/metric-logger.js";
+import { SystemMonitor } from "../system/monitor.js";
+import { printValidationSamples, type ValidationSample, type ValidationSampleOptions } from "./validation-samples.js";
+
+/** A backend switch: `true` for its defaults, an object for its options (`loggingMode` defaults to `global_reduce`). */
+export type BackendSwitch = boolean | Readonly<Record<string, unknown>>;
+
+/** Options of `Logger` (NeMo-RL's logger config, camelCased). */
+export interface LoggerOptions {
+  /** The run directory (NeMo's `log_dir`); default: rankscope's `{root}/{experiment}/{trial}`. */
+  logDir?: string;
+  /** Console tables (default true). */
+  console?: BackendSwitch;
+  /** JSON lines in the run directory (default false). */
+  jsonl?: BackendSwitch;
+  /** The embedded store (default false). */
+  store?: BackendSwitch;
+  /** TensorBoard event files (default false). */
+  tensorboard?: BackendSwitch;
+  /** Weights & Biases (default false). */
+  wandb?: BackendSwitch;
+  /** Any other registered backends, by name, with their full config. */
+  backends?: BackendsConfig;
+  /** Run the system/GPU monitor (default false). */
+  monitorGpus?: boolean;
+  /** Seconds between GPU samples and between their logs (default 10 and 10). */
+  gpuMonitoring?: { collectionInterval?: number; flushInterval?: number };
+  /** How many validation samples `printValidationSamples` prints by default (default 0: none). */
+  numValSamplesToPrint?: number;
+  /** The run config written to `config.yaml` (secrets redacted); default: these options. */
+  runConfig?: unknown;
+}
+
+/** Options of `logMetrics`. */
+export interface LogMetricsOptions {
+  /** Prefix for every key: `{ loss }` with prefix `train` → `train/loss`. */
+  prefix?: string;
+  /** A key of `metrics` whose value is the x-axis for this call (e.g. `total_step`), instead of `step`. */
+  stepMetric?: string;
+}
+
+const SWITCHES = ["console", "jsonl", "store", "tensorboard", "wandb"] as const;
+
+/** Flatten nested objects with `/`: `{ a: { b: 1 } }` → `{ "a/b": 1 }`. Arrays and other values are leaves. */
+export function flattenWithSlash(value: Readonly<Record<string, unknown>>, prefix = ""): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, inner] of Object.entries(value)) {
+    const full = prefix === "" ? key : `${prefix}/${key}`;
+    if (inner !== null && typeof inner === "object" && !Array.isArray(inner) && !ArrayBuffer.isView(inner) && Object.getPrototypeOf(inner) === Object.prototype) {
+      Object.assign(out, flattenWithSlash(inner as Record<string, unknown>, full));
+    } else out[full] = inner;
+  }
+  return out;
+}
+
+/** The backends config a facade's options stand for. */
+export function backendsFromOptions(options: LoggerOptions): BackendsConfig {
+  const config: Record<string, Readonly<Record<string, unknown>>> = {};
+  for (const name of SWITCHES) {
+    const value = options[name] ?? (name === "console" ? true : false);
+    if (value === false) continue;
+    if (value !== true && (value === null || typeof value !== "object" || Array.isArray(value))) {
+      throw new TypeError(`Logger option "${name}" must be true, false or an object of ${name} options, got ${JSON.stringify(value)}`);
+    }
+    config[name] = { loggingMode: "global_reduce", ...(value === true ? {} : value) };
+  }
+  for (const [name, value] of Object.entries(options.backends ?? {})) {
+    if (name in config) throw new TypeError(`backend "${name}" is configured twice: by the "${name}" option and in "backends"; keep one`);
+    config[name] = value;
+  }
+  return config;
+}
+
+/** NeMo-RL's logger: `logMetrics`, `logHyperparams`, `logHistogram`, `printValidationSamples`, `finish`. */
+export class Logger {
+  /** Values `logMetrics` skipped because they were not numbers (NeMo's scalar coercion). */
+  skippedValues = 0;
+  /** Resolves when the backends (and the monitor) are running; rejects with a config error. */
+  readonly ready: Promise<void>;
+  private metricLogger: MetricLogger | null = null;
+  private monitor: SystemMonitor | null = null;
+  private readonly numValSamplesToPrint: number;
+
+  /** Starts the backends in the background; methods wait for them. Use `Logger.create` to see config errors at once. */
+  constructor(readonly options: LoggerOptions = {}) {
+    const n = options.numValSamplesToPrint ?? 0;
+    if (!Number.isInteger(n) || n < 0) throw new TypeError(`numValSamplesToPrint must be a non-negative integer, got ${String(options.numValSamplesToPrint)}`);
+    this.numValSamplesToPrint = n;
+    const backends = backendsFromOptions(options);
+    this.ready = this.start(backends);
+    // The error is rethrown by the first method that awaits `ready`; do not also crash the process.
+    this.ready.catch(() => undefined);
+  }
+
+  /** Create a logger and wait for its backends; throws a TypeError for an invalid config. */
+  static async create(options: LoggerOptions = {}): Promise<Logger> {
+    const logger = new Logger(options);
+    await logger.ready;
+    return logger;
+  }
+
+  private async start(backends: BackendsConfig): Promise<void> {
+    const existed = currentMetricLogger() !== undefined;
+    const logger = await getOrCreateMetricLogger(this.options.logDir === undefined ? {} : { runDir: this.options.logDir });
+    if (this.options.logDir !== undefined && logger.run.runDir !== resolve(this.options.logDir)) {
+      warn(
+        "facade.logDir",
+        `Logger({ logDir: ${JSON.stringify(this.options.logDir)} }): this process's metric logger already writes to ${logger.run.runDir}; logDir is ignored`,
+      );
+    }
+    this.metricLogger = logger;
+    try {
+      await logger.initBackends(backends, { runConfig: this.options.runConfig ?? this.options });
+    } catch (error) {
+      // A logger this facade created for a config that turned out invalid must not linger as the process's logger.
+      if (!existed) await logger.shutdown();
+      throw error;
+    }
+    if (this.options.monitorGpus === true) {
+      this.monitor = new SystemMonitor({
+        logger,
+        collectionInterval: this.options.gpuMonitoring?.collectionInterval ?? 10,
+        flushInterval: this.options.gpuMonitoring?.flushInterval ?? 10,
+      }).start();
+    }
+  }
+
+  private async logger(): Promise<MetricLogger> {
+    await this.ready;
+    return this.metricLogger as MetricLogger;
+  }
+
+  /** The system monitor, when `monitorGpus` is on (after `ready`). */
+  get systemMonitor(): SystemMonitor | null {
+    return this.monitor;
+  }
+
+  /**
+   * Log a dict of metrics at `step`: nested objects are flattened with `/`, `prefix` is put in
+   * front, numbers are logged and anything else is skipped and counted (`skippedValues`).
+   */
+  async logMetrics(metrics: Readonly<Record<string, unknown>>, step: number, options: LogMetricsOptions = {}): Promise<FlushResult> {
+    const logger = await this.logger();
+    const flat = flattenWithSlash(metrics);
+    let x = step;
+    if (options.stepMetric !== undefined) {
+      const value = flat[options.stepMetric];
+      if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
+        throw new TypeError(`logMetrics: stepMetric "${options.stepMetric}" must be a key of metrics with a non-negative integer value, got ${JSON.stringify(value)}`);
+      }
+      x = value;
+    }
+    const prefix = options.prefix === undefined || options.prefix === "" ? "" : `${options.prefix}/`;
+    for (const [key, value] of Object.entries(flat)) {
+      if (typeof value === "number") recordMetric(`${prefix}${key}`, value, "mean");
+      else if (typeof value === "bigint") recordMetric(`${prefix}${key}`, value, "mean");
+      else {
+        this.skippedValues++;
+        warn("facade.nonNumeric", `logMetrics: "${prefix}${key}" is not a number (${typeof value}); non-numeric values are skipped and counted (Logger.skippedValues)`);
+      }
+    }
+    return logger.flush(x, { allowRepeatedStep: true });
+  }
+
+  /** Hand the run's hyperparameters, flattened with `/`, to every backend. */
+  async logHyperparams(params: Readonly<Record<string, unknown>>): Promise<void> {
+    const logger = await this.logger();
+    await logger.logHyperparams(flattenWithSlash(params));
+  }
+
+  /** Log the distribution of `values` as a histogram named `name` at `step` (outside the flush cycle). */
+  async logHistogram(values: ArrayLike<number>, step: number, name: string): Promise<readonly Metric[]> {
+    if (typeof name !== "string" || name.length === 0) throw new TypeError(`logHistogram(values, step, name) needs a non-empty name, got ${String(name)}`);
+    if (!Number.isInteger(step) || step < 0) throw new TypeError(`logHistogram: step must be a non-negative integer, got ${String(step)}`);
+    const logger = await this.logger();
+    const definition = getReduceDefinition("histogram");
+    const accumulator = definition.create() as unknown as { append(v: number): void; state(): ReturnType<typeof definition.merge> };
+    for (let i = 0; i < values.length; i++) accumulator.append(Number(values[i]));
+    return logger.logDirect([{ key: name, reduce: "histogram", state: accumulator.state() }], { step });
+  }
+
+  /** Print validation samples (default `numValSamplesToPrint` of them); returns the text. */
+  printValidationSamples(samples: readonly ValidationSample[], n: number = this.numValSamplesToPrint, options: ValidationSampleOptions = {}): string {
+    return printValidationSamples(samples, n, options);
+  }
+
+  /** Stop the monitor (logging what it holds) and finish every backend. */
+  async finish(): Promise<void> {
+    const logger = await this.logger();
+    await this.monitor?.stop();
+    await logger.shutdown();
+  }
+}

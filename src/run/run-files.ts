@@ -1,0 +1,160 @@
+/**
+ * The files a run writes once, at start, on the controller only (AReaL's): `config.yaml`, the
+ * user's run config with secrets redacted, and `version.json`, which code produced the run.
+ *
+ * `MetricLogger.initBackends(config, { runConfig })` calls `writeRunFiles` when a run config is
+ * given; call it yourself to write them without a logger. Nothing here throws for an operational
+ * fault: an unwritable directory is reported and the job goes on.
+ */
+import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { describeError, reportError } from "../core/diagnostics.js";
+
+/** What replaces a secret's value in `config.yaml`. */
+export const REDACTED = "***REDACTED***";
+
+/** Keys whose values are secrets, matched case-insensitively against the key (any nesting level). */
+export const DEFAULT_SECRET_KEY_PATTERNS: readonly RegExp[] = [
+  /api[_-]?key/i,
+  /secret/i,
+  /passw(or)?d/i,
+  /token$/i,
+  /credential/i,
+  /private[_-]?key/i,
+  /^auth(orization)?$/i,
+];
+
+/**
+ * A deep copy of `value` with the value of every key matching a secret pattern replaced by
+ * `REDACTED`. Functions and symbols are dropped, bigints become strings, cycles are cut.
+ */
+export function redactSecrets(value: unknown, patterns: readonly RegExp[] = DEFAULT_SECRET_KEY_PATTERNS): unknown {
+  const seen = new WeakSet<object>();
+  const walk = (v: unknown): unknown => {
+    if (typeof v === "bigint") return v.toString();
+    if (typeof v === "function" || typeof v === "symbol") return undefined;
+    if (v === null || typeof v !== "object") return v;
+    if (seen.has(v)) return "[circular]";
+    seen.add(v);
+    if (v instanceof Date) return v.toISOString();
+    if (Array.isArray(v)) return v.map(walk);
+    if (v instanceof Map) return walk(Object.fromEntries(v));
+    const out: Record<string, unknown> = {};
+    for (const [k, inner] of Object.entries(v)) {
+      if (patterns.some((p) => p.test(k))) {
+        out[k] = inner === undefined || inner === null || inner === "" ? inner : REDACTED;
+        continue;
+      }
+      const walked = walk(inner);
+      if (walked !== undefined) out[k] = walked;
+    }
+    return out;
+  };
+  return walk(value);
+}
+
+/** Git facts of a working directory. */
+export interface GitVersion {
+  readonly branch: string | null;
+  readonly commit: string;
+  readonly dirty: boolean;
+}
+
+/** What `version.json` holds. */
+export interface VersionInfo {
+  readonly rankscope: { readonly version: string };
+  /** The git state of the user's working directory, or null when it is not a git repository (or git is missing). */
+  readonly git: GitVersion | null;
+  readonly node: string;
+  readonly platform: string;
+  readonly cwd: string;
+  readonly startedAt: string;
+}
+
+function git(args: string[], cwd: string): Promise<string | null> {
+  return new Promise((resolvePromise) => {
+    execFile("git", args, { cwd, timeout: 5000, windowsHide: true }, (error, stdout) => {
+      resolvePromise(error === null ? stdout.trim() : null);
+    });
+  });
+}
+
+/** Branch, commit and dirty flag of `cwd`'s git repository; null when it is none (never throws). */
+export async function gitVersion(cwd: string = process.cwd()): Promise<GitVersion | null> {
+  const commit = await git(["rev-parse", "HEAD"], cwd);
+  if (commit === null || commit.length === 0) return null;
+  const [branch, status] = await Promise.all([git(["rev-parse", "--abbrev-ref", "HEAD"], cwd), git(["status", "--porcelain", "--untracked-files=no"], cwd)]);
+  return { branch: branch === null || branch === "HEAD" ? null : branch, commit, dirty: status !== null && status.length > 0 };
+}
+
+let packageVersion: string | undefined;
+
+/** This package's version, from its package.json (two levels above this file in `src/` and `dist/`). */
+export function rankscopeVersion(): string {
+  if (packageVersion === undefined) {
+    try {
+      const text = readFileSync(new URL("../../package.json", import.meta.url), "utf8");
+      packageVersion = String((JSON.parse(text) as { version?: unknown }).version ?? "unknown");
+    } catch {
+      packageVersion = "unknown";
+    }
+  }
+  return packageVersion;
+}
+
+/** The version facts of this process, for `version.json`. */
+export async function versionInfo(cwd: string = process.cwd()): Promise<VersionInfo> {
+  return {
+    rankscope: { version: rankscopeVersion() },
+    git: await gitVersion(cwd),
+    node: process.version,
+    platform: `${process.platform}-${process.arch}`,
+    cwd,
+    startedAt: new Date().toISOString(),
+  };
+}
+
+/** Options of `writeRunFiles`. */
+export interface RunFilesOptions {
+  /** The user's run config, written to `config.yaml` with secrets redacted. Omit to write only `version.json`. */
+  config?: unknown;
+  /** Where to read git facts (default: `process.cwd()`). */
+  cwd?: string;
+  /** Extra key patterns to redact, besides `DEFAULT_SECRET_KEY_PATTERNS`. */
+  secretKeys?: readonly RegExp[];
+}
+
+/** What `writeRunFiles` wrote (absolute paths). */
+export interface RunFiles {
+  readonly configPath: string | null;
+  readonly versionPath: string | null;
+}
+
+/**
+ * Write `config.yaml` (when a config is given) and `version.json` into `runDir`, creating it.
+ * A write failure is reported (`runFiles.write`) and the path returned as null.
+ */
+export async function writeRunFiles(runDir: string, options: RunFilesOptions = {}): Promise<RunFiles> {
+  const patterns = [...DEFAULT_SECRET_KEY_PATTERNS, ...(options.secretKeys ?? [])];
+  const write = async (name: string, text: string): Promise<string | null> => {
+    const path = join(runDir, name);
+    try {
+      await mkdir(runDir, { recursive: true });
+      await writeFile(path, text);
+      return path;
+    } catch (error) {
+      reportError(`runFiles.write:${name}`, `could not write ${path}: ${describeError(error)}; the run goes on without it`);
+      return null;
+    }
+  };
+  let configPath: string | null = null;
+  if (options.config !== undefined) {
+    // yaml loads only when a config is written, keeping `import "rankscope"` light.
+    const { stringify } = await import("yaml");
+    configPath = await write("config.yaml", stringify(redactSecrets(options.config, patterns) ?? null));
+  }
+  const versionPath = await write("version.json", `${JSON.stringify(await versionInfo(options.cwd), null, 2)}\n`);
+  return { configPath, versionPath };
+}

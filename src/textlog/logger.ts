@@ -1,0 +1,235 @@
+/**
+ * Text logs for people: `getLogger(component)` returns a pino logger whose records become
+ * readable, coloured lines on the console and, once the run is known, in the run directory:
+ * `logs/main.log` (the controller's own lines) and `logs/merged.log` (every process's lines,
+ * each prefixed by its rank name). Files are appended line by line as records are logged, with
+ * O_APPEND, so `tail -f` follows them and several processes can append to the same merged.log.
+ *
+ * Lines logged before the run is known are kept (up to a bound) and written when it is. A file
+ * that cannot be written is reported once and counted; logging never throws into the caller.
+ */
+import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { createRequire } from "node:module";
+import type { Level, Logger } from "pino";
+import { describeError, reportError } from "../core/diagnostics.js";
+import { currentRun, onRunChange, type CurrentRun } from "../run/current.js";
+import { colorLine, COLOR_NAMES, DEFAULT_COMPONENT_COLORS, formatRecord, type ColorName, type ComponentColor } from "./format.js";
+
+/** A component's logger: pino's API (`info(msg)`, `info({ step }, msg)`, `warn`, `error(err)`, `child`). */
+export type TextLogger = Logger;
+
+/** Where console lines go. */
+export interface LineSink {
+  write(text: string): unknown;
+}
+
+/** Options of `configureTextLogs`. */
+export interface TextLogOptions {
+  /** Lowest level logged (default `RANKSCOPE_LOG_LEVEL` or `info`). */
+  level?: Level;
+  /** Colour lines (default: on, unless the `NO_COLOR` environment variable is set and not empty). */
+  color?: boolean;
+  /** Colour per component kind, first match wins; replaces the defaults (AReaL's kinds). */
+  componentColors?: readonly { pattern: RegExp | string; color: ColorName }[];
+  /** Where console lines go (default `process.stdout`); `false` for none. */
+  console?: LineSink | false;
+  /** Write `logs/main.log` and `logs/merged.log` in the run directory once it is known (default true). */
+  files?: boolean;
+  /** Milliseconds since the epoch for a line's time (default `Date.now`; tests pin it). */
+  clock?: () => number;
+  /** Colour the lines in the log files too, as AReaL does (default: as `color`). */
+  fileColor?: boolean;
+}
+
+interface Resolved {
+  level: Level;
+  color: boolean;
+  fileColor: boolean;
+  colors: readonly ComponentColor[];
+  console: LineSink | false;
+  files: boolean;
+  clock: () => number;
+}
+
+/** Lines kept before the run directory is known. */
+const MAX_EARLY_LINES = 1000;
+
+const LEVELS: readonly Level[] = ["trace", "debug", "info", "warn", "error", "fatal"];
+
+function noColorRequested(): boolean {
+  const v = process.env["NO_COLOR"];
+  return v !== undefined && v !== "";
+}
+
+function resolve(options: TextLogOptions): Resolved {
+  const envLevel = process.env["RANKSCOPE_LOG_LEVEL"];
+  const level = options.level ?? (LEVELS.includes(envLevel as Level) ? (envLevel as Level) : "info");
+  if (!LEVELS.includes(level)) throw new TypeError(`text log level ${JSON.stringify(level)} is not valid; valid: ${LEVELS.join(", ")}`);
+  const colors = (options.componentColors ?? DEFAULT_COMPONENT_COLORS).map((c) => {
+    if (!COLOR_NAMES.includes(c.color)) throw new TypeError(`component colour ${JSON.stringify(c.color)} is not valid; valid: ${COLOR_NAMES.join(", ")}`);
+    return { pattern: typeof c.pattern === "string" ? new RegExp(c.pattern) : c.pattern, color: c.color };
+  });
+  const color = options.color ?? !noColorRequested();
+  return {
+    level,
+    color,
+    fileColor: options.fileColor ?? color,
+    colors,
+    console: options.console ?? process.stdout,
+    files: options.files ?? true,
+    clock: options.clock ?? Date.now,
+  };
+}
+
+class LogFile {
+  private fd: number | null = null;
+  private failed = false;
+  constructor(readonly path: string) {}
+  write(text: string): void {
+    if (this.failed) return;
+    try {
+      if (this.fd === null) {
+        mkdirSync(join(this.path, ".."), { recursive: true });
+        this.fd = openSync(this.path, "a");
+      }
+      writeSync(this.fd, text);
+    } catch (error) {
+      this.failed = true;
+      reportError(`textlog.write:${this.path}`, `could not write ${this.path}: ${describeError(error)}; text logs go to the console only`);
+    }
+  }
+  close(): void {
+    if (this.fd !== null) closeSync(this.fd);
+    this.fd = null;
+  }
+}
+
+/** The process-wide state of text logging. */
+class TextLogs {
+  options: Resolved = resolve({});
+  readonly root: Logger;
+  readonly loggers = new Map<string, Logger>();
+  main: LogFile | null = null;
+  merged: LogFile | null = null;
+  mergedPrefix = "";
+  early: string[] = [];
+  runDir: string | null = null;
+
+  constructor() {
+    // pino loads on the first getLogger, so `import "rankscope"` stays light for jobs without text logs.
+    const { pino } = createRequire(import.meta.url)("pino") as typeof import("pino");
+    this.root = pino({ level: "trace", base: undefined, timestamp: false }, { write: (s: string) => this.write(s) });
+    onRunChange((run) => this.attach(run));
+  }
+
+  attach(run: CurrentRun | undefined): void {
+    if (run === undefined || !this.options.files || run.runDir === this.runDir) return;
+    this.detach();
+    this.runDir = run.runDir;
+    const logs = join(run.runDir, "logs");
+    this.main = run.role === "controller" ? new LogFile(join(logs, "main.log")) : null;
+    this.merged = new LogFile(join(logs, "merged.log"));
+    this.mergedPrefix = `[${run.identity.rankName}]`.padEnd(16);
+    const early = this.early;
+    this.early = [];
+    for (const text of early) this.writeFiles(text);
+  }
+
+  detach(): void {
+    this.main?.close();
+    this.merged?.close();
+    this.main = null;
+    this.merged = null;
+    this.runDir = null;
+  }
+
+  private write(json: string): void {
+    let record: Record<string, unknown>;
+    try {
+      record = JSON.parse(json) as Record<string, unknown>;
+    } catch {
+      record = { level: 30, msg: json.trimEnd() };
+    }
+    const o = this.options;
+    const { line, level, component } = formatRecord(record, o.clock());
+    if (o.console !== false) {
+      try {
+        o.console.write(`${o.color ? colorLine(line, level, component, o.colors) : line}\n`);
+      } catch {
+        // A closed stdout must not break the caller's loop.
+      }
+    }
+    if (!o.files) return;
+    const text = o.fileColor ? colorLine(line, level, component, o.colors) : line;
+    if (this.merged === null) {
+      if (this.early.length < MAX_EARLY_LINES) this.early.push(text);
+      return;
+    }
+    this.writeFiles(text);
+  }
+
+  private writeFiles(text: string): void {
+    this.main?.write(`${text}\n`);
+    if (this.merged !== null) {
+      const prefixed = text
+        .split("\n")
+        .map((l) => `${this.mergedPrefix} ${l}`)
+        .join("\n");
+      this.merged.write(`${prefixed}\n`);
+    }
+  }
+}
+
+const KEY = Symbol.for("rankscope.textLogs");
+
+function textLogs(): TextLogs {
+  const holder = globalThis as unknown as Record<symbol, TextLogs | undefined>;
+  let logs = holder[KEY];
+  if (logs === undefined) {
+    logs = new TextLogs();
+    holder[KEY] = logs;
+    logs.attach(currentRun());
+  }
+  return logs;
+}
+
+/**
+ * The logger of a component (`"Trainer"`, `"RolloutWorker"`, `"rankscope.store"`), created on
+ * first use. Lines: `20261122-01:52:03.123 Trainer INFO: message key=value`.
+ */
+export function getLogger(component: string): TextLogger {
+  if (typeof component !== "string" || component.length === 0) throw new TypeError(`getLogger(component) takes a non-empty name such as "Trainer", got ${String(component)}`);
+  const logs = textLogs();
+  let logger = logs.loggers.get(component);
+  if (logger === undefined) {
+    logger = logs.root.child({ component });
+    logger.level = logs.options.level;
+    logs.loggers.set(component, logger);
+  }
+  return logger;
+}
+
+/**
+ * Configure text logs for this process (level, colours, component colour patterns, console
+ * sink, files). Applies to loggers already created. Throws a TypeError for an unknown level or
+ * colour. Calling it again replaces every option (unset ones go back to their defaults).
+ */
+export function configureTextLogs(options: TextLogOptions = {}): void {
+  const logs = textLogs();
+  logs.options = resolve(options);
+  for (const logger of logs.loggers.values()) logger.level = logs.options.level;
+  if (!logs.options.files) logs.detach();
+  else logs.attach(currentRun());
+}
+
+/** Write text logs under `runDir/logs/` from now on, as `role` (`controller` writes main.log too), without a MetricLogger. */
+export function setupFileLogging(runDir: string, rankName = "main", role: "controller" | "rank" = "controller"): void {
+  const logs = textLogs();
+  logs.attach({ runDir, experiment: "", trial: "", role, identity: { rank: 0, rankName, processName: rankName, localRank: 0, localWorldSize: 1 } });
+}
+
+/** Close the log files (they reopen on the next run); for tests and a process starting a new run. */
+export function closeTextLogFiles(): void {
+  textLogs().detach();
+}

@@ -1,0 +1,150 @@
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, beforeEach, test } from "node:test";
+import { fileURLToPath } from "node:url";
+import { MetricLogger } from "../../src/controller/metric-logger.js";
+import { closeTextLogFiles, configureTextLogs, getLogger, setupFileLogging } from "../../src/textlog/index.js";
+import { WorkerRankHandle } from "../fixtures/worker-rank-handle.js";
+import { tempDir } from "../helpers.js";
+
+process.env["TZ"] = "UTC";
+const FIXED = Date.UTC(2026, 10, 22, 1, 52, 3, 45);
+const savedNoColor = process.env["NO_COLOR"];
+
+function sink(): { lines: string[]; write(text: string): void } {
+  const lines: string[] = [];
+  return { lines, write: (text: string) => lines.push(text) };
+}
+
+beforeEach(() => {
+  delete process.env["NO_COLOR"];
+  closeTextLogFiles();
+});
+after(() => {
+  if (savedNoColor !== undefined) process.env["NO_COLOR"] = savedNoColor;
+  closeTextLogFiles();
+});
+
+test("console lines: time, component, level, message, fields; coloured by component kind and level (golden)", () => {
+  const out = sink();
+  configureTextLogs({ console: out, files: false, clock: () => FIXED, level: "debug" });
+  getLogger("Trainer").info({ step: 3, loss: 0.25 }, "step done");
+  getLogger("RolloutWorker").info("collected %d episodes", 16);
+  getLogger("Launcher").info("started");
+  getLogger("StatsLogger").debug("details");
+  getLogger("Trainer").warn("slow step");
+  getLogger("Trainer").error("diverged");
+  getLogger("Trainer").fatal("gave up");
+  getLogger("misc").info("plain");
+  getLogger("misc").trace("not shown below debug");
+  assert.deepEqual(out.lines, [
+    "\u001b[36m20261122-01:52:03.045 Trainer INFO: step done step=3 loss=0.25\u001b[0m\n",
+    "\u001b[35m20261122-01:52:03.045 RolloutWorker INFO: collected 16 episodes\u001b[0m\n",
+    "\u001b[34m20261122-01:52:03.045 Launcher INFO: started\u001b[0m\n",
+    "\u001b[90m20261122-01:52:03.045 StatsLogger DEBUG: details\u001b[0m\n",
+    "\u001b[33m20261122-01:52:03.045 Trainer WARNING: slow step\u001b[0m\n",
+    "\u001b[31m20261122-01:52:03.045 Trainer ERROR: diverged\u001b[0m\n",
+    "\u001b[1m\u001b[31m20261122-01:52:03.045 Trainer CRITICAL: gave up\u001b[0m\n",
+    "20261122-01:52:03.045 misc INFO: plain\n",
+  ]);
+});
+
+test("NO_COLOR turns colour off; configurable patterns pick the colour of a component", () => {
+  process.env["NO_COLOR"] = "1";
+  const plain = sink();
+  configureTextLogs({ console: plain, files: false, clock: () => FIXED });
+  getLogger("Trainer").warn("slow");
+  assert.deepEqual(plain.lines, ["20261122-01:52:03.045 Trainer WARNING: slow\n"]);
+  delete process.env["NO_COLOR"];
+  const coloured = sink();
+  configureTextLogs({ console: coloured, files: false, clock: () => FIXED, componentColors: [{ pattern: "^judge", color: "yellow" }] });
+  getLogger("judge-0").info("scored");
+  getLogger("Trainer").info("no pattern matches it now");
+  assert.deepEqual(coloured.lines, ["\u001b[33m20261122-01:52:03.045 judge-0 INFO: scored\u001b[0m\n", "20261122-01:52:03.045 Trainer INFO: no pattern matches it now\n"]);
+  assert.throws(() => configureTextLogs({ componentColors: [{ pattern: "x", color: "purple" as never }] }), /colour "purple" is not valid; valid: black, red/);
+  assert.throws(() => configureTextLogs({ level: "verbose" as never }), /level "verbose" is not valid; valid: trace, debug/);
+});
+
+test("errors print their stack on the following lines", () => {
+  const out = sink();
+  configureTextLogs({ console: out, files: false, clock: () => FIXED, color: false });
+  getLogger("Trainer").error(new Error("boom"));
+  const text = out.lines.join("");
+  assert.match(text, /^20261122-01:52:03\.045 Trainer ERROR: boom\nError: boom\n\s+at /);
+});
+
+test("main.log holds the controller's lines, merged.log every process's lines prefixed by rank name, written as they happen", async () => {
+  const early = sink();
+  configureTextLogs({ console: early, clock: () => FIXED, color: false });
+  getLogger("Controller").info("before the run is known");
+  const runDir = tempDir();
+  const logger = new MetricLogger({ runDir, processName: "Controller" });
+  const log = getLogger("Controller");
+  log.info("run started");
+  // tail -f: the line is in the file as soon as the call returns.
+  assert.match(readFileSync(join(runDir, "logs", "main.log"), "utf8"), /Controller INFO: run started\n$/);
+
+  const child = fileURLToPath(new URL("../fixtures/textlog-rank.ts", import.meta.url));
+  const run = (rank: string): Promise<number | null> =>
+    new Promise((resolve) => spawn(process.execPath, ["--import", "tsx", child, runDir, rank, "50"], { stdio: "inherit" }).on("exit", resolve));
+  const codes = await Promise.all([run("Trainer_0_r0"), run("Trainer_0_r1")]);
+  assert.deepEqual(codes, [0, 0]);
+  log.warn("ranks done");
+  await logger.shutdown();
+
+  const main = readFileSync(join(runDir, "logs", "main.log"), "utf8").split("\n").filter(Boolean);
+  assert.deepEqual(main, [
+    "20261122-01:52:03.045 Controller INFO: before the run is known",
+    "20261122-01:52:03.045 Controller INFO: run started",
+    "20261122-01:52:03.045 Controller WARNING: ranks done",
+  ]);
+  const merged = readFileSync(join(runDir, "logs", "merged.log"), "utf8").split("\n").filter(Boolean);
+  assert.equal(merged.length, 3 + 2 * 51, "every line of every process, none torn or lost");
+  assert.equal(merged[0], "[Controller]     20261122-01:52:03.045 Controller INFO: before the run is known");
+  for (const rank of ["Trainer_0_r0", "Trainer_0_r1"]) {
+    const mine = merged.filter((l) => l.startsWith(`[${rank}]`));
+    assert.equal(mine.length, 51);
+    assert.equal(mine[0], `[${rank}]   20260102-03:04:05.006 RolloutWorker INFO: ${rank} line i=0`);
+    assert.equal(mine[50], `[${rank}]   20260102-03:04:05.006 RolloutWorker WARNING: careful`);
+    mine.slice(0, 50).forEach((l, i) => assert.ok(l.endsWith(`line i=${i}`), l));
+  }
+  assert.equal(merged.at(-1), "[Controller]     20261122-01:52:03.045 Controller WARNING: ranks done");
+});
+
+test("files keep colours like AReaL's unless NO_COLOR; setupFileLogging works without a MetricLogger", () => {
+  const dir = tempDir();
+  configureTextLogs({ console: false, clock: () => FIXED });
+  setupFileLogging(dir);
+  getLogger("Trainer").warn("w");
+  assert.equal(readFileSync(join(dir, "logs", "main.log"), "utf8"), "\u001b[33m20261122-01:52:03.045 Trainer WARNING: w\u001b[0m\n");
+  assert.equal(readFileSync(join(dir, "logs", "merged.log"), "utf8"), "[main]           \u001b[33m20261122-01:52:03.045 Trainer WARNING: w\u001b[0m\n");
+  closeTextLogFiles();
+  process.env["NO_COLOR"] = "1";
+  const plainDir = tempDir();
+  configureTextLogs({ console: false, clock: () => FIXED });
+  setupFileLogging(plainDir);
+  getLogger("Trainer").warn("w");
+  assert.equal(readFileSync(join(plainDir, "logs", "main.log"), "utf8"), "20261122-01:52:03.045 Trainer WARNING: w\n");
+});
+
+test("a rank in a worker thread writes merged.log once the controller initialises it", async () => {
+  const runDir = tempDir();
+  configureTextLogs({ console: false, color: false, clock: () => FIXED });
+  const logger = new MetricLogger({ runDir, processName: "Controller" });
+  const rank = new WorkerRankHandle("Trainer_0_r1", 1);
+  try {
+    await logger.registerRank(rank);
+    await logger.initBackends({});
+    await rank.request("log", "hello from the worker");
+    getLogger("Controller").info("hello from the controller");
+    await logger.shutdown();
+  } finally {
+    await rank.terminate();
+  }
+  const merged = readFileSync(join(runDir, "logs", "merged.log"), "utf8");
+  assert.match(merged, /^\[Trainer_0_r1\] {3}\d{8}-\d\d:\d\d:\d\d\.\d{3} RolloutWorker INFO: hello from the worker$/m);
+  assert.match(merged, /^\[Controller\] {5}20261122-01:52:03\.045 Controller INFO: hello from the controller$/m);
+  assert.ok(!readFileSync(join(runDir, "logs", "main.log"), "utf8").includes("worker"), "main.log is the controller's own");
+});
