@@ -85,7 +85,7 @@ test("an unknown option and perRankShareRun under global_reduce are warnings, no
   assert.deepEqual(
     seen.map((d) => d.message),
     [
-      'backend "console": unknown option "colour" is ignored; options: loggingMode, perRankShareRun, every, type',
+      'backend "console": unknown option "colour" is ignored; options: loggingMode, perRankShareRun, every, type, layout, pairsPerRow',
       'backend "console": perRankShareRun only applies to per-rank modes; under global_reduce there is one run already, so it is ignored',
     ],
   );
