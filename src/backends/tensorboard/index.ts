@@ -1,0 +1,100 @@
+/**
+ * `tensorboard`: a native tfevents writer — TensorBoard reads the run directory as it is.
+ *
+ * Files: `tensorboard/events.out.tfevents.{seconds}.{host}.{pid}.{n}` in the run directory;
+ * per-rank modes write `tensorboard/{rankName}/…`, so TensorBoard shows one run per rank (with
+ * `perRankShareRun`, every rank writes into `tensorboard/` and tags are prefixed `{rankName}/`).
+ *
+ * What is written: every reduced scalar (wall time = the flush's time), stream values (wall time =
+ * the value's own timestamp), histograms, samples as text tables, the config as hparams, and a
+ * `SessionLog START` at the resumed step. Staged events are written at each flush and at finish.
+ *
+ * Options: `dir`, the directory relative to the run directory (default `tensorboard`).
+ */
+import { isAbsolute, join } from "node:path";
+import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
+import type { Backend, BackendContext, BackendOptions } from "../backend.js";
+import { registerBackend } from "../backend.js";
+import { hparamsEvent, histogramEvent, scalarEvents, sessionStartEvent, textEvent } from "./events.js";
+import { TfEventsWriter } from "./writer.js";
+
+export { TfEventsWriter, eventFileName, type TfEventsWriterOptions } from "./writer.js";
+export { maskedCrc32c } from "./record.js";
+
+/** The default directory of event files, relative to the run directory. */
+export const DEFAULT_TENSORBOARD_DIR = "tensorboard";
+
+class TensorBoardBackend implements Backend {
+  private writer: TfEventsWriter | null = null;
+  private tagPrefix = "";
+  private readonly tags = new Map<string, string>();
+  private readonly tagOf = (key: string): string => {
+    if (this.tagPrefix === "") return key;
+    let tag = this.tags.get(key);
+    if (tag === undefined) {
+      tag = this.tagPrefix + key;
+      this.tags.set(key, tag);
+    }
+    return tag;
+  };
+
+  constructor(private readonly options: BackendOptions) {}
+
+  init(context: BackendContext): void {
+    const configured = this.options["dir"];
+    const base = typeof configured === "string" ? configured : DEFAULT_TENSORBOARD_DIR;
+    let dir = isAbsolute(base) ? base : join(context.runDir, base);
+    if (context.role === "rank") {
+      if (this.options.perRankShareRun === true) this.tagPrefix = `${context.identity.rankName}/`;
+      else dir = join(dir, context.identity.rankName);
+    }
+    this.writer = new TfEventsWriter(dir);
+    if (context.resumeStep > 0) this.writer.stage([sessionStartEvent(context.resumeStep, Date.now())]);
+  }
+
+  logBatch(metrics: readonly Metric[], _step: number): void {
+    this.writer?.stage(scalarEvents(metrics, this.tagOf));
+  }
+
+  logStream(batch: readonly StreamRecord[]): void {
+    // Stream backends get no flush calls: their events go to the file's queue at once.
+    this.writer?.write(scalarEvents(batch, this.tagOf));
+  }
+
+  logHistograms(histograms: readonly HistogramMetric[], step: number): void {
+    if (histograms.length === 0) return;
+    const first = histograms[0] as HistogramMetric;
+    const entries = histograms.map((h) => ({ tag: this.tagOf(h.key), data: h.histogram }));
+    this.writer?.stage([histogramEvent(entries, step, first.timestamp)]);
+  }
+
+  logSamples(samples: SampleBatch, step: number): void {
+    const tables = Object.keys(samples)
+      .sort()
+      .map((key) => ({ tag: this.tagOf(key), records: samples[key] ?? [] }));
+    const event = textEvent(tables, step, Date.now());
+    if (event !== null) this.writer?.stage([event]);
+  }
+
+  logHyperparams(params: Readonly<Record<string, unknown>>): void {
+    this.writer?.write([hparamsEvent(params, Date.now())]);
+  }
+
+  async flushed(): Promise<void> {
+    await this.writer?.flush();
+  }
+
+  async finish(): Promise<void> {
+    await this.writer?.flush();
+  }
+}
+
+registerBackend("tensorboard", (options) => new TensorBoardBackend(options), {
+  knownOptions: ["dir"],
+  validate(options) {
+    const dir = options["dir"];
+    if (dir !== undefined && (typeof dir !== "string" || dir.length === 0)) {
+      throw new TypeError(`backend "tensorboard": dir must be a non-empty path (relative to the run directory, or absolute), got ${JSON.stringify(dir)}`);
+    }
+  },
+});
