@@ -49,7 +49,8 @@ class TensorBoardBackend implements Backend {
       else dir = join(dir, context.identity.rankName);
     }
     this.writer = new TfEventsWriter(dir);
-    if (context.resumeStep > 0) this.writer.stage([sessionStartEvent(context.resumeStep, Date.now())]);
+    // Right after file_version, so readers drop what an earlier attempt left at or after this step.
+    if (context.resumeStep > 0) this.writer.write([sessionStartEvent(context.resumeStep, Date.now())]);
   }
 
   logBatch(metrics: readonly Metric[], _step: number): void {
