@@ -93,6 +93,8 @@ describe("tensorboard backend (global_reduce)", () => {
     const first = events[0] as DecodedEvent;
     assert.equal(first.file_version, "brain.Event:2");
     assert.equal(typeof first.wall_time, "number");
+    assert.equal(events[1]?.session_log?.status, 1, "a fresh run starts with SessionLog START at step 0");
+    assert.equal(events[1]?.step ?? 0, 0);
 
     // Scalars: every output of every reduction, in order, with the flush's step and time.
     assertPointsEqual(scalarPoints(events), expectedPoints(flushed));
@@ -181,14 +183,15 @@ describe("tensorboard backend (global_reduce)", () => {
 
     const files = eventFiles(join(runDir, "tensorboard"));
     assert.equal(files.length, 2, "one event file per attempt");
-    const firstEvents = files.map(readEvents).find((events) => !events.some((e) => e.session_log !== undefined));
-    const events = files.map(readEvents).find((events) => events.some((e) => e.session_log !== undefined));
-    assert.ok(firstEvents !== undefined && events !== undefined);
+    // Each attempt: file_version, SessionLog START at its first step, then its points.
+    const attempts = files.map(readEvents).sort((a, b) => (a[1]?.step ?? 0) - (b[1]?.step ?? 0));
+    const [firstEvents, events] = attempts as [DecodedEvent[], DecodedEvent[]];
+    for (const [attempt, startStep] of [[firstEvents, 0], [events, 5]] as const) {
+      assert.equal(attempt[0]?.file_version, "brain.Event:2");
+      assert.equal(attempt[1]?.session_log?.status, 1, "SessionLog.START");
+      assert.equal(attempt[1]?.step ?? 0, startStep);
+    }
     assert.equal(scalarPoints(firstEvents).length, 8);
-    assert.equal(events[0]?.file_version, "brain.Event:2");
-    const start = events[1] as DecodedEvent;
-    assert.equal(start.session_log?.status, 1, "SessionLog.START");
-    assert.equal(start.step, 5);
     assertPointsEqual(scalarPoints(events.slice(2)), expectedPoints(resumed));
   });
 

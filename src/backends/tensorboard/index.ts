@@ -7,7 +7,8 @@
  *
  * What is written: every reduced scalar (wall time = the flush's time), stream values (wall time =
  * the value's own timestamp), histograms, samples as text tables, the config as hparams, and a
- * `SessionLog START` at the resumed step. Staged events are written at each flush and at finish.
+ * `SessionLog START` at the first step of each attempt (the resumed step after a restart).
+ * Staged events are written at each flush and at finish.
  *
  * Options: `dir`, the directory relative to the run directory (default `tensorboard`).
  */
@@ -49,8 +50,11 @@ class TensorBoardBackend implements Backend {
       else dir = join(dir, context.identity.rankName);
     }
     this.writer = new TfEventsWriter(dir);
-    // Right after file_version, so readers drop what an earlier attempt left at or after this step.
-    if (context.resumeStep > 0) this.writer.write([sessionStartEvent(context.resumeStep, Date.now())]);
+    // Every attempt starts with SessionLog START at its first step (0, or the resumed step), right
+    // after file_version: TensorBoard's Python reader takes the first START of a run as its start
+    // and each later one as a restart, dropping what an earlier attempt logged at or after it. (The
+    // Rust data server drops such points by itself when steps go back.)
+    this.writer.write([sessionStartEvent(context.resumeStep, Date.now())]);
   }
 
   logBatch(metrics: readonly Metric[], _step: number): void {
