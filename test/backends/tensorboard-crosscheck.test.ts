@@ -11,7 +11,8 @@ import assert from "node:assert/strict";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { after, it } from "node:test";
 import { getCollector, recordMetric } from "../../src/core/collector.js";
-import type { Metric } from "../../src/core/metric.js";
+import { registerBackend, type Backend } from "../../src/backends/backend.js";
+import type { Metric, StreamRecord } from "../../src/core/metric.js";
 import { Reduce } from "../../src/core/registry.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { tempDir } from "../helpers.js";
@@ -85,7 +86,17 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
   await first.shutdown();
 
   const logger = new MetricLogger({ runDir });
-  await logger.initBackends({ tensorboard: { loggingMode: "global_reduce" } }, { resumeStep: 5 });
+  // Raw values too, streamed per rank at their own times (and captured here to compare).
+  const streamed: StreamRecord[] = [];
+  registerBackend(`capture-${loadFast}`, (): Backend => ({ logBatch() {}, logStream: (batch) => void streamed.push(...batch) }));
+  await logger.initBackends(
+    {
+      tensorboard: { loggingMode: "global_reduce" },
+      stream: { loggingMode: "per_rank_no_reduce", type: "tensorboard" },
+      capture: { loggingMode: "per_rank_no_reduce", type: `capture-${loadFast}` },
+    },
+    { resumeStep: 5 },
+  );
   await logger.logHyperparams({ lr: 3e-4, model: { name: "tiny", layers: 2 }, amp: true });
   const flushed: Metric[] = [];
   const specials = [NaN, Infinity, -Infinity, 0.1];
@@ -124,6 +135,19 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
       assert.ok(Math.abs(wallTime - m.timestamp / 1000) < 1e-6, `${key}@${step} wall time ${wallTime} vs ${m.timestamp / 1000}`);
     });
   }
+
+  // Streamed values (one per step here): each at its step and its own wall time, in the rank's run.
+  const streamRun = encodeURIComponent(`${run}/Controller`);
+  const streamedLoss = streamed.filter((r) => r.key === "loss");
+  assert.equal(streamedLoss.length, 4);
+  const streamPoints = (await until(
+    () => getJson(`${base}/data/plugin/scalars/scalars?run=${streamRun}&tag=loss`),
+    (p) => Array.isArray(p) && p.length >= streamedLoss.length,
+  )) as [number, number, unknown][];
+  assert.deepEqual(
+    streamPoints.map(([wallTime, step, value]) => [wallTime, step, tbNumber(value)]),
+    streamedLoss.map((r) => [r.timestamp / 1000, r.step, Math.fround(r.value)]),
+  );
 
   // Histograms: [left, right, count] buckets adding up to every recorded value.
   const histograms = (await getJson(`${base}/data/plugin/histograms/histograms?run=${run}&tag=weights`)) as [number, number, [number, number, number][]][];

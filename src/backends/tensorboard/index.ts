@@ -11,6 +11,10 @@
  * Staged events are written at each flush and at finish.
  *
  * Options: `dir`, the directory relative to the run directory (default `tensorboard`).
+ *
+ * TensorBoard keeps one point per step and tag (its Rust reader takes a repeated step as a
+ * restart), so stream values recorded within one step show as the last of them there; every value
+ * is in the file, and in the store and JSONL backends.
  */
 import { isAbsolute, join } from "node:path";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
@@ -20,7 +24,8 @@ import { hparamsEvent, histogramEvent, scalarEvents, sessionStartEvent, textEven
 import { TfEventsWriter } from "./writer.js";
 
 export { TfEventsWriter, eventFileName, type TfEventsWriterOptions } from "./writer.js";
-export { maskedCrc32c } from "./record.js";
+export { frameRecord, frameRecords, maskedCrc32c } from "./record.js";
+export { fileVersionEvent, histogramEvent, hparamsEvent, scalarEvents, sessionStartEvent, textEvent, type ScalarPoint } from "./events.js";
 
 /** The default directory of event files, relative to the run directory. */
 export const DEFAULT_TENSORBOARD_DIR = "tensorboard";
