@@ -134,6 +134,7 @@ describe("tensorboard backend (global_reduce)", () => {
     texts.forEach(({ e, v }, step) => {
       assert.equal(v.tag, "rollout");
       assert.equal(e.step ?? 0, step);
+      assert.equal(e.wall_time, (flushed.find((m) => m.step === step)?.timestamp as number) / 1000, "samples share the flush's wall time");
       assert.equal(v.metadata?.plugin_data?.plugin_name, "text");
       assert.equal(decodeTextPluginData(v.metadata?.plugin_data?.content ?? new Uint8Array()).version, 0);
       const dims = (v.tensor?.tensor_shape?.dim ?? []).map((d) => d.size);

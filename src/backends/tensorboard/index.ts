@@ -34,6 +34,9 @@ class TensorBoardBackend implements Backend {
   private writer: TfEventsWriter | null = null;
   private tagPrefix = "";
   private readonly tags = new Map<string, string>();
+  /** Step and time (ms) of the flush being logged, so its samples share the scalars' wall time. */
+  private flushStep = -1;
+  private flushTime = 0;
   private readonly tagOf = (key: string): string => {
     if (this.tagPrefix === "") return key;
     let tag = this.tags.get(key);
@@ -62,7 +65,9 @@ class TensorBoardBackend implements Backend {
     this.writer.write([sessionStartEvent(context.resumeStep, Date.now())]);
   }
 
-  logBatch(metrics: readonly Metric[], _step: number): void {
+  logBatch(metrics: readonly Metric[], step: number): void {
+    const first = metrics[0];
+    if (first !== undefined) this.noteFlush(step, first.timestamp);
     this.writer?.stage(scalarEvents(metrics, this.tagOf));
   }
 
@@ -74,6 +79,7 @@ class TensorBoardBackend implements Backend {
   logHistograms(histograms: readonly HistogramMetric[], step: number): void {
     if (histograms.length === 0) return;
     const first = histograms[0] as HistogramMetric;
+    this.noteFlush(step, first.timestamp);
     const entries = histograms.map((h) => ({ tag: this.tagOf(h.key), data: h.histogram }));
     this.writer?.stage([histogramEvent(entries, step, first.timestamp)]);
   }
@@ -82,12 +88,17 @@ class TensorBoardBackend implements Backend {
     const tables = Object.keys(samples)
       .sort()
       .map((key) => ({ tag: this.tagOf(key), records: samples[key] ?? [] }));
-    const event = textEvent(tables, step, Date.now());
+    const event = textEvent(tables, step, step === this.flushStep ? this.flushTime : Date.now());
     if (event !== null) this.writer?.stage([event]);
   }
 
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
     this.writer?.write([hparamsEvent(params, Date.now())]);
+  }
+
+  private noteFlush(step: number, timestamp: number): void {
+    this.flushStep = step;
+    this.flushTime = timestamp;
   }
 
   async flushed(): Promise<void> {
