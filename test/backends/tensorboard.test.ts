@@ -4,7 +4,7 @@
  * what was recorded.
  */
 import assert from "node:assert/strict";
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { basename, join } from "node:path";
 import { afterEach, describe, it } from "node:test";
@@ -213,19 +213,66 @@ describe("tensorboard backend (global_reduce)", () => {
         const result = await logger.flush(step);
         assert.equal(result.metrics.length, 1);
       }
+      // The disk is fixed: the file then starts with its header, and later points are there.
+      rmSync(blocker);
+      recordMetric("loss", 3, Reduce.MEAN);
+      await logger.flush(3);
       await logger.shutdown();
     } finally {
       restore();
     }
+    const recovered = readEvents(onlyEventFile(join(runDir, "tensorboard")));
+    assert.equal(recovered[0]?.file_version, "brain.Event:2");
+    assert.equal(recovered[1]?.session_log?.status, 1);
+    assert.deepEqual(scalarPoints(recovered).map((p) => [p.step, p.value]), [[3, 3]]);
     const writeErrors = seen.filter((d) => d.code.startsWith("file.write:") && d.code.includes("tensorboard"));
     assert.equal(writeErrors.length, 1, `reported once: ${JSON.stringify(seen)}`);
     assert.equal(writeErrors[0]?.level, "error");
     assert.match(writeErrors[0]?.message ?? "", /could not write .*events\.out\.tfevents\./);
     const code = writeErrors[0]?.code as string;
     assert.ok((diagnosticCounts()[code] ?? 0) >= 3, `counted every failed write: ${diagnosticCounts()[code]}`);
-    assert.equal(existsSync(runDir), false);
     const lines = readFileSync(jsonlFile, "utf8").trim().split("\n");
-    assert.equal(lines.length, 3, "the jsonl backend still got every flush");
+    assert.equal(lines.length, 4, "the jsonl backend still got every flush");
+  });
+
+  it("after a failed write to an existing file, writing goes on in a new file that TensorBoard reads whole", async () => {
+    const runDir = tempDir();
+    const tbDir = join(runDir, "tensorboard");
+    resetDiagnostics();
+    const seen: Diagnostic[] = [];
+    const restore = setDiagnosticHandler((d) => seen.push(d));
+    let kept: string;
+    let original: string;
+    try {
+      const logger = new MetricLogger({ runDir });
+      await logger.initBackends({ tensorboard: { loggingMode: "global_reduce" } });
+      recordMetric("loss", 0.5, Reduce.MEAN);
+      await logger.flush(0);
+      // The file becomes unwritable (here: a directory takes its place) for one flush.
+      original = onlyEventFile(tbDir);
+      kept = join(runDir, "kept-first-file");
+      renameSync(original, kept);
+      mkdirSync(original);
+      recordMetric("loss", 1.5, Reduce.MEAN);
+      await logger.flush(1);
+      recordMetric("loss", 2.5, Reduce.MEAN);
+      await logger.flush(2);
+      recordMetric("loss", 3.5, Reduce.MEAN);
+      await logger.flush(3);
+      await logger.shutdown();
+    } finally {
+      restore();
+    }
+    assert.equal(seen.filter((d) => d.code.startsWith("file.write:")).length, 1, "reported once");
+    const first = readEvents(kept);
+    assert.deepEqual(first.slice(0, 2).map((e) => [e.file_version, e.session_log?.status]), [["brain.Event:2", undefined], [undefined, 1]]);
+    assert.deepEqual(scalarPoints(first).map((p) => [p.step, p.value]), [[0, 0.5]]);
+    const next = eventFiles(tbDir).filter((f) => f !== original);
+    assert.equal(next.length, 1, "one new file beside the unwritable path");
+    const events = readEvents(next[0] as string);
+    assert.equal(events[0]?.file_version, "brain.Event:2");
+    assert.equal(events.filter((e) => e.session_log !== undefined).length, 0, "no second START: it would read as a restart");
+    assert.deepEqual(scalarPoints(events).map((p) => [p.step, p.value]), [[2, 2.5], [3, 3.5]], "the failed flush's points are lost (and counted), later ones kept");
   });
 
   it("rejects a dir option that is not a path, saying what is valid", async () => {

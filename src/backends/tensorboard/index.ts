@@ -20,7 +20,7 @@ import { isAbsolute, join } from "node:path";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
-import { hparamsEvent, histogramEvent, scalarEvents, sessionStartEvent, textEvent } from "./events.js";
+import { hparamsEvent, histogramEvent, scalarEvents, textEvent } from "./events.js";
 import { TfEventsWriter } from "./writer.js";
 
 export { TfEventsWriter, eventFileName, type TfEventsWriterOptions } from "./writer.js";
@@ -57,12 +57,11 @@ class TensorBoardBackend implements Backend {
       if (this.options.perRankShareRun === true) this.tagPrefix = `${context.identity.rankName}/`;
       else dir = join(dir, context.identity.rankName);
     }
-    this.writer = new TfEventsWriter(dir);
     // Every attempt starts with SessionLog START at its first step (0, or the resumed step), right
     // after file_version: TensorBoard's Python reader takes the first START of a run as its start
     // and each later one as a restart, dropping what an earlier attempt logged at or after it. (The
     // Rust data server drops such points by itself when steps go back.)
-    this.writer.write([sessionStartEvent(context.resumeStep, Date.now())]);
+    this.writer = new TfEventsWriter(dir, { startStep: context.resumeStep });
   }
 
   logBatch(metrics: readonly Metric[], step: number): void {
