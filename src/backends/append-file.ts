@@ -1,8 +1,8 @@
 /**
  * An append-only file written in the background: `append(text)` queues text (or bytes, for binary
- * formats such as tfevents), one write at a time goes to disk, `drain()` waits for the queue. A write error (disk full, a vanished
- * directory) is reported once with the file's path and counted; the text it held is counted as
- * lost, and nothing is ever thrown to the caller.
+ * formats such as tfevents), one write at a time goes to disk, `drain()` waits for the queue. A
+ * write error (disk full, a vanished directory) is reported once with the file's path and counted;
+ * the text it held is counted as lost, and nothing is ever thrown to the caller.
  *
  * The queue is bounded in bytes: while the disk is failing or slow, text beyond the bound is
  * dropped and counted instead of growing memory without limit.
