@@ -93,8 +93,12 @@ describe("tensorboard backend (global_reduce)", () => {
     const first = events[0] as DecodedEvent;
     assert.equal(first.file_version, "brain.Event:2");
     assert.equal(typeof first.wall_time, "number");
-    assert.equal(events[1]?.session_log?.status, 1, "a fresh run starts with SessionLog START at step 0");
-    assert.equal(events[1]?.step ?? 0, 0);
+    // SessionLog START at the first step, before the first data (the hparams event may come first).
+    const startAt = events.findIndex((e) => e.session_log !== undefined);
+    assert.equal(events[startAt]?.session_log?.status, 1, "SessionLog.START");
+    assert.equal(events[startAt]?.step ?? 0, 0);
+    assert.ok(startAt < events.findIndex((e) => e.summary?.value.some((v) => v.simple_value !== undefined)));
+    assert.equal(events.filter((e) => e.session_log !== undefined).length, 1);
 
     // Scalars: every output of every reduction, in order, with the flush's step and time.
     assertPointsEqual(scalarPoints(events), expectedPoints(flushed));
@@ -194,6 +198,22 @@ describe("tensorboard backend (global_reduce)", () => {
     }
     assert.equal(scalarPoints(firstEvents).length, 8);
     assertPointsEqual(scalarPoints(events.slice(2)), expectedPoints(resumed));
+  });
+
+  it("an attempt that is not a resume starts its session at its first logged step, so it drops nothing before it", async () => {
+    const runDir = tempDir();
+    for (const steps of [[0, 1, 2], [7, 8]]) {
+      const logger = new MetricLogger({ runDir });
+      await logger.initBackends({ tensorboard: { loggingMode: "global_reduce" } });
+      for (const step of steps) {
+        recordMetric("loss", step, Reduce.MEAN);
+        await logger.flush(step);
+      }
+      await logger.shutdown();
+    }
+    const attempts = eventFiles(join(runDir, "tensorboard")).map(readEvents);
+    const starts = attempts.map((events) => events.filter((e) => e.session_log !== undefined).map((e) => e.step ?? 0));
+    assert.deepEqual(starts.sort(), [[0], [7]]);
   });
 
   it("a run directory that cannot be created is reported once and counted; the loop and other backends go on", async () => {

@@ -7,7 +7,7 @@
  *
  * What is written: every reduced scalar (wall time = the flush's time), stream values (wall time =
  * the value's own timestamp), histograms, samples as text tables, the config as hparams, and a
- * `SessionLog START` at the first step of each attempt (the resumed step after a restart).
+ * `SessionLog START` before each attempt's first data, at its first step (or the resumed step).
  * Staged events are written at each flush and at finish.
  *
  * Options: `dir`, the directory relative to the run directory (default `tensorboard`).
@@ -37,6 +37,8 @@ class TensorBoardBackend implements Backend {
   /** Step and time (ms) of the flush being logged, so its samples share the scalars' wall time. */
   private flushStep = -1;
   private flushTime = 0;
+  private resumeStep = 0;
+  private sessionStarted = false;
   private readonly tagOf = (key: string): string => {
     if (this.tagPrefix === "") return key;
     let tag = this.tags.get(key);
@@ -57,20 +59,34 @@ class TensorBoardBackend implements Backend {
       if (this.options.perRankShareRun === true) this.tagPrefix = `${context.identity.rankName}/`;
       else dir = join(dir, context.identity.rankName);
     }
-    // Every attempt starts with SessionLog START at its first step (0, or the resumed step), right
-    // after file_version: TensorBoard's Python reader takes the first START of a run as its start
-    // and each later one as a restart, dropping what an earlier attempt logged at or after it. (The
-    // Rust data server drops such points by itself when steps go back.)
-    this.writer = new TfEventsWriter(dir, { startStep: context.resumeStep });
+    this.resumeStep = context.resumeStep;
+    this.writer = new TfEventsWriter(dir);
+  }
+
+  /**
+   * Before an attempt's first data: SessionLog START at the resumed step, else at the first step
+   * logged — the step from which TensorBoard's Python reader drops an earlier attempt's points, as
+   * its Rust data server does by itself when steps go back. A rank that joins a running job late
+   * thus drops nothing before its first step.
+   */
+  private startSession(step: number): void {
+    if (this.sessionStarted) return;
+    this.sessionStarted = true;
+    this.writer?.startSession(this.resumeStep > 0 ? this.resumeStep : step);
   }
 
   logBatch(metrics: readonly Metric[], step: number): void {
     const first = metrics[0];
-    if (first !== undefined) this.noteFlush(step, first.timestamp);
+    if (first === undefined) return;
+    this.startSession(step);
+    this.noteFlush(step, first.timestamp);
     this.writer?.stage(scalarEvents(metrics, this.tagOf));
   }
 
   logStream(batch: readonly StreamRecord[]): void {
+    const first = batch[0];
+    if (first === undefined) return;
+    this.startSession(first.step);
     // Stream backends get no flush calls: their events go to the file's queue at once.
     this.writer?.write(scalarEvents(batch, this.tagOf));
   }
@@ -78,6 +94,7 @@ class TensorBoardBackend implements Backend {
   logHistograms(histograms: readonly HistogramMetric[], step: number): void {
     if (histograms.length === 0) return;
     const first = histograms[0] as HistogramMetric;
+    this.startSession(step);
     this.noteFlush(step, first.timestamp);
     const entries = histograms.map((h) => ({ tag: this.tagOf(h.key), data: h.histogram }));
     this.writer?.stage([histogramEvent(entries, step, first.timestamp)]);
@@ -88,7 +105,9 @@ class TensorBoardBackend implements Backend {
       .sort()
       .map((key) => ({ tag: this.tagOf(key), records: samples[key] ?? [] }));
     const event = textEvent(tables, step, step === this.flushStep ? this.flushTime : Date.now());
-    if (event !== null) this.writer?.stage([event]);
+    if (event === null) return;
+    this.startSession(step);
+    this.writer?.stage([event]);
   }
 
   logHyperparams(params: Readonly<Record<string, unknown>>): void {

@@ -1,7 +1,6 @@
 /**
  * One tfevents file: `events.out.tfevents.{10-digit seconds}.{host}.{pid}.{n}` in a directory,
- * starting with the `file_version` record (and, when given, `SessionLog START`), written in the
- * background through `AppendFile`.
+ * starting with the `file_version` record, written in the background through `AppendFile`.
  *
  * Events are either staged (`stage`, written as one framed buffer at the next `flush`, so a
  * step's scalars, histograms and text cost one write) or queued at once (`write`, for stream
@@ -33,8 +32,6 @@ export function eventFileName(wallTimeMs: number, host: string, pid: number, seq
 export interface TfEventsWriterOptions {
   /** The clock, in ms since the epoch (default `Date.now`): names the file and stamps the header. */
   now?: () => number;
-  /** Write `SessionLog START` at this step right after `file_version` (the first step of this attempt). */
-  startStep?: number;
 }
 
 /** Writes framed `Event` records to one new event file in `dir`. */
@@ -43,7 +40,8 @@ export class TfEventsWriter {
   private file: AppendFile;
   private staged: Uint8Array[] = [];
   private readonly now: () => number;
-  private readonly startStep: number | undefined;
+  /** The step of this attempt's `SessionLog START`, once written. */
+  private startStep: number | undefined;
   /** Write errors of the current file already handled. */
   private errorsHandled = 0;
   /** While recovering from a write error: the bytes to write after it, in order. */
@@ -57,7 +55,6 @@ export class TfEventsWriter {
     options: TfEventsWriterOptions = {},
   ) {
     this.now = options.now ?? Date.now;
-    this.startStep = options.startStep;
     const started = this.now();
     this.currentPath = this.newPath(started);
     this.file = new AppendFile(this.currentPath);
@@ -72,6 +69,16 @@ export class TfEventsWriter {
   /** Keep encoded events for the next `flush`. */
   stage(events: readonly Uint8Array[]): void {
     for (const e of events) this.staged.push(e);
+  }
+
+  /**
+   * Queue `SessionLog START` at `step`: the first step this attempt logs (or resumes at). Written
+   * before the attempt's data, it tells TensorBoard's Python reader to drop what an earlier attempt
+   * logged at or after `step` (its first START in a run only marks the start).
+   */
+  startSession(step: number): void {
+    this.startStep = step;
+    this.write([sessionStartEvent(step, this.now())]);
   }
 
   /** Queue encoded events for the file now (written in the background). */
@@ -109,7 +116,7 @@ export class TfEventsWriter {
     return join(this.dir, eventFileName(wallTimeMs, hostname(), process.pid, fileSequence++));
   }
 
-  /** `file_version`, and `SessionLog START` for the attempt's first file. */
+  /** `file_version`, and `SessionLog START` (if one was written) for the attempt's first file. */
   private header(wallTimeMs: number, withStart: boolean): Uint8Array {
     const events = [fileVersionEvent(wallTimeMs)];
     if (withStart && this.startStep !== undefined) events.push(sessionStartEvent(this.startStep, wallTimeMs));
