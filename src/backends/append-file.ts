@@ -1,8 +1,8 @@
 /**
- * An append-only text file written in the background: `append(text)` queues, one write at a
- * time goes to disk, `drain()` waits for the queue. A write error (disk full, a vanished
- * directory) is reported once with the file's path and counted; the text it held is counted as
- * lost, and nothing is ever thrown to the caller.
+ * An append-only file written in the background: `append(text)` queues text (or bytes, for binary
+ * formats such as tfevents), one write at a time goes to disk, `drain()` waits for the queue. A
+ * write error (disk full, a vanished directory) is reported once with the file's path and counted;
+ * the text it held is counted as lost, and nothing is ever thrown to the caller.
  *
  * The queue is bounded in bytes: while the disk is failing or slow, text beyond the bound is
  * dropped and counted instead of growing memory without limit.
@@ -15,11 +15,11 @@ import { describeError, reportError } from "../core/diagnostics.js";
 export const DEFAULT_MAX_QUEUED_BYTES = 64 * 1024 * 1024;
 
 export class AppendFile {
-  private queue: string[] = [];
+  private queue: (string | Uint8Array)[] = [];
   private queuedBytes = 0;
   private writing: Promise<void> | null = null;
   private dirReady = false;
-  /** Characters that could not be written (write errors or the queue bound). */
+  /** Characters (bytes, for binary chunks) that could not be written (write errors or the queue bound). */
   lostChars = 0;
   /** Write errors seen. */
   errors = 0;
@@ -29,8 +29,8 @@ export class AppendFile {
     private readonly maxQueuedBytes = DEFAULT_MAX_QUEUED_BYTES,
   ) {}
 
-  /** Queue text for the file; never throws, never waits. */
-  append(text: string): void {
+  /** Queue text or bytes for the file; never throws, never waits. */
+  append(text: string | Uint8Array): void {
     if (text.length === 0) return;
     if (this.queuedBytes + text.length > this.maxQueuedBytes) {
       this.lostChars += text.length;
@@ -50,7 +50,7 @@ export class AppendFile {
   private async writeLoop(): Promise<void> {
     try {
       while (this.queue.length > 0) {
-        const text = this.queue.join("");
+        const text = joinChunks(this.queue);
         this.queue = [];
         this.queuedBytes = 0;
         try {
@@ -70,4 +70,11 @@ export class AppendFile {
       this.writing = null;
     }
   }
+}
+
+/** One write's worth of queued chunks: a string when all are text, else the bytes of them all. */
+function joinChunks(chunks: readonly (string | Uint8Array)[]): string | Uint8Array {
+  if (chunks.length === 1) return chunks[0] as string | Uint8Array;
+  if (chunks.every((c) => typeof c === "string")) return chunks.join("");
+  return Buffer.concat(chunks.map((c) => (typeof c === "string" ? Buffer.from(c) : c)));
 }

@@ -4,3 +4,5 @@
  */
 import "./console/index.js";
 import "./jsonl/index.js";
+import { registerLazyBackend } from "./backend.js";
+registerLazyBackend("tensorboard", () => import("./tensorboard/index.js"));

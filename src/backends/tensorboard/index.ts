@@ -1,0 +1,139 @@
+/**
+ * `tensorboard`: a native tfevents writer — TensorBoard reads the run directory as it is.
+ *
+ * Files: `tensorboard/events.out.tfevents.{seconds}.{host}.{pid}.{n}` in the run directory;
+ * per-rank modes write `tensorboard/{rankName}/…`, so TensorBoard shows one run per rank (with
+ * `perRankShareRun`, every rank writes into `tensorboard/` and tags are prefixed `{rankName}/`).
+ *
+ * What is written: every reduced scalar (wall time = the flush's time), stream values (wall time =
+ * the value's own timestamp), histograms, samples as text tables, the config as hparams, and a
+ * `SessionLog START` before each attempt's first data, at its first step (or the resumed step).
+ * Staged events are written at each flush and at finish.
+ *
+ * Options: `dir`, the directory relative to the run directory (default `tensorboard`).
+ *
+ * TensorBoard keeps one point per step and tag (its Rust reader takes a repeated step as a
+ * restart), so stream values recorded within one step show as the last of them there; every value
+ * is in the file, and in the store and JSONL backends.
+ */
+import { isAbsolute, join } from "node:path";
+import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
+import type { Backend, BackendContext, BackendOptions } from "../backend.js";
+import { registerBackend } from "../backend.js";
+import { hparamsEvent, histogramEvent, scalarEvents, textEvent } from "./events.js";
+import { TfEventsWriter } from "./writer.js";
+
+export { TfEventsWriter, eventFileName, type TfEventsWriterOptions } from "./writer.js";
+export { frameRecord, frameRecords, maskedCrc32c } from "./record.js";
+export { fileVersionEvent, histogramEvent, hparamsEvent, scalarEvents, sessionStartEvent, textEvent, type ScalarPoint } from "./events.js";
+
+/** The default directory of event files, relative to the run directory. */
+export const DEFAULT_TENSORBOARD_DIR = "tensorboard";
+
+class TensorBoardBackend implements Backend {
+  private writer: TfEventsWriter | null = null;
+  private tagPrefix = "";
+  private readonly tags = new Map<string, string>();
+  /** Step and time (ms) of the flush being logged, so its samples share the scalars' wall time. */
+  private flushStep = -1;
+  private flushTime = 0;
+  private resumeStep = 0;
+  private sessionStarted = false;
+  private readonly tagOf = (key: string): string => {
+    if (this.tagPrefix === "") return key;
+    let tag = this.tags.get(key);
+    if (tag === undefined) {
+      tag = this.tagPrefix + key;
+      this.tags.set(key, tag);
+    }
+    return tag;
+  };
+
+  constructor(private readonly options: BackendOptions) {}
+
+  init(context: BackendContext): void {
+    const configured = this.options["dir"];
+    const base = typeof configured === "string" ? configured : DEFAULT_TENSORBOARD_DIR;
+    let dir = isAbsolute(base) ? base : join(context.runDir, base);
+    if (context.role === "rank") {
+      if (this.options.perRankShareRun === true) this.tagPrefix = `${context.identity.rankName}/`;
+      else dir = join(dir, context.identity.rankName);
+    }
+    this.resumeStep = context.resumeStep;
+    this.writer = new TfEventsWriter(dir);
+  }
+
+  /**
+   * Before an attempt's first data: SessionLog START at the resumed step, else at the first step
+   * logged — the step from which TensorBoard's Python reader drops an earlier attempt's points, as
+   * its Rust data server does by itself when steps go back. A rank that joins a running job late
+   * thus drops nothing before its first step.
+   */
+  private startSession(step: number): void {
+    if (this.sessionStarted) return;
+    this.sessionStarted = true;
+    this.writer?.startSession(this.resumeStep > 0 ? this.resumeStep : step);
+  }
+
+  logBatch(metrics: readonly Metric[], step: number): void {
+    const first = metrics[0];
+    if (first === undefined) return;
+    this.startSession(step);
+    this.noteFlush(step, first.timestamp);
+    this.writer?.stage(scalarEvents(metrics, this.tagOf));
+  }
+
+  logStream(batch: readonly StreamRecord[]): void {
+    const first = batch[0];
+    if (first === undefined) return;
+    this.startSession(first.step);
+    // Stream backends get no flush calls: their events go to the file's queue at once.
+    this.writer?.write(scalarEvents(batch, this.tagOf));
+  }
+
+  logHistograms(histograms: readonly HistogramMetric[], step: number): void {
+    if (histograms.length === 0) return;
+    const first = histograms[0] as HistogramMetric;
+    this.startSession(step);
+    this.noteFlush(step, first.timestamp);
+    const entries = histograms.map((h) => ({ tag: this.tagOf(h.key), data: h.histogram }));
+    this.writer?.stage([histogramEvent(entries, step, first.timestamp)]);
+  }
+
+  logSamples(samples: SampleBatch, step: number): void {
+    const tables = Object.keys(samples)
+      .sort()
+      .map((key) => ({ tag: this.tagOf(key), records: samples[key] ?? [] }));
+    const event = textEvent(tables, step, step === this.flushStep ? this.flushTime : Date.now());
+    if (event === null) return;
+    this.startSession(step);
+    this.writer?.stage([event]);
+  }
+
+  logHyperparams(params: Readonly<Record<string, unknown>>): void {
+    this.writer?.write([hparamsEvent(params, Date.now())]);
+  }
+
+  private noteFlush(step: number, timestamp: number): void {
+    this.flushStep = step;
+    this.flushTime = timestamp;
+  }
+
+  async flushed(): Promise<void> {
+    await this.writer?.flush();
+  }
+
+  async finish(): Promise<void> {
+    await this.writer?.flush();
+  }
+}
+
+registerBackend("tensorboard", (options) => new TensorBoardBackend(options), {
+  knownOptions: ["dir"],
+  validate(options) {
+    const dir = options["dir"];
+    if (dir !== undefined && (typeof dir !== "string" || dir.length === 0)) {
+      throw new TypeError(`backend "tensorboard": dir must be a non-empty path (relative to the run directory, or absolute), got ${JSON.stringify(dir)}`);
+    }
+  },
+});
