@@ -4,3 +4,6 @@
  */
 import "./console/index.js";
 import "./jsonl/index.js";
+import { registerLazyBackend } from "./backend.js";
+
+registerLazyBackend("wandb", () => import("./wandb/index.js"));
