@@ -234,7 +234,7 @@ export class WandbBackend implements Backend {
       warn(
         `wandb.stepBackwards:${this.label}`,
         `W&B run ${this.label}: flush at step ${step} after step ${this.lastStep}; W&B ignores a step that does not increase, ` +
-          `so the row is logged at _step ${wandbStep} with global_step ${step} (AReaL's rule). Pass resumeStep when restarting from a checkpoint.`,
+          `so the row is logged at _step ${wandbStep} with global_step ${step} (AReaL's rule). (After a restart from a checkpoint the run already holds these steps; plot against global_step.)`,
       );
     }
     this.lastStep = wandbStep;
