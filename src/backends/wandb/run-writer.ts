@@ -24,6 +24,7 @@ import {
   type FileStreamBody,
   type UpsertVariables,
 } from "./api.js";
+import { DEFAULT_MAX_QUEUED_BYTES } from "../append-file.js";
 import { withRetry, type Endpoint } from "./http.js";
 import type { SenderLimits, WandbResume } from "./options.js";
 import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
@@ -91,7 +92,7 @@ export class RunWriter {
     this.upsert = target.upsert;
     this.entity = target.upsert.entity;
     this.project = target.upsert.project;
-    this.spool = new SpoolWriter(target.spoolDir, target.clientId, limits.maxQueuedBytes);
+    this.spool = new SpoolWriter(target.spoolDir, target.clientId, DEFAULT_MAX_QUEUED_BYTES);
     if (offline) {
       this.state = "spooling";
       this.spool.writeRunInfo(this.runInfo());
