@@ -15,6 +15,7 @@ import { LocalRankHandle, RankRuntime } from "../../src/controller/rank.js";
 import { Collector, recordMetric } from "../../src/core/collector.js";
 import { diagnosticCounts } from "../../src/core/diagnostics.js";
 import { Reduce } from "../../src/core/registry.js";
+import type { BackendOptions } from "../../src/backends/backend.js";
 import { syncSpool, WandbBackend, type FileStreamBody } from "../../src/backends/wandb/index.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
 import { API_KEY, FAST, allFiles, filesContainingKey, resetProcess, startServer, valuesOf } from "./wandb-helpers.js";
@@ -31,7 +32,7 @@ afterEach(async () => {
   assert.deepEqual(server.violations, [], "the strict server saw requests that break the W&B contract");
 });
 
-function config(extra: Record<string, unknown> = {}): Record<string, unknown> {
+function config(extra: Record<string, unknown> = {}): BackendOptions {
   return { loggingMode: "global_reduce", baseUrl: server.baseUrl, apiKey: API_KEY, project: "faults", ...FAST, ...extra };
 }
 
@@ -238,7 +239,7 @@ describe("wandb under faults", () => {
     for (const rank of ranks) await logger.registerRank(new LocalRankHandle(rank));
     await logger.initBackends({ wandb: config({ loggingMode: "per_rank_reduce", perRankShareRun: true, mode: "offline" }) });
     for (let step = 0; step < 5; step++) {
-      ranks.forEach((rank, r) => rank.collector.entryFor("loss", Reduce.MEAN)?.accumulator.append(r + step / 10));
+      ranks.forEach((rank, r) => rank.collector.recordSlow("loss", r + step / 10, Reduce.MEAN));
       await logger.flush(step);
     }
     await logger.shutdown();

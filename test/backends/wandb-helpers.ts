@@ -9,7 +9,7 @@ import { StrictWandbServer, type HistoryRow } from "./wandb-server.js";
 export const API_KEY = "local-test-key-6f1c0de0b1e2a3c4d5e6f708192a3b4c";
 
 /** Fast retry settings so fault tests take seconds, not minutes. */
-export const FAST = { requestTimeoutMs: 400, retryInitialMs: 20, retryMaxMs: 200, retryBudgetMs: 3000, finishTimeoutMs: 3000 } as const;
+export const FAST = { requestTimeoutMs: 400, retryInitialMs: 20, retryMaxMs: 200, retryBudgetMs: 3000, finishTimeoutMs: 3000, sendIntervalMs: 50 } as const;
 
 export async function startServer(): Promise<StrictWandbServer> {
   const server = new StrictWandbServer(API_KEY);

@@ -177,10 +177,8 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
   it("per_rank_reduce: one run per rank named {name}_{rankName}, in one group", async () => {
     const { logger, ranks } = await twoRanks(wandbConfig({ loggingMode: "per_rank_reduce", name: "job" }), "exp5");
     for (let step = 0; step < 3; step++) {
-      ranks.forEach((rank, r) => {
-        const loss = rank.collector.entryFor("loss", Reduce.MEAN);
-        loss?.accumulator.append((r + 1) * 100 + step);
-      });
+      // Each rank records into its own collector, as it would in its own process.
+      ranks.forEach((rank, r) => rank.collector.recordSlow("loss", (r + 1) * 100 + step, Reduce.MEAN));
       await logger.flush(step);
     }
     await logger.shutdown();
@@ -197,7 +195,7 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
   it("perRankShareRun: the controller's primary creates one run, ranks write to it as shared-mode clients with prefixed keys", async () => {
     const { logger, ranks } = await twoRanks(wandbConfig({ loggingMode: "per_rank_reduce", perRankShareRun: true }), "exp6");
     for (let step = 0; step < 4; step++) {
-      ranks.forEach((rank, r) => rank.collector.entryFor("reward", Reduce.MEAN)?.accumulator.append(r * 10 + step));
+      ranks.forEach((rank, r) => rank.collector.recordSlow("reward", r * 10 + step, Reduce.MEAN));
       await logger.flush(step);
     }
     await logger.shutdown();
@@ -220,10 +218,7 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
     const t0 = Date.now();
     for (let step = 0; step < 2; step++) {
       for (let i = 0; i < 3; i++) {
-        ranks.forEach((rank, r) => {
-          const entry = rank.collector.entryFor("latency", Reduce.MEAN);
-          if (entry !== undefined) rank.collector.stream?.record(entry, r * 1000 + step * 10 + i, rank.collector.step);
-        });
+        ranks.forEach((rank, r) => rank.collector.recordSlow("latency", r * 1000 + step * 10 + i, Reduce.MEAN));
       }
       await logger.flush(step);
     }

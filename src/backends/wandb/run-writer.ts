@@ -25,7 +25,7 @@ import {
   type UpsertVariables,
 } from "./api.js";
 import { DEFAULT_MAX_QUEUED_BYTES } from "../append-file.js";
-import { withRetry, type Endpoint } from "./http.js";
+import { sleep, withRetry, type Endpoint } from "./http.js";
 import type { SenderLimits, WandbResume } from "./options.js";
 import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
 
@@ -68,6 +68,9 @@ export class RunWriter {
   private state: State;
   private sending: Promise<void> | null = null;
   private readonly stop = new AbortController();
+  /** Aborted by `finish()` (and by spooling): stop waiting out the send interval. */
+  private readonly hurry = new AbortController();
+  private lastSendAt = 0;
   private readonly spool: SpoolWriter;
   private summaryLine: string | null = null;
   private summaryDirty = false;
@@ -168,6 +171,7 @@ export class RunWriter {
   async finish(exitcode = 0): Promise<void> {
     if (this.state === "finished") return;
     this.exitcode = exitcode;
+    this.hurry.abort();
     if (this.state !== "spooling") {
       this.connecting ??= this.runConnect();
       this.kick();
@@ -285,6 +289,12 @@ export class RunWriter {
 
   private async sendLoop(): Promise<void> {
     while (this.state === "live") {
+      // Let lines batch up between requests, as W&B's own clients do; finishing sends at once.
+      const wait = this.lastSendAt + this.limits.sendIntervalMs - Date.now();
+      if (wait > 0 && !this.hurry.signal.aborted) {
+        await sleep(wait, this.hurry.signal);
+        continue;
+      }
       if (this.configDirty) {
         if (!(await this.sendUpsert())) return;
         continue;
@@ -313,6 +323,7 @@ export class RunWriter {
       if (summary !== null) this.summaryDirty = false;
       const run = { entity: this.entity as string, project: this.project, name: this.upsert.name };
       const text = JSON.stringify(body);
+      this.lastSendAt = Date.now();
       const result = await withRetry(() => sendFileStream(this.endpoint, run, text, this.limits.requestTimeoutMs, this.target.clientId), this.limits, this.stop.signal, this.observer);
       if (this.state !== "live") return; // spooled meanwhile: the spool holds these lines too
       if (!result.ok) {
@@ -342,6 +353,7 @@ export class RunWriter {
     if (this.state === "spooling" || this.state === "finished") return;
     this.state = "spooling";
     this.stop.abort();
+    this.hurry.abort();
     const pending = this.lines.slice(this.head);
     this.lines = [];
     this.head = 0;

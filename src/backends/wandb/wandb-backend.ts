@@ -136,7 +136,7 @@ export class WandbBackend implements Backend {
     this.label = clientId === null ? upsert.name : `${upsert.name} (${clientId})`;
     this.writer = new RunWriter(target, { baseUrl: o.baseUrl, apiKey: o.apiKey }, o.limits, o.mode === "offline", this.label);
     // Learn where the run is (and its last step, when resumed), without ever hanging on a dead server.
-    await this.writer.connect(Math.min(o.limits.requestTimeoutMs, 10_000));
+    await this.writer.connect(Math.min(o.limits.requestTimeoutMs, 5_000));
     this.lastStep = Math.max(this.writer.resumedLastStep, context.resumeStep - 1);
   }
 
