@@ -68,13 +68,9 @@ export class RunSummary {
   private step = 0;
   private runtimeMs = 0;
   private timestampMs = 0;
-  /** True when a value changed since the last `take()`. */
-  dirty = false;
-
-  /** Set a key's latest value (already encoded as JSON). */
-  set(key: string, json: string): void {
-    this.values.set(key, json);
-    this.dirty = true;
+  /** Set a key's latest value: `keyText` is the quoted key with its colon (`quotedKey`), `json` the value. */
+  set(keyText: string, json: string): void {
+    this.values.set(keyText, json);
   }
 
   /** The row the latest values came from. */
@@ -84,11 +80,10 @@ export class RunSummary {
     this.runtimeMs = runtimeMs;
   }
 
-  /** The summary line, and mark it sent. */
+  /** The summary line. */
   take(): string {
-    this.dirty = false;
     let text = `{"_step":${this.step},"_runtime":${seconds(Math.max(0, this.runtimeMs))},"_timestamp":${seconds(this.timestampMs)}`;
-    for (const [key, json] of this.values) text += `,${quotedKey(key)}${json}`;
+    for (const [keyText, json] of this.values) text += `,${keyText}${json}`;
     return `${text}}`;
   }
 }

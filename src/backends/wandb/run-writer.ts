@@ -24,7 +24,6 @@ import {
   type FileStreamBody,
   type UpsertVariables,
 } from "./api.js";
-import { DEFAULT_MAX_QUEUED_BYTES } from "../append-file.js";
 import { sleep, withRetry, type Endpoint } from "./http.js";
 import type { SenderLimits, WandbResume } from "./options.js";
 import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
@@ -58,6 +57,9 @@ export interface WriterStats {
 
 type State = "connecting" | "live" | "spooling" | "finished";
 
+/** Smallest bound of the spool's disk-write buffer (it is `max(maxQueuedBytes, this)`). */
+export const SPOOL_BUFFER_MIN_BYTES = 16 * 1024 * 1024;
+
 export class RunWriter {
   private lines: string[] = [];
   private head = 0;
@@ -72,7 +74,8 @@ export class RunWriter {
   private readonly hurry = new AbortController();
   private lastSendAt = 0;
   private readonly spool: SpoolWriter;
-  private summaryLine: string | null = null;
+  /** Builds the summary line when a request carries it (not at every flush: it grows with the keys). */
+  private summarySource: (() => string) | null = null;
   private summaryDirty = false;
   private configDirty = false;
   private upsert: UpsertVariables;
@@ -85,6 +88,11 @@ export class RunWriter {
   resumedLastStep = -1;
   readonly stats: WriterStats = { linesSent: 0, linesSpooled: 0, retries: 0, maxQueuedBytes: 0 };
 
+  /** Characters the disk could not take in time (counted and reported, never silent). */
+  get spoolLostChars(): number {
+    return this.spool.lostChars;
+  }
+
   constructor(
     readonly target: RunTarget,
     private readonly endpoint: Endpoint,
@@ -95,7 +103,8 @@ export class RunWriter {
     this.upsert = target.upsert;
     this.entity = target.upsert.entity;
     this.project = target.upsert.project;
-    this.spool = new SpoolWriter(target.spoolDir, target.clientId, DEFAULT_MAX_QUEUED_BYTES);
+    // The disk buffer has its own bound: a disk slower than the job loses (and counts) what is past it.
+    this.spool = new SpoolWriter(target.spoolDir, target.clientId, Math.max(limits.maxQueuedBytes, SPOOL_BUFFER_MIN_BYTES));
     if (offline) {
       this.state = "spooling";
       this.spool.writeRunInfo(this.runInfo());
@@ -147,9 +156,9 @@ export class RunWriter {
     this.kick();
   }
 
-  /** Replace the summary line (sent with the next request). */
-  setSummary(line: string): void {
-    this.summaryLine = line;
+  /** The summary changed; `source` builds its line when the next request is sent. */
+  summaryChanged(source: () => string): void {
+    this.summarySource = source;
     this.summaryDirty = true;
   }
 
@@ -182,7 +191,7 @@ export class RunWriter {
     }
     if (this.spooling) {
       const bodies: FileStreamBody[] = [];
-      if (this.summaryLine !== null) bodies.push({ files: { [SUMMARY_FILE]: { offset: 0, content: [this.summaryLine] } } });
+      if (this.summarySource !== null) bodies.push({ files: { [SUMMARY_FILE]: { offset: 0, content: [this.summarySource()] } } });
       if (this.target.sendsComplete) bodies.push({ complete: true, exitcode });
       this.spool.writeRunInfo(this.runInfo());
       this.spool.append(bodies, this.absoluteOffsets);
@@ -311,7 +320,7 @@ export class RunWriter {
       const files: NonNullable<FileStreamBody["files"]> = {};
       if (count > 0) files[HISTORY_FILE] = { offset: this.offset, content: this.lines.slice(this.head, this.head + count) };
       const last = this.head + count >= this.lines.length;
-      const summary = last && this.summaryDirty ? this.summaryLine : null;
+      const summary = last && this.summaryDirty && this.summarySource !== null ? this.summarySource() : null;
       if (summary !== null) files[SUMMARY_FILE] = { offset: 0, content: [summary] };
       if (count > 0 || summary !== null) body.files = files;
       const completing = last && this.exitcode !== null && this.target.sendsComplete && !this.completeSent;

@@ -58,6 +58,8 @@ export class WandbBackend implements Backend {
   private rowStep = -1;
   private rowTimestamp = 0;
   private label = "";
+  private readonly keyTexts = new Map<string, string>();
+  private readonly summaryLine = (): string => this.summary.take();
   private disabled = false;
 
   private readonly perRankShareRun: boolean;
@@ -163,9 +165,9 @@ export class WandbBackend implements Backend {
     this.openRow(step, (metrics[0] as Metric).timestamp);
     let fields = this.rowFields;
     for (const m of metrics) {
-      const key = this.prefix === "" ? m.key : this.prefix + m.key;
+      const key = this.keyText(m.key);
       const value = historyNumber(m.value);
-      fields += `${fields.length === 0 ? "" : ","}${quotedKey(key)}${value}`;
+      fields += fields.length === 0 ? key + value : `,${key}${value}`;
       this.summary.set(key, value);
     }
     this.rowFields = fields;
@@ -175,8 +177,7 @@ export class WandbBackend implements Backend {
     if (this.writer === null || histograms.length === 0) return;
     this.openRow(step, (histograms[0] as HistogramMetric).timestamp);
     for (const h of histograms) {
-      const key = this.prefix === "" ? h.key : this.prefix + h.key;
-      this.rowFields += `${this.rowFields.length === 0 ? "" : ","}${quotedKey(key)}${histogramJson(h.histogram)}`;
+      this.rowFields += `${this.rowFields.length === 0 ? "" : ","}${this.keyText(h.key)}${histogramJson(h.histogram)}`;
     }
   }
 
@@ -196,16 +197,16 @@ export class WandbBackend implements Backend {
     const lines: string[] = new Array(batch.length);
     for (let i = 0; i < batch.length; i++) {
       const r = batch[i] as StreamRecord;
-      const key = this.prefix === "" ? r.key : this.prefix + r.key;
+      const key = this.keyText(r.key);
       const value = historyNumber(r.value);
       this.lastStep++;
-      lines[i] = historyLine(this.lastStep, r.timestamp, r.timestamp - this.startMs, r.step, quotedKey(key) + value);
+      lines[i] = historyLine(this.lastStep, r.timestamp, r.timestamp - this.startMs, r.step, key + value);
       this.summary.set(key, value);
     }
     const last = batch[batch.length - 1] as StreamRecord;
     this.summary.at(this.lastStep, last.timestamp, last.timestamp - this.startMs);
     this.writer.enqueue(lines);
-    this.writer.setSummary(this.summary.take());
+    this.writer.summaryChanged(this.summaryLine);
   }
 
   flushed(): void {
@@ -216,6 +217,16 @@ export class WandbBackend implements Backend {
     if (this.disabled || this.writer === null) return;
     this.closeRow();
     await this.writer.finish(0);
+  }
+
+  /** `"{prefix}{key}":`, cached per key (keys repeat every step; ranks of a shared run add their prefix). */
+  private keyText(key: string): string {
+    let text = this.keyTexts.get(key);
+    if (text === undefined) {
+      text = quotedKey(this.prefix + key);
+      if (this.keyTexts.size < 100_000) this.keyTexts.set(key, text);
+    }
+    return text;
   }
 
   private openRow(step: number, timestamp: number): void {
@@ -241,7 +252,7 @@ export class WandbBackend implements Backend {
     const runtime = this.rowTimestamp - this.startMs;
     this.writer.enqueue([historyLine(wandbStep, this.rowTimestamp, runtime, step, this.rowFields)]);
     this.summary.at(wandbStep, this.rowTimestamp, runtime);
-    this.writer.setSummary(this.summary.take());
+    this.writer.summaryChanged(this.summaryLine);
     this.rowFields = "";
     this.rowStep = -1;
   }
