@@ -243,8 +243,12 @@ describe("wandb under faults", () => {
       await logger.flush(step);
     }
     await logger.shutdown();
-    const files = allFiles(join(runDir, "wandb", "f7_t")).map((f) => f.split("/").pop()).sort();
-    assert.ok(files.includes("file_stream.R0.jsonl") && files.includes("file_stream.R1.jsonl") && files.includes("file_stream.rankscope-primary.jsonl"), files.join(","));
+    const files = allFiles(join(runDir, "wandb")).map((f) => f.slice(runDir.length + 1)).sort();
+    assert.ok(files.every((f) => f.startsWith(join("wandb", "f7_t"))), `one spool, for the shared run: ${files.join(", ")}`);
+    for (const name of ["file_stream.R0.jsonl", "file_stream.R1.jsonl", "file_stream.rankscope-primary.jsonl", "run.json"]) {
+      assert.ok(files.includes(join("wandb", "f7_t", name)), `${name} in ${files.join(", ")}`);
+    }
+    assert.ok(!files.some((f) => f.includes("Controller")), "the controller's own rank logged nothing and spooled nothing");
     await syncSpool(runDir, { apiKey: API_KEY, limits: FAST });
     for (const r of [0, 1]) assert.deepEqual(valuesOf(server.history("f7_t", `R${r}`), `R${r}/loss`), [0, 1, 2, 3, 4].map((s) => r + s / 10));
     assert.equal(server.run("f7_t")?.complete, true);

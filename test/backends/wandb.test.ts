@@ -190,6 +190,36 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
       assert.equal(run.complete, true);
       assert.deepEqual(valuesOf(server.history(run.name), "loss"), [0, 1, 2].map((s) => (r + 1) * 100 + s));
     }
+    assert.equal(server.run("exp5_t1_Controller"), undefined, "the controller's own rank logged nothing and created no run");
+  });
+
+  it("per-rank runs restarted without resume: rows queued before the server answered are moved above its last step", async () => {
+    let { logger, ranks } = await twoRanks(wandbConfig({ loggingMode: "per_rank_reduce" }), "exp9");
+    for (let step = 0; step < 3; step++) {
+      ranks.forEach((rank) => rank.collector.recordSlow("x", step, Reduce.MEAN));
+      await logger.flush(step);
+    }
+    await logger.shutdown();
+    resetProcess();
+    ({ logger, ranks } = await twoRanks(wandbConfig({ loggingMode: "per_rank_reduce" }), "exp9"));
+    const seen = await collectDiagnostics(async () => {
+      for (let step = 0; step < 2; step++) {
+        ranks.forEach((rank) => rank.collector.recordSlow("x", 10 + step, Reduce.MEAN));
+        await logger.flush(step);
+      }
+      await logger.shutdown();
+    });
+    for (const r of [0, 1]) {
+      const rows = server.history(`exp9_t1_Trainer_0_r${r}`);
+      assert.deepEqual(rows.map((x) => [x["_step"], x["global_step"], x["x"]]), [
+        [0, 0, 0],
+        [1, 1, 1],
+        [2, 2, 2],
+        [3, 0, 10],
+        [4, 1, 11],
+      ]);
+    }
+    assert.ok(seen.some((d) => d.code.startsWith("wandb.stepBackwards")), "a warning says rows were moved");
   });
 
   it("perRankShareRun: the controller's primary creates one run, ranks write to it as shared-mode clients with prefixed keys", async () => {

@@ -38,6 +38,8 @@ export interface RunTarget {
   readonly shared: boolean;
   /** Whether this writer marks the run complete at the end (false for ranks of a shared run). */
   readonly sendsComplete: boolean;
+  /** Create the run only when there is a first row (ranks: one that logs nothing leaves no empty run). */
+  readonly lazy: boolean;
   /** The run directory, for messages (`rankscope wandb sync {runDir}`). */
   readonly runDir: string;
   readonly spoolDir: string;
@@ -56,6 +58,9 @@ export interface WriterStats {
 }
 
 type State = "connecting" | "live" | "spooling" | "finished";
+
+/** The start of every history line: `historyLine` always writes `_step` first. */
+const STEP_PREFIX = /^\{"_step":(\d+)/;
 
 /** Smallest bound of the spool's disk-write buffer (it is `max(maxQueuedBytes, this)`). */
 export const SPOOL_BUFFER_MIN_BYTES = 16 * 1024 * 1024;
@@ -86,6 +91,12 @@ export class RunWriter {
   private connecting: Promise<void> | null = null;
   /** The last `_step` of the run on the server when resumed, or -1. */
   resumedLastStep = -1;
+  /**
+   * Told the last `_step` of the queued lines after they were moved above the server's last step
+   * (a resumed run learned about after lines were queued), so later lines continue from there.
+   */
+  onRestepped: ((lastStep: number) => void) | null = null;
+  private everEnqueued = false;
   readonly stats: WriterStats = { linesSent: 0, linesSpooled: 0, retries: 0, maxQueuedBytes: 0 };
 
   /** Characters the disk could not take in time (counted and reported, never silent). */
@@ -107,7 +118,6 @@ export class RunWriter {
     this.spool = new SpoolWriter(target.spoolDir, target.clientId, Math.max(limits.maxQueuedBytes, SPOOL_BUFFER_MIN_BYTES));
     if (offline) {
       this.state = "spooling";
-      this.spool.writeRunInfo(this.runInfo());
     } else {
       this.state = "connecting";
     }
@@ -130,7 +140,7 @@ export class RunWriter {
    */
   async connect(waitMs: number): Promise<void> {
     if (this.state !== "connecting") return;
-    this.connecting ??= this.runConnect();
+    this.startConnect();
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.connecting, new Promise<void>((resolve) => (timer = setTimeout(resolve, waitMs)))]);
     clearTimeout(timer);
@@ -139,6 +149,7 @@ export class RunWriter {
   /** Queue history lines (one flush or one stream batch). Never blocks. */
   enqueue(lines: readonly string[]): void {
     if (lines.length === 0 || this.state === "finished") return;
+    this.everEnqueued = true;
     if (this.state === "spooling") {
       this.spoolLines(lines);
       return;
@@ -153,6 +164,7 @@ export class RunWriter {
     for (const line of lines) this.lines.push(line);
     this.queuedBytes += bytes;
     if (this.queuedBytes > this.stats.maxQueuedBytes) this.stats.maxQueuedBytes = this.queuedBytes;
+    if (this.state === "connecting") this.startConnect();
     this.kick();
   }
 
@@ -181,8 +193,13 @@ export class RunWriter {
     if (this.state === "finished") return;
     this.exitcode = exitcode;
     this.hurry.abort();
+    if (this.target.lazy && !this.everEnqueued && this.connecting === null) {
+      // A rank that never logged anything creates nothing, on the server or in the spool.
+      this.state = "finished";
+      return;
+    }
     if (this.state !== "spooling") {
-      this.connecting ??= this.runConnect();
+      this.startConnect();
       this.kick();
       const drained = await this.waitIdle(this.limits.finishTimeoutMs);
       if (!drained && !this.spooling) {
@@ -239,6 +256,39 @@ export class RunWriter {
     return this.state === "live" && this.head >= this.lines.length && !this.summaryDirty && !this.configDirty && !completeDue && this.sending === null;
   }
 
+  /** Start connecting once (resume status, then upsert), in the background. */
+  private startConnect(): void {
+    this.connecting ??= this.runConnect().catch((error: unknown) => this.toSpool(`unexpected failure while connecting: ${String(error)}`));
+  }
+
+  /** Move queued lines whose `_step` is not above `lastStep` up (AReaL's rule), in place. */
+  private restep(lastStep: number): void {
+    let next = lastStep + 1;
+    let moved = 0;
+    for (let i = this.head; i < this.lines.length; i++) {
+      const line = this.lines[i] as string;
+      const match = STEP_PREFIX.exec(line);
+      if (match === null) continue;
+      const step = Number(match[1]);
+      if (step < next) {
+        const replaced = `{"_step":${next}${line.slice((match[0] as string).length)}`;
+        this.queuedBytes += replaced.length - line.length;
+        this.lines[i] = replaced;
+        moved++;
+        next++;
+      } else {
+        next = step + 1;
+      }
+    }
+    if (moved > 0) {
+      warn(
+        `wandb.stepBackwards:${this.label}`,
+        `W&B run ${this.label}: the run already has rows up to _step ${lastStep}; ${moved} queued row(s) are logged above it, with their global_step unchanged (AReaL's rule)`,
+      );
+      this.onRestepped?.(next - 1);
+    }
+  }
+
   private async runConnect(): Promise<void> {
     if (this.endpoint.apiKey === undefined) {
       this.toSpool("no API key: set WANDB_API_KEY or the backend's apiKey option");
@@ -258,6 +308,7 @@ export class RunWriter {
       return this.toSpool(`run ${this.upsert.name} does not exist and resume is "must"; check runId/entity/project, or set resume: "allow"`);
     }
     this.resumedLastStep = exists ? lastStep : -1;
+    if (this.resumedLastStep >= 0) this.restep(this.resumedLastStep);
     const upserted = await this.sendUpsert();
     if (this.state !== "connecting") return;
     if (!upserted) return;
@@ -291,9 +342,11 @@ export class RunWriter {
 
   private kick(): void {
     if (this.state !== "live" || this.sending !== null) return;
-    this.sending = this.sendLoop().finally(() => {
-      this.sending = null;
-    });
+    this.sending = this.sendLoop()
+      .catch((error: unknown) => this.toSpool(`unexpected failure while sending: ${String(error)}`))
+      .finally(() => {
+        this.sending = null;
+      });
   }
 
   private async sendLoop(): Promise<void> {
@@ -378,6 +431,7 @@ export class RunWriter {
 
   private spoolLines(lines: readonly string[]): void {
     if (lines.length === 0) return;
+    this.spool.writeRunInfo(this.runInfo());
     const bodies: FileStreamBody[] = [];
     let start = 0;
     while (start < lines.length) {

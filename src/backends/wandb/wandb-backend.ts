@@ -132,14 +132,24 @@ export class WandbBackend implements Backend {
       clientId,
       shared: this.role !== "run",
       sendsComplete: this.role !== "sharedRank",
+      lazy: context.role === "rank",
       runDir: context.runDir,
       spoolDir: spoolDirFor(context.runDir, upsert.name),
     };
     this.label = clientId === null ? upsert.name : `${upsert.name} (${clientId})`;
     this.writer = new RunWriter(target, { baseUrl: o.baseUrl, apiKey: o.apiKey }, o.limits, o.mode === "offline", this.label);
-    // Learn where the run is (and its last step, when resumed), without ever hanging on a dead server.
-    await this.writer.connect(Math.min(o.limits.requestTimeoutMs, 5_000));
-    this.lastStep = Math.max(this.writer.resumedLastStep, context.resumeStep - 1);
+    this.lastStep = context.resumeStep - 1;
+    // Rows queued before the server said where a resumed run ends are moved above it by the writer.
+    this.writer.onRestepped = (last) => {
+      if (last > this.lastStep) this.lastStep = last;
+    };
+    if (context.role === "controller") {
+      // Learn where the run is (and its last step, when resumed) before the first flush, without
+      // ever hanging on a dead server. Ranks connect at their first row instead, so a rank that
+      // logs nothing (the controller's own, in per-rank modes) creates no empty run.
+      await this.writer.connect(Math.min(o.limits.requestTimeoutMs, 5_000));
+      this.lastStep = Math.max(this.writer.resumedLastStep, this.lastStep);
+    }
   }
 
   metadataForRanks(): Readonly<Record<string, unknown>> | undefined {
