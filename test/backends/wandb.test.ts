@@ -290,6 +290,50 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
   });
 });
 
+describe("wandb values beyond scalars", () => {
+  it("sends histograms as W&B histogram objects in the step's row, and warns once that samples are not sent", async () => {
+    const runDir = tempDir();
+    const logger = new MetricLogger({ runDir, experiment: "exp10", trial: "t1" });
+    await logger.initBackends({ wandb: wandbConfig() });
+    const seen = await collectDiagnostics(async () => {
+      for (const v of [1, 2, 2, 3, 10]) recordMetric("weights", v, Reduce.HISTOGRAM);
+      recordMetric("loss", 0.5, Reduce.MEAN);
+      recordMetric("episode", { prompt: "p", reward: 1 }, Reduce.SAMPLE);
+      await logger.flush(0);
+      await logger.shutdown();
+    });
+    const rows = server.history("exp10_t1");
+    assert.equal(rows.length, 1, "scalars and histograms of a step share one row");
+    const h = rows[0]?.["weights"] as { _type: string; values: number[]; bins: number[] };
+    assert.equal(h._type, "histogram");
+    assert.equal(h.bins.length, h.values.length + 1, "n + 1 bin edges");
+    assert.equal(h.values.reduce((a, b) => a + b, 0), 5, "every value is counted");
+    assert.ok(h.bins.every((b, i) => i === 0 || b >= (h.bins[i - 1] as number)), "edges ascend");
+    assert.equal(rows[0]?.["loss"], 0.5);
+    assert.equal(seen.filter((d) => d.code === "wandb.samples").length, 1);
+  });
+});
+
+describe("wandb never blocks the loop", () => {
+  it("flush returns while the server has not answered yet", async () => {
+    const runDir = tempDir();
+    const logger = new MetricLogger({ runDir, experiment: "exp11", trial: "t1" });
+    await logger.initBackends({ wandb: wandbConfig({ requestTimeoutMs: 20_000, finishTimeoutMs: 20_000 }) });
+    server.injectFaults("file_stream", { kind: "late", ms: 3000 });
+    recordMetric("x", 0, Reduce.MEAN);
+    await logger.flush(0);
+    const hanging = (): boolean => server.requests.some((r) => r.kind === "file_stream" && r.status === 0);
+    while (!hanging()) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (let step = 1; step < 5; step++) {
+      recordMetric("x", step, Reduce.MEAN);
+      await logger.flush(step);
+    }
+    assert.ok(hanging(), "four more flushes returned while the first request still waited for its answer");
+    await logger.shutdown();
+    assert.deepEqual(valuesOf(server.history("exp11_t1"), "x"), [0, 1, 2, 3, 4]);
+  });
+});
+
 describe("wandb key hygiene", () => {
   it("never writes the API key to the run directory, diagnostics or errors", async () => {
     const runDir = tempDir();
