@@ -153,6 +153,28 @@ describe("wandb under faults", () => {
     assert.deepEqual(filesContainingKey(runDir), []);
   });
 
+  it("after an outage longer than the retry budget, sends the spool itself at finish if the server is back", async () => {
+    const runDir = tempDir();
+    const logger = new MetricLogger({ runDir, experiment: "f9", trial: "t" });
+    const seen = await collectDiagnostics(async () => {
+      await logger.initBackends({ wandb: config({ retryBudgetMs: 300, finishTimeoutMs: 5000 }) });
+      await steps(logger, 0, 3);
+      await server.stop();
+      await steps(logger, 3, 6);
+      while ((diagnosticCounts()["wandb.spooling:f9_t"] ?? 0) === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+      await server.start();
+      await steps(logger, 6, 9);
+      await logger.shutdown();
+    });
+    assertExactlyOnce("f9_t", 9);
+    assert.ok(seen.some((d) => d.code.startsWith("wandb.recovered")), "a message says the spool was sent at finish");
+    assert.ok(!seen.some((d) => d.code.startsWith("wandb.spooled")), "no message asks for a manual sync");
+    const before = server.fileStreamRequests;
+    const again = await syncSpool(runDir, { apiKey: API_KEY, limits: FAST });
+    assert.equal(again.runs[0]?.linesSent, 0);
+    assert.equal(server.fileStreamRequests, before, "a manual sync afterwards is a no-op");
+  });
+
   it("offline mode spools everything as it would have been sent; `rankscope wandb sync` replays it with a progress bar, once", async () => {
     const runDir = tempDir();
     const logger = new MetricLogger({ runDir, experiment: "f5", trial: "t" });

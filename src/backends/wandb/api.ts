@@ -132,6 +132,9 @@ export interface FileStreamBody {
 export const HISTORY_FILE = "wandb-history.jsonl";
 export const SUMMARY_FILE = "wandb-summary.json";
 
+/** Client id the primary of a shared run uses (ranks use their rank names). */
+export const PRIMARY_CLIENT_ID = "rankscope-primary";
+
 /** Headers of W&B's shared mode: the server keeps offsets per client of a run shared by ranks. */
 export function sharedModeHeaders(clientId: string | null): Record<string, string> {
   return clientId === null ? {} : { "X-WANDB-USE-ASYNC-FILESTREAM": "true", "X-WANDB-ASYNC-CLIENT-ID": clientId };

@@ -9,12 +9,12 @@ import { WandbBackend } from "./wandb-backend.js";
 
 registerBackend("wandb", (options) => new WandbBackend(options), { knownOptions: WANDB_OPTION_NAMES, validate: validateWandbOptions });
 
-export { WandbBackend, PRIMARY_CLIENT_ID, type SharedRunMetadata } from "./wandb-backend.js";
+export { WandbBackend, type SharedRunMetadata } from "./wandb-backend.js";
 export { RunWriter, type RunTarget, type WriterStats } from "./run-writer.js";
 export { syncSpool, type SyncOptions, type SyncProgress, type SyncResult } from "./sync.js";
 export { findSpools, readSpool, spoolDirFor, type SpoolRunInfo, type SpooledRun } from "./spool.js";
 export { historyLine, historyNumber, histogramJson } from "./history.js";
-export { UPSERT_BUCKET, RUN_RESUME_STATUS, HISTORY_FILE, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
+export { PRIMARY_CLIENT_ID, UPSERT_BUCKET, RUN_RESUME_STATUS, HISTORY_FILE, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
 export {
   DEFAULT_BASE_URL,
   DEFAULT_LIMITS,

@@ -27,6 +27,7 @@ import {
 import { sleep, withRetry, type Endpoint } from "./http.js";
 import type { SenderLimits, WandbResume } from "./options.js";
 import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
+import { syncSpool } from "./sync.js";
 
 /** What a writer writes to. */
 export interface RunTarget {
@@ -97,6 +98,7 @@ export class RunWriter {
    */
   onRestepped: ((lastStep: number) => void) | null = null;
   private everEnqueued = false;
+  private recoverable = false;
   readonly stats: WriterStats = { linesSent: 0, linesSpooled: 0, retries: 0, maxQueuedBytes: 0 };
 
   /** Characters the disk could not take in time (counted and reported, never silent). */
@@ -157,7 +159,7 @@ export class RunWriter {
     let bytes = 0;
     for (const line of lines) bytes += line.length;
     if (this.queuedBytes + bytes > this.limits.maxQueuedBytes) {
-      this.toSpool(`more than ${this.limits.maxQueuedBytes} bytes of history are waiting for the server`);
+      this.toSpool(`more than ${this.limits.maxQueuedBytes} bytes of history are waiting for the server`, true);
       this.spoolLines(lines);
       return;
     }
@@ -191,6 +193,7 @@ export class RunWriter {
    */
   async finish(exitcode = 0): Promise<void> {
     if (this.state === "finished") return;
+    const finishStarted = Date.now();
     this.exitcode = exitcode;
     this.hurry.abort();
     if (this.target.lazy && !this.everEnqueued && this.connecting === null) {
@@ -203,7 +206,7 @@ export class RunWriter {
       this.kick();
       const drained = await this.waitIdle(this.limits.finishTimeoutMs);
       if (!drained && !this.spooling) {
-        this.toSpool(`the server did not take everything within ${this.limits.finishTimeoutMs} ms of finishing`);
+        this.toSpool(`the server did not take everything within ${this.limits.finishTimeoutMs} ms of finishing`, true);
       }
     }
     if (this.spooling) {
@@ -217,12 +220,38 @@ export class RunWriter {
     }
     this.state = "finished";
     await this.spool.drain();
+    if (this.spool.entries > 0 && (await this.recover(finishStarted + this.limits.finishTimeoutMs))) return;
     if (this.spool.entries > 0) {
       warn(
         `wandb.spooled:${this.target.spoolDir}`,
         `W&B run ${this.label}: ${this.stats.linesSpooled} history line(s) are in the spool ${this.target.spoolDir}; ` +
           `run "rankscope wandb sync ${this.target.runDir}" to send them`,
       );
+    }
+  }
+
+  /**
+   * After an outage that ended before the run did: send the spool now (what `rankscope wandb sync`
+   * would do), within the time left. Runs shared by ranks are left to `sync`: their clients finish
+   * at different times, and the run's completion must come after all of them.
+   */
+  private async recover(deadline: number): Promise<boolean> {
+    const left = deadline - Date.now();
+    if (!this.recoverable || this.target.shared || left <= 0) return false;
+    try {
+      const result = await syncSpool(this.target.spoolDir, {
+        apiKey: this.endpoint.apiKey,
+        baseUrl: this.endpoint.baseUrl,
+        limits: { ...this.limits, retryBudgetMs: left, requestTimeoutMs: Math.min(this.limits.requestTimeoutMs, left) },
+      });
+      const sent = result.runs.reduce((n, r) => n + r.linesSent, 0);
+      warn(
+        `wandb.recovered:${this.target.spoolDir}`,
+        `W&B run ${this.label}: the server is back; ${sent} spooled history line(s) were sent at finish (the spool ${this.target.spoolDir} stays; syncing it again is a no-op)`,
+      );
+      return true;
+    } catch {
+      return false;
     }
   }
 
@@ -297,7 +326,7 @@ export class RunWriter {
     const run = { name: this.upsert.name, project: this.project, entity: this.entity };
     const status = await withRetry(() => runResumeStatus(this.endpoint, run, this.limits.requestTimeoutMs), this.limits, this.stop.signal, this.observer);
     if (this.state !== "connecting") return;
-    if (!status.ok) return this.toSpool(status.reason);
+    if (!status.ok) return this.toSpool(status.reason, status.retryable);
     const { exists, historyLineCount, lastStep } = status.value;
     // Shared-mode clients keep their own offsets on the server, starting at 0.
     const base = this.target.clientId === null ? historyLineCount : 0;
@@ -332,7 +361,7 @@ export class RunWriter {
     const result = await withRetry(() => upsertRun(this.endpoint, variables, this.limits.requestTimeoutMs, headers), this.limits, this.stop.signal, this.observer);
     if (this.state === "spooling" || this.state === "finished") return false;
     if (!result.ok) {
-      this.toSpool(result.reason);
+      this.toSpool(result.reason, result.retryable);
       return false;
     }
     this.entity = result.value.entity;
@@ -390,7 +419,7 @@ export class RunWriter {
       if (this.state !== "live") return; // spooled meanwhile: the spool holds these lines too
       if (!result.ok) {
         if (summary !== null) this.summaryDirty = true;
-        this.toSpool(result.reason);
+        this.toSpool(result.reason, result.retryable);
         return;
       }
       this.ack(count);
@@ -410,10 +439,15 @@ export class RunWriter {
     }
   }
 
-  /** Switch to spooling: what is queued goes to disk now, what comes later goes there too. */
-  private toSpool(reason: string): void {
+  /**
+   * Switch to spooling: what is queued goes to disk now, what comes later goes there too.
+   * `recoverable` says the server was unreachable or slow (not refusing): `finish()` then tries to
+   * send the spool itself if the server is back.
+   */
+  private toSpool(reason: string, recoverable = false): void {
     if (this.state === "spooling" || this.state === "finished") return;
     this.state = "spooling";
+    this.recoverable = recoverable;
     this.stop.abort();
     this.hurry.abort();
     const pending = this.lines.slice(this.head);

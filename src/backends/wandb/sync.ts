@@ -11,11 +11,10 @@
  */
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import { HISTORY_FILE, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody } from "./api.js";
+import { HISTORY_FILE, PRIMARY_CLIENT_ID, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody } from "./api.js";
 import { withRetry, type Endpoint } from "./http.js";
 import { DEFAULT_LIMITS, normaliseBaseUrl, type SenderLimits } from "./options.js";
 import { findSpools, readSpool, type SpooledClient } from "./spool.js";
-import { PRIMARY_CLIENT_ID } from "./wandb-backend.js";
 
 /** Progress of a sync, reported after every request. */
 export interface SyncProgress {

@@ -19,7 +19,7 @@
 import { warn } from "../../core/diagnostics.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
-import { configJson, type UpsertVariables } from "./api.js";
+import { configJson, PRIMARY_CLIENT_ID, type UpsertVariables } from "./api.js";
 import { historyLine, historyNumber, histogramJson, quotedKey, RunSummary } from "./history.js";
 import { resolveWandbOptions, sanitiseRunId, type ResolvedWandbOptions } from "./options.js";
 import { RunWriter, type RunTarget } from "./run-writer.js";
@@ -39,8 +39,6 @@ export interface SharedRunMetadata {
   readonly resume: string;
 }
 
-/** Client id the primary of a shared run uses (ranks use their rank names). */
-export const PRIMARY_CLIENT_ID = "rankscope-primary";
 
 type Role = "run" | "primary" | "sharedRank";
 
