@@ -60,8 +60,15 @@ function fail<T>(reason: string): Attempt<T> {
   return { ok: false, retryable: false, retryAfterMs: undefined, reason, status: undefined };
 }
 
-async function graphql(endpoint: Endpoint, query: string, variables: object, timeoutMs: number, headers: Readonly<Record<string, string>>): Promise<Attempt<Record<string, unknown>>> {
-  const answer = await postJson(endpoint, "/graphql", JSON.stringify({ query, variables }), timeoutMs, headers);
+async function graphql(
+  endpoint: Endpoint,
+  query: string,
+  variables: object,
+  timeoutMs: number,
+  headers: Readonly<Record<string, string>>,
+  stop?: AbortSignal,
+): Promise<Attempt<Record<string, unknown>>> {
+  const answer = await postJson(endpoint, "/graphql", JSON.stringify({ query, variables }), timeoutMs, headers, stop);
   if (!answer.ok) return answer;
   const body = answer.value as { data?: unknown; errors?: unknown };
   if (Array.isArray(body.errors) && body.errors.length > 0) {
@@ -77,8 +84,14 @@ function record(value: unknown): Record<string, unknown> | undefined {
 }
 
 /** Create or update a run. */
-export async function upsertRun(endpoint: Endpoint, variables: UpsertVariables, timeoutMs: number, headers: Readonly<Record<string, string>> = {}): Promise<Attempt<UpsertedRun>> {
-  const answer = await graphql(endpoint, UPSERT_BUCKET, variables, timeoutMs, headers);
+export async function upsertRun(
+  endpoint: Endpoint,
+  variables: UpsertVariables,
+  timeoutMs: number,
+  headers: Readonly<Record<string, string>> = {},
+  stop?: AbortSignal,
+): Promise<Attempt<UpsertedRun>> {
+  const answer = await graphql(endpoint, UPSERT_BUCKET, variables, timeoutMs, headers, stop);
   if (!answer.ok) return answer;
   const upsert = record(answer.value["upsertBucket"]);
   const bucket = record(upsert?.["bucket"]);
@@ -98,8 +111,9 @@ export async function runResumeStatus(
   endpoint: Endpoint,
   run: { readonly name: string; readonly project: string; readonly entity: string | null },
   timeoutMs: number,
+  stop?: AbortSignal,
 ): Promise<Attempt<ResumeStatus>> {
-  const answer = await graphql(endpoint, RUN_RESUME_STATUS, run, timeoutMs, {});
+  const answer = await graphql(endpoint, RUN_RESUME_STATUS, run, timeoutMs, {}, stop);
   if (!answer.ok) return answer;
   const bucket = record(record(answer.value["model"])?.["bucket"]);
   if (bucket === undefined) return { ok: true, value: { exists: false, historyLineCount: 0, lastStep: -1 } };
@@ -147,9 +161,10 @@ export function sendFileStream(
   body: string,
   timeoutMs: number,
   clientId: string | null,
+  stop?: AbortSignal,
 ): Promise<Attempt<unknown>> {
   const path = `/files/${encodeURIComponent(run.entity)}/${encodeURIComponent(run.project)}/${encodeURIComponent(run.name)}/file_stream`;
-  return postJson(endpoint, path, body, timeoutMs, sharedModeHeaders(clientId));
+  return postJson(endpoint, path, body, timeoutMs, sharedModeHeaders(clientId), stop);
 }
 
 /** W&B's config format: every key wrapped as `{ value }`. */

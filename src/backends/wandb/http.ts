@@ -55,13 +55,22 @@ function describeFetchError(error: unknown): string {
 }
 
 /** POST a JSON body once; parse a JSON answer. Never throws. */
-export async function postJson(endpoint: Endpoint, path: string, body: string, timeoutMs: number, headers: Readonly<Record<string, string>> = {}): Promise<Attempt<unknown>> {
+export async function postJson(
+  endpoint: Endpoint,
+  path: string,
+  body: string,
+  timeoutMs: number,
+  headers: Readonly<Record<string, string>> = {},
+  stop?: AbortSignal,
+): Promise<Attempt<unknown>> {
   const url = `${endpoint.baseUrl}${path}`;
   const all: Record<string, string> = { "content-type": "application/json", ...headers };
   if (endpoint.apiKey !== undefined) all["authorization"] = authHeader(endpoint.apiKey);
   let response: Response;
   try {
-    response = await fetch(url, { method: "POST", headers: all, body, signal: AbortSignal.timeout(timeoutMs) });
+    // `stop` (the writer switching to its spool, or finishing) cancels a request in flight.
+    const signal = stop === undefined ? AbortSignal.timeout(timeoutMs) : AbortSignal.any([AbortSignal.timeout(timeoutMs), stop]);
+    response = await fetch(url, { method: "POST", headers: all, body, signal });
   } catch (error) {
     return { ok: false, retryable: true, retryAfterMs: undefined, reason: `POST ${url}: ${describeFetchError(error)}`, status: undefined };
   }

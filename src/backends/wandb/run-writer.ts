@@ -224,7 +224,7 @@ export class RunWriter {
     if (this.spool.entries > 0) {
       warn(
         `wandb.spooled:${this.target.spoolDir}`,
-        `W&B run ${this.label}: ${this.stats.linesSpooled} history line(s) are in the spool ${this.target.spoolDir}; ` +
+        `W&B run ${this.label}: ${this.stats.linesSpooled} history line(s)${this.target.sendsComplete ? " and the run's completion" : ""} are in the spool ${this.target.spoolDir}; ` +
           `run "rankscope wandb sync ${this.target.runDir}" to send them`,
       );
     }
@@ -324,7 +324,7 @@ export class RunWriter {
       return;
     }
     const run = { name: this.upsert.name, project: this.project, entity: this.entity };
-    const status = await withRetry(() => runResumeStatus(this.endpoint, run, this.limits.requestTimeoutMs), this.limits, this.stop.signal, this.observer);
+    const status = await withRetry(() => runResumeStatus(this.endpoint, run, this.limits.requestTimeoutMs, this.stop.signal), this.limits, this.stop.signal, this.observer);
     if (this.state !== "connecting") return;
     if (!status.ok) return this.toSpool(status.reason, status.retryable);
     const { exists, historyLineCount, lastStep } = status.value;
@@ -358,7 +358,7 @@ export class RunWriter {
     this.configDirty = false;
     const variables = this.upsert;
     const headers = this.target.shared ? sharedModeHeaders(this.target.clientId ?? "rankscope-primary") : {};
-    const result = await withRetry(() => upsertRun(this.endpoint, variables, this.limits.requestTimeoutMs, headers), this.limits, this.stop.signal, this.observer);
+    const result = await withRetry(() => upsertRun(this.endpoint, variables, this.limits.requestTimeoutMs, headers, this.stop.signal), this.limits, this.stop.signal, this.observer);
     if (this.state === "spooling" || this.state === "finished") return false;
     if (!result.ok) {
       this.toSpool(result.reason, result.retryable);
@@ -415,7 +415,7 @@ export class RunWriter {
       const run = { entity: this.entity as string, project: this.project, name: this.upsert.name };
       const text = JSON.stringify(body);
       this.lastSendAt = Date.now();
-      const result = await withRetry(() => sendFileStream(this.endpoint, run, text, this.limits.requestTimeoutMs, this.target.clientId), this.limits, this.stop.signal, this.observer);
+      const result = await withRetry(() => sendFileStream(this.endpoint, run, text, this.limits.requestTimeoutMs, this.target.clientId, this.stop.signal), this.limits, this.stop.signal, this.observer);
       if (this.state !== "live") return; // spooled meanwhile: the spool holds these lines too
       if (!result.ok) {
         if (summary !== null) this.summaryDirty = true;
