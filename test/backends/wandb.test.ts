@@ -155,6 +155,20 @@ describe("wandb global_reduce", () => {
     assert.match(error.message, /already exists and resume is "never"/);
   });
 
+  it("with resume: must, a run that does not exist is an error and the values are spooled", async () => {
+    const runDir = tempDir();
+    const logger = new MetricLogger({ runDir, experiment: "exp12", trial: "t1" });
+    const seen = await collectDiagnostics(async () => {
+      await logger.initBackends({ wandb: wandbConfig({ resume: "must" }) });
+      recordMetric("x", 1, Reduce.MEAN);
+      await logger.flush(0);
+      await logger.shutdown();
+    });
+    assert.equal(server.run("exp12_t1"), undefined, "no run was created");
+    assert.ok(seen.some((d) => /does not exist and resume is "must"/.test(d.message)));
+    assert.ok(seen.some((d) => d.code.startsWith("wandb.spooled")), "the values wait in the spool");
+  });
+
   it("rejects invalid options with a message that lists what is valid", async () => {
     const logger = new MetricLogger({ runDir: tempDir() });
     await assert.rejects(logger.initBackends({ wandb: { loggingMode: "global_reduce", mode: "sometimes" } }), /mode must be one of: online, offline, disabled/);
