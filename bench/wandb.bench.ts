@@ -69,13 +69,15 @@ async function sinkServer(): Promise<{ server: Server; url: string; lines: () =>
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, lines: () => lines };
 }
 
-/** A port nothing listens on (an outage). */
-async function deadUrl(): Promise<string> {
+/**
+ * An outage: a server that drops every connection at once. (Keeping the port bound, instead of
+ * closing it, means no other process on this machine can take the port and receive our requests.)
+ */
+async function outageServer(): Promise<{ server: Server; url: string }> {
   const server = createServer();
+  server.on("connection", (socket) => socket.destroy());
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return `http://127.0.0.1:${port}`;
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
 }
 
 function metrics(n: number, step: number, now: number): Metric[] {
@@ -146,8 +148,8 @@ const sink = await sinkServer();
 // 4. Outage: the server is down; the queue must stay within its bound and spill to the spool.
 {
   const bound = 8 * 1024 * 1024;
-  const url = await deadUrl();
-  const backend = new WandbBackend({ loggingMode: "global_reduce", baseUrl: url, apiKey: "bench", runId: "outage", maxQueuedBytes: bound, retryBudgetMs: 600_000, finishTimeoutMs: 100 });
+  const outage = await outageServer();
+  const backend = new WandbBackend({ loggingMode: "global_reduce", baseUrl: outage.url, apiKey: "bench", runId: "outage", maxQueuedBytes: bound, retryBudgetMs: 600_000, finishTimeoutMs: 100 });
   await backend.init(context(runDir, "global_reduce"));
   gc();
   const heap0 = process.memoryUsage().heapUsed;
@@ -168,6 +170,7 @@ const sink = await sinkServer();
   }
   const writer = backend.runWriter;
   await backend.finish();
+  outage.server.close();
   gc();
   const mib = (n: number): string => `${(n / 1024 / 1024).toFixed(1)} MiB`;
   rows.push([
