@@ -312,6 +312,7 @@ describe("wandb values beyond scalars", () => {
     const seen = await collectDiagnostics(async () => {
       for (const v of [1, 2, 2, 3, 10]) recordMetric("weights", v, Reduce.HISTOGRAM);
       recordMetric("loss", 0.5, Reduce.MEAN);
+      recordMetric("global_step", 99, Reduce.MAX);
       recordMetric("episode", { prompt: "p", reward: 1 }, Reduce.SAMPLE);
       await logger.flush(0);
       await logger.shutdown();
@@ -324,6 +325,9 @@ describe("wandb values beyond scalars", () => {
     assert.equal(h.values.reduce((a, b) => a + b, 0), 5, "every value is counted");
     assert.ok(h.bins.every((b, i) => i === 0 || b >= (h.bins[i - 1] as number)), "edges ascend");
     assert.equal(rows[0]?.["loss"], 0.5);
+    assert.equal(rows[0]?.["global_step"], 0, "the row's own global_step is not overwritten");
+    assert.equal(rows[0]?.["metric/global_step"], 99, "a metric named like a row field is renamed");
+    assert.ok(seen.some((d) => d.code === "wandb.reservedKey:global_step"));
     assert.equal(seen.filter((d) => d.code === "wandb.samples").length, 1);
   });
 });

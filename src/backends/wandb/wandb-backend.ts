@@ -42,6 +42,9 @@ export interface SharedRunMetadata {
 
 type Role = "run" | "primary" | "sharedRank";
 
+/** Fields every history row has; a metric may not take their names. */
+const RESERVED_KEYS = new Set(["_step", "_runtime", "_timestamp", "global_step"]);
+
 export class WandbBackend implements Backend {
   private readonly options: ResolvedWandbOptions;
   private writer: RunWriter | null = null;
@@ -231,7 +234,13 @@ export class WandbBackend implements Backend {
   private keyText(key: string): string {
     let text = this.keyTexts.get(key);
     if (text === undefined) {
-      text = quotedKey(this.prefix + key);
+      let name = this.prefix + key;
+      if (RESERVED_KEYS.has(name)) {
+        // A metric named like a field of the row itself would make the line ambiguous.
+        warn(`wandb.reservedKey:${name}`, `wandb: metric "${name}" has the name of a W&B row field; it is logged as "metric/${name}"`);
+        name = `metric/${name}`;
+      }
+      text = quotedKey(name);
       if (this.keyTexts.size < 100_000) this.keyTexts.set(key, text);
     }
     return text;
