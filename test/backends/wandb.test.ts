@@ -12,7 +12,7 @@ import { LocalRankHandle, RankRuntime } from "../../src/controller/rank.js";
 import { Collector, recordMetric } from "../../src/core/collector.js";
 import { diagnosticCounts } from "../../src/core/diagnostics.js";
 import { Reduce } from "../../src/core/registry.js";
-import type { RankIdentity } from "../../src/backends/backend.js";
+import type { BackendOptions, RankIdentity } from "../../src/backends/backend.js";
 import { WandbBackend } from "../../src/backends/wandb/index.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
 import { API_KEY, FAST, filesContainingKey, resetProcess, startServer, valuesOf } from "./wandb-helpers.js";
@@ -32,7 +32,7 @@ afterEach(() => {
   assert.deepEqual(violations, [], "the strict server saw requests that break the W&B contract");
 });
 
-function wandbConfig(extra: Record<string, unknown> = {}): Record<string, unknown> {
+function wandbConfig(extra: Record<string, unknown> = {}): BackendOptions {
   return { loggingMode: "global_reduce", baseUrl: server.baseUrl, apiKey: API_KEY, entity: "team", project: "proj", ...FAST, ...extra };
 }
 
@@ -278,7 +278,7 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
 
   it("per_rank_no_reduce keeps the caller's timestamps exactly", async () => {
     const runDir = tempDir();
-    const backend = new WandbBackend({ loggingMode: "per_rank_no_reduce", ...wandbConfig(), runId: "stream-ts" });
+    const backend = new WandbBackend(wandbConfig({ loggingMode: "per_rank_no_reduce", runId: "stream-ts" }));
     await backend.init({
       backendName: "wandb",
       displayName: "r0",
@@ -329,6 +329,47 @@ describe("wandb values beyond scalars", () => {
     assert.equal(rows[0]?.["metric/global_step"], 99, "a metric named like a row field is renamed");
     assert.ok(seen.some((d) => d.code === "wandb.reservedKey:global_step"));
     assert.equal(seen.filter((d) => d.code === "wandb.samples").length, 1);
+  });
+});
+
+describe("wandb metrics on an axis of their own", () => {
+  it("logs them in rows of their own with {axis}: step and no global_step, without a step-went-back warning", async () => {
+    const backend = new WandbBackend({ ...wandbConfig(), runId: "axis-run" });
+    await backend.init({
+      backendName: "wandb",
+      displayName: "GlobalReduce",
+      loggingMode: "global_reduce",
+      role: "controller",
+      identity: identity(0),
+      runDir: tempDir(),
+      experiment: "e",
+      trial: "t",
+      resumeStep: 0,
+      primaryMetadata: {},
+    });
+    const now = Date.now();
+    const seen = await collectDiagnostics(async () => {
+      backend.logBatch([{ key: "loss", value: 1, reduce: "mean", step: 0, timestamp: now }], 0);
+      backend.flushed();
+      // The system monitor's metrics carry `axis` (Metric.axis): their step is not the training step.
+      const system = [0, 1].map((s) => ({ key: "system/gpu_util", value: 50 + s, reduce: "mean", step: s, timestamp: now, axis: "system/step" }));
+      backend.logBatch(system, 0);
+      backend.flushed();
+      backend.logBatch([{ key: "loss", value: 2, reduce: "mean", step: 1, timestamp: now }], 1);
+      backend.flushed();
+      await backend.finish();
+    });
+    const rows = server.history("axis-run");
+    assert.deepEqual(
+      rows.map((r) => [r["_step"], r["global_step"], r["system/step"], r["loss"], r["system/gpu_util"]]),
+      [
+        [0, 0, undefined, 1, undefined],
+        [1, undefined, 0, undefined, 50],
+        [2, undefined, 1, undefined, 51],
+        [3, 1, undefined, 2, undefined],
+      ],
+    );
+    assert.ok(!seen.some((d) => d.code.startsWith("wandb.stepBackwards")), "rows on another axis are not a step going back");
   });
 });
 

@@ -38,10 +38,11 @@ export function seconds(ms: number): string {
 
 /**
  * One history line. `fields` is the already-encoded `"key":value` list (comma-separated, no
- * braces), or empty.
+ * braces), or empty. `globalStep` is null for rows on an axis of their own (see `Metric.axis`).
  */
-export function historyLine(step: number, timestampMs: number, runtimeMs: number, globalStep: number, fields: string): string {
-  const head = `{"_step":${step},"_runtime":${seconds(Math.max(0, runtimeMs))},"_timestamp":${seconds(timestampMs)},"global_step":${globalStep}`;
+export function historyLine(step: number, timestampMs: number, runtimeMs: number, globalStep: number | null, fields: string): string {
+  const base = `{"_step":${step},"_runtime":${seconds(Math.max(0, runtimeMs))},"_timestamp":${seconds(timestampMs)}`;
+  const head = globalStep === null ? base : `${base},"global_step":${globalStep}`;
   return fields.length === 0 ? `${head}}` : `${head},${fields}}`;
 }
 

@@ -42,6 +42,12 @@ export interface SharedRunMetadata {
 
 type Role = "run" | "primary" | "sharedRank";
 
+/** `Metric.axis` / `HistogramMetric.axis` where the core has them (a metric on an x-axis of its own). */
+function axisOf(value: Metric | HistogramMetric): string | undefined {
+  const axis = (value as { readonly axis?: unknown }).axis;
+  return typeof axis === "string" && axis.length > 0 ? axis : undefined;
+}
+
 /** Fields every history row has; a metric may not take their names. */
 const RESERVED_KEYS = new Set(["_step", "_runtime", "_timestamp", "global_step"]);
 
@@ -53,7 +59,10 @@ export class WandbBackend implements Backend {
   private config: Record<string, unknown>;
   private readonly summary = new RunSummary();
   private startMs = Date.now();
+  /** The last `_step` written (a row counter that only increases). */
   private lastStep = -1;
+  /** The highest training step flushed (for the "step went back" warning). */
+  private lastTrainStep = -1;
   // The row being built for the current flush (scalars, then histograms), written at `flushed()`.
   private rowFields = "";
   private rowStep = -1;
@@ -140,6 +149,7 @@ export class WandbBackend implements Backend {
     this.label = clientId === null ? upsert.name : `${upsert.name} (${clientId})`;
     this.writer = new RunWriter(target, { baseUrl: o.baseUrl, apiKey: o.apiKey }, o.limits, o.mode === "offline", this.label);
     this.lastStep = context.resumeStep - 1;
+    this.lastTrainStep = context.resumeStep - 1;
     // Rows queued before the server said where a resumed run ends are moved above it by the writer.
     this.writer.onRestepped = (last) => {
       if (last > this.lastStep) this.lastStep = last;
@@ -173,6 +183,11 @@ export class WandbBackend implements Backend {
 
   logBatch(metrics: readonly Metric[], step: number): void {
     if (this.writer === null || metrics.length === 0) return;
+    if (metrics.some((m) => axisOf(m) !== undefined)) {
+      this.logAxisRows(metrics.filter((m) => axisOf(m) !== undefined));
+      metrics = metrics.filter((m) => axisOf(m) === undefined);
+      if (metrics.length === 0) return;
+    }
     this.openRow(step, (metrics[0] as Metric).timestamp);
     let fields = this.rowFields;
     for (const m of metrics) {
@@ -186,6 +201,11 @@ export class WandbBackend implements Backend {
 
   logHistograms(histograms: readonly HistogramMetric[], step: number): void {
     if (this.writer === null || histograms.length === 0) return;
+    if (histograms.some((h) => axisOf(h) !== undefined)) {
+      this.logAxisRows(histograms.filter((h) => axisOf(h) !== undefined));
+      histograms = histograms.filter((h) => axisOf(h) === undefined);
+      if (histograms.length === 0) return;
+    }
     this.openRow(step, (histograms[0] as HistogramMetric).timestamp);
     for (const h of histograms) {
       this.rowFields += `${this.rowFields.length === 0 ? "" : ","}${this.keyText(h.key)}${histogramJson(h.histogram)}`;
@@ -252,20 +272,51 @@ export class WandbBackend implements Backend {
     this.rowTimestamp = timestamp;
   }
 
+  /**
+   * Values on an x-axis of their own (`Metric.axis`, e.g. the system monitor's `system/step`): one
+   * row per axis and step, carrying `{axis}: step` instead of `global_step`, at the next `_step`.
+   * They never count as the training step going back.
+   */
+  private logAxisRows(values: readonly (Metric | HistogramMetric)[]): void {
+    const rows = new Map<string, { axis: string; step: number; timestamp: number; fields: string }>();
+    for (const v of values) {
+      const axis = axisOf(v) as string;
+      const id = `${axis}\u0000${v.step}`;
+      let row = rows.get(id);
+      if (row === undefined) {
+        row = { axis, step: v.step, timestamp: v.timestamp, fields: `${quotedKey(axis)}${v.step}` };
+        rows.set(id, row);
+      }
+      const key = this.keyText(v.key);
+      const value = "histogram" in v ? histogramJson(v.histogram) : historyNumber(v.value);
+      row.fields += `,${key}${value}`;
+      if (!("histogram" in v)) this.summary.set(key, value);
+    }
+    this.closeRow();
+    const lines: string[] = [];
+    for (const row of rows.values()) {
+      this.lastStep++;
+      lines.push(historyLine(this.lastStep, row.timestamp, row.timestamp - this.startMs, null, row.fields));
+    }
+    this.writer?.enqueue(lines);
+    this.writer?.summaryChanged(this.summaryLine);
+  }
+
   /** Write the row of the current flush, at a `_step` above every earlier one. */
   private closeRow(): void {
     if (this.rowStep < 0 || this.writer === null) return;
     const step = this.rowStep;
-    let wandbStep = step;
-    if (step <= this.lastStep) {
-      wandbStep = this.lastStep + 1;
+    const wandbStep = Math.max(step, this.lastStep + 1);
+    // Rows on other axes push `_step` up without the training step going back: no warning then.
+    if (step <= this.lastTrainStep || step <= this.writer.resumedLastStep) {
       warn(
         `wandb.stepBackwards:${this.label}`,
-        `W&B run ${this.label}: flush at step ${step} after step ${this.lastStep}; W&B ignores a step that does not increase, ` +
+        `W&B run ${this.label}: flush at step ${step} after step ${Math.max(this.lastTrainStep, this.writer.resumedLastStep)}; W&B ignores a step that does not increase, ` +
           `so the row is logged at _step ${wandbStep} with global_step ${step} (AReaL's rule). (After a restart from a checkpoint the run already holds these steps; plot against global_step.)`,
       );
     }
     this.lastStep = wandbStep;
+    if (step > this.lastTrainStep) this.lastTrainStep = step;
     const runtime = this.rowTimestamp - this.startMs;
     this.writer.enqueue([historyLine(wandbStep, this.rowTimestamp, runtime, step, this.rowFields)]);
     this.summary.at(wandbStep, this.rowTimestamp, runtime);
