@@ -6,3 +6,4 @@ import "./console/index.js";
 import "./jsonl/index.js";
 import { registerLazyBackend } from "./backend.js";
 registerLazyBackend("tensorboard", () => import("./tensorboard/index.js"));
+registerLazyBackend("wandb", () => import("./wandb/index.js"));

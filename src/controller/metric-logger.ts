@@ -95,6 +95,8 @@ export class MetricLogger {
   readonly shutdownDeadlineMs: number;
   private readonly ranks = new Map<string, RankHandle>();
   private globalBackends = BackendSet.empty();
+  /** Controller-side primaries of per-rank backends with `perRankShareRun` (they create the shared run). */
+  private primaryBackends = BackendSet.empty();
   private rankInit: RankInit | null = null;
   private lastStep = -1;
   private closed = false;
@@ -125,12 +127,18 @@ export class MetricLogger {
     const resumeStep = options.resumeStep ?? 0;
     if (!Number.isInteger(resumeStep) || resumeStep < 0) throw new TypeError(`resumeStep must be a non-negative integer, got ${String(resumeStep)}`);
     await this.globalBackends.finish();
+    await this.primaryBackends.finish();
     const run = { runDir: this.run.runDir, experiment: this.run.experiment, trial: this.run.trial, resumeStep };
     const global = validated.filter((v) => v.loggingMode === "global_reduce");
     this.globalBackends = await BackendSet.start(global, (v) => this.globalContext(v, run.resumeStep));
+    // Forge's primary: a per-rank backend whose ranks share one run gets a controller-side instance
+    // that creates it and hands its id to the ranks as primary metadata.
+    const shared = validated.filter((v) => v.loggingMode !== "global_reduce" && v.options.perRankShareRun === true);
+    this.primaryBackends = await BackendSet.start(shared, (v) => this.globalContext(v, run.resumeStep));
     const perRank: Record<string, Record<string, unknown>> = {};
     for (const v of validated) if (v.loggingMode !== "global_reduce") perRank[v.name] = v.options;
-    this.rankInit = { backends: perRank, primaryMetadata: this.globalBackends.metadataForRanks(), run };
+    const primaryMetadata = { ...this.globalBackends.metadataForRanks(), ...this.primaryBackends.metadataForRanks() };
+    this.rankInit = { backends: perRank, primaryMetadata, run };
     if (resumeStep > 0) this.lastStep = resumeStep - 1;
     const runFiles = options.runConfig === undefined ? undefined : writeRunFiles(this.run.runDir, { config: options.runConfig });
     await Promise.all([...this.ranks.values()].map((r) => r.init(this.rankInit as RankInit)));
@@ -198,7 +206,7 @@ export class MetricLogger {
 
   /** Hand the run's hyperparameters / config to every global backend. */
   async logHyperparams(params: Readonly<Record<string, unknown>>): Promise<void> {
-    await this.globalBackends.logHyperparams(params);
+    await Promise.all([this.globalBackends.logHyperparams(params), this.primaryBackends.logHyperparams(params)]);
   }
 
   /**
@@ -212,7 +220,9 @@ export class MetricLogger {
     if (pending > 0) {
       warn("shutdown.unflushed", `shutdown(): ${pending} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
     }
-    const all = [this.globalBackends.finish(), ...[...this.ranks.values()].map((r) => r.shutdown().catch(() => undefined))];
+    const ranksDone = Promise.all([...this.ranks.values()].map((r) => r.shutdown().catch(() => undefined)));
+    // Primaries finish after their ranks: a shared run is marked complete once the ranks are done.
+    const all = [this.globalBackends.finish(), ranksDone.then(() => this.primaryBackends.finish())];
     const done = await withDeadline(Promise.all(all), this.shutdownDeadlineMs);
     if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${this.shutdownDeadlineMs} ms; stopped waiting`);
     this.ranks.clear();

@@ -1,0 +1,175 @@
+/**
+ * The three W&B API calls rankscope makes, with their exact shapes (see docs/wandb.md):
+ *
+ * - `POST {base}/graphql` — `RunResumeStatus` (does the run exist, how many history lines does it
+ *   have) and `UpsertBucket` (create or update the run: entity, project, name, display name, group,
+ *   job type, config, tags, notes).
+ * - `POST {base}/files/{entity}/{project}/{run}/file_stream` — history lines at contiguous
+ *   offsets, the summary, and at the end `complete` with the exit code.
+ */
+import { postJson, type Attempt, type Endpoint } from "./http.js";
+
+/** The variables of `UpsertBucket`: what a run is created or resumed with. */
+export interface UpsertVariables {
+  /** The run id (W&B calls it the bucket `name`). */
+  readonly name: string;
+  readonly project: string;
+  readonly entity: string | null;
+  readonly displayName: string;
+  readonly groupName: string | null;
+  readonly jobType: string | null;
+  readonly notes: string | null;
+  readonly tags: readonly string[] | null;
+  /** W&B's config format, as a JSON string: `{"lr": {"value": 0.001}, ...}`. */
+  readonly config: string;
+}
+
+export const UPSERT_BUCKET = `mutation UpsertBucket($name: String, $project: String, $entity: String, $displayName: String, $groupName: String, $jobType: String, $notes: String, $tags: [String!], $config: JSONString) {
+  upsertBucket(input: {name: $name, modelName: $project, entityName: $entity, displayName: $displayName, groupName: $groupName, jobType: $jobType, notes: $notes, tags: $tags, config: $config}) {
+    bucket { id name displayName project { name entity { name } } }
+    inserted
+  }
+}`;
+
+export const RUN_RESUME_STATUS = `query RunResumeStatus($project: String, $entity: String, $name: String!) {
+  model(name: $project, entityName: $entity) {
+    bucket(name: $name, missingOk: true) { id name historyLineCount historyTail }
+  }
+}`;
+
+/** What the server said about an upserted run. */
+export interface UpsertedRun {
+  /** The server's storage id of the run. */
+  readonly storageId: string;
+  /** The run id (URL segment). */
+  readonly name: string;
+  readonly project: string;
+  readonly entity: string;
+  readonly inserted: boolean;
+}
+
+/** A run as found before resuming it. */
+export interface ResumeStatus {
+  readonly exists: boolean;
+  readonly historyLineCount: number;
+  /** The `_step` of the last history line on the server, or -1. */
+  readonly lastStep: number;
+}
+
+function fail<T>(reason: string): Attempt<T> {
+  return { ok: false, retryable: false, retryAfterMs: undefined, reason, status: undefined };
+}
+
+async function graphql(
+  endpoint: Endpoint,
+  query: string,
+  variables: object,
+  timeoutMs: number,
+  headers: Readonly<Record<string, string>>,
+  stop?: AbortSignal,
+): Promise<Attempt<Record<string, unknown>>> {
+  const answer = await postJson(endpoint, "/graphql", JSON.stringify({ query, variables }), timeoutMs, headers, stop);
+  if (!answer.ok) return answer;
+  const body = answer.value as { data?: unknown; errors?: unknown };
+  if (Array.isArray(body.errors) && body.errors.length > 0) {
+    const messages = body.errors.map((e) => (e !== null && typeof e === "object" && "message" in e ? String((e as { message: unknown }).message) : String(e)));
+    return fail(`W&B GraphQL error: ${messages.join("; ")}`);
+  }
+  if (body.data === null || typeof body.data !== "object") return fail("W&B GraphQL answer has no data");
+  return { ok: true, value: body.data as Record<string, unknown> };
+}
+
+function record(value: unknown): Record<string, unknown> | undefined {
+  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}
+
+/** Create or update a run. */
+export async function upsertRun(
+  endpoint: Endpoint,
+  variables: UpsertVariables,
+  timeoutMs: number,
+  headers: Readonly<Record<string, string>> = {},
+  stop?: AbortSignal,
+): Promise<Attempt<UpsertedRun>> {
+  const answer = await graphql(endpoint, UPSERT_BUCKET, variables, timeoutMs, headers, stop);
+  if (!answer.ok) return answer;
+  const upsert = record(answer.value["upsertBucket"]);
+  const bucket = record(upsert?.["bucket"]);
+  const project = record(bucket?.["project"]);
+  const entity = record(project?.["entity"]);
+  if (bucket === undefined || typeof bucket["name"] !== "string" || typeof project?.["name"] !== "string" || typeof entity?.["name"] !== "string") {
+    return fail("W&B upsertBucket answer lacks bucket { name project { name entity { name } } }");
+  }
+  return {
+    ok: true,
+    value: { storageId: String(bucket["id"]), name: bucket["name"], project: project["name"], entity: entity["name"], inserted: upsert?.["inserted"] === true },
+  };
+}
+
+/** Ask whether a run exists and how far its history goes. */
+export async function runResumeStatus(
+  endpoint: Endpoint,
+  run: { readonly name: string; readonly project: string; readonly entity: string | null },
+  timeoutMs: number,
+  stop?: AbortSignal,
+): Promise<Attempt<ResumeStatus>> {
+  const answer = await graphql(endpoint, RUN_RESUME_STATUS, run, timeoutMs, {}, stop);
+  if (!answer.ok) return answer;
+  const bucket = record(record(answer.value["model"])?.["bucket"]);
+  if (bucket === undefined) return { ok: true, value: { exists: false, historyLineCount: 0, lastStep: -1 } };
+  const count = typeof bucket["historyLineCount"] === "number" ? bucket["historyLineCount"] : 0;
+  return { ok: true, value: { exists: true, historyLineCount: count, lastStep: lastStepOf(bucket["historyTail"]) } };
+}
+
+/** `_step` of the last line of a `historyTail` (a JSON string holding an array of line strings). */
+function lastStepOf(tail: unknown): number {
+  if (typeof tail !== "string") return -1;
+  try {
+    const lines = JSON.parse(tail) as unknown;
+    if (!Array.isArray(lines) || lines.length === 0) return -1;
+    const last = lines[lines.length - 1];
+    const row = typeof last === "string" ? (JSON.parse(last.replace(/\b(-?Infinity|NaN)\b/g, "null")) as unknown) : last;
+    const step = record(row)?.["_step"];
+    return typeof step === "number" ? step : -1;
+  } catch {
+    return -1;
+  }
+}
+
+/** One file-stream request body, as sent and as spooled. */
+export interface FileStreamBody {
+  files?: Record<string, { offset: number; content: string[] }>;
+  complete?: boolean;
+  exitcode?: number;
+}
+
+export const HISTORY_FILE = "wandb-history.jsonl";
+export const SUMMARY_FILE = "wandb-summary.json";
+
+/** Client id the primary of a shared run uses (ranks use their rank names). */
+export const PRIMARY_CLIENT_ID = "rankscope-primary";
+
+/** Headers of W&B's shared mode: the server keeps offsets per client of a run shared by ranks. */
+export function sharedModeHeaders(clientId: string | null): Record<string, string> {
+  return clientId === null ? {} : { "X-WANDB-USE-ASYNC-FILESTREAM": "true", "X-WANDB-ASYNC-CLIENT-ID": clientId };
+}
+
+/** Send one file-stream request. */
+export function sendFileStream(
+  endpoint: Endpoint,
+  run: { readonly entity: string; readonly project: string; readonly name: string },
+  body: string,
+  timeoutMs: number,
+  clientId: string | null,
+  stop?: AbortSignal,
+): Promise<Attempt<unknown>> {
+  const path = `/files/${encodeURIComponent(run.entity)}/${encodeURIComponent(run.project)}/${encodeURIComponent(run.name)}/file_stream`;
+  return postJson(endpoint, path, body, timeoutMs, sharedModeHeaders(clientId), stop);
+}
+
+/** W&B's config format: every key wrapped as `{ value }`. */
+export function configJson(config: Readonly<Record<string, unknown>>): string {
+  const wrapped: Record<string, { value: unknown }> = {};
+  for (const [key, value] of Object.entries(config)) wrapped[key] = { value };
+  return JSON.stringify(wrapped, (_k, v: unknown) => (typeof v === "number" && !Number.isFinite(v) ? String(v) : typeof v === "bigint" ? Number(v) : v));
+}

@@ -1,0 +1,90 @@
+/**
+ * W&B history lines and the run summary, as text.
+ *
+ * A history line is one JSON object per row: `{"_step","_runtime","_timestamp","global_step",...}`
+ * with `_timestamp` and `_runtime` in seconds. Non-finite numbers are written as the bare tokens
+ * `NaN`, `Infinity`, `-Infinity`, as W&B's own Python client writes them (its JSON encoder allows
+ * them) and its server reads them; writing `null` would make a diverged loss vanish from the chart.
+ *
+ * Encoding is plain string building with the quoted form of each key cached, because it runs on the
+ * flush path of every step and, for streams, once per raw value.
+ */
+import type { HistogramData } from "../../core/reduce.js";
+
+const quotedKeys = new Map<string, string>();
+const MAX_CACHED_KEYS = 100_000;
+
+/** `"key":` for a key, cached (keys repeat every step). */
+export function quotedKey(key: string): string {
+  let q = quotedKeys.get(key);
+  if (q === undefined) {
+    q = `${JSON.stringify(key)}:`;
+    if (quotedKeys.size < MAX_CACHED_KEYS) quotedKeys.set(key, q);
+  }
+  return q;
+}
+
+/** A number as W&B history JSON: finite numbers as themselves, others as `NaN` / `Infinity` / `-Infinity`. */
+export function historyNumber(value: number): string {
+  if (Number.isFinite(value)) return String(value);
+  if (Number.isNaN(value)) return "NaN";
+  return value > 0 ? "Infinity" : "-Infinity";
+}
+
+/** Seconds, with millisecond precision, from milliseconds since the epoch. */
+export function seconds(ms: number): string {
+  return String(ms / 1000);
+}
+
+/**
+ * One history line. `fields` is the already-encoded `"key":value` list (comma-separated, no
+ * braces), or empty. `globalStep` is null for rows on an axis of their own (see `Metric.axis`).
+ */
+export function historyLine(step: number, timestampMs: number, runtimeMs: number, globalStep: number | null, fields: string): string {
+  const base = `{"_step":${step},"_runtime":${seconds(Math.max(0, runtimeMs))},"_timestamp":${seconds(timestampMs)}`;
+  const head = globalStep === null ? base : `${base},"global_step":${globalStep}`;
+  return fields.length === 0 ? `${head}}` : `${head},${fields}}`;
+}
+
+/** A `Reduce.HISTOGRAM` value as W&B's histogram object: counts and the n+1 bin edges. */
+export function histogramJson(h: HistogramData): string {
+  const n = h.bucketCounts.length;
+  const edges: number[] = new Array(n + 1);
+  // The first bucket has no lower limit of its own: its lowest value is the recorded min.
+  edges[0] = Math.min(h.min, h.bucketLimits[0] ?? h.min);
+  for (let i = 0; i < n; i++) {
+    const limit = h.bucketLimits[i] ?? h.max;
+    edges[i + 1] = Number.isFinite(limit) ? limit : Math.max(h.max, edges[i] as number);
+  }
+  if (!Number.isFinite(edges[0] as number)) edges[0] = edges[1] ?? 0;
+  return `{"_type":"histogram","values":[${h.bucketCounts.join(",")}],"bins":[${edges.map(historyNumber).join(",")}]}`;
+}
+
+/**
+ * The run summary: the latest value of every key (W&B's default summary), encoded as one JSON line
+ * for `wandb-summary.json`.
+ */
+export class RunSummary {
+  private readonly values = new Map<string, string>();
+  private step = 0;
+  private runtimeMs = 0;
+  private timestampMs = 0;
+  /** Set a key's latest value: `keyText` is the quoted key with its colon (`quotedKey`), `json` the value. */
+  set(keyText: string, json: string): void {
+    this.values.set(keyText, json);
+  }
+
+  /** The row the latest values came from. */
+  at(step: number, timestampMs: number, runtimeMs: number): void {
+    this.step = step;
+    this.timestampMs = timestampMs;
+    this.runtimeMs = runtimeMs;
+  }
+
+  /** The summary line. */
+  take(): string {
+    let text = `{"_step":${this.step},"_runtime":${seconds(Math.max(0, this.runtimeMs))},"_timestamp":${seconds(this.timestampMs)}`;
+    for (const [keyText, json] of this.values) text += `,${keyText}${json}`;
+    return `${text}}`;
+  }
+}

@@ -1,0 +1,159 @@
+/**
+ * The HTTP side of the W&B client: one attempt of a request, classified, and a retry loop with
+ * exponential backoff and jitter that honours `Retry-After`.
+ *
+ * Authentication is HTTP basic with the user `api` and the API key as password, as W&B's clients
+ * do. The key lives only in the `Authorization` header built here; it is never part of a URL,
+ * a message or an error (errors name the endpoint and the status, nothing else).
+ */
+import type { SenderLimits } from "./options.js";
+
+/** The result of one request attempt. */
+export type Attempt<T> =
+  | { readonly ok: true; readonly value: T }
+  | {
+      readonly ok: false;
+      /** Worth retrying: a network error, a timeout, 429 or 5xx. */
+      readonly retryable: boolean;
+      /** From a `Retry-After` header, in milliseconds. */
+      readonly retryAfterMs: number | undefined;
+      /** What went wrong, without any secret. */
+      readonly reason: string;
+      /** The HTTP status, when there was a response. */
+      readonly status: number | undefined;
+    };
+
+/** Where and how to reach a W&B server. */
+export interface Endpoint {
+  readonly baseUrl: string;
+  /** Never logged; used only for the Authorization header. */
+  readonly apiKey: string | undefined;
+}
+
+/** `Authorization: Basic base64("api:KEY")`. */
+export function authHeader(apiKey: string): string {
+  return `Basic ${Buffer.from(`api:${apiKey}`, "utf8").toString("base64")}`;
+}
+
+/** A `Retry-After` value (seconds or an HTTP date) in milliseconds. */
+export function parseRetryAfter(value: string | null, now = Date.now()): number | undefined {
+  if (value === null || value.trim() === "") return undefined;
+  const secondsValue = Number(value);
+  if (Number.isFinite(secondsValue)) return Math.max(0, secondsValue * 1000);
+  const date = Date.parse(value);
+  return Number.isFinite(date) ? Math.max(0, date - now) : undefined;
+}
+
+function describeFetchError(error: unknown): string {
+  if (error instanceof Error) {
+    if (error.name === "TimeoutError" || error.name === "AbortError") return "timed out";
+    const cause = (error as Error & { cause?: unknown }).cause;
+    const code = cause !== null && typeof cause === "object" ? (cause as { code?: unknown }).code : undefined;
+    return typeof code === "string" ? `${error.message} (${code})` : error.message;
+  }
+  return String(error);
+}
+
+/** POST a JSON body once; parse a JSON answer. Never throws. */
+export async function postJson(
+  endpoint: Endpoint,
+  path: string,
+  body: string,
+  timeoutMs: number,
+  headers: Readonly<Record<string, string>> = {},
+  stop?: AbortSignal,
+): Promise<Attempt<unknown>> {
+  const url = `${endpoint.baseUrl}${path}`;
+  const all: Record<string, string> = { "content-type": "application/json", ...headers };
+  if (endpoint.apiKey !== undefined) all["authorization"] = authHeader(endpoint.apiKey);
+  let response: Response;
+  try {
+    // `stop` (the writer switching to its spool, or finishing) cancels a request in flight.
+    const signal = stop === undefined ? AbortSignal.timeout(timeoutMs) : AbortSignal.any([AbortSignal.timeout(timeoutMs), stop]);
+    response = await fetch(url, { method: "POST", headers: all, body, signal });
+  } catch (error) {
+    return { ok: false, retryable: true, retryAfterMs: undefined, reason: `POST ${url}: ${describeFetchError(error)}`, status: undefined };
+  }
+  let text: string;
+  try {
+    text = await response.text();
+  } catch (error) {
+    return { ok: false, retryable: true, retryAfterMs: undefined, reason: `POST ${url}: reading the answer failed: ${describeFetchError(error)}`, status: response.status };
+  }
+  if (!response.ok) {
+    const retryable = response.status === 429 || response.status >= 500 || response.status === 408;
+    const detail = text.length > 200 ? `${text.slice(0, 200)}…` : text;
+    return {
+      ok: false,
+      retryable,
+      retryAfterMs: parseRetryAfter(response.headers.get("retry-after")),
+      reason: `POST ${url}: HTTP ${response.status}${detail.length > 0 ? ` ${detail}` : ""}`,
+      status: response.status,
+    };
+  }
+  try {
+    return { ok: true, value: text.length === 0 ? {} : (JSON.parse(text) as unknown) };
+  } catch {
+    return { ok: false, retryable: true, retryAfterMs: undefined, reason: `POST ${url}: the answer is not JSON`, status: response.status };
+  }
+}
+
+/** Exponential backoff with "equal jitter": half the delay fixed, half random, so clients spread out. */
+export function backoffDelay(attempt: number, limits: Pick<SenderLimits, "retryInitialMs" | "retryMaxMs">, random: () => number = Math.random): number {
+  const full = Math.min(limits.retryMaxMs, limits.retryInitialMs * 2 ** Math.min(attempt, 30));
+  return full / 2 + random() * (full / 2);
+}
+
+/** A sleep that ends early when `stop` is signalled. */
+export function sleep(ms: number, stop?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (stop?.aborted === true) return resolve();
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      stop?.removeEventListener("abort", done);
+      resolve();
+    }
+    stop?.addEventListener("abort", done, { once: true });
+  });
+}
+
+function stopped(stop: AbortSignal | undefined): boolean {
+  return stop?.aborted === true;
+}
+
+/** What the retry loop reports, for counting. */
+export interface RetryObserver {
+  onRetry?(reason: string, delayMs: number): void;
+}
+
+/** Why a retried request gave up. */
+export type GiveUp = { readonly ok: false; readonly reason: string; readonly retryable: boolean; readonly status: number | undefined };
+
+/**
+ * Run `attempt` until it succeeds, fails for good (not retryable), the retry budget is spent, or
+ * `stop` is signalled. Delays grow exponentially with jitter; a `Retry-After` answer waits at
+ * least what the server asked.
+ */
+export async function withRetry<T>(
+  attempt: () => Promise<Attempt<T>>,
+  limits: Pick<SenderLimits, "retryInitialMs" | "retryMaxMs" | "retryBudgetMs">,
+  stop?: AbortSignal,
+  observer: RetryObserver = {},
+): Promise<{ ok: true; value: T } | GiveUp> {
+  const started = Date.now();
+  for (let n = 0; ; n++) {
+    const result = await attempt();
+    if (result.ok) return result;
+    if (!result.retryable) return { ok: false, reason: result.reason, retryable: false, status: result.status };
+    const backoff = backoffDelay(n, limits);
+    const delay = result.retryAfterMs !== undefined ? Math.max(result.retryAfterMs, Math.min(backoff, limits.retryInitialMs)) : backoff;
+    const spent = Date.now() - started;
+    if (stop?.aborted === true || spent + delay > limits.retryBudgetMs) {
+      return { ok: false, reason: result.reason, retryable: true, status: result.status };
+    }
+    observer.onRetry?.(result.reason, delay);
+    await sleep(delay, stop);
+    if (stopped(stop)) return { ok: false, reason: `${result.reason} (stopped while waiting to retry)`, retryable: true, status: result.status };
+  }
+}

@@ -1,0 +1,238 @@
+/**
+ * The `wandb` backend's options: what a config may say, checked before anything starts, and the
+ * values resolved from options, then the environment (the variables W&B's own clients read), then
+ * defaults.
+ *
+ * The API key is resolved here and nowhere else, and is kept out of every object that is logged,
+ * spooled or shown in an error: only `authHeader` (built in `http.ts`) ever sees it.
+ */
+import { z } from "zod";
+import type { BackendOptions } from "../backend.js";
+
+/** `online` sends live (spooling what cannot be sent), `offline` spools everything, `disabled` does nothing. */
+export type WandbMode = "online" | "offline" | "disabled";
+
+/** W&B's resume policies: `allow` resumes a run that exists, `must` fails if it does not, `never` fails if it does. */
+export type WandbResume = "allow" | "must" | "never";
+
+/** The options a `wandb` backend config may carry besides the common ones. */
+export interface WandbOptions {
+  /** W&B entity (user or team); default `WANDB_ENTITY`, else the API key's default entity. */
+  entity?: string;
+  /** Project; default `WANDB_PROJECT`, else the experiment name. */
+  project?: string;
+  /** Display name; default the trial name. Per-rank runs are named `{name}_{rankName}`. */
+  name?: string;
+  /** Group; default `{experiment}_{trial}` (AReaL's). Per-rank runs always share it. */
+  group?: string;
+  /** Job type, e.g. `train`. */
+  jobType?: string;
+  /** Tags of the run. */
+  tags?: string[];
+  /** Notes of the run. */
+  notes?: string;
+  /** Run config (hyperparameters) sent with the run; `logHyperparams` adds to it. */
+  config?: Record<string, unknown>;
+  /** The run id; default derived from experiment and trial (and the rank name per rank). */
+  runId?: string;
+  /** Resume policy (default `allow`, as AReaL). */
+  resume?: WandbResume;
+  /** Default `WANDB_MODE` (`offline`/`dryrun` → offline, `disabled`), else `online`. */
+  mode?: WandbMode;
+  /** Server base URL; default `WANDB_BASE_URL`, else `https://api.wandb.ai` (AReaL's `wandb_base_url`). */
+  baseUrl?: string;
+  /** API key; default `WANDB_API_KEY`. Prefer the environment: config files get written to disk. */
+  apiKey?: string;
+  /** Bound on history bytes waiting to be sent; past it the writer spools to disk (default 32 MiB). */
+  maxQueuedBytes?: number;
+  /** Largest file-stream request body in bytes (default 1 MiB). */
+  maxRequestBytes?: number;
+  /** Timeout of one HTTP request (default 30 000 ms). */
+  requestTimeoutMs?: number;
+  /** First retry delay (default 500 ms); doubled per attempt, with jitter. */
+  retryInitialMs?: number;
+  /** Longest retry delay (default 30 000 ms). */
+  retryMaxMs?: number;
+  /** How long one request may keep failing before the writer spools instead (default 120 000 ms). */
+  retryBudgetMs?: number;
+  /** How long `finish()` waits for unsent data before spooling it (default 4 000 ms). */
+  finishTimeoutMs?: number;
+  /** Least time between two file-stream requests, so lines batch up (default 1 000 ms; 0 sends at once). */
+  sendIntervalMs?: number;
+}
+
+/** Option names the backend understands (others are warned about by config validation). */
+export const WANDB_OPTION_NAMES: readonly (keyof WandbOptions)[] = [
+  "entity",
+  "project",
+  "name",
+  "group",
+  "jobType",
+  "tags",
+  "notes",
+  "config",
+  "runId",
+  "resume",
+  "mode",
+  "baseUrl",
+  "apiKey",
+  "maxQueuedBytes",
+  "maxRequestBytes",
+  "requestTimeoutMs",
+  "retryInitialMs",
+  "retryMaxMs",
+  "retryBudgetMs",
+  "finishTimeoutMs",
+  "sendIntervalMs",
+];
+
+export const DEFAULT_BASE_URL = "https://api.wandb.ai";
+
+const positiveInt = (name: string): z.ZodOptional<z.ZodNumber> =>
+  z
+    .number({ invalid_type_error: `${name} must be a positive integer` })
+    .int(`${name} must be a positive integer`)
+    .positive(`${name} must be a positive integer`)
+    .optional();
+
+const text = (name: string): z.ZodOptional<z.ZodString> => z.string({ invalid_type_error: `${name} must be a string` }).min(1, `${name} must not be empty`).optional();
+
+const RUN_ID = /^[A-Za-z0-9_.-]+$/;
+
+const schema = z.object({
+  entity: text("entity"),
+  project: text("project"),
+  name: text("name"),
+  group: text("group"),
+  jobType: text("jobType"),
+  notes: z.string({ invalid_type_error: "notes must be a string" }).optional(),
+  tags: z.array(z.string(), { invalid_type_error: "tags must be an array of strings" }).optional(),
+  config: z.record(z.unknown(), { invalid_type_error: "config must be an object of hyperparameters" }).optional(),
+  runId: z
+    .string({ invalid_type_error: "runId must be a string" })
+    .regex(RUN_ID, "runId may contain only letters, digits, '_', '-' and '.' (W&B run ids are URL path segments)")
+    .optional(),
+  resume: z.enum(["allow", "must", "never"], { errorMap: () => ({ message: "resume must be one of: allow, must, never" }) }).optional(),
+  mode: z.enum(["online", "offline", "disabled"], { errorMap: () => ({ message: "mode must be one of: online, offline, disabled" }) }).optional(),
+  baseUrl: z
+    .string({ invalid_type_error: "baseUrl must be a string" })
+    .regex(/^https?:\/\/[^/\s]+/, "baseUrl must be an http(s) URL such as https://api.wandb.ai or http://wandb.internal:8080")
+    .optional(),
+  apiKey: text("apiKey"),
+  maxQueuedBytes: positiveInt("maxQueuedBytes"),
+  maxRequestBytes: positiveInt("maxRequestBytes"),
+  requestTimeoutMs: positiveInt("requestTimeoutMs"),
+  retryInitialMs: positiveInt("retryInitialMs"),
+  retryMaxMs: positiveInt("retryMaxMs"),
+  retryBudgetMs: positiveInt("retryBudgetMs"),
+  finishTimeoutMs: positiveInt("finishTimeoutMs"),
+  sendIntervalMs: z
+    .number({ invalid_type_error: "sendIntervalMs must be a non-negative integer" })
+    .int("sendIntervalMs must be a non-negative integer")
+    .min(0, "sendIntervalMs must be a non-negative integer")
+    .optional(),
+});
+
+/** Check a `wandb` config; throws a TypeError that lists every problem. Never echoes the API key. */
+export function validateWandbOptions(options: BackendOptions): void {
+  const parsed = schema.safeParse(pickKnown(options));
+  if (!parsed.success) {
+    throw new TypeError(`backend "wandb": ${parsed.error.issues.map((i) => `${i.path.join(".") || "options"}: ${i.message}`).join("; ")}`);
+  }
+}
+
+function pickKnown(options: BackendOptions): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const key of WANDB_OPTION_NAMES) if (options[key] !== undefined) out[key] = options[key];
+  return out;
+}
+
+/** Timing and size limits of the sender, resolved. */
+export interface SenderLimits {
+  readonly maxQueuedBytes: number;
+  readonly maxRequestBytes: number;
+  readonly requestTimeoutMs: number;
+  readonly retryInitialMs: number;
+  readonly retryMaxMs: number;
+  readonly retryBudgetMs: number;
+  readonly finishTimeoutMs: number;
+  readonly sendIntervalMs: number;
+}
+
+export const DEFAULT_LIMITS: SenderLimits = {
+  maxQueuedBytes: 32 * 1024 * 1024,
+  maxRequestBytes: 1024 * 1024,
+  requestTimeoutMs: 30_000,
+  retryInitialMs: 500,
+  retryMaxMs: 30_000,
+  retryBudgetMs: 120_000,
+  finishTimeoutMs: 4_000,
+  sendIntervalMs: 1_000,
+};
+
+/** Options after defaults and the environment; `apiKey` is the only secret and is never serialised. */
+export interface ResolvedWandbOptions {
+  readonly mode: WandbMode;
+  readonly baseUrl: string;
+  readonly apiKey: string | undefined;
+  readonly entity: string | undefined;
+  readonly project: string | undefined;
+  readonly name: string | undefined;
+  readonly group: string | undefined;
+  readonly jobType: string | undefined;
+  readonly tags: readonly string[] | undefined;
+  readonly notes: string | undefined;
+  readonly config: Readonly<Record<string, unknown>>;
+  readonly runId: string | undefined;
+  readonly resume: WandbResume;
+  readonly limits: SenderLimits;
+}
+
+function modeFromEnv(value: string | undefined): WandbMode | undefined {
+  if (value === undefined || value === "") return undefined;
+  const v = value.toLowerCase();
+  if (v === "offline" || v === "dryrun") return "offline";
+  if (v === "disabled") return "disabled";
+  return "online";
+}
+
+/** Strip trailing slashes so `{base}/graphql` never doubles one. */
+export function normaliseBaseUrl(url: string): string {
+  return url.replace(/\/+$/, "");
+}
+
+/** Resolve options against the environment (`WANDB_API_KEY`, `WANDB_BASE_URL`, `WANDB_ENTITY`, `WANDB_PROJECT`, `WANDB_MODE`). */
+export function resolveWandbOptions(options: BackendOptions, env: NodeJS.ProcessEnv = process.env): ResolvedWandbOptions {
+  const o = pickKnown(options) as WandbOptions;
+  const limits: SenderLimits = {
+    maxQueuedBytes: o.maxQueuedBytes ?? DEFAULT_LIMITS.maxQueuedBytes,
+    maxRequestBytes: o.maxRequestBytes ?? DEFAULT_LIMITS.maxRequestBytes,
+    requestTimeoutMs: o.requestTimeoutMs ?? DEFAULT_LIMITS.requestTimeoutMs,
+    retryInitialMs: o.retryInitialMs ?? DEFAULT_LIMITS.retryInitialMs,
+    retryMaxMs: o.retryMaxMs ?? DEFAULT_LIMITS.retryMaxMs,
+    retryBudgetMs: o.retryBudgetMs ?? DEFAULT_LIMITS.retryBudgetMs,
+    finishTimeoutMs: o.finishTimeoutMs ?? DEFAULT_LIMITS.finishTimeoutMs,
+    sendIntervalMs: o.sendIntervalMs ?? DEFAULT_LIMITS.sendIntervalMs,
+  };
+  return {
+    mode: o.mode ?? modeFromEnv(env["WANDB_MODE"]) ?? "online",
+    baseUrl: normaliseBaseUrl(o.baseUrl ?? env["WANDB_BASE_URL"] ?? DEFAULT_BASE_URL),
+    apiKey: o.apiKey ?? (env["WANDB_API_KEY"] || undefined),
+    entity: o.entity ?? (env["WANDB_ENTITY"] || undefined),
+    project: o.project ?? (env["WANDB_PROJECT"] || undefined),
+    name: o.name,
+    group: o.group,
+    jobType: o.jobType,
+    tags: o.tags,
+    notes: o.notes,
+    config: o.config ?? {},
+    runId: o.runId,
+    resume: o.resume ?? "allow",
+    limits,
+  };
+}
+
+/** A W&B-safe run id from free text: characters outside `[A-Za-z0-9_.-]` become `-`. */
+export function sanitiseRunId(text: string): string {
+  return text.replace(/[^A-Za-z0-9_.-]+/g, "-").slice(0, 128);
+}

@@ -1,0 +1,229 @@
+/**
+ * The offline spool: what could not be sent, on disk exactly as it would have been sent.
+ *
+ * Layout, one directory per W&B run under the run directory:
+ *
+ * ```
+ * wandb/{runId}/run.json                  the run: UpsertBucket variables, base URL, resume policy
+ * wandb/{runId}/file_stream.jsonl         file-stream request bodies of the run's writer, in order
+ * wandb/{runId}/file_stream.{client}.jsonl  the same per rank, for a run shared by ranks
+ * wandb/{runId}/sync.json                 written by `rankscope wandb sync`: offset bases it used
+ * ```
+ *
+ * A `file_stream*.jsonl` starts with a header line `{"spool":1,"clientId":…,"absoluteOffsets":…}`;
+ * every other line is a request body `{"files":{"wandb-history.jsonl":{"offset","content"}, …}}`
+ * or `{"complete":true,"exitcode":0}`. Offsets are absolute (what the server expects) when the
+ * writer had talked to the server; in offline mode they count from 0 and `sync` adds the server's
+ * line count at the first sync. No file of the spool ever holds the API key.
+ */
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { mkdir, rename, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { describeError, reportError } from "../../core/diagnostics.js";
+import { AppendFile } from "../append-file.js";
+import { HISTORY_FILE, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
+import type { WandbResume } from "./options.js";
+
+export const SPOOL_FORMAT = "rankscope-wandb-spool";
+
+/** `run.json`. */
+export interface SpoolRunInfo {
+  readonly format: typeof SPOOL_FORMAT;
+  readonly version: 1;
+  readonly baseUrl: string;
+  readonly resume: WandbResume;
+  /** True when ranks write to this run through W&B's shared mode (one file per client). */
+  readonly shared: boolean;
+  readonly upsert: UpsertVariables;
+}
+
+/** The header line of a `file_stream*.jsonl`. */
+export interface SpoolHeader {
+  readonly spool: 1;
+  readonly clientId: string | null;
+  readonly absoluteOffsets: boolean;
+}
+
+/** Directory of a run's spool. */
+export function spoolDirFor(runDir: string, runId: string): string {
+  return join(runDir, "wandb", runId);
+}
+
+/** File name of a client's requests. */
+export function spoolFileName(clientId: string | null): string {
+  return clientId === null ? "file_stream.jsonl" : `file_stream.${clientId.replace(/[^A-Za-z0-9_.-]+/g, "-")}.jsonl`;
+}
+
+/** Appends one writer's unsent requests to its spool file, never blocking and never throwing. */
+export class SpoolWriter {
+  private readonly file: AppendFile;
+  private headerWritten = false;
+  private runInfoText: string | null = null;
+  private runInfoWrite: Promise<void> = Promise.resolve();
+  /** Request bodies written (for messages and tests). */
+  entries = 0;
+
+  constructor(
+    readonly dir: string,
+    readonly clientId: string | null,
+    maxQueuedBytes: number,
+  ) {
+    this.file = new AppendFile(join(dir, spoolFileName(clientId)), maxQueuedBytes);
+  }
+
+  /** Characters that could not be written to disk (counted by the file). */
+  get lostChars(): number {
+    return this.file.lostChars;
+  }
+
+  /** Write (or rewrite) run.json; later calls replace earlier content, written atomically. */
+  writeRunInfo(info: SpoolRunInfo): void {
+    const text = `${JSON.stringify(info, null, 2)}\n`;
+    if (text === this.runInfoText) return;
+    this.runInfoText = text;
+    const path = join(this.dir, "run.json");
+    this.runInfoWrite = this.runInfoWrite.then(async () => {
+      try {
+        await mkdir(this.dir, { recursive: true });
+        const temp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+        await writeFile(temp, text);
+        await rename(temp, path);
+      } catch (error) {
+        reportError(`wandb.spool.runInfo:${path}`, `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`);
+      }
+    });
+  }
+
+  /** Append request bodies (the header goes first, once). */
+  append(bodies: readonly FileStreamBody[], absoluteOffsets: boolean): void {
+    if (bodies.length === 0) return;
+    let text = "";
+    if (!this.headerWritten) {
+      const header: SpoolHeader = { spool: 1, clientId: this.clientId, absoluteOffsets };
+      text += `${JSON.stringify(header)}\n`;
+      this.headerWritten = true;
+    }
+    for (const body of bodies) text += `${JSON.stringify(body)}\n`;
+    this.entries += bodies.length;
+    this.file.append(text);
+  }
+
+  /** Wait for everything appended so far to reach the disk. */
+  async drain(): Promise<void> {
+    await this.runInfoWrite;
+    await this.file.drain();
+  }
+}
+
+/** One client's spooled data, flattened. */
+export interface SpooledClient {
+  readonly file: string;
+  readonly clientId: string | null;
+  readonly absoluteOffsets: boolean;
+  /** Offset of `lines[0]`. */
+  readonly firstOffset: number;
+  /** Contiguous history lines from `firstOffset`. */
+  readonly lines: readonly string[];
+  /** The last summary line written, if any. */
+  readonly summary: string | undefined;
+  /** The exit code, when the run was completed by this client. */
+  readonly exitcode: number | undefined;
+}
+
+/** A spool directory, read back. */
+export interface SpooledRun {
+  readonly dir: string;
+  readonly info: SpoolRunInfo;
+  readonly clients: readonly SpooledClient[];
+}
+
+function parseJsonLine(file: string, n: number, line: string): unknown {
+  try {
+    return JSON.parse(line) as unknown;
+  } catch {
+    throw new Error(`${file}:${n}: not a JSON line; the spool is damaged (a crash mid-write leaves at most the last line incomplete)`);
+  }
+}
+
+/** Read one client file: history lines by offset (duplicates of the same offset must agree). */
+function readClient(dir: string, name: string): SpooledClient {
+  const path = join(dir, name);
+  const rows = readFileSync(path, "utf8").split("\n");
+  let header: SpoolHeader | undefined;
+  const byOffset = new Map<number, string>();
+  let summary: string | undefined;
+  let exitcode: number | undefined;
+  let lastNonEmpty = rows.length - 1;
+  while (lastNonEmpty >= 0 && (rows[lastNonEmpty] as string).trim() === "") lastNonEmpty--;
+  rows.forEach((line, i) => {
+    if (line.trim() === "") return;
+    let value: Record<string, unknown>;
+    try {
+      value = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      // A crash can cut the last line short; everything before it is intact.
+      if (i === lastNonEmpty) {
+        reportError(`wandb.spool.truncated:${path}`, `${path}: the last line is incomplete (the writer stopped mid-line); it is skipped`);
+        return;
+      }
+      throw new Error(`${path}:${i + 1}: not a JSON line; the spool is damaged`);
+    }
+    if (header === undefined) {
+      if (value["spool"] !== 1) throw new Error(`${path}: the first line must be the spool header {"spool":1,...}`);
+      header = value as unknown as SpoolHeader;
+      return;
+    }
+    const body = value as FileStreamBody;
+    const history = body.files?.[HISTORY_FILE];
+    if (history !== undefined) {
+      history.content.forEach((text, k) => {
+        const offset = history.offset + k;
+        const seen = byOffset.get(offset);
+        if (seen !== undefined && seen !== text) throw new Error(`${path}: two different history lines at offset ${offset}; the spool is inconsistent`);
+        byOffset.set(offset, text);
+      });
+    }
+    const summaryFile = body.files?.[SUMMARY_FILE];
+    if (summaryFile !== undefined && summaryFile.content.length > 0) summary = summaryFile.content[summaryFile.content.length - 1];
+    if (body.complete === true) exitcode = body.exitcode ?? 0;
+  });
+  if (header === undefined) throw new Error(`${path}: empty spool file (no header)`);
+  const offsets = [...byOffset.keys()].sort((a, b) => a - b);
+  const first = offsets[0] ?? 0;
+  offsets.forEach((o, i) => {
+    if (o !== first + i) throw new Error(`${path}: history offsets jump from ${first + i - 1} to ${o}; lines are missing from the spool`);
+  });
+  return {
+    file: path,
+    clientId: header.clientId,
+    absoluteOffsets: header.absoluteOffsets,
+    firstOffset: first,
+    lines: offsets.map((o) => byOffset.get(o) as string),
+    summary,
+    exitcode,
+  };
+}
+
+/** Read a spool directory (`wandb/{runId}`). Throws an Error naming the file when it is damaged. */
+export function readSpool(dir: string): SpooledRun {
+  const infoPath = join(dir, "run.json");
+  if (!existsSync(infoPath)) throw new Error(`${dir} is not a W&B spool: it has no run.json`);
+  const info = parseJsonLine(infoPath, 1, readFileSync(infoPath, "utf8")) as SpoolRunInfo;
+  if (info.format !== SPOOL_FORMAT) throw new Error(`${infoPath}: format is ${JSON.stringify(info.format)}, expected ${SPOOL_FORMAT}`);
+  const clients = readdirSync(dir)
+    .filter((f) => f.startsWith("file_stream") && f.endsWith(".jsonl"))
+    .sort()
+    .map((f) => readClient(dir, f));
+  return { dir, info, clients };
+}
+
+/** Every spool directory of a run directory (or the directory itself when it is one). */
+export function findSpools(path: string): string[] {
+  if (existsSync(join(path, "run.json")) && readdirSync(path).some((f) => f.startsWith("file_stream"))) return [path];
+  const root = existsSync(join(path, "wandb")) ? join(path, "wandb") : path;
+  if (!existsSync(root)) return [];
+  return readdirSync(root, { withFileTypes: true })
+    .filter((d) => d.isDirectory() && existsSync(join(root, d.name, "run.json")))
+    .map((d) => join(root, d.name))
+    .sort();
+}

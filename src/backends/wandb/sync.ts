@@ -1,0 +1,192 @@
+/**
+ * `rankscope wandb sync RUN`: replay spooled W&B requests to the server, idempotently.
+ *
+ * For each spool directory under `{RUN}/wandb/`: create or resume the run (`UpsertBucket`, same
+ * variables the writer would have used), then send each client's history lines from where the
+ * server is. The server's own line count (`RunResumeStatus.historyLineCount`) and the offsets in
+ * the spool decide what is sent, so lines the server already has are never sent again, and a
+ * second sync sends nothing. Progress is also kept in `sync.json` beside the spool (needed for
+ * shared runs, whose per-client counts the server does not report, and for offline spools whose
+ * offsets count from 0).
+ */
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
+import { HISTORY_FILE, PRIMARY_CLIENT_ID, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody } from "./api.js";
+import { withRetry, type Endpoint } from "./http.js";
+import { DEFAULT_LIMITS, normaliseBaseUrl, type SenderLimits } from "./options.js";
+import { findSpools, readSpool, type SpooledClient } from "./spool.js";
+
+/** Progress of a sync, reported after every request. */
+export interface SyncProgress {
+  readonly runId: string;
+  /** History lines done (sent now, or found on the server already) over all spools so far. */
+  readonly done: number;
+  readonly total: number;
+}
+
+/** Options of `syncSpool`. */
+export interface SyncOptions {
+  /** Server base URL; default the one the spool was written for. */
+  baseUrl?: string;
+  /** API key; default `WANDB_API_KEY`. Never written anywhere. */
+  apiKey?: string;
+  /** Sender limits (timeouts, retry); defaults as the backend's, with a 10-minute retry budget. */
+  limits?: Partial<SenderLimits>;
+  onProgress?: (progress: SyncProgress) => void;
+}
+
+/** What a sync did, per spooled run. */
+export interface SyncResult {
+  readonly runs: readonly {
+    readonly dir: string;
+    readonly runId: string;
+    /** History lines sent by this sync. */
+    readonly linesSent: number;
+    /** History lines the server had already. */
+    readonly linesSkipped: number;
+    /** Whether this sync marked the run complete. */
+    readonly completed: boolean;
+    /** Requests made to the file-stream endpoint. */
+    readonly requests: number;
+  }[];
+}
+
+interface SyncState {
+  /** Per client key: base added to relative offsets (fixed at the first sync). */
+  bases: Record<string, number>;
+  /** Per client key: absolute offset up to which the server has acknowledged lines. */
+  sent: Record<string, number>;
+  /** Per client key: the summary line last acknowledged. */
+  summaries: Record<string, string>;
+  completed: boolean;
+}
+
+function clientKey(client: SpooledClient): string {
+  return client.clientId ?? "_";
+}
+
+function readState(dir: string): SyncState {
+  const path = join(dir, "sync.json");
+  if (!existsSync(path)) return { bases: {}, sent: {}, summaries: {}, completed: false };
+  const raw = JSON.parse(readFileSync(path, "utf8")) as Partial<SyncState>;
+  return { bases: raw.bases ?? {}, sent: raw.sent ?? {}, summaries: raw.summaries ?? {}, completed: raw.completed === true };
+}
+
+function writeState(dir: string, state: SyncState): void {
+  const path = join(dir, "sync.json");
+  writeFileSync(`${path}.tmp`, `${JSON.stringify(state, null, 2)}\n`);
+  renameSync(`${path}.tmp`, path);
+}
+
+/**
+ * Sync every spool under `path` (a run directory, its `wandb/` folder, or one spool directory).
+ * Throws an Error that says what to fix (no API key, a damaged spool, a resume policy conflict, a
+ * server that keeps failing); what was sent before the error stays sent and is not sent again.
+ */
+export async function syncSpool(path: string, options: SyncOptions = {}): Promise<SyncResult> {
+  const dirs = findSpools(path);
+  if (dirs.length === 0) throw new Error(`no W&B spool under ${path}: expected ${join(path, "wandb", "<runId>", "run.json")}`);
+  const apiKey = options.apiKey ?? (process.env["WANDB_API_KEY"] || undefined);
+  if (apiKey === undefined) throw new Error("no W&B API key: set WANDB_API_KEY (the key is never written to the spool)");
+  const limits: SenderLimits = { ...DEFAULT_LIMITS, retryBudgetMs: 600_000, ...options.limits };
+  const spools = dirs.map((d) => readSpool(d));
+  const total = spools.reduce((n, s) => n + s.clients.reduce((m, c) => m + c.lines.length, 0), 0);
+  let done = 0;
+  const runs: SyncResult["runs"][number][] = [];
+  for (const spool of spools) {
+    const { info } = spool;
+    const endpoint: Endpoint = { baseUrl: normaliseBaseUrl(options.baseUrl ?? info.baseUrl), apiKey };
+    const runId = info.upsert.name;
+    const state = readState(spool.dir);
+    const must = <T>(result: { ok: true; value: T } | { ok: false; reason: string }, what: string): T => {
+      if (!result.ok) throw new Error(`sync of ${basename(spool.dir)}: ${what} failed: ${result.reason}; nothing after it was sent, run sync again`);
+      return result.value;
+    };
+    const status = must(
+      await withRetry(() => runResumeStatus(endpoint, { name: runId, project: info.upsert.project, entity: info.upsert.entity }, limits.requestTimeoutMs), limits),
+      "RunResumeStatus",
+    );
+    const firstSync = Object.keys(state.bases).length === 0 && Object.keys(state.sent).length === 0;
+    const relative = spool.clients.some((c) => !c.absoluteOffsets);
+    if (firstSync && relative && !info.shared) {
+      if (status.exists && status.historyLineCount > 0 && info.resume === "never") {
+        throw new Error(`run ${runId} already exists on ${endpoint.baseUrl} and the spool says resume "never"; sync into another run by editing runId in ${join(spool.dir, "run.json")}`);
+      }
+      if (!status.exists && info.resume === "must") {
+        throw new Error(`run ${runId} does not exist on ${endpoint.baseUrl} and the spool says resume "must"`);
+      }
+    }
+    const allDone =
+      state.completed === spool.clients.some((c) => c.exitcode !== undefined) &&
+      spool.clients.every((c) => (state.sent[clientKey(c)] ?? -1) >= (state.bases[clientKey(c)] ?? 0) + c.firstOffset + c.lines.length && (c.summary === undefined || state.summaries[clientKey(c)] === c.summary));
+    let linesSent = 0;
+    let linesSkipped = 0;
+    let requests = 0;
+    let completed = false;
+    if (allDone && (info.shared || status.historyLineCount >= Math.max(...spool.clients.map((c) => (state.bases[clientKey(c)] ?? 0) + c.firstOffset + c.lines.length)))) {
+      // Everything is on the server already: a second sync is a no-op.
+      for (const c of spool.clients) done += c.lines.length;
+      options.onProgress?.({ runId, done, total });
+      runs.push({ dir: spool.dir, runId, linesSent, linesSkipped: spool.clients.reduce((n, c) => n + c.lines.length, 0), completed, requests });
+      continue;
+    }
+    const upsertHeaders = info.shared ? sharedModeHeaders(PRIMARY_CLIENT_ID) : {};
+    const upserted = must(await withRetry(() => upsertRun(endpoint, info.upsert, limits.requestTimeoutMs, upsertHeaders), limits), "UpsertBucket");
+    const run = { entity: upserted.entity, project: upserted.project, name: upserted.name };
+    let completeBy: SpooledClient | undefined;
+    for (const client of spool.clients) {
+      const key = clientKey(client);
+      if (state.bases[key] === undefined) {
+        state.bases[key] = client.absoluteOffsets ? 0 : client.clientId === null ? status.historyLineCount : 0;
+        writeState(spool.dir, state);
+      }
+      const base = state.bases[key] as number;
+      const start = base + client.firstOffset;
+      const serverHas = Math.max(client.clientId === null ? status.historyLineCount : 0, state.sent[key] ?? 0);
+      if (serverHas < start && client.absoluteOffsets && client.firstOffset > 0) {
+        throw new Error(`sync of ${runId}: the server has ${serverHas} history lines but the spool starts at line ${start}; lines in between were lost on the server`);
+      }
+      let next = Math.max(start, serverHas);
+      const skipped = Math.min(client.lines.length, next - start);
+      linesSkipped += skipped;
+      done += skipped;
+      options.onProgress?.({ runId, done, total });
+      const end = start + client.lines.length;
+      while (next < end || (client.summary !== undefined && state.summaries[key] !== client.summary)) {
+        const files: NonNullable<FileStreamBody["files"]> = {};
+        let count = 0;
+        let bytes = 0;
+        while (next + count < end) {
+          const line = client.lines[next + count - start] as string;
+          if (count > 0 && bytes + line.length > limits.maxRequestBytes) break;
+          bytes += line.length;
+          count++;
+        }
+        if (count > 0) files[HISTORY_FILE] = { offset: next, content: client.lines.slice(next - start, next - start + count) as string[] };
+        const last = next + count >= end;
+        if (last && client.summary !== undefined) files[SUMMARY_FILE] = { offset: 0, content: [client.summary] };
+        const body = JSON.stringify({ files });
+        must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, client.clientId), limits), "file_stream");
+        requests++;
+        next += count;
+        linesSent += count;
+        done += count;
+        state.sent[key] = next;
+        if (last && client.summary !== undefined) state.summaries[key] = client.summary;
+        writeState(spool.dir, state);
+        options.onProgress?.({ runId, done, total });
+      }
+      if (client.exitcode !== undefined) completeBy = client;
+    }
+    if (completeBy !== undefined && !state.completed) {
+      const body = JSON.stringify({ complete: true, exitcode: completeBy.exitcode });
+      must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, completeBy.clientId), limits), "file_stream complete");
+      requests++;
+      state.completed = true;
+      completed = true;
+      writeState(spool.dir, state);
+    }
+    runs.push({ dir: spool.dir, runId, linesSent, linesSkipped, completed, requests });
+  }
+  return { runs };
+}

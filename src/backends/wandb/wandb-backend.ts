@@ -1,0 +1,327 @@
+/**
+ * The `wandb` backend: rankscope's logging modes mapped onto W&B runs.
+ *
+ * - `global_reduce` (on the controller): one run, `{experiment}_{trial}` unless `runId` is given.
+ * - `per_rank_reduce` / `per_rank_no_reduce` (on every rank): one run per rank, id
+ *   `{runId}_{rankName}`, display name `{name}_{rankName}`, all in one group.
+ * - with `perRankShareRun`: one run for all ranks. The controller-side instance (the primary)
+ *   creates it and hands its id to the ranks (`metadataForRanks` → `primaryMetadata`); each rank
+ *   writes through W&B's shared mode as its own client (its own offsets, so ranks never collide),
+ *   with keys prefixed `{rankName}/` so every rank's values stay apart. The primary marks the run
+ *   complete after the ranks have finished.
+ *
+ * Steps: each row has `_step` (W&B's, which must increase), `global_step` (the caller's step) and
+ * `_timestamp` (seconds). A flush at a step not above the last one is logged at `last + 1` — the
+ * rule AReaL uses — with `global_step` keeping the caller's step and a warning, never dropped.
+ * Stream records (`per_rank_no_reduce`) are one row each with their own `_timestamp` and
+ * `global_step`, so the W&B UI can plot them against either.
+ */
+import { warn } from "../../core/diagnostics.js";
+import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
+import type { Backend, BackendContext, BackendOptions } from "../backend.js";
+import { configJson, PRIMARY_CLIENT_ID, type UpsertVariables } from "./api.js";
+import { historyLine, historyNumber, histogramJson, quotedKey, RunSummary } from "./history.js";
+import { resolveWandbOptions, sanitiseRunId, type ResolvedWandbOptions } from "./options.js";
+import { RunWriter, type RunTarget } from "./run-writer.js";
+import { spoolDirFor } from "./spool.js";
+
+/** What the primary of a shared run hands to the ranks. */
+export interface SharedRunMetadata {
+  readonly runId: string;
+  readonly project: string;
+  readonly entity: string | null;
+  readonly displayName: string;
+  readonly groupName: string | null;
+  readonly jobType: string | null;
+  readonly notes: string | null;
+  readonly tags: readonly string[] | null;
+  readonly config: string;
+  readonly resume: string;
+}
+
+
+type Role = "run" | "primary" | "sharedRank";
+
+/** `Metric.axis` / `HistogramMetric.axis` where the core has them (a metric on an x-axis of its own). */
+function axisOf(value: Metric | HistogramMetric): string | undefined {
+  const axis = (value as { readonly axis?: unknown }).axis;
+  return typeof axis === "string" && axis.length > 0 ? axis : undefined;
+}
+
+/** Fields every history row has; a metric may not take their names. */
+const RESERVED_KEYS = new Set(["_step", "_runtime", "_timestamp", "global_step"]);
+
+export class WandbBackend implements Backend {
+  private readonly options: ResolvedWandbOptions;
+  private writer: RunWriter | null = null;
+  private role: Role = "run";
+  private prefix = "";
+  private config: Record<string, unknown>;
+  private readonly summary = new RunSummary();
+  private startMs = Date.now();
+  /** The last `_step` written (a row counter that only increases). */
+  private lastStep = -1;
+  /** The highest training step flushed (for the "step went back" warning). */
+  private lastTrainStep = -1;
+  // The row being built for the current flush (scalars, then histograms), written at `flushed()`.
+  private rowFields = "";
+  private rowStep = -1;
+  private rowTimestamp = 0;
+  private label = "";
+  private readonly keyTexts = new Map<string, string>();
+  private readonly summaryLine = (): string => this.summary.take();
+  private disabled = false;
+
+  private readonly perRankShareRun: boolean;
+
+  constructor(options: BackendOptions) {
+    this.options = resolveWandbOptions(options);
+    this.perRankShareRun = options.perRankShareRun === true;
+    this.config = { ...this.options.config };
+  }
+
+  /** The writer (tests and the benchmark read its counters). */
+  get runWriter(): RunWriter | null {
+    return this.writer;
+  }
+
+  async init(context: BackendContext): Promise<void> {
+    if (this.options.mode === "disabled") {
+      this.disabled = true;
+      return;
+    }
+    this.startMs = Date.now();
+    const o = this.options;
+    const shared = context.loggingMode !== "global_reduce" && this.perRankShareRun;
+    const baseId = o.runId ?? sanitiseRunId(`${context.experiment}_${context.trial}`);
+    let upsert: UpsertVariables = {
+      name: baseId,
+      project: o.project ?? context.experiment,
+      entity: o.entity ?? null,
+      displayName: o.name ?? context.trial,
+      groupName: o.group ?? `${context.experiment}_${context.trial}`,
+      jobType: o.jobType ?? null,
+      notes: o.notes ?? null,
+      tags: o.tags ?? null,
+      config: configJson(this.config),
+    };
+    let clientId: string | null = null;
+    if (context.role === "controller" && context.loggingMode !== "global_reduce") {
+      this.role = "primary";
+      clientId = PRIMARY_CLIENT_ID;
+    } else if (context.role === "rank" && shared) {
+      this.role = "sharedRank";
+      clientId = context.identity.rankName;
+      this.prefix = `${context.identity.rankName}/`;
+      const meta = context.primaryMetadata as Partial<SharedRunMetadata>;
+      if (typeof meta.runId === "string") {
+        upsert = {
+          name: meta.runId,
+          project: meta.project ?? upsert.project,
+          entity: meta.entity ?? upsert.entity,
+          displayName: meta.displayName ?? upsert.displayName,
+          groupName: meta.groupName ?? upsert.groupName,
+          jobType: meta.jobType ?? upsert.jobType,
+          notes: meta.notes ?? upsert.notes,
+          tags: meta.tags ?? upsert.tags,
+          config: meta.config ?? upsert.config,
+        };
+      } else {
+        warn(
+          `wandb.noPrimary:${context.backendName}`,
+          `wandb (perRankShareRun) on rank ${context.identity.rankName}: no shared run id from the controller; using the derived id ${baseId}`,
+        );
+      }
+    } else if (context.role === "rank") {
+      const rankName = context.identity.rankName;
+      upsert = { ...upsert, name: sanitiseRunId(`${baseId}_${rankName}`), displayName: `${upsert.displayName}_${rankName}` };
+    }
+    const target: RunTarget = {
+      upsert,
+      resume: o.resume,
+      clientId,
+      shared: this.role !== "run",
+      sendsComplete: this.role !== "sharedRank",
+      lazy: context.role === "rank",
+      runDir: context.runDir,
+      spoolDir: spoolDirFor(context.runDir, upsert.name),
+    };
+    this.label = clientId === null ? upsert.name : `${upsert.name} (${clientId})`;
+    this.writer = new RunWriter(target, { baseUrl: o.baseUrl, apiKey: o.apiKey }, o.limits, o.mode === "offline", this.label);
+    this.lastStep = context.resumeStep - 1;
+    this.lastTrainStep = context.resumeStep - 1;
+    // Rows queued before the server said where a resumed run ends are moved above it by the writer.
+    this.writer.onRestepped = (last) => {
+      if (last > this.lastStep) this.lastStep = last;
+    };
+    if (context.role === "controller") {
+      // Learn where the run is (and its last step, when resumed) before the first flush, without
+      // ever hanging on a dead server. Ranks connect at their first row instead, so a rank that
+      // logs nothing (the controller's own, in per-rank modes) creates no empty run.
+      await this.writer.connect(Math.min(o.limits.requestTimeoutMs, 5_000));
+      this.lastStep = Math.max(this.writer.resumedLastStep, this.lastStep);
+    }
+  }
+
+  metadataForRanks(): Readonly<Record<string, unknown>> | undefined {
+    if (this.role !== "primary" || this.writer === null) return undefined;
+    const u = this.writer.target.upsert;
+    const meta: SharedRunMetadata = {
+      runId: u.name,
+      project: u.project,
+      entity: u.entity,
+      displayName: u.displayName,
+      groupName: u.groupName,
+      jobType: u.jobType,
+      notes: u.notes,
+      tags: u.tags,
+      config: u.config,
+      resume: this.options.resume,
+    };
+    return { ...meta };
+  }
+
+  logBatch(metrics: readonly Metric[], step: number): void {
+    if (this.writer === null || metrics.length === 0) return;
+    if (metrics.some((m) => axisOf(m) !== undefined)) {
+      this.logAxisRows(metrics.filter((m) => axisOf(m) !== undefined));
+      metrics = metrics.filter((m) => axisOf(m) === undefined);
+      if (metrics.length === 0) return;
+    }
+    this.openRow(step, (metrics[0] as Metric).timestamp);
+    let fields = this.rowFields;
+    for (const m of metrics) {
+      const key = this.keyText(m.key);
+      const value = historyNumber(m.value);
+      fields += fields.length === 0 ? key + value : `,${key}${value}`;
+      this.summary.set(key, value);
+    }
+    this.rowFields = fields;
+  }
+
+  logHistograms(histograms: readonly HistogramMetric[], step: number): void {
+    if (this.writer === null || histograms.length === 0) return;
+    if (histograms.some((h) => axisOf(h) !== undefined)) {
+      this.logAxisRows(histograms.filter((h) => axisOf(h) !== undefined));
+      histograms = histograms.filter((h) => axisOf(h) === undefined);
+      if (histograms.length === 0) return;
+    }
+    this.openRow(step, (histograms[0] as HistogramMetric).timestamp);
+    for (const h of histograms) {
+      this.rowFields += `${this.rowFields.length === 0 ? "" : ","}${this.keyText(h.key)}${histogramJson(h.histogram)}`;
+    }
+  }
+
+  logSamples(_samples: SampleBatch, _step: number): void {
+    if (this.writer === null) return;
+    warn("wandb.samples", "wandb: Reduce.SAMPLE records are not sent to W&B (tables need artifact uploads, not implemented); they still reach the other backends");
+  }
+
+  logHyperparams(params: Readonly<Record<string, unknown>>): void {
+    if (this.writer === null) return;
+    Object.assign(this.config, params);
+    this.writer.updateConfig(configJson(this.config));
+  }
+
+  logStream(batch: readonly StreamRecord[]): void {
+    if (this.writer === null || batch.length === 0) return;
+    const lines: string[] = new Array(batch.length);
+    for (let i = 0; i < batch.length; i++) {
+      const r = batch[i] as StreamRecord;
+      const key = this.keyText(r.key);
+      const value = historyNumber(r.value);
+      this.lastStep++;
+      lines[i] = historyLine(this.lastStep, r.timestamp, r.timestamp - this.startMs, r.step, key + value);
+      this.summary.set(key, value);
+    }
+    const last = batch[batch.length - 1] as StreamRecord;
+    this.summary.at(this.lastStep, last.timestamp, last.timestamp - this.startMs);
+    this.writer.enqueue(lines);
+    this.writer.summaryChanged(this.summaryLine);
+  }
+
+  flushed(): void {
+    this.closeRow();
+  }
+
+  async finish(): Promise<void> {
+    if (this.disabled || this.writer === null) return;
+    this.closeRow();
+    await this.writer.finish(0);
+  }
+
+  /** `"{prefix}{key}":`, cached per key (keys repeat every step; ranks of a shared run add their prefix). */
+  private keyText(key: string): string {
+    let text = this.keyTexts.get(key);
+    if (text === undefined) {
+      let name = this.prefix + key;
+      if (RESERVED_KEYS.has(name)) {
+        // A metric named like a field of the row itself would make the line ambiguous.
+        warn(`wandb.reservedKey:${name}`, `wandb: metric "${name}" has the name of a W&B row field; it is logged as "metric/${name}"`);
+        name = `metric/${name}`;
+      }
+      text = quotedKey(name);
+      if (this.keyTexts.size < 100_000) this.keyTexts.set(key, text);
+    }
+    return text;
+  }
+
+  private openRow(step: number, timestamp: number): void {
+    if (this.rowStep !== step) this.closeRow();
+    this.rowStep = step;
+    this.rowTimestamp = timestamp;
+  }
+
+  /**
+   * Values on an x-axis of their own (`Metric.axis`, e.g. the system monitor's `system/step`): one
+   * row per axis and step, carrying `{axis}: step` instead of `global_step`, at the next `_step`.
+   * They never count as the training step going back.
+   */
+  private logAxisRows(values: readonly (Metric | HistogramMetric)[]): void {
+    const rows = new Map<string, { axis: string; step: number; timestamp: number; fields: string }>();
+    for (const v of values) {
+      const axis = axisOf(v) as string;
+      const id = `${axis}\u0000${v.step}`;
+      let row = rows.get(id);
+      if (row === undefined) {
+        row = { axis, step: v.step, timestamp: v.timestamp, fields: `${quotedKey(axis)}${v.step}` };
+        rows.set(id, row);
+      }
+      const key = this.keyText(v.key);
+      const value = "histogram" in v ? histogramJson(v.histogram) : historyNumber(v.value);
+      row.fields += `,${key}${value}`;
+      if (!("histogram" in v)) this.summary.set(key, value);
+    }
+    this.closeRow();
+    const lines: string[] = [];
+    for (const row of rows.values()) {
+      this.lastStep++;
+      lines.push(historyLine(this.lastStep, row.timestamp, row.timestamp - this.startMs, null, row.fields));
+    }
+    this.writer?.enqueue(lines);
+    this.writer?.summaryChanged(this.summaryLine);
+  }
+
+  /** Write the row of the current flush, at a `_step` above every earlier one. */
+  private closeRow(): void {
+    if (this.rowStep < 0 || this.writer === null) return;
+    const step = this.rowStep;
+    const wandbStep = Math.max(step, this.lastStep + 1);
+    // Rows on other axes push `_step` up without the training step going back: no warning then.
+    if (step <= this.lastTrainStep || step <= this.writer.resumedLastStep) {
+      warn(
+        `wandb.stepBackwards:${this.label}`,
+        `W&B run ${this.label}: flush at step ${step} after step ${Math.max(this.lastTrainStep, this.writer.resumedLastStep)}; W&B ignores a step that does not increase, ` +
+          `so the row is logged at _step ${wandbStep} with global_step ${step} (AReaL's rule). (After a restart from a checkpoint the run already holds these steps; plot against global_step.)`,
+      );
+    }
+    this.lastStep = wandbStep;
+    if (step > this.lastTrainStep) this.lastTrainStep = step;
+    const runtime = this.rowTimestamp - this.startMs;
+    this.writer.enqueue([historyLine(wandbStep, this.rowTimestamp, runtime, step, this.rowFields)]);
+    this.summary.at(wandbStep, this.rowTimestamp, runtime);
+    this.writer.summaryChanged(this.summaryLine);
+    this.rowFields = "";
+    this.rowStep = -1;
+  }
+}
