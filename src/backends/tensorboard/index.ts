@@ -32,6 +32,16 @@ export const DEFAULT_TENSORBOARD_DIR = "tensorboard";
 
 class TensorBoardBackend implements Backend {
   private writer: TfEventsWriter | null = null;
+  private dir = "";
+
+  /**
+   * The event file, created on first write: a controller-side instance that only hands a shared
+   * run to its ranks (perRankShareRun) writes nothing and leaves no empty file behind.
+   */
+  private open(): TfEventsWriter {
+    this.writer ??= new TfEventsWriter(this.dir);
+    return this.writer;
+  }
   private tagPrefix = "";
   private readonly tags = new Map<string, string>();
   /** Step and time (ms) of the flush being logged, so its samples share the scalars' wall time. */
@@ -60,7 +70,7 @@ class TensorBoardBackend implements Backend {
       else dir = join(dir, context.identity.rankName);
     }
     this.resumeStep = context.resumeStep;
-    this.writer = new TfEventsWriter(dir);
+    this.dir = dir;
   }
 
   /**
@@ -72,7 +82,7 @@ class TensorBoardBackend implements Backend {
   private startSession(step: number): void {
     if (this.sessionStarted) return;
     this.sessionStarted = true;
-    this.writer?.startSession(this.resumeStep > 0 ? this.resumeStep : step);
+    this.open().startSession(this.resumeStep > 0 ? this.resumeStep : step);
   }
 
   logBatch(metrics: readonly Metric[], step: number): void {
@@ -80,7 +90,7 @@ class TensorBoardBackend implements Backend {
     if (first === undefined) return;
     this.startSession(step);
     this.noteFlush(step, first.timestamp);
-    this.writer?.stage(scalarEvents(metrics, this.tagOf));
+    this.open().stage(scalarEvents(metrics, this.tagOf));
   }
 
   logStream(batch: readonly StreamRecord[]): void {
@@ -88,7 +98,7 @@ class TensorBoardBackend implements Backend {
     if (first === undefined) return;
     this.startSession(first.step);
     // Stream backends get no flush calls: their events go to the file's queue at once.
-    this.writer?.write(scalarEvents(batch, this.tagOf));
+    this.open().write(scalarEvents(batch, this.tagOf));
   }
 
   logHistograms(histograms: readonly HistogramMetric[], step: number): void {
@@ -97,7 +107,7 @@ class TensorBoardBackend implements Backend {
     this.startSession(step);
     this.noteFlush(step, first.timestamp);
     const entries = histograms.map((h) => ({ tag: this.tagOf(h.key), data: h.histogram }));
-    this.writer?.stage([histogramEvent(entries, step, first.timestamp)]);
+    this.open().stage([histogramEvent(entries, step, first.timestamp)]);
   }
 
   logSamples(samples: SampleBatch, step: number): void {
@@ -107,11 +117,11 @@ class TensorBoardBackend implements Backend {
     const event = textEvent(tables, step, step === this.flushStep ? this.flushTime : Date.now());
     if (event === null) return;
     this.startSession(step);
-    this.writer?.stage([event]);
+    this.open().stage([event]);
   }
 
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
-    this.writer?.write([hparamsEvent(params, Date.now())]);
+    this.open().write([hparamsEvent(params, Date.now())]);
   }
 
   private noteFlush(step: number, timestamp: number): void {
