@@ -18,6 +18,7 @@
  */
 import { warn } from "../../core/diagnostics.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
+import { monotonicCommitStep } from "../../core/step.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { configJson, PRIMARY_CLIENT_ID, type UpsertVariables } from "./api.js";
 import { historyLine, historyNumber, histogramJson, quotedKey, RunSummary } from "./history.js";
@@ -306,7 +307,7 @@ export class WandbBackend implements Backend {
   private closeRow(): void {
     if (this.rowStep < 0 || this.writer === null) return;
     const step = this.rowStep;
-    const wandbStep = Math.max(step, this.lastStep + 1);
+    const wandbStep = monotonicCommitStep(step, this.lastStep);
     // Rows on other axes push `_step` up without the training step going back: no warning then.
     if (step <= this.lastTrainStep || step <= this.writer.resumedLastStep) {
       warn(
