@@ -7,6 +7,7 @@
  * The queue is bounded in bytes: while the disk is failing or slow, text beyond the bound is
  * dropped and counted instead of growing memory without limit.
  */
+import { appendFileSync, mkdirSync } from "node:fs";
 import { appendFile, mkdir } from "node:fs/promises";
 import { dirname } from "node:path";
 import { describeError, reportError } from "../core/diagnostics.js";
@@ -45,6 +46,26 @@ export class AppendFile {
   /** Wait until everything queued so far has been written (or has failed and been counted). */
   async drain(): Promise<void> {
     while (this.writing !== null) await this.writing;
+  }
+
+  /**
+   * Write what is queued (not the batch already in flight), then `more`, synchronously: for
+   * `process.on("exit")`, where nothing asynchronous runs any more. Errors are counted and
+   * reported like async ones.
+   */
+  writeQueuedSync(more = ""): void {
+    if (this.queue.length === 0 && more.length === 0) return;
+    const text = this.queue.join("") + more;
+    this.queue = [];
+    this.queuedBytes = 0;
+    try {
+      mkdirSync(dirname(this.path), { recursive: true });
+      appendFileSync(this.path, text);
+    } catch (error) {
+      this.errors++;
+      this.lostChars += text.length;
+      reportError(`file.write:${this.path}`, `could not write ${this.path}: ${describeError(error)}; the lines are dropped and counted, the job goes on`);
+    }
   }
 
   private async writeLoop(): Promise<void> {

@@ -1,0 +1,407 @@
+/**
+ * AReaL's perf tracer: spans, instants and counters as Chrome trace events, one file per rank
+ * (`{runDir}/traces/rank-{r}.jsonl`), for waterfall views in Perfetto.
+ *
+ * The caller's cost is a clock read, one small object and an array push per span: events wait in a
+ * bounded in-memory buffer (past the bound they are dropped and counted) and are serialised and
+ * appended off the hot path, every save interval and at exit.
+ *
+ * Nesting: the open span is held in an `AsyncLocalStorage`, so a scope opened inside another —
+ * synchronously or after any number of awaits — is its child. Children share their parent's row
+ * (`tid`, a "lane") while they nest properly; a scope that would overlap a sibling (two
+ * concurrent async scopes) gets a lane of its own, so every row of the trace nests cleanly.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { statSync } from "node:fs";
+import { describeValue } from "../core/collector.js";
+import { describeError, reportError, warn } from "../core/diagnostics.js";
+import { envFlag, envInteger } from "../core/env.js";
+import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type RankFileOptions, type RankFileTarget } from "./rank-file.js";
+import { parseRankSelection, rankSelected, type RankSelection } from "./rank-selection.js";
+import { processMetadata, threadMetadata, TRACE_CATEGORIES, TRACE_FILE_HEADER, traceEventLine, type TraceCategory, type TraceEvent } from "./trace-events.js";
+
+/** Options of a perf tracer (`configurePerfTracer`, or `new PerfTracer`). */
+export interface PerfTracerOptions extends RankFileOptions {
+  /** Record at all (default true; `RANKSCOPE_DISABLE_TRACING` turns it off). */
+  enabled?: boolean;
+  /** Ranks that write traces: `"all"`, `"0,2"`, `"0-3"`, or an array (default env `RANKSCOPE_TRACE_RANKS`, else all). */
+  ranks?: string | readonly number[];
+  /** How often buffered events are written, in ms (default 1000, env `RANKSCOPE_TRACE_SAVE_INTERVAL_MS`). */
+  saveIntervalMs?: number;
+  /** Events held in memory between saves; past it they are dropped and counted (default 100000). */
+  maxBufferedEvents?: number;
+}
+
+/** Options of one `traceScope`. */
+export interface TraceScopeOptions {
+  /** What kind of work (default `"misc"`). */
+  category?: TraceCategory;
+  /** Extra fields shown on the span (JSON-serialisable). */
+  args?: Record<string, unknown>;
+}
+
+/** Counts of what a perf tracer did. */
+export interface PerfTracerStats {
+  /** Events recorded (kept or not). */
+  recorded: number;
+  /** Events dropped because the buffer was full. */
+  dropped: number;
+  /** Events handed to the file. */
+  written: number;
+  /** Events waiting in memory. */
+  buffered: number;
+}
+
+const CATEGORY_SET: ReadonlySet<string> = new Set(TRACE_CATEGORIES);
+
+/** A recorded event before serialisation; times are `performance.now()` milliseconds. */
+class RawEvent {
+  end = 0;
+  error: string | undefined = undefined;
+  constructor(
+    readonly ph: "X" | "i" | "C",
+    readonly name: string,
+    readonly cat: string,
+    readonly args: Record<string, unknown> | undefined,
+    readonly start: number,
+    readonly lane: number,
+  ) {}
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === "object" || typeof value === "function") && typeof (value as { then?: unknown }).then === "function";
+}
+
+/** Microseconds since the epoch of a `performance.now()` reading; monotonic in its argument. */
+function epochMicros(ms: number): number {
+  return (performance.timeOrigin + ms) * 1000;
+}
+
+function checkCategory(category: unknown, name: string): string {
+  if (category === undefined) return "misc";
+  if (typeof category === "string" && CATEGORY_SET.has(category)) return category;
+  throw new TypeError(`traceScope("${name}") category ${describeValue(category)} is not valid; valid: ${TRACE_CATEGORIES.join(", ")}`);
+}
+
+/** A perf tracer. Most code uses the process-wide one through `traceScope`, `traceInstant`, `traceCounter`. */
+export class PerfTracer {
+  private enabled: boolean;
+  private selection: RankSelection;
+  private saveIntervalMs: number;
+  private maxBufferedEvents: number;
+  private target: RankFileOptions;
+  /** Cleared once the rank is known and not selected, or when disabled: the hot path checks only this. */
+  private active: boolean;
+  private buffer: RawEvent[] = [];
+  private readonly spans = new AsyncLocalStorage<RawEvent>();
+  /** Open spans per lane, innermost last. */
+  private readonly lanes: RawEvent[][] = [[]];
+  private readonly stats: PerfTracerStats = { recorded: 0, dropped: 0, written: 0, buffered: 0 };
+  private timer: NodeJS.Timeout | undefined;
+  private started = false;
+  private unsubscribeRun: (() => void) | undefined;
+  private unregisterExit: (() => void) | undefined;
+  /** Files this tracer has begun (header and process metadata written), and their named lanes. */
+  private readonly begun = new Map<string, Set<number>>();
+
+  constructor(options: PerfTracerOptions = {}) {
+    this.enabled = true;
+    this.selection = "all";
+    this.saveIntervalMs = 1000;
+    this.maxBufferedEvents = 100_000;
+    this.target = {};
+    this.active = true;
+    this.configure(options, true);
+  }
+
+  /**
+   * Change options (AReaL's `configure`). Unset options keep their value; at construction they
+   * come from the environment. Throws a TypeError for an invalid option.
+   */
+  configure(options: PerfTracerOptions, fromEnv = false): void {
+    if (options === null || typeof options !== "object") throw new TypeError(`perf tracer options must be an object, got ${describeValue(options)}`);
+    if (options.enabled !== undefined) this.enabled = options.enabled === true;
+    else if (fromEnv) this.enabled = !envFlag("RANKSCOPE_DISABLE_TRACING");
+    if (options.ranks !== undefined) this.selection = parseRankSelection(options.ranks, "perf tracer ranks");
+    else if (fromEnv) this.selection = rankSelectionFromEnv();
+    if (options.saveIntervalMs !== undefined) this.saveIntervalMs = positiveInteger(options.saveIntervalMs, "saveIntervalMs");
+    else if (fromEnv) this.saveIntervalMs = envInteger("RANKSCOPE_TRACE_SAVE_INTERVAL_MS", 1000, 1);
+    if (options.maxBufferedEvents !== undefined) this.maxBufferedEvents = positiveInteger(options.maxBufferedEvents, "maxBufferedEvents");
+    const { runDir, rank, role } = options;
+    if (rank !== undefined && (!Number.isInteger(rank) || rank < 0)) throw new TypeError(`perf tracer rank must be an integer ≥ 0, got ${describeValue(rank)}`);
+    this.target = {
+      runDir: runDir ?? this.target.runDir,
+      rank: rank ?? this.target.rank,
+      role: role ?? this.target.role,
+    };
+    this.refreshActive();
+    if (this.timer !== undefined) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+      if (this.active) this.startTimer();
+    }
+  }
+
+  /**
+   * Run `fn` as a span named `name`; returns what `fn` returns. Sync and async: for a promise, the
+   * span ends when it settles. When `fn` throws or rejects, the span records the error message
+   * in `args.error`, and the error is rethrown.
+   */
+  scope<T>(name: string, options: TraceScopeOptions | undefined, fn: () => T): T {
+    if (!this.active) return fn();
+    if (typeof name !== "string") throw new TypeError(`traceScope name must be a string, got ${describeValue(name)}`);
+    const cat = options === undefined ? "misc" : checkCategory(options.category, name);
+    const parent = this.spans.getStore();
+    const lane = this.laneFor(parent);
+    const span = new RawEvent("X", name, cat, options?.args, performance.now(), lane);
+    this.lanes[lane]!.push(span);
+    let result: T;
+    try {
+      result = this.spans.run(span, fn);
+    } catch (error) {
+      this.endSpan(span, error, true);
+      throw error;
+    }
+    if (isPromiseLike(result)) {
+      return Promise.resolve(result).then(
+        (value) => {
+          this.endSpan(span, undefined, false);
+          return value;
+        },
+        (error: unknown) => {
+          this.endSpan(span, error, true);
+          throw error;
+        },
+      ) as T;
+    }
+    this.endSpan(span, undefined, false);
+    return result;
+  }
+
+  /** A point in time on the current span's row: `ph: "i"`. */
+  instant(name: string, args?: Record<string, unknown>): void {
+    if (!this.active) return;
+    const parent = this.spans.getStore();
+    this.push(new RawEvent("i", name, "misc", args, performance.now(), parent === undefined ? 0 : parent.lane));
+  }
+
+  /** Counter values at this moment, drawn as a graph per name: `ph: "C"`, e.g. `{ tokens: 512 }`. */
+  counter(name: string, values: Record<string, number>): void {
+    if (!this.active) return;
+    this.push(new RawEvent("C", name, "misc", values, performance.now(), 0));
+  }
+
+  /** Counts of recorded, dropped, written and buffered events. */
+  getStats(): PerfTracerStats {
+    return { ...this.stats, buffered: this.buffer.length };
+  }
+
+  /**
+   * Hand buffered events to the file now (AReaL's `save`) and wait until they are written.
+   * While the run directory or rank is not known yet, events stay buffered.
+   */
+  async save(): Promise<void> {
+    const target = this.writeBuffered();
+    if (target !== undefined) await appendFileFor(target.path).drain();
+  }
+
+  /** Stop the save timer and exit hook (after writing what is buffered). */
+  async close(): Promise<void> {
+    await this.save();
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+    this.unsubscribeRun?.();
+    this.unregisterExit?.();
+    this.unsubscribeRun = this.unregisterExit = undefined;
+    this.started = false;
+  }
+
+  private laneFor(parent: RawEvent | undefined): number {
+    if (parent !== undefined) {
+      const stack = this.lanes[parent.lane]!;
+      if (stack[stack.length - 1] === parent) return parent.lane;
+    }
+    const lanes = this.lanes;
+    for (let i = 0; i < lanes.length; i++) if (lanes[i]!.length === 0) return i;
+    lanes.push([]);
+    return lanes.length - 1;
+  }
+
+  private endSpan(span: RawEvent, error: unknown, threw: boolean): void {
+    span.end = performance.now();
+    if (threw) span.error = describeError(error);
+    const stack = this.lanes[span.lane]!;
+    if (stack[stack.length - 1] === span) stack.pop();
+    else {
+      // A child that outlived its parent (not awaited): take it out wherever it is.
+      const at = stack.lastIndexOf(span);
+      if (at >= 0) stack.splice(at, 1);
+    }
+    this.push(span);
+  }
+
+  private push(event: RawEvent): void {
+    this.stats.recorded++;
+    if (this.buffer.length >= this.maxBufferedEvents) {
+      this.stats.dropped++;
+      reportError("trace.bufferFull", `the perf tracer's buffer of ${this.maxBufferedEvents} events is full (the trace file is not being written: run directory unknown, or a slow disk); events are dropped and counted`);
+      return;
+    }
+    this.buffer.push(event);
+    if (!this.started) this.startWriting();
+  }
+
+  private startWriting(): void {
+    this.started = true;
+    this.startTimer();
+    this.unregisterExit = onExitWriteSync(() => this.writeBuffered(true));
+    if (resolveRankFile("traces", this.target) === undefined) {
+      this.unsubscribeRun = whenRunKnown(() => {
+        this.refreshActive();
+        this.writeBuffered();
+      });
+    }
+  }
+
+  private startTimer(): void {
+    this.timer = setInterval(() => this.writeBuffered(), this.saveIntervalMs);
+    this.timer.unref();
+  }
+
+  private refreshActive(): void {
+    const target = resolveRankFile("traces", this.target);
+    this.active = this.enabled && (target === undefined || rankSelected(this.selection, target.rank));
+    if (!this.active) this.buffer = [];
+  }
+
+  /** Serialise and append the buffer; returns the target, or undefined while it is unknown. */
+  private writeBuffered(sync = false): RankFileTarget | undefined {
+    const target = resolveRankFile("traces", this.target);
+    if (target === undefined) return undefined;
+    if (!this.enabled || !rankSelected(this.selection, target.rank)) {
+      this.buffer = [];
+      this.active = false;
+      return undefined;
+    }
+    const events = this.buffer;
+    this.buffer = [];
+    let text = "";
+    let lanes = this.begun.get(target.path);
+    if (lanes === undefined) {
+      lanes = new Set();
+      this.begun.set(target.path, lanes);
+      if (fileIsEmpty(target.path)) text += TRACE_FILE_HEADER;
+      for (const m of processMetadata(target.rank, target.role)) text += traceEventLine(m);
+    }
+    for (const event of events) {
+      if (!lanes.has(event.lane)) {
+        lanes.add(event.lane);
+        text += traceEventLine(threadMetadata(target.rank, event.lane));
+      }
+      text += this.line(event, target);
+    }
+    this.stats.written += events.length;
+    const file = appendFileFor(target.path);
+    if (sync) file.writeQueuedSync(text);
+    else file.append(text);
+    return target;
+  }
+
+  private line(event: RawEvent, target: RankFileTarget): string {
+    const ts = epochMicros(event.start);
+    const out: TraceEvent = { name: event.name, ph: event.ph, cat: event.cat, ts, pid: target.rank, tid: event.lane };
+    if (event.ph === "X") {
+      out.dur = epochMicros(event.end) - ts;
+      out.args = { ...event.args, rank: target.rank, role: target.role };
+      if (event.error !== undefined) out.args["error"] = event.error;
+    } else if (event.ph === "i") {
+      out.s = "t";
+      out.args = { ...event.args, rank: target.rank, role: target.role };
+    } else {
+      delete out.cat;
+      out.args = { ...event.args };
+    }
+    try {
+      return traceEventLine(out);
+    } catch (error) {
+      warn("trace.args", `the args of trace event "${event.name}" are not JSON-serialisable (${describeError(error)}); the event is written without them`);
+      out.args = { rank: target.rank, role: target.role, argsError: describeError(error) };
+      return traceEventLine(out);
+    }
+  }
+}
+
+function fileIsEmpty(path: string): boolean {
+  try {
+    return statSync(path).size === 0;
+  } catch {
+    return true;
+  }
+}
+
+function positiveInteger(value: unknown, name: string): number {
+  if (!Number.isInteger(value) || (value as number) < 1) throw new TypeError(`perf tracer ${name} must be an integer ≥ 1, got ${describeValue(value)}`);
+  return value as number;
+}
+
+function rankSelectionFromEnv(): RankSelection {
+  const raw = process.env["RANKSCOPE_TRACE_RANKS"];
+  if (raw === undefined || raw.trim() === "") return "all";
+  try {
+    return parseRankSelection(raw, "RANKSCOPE_TRACE_RANKS");
+  } catch (error) {
+    warn("env.RANKSCOPE_TRACE_RANKS", `${describeError(error)}. Tracing every rank.`);
+    return "all";
+  }
+}
+
+const TRACER_KEY = Symbol.for("rankscope.perfTracer");
+
+/** This process's perf tracer (created on first use, options from the environment). */
+export function getPerfTracer(): PerfTracer {
+  const holder = globalThis as unknown as Record<symbol, PerfTracer | undefined>;
+  let tracer = holder[TRACER_KEY];
+  if (tracer === undefined) {
+    tracer = new PerfTracer();
+    holder[TRACER_KEY] = tracer;
+  }
+  return tracer;
+}
+
+const perfTracer = getPerfTracer();
+
+/**
+ * Run `fn` as a span of this rank's perf trace (AReaL's `trace_scope`): sync or async, returns
+ * `fn`'s result, records and rethrows its error.
+ *
+ * ```ts
+ * await traceScope("train.rollout", { category: "compute", args: { step } }, () => rollout());
+ * ```
+ */
+export function traceScope<T>(name: string, fn: () => T): T;
+export function traceScope<T>(name: string, options: TraceScopeOptions, fn: () => T): T;
+export function traceScope<T>(name: string, optionsOrFn: TraceScopeOptions | (() => T), maybeFn?: () => T): T {
+  if (typeof optionsOrFn === "function") return perfTracer.scope(name, undefined, optionsOrFn);
+  if (typeof maybeFn !== "function") throw new TypeError(`traceScope("${name}", options, fn) needs a function to run as its last argument, got ${describeValue(maybeFn)}`);
+  return perfTracer.scope(name, optionsOrFn, maybeFn);
+}
+
+/** Mark a moment on this rank's perf trace. */
+export function traceInstant(name: string, args?: Record<string, unknown>): void {
+  perfTracer.instant(name, args);
+}
+
+/** Record counter values on this rank's perf trace, e.g. `traceCounter("queue", { depth: 3 })`. */
+export function traceCounter(name: string, values: Record<string, number>): void {
+  perfTracer.counter(name, values);
+}
+
+/** Configure this process's perf tracer (ranks, save interval, run directory, ...). */
+export function configurePerfTracer(options: PerfTracerOptions): void {
+  perfTracer.configure(options);
+}
+
+/** Write this process's buffered trace events now and wait for the file. */
+export function savePerfTracer(): Promise<void> {
+  return perfTracer.save();
+}
