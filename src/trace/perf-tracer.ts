@@ -309,23 +309,22 @@ export class PerfTracer {
 
   private line(event: RawEvent, target: RankFileTarget): string {
     const ts = epochMicros(event.start);
-    const out: TraceEvent = { name: event.name, ph: event.ph, cat: event.cat, ts, pid: target.rank, tid: event.lane };
+    const identity = { rank: target.rank, role: target.role };
+    let out: TraceEvent;
     if (event.ph === "X") {
-      out.dur = epochMicros(event.end) - ts;
-      out.args = { ...event.args, rank: target.rank, role: target.role };
-      if (event.error !== undefined) out.args["error"] = event.error;
+      // dur from the two rounded epoch times, so a child never ends after its parent on disk.
+      out = { name: event.name, cat: event.cat, ph: "X", ts, dur: epochMicros(event.end) - ts, pid: target.rank, tid: event.lane, args: { ...event.args, ...identity } };
+      if (event.error !== undefined) out.args!["error"] = event.error;
     } else if (event.ph === "i") {
-      out.s = "t";
-      out.args = { ...event.args, rank: target.rank, role: target.role };
+      out = { name: event.name, cat: event.cat, ph: "i", s: "t", ts, pid: target.rank, tid: event.lane, args: { ...event.args, ...identity } };
     } else {
-      delete out.cat;
-      out.args = { ...event.args };
+      out = { name: event.name, ph: "C", ts, pid: target.rank, tid: 0, args: { ...event.args } };
     }
     try {
       return traceEventLine(out);
     } catch (error) {
       warn("trace.args", `the args of trace event "${event.name}" are not JSON-serialisable (${describeError(error)}); the event is written without them`);
-      out.args = { rank: target.rank, role: target.role, argsError: describeError(error) };
+      out.args = { ...identity, argsError: describeError(error) };
       return traceEventLine(out);
     }
   }

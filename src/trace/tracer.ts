@@ -81,7 +81,15 @@ function stepKeys(keys: PrefixKeys, prefix: string, name: string): readonly [str
  * The Tracer tracking memory in the current async context. Memory is process-wide, so a second
  * tracker inside the first would count the same bytes twice; Forge skips the inner one.
  */
-const memoryOwner = new AsyncLocalStorage<Tracer>();
+const memoryOwner = new AsyncLocalStorage<MemoryOwner>();
+
+/**
+ * A fresh box per context: `AsyncLocalStorage.run` skips saving and restoring when the store is
+ * the same value as the current one, which would let an `enterWith` inside leak out.
+ */
+interface MemoryOwner {
+  readonly tracer: Tracer | undefined;
+}
 
 function heapUsed(): number {
   return getHeapStatistics().used_heap_size;
@@ -109,7 +117,8 @@ export class Tracer implements Disposable {
   /** False while disabled (env) for this run of start..stop. */
   private recording = false;
   private memoryThisRun = false;
-  private previousOwner: Tracer | undefined = undefined;
+  private previousOwner: MemoryOwner | undefined = undefined;
+  private ownBox: MemoryOwner | undefined = undefined;
   private startMs = 0;
   private lastMs = 0;
   private heapStart = 0;
@@ -188,7 +197,8 @@ export class Tracer implements Disposable {
   }
 
   private startMemory(): void {
-    const owner = memoryOwner.getStore();
+    const box = memoryOwner.getStore();
+    const owner = box?.tracer;
     if (owner !== undefined && owner !== this && owner.memoryThisRun && owner.running) {
       warn(
         `tracer.nestedMemory:${this.prefix}`,
@@ -198,9 +208,10 @@ export class Tracer implements Disposable {
       return;
     }
     this.memoryThisRun = true;
-    this.previousOwner = owner;
+    this.previousOwner = box;
+    this.ownBox = { tracer: this };
     // enterWith scopes the owner to this async context and the ones it starts from here on.
-    memoryOwner.enterWith(this);
+    memoryOwner.enterWith(this.ownBox);
     this.heapStart = this.heapPeak = heapUsed();
     this.rssStart = process.memoryUsage.rss();
   }
@@ -214,8 +225,8 @@ export class Tracer implements Disposable {
     recordMetric(this.keys.rssDelta, (rss - this.rssStart) / GIB, "mean");
     recordMetric(this.keys.rssPeak, Math.max(rss, this.rssStart) / GIB, "max");
     this.memoryThisRun = false;
-    if (memoryOwner.getStore() === this) memoryOwner.enterWith(this.previousOwner as Tracer);
-    this.previousOwner = undefined;
+    if (memoryOwner.getStore() === this.ownBox) memoryOwner.enterWith(this.previousOwner as MemoryOwner);
+    this.previousOwner = this.ownBox = undefined;
   }
 }
 
@@ -240,7 +251,7 @@ export function trace<T>(prefix: string, optionsOrFn: TracerOptions | ((tracer: 
     throw new TypeError(`trace("${prefix}", options, fn) needs a function to run as its last argument, got ${describeValue(fn)}`);
   }
   const tracer = new Tracer(prefix, options);
-  return memoryOwner.run(memoryOwner.getStore() as Tracer, () => {
+  return memoryOwner.run({ tracer: memoryOwner.getStore()?.tracer }, () => {
     tracer.start();
     let result: T;
     try {
