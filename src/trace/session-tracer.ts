@@ -20,7 +20,7 @@
  */
 import { describeValue } from "../core/collector.js";
 import { describeError } from "../core/diagnostics.js";
-import { envInteger } from "../core/env.js";
+import { envFlag, envInteger } from "../core/env.js";
 import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type RankFileOptions, type RankFileTarget } from "./rank-file.js";
 
 /** How a session ended. */
@@ -91,6 +91,8 @@ export class SessionTracer {
   dropped = 0;
   /** Sessions handed to the file. */
   written = 0;
+  /** `RANKSCOPE_DISABLE_TRACING`: sessions are tracked (ids, misuse errors) but nothing is written. */
+  private readonly disabled = envFlag("RANKSCOPE_DISABLE_TRACING");
 
   constructor(options: SessionTracerOptions = {}) {
     if (options === null || typeof options !== "object") throw new TypeError(`SessionTracer options must be an object, got ${describeValue(options)}`);
@@ -180,6 +182,7 @@ export class SessionTracer {
       entry.totalS = round(entry.totalS + (span.end - span.start) / 1000);
     }
     this.sessions.delete(sessionId);
+    if (this.disabled) return;
     if (this.finished.length >= this.maxBuffered) {
       this.dropped++;
       return;
@@ -206,7 +209,8 @@ export class SessionTracer {
 
   /** Write finished sessions now and wait for the file. */
   async save(): Promise<void> {
-    const target = this.write(false);
+    this.write(false);
+    const target = resolveRankFile("sessions", this.target);
     if (target !== undefined) await appendFileFor(target.path).drain();
   }
 
