@@ -7,8 +7,8 @@
  * The queue is bounded in bytes: while the disk is failing or slow, text beyond the bound is
  * dropped and counted instead of growing memory without limit.
  */
-import { appendFileSync, mkdirSync } from "node:fs";
-import { appendFile, mkdir } from "node:fs/promises";
+import { appendFileSync, mkdirSync, statSync } from "node:fs";
+import { appendFile, mkdir, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 import { describeError, reportError } from "../core/diagnostics.js";
 
@@ -20,6 +20,11 @@ export class AppendFile {
   private queuedBytes = 0;
   private writing: Promise<void> | null = null;
   private dirReady = false;
+  /**
+   * The batch being written: `issued` once its data write was handed to the OS, with the file's
+   * size before it, so a write at exit can tell how much of it reached the file.
+   */
+  private inFlight: { text: string; issued: boolean; sizeBefore: number; taken: boolean } | null = null;
   /** Characters that could not be written (write errors or the queue bound). */
   lostChars = 0;
   /** Write errors seen. */
@@ -49,13 +54,20 @@ export class AppendFile {
   }
 
   /**
-   * Write what is queued (not the batch already in flight), then `more`, synchronously: for
-   * `process.on("exit")`, where nothing asynchronous runs any more. Errors are counted and
-   * reported like async ones.
+   * Write what is queued, then `more`, synchronously: for `process.on("exit")`, where nothing
+   * asynchronous runs any more. The part of the batch in flight that has not reached the file yet
+   * is written first. Errors are counted and reported like async ones.
    */
   writeQueuedSync(more = ""): void {
-    if (this.queue.length === 0 && more.length === 0) return;
-    const text = this.queue.join("") + more;
+    let first: Buffer | undefined;
+    const flight = this.inFlight;
+    if (flight !== null && !flight.taken) {
+      flight.taken = true;
+      first = this.unwrittenPart(flight);
+    }
+    if ((first === undefined || first.length === 0) && this.queue.length === 0 && more.length === 0) return;
+    const rest = this.queue.join("") + more;
+    const text = first === undefined ? rest : Buffer.concat([first, Buffer.from(rest)]);
     this.queue = [];
     this.queuedBytes = 0;
     try {
@@ -75,10 +87,15 @@ export class AppendFile {
         this.queue = [];
         this.queuedBytes = 0;
         try {
+          const flight = { text, issued: false, sizeBefore: 0, taken: false };
+          this.inFlight = flight;
           if (!this.dirReady) {
             await mkdir(dirname(this.path), { recursive: true });
             this.dirReady = true;
           }
+          flight.sizeBefore = await stat(this.path).then((st) => st.size, () => 0);
+          if (flight.taken) continue;
+          flight.issued = true;
           await appendFile(this.path, text);
         } catch (error) {
           this.errors++;
@@ -88,7 +105,22 @@ export class AppendFile {
         }
       }
     } finally {
+      this.inFlight = null;
       this.writing = null;
     }
+  }
+
+  /** What of an in-flight batch is not in the file yet (all of it when its write was not issued). */
+  private unwrittenPart(flight: { text: string; issued: boolean; sizeBefore: number }): Buffer {
+    const bytes = Buffer.from(flight.text);
+    if (!flight.issued) return bytes;
+    let size = flight.sizeBefore;
+    try {
+      size = statSync(this.path).size;
+    } catch {
+      // The file vanished: write the whole batch again.
+    }
+    const written = Math.max(0, size - flight.sizeBefore);
+    return written >= bytes.length ? Buffer.alloc(0) : bytes.subarray(written);
   }
 }

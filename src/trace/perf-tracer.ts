@@ -18,7 +18,8 @@ import { describeError, reportError, warn } from "../core/diagnostics.js";
 import { envFlag, envInteger } from "../core/env.js";
 import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type RankFileOptions, type RankFileTarget } from "./rank-file.js";
 import { parseRankSelection, rankSelected, type RankSelection } from "./rank-selection.js";
-import { processMetadata, threadMetadata, TRACE_CATEGORIES, TRACE_FILE_HEADER, traceEventLine, type TraceCategory, type TraceEvent } from "./trace-events.js";
+import { EventBuffer, PH_COMPLETE, PH_COUNTER, PH_INSTANT } from "./event-buffer.js";
+import { processMetadata, threadMetadata, TRACE_CATEGORIES, TRACE_FILE_HEADER, traceEventLine, type TraceCategory } from "./trace-events.js";
 
 /** Options of a perf tracer (`configurePerfTracer`, or `new PerfTracer`). */
 export interface PerfTracerOptions extends RankFileOptions {
@@ -54,12 +55,9 @@ export interface PerfTracerStats {
 
 const CATEGORY_SET: ReadonlySet<string> = new Set(TRACE_CATEGORIES);
 
-/** A recorded event before serialisation; times are `performance.now()` milliseconds. */
-class RawEvent {
-  end = 0;
-  error: string | undefined = undefined;
+/** A span while it is open: its row, start, and what it will be written with. */
+class OpenSpan {
   constructor(
-    readonly ph: "X" | "i" | "C",
     readonly name: string,
     readonly cat: string,
     readonly args: Record<string, unknown> | undefined,
@@ -92,10 +90,10 @@ export class PerfTracer {
   private target: RankFileOptions;
   /** Cleared once the rank is known and not selected, or when disabled: the hot path checks only this. */
   private active: boolean;
-  private buffer: RawEvent[] = [];
-  private readonly spans = new AsyncLocalStorage<RawEvent>();
+  private buffer: EventBuffer;
+  private readonly spans = new AsyncLocalStorage<OpenSpan>();
   /** Open spans per lane, innermost last. */
-  private readonly lanes: RawEvent[][] = [[]];
+  private readonly lanes: OpenSpan[][] = [[]];
   private readonly stats: PerfTracerStats = { recorded: 0, dropped: 0, written: 0, buffered: 0 };
   private timer: NodeJS.Timeout | undefined;
   private started = false;
@@ -111,6 +109,7 @@ export class PerfTracer {
     this.maxBufferedEvents = 100_000;
     this.target = {};
     this.active = true;
+    this.buffer = new EventBuffer(this.maxBufferedEvents);
     this.configure(options, true);
   }
 
@@ -126,7 +125,10 @@ export class PerfTracer {
     else if (fromEnv) this.selection = rankSelectionFromEnv();
     if (options.saveIntervalMs !== undefined) this.saveIntervalMs = positiveInteger(options.saveIntervalMs, "saveIntervalMs");
     else if (fromEnv) this.saveIntervalMs = envInteger("RANKSCOPE_TRACE_SAVE_INTERVAL_MS", 1000, 1);
-    if (options.maxBufferedEvents !== undefined) this.maxBufferedEvents = positiveInteger(options.maxBufferedEvents, "maxBufferedEvents");
+    if (options.maxBufferedEvents !== undefined) {
+      this.maxBufferedEvents = positiveInteger(options.maxBufferedEvents, "maxBufferedEvents");
+      if (this.buffer.length === 0) this.buffer = new EventBuffer(this.maxBufferedEvents);
+    }
     const { runDir, rank, role } = options;
     if (rank !== undefined && (!Number.isInteger(rank) || rank < 0)) throw new TypeError(`perf tracer rank must be an integer ≥ 0, got ${describeValue(rank)}`);
     this.target = {
@@ -153,7 +155,7 @@ export class PerfTracer {
     const cat = options === undefined ? "misc" : checkCategory(options.category, name);
     const parent = this.spans.getStore();
     const lane = this.laneFor(parent);
-    const span = new RawEvent("X", name, cat, options?.args, performance.now(), lane);
+    const span = new OpenSpan(name, cat, options?.args, performance.now(), lane);
     this.lanes[lane]!.push(span);
     let result: T;
     try {
@@ -182,13 +184,13 @@ export class PerfTracer {
   instant(name: string, args?: Record<string, unknown>): void {
     if (!this.active) return;
     const parent = this.spans.getStore();
-    this.push(new RawEvent("i", name, "misc", args, performance.now(), parent === undefined ? 0 : parent.lane));
+    this.push(PH_INSTANT, name, "misc", args, performance.now(), 0, parent === undefined ? 0 : parent.lane, undefined);
   }
 
   /** Counter values at this moment, drawn as a graph per name: `ph: "C"`, e.g. `{ tokens: 512 }`. */
   counter(name: string, values: Record<string, number>): void {
     if (!this.active) return;
-    this.push(new RawEvent("C", name, "misc", values, performance.now(), 0));
+    this.push(PH_COUNTER, name, "misc", values, performance.now(), 0, 0, undefined);
   }
 
   /** Counts of recorded, dropped, written and buffered events. */
@@ -216,7 +218,7 @@ export class PerfTracer {
     this.started = false;
   }
 
-  private laneFor(parent: RawEvent | undefined): number {
+  private laneFor(parent: OpenSpan | undefined): number {
     if (parent !== undefined) {
       const stack = this.lanes[parent.lane]!;
       if (stack[stack.length - 1] === parent) return parent.lane;
@@ -227,9 +229,8 @@ export class PerfTracer {
     return lanes.length - 1;
   }
 
-  private endSpan(span: RawEvent, error: unknown, threw: boolean): void {
-    span.end = performance.now();
-    if (threw) span.error = describeError(error);
+  private endSpan(span: OpenSpan, error: unknown, threw: boolean): void {
+    const end = performance.now();
     const stack = this.lanes[span.lane]!;
     if (stack[stack.length - 1] === span) stack.pop();
     else {
@@ -237,17 +238,16 @@ export class PerfTracer {
       const at = stack.lastIndexOf(span);
       if (at >= 0) stack.splice(at, 1);
     }
-    this.push(span);
+    this.push(PH_COMPLETE, span.name, span.cat, span.args, span.start, end, span.lane, threw ? describeError(error) : undefined);
   }
 
-  private push(event: RawEvent): void {
+  private push(ph: number, name: string, cat: string, args: Record<string, unknown> | undefined, start: number, end: number, lane: number, error: string | undefined): void {
     this.stats.recorded++;
-    if (this.buffer.length >= this.maxBufferedEvents) {
+    if (!this.buffer.push(ph, name, cat, args, start, end, lane, error)) {
       this.stats.dropped++;
       reportError("trace.bufferFull", `the perf tracer's buffer of ${this.maxBufferedEvents} events is full (the trace file is not being written: run directory unknown, or a slow disk); events are dropped and counted`);
       return;
     }
-    this.buffer.push(event);
     if (!this.started) this.startWriting();
   }
 
@@ -271,7 +271,7 @@ export class PerfTracer {
   private refreshActive(): void {
     const target = resolveRankFile("traces", this.target);
     this.active = this.enabled && (target === undefined || rankSelected(this.selection, target.rank));
-    if (!this.active) this.buffer = [];
+    if (!this.active) this.buffer.clear();
   }
 
   /** Serialise and append the buffer; returns the target, or undefined while it is unknown. */
@@ -279,12 +279,11 @@ export class PerfTracer {
     const target = resolveRankFile("traces", this.target);
     if (target === undefined) return undefined;
     if (!this.enabled || !rankSelected(this.selection, target.rank)) {
-      this.buffer = [];
+      this.buffer.clear();
       this.active = false;
       return undefined;
     }
-    const events = this.buffer;
-    this.buffer = [];
+    const buffer = this.buffer;
     let text = "";
     let lanes = this.begun.get(target.path);
     if (lanes === undefined) {
@@ -293,41 +292,71 @@ export class PerfTracer {
       if (fileIsEmpty(target.path)) text += TRACE_FILE_HEADER;
       for (const m of processMetadata(target.rank, target.role)) text += traceEventLine(m);
     }
-    for (const event of events) {
-      if (!lanes.has(event.lane)) {
-        lanes.add(event.lane);
-        text += traceEventLine(threadMetadata(target.rank, event.lane));
+    const identity = `"rank":${target.rank},"role":${JSON.stringify(target.role)}`;
+    const n = buffer.length;
+    for (let i = 0; i < n; i++) {
+      const lane = buffer.lane[i]!;
+      if (!lanes.has(lane)) {
+        lanes.add(lane);
+        text += traceEventLine(threadMetadata(target.rank, lane));
       }
-      text += this.line(event, target);
+      text += this.line(buffer, i, target.rank, identity);
     }
-    this.stats.written += events.length;
+    buffer.clear();
+    this.stats.written += n;
     const file = appendFileFor(target.path);
     if (sync) file.writeQueuedSync(text);
     else file.append(text);
     return target;
   }
 
-  private line(event: RawEvent, target: RankFileTarget): string {
-    const ts = epochMicros(event.start);
-    const identity = { rank: target.rank, role: target.role };
-    let out: TraceEvent;
-    if (event.ph === "X") {
-      // dur from the two rounded epoch times, so a child never ends after its parent on disk.
-      out = { name: event.name, cat: event.cat, ph: "X", ts, dur: epochMicros(event.end) - ts, pid: target.rank, tid: event.lane, args: { ...event.args, ...identity } };
-      if (event.error !== undefined) out.args!["error"] = event.error;
-    } else if (event.ph === "i") {
-      out = { name: event.name, cat: event.cat, ph: "i", s: "t", ts, pid: target.rank, tid: event.lane, args: { ...event.args, ...identity } };
-    } else {
-      out = { name: event.name, ph: "C", ts, pid: target.rank, tid: 0, args: { ...event.args } };
+  /** One event as a line, written by hand: the writer's cost is mostly here. */
+  private line(buffer: EventBuffer, i: number, rank: number, identity: string): string {
+    const ts = epochMicros(buffer.start[i]!);
+    const name = quote(buffer.name[i]!);
+    const args = argsText(buffer.args[i], buffer.name[i]!);
+    const ph = buffer.ph[i];
+    if (ph === PH_COMPLETE) {
+      // dur from the two epoch times, so on disk a child never ends after its parent.
+      const dur = epochMicros(buffer.end[i]!) - ts;
+      const error = buffer.error[i];
+      const errorText = error === undefined ? "" : `,"error":${JSON.stringify(error)}`;
+      return `{"name":${name},"cat":"${buffer.cat[i]!}","ph":"X","ts":${ts},"dur":${dur},"pid":${rank},"tid":${buffer.lane[i]!},"args":{${args}${identity}${errorText}}},\n`;
     }
-    try {
-      return traceEventLine(out);
-    } catch (error) {
-      warn("trace.args", `the args of trace event "${event.name}" are not JSON-serialisable (${describeError(error)}); the event is written without them`);
-      out.args = { ...identity, argsError: describeError(error) };
-      return traceEventLine(out);
+    if (ph === PH_INSTANT) {
+      return `{"name":${name},"cat":"${buffer.cat[i]!}","ph":"i","s":"t","ts":${ts},"pid":${rank},"tid":${buffer.lane[i]!},"args":{${args}${identity}}},\n`;
     }
+    return `{"name":${name},"ph":"C","ts":${ts},"pid":${rank},"tid":0,"args":{${args.slice(0, -1)}}},\n`;
   }
+}
+
+const quoted = new Map<string, string>();
+
+/** A name as a JSON string, cached: span names repeat. */
+function quote(name: string): string {
+  let text = quoted.get(name);
+  if (text === undefined) {
+    text = JSON.stringify(name);
+    if (quoted.size < 10_000) quoted.set(name, text);
+  }
+  return text;
+}
+
+/** The members of a span's args as JSON text followed by a comma ("" for none). */
+function argsText(args: Record<string, unknown> | undefined, name: string): string {
+  if (args === undefined) return "";
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(args);
+  } catch (error) {
+    warn("trace.args", `the args of trace event "${name}" are not JSON-serialisable (${describeError(error)}); the event is written without them`);
+    return `"argsError":${JSON.stringify(describeError(error))},`;
+  }
+  if (json === undefined || json[0] !== "{") {
+    warn("trace.args", `the args of trace event "${name}" must be a plain object; the event is written without them`);
+    return "";
+  }
+  return json.length > 2 ? `${json.slice(1, -1)},` : "";
 }
 
 function fileIsEmpty(path: string): boolean {

@@ -53,30 +53,47 @@ describe("Tracer", () => {
   });
 
   it("measures each concurrent task's own time (Forge's scenario)", async () => {
-    async function task(): Promise<void> {
-      const t = new Tracer("concurrent", { timer: "cpu" });
-      t.start();
-      await sleep(50);
-      t.step("a");
-      for (const ms of [50, 100, 150]) {
-        await sleep(ms);
-        t.step("b");
+    // Sleeps overshoot on a loaded machine, so the nominal figures (±20%) get three attempts; the
+    // tracer's own figures are also checked against the task's independent clock every time.
+    const failures: string[] = [];
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const own = { a: [] as number[], total: [] as number[] };
+      async function task(): Promise<void> {
+        const t = new Tracer("concurrent", { timer: "cpu" });
+        const t0 = performance.now();
+        t.start();
+        await sleep(50);
+        t.step("a");
+        own.a.push((performance.now() - t0) / 1000);
+        for (const ms of [50, 100, 150]) {
+          await sleep(ms);
+          t.step("b");
+        }
+        await sleep(50);
+        t.stop();
+        own.total.push((performance.now() - t0) / 1000);
       }
-      await sleep(50);
-      t.stop();
+      const wallStart = performance.now();
+      await Promise.all([task(), task()]);
+      const wall = (performance.now() - wallStart) / 1000;
+      const values = takeValues();
+      const a = values.get("concurrent/a/duration_avg_s")!.value;
+      const total = values.get("concurrent/total_duration_avg_s")!.value;
+      let bRecords = 0;
+      for (const [key, v] of values) if (key.includes("/b/duration")) bRecords += v.count;
+      assert.equal(bRecords, 12);
+      const mean = (xs: number[]): number => xs.reduce((x, y) => x + y, 0) / xs.length;
+      assert.ok(Math.abs(a - mean(own.a)) < 0.002, `a avg ${a} differs from the tasks' own ${mean(own.a)}`);
+      assert.ok(Math.abs(total - mean(own.total)) < 0.002, `total avg ${total} differs from the tasks' own ${mean(own.total)}`);
+      const problems = [
+        a > 0.05 * 0.8 && a < 0.05 * 1.2 ? "" : `a avg ${a} not within 20% of 0.05`,
+        total > 0.4 * 0.8 && total < 0.4 * 1.2 ? "" : `total avg ${total} not within 20% of 0.4`,
+        wall < 0.5 ? "" : `wall ${wall} s ≥ 0.5: the tasks did not run concurrently`,
+      ].filter((p) => p !== "");
+      if (problems.length === 0) return;
+      failures.push(problems.join("; "));
     }
-    const wallStart = performance.now();
-    await Promise.all([task(), task()]);
-    const wall = (performance.now() - wallStart) / 1000;
-    const values = takeValues();
-    const a = values.get("concurrent/a/duration_avg_s")!.value;
-    const total = values.get("concurrent/total_duration_avg_s")!.value;
-    assert.ok(a > 0.05 * 0.8 && a < 0.05 * 1.2, `a avg ${a} not within 20% of 0.05`);
-    assert.ok(total > 0.4 * 0.8 && total < 0.4 * 1.2, `total avg ${total} not within 20% of 0.4`);
-    assert.ok(wall < 0.5, `wall ${wall} s: the tasks did not run concurrently`);
-    let bRecords = 0;
-    for (const [key, v] of values) if (key.includes("/b/duration")) bRecords += v.count;
-    assert.equal(bRecords, 12);
+    assert.fail(`three attempts missed Forge's figures: ${failures.join(" | ")}`);
   });
 
   it("says which call was out of order", () => {
