@@ -256,3 +256,38 @@ describe("@traced decorator and using", () => {
     assert.equal(values.get("scoped/bwd/duration_avg_s")!.count, 1);
   });
 });
+
+describe("Tracer through the logger", () => {
+  it("prints Forge's table: every key of a memory-tracking tracer, reduced", async () => {
+    const { getOrCreateMetricLogger } = await import("../../src/controller/metric-logger.js");
+    const { captureStdout } = await import("../helpers.js");
+    getCollector().takeStates();
+    const logger = await getOrCreateMetricLogger({ runDir: (await import("../helpers.js")).tempDir() });
+    await logger.initBackends({ console: { loggingMode: "global_reduce" } });
+    for (let round = 0; round < 2; round++) {
+      const t = new Tracer("my_loop", { trackMemory: true, timer: "cpu" });
+      t.start();
+      for (let i = 0; i < 3; i++) {
+        busy(1);
+        t.step("my_metric_mm");
+      }
+      t.stop();
+    }
+    const out = await captureStdout(() => logger.flush(0));
+    await logger.shutdown();
+    const lines = out.trim().split("\n");
+    assert.equal(lines[0], "=== [GlobalReduce] - METRICS STEP 0 ===");
+    assert.deepEqual(lines.slice(1, -1).map((l) => l.split(":")[0]), [
+      "my_loop/memory_delta_end_start_avg_gb",
+      "my_loop/memory_peak_max_gb",
+      "my_loop/my_metric_mm/duration_avg_s",
+      "my_loop/my_metric_mm/duration_max_s",
+      "my_loop/rss_delta_end_start_avg_gb",
+      "my_loop/rss_peak_max_gb",
+      "my_loop/total_duration_avg_s",
+      "my_loop/total_duration_max_s",
+    ]);
+    const duration = Number(lines.find((l) => l.startsWith("my_loop/my_metric_mm/duration_avg_s"))!.split(":")[1]);
+    assert.ok(duration >= 0.001 && duration < 1, `step duration ${duration} s`);
+  });
+});
