@@ -1,6 +1,7 @@
 /** Trace files written by real rank processes: at exit, after the run becomes known, and the env switches. */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import { once } from "node:events";
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -40,6 +41,25 @@ describe("trace files from a rank process", () => {
       assert.ok(keys.includes("child/s/duration_avg_s") && keys.includes("child/memory_peak_max_gb") && keys.includes("wrapped/total_duration_max_s"));
     });
   }
+
+  it("writes what is buffered on SIGTERM, and the process still terminates by the signal", async () => {
+    const runDir = tempDir();
+    const proc = spawn(process.execPath, ["--import", "tsx", child, "signal", runDir], {
+      env: { ...process.env, RANK: "1", RANKSCOPE_TRACE_SAVE_INTERVAL_MS: "600000", RANKSCOPE_DISABLE_TRACING: "", RANKSCOPE_DISABLE_METRICS: "", RANKSCOPE_TRACE_RANKS: "" },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    proc.stdout.setEncoding("utf8");
+    proc.stdout.on("data", (chunk: string) => {
+      out += chunk;
+      if (out.includes("\n")) proc.kill("SIGTERM");
+    });
+    const [code, signal] = (await once(proc, "exit")) as [number | null, NodeJS.Signals | null];
+    assert.equal(code, null);
+    assert.equal(signal, "SIGTERM");
+    assert.deepEqual(spanNames(runDir, 1).sort(), ["after.run", "before.run", "mark", "tokens"]);
+    assert.equal(readFileSync(join(runDir, "sessions", "rank-1.jsonl"), "utf8").trimEnd().split("\n").length, 1);
+  });
 
   it("RANKSCOPE_DISABLE_TRACING makes Tracer, traces and sessions no-ops", () => {
     const { runDir, keys } = runChild("natural", { RANKSCOPE_DISABLE_TRACING: "1" });
