@@ -34,7 +34,8 @@ export interface TracerOptions {
 }
 
 const GIB = 1024 ** 3;
-/** Bound on cached step names per prefix; names past it still work, built per call. */
+/** Bounds on cached prefixes and step names per prefix; names past them still work, built per call. */
+const MAX_CACHED_PREFIXES = 10_000;
 const MAX_CACHED_STEPS = 10_000;
 
 /** Process-wide switches, read once: `RANKSCOPE_DISABLE_TRACING` turns every Tracer into a no-op. */
@@ -64,7 +65,7 @@ function keysFor(prefix: string): PrefixKeys {
       rssPeak: `${prefix}/rss_peak_max_gb`,
       steps: new Map(),
     };
-    keysByPrefix.set(prefix, keys);
+    if (keysByPrefix.size < MAX_CACHED_PREFIXES) keysByPrefix.set(prefix, keys);
   }
   return keys;
 }
