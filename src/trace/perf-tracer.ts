@@ -79,6 +79,8 @@ function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
 const ORIGIN_US = Math.round(performance.timeOrigin * 1000);
 const ORIGIN_REST_US = performance.timeOrigin * 1000 - ORIGIN_US;
 const QUARTERS = ["", ".25", ".5", ".75"];
+/** Size of the pieces of text handed to the file while serialising a batch. */
+const CHUNK_CHARS = 256 * 1024;
 
 /** A `performance.now()` reading as quarter-µs since ORIGIN_US (monotonic in its argument). */
 function quarterMicros(ms: number): number {
@@ -308,6 +310,7 @@ export class PerfTracer {
       if (fileIsEmpty(target.path)) text += TRACE_FILE_HEADER;
       for (const m of processMetadata(target.rank, target.role)) text += traceEventLine(m);
     }
+    const file = appendFileFor(target.path);
     const identity = `"rank":${target.rank},"role":${JSON.stringify(target.role)}`;
     const n = buffer.length;
     for (let i = 0; i < n; i++) {
@@ -317,10 +320,15 @@ export class PerfTracer {
         text += traceEventLine(threadMetadata(target.rank, lane));
       }
       text += this.line(buffer, i, target.rank, identity);
+      // Hand over the text in pieces: one long string built line by line keeps every line alive
+      // through young collections, which costs more than the formatting.
+      if (text.length > CHUNK_CHARS && !sync) {
+        file.append(text);
+        text = "";
+      }
     }
     buffer.clear();
     this.stats.written += n;
-    const file = appendFileFor(target.path);
     if (sync) file.writeQueuedSync(text);
     else file.append(text);
     return target;
