@@ -16,7 +16,7 @@ import { describeError, reportError } from "../core/diagnostics.js";
 export const DEFAULT_MAX_QUEUED_BYTES = 64 * 1024 * 1024;
 
 export class AppendFile {
-  private queue: string[] = [];
+  private queue: (string | Uint8Array)[] = [];
   private queuedBytes = 0;
   private writing: Promise<void> | null = null;
   private dirReady = false;
@@ -24,7 +24,7 @@ export class AppendFile {
    * The batch being written: `issued` once its data write was handed to the OS, with the file's
    * size before it, so a write at exit can tell how much of it reached the file.
    */
-  private inFlight: { text: string; issued: boolean; sizeBefore: number; taken: boolean } | null = null;
+  private inFlight: { text: string | Buffer; issued: boolean; sizeBefore: number; taken: boolean } | null = null;
   /** Characters that could not be written (write errors or the queue bound). */
   lostChars = 0;
   /** Write errors seen. */
@@ -35,8 +35,8 @@ export class AppendFile {
     private readonly maxQueuedBytes = DEFAULT_MAX_QUEUED_BYTES,
   ) {}
 
-  /** Queue text for the file; never throws, never waits. */
-  append(text: string): void {
+  /** Queue text (or encoded bytes) for the file; never throws, never waits. */
+  append(text: string | Uint8Array): void {
     if (text.length === 0) return;
     if (this.queuedBytes + text.length > this.maxQueuedBytes) {
       this.lostChars += text.length;
@@ -58,7 +58,7 @@ export class AppendFile {
    * asynchronous runs any more. The part of the batch in flight that has not reached the file yet
    * is written first. Errors are counted and reported like async ones.
    */
-  writeQueuedSync(more = ""): void {
+  writeQueuedSync(more: string | Uint8Array = ""): void {
     let first: Buffer | undefined;
     const flight = this.inFlight;
     if (flight !== null && !flight.taken) {
@@ -66,10 +66,9 @@ export class AppendFile {
       first = this.unwrittenPart(flight);
     }
     if ((first === undefined || first.length === 0) && this.queue.length === 0 && more.length === 0) return;
-    const rest = this.queue.join("") + more;
-    const text = first === undefined ? rest : Buffer.concat([first, Buffer.from(rest)]);
-    this.queue = [];
-    this.queuedBytes = 0;
+    this.queue.push(more);
+    const rest = this.takeQueue();
+    const text = first === undefined ? rest : Buffer.concat([first, typeof rest === "string" ? Buffer.from(rest) : rest]);
     try {
       mkdirSync(dirname(this.path), { recursive: true });
       appendFileSync(this.path, text);
@@ -83,9 +82,7 @@ export class AppendFile {
   private async writeLoop(): Promise<void> {
     try {
       while (this.queue.length > 0) {
-        const text = this.queue.join("");
-        this.queue = [];
-        this.queuedBytes = 0;
+        const text = this.takeQueue();
         try {
           const flight = { text, issued: false, sizeBefore: 0, taken: false };
           this.inFlight = flight;
@@ -110,9 +107,18 @@ export class AppendFile {
     }
   }
 
+  /** Everything queued, as one string (or bytes, when any part was bytes); empties the queue. */
+  private takeQueue(): string | Buffer {
+    const parts = this.queue;
+    this.queue = [];
+    this.queuedBytes = 0;
+    if (parts.every((p) => typeof p === "string")) return (parts as string[]).join("");
+    return Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p) : p)));
+  }
+
   /** What of an in-flight batch is not in the file yet (all of it when its write was not issued). */
-  private unwrittenPart(flight: { text: string; issued: boolean; sizeBefore: number }): Buffer {
-    const bytes = Buffer.from(flight.text);
+  private unwrittenPart(flight: { text: string | Buffer; issued: boolean; sizeBefore: number }): Buffer {
+    const bytes = typeof flight.text === "string" ? Buffer.from(flight.text) : flight.text;
     if (!flight.issued) return bytes;
     let size = flight.sizeBefore;
     try {

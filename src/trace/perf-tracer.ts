@@ -79,8 +79,44 @@ function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
 const ORIGIN_US = Math.round(performance.timeOrigin * 1000);
 const ORIGIN_REST_US = performance.timeOrigin * 1000 - ORIGIN_US;
 const QUARTERS = ["", ".25", ".5", ".75"];
-/** Size of the pieces of text handed to the file while serialising a batch. */
-const CHUNK_CHARS = 256 * 1024;
+/** Bounds on the byte chunks a batch is encoded into (about 256 bytes an event in between). */
+const MIN_CHUNK_BYTES = 4 * 1024;
+const MAX_CHUNK_BYTES = 1024 * 1024;
+
+/**
+ * Lines encoded straight into byte chunks as they are formatted. A batch built as one long string
+ * keeps every line alive through young-generation collections, and copying them there cost more
+ * than formatting them; encoded at once, each line is garbage immediately.
+ */
+class ByteChunks {
+  readonly chunks: Buffer[] = [];
+  private buffer: Buffer;
+  private offset = 0;
+
+  constructor(private readonly chunkBytes: number) {
+    this.buffer = Buffer.allocUnsafe(chunkBytes);
+  }
+
+  write(text: string): void {
+    // A UTF-16 code unit takes at most 3 bytes in UTF-8.
+    if (this.offset + text.length * 3 > this.buffer.length) {
+      this.seal();
+      if (text.length * 3 > this.buffer.length) {
+        this.chunks.push(Buffer.from(text));
+        return;
+      }
+    }
+    this.offset += this.buffer.write(text, this.offset);
+  }
+
+  /** Close the current chunk (if it holds anything) and start a new one. */
+  seal(): void {
+    if (this.offset === 0) return;
+    this.chunks.push(this.buffer.subarray(0, this.offset));
+    this.buffer = Buffer.allocUnsafe(this.chunkBytes);
+    this.offset = 0;
+  }
+}
 
 /** A `performance.now()` reading as quarter-µs since ORIGIN_US (monotonic in its argument). */
 function quarterMicros(ms: number): number {
@@ -302,35 +338,31 @@ export class PerfTracer {
       return undefined;
     }
     const buffer = this.buffer;
-    let text = "";
+    const n = buffer.length;
+    if (n === 0 && this.begun.has(target.path)) return target;
+    const out = new ByteChunks(Math.min(MAX_CHUNK_BYTES, Math.max(MIN_CHUNK_BYTES, n * 256)));
     let lanes = this.begun.get(target.path);
     if (lanes === undefined) {
       lanes = new Set();
       this.begun.set(target.path, lanes);
-      if (fileIsEmpty(target.path)) text += TRACE_FILE_HEADER;
-      for (const m of processMetadata(target.rank, target.role)) text += traceEventLine(m);
+      if (fileIsEmpty(target.path)) out.write(TRACE_FILE_HEADER);
+      for (const m of processMetadata(target.rank, target.role)) out.write(traceEventLine(m));
     }
-    const file = appendFileFor(target.path);
     const identity = `"rank":${target.rank},"role":${JSON.stringify(target.role)}`;
-    const n = buffer.length;
     for (let i = 0; i < n; i++) {
       const lane = buffer.lane[i]!;
       if (!lanes.has(lane)) {
         lanes.add(lane);
-        text += traceEventLine(threadMetadata(target.rank, lane));
+        out.write(traceEventLine(threadMetadata(target.rank, lane)));
       }
-      text += this.line(buffer, i, target.rank, identity);
-      // Hand over the text in pieces: one long string built line by line keeps every line alive
-      // through young collections, which costs more than the formatting.
-      if (text.length > CHUNK_CHARS && !sync) {
-        file.append(text);
-        text = "";
-      }
+      out.write(this.line(buffer, i, target.rank, identity));
     }
+    out.seal();
     buffer.clear();
     this.stats.written += n;
-    if (sync) file.writeQueuedSync(text);
-    else file.append(text);
+    const file = appendFileFor(target.path);
+    if (sync) file.writeQueuedSync(Buffer.concat(out.chunks));
+    else for (const chunk of out.chunks) file.append(chunk);
     return target;
   }
 

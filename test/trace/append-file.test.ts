@@ -6,6 +6,21 @@ import { describe, it } from "node:test";
 import { AppendFile } from "../../src/backends/append-file.js";
 import { tempDir } from "../helpers.js";
 
+describe("AppendFile with bytes", () => {
+  it("writes strings and encoded bytes in order, async and at exit", async () => {
+    const path = join(tempDir(), "f.jsonl");
+    const file = new AppendFile(path);
+    file.append("a\n");
+    file.append(Buffer.from("é\n"));
+    file.append("c\n");
+    await file.drain();
+    file.append(Buffer.from("d\n"));
+    file.writeQueuedSync(Buffer.from("ü\n"));
+    await file.drain();
+    assert.equal(readFileSync(path, "utf8"), "a\né\nc\nd\nü\n");
+  });
+});
+
 describe("AppendFile.writeQueuedSync", () => {
   it("writes a batch still waiting for its directory, which the async loop then skips", async () => {
     const path = join(tempDir(), "sub", "dir", "f.jsonl");
