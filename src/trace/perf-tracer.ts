@@ -2,8 +2,8 @@
  * AReaL's perf tracer: spans, instants and counters as Chrome trace events, one file per rank
  * (`{runDir}/traces/rank-{r}.jsonl`), for waterfall views in Perfetto.
  *
- * The caller's cost is a clock read, one small object and an array push per span: events wait in a
- * bounded in-memory buffer (past the bound they are dropped and counted) and are serialised and
+ * The caller's cost is two clock reads and a few stores per span: events wait in a bounded,
+ * columnar in-memory buffer (past the bound they are dropped and counted) and are serialised and
  * appended off the hot path, every save interval and at exit.
  *
  * Nesting: the open span is held in an `AsyncLocalStorage`, so a scope opened inside another —
@@ -164,32 +164,40 @@ export class PerfTracer {
     this.target = {};
     this.active = true;
     this.buffer = new EventBuffer(this.maxBufferedEvents);
-    this.configure(options, true);
+    this.apply(options, true);
   }
 
   /**
-   * Change options (AReaL's `configure`). Unset options keep their value; at construction they
-   * come from the environment. Throws a TypeError for an invalid option.
+   * Change options (AReaL's `configure`); unset options keep their value. Throws a TypeError for
+   * an invalid option, changing nothing.
    */
-  configure(options: PerfTracerOptions, fromEnv = false): void {
+  configure(options: PerfTracerOptions): void {
+    this.apply(options, false);
+  }
+
+  /** Validate every option first, then apply; at construction unset ones come from the environment. */
+  private apply(options: PerfTracerOptions, fromEnv: boolean): void {
     if (options === null || typeof options !== "object") throw new TypeError(`perf tracer options must be an object, got ${describeValue(options)}`);
-    if (options.enabled !== undefined) this.enabled = options.enabled === true;
-    else if (fromEnv) this.enabled = !envFlag("RANKSCOPE_DISABLE_TRACING");
-    if (options.ranks !== undefined) this.selection = parseRankSelection(options.ranks, "perf tracer ranks");
-    else if (fromEnv) this.selection = rankSelectionFromEnv();
-    if (options.saveIntervalMs !== undefined) this.saveIntervalMs = positiveInteger(options.saveIntervalMs, "saveIntervalMs");
-    else if (fromEnv) this.saveIntervalMs = envInteger("RANKSCOPE_TRACE_SAVE_INTERVAL_MS", 1000, 1);
-    if (options.maxBufferedEvents !== undefined) {
-      this.maxBufferedEvents = positiveInteger(options.maxBufferedEvents, "maxBufferedEvents");
-      if (this.buffer.length === 0) this.buffer = new EventBuffer(this.maxBufferedEvents);
-    }
     const { runDir, rank, role } = options;
     if (rank !== undefined && (!Number.isInteger(rank) || rank < 0)) throw new TypeError(`perf tracer rank must be an integer ≥ 0, got ${describeValue(rank)}`);
-    this.target = {
-      runDir: runDir ?? this.target.runDir,
-      rank: rank ?? this.target.rank,
-      role: role ?? this.target.role,
-    };
+    if (runDir !== undefined && (typeof runDir !== "string" || runDir.length === 0)) throw new TypeError(`perf tracer runDir must be a non-empty path, got ${describeValue(runDir)}`);
+    if (role !== undefined && typeof role !== "string") throw new TypeError(`perf tracer role must be a string such as "Trainer", got ${describeValue(role)}`);
+    const selection = options.ranks !== undefined ? parseRankSelection(options.ranks, "perf tracer ranks") : fromEnv ? rankSelectionFromEnv() : this.selection;
+    const saveIntervalMs =
+      options.saveIntervalMs !== undefined
+        ? positiveInteger(options.saveIntervalMs, "saveIntervalMs")
+        : fromEnv
+          ? envInteger("RANKSCOPE_TRACE_SAVE_INTERVAL_MS", 1000, 1)
+          : this.saveIntervalMs;
+    const maxBufferedEvents = options.maxBufferedEvents !== undefined ? positiveInteger(options.maxBufferedEvents, "maxBufferedEvents") : this.maxBufferedEvents;
+
+    if (options.enabled !== undefined) this.enabled = options.enabled === true;
+    else if (fromEnv) this.enabled = !envFlag("RANKSCOPE_DISABLE_TRACING");
+    this.selection = selection;
+    this.saveIntervalMs = saveIntervalMs;
+    if (maxBufferedEvents !== this.maxBufferedEvents && this.buffer.length === 0) this.buffer = new EventBuffer(maxBufferedEvents);
+    this.maxBufferedEvents = maxBufferedEvents;
+    this.target = { runDir: runDir ?? this.target.runDir, rank: rank ?? this.target.rank, role: role ?? this.target.role };
     this.refreshActive();
     if (this.timer !== undefined) {
       clearInterval(this.timer);

@@ -150,6 +150,17 @@ describe("perf tracer spans", () => {
     assert.throws(() => t.scope("x", { category: "gpu" as never }, () => {}), /category the string "gpu" is not valid; valid: compute, comm, io, sync, scheduler, instr, misc/);
   });
 
+  it("rejects invalid options, changing nothing", async () => {
+    const runDir = tempDir();
+    const t = tracerIn(runDir, 0);
+    assert.throws(() => t.configure({ ranks: "1", rank: -2 }), /rank must be an integer ≥ 0, got number -2/);
+    assert.throws(() => t.configure({ saveIntervalMs: 0 }), /saveIntervalMs must be an integer ≥ 1/);
+    assert.throws(() => t.configure({ ranks: "first" }), /valid: "all"/);
+    t.scope("still.traced", undefined, () => {});
+    await t.close();
+    assert.ok(existsSync(traceFile(runDir, 0)), "rank 0 is still selected after the rejected change");
+  });
+
   it("bounds the buffer while the file is unknown, counting drops", async () => {
     const t = new PerfTracer({ ranks: "all", enabled: true, maxBufferedEvents: 5, saveIntervalMs: 60_000 });
     const diagnostics = await collectDiagnostics(() => {
