@@ -94,6 +94,7 @@ export class AppendFile {
           if (flight.taken) continue;
           flight.issued = true;
           await appendFile(this.path, text);
+          this.inFlight = null;
         } catch (error) {
           this.errors++;
           this.lostChars += text.length;
