@@ -148,6 +148,8 @@ export class PerfTracer {
   private readonly spans = new AsyncLocalStorage<OpenSpan>();
   /** Open spans per lane, innermost last. */
   private readonly lanes: OpenSpan[][] = [[]];
+  /** When the last span written on each lane ended. */
+  private readonly laneLastEnd: number[] = [0];
   private readonly stats: PerfTracerStats = { recorded: 0, dropped: 0, written: 0, buffered: 0 };
   private timer: NodeJS.Timeout | undefined;
   private started = false;
@@ -288,19 +290,35 @@ export class PerfTracer {
     const lanes = this.lanes;
     for (let i = 0; i < lanes.length; i++) if (lanes[i]!.length === 0) return i;
     lanes.push([]);
+    this.laneLastEnd.push(0);
+    return lanes.length - 1;
+  }
+
+  /**
+   * A row for a span that ends while spans opened inside it on its row are still open (children
+   * not awaited): there it would end before them. Any row with nothing open and nothing written
+   * after the span's start takes it without overlapping anything, now or later.
+   */
+  private detachedLane(start: number): number {
+    const lanes = this.lanes;
+    for (let i = 0; i < lanes.length; i++) if (lanes[i]!.length === 0 && this.laneLastEnd[i]! <= start) return i;
+    lanes.push([]);
+    this.laneLastEnd.push(0);
     return lanes.length - 1;
   }
 
   private endSpan(span: OpenSpan, error: unknown, threw: boolean): void {
     const end = performance.now();
-    const stack = this.lanes[span.lane]!;
+    let lane = span.lane;
+    const stack = this.lanes[lane]!;
     if (stack[stack.length - 1] === span) stack.pop();
     else {
-      // A child that outlived its parent (not awaited): take it out wherever it is.
       const at = stack.lastIndexOf(span);
       if (at >= 0) stack.splice(at, 1);
+      lane = this.detachedLane(span.start);
     }
-    this.push(PH_COMPLETE, span.name, span.cat, span.args, span.start, end, span.lane, threw ? describeError(error) : undefined);
+    if (end > this.laneLastEnd[lane]!) this.laneLastEnd[lane] = end;
+    this.push(PH_COMPLETE, span.name, span.cat, span.args, span.start, end, lane, threw ? describeError(error) : undefined);
   }
 
   private push(ph: number, name: string, cat: string, args: Record<string, unknown> | undefined, start: number, end: number, lane: number, error: string | undefined): void {

@@ -132,6 +132,22 @@ describe("perf tracer spans", () => {
     assert.deepEqual(threadNames, [...new Set(events.filter((e) => e.ph === "X").map((e) => e.tid))].sort(), "every row is named");
   });
 
+  it("keeps rows nested when a child is not awaited and outlives its parent", async () => {
+    const runDir = tempDir();
+    const t = tracerIn(runDir);
+    let orphan: Promise<unknown> | undefined;
+    await t.scope("parent", undefined, async () => {
+      orphan = t.scope("orphan", undefined, () => sleep(15));
+      await sleep(2);
+    });
+    await t.scope("next", undefined, () => sleep(2));
+    await orphan;
+    await t.close();
+    const events = parseTraceText(readFileSync(traceFile(runDir), "utf8")).events;
+    assert.ok(spans(events, "orphan")[0]!.ts! + spans(events, "orphan")[0]!.dur! > spans(events, "parent")[0]!.ts! + spans(events, "parent")[0]!.dur!);
+    assertProperNesting(events);
+  });
+
   it("records an async rejection and rethrows it", async () => {
     const runDir = tempDir();
     const t = tracerIn(runDir);
