@@ -12,7 +12,9 @@
  * concurrent async scopes) gets a lane of its own, so every row of the trace nests cleanly.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { statSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
+import { dirname } from "node:path";
+import { isMainThread, threadId } from "node:worker_threads";
 import { describeValue } from "../core/collector.js";
 import { describeError, reportError, warn } from "../core/diagnostics.js";
 import { envFlag, envInteger } from "../core/env.js";
@@ -371,7 +373,7 @@ export class PerfTracer {
     if (lanes === undefined) {
       lanes = new Set();
       this.begun.set(target.path, lanes);
-      if (fileIsEmpty(target.path)) out.write(TRACE_FILE_HEADER);
+      beginFile(target.path);
       for (const m of processMetadata(target.rank, target.role)) out.write(traceEventLine(m));
     }
     const identity = `"rank":${target.rank},"role":${JSON.stringify(target.role)}`;
@@ -379,7 +381,7 @@ export class PerfTracer {
       const lane = buffer.lane[i]!;
       if (!lanes.has(lane)) {
         lanes.add(lane);
-        out.write(traceEventLine(threadMetadata(target.rank, lane)));
+        out.write(traceEventLine(threadMetadata(target.rank, TID_BASE + lane, laneName(lane))));
       }
       out.write(this.line(buffer, i, target.rank, identity));
     }
@@ -403,12 +405,12 @@ export class PerfTracer {
       const dur = quarterMicros(buffer.end[i]!) - start;
       const error = buffer.error[i];
       const errorText = error === undefined ? "" : `,"error":${JSON.stringify(error)}`;
-      return `{"name":${name},"cat":"${buffer.cat[i]!}","ph":"X","ts":${ts},"dur":${dur},"pid":${rank},"tid":${buffer.lane[i]!},"args":{${args}${identity}${errorText}}},\n`;
+      return `{"name":${name},"cat":"${buffer.cat[i]!}","ph":"X","ts":${ts},"dur":${dur},"pid":${rank},"tid":${TID_BASE + buffer.lane[i]!},"args":{${args}${identity}${errorText}}},\n`;
     }
     if (ph === PH_INSTANT) {
-      return `{"name":${name},"cat":"${buffer.cat[i]!}","ph":"i","s":"t","ts":${ts},"pid":${rank},"tid":${buffer.lane[i]!},"args":{${args}${identity}}},\n`;
+      return `{"name":${name},"cat":"${buffer.cat[i]!}","ph":"i","s":"t","ts":${ts},"pid":${rank},"tid":${TID_BASE + buffer.lane[i]!},"args":{${args}${identity}}},\n`;
     }
-    return `{"name":${name},"ph":"C","ts":${ts},"pid":${rank},"tid":0,"args":{${args.slice(0, -1)}}},\n`;
+    return `{"name":${name},"ph":"C","ts":${ts},"pid":${rank},"tid":${TID_BASE},"args":{${args.slice(0, -1)}}},\n`;
   }
 }
 
@@ -441,12 +443,36 @@ function argsText(args: Record<string, unknown> | undefined, name: string): stri
   return json.length > 2 ? `${json.slice(1, -1)},` : "";
 }
 
-function fileIsEmpty(path: string): boolean {
+/**
+ * Start a rank file with its `[`, once, whoever gets there first: the file is created exclusively,
+ * so a worker thread or a second process tracing as the same rank never writes a second `[`.
+ * Synchronous, once per file, off the caller's path.
+ */
+function beginFile(path: string): void {
   try {
-    return statSync(path).size === 0;
-  } catch {
-    return true;
+    mkdirSync(dirname(path), { recursive: true });
+    const fd = openSync(path, "wx");
+    try {
+      writeSync(fd, TRACE_FILE_HEADER);
+    } finally {
+      closeSync(fd);
+    }
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") {
+      reportError(`file.write:${path}`, `could not create ${path}: ${describeError(error)}; trace events are dropped and counted`);
+    }
   }
+}
+
+/**
+ * Rows of worker threads are numbered from `threadId × 1000`, so threads of one rank writing the
+ * same file never share a row.
+ */
+const TID_BASE = isMainThread ? 0 : threadId * 1000;
+
+function laneName(lane: number): string {
+  const thread = isMainThread ? "main" : `worker ${threadId}`;
+  return lane === 0 ? thread : `${thread} async ${lane}`;
 }
 
 function positiveInteger(value: unknown, name: string): number {

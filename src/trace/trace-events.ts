@@ -46,7 +46,7 @@ export function processMetadata(rank: number, role: string): TraceEvent[] {
   ];
 }
 
-/** The metadata event that names a lane (thread row) of a rank. */
-export function threadMetadata(rank: number, lane: number): TraceEvent {
-  return { name: "thread_name", ph: "M", pid: rank, tid: lane, args: { name: lane === 0 ? "main" : `async ${lane}` } };
+/** The metadata event that names a row (thread) of a rank. */
+export function threadMetadata(rank: number, tid: number, name: string): TraceEvent {
+  return { name: "thread_name", ph: "M", pid: rank, tid, args: { name } };
 }

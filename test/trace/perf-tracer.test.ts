@@ -2,6 +2,10 @@ import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { once } from "node:events";
+import { dirname } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { Worker } from "node:worker_threads";
 import { describe, it } from "node:test";
 import { PerfTracer } from "../../src/trace/perf-tracer.js";
 import { parseRankSelection } from "../../src/trace/rank-selection.js";
@@ -77,6 +81,34 @@ describe("perf tracer file", () => {
     const text = readFileSync(traceFile(runDir), "utf8");
     assert.equal(text.split("\n").filter((l) => l === "[").length, 1);
     assert.deepEqual(parseTraceText(text).events.filter((e) => e.ph === "X").map((e) => e.name), ["first", "second"]);
+  });
+});
+
+describe("perf tracer in worker threads", () => {
+  it("shares the rank's file with the main thread: one '[', rows of its own", async () => {
+    const runDir = tempDir();
+    const main = tracerIn(runDir, 5);
+    const fixture = join(dirname(fileURLToPath(import.meta.url)), "fixtures", "trace-worker.ts");
+    // A worker running TypeScript source: register tsx's loader in the worker, then load the fixture.
+    const bootstrap = `import(${JSON.stringify(import.meta.resolve("tsx/esm/api"))}).then((tsx) => { tsx.register(); return import(${JSON.stringify(pathToFileURL(fixture).href)}); });`;
+    const worker = new Worker(bootstrap, { eval: true, workerData: { runDir, rank: 5 } });
+    await main.scope("main.step", { category: "compute" }, async () => {
+      await sleep(5);
+    });
+    const [message] = (await once(worker, "message")) as [string];
+    assert.equal(message, "done");
+    await main.close();
+    await worker.terminate();
+    const text = readFileSync(traceFile(runDir, 5), "utf8");
+    assert.equal(text.split("\n").filter((l) => l === "[").length, 1);
+    const events = parseTraceText(text).events;
+    const workerTids = new Set(events.filter((e) => e.ph === "X" && e.name.startsWith("worker.")).map((e) => e.tid));
+    assert.ok([...workerTids].every((tid) => tid >= 1000), `worker rows ${[...workerTids]} are apart from the main thread's`);
+    assert.equal(spans(events, "main.step")[0]!.tid, 0);
+    const names = new Map(events.filter((e) => e.name === "thread_name").map((e) => [e.tid, e.args!["name"]]));
+    assert.equal(names.get(0), "main");
+    assert.match(String(names.get(Math.min(...workerTids))), /^worker \d+$/);
+    assertProperNesting(events);
   });
 });
 
