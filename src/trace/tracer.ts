@@ -18,6 +18,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { getHeapStatistics } from "node:v8";
 import { describeValue, getCollector, recordMetric } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
+import { Reduce } from "../core/registry.js";
 import { envFlag } from "../core/env.js";
 
 /** The timers a Tracer can use. Node has one clock worth measuring with: the monotonic one. */
@@ -171,8 +172,8 @@ export class Tracer implements Disposable {
     const seconds = (now - this.lastMs) / 1000;
     this.lastMs = now;
     const pair = stepKeys(this.keys, this.prefix, name);
-    recordMetric(pair[0], seconds, "mean");
-    recordMetric(pair[1], seconds, "max");
+    recordMetric(pair[0], seconds, Reduce.MEAN);
+    recordMetric(pair[1], seconds, Reduce.MAX);
     if (this.memoryThisRun) {
       const heap = heapUsed();
       if (heap > this.heapPeak) this.heapPeak = heap;
@@ -187,8 +188,8 @@ export class Tracer implements Disposable {
     this.running = false;
     if (!this.recording) return;
     const seconds = (performance.now() - this.startMs) / 1000;
-    recordMetric(this.keys.totalAvg, seconds, "mean");
-    recordMetric(this.keys.totalMax, seconds, "max");
+    recordMetric(this.keys.totalAvg, seconds, Reduce.MEAN);
+    recordMetric(this.keys.totalMax, seconds, Reduce.MAX);
     if (this.memoryThisRun) this.stopMemory();
   }
 
@@ -221,10 +222,10 @@ export class Tracer implements Disposable {
     const heap = heapUsed();
     const rss = process.memoryUsage.rss();
     if (heap > this.heapPeak) this.heapPeak = heap;
-    recordMetric(this.keys.memoryDelta, (heap - this.heapStart) / GIB, "mean");
-    recordMetric(this.keys.memoryPeak, this.heapPeak / GIB, "max");
-    recordMetric(this.keys.rssDelta, (rss - this.rssStart) / GIB, "mean");
-    recordMetric(this.keys.rssPeak, Math.max(rss, this.rssStart) / GIB, "max");
+    recordMetric(this.keys.memoryDelta, (heap - this.heapStart) / GIB, Reduce.MEAN);
+    recordMetric(this.keys.memoryPeak, this.heapPeak / GIB, Reduce.MAX);
+    recordMetric(this.keys.rssDelta, (rss - this.rssStart) / GIB, Reduce.MEAN);
+    recordMetric(this.keys.rssPeak, Math.max(rss, this.rssStart) / GIB, Reduce.MAX);
     this.memoryThisRun = false;
     if (memoryOwner.getStore() === this.ownBox) memoryOwner.enterWith(this.previousOwner as MemoryOwner);
     this.previousOwner = this.ownBox = undefined;
