@@ -19,7 +19,7 @@
  * Times are milliseconds since the epoch, durations seconds.
  */
 import { describeValue } from "../core/collector.js";
-import { describeError } from "../core/diagnostics.js";
+import { describeError, reportError } from "../core/diagnostics.js";
 import { envFlag, envInteger } from "../core/env.js";
 import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type RankFileOptions, type RankFileTarget } from "./rank-file.js";
 
@@ -101,6 +101,9 @@ export class SessionTracer {
       throw new TypeError(`SessionTracer flushThreshold must be an integer ≥ 1, got ${describeValue(options.flushThreshold)}`);
     }
     this.maxBuffered = options.maxBufferedSessions ?? 100_000;
+    if (!Number.isInteger(this.maxBuffered) || this.maxBuffered < 1) {
+      throw new TypeError(`SessionTracer maxBufferedSessions must be an integer ≥ 1, got ${describeValue(options.maxBufferedSessions)}`);
+    }
     this.target = { runDir: options.runDir, rank: options.rank, role: options.role };
     this.unregisterExit = onExitWriteSync(() => this.write(true));
   }
@@ -185,6 +188,7 @@ export class SessionTracer {
     if (this.disabled) return;
     if (this.finished.length >= this.maxBuffered) {
       this.dropped++;
+      reportError("sessions.bufferFull", `the session tracer holds ${this.maxBuffered} finished sessions and cannot write them (run directory unknown?); further sessions are dropped and counted`);
       return;
     }
     this.finished.push({

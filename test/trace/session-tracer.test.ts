@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, it } from "node:test";
 import { SessionTracer, type SessionRecord } from "../../src/trace/session-tracer.js";
-import { tempDir } from "../helpers.js";
+import { collectDiagnostics, tempDir } from "../helpers.js";
 import { assertGolden } from "./trace-helpers.js";
 
 function sessionsFile(runDir: string, rank = 1): string {
@@ -85,6 +85,17 @@ describe("SessionTracer", () => {
     await tracer.close();
     const [record] = readSessions(runDir);
     assert.deepEqual(record!.spans.map((x) => x.phase), ["toolcall", "reward", "generate"]);
+  });
+
+  it("holds sessions until the run is known, bounded, counting drops", async () => {
+    const tracer = new SessionTracer({ flushThreshold: 1, maxBufferedSessions: 2 });
+    const diagnostics = await collectDiagnostics(() => {
+      const task = tracer.registerTask();
+      for (let i = 0; i < 3; i++) tracer.finalize(tracer.registerSession(task), "dropped", "no run yet");
+    });
+    assert.equal(tracer.dropped, 1);
+    assert.equal(diagnostics.filter((d) => d.code === "sessions.bufferFull").length, 1);
+    await tracer.close();
   });
 
   it("says what was wrong on misuse", () => {
