@@ -92,3 +92,20 @@ export {
   type ValidationSampleOptions,
 } from "./facade/index.js";
 export { SystemMonitor, startSystemMonitor, SYSTEM_AXIS, parseNvidiaSmi, type SystemMonitorOptions, type GpuSample } from "./system/index.js";
+export { Tracer, trace, traced, TIMER_KINDS, type TimerKind, type TracerOptions } from "./trace/tracer.js";
+export {
+  traceScope,
+  traceInstant,
+  traceCounter,
+  configurePerfTracer,
+  savePerfTracer,
+  getPerfTracer,
+  PerfTracer,
+  type PerfTracerOptions,
+  type PerfTracerStats,
+  type TraceScopeOptions,
+} from "./trace/perf-tracer.js";
+export { TRACE_CATEGORIES, type TraceCategory, type TraceEvent } from "./trace/trace-events.js";
+export { SessionTracer, SESSION_STATUSES, type SessionStatus, type SessionTracerOptions, type SessionRecord, type SessionSpan } from "./trace/session-tracer.js";
+export { parseTraceText, readTraceFile, type ParsedTrace } from "./trace/trace-file.js";
+export { mergeTraces, type MergeTracesOptions, type MergeTracesResult } from "./trace/merge.js";

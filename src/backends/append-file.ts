@@ -7,7 +7,8 @@
  * The queue is bounded in bytes: while the disk is failing or slow, text beyond the bound is
  * dropped and counted instead of growing memory without limit.
  */
-import { appendFile, mkdir } from "node:fs/promises";
+import { appendFileSync, mkdirSync, statSync } from "node:fs";
+import { appendFile, mkdir, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 import { describeError, reportError } from "../core/diagnostics.js";
 
@@ -19,7 +20,12 @@ export class AppendFile {
   private queuedBytes = 0;
   private writing: Promise<void> | null = null;
   private dirReady = false;
-  /** Characters (bytes, for binary chunks) that could not be written (write errors or the queue bound). */
+  /**
+   * The batch being written: `issued` once its data write was handed to the OS, with the file's
+   * size before it, so a write at exit can tell how much of it reached the file.
+   */
+  private inFlight: { text: string | Buffer; issued: boolean; sizeBefore: number; taken: boolean } | null = null;
+  /** Characters that could not be written (write errors or the queue bound). */
   lostChars = 0;
   /** Write errors seen. */
   errors = 0;
@@ -29,7 +35,7 @@ export class AppendFile {
     private readonly maxQueuedBytes = DEFAULT_MAX_QUEUED_BYTES,
   ) {}
 
-  /** Queue text or bytes for the file; never throws, never waits. */
+  /** Queue text (or encoded bytes) for the file; never throws, never waits. */
   append(text: string | Uint8Array): void {
     if (text.length === 0) return;
     if (this.queuedBytes + text.length > this.maxQueuedBytes) {
@@ -47,18 +53,48 @@ export class AppendFile {
     while (this.writing !== null) await this.writing;
   }
 
+  /**
+   * Write what is queued, then `more`, synchronously: for `process.on("exit")`, where nothing
+   * asynchronous runs any more. The part of the batch in flight that has not reached the file yet
+   * is written first. Errors are counted and reported like async ones.
+   */
+  writeQueuedSync(more: string | Uint8Array = ""): void {
+    let first: Buffer | undefined;
+    const flight = this.inFlight;
+    if (flight !== null && !flight.taken) {
+      flight.taken = true;
+      first = this.unwrittenPart(flight);
+    }
+    if ((first === undefined || first.length === 0) && this.queue.length === 0 && more.length === 0) return;
+    this.queue.push(more);
+    const rest = this.takeQueue();
+    const text = first === undefined ? rest : Buffer.concat([first, typeof rest === "string" ? Buffer.from(rest) : rest]);
+    try {
+      mkdirSync(dirname(this.path), { recursive: true });
+      appendFileSync(this.path, text);
+    } catch (error) {
+      this.errors++;
+      this.lostChars += text.length;
+      reportError(`file.write:${this.path}`, `could not write ${this.path}: ${describeError(error)}; the lines are dropped and counted, the job goes on`);
+    }
+  }
+
   private async writeLoop(): Promise<void> {
     try {
       while (this.queue.length > 0) {
-        const text = joinChunks(this.queue);
-        this.queue = [];
-        this.queuedBytes = 0;
+        const text = this.takeQueue();
         try {
+          const flight = { text, issued: false, sizeBefore: 0, taken: false };
+          this.inFlight = flight;
           if (!this.dirReady) {
             await mkdir(dirname(this.path), { recursive: true });
             this.dirReady = true;
           }
+          flight.sizeBefore = await stat(this.path).then((st) => st.size, () => 0);
+          if (flight.taken) continue;
+          flight.issued = true;
           await appendFile(this.path, text);
+          this.inFlight = null;
         } catch (error) {
           this.errors++;
           this.lostChars += text.length;
@@ -67,14 +103,31 @@ export class AppendFile {
         }
       }
     } finally {
+      this.inFlight = null;
       this.writing = null;
     }
   }
-}
 
-/** One write's worth of queued chunks: a string when all are text, else the bytes of them all. */
-function joinChunks(chunks: readonly (string | Uint8Array)[]): string | Uint8Array {
-  if (chunks.length === 1) return chunks[0] as string | Uint8Array;
-  if (chunks.every((c) => typeof c === "string")) return chunks.join("");
-  return Buffer.concat(chunks.map((c) => (typeof c === "string" ? Buffer.from(c) : c)));
+  /** Everything queued, as one string (or bytes, when any part was bytes); empties the queue. */
+  private takeQueue(): string | Buffer {
+    const parts = this.queue;
+    this.queue = [];
+    this.queuedBytes = 0;
+    if (parts.every((p) => typeof p === "string")) return (parts as string[]).join("");
+    return Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p) : p)));
+  }
+
+  /** What of an in-flight batch is not in the file yet (all of it when its write was not issued). */
+  private unwrittenPart(flight: { text: string | Buffer; issued: boolean; sizeBefore: number }): Buffer {
+    const bytes = typeof flight.text === "string" ? Buffer.from(flight.text) : flight.text;
+    if (!flight.issued) return bytes;
+    let size = flight.sizeBefore;
+    try {
+      size = statSync(this.path).size;
+    } catch {
+      // The file vanished: write the whole batch again.
+    }
+    const written = Math.max(0, size - flight.sizeBefore);
+    return written >= bytes.length ? Buffer.alloc(0) : bytes.subarray(written);
+  }
 }

@@ -6,6 +6,7 @@ import { Command, CommanderError } from "commander";
 import { readFileSync } from "node:fs";
 import { registerDemoCommand } from "./commands/demo.js";
 import { registerWandbCommand } from "./commands/wandb.js";
+import { registerTracesCommand } from "./commands/traces.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
 
@@ -18,6 +19,7 @@ const program = new Command()
 
 registerDemoCommand(program);
 registerWandbCommand(program);
+registerTracesCommand(program);
 
 try {
   await program.parseAsync(process.argv);

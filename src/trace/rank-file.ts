@@ -1,0 +1,104 @@
+/**
+ * Where a per-rank trace file goes and who writes it: `{runDir}/{folder}/rank-{rank}.jsonl`,
+ * from explicit options or, once known, the current run (`src/run/current.ts`).
+ *
+ * Shared by the perf tracer and the session tracer: both buffer in memory on the caller's thread,
+ * then hand text to an `AppendFile` off the hot path, and write what is left synchronously at exit.
+ */
+import { join } from "node:path";
+import { AppendFile } from "../backends/append-file.js";
+import { currentRun, onRunChange } from "../run/current.js";
+
+/** Where and as whom a tracer writes; every field optional, the current run fills the rest. */
+export interface RankFileOptions {
+  /** The run directory (default: the current run's). */
+  runDir?: string;
+  /** This process's rank (default: the current run's identity). */
+  rank?: number;
+  /** Role shown in trace viewers, e.g. `Trainer` (default: the current run's process name). */
+  role?: string;
+}
+
+/** A resolved target: the file and the identity written into it. */
+export interface RankFileTarget {
+  readonly path: string;
+  readonly rank: number;
+  readonly role: string;
+}
+
+/** Resolve a target, or undefined while the run directory or rank is not known yet. */
+export function resolveRankFile(folder: string, options: RankFileOptions): RankFileTarget | undefined {
+  const run = currentRun();
+  const runDir = options.runDir ?? run?.runDir;
+  const rank = options.rank ?? run?.identity.rank;
+  if (runDir === undefined || rank === undefined) return undefined;
+  const role = options.role ?? run?.identity.processName ?? "Process";
+  return { path: join(runDir, folder, `rank-${rank}.jsonl`), rank, role };
+}
+
+/** Call `listener` when the current run becomes known (for tracers buffering until then). */
+export function whenRunKnown(listener: () => void): () => void {
+  return onRunChange(() => listener());
+}
+
+const files = new Map<string, AppendFile>();
+
+/** One AppendFile per path in this process, so two writers of a file never interleave batches. */
+export function appendFileFor(path: string): AppendFile {
+  let file = files.get(path);
+  if (file === undefined) {
+    file = new AppendFile(path);
+    files.set(path, file);
+  }
+  return file;
+}
+
+type ExitWriter = () => void;
+const exitWriters = new Set<ExitWriter>();
+let exitHooked = false;
+
+function writeAllSync(): void {
+  for (const writer of exitWriters) {
+    try {
+      writer();
+    } catch {
+      // Exit must finish; a writer that fails has already reported through diagnostics.
+    }
+  }
+  for (const file of files.values()) file.writeQueuedSync();
+}
+
+/**
+ * Listeners carrying this mark only save data on a signal; when every listener of a signal has it,
+ * the process still terminates as it would without them. Other rankscope parts may use the mark.
+ */
+export const SIGNAL_SAVER_MARK = Symbol.for("rankscope.signalSaver");
+
+const onSignal = Object.assign(
+  (signal: NodeJS.Signals): void => {
+    writeAllSync();
+    const others = process.listeners(signal).filter((l) => (l as unknown as Record<symbol, unknown>)[SIGNAL_SAVER_MARK] !== true);
+    if (others.length === 0) {
+      process.removeListener(signal, onSignal);
+      process.kill(process.pid, signal);
+    }
+  },
+  { [SIGNAL_SAVER_MARK]: true },
+);
+
+/**
+ * Register a synchronous writer to run at process exit (and on SIGINT/SIGTERM, which then still
+ * terminate the process when no other handler is installed). Returns an unregister function.
+ */
+export function onExitWriteSync(writer: ExitWriter): () => void {
+  exitWriters.add(writer);
+  if (!exitHooked) {
+    exitHooked = true;
+    // beforeExit: the loop is idle, so a sync write cannot overtake one in flight; exit: process.exit().
+    process.on("beforeExit", writeAllSync);
+    process.on("exit", writeAllSync);
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+  }
+  return () => exitWriters.delete(writer);
+}

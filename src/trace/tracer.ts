@@ -1,0 +1,305 @@
+/**
+ * Forge's `Tracer`: step timers and memory, recorded as metrics through `recordMetric`.
+ *
+ * `start()`, then `step(name)` after each stage, then `stop()`. Each step records the time since
+ * the previous step (or start) under `{prefix}/{step}/duration_avg_s` (MEAN) and
+ * `{prefix}/{step}/duration_max_s` (MAX); `stop()` records the whole span under
+ * `{prefix}/total_duration_avg_s` and `{prefix}/total_duration_max_s`. With `trackMemory`, the
+ * V8 heap in use is sampled at start, at every step and at stop:
+ * `{prefix}/memory_delta_end_start_avg_gb` (MEAN of stop − start) and `{prefix}/memory_peak_max_gb`
+ * (MAX of the samples); the process's resident set size gets its own pair
+ * (`rss_delta_end_start_avg_gb`, `rss_peak_max_gb`), sampled at start and stop only because reading
+ * it costs microseconds. Gigabytes are GiB (1024³ bytes), as in Forge.
+ *
+ * Key strings are built once per prefix and step name and cached, so a step in a loop costs one
+ * clock read, two map lookups and two `recordMetric` calls — no allocation.
+ */
+import { AsyncLocalStorage } from "node:async_hooks";
+import { getHeapStatistics } from "node:v8";
+import { describeValue, getCollector, recordMetric } from "../core/collector.js";
+import { warn } from "../core/diagnostics.js";
+import { Reduce } from "../core/registry.js";
+import { envFlag } from "../core/env.js";
+
+/** The timers a Tracer can use. Node has one clock worth measuring with: the monotonic one. */
+export const TIMER_KINDS = ["cpu"] as const;
+/** `"cpu"`: `performance.now()`, monotonic, sub-microsecond resolution. */
+export type TimerKind = (typeof TIMER_KINDS)[number];
+
+/** Options of a `Tracer` (and of `trace` and `@traced`). */
+export interface TracerOptions {
+  /** Sample memory at start, each step and stop (default false). */
+  trackMemory?: boolean;
+  /** Which clock measures durations (default `"cpu"`, the only one). */
+  timer?: TimerKind;
+}
+
+const GIB = 1024 ** 3;
+/** Bounds on cached prefixes and step names per prefix; names past them still work, built per call. */
+const MAX_CACHED_PREFIXES = 10_000;
+const MAX_CACHED_STEPS = 10_000;
+
+/** Process-wide switches, read once: `RANKSCOPE_DISABLE_TRACING` turns every Tracer into a no-op. */
+export const tracingSettings = { disabled: envFlag("RANKSCOPE_DISABLE_TRACING") };
+
+interface PrefixKeys {
+  readonly totalAvg: string;
+  readonly totalMax: string;
+  readonly memoryDelta: string;
+  readonly memoryPeak: string;
+  readonly rssDelta: string;
+  readonly rssPeak: string;
+  readonly steps: Map<string, readonly [avg: string, max: string]>;
+}
+
+const keysByPrefix = new Map<string, PrefixKeys>();
+
+function keysFor(prefix: string): PrefixKeys {
+  let keys = keysByPrefix.get(prefix);
+  if (keys === undefined) {
+    keys = {
+      totalAvg: `${prefix}/total_duration_avg_s`,
+      totalMax: `${prefix}/total_duration_max_s`,
+      memoryDelta: `${prefix}/memory_delta_end_start_avg_gb`,
+      memoryPeak: `${prefix}/memory_peak_max_gb`,
+      rssDelta: `${prefix}/rss_delta_end_start_avg_gb`,
+      rssPeak: `${prefix}/rss_peak_max_gb`,
+      steps: new Map(),
+    };
+    if (keysByPrefix.size < MAX_CACHED_PREFIXES) keysByPrefix.set(prefix, keys);
+  }
+  return keys;
+}
+
+function stepKeys(keys: PrefixKeys, prefix: string, name: string): readonly [string, string] {
+  const cached = keys.steps.get(name);
+  if (cached !== undefined) return cached;
+  const pair = [`${prefix}/${name}/duration_avg_s`, `${prefix}/${name}/duration_max_s`] as const;
+  if (keys.steps.size < MAX_CACHED_STEPS) keys.steps.set(name, pair);
+  return pair;
+}
+
+/**
+ * The Tracer tracking memory in the current async context. Memory is process-wide, so a second
+ * tracker inside the first would count the same bytes twice; Forge skips the inner one.
+ */
+const memoryOwner = new AsyncLocalStorage<MemoryOwner>();
+
+/**
+ * A fresh box per context: `AsyncLocalStorage.run` skips saving and restoring when the store is
+ * the same value as the current one, which would let an `enterWith` inside leak out.
+ */
+interface MemoryOwner {
+  readonly tracer: Tracer | undefined;
+}
+
+function heapUsed(): number {
+  return getHeapStatistics().used_heap_size;
+}
+
+/**
+ * Times the stages of a piece of work and records them as metrics (Forge's `Tracer`).
+ *
+ * ```ts
+ * const t = new Tracer("train_step", { trackMemory: true });
+ * t.start();
+ * forward(); t.step("fwd");
+ * backward(); t.step("bwd");
+ * t.stop();
+ * ```
+ * Reusable: `start()` again after `stop()`. Also usable with `using t = new Tracer(p).start()`,
+ * which stops it at the end of the block.
+ */
+export class Tracer implements Disposable {
+  readonly prefix: string;
+  readonly trackMemory: boolean;
+  readonly timer: TimerKind;
+  private readonly keys: PrefixKeys;
+  private running = false;
+  /** False while disabled (env) for this run of start..stop. */
+  private recording = false;
+  private memoryThisRun = false;
+  private previousOwner: MemoryOwner | undefined = undefined;
+  private ownBox: MemoryOwner | undefined = undefined;
+  private startMs = 0;
+  private lastMs = 0;
+  private heapStart = 0;
+  private heapPeak = 0;
+  private rssStart = 0;
+
+  constructor(prefix: string, options: TracerOptions = {}) {
+    if (typeof prefix !== "string" || prefix.length === 0) {
+      throw new TypeError(`Tracer prefix must be a non-empty string such as "train_step", got ${describeValue(prefix)}`);
+    }
+    if (options === null || typeof options !== "object") {
+      throw new TypeError(`Tracer("${prefix}") options must be an object like { trackMemory: true, timer: "cpu" }, got ${describeValue(options)}`);
+    }
+    const timer = options.timer ?? "cpu";
+    if (!(TIMER_KINDS as readonly unknown[]).includes(timer)) {
+      throw new TypeError(`Tracer("${prefix}") timer ${describeValue(timer)} is not valid; valid timers: ${TIMER_KINDS.map((t) => `"${t}"`).join(", ")}`);
+    }
+    this.prefix = prefix;
+    this.trackMemory = options.trackMemory === true;
+    this.timer = timer;
+    this.keys = keysFor(prefix);
+  }
+
+  /** True between `start()` and `stop()`. */
+  get isRunning(): boolean {
+    return this.running;
+  }
+
+  /** Start timing (and sampling memory). Returns the tracer, for `using t = tracer.start()`. */
+  start(): this {
+    if (this.running) {
+      throw new Error(`Tracer("${this.prefix}").start() was called while it is already running; call stop() before starting it again`);
+    }
+    this.running = true;
+    this.recording = !tracingSettings.disabled && !getCollector().disabled;
+    this.memoryThisRun = false;
+    if (this.recording && this.trackMemory) this.startMemory();
+    this.startMs = this.lastMs = performance.now();
+    return this;
+  }
+
+  /** Record the time since the previous step (or start) under `{prefix}/{name}/duration_*_s`. */
+  step(name: string): void {
+    if (!this.running) {
+      throw new Error(`Tracer("${this.prefix}").step(${JSON.stringify(name)}) was called before start(); call start() first`);
+    }
+    if (!this.recording) return;
+    const now = performance.now();
+    const seconds = (now - this.lastMs) / 1000;
+    this.lastMs = now;
+    const pair = stepKeys(this.keys, this.prefix, name);
+    recordMetric(pair[0], seconds, Reduce.MEAN);
+    recordMetric(pair[1], seconds, Reduce.MAX);
+    if (this.memoryThisRun) {
+      const heap = heapUsed();
+      if (heap > this.heapPeak) this.heapPeak = heap;
+    }
+  }
+
+  /** Record the total duration (and memory) and stop; the tracer can be started again. */
+  stop(): void {
+    if (!this.running) {
+      throw new Error(`Tracer("${this.prefix}").stop() was called before start(); call start() first`);
+    }
+    this.running = false;
+    if (!this.recording) return;
+    const seconds = (performance.now() - this.startMs) / 1000;
+    recordMetric(this.keys.totalAvg, seconds, Reduce.MEAN);
+    recordMetric(this.keys.totalMax, seconds, Reduce.MAX);
+    if (this.memoryThisRun) this.stopMemory();
+  }
+
+  /** `using` support: stops the tracer if it is still running. */
+  [Symbol.dispose](): void {
+    if (this.running) this.stop();
+  }
+
+  private startMemory(): void {
+    const box = memoryOwner.getStore();
+    const owner = box?.tracer;
+    if (owner !== undefined && owner !== this && owner.memoryThisRun && owner.running) {
+      warn(
+        `tracer.nestedMemory:${this.prefix}`,
+        `Tracer("${this.prefix}") tracks memory inside Tracer("${owner.prefix}"), which already does; memory is process-wide, ` +
+          `so the inner one skips memory tracking (its durations are still recorded). Set trackMemory only on the outer tracer.`,
+      );
+      return;
+    }
+    this.memoryThisRun = true;
+    this.previousOwner = box;
+    this.ownBox = { tracer: this };
+    // enterWith scopes the owner to this async context and the ones it starts from here on.
+    memoryOwner.enterWith(this.ownBox);
+    this.heapStart = this.heapPeak = heapUsed();
+    this.rssStart = process.memoryUsage.rss();
+  }
+
+  private stopMemory(): void {
+    const heap = heapUsed();
+    const rss = process.memoryUsage.rss();
+    if (heap > this.heapPeak) this.heapPeak = heap;
+    recordMetric(this.keys.memoryDelta, (heap - this.heapStart) / GIB, Reduce.MEAN);
+    recordMetric(this.keys.memoryPeak, this.heapPeak / GIB, Reduce.MAX);
+    recordMetric(this.keys.rssDelta, (rss - this.rssStart) / GIB, Reduce.MEAN);
+    recordMetric(this.keys.rssPeak, Math.max(rss, this.rssStart) / GIB, Reduce.MAX);
+    this.memoryThisRun = false;
+    if (memoryOwner.getStore() === this.ownBox) memoryOwner.enterWith(this.previousOwner as MemoryOwner);
+    this.previousOwner = this.ownBox = undefined;
+  }
+}
+
+function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
+  return value !== null && (typeof value === "object" || typeof value === "function") && typeof (value as { then?: unknown }).then === "function";
+}
+
+/**
+ * Run `fn` between a Tracer's `start()` and `stop()` (Forge's `trace` as a wrapper). Works for sync
+ * and async functions: returns what `fn` returns, and records even when `fn` throws or rejects,
+ * then rethrows. `fn` gets the tracer, to call `step()`.
+ *
+ * Each call runs in its own async context, so concurrent calls each measure their own time and
+ * memory tracking inside one call does not see another call's tracker.
+ */
+export function trace<T>(prefix: string, fn: (tracer: Tracer) => T): T;
+export function trace<T>(prefix: string, options: TracerOptions, fn: (tracer: Tracer) => T): T;
+export function trace<T>(prefix: string, optionsOrFn: TracerOptions | ((tracer: Tracer) => T), maybeFn?: (tracer: Tracer) => T): T {
+  const options = typeof optionsOrFn === "function" ? {} : optionsOrFn;
+  const fn = typeof optionsOrFn === "function" ? optionsOrFn : maybeFn;
+  if (typeof fn !== "function") {
+    throw new TypeError(`trace("${prefix}", options, fn) needs a function to run as its last argument, got ${describeValue(fn)}`);
+  }
+  const tracer = new Tracer(prefix, options);
+  return memoryOwner.run({ tracer: memoryOwner.getStore()?.tracer }, () => {
+    tracer.start();
+    let result: T;
+    try {
+      result = fn(tracer);
+    } catch (error) {
+      tracer.stop();
+      throw error;
+    }
+    if (isPromiseLike(result)) {
+      return Promise.resolve(result).then(
+        (value) => {
+          tracer.stop();
+          return value;
+        },
+        (error: unknown) => {
+          tracer.stop();
+          throw error;
+        },
+      ) as T;
+    }
+    tracer.stop();
+    return result;
+  });
+}
+
+/**
+ * Method decorator (TypeScript 5+ standard decorators): every call of the method runs inside
+ * `trace(prefix, options, ...)`. The prefix defaults to the method's name.
+ *
+ * ```ts
+ * class Rewarder {
+ *   @traced("my_reward_fn", { timer: "cpu" })
+ *   async reward(x: number) { return x > 0 ? 1 : 0; }
+ * }
+ * ```
+ */
+export function traced(prefix?: string, options: TracerOptions = {}) {
+  return function decorate<This, Args extends unknown[], Return>(
+    method: (this: This, ...args: Args) => Return,
+    context: ClassMethodDecoratorContext<This, (this: This, ...args: Args) => Return>,
+  ): (this: This, ...args: Args) => Return {
+    const name = prefix ?? String(context.name);
+    // Validate now, so a bad option shows where the class is defined, not at the first call.
+    new Tracer(name, options);
+    return function tracedMethod(this: This, ...args: Args): Return {
+      return trace(name, options, () => method.apply(this, args));
+    };
+  };
+}

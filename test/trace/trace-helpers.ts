@@ -1,0 +1,55 @@
+/** Helpers for the trace tests: golden comparison and a nesting check. */
+import assert from "node:assert/strict";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { TraceEvent } from "../../src/trace/trace-events.js";
+
+const goldenDir = join(dirname(fileURLToPath(import.meta.url)), "golden");
+
+/** Compare text to `golden/{name}`; `UPDATE_GOLDEN=1` rewrites it. */
+export function assertGolden(name: string, actual: string): void {
+  const path = join(goldenDir, name);
+  if (process.env["UPDATE_GOLDEN"] === "1" || !existsSync(path)) {
+    if (process.env["UPDATE_GOLDEN"] !== "1") assert.fail(`golden file ${name} is missing; run with UPDATE_GOLDEN=1 to create it`);
+    writeFileSync(path, actual);
+    return;
+  }
+  assert.equal(actual, readFileSync(path, "utf8"), `output differs from golden/${name} (UPDATE_GOLDEN=1 to accept a deliberate change)`);
+}
+
+/** Replace the fields that vary run to run (times, process ids) with placeholders, keeping line structure. */
+export function normaliseTraceLine(line: string, fields: readonly string[] = ["ts", "dur", "pid"]): string {
+  if (line === "[" || line.trim() === "") return line;
+  const comma = line.endsWith(",");
+  const event = JSON.parse(comma ? line.slice(0, -1) : line) as Record<string, unknown>;
+  for (const f of fields) if (f in event) event[f] = `<${f}>`;
+  return JSON.stringify(event) + (comma ? "," : "");
+}
+
+/** Every row (pid, tid) of complete events nests properly: a span ends before its parent ends. */
+export function assertProperNesting(events: readonly TraceEvent[]): void {
+  const rows = new Map<string, TraceEvent[]>();
+  for (const e of events) {
+    if (e.ph !== "X") continue;
+    const key = `${e.pid}/${e.tid}`;
+    (rows.get(key) ?? rows.set(key, []).get(key)!).push(e);
+  }
+  for (const [row, spans] of rows) {
+    spans.sort((a, b) => a.ts! - b.ts! || b.dur! - a.dur!);
+    const stack: TraceEvent[] = [];
+    for (const s of spans) {
+      while (stack.length > 0 && stack[stack.length - 1]!.ts! + stack[stack.length - 1]!.dur! <= s.ts!) stack.pop();
+      const parent = stack[stack.length - 1];
+      if (parent !== undefined) {
+        assert.ok(s.ts! + s.dur! <= parent.ts! + parent.dur!, `row ${row}: "${s.name}" overlaps "${parent.name}" without nesting in it`);
+      }
+      stack.push(s);
+    }
+  }
+}
+
+/** Whether `inner` lies within `outer` in time. */
+export function within(inner: TraceEvent, outer: TraceEvent): boolean {
+  return inner.ts! >= outer.ts! && inner.ts! + inner.dur! <= outer.ts! + outer.dur!;
+}
