@@ -1,0 +1,82 @@
+/**
+ * The dashboard's JSON API, typed. The server sends NaN and ±Infinity as the strings "NaN",
+ * "Infinity", "-Infinity" (JSON has no such numbers); they are turned back into numbers here.
+ */
+import type { KeyInfo, RunSummary, SampleRow, SeriesData, StreamData } from "../source.js";
+
+export type { KeyInfo, RunSummary, SampleRow, SeriesData, StreamData };
+
+/** Keys of one run, by kind. */
+export interface RunKeys {
+  metrics: KeyInfo[];
+  streams: string[];
+  system: string[];
+}
+
+export interface ConfigView {
+  params: Record<string, unknown>;
+  configYaml: string | null;
+  version: unknown;
+}
+
+export interface TraceFile {
+  name: string;
+  size: number;
+  modified: number;
+}
+
+function toNumber(v: unknown): number {
+  if (typeof v === "number") return v;
+  if (v === "Infinity") return Infinity;
+  if (v === "-Infinity") return -Infinity;
+  return NaN;
+}
+
+function decodeNumbers(values: unknown[]): number[] {
+  return values.map(toNumber);
+}
+
+/** Build an API URL with query parameters. */
+export function apiUrl(path: string, params: Record<string, string | number | undefined> = {}): string {
+  const search = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined) search.set(k, String(v));
+  const q = search.toString();
+  return `api/${path}${q === "" ? "" : `?${q}`}`;
+}
+
+async function getJson<T>(path: string, params: Record<string, string | number | undefined> = {}): Promise<T> {
+  const response = await fetch(apiUrl(path, params), { credentials: "same-origin", cache: "no-store" });
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try {
+      const body = (await response.json()) as { error?: string };
+      if (typeof body.error === "string") message = body.error;
+    } catch {
+      // keep the status line
+    }
+    throw new Error(message);
+  }
+  return (await response.json()) as T;
+}
+
+export const api = {
+  version: () => getJson<{ rankscope: string; node: string; root: string }>("version"),
+  runs: async () => (await getJson<{ runs: RunSummary[] }>("runs")).runs,
+  keys: (run: string) => getJson<RunKeys>("keys", { run }),
+  series: async (run: string, key: string, rank: number | undefined, after: string | null, maxPoints?: number): Promise<SeriesData> => {
+    const data = await getJson<SeriesData>("series", { run, key, rank, after: after ?? undefined, maxPoints });
+    return { ...data, values: decodeNumbers(data.values) };
+  },
+  stream: async (run: string, key: string, after: string | null): Promise<StreamData> => {
+    const data = await getJson<StreamData>("stream", { run, key, after: after ?? undefined });
+    return { ...data, values: decodeNumbers(data.values) };
+  },
+  system: async (run: string, key: string, after: string | null): Promise<SeriesData> => {
+    const data = await getJson<SeriesData>("system", { run, key, after: after ?? undefined });
+    return { ...data, values: decodeNumbers(data.values) };
+  },
+  samples: async (run: string) => (await getJson<{ samples: SampleRow[] }>("samples", { run })).samples,
+  config: (run: string) => getJson<ConfigView>("config", { run }),
+  traces: async (run: string) => (await getJson<{ files: TraceFile[] }>("traces", { run })).files,
+  traceUrl: (run: string, file: string) => apiUrl("trace", { run, file }),
+};

@@ -1,0 +1,226 @@
+/**
+ * One chart card: a title, a uPlot canvas and a legend of its lines.
+ *
+ * A line keeps its points as the server sent them (step, wall time, value); what is drawn is
+ * derived from them and the view settings (x-axis, smoothing, log scale), so changing a setting
+ * redraws without asking the server again. With smoothing on, each line is drawn twice: the raw
+ * values faint behind, the smoothed ones on top.
+ */
+import uPlot from "uplot";
+import { append, clear, el } from "./dom.js";
+import { smoothDebiasedEma } from "./smooth.js";
+
+export type XMode = "step" | "wall" | "relative";
+
+export interface ViewSettings {
+  xMode: XMode;
+  smoothing: number;
+  logScale: boolean;
+}
+
+/** One line (or scatter) of a chart. */
+export interface Line {
+  readonly id: string;
+  label: string;
+  /** The run's start, for relative time (ms since the epoch); else the line's first point. */
+  runStart: number | null;
+  steps: number[];
+  times: number[];
+  values: number[];
+  /** Scatter for raw stream values. */
+  scatter?: boolean;
+}
+
+const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+
+/** The colour of the i-th line. */
+export function lineColour(i: number): string {
+  return PALETTE[i % PALETTE.length] ?? "#333";
+}
+
+function faint(colour: string): string {
+  return `${colour}40`;
+}
+
+function xOf(line: Line, mode: XMode, i: number): number {
+  if (mode === "step") return line.steps[i] ?? 0;
+  const t = line.times[i] ?? 0;
+  if (mode === "wall") return t / 1000;
+  const start = line.runStart ?? line.times[0] ?? 0;
+  return (t - start) / 1000;
+}
+
+/** A line's points in x order, as [xs, raw, smoothed] with nulls where nothing can be drawn. */
+function lineTable(line: Line, settings: ViewSettings): [number[], (number | null)[], (number | null)[]] {
+  const n = line.values.length;
+  const order = Array.from({ length: n }, (_, i) => i);
+  const xs = order.map((i) => xOf(line, settings.xMode, i));
+  let sorted = true;
+  for (let i = 1; i < n; i++) if ((xs[i] ?? 0) < (xs[i - 1] ?? 0)) sorted = false;
+  if (!sorted) order.sort((a, b) => (xs[a] ?? 0) - (xs[b] ?? 0) || a - b);
+  const x: number[] = [];
+  const y: (number | null)[] = [];
+  for (const i of order) {
+    const xi = xs[i] ?? 0;
+    const v = line.values[i] ?? NaN;
+    const drawable = Number.isFinite(v) && (!settings.logScale || v > 0);
+    // uPlot needs strictly increasing x within a line: keep the last value of a repeated x.
+    if (x.length > 0 && x[x.length - 1] === xi) {
+      y[y.length - 1] = drawable ? v : null;
+      continue;
+    }
+    x.push(xi);
+    y.push(drawable ? v : null);
+  }
+  return [x, y, line.scatter === true ? y : smoothDebiasedEma(y, settings.smoothing)];
+}
+
+/** A chart of several lines; rebuilt when lines or settings change. */
+export class ChartCard {
+  readonly root: HTMLElement;
+  private readonly plotBox: HTMLElement;
+  private readonly legend: HTMLElement;
+  private plot: uPlot | null = null;
+  private lines: Line[] = [];
+  private settings: ViewSettings;
+  private drawn = false;
+  private legendValues: HTMLElement[] = [];
+  /** Index into uPlot's series of each line's top (smoothed or only) series. */
+  private topSeries: number[] = [];
+  private readonly resizeObserver: ResizeObserver;
+
+  constructor(
+    readonly title: string,
+    settings: ViewSettings,
+    private readonly onFirstDraw: () => void = () => undefined,
+    private readonly yLabel = "",
+  ) {
+    this.settings = settings;
+    this.plotBox = el("div", { className: "plot" });
+    this.legend = el("div", { className: "legend" });
+    this.root = el("div", { className: "chart", "data-key": title }, el("h3", { className: "chart-title", title }, title), this.plotBox, this.legend);
+    this.resizeObserver = new ResizeObserver(() => {
+      if (this.plot !== null) this.plot.setSize({ width: this.width(), height: this.plot.height });
+    });
+    this.resizeObserver.observe(this.plotBox);
+  }
+
+  /** Replace the lines and redraw. */
+  setLines(lines: Line[]): void {
+    this.lines = lines;
+    this.render();
+  }
+
+  /** The lines as they are now (to append to them). */
+  getLines(): Line[] {
+    return this.lines;
+  }
+
+  /** Change the view settings and redraw. */
+  setSettings(settings: ViewSettings): void {
+    this.settings = settings;
+    this.render();
+  }
+
+  /** Points drawn in total (raw), for tests and the live indicator. */
+  pointCount(): number {
+    return this.lines.reduce((n, l) => n + l.values.length, 0);
+  }
+
+  destroy(): void {
+    this.resizeObserver.disconnect();
+    this.plot?.destroy();
+    this.plot = null;
+    this.root.remove();
+  }
+
+  private width(): number {
+    return Math.max(200, this.plotBox.clientWidth || 400);
+  }
+
+  /** Redraw from the lines and settings. */
+  render(): void {
+    const { settings } = this;
+    const tables = this.lines.map((l) => lineTable(l, settings));
+    const smoothing = settings.smoothing > 0;
+    const joinInput: uPlot.AlignedData[] = [];
+    const series: uPlot.Series[] = [{}];
+    this.topSeries = [];
+    this.lines.forEach((line, i) => {
+      const table = tables[i];
+      if (table === undefined) return;
+      const colour = lineColour(i);
+      if (line.scatter === true) {
+        joinInput.push([table[0], table[1]]);
+        series.push({ label: line.label, stroke: colour, fill: colour, paths: () => null, points: { show: true, size: 4, stroke: colour, fill: colour } });
+      } else if (smoothing) {
+        joinInput.push([table[0], table[1], table[2]]);
+        series.push({ label: `${line.label} (raw)`, stroke: faint(colour), width: 1, spanGaps: true, points: { show: false } });
+        series.push({ label: line.label, stroke: colour, width: 1.5, spanGaps: true, points: { show: false } });
+      } else {
+        joinInput.push([table[0], table[1]]);
+        series.push({ label: line.label, stroke: colour, width: 1.5, spanGaps: true, points: { show: false } });
+      }
+      this.topSeries.push(series.length - 1);
+    });
+    const data: uPlot.AlignedData = joinInput.length === 0 ? [[]] : joinInput.length === 1 ? (joinInput[0] as uPlot.AlignedData) : uPlot.join(joinInput);
+    this.root.dataset["lines"] = String(this.lines.length);
+    this.root.dataset["series"] = String(series.length - 1);
+    this.root.dataset["points"] = String(this.pointCount());
+    this.root.dataset["xMode"] = settings.xMode;
+
+    this.plot?.destroy();
+    clear(this.plotBox);
+    const opts: uPlot.Options = {
+      width: this.width(),
+      height: 190,
+      series,
+      legend: { show: false },
+      cursor: { drag: { x: true, y: false } },
+      scales: {
+        x: { time: settings.xMode === "wall" },
+        y: settings.logScale ? { distr: 3 } : {},
+      },
+      axes: [
+        { label: settings.xMode === "step" ? "step" : settings.xMode === "relative" ? "seconds since start" : "", labelSize: settings.xMode === "wall" ? 0 : 14, size: 36 },
+        { label: this.yLabel, size: 56, labelSize: this.yLabel === "" ? 0 : 14 },
+      ],
+      hooks: {
+        draw: [
+          () => {
+            if (!this.drawn) {
+              this.drawn = true;
+              this.root.dataset["drawn"] = "1";
+              this.onFirstDraw();
+            }
+          },
+        ],
+        setCursor: [(u) => this.showValuesAt(u)],
+      },
+    };
+    this.plot = new uPlot(opts, data, this.plotBox);
+    this.renderLegend();
+  }
+
+  private renderLegend(): void {
+    clear(this.legend);
+    this.legendValues = [];
+    this.lines.forEach((line, i) => {
+      const value = el("span", { className: "legend-value" });
+      this.legendValues.push(value);
+      const swatch = el("span", { className: "swatch" });
+      swatch.style.background = lineColour(i);
+      append(this.legend, el("span", { className: "legend-item", "data-line": line.id }, swatch, el("span", { className: "legend-label" }, line.label), value));
+    });
+  }
+
+  private showValuesAt(u: uPlot): void {
+    const idx = u.cursor.idx;
+    this.topSeries.forEach((s, i) => {
+      const target = this.legendValues[i];
+      if (target === undefined) return;
+      const v = idx === null || idx === undefined ? null : (u.data[s]?.[idx] ?? null);
+      target.textContent = v === null || v === undefined ? "" : ` ${Number(v).toPrecision(5)}`;
+    });
+  }
+}

@@ -1,0 +1,593 @@
+/**
+ * The dashboard app: a runs list on the left, tabs on the right (metrics, streams, system,
+ * samples, config, traces). Charts are fetched once, then extended by asking only for points
+ * after each line's cursor while the run is live.
+ *
+ * Performance marks (for the benchmark and the browser's profiler): `rankscope:charts-start`
+ * when a metrics grid starts loading, `rankscope:charts-rendered` once every chart of the first
+ * grid has drawn, and the measure `rankscope:first-render` from navigation start to that point.
+ */
+import "uplot/dist/uPlot.min.css";
+import "./style.css";
+import { api, type KeyInfo, type RunKeys, type RunSummary, type StreamData } from "./api.js";
+import { ChartCard, type Line, type ViewSettings, type XMode } from "./chart.js";
+import { append, clear, displayText, el, formatBytes, formatDuration, formatTime } from "./dom.js";
+
+type Tab = "metrics" | "streams" | "system" | "samples" | "config" | "traces";
+const TABS: [Tab, string][] = [
+  ["metrics", "Metrics"],
+  ["streams", "Streams"],
+  ["system", "System"],
+  ["samples", "Samples"],
+  ["config", "Config"],
+  ["traces", "Traces"],
+];
+const DONE_STATUSES = new Set(["finished", "failed", "crashed", "killed", "completed", "done"]);
+const POLL_MS = 1000;
+const RUNS_REFRESH_MS = 5000;
+const FETCH_CONCURRENCY = 6;
+
+/** Where a drawn line's points come from, so polling can ask for what came after. */
+interface LineSource {
+  kind: "series" | "stream" | "system";
+  run: string;
+  key: string;
+  rank: number | undefined;
+  cursor: string | null;
+  card: ChartCard;
+}
+
+const $ = <T extends HTMLElement>(id: string): T => {
+  const node = document.getElementById(id);
+  if (node === null) throw new Error(`the page has no #${id}`);
+  return node as T;
+};
+
+const view = $<HTMLElement>("view");
+const runsBody = $<HTMLTableElement>("runs").tBodies[0] as HTMLTableSectionElement;
+const errorBox = $<HTMLElement>("error");
+const liveBox = $<HTMLElement>("live");
+const searchBox = $<HTMLInputElement>("key-search");
+const runFilter = $<HTMLInputElement>("run-filter");
+const xModeSelect = $<HTMLSelectElement>("x-mode");
+const smoothingInput = $<HTMLInputElement>("smoothing");
+const smoothingValue = $<HTMLElement>("smoothing-value");
+const logScaleInput = $<HTMLInputElement>("log-scale");
+const perRankInput = $<HTMLInputElement>("per-rank");
+
+const state = {
+  runs: [] as RunSummary[],
+  selected: [] as string[],
+  tab: "metrics" as Tab,
+  settings: { xMode: "step", smoothing: 0.6, logScale: false } as ViewSettings,
+  perRank: true,
+  /** Bumped on every view change so late answers for an old view are dropped. */
+  generation: 0,
+  cards: [] as ChartCard[],
+  lineSources: new Map<string, LineSource>(),
+  keySignature: "",
+  firstGridMarked: false,
+};
+
+performance.mark("rankscope:app-start");
+
+function showError(error: unknown): void {
+  errorBox.textContent = error instanceof Error ? error.message : String(error);
+}
+
+/** Run tasks with at most `limit` in flight. */
+async function pool<T>(items: T[], limit: number, task: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const item = items[next++] as T;
+      await task(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+function runById(id: string): RunSummary | undefined {
+  return state.runs.find((r) => r.id === id);
+}
+
+function isLive(runId: string): boolean {
+  const run = runById(runId);
+  return run === undefined || !DONE_STATUSES.has(run.status.toLowerCase());
+}
+
+// ---- URL state --------------------------------------------------------------------------------
+
+function readHash(): void {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const tab = params.get("tab");
+  if (tab !== null && TABS.some(([t]) => t === tab)) state.tab = tab as Tab;
+  const runs = params.getAll("run");
+  if (runs.length > 0) state.selected = runs;
+  const x = params.get("x");
+  if (x === "step" || x === "wall" || x === "relative") state.settings.xMode = x;
+}
+
+function writeHash(): void {
+  const params = new URLSearchParams();
+  params.set("tab", state.tab);
+  for (const run of state.selected) params.append("run", run);
+  params.set("x", state.settings.xMode);
+  history.replaceState(null, "", `${location.pathname}#${params.toString()}`);
+}
+
+// ---- runs list --------------------------------------------------------------------------------
+
+function renderRuns(): void {
+  clear(runsBody);
+  const filter = runFilter.value.trim().toLowerCase();
+  const now = Date.now();
+  for (const run of state.runs) {
+    const text = `${run.experiment} ${run.trial} ${run.status}`.toLowerCase();
+    if (filter !== "" && !text.includes(filter)) continue;
+    const selected = state.selected.includes(run.id);
+    const box = el("input", { type: "checkbox", "aria-label": `overlay ${run.id}` });
+    box.checked = selected;
+    box.addEventListener("click", (event) => {
+      event.stopPropagation();
+      state.selected = box.checked ? [...state.selected, run.id] : state.selected.filter((id) => id !== run.id);
+      selectionChanged();
+    });
+    const end = run.endTime ?? (isLive(run.id) ? now : run.lastUpdate);
+    const duration = run.startTime !== null && end !== null ? formatDuration(end - run.startTime) : "";
+    const row = el(
+      "tr",
+      { className: selected ? "run selected" : "run", "data-run": run.id },
+      el("td", {}, box),
+      el("td", {}, run.experiment),
+      el("td", {}, run.trial),
+      el("td", { className: `status status-${run.status.toLowerCase().replace(/[^a-z]/g, "")}` }, run.status),
+      el("td", {}, formatTime(run.startTime)),
+      el("td", {}, duration),
+    );
+    row.addEventListener("click", () => {
+      state.selected = [run.id];
+      selectionChanged();
+    });
+    runsBody.appendChild(row);
+  }
+  if (state.runs.length === 0) runsBody.appendChild(el("tr", {}, el("td", { colspan: 6, className: "muted" }, "No runs under this root yet.")));
+}
+
+async function refreshRuns(): Promise<void> {
+  state.runs = await api.runs();
+  state.selected = state.selected.filter((id) => state.runs.some((r) => r.id === id));
+  if (state.selected.length === 0 && state.runs.length > 0) {
+    const latest = [...state.runs].sort((a, b) => (b.startTime ?? 0) - (a.startTime ?? 0))[0];
+    if (latest !== undefined) state.selected = [latest.id];
+  }
+  renderRuns();
+}
+
+function selectionChanged(): void {
+  renderRuns();
+  writeHash();
+  void renderView();
+}
+
+// ---- tabs -------------------------------------------------------------------------------------
+
+function renderTabs(): void {
+  const nav = $<HTMLElement>("tabs");
+  clear(nav);
+  for (const [tab, label] of TABS) {
+    const button = el("button", { type: "button", className: tab === state.tab ? "tab active" : "tab", "data-tab": tab }, label);
+    button.addEventListener("click", () => {
+      state.tab = tab;
+      renderTabs();
+      writeHash();
+      void renderView();
+    });
+    nav.appendChild(button);
+  }
+}
+
+function resetView(): number {
+  for (const card of state.cards) card.destroy();
+  state.cards = [];
+  state.lineSources.clear();
+  clear(view);
+  errorBox.textContent = "";
+  return ++state.generation;
+}
+
+async function renderView(): Promise<void> {
+  const generation = resetView();
+  const toolbarCharts = state.tab === "metrics" || state.tab === "streams" || state.tab === "system";
+  $<HTMLElement>("toolbar").classList.toggle("hidden", !toolbarCharts);
+  if (state.selected.length === 0) {
+    view.appendChild(el("p", { className: "muted" }, "Select a run on the left."));
+    return;
+  }
+  try {
+    if (state.tab === "metrics") await renderMetrics(generation);
+    else if (state.tab === "streams") await renderStreams(generation);
+    else if (state.tab === "system") await renderSystem(generation);
+    else if (state.tab === "samples") await renderSamples(generation);
+    else if (state.tab === "config") await renderConfig(generation);
+    else await renderTraces(generation);
+  } catch (error) {
+    if (generation === state.generation) showError(error);
+  }
+}
+
+function matchesSearch(key: string): boolean {
+  const q = searchBox.value.trim().toLowerCase();
+  return q === "" || key.toLowerCase().includes(q);
+}
+
+function runLabel(run: string, extra?: string): string {
+  const base = state.selected.length > 1 ? run : "";
+  return [base, extra].filter((s) => s !== undefined && s !== "").join(" · ") || "value";
+}
+
+function newLine(id: string, label: string, run: string): Line {
+  return { id, label, runStart: runById(run)?.startTime ?? null, steps: [], times: [], values: [] };
+}
+
+function emptyNote(text: string): void {
+  view.appendChild(el("p", { className: "muted empty" }, text));
+}
+
+// ---- metrics ----------------------------------------------------------------------------------
+
+async function loadKeys(): Promise<Map<string, RunKeys>> {
+  const entries = await Promise.all(state.selected.map(async (run) => [run, await api.keys(run)] as const));
+  return new Map(entries);
+}
+
+function keySignature(keys: Map<string, RunKeys>): string {
+  return [...keys.entries()].map(([run, k]) => `${run}:${k.metrics.map((m) => `${m.key}/${m.ranks.join(",")}/${String(m.global)}`).join(";")}|${k.streams.join(";")}|${k.system.join(";")}`).join("\n");
+}
+
+function grid(): HTMLElement {
+  const g = el("div", { className: "grid" });
+  view.appendChild(g);
+  return g;
+}
+
+/** Fetch every line of the given cards with bounded concurrency; draw each card once it has all. */
+async function fillCards(generation: number, specs: { lines: (LineSource & { line: Line })[]; card: ChartCard }[]): Promise<void> {
+  const jobs = specs.flatMap((spec) => spec.lines.map((l) => ({ spec, l })));
+  const pending = new Map(specs.map((s) => [s, s.lines.length]));
+  await pool(jobs, FETCH_CONCURRENCY, async ({ spec, l }) => {
+    try {
+      if (l.kind === "stream") {
+        const data = await api.stream(l.run, l.key, null);
+        if (generation !== state.generation) return;
+        addStreamPoints(spec.card, l.run, l.key, data);
+        state.lineSources.set(`${l.run}\u0000stream\u0000${l.key}`, { kind: "stream", run: l.run, key: l.key, rank: undefined, cursor: data.cursor, card: spec.card });
+      } else {
+        const data = l.kind === "system" ? await api.system(l.run, l.key, null) : await api.series(l.run, l.key, l.rank, null);
+        if (generation !== state.generation) return;
+        l.line.steps = data.steps;
+        l.line.times = data.times;
+        l.line.values = data.values;
+        state.lineSources.set(l.line.id, { kind: l.kind, run: l.run, key: l.key, rank: l.rank, cursor: data.cursor, card: spec.card });
+      }
+    } catch (error) {
+      if (generation === state.generation) showError(error);
+    }
+    const left = (pending.get(spec) ?? 1) - 1;
+    pending.set(spec, left);
+    if (left > 0 || generation !== state.generation) return;
+    if (l.kind !== "stream") spec.card.setLines(spec.lines.map((x) => x.line));
+    else if (spec.card.getLines().length === 0) spec.card.setLines([]);
+  });
+  if (generation !== state.generation) return;
+  for (const spec of specs) if (spec.lines.length === 0) spec.card.setLines([]);
+}
+
+async function renderMetrics(generation: number): Promise<void> {
+  if (!state.firstGridMarked) performance.mark("rankscope:charts-start");
+  const keys = await loadKeys();
+  if (generation !== state.generation) return;
+  state.keySignature = keySignature(keys);
+  const byKey = new Map<string, { run: string; info: KeyInfo }[]>();
+  for (const [run, k] of keys) {
+    for (const info of k.metrics) {
+      const list = byKey.get(info.key) ?? [];
+      list.push({ run, info });
+      byKey.set(info.key, list);
+    }
+  }
+  const names = [...byKey.keys()].sort().filter(matchesSearch);
+  if (names.length === 0) {
+    emptyNote(byKey.size === 0 ? "This run has no metrics yet." : "No metric matches the search.");
+    if (!state.firstGridMarked) {
+      state.firstGridMarked = true;
+      document.body.dataset["chartsRendered"] = "0";
+    }
+    return;
+  }
+  const g = grid();
+  const specs = names.map((name) => {
+    const card = new ChartCard(name, { ...state.settings }, () => checkAllDrawn(generation, names.length));
+    state.cards.push(card);
+    g.appendChild(card.root);
+    const lines: (LineSource & { line: Line })[] = [];
+    for (const { run, info } of byKey.get(name) ?? []) {
+      const showRanks = state.perRank || !info.global;
+      if (info.global) lines.push({ kind: "series", run, key: name, rank: undefined, cursor: null, card, line: newLine(`${run}\u0000${name}\u0000global`, runLabel(run, info.ranks.length > 0 && showRanks ? "all ranks" : undefined), run) });
+      if (showRanks) {
+        for (const rank of info.ranks) lines.push({ kind: "series", run, key: name, rank, cursor: null, card, line: newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, `rank ${rank}`), run) });
+      }
+    }
+    return { lines, card };
+  });
+  await fillCards(generation, specs);
+}
+
+function checkAllDrawn(generation: number, total: number): void {
+  if (generation !== state.generation || state.firstGridMarked || state.tab !== "metrics") return;
+  const drawn = state.cards.filter((c) => c.root.dataset["drawn"] === "1").length;
+  if (drawn >= total) {
+    state.firstGridMarked = true;
+    performance.mark("rankscope:charts-rendered");
+    performance.measure("rankscope:first-render", { start: 0, end: "rankscope:charts-rendered" });
+    document.body.dataset["chartsRendered"] = String(total);
+  }
+}
+
+// ---- streams and system -----------------------------------------------------------------------
+
+function addStreamPoints(card: ChartCard, run: string, key: string, data: StreamData): boolean {
+  if (data.values.length === 0) return false;
+  const lines = card.getLines();
+  const byRank = new Map<number, Line>();
+  for (let i = 0; i < data.values.length; i++) {
+    const rank = data.ranks[i] ?? 0;
+    const id = `${run}\u0000${key}\u0000stream\u0000${rank}`;
+    let line = byRank.get(rank) ?? lines.find((l) => l.id === id);
+    if (line === undefined) {
+      line = { ...newLine(id, runLabel(run, `rank ${rank}`), run), scatter: true };
+      lines.push(line);
+    }
+    byRank.set(rank, line);
+    line.steps.push(data.steps[i] ?? 0);
+    line.times.push(data.times[i] ?? 0);
+    line.values.push(data.values[i] ?? NaN);
+  }
+  lines.sort((a, b) => a.id.localeCompare(b.id));
+  card.setLines(lines);
+  return true;
+}
+
+async function renderStreams(generation: number): Promise<void> {
+  const keys = await loadKeys();
+  if (generation !== state.generation) return;
+  const names = [...new Set([...keys.values()].flatMap((k) => k.streams))].sort().filter(matchesSearch);
+  if (names.length === 0) return emptyNote("No raw stream values (per_rank_no_reduce) in the selected runs.");
+  view.appendChild(el("p", { className: "muted" }, "Raw values as each rank recorded them, one dot per value."));
+  const g = grid();
+  const specs = names.map((name) => {
+    const card = new ChartCard(name, { ...state.settings, smoothing: 0 });
+    state.cards.push(card);
+    g.appendChild(card.root);
+    const lines = state.selected
+      .filter((run) => keys.get(run)?.streams.includes(name) === true)
+      .map((run) => ({ kind: "stream" as const, run, key: name, rank: undefined, cursor: null, card, line: newLine(`${run}\u0000${name}`, run, run) }));
+    return { lines, card };
+  });
+  await fillCards(generation, specs);
+}
+
+async function renderSystem(generation: number): Promise<void> {
+  const keys = await loadKeys();
+  if (generation !== state.generation) return;
+  const names = [...new Set([...keys.values()].flatMap((k) => k.system))].sort().filter(matchesSearch);
+  if (names.length === 0) return emptyNote("No system metrics (GPU/CPU monitor) in the selected runs.");
+  const g = grid();
+  const specs = names.map((name) => {
+    const card = new ChartCard(name, { ...state.settings, xMode: state.settings.xMode === "step" ? "relative" : state.settings.xMode });
+    state.cards.push(card);
+    g.appendChild(card.root);
+    const lines = state.selected
+      .filter((run) => keys.get(run)?.system.includes(name) === true)
+      .map((run) => ({ kind: "system" as const, run, key: name, rank: undefined, cursor: null, card, line: newLine(`${run}\u0000system\u0000${name}`, runLabel(run), run) }));
+    return { lines, card };
+  });
+  await fillCards(generation, specs);
+}
+
+// ---- samples, config, traces ------------------------------------------------------------------
+
+async function renderSamples(generation: number): Promise<void> {
+  for (const run of state.selected) {
+    const rows = await api.samples(run);
+    if (generation !== state.generation) return;
+    const section = el("section", { className: "run-section" }, el("h2", {}, run));
+    view.appendChild(section);
+    const shown = rows.filter((r) => matchesSearch(r.key));
+    if (shown.length === 0) {
+      section.appendChild(el("p", { className: "muted" }, "No samples (Reduce.SAMPLE keys) in this run."));
+      continue;
+    }
+    const byKey = new Map<string, typeof rows>();
+    for (const row of shown) byKey.set(row.key, [...(byKey.get(row.key) ?? []), row]);
+    for (const [key, list] of byKey) {
+      const fields = [...new Set(list.flatMap((r) => (r.record !== null && typeof r.record === "object" && !Array.isArray(r.record) ? Object.keys(r.record) : ["value"])))];
+      const table = el(
+        "table",
+        { className: "samples", "data-key": key },
+        el("thead", {}, el("tr", {}, el("th", {}, "step"), el("th", {}, "rank"), ...fields.map((f) => el("th", {}, f)))),
+      );
+      const body = el("tbody");
+      for (const row of list) {
+        const record = row.record !== null && typeof row.record === "object" && !Array.isArray(row.record) ? (row.record as Record<string, unknown>) : { value: row.record };
+        body.appendChild(el("tr", {}, el("td", {}, row.step), el("td", {}, row.rank === null ? "" : row.rank), ...fields.map((f) => el("td", {}, displayText(record[f])))));
+      }
+      table.appendChild(body);
+      append(section, el("h3", {}, key), el("div", { className: "table-wrap" }, table));
+    }
+  }
+}
+
+function flatten(value: unknown, prefix: string, out: [string, string][]): void {
+  if (value !== null && typeof value === "object" && !Array.isArray(value)) {
+    for (const [k, v] of Object.entries(value)) flatten(v, prefix === "" ? k : `${prefix}.${k}`, out);
+  } else {
+    out.push([prefix, displayText(value)]);
+  }
+}
+
+async function renderConfig(generation: number): Promise<void> {
+  const versionInfo = await api.version();
+  if (generation !== state.generation) return;
+  view.appendChild(el("p", { className: "muted" }, `Served by rankscope ${versionInfo.rankscope} on Node ${versionInfo.node}.`));
+  for (const run of state.selected) {
+    const config = await api.config(run);
+    if (generation !== state.generation) return;
+    const section = el("section", { className: "run-section" }, el("h2", {}, run));
+    const rows: [string, string][] = [];
+    flatten(config.params, "", rows);
+    section.appendChild(el("h3", {}, "Hyperparameters"));
+    if (rows.length === 0) section.appendChild(el("p", { className: "muted" }, "None logged."));
+    else section.appendChild(el("table", { className: "params" }, el("tbody", {}, ...rows.map(([k, v]) => el("tr", {}, el("th", {}, k), el("td", {}, v))))));
+    section.appendChild(el("h3", {}, "config.yaml"));
+    section.appendChild(config.configYaml === null ? el("p", { className: "muted" }, "No config.yaml in this run.") : el("pre", {}, config.configYaml));
+    section.appendChild(el("h3", {}, "Version (version.json)"));
+    section.appendChild(config.version === null ? el("p", { className: "muted" }, "No version.json in this run.") : el("pre", {}, JSON.stringify(config.version, null, 2)));
+    view.appendChild(section);
+  }
+}
+
+async function renderTraces(generation: number): Promise<void> {
+  view.appendChild(
+    el(
+      "div",
+      { className: "note" },
+      el("strong", {}, "Opening a trace in Perfetto: "),
+      "download a file below, go to ",
+      el("a", { href: "https://ui.perfetto.dev", target: "_blank", rel: "noopener noreferrer" }, "ui.perfetto.dev"),
+      ", choose “Open trace file” and pick it. The trace stays on your machine: Perfetto reads it in the browser. ",
+      "Per-rank files are Chrome-trace JSON lines; each opens on its own.",
+    ),
+  );
+  for (const run of state.selected) {
+    const files = await api.traces(run);
+    if (generation !== state.generation) return;
+    const section = el("section", { className: "run-section" }, el("h2", {}, run));
+    if (files.length === 0) section.appendChild(el("p", { className: "muted" }, "No trace files (traces/) in this run."));
+    else {
+      const body = el("tbody");
+      for (const file of files) {
+        body.appendChild(el("tr", {}, el("td", {}, el("a", { href: api.traceUrl(run, file.name), download: file.name, className: "trace-link" }, file.name)), el("td", {}, formatBytes(file.size)), el("td", {}, formatTime(file.modified))));
+      }
+      section.appendChild(el("table", { className: "traces" }, el("thead", {}, el("tr", {}, el("th", {}, "file"), el("th", {}, "size"), el("th", {}, "modified"))), body));
+    }
+    view.appendChild(section);
+  }
+}
+
+// ---- live updates -----------------------------------------------------------------------------
+
+let polling = false;
+
+/** Ask every live line for the points after its cursor and append them. */
+async function poll(): Promise<void> {
+  if (polling || document.hidden) return;
+  polling = true;
+  const generation = state.generation;
+  let grew = 0;
+  try {
+    const sources = [...state.lineSources.entries()].filter(([, s]) => isLive(s.run));
+    const changed = new Set<ChartCard>();
+    await pool(sources, FETCH_CONCURRENCY, async ([id, source]) => {
+      if (source.kind === "stream") {
+        const data = await api.stream(source.run, source.key, source.cursor);
+        if (generation !== state.generation) return;
+        if (data.cursor !== null) source.cursor = data.cursor;
+        if (addStreamPoints(source.card, source.run, source.key, data)) grew += data.values.length;
+        return;
+      }
+      const data = source.kind === "system" ? await api.system(source.run, source.key, source.cursor) : await api.series(source.run, source.key, source.rank, source.cursor);
+      if (generation !== state.generation || data.values.length === 0) return;
+      source.cursor = data.cursor ?? source.cursor;
+      const line = source.card.getLines().find((l) => l.id === id);
+      if (line === undefined) return;
+      line.steps.push(...data.steps);
+      line.times.push(...data.times);
+      line.values.push(...data.values);
+      grew += data.values.length;
+      changed.add(source.card);
+    });
+    for (const card of changed) card.render();
+    const live = state.selected.some(isLive);
+    liveBox.textContent = live ? (grew > 0 ? `live · +${grew} points` : "live") : "";
+  } catch (error) {
+    showError(error);
+  } finally {
+    polling = false;
+  }
+}
+
+async function refreshPeriodically(): Promise<void> {
+  try {
+    await refreshRuns();
+    if (state.tab === "metrics" && state.selected.some(isLive) && state.keySignature !== "") {
+      // New keys appear while a run goes on: rebuild the grid when the set of lines changed.
+      const signature = keySignature(await loadKeys());
+      if (signature !== state.keySignature) await renderView();
+    }
+  } catch (error) {
+    showError(error);
+  }
+}
+
+// ---- start ------------------------------------------------------------------------------------
+
+function settingsChanged(): void {
+  smoothingValue.textContent = state.settings.smoothing.toFixed(2);
+  for (const card of state.cards) card.setSettings(state.tab === "streams" ? { ...state.settings, smoothing: 0 } : state.tab === "system" && state.settings.xMode === "step" ? { ...state.settings, xMode: "relative" } : { ...state.settings });
+  writeHash();
+}
+
+async function start(): Promise<void> {
+  // The token, when there is one, is now a cookie; keep it out of the address bar and history.
+  if (new URLSearchParams(location.search).has("token")) history.replaceState(null, "", `${location.pathname}${location.hash}`);
+  readHash();
+  xModeSelect.value = state.settings.xMode;
+  smoothingInput.value = String(state.settings.smoothing);
+  xModeSelect.addEventListener("change", () => {
+    state.settings.xMode = xModeSelect.value as XMode;
+    settingsChanged();
+  });
+  smoothingInput.addEventListener("input", () => {
+    state.settings.smoothing = Number(smoothingInput.value);
+    settingsChanged();
+  });
+  logScaleInput.addEventListener("change", () => {
+    state.settings.logScale = logScaleInput.checked;
+    settingsChanged();
+  });
+  perRankInput.addEventListener("change", () => {
+    state.perRank = perRankInput.checked;
+    void renderView();
+  });
+  let searchTimer: ReturnType<typeof setTimeout> | undefined;
+  searchBox.addEventListener("input", () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => void renderView(), 200);
+  });
+  runFilter.addEventListener("input", renderRuns);
+  renderTabs();
+  try {
+    const version = await api.version();
+    $<HTMLElement>("version").textContent = `v${version.rankscope}`;
+    await refreshRuns();
+  } catch (error) {
+    showError(error);
+  }
+  writeHash();
+  await renderView();
+  setInterval(() => void poll(), POLL_MS);
+  setInterval(() => void refreshPeriodically(), RUNS_REFRESH_MS);
+}
+
+void start();
