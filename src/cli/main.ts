@@ -5,6 +5,7 @@
 import { Command, CommanderError } from "commander";
 import { readFileSync } from "node:fs";
 import { registerDemoCommand } from "./commands/demo.js";
+import { registerUiCommand } from "./commands/ui.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
 
@@ -16,6 +17,7 @@ const program = new Command()
   .exitOverride();
 
 registerDemoCommand(program);
+registerUiCommand(program);
 
 try {
   await program.parseAsync(process.argv);
