@@ -4,3 +4,6 @@
  */
 import "./console/index.js";
 import "./jsonl/index.js";
+import { registerLazyBackend } from "./backend.js";
+
+registerLazyBackend("store", () => import("./store/index.js"));
