@@ -121,6 +121,30 @@ function requiredParam(params: URLSearchParams, name: string): string {
   return value;
 }
 
+/** Lines of a batch request, at most this many. */
+const MAX_BATCH_LINES = 200;
+
+/** `lines` of `/api/lines`: JSON `[[key, rank | null, after | null], …]`. */
+function parseLines(raw: string | null): [string, number | null, string | null][] {
+  const usage = "lines must be JSON [[key, rank or null, cursor or null], …] with at most 200 entries";
+  if (raw === null || raw === "") throw new HttpError(400, `missing the lines parameter; ${usage}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new HttpError(400, `lines is not JSON; ${usage}`);
+  }
+  if (!Array.isArray(parsed) || parsed.length > MAX_BATCH_LINES) throw new HttpError(400, usage);
+  return parsed.map((entry: unknown) => {
+    if (!Array.isArray(entry) || entry.length !== 3) throw new HttpError(400, usage);
+    const [key, rank, after] = entry as unknown[];
+    if (typeof key !== "string" || key === "") throw new HttpError(400, `${usage}; a key is not a non-empty string`);
+    if (rank !== null && !(typeof rank === "number" && Number.isInteger(rank) && rank >= 0)) throw new HttpError(400, `${usage}; a rank is not a non-negative integer or null`);
+    if (after !== null && typeof after !== "string") throw new HttpError(400, `${usage}; a cursor is not a string or null`);
+    return [key, rank as number | null, after as string | null];
+  });
+}
+
 function readOptionalText(path: string, limit = 1 << 20): string | null {
   try {
     const stat = statSync(path);
@@ -182,6 +206,28 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         const after = params.get("after") ?? undefined;
         return await source.system(runDir, key, { ...(after !== undefined ? { after } : {}), maxPoints });
       }
+      case "/api/lines": {
+        // Many lines of one run in one request: a grid's first load and every live poll.
+        const runDir = resolveRunDir(root, params.get("run"));
+        const kind = params.get("kind") ?? "scalar";
+        if (kind !== "scalar" && kind !== "stream" && kind !== "system") throw new HttpError(400, `kind must be scalar, stream or system, got ${JSON.stringify(kind)}`);
+        const maxPoints = intParam(params, "maxPoints", 2, MAX_POINTS_CAP) ?? DEFAULT_MAX_POINTS;
+        const lines = parseLines(params.get("lines"));
+        const out: unknown[] = [];
+        for (const [key, rank, after] of lines) {
+          const query = { ...(after !== null ? { after } : {}), maxPoints };
+          try {
+            if (kind === "scalar") out.push(await source.series(runDir, key, { ...query, ...(rank !== null ? { rank } : {}) }));
+            else if (kind === "stream") out.push(await source.stream(runDir, key, query));
+            else out.push(await source.system(runDir, key, query));
+          } catch (error) {
+            // One missing line must not blank the others.
+            if (!(error instanceof HttpError)) throw error;
+            out.push({ error: error.message, status: error.status });
+          }
+        }
+        return { lines: out };
+      }
       case "/api/samples": {
         const runDir = resolveRunDir(root, params.get("run"));
         return { samples: await source.samples(runDir) };
@@ -212,7 +258,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         return { files };
       }
       default:
-        throw new HttpError(404, `no such API endpoint ${path}; the endpoints are /api/version, runs, keys, series, stream, system, samples, config, traces, trace`);
+        throw new HttpError(404, `no such API endpoint ${path}; the endpoints are /api/version, runs, keys, series, lines, stream, system, samples, config, traces, trace`);
     }
   };
 

@@ -119,6 +119,20 @@ describe("dashboard server", () => {
     }
   });
 
+  it("serves many lines in one request, each with its own cursor or error", async () => {
+    const lines = JSON.stringify([["loss", null, null], ["loss", 1, "100"], ["nope", null, null]]);
+    const { lines: answers } = await json<{ lines: ({ steps: number[] } | { error: string; status: number })[] }>(dashboard.url, `/api/lines?run=exp/base&kind=scalar&lines=${encodeURIComponent(lines)}`);
+    assert.equal(answers.length, 3);
+    assert.equal((answers[0] as { steps: number[] }).steps.length, 120);
+    assert.deepEqual((answers[1] as { steps: number[] }).steps, Array.from({ length: 19 }, (_, i) => 101 + i));
+    assert.equal((answers[2] as { status: number }).status, 404);
+    for (const bad of ["not json", "[[1,null,null]]", '[["loss",-3,null]]', "{}"]) {
+      const answer = await get(dashboard.url, { path: `/api/lines?run=exp/base&lines=${encodeURIComponent(bad)}` });
+      assert.equal(answer.status, 400, bad);
+      assert.match(JSON.parse(answer.body).error, /lines must be JSON \[\[key, rank or null, cursor or null\]/);
+    }
+  });
+
   it("downsamples a 100k-point series to at most maxPoints, keeping the spike", async () => {
     const data = await json<{ steps: number[]; values: number[]; downsampled: boolean }>(dashboard.url, "/api/series?run=exp/big&key=signal&maxPoints=2000");
     assert.equal(data.downsampled, true);

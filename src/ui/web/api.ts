@@ -59,7 +59,22 @@ async function getJson<T>(path: string, params: Record<string, string | number |
   return (await response.json()) as T;
 }
 
+/** What `/api/lines` answers per line: its data, or why it has none. */
+export type LineAnswer<T> = T | { error: string; status: number };
+
+/** The kinds of line `/api/lines` serves. */
+export type LineKind = "scalar" | "stream" | "system";
+
+function decodeLine<T extends { values: unknown[] }>(line: LineAnswer<T>): LineAnswer<T> {
+  return "error" in line ? line : { ...line, values: decodeNumbers(line.values) };
+}
+
 export const api = {
+  /** Many lines of one run at once: `[key, rank or null, cursor or null]` each. */
+  lines: async <T extends SeriesData | StreamData>(run: string, kind: LineKind, lines: [string, number | null, string | null][]): Promise<LineAnswer<T>[]> => {
+    const data = await getJson<{ lines: LineAnswer<T>[] }>("lines", { run, kind, lines: JSON.stringify(lines) });
+    return data.lines.map((l) => decodeLine(l));
+  },
   version: () => getJson<{ rankscope: string; node: string; root: string }>("version"),
   runs: async () => (await getJson<{ runs: RunSummary[] }>("runs")).runs,
   keys: (run: string) => getJson<RunKeys>("keys", { run }),

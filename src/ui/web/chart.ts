@@ -75,6 +75,15 @@ function lineTable(line: Line, settings: ViewSettings): [number[], (number | nul
   return [x, y, line.scatter === true ? y : smoothDebiasedEma(y, settings.smoothing)];
 }
 
+/** Tick labels with as many decimals as the tick spacing needs (uPlot's default rounds 0.0005 to 0.001). */
+export function formatTicks(splits: number[]): string[] {
+  const step = splits.length > 1 ? Math.abs((splits[1] ?? 0) - (splits[0] ?? 0)) : Math.abs(splits[0] ?? 1);
+  const largest = Math.max(...splits.map((v) => Math.abs(v)));
+  if (largest !== 0 && (largest >= 1e6 || (step > 0 && step < 1e-4))) return splits.map((v) => (v === 0 ? "0" : v.toExponential(1)));
+  const decimals = step > 0 ? Math.min(6, Math.max(0, -Math.floor(Math.log10(step) + 1e-9))) : 0;
+  return splits.map((v) => v.toFixed(decimals));
+}
+
 /** A chart of several lines; rebuilt when lines or settings change. */
 export class ChartCard {
   readonly root: HTMLElement;
@@ -88,6 +97,9 @@ export class ChartCard {
   /** Index into uPlot's series of each line's top (smoothed or only) series. */
   private topSeries: number[] = [];
   private readonly resizeObserver: ResizeObserver;
+  /** Widths known without asking the layout engine (asking per chart forces a reflow each time). */
+  private observedWidth: number | undefined;
+  private widthHint: number | undefined;
 
   constructor(
     readonly title: string,
@@ -99,8 +111,11 @@ export class ChartCard {
     this.plotBox = el("div", { className: "plot" });
     this.legend = el("div", { className: "legend" });
     this.root = el("div", { className: "chart", "data-key": title }, el("h3", { className: "chart-title", title }, title), this.plotBox, this.legend);
-    this.resizeObserver = new ResizeObserver(() => {
-      if (this.plot !== null) this.plot.setSize({ width: this.width(), height: this.plot.height });
+    this.resizeObserver = new ResizeObserver((entries) => {
+      const width = entries[entries.length - 1]?.contentRect.width;
+      if (width === undefined || width <= 0) return;
+      this.observedWidth = Math.max(200, Math.floor(width));
+      if (this.plot !== null && Math.abs(this.plot.width - this.observedWidth) >= 1) this.plot.setSize({ width: this.observedWidth, height: this.plot.height });
     });
     this.resizeObserver.observe(this.plotBox);
   }
@@ -134,8 +149,13 @@ export class ChartCard {
     this.root.remove();
   }
 
+  /** The width all cards of a grid share, measured once by the grid. */
+  setWidthHint(width: number): void {
+    if (width > 0) this.widthHint = Math.max(200, Math.floor(width));
+  }
+
   private width(): number {
-    return Math.max(200, this.plotBox.clientWidth || 400);
+    return this.observedWidth ?? this.widthHint ?? Math.max(200, this.plotBox.clientWidth || 400);
   }
 
   /** Redraw from the lines and settings. */
@@ -183,7 +203,7 @@ export class ChartCard {
       },
       axes: [
         { label: settings.xMode === "step" ? "step" : settings.xMode === "relative" ? "seconds since start" : "", labelSize: settings.xMode === "wall" ? 0 : 14, size: 36 },
-        { label: this.yLabel, size: 56, labelSize: this.yLabel === "" ? 0 : 14 },
+        { label: this.yLabel, size: 60, labelSize: this.yLabel === "" ? 0 : 14, values: settings.logScale ? undefined : (_u, splits) => formatTicks(splits) },
       ],
       hooks: {
         draw: [

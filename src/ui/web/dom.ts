@@ -63,6 +63,16 @@ export function formatTime(ms: number | null): string {
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
 }
 
+/** A run's start: time only today, month and day this year, the full date otherwise. */
+export function formatStart(ms: number | null, now = new Date()): string {
+  if (ms === null || !Number.isFinite(ms)) return "";
+  const full = formatTime(ms);
+  const d = new Date(ms);
+  if (d.toDateString() === now.toDateString()) return full.slice(11, 16);
+  if (d.getFullYear() === now.getFullYear()) return full.slice(5, 16);
+  return full.slice(0, 10);
+}
+
 /** `1.2 MB` */
 export function formatBytes(n: number): string {
   if (n < 1024) return `${n} B`;

@@ -9,9 +9,9 @@
  */
 import "uplot/dist/uPlot.min.css";
 import "./style.css";
-import { api, type KeyInfo, type RunKeys, type RunSummary, type StreamData } from "./api.js";
+import { api, type KeyInfo, type LineAnswer, type RunKeys, type RunSummary, type SeriesData, type StreamData } from "./api.js";
 import { ChartCard, type Line, type ViewSettings, type XMode } from "./chart.js";
-import { append, clear, displayText, el, formatBytes, formatDuration, formatTime } from "./dom.js";
+import { append, clear, displayText, el, formatBytes, formatDuration, formatStart, formatTime } from "./dom.js";
 
 type Tab = "metrics" | "streams" | "system" | "samples" | "config" | "traces";
 const TABS: [Tab, string][] = [
@@ -25,7 +25,11 @@ const TABS: [Tab, string][] = [
 const DONE_STATUSES = new Set(["finished", "failed", "crashed", "killed", "completed", "done"]);
 const POLL_MS = 1000;
 const RUNS_REFRESH_MS = 5000;
-const FETCH_CONCURRENCY = 6;
+const FETCH_CONCURRENCY = 4;
+/** Lines per request on a first load: small enough that the first charts draw early. */
+const FIRST_LOAD_BATCH = 8;
+/** Lines per request when polling a live run (the server takes at most 200). */
+const POLL_BATCH = 100;
 
 /** Where a drawn line's points come from, so polling can ask for what came after. */
 interface LineSource {
@@ -142,7 +146,7 @@ function renderRuns(): void {
       el("td", {}, run.experiment),
       el("td", {}, run.trial),
       el("td", { className: `status status-${run.status.toLowerCase().replace(/[^a-z]/g, "")}` }, run.status),
-      el("td", {}, formatTime(run.startTime)),
+      el("td", { title: formatTime(run.startTime) }, formatStart(run.startTime)),
       el("td", {}, duration),
     );
     row.addEventListener("click", () => {
@@ -251,33 +255,70 @@ function grid(): HTMLElement {
   return g;
 }
 
-/** Fetch every line of the given cards with bounded concurrency; draw each card once it has all. */
+/** Measure the grid's column width once and hand it to every card (one layout, not one per chart). */
+function shareWidth(cards: ChartCard[]): void {
+  const first = cards[0];
+  if (first === undefined) return;
+  const plot = first.root.querySelector(".plot");
+  const width = plot instanceof HTMLElement ? plot.clientWidth : 0;
+  for (const card of cards) card.setWidthHint(width);
+}
+
+const API_KIND = { series: "scalar", stream: "stream", system: "system" } as const;
+
+/** Split items into groups by `keyOf`, each cut into chunks of at most `size`. */
+function batches<T>(items: T[], keyOf: (item: T) => string, size: number): T[][] {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const key = keyOf(item);
+    const group = groups.get(key) ?? [];
+    group.push(item);
+    groups.set(key, group);
+  }
+  const out: T[][] = [];
+  for (const group of groups.values()) for (let i = 0; i < group.length; i += size) out.push(group.slice(i, i + size));
+  return out;
+}
+
+/**
+ * Fetch every line of the given cards, a few lines per request and a few requests at a time, and
+ * draw each card as soon as it has all its lines.
+ */
 async function fillCards(generation: number, specs: { lines: (LineSource & { line: Line })[]; card: ChartCard }[]): Promise<void> {
+  shareWidth(specs.map((s) => s.card));
   const jobs = specs.flatMap((spec) => spec.lines.map((l) => ({ spec, l })));
   const pending = new Map(specs.map((s) => [s, s.lines.length]));
-  await pool(jobs, FETCH_CONCURRENCY, async ({ spec, l }) => {
+  const groups = batches(jobs, (j) => `${j.l.run}\u0000${j.l.kind}`, FIRST_LOAD_BATCH);
+  await pool(groups, FETCH_CONCURRENCY, async (group) => {
+    const first = group[0];
+    if (first === undefined) return;
+    let answers: LineAnswer<SeriesData | StreamData>[] = [];
     try {
-      if (l.kind === "stream") {
-        const data = await api.stream(l.run, l.key, null);
-        if (generation !== state.generation) return;
-        addStreamPoints(spec.card, l.run, l.key, data);
+      answers = await api.lines(first.l.run, API_KIND[first.l.kind], group.map(({ l }) => [l.key, l.rank ?? null, null]));
+    } catch (error) {
+      if (generation === state.generation) showError(error);
+    }
+    if (generation !== state.generation) return;
+    group.forEach(({ spec, l }, i) => {
+      const answer = answers[i];
+      if (answer !== undefined && "error" in answer) showError(answer.error);
+      else if (answer !== undefined && l.kind === "stream") {
+        const data = answer as StreamData;
+        addStreamPoints(spec.card, l.run, l.key, data, false);
         state.lineSources.set(`${l.run}\u0000stream\u0000${l.key}`, { kind: "stream", run: l.run, key: l.key, rank: undefined, cursor: data.cursor, card: spec.card });
-      } else {
-        const data = l.kind === "system" ? await api.system(l.run, l.key, null) : await api.series(l.run, l.key, l.rank, null);
-        if (generation !== state.generation) return;
+      } else if (answer !== undefined) {
+        const data = answer as SeriesData;
         l.line.steps = data.steps;
         l.line.times = data.times;
         l.line.values = data.values;
         state.lineSources.set(l.line.id, { kind: l.kind, run: l.run, key: l.key, rank: l.rank, cursor: data.cursor, card: spec.card });
       }
-    } catch (error) {
-      if (generation === state.generation) showError(error);
-    }
-    const left = (pending.get(spec) ?? 1) - 1;
-    pending.set(spec, left);
-    if (left > 0 || generation !== state.generation) return;
-    if (l.kind !== "stream") spec.card.setLines(spec.lines.map((x) => x.line));
-    else if (spec.card.getLines().length === 0) spec.card.setLines([]);
+      const left = (pending.get(spec) ?? 1) - 1;
+      pending.set(spec, left);
+      if (left > 0) return;
+      if (l.kind !== "stream") spec.card.setLines(spec.lines.map((x) => x.line));
+      else spec.card.setLines(spec.card.getLines());
+    });
   });
   if (generation !== state.generation) return;
   for (const spec of specs) if (spec.lines.length === 0) spec.card.setLines([]);
@@ -336,7 +377,7 @@ function checkAllDrawn(generation: number, total: number): void {
 
 // ---- streams and system -----------------------------------------------------------------------
 
-function addStreamPoints(card: ChartCard, run: string, key: string, data: StreamData): boolean {
+function addStreamPoints(card: ChartCard, run: string, key: string, data: StreamData, redraw = true): boolean {
   if (data.values.length === 0) return false;
   const lines = card.getLines();
   const byRank = new Map<number, Line>();
@@ -354,7 +395,7 @@ function addStreamPoints(card: ChartCard, run: string, key: string, data: Stream
     line.values.push(data.values[i] ?? NaN);
   }
   lines.sort((a, b) => a.id.localeCompare(b.id));
-  card.setLines(lines);
+  if (redraw) card.setLines(lines);
   return true;
 }
 
@@ -489,7 +530,7 @@ async function renderTraces(generation: number): Promise<void> {
 
 let polling = false;
 
-/** Ask every live line for the points after its cursor and append them. */
+/** Ask every live line for the points after its cursor (one request per run and kind) and append them. */
 async function poll(): Promise<void> {
   if (polling || document.hidden) return;
   polling = true;
@@ -498,24 +539,31 @@ async function poll(): Promise<void> {
   try {
     const sources = [...state.lineSources.entries()].filter(([, s]) => isLive(s.run));
     const changed = new Set<ChartCard>();
-    await pool(sources, FETCH_CONCURRENCY, async ([id, source]) => {
-      if (source.kind === "stream") {
-        const data = await api.stream(source.run, source.key, source.cursor);
-        if (generation !== state.generation) return;
-        if (data.cursor !== null) source.cursor = data.cursor;
-        if (addStreamPoints(source.card, source.run, source.key, data)) grew += data.values.length;
-        return;
-      }
-      const data = source.kind === "system" ? await api.system(source.run, source.key, source.cursor) : await api.series(source.run, source.key, source.rank, source.cursor);
-      if (generation !== state.generation || data.values.length === 0) return;
-      source.cursor = data.cursor ?? source.cursor;
-      const line = source.card.getLines().find((l) => l.id === id);
-      if (line === undefined) return;
-      line.steps.push(...data.steps);
-      line.times.push(...data.times);
-      line.values.push(...data.values);
-      grew += data.values.length;
-      changed.add(source.card);
+    const groups = batches(sources, ([, s]) => `${s.run}\u0000${s.kind}`, POLL_BATCH);
+    await pool(groups, FETCH_CONCURRENCY, async (group) => {
+      const first = group[0];
+      if (first === undefined) return;
+      const answers = await api.lines(first[1].run, API_KIND[first[1].kind], group.map(([, s]) => [s.key, s.rank ?? null, s.cursor]));
+      if (generation !== state.generation) return;
+      group.forEach(([id, source], i) => {
+        const answer = answers[i];
+        if (answer === undefined || "error" in answer || answer.values.length === 0) return;
+        if (source.kind === "stream") {
+          const data = answer as StreamData;
+          if (data.cursor !== null) source.cursor = data.cursor;
+          if (addStreamPoints(source.card, source.run, source.key, data)) grew += data.values.length;
+          return;
+        }
+        const data = answer as SeriesData;
+        source.cursor = data.cursor ?? source.cursor;
+        const line = source.card.getLines().find((l) => l.id === id);
+        if (line === undefined) return;
+        line.steps.push(...data.steps);
+        line.times.push(...data.times);
+        line.values.push(...data.values);
+        grew += data.values.length;
+        changed.add(source.card);
+      });
     });
     for (const card of changed) card.render();
     const live = state.selected.some(isLive);
