@@ -60,14 +60,14 @@ function inside(parent: string, child: string): boolean {
 }
 
 /**
- * Resolve a `run` parameter (`experiment/trial`) to its directory under `root`. Anything that is
- * not two plain names, or whose real path (after symlinks) leaves the root, is refused with a 4xx.
+ * Resolve a `run` parameter (`experiment/trial`, or one to three plain names as the store finds
+ * runs) to its directory under `root`. Anything that is not plain names, or whose real path (after symlinks) leaves the root, is refused with a 4xx.
  */
 export function resolveRunDir(root: string, run: string | null): string {
   if (run === null || run === "") throw new HttpError(400, "missing the run parameter (experiment/trial, as /api/runs lists it)");
   const parts = run.split("/");
-  if (parts.length !== 2 || !parts.every((p) => RUN_PART.test(p) && p !== "." && p !== "..")) {
-    throw new HttpError(400, "the run parameter must be experiment/trial: two plain names of letters, digits, '.', '_', '-' or spaces");
+  if (parts.length < 1 || parts.length > 3 || !parts.every((p) => RUN_PART.test(p) && p !== "." && p !== "..")) {
+    throw new HttpError(400, "the run parameter must be experiment/trial as /api/runs lists it: plain names of letters, digits, '.', '_', '-' or spaces, joined by '/'");
   }
   const realRoot = realpathSync(root);
   const candidate = resolve(realRoot, ...parts);

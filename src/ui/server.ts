@@ -364,3 +364,5 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
 }
 
 
+
+export type { DashboardSource, KeyInfo, RunSummary, SampleRow, SeriesData, SeriesQuery, StreamData } from "./source.js";

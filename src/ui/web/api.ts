@@ -71,8 +71,8 @@ function decodeLine<T extends { values: unknown[] }>(line: LineAnswer<T>): LineA
 
 export const api = {
   /** Many lines of one run at once: `[key, rank or null, cursor or null]` each. */
-  lines: async <T extends SeriesData | StreamData>(run: string, kind: LineKind, lines: [string, number | null, string | null][]): Promise<LineAnswer<T>[]> => {
-    const data = await getJson<{ lines: LineAnswer<T>[] }>("lines", { run, kind, lines: JSON.stringify(lines) });
+  lines: async <T extends SeriesData | StreamData>(run: string, kind: LineKind, lines: [string, number | null, string | null][], maxPoints?: number): Promise<LineAnswer<T>[]> => {
+    const data = await getJson<{ lines: LineAnswer<T>[] }>("lines", { run, kind, lines: JSON.stringify(lines), maxPoints });
     return data.lines.map((l) => decodeLine(l));
   },
   version: () => getJson<{ rankscope: string; node: string; root: string }>("version"),

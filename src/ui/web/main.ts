@@ -256,12 +256,22 @@ function grid(): HTMLElement {
 }
 
 /** Measure the grid's column width once and hand it to every card (one layout, not one per chart). */
-function shareWidth(cards: ChartCard[]): void {
+function shareWidth(cards: ChartCard[]): number {
   const first = cards[0];
-  if (first === undefined) return;
+  if (first === undefined) return 0;
   const plot = first.root.querySelector(".plot");
   const width = plot instanceof HTMLElement ? plot.clientWidth : 0;
   for (const card of cards) card.setWidthHint(width);
+  return width;
+}
+
+/**
+ * Points to ask for per line: the server keeps min, max and last per bucket, so about one bucket
+ * per two pixels already shows every spike; more points would only cost drawing time. Capped by
+ * the server's default of 2,000.
+ */
+function pointsForWidth(width: number): number {
+  return Math.max(300, Math.min(2000, Math.round(width * 1.5)));
 }
 
 const API_KIND = { series: "scalar", stream: "stream", system: "system" } as const;
@@ -285,7 +295,7 @@ function batches<T>(items: T[], keyOf: (item: T) => string, size: number): T[][]
  * draw each card as soon as it has all its lines.
  */
 async function fillCards(generation: number, specs: { lines: (LineSource & { line: Line })[]; card: ChartCard }[]): Promise<void> {
-  shareWidth(specs.map((s) => s.card));
+  const maxPoints = pointsForWidth(shareWidth(specs.map((s) => s.card)));
   const jobs = specs.flatMap((spec) => spec.lines.map((l) => ({ spec, l })));
   const pending = new Map(specs.map((s) => [s, s.lines.length]));
   const groups = batches(jobs, (j) => `${j.l.run}\u0000${j.l.kind}`, FIRST_LOAD_BATCH);
@@ -294,7 +304,7 @@ async function fillCards(generation: number, specs: { lines: (LineSource & { lin
     if (first === undefined) return;
     let answers: LineAnswer<SeriesData | StreamData>[] = [];
     try {
-      answers = await api.lines(first.l.run, API_KIND[first.l.kind], group.map(({ l }) => [l.key, l.rank ?? null, null]));
+      answers = await api.lines(first.l.run, API_KIND[first.l.kind], group.map(({ l }) => [l.key, l.rank ?? null, null]), maxPoints);
     } catch (error) {
       if (generation === state.generation) showError(error);
     }
