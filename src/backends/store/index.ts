@@ -166,7 +166,7 @@ export class StoreBackend implements Backend {
     } catch (error) {
       await this.channel.close();
       this.channel = null;
-      throw new Error(`could not open the store ${storePath(context.runDir)}: ${describeError(error)}`);
+      throw new Error(`could not open the store ${storePath(context.runDir)}: ${describeError(error)}`, { cause: error });
     }
   }
 

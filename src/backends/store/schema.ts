@@ -155,7 +155,7 @@ export function openForReading(runDir: string): Database.Database {
     db = new Database(path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
   } catch (error) {
     const code = (error as { code?: unknown }).code;
-    if (code === "SQLITE_CANTOPEN") throw new Error(`no rankscope store in ${runDir}: ${STORE_FILE} is missing (is it a run directory written with the "store" backend?)`);
+    if (code === "SQLITE_CANTOPEN") throw new Error(`no rankscope store in ${runDir}: ${STORE_FILE} is missing (is it a run directory written with the "store" backend?)`, { cause: error });
     throw error;
   }
   return db;
