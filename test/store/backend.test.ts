@@ -51,10 +51,9 @@ describe("store backend", () => {
   test("per-rank modes write the rank's number; streams go in as raw values; resume replaces later steps", async () => {
     const root = tempDir();
     const opts = { root, experiment: "exp", trial: "ranks" };
-    let runDir = "";
+    const runDir = join(root, "exp", "ranks");
     {
       const logger = await getOrCreateMetricLogger(opts);
-      runDir = logger.run.runDir;
       await logger.initBackends({ store: { loggingMode: "per_rank_reduce" }, raw: { type: "store", loggingMode: "per_rank_no_reduce" } });
       for (let step = 0; step < 10; step++) {
         recordMetric("loss", 1, Reduce.MEAN);
