@@ -66,8 +66,8 @@ describe("rankscope tail", () => {
     const r = cli(["tail", "exp/t", "--root", root, "--no-follow"]);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, /^exp\/t \(finished\)/);
-    assert.match(r.stdout, /step 9  acc  NaN\n/);
-    assert.match(r.stdout, /step 9  loss  0\.1\n/);
+    assert.match(r.stdout, /step 9 {2}acc {2}NaN\n/);
+    assert.match(r.stdout, /step 9 {2}loss {2}0\.1\n/);
     assert.doesNotMatch(r.stdout, /step 8/);
   });
 
@@ -98,14 +98,14 @@ describe("rankscope tail", () => {
         check();
       });
     const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
-    await seen(/step 0  loss  5\n/);
+    await seen(/step 0 {2}loss {2}5\n/);
     w.write({ scalars: [1, 2, 3].map((s) => ({ key: "loss", step: s, wall: 1, value: s * 10 })) });
-    await seen(/step 3  loss  30\n/);
+    await seen(/step 3 {2}loss {2}30\n/);
     w.write({ scalars: [{ key: "loss", step: 4, wall: 1, value: 40 }] });
     w.finish();
     assert.equal(await exited, 0, stderr);
-    assert.match(stdout, /step 1  loss  10\nstep 2  loss  20\nstep 3  loss  30\n/);
-    assert.match(stdout, /step 4  loss  40\nrun finished\n$/);
+    assert.match(stdout, /step 1 {2}loss {2}10\nstep 2 {2}loss {2}20\nstep 3 {2}loss {2}30\n/);
+    assert.match(stdout, /step 4 {2}loss {2}40\nrun finished\n$/);
     assert.equal(stdout.match(/step 0 /g)?.length, 1, "each point once");
   });
 
@@ -155,7 +155,7 @@ describe("rankscope export", () => {
         "",
       ].join("\n"),
     );
-    assert.match(r.stderr, /\[#+\] 100%  4\/4 series, 5 points/);
+    assert.match(r.stderr, /\[#+\] 100% {2}4\/4 series, 5 points/);
     assert.match(r.stderr, /wrote 5 points of 4 series to/);
   });
 
