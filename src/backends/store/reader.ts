@@ -19,7 +19,7 @@ import { parseNumber } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal, unpackFloat64 } from "./codec.js";
 import { Downsampler, POINTS_PER_BUCKET, type SeriesPoint, type XAxis } from "./downsample.js";
-import { GLOBAL_RANK, openForReading, SERIES_KINDS, STORE_FILE, withBusyRetry, type KeyKind, type SeriesKind } from "./schema.js";
+import { BLOCK_FIELDS, BLOCK_POINTS, GLOBAL_RANK, openForReading, SERIES_KINDS, STORE_FILE, withBusyRetry, type KeyKind, type SeriesKind } from "./schema.js";
 
 export { GLOBAL_RANK, STORE_FILE, SERIES_KINDS, type KeyKind, type SeriesKind, type SeriesPoint, type XAxis };
 
@@ -117,6 +117,9 @@ export interface HistogramEntry {
   readonly wall: number;
   readonly histogram: HistogramData;
 }
+
+/** Read pre-aggregated blocks instead of points when a bucket spans at least this many blocks. */
+const BLOCKS_PER_BUCKET = 8;
 
 /** Default `maxPoints` of `series`. */
 export const DEFAULT_MAX_POINTS = 2000;
@@ -336,8 +339,17 @@ export class StoreReader {
       if (v < x0) x0 = v;
       if (v > x1) x1 = v;
     }
-    const ds = new Downsampler(x0, x1, Math.floor(maxPoints / POINTS_PER_BUCKET), x === "step");
+    const buckets = Math.floor(maxPoints / POINTS_PER_BUCKET);
+    const ds = new Downsampler(x0, x1, buckets, x === "step");
+    // With many blocks per bucket, fold the chunks' pre-aggregated blocks instead of their points.
+    const useBlocks = total / buckets >= BLOCKS_PER_BUCKET * BLOCK_POINTS;
+    const blocksOf = this.statement("SELECT blocks FROM chunks WHERE id = ?").pluck(true);
     for (const c of chunks) {
+      if (useBlocks && c.first_step > from) {
+        const blocks = unpackFloat64(blocksOf.get(c.id) as Buffer);
+        for (let o = 0; o < blocks.length; o += BLOCK_FIELDS.length) ds.addBlock(blocks, o);
+        continue;
+      }
       const xa = x === "step" ? c.first_step : c.first_wall;
       const xb = x === "step" ? c.last_step : c.last_wall;
       const bucket = ds.bucketOf(xa);
