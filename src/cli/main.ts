@@ -5,6 +5,9 @@
 import { Command, CommanderError } from "commander";
 import { readFileSync } from "node:fs";
 import { registerDemoCommand } from "./commands/demo.js";
+import { registerExportCommand } from "./commands/export.js";
+import { registerRunsCommand } from "./commands/runs.js";
+import { registerTailCommand } from "./commands/tail.js";
 import { registerUiCommand } from "./commands/ui.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
@@ -17,6 +20,9 @@ const program = new Command()
   .exitOverride();
 
 registerDemoCommand(program);
+registerRunsCommand(program);
+registerTailCommand(program);
+registerExportCommand(program);
 registerUiCommand(program);
 
 try {

@@ -134,6 +134,47 @@ export class Downsampler {
     }
   }
 
+  /**
+   * Fold one block summary (`BLOCK_FIELDS` at `o` in `blocks`) into the bucket of its first
+   * point. A block that straddles a bucket edge is counted wholly in one bucket: the points kept
+   * are still real points, at most one block (64 points) off their exact bucket.
+   */
+  addBlock(blocks: Float64Array, o: number): void {
+    const x = this.byStep ? (blocks[o + 1] as number) : (blocks[o + 2] as number);
+    const b = this.bucketOf(x);
+    const n = blocks[o] as number;
+    const first = this.count[b] === 0;
+    this.count[b] = (this.count[b] as number) + n;
+    const min = blocks[o + 6] as number;
+    if (min === min) {
+      const max = blocks[o + 9] as number;
+      const firstNumeric = this.numeric[b] === 0;
+      this.numeric[b] = (this.numeric[b] as number) + 1;
+      if (firstNumeric || min < (this.minV[b] as number)) {
+        this.minV[b] = min;
+        this.minS[b] = blocks[o + 7] as number;
+        this.minW[b] = blocks[o + 8] as number;
+      }
+      if (firstNumeric || max > (this.maxV[b] as number)) {
+        this.maxV[b] = max;
+        this.maxS[b] = blocks[o + 10] as number;
+        this.maxW[b] = blocks[o + 11] as number;
+      }
+    }
+    const nanStep = blocks[o + 12] as number;
+    if (nanStep === nanStep && Number.isNaN(this.nanS[b])) {
+      this.nanS[b] = nanStep;
+      this.nanW[b] = blocks[o + 13] as number;
+    }
+    const lastX = this.byStep ? (blocks[o + 3] as number) : (blocks[o + 4] as number);
+    const keptX = this.byStep ? (this.lastS[b] as number) : (this.lastW[b] as number);
+    if (first || lastX >= keptX) {
+      this.lastS[b] = blocks[o + 3] as number;
+      this.lastW[b] = blocks[o + 4] as number;
+      this.lastV[b] = blocks[o + 5] as number;
+    }
+  }
+
   /** The kept points, in x order, without duplicates. */
   result(): SeriesPoint[] {
     const out: SeriesPoint[] = [];
@@ -150,9 +191,10 @@ export class Downsampler {
       }
       if (!Number.isNaN(this.nanS[b])) push(this.nanS[b] as number, this.nanW[b] as number, NaN);
       push(this.lastS[b] as number, this.lastW[b] as number, this.lastV[b] as number);
-      kept.sort(this.byStep ? (p, q) => p.step - q.step || p.wall - q.wall : (p, q) => p.wall - q.wall || p.step - q.step);
       for (const p of kept) out.push(p);
     }
+    // Blocks are bucketed by their first point, so order across buckets is restored here.
+    out.sort(this.byStep ? (p, q) => p.step - q.step || p.wall - q.wall : (p, q) => p.wall - q.wall || p.step - q.step);
     return out;
   }
 }

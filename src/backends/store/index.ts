@@ -56,8 +56,15 @@ class WorkerChannel implements WriterChannel {
 
   constructor() {
     const ts = import.meta.url.endsWith(".ts");
-    const file = new URL(ts ? "./writer-worker.ts" : "./writer-worker.js", import.meta.url);
-    this.worker = new Worker(file, ts ? { execArgv: ["--import", "tsx"] } : {});
+    if (ts) {
+      // Running from source (tests, under tsx): `execArgv: ["--import", "tsx"]` does not reach
+      // worker threads on Node 20, so register tsx's loader in the worker before importing.
+      const file = new URL("./writer-worker.ts", import.meta.url).href;
+      const bootstrap = `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(file)}); });`;
+      this.worker = new Worker(bootstrap, { eval: true });
+    } else {
+      this.worker = new Worker(new URL("./writer-worker.js", import.meta.url));
+    }
     this.worker.unref();
     this.worker.on("message", (reply: WorkerReply) => {
       const w = this.waiting.get(reply.id);
@@ -166,7 +173,7 @@ export class StoreBackend implements Backend {
     } catch (error) {
       await this.channel.close();
       this.channel = null;
-      throw new Error(`could not open the store ${storePath(context.runDir)}: ${describeError(error)}`);
+      throw new Error(`could not open the store ${storePath(context.runDir)}: ${describeError(error)}`, { cause: error });
     }
   }
 

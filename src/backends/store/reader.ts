@@ -19,7 +19,7 @@ import { parseNumber } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal, unpackFloat64 } from "./codec.js";
 import { Downsampler, POINTS_PER_BUCKET, type SeriesPoint, type XAxis } from "./downsample.js";
-import { GLOBAL_RANK, openForReading, SERIES_KINDS, STORE_FILE, withBusyRetry, type KeyKind, type SeriesKind } from "./schema.js";
+import { BLOCK_FIELDS, BLOCK_POINTS, GLOBAL_RANK, openForReading, SERIES_KINDS, STORE_FILE, withBusyRetry, type KeyKind, type SeriesKind } from "./schema.js";
 
 export { GLOBAL_RANK, STORE_FILE, SERIES_KINDS, type KeyKind, type SeriesKind, type SeriesPoint, type XAxis };
 
@@ -118,6 +118,9 @@ export interface HistogramEntry {
   readonly histogram: HistogramData;
 }
 
+/** Read pre-aggregated blocks instead of points when a bucket spans at least this many blocks. */
+const BLOCKS_PER_BUCKET = 8;
+
 /** Default `maxPoints` of `series`. */
 export const DEFAULT_MAX_POINTS = 2000;
 
@@ -143,15 +146,26 @@ export class StoreReader {
   readonly runDir: string;
   private readonly db: Database.Database;
   private readonly statements = new Map<string, Database.Statement<unknown[], unknown>>();
+  private schemaReady = false;
 
   constructor(runDir: string) {
     this.runDir = resolve(runDir);
     this.db = openForReading(this.runDir);
   }
 
+  /**
+   * True once a writer has created the tables. A writer creates the file and its tables in one
+   * go, but a reader can open the file in between; until then the store reads as empty.
+   */
+  private ready(): boolean {
+    if (this.schemaReady) return true;
+    this.schemaReady = (withBusyRetry(() => this.db.pragma("user_version", { simple: true })) as number) >= 1;
+    return this.schemaReady;
+  }
+
   /** The run's metadata. */
   runInfo(): RunSummary {
-    const row = this.get("SELECT experiment, trial, status, started_at, ended_at, updated_at, resume_step FROM run WHERE id = 1") as
+    const row = !this.ready() ? undefined : this.get("SELECT experiment, trial, status, started_at, ended_at, updated_at, resume_step FROM run WHERE id = 1") as
       | { experiment: string; trial: string; status: string; started_at: number; ended_at: number | null; updated_at: number; resume_step: number }
       | undefined;
     if (row === undefined) {
@@ -172,6 +186,7 @@ export class StoreReader {
 
   /** Every key of the run (optionally of one kind), sorted by key, with the ranks that have it. */
   keys(kind?: KeyKind): KeyInfo[] {
+    if (!this.ready()) return [];
     const rows = this.all(
       `SELECT k.key AS key, k.kind AS kind, k.reduce AS reduce, group_concat(s.rank) AS ranks
        FROM keys k JOIN series s ON s.key_id = k.id ${kind === undefined ? "" : "WHERE k.kind = ?"}
@@ -191,6 +206,7 @@ export class StoreReader {
 
   /** The ranks that wrote to the run, with their names (`global` for -1). */
   ranks(): RankInfo[] {
+    if (!this.ready()) return [];
     return (this.all("SELECT rank, rank_name FROM ranks ORDER BY rank") as { rank: number; rank_name: string | null }[]).map((r) => ({
       rank: r.rank,
       rankName: r.rank_name ?? `rank${r.rank}`,
@@ -211,7 +227,7 @@ export class StoreReader {
       throw new TypeError(`maxPoints must be an integer >= ${POINTS_PER_BUCKET} or Infinity, got ${String(maxPoints)}`);
     }
     if (options.after !== undefined && typeof options.after !== "number") throw new TypeError(`after must be a cursor number from an earlier series() call, got ${String(options.after)}`);
-    const keyRow = this.get("SELECT id FROM keys WHERE key = ? AND kind = ?", key, kind) as { id: number } | undefined;
+    const keyRow = !this.ready() ? undefined : this.get("SELECT id FROM keys WHERE key = ? AND kind = ?", key, kind) as { id: number } | undefined;
     if (keyRow === undefined) throw new Error(`run ${this.runDir} has no ${kind} key ${JSON.stringify(key)}`);
     const rank = options.rank ?? (this.get("SELECT min(rank) AS r FROM series WHERE key_id = ?", keyRow.id) as { r: number | null }).r ?? GLOBAL_RANK;
     return withBusyRetry(() =>
@@ -239,6 +255,7 @@ export class StoreReader {
 
   /** The run's hyperparameters / config, as logged (`{}` when none). */
   config(): Record<string, unknown> {
+    if (!this.ready()) return {};
     const row = this.get("SELECT value FROM config WHERE name = 'hparams'") as { value: string } | undefined;
     return row === undefined ? {} : (JSON.parse(row.value) as Record<string, unknown>);
   }
@@ -251,6 +268,7 @@ export class StoreReader {
   private records(table: "samples" | "histograms", column: string, kind: KeyKind, key: string | undefined, options: RecordsOptions): { base: { seq: number; key: string; rank: number; step: number; wall: number }; json: string }[] {
     const limit = options.limit ?? 100;
     if (!Number.isInteger(limit) || limit < 1) throw new TypeError(`limit must be a positive integer, got ${String(limit)}`);
+    if (!this.ready()) return [];
     const where = ["k.kind = ?", "t.seq > ?"];
     const params: unknown[] = [kind, options.after ?? -1];
     if (key !== undefined) {
@@ -321,8 +339,17 @@ export class StoreReader {
       if (v < x0) x0 = v;
       if (v > x1) x1 = v;
     }
-    const ds = new Downsampler(x0, x1, Math.floor(maxPoints / POINTS_PER_BUCKET), x === "step");
+    const buckets = Math.floor(maxPoints / POINTS_PER_BUCKET);
+    const ds = new Downsampler(x0, x1, buckets, x === "step");
+    // With many blocks per bucket, fold the chunks' pre-aggregated blocks instead of their points.
+    const useBlocks = total / buckets >= BLOCKS_PER_BUCKET * BLOCK_POINTS;
+    const blocksOf = this.statement("SELECT blocks FROM chunks WHERE id = ?").pluck(true);
     for (const c of chunks) {
+      if (useBlocks && c.first_step > from) {
+        const blocks = unpackFloat64(blocksOf.get(c.id) as Buffer);
+        for (let o = 0; o < blocks.length; o += BLOCK_FIELDS.length) ds.addBlock(blocks, o);
+        continue;
+      }
       const xa = x === "step" ? c.first_step : c.first_wall;
       const xb = x === "step" ? c.last_step : c.last_wall;
       const bucket = ds.bucketOf(xa);

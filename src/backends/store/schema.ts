@@ -30,6 +30,15 @@ export const GLOBAL_RANK = -1;
 /** Points per packed chunk: large enough that a million points are ~500 rows, small enough to rewrite. */
 export const CHUNK_POINTS = 2048;
 
+/** Points per block of a chunk's pre-aggregated level. */
+export const BLOCK_POINTS = 64;
+
+/**
+ * The float64 fields of one block summary, in order. `min*`/`max*` are NaN when every value of the
+ * block is NaN; `nanStep`/`nanWall` are NaN when none is.
+ */
+export const BLOCK_FIELDS = ["n", "firstStep", "firstWall", "lastStep", "lastWall", "last", "min", "minStep", "minWall", "max", "maxStep", "maxWall", "nanStep", "nanWall"] as const;
+
 /** How long a connection waits for another process's write lock before SQLite reports busy. */
 export const BUSY_TIMEOUT_MS = 10_000;
 
@@ -70,6 +79,9 @@ CREATE TABLE IF NOT EXISTS chunks (
   first_wall REAL NOT NULL, last_wall REAL NOT NULL,
   min REAL, min_step INTEGER, min_wall REAL, max REAL, max_step INTEGER, max_wall REAL,
   last REAL, nan_count INTEGER NOT NULL,
+  -- Pre-aggregated level: per block of BLOCK_POINTS points, its summary (see BLOCK_FIELDS). Kept
+  -- before the point blobs so reading it does not read them.
+  blocks BLOB NOT NULL,
   steps BLOB NOT NULL, walls BLOB NOT NULL, vals BLOB NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS chunks_series ON chunks (key_id, rank, first_step);
@@ -155,7 +167,7 @@ export function openForReading(runDir: string): Database.Database {
     db = new Database(path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
   } catch (error) {
     const code = (error as { code?: unknown }).code;
-    if (code === "SQLITE_CANTOPEN") throw new Error(`no rankscope store in ${runDir}: ${STORE_FILE} is missing (is it a run directory written with the "store" backend?)`);
+    if (code === "SQLITE_CANTOPEN") throw new Error(`no rankscope store in ${runDir}: ${STORE_FILE} is missing (is it a run directory written with the "store" backend?)`, { cause: error });
     throw error;
   }
   return db;

@@ -20,7 +20,7 @@ import type Database from "better-sqlite3";
 import { nonFiniteReplacer } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { packFloat64, toSqlReal, unpackFloat64 } from "./codec.js";
-import { CHUNK_POINTS, GLOBAL_RANK, openForWriting, withBusyRetry, type KeyKind } from "./schema.js";
+import { BLOCK_FIELDS, BLOCK_POINTS, CHUNK_POINTS, GLOBAL_RANK, openForWriting, withBusyRetry, type KeyKind } from "./schema.js";
 
 /** One reduced value of a scalar series. `rank` defaults to the writer's rank. */
 export interface ScalarPoint {
@@ -138,7 +138,7 @@ export class StoreWriter {
       pointsDelete: p("DELETE FROM points WHERE key_id = ? AND rank = ?"),
       chunkInsert: p(
         `INSERT OR REPLACE INTO chunks (key_id, rank, first_step, last_step, n, first_wall, last_wall, min, min_step, min_wall,
-         max, max_step, max_wall, last, nan_count, steps, walls, vals) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+         max, max_step, max_wall, last, nan_count, blocks, steps, walls, vals) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
       chunksFrom: p("SELECT id, steps, walls, vals FROM chunks WHERE key_id = ? AND rank = ? AND last_step >= ? ORDER BY first_step"),
       chunkDelete: p("DELETE FROM chunks WHERE id = ?"),
@@ -433,6 +433,7 @@ export class StoreWriter {
       at(walls, maxI),
       toSqlReal(values[n - 1] as number),
       nans,
+      packFloat64(blockSummaries(steps, walls, values)),
       packFloat64(steps),
       packFloat64(walls),
       packFloat64(values),
@@ -447,6 +448,46 @@ export class StoreWriter {
     const earlier = row === undefined ? {} : (JSON.parse(row.value) as Record<string, unknown>);
     this.sql["configUpsert"]?.run(name, JSON.stringify({ ...earlier, ...params }, nonFiniteReplacer));
   }
+}
+
+/** The pre-aggregated level of a chunk: one summary (BLOCK_FIELDS) per BLOCK_POINTS points. */
+export function blockSummaries(steps: Float64Array, walls: Float64Array, values: Float64Array): Float64Array {
+  const width = BLOCK_FIELDS.length;
+  const blocks = Math.ceil(steps.length / BLOCK_POINTS);
+  const out = new Float64Array(blocks * width);
+  for (let b = 0; b < blocks; b++) {
+    const start = b * BLOCK_POINTS;
+    const end = Math.min(steps.length, start + BLOCK_POINTS);
+    let minI = -1;
+    let maxI = -1;
+    let nanI = -1;
+    for (let i = start; i < end; i++) {
+      const v = values[i] as number;
+      if (v !== v) {
+        if (nanI < 0) nanI = i;
+        continue;
+      }
+      if (minI < 0 || v < (values[minI] as number)) minI = i;
+      if (maxI < 0 || v > (values[maxI] as number)) maxI = i;
+    }
+    const o = b * width;
+    const at = (a: Float64Array, i: number): number => (i < 0 ? NaN : (a[i] as number));
+    out[o] = end - start;
+    out[o + 1] = steps[start] as number;
+    out[o + 2] = walls[start] as number;
+    out[o + 3] = steps[end - 1] as number;
+    out[o + 4] = walls[end - 1] as number;
+    out[o + 5] = values[end - 1] as number;
+    out[o + 6] = at(values, minI);
+    out[o + 7] = at(steps, minI);
+    out[o + 8] = at(walls, minI);
+    out[o + 9] = at(values, maxI);
+    out[o + 10] = at(steps, maxI);
+    out[o + 11] = at(walls, maxI);
+    out[o + 12] = at(steps, nanI);
+    out[o + 13] = at(walls, nanI);
+  }
+  return out;
 }
 
 function newPending(): Pending {
@@ -465,6 +506,11 @@ function concat(parts: readonly Float64Array[]): Float64Array {
   return out;
 }
 
+/** The values as a Float64Array: the array itself when it is one (it is only read), else a copy. */
+function toFloat64(a: ArrayLike<number>): Float64Array {
+  return a instanceof Float64Array ? a : Float64Array.from(a);
+}
+
 /** Points sorted by step, one per step (the last given wins). */
 export function sortDedupe(steps: ArrayLike<number>, walls: ArrayLike<number>, values: ArrayLike<number>): { steps: Float64Array; walls: Float64Array; values: Float64Array } {
   const n = steps.length;
@@ -475,7 +521,7 @@ export function sortDedupe(steps: ArrayLike<number>, walls: ArrayLike<number>, v
       break;
     }
   }
-  if (ordered) return { steps: Float64Array.from(steps), walls: Float64Array.from(walls), values: Float64Array.from(values) };
+  if (ordered) return { steps: toFloat64(steps), walls: toFloat64(walls), values: toFloat64(values) };
   const index = Array.from({ length: n }, (_, i) => i);
   // Stable sort by step; among equal steps the last index is kept.
   index.sort((a, b) => (steps[a] as number) - (steps[b] as number) || a - b);
