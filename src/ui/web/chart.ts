@@ -31,6 +31,9 @@ export interface Line {
   scatter?: boolean;
 }
 
+/** Tick spacings for a step axis: 1, 2, 5 × powers of ten. */
+const STEP_INCREMENTS = Array.from({ length: 13 }, (_, e) => [1, 2, 5].map((m) => m * 10 ** e)).flat();
+
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 
 /** The colour of the i-th line. */
@@ -202,7 +205,13 @@ export class ChartCard {
         y: settings.logScale ? { distr: 3 } : {},
       },
       axes: [
-        { label: settings.xMode === "step" ? "step" : settings.xMode === "relative" ? "seconds since start" : "", labelSize: settings.xMode === "wall" ? 0 : 14, size: 36 },
+        {
+          label: settings.xMode === "step" ? "step" : settings.xMode === "relative" ? "seconds since start" : "",
+          labelSize: settings.xMode === "wall" ? 0 : 14,
+          size: 36,
+          // Steps are whole numbers: no 0.5 ticks.
+          ...(settings.xMode === "step" ? { incrs: STEP_INCREMENTS } : {}),
+        },
         { label: this.yLabel, size: 60, labelSize: this.yLabel === "" ? 0 : 14, values: settings.logScale ? undefined : (_u, splits) => formatTicks(splits) },
       ],
       hooks: {

@@ -204,6 +204,8 @@ async function renderView(): Promise<void> {
   const generation = resetView();
   const toolbarCharts = state.tab === "metrics" || state.tab === "streams" || state.tab === "system";
   $<HTMLElement>("toolbar").classList.toggle("hidden", !toolbarCharts);
+  // Raw stream values are shown as they are: smoothing them would invent a trend.
+  $<HTMLElement>("smoothing-control").classList.toggle("hidden", state.tab === "streams");
   if (state.selected.length === 0) {
     view.appendChild(el("p", { className: "muted" }, "Select a run on the left."));
     return;
