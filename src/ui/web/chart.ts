@@ -96,6 +96,8 @@ export class ChartCard {
   private lines: Line[] = [];
   private settings: ViewSettings;
   private drawn = false;
+  /** Times uPlot drew this card (for profiling: `document.querySelectorAll(".chart")`). */
+  draws = 0;
   private legendValues: HTMLElement[] = [];
   /** Index into uPlot's series of each line's top (smoothed or only) series. */
   private topSeries: number[] = [];
@@ -217,6 +219,7 @@ export class ChartCard {
       hooks: {
         draw: [
           () => {
+            this.draws++;
             if (!this.drawn) {
               this.drawn = true;
               this.root.dataset["drawn"] = "1";
