@@ -96,6 +96,8 @@ export class ChartCard {
   private lines: Line[] = [];
   private settings: ViewSettings;
   private drawn = false;
+  /** The `structure()` the current plot was built for. */
+  private builtFor = "";
   /** Times uPlot drew this card (for profiling: `document.querySelectorAll(".chart")`). */
   draws = 0;
   private legendValues: HTMLElement[] = [];
@@ -128,7 +130,7 @@ export class ChartCard {
   /** Replace the lines and redraw. */
   setLines(lines: Line[]): void {
     this.lines = lines;
-    this.render();
+    this.update();
   }
 
   /** The lines as they are now (to append to them). */
@@ -163,14 +165,32 @@ export class ChartCard {
     return this.observedWidth ?? this.widthHint ?? Math.max(200, this.plotBox.clientWidth || 400);
   }
 
-  /** Redraw from the lines and settings. */
-  render(): void {
+  /**
+   * Redraw after points were appended to the lines: swap the data of the existing plot when the
+   * set of lines is the same (cheap, no new canvas), else rebuild.
+   */
+  update(): void {
+    if (this.plot === null || this.builtFor !== this.structure()) {
+      this.render();
+      return;
+    }
+    this.plot.setData(this.buildData().data);
+    this.root.dataset["points"] = String(this.pointCount());
+  }
+
+  /** What the uPlot series depend on: which lines, and whether smoothing doubles them. */
+  private structure(): string {
+    return `${this.settings.smoothing > 0}|${this.lines.map((l) => `${l.id}:${l.scatter === true}`).join(",")}`;
+  }
+
+  /** uPlot's aligned data and series for the current lines and settings. */
+  private buildData(): { data: uPlot.AlignedData; series: uPlot.Series[]; topSeries: number[] } {
     const { settings } = this;
     const tables = this.lines.map((l) => lineTable(l, settings));
     const smoothing = settings.smoothing > 0;
     const joinInput: uPlot.AlignedData[] = [];
     const series: uPlot.Series[] = [{}];
-    this.topSeries = [];
+    const topSeries: number[] = [];
     this.lines.forEach((line, i) => {
       const table = tables[i];
       if (table === undefined) return;
@@ -186,9 +206,18 @@ export class ChartCard {
         joinInput.push([table[0], table[1]]);
         series.push({ label: line.label, stroke: colour, width: 1.5, spanGaps: true, points: { show: false } });
       }
-      this.topSeries.push(series.length - 1);
+      topSeries.push(series.length - 1);
     });
     const data: uPlot.AlignedData = joinInput.length === 0 ? [[]] : joinInput.length === 1 ? (joinInput[0] as uPlot.AlignedData) : uPlot.join(joinInput);
+    return { data, series, topSeries };
+  }
+
+  /** Redraw from the lines and settings. */
+  render(): void {
+    const { settings } = this;
+    const { data, series, topSeries } = this.buildData();
+    this.topSeries = topSeries;
+    this.builtFor = this.structure();
     this.root.dataset["lines"] = String(this.lines.length);
     this.root.dataset["series"] = String(series.length - 1);
     this.root.dataset["points"] = String(this.pointCount());

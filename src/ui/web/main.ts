@@ -71,6 +71,8 @@ const state = {
   lineSources: new Map<string, LineSource>(),
   keySignature: "",
   firstGridMarked: false,
+  /** Runs that ended since the last poll and get one more. */
+  finalPoll: new Set<string>(),
 };
 
 performance.mark("rankscope:app-start");
@@ -159,7 +161,10 @@ function renderRuns(): void {
 }
 
 async function refreshRuns(): Promise<void> {
+  const wasLive = new Set(state.runs.filter((r) => isLive(r.id)).map((r) => r.id));
   state.runs = await api.runs();
+  // A run that just ended may have written its last points after our last poll: poll it once more.
+  for (const id of wasLive) if (!isLive(id)) state.finalPoll.add(id);
   state.selected = state.selected.filter((id) => state.runs.some((r) => r.id === id));
   if (state.selected.length === 0 && state.runs.length > 0) {
     const latest = [...state.runs].sort((a, b) => (b.startTime ?? 0) - (a.startTime ?? 0))[0];
@@ -220,6 +225,20 @@ async function renderView(): Promise<void> {
   } catch (error) {
     if (generation === state.generation) showError(error);
   }
+}
+
+/**
+ * The view settings a tab's charts use. Streams and system metrics are drawn over time (a probe
+ * records many values per step), so "step" shows them by relative time; raw stream values are
+ * never smoothed.
+ */
+function settingsFor(tab: Tab): ViewSettings {
+  const settings = { ...state.settings };
+  if (tab === "streams" || tab === "system") {
+    if (settings.xMode === "step") settings.xMode = "relative";
+    if (tab === "streams") settings.smoothing = 0;
+  }
+  return settings;
 }
 
 function matchesSearch(key: string): boolean {
@@ -360,7 +379,7 @@ async function renderMetrics(generation: number): Promise<void> {
   }
   const g = grid();
   const specs = names.map((name) => {
-    const card = new ChartCard(name, { ...state.settings }, () => checkAllDrawn(generation, names.length));
+    const card = new ChartCard(name, settingsFor("metrics"), () => checkAllDrawn(generation, names.length));
     state.cards.push(card);
     g.appendChild(card.root);
     const lines: (LineSource & { line: Line })[] = [];
@@ -416,10 +435,10 @@ async function renderStreams(generation: number): Promise<void> {
   if (generation !== state.generation) return;
   const names = [...new Set([...keys.values()].flatMap((k) => k.streams))].sort().filter(matchesSearch);
   if (names.length === 0) return emptyNote("No raw stream values (per_rank_no_reduce) in the selected runs.");
-  view.appendChild(el("p", { className: "muted" }, "Raw values as each rank recorded them, one dot per value."));
+  view.appendChild(el("p", { className: "muted" }, "Raw values as each rank recorded them, one dot per value, over time (pick wall or relative time on the x-axis)."));
   const g = grid();
   const specs = names.map((name) => {
-    const card = new ChartCard(name, { ...state.settings, smoothing: 0 });
+    const card = new ChartCard(name, settingsFor("streams"));
     state.cards.push(card);
     g.appendChild(card.root);
     const lines = state.selected
@@ -437,7 +456,7 @@ async function renderSystem(generation: number): Promise<void> {
   if (names.length === 0) return emptyNote("No system metrics (GPU/CPU monitor) in the selected runs.");
   const g = grid();
   const specs = names.map((name) => {
-    const card = new ChartCard(name, { ...state.settings, xMode: state.settings.xMode === "step" ? "relative" : state.settings.xMode });
+    const card = new ChartCard(name, settingsFor("system"));
     state.cards.push(card);
     g.appendChild(card.root);
     const lines = state.selected
@@ -549,7 +568,9 @@ async function poll(): Promise<void> {
   const generation = state.generation;
   let grew = 0;
   try {
-    const sources = [...state.lineSources.entries()].filter(([, s]) => isLive(s.run));
+    const finalPoll = new Set(state.finalPoll);
+    state.finalPoll.clear();
+    const sources = [...state.lineSources.entries()].filter(([, s]) => isLive(s.run) || finalPoll.has(s.run));
     const changed = new Set<ChartCard>();
     const groups = batches(sources, ([, s]) => `${s.run}\u0000${s.kind}`, POLL_BATCH);
     await pool(groups, FETCH_CONCURRENCY, async (group) => {
@@ -577,7 +598,7 @@ async function poll(): Promise<void> {
         changed.add(source.card);
       });
     });
-    for (const card of changed) card.render();
+    for (const card of changed) card.update();
     const live = state.selected.some(isLive);
     liveBox.textContent = live ? (grew > 0 ? `live · +${grew} points` : "live") : "";
   } catch (error) {
@@ -604,7 +625,7 @@ async function refreshPeriodically(): Promise<void> {
 
 function settingsChanged(): void {
   smoothingValue.textContent = state.settings.smoothing.toFixed(2);
-  for (const card of state.cards) card.setSettings(state.tab === "streams" ? { ...state.settings, smoothing: 0 } : state.tab === "system" && state.settings.xMode === "step" ? { ...state.settings, xMode: "relative" } : { ...state.settings });
+  for (const card of state.cards) card.setSettings(settingsFor(state.tab));
   writeHash();
 }
 
