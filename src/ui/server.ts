@@ -181,8 +181,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         return { runs: await source.listRuns(root) };
       case "/api/keys": {
         const runDir = resolveRunDir(root, params.get("run"));
-        const [metrics, streams, system] = await Promise.all([source.keys(runDir), source.streamKeys(runDir), source.systemKeys(runDir)]);
-        return { metrics, streams, system };
+        const [metrics, streams, system, rankNames] = await Promise.all([source.keys(runDir), source.streamKeys(runDir), source.systemKeys(runDir), source.rankNames?.(runDir) ?? {}]);
+        return { metrics, streams, system, rankNames };
       }
       case "/api/series": {
         const runDir = resolveRunDir(root, params.get("run"));

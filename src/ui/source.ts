@@ -76,6 +76,8 @@ export interface SampleRow {
 export interface DashboardSource {
   listRuns(root: string): Promise<RunSummary[]> | RunSummary[];
   keys(runDir: string): Promise<KeyInfo[]> | KeyInfo[];
+  /** Names of the ranks that wrote (`Trainer_0_r1`), by rank number, when known. */
+  rankNames?(runDir: string): Promise<Record<string, string>> | Record<string, string>;
   series(runDir: string, key: string, query: SeriesQuery): Promise<SeriesData> | SeriesData;
   streamKeys(runDir: string): Promise<string[]> | string[];
   stream(runDir: string, key: string, query: { after?: string; maxPoints?: number }): Promise<StreamData> | StreamData;

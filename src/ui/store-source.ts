@@ -105,6 +105,13 @@ export function createStoreSource(): DashboardSource {
       );
     },
 
+    rankNames(runDir: string): Record<string, string> {
+      requireStore(runDir);
+      const names: Record<string, string> = {};
+      for (const r of store.ranks(runDir)) if (r.rank !== GLOBAL) names[String(r.rank)] = r.rankName;
+      return names;
+    },
+
     streamKeys(runDir: string): string[] {
       return keyInfos(runDir, "stream").map((k) => k.key);
     },

@@ -89,7 +89,7 @@ describe("dashboard in Chromium", () => {
     await waitForGrid(page);
     assert.deepEqual(await page.$$eval(".chart", (cards) => cards.map((c) => c.getAttribute("data-key")).sort()), [XSS_KEY, "loss", "lr"].sort());
     assert.equal(await page.getAttribute(card("loss"), "data-lines"), "3");
-    assert.deepEqual(await page.$$eval(`${card("loss")} .legend-label`, (l) => l.map((x) => x.textContent)), ["all ranks", "rank 0", "rank 1"]);
+    assert.deepEqual(await page.$$eval(`${card("loss")} .legend-label`, (l) => l.map((x) => x.textContent)), ["all ranks", "rank 0", "rank 1 (Trainer_0_r1)"]);
     // Smoothing is on by default: each line is drawn raw (faint) and smoothed.
     assert.equal(await page.getAttribute(card("loss"), "data-series"), "6");
     assert.equal(await page.getAttribute(card("lr"), "data-lines"), "1");

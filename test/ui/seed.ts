@@ -41,7 +41,12 @@ export function trainingPoints(from: number, to: number, t0: number): ScalarPoin
 export function seedFinishedRun(root: string, experiment = "exp", trial = "base", steps = 120): string {
   const t0 = Date.now() - 3_600_000;
   const writer = openRun(root, experiment, trial);
-  writer.write({ scalars: trainingPoints(0, steps, t0), hyperparams: { lr: 0.001, model: { layers: 4, name: "<b>tiny</b>" } } });
+  const points = trainingPoints(0, steps, t0);
+  writer.write({ scalars: points.filter((p) => p.rank !== 1), hyperparams: { lr: 0.001, model: { layers: 4, name: "<b>tiny</b>" } } });
+  // Rank 1's own series come from its own process, which registers its name.
+  const rank1 = StoreWriter.open({ runDir: join(root, experiment, trial), role: "rank", rank: 1, rankName: "Trainer_0_r1", experiment, trial });
+  rank1.write({ scalars: points.filter((p) => p.rank === 1) });
+  rank1.finish("finished");
   writer.write({
     streams: Array.from({ length: 40 }, (_, i) => ({ key: "probe/grad_norm", step: i >> 1, wall: t0 + i * 250, value: 1 + (i % 2) + Math.sin(i) * 0.2, rank: i % 2 })),
     system: Array.from({ length: 30 }, (_, i) => ({ key: "gpu/0/util", step: i, wall: t0 + i * 2000, value: 50 + 30 * Math.sin(i / 4) })),

@@ -92,7 +92,11 @@ describe("dashboard server", () => {
   });
 
   it("lists a run's keys by kind, with per-rank lines", async () => {
-    const keys = await json<{ metrics: { key: string; ranks: number[]; global: boolean }[]; streams: string[]; system: string[] }>(dashboard.url, "/api/keys?run=exp/base");
+    const keys = await json<{ metrics: { key: string; ranks: number[]; global: boolean }[]; streams: string[]; system: string[]; rankNames: Record<string, string> }>(
+      dashboard.url,
+      "/api/keys?run=exp/base",
+    );
+    assert.deepEqual(keys.rankNames, { "1": "Trainer_0_r1" });
     const loss = keys.metrics.find((k) => k.key === "loss");
     assert.deepEqual(loss, { key: "loss", ranks: [0, 1], global: true });
     assert.ok(keys.metrics.some((k) => k.key === XSS_KEY));

@@ -11,6 +11,8 @@ export interface RunKeys {
   metrics: KeyInfo[];
   streams: string[];
   system: string[];
+  /** Rank number → the name its process registered (`Trainer_0_r1`), when known. */
+  rankNames: Record<string, string>;
 }
 
 export interface ConfigView {

@@ -251,6 +251,12 @@ function runLabel(run: string, extra?: string): string {
   return [base, extra].filter((s) => s !== undefined && s !== "").join(" · ") || "value";
 }
 
+/** `rank 1`, or `rank 1 (Trainer_0_r1)` when the rank's process registered a name. */
+function rankLabel(keys: RunKeys | undefined, rank: number): string {
+  const name = keys?.rankNames[String(rank)];
+  return name === undefined || name === "" || name === `rank${rank}` ? `rank ${rank}` : `rank ${rank} (${name})`;
+}
+
 function newLine(id: string, label: string, run: string): Line {
   return { id, label, runStart: runById(run)?.startTime ?? null, steps: [], times: [], values: [] };
 }
@@ -387,7 +393,7 @@ async function renderMetrics(generation: number): Promise<void> {
       const showRanks = state.perRank || !info.global;
       if (info.global) lines.push({ kind: "series", run, key: name, rank: undefined, cursor: null, card, line: newLine(`${run}\u0000${name}\u0000global`, runLabel(run, info.ranks.length > 0 && showRanks ? "all ranks" : undefined), run) });
       if (showRanks) {
-        for (const rank of info.ranks) lines.push({ kind: "series", run, key: name, rank, cursor: null, card, line: newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, `rank ${rank}`), run) });
+        for (const rank of info.ranks) lines.push({ kind: "series", run, key: name, rank, cursor: null, card, line: newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank)), run) });
       }
     }
     return { lines, card };
@@ -538,7 +544,9 @@ async function renderTraces(generation: number): Promise<void> {
       "download a file below, go to ",
       el("a", { href: "https://ui.perfetto.dev", target: "_blank", rel: "noopener noreferrer" }, "ui.perfetto.dev"),
       ", choose “Open trace file” and pick it. The trace stays on your machine: Perfetto reads it in the browser. ",
-      "Per-rank files are Chrome-trace JSON lines; each opens on its own.",
+      "Each per-rank file (rank-N.jsonl) opens on its own; for all ranks on one timeline run ",
+      el("code", {}, "rankscope traces merge RUN_DIR"),
+      ", which writes traces/trace.json to this list.",
     ),
   );
   for (const run of state.selected) {
