@@ -37,13 +37,51 @@ function handle(request: WorkerRequest): void {
   }
 }
 
-parentPort?.on("message", (request: WorkerRequest) => {
-  let reply: WorkerReply;
-  try {
-    handle(request);
-    reply = { id: request.id };
-  } catch (error) {
-    reply = { id: request.id, error: describeError(error) };
+/** Merge consecutive write batches into one, so a writer that fell behind catches up in one transaction. */
+function mergeBatches(batches: readonly WriteBatch[]): WriteBatch {
+  if (batches.length === 1) return batches[0] as WriteBatch;
+  const merged: Required<Omit<WriteBatch, "hyperparams">> & { hyperparams?: Record<string, unknown> } = { scalars: [], streams: [], system: [], samples: [], histograms: [] };
+  for (const b of batches) {
+    for (const field of ["scalars", "streams", "system", "samples", "histograms"] as const) {
+      const items = b[field];
+      if (items !== undefined) for (const item of items) (merged[field] as unknown[]).push(item);
+    }
+    if (b.hyperparams !== undefined) merged.hyperparams = { ...merged.hyperparams, ...b.hyperparams };
   }
-  parentPort?.postMessage(reply);
+  return merged;
+}
+
+const queue: WorkerRequest[] = [];
+let scheduled = false;
+
+/**
+ * Handle what has arrived, in order. Writes queued back to back (the user's loop flushed faster
+ * than one transaction each) go in one transaction: every page a key touches is written once.
+ */
+function drainQueue(): void {
+  scheduled = false;
+  while (queue.length > 0) {
+    const head = queue[0] as WorkerRequest;
+    let run = 1;
+    if (head.op === "write") while (run < queue.length && queue[run]?.op === "write") run++;
+    const requests = queue.splice(0, run);
+    let error: string | undefined;
+    try {
+      if (head.op === "write") {
+        if (writer === null) throw new Error("the store was not opened (its init failed)");
+        writer.write(mergeBatches(requests.map((r) => (r as Extract<WorkerRequest, { op: "write" }>).batch)));
+      } else handle(head);
+    } catch (e) {
+      error = describeError(e);
+    }
+    for (const r of requests) parentPort?.postMessage((error === undefined ? { id: r.id } : { id: r.id, error }) satisfies WorkerReply);
+  }
+}
+
+parentPort?.on("message", (request: WorkerRequest) => {
+  queue.push(request);
+  if (!scheduled) {
+    scheduled = true;
+    setImmediate(drainQueue);
+  }
 });

@@ -98,6 +98,8 @@ interface SeriesState {
 /** Work of one transaction that becomes visible in the caches only once it commits. */
 interface Pending {
   keys: Map<string, number>;
+  /** Next arrival position of each stream series. */
+  streamNext: Map<string, number>;
   series: Set<string>;
   states: Map<string, SeriesState>;
 }
@@ -116,6 +118,7 @@ export class StoreWriter {
   private readonly keyIds = new Map<string, number>();
   private readonly knownSeries = new Set<string>();
   private readonly states = new Map<string, SeriesState>();
+  private readonly streamNext = new Map<string, number>();
   private readonly sql: Record<string, Statement>;
   private readonly writerId: string;
   private closed = false;
@@ -131,16 +134,17 @@ export class StoreWriter {
       keySelect: p("SELECT id, reduce FROM keys WHERE key = ? AND kind = ?"),
       keySetReduce: p("UPDATE keys SET reduce = ? WHERE id = ?"),
       seriesInsert: p("INSERT OR IGNORE INTO series (key_id, rank) VALUES (?, ?)"),
-      packedThrough: p("SELECT max(last_step) AS s FROM chunks WHERE key_id = ? AND rank = ?"),
+      packedThrough: p("SELECT max(last_step) AS s FROM chunks WHERE key_id = ? AND rank = ? AND first_seq IS NULL"),
       rowCount: p("SELECT count(*) AS n FROM points WHERE key_id = ? AND rank = ?"),
       pointUpsert: p("INSERT OR REPLACE INTO points (key_id, rank, step, wall, value) VALUES (?, ?, ?, ?, ?)"),
       pointsOfSeries: p("SELECT step, wall, value FROM points WHERE key_id = ? AND rank = ? ORDER BY step"),
       pointsDelete: p("DELETE FROM points WHERE key_id = ? AND rank = ?"),
       chunkInsert: p(
-        `INSERT OR REPLACE INTO chunks (key_id, rank, first_step, last_step, n, first_wall, last_wall, min, min_step, min_wall,
-         max, max_step, max_wall, last, nan_count, blocks, steps, walls, vals) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO chunks (key_id, rank, first_step, last_step, n, first_seq, last_seq, first_wall, last_wall, min, min_step, min_wall,
+         max, max_step, max_wall, last, nan_count, blocks, steps, walls, vals) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
-      chunksFrom: p("SELECT id, steps, walls, vals FROM chunks WHERE key_id = ? AND rank = ? AND last_step >= ? ORDER BY first_step"),
+      streamNext: p("SELECT max(last_seq) AS s FROM chunks WHERE key_id = ? AND rank = ? AND first_seq IS NOT NULL"),
+      chunksFrom: p("SELECT id, steps, walls, vals FROM chunks WHERE key_id = ? AND rank = ? AND last_step >= ? AND first_seq IS NULL ORDER BY first_step"),
       chunkDelete: p("DELETE FROM chunks WHERE id = ?"),
       rawInsert: p("INSERT INTO stream_points (key_id, rank, step, wall, value) VALUES (?, ?, ?, ?, ?)"),
       sampleInsert: p("INSERT INTO samples (key_id, rank, step, wall, records) VALUES (?, ?, ?, ?, ?)"),
@@ -168,7 +172,7 @@ export class StoreWriter {
   write(batch: WriteBatch): void {
     this.transaction((pending) => {
       if (batch.scalars !== undefined && batch.scalars.length > 0) this.writeScalars(pending, batch.scalars);
-      for (const r of batch.streams ?? []) this.insertRaw(pending, "stream", r);
+      if (batch.streams !== undefined && batch.streams.length > 0) this.writeStreams(pending, batch.streams);
       for (const r of batch.system ?? []) this.insertRaw(pending, "system", r);
       for (const s of batch.samples ?? []) {
         const rank = s.rank ?? this.options.rank;
@@ -261,19 +265,22 @@ export class StoreWriter {
     this.db.prepare("DELETE FROM points WHERE rank = ? AND step >= ?").run(rank, step);
     this.db.prepare("DELETE FROM samples WHERE rank = ? AND step >= ?").run(rank, step);
     this.db.prepare("DELETE FROM histograms WHERE rank = ? AND step >= ?").run(rank, step);
-    this.db.prepare("DELETE FROM stream_points WHERE rank = ? AND step >= ? AND key_id IN (SELECT id FROM keys WHERE kind = 'stream')").run(rank, step);
     this.db.prepare("DELETE FROM chunks WHERE rank = ? AND first_step >= ?").run(rank, step);
-    const straddling = this.db.prepare("SELECT id, key_id, steps, walls, vals FROM chunks WHERE rank = ? AND last_step >= ?").all(rank, step) as (ChunkRow & { key_id: number })[];
+    const straddling = this.db.prepare("SELECT id, key_id, first_seq, steps, walls, vals FROM chunks WHERE rank = ? AND last_step >= ?").all(rank, step) as (ChunkRow & {
+      key_id: number;
+      first_seq: number | null;
+    })[];
     for (const c of straddling) {
       const steps = unpackFloat64(c.steps);
       let keep = 0;
       while (keep < steps.length && (steps[keep] as number) < step) keep++;
       this.sql["chunkDelete"]?.run(c.id);
-      if (keep > 0) this.insertChunk(c.key_id, rank, steps.slice(0, keep), unpackFloat64(c.walls).slice(0, keep), unpackFloat64(c.vals).slice(0, keep));
+      if (keep > 0) this.insertChunk(c.key_id, rank, steps.slice(0, keep), unpackFloat64(c.walls).slice(0, keep), unpackFloat64(c.vals).slice(0, keep), c.first_seq);
     }
     // Series states are re-read from the file on next use.
     pending.states.clear();
     this.states.clear();
+    this.streamNext.clear();
   }
 
   private transaction(fn: (pending: Pending) => void): void {
@@ -291,6 +298,7 @@ export class StoreWriter {
     for (const [k, v] of pending.keys) this.keyIds.set(k, v);
     for (const s of pending.series) this.knownSeries.add(s);
     for (const [k, v] of pending.states) this.states.set(k, v);
+    for (const [k, v] of pending.streamNext) this.streamNext.set(k, v);
   }
 
   /** The id of a key of a kind, registering it (and the series for `rank`) when new. */
@@ -310,6 +318,37 @@ export class StoreWriter {
       pending.series.add(seriesKey);
     }
     return id;
+  }
+
+  /** Stream values: per series, in arrival order, packed into chunks numbered by arrival. */
+  private writeStreams(pending: Pending, records: readonly RawPoint[]): void {
+    const groups = new Map<string, { keyId: number; rank: number; steps: number[]; walls: number[]; values: number[] }>();
+    for (const r of records) {
+      const rank = r.rank ?? this.options.rank;
+      const keyId = this.seriesId(pending, r.key, "stream", rank, null);
+      const g = `${keyId}:${rank}`;
+      let group = groups.get(g);
+      if (group === undefined) {
+        group = { keyId, rank, steps: [], walls: [], values: [] };
+        groups.set(g, group);
+      }
+      group.steps.push(r.step);
+      group.walls.push(r.wall);
+      group.values.push(r.value);
+    }
+    for (const [k, g] of groups) {
+      const stateKey = `s${k}`;
+      let next = pending.streamNext.get(stateKey) ?? this.streamNext.get(stateKey);
+      if (next === undefined) next = ((this.sql["streamNext"]?.get(g.keyId, g.rank) as { s: number | null }).s ?? -1) + 1;
+      const steps = Float64Array.from(g.steps);
+      const walls = Float64Array.from(g.walls);
+      const values = Float64Array.from(g.values);
+      for (let start = 0; start < steps.length; start += CHUNK_POINTS) {
+        const end = Math.min(steps.length, start + CHUNK_POINTS);
+        this.insertChunk(g.keyId, g.rank, steps.subarray(start, end), walls.subarray(start, end), values.subarray(start, end), next + start);
+      }
+      pending.streamNext.set(stateKey, next + steps.length);
+    }
   }
 
   private insertRaw(pending: Pending, kind: "stream" | "system", r: RawPoint): void {
@@ -402,7 +441,7 @@ export class StoreWriter {
     }
   }
 
-  private insertChunk(keyId: number, rank: number, steps: Float64Array, walls: Float64Array, values: Float64Array): void {
+  private insertChunk(keyId: number, rank: number, steps: Float64Array, walls: Float64Array, values: Float64Array, firstSeq: number | null = null): void {
     const n = steps.length;
     let minI = -1;
     let maxI = -1;
@@ -417,12 +456,18 @@ export class StoreWriter {
       if (maxI < 0 || v > (values[maxI] as number)) maxI = i;
     }
     const at = (a: Float64Array, i: number): number | null => (i < 0 ? null : (a[i] as number));
+    // Stream steps only grow within a series, but a chunk's step range is kept exact anyway.
+    let firstStep = steps[0] as number;
+    let lastStep = steps[n - 1] as number;
+    if (firstSeq !== null) for (let i = 0; i < n; i++) (firstStep = Math.min(firstStep, steps[i] as number)), (lastStep = Math.max(lastStep, steps[i] as number));
     this.sql["chunkInsert"]?.run(
       keyId,
       rank,
-      steps[0],
-      steps[n - 1],
+      firstStep,
+      lastStep,
       n,
+      firstSeq,
+      firstSeq === null ? null : firstSeq + n - 1,
       walls[0],
       walls[n - 1],
       at(values, minI),
@@ -491,7 +536,7 @@ export function blockSummaries(steps: Float64Array, walls: Float64Array, values:
 }
 
 function newPending(): Pending {
-  return { keys: new Map(), series: new Set(), states: new Map() };
+  return { keys: new Map(), streamNext: new Map(), series: new Set(), states: new Map() };
 }
 
 function concat(parts: readonly Float64Array[]): Float64Array {
