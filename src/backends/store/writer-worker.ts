@@ -37,20 +37,6 @@ function handle(request: WorkerRequest): void {
   }
 }
 
-/** Merge consecutive write batches into one, so a writer that fell behind catches up in one transaction. */
-function mergeBatches(batches: readonly WriteBatch[]): WriteBatch {
-  if (batches.length === 1) return batches[0] as WriteBatch;
-  const merged: Required<Omit<WriteBatch, "hyperparams">> & { hyperparams?: Record<string, unknown> } = { scalars: [], streams: [], system: [], samples: [], histograms: [] };
-  for (const b of batches) {
-    for (const field of ["scalars", "streams", "system", "samples", "histograms"] as const) {
-      const items = b[field];
-      if (items !== undefined) for (const item of items) (merged[field] as unknown[]).push(item);
-    }
-    if (b.hyperparams !== undefined) merged.hyperparams = { ...merged.hyperparams, ...b.hyperparams };
-  }
-  return merged;
-}
-
 const queue: WorkerRequest[] = [];
 let scheduled = false;
 
@@ -69,7 +55,7 @@ function drainQueue(): void {
     try {
       if (head.op === "write") {
         if (writer === null) throw new Error("the store was not opened (its init failed)");
-        writer.write(mergeBatches(requests.map((r) => (r as Extract<WorkerRequest, { op: "write" }>).batch)));
+        writer.writeAll(requests.map((r) => (r as Extract<WorkerRequest, { op: "write" }>).batch));
       } else handle(head);
     } catch (e) {
       error = describeError(e);

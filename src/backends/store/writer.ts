@@ -20,6 +20,7 @@ import type Database from "better-sqlite3";
 import { nonFiniteReplacer } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { packFloat64, toSqlReal, unpackFloat64 } from "./codec.js";
+import { ColumnBuilder, groupBySeries, type PointColumns, type SeriesGroup } from "./columns.js";
 import { BLOCK_FIELDS, BLOCK_POINTS, CHUNK_POINTS, GLOBAL_RANK, openForWriting, withBusyRetry, type KeyKind } from "./schema.js";
 
 /** One reduced value of a scalar series. `rank` defaults to the writer's rank. */
@@ -63,7 +64,11 @@ export interface HistogramEntry {
 /** Everything one write call stores, in one transaction. */
 export interface WriteBatch {
   scalars?: readonly ScalarPoint[];
+  /** Scalars in columns (what the backend sends its writer thread). */
+  scalarColumns?: PointColumns;
   streams?: readonly RawPoint[];
+  /** Stream values in columns. */
+  streamColumns?: PointColumns;
   system?: readonly RawPoint[];
   samples?: readonly SamplesEntry[];
   histograms?: readonly HistogramEntry[];
@@ -170,22 +175,42 @@ export class StoreWriter {
 
   /** Store a batch in one transaction. */
   write(batch: WriteBatch): void {
+    this.writeAll([batch]);
+  }
+
+  /** Store several batches, in order, in one transaction (a writer catching up). */
+  writeAll(batches: readonly WriteBatch[]): void {
     this.transaction((pending) => {
-      if (batch.scalars !== undefined && batch.scalars.length > 0) this.writeScalars(pending, batch.scalars);
-      if (batch.streams !== undefined && batch.streams.length > 0) this.writeStreams(pending, batch.streams);
-      for (const r of batch.system ?? []) this.insertRaw(pending, "system", r);
-      for (const s of batch.samples ?? []) {
-        const rank = s.rank ?? this.options.rank;
-        const id = this.seriesId(pending, s.key, "sample", rank, "sample");
-        this.sql["sampleInsert"]?.run(id, rank, s.step, s.wall, JSON.stringify(s.records, nonFiniteReplacer));
-      }
-      for (const h of batch.histograms ?? []) {
-        const rank = h.rank ?? this.options.rank;
-        const id = this.seriesId(pending, h.key, "histogram", rank, "histogram");
-        this.sql["histogramInsert"]?.run(id, rank, h.step, h.wall, JSON.stringify(h.histogram, nonFiniteReplacer));
-      }
-      if (batch.hyperparams !== undefined) this.mergeConfig("hparams", batch.hyperparams);
+      for (const batch of batches) this.apply(pending, batch);
     });
+  }
+
+  private apply(pending: Pending, batch: WriteBatch): void {
+    const rank = this.options.rank;
+    if (batch.scalars !== undefined && batch.scalars.length > 0) {
+      const b = new ColumnBuilder();
+      for (const p of batch.scalars) b.add(p.key, p.rank ?? rank, p.step, p.wall, p.value, p.reduce ?? null);
+      this.writeScalarGroups(pending, groupBySeries(b.build()));
+    }
+    if (batch.scalarColumns !== undefined) this.writeScalarGroups(pending, groupBySeries(batch.scalarColumns));
+    if (batch.streams !== undefined && batch.streams.length > 0) {
+      const b = new ColumnBuilder();
+      for (const r of batch.streams) b.add(r.key, r.rank ?? rank, r.step, r.wall, r.value);
+      this.writeStreamGroups(pending, groupBySeries(b.build()));
+    }
+    if (batch.streamColumns !== undefined) this.writeStreamGroups(pending, groupBySeries(batch.streamColumns));
+    for (const r of batch.system ?? []) this.insertRaw(pending, "system", r);
+    for (const s of batch.samples ?? []) {
+      const sampleRank = s.rank ?? rank;
+      const id = this.seriesId(pending, s.key, "sample", sampleRank, "sample");
+      this.sql["sampleInsert"]?.run(id, sampleRank, s.step, s.wall, JSON.stringify(s.records, nonFiniteReplacer));
+    }
+    for (const h of batch.histograms ?? []) {
+      const histogramRank = h.rank ?? rank;
+      const id = this.seriesId(pending, h.key, "histogram", histogramRank, "histogram");
+      this.sql["histogramInsert"]?.run(id, histogramRank, h.step, h.wall, JSON.stringify(h.histogram, nonFiniteReplacer));
+    }
+    if (batch.hyperparams !== undefined) this.mergeConfig("hparams", batch.hyperparams);
   }
 
   /**
@@ -321,33 +346,17 @@ export class StoreWriter {
   }
 
   /** Stream values: per series, in arrival order, packed into chunks numbered by arrival. */
-  private writeStreams(pending: Pending, records: readonly RawPoint[]): void {
-    const groups = new Map<string, { keyId: number; rank: number; steps: number[]; walls: number[]; values: number[] }>();
-    for (const r of records) {
-      const rank = r.rank ?? this.options.rank;
-      const keyId = this.seriesId(pending, r.key, "stream", rank, null);
-      const g = `${keyId}:${rank}`;
-      let group = groups.get(g);
-      if (group === undefined) {
-        group = { keyId, rank, steps: [], walls: [], values: [] };
-        groups.set(g, group);
-      }
-      group.steps.push(r.step);
-      group.walls.push(r.wall);
-      group.values.push(r.value);
-    }
-    for (const [k, g] of groups) {
-      const stateKey = `s${k}`;
+  private writeStreamGroups(pending: Pending, groups: readonly SeriesGroup[]): void {
+    for (const g of groups) {
+      const keyId = this.seriesId(pending, g.key, "stream", g.rank, null);
+      const stateKey = `${keyId}:${g.rank}`;
       let next = pending.streamNext.get(stateKey) ?? this.streamNext.get(stateKey);
-      if (next === undefined) next = ((this.sql["streamNext"]?.get(g.keyId, g.rank) as { s: number | null }).s ?? -1) + 1;
-      const steps = Float64Array.from(g.steps);
-      const walls = Float64Array.from(g.walls);
-      const values = Float64Array.from(g.values);
-      for (let start = 0; start < steps.length; start += CHUNK_POINTS) {
-        const end = Math.min(steps.length, start + CHUNK_POINTS);
-        this.insertChunk(g.keyId, g.rank, steps.subarray(start, end), walls.subarray(start, end), values.subarray(start, end), next + start);
+      if (next === undefined) next = ((this.sql["streamNext"]?.get(keyId, g.rank) as { s: number | null }).s ?? -1) + 1;
+      for (let start = 0; start < g.steps.length; start += CHUNK_POINTS) {
+        const end = Math.min(g.steps.length, start + CHUNK_POINTS);
+        this.insertChunk(keyId, g.rank, g.steps.subarray(start, end), g.walls.subarray(start, end), g.values.subarray(start, end), next + start);
       }
-      pending.streamNext.set(stateKey, next + steps.length);
+      pending.streamNext.set(stateKey, next + g.steps.length);
     }
   }
 
@@ -357,24 +366,11 @@ export class StoreWriter {
     this.sql["rawInsert"]?.run(id, rank, r.step, r.wall, toSqlReal(r.value));
   }
 
-  private writeScalars(pending: Pending, points: readonly ScalarPoint[]): void {
-    const groups = new Map<string, { keyId: number; rank: number; steps: number[]; walls: number[]; values: number[] }>();
-    for (const p of points) {
-      const rank = p.rank ?? this.options.rank;
-      const keyId = this.seriesId(pending, p.key, "scalar", rank, p.reduce ?? null);
-      const g = `${keyId}:${rank}`;
-      let group = groups.get(g);
-      if (group === undefined) {
-        group = { keyId, rank, steps: [], walls: [], values: [] };
-        groups.set(g, group);
-      }
-      group.steps.push(p.step);
-      group.walls.push(p.wall);
-      group.values.push(p.value);
-    }
-    for (const g of groups.values()) {
+  private writeScalarGroups(pending: Pending, groups: readonly SeriesGroup[]): void {
+    for (const g of groups) {
+      const keyId = this.seriesId(pending, g.key, "scalar", g.rank, g.reduce);
       const sorted = sortDedupe(g.steps, g.walls, g.values);
-      this.appendSeries(pending, g.keyId, g.rank, sorted.steps, sorted.walls, sorted.values);
+      this.appendSeries(pending, keyId, g.rank, sorted.steps, sorted.walls, sorted.values);
     }
   }
 
@@ -459,7 +455,12 @@ export class StoreWriter {
     // Stream steps only grow within a series, but a chunk's step range is kept exact anyway.
     let firstStep = steps[0] as number;
     let lastStep = steps[n - 1] as number;
-    if (firstSeq !== null) for (let i = 0; i < n; i++) (firstStep = Math.min(firstStep, steps[i] as number)), (lastStep = Math.max(lastStep, steps[i] as number));
+    if (firstSeq !== null) {
+      for (let i = 0; i < n; i++) {
+        firstStep = Math.min(firstStep, steps[i] as number);
+        lastStep = Math.max(lastStep, steps[i] as number);
+      }
+    }
     this.sql["chunkInsert"]?.run(
       keyId,
       rank,
