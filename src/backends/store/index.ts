@@ -13,8 +13,10 @@
  *   end of each flush.
  * - `waitForWrites` (default false): make each flush wait until its batch is committed (readers
  *   then see a step as soon as `flush(step)` resolves).
- * - `maxPendingBatches` (default 64): when this many batches are queued, flushes wait for the
+ * - `maxPendingBatches` (default 256): when this many batches are queued, flushes wait for the
  *   writer to catch up instead of growing memory.
+ * - `commitIntervalMs` (default 200; 0 with `waitForWrites`): at most one transaction per interval
+ *   on the writer thread; batches arriving in between are written together.
  */
 import { Worker } from "node:worker_threads";
 import { describeError, reportError } from "../../core/diagnostics.js";
@@ -146,15 +148,21 @@ export class StoreBackend implements Backend {
   private readonly useWorker: boolean;
   private readonly waitForWrites: boolean;
   private readonly maxPendingBatches: number;
+  private readonly commitIntervalMs: number;
   /** Batches that could not be written (each reported, first per kind of error). */
   lostBatches = 0;
 
   constructor(options: BackendOptions) {
     this.useWorker = booleanOption(options, "worker", true);
     this.waitForWrites = booleanOption(options, "waitForWrites", false);
-    const max = options["maxPendingBatches"] ?? 64;
+    const max = options["maxPendingBatches"] ?? 256;
     if (typeof max !== "number" || !Number.isInteger(max) || max < 1) throw new TypeError(`store option maxPendingBatches must be a positive integer, got ${JSON.stringify(max)}`);
     this.maxPendingBatches = max;
+    const interval = options["commitIntervalMs"] ?? 200;
+    if (typeof interval !== "number" || !Number.isFinite(interval) || interval < 0) {
+      throw new TypeError(`store option commitIntervalMs must be a number of milliseconds >= 0, got ${JSON.stringify(interval)}`);
+    }
+    this.commitIntervalMs = interval;
   }
 
   async init(context: BackendContext): Promise<void> {
@@ -171,7 +179,7 @@ export class StoreBackend implements Backend {
     };
     this.channel = this.useWorker ? new WorkerChannel() : new InlineChannel();
     try {
-      await this.channel.request({ op: "open", options });
+      await this.channel.request({ op: "open", options, commitIntervalMs: this.waitForWrites ? 0 : this.commitIntervalMs });
     } catch (error) {
       await this.channel.close();
       this.channel = null;
@@ -286,4 +294,4 @@ export class StoreBackend implements Backend {
   }
 }
 
-registerBackend("store", (options) => new StoreBackend(options), { knownOptions: ["worker", "waitForWrites", "maxPendingBatches"] });
+registerBackend("store", (options) => new StoreBackend(options), { knownOptions: ["worker", "waitForWrites", "maxPendingBatches", "commitIntervalMs"] });

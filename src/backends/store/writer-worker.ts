@@ -9,7 +9,7 @@ import { StoreWriter, type StoreWriterOptions, type WriteBatch, type WriterStatu
 
 /** A request to the writer thread. */
 export type WorkerRequest =
-  | { readonly id: number; readonly op: "open"; readonly options: StoreWriterOptions }
+  | { readonly id: number; readonly op: "open"; readonly options: StoreWriterOptions; readonly commitIntervalMs: number }
   | { readonly id: number; readonly op: "write"; readonly batch: WriteBatch }
   | { readonly id: number; readonly op: "finish"; readonly status: WriterStatus };
 
@@ -25,6 +25,7 @@ function handle(request: WorkerRequest): void {
   switch (request.op) {
     case "open":
       writer = StoreWriter.open(request.options);
+      commitIntervalMs = request.commitIntervalMs;
       return;
     case "write":
       if (writer === null) throw new Error("the store was not opened (its init failed)");
@@ -39,6 +40,9 @@ function handle(request: WorkerRequest): void {
 
 const queue: WorkerRequest[] = [];
 let scheduled = false;
+/** At most one write transaction per this many ms; batches arriving in between join the next one. */
+let commitIntervalMs = 0;
+let lastCommit = 0;
 
 /**
  * Handle what has arrived, in order. Writes queued back to back (the user's loop flushed faster
@@ -62,12 +66,15 @@ function drainQueue(): void {
     }
     for (const r of requests) parentPort?.postMessage((error === undefined ? { id: r.id } : { id: r.id, error }) satisfies WorkerReply);
   }
+  lastCommit = performance.now();
 }
 
 parentPort?.on("message", (request: WorkerRequest) => {
   queue.push(request);
-  if (!scheduled) {
-    scheduled = true;
-    setImmediate(drainQueue);
-  }
+  if (scheduled) return;
+  scheduled = true;
+  // A key's rows share pages, so fewer, larger transactions write each page once for many flushes.
+  const wait = request.op === "write" ? lastCommit + commitIntervalMs - performance.now() : 0;
+  if (wait > 0) setTimeout(drainQueue, wait);
+  else setImmediate(drainQueue);
 });
