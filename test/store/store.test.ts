@@ -153,6 +153,30 @@ describe("store: live reads by cursor", () => {
   });
 });
 
+describe("store: streams", () => {
+  test("stream values keep arrival order across batches; a cursor inside a packed chunk and downsampling both work", () => {
+    const dir = tempDir();
+    const w = writerFor(dir, { role: "rank", rank: 2, rankName: "r2" });
+    const n = 3 * CHUNK_POINTS + 17;
+    const value = (i: number): number => (i === 4321 ? 1e9 : i % 10);
+    for (let at = 0; at < n; at += 1000) {
+      w.write({ streams: Array.from({ length: Math.min(1000, n - at) }, (_, j) => ({ key: "probe", step: Math.floor((at + j) / 100), wall: 1000 + at + j, value: value(at + j) })) });
+    }
+    w.finish();
+    const all = series(dir, "probe", { kind: "stream", maxPoints: Infinity });
+    assert.equal(all.rank, 2);
+    assert.equal(all.points.length, n);
+    assert.ok(all.points.every((p, i) => p.wall === 1000 + i && p.value === value(i)));
+    assert.equal(all.cursor, n - 1);
+    const tail = series(dir, "probe", { kind: "stream", after: 2500, maxPoints: Infinity });
+    assert.equal(tail.points.length, n - 2501);
+    assert.equal(tail.points[0]?.wall, 1000 + 2501);
+    const small = series(dir, "probe", { kind: "stream", maxPoints: 90 });
+    assert.ok(small.downsampled && small.points.length <= 90);
+    assert.ok(small.points.some((p) => p.value === 1e9), "the spike survives downsampling");
+  });
+});
+
 describe("store: runs, keys, records", () => {
   test("listRuns finds runs under a root with their metadata; keys, ranks, config, samples and histograms read back", () => {
     const root = tempDir();

@@ -13,8 +13,10 @@
  *   end of each flush.
  * - `waitForWrites` (default false): make each flush wait until its batch is committed (readers
  *   then see a step as soon as `flush(step)` resolves).
- * - `maxPendingBatches` (default 64): when this many batches are queued, flushes wait for the
+ * - `maxPendingBatches` (default 256): when this many batches are queued, flushes wait for the
  *   writer to catch up instead of growing memory.
+ * - `commitIntervalMs` (default 200; 0 with `waitForWrites`): at most one transaction per interval
+ *   on the writer thread; batches arriving in between are written together.
  */
 import { Worker } from "node:worker_threads";
 import { describeError, reportError } from "../../core/diagnostics.js";
@@ -23,12 +25,13 @@ import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 import { GLOBAL_RANK, storePath } from "./schema.js";
 import type { WorkerReply, WorkerRequest } from "./writer-worker.js";
-import { StoreWriter, type HistogramEntry, type RawPoint, type SamplesEntry, type ScalarPoint, type StoreWriterOptions, type WriterStatus } from "./writer.js";
+import { ColumnBuilder, columnBuffers } from "./columns.js";
+import { StoreWriter, type HistogramEntry, type RawPoint, type SamplesEntry, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
 
 /** The batch being built between two sends (a `WriteBatch` with mutable arrays). */
 interface PendingBatch {
-  scalars?: ScalarPoint[];
-  streams?: RawPoint[];
+  scalars?: ColumnBuilder;
+  streams?: ColumnBuilder;
   system?: RawPoint[];
   samples?: SamplesEntry[];
   histograms?: HistogramEntry[];
@@ -41,7 +44,8 @@ export { storePath, CHUNK_POINTS } from "./schema.js";
 
 /** Where a batch goes: a worker thread or the calling thread. */
 interface WriterChannel {
-  request(message: DistributiveOmit<WorkerRequest, "id">): Promise<void>;
+  /** Send a request; `transfer` lists buffers the message gives away (not copied). */
+  request(message: DistributiveOmit<WorkerRequest, "id">, transfer?: ArrayBuffer[]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -83,14 +87,14 @@ class WorkerChannel implements WriterChannel {
     this.worker.on("exit", (code) => fail(new Error(`the store writer thread exited (code ${code})`)));
   }
 
-  request(message: DistributiveOmit<WorkerRequest, "id">): Promise<void> {
+  request(message: DistributiveOmit<WorkerRequest, "id">, transfer: ArrayBuffer[] = []): Promise<void> {
     if (this.dead !== null) return Promise.reject(this.dead);
     const id = this.nextId++;
     return new Promise<void>((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
       // Keep the process alive while writes are queued, so a finished loop does not lose them.
       this.worker.ref();
-      this.worker.postMessage({ ...message, id } as WorkerRequest);
+      this.worker.postMessage({ ...message, id } as WorkerRequest, transfer);
     });
   }
 
@@ -144,15 +148,21 @@ export class StoreBackend implements Backend {
   private readonly useWorker: boolean;
   private readonly waitForWrites: boolean;
   private readonly maxPendingBatches: number;
+  private readonly commitIntervalMs: number;
   /** Batches that could not be written (each reported, first per kind of error). */
   lostBatches = 0;
 
   constructor(options: BackendOptions) {
     this.useWorker = booleanOption(options, "worker", true);
     this.waitForWrites = booleanOption(options, "waitForWrites", false);
-    const max = options["maxPendingBatches"] ?? 64;
+    const max = options["maxPendingBatches"] ?? 256;
     if (typeof max !== "number" || !Number.isInteger(max) || max < 1) throw new TypeError(`store option maxPendingBatches must be a positive integer, got ${JSON.stringify(max)}`);
     this.maxPendingBatches = max;
+    const interval = options["commitIntervalMs"] ?? 200;
+    if (typeof interval !== "number" || !Number.isFinite(interval) || interval < 0) {
+      throw new TypeError(`store option commitIntervalMs must be a number of milliseconds >= 0, got ${JSON.stringify(interval)}`);
+    }
+    this.commitIntervalMs = interval;
   }
 
   async init(context: BackendContext): Promise<void> {
@@ -169,7 +179,7 @@ export class StoreBackend implements Backend {
     };
     this.channel = this.useWorker ? new WorkerChannel() : new InlineChannel();
     try {
-      await this.channel.request({ op: "open", options });
+      await this.channel.request({ op: "open", options, commitIntervalMs: this.waitForWrites ? 0 : this.commitIntervalMs });
     } catch (error) {
       await this.channel.close();
       this.channel = null;
@@ -179,15 +189,15 @@ export class StoreBackend implements Backend {
 
   logBatch(metrics: readonly Metric[], step: number): void {
     if (metrics.length === 0) return;
-    const scalars = (this.batch.scalars ??= []);
-    for (const m of metrics) scalars.push({ key: m.key, step, wall: m.timestamp, value: m.value, reduce: m.reduce, rank: this.rank });
+    const scalars = (this.batch.scalars ??= new ColumnBuilder());
+    for (const m of metrics) scalars.add(m.key, this.rank, step, m.timestamp, m.value, m.reduce);
     this.added(metrics.length);
   }
 
   logStream(batch: readonly StreamRecord[]): void {
     if (batch.length === 0) return;
-    const streams = (this.batch.streams ??= []);
-    for (const r of batch) streams.push({ key: r.key, step: r.step, wall: r.timestamp, value: r.value, rank: r.rank });
+    const streams = (this.batch.streams ??= new ColumnBuilder());
+    for (const r of batch) streams.add(r.key, r.rank, r.step, r.timestamp, r.value);
     this.added(batch.length);
   }
 
@@ -255,16 +265,27 @@ export class StoreBackend implements Backend {
       this.scheduled = null;
     }
     if (this.batchSize === 0) return;
-    const batch = this.batch;
+    const pending = this.batch;
     this.batch = {};
     this.batchSize = 0;
+    const { scalars, streams, ...rest } = pending;
+    const batch: WriteBatch = { ...rest };
+    const transfer: ArrayBuffer[] = [];
+    if (scalars !== undefined) {
+      batch.scalarColumns = scalars.build();
+      transfer.push(...columnBuffers(batch.scalarColumns));
+    }
+    if (streams !== undefined) {
+      batch.streamColumns = streams.build();
+      transfer.push(...columnBuffers(batch.streamColumns));
+    }
     const channel = this.channel;
     if (channel === null) {
       this.lostBatches++;
       reportError("store.closed", "values were logged to the store backend after it finished (or failed to start); they are dropped and counted");
       return;
     }
-    const done = channel.request({ op: "write", batch }).catch((error: unknown) => {
+    const done = channel.request({ op: "write", batch }, transfer).catch((error: unknown) => {
       this.lostBatches++;
       reportError(`store.write:${this.context?.runDir ?? ""}`, `could not write to ${storePath(this.context?.runDir ?? ".")}: ${describeError(error)}; the batch is dropped and counted, the job goes on`);
     });
@@ -273,4 +294,4 @@ export class StoreBackend implements Backend {
   }
 }
 
-registerBackend("store", (options) => new StoreBackend(options), { knownOptions: ["worker", "waitForWrites", "maxPendingBatches"] });
+registerBackend("store", (options) => new StoreBackend(options), { knownOptions: ["worker", "waitForWrites", "maxPendingBatches", "commitIntervalMs"] });

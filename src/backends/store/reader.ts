@@ -139,6 +139,9 @@ interface ChunkMeta {
   max_wall: number;
   last: number | null;
   nan_count: number;
+  /** Step range for scalar chunks, arrival range for stream chunks. */
+  pos_first: number;
+  pos_last: number;
 }
 
 /** Reads one run's store. Get one with `openStore`, or use the functions below, which cache them. */
@@ -232,9 +235,9 @@ export class StoreReader {
     const rank = options.rank ?? (this.get("SELECT min(rank) AS r FROM series WHERE key_id = ?", keyRow.id) as { r: number | null }).r ?? GLOBAL_RANK;
     return withBusyRetry(() =>
       this.db.transaction(() =>
-        kind === "scalar"
-          ? this.scalarSeries(key, keyRow.id, rank, x, options.after, maxPoints)
-          : this.rawSeries(key, kind, keyRow.id, rank, x, options.after, maxPoints),
+        kind === "system"
+          ? this.rawSeries(key, kind, keyRow.id, rank, x, options.after, maxPoints)
+          : this.chunkedSeries(key, kind, keyRow.id, rank, x, options.after, maxPoints),
       )(),
     );
   }
@@ -289,18 +292,27 @@ export class StoreReader {
     return rows.map((r) => ({ base: { seq: r.seq, key: r.key, rank: r.rank, step: r.step, wall: r.wall }, json: r.json }));
   }
 
-  private scalarSeries(key: string, keyId: number, rank: number, x: XAxis, after: number | undefined, maxPoints: number): SeriesResult {
+  /**
+   * A scalar series (packed chunks by step, then recent rows) or a stream series (chunks by arrival
+   * position). A chunk's "position" is its step range for scalars and its arrival range for streams;
+   * the cursor is a position.
+   */
+  private chunkedSeries(key: string, kind: "scalar" | "stream", keyId: number, rank: number, x: XAxis, after: number | undefined, maxPoints: number): SeriesResult {
     const from = after ?? -Infinity;
+    const scalar = kind === "scalar";
     const chunks = this.all(
-      `SELECT id, first_step, last_step, n, first_wall, last_wall, min, min_step, min_wall, max, max_step, max_wall, last, nan_count
-       FROM chunks WHERE key_id = ? AND rank = ? AND last_step > ? ORDER BY first_step`,
+      `SELECT id, first_step, last_step, n, first_wall, last_wall, min, min_step, min_wall, max, max_step, max_wall, last, nan_count,
+       ${scalar ? "first_step" : "first_seq"} AS pos_first, ${scalar ? "last_step" : "last_seq"} AS pos_last
+       FROM chunks WHERE key_id = ? AND rank = ? AND ${scalar ? "last_step > ? AND first_seq IS NULL ORDER BY first_step" : "last_seq > ? ORDER BY first_seq"}`,
       keyId,
       rank,
       from,
     ) as ChunkMeta[];
-    const rows = this.statement("SELECT step, wall, value FROM points WHERE key_id = ? AND rank = ? AND step > ? ORDER BY step")
-      .raw(true)
-      .all(keyId, rank, from) as [number, number, number | null][];
+    const rows = !scalar
+      ? []
+      : (this.statement("SELECT step, wall, value FROM points WHERE key_id = ? AND rank = ? AND step > ? ORDER BY step")
+          .raw(true)
+          .all(keyId, rank, from) as [number, number, number | null][]);
     let total = rows.length;
     for (const c of chunks) total += c.n;
     const blobs = this.statement("SELECT steps, walls, vals FROM chunks WHERE id = ?");
@@ -308,11 +320,14 @@ export class StoreReader {
       const b = blobs.get(c.id) as { steps: Buffer; walls: Buffer; vals: Buffer };
       const steps = unpackFloat64(b.steps);
       let start = 0;
-      if (c.first_step <= from) while (start < steps.length && (steps[start] as number) <= from) start++;
+      if (c.pos_first <= from) {
+        if (scalar) while (start < steps.length && (steps[start] as number) <= from) start++;
+        else start = Math.min(steps.length, from - c.pos_first + 1);
+      }
       return { steps, walls: unpackFloat64(b.walls), values: unpackFloat64(b.vals), start };
     };
-    const lastStep = rows.length > 0 ? (rows[rows.length - 1] as [number, number, number | null])[0] : chunks.length > 0 ? (chunks[chunks.length - 1] as ChunkMeta).last_step : null;
-    const cursor = lastStep ?? after ?? null;
+    const lastPosition = rows.length > 0 ? (rows[rows.length - 1] as [number, number, number | null])[0] : chunks.length > 0 ? (chunks[chunks.length - 1] as ChunkMeta).pos_last : null;
+    const cursor = lastPosition ?? after ?? null;
 
     if (total <= maxPoints) {
       const points: SeriesPoint[] = [];
@@ -322,14 +337,15 @@ export class StoreReader {
       }
       for (const [step, wall, value] of rows) points.push({ step, wall, value: fromSqlReal(value) });
       if (x === "wall") points.sort((p, q) => p.wall - q.wall || p.step - q.step);
-      return { key, kind: "scalar", rank, points, cursor, total: points.length, downsampled: false };
+      else if (!scalar) points.sort((p, q) => p.step - q.step);
+      return { key, kind, rank, points, cursor, total: points.length, downsampled: false };
     }
 
     // The x range, from chunk summaries and rows (walls within a chunk are close to monotone).
     let x0 = Infinity;
     let x1 = -Infinity;
     for (const c of chunks) {
-      const a = x === "step" ? Math.max(c.first_step, from) : Math.min(c.first_wall, c.last_wall);
+      const a = x === "step" ? (scalar ? Math.max(c.first_step, from) : c.first_step) : Math.min(c.first_wall, c.last_wall);
       const b = x === "step" ? c.last_step : Math.max(c.first_wall, c.last_wall);
       if (a < x0) x0 = a;
       if (b > x1) x1 = b;
@@ -345,7 +361,7 @@ export class StoreReader {
     const useBlocks = total / buckets >= BLOCKS_PER_BUCKET * BLOCK_POINTS;
     const blocksOf = this.statement("SELECT blocks FROM chunks WHERE id = ?").pluck(true);
     for (const c of chunks) {
-      if (useBlocks && c.first_step > from) {
+      if (useBlocks && c.pos_first > from) {
         const blocks = unpackFloat64(blocksOf.get(c.id) as Buffer);
         for (let o = 0; o < blocks.length; o += BLOCK_FIELDS.length) ds.addBlock(blocks, o);
         continue;
@@ -353,7 +369,7 @@ export class StoreReader {
       const xa = x === "step" ? c.first_step : c.first_wall;
       const xb = x === "step" ? c.last_step : c.last_wall;
       const bucket = ds.bucketOf(xa);
-      if (c.nan_count === 0 && c.first_step > from && c.last !== null && bucket === ds.bucketOf(xb)) {
+      if (c.nan_count === 0 && c.pos_first > from && c.last !== null && bucket === ds.bucketOf(xb)) {
         ds.addSummary(bucket, c.n, {
           min: c.min,
           minStep: c.min_step,
@@ -371,7 +387,7 @@ export class StoreReader {
       }
     }
     for (const [step, wall, value] of rows) ds.add(step, wall, fromSqlReal(value), x === "step" ? step : wall);
-    return { key, kind: "scalar", rank, points: ds.result(), cursor, total, downsampled: true };
+    return { key, kind, rank, points: ds.result(), cursor, total, downsampled: true };
   }
 
   private rawSeries(key: string, kind: SeriesKind, keyId: number, rank: number, x: XAxis, after: number | undefined, maxPoints: number): SeriesResult {

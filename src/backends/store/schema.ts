@@ -10,7 +10,9 @@
  * - `points`: the recent points of a scalar series, one row each, (key, rank, step) unique.
  * - `chunks`: older points of a scalar series, packed: up to `CHUNK_POINTS` steps, wall times and
  *   values as little-endian float64 blobs, with the chunk's min, max and last kept in columns.
- * - `stream_points`: raw stream values and system metrics, one row each, in arrival order.
+ * - `stream_points`: system metrics, one row each, in arrival order.
+ * - Stream values (`per_rank_no_reduce`) go into `chunks` too, one or more per write batch,
+ *   numbered by arrival (`first_seq`..`last_seq`) instead of keyed by step.
  * - `samples`, `histograms`: JSON per key per flush.
  * - `config`: the run's hyperparameters and other documents, JSON by name.
  */
@@ -76,6 +78,8 @@ CREATE TABLE IF NOT EXISTS points (
 CREATE TABLE IF NOT EXISTS chunks (
   id INTEGER PRIMARY KEY, key_id INTEGER NOT NULL, rank INTEGER NOT NULL,
   first_step INTEGER NOT NULL, last_step INTEGER NOT NULL, n INTEGER NOT NULL,
+  -- Streams only: arrival positions of the first and last point in their series (NULL for scalars).
+  first_seq INTEGER, last_seq INTEGER,
   first_wall REAL NOT NULL, last_wall REAL NOT NULL,
   min REAL, min_step INTEGER, min_wall REAL, max REAL, max_step INTEGER, max_wall REAL,
   last REAL, nan_count INTEGER NOT NULL,
@@ -84,7 +88,8 @@ CREATE TABLE IF NOT EXISTS chunks (
   blocks BLOB NOT NULL,
   steps BLOB NOT NULL, walls BLOB NOT NULL, vals BLOB NOT NULL
 );
-CREATE UNIQUE INDEX IF NOT EXISTS chunks_series ON chunks (key_id, rank, first_step);
+CREATE INDEX IF NOT EXISTS chunks_series ON chunks (key_id, rank, first_step);
+CREATE INDEX IF NOT EXISTS chunks_stream ON chunks (key_id, rank, first_seq) WHERE first_seq IS NOT NULL;
 CREATE TABLE IF NOT EXISTS stream_points (
   seq INTEGER PRIMARY KEY, key_id INTEGER NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL,
   wall REAL NOT NULL, value REAL

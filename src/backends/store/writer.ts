@@ -20,6 +20,7 @@ import type Database from "better-sqlite3";
 import { nonFiniteReplacer } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { packFloat64, toSqlReal, unpackFloat64 } from "./codec.js";
+import { ColumnBuilder, groupBySeries, type PointColumns, type SeriesGroup } from "./columns.js";
 import { BLOCK_FIELDS, BLOCK_POINTS, CHUNK_POINTS, GLOBAL_RANK, openForWriting, withBusyRetry, type KeyKind } from "./schema.js";
 
 /** One reduced value of a scalar series. `rank` defaults to the writer's rank. */
@@ -63,7 +64,11 @@ export interface HistogramEntry {
 /** Everything one write call stores, in one transaction. */
 export interface WriteBatch {
   scalars?: readonly ScalarPoint[];
+  /** Scalars in columns (what the backend sends its writer thread). */
+  scalarColumns?: PointColumns;
   streams?: readonly RawPoint[];
+  /** Stream values in columns. */
+  streamColumns?: PointColumns;
   system?: readonly RawPoint[];
   samples?: readonly SamplesEntry[];
   histograms?: readonly HistogramEntry[];
@@ -98,6 +103,8 @@ interface SeriesState {
 /** Work of one transaction that becomes visible in the caches only once it commits. */
 interface Pending {
   keys: Map<string, number>;
+  /** Next arrival position of each stream series. */
+  streamNext: Map<string, number>;
   series: Set<string>;
   states: Map<string, SeriesState>;
 }
@@ -116,6 +123,7 @@ export class StoreWriter {
   private readonly keyIds = new Map<string, number>();
   private readonly knownSeries = new Set<string>();
   private readonly states = new Map<string, SeriesState>();
+  private readonly streamNext = new Map<string, number>();
   private readonly sql: Record<string, Statement>;
   private readonly writerId: string;
   private closed = false;
@@ -131,16 +139,17 @@ export class StoreWriter {
       keySelect: p("SELECT id, reduce FROM keys WHERE key = ? AND kind = ?"),
       keySetReduce: p("UPDATE keys SET reduce = ? WHERE id = ?"),
       seriesInsert: p("INSERT OR IGNORE INTO series (key_id, rank) VALUES (?, ?)"),
-      packedThrough: p("SELECT max(last_step) AS s FROM chunks WHERE key_id = ? AND rank = ?"),
+      packedThrough: p("SELECT max(last_step) AS s FROM chunks WHERE key_id = ? AND rank = ? AND first_seq IS NULL"),
       rowCount: p("SELECT count(*) AS n FROM points WHERE key_id = ? AND rank = ?"),
       pointUpsert: p("INSERT OR REPLACE INTO points (key_id, rank, step, wall, value) VALUES (?, ?, ?, ?, ?)"),
       pointsOfSeries: p("SELECT step, wall, value FROM points WHERE key_id = ? AND rank = ? ORDER BY step"),
       pointsDelete: p("DELETE FROM points WHERE key_id = ? AND rank = ?"),
       chunkInsert: p(
-        `INSERT OR REPLACE INTO chunks (key_id, rank, first_step, last_step, n, first_wall, last_wall, min, min_step, min_wall,
-         max, max_step, max_wall, last, nan_count, blocks, steps, walls, vals) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        `INSERT INTO chunks (key_id, rank, first_step, last_step, n, first_seq, last_seq, first_wall, last_wall, min, min_step, min_wall,
+         max, max_step, max_wall, last, nan_count, blocks, steps, walls, vals) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       ),
-      chunksFrom: p("SELECT id, steps, walls, vals FROM chunks WHERE key_id = ? AND rank = ? AND last_step >= ? ORDER BY first_step"),
+      streamNext: p("SELECT max(last_seq) AS s FROM chunks WHERE key_id = ? AND rank = ? AND first_seq IS NOT NULL"),
+      chunksFrom: p("SELECT id, steps, walls, vals FROM chunks WHERE key_id = ? AND rank = ? AND last_step >= ? AND first_seq IS NULL ORDER BY first_step"),
       chunkDelete: p("DELETE FROM chunks WHERE id = ?"),
       rawInsert: p("INSERT INTO stream_points (key_id, rank, step, wall, value) VALUES (?, ?, ?, ?, ?)"),
       sampleInsert: p("INSERT INTO samples (key_id, rank, step, wall, records) VALUES (?, ?, ?, ?, ?)"),
@@ -166,22 +175,42 @@ export class StoreWriter {
 
   /** Store a batch in one transaction. */
   write(batch: WriteBatch): void {
+    this.writeAll([batch]);
+  }
+
+  /** Store several batches, in order, in one transaction (a writer catching up). */
+  writeAll(batches: readonly WriteBatch[]): void {
     this.transaction((pending) => {
-      if (batch.scalars !== undefined && batch.scalars.length > 0) this.writeScalars(pending, batch.scalars);
-      for (const r of batch.streams ?? []) this.insertRaw(pending, "stream", r);
-      for (const r of batch.system ?? []) this.insertRaw(pending, "system", r);
-      for (const s of batch.samples ?? []) {
-        const rank = s.rank ?? this.options.rank;
-        const id = this.seriesId(pending, s.key, "sample", rank, "sample");
-        this.sql["sampleInsert"]?.run(id, rank, s.step, s.wall, JSON.stringify(s.records, nonFiniteReplacer));
-      }
-      for (const h of batch.histograms ?? []) {
-        const rank = h.rank ?? this.options.rank;
-        const id = this.seriesId(pending, h.key, "histogram", rank, "histogram");
-        this.sql["histogramInsert"]?.run(id, rank, h.step, h.wall, JSON.stringify(h.histogram, nonFiniteReplacer));
-      }
-      if (batch.hyperparams !== undefined) this.mergeConfig("hparams", batch.hyperparams);
+      for (const batch of batches) this.apply(pending, batch);
     });
+  }
+
+  private apply(pending: Pending, batch: WriteBatch): void {
+    const rank = this.options.rank;
+    if (batch.scalars !== undefined && batch.scalars.length > 0) {
+      const b = new ColumnBuilder();
+      for (const p of batch.scalars) b.add(p.key, p.rank ?? rank, p.step, p.wall, p.value, p.reduce ?? null);
+      this.writeScalarGroups(pending, groupBySeries(b.build()));
+    }
+    if (batch.scalarColumns !== undefined) this.writeScalarGroups(pending, groupBySeries(batch.scalarColumns));
+    if (batch.streams !== undefined && batch.streams.length > 0) {
+      const b = new ColumnBuilder();
+      for (const r of batch.streams) b.add(r.key, r.rank ?? rank, r.step, r.wall, r.value);
+      this.writeStreamGroups(pending, groupBySeries(b.build()));
+    }
+    if (batch.streamColumns !== undefined) this.writeStreamGroups(pending, groupBySeries(batch.streamColumns));
+    for (const r of batch.system ?? []) this.insertRaw(pending, "system", r);
+    for (const s of batch.samples ?? []) {
+      const sampleRank = s.rank ?? rank;
+      const id = this.seriesId(pending, s.key, "sample", sampleRank, "sample");
+      this.sql["sampleInsert"]?.run(id, sampleRank, s.step, s.wall, JSON.stringify(s.records, nonFiniteReplacer));
+    }
+    for (const h of batch.histograms ?? []) {
+      const histogramRank = h.rank ?? rank;
+      const id = this.seriesId(pending, h.key, "histogram", histogramRank, "histogram");
+      this.sql["histogramInsert"]?.run(id, histogramRank, h.step, h.wall, JSON.stringify(h.histogram, nonFiniteReplacer));
+    }
+    if (batch.hyperparams !== undefined) this.mergeConfig("hparams", batch.hyperparams);
   }
 
   /**
@@ -261,19 +290,22 @@ export class StoreWriter {
     this.db.prepare("DELETE FROM points WHERE rank = ? AND step >= ?").run(rank, step);
     this.db.prepare("DELETE FROM samples WHERE rank = ? AND step >= ?").run(rank, step);
     this.db.prepare("DELETE FROM histograms WHERE rank = ? AND step >= ?").run(rank, step);
-    this.db.prepare("DELETE FROM stream_points WHERE rank = ? AND step >= ? AND key_id IN (SELECT id FROM keys WHERE kind = 'stream')").run(rank, step);
     this.db.prepare("DELETE FROM chunks WHERE rank = ? AND first_step >= ?").run(rank, step);
-    const straddling = this.db.prepare("SELECT id, key_id, steps, walls, vals FROM chunks WHERE rank = ? AND last_step >= ?").all(rank, step) as (ChunkRow & { key_id: number })[];
+    const straddling = this.db.prepare("SELECT id, key_id, first_seq, steps, walls, vals FROM chunks WHERE rank = ? AND last_step >= ?").all(rank, step) as (ChunkRow & {
+      key_id: number;
+      first_seq: number | null;
+    })[];
     for (const c of straddling) {
       const steps = unpackFloat64(c.steps);
       let keep = 0;
       while (keep < steps.length && (steps[keep] as number) < step) keep++;
       this.sql["chunkDelete"]?.run(c.id);
-      if (keep > 0) this.insertChunk(c.key_id, rank, steps.slice(0, keep), unpackFloat64(c.walls).slice(0, keep), unpackFloat64(c.vals).slice(0, keep));
+      if (keep > 0) this.insertChunk(c.key_id, rank, steps.slice(0, keep), unpackFloat64(c.walls).slice(0, keep), unpackFloat64(c.vals).slice(0, keep), c.first_seq);
     }
     // Series states are re-read from the file on next use.
     pending.states.clear();
     this.states.clear();
+    this.streamNext.clear();
   }
 
   private transaction(fn: (pending: Pending) => void): void {
@@ -291,6 +323,7 @@ export class StoreWriter {
     for (const [k, v] of pending.keys) this.keyIds.set(k, v);
     for (const s of pending.series) this.knownSeries.add(s);
     for (const [k, v] of pending.states) this.states.set(k, v);
+    for (const [k, v] of pending.streamNext) this.streamNext.set(k, v);
   }
 
   /** The id of a key of a kind, registering it (and the series for `rank`) when new. */
@@ -312,30 +345,32 @@ export class StoreWriter {
     return id;
   }
 
+  /** Stream values: per series, in arrival order, packed into chunks numbered by arrival. */
+  private writeStreamGroups(pending: Pending, groups: readonly SeriesGroup[]): void {
+    for (const g of groups) {
+      const keyId = this.seriesId(pending, g.key, "stream", g.rank, null);
+      const stateKey = `${keyId}:${g.rank}`;
+      let next = pending.streamNext.get(stateKey) ?? this.streamNext.get(stateKey);
+      if (next === undefined) next = ((this.sql["streamNext"]?.get(keyId, g.rank) as { s: number | null }).s ?? -1) + 1;
+      for (let start = 0; start < g.steps.length; start += CHUNK_POINTS) {
+        const end = Math.min(g.steps.length, start + CHUNK_POINTS);
+        this.insertChunk(keyId, g.rank, g.steps.subarray(start, end), g.walls.subarray(start, end), g.values.subarray(start, end), next + start);
+      }
+      pending.streamNext.set(stateKey, next + g.steps.length);
+    }
+  }
+
   private insertRaw(pending: Pending, kind: "stream" | "system", r: RawPoint): void {
     const rank = r.rank ?? this.options.rank;
     const id = this.seriesId(pending, r.key, kind, rank, null);
     this.sql["rawInsert"]?.run(id, rank, r.step, r.wall, toSqlReal(r.value));
   }
 
-  private writeScalars(pending: Pending, points: readonly ScalarPoint[]): void {
-    const groups = new Map<string, { keyId: number; rank: number; steps: number[]; walls: number[]; values: number[] }>();
-    for (const p of points) {
-      const rank = p.rank ?? this.options.rank;
-      const keyId = this.seriesId(pending, p.key, "scalar", rank, p.reduce ?? null);
-      const g = `${keyId}:${rank}`;
-      let group = groups.get(g);
-      if (group === undefined) {
-        group = { keyId, rank, steps: [], walls: [], values: [] };
-        groups.set(g, group);
-      }
-      group.steps.push(p.step);
-      group.walls.push(p.wall);
-      group.values.push(p.value);
-    }
-    for (const g of groups.values()) {
+  private writeScalarGroups(pending: Pending, groups: readonly SeriesGroup[]): void {
+    for (const g of groups) {
+      const keyId = this.seriesId(pending, g.key, "scalar", g.rank, g.reduce);
       const sorted = sortDedupe(g.steps, g.walls, g.values);
-      this.appendSeries(pending, g.keyId, g.rank, sorted.steps, sorted.walls, sorted.values);
+      this.appendSeries(pending, keyId, g.rank, sorted.steps, sorted.walls, sorted.values);
     }
   }
 
@@ -402,7 +437,7 @@ export class StoreWriter {
     }
   }
 
-  private insertChunk(keyId: number, rank: number, steps: Float64Array, walls: Float64Array, values: Float64Array): void {
+  private insertChunk(keyId: number, rank: number, steps: Float64Array, walls: Float64Array, values: Float64Array, firstSeq: number | null = null): void {
     const n = steps.length;
     let minI = -1;
     let maxI = -1;
@@ -417,12 +452,23 @@ export class StoreWriter {
       if (maxI < 0 || v > (values[maxI] as number)) maxI = i;
     }
     const at = (a: Float64Array, i: number): number | null => (i < 0 ? null : (a[i] as number));
+    // Stream steps only grow within a series, but a chunk's step range is kept exact anyway.
+    let firstStep = steps[0] as number;
+    let lastStep = steps[n - 1] as number;
+    if (firstSeq !== null) {
+      for (let i = 0; i < n; i++) {
+        firstStep = Math.min(firstStep, steps[i] as number);
+        lastStep = Math.max(lastStep, steps[i] as number);
+      }
+    }
     this.sql["chunkInsert"]?.run(
       keyId,
       rank,
-      steps[0],
-      steps[n - 1],
+      firstStep,
+      lastStep,
       n,
+      firstSeq,
+      firstSeq === null ? null : firstSeq + n - 1,
       walls[0],
       walls[n - 1],
       at(values, minI),
@@ -491,7 +537,7 @@ export function blockSummaries(steps: Float64Array, walls: Float64Array, values:
 }
 
 function newPending(): Pending {
-  return { keys: new Map(), series: new Set(), states: new Map() };
+  return { keys: new Map(), streamNext: new Map(), series: new Set(), states: new Map() };
 }
 
 function concat(parts: readonly Float64Array[]): Float64Array {
