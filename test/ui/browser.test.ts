@@ -51,6 +51,15 @@ describe("dashboard in Chromium", () => {
     ensureWebBuilt();
     root = tempDir("rankscope-ui-browser-");
     seedFinishedRun(root);
+    const big = openRun(root, "exp", "big");
+    const n = 20_000;
+    big.writeSeries(
+      "signal",
+      Array.from({ length: n }, (_, i) => i),
+      Array.from({ length: n }, (_, i) => liveStart - 600_000 + i),
+      Array.from({ length: n }, (_, i) => Math.sin(i / 50) + (i % 97 === 0 ? 3 : 0)),
+    );
+    big.finish();
     live = openRun(root, "exp", "live");
     live.write({ scalars: trainingPoints(0, 30, liveStart) });
     dashboard = await startDashboard({ root, port: 0 });
@@ -205,6 +214,26 @@ describe("dashboard in Chromium", () => {
       .filter(([key]) => key === "loss");
     assert.ok(lossLines.length >= 3, JSON.stringify(lossLines));
     for (const line of lossLines) assert.ok(line[2] !== null, `a live chart re-downloaded its history: ${JSON.stringify(line)}`);
+  });
+
+  it("asks for finer points when the user zooms into a downsampled chart", async () => {
+    await page.goto(`${dashboard.url}#run=exp/big&tab=metrics`);
+    await page.reload();
+    await waitForGrid(page);
+    const before = Number(await page.getAttribute(card("signal"), "data-points"));
+    assert.ok(before > 0 && before < 2000, `first load is thinned to the chart's width: ${before}`);
+    const box = await page.locator(`${card("signal")} .u-over`).boundingBox();
+    assert.ok(box !== null);
+    const y = box.y + box.height / 2;
+    await page.mouse.move(box.x + box.width * 0.4, y);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.5, y, { steps: 5 });
+    await page.mouse.up();
+    await page.waitForSelector(`${card("signal")}[data-refined="1"]`, { timeout: 10_000 });
+    const after = Number(await page.getAttribute(card("signal"), "data-points"));
+    assert.ok(after > before * 2, `zooming in fetched finer points: ${before} → ${after}`);
+    mkdirSync(artifacts, { recursive: true });
+    await page.locator(card("signal")).screenshot({ path: join(artifacts, "dashboard-zoomed.png") });
   });
 
   it("refuses traversal in the browser too", async () => {

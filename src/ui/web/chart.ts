@@ -29,6 +29,17 @@ export interface Line {
   values: number[];
   /** Scatter for raw stream values. */
   scatter?: boolean;
+  /** The server thinned these points; zooming in asks for finer ones. */
+  downsampled?: boolean;
+}
+
+/** A zoom the user made by dragging: the step range of the points inside it, per line. */
+export interface ZoomRequest {
+  readonly card: ChartCard;
+  /** For each line (same order as `getLines()`): the first step inside the zoom, or null when none is. */
+  readonly fromSteps: (number | null)[];
+  /** The zoom's share of each line's x range from `fromSteps` to its end (0..1]. */
+  readonly fractions: number[];
 }
 
 /** Tick spacings for a step axis: 1, 2, 5 × powers of ten. */
@@ -113,6 +124,7 @@ export class ChartCard {
     settings: ViewSettings,
     private readonly onFirstDraw: () => void = () => undefined,
     private readonly yLabel = "",
+    private readonly onZoom?: (zoom: ZoomRequest) => void,
   ) {
     this.settings = settings;
     this.plotBox = el("div", { className: "plot" });
@@ -169,12 +181,12 @@ export class ChartCard {
    * Redraw after points were appended to the lines: swap the data of the existing plot when the
    * set of lines is the same (cheap, no new canvas), else rebuild.
    */
-  update(): void {
+  update(keepZoom = false): void {
     if (this.plot === null || this.builtFor !== this.structure()) {
       this.render();
       return;
     }
-    this.plot.setData(this.buildData().data);
+    this.plot.setData(this.buildData().data, !keepZoom);
     this.root.dataset["points"] = String(this.pointCount());
   }
 
@@ -257,10 +269,33 @@ export class ChartCard {
           },
         ],
         setCursor: [(u) => this.showValuesAt(u)],
+        setSelect: [(u) => this.zoomed(u)],
       },
     };
     this.plot = new uPlot(opts, data, this.plotBox);
     this.renderLegend();
+  }
+
+  /** After a drag-zoom: tell the owner which steps the zoom covers, so thinned lines get finer points. */
+  private zoomed(u: uPlot): void {
+    if (this.onZoom === undefined || u.select.width < 2 || !this.lines.some((l) => l.downsampled === true)) return;
+    const x0 = u.posToVal(u.select.left, "x");
+    const x1 = u.posToVal(u.select.left + u.select.width, "x");
+    const fromSteps: (number | null)[] = [];
+    const fractions: number[] = [];
+    for (const line of this.lines) {
+      let from: number | null = null;
+      let lastX = -Infinity;
+      for (let i = 0; i < line.values.length; i++) {
+        const x = xOf(line, this.settings.xMode, i);
+        if (x >= x0 && from === null) from = line.steps[i] ?? null;
+        if (x > lastX) lastX = x;
+      }
+      fromSteps.push(from);
+      fractions.push(lastX > x0 ? Math.min(1, Math.max(1e-6, (x1 - x0) / (lastX - x0))) : 1);
+    }
+    this.root.dataset["zoomed"] = "1";
+    this.onZoom({ card: this, fromSteps, fractions });
   }
 
   private renderLegend(): void {

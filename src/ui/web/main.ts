@@ -10,7 +10,7 @@
 import "uplot/dist/uPlot.min.css";
 import "./style.css";
 import { api, type KeyInfo, type LineAnswer, type RunKeys, type RunSummary, type SeriesData, type StreamData } from "./api.js";
-import { ChartCard, type Line, type ViewSettings, type XMode } from "./chart.js";
+import { ChartCard, type Line, type ViewSettings, type XMode, type ZoomRequest } from "./chart.js";
 import { append, clear, displayText, el, formatBytes, formatDuration, formatStart, formatTime } from "./dom.js";
 
 type Tab = "metrics" | "streams" | "system" | "samples" | "config" | "traces";
@@ -348,6 +348,7 @@ async function fillCards(generation: number, specs: { lines: (LineSource & { lin
         l.line.steps = data.steps;
         l.line.times = data.times;
         l.line.values = data.values;
+        l.line.downsampled = data.downsampled;
         state.lineSources.set(l.line.id, { kind: l.kind, run: l.run, key: l.key, rank: l.rank, cursor: data.cursor, card: spec.card });
       }
       const left = (pending.get(spec) ?? 1) - 1;
@@ -359,6 +360,37 @@ async function fillCards(generation: number, specs: { lines: (LineSource & { lin
   });
   if (generation !== state.generation) return;
   for (const spec of specs) if (spec.lines.length === 0) spec.card.setLines([]);
+}
+
+/**
+ * A drag-zoom over thinned lines: ask again for the points from the zoom's first step on, with a
+ * budget that gives the zoomed range about as many points as the whole chart had, and splice them
+ * in. The store has no upper bound on a range, so the budget covers the zoom to the line's end
+ * (at most 10,000 points per line).
+ */
+async function refineZoom(generation: number, zoom: ZoomRequest): Promise<void> {
+  const lines = zoom.card.getLines();
+  const width = zoom.card.root.querySelector(".plot")?.clientWidth ?? 400;
+  const wanted = lines
+    .map((line, i) => ({ line, from: zoom.fromSteps[i] ?? null, fraction: zoom.fractions[i] ?? 1, source: state.lineSources.get(line.id) }))
+    .filter((w): w is { line: Line; from: number; fraction: number; source: LineSource } => w.line.downsampled === true && w.from !== null && w.source !== undefined && w.source.kind === "series");
+  await Promise.all(
+    wanted.map(async ({ line, from, fraction, source }) => {
+      const maxPoints = Math.min(10_000, Math.max(300, Math.ceil(pointsForWidth(width) / fraction)));
+      const [answer] = await api.lines<SeriesData>(source.run, "scalar", [[source.key, source.rank ?? null, String(from - 1)]], maxPoints);
+      if (generation !== state.generation || answer === undefined || "error" in answer) return;
+      const keep = line.steps.findIndex((step) => step >= from);
+      const cut = keep === -1 ? line.steps.length : keep;
+      line.steps = [...line.steps.slice(0, cut), ...answer.steps];
+      line.times = [...line.times.slice(0, cut), ...answer.times];
+      line.values = [...line.values.slice(0, cut), ...answer.values];
+      line.downsampled = answer.downsampled;
+      source.cursor = answer.cursor ?? source.cursor;
+    }),
+  );
+  if (generation !== state.generation || wanted.length === 0) return;
+  zoom.card.update(true);
+  zoom.card.root.dataset["refined"] = String(Number(zoom.card.root.dataset["refined"] ?? "0") + 1);
 }
 
 async function renderMetrics(generation: number): Promise<void> {
@@ -385,7 +417,7 @@ async function renderMetrics(generation: number): Promise<void> {
   }
   const g = grid();
   const specs = names.map((name) => {
-    const card = new ChartCard(name, settingsFor("metrics"), () => checkAllDrawn(generation, names.length));
+    const card = new ChartCard(name, settingsFor("metrics"), () => checkAllDrawn(generation, names.length), "", (zoom) => void refineZoom(generation, zoom));
     state.cards.push(card);
     g.appendChild(card.root);
     const lines: (LineSource & { line: Line })[] = [];
