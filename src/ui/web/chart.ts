@@ -109,8 +109,8 @@ export class ChartCard {
   private drawn = false;
   /** The `structure()` the current plot was built for. */
   private builtFor = "";
-  /** Times uPlot drew this card (for profiling: `document.querySelectorAll(".chart")`). */
-  draws = 0;
+  /** The user dragged a zoom (kept while live points arrive) and has not double-clicked it away. */
+  private userZoom = false;
   private legendValues: HTMLElement[] = [];
   /** Index into uPlot's series of each line's top (smoothed or only) series. */
   private topSeries: number[] = [];
@@ -137,6 +137,10 @@ export class ChartCard {
       if (this.plot !== null && Math.abs(this.plot.width - this.observedWidth) >= 1) this.plot.setSize({ width: this.observedWidth, height: this.plot.height });
     });
     this.resizeObserver.observe(this.plotBox);
+    // uPlot resets the zoom on double-click; from then on live points may rescale again.
+    this.plotBox.addEventListener("dblclick", () => {
+      this.userZoom = false;
+    });
   }
 
   /** Replace the lines and redraw. */
@@ -186,7 +190,7 @@ export class ChartCard {
       this.render();
       return;
     }
-    this.plot.setData(this.buildData().data, !keepZoom);
+    this.plot.setData(this.buildData().data, !(keepZoom || this.userZoom));
     this.root.dataset["points"] = String(this.pointCount());
   }
 
@@ -236,6 +240,7 @@ export class ChartCard {
     this.root.dataset["xMode"] = settings.xMode;
 
     this.plot?.destroy();
+    this.userZoom = false;
     clear(this.plotBox);
     const opts: uPlot.Options = {
       width: this.width(),
@@ -260,7 +265,6 @@ export class ChartCard {
       hooks: {
         draw: [
           () => {
-            this.draws++;
             if (!this.drawn) {
               this.drawn = true;
               this.root.dataset["drawn"] = "1";
@@ -278,6 +282,7 @@ export class ChartCard {
 
   /** After a drag-zoom: tell the owner which steps the zoom covers, so thinned lines get finer points. */
   private zoomed(u: uPlot): void {
+    if (u.select.width >= 2) this.userZoom = true;
     if (this.onZoom === undefined || u.select.width < 2 || !this.lines.some((l) => l.downsampled === true)) return;
     const x0 = u.posToVal(u.select.left, "x");
     const x1 = u.posToVal(u.select.left + u.select.width, "x");
