@@ -181,8 +181,14 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         return { runs: await source.listRuns(root) };
       case "/api/keys": {
         const runDir = resolveRunDir(root, params.get("run"));
-        const [metrics, streams, system, rankNames] = await Promise.all([source.keys(runDir), source.streamKeys(runDir), source.systemKeys(runDir), source.rankNames?.(runDir) ?? {}]);
-        return { metrics, streams, system, rankNames };
+        const [metrics, streams, system, histograms, rankNames] = await Promise.all([
+          source.keys(runDir),
+          source.streamKeys(runDir),
+          source.systemKeys(runDir),
+          source.histogramKeys?.(runDir) ?? [],
+          source.rankNames?.(runDir) ?? {},
+        ]);
+        return { metrics, streams, system, histograms, rankNames };
       }
       case "/api/series": {
         const runDir = resolveRunDir(root, params.get("run"));
@@ -228,6 +234,12 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         }
         return { lines: out };
       }
+      case "/api/histograms": {
+        const runDir = resolveRunDir(root, params.get("run"));
+        const key = requiredParam(params, "key");
+        const limit = intParam(params, "limit", 1, 500) ?? 20;
+        return { histograms: source.histograms === undefined ? [] : await source.histograms(runDir, key, limit) };
+      }
       case "/api/samples": {
         const runDir = resolveRunDir(root, params.get("run"));
         return { samples: await source.samples(runDir) };
@@ -258,7 +270,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         return { files };
       }
       default:
-        throw new HttpError(404, `no such API endpoint ${path}; the endpoints are /api/version, runs, keys, series, lines, stream, system, samples, config, traces, trace`);
+        throw new HttpError(404, `no such API endpoint ${path}; the endpoints are /api/version, runs, keys, series, lines, stream, system, histograms, samples, config, traces, trace`);
     }
   };
 
@@ -365,4 +377,4 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
 
 
 
-export type { DashboardSource, KeyInfo, RunSummary, SampleRow, SeriesData, SeriesQuery, StreamData } from "./source.js";
+export type { DashboardSource, HistogramRow, KeyInfo, RunSummary, SampleRow, SeriesData, SeriesQuery, StreamData } from "./source.js";

@@ -72,6 +72,19 @@ export interface SampleRow {
   readonly record: unknown;
 }
 
+/** One histogram of a `Reduce.HISTOGRAM` key at a flush. */
+export interface HistogramRow {
+  readonly key: string;
+  readonly step: number;
+  readonly rank: number | null;
+  readonly count: number;
+  readonly min: number;
+  readonly max: number;
+  /** Upper edge of each bucket, ascending; bucket i holds values in (limit[i-1], limit[i]]. */
+  readonly bucketLimits: readonly number[];
+  readonly bucketCounts: readonly number[];
+}
+
 /** Everything the dashboard reads from one run. */
 export interface DashboardSource {
   listRuns(root: string): Promise<RunSummary[]> | RunSummary[];
@@ -82,6 +95,10 @@ export interface DashboardSource {
   streamKeys(runDir: string): Promise<string[]> | string[];
   stream(runDir: string, key: string, query: { after?: string; maxPoints?: number }): Promise<StreamData> | StreamData;
   samples(runDir: string): Promise<SampleRow[]> | SampleRow[];
+  /** Keys of `Reduce.HISTOGRAM` metrics. */
+  histogramKeys?(runDir: string): Promise<string[]> | string[];
+  /** The newest histograms of a key (up to `limit`), oldest first. */
+  histograms?(runDir: string, key: string, limit: number): Promise<HistogramRow[]> | HistogramRow[];
   /** Hyperparameters / config as the store keeps them (config.yaml is read by the server). */
   config(runDir: string): Promise<Record<string, unknown>> | Record<string, unknown>;
   systemKeys(runDir: string): Promise<string[]> | string[];

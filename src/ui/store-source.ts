@@ -7,7 +7,7 @@ import { existsSync } from "node:fs";
 import { join, relative, resolve, sep } from "node:path";
 import * as store from "../backends/store/reader.js";
 import { HttpError } from "./security.js";
-import type { DashboardSource, KeyInfo, RunSummary, SampleRow, SeriesData, StreamData } from "./source.js";
+import type { DashboardSource, HistogramRow, KeyInfo, RunSummary, SampleRow, SeriesData, StreamData } from "./source.js";
 
 const GLOBAL = store.GLOBAL_RANK;
 
@@ -145,6 +145,24 @@ export function createStoreSource(): DashboardSource {
         for (const record of entry.records) rows.push({ key: entry.key, step: entry.step, rank: entry.rank === GLOBAL ? null : entry.rank, record });
       }
       return rows;
+    },
+
+    histogramKeys(runDir: string): string[] {
+      return keyInfos(runDir, "histogram").map((k) => k.key);
+    },
+
+    histograms(runDir: string, key: string, limit: number): HistogramRow[] {
+      requireStore(runDir);
+      return store.histograms(runDir, key, { limit }).map((h) => ({
+        key: h.key,
+        step: h.step,
+        rank: h.rank === GLOBAL ? null : h.rank,
+        count: h.histogram.count,
+        min: h.histogram.min,
+        max: h.histogram.max,
+        bucketLimits: h.histogram.bucketLimits,
+        bucketCounts: h.histogram.bucketCounts,
+      }));
     },
 
     config(runDir: string): Record<string, unknown> {

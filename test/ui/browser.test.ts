@@ -199,6 +199,16 @@ describe("dashboard in Chromium", () => {
     assert.equal(await page.getAttribute(card("gpu/0/util"), "data-points"), "30");
   });
 
+  it("draws the newest histogram of a key and switches to an earlier step", async () => {
+    await page.click('button[data-tab="histograms"]');
+    await page.waitForSelector(`${card("grad/hist")}[data-step="10"]`);
+    assert.equal(await page.getAttribute(card("grad/hist"), "data-buckets"), "5");
+    const newest = await canvasOf(page, "grad/hist");
+    await page.selectOption(`${card("grad/hist")} select`, { label: "step 3" });
+    await page.waitForSelector(`${card("grad/hist")}[data-step="3"]`);
+    assert.notEqual(await canvasOf(page, "grad/hist"), newest);
+  });
+
   it("extends a live run's chart by asking only for points after its cursor", async () => {
     await page.goto(`${dashboard.url}#run=exp/live&tab=metrics`);
     await page.reload();

@@ -50,6 +50,12 @@ export function seedFinishedRun(root: string, experiment = "exp", trial = "base"
   writer.write({
     streams: Array.from({ length: 40 }, (_, i) => ({ key: "probe/grad_norm", step: i >> 1, wall: t0 + i * 250, value: 1 + (i % 2) + Math.sin(i) * 0.2, rank: i % 2 })),
     system: Array.from({ length: 30 }, (_, i) => ({ key: "gpu/0/util", step: i, wall: t0 + i * 2000, value: 50 + 30 * Math.sin(i / 4) })),
+    histograms: [3, 10].map((step) => ({
+      key: "grad/hist",
+      step,
+      wall: t0 + step * 1000,
+      histogram: { count: 10 + step, min: -2, max: 3.5, sum: 1, sumSquares: 20, bucketLimits: [-1, 0, 1, 2, Infinity], bucketCounts: [1, 3 + step, 4, 1, 1] },
+    })),
     samples: [{ key: "generations", step: 10, wall: t0 + 10_000, records: [{ prompt: "<script>alert(2)</script>", reward: 0.5 }, { prompt: "plain", reward: 1 }] }],
   });
   writer.finish("finished");

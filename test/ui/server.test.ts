@@ -92,7 +92,7 @@ describe("dashboard server", () => {
   });
 
   it("lists a run's keys by kind, with per-rank lines", async () => {
-    const keys = await json<{ metrics: { key: string; ranks: number[]; global: boolean }[]; streams: string[]; system: string[]; rankNames: Record<string, string> }>(
+    const keys = await json<{ metrics: { key: string; ranks: number[]; global: boolean }[]; streams: string[]; system: string[]; histograms: string[]; rankNames: Record<string, string> }>(
       dashboard.url,
       "/api/keys?run=exp/base",
     );
@@ -102,6 +102,7 @@ describe("dashboard server", () => {
     assert.ok(keys.metrics.some((k) => k.key === XSS_KEY));
     assert.deepEqual(keys.streams, ["probe/grad_norm"]);
     assert.deepEqual(keys.system, ["gpu/0/util"]);
+    assert.deepEqual(keys.histograms, ["grad/hist"]);
   });
 
   it("serves a series and then only the points after its cursor", async () => {
@@ -152,6 +153,10 @@ describe("dashboard server", () => {
     assert.deepEqual([...new Set(stream.ranks)].sort(), [0, 1]);
     const rest = await json<{ values: number[] }>(dashboard.url, `/api/stream?run=exp/base&key=probe/grad_norm&after=${encodeURIComponent(stream.cursor)}`);
     assert.equal(rest.values.length, 0);
+    const { histograms } = await json<{ histograms: { step: number; bucketLimits: unknown[]; bucketCounts: number[] }[] }>(dashboard.url, "/api/histograms?run=exp/base&key=grad/hist");
+    assert.deepEqual(histograms.map((h) => h.step), [3, 10]);
+    assert.deepEqual(histograms[1]?.bucketLimits, [-1, 0, 1, 2, "Infinity"]);
+    assert.deepEqual(histograms[1]?.bucketCounts, [1, 13, 4, 1, 1]);
     const { samples } = await json<{ samples: { key: string; record: { prompt: string } }[] }>(dashboard.url, "/api/samples?run=exp/base");
     assert.deepEqual(samples.map((s) => s.record.prompt), ["<script>alert(2)</script>", "plain"]);
     const config = await json<{ params: { lr: number }; configYaml: string; version: { git: { commit: string } } }>(dashboard.url, "/api/config?run=exp/base");

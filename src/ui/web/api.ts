@@ -2,15 +2,17 @@
  * The dashboard's JSON API, typed. The server sends NaN and ±Infinity as the strings "NaN",
  * "Infinity", "-Infinity" (JSON has no such numbers); they are turned back into numbers here.
  */
-import type { KeyInfo, RunSummary, SampleRow, SeriesData, StreamData } from "../source.js";
+import type { HistogramRow, KeyInfo, RunSummary, SampleRow, SeriesData, StreamData } from "../source.js";
 
-export type { KeyInfo, RunSummary, SampleRow, SeriesData, StreamData };
+export type { HistogramRow, KeyInfo, RunSummary, SampleRow, SeriesData, StreamData };
 
 /** Keys of one run, by kind. */
 export interface RunKeys {
   metrics: KeyInfo[];
   streams: string[];
   system: string[];
+  /** Keys of `Reduce.HISTOGRAM` metrics. */
+  histograms: string[];
   /** Rank number → the name its process registered (`Trainer_0_r1`), when known. */
   rankNames: Record<string, string>;
 }
@@ -91,6 +93,10 @@ export const api = {
   system: async (run: string, key: string, after: string | null): Promise<SeriesData> => {
     const data = await getJson<SeriesData>("system", { run, key, after: after ?? undefined });
     return { ...data, values: decodeNumbers(data.values) };
+  },
+  histograms: async (run: string, key: string) => {
+    const rows = (await getJson<{ histograms: HistogramRow[] }>("histograms", { run, key })).histograms;
+    return rows.map((r) => ({ ...r, min: toNumber(r.min), max: toNumber(r.max), bucketLimits: decodeNumbers([...r.bucketLimits]) }));
   },
   samples: async (run: string) => (await getJson<{ samples: SampleRow[] }>("samples", { run })).samples,
   config: (run: string) => getJson<ConfigView>("config", { run }),

@@ -10,14 +10,16 @@
 import "uplot/dist/uPlot.min.css";
 import "./style.css";
 import { api, type KeyInfo, type LineAnswer, type RunKeys, type RunSummary, type SeriesData, type StreamData } from "./api.js";
+import { HistogramCard } from "./histogram.js";
 import { ChartCard, type Line, type ViewSettings, type XMode, type ZoomRequest } from "./chart.js";
 import { append, clear, displayText, el, formatBytes, formatDuration, formatStart, formatTime } from "./dom.js";
 
-type Tab = "metrics" | "streams" | "system" | "samples" | "config" | "traces";
+type Tab = "metrics" | "streams" | "system" | "histograms" | "samples" | "config" | "traces";
 const TABS: [Tab, string][] = [
   ["metrics", "Metrics"],
   ["streams", "Streams"],
   ["system", "System"],
+  ["histograms", "Histograms"],
   ["samples", "Samples"],
   ["config", "Config"],
   ["traces", "Traces"],
@@ -68,6 +70,7 @@ const state = {
   /** Bumped on every view change so late answers for an old view are dropped. */
   generation: 0,
   cards: [] as ChartCard[],
+  histogramCards: [] as HistogramCard[],
   lineSources: new Map<string, LineSource>(),
   keySignature: "",
   firstGridMarked: false,
@@ -199,6 +202,8 @@ function renderTabs(): void {
 function resetView(): number {
   for (const card of state.cards) card.destroy();
   state.cards = [];
+  for (const card of state.histogramCards) card.destroy();
+  state.histogramCards = [];
   state.lineSources.clear();
   clear(view);
   errorBox.textContent = "";
@@ -219,6 +224,7 @@ async function renderView(): Promise<void> {
     if (state.tab === "metrics") await renderMetrics(generation);
     else if (state.tab === "streams") await renderStreams(generation);
     else if (state.tab === "system") await renderSystem(generation);
+    else if (state.tab === "histograms") await renderHistograms(generation);
     else if (state.tab === "samples") await renderSamples(generation);
     else if (state.tab === "config") await renderConfig(generation);
     else await renderTraces(generation);
@@ -503,6 +509,35 @@ async function renderSystem(generation: number): Promise<void> {
     return { lines, card };
   });
   await fillCards(generation, specs);
+}
+
+async function renderHistograms(generation: number): Promise<void> {
+  for (const run of state.selected) {
+    const keys = await api.keys(run);
+    if (generation !== state.generation) return;
+    const names = keys.histograms.filter(matchesSearch);
+    const section = el("section", { className: "run-section" }, el("h2", {}, run));
+    view.appendChild(section);
+    if (names.length === 0) {
+      section.appendChild(el("p", { className: "muted" }, "No histograms (Reduce.HISTOGRAM keys) in this run."));
+      continue;
+    }
+    const g = el("div", { className: "grid" });
+    section.appendChild(g);
+    const probe = el("div", { className: "chart" });
+    g.appendChild(probe);
+    const width = probe.clientWidth - 16;
+    probe.remove();
+    for (const name of names) {
+      const rows = await api.histograms(run, name);
+      if (generation !== state.generation) return;
+      if (rows.length === 0) continue;
+      const card = new HistogramCard(name, rows, width);
+      state.histogramCards.push(card);
+      g.appendChild(card.root);
+      card.show();
+    }
+  }
 }
 
 // ---- samples, config, traces ------------------------------------------------------------------

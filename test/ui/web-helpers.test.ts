@@ -1,7 +1,8 @@
-/** The dashboard's pure helpers: TensorBoard's debiased EMA smoothing and tick labels. */
+/** The dashboard's pure helpers: TensorBoard's debiased EMA smoothing, tick labels, histogram steps. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { formatTicks } from "../../src/ui/web/chart.js";
+import { histogramSteps } from "../../src/ui/web/histogram.js";
 import { smoothDebiasedEma } from "../../src/ui/web/smooth.js";
 
 describe("smoothDebiasedEma", () => {
@@ -35,5 +36,13 @@ describe("formatTicks", () => {
     assert.deepEqual(formatTicks([0, 0.0005, 0.001]), ["0.0000", "0.0005", "0.0010"]);
     assert.deepEqual(formatTicks([0, 50, 100]), ["0", "50", "100"]);
     assert.deepEqual(formatTicks([0, 2e6, 4e6]), ["0", "2.0e+6", "4.0e+6"]);
+  });
+});
+
+describe("histogramSteps", () => {
+  it("starts at the minimum and closes an open last bucket at the maximum", () => {
+    const [xs, ys] = histogramSteps({ min: -2, max: 3.5, bucketLimits: [-1, 0, Infinity], bucketCounts: [1, 5, 2] });
+    assert.deepEqual(xs, [-2, -1, 0, 3.5]);
+    assert.deepEqual(ys, [0, 1, 5, 2]);
   });
 });
