@@ -153,6 +153,33 @@ describe("store: live reads by cursor", () => {
   });
 });
 
+describe("store: batches", () => {
+  test("writeAll stores several batches in one transaction; the later batch wins for a step given twice", () => {
+    const dir = tempDir();
+    const w = writerFor(dir);
+    w.writeAll([
+      { scalars: [{ key: "loss", step: 0, wall: 1, value: 1 }, { key: "loss", step: 1, wall: 1, value: 1 }], streams: [{ key: "raw", step: 0, wall: 1, value: 1 }] },
+      { scalars: [{ key: "loss", step: 1, wall: 2, value: 2 }], streams: [{ key: "raw", step: 0, wall: 2, value: 2 }], hyperparams: { a: 1 } },
+      { hyperparams: { a: 2, b: 3 } },
+    ]);
+    w.finish();
+    assert.deepEqual(
+      series(dir, "loss").points.map((p) => [p.step, p.value]),
+      [
+        [0, 1],
+        [1, 2],
+      ],
+    );
+    const raw = series(dir, "raw", { kind: "stream" });
+    assert.deepEqual(
+      raw.points.map((p) => p.value),
+      [1, 2],
+    );
+    assert.equal(raw.cursor, 1);
+    assert.deepEqual(config(dir), { a: 2, b: 3 });
+  });
+});
+
 describe("store: streams", () => {
   test("stream values keep arrival order across batches; a cursor inside a packed chunk and downsampling both work", () => {
     const dir = tempDir();

@@ -121,3 +121,35 @@ export function groupBySeries(columns: PointColumns): SeriesGroup[] {
   }
   return groups;
 }
+
+/** Join groups of the same (key, rank), in order (e.g. from several batches of one transaction). */
+export function mergeGroups(groups: readonly SeriesGroup[]): SeriesGroup[] {
+  const byId = new Map<string, SeriesGroup[]>();
+  for (const g of groups) {
+    const id = `${g.rank}\u0000${g.key}`;
+    const list = byId.get(id);
+    if (list === undefined) byId.set(id, [g]);
+    else list.push(g);
+  }
+  const out: SeriesGroup[] = [];
+  for (const list of byId.values()) {
+    const first = list[0] as SeriesGroup;
+    if (list.length === 1) {
+      out.push(first);
+      continue;
+    }
+    const cat = (pick: (g: SeriesGroup) => Float64Array): Float64Array => {
+      const parts = list.map(pick);
+      const joined = new Float64Array(parts.reduce((n, p) => n + p.length, 0));
+      let at = 0;
+      for (const p of parts) {
+        joined.set(p, at);
+        at += p.length;
+      }
+      return joined;
+    };
+    const reduce = list.find((g) => g.reduce !== null)?.reduce ?? null;
+    out.push({ key: first.key, reduce, rank: first.rank, steps: cat((g) => g.steps), walls: cat((g) => g.walls), values: cat((g) => g.values) });
+  }
+  return out;
+}

@@ -20,7 +20,7 @@ import type Database from "better-sqlite3";
 import { nonFiniteReplacer } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { packFloat64, toSqlReal, unpackFloat64 } from "./codec.js";
-import { ColumnBuilder, groupBySeries, type PointColumns, type SeriesGroup } from "./columns.js";
+import { ColumnBuilder, groupBySeries, mergeGroups, type PointColumns, type SeriesGroup } from "./columns.js";
 import { BLOCK_FIELDS, BLOCK_POINTS, CHUNK_POINTS, GLOBAL_RANK, openForWriting, withBusyRetry, type KeyKind } from "./schema.js";
 
 /** One reduced value of a scalar series. `rank` defaults to the writer's rank. */
@@ -178,27 +178,36 @@ export class StoreWriter {
     this.writeAll([batch]);
   }
 
-  /** Store several batches, in order, in one transaction (a writer catching up). */
+  /**
+   * Store several batches in one transaction (a writer catching up). The points of one series
+   * across the batches are written together (later batches win for a step given twice), so a
+   * stream series gets one chunk per transaction rather than one per batch.
+   */
   writeAll(batches: readonly WriteBatch[]): void {
     this.transaction((pending) => {
-      for (const batch of batches) this.apply(pending, batch);
+      const scalars: SeriesGroup[] = [];
+      const streams: SeriesGroup[] = [];
+      for (const batch of batches) this.apply(pending, batch, scalars, streams);
+      this.writeScalarGroups(pending, mergeGroups(scalars));
+      this.writeStreamGroups(pending, mergeGroups(streams));
     });
   }
 
-  private apply(pending: Pending, batch: WriteBatch): void {
+  /** Write a batch's records, and collect its scalar and stream points by series. */
+  private apply(pending: Pending, batch: WriteBatch, scalars: SeriesGroup[], streams: SeriesGroup[]): void {
     const rank = this.options.rank;
     if (batch.scalars !== undefined && batch.scalars.length > 0) {
       const b = new ColumnBuilder();
       for (const p of batch.scalars) b.add(p.key, p.rank ?? rank, p.step, p.wall, p.value, p.reduce ?? null);
-      this.writeScalarGroups(pending, groupBySeries(b.build()));
+      scalars.push(...groupBySeries(b.build()));
     }
-    if (batch.scalarColumns !== undefined) this.writeScalarGroups(pending, groupBySeries(batch.scalarColumns));
+    if (batch.scalarColumns !== undefined) scalars.push(...groupBySeries(batch.scalarColumns));
     if (batch.streams !== undefined && batch.streams.length > 0) {
       const b = new ColumnBuilder();
       for (const r of batch.streams) b.add(r.key, r.rank ?? rank, r.step, r.wall, r.value);
-      this.writeStreamGroups(pending, groupBySeries(b.build()));
+      streams.push(...groupBySeries(b.build()));
     }
-    if (batch.streamColumns !== undefined) this.writeStreamGroups(pending, groupBySeries(batch.streamColumns));
+    if (batch.streamColumns !== undefined) streams.push(...groupBySeries(batch.streamColumns));
     for (const r of batch.system ?? []) this.insertRaw(pending, "system", r);
     for (const s of batch.samples ?? []) {
       const sampleRank = s.rank ?? rank;
