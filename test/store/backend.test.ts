@@ -90,6 +90,26 @@ describe("store backend", () => {
     assert.equal(runInfo(runDir).resumeStep, 6);
   });
 
+  test("many quick flushes of many keys are all stored by shutdown (the writer thread merges them)", async () => {
+    const root = tempDir();
+    const logger = await getOrCreateMetricLogger({ root, experiment: "exp", trial: "fast" });
+    await logger.initBackends({ store: { loggingMode: "global_reduce", maxPendingBatches: 8 } });
+    const keyCount = 50;
+    const steps = 300;
+    for (let step = 0; step < steps; step++) {
+      for (let k = 0; k < keyCount; k++) recordMetric(`layer${k}/grad_norm`, k + step, Reduce.MAX);
+      await logger.flush(step);
+    }
+    await logger.shutdown();
+    const runDir = join(root, "exp", "fast");
+    assert.equal(keys(runDir).length, keyCount);
+    for (const k of [0, 17, 49]) {
+      const { points } = series(runDir, `layer${k}/grad_norm`, { maxPoints: Infinity });
+      assert.equal(points.length, steps);
+      assert.ok(points.every((p, step) => p.step === step && p.value === k + step));
+    }
+  });
+
   test("a store that cannot be opened is reported and the other backends go on", async () => {
     const root = tempDir();
     const other = tempDir();

@@ -1,5 +1,6 @@
 /** The store's writer and read API on real SQLite files. */
 import assert from "node:assert/strict";
+import Database from "better-sqlite3";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
 import { closeStores, config, histograms, keys, listRuns, ranks, runInfo, samples, series } from "../../src/backends/store/reader.js";
@@ -150,6 +151,65 @@ describe("store: live reads by cursor", () => {
     assert.equal(s2.points.length, 1);
     assert.ok(Number.isNaN(s2.points[0]?.value));
     w.finish();
+  });
+});
+
+describe("store: batches", () => {
+  test("writeAll stores several batches in one transaction; the later batch wins for a step given twice", () => {
+    const dir = tempDir();
+    const w = writerFor(dir);
+    w.writeAll([
+      { scalars: [{ key: "loss", step: 0, wall: 1, value: 1 }, { key: "loss", step: 1, wall: 1, value: 1 }], streams: [{ key: "raw", step: 0, wall: 1, value: 1 }] },
+      { scalars: [{ key: "loss", step: 1, wall: 2, value: 2 }], streams: [{ key: "raw", step: 0, wall: 2, value: 2 }], hyperparams: { a: 1 } },
+      { hyperparams: { a: 2, b: 3 } },
+    ]);
+    w.finish();
+    assert.deepEqual(
+      series(dir, "loss").points.map((p) => [p.step, p.value]),
+      [
+        [0, 1],
+        [1, 2],
+      ],
+    );
+    const raw = series(dir, "raw", { kind: "stream" });
+    assert.deepEqual(
+      raw.points.map((p) => p.value),
+      [1, 2],
+    );
+    assert.equal(raw.cursor, 1);
+    assert.deepEqual(config(dir), { a: 2, b: 3 });
+  });
+});
+
+describe("store: packing", () => {
+  test("writes of a few dozen points make small chunks that are merged as they pile up; every step stays once", () => {
+    const dir = tempDir();
+    const w = writerFor(dir);
+    const expected = new Map<number, number>();
+    const put = (from: number, count: number, value: (s: number) => number): void => {
+      const steps = Float64Array.from({ length: count }, (_, i) => from + i);
+      w.writeSeries("loss", steps, Float64Array.from(steps, (s) => 1000 + s), Float64Array.from(steps, value));
+      for (const s of steps) expected.set(s, value(s));
+    };
+    for (let t = 0; t < 60; t++) put(t * 20, 20, (s) => s); // 60 small runs
+    put(5, 1, () => -5); // an old step: rewrites the chunk it is in
+    for (let s = 1200; s < 1205; s++) w.write({ scalars: [{ key: "loss", step: s, wall: 1000 + s, value: s }] }); // rows
+    expected.set(5, -5);
+    for (let s = 1200; s < 1205; s++) expected.set(s, s);
+    put(1205, 3000, (s) => s * 2); // a bulk write after rows and small chunks
+    w.finish();
+
+    const { points } = series(dir, "loss", { maxPoints: Infinity });
+    assert.equal(points.length, expected.size);
+    for (const p of points) assert.equal(p.value, expected.get(p.step), `step ${p.step}`);
+    assert.deepEqual(
+      points.map((p) => p.step),
+      [...expected.keys()].sort((a, b) => a - b),
+    );
+    const db = new Database(join(dir, "metrics.db"), { readonly: true });
+    const chunks = db.prepare("SELECT n FROM chunks ORDER BY first_step").all() as { n: number }[];
+    db.close();
+    assert.ok(chunks.length <= 4, `${chunks.length} chunks for ${expected.size} points: small ones were merged`);
   });
 });
 

@@ -90,34 +90,77 @@ export interface SeriesGroup {
   readonly values: Float64Array;
 }
 
-/** Split columns into one group per (key, rank), keeping the order of the points within each. */
-export function groupBySeries(columns: PointColumns): SeriesGroup[] {
-  const n = columns.steps.length;
-  const indexes = new Map<string, number[]>();
-  for (let i = 0; i < n; i++) {
-    const id = `${columns.keyIndex[i] as number}:${columns.ranks[i] as number}`;
-    let list = indexes.get(id);
-    if (list === undefined) {
-      list = [];
-      indexes.set(id, list);
+/** Ranks are packed with the key into one number when grouping; this bounds them. */
+const RANK_SPAN = 1 << 20;
+
+/**
+ * Split column sets (one batch each, in order) into one group per (key, rank), keeping the order of
+ * the points. Two passes over the points and one set of arrays per series: a thousand keys with a
+ * point each cost a thousand small groups, not a string and an array per point.
+ */
+export function groupColumns(sets: readonly PointColumns[]): SeriesGroup[] {
+  const keyIds = new Map<string, number>();
+  const keyNames: string[] = [];
+  const keyReduces: (string | null)[] = [];
+  const groupOf = new Map<number, number>();
+  const groupKey: number[] = [];
+  const groupRank: number[] = [];
+  const counts: number[] = [];
+  const assigned: Int32Array[] = [];
+  for (const set of sets) {
+    const local = set.keys.map((key, k) => {
+      let id = keyIds.get(key);
+      if (id === undefined) {
+        id = keyNames.length;
+        keyIds.set(key, id);
+        keyNames.push(key);
+        keyReduces.push(null);
+      }
+      const reduce = set.reduces?.[k] ?? null;
+      if (reduce !== null) keyReduces[id] = reduce;
+      return id;
+    });
+    const n = set.steps.length;
+    const groups = new Int32Array(n);
+    for (let i = 0; i < n; i++) {
+      const key = local[set.keyIndex[i] as number] as number;
+      const rank = set.ranks[i] as number;
+      if (rank < -1 || rank >= RANK_SPAN - 1) throw new RangeError(`rank ${rank} is out of range (-1 to ${RANK_SPAN - 2})`);
+      const id = key * RANK_SPAN + rank + 1;
+      let g = groupOf.get(id);
+      if (g === undefined) {
+        g = counts.length;
+        groupOf.set(id, g);
+        groupKey.push(key);
+        groupRank.push(rank);
+        counts.push(0);
+      }
+      counts[g] = (counts[g] as number) + 1;
+      groups[i] = g;
     }
-    list.push(i);
+    assigned.push(groups);
   }
-  const groups: SeriesGroup[] = [];
-  for (const list of indexes.values()) {
-    const first = list[0] as number;
-    const k = columns.keyIndex[first] as number;
-    const m = list.length;
-    const steps = new Float64Array(m);
-    const walls = new Float64Array(m);
-    const values = new Float64Array(m);
-    for (let j = 0; j < m; j++) {
-      const i = list[j] as number;
-      steps[j] = columns.steps[i] as number;
-      walls[j] = columns.walls[i] as number;
-      values[j] = columns.values[i] as number;
+  const steps = counts.map((c) => new Float64Array(c));
+  const walls = counts.map((c) => new Float64Array(c));
+  const values = counts.map((c) => new Float64Array(c));
+  const filled = new Int32Array(counts.length);
+  sets.forEach((set, s) => {
+    const groups = assigned[s] as Int32Array;
+    for (let i = 0; i < groups.length; i++) {
+      const g = groups[i] as number;
+      const at = filled[g] as number;
+      filled[g] = at + 1;
+      (steps[g] as Float64Array)[at] = set.steps[i] as number;
+      (walls[g] as Float64Array)[at] = set.walls[i] as number;
+      (values[g] as Float64Array)[at] = set.values[i] as number;
     }
-    groups.push({ key: columns.keys[k] as string, reduce: columns.reduces?.[k] ?? null, rank: columns.ranks[first] as number, steps, walls, values });
-  }
-  return groups;
+  });
+  return counts.map((_, g) => ({
+    key: keyNames[groupKey[g] as number] as string,
+    reduce: keyReduces[groupKey[g] as number] ?? null,
+    rank: groupRank[g] as number,
+    steps: steps[g] as Float64Array,
+    walls: walls[g] as Float64Array,
+    values: values[g] as Float64Array,
+  }));
 }

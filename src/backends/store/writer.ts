@@ -20,7 +20,7 @@ import type Database from "better-sqlite3";
 import { nonFiniteReplacer } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { packFloat64, toSqlReal, unpackFloat64 } from "./codec.js";
-import { ColumnBuilder, groupBySeries, type PointColumns, type SeriesGroup } from "./columns.js";
+import { ColumnBuilder, groupColumns, type PointColumns, type SeriesGroup } from "./columns.js";
 import { BLOCK_FIELDS, BLOCK_POINTS, CHUNK_POINTS, GLOBAL_RANK, openForWriting, withBusyRetry, type KeyKind } from "./schema.js";
 
 /** One reduced value of a scalar series. `rank` defaults to the writer's rank. */
@@ -98,7 +98,15 @@ interface SeriesState {
   readonly packedThrough: number;
   /** Rows in `points` (an upper bound: replaced rows are counted again). */
   readonly rows: number;
+  /** Chunks smaller than CHUNK_POINTS after the last full one (merged once there are MAX_SMALL_CHUNKS). */
+  readonly smallChunks: number;
 }
+
+/** A write with this many new points of one series packs them (with the series' rows) into a chunk. */
+const MIN_CHUNK_RUN = 16;
+
+/** Small trailing chunks of a series allowed before they are merged into full ones. */
+const MAX_SMALL_CHUNKS = 16;
 
 /** Work of one transaction that becomes visible in the caches only once it commits. */
 interface Pending {
@@ -141,6 +149,14 @@ export class StoreWriter {
       seriesInsert: p("INSERT OR IGNORE INTO series (key_id, rank) VALUES (?, ?)"),
       packedThrough: p("SELECT max(last_step) AS s FROM chunks WHERE key_id = ? AND rank = ? AND first_seq IS NULL"),
       rowCount: p("SELECT count(*) AS n FROM points WHERE key_id = ? AND rank = ?"),
+      smallChunkCount: p(
+        `SELECT count(*) AS n FROM chunks WHERE key_id = ? AND rank = ? AND first_seq IS NULL AND n < ? AND first_step >
+         coalesce((SELECT max(last_step) FROM chunks WHERE key_id = ? AND rank = ? AND first_seq IS NULL AND n >= ?), -1e308)`,
+      ),
+      smallChunks: p(
+        `SELECT id, steps, walls, vals FROM chunks WHERE key_id = ? AND rank = ? AND first_seq IS NULL AND n < ? AND first_step >
+         coalesce((SELECT max(last_step) FROM chunks WHERE key_id = ? AND rank = ? AND first_seq IS NULL AND n >= ?), -1e308) ORDER BY first_step`,
+      ),
       pointUpsert: p("INSERT OR REPLACE INTO points (key_id, rank, step, wall, value) VALUES (?, ?, ?, ?, ?)"),
       pointsOfSeries: p("SELECT step, wall, value FROM points WHERE key_id = ? AND rank = ? ORDER BY step"),
       pointsDelete: p("DELETE FROM points WHERE key_id = ? AND rank = ?"),
@@ -178,27 +194,36 @@ export class StoreWriter {
     this.writeAll([batch]);
   }
 
-  /** Store several batches, in order, in one transaction (a writer catching up). */
+  /**
+   * Store several batches in one transaction (a writer catching up). The points of one series
+   * across the batches are written together (later batches win for a step given twice), so a
+   * stream series gets one chunk per transaction rather than one per batch.
+   */
   writeAll(batches: readonly WriteBatch[]): void {
     this.transaction((pending) => {
-      for (const batch of batches) this.apply(pending, batch);
+      const scalars: PointColumns[] = [];
+      const streams: PointColumns[] = [];
+      for (const batch of batches) this.apply(pending, batch, scalars, streams);
+      if (scalars.length > 0) this.writeScalarGroups(pending, groupColumns(scalars));
+      if (streams.length > 0) this.writeStreamGroups(pending, groupColumns(streams));
     });
   }
 
-  private apply(pending: Pending, batch: WriteBatch): void {
+  /** Write a batch's records, and collect its scalar and stream points by series. */
+  private apply(pending: Pending, batch: WriteBatch, scalars: PointColumns[], streams: PointColumns[]): void {
     const rank = this.options.rank;
     if (batch.scalars !== undefined && batch.scalars.length > 0) {
       const b = new ColumnBuilder();
       for (const p of batch.scalars) b.add(p.key, p.rank ?? rank, p.step, p.wall, p.value, p.reduce ?? null);
-      this.writeScalarGroups(pending, groupBySeries(b.build()));
+      scalars.push(b.build());
     }
-    if (batch.scalarColumns !== undefined) this.writeScalarGroups(pending, groupBySeries(batch.scalarColumns));
+    if (batch.scalarColumns !== undefined) scalars.push(batch.scalarColumns);
     if (batch.streams !== undefined && batch.streams.length > 0) {
       const b = new ColumnBuilder();
       for (const r of batch.streams) b.add(r.key, r.rank ?? rank, r.step, r.wall, r.value);
-      this.writeStreamGroups(pending, groupBySeries(b.build()));
+      streams.push(b.build());
     }
-    if (batch.streamColumns !== undefined) this.writeStreamGroups(pending, groupBySeries(batch.streamColumns));
+    if (batch.streamColumns !== undefined) streams.push(batch.streamColumns);
     for (const r of batch.system ?? []) this.insertRaw(pending, "system", r);
     for (const s of batch.samples ?? []) {
       const sampleRank = s.rank ?? rank;
@@ -376,29 +401,39 @@ export class StoreWriter {
 
   private stateOf(pending: Pending, keyId: number, rank: number): SeriesState {
     const k = `${keyId}:${rank}`;
-    const known = pending.states.get(k) ?? this.states.get(k);
-    if (known !== undefined) return known;
+    return pending.states.get(k) ?? this.states.get(k) ?? this.loadState(keyId, rank);
+  }
+
+  /** What the file says about a series. */
+  private loadState(keyId: number, rank: number): SeriesState {
     const packed = (this.sql["packedThrough"]?.get(keyId, rank) as { s: number | null }).s;
     const rows = (this.sql["rowCount"]?.get(keyId, rank) as { n: number }).n;
-    return { packedThrough: packed ?? -Infinity, rows };
+    const small = (this.sql["smallChunkCount"]?.get(keyId, rank, CHUNK_POINTS, keyId, rank, CHUNK_POINTS) as { n: number }).n;
+    return { packedThrough: packed ?? -Infinity, rows, smallChunks: small };
   }
 
   /** Add sorted, step-unique points to a series. */
   private appendSeries(pending: Pending, keyId: number, rank: number, steps: Float64Array, walls: Float64Array, values: Float64Array): void {
-    const state = this.stateOf(pending, keyId, rank);
+    const k = `${keyId}:${rank}`;
+    let state = this.stateOf(pending, keyId, rank);
     let start = 0;
     while (start < steps.length && (steps[start] as number) <= state.packedThrough) start++;
-    if (start > 0) this.rewritePacked(keyId, rank, steps.subarray(0, start), walls.subarray(0, start), values.subarray(0, start));
+    if (start > 0) {
+      this.rewritePacked(keyId, rank, steps.subarray(0, start), walls.subarray(0, start), values.subarray(0, start));
+      state = this.loadState(keyId, rank);
+    }
     const n = steps.length - start;
-    if (n === 0) return;
-    const k = `${keyId}:${rank}`;
-    if (state.rows + n < CHUNK_POINTS) {
-      const upsert = this.sql["pointUpsert"] as Statement;
-      for (let i = start; i < steps.length; i++) upsert.run(keyId, rank, steps[i], walls[i], toSqlReal(values[i] as number));
-      pending.states.set(k, { packedThrough: state.packedThrough, rows: state.rows + n });
+    if (n === 0) {
+      pending.states.set(k, state);
       return;
     }
-    // Enough for a chunk: pack the rows and the new points together.
+    if (state.rows + n < CHUNK_POINTS && n < MIN_CHUNK_RUN) {
+      const upsert = this.sql["pointUpsert"] as Statement;
+      for (let i = start; i < steps.length; i++) upsert.run(keyId, rank, steps[i], walls[i], toSqlReal(values[i] as number));
+      pending.states.set(k, { ...state, rows: state.rows + n });
+      return;
+    }
+    // Enough for a chunk: pack the rows and the new points together (rows are all newer than chunks).
     let merged = { steps: steps.subarray(start), walls: walls.subarray(start), values: values.subarray(start) };
     if (state.rows > 0) {
       const rows = this.sql["pointsOfSeries"]?.all(keyId, rank) as { step: number; wall: number; value: number | null }[];
@@ -412,8 +447,26 @@ export class StoreWriter {
         merged.values,
       );
     }
+    // Small chunks stay at the end of a series: when they would pile up, or a full chunk is about to
+    // follow them, they are merged with the new points into full ones.
+    if (state.smallChunks > 0 && (state.smallChunks + 1 >= MAX_SMALL_CHUNKS || merged.steps.length >= CHUNK_POINTS)) {
+      const small = this.sql["smallChunks"]?.all(keyId, rank, CHUNK_POINTS, keyId, rank, CHUNK_POINTS) as ChunkRow[];
+      for (const c of small) this.sql["chunkDelete"]?.run(c.id);
+      merged = {
+        steps: concat([...small.map((c) => unpackFloat64(c.steps)), merged.steps]),
+        walls: concat([...small.map((c) => unpackFloat64(c.walls)), merged.walls]),
+        values: concat([...small.map((c) => unpackFloat64(c.vals)), merged.values]),
+      };
+      state = { ...state, smallChunks: 0 };
+    }
     this.insertChunks(keyId, rank, merged.steps, merged.walls, merged.values);
-    pending.states.set(k, { packedThrough: merged.steps[merged.steps.length - 1] as number, rows: 0 });
+    const lastPieceSmall = merged.steps.length % CHUNK_POINTS !== 0;
+    const fullPieces = Math.floor(merged.steps.length / CHUNK_POINTS);
+    pending.states.set(k, {
+      packedThrough: merged.steps[merged.steps.length - 1] as number,
+      rows: 0,
+      smallChunks: (fullPieces > 0 ? 0 : state.smallChunks) + (lastPieceSmall ? 1 : 0),
+    });
   }
 
   /** Points at or before the packed part of a series: merge them into the chunks they fall in. */
