@@ -216,6 +216,9 @@ async function renderView(): Promise<void> {
   $<HTMLElement>("toolbar").classList.toggle("hidden", !toolbarCharts);
   // Raw stream values are shown as they are: smoothing them would invent a trend.
   $<HTMLElement>("smoothing-control").classList.toggle("hidden", state.tab === "streams");
+  // Streams and system metrics have no step axis of their own (see settingsFor).
+  const stepOption = xModeSelect.querySelector('option[value="step"]');
+  if (stepOption !== null) stepOption.textContent = state.tab === "streams" || state.tab === "system" ? "step (drawn by relative time here)" : "step";
   if (state.selected.length === 0) {
     view.appendChild(el("p", { className: "muted" }, "Select a run on the left."));
     return;
@@ -452,6 +455,9 @@ function checkAllDrawn(generation: number, total: number): void {
 
 // ---- streams and system -----------------------------------------------------------------------
 
+/** Rank names of each run, from its keys, for stream legends. */
+const rankNamesByRun = new Map<string, RunKeys>();
+
 function addStreamPoints(card: ChartCard, run: string, key: string, data: StreamData, redraw = true): boolean {
   if (data.values.length === 0) return false;
   const lines = card.getLines();
@@ -461,7 +467,7 @@ function addStreamPoints(card: ChartCard, run: string, key: string, data: Stream
     const id = `${run}\u0000${key}\u0000stream\u0000${rank}`;
     let line = byRank.get(rank) ?? lines.find((l) => l.id === id);
     if (line === undefined) {
-      line = { ...newLine(id, runLabel(run, `rank ${rank}`), run), scatter: true };
+      line = { ...newLine(id, runLabel(run, rankLabel(rankNamesByRun.get(run), rank)), run), scatter: true };
       lines.push(line);
     }
     byRank.set(rank, line);
@@ -477,6 +483,7 @@ function addStreamPoints(card: ChartCard, run: string, key: string, data: Stream
 async function renderStreams(generation: number): Promise<void> {
   const keys = await loadKeys();
   if (generation !== state.generation) return;
+  for (const [run, k] of keys) rankNamesByRun.set(run, k);
   const names = [...new Set([...keys.values()].flatMap((k) => k.streams))].sort().filter(matchesSearch);
   if (names.length === 0) return emptyNote("No raw stream values (per_rank_no_reduce) in the selected runs.");
   view.appendChild(el("p", { className: "muted" }, "Raw values as each rank recorded them, one dot per value, over time (pick wall or relative time on the x-axis)."));
