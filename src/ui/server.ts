@@ -48,8 +48,8 @@ export interface Dashboard {
 /** The default port (TensorBoard's 6006 is often taken by TensorBoard itself). */
 export const DEFAULT_UI_PORT = 7007;
 
-/** Points per line per request at most; the store downsamples beyond it. */
-const MAX_POINTS_CAP = 10_000;
+/** Points per line per request at most (the issue's budget); the store downsamples beyond it. */
+const MAX_POINTS_CAP = 2_000;
 const DEFAULT_MAX_POINTS = 2_000;
 
 const CONTENT_TYPES: Record<string, string> = {
@@ -194,21 +194,21 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         const runDir = resolveRunDir(root, params.get("run"));
         const key = requiredParam(params, "key");
         const rank = intParam(params, "rank", 0, 1_000_000);
-        const maxPoints = intParam(params, "maxPoints", 2, MAX_POINTS_CAP) ?? DEFAULT_MAX_POINTS;
+        const maxPoints = intParam(params, "maxPoints", 3, MAX_POINTS_CAP) ?? DEFAULT_MAX_POINTS;
         const after = params.get("after") ?? undefined;
         return await source.series(runDir, key, { ...(rank !== undefined ? { rank } : {}), ...(after !== undefined ? { after } : {}), maxPoints });
       }
       case "/api/stream": {
         const runDir = resolveRunDir(root, params.get("run"));
         const key = requiredParam(params, "key");
-        const maxPoints = intParam(params, "maxPoints", 2, MAX_POINTS_CAP) ?? DEFAULT_MAX_POINTS;
+        const maxPoints = intParam(params, "maxPoints", 3, MAX_POINTS_CAP) ?? DEFAULT_MAX_POINTS;
         const after = params.get("after") ?? undefined;
         return await source.stream(runDir, key, { ...(after !== undefined ? { after } : {}), maxPoints });
       }
       case "/api/system": {
         const runDir = resolveRunDir(root, params.get("run"));
         const key = requiredParam(params, "key");
-        const maxPoints = intParam(params, "maxPoints", 2, MAX_POINTS_CAP) ?? DEFAULT_MAX_POINTS;
+        const maxPoints = intParam(params, "maxPoints", 3, MAX_POINTS_CAP) ?? DEFAULT_MAX_POINTS;
         const after = params.get("after") ?? undefined;
         return await source.system(runDir, key, { ...(after !== undefined ? { after } : {}), maxPoints });
       }
@@ -217,7 +217,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         const runDir = resolveRunDir(root, params.get("run"));
         const kind = params.get("kind") ?? "scalar";
         if (kind !== "scalar" && kind !== "stream" && kind !== "system") throw new HttpError(400, `kind must be scalar, stream or system, got ${JSON.stringify(kind)}`);
-        const maxPoints = intParam(params, "maxPoints", 2, MAX_POINTS_CAP) ?? DEFAULT_MAX_POINTS;
+        const maxPoints = intParam(params, "maxPoints", 3, MAX_POINTS_CAP) ?? DEFAULT_MAX_POINTS;
         const lines = parseLines(params.get("lines"));
         const out: unknown[] = [];
         for (const [key, rank, after] of lines) {

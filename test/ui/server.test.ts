@@ -204,6 +204,9 @@ describe("dashboard server", () => {
     const badMax = await get(dashboard.url, { path: "/api/series?run=exp/base&key=loss&maxPoints=-4" });
     assert.equal(badMax.status, 400);
     assert.match(JSON.parse(badMax.body).error, /maxPoints must be an integer/);
+    const tooMany = await get(dashboard.url, { path: "/api/series?run=exp/base&key=loss&maxPoints=5000" });
+    assert.equal(tooMany.status, 400);
+    assert.match(JSON.parse(tooMany.body).error, /maxPoints must be an integer from 3 to 2000, got "5000"/);
   });
 
   it("is read-only and sends a strict content security policy", async () => {

@@ -375,7 +375,7 @@ async function fillCards(generation: number, specs: { lines: (LineSource & { lin
  * A drag-zoom over thinned lines: ask again for the points from the zoom's first step on, with a
  * budget that gives the zoomed range about as many points as the whole chart had, and splice them
  * in. The store has no upper bound on a range, so the budget covers the zoom to the line's end
- * (at most 10,000 points per line).
+ * (at most 2,000 points per line, the server's budget per request).
  */
 async function refineZoom(generation: number, zoom: ZoomRequest): Promise<void> {
   const lines = zoom.card.getLines();
@@ -385,7 +385,7 @@ async function refineZoom(generation: number, zoom: ZoomRequest): Promise<void> 
     .filter((w): w is { line: Line; from: number; fraction: number; source: LineSource } => w.line.downsampled === true && w.from !== null && w.source !== undefined && w.source.kind === "series");
   await Promise.all(
     wanted.map(async ({ line, from, fraction, source }) => {
-      const maxPoints = Math.min(10_000, Math.max(300, Math.ceil(pointsForWidth(width) / fraction)));
+      const maxPoints = Math.min(2000, Math.max(300, Math.ceil(pointsForWidth(width) / fraction)));
       const [answer] = await api.lines<SeriesData>(source.run, "scalar", [[source.key, source.rank ?? null, String(from - 1)]], maxPoints);
       if (generation !== state.generation || answer === undefined || "error" in answer) return;
       const keep = line.steps.findIndex((step) => step >= from);
