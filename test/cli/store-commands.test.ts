@@ -183,6 +183,18 @@ describe("rankscope export", () => {
   });
 });
 
+describe("rankscope demo", () => {
+  test("writes its run to the store and says how to open the dashboard", () => {
+    const cwd = tempDir();
+    const r = cli(["demo", "--steps", "2"], cwd);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /Open the dashboard with:\n {2}npx rankscope ui --root runs\n/);
+    const runs = JSON.parse(cli(["runs", "--json"], cwd).stdout) as { experiment: string; status: string }[];
+    assert.equal(runs.length, 1);
+    assert.equal(runs[0]?.status, "finished");
+  });
+});
+
 describe("rankscope (commands)", () => {
   test("every store command has help; an unknown command is an error with a non-zero exit", () => {
     for (const [command, option] of [

@@ -1,7 +1,9 @@
 /** The store's writer and read API on real SQLite files. */
 import assert from "node:assert/strict";
 import Database from "better-sqlite3";
+import { spawnSync } from "node:child_process";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { after, describe, test } from "node:test";
 import { closeStores, config, histograms, keys, listRuns, ranks, runInfo, samples, series } from "../../src/backends/store/reader.js";
 import { CHUNK_POINTS, GLOBAL_RANK } from "../../src/backends/store/schema.js";
@@ -56,27 +58,28 @@ describe("store: values", () => {
     assert.equal(points[CHUNK_POINTS + 50]?.value, -50);
   });
 
-  test("resuming from a step replaces the later steps of the earlier attempt and keeps the earlier ones", () => {
+  test("resuming from a step replaces the later steps of the earlier (crashed) attempt and keeps the earlier ones", () => {
     const dir = tempDir();
-    const first = writerFor(dir);
-    writeSteps(first, "loss", 0, 3000, () => 1);
-    first.write({ samples: [{ key: "s", step: 2500, wall: 1, records: [{ a: 1 }] }], streams: [{ key: "raw", step: 2500, wall: 1, value: 1 }] });
-    first.close(); // a crash: no finish
+    // The first attempt: another process that writes 3,000 steps and dies without finishing.
+    const child = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./fixtures/rank-writer.ts", import.meta.url)), dir, "3", "3000", "crash"], { encoding: "utf8" });
+    assert.equal(child.status, 0, child.stderr);
+    assert.equal(runInfo(dir).status, "running", "the crashed attempt left the run running");
 
-    const second = writerFor(dir, { resumeStep: 1000 });
-    writeSteps(second, "loss", 1000, 1500, () => 2);
+    const second = writerFor(dir, { role: "rank", rank: 3, rankName: "Trainer_0_r3", resumeStep: 1000 });
+    writeSteps(second, "loss", 1000, 1500, () => 2, 3);
     second.finish();
 
-    const points = series(dir, "loss", { maxPoints: Infinity }).points;
+    const points = series(dir, "loss", { rank: 3, maxPoints: Infinity }).points;
     assert.equal(points.length, 1500, "steps 0..1499, each once");
     assert.deepEqual(
       points.map((p) => p.step),
       Array.from({ length: 1500 }, (_, i) => i),
     );
-    assert.ok(points.slice(0, 1000).every((p) => p.value === 1));
-    assert.ok(points.slice(1000).every((p) => p.value === 2));
+    assert.ok(points.slice(0, 1000).every((p) => p.value === 3e6 + p.step * 10), "steps before the resume kept");
+    assert.ok(points.slice(1000).every((p) => p.value === 2), "resumed steps replaced");
+    assert.equal(series(dir, "reward", { rank: 3, maxPoints: Infinity }).points.length, 1000, "keys not rewritten are cut at the resume step");
+    assert.equal(series(dir, "latency", { kind: "stream", rank: 3, maxPoints: Infinity }).points.length, 4000, "stream values of steps >= 1000 removed");
     assert.deepEqual(samples(dir), []);
-    assert.equal(series(dir, "raw", { kind: "stream" }).points.length, 0);
     const run = runInfo(dir);
     assert.equal(run.resumeStep, 1000);
     assert.equal(run.status, "finished", "the crashed attempt's writer is superseded, not left running");

@@ -432,14 +432,24 @@ export class StoreReader {
 
 const cache = new Map<string, StoreReader>();
 
+/** Readers kept open at most; the least recently used is closed beyond this. */
+const MAX_OPEN_READERS = 64;
+
 /** A cached reader of a run's store (opened on first use). Throws when the run has no store. */
 export function openStore(runDir: string): StoreReader {
   const path = resolve(runDir);
   let reader = cache.get(path);
   if (reader === undefined) {
     reader = new StoreReader(path);
-    cache.set(path, reader);
+    if (cache.size >= MAX_OPEN_READERS) {
+      const [oldestPath, oldest] = cache.entries().next().value as [string, StoreReader];
+      cache.delete(oldestPath);
+      oldest.close();
+    }
+  } else {
+    cache.delete(path); // re-inserted below: Map order is recency order
   }
+  cache.set(path, reader);
   return reader;
 }
 

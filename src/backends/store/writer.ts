@@ -297,10 +297,11 @@ export class StoreWriter {
         .run(o.experiment, o.trial, now, now, resumeStep);
       this.db.prepare("UPDATE run SET status = 'running', ended_at = NULL, updated_at = ? WHERE id = 1").run(now);
       if (resumeStep > 0) this.db.prepare("UPDATE run SET resume_step = ? WHERE id = 1").run(resumeStep);
-      // An earlier writer of the same role and rank is a previous attempt (a crash before a resume).
+      // An unfinished writer of the same role and rank in another process is a previous attempt
+      // (a crash before a resume); in this process it is a second backend, still running.
       this.db
-        .prepare("UPDATE writers SET status = 'superseded', ended_at = ? WHERE role = ? AND rank = ? AND status = 'running'")
-        .run(now, o.role, o.rank);
+        .prepare("UPDATE writers SET status = 'superseded', ended_at = ? WHERE role = ? AND rank = ? AND status = 'running' AND pid != ?")
+        .run(now, o.role, o.rank, process.pid);
       this.db
         .prepare("INSERT OR REPLACE INTO writers (id, role, rank, rank_name, pid, started_at, ended_at, status) VALUES (?, ?, ?, ?, ?, ?, NULL, 'running')")
         .run(this.writerId, o.role, o.rank, o.rankName, process.pid, now);
