@@ -27,14 +27,16 @@ function keyInfos(runDir: string, kind: store.KeyKind): store.KeyInfo[] {
   return store.keys(runDir, kind);
 }
 
-/** Read one series, turning "no such key" into a 404. */
+/** Read one series, turning "no such key" into a 404 (checked only when the read fails, so a grid's 50 reads don't list the keys 50 times). */
 function readSeries(runDir: string, key: string, options: store.SeriesOptions): store.SeriesResult {
   requireStore(runDir);
-  const kind = options.kind ?? "scalar";
-  const info = store.keys(runDir, kind).find((k) => k.key === key);
-  if (info === undefined) throw new HttpError(404, `this run has no ${kind} key ${JSON.stringify(key)}`);
-  if (options.rank !== undefined && !info.ranks.includes(options.rank)) throw new HttpError(404, `key ${JSON.stringify(key)} has no series for rank ${options.rank}`);
-  return store.series(runDir, key, options);
+  try {
+    return store.series(runDir, key, options);
+  } catch (error) {
+    const kind = options.kind ?? "scalar";
+    if (!store.keys(runDir, kind).some((k) => k.key === key)) throw new HttpError(404, `this run has no ${kind} key ${JSON.stringify(key)}`);
+    throw error;
+  }
 }
 
 function toSeriesData(result: store.SeriesResult): SeriesData {

@@ -224,6 +224,20 @@ describe("dashboard in Chromium", () => {
       .filter(([key]) => key === "loss");
     assert.ok(lossLines.length >= 3, JSON.stringify(lossLines));
     for (const line of lossLines) assert.ok(line[2] !== null, `a live chart re-downloaded its history: ${JSON.stringify(line)}`);
+
+    // A zoom the user dragged stays while new points arrive.
+    const box = await page.locator(`${card("lr")} .u-over`).boundingBox();
+    assert.ok(box !== null);
+    await page.mouse.move(box.x + box.width * 0.2, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.5, box.y + box.height / 2, { steps: 5 });
+    await page.mouse.up();
+    const zoomed = await page.getAttribute(card("lr"), "data-x-range");
+    const [zoomMin, zoomMax] = (zoomed ?? "").split(",").map(Number);
+    assert.ok(zoomMin !== undefined && zoomMax !== undefined && zoomMin > 0 && zoomMax < 44, `zoomed to ${zoomed}`);
+    live.write({ scalars: trainingPoints(45, 50, liveStart) });
+    await page.waitForFunction((sel) => document.querySelector(sel)?.getAttribute("data-points") === "50", card("lr"), { timeout: 10_000 });
+    assert.equal(await page.getAttribute(card("lr"), "data-x-range"), zoomed);
   });
 
   it("asks for finer points when the user zooms into a downsampled chart", async () => {

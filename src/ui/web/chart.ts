@@ -264,7 +264,9 @@ export class ChartCard {
       ],
       hooks: {
         draw: [
-          () => {
+          (u) => {
+            // What the x axis shows, for tests and anyone inspecting the page.
+            this.root.dataset["xRange"] = `${u.scales["x"]?.min ?? ""},${u.scales["x"]?.max ?? ""}`;
             if (!this.drawn) {
               this.drawn = true;
               this.root.dataset["drawn"] = "1";
