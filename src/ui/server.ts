@@ -176,7 +176,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const api = async (path: string, params: URLSearchParams): Promise<unknown> => {
     switch (path) {
       case "/api/version":
-        return { rankscope: version, node: process.version, root };
+        return { rankscope: version, node: process.version };
       case "/api/runs":
         return { runs: await source.listRuns(root) };
       case "/api/keys": {

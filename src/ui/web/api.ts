@@ -79,21 +79,9 @@ export const api = {
     const data = await getJson<{ lines: LineAnswer<T>[] }>("lines", { run, kind, lines: JSON.stringify(lines), maxPoints });
     return data.lines.map((l) => decodeLine(l));
   },
-  version: () => getJson<{ rankscope: string; node: string; root: string }>("version"),
+  version: () => getJson<{ rankscope: string; node: string }>("version"),
   runs: async () => (await getJson<{ runs: RunSummary[] }>("runs")).runs,
   keys: (run: string) => getJson<RunKeys>("keys", { run }),
-  series: async (run: string, key: string, rank: number | undefined, after: string | null, maxPoints?: number): Promise<SeriesData> => {
-    const data = await getJson<SeriesData>("series", { run, key, rank, after: after ?? undefined, maxPoints });
-    return { ...data, values: decodeNumbers(data.values) };
-  },
-  stream: async (run: string, key: string, after: string | null): Promise<StreamData> => {
-    const data = await getJson<StreamData>("stream", { run, key, after: after ?? undefined });
-    return { ...data, values: decodeNumbers(data.values) };
-  },
-  system: async (run: string, key: string, after: string | null): Promise<SeriesData> => {
-    const data = await getJson<SeriesData>("system", { run, key, after: after ?? undefined });
-    return { ...data, values: decodeNumbers(data.values) };
-  },
   histograms: async (run: string, key: string) => {
     const rows = (await getJson<{ histograms: HistogramRow[] }>("histograms", { run, key })).histograms;
     return rows.map((r) => ({ ...r, min: toNumber(r.min), max: toNumber(r.max), bucketLimits: decodeNumbers([...r.bucketLimits]) }));
