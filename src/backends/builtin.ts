@@ -7,3 +7,4 @@ import "./jsonl/index.js";
 import { registerLazyBackend } from "./backend.js";
 registerLazyBackend("tensorboard", () => import("./tensorboard/index.js"));
 registerLazyBackend("wandb", () => import("./wandb/index.js"));
+registerLazyBackend("store", () => import("./store/index.js"));

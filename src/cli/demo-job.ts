@@ -2,6 +2,7 @@
  * The demo job: a toy RL loop in one process that records with every reduction, flushes once per
  * step to the console, and shows the config it used.
  */
+import { isAbsolute, join, relative } from "node:path";
 import { recordMetric, metric } from "../core/collector.js";
 import { Reduce } from "../core/registry.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
@@ -22,7 +23,7 @@ function lcg(seed: number): () => number {
 
 export async function runDemo(options: DemoOptions): Promise<void> {
   const logger = await getOrCreateMetricLogger({ processName: "Controller" });
-  await logger.initBackends({ console: { loggingMode: "global_reduce" } });
+  await logger.initBackends({ console: { loggingMode: "global_reduce" }, store: { loggingMode: "global_reduce" } });
   const random = lcg(42);
   const tokens = metric("rollout/tokens", Reduce.SUM);
   for (let step = 0; step < options.steps; step++) {
@@ -42,4 +43,12 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     await logger.flush(step);
   }
   await logger.shutdown();
+  printDashboardHint(logger.run.root, logger.run.runDir);
+}
+
+/** How to look at what the demo stored. */
+function printDashboardHint(root: string, runDir: string): void {
+  const rel = relative(process.cwd(), root);
+  const shown = rel === "" ? "." : rel.startsWith("..") || isAbsolute(rel) ? root : rel;
+  process.stdout.write(`\nStored in ${join(runDir, "metrics.db")}. Open the dashboard with:\n  npx rankscope ui --root ${shown}\n`);
 }

@@ -7,6 +7,10 @@ import { readFileSync } from "node:fs";
 import { registerDemoCommand } from "./commands/demo.js";
 import { registerWandbCommand } from "./commands/wandb.js";
 import { registerTracesCommand } from "./commands/traces.js";
+import { registerExportCommand } from "./commands/export.js";
+import { registerRunsCommand } from "./commands/runs.js";
+import { registerTailCommand } from "./commands/tail.js";
+import { registerUiCommand } from "./commands/ui.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
 
@@ -20,6 +24,10 @@ const program = new Command()
 registerDemoCommand(program);
 registerWandbCommand(program);
 registerTracesCommand(program);
+registerRunsCommand(program);
+registerTailCommand(program);
+registerExportCommand(program);
+registerUiCommand(program);
 
 try {
   await program.parseAsync(process.argv);

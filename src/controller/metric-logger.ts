@@ -70,8 +70,11 @@ export interface FlushResult {
   readonly missingRanks: readonly string[];
 }
 
-/** The backends used when `initBackends()` gets no config. */
-export const DEFAULT_BACKENDS: BackendsConfig = { console: { loggingMode: "global_reduce" } };
+/**
+ * The backends used when `initBackends()` gets no config: the console, and the embedded store
+ * (`metrics.db` in the run directory, what `rankscope ui` shows) with the values reduced across ranks.
+ */
+export const DEFAULT_BACKENDS: BackendsConfig = { console: { loggingMode: "global_reduce" }, store: { loggingMode: "global_reduce" } };
 
 /** Name shown by global backends as the source of their metrics (Forge's). */
 export const GLOBAL_DISPLAY_NAME = "GlobalReduce";

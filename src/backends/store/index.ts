@@ -1,0 +1,297 @@
+/**
+ * `store`: the embedded default backend — a SQLite file (`metrics.db`, WAL) in the run directory,
+ * read by `rankscope ui`, `runs`, `tail` and `export` through the read API re-exported here
+ * (`import { listRuns, series } from "rankscope/store"`).
+ *
+ * Each flush becomes one batch (metrics, histograms, samples) written in one transaction on a
+ * worker thread, so the user's loop only pays for building the batch. Writes that fail are
+ * reported and counted, never thrown into the loop. `global_reduce` series are stored under rank
+ * -1; the per-rank modes write their rank's number in the same file.
+ *
+ * Options:
+ * - `worker` (default true): write on a worker thread; false writes on the calling thread at the
+ *   end of each flush.
+ * - `waitForWrites` (default false): make each flush wait until its batch is committed (readers
+ *   then see a step as soon as `flush(step)` resolves).
+ * - `maxPendingBatches` (default 256): when this many batches are queued, flushes wait for the
+ *   writer to catch up instead of growing memory.
+ * - `commitIntervalMs` (default 200; 0 with `waitForWrites`): at most one transaction per interval
+ *   on the writer thread; batches arriving in between are written together.
+ */
+import { Worker } from "node:worker_threads";
+import { describeError, reportError } from "../../core/diagnostics.js";
+import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
+import type { Backend, BackendContext, BackendOptions } from "../backend.js";
+import { registerBackend } from "../backend.js";
+import { GLOBAL_RANK, storePath } from "./schema.js";
+import type { WorkerReply, WorkerRequest } from "./writer-worker.js";
+import { ColumnBuilder, columnBuffers } from "./columns.js";
+import { StoreWriter, type HistogramEntry, type RawPoint, type SamplesEntry, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
+
+/** The batch being built between two sends (a `WriteBatch` with mutable arrays). */
+interface PendingBatch {
+  scalars?: ColumnBuilder;
+  streams?: ColumnBuilder;
+  system?: RawPoint[];
+  samples?: SamplesEntry[];
+  histograms?: HistogramEntry[];
+  hyperparams?: Record<string, unknown>;
+}
+
+export * from "./reader.js";
+export { StoreWriter, type ScalarPoint, type RawPoint, type SamplesEntry, type HistogramEntry as HistogramWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
+export { storePath, CHUNK_POINTS } from "./schema.js";
+
+/** Where a batch goes: a worker thread or the calling thread. */
+interface WriterChannel {
+  /** Send a request; `transfer` lists buffers the message gives away (not copied). */
+  request(message: DistributiveOmit<WorkerRequest, "id">, transfer?: ArrayBuffer[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
+
+/** Runs the writer on a worker thread; replies resolve requests in order. */
+class WorkerChannel implements WriterChannel {
+  private readonly worker: Worker;
+  private readonly waiting = new Map<number, { resolve: () => void; reject: (error: Error) => void }>();
+  private nextId = 1;
+  private dead: Error | null = null;
+
+  constructor() {
+    const ts = import.meta.url.endsWith(".ts");
+    if (ts) {
+      // Running from source (tests, under tsx): `execArgv: ["--import", "tsx"]` does not reach
+      // worker threads on Node 20, so register tsx's loader in the worker before importing.
+      const file = new URL("./writer-worker.ts", import.meta.url).href;
+      const bootstrap = `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(file)}); });`;
+      this.worker = new Worker(bootstrap, { eval: true });
+    } else {
+      this.worker = new Worker(new URL("./writer-worker.js", import.meta.url));
+    }
+    this.worker.unref();
+    this.worker.on("message", (reply: WorkerReply) => {
+      const w = this.waiting.get(reply.id);
+      if (w === undefined) return;
+      this.waiting.delete(reply.id);
+      if (this.waiting.size === 0) this.worker.unref();
+      if (reply.error === undefined) w.resolve();
+      else w.reject(new Error(reply.error));
+    });
+    const fail = (error: Error): void => {
+      this.dead = error;
+      for (const w of this.waiting.values()) w.reject(error);
+      this.waiting.clear();
+    };
+    this.worker.on("error", fail);
+    this.worker.on("exit", (code) => fail(new Error(`the store writer thread exited (code ${code})`)));
+  }
+
+  request(message: DistributiveOmit<WorkerRequest, "id">, transfer: ArrayBuffer[] = []): Promise<void> {
+    if (this.dead !== null) return Promise.reject(this.dead);
+    const id = this.nextId++;
+    return new Promise<void>((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      // Keep the process alive while writes are queued, so a finished loop does not lose them.
+      this.worker.ref();
+      this.worker.postMessage({ ...message, id } as WorkerRequest, transfer);
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.worker.terminate();
+  }
+}
+
+/** Runs the writer on the calling thread. */
+class InlineChannel implements WriterChannel {
+  private writer: StoreWriter | null = null;
+
+  request(message: DistributiveOmit<WorkerRequest, "id">): Promise<void> {
+    try {
+      if (message.op === "open") this.writer = StoreWriter.open(message.options);
+      else if (message.op === "write") {
+        if (this.writer === null) throw new Error("the store was not opened (its init failed)");
+        this.writer.write(message.batch);
+      } else {
+        this.writer?.finish(message.status);
+        this.writer = null;
+      }
+      return Promise.resolve();
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+
+  async close(): Promise<void> {
+    this.writer?.close();
+    this.writer = null;
+  }
+}
+
+function booleanOption(options: BackendOptions, name: string, fallback: boolean): boolean {
+  const v = options[name];
+  if (v === undefined) return fallback;
+  if (typeof v !== "boolean") throw new TypeError(`store option ${name} must be true or false, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+/** The `store` backend. Besides the Backend methods, `logSystem` stores system-monitor samples. */
+export class StoreBackend implements Backend {
+  private channel: WriterChannel | null = null;
+  private context: BackendContext | null = null;
+  private rank = GLOBAL_RANK;
+  private batch: PendingBatch = {};
+  private batchSize = 0;
+  private scheduled: NodeJS.Immediate | null = null;
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly useWorker: boolean;
+  private readonly waitForWrites: boolean;
+  private readonly maxPendingBatches: number;
+  private readonly commitIntervalMs: number;
+  /** Batches that could not be written (each reported, first per kind of error). */
+  lostBatches = 0;
+
+  constructor(options: BackendOptions) {
+    this.useWorker = booleanOption(options, "worker", true);
+    this.waitForWrites = booleanOption(options, "waitForWrites", false);
+    const max = options["maxPendingBatches"] ?? 256;
+    if (typeof max !== "number" || !Number.isInteger(max) || max < 1) throw new TypeError(`store option maxPendingBatches must be a positive integer, got ${JSON.stringify(max)}`);
+    this.maxPendingBatches = max;
+    const interval = options["commitIntervalMs"] ?? 200;
+    if (typeof interval !== "number" || !Number.isFinite(interval) || interval < 0) {
+      throw new TypeError(`store option commitIntervalMs must be a number of milliseconds >= 0, got ${JSON.stringify(interval)}`);
+    }
+    this.commitIntervalMs = interval;
+  }
+
+  async init(context: BackendContext): Promise<void> {
+    this.context = context;
+    this.rank = context.role === "controller" ? GLOBAL_RANK : context.identity.rank;
+    const options: StoreWriterOptions = {
+      runDir: context.runDir,
+      role: context.role,
+      rank: this.rank,
+      rankName: context.role === "controller" ? context.displayName : context.identity.rankName,
+      experiment: context.experiment,
+      trial: context.trial,
+      resumeStep: context.resumeStep,
+    };
+    this.channel = this.useWorker ? new WorkerChannel() : new InlineChannel();
+    try {
+      await this.channel.request({ op: "open", options, commitIntervalMs: this.waitForWrites ? 0 : this.commitIntervalMs });
+    } catch (error) {
+      await this.channel.close();
+      this.channel = null;
+      throw new Error(`could not open the store ${storePath(context.runDir)}: ${describeError(error)}`, { cause: error });
+    }
+  }
+
+  logBatch(metrics: readonly Metric[], step: number): void {
+    if (metrics.length === 0) return;
+    const scalars = (this.batch.scalars ??= new ColumnBuilder());
+    for (const m of metrics) scalars.add(m.key, this.rank, step, m.timestamp, m.value, m.reduce);
+    this.added(metrics.length);
+  }
+
+  logStream(batch: readonly StreamRecord[]): void {
+    if (batch.length === 0) return;
+    const streams = (this.batch.streams ??= new ColumnBuilder());
+    for (const r of batch) streams.add(r.key, r.rank, r.step, r.timestamp, r.value);
+    this.added(batch.length);
+  }
+
+  logSamples(samples: SampleBatch, step: number): void {
+    const entries = (this.batch.samples ??= []);
+    const wall = Date.now();
+    for (const key of Object.keys(samples).sort()) entries.push({ key, step, wall, records: samples[key] ?? [], rank: this.rank });
+    this.added(1);
+  }
+
+  logHistograms(histograms: readonly HistogramMetric[], step: number): void {
+    const entries = (this.batch.histograms ??= []);
+    for (const h of histograms) entries.push({ key: h.key, step, wall: h.timestamp, histogram: h.histogram, rank: this.rank });
+    this.added(histograms.length);
+  }
+
+  logHyperparams(params: Readonly<Record<string, unknown>>): void {
+    this.batch.hyperparams = { ...this.batch.hyperparams, ...params };
+    this.added(1);
+  }
+
+  /** Store system-monitor samples (their own x axis: wall time; `step` is the sample's index or the training step). */
+  logSystem(records: readonly RawPoint[]): void {
+    if (records.length === 0) return;
+    const system = (this.batch.system ??= []);
+    for (const r of records) system.push({ ...r, rank: r.rank ?? this.rank });
+    this.added(records.length);
+  }
+
+  /** End of a flush: send its batch now (one transaction), and wait only when asked or when the writer is far behind. */
+  async flushed(): Promise<void> {
+    this.send();
+    if (this.waitForWrites) await this.drain();
+    else while (this.inFlight.size >= this.maxPendingBatches) await Promise.race(this.inFlight);
+  }
+
+  /** Wait until every batch handed over so far is committed (or failed and reported). */
+  async drain(): Promise<void> {
+    this.send();
+    while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
+  }
+
+  async finish(status: WriterStatus = "finished"): Promise<void> {
+    const channel = this.channel;
+    if (channel === null) return;
+    await this.drain();
+    this.channel = null;
+    try {
+      await channel.request({ op: "finish", status });
+    } catch (error) {
+      reportError(`store.finish:${this.context?.runDir ?? ""}`, `could not mark the store of ${this.context?.runDir ?? "?"} finished: ${describeError(error)}`);
+    }
+    await channel.close();
+  }
+
+  private added(n: number): void {
+    this.batchSize += n;
+    // Values logged outside a flush (streams, hyperparameters) go out on the next turn of the loop.
+    if (this.scheduled === null) this.scheduled = setImmediate(() => this.send());
+  }
+
+  private send(): void {
+    if (this.scheduled !== null) {
+      clearImmediate(this.scheduled);
+      this.scheduled = null;
+    }
+    if (this.batchSize === 0) return;
+    const pending = this.batch;
+    this.batch = {};
+    this.batchSize = 0;
+    const { scalars, streams, ...rest } = pending;
+    const batch: WriteBatch = { ...rest };
+    const transfer: ArrayBuffer[] = [];
+    if (scalars !== undefined) {
+      batch.scalarColumns = scalars.build();
+      transfer.push(...columnBuffers(batch.scalarColumns));
+    }
+    if (streams !== undefined) {
+      batch.streamColumns = streams.build();
+      transfer.push(...columnBuffers(batch.streamColumns));
+    }
+    const channel = this.channel;
+    if (channel === null) {
+      this.lostBatches++;
+      reportError("store.closed", "values were logged to the store backend after it finished (or failed to start); they are dropped and counted");
+      return;
+    }
+    const done = channel.request({ op: "write", batch }, transfer).catch((error: unknown) => {
+      this.lostBatches++;
+      reportError(`store.write:${this.context?.runDir ?? ""}`, `could not write to ${storePath(this.context?.runDir ?? ".")}: ${describeError(error)}; the batch is dropped and counted, the job goes on`);
+    });
+    this.inFlight.add(done);
+    void done.finally(() => this.inFlight.delete(done));
+  }
+}
+
+registerBackend("store", (options) => new StoreBackend(options), { knownOptions: ["worker", "waitForWrites", "maxPendingBatches", "commitIntervalMs"] });

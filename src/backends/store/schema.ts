@@ -1,0 +1,179 @@
+/**
+ * The store's SQLite schema and connections: one `metrics.db` per run directory, in WAL mode so a
+ * reader (the dashboard, `rankscope tail`) never blocks a writer and is never blocked by one.
+ *
+ * Tables (see docs/store.md for the full description):
+ * - `run`: one row of run metadata (experiment, trial, status, start/end time).
+ * - `writers`: one row per process that wrote (its role and rank), so status can be derived.
+ * - `keys`: one row per (key, kind); every other table refers to keys by id.
+ * - `series`: which (key, rank) pairs exist, so listing keys never scans points.
+ * - `points`: the recent points of a scalar series, one row each, (key, rank, step) unique.
+ * - `chunks`: older points of a scalar series, packed: up to `CHUNK_POINTS` steps, wall times and
+ *   values as little-endian float64 blobs, with the chunk's min, max and last kept in columns.
+ * - `stream_points`: system metrics, one row each, in arrival order.
+ * - Stream values (`per_rank_no_reduce`) go into `chunks` too, one or more per write batch,
+ *   numbered by arrival (`first_seq`..`last_seq`) instead of keyed by step.
+ * - `samples`, `histograms`: JSON per key per flush.
+ * - `config`: the run's hyperparameters and other documents, JSON by name.
+ */
+import Database from "better-sqlite3";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+/** The store's file name inside a run directory. */
+export const STORE_FILE = "metrics.db";
+
+/** Version of the schema below; written to `PRAGMA user_version`. */
+export const SCHEMA_VERSION = 1;
+
+/** The rank column of series reduced across ranks (`global_reduce`). */
+export const GLOBAL_RANK = -1;
+
+/** Points per packed chunk: large enough that a million points are ~500 rows, small enough to rewrite. */
+export const CHUNK_POINTS = 2048;
+
+/** Points per block of a chunk's pre-aggregated level. */
+export const BLOCK_POINTS = 64;
+
+/**
+ * The float64 fields of one block summary, in order. `min*`/`max*` are NaN when every value of the
+ * block is NaN; `nanStep`/`nanWall` are NaN when none is.
+ */
+export const BLOCK_FIELDS = ["n", "firstStep", "firstWall", "lastStep", "lastWall", "last", "min", "minStep", "minWall", "max", "maxStep", "maxWall", "nanStep", "nanWall"] as const;
+
+/** How long a connection waits for another process's write lock before SQLite reports busy. */
+export const BUSY_TIMEOUT_MS = 10_000;
+
+/** What a series holds. `scalar`: reduced values by step; `stream`: raw values; `system`: GPU/CPU samples. */
+export type SeriesKind = "scalar" | "stream" | "system";
+
+/** What a key holds: a numeric series, or per-flush sample records or histograms. */
+export type KeyKind = SeriesKind | "sample" | "histogram";
+
+/** The valid series kinds, in the order messages list them. */
+export const SERIES_KINDS: readonly SeriesKind[] = ["scalar", "stream", "system"];
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS run (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  experiment TEXT, trial TEXT, status TEXT NOT NULL,
+  started_at REAL, ended_at REAL, updated_at REAL, resume_step INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS writers (
+  id TEXT PRIMARY KEY, role TEXT NOT NULL, rank INTEGER NOT NULL, rank_name TEXT,
+  pid INTEGER, started_at REAL, ended_at REAL, status TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS keys (
+  id INTEGER PRIMARY KEY, key TEXT NOT NULL, kind TEXT NOT NULL, reduce TEXT, UNIQUE (key, kind)
+);
+CREATE TABLE IF NOT EXISTS ranks (rank INTEGER PRIMARY KEY, rank_name TEXT);
+CREATE TABLE IF NOT EXISTS series (
+  key_id INTEGER NOT NULL, rank INTEGER NOT NULL, PRIMARY KEY (key_id, rank)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS points (
+  key_id INTEGER NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL, wall REAL NOT NULL,
+  value REAL, -- NULL stands for NaN (SQLite cannot store NaN); ±Infinity are stored as themselves
+  PRIMARY KEY (key_id, rank, step)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS chunks (
+  id INTEGER PRIMARY KEY, key_id INTEGER NOT NULL, rank INTEGER NOT NULL,
+  first_step INTEGER NOT NULL, last_step INTEGER NOT NULL, n INTEGER NOT NULL,
+  -- Streams only: arrival positions of the first and last point in their series (NULL for scalars).
+  first_seq INTEGER, last_seq INTEGER,
+  first_wall REAL NOT NULL, last_wall REAL NOT NULL,
+  min REAL, min_step INTEGER, min_wall REAL, max REAL, max_step INTEGER, max_wall REAL,
+  last REAL, nan_count INTEGER NOT NULL,
+  -- Pre-aggregated level: per block of BLOCK_POINTS points, its summary (see BLOCK_FIELDS). Kept
+  -- before the point blobs so reading it does not read them.
+  blocks BLOB NOT NULL,
+  steps BLOB NOT NULL, walls BLOB NOT NULL, vals BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_series ON chunks (key_id, rank, first_step);
+CREATE INDEX IF NOT EXISTS chunks_stream ON chunks (key_id, rank, first_seq) WHERE first_seq IS NOT NULL;
+CREATE TABLE IF NOT EXISTS stream_points (
+  seq INTEGER PRIMARY KEY, key_id INTEGER NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL,
+  wall REAL NOT NULL, value REAL
+);
+CREATE INDEX IF NOT EXISTS stream_points_series ON stream_points (key_id, rank, seq);
+CREATE TABLE IF NOT EXISTS samples (
+  seq INTEGER PRIMARY KEY, key_id INTEGER NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL,
+  wall REAL NOT NULL, records TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS samples_series ON samples (key_id, rank, seq);
+CREATE TABLE IF NOT EXISTS histograms (
+  seq INTEGER PRIMARY KEY, key_id INTEGER NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL,
+  wall REAL NOT NULL, data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS histograms_series ON histograms (key_id, rank, seq);
+CREATE TABLE IF NOT EXISTS config (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+`;
+
+/** The store file of a run directory. */
+export function storePath(runDir: string): string {
+  return join(runDir, STORE_FILE);
+}
+
+/** True for SQLite's "another connection holds the lock" errors, which are worth retrying. */
+export function isBusyError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
+}
+
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/** Block this thread for `ms` (the writer runs off the user's thread; SQLite calls are synchronous anyway). */
+function sleepSync(ms: number): void {
+  Atomics.wait(sleeper, 0, 0, ms);
+}
+
+/**
+ * Run `fn`, retrying while SQLite reports busy (beyond its own busy timeout: a WAL snapshot that
+ * went stale, a lock held through a checkpoint). Backs off up to `attempts` times, then throws.
+ */
+export function withBusyRetry<T>(fn: () => T, attempts = 20): T {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return fn();
+    } catch (error) {
+      if (!isBusyError(error) || attempt >= attempts) throw error;
+      sleepSync(Math.min(200, 5 * 2 ** Math.min(attempt, 6)) * (0.5 + Math.random()));
+    }
+  }
+}
+
+/** Open (creating when missing) a run's store for writing: WAL, the schema, the busy timeout. */
+export function openForWriting(runDir: string): Database.Database {
+  mkdirSync(runDir, { recursive: true });
+  const db = new Database(storePath(runDir), { timeout: BUSY_TIMEOUT_MS });
+  try {
+    withBusyRetry(() => db.pragma("journal_mode = WAL"));
+    db.pragma("synchronous = NORMAL");
+    withBusyRetry(() =>
+      db.transaction(() => {
+        db.exec(SCHEMA);
+        db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      }).immediate(),
+    );
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  return db;
+}
+
+/**
+ * Open a run's store for reading. Throws an Error naming the run directory when it has no store.
+ * Read-only where SQLite allows it; WAL lets it read while writers write.
+ */
+export function openForReading(runDir: string): Database.Database {
+  const path = storePath(runDir);
+  let db: Database.Database;
+  try {
+    db = new Database(path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code === "SQLITE_CANTOPEN") throw new Error(`no rankscope store in ${runDir}: ${STORE_FILE} is missing (is it a run directory written with the "store" backend?)`, { cause: error });
+    throw error;
+  }
+  return db;
+}

@@ -1,0 +1,80 @@
+/**
+ * The worker thread the `store` backend writes through: it owns the `StoreWriter` (SQLite calls
+ * are synchronous), so the user's thread only posts batches. Messages are handled in order;
+ * each gets a reply with its id, carrying the error message when it failed.
+ */
+import { parentPort } from "node:worker_threads";
+import { describeError } from "../../core/diagnostics.js";
+import { StoreWriter, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
+
+/** A request to the writer thread. */
+export type WorkerRequest =
+  | { readonly id: number; readonly op: "open"; readonly options: StoreWriterOptions; readonly commitIntervalMs: number }
+  | { readonly id: number; readonly op: "write"; readonly batch: WriteBatch }
+  | { readonly id: number; readonly op: "finish"; readonly status: WriterStatus };
+
+/** The writer thread's answer to one request. */
+export interface WorkerReply {
+  readonly id: number;
+  readonly error?: string;
+}
+
+let writer: StoreWriter | null = null;
+
+function handle(request: WorkerRequest): void {
+  switch (request.op) {
+    case "open":
+      writer = StoreWriter.open(request.options);
+      commitIntervalMs = request.commitIntervalMs;
+      return;
+    case "write":
+      if (writer === null) throw new Error("the store was not opened (its init failed)");
+      writer.write(request.batch);
+      return;
+    case "finish":
+      writer?.finish(request.status);
+      writer = null;
+      return;
+  }
+}
+
+const queue: WorkerRequest[] = [];
+let scheduled = false;
+/** At most one write transaction per this many ms; batches arriving in between join the next one. */
+let commitIntervalMs = 0;
+let lastCommit = 0;
+
+/**
+ * Handle what has arrived, in order. Writes queued back to back (the user's loop flushed faster
+ * than one transaction each) go in one transaction: every page a key touches is written once.
+ */
+function drainQueue(): void {
+  scheduled = false;
+  while (queue.length > 0) {
+    const head = queue[0] as WorkerRequest;
+    let run = 1;
+    if (head.op === "write") while (run < queue.length && queue[run]?.op === "write") run++;
+    const requests = queue.splice(0, run);
+    let error: string | undefined;
+    try {
+      if (head.op === "write") {
+        if (writer === null) throw new Error("the store was not opened (its init failed)");
+        writer.writeAll(requests.map((r) => (r as Extract<WorkerRequest, { op: "write" }>).batch));
+      } else handle(head);
+    } catch (e) {
+      error = describeError(e);
+    }
+    for (const r of requests) parentPort?.postMessage((error === undefined ? { id: r.id } : { id: r.id, error }) satisfies WorkerReply);
+  }
+  lastCommit = performance.now();
+}
+
+parentPort?.on("message", (request: WorkerRequest) => {
+  queue.push(request);
+  if (scheduled) return;
+  scheduled = true;
+  // A key's rows share pages, so fewer, larger transactions write each page once for many flushes.
+  const wait = request.op === "write" ? lastCommit + commitIntervalMs - performance.now() : 0;
+  if (wait > 0) setTimeout(drainQueue, wait);
+  else setImmediate(drainQueue);
+});

@@ -1,0 +1,96 @@
+/**
+ * `rankscope export RUN --format csv|jsonl [--out FILE]`: every numeric point of a run (scalars of
+ * every rank, stream values, system metrics) as CSV or JSON Lines, with a progress bar on stderr.
+ *
+ * Columns / fields: key, kind, rank, step, wall (ms since the epoch), value. NaN and ±Infinity are
+ * written as `NaN`, `Infinity`, `-Infinity` (in JSONL as the proto3 JSON strings).
+ */
+import type { Command } from "commander";
+import { createWriteStream, type WriteStream } from "node:fs";
+import { once } from "node:events";
+import { jsonNumberText } from "../../core/json.js";
+import { openStore, type SeriesKind } from "../../backends/store/reader.js";
+import { resolveRunArg } from "../run-arg.js";
+
+/** The formats `export` writes. */
+export const EXPORT_FORMATS = ["csv", "jsonl"] as const;
+type ExportFormat = (typeof EXPORT_FORMATS)[number];
+
+/** A CSV field, quoted when it holds a comma, a quote or a line break (RFC 4180). */
+function csvField(text: string): string {
+  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
+
+/** Draws `[#####-----]  50%  3/6 series, 12,000 points` on one line of stderr. */
+class ProgressBar {
+  private lastDrawn = -1;
+  constructor(private readonly total: number) {}
+  update(done: number, points: number): void {
+    const percent = this.total === 0 ? 100 : Math.floor((done / this.total) * 100);
+    if (percent === this.lastDrawn && done !== this.total) return;
+    this.lastDrawn = percent;
+    const width = 30;
+    const filled = Math.round((percent / 100) * width);
+    const bar = `[${"#".repeat(filled)}${"-".repeat(width - filled)}] ${String(percent).padStart(3)}%  ${done}/${this.total} series, ${points.toLocaleString("en-US")} points`;
+    process.stderr.write(process.stderr.isTTY ? `\r${bar}` : `${bar}\n`);
+  }
+  end(): void {
+    if (process.stderr.isTTY) process.stderr.write("\n");
+  }
+}
+
+async function write(out: WriteStream | NodeJS.WriteStream, text: string): Promise<void> {
+  if (!out.write(text)) await once(out, "drain");
+}
+
+export function registerExportCommand(program: Command): void {
+  program
+    .command("export")
+    .description("write every point of a run (scalars, streams, system metrics) as CSV or JSON Lines")
+    .argument("<run>", "a run directory, or experiment/trial under --root")
+    .requiredOption("--format <format>", `output format: ${EXPORT_FORMATS.join(" or ")}`)
+    .option("--out <file>", "write to this file instead of stdout")
+    .option("--root <dir>", "the runs root for experiment/trial (default: $RANKSCOPE_ROOT or ./runs)")
+    .action(async (run: string, options: { format: string; out?: string; root?: string }) => {
+      if (!(EXPORT_FORMATS as readonly string[]).includes(options.format)) {
+        throw new Error(`--format ${JSON.stringify(options.format)} is not supported; valid: ${EXPORT_FORMATS.join(", ")}`);
+      }
+      const format = options.format as ExportFormat;
+      const runDir = resolveRunArg(run, options.root);
+      const reader = openStore(runDir);
+      const series: { key: string; kind: SeriesKind; rank: number }[] = [];
+      for (const k of reader.keys()) {
+        if (k.kind === "sample" || k.kind === "histogram") continue;
+        for (const rank of k.ranks) series.push({ key: k.key, kind: k.kind, rank });
+      }
+      const out = options.out === undefined ? process.stdout : createWriteStream(options.out);
+      const bar = new ProgressBar(series.length);
+      let points = 0;
+      if (format === "csv") await write(out, "key,kind,rank,step,wall,value\n");
+      bar.update(0, 0);
+      for (const [i, s] of series.entries()) {
+        const result = reader.series(s.key, { kind: s.kind, rank: s.rank, maxPoints: Infinity, x: s.kind === "scalar" ? "step" : "wall" });
+        const keyText = format === "csv" ? csvField(s.key) : JSON.stringify(s.key);
+        let text = "";
+        for (const p of result.points) {
+          text +=
+            format === "csv"
+              ? `${keyText},${s.kind},${s.rank},${p.step},${p.wall},${p.value}\n`
+              : `{"key":${keyText},"kind":"${s.kind}","rank":${s.rank},"step":${p.step},"wall":${p.wall},"value":${jsonNumberText(p.value)}}\n`;
+          if (text.length > 1 << 20) {
+            await write(out, text);
+            text = "";
+          }
+        }
+        await write(out, text);
+        points += result.points.length;
+        bar.update(i + 1, points);
+      }
+      bar.end();
+      if (out !== process.stdout) {
+        (out as WriteStream).end();
+        await once(out, "finish");
+        process.stderr.write(`wrote ${points.toLocaleString("en-US")} points of ${series.length} series to ${options.out ?? ""}\n`);
+      }
+    });
+}

@@ -1,0 +1,92 @@
+/**
+ * `rankscope tail RUN`: follow a run's metrics in the terminal. Prints the latest value of every
+ * scalar key, then, by cursor, only the points written since, until the run ends (or Ctrl-C).
+ */
+import type { Command } from "commander";
+import { openStore, type StoreReader } from "../../backends/store/reader.js";
+import { formatValue, positiveInteger, resolveRunArg } from "../run-arg.js";
+
+interface TailOptions {
+  root?: string;
+  interval: string;
+  filter?: string;
+  rank?: string;
+  follow: boolean;
+}
+
+interface Followed {
+  cursor: number | null;
+}
+
+/** One poll: print every point of every (matching) scalar key after its cursor, by step. */
+function pollOnce(reader: StoreReader, followed: Map<string, Followed>, filter: string | undefined, rank: number | undefined, first: boolean): number {
+  const lines: { step: number; text: string }[] = [];
+  for (const k of reader.keys("scalar")) {
+    if (filter !== undefined && !k.key.includes(filter)) continue;
+    const ranks = rank === undefined ? [k.ranks[0] as number] : k.ranks.includes(rank) ? [rank] : [];
+    for (const r of ranks) {
+      const id = `${k.key}\u0000${r}`;
+      let f = followed.get(id);
+      if (f === undefined) {
+        f = { cursor: null };
+        followed.set(id, f);
+      }
+      // The first look shows only the latest value; later ones every new point.
+      const result = reader.series(k.key, { rank: r, maxPoints: first ? 3 : Infinity, ...(f.cursor === null ? {} : { after: f.cursor }) });
+      f.cursor = result.cursor;
+      const points = first ? result.points.slice(-1) : result.points;
+      const label = r === -1 ? k.key : `${k.key} [rank ${r}]`;
+      for (const p of points) lines.push({ step: p.step, text: `${label}  ${formatValue(p.value)}` });
+    }
+  }
+  lines.sort((a, b) => a.step - b.step);
+  let out = "";
+  for (const l of lines) out += `step ${l.step}  ${l.text}\n`;
+  if (out.length > 0) process.stdout.write(out);
+  return lines.length;
+}
+
+export function registerTailCommand(program: Command): void {
+  program
+    .command("tail")
+    .description("follow a run's metrics in the terminal: the latest values, then every new point until the run ends")
+    .argument("<run>", "a run directory, or experiment/trial under --root")
+    .option("--root <dir>", "the runs root for experiment/trial (default: $RANKSCOPE_ROOT or ./runs)")
+    .option("--interval <ms>", "how often to look for new points", "1000")
+    .option("--filter <text>", "only keys containing this text")
+    .option("--rank <n>", "a per-rank series instead of the global one")
+    .option("--no-follow", "print the latest values and exit")
+    .action(async (run: string, options: TailOptions) => {
+      const intervalMs = positiveInteger("--interval", options.interval);
+      let rank: number | undefined;
+      if (options.rank !== undefined) {
+        rank = Number(options.rank);
+        if (!Number.isInteger(rank) || rank < -1) throw new Error(`--rank must be a rank number (-1 for the global series), got ${JSON.stringify(options.rank)}`);
+      }
+      const runDir = resolveRunArg(run, options.root);
+      const reader = openStore(runDir);
+      const info = reader.runInfo();
+      process.stdout.write(`${info.experiment ?? "?"}/${info.trial ?? "?"} (${info.status}) ${runDir}\n`);
+      const followed = new Map<string, Followed>();
+      pollOnce(reader, followed, options.filter, rank, true);
+      if (!options.follow) return;
+      let stopped = false;
+      const stop = (): void => {
+        stopped = true;
+      };
+      process.once("SIGINT", stop);
+      process.once("SIGTERM", stop);
+      while (!stopped) {
+        await new Promise((resolve) => setTimeout(resolve, intervalMs));
+        const status = reader.runInfo().status;
+        pollOnce(reader, followed, options.filter, rank, false);
+        // Read once more after the status says ended, so the last flush is never missed.
+        if (status !== "running" && status !== "unknown") {
+          process.stdout.write(`run ${status}\n`);
+          break;
+        }
+      }
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+    });
+}

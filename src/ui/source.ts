@@ -1,0 +1,108 @@
+/**
+ * What the dashboard reads, as the server serves it.
+ *
+ * The server never touches SQLite itself: it asks a `DashboardSource` (by default the store
+ * backend's reader, see `store-source.ts`) so the wire format of the JSON API stays the same if
+ * the store's own layout changes. Every method is read-only.
+ */
+
+/** One run under the root, as the runs list shows it. */
+export interface RunSummary {
+  /** `experiment/trial`, relative to the root; the `run` parameter of every other request. */
+  readonly id: string;
+  readonly experiment: string;
+  readonly trial: string;
+  /** `running`, `finished`, `failed`, … as the store recorded it; `unknown` when it did not. */
+  readonly status: string;
+  /** Milliseconds since the epoch, or null when unknown. */
+  readonly startTime: number | null;
+  readonly endTime: number | null;
+  /** The last time anything was written, for the duration of a live run. */
+  readonly lastUpdate: number | null;
+}
+
+/** One metric key of a run. */
+export interface KeyInfo {
+  readonly key: string;
+  /** Ranks with their own line (per-rank modes); empty when the key is only global. */
+  readonly ranks: readonly number[];
+  /** Whether there is a global (reduced across ranks) line. */
+  readonly global: boolean;
+  /** How many points were stored (all ranks), when known. */
+  readonly count?: number;
+}
+
+/** A series request. */
+export interface SeriesQuery {
+  /** The rank's own line; absent for the global line. */
+  readonly rank?: number;
+  /** Only points after this cursor (from a previous answer). */
+  readonly after?: string;
+  /** At most this many points (server-side downsampling keeps min, max and last per bucket). */
+  readonly maxPoints?: number;
+}
+
+/** Points of one line, in step order; arrays of equal length. */
+export interface SeriesData {
+  readonly steps: number[];
+  /** Milliseconds since the epoch. */
+  readonly times: number[];
+  readonly values: number[];
+  /** Pass back as `after` to get only newer points; null when there are none yet. */
+  readonly cursor: string | null;
+  /** True when the answer was downsampled. */
+  readonly downsampled: boolean;
+}
+
+/** Raw per-rank stream values (`per_rank_no_reduce`), for a scatter over time. */
+export interface StreamData {
+  readonly key: string;
+  readonly ranks: number[];
+  readonly steps: number[];
+  readonly times: number[];
+  readonly values: number[];
+  readonly cursor: string | null;
+}
+
+/** Records of a `Reduce.SAMPLE` key. */
+export interface SampleRow {
+  readonly key: string;
+  readonly step: number;
+  readonly rank: number | null;
+  readonly record: unknown;
+}
+
+/** One histogram of a `Reduce.HISTOGRAM` key at a flush. */
+export interface HistogramRow {
+  readonly key: string;
+  readonly step: number;
+  readonly rank: number | null;
+  readonly count: number;
+  readonly min: number;
+  readonly max: number;
+  /** Upper edge of each bucket, ascending; bucket i holds values in (limit[i-1], limit[i]]. */
+  readonly bucketLimits: readonly number[];
+  readonly bucketCounts: readonly number[];
+}
+
+/** Everything the dashboard reads from one run. */
+export interface DashboardSource {
+  listRuns(root: string): Promise<RunSummary[]> | RunSummary[];
+  keys(runDir: string): Promise<KeyInfo[]> | KeyInfo[];
+  /** Names of the ranks that wrote (`Trainer_0_r1`), by rank number, when known. */
+  rankNames?(runDir: string): Promise<Record<string, string>> | Record<string, string>;
+  series(runDir: string, key: string, query: SeriesQuery): Promise<SeriesData> | SeriesData;
+  streamKeys(runDir: string): Promise<string[]> | string[];
+  stream(runDir: string, key: string, query: { after?: string; maxPoints?: number }): Promise<StreamData> | StreamData;
+  samples(runDir: string): Promise<SampleRow[]> | SampleRow[];
+  /** Keys of `Reduce.HISTOGRAM` metrics. */
+  histogramKeys?(runDir: string): Promise<string[]> | string[];
+  /** The newest histograms of a key (up to `limit`), oldest first. */
+  histograms?(runDir: string, key: string, limit: number): Promise<HistogramRow[]> | HistogramRow[];
+  /** Hyperparameters / config as the store keeps them (config.yaml is read by the server). */
+  config(runDir: string): Promise<Record<string, unknown>> | Record<string, unknown>;
+  systemKeys(runDir: string): Promise<string[]> | string[];
+  system(runDir: string, key: string, query: { after?: string; maxPoints?: number }): Promise<SeriesData> | SeriesData;
+  /** Release open databases. */
+  close?(): void;
+}

@@ -1,0 +1,190 @@
+/**
+ * The dashboard's data from the `store` backend: a thin adapter from the store's read API
+ * (`src/backends/store/reader.ts`) to the JSON the web app expects. Cursors become opaque strings
+ * (a step for scalars; per-rank arrival numbers for streams, so no rank's newer points are missed).
+ */
+import { existsSync } from "node:fs";
+import { join, relative, resolve, sep } from "node:path";
+import * as store from "../backends/store/reader.js";
+import { HttpError } from "./security.js";
+import type { DashboardSource, HistogramRow, KeyInfo, RunSummary, SampleRow, SeriesData, StreamData } from "./source.js";
+
+const GLOBAL = store.GLOBAL_RANK;
+
+function requireStore(runDir: string): void {
+  if (!existsSync(join(runDir, store.STORE_FILE))) throw new HttpError(404, `this run has no ${store.STORE_FILE} (it was not written with the store backend)`);
+}
+
+function numericCursor(after: string | undefined): number | undefined {
+  if (after === undefined) return undefined;
+  const n = Number(after);
+  if (!Number.isFinite(n)) throw new HttpError(400, `after must be a cursor from an earlier answer, got ${JSON.stringify(after)}`);
+  return n;
+}
+
+function keyInfos(runDir: string, kind: store.KeyKind): store.KeyInfo[] {
+  requireStore(runDir);
+  return store.keys(runDir, kind);
+}
+
+/** Read one series, turning "no such key" into a 404 (checked only when the read fails, so a grid's 50 reads don't list the keys 50 times). */
+function readSeries(runDir: string, key: string, options: store.SeriesOptions): store.SeriesResult {
+  requireStore(runDir);
+  try {
+    return store.series(runDir, key, options);
+  } catch (error) {
+    const kind = options.kind ?? "scalar";
+    if (!store.keys(runDir, kind).some((k) => k.key === key)) throw new HttpError(404, `this run has no ${kind} key ${JSON.stringify(key)}`);
+    throw error;
+  }
+}
+
+function toSeriesData(result: store.SeriesResult): SeriesData {
+  const n = result.points.length;
+  const steps = new Array<number>(n);
+  const times = new Array<number>(n);
+  const values = new Array<number>(n);
+  for (let i = 0; i < n; i++) {
+    const p = result.points[i] as store.SeriesPoint;
+    steps[i] = p.step;
+    times[i] = p.wall;
+    values[i] = p.value;
+  }
+  return { steps, times, values, cursor: result.cursor === null ? null : String(result.cursor), downsampled: result.downsampled };
+}
+
+function decodeRankCursors(after: string | undefined): Map<number, number> {
+  const cursors = new Map<number, number>();
+  if (after === undefined || after === "") return cursors;
+  for (const part of after.split(",")) {
+    const [rank, seq] = part.split(":").map(Number);
+    if (rank === undefined || seq === undefined || !Number.isInteger(rank) || !Number.isFinite(seq)) {
+      throw new HttpError(400, `after must be a cursor from an earlier answer (rank:seq,…), got ${JSON.stringify(after)}`);
+    }
+    cursors.set(rank, seq);
+  }
+  return cursors;
+}
+
+/** A source reading each run's `metrics.db` through the store's reader. */
+export function createStoreSource(): DashboardSource {
+  return {
+    listRuns(root: string): RunSummary[] {
+      const base = resolve(root);
+      const runs: RunSummary[] = [];
+      for (const run of store.listRuns(base)) {
+        const id = relative(base, run.runDir).split(sep).join("/");
+        // The root itself can hold a store, but every request names runs below it.
+        if (id === "" || id.startsWith("..")) continue;
+        const parts = id.split("/");
+        runs.push({
+          id,
+          experiment: run.experiment ?? (parts.length > 1 ? parts.slice(0, -1).join("/") : ""),
+          trial: run.trial ?? parts[parts.length - 1] ?? id,
+          status: run.status,
+          startTime: run.startedAt,
+          endTime: run.endedAt,
+          lastUpdate: run.updatedAt,
+        });
+      }
+      return runs;
+    },
+
+    keys(runDir: string): KeyInfo[] {
+      return keyInfos(runDir, "scalar").map((k) => ({ key: k.key, ranks: k.ranks.filter((r) => r !== GLOBAL), global: k.ranks.includes(GLOBAL) }));
+    },
+
+    series(runDir, key, query): SeriesData {
+      const after = numericCursor(query.after);
+      return toSeriesData(
+        readSeries(runDir, key, {
+          kind: "scalar",
+          rank: query.rank ?? GLOBAL,
+          x: "step",
+          ...(after !== undefined ? { after } : {}),
+          ...(query.maxPoints !== undefined ? { maxPoints: query.maxPoints } : {}),
+        }),
+      );
+    },
+
+    rankNames(runDir: string): Record<string, string> {
+      requireStore(runDir);
+      const names: Record<string, string> = {};
+      for (const r of store.ranks(runDir)) if (r.rank !== GLOBAL) names[String(r.rank)] = r.rankName;
+      return names;
+    },
+
+    streamKeys(runDir: string): string[] {
+      return keyInfos(runDir, "stream").map((k) => k.key);
+    },
+
+    stream(runDir, key, query): StreamData {
+      requireStore(runDir);
+      const info = store.keys(runDir, "stream").find((k) => k.key === key);
+      if (info === undefined) throw new HttpError(404, `this run has no stream key ${JSON.stringify(key)}`);
+      const cursors = decodeRankCursors(query.after);
+      const perRank = Math.max(store.SERIES_KINDS.length, Math.floor((query.maxPoints ?? store.DEFAULT_MAX_POINTS) / Math.max(1, info.ranks.length)));
+      const out: StreamData = { key, ranks: [], steps: [], times: [], values: [], cursor: null };
+      for (const rank of info.ranks) {
+        const after = cursors.get(rank);
+        const result = store.series(runDir, key, { kind: "stream", rank, x: "wall", maxPoints: perRank, ...(after !== undefined ? { after } : {}) });
+        for (const p of result.points) {
+          out.ranks.push(rank);
+          out.steps.push(p.step);
+          out.times.push(p.wall);
+          out.values.push(p.value);
+        }
+        if (result.cursor !== null) cursors.set(rank, result.cursor);
+      }
+      const cursor = [...cursors.entries()].map(([r, s]) => `${r}:${s}`).join(",");
+      return { ...out, cursor: cursor === "" ? null : cursor };
+    },
+
+    samples(runDir: string): SampleRow[] {
+      requireStore(runDir);
+      const rows: SampleRow[] = [];
+      for (const entry of store.samples(runDir, undefined, { limit: 200 })) {
+        for (const record of entry.records) rows.push({ key: entry.key, step: entry.step, rank: entry.rank === GLOBAL ? null : entry.rank, record });
+      }
+      return rows;
+    },
+
+    histogramKeys(runDir: string): string[] {
+      return keyInfos(runDir, "histogram").map((k) => k.key);
+    },
+
+    histograms(runDir: string, key: string, limit: number): HistogramRow[] {
+      requireStore(runDir);
+      return store.histograms(runDir, key, { limit }).map((h) => ({
+        key: h.key,
+        step: h.step,
+        rank: h.rank === GLOBAL ? null : h.rank,
+        count: h.histogram.count,
+        min: h.histogram.min,
+        max: h.histogram.max,
+        bucketLimits: h.histogram.bucketLimits,
+        bucketCounts: h.histogram.bucketCounts,
+      }));
+    },
+
+    config(runDir: string): Record<string, unknown> {
+      requireStore(runDir);
+      return store.config(runDir);
+    },
+
+    systemKeys(runDir: string): string[] {
+      return keyInfos(runDir, "system").map((k) => k.key);
+    },
+
+    system(runDir, key, query): SeriesData {
+      const after = numericCursor(query.after);
+      return toSeriesData(
+        readSeries(runDir, key, { kind: "system", x: "wall", ...(after !== undefined ? { after } : {}), ...(query.maxPoints !== undefined ? { maxPoints: query.maxPoints } : {}) }),
+      );
+    },
+
+    close(): void {
+      store.closeStores();
+    },
+  };
+}

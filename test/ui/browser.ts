@@ -1,0 +1,41 @@
+/**
+ * Debian's Chromium driven by playwright-core, headless, with a fresh profile per launch.
+ * Tests and the dashboard benchmark share it.
+ */
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium, type Browser, type BrowserContext } from "playwright-core";
+
+/** Where Debian installs Chromium (scripts/install-system-deps.sh installs it when missing). */
+export const CHROMIUM_PATH = process.env["RANKSCOPE_CHROMIUM"] ?? "/usr/bin/chromium";
+
+/** A launched browser and a context; `close` also removes the profile. */
+export interface LaunchedBrowser {
+  browser: Browser;
+  context: BrowserContext;
+  close(): Promise<void>;
+}
+
+/** Launch Chromium headless with a fresh user-data-dir. */
+export async function launchChromium(): Promise<LaunchedBrowser> {
+  if (!existsSync(CHROMIUM_PATH)) {
+    throw new Error(`Chromium is not installed at ${CHROMIUM_PATH}; install Debian's package (apt-get install chromium) or set RANKSCOPE_CHROMIUM`);
+  }
+  const profile = mkdtempSync(join(tmpdir(), "rankscope-chromium-"));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM_PATH,
+    headless: true,
+    viewport: { width: 1400, height: 900 },
+    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"],
+  });
+  const browser = context.browser();
+  return {
+    browser: browser as Browser,
+    context,
+    close: async () => {
+      await context.close();
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,68 @@
+/**
+ * Run directories for the dashboard's tests and benchmark, written by the real store writer.
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { GLOBAL_RANK } from "../../src/backends/store/schema.js";
+import { StoreWriter, type ScalarPoint } from "../../src/backends/store/writer.js";
+
+/** A metric key that is also an HTML injection attempt. */
+export const XSS_KEY = "<img src=x onerror=alert(1)>";
+
+/** A smooth-ish decreasing curve with noise, deterministic. */
+export function lossAt(step: number, offset = 0): number {
+  return 2 * Math.exp(-step / 60) + 0.15 * Math.sin(step * 1.7 + offset) + 0.3;
+}
+
+/** Open the controller's writer of a new run. */
+export function openRun(root: string, experiment: string, trial: string): StoreWriter {
+  return StoreWriter.open({ runDir: join(root, experiment, trial), role: "controller", rank: GLOBAL_RANK, rankName: "controller", experiment, trial });
+}
+
+/** Scalars of steps [from, to): `loss` global and per rank 0 and 1, `lr` global, the XSS key. */
+export function trainingPoints(from: number, to: number, t0: number): ScalarPoint[] {
+  const points: ScalarPoint[] = [];
+  for (let step = from; step < to; step++) {
+    const wall = t0 + step * 1000;
+    points.push({ key: "loss", step, wall, value: lossAt(step), reduce: "mean" });
+    points.push({ key: "loss", step, wall, value: lossAt(step, 1) + 0.1, reduce: "mean", rank: 0 });
+    points.push({ key: "loss", step, wall, value: lossAt(step, 2) - 0.1, reduce: "mean", rank: 1 });
+    points.push({ key: "lr", step, wall, value: 1e-3 * Math.min(1, (step + 1) / 20), reduce: "mean" });
+    points.push({ key: XSS_KEY, step, wall, value: step % 7, reduce: "mean" });
+  }
+  return points;
+}
+
+/**
+ * A finished run with everything the dashboard shows: scalars (global and per rank), a stream of
+ * two ranks, a system metric, samples whose text looks like HTML, hyperparameters, config.yaml,
+ * version.json and a trace file. Returns the run directory.
+ */
+export function seedFinishedRun(root: string, experiment = "exp", trial = "base", steps = 120): string {
+  const t0 = Date.now() - 3_600_000;
+  const writer = openRun(root, experiment, trial);
+  const points = trainingPoints(0, steps, t0);
+  writer.write({ scalars: points.filter((p) => p.rank !== 1), hyperparams: { lr: 0.001, model: { layers: 4, name: "<b>tiny</b>" } } });
+  // Rank 1's own series come from its own process, which registers its name.
+  const rank1 = StoreWriter.open({ runDir: join(root, experiment, trial), role: "rank", rank: 1, rankName: "Trainer_0_r1", experiment, trial });
+  rank1.write({ scalars: points.filter((p) => p.rank === 1) });
+  rank1.finish("finished");
+  writer.write({
+    streams: Array.from({ length: 40 }, (_, i) => ({ key: "probe/grad_norm", step: i >> 1, wall: t0 + i * 250, value: 1 + (i % 2) + Math.sin(i) * 0.2, rank: i % 2 })),
+    system: Array.from({ length: 30 }, (_, i) => ({ key: "gpu/0/util", step: i, wall: t0 + i * 2000, value: 50 + 30 * Math.sin(i / 4) })),
+    histograms: [3, 10].map((step) => ({
+      key: "grad/hist",
+      step,
+      wall: t0 + step * 1000,
+      histogram: { count: 10 + step, min: -2, max: 3.5, sum: 1, sumSquares: 20, bucketLimits: [-1, 0, 1, 2, Infinity], bucketCounts: [1, 3 + step, 4, 1, 1] },
+    })),
+    samples: [{ key: "generations", step: 10, wall: t0 + 10_000, records: [{ prompt: "<script>alert(2)</script>", reward: 0.5 }, { prompt: "plain", reward: 1 }] }],
+  });
+  writer.finish("finished");
+  const runDir = join(root, experiment, trial);
+  writeFileSync(join(runDir, "config.yaml"), "lr: 0.001\nmodel:\n  layers: 4\n");
+  writeFileSync(join(runDir, "version.json"), JSON.stringify({ rankscope: "0.1.0", git: { commit: "abc123", dirty: false } }));
+  mkdirSync(join(runDir, "traces"), { recursive: true });
+  writeFileSync(join(runDir, "traces", "rank-0.jsonl"), '{"name":"step","ph":"X","ts":0,"dur":10,"pid":0,"tid":0}\n');
+  return runDir;
+}
