@@ -1,8 +1,8 @@
 /**
  * Downsampling a series for display: the x range is cut into equal buckets and each bucket keeps
- * its minimum, its maximum and its last point (and its first NaN, if any, within the budget), so a
- * spike — or a loss that went NaN — stays visible however far a chart is zoomed out. The points kept are real points
- * of the series (step, wall, value), never averages.
+ * its minimum, its maximum and its last point (and its first NaN, if any, within the budget), so
+ * a spike — or a loss that went NaN — stays visible however far a chart is zoomed out. The points
+ * kept are real points of the series (step, wall, value), never averages.
  */
 
 /** One point of a series. `wall` is milliseconds since the epoch. */
