@@ -1,8 +1,8 @@
 /**
  * Downsampling a series for display: the x range is cut into equal buckets and each bucket keeps
- * its minimum, its maximum and its last point (and its first NaN, if any), so a spike — or a loss
- * that went NaN — stays visible however far a chart is zoomed out. The points kept are real points
- * of the series (step, wall, value), never averages.
+ * its minimum, its maximum and its last point (and its first NaN, if any, within the budget), so
+ * a spike — or a loss that went NaN — stays visible however far a chart is zoomed out. The points
+ * kept are real points of the series (step, wall, value), never averages.
  */
 
 /** One point of a series. `wall` is milliseconds since the epoch. */
@@ -175,9 +175,14 @@ export class Downsampler {
     }
   }
 
-  /** The kept points, in x order, without duplicates. */
-  result(): SeriesPoint[] {
+  /**
+   * The kept points, in x order, without duplicates, at most `maxPoints` of them. A bucket's first
+   * NaN is kept while the budget allows (min, max and last come first: at most 3 per bucket, which
+   * the bucket count already fits in `maxPoints`).
+   */
+  result(maxPoints = Infinity): SeriesPoint[] {
     const out: SeriesPoint[] = [];
+    const nanBuckets: number[] = [];
     for (let b = 0; b < this.buckets; b++) {
       if (this.count[b] === 0) continue;
       const kept: SeriesPoint[] = [];
@@ -189,11 +194,16 @@ export class Downsampler {
         push(this.minS[b] as number, this.minW[b] as number, this.minV[b] as number);
         push(this.maxS[b] as number, this.maxW[b] as number, this.maxV[b] as number);
       }
-      if (!Number.isNaN(this.nanS[b])) push(this.nanS[b] as number, this.nanW[b] as number, NaN);
       push(this.lastS[b] as number, this.lastW[b] as number, this.lastV[b] as number);
+      if (!Number.isNaN(this.nanS[b]) && !Number.isNaN(this.lastV[b])) nanBuckets.push(b);
       for (const p of kept) out.push(p);
     }
-    // Blocks are bucketed by their first point, so order across buckets is restored here.
+    for (const b of nanBuckets) {
+      if (out.length >= maxPoints) break;
+      // Never a duplicate: min, max are numbers, and buckets whose last is NaN are not listed.
+      out.push({ step: this.nanS[b] as number, wall: this.nanW[b] as number, value: NaN });
+    }
+    // Blocks are bucketed by their first point and NaN markers come last, so sort once here.
     out.sort(this.byStep ? (p, q) => p.step - q.step || p.wall - q.wall : (p, q) => p.wall - q.wall || p.step - q.step);
     return out;
   }

@@ -387,7 +387,7 @@ export class StoreReader {
       }
     }
     for (const [step, wall, value] of rows) ds.add(step, wall, fromSqlReal(value), x === "step" ? step : wall);
-    return { key, kind, rank, points: ds.result(), cursor, total, downsampled: true };
+    return { key, kind, rank, points: ds.result(maxPoints), cursor, total, downsampled: true };
   }
 
   private rawSeries(key: string, kind: SeriesKind, keyId: number, rank: number, x: XAxis, after: number | undefined, maxPoints: number): SeriesResult {
@@ -409,7 +409,7 @@ export class StoreReader {
     }
     const ds = new Downsampler(x0, x1, Math.floor(maxPoints / POINTS_PER_BUCKET), x === "step");
     for (const [, step, wall, value] of rows) ds.add(step, wall, fromSqlReal(value), x === "step" ? step : wall);
-    return { key, kind, rank, points: ds.result(), cursor, total: rows.length, downsampled: true };
+    return { key, kind, rank, points: ds.result(maxPoints), cursor, total: rows.length, downsampled: true };
   }
 
   private statement(text: string): Database.Statement<unknown[], unknown> {
