@@ -43,5 +43,8 @@ export {
   type MetricLoggerOptions,
 } from "./controller/metric-logger.js";
 export type { BackendsConfig } from "./controller/config.js";
-export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./controller/rank.js";
+export { RankRuntime, currentRank, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./controller/rank.js";
 export { resolveRunLocation, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
+export { spawnRanks, RankGroup, type SpawnRanksOptions, type RankServer } from "./transport/launcher.js";
+export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/join.js";
+export { ignoredMessageCounts, PROTOCOL_VERSION, type IgnoredMessageCounts } from "./transport/protocol.js";

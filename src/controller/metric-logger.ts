@@ -11,6 +11,7 @@ import type { BackendContext } from "../backends/backend.js";
 import "../backends/builtin.js";
 import { getCollector } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
+import { randomBytes } from "node:crypto";
 import { envInteger } from "../core/env.js";
 import type { Metric } from "../core/metric.js";
 import { setCurrentRun } from "../run/current.js";
@@ -28,6 +29,12 @@ export interface MetricLoggerOptions extends RunDirOptions {
   flushDeadlineMs?: number;
   /** How long `shutdown` waits for ranks and backends (default 5000 ms). */
   shutdownDeadlineMs?: number;
+  /**
+   * Id of this run in messages between the controller and its ranks (NATS subjects are namespaced
+   * by it, so two runs on one server never see each other). Letters, digits, `_`, `-`. Default: a
+   * fresh random id (env RANKSCOPE_RUN_ID).
+   */
+  runId?: string;
 }
 
 /** Options of `initBackends`. */
@@ -50,6 +57,10 @@ export interface FlushResult {
 /** The backends used when `initBackends()` gets no config. */
 export const DEFAULT_BACKENDS: BackendsConfig = { console: { loggingMode: "global_reduce" } };
 
+/** Keys the controller records at every flush of a job with ranks: how many ranks answered, of how many. */
+export const RANKS_REPORTING_KEY = "rankscope/ranks_reporting";
+export const RANKS_EXPECTED_KEY = "rankscope/ranks_expected";
+
 /** Name shown by global backends as the source of their metrics (Forge's). */
 export const GLOBAL_DISPLAY_NAME = "GlobalReduce";
 
@@ -70,6 +81,8 @@ export class MetricLogger {
   readonly run: RunLocation;
   readonly flushDeadlineMs: number;
   readonly shutdownDeadlineMs: number;
+  /** This run's id in transport messages (see `MetricLoggerOptions.runId`). */
+  readonly runId: string;
   private readonly ranks = new Map<string, RankHandle>();
   private globalBackends = BackendSet.empty();
   private rankInit: RankInit | null = null;
@@ -81,6 +94,10 @@ export class MetricLogger {
     this.run = resolveRunLocation(options);
     this.flushDeadlineMs = options.flushDeadlineMs ?? envInteger("RANKSCOPE_FLUSH_DEADLINE_MS", 5000, 1);
     this.shutdownDeadlineMs = options.shutdownDeadlineMs ?? 5000;
+    this.runId = options.runId ?? process.env["RANKSCOPE_RUN_ID"] ?? randomBytes(6).toString("hex");
+    if (!/^[A-Za-z0-9_-]+$/.test(this.runId)) {
+      throw new TypeError(`runId must be letters, digits, "_" or "-" (it is part of NATS subjects), got ${JSON.stringify(this.runId)}`);
+    }
     const local = new RankRuntime(standaloneIdentity(this.processName));
     this.ranks.set(local.identity.rankName, new LocalRankHandle(local));
     setCurrentRun({ ...this.run, identity: local.identity, role: "controller" });
@@ -118,13 +135,22 @@ export class MetricLogger {
    */
   async registerRank(handle: RankHandle): Promise<void> {
     this.assertOpen("registerRank");
+    const previous = this.ranks.get(handle.rankName);
+    if (previous !== undefined && previous !== handle) {
+      warn(`rank.reregistered:${handle.rankName}`, `rank ${handle.rankName} registered again; the new registration replaces the old one`);
+    }
     this.ranks.set(handle.rankName, handle);
     if (this.rankInit !== null) await handle.init(this.rankInit);
   }
 
-  /** Stop expecting a rank (it exited). */
-  deregisterRank(rankName: string): void {
-    this.ranks.delete(rankName);
+  /**
+   * Stop expecting a rank (it exited or left). With `handle`, only that registration is removed (a
+   * rank that re-registered meanwhile stays). Returns true if a rank was removed.
+   */
+  deregisterRank(rankName: string, handle?: RankHandle): boolean {
+    const current = this.ranks.get(rankName);
+    if (current === undefined || (handle !== undefined && current !== handle)) return false;
+    return this.ranks.delete(rankName);
   }
 
   /**
@@ -139,7 +165,7 @@ export class MetricLogger {
     }
     this.lastStep = Math.max(this.lastStep, step);
     const handles = [...this.ranks.values()];
-    const answers = await Promise.all(handles.map((h) => withDeadline(h.flush(step).catch(() => undefined), this.flushDeadlineMs)));
+    const answers = await Promise.all(handles.map((h) => withDeadline(h.flush(step, this.flushDeadlineMs).catch(() => undefined), this.flushDeadlineMs)));
     const snapshots: RankSnapshot[] = [];
     const missing: string[] = [];
     answers.forEach((answer, i) => {
@@ -152,7 +178,16 @@ export class MetricLogger {
         `flush(${step}): ${missing.length} of ${handles.length} ranks did not answer within ${this.flushDeadlineMs} ms (${missing.join(", ")}); logged what arrived`,
       );
     }
-    const merged = mergeRankStates(snapshots, { step, timestamp: Date.now() });
+    const timestamp = Date.now();
+    const merged = mergeRankStates(snapshots, { step, timestamp });
+    if (handles.length > 1 || missing.length > 0) {
+      // How many ranks this step's values come from: a chart of it shows when ranks went missing.
+      merged.metrics.push(
+        { key: RANKS_EXPECTED_KEY, value: handles.length, reduce: "sum", step, timestamp },
+        { key: RANKS_REPORTING_KEY, value: snapshots.length, reduce: "sum", step, timestamp },
+      );
+      merged.metrics.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    }
     if (this.globalBackends.size > 0) await this.globalBackends.logFlush(merged, step);
     return { step, metrics: merged.metrics, ranksExpected: handles.length, ranksReporting: snapshots.length, missingRanks: missing };
   }
@@ -173,7 +208,9 @@ export class MetricLogger {
     if (pending > 0) {
       warn("shutdown.unflushed", `shutdown(): ${pending} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
     }
-    const all = [this.globalBackends.finish(), ...[...this.ranks.values()].map((r) => r.shutdown().catch(() => undefined))];
+    // Ranks get a little less than the whole deadline, so one that must be killed is killed in time.
+    const rankDeadline = Math.max(1, this.shutdownDeadlineMs - Math.min(500, this.shutdownDeadlineMs / 5));
+    const all = [this.globalBackends.finish(), ...[...this.ranks.values()].map((r) => r.shutdown(rankDeadline).catch(() => undefined))];
     const done = await withDeadline(Promise.all(all), this.shutdownDeadlineMs);
     if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${this.shutdownDeadlineMs} ms; stopped waiting`);
     this.ranks.clear();
