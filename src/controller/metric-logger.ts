@@ -88,6 +88,7 @@ export class MetricLogger {
   private rankInit: RankInit | null = null;
   private lastStep = -1;
   private closed = false;
+  private readonly shutdownHooks: Array<() => Promise<void> | void> = [];
 
   constructor(options: MetricLoggerOptions = {}) {
     this.processName = options.processName ?? "Controller";
@@ -211,11 +212,32 @@ export class MetricLogger {
     // Ranks get a little less than the whole deadline, so one that must be killed is killed in time.
     const rankDeadline = Math.max(1, this.shutdownDeadlineMs - Math.min(500, this.shutdownDeadlineMs / 5));
     const all = [this.globalBackends.finish(), ...[...this.ranks.values()].map((r) => r.shutdown(rankDeadline).catch(() => undefined))];
+    const started = Date.now();
     const done = await withDeadline(Promise.all(all), this.shutdownDeadlineMs);
     if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${this.shutdownDeadlineMs} ms; stopped waiting`);
+    // Transports close even after a missed deadline, so no connection keeps the process alive.
+    await withDeadline(this.runShutdownHooks(), Math.max(200, this.shutdownDeadlineMs - (Date.now() - started)));
     this.ranks.clear();
     const holder = globalThis as unknown as Record<symbol, MetricLogger | undefined>;
     if (holder[LOGGER_KEY] === this) holder[LOGGER_KEY] = undefined;
+  }
+
+  /**
+   * Run `hook` at `shutdown()`, after the ranks were stopped (transports close their connections
+   * here). Hooks run within the shutdown deadline; a failing hook is reported.
+   */
+  onShutdown(hook: () => Promise<void> | void): void {
+    this.shutdownHooks.push(hook);
+  }
+
+  private async runShutdownHooks(): Promise<void> {
+    for (const hook of this.shutdownHooks.splice(0)) {
+      try {
+        await hook();
+      } catch (error) {
+        warn("shutdown.hook", `shutdown(): a transport failed to close: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    }
   }
 
   private assertOpen(call: string): void {

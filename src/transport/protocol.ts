@@ -49,8 +49,16 @@ export type RankReply =
   | { readonly t: "reply"; readonly id: number; readonly rankName: string; readonly ok: true; readonly result?: unknown; readonly snapshot?: RankSnapshot }
   | { readonly t: "reply"; readonly id: number; readonly rankName: string; readonly ok: false; readonly error: string };
 
+/** The controller's answer to a rank's `register` over NATS (on other carriers, `init` follows directly). */
+export interface RegisteredMessage {
+  readonly t: "registered";
+  readonly rankName: string;
+  readonly ok: boolean;
+  readonly error?: string;
+}
+
 /** Either direction. */
-export type ProtocolMessage = ControllerRequest | RankMessage;
+export type ProtocolMessage = ControllerRequest | RankMessage | RegisteredMessage;
 
 /** Counts of messages ignored by this process, by reason (also reported through diagnostics). */
 export interface IgnoredMessageCounts {
@@ -78,9 +86,34 @@ export function reportIgnored(reason: keyof IgnoredMessageCounts, detail: string
   warn(`transport.${reason}`, `${detail}; the message was ignored (counted in ignoredMessageCounts().${reason})`);
 }
 
+/** Messages and bytes this process encoded and decoded (bytes are UTF-16 code units of the JSON text, i.e. bytes for ASCII). */
+export interface TransportStats {
+  messagesOut: number;
+  bytesOut: number;
+  messagesIn: number;
+  bytesIn: number;
+}
+
+const STATS_KEY = Symbol.for("rankscope.transport.stats");
+
+/** Counts of protocol messages this process sent and received (for benchmarks and health pages). */
+export function transportStats(): TransportStats {
+  const holder = globalThis as unknown as Record<symbol, TransportStats | undefined>;
+  let stats = holder[STATS_KEY];
+  if (stats === undefined) {
+    stats = { messagesOut: 0, bytesOut: 0, messagesIn: 0, bytesIn: 0 };
+    holder[STATS_KEY] = stats;
+  }
+  return stats;
+}
+
 /** Serialise a message for the wire. */
 export function encodeProtocolMessage(run: string, message: ProtocolMessage): string {
-  return encodeMessage({ proto: PROTO, v: PROTOCOL_VERSION, run, ...message });
+  const text = encodeMessage({ proto: PROTO, v: PROTOCOL_VERSION, run, ...message });
+  const stats = transportStats();
+  stats.messagesOut++;
+  stats.bytesOut += text.length;
+  return text;
 }
 
 /**
@@ -91,7 +124,13 @@ export function encodeProtocolMessage(run: string, message: ProtocolMessage): st
 export function decodeProtocolMessage(run: string, data: unknown, from: string): (ProtocolMessage & Envelope) | undefined {
   let value: unknown;
   try {
-    value = typeof data === "string" ? decodeMessage(data) : data instanceof Uint8Array ? decodeMessage(Buffer.from(data).toString("utf8")) : undefined;
+    const text = typeof data === "string" ? data : data instanceof Uint8Array ? Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("utf8") : undefined;
+    if (text !== undefined) {
+      const stats = transportStats();
+      stats.messagesIn++;
+      stats.bytesIn += text.length;
+      value = decodeMessage(text);
+    }
   } catch {
     reportIgnored("malformed", `a message from ${from} is not valid JSON`);
     return undefined;
@@ -159,6 +198,8 @@ function validate(m: Record<string, unknown>): string | undefined {
       return Number.isInteger(m["pid"]) && typeof m["host"] === "string" ? undefined : "pid and host are required";
     case "deregister":
       return isString(m["rankName"]) && typeof m["reason"] === "string" ? undefined : "rankName and reason are required";
+    case "registered":
+      return isString(m["rankName"]) && typeof m["ok"] === "boolean" ? undefined : "rankName and ok are required";
     case "reply":
       if (!isId(m["id"]) || !isString(m["rankName"])) return "id and rankName are required";
       if (m["ok"] === false) return typeof m["error"] === "string" ? undefined : "a failed reply must carry error";

@@ -49,7 +49,7 @@ export class RankAgent {
   async receive(data: unknown, reply: SendText, from = "the controller"): Promise<void> {
     const message = decodeProtocolMessage(this.options.runId, data, from);
     if (message === undefined) return;
-    if (message.t === "register" || message.t === "deregister" || message.t === "reply") {
+    if (message.t === "register" || message.t === "deregister" || message.t === "reply" || message.t === "registered") {
       reportIgnored("malformed", `rank ${this.rankName} received a "${message.t}" message, which only the controller takes`);
       return;
     }
