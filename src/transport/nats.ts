@@ -59,7 +59,7 @@ async function connectTo(url: string, name: string, timeoutMs: number): Promise<
   try {
     return await connect({ servers: url, name, timeout: timeoutMs, ...RECONNECT });
   } catch (error) {
-    throw new Error(`cannot reach the NATS server at ${url}: ${describeError(error)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`);
+    throw new Error(`cannot reach the NATS server at ${url}: ${describeError(error)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`, { cause: error });
   }
 }
 
@@ -278,7 +278,9 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
     } catch (error) {
       lastError = error;
       if (Date.now() >= deadline) {
-        throw new Error(`joinRun(): cannot reach the NATS server at ${url} within ${joinDeadlineMs} ms: ${describeError(lastError)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`);
+        throw new Error(`joinRun(): cannot reach the NATS server at ${url} within ${joinDeadlineMs} ms: ${describeError(lastError)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`, {
+          cause: error,
+        });
       }
       await sleep(200);
     }
@@ -327,6 +329,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   };
 }
 
+/** A ref'd pause: while a rank retries, nothing else may be keeping its process alive. */
 function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
