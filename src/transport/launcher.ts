@@ -57,6 +57,12 @@ export interface SpawnRanksOptions {
   nats?: RankServer;
   /** How long a rank may take to start and register (default 30 s). */
   startDeadlineMs?: number;
+  /**
+   * `immediate` (default): ranks' stdout lines are forwarded to this process's stdout as they
+   * arrive. `ordered`: they are held until `syncOutput()`, which prints them rank by rank (readable
+   * per-rank tables; streams then appear at each sync).
+   */
+  output?: "immediate" | "ordered";
 }
 
 /** One started rank. */
@@ -114,7 +120,7 @@ export class RankGroup {
   /**
    * Wait until everything the live ranks wrote to stdout so far has been forwarded here. Their
    * per-rank console output is written by other processes; this makes it appear before what this
-   * process prints next.
+   * process prints next. With `output: "ordered"`, prints the held lines rank by rank.
    */
   async syncOutput(deadlineMs = 5000): Promise<void> {
     const live = this.spawned.filter((s) => s.handle.closed === null);
@@ -129,6 +135,7 @@ export class RankGroup {
         }
       }),
     );
+    for (const s of this.spawned) s.stdout.release();
   }
 
   /** Stop these ranks (deregistering them), killing any that does not stop within the deadline. */
@@ -207,6 +214,9 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   const ranksPerReplica = positiveInteger("ranksPerReplica", options.ranksPerReplica, 1);
   const kind = options.kind ?? "process";
   if (kind !== "process" && kind !== "thread") throw new TypeError(`spawnRanks: kind must be "process" or "thread", got ${JSON.stringify(kind)}`);
+  if (options.output !== undefined && options.output !== "immediate" && options.output !== "ordered") {
+    throw new TypeError(`spawnRanks: output must be "immediate" or "ordered", got ${JSON.stringify(options.output)}`);
+  }
   if (kind === "thread" && options.nats !== undefined) throw new TypeError(`spawnRanks: NATS carries ranks of other processes; use kind "process" with nats`);
   const processName = options.processName ?? "Rank";
   const logger = options.logger ?? (await getOrCreateMetricLogger());
@@ -245,7 +255,8 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
           carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
           ...(options.nats !== undefined ? { natsUrl: options.nats.url } : {}),
         };
-        const rank = kind === "thread" ? startThread(assignment, entry, tsx) : startProcess(assignment, entry, tsx, options.env ?? {});
+        const hold = options.output === "ordered";
+        const rank = kind === "thread" ? startThread(assignment, entry, tsx, hold) : startProcess(assignment, entry, tsx, options.env ?? {}, hold);
         started.push(rank.spawned);
         const registered = options.nats !== undefined ? options.nats.waitForRank(identity.rankName, startDeadlineMs) : rank.registered(startDeadlineMs);
         const handle = await Promise.race([registered, rank.exited.then((reason) => Promise.reject(startError(rank.spawned, reason)))]);
@@ -316,7 +327,7 @@ function portRouter(identity: RankIdentity, runId: string, handle: RemoteRankHan
   return { route, waitRegistered };
 }
 
-function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env: Readonly<Record<string, string>>): Starting {
+function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env: Readonly<Record<string, string>>, hold: boolean): Starting {
   const { identity } = assignment;
   const child = fork(fileURLToPath(entry), [], {
     env: { ...process.env, ...env, [ASSIGNMENT_ENV]: JSON.stringify(assignment) },
@@ -342,7 +353,7 @@ function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env:
     identity,
     handle,
     child,
-    stdout: new OutputForwarder(child.stdout as NonNullable<ChildProcess["stdout"]>, (t) => process.stdout.write(t)),
+    stdout: new OutputForwarder(child.stdout as NonNullable<ChildProcess["stdout"]>, (t) => process.stdout.write(t), hold),
     stderr: new OutputForwarder(child.stderr as NonNullable<ChildProcess["stderr"]>, (t) => process.stderr.write(t)),
   };
   const router = portRouter(identity, assignment.runId, handle, from);
@@ -360,7 +371,7 @@ function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env:
   return { spawned, registered: router.waitRegistered, exited };
 }
 
-function startThread(assignment: RankAssignment, entry: URL, tsx: boolean): Starting {
+function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, hold: boolean): Starting {
   const { identity } = assignment;
   const workerData = { rankscopeRank: assignment };
   let worker: Worker;
@@ -390,7 +401,7 @@ function startThread(assignment: RankAssignment, entry: URL, tsx: boolean): Star
     identity,
     handle,
     worker,
-    stdout: new OutputForwarder(worker.stdout, (t) => process.stdout.write(t)),
+    stdout: new OutputForwarder(worker.stdout, (t) => process.stdout.write(t), hold),
     stderr: new OutputForwarder(worker.stderr, (t) => process.stderr.write(t)),
   };
   const router = portRouter(identity, assignment.runId, handle, from);

@@ -14,16 +14,23 @@ export class OutputForwarder {
   private partial = "";
   private readonly tail: string[] = [];
   private readonly waiters = new Map<string, () => void>();
+  private held = "";
 
+  /**
+   * With `hold`, lines are kept until `release()` instead of written as they come, so the
+   * controller can print several ranks' output in rank order.
+   */
   constructor(
     source: Readable,
     private readonly write: (text: string) => void,
+    private readonly hold = false,
   ) {
     source.setEncoding("utf8");
     source.on("data", (chunk: string) => this.take(chunk));
     source.on("end", () => {
       if (this.partial.length > 0) this.emit(`${this.partial}\n`);
       this.partial = "";
+      this.release();
     });
   }
 
@@ -32,6 +39,13 @@ export class OutputForwarder {
     const marker = `${MARKER_PREFIX}${id}]`;
     const arrived = new Promise<void>((resolve) => this.waiters.set(marker, resolve));
     return { marker, arrived };
+  }
+
+  /** Write the lines held so far (with `hold`). */
+  release(): void {
+    const text = this.held;
+    this.held = "";
+    if (text.length > 0) this.write(text);
   }
 
   /** The last lines seen (for error messages). */
@@ -62,7 +76,8 @@ export class OutputForwarder {
         }
         continue;
       }
-      out += `${line}\n`;
+      if (this.hold) this.held += `${line}\n`;
+      else out += `${line}\n`;
       this.tail.push(line);
       if (this.tail.length > TAIL_LINES) this.tail.shift();
     }
