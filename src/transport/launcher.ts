@@ -270,7 +270,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
         await Promise.race([handle.start(module, startDeadlineMs), rank.exited.then((reason) => Promise.reject(startError(rank.spawned, reason)))]);
         rank.exited.then(
           (reason) => {
-            if (logger.deregisterRank(identity.rankName, handle)) warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush`);
+            if (logger.deregisterRank(identity.rankName, handle) && !handle.shutdownRequested) warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush`);
           },
           () => undefined,
         );

@@ -66,6 +66,8 @@ export class RemoteRankHandle implements RankHandle {
   private readonly closeListeners: Array<(reason: string) => void> = [];
   /** Names of the functions the rank module exports (after `start`). */
   exports: readonly string[] = [];
+  /** Set once `shutdown()` was called: the rank's exit is then expected, not a fault. */
+  shutdownRequested = false;
 
   constructor(
     readonly identity: RankIdentity,
@@ -102,6 +104,7 @@ export class RemoteRankHandle implements RankHandle {
 
   /** Ask the rank to finish its backends and exit; kill it if it has not by the deadline. */
   async shutdown(deadlineMs = 5000): Promise<void> {
+    this.shutdownRequested = true;
     if (this.closedReason !== null) return;
     const exited = new Promise<void>((resolve) => this.onClose(() => resolve()));
     const started = Date.now();
