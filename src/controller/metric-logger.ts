@@ -69,8 +69,9 @@ const DEADLINE = Symbol("deadline");
 function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | typeof DEADLINE> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<typeof DEADLINE>((resolve) => {
+    // Not unref'd: a flush awaited by the caller keeps the process alive until its deadline, so a
+    // hung rank cannot make the process exit in the middle of a flush.
     timer = setTimeout(() => resolve(DEADLINE), ms);
-    timer.unref?.();
   });
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }

@@ -28,7 +28,7 @@ import { rankNameFor, shortId, checkIdentity } from "./identity.js";
 import { ASSIGNMENT_ENV, type RankAssignment } from "./join.js";
 import { OutputForwarder } from "./output.js";
 import { decodeProtocolMessage, reportIgnored, type RankMessage } from "./protocol.js";
-import { RemoteRankHandle, type RankCarrier } from "./remote-rank.js";
+import { RemoteRankHandle, waitAtMost, type RankCarrier } from "./remote-rank.js";
 
 /** A controller-side server ranks can join over (NATS: `serveRanksOverNats`). */
 export interface RankServer {
@@ -129,7 +129,7 @@ export class RankGroup {
         const { marker, arrived } = s.stdout.expect(randomUUID());
         try {
           await s.handle.sync(marker, deadlineMs);
-          await Promise.race([arrived, sleep(deadlineMs)]);
+          await waitAtMost(arrived, deadlineMs);
         } catch {
           // A rank that died meanwhile has nothing more to say.
         }
@@ -245,42 +245,54 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   }
 
   const runId = options.nats?.runId ?? logger.runId;
-  const started: SpawnedRank[] = [];
-  try {
-    await Promise.all(
-      identities.map(async (identity) => {
-        const assignment: RankAssignment = {
-          identity,
-          runId,
-          carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
-          ...(options.nats !== undefined ? { natsUrl: options.nats.url } : {}),
-        };
-        const hold = options.output === "ordered";
-        const rank = kind === "thread" ? startThread(assignment, entry, tsx, hold) : startProcess(assignment, entry, tsx, options.env ?? {}, hold);
-        started.push(rank.spawned);
-        const registered = options.nats !== undefined ? options.nats.waitForRank(identity.rankName, startDeadlineMs) : rank.registered(startDeadlineMs);
-        const handle = await Promise.race([registered, rank.exited.then((reason) => Promise.reject(startError(rank.spawned, reason)))]);
-        if (options.nats !== undefined) {
-          // The NATS server made the handle; liveness still comes from the child process.
-          rank.spawned.handle = handle;
-          rank.exited.then((reason) => handle.close(reason), () => undefined);
-        } else {
-          await logger.registerRank(handle);
-        }
-        await Promise.race([handle.start(module, startDeadlineMs), rank.exited.then((reason) => Promise.reject(startError(rank.spawned, reason)))]);
-        rank.exited.then(
-          (reason) => {
-            if (logger.deregisterRank(identity.rankName, handle) && !handle.shutdownRequested) warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush`);
-          },
-          () => undefined,
-        );
-      }),
+  const hold = options.output === "ordered";
+  const starting = identities.map((identity) => {
+    const assignment: RankAssignment = {
+      identity,
+      runId,
+      carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
+      ...(options.nats !== undefined ? { natsUrl: options.nats.url } : {}),
+    };
+    return kind === "thread" ? startThread(assignment, entry, tsx, hold) : startProcess(assignment, entry, tsx, options.env ?? {}, hold);
+  });
+  const started = starting.map((s) => s.spawned);
+  /** `step` for every rank, failing fast when a rank exits meanwhile; settles every rank before rejecting. */
+  const phase = async <T>(step: (rank: Starting) => Promise<T>): Promise<T[]> => {
+    const results = await Promise.allSettled(
+      starting.map((rank) => Promise.race([step(rank), rank.exited.then((reason) => Promise.reject(startError(rank.spawned, reason)))])),
     );
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+    if (failed !== undefined) throw failed.reason;
+    return results.map((r) => (r as PromiseFulfilledResult<T>).value);
+  };
+  try {
+    const handles = await phase((rank) =>
+      options.nats !== undefined ? options.nats.waitForRank(rank.spawned.identity.rankName, startDeadlineMs) : rank.registered(startDeadlineMs),
+    );
+    if (options.nats !== undefined) {
+      // The NATS server made and registered the handles; liveness still comes from the child process.
+      starting.forEach((rank, i) => {
+        const handle = handles[i] as RemoteRankHandle;
+        rank.spawned.handle = handle;
+        void rank.exited.then((reason) => handle.close(reason));
+      });
+    } else {
+      // Registered in rank order, so the controller lists (and merges) ranks in a stable order.
+      await phase((rank) => logger.registerRank(rank.spawned.handle));
+    }
+    await phase((rank) => rank.spawned.handle.start(module, startDeadlineMs));
   } catch (error) {
     await Promise.all(started.map((s) => (logger.deregisterRank(s.identity.rankName), s.handle.shutdown(1000))));
     throw error;
   }
-  started.sort((a, b) => a.identity.rank - b.identity.rank);
+  for (const rank of starting) {
+    const { identity, handle } = rank.spawned;
+    void rank.exited.then((reason) => {
+      if (logger.deregisterRank(identity.rankName, handle) && !handle.shutdownRequested) {
+        warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush`);
+      }
+    });
+  }
   return new RankGroup(started, logger);
 }
 
@@ -319,11 +331,11 @@ function portRouter(identity: RankIdentity, runId: string, handle: RemoteRankHan
       handle.close(`left the run (${message.reason})`);
     }
   };
-  const waitRegistered = (deadlineMs: number): Promise<RemoteRankHandle> =>
-    Promise.race([
-      registered,
-      sleep(deadlineMs).then(() => Promise.reject(new Error(`rank ${identity.rankName} did not register within ${deadlineMs} ms (${from})`))),
-    ]);
+  const waitRegistered = async (deadlineMs: number): Promise<RemoteRankHandle> => {
+    const handle = await waitAtMost(registered, deadlineMs);
+    if (handle === undefined) throw new Error(`rank ${identity.rankName} did not register within ${deadlineMs} ms (${from})`);
+    return handle;
+  };
   return { route, waitRegistered };
 }
 
@@ -419,8 +431,4 @@ function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, hold:
     });
   });
   return { spawned, registered: router.waitRegistered, exited };
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }

@@ -103,7 +103,6 @@ export class NatsRankServer implements RankServer {
     if (found !== undefined) return Promise.resolve(found);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`rank ${rankName} did not register over NATS (${this.url}, run ${this.runId}) within ${deadlineMs} ms`)), deadlineMs);
-      timer.unref();
       const list = this.waiters.get(rankName) ?? [];
       list.push((handle) => {
         clearTimeout(timer);

@@ -111,7 +111,7 @@ export class RemoteRankHandle implements RankHandle {
     try {
       await this.request({ t: "shutdown", id: nextRequestId() }, deadlineMs);
       // The rank exits on its own after answering; give it what is left of the deadline.
-      if (this.carrier.closesWithRank) await Promise.race([exited, sleep(Math.max(0, deadlineMs - (Date.now() - started)))]);
+      if (this.carrier.closesWithRank) await waitAtMost(exited, Math.max(0, deadlineMs - (Date.now() - started)));
     } catch {
       // Dead or stuck: it is killed below either way.
     }
@@ -181,7 +181,6 @@ export class RemoteRankHandle implements RankHandle {
         this.pending.delete(request.id);
         reject(new RankDeadlineError(`rank ${this.rankName} did not answer "${request.t}" within ${deadlineMs} ms`));
       }, deadlineMs);
-      timer.unref();
       this.pending.set(request.id, { request, resolve, reject, timer });
       if (broadcast) return;
       try {
@@ -195,6 +194,12 @@ export class RemoteRankHandle implements RankHandle {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+/**
+ * Wait for `promise` at most `ms`; resolves with undefined at the deadline. The timer is cleared
+ * as soon as the promise settles, so a finished wait never keeps the process alive.
+ */
+export function waitAtMost<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }

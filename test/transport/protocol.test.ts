@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { Collector } from "../../src/core/collector.js";
+import type { AccumulatorState } from "../../src/core/reduce.js";
 import { RankRuntime } from "../../src/controller/rank.js";
 import { decodeProtocolMessage, encodeProtocolMessage, ignoredMessageCounts, type ProtocolMessage } from "../../src/transport/protocol.js";
 import { RankAgent } from "../../src/transport/rank-agent.js";
@@ -35,9 +36,9 @@ const GOLDEN: Record<string, ProtocolMessage> = {
       step: 3,
       droppedKeyRecords: 0,
       states: [
-        { key: "loss", reduce: "mean", state: { v: 1, count: 2, sum: NaN } },
-        { key: "reward_max", reduce: "max", state: { v: 1, count: 1, max: Infinity } },
-        { key: "tokens", reduce: "sum", state: { v: 1, count: 2, sum: 256 } },
+        { key: "loss", reduce: "mean", state: { v: 1, count: 2, sum: NaN } as AccumulatorState },
+        { key: "reward_max", reduce: "max", state: { v: 1, count: 1, max: Infinity } as AccumulatorState },
+        { key: "tokens", reduce: "sum", state: { v: 1, count: 2, sum: 256 } as AccumulatorState },
       ],
     },
   },
