@@ -178,8 +178,6 @@ function joinOverIpc(agent: RankAgent): (reason: string) => Promise<void> {
     if (process.connected) process.send?.(text);
   };
   process.on("message", (data: unknown) => void agent.receive(data, send, "the controller (IPC)"));
-  // The controller went away (crashed or exited without shutdown): a spawned rank must not linger.
-  process.once("disconnect", () => setTimeout(() => process.exit(0), 50));
   send(agent.registerMessage());
   return async (reason) => {
     send(agent.deregisterMessage(reason));

@@ -6,6 +6,10 @@
 import { describeError } from "../core/diagnostics.js";
 import { joinRun } from "./join.js";
 
+// A child whose controller went away (crashed, or killed without shutdown) must not linger: its
+// IPC channel closes then, whichever carrier it uses for messages.
+if (process.send !== undefined) process.once("disconnect", () => setTimeout(() => process.exit(0), 50));
+
 try {
   await joinRun();
 } catch (error) {
