@@ -152,7 +152,9 @@ export class RankRuntime {
       experiment: message.run.experiment,
       trial: message.run.trial,
       resumeStep: message.run.resumeStep,
-      primaryMetadata: message.primaryMetadata[v.name] ?? {},
+      // By config name, else from the global backend of the same type (a `wandb` global_reduce
+      // backend hands its run id to a `{ type: "wandb" }` per-rank one).
+      primaryMetadata: message.primaryMetadata[v.name] ?? message.primaryMetadata[v.type] ?? {},
     };
   }
 }

@@ -55,6 +55,8 @@ export interface RankAssignment {
   readonly runId: string;
   readonly carrier: "worker" | "ipc" | "nats";
   readonly natsUrl?: string;
+  /** The rank module (file URL), imported before the rank registers. */
+  readonly module?: string;
 }
 
 /** Environment variable carrying a spawned child's assignment (JSON). */
@@ -62,7 +64,8 @@ export const ASSIGNMENT_ENV = "RANKSCOPE_RANK_ASSIGNMENT";
 
 const JOINED_KEY = Symbol.for("rankscope.rankConnection");
 
-function assignment(): RankAssignment | undefined {
+/** The assignment of a rank started by `spawnRanks`, or undefined in any other process. */
+export function readAssignment(): RankAssignment | undefined {
   if (!isMainThread && workerData !== null && typeof workerData === "object" && "rankscopeRank" in workerData) {
     return (workerData as { rankscopeRank: RankAssignment }).rankscopeRank;
   }
@@ -102,7 +105,7 @@ export async function joinRun(options: JoinRunOptions = {}): Promise<RankConnect
   const holder = globalThis as unknown as Record<symbol, RankConnection | undefined>;
   const existing = holder[JOINED_KEY];
   if (existing !== undefined) return existing;
-  const assigned = assignment();
+  const assigned = readAssignment();
   const identity = assigned !== undefined ? checkIdentity(assigned.identity) : identityFrom(options);
   const natsUrl = assigned?.natsUrl ?? options.natsUrl ?? process.env["RANKSCOPE_NATS_URL"];
   const carrier = assigned?.carrier ?? (natsUrl !== undefined ? "nats" : undefined);

@@ -35,7 +35,8 @@ export interface RankServer {
   readonly runId: string;
   readonly url: string;
   /** The handle of a rank once it registered through this server. */
-  waitForRank(rankName: string, deadlineMs: number): Promise<RemoteRankHandle>;
+  /** `signal` aborts the wait (its timer is cleared; the promise then never settles). */
+  waitForRank(rankName: string, deadlineMs: number, signal?: AbortSignal): Promise<RemoteRankHandle>;
 }
 
 /** Options of `spawnRanks`. */
@@ -250,6 +251,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
     const assignment: RankAssignment = {
       identity,
       runId,
+      module,
       carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
       ...(options.nats !== undefined ? { natsUrl: options.nats.url } : {}),
     };
@@ -259,7 +261,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   /** `step` for every rank, failing fast when a rank exits meanwhile; settles every rank before rejecting. */
   const phase = async <T>(step: (rank: Starting) => Promise<T>): Promise<T[]> => {
     const results = await Promise.allSettled(
-      starting.map((rank) => Promise.race([step(rank), rank.exited.then((reason) => Promise.reject(startError(rank.spawned, reason)))])),
+      starting.map((rank) => Promise.race([step(rank), rank.exited.then(async (reason) => Promise.reject(await startError(rank.spawned, reason)))])),
     );
     const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failed !== undefined) throw failed.reason;
@@ -267,7 +269,9 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   };
   try {
     const handles = await phase((rank) =>
-      options.nats !== undefined ? options.nats.waitForRank(rank.spawned.identity.rankName, startDeadlineMs) : rank.registered(startDeadlineMs),
+      options.nats !== undefined
+        ? options.nats.waitForRank(rank.spawned.identity.rankName, startDeadlineMs, rank.gone.signal)
+        : rank.registered(startDeadlineMs, rank.gone.signal),
     );
     if (options.nats !== undefined) {
       // The NATS server made and registered the handles; liveness still comes from the child process.
@@ -296,7 +300,9 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   return new RankGroup(started, logger);
 }
 
-function startError(rank: SpawnedRank, reason: string): Error {
+/** Why a rank failed to start, with the last lines it printed (read to the end of its stderr first). */
+async function startError(rank: SpawnedRank, reason: string): Promise<Error> {
+  await waitAtMost(rank.stderr.ended, 1000);
   const said = rank.stderr.lastLines();
   return new Error(`rank ${rank.identity.rankName} ${reason} before it started${said.length > 0 ? `; it printed:\n${said}` : ""}`);
 }
@@ -304,7 +310,9 @@ function startError(rank: SpawnedRank, reason: string): Error {
 interface Starting {
   readonly spawned: SpawnedRank;
   /** Resolves with the handle when the rank's `register` arrives over the parent channel. */
-  registered(deadlineMs: number): Promise<RemoteRankHandle>;
+  registered(deadlineMs: number, signal?: AbortSignal): Promise<RemoteRankHandle>;
+  /** Aborted when the rank exits, so that waits on it stop. */
+  readonly gone: AbortController;
   /** Resolves with a description when the rank exits (never rejects). */
   readonly exited: Promise<string>;
 }
@@ -331,8 +339,8 @@ function portRouter(identity: RankIdentity, runId: string, handle: RemoteRankHan
       handle.close(`left the run (${message.reason})`);
     }
   };
-  const waitRegistered = async (deadlineMs: number): Promise<RemoteRankHandle> => {
-    const handle = await waitAtMost(registered, deadlineMs);
+  const waitRegistered = async (deadlineMs: number, signal?: AbortSignal): Promise<RemoteRankHandle> => {
+    const handle = await waitAtMost(registered, deadlineMs, signal);
     if (handle === undefined) throw new Error(`rank ${identity.rankName} did not register within ${deadlineMs} ms (${from})`);
     return handle;
   };
@@ -372,15 +380,17 @@ function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env:
   child.on("message", router.route);
   // Sending to a child that just died raises EPIPE here; the exit handler below reports it.
   child.on("error", () => undefined);
+  const gone = new AbortController();
   const exited = new Promise<string>((resolve) => {
     child.once("exit", (code, signal) => {
       liveChildren.delete(child);
+      gone.abort();
       const reason = signal !== null ? `exited (killed by ${signal})` : `exited with code ${String(code)}`;
       spawned.handle.close(reason);
       resolve(reason);
     });
   });
-  return { spawned, registered: router.waitRegistered, exited };
+  return { spawned, registered: router.waitRegistered, exited, gone };
 }
 
 function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, hold: boolean): Starting {
@@ -422,13 +432,15 @@ function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, hold:
   worker.on("error", (error) => {
     failure = `: ${error.message}`;
   });
+  const gone = new AbortController();
   const exited = new Promise<string>((resolve) => {
     worker.once("exit", (code) => {
       running = false;
+      gone.abort();
       const reason = `exited with code ${code}${failure}`;
       spawned.handle.close(reason);
       resolve(reason);
     });
   });
-  return { spawned, registered: router.waitRegistered, exited };
+  return { spawned, registered: router.waitRegistered, exited, gone };
 }

@@ -98,17 +98,27 @@ export class NatsRankServer implements RankServer {
     return this.nc.stats();
   }
 
-  waitForRank(rankName: string, deadlineMs: number): Promise<RemoteRankHandle> {
+  waitForRank(rankName: string, deadlineMs: number, signal?: AbortSignal): Promise<RemoteRankHandle> {
     const found = this.handles.get(rankName);
     if (found !== undefined) return Promise.resolve(found);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`rank ${rankName} did not register over NATS (${this.url}, run ${this.runId}) within ${deadlineMs} ms`)), deadlineMs);
-      const list = this.waiters.get(rankName) ?? [];
-      list.push((handle) => {
+      const waiter = (handle: RemoteRankHandle): void => {
         clearTimeout(timer);
         resolve(handle);
-      });
+      };
+      const list = this.waiters.get(rankName) ?? [];
+      list.push(waiter);
       this.waiters.set(rankName, list);
+      signal?.addEventListener(
+        "abort",
+        () => {
+          clearTimeout(timer);
+          const waiting = this.waiters.get(rankName);
+          if (waiting !== undefined) waiting.splice(waiting.indexOf(waiter), 1);
+        },
+        { once: true },
+      );
     });
   }
 

@@ -15,6 +15,8 @@ export class OutputForwarder {
   private readonly tail: string[] = [];
   private readonly waiters = new Map<string, () => void>();
   private held = "";
+  /** Resolves when the stream has ended (everything the rank wrote has been read). */
+  readonly ended: Promise<void>;
 
   /**
    * With `hold`, lines are kept until `release()` instead of written as they come, so the
@@ -25,6 +27,7 @@ export class OutputForwarder {
     private readonly write: (text: string) => void,
     private readonly hold = false,
   ) {
+    this.ended = new Promise((resolve) => source.once("end", () => resolve()));
     source.setEncoding("utf8");
     source.on("data", (chunk: string) => this.take(chunk));
     source.on("end", () => {

@@ -196,10 +196,14 @@ export class RemoteRankHandle implements RankHandle {
 
 /**
  * Wait for `promise` at most `ms`; resolves with undefined at the deadline. The timer is cleared
- * as soon as the promise settles, so a finished wait never keeps the process alive.
+ * as soon as the promise settles or `signal` aborts (then only `promise` can settle the wait), so
+ * a wait nobody needs never keeps the process alive.
  */
-export function waitAtMost<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+export function waitAtMost<T>(promise: Promise<T>, ms: number, signal?: AbortSignal): Promise<T | undefined> {
   let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+  const deadline = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+    signal?.addEventListener("abort", () => clearTimeout(timer), { once: true });
+  });
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }

@@ -8,6 +8,7 @@ import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 import { consoleOutput, isAlive, SUM_RANK, waitFor } from "./support.js";
 
 const BROKEN_RANK = new URL("../fixtures/broken-rank.ts", import.meta.url);
+const PROBE_RANK = new URL("../fixtures/probe-rank.ts", import.meta.url);
 
 test("spawnRanks rejects bad options with what was wrong and what is valid", async () => {
   const logger = new MetricLogger({ runDir: tempDir() });
@@ -41,7 +42,7 @@ test("a rank module that fails at import: spawnRanks rejects naming the rank and
     }
   });
   assert.ok(error !== undefined, "spawnRanks rejected");
-  assert.match(error.message, /rank Broken_\w{4}_r[01]: broken-rank: cannot load the model weights/);
+  assert.match(error.message, /rank Broken_\w{4}_r[01] exited with code 1 before it started; it printed:\n.*its module failed to load: broken-rank: cannot load the model weights/);
   assert.deepEqual(logger.rankNames, ["Controller"], "no rank stays registered");
   await logger.shutdown();
 });
@@ -66,4 +67,23 @@ test("ranks registered before initBackends get the per-rank backends when it run
   assert.deepEqual(logger.rankNames, ["Controller"]);
   for (const pid of pids) await waitFor(() => !isAlive(pid), 5000, `pid ${pid} to exit`);
   await logger.shutdown();
+});
+
+test("a rank registered after initBackends gets the per-rank config and the primary backend's metadata; its module's own backend works", async () => {
+  await import("../fixtures/probe-rank.js");
+  const logger = new MetricLogger({ processName: "Controller", runDir: tempDir() });
+  const out = await captureStdout(async () => {
+    await logger.initBackends({ probe: { loggingMode: "global_reduce" }, probeRanks: { type: "probe", loggingMode: "per_rank_reduce" } });
+    const ranks = await spawnRanks({ module: PROBE_RANK, ranksPerReplica: 2, kind: "thread", processName: "Probe", logger });
+    assert.deepEqual(await ranks.fanout("metadataSeen"), [[{ sharedRunId: "shared-1" }], [{ sharedRunId: "shared-1" }]]);
+    await ranks.fanout("record", 3);
+    await logger.flush(0);
+    await ranks.syncOutput();
+    await logger.shutdown();
+  });
+  const lines = out.split("\n").map((l) => /probe \S+ step=0 probe\/value=\d+/.exec(l)?.[0]).filter((l) => l !== undefined).sort();
+  assert.equal(lines.length, 3, out);
+  assert.equal(lines[0], "probe GlobalReduce step=0 probe/value=6");
+  assert.match(lines[1] ?? "", /^probe Probe_\w{4}_r0 step=0 probe\/value=3$/);
+  assert.match(lines[2] ?? "", /^probe Probe_\w{4}_r1 step=0 probe\/value=3$/);
 });
