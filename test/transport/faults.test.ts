@@ -4,7 +4,9 @@
  * rank that sends garbage.
  */
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { test } from "node:test";
+import { fileURLToPath } from "node:url";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/launcher.js";
 import { ignoredMessageCounts } from "../../src/transport/protocol.js";
@@ -136,3 +138,17 @@ for (const kind of ["process", "thread"] as const) {
     assert.ok(seen.some((d) => d.code === "transport.foreign" && d.message.includes("is not a rankscope message")));
   });
 }
+
+test("a controller killed with SIGKILL leaves no rank running", async () => {
+  const controller = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("../fixtures/controller-job.ts", import.meta.url))], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let out = "";
+  controller.stdout.on("data", (d: Buffer) => (out += d.toString()));
+  await waitFor(() => out.includes("\n"), 60_000, "the controller to start its ranks");
+  const pids = JSON.parse(out.trim()) as number[];
+  assert.equal(pids.length, 2);
+  for (const pid of pids) assert.ok(isAlive(pid), `rank pid ${pid} runs`);
+  controller.kill("SIGKILL");
+  for (const pid of pids) await waitFor(() => !isAlive(pid), 10_000, `orphaned rank pid ${pid} to exit`);
+});

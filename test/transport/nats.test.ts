@@ -52,8 +52,9 @@ describe("with a nats-server", () => {
     await server.stop();
   });
 
-  test("seed 001 §2 over NATS: global_reduce prints 4.0; a process started elsewhere joins by env vars", async () => {
+  test("seed 001 §2 over NATS, all three modes; a process started elsewhere joins by env vars", async () => {
     const logger = newLogger();
+    let rankNames: string[] = [];
     const out = await captureStdout(async () => {
       await logger.initBackends({ console: { loggingMode: "global_reduce" } });
       const nats = await serveRanksOverNats({ url: server.url, logger });
@@ -65,12 +66,29 @@ describe("with a nats-server", () => {
       assert.deepEqual(result.missingRanks, []);
       assert.equal(result.ranksReporting, 6);
       assert.equal(result.metrics.find((m) => m.key === "external/value")?.value, 5);
+
+      await logger.initBackends({ console: { loggingMode: "per_rank_reduce" } });
+      for (let i = 0; i < 2; i++) await actors.fanout("myFn");
+      await logger.flush(1);
+      await actors.syncOutput();
+      await logger.initBackends({ console: { loggingMode: "per_rank_no_reduce" } });
+      for (let i = 0; i < 2; i++) await actors.fanout("myFn");
+      await logger.flush(2);
+      await actors.syncOutput();
+      rankNames = actors.rankNames;
       await logger.shutdown();
       const exit = await external.done;
       assert.equal(exit.code, 0, exit.stderr);
       assert.match(exit.stdout, /joined as External_\w{4}_r0/);
     });
-    assert.equal(consoleOutput(out), "=== [GlobalReduce] - METRICS STEP 0 ===\nexternal/value:     5.0\nmy_sum_rank_metric: 4.0\n===============\n");
+    const printed = consoleOutput(out);
+    assert.ok(printed.startsWith("=== [GlobalReduce] - METRICS STEP 0 ===\nexternal/value:     5.0\nmy_sum_rank_metric: 4.0\n===============\n"), printed);
+    for (const name of rankNames) {
+      const value = name.endsWith("_r0") ? "0.0" : "2.0";
+      assert.ok(printed.includes(`=== [${name}] - METRICS STEP 1 ===\nmy_sum_rank_metric: ${value}\n===============\n`), `per_rank_reduce table of ${name}`);
+    }
+    assert.equal(printed.match(/\[0\] \[MyActor-0\/2\] \S+ \S+ INFO my_sum_rank_metric: 0\n/g)?.length, 4, "per_rank_no_reduce lines of local rank 0");
+    assert.equal(printed.match(/\[1\] \[MyActor-1\/2\] \S+ \S+ INFO my_sum_rank_metric: 1\n/g)?.length, 4, "per_rank_no_reduce lines of local rank 1");
   });
 
   test("server restarted mid-run: the flush during the outage returns naming the missing ranks; later flushes are complete", async () => {
