@@ -258,11 +258,14 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
     return kind === "thread" ? startThread(assignment, entry, tsx, hold) : startProcess(assignment, entry, tsx, options.env ?? {}, hold);
   });
   const started = starting.map((s) => s.spawned);
+  let startedUp = false;
+  // Rejects when a rank exits before the start is over (and never settles after that).
+  const exitedEarly = starting.map((rank) =>
+    rank.exited.then(async (reason) => (startedUp ? new Promise<never>(() => undefined) : Promise.reject(await startError(rank.spawned, reason)))),
+  );
   /** `step` for every rank, failing fast when a rank exits meanwhile; settles every rank before rejecting. */
   const phase = async <T>(step: (rank: Starting) => Promise<T>): Promise<T[]> => {
-    const results = await Promise.allSettled(
-      starting.map((rank) => Promise.race([step(rank), rank.exited.then(async (reason) => Promise.reject(await startError(rank.spawned, reason)))])),
-    );
+    const results = await Promise.allSettled(starting.map((rank, i) => Promise.race([step(rank), exitedEarly[i] as Promise<never>])));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failed !== undefined) throw failed.reason;
     return results.map((r) => (r as PromiseFulfilledResult<T>).value);
@@ -285,6 +288,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
       await phase((rank) => logger.registerRank(rank.spawned.handle));
     }
     await phase((rank) => rank.spawned.handle.start(module, startDeadlineMs));
+    startedUp = true;
   } catch (error) {
     await Promise.all(started.map((s) => (logger.deregisterRank(s.identity.rankName), s.handle.shutdown(1000))));
     throw error;
