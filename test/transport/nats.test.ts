@@ -92,7 +92,7 @@ describe("with a nats-server", () => {
   });
 
   test("server restarted mid-run: the flush during the outage returns naming the missing ranks; later flushes are complete", async () => {
-    const logger = newLogger({ flushDeadlineMs: 1000 });
+    const logger = newLogger({ flushDeadlineMs: 2500 });
     const seen = await collectDiagnostics(async () => {
       await logger.initBackends({});
       const nats = await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 10 });
