@@ -6,6 +6,7 @@
  *   Reduce / registerReduce → core/registry       (accumulators with mergeable states)
  *   getOrCreateMetricLogger → controller/         (flush(step): gather states, merge, log)
  *   registerBackend         → backends/           (console, jsonl, and your own)
+ *   spawnRanks / joinRun    → transport/          (ranks as threads, processes, or over NATS: "rankscope/nats")
  */
 export { recordMetric, metric, getCollector, type MetricHandle, type KeyState, type StreamProducer, type MetricEntry } from "./core/collector.js";
 export { Reduce, registerReduce, getReduceDefinition } from "./core/registry.js";
@@ -43,8 +44,9 @@ export {
   type MetricLoggerOptions,
 } from "./controller/metric-logger.js";
 export type { BackendsConfig } from "./controller/config.js";
-export { RankRuntime, currentRank, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./controller/rank.js";
+export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./controller/rank.js";
 export { resolveRunLocation, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
 export { spawnRanks, RankGroup, type SpawnRanksOptions, type RankServer } from "./transport/launcher.js";
 export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/join.js";
-export { ignoredMessageCounts, PROTOCOL_VERSION, type IgnoredMessageCounts } from "./transport/protocol.js";
+export { currentRank } from "./controller/rank.js";
+export { ignoredMessageCounts, transportStats, PROTOCOL_VERSION, type IgnoredMessageCounts, type TransportStats } from "./transport/protocol.js";
