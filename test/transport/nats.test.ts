@@ -21,13 +21,13 @@ function newLogger(options: { flushDeadlineMs?: number; runId?: string } = {}): 
 }
 
 /** Run the external fixture with `node --import tsx`; resolves with its exit code and output. */
-function runExternal(env: Record<string, string>): { done: Promise<{ code: number | null; stdout: string; stderr: string }> } {
+function runExternal(env: Record<string, string>): { done: Promise<{ code: number | null; stdout: string; stderr: string }>; kill: () => void } {
   const child = spawn(process.execPath, ["--import", "tsx", EXTERNAL_RANK.pathname], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
   child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-  return { done: new Promise((resolve) => child.once("exit", (code) => resolve({ code, stdout, stderr }))) };
+  return { done: new Promise((resolve) => child.once("exit", (code) => resolve({ code, stdout, stderr }))), kill: () => child.kill("SIGKILL") };
 }
 
 test("NATS unreachable at start: a clear error naming the URL, on the controller and on a rank", async () => {
@@ -120,6 +120,26 @@ describe("with a nats-server", () => {
     });
     const missing = seen.find((d) => d.code === "flush.missingRanks" && d.message.startsWith("flush(1)"));
     assert.ok(missing !== undefined && /Survivor_\w{4}_r0/.test(missing.message) && /Survivor_\w{4}_r1/.test(missing.message), missing?.message);
+  });
+
+  test("a NATS rank that dies without leaving is deregistered after maxMissedFlushes silent flushes", async () => {
+    const logger = newLogger({ flushDeadlineMs: 1500 });
+    const seen = await collectDiagnostics(async () => {
+      await logger.initBackends({});
+      const nats = await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 2 });
+      const external = runExternal({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId });
+      await waitFor(() => nats.rankNames.length === 1, 20_000, "the external rank to join");
+      const [name] = nats.rankNames as [string];
+      assert.deepEqual((await logger.flush(0)).missingRanks, []);
+      external.kill();
+      await external.done;
+      for (let step = 1; step <= 3; step++) assert.deepEqual((await logger.flush(step)).missingRanks, [name], `flush(${step})`);
+      const after = await logger.flush(4);
+      assert.deepEqual(after.missingRanks, []);
+      assert.equal(after.ranksExpected, 1, "only the controller's own collector");
+      await logger.shutdown();
+    });
+    assert.ok(seen.some((d) => d.code.startsWith("rank.silent:") && /missed 2 flushes in a row; it is deregistered/.test(d.message)));
   });
 
   test("two runs on one server never see each other's messages; garbage on a run's subjects is counted and ignored", async () => {
