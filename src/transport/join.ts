@@ -101,10 +101,22 @@ function identityFrom(options: JoinRunOptions): RankIdentity {
  * backend config when it has one). Throws an Error naming the address when the controller cannot
  * be reached within the join deadline, and a TypeError for invalid options.
  */
-export async function joinRun(options: JoinRunOptions = {}): Promise<RankConnection> {
-  const holder = globalThis as unknown as Record<symbol, RankConnection | undefined>;
+export function joinRun(options: JoinRunOptions = {}): Promise<RankConnection> {
+  // One membership per process (or thread): a second call, even a concurrent one, gets the first.
+  const holder = globalThis as unknown as Record<symbol, Promise<RankConnection> | undefined>;
   const existing = holder[JOINED_KEY];
   if (existing !== undefined) return existing;
+  const joining = join(options, () => {
+    if (holder[JOINED_KEY] === joining) holder[JOINED_KEY] = undefined;
+  });
+  holder[JOINED_KEY] = joining;
+  joining.catch(() => {
+    if (holder[JOINED_KEY] === joining) holder[JOINED_KEY] = undefined;
+  });
+  return joining;
+}
+
+async function join(options: JoinRunOptions, forget: () => void): Promise<RankConnection> {
   const assigned = readAssignment();
   const identity = assigned !== undefined ? checkIdentity(assigned.identity) : identityFrom(options);
   const natsUrl = assigned?.natsUrl ?? options.natsUrl ?? process.env["RANKSCOPE_NATS_URL"];
@@ -123,8 +135,10 @@ export async function joinRun(options: JoinRunOptions = {}): Promise<RankConnect
   setCurrentRank(identity);
   const runtime = new RankRuntime(identity, getCollector());
   let leave: (reason: string) => Promise<void>;
+  // Bound below, once the connection exists (the agent needs this callback first).
+  const self: { connection?: RankConnection } = {};
   const onShutdown = (): void => {
-    void leave("shut down by the controller").finally(() => exitSoon());
+    void self.connection?.leave("shut down by the controller").finally(() => exitSoon());
   };
   const agent = new RankAgent({ runId, runtime, onShutdown });
 
@@ -144,7 +158,7 @@ export async function joinRun(options: JoinRunOptions = {}): Promise<RankConnect
     leave: async (reason = "left the run") => {
       if (left) return;
       left = true;
-      holder[JOINED_KEY] = undefined;
+      forget();
       try {
         await runtime.shutdown();
       } catch (error) {
@@ -153,7 +167,7 @@ export async function joinRun(options: JoinRunOptions = {}): Promise<RankConnect
       await leave(reason);
     },
   };
-  holder[JOINED_KEY] = connection;
+  self.connection = connection;
   return connection;
 }
 
