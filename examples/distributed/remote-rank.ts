@@ -1,0 +1,6 @@
+// A rank started by anything (ssh, a scheduler): the controller's address comes from the environment.
+import { joinRun, recordMetric, Reduce } from "rankscope";
+
+const connection = await joinRun({ processName: "Worker" }); // RANKSCOPE_NATS_URL, RANKSCOPE_RUN_ID, RANK
+console.log(`joined as ${connection.identity.rankName}`);
+setInterval(() => recordMetric("worker/heartbeat", 1, Reduce.SUM), 100);
