@@ -3,4 +3,6 @@ import { joinRun, recordMetric, Reduce } from "rankscope";
 
 const connection = await joinRun({ processName: "Worker" }); // RANKSCOPE_NATS_URL, RANKSCOPE_RUN_ID, RANK
 console.log(`joined as ${connection.identity.rankName}`);
-setInterval(() => recordMetric("worker/heartbeat", 1, Reduce.SUM), 100);
+const work = setInterval(() => recordMetric("worker/heartbeat", 1, Reduce.SUM), 100);
+console.log(`left the run: ${await connection.closed}`); // the controller shut down
+clearInterval(work);

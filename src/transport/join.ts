@@ -47,6 +47,8 @@ export interface RankConnection {
   readonly carrier: "worker" | "ipc" | "nats";
   /** Deregister from the controller and close the connection (per-rank backends are finished). */
   leave(reason?: string): Promise<void>;
+  /** Resolves with the reason once this rank has left the run (it left, or the controller shut it down). */
+  readonly closed: Promise<string>;
 }
 
 /** What `spawnRanks` hands a rank it starts (in `workerData` or `RANKSCOPE_RANK_ASSIGNMENT`). */
@@ -151,10 +153,13 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
   }
 
   let left = false;
+  let markClosed: (reason: string) => void = () => undefined;
+  const closed = new Promise<string>((resolve) => (markClosed = resolve));
   const connection: RankConnection = {
     identity,
     runId,
     carrier,
+    closed,
     leave: async (reason = "left the run") => {
       if (left) return;
       left = true;
@@ -165,6 +170,7 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
         reportError("rank.shutdown", `rank ${identity.rankName}: finishing per-rank backends failed: ${describeError(error)}`);
       }
       await leave(reason);
+      markClosed(reason);
     },
   };
   self.connection = connection;

@@ -80,6 +80,7 @@ describe("with a nats-server", () => {
       const exit = await external.done;
       assert.equal(exit.code, 0, exit.stderr);
       assert.match(exit.stdout, /joined as External_\w{4}_r0/);
+      assert.match(exit.stdout, /left: shut down by the controller/);
     });
     const printed = consoleOutput(out);
     assert.ok(printed.startsWith("=== [GlobalReduce] - METRICS STEP 0 ===\nexternal/value:     5.0\nmy_sum_rank_metric: 4.0\n===============\n"), printed);
