@@ -176,7 +176,8 @@ export class MetricLogger {
     });
     if (missing.length > 0) {
       warn(
-        "flush.missingRanks",
+        // One code per set of missing ranks: a rank lost an hour later is printed again, not just counted.
+        `flush.missingRanks:${missing.join(",")}`,
         `flush(${step}): ${missing.length} of ${handles.length} ranks did not answer within ${this.flushDeadlineMs} ms (${missing.join(", ")}); logged what arrived`,
       );
     }

@@ -119,7 +119,7 @@ describe("with a nats-server", () => {
       assert.equal(afterRestart.metrics.find((m) => m.key === "my_sum_rank_metric")?.value, 1);
       await logger.shutdown();
     });
-    const missing = seen.find((d) => d.code === "flush.missingRanks" && d.message.startsWith("flush(1)"));
+    const missing = seen.find((d) => d.code.startsWith("flush.missingRanks:") && d.message.startsWith("flush(1)"));
     assert.ok(missing !== undefined && /Survivor_\w{4}_r0/.test(missing.message) && /Survivor_\w{4}_r1/.test(missing.message), missing?.message);
   });
 
