@@ -7,11 +7,11 @@
  * backends. A rank that does not answer by the deadline cannot hang it: the flush logs what
  * arrived and says which ranks were missing.
  */
+import { randomBytes } from "node:crypto";
 import type { BackendContext } from "../backends/backend.js";
 import "../backends/builtin.js";
 import { getCollector } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
-import { randomBytes } from "node:crypto";
 import { envInteger } from "../core/env.js";
 import type { Metric } from "../core/metric.js";
 import { setCurrentRun } from "../run/current.js";
