@@ -11,11 +11,15 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
-import { MetricLogger, spawnRanks } from "../dist/index.js";
-import { serveRanksOverNats } from "../dist/transport/nats.js";
-import { transportStats } from "../dist/transport/protocol.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+
+// The compiled package at run time (fast rank start-up); the sources' types at compile time, so
+// type-checking does not need a build.
+const dist = (path: string): URL => new URL(`../dist/${path}`, import.meta.url);
+const { MetricLogger, spawnRanks } = (await import(dist("index.js").href)) as typeof import("../src/index.js");
+const { serveRanksOverNats } = (await import(dist("transport/nats.js").href)) as typeof import("../src/transport/nats.js");
+const { transportStats } = (await import(dist("transport/protocol.js").href)) as typeof import("../src/transport/protocol.js");
 
 const RANK_MODULE = new URL("./ranks-rank.mjs", import.meta.url);
 const QUICK = process.env["RANKS_BENCH_QUICK"] === "1";
