@@ -126,7 +126,10 @@ export class NatsRankServer implements RankServer {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
-    for (const handle of this.handles.values()) handle.close("was disconnected: the controller closed its NATS connection");
+    for (const [rankName, handle] of this.handles) {
+      this.logger.deregisterRank(rankName, handle);
+      handle.close("was disconnected: the controller closed its NATS connection");
+    }
     try {
       await this.nc.drain();
     } catch {
