@@ -50,7 +50,7 @@ export interface SpawnRanksOptions {
   kind?: "process" | "thread";
   /** Name of the ranks' process (actor), e.g. `Trainer` (default `Rank`). */
   processName?: string;
-  /** Extra environment variables for child processes (threads share this process's environment). */
+  /** Extra environment variables of the ranks (a thread gets its own copy of this process's environment plus these). */
   env?: Readonly<Record<string, string>>;
   /** The controller (default: `getOrCreateMetricLogger()`). */
   logger?: MetricLogger;
@@ -255,7 +255,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
       carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
       ...(options.nats !== undefined ? { natsUrl: options.nats.url } : {}),
     };
-    return kind === "thread" ? startThread(assignment, entry, tsx, hold) : startProcess(assignment, entry, tsx, options.env ?? {}, hold);
+    return kind === "thread" ? startThread(assignment, entry, tsx, options.env ?? {}, hold) : startProcess(assignment, entry, tsx, options.env ?? {}, hold);
   });
   const started = starting.map((s) => s.spawned);
   let startedUp = false;
@@ -397,7 +397,7 @@ function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env:
   return { spawned, registered: router.waitRegistered, exited, gone };
 }
 
-function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, hold: boolean): Starting {
+function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, env: Readonly<Record<string, string>>, hold: boolean): Starting {
   const { identity } = assignment;
   const workerData = { rankscopeRank: assignment };
   let worker: Worker;
@@ -405,9 +405,9 @@ function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, hold:
     // Workers do not inherit the parent's module hooks: register tsx inside the worker first.
     const api = tsxUrl("tsx/esm/api");
     const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(entry.href)}); });`;
-    worker = new Worker(code, { eval: true, workerData, stdout: true, stderr: true });
+    worker = new Worker(code, { eval: true, workerData, env: { ...process.env, ...env }, stdout: true, stderr: true });
   } else {
-    worker = new Worker(entry, { workerData, stdout: true, stderr: true });
+    worker = new Worker(entry, { workerData, env: { ...process.env, ...env }, stdout: true, stderr: true });
   }
   const from = `rank ${identity.rankName} (worker thread ${worker.threadId})`;
   let running = true;

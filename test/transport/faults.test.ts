@@ -90,7 +90,9 @@ test("a key reduced differently on different ranks: an error naming the key and 
   const logger = newLogger();
   const seen = await collectDiagnostics(async () => {
     await logger.initBackends({});
-    const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, kind: "thread", processName: "Mixed", logger });
+    const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, kind: "thread", processName: "Mixed", logger, env: { MIXED_SETTING: "7" } });
+    assert.deepEqual(await ranks.fanout("envValue", "MIXED_SETTING"), ["7", "7"], "env reaches worker threads");
+    assert.equal(process.env["MIXED_SETTING"], undefined, "a thread's env is its own copy");
     const [a, b] = ranks.rankNames as [string, string];
     await ranks.call(a, "record", "loss", 1, "sum");
     await ranks.call(b, "record", "loss", 3, "max");

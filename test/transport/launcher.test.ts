@@ -49,8 +49,9 @@ test("a rank module that fails at import: spawnRanks rejects naming the rank and
 
 test("ranks registered before initBackends get the per-rank backends when it runs; stop() ends them", async () => {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir() });
-  const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "Early", logger, output: "ordered" });
+  const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "Early", logger, output: "ordered", env: { EARLY_SETTING: "42" } });
   const pids = ranks.rankNames.map((n) => ranks.pid(n) as number);
+  assert.deepEqual(await ranks.fanout("envValue", "EARLY_SETTING"), ["42", "42"], "env reaches child processes");
   const out = await captureStdout(async () => {
     await logger.initBackends({ console: { loggingMode: "per_rank_reduce" } });
     await ranks.fanout("myFn");

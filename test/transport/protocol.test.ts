@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
+import fc from "fast-check";
 import { Collector } from "../../src/core/collector.js";
 import type { AccumulatorState } from "../../src/core/reduce.js";
 import { RankRuntime } from "../../src/controller/rank.js";
@@ -108,4 +109,25 @@ test("a rank agent answers requests, reports failures as replies, and ignores ga
   assert.deepEqual(flushed.snapshot.states.map((s) => [s.key, s.state.count]), [["loss", 1]]);
   assert.ok(failed?.t === "reply" && !failed.ok);
   assert.match(failed.error, /the rank module exports no function "myFn"/);
+});
+
+test("no input makes decoding throw, and a rank agent answers or ignores anything it is sent", async () => {
+  const collector = new Collector();
+  const agent = new RankAgent({ runId: "run-1", runtime: new RankRuntime(IDENTITY, collector) });
+  const valid = Object.values(GOLDEN).map((m) => encodeProtocolMessage("run-1", m));
+  // Valid messages with one character changed, cut short, or with a field replaced by anything.
+  const mutated = fc.oneof(
+    fc.tuple(fc.constantFrom(...valid), fc.nat(), fc.string({ minLength: 1, maxLength: 1 })).map(([text, i, c]) => text.slice(0, i % text.length) + c + text.slice((i % text.length) + 1)),
+    fc.tuple(fc.constantFrom(...valid), fc.nat()).map(([text, i]) => text.slice(0, i % text.length)),
+    fc.tuple(fc.constantFrom(...Object.values(GOLDEN)), fc.string(), fc.anything()).map(([m, key, value]) => JSON.stringify({ proto: "rankscope", v: 1, run: "run-1", ...m, [key]: value })),
+  );
+  await collectDiagnostics(async () => {
+    fc.assert(fc.property(fc.oneof(fc.anything(), fc.string(), mutated), (data) => void decodeProtocolMessage("run-1", data, "fuzz")), { numRuns: 2000 });
+    await fc.assert(
+      fc.asyncProperty(mutated, async (text) => {
+        await agent.receive(text, () => undefined);
+      }),
+      { numRuns: 300 },
+    );
+  });
 });
