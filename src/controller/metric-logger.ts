@@ -48,7 +48,9 @@ export interface FlushResult {
   readonly step: number;
   /** The merged metrics handed to the `global_reduce` backends. */
   readonly metrics: readonly Metric[];
+  /** Ranks registered with the controller (its own in-process collector is not counted). */
   readonly ranksExpected: number;
+  /** Of those, how many answered by the deadline. */
   readonly ranksReporting: number;
   /** Ranks that did not answer by the deadline. */
   readonly missingRanks: readonly string[];
@@ -90,6 +92,8 @@ export class MetricLogger {
   private lastStep = -1;
   private closed = false;
   private readonly shutdownHooks: Array<() => Promise<void> | void> = [];
+  /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
+  private readonly ownRank: RankHandle;
 
   constructor(options: MetricLoggerOptions = {}) {
     this.processName = options.processName ?? "Controller";
@@ -101,7 +105,8 @@ export class MetricLogger {
       throw new TypeError(`runId must be letters, digits, "_" or "-" (it is part of NATS subjects), got ${JSON.stringify(this.runId)}`);
     }
     const local = new RankRuntime(standaloneIdentity(this.processName));
-    this.ranks.set(local.identity.rankName, new LocalRankHandle(local));
+    this.ownRank = new LocalRankHandle(local);
+    this.ranks.set(local.identity.rankName, this.ownRank);
     setCurrentRun({ ...this.run, identity: local.identity, role: "controller" });
   }
 
@@ -137,6 +142,9 @@ export class MetricLogger {
    */
   async registerRank(handle: RankHandle): Promise<void> {
     this.assertOpen("registerRank");
+    if (handle.rankName === this.ownRank.rankName && handle !== this.ownRank) {
+      throw new TypeError(`a rank cannot be named "${handle.rankName}": that is the controller's own name (its processName)`);
+    }
     const previous = this.ranks.get(handle.rankName);
     if (previous !== undefined && previous !== handle) {
       warn(`rank.reregistered:${handle.rankName}`, `rank ${handle.rankName} registered again; the new registration replaces the old one`);
@@ -170,29 +178,36 @@ export class MetricLogger {
     const answers = await Promise.all(handles.map((h) => withDeadline(h.flush(step, this.flushDeadlineMs).catch(() => undefined), this.flushDeadlineMs)));
     const snapshots: RankSnapshot[] = [];
     const missing: string[] = [];
+    let ranksReporting = 0;
     answers.forEach((answer, i) => {
-      if (answer === DEADLINE || answer === undefined || answer.step !== step) missing.push((handles[i] as RankHandle).rankName);
-      else snapshots.push(answer);
+      const handle = handles[i] as RankHandle;
+      if (answer === DEADLINE || answer === undefined || answer.step !== step) {
+        missing.push(handle.rankName);
+      } else {
+        snapshots.push(answer);
+        if (handle !== this.ownRank) ranksReporting++;
+      }
     });
+    const ranksExpected = handles.filter((h) => h !== this.ownRank).length;
     if (missing.length > 0) {
       warn(
         // One code per set of missing ranks: a rank lost an hour later is printed again, not just counted.
         `flush.missingRanks:${missing.join(",")}`,
-        `flush(${step}): ${missing.length} of ${handles.length} ranks did not answer within ${this.flushDeadlineMs} ms (${missing.join(", ")}); logged what arrived`,
+        `flush(${step}): ${missing.length} of ${ranksExpected} ranks did not answer within ${this.flushDeadlineMs} ms (${missing.join(", ")}); logged what arrived`,
       );
     }
     const timestamp = Date.now();
     const merged = mergeRankStates(snapshots, { step, timestamp });
-    if (handles.length > 1 || missing.length > 0) {
+    if (ranksExpected > 0) {
       // How many ranks this step's values come from: a chart of it shows when ranks went missing.
       merged.metrics.push(
-        { key: RANKS_EXPECTED_KEY, value: handles.length, reduce: "sum", step, timestamp },
-        { key: RANKS_REPORTING_KEY, value: snapshots.length, reduce: "sum", step, timestamp },
+        { key: RANKS_EXPECTED_KEY, value: ranksExpected, reduce: "sum", step, timestamp },
+        { key: RANKS_REPORTING_KEY, value: ranksReporting, reduce: "sum", step, timestamp },
       );
       merged.metrics.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     }
     if (this.globalBackends.size > 0) await this.globalBackends.logFlush(merged, step);
-    return { step, metrics: merged.metrics, ranksExpected: handles.length, ranksReporting: snapshots.length, missingRanks: missing };
+    return { step, metrics: merged.metrics, ranksExpected, ranksReporting, missingRanks: missing };
   }
 
   /** Hand the run's hyperparameters / config to every global backend. */

@@ -43,8 +43,8 @@ test("ranks_expected and ranks_reporting are logged every step; the console show
       a.collector.entryFor("loss", "mean")?.accumulator.append(0.5 as never);
       const incomplete = await logger.flush(0);
       assert.deepEqual(incomplete.missingRanks, ["Worker_aaaa_r1"]);
-      assert.equal(incomplete.ranksExpected, 3);
-      assert.equal(incomplete.ranksReporting, 2);
+      assert.equal(incomplete.ranksExpected, 2, "the controller's own collector is not counted");
+      assert.equal(incomplete.ranksReporting, 1);
 
       logger.deregisterRank("Worker_aaaa_r1");
       a.collector.entryFor("loss", "mean")?.accumulator.append(0.25 as never);
@@ -55,19 +55,19 @@ test("ranks_expected and ranks_reporting are logged every step; the console show
   });
 
   const warning = seen.find((d) => d.code.startsWith("flush.missingRanks:"));
-  assert.match(warning?.message ?? "", /flush\(0\): 1 of 3 ranks did not answer within 300 ms \(Worker_aaaa_r1\); logged what arrived/);
+  assert.match(warning?.message ?? "", /flush\(0\): 1 of 2 ranks did not answer within 300 ms \(Worker_aaaa_r1\); logged what arrived/);
 
   const tables = out.split("===============\n").filter((t) => t.includes("METRICS STEP"));
-  assert.match(tables[0] ?? "", /loss: +0\.5\nrankscope\/ranks_expected: +3\.0\nrankscope\/ranks_reporting: +2\.0\n$/);
+  assert.match(tables[0] ?? "", /loss: +0\.5\nrankscope\/ranks_expected: +2\.0\nrankscope\/ranks_reporting: +1\.0\n$/);
   assert.match(tables[1] ?? "", /=== \[GlobalReduce\] - METRICS STEP 1 ===\nloss: 0\.25\n$/, "complete step: no rank counts on the console");
 
   const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { key: string; value: number; step: number });
   const counts = lines.filter((l) => l.key.startsWith("rankscope/")).map((l) => [l.step, l.key, l.value]);
   assert.deepEqual(counts, [
-    [0, "rankscope/ranks_expected", 3],
-    [0, "rankscope/ranks_reporting", 2],
-    [1, "rankscope/ranks_expected", 2],
-    [1, "rankscope/ranks_reporting", 2],
+    [0, "rankscope/ranks_expected", 2],
+    [0, "rankscope/ranks_reporting", 1],
+    [1, "rankscope/ranks_expected", 1],
+    [1, "rankscope/ranks_reporting", 1],
   ]);
 });
 
