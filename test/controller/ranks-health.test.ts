@@ -83,3 +83,10 @@ test("runId: letters, digits, _ and -; anything else is a clear error", () => {
   assert.equal(new MetricLogger({ runId: "exp-1_a", runDir: tempDir() }).runId, "exp-1_a");
   assert.throws(() => new MetricLogger({ runId: "exp.1", runDir: tempDir() }), /runId must be letters, digits, "_" or "-" \(it is part of NATS subjects\), got "exp.1"/);
 });
+
+test("a rank cannot take the controller's own name", async () => {
+  const logger = new MetricLogger({ processName: "Trainer", runDir: tempDir() });
+  await assert.rejects(logger.registerRank(localRank("Trainer", 0).handle), /a rank cannot be named "Trainer": that is the controller's own name/);
+  assert.deepEqual(logger.rankNames, ["Trainer"]);
+  await logger.shutdown();
+});
