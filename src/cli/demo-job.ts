@@ -25,6 +25,8 @@ export interface DemoOptions {
   steps: number;
   /** Ranks as child processes (default) or worker threads. */
   kind?: "process" | "thread";
+  /** Carry the messages over this NATS server instead of IPC (child processes only). */
+  natsUrl?: string;
 }
 
 /** The demo's rank module: the sibling `.js` in dist, `.ts` when running from source. */
@@ -40,8 +42,20 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   const kind = options.kind ?? "process";
   const logger = await getOrCreateMetricLogger({ processName: "Controller" });
   try {
-    const actors = await spawnRanks({ module: demoRankModule(), replicas: 2, ranksPerReplica: 2, kind, processName: "MyActor", logger, output: "ordered" });
-    process.stdout.write(`rankscope demo: ${actors.rankNames.length} ranks as ${kind === "process" ? "child processes" : "worker threads"}: ${actors.rankNames.join(", ")}\n`);
+    // Loaded only when asked for, like any user of the NATS carrier would.
+    const nats = options.natsUrl === undefined ? undefined : await (await import("../transport/nats.js")).serveRanksOverNats({ url: options.natsUrl, logger });
+    const actors = await spawnRanks({
+      module: demoRankModule(),
+      replicas: 2,
+      ranksPerReplica: 2,
+      kind: nats === undefined ? kind : "process",
+      processName: "MyActor",
+      logger,
+      output: "ordered",
+      ...(nats === undefined ? {} : { nats }),
+    });
+    const carrier = nats !== undefined ? `child processes over NATS (${nats.url}, run ${nats.runId})` : kind === "process" ? "child processes" : "worker threads";
+    process.stdout.write(`rankscope demo: ${actors.rankNames.length} ranks as ${carrier}: ${actors.rankNames.join(", ")}\n`);
     let step = 0;
 
     for (const loggingMode of LOGGING_MODES) {
