@@ -318,7 +318,10 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
     try {
       const answer = await conn.request(s.register, register, { timeout: left });
       const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
-      if (message === undefined || message.t !== "registered") continue;
+      if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) {
+        await sleep(200);
+        continue;
+      }
       if (!message.ok) {
         await conn.close();
         throw new Error(`joinRun(): the controller refused rank ${agent.rankName}: ${message.error ?? "no reason given"}`);
