@@ -13,6 +13,7 @@
  *   Logger                  → facade/             (NeMo-RL: logMetrics, logHyperparams, logHistogram, samples)
  *   SystemMonitor           → system/             (CPU, memory, GPUs via nvidia-smi, on its own x-axis)
  *   writeRunFiles           → run/                (config.yaml with secrets redacted, version.json)
+ *   spawnRanks / joinRun    → transport/          (ranks as threads, processes, or over NATS: "rankscope/nats")
  */
 export { recordMetric, metric, getCollector, type MetricHandle, type KeyState, type StreamProducer, type MetricEntry } from "./core/collector.js";
 export { Reduce, registerReduce, getReduceDefinition } from "./core/registry.js";
@@ -109,3 +110,7 @@ export { TRACE_CATEGORIES, type TraceCategory, type TraceEvent } from "./trace/t
 export { SessionTracer, SESSION_STATUSES, type SessionStatus, type SessionTracerOptions, type SessionRecord, type SessionSpan } from "./trace/session-tracer.js";
 export { parseTraceText, readTraceFile, type ParsedTrace } from "./trace/trace-file.js";
 export { mergeTraces, type MergeTracesOptions, type MergeTracesResult } from "./trace/merge.js";
+export { spawnRanks, RankGroup, type SpawnRanksOptions, type RankServer } from "./transport/launcher.js";
+export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/join.js";
+export { currentRank } from "./controller/rank.js";
+export { ignoredMessageCounts, transportStats, PROTOCOL_VERSION, type IgnoredMessageCounts, type TransportStats } from "./transport/protocol.js";

@@ -1,48 +1,84 @@
 /**
- * The demo job: a toy RL loop in one process that records with every reduction, flushes once per
- * step to the console, and shows the config it used.
+ * The demo job: a small distributed job, 2 replicas × 2 ranks (child processes by default), run by
+ * a controller in this process.
+ *
+ * Part 1 is seed 001 §2: each rank records its local rank with SUM twice, flushed once per
+ * logging mode (`global_reduce` prints 4.0; `per_rank_reduce` 0.0 and 2.0 per replica;
+ * `per_rank_no_reduce` the raw stream). Part 2 is a toy RL loop recording with every reduction,
+ * merged across the ranks into the backends of `DEMO_BACKENDS`.
  */
 import { isAbsolute, join, relative } from "node:path";
-import { recordMetric, metric } from "../core/collector.js";
+import { recordMetric } from "../core/collector.js";
+import { LOGGING_MODES } from "../core/metric.js";
 import { Reduce } from "../core/registry.js";
+import type { BackendsConfig } from "../controller/config.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
+import { spawnRanks } from "../transport/launcher.js";
+
+/** Where the demo's part 2 logs to: add backends here. */
+export const DEMO_BACKENDS: BackendsConfig = {
+  console: { loggingMode: "global_reduce" },
+  store: { loggingMode: "global_reduce" },
+};
 
 /** Options of the demo. */
 export interface DemoOptions {
+  /** Steps of part 2. */
   steps: number;
+  /** Ranks as child processes (default) or worker threads. */
+  kind?: "process" | "thread";
+  /** Carry the messages over this NATS server instead of IPC (child processes only). */
+  natsUrl?: string;
 }
 
-/** A deterministic pseudo-random sequence, so the demo prints the same numbers every run. */
-function lcg(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
+/** The demo's rank module: the sibling `.js` in dist, `.ts` when running from source. */
+function demoRankModule(): URL {
+  return new URL(`./demo-rank${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);
+}
+
+function heading(text: string): void {
+  process.stdout.write(`\n# ${text}\n\n`);
 }
 
 export async function runDemo(options: DemoOptions): Promise<void> {
+  const kind = options.kind ?? "process";
   const logger = await getOrCreateMetricLogger({ processName: "Controller" });
-  await logger.initBackends({ console: { loggingMode: "global_reduce" }, store: { loggingMode: "global_reduce" } });
-  const random = lcg(42);
-  const tokens = metric("rollout/tokens", Reduce.SUM);
-  for (let step = 0; step < options.steps; step++) {
-    for (let episode = 0; episode < 16; episode++) {
-      const reward = Math.round((random() + step * 0.2) * 1000) / 1000;
-      const latencyMs = 20 + random() * 80;
-      recordMetric("rollout/reward", reward, Reduce.MEAN);
-      recordMetric("rollout/reward_std", reward, Reduce.STD);
-      recordMetric("rollout/reward_max", reward, Reduce.MAX);
-      recordMetric("rollout/reward_min", reward, Reduce.MIN);
-      recordMetric("rollout/latency_ms", latencyMs, Reduce.QUANTILES);
-      recordMetric("rollout/response_len", Math.round(50 + random() * 200), Reduce.HISTOGRAM);
-      recordMetric("rollout/sample", { episode, reward, response: `answer ${episode}` }, Reduce.SAMPLE);
-      tokens.record(128);
+  try {
+    // Loaded only when asked for, like any user of the NATS carrier would.
+    const nats = options.natsUrl === undefined ? undefined : await (await import("../transport/nats.js")).serveRanksOverNats({ url: options.natsUrl, logger });
+    const actors = await spawnRanks({
+      module: demoRankModule(),
+      replicas: 2,
+      ranksPerReplica: 2,
+      kind: nats === undefined ? kind : "process",
+      processName: "MyActor",
+      logger,
+      output: "ordered",
+      ...(nats === undefined ? {} : { nats }),
+    });
+    const carrier = nats !== undefined ? `child processes over NATS (${nats.url}, run ${nats.runId})` : kind === "process" ? "child processes" : "worker threads";
+    process.stdout.write(`rankscope demo: ${actors.rankNames.length} ranks as ${carrier}: ${actors.rankNames.join(", ")}\n`);
+    let step = 0;
+
+    for (const loggingMode of LOGGING_MODES) {
+      heading(`logging_mode ${loggingMode}: each rank records its local rank with SUM, twice (seed 001 §2)`);
+      await logger.initBackends({ console: { loggingMode } });
+      for (let i = 0; i < 2; i++) await actors.fanout("myFn");
+      await logger.flush(step++);
+      await actors.syncOutput();
     }
-    recordMetric("train/loss", 1 / (step + 1), Reduce.MEAN);
-    await logger.flush(step);
+
+    heading(`a toy RL job: every reduction, merged across the ${actors.rankNames.length} ranks (global_reduce)`);
+    await logger.initBackends(DEMO_BACKENDS);
+    for (let s = 0; s < options.steps; s++) {
+      await actors.fanout("rollout", s);
+      recordMetric("train/loss", 1 / (s + 1), Reduce.MEAN);
+      await logger.flush(step++);
+      await actors.syncOutput();
+    }
+  } finally {
+    await logger.shutdown();
   }
-  await logger.shutdown();
   printDashboardHint(logger.run.root, logger.run.runDir);
 }
 

@@ -7,6 +7,7 @@
  * backends. A rank that does not answer by the deadline cannot hang it: the flush logs what
  * arrived and says which ranks were missing.
  */
+import { randomBytes } from "node:crypto";
 import type { BackendContext } from "../backends/backend.js";
 import "../backends/builtin.js";
 // The controller merges states of every reduction its ranks may send, stats' avg_min_max included.
@@ -15,6 +16,7 @@ import { getCollector, type KeyState } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
 import { envInteger } from "../core/env.js";
 import type { Metric } from "../core/metric.js";
+import type { AccumulatorState } from "../core/reduce.js";
 import { setCurrentRun } from "../run/current.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
 import { writeRunFiles } from "../run/run-files.js";
@@ -31,6 +33,12 @@ export interface MetricLoggerOptions extends RunDirOptions {
   flushDeadlineMs?: number;
   /** How long `shutdown` waits for ranks and backends (default 5000 ms). */
   shutdownDeadlineMs?: number;
+  /**
+   * Id of this run in messages between the controller and its ranks (NATS subjects are namespaced
+   * by it, so two runs on one server never see each other). Letters, digits, `_`, `-`. Default: a
+   * fresh random id (env RANKSCOPE_RUN_ID).
+   */
+  runId?: string;
 }
 
 /** Options of `initBackends`. */
@@ -64,7 +72,9 @@ export interface FlushResult {
   readonly step: number;
   /** The merged metrics handed to the `global_reduce` backends. */
   readonly metrics: readonly Metric[];
+  /** Ranks registered with the controller (its own in-process collector is not counted). */
   readonly ranksExpected: number;
+  /** Of those, how many answered by the deadline. */
   readonly ranksReporting: number;
   /** Ranks that did not answer by the deadline. */
   readonly missingRanks: readonly string[];
@@ -76,6 +86,10 @@ export interface FlushResult {
  */
 export const DEFAULT_BACKENDS: BackendsConfig = { console: { loggingMode: "global_reduce" }, store: { loggingMode: "global_reduce" } };
 
+/** Keys the controller records at every flush of a job with ranks: how many ranks answered, of how many. */
+export const RANKS_REPORTING_KEY = "rankscope/ranks_reporting";
+export const RANKS_EXPECTED_KEY = "rankscope/ranks_expected";
+
 /** Name shown by global backends as the source of their metrics (Forge's). */
 export const GLOBAL_DISPLAY_NAME = "GlobalReduce";
 
@@ -84,8 +98,9 @@ const DEADLINE = Symbol("deadline");
 function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | typeof DEADLINE> {
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<typeof DEADLINE>((resolve) => {
+    // Not unref'd: a flush awaited by the caller keeps the process alive until its deadline, so a
+    // hung rank cannot make the process exit in the middle of a flush.
     timer = setTimeout(() => resolve(DEADLINE), ms);
-    timer.unref?.();
   });
   return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }
@@ -96,6 +111,8 @@ export class MetricLogger {
   readonly run: RunLocation;
   readonly flushDeadlineMs: number;
   readonly shutdownDeadlineMs: number;
+  /** This run's id in transport messages (see `MetricLoggerOptions.runId`). */
+  readonly runId: string;
   private readonly ranks = new Map<string, RankHandle>();
   private globalBackends = BackendSet.empty();
   /** Controller-side primaries of per-rank backends with `perRankShareRun` (they create the shared run). */
@@ -103,14 +120,22 @@ export class MetricLogger {
   private rankInit: RankInit | null = null;
   private lastStep = -1;
   private closed = false;
+  private readonly shutdownHooks: Array<() => Promise<void> | void> = [];
+  /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
+  private readonly ownRank: RankHandle;
 
   constructor(options: MetricLoggerOptions = {}) {
     this.processName = options.processName ?? "Controller";
     this.run = resolveRunLocation(options);
     this.flushDeadlineMs = options.flushDeadlineMs ?? envInteger("RANKSCOPE_FLUSH_DEADLINE_MS", 5000, 1);
     this.shutdownDeadlineMs = options.shutdownDeadlineMs ?? 5000;
+    this.runId = options.runId ?? process.env["RANKSCOPE_RUN_ID"] ?? randomBytes(6).toString("hex");
+    if (!/^[A-Za-z0-9_-]+$/.test(this.runId)) {
+      throw new TypeError(`runId must be letters, digits, "_" or "-" (it is part of NATS subjects), got ${JSON.stringify(this.runId)}`);
+    }
     const local = new RankRuntime(standaloneIdentity(this.processName));
-    this.ranks.set(local.identity.rankName, new LocalRankHandle(local));
+    this.ownRank = new LocalRankHandle(local);
+    this.ranks.set(local.identity.rankName, this.ownRank);
     setCurrentRun({ ...this.run, identity: local.identity, role: "controller" });
   }
 
@@ -154,13 +179,25 @@ export class MetricLogger {
    */
   async registerRank(handle: RankHandle): Promise<void> {
     this.assertOpen("registerRank");
+    if (handle.rankName === this.ownRank.rankName && handle !== this.ownRank) {
+      throw new TypeError(`a rank cannot be named "${handle.rankName}": that is the controller's own name (its processName)`);
+    }
+    const previous = this.ranks.get(handle.rankName);
+    if (previous !== undefined && previous !== handle) {
+      warn(`rank.reregistered:${handle.rankName}`, `rank ${handle.rankName} registered again; the new registration replaces the old one`);
+    }
     this.ranks.set(handle.rankName, handle);
     if (this.rankInit !== null) await handle.init(this.rankInit);
   }
 
-  /** Stop expecting a rank (it exited). */
-  deregisterRank(rankName: string): void {
-    this.ranks.delete(rankName);
+  /**
+   * Stop expecting a rank (it exited or left). With `handle`, only that registration is removed (a
+   * rank that re-registered meanwhile stays). Returns true if a rank was removed.
+   */
+  deregisterRank(rankName: string, handle?: RankHandle): boolean {
+    const current = this.ranks.get(rankName);
+    if (current === undefined || (handle !== undefined && current !== handle)) return false;
+    return this.ranks.delete(rankName);
   }
 
   /**
@@ -175,23 +212,41 @@ export class MetricLogger {
     }
     this.lastStep = Math.max(this.lastStep, step);
     const handles = [...this.ranks.values()];
-    const answers = await Promise.all(handles.map((h) => withDeadline(h.flush(step).catch(() => undefined), this.flushDeadlineMs)));
+    const answers = await Promise.all(handles.map((h) => withDeadline(h.flush(step, this.flushDeadlineMs).catch(() => undefined), this.flushDeadlineMs)));
     const snapshots: RankSnapshot[] = [];
     const missing: string[] = [];
+    let ranksReporting = 0;
     answers.forEach((answer, i) => {
-      if (answer === DEADLINE || answer === undefined || answer.step !== step) missing.push((handles[i] as RankHandle).rankName);
-      else snapshots.push(answer);
+      const handle = handles[i] as RankHandle;
+      if (answer === DEADLINE || answer === undefined || answer.step !== step) {
+        missing.push(handle.rankName);
+      } else {
+        snapshots.push(answer);
+        if (handle !== this.ownRank) ranksReporting++;
+      }
     });
+    const ranksExpected = handles.filter((h) => h !== this.ownRank).length;
     if (missing.length > 0) {
       warn(
-        "flush.missingRanks",
-        `flush(${step}): ${missing.length} of ${handles.length} ranks did not answer within ${this.flushDeadlineMs} ms (${missing.join(", ")}); logged what arrived`,
+        // One code per set of missing ranks: a rank lost an hour later is printed again, not just counted.
+        `flush.missingRanks:${missing.join(",")}`,
+        `flush(${step}): ${missing.length} of ${ranksExpected} ranks did not answer within ${this.flushDeadlineMs} ms (${missing.join(", ")}); logged what arrived`,
       );
     }
-    const target = { step, timestamp: Date.now() };
+    const timestamp = Date.now();
+    const target = { step, timestamp };
     const states = mergeRankKeyStates(snapshots, step);
+    if (ranksExpected > 0) {
+      // How many ranks this step's values come from: a chart of it shows when ranks went missing.
+      // Recorded as states (means), so a backend with `every: N` averages them over its window.
+      states.push(
+        { key: RANKS_EXPECTED_KEY, reduce: "mean", state: { v: 1, count: 1, sum: ranksExpected } as AccumulatorState },
+        { key: RANKS_REPORTING_KEY, reduce: "mean", state: { v: 1, count: 1, sum: ranksReporting } as AccumulatorState },
+      );
+      states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    }
     const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
-    return { step, metrics: merged.metrics, ranksExpected: handles.length, ranksReporting: snapshots.length, missingRanks: missing };
+    return { step, metrics: merged.metrics, ranksExpected, ranksReporting, missingRanks: missing };
   }
 
   /**
@@ -223,14 +278,37 @@ export class MetricLogger {
     if (pending > 0) {
       warn("shutdown.unflushed", `shutdown(): ${pending} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
     }
-    const ranksDone = Promise.all([...this.ranks.values()].map((r) => r.shutdown().catch(() => undefined)));
+    // Ranks get a little less than the whole deadline, so one that must be killed is killed in time.
+    const rankDeadline = Math.max(1, this.shutdownDeadlineMs - Math.min(500, this.shutdownDeadlineMs / 5));
+    const ranksDone = Promise.all([...this.ranks.values()].map((r) => r.shutdown(rankDeadline).catch(() => undefined)));
     // Primaries finish after their ranks: a shared run is marked complete once the ranks are done.
     const all = [this.globalBackends.finish(), ranksDone.then(() => this.primaryBackends.finish())];
+    const started = Date.now();
     const done = await withDeadline(Promise.all(all), this.shutdownDeadlineMs);
     if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${this.shutdownDeadlineMs} ms; stopped waiting`);
+    // Transports close even after a missed deadline, so no connection keeps the process alive.
+    await withDeadline(this.runShutdownHooks(), Math.max(200, this.shutdownDeadlineMs - (Date.now() - started)));
     this.ranks.clear();
     const holder = globalThis as unknown as Record<symbol, MetricLogger | undefined>;
     if (holder[LOGGER_KEY] === this) holder[LOGGER_KEY] = undefined;
+  }
+
+  /**
+   * Run `hook` at `shutdown()`, after the ranks were stopped (transports close their connections
+   * here). Hooks run within the shutdown deadline; a failing hook is reported.
+   */
+  onShutdown(hook: () => Promise<void> | void): void {
+    this.shutdownHooks.push(hook);
+  }
+
+  private async runShutdownHooks(): Promise<void> {
+    for (const hook of this.shutdownHooks.splice(0)) {
+      try {
+        await hook();
+      } catch (error) {
+        warn("shutdown.hook", `shutdown(): a transport failed to close: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    }
   }
 
   private assertOpen(call: string): void {

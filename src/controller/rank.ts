@@ -45,13 +45,35 @@ export interface RankSnapshot {
 export interface RankHandle {
   readonly rankName: string;
   init(message: RankInit): Promise<void>;
-  flush(step: number): Promise<RankSnapshot>;
-  shutdown(): Promise<void>;
+  /**
+   * The rank's states at `step`. `deadlineMs` is how long the controller will wait: a remote
+   * handle stops waiting then (and treats a later answer as late), so nothing piles up.
+   */
+  flush(step: number, deadlineMs?: number): Promise<RankSnapshot>;
+  /** Stop the rank within `deadlineMs`; a remote rank that does not finish by then is killed. */
+  shutdown(deadlineMs?: number): Promise<void>;
 }
 
 /** The identity of a process that nobody told who it is: rank 0 of one. */
 export function standaloneIdentity(processName: string): RankIdentity {
   return { rank: 0, rankName: processName, processName, localRank: 0, localWorldSize: 1 };
+}
+
+const RANK_KEY = Symbol.for("rankscope.rankIdentity");
+
+/**
+ * Who this process (or worker thread) is in the job: its rank, rank name, and place in its replica
+ * (Forge's `current_rank()`). Set when the process joins a run as a rank; otherwise the identity of
+ * the run's controller, or rank 0 of one.
+ */
+export function currentRank(): RankIdentity {
+  const held = (globalThis as unknown as Record<symbol, RankIdentity | undefined>)[RANK_KEY];
+  return held ?? currentRun()?.identity ?? standaloneIdentity("Controller");
+}
+
+/** Record who this process is (the transports call this when a rank joins a run). */
+export function setCurrentRank(identity: RankIdentity): void {
+  (globalThis as unknown as Record<symbol, RankIdentity | undefined>)[RANK_KEY] = identity;
 }
 
 /** Until the stream ring exists, raw values reach stream backends by a direct call. */
@@ -128,7 +150,9 @@ export class RankRuntime {
       experiment: message.run.experiment,
       trial: message.run.trial,
       resumeStep: message.run.resumeStep,
-      primaryMetadata: message.primaryMetadata[v.name] ?? {},
+      // By config name, else from the global backend of the same type (a `wandb` global_reduce
+      // backend hands its run id to a `{ type: "wandb" }` per-rank one).
+      primaryMetadata: message.primaryMetadata[v.name] ?? message.primaryMetadata[v.type] ?? {},
     };
   }
 }

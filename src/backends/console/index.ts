@@ -36,6 +36,15 @@ export function formatLocalTime(ms: number): string {
 
 const RULE = "===============";
 
+/** The controller's rank counts: printed only at a step where a rank was missing (stderr names it too). */
+const RANK_COUNT_KEYS = new Set(["rankscope/ranks_expected", "rankscope/ranks_reporting"]);
+
+function allRanksReported(metrics: readonly Metric[]): boolean {
+  const expected = metrics.find((m) => m.key === "rankscope/ranks_expected")?.value;
+  const reporting = metrics.find((m) => m.key === "rankscope/ranks_reporting")?.value;
+  return expected === reporting;
+}
+
 /** The table printed for one flush. */
 export function formatMetricsTable(displayName: string, step: number, metrics: readonly Metric[]): string {
   const width = metrics.reduce((w, m) => Math.max(w, m.key.length + 1), 0);
@@ -118,7 +127,7 @@ class ConsoleBackend implements Backend {
   }
 
   logBatch(metrics: readonly Metric[], step: number): void {
-    const visible = metrics.filter((m) => !m.key.endsWith("__count"));
+    const visible = metrics.filter((m) => !m.key.endsWith("__count") && !(RANK_COUNT_KEYS.has(m.key) && allRanksReported(metrics)));
     if (visible.length === 0) return;
     process.stdout.write(
       this.layout.grid ? formatMetricsGrid(this.displayName, step, visible, this.layout.pairsPerRow) : formatMetricsTable(this.displayName, step, visible),

@@ -1,0 +1,136 @@
+/**
+ * Flush latency across ranks, controller side: `logger.flush(step)` from the call until the merged
+ * states are ready, for 4 / 16 / 64 ranks × 100 / 1,000 keys with mixed reductions (mean, sum, max,
+ * min, std), over a worker's MessagePort, child-process IPC and NATS. Also the bytes the
+ * controller receives per key per rank. Ranks record between flushes (not timed); no backend is
+ * attached, so the figure is gather + validate + merge.
+ *
+ * Uses the compiled package (`npm run build` first; `npm run bench` does).
+ * Run: `npm run bench -- ranks`, or `RANKS_BENCH_QUICK=1` for a smaller grid.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+// The compiled package at run time (fast rank start-up); the sources' types at compile time, so
+// type-checking does not need a build.
+const dist = (path: string): URL => new URL(`../dist/${path}`, import.meta.url);
+const { MetricLogger, spawnRanks } = (await import(dist("index.js").href)) as typeof import("../src/index.js");
+const { serveRanksOverNats } = (await import(dist("transport/nats.js").href)) as typeof import("../src/transport/nats.js");
+const { transportStats } = (await import(dist("transport/protocol.js").href)) as typeof import("../src/transport/protocol.js");
+
+const RANK_MODULE = new URL("./ranks-rank.mjs", import.meta.url);
+const QUICK = process.env["RANKS_BENCH_QUICK"] === "1";
+const RANK_COUNTS = QUICK ? [4, 16] : [4, 16, 64];
+const KEY_COUNTS = [100, 1000];
+const REPEATS = 7;
+
+type Carrier = "thread (MessagePort)" | "process (IPC)" | "process (NATS)";
+
+interface Row {
+  carrier: Carrier;
+  ranks: number;
+  keys: number;
+  medianMs: number;
+  p90Ms: number;
+  bytesPerKeyPerRank: number;
+  usPerRankKey: number;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function startNats(): Promise<{ url: string; child: ChildProcess }> {
+  const bin = ["/usr/sbin/nats-server", "/usr/bin/nats-server"].find((p) => existsSync(p)) ?? "nats-server";
+  const port = await freePort();
+  const child = spawn(bin, ["-a", "127.0.0.1", "-p", String(port)], { stdio: "ignore" });
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  return { url: `nats://127.0.0.1:${port}`, child };
+}
+
+function quantile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
+}
+
+async function measure(carrier: Carrier, ranks: number, natsUrl: string): Promise<Row[]> {
+  const logger = new MetricLogger({ processName: "Controller", runDir: join(tmpdir(), "rankscope-bench"), flushDeadlineMs: 30_000, shutdownDeadlineMs: 20_000 });
+  await logger.initBackends({});
+  const nats = carrier === "process (NATS)" ? await serveRanksOverNats({ url: natsUrl, logger }) : undefined;
+  const group = await spawnRanks({
+    module: RANK_MODULE,
+    replicas: ranks / 4,
+    ranksPerReplica: 4,
+    kind: carrier.startsWith("thread") ? "thread" : "process",
+    processName: "Bench",
+    logger,
+    startDeadlineMs: 120_000,
+    ...(nats !== undefined ? { nats } : {}),
+  });
+  const rows: Row[] = [];
+  let step = 0;
+  for (const keys of KEY_COUNTS) {
+    const times: number[] = [];
+    let bytes = 0;
+    for (let i = 0; i <= REPEATS; i++) {
+      await group.fanout("recordMany", keys, 2, i);
+      const before = nats !== undefined ? nats.stats.inBytes : transportStats().bytesIn;
+      const t0 = performance.now();
+      const result = await logger.flush(step++);
+      const elapsed = performance.now() - t0;
+      const after = nats !== undefined ? nats.stats.inBytes : transportStats().bytesIn;
+      if (result.missingRanks.length > 0) throw new Error(`flush missed ${result.missingRanks.join(", ")}`);
+      if (i === 0) continue; // warm-up
+      times.push(elapsed);
+      bytes += after - before;
+    }
+    times.sort((a, b) => a - b);
+    const medianMs = quantile(times, 0.5);
+    rows.push({
+      carrier,
+      ranks,
+      keys,
+      medianMs,
+      p90Ms: quantile(times, 0.9),
+      bytesPerKeyPerRank: bytes / REPEATS / (ranks * keys),
+      usPerRankKey: (medianMs * 1000) / (ranks * keys),
+    });
+  }
+  await logger.shutdown();
+  return rows;
+}
+
+const started = performance.now();
+const nats = await startNats();
+const rows: Row[] = [];
+try {
+  for (const carrier of ["thread (MessagePort)", "process (IPC)", "process (NATS)"] as Carrier[]) {
+    for (const ranks of RANK_COUNTS) {
+      const t0 = performance.now();
+      rows.push(...(await measure(carrier, ranks, nats.url)));
+      process.stderr.write(`  ${carrier}, ${ranks} ranks: done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+    }
+  }
+} finally {
+  nats.child.kill("SIGKILL");
+}
+
+const fmt = (n: number, d = 1): string => n.toFixed(d);
+process.stdout.write("| carrier | ranks | keys | ranks×keys | flush median (ms) | flush p90 (ms) | µs per rank·key | bytes in per key per rank |\n");
+process.stdout.write("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+for (const r of rows) {
+  process.stdout.write(
+    `| ${r.carrier} | ${r.ranks} | ${r.keys} | ${r.ranks * r.keys} | ${fmt(r.medianMs)} | ${fmt(r.p90Ms)} | ${fmt(r.usPerRankKey, 2)} | ${fmt(r.bytesPerKeyPerRank, 0)} |\n`,
+  );
+}
+process.stdout.write(`\n${REPEATS} flushes per row after one warm-up; every key gets 2 values per rank per step. Whole run: ${fmt((performance.now() - started) / 1000)} s.\n`);

@@ -1,0 +1,210 @@
+/**
+ * `joinRun`: make this process (or worker thread) a rank of a running job.
+ *
+ * Ranks started by `spawnRanks` call it for you, over their parent's channel (a worker's
+ * MessagePort or a child's IPC). A process started any other way — a process manager, a cluster
+ * scheduler, another machine — calls it with the controller's NATS address and run id, given as
+ * options or as environment variables (`RANKSCOPE_NATS_URL`, `RANKSCOPE_RUN_ID`), so a launcher
+ * can pass them. On return the rank is registered and, if the controller already ran
+ * `initBackends`, its per-rank backends are running.
+ */
+import { hostname } from "node:os";
+import { isMainThread, parentPort, workerData } from "node:worker_threads";
+import type { RankIdentity } from "../backends/backend.js";
+import "../backends/builtin.js";
+import { getCollector } from "../core/collector.js";
+import { describeError, reportError } from "../core/diagnostics.js";
+import { RankRuntime, setCurrentRank } from "../controller/rank.js";
+import { assertSubjectToken, checkIdentity, rankNameFor, shortId } from "./identity.js";
+import { RankAgent } from "./rank-agent.js";
+
+/** Options of `joinRun`. Every field has an environment-variable fallback. */
+export interface JoinRunOptions {
+  /** The NATS server the controller serves ranks on (env `RANKSCOPE_NATS_URL`). */
+  natsUrl?: string;
+  /** The controller's run id (env `RANKSCOPE_RUN_ID`). */
+  runId?: string;
+  /** This process's name, e.g. `Trainer` (env `RANKSCOPE_PROCESS_NAME`, default `Rank`). */
+  processName?: string;
+  /** Global rank (env `RANK`, default 0). */
+  rank?: number;
+  /** Rank within its replica (env `LOCAL_RANK`, default the rank) and ranks per replica (env `LOCAL_WORLD_SIZE`, default 1 more than the local rank). */
+  localRank?: number;
+  localWorldSize?: number;
+  /** Short id of this replica (env `RANKSCOPE_REPLICA_ID`, default a hash of host name and rank). */
+  replicaId?: string;
+  /** Overrides `{processName}_{replicaId}_r{localRank}`. */
+  rankName?: string;
+  /** How long to keep trying to reach the controller (default 30 s, env `RANKSCOPE_JOIN_DEADLINE_MS`). */
+  joinDeadlineMs?: number;
+}
+
+/** This process's membership in a run. */
+export interface RankConnection {
+  readonly identity: RankIdentity;
+  readonly runId: string;
+  /** What carries the messages. */
+  readonly carrier: "worker" | "ipc" | "nats";
+  /** Deregister from the controller and close the connection (per-rank backends are finished). */
+  leave(reason?: string): Promise<void>;
+  /** Resolves with the reason once this rank has left the run (it left, or the controller shut it down). */
+  readonly closed: Promise<string>;
+}
+
+/** What `spawnRanks` hands a rank it starts (in `workerData` or `RANKSCOPE_RANK_ASSIGNMENT`). */
+export interface RankAssignment {
+  readonly identity: RankIdentity;
+  readonly runId: string;
+  readonly carrier: "worker" | "ipc" | "nats";
+  readonly natsUrl?: string;
+  /** The rank module (file URL), imported before the rank registers. */
+  readonly module?: string;
+}
+
+/** Environment variable carrying a spawned child's assignment (JSON). */
+export const ASSIGNMENT_ENV = "RANKSCOPE_RANK_ASSIGNMENT";
+
+const JOINED_KEY = Symbol.for("rankscope.rankConnection");
+
+/** The assignment of a rank started by `spawnRanks`, or undefined in any other process. */
+export function readAssignment(): RankAssignment | undefined {
+  if (!isMainThread && workerData !== null && typeof workerData === "object" && "rankscopeRank" in workerData) {
+    return (workerData as { rankscopeRank: RankAssignment }).rankscopeRank;
+  }
+  const raw = process.env[ASSIGNMENT_ENV];
+  if (raw === undefined || raw === "") return undefined;
+  try {
+    return JSON.parse(raw) as RankAssignment;
+  } catch {
+    throw new TypeError(`${ASSIGNMENT_ENV} is not valid JSON; it is set by spawnRanks and should not be edited`);
+  }
+}
+
+function envNumber(name: string): number | undefined {
+  const raw = process.env[name];
+  if (raw === undefined || raw.trim() === "") return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new TypeError(`${name}=${JSON.stringify(raw)} must be a non-negative integer`);
+  return value;
+}
+
+function identityFrom(options: JoinRunOptions): RankIdentity {
+  const processName = options.processName ?? process.env["RANKSCOPE_PROCESS_NAME"] ?? "Rank";
+  const rank = options.rank ?? envNumber("RANK") ?? 0;
+  const localRank = options.localRank ?? envNumber("LOCAL_RANK") ?? rank;
+  const localWorldSize = options.localWorldSize ?? envNumber("LOCAL_WORLD_SIZE") ?? localRank + 1;
+  const replicaId = options.replicaId ?? process.env["RANKSCOPE_REPLICA_ID"] ?? shortId(`${hostname()}:${rank - localRank}`);
+  const rankName = options.rankName ?? rankNameFor(processName, replicaId, localRank);
+  return checkIdentity({ rank, rankName, processName, localRank, localWorldSize });
+}
+
+/**
+ * Join the run as a rank. Resolves once the controller has registered this rank (and sent it the
+ * backend config when it has one). Throws an Error naming the address when the controller cannot
+ * be reached within the join deadline, and a TypeError for invalid options.
+ */
+export function joinRun(options: JoinRunOptions = {}): Promise<RankConnection> {
+  // One membership per process (or thread): a second call, even a concurrent one, gets the first.
+  const holder = globalThis as unknown as Record<symbol, Promise<RankConnection> | undefined>;
+  const existing = holder[JOINED_KEY];
+  if (existing !== undefined) return existing;
+  const joining = join(options, () => {
+    if (holder[JOINED_KEY] === joining) holder[JOINED_KEY] = undefined;
+  });
+  holder[JOINED_KEY] = joining;
+  joining.catch(() => {
+    if (holder[JOINED_KEY] === joining) holder[JOINED_KEY] = undefined;
+  });
+  return joining;
+}
+
+async function join(options: JoinRunOptions, forget: () => void): Promise<RankConnection> {
+  const assigned = readAssignment();
+  const identity = assigned !== undefined ? checkIdentity(assigned.identity) : identityFrom(options);
+  const natsUrl = assigned?.natsUrl ?? options.natsUrl ?? process.env["RANKSCOPE_NATS_URL"];
+  const carrier = assigned?.carrier ?? (natsUrl !== undefined ? "nats" : undefined);
+  if (carrier === undefined) {
+    throw new Error(
+      "joinRun(): no controller to join: pass { natsUrl, runId } (or set RANKSCOPE_NATS_URL and RANKSCOPE_RUN_ID), " +
+        "or start this process with spawnRanks()",
+    );
+  }
+  const runId = assigned?.runId ?? options.runId ?? process.env["RANKSCOPE_RUN_ID"];
+  if (runId === undefined) throw new Error(`joinRun(): a run id is needed with natsUrl ${natsUrl ?? ""}: pass { runId } or set RANKSCOPE_RUN_ID to the controller's runId`);
+  assertSubjectToken("runId", runId);
+  const joinDeadlineMs = options.joinDeadlineMs ?? envNumber("RANKSCOPE_JOIN_DEADLINE_MS") ?? 30_000;
+
+  setCurrentRank(identity);
+  const runtime = new RankRuntime(identity, getCollector());
+  let leave: (reason: string) => Promise<void>;
+  // Bound below, once the connection exists (the agent needs this callback first).
+  const self: { connection?: RankConnection } = {};
+  const onShutdown = (): void => {
+    void self.connection?.leave("shut down by the controller").finally(() => exitSoon());
+  };
+  const agent = new RankAgent({ runId, runtime, onShutdown });
+
+  if (carrier === "worker") leave = joinOverPort(agent);
+  else if (carrier === "ipc") leave = joinOverIpc(agent);
+  else {
+    if (natsUrl === undefined) throw new Error("joinRun(): carrier nats needs a natsUrl");
+    const { joinOverNats } = await import("./nats.js");
+    leave = await joinOverNats(agent, { url: natsUrl, runId, joinDeadlineMs });
+  }
+
+  let left = false;
+  let markClosed: (reason: string) => void = () => undefined;
+  const closed = new Promise<string>((resolve) => (markClosed = resolve));
+  const connection: RankConnection = {
+    identity,
+    runId,
+    carrier,
+    closed,
+    leave: async (reason = "left the run") => {
+      if (left) return;
+      left = true;
+      forget();
+      try {
+        await runtime.shutdown();
+      } catch (error) {
+        reportError("rank.shutdown", `rank ${identity.rankName}: finishing per-rank backends failed: ${describeError(error)}`);
+      }
+      await leave(reason);
+      markClosed(reason);
+    },
+  };
+  self.connection = connection;
+  return connection;
+}
+
+/** A spawned rank exits shortly after shutdown; a ref'd timer so leftover user timers cannot keep it. */
+function exitSoon(): void {
+  if (!isMainThread || process.env[ASSIGNMENT_ENV] !== undefined) setTimeout(() => process.exit(0), 50);
+}
+
+function joinOverPort(agent: RankAgent): (reason: string) => Promise<void> {
+  const port = parentPort;
+  if (port === null) throw new Error("joinRun(): carrier worker needs to run in a worker thread started by spawnRanks");
+  const send = (text: string): void => port.postMessage(text);
+  port.on("message", (data: unknown) => void agent.receive(data, send, "the controller (worker port)"));
+  send(agent.registerMessage());
+  return async (reason) => {
+    send(agent.deregisterMessage(reason));
+    port.removeAllListeners("message");
+    port.close();
+  };
+}
+
+function joinOverIpc(agent: RankAgent): (reason: string) => Promise<void> {
+  if (process.send === undefined) throw new Error("joinRun(): carrier ipc needs a process started by spawnRanks (it has no IPC channel)");
+  const send = (text: string): void => {
+    if (process.connected) process.send?.(text);
+  };
+  process.on("message", (data: unknown) => void agent.receive(data, send, "the controller (IPC)"));
+  send(agent.registerMessage());
+  return async (reason) => {
+    send(agent.deregisterMessage(reason));
+    process.removeAllListeners("message");
+    if (process.connected) process.disconnect();
+  };
+}

@@ -1,0 +1,109 @@
+/**
+ * The rank's side of every carrier: turns the controller's requests into calls on this process's
+ * `RankRuntime` and sends the answers back. A request that fails is answered with its error; a
+ * message that is not a valid request is counted and ignored. Nothing here throws into the rank's
+ * own code.
+ */
+import { hostname } from "node:os";
+import { pathToFileURL } from "node:url";
+import { describeError, reportError } from "../core/diagnostics.js";
+import type { RankRuntime } from "../controller/rank.js";
+import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankMessage } from "./protocol.js";
+
+/** Sends one encoded message; the carrier decides where (a port, IPC, a NATS reply subject). */
+export type SendText = (text: string) => void;
+
+/** Options of a `RankAgent`. */
+export interface RankAgentOptions {
+  readonly runId: string;
+  readonly runtime: RankRuntime;
+  /** Called after the rank answered `shutdown` (a spawned rank exits here). */
+  readonly onShutdown?: () => void;
+}
+
+/** Answers the controller's requests for one rank. */
+export class RankAgent {
+  private module: Record<string, unknown> = {};
+  private shuttingDown = false;
+
+  constructor(private readonly options: RankAgentOptions) {}
+
+  get rankName(): string {
+    return this.options.runtime.identity.rankName;
+  }
+
+  /** The `register` message this rank sends first. */
+  registerMessage(): string {
+    return this.encode({ t: "register", identity: this.options.runtime.identity, pid: process.pid, host: hostname() });
+  }
+
+  /** The `deregister` message this rank sends when it leaves. */
+  deregisterMessage(reason: string): string {
+    return this.encode({ t: "deregister", rankName: this.rankName, reason });
+  }
+
+  /**
+   * Handle one message from the controller; `reply` sends the answer back the way the request came.
+   * Returns a promise that settles when the answer was sent (never rejects).
+   */
+  async receive(data: unknown, reply: SendText, from = "the controller"): Promise<void> {
+    const message = decodeProtocolMessage(this.options.runId, data, from);
+    if (message === undefined) return;
+    if (message.t === "register" || message.t === "deregister" || message.t === "reply" || message.t === "registered") {
+      reportIgnored("malformed", `rank ${this.rankName} received a "${message.t}" message, which only the controller takes`);
+      return;
+    }
+    const request = message as ControllerRequest;
+    let answer: RankMessage;
+    try {
+      answer = await this.answer(request);
+    } catch (error) {
+      answer = { t: "reply", id: request.id, rankName: this.rankName, ok: false, error: describeError(error) };
+    }
+    try {
+      reply(this.encode(answer));
+    } catch (error) {
+      reportError("transport.replyFailed", `rank ${this.rankName} could not answer "${request.t}": ${describeError(error)}`);
+    }
+    if (request.t === "shutdown" && !this.shuttingDown) {
+      this.shuttingDown = true;
+      this.options.onShutdown?.();
+    }
+  }
+
+  private async answer(request: ControllerRequest): Promise<RankMessage> {
+    const runtime = this.options.runtime;
+    const ok = { t: "reply", id: request.id, rankName: this.rankName, ok: true } as const;
+    switch (request.t) {
+      case "init":
+        await runtime.init(request.init);
+        return ok;
+      case "flush":
+        return { ...ok, snapshot: await runtime.flush(request.step) };
+      case "shutdown":
+        await runtime.shutdown();
+        return ok;
+      case "start": {
+        const url = request.module.startsWith("file:") ? request.module : pathToFileURL(request.module).href;
+        this.module = (await import(url)) as Record<string, unknown>;
+        return { ...ok, result: Object.keys(this.module).filter((k) => typeof this.module[k] === "function") };
+      }
+      case "call": {
+        const fn = this.module[request.fn];
+        if (typeof fn !== "function") {
+          const available = Object.keys(this.module).filter((k) => typeof this.module[k] === "function");
+          throw new Error(`the rank module exports no function "${request.fn}"; it exports: ${available.join(", ") || "(none)"}`);
+        }
+        const result: unknown = await (fn as (...args: unknown[]) => unknown)(...request.args);
+        return result === undefined ? ok : { ...ok, result };
+      }
+      case "sync":
+        await new Promise<void>((resolve) => process.stdout.write(`${request.marker}\n`, () => resolve()));
+        return ok;
+    }
+  }
+
+  private encode(message: RankMessage): string {
+    return encodeProtocolMessage(this.options.runId, message);
+  }
+}

@@ -1,0 +1,112 @@
+/** Helpers of the transport tests: a real nats-server on 127.0.0.1, free ports, polling. */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createConnection, createServer } from "node:net";
+
+/** The rank module every transport test spawns. */
+export const SUM_RANK = new URL("../fixtures/sum-rank.ts", import.meta.url);
+
+const NATS_SERVER = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].find((p) => existsSync(p)) ?? "nats-server";
+
+/** A port nothing listens on right now (127.0.0.1). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function canConnect(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = createConnection({ host: "127.0.0.1", port });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+}
+
+/** A nats-server on 127.0.0.1 that the test can stop and start again on the same port. */
+export class NatsServer {
+  private process: ChildProcess | null = null;
+  private constructor(readonly port: number) {}
+
+  static async start(): Promise<NatsServer> {
+    const server = new NatsServer(await freePort());
+    await server.restart();
+    return server;
+  }
+
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  /** Start (again) on the same port; resolves when it accepts connections. */
+  async restart(): Promise<void> {
+    const child = spawn(NATS_SERVER, ["-a", "127.0.0.1", "-p", String(this.port)], { stdio: "ignore" });
+    const failed = new Promise<never>((_, reject) => child.once("error", (e) => reject(new Error(`cannot start nats-server (${NATS_SERVER}): ${e.message}; install it (Debian: apt-get install nats-server)`))));
+    this.process = child;
+    await Promise.race([failed, waitFor(() => canConnect(this.port), 10_000, `nats-server on port ${this.port}`)]);
+  }
+
+  /** Stop the server and wait until it is gone. */
+  async stop(): Promise<void> {
+    const child = this.process;
+    this.process = null;
+    if (child === null || child.exitCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGKILL");
+    await exited;
+  }
+}
+
+/** Poll `check` every 50 ms until it is true; throws naming `what` after `timeoutMs`. */
+export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** True if a process with this pid exists. */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const CONSOLE_LINE = [
+  /=== \[[^\]]+\] - (METRICS|SAMPLE LOGS) STEP \d+ ===$/,
+  /={15}$/,
+  /^[\w/.-]+:\s+\S+$/,
+  /\[\d+\] \[[\w-]+-\d+\/\d+\] \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} INFO [\w/.-]+: \S+$/,
+];
+
+/**
+ * The console backend's lines in captured stdout. Under `node --test` the runner writes its own
+ * events to stdout too, interleaved with what the job printed; this keeps only the job's lines.
+ */
+export function consoleOutput(captured: string): string {
+  // A runner frame may precede a job line without a newline between them: take the match itself.
+  const lines: string[] = [];
+  for (const line of captured.split("\n")) {
+    for (const re of CONSOLE_LINE) {
+      const found = re.exec(line);
+      if (found !== null) {
+        lines.push(found[0]);
+        break;
+      }
+    }
+  }
+  return lines.length === 0 ? "" : `${lines.join("\n")}\n`;
+}
