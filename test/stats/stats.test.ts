@@ -10,8 +10,9 @@ import { tempDir } from "../helpers.js";
 
 afterEach(() => getCollector().clear());
 
+/** The user's metrics by key (without rankscope's own, such as `rankscope/ranks_reporting`). */
 function valuesOf(metrics: readonly { key: string; value: number }[]): Record<string, number> {
-  return Object.fromEntries(metrics.map((m) => [m.key, m.value]));
+  return Object.fromEntries(metrics.filter((m) => !m.key.startsWith("rankscope/")).map((m) => [m.key, m.value]));
 }
 
 test("scalar: A records 0.5 and 1.0, B records 0.0 → 0.5 with count 3 through a real flush across two ranks", async () => {
@@ -25,7 +26,9 @@ test("scalar: A records 0.5 and 1.0, B records 0.0 → 0.5 with count 3 through 
     stats.scalar({ reward: 1.0 });
     await b.request("scalar", [{ reward: 0.0 }]);
     const result = await logger.flush(0);
-    assert.equal(result.ranksReporting, 2);
+    // ranksReporting counts registered ranks (B); the controller's own process (A) always reports.
+    assert.equal(result.ranksReporting, 1);
+    assert.equal(result.ranksExpected, 1);
     assert.deepEqual(valuesOf(result.metrics), { reward: 0.5, reward__count: 3 });
     await logger.shutdown();
     const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { key: string; value: number });
