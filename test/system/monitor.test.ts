@@ -120,3 +120,27 @@ test("on timers it samples and flushes by itself until stopped; bad intervals ar
   assert.throws(() => new SystemMonitor({ label: "a/b" }), /label must be a non-empty name without "\/"/);
   await logger.shutdown();
 });
+
+test("the monitor's metrics land in the store as system metrics, apart from the training series", async () => {
+  usePath(fixture("multi"));
+  const runDir = tempDir();
+  const logger = new MetricLogger({ runDir });
+  await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });
+  const monitor = new SystemMonitor({ logger, label: "node0", collectionInterval: 1, flushInterval: 1 });
+  recordMetric("loss", 0.5, "mean");
+  await monitor.sample();
+  await monitor.flush();
+  await monitor.sample();
+  await monitor.flush();
+  await logger.flush(7);
+  await monitor.stop();
+  await logger.shutdown();
+  const store = await import("../../src/backends/store/reader.js");
+  const system = store.systemMetrics(runDir).map((k) => k.key);
+  assert.ok(system.includes("system/node0/gpu/0/utilization_percent"), system.join(", "));
+  const gpu = store.series(runDir, "system/node0/gpu/0/utilization_percent", { kind: "system" });
+  assert.deepEqual(gpu.points.map((p) => [p.step, p.value]), [[0, 87], [1, 87]], "one point per monitor flush, on the monitor's own steps");
+  const scalars = store.keys(runDir, "scalar").map((k) => k.key);
+  assert.deepEqual(scalars, ["loss"], "the training series holds only training values");
+  store.closeStores();
+});

@@ -190,7 +190,12 @@ export class StoreBackend implements Backend {
   logBatch(metrics: readonly Metric[], step: number): void {
     if (metrics.length === 0) return;
     const scalars = (this.batch.scalars ??= new ColumnBuilder());
-    for (const m of metrics) scalars.add(m.key, this.rank, step, m.timestamp, m.value, m.reduce);
+    for (const m of metrics) {
+      // Metrics on an axis of their own (the system monitor's `system/step`) are system metrics:
+      // stored apart, so they never mix with the training step's series.
+      if (m.axis !== undefined) (this.batch.system ??= []).push({ key: m.key, step: m.step, wall: m.timestamp, value: m.value, rank: this.rank });
+      else scalars.add(m.key, this.rank, step, m.timestamp, m.value, m.reduce);
+    }
     this.added(metrics.length);
   }
 
