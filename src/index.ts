@@ -45,3 +45,14 @@ export {
 export type { BackendsConfig } from "./controller/config.js";
 export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./controller/rank.js";
 export { resolveRunLocation, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
+export {
+  streamValues,
+  startStream,
+  flushStream,
+  stopStream,
+  streamStats,
+  STREAM_DROPPED_KEY,
+  type StreamOptions,
+  type StreamStats,
+  type StreamCounts,
+} from "./stream/stream.js";
