@@ -65,10 +65,13 @@ class Writer {
   private lastOpenAttempt = -Infinity;
   private readonly reported = new Set<string>();
   private flushDone = 0;
+  /** One code for every write fault of the file, so a failing disk is one clear error, then counts. */
+  private readonly errorCode: string;
 
   constructor(private readonly data: WriterData) {
     this.control = data.control;
     this.counters = new Float64Array(data.control.buffer);
+    this.errorCode = `stream.write:${data.file}`;
     for (const ring of data.rings) this.attach(ring);
   }
 
@@ -195,7 +198,7 @@ class Writer {
   }
 
   private writeFailed(error: unknown): void {
-    this.report(`stream.write:${errorCode(error)}`, `stream: could not write ${this.data.file}: ${describe(error)}; stream records are dropped and counted (rankscope/stream_dropped), the job goes on`);
+    this.report(this.errorCode, `stream: could not write ${this.data.file}: ${describe(error)}; stream records are dropped and counted (rankscope/stream_dropped), the job goes on`);
     this.closeFile();
   }
 
@@ -209,7 +212,7 @@ class Writer {
       this.fd = openSync(this.data.file, "a");
       return true;
     } catch (error) {
-      this.report(`stream.open:${errorCode(error)}`, `stream: could not open ${this.data.file}: ${describe(error)}; stream records are dropped and counted (rankscope/stream_dropped) until it can be opened, the job goes on`);
+      this.report(this.errorCode, `stream: could not open ${this.data.file}: ${describe(error)}; stream records are dropped and counted (rankscope/stream_dropped) until it can be opened, the job goes on`);
       return false;
     }
   }
@@ -219,7 +222,7 @@ class Writer {
     if (this.fd < 0) return;
     try {
       if (fstatSync(this.fd).nlink === 0) {
-        this.report("stream.write:removed", `stream: ${this.data.file} was deleted (or its directory removed) while being written; stream records are dropped and counted (rankscope/stream_dropped) until it can be reopened, the job goes on`);
+        this.report(this.errorCode, `stream: ${this.data.file} was deleted (or its directory removed) while being written; stream records are dropped and counted (rankscope/stream_dropped) until it can be reopened, the job goes on`);
         this.closeFile();
         this.lastOpenAttempt = -Infinity;
       }
@@ -280,11 +283,6 @@ class Writer {
   private post(event: WriterEvent): void {
     this.data.events.postMessage(event);
   }
-}
-
-function errorCode(error: unknown): string {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" ? code : "unknown";
 }
 
 function describe(error: unknown): string {
