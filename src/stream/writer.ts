@@ -199,7 +199,9 @@ class Writer {
 
   private writeFailed(error: unknown): void {
     this.report(this.errorCode, `stream: could not write ${this.data.file}: ${describe(error)}; stream records are dropped and counted (rankscope/stream_dropped), the job goes on`);
-    this.closeFile();
+    // A descriptor closed under us may already be reused by someone else: never close it again.
+    if ((error as { code?: unknown } | null)?.code === "EBADF") this.fd = -1;
+    else this.closeFile();
   }
 
   /** Open the file (creating its directory only at start); retried at most once per flush interval. */
