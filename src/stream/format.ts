@@ -29,16 +29,29 @@ export class TimestampText {
 /** The shortest decimal text that reads back as the same float32. */
 export function float32Text(value: number): string {
   if (!Number.isFinite(value)) return jsonNumberText(value);
-  for (let precision = 6; precision < 9; precision++) {
-    const candidate = Number(value.toPrecision(precision));
-    if (Math.fround(candidate) === value) return String(candidate);
+  if (Number.isInteger(value) && Math.abs(value) < 1e15) return String(value);
+  // 9 significant digits always read back; most values need 7 or 8, so start in the middle.
+  let candidate = Number(value.toPrecision(7));
+  if (Math.fround(candidate) === value) {
+    const shorter = Number(value.toPrecision(6));
+    return String(Math.fround(shorter) === value ? shorter : candidate);
   }
+  candidate = Number(value.toPrecision(8));
+  if (Math.fround(candidate) === value) return String(candidate);
   return String(Number(value.toPrecision(9)));
 }
 
-/** The JSONL line of a metric record (without the newline). */
-export function metricLine(ts: string, rank: number, key: string, slot: SlotRecord): string {
-  return `{"ts":"${ts}","rank":${rank},"key":${JSON.stringify(key)},"value":${jsonNumberText(slot.value)},"step":${slot.step}}`;
+/**
+ * The constant middle of a metric line for one key, computed once per key:
+ * `","rank":0,"key":"loss","value":`.
+ */
+export function metricLineMiddle(rank: number, key: string): string {
+  return `","rank":${rank},"key":${JSON.stringify(key)},"value":`;
+}
+
+/** The JSONL line of a metric record (without the newline); `middle` from `metricLineMiddle`. */
+export function metricLine(ts: string, middle: string, slot: SlotRecord): string {
+  return `{"ts":"${ts}${middle}${jsonNumberText(slot.value)},"step":${slot.step}}`;
 }
 
 /** The JSONL line of a probe record (without the newline); `values` is the ring's float64 view. */

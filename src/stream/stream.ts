@@ -76,7 +76,7 @@ class MetricStreamProducer implements StreamProducer {
     let id = this.ids[entry.id];
     // The name check notices a collector that was cleared and reused the entry id for another key.
     if (id === undefined || this.names[entry.id] !== entry.key) id = this.intern(entry);
-    producer.pushValue(id, value, step, Date.now());
+    producer.pushValue(id, value, step, producer.now());
   }
 
   private intern(entry: MetricEntry): number {
@@ -500,7 +500,7 @@ export function streamValues(checkpoint: string, values: Float32Array | Float64A
     id = service.internKey(checkpoint);
     service.probeIds.set(checkpoint, id);
   }
-  producer.pushProbe(id, values, index, Date.now());
+  producer.pushProbe(id, values, index, producer.now());
 }
 
 /**
@@ -554,4 +554,14 @@ export function recordStreamDropped(collector: Collector): void {
   const entry = collector.entryFor(STREAM_DROPPED_KEY, "sum");
   // Appended directly: the count itself must not go through the stream it counts.
   entry?.accumulator.append(service.stats().dropped as never);
+}
+
+/**
+ * The collector's stream hook without any backend: every numeric value recorded goes to the stream
+ * file only (benchmarks; a job that wants its raw values on disk without a `logStream` backend).
+ * Starts the stream if needed. Install it with `getCollector().stream = metricStreamProducer()`.
+ */
+export function metricStreamProducer(options: StreamOptions = {}): StreamProducer {
+  if (!service.running) service.start(options, "user");
+  return service.metricProducer;
 }

@@ -13,8 +13,8 @@ import { closeSync, fstatSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
 import type { StreamRecord } from "../core/metric.js";
-import { endLine, metricLine, probeLine, TimestampText, type StreamCounts } from "./format.js";
-import { CONTROL, COUNTERS, emptySlot, KIND_METRIC, readSlot, RingView, STOP_REASONS, TAIL, type RingShape } from "./ring.js";
+import { endLine, metricLine, metricLineMiddle, probeLine, TimestampText, type StreamCounts } from "./format.js";
+import { CLOCK_IDLE_MS, CLOCK_TICK_MS, CONTROL, COUNTERS, emptySlot, KIND_METRIC, readSlot, RingView, STOP_REASONS, TAIL, type RingShape } from "./ring.js";
 
 /** A ring as the writer is told about it. */
 export interface RingAttachment {
@@ -53,6 +53,8 @@ interface LiveRing {
   readonly view: RingView;
   readonly keys: MessagePort;
   readonly names: string[];
+  /** Per key id, the constant middle of its metric lines. */
+  readonly middles: string[];
 }
 
 class Writer {
@@ -78,6 +80,10 @@ class Writer {
   run(): void {
     this.open(true);
     let lastDrain = Date.now();
+    let lastActivity = -Infinity;
+    let lastHeads = 0;
+    let clockLive = false;
+    let lastWake = 0;
     for (;;) {
       const wake = Atomics.load(this.control, CONTROL.WAKE);
       this.takeCommands();
@@ -86,6 +92,18 @@ class Writer {
       const batch = Atomics.load(this.control, CONTROL.BATCH);
       const pending = this.pending();
       const now = Date.now();
+      // The producers' clock: ticked every millisecond while records flow, Date.now() otherwise.
+      this.counters[COUNTERS.CLOCK] = now;
+      // Active: records were published, or a producer asked for the clock (a wake while idle).
+      const heads = this.headsSum();
+      if (heads !== lastHeads || (wake !== lastWake && !clockLive)) lastActivity = now;
+      lastHeads = heads;
+      lastWake = wake;
+      const live = now - lastActivity < CLOCK_IDLE_MS && stop === 0;
+      if (live !== clockLive) {
+        clockLive = live;
+        Atomics.store(this.control, CONTROL.CLOCK_LIVE, live ? 1 : 0);
+      }
       const due = now - lastDrain >= this.data.flushMs;
       if (due) this.checkFile();
       if (stop !== 0 || flushRequest !== this.flushDone || pending >= batch || (pending > 0 && due)) {
@@ -101,13 +119,14 @@ class Writer {
         continue;
       }
       if (due) lastDrain = now;
-      Atomics.wait(this.control, CONTROL.WAKE, wake, Math.max(1, this.data.flushMs - (now - lastDrain)));
+      const untilFlush = Math.max(1, this.data.flushMs - (now - lastDrain));
+      Atomics.wait(this.control, CONTROL.WAKE, wake, clockLive ? Math.min(CLOCK_TICK_MS, untilFlush) : untilFlush);
     }
     this.finish(STOP_REASONS[Atomics.load(this.control, CONTROL.STOP)] ?? "stop");
   }
 
   private attach(ring: RingAttachment): void {
-    this.rings.push({ view: new RingView(ring.shape), keys: ring.keys, names: [] });
+    this.rings.push({ view: new RingView(ring.shape), keys: ring.keys, names: [], middles: [] });
   }
 
   /** Rings attached after start (other producing threads). */
@@ -117,6 +136,12 @@ class Writer {
       const command = m.message as { type: string; ring?: RingAttachment };
       if (command.type === "ring" && command.ring !== undefined) this.attach(command.ring);
     }
+  }
+
+  private headsSum(): number {
+    let sum = 0;
+    for (const ring of this.rings) sum = (sum + Atomics.load(ring.view.i32, 0)) | 0;
+    return sum;
   }
 
   private pending(): number {
@@ -137,6 +162,7 @@ class Writer {
     for (let m = receiveMessageOnPort(ring.keys); m !== undefined; m = receiveMessageOnPort(ring.keys)) {
       const { id, name } = m.message as { id: number; name: string };
       ring.names[id] = name;
+      ring.middles[id] = metricLineMiddle(this.data.rank, name);
     }
     const wantBatches = Atomics.load(this.control, CONTROL.WANT_BATCHES) === 1;
     let tail = Atomics.load(view.i32, TAIL);
@@ -149,7 +175,7 @@ class Writer {
       const name = ring.names[slot.keyId] ?? `#${slot.keyId}`;
       const ts = this.ts.text(slot.timestamp);
       if (slot.kind === KIND_METRIC) {
-        text += `${metricLine(ts, rank, name, slot)}\n`;
+        text += `${metricLine(ts, ring.middles[slot.keyId] ?? metricLineMiddle(rank, name), slot)}\n`;
         if (wantBatches) records.push({ key: name, value: slot.value, step: slot.step, timestamp: slot.timestamp, rank, rankName });
       } else {
         text += `${probeLine(ts, rank, name, slot, view.f64)}\n`;
@@ -269,6 +295,7 @@ class Writer {
     }
     this.closeFile();
     this.post({ type: "done", counts });
+    Atomics.store(this.control, CONTROL.CLOCK_LIVE, 0);
     Atomics.store(this.control, CONTROL.DONE, 1);
     Atomics.notify(this.control, CONTROL.DONE);
     this.data.events.close();
