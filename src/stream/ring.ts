@@ -193,6 +193,10 @@ export class RingProducer {
    */
   now(): number {
     if (this.control[CONTROL.CLOCK_LIVE] === 1) return this.clock[COUNTERS.CLOCK] as number;
+    return this.idleNow();
+  }
+
+  private idleNow(): number {
     const now = Date.now();
     if (now - this.lastClockRequest >= 10) {
       this.lastClockRequest = now;
@@ -202,8 +206,11 @@ export class RingProducer {
     return now;
   }
 
-  /** Append one metric value; false if the ring was full (the record is counted as dropped). */
-  pushValue(keyId: number, value: number, step: number, timestamp: number): boolean {
+  /**
+   * Append one metric value, stamped now (or at `timestamp`); false if the ring was full (the
+   * record is counted as dropped).
+   */
+  pushValue(keyId: number, value: number, step: number, timestamp?: number): boolean {
     const head = this.head;
     const fill = (head - Atomics.load(this.i32, TAIL)) | 0;
     if (fill >= this.capacity) {
@@ -212,7 +219,8 @@ export class RingProducer {
     }
     const f64 = this.f64;
     const base = FIRST_SLOT + (head & this.mask) * this.stride;
-    f64[base] = timestamp;
+    // Stamped here rather than by the caller, so no double is boxed across a call.
+    f64[base] = timestamp === undefined ? (this.control[CONTROL.CLOCK_LIVE] === 1 ? (this.clock[COUNTERS.CLOCK] as number) : this.idleNow()) : timestamp;
     f64[base + 1] = value;
     f64[base + 2] = step;
     const word = (base + 4) * 2;
@@ -224,9 +232,9 @@ export class RingProducer {
 
   /**
    * Append a probe: the first `values` entries of `data` (zeros beyond its length), its length, its
-   * element type and the caller's index. False if the ring was full.
+   * element type and the caller's index, stamped now (or at `timestamp`). False if the ring was full.
    */
-  pushProbe(keyId: number, data: ArrayLike<number>, index: number, timestamp: number): boolean {
+  pushProbe(keyId: number, data: ArrayLike<number>, index: number, timestamp?: number): boolean {
     const head = this.head;
     const fill = (head - Atomics.load(this.i32, TAIL)) | 0;
     if (fill >= this.capacity) {
@@ -239,7 +247,7 @@ export class RingProducer {
     const n = length < this.values ? length : this.values;
     const first = base + SLOT_FIXED_WORDS;
     for (let i = 0; i < n; i++) f64[first + i] = data[i] as number;
-    f64[base] = timestamp;
+    f64[base] = timestamp === undefined ? (this.control[CONTROL.CLOCK_LIVE] === 1 ? (this.clock[COUNTERS.CLOCK] as number) : this.idleNow()) : timestamp;
     f64[base + 3] = index;
     f64[base + 5] = length;
     const dtype = data instanceof Float32Array ? DTYPE_F32 : data instanceof Float64Array ? DTYPE_F64 : DTYPE_NUMBER;

@@ -76,7 +76,7 @@ class MetricStreamProducer implements StreamProducer {
     let id = this.ids[entry.id];
     // The name check notices a collector that was cleared and reused the entry id for another key.
     if (id === undefined || this.names[entry.id] !== entry.key) id = this.intern(entry);
-    producer.pushValue(id, value, step, producer.now());
+    producer.pushValue(id, value, step);
   }
 
   private intern(entry: MetricEntry): number {
@@ -500,7 +500,7 @@ export function streamValues(checkpoint: string, values: Float32Array | Float64A
     id = service.internKey(checkpoint);
     service.probeIds.set(checkpoint, id);
   }
-  producer.pushProbe(id, values, index, producer.now());
+  producer.pushProbe(id, values, index);
 }
 
 /**

@@ -3,10 +3,13 @@
  * and an uncaught exception. Real child processes, real writer threads; the test counts lines.
  */
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { describe, it } from "node:test";
 import { tempDir } from "../helpers.js";
-import { readStream, runChild, STREAM_CHILD } from "./helpers.js";
+import { readStream, ROOT, runChild, STREAM_CHILD } from "./helpers.js";
 
 const N = 5000;
 
@@ -70,5 +73,17 @@ describe("stream drains at exit", () => {
     assert.equal(result.code, 1);
     assert.match(result.stderr, /boom in the loop/);
     assertComplete(records, ends, N, "uncaughtException");
+  });
+
+  const dist = join(ROOT, "dist", "index.js");
+  it("from the built package (dist/, plain node): the writer starts from writer.js", { skip: !existsSync(dist) && "run npm run build first" }, () => {
+    const dir = tempDir();
+    const script = join(dir, "user.mjs");
+    writeFileSync(script, `import { streamValues } from ${JSON.stringify(pathToFileURL(dist).href)};\nfor (let i = 0; i < ${N}; i++) streamValues("logits", new Float32Array([i, 0.5]), i);\n`);
+    const file = join(dir, "stream.jsonl");
+    const result = spawnSync(process.execPath, [script], { env: { ...process.env, RANKSCOPE_STREAM_FILE: file }, encoding: "utf8" });
+    assert.equal(result.status, 0, result.stderr);
+    const { records, ends } = readStream(file);
+    assertComplete(records, ends, N, "exit");
   });
 });
