@@ -8,7 +8,8 @@ import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { resolveStreamConfig } from "../../src/stream/config.js";
 import { float32Text } from "../../src/stream/format.js";
-import { flushStream, startStream, stopStream, streamStats, streamValues } from "../../src/stream/stream.js";
+import { getCollector, recordMetric, Reduce } from "../../src/index.js";
+import { flushStream, metricStreamProducer, startStream, stopStream, streamStats, streamValues } from "../../src/stream/stream.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
 import { readStream } from "./helpers.js";
 
@@ -100,6 +101,27 @@ describe("stream file", () => {
     assert.equal(streamStats().noDestination - before, 3);
     assert.equal(seen.filter((d) => d.code === "stream.noDestination").length, 3);
     assert.match(seen[0]?.message ?? "", /RANKSCOPE_STREAM_FILE/);
+  });
+});
+
+describe("metric records on the stream", () => {
+  it("name each key once, and stay right when the collector is cleared and reuses ids", async () => {
+    const file = join(tempDir(), "keys.jsonl");
+    const collector = getCollector();
+    collector.clear();
+    collector.stream = metricStreamProducer({ file });
+    try {
+      recordMetric("first", 1, Reduce.MEAN);
+      recordMetric("first", 2, Reduce.MEAN);
+      collector.clear();
+      recordMetric("second", 3, Reduce.SUM);
+    } finally {
+      collector.stream = null;
+    }
+    await stopStream();
+    const { records } = readStream(file);
+    assert.deepEqual(records.map((r) => [r["key"], r["value"], r["step"]]), [["first", 1, 0], ["first", 2, 0], ["second", 3, 0]]);
+    assert.deepEqual(Object.keys(records[0] ?? {}), ["ts", "rank", "key", "value", "step"]);
   });
 });
 
