@@ -43,15 +43,11 @@ export function float32Text(value: number): string {
 
 /**
  * The constant middle of a metric line for one key, computed once per key:
- * `","rank":0,"key":"loss","value":`.
+ * `","rank":0,"key":"loss","value":`. The writer builds metric lines as
+ * `{"ts":"…` + middle + value + `,"step":…}`.
  */
 export function metricLineMiddle(rank: number, key: string): string {
   return `","rank":${rank},"key":${JSON.stringify(key)},"value":`;
-}
-
-/** The JSONL line of a metric record (without the newline); `middle` from `metricLineMiddle`. */
-export function metricLine(ts: string, middle: string, slot: SlotRecord): string {
-  return `{"ts":"${ts}${middle}${jsonNumberText(slot.value)},"step":${slot.step}}`;
 }
 
 /** The JSONL line of a probe record (without the newline); `values` is the ring's float64 view. */

@@ -13,7 +13,8 @@ import { closeSync, fstatSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
 import type { StreamRecord } from "../core/metric.js";
-import { endLine, metricLine, metricLineMiddle, probeLine, TimestampText, type StreamCounts } from "./format.js";
+import { jsonNumberText } from "../core/json.js";
+import { endLine, metricLineMiddle, probeLine, TimestampText, type StreamCounts } from "./format.js";
 import { CLOCK_IDLE_MS, CLOCK_TICK_MS, CONTROL, COUNTERS, emptySlot, KIND_METRIC, readSlot, RingView, STOP_REASONS, TAIL, type RingShape } from "./ring.js";
 
 /** A ring as the writer is told about it. */
@@ -65,6 +66,11 @@ class Writer {
   private readonly ts = new TimestampText();
   private fd = -1;
   private lastOpenAttempt = -Infinity;
+  /** Cached pieces of metric lines: `{"ts":"…` for `lineMs`, `,"step":…}\n` for `lineStep`. */
+  private lineMs = Number.NaN;
+  private lineHead = "";
+  private lineStep = Number.NaN;
+  private lineTail = "";
   private readonly reported = new Set<string>();
   private flushDone = 0;
   /** One code for every write fault of the file, so a failing disk is one clear error, then counts. */
@@ -170,15 +176,28 @@ class Writer {
     let lines = 0;
     let records: StreamRecord[] = [];
     const { rank, rankName } = this.data;
+    const { f64, i32 } = view;
     while (tail !== head) {
-      const slot = readSlot(view, tail, this.slot);
-      const name = ring.names[slot.keyId] ?? `#${slot.keyId}`;
-      const ts = this.ts.text(slot.timestamp);
-      if (slot.kind === KIND_METRIC) {
-        text += `${metricLine(ts, ring.middles[slot.keyId] ?? metricLineMiddle(rank, name), slot)}\n`;
-        if (wantBatches) records.push({ key: name, value: slot.value, step: slot.step, timestamp: slot.timestamp, rank, rankName });
+      const base = view.slotBase(tail);
+      const keyId = i32[(base + 4) * 2] as number;
+      if (((i32[(base + 4) * 2 + 1] as number) & 15) === KIND_METRIC) {
+        // The common case, kept lean: consecutive records mostly share their millisecond and step.
+        const timestamp = f64[base] as number;
+        const value = f64[base + 1] as number;
+        const step = f64[base + 2] as number;
+        if (timestamp !== this.lineMs) {
+          this.lineMs = timestamp;
+          this.lineHead = `{"ts":"${this.ts.text(timestamp)}`;
+        }
+        if (step !== this.lineStep) {
+          this.lineStep = step;
+          this.lineTail = `,"step":${step}}\n`;
+        }
+        text += this.lineHead + (ring.middles[keyId] ?? metricLineMiddle(rank, `#${keyId}`)) + jsonNumberText(value) + this.lineTail;
+        if (wantBatches) records.push({ key: ring.names[keyId] ?? `#${keyId}`, value, step, timestamp, rank, rankName });
       } else {
-        text += `${probeLine(ts, rank, name, slot, view.f64)}\n`;
+        const slot = readSlot(view, tail, this.slot);
+        text += `${probeLine(this.ts.text(slot.timestamp), rank, ring.names[keyId] ?? `#${keyId}`, slot, f64)}\n`;
       }
       lines++;
       tail = (tail + 1) | 0;
