@@ -79,6 +79,12 @@ class MetricStreamProducer implements StreamProducer {
     producer.pushValue(id, value, step);
   }
 
+  /** Forget every id (a new stream, whose writer knows no names yet). */
+  reset(): void {
+    this.ids.length = 0;
+    this.names.length = 0;
+  }
+
   private intern(entry: MetricEntry): number {
     const id = this.service.internKey(entry.key);
     this.ids[entry.id] = id;
@@ -125,6 +131,7 @@ class StreamService {
 
   /** Start the writer (a no-op with a warning if it already runs with other options). */
   start(options: StreamOptions, startedBy: "user" | "runtime", identity?: RankIdentity, runDir?: string): void {
+    if (this.disabled) return;
     if (this.running) {
       if (Object.keys(options).length > 0 && startedBy === "user") {
         warn("stream.alreadyRunning", `startStream: the stream is already running (writing ${this.file}); the new options are ignored, call stopStream() first to change them`);
@@ -183,6 +190,7 @@ class StreamService {
     this.startedBy = startedBy;
     this.nextKeyId = 0;
     this.probeIds.clear();
+    this.metricProducer.reset();
     this.finalCounts = null;
     this.producer = new RingProducer(shape, control);
     this.installHooks(config.handleSignals);
@@ -191,7 +199,7 @@ class StreamService {
   /** Start lazily from `streamValues` when a destination is known; false (warned, counted) if none. */
   startLazily(): boolean {
     if (this.disabled) return false;
-    if (process.env["RANKSCOPE_STREAM_FILE"] === undefined && currentRun() === undefined) {
+    if ((process.env["RANKSCOPE_STREAM_FILE"] ?? "").trim() === "" && currentRun() === undefined) {
       this.noDestination++;
       warn(
         "stream.noDestination",
@@ -199,8 +207,15 @@ class StreamService {
       );
       return false;
     }
-    this.start({}, "user");
-    return true;
+    try {
+      this.start({}, "user");
+    } catch (error) {
+      // Never throw a start failure into the loop that happened to stream first.
+      this.noDestination++;
+      reportError("stream.start", `streamValues: the stream could not start: ${describeError(error)}; values are dropped and counted`);
+      return false;
+    }
+    return this.running;
   }
 
   /** A ring id for a key name; the writer learns the name before it sees the id. */

@@ -123,6 +123,19 @@ describe("metric records on the stream", () => {
     assert.deepEqual(records.map((r) => [r["key"], r["value"], r["step"]]), [["first", 1, 0], ["first", 2, 0], ["second", 3, 0]]);
     assert.deepEqual(Object.keys(records[0] ?? {}), ["ts", "rank", "key", "value", "step"]);
   });
+
+  it("name keys right in a second stream after the first stopped", async () => {
+    const collector = getCollector();
+    collector.clear();
+    const files = [join(tempDir(), "one.jsonl"), join(tempDir(), "two.jsonl")];
+    for (const [n, file] of files.entries()) {
+      collector.stream = metricStreamProducer({ file });
+      recordMetric("loss", n, Reduce.MEAN);
+      collector.stream = null;
+      await stopStream();
+    }
+    assert.deepEqual(files.map((f) => readStream(f).records.map((r) => [r["key"], r["value"]])), [[["loss", 0]], [["loss", 1]]]);
+  });
 });
 
 describe("stream configuration", () => {
