@@ -219,8 +219,11 @@ export class RingProducer {
     }
     const f64 = this.f64;
     const base = FIRST_SLOT + (head & this.mask) * this.stride;
-    // Stamped here rather than by the caller, so no double is boxed across a call.
-    f64[base] = timestamp === undefined ? (this.control[CONTROL.CLOCK_LIVE] === 1 ? (this.clock[COUNTERS.CLOCK] as number) : this.idleNow()) : timestamp;
+    // Stamped here rather than by the caller, and each source stored by its own branch: a double
+    // merged with a call's result would be boxed (allocated) on every call.
+    if (timestamp !== undefined) f64[base] = timestamp;
+    else if (this.control[CONTROL.CLOCK_LIVE] === 1) f64[base] = this.clock[COUNTERS.CLOCK] as number;
+    else f64[base] = this.idleNow();
     f64[base + 1] = value;
     f64[base + 2] = step;
     const word = (base + 4) * 2;
@@ -247,7 +250,9 @@ export class RingProducer {
     const n = length < this.values ? length : this.values;
     const first = base + SLOT_FIXED_WORDS;
     for (let i = 0; i < n; i++) f64[first + i] = data[i] as number;
-    f64[base] = timestamp === undefined ? (this.control[CONTROL.CLOCK_LIVE] === 1 ? (this.clock[COUNTERS.CLOCK] as number) : this.idleNow()) : timestamp;
+    if (timestamp !== undefined) f64[base] = timestamp;
+    else if (this.control[CONTROL.CLOCK_LIVE] === 1) f64[base] = this.clock[COUNTERS.CLOCK] as number;
+    else f64[base] = this.idleNow();
     f64[base + 3] = index;
     f64[base + 5] = length;
     const dtype = data instanceof Float32Array ? DTYPE_F32 : data instanceof Float64Array ? DTYPE_F64 : DTYPE_NUMBER;
