@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { getCollector, getOrCreateMetricLogger, recordMetric, Reduce, streamStats } from "../../src/index.js";
+import { getCollector, getOrCreateMetricLogger, recordMetric, Reduce, registerBackend, streamStats, type StreamRecord } from "../../src/index.js";
 import { captureStdout, tempDir } from "../helpers.js";
 import { readStream } from "./helpers.js";
 
@@ -39,5 +39,45 @@ describe("per_rank_no_reduce backends", () => {
     assert.equal(streamStats().running, false, "shutdown stops the stream it started");
     const global = readFileSync(join(runDir, "metrics.jsonl"), "utf8");
     assert.match(global, /"key":"rankscope\/stream_dropped","value":0,"reduce":"sum","step":1/);
+  });
+});
+
+describe("a main thread too busy for logStream backends", () => {
+  it("gets every record or counts it as backendDropped, while the file gets them all", async () => {
+    const runDir = tempDir();
+    const collector = getCollector();
+    collector.clear();
+    let delivered = 0;
+    registerBackend("counting", () => ({
+      logBatch() {},
+      logStream(batch: readonly StreamRecord[]) {
+        delivered += batch.length;
+      },
+    }));
+    // A ring that holds everything, and a writer that wakes for every record: many small batches.
+    process.env["RANKSCOPE_STREAM_CAPACITY"] = String(1 << 18);
+    process.env["RANKSCOPE_STREAM_BATCH"] = "1";
+    const logger = await getOrCreateMetricLogger({ runDir, processName: "Busy" });
+    await logger.initBackends({ counting: { loggingMode: "per_rank_no_reduce" } });
+    delete process.env["RANKSCOPE_STREAM_CAPACITY"];
+    delete process.env["RANKSCOPE_STREAM_BATCH"];
+    // A loop with some work per record that never yields: the writer's batches pile up on the
+    // main thread's port until the bound, then are counted instead.
+    const N = 50_000;
+    let sink = 0;
+    for (let i = 0; i < N; i++) {
+      for (let k = 0; k < 1000; k++) sink = (sink * 1.000001 + k) % 1e9;
+      recordMetric("busy", i, Reduce.SUM);
+    }
+    assert.ok(Number.isFinite(sink));
+    await logger.flush(0);
+    await logger.shutdown();
+    const { records, ends } = readStream(join(runDir, "streams", "rank-0.jsonl"));
+    const end = ends[0] ?? {};
+    assert.equal(records.length, end["written"]);
+    assert.equal((end["written"] as number) + (end["ringFull"] as number), N, "every record is written or counted at the ring");
+    assert.equal(delivered + (end["backendDropped"] as number), end["written"], "the backend got every written record or it was counted");
+    assert.ok((end["backendDropped"] as number) > 0, "the bound on batches in flight was reached");
+    assert.ok(delivered > 0);
   });
 });
