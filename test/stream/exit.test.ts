@@ -68,6 +68,28 @@ describe("stream drains at exit", () => {
     });
   }
 
+  it("on SIGINT with the user's own listener: drained, then the user's listener decides", async () => {
+    const file = join(tempDir(), "stream.jsonl");
+    let sent = false;
+    const result = await runChild(STREAM_CHILD, ["signal-own-handler", String(N)], { RANKSCOPE_STREAM_FILE: file }, (out, child) => {
+      if (!sent && out.includes("ready\n")) {
+        sent = true;
+        child.kill("SIGINT");
+      }
+    });
+    assert.equal(result.code, 7, result.stderr);
+    assert.match(result.stdout, /handled/);
+    const { records, ends } = readStream(file);
+    assertComplete(records, ends, N, "SIGINT");
+  });
+
+  it("not at all with RANKSCOPE_DISABLE_STREAM=true: no file, no writer, the script unaffected", async () => {
+    const file = join(tempDir(), "stream.jsonl");
+    const result = await runChild(STREAM_CHILD, ["normal", String(N)], { RANKSCOPE_STREAM_FILE: file, RANKSCOPE_DISABLE_STREAM: "true" });
+    assert.equal(result.code, 0, result.stderr);
+    assert.equal(existsSync(file), false);
+  });
+
   it("on an uncaught exception, which still ends the process with code 1 and its stack", async () => {
     const { result, records, ends } = await streamThenEnd("uncaught");
     assert.equal(result.code, 1);
