@@ -97,6 +97,19 @@ describe("stream drains at exit", () => {
     assertComplete(records, ends, N, "uncaughtException");
   });
 
+  for (const how of ["normal", "exit"]) {
+    it(`hands what is in the ring to per_rank_no_reduce backends at ${how === "exit" ? "process.exit()" : "a normal end"}`, async () => {
+      const runDir = tempDir();
+      const result = await runChild(join(ROOT, "test", "stream", "fixtures", "backend-child.ts"), ["50", how], { CHILD_RUN_DIR: runDir });
+      assert.equal(result.code, 0, result.stderr);
+      const lines = result.stdout.match(/^\[0\] \[Exiting-0\/1\] \S+ \S+ INFO tokens: \d+$/gm) ?? [];
+      assert.deepEqual(lines.map((l) => Number(l.split(": ")[1])), Array.from({ length: 50 }, (_, i) => i));
+      const { records, ends } = readStream(join(runDir, "streams", "rank-0.jsonl"));
+      assert.equal(records.length, 50);
+      assert.equal(ends[0]?.["stream_end"], "exit");
+    });
+  }
+
   const dist = join(ROOT, "dist", "index.js");
   it("from the built package (dist/, plain node): the writer starts from writer.js", { skip: !existsSync(dist) && "run npm run build first" }, () => {
     const dir = tempDir();
