@@ -73,6 +73,8 @@ class Writer {
   private lineTail = "";
   private readonly reported = new Set<string>();
   private flushDone = 0;
+  /** True while the producers read their time from the clock this writer ticks. */
+  private clockLive = false;
   /** One code for every write fault of the file, so a failing disk is one clear error, then counts. */
   private readonly errorCode: string;
 
@@ -88,7 +90,6 @@ class Writer {
     let lastDrain = Date.now();
     let lastActivity = -Infinity;
     let lastHeads = 0;
-    let clockLive = false;
     let lastWake = 0;
     for (;;) {
       const wake = Atomics.load(this.control, CONTROL.WAKE);
@@ -102,12 +103,12 @@ class Writer {
       this.counters[COUNTERS.CLOCK] = now;
       // Active: records were published, or a producer asked for the clock (a wake while idle).
       const heads = this.headsSum();
-      if (heads !== lastHeads || (wake !== lastWake && !clockLive)) lastActivity = now;
+      if (heads !== lastHeads || (wake !== lastWake && !this.clockLive)) lastActivity = now;
       lastHeads = heads;
       lastWake = wake;
       const live = now - lastActivity < CLOCK_IDLE_MS && stop === 0;
-      if (live !== clockLive) {
-        clockLive = live;
+      if (live !== this.clockLive) {
+        this.clockLive = live;
         Atomics.store(this.control, CONTROL.CLOCK_LIVE, live ? 1 : 0);
       }
       const due = now - lastDrain >= this.data.flushMs;
@@ -126,7 +127,7 @@ class Writer {
       }
       if (due) lastDrain = now;
       const untilFlush = Math.max(1, this.data.flushMs - (now - lastDrain));
-      Atomics.wait(this.control, CONTROL.WAKE, wake, clockLive ? Math.min(CLOCK_TICK_MS, untilFlush) : untilFlush);
+      Atomics.wait(this.control, CONTROL.WAKE, wake, this.clockLive ? Math.min(CLOCK_TICK_MS, untilFlush) : untilFlush);
     }
     this.finish(STOP_REASONS[Atomics.load(this.control, CONTROL.STOP)] ?? "stop");
   }
@@ -201,6 +202,8 @@ class Writer {
       }
       lines++;
       tail = (tail + 1) | 0;
+      // Keep the producers' clock moving while a long drain formats.
+      if ((lines & 511) === 0) this.counters[COUNTERS.CLOCK] = Date.now();
       if (lines === LINES_PER_WRITE || tail === head) {
         // The slots are read: free them before the (possibly slow) write.
         Atomics.store(view.i32, TAIL, tail);
@@ -231,6 +234,9 @@ class Writer {
       this.counters[COUNTERS.WRITE_FAILED] = (this.counters[COUNTERS.WRITE_FAILED] as number) + lines;
       return;
     }
+    // A write can block (a slow disk, a pipe): meanwhile the clock would stand still, so the
+    // producers read Date.now() until it returns.
+    if (this.clockLive) Atomics.store(this.control, CONTROL.CLOCK_LIVE, 0);
     try {
       const bytes = Buffer.from(text, "utf8");
       let offset = 0;
@@ -240,6 +246,8 @@ class Writer {
       this.counters[COUNTERS.WRITE_FAILED] = (this.counters[COUNTERS.WRITE_FAILED] as number) + lines;
       this.writeFailed(error);
     }
+    this.counters[COUNTERS.CLOCK] = Date.now();
+    if (this.clockLive) Atomics.store(this.control, CONTROL.CLOCK_LIVE, 1);
   }
 
   private writeFailed(error: unknown): void {

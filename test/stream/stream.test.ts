@@ -22,6 +22,7 @@ describe("stream file", () => {
     const file = join(tempDir(), "exact.jsonl");
     startStream({ file, capacity: 65536, batchSize: 512, flushMs: 50 });
     const N = 50_000;
+    const startedAt = Date.now();
     const data = new Float64Array(1);
     for (let i = 0; i < N; i++) {
       data[0] = i;
@@ -33,6 +34,9 @@ describe("stream file", () => {
     const { records, ends } = readStream(file);
     assert.equal(records.length, N);
     assert.ok(records.every((r, i) => r["index"] === i && (r["values"] as number[])[0] === i));
+    // Stamped when recorded (to about a millisecond; the bound here only catches nonsense).
+    const endedAt = Date.now();
+    assert.ok(records.every((r) => Date.parse(r["ts"] as string) >= startedAt - 5000 && Date.parse(r["ts"] as string) <= endedAt + 5000));
     assert.deepEqual(counts, { written: N, dropped: 0, ringFull: 0, writeFailed: 0, backendDropped: 0 });
     assert.equal(ends.length, 1);
     assert.equal(ends[0]?.["stream_end"], "stop");
