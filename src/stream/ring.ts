@@ -193,17 +193,16 @@ export class RingProducer {
    */
   now(): number {
     if (this.control[CONTROL.CLOCK_LIVE] === 1) return this.clock[COUNTERS.CLOCK] as number;
-    return this.idleNow();
+    const now = Date.now();
+    if (now - this.lastClockRequest >= 10) this.requestClock(now);
+    return now;
   }
 
-  private idleNow(): number {
-    const now = Date.now();
-    if (now - this.lastClockRequest >= 10) {
-      this.lastClockRequest = now;
-      Atomics.add(this.control, CONTROL.WAKE, 1);
-      Atomics.notify(this.control, CONTROL.WAKE);
-    }
-    return now;
+  /** Ask the writer to tick the shared clock (it is idle or busy writing). */
+  private requestClock(now: number): void {
+    this.lastClockRequest = now;
+    Atomics.add(this.control, CONTROL.WAKE, 1);
+    Atomics.notify(this.control, CONTROL.WAKE);
   }
 
   /**
@@ -220,10 +219,15 @@ export class RingProducer {
     const f64 = this.f64;
     const base = FIRST_SLOT + (head & this.mask) * this.stride;
     // Stamped here rather than by the caller, and each source stored by its own branch: a double
-    // merged with a call's result would be boxed (allocated) on every call.
+    // passed or returned across a call, or merged with a call's result, would be boxed.
     if (timestamp !== undefined) f64[base] = timestamp;
     else if (this.control[CONTROL.CLOCK_LIVE] === 1) f64[base] = this.clock[COUNTERS.CLOCK] as number;
-    else f64[base] = this.idleNow();
+    else {
+      // Date.now() stored straight into the slot: returned from a helper it would be boxed.
+      const now = Date.now();
+      f64[base] = now;
+      if (now - this.lastClockRequest >= 10) this.requestClock(now);
+    }
     f64[base + 1] = value;
     f64[base + 2] = step;
     const word = (base + 4) * 2;
@@ -252,7 +256,12 @@ export class RingProducer {
     for (let i = 0; i < n; i++) f64[first + i] = data[i] as number;
     if (timestamp !== undefined) f64[base] = timestamp;
     else if (this.control[CONTROL.CLOCK_LIVE] === 1) f64[base] = this.clock[COUNTERS.CLOCK] as number;
-    else f64[base] = this.idleNow();
+    else {
+      // Date.now() stored straight into the slot: returned from a helper it would be boxed.
+      const now = Date.now();
+      f64[base] = now;
+      if (now - this.lastClockRequest >= 10) this.requestClock(now);
+    }
     f64[base + 3] = index;
     f64[base + 5] = length;
     const dtype = data instanceof Float32Array ? DTYPE_F32 : data instanceof Float64Array ? DTYPE_F64 : DTYPE_NUMBER;

@@ -75,6 +75,8 @@ class Writer {
   private flushDone = 0;
   /** True while the producers read their time from the clock this writer ticks. */
   private clockLive = false;
+  /** The file is a pipe or device, whose writes may block for long. */
+  private blockingSink = false;
   /** One code for every write fault of the file, so a failing disk is one clear error, then counts. */
   private readonly errorCode: string;
 
@@ -234,9 +236,11 @@ class Writer {
       this.counters[COUNTERS.WRITE_FAILED] = (this.counters[COUNTERS.WRITE_FAILED] as number) + lines;
       return;
     }
-    // A write can block (a slow disk, a pipe): meanwhile the clock would stand still, so the
-    // producers read Date.now() until it returns.
-    if (this.clockLive) Atomics.store(this.control, CONTROL.CLOCK_LIVE, 0);
+    // A write to a pipe or device can block for long: meanwhile the clock would stand still, so
+    // the producers read Date.now() until it returns. Regular files are written to the page
+    // cache and return quickly; the clock stays live (Date.now() allocates on the hot path).
+    const pausesClock = this.clockLive && this.blockingSink;
+    if (pausesClock) Atomics.store(this.control, CONTROL.CLOCK_LIVE, 0);
     try {
       const bytes = Buffer.from(text, "utf8");
       let offset = 0;
@@ -247,7 +251,7 @@ class Writer {
       this.writeFailed(error);
     }
     this.counters[COUNTERS.CLOCK] = Date.now();
-    if (this.clockLive) Atomics.store(this.control, CONTROL.CLOCK_LIVE, 1);
+    if (pausesClock && this.clockLive) Atomics.store(this.control, CONTROL.CLOCK_LIVE, 1);
   }
 
   private writeFailed(error: unknown): void {
@@ -265,6 +269,7 @@ class Writer {
     try {
       if (first) mkdirSync(dirname(this.data.file), { recursive: true });
       this.fd = openSync(this.data.file, "a");
+      this.blockingSink = !fstatSync(this.fd).isFile();
       return true;
     } catch (error) {
       this.report(this.errorCode, `stream: could not open ${this.data.file}: ${describe(error)}; stream records are dropped and counted (rankscope/stream_dropped) until it can be opened, the job goes on`);
