@@ -550,7 +550,11 @@ export function streamStats(): StreamStats {
  * configured otherwise), hand decoded records to `sink`, and return the collector's producer.
  */
 export function attachStreamBackends(sink: StreamBatchSink, identity: RankIdentity, runDir: string): StreamProducer {
-  if (!service.running) service.start({}, "runtime", identity, runDir);
+  if (service.disabled) {
+    warn("stream.disabled", "RANKSCOPE_DISABLE_STREAM is set, so per_rank_no_reduce backends receive no values; unset it to stream them");
+  } else if (!service.running) {
+    service.start({}, "runtime", identity, runDir);
+  }
   service.attachSink(sink);
   return service.metricProducer;
 }
