@@ -51,6 +51,8 @@ export {
   flushStream,
   stopStream,
   streamStats,
+  streamLinkForWorker,
+  attachStreamLink,
   STREAM_DROPPED_KEY,
   type StreamOptions,
   type StreamStats,

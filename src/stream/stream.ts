@@ -123,6 +123,8 @@ class StreamService {
   private uncaught = false;
   private hooks: { signals: boolean } | null = null;
   private writerAlive = false;
+  /** This thread streams into a ring drained by another thread's writer (attachStreamLink). */
+  private linked = false;
   private writerExited: Promise<void> = Promise.resolve();
 
   get running(): boolean {
@@ -218,6 +220,50 @@ class StreamService {
     return this.running;
   }
 
+  /**
+   * Main side of a worker thread's link: a port to hand to the worker. The worker's ring arrives
+   * on it and is forwarded to this stream's writer, which drains it with this thread's ring.
+   */
+  linkForWorker(): MessagePort {
+    const control = this.control;
+    const config = this.config;
+    if (control === null || config === null || !this.running) {
+      throw new Error("streamLinkForWorker: start the stream first (startStream, or a logger with a per_rank_no_reduce backend)");
+    }
+    const link = new MessageChannel();
+    link.port1.postMessage({ type: "control", control, capacity: config.capacity, values: config.values });
+    link.port1.on("message", (message: { type: string; shape?: RingShape; keys?: MessagePort }) => {
+      if (message.type !== "ring" || message.shape === undefined || message.keys === undefined || this.worker === null || this.control === null) return;
+      this.worker.postMessage({ type: "ring", ring: { shape: message.shape, keys: message.keys } }, [message.keys]);
+      this.wake();
+      link.port1.close();
+    });
+    link.port1.unref();
+    return link.port2;
+  }
+
+  /** Worker side: stream into a ring of this thread's own, drained by the writer behind `port`. */
+  attachLink(port: MessagePort): void {
+    if (this.disabled) return;
+    if (this.running) throw new Error("attachStreamLink: this thread already streams; call it before the first streamValues");
+    const first = receiveMessageOnPort(port)?.message as { type: string; control: Int32Array; capacity: number; values: number } | undefined;
+    if (first?.type !== "control") throw new TypeError("attachStreamLink(port) takes the port returned by streamLinkForWorker() in the main thread");
+    const shape = createRing(first.capacity, first.values);
+    const keys = new MessageChannel();
+    port.postMessage({ type: "ring", shape, keys: keys.port2 }, [keys.port2]);
+    port.close();
+    keys.port1.unref();
+    this.control = first.control;
+    this.ring = new RingView(shape);
+    this.keys = keys.port1;
+    this.nextKeyId = 0;
+    this.probeIds.clear();
+    this.metricProducer.reset();
+    this.finalCounts = null;
+    this.linked = true;
+    this.producer = new RingProducer(shape, first.control);
+  }
+
   /** A ring id for a key name; the writer learns the name before it sees the id. */
   internKey(name: string): number {
     const id = this.nextKeyId++;
@@ -243,6 +289,14 @@ class StreamService {
   async flush(waitMs: number): Promise<void> {
     const control = this.control;
     if (control === null || !this.running) return;
+    if (this.linked) {
+      // The writer belongs to another thread: ask it to drain, and wait on the shared word.
+      const request = Atomics.add(control, CONTROL.FLUSH_REQ, 1) + 1;
+      this.wake();
+      const deadline = Date.now() + waitMs;
+      while (((Atomics.load(control, CONTROL.FLUSH_DONE) - request) | 0) < 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5));
+      return;
+    }
     const request = Atomics.add(control, CONTROL.FLUSH_REQ, 1) + 1;
     this.wake();
     await new Promise<void>((resolve) => {
@@ -271,6 +325,10 @@ class StreamService {
 
   /** Drain, write the final line, stop the writer; resolves with the final counts. */
   async stop(waitMs: number): Promise<StreamCounts | null> {
+    if (this.linked) {
+      this.detachLink();
+      return null;
+    }
     const control = this.control;
     if (control === null || !this.running) return this.finalCounts;
     const exited = this.writerExited;
@@ -297,6 +355,10 @@ class StreamService {
 
   /** The synchronous stop of exit paths: bounded by `waitMs`, never throws. */
   stopSync(reason: StopReason, waitMs: number): void {
+    if (this.linked) {
+      this.detachLink();
+      return;
+    }
     const control = this.control;
     if (control === null || !this.running) return;
     Atomics.store(control, CONTROL.STOP, STOP_REASONS.indexOf(reason));
@@ -379,6 +441,14 @@ class StreamService {
         return;
       }
     }
+  }
+
+  /** A linked thread stops streaming; what its ring holds is still drained by the writer. */
+  private detachLink(): void {
+    this.producer = null;
+    this.keys = null;
+    this.control = null;
+    this.linked = false;
   }
 
   /** Let every flush/stop waiter go (the writer is gone). */
@@ -562,6 +632,26 @@ export function attachStreamBackends(sink: StreamBatchSink, identity: RankIdenti
 /** For the rank runtime: deliver what is in the ring to the backends, then stop handing records on. */
 export function detachStreamBackends(): Promise<void> {
   return service.detachSink();
+}
+
+/**
+ * For a worker thread of yours that streams: call in the main thread (the stream running) and
+ * pass the port to the worker (`workerData` + `transferList`); the worker calls
+ * `attachStreamLink(port)` before it streams. Its values then go through a ring of its own into
+ * this process's stream file, drained by the same writer.
+ * @throws Error when the stream is not running in this thread
+ */
+export function streamLinkForWorker(): MessagePort {
+  return service.linkForWorker();
+}
+
+/**
+ * In a worker thread: stream into the main thread's stream through `port` (from
+ * `streamLinkForWorker()`), instead of starting a writer of this thread's own.
+ * @throws TypeError for a port that did not come from `streamLinkForWorker()`
+ */
+export function attachStreamLink(port: MessagePort): void {
+  service.attachLink(port);
 }
 
 /** The stream's drop count, recorded into the collector at each flush as `rankscope/stream_dropped`. */

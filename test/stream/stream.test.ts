@@ -9,7 +9,8 @@ import { afterEach, describe, it } from "node:test";
 import { resolveStreamConfig } from "../../src/stream/config.js";
 import { float32Text } from "../../src/stream/format.js";
 import { getCollector, recordMetric, Reduce } from "../../src/index.js";
-import { flushStream, metricStreamProducer, startStream, stopStream, streamStats, streamValues } from "../../src/stream/stream.js";
+import { MessageChannel, Worker } from "node:worker_threads";
+import { attachStreamLink, flushStream, metricStreamProducer, startStream, stopStream, streamLinkForWorker, streamStats, streamValues } from "../../src/stream/stream.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
 import { readStream } from "./helpers.js";
 
@@ -176,5 +177,41 @@ describe("stream configuration", () => {
     const seen = await collectDiagnostics(() => (config = resolveStreamConfig({}, { RANKSCOPE_STREAM_BATCH: "lots" })));
     assert.equal(config!["batchSize"], 100);
     assert.match(seen[0]?.message ?? "", /RANKSCOPE_STREAM_BATCH="lots" is not an integer from 1 to 1048576; using the default 100/);
+  });
+});
+
+describe("a worker thread of the user", () => {
+  it("streams through the main thread's writer into the same file, every value in order", async () => {
+    const file = join(tempDir(), "threads.jsonl");
+    startStream({ file, capacity: 65536 });
+    const port = streamLinkForWorker();
+    const api = import.meta.resolve("tsx/esm/api");
+    const entry = new URL("./fixtures/linked-worker.ts", import.meta.url).href;
+    const N = 20_000;
+    const worker = new Worker(`import(${JSON.stringify(api)}).then((tsx) => tsx.tsImport(${JSON.stringify(entry)}, ${JSON.stringify(import.meta.url)}))`, {
+      eval: true,
+      workerData: { port, n: N },
+      transferList: [port],
+    });
+    for (let i = 0; i < N; i++) streamValues("main", [i], i);
+    await new Promise<void>((resolve, reject) => {
+      worker.once("message", () => resolve());
+      worker.once("error", reject);
+    });
+    await worker.terminate();
+    const counts = await stopStream();
+    const { records } = readStream(file);
+    for (const who of ["main", "worker"]) {
+      const mine = records.filter((r) => r["checkpoint"] === who);
+      assert.deepEqual(mine.map((r) => r["index"]), Array.from({ length: N }, (_, i) => i), `${who}: all, in order`);
+    }
+    assert.equal(counts?.written, 2 * N);
+    assert.equal(counts?.dropped, 0);
+  });
+
+  it("says clearly when the port is not a stream link", () => {
+    const { port1 } = new MessageChannel();
+    assert.throws(() => attachStreamLink(port1), /takes the port returned by streamLinkForWorker\(\)/);
+    port1.close();
   });
 });
