@@ -114,3 +114,16 @@ export { spawnRanks, RankGroup, type SpawnRanksOptions, type RankServer } from "
 export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/join.js";
 export { currentRank } from "./controller/rank.js";
 export { ignoredMessageCounts, transportStats, PROTOCOL_VERSION, type IgnoredMessageCounts, type TransportStats } from "./transport/protocol.js";
+export {
+  streamValues,
+  startStream,
+  flushStream,
+  stopStream,
+  streamStats,
+  streamLinkForWorker,
+  attachStreamLink,
+  STREAM_DROPPED_KEY,
+  type StreamOptions,
+  type StreamStats,
+  type StreamCounts,
+} from "./stream/stream.js";

@@ -7,9 +7,9 @@
  * and shutdown.
  */
 import type { BackendContext, RankIdentity } from "../backends/backend.js";
-import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../core/collector.js";
-import type { StreamRecord } from "../core/metric.js";
+import { getCollector, type Collector, type KeyState } from "../core/collector.js";
 import { currentRun, setCurrentRun } from "../run/current.js";
+import { attachStreamBackends, detachStreamBackends, recordStreamDropped } from "../stream/stream.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
 
@@ -76,18 +76,6 @@ export function setCurrentRank(identity: RankIdentity): void {
   (globalThis as unknown as Record<symbol, RankIdentity | undefined>)[RANK_KEY] = identity;
 }
 
-/** Until the stream ring exists, raw values reach stream backends by a direct call. */
-class DirectStreamProducer implements StreamProducer {
-  constructor(
-    private readonly backends: BackendSet,
-    private readonly identity: RankIdentity,
-  ) {}
-  record(entry: MetricEntry, value: number, step: number): void {
-    const record: StreamRecord = { key: entry.key, value, step, timestamp: Date.now(), rank: this.identity.rank, rankName: this.identity.rankName };
-    void this.backends.logStream([record]);
-  }
-}
-
 /** This process's rank: its collector, its per-rank backends, and the answers to the controller. */
 export class RankRuntime {
   private reduceBackends = BackendSet.empty();
@@ -111,7 +99,11 @@ export class RankRuntime {
     const context = (v: ValidatedBackend): BackendContext => this.contextFor(v, message);
     this.reduceBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_reduce"), context);
     this.streamBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_no_reduce"), context);
-    if (this.streamBackends.wantsStream) this.collector.stream = new DirectStreamProducer(this.streamBackends, this.identity);
+    if (this.streamBackends.wantsStream) {
+      // Raw values go through the stream ring; the writer hands decoded batches back to these backends.
+      const backends = this.streamBackends;
+      this.collector.stream = attachStreamBackends((batch) => backends.logStream(batch), this.identity, message.run.runDir);
+    }
   }
 
   /**
@@ -119,6 +111,7 @@ export class RankRuntime {
    * the per-rank backends, and return them for the controller.
    */
   async flush(step: number): Promise<RankSnapshot> {
+    recordStreamDropped(this.collector);
     const states = this.collector.takeStates();
     this.collector.step = step + 1;
     if (this.reduceBackends.size > 0 && states.length > 0) {
@@ -133,7 +126,10 @@ export class RankRuntime {
   }
 
   private async stopBackends(): Promise<void> {
-    this.collector.stream = null;
+    if (this.collector.stream !== null) {
+      this.collector.stream = null;
+      await detachStreamBackends();
+    }
     await Promise.all([this.reduceBackends.finish(), this.streamBackends.finish()]);
     this.reduceBackends = BackendSet.empty();
     this.streamBackends = BackendSet.empty();

@@ -1,0 +1,355 @@
+/**
+ * The stream writer: a worker thread that drains the rings in batches and hands each batch to the
+ * stream sinks — the per-rank JSONL file (written here, with blocking writes, which is fine off the
+ * caller's thread) and, when some backend takes `logStream`, the main thread (decoded records,
+ * posted with a bound on batches in flight).
+ *
+ * It sleeps on `Atomics.wait` until a producer says a batch is ready, the flush interval passes, or
+ * the main thread asks for a flush or a stop. A write error is reported once per kind (the main
+ * thread prints it), the records it held are counted, and the file is reopened on a later cycle;
+ * nothing is retained, so a failing disk costs no memory.
+ */
+import { closeSync, fstatSync, mkdirSync, openSync, writeSync } from "node:fs";
+import { dirname } from "node:path";
+import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
+import type { StreamRecord } from "../core/metric.js";
+import { jsonNumberText } from "../core/json.js";
+import { endLine, metricLineMiddle, probeLine, TimestampText, type StreamCounts } from "./format.js";
+import { CLOCK_IDLE_MS, CLOCK_TICK_MS, CONTROL, COUNTERS, emptySlot, KIND_METRIC, readSlot, RingView, STOP_REASONS, TAIL, type RingShape } from "./ring.js";
+
+/** A ring as the writer is told about it. */
+export interface RingAttachment {
+  readonly shape: RingShape;
+  /** Carries `{ id, name }` key registrations from the ring's producer. */
+  readonly keys: MessagePort;
+}
+
+/** What the writer is started with. */
+export interface WriterData {
+  readonly control: Int32Array;
+  readonly rings: readonly RingAttachment[];
+  /** Batches, errors and acknowledgements to the main thread. */
+  readonly events: MessagePort;
+  readonly file: string;
+  readonly flushMs: number;
+  readonly rank: number;
+  readonly rankName: string;
+  /** Batches the main thread may have untaken before further ones are dropped (and counted). */
+  readonly maxBatchesInFlight: number;
+}
+
+/** Messages the writer posts on `events`. */
+export type WriterEvent =
+  | { readonly type: "batch"; readonly records: StreamRecord[] }
+  | { readonly type: "error"; readonly code: string; readonly message: string }
+  | { readonly type: "flushed"; readonly request: number }
+  | { readonly type: "done"; readonly counts: StreamCounts };
+
+/** Most lines joined into one write. */
+const LINES_PER_WRITE = 4096;
+/** Most records in one batch posted to the main thread. */
+const RECORDS_PER_BATCH = 4096;
+
+interface LiveRing {
+  readonly view: RingView;
+  readonly keys: MessagePort;
+  readonly names: string[];
+  /** Per key id, the constant middle of its metric lines. */
+  readonly middles: string[];
+}
+
+class Writer {
+  private readonly control: Int32Array;
+  private readonly counters: Float64Array;
+  private readonly rings: LiveRing[] = [];
+  private readonly slot = emptySlot();
+  private readonly ts = new TimestampText();
+  private fd = -1;
+  private lastOpenAttempt = -Infinity;
+  /** Cached pieces of metric lines: `{"ts":"…` for `lineMs`, `,"step":…}\n` for `lineStep`. */
+  private lineMs = Number.NaN;
+  private lineHead = "";
+  private lineStep = Number.NaN;
+  private lineTail = "";
+  private readonly reported = new Set<string>();
+  private flushDone = 0;
+  /** True while the producers read their time from the clock this writer ticks. */
+  private clockLive = false;
+  /** The file is a pipe or device, whose writes may block for long. */
+  private blockingSink = false;
+  /** One code for every write fault of the file, so a failing disk is one clear error, then counts. */
+  private readonly errorCode: string;
+
+  constructor(private readonly data: WriterData) {
+    this.control = data.control;
+    this.counters = new Float64Array(data.control.buffer);
+    this.errorCode = `stream.write:${data.file}`;
+    for (const ring of data.rings) this.attach(ring);
+  }
+
+  run(): void {
+    this.open(true);
+    let lastDrain = Date.now();
+    let lastActivity = -Infinity;
+    let lastHeads = 0;
+    let lastWake = 0;
+    for (;;) {
+      const wake = Atomics.load(this.control, CONTROL.WAKE);
+      this.takeCommands();
+      const stop = Atomics.load(this.control, CONTROL.STOP);
+      const flushRequest = Atomics.load(this.control, CONTROL.FLUSH_REQ);
+      const batch = Atomics.load(this.control, CONTROL.BATCH);
+      const pending = this.pending();
+      const now = Date.now();
+      // The producers' clock: ticked every millisecond while records flow, Date.now() otherwise.
+      this.counters[COUNTERS.CLOCK] = now;
+      // Active: records were published, or a producer asked for the clock (a wake while idle).
+      const heads = this.headsSum();
+      if (heads !== lastHeads || (wake !== lastWake && !this.clockLive)) lastActivity = now;
+      lastHeads = heads;
+      lastWake = wake;
+      const live = now - lastActivity < CLOCK_IDLE_MS && stop === 0;
+      if (live !== this.clockLive) {
+        this.clockLive = live;
+        Atomics.store(this.control, CONTROL.CLOCK_LIVE, live ? 1 : 0);
+      }
+      const due = now - lastDrain >= this.data.flushMs;
+      if (due) this.checkFile();
+      if (stop !== 0 || flushRequest !== this.flushDone || pending >= batch || (pending > 0 && due)) {
+        this.drain();
+        lastDrain = now;
+        if (flushRequest !== this.flushDone) {
+          this.flushDone = flushRequest;
+          Atomics.store(this.control, CONTROL.FLUSH_DONE, flushRequest);
+          Atomics.notify(this.control, CONTROL.FLUSH_DONE);
+          this.post({ type: "flushed", request: flushRequest });
+        }
+        if (stop !== 0) break;
+        continue;
+      }
+      if (due) lastDrain = now;
+      const untilFlush = Math.max(1, this.data.flushMs - (now - lastDrain));
+      Atomics.wait(this.control, CONTROL.WAKE, wake, this.clockLive ? Math.min(CLOCK_TICK_MS, untilFlush) : untilFlush);
+    }
+    this.finish(STOP_REASONS[Atomics.load(this.control, CONTROL.STOP)] ?? "stop");
+  }
+
+  private attach(ring: RingAttachment): void {
+    this.rings.push({ view: new RingView(ring.shape), keys: ring.keys, names: [], middles: [] });
+  }
+
+  /** Rings attached after start (other producing threads). */
+  private takeCommands(): void {
+    if (parentPort === null) return;
+    for (let m = receiveMessageOnPort(parentPort); m !== undefined; m = receiveMessageOnPort(parentPort)) {
+      const command = m.message as { type: string; ring?: RingAttachment };
+      if (command.type === "ring" && command.ring !== undefined) this.attach(command.ring);
+    }
+  }
+
+  private headsSum(): number {
+    let sum = 0;
+    for (const ring of this.rings) sum = (sum + Atomics.load(ring.view.i32, 0)) | 0;
+    return sum;
+  }
+
+  private pending(): number {
+    let total = 0;
+    for (const ring of this.rings) total += ring.view.pending();
+    return total;
+  }
+
+  /** Write and hand on everything published so far. */
+  private drain(): void {
+    for (const ring of this.rings) this.drainRing(ring);
+  }
+
+  private drainRing(ring: LiveRing): void {
+    const view = ring.view;
+    const head = Atomics.load(view.i32, 0);
+    // Keys are posted before the slots that use them are published, so they are queued by now.
+    for (let m = receiveMessageOnPort(ring.keys); m !== undefined; m = receiveMessageOnPort(ring.keys)) {
+      const { id, name } = m.message as { id: number; name: string };
+      ring.names[id] = name;
+      ring.middles[id] = metricLineMiddle(this.data.rank, name);
+    }
+    const wantBatches = Atomics.load(this.control, CONTROL.WANT_BATCHES) === 1;
+    let tail = Atomics.load(view.i32, TAIL);
+    let text = "";
+    let lines = 0;
+    let records: StreamRecord[] = [];
+    const { rank, rankName } = this.data;
+    const { f64, i32 } = view;
+    while (tail !== head) {
+      const base = view.slotBase(tail);
+      const keyId = i32[(base + 4) * 2] as number;
+      if (((i32[(base + 4) * 2 + 1] as number) & 15) === KIND_METRIC) {
+        // The common case, kept lean: consecutive records mostly share their millisecond and step.
+        const timestamp = f64[base] as number;
+        const value = f64[base + 1] as number;
+        const step = f64[base + 2] as number;
+        if (timestamp !== this.lineMs) {
+          this.lineMs = timestamp;
+          this.lineHead = `{"ts":"${this.ts.text(timestamp)}`;
+        }
+        if (step !== this.lineStep) {
+          this.lineStep = step;
+          this.lineTail = `,"step":${step}}\n`;
+        }
+        text += this.lineHead + (ring.middles[keyId] ?? metricLineMiddle(rank, `#${keyId}`)) + jsonNumberText(value) + this.lineTail;
+        if (wantBatches) records.push({ key: ring.names[keyId] ?? `#${keyId}`, value, step, timestamp, rank, rankName });
+      } else {
+        const slot = readSlot(view, tail, this.slot);
+        text += `${probeLine(this.ts.text(slot.timestamp), rank, ring.names[keyId] ?? `#${keyId}`, slot, f64)}\n`;
+      }
+      lines++;
+      tail = (tail + 1) | 0;
+      // Keep the producers' clock moving while a long drain formats.
+      if ((lines & 511) === 0) this.counters[COUNTERS.CLOCK] = Date.now();
+      if (lines === LINES_PER_WRITE || tail === head) {
+        // The slots are read: free them before the (possibly slow) write.
+        Atomics.store(view.i32, TAIL, tail);
+        this.write(text, lines);
+        text = "";
+        lines = 0;
+      }
+      if (records.length === RECORDS_PER_BATCH || (tail === head && records.length > 0)) {
+        this.postBatch(records);
+        records = [];
+      }
+    }
+  }
+
+  private postBatch(records: StreamRecord[]): void {
+    const inFlight = (Atomics.load(this.control, CONTROL.POSTED) - Atomics.load(this.control, CONTROL.CONSUMED)) | 0;
+    if (inFlight >= this.data.maxBatchesInFlight) {
+      this.counters[COUNTERS.BACKEND_DROPPED] = (this.counters[COUNTERS.BACKEND_DROPPED] as number) + records.length;
+      this.report("stream.backendBehind", `stream: the main thread is not taking stream batches fast enough for logStream backends; records beyond ${this.data.maxBatchesInFlight} batches in flight are dropped for those backends and counted (the stream file still gets them)`);
+      return;
+    }
+    Atomics.add(this.control, CONTROL.POSTED, 1);
+    this.post({ type: "batch", records });
+  }
+
+  private write(text: string, lines: number): void {
+    if (this.fd < 0 && !this.open(false)) {
+      this.counters[COUNTERS.WRITE_FAILED] = (this.counters[COUNTERS.WRITE_FAILED] as number) + lines;
+      return;
+    }
+    // A write to a pipe or device can block for long: meanwhile the clock would stand still, so
+    // the producers read Date.now() until it returns. Regular files are written to the page
+    // cache and return quickly; the clock stays live (Date.now() allocates on the hot path).
+    const pausesClock = this.clockLive && this.blockingSink;
+    if (pausesClock) Atomics.store(this.control, CONTROL.CLOCK_LIVE, 0);
+    try {
+      const bytes = Buffer.from(text, "utf8");
+      let offset = 0;
+      while (offset < bytes.length) offset += writeSync(this.fd, bytes, offset);
+      this.counters[COUNTERS.WRITTEN] = (this.counters[COUNTERS.WRITTEN] as number) + lines;
+    } catch (error) {
+      this.counters[COUNTERS.WRITE_FAILED] = (this.counters[COUNTERS.WRITE_FAILED] as number) + lines;
+      this.writeFailed(error);
+    }
+    this.counters[COUNTERS.CLOCK] = Date.now();
+    if (pausesClock && this.clockLive) Atomics.store(this.control, CONTROL.CLOCK_LIVE, 1);
+  }
+
+  private writeFailed(error: unknown): void {
+    this.report(this.errorCode, `stream: could not write ${this.data.file}: ${describe(error)}; stream records are dropped and counted (rankscope/stream_dropped), the job goes on`);
+    // A descriptor closed under us may already be reused by someone else: never close it again.
+    if ((error as { code?: unknown } | null)?.code === "EBADF") this.fd = -1;
+    else this.closeFile();
+  }
+
+  /** Open the file (creating its directory only at start); retried at most once per flush interval. */
+  private open(first: boolean): boolean {
+    const now = Date.now();
+    if (!first && now - this.lastOpenAttempt < this.data.flushMs) return false;
+    this.lastOpenAttempt = now;
+    try {
+      if (first) mkdirSync(dirname(this.data.file), { recursive: true });
+      this.fd = openSync(this.data.file, "a");
+      this.blockingSink = !fstatSync(this.fd).isFile();
+      return true;
+    } catch (error) {
+      this.report(this.errorCode, `stream: could not open ${this.data.file}: ${describe(error)}; stream records are dropped and counted (rankscope/stream_dropped) until it can be opened, the job goes on`);
+      return false;
+    }
+  }
+
+  /** A file deleted under us (its directory removed) takes writes silently: notice it. */
+  private checkFile(): void {
+    if (this.fd < 0) return;
+    try {
+      if (fstatSync(this.fd).nlink === 0) {
+        this.report(this.errorCode, `stream: ${this.data.file} was deleted (or its directory removed) while being written; stream records are dropped and counted (rankscope/stream_dropped) until it can be reopened, the job goes on`);
+        this.closeFile();
+        this.lastOpenAttempt = -Infinity;
+      }
+    } catch (error) {
+      this.writeFailed(error);
+    }
+  }
+
+  private closeFile(): void {
+    if (this.fd >= 0) {
+      try {
+        closeSync(this.fd);
+      } catch {
+        // Already closed (EBADF): it is reopened on a later cycle either way.
+      }
+    }
+    this.fd = -1;
+  }
+
+  private counts(): StreamCounts {
+    let ringFull = 0;
+    for (const ring of this.rings) ringFull += ring.view.ringFull;
+    const writeFailed = this.counters[COUNTERS.WRITE_FAILED] as number;
+    return {
+      written: this.counters[COUNTERS.WRITTEN] as number,
+      dropped: ringFull + writeFailed,
+      ringFull,
+      writeFailed,
+      backendDropped: this.counters[COUNTERS.BACKEND_DROPPED] as number,
+    };
+  }
+
+  private finish(reason: string): void {
+    if (this.fd >= 0) this.checkFile();
+    const counts = this.counts();
+    if (this.fd >= 0 || this.open(false)) {
+      try {
+        writeSync(this.fd, `${endLine(this.ts.text(Date.now()), this.data.rank, reason, counts)}\n`);
+      } catch (error) {
+        this.writeFailed(error);
+      }
+    }
+    this.closeFile();
+    this.post({ type: "done", counts });
+    Atomics.store(this.control, CONTROL.CLOCK_LIVE, 0);
+    Atomics.store(this.control, CONTROL.DONE, 1);
+    Atomics.notify(this.control, CONTROL.DONE);
+    this.data.events.close();
+    for (const ring of this.rings) ring.keys.close();
+  }
+
+  /** Ask the main thread to report an error: once per code from here (the main thread counts). */
+  private report(code: string, message: string): void {
+    if (this.reported.has(code)) return;
+    this.reported.add(code);
+    this.post({ type: "error", code, message });
+  }
+
+  private post(event: WriterEvent): void {
+    this.data.events.postMessage(event);
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+if (parentPort !== null && workerData !== null && typeof workerData === "object" && "control" in workerData) {
+  new Writer(workerData as WriterData).run();
+}

@@ -1,0 +1,155 @@
+/**
+ * Write faults and slow sinks: the user's loop goes on, one clear error is reported, every lost
+ * record is counted, and memory stays bounded by the ring.
+ */
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { closeSync, createReadStream, existsSync, readdirSync, readlinkSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, it } from "node:test";
+import { flushStream, startStream, stopStream, streamStats, streamValues } from "../../src/stream/stream.js";
+import { collectDiagnostics, tempDir } from "../helpers.js";
+import { readStream, runChild, STREAM_CHILD } from "./helpers.js";
+
+afterEach(async () => {
+  await stopStream();
+});
+
+const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** Stream `count` probes in chunks, yielding between chunks as a real loop with I/O would. */
+async function streamChunks(count: number, from = 0): Promise<void> {
+  const values = new Float32Array([1, 2, 3, 4]);
+  for (let i = from; i < from + count; i++) {
+    streamValues("x", values, i);
+    if (i % 1000 === 999) await yieldToLoop();
+  }
+}
+
+/** Poll (no timing assertion: the bound only stops a broken test from hanging). */
+async function until(condition: () => boolean, what: string, maxMs = 20_000): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`gave up waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+describe("stream write faults", { skip: !existsSync("/dev/full") && "no /dev/full here" }, () => {
+  it("/dev/full (ENOSPC): the loop finishes, one clear error, every record counted as dropped, memory bounded", async () => {
+    const N = 300_000;
+    const result = await runChild(STREAM_CHILD, ["devfull", String(N)], { RANKSCOPE_STREAM_FILE: "/dev/full", RANKSCOPE_STREAM_FLUSH_MS: "20" });
+    assert.equal(result.code, 0, result.stderr);
+    const report = JSON.parse(result.stdout.trim().split("\n").pop() as string) as { counts: Record<string, number>; rssGrowth: number };
+    assert.equal(report.counts["written"], 0);
+    assert.equal(report.counts["dropped"], N, "every record is either dropped at the ring or counted as a failed write");
+    assert.equal((report.counts["ringFull"] ?? 0) + (report.counts["writeFailed"] ?? 0), N);
+    const errors = result.stderr.split("\n").filter((l) => l.includes("[rankscope] error"));
+    assert.equal(errors.length, 1, result.stderr);
+    assert.match(errors[0] as string, /could not write \/dev\/full: ENOSPC.*dropped and counted \(rankscope\/stream_dropped\)/);
+    assert.ok(report.rssGrowth < 64 * 1024 * 1024, `rss grew by ${report.rssGrowth} bytes`);
+  });
+
+  it("a directory that vanishes: one error, the lost records counted, the loop unaffected", async () => {
+    const dir = join(tempDir(), "run");
+    const file = join(dir, "streams", "rank-0.jsonl");
+    const seen = await collectDiagnostics(async () => {
+      startStream({ file, flushMs: 10 });
+      await streamChunks(100);
+      await flushStream();
+      assert.equal(streamStats().written, 100);
+      rmSync(dir, { recursive: true, force: true });
+      let from = 100;
+      while (streamStats().writeFailed === 0) {
+        await streamChunks(100, from);
+        from += 100;
+        await flushStream();
+      }
+      await streamChunks(1000, from);
+      await stopStream();
+    });
+    const stats = streamStats();
+    assert.ok(stats.writeFailed > 0);
+    assert.equal(stats.dropped, stats.writeFailed + stats.ringFull);
+    const errors = seen.filter((d) => d.level === "error");
+    assert.equal(errors.length, 1, JSON.stringify(errors));
+    assert.match(errors[0]?.message ?? "", /rank-0\.jsonl was deleted \(or its directory removed\)/);
+    assert.equal(existsSync(dir), false, "the directory is not silently recreated");
+  });
+
+  it("a descriptor closed under the writer: one error, lost records counted, then writing resumes", { skip: !existsSync("/proc/self/fd") && "needs /proc/self/fd" }, async () => {
+    const file = join(tempDir(), "closed.jsonl");
+    const seen = await collectDiagnostics(async () => {
+      startStream({ file, flushMs: 10 });
+      await streamChunks(100);
+      await flushStream();
+      // Find the writer's descriptor of the file and close it from this thread (same process).
+      const fd = readdirSync("/proc/self/fd").map(Number).find((n) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${n}`) === file;
+        } catch {
+          return false;
+        }
+      });
+      assert.notEqual(fd, undefined, "the writer holds the file open");
+      closeSync(fd as number);
+      let from = 100;
+      while (streamStats().writeFailed === 0) {
+        await streamChunks(10, from);
+        from += 10;
+        await flushStream();
+      }
+      const failedAt = streamStats().written;
+      await until(() => {
+        streamValues("x", [1], -1);
+        return streamStats().written > failedAt;
+      }, "writing to resume after the file is reopened");
+      await stopStream();
+    });
+    const errors = seen.filter((d) => d.level === "error");
+    assert.equal(errors.length, 1, JSON.stringify(errors));
+    assert.match(errors[0]?.message ?? "", /could not write .*closed\.jsonl: EBADF/);
+    const stats = streamStats();
+    const { records } = readStream(file);
+    assert.equal(records.length, stats.written, "what was counted as written is in the file");
+    assert.ok(stats.writeFailed > 0);
+  });
+});
+
+describe("a slow sink", { skip: process.platform === "win32" && "needs mkfifo" }, () => {
+  it("keeps memory bounded by the ring and never makes the producer wait", async () => {
+    const fifo = join(tempDir(), "slow.fifo");
+    execFileSync("mkfifo", [fifo]);
+    // A reader that takes one small chunk every 20 ms: far slower than the producer.
+    const reader = createReadStream(fifo, { highWaterMark: 4096 });
+    let readBytes = 0;
+    reader.on("data", (chunk) => {
+      readBytes += chunk.length;
+      reader.pause();
+      setTimeout(() => reader.resume(), 20);
+    });
+    startStream({ file: fifo, capacity: 4096, flushMs: 10 });
+    // Wait until the writer has the pipe open and is writing, so the sink really is the slow reader.
+    await until(() => {
+      streamValues("warmup", [0], 0);
+      return streamStats().written > 0;
+    }, "the writer to start writing into the pipe");
+    const startCounts = streamStats();
+    const rssBefore = process.memoryUsage().rss;
+    const N = 400_000;
+    await streamChunks(N);
+    const rssGrowth = process.memoryUsage().rss - rssBefore;
+    const stats = streamStats();
+    assert.ok(stats.ringFull > 0, "records were dropped at the full ring instead of waiting");
+    assert.ok(rssGrowth < 64 * 1024 * 1024, `rss grew by ${rssGrowth} bytes`);
+    assert.ok(readBytes > 0, "the reader got data while the producer ran");
+    // Let the reader catch up so the writer can finish.
+    reader.removeAllListeners("data");
+    reader.on("data", () => {});
+    reader.resume();
+    const counts = await stopStream();
+    const total = (counts?.written ?? 0) + (counts?.ringFull ?? 0) - startCounts.written - startCounts.ringFull - startCounts.pending;
+    assert.equal(total, N, "every record is written or counted as dropped");
+    reader.destroy();
+  });
+});
