@@ -380,11 +380,6 @@ class StreamService {
     };
   }
 
-  /** True once a stream has been started in this process (so its drop count is worth reporting). */
-  get everStarted(): boolean {
-    return this.file !== undefined || this.noDestination > 0;
-  }
-
   private liveCounts(): StreamCounts {
     if (this.control === null || this.producer === null) return { written: 0, dropped: 0, ringFull: 0, writeFailed: 0, backendDropped: 0 };
     const counters = new Float64Array(this.control.buffer);
@@ -657,12 +652,16 @@ export function attachStreamLink(port: MessagePort): void {
 /** The stream's drop count, recorded into the collector at each flush as `rankscope/stream_dropped`. */
 export const STREAM_DROPPED_KEY = "rankscope/stream_dropped";
 
-/** Record the stream's cumulative drop count (reduced by sum across ranks) if a stream ever ran here. */
+/**
+ * Record the stream's cumulative drop count (reduced by sum across ranks) while a stream runs here,
+ * and at every flush after anything was dropped, so a loss is never silent.
+ */
 export function recordStreamDropped(collector: Collector): void {
-  if (!service.everStarted) return;
+  const dropped = service.stats().dropped;
+  if (!service.running && dropped === 0) return;
   const entry = collector.entryFor(STREAM_DROPPED_KEY, "sum");
   // Appended directly: the count itself must not go through the stream it counts.
-  entry?.accumulator.append(service.stats().dropped as never);
+  entry?.accumulator.append(dropped as never);
 }
 
 /**

@@ -39,6 +39,9 @@ const RULE = "===============";
 /** The controller's rank counts: printed only at a step where a rank was missing (stderr names it too). */
 const RANK_COUNT_KEYS = new Set(["rankscope/ranks_expected", "rankscope/ranks_reporting"]);
 
+/** The stream's drop count: printed only once something was dropped. */
+const STREAM_DROPPED_KEY = "rankscope/stream_dropped";
+
 function allRanksReported(metrics: readonly Metric[]): boolean {
   const expected = metrics.find((m) => m.key === "rankscope/ranks_expected")?.value;
   const reporting = metrics.find((m) => m.key === "rankscope/ranks_reporting")?.value;
@@ -127,7 +130,9 @@ class ConsoleBackend implements Backend {
   }
 
   logBatch(metrics: readonly Metric[], step: number): void {
-    const visible = metrics.filter((m) => !m.key.endsWith("__count") && !(RANK_COUNT_KEYS.has(m.key) && allRanksReported(metrics)));
+    const visible = metrics.filter(
+      (m) => !m.key.endsWith("__count") && !(RANK_COUNT_KEYS.has(m.key) && allRanksReported(metrics)) && !(m.key === STREAM_DROPPED_KEY && m.value === 0),
+    );
     if (visible.length === 0) return;
     process.stdout.write(
       this.layout.grid ? formatMetricsGrid(this.displayName, step, visible, this.layout.pairsPerRow) : formatMetricsTable(this.displayName, step, visible),
