@@ -7,7 +7,8 @@
  * and shutdown.
  */
 import type { BackendContext, RankIdentity } from "../backends/backend.js";
-import { getCollector, type Collector, type KeyState } from "../core/collector.js";
+import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../core/collector.js";
+import type { StreamRecord } from "../core/metric.js";
 import { currentRun, setCurrentRun } from "../run/current.js";
 import { attachStreamBackends, detachStreamBackends, recordStreamDropped } from "../stream/stream.js";
 import { BackendSet } from "./backend-set.js";
@@ -76,6 +77,18 @@ export function setCurrentRank(identity: RankIdentity): void {
   (globalThis as unknown as Record<symbol, RankIdentity | undefined>)[RANK_KEY] = identity;
 }
 
+/** Raw values straight to the backends, for an extra rank hosted in a thread whose ring is taken. */
+class DirectStreamProducer implements StreamProducer {
+  constructor(
+    private readonly backends: BackendSet,
+    private readonly identity: RankIdentity,
+  ) {}
+  record(entry: MetricEntry, value: number, step: number): void {
+    const record: StreamRecord = { key: entry.key, value, step, timestamp: Date.now(), rank: this.identity.rank, rankName: this.identity.rankName };
+    void this.backends.logStream([record]);
+  }
+}
+
 /** This process's rank: its collector, its per-rank backends, and the answers to the controller. */
 export class RankRuntime {
   private reduceBackends = BackendSet.empty();
@@ -100,9 +113,15 @@ export class RankRuntime {
     this.reduceBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_reduce"), context);
     this.streamBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_no_reduce"), context);
     if (this.streamBackends.wantsStream) {
-      // Raw values go through the stream ring; the writer hands decoded batches back to these backends.
       const backends = this.streamBackends;
-      this.collector.stream = attachStreamBackends((batch) => backends.logStream(batch), this.identity, message.run.runDir);
+      if (this.collector === getCollector()) {
+        // Raw values go through this thread's stream ring; the writer hands decoded batches back to these backends.
+        this.collector.stream = attachStreamBackends((batch) => backends.logStream(batch), this.identity, message.run.runDir);
+      } else {
+        // A second rank hosted in the same thread (its own collector): the thread's ring belongs to
+        // the thread's rank, so this one hands its raw values to its backends directly.
+        this.collector.stream = new DirectStreamProducer(backends, this.identity);
+      }
     }
   }
 
@@ -128,7 +147,7 @@ export class RankRuntime {
   private async stopBackends(): Promise<void> {
     if (this.collector.stream !== null) {
       this.collector.stream = null;
-      await detachStreamBackends();
+      if (this.collector === getCollector()) await detachStreamBackends();
     }
     await Promise.all([this.reduceBackends.finish(), this.streamBackends.finish()]);
     this.reduceBackends = BackendSet.empty();
