@@ -65,6 +65,8 @@ export interface LogDirectOptions {
   step: number;
   /** The metrics' own x-axis (e.g. `system/step`); absent = the training step. */
   axis?: string;
+  /** When the values were taken (ms since the epoch; default now). */
+  timestamp?: number;
 }
 
 /** What one `flush(step)` did. */
@@ -235,6 +237,10 @@ export class MetricLogger {
     }
     const timestamp = Date.now();
     const target = { step, timestamp };
+    // What ranks logged on axes of their own since the last flush (a rank's system monitor).
+    for (const snapshot of snapshots) {
+      for (const log of snapshot.offCycle ?? []) await this.logDirect(log.states, { step: log.step, axis: log.axis, timestamp: log.timestamp });
+    }
     const states = mergeRankKeyStates(snapshots, step);
     if (ranksExpected > 0) {
       // How many ranks this step's values come from: a chart of it shows when ranks went missing.
@@ -256,7 +262,7 @@ export class MetricLogger {
    */
   async logDirect(states: readonly KeyState[], options: LogDirectOptions): Promise<readonly Metric[]> {
     this.assertOpen("logDirect");
-    const target = { step: options.step, timestamp: Date.now(), ...(options.axis === undefined ? {} : { axis: options.axis }) };
+    const target = { step: options.step, timestamp: options.timestamp ?? Date.now(), ...(options.axis === undefined ? {} : { axis: options.axis }) };
     const reduced = reduceStates(states, target);
     if (this.globalBackends.size > 0) await this.globalBackends.logFlush(reduced, options.step);
     return reduced.metrics;

@@ -9,6 +9,7 @@
 import type { BackendContext, RankIdentity } from "../backends/backend.js";
 import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../core/collector.js";
 import type { StreamRecord } from "../core/metric.js";
+import { reportError } from "../core/diagnostics.js";
 import { currentRun, setCurrentRun } from "../run/current.js";
 import { attachStreamBackends, detachStreamBackends, recordStreamDropped } from "../stream/stream.js";
 import { BackendSet } from "./backend-set.js";
@@ -40,6 +41,42 @@ export interface RankSnapshot {
   readonly states: readonly KeyState[];
   /** Records dropped because their key was new past the key bound, since the rank started. */
   readonly droppedKeyRecords: number;
+  /** Values logged on this rank since the last flush on axes of their own (see `OffCycleLog`). */
+  readonly offCycle?: readonly OffCycleLog[];
+}
+
+/**
+ * Values a rank logged outside the flush cycle, on an axis of their own (the system monitor's
+ * `system/step`). A rank has no global backends, so they ride along with the next flush's
+ * snapshot and the controller logs them on their own axis, never at the training step.
+ */
+export interface OffCycleLog {
+  readonly axis: string;
+  /** The value on `axis`. */
+  readonly step: number;
+  /** Milliseconds since the epoch, when they were logged. */
+  readonly timestamp: number;
+  readonly states: readonly KeyState[];
+}
+
+/** At most this many off-cycle logs wait for the next flush; older ones are dropped and counted. */
+export const MAX_PENDING_OFF_CYCLE = 1000;
+
+const OFF_CYCLE_KEY = Symbol.for("rankscope.offCycleLogs");
+
+function offCycleQueue(): OffCycleLog[] {
+  const holder = globalThis as unknown as Record<symbol, OffCycleLog[] | undefined>;
+  return (holder[OFF_CYCLE_KEY] ??= []);
+}
+
+/** Queue values logged on a rank outside the flush cycle, for the controller (bounded). */
+export function queueOffCycleLog(log: OffCycleLog): void {
+  const queue = offCycleQueue();
+  if (queue.length >= MAX_PENDING_OFF_CYCLE) {
+    queue.shift();
+    reportError("rank.offCycleFull", `more than ${MAX_PENDING_OFF_CYCLE} off-cycle logs (system monitor) waited for a flush; the oldest are dropped and counted. Flush more often, or log less often.`);
+  }
+  queue.push(log);
 }
 
 /** How the controller reaches one rank, whatever carries the messages. */
@@ -136,7 +173,11 @@ export class RankRuntime {
     if (this.reduceBackends.size > 0 && states.length > 0) {
       await this.reduceBackends.logStates(states, { step, timestamp: Date.now(), rankName: this.identity.rankName });
     }
-    return { rankName: this.identity.rankName, step, states, droppedKeyRecords: this.collector.droppedKeyRecords };
+    const snapshot: RankSnapshot = { rankName: this.identity.rankName, step, states, droppedKeyRecords: this.collector.droppedKeyRecords };
+    // Off-cycle logs belong to the process: only its own collector's runtime carries them.
+    const queue = offCycleQueue();
+    if (queue.length === 0 || this.collector !== getCollector()) return snapshot;
+    return { ...snapshot, offCycle: queue.splice(0, queue.length) };
   }
 
   /** Finish the per-rank backends. */

@@ -15,6 +15,8 @@ import { reportError, warn } from "../core/diagnostics.js";
 import type { Metric } from "../core/metric.js";
 import type { MetricLogger } from "../controller/metric-logger.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
+import { queueOffCycleLog } from "../controller/rank.js";
+import { reduceStates } from "../controller/reduce-states.js";
 import { currentRun } from "../run/current.js";
 import { queryNvidiaSmi, type GpuSample } from "./nvidia-smi.js";
 
@@ -179,9 +181,11 @@ export class SystemMonitor {
     if (states.length === 0) return [];
     const step = this.step++;
     if (this.loggerPromise === null && currentRun()?.role === "rank") {
-      // A rank has no controller-side logger of its own, and creating one here would start a second run.
-      warn("system.onRank", "the system monitor logs through the controller's MetricLogger; start it in the controller process (it watches that machine), or pass { logger }");
-      return [];
+      // A rank has no global backends (and creating a logger here would start a second run): its
+      // samples go to the controller with the next flush, which logs them on the monitor's axis.
+      const timestamp = Date.now();
+      queueOffCycleLog({ axis: SYSTEM_AXIS, step, timestamp, states });
+      return reduceStates(states, { step, timestamp, axis: SYSTEM_AXIS }).metrics;
     }
     try {
       this.loggerPromise ??= getOrCreateMetricLogger();

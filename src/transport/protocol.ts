@@ -236,6 +236,15 @@ function validateSnapshot(snapshot: unknown): string | undefined {
       return `state of "${String(s["key"])}" must carry v and count`;
     }
   }
+  const offCycle = snapshot["offCycle"];
+  if (offCycle !== undefined) {
+    if (!Array.isArray(offCycle)) return "snapshot.offCycle must be an array";
+    for (const log of offCycle as unknown[]) {
+      if (!isObject(log) || !isString(log["axis"]) || !isId(log["step"]) || typeof log["timestamp"] !== "number" || !Array.isArray(log["states"])) {
+        return "every off-cycle log must carry axis, step, timestamp and states";
+      }
+    }
+  }
   return undefined;
 }
 
