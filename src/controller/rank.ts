@@ -130,7 +130,6 @@ class DirectStreamProducer implements StreamProducer {
 export class RankRuntime {
   private reduceBackends = BackendSet.empty();
   private streamBackends = BackendSet.empty();
-  private run: RunInfo | null = null;
 
   constructor(
     readonly identity: RankIdentity,
@@ -140,7 +139,6 @@ export class RankRuntime {
   /** Start the per-rank backends this rank was sent (replacing any it had). */
   async init(message: RankInit): Promise<void> {
     await this.stopBackends();
-    this.run = message.run;
     if (currentRun()?.role !== "controller") {
       setCurrentRun({ runDir: message.run.runDir, experiment: message.run.experiment, trial: message.run.trial, identity: this.identity, role: "rank" });
     }
