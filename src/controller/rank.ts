@@ -11,7 +11,7 @@ import { getCollector, type Collector, type KeyState, type MetricEntry, type Str
 import type { StreamRecord } from "../core/metric.js";
 import { reportError } from "../core/diagnostics.js";
 import { currentRun, setCurrentRun } from "../run/current.js";
-import { attachStreamBackends, detachStreamBackends, recordStreamDropped } from "../stream/stream.js";
+import { attachStreamBackends, detachStreamBackends, flushStream, recordStreamDropped } from "../stream/stream.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
 
@@ -92,6 +92,9 @@ export interface RankHandle {
   shutdown(deadlineMs?: number): Promise<void>;
 }
 
+/** How long a flush waits for raw values already recorded to reach the stream backends. */
+const STREAM_FLUSH_WAIT_MS = 1000;
+
 /** The identity of a process that nobody told who it is: rank 0 of one. */
 export function standaloneIdentity(processName: string): RankIdentity {
   return { rank: 0, rankName: processName, processName, localRank: 0, localWorldSize: 1 };
@@ -130,6 +133,8 @@ class DirectStreamProducer implements StreamProducer {
 export class RankRuntime {
   private reduceBackends = BackendSet.empty();
   private streamBackends = BackendSet.empty();
+  /** True while this runtime's per_rank_no_reduce backends are fed by this thread's stream ring. */
+  private usesStreamRing = false;
 
   constructor(
     readonly identity: RankIdentity,
@@ -152,6 +157,7 @@ export class RankRuntime {
       if (this.collector === getCollector()) {
         // Raw values go through this thread's stream ring; the writer hands decoded batches back to these backends.
         this.collector.stream = attachStreamBackends((batch) => backends.logStream(batch), this.identity, message.run.runDir);
+        this.usesStreamRing = true;
       } else {
         // A second rank hosted in the same thread (its own collector): the thread's ring belongs to
         // the thread's rank, so this one hands its raw values to its backends directly.
@@ -165,6 +171,11 @@ export class RankRuntime {
    * the per-rank backends, and return them for the controller.
    */
   async flush(step: number): Promise<RankSnapshot> {
+    if (this.usesStreamRing) {
+      // Raw values recorded before this flush reach the per_rank_no_reduce backends first, so a
+      // step's stream lines come before the next step's (bounded: the flush has a deadline).
+      await flushStream(STREAM_FLUSH_WAIT_MS);
+    }
     recordStreamDropped(this.collector);
     const states = this.collector.takeStates();
     this.collector.step = step + 1;
@@ -184,6 +195,7 @@ export class RankRuntime {
   }
 
   private async stopBackends(): Promise<void> {
+    this.usesStreamRing = false;
     if (this.collector.stream !== null) {
       this.collector.stream = null;
       if (this.collector === getCollector()) await detachStreamBackends();
