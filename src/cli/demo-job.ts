@@ -65,6 +65,8 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       await logger.initBackends({ console: { loggingMode } });
       for (let i = 0; i < 2; i++) await actors.fanout("myFn");
       await logger.flush(step++);
+      // Stream lines reach the console from each rank's writer thread: wait for them, then print.
+      if (loggingMode === "per_rank_no_reduce") await actors.fanout("drainStream");
       await actors.syncOutput();
     }
 

@@ -5,6 +5,7 @@
 import { recordMetric } from "../core/collector.js";
 import { Reduce } from "../core/registry.js";
 import { currentRank } from "../controller/rank.js";
+import { flushStream } from "../stream/stream.js";
 
 /** Seed 001 §2: record this rank's local rank with SUM. */
 export function myFn(): void {
@@ -36,4 +37,9 @@ export function rollout(step: number): void {
     recordMetric("rollout/sample", { rank, episode, reward, response: `answer ${rank}.${episode}` }, Reduce.SAMPLE);
     recordMetric("rollout/tokens", 128, Reduce.SUM);
   }
+}
+
+/** Wait until the raw values recorded so far have reached this rank's stream backends (the console). */
+export async function drainStream(): Promise<void> {
+  await flushStream(10_000);
 }
