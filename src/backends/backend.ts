@@ -7,6 +7,7 @@
  * for the per-rank modes).
  */
 import type { HistogramMetric, LoggingMode, Metric, SampleBatch, StreamRecord } from "../core/metric.js";
+import { processWide } from "../core/process-wide.js";
 
 /** Who a rank is. */
 export interface RankIdentity {
@@ -91,16 +92,8 @@ export interface BackendRegistration {
   readonly validate?: (options: BackendOptions) => void;
 }
 
-const REGISTRY_KEY = Symbol.for("rankscope.backendRegistry");
-
 function registry(): Map<string, BackendRegistration> {
-  const holder = globalThis as unknown as Record<symbol, Map<string, BackendRegistration> | undefined>;
-  let table = holder[REGISTRY_KEY];
-  if (table === undefined) {
-    table = new Map();
-    holder[REGISTRY_KEY] = table;
-  }
-  return table;
+  return processWide("backendRegistry", () => new Map<string, BackendRegistration>());
 }
 
 /**
@@ -128,16 +121,8 @@ export function registeredBackends(): string[] {
   return [...registry().keys()].sort();
 }
 
-const LAZY_KEY = Symbol.for("rankscope.lazyBackends");
-
 function lazyTable(): Map<string, () => Promise<unknown>> {
-  const holder = globalThis as unknown as Record<symbol, Map<string, () => Promise<unknown>> | undefined>;
-  let table = holder[LAZY_KEY];
-  if (table === undefined) {
-    table = new Map();
-    holder[LAZY_KEY] = table;
-  }
-  return table;
+  return processWide("lazyBackends", () => new Map<string, () => Promise<unknown>>());
 }
 
 /**

@@ -10,6 +10,7 @@ import type { BackendContext, RankIdentity } from "../backends/backend.js";
 import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../core/collector.js";
 import type { StreamRecord } from "../core/metric.js";
 import { reportError } from "../core/diagnostics.js";
+import { processWide } from "../core/process-wide.js";
 import { currentRun, setCurrentRun } from "../run/current.js";
 import { attachStreamBackends, detachStreamBackends, flushStream, recordStreamDropped } from "../stream/stream.js";
 import { BackendSet } from "./backend-set.js";
@@ -62,11 +63,8 @@ export interface OffCycleLog {
 /** At most this many off-cycle logs wait for the next flush; older ones are dropped and counted. */
 export const MAX_PENDING_OFF_CYCLE = 1000;
 
-const OFF_CYCLE_KEY = Symbol.for("rankscope.offCycleLogs");
-
 function offCycleQueue(): OffCycleLog[] {
-  const holder = globalThis as unknown as Record<symbol, OffCycleLog[] | undefined>;
-  return (holder[OFF_CYCLE_KEY] ??= []);
+  return processWide("offCycleLogs", (): OffCycleLog[] => []);
 }
 
 /** Queue values logged on a rank outside the flush cycle, for the controller (bounded). */

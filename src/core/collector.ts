@@ -13,6 +13,7 @@ import { warn } from "./diagnostics.js";
 import { envFlag, envInteger } from "./env.js";
 import type { Accumulator, AccumulatorState, ReduceDefinition, ReduceName, SampleRecord } from "./reduce.js";
 import { getReduceDefinition } from "./registry.js";
+import { processWide } from "./process-wide.js";
 
 /** One key's accumulator in this process. */
 export interface MetricEntry {
@@ -169,17 +170,9 @@ export function describeValue(value: unknown): string {
   return `${typeof value} ${String(value)}`;
 }
 
-const COLLECTOR_KEY = Symbol.for("rankscope.collector");
-
 /** This process's collector (created on first use). */
 export function getCollector(): Collector {
-  const holder = globalThis as unknown as Record<symbol, Collector | undefined>;
-  let collector = holder[COLLECTOR_KEY];
-  if (collector === undefined) {
-    collector = new Collector();
-    holder[COLLECTOR_KEY] = collector;
-  }
-  return collector;
+  return processWide("collector", () => new Collector());
 }
 
 const collector = getCollector();

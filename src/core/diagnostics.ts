@@ -1,3 +1,4 @@
+import { processWide } from "./process-wide.js";
 /**
  * Operational faults and warnings: every one is counted, the first of each kind is reported.
  *
@@ -28,20 +29,12 @@ interface DiagnosticsState {
   everyTime: boolean;
 }
 
-const STATE_KEY = Symbol.for("rankscope.diagnostics");
-
 function defaultHandler(d: Diagnostic): void {
   process.stderr.write(`[rankscope] ${d.level}: ${d.message}\n`);
 }
 
 function state(): DiagnosticsState {
-  const holder = globalThis as unknown as Record<symbol, DiagnosticsState | undefined>;
-  let s = holder[STATE_KEY];
-  if (s === undefined) {
-    s = { counts: new Map(), handler: defaultHandler, everyTime: false };
-    holder[STATE_KEY] = s;
-  }
-  return s;
+  return processWide("diagnostics", () => ({ counts: new Map(), handler: defaultHandler, everyTime: false }));
 }
 
 function report(level: Diagnostic["level"], code: string, message: string): void {

@@ -11,16 +11,13 @@ import { histogramReduce } from "./accumulators/histogram.js";
 import { maxReduce, meanReduce, minReduce, stdReduce, sumReduce } from "./accumulators/moments.js";
 import { sampleReduce, type SampleOptions } from "./accumulators/sample.js";
 import type { AccumulatorState, BuiltinReduce, ReduceDefinition, ReduceName } from "./reduce.js";
+import { processWide } from "./process-wide.js";
 
 type AnyDefinition = ReduceDefinition<AccumulatorState>;
 
-const REGISTRY_KEY = Symbol.for("rankscope.reduceRegistry");
-
 function registry(): Map<string, AnyDefinition> {
-  const holder = globalThis as unknown as Record<symbol, Map<string, AnyDefinition> | undefined>;
-  let table = holder[REGISTRY_KEY];
-  if (table === undefined) {
-    table = new Map<string, AnyDefinition>();
+  return processWide("reduceRegistry", () => {
+    const table = new Map<string, AnyDefinition>();
     const builtins: AnyDefinition[] = [
       meanReduce,
       sumReduce,
@@ -32,9 +29,8 @@ function registry(): Map<string, AnyDefinition> {
       sampleReduce("sample"),
     ] as unknown as AnyDefinition[];
     for (const d of builtins) table.set(d.name, d);
-    holder[REGISTRY_KEY] = table;
-  }
-  return table;
+    return table;
+  });
 }
 
 const PARAMETERISED = /^(quantiles|sample)\((.*)\)$/;

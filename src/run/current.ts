@@ -7,6 +7,7 @@
  * subscribe to be told when it becomes known.
  */
 import type { RankIdentity } from "../backends/backend.js";
+import { processWide } from "../core/process-wide.js";
 
 /** Where this process writes and who it is. */
 export interface CurrentRun {
@@ -24,16 +25,8 @@ interface Holder {
   listeners: Set<Listener>;
 }
 
-const KEY = Symbol.for("rankscope.currentRun");
-
 function holder(): Holder {
-  const g = globalThis as unknown as Record<symbol, Holder | undefined>;
-  let h = g[KEY];
-  if (h === undefined) {
-    h = { run: undefined, listeners: new Set() };
-    g[KEY] = h;
-  }
-  return h;
+  return processWide("currentRun", (): Holder => ({ run: undefined, listeners: new Set() }));
 }
 
 /** The run this process belongs to, or undefined before a logger or the controller said so. */

@@ -12,6 +12,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { describeValue, getCollector, recordMetric } from "../core/collector.js";
 import { AVG_MIN_MAX, AvgMinMaxAccumulator } from "./reductions.js";
+import { processWide } from "../core/process-wide.js";
 
 /** How `stat` reduces the masked entries of one array. */
 export const StatReduce = {
@@ -332,16 +333,8 @@ function countTrue(mask: Mask): number {
   return n;
 }
 
-const TRACKER_KEY = Symbol.for("rankscope.stats");
-
 function defaultTracker(): StatsTracker {
-  const holder = globalThis as unknown as Record<symbol, StatsTracker | undefined>;
-  let tracker = holder[TRACKER_KEY];
-  if (tracker === undefined) {
-    tracker = new StatsTracker("");
-    holder[TRACKER_KEY] = tracker;
-  }
-  return tracker;
+  return processWide("stats", () => new StatsTracker(""));
 }
 
 /**

@@ -25,6 +25,7 @@ import { resolveStreamConfig, type StreamConfig, type StreamOptions } from "./co
 import type { StreamCounts } from "./format.js";
 import { CONTROL, COUNTERS, createControl, createRing, RingProducer, RingView, STOP_REASONS, type RingShape, type StopReason } from "./ring.js";
 import type { WriterData, WriterEvent } from "./writer.js";
+import { processWide } from "../core/process-wide.js";
 
 export type { StreamOptions, StreamConfig } from "./config.js";
 export type { StreamCounts } from "./format.js";
@@ -534,16 +535,8 @@ function waitUntil(control: Int32Array, index: number, ready: (value: number) =>
   }
 }
 
-const SERVICE_KEY = Symbol.for("rankscope.stream");
-
 function getService(): StreamService {
-  const holder = globalThis as unknown as Record<symbol, StreamService | undefined>;
-  let service = holder[SERVICE_KEY];
-  if (service === undefined) {
-    service = new StreamService();
-    holder[SERVICE_KEY] = service;
-  }
-  return service;
+  return processWide("stream", () => new StreamService());
 }
 
 const service = getService();

@@ -15,6 +15,7 @@ import type { Level, Logger } from "pino";
 import { describeError, reportError } from "../core/diagnostics.js";
 import { currentRun, onRunChange, type CurrentRun } from "../run/current.js";
 import { colorLine, COLOR_NAMES, DEFAULT_COMPONENT_COLORS, formatRecord, type ColorName, type ComponentColor } from "./format.js";
+import { processWide } from "../core/process-wide.js";
 
 /** A component's logger: pino's API (`info(msg)`, `info({ step }, msg)`, `warn`, `error(err)`, `child`). */
 export type TextLogger = Logger;
@@ -181,17 +182,12 @@ class TextLogs {
   }
 }
 
-const KEY = Symbol.for("rankscope.textLogs");
-
 function textLogs(): TextLogs {
-  const holder = globalThis as unknown as Record<symbol, TextLogs | undefined>;
-  let logs = holder[KEY];
-  if (logs === undefined) {
-    logs = new TextLogs();
-    holder[KEY] = logs;
+  return processWide("textLogs", () => {
+    const logs = new TextLogs();
     logs.attach(currentRun());
-  }
-  return logs;
+    return logs;
+  });
 }
 
 /**

@@ -22,6 +22,7 @@ import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type Ran
 import { parseRankSelection, rankSelected, type RankSelection } from "./rank-selection.js";
 import { EventBuffer, PH_COMPLETE, PH_COUNTER, PH_INSTANT } from "./event-buffer.js";
 import { processMetadata, threadMetadata, TRACE_CATEGORIES, TRACE_FILE_HEADER, traceEventLine, type TraceCategory } from "./trace-events.js";
+import { processWide } from "../core/process-wide.js";
 
 /** Options of a perf tracer (`configurePerfTracer`, or `new PerfTracer`). */
 export interface PerfTracerOptions extends RankFileOptions {
@@ -491,17 +492,9 @@ function rankSelectionFromEnv(): RankSelection {
   }
 }
 
-const TRACER_KEY = Symbol.for("rankscope.perfTracer");
-
 /** This process's perf tracer (created on first use, options from the environment). */
 export function getPerfTracer(): PerfTracer {
-  const holder = globalThis as unknown as Record<symbol, PerfTracer | undefined>;
-  let tracer = holder[TRACER_KEY];
-  if (tracer === undefined) {
-    tracer = new PerfTracer();
-    holder[TRACER_KEY] = tracer;
-  }
-  return tracer;
+  return processWide("perfTracer", () => new PerfTracer());
 }
 
 const perfTracer = getPerfTracer();

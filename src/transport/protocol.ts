@@ -17,6 +17,7 @@ import type { RankIdentity } from "../backends/backend.js";
 import { warn } from "../core/diagnostics.js";
 import { decodeMessage, encodeMessage } from "../core/json.js";
 import type { RankInit, RankSnapshot } from "../controller/rank.js";
+import { processWide } from "../core/process-wide.js";
 
 /** The protocol version this build speaks. A message with another version is ignored and counted. */
 export const PROTOCOL_VERSION = 1;
@@ -67,17 +68,9 @@ export interface IgnoredMessageCounts {
   late: number;
 }
 
-const COUNTS_KEY = Symbol.for("rankscope.transport.ignored");
-
 /** How many messages this process has ignored since it started, by reason. */
 export function ignoredMessageCounts(): IgnoredMessageCounts {
-  const holder = globalThis as unknown as Record<symbol, IgnoredMessageCounts | undefined>;
-  let counts = holder[COUNTS_KEY];
-  if (counts === undefined) {
-    counts = { malformed: 0, foreign: 0, late: 0 };
-    holder[COUNTS_KEY] = counts;
-  }
-  return counts;
+  return processWide("transport.ignored", (): IgnoredMessageCounts => ({ malformed: 0, foreign: 0, late: 0 }));
 }
 
 /** Count and report a message that was ignored. */
@@ -94,17 +87,9 @@ export interface TransportStats {
   bytesIn: number;
 }
 
-const STATS_KEY = Symbol.for("rankscope.transport.stats");
-
 /** Counts of protocol messages this process sent and received (for benchmarks and health pages). */
 export function transportStats(): TransportStats {
-  const holder = globalThis as unknown as Record<symbol, TransportStats | undefined>;
-  let stats = holder[STATS_KEY];
-  if (stats === undefined) {
-    stats = { messagesOut: 0, bytesOut: 0, messagesIn: 0, bytesIn: 0 };
-    holder[STATS_KEY] = stats;
-  }
-  return stats;
+  return processWide("transport.stats", (): TransportStats => ({ messagesOut: 0, bytesOut: 0, messagesIn: 0, bytesIn: 0 }));
 }
 
 /** Serialise a message for the wire. */
