@@ -94,7 +94,7 @@ const stepTracer = new Tracer("bench");
 rows.push(["Tracer.step (trackMemory off)", await measure(N, (n) => { stepTracer.start(); for (let i = 0; i < n; i++) stepTracer.step("fwd"); stepTracer.stop(); }, () => void collector.takeStates()), "≤ 1000"]);
 rows.push(["Tracer.start + step + stop", await measure(N, (n) => { for (let i = 0; i < n; i++) { stepTracer.start(); stepTracer.step("fwd"); stepTracer.stop(); } }, () => void collector.takeStates()), "—"]);
 const memTracer = new Tracer("bench_mem", { trackMemory: true });
-rows.push(["Tracer.step (trackMemory on: V8 heap sample)", await measure(N, (n) => { memTracer.start(); for (let i = 0; i < n; i++) memTracer.step("fwd"); memTracer.stop(); }, () => void collector.takeStates()), "—"]);
+rows.push(["Tracer.step (trackMemory on: V8 heap + RSS sample)", await measure(N, (n) => { memTracer.start(); for (let i = 0; i < n; i++) memTracer.step("fwd"); memTracer.stop(); }, () => void collector.takeStates()), "—"]);
 rows.push(["Tracer.start + stop (trackMemory on: heap + RSS at both ends)", await measure(5_000, (n) => { for (let i = 0; i < n; i++) { memTracer.start(); memTracer.stop(); } }, () => void collector.takeStates()), "—"]);
 
 const otel = otelTrace.getTracer("bench");

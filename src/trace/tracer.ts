@@ -9,7 +9,7 @@
  * `{prefix}/memory_delta_end_start_avg_gb` (MEAN of stop − start) and `{prefix}/memory_peak_max_gb`
  * (MAX of the samples); the process's resident set size gets its own pair
  * (`rss_delta_end_start_avg_gb`, `rss_peak_max_gb`), sampled at the same points. Reading the RSS
- * costs several microseconds (a read of /proc), so a step with `trackMemory` costs that much more
+ * is one read of /proc (~1.5 µs, see rss.ts), so a step with `trackMemory` costs that much more
  * than one without (~70 ns). Gigabytes are GiB (1024³ bytes), as in Forge.
  *
  * Key strings are built once per prefix and step name and cached, so a step in a loop costs one
@@ -21,6 +21,7 @@ import { describeValue, getCollector, recordMetric } from "../core/collector.js"
 import { warn } from "../core/diagnostics.js";
 import { Reduce } from "../core/registry.js";
 import { envFlag } from "../core/env.js";
+import { residentSetSize } from "./rss.js";
 
 /** The timers a Tracer can use. Node has one clock worth measuring with: the monotonic one. */
 export const TIMER_KINDS = ["cpu"] as const;
@@ -179,7 +180,7 @@ export class Tracer implements Disposable {
     if (this.memoryThisRun) {
       const heap = heapUsed();
       if (heap > this.heapPeak) this.heapPeak = heap;
-      const rss = process.memoryUsage.rss();
+      const rss = residentSetSize();
       if (rss > this.rssPeak) this.rssPeak = rss;
     }
   }
@@ -219,12 +220,12 @@ export class Tracer implements Disposable {
     // enterWith scopes the owner to this async context and the ones it starts from here on.
     memoryOwner.enterWith(this.ownBox);
     this.heapStart = this.heapPeak = heapUsed();
-    this.rssStart = this.rssPeak = process.memoryUsage.rss();
+    this.rssStart = this.rssPeak = residentSetSize();
   }
 
   private stopMemory(): void {
     const heap = heapUsed();
-    const rss = process.memoryUsage.rss();
+    const rss = residentSetSize();
     if (heap > this.heapPeak) this.heapPeak = heap;
     recordMetric(this.keys.memoryDelta, (heap - this.heapStart) / GIB, Reduce.MEAN);
     recordMetric(this.keys.memoryPeak, this.heapPeak / GIB, Reduce.MAX);
