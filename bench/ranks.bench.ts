@@ -8,11 +8,9 @@
  * Uses the compiled package (`npm run build` first; `npm run bench` does).
  * Run: `npm run bench -- ranks`, or `RANKS_BENCH_QUICK=1` for a smaller grid.
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { NatsServer } from "../test/transport/support.js";
 
 // The compiled package at run time (fast rank start-up); the sources' types at compile time, so
 // type-checking does not need a build.
@@ -37,26 +35,6 @@ interface Row {
   p90Ms: number;
   bytesPerKeyPerRank: number;
   usPerRankKey: number;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-async function startNats(): Promise<{ url: string; child: ChildProcess }> {
-  const bin = ["/usr/sbin/nats-server", "/usr/bin/nats-server"].find((p) => existsSync(p)) ?? "nats-server";
-  const port = await freePort();
-  const child = spawn(bin, ["-a", "127.0.0.1", "-p", String(port)], { stdio: "ignore" });
-  await new Promise((resolve) => setTimeout(resolve, 400));
-  return { url: `nats://127.0.0.1:${port}`, child };
 }
 
 function quantile(sorted: number[], q: number): number {
@@ -111,7 +89,7 @@ async function measure(carrier: Carrier, ranks: number, natsUrl: string): Promis
 }
 
 const started = performance.now();
-const nats = await startNats();
+const nats = await NatsServer.start();
 const rows: Row[] = [];
 try {
   for (const carrier of ["thread (MessagePort)", "process (IPC)", "process (NATS)"] as Carrier[]) {
@@ -122,7 +100,7 @@ try {
     }
   }
 } finally {
-  nats.child.kill("SIGKILL");
+  await nats.stop();
 }
 
 const fmt = (n: number, d = 1): string => n.toFixed(d);

@@ -26,17 +26,9 @@ import { resolveWandbOptions, sanitiseRunId, type ResolvedWandbOptions } from ".
 import { RunWriter, type RunTarget } from "./run-writer.js";
 import { spoolDirFor } from "./spool.js";
 
-/** What the primary of a shared run hands to the ranks. */
+/** What the primary of a shared run hands to the ranks: the run exactly as it created it. */
 export interface SharedRunMetadata {
-  readonly runId: string;
-  readonly project: string;
-  readonly entity: string | null;
-  readonly displayName: string;
-  readonly groupName: string | null;
-  readonly jobType: string | null;
-  readonly notes: string | null;
-  readonly tags: readonly string[] | null;
-  readonly config: string;
+  readonly upsert: UpsertVariables;
   readonly resume: string;
 }
 
@@ -115,18 +107,8 @@ export class WandbBackend implements Backend {
       clientId = context.identity.rankName;
       this.prefix = `${context.identity.rankName}/`;
       const meta = context.primaryMetadata as Partial<SharedRunMetadata>;
-      if (typeof meta.runId === "string") {
-        upsert = {
-          name: meta.runId,
-          project: meta.project ?? upsert.project,
-          entity: meta.entity ?? upsert.entity,
-          displayName: meta.displayName ?? upsert.displayName,
-          groupName: meta.groupName ?? upsert.groupName,
-          jobType: meta.jobType ?? upsert.jobType,
-          notes: meta.notes ?? upsert.notes,
-          tags: meta.tags ?? upsert.tags,
-          config: meta.config ?? upsert.config,
-        };
+      if (typeof meta.upsert?.name === "string") {
+        upsert = meta.upsert;
       } else {
         warn(
           `wandb.noPrimary:${context.backendName}`,
@@ -166,19 +148,7 @@ export class WandbBackend implements Backend {
 
   metadataForRanks(): Readonly<Record<string, unknown>> | undefined {
     if (this.role !== "primary" || this.writer === null) return undefined;
-    const u = this.writer.target.upsert;
-    const meta: SharedRunMetadata = {
-      runId: u.name,
-      project: u.project,
-      entity: u.entity,
-      displayName: u.displayName,
-      groupName: u.groupName,
-      jobType: u.jobType,
-      notes: u.notes,
-      tags: u.tags,
-      config: u.config,
-      resume: this.options.resume,
-    };
+    const meta: SharedRunMetadata = { upsert: this.writer.target.upsert, resume: this.options.resume };
     return { ...meta };
   }
 
