@@ -9,56 +9,114 @@
  * NaN and ±Infinity are written as the strings "NaN", "Infinity", "-Infinity" (as every rankscope
  * JSONL file). Values from a Float32Array are written in the shortest form that reads back as the
  * same float32 (`0.1`, not `0.10000000149011612`).
+ *
+ * Lines are written as bytes into a `LineBuffer`: the parts that repeat (a key's middle, the
+ * timestamp of the current millisecond, the current step's tail) are encoded once and copied.
  */
-import { jsonNumberText } from "../core/json.js";
+import { LineBuffer } from "../core/line-buffer.js";
 import type { SlotRecord } from "./ring.js";
 
-/** Caches the ISO text of the last timestamp: consecutive records usually share a millisecond. */
-export class TimestampText {
-  private lastMs = Number.NaN;
-  private lastText = "";
-  text(ms: number): string {
-    if (ms !== this.lastMs) {
-      this.lastMs = ms;
-      this.lastText = Number.isFinite(ms) ? new Date(Math.floor(ms)).toISOString() : "1970-01-01T00:00:00.000Z";
+/** Longest text of one number in a line (`-1.2345678901234567e-308`, `"-Infinity"`). */
+const NUMBER_BYTES = 24;
+const COMMA = 44;
+const CLOSE_LIST = encode("]}\n");
+const VALUES_OPEN = encode(',"values":[');
+const LENGTH_FIELD = encode(',"length":');
+const DTYPE_FIELDS: Record<string, Uint8Array> = {
+  number: encode(',"dtype":"number"'),
+  f32: encode(',"dtype":"f32"'),
+  f64: encode(',"dtype":"f64"'),
+};
+
+function encode(text: string): Uint8Array {
+  return new Uint8Array(Buffer.from(text, "utf8"));
+}
+
+/** The ISO-8601 text of a timestamp in ms (the epoch for a non-finite one). */
+export function isoTime(ms: number): string {
+  return Number.isFinite(ms) ? new Date(Math.floor(ms)).toISOString() : "1970-01-01T00:00:00.000Z";
+}
+
+/** Writes one rank's stream lines into a LineBuffer. */
+export class StreamLineFormat {
+  private headMs = Number.NaN;
+  private head: Uint8Array = encode('{"ts":"');
+  private tailStep = Number.NaN;
+  private tail: Uint8Array = encode("}\n");
+
+  constructor(private readonly rank: number) {}
+
+  /** The constant middle of a key's metric lines: `","rank":0,"key":"loss","value":`. */
+  metricMiddle(key: string): Uint8Array {
+    return encode(`","rank":${this.rank},"key":${JSON.stringify(key)},"value":`);
+  }
+
+  /** The constant middle of a checkpoint's probe lines: `","rank":0,"checkpoint":"logits","index":`. */
+  probeMiddle(checkpoint: string): Uint8Array {
+    return encode(`","rank":${this.rank},"checkpoint":${JSON.stringify(checkpoint)},"index":`);
+  }
+
+  /** `{"ts":"…` for a timestamp; consecutive records mostly share their millisecond. */
+  private headFor(ms: number): Uint8Array {
+    if (ms !== this.headMs) {
+      this.headMs = ms;
+      this.head = encode(`{"ts":"${isoTime(ms)}`);
     }
-    return this.lastText;
+    return this.head;
+  }
+
+  /** `,"step":3}\n` for a step; consecutive records mostly share their step. */
+  private tailFor(step: number): Uint8Array {
+    if (step !== this.tailStep) {
+      this.tailStep = step;
+      const text = new LineBuffer(64);
+      text.putLatin1(',"step":');
+      text.putDouble(step);
+      text.putLatin1("}\n");
+      this.tail = text.bytes.subarray(0, text.length);
+    }
+    return this.tail;
+  }
+
+  /** Append a metric line. */
+  putMetric(out: LineBuffer, timestamp: number, middle: Uint8Array, value: number, step: number): void {
+    const head = this.headFor(timestamp);
+    const tail = this.tailFor(step);
+    out.reserve(head.length + middle.length + NUMBER_BYTES + tail.length);
+    out.putBytes(head);
+    out.putBytes(middle);
+    out.putDouble(value);
+    out.putBytes(tail);
+  }
+
+  /** Append a probe line; `values` is the ring's float64 view. */
+  putProbe(out: LineBuffer, middle: Uint8Array, slot: SlotRecord, values: Float64Array): void {
+    const head = this.headFor(slot.timestamp);
+    const dtype = DTYPE_FIELDS[slot.dtype] as Uint8Array;
+    out.reserve(head.length + middle.length + dtype.length + 64 + (NUMBER_BYTES + 1) * (slot.count + 2));
+    out.putBytes(head);
+    out.putBytes(middle);
+    out.putDouble(slot.index);
+    out.putBytes(dtype);
+    out.putBytes(LENGTH_FIELD);
+    out.putDouble(slot.length);
+    out.putBytes(VALUES_OPEN);
+    const f32 = slot.dtype === "f32";
+    for (let i = 0; i < slot.count; i++) {
+      if (i > 0) out.putByte(COMMA);
+      const v = values[slot.valuesAt + i] as number;
+      if (f32) out.putFloat32(v);
+      else out.putDouble(v);
+    }
+    out.putBytes(CLOSE_LIST);
   }
 }
 
-/** The shortest decimal text that reads back as the same float32. */
+/** The shortest decimal text that reads back (through a double) as the same float32. */
 export function float32Text(value: number): string {
-  if (!Number.isFinite(value)) return jsonNumberText(value);
-  if (Number.isInteger(value) && Math.abs(value) < 1e15) return String(value);
-  // 9 significant digits always read back; most values need 7 or 8, so start in the middle.
-  let candidate = Number(value.toPrecision(7));
-  if (Math.fround(candidate) === value) {
-    const shorter = Number(value.toPrecision(6));
-    return String(Math.fround(shorter) === value ? shorter : candidate);
-  }
-  candidate = Number(value.toPrecision(8));
-  if (Math.fround(candidate) === value) return String(candidate);
-  return String(Number(value.toPrecision(9)));
-}
-
-/**
- * The constant middle of a metric line for one key, computed once per key:
- * `","rank":0,"key":"loss","value":`. The writer builds metric lines as
- * `{"ts":"…` + middle + value + `,"step":…}`.
- */
-export function metricLineMiddle(rank: number, key: string): string {
-  return `","rank":${rank},"key":${JSON.stringify(key)},"value":`;
-}
-
-/** The JSONL line of a probe record (without the newline); `values` is the ring's float64 view. */
-export function probeLine(ts: string, rank: number, checkpoint: string, slot: SlotRecord, values: Float64Array): string {
-  let list = "";
-  const f32 = slot.dtype === "f32";
-  for (let i = 0; i < slot.count; i++) {
-    const v = values[slot.valuesAt + i] as number;
-    list += (i === 0 ? "" : ",") + (f32 ? float32Text(v) : jsonNumberText(v));
-  }
-  return `{"ts":"${ts}","rank":${rank},"checkpoint":${JSON.stringify(checkpoint)},"index":${slot.index},"dtype":"${slot.dtype}","length":${slot.length},"values":[${list}]}`;
+  const out = new LineBuffer(32);
+  out.putFloat32(value);
+  return out.bytes.toString("latin1", 0, out.length);
 }
 
 /** The writer's counters, as in its final line and `streamStats()`. */

@@ -13,8 +13,8 @@ import { closeSync, fstatSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
 import type { StreamRecord } from "../core/metric.js";
-import { jsonNumberText } from "../core/json.js";
-import { endLine, metricLineMiddle, probeLine, TimestampText, type StreamCounts } from "./format.js";
+import { LineBuffer } from "../core/line-buffer.js";
+import { endLine, isoTime, StreamLineFormat, type StreamCounts } from "./format.js";
 import { CLOCK_IDLE_MS, CLOCK_TICK_MS, CONTROL, COUNTERS, emptySlot, KIND_METRIC, readSlot, RingView, STOP_REASONS, TAIL, type RingShape } from "./ring.js";
 
 /** A ring as the writer is told about it. */
@@ -54,8 +54,8 @@ interface LiveRing {
   readonly view: RingView;
   readonly keys: MessagePort;
   readonly names: string[];
-  /** Per key id, the constant middle of its metric lines. */
-  readonly middles: string[];
+  /** Per key id, the encoded constant middle of its lines (made at the key's first record). */
+  readonly middles: (Uint8Array | undefined)[];
 }
 
 class Writer {
@@ -63,14 +63,11 @@ class Writer {
   private readonly counters: Float64Array;
   private readonly rings: LiveRing[] = [];
   private readonly slot = emptySlot();
-  private readonly ts = new TimestampText();
+  private readonly format: StreamLineFormat;
+  /** The lines of the current write, as bytes. */
+  private readonly out = new LineBuffer(1 << 20);
   private fd = -1;
   private lastOpenAttempt = -Infinity;
-  /** Cached pieces of metric lines: `{"ts":"…` for `lineMs`, `,"step":…}\n` for `lineStep`. */
-  private lineMs = Number.NaN;
-  private lineHead = "";
-  private lineStep = Number.NaN;
-  private lineTail = "";
   private readonly reported = new Set<string>();
   private flushDone = 0;
   /** True while the producers read their time from the clock this writer ticks. */
@@ -84,6 +81,7 @@ class Writer {
     this.control = data.control;
     this.counters = new Float64Array(data.control.buffer);
     this.errorCode = `stream.write:${data.file}`;
+    this.format = new StreamLineFormat(data.rank);
     for (const ring of data.rings) this.attach(ring);
   }
 
@@ -171,11 +169,12 @@ class Writer {
     for (let m = receiveMessageOnPort(ring.keys); m !== undefined; m = receiveMessageOnPort(ring.keys)) {
       const { id, name } = m.message as { id: number; name: string };
       ring.names[id] = name;
-      ring.middles[id] = metricLineMiddle(this.data.rank, name);
+      ring.middles[id] = undefined;
     }
     const wantBatches = Atomics.load(this.control, CONTROL.WANT_BATCHES) === 1;
+    const out = this.out;
+    const format = this.format;
     let tail = Atomics.load(view.i32, TAIL);
-    let text = "";
     let lines = 0;
     let records: StreamRecord[] = [];
     const { rank, rankName } = this.data;
@@ -183,24 +182,16 @@ class Writer {
     while (tail !== head) {
       const base = view.slotBase(tail);
       const keyId = i32[(base + 4) * 2] as number;
+      const middle = ring.middles[keyId] ?? this.middleFor(ring, keyId, i32[(base + 4) * 2 + 1] as number);
       if (((i32[(base + 4) * 2 + 1] as number) & 15) === KIND_METRIC) {
-        // The common case, kept lean: consecutive records mostly share their millisecond and step.
+        // The common case, kept lean: read the three words and write the line's bytes.
         const timestamp = f64[base] as number;
         const value = f64[base + 1] as number;
         const step = f64[base + 2] as number;
-        if (timestamp !== this.lineMs) {
-          this.lineMs = timestamp;
-          this.lineHead = `{"ts":"${this.ts.text(timestamp)}`;
-        }
-        if (step !== this.lineStep) {
-          this.lineStep = step;
-          this.lineTail = `,"step":${step}}\n`;
-        }
-        text += this.lineHead + (ring.middles[keyId] ?? metricLineMiddle(rank, `#${keyId}`)) + jsonNumberText(value) + this.lineTail;
+        format.putMetric(out, timestamp, middle, value, step);
         if (wantBatches) records.push({ key: ring.names[keyId] ?? `#${keyId}`, value, step, timestamp, rank, rankName });
       } else {
-        const slot = readSlot(view, tail, this.slot);
-        text += `${probeLine(this.ts.text(slot.timestamp), rank, ring.names[keyId] ?? `#${keyId}`, slot, f64)}\n`;
+        format.putProbe(out, middle, readSlot(view, tail, this.slot), f64);
       }
       lines++;
       tail = (tail + 1) | 0;
@@ -209,8 +200,7 @@ class Writer {
       if (lines === LINES_PER_WRITE || tail === head) {
         // The slots are read: free them before the (possibly slow) write.
         Atomics.store(view.i32, TAIL, tail);
-        this.write(text, lines);
-        text = "";
+        this.write(lines);
         lines = 0;
       }
       if (records.length === RECORDS_PER_BATCH || (tail === head && records.length > 0)) {
@@ -218,6 +208,14 @@ class Writer {
         records = [];
       }
     }
+  }
+
+  /** The encoded middle of a key's lines (metric or probe, as its first record says). */
+  private middleFor(ring: LiveRing, keyId: number, kindWord: number): Uint8Array {
+    const name = ring.names[keyId] ?? `#${keyId}`;
+    const middle = (kindWord & 15) === KIND_METRIC ? this.format.metricMiddle(name) : this.format.probeMiddle(name);
+    ring.middles[keyId] = middle;
+    return middle;
   }
 
   private postBatch(records: StreamRecord[]): void {
@@ -231,9 +229,12 @@ class Writer {
     this.post({ type: "batch", records });
   }
 
-  private write(text: string, lines: number): void {
+  /** Write the lines in `out` (`lines` of them) and empty it. */
+  private write(lines: number): void {
+    const out = this.out;
     if (this.fd < 0 && !this.open(false)) {
       this.counters[COUNTERS.WRITE_FAILED] = (this.counters[COUNTERS.WRITE_FAILED] as number) + lines;
+      out.clear();
       return;
     }
     // A write to a pipe or device can block for long: meanwhile the clock would stand still, so
@@ -242,14 +243,14 @@ class Writer {
     const pausesClock = this.clockLive && this.blockingSink;
     if (pausesClock) Atomics.store(this.control, CONTROL.CLOCK_LIVE, 0);
     try {
-      const bytes = Buffer.from(text, "utf8");
       let offset = 0;
-      while (offset < bytes.length) offset += writeSync(this.fd, bytes, offset);
+      while (offset < out.length) offset += writeSync(this.fd, out.bytes, offset, out.length - offset);
       this.counters[COUNTERS.WRITTEN] = (this.counters[COUNTERS.WRITTEN] as number) + lines;
     } catch (error) {
       this.counters[COUNTERS.WRITE_FAILED] = (this.counters[COUNTERS.WRITE_FAILED] as number) + lines;
       this.writeFailed(error);
     }
+    out.clear();
     this.counters[COUNTERS.CLOCK] = Date.now();
     if (pausesClock && this.clockLive) Atomics.store(this.control, CONTROL.CLOCK_LIVE, 1);
   }
@@ -320,7 +321,7 @@ class Writer {
     const counts = this.counts();
     if (this.fd >= 0 || this.open(false)) {
       try {
-        writeSync(this.fd, `${endLine(this.ts.text(Date.now()), this.data.rank, reason, counts)}\n`);
+        writeSync(this.fd, `${endLine(isoTime(Date.now()), this.data.rank, reason, counts)}\n`);
       } catch (error) {
         this.writeFailed(error);
       }
