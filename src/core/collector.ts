@@ -25,6 +25,9 @@ export interface MetricEntry {
   readonly accumulator: Accumulator<AccumulatorState>;
   /** False for reductions that take objects (samples). */
   readonly numeric: boolean;
+  /** The stream ring's id for this key, valid while `streamGeneration` is the stream's (its cache). */
+  streamId: number;
+  streamGeneration: number;
 }
 
 /** The state of one key at a flush, as sent to the controller. */
@@ -123,6 +126,8 @@ export class Collector {
       definition,
       accumulator: definition.create(),
       numeric: (definition.input ?? "number") === "number",
+      streamId: -1,
+      streamGeneration: 0,
     };
     this.entries.set(key, entry);
     return entry;

@@ -27,6 +27,22 @@ const MIN_FIXED = 1e-6;
 /** 2^53: every double at or below it that is an integer is written as its exact digits. */
 const EXACT_INTEGERS = 9007199254740992;
 
+/** Smallest value `putLong` takes: 10^k for its 17 digits then stays within the exact powers. */
+const MIN_LONG = 1e-5;
+/** Veltkamp's splitter for doubles, 2^27 + 1. */
+const SPLITTER = 134217729;
+/** Each power of ten split into high and low halves of 26 bits (for Dekker's exact product). */
+const POW10_HIGH = POW10.map((x) => SPLITTER * x - (SPLITTER * x - x));
+const POW10_LOW = POW10.map((x, k) => x - (POW10_HIGH[k] as number));
+/** Distances this close to a tie or to the rounding interval's edge are left to `String`. */
+const TIE_MARGIN = 1e-9;
+/** "00" … "99" as character codes, two per entry: digits are written in pairs. */
+const DIGIT_PAIRS = new Uint8Array(200);
+for (let i = 0; i < 100; i++) {
+  DIGIT_PAIRS[2 * i] = 48 + Math.floor(i / 10);
+  DIGIT_PAIRS[2 * i + 1] = 48 + (i % 10);
+}
+
 /** Views for reading a double's exponent bits. */
 const BITS_F64 = new Float64Array(1);
 const BITS_U32 = new Uint32Array(BITS_F64.buffer);
@@ -107,7 +123,8 @@ export class LineBuffer {
       a = -a;
     }
     if (a <= EXACT_INTEGERS && Math.floor(a) === a) this.putInteger(a);
-    else if (a < MIN_FIXED || a >= MAX_FAST || !this.putFixed(a, false)) this.putLatin1(String(a));
+    else if (a < MIN_FIXED || a >= MAX_FAST) this.putLatin1(String(a));
+    else if (!this.putFixed(a, false) && (a < MIN_LONG || !this.putLong(a))) this.putLatin1(String(a));
   }
 
   /**
@@ -180,6 +197,101 @@ export class LineBuffer {
     return true;
   }
 
+  /**
+   * Write `a` (1e-5 ≤ a < 1e15, not an integer) that needs 16 or 17 significant digits — call it
+   * only after `putFixed` found no shorter form. False (write nothing) in the rare cases left to
+   * `String`: `a` a power of two (its rounding interval is lopsided), or a candidate so near a
+   * tie or the interval's edge that float64 arithmetic could choose wrongly.
+   *
+   * With `k` decimals chosen so that X = a·10^k lies in [10^16, 10^17), X is computed exactly as
+   * `p + err` (Dekker's product: 10^k ≤ 10^22 is exact). The doubles nearest `a` lie at X ± 2h,
+   * h = ulp(a)/2 · 10^k (exact, and ≥ 0.55), so a decimal reads back as `a` when it lies within
+   * h of X: the nearest integer always does (17 digits); the nearest multiple of ten does when
+   * its distance is below h (16 digits). Each is the closest of its length, as `String` picks.
+   */
+  private putLong(a: number): boolean {
+    BITS_F64[0] = a;
+    const high = BITS_U32[HIGH_WORD] as number;
+    if ((high & 0xfffff) === 0 && BITS_U32[1 - HIGH_WORD] === 0) return false;
+    const exponent = (high >>> 20) - 1023; // a in [2^exponent, 2^(exponent + 1))
+    let k = 17 - Math.ceil((exponent + 1) * 0.30103); // at most one too small (see putFixed)
+    let scale = POW10[k] as number;
+    let p = a * scale;
+    if (p < 1e16) {
+      k++;
+      scale = POW10[k] as number;
+      p = a * scale;
+    }
+    if (k > 22 || p >= 1e17) return false;
+    // err = a·scale − p exactly (Veltkamp split of both factors, then Dekker's product).
+    const ac = SPLITTER * a;
+    const aHigh = ac - (ac - a);
+    const aLow = a - aHigh;
+    const scaleHigh = POW10_HIGH[k] as number;
+    const scaleLow = POW10_LOW[k] as number;
+    const err = aHigh * scaleHigh - p + aHigh * scaleLow + aLow * scaleHigh + aLow * scaleLow;
+    // ulp(a)/2 = 2^(exponent − 53), built from its bits (Math.pow is a call); a ≥ 1e-5 keeps it normal.
+    BITS_U32[HIGH_WORD] = (exponent - 53 + 1023) << 20;
+    BITS_U32[1 - HIGH_WORD] = 0;
+    const halfInterval = (BITS_F64[0] as number) * scale;
+    // p ≥ 10^16 > 2^53 is an integer: split it in base 10^9 (both parts exact; the estimate of
+    // `upper` by a multiplication may be one off, which the checks correct).
+    let upper = Math.floor(p * 1e-9);
+    let lower = p - upper * 1e9;
+    if (lower < 0) {
+      upper--;
+      lower += 1e9;
+    } else if (lower >= 1e9) {
+      upper++;
+      lower -= 1e9;
+    }
+    // 16 digits: the multiple of ten nearest X, at distance |offset − tens| from it. (A product by
+    // 0.1 that rounds the wrong way lands within the tie margin of 5, and is left to String.)
+    const lowerInt = lower | 0;
+    const lastDigit = lowerInt - ((lowerInt / 10) | 0) * 10;
+    const offset = lastDigit + err;
+    const tens = 10 * Math.round(offset * 0.1);
+    const distance16 = Math.abs(offset - tens);
+    if (Math.abs(distance16 - 5) < TIE_MARGIN || Math.abs(distance16 - halfInterval) < TIE_MARGIN) return false;
+    let digits: number;
+    if (distance16 < halfInterval) {
+      lower += tens - lastDigit;
+      digits = 16;
+    } else {
+      const floor = Math.floor(err);
+      const fraction = err - floor;
+      if (Math.abs(fraction - 0.5) < TIE_MARGIN) return false;
+      lower += fraction < 0.5 ? floor : floor + 1;
+      digits = 17;
+    }
+    if (lower < 0) {
+      upper--;
+      lower += 1e9;
+    } else if (lower >= 1e9) {
+      upper++;
+      lower -= 1e9;
+    }
+    if (upper >= 1e8 || upper < 1e7) return false; // rounded to 10^17, or below 10^16
+    // The digits of upper·10^9 + lower, with the decimal point after the first 17 − k of them.
+    const whole = 17 - k;
+    const out = this.bytes;
+    let at = this.length;
+    if (whole <= 0) {
+      out[at++] = ZERO;
+      out[at++] = DOT;
+      for (let i = whole; i < 0; i++) out[at++] = ZERO;
+      putDigits17(out, at, upper | 0, lower | 0);
+      this.length = at + digits;
+    } else {
+      // Write the digits one byte to the right, then move the whole part left over the gap.
+      putDigits17(out, at + 1, upper | 0, lower | 0);
+      for (let i = 0; i < whole; i++) out[at + i] = out[at + 1 + i] as number;
+      out[at + whole] = DOT;
+      this.length = at + digits + 1;
+    }
+    return true;
+  }
+
   /** A non-negative int32, no padding. */
   private putSmall(x: number): void {
     let digits = 1;
@@ -215,6 +327,30 @@ export class LineBuffer {
       small = q;
     }
   }
+}
+
+/**
+ * The 17 digits of `upper·10^9 + lower` (10^7 ≤ upper < 10^8, 0 ≤ lower < 10^9, both int32) at
+ * `at`, in pairs: int32 division by a constant compiles to a multiplication.
+ */
+function putDigits17(out: Uint8Array, at: number, upper: number, lower: number): void {
+  let rest = upper;
+  for (let i = at + 6; i >= at; i -= 2) {
+    const q = (rest / 100) | 0;
+    const pair = (rest - q * 100) * 2;
+    out[i] = DIGIT_PAIRS[pair] as number;
+    out[i + 1] = DIGIT_PAIRS[pair + 1] as number;
+    rest = q;
+  }
+  rest = lower;
+  for (let i = at + 15; i > at + 8; i -= 2) {
+    const q = (rest / 100) | 0;
+    const pair = (rest - q * 100) * 2;
+    out[i] = DIGIT_PAIRS[pair] as number;
+    out[i + 1] = DIGIT_PAIRS[pair + 1] as number;
+    rest = q;
+  }
+  out[at + 8] = 48 + rest;
 }
 
 /** Does `round(a·10^k) / 10^k` read back as `a` (as a double, or as a float32 through a double)? */

@@ -169,6 +169,8 @@ export class RingProducer {
   private readonly stride: number;
   private readonly values: number;
   private readonly clock: Float64Array;
+  /** Records that wake the writer (fixed when the stream starts). */
+  private readonly batch: number;
   private lastClockRequest = 0;
 
   constructor(
@@ -184,6 +186,7 @@ export class RingProducer {
     this.stride = view.stride;
     this.values = view.values;
     this.head = Atomics.load(this.i32, HEAD);
+    this.batch = control[CONTROL.BATCH] as number;
   }
 
   /**
@@ -282,7 +285,7 @@ export class RingProducer {
     this.head = next;
     Atomics.store(this.i32, HEAD, next);
     // Wake the writer once per batch: when the fill crosses the batch size upwards.
-    if (fill + 1 === this.control[CONTROL.BATCH]) {
+    if (fill + 1 === this.batch) {
       Atomics.add(this.control, CONTROL.WAKE, 1);
       Atomics.notify(this.control, CONTROL.WAKE);
     }

@@ -66,31 +66,26 @@ function startWriter(data: WriterData, transferList: MessagePort[]): Worker {
 
 /** Interns metric keys to ring ids (once per key) and pushes raw values: the collector's stream hook. */
 class MetricStreamProducer implements StreamProducer {
-  private readonly ids: number[] = [];
-  private readonly names: string[] = [];
+  /** Ids interned for an earlier stream (or collector) are stale: entries carry the generation. */
+  private generation = 1;
 
   constructor(private readonly service: StreamService) {}
 
   record(entry: MetricEntry, value: number, step: number): void {
     const producer = this.service.producer;
     if (producer === null) return;
-    let id = this.ids[entry.id];
-    // The name check notices a collector that was cleared and reused the entry id for another key.
-    if (id === undefined || this.names[entry.id] !== entry.key) id = this.intern(entry);
-    producer.pushValue(id, value, step);
+    if (entry.streamGeneration !== this.generation) this.intern(entry);
+    producer.pushValue(entry.streamId, value, step);
   }
 
   /** Forget every id (a new stream, whose writer knows no names yet). */
   reset(): void {
-    this.ids.length = 0;
-    this.names.length = 0;
+    this.generation++;
   }
 
-  private intern(entry: MetricEntry): number {
-    const id = this.service.internKey(entry.key);
-    this.ids[entry.id] = id;
-    this.names[entry.id] = entry.key;
-    return id;
+  private intern(entry: MetricEntry): void {
+    entry.streamId = this.service.internKey(entry.key);
+    entry.streamGeneration = this.generation;
   }
 }
 
