@@ -109,6 +109,18 @@ export class LineBuffer {
    * `"NaN"`, `"Infinity"`, `"-Infinity"` otherwise. At most 24 bytes.
    */
   putDouble(v: number): void {
+    this.putNumber(v, false);
+  }
+
+  /**
+   * A float32 value (held in a double) in the shortest decimal that reads back, through a
+   * double, as the same float32 (`0.1`, not `0.10000000149011612`). At most 24 bytes.
+   */
+  putFloat32(v: number): void {
+    this.putNumber(v, true);
+  }
+
+  private putNumber(v: number, f32: boolean): void {
     if (v === 0) {
       this.putByte(ZERO); // String(-0) is "0" too
       return;
@@ -123,30 +135,9 @@ export class LineBuffer {
       a = -a;
     }
     if (a <= EXACT_INTEGERS && Math.floor(a) === a) this.putInteger(a);
-    else if (a < MIN_FIXED || a >= MAX_FAST) this.putLatin1(String(a));
-    else if (!this.putFixed(a, false) && (a < MIN_LONG || !this.putLong(a))) this.putLatin1(String(a));
-  }
-
-  /**
-   * A float32 value (held in a double) in the shortest decimal that reads back, through a
-   * double, as the same float32 (`0.1`, not `0.10000000149011612`). At most 24 bytes.
-   */
-  putFloat32(v: number): void {
-    if (v === 0) {
-      this.putByte(ZERO);
-      return;
-    }
-    if (v - v !== 0) {
-      this.putLatin1(jsonNumberText(v));
-      return;
-    }
-    let a = v;
-    if (a < 0) {
-      this.putByte(MINUS);
-      a = -a;
-    }
-    if (a <= EXACT_INTEGERS && Math.floor(a) === a) this.putInteger(a);
-    else if (a < MIN_FIXED || a >= MAX_FAST || !this.putFixed(a, true)) this.putLatin1(float32TextSlow(a));
+    else if (a >= MIN_FIXED && a < MAX_FAST && this.putFixed(a, f32)) return;
+    else if (f32) this.putLatin1(float32TextSlow(a));
+    else if (a < MIN_LONG || a >= MAX_FAST || !this.putLong(a)) this.putLatin1(String(a));
   }
 
   /** A non-negative integer up to 2^53, in decimal digits. */
@@ -234,17 +225,11 @@ export class LineBuffer {
     BITS_U32[HIGH_WORD] = (exponent - 53 + 1023) << 20;
     BITS_U32[1 - HIGH_WORD] = 0;
     const halfInterval = (BITS_F64[0] as number) * scale;
-    // p ≥ 10^16 > 2^53 is an integer: split it in base 10^9 (both parts exact; the estimate of
-    // `upper` by a multiplication may be one off, which the checks correct).
+    // p ≥ 10^16 > 2^53 is an integer: split it in base 10^9, both parts exact. The estimate of
+    // `upper` by a multiplication may be one off (then −10^9 < lower < 2·10^9, still an int32);
+    // it is set right after rounding, with the carry.
     let upper = Math.floor(p * 1e-9);
     let lower = p - upper * 1e9;
-    if (lower < 0) {
-      upper--;
-      lower += 1e9;
-    } else if (lower >= 1e9) {
-      upper++;
-      lower -= 1e9;
-    }
     // 16 digits: the multiple of ten nearest X, at distance |offset − tens| from it. (A product by
     // 0.1 that rounds the wrong way lands within the tie margin of 5, and is left to String.)
     const lowerInt = lower | 0;
@@ -264,10 +249,11 @@ export class LineBuffer {
       lower += fraction < 0.5 ? floor : floor + 1;
       digits = 17;
     }
-    if (lower < 0) {
+    while (lower < 0) {
       upper--;
       lower += 1e9;
-    } else if (lower >= 1e9) {
+    }
+    while (lower >= 1e9) {
       upper++;
       lower -= 1e9;
     }

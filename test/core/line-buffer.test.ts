@@ -55,6 +55,8 @@ describe("LineBuffer numbers", () => {
       (i) => i * 1e-7,
       (i) => i * 1e9 + 0.5,
       (i) => Math.round(Math.sin(i) * 1e6) / 1e4,
+      // 17 digits whose last nine are near 0 or 10^9: the base-10^9 split and its carries
+      (i) => ((10_000_000 + ((i * 7919) % 90_000_000)) * 1e9 + ((i % 9) - 4) * 2) / 10 ** (16 - (i % 12) + 4),
     ];
     let checked = 0;
     for (let i = 0; i < 150_000; i++) {
