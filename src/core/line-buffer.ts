@@ -58,8 +58,19 @@ export class LineBuffer {
   bytes: Buffer;
   length = 0;
 
-  constructor(initialBytes = 1 << 20) {
-    this.bytes = Buffer.allocUnsafe(initialBytes);
+  /**
+   * @param initialBytes starting size; it doubles as lines need
+   * @param shared keep the bytes in a SharedArrayBuffer (for another thread to write out)
+   */
+  constructor(
+    initialBytes = 1 << 20,
+    private readonly shared = false,
+  ) {
+    this.bytes = this.allocate(initialBytes);
+  }
+
+  private allocate(size: number): Buffer {
+    return this.shared ? Buffer.from(new SharedArrayBuffer(size)) : Buffer.allocUnsafe(size);
   }
 
   /** Start over (keeps the memory). */
@@ -73,7 +84,7 @@ export class LineBuffer {
     if (need <= this.bytes.length) return;
     let size = this.bytes.length * 2;
     while (size < need) size *= 2;
-    const grown = Buffer.allocUnsafe(size);
+    const grown = this.allocate(size);
     this.bytes.copy(grown, 0, 0, this.length);
     this.bytes = grown;
   }

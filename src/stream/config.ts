@@ -25,6 +25,12 @@ export interface StreamOptions {
   exitWaitMs?: number;
   /** Drain on SIGINT/SIGTERM, then end the process as the signal asks (default true). */
   handleSignals?: boolean;
+  /**
+   * Make the file's writes on a thread of their own, so the writer formats the next batch
+   * meanwhile (env RANKSCOPE_STREAM_FILE_THREAD; default true). False: one thread fewer, and
+   * formatting and writing take turns.
+   */
+  fileThread?: boolean;
 }
 
 /** The resolved configuration. */
@@ -36,6 +42,7 @@ export interface StreamConfig {
   readonly capacity: number;
   readonly exitWaitMs: number;
   readonly handleSignals: boolean;
+  readonly fileThread: boolean;
 }
 
 type NumericOption = "batchSize" | "flushMs" | "values" | "capacity" | "exitWaitMs";
@@ -50,7 +57,8 @@ export const STREAM_SETTINGS: Readonly<Record<NumericOption, { env: string; fall
 };
 
 const FILE_ENV = "RANKSCOPE_STREAM_FILE";
-const KNOWN_OPTIONS = new Set(["file", ...Object.keys(STREAM_SETTINGS), "handleSignals"]);
+const FILE_THREAD_ENV = "RANKSCOPE_STREAM_FILE_THREAD";
+const KNOWN_OPTIONS = new Set(["file", ...Object.keys(STREAM_SETTINGS), "handleSignals", "fileThread"]);
 
 /** Resolve options against the environment. Throws a TypeError for an invalid option. */
 export function resolveStreamConfig(options: StreamOptions = {}, env: NodeJS.ProcessEnv = process.env): StreamConfig {
@@ -63,7 +71,22 @@ export function resolveStreamConfig(options: StreamOptions = {}, env: NodeJS.Pro
   if (options.handleSignals !== undefined && typeof options.handleSignals !== "boolean") {
     throw new TypeError(`startStream: handleSignals must be true or false, got ${String(options.handleSignals)}`);
   }
-  return { file: resolveFile(options.file, env), ...numbers, handleSignals: options.handleSignals ?? true };
+  return { file: resolveFile(options.file, env), ...numbers, handleSignals: options.handleSignals ?? true, fileThread: resolveFileThread(options.fileThread, env) };
+}
+
+function resolveFileThread(option: unknown, env: NodeJS.ProcessEnv): boolean {
+  if (option !== undefined && typeof option !== "boolean") throw new TypeError(`startStream: fileThread must be true or false, got ${String(option)}`);
+  const raw = env[FILE_THREAD_ENV];
+  let fromEnv: boolean | undefined;
+  if (raw !== undefined && raw.trim() !== "") {
+    const value = raw.trim().toLowerCase();
+    if (["1", "true", "yes", "on"].includes(value)) fromEnv = true;
+    else if (["0", "false", "no", "off"].includes(value)) fromEnv = false;
+    else warn(`env.${FILE_THREAD_ENV}`, `${FILE_THREAD_ENV}=${JSON.stringify(raw)} is not a boolean; valid: true/1/yes/on or false/0/no/off. Using ${option === undefined ? "the default true" : "the option given in code"}.`);
+  }
+  if (option === undefined) return fromEnv ?? true;
+  if (fromEnv !== undefined && fromEnv !== option) warn("stream.config.fileThread", `startStream: option fileThread=${option} overrides ${FILE_THREAD_ENV}=${raw}; the option given in code wins`);
+  return option;
 }
 
 function resolveNumber(name: NumericOption, option: unknown, env: NodeJS.ProcessEnv): number {

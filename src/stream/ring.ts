@@ -71,6 +71,8 @@ export const CONTROL = {
   BATCH: 8,
   /** 1 while the writer advances COUNTERS.CLOCK every millisecond (records are flowing). */
   CLOCK_LIVE: 9,
+  /** 1 once the writer's file thread runs (the file's writes are made there). */
+  FILE_THREAD: 10,
 } as const;
 /** Int32 words of the control buffer. */
 export const CONTROL_WORDS = 16;

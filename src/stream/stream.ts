@@ -14,7 +14,7 @@
  * at every metric flush).
  */
 import { join } from "node:path";
-import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from "node:worker_threads";
+import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from "node:worker_threads";
 import type { RankIdentity } from "../backends/backend.js";
 import type { Collector, MetricEntry, StreamProducer } from "../core/collector.js";
 import { describeError, reportError, warn } from "../core/diagnostics.js";
@@ -25,6 +25,7 @@ import { resolveStreamConfig, type StreamConfig, type StreamOptions } from "./co
 import type { StreamCounts } from "./format.js";
 import { CONTROL, COUNTERS, createControl, createRing, RingProducer, RingView, STOP_REASONS, type RingShape, type StopReason } from "./ring.js";
 import type { WriterData, WriterEvent } from "./writer.js";
+import { startStreamWorker } from "./workers.js";
 import { processWide } from "../core/process-wide.js";
 
 export type { StreamOptions, StreamConfig } from "./config.js";
@@ -40,6 +41,8 @@ export interface StreamStats extends StreamCounts {
   readonly pending: number;
   /** `streamValues` calls dropped because no stream destination was known (warned once). */
   readonly noDestination: number;
+  /** True while the file's writes are made on the writer's file thread (see the `fileThread` option). */
+  readonly fileThread: boolean;
 }
 
 /** Receives decoded metric records for `logStream` backends, on the main thread. */
@@ -49,20 +52,6 @@ export type StreamBatchSink = (batch: readonly StreamRecord[]) => Promise<void> 
 const MAX_BATCHES_IN_FLIGHT = 64;
 /** Default wait of `flushStream()` / `stopStream()`. */
 const DEFAULT_ASYNC_WAIT_MS = 10_000;
-
-/**
- * Start the writer module beside this file: `.js` from dist; under tsx (tests, `.ts` sources) the
- * worker loads it through tsx's API, since Node 20 workers ignore `--import` hooks for their entry.
- */
-function startWriter(data: WriterData, transferList: MessagePort[]): Worker {
-  if (!import.meta.url.endsWith(".ts")) {
-    return new Worker(new URL("./writer.js", import.meta.url), { workerData: data, transferList, stdout: false, stderr: false });
-  }
-  const api = import.meta.resolve("tsx/esm/api");
-  const entry = new URL("./writer.ts", import.meta.url).href;
-  const code = `import(${JSON.stringify(api)}).then((tsx) => tsx.tsImport(${JSON.stringify(entry)}, ${JSON.stringify(import.meta.url)}))`;
-  return new Worker(code, { eval: true, workerData: data, transferList, stdout: false, stderr: false });
-}
 
 /** Interns metric keys to ring ids (once per key) and pushes raw values: the collector's stream hook. */
 class MetricStreamProducer implements StreamProducer {
@@ -157,11 +146,12 @@ class StreamService {
       events: events.port1,
       file,
       flushMs: config.flushMs,
+      fileThread: config.fileThread,
       rank,
       rankName: who?.rankName ?? `rank${rank}`,
       maxBatchesInFlight: MAX_BATCHES_IN_FLIGHT,
     };
-    const worker = startWriter(data, [keys.port2, events.port1]);
+    const worker = startStreamWorker("writer", data, [keys.port2, events.port1]);
     worker.unref();
     worker.on("error", (error) => reportError("stream.writer", `stream: the writer thread failed: ${describeError(error)}; stream records are dropped and counted, the job goes on`));
     // A writer that died cannot answer: nobody may wait for it (the ring just fills and counts).
@@ -373,6 +363,7 @@ class StreamService {
       file: this.file,
       pending: this.running && this.ring !== null ? this.ring.pending() : 0,
       noDestination: this.noDestination,
+      fileThread: this.running && this.control !== null && Atomics.load(this.control, CONTROL.FILE_THREAD) === 1,
     };
   }
 

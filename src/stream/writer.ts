@@ -11,10 +11,12 @@
  */
 import { closeSync, fstatSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
-import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
+import { MessageChannel, parentPort, receiveMessageOnPort, workerData, type MessagePort, type Worker } from "node:worker_threads";
 import type { StreamRecord } from "../core/metric.js";
 import { LineBuffer } from "../core/line-buffer.js";
+import { FILE_STATE, FILE_STATE_WORDS, type FileThreadData } from "./file-thread.js";
 import { endLine, isoTime, StreamLineFormat, type StreamCounts } from "./format.js";
+import { startStreamWorker } from "./workers.js";
 import { CLOCK_IDLE_MS, CLOCK_TICK_MS, CONTROL, COUNTERS, emptySlot, KIND_METRIC, readSlot, RingView, STOP_REASONS, TAIL, type RingShape } from "./ring.js";
 
 /** A ring as the writer is told about it. */
@@ -32,6 +34,8 @@ export interface WriterData {
   readonly events: MessagePort;
   readonly file: string;
   readonly flushMs: number;
+  /** Make the writes on a file thread (the `fileThread` option). */
+  readonly fileThread: boolean;
   readonly rank: number;
   readonly rankName: string;
   /** Batches the main thread may have untaken before further ones are dropped (and counted). */
@@ -64,8 +68,22 @@ class Writer {
   private readonly rings: LiveRing[] = [];
   private readonly slot = emptySlot();
   private readonly format: StreamLineFormat;
-  /** The lines of the current write, as bytes. */
-  private readonly out = new LineBuffer(1 << 20);
+  /**
+   * Two buffers of lines: one is filled while the file thread writes the other. Shared memory, so
+   * the file thread reads them in place.
+   */
+  private readonly buffers = [new LineBuffer(1 << 20, true), new LineBuffer(1 << 20, true)];
+  /** The buffer being filled. */
+  private current = 0;
+  /** The file thread, once started; its state; what it knows of each buffer. */
+  private fileThread: Worker | null = null;
+  private readonly fileState = new Int32Array(new SharedArrayBuffer(FILE_STATE_WORDS * 4));
+  private readonly sentBuffers: ArrayBufferLike[] = [];
+  private bufferPort: MessagePort | null = null;
+  private errorPort: MessagePort | null = null;
+  /** Writes submitted to the file thread; the records of the one in flight (-1: none). */
+  private requests = 0;
+  private inFlightRecords = -1;
   private fd = -1;
   private lastOpenAttempt = -Infinity;
   private readonly reported = new Set<string>();
@@ -85,7 +103,13 @@ class Writer {
     for (const ring of data.rings) this.attach(ring);
   }
 
+  /** The buffer being filled. */
+  private get out(): LineBuffer {
+    return this.buffers[this.current] as LineBuffer;
+  }
+
   run(): void {
+    if (this.data.fileThread) this.startFileThread();
     this.open(true);
     let lastDrain = Date.now();
     let lastActivity = -Infinity;
@@ -94,6 +118,8 @@ class Writer {
     for (;;) {
       const wake = Atomics.load(this.control, CONTROL.WAKE);
       this.takeCommands();
+      if (this.inFlightRecords >= 0 && Atomics.load(this.fileState, FILE_STATE.DONE) === this.requests) this.completeWrite();
+      this.noteFileThread();
       const stop = Atomics.load(this.control, CONTROL.STOP);
       const flushRequest = Atomics.load(this.control, CONTROL.FLUSH_REQ);
       const batch = Atomics.load(this.control, CONTROL.BATCH);
@@ -117,6 +143,7 @@ class Writer {
         this.drain();
         lastDrain = now;
         if (flushRequest !== this.flushDone) {
+          this.completeWrite(); // a flush is done when its records are in the file
           this.flushDone = flushRequest;
           Atomics.store(this.control, CONTROL.FLUSH_DONE, flushRequest);
           Atomics.notify(this.control, CONTROL.FLUSH_DONE);
@@ -172,7 +199,7 @@ class Writer {
       ring.middles[id] = undefined;
     }
     const wantBatches = Atomics.load(this.control, CONTROL.WANT_BATCHES) === 1;
-    const out = this.out;
+    let out = this.out;
     const format = this.format;
     let tail = Atomics.load(view.i32, TAIL);
     let lines = 0;
@@ -201,6 +228,7 @@ class Writer {
         // The slots are read: free them before the (possibly slow) write.
         Atomics.store(view.i32, TAIL, tail);
         this.write(lines);
+        out = this.out;
         lines = 0;
       }
       if (records.length === RECORDS_PER_BATCH || (tail === head && records.length > 0)) {
@@ -229,12 +257,20 @@ class Writer {
     this.post({ type: "batch", records });
   }
 
-  /** Write the lines in `out` (`lines` of them) and empty it. */
+  /**
+   * Write the lines in `out` (`lines` records): hand them to the file thread and go on filling the
+   * other buffer, or, until the file thread runs, write them here.
+   */
   private write(lines: number): void {
+    this.completeWrite();
     const out = this.out;
     if (this.fd < 0 && !this.open(false)) {
       this.counters[COUNTERS.WRITE_FAILED] = (this.counters[COUNTERS.WRITE_FAILED] as number) + lines;
       out.clear();
+      return;
+    }
+    if (this.noteFileThread()) {
+      this.submit(lines);
       return;
     }
     // A write to a pipe or device can block for long: meanwhile the clock would stand still, so
@@ -253,6 +289,91 @@ class Writer {
     out.clear();
     this.counters[COUNTERS.CLOCK] = Date.now();
     if (pausesClock && this.clockLive) Atomics.store(this.control, CONTROL.CLOCK_LIVE, 1);
+  }
+
+  /** Start the file thread; without it (it could not start) every write is made here. */
+  private startFileThread(): void {
+    try {
+      const buffers = new MessageChannel();
+      const errors = new MessageChannel();
+      const initialBuffers = this.buffers.map((b) => b.bytes.buffer as SharedArrayBuffer);
+      const data: FileThreadData = {
+        fileState: this.fileState,
+        control: this.control,
+        initialBuffers,
+        buffers: buffers.port2,
+        errors: errors.port2,
+        wakeIndex: CONTROL.WAKE,
+      };
+      this.fileThread = startStreamWorker("file-thread", data, [buffers.port2, errors.port2]);
+      this.fileThread.unref();
+      this.sentBuffers.push(...initialBuffers);
+      this.bufferPort = buffers.port1;
+      this.errorPort = errors.port1;
+    } catch {
+      this.fileThread = null;
+    }
+  }
+
+  /** Is the file thread running? Published in CONTROL.FILE_THREAD (`streamStats().fileThread`). */
+  private noteFileThread(): boolean {
+    const running = this.fileThread !== null && Atomics.load(this.fileState, FILE_STATE.READY) === 1;
+    if (running !== (this.control[CONTROL.FILE_THREAD] === 1)) Atomics.store(this.control, CONTROL.FILE_THREAD, running ? 1 : 0);
+    return running;
+  }
+
+  /** Hand the current buffer to the file thread and switch to the other (free: see completeWrite). */
+  private submit(lines: number): void {
+    const out = this.out;
+    const state = this.fileState;
+    if (this.sentBuffers[this.current] !== out.bytes.buffer) {
+      this.sentBuffers[this.current] = out.bytes.buffer;
+      this.bufferPort?.postMessage({ index: this.current, buffer: out.bytes.buffer });
+    }
+    state[FILE_STATE.FD] = this.fd;
+    state[FILE_STATE.BUFFER] = this.current;
+    state[FILE_STATE.LENGTH] = out.length;
+    state[FILE_STATE.RECORDS] = lines;
+    this.requests = (this.requests + 1) | 0;
+    this.inFlightRecords = lines;
+    Atomics.store(state, FILE_STATE.REQUEST, this.requests);
+    Atomics.notify(state, FILE_STATE.REQUEST);
+    this.current ^= 1;
+    this.out.clear();
+  }
+
+  /**
+   * Wait for the write in flight (if any) and take its result: a failure is counted and reported
+   * here, and the file closed, before anything else is written. The producers' clock keeps
+   * ticking while this waits (a slow pipe can take long).
+   */
+  private completeWrite(): void {
+    if (this.inFlightRecords < 0) return;
+    const state = this.fileState;
+    for (;;) {
+      const done = Atomics.load(state, FILE_STATE.DONE);
+      if (done === this.requests) break;
+      if (Atomics.load(state, FILE_STATE.READY) !== 1) {
+        // The thread ended with the write unfinished (it cannot, short of a fault of its own):
+        // count the records as not written and write here from now on.
+        const lost = this.inFlightRecords;
+        this.fileThread = null;
+        this.inFlightRecords = -1;
+        this.counters[COUNTERS.WRITE_FAILED] = (this.counters[COUNTERS.WRITE_FAILED] as number) + lost;
+        this.report("stream.fileThread", `stream: the stream's file thread stopped; its last ${lost} records are counted as not written, and the writer writes the file itself from now on`);
+        return;
+      }
+      Atomics.wait(state, FILE_STATE.DONE, done, CLOCK_TICK_MS);
+      this.counters[COUNTERS.CLOCK] = Date.now();
+    }
+    const records = this.inFlightRecords;
+    this.inFlightRecords = -1;
+    if (state[FILE_STATE.FAILED] === 1) {
+      this.counters[COUNTERS.WRITE_FAILED] = (this.counters[COUNTERS.WRITE_FAILED] as number) + records;
+      const posted = this.errorPort === null ? undefined : receiveMessageOnPort(this.errorPort);
+      const { code, message } = (posted?.message ?? { code: "", message: "write failed" }) as { code: string; message: string };
+      this.writeFailed(Object.assign(new Error(message), { code }));
+    }
   }
 
   private writeFailed(error: unknown): void {
@@ -280,6 +401,7 @@ class Writer {
 
   /** A file deleted under us (its directory removed) takes writes silently: notice it. */
   private checkFile(): void {
+    this.completeWrite();
     if (this.fd < 0) return;
     try {
       if (fstatSync(this.fd).nlink === 0) {
@@ -292,7 +414,18 @@ class Writer {
     }
   }
 
+  private stopFileThread(): void {
+    if (this.fileThread === null) return;
+    Atomics.store(this.fileState, FILE_STATE.STOP, 1);
+    Atomics.notify(this.fileState, FILE_STATE.REQUEST);
+    this.fileThread = null;
+    this.noteFileThread();
+    this.bufferPort?.close();
+    this.errorPort?.close();
+  }
+
   private closeFile(): void {
+    this.completeWrite();
     if (this.fd >= 0) {
       try {
         closeSync(this.fd);
@@ -317,6 +450,8 @@ class Writer {
   }
 
   private finish(reason: string): void {
+    this.completeWrite();
+    this.stopFileThread();
     if (this.fd >= 0) this.checkFile();
     const counts = this.counts();
     if (this.fd >= 0 || this.open(false)) {

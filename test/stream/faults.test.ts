@@ -35,12 +35,23 @@ async function until(condition: () => boolean, what: string, maxMs = 20_000): Pr
   }
 }
 
-describe("stream write faults", { skip: !existsSync("/dev/full") && "no /dev/full here" }, () => {
+/**
+ * Every fault, with the writes made on the writer's file thread (the default; the test first waits
+ * until it runs) and made by the writer itself (`fileThread: false`).
+ */
+for (const fileThread of [true, false]) {
+describe(`stream write faults, writes made ${fileThread ? "on the file thread" : "by the writer"}`, { skip: !existsSync("/dev/full") && "no /dev/full here" }, () => {
+  /** Start a stream on this path, and once it has written something, be sure of the path. */
+  async function start(file: string): Promise<void> {
+    startStream({ file, flushMs: 10, fileThread });
+    if (fileThread) await until(() => streamStats().fileThread, "the file thread to run");
+  }
+
   it("/dev/full (ENOSPC): the loop finishes, one clear error, every record counted as dropped, memory bounded", async () => {
     const N = 300_000;
-    const result = await runChild(STREAM_CHILD, ["devfull", String(N)], { RANKSCOPE_STREAM_FILE: "/dev/full", RANKSCOPE_STREAM_FLUSH_MS: "20" });
+    const result = await runChild(STREAM_CHILD, ["devfull", String(N)], { RANKSCOPE_STREAM_FILE: "/dev/full", RANKSCOPE_STREAM_FLUSH_MS: "20", RANKSCOPE_STREAM_FILE_THREAD: String(fileThread) });
     assert.equal(result.code, 0, result.stderr);
-    const report = JSON.parse(result.stdout.trim().split("\n").pop() as string) as { counts: Record<string, number>; rssGrowth: number };
+    const report = JSON.parse(result.stdout.trim().split("\n").pop() as string) as { counts: Record<string, number>; rssGrowth: number; fileThread: boolean };
     assert.equal(report.counts["written"], 0);
     assert.equal(report.counts["dropped"], N, "every record is either dropped at the ring or counted as a failed write");
     assert.equal((report.counts["ringFull"] ?? 0) + (report.counts["writeFailed"] ?? 0), N);
@@ -48,16 +59,18 @@ describe("stream write faults", { skip: !existsSync("/dev/full") && "no /dev/ful
     assert.equal(errors.length, 1, result.stderr);
     assert.match(errors[0] as string, /could not write \/dev\/full: ENOSPC.*dropped and counted \(rankscope\/stream_dropped\)/);
     assert.ok(report.rssGrowth < 64 * 1024 * 1024, `rss grew by ${report.rssGrowth} bytes`);
+    assert.equal(report.fileThread, fileThread, "the writes were made on the path under test");
   });
 
   it("a directory that vanishes: one error, the lost records counted, the loop unaffected", async () => {
     const dir = join(tempDir(), "run");
     const file = join(dir, "streams", "rank-0.jsonl");
     const seen = await collectDiagnostics(async () => {
-      startStream({ file, flushMs: 10 });
+      await start(file);
       await streamChunks(100);
       await flushStream();
       assert.equal(streamStats().written, 100);
+      assert.equal(streamStats().fileThread, fileThread);
       rmSync(dir, { recursive: true, force: true });
       let from = 100;
       while (streamStats().writeFailed === 0) {
@@ -80,7 +93,7 @@ describe("stream write faults", { skip: !existsSync("/dev/full") && "no /dev/ful
   it("a descriptor closed under the writer: one error, lost records counted, then writing resumes", { skip: !existsSync("/proc/self/fd") && "needs /proc/self/fd" }, async () => {
     const file = join(tempDir(), "closed.jsonl");
     const seen = await collectDiagnostics(async () => {
-      startStream({ file, flushMs: 10 });
+      await start(file);
       await streamChunks(100);
       await flushStream();
       // Find the writer's descriptor of the file and close it from this thread (same process).
@@ -92,6 +105,7 @@ describe("stream write faults", { skip: !existsSync("/dev/full") && "no /dev/ful
         }
       });
       assert.notEqual(fd, undefined, "the writer holds the file open");
+      assert.equal(streamStats().fileThread, fileThread);
       closeSync(fd as number);
       let from = 100;
       while (streamStats().writeFailed === 0) {
@@ -115,6 +129,7 @@ describe("stream write faults", { skip: !existsSync("/dev/full") && "no /dev/ful
     assert.ok(stats.writeFailed > 0);
   });
 });
+}
 
 describe("a slow sink", { skip: process.platform === "win32" && "needs mkfifo" }, () => {
   it("keeps memory bounded by the ring and never makes the producer wait", async () => {

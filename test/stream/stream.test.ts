@@ -43,6 +43,32 @@ describe("stream file", () => {
     assert.equal(ends[0]?.["stream_end"], "stop");
   });
 
+  it("makes its writes on the file thread by default, every metric value in the file in order", async () => {
+    const file = join(tempDir(), "threaded.jsonl");
+    startStream({ file, capacity: 1 << 17, batchSize: 512, flushMs: 50 });
+    const collector = getCollector();
+    collector.stream = metricStreamProducer();
+    try {
+      recordMetric("threaded/x", -1, Reduce.SUM);
+      const deadline = Date.now() + 20_000;
+      while (!streamStats().fileThread && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+      assert.equal(streamStats().fileThread, true, "the file thread runs");
+      const N = 100_000; // many writes of 4096 lines: buffers handed over and reused many times
+      for (let i = 0; i < N; i++) {
+        recordMetric("threaded/x", i + 0.5, Reduce.SUM);
+        if (i % 10_000 === 9_999) await flushStream();
+      }
+      await flushStream();
+      assert.equal(streamStats().written, N + 1);
+    } finally {
+      collector.stream = null;
+    }
+    await stopStream();
+    const { records } = readStream(file);
+    assert.equal(records.length, 100_001);
+    assert.ok(records.every((r, i) => r["value"] === (i === 0 ? -1 : i - 0.5)), "every value, in order");
+  });
+
   it("drops and counts when the ring is full, and the producer never waits", async () => {
     const file = join(tempDir(), "full.jsonl");
     // A writer that will not wake before stop: the ring can only hold its capacity.
@@ -146,11 +172,24 @@ describe("metric records on the stream", () => {
 describe("stream configuration", () => {
   it("takes the environment when no option is given", () => {
     const config = resolveStreamConfig({}, { RANKSCOPE_STREAM_FILE: "s.jsonl", RANKSCOPE_STREAM_BATCH: "7", RANKSCOPE_STREAM_FLUSH_MS: "20", RANKSCOPE_STREAM_VALUES: "3", RANKSCOPE_STREAM_CAPACITY: "64", RANKSCOPE_STREAM_EXIT_WAIT_MS: "500" });
-    assert.deepEqual({ ...config, file: config.file?.endsWith("s.jsonl") }, { file: true, batchSize: 7, flushMs: 20, values: 3, capacity: 64, exitWaitMs: 500, handleSignals: true });
+    assert.deepEqual({ ...config, file: config.file?.endsWith("s.jsonl") }, { file: true, batchSize: 7, flushMs: 20, values: 3, capacity: 64, exitWaitMs: 500, handleSignals: true, fileThread: true });
   });
 
   it("uses defaults when nothing is set", () => {
-    assert.deepEqual(resolveStreamConfig({}, {}), { file: undefined, batchSize: 100, flushMs: 1000, values: 10, capacity: 16384, exitWaitMs: 2000, handleSignals: true });
+    assert.deepEqual(resolveStreamConfig({}, {}), { file: undefined, batchSize: 100, flushMs: 1000, values: 10, capacity: 16384, exitWaitMs: 2000, handleSignals: true, fileThread: true });
+  });
+
+  it("turns the file thread off from the environment or an option; the option wins, with a warning", async () => {
+    assert.equal(resolveStreamConfig({}, { RANKSCOPE_STREAM_FILE_THREAD: "0" }).fileThread, false);
+    assert.equal(resolveStreamConfig({ fileThread: false }, {}).fileThread, false);
+    let config;
+    const seen = await collectDiagnostics(() => (config = resolveStreamConfig({ fileThread: true }, { RANKSCOPE_STREAM_FILE_THREAD: "off" })));
+    assert.equal(config!["fileThread"], true);
+    assert.match(seen[0]?.message ?? "", /fileThread=true overrides RANKSCOPE_STREAM_FILE_THREAD=off/);
+    const bad = await collectDiagnostics(() => (config = resolveStreamConfig({}, { RANKSCOPE_STREAM_FILE_THREAD: "maybe" })));
+    assert.equal(config!["fileThread"], true);
+    assert.match(bad[0]?.message ?? "", /RANKSCOPE_STREAM_FILE_THREAD="maybe" is not a boolean; valid: true\/1\/yes\/on or false\/0\/no\/off/);
+    assert.throws(() => resolveStreamConfig({ fileThread: "yes" } as never, {}), /fileThread must be true or false, got yes/);
   });
 
   it("lets an explicit option win over the environment, with a warning naming both", async () => {
