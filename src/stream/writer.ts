@@ -454,7 +454,10 @@ class Writer {
     this.stopFileThread();
     if (this.fd >= 0) this.checkFile();
     const counts = this.counts();
-    if (this.fd >= 0 || this.open(false)) {
+    // A stream that took no record at all ends without a line: an idle stream (a controller's own,
+    // beside a real rank 0 that appends to the same file) leaves nothing to misread.
+    const idle = counts.written === 0 && counts.dropped === 0 && counts.backendDropped === 0;
+    if (!idle && (this.fd >= 0 || this.open(false))) {
       try {
         writeSync(this.fd, `${endLine(isoTime(Date.now()), this.data.rank, reason, counts)}\n`);
       } catch (error) {

@@ -69,6 +69,19 @@ describe("stream file", () => {
     assert.ok(records.every((r, i) => r["value"] === (i === 0 ? -1 : i - 0.5)), "every value, in order");
   });
 
+  it("ends a stream that took no record without a final line (an idle controller beside rank 0)", async () => {
+    const file = join(tempDir(), "shared-rank-0.jsonl");
+    startStream({ file });
+    assert.deepEqual(await stopStream(), { written: 0, dropped: 0, ringFull: 0, writeFailed: 0, backendDropped: 0 });
+    startStream({ file });
+    streamValues("x", [1], 0);
+    await stopStream();
+    const { records, ends } = readStream(file);
+    assert.equal(records.length, 1);
+    assert.equal(ends.length, 1, "only the stream that took a record says how it ended");
+    assert.equal(ends[0]?.["written"], 1);
+  });
+
   it("drops and counts when the ring is full, and the producer never waits", async () => {
     const file = join(tempDir(), "full.jsonl");
     // A writer that will not wake before stop: the ring can only hold its capacity.
