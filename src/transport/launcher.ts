@@ -20,7 +20,8 @@ import { fork, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { isAbsolute, resolve as resolvePath } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
+import { isTypeScript, siblingModule, startModuleWorker, tsxUrl } from "../core/module-worker.js";
 import type { RankIdentity } from "../backends/backend.js";
 import { warn } from "../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../controller/metric-logger.js";
@@ -179,21 +180,14 @@ function positiveInteger(name: string, value: number | undefined, fallback: numb
 
 /** Where the rank entry lives: the sibling `.js` in dist, `.ts` when running from source. */
 function entryUrl(): URL {
-  const ext = import.meta.url.endsWith(".ts") ? ".ts" : ".js";
-  return new URL(`./rank-entry${ext}`, import.meta.url);
+  return siblingModule(import.meta.url, "rank-entry");
 }
 
 function needsTsx(entry: URL, module: string): boolean {
-  return entry.pathname.endsWith(".ts") || /\.[cm]?tsx?$/.test(module);
+  return isTypeScript(entry) || /\.[cm]?tsx?$/.test(module);
 }
 
-function tsxUrl(specifier: string): string {
-  try {
-    return import.meta.resolve(specifier);
-  } catch {
-    throw new Error(`spawnRanks: the rank module is TypeScript, which needs the "tsx" package to run; install it (npm install tsx) or point to compiled JavaScript`);
-  }
-}
+const RANK_MODULE = "spawnRanks: the rank module";
 
 function moduleHref(module: string | URL): string {
   if (module instanceof URL) return module.href;
@@ -355,7 +349,7 @@ function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env:
   const { identity } = assignment;
   const child = fork(fileURLToPath(entry), [], {
     env: { ...process.env, ...env, [ASSIGNMENT_ENV]: JSON.stringify(assignment) },
-    execArgv: tsx ? ["--import", tsxUrl("tsx")] : [],
+    execArgv: tsx ? ["--import", tsxUrl("tsx", RANK_MODULE)] : [],
     stdio: ["ignore", "pipe", "pipe", "ipc"],
     serialization: "json",
   });
@@ -400,15 +394,7 @@ function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env:
 function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, env: Readonly<Record<string, string>>, hold: boolean): Starting {
   const { identity } = assignment;
   const workerData = { rankscopeRank: assignment };
-  let worker: Worker;
-  if (tsx) {
-    // Workers do not inherit the parent's module hooks: register tsx inside the worker first.
-    const api = tsxUrl("tsx/esm/api");
-    const code = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(entry.href)}); });`;
-    worker = new Worker(code, { eval: true, workerData, env: { ...process.env, ...env }, stdout: true, stderr: true });
-  } else {
-    worker = new Worker(entry, { workerData, env: { ...process.env, ...env }, stdout: true, stderr: true });
-  }
+  const worker = startModuleWorker(entry, { typeScript: tsx, what: RANK_MODULE, workerData, env: { ...process.env, ...env }, stdout: true, stderr: true });
   const from = `rank ${identity.rankName} (worker thread ${worker.threadId})`;
   let running = true;
   const carrier: RankCarrier = {

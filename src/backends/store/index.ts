@@ -18,7 +18,8 @@
  * - `commitIntervalMs` (default 200; 0 with `waitForWrites`): at most one transaction per interval
  *   on the writer thread; batches arriving in between are written together.
  */
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
+import { siblingModule, startModuleWorker } from "../../core/module-worker.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
@@ -59,16 +60,7 @@ class WorkerChannel implements WriterChannel {
   private dead: Error | null = null;
 
   constructor() {
-    const ts = import.meta.url.endsWith(".ts");
-    if (ts) {
-      // Running from source (tests, under tsx): `execArgv: ["--import", "tsx"]` does not reach
-      // worker threads on Node 20, so register tsx's loader in the worker before importing.
-      const file = new URL("./writer-worker.ts", import.meta.url).href;
-      const bootstrap = `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(file)}); });`;
-      this.worker = new Worker(bootstrap, { eval: true });
-    } else {
-      this.worker = new Worker(new URL("./writer-worker.js", import.meta.url));
-    }
+    this.worker = startModuleWorker(siblingModule(import.meta.url, "writer-worker"));
     this.worker.unref();
     this.worker.on("message", (reply: WorkerReply) => {
       const w = this.waiting.get(reply.id);

@@ -1,0 +1,43 @@
+/**
+ * Worker threads on rankscope's own modules (the stream writer and its file thread, the store
+ * writer, thread ranks), started the same way whether rankscope runs from dist or from source.
+ *
+ * From dist, `new Worker(url)` on the `.js` module. From source (tests, tsx), the worker first
+ * registers tsx's loader, then imports the `.ts` module: Node 20 workers do not inherit the
+ * parent's module hooks, and `--import tsx` in `execArgv` does not reach them.
+ */
+import { Worker, type WorkerOptions } from "node:worker_threads";
+
+/** Is this module URL TypeScript source (`.ts`, `.mts`, `.cts`, `.tsx`; any query string ignored)? */
+export function isTypeScript(url: string | URL): boolean {
+  return /\.[cm]?tsx?$/.test(new URL(url).pathname);
+}
+
+/** The module `name` beside `base` (an `import.meta.url`): `name.ts` from source, `name.js` from dist. */
+export function siblingModule(base: string, name: string): URL {
+  return new URL(`./${name}${isTypeScript(base) ? ".ts" : ".js"}`, base);
+}
+
+/**
+ * The URL of a tsx entry point (`"tsx"` for `--import`, `"tsx/esm/api"` for `register`), or an
+ * error that says how to run TypeScript.
+ */
+export function tsxUrl(specifier: "tsx" | "tsx/esm/api", what: string): string {
+  try {
+    return import.meta.resolve(specifier);
+  } catch {
+    throw new Error(`${what} is TypeScript, which needs the "tsx" package to run; install it (npm install tsx) or use compiled JavaScript`);
+  }
+}
+
+/**
+ * Start a worker on `entry`. `typeScript` (default: whether `entry` is a `.ts` file) says the
+ * worker needs tsx — also when the entry is JavaScript that imports a user's TypeScript module.
+ */
+export function startModuleWorker(entry: URL, options: WorkerOptions & { typeScript?: boolean; what?: string } = {}): Worker {
+  const { typeScript = isTypeScript(entry), what = `the module ${entry.pathname}`, ...workerOptions } = options;
+  if (!typeScript) return new Worker(entry, workerOptions);
+  const api = tsxUrl("tsx/esm/api", what);
+  const code = `import(${JSON.stringify(api)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`;
+  return new Worker(code, { ...workerOptions, eval: true });
+}
