@@ -285,13 +285,7 @@ class StreamService {
     }
     const request = Atomics.add(control, CONTROL.FLUSH_REQ, 1) + 1;
     this.wake();
-    await new Promise<void>((resolve) => {
-      // A referenced timer keeps the process alive while it waits, and bounds the wait.
-      const timer = setTimeout(() => settle(), waitMs);
-      const settle = (): void => {
-        clearTimeout(timer);
-        resolve();
-      };
+    await waitAtMost(waitMs, (settle) => {
       this.flushWaiters.push({ request, resolve: settle });
       if (!this.writerAlive) this.releaseWaiters();
     });
@@ -320,12 +314,7 @@ class StreamService {
     const exited = this.writerExited;
     Atomics.store(control, CONTROL.STOP, STOP_REASONS.indexOf("stop"));
     this.wake();
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(() => settle(), waitMs);
-      const settle = (): void => {
-        clearTimeout(timer);
-        resolve();
-      };
+    await waitAtMost(waitMs, (settle) => {
       this.doneWaiters.push(settle);
       if (!this.writerAlive) this.releaseWaiters();
     });
@@ -510,6 +499,21 @@ class StreamService {
 }
 
 /** Block this thread on `control[index]` until `ready(value)` or `waitMs` passes. */
+/**
+ * Resolve when `register`'s `settle` is called or after `waitMs`, whichever comes first. The timer
+ * is referenced: it keeps the process alive while it waits, and bounds the wait.
+ */
+function waitAtMost(waitMs: number, register: (settle: () => void) => void): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => settle(), waitMs);
+    const settle = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
+    register(settle);
+  });
+}
+
 function waitUntil(control: Int32Array, index: number, ready: (value: number) => boolean, waitMs: number): boolean {
   const deadline = Date.now() + waitMs;
   for (;;) {
