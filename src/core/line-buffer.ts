@@ -8,10 +8,12 @@
  * text as `String(number)` (and `jsonNumberText` for NaN/±Infinity), byte for byte; a test holds
  * them equal over millions of values.
  *
- * Doubles: most metric values have a short decimal form (`0.25`, `1234.567`, integers). Those are
+ * Doubles: many metric values have a short decimal form (`0.25`, `1234.567`, integers). Those are
  * found with float64 arithmetic alone — the fewest decimals `k` whose `round(v·10^k)/10^k` is `v`
- * again — and written as digits. A value that needs 16 or 17 significant digits (a float32 loss
- * widened to double, a division result) falls back to `String(v)`, whose bytes are copied.
+ * again (`putFixed`). A value that needs 16 or 17 significant digits (a float32 loss widened to
+ * double, a ratio) is scaled exactly with Dekker's product and rounded to 16 or 17 digits
+ * (`putLong`). What neither takes — magnitudes below 1e-5 or from 1e15 up (exponent forms), and
+ * the rare value within 1e-9 of a rounding tie — is written from `String(v)`.
  *
  * Float32 probe values are written in the shortest form that reads back (through a double) as
  * the same float32, found the same way.
@@ -20,14 +22,14 @@ import { jsonNumberText } from "./json.js";
 
 /** Exact powers of ten as doubles (10^0 … 10^22 are all exactly representable). */
 const POW10 = Array.from({ length: 23 }, (_, k) => Number(`1e${k}`));
-/** Significant digits below which the decimal found by float64 arithmetic is exact (see putFixed). */
+/** Bound on the scaled decimal (at most 15 digits) for which float64 arithmetic is exact (see putFixed). */
 const MAX_FAST = 1e15;
 /** Below this magnitude `String` writes an exponent (`1e-7`): left to `String`. */
 const MIN_FIXED = 1e-6;
 /** 2^53: every double at or below it that is an integer is written as its exact digits. */
 const EXACT_INTEGERS = 9007199254740992;
 
-/** Smallest value `putLong` takes: 10^k for its 17 digits then stays within the exact powers. */
+/** Smallest value `putLong` takes: the 10^k that scales it to 17 digits is then an exact double (k ≤ 22). */
 const MIN_LONG = 1e-5;
 /** Veltkamp's splitter for doubles, 2^27 + 1. */
 const SPLITTER = 134217729;

@@ -1,8 +1,8 @@
 /**
  * The stream writer: a worker thread that drains the rings in batches and hands each batch to the
- * stream sinks — the per-rank JSONL file (written here, with blocking writes, which is fine off the
- * caller's thread) and, when some backend takes `logStream`, the main thread (decoded records,
- * posted with a bound on batches in flight).
+ * stream sinks — the per-rank JSONL file (lines formatted here as bytes; the blocking writes made
+ * by its file thread while it formats the next batch, see file-thread.ts) and, when some backend
+ * takes `logStream`, the main thread (decoded records, posted with a bound on batches in flight).
  *
  * It sleeps on `Atomics.wait` until a producer says a batch is ready, the flush interval passes, or
  * the main thread asks for a flush or a stop. A write error is reported once per kind (the main
@@ -196,7 +196,6 @@ class Writer {
     for (let m = receiveMessageOnPort(ring.keys); m !== undefined; m = receiveMessageOnPort(ring.keys)) {
       const { id, name } = m.message as { id: number; name: string };
       ring.names[id] = name;
-      ring.middles[id] = undefined;
     }
     const wantBatches = Atomics.load(this.control, CONTROL.WANT_BATCHES) === 1;
     let out = this.out;
@@ -353,9 +352,10 @@ class Writer {
     for (;;) {
       const done = Atomics.load(state, FILE_STATE.DONE);
       if (done === this.requests) break;
-      if (Atomics.load(state, FILE_STATE.READY) !== 1) {
+      if (Atomics.load(state, FILE_STATE.READY) !== 1 && Atomics.load(state, FILE_STATE.DONE) !== this.requests) {
         // The thread ended with the write unfinished (it cannot, short of a fault of its own):
-        // count the records as not written and write here from now on.
+        // count the records as not written and write here from now on. (DONE is read again: the
+        // thread may have finished the write just before it ended.)
         const lost = this.inFlightRecords;
         this.fileThread = null;
         this.inFlightRecords = -1;
