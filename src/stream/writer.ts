@@ -51,6 +51,8 @@ export type WriterEvent =
 
 /** Most lines joined into one write. */
 const LINES_PER_WRITE = 4096;
+/** Bytes after which a write is made whatever the line count (probes of many values are long). */
+const BYTES_PER_WRITE = 1 << 20;
 /** Most records in one batch posted to the main thread. */
 const RECORDS_PER_BATCH = 4096;
 
@@ -72,7 +74,7 @@ class Writer {
    * Two buffers of lines: one is filled while the file thread writes the other. Shared memory, so
    * the file thread reads them in place.
    */
-  private readonly buffers = [new LineBuffer(1 << 20, true), new LineBuffer(1 << 20, true)];
+  private readonly buffers = [new LineBuffer(BYTES_PER_WRITE + (1 << 16), true), new LineBuffer(BYTES_PER_WRITE + (1 << 16), true)];
   /** The buffer being filled. */
   private current = 0;
   /** The file thread, once started; its state; what it knows of each buffer. */
@@ -223,7 +225,7 @@ class Writer {
       tail = (tail + 1) | 0;
       // Keep the producers' clock moving while a long drain formats.
       if ((lines & 511) === 0) this.counters[COUNTERS.CLOCK] = Date.now();
-      if (lines === LINES_PER_WRITE || tail === head) {
+      if (lines === LINES_PER_WRITE || out.length >= BYTES_PER_WRITE || tail === head) {
         // The slots are read: free them before the (possibly slow) write.
         Atomics.store(view.i32, TAIL, tail);
         this.write(lines);

@@ -131,6 +131,30 @@ describe(`stream write faults, writes made ${fileThread ? "on the file thread" :
 });
 }
 
+describe("long lines", () => {
+  it("are written a megabyte at a time, so the writer's memory stays bounded", async () => {
+    // Probes of 2,048 doubles make ~45 KB lines: 4,096 of them (a full write by count) would
+    // need a 180 MB buffer.
+    const file = join(tempDir(), "long.jsonl");
+    startStream({ file, capacity: 4096, values: 2048, batchSize: 1 << 20, flushMs: 3_600_000 });
+    const data = new Float64Array(2048).map((_, i) => Math.sin(i) / 3);
+    streamValues("long", data, -1);
+    // Measure from when every thread of the stream runs (a thread's own start costs memory too).
+    await until(() => streamStats().fileThread, "the file thread to run");
+    await flushStream();
+    const before = process.memoryUsage().rss;
+    let growth = 0;
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 4000; i++) streamValues("long", data, i);
+      await flushStream();
+      growth = Math.max(growth, process.memoryUsage().rss - before);
+    }
+    const counts = await stopStream();
+    assert.equal(counts?.written, 12_001);
+    assert.ok(growth < 64 * 1024 * 1024, `rss grew by ${(growth / 1e6).toFixed(0)} MB`);
+  });
+});
+
 describe("a slow sink", { skip: process.platform === "win32" && "needs mkfifo" }, () => {
   it("keeps memory bounded by the ring and never makes the producer wait", async () => {
     const fifo = join(tempDir(), "slow.fifo");
