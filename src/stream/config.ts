@@ -13,7 +13,10 @@ import { warn } from "../core/diagnostics.js";
 export interface StreamOptions {
   /** JSONL file of this rank's stream (env RANKSCOPE_STREAM_FILE; default `{runDir}/streams/rank-{rank}.jsonl`). */
   file?: string;
-  /** Records that wake the writer before the interval (env RANKSCOPE_STREAM_BATCH; default 100). */
+  /**
+   * Records after which the writer drains before the interval (env RANKSCOPE_STREAM_BATCH; default
+   * 100). It looks every millisecond while records flow; an idle writer is woken.
+   */
   batchSize?: number;
   /** Longest a record waits before it is written, ms (env RANKSCOPE_STREAM_FLUSH_MS; default 1000). */
   flushMs?: number;
