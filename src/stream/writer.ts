@@ -53,6 +53,11 @@ export type WriterEvent =
 const LINES_PER_WRITE = 4096;
 /** Bytes after which a write is made whatever the line count (probes of many values are long). */
 const BYTES_PER_WRITE = 1 << 20;
+/**
+ * Writes at least this long go to the file thread; shorter ones (a steady trickle, drained every
+ * millisecond) are made here, which costs less than waking the file thread for each.
+ */
+const FILE_THREAD_BYTES = 128 * 1024;
 /** Most records in one batch posted to the main thread. */
 const RECORDS_PER_BATCH = 4096;
 
@@ -259,8 +264,9 @@ class Writer {
   }
 
   /**
-   * Write the lines in `out` (`lines` records): hand them to the file thread and go on filling the
-   * other buffer, or, until the file thread runs, write them here.
+   * Write the lines in `out` (`lines` records): hand a long write to the file thread and go on
+   * filling the other buffer; make a short one (or any, until the file thread runs) here, after
+   * the one in flight, so lines stay in order.
    */
   private write(lines: number): void {
     this.completeWrite();
@@ -270,7 +276,7 @@ class Writer {
       out.clear();
       return;
     }
-    if (this.noteFileThread()) {
+    if (out.length >= FILE_THREAD_BYTES && this.noteFileThread()) {
       this.submit(lines);
       return;
     }

@@ -17,9 +17,12 @@ afterEach(async () => {
 
 const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
+const SHORT = new Float32Array([1, 2, 3, 4]);
+/** 512 values: ~4.6 KB lines, so even a few dozen make a write long enough for the file thread. */
+const LONG = new Float32Array(512).map((_, i) => Math.sin(i));
+
 /** Stream `count` probes in chunks, yielding between chunks as a real loop with I/O would. */
-async function streamChunks(count: number, from = 0): Promise<void> {
-  const values = new Float32Array([1, 2, 3, 4]);
+async function streamChunks(count: number, from = 0, values: Float32Array = SHORT): Promise<void> {
   for (let i = from; i < from + count; i++) {
     streamValues("x", values, i);
     if (i % 1000 === 999) await yieldToLoop();
@@ -41,11 +44,16 @@ async function until(condition: () => boolean, what: string, maxMs = 20_000): Pr
  */
 for (const fileThread of [true, false]) {
 describe(`stream write faults, writes made ${fileThread ? "on the file thread" : "by the writer"}`, { skip: !existsSync("/dev/full") && "no /dev/full here" }, () => {
-  /** Start a stream on this path, and once it has written something, be sure of the path. */
+  /**
+   * Start a stream on this path and wait until it runs there. With the file thread, probes carry
+   * 512 values: only writes of 128 KB or more go to the file thread (shorter ones are made by the
+   * writer), and 100 of these lines make ~460 KB.
+   */
   async function start(file: string): Promise<void> {
-    startStream({ file, flushMs: 10, fileThread });
+    startStream({ file, flushMs: 10, fileThread, values: fileThread ? 512 : 10 });
     if (fileThread) await until(() => streamStats().fileThread, "the file thread to run");
   }
+  const probe = fileThread ? LONG : SHORT;
 
   it("/dev/full (ENOSPC): the loop finishes, one clear error, every record counted as dropped, memory bounded", async () => {
     const N = 300_000;
@@ -67,18 +75,18 @@ describe(`stream write faults, writes made ${fileThread ? "on the file thread" :
     const file = join(dir, "streams", "rank-0.jsonl");
     const seen = await collectDiagnostics(async () => {
       await start(file);
-      await streamChunks(100);
+      await streamChunks(100, 0, probe);
       await flushStream();
       assert.equal(streamStats().written, 100);
       assert.equal(streamStats().fileThread, fileThread);
       rmSync(dir, { recursive: true, force: true });
       let from = 100;
       while (streamStats().writeFailed === 0) {
-        await streamChunks(100, from);
+        await streamChunks(100, from, probe);
         from += 100;
         await flushStream();
       }
-      await streamChunks(1000, from);
+      await streamChunks(1000, from, probe);
       await stopStream();
     });
     const stats = streamStats();
@@ -94,7 +102,7 @@ describe(`stream write faults, writes made ${fileThread ? "on the file thread" :
     const file = join(tempDir(), "closed.jsonl");
     const seen = await collectDiagnostics(async () => {
       await start(file);
-      await streamChunks(100);
+      await streamChunks(100, 0, probe);
       await flushStream();
       // Find the writer's descriptor of the file and close it from this thread (same process).
       const fd = readdirSync("/proc/self/fd").map(Number).find((n) => {
@@ -109,8 +117,8 @@ describe(`stream write faults, writes made ${fileThread ? "on the file thread" :
       closeSync(fd as number);
       let from = 100;
       while (streamStats().writeFailed === 0) {
-        await streamChunks(10, from);
-        from += 10;
+        await streamChunks(100, from, probe);
+        from += 100;
         await flushStream();
       }
       const failedAt = streamStats().written;
