@@ -1,0 +1,128 @@
+/**
+ * The binary state format: what goes in comes out (bit for bit, NaN and ±Infinity included), merges
+ * of decoded states equal merges of the originals, keys travel once per session, and malformed
+ * frames are refused with a `WireFormatError`, never another exception.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import fc from "fast-check";
+import { Collector, type KeyState } from "../../../src/core/collector.js";
+import { mergeRankKeyStates } from "../../../src/controller/reduce-states.js";
+import { StateDecoder, StateEncoder, WireFormatError, isWireFrame } from "../../../src/transport/wire/codec.js";
+
+const NUMERIC = ["mean", "sum", "max", "min", "std", "quantiles", "histogram", "quantiles(0.5,0.99)"] as const;
+const HEADER = { proto: "rankscope", v: 1, run: "r1", t: "states" };
+
+const value = fc.oneof(
+  { weight: 8, arbitrary: fc.double({ noNaN: false }) },
+  { weight: 1, arbitrary: fc.constantFrom(NaN, Infinity, -Infinity, 0, 1e308, -5e-324) },
+  { weight: 2, arbitrary: fc.integer({ min: -1000, max: 1000 }) },
+);
+const record = fc.record({ key: fc.integer({ min: 0, max: 40 }), value, sample: fc.boolean() });
+
+/** Real collector states from a list of records (key i is recorded with reduction i mod 9). */
+function statesOf(records: ReadonlyArray<{ key: number; value: number; sample: boolean }>): KeyState[] {
+  const collector = new Collector();
+  for (const r of records) {
+    const kind = r.key % (NUMERIC.length + 1);
+    if (kind === NUMERIC.length) collector.recordSlow(`s/${r.key}`, { reward: Number.isFinite(r.value) ? r.value : 0, tag: String(r.sample) }, "sample");
+    else collector.recordSlow(`k/${r.key}`, r.value, NUMERIC[kind]);
+  }
+  return collector.takeStates();
+}
+
+test("a frame decodes to exactly the states it was written from, over several flushes of one session", () => {
+  fc.assert(
+    fc.property(fc.array(fc.array(record, { maxLength: 80 }), { minLength: 1, maxLength: 4 }), (flushes) => {
+      const encoder = new StateEncoder();
+      const decoder = new StateDecoder();
+      for (const records of flushes) {
+        const states = statesOf(records);
+        const frame = encoder.encode(HEADER, states);
+        assert.ok(isWireFrame(frame));
+        const decoded = decoder.decode(frame);
+        assert.equal(decoded.unknownKeys, 0);
+        assert.equal(decoded.tableGap, false);
+        assert.equal(decoded.header.run, "r1");
+        // JSON turns -0 into 0 in the fallback section, exactly as the JSON protocol does.
+        assert.deepStrictEqual(decoder.toKeyStates(decoded), withoutNegativeZeroInJson(states));
+      }
+    }),
+    { numRuns: 150 },
+  );
+});
+
+/** The states as they come back: binary sections keep -0, the JSON section (sketches, samples) writes it as 0. */
+function withoutNegativeZeroInJson(states: readonly KeyState[]): KeyState[] {
+  const binary = new Set(["mean", "sum", "max", "min", "std"]);
+  return states.map((s) => (binary.has(s.reduce) ? s : { ...s, state: JSON.parse(JSON.stringify(s.state, (_k, v: unknown) => (typeof v === "number" && !Number.isFinite(v) ? { $nf: String(v) } : v)), (_k, v: unknown) => (v !== null && typeof v === "object" && "$nf" in v ? Number((v as { $nf: string }).$nf) : v)) }));
+}
+
+test("merging decoded states of many ranks equals merging the originals", () => {
+  fc.assert(
+    fc.property(fc.array(fc.array(record, { maxLength: 60 }), { minLength: 2, maxLength: 6 }), (perRank) => {
+      const ranks = perRank.map((records, i) => ({ rankName: `r${i}`, states: statesOf(records) }));
+      const decoded = ranks.map((rank) => {
+        const decoder = new StateDecoder();
+        return { rankName: rank.rankName, states: decoder.toKeyStates(decoder.decode(new StateEncoder().encode(HEADER, rank.states))) };
+      });
+      assert.deepStrictEqual(mergeRankKeyStates(decoded, 1), mergeRankKeyStates(ranks.map((r) => ({ rankName: r.rankName, states: withoutNegativeZeroInJson(r.states) })), 1));
+    }),
+    { numRuns: 100 },
+  );
+});
+
+test("MEAN/SUM/MAX/MIN keys cost at most 16 bytes each once their keys are known (14 with u16 ids)", () => {
+  const collector = new Collector();
+  const encoder = new StateEncoder();
+  const decoder = new StateDecoder();
+  const reductions = ["mean", "sum", "max", "min"];
+  let first = 0;
+  let second = 0;
+  for (let flush = 0; flush < 2; flush++) {
+    for (let k = 0; k < 1000; k++) collector.recordSlow(`train/layer_${k}/grad_norm`, k * 0.37 + flush, reductions[k % 4]);
+    const frame = encoder.encode({ ...HEADER, step: flush }, collector.takeStates());
+    decoder.decode(frame);
+    if (flush === 0) first = frame.length;
+    else second = frame.length;
+  }
+  assert.ok(second / 1000 <= 16, `a flush of 1,000 known keys took ${second / 1000} bytes per key`);
+  assert.ok(first > second + 20_000, "the first frame carries the key table, later ones do not");
+});
+
+test("a lost frame is noticed (tableGap), counted per state, and a table reset recovers", () => {
+  const encoder = new StateEncoder();
+  const decoder = new StateDecoder();
+  const s = (key: string, sum: number): KeyState => ({ key, reduce: "sum", state: { v: 1, count: 1, sum } as KeyState["state"] });
+  decoder.decode(encoder.encode(HEADER, [s("a", 1)]));
+  encoder.encode(HEADER, [s("b", 2)]); // lost on the way
+  const third = decoder.decode(encoder.encode(HEADER, [s("a", 3), s("b", 4), s("c", 5)]));
+  assert.equal(third.tableGap, true);
+  assert.equal(third.unknownKeys, 2);
+  assert.deepStrictEqual(decoder.toKeyStates(third), [s("a", 3)]);
+  encoder.reset();
+  const fourth = decoder.decode(encoder.encode(HEADER, [s("b", 6), s("c", 7)]));
+  assert.equal(fourth.tableGap, false);
+  assert.deepStrictEqual(decoder.toKeyStates(fourth), [s("b", 6), s("c", 7)]);
+});
+
+test("every truncation and every single corrupted byte of a frame is refused as WireFormatError or decodes; nothing else is thrown", () => {
+  const states = statesOf(Array.from({ length: 60 }, (_v, i) => ({ key: i % 20, value: i * 1.5, sample: i % 2 === 0 })));
+  const frame = new StateEncoder().encode(HEADER, states);
+  for (let length = 0; length < frame.length; length++) {
+    assert.throws(() => new StateDecoder().decode(frame.subarray(0, length)), WireFormatError, `truncated to ${length} bytes`);
+  }
+  fc.assert(
+    fc.property(fc.integer({ min: 0, max: frame.length - 1 }), fc.integer({ min: 0, max: 255 }), (at, byte) => {
+      const copy = frame.slice();
+      copy[at] = byte;
+      try {
+        new StateDecoder().decode(copy);
+      } catch (error) {
+        assert.ok(error instanceof WireFormatError, `byte ${at} = ${byte}: ${String(error)}`);
+      }
+    }),
+    { numRuns: 500 },
+  );
+  assert.throws(() => new StateDecoder().decode(new TextEncoder().encode('{"proto":"rankscope"}')), WireFormatError);
+});
