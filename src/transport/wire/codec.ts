@@ -322,11 +322,11 @@ export class StateDecoder {
       need(offset, 2, "a key definition");
       const keyLength = view.getUint16(offset, true);
       need(offset + 2, keyLength + 1, "a key definition");
-      const key = decoder.decode(new Uint8Array(buffer, start + offset + 2, keyLength));
+      const key = utf8(new Uint8Array(buffer, start + offset + 2, keyLength), "a key");
       offset += 2 + keyLength;
       const reduceLength = view.getUint8(offset);
       need(offset + 1, reduceLength, "a reduce name");
-      const reduce = decoder.decode(new Uint8Array(buffer, start + offset + 1, reduceLength));
+      const reduce = utf8(new Uint8Array(buffer, start + offset + 1, reduceLength), "a reduce name");
       offset += 1 + reduceLength;
       if (key.length === 0 || reduce.length === 0) throw new WireFormatError("a key definition has an empty key or reduce name");
       definitions.push([key, reduce]);
@@ -443,6 +443,14 @@ export class StateDecoder {
     }
     out.sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0));
     return out;
+  }
+}
+
+function utf8(bytes: Uint8Array, what: string): string {
+  try {
+    return decoder.decode(bytes);
+  } catch {
+    throw new WireFormatError(`${what} is not valid UTF-8`);
   }
 }
 
