@@ -22,7 +22,7 @@ import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run
 import { writeRunFiles } from "../run/run-files.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
-import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "./rank.js";
+import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankGroupHandle, type RankGroupSnapshot, type RankHandle, type RankInit, type RankSnapshot } from "./rank.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
 /** Options of `getOrCreateMetricLogger`. */
@@ -218,16 +218,24 @@ export class MetricLogger {
     const snapshots: RankSnapshot[] = [];
     const missing: string[] = [];
     let ranksReporting = 0;
+    let ranksExpected = 0;
     answers.forEach((answer, i) => {
       const handle = handles[i] as RankHandle;
+      // Scale edit: a host agent's handle answers for the ranks of its host (src/transport/host):
+      // they are counted one by one, and named when missing.
+      const members = (handle as Partial<RankGroupHandle>).memberRanks?.();
+      if (handle !== this.ownRank) ranksExpected += members?.length ?? 1;
       if (answer === DEADLINE || answer === undefined || answer.step !== step) {
-        missing.push(handle.rankName);
+        missing.push(...(members !== undefined && members.length > 0 ? members : [handle.rankName]));
       } else {
         snapshots.push(answer);
-        if (handle !== this.ownRank) ranksReporting++;
+        const group = (answer as Partial<RankGroupSnapshot>).group;
+        if (group !== undefined) {
+          ranksReporting += group.reporting;
+          missing.push(...group.missing);
+        } else if (handle !== this.ownRank) ranksReporting++;
       }
     });
-    const ranksExpected = handles.filter((h) => h !== this.ownRank).length;
     if (missing.length > 0) {
       warn(
         // One code per set of missing ranks: a rank lost an hour later is printed again, not just counted.

@@ -90,6 +90,25 @@ export interface RankHandle {
   shutdown(deadlineMs?: number): Promise<void>;
 }
 
+/**
+ * A handle that answers for several ranks at once: a host agent's (scale edit, see
+ * src/transport/host and docs/scale.md). The controller counts and names its ranks one by one.
+ */
+export interface RankGroupHandle extends RankHandle {
+  /** The ranks this handle answers for, as last reported (named missing when it does not answer). */
+  memberRanks(): readonly string[];
+}
+
+/** The answer of a `RankGroupHandle`: the merged states of its ranks, and which of them answered. */
+export interface RankGroupSnapshot extends RankSnapshot {
+  readonly group: {
+    /** How many of its ranks answered in time. */
+    readonly reporting: number;
+    /** Its ranks that did not (named by the agent, by its own shorter deadline). */
+    readonly missing: readonly string[];
+  };
+}
+
 /** How long a flush waits for raw values already recorded to reach the stream backends. */
 const STREAM_FLUSH_WAIT_MS = 1000;
 

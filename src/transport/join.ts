@@ -37,6 +37,12 @@ export interface JoinRunOptions {
   rankName?: string;
   /** How long to keep trying to reach the controller (default 30 s, env `RANKSCOPE_JOIN_DEADLINE_MS`). */
   joinDeadlineMs?: number;
+  /**
+   * Join through the host agent of this host (env `RANKSCOPE_HOST_ID`): the agent gathers and
+   * merges the states of its host's ranks and answers the controller once (see docs/scale.md).
+   * Over NATS only.
+   */
+  hostId?: string;
 }
 
 /** This process's membership in a run. */
@@ -149,7 +155,10 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
   else {
     if (natsUrl === undefined) throw new Error("joinRun(): carrier nats needs a natsUrl");
     const { joinOverNats } = await import("./nats.js");
-    leave = await joinOverNats(agent, { url: natsUrl, runId, joinDeadlineMs });
+    // Scale edit: with a host id, the rank joins its host agent's subjects (docs/scale.md).
+    const hostId = options.hostId ?? process.env["RANKSCOPE_HOST_ID"];
+    if (hostId !== undefined && hostId !== "") assertSubjectToken("hostId", hostId);
+    leave = await joinOverNats(agent, { url: natsUrl, runId, joinDeadlineMs, ...(hostId === undefined || hostId === "" ? {} : { scope: hostId }) });
   }
 
   let left = false;

@@ -41,13 +41,19 @@ export interface ServeRanksOverNatsOptions {
   maxMissedFlushes?: number;
 }
 
-/** Subjects of one run. */
-function subjects(runId: string) {
-  const base = `rankscope.${runId}`;
+/**
+ * Subjects of one run. With `scope` (a host id; scale edit, see docs/scale.md), the subjects of
+ * that host's agent: `rankscope.{runId}.host.{scope}.register` etc., so the ranks of a host
+ * register with and are flushed by their host agent instead of the controller.
+ */
+function subjects(runId: string, scope?: string) {
+  const base = scope === undefined ? `rankscope.${runId}` : `rankscope.${runId}.host.${scope}`;
   return {
     register: `${base}.register`,
     deregister: `${base}.deregister`,
     flush: `${base}.flush`,
+    /** A host agent that (re)started announces itself here; its ranks register again (scale edit). */
+    hello: `${base}.hello`,
     rank: (rankName: string) => `${base}.rank.${rankName}`,
     inbox: () => createInbox(`${base}.ctl`),
   };
@@ -55,12 +61,27 @@ function subjects(runId: string) {
 
 const RECONNECT = { maxReconnectAttempts: -1, reconnectTimeWait: 250, reconnectJitter: 50, pingInterval: 5000 } as const;
 
-async function connectTo(url: string, name: string, timeoutMs: number): Promise<NatsConnection> {
+/** The server list of a NATS URL: one URL, or several separated by commas (every node of a cluster, so clients fail over). */
+export function natsServers(url: string): string[] {
+  return url
+    .split(",")
+    .map((u) => u.trim())
+    .filter((u) => u.length > 0);
+}
+
+/** Connect with the transport's reconnect policy (retry forever every 250 ms). */
+export async function connectTo(url: string, name: string, timeoutMs: number): Promise<NatsConnection> {
   try {
-    return await connect({ servers: url, name, timeout: timeoutMs, ...RECONNECT });
+    return await connect({ servers: natsServers(url), name, timeout: timeoutMs, ...RECONNECT });
   } catch (error) {
     throw new Error(`cannot reach the NATS server at ${url}: ${describeError(error)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`, { cause: error });
   }
+}
+
+/** What a rank server registers its ranks with: the controller's `MetricLogger`, or a host agent (scale edit). */
+export interface RankRegistry {
+  registerRank(handle: RemoteRankHandle): Promise<void>;
+  deregisterRank(rankName: string, handle?: RemoteRankHandle): boolean;
 }
 
 /** The controller's side: ranks register here and are flushed by one broadcast per step. */
@@ -77,15 +98,22 @@ export class NatsRankServer implements RankServer {
     readonly url: string,
     readonly runId: string,
     private readonly nc: NatsConnection,
-    private readonly logger: MetricLogger,
+    private readonly logger: RankRegistry,
     private readonly maxMissedFlushes: number,
+    /** A host agent's scope (its host id): serve that host's subjects (scale edit). */
+    private readonly scope?: string,
   ) {
-    const s = subjects(runId);
+    const s = subjects(runId, scope);
     this.inbox = s.inbox();
     nc.subscribe(s.register, { callback: (err, msg) => void (err === null && this.onRegister(msg)) });
     nc.subscribe(s.deregister, { callback: (err, msg) => void (err === null && this.onDeregister(msg)) });
     nc.subscribe(this.inbox, { callback: (err, msg) => void (err === null && this.onReply(msg)) });
     void this.watchStatus();
+  }
+
+  /** A host agent's server: ask the host's ranks to register (again) with it (scale edit). */
+  announce(): void {
+    if (this.scope !== undefined) this.nc.publish(subjects(this.runId, this.scope).hello, "");
   }
 
   /** Names of the ranks registered over NATS. */
@@ -201,7 +229,7 @@ export class NatsRankServer implements RankServer {
   }
 
   private makeHandle(identity: RankIdentity, description: string): RemoteRankHandle {
-    const s = subjects(this.runId);
+    const s = subjects(this.runId, this.scope);
     const carrier: RankCarrier = {
       description,
       closesWithRank: false,
@@ -233,7 +261,7 @@ export class NatsRankServer implements RankServer {
       const id = nextRequestId();
       this.currentFlush = { step, id };
       queueMicrotask(() => (this.currentFlush = null));
-      this.nc.publish(subjects(this.runId).flush, encodeProtocolMessage(this.runId, { t: "flush", id, step }), { reply: this.inbox });
+      this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "flush", id, step }), { reply: this.inbox });
     }
     return this.currentFlush.id;
   }
@@ -272,6 +300,8 @@ export interface NatsJoinOptions {
   readonly url: string;
   readonly runId: string;
   readonly joinDeadlineMs: number;
+  /** Join the agent of this host (its host id) instead of the controller (scale edit, see docs/scale.md). */
+  readonly scope?: string;
 }
 
 /**
@@ -281,12 +311,12 @@ export interface NatsJoinOptions {
 export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): Promise<(reason: string) => Promise<void>> {
   const { url, runId, joinDeadlineMs } = options;
   const deadline = Date.now() + joinDeadlineMs;
-  const s = subjects(runId);
+  const s = subjects(runId, options.scope);
   let nc: NatsConnection | undefined;
   let lastError: unknown;
   while (nc === undefined) {
     try {
-      nc = await connect({ servers: url, name: `rankscope-${runId}-${agent.rankName}`, timeout: Math.max(100, Math.min(2000, deadline - Date.now())), ...RECONNECT });
+      nc = await connect({ servers: natsServers(url), name: `rankscope-${runId}-${agent.rankName}`, timeout: Math.max(100, Math.min(2000, deadline - Date.now())), ...RECONNECT });
     } catch (error) {
       lastError = error;
       if (Date.now() >= deadline) {
@@ -298,8 +328,41 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
     }
   }
   const conn = nc;
+  // Scale edit (host agents, docs/scale.md): a flush from an agent this rank did not register with
+  // (its host agent was restarted: a new inbox) is not answered — the values stay in the collector
+  // for the next flush — and the rank registers again with the new agent.
+  let flushInbox: string | undefined;
+  let reregistering = false;
+  const reregister = async (): Promise<void> => {
+    reregistering = true;
+    const until = Date.now() + joinDeadlineMs;
+    try {
+      while (Date.now() < until) {
+        try {
+          const answer = await conn.request(s.register, agent.registerMessage(), { timeout: 2000 });
+          const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
+          if (message?.t === "registered" && message.rankName === agent.rankName && message.ok) return;
+        } catch {
+          // No agent yet, or a timeout: try again until the join deadline.
+        }
+        await sleep(200);
+      }
+      warn(`rank.reregister:${agent.rankName}`, `rank ${agent.rankName} could not register again with the agent of host ${options.scope ?? ""} within ${joinDeadlineMs} ms`);
+    } finally {
+      flushInbox = undefined;
+      reregistering = false;
+    }
+  };
   const onRequest = (err: Error | null, msg: Msg): void => {
     if (err !== null) return;
+    if (options.scope !== undefined && msg.subject === s.flush && msg.reply !== undefined) {
+      if (reregistering) return;
+      if (flushInbox !== undefined && flushInbox !== msg.reply) {
+        void reregister();
+        return;
+      }
+      flushInbox = msg.reply;
+    }
     const reply = (text: string): void => {
       if (msg.reply !== undefined) conn.publish(msg.reply, text);
     };
@@ -307,6 +370,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   };
   conn.subscribe(s.rank(agent.rankName), { callback: onRequest });
   conn.subscribe(s.flush, { callback: onRequest });
+  if (options.scope !== undefined) conn.subscribe(s.hello, { callback: (err) => void (err === null && !reregistering && reregister()) });
 
   const register = agent.registerMessage();
   for (;;) {

@@ -287,8 +287,9 @@ export class StateDecoder {
   decode(data: Uint8Array): DecodedFrame {
     if (!isWireFrame(data)) throw new WireFormatError("not a rankscope wire frame (bad magic)");
     if (data.length < FIXED) throw new WireFormatError(`frame of ${data.length} bytes is shorter than its fixed header (${FIXED})`);
-    // Work on an 8-aligned copy so the columns can be read as typed arrays.
-    const buffer = data.byteOffset % 8 === 0 ? data.buffer : data.slice().buffer;
+    // Work on an 8-aligned copy so the columns can be read as typed arrays (`new Uint8Array(x)`
+    // copies; a Node Buffer's `slice` would not).
+    const buffer = data.byteOffset % 8 === 0 ? data.buffer : new Uint8Array(data).buffer;
     const start = data.byteOffset % 8 === 0 ? data.byteOffset : 0;
     const view = new DataView(buffer, start, data.length);
     const end = data.length;

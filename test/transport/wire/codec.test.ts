@@ -90,6 +90,14 @@ test("MEAN/SUM/MAX/MIN keys cost at most 16 bytes each once their keys are known
   assert.ok(first > second + 20_000, "the first frame carries the key table, later ones do not");
 });
 
+test("a frame inside a larger Node Buffer at an odd offset (as NATS hands it over) decodes the same", () => {
+  const states = statesOf(Array.from({ length: 30 }, (_v, i) => ({ key: i, value: i / 3, sample: false })));
+  const frame = new StateEncoder().encode(HEADER, states);
+  const odd = Buffer.concat([Buffer.from([1, 2, 3]), Buffer.from(frame), Buffer.from([9])]).subarray(3, 3 + frame.length);
+  const decoder = new StateDecoder();
+  assert.deepStrictEqual(decoder.toKeyStates(decoder.decode(odd)), withoutNegativeZeroInJson(states));
+});
+
 test("a lost frame is noticed (tableGap), counted per state, and a table reset recovers", () => {
   const encoder = new StateEncoder();
   const decoder = new StateDecoder();

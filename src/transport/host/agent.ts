@@ -1,0 +1,250 @@
+/**
+ * The host agent: one per host (a machine, a container, a network namespace). The ranks of the
+ * host join it instead of the controller (`joinRun({ hostId })` / `RANKSCOPE_HOST_ID`); it
+ * registers with the controller once for all of them. At each flush it asks its ranks for their
+ * states (one broadcast on the host's subjects, with a deadline shorter than the controller's),
+ * merges them exactly (`mergeRankKeyStates`, the controller's own merge) and answers the controller
+ * with one binary frame naming the ranks that did not answer. Per-rank backends keep running in
+ * the ranks themselves: the agent forwards `init` and `shutdown` to them.
+ *
+ * The controller's work per flush is then O(hosts × keys) instead of O(ranks × keys). See
+ * docs/scale.md for the topology, and how a deeper tree would stack agents.
+ */
+import type { Msg, NatsConnection } from "@nats-io/transport-node";
+import { describeError, reportError, warn } from "../../core/diagnostics.js";
+import type { OffCycleLog, RankInit, RankSnapshot } from "../../controller/rank.js";
+import { mergeRankKeyStates } from "../../controller/reduce-states.js";
+import { assertSubjectToken } from "../identity.js";
+import { connectTo, NatsRankServer, type RankRegistry } from "../nats.js";
+import { reportIgnored } from "../protocol.js";
+import type { RemoteRankHandle } from "../remote-rank.js";
+import { StateEncoder } from "../wire/codec.js";
+import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostEnvelope, hostSubjects, type HostMessage, type HostStatesHeader } from "./messages.js";
+
+/** Options of `startHostAgent`. */
+export interface HostAgentOptions {
+  /** The NATS server(s): one URL or several separated by commas (every node of a cluster). */
+  readonly url: string;
+  /** The controller's run id. */
+  readonly runId: string;
+  /** This host's id (letters, digits, `_`, `-`): its ranks join with the same `RANKSCOPE_HOST_ID`. */
+  readonly hostId: string;
+  /** How long to keep trying to register with the controller (default 30 s). */
+  readonly joinDeadlineMs?: number;
+  /** A local rank that missed this many flushes in a row is forgotten (default 3, as on the controller). */
+  readonly maxMissedFlushes?: number;
+}
+
+/** What one host agent did (for health pages and tests). */
+export interface HostAgentStats {
+  flushes: number;
+  bytesOut: number;
+  /** Flushes in which some of the host's ranks did not answer the agent in time. */
+  incompleteFlushes: number;
+}
+
+/** A running host agent. */
+export class HostAgent implements RankRegistry {
+  private readonly ranks = new Map<string, RemoteRankHandle>();
+  private rankInit: RankInit | null = null;
+  private readonly encoder = new StateEncoder();
+  private membersVersion = 1;
+  private sentMembersVersion = 0;
+  private server: NatsRankServer | undefined;
+  private closing: Promise<void> | undefined;
+  private markClosed: (reason: string) => void = () => undefined;
+  /** Resolves with the reason once the agent has stopped (the controller shut it down, or `close`). */
+  readonly closed: Promise<string> = new Promise((resolve) => (this.markClosed = resolve));
+  readonly stats: HostAgentStats = { flushes: 0, bytesOut: 0, incompleteFlushes: 0 };
+
+  /** @internal use `startHostAgent` */
+  constructor(
+    readonly options: HostAgentOptions,
+    private readonly nc: NatsConnection,
+  ) {}
+
+  get hostId(): string {
+    return this.options.hostId;
+  }
+
+  /** Names of the ranks registered with this agent. */
+  get rankNames(): string[] {
+    return [...this.ranks.keys()];
+  }
+
+  /** @internal called by `startHostAgent` */
+  async start(): Promise<void> {
+    const { runId, hostId } = this.options;
+    this.server = new NatsRankServer(this.options.url, runId, this.nc, this, this.options.maxMissedFlushes ?? 3, hostId);
+    const s = hostSubjects(runId);
+    this.nc.subscribe(s.flush, { callback: (err, msg) => void (err === null && this.onFlush(msg)) });
+    this.nc.subscribe(s.control(hostId), { callback: (err, msg) => void (err === null && this.onControl(msg)) });
+    await this.register();
+    // Ranks of this host that joined an earlier agent (this one replaces it) register again.
+    this.server.announce();
+  }
+
+  async registerRank(handle: RemoteRankHandle): Promise<void> {
+    this.ranks.set(handle.rankName, handle);
+    this.membersVersion++;
+    if (this.rankInit !== null) await handle.init(this.rankInit);
+  }
+
+  deregisterRank(rankName: string, handle?: RemoteRankHandle): boolean {
+    const current = this.ranks.get(rankName);
+    if (current === undefined || (handle !== undefined && current !== handle)) return false;
+    this.ranks.delete(rankName);
+    this.membersVersion++;
+    return true;
+  }
+
+  /** Leave the run: tell the controller, forget the ranks, close the connection. */
+  close(reason = "the host agent stopped"): Promise<void> {
+    this.closing ??= (async () => {
+      try {
+        this.nc.publish(hostSubjects(this.options.runId).deregister, encodeHostMessage(this.options.runId, { t: "hostDeregister", host: this.hostId, reason }));
+      } catch {
+        // The connection is already gone: the controller names our ranks missing instead.
+      }
+      await this.server?.close();
+      this.markClosed(reason);
+    })();
+    return this.closing;
+  }
+
+  private async register(): Promise<void> {
+    const { runId, hostId, url } = this.options;
+    const deadlineMs = this.options.joinDeadlineMs ?? 30_000;
+    const deadline = Date.now() + deadlineMs;
+    const text = encodeHostMessage(runId, { t: "hostRegister", host: hostId, pid: process.pid });
+    let lastError: unknown;
+    for (;;) {
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        throw new Error(`host agent ${hostId}: no controller of run ${runId} answered on NATS at ${url} within ${deadlineMs} ms (${describeError(lastError)}); is it serving hosts (serveHostsOverNats)?`);
+      }
+      try {
+        const answer = await this.nc.request(hostSubjects(runId).register, text, { timeout: Math.min(left, 2000) });
+        const message = decodeHostMessage(runId, answer.data, "the controller");
+        if (message?.t === "hostRegistered" && message.host === hostId) {
+          if (!message.ok) throw new Error(`host agent ${hostId}: the controller refused it: ${message.error ?? "no reason given"}`);
+          return;
+        }
+      } catch (error) {
+        if (error instanceof Error && error.message.startsWith(`host agent ${hostId}:`)) throw error;
+        lastError = error; // no controller yet, or a timeout: try again until the deadline
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+
+  private async onFlush(msg: Msg): Promise<void> {
+    const { runId, hostId } = this.options;
+    const request = decodeHostMessage(runId, msg.data, `NATS subject ${msg.subject}`);
+    if (request === undefined || msg.reply === undefined) return;
+    if (request.t !== "hostFlush") {
+      reportIgnored("malformed", `a "${request.t}" message arrived on ${msg.subject}, which takes only "hostFlush"`);
+      return;
+    }
+    if (request.resync.includes(hostId)) {
+      this.encoder.reset();
+      this.sentMembersVersion = 0;
+    }
+    const deadline = agentDeadlineMs(request.deadlineMs);
+    const handles = [...this.ranks.values()];
+    // No rank yet: perhaps they joined a previous agent and missed the announcement.
+    if (handles.length === 0) this.server?.announce();
+    const answers = await Promise.all(handles.map((h) => h.flush(request.step, deadline).catch(() => undefined)));
+    const snapshots: RankSnapshot[] = [];
+    const missing: string[] = [];
+    let dropped = 0;
+    const offCycle: OffCycleLog[] = [];
+    answers.forEach((answer, i) => {
+      if (answer === undefined) {
+        missing.push((handles[i] as RemoteRankHandle).rankName);
+        return;
+      }
+      snapshots.push(answer);
+      dropped += answer.droppedKeyRecords;
+      if (answer.offCycle !== undefined) offCycle.push(...answer.offCycle);
+    });
+    if (missing.length > 0) this.stats.incompleteFlushes++;
+    const states = mergeRankKeyStates(snapshots, request.step);
+    const sendMembers = this.sentMembersVersion !== this.membersVersion;
+    const header: Omit<HostStatesHeader, "session"> = {
+      ...hostEnvelope(runId),
+      t: "hostStates",
+      id: request.id,
+      step: request.step,
+      host: hostId,
+      reporting: snapshots.length,
+      missing,
+      mv: this.membersVersion,
+      ...(sendMembers ? { ranks: handles.map((h) => h.rankName) } : {}),
+      dropped,
+      ...(offCycle.length > 0 ? { offCycle } : {}),
+    };
+    try {
+      const frame = this.encoder.encode(header, states);
+      this.nc.publish(msg.reply, frame);
+      this.stats.flushes++;
+      this.stats.bytesOut += frame.length;
+      if (sendMembers) this.sentMembersVersion = this.membersVersion;
+    } catch (error) {
+      reportError("host.flushAnswer", `host agent ${hostId} could not answer flush(${request.step}): ${describeError(error)}`);
+    }
+  }
+
+  private async onControl(msg: Msg): Promise<void> {
+    const { runId, hostId } = this.options;
+    const request = decodeHostMessage(runId, msg.data, `NATS subject ${msg.subject}`);
+    if (request === undefined) return;
+    const reply = (id: number, error?: string): void => {
+      const answer: HostMessage = { t: "hostReply", id, host: hostId, ok: error === undefined, ...(error === undefined ? {} : { error }) };
+      if (msg.reply !== undefined) this.nc.publish(msg.reply, encodeHostMessage(runId, answer));
+    };
+    if (request.t === "hostInit") {
+      this.rankInit = request.init;
+      const failed: string[] = [];
+      await Promise.all(
+        [...this.ranks.values()].map((h) =>
+          h.init(request.init).catch((error: unknown) => {
+            failed.push(h.rankName);
+            reportError(`host.rankInit:${h.rankName}`, `host agent ${hostId}: rank ${h.rankName} did not start its per-rank backends: ${describeError(error)}`);
+          }),
+        ),
+      );
+      reply(request.id, failed.length === 0 ? undefined : `ranks ${failed.join(", ")} did not start their per-rank backends`);
+    } else if (request.t === "hostShutdown") {
+      const deadline = agentDeadlineMs(request.deadlineMs);
+      await Promise.all([...this.ranks.values()].map((h) => h.shutdown(deadline).catch(() => undefined)));
+      reply(request.id);
+      warn(`host.shutdown:${hostId}`, `host agent ${hostId}: the controller shut the run down; the agent leaves`);
+      await this.close("shut down by the controller");
+    } else {
+      reportIgnored("malformed", `a "${request.t}" message arrived on ${msg.subject}, which takes only "hostInit" and "hostShutdown"`);
+    }
+  }
+}
+
+/**
+ * Start the agent of one host: connect to NATS (every cluster URL, so it fails over), serve the
+ * host's ranks on the host's subjects, and register with the controller (retrying until it
+ * answers or `joinDeadlineMs` passes, then throwing an Error naming the URL and run).
+ */
+export async function startHostAgent(options: HostAgentOptions): Promise<HostAgent> {
+  if (options === null || typeof options !== "object" || typeof options.url !== "string" || options.url.length === 0) {
+    throw new TypeError(`startHostAgent takes { url: "nats://host:port[,nats://…]", runId, hostId }`);
+  }
+  assertSubjectToken("runId", options.runId);
+  assertSubjectToken("hostId", options.hostId);
+  const nc = await connectTo(options.url, `rankscope-host-${options.runId}-${options.hostId}`, options.joinDeadlineMs ?? 30_000);
+  const agent = new HostAgent(options, nc);
+  try {
+    await agent.start();
+  } catch (error) {
+    await agent.close("could not register");
+    throw error;
+  }
+  return agent;
+}

@@ -1,0 +1,173 @@
+/**
+ * The messages between the controller and its host agents (see docs/scale.md), over NATS:
+ *
+ * ```
+ * rankscope.{runId}.hosts.register     agent → controller (request; answered "hostRegistered")
+ * rankscope.{runId}.hosts.deregister   agent → controller
+ * rankscope.{runId}.hosts.flush        controller → every agent at once; each answers with one wire frame
+ * rankscope.{runId}.hostctl.{hostId}   controller → one agent (init, shutdown); answered "hostReply"
+ * rankscope.{runId}.host.{hostId}.*    the host's ranks ↔ its agent (the rank protocol, scoped)
+ * ```
+ *
+ * Requests and small answers are JSON in the protocol's envelope (`proto`, `v`, `run`); the flush
+ * answer is a binary frame (`wire/codec.ts`) whose header carries the same envelope. Anything
+ * malformed, foreign or of another version is counted and ignored like every protocol message.
+ */
+import { decodeMessage, encodeMessage } from "../../core/json.js";
+import type { RankInit } from "../../controller/rank.js";
+import type { OffCycleLog } from "../../controller/rank.js";
+import { PROTOCOL_VERSION, reportIgnored, transportStats } from "../protocol.js";
+
+const PROTO = "rankscope";
+
+/** Subjects of the host layer of one run. */
+export function hostSubjects(runId: string) {
+  const base = `rankscope.${runId}`;
+  return {
+    register: `${base}.hosts.register`,
+    deregister: `${base}.hosts.deregister`,
+    flush: `${base}.hosts.flush`,
+    control: (hostId: string) => `${base}.hostctl.${hostId}`,
+  };
+}
+
+/** Controller → agents and agent → controller (JSON messages). */
+export type HostMessage =
+  | { readonly t: "hostRegister"; readonly host: string; readonly pid: number }
+  | { readonly t: "hostRegistered"; readonly host: string; readonly ok: boolean; readonly error?: string }
+  | { readonly t: "hostDeregister"; readonly host: string; readonly reason: string }
+  | {
+      readonly t: "hostFlush";
+      readonly id: number;
+      readonly step: number;
+      /** The controller's deadline: the agent answers within a shorter one of its own. */
+      readonly deadlineMs: number;
+      /** Hosts whose key table or rank list the controller lost: they resend them in full. */
+      readonly resync: readonly string[];
+    }
+  | { readonly t: "hostInit"; readonly id: number; readonly init: RankInit }
+  | { readonly t: "hostShutdown"; readonly id: number; readonly deadlineMs: number }
+  | { readonly t: "hostReply"; readonly id: number; readonly host: string; readonly ok: boolean; readonly error?: string };
+
+/** The header of a host's flush answer (a wire frame). */
+export interface HostStatesHeader {
+  readonly proto: string;
+  readonly v: number;
+  readonly run: string;
+  readonly t: "hostStates";
+  readonly id: number;
+  readonly step: number;
+  readonly host: string;
+  /** How many of the host's ranks answered the agent in time. */
+  readonly reporting: number;
+  /** The host's ranks that did not. */
+  readonly missing: readonly string[];
+  /** Version of the host's rank list; `ranks` is sent when it changed (or on resync). */
+  readonly mv: number;
+  readonly ranks?: readonly string[];
+  /** Sum of the reporting ranks' dropped-key counts (since they started). */
+  readonly dropped: number;
+  readonly offCycle?: readonly OffCycleLog[];
+}
+
+/** Encode a host message in the protocol envelope. */
+export function encodeHostMessage(run: string, message: HostMessage): string {
+  const text = encodeMessage({ proto: PROTO, v: PROTOCOL_VERSION, run, ...message });
+  const stats = transportStats();
+  stats.messagesOut++;
+  stats.bytesOut += text.length;
+  return text;
+}
+
+/** The envelope every host message and frame header carries. */
+export function hostEnvelope(run: string): { proto: string; v: number; run: string } {
+  return { proto: PROTO, v: PROTOCOL_VERSION, run };
+}
+
+/**
+ * Check the envelope of a decoded message or frame header; counts and reports what is not ours.
+ * Returns true when it is this run's, in this protocol version.
+ */
+export function checkEnvelope(run: string, value: unknown, from: string): value is Record<string, unknown> {
+  if (value === null || typeof value !== "object" || Array.isArray(value) || (value as Record<string, unknown>)["proto"] !== PROTO) {
+    reportIgnored("foreign", `a message from ${from} is not a rankscope message`);
+    return false;
+  }
+  const v = value as Record<string, unknown>;
+  if (v["v"] !== PROTOCOL_VERSION) {
+    reportIgnored("foreign", `a message from ${from} speaks rankscope protocol ${JSON.stringify(v["v"])}, this process speaks ${PROTOCOL_VERSION}`);
+    return false;
+  }
+  if (v["run"] !== run) {
+    reportIgnored("foreign", `a message from ${from} belongs to run ${JSON.stringify(v["run"])}, not ${JSON.stringify(run)}`);
+    return false;
+  }
+  return true;
+}
+
+const isId = (value: unknown): boolean => Number.isInteger(value) && (value as number) >= 0;
+const isName = (value: unknown): value is string => typeof value === "string" && value.length > 0;
+const isNames = (value: unknown): boolean => Array.isArray(value) && value.every(isName);
+
+/** Decode and validate a JSON host message; undefined (counted, reported) when it is not a valid one. */
+export function decodeHostMessage(run: string, data: Uint8Array | string, from: string): HostMessage | undefined {
+  let value: unknown;
+  try {
+    const text = typeof data === "string" ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("utf8");
+    const stats = transportStats();
+    stats.messagesIn++;
+    stats.bytesIn += text.length;
+    value = decodeMessage(text);
+  } catch {
+    reportIgnored("malformed", `a message from ${from} is not valid JSON`);
+    return undefined;
+  }
+  if (!checkEnvelope(run, value, from)) return undefined;
+  const problem = validateHostMessage(value);
+  if (problem !== undefined) {
+    reportIgnored("malformed", `a "${String(value["t"])}" message from ${from} is malformed (${problem})`);
+    return undefined;
+  }
+  return value as unknown as HostMessage;
+}
+
+function validateHostMessage(m: Record<string, unknown>): string | undefined {
+  switch (m["t"]) {
+    case "hostRegister":
+      return isName(m["host"]) && Number.isInteger(m["pid"]) ? undefined : "host and pid are required";
+    case "hostRegistered":
+      return isName(m["host"]) && typeof m["ok"] === "boolean" ? undefined : "host and ok are required";
+    case "hostDeregister":
+      return isName(m["host"]) && typeof m["reason"] === "string" ? undefined : "host and reason are required";
+    case "hostFlush":
+      return isId(m["id"]) && isId(m["step"]) && isId(m["deadlineMs"]) && isNames(m["resync"]) ? undefined : "id, step, deadlineMs and resync are required";
+    case "hostInit": {
+      const init = m["init"] as Record<string, unknown> | undefined;
+      return isId(m["id"]) && init !== null && typeof init === "object" && typeof init["backends"] === "object" && typeof init["run"] === "object" ? undefined : "id and init are required";
+    }
+    case "hostShutdown":
+      return isId(m["id"]) && isId(m["deadlineMs"]) ? undefined : "id and deadlineMs are required";
+    case "hostReply":
+      return isId(m["id"]) && isName(m["host"]) && typeof m["ok"] === "boolean" ? undefined : "id, host and ok are required";
+    default:
+      return `unknown message type ${JSON.stringify(m["t"])}`;
+  }
+}
+
+/** What is wrong with a host-states frame header, or undefined when it is well formed. */
+export function validateHostStatesHeader(h: Record<string, unknown>): string | undefined {
+  if (h["t"] !== "hostStates") return `a "${String(h["t"])}" frame where only "hostStates" is taken`;
+  if (!isId(h["id"]) || !isId(h["step"]) || !isName(h["host"])) return "id, step and host are required";
+  if (!isId(h["reporting"]) || !isNames(h["missing"]) || !isId(h["mv"]) || !isId(h["dropped"])) return "reporting, missing, mv and dropped are required";
+  if (h["ranks"] !== undefined && !isNames(h["ranks"])) return "ranks must be a list of rank names";
+  if (h["offCycle"] !== undefined && !Array.isArray(h["offCycle"])) return "offCycle must be a list";
+  return undefined;
+}
+
+/**
+ * The agent's own deadline for a flush whose controller deadline is `controllerMs`: shorter by a
+ * quarter (at most 1 s), so its answer — naming the ranks it missed — reaches the controller in time.
+ */
+export function agentDeadlineMs(controllerMs: number): number {
+  return Math.max(1, controllerMs - Math.min(1000, Math.ceil(controllerMs / 4)));
+}

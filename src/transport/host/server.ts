@@ -1,0 +1,320 @@
+/**
+ * The controller's side of host agents: `serveHostsOverNats` registers one `HostHandle` per host
+ * with the `MetricLogger`. A flush is one broadcast to every agent; each answers with one binary
+ * frame holding the exact merge of its ranks' states, so the controller decodes and merges
+ * hosts × keys states, not ranks × keys. The logger counts a host's ranks one by one and names the
+ * missing ones: those the agent named, or every rank of a host whose agent did not answer.
+ */
+import { createInbox, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { describeError, reportError, warn } from "../../core/diagnostics.js";
+import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
+import type { RankGroupHandle, RankGroupSnapshot, RankInit } from "../../controller/rank.js";
+import { connectTo } from "../nats.js";
+import { reportIgnored } from "../protocol.js";
+import { DEFAULT_REQUEST_DEADLINE_MS, nextRequestId, RankClosedError, RankDeadlineError } from "../remote-rank.js";
+import { isWireFrame, StateDecoder, WireFormatError } from "../wire/codec.js";
+import { checkEnvelope, decodeHostMessage, encodeHostMessage, hostSubjects, validateHostStatesHeader, type HostMessage, type HostStatesHeader } from "./messages.js";
+
+/** Options of `serveHostsOverNats`. */
+export interface ServeHostsOverNatsOptions {
+  /** The NATS server(s): one URL or several separated by commas (every node of a cluster). */
+  url: string;
+  /** The controller (default `getOrCreateMetricLogger()`). */
+  logger?: MetricLogger;
+  /** How long to try the first connection (default 5 s). */
+  connectTimeoutMs?: number;
+}
+
+/** What the host layer of this controller received (for benchmarks and health pages). */
+export interface HostServerStats {
+  frames: number;
+  frameBytes: number;
+  /** Frames that arrived after their flush's deadline (their values are not logged: counted here and as `transport.late`). */
+  lateFrames: number;
+  /** States a frame carried for keys whose definition was lost with an earlier frame (not logged, counted; the host resends its table). */
+  lostStates: number;
+}
+
+/** The ranks of one host, reached through its agent. */
+export class HostHandle implements RankGroupHandle {
+  readonly rankName: string;
+  readonly decoder = new StateDecoder();
+  private members: readonly string[] = [];
+  private membersVersion = -1;
+  private readonly pending = new Map<number, { step: number; resolve: (s: RankGroupSnapshot) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+  private closedReason: string | null = null;
+
+  constructor(
+    readonly hostId: string,
+    private readonly server: HostServer,
+  ) {
+    this.rankName = `host:${hostId}`;
+  }
+
+  memberRanks(): readonly string[] {
+    return this.members;
+  }
+
+  async init(init: RankInit): Promise<void> {
+    await this.server.control(this.hostId, { t: "hostInit", id: nextRequestId(), init }, DEFAULT_REQUEST_DEADLINE_MS);
+  }
+
+  flush(step: number, deadlineMs = DEFAULT_REQUEST_DEADLINE_MS): Promise<RankGroupSnapshot> {
+    if (this.closedReason !== null) return Promise.reject(new RankClosedError(`host ${this.hostId} ${this.closedReason}`));
+    const id = this.server.broadcastFlush(step, deadlineMs);
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new RankDeadlineError(`host ${this.hostId} did not answer flush(${step}) within ${deadlineMs} ms`));
+      }, deadlineMs);
+      this.pending.set(id, { step, resolve, reject, timer });
+    });
+  }
+
+  async shutdown(deadlineMs = 5000): Promise<void> {
+    if (this.closedReason !== null) return;
+    try {
+      await this.server.control(this.hostId, { t: "hostShutdown", id: nextRequestId(), deadlineMs }, deadlineMs);
+    } finally {
+      this.close("shut down");
+    }
+  }
+
+  /** The agent left or the controller closed: fail what is pending now. */
+  close(reason: string): void {
+    if (this.closedReason !== null) return;
+    this.closedReason = reason;
+    for (const [id, p] of this.pending) {
+      clearTimeout(p.timer);
+      this.pending.delete(id);
+      p.reject(new RankClosedError(`host ${this.hostId} ${reason}`));
+    }
+  }
+
+  /** @internal a frame from this host's agent, already checked. */
+  receive(data: Uint8Array, header: HostStatesHeader): void {
+    // Decoding absorbs the frame's key definitions even when its values come too late.
+    const frame = this.decoder.decode(data);
+    const stats = this.server.stats;
+    stats.frames++;
+    stats.frameBytes += data.length;
+    if (header.ranks !== undefined) {
+      this.members = header.ranks;
+      this.membersVersion = header.mv;
+    } else if (header.mv !== this.membersVersion) {
+      this.server.requestResync(this.hostId);
+    }
+    if (frame.tableGap) {
+      this.server.requestResync(this.hostId);
+      stats.lostStates += frame.unknownKeys;
+      reportError(
+        `host.tableGap:${this.hostId}`,
+        `host ${this.hostId}: flush(${header.step}) carried ${frame.unknownKeys} state(s) for keys whose definitions were lost with an earlier frame; they are not logged (counted in lostStates) and the host resends its key table`,
+      );
+    }
+    const pending = this.pending.get(header.id);
+    if (pending === undefined || pending.step !== header.step) {
+      stats.lateFrames++;
+      reportIgnored("late", `host ${this.hostId} answered flush(${header.step}) after the flush deadline; its values for that step are not logged`);
+      return;
+    }
+    this.pending.delete(header.id);
+    clearTimeout(pending.timer);
+    pending.resolve({
+      rankName: this.rankName,
+      step: header.step,
+      states: this.decoder.toKeyStates(frame),
+      droppedKeyRecords: header.dropped,
+      ...(header.offCycle === undefined ? {} : { offCycle: header.offCycle }),
+      group: { reporting: header.reporting, missing: header.missing },
+    });
+  }
+}
+
+/** The controller's end of the host layer. */
+export class HostServer {
+  private readonly hosts = new Map<string, HostHandle>();
+  private readonly inbox: string;
+  private currentFlush: { step: number; id: number } | null = null;
+  private readonly resync = new Set<string>();
+  private closing = false;
+  readonly stats: HostServerStats = { frames: 0, frameBytes: 0, lateFrames: 0, lostStates: 0 };
+
+  /** @internal use `serveHostsOverNats` */
+  constructor(
+    readonly url: string,
+    readonly runId: string,
+    private readonly nc: NatsConnection,
+    private readonly logger: MetricLogger,
+  ) {
+    const s = hostSubjects(runId);
+    this.inbox = createInbox(`rankscope.${runId}.ctlh`);
+    nc.subscribe(s.register, { callback: (err, msg) => void (err === null && this.onRegister(msg)) });
+    nc.subscribe(s.deregister, { callback: (err, msg) => void (err === null && this.onDeregister(msg)) });
+    nc.subscribe(this.inbox, { callback: (err, msg) => void (err === null && this.onFrame(msg)) });
+  }
+
+  /** Ids of the hosts registered. */
+  get hostIds(): string[] {
+    return [...this.hosts.keys()];
+  }
+
+  /** The handle of a registered host. */
+  host(hostId: string): HostHandle | undefined {
+    return this.hosts.get(hostId);
+  }
+
+  /** Bytes this connection sent and received so far (NATS protocol included). */
+  get connectionStats(): { inBytes: number; outBytes: number; inMsgs: number; outMsgs: number } {
+    return this.nc.stats();
+  }
+
+  /** @internal the next flush asks this host to resend its key table and rank list. */
+  requestResync(hostId: string): void {
+    this.resync.add(hostId);
+  }
+
+  /**
+   * @internal One flush message per `MetricLogger.flush`, whatever the number of hosts: the first
+   * handle asked publishes it, the others share its id (the logger asks them in one pass).
+   */
+  broadcastFlush(step: number, deadlineMs: number): number {
+    if (this.currentFlush === null || this.currentFlush.step !== step) {
+      const id = nextRequestId();
+      this.currentFlush = { step, id };
+      queueMicrotask(() => (this.currentFlush = null));
+      const resync = [...this.resync];
+      this.resync.clear();
+      this.nc.publish(hostSubjects(this.runId).flush, encodeHostMessage(this.runId, { t: "hostFlush", id, step, deadlineMs, resync }), { reply: this.inbox });
+    }
+    return this.currentFlush.id;
+  }
+
+  /** @internal a request to one agent, answered by "hostReply" within `deadlineMs`. */
+  async control(hostId: string, message: HostMessage, deadlineMs: number): Promise<void> {
+    let answer: Msg;
+    try {
+      answer = await this.nc.request(hostSubjects(this.runId).control(hostId), encodeHostMessage(this.runId, message), { timeout: deadlineMs });
+    } catch (error) {
+      throw new RankDeadlineError(`host ${hostId} did not answer "${message.t}" within ${deadlineMs} ms: ${describeError(error)}`);
+    }
+    const reply = decodeHostMessage(this.runId, answer.data, `host ${hostId}`);
+    if (reply?.t !== "hostReply") throw new Error(`host ${hostId} answered "${message.t}" with something else`);
+    if (!reply.ok) throw new Error(`host ${hostId}: ${reply.error ?? "failed"}`);
+  }
+
+  /** Stop serving hosts and close the connection (after `logger.shutdown()` this happens by itself). */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    for (const [hostId, handle] of this.hosts) {
+      this.logger.deregisterRank(handle.rankName, handle);
+      handle.close(`was disconnected: the controller closed its NATS connection (host ${hostId})`);
+    }
+    try {
+      await this.nc.drain();
+    } catch {
+      await this.nc.close().catch(() => undefined);
+    }
+  }
+
+  private async onRegister(msg: Msg): Promise<void> {
+    const message = decodeHostMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
+    if (message === undefined) return;
+    if (message.t !== "hostRegister") {
+      reportIgnored("malformed", `a "${message.t}" message arrived on ${msg.subject}, which takes only "hostRegister"`);
+      return;
+    }
+    const answer = (ok: boolean, error?: string): void => {
+      if (msg.reply === undefined) return;
+      msg.respond(encodeHostMessage(this.runId, { t: "hostRegistered", host: message.host, ok, ...(error === undefined ? {} : { error }) }));
+    };
+    // A host that registers again (its agent restarted) keeps its handle: the logger still knows it,
+    // and the new agent's frames start a new key-table session by themselves.
+    let handle = this.hosts.get(message.host);
+    if (handle === undefined) {
+      handle = new HostHandle(message.host, this);
+      this.hosts.set(message.host, handle);
+    } else {
+      warn(`host.reregistered:${message.host}`, `host ${message.host} registered again (pid ${message.pid}); its agent was restarted`);
+    }
+    try {
+      await this.logger.registerRank(handle);
+      answer(true);
+    } catch (error) {
+      answer(false, describeError(error));
+    }
+  }
+
+  private onDeregister(msg: Msg): void {
+    const message = decodeHostMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
+    if (message === undefined || message.t !== "hostDeregister") return;
+    const handle = this.hosts.get(message.host);
+    if (handle === undefined) return;
+    this.hosts.delete(message.host);
+    this.logger.deregisterRank(handle.rankName, handle);
+    handle.close(`left the run (${message.reason})`);
+  }
+
+  private onFrame(msg: Msg): void {
+    const from = `NATS subject ${msg.subject}`;
+    if (!isWireFrame(msg.data)) {
+      reportIgnored("malformed", `a message from ${from} is not a host states frame`);
+      return;
+    }
+    let header: Record<string, unknown>;
+    try {
+      header = peekHeader(msg.data);
+    } catch (error) {
+      reportIgnored("malformed", `a frame from ${from} cannot be read (${describeError(error)})`);
+      return;
+    }
+    if (!checkEnvelope(this.runId, header, from)) return;
+    const problem = validateHostStatesHeader(header);
+    if (problem !== undefined) {
+      reportIgnored("malformed", `a frame from ${from} is malformed (${problem})`);
+      return;
+    }
+    const states = header as unknown as HostStatesHeader;
+    const handle = this.hosts.get(states.host);
+    if (handle === undefined) {
+      reportIgnored("foreign", `a frame came from host ${states.host}, which is not registered with this controller`);
+      return;
+    }
+    try {
+      handle.receive(msg.data, states);
+    } catch (error) {
+      if (!(error instanceof WireFormatError)) throw error;
+      reportIgnored("malformed", `a frame from host ${states.host} is malformed (${error.message})`);
+    }
+  }
+}
+
+/** The JSON header of a frame, without decoding its states (to find which host's decoder reads it). */
+function peekHeader(data: Uint8Array): Record<string, unknown> {
+  if (data.length < 20) throw new WireFormatError("shorter than a frame header");
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const length = view.getUint32(16, true);
+  if (20 + length > data.length) throw new WireFormatError("the header runs past the end of the frame");
+  const value: unknown = JSON.parse(Buffer.from(data.buffer, data.byteOffset + 20, length).toString("utf8"));
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw new WireFormatError("the header is not an object");
+  return value as Record<string, unknown>;
+}
+
+/**
+ * Serve host agents for this controller: agents started with this run id (`startHostAgent`, or
+ * `rankscope-host-agent` with `RANKSCOPE_RUN_ID`) register here, and each answers every flush for
+ * the ranks of its host. Ranks without an agent can still join directly (`serveRanksOverNats`).
+ * The connection closes at `logger.shutdown()`. Throws an Error naming the URL when NATS cannot
+ * be reached.
+ */
+export async function serveHostsOverNats(options: ServeHostsOverNatsOptions): Promise<HostServer> {
+  if (options === null || typeof options !== "object" || typeof options.url !== "string" || options.url.length === 0) {
+    throw new TypeError(`serveHostsOverNats takes { url: "nats://host:port[,nats://…]", logger? }`);
+  }
+  const logger = options.logger ?? (await getOrCreateMetricLogger());
+  const nc = await connectTo(options.url, `rankscope-controller-hosts-${logger.runId}`, options.connectTimeoutMs ?? 5000);
+  const server = new HostServer(options.url, logger.runId, nc, logger);
+  logger.onShutdown(() => server.close());
+  return server;
+}

@@ -1,0 +1,107 @@
+/**
+ * Host agents against a real nats-server on 127.0.0.1: two hosts, each an agent process and two
+ * rank processes that join it (RANKSCOPE_HOST_ID). The controller gets one frame per host, counts
+ * and names ranks one by one, per-rank backends still run in the ranks, and an agent killed with
+ * -9 gets its ranks named missing until a replacement agent serves them again — with every value
+ * recorded meanwhile in the next flush (exact merges).
+ */
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, test } from "node:test";
+import { MetricLogger } from "../../../src/controller/metric-logger.js";
+import { serveHostsOverNats } from "../../../src/transport/host/server.js";
+import { tempDir } from "../../helpers.js";
+import { NatsServer, waitFor } from "../support.js";
+
+const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url);
+const HOST_RANK = new URL("../../fixtures/host-rank.ts", import.meta.url);
+
+interface Child {
+  readonly process: ChildProcess;
+  stdout: string;
+  stderr: string;
+  readonly exited: Promise<number | null>;
+}
+
+const children: Child[] = [];
+
+function start(file: URL, env: Record<string, string>): Child {
+  const child = spawn(process.execPath, ["--import", "tsx", file.pathname], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const c: Child = { process: child, stdout: "", stderr: "", exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
+  child.stdout?.on("data", (d: Buffer) => (c.stdout += d.toString()));
+  child.stderr?.on("data", (d: Buffer) => (c.stderr += d.toString()));
+  children.push(c);
+  return c;
+}
+
+let server: NatsServer;
+before(async () => {
+  server = await NatsServer.start();
+});
+after(async () => {
+  for (const c of children) if (c.process.exitCode === null) c.process.kill("SIGKILL");
+  await server.stop();
+});
+
+test("two hosts × two ranks through host agents: complete flushes, per-rank backends, an agent killed and replaced", async () => {
+  const runDir = tempDir();
+  const logger = new MetricLogger({ processName: "Controller", runDir, flushDeadlineMs: 2000 });
+  const hosts = await serveHostsOverNats({ url: server.url, logger });
+  const env = (hostId: string): Record<string, string> => ({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_HOST_ID: hostId });
+  const agents = { h0: start(AGENT_MAIN, env("h0")), h1: start(AGENT_MAIN, env("h1")) };
+  await waitFor(() => hosts.hostIds.length === 2, 20_000, "both host agents to register");
+  const ranks: Child[] = [];
+  for (let r = 0; r < 4; r++) {
+    const hostId = r < 2 ? "h0" : "h1";
+    ranks.push(start(HOST_RANK, { ...env(hostId), RANK: String(r), LOCAL_RANK: String(r % 2), LOCAL_WORLD_SIZE: "2", RANKSCOPE_REPLICA_ID: hostId }));
+  }
+  await waitFor(() => ranks.every((r) => r.stdout.includes("joined as")), 30_000, "the four ranks to join their agents");
+  await logger.initBackends({ jsonl: { loggingMode: "global_reduce" }, perRank: { type: "jsonl", loggingMode: "per_rank_reduce" } });
+
+  let step = 0;
+  let logged = 0;
+  const flush = async () => {
+    const result = await logger.flush(step++);
+    logged += result.metrics.find((m) => m.key === "scale/values")?.value ?? 0;
+    return result;
+  };
+  // The first flush teaches the controller each host's ranks.
+  await waitFor(async () => (await flush()).ranksReporting === 4, 20_000, "a flush with all four ranks");
+  const complete = await flush();
+  assert.equal(complete.ranksExpected, 4);
+  assert.deepEqual(complete.missingRanks, []);
+  assert.equal(complete.metrics.find((m) => m.key === "scale/max_rank")?.value, 3, "MAX over the ranks of both hosts");
+  assert.ok(complete.metrics.some((m) => m.key === "scale/latency/p50"), "a quantile sketch merged across hosts");
+  assert.equal(hosts.connectionStats.inMsgs > 0, true);
+  // Per-rank backends still run in the ranks: each wrote its own file.
+  const rankNames = [...hosts.host("h0")!.memberRanks(), ...hosts.host("h1")!.memberRanks()];
+  assert.equal(rankNames.length, 4);
+  await waitFor(() => rankNames.every((n) => existsSync(join(runDir, `metrics-${n}.jsonl`)) && readFileSync(join(runDir, `metrics-${n}.jsonl`), "utf8").includes("scale/values")), 10_000, "per-rank files");
+
+  // Kill host h1's agent: its two ranks are named missing, by the deadline.
+  const h1Ranks = [...hosts.host("h1")!.memberRanks()].sort();
+  agents.h1.process.kill("SIGKILL");
+  await agents.h1.exited;
+  const started = Date.now();
+  const cut = await flush();
+  assert.ok(Date.now() - started < 2000 + 1500, "the flush returned by its deadline");
+  assert.deepEqual([...cut.missingRanks].sort(), h1Ranks);
+  assert.equal(cut.ranksReporting, 2);
+  assert.equal(cut.ranksExpected, 4);
+
+  // A replacement agent: the ranks register again and report, with what they recorded meanwhile.
+  agents.h1 = start(AGENT_MAIN, env("h1"));
+  await waitFor(async () => (await flush()).ranksReporting === 4, 30_000, "the ranks of h1 to be served again");
+  await flush();
+
+  await logger.shutdown();
+  const exits = await Promise.all(ranks.map((r) => r.exited));
+  assert.deepEqual(exits, [0, 0, 0, 0], ranks.map((r) => r.stderr).join("\n"));
+  const recorded = ranks.reduce((sum, r) => sum + Number(/recorded (\d+)/.exec(r.stdout)?.[1] ?? NaN), 0);
+  // Every value recorded before the last flush is logged; what was recorded after it (up to the
+  // ranks' shutdown) is the only difference, and is small.
+  assert.ok(logged <= recorded && recorded - logged < 4 * 40, `logged ${logged} of ${recorded} recorded values`);
+  assert.equal(hosts.stats.lostStates, 0);
+});
