@@ -11,7 +11,7 @@
  * docs/scale.md for the topology, and how a deeper tree would stack agents.
  */
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
-import { describeError, reportError, warn } from "../../core/diagnostics.js";
+import { describeError, reportError } from "../../core/diagnostics.js";
 import type { OffCycleLog, RankInit, RankSnapshot } from "../../controller/rank.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import { assertSubjectToken } from "../identity.js";
@@ -219,7 +219,6 @@ export class HostAgent implements RankRegistry {
       const deadline = agentDeadlineMs(request.deadlineMs);
       await Promise.all([...this.ranks.values()].map((h) => h.shutdown(deadline).catch(() => undefined)));
       reply(request.id);
-      warn(`host.shutdown:${hostId}`, `host agent ${hostId}: the controller shut the run down; the agent leaves`);
       await this.close("shut down by the controller");
     } else {
       reportIgnored("malformed", `a "${request.t}" message arrived on ${msg.subject}, which takes only "hostInit" and "hostShutdown"`);

@@ -1,0 +1,71 @@
+/**
+ * One process of the scale harness (`bench/scale.bench.ts`): several simulated hosts, each a real
+ * host agent (`startHostAgent`) and many lightweight ranks. Every rank is a real `RankRuntime` with
+ * its own `Collector` and identity, joined to its host's agent over NATS with the real protocol
+ * (`joinOverNats` + `RankAgent`), exactly as a rank process would be — only many of them share
+ * this process and its event loop.
+ *
+ * Driven by the bench over NATS: `bench.{runId}.record` (payload: the step) makes every rank record
+ * one value per key; the process answers once all its ranks have recorded.
+ * Env: SCALE_NATS_URL, SCALE_RUN_ID, SCALE_HOSTS (comma-separated host ids), SCALE_RANKS_PER_HOST,
+ * SCALE_FIRST_RANK, SCALE_WORLD, SCALE_KEYS.
+ */
+import { connect } from "@nats-io/transport-node";
+import { Collector, type MetricEntry } from "../src/core/collector.js";
+import { RankRuntime } from "../src/controller/rank.js";
+import { startHostAgent, type HostAgent } from "../src/transport/host/agent.js";
+import { joinOverNats } from "../src/transport/nats.js";
+import { RankAgent } from "../src/transport/rank-agent.js";
+import { scaleKeys } from "./scale-keys.js";
+
+const env = (name: string): string => {
+  const value = process.env[name];
+  if (value === undefined) throw new Error(`${name} is not set (this file is started by bench/scale.bench.ts)`);
+  return value;
+};
+const url = env("SCALE_NATS_URL");
+const runId = env("SCALE_RUN_ID");
+const hostIds = env("SCALE_HOSTS").split(",");
+const ranksPerHost = Number(env("SCALE_RANKS_PER_HOST"));
+let nextRank = Number(env("SCALE_FIRST_RANK"));
+const keys = scaleKeys(Number(env("SCALE_KEYS")));
+
+const ranks: Array<{ entries: MetricEntry[]; leave: (reason: string) => Promise<void> }> = [];
+const agents: HostAgent[] = [];
+// SCALE_DIRECT=1: no agents, every rank joins the controller itself (today's path, for comparison).
+const direct = process.env["SCALE_DIRECT"] === "1";
+for (const hostId of hostIds) {
+  if (!direct) agents.push(await startHostAgent({ url, runId, hostId, joinDeadlineMs: 60_000, maxMissedFlushes: 1000 }));
+  for (let local = 0; local < ranksPerHost; local++) {
+    const rank = nextRank++;
+    const identity = { rank, rankName: `Sim_${hostId}_r${local}`, processName: "Sim", localRank: local, localWorldSize: ranksPerHost };
+    const collector = new Collector();
+    const runtime = new RankRuntime(identity, collector);
+    const leave = await joinOverNats(new RankAgent({ runId, runtime }), { url, runId, joinDeadlineMs: 60_000, ...(direct ? {} : { scope: hostId }) });
+    // Bound once, like `metric(key, reduce)`: recording is one append per value.
+    const entries = keys.map(({ key, reduce }) => collector.entryFor(key, reduce) as MetricEntry);
+    ranks.push({ entries, leave });
+  }
+}
+
+const nc = await connect({ servers: url, name: `scale-host-${hostIds[0] ?? ""}` });
+nc.subscribe(`bench.${runId}.record.${env("SCALE_PROCESS")}`, {
+  callback: (_err, msg) => {
+    const step = Number(new TextDecoder().decode(msg.data));
+    ranks.forEach((rank, r) => {
+      for (let k = 0; k < rank.entries.length; k++) (rank.entries[k] as MetricEntry).accumulator.append(((r * 7 + k * 13 + step) % 101) / 10 as never);
+    });
+    msg.respond("recorded");
+  },
+});
+nc.subscribe(`bench.${runId}.exit`, {
+  callback: () => {
+    void (async () => {
+      await Promise.all(ranks.map((r) => r.leave("bench done")));
+      await Promise.all(agents.map((a) => a.close("bench done")));
+      await nc.close();
+      process.exit(0);
+    })();
+  },
+});
+process.stdout.write(`ready ${ranks.length}\n`);

@@ -1,0 +1,169 @@
+/**
+ * Scale: controller CPU and wall time per flush for 64 / 256 / 1,024 ranks on 4 / 16 / 64 hosts ×
+ * 1,000 keys (mixed reductions), with one host agent per host, over a real nats-server; and the
+ * same ranks joined straight to the controller (no agents, today's path) for comparison. Ranks
+ * are simulated by `bench/scale-host.ts`: many real `RankRuntime`s with their own collectors per
+ * process, speaking the real protocol over NATS. Also bytes per key per rank on the wire: the
+ * binary frame vs the JSON protocol reply, for the same states, measured here.
+ *
+ * Controller CPU is `process.cpuUsage()` of this process around `logger.flush(step)` (decode,
+ * merge, reduce; no backend attached). Run: `npm run bench -- scale` (`SCALE_BENCH_QUICK=1` for
+ * 64 / 256 ranks only).
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { Collector } from "../src/core/collector.js";
+import { MetricLogger } from "../src/controller/metric-logger.js";
+import { serveHostsOverNats } from "../src/transport/host/server.js";
+import { serveRanksOverNats } from "../src/transport/nats.js";
+import { encodeProtocolMessage } from "../src/transport/protocol.js";
+import { StateEncoder } from "../src/transport/wire/codec.js";
+import { NatsServer, waitFor } from "../test/transport/support.js";
+import { scaleKeys } from "./scale-keys.js";
+
+const QUICK = process.env["SCALE_BENCH_QUICK"] === "1";
+const KEYS = 1000;
+const FLUSHES = 5;
+const HOST_FILE = new URL("./scale-host.ts", import.meta.url);
+const scratch = mkdtempSync(join(tmpdir(), "rankscope-scale-"));
+
+interface Row {
+  readonly ranks: number;
+  readonly hosts: number | "direct";
+  readonly cpuMs: number;
+  readonly wallMs: number;
+  readonly bytesPerKeyPerRank: number;
+  readonly reporting: string;
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+
+async function measure(server: NatsServer, nc: NatsConnection, ranks: number, hosts: number | "direct", flushes: number): Promise<Row> {
+  const logger = new MetricLogger({ processName: "Controller", runDir: join(scratch, "run"), flushDeadlineMs: 60_000, shutdownDeadlineMs: 20_000 });
+  await logger.initBackends({});
+  const direct = hosts === "direct";
+  const hostCount = direct ? 16 : hosts;
+  const hostServer = direct ? undefined : await serveHostsOverNats({ url: server.url, logger });
+  const rankServer = direct ? await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 1000 }) : undefined;
+  const processes = Math.min(hostCount, 4);
+  const children: ChildProcess[] = [];
+  let ready = 0;
+  const perHost = ranks / hostCount;
+  for (let p = 0; p < processes; p++) {
+    const ids = Array.from({ length: hostCount / processes }, (_v, i) => `h${p * (hostCount / processes) + i}`);
+    const child = spawn(process.execPath, ["--import", "tsx", HOST_FILE.pathname], {
+      env: {
+        ...process.env,
+        SCALE_NATS_URL: server.url,
+        SCALE_RUN_ID: logger.runId,
+        SCALE_HOSTS: ids.join(","),
+        SCALE_RANKS_PER_HOST: String(perHost),
+        SCALE_FIRST_RANK: String(p * (hostCount / processes) * perHost),
+        SCALE_KEYS: String(KEYS),
+        SCALE_PROCESS: String(p),
+        ...(direct ? { SCALE_DIRECT: "1" } : {}),
+      },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    child.stdout?.on("data", (d: Buffer) => {
+      if (d.toString().includes("ready")) ready++;
+    });
+    children.push(child);
+  }
+  await waitFor(() => ready === processes, 180_000, `${processes} host processes to start ${ranks} ranks`);
+  const record = async (step: number): Promise<void> => {
+    await Promise.all(children.map((_c, p) => nc.request(`bench.${logger.runId}.record.${p}`, String(step), { timeout: 60_000 })));
+  };
+  let step = 0;
+  // Two warm-up flushes: the controller learns each host's ranks and key table, the JIT warms up.
+  for (let i = 0; i < 2; i++) {
+    await record(step);
+    await logger.flush(step++);
+  }
+  const cpu: number[] = [];
+  const wall: number[] = [];
+  let bytes = 0;
+  let reporting = "";
+  for (let i = 0; i < flushes; i++) {
+    await record(step);
+    const bytesBefore = hostServer?.stats.frameBytes ?? rankServer?.stats.inBytes ?? 0;
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    const result = await logger.flush(step++);
+    wall.push(performance.now() - t0);
+    const c1 = process.cpuUsage(c0);
+    cpu.push((c1.user + c1.system) / 1000);
+    bytes += (hostServer?.stats.frameBytes ?? rankServer?.stats.inBytes ?? 0) - bytesBefore;
+    reporting = `${result.ranksReporting}/${result.ranksExpected}`;
+  }
+  for (let p = 0; p < processes; p++) nc.publish(`bench.${logger.runId}.exit`, "");
+  await logger.shutdown();
+  await Promise.all(
+    children.map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.exitCode !== null) return resolve();
+          const timer = setTimeout(() => c.kill("SIGKILL"), 20_000);
+          c.once("exit", () => {
+            clearTimeout(timer);
+            resolve();
+          });
+        }),
+    ),
+  );
+  return { ranks, hosts, cpuMs: median(cpu), wallMs: median(wall), bytesPerKeyPerRank: bytes / flushes / KEYS / ranks, reporting };
+}
+
+/** Bytes per key of one rank's flush, binary (key table already sent) vs the JSON protocol reply, for the same states. */
+function formatBytes(reductions: readonly string[]): { wire: number; json: number } {
+  const keys = scaleKeys(KEYS).filter((k) => reductions.includes(k.reduce));
+  const collector = new Collector();
+  const encoder = new StateEncoder();
+  let wire = 0;
+  let json = 0;
+  for (let flush = 0; flush < 2; flush++) {
+    keys.forEach(({ key, reduce }, k) => collector.recordSlow(key, (k * 0.37 + flush) % 11, reduce));
+    const states = collector.takeStates();
+    wire = encoder.encode({ proto: "rankscope", v: 1, run: "r", t: "reply", step: flush }, states).length;
+    json = encodeProtocolMessage("r", { t: "reply", id: flush + 1, rankName: "Trainer_ab12_r0", ok: true, snapshot: { rankName: "Trainer_ab12_r0", step: flush, states, droppedKeyRecords: 0 } }).length;
+  }
+  return { wire: wire / keys.length, json: json / keys.length };
+}
+
+const server = await NatsServer.start();
+const nc = await connect({ servers: server.url });
+const rows: Row[] = [];
+try {
+  const grid: Array<[number, number | "direct", number]> = [];
+  for (const ranks of QUICK ? [64, 256] : [64, 256, 1024]) {
+    for (const hosts of [4, 16, 64]) if (hosts <= ranks) grid.push([ranks, hosts, FLUSHES]);
+    grid.push([ranks, "direct", 3]);
+  }
+  for (const [ranks, hosts, flushes] of grid) {
+    const row = await measure(server, nc, ranks, hosts, flushes);
+    rows.push(row);
+    process.stdout.write(`  measured ${ranks} ranks, ${hosts} hosts: ${row.cpuMs.toFixed(1)} ms CPU, ${row.wallMs.toFixed(1)} ms wall\n`);
+  }
+} finally {
+  await nc.close();
+  await server.stop();
+  rmSync(scratch, { recursive: true, force: true });
+}
+
+process.stdout.write(`\nController per flush, ${KEYS} keys per rank (mixed: 40% mean, 20% sum, 15% max, 15% min, 5% std, 5% quantiles), median of ${FLUSHES} (3 for direct):\n\n`);
+process.stdout.write("| ranks | hosts (agents) | controller CPU ms | flush wall ms | controller bytes / key / rank | ranks reporting |\n|---:|---:|---:|---:|---:|---:|\n");
+for (const r of rows) {
+  process.stdout.write(`| ${r.ranks} | ${r.hosts === "direct" ? "none (direct)" : r.hosts} | ${r.cpuMs.toFixed(1)} | ${r.wallMs.toFixed(1)} | ${r.bytesPerKeyPerRank.toFixed(2)} | ${r.reporting} |\n`);
+}
+const arithmetic = formatBytes(["mean", "sum", "max", "min"]);
+const mixed = formatBytes(["mean", "sum", "max", "min", "std", "quantiles"]);
+process.stdout.write("\nBytes per key per rank on the wire, one rank's flush (key table already sent):\n\n| keys | binary frame | JSON protocol reply | ratio |\n|---|---:|---:|---:|\n");
+process.stdout.write(`| MEAN/SUM/MAX/MIN | ${arithmetic.wire.toFixed(1)} | ${arithmetic.json.toFixed(1)} | ${(arithmetic.json / arithmetic.wire).toFixed(1)}× |\n`);
+process.stdout.write(`| mixed (with std, quantiles) | ${mixed.wire.toFixed(1)} | ${mixed.json.toFixed(1)} | ${(mixed.json / mixed.wire).toFixed(1)}× |\n`);
+const target = rows.find((r) => r.ranks === 1024 && r.hosts === 16);
+if (target !== undefined) {
+  process.stdout.write(`\nTarget 1,024 ranks × 16 hosts × ${KEYS} keys: controller CPU ${target.cpuMs.toFixed(1)} ms (≤ 100), flush wall ${target.wallMs.toFixed(1)} ms (≤ 500)\n`);
+}
