@@ -35,7 +35,7 @@ const agents: HostAgent[] = [];
 // SCALE_DIRECT=1: no agents, every rank joins the controller itself (today's path, for comparison).
 const direct = process.env["SCALE_DIRECT"] === "1";
 for (const hostId of hostIds) {
-  if (!direct) agents.push(await startHostAgent({ url, runId, hostId, joinDeadlineMs: 60_000, maxMissedFlushes: 1000 }));
+  if (!direct) agents.push(await startHostAgent({ url, runId, hostId, joinDeadlineMs: 60_000 }));
   for (let local = 0; local < ranksPerHost; local++) {
     const rank = nextRank++;
     const identity = { rank, rankName: `Sim_${hostId}_r${local}`, processName: "Sim", localRank: local, localWorldSize: ranksPerHost };

@@ -66,6 +66,11 @@ export class RemoteRankHandle implements RankHandle {
   private readonly closeListeners: Array<(reason: string) => void> = [];
   /** Names of the functions the rank module exports (after `start`). */
   exports: readonly string[] = [];
+  /**
+   * Called with a flush answer that came after its deadline (its values are not logged). A host
+   * agent counts their values and reports them to the controller (scale edit, docs/scale.md).
+   */
+  onLateSnapshot: ((snapshot: RankSnapshot) => void) | undefined;
   /** Set once `shutdown()` was called: the rank's exit is then expected, not a fault. */
   shutdownRequested = false;
 
@@ -142,6 +147,7 @@ export class RemoteRankHandle implements RankHandle {
     const pending = this.pending.get(reply.id);
     if (pending === undefined) {
       const late = reply.ok && reply.snapshot !== undefined;
+      if (late && reply.snapshot !== undefined) this.onLateSnapshot?.(reply.snapshot);
       reportIgnored(
         "late",
         late

@@ -31,7 +31,11 @@ export interface HostAgentOptions {
   readonly hostId: string;
   /** How long to keep trying to register with the controller (default 30 s). */
   readonly joinDeadlineMs?: number;
-  /** A local rank that missed this many flushes in a row is forgotten (default 3, as on the controller). */
+  /**
+   * A local rank that missed this many flushes in a row is forgotten. Default: never — the agent
+   * keeps naming it missing, and a late answer from it is still counted (a forgotten rank's answer
+   * would be dropped as foreign, with its values).
+   */
   readonly maxMissedFlushes?: number;
 }
 
@@ -49,6 +53,8 @@ export class HostAgent implements RankRegistry {
   private rankInit: RankInit | null = null;
   private readonly encoder = new StateEncoder();
   private membersVersion = 1;
+  /** Values in rank answers that came after the agent's deadline, not yet reported to the controller. */
+  private lateValues = 0;
   private sentMembersVersion = 0;
   private server: NatsRankServer | undefined;
   private closing: Promise<void> | undefined;
@@ -75,7 +81,7 @@ export class HostAgent implements RankRegistry {
   /** @internal called by `startHostAgent` */
   async start(): Promise<void> {
     const { runId, hostId } = this.options;
-    this.server = new NatsRankServer(this.options.url, runId, this.nc, this, this.options.maxMissedFlushes ?? 3, hostId);
+    this.server = new NatsRankServer(this.options.url, runId, this.nc, this, this.options.maxMissedFlushes ?? Number.MAX_SAFE_INTEGER, hostId);
     const s = hostSubjects(runId);
     this.nc.subscribe(s.flush, { callback: (err, msg) => void (err === null && this.onFlush(msg)) });
     this.nc.subscribe(s.control(hostId), { callback: (err, msg) => void (err === null && this.onControl(msg)) });
@@ -87,6 +93,9 @@ export class HostAgent implements RankRegistry {
   async registerRank(handle: RemoteRankHandle): Promise<void> {
     this.ranks.set(handle.rankName, handle);
     this.membersVersion++;
+    handle.onLateSnapshot = (snapshot) => {
+      for (const s of snapshot.states) this.lateValues += s.state.count;
+    };
     if (this.rankInit !== null) await handle.init(this.rankInit);
   }
 
@@ -182,6 +191,7 @@ export class HostAgent implements RankRegistry {
       mv: this.membersVersion,
       ...(sendMembers ? { ranks: handles.map((h) => h.rankName) } : {}),
       dropped,
+      late: this.lateValues,
       ...(offCycle.length > 0 ? { offCycle } : {}),
     };
     try {
@@ -190,6 +200,7 @@ export class HostAgent implements RankRegistry {
       this.stats.flushes++;
       this.stats.bytesOut += frame.length;
       if (sendMembers) this.sentMembersVersion = this.membersVersion;
+      this.lateValues -= header.late;
     } catch (error) {
       reportError("host.flushAnswer", `host agent ${hostId} could not answer flush(${request.step}): ${describeError(error)}`);
     }

@@ -31,6 +31,8 @@ export interface HostServerStats {
   frameBytes: number;
   /** Frames that arrived after their flush's deadline (their values are not logged: counted here and as `transport.late`). */
   lateFrames: number;
+  /** Recorded values (summed state counts) lost to lateness: in late frames, and in rank answers that came too late for their agent. */
+  lateValues: number;
   /** States a frame carried for keys whose definition was lost with an earlier frame (not logged, counted; the host resends its table). */
   lostStates: number;
 }
@@ -112,9 +114,15 @@ export class HostHandle implements RankGroupHandle {
         `host ${this.hostId}: flush(${header.step}) carried ${frame.unknownKeys} state(s) for keys whose definitions were lost with an earlier frame; they are not logged (counted in lostStates) and the host resends its key table`,
       );
     }
+    // Values the agent's ranks answered too late for the agent: lost on the host, counted here.
+    stats.lateValues += header.late;
     const pending = this.pending.get(header.id);
     if (pending === undefined || pending.step !== header.step) {
       stats.lateFrames++;
+      for (const section of frame.sections) {
+        if (section.states.length > 0) for (const state of section.states) stats.lateValues += state.count;
+        else for (const count of section.counts) stats.lateValues += count;
+      }
       reportIgnored("late", `host ${this.hostId} answered flush(${header.step}) after the flush deadline; its values for that step are not logged`);
       return;
     }
@@ -138,7 +146,7 @@ export class HostServer {
   private currentFlush: { step: number; id: number } | null = null;
   private readonly resync = new Set<string>();
   private closing = false;
-  readonly stats: HostServerStats = { frames: 0, frameBytes: 0, lateFrames: 0, lostStates: 0 };
+  readonly stats: HostServerStats = { frames: 0, frameBytes: 0, lateFrames: 0, lateValues: 0, lostStates: 0 };
 
   /** @internal use `serveHostsOverNats` */
   constructor(

@@ -1,0 +1,140 @@
+/**
+ * Real multi-host runs: a 3-node NATS cluster, one node per network namespace; three hosts, each a
+ * namespace with a host agent and two ranks; the controller in the root namespace, on the bridge.
+ * Every client is given all three cluster URLs. Faults: one NATS node killed (clients fail over, flushes
+ * stay complete), one host cut off and healed (flushes return by their deadline naming its ranks,
+ * then it reports again), a host agent killed with -9 and replaced. At the end, every value the
+ * six ranks recorded is either logged or counted as lost (`lateValues`): nothing is lost silently.
+ *
+ * Skips, saying why, where network namespaces cannot be made (not root, not Linux).
+ */
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { after, before, test } from "node:test";
+import { MetricLogger, type FlushResult } from "../../../src/controller/metric-logger.js";
+import { serveHostsOverNats, type HostServer } from "../../../src/transport/host/server.js";
+import { ignoredMessageCounts } from "../../../src/transport/protocol.js";
+import { tempDir } from "../../helpers.js";
+import { waitFor } from "../support.js";
+import { createHosts, namespace, namespacesUnavailable, natsAddress, natsNamespace, removeHosts, runIn, setLink, type HostProcess } from "./netns.js";
+
+const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url).pathname;
+const HOST_RANK = new URL("../../fixtures/host-rank.ts", import.meta.url).pathname;
+const NATS_SERVER = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].find((p) => existsSync(p)) ?? "nats-server";
+const HOSTS = 3;
+const RANKS_PER_HOST = 2;
+const FLUSH_DEADLINE_MS = 1500;
+
+const unavailable = namespacesUnavailable();
+const NODES = 3;
+const urls = Array.from({ length: NODES }, (_v, i) => `nats://${natsAddress(i + 1)}:4222`).join(",");
+const processes: HostProcess[] = [];
+
+function startNats(n: number): HostProcess {
+  const routes = Array.from({ length: NODES }, (_v, i) => `nats://${natsAddress(i + 1)}:6222`).join(",");
+  const node = runIn(natsNamespace(n), NATS_SERVER, ["-a", natsAddress(n), "-p", "4222", "--cluster_name", "rs-scale", "--cluster", `nats://${natsAddress(n)}:6222`, "--routes", routes]);
+  processes.push(node);
+  return node;
+}
+
+function startNode(n: number, file: string, env: Record<string, string>): HostProcess {
+  const p = runIn(namespace(n), process.execPath, ["--import", "tsx", file], env);
+  processes.push(p);
+  return p;
+}
+
+before(() => {
+  if (unavailable === undefined) createHosts(HOSTS, NODES);
+});
+after(async () => {
+  for (const p of processes) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
+  await Promise.all(processes.map((p) => p.exited));
+  if (unavailable === undefined) removeHosts();
+});
+
+test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cut off and healed, agent killed -9", { skip: unavailable }, async () => {
+  const nodes = Array.from({ length: NODES }, (_v, i) => startNats(i + 1));
+  const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: FLUSH_DEADLINE_MS });
+  let hosts: HostServer | undefined;
+  await waitFor(async () => {
+    try {
+      hosts = await serveHostsOverNats({ url: urls, logger, connectTimeoutMs: 1000 });
+      return true;
+    } catch {
+      return false;
+    }
+  }, 20_000, "the NATS cluster to accept the controller");
+  const server = hosts as HostServer;
+  const env = (n: number): Record<string, string> => ({ RANKSCOPE_NATS_URL: urls, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_HOST_ID: `h${n}` });
+  const agents = Array.from({ length: HOSTS }, (_v, i) => startNode(i + 1, AGENT_MAIN, env(i + 1)));
+  const ranks: HostProcess[] = [];
+  for (let n = 1; n <= HOSTS; n++) {
+    for (let local = 0; local < RANKS_PER_HOST; local++) {
+      const rank = (n - 1) * RANKS_PER_HOST + local;
+      ranks.push(startNode(n, HOST_RANK, { ...env(n), RANK: String(rank), LOCAL_RANK: String(local), LOCAL_WORLD_SIZE: String(RANKS_PER_HOST), RANKSCOPE_REPLICA_ID: `h${n}` }));
+    }
+  }
+  await waitFor(() => server.hostIds.length === HOSTS && ranks.every((r) => r.stdout.includes("joined as")), 40_000, "3 agents and 6 ranks to join");
+
+  let step = 0;
+  let logged = 0;
+  const flush = async (): Promise<FlushResult> => {
+    const result = await logger.flush(step++);
+    logged += result.metrics.find((m) => m.key === "scale/values")?.value ?? 0;
+    if (process.env["MULTIHOST_TRACE"] === "1") process.stderr.write(`flush ${result.step}: ${result.ranksReporting}/${result.ranksExpected} values ${result.metrics.find((m) => m.key === "scale/values")?.value ?? 0}\n`);
+    return result;
+  };
+  const everyone = HOSTS * RANKS_PER_HOST;
+  await waitFor(async () => (await flush()).ranksReporting === everyone, 20_000, "a complete flush");
+  const rankOf = (n: number): string[] => [...(server.host(`h${n}`)?.memberRanks() ?? [])].sort();
+
+  // 1. Kill NATS node 1: clients connected to it fail over to nodes 2 and 3.
+  nodes[0]?.child.kill("SIGKILL");
+  await nodes[0]?.exited;
+  let incomplete = 0;
+  for (let i = 0; i < 8; i++) {
+    const result = await flush();
+    if (result.ranksReporting !== everyone) incomplete++;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  assert.ok(incomplete <= 2, `${incomplete} of 8 flushes after a NATS node died were incomplete`);
+  const afterFailover = await flush();
+  assert.deepEqual(afterFailover.missingRanks, [], "flushes are complete again after the failover");
+
+  // 2. Cut host 2 off: flushes return by their deadline naming exactly its ranks.
+  const host2 = rankOf(2);
+  assert.equal(host2.length, RANKS_PER_HOST);
+  setLink(2, false);
+  let named = false;
+  for (let i = 0; i < 4; i++) {
+    const started = Date.now();
+    const result = await flush();
+    assert.ok(Date.now() - started < FLUSH_DEADLINE_MS + 1000, "a flush returns by its deadline while a host is cut off");
+    if (JSON.stringify([...result.missingRanks].sort()) === JSON.stringify(host2)) named = true;
+    else assert.ok(result.missingRanks.every((r) => host2.includes(r)), `only host 2's ranks may be missing, got ${result.missingRanks.join(", ")}`);
+  }
+  assert.ok(named, "the cut-off host's two ranks were named missing");
+  setLink(2, true);
+  await waitFor(async () => (await flush()).ranksReporting === everyone, 40_000, "host 2 to report again after the link healed");
+
+  // 3. Kill host 3's agent with -9: its ranks are named missing, then served by a replacement.
+  const host3 = rankOf(3);
+  agents[2]?.child.kill("SIGKILL");
+  await agents[2]?.exited;
+  const dead = await flush();
+  assert.deepEqual([...dead.missingRanks].sort(), host3);
+  startNode(3, AGENT_MAIN, env(3));
+  await waitFor(async () => (await flush()).ranksReporting === everyone, 40_000, "host 3's ranks to be served by the replacement agent");
+
+  // Stop recording, flush what is left: every recorded value is logged or counted as lost.
+  for (const r of ranks) r.child.kill("SIGUSR2");
+  await waitFor(() => ranks.every((r) => r.stdout.includes("stopped ")), 10_000, "the ranks to stop recording");
+  await waitFor(async () => (await flush()).ranksReporting === everyone, 20_000, "a complete flush after the ranks stopped");
+  await flush();
+  const recorded = ranks.reduce((sum, r) => sum + Number(/stopped (\d+)/.exec(r.stdout)?.[1] ?? NaN), 0);
+  // Each tick records three values (one per key); late frames lost whole ticks.
+  const lostTicks = server.stats.lateValues / 3;
+  assert.equal(logged + lostTicks, recorded, `logged ${logged} + lost ${lostTicks} of ${recorded} recorded (${JSON.stringify(server.stats)}, ignored ${JSON.stringify(ignoredMessageCounts())}, per rank ${ranks.map((r) => /stopped (\d+)/.exec(r.stdout)?.[1]).join(",")})`);
+  assert.equal(server.stats.lostStates, 0);
+  await logger.shutdown();
+});
