@@ -99,8 +99,8 @@ async function measure(server: NatsServer, nc: NatsConnection, ranks: number, ho
     bytes += (hostServer?.stats.frameBytes ?? rankServer?.stats.inBytes ?? 0) - bytesBefore;
     reporting = `${result.ranksReporting}/${result.ranksExpected}`;
   }
-  for (let p = 0; p < processes; p++) nc.publish(`bench.${logger.runId}.exit`, "");
   await logger.shutdown();
+  for (let p = 0; p < processes; p++) nc.publish(`bench.${logger.runId}.exit`, "");
   await Promise.all(
     children.map(
       (c) =>
