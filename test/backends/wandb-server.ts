@@ -17,6 +17,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { parseHistoryJson } from "../../src/backends/wandb/history.js";
 
 /** One history line, parsed. */
 export type HistoryRow = Record<string, number | string | boolean | null | object>;
@@ -49,17 +50,8 @@ export type Fault =
 /** Which requests a fault applies to. */
 export type FaultTarget = "graphql" | "file_stream" | "any";
 
-/** `JSON.parse` that also reads the bare `NaN` / `Infinity` / `-Infinity` tokens W&B's clients write. */
-export function parseWandbJson(text: string): unknown {
-  const marked = text.replace(/"(?:[^"\\]|\\.)*"|-?Infinity|NaN/g, (token) => (token.startsWith('"') ? token : `{"$nonFinite":"${token}"}`));
-  return JSON.parse(marked, (_key, value: unknown) => {
-    if (value !== null && typeof value === "object" && "$nonFinite" in value) {
-      const t = (value as { $nonFinite: string }).$nonFinite;
-      return t === "NaN" ? NaN : t === "Infinity" ? Infinity : -Infinity;
-    }
-    return value;
-  });
-}
+/** W&B history JSON with bare `NaN` / `Infinity` / `-Infinity` tokens: the backend's one parser. */
+export const parseWandbJson = parseHistoryJson;
 
 export class StrictWandbServer {
   readonly runs = new Map<string, ServerRun>();

@@ -4,7 +4,7 @@ import { describe, it } from "node:test";
 import { authHeader, backoffDelay, parseRetryAfter } from "../../src/backends/wandb/http.js";
 import { histogramJson, historyLine, historyNumber } from "../../src/backends/wandb/history.js";
 import { resolveWandbOptions, sanitiseRunId } from "../../src/backends/wandb/options.js";
-import { configJson } from "../../src/backends/wandb/api.js";
+import { configJson, lastStepOf } from "../../src/backends/wandb/api.js";
 import { parseWandbJson } from "./wandb-server.js";
 
 describe("wandb http helpers", () => {
@@ -32,6 +32,17 @@ describe("wandb http helpers", () => {
 });
 
 describe("wandb history encoding", () => {
+  it("finds the last _step of a history tail whose rows hold NaN, Infinity and -Infinity (and strings that look like them)", () => {
+    const rows = ['{"_step":2,"a":NaN}', '{"_step":3,"a":Infinity,"b":"-Infinity NaN"}', '{"_step":4,"a":-Infinity,"c":[NaN,-Infinity]}'];
+    assert.equal(lastStepOf(JSON.stringify(rows)), 4);
+    const row = parseWandbJson(rows[2] as string) as Record<string, unknown>;
+    assert.equal(row["a"], -Infinity);
+    assert.deepEqual(row["c"], [NaN, -Infinity]);
+    assert.equal((parseWandbJson(rows[1] as string) as Record<string, unknown>)["b"], "-Infinity NaN");
+    assert.equal(lastStepOf("not json"), -1);
+    assert.equal(lastStepOf(JSON.stringify([])), -1);
+  });
+
   it("writes _step, _runtime and _timestamp in seconds, global_step, and non-finite values as W&B's bare tokens", () => {
     const line = historyLine(7, 1_700_000_000_250, 1500, 3, `"a":${historyNumber(NaN)},"b":${historyNumber(-Infinity)},"c":${historyNumber(0.1)}`);
     assert.equal(line, '{"_step":7,"_runtime":1.5,"_timestamp":1700000000.25,"global_step":3,"a":NaN,"b":-Infinity,"c":0.1}');

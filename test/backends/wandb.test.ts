@@ -134,6 +134,36 @@ describe("wandb global_reduce", () => {
     ]);
   });
 
+  it("resumes above the last step when the server's history tail holds NaN, Infinity and -Infinity", async () => {
+    const runDir = tempDir();
+    let logger = new MetricLogger({ runDir, experiment: "exp3nf", trial: "t1" });
+    await logger.initBackends({ wandb: wandbConfig() });
+    const first = [NaN, Infinity, -Infinity, -Infinity];
+    for (let step = 0; step < first.length; step++) {
+      recordMetric("loss", first[step] as number, Reduce.MEAN);
+      recordMetric("other", step === 3 ? NaN : step, Reduce.MEAN);
+      await logger.flush(step);
+    }
+    await logger.shutdown();
+    resetProcess();
+    // The tail the resume status answers with ends in a row of -Infinity and NaN (bare tokens).
+    const tail = server.history("exp3nf_t1");
+    assert.equal(tail.at(-1)?.["loss"], -Infinity);
+    // A fresh process that does not know where the run ended (resumeStep 0).
+    logger = new MetricLogger({ runDir, experiment: "exp3nf", trial: "t1" });
+    await logger.initBackends({ wandb: wandbConfig({ resume: "allow" }) });
+    for (let step = 2; step < 4; step++) {
+      recordMetric("loss", step * 10, Reduce.MEAN);
+      await logger.flush(step);
+    }
+    await logger.shutdown();
+    const rows = server.history("exp3nf_t1");
+    const steps = rows.map((r) => r["_step"] as number);
+    assert.deepEqual(steps, [0, 1, 2, 3, 4, 5], "_step increases across the resume");
+    assert.deepEqual(rows.map((r) => r["loss"]), [NaN, Infinity, -Infinity, -Infinity, 20, 30]);
+    assert.deepEqual(rows.map((r) => r["global_step"]), [0, 1, 2, 3, 2, 3]);
+  });
+
   it("refuses to write into an existing run with resume: never, and spools instead of losing the values", async () => {
     const runDir = tempDir();
     let logger = new MetricLogger({ runDir, experiment: "exp4", trial: "t1" });

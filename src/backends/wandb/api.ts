@@ -7,6 +7,7 @@
  * - `POST {base}/files/{entity}/{project}/{run}/file_stream` — history lines at contiguous
  *   offsets, the summary, and at the end `complete` with the exit code.
  */
+import { parseHistoryJson } from "./history.js";
 import { postJson, type Attempt, type Endpoint } from "./http.js";
 
 /** The variables of `UpsertBucket`: what a run is created or resumed with. */
@@ -121,14 +122,14 @@ export async function runResumeStatus(
   return { ok: true, value: { exists: true, historyLineCount: count, lastStep: lastStepOf(bucket["historyTail"]) } };
 }
 
-/** `_step` of the last line of a `historyTail` (a JSON string holding an array of line strings). */
-function lastStepOf(tail: unknown): number {
+/** `_step` of the last line of a `historyTail` (a JSON string holding an array of line strings; lines may hold NaN/±Infinity). */
+export function lastStepOf(tail: unknown): number {
   if (typeof tail !== "string") return -1;
   try {
     const lines = JSON.parse(tail) as unknown;
     if (!Array.isArray(lines) || lines.length === 0) return -1;
     const last = lines[lines.length - 1];
-    const row = typeof last === "string" ? (JSON.parse(last.replace(/\b(-?Infinity|NaN)\b/g, "null")) as unknown) : last;
+    const row = typeof last === "string" ? parseHistoryJson(last) : last;
     const step = record(row)?.["_step"];
     return typeof step === "number" ? step : -1;
   } catch {
