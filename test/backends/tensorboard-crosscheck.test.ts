@@ -4,11 +4,12 @@
  * default reader where installed) and once with its Python event reader (`--load_fast=false`) —
  * and what its HTTP API returns is compared with what was recorded.
  *
- * Needs a Python with the `tensorboard` package: `RANKSCOPE_TENSORBOARD_PYTHON=/path/to/python`,
- * else `python3` is tried. Without one the test is skipped (and says so).
+ * TensorBoard comes from the shared test venv (test/helpers/python.ts: made once in
+ * node_modules/.cache/rankscope-py from pip's configured sources, or `RANKSCOPE_PYTHON`). When it
+ * cannot be set up the test is skipped and says why.
  */
 import assert from "node:assert/strict";
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { after, it } from "node:test";
 import { getCollector, recordMetric } from "../../src/core/collector.js";
 import { registerBackend, type Backend } from "../../src/backends/backend.js";
@@ -16,11 +17,12 @@ import type { Metric, StreamRecord } from "../../src/core/metric.js";
 import { Reduce } from "../../src/core/registry.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { tempDir } from "../helpers.js";
+import { pythonKit } from "../helpers/python.js";
 
-const python = process.env["RANKSCOPE_TENSORBOARD_PYTHON"] ?? "python3";
-const probe = spawnSync(python, ["-c", "import tensorboard, tensorboard_data_server; print(tensorboard.__version__)"], { encoding: "utf8" });
-const tensorboardVersion = probe.status === 0 ? probe.stdout.trim() : null;
-const skip = tensorboardVersion === null ? `no Python with the tensorboard package (${python}); set RANKSCOPE_TENSORBOARD_PYTHON to run this cross-check` : false;
+const kit = pythonKit("tensorboard");
+const python = kit.python ?? "python3";
+const tensorboardVersion = kit.version;
+const skip = kit.skip;
 
 const servers: ChildProcess[] = [];
 after(() => {
