@@ -19,7 +19,7 @@ import type { Metric } from "../core/metric.js";
 import type { AccumulatorState } from "../core/reduce.js";
 import { setCurrentRun } from "../run/current.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
-import { writeRunFiles } from "../run/run-files.js";
+import { runHyperparams, writeRunFiles } from "../run/run-files.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
 import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "./rank.js";
@@ -48,7 +48,9 @@ export interface InitBackendsOptions {
   /**
    * The user's run config (hyperparameters, experiment settings). When given, the controller
    * writes `config.yaml` (secrets such as API keys redacted) and `version.json` (package version,
-   * git branch/commit/dirty of the working directory) into the run directory at start.
+   * git branch/commit/dirty of the working directory) into the run directory at start, and logs
+   * both (redacted, the version info under `version_info`) as the run's hyperparameters: W&B's
+   * config, TensorBoard's hparams, the store's hyperparams.
    */
   runConfig?: unknown;
 }
@@ -172,7 +174,8 @@ export class MetricLogger {
     if (resumeStep > 0) this.lastStep = resumeStep - 1;
     const runFiles = options.runConfig === undefined ? undefined : writeRunFiles(this.run.runDir, { config: options.runConfig });
     await Promise.all([...this.ranks.values()].map((r) => r.init(this.rankInit as RankInit)));
-    await runFiles;
+    // The run's config and version info are its hyperparameters in every backend that has them.
+    if (runFiles !== undefined) await this.logHyperparams(runHyperparams(await runFiles));
   }
 
   /**

@@ -16,6 +16,9 @@ import { registerBackend, type Backend } from "../../src/backends/backend.js";
 import type { Metric, StreamRecord } from "../../src/core/metric.js";
 import { Reduce } from "../../src/core/registry.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { REDACTED } from "../../src/run/run-files.js";
 import { tempDir } from "../helpers.js";
 import { pythonKit } from "../helpers/python.js";
 
@@ -97,7 +100,7 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
       stream: { loggingMode: "per_rank_no_reduce", type: "tensorboard" },
       capture: { loggingMode: "per_rank_no_reduce", type: `capture-${loadFast}` },
     },
-    { resumeStep: 5 },
+    { resumeStep: 5, runConfig: { optimizer: "adam", wandb: { apiKey: "s3cret-key" } } },
   );
   await logger.logHyperparams({ lr: 3e-4, model: { name: "tiny", layers: 2 }, amp: true });
   const flushed: Metric[] = [];
@@ -181,7 +184,15 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
   assert.equal(groups.sessionGroups.length, 1);
   const group = groups.sessionGroups[0] as (typeof groups.sessionGroups)[number];
   assert.equal(group.name, run);
-  assert.deepEqual(group.hparams, { lr: 3e-4, "model.name": "tiny", "model.layers": 2, amp: true });
+  // The run config (secrets redacted) and version.json, logged by initBackends({ runConfig }), merged with logHyperparams.
+  const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as Record<string, unknown>;
+  const flat: Record<string, unknown> = {};
+  const visit = (prefix: string, v: unknown): void => {
+    if (v !== null && typeof v === "object") for (const [k, inner] of Object.entries(v)) visit(`${prefix}.${k}`, inner);
+    else flat[prefix] = v === null ? "null" : v;
+  };
+  visit("version_info", version);
+  assert.deepEqual(group.hparams, { lr: 3e-4, "model.name": "tiny", "model.layers": 2, amp: true, optimizer: "adam", "wandb.apiKey": REDACTED, ...flat });
   assert.ok(group.metricValues.some((m) => m.name.tag === "loss" && m.trainingStep === 8));
 });
 }

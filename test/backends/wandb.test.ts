@@ -14,6 +14,9 @@ import { diagnosticCounts } from "../../src/core/diagnostics.js";
 import { Reduce } from "../../src/core/registry.js";
 import type { BackendOptions, RankIdentity } from "../../src/backends/backend.js";
 import { WandbBackend } from "../../src/backends/wandb/index.js";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { REDACTED } from "../../src/run/run-files.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
 import { API_KEY, FAST, filesContainingKey, resetProcess, startServer, valuesOf } from "./wandb-helpers.js";
 import type { StrictWandbServer } from "./wandb-server.js";
@@ -162,6 +165,19 @@ describe("wandb global_reduce", () => {
     assert.deepEqual(steps, [0, 1, 2, 3, 4, 5], "_step increases across the resume");
     assert.deepEqual(rows.map((r) => r["loss"]), [NaN, Infinity, -Infinity, -Infinity, 20, 30]);
     assert.deepEqual(rows.map((r) => r["global_step"]), [0, 1, 2, 3, 2, 3]);
+  });
+
+  it("logs initBackends' runConfig (secrets redacted) and version.json as the run's config", async () => {
+    const runDir = tempDir();
+    const logger = new MetricLogger({ runDir, experiment: "expcfg", trial: "t1" });
+    await logger.initBackends({ wandb: wandbConfig() }, { runConfig: { lr: 0.01, data: { path: "/d", token: "tok-123" } } });
+    recordMetric("x", 1, Reduce.MEAN);
+    await logger.flush(0);
+    await logger.shutdown();
+    const run = server.run("expcfg_t1");
+    assert.ok(run);
+    const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
+    assert.deepEqual(run.config, { lr: { value: 0.01 }, data: { value: { path: "/d", token: REDACTED } }, version_info: { value: version } });
   });
 
   it("refuses to write into an existing run with resume: never, and spools instead of losing the values", async () => {
