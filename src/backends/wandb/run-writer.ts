@@ -13,7 +13,8 @@
  * after, goes to `wandb/{runId}/` as the request bodies it would have sent, for
  * `rankscope wandb sync`. Offline mode spools from the start.
  */
-import { reportError, warn } from "../../core/diagnostics.js";
+import { describeError, reportError, warn } from "../../core/diagnostics.js";
+import { rankscopeVersion } from "../../run/run-files.js";
 import {
   HISTORY_FILE,
   SUMMARY_FILE,
@@ -26,6 +27,7 @@ import {
 } from "./api.js";
 import { sleep, withRetry, type Endpoint } from "./http.js";
 import type { SenderLimits, WandbResume } from "./options.js";
+import { exportSpoolAsOfflineRun } from "./offline-run.js";
 import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
 import { syncSpool } from "./sync.js";
 
@@ -222,10 +224,12 @@ export class RunWriter {
     await this.spool.drain();
     if (this.spool.entries > 0 && (await this.recover(finishStarted + this.limits.finishTimeoutMs))) return;
     if (this.spool.entries > 0) {
+      const offlineRun = this.writeOfflineRun();
       warn(
         `wandb.spooled:${this.target.spoolDir}`,
         `W&B run ${this.label}: ${this.stats.linesSpooled} history line(s)${this.target.sendsComplete ? " and the run's completion" : ""} are in the spool ${this.target.spoolDir}; ` +
-          `run "rankscope wandb sync ${this.target.runDir}" to send them`,
+          `run "rankscope wandb sync ${this.target.runDir}" to send them` +
+          (offlineRun === null ? "" : `, or W&B's own "wandb sync ${offlineRun}"`),
       );
     }
   }
@@ -252,6 +256,20 @@ export class RunWriter {
       return true;
     } catch {
       return false;
+    }
+  }
+
+  /**
+   * The spool as a W&B offline run directory beside it, for the official `wandb sync` (a run of
+   * its own only: shared runs have several writers). Returns its path, or null.
+   */
+  private writeOfflineRun(): string | null {
+    if (this.target.shared) return null;
+    try {
+      return exportSpoolAsOfflineRun(this.target.spoolDir, `rankscope ${rankscopeVersion()}`);
+    } catch (error) {
+      reportError(`wandb.offlineRun:${this.target.spoolDir}`, `W&B run ${this.label}: could not write the offline run for "wandb sync": ${describeError(error)}; the spool is intact`);
+      return null;
     }
   }
 
