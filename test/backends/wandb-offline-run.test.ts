@@ -2,6 +2,8 @@
  * Offline runs for W&B's own `wandb sync`: an offline rankscope run writes
  * `wandb/offline-run-…-{id}/run-{id}.wandb`, and the official SDK reads it back.
  *
+ * `wandb sync` (the official CLI; wandb-core reads the file) uploads it to the strict local
+ * contract server (test/backends/wandb-server.ts on 127.0.0.1), which must receive every value.
  * The reader is test/backends/python/read_wandb_log.py: framing checked as wandb-core's reader
  * checks it, every record parsed with the SDK's own `wandb_internal_pb2.Record`. The SDK comes
  * from the shared test venv (test/helpers/python.ts); where it cannot be set up, that test is
@@ -9,8 +11,9 @@
  * proto declaration.
  */
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { execFile, spawnSync } from "node:child_process";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { promisify } from "node:util";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeEach, it } from "node:test";
@@ -23,6 +26,9 @@ import { WANDB_HEADER, WandbRecord } from "../../src/backends/wandb/offline-run.
 import { tempDir } from "../helpers.js";
 import { pythonKit } from "../helpers/python.js";
 import { resetProcess } from "./wandb-helpers.js";
+import { StrictWandbServer } from "./wandb-server.js";
+
+const execFileAsync = promisify(execFile);
 
 const here = dirname(fileURLToPath(import.meta.url));
 beforeEach(() => resetProcess());
@@ -60,8 +66,12 @@ type Item = { key: string; value: unknown };
 const fromSafe = (v: unknown): unknown =>
   v !== null && typeof v === "object" && "$nonFinite" in v ? Number((v as { $nonFinite: string }).$nonFinite) : v;
 
+/** JSON as the readers print it (shapes checked by the assertions). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = any;
+
 /** Records as the Python reader prints them, checked against what was recorded. */
-function checkRecords(records: Record<string, any>[], recorded: Map<number, Record<string, number>>, version: unknown): void {
+function checkRecords(records: Json[], recorded: Map<number, Record<string, number>>, version: unknown): void {
   const kinds = records.map((r) => Object.keys(r).find((k) => k !== "num"));
   assert.equal(kinds[0], "header");
   assert.equal(kinds[1], "run");
@@ -98,7 +108,55 @@ it(`the official W&B SDK (${kit.version ?? "not installed"}) reads the offline r
   const read = spawnSync(kit.python as string, [join(here, "python", "read_wandb_log.py"), file], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024, timeout: 60_000 });
   assert.equal(read.status, 0, read.stderr);
   const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
-  checkRecords(JSON.parse(read.stdout) as Record<string, any>[], recorded, version);
+  checkRecords(JSON.parse(read.stdout) as Json[], recorded, version);
+});
+
+it(`the official \`wandb sync\` (wandb ${kit.version ?? "not installed"}) uploads the offline run to the strict local server with every value`, { skip: kit.skip, timeout: 180_000 }, async () => {
+  const { runDir, recorded } = await offlineRun();
+  const runPath = dirname(wandbFile(runDir));
+  const key = "0123456789abcdef0123456789abcdef01234567"; // 40 characters, as W&B keys are
+  const server = new StrictWandbServer(key, "team");
+  await server.start();
+  const home = tempDir("rankscope-wandb-home-");
+  try {
+    // Everything the SDK writes for itself goes to a scratch home; the only server is 127.0.0.1.
+    const env = {
+      PATH: process.env["PATH"] ?? "",
+      HOME: home,
+      WANDB_BASE_URL: server.baseUrl,
+      WANDB_API_KEY: key,
+      WANDB_CONFIG_DIR: join(home, "config"),
+      WANDB_CACHE_DIR: join(home, "cache"),
+      WANDB_DATA_DIR: join(home, "data"),
+      WANDB_DIR: home,
+      WANDB_ERROR_REPORTING: "false",
+      WANDB_SILENT: "true",
+      NO_PROXY: "127.0.0.1",
+    };
+    const result = await execFileAsync(join(dirname(kit.python as string), "wandb"), ["sync", runPath], { env, timeout: 120_000 }).catch((error: Error & { stdout?: string; stderr?: string }) => {
+      assert.fail(`wandb sync failed: ${error.message}\n${error.stdout ?? ""}\n${error.stderr ?? ""}`);
+    });
+    assert.deepEqual(server.violations, [], `the strict server refused part of what wandb sync sent (output: ${result.stderr})`);
+    const run = server.run("offexp_t1");
+    assert.ok(run, `the run reached the server (requests: ${JSON.stringify(server.requests.map((r) => r.path))})`);
+    assert.equal(run.complete, true);
+    assert.equal(run.exitcode, 0);
+    const rows = server.history("offexp_t1");
+    assert.deepEqual(rows.map((r) => r["_step"]), [...recorded.keys()], "_step increases, one row per step");
+    rows.forEach((row, i) => {
+      assert.equal(row["global_step"], i);
+      for (const [k, value] of Object.entries(recorded.get(i) as Record<string, number>)) assert.ok(Object.is(row[k], value === 0 ? 0 : value), `${k}@${i}: the server got ${String(row[k])}, recorded ${value}`);
+    });
+    assert.ok(Object.is(run.summary["special"], SPECIALS[39 % SPECIALS.length]));
+    assert.equal(run.summary["loss"], 1 / 40);
+    const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
+    assert.deepEqual(run.config["lr"], { value: 0.25 });
+    assert.deepEqual(run.config["apiKey"], { value: REDACTED });
+    assert.deepEqual(run.config["version_info"], { value: version });
+  } finally {
+    await server.stop();
+    rmSync(home, { recursive: true, force: true });
+  }
 });
 
 it("fallback without the SDK: the .wandb framing and records match the wandb_internal.proto declaration", async () => {
@@ -134,7 +192,7 @@ it("fallback without the SDK: the .wandb framing and records match the wandb_int
   }
   assert.ok(spanned >= 1, "the wide record spans blocks");
   const records = raw.map((r) => {
-    const object = WandbRecord.toObject(WandbRecord.decode(r), { longs: Number, defaults: false }) as Record<string, any>;
+    const object = WandbRecord.toObject(WandbRecord.decode(r), { longs: Number, defaults: false }) as Json;
     for (const kind of ["history", "summary", "config"]) {
       const list = object[kind]?.[kind === "history" ? "item" : "update"] as { key: string; value_json: string; value?: unknown }[] | undefined;
       for (const it of list ?? []) it.value = JSON.parse(it.value_json.replace(/(?<!")\b(NaN|-?Infinity)\b/g, '{"$nonFinite":"$1"}').replace(/-\{"\$nonFinite":"Infinity"\}/g, '{"$nonFinite":"-Infinity"}'));

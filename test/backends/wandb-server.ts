@@ -186,11 +186,17 @@ export class StrictWandbServer {
 
   private graphql(body: Record<string, unknown>, req: IncomingMessage, res: ServerResponse, respond: (s: number, p: unknown) => void): void {
     const query = body["query"];
-    const variables = body["variables"] as Record<string, unknown> | undefined;
-    if (typeof query !== "string" || variables === null || typeof variables !== "object") {
-      return this.violation(res, 400, "graphql: body must be { query: string, variables: object }");
+    // A query without variables may leave them out (wandb-core's ServerFeaturesQuery does).
+    const variables = (body["variables"] ?? {}) as Record<string, unknown>;
+    if (typeof query !== "string" || variables === null || typeof variables !== "object" || Array.isArray(variables)) {
+      return this.violation(res, 400, "graphql: body must be { query: string, variables?: object }");
     }
-    if (/mutation UpsertBucket\(/.test(query)) {
+    if (/query ServerFeaturesQuery\s*\{/.test(query)) {
+      // The official SDK (wandb-core) asks which server features exist; this server has none of the optional ones.
+      if (!/serverInfo\s*\{\s*features\s*\{\s*name\s+isEnabled/.test(query)) return this.violation(res, 400, "ServerFeaturesQuery: selection must be serverInfo { features { name isEnabled } }");
+      return respond(200, { data: { serverInfo: { features: [] } } });
+    }
+    if (/mutation UpsertBucket\s*\(/.test(query)) {
       if (!/upsertBucket\(input:\s*\{[^}]*name:\s*\$name[^}]*modelName:\s*\$project[^}]*entityName:\s*\$entity/.test(query)) {
         return this.violation(res, 400, "UpsertBucket: input must map name, modelName ($project) and entityName ($entity)");
       }
@@ -210,6 +216,10 @@ export class StrictWandbServer {
         for (const [k, v] of Object.entries(config)) {
           if (v === null || typeof v !== "object" || !("value" in v)) return this.violation(res, 400, `UpsertBucket: config key ${k} must be { value }`);
         }
+      }
+      for (const field of ["summaryMetrics", "description", "host", "program", "repo", "commit", "state", "sweep", "id"]) {
+        const v = variables[field];
+        if (v !== undefined && v !== null && typeof v !== "string") return this.violation(res, 400, `UpsertBucket: ${field} must be a string or null`);
       }
       const entity = typeof entityVar === "string" ? entityVar : this.defaultEntity;
       const key = `${entity}/${project}/${name}`;
@@ -245,7 +255,21 @@ export class StrictWandbServer {
       run.config = { ...run.config, ...config };
       void req;
       return respond(200, {
-        data: { upsertBucket: { bucket: { id: run.id, name: run.name, displayName: run.displayName, project: { name: run.project, entity: { name: run.entity } } }, inserted } },
+        data: {
+          upsertBucket: {
+            bucket: {
+              id: run.id,
+              name: run.name,
+              displayName: run.displayName,
+              description: null,
+              config: JSON.stringify(run.config),
+              sweepName: null,
+              historyLineCount: (run.history.get("") ?? []).length,
+              project: { id: `project-${run.project}`, name: run.project, entity: { id: `entity-${run.entity}`, name: run.entity } },
+            },
+            inserted,
+          },
+        },
       });
     }
     if (/query RunResumeStatus\(/.test(query)) {
