@@ -22,6 +22,8 @@ import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { recordMetric } from "../../src/core/collector.js";
 import { Reduce } from "../../src/core/registry.js";
 import { REDACTED } from "../../src/run/run-files.js";
+import { createHash } from "node:crypto";
+import { parseHistoryJson } from "../../src/backends/wandb/history.js";
 import { WANDB_HEADER, WandbRecord } from "../../src/backends/wandb/offline-run.js";
 import { tempDir } from "../helpers.js";
 import { pythonKit } from "../helpers/python.js";
@@ -46,6 +48,7 @@ async function offlineRun(): Promise<{ runDir: string; recorded: Map<number, Rec
     const row: Record<string, number> = { special: SPECIALS[step % SPECIALS.length] as number, loss: 1 / (step + 1) };
     if (step === 3) for (let k = 0; k < WIDE_KEYS; k++) row[`wide/k${k}`] = k * 0.5;
     for (const [key, value] of Object.entries(row)) recordMetric(key, value, Reduce.MEAN);
+    recordMetric("episode", { prompt: `p${step}`, reward: step, score: row["special"] }, Reduce.SAMPLE);
     await logger.flush(step);
     recorded.set(step, row);
   }
@@ -92,12 +95,23 @@ function checkRecords(records: Json[], recorded: Map<number, Record<string, numb
     assert.equal(values["global_step"], i);
     const want = recorded.get(i) as Record<string, number>;
     for (const [key, value] of Object.entries(want)) assert.ok(Object.is(values[key], value === 0 ? 0 : value), `${key}@${i}: ${String(values[key])} vs ${value}`);
-    assert.equal(Object.keys(values).length, Object.keys(want).length + 4, "_step, _runtime, _timestamp, global_step and the recorded keys");
+    const table = values["episode"] as Json;
+    assert.equal(table?._type, "table-file");
+    assert.match(table.path, new RegExp(`^media/table/episode_${i}_[0-9a-f]{20}\\.table\\.json$`));
+    assert.equal(table.nrows, 1);
+    assert.equal(Object.keys(values).length, Object.keys(want).length + 5, "_step, _runtime, _timestamp, global_step, the table and the recorded keys");
   });
   const summary = Object.fromEntries((records.find((r) => "summary" in r)?.["summary"].update as Item[]).map((i) => [i.key, fromSafe(i.value)]));
   assert.ok(Object.is(summary["special"], SPECIALS[39 % SPECIALS.length]));
   assert.equal(summary["loss"], 1 / 40);
   assert.equal(records.at(-2)?.["exit"].exit_code ?? 0, 0);
+  const files = (records.find((r) => "files" in r)?.["files"].files as { path: string }[]).map((f) => f.path);
+  assert.deepEqual(files, [...history.map((h) => (h.item as Json[]).find((it) => it.key === "episode").value.path), "version.json"].sort());
+}
+
+/** The table of a step, as the offline run directory holds it. */
+function tableOf(runPath: string, path: string): { columns: string[]; data: unknown[][] } {
+  return parseHistoryJson(readFileSync(join(runPath, "files", ...path.split("/")), "utf8")) as { columns: string[]; data: unknown[][] };
 }
 
 const kit = pythonKit("wandb");
@@ -153,6 +167,18 @@ it(`the official \`wandb sync\` (wandb ${kit.version ?? "not installed"}) upload
     assert.deepEqual(run.config["lr"], { value: 0.25 });
     assert.deepEqual(run.config["apiKey"], { value: REDACTED });
     assert.deepEqual(run.config["version_info"], { value: version });
+    // The tables: uploaded by wandb sync from the offline run's files/, each as the row refers to it.
+    rows.forEach((row, i) => {
+      const ref = row["episode"] as { path: string; sha256: string };
+      const uploaded = run.files.get(ref.path);
+      assert.ok(uploaded, `wandb sync uploaded ${ref.path}`);
+      assert.equal(createHash("sha256").update(uploaded).digest("hex"), ref.sha256);
+      const table = tableOf(runPath, ref.path);
+      assert.deepEqual(table.columns, ["prompt", "reward", "score"]);
+      assert.ok(Object.is(table.data[0]?.[2], SPECIALS[i % SPECIALS.length] === 0 ? 0 : SPECIALS[i % SPECIALS.length]));
+      assert.deepEqual(parseHistoryJson(uploaded.toString("utf8")), table);
+    });
+    assert.equal(run.files.get("version.json")?.toString("utf8"), readFileSync(join(runDir, "version.json"), "utf8"));
   } finally {
     await server.stop();
     rmSync(home, { recursive: true, force: true });

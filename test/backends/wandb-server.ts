@@ -40,6 +40,10 @@ export interface ServerRun {
   exitcode: number | null;
   shared: boolean | null;
   upserts: number;
+  /** Run files: name → content, as uploaded to the URL `CreateRunFiles` handed out. */
+  readonly files: Map<string, Buffer>;
+  /** Names the client reported `uploaded` in the file stream (each must have been uploaded first). */
+  readonly uploaded: Set<string>;
 }
 
 export type Fault =
@@ -157,7 +161,9 @@ export class StrictWandbServer {
       this.answer(res, fault.status, { error: "injected fault" }, fault.retryAfter === undefined ? {} : { "retry-after": fault.retryAfter });
       return;
     }
-    if (req.method !== "POST") return this.violation(res, 405, `${req.method} ${path}: only POST is used`);
+    const upload = /^\/upload\/([^/]+)\/([^/]+)\/([^/]+)\/(.+)$/.exec(path);
+    if (upload !== null) return this.upload(upload.slice(1).map((m) => decodeURIComponent(m)) as [string, string, string, string], req, Buffer.concat(chunks), res);
+    if (req.method !== "POST") return this.violation(res, 405, `${req.method} ${path}: only POST is used (PUT only to an upload URL)`);
     const expected = `Basic ${Buffer.from(`api:${this.apiKey}`).toString("base64")}`;
     if (req.headers.authorization !== expected) return this.violation(res, 401, `${path}: missing or wrong basic auth (user "api", password = API key)`);
     if (!String(req.headers["content-type"] ?? "").includes("application/json")) return this.violation(res, 415, `${path}: content-type must be application/json`);
@@ -184,6 +190,21 @@ export class StrictWandbServer {
     return this.fileStream(entity, project, name, body, req, res, respond);
   }
 
+  /**
+   * A file PUT to an upload URL `CreateRunFiles` handed out (like a signed storage URL: no W&B
+   * auth header needed, but the URL must have been issued for that run and file).
+   */
+  private upload([entity, project, name, file]: [string, string, string, string], req: IncomingMessage, content: Buffer, res: ServerResponse): void {
+    if (req.method !== "PUT") return this.violation(res, 405, `upload of ${file}: must be PUT`);
+    const run = this.runs.get(`${entity}/${project}/${name}`);
+    if (run === undefined || !this.issuedUploads.has(`${entity}/${project}/${name}/${file}`)) return this.violation(res, 403, `upload of ${file}: no upload URL was issued for it`);
+    run.files.set(file, content);
+    res.writeHead(200);
+    res.end();
+  }
+
+  private readonly issuedUploads = new Set<string>();
+
   private graphql(body: Record<string, unknown>, req: IncomingMessage, res: ServerResponse, respond: (s: number, p: unknown) => void): void {
     const query = body["query"];
     // A query without variables may leave them out (wandb-core's ServerFeaturesQuery does).
@@ -195,6 +216,24 @@ export class StrictWandbServer {
       // The official SDK (wandb-core) asks which server features exist; this server has none of the optional ones.
       if (!/serverInfo\s*\{\s*features\s*\{\s*name\s+isEnabled/.test(query)) return this.violation(res, 400, "ServerFeaturesQuery: selection must be serverInfo { features { name isEnabled } }");
       return respond(200, { data: { serverInfo: { features: [] } } });
+    }
+    if (/mutation CreateRunFiles\s*\(/.test(query)) {
+      if (!/createRunFiles\(input:\s*\{\s*entityName:\s*\$entity,\s*projectName:\s*\$project,\s*runName:\s*\$run,\s*files:\s*\$files\s*\}\)/.test(query)) {
+        return this.violation(res, 400, "CreateRunFiles: input must be { entityName: $entity, projectName: $project, runName: $run, files: $files }");
+      }
+      for (const field of ["runID", "uploadHeaders", "name", "uploadUrl"]) if (!query.includes(field)) return this.violation(res, 400, `CreateRunFiles: selection must include ${field}`);
+      const { entity, project, run: runName, files } = variables as { entity?: unknown; project?: unknown; run?: unknown; files?: unknown };
+      if (typeof entity !== "string" || typeof project !== "string" || typeof runName !== "string") return this.violation(res, 400, "CreateRunFiles: entity, project and run are required strings");
+      if (!Array.isArray(files) || files.length === 0 || files.some((f) => typeof f !== "string" || f.length === 0 || f.startsWith("/") || f.split("/").includes(".."))) {
+        return this.violation(res, 400, `CreateRunFiles: files must be relative run paths, got ${JSON.stringify(files)}`);
+      }
+      const run = this.runs.get(`${entity}/${project}/${runName}`);
+      if (run === undefined) return this.violation(res, 404, `CreateRunFiles: no run ${entity}/${project}/${runName} (UpsertBucket first)`);
+      const base = `${this.baseUrl}/upload/${encodeURIComponent(entity)}/${encodeURIComponent(project)}/${encodeURIComponent(runName)}`;
+      for (const f of files as string[]) this.issuedUploads.add(`${entity}/${project}/${runName}/${f}`);
+      return respond(200, {
+        data: { createRunFiles: { runID: run.id, uploadHeaders: [], files: (files as string[]).map((f) => ({ name: f, uploadUrl: `${base}/${encodeURIComponent(f)}` })) } },
+      });
     }
     if (/mutation UpsertBucket\s*\(/.test(query)) {
       if (!/upsertBucket\(input:\s*\{[^}]*name:\s*\$name[^}]*modelName:\s*\$project[^}]*entityName:\s*\$entity/.test(query)) {
@@ -242,6 +281,8 @@ export class StrictWandbServer {
           exitcode: null,
           shared: null,
           upserts: 0,
+          files: new Map(),
+          uploaded: new Set(),
         };
         this.runs.set(key, run);
       }
@@ -343,10 +384,17 @@ export class StrictWandbServer {
       if (summary.offset !== 0 || !Array.isArray(summary.content) || summary.content.length !== 1) return this.violation(res, 400, "summary must be { offset: 0, content: [one line] }");
       summaryRow = parseWandbJson(summary.content[0] as string) as Record<string, unknown>;
     }
+    const uploaded = body["uploaded"];
+    if (uploaded !== undefined) {
+      if (!Array.isArray(uploaded) || uploaded.some((f) => typeof f !== "string")) return this.violation(res, 400, "file_stream: uploaded must be a list of file names");
+      const missing = (uploaded as string[]).filter((f) => !run.files.has(f));
+      if (missing.length > 0) return this.violation(res, 409, `file_stream: ${missing.join(", ")} reported uploaded but never PUT to its upload URL`);
+    }
     if (body["complete"] !== undefined) {
       if (body["complete"] !== true || typeof body["exitcode"] !== "number") return this.violation(res, 400, "complete must be true with an integer exitcode");
     }
     run.history.set(client, [...lines, ...append]);
+    for (const f of (uploaded ?? []) as string[]) run.uploaded.add(f);
     if (summaryRow !== undefined) run.summary = run.shared === true ? { ...run.summary, ...summaryRow } : summaryRow;
     if (body["complete"] === true) {
       run.complete = true;

@@ -14,12 +14,13 @@ import { diagnosticCounts } from "../../src/core/diagnostics.js";
 import { Reduce } from "../../src/core/registry.js";
 import type { BackendOptions, RankIdentity } from "../../src/backends/backend.js";
 import { WandbBackend } from "../../src/backends/wandb/index.js";
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REDACTED } from "../../src/run/run-files.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
 import { API_KEY, FAST, filesContainingKey, resetProcess, startServer, valuesOf } from "./wandb-helpers.js";
-import type { StrictWandbServer } from "./wandb-server.js";
+import { parseWandbJson, type StrictWandbServer } from "./wandb-server.js";
 
 let server: StrictWandbServer;
 
@@ -374,7 +375,54 @@ describe("wandb values beyond scalars", () => {
     assert.equal(rows[0]?.["global_step"], 0, "the row's own global_step is not overwritten");
     assert.equal(rows[0]?.["metric/global_step"], 99, "a metric named like a row field is renamed");
     assert.ok(seen.some((d) => d.code === "wandb.reservedKey:global_step"));
-    assert.equal(seen.filter((d) => d.code === "wandb.samples").length, 1);
+    assert.equal(seen.filter((d) => d.code === "wandb.samples").length, 0, "no warning: samples are sent as tables");
+  });
+
+  it("sends samples as W&B tables: a .table.json run file, uploaded and listed as uploaded, referenced from the step's row; config.yaml, version.json and the summary are uploaded too", async () => {
+    const runDir = tempDir();
+    const logger = new MetricLogger({ runDir, experiment: "exp11", trial: "t1" });
+    await logger.initBackends({ wandb: wandbConfig() }, { runConfig: { lr: 0.1 } });
+    const specials = [NaN, Infinity];
+    for (let step = 0; step < 2; step++) {
+      recordMetric("loss", specials[step] as number, Reduce.MEAN);
+      recordMetric("rollout/episode", { prompt: `p${step}`, reward: step, extra: step === 1 ? -Infinity : "x" }, Reduce.SAMPLE);
+      recordMetric("rollout/episode", { prompt: `q${step}`, reward: 10 + step }, Reduce.SAMPLE);
+      await logger.flush(step);
+    }
+    await logger.shutdown();
+    const run = server.run("exp11_t1");
+    assert.ok(run);
+    const rows = server.history("exp11_t1");
+    assert.equal(rows.length, 2);
+    for (const [step, row] of rows.entries()) {
+      const ref = row["rollout/episode"] as { _type: string; path: string; sha256: string; size: number; ncols: number; nrows: number };
+      assert.equal(ref._type, "table-file");
+      assert.match(ref.path, new RegExp(`^media/table/rollout/episode_${step}_[0-9a-f]{20}\\.table\\.json$`));
+      const file = run.files.get(ref.path);
+      assert.ok(file, `the table file ${ref.path} was uploaded`);
+      assert.ok(run.uploaded.has(ref.path), "and listed as uploaded in the file stream");
+      assert.equal(ref.size, file.length);
+      assert.equal(ref.sha256, createHash("sha256").update(file).digest("hex"));
+      assert.equal(ref.path.slice(-31, -11), ref.sha256.slice(0, 20));
+      const table = parseWandbJson(file.toString("utf8")) as { columns: string[]; data: unknown[][] };
+      assert.deepEqual(table.columns, ["prompt", "reward", "extra"]);
+      assert.equal(ref.ncols, 3);
+      assert.equal(ref.nrows, table.data.length);
+      // The sample reduction keeps its records (top-k by arrival); every kept record is in the table.
+      const prompts = table.data.map((r) => r[0]).sort();
+      assert.deepEqual(prompts, [`p${step}`, `q${step}`]);
+      const p = table.data.find((r) => r[0] === `p${step}`) as unknown[];
+      assert.deepEqual(p, [`p${step}`, step, step === 1 ? -Infinity : "x"]);
+    }
+    assert.ok(Number.isNaN(rows[0]?.["loss"]));
+    assert.equal(rows[1]?.["loss"], Infinity);
+    // The run files W&B users expect.
+    assert.equal(run.files.get("config.yaml")?.toString("utf8"), readFileSync(join(runDir, "config.yaml"), "utf8"));
+    assert.equal(run.files.get("version.json")?.toString("utf8"), readFileSync(join(runDir, "version.json"), "utf8"));
+    const summary = parseWandbJson(run.files.get("wandb-summary.json")?.toString("utf8") ?? "") as Record<string, unknown>;
+    assert.equal(summary["loss"], Infinity);
+    assert.deepEqual(summary["rollout/episode"], rows[1]?.["rollout/episode"]);
+    for (const name of ["config.yaml", "version.json", "wandb-summary.json"]) assert.ok(run.uploaded.has(name), `${name} listed as uploaded`);
   });
 });
 

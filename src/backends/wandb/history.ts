@@ -94,6 +94,11 @@ export class RunSummary {
     this.values.set(keyText, json);
   }
 
+  /** How many keys the summary has. */
+  get size(): number {
+    return this.values.size;
+  }
+
   /** The row the latest values came from. */
   at(step: number, timestampMs: number, runtimeMs: number): void {
     this.step = step;

@@ -18,7 +18,7 @@
  * (every top-level key an item with its JSON, `_step` also as the step number), summary, exit,
  * final. Values keep W&B's JSON, with NaN and ±Infinity as the bare tokens its SDK writes.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { crc32 } from "node:zlib";
 import protobuf from "protobufjs/light.js";
@@ -32,18 +32,22 @@ const descriptor = {
     wandb_internal: {
       nested: {
         Record: {
-          oneofs: { record_type: { oneof: ["history", "summary", "config", "run", "exit", "final", "header"] } },
+          oneofs: { record_type: { oneof: ["history", "summary", "config", "files", "run", "exit", "final", "header"] } },
           fields: {
             num: { type: "int64", id: 1 },
             history: { type: "HistoryRecord", id: 2 },
             summary: { type: "SummaryRecord", id: 3 },
             config: { type: "ConfigRecord", id: 5 },
+            files: { type: "FilesRecord", id: 6 },
             run: { type: "RunRecord", id: 17 },
             exit: { type: "RunExitRecord", id: 18 },
             final: { type: "FinalRecord", id: 20 },
             header: { type: "HeaderRecord", id: 21 },
           },
         },
+        FilesRecord: { fields: { files: { rule: "repeated", type: "FilesItem", id: 1 } } },
+        // policy (NOW 0, END 1, LIVE 2) and type (OTHER 0, WANDB 1, MEDIA 2, ARTIFACT 3) are enums there: same varint on the wire.
+        FilesItem: { fields: { path: { type: "string", id: 1 }, policy: { type: "int32", id: 2 }, type: { type: "int32", id: 3 } } },
         HistoryStep: { fields: { num: { type: "int64", id: 1 } } },
         HistoryRecord: { fields: { item: { rule: "repeated", type: "HistoryItem", id: 1 }, step: { type: "HistoryStep", id: 2 } } },
         HistoryItem: item,
@@ -150,6 +154,8 @@ export interface OfflineRun {
   readonly summary: string | undefined;
   /** The exit code, when the run finished. */
   readonly exitcode: number | undefined;
+  /** Run files (relative paths, `/`-separated) to upload with the run, and the directory holding them. */
+  readonly files?: { readonly dir: string; readonly names: readonly string[] };
 }
 
 function items(object: Readonly<Record<string, unknown>>): { key: string; value_json: string }[] {
@@ -185,6 +191,9 @@ export function offlineRunRecords(run: OfflineRun, producer: string): Uint8Array
     const step = row["_step"];
     messages.push({ history: { item: items(row), ...(typeof step === "number" ? { step: { num: step } } : {}) } });
   }
+  if (run.files !== undefined && run.files.names.length > 0) {
+    messages.push({ files: { files: run.files.names.map((path) => ({ path, policy: 0, type: path.startsWith("media/") ? 2 : 0 })) } });
+  }
   if (run.summary !== undefined) messages.push({ summary: { update: items(parseHistoryJson(run.summary) as Record<string, unknown>) } });
   if (run.exitcode !== undefined) messages.push({ exit: { exit_code: run.exitcode, runtime: Math.round(Number.isFinite(lastRuntime) ? lastRuntime : 0) } });
   messages.push({ final: {} });
@@ -207,6 +216,12 @@ export function writeOfflineRun(wandbDir: string, run: OfflineRun, producer: str
   const startMs = typeof first === "number" && Number.isFinite(first) ? first * 1000 : Date.now();
   const dir = join(wandbDir, offlineRunDirName(run.runId, startMs));
   mkdirSync(dir, { recursive: true });
+  // The SDK's layout: run files under `files/`, where `wandb sync` uploads them from.
+  for (const name of run.files?.names ?? []) {
+    const target = join(dir, "files", ...name.split("/"));
+    mkdirSync(dirname(target), { recursive: true });
+    copyFileSync(join(run.files?.dir as string, ...name.split("/")), target);
+  }
   writeFileSync(join(dir, `run-${run.runId}.wandb`), frameTransactionLog(offlineRunRecords(run, producer)));
   return dir;
 }
@@ -238,7 +253,24 @@ export function offlineRunOfSpool(spool: SpooledRun): OfflineRun {
     history: client.lines,
     summary: client.summary,
     exitcode: client.exitcode,
+    files: { dir: join(spool.dir, "files"), names: filesUnder(join(spool.dir, "files")) },
   };
+}
+
+/**
+ * Run files under a spool's `files/` (relative, `/`-separated, sorted). `config.yaml` and
+ * `wandb-summary.json` are left to `wandb sync`, which writes and uploads its own from the run's
+ * config and summary records.
+ */
+function filesUnder(dir: string, prefix = ""): string[] {
+  if (!existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const name = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
+    if (entry.isDirectory()) out.push(...filesUnder(join(dir, entry.name), name));
+    else if (name !== "config.yaml" && name !== "wandb-summary.json") out.push(name);
+  }
+  return out.sort();
 }
 
 /** Write the offline run of the spool at `spoolDir` beside it (under the same `wandb/`); returns its directory. */

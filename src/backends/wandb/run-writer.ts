@@ -16,6 +16,7 @@
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { rankscopeVersion } from "../../run/run-files.js";
 import {
+  createRunFiles,
   HISTORY_FILE,
   SUMMARY_FILE,
   runResumeStatus,
@@ -25,7 +26,7 @@ import {
   type FileStreamBody,
   type UpsertVariables,
 } from "./api.js";
-import { sleep, withRetry, type Endpoint } from "./http.js";
+import { putFile, sleep, withRetry, type Endpoint } from "./http.js";
 import type { SenderLimits, WandbResume } from "./options.js";
 import { exportSpoolAsOfflineRun } from "./offline-run.js";
 import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
@@ -92,6 +93,10 @@ export class RunWriter {
   private completeSent = false;
   private exitcode: number | null = null;
   private connecting: Promise<void> | null = null;
+  /** Run files waiting to be uploaded (name → content; a newer content of a name replaces the older). */
+  private files = new Map<string, string>();
+  /** Files uploaded and not yet reported `uploaded` in the file stream. */
+  private uploadedNames: string[] = [];
   /** The last `_step` of the run on the server when resumed, or -1. */
   resumedLastStep = -1;
   /**
@@ -176,6 +181,22 @@ export class RunWriter {
   summaryChanged(source: () => string): void {
     this.summarySource = source;
     this.summaryDirty = true;
+  }
+
+  /**
+   * A run file to upload (`config.yaml`, `wandb-summary.json`, a table's `media/table/….table.json`),
+   * as W&B's SDK does: `CreateRunFiles`, a PUT to the URL it gives, then `uploaded` in the file
+   * stream. While spooling, the file goes to the spool's `files/` (and the offline run's).
+   */
+  queueFile(name: string, content: string): void {
+    if (this.state === "finished") return;
+    if (this.state === "spooling") {
+      this.spool.writeFile(name, content);
+      return;
+    }
+    this.files.set(name, content);
+    if (this.state === "connecting") this.startConnect();
+    this.kick();
   }
 
   /** The run's config changed: upsert it again (queued behind what is in flight). */
@@ -300,7 +321,16 @@ export class RunWriter {
 
   private idle(): boolean {
     const completeDue = this.exitcode !== null && this.target.sendsComplete && !this.completeSent;
-    return this.state === "live" && this.head >= this.lines.length && !this.summaryDirty && !this.configDirty && !completeDue && this.sending === null;
+    return (
+      this.state === "live" &&
+      this.head >= this.lines.length &&
+      !this.summaryDirty &&
+      !this.configDirty &&
+      this.files.size === 0 &&
+      this.uploadedNames.length === 0 &&
+      !completeDue &&
+      this.sending === null
+    );
   }
 
   /** Start connecting once (resume status, then upsert), in the background. */
@@ -408,6 +438,10 @@ export class RunWriter {
         if (!(await this.sendUpsert())) return;
         continue;
       }
+      if (this.files.size > 0) {
+        if (!(await this.uploadFiles())) return;
+        continue;
+      }
       const body: FileStreamBody = {};
       let count = 0;
       let bytes = 0;
@@ -428,7 +462,9 @@ export class RunWriter {
         body.complete = true;
         body.exitcode = this.exitcode as number;
       }
-      if (body.files === undefined && !completing) return;
+      const uploaded = this.uploadedNames.slice();
+      if (uploaded.length > 0) body.uploaded = uploaded;
+      if (body.files === undefined && !completing && uploaded.length === 0) return;
       if (summary !== null) this.summaryDirty = false;
       const run = { entity: this.entity as string, project: this.project, name: this.upsert.name };
       const text = JSON.stringify(body);
@@ -441,8 +477,59 @@ export class RunWriter {
         return;
       }
       this.ack(count);
+      this.uploadedNames.splice(0, uploaded.length);
       if (completing) this.completeSent = true;
     }
+  }
+
+  /** Upload the waiting files: `CreateRunFiles`, then a PUT per file. False when the writer spooled. */
+  private async uploadFiles(): Promise<boolean> {
+    const batch = [...this.files];
+    this.files = new Map();
+    const run = { entity: this.entity as string, project: this.project, name: this.upsert.name };
+    const created = await withRetry(
+      () => createRunFiles(this.endpoint, run, batch.map(([name]) => name), this.limits.requestTimeoutMs, this.stop.signal),
+      this.limits,
+      this.stop.signal,
+      this.observer,
+    );
+    const giveBack = (from: number): void => {
+      for (const [name, content] of batch.slice(from)) if (!this.files.has(name)) this.files.set(name, content);
+    };
+    if (this.state !== "live") {
+      giveBack(0);
+      this.spoolFiles();
+      return false;
+    }
+    if (!created.ok) {
+      giveBack(0);
+      this.toSpool(created.reason, created.retryable);
+      return false;
+    }
+    for (let i = 0; i < batch.length; i++) {
+      const [name, content] = batch[i] as [string, string];
+      const url = created.value.urls.get(name);
+      if (url === undefined) {
+        reportError(`wandb.upload:${this.label}:${name}`, `W&B run ${this.label}: the server gave no upload URL for ${name}; it is written to the spool ${this.target.spoolDir}/files instead`);
+        this.spool.writeFile(name, content);
+        continue;
+      }
+      const put = await withRetry(() => putFile(url, content, this.limits.requestTimeoutMs, created.value.headers, this.stop.signal), this.limits, this.stop.signal, this.observer);
+      if (this.state !== "live" || !put.ok) {
+        giveBack(i);
+        if (this.state === "live" && !put.ok) this.toSpool(put.reason, put.retryable);
+        else this.spoolFiles();
+        return false;
+      }
+      this.uploadedNames.push(name);
+    }
+    return true;
+  }
+
+  /** Files not uploaded go to the spool's `files/`. */
+  private spoolFiles(): void {
+    for (const [name, content] of this.files) this.spool.writeFile(name, content);
+    this.files.clear();
   }
 
   private ack(count: number): void {
@@ -468,6 +555,7 @@ export class RunWriter {
     this.recoverable = recoverable;
     this.stop.abort();
     this.hurry.abort();
+    this.spoolFiles();
     const pending = this.lines.slice(this.head);
     this.lines = [];
     this.head = 0;
