@@ -38,31 +38,58 @@ beforeEach(() => resetProcess());
 const SPECIALS = [NaN, Infinity, -Infinity, 0.1, -0, 1e308];
 const WIDE_KEYS = 1500; // one history record far larger than a 32 KiB block
 
-/** An offline run through a real MetricLogger; returns the run directory and what was recorded per step. */
-async function offlineRun(): Promise<{ runDir: string; recorded: Map<number, Record<string, number>> }> {
-  const runDir = tempDir();
-  const logger = new MetricLogger({ runDir, experiment: "offexp", trial: "t1" });
-  await logger.initBackends({ wandb: { loggingMode: "global_reduce", mode: "offline", project: "proj", entity: "team" } }, { runConfig: { lr: 0.25, apiKey: "k" } });
-  const recorded = new Map<number, Record<string, number>>();
-  for (let step = 0; step < 40; step++) {
-    const row: Record<string, number> = { special: SPECIALS[step % SPECIALS.length] as number, loss: 1 / (step + 1) };
-    if (step === 3) for (let k = 0; k < WIDE_KEYS; k++) row[`wide/k${k}`] = k * 0.5;
-    for (const [key, value] of Object.entries(row)) recordMetric(key, value, Reduce.MEAN);
-    recordMetric("episode", { prompt: `p${step}`, reward: step, score: row["special"] }, Reduce.SAMPLE);
-    await logger.flush(step);
-    recorded.set(step, row);
-  }
-  await logger.shutdown();
-  return { runDir, recorded };
+/** One history row as recorded: W&B's `_step`, the caller's step, the scalar values. */
+interface Row {
+  readonly wandbStep: number;
+  readonly globalStep: number;
+  readonly values: Record<string, number>;
 }
 
-function wandbFile(runDir: string): string {
+/**
+ * An offline run through real MetricLoggers, in two attempts: steps 0..19, then a restart from a
+ * checkpoint at step 15 (resumeStep 15) logging steps 15..24. Returns the run directory and the
+ * rows of each attempt.
+ */
+async function offlineRun(): Promise<{ runDir: string; attempts: Row[][]; versions: unknown[] }> {
+  const runDir = tempDir();
+  const attempts: Row[][] = [];
+  // Each attempt writes its own version.json (and logs it in its config).
+  const versions: unknown[] = [];
+  let wandbStep = 0;
+  for (const [from, to, resumeStep] of [
+    [0, 20, 0],
+    [15, 25, 15],
+  ] as const) {
+    resetProcess();
+    const logger = new MetricLogger({ runDir, experiment: "offexp", trial: "t1" });
+    await logger.initBackends({ wandb: { loggingMode: "global_reduce", mode: "offline", project: "proj", entity: "team" } }, { resumeStep, runConfig: { lr: 0.25, apiKey: "k" } });
+    const rows: Row[] = [];
+    for (let step: number = from; step < to; step++) {
+      const values: Record<string, number> = { special: SPECIALS[(step + resumeStep) % SPECIALS.length] as number, loss: 1 / (step + 1 + resumeStep) };
+      if (step === 3) for (let k = 0; k < WIDE_KEYS; k++) values[`wide/k${k}`] = k * 0.5;
+      for (const [key, value] of Object.entries(values)) recordMetric(key, value, Reduce.MEAN);
+      recordMetric("episode", { prompt: `p${step}`, reward: step, score: values["special"] }, Reduce.SAMPLE);
+      await logger.flush(step);
+      rows.push({ wandbStep: wandbStep++, globalStep: step, values });
+    }
+    await logger.shutdown();
+    attempts.push(rows);
+    versions.push(JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown);
+  }
+  return { runDir, attempts, versions };
+}
+
+/** The offline run directories (one per attempt, in start order) and their `.wandb` files. */
+function offlineRunDirs(runDir: string): { dir: string; file: string }[] {
   const root = join(runDir, "wandb");
-  const dirs = readdirSync(root).filter((d) => d.startsWith("offline-run-"));
-  assert.equal(dirs.length, 1, `one offline run directory in ${root}: ${readdirSync(root).join(", ")}`);
-  const dir = dirs[0] as string;
-  assert.match(dir, /^offline-run-\d{8}_\d{6}-offexp_t1$/);
-  return join(root, dir, "run-offexp_t1.wandb");
+  const dirs = readdirSync(root)
+    .filter((d) => d.startsWith("offline-run-"))
+    .sort();
+  assert.equal(dirs.length, 2, `one offline run directory per attempt in ${root}: ${readdirSync(root).join(", ")}`);
+  return dirs.map((d) => {
+    assert.match(d, /^offline-run-\d{8}_\d{6}-offexp_t1$/);
+    return { dir: join(root, d), file: join(root, d, "run-offexp_t1.wandb") };
+  });
 }
 
 type Item = { key: string; value: unknown };
@@ -73,8 +100,8 @@ const fromSafe = (v: unknown): unknown =>
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
 
-/** Records as the Python reader prints them, checked against what was recorded. */
-function checkRecords(records: Json[], recorded: Map<number, Record<string, number>>, version: unknown): void {
+/** One attempt's records as a reader decoded them, checked against what that attempt recorded. */
+function checkRecords(records: Json[], rows: readonly Row[], version: unknown): void {
   const kinds = records.map((r) => Object.keys(r).find((k) => k !== "num"));
   assert.equal(kinds[0], "header");
   assert.equal(kinds[1], "run");
@@ -87,26 +114,27 @@ function checkRecords(records: Json[], recorded: Map<number, Record<string, numb
   const config = Object.fromEntries((records.find((r) => "config" in r)?.["config"].update as Item[]).map((i) => [i.key, i.value]));
   assert.deepEqual(config, { lr: 0.25, apiKey: REDACTED, version_info: version });
   const history = records.filter((r) => "history" in r).map((r) => r["history"]);
-  assert.equal(history.length, recorded.size);
+  assert.equal(history.length, rows.length);
   history.forEach((h, i) => {
+    const row = rows[i] as Row;
     const values = Object.fromEntries((h.item as Item[]).map((it) => [it.key, fromSafe(it.value)]));
-    assert.equal(Number(h.step?.num ?? 0), i, "step.num is _step (0 is proto3's default, not written)");
-    assert.equal(values["_step"], i);
-    assert.equal(values["global_step"], i);
-    const want = recorded.get(i) as Record<string, number>;
-    for (const [key, value] of Object.entries(want)) assert.ok(Object.is(values[key], value === 0 ? 0 : value), `${key}@${i}: ${String(values[key])} vs ${value}`);
+    assert.equal(Number(h.step?.num ?? 0), row.wandbStep, "step.num is _step (0 is proto3's default, not written)");
+    assert.equal(values["_step"], row.wandbStep);
+    assert.equal(values["global_step"], row.globalStep);
+    for (const [key, value] of Object.entries(row.values)) assert.ok(Object.is(values[key], value === 0 ? 0 : value), `${key}@${row.wandbStep}: ${String(values[key])} vs ${value}`);
     const table = values["episode"] as Json;
     assert.equal(table?._type, "table-file");
-    assert.match(table.path, new RegExp(`^media/table/episode_${i}_[0-9a-f]{20}\\.table\\.json$`));
+    assert.match(table.path, new RegExp(`^media/table/episode_${row.globalStep}_[0-9a-f]{20}\\.table\\.json$`));
     assert.equal(table.nrows, 1);
-    assert.equal(Object.keys(values).length, Object.keys(want).length + 5, "_step, _runtime, _timestamp, global_step, the table and the recorded keys");
+    assert.equal(Object.keys(values).length, Object.keys(row.values).length + 5, "_step, _runtime, _timestamp, global_step, the table and the recorded keys");
   });
+  const last = rows.at(-1) as Row;
   const summary = Object.fromEntries((records.find((r) => "summary" in r)?.["summary"].update as Item[]).map((i) => [i.key, fromSafe(i.value)]));
-  assert.ok(Object.is(summary["special"], SPECIALS[39 % SPECIALS.length]));
-  assert.equal(summary["loss"], 1 / 40);
+  assert.ok(Object.is(summary["special"], last.values["special"] === 0 ? 0 : last.values["special"]));
+  assert.equal(summary["loss"], last.values["loss"]);
   assert.equal(records.at(-2)?.["exit"].exit_code ?? 0, 0);
   const files = (records.find((r) => "files" in r)?.["files"].files as { path: string }[]).map((f) => f.path);
-  assert.deepEqual(files, [...history.map((h) => (h.item as Json[]).find((it) => it.key === "episode").value.path), "version.json"].sort());
+  assert.deepEqual(files, [...history.map((h) => (h.item as Json[]).find((it) => it.key === "episode").value.path), "version.json"].sort(), "this attempt's tables and version.json");
 }
 
 /** The table of a step, as the offline run directory holds it. */
@@ -116,18 +144,18 @@ function tableOf(runPath: string, path: string): { columns: string[]; data: unkn
 
 const kit = pythonKit("wandb");
 
-it(`the official W&B SDK (${kit.version ?? "not installed"}) reads the offline run: framing, every record and every value, NaN and ±Infinity included`, { skip: kit.skip, timeout: 120_000 }, async () => {
-  const { runDir, recorded } = await offlineRun();
-  const file = wandbFile(runDir);
-  const read = spawnSync(kit.python as string, [join(here, "python", "read_wandb_log.py"), file], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024, timeout: 60_000 });
-  assert.equal(read.status, 0, read.stderr);
-  const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
-  checkRecords(JSON.parse(read.stdout) as Json[], recorded, version);
+it(`the official W&B SDK (${kit.version ?? "not installed"}) reads both attempts' offline runs: framing, every record and every value, NaN and ±Infinity included`, { skip: kit.skip, timeout: 120_000 }, async () => {
+  const { runDir, attempts, versions } = await offlineRun();
+  offlineRunDirs(runDir).forEach(({ file }, i) => {
+    const read = spawnSync(kit.python as string, [join(here, "python", "read_wandb_log.py"), file], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024, timeout: 60_000 });
+    assert.equal(read.status, 0, read.stderr);
+    checkRecords(JSON.parse(read.stdout) as Json[], attempts[i] as Row[], versions[i]);
+  });
 });
 
-it(`the official \`wandb sync\` (wandb ${kit.version ?? "not installed"}) uploads the offline run to the strict local server with every value`, { skip: kit.skip, timeout: 180_000 }, async () => {
-  const { runDir, recorded } = await offlineRun();
-  const runPath = dirname(wandbFile(runDir));
+it(`the official \`wandb sync\` (wandb ${kit.version ?? "not installed"}) uploads both attempts' offline runs to the strict local server with every value, _step increasing across the resume`, { skip: kit.skip, timeout: 180_000 }, async () => {
+  const { runDir, attempts } = await offlineRun();
+  const runs = offlineRunDirs(runDir);
   const key = "0123456789abcdef0123456789abcdef01234567"; // 40 characters, as W&B keys are
   const server = new StrictWandbServer(key, "team");
   await server.start();
@@ -147,7 +175,7 @@ it(`the official \`wandb sync\` (wandb ${kit.version ?? "not installed"}) upload
       WANDB_SILENT: "true",
       NO_PROXY: "127.0.0.1",
     };
-    const result = await execFileAsync(join(dirname(kit.python as string), "wandb"), ["sync", runPath], { env, timeout: 120_000 }).catch((error: Error & { stdout?: string; stderr?: string }) => {
+    const result = await execFileAsync(join(dirname(kit.python as string), "wandb"), ["sync", ...runs.map((r) => r.dir)], { env, timeout: 120_000 }).catch((error: Error & { stdout?: string; stderr?: string }) => {
       assert.fail(`wandb sync failed: ${error.message}\n${error.stdout ?? ""}\n${error.stderr ?? ""}`);
     });
     assert.deepEqual(server.violations, [], `the strict server refused part of what wandb sync sent (output: ${result.stderr})`);
@@ -156,28 +184,30 @@ it(`the official \`wandb sync\` (wandb ${kit.version ?? "not installed"}) upload
     assert.equal(run.complete, true);
     assert.equal(run.exitcode, 0);
     const rows = server.history("offexp_t1");
-    assert.deepEqual(rows.map((r) => r["_step"]), [...recorded.keys()], "_step increases, one row per step");
+    const recorded = attempts.flat();
+    assert.deepEqual(rows.map((r) => r["_step"]), recorded.map((r) => r.wandbStep), "_step increases across the resume, one row per flush");
+    assert.deepEqual(rows.map((r) => r["global_step"]), recorded.map((r) => r.globalStep));
     rows.forEach((row, i) => {
-      assert.equal(row["global_step"], i);
-      for (const [k, value] of Object.entries(recorded.get(i) as Record<string, number>)) assert.ok(Object.is(row[k], value === 0 ? 0 : value), `${k}@${i}: the server got ${String(row[k])}, recorded ${value}`);
-    });
-    assert.ok(Object.is(run.summary["special"], SPECIALS[39 % SPECIALS.length]));
-    assert.equal(run.summary["loss"], 1 / 40);
-    const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
-    assert.deepEqual(run.config["lr"], { value: 0.25 });
-    assert.deepEqual(run.config["apiKey"], { value: REDACTED });
-    assert.deepEqual(run.config["version_info"], { value: version });
-    // The tables: uploaded by wandb sync from the offline run's files/, each as the row refers to it.
-    rows.forEach((row, i) => {
+      const want = recorded[i] as Row;
+      for (const [k, value] of Object.entries(want.values)) assert.ok(Object.is(row[k], value === 0 ? 0 : value), `${k}@${want.wandbStep}: the server got ${String(row[k])}, recorded ${value}`);
+      // The tables: uploaded by wandb sync from the attempt's files/, each as the row refers to it.
       const ref = row["episode"] as { path: string; sha256: string };
       const uploaded = run.files.get(ref.path);
       assert.ok(uploaded, `wandb sync uploaded ${ref.path}`);
       assert.equal(createHash("sha256").update(uploaded).digest("hex"), ref.sha256);
-      const table = tableOf(runPath, ref.path);
+      const table = tableOf((runs[i < (attempts[0] as Row[]).length ? 0 : 1] as { dir: string }).dir, ref.path);
       assert.deepEqual(table.columns, ["prompt", "reward", "score"]);
-      assert.ok(Object.is(table.data[0]?.[2], SPECIALS[i % SPECIALS.length] === 0 ? 0 : SPECIALS[i % SPECIALS.length]));
+      assert.deepEqual(table.data[0]?.slice(0, 2), [`p${want.globalStep}`, want.globalStep]);
+      assert.ok(Object.is(table.data[0]?.[2], want.values["special"] === 0 ? 0 : want.values["special"]));
       assert.deepEqual(parseHistoryJson(uploaded.toString("utf8")), table);
     });
+    const last = recorded.at(-1) as Row;
+    assert.ok(Object.is(run.summary["special"], last.values["special"]));
+    assert.equal(run.summary["loss"], last.values["loss"]);
+    const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
+    assert.deepEqual(run.config["lr"], { value: 0.25 });
+    assert.deepEqual(run.config["apiKey"], { value: REDACTED });
+    assert.deepEqual(run.config["version_info"], { value: version });
     assert.equal(run.files.get("version.json")?.toString("utf8"), readFileSync(join(runDir, "version.json"), "utf8"));
   } finally {
     await server.stop();
@@ -186,13 +216,14 @@ it(`the official \`wandb sync\` (wandb ${kit.version ?? "not installed"}) upload
 });
 
 it("fallback without the SDK: the .wandb framing and records match the wandb_internal.proto declaration", async () => {
-  const { runDir, recorded } = await offlineRun();
-  const data = readFileSync(wandbFile(runDir));
+  const { runDir, attempts, versions } = await offlineRun();
+  let spanned = 0;
+  offlineRunDirs(runDir).forEach(({ file }, attempt) => {
+  const data = readFileSync(file);
   assert.deepEqual(data.subarray(0, 7), WANDB_HEADER);
   const raw: Buffer[] = [];
   let pos = 7;
   let pending: Buffer | null = null;
-  let spanned = 0;
   while (pos < data.length) {
     const left = 32768 - (pos % 32768);
     if (left < 7) {
@@ -216,7 +247,6 @@ it("fallback without the SDK: the .wandb framing and records match the wandb_int
       spanned++;
     } else assert.fail(`chunk type ${type}`);
   }
-  assert.ok(spanned >= 1, "the wide record spans blocks");
   const records = raw.map((r) => {
     const object = WandbRecord.toObject(WandbRecord.decode(r), { longs: Number, defaults: false }) as Json;
     for (const kind of ["history", "summary", "config"]) {
@@ -225,6 +255,7 @@ it("fallback without the SDK: the .wandb framing and records match the wandb_int
     }
     return object;
   });
-  const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
-  checkRecords(records, recorded, version);
+  checkRecords(records, attempts[attempt] as Row[], versions[attempt]);
+  });
+  assert.ok(spanned >= 1, "the wide record spans blocks");
 });

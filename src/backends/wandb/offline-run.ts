@@ -18,7 +18,7 @@
  * (every top-level key an item with its JSON, `_step` also as the step number), summary, exit,
  * final. Values keep W&B's JSON, with NaN and ±Infinity as the bare tokens its SDK writes.
  */
-import { copyFileSync, existsSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { crc32 } from "node:zlib";
 import protobuf from "protobufjs/light.js";
@@ -200,6 +200,18 @@ export function offlineRunRecords(run: OfflineRun, producer: string): Uint8Array
   return messages.map((m, i) => WandbRecord.encode(WandbRecord.fromObject({ num: i + 1, ...m })).finish());
 }
 
+/** rankscope's note in an offline run directory: which attempt of the spool it holds (its first history offset). */
+const ATTEMPT_FILE = "rankscope-attempt.json";
+
+function attemptOf(dir: string): number | undefined {
+  try {
+    const value = (JSON.parse(readFileSync(join(dir, ATTEMPT_FILE), "utf8")) as { firstOffset?: unknown }).firstOffset;
+    return typeof value === "number" ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** `offline-run-YYYYMMDD_HHMMSS-{runId}`, the time in UTC. */
 export function offlineRunDirName(runId: string, startMs: number): string {
   const d = new Date(startMs);
@@ -211,11 +223,14 @@ export function offlineRunDirName(runId: string, startMs: number): string {
  * Write `{wandbDir}/offline-run-…-{runId}/run-{runId}.wandb` (replacing an earlier export of the
  * same run and start time). Returns the run directory's path.
  */
-export function writeOfflineRun(wandbDir: string, run: OfflineRun, producer: string): string {
+export function writeOfflineRun(wandbDir: string, run: OfflineRun, producer: string, attempt = 0): string {
   const first = run.history[0] === undefined ? undefined : (parseHistoryJson(run.history[0]) as Record<string, unknown>)["_timestamp"];
   const startMs = typeof first === "number" && Number.isFinite(first) ? first * 1000 : Date.now();
-  const dir = join(wandbDir, offlineRunDirName(run.runId, startMs));
+  // One directory per attempt: a directory of the same second holding another attempt is kept, this one takes the next second.
+  let dir = join(wandbDir, offlineRunDirName(run.runId, startMs));
+  for (let k = 1; existsSync(dir) && attemptOf(dir) !== attempt; k++) dir = join(wandbDir, offlineRunDirName(run.runId, startMs + k * 1000));
   mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, ATTEMPT_FILE), `${JSON.stringify({ firstOffset: attempt })}\n`);
   // The SDK's layout: run files under `files/`, where `wandb sync` uploads them from.
   for (const name of run.files?.names ?? []) {
     const target = join(dir, "files", ...name.split("/"));
@@ -231,12 +246,21 @@ export function writeOfflineRun(wandbDir: string, run: OfflineRun, producer: str
  * `wandb sync`. A run shared by ranks (several clients, W&B's shared mode) has no single-writer
  * form and is refused with a message.
  */
-export function offlineRunOfSpool(spool: SpooledRun): OfflineRun {
+export function offlineRunOfSpool(spool: SpooledRun, fromOffset = 0): OfflineRun {
   const { info } = spool;
   if (info.shared || spool.clients.length !== 1) {
     throw new Error(`${spool.dir}: a run shared by ranks (${spool.clients.length} clients) has no offline-run form for "wandb sync"; use "rankscope wandb sync"`);
   }
   const client = spool.clients[0] as SpooledRun["clients"][number];
+  const history = client.lines.slice(Math.max(0, fromOffset - client.firstOffset));
+  const referenced = new Set<string>();
+  for (const line of history) {
+    if (!line.includes('"table-file"')) continue;
+    for (const value of Object.values(parseHistoryJson(line) as Record<string, unknown>)) {
+      const ref = value as { _type?: unknown; path?: unknown } | null;
+      if (ref !== null && typeof ref === "object" && ref._type === "table-file" && typeof ref.path === "string") referenced.add(ref.path);
+    }
+  }
   const wrapped = parseHistoryJson(info.upsert.config) as Record<string, { value?: unknown }>;
   const config: Record<string, unknown> = {};
   for (const [key, entry] of Object.entries(wrapped)) config[key] = entry?.value;
@@ -250,10 +274,11 @@ export function offlineRunOfSpool(spool: SpooledRun): OfflineRun {
     notes: info.upsert.notes,
     tags: info.upsert.tags,
     config,
-    history: client.lines,
+    history,
     summary: client.summary,
     exitcode: client.exitcode,
-    files: { dir: join(spool.dir, "files"), names: filesUnder(join(spool.dir, "files")) },
+    // This attempt's tables, and the other run files.
+    files: { dir: join(spool.dir, "files"), names: filesUnder(join(spool.dir, "files")).filter((n) => !n.startsWith("media/") || referenced.has(n)) },
   };
 }
 
@@ -273,7 +298,11 @@ function filesUnder(dir: string, prefix = ""): string[] {
   return out.sort();
 }
 
-/** Write the offline run of the spool at `spoolDir` beside it (under the same `wandb/`); returns its directory. */
-export function exportSpoolAsOfflineRun(spoolDir: string, producer: string): string {
-  return writeOfflineRun(dirname(spoolDir), offlineRunOfSpool(readSpool(spoolDir)), producer);
+/**
+ * Write the offline run of the spool at `spoolDir` beside it (under the same `wandb/`); returns its
+ * directory. `fromOffset`: the first history line of the attempt to write (a resumed offline run
+ * writes one offline run per attempt, as W&B's SDK does; `wandb sync` replays them in start order).
+ */
+export function exportSpoolAsOfflineRun(spoolDir: string, producer: string, fromOffset = 0): string {
+  return writeOfflineRun(dirname(spoolDir), offlineRunOfSpool(readSpool(spoolDir), fromOffset), producer, fromOffset);
 }

@@ -13,6 +13,8 @@
  * after, goes to `wandb/{runId}/` as the request bodies it would have sent, for
  * `rankscope wandb sync`. Offline mode spools from the start.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { rankscopeVersion } from "../../run/run-files.js";
 import {
@@ -29,7 +31,8 @@ import {
 import { putFile, sleep, withRetry, type Endpoint } from "./http.js";
 import type { SenderLimits, WandbResume } from "./options.js";
 import { exportSpoolAsOfflineRun } from "./offline-run.js";
-import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
+import { parseHistoryJson } from "./history.js";
+import { readSpool, spoolFileName, SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
 import { syncSpool } from "./sync.js";
 
 /** What a writer writes to. */
@@ -69,12 +72,32 @@ const STEP_PREFIX = /^\{"_step":(\d+)/;
 /** Smallest bound of the spool's disk-write buffer (it is `max(maxQueuedBytes, this)`). */
 export const SPOOL_BUFFER_MIN_BYTES = 16 * 1024 * 1024;
 
+/**
+ * What earlier offline attempts of a run left in its spool: the next offset and the last `_step`
+ * (-1 and 0 when there is none, or when its offsets are absolute, i.e. it had reached the server).
+ */
+function previousOfflineAttempts(spoolDir: string, clientId: string | null, label: string): { nextOffset: number; lastStep: number } {
+  const none = { nextOffset: 0, lastStep: -1 };
+  if (!existsSync(join(spoolDir, spoolFileName(clientId))) || !existsSync(join(spoolDir, "run.json"))) return none;
+  try {
+    const client = readSpool(spoolDir).clients.find((c) => c.clientId === clientId);
+    if (client === undefined || client.absoluteOffsets || client.lines.length === 0) return none;
+    const last = parseHistoryJson(client.lines[client.lines.length - 1] as string) as Record<string, unknown>;
+    return { nextOffset: client.firstOffset + client.lines.length, lastStep: typeof last["_step"] === "number" ? last["_step"] : -1 };
+  } catch (error) {
+    reportError(`wandb.spool.previous:${spoolDir}`, `W&B run ${label}: the spool of earlier attempts in ${spoolDir} cannot be read (${describeError(error)}); this attempt starts its own offsets at 0`);
+    return none;
+  }
+}
+
 export class RunWriter {
   private lines: string[] = [];
   private head = 0;
   private queuedBytes = 0;
   /** Offset of `lines[head]` (absolute once connected; from 0 in offline mode). */
   private offset = 0;
+  /** Offset of this attempt's first spooled line (offline mode): its offline run holds the lines from here. */
+  private attemptStartOffset = 0;
   private absoluteOffsets = false;
   private state: State;
   private sending: Promise<void> | null = null;
@@ -127,6 +150,11 @@ export class RunWriter {
     this.spool = new SpoolWriter(target.spoolDir, target.clientId, Math.max(limits.maxQueuedBytes, SPOOL_BUFFER_MIN_BYTES));
     if (offline) {
       this.state = "spooling";
+      // A resumed offline run continues the spool of its earlier attempts: offsets and `_step` go on from there.
+      const previous = previousOfflineAttempts(target.spoolDir, target.clientId, label);
+      this.offset = previous.nextOffset;
+      this.resumedLastStep = previous.lastStep;
+      this.attemptStartOffset = previous.nextOffset;
     } else {
       this.state = "connecting";
     }
@@ -287,7 +315,7 @@ export class RunWriter {
   private writeOfflineRun(): string | null {
     if (this.target.shared) return null;
     try {
-      return exportSpoolAsOfflineRun(this.target.spoolDir, `rankscope ${rankscopeVersion()}`);
+      return exportSpoolAsOfflineRun(this.target.spoolDir, `rankscope ${rankscopeVersion()}`, this.absoluteOffsets ? 0 : this.attemptStartOffset);
     } catch (error) {
       reportError(`wandb.offlineRun:${this.target.spoolDir}`, `W&B run ${this.label}: could not write the offline run for "wandb sync": ${describeError(error)}; the spool is intact`);
       return null;

@@ -168,7 +168,8 @@ export class WandbBackend implements Backend {
     };
     this.label = clientId === null ? upsert.name : `${upsert.name} (${clientId})`;
     this.writer = new RunWriter(target, { baseUrl: o.baseUrl, apiKey: o.apiKey }, o.limits, o.mode === "offline", this.label);
-    this.lastStep = context.resumeStep - 1;
+    // An offline run resumed after earlier offline attempts continues their `_step` (the writer read the spool).
+    this.lastStep = Math.max(context.resumeStep - 1, this.writer.resumedLastStep);
     this.lastTrainStep = context.resumeStep - 1;
     // Rows queued before the server said where a resumed run ends are moved above it by the writer.
     this.writer.onRestepped = (last) => {
