@@ -16,7 +16,7 @@
  * SDK's data path (its protobufs, `wandb-core`, `wandb sync`) is the real one.
  */
 import { spawnSync, type SpawnSyncReturns } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -109,6 +109,55 @@ function setUp(kit: PythonKitName): PythonKit {
     const version = probe(venvPython, kit);
     if (version !== null) return { python: venvPython, version, skip: false };
   }
+  // Test files run in parallel: one process sets the venv up, the others wait for it.
+  const lock = lockVenv();
+  if (typeof lock === "string") return { python: null, version: null, skip: `cannot set up a Python with ${kit}: ${lock}` };
+  try {
+    if (existsSync(marker) && existsSync(venvPython)) {
+      const version = probe(venvPython, kit);
+      if (version !== null) return { python: venvPython, version, skip: false };
+    }
+    return install(kit, marker);
+  } finally {
+    lock();
+  }
+}
+
+/** Take the venv's lock (a directory holding the owner's pid); returns its release, or why not. */
+function lockVenv(): (() => void) | string {
+  const lock = `${venvDir}.lock`;
+  mkdirSync(dirname(lock), { recursive: true });
+  const deadline = Date.now() + 15 * 60_000;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      writeFileSync(join(lock, "pid"), String(process.pid));
+      return () => rmSync(lock, { recursive: true, force: true });
+    } catch {
+      let owner = Number.NaN;
+      try {
+        owner = Number(readFileSync(join(lock, "pid"), "utf8"));
+      } catch {
+        // being created or removed right now
+      }
+      if (Number.isInteger(owner) && owner > 0 && !alive(owner)) rmSync(lock, { recursive: true, force: true });
+      if (Date.now() > deadline) return `${lock} is held by process ${owner} for more than 15 minutes`;
+      Atomics.wait(pause, 0, 0, 250);
+    }
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+function install(kit: PythonKitName, marker: string): PythonKit {
   const steps: string[] = [];
   const failed = (why: string): PythonKit => ({
     python: null,
