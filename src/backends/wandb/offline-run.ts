@@ -18,12 +18,13 @@
  * (every top-level key an item with its JSON, `_step` also as the step number), summary, exit,
  * final. Values keep W&B's JSON, with NaN and ±Infinity as the bare tokens its SDK writes.
  */
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { crc32 } from "node:zlib";
 import protobuf from "protobufjs/light.js";
 import { historyNumber, parseHistoryJson } from "./history.js";
-import { readSpool, type SpooledRun } from "./spool.js";
+import { SUMMARY_FILE } from "./api.js";
+import { readSpool, spooledFiles, type SpooledRun } from "./spool.js";
 
 const item = { fields: { key: { type: "string", id: 1 }, nested_key: { rule: "repeated", type: "string", id: 2 }, value_json: { type: "string", id: 16 } } };
 
@@ -278,24 +279,12 @@ export function offlineRunOfSpool(spool: SpooledRun, fromOffset = 0): OfflineRun
     summary: client.summary,
     exitcode: client.exitcode,
     // This attempt's tables, and the other run files.
-    files: { dir: join(spool.dir, "files"), names: filesUnder(join(spool.dir, "files")).filter((n) => !n.startsWith("media/") || referenced.has(n)) },
+    // `config.yaml` and `wandb-summary.json` are left to `wandb sync`, which writes and uploads its own from the config and summary records.
+    files: {
+      dir: join(spool.dir, "files"),
+      names: spooledFiles(spool.dir).filter((n) => n !== "config.yaml" && n !== SUMMARY_FILE && (!n.startsWith("media/") || referenced.has(n))),
+    },
   };
-}
-
-/**
- * Run files under a spool's `files/` (relative, `/`-separated, sorted). `config.yaml` and
- * `wandb-summary.json` are left to `wandb sync`, which writes and uploads its own from the run's
- * config and summary records.
- */
-function filesUnder(dir: string, prefix = ""): string[] {
-  if (!existsSync(dir)) return [];
-  const out: string[] = [];
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const name = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
-    if (entry.isDirectory()) out.push(...filesUnder(join(dir, entry.name), name));
-    else if (name !== "config.yaml" && name !== "wandb-summary.json") out.push(name);
-  }
-  return out.sort();
 }
 
 /**

@@ -247,3 +247,18 @@ export function findSpools(path: string): string[] {
     .map((d) => join(root, d.name))
     .sort();
 }
+
+/** The run files a spool holds under `files/` (relative, `/`-separated, sorted). */
+export function spooledFiles(spoolDir: string): string[] {
+  const walk = (dir: string, prefix: string): string[] => {
+    if (!existsSync(dir)) return [];
+    const out: string[] = [];
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const name = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
+      if (entry.isDirectory()) out.push(...walk(join(dir, entry.name), name));
+      else out.push(name);
+    }
+    return out;
+  };
+  return walk(join(spoolDir, "files"), "").sort();
+}
