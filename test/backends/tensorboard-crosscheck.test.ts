@@ -196,3 +196,30 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
   assert.ok(group.metricValues.some((m) => m.name.tag === "loss" && m.trainingStep === 8));
 });
 }
+
+for (const loadFast of [true, false]) {
+  it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "Python reader"}) keeps a resumed run's first hyperparameters (docs/tensorboard.md)`, { skip, timeout: 120_000 }, async () => {
+    const runDir = tempDir();
+    for (const [optimizer, resumeStep] of [
+      ["sgd", 0],
+      ["adam", 2],
+    ] as const) {
+      getCollector().clear();
+      const logger = new MetricLogger({ runDir });
+      await logger.initBackends({ tensorboard: { loggingMode: "global_reduce" } }, { resumeStep, runConfig: { optimizer } });
+      for (let step = resumeStep; step < resumeStep + 3; step++) {
+        recordMetric("loss", step, Reduce.MEAN);
+        await logger.flush(step);
+      }
+      await logger.shutdown();
+    }
+    const base = await startTensorBoard(runDir, loadFast);
+    const request = { experimentName: "", allowedStatuses: ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"], colParams: [], startIndex: 0, sliceSize: 10 };
+    const groups = (await until(
+      () => getJson(`${base}/data/plugin/hparams/session_groups`, request),
+      (g) => ((g as { sessionGroups?: unknown[] }).sessionGroups ?? []).length > 0,
+    )) as { sessionGroups: { hparams: Record<string, unknown> }[] };
+    assert.equal(groups.sessionGroups.length, 1);
+    assert.equal(groups.sessionGroups[0]?.hparams["optimizer"], "sgd", "the first attempt's session_start_info is what the HParams tab shows");
+  });
+}
