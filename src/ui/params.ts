@@ -9,12 +9,13 @@ export const MAX_POINTS_CAP = 2_000;
 export const DEFAULT_MAX_POINTS = 2_000;
 
 /** Lines of one `/api/lines` request at most. */
-export const MAX_BATCH_LINES = 100;
+export const MAX_BATCH_LINES = 200;
 
 /**
  * Points one `/api/lines` request may ask for in all (lines × maxPoints): 100 lines at 2,000
- * points, about 5 MB of JSON before compression. With lines read one at a time between other
- * requests (see routes), this keeps any one request from holding the server (BENCHMARKS.md).
+ * points or 200 at 1,000, about 5 MB of JSON before compression (~1 MB gzipped). Lines are read
+ * one at a time with other requests answered in between (see routes), so a request at the caps
+ * holds the event loop no longer than one line's read (BENCHMARKS.md).
  */
 export const MAX_BATCH_POINTS = 200_000;
 
