@@ -80,10 +80,33 @@ export async function sendBody(
   res.end(head ? undefined : payload);
 }
 
+/**
+ * JSON already serialised, in pieces: a large answer built a piece at a time (with other requests
+ * served in between) is not serialised again in one long blocking call.
+ */
+export class JsonPieces {
+  private readonly pieces: Buffer[] = [];
+
+  /** Append raw JSON text. */
+  raw(text: string): this {
+    this.pieces.push(Buffer.from(text));
+    return this;
+  }
+
+  /** Append a value as JSON (non-finite numbers as strings). */
+  value(value: unknown): this {
+    return this.raw(JSON.stringify(value, nonFiniteReplacer));
+  }
+
+  bytes(): Buffer {
+    return Buffer.concat(this.pieces);
+  }
+}
+
 /** Send JSON (NaN and ±Infinity as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`). */
 export function sendJson(req: IncomingMessage, res: ServerResponse, status: number, body: unknown): Promise<void> {
-  const text = JSON.stringify(body, nonFiniteReplacer);
-  return sendBody(req, res, status, { "Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-store" }, Buffer.from(text));
+  const bytes = body instanceof JsonPieces ? body.bytes() : Buffer.from(JSON.stringify(body, nonFiniteReplacer));
+  return sendBody(req, res, status, { "Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-store" }, bytes);
 }
 
 /** The request's path and query for a log line, with the value of `token` replaced: a log must never hold the secret. */

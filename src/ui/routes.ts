@@ -10,7 +10,7 @@ import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { warn } from "../core/diagnostics.js";
 import { isInternalKey } from "../core/internal-keys.js";
 import { storeFault } from "../backends/store/reader.js";
-import { SECURITY_HEADERS } from "./http.js";
+import { JsonPieces, SECURITY_HEADERS } from "./http.js";
 import { flagParam, intParam, maxPointsParam, parseLines, requiredParam } from "./params.js";
 import { RunLabelReader } from "./run-labels.js";
 import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile } from "./security.js";
@@ -167,24 +167,28 @@ export class DashboardApi {
     const maxPoints = maxPointsParam(ctx.params);
     const lines = parseLines(ctx.params.get("lines"), maxPoints);
     return this.withRun(ctx, async (runDir) => {
-      const out: unknown[] = [];
+      // Each line is serialised as soon as it is read, so no one call serialises megabytes.
+      const out = new JsonPieces().raw('{"lines":[');
       for (const [i, [key, rank, after, before]] of lines.entries()) {
-        if (i > 0) await yieldToEventLoop();
+        if (i > 0) {
+          await yieldToEventLoop();
+          out.raw(",");
+        }
         if (ctx.res.destroyed) return { lines: [] };
         const query = { ...(after !== null ? { after } : {}), maxPoints };
         try {
           if (before !== null && kind === "stream") throw new HttpError(400, "before applies to scalar and system lines, not to streams");
           const window = before !== null ? { ...query, before } : query;
-          if (kind === "scalar") out.push(await this.source.series(runDir, key, { ...window, ...(rank !== null ? { rank } : {}) }));
-          else if (kind === "stream") out.push(await this.source.stream(runDir, key, query));
-          else out.push(await this.source.system(runDir, key, window));
+          if (kind === "scalar") out.value(await this.source.series(runDir, key, { ...window, ...(rank !== null ? { rank } : {}) }));
+          else if (kind === "stream") out.value(await this.source.stream(runDir, key, query));
+          else out.value(await this.source.system(runDir, key, window));
         } catch (error) {
           // One missing line must not blank the others.
           if (!(error instanceof HttpError)) throw error;
-          out.push({ error: error.message, status: error.status });
+          out.value({ error: error.message, status: error.status });
         }
       }
-      return { lines: out };
+      return out.raw("]}");
     });
   }
 
