@@ -14,7 +14,9 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { gunzipSync } from "node:zlib";
 import { GLOBAL_RANK } from "../src/backends/store/schema.js";
 import { StoreWriter } from "../src/backends/store/writer.js";
+import { nonFiniteReplacer } from "../src/core/json.js";
 import { startDashboard } from "../src/ui/server.js";
+import { createStoreSource } from "../src/ui/store-source.js";
 import { tempDir } from "../test/helpers.js";
 
 const POINTS = 1_000_000;
@@ -105,6 +107,21 @@ try {
     const held = loop.max / 1e6;
     const answer = zipped.status === 200 ? `${(plain.bytes / 1e6).toFixed(2)} MB → ${(zipped.bytes / 1e6).toFixed(2)} MB gzip (${(plain.bytes / zipped.bytes).toFixed(1)}×)` : `${zipped.status}: ${JSON.parse(zipped.body.toString()).error.slice(0, 80)}…`;
     rows.push(`| ${c.label} | ${wall.toFixed(0)} | ${held.toFixed(0)} | ${percentile(probes, 50).toFixed(1)} / ${Math.max(...probes).toFixed(1)} | ${answer} |`);
+  }
+  // What the server did before: every line read and the whole answer serialised in one go, the
+  // event loop held throughout (measured here as one synchronous block).
+  const source = createStoreSource();
+  const runDir = join(root, "bench", "long");
+  for (const [lines, maxPoints] of [
+    [200, 1000],
+    [200, 2000],
+  ] as const) {
+    const start = performance.now();
+    const out = [];
+    for (let i = 0; i < lines; i++) out.push(await source.series(runDir, "train/loss", { maxPoints }));
+    const bytes = Buffer.byteLength(JSON.stringify({ lines: out }, nonFiniteReplacer));
+    const held = performance.now() - start;
+    rows.push(`| former server, ${lines} lines × ${maxPoints.toLocaleString("en-US")} points read back to back | ${held.toFixed(0)} | ${held.toFixed(0)} (all of it) | — | ${(bytes / 1e6).toFixed(2)} MB, not compressed |`);
   }
 } finally {
   await dashboard.close();
