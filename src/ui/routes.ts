@@ -16,6 +16,11 @@ import { RunLabelReader } from "./run-labels.js";
 import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile } from "./security.js";
 import type { DashboardSource } from "./source.js";
 
+/** A header parameter value in RFC 5987's `attr-char`s: UTF-8, percent-encoded. */
+function rfc5987(text: string): string {
+  return encodeURIComponent(text).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
 /** What every handler may use. */
 export interface ApiContext {
   readonly req: IncomingMessage;
@@ -225,7 +230,7 @@ export class DashboardApi {
         ctx.res.writeHead(200, {
           ...SECURITY_HEADERS,
           "Content-Type": "application/octet-stream",
-          "Content-Disposition": `attachment; filename="${name.replace(/[^\x20-\x7e]|"/g, "_")}"; filename*=UTF-8''${encodeURIComponent(name)}`,
+          "Content-Disposition": `attachment; filename="${name.replace(/[^\x20-\x7e]|"/g, "_")}"; filename*=UTF-8''${rfc5987(name)}`,
           "Content-Length": statSync(file).size,
           "Cache-Control": "no-store",
         });

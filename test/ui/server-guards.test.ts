@@ -118,6 +118,16 @@ describe("dashboard server guards", () => {
       const series = await json<{ values: number[] }>(dashboard.url, `/api/series?run=${run}&key=loss`);
       assert.deepEqual(series.values, [1, 2, 3], id);
     }
+    // A trace file with such a name downloads, its name in the header as RFC 5987 UTF-8.
+    const traces = join(root, "hostile", "实验1", "traces");
+    mkdirSync(traces, { recursive: true });
+    writeFileSync(join(traces, "rank 0 (é).jsonl"), "[\n");
+    const { files } = await json<{ files: { name: string }[] }>(dashboard.url, `/api/traces?run=${encodeURIComponent("hostile/实验1")}`);
+    assert.deepEqual(files.map((f) => f.name), ["rank 0 (é).jsonl"]);
+    const download = await get(dashboard.url, `/api/trace?run=${encodeURIComponent("hostile/实验1")}&file=${encodeURIComponent("rank 0 (é).jsonl")}`);
+    assert.equal(download.status, 200, download.text);
+    assert.equal(download.text, "[\n");
+    assert.equal(download.headers["content-disposition"], `attachment; filename="rank 0 (_).jsonl"; filename*=UTF-8''rank%200%20%28%C3%A9%29.jsonl`);
     // Still refused: anything that is not one to three folder names.
     for (const run of ["hostile/..", "../hostile", "hostile/caf%C3%A9%00", "hostile%5Ccaf%C3%A9", "a/b/c/d"]) {
       const answer = await get(dashboard.url, `/api/keys?run=${run}`);
