@@ -6,11 +6,13 @@
 import { createReadStream, statSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { join, sep } from "node:path";
+import { pipeline } from "node:stream/promises";
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
+import { createGzip } from "node:zlib";
 import { warn } from "../core/diagnostics.js";
 import { isInternalKey } from "../core/internal-keys.js";
 import { storeFault } from "../backends/store/reader.js";
-import { JsonPieces, SECURITY_HEADERS } from "./http.js";
+import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip } from "./http.js";
 import { flagParam, intParam, maxPointsParam, parseLines, requiredParam } from "./params.js";
 import { RunLabelReader } from "./run-labels.js";
 import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile } from "./security.js";
@@ -19,6 +21,20 @@ import type { DashboardSource } from "./source.js";
 /** A header parameter value in RFC 5987's `attr-char`s: UTF-8, percent-encoded. */
 function rfc5987(text: string): string {
   return encodeURIComponent(text).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+/** `keys` of `/api/summary`: `a,b,c`, or a JSON array for keys that hold commas; undefined when absent. */
+function keysParam(raw: string | null): Set<string> | undefined {
+  if (raw === null || raw === "") return undefined;
+  if (!raw.startsWith("[")) return new Set(raw.split(","));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    parsed = undefined;
+  }
+  if (!Array.isArray(parsed) || !parsed.every((k) => typeof k === "string")) throw new HttpError(400, `keys must be key,key,… or a JSON array of strings, got ${JSON.stringify(raw.slice(0, 100))}`);
+  return new Set(parsed as string[]);
 }
 
 /** What every handler may use. */
@@ -123,8 +139,7 @@ export class DashboardApi {
   /** `/api/summary?run=[&keys=a,b][&internal=1]`: the last value of each scalar key. */
   private summary(ctx: ApiContext): Promise<unknown> {
     const internal = flagParam(ctx.params, "internal");
-    const wanted = ctx.params.get("keys");
-    const only = wanted === null || wanted === "" ? undefined : new Set(wanted.split(","));
+    const only = keysParam(ctx.params.get("keys"));
     return this.withRun(ctx, async (runDir) => {
       const all = (await this.source.lastValues?.(runDir)) ?? {};
       const out: Record<string, number> = {};
@@ -227,15 +242,25 @@ export class DashboardApi {
       (runDir) => {
         const file = resolveRunFile(this.realRoot, runDir, "traces", ctx.params.get("file"));
         const name = file.slice(file.lastIndexOf(sep) + 1);
+        // Trace JSON compresses ~10×; streamed through gzip, so a large file never sits in memory.
+        const gzip = acceptsGzip(ctx.req);
         ctx.res.writeHead(200, {
           ...SECURITY_HEADERS,
           "Content-Type": "application/octet-stream",
           "Content-Disposition": `attachment; filename="${name.replace(/[^\x20-\x7e]|"/g, "_")}"; filename*=UTF-8''${rfc5987(name)}`,
-          "Content-Length": statSync(file).size,
+          ...(gzip ? { "Content-Encoding": "gzip" } : { "Content-Length": statSync(file).size }),
+          Vary: "Accept-Encoding",
           "Cache-Control": "no-store",
         });
-        if (ctx.req.method === "HEAD") ctx.res.end();
-        else createReadStream(file).pipe(ctx.res);
+        if (ctx.req.method === "HEAD") {
+          ctx.res.end();
+          return undefined;
+        }
+        const fail = (): void => {
+          ctx.res.destroy();
+        };
+        if (gzip) pipeline(createReadStream(file), createGzip({ level: GZIP_LEVEL }), ctx.res).catch(fail);
+        else pipeline(createReadStream(file), ctx.res).catch(fail);
         return undefined;
       },
       false,

@@ -224,6 +224,10 @@ describe("dashboard server guards", () => {
     assert.equal(Number(zipped.headers["content-length"]), zipped.body.length);
     assert.ok(zipped.body.length < plain.body.length / 2, `${zipped.body.length} vs ${plain.body.length} bytes`);
     assert.equal(gunzipSync(zipped.body).toString("utf8"), plain.text);
+    // A trace download is streamed through gzip.
+    const trace = await get(dashboard.url, "/api/trace?run=exp/base&file=rank-0.jsonl", { "Accept-Encoding": "gzip" });
+    assert.equal(trace.headers["content-encoding"], "gzip");
+    assert.match(gunzipSync(trace.body).toString("utf8"), /"ph":"X"/);
     // gzip;q=0 is a refusal.
     assert.equal((await get(dashboard.url, path, { "Accept-Encoding": "gzip;q=0" })).headers["content-encoding"], undefined);
     // Static files, from a web folder of our own.

@@ -101,6 +101,8 @@ describe("dashboard server: runs table and zoom", () => {
     assert.equal(all["train/acc__count"], 8);
     const some = await json<Record<string, unknown>>(dashboard.url, `/api/summary?run=${run}&keys=train/loss,nope`);
     assert.deepEqual(some, { "train/loss": 0.2 });
+    const listed = await json<Record<string, unknown>>(dashboard.url, `/api/summary?run=${run}&keys=${encodeURIComponent(JSON.stringify(["eval/score", "train/acc__count"]))}`);
+    assert.deepEqual(listed, { "eval/score": "NaN", "train/acc__count": 8 });
   });
 
   it("/api/keys flags internal keys for the app's toggle", async () => {
