@@ -11,9 +11,7 @@
  * and a perf trace per rank (`traces/rank-{r}.jsonl`).
  */
 import { isAbsolute, join, relative } from "node:path";
-import { recordMetric } from "../core/collector.js";
 import { LOGGING_MODES } from "../core/metric.js";
-import { Reduce } from "../core/registry.js";
 import type { BackendsConfig } from "../controller/config.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
 import { SystemMonitor } from "../system/monitor.js";
@@ -96,7 +94,6 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     for (let s = 0; s < options.steps; s++) {
       await traceScope("train.step", { category: "compute", args: { step: s } }, async () => {
         await actors.fanout("rollout", s);
-        recordMetric("train/loss", 1 / (s + 1), Reduce.MEAN);
         await logger.flush(step++);
       });
       await monitor.sample();

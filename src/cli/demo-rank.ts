@@ -42,6 +42,8 @@ function recordRollout(step: number): void {
     recordMetric("rollout/sample", { rank, episode, reward, response: `answer ${rank}.${episode}` }, Reduce.SAMPLE);
     recordMetric("rollout/tokens", 128, Reduce.SUM);
   }
+  // Each rank's share of the (toy) training loss: a line per rank, their mean globally.
+  recordMetric("train/loss", 1 / (step + 1) + rank * 0.01, Reduce.MEAN);
 }
 
 /** Wait until the raw values recorded so far have reached this rank's stream backends (the console). */

@@ -44,13 +44,22 @@ test("the demo leaves no dashboard tab empty: per-rank lines, a stream, system m
       assert.equal(run.params["optimizer.lr"], 3e-4);
       const id = encodeURIComponent(run.id);
 
-      const keys = await json<{ metrics: { key: string; ranks: number[]; global: boolean; internal: boolean }[]; streams: string[]; system: string[]; histograms: string[] }>(
+      const keys = await json<{
+        metrics: { key: string; ranks: number[]; global: boolean; internal: boolean }[];
+        streams: string[];
+        system: string[];
+        histograms: string[];
+        rankNames: Record<string, string>;
+      }>(
         dashboard.url,
         `/api/keys?run=${id}`,
       );
       const reward = keys.metrics.find((k) => k.key === "rollout/reward");
       assert.deepEqual(reward, { key: "rollout/reward", ranks: [0, 1, 2, 3], global: true, internal: false }, "a global line and one per rank");
       assert.ok(keys.metrics.some((k) => k.internal), "the internal keys are there, flagged");
+      // Rank 0 is the spawned rank, not the controller's own collector (which is rank 0 too).
+      assert.deepEqual(Object.keys(keys.rankNames), ["0", "1", "2", "3"]);
+      for (const name of Object.values(keys.rankNames)) assert.match(name, /^MyActor_\w{4}_r[01]$/);
       assert.ok(keys.streams.includes("rollout/reward"), `streams: ${keys.streams.join(", ")}`);
       assert.ok(keys.system.some((k) => k.startsWith("system/demo/cpu/")), `system: ${keys.system.join(", ")}`);
       assert.deepEqual(keys.histograms, ["rollout/response_len"]);

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, describe, test } from "node:test";
-import { closeStores, lastValues, series } from "../../src/backends/store/reader.js";
+import { closeStores, lastValues, ranks, series } from "../../src/backends/store/reader.js";
 import { CHUNK_POINTS, GLOBAL_RANK } from "../../src/backends/store/schema.js";
 import { StoreWriter } from "../../src/backends/store/writer.js";
 import { tempDir } from "../helpers.js";
@@ -72,6 +72,40 @@ describe("store: windows", () => {
 
   test("before must be a number", () => {
     assert.throws(() => series(dir, "long", { before: "5" as unknown as number }), /before must be a number/);
+  });
+});
+
+describe("store: rank names", () => {
+  test("the writer that writes data names its rank; one that may not claim (the controller's own rank 0) names it only when no one else does", () => {
+    for (const order of ["weak first", "weak last"] as const) {
+      const dir = tempDir("rankscope-names-");
+      dirs.push(dir);
+      const open = (rankName: string, claimRankName: boolean): StoreWriter =>
+        StoreWriter.open({ runDir: dir, role: "rank", rank: 0, rankName, experiment: "e", trial: "t", claimRankName });
+      const data = { scalars: [{ key: "x", step: 0, wall: 1, value: 1 }] };
+      if (order === "weak first") {
+        const weak = open("Controller", false);
+        weak.write(data);
+        const real = open("Trainer_0_r0", true);
+        real.write(data);
+        weak.finish();
+        real.finish();
+      } else {
+        const real = open("Trainer_0_r0", true);
+        real.write(data);
+        const weak = open("Controller", false);
+        weak.write(data);
+        weak.finish();
+        real.finish();
+      }
+      assert.deepEqual(ranks(dir), [{ rank: 0, rankName: "Trainer_0_r0" }], order);
+    }
+    // Alone, even a writer that may not claim names its rank.
+    const { dir: alone, w } = run();
+    w.finish();
+    const weak = StoreWriter.open({ runDir: alone, role: "rank", rank: 0, rankName: "Controller", experiment: "e", trial: "t", claimRankName: false });
+    weak.finish();
+    assert.deepEqual(ranks(alone).find((r) => r.rank === 0), { rank: 0, rankName: "Controller" });
   });
 });
 
