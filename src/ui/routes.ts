@@ -11,7 +11,7 @@ import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { createGzip } from "node:zlib";
 import { warn } from "../core/diagnostics.js";
 import { isInternalKey } from "../core/internal-keys.js";
-import { storeFault } from "../backends/store/reader.js";
+import { STORE_FILE, storeFault } from "../backends/store/store-file.js";
 import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip } from "./http.js";
 import { flagParam, intParam, maxPointsParam, parseLines, requiredParam } from "./params.js";
 import { RunLabelReader } from "./run-labels.js";
@@ -92,7 +92,7 @@ export class DashboardApi {
   private async withRun<T>(ctx: ApiContext, read: (runDir: string) => Promise<T> | T, needsStore = true): Promise<T> {
     const run = ctx.params.get("run");
     const runDir = resolveRunDir(this.realRoot, run);
-    if (needsStore) realPathInside(this.realRoot, join(runDir, "metrics.db"), `run ${JSON.stringify(run)}'s metrics.db`);
+    if (needsStore) realPathInside(this.realRoot, join(runDir, STORE_FILE), `run ${JSON.stringify(run)}'s ${STORE_FILE}`);
     try {
       return await read(runDir);
     } catch (error) {

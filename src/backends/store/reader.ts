@@ -20,8 +20,10 @@ import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal, unpackFloat64 } from "./codec.js";
 import { Downsampler, POINTS_PER_BUCKET, type SeriesPoint, type XAxis } from "./downsample.js";
 import { BLOCK_FIELDS, BLOCK_POINTS, GLOBAL_RANK, openForReading, SERIES_KINDS, STORE_FILE, withBusyRetry, type KeyKind, type SeriesKind } from "./schema.js";
+import { storeFault } from "./store-file.js";
 
 export { GLOBAL_RANK, STORE_FILE, SERIES_KINDS, type KeyKind, type SeriesKind, type SeriesPoint, type XAxis };
+export { storeFault };
 
 /** A run's status: `running` while any writer has not finished (or a writer died without saying). */
 export type RunStatus = "running" | "finished" | "failed" | "unknown";
@@ -564,21 +566,6 @@ export interface ListRunsOptions {
 function isInside(parent: string, child: string): boolean {
   const rel = relative(parent, child);
   return rel === "" || (!isAbsolute(rel) && rel !== ".." && !rel.startsWith(`..${sep}`));
-}
-
-/**
- * What is wrong with a store that could not be read, in words (`metrics.db is not a SQLite
- * database`), from SQLite's error code; the error's own message when the code says nothing more.
- */
-export function storeFault(error: unknown): string {
-  const code = String((error as { code?: unknown } | null)?.code ?? "");
-  const detail = error instanceof Error ? error.message : String(error);
-  if (code === "SQLITE_NOTADB") return `${STORE_FILE} is not a SQLite database (damaged, or not written by rankscope): ${detail}`;
-  if (code.startsWith("SQLITE_CORRUPT")) return `${STORE_FILE} is damaged (SQLite reports corruption): ${detail}`;
-  if (code.startsWith("SQLITE_IOERR")) return `${STORE_FILE} could not be read (I/O error): ${detail}`;
-  if (code.startsWith("SQLITE_CANTOPEN")) return `${STORE_FILE} could not be opened: ${detail}`;
-  if (code === "SQLITE_ERROR" && /no such (table|column)/.test(detail)) return `${STORE_FILE} does not have the store's tables (an older or foreign file): ${detail}`;
-  return detail;
 }
 
 /**
