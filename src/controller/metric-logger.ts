@@ -50,7 +50,8 @@ export interface InitBackendsOptions {
    * writes `config.yaml` (secrets such as API keys redacted) and `version.json` (package version,
    * git branch/commit/dirty of the working directory) into the run directory at start, and logs
    * both (redacted, the version info under `version_info`) as the run's hyperparameters: W&B's
-   * config, TensorBoard's hparams, the store's hyperparams.
+   * config, TensorBoard's hparams, the store's hyperparams — in the global backends and, through
+   * the ranks' init, the per-rank ones.
    */
   runConfig?: unknown;
   /** Labels of this run (`["baseline", "lr-sweep"]`), kept in the run directory's `run.json`; the dashboard shows and filters by them. */
@@ -175,16 +176,17 @@ export class MetricLogger {
     const perRank: Record<string, Record<string, unknown>> = {};
     for (const v of validated) if (v.loggingMode !== "global_reduce") perRank[v.name] = v.options;
     const primaryMetadata = { ...this.globalBackends.metadataForRanks(), ...this.primaryBackends.metadataForRanks() };
-    this.rankInit = { backends: perRank, primaryMetadata, run };
     if (resumeStep > 0) this.lastStep = resumeStep - 1;
-    const runFiles =
+    const files =
       options.runConfig === undefined && runMeta === undefined
         ? undefined
-        : writeRunFiles(this.run.runDir, { ...(options.runConfig === undefined ? {} : { config: options.runConfig }), ...(runMeta === undefined ? {} : { meta: runMeta }) });
+        : await writeRunFiles(this.run.runDir, { ...(options.runConfig === undefined ? {} : { config: options.runConfig }), ...(runMeta === undefined ? {} : { meta: runMeta }) });
+    // The run's config and version info are its hyperparameters in every backend that has them:
+    // the global and primary ones here, the per-rank ones through the ranks' init.
+    const hyperparams = files !== undefined && options.runConfig !== undefined ? runHyperparams(files) : undefined;
+    this.rankInit = { backends: perRank, primaryMetadata, run, ...(hyperparams === undefined ? {} : { hyperparams }) };
     await Promise.all([...this.ranks.values()].map((r) => r.init(this.rankInit as RankInit)));
-    // The run's config and version info are its hyperparameters in every backend that has them.
-    const files = await runFiles;
-    if (files !== undefined && options.runConfig !== undefined) await this.logHyperparams(runHyperparams(files));
+    if (hyperparams !== undefined) await this.logHyperparams(hyperparams);
   }
 
   /**

@@ -183,9 +183,9 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
     startIndex: 0,
     sliceSize: 10,
   })) as { sessionGroups: { name: string; hparams: Record<string, unknown>; metricValues: { name: { tag: string }; trainingStep: number }[] }[] };
-  assert.equal(groups.sessionGroups.length, 1);
-  const group = groups.sessionGroups[0] as (typeof groups.sessionGroups)[number];
-  assert.equal(group.name, run);
+  // The global run, and the rank's stream run (per-rank backends get the run config through the ranks' init).
+  assert.deepEqual(groups.sessionGroups.map((g) => g.name).sort(), [run, `${run}/Controller`]);
+  const group = groups.sessionGroups.find((g) => g.name === run) as (typeof groups.sessionGroups)[number];
   // The run config (secrets redacted) and version.json, logged by initBackends({ runConfig }), merged with logHyperparams.
   const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as Record<string, unknown>;
   const flat: Record<string, unknown> = {};
@@ -196,6 +196,8 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
   visit("version_info", version);
   assert.deepEqual(group.hparams, { lr: 3e-4, "model.name": "tiny", "model.layers": 2, amp: true, optimizer: "adam", "wandb.apiKey": REDACTED, ...flat });
   assert.ok(group.metricValues.some((m) => m.name.tag === "loss" && m.trainingStep === 8));
+  // logHyperparams reaches the global backends; the rank's run has initBackends' run config and version info.
+  assert.deepEqual(groups.sessionGroups.find((g) => g.name === `${run}/Controller`)?.hparams, { optimizer: "adam", "wandb.apiKey": REDACTED, ...flat });
 });
 }
 

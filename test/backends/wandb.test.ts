@@ -226,17 +226,17 @@ describe("wandb global_reduce", () => {
 });
 
 describe("wandb per-rank modes (ranks driven in-process with distinct identities)", () => {
-  async function twoRanks(config: Record<string, unknown>, experiment: string): Promise<{ logger: MetricLogger; ranks: RankRuntime[]; runDir: string }> {
+  async function twoRanks(config: Record<string, unknown>, experiment: string, runConfig?: unknown): Promise<{ logger: MetricLogger; ranks: RankRuntime[]; runDir: string }> {
     const runDir = tempDir();
     const logger = new MetricLogger({ runDir, experiment, trial: "t1", processName: "Controller" });
     const ranks = [0, 1].map((r) => new RankRuntime(identity(r), new Collector()));
     for (const rank of ranks) await logger.registerRank(new LocalRankHandle(rank));
-    await logger.initBackends({ wandb: config });
+    await logger.initBackends({ wandb: config }, runConfig === undefined ? {} : { runConfig });
     return { logger, ranks, runDir };
   }
 
   it("per_rank_reduce: one run per rank named {name}_{rankName}, in one group", async () => {
-    const { logger, ranks } = await twoRanks(wandbConfig({ loggingMode: "per_rank_reduce", name: "job" }), "exp5");
+    const { logger, ranks, runDir } = await twoRanks(wandbConfig({ loggingMode: "per_rank_reduce", name: "job" }), "exp5", { lr: 0.5, password: "pw" });
     for (let step = 0; step < 3; step++) {
       // Each rank records into its own collector, as it would in its own process.
       ranks.forEach((rank, r) => rank.collector.recordSlow("loss", (r + 1) * 100 + step, Reduce.MEAN));
@@ -250,6 +250,9 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
       assert.equal(run.groupName, "exp5_t1");
       assert.equal(run.complete, true);
       assert.deepEqual(valuesOf(server.history(run.name), "loss"), [0, 1, 2].map((s) => (r + 1) * 100 + s));
+      // Every rank's run has the run config (redacted) and version info, handed over in the ranks' init.
+      const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
+      assert.deepEqual(run.config, { lr: { value: 0.5 }, password: { value: REDACTED }, version_info: { value: version } });
     }
     assert.equal(server.run("exp5_t1_Controller"), undefined, "the controller's own rank logged nothing and created no run");
   });

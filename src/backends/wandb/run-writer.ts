@@ -160,6 +160,11 @@ export class RunWriter {
     }
   }
 
+  /** False for a lazy writer (a rank's) that has had nothing to write: it creates no run, not even for run files. */
+  get started(): boolean {
+    return !this.target.lazy || this.everEnqueued || this.connecting !== null;
+  }
+
   /** True once the writer spools instead of sending (offline, or after giving up on the server). */
   get spooling(): boolean {
     return this.state === "spooling";

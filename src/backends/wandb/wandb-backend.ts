@@ -241,7 +241,8 @@ export class WandbBackend implements Backend {
   }
 
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
-    if (this.writer === null) return;
+    // A run shared by ranks has its config from the primary (the controller side), not from every rank.
+    if (this.writer === null || this.role === "sharedRank") return;
     Object.assign(this.config, params);
     this.writer.updateConfig(configJson(this.config));
   }
@@ -270,7 +271,7 @@ export class WandbBackend implements Backend {
   async finish(): Promise<void> {
     if (this.disabled || this.writer === null) return;
     this.closeRow();
-    if (this.role !== "sharedRank") this.queueRunFiles(this.writer);
+    if (this.role !== "sharedRank" && this.writer.started) this.queueRunFiles(this.writer);
     await this.writer.finish(0);
   }
 
