@@ -17,17 +17,16 @@ import { promisify } from "node:util";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeEach, it } from "node:test";
-import { crc32 } from "node:zlib";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { recordMetric } from "../../src/core/collector.js";
 import { Reduce } from "../../src/core/registry.js";
 import { REDACTED } from "../../src/run/run-files.js";
 import { createHash } from "node:crypto";
 import { parseHistoryJson } from "../../src/backends/wandb/history.js";
-import { WANDB_HEADER, WandbRecord } from "../../src/backends/wandb/offline-run.js";
+import { WandbRecord } from "../../src/backends/wandb/offline-run.js";
 import { tempDir } from "../helpers.js";
 import { pythonKit } from "../helpers/python.js";
-import { resetProcess } from "./wandb-helpers.js";
+import { decodeTransactionLog, resetProcess } from "./wandb-helpers.js";
 import { StrictWandbServer } from "./wandb-server.js";
 
 const execFileAsync = promisify(execFile);
@@ -219,34 +218,9 @@ it("fallback without the SDK: the .wandb framing and records match the wandb_int
   const { runDir, attempts, versions } = await offlineRun();
   let spanned = 0;
   offlineRunDirs(runDir).forEach(({ file }, attempt) => {
-  const data = readFileSync(file);
-  assert.deepEqual(data.subarray(0, 7), WANDB_HEADER);
-  const raw: Buffer[] = [];
-  let pos = 7;
-  let pending: Buffer | null = null;
-  while (pos < data.length) {
-    const left = 32768 - (pos % 32768);
-    if (left < 7) {
-      assert.ok(data.subarray(pos, pos + left).every((b) => b === 0), "zero padding");
-      pos += left;
-      continue;
-    }
-    const crc = data.readUInt32LE(pos);
-    const length = data.readUInt16LE(pos + 4);
-    const type = data[pos + 6] as number;
-    assert.ok(7 + length <= left, "a chunk stays in its block");
-    assert.equal(crc32(data.subarray(pos + 6, pos + 7 + length)), crc, `CRC of the chunk at ${pos}`);
-    const body = data.subarray(pos + 7, pos + 7 + length);
-    pos += 7 + length;
-    if (type === 1) raw.push(body);
-    else if (type === 2) pending = body;
-    else if (type === 3) pending = Buffer.concat([pending as Buffer, body]);
-    else if (type === 4) {
-      raw.push(Buffer.concat([pending as Buffer, body]));
-      pending = null;
-      spanned++;
-    } else assert.fail(`chunk type ${type}`);
-  }
+  const decoded = decodeTransactionLog(readFileSync(file));
+  spanned += decoded.spanned;
+  const raw = decoded.records;
   const records = raw.map((r) => {
     const object = WandbRecord.toObject(WandbRecord.decode(r), { longs: Number, defaults: false }) as Json;
     for (const kind of ["history", "summary", "config"]) {

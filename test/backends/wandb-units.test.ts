@@ -5,6 +5,8 @@ import { authHeader, backoffDelay, parseRetryAfter } from "../../src/backends/wa
 import { histogramJson, historyLine, historyNumber } from "../../src/backends/wandb/history.js";
 import { resolveWandbOptions, sanitiseRunId } from "../../src/backends/wandb/options.js";
 import { configJson, lastStepOf } from "../../src/backends/wandb/api.js";
+import { frameTransactionLog } from "../../src/backends/wandb/offline-run.js";
+import { decodeTransactionLog } from "./wandb-helpers.js";
 import { parseWandbJson } from "./wandb-server.js";
 
 describe("wandb http helpers", () => {
@@ -82,5 +84,30 @@ describe("wandb options", () => {
   it("derives run ids W&B accepts", () => {
     assert.equal(sanitiseRunId("my exp/trial 1"), "my-exp-trial-1");
     assert.equal(sanitiseRunId("a_b.c-d"), "a_b.c-d");
+  });
+});
+
+describe("wandb transaction log framing", () => {
+  it("frames records of every size around block ends: full, first/middle/last chunks, zero padding when under 7 bytes are left", () => {
+    // For each gap of 0..8 bytes: a record ending exactly `gap` bytes before its block's end (sized
+    // from where the framed prefix ends), then an empty and a small record; then records spanning blocks.
+    const records: Buffer[] = [];
+    const add = (n: number): void => void records.push(Buffer.alloc(n, records.length % 251));
+    for (let gap = 0; gap <= 8; gap++) {
+      const at = frameTransactionLog(records).length % 32768;
+      add((32768 - at - 7 - gap + 32768) % 32768);
+      add(0);
+      add(5);
+    }
+    add(70_000);
+    add(32768 - 7);
+    add(1);
+    const sizes = records.map((r) => r.length);
+    const framed = frameTransactionLog(records);
+    const decoded = decodeTransactionLog(framed);
+    assert.equal(decoded.records.length, records.length);
+    decoded.records.forEach((r, i) => assert.ok(r.equals(records[i] as Buffer), `record ${i} (${sizes[i]} bytes) comes back`));
+    assert.ok(decoded.spanned >= 2, "records span blocks");
+    assert.ok(decoded.padded >= 1, "a block end with under 7 bytes left is padded");
   });
 });

@@ -227,9 +227,22 @@ export class RunWriter {
       this.spool.writeFile(name, content);
       return;
     }
+    // Files count against the same memory bound as history: past it, they go to the spool.
+    const waiting = this.queuedBytes + this.filesBytes() - (this.files.get(name)?.length ?? 0);
+    if (waiting + content.length > this.limits.maxQueuedBytes) {
+      this.toSpool(`more than ${this.limits.maxQueuedBytes} bytes of history and run files are waiting for the server`, true);
+      this.spool.writeFile(name, content);
+      return;
+    }
     this.files.set(name, content);
     if (this.state === "connecting") this.startConnect();
     this.kick();
+  }
+
+  private filesBytes(): number {
+    let bytes = 0;
+    for (const content of this.files.values()) bytes += content.length;
+    return bytes;
   }
 
   /** The run's config changed: upsert it again (queued behind what is in flight). */
