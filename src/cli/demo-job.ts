@@ -13,7 +13,7 @@ import { LOGGING_MODES } from "../core/metric.js";
 import { Reduce } from "../core/registry.js";
 import type { BackendsConfig } from "../controller/config.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
-import { spawnRanks } from "../transport/launcher.js";
+import { spawnRanks } from "../transport/controller/launcher.js";
 
 /** Where the demo's part 2 logs to: add backends here. */
 export const DEMO_BACKENDS: BackendsConfig = {
@@ -45,7 +45,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   const logger = await getOrCreateMetricLogger({ processName: "Controller" });
   try {
     // Loaded only when asked for, like any user of the NATS carrier would.
-    const nats = options.natsUrl === undefined ? undefined : await (await import("../transport/nats.js")).serveRanksOverNats({ url: options.natsUrl, logger });
+    const nats = options.natsUrl === undefined ? undefined : await (await import("../transport/controller/nats.js")).serveRanksOverNats({ url: options.natsUrl, logger });
     const actors = await spawnRanks({
       module: demoRankModule(),
       replicas: 2,

@@ -22,7 +22,7 @@ import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run
 import { writeRunFiles } from "../run/run-files.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
-import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "./rank.js";
+import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
 /** Options of `getOrCreateMetricLogger`. */

@@ -8,8 +8,8 @@ import { spawn } from "node:child_process";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
-import { spawnRanks } from "../../src/transport/launcher.js";
-import { ignoredMessageCounts } from "../../src/transport/protocol.js";
+import { spawnRanks } from "../../src/transport/controller/launcher.js";
+import { ignoredMessageCounts } from "../../src/transport/protocol/messages.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
 import { isAlive, SUM_RANK, waitFor } from "./support.js";
 

@@ -8,9 +8,9 @@ import { spawn } from "node:child_process";
 import { after, before, describe, test } from "node:test";
 import { connect } from "@nats-io/transport-node";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
-import { spawnRanks } from "../../src/transport/launcher.js";
-import { serveRanksOverNats } from "../../src/transport/nats.js";
-import { ignoredMessageCounts } from "../../src/transport/protocol.js";
+import { spawnRanks } from "../../src/transport/controller/launcher.js";
+import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
+import { ignoredMessageCounts } from "../../src/transport/protocol/messages.js";
 import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 import { consoleOutput, freePort, NatsServer, SUM_RANK, waitFor } from "./support.js";
 

@@ -8,9 +8,9 @@ import { test } from "node:test";
 import fc from "fast-check";
 import { Collector } from "../../src/core/collector.js";
 import type { AccumulatorState } from "../../src/core/reduce.js";
-import { RankRuntime } from "../../src/controller/rank.js";
-import { decodeProtocolMessage, encodeProtocolMessage, ignoredMessageCounts, type ProtocolMessage } from "../../src/transport/protocol.js";
-import { RankAgent } from "../../src/transport/rank-agent.js";
+import { RankRuntime } from "../../src/transport/rank/runtime.js";
+import { decodeProtocolMessage, encodeProtocolMessage, ignoredMessageCounts, type ProtocolMessage } from "../../src/transport/protocol/messages.js";
+import { RankAgent } from "../../src/transport/rank/rank-agent.js";
 import { collectDiagnostics } from "../helpers.js";
 
 const IDENTITY = { rank: 1, rankName: "MyActor_KbWR_r1", processName: "MyActor", localRank: 1, localWorldSize: 2 };

@@ -13,11 +13,11 @@
  * Rank → controller: `register`, `reply` (to any request; a flush reply carries its step),
  * `deregister`.
  */
-import type { RankIdentity } from "../backends/backend.js";
-import { warn } from "../core/diagnostics.js";
-import { decodeMessage, encodeMessage } from "../core/json.js";
-import type { RankInit, RankSnapshot } from "../controller/rank.js";
-import { processWide } from "../core/process-wide.js";
+import type { RankIdentity } from "../../backends/backend.js";
+import { warn } from "../../core/diagnostics.js";
+import { decodeMessage, encodeMessage } from "../../core/json.js";
+import type { RankInit, RankSnapshot } from "./types.js";
+import { processWide } from "../../core/process-wide.js";
 
 /** The protocol version this build speaks. A message with another version is ignored and counted. */
 export const PROTOCOL_VERSION = 1;

@@ -6,9 +6,9 @@
  */
 import { hostname } from "node:os";
 import { pathToFileURL } from "node:url";
-import { describeError, reportError } from "../core/diagnostics.js";
-import type { RankRuntime } from "../controller/rank.js";
-import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankMessage } from "./protocol.js";
+import { describeError, reportError } from "../../core/diagnostics.js";
+import type { RankRuntime } from "./runtime.js";
+import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankMessage } from "../protocol/messages.js";
 
 /** Sends one encoded message; the carrier decides where (a port, IPC, a NATS reply subject). */
 export type SendText = (text: string) => void;

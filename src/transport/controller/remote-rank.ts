@@ -7,9 +7,9 @@
  * never be logged at the wrong step. When the carrier closes (the rank exited), every pending
  * request fails at once instead of waiting for its deadline.
  */
-import type { RankIdentity } from "../backends/backend.js";
-import type { RankHandle, RankInit, RankSnapshot } from "../controller/rank.js";
-import { encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankReply } from "./protocol.js";
+import type { RankIdentity } from "../../backends/backend.js";
+import type { RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
+import { encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankReply } from "../protocol/messages.js";
 
 /** Default deadline of requests other than flush and shutdown (start, call, init). */
 export const DEFAULT_REQUEST_DEADLINE_MS = 30_000;

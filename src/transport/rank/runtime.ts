@@ -6,59 +6,18 @@
  * init (the per-rank backend configs and the primary backends' metadata), flush(step) → states,
  * and shutdown.
  */
-import type { BackendContext, RankIdentity } from "../backends/backend.js";
-import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../core/collector.js";
-import type { StreamRecord } from "../core/metric.js";
-import { reportError } from "../core/diagnostics.js";
-import { processWide } from "../core/process-wide.js";
-import { currentRun, setCurrentRun } from "../run/current.js";
-import { attachStreamBackends, detachStreamBackends, flushStream, recordStreamDropped } from "../stream/stream.js";
-import { BackendSet } from "./backend-set.js";
-import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
+import type { BackendContext, RankIdentity } from "../../backends/backend.js";
+import { getCollector, type Collector, type MetricEntry, type StreamProducer } from "../../core/collector.js";
+import type { StreamRecord } from "../../core/metric.js";
+import { reportError } from "../../core/diagnostics.js";
+import { processWide } from "../../core/process-wide.js";
+import { currentRun, setCurrentRun } from "../../run/current.js";
+import { attachStreamBackends, detachStreamBackends, flushStream, recordStreamDropped } from "../../stream/stream.js";
+import { BackendSet } from "../../controller/backend-set.js";
+import { validateBackendsConfig, type ValidatedBackend } from "../../controller/config.js";
+import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
 
-/** Where a run's files go and where it starts. */
-export interface RunInfo {
-  readonly runDir: string;
-  readonly experiment: string;
-  readonly trial: string;
-  /** The step the run resumes from (0 for a fresh run). */
-  readonly resumeStep: number;
-}
-
-/** What the controller sends a rank at `initBackends` (or when the rank registers late). */
-export interface RankInit {
-  /** Only the per-rank backends (`per_rank_reduce`, `per_rank_no_reduce`). */
-  readonly backends: BackendsConfig;
-  /** Per backend name: what the controller-side instance handed to ranks (e.g. a shared run id). */
-  readonly primaryMetadata: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
-  readonly run: RunInfo;
-}
-
-/** A rank's answer to flush(step). */
-export interface RankSnapshot {
-  readonly rankName: string;
-  /** The step this snapshot answers (a late reply to an older flush is discarded). */
-  readonly step: number;
-  readonly states: readonly KeyState[];
-  /** Records dropped because their key was new past the key bound, since the rank started. */
-  readonly droppedKeyRecords: number;
-  /** Values logged on this rank since the last flush on axes of their own (see `OffCycleLog`). */
-  readonly offCycle?: readonly OffCycleLog[];
-}
-
-/**
- * Values a rank logged outside the flush cycle, on an axis of their own (the system monitor's
- * `system/step`). A rank has no global backends, so they ride along with the next flush's
- * snapshot and the controller logs them on their own axis, never at the training step.
- */
-export interface OffCycleLog {
-  readonly axis: string;
-  /** The value on `axis`. */
-  readonly step: number;
-  /** Milliseconds since the epoch, when they were logged. */
-  readonly timestamp: number;
-  readonly states: readonly KeyState[];
-}
+export type { OffCycleLog, RankHandle, RankInit, RankSnapshot, RunInfo } from "../protocol/types.js";
 
 /** At most this many off-cycle logs wait for the next flush; older ones are dropped and counted. */
 export const MAX_PENDING_OFF_CYCLE = 1000;
@@ -75,19 +34,6 @@ export function queueOffCycleLog(log: OffCycleLog): void {
     reportError("rank.offCycleFull", `more than ${MAX_PENDING_OFF_CYCLE} off-cycle logs (system monitor) waited for a flush; the oldest are dropped and counted. Flush more often, or log less often.`);
   }
   queue.push(log);
-}
-
-/** How the controller reaches one rank, whatever carries the messages. */
-export interface RankHandle {
-  readonly rankName: string;
-  init(message: RankInit): Promise<void>;
-  /**
-   * The rank's states at `step`. `deadlineMs` is how long the controller will wait: a remote
-   * handle stops waiting then (and treats a later answer as late), so nothing piles up.
-   */
-  flush(step: number, deadlineMs?: number): Promise<RankSnapshot>;
-  /** Stop the rank within `deadlineMs`; a remote rank that does not finish by then is killed. */
-  shutdown(deadlineMs?: number): Promise<void>;
 }
 
 /** How long a flush waits for raw values already recorded to reach the stream backends. */

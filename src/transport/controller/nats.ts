@@ -1,29 +1,23 @@
 /**
  * Ranks on other machines: the controller and its ranks meet on a NATS server.
  *
- * Subjects are namespaced by the run id, so two runs on one server never see each other:
- *
- * ```
- * rankscope.{runId}.register        rank → controller (request; answered once the rank is initialised)
- * rankscope.{runId}.deregister      rank → controller
- * rankscope.{runId}.flush           controller → every rank at once (scatter); replies gather on the inbox
- * rankscope.{runId}.rank.{rankName} controller → one rank (init, shutdown, start, call, sync)
- * rankscope.{runId}.ctl.{nuid}      the controller's inbox for every reply
- * ```
+ * Subjects are namespaced by the run id, so two runs on one server never see each other (the
+ * subject table is in `../protocol/nats.ts`). This is the controller's side; the rank's is
+ * `../rank/nats.ts`.
  *
  * Both sides reconnect on their own (the client retries forever, every 250 ms); while the server
  * is away a flush returns by its deadline naming the ranks that did not answer, and the flushes
  * after the reconnect are complete again. Loaded only by `serveRanksOverNats` and by `joinRun`
  * with a NATS URL, so `import { recordMetric } from "rankscope"` never loads the NATS client.
  */
-import { connect, createInbox, type Msg, type NatsConnection } from "@nats-io/transport-node";
-import type { RankIdentity } from "../backends/backend.js";
-import { describeError, reportError, warn } from "../core/diagnostics.js";
-import { getOrCreateMetricLogger, type MetricLogger } from "../controller/metric-logger.js";
-import { assertSubjectToken } from "./identity.js";
+import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import type { RankIdentity } from "../../backends/backend.js";
+import { describeError, reportError, warn } from "../../core/diagnostics.js";
+import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
+import { assertSubjectToken } from "../protocol/identity.js";
+import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type RankMessage } from "../protocol/messages.js";
+import { RECONNECT, subjects } from "../protocol/nats.js";
 import type { RankServer } from "./launcher.js";
-import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type RankMessage } from "./protocol.js";
-import type { RankAgent } from "./rank-agent.js";
 import { nextRequestId, RemoteRankHandle, type RankCarrier } from "./remote-rank.js";
 
 /** Options of `serveRanksOverNats`. */
@@ -41,20 +35,6 @@ export interface ServeRanksOverNatsOptions {
   maxMissedFlushes?: number;
 }
 
-/** Subjects of one run. */
-function subjects(runId: string) {
-  const base = `rankscope.${runId}`;
-  return {
-    register: `${base}.register`,
-    deregister: `${base}.deregister`,
-    flush: `${base}.flush`,
-    rank: (rankName: string) => `${base}.rank.${rankName}`,
-    inbox: () => createInbox(`${base}.ctl`),
-  };
-}
-
-const RECONNECT = { maxReconnectAttempts: -1, reconnectTimeWait: 250, reconnectJitter: 50, pingInterval: 5000 } as const;
-
 async function connectTo(url: string, name: string, timeoutMs: number): Promise<NatsConnection> {
   try {
     return await connect({ servers: url, name, timeout: timeoutMs, ...RECONNECT });
@@ -62,6 +42,7 @@ async function connectTo(url: string, name: string, timeoutMs: number): Promise<
     throw new Error(`cannot reach the NATS server at ${url}: ${describeError(error)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`, { cause: error });
   }
 }
+
 
 /** The controller's side: ranks register here and are flushed by one broadcast per step. */
 export class NatsRankServer implements RankServer {
@@ -265,86 +246,4 @@ export async function serveRanksOverNats(options: ServeRanksOverNatsOptions): Pr
   const server = new NatsRankServer(options.url, logger.runId, nc, logger, maxMissed);
   logger.onShutdown(() => server.close());
   return server;
-}
-
-/** Options of the rank side. */
-export interface NatsJoinOptions {
-  readonly url: string;
-  readonly runId: string;
-  readonly joinDeadlineMs: number;
-}
-
-/**
- * The rank's side: connect, listen on this rank's subject and the run's flush subject, register
- * (retrying until the controller answers or the deadline passes). Returns the function that leaves.
- */
-export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): Promise<(reason: string) => Promise<void>> {
-  const { url, runId, joinDeadlineMs } = options;
-  const deadline = Date.now() + joinDeadlineMs;
-  const s = subjects(runId);
-  let nc: NatsConnection | undefined;
-  let lastError: unknown;
-  while (nc === undefined) {
-    try {
-      nc = await connect({ servers: url, name: `rankscope-${runId}-${agent.rankName}`, timeout: Math.max(100, Math.min(2000, deadline - Date.now())), ...RECONNECT });
-    } catch (error) {
-      lastError = error;
-      if (Date.now() >= deadline) {
-        throw new Error(`joinRun(): cannot reach the NATS server at ${url} within ${joinDeadlineMs} ms: ${describeError(lastError)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`, {
-          cause: error,
-        });
-      }
-      await sleep(200);
-    }
-  }
-  const conn = nc;
-  const onRequest = (err: Error | null, msg: Msg): void => {
-    if (err !== null) return;
-    const reply = (text: string): void => {
-      if (msg.reply !== undefined) conn.publish(msg.reply, text);
-    };
-    void agent.receive(msg.data, reply, `NATS subject ${msg.subject}`);
-  };
-  conn.subscribe(s.rank(agent.rankName), { callback: onRequest });
-  conn.subscribe(s.flush, { callback: onRequest });
-
-  const register = agent.registerMessage();
-  for (;;) {
-    const left = deadline - Date.now();
-    if (left <= 0) {
-      await conn.close();
-      throw new Error(`joinRun(): no controller of run ${runId} answered on NATS at ${url} within ${joinDeadlineMs} ms (${describeError(lastError)}); is the controller serving ranks (serveRanksOverNats) with this run id?`);
-    }
-    try {
-      const answer = await conn.request(s.register, register, { timeout: left });
-      const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
-      if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) {
-        await sleep(200);
-        continue;
-      }
-      if (!message.ok) {
-        await conn.close();
-        throw new Error(`joinRun(): the controller refused rank ${agent.rankName}: ${message.error ?? "no reason given"}`);
-      }
-      break;
-    } catch (error) {
-      if (error instanceof Error && error.message.startsWith("joinRun():")) throw error;
-      // No controller yet (no responders) or a timeout: try again until the deadline.
-      lastError = error;
-      await sleep(200);
-    }
-  }
-  return async (reason) => {
-    try {
-      conn.publish(s.deregister, agent.deregisterMessage(reason));
-      await conn.drain();
-    } catch {
-      await conn.close().catch(() => undefined);
-    }
-  };
-}
-
-/** A ref'd pause: while a rank retries, nothing else may be keeping its process alive. */
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
