@@ -9,7 +9,8 @@
  * `transport.foreign`) and ignored, never thrown into the controller or the rank.
  *
  * Controller → rank: `init`, `flush`, `shutdown`, `start` (import the rank module), `call` (run one
- * of its exported functions), `sync` (write a marker line to stdout, for ordered output).
+ * of its exported functions), `sync` (write a marker line to stdout, for ordered output), and over
+ * NATS `hello` (a controller announcing itself: every rank that hears it registers again).
  * Rank → controller: `register`, `reply` (to any request; a flush reply carries its step),
  * `deregister`.
  */
@@ -58,8 +59,18 @@ export interface RegisteredMessage {
   readonly error?: string;
 }
 
+/**
+ * A controller announcing itself to the run's ranks over NATS (when it starts, after it reconnects,
+ * or to one rank it does not know): a rank that hears it registers again. Not a request: no reply.
+ */
+export interface HelloMessage {
+  readonly t: "hello";
+  /** Who says hello (a unique id of the controller's connection), for diagnostics. */
+  readonly controller: string;
+}
+
 /** Either direction. */
-export type ProtocolMessage = ControllerRequest | RankMessage | RegisteredMessage;
+export type ProtocolMessage = ControllerRequest | RankMessage | RegisteredMessage | HelloMessage;
 
 /** Counts of messages ignored by this process, by reason (also reported through diagnostics). */
 export interface IgnoredMessageCounts {
@@ -183,6 +194,8 @@ function validate(m: Record<string, unknown>): string | undefined {
       return Number.isInteger(m["pid"]) && typeof m["host"] === "string" ? undefined : "pid and host are required";
     case "deregister":
       return isString(m["rankName"]) && typeof m["reason"] === "string" ? undefined : "rankName and reason are required";
+    case "hello":
+      return isString(m["controller"]) ? undefined : "controller is required";
     case "registered":
       return isString(m["rankName"]) && typeof m["ok"] === "boolean" ? undefined : "rankName and ok are required";
     case "reply":

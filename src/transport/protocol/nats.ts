@@ -5,7 +5,8 @@
  * rankscope.{runId}.register        rank → controller (request; answered once the rank is initialised)
  * rankscope.{runId}.deregister      rank → controller
  * rankscope.{runId}.flush           controller → every rank at once (scatter); replies gather on the inbox
- * rankscope.{runId}.rank.{rankName} controller → one rank (init, shutdown, start, call, sync)
+ * rankscope.{runId}.hello           controller → every rank: "I am here, register" (at start, after a reconnect)
+ * rankscope.{runId}.rank.{rankName} controller → one rank (init, shutdown, start, call, sync, hello)
  * rankscope.{runId}.ctl.{nuid}      the controller's inbox for every reply
  * ```
  *
@@ -20,6 +21,7 @@ export function subjects(runId: string) {
     register: `${base}.register`,
     deregister: `${base}.deregister`,
     flush: `${base}.flush`,
+    hello: `${base}.hello`,
     rank: (rankName: string) => `${base}.rank.${rankName}`,
     inbox: () => createInbox(`${base}.ctl`),
   };

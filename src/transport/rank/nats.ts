@@ -1,9 +1,14 @@
 /**
  * The rank's side of the NATS carrier: connect, listen on this rank's subject and the run's flush
  * subject, register with the controller. Loaded by `joinRun` only when it joins over NATS.
+ *
+ * Once joined, the rank registers again whenever its connection comes back after an outage, and
+ * whenever a controller says `hello` (a controller restarted on the same run id, or one that no
+ * longer knows this rank). Meanwhile its collector keeps accumulating, so what it records during
+ * an outage of any length goes into its next flush.
  */
 import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
-import { describeError } from "../../core/diagnostics.js";
+import { describeError, warn } from "../../core/diagnostics.js";
 import { decodeProtocolMessage } from "../protocol/messages.js";
 import { RECONNECT, sleep, subjects } from "../protocol/nats.js";
 import type { RankAgent } from "./rank-agent.js";
@@ -75,7 +80,42 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
       await sleep(200);
     }
   }
+  let left = false;
+  let registering = false;
+  /** Register again until a controller answers (single flight; gives up only when the rank leaves). */
+  const registerAgain = async (why: string): Promise<void> => {
+    if (registering || left) return;
+    registering = true;
+    let pause = 250;
+    try {
+      while (!left && !conn.isClosed()) {
+        try {
+          const answer = await conn.request(s.register, register, { timeout: 10_000 });
+          const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
+          if (message !== undefined && message.t === "registered" && message.rankName === agent.rankName) {
+            if (message.ok) return;
+            warn(`rank.refused:${agent.rankName}`, `rank ${agent.rankName} registered again (${why}) and the controller refused it: ${message.error ?? "no reason given"}; trying again`);
+          }
+        } catch {
+          // No controller yet (no responders) or a timeout: try again below.
+        }
+        await sleep(pause);
+        pause = Math.min(pause * 2, 5000);
+      }
+    } finally {
+      registering = false;
+    }
+  };
+  agent.onHello((controller) => void registerAgain(`${controller} said hello`));
+  conn.subscribe(s.hello, { callback: onRequest });
+  void (async () => {
+    for await (const status of conn.status()) {
+      if (status.type === "reconnect") void registerAgain("its NATS connection came back");
+    }
+  })();
+
   return async (reason) => {
+    left = true;
     try {
       conn.publish(s.deregister, agent.deregisterMessage(reason));
       await conn.drain();

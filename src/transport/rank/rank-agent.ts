@@ -25,11 +25,17 @@ export interface RankAgentOptions {
 export class RankAgent {
   private module: Record<string, unknown> = {};
   private shuttingDown = false;
+  private helloListener: ((controller: string) => void) | undefined;
 
   constructor(private readonly options: RankAgentOptions) {}
 
   get rankName(): string {
     return this.options.runtime.identity.rankName;
+  }
+
+  /** Be called when a controller says `hello` (the NATS carrier registers again then). */
+  onHello(listener: (controller: string) => void): void {
+    this.helloListener = listener;
   }
 
   /** The `register` message this rank sends first. */
@@ -49,6 +55,10 @@ export class RankAgent {
   async receive(data: unknown, reply: SendText, from = "the controller"): Promise<void> {
     const message = decodeProtocolMessage(this.options.runId, data, from);
     if (message === undefined) return;
+    if (message.t === "hello") {
+      this.helloListener?.(message.controller);
+      return;
+    }
     if (message.t === "register" || message.t === "deregister" || message.t === "reply" || message.t === "registered") {
       reportIgnored("malformed", `rank ${this.rankName} received a "${message.t}" message, which only the controller takes`);
       return;
