@@ -11,6 +11,8 @@ import { getCollector, type Collector, type MetricEntry, type StreamProducer } f
 import type { StreamRecord } from "../../core/metric.js";
 import { reportError } from "../../core/diagnostics.js";
 import { processWide } from "../../core/process-wide.js";
+import { workerGatherer } from "../../core/worker-link.js";
+import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import { currentRun, setCurrentRun } from "../../run/current.js";
 import { attachStreamBackends, detachStreamBackends, flushStream, recordStreamDropped } from "../../stream/stream.js";
 import { BackendSet } from "../../controller/backend-set.js";
@@ -38,6 +40,12 @@ export function queueOffCycleLog(log: OffCycleLog): void {
 
 /** How long a flush waits for raw values already recorded to reach the stream backends. */
 const STREAM_FLUSH_WAIT_MS = 1000;
+/**
+ * How long a flush waits for the process's worker threads' states (at most half the flush
+ * deadline when the controller gives one): a worker that misses it is named, and what it sends
+ * later goes into the next flush.
+ */
+export const WORKER_FLUSH_DEADLINE_MS = 1000;
 
 /** The identity of a process that nobody told who it is: rank 0 of one. */
 export function standaloneIdentity(processName: string): RankIdentity {
@@ -114,19 +122,31 @@ export class RankRuntime {
    * Take this rank's states (synchronously, so recording goes on into the next step), log them to
    * the per-rank backends, and return them for the controller.
    */
-  async flush(step: number): Promise<RankSnapshot> {
+  async flush(step: number, deadlineMs?: number): Promise<RankSnapshot> {
     if (this.usesStreamRing) {
       // Raw values recorded before this flush reach the per_rank_no_reduce backends first, so a
       // step's stream lines come before the next step's (bounded: the flush has a deadline).
       await flushStream(STREAM_FLUSH_WAIT_MS);
     }
     recordStreamDropped(this.collector);
-    const states = this.collector.takeStates();
+    let states = this.collector.takeStates();
     this.collector.step = step + 1;
+    let droppedKeyRecords = this.collector.droppedKeyRecords;
+    // The process's own collector also speaks for the user's worker threads (record from anywhere).
+    const gatherer = this.collector === getCollector() ? workerGatherer() : undefined;
+    if (gatherer !== undefined) {
+      const wait = Math.min(WORKER_FLUSH_DEADLINE_MS, deadlineMs === undefined ? WORKER_FLUSH_DEADLINE_MS : Math.max(1, Math.floor(deadlineMs / 2)));
+      const workers = await gatherer.collect(wait);
+      droppedKeyRecords += workers.droppedKeyRecords;
+      if (workers.states.length > 0) {
+        const rankName = this.identity.rankName;
+        states = mergeRankKeyStates([{ rankName, states }, ...workers.states.map((s) => ({ rankName: `${rankName} (worker thread)`, states: s }))], step);
+      }
+    }
     if (this.reduceBackends.size > 0 && states.length > 0) {
       await this.reduceBackends.logStates(states, { step, timestamp: Date.now(), rankName: this.identity.rankName });
     }
-    const snapshot: RankSnapshot = { rankName: this.identity.rankName, step, states, droppedKeyRecords: this.collector.droppedKeyRecords };
+    const snapshot: RankSnapshot = { rankName: this.identity.rankName, step, states, droppedKeyRecords };
     // Off-cycle logs belong to the process: only its own collector's runtime carries them.
     const queue = offCycleQueue();
     if (queue.length === 0 || this.collector !== getCollector()) return snapshot;
@@ -176,8 +196,8 @@ export class LocalRankHandle implements RankHandle {
   init(message: RankInit): Promise<void> {
     return this.runtime.init(message);
   }
-  flush(step: number): Promise<RankSnapshot> {
-    return this.runtime.flush(step);
+  flush(step: number, deadlineMs?: number): Promise<RankSnapshot> {
+    return this.runtime.flush(step, deadlineMs);
   }
   shutdown(): Promise<void> {
     return this.runtime.shutdown();
