@@ -11,8 +11,9 @@
  * into the next flush, never twice. A worker that exits sends what it recorded since the last flush
  * (`bye`); a worker killed with `terminate()` cannot, and loses at most that.
  *
- * Ranks in threads (`spawnRanks({ kind: "thread" })`) are not linked: the controller flushes them
- * itself. Worker threads started by such a thread rank report to the process's main thread.
+ * Ranks in threads (`spawnRanks({ kind: "thread" })`, or any thread whose collector a
+ * `RankRuntime` serves, e.g. one that called `joinRun`) are not linked: their controller flushes
+ * them itself. Worker threads started by such a thread rank report to the process's main thread.
  * rankscope's own threads (stream writer, store writer) never record, so they never link. The
  * channels are unref'd: they never keep a thread alive.
  */
@@ -66,10 +67,15 @@ export function isReportingWorker(): boolean {
  * key is created, in a reporting worker). Idempotent.
  */
 export function linkWorkerCollector(collector: LinkableCollector): void {
-  const state = processWide("workerLink", () => ({ linked: false }));
-  if (state.linked || !isReportingWorker()) return;
+  const state = linkState();
+  if (state.linked || state.rank || !isReportingWorker()) return;
   state.linked = true;
   const channel = new BroadcastChannel(CHANNEL);
+  state.unlink = () => {
+    channel.postMessage({ t: "bye", thread: threadId, states: [], droppedKeyRecords: 0 } satisfies LinkMessage);
+    channel.close();
+    clearTimeout(unwelcome);
+  };
   channel.unref();
   const post = (message: LinkMessage): void => channel.postMessage(message);
   const unwelcome = setTimeout(() => {
@@ -94,8 +100,32 @@ export function linkWorkerCollector(collector: LinkableCollector): void {
   post({ t: "here", thread: threadId });
   // What was recorded since the last flush leaves with the worker (not possible after terminate()).
   process.once("exit", () => {
+    if (state.rank) return;
     post({ t: "bye", thread: threadId, states: collector.takeStates(), droppedKeyRecords: collector.droppedKeyRecords });
   });
+}
+
+interface LinkState {
+  linked: boolean;
+  /** This thread is a rank of its own: its collector is flushed by its controller, not the main thread. */
+  rank: boolean;
+  unlink: () => void;
+}
+
+function linkState(): LinkState {
+  return processWide("workerLink", (): LinkState => ({ linked: false, rank: false, unlink: () => undefined }));
+}
+
+/**
+ * This worker thread is a rank of its own (a `RankRuntime` serves its collector): it stops
+ * reporting to the main thread, or never starts. No-op in the main thread.
+ */
+export function markThreadAsRank(): void {
+  if (isMainThread) return;
+  const state = linkState();
+  if (state.rank) return;
+  state.rank = true;
+  if (state.linked) state.unlink();
 }
 
 interface Gather {

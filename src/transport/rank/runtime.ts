@@ -11,7 +11,7 @@ import { getCollector, type Collector, type MetricEntry, type StreamProducer } f
 import type { StreamRecord } from "../../core/metric.js";
 import { reportError } from "../../core/diagnostics.js";
 import { processWide } from "../../core/process-wide.js";
-import { workerGatherer } from "../../core/worker-link.js";
+import { markThreadAsRank, workerGatherer } from "../../core/worker-link.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import { currentRun, setCurrentRun } from "../../run/current.js";
 import { attachStreamBackends, detachStreamBackends, flushStream, recordStreamDropped } from "../../stream/stream.js";
@@ -91,7 +91,10 @@ export class RankRuntime {
   constructor(
     readonly identity: RankIdentity,
     readonly collector: Collector = getCollector(),
-  ) {}
+  ) {
+    // A worker thread serving as a rank is flushed by its controller, not by the main thread.
+    if (collector === getCollector()) markThreadAsRank();
+  }
 
   /** Start the per-rank backends this rank was sent (replacing any it had). */
   async init(message: RankInit): Promise<void> {
