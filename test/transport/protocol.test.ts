@@ -46,6 +46,7 @@ const GOLDEN: Record<string, ProtocolMessage> = {
   failedReply: { t: "reply", id: 8, rankName: "MyActor_KbWR_r1", ok: false, error: 'the rank module exports no function "myFn"' },
   deregister: { t: "deregister", rankName: "MyActor_KbWR_r1", reason: "left the run" },
   hello: { t: "hello", controller: "rankscope.run-1.ctl.Hx3kQ9" },
+  resend: { t: "resend", id: 9, seq: 4 },
 };
 
 test("messages on the wire match the golden file", () => {

@@ -10,7 +10,7 @@
  * (the rank exited), every pending request fails at once instead of waiting for its deadline.
  */
 import type { RankIdentity } from "../../backends/backend.js";
-import { reportError } from "../../core/diagnostics.js";
+import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
 import { encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankReply } from "../protocol/messages.js";
@@ -106,6 +106,9 @@ export class RemoteRankHandle implements RankHandle {
   private carried: RankSnapshot | null = null;
   /** The init this rank last accepted (a rank admitted again is not restarted for the same one). */
   private initialised: RankInit | null = null;
+  /** The highest flush-answer number (`seq`) seen from this rank, and the recent ones seen. */
+  private lastSeq: number | null = null;
+  private readonly seenSeqs = new Set<number>();
 
   constructor(
     readonly identity: RankIdentity,
@@ -139,7 +142,40 @@ export class RemoteRankHandle implements RankHandle {
 
   /** Keep a flush answer that came too late; it is merged into this rank's next flush in time. */
   carry(snapshot: RankSnapshot): void {
+    this.noteSeq(snapshot);
     this.carried = carrySnapshot(this.carried, snapshot);
+  }
+
+  /**
+   * Note a flush answer's number. Carriers deliver one rank's messages in order, so a gap means
+   * answers were lost in transit (e.g. inside a NATS server that died): ask the rank for them again
+   * (it keeps its last few); one it no longer has is reported and counted as lost.
+   */
+  private noteSeq(snapshot: RankSnapshot): void {
+    const seq = snapshot.seq;
+    if (seq === undefined) return;
+    this.seenSeqs.add(seq);
+    if (this.seenSeqs.size > 256) this.seenSeqs.delete(this.seenSeqs.values().next().value as number);
+    if (this.lastSeq !== null && seq > this.lastSeq + 1) {
+      for (let lost = this.lastSeq + 1; lost < seq; lost++) void this.recover(lost);
+    }
+    if (this.lastSeq === null || seq > this.lastSeq) this.lastSeq = seq;
+  }
+
+  private async recover(seq: number): Promise<void> {
+    try {
+      const reply = await this.request({ t: "resend", id: nextRequestId(), seq }, DEFAULT_REQUEST_DEADLINE_MS);
+      const snapshot = reply.snapshot;
+      if (snapshot === undefined || snapshot.seq !== seq || snapshot.rankName !== this.rankName) throw new Error("the rank answered without that flush answer");
+      // Seen meanwhile (it was not lost after all): never twice.
+      if (this.seenSeqs.has(seq)) return;
+      warn(`transport.resent:${this.rankName}`, `rank ${this.rankName}: its answer to flush(${snapshot.step}) was lost in transit; it sent it again, and its values go into its next flush`);
+      this.carried = carrySnapshot(this.carried, snapshot);
+      this.seenSeqs.add(seq);
+    } catch (error) {
+      if (this.seenSeqs.has(seq)) return;
+      reportError(`transport.lostAnswer:${this.rankName}`, `rank ${this.rankName}: flush answer ${seq} was lost in transit and could not be sent again (${describeError(error)}); its values are not logged`);
+    }
   }
 
   async flush(step: number, deadlineMs = DEFAULT_REQUEST_DEADLINE_MS): Promise<RankSnapshot> {
@@ -192,9 +228,10 @@ export class RemoteRankHandle implements RankHandle {
   /** A reply arrived from this rank (already validated). */
   receive(reply: RankReply): void {
     const pending = this.pending.get(reply.id);
+    if (reply.ok && reply.snapshot !== undefined && reply.snapshot.rankName === this.rankName && pending?.request.t !== "resend") this.noteSeq(reply.snapshot);
     if (pending === undefined) {
       if (reply.ok && reply.snapshot !== undefined && reply.snapshot.rankName === this.rankName) {
-        this.carry(reply.snapshot);
+        this.carried = carrySnapshot(this.carried, reply.snapshot);
         reportIgnored("late", `rank ${this.rankName} answered flush(${reply.snapshot.step}) after the flush deadline; its values are carried into its next flush`);
       } else {
         reportIgnored("late", `rank ${this.rankName} answered request ${reply.id} after its deadline`);

@@ -9,7 +9,8 @@
  * `transport.foreign`) and ignored, never thrown into the controller or the rank.
  *
  * Controller → rank: `init`, `flush`, `shutdown`, `start` (import the rank module), `call` (run one
- * of its exported functions), `sync` (write a marker line to stdout, for ordered output), and over
+ * of its exported functions), `sync` (write a marker line to stdout, for ordered output), `resend`
+ * (a flush answer, by its `seq`, that never arrived), and over
  * NATS `hello` (a controller announcing itself: every rank that hears it registers again).
  * Rank → controller: `register`, `reply` (to any request; a flush reply carries its step),
  * `deregister`.
@@ -38,7 +39,8 @@ export type ControllerRequest =
   | { readonly t: "shutdown"; readonly id: number }
   | { readonly t: "start"; readonly id: number; readonly module: string }
   | { readonly t: "call"; readonly id: number; readonly fn: string; readonly args: readonly unknown[] }
-  | { readonly t: "sync"; readonly id: number; readonly marker: string };
+  | { readonly t: "sync"; readonly id: number; readonly marker: string }
+  | { readonly t: "resend"; readonly id: number; readonly seq: number };
 
 /** What a rank sends the controller. */
 export type RankMessage =
@@ -189,6 +191,8 @@ function validate(m: Record<string, unknown>): string | undefined {
       return !isString(m["fn"]) ? "fn must be a non-empty string" : !Array.isArray(m["args"]) ? "args must be an array" : undefined;
     case "sync":
       return !isId(m["id"]) ? "id must be a non-negative integer" : !isString(m["marker"]) ? "marker must be a non-empty string" : undefined;
+    case "resend":
+      return !isId(m["id"]) ? "id must be a non-negative integer" : !isId(m["seq"]) ? "seq must be a non-negative integer" : undefined;
     case "register":
       if (!isIdentity(m["identity"])) return "identity must carry rank, rankName, processName, localRank and localWorldSize";
       return Number.isInteger(m["pid"]) && typeof m["host"] === "string" ? undefined : "pid and host are required";
@@ -225,6 +229,7 @@ function validateSnapshot(snapshot: unknown): string | undefined {
   if (!isString(snapshot["rankName"]) || !isId(snapshot["step"]) || !isId(snapshot["droppedKeyRecords"])) {
     return "snapshot must carry rankName, step and droppedKeyRecords";
   }
+  if (snapshot["seq"] !== undefined && !isId(snapshot["seq"])) return "snapshot.seq must be a non-negative integer";
   const states = snapshot["states"];
   if (!Array.isArray(states)) return "snapshot.states must be an array";
   for (const s of states as unknown[]) {

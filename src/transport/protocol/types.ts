@@ -26,8 +26,13 @@ export interface RankInit {
 /** A rank's answer to flush(step). */
 export interface RankSnapshot {
   readonly rankName: string;
-  /** The step this snapshot answers (a late reply to an older flush is discarded). */
+  /** The step this snapshot answers (a late answer is carried into the rank's next flush instead). */
   readonly step: number;
+  /**
+   * The rank's count of flush answers so far (1, 2, …), set by the carriers: a gap tells the
+   * controller an answer was lost in transit, and it asks the rank to send that one again.
+   */
+  readonly seq?: number;
   readonly states: readonly KeyState[];
   /** Records dropped because their key was new past the key bound, since the rank started. */
   readonly droppedKeyRecords: number;

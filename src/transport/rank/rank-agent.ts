@@ -7,6 +7,7 @@
 import { hostname } from "node:os";
 import { pathToFileURL } from "node:url";
 import { describeError, reportError } from "../../core/diagnostics.js";
+import type { RankSnapshot } from "../protocol/types.js";
 import type { RankRuntime } from "./runtime.js";
 import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankMessage } from "../protocol/messages.js";
 
@@ -21,8 +22,14 @@ export interface RankAgentOptions {
   readonly onShutdown?: () => void;
 }
 
+/** How many of its last flush answers a rank keeps, to send again one that was lost in transit. */
+export const KEPT_FLUSH_ANSWERS = 16;
+
 /** Answers the controller's requests for one rank. */
 export class RankAgent {
+  /** Flush answers so far; each answer carries its number (`seq`). */
+  private seq = 0;
+  private readonly kept: RankSnapshot[] = [];
   private module: Record<string, unknown> = {};
   private shuttingDown = false;
   private helloListener: ((controller: string) => void) | undefined;
@@ -88,8 +95,17 @@ export class RankAgent {
       case "init":
         await runtime.init(request.init);
         return ok;
-      case "flush":
-        return { ...ok, snapshot: await runtime.flush(request.step) };
+      case "flush": {
+        const snapshot: RankSnapshot = { ...(await runtime.flush(request.step)), seq: ++this.seq };
+        this.kept.push(snapshot);
+        if (this.kept.length > KEPT_FLUSH_ANSWERS) this.kept.shift();
+        return { ...ok, snapshot };
+      }
+      case "resend": {
+        const snapshot = this.kept.find((s) => s.seq === request.seq);
+        if (snapshot === undefined) throw new Error(`flush answer ${request.seq} is no longer kept (a rank keeps its last ${KEPT_FLUSH_ANSWERS})`);
+        return { ...ok, snapshot };
+      }
       case "shutdown":
         await runtime.shutdown();
         return ok;
