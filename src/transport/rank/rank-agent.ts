@@ -22,14 +22,19 @@ export interface RankAgentOptions {
   readonly onShutdown?: () => void;
 }
 
-/** How many of its last flush answers a rank keeps, to send again one that was lost in transit. */
+/**
+ * How many of its last flush answers a rank keeps, to send again one that was lost in transit, and
+ * how many key states they may hold together (the newest answer is always kept).
+ */
 export const KEPT_FLUSH_ANSWERS = 16;
+export const KEPT_FLUSH_STATES = 20_000;
 
 /** Answers the controller's requests for one rank. */
 export class RankAgent {
   /** Flush answers so far; each answer carries its number (`seq`). */
   private seq = 0;
   private readonly kept: RankSnapshot[] = [];
+  private keptStates = 0;
   private module: Record<string, unknown> = {};
   private shuttingDown = false;
   private helloListener: ((controller: string) => void) | undefined;
@@ -98,7 +103,10 @@ export class RankAgent {
       case "flush": {
         const snapshot: RankSnapshot = { ...(await runtime.flush(request.step)), seq: ++this.seq };
         this.kept.push(snapshot);
-        if (this.kept.length > KEPT_FLUSH_ANSWERS) this.kept.shift();
+        this.keptStates += snapshot.states.length;
+        while (this.kept.length > 1 && (this.kept.length > KEPT_FLUSH_ANSWERS || this.keptStates > KEPT_FLUSH_STATES)) {
+          this.keptStates -= (this.kept.shift() as RankSnapshot).states.length;
+        }
         return { ...ok, snapshot };
       }
       case "resend": {
