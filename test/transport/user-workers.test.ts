@@ -3,7 +3,7 @@
  * with `new Worker(...)` — real worker threads, not spawnRanks ranks — reach the flush of the
  * process's main thread, checked in the jsonl backend's file; a worker that exits sends what it
  * had; a worker too busy to answer is named, the flush keeps its deadline, and its values come
- * once, in a later flush.
+ * once, in a later flush; a worker started inside a rank's process reports through that rank.
  */
 import assert from "node:assert/strict";
 import { readFileSync, rmSync } from "node:fs";
@@ -13,10 +13,12 @@ import { Worker } from "node:worker_threads";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { recordMetric } from "../../src/core/collector.js";
 import { workerGatherer } from "../../src/core/worker-link.js";
+import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
 import { waitFor } from "./support.js";
 
 const USER_WORKER = new URL("../fixtures/user-worker.mjs", import.meta.url);
+const FETCHER_RANK = new URL("../fixtures/fetcher-rank.ts", import.meta.url);
 const dirs: string[] = [];
 const workers: Worker[] = [];
 
@@ -139,3 +141,24 @@ test("a worker too busy to answer: the flush keeps its deadline and names it; it
   assert.ok(seen.some((d) => d.code === `collector.workerMissing:${threadId}` && /did not answer the flush within 500 ms/.test(d.message)), "the worker is named");
   assert.equal([...jsonlValues(runDir, "busy/sum").values()].reduce((n, v) => n + v, 0), 7, "logged once");
 });
+
+test("a worker thread started inside a rank process (a fetcher) reports through that rank to the controller", async () => {
+  const { logger, runDir } = newLogger(10_000);
+  await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+  const ranks = await spawnRanks({ module: FETCHER_RANK, ranksPerReplica: 2, processName: "Fetching", logger });
+  await ranks.fanout("fetchAndRecord", "fetcher/sum", 5);
+  let step = 0;
+  // The fetcher's first values may reach the rank one flush later (its link is announced asynchronously): wait, then check the total.
+  await waitFor(async () => [...fetcherValues(await logger.flush(step++))].length > 0, 20_000, "the fetchers' values at the controller");
+  await ranks.fanout("fetchAndRecord", "fetcher/sum", 1);
+  await logger.flush(step++);
+  await logger.flush(step++);
+  await ranks.fanout("stopFetcher");
+  await logger.shutdown();
+  const total = [...jsonlValues(runDir, "fetcher/sum").values()].reduce((n, v) => n + v, 0);
+  assert.equal(total, 2 * 5 + 2 * 1, "both ranks' fetchers, every value once");
+});
+
+function fetcherValues(result: { metrics: readonly { key: string; value: number }[] }): number[] {
+  return result.metrics.filter((m) => m.key === "fetcher/sum").map((m) => m.value);
+}
