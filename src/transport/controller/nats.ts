@@ -144,6 +144,10 @@ export class NatsRankServer implements RankServer {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    // Ranks no longer expected were not shut down with the logger's ranks: ask them too (briefly;
+    // a rank that is unreachable cannot answer anyway), so a live one does not wait forever.
+    const silent = [...this.silent].flatMap((name) => this.ranks.get(name)?.handle ?? []);
+    await Promise.all(silent.map((handle) => handle.shutdown(1000).catch(() => undefined)));
     for (const [rankName, { handle }] of this.ranks) {
       this.logger.deregisterRank(rankName, handle);
       handle.close("was disconnected: the controller closed its NATS connection");
