@@ -55,49 +55,51 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   conn.subscribe(s.flush, { callback: onRequest });
 
   const register = agent.registerMessage();
+  /**
+   * One registration attempt, the same for the first join and every later one: "ok", "refused"
+   * (with the controller's reason), or "retry" (no controller answered yet; `lastError` says why).
+   */
+  const attempt = async (timeoutMs: number): Promise<{ outcome: "ok" | "retry" } | { outcome: "refused"; error: string }> => {
+    try {
+      const answer = await conn.request(s.register, register, { timeout: timeoutMs });
+      const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
+      if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) return { outcome: "retry" };
+      return message.ok ? { outcome: "ok" } : { outcome: "refused", error: message.error ?? "no reason given" };
+    } catch (error) {
+      // No controller yet (no responders) or a timeout.
+      lastError = error;
+      return { outcome: "retry" };
+    }
+  };
+
   for (;;) {
-    const left = deadline - Date.now();
-    if (left <= 0) {
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) {
       await conn.close();
       throw new Error(`joinRun(): no controller of run ${runId} answered on NATS at ${url} within ${joinDeadlineMs} ms (${describeError(lastError)}); is the controller serving ranks (serveRanksOverNats) with this run id?`);
     }
-    try {
-      const answer = await conn.request(s.register, register, { timeout: left });
-      const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
-      if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) {
-        await sleep(200);
-        continue;
-      }
-      if (!message.ok) {
-        await conn.close();
-        throw new Error(`joinRun(): the controller refused rank ${agent.rankName}: ${message.error ?? "no reason given"}`);
-      }
-      break;
-    } catch (error) {
-      if (error instanceof Error && error.message.startsWith("joinRun():")) throw error;
-      // No controller yet (no responders) or a timeout: try again until the deadline.
-      lastError = error;
-      await sleep(200);
+    const result = await attempt(remaining);
+    if (result.outcome === "ok") break;
+    if (result.outcome === "refused") {
+      await conn.close();
+      throw new Error(`joinRun(): the controller refused rank ${agent.rankName}: ${result.error}`);
     }
+    await sleep(200);
   }
+
   let left = false;
   let registering = false;
-  /** Register again until a controller answers (single flight; gives up only when the rank leaves). */
+  /** Register again until a controller answers (single flight; backs off to 5 s; stops when the rank leaves). */
   const registerAgain = async (why: string): Promise<void> => {
     if (registering || left) return;
     registering = true;
     let pause = 250;
     try {
       while (!left && !conn.isClosed()) {
-        try {
-          const answer = await conn.request(s.register, register, { timeout: 10_000 });
-          const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
-          if (message !== undefined && message.t === "registered" && message.rankName === agent.rankName) {
-            if (message.ok) return;
-            warn(`rank.refused:${agent.rankName}`, `rank ${agent.rankName} registered again (${why}) and the controller refused it: ${message.error ?? "no reason given"}; trying again`);
-          }
-        } catch {
-          // No controller yet (no responders) or a timeout: try again below.
+        const result = await attempt(10_000);
+        if (result.outcome === "ok") return;
+        if (result.outcome === "refused") {
+          warn(`rank.refused:${agent.rankName}`, `rank ${agent.rankName} registered again (${why}) and the controller refused it: ${result.error}; trying again`);
         }
         await sleep(pause);
         pause = Math.min(pause * 2, 5000);
