@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { createRequire } from "node:module";
 import type { Level, Logger } from "pino";
 import { describeError, reportError } from "../core/diagnostics.js";
+import { redactSecrets } from "../core/redact.js";
 import { currentRun, onRunChange, type CurrentRun } from "../run/current.js";
 import { colorLine, COLOR_NAMES, DEFAULT_COMPONENT_COLORS, formatRecord, type ColorName, type ComponentColor } from "./format.js";
 import { processWide } from "../core/process-wide.js";
@@ -148,7 +149,8 @@ class TextLogs {
   private write(json: string): void {
     let record: Record<string, unknown>;
     try {
-      record = JSON.parse(json) as Record<string, unknown>;
+      // The one redaction rule: a field that looks like a secret is never printed or written.
+      record = redactSecrets(JSON.parse(json)) as Record<string, unknown>;
     } catch {
       record = { level: 30, msg: json.trimEnd() };
     }

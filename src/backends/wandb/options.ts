@@ -6,6 +6,7 @@
  * The API key is resolved here and nowhere else, and is kept out of every object that is logged,
  * spooled or shown in an error: only `authHeader` (built in `http.ts`) ever sees it.
  */
+import { redactSecrets } from "../../core/redact.js";
 import { z } from "zod";
 import type { BackendOptions } from "../backend.js";
 
@@ -225,7 +226,8 @@ export function resolveWandbOptions(options: BackendOptions, env: NodeJS.Process
     jobType: o.jobType,
     tags: o.tags,
     notes: o.notes,
-    config: o.config ?? {},
+    // The one redaction rule: a secret in the run config never reaches W&B.
+    config: redactSecrets(o.config ?? {}) as Record<string, unknown>,
     runId: o.runId,
     resume: o.resume ?? "allow",
     limits,
