@@ -176,6 +176,8 @@ export class MetricLogger {
     this.shutdownDeadlineMs = resolveSetting(LOGGER_SETTINGS.shutdownDeadlineMs, options.shutdownDeadlineMs);
     this.backendDeadlineMs = resolveSetting(LOGGER_SETTINGS.backendDeadlineMs, options.backendDeadlineMs);
     this.runId = resolveSetting<string | undefined>(LOGGER_SETTINGS.runId, options.runId) ?? randomBytes(6).toString("hex");
+    // A new logger after a shutdown(): recording is logged again.
+    getCollector().reopen();
     const local = new RankRuntime(standaloneIdentity(this.processName));
     this.ownRank = new LocalRankHandle(local);
     this.ranks.set(local.identity.rankName, this.ownRank);
@@ -365,7 +367,11 @@ export class MetricLogger {
     // Transports close even after a missed deadline, so no connection keeps the process alive.
     await withDeadline(this.runShutdownHooks(), Math.max(200, this.shutdownDeadlineMs - (Date.now() - started)));
     this.ranks.clear();
-    if (peekProcessWide(LOGGER) === this) setProcessWide(LOGGER, undefined);
+    if (peekProcessWide(LOGGER) === this) {
+      setProcessWide(LOGGER, undefined);
+      // Values recorded from now on reach no backend: counted and warned about, never silent.
+      getCollector().close();
+    }
   }
 
   /**

@@ -13,6 +13,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import { dirname, extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { describeStoreError, isStoreError } from "../backends/store/errors.js";
 import { describeError, warn } from "../core/diagnostics.js";
 import { nonFiniteReplacer } from "../core/json.js";
 import { HttpError, generateToken, hostHeaderAllowed, resolveRunDir, resolveRunFile, tokenMatches } from "./security.js";
@@ -342,7 +343,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     handle(req, res).catch((error: unknown) => {
       const status = error instanceof HttpError ? error.status : 500;
       if (status === 500 && !(error instanceof HttpError)) warn("ui.request", `dashboard request ${req.url ?? ""} failed: ${describeError(error)}`);
-      const message = error instanceof HttpError ? error.message : "internal error; the server's log says more";
+      // A store SQLite cannot read (corrupt, not a database) is the run's fault, not ours: say why.
+      const message = error instanceof HttpError ? error.message : isStoreError(error) ? `this run's ${describeStoreError(error)}` : "internal error; the server's log says more";
       if (res.headersSent) res.destroy();
       else sendJson(res, status, { error: message }, req.method === "HEAD");
     });

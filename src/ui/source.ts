@@ -19,6 +19,8 @@ export interface RunSummary {
   readonly endTime: number | null;
   /** The last time anything was written, for the duration of a live run. */
   readonly lastUpdate: number | null;
+  /** Why the run cannot be read (status `unreadable`), e.g. a corrupt `metrics.db`. */
+  readonly error?: string;
 }
 
 /** One metric key of a run. */

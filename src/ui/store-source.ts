@@ -85,6 +85,7 @@ export function createStoreSource(): DashboardSource {
           startTime: run.startedAt,
           endTime: run.endedAt,
           lastUpdate: run.updatedAt,
+          ...(run.error === undefined ? {} : { error: run.error }),
         });
       }
       return runs;

@@ -14,7 +14,9 @@
  */
 import type Database from "better-sqlite3";
 import { existsSync, readdirSync, statSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
+import { describeStoreError } from "./errors.js";
+export { describeStoreError, isStoreError } from "./errors.js";
 import { parseNumber } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal, unpackFloat64 } from "./codec.js";
@@ -24,7 +26,7 @@ import { BLOCK_FIELDS, BLOCK_POINTS, GLOBAL_RANK, openForReading, SERIES_KINDS, 
 export { GLOBAL_RANK, STORE_FILE, SERIES_KINDS, type KeyKind, type SeriesKind, type SeriesPoint, type XAxis };
 
 /** A run's status: `running` while any writer has not finished (or a writer died without saying). */
-export type RunStatus = "running" | "finished" | "failed" | "unknown";
+export type RunStatus = "running" | "finished" | "failed" | "unknown" | "unreadable";
 
 /** One run, as `listRuns` and `runInfo` describe it. Times are milliseconds since the epoch. */
 export interface RunSummary {
@@ -39,6 +41,8 @@ export interface RunSummary {
   readonly updatedAt: number | null;
   /** The step the run last resumed from (0 if never resumed). */
   readonly resumeStep: number;
+  /** Why the run could not be read (status `unreadable`: a corrupt or foreign `metrics.db`). */
+  readonly error?: string;
 }
 
 /** One key of a run. */
@@ -486,8 +490,9 @@ export function listRuns(root: string): RunSummary[] {
   for (const dir of found) {
     try {
       runs.push(openStore(dir).runInfo());
-    } catch {
-      runs.push({ runDir: dir, experiment: null, trial: null, status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0 });
+    } catch (error) {
+      // Named from its path ({root}/{experiment}/{trial}), with the reason instead of a guess.
+      runs.push({ runDir: dir, experiment: basename(dirname(dir)), trial: basename(dir), status: "unreadable", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0, error: describeStoreError(error) });
     }
   }
   return runs.sort((a, b) => (b.startedAt ?? 0) - (a.startedAt ?? 0) || (a.runDir < b.runDir ? -1 : 1));
