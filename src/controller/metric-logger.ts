@@ -62,6 +62,12 @@ export interface InitBackendsOptions {
    * git branch/commit/dirty of the working directory) into the run directory at start.
    */
   runConfig?: unknown;
+  /**
+   * Replace the backends of an earlier `initBackends` (default false: a second call is an Error).
+   * The old backends log what they kept (`every: N`) and finish first; the ranks get the new
+   * per-rank backends. Values already flushed stay where they were logged.
+   */
+  replace?: boolean;
 }
 
 /** Options of `flush`. */
@@ -193,17 +199,23 @@ export class MetricLogger {
    * Validate the config and start the backends: `global_reduce` ones here, per-rank ones in every
    * registered rank (and in ranks that register later). With no config, the embedded default.
    * Throws a TypeError for an invalid config before starting anything, and an Error when backends
-   * were already initialised (call `shutdown()` and get a new logger to change them: replacing
-   * them in the middle of a run would split its data between two sets of backends).
+   * were already initialised, unless `options.replace` asks for that (replacing them in the middle
+   * of a run splits its data between two sets of backends, so it is never silent).
    */
   async initBackends(config: BackendsConfig = DEFAULT_BACKENDS, options: InitBackendsOptions = {}): Promise<void> {
     this.assertOpen("initBackends");
-    if (this.rankInit !== null) {
-      throw new Error("initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger()");
+    if (this.rankInit !== null && options.replace !== true) {
+      throw new Error(
+        "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these",
+      );
     }
     const validated = await validateBackendsConfig(config);
     const resumeStep = options.resumeStep ?? 0;
     if (!Number.isInteger(resumeStep) || resumeStep < 0) throw new TypeError(`resumeStep must be a non-negative integer, got ${String(resumeStep)}`);
+    if (this.rankInit !== null) {
+      await this.globalBackends.finish();
+      await this.primaryBackends.finish();
+    }
     const run = { runDir: this.run.runDir, experiment: this.run.experiment, trial: this.run.trial, resumeStep };
     const global = validated.filter((v) => v.loggingMode === "global_reduce");
     this.globalBackends = await BackendSet.start(global, (v) => this.globalContext(v, run.resumeStep), this.backendDeadlineMs);

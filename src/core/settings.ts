@@ -32,6 +32,8 @@ export interface Setting<T> {
   readonly kind: SettingKind<T>;
   /** The default; undefined = no value unless given. */
   readonly fallback: T;
+  /** A secret (an API key): messages never show its value. */
+  readonly secret?: boolean;
 }
 
 /** An integer from `min` to `max`. */
@@ -66,6 +68,15 @@ export function textKind(pattern?: RegExp, valid = "a non-empty string"): Settin
   return { valid, fromOption: (v) => (typeof v === "string" && ok(v) ? v : undefined), fromEnv: (raw) => (ok(raw) ? raw : undefined) };
 }
 
+/** One of `values` (the environment's value is matched case-insensitively). */
+export function enumKind<T extends string>(values: readonly T[]): SettingKind<T> {
+  return {
+    valid: `one of ${values.join(", ")}`,
+    fromOption: (v) => (typeof v === "string" && (values as readonly string[]).includes(v) ? (v as T) : undefined),
+    fromEnv: (raw) => values.find((v) => v === raw.toLowerCase()),
+  };
+}
+
 /** A readable rendering of any value for messages (bigints and symbols included). */
 export function describeValue(value: unknown): string {
   if (typeof value === "bigint") return `${value}n`;
@@ -89,14 +100,15 @@ export function resolveSetting<T>(setting: Setting<T>, option: unknown, env: Nod
   if (raw !== undefined && raw.trim() !== "") {
     fromEnv = kind.fromEnv(raw.trim());
     if (fromEnv === undefined) {
+      if (setting.secret === true) throw new TypeError(`${setting.env} is not valid (its value is not shown: it is a secret); valid: ${kind.valid}`);
       const sets = setting.option === setting.env ? "" : ` (it sets ${owner}'s ${setting.option})`;
       throw new TypeError(`${setting.env}=${JSON.stringify(raw)} is not valid${sets}; valid: ${kind.valid}`);
     }
   }
   if (option === undefined) return fromEnv ?? setting.fallback;
   const fromOption = kind.fromOption(option);
-  if (fromOption === undefined) throw new TypeError(`${owner}: ${setting.option} must be ${kind.valid}, got ${describeValue(option)}`);
-  if (fromEnv !== undefined && fromEnv !== fromOption) {
+  if (fromOption === undefined) throw new TypeError(`${owner}: ${setting.option} must be ${kind.valid}, got ${setting.secret === true ? "another value (not shown: it is a secret)" : describeValue(option)}`);
+  if (fromEnv !== undefined && fromEnv !== fromOption && setting.secret !== true) {
     warn(`settings.override:${owner}.${setting.option}`, `${owner}: option ${setting.option}=${describeValue(fromOption)} overrides ${setting.env}=${raw}; the option given in code wins`);
   }
   return fromOption;

@@ -18,6 +18,7 @@ import {
   getOrCreateMetricLogger,
   recordMetric,
   registerBackend,
+  type FlushResult,
   type Metric,
 } from "../../src/index.js";
 import { startDashboard } from "../../src/ui/server.js";
@@ -56,7 +57,7 @@ test("a backend whose logBatch never resolves: flush returns, jsonl gets every s
   const runDir = scratch();
   const logger = await getOrCreateMetricLogger({ runDir, backendDeadlineMs: 300 });
   await logger.initBackends({ hang: { loggingMode: "global_reduce" }, jsonl: { loggingMode: "global_reduce" } });
-  let last;
+  let last: FlushResult | undefined;
   const seen = await collectDiagnostics(async () => {
     for (let step = 0; step < 4; step++) {
       recordMetric("x", step);
@@ -116,7 +117,8 @@ test("a second getOrCreateMetricLogger with other options is an error; a second 
   assert.equal(await getOrCreateMetricLogger({ experiment: "first" }), logger, "the same options: the existing logger");
   await assert.rejects(getOrCreateMetricLogger({ experiment: "other" }), /a logger already exists in this process .* experiment: "other" \(the logger has "first"\)\. Call shutdown\(\) on it first/);
   await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
-  await assert.rejects(logger.initBackends({ console: { loggingMode: "global_reduce" } }), /initBackends\(\) was already called on this logger; .* call shutdown\(\) first/);
+  await assert.rejects(logger.initBackends({ console: { loggingMode: "global_reduce" } }), /initBackends\(\) was already called on this logger; .* call shutdown\(\) first .* or pass \{ replace: true \}/);
+  await logger.initBackends({ console: { loggingMode: "global_reduce" } }, { replace: true });
   await logger.shutdown();
   const next = await getOrCreateMetricLogger({ experiment: "other", runDir: scratch() });
   assert.notEqual(next, logger);
