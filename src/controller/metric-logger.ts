@@ -224,8 +224,11 @@ export class MetricLogger {
     const shared = validated.filter((v) => v.loggingMode !== "global_reduce" && v.options.perRankShareRun === true);
     this.primaryBackends = await BackendSet.start(shared, (v) => this.globalContext(v, run.resumeStep), this.backendDeadlineMs);
     const perRank: Record<string, Record<string, unknown>> = {};
-    // Ranks apply the controller's backend deadline unless the backend has its own.
-    for (const v of validated) if (v.loggingMode !== "global_reduce") perRank[v.name] = { deadlineMs: this.backendDeadlineMs, ...v.options };
+    // Ranks apply the controller's backend deadline unless the backend has its own, capped at half
+    // the flush deadline: a rank logs its per-rank backends before it answers a flush, and a hung
+    // one must not make the rank miss the flush (its states would be lost for every backend).
+    const rankDeadlineMs = Math.min(this.backendDeadlineMs, Math.max(1, Math.floor(this.flushDeadlineMs / 2)));
+    for (const v of validated) if (v.loggingMode !== "global_reduce") perRank[v.name] = { deadlineMs: rankDeadlineMs, ...v.options };
     const primaryMetadata = { ...this.globalBackends.metadataForRanks(), ...this.primaryBackends.metadataForRanks() };
     this.rankInit = { backends: perRank, primaryMetadata, run };
     if (resumeStep > 0) this.lastStep = resumeStep - 1;

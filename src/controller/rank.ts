@@ -173,6 +173,12 @@ export class RankRuntime {
     }
     recordStreamDropped(this.collector);
     const states = this.collector.takeStates();
+    // What this rank's backends missed since the last flush (rankscope/backend_undelivered/{name}), summed over ranks.
+    const undelivered = [...this.reduceBackends.takeUndeliveredStates(), ...this.streamBackends.takeUndeliveredStates()];
+    if (undelivered.length > 0) {
+      states.push(...undelivered);
+      states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    }
     this.collector.step = step + 1;
     if (this.reduceBackends.size > 0 && states.length > 0) {
       await this.reduceBackends.logStates(states, { step, timestamp: Date.now(), rankName: this.identity.rankName });

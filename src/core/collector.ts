@@ -6,7 +6,7 @@
  * slow path, which a known numeric key never reaches. Accumulators are created once per key and
  * reset at flush (their states are taken first), so a key recorded every step never allocates.
  *
- * The collector is held on `globalThis` under a `Symbol.for` key, so two copies of the package
+ * The collector is held by `processWide` (a versioned `Symbol.for` key), so two copies of the package
  * loaded in one process (a bundler, a dependency pinning another version) still share it.
  */
 import { warn } from "./diagnostics.js";

@@ -239,3 +239,22 @@ test("a corrupt metrics.db: the dashboard answers a JSON error with the reason, 
     await dashboard.close();
   }
 });
+
+test("a hung per-rank backend: the rank still answers the flush, and its misses reach the global backends", { timeout: 60_000 }, async () => {
+  collector.clear();
+  registerBackend("hangRank", () => ({ logBatch: () => new Promise<void>(() => {}) }));
+  const runDir = scratch();
+  const logger = await getOrCreateMetricLogger({ runDir, flushDeadlineMs: 2000 });
+  await collectDiagnostics(async () => {
+    await logger.initBackends({ hangRank: { loggingMode: "per_rank_reduce", deadlineMs: 200 }, jsonl: { loggingMode: "global_reduce" } });
+    for (let step = 0; step < 3; step++) {
+      recordMetric("z", step);
+      const result = await logger.flush(step);
+      assert.deepEqual(result.missingRanks, []);
+    }
+    await logger.shutdown();
+  });
+  assert.deepEqual(jsonlSteps(join(runDir, "metrics.jsonl"), "z"), [0, 1, 2]);
+  // Missed at step 0 (late), reported with step 1's states, then skipped at steps 1 and 2.
+  assert.deepEqual(jsonlSteps(join(runDir, "metrics.jsonl"), "rankscope/backend_undelivered/hangRank"), [1, 2]);
+});
