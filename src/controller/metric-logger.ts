@@ -23,7 +23,7 @@ import type { Metric } from "../core/metric.js";
 import type { AccumulatorState } from "../core/reduce.js";
 import { setCurrentRun } from "../run/current.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
-import { writeRunFiles } from "../run/run-files.js";
+import { validateRunMeta, writeRunFiles } from "../run/run-files.js";
 import { BackendSet, DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
 import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "./rank.js";
@@ -62,6 +62,10 @@ export interface InitBackendsOptions {
    * git branch/commit/dirty of the working directory) into the run directory at start.
    */
   runConfig?: unknown;
+  /** Labels of this run (`["baseline", "lr-sweep"]`), kept in the run directory's `run.json`; the dashboard shows and filters by them. */
+  tags?: readonly string[];
+  /** The group this run belongs to (`"sweep-3"`), kept in `run.json`; the dashboard groups runs by it. */
+  group?: string;
   /**
    * Replace the backends of an earlier `initBackends` (default false: a second call is an Error).
    * The old backends log what they kept (`every: N`) and finish first; the ranks get the new
@@ -210,6 +214,7 @@ export class MetricLogger {
       );
     }
     const validated = await validateBackendsConfig(config);
+    const runMeta = validateRunMeta(options);
     const resumeStep = options.resumeStep ?? 0;
     if (!Number.isInteger(resumeStep) || resumeStep < 0) throw new TypeError(`resumeStep must be a non-negative integer, got ${String(resumeStep)}`);
     if (this.rankInit !== null) {
@@ -232,7 +237,10 @@ export class MetricLogger {
     const primaryMetadata = { ...this.globalBackends.metadataForRanks(), ...this.primaryBackends.metadataForRanks() };
     this.rankInit = { backends: perRank, primaryMetadata, run };
     if (resumeStep > 0) this.lastStep = resumeStep - 1;
-    const runFiles = options.runConfig === undefined ? undefined : writeRunFiles(this.run.runDir, { config: options.runConfig });
+    const runFiles =
+      options.runConfig === undefined && runMeta === undefined
+        ? undefined
+        : writeRunFiles(this.run.runDir, { ...(options.runConfig === undefined ? {} : { config: options.runConfig }), ...(runMeta === undefined ? {} : { meta: runMeta }) });
     await Promise.all([...this.ranks.values()].map((r) => r.init(this.rankInit as RankInit)));
     await runFiles;
   }

@@ -220,9 +220,10 @@ test("a corrupt metrics.db: the dashboard answers a JSON error with the reason, 
   assert.equal(runs.length, 1);
   assert.equal(runs[0]?.experiment, "exp");
   assert.equal(runs[0]?.trial, "broken");
-  assert.equal(runs[0]?.status, "unreadable");
-  assert.match(runs[0]?.error ?? "", /metrics\.db cannot be read: file is not a database \(SQLITE_NOTADB\)/);
-  assert.match(formatRunsTable(runs), /exp +broken +unreadable[^\n]*\n {2}metrics\.db cannot be read: file is not a database/);
+  assert.equal(runs[0]?.status, "unknown");
+  assert.match(runs[0]?.error ?? "", /metrics\.db is not a SQLite database \(damaged, or not written by rankscope\)/);
+  // The row is named from its path, and the reason is printed under it.
+  assert.match(formatRunsTable(runs), /exp +broken +unknown[^\n]*\n {2}metrics\.db is not a SQLite database/);
 
   const dashboard = await startDashboard({ root, port: 0 });
   try {
@@ -234,7 +235,7 @@ test("a corrupt metrics.db: the dashboard answers a JSON error with the reason, 
       }).on("error", reject);
     });
     assert.equal(status, 500);
-    assert.match((JSON.parse(body) as { error: string }).error, /this run's metrics\.db cannot be read: file is not a database \(SQLITE_NOTADB\)/);
+    assert.match((JSON.parse(body) as { error: string }).error, /^run "exp\/broken": metrics\.db is not a SQLite database/);
   } finally {
     await dashboard.close();
   }
