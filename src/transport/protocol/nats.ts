@@ -29,8 +29,3 @@ export function subjects(runId: string) {
 
 /** Both sides reconnect on their own, forever, every 250 ms. */
 export const RECONNECT = { maxReconnectAttempts: -1, reconnectTimeWait: 250, reconnectJitter: 50, pingInterval: 5000 } as const;
-
-/** A ref'd pause: while a rank retries, nothing else may be keeping its process alive. */
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}

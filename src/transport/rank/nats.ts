@@ -10,8 +10,14 @@
 import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { describeError, warn } from "../../core/diagnostics.js";
 import { decodeProtocolMessage } from "../protocol/messages.js";
-import { RECONNECT, sleep, subjects } from "../protocol/nats.js";
+import { backoffDelay, sleep } from "../../core/retry.js";
+import { RECONNECT, subjects } from "../protocol/nats.js";
 import type { RankAgent } from "./rank-agent.js";
+
+/** Waits between a joining rank's tries (jittered, so ranks started together spread out). */
+const JOIN_BACKOFF = { initialMs: 100, maxMs: 1000 };
+/** Waits between a joined rank's tries to register again (no deadline: until it is answered or leaves). */
+const REJOIN_BACKOFF = { initialMs: 250, maxMs: 5000 };
 
 /** Options of the rank side. */
 export interface NatsJoinOptions {
@@ -30,6 +36,10 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   const s = subjects(runId);
   let nc: NatsConnection | undefined;
   let lastError: unknown;
+  // Waits between tries use the one backoff (jittered); the sleep is ref'd, so a retrying rank's
+  // process stays alive. The first join is bounded by the join deadline.
+  const pause = (attempt: number): Promise<void> => sleep(Math.min(backoffDelay(attempt, JOIN_BACKOFF), Math.max(0, deadline - Date.now())));
+  let tries = 0;
   while (nc === undefined) {
     try {
       nc = await connect({ servers: url, name: `rankscope-${runId}-${agent.rankName}`, timeout: Math.max(100, Math.min(2000, deadline - Date.now())), ...RECONNECT });
@@ -40,7 +50,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
           cause: error,
         });
       }
-      await sleep(200);
+      await pause(tries++);
     }
   }
   const conn = nc;
@@ -84,7 +94,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
       await conn.close();
       throw new Error(`joinRun(): the controller refused rank ${agent.rankName}: ${result.error}`);
     }
-    await sleep(200);
+    await pause(tries++);
   }
 
   let left = false;
@@ -93,7 +103,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   const registerAgain = async (why: string): Promise<void> => {
     if (registering || left) return;
     registering = true;
-    let pause = 250;
+    let again = 0;
     try {
       while (!left && !conn.isClosed()) {
         const result = await attempt(10_000);
@@ -101,8 +111,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
         if (result.outcome === "refused") {
           warn(`rank.refused:${agent.rankName}`, `rank ${agent.rankName} registered again (${why}) and the controller refused it: ${result.error}; trying again`);
         }
-        await sleep(pause);
-        pause = Math.min(pause * 2, 5000);
+        await sleep(backoffDelay(again++, REJOIN_BACKOFF));
       }
     } finally {
       registering = false;
