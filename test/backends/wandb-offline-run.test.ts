@@ -16,7 +16,7 @@ import { readdirSync, readFileSync, rmSync } from "node:fs";
 import { promisify } from "node:util";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { beforeEach, it } from "node:test";
+import { after, beforeEach, it } from "node:test";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { recordMetric } from "../../src/core/collector.js";
 import { Reduce } from "../../src/core/registry.js";
@@ -33,6 +33,10 @@ const execFileAsync = promisify(execFile);
 
 const here = dirname(fileURLToPath(import.meta.url));
 beforeEach(() => resetProcess());
+const scratch: string[] = [];
+after(() => {
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
+});
 
 const SPECIALS = [NaN, Infinity, -Infinity, 0.1, -0, 1e308];
 const WIDE_KEYS = 1500; // one history record far larger than a 32 KiB block
@@ -51,6 +55,7 @@ interface Row {
  */
 async function offlineRun(): Promise<{ runDir: string; attempts: Row[][]; versions: unknown[] }> {
   const runDir = tempDir();
+  scratch.push(runDir);
   const attempts: Row[][] = [];
   // Each attempt writes its own version.json (and logs it in its config).
   const versions: unknown[] = [];
