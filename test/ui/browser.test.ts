@@ -199,8 +199,10 @@ describe("dashboard in Chromium", () => {
     assert.equal(await page.getAttribute(card("gpu/0/util"), "data-points"), "30");
   });
 
-  it("draws the newest histogram of a key and switches to an earlier step", async () => {
+  it("draws a histogram key at a chosen step and switches to an earlier one", async () => {
     await page.click('button[data-tab="histograms"]');
+    await page.waitForSelector(`${card("grad/hist")}[data-mode="heatmap"]`);
+    await page.selectOption(`${card("grad/hist")} select`, { label: "step 10" });
     await page.waitForSelector(`${card("grad/hist")}[data-step="10"]`);
     assert.equal(await page.getAttribute(card("grad/hist"), "data-buckets"), "5");
     const newest = await canvasOf(page, "grad/hist");
