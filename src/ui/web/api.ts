@@ -129,6 +129,17 @@ export const api = {
     }
   },
   bytesReceived: () => received,
+  /**
+   * Learn what the server supports from `/api/runs`: a server that lists runs without `params`
+   * predates `before` and `/api/summary`, so the app does not ask it (no refused requests).
+   */
+  learnFrom: (runs: RunInfo[]): void => {
+    const first = runs[0];
+    if (first !== undefined && first.params === undefined) {
+      unsupported.before = true;
+      unsupported.summary = true;
+    }
+  },
   /** Whether the server answered `before` (false once it refused it). */
   supportsBefore: () => !unsupported.before,
   /** The last value of every key of a run (or of `keys`); empty from a server without `/api/summary`. */
@@ -148,7 +159,11 @@ export const api = {
     }
   },
   version: () => getJson<{ rankscope: string; node: string }>("version"),
-  runs: async () => (await getJson<{ runs: RunInfo[] }>("runs")).runs,
+  runs: async () => {
+    const runs = (await getJson<{ runs: RunInfo[] }>("runs")).runs;
+    api.learnFrom(runs);
+    return runs;
+  },
   keys: (run: string) => getJson<RunKeys>("keys", { run }),
   histograms: async (run: string, key: string, limit?: number) => {
     const rows = (await getJson<{ histograms: HistogramRow[] }>("histograms", { run, key, limit })).histograms;

@@ -220,7 +220,9 @@ export async function refineWindow(generation: number, cards: ChartCard[]): Prom
           let answer: LineAnswer<SeriesData> | undefined;
           try {
             const knewBefore = api.supportsBefore();
-            [answer] = await ask(knewBefore ? maxPoints : fallbackBudget);
+            // With `before` the answer is the window only: ask for as many points as the server
+            // gives (2,000), so a window of up to 2,000 steps comes back raw.
+            [answer] = await ask(knewBefore ? 2000 : fallbackBudget);
             if (knewBefore && !api.supportsBefore()) [answer] = await ask(fallbackBudget);
           } catch (error) {
             hooks.showError(error);
@@ -234,6 +236,8 @@ export async function refineWindow(generation: number, cards: ChartCard[]): Prom
           const head = startCut === -1 ? line.steps.length : startCut;
           let tail = line.steps.findIndex((s) => s > to);
           if (tail === -1) tail = line.steps.length;
+          card.root.dataset["windowPointsBefore"] = String(tail - head);
+          card.root.dataset["windowPoints"] = String(end);
           line.steps = [...line.steps.slice(0, head), ...answer.steps.slice(0, end), ...line.steps.slice(tail)];
           line.times = [...line.times.slice(0, head), ...answer.times.slice(0, end), ...line.times.slice(tail)];
           line.values = [...line.values.slice(0, head), ...answer.values.slice(0, end), ...line.values.slice(tail)];
