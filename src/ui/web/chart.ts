@@ -11,7 +11,7 @@
  * canvas, so a run with a thousand keys costs the charts one can see.
  */
 import uPlot from "uplot";
-import { append, clear, el } from "./dom.js";
+import { append, clear, el, formatTime } from "./dom.js";
 import { visibleName } from "./names.js";
 import { smoothDebiasedEma } from "./smooth.js";
 
@@ -216,6 +216,7 @@ export class ChartCard {
   private markers: Marker[] = [];
   /** Lines the user hid from the legend, by id. */
   private readonly hidden = new Set<string>();
+  private hovered = false;
   private readonly resizeObserver: ResizeObserver;
   private observedWidth: number | undefined;
   private widthHint: number | undefined;
@@ -252,7 +253,14 @@ export class ChartCard {
     });
     this.resizeObserver.observe(this.plotBox);
     this.plotBox.addEventListener("dblclick", () => this.events.onZoom?.(null));
-    this.plotBox.addEventListener("mouseleave", () => this.tooltip.classList.add("hidden"));
+    // The cursor moves on every chart at once (synced); the tooltip shows only where the mouse is.
+    this.plotBox.addEventListener("mouseenter", () => {
+      this.hovered = true;
+    });
+    this.plotBox.addEventListener("mouseleave", () => {
+      this.hovered = false;
+      this.tooltip.classList.add("hidden");
+    });
   }
 
   /** Replace the lines and redraw. */
@@ -579,20 +587,24 @@ export class ChartCard {
           el("span", { className: "tip-label" }, line.label),
           ` step ${line.steps[point] ?? ""} · ${formatValue(raw)}`,
           smoothed !== null ? ` (smoothed ${formatValue(smoothed)})` : "",
-          ` · ${new Date(line.times[point] ?? 0).toLocaleString()}`,
+          ` · ${formatTime(line.times[point] ?? null).slice(11)}`,
         ),
       );
     });
     const left = u.cursor.left ?? -1;
-    if (rows.length === 0 || left < 0) {
+    if (rows.length === 0 || left < 0 || !this.hovered) {
       this.tooltip.classList.add("hidden");
       return;
     }
     clear(this.tooltip);
     append(this.tooltip, ...rows.slice(0, 8), rows.length > 8 ? el("div", { className: "muted" }, `… ${rows.length - 8} more`) : null);
     this.tooltip.classList.remove("hidden");
-    const plotWidth = this.plotBox.clientWidth;
-    this.tooltip.style.left = `${Math.min(Math.max(0, left + 70), Math.max(0, plotWidth - 260))}px`;
+    // Beside the cursor, on whichever side has room, inside the card.
+    const cardWidth = this.root.clientWidth;
+    const tipWidth = Math.min(this.tooltip.offsetWidth, cardWidth - 8);
+    const at = u.over.getBoundingClientRect().left - this.root.getBoundingClientRect().left + left;
+    const place = at + 16 + tipWidth <= cardWidth - 4 ? at + 16 : at - 16 - tipWidth;
+    this.tooltip.style.left = `${Math.max(4, place)}px`;
   }
 
   private downloadPng(): void {

@@ -237,7 +237,7 @@ export function parallelCoordinates(runs: RunInfo[], paramKeys: string[], params
   axes.forEach((axis, i) => {
     const x = left + i * gap;
     root.appendChild(svg("line", { x1: x, x2: x, y1: top, y2: top + plotH, class: "pc-axis" }));
-    root.appendChild(svg("text", { x, y: top - 18, "text-anchor": "middle", class: i === axes.length - 1 ? "pc-label pc-metric" : "pc-label" }, visibleName(axis.name)));
+    root.appendChild(svg("text", { x, y: top - 18, "text-anchor": "middle", class: i === axes.length - 1 && metricAxis !== null ? "pc-label pc-metric" : "pc-label" }, visibleName(axis.name)));
     root.appendChild(svg("text", { x, y: top - 5, "text-anchor": "middle", class: "pc-tick" }, axis.high));
     root.appendChild(svg("text", { x, y: top + plotH + 14, "text-anchor": "middle", class: "pc-tick" }, axis.low));
   });
