@@ -172,6 +172,34 @@ describe("dashboard features in Chromium", () => {
     await page.waitForSelector(`${card("train/acc")}[data-x-mode="step"][data-drawn]`);
   });
 
+  it("draws the wall-time axis with its date row inside the chart, clear of the legend", async () => {
+    await page.selectOption("#x-mode", "wall");
+    const acc = card("train/acc");
+    await page.waitForSelector(`${acc}[data-x-mode="wall"][data-drawn]`);
+    // The date row is the lowest text on the canvas. It must be drawn whole: ink just above the
+    // bottom edge and none on the last pixel rows (a row cut by the canvas edge inks them).
+    const [textInk, edgeInk] = await page.$eval(`${acc} canvas`, (c) => {
+      const canvas = c as HTMLCanvasElement;
+      const ctx = canvas.getContext("2d");
+      const ink = (from: number, rows: number): number => {
+        const data = ctx?.getImageData(0, from, canvas.width, rows).data ?? new Uint8ClampedArray();
+        let n = 0;
+        for (let i = 3; i < data.length; i += 4) if ((data[i] ?? 0) > 60) n++;
+        return n;
+      };
+      const edge = Math.max(1, Math.round(2 * devicePixelRatio));
+      return [ink(canvas.height - Math.round(20 * devicePixelRatio), Math.round(20 * devicePixelRatio) - edge), ink(canvas.height - edge, edge)];
+    });
+    assert.ok(textInk > 20, `the date row is drawn (${textInk} inked pixels)`);
+    assert.equal(edgeInk, 0, "the date row is not cut by the chart's bottom edge");
+    const canvasBox = await page.locator(`${acc} canvas`).boundingBox();
+    const legendBox = await page.locator(`${acc} .legend`).boundingBox();
+    assert.ok(canvasBox !== null && legendBox !== null && canvasBox.y + canvasBox.height <= legendBox.y + 1, "the legend starts below the axis");
+    await shot(page, "dashboard-wall-axis.png", acc);
+    await page.selectOption("#x-mode", "step");
+    await page.waitForSelector(`${acc}[data-x-mode="step"][data-drawn]`);
+  });
+
   it("keeps the whole view in the URL: a copied link opens the same view", async () => {
     await open("run=sweep/lr0&run=sweep/lr1&tab=metrics&smooth=0.3&logy=1&q=acc&zoom=10,40&theme=dark");
     await grid();
