@@ -97,6 +97,11 @@ export class LazyGrid {
       const spec = this.specs.get(entry.target);
       if (spec === undefined) continue;
       spec.card.setOnScreen(entry.isIntersecting);
+      // A loaded card scrolled into view under a zoom made elsewhere: fetch its window too.
+      const zoom = state.settings.zoom;
+      if (entry.isIntersecting && zoom !== null && entry.target.getAttribute("data-loaded") === "1" && entry.target.getAttribute("data-refined-zoom") !== String(zoom)) {
+        void refineWindow(this.generation, [spec.card]);
+      }
       if (entry.isIntersecting && entry.target.getAttribute("data-requested") !== "1") {
         entry.target.setAttribute("data-requested", "1");
         this.queue.push(spec);
@@ -200,6 +205,7 @@ export async function refineWindow(generation: number, cards: ChartCard[]): Prom
   if (zoom === null) return;
   await Promise.all(
     cards.map(async (card) => {
+      card.root.dataset["refinedZoom"] = String(zoom);
       const settings = card.getSettings();
       const wanted = [...state.lineSources.values()].filter((s) => s.card === card && s.kind === "series" && s.line.downsampled === true);
       if (wanted.length === 0) return;
