@@ -36,7 +36,7 @@ async function renderSeriesGrid(generation: number, tab: "streams" | "system"): 
   if (generation !== state.generation) return;
   const matcher = searchMatcher(state.search);
   const names = [...new Set([...keys.values()].flatMap((k) => (tab === "streams" ? k.streams : k.system)))].sort().filter((n) => matcher.test(n));
-  if (names.length === 0) return emptyNote(tab === "streams" ? "No raw stream values (per_rank_no_reduce or streamValues probes) in the selected runs." : "No system metrics (GPU/CPU monitor) in the selected runs.");
+  if (names.length === 0) return emptyNote(tab === "streams" ? "No raw stream values (per_rank_no_reduce keys) in the selected runs; streamValues probes go to the stream file streams/rank-N.jsonl only." : "No system metrics (GPU/CPU monitor) in the selected runs.");
   const view = viewBox();
   if (tab === "streams") view.appendChild(el("p", { className: "muted" }, "Raw values as each rank recorded them, one dot per value, over time (pick wall or relative time on the x-axis)."));
   const g = el("div", { className: "grid" });
