@@ -143,10 +143,10 @@ export const api = {
   /** Whether the server answered `before` (false once it refused it). */
   supportsBefore: () => !unsupported.before,
   /** The last value of every key of a run (or of `keys`); empty from a server without `/api/summary`. */
-  summary: async (run: string, keys?: string[]): Promise<Record<string, number>> => {
+  summary: async (run: string, options: { keys?: string[]; internal?: boolean } = {}): Promise<Record<string, number>> => {
     if (unsupported.summary) return {};
     try {
-      const data = await getJson<Record<string, unknown>>("summary", { run, keys: keys?.join(",") });
+      const data = await getJson<Record<string, unknown>>("summary", { run, keys: options.keys?.join(","), internal: options.internal === true ? 1 : undefined });
       const out: Record<string, number> = {};
       for (const [k, v] of Object.entries(data)) out[k] = toNumber(v);
       return out;

@@ -1,18 +1,17 @@
 /**
- * The dashboard against the API of issue 14 in Chromium: runs with tags, groups and flattened
- * hyperparameters, keys flagged `internal`, `/api/summary`, `/api/lines` with `before`, and runs
- * whose folder names are any UTF-8 (accents, `=`, `(`, `+`, CJK, a bidi override).
- *
- * Tags, groups, params and `internal` come through the server's real routes from a source that
- * wraps the store's (as the store reader gives them once it keeps them); the summary, the
- * `before` bound and the hostile names need the server's side of the issue.
+ * The dashboard against the API of issue 14 in Chromium, all through the real server and store:
+ * runs with tags and a group (`run.json`, as `initBackends(config, { tags, group })` writes it)
+ * and flattened hyperparameters, keys the server flags `internal`, `/api/summary`, `/api/lines`
+ * with `before`, and runs whose folder names are any UTF-8 (accents, `=`, `(`, `+`, CJK, a bidi
+ * override).
  */
 import assert from "node:assert/strict";
-import { rmSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Page } from "playwright-core";
-import { startDashboard, type Dashboard, type DashboardSource } from "../../../src/ui/server.js";
-import { createStoreSource } from "../../../src/ui/store-source.js";
+import { RUN_META_FILE } from "../../../src/run/run-files.js";
+import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { card, ensureWebBuilt, shot, writeRun } from "./support.js";
@@ -20,26 +19,11 @@ import { card, ensureWebBuilt, shot, writeRun } from "./support.js";
 /** Names W&B and AReaL users give runs; the last one holds a right-to-left override. */
 const HOSTILE = ["café", "lr=3e-4,bs=256", "2026-11-24T00:45:00", "ablation (v2)", "run+1", "实验1", "tri\u202Eal"];
 
-const META: Record<string, { tags: string[]; group: string | null }> = {
-  "sweep/a": { tags: ["baseline"], group: "sweep-1" },
-  "sweep/b": { tags: ["wide", "fp8"], group: "sweep-1" },
-  "sweep/c": { tags: ["wide"], group: null },
+const META: Record<string, { tags: string[]; group?: string }> = {
+  a: { tags: ["baseline"], group: "sweep-1" },
+  b: { tags: ["wide", "fp8"], group: "sweep-1" },
+  c: { tags: ["wide"] },
 };
-
-/** The store's source, plus the run metadata and key flags of the issue's API. */
-function contractSource(): DashboardSource {
-  const inner = createStoreSource();
-  return {
-    ...inner,
-    listRuns: async (root) =>
-      (await inner.listRuns(root)).map((run) => {
-        const meta = META[run.id] ?? { tags: [], group: null };
-        const i = Object.keys(META).indexOf(run.id);
-        return { ...run, ...meta, params: i === -1 ? {} : { lr: [0.1, 0.01, 0.001][i] ?? null, "model.width": 256 * (i + 1), optimizer: i === 0 ? "sgd" : "adam" } };
-      }),
-    keys: async (runDir) => (await inner.keys(runDir)).map((k) => ({ ...k, internal: k.key.startsWith("sys.") })),
-  };
-}
 
 describe("dashboard against the issue-14 API in Chromium", () => {
   let root: string;
@@ -52,11 +36,13 @@ describe("dashboard against the issue-14 API in Chromium", () => {
     ensureWebBuilt();
     root = tempDir("rankscope-ui-contract-");
     for (const [i, trial] of ["a", "b", "c"].entries()) {
-      writeRun(root, "sweep", trial, 80, { "train/loss": (s) => (i + 1) * Math.exp(-s / 30), "sys.heartbeat": () => 1 });
+      const hyperparams = { lr: [0.1, 0.01, 0.001][i], model: { width: 256 * (i + 1) }, optimizer: i === 0 ? "sgd" : "adam" };
+      writeRun(root, "sweep", trial, 80, { "train/loss": (s) => (i + 1) * Math.exp(-s / 30), loss__count: () => 4 }, hyperparams);
+      writeFileSync(join(root, "sweep", trial, RUN_META_FILE), JSON.stringify(META[trial]));
     }
     for (const name of HOSTILE) writeRun(root, "hostile", name, 30, { loss: (s) => 1 / (s + 1) });
     writeRun(root, "exp", "long", 20_000, { signal: (s) => Math.sin(s / 40) + (s === 13_337 ? 5 : 0) });
-    dashboard = await startDashboard({ root, port: 0, source: contractSource() });
+    dashboard = await startDashboard({ root, port: 0 });
     launched = await launchChromium();
     page = await launched.context.newPage();
     page.on("console", (m) => {
@@ -85,7 +71,7 @@ describe("dashboard against the issue-14 API in Chromium", () => {
 
   it("hides keys the server flags internal", async () => {
     await page.waitForSelector("body[data-charts-rendered]");
-    assert.equal(await page.locator(card("sys.heartbeat")).count(), 0);
+    assert.equal(await page.locator(card("loss__count")).count(), 0);
     assert.match(await page.innerText("#internal-note"), /1 hidden/);
   });
 
@@ -104,7 +90,7 @@ describe("dashboard against the issue-14 API in Chromium", () => {
     assert.deepEqual(await page.$$eval("table.runs-table tbody tr", (r) => r.map((x) => x.getAttribute("data-run"))), ["sweep/c", "sweep/b", "sweep/a"]);
   });
 
-  it("shows the last value of each metric as summary columns and plots it in parallel coordinates (needs /api/summary)", async () => {
+  it("shows the last value of each metric as summary columns and plots it in parallel coordinates", async () => {
     const cell = await page.$$eval("table.runs-table th.summary button", (b) => b.map((x) => x.getAttribute("data-col")));
     assert.ok(cell.includes("s:train/loss"), `summary columns: ${JSON.stringify(cell)}`);
     await page.selectOption("#pc-metric", "train/loss");
@@ -113,7 +99,7 @@ describe("dashboard against the issue-14 API in Chromium", () => {
     await shot(page, "dashboard-parcoords.png", "svg.parcoords");
   });
 
-  it("zooms into the middle of a 20,000-step line and gets its raw points (needs before in /api/lines)", async () => {
+  it("zooms into the middle of a 20,000-step line and gets its raw points", async () => {
     await page.goto(`${dashboard.url}#run=exp/long&tab=metrics&smooth=0&zoom=13000,13600`);
     await page.reload();
     const signal = card("signal");
@@ -137,7 +123,7 @@ describe("dashboard against the issue-14 API in Chromium", () => {
     await shot(page, "dashboard-hostile-names.png", "#sidebar");
   });
 
-  it("opens runs with any UTF-8 name (needs the server's name rules)", async () => {
+  it("opens runs with any UTF-8 name", async () => {
     for (const name of HOSTILE) {
       await page.click(`#runs tr[data-run=${JSON.stringify(`hostile/${name}`)}]`);
       await page.waitForFunction((id) => new URLSearchParams(location.hash.slice(1)).getAll("run").join() === id, `hostile/${name}`);

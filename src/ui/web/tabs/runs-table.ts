@@ -76,7 +76,7 @@ export async function renderRunsTable(generation: number): Promise<void> {
   await pool(runs, FETCH_CONCURRENCY, async (run) => {
     params.set(run.id, await paramsOf(run));
     // A server that lists no params with its runs predates /api/summary: don't ask it.
-    if (run.params !== undefined) state.summaries.set(run.id, await api.summary(run.id));
+    if (run.params !== undefined) state.summaries.set(run.id, await api.summary(run.id, { internal: state.showInternal }));
   });
   if (generation !== state.generation) return;
   const paramKeys = [...new Set([...params.values()].flatMap((p) => Object.keys(p)))].sort();
