@@ -16,7 +16,8 @@ const browser = await launchChromium();
 try {
   const page = await browser.context.newPage();
   await page.goto(`${dashboard.url}#${hash}`);
-  await page.waitForSelector("body[data-charts-rendered]", { timeout: 30_000 });
+  // The metrics tab marks when its charts are drawn; other tabs: wait for their content.
+  await page.waitForSelector(/tab=(?!metrics)/.test(hash) ? "#view > *" : "body[data-charts-rendered]", { timeout: 30_000 });
   // Let the first polls and the runs refresh settle before the picture.
   await page.waitForTimeout(1500);
   await page.screenshot({ path: out });

@@ -151,6 +151,16 @@ describe("heatmapGrid", () => {
       [0, 0, 1, 1],
     ]);
   });
+
+  it("adds up the ranks' histograms of one step into one column", () => {
+    const rank = (step: number, counts: number[]): { step: number; min: number; max: number; bucketLimits: number[]; bucketCounts: number[] } => ({ step, min: 0, max: 4, bucketLimits: [2, 4], bucketCounts: counts });
+    const { columns, steps } = heatmapGrid([rank(1, [4, 0]), rank(1, [0, 2]), rank(2, [1, 1])], 2);
+    assert.deepEqual(steps, [1, 2]);
+    assert.deepEqual(columns, [
+      [1, 0.5],
+      [1, 1],
+    ]);
+  });
 });
 
 describe("histogramSteps", () => {

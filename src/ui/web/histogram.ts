@@ -33,18 +33,24 @@ export function histogramSteps(h: Pick<HistogramRow, "min" | "max" | "bucketLimi
 
 /**
  * Re-bin histograms onto `bins` equal cells between the smallest and largest edge of all of them,
- * spreading each bucket's count evenly over the cells it overlaps; each column is normalised to
- * its largest cell (1.0). Returns the value range and the grid, one column per histogram.
+ * spreading each bucket's count evenly over the cells it overlaps. Rows of the same `step` (one
+ * per rank) add up into one column; each column is normalised to its largest cell (1.0). Returns
+ * the value range, the grid (one column per step, in the rows' order) and each column's step.
  */
-export function heatmapGrid(rows: Pick<HistogramRow, "min" | "max" | "bucketLimits" | "bucketCounts">[], bins: number): { low: number; high: number; columns: number[][] } {
+export function heatmapGrid(rows: (Pick<HistogramRow, "min" | "max" | "bucketLimits" | "bucketCounts"> & { step?: number })[], bins: number): { low: number; high: number; columns: number[][]; steps: (number | undefined)[] } {
   const edges = rows.map((r) => histogramSteps(r)[0]);
   const low = Math.min(...edges.map((e) => e[0] ?? Infinity));
   const high = Math.max(...edges.map((e) => e[e.length - 1] ?? -Infinity));
   const span = high > low ? high - low : 1;
-  const columns = rows.map((row, r) => {
+  const byColumn = new Map<string, { step: number | undefined; cells: number[] }>();
+  rows.forEach((row, r) => {
+    const id = row.step === undefined ? `row${r}` : `step${row.step}`;
+    let column = byColumn.get(id);
+    if (column === undefined) {
+      column = { step: row.step, cells: new Array<number>(bins).fill(0) };
+      byColumn.set(id, column);
+    }
     const [xs, ys] = histogramSteps(row);
-    void edges[r];
-    const cells = new Array<number>(bins).fill(0);
     for (let b = 1; b < xs.length; b++) {
       const a = xs[b - 1] ?? 0;
       const z = xs[b] ?? 0;
@@ -53,12 +59,14 @@ export function heatmapGrid(rows: Pick<HistogramRow, "min" | "max" | "bucketLimi
       const c0 = Math.min(bins - 1, Math.max(0, Math.floor(((a - low) / span) * bins)));
       const c1 = Math.min(bins - 1, Math.max(0, Math.ceil(((z - low) / span) * bins) - 1));
       const share = count / (c1 - c0 + 1);
-      for (let c = c0; c <= c1; c++) cells[c] = (cells[c] ?? 0) + share;
+      for (let c = c0; c <= c1; c++) column.cells[c] = (column.cells[c] ?? 0) + share;
     }
+  });
+  const columns = [...byColumn.values()].map(({ cells }) => {
     const top = Math.max(...cells);
     return top > 0 ? cells.map((v) => v / top) : cells;
   });
-  return { low, high, columns };
+  return { low, high, columns, steps: [...byColumn.values()].map((c) => c.step) };
 }
 
 const HEAT_BINS = 48;
@@ -110,7 +118,7 @@ export class HistogramCard {
   drawHeatmap(): void {
     this.reset();
     const rows = this.rows;
-    const { low, high, columns } = heatmapGrid(rows, HEAT_BINS);
+    const { low, high, columns, steps } = heatmapGrid(rows, HEAT_BINS);
     const dpr = devicePixelRatio;
     const width = Math.max(200, this.width);
     const height = 190;
@@ -139,17 +147,17 @@ export class HistogramCard {
       ctx.font = "11px sans-serif";
       ctx.textAlign = "right";
       const ticks = [low, (low + high) / 2, high];
-      formatTicks(ticks).forEach((label, i) => ctx.fillText(label, axisLeft - 4, 6 + plotH - (i / 2) * plotH + (i === 0 ? 0 : i === 2 ? 9 : 4)));
+      ticks.map((v) => String(Number(v.toPrecision(4)))).forEach((label, i) => ctx.fillText(label, axisLeft - 4, 6 + plotH - (i / 2) * plotH + (i === 0 ? 0 : i === 2 ? 9 : 4)));
       ctx.textAlign = "left";
-      ctx.fillText(`step ${rows[0]?.step ?? ""}`, axisLeft, height - 6);
+      ctx.fillText(`step ${steps[0] ?? ""}`, axisLeft, height - 6);
       ctx.textAlign = "right";
-      ctx.fillText(`step ${rows[rows.length - 1]?.step ?? ""}`, width - 6, height - 6);
+      ctx.fillText(`step ${steps[steps.length - 1] ?? ""}`, width - 6, height - 6);
     }
     this.root.dataset["mode"] = "heatmap";
     this.root.dataset["columns"] = String(columns.length);
     delete this.root.dataset["step"];
     clear(this.summary);
-    append(this.summary, ` ${rows.length} steps · values ${low.toPrecision(4)} … ${high.toPrecision(4)}`);
+    append(this.summary, ` ${columns.length} steps${rows.length > columns.length ? ` (${rows.length} histograms, ranks added up)` : ""} · values ${low.toPrecision(4)} … ${high.toPrecision(4)}`);
   }
 
   private draw(index: number): void {
