@@ -16,7 +16,7 @@ import type { BackendsConfig } from "../controller/config.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
 import { SystemMonitor } from "../system/monitor.js";
 import { savePerfTracer, traceScope } from "../trace/perf-tracer.js";
-import { spawnRanks } from "../transport/launcher.js";
+import { spawnRanks } from "../transport/controller/launcher.js";
 
 /**
  * Where the demo's part 2 logs to: add backends here. The store three times: the values reduced
@@ -62,7 +62,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   let monitor: SystemMonitor | undefined;
   try {
     // Loaded only when asked for, like any user of the NATS carrier would.
-    const nats = options.natsUrl === undefined ? undefined : await (await import("../transport/nats.js")).serveRanksOverNats({ url: options.natsUrl, logger });
+    const nats = options.natsUrl === undefined ? undefined : await (await import("../transport/controller/nats.js")).serveRanksOverNats({ url: options.natsUrl, logger });
     const actors = await spawnRanks({
       module: demoRankModule(),
       replicas: 2,
@@ -79,7 +79,8 @@ export async function runDemo(options: DemoOptions): Promise<void> {
 
     for (const loggingMode of LOGGING_MODES) {
       heading(`logging_mode ${loggingMode}: each rank records its local rank with SUM, twice (seed 001 §2)`);
-      await logger.initBackends({ console: { loggingMode } });
+      // The demo shows each mode in turn on the same ranks: replacing the backends is asked for.
+      await logger.initBackends({ console: { loggingMode } }, { replace: step > 0 });
       for (let i = 0; i < 2; i++) await actors.fanout("myFn");
       await logger.flush(step++);
       // Stream lines reach the console from each rank's writer thread: wait for them, then print.
@@ -88,7 +89,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     }
 
     heading(`a toy RL job: every reduction, merged across the ${actors.rankNames.length} ranks (global_reduce)`);
-    await logger.initBackends(DEMO_BACKENDS, { runConfig: { ...DEMO_RUN_CONFIG, steps: options.steps }, tags: ["demo", "toy-rl"], group: "demo" });
+    await logger.initBackends(DEMO_BACKENDS, { runConfig: { ...DEMO_RUN_CONFIG, steps: options.steps }, tags: ["demo", "toy-rl"], group: "demo", replace: true });
     // Sampled at every step here, not on timers, so a short demo still has a system chart.
     monitor = new SystemMonitor({ logger, gpus: false, label: "demo" });
     for (let s = 0; s < options.steps; s++) {
