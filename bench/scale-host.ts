@@ -12,10 +12,10 @@
  */
 import { connect } from "@nats-io/transport-node";
 import { Collector, type MetricEntry } from "../src/core/collector.js";
-import { RankRuntime } from "../src/controller/rank.js";
+import { RankRuntime } from "../src/transport/rank/runtime.js";
 import { startHostAgent, type HostAgent } from "../src/transport/host/agent.js";
-import { joinOverNats } from "../src/transport/nats.js";
-import { RankAgent } from "../src/transport/rank-agent.js";
+import { joinOverNats } from "../src/transport/rank/nats.js";
+import { RankAgent } from "../src/transport/rank/rank-agent.js";
 import { scaleKeys } from "./scale-keys.js";
 
 const env = (name: string): string => {

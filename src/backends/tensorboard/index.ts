@@ -10,13 +10,16 @@
  * `SessionLog START` before each attempt's first data, at its first step (or the resumed step).
  * Staged events are written at each flush and at finish.
  *
- * Options: `dir`, the directory relative to the run directory (default `tensorboard`).
+ * Options: `dir`, the directory relative to the run directory (default `tensorboard`);
+ * `internal` (default false): also write rankscope's own keys (`…__count`, `rankscope/…`, see
+ * `isInternalKey`), which are otherwise left out so they do not crowd the user's charts.
  *
  * TensorBoard keeps one point per step and tag (its Rust reader takes a repeated step as a
  * restart), so stream values recorded within one step show as the last of them there; every value
  * is in the file, and in the store and JSONL backends.
  */
 import { isAbsolute, join } from "node:path";
+import { isInternalKey } from "../../core/internal-keys.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
@@ -49,6 +52,9 @@ class TensorBoardBackend implements Backend {
   private flushTime = 0;
   private resumeStep = 0;
   private sessionStarted = false;
+  /** Every hyperparameter logged so far (merged); written as one session_start_info. */
+  private hparams: Record<string, unknown> = {};
+  private hparamsPending = false;
   private readonly tagOf = (key: string): string => {
     if (this.tagPrefix === "") return key;
     let tag = this.tags.get(key);
@@ -82,10 +88,19 @@ class TensorBoardBackend implements Backend {
   private startSession(step: number): void {
     if (this.sessionStarted) return;
     this.sessionStarted = true;
+    this.writeHparams();
     this.open().startSession(this.resumeStep > 0 ? this.resumeStep : step);
   }
 
-  logBatch(metrics: readonly Metric[], step: number): void {
+  /** The merged hyperparameters as one session_start_info, if any are waiting. */
+  private writeHparams(): void {
+    if (!this.hparamsPending) return;
+    this.hparamsPending = false;
+    this.open().write([hparamsEvent(this.hparams, Date.now())]);
+  }
+
+  logBatch(all: readonly Metric[], step: number): void {
+    const metrics = this.options["internal"] === true || !all.some((m) => isInternalKey(m.key)) ? all : all.filter((m) => !isInternalKey(m.key));
     const first = metrics[0];
     if (first === undefined) return;
     this.startSession(step);
@@ -120,8 +135,16 @@ class TensorBoardBackend implements Backend {
     this.open().stage([event]);
   }
 
+  /**
+   * Hyperparameters (the run config at init, and the user's): merged, and written as one
+   * `session_start_info` before the attempt's first data, so every call made before the first
+   * flush shows. TensorBoard keeps a run's first `session_start_info`: later calls write the merged
+   * set again, which readers that take the last one show and TensorBoard's HParams tab does not.
+   */
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
-    this.open().write([hparamsEvent(params, Date.now())]);
+    this.hparams = { ...this.hparams, ...params };
+    this.hparamsPending = true;
+    if (this.sessionStarted) this.writeHparams();
   }
 
   private noteFlush(step: number, timestamp: number): void {
@@ -134,13 +157,16 @@ class TensorBoardBackend implements Backend {
   }
 
   async finish(): Promise<void> {
+    this.writeHparams();
     await this.writer?.flush();
   }
 }
 
 registerBackend("tensorboard", (options) => new TensorBoardBackend(options), {
-  knownOptions: ["dir"],
+  knownOptions: ["dir", "internal"],
   validate(options) {
+    const internal = options["internal"];
+    if (internal !== undefined && typeof internal !== "boolean") throw new TypeError(`backend "tensorboard": internal must be true or false, got ${JSON.stringify(internal)}`);
     const dir = options["dir"];
     if (dir !== undefined && (typeof dir !== "string" || dir.length === 0)) {
       throw new TypeError(`backend "tensorboard": dir must be a non-empty path (relative to the run directory, or absolute), got ${JSON.stringify(dir)}`);

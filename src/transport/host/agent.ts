@@ -12,12 +12,12 @@
  */
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import { describeError, reportError } from "../../core/diagnostics.js";
-import type { OffCycleLog, RankInit, RankSnapshot } from "../../controller/rank.js";
+import type { OffCycleLog, RankInit, RankSnapshot } from "../protocol/types.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
-import { assertSubjectToken } from "../identity.js";
-import { connectTo, NatsRankServer, type RankRegistry } from "../nats.js";
-import { reportIgnored } from "../protocol.js";
-import type { RemoteRankHandle } from "../remote-rank.js";
+import { assertSubjectToken } from "../protocol/identity.js";
+import { connectTo, NatsRankServer, type RankRegistry } from "../controller/nats.js";
+import { reportIgnored } from "../protocol/messages.js";
+import type { RemoteRankHandle } from "../controller/remote-rank.js";
 import { StateEncoder } from "../wire/codec.js";
 import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostEnvelope, hostSubjects, type HostMessage, type HostStatesHeader } from "./messages.js";
 
@@ -53,8 +53,6 @@ export class HostAgent implements RankRegistry {
   private rankInit: RankInit | null = null;
   private readonly encoder = new StateEncoder();
   private membersVersion = 1;
-  /** Values in rank answers that came after the agent's deadline, not yet reported to the controller. */
-  private lateValues = 0;
   private sentMembersVersion = 0;
   private server: NatsRankServer | undefined;
   private closing: Promise<void> | undefined;
@@ -93,9 +91,6 @@ export class HostAgent implements RankRegistry {
   async registerRank(handle: RemoteRankHandle): Promise<void> {
     this.ranks.set(handle.rankName, handle);
     this.membersVersion++;
-    handle.onLateSnapshot = (snapshot) => {
-      for (const s of snapshot.states) this.lateValues += s.state.count;
-    };
     if (this.rankInit !== null) await handle.init(this.rankInit);
   }
 
@@ -191,7 +186,6 @@ export class HostAgent implements RankRegistry {
       mv: this.membersVersion,
       ...(sendMembers ? { ranks: handles.map((h) => h.rankName) } : {}),
       dropped,
-      late: this.lateValues,
       ...(offCycle.length > 0 ? { offCycle } : {}),
     };
     try {
@@ -200,7 +194,6 @@ export class HostAgent implements RankRegistry {
       this.stats.flushes++;
       this.stats.bytesOut += frame.length;
       if (sendMembers) this.sentMembersVersion = this.membersVersion;
-      this.lateValues -= header.late;
     } catch (error) {
       reportError("host.flushAnswer", `host agent ${hostId} could not answer flush(${request.step}): ${describeError(error)}`);
     }

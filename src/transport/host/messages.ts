@@ -14,9 +14,8 @@
  * malformed, foreign or of another version is counted and ignored like every protocol message.
  */
 import { decodeMessage, encodeMessage } from "../../core/json.js";
-import type { RankInit } from "../../controller/rank.js";
-import type { OffCycleLog } from "../../controller/rank.js";
-import { PROTOCOL_VERSION, reportIgnored, transportStats } from "../protocol.js";
+import type { OffCycleLog, RankInit } from "../protocol/types.js";
+import { PROTOCOL_VERSION, reportIgnored, transportStats } from "../protocol/messages.js";
 
 const PROTO = "rankscope";
 
@@ -65,8 +64,6 @@ export interface HostStatesHeader {
   /** Version of the host's rank list; `ranks` is sent when it changed (or on resync). */
   readonly mv: number;
   readonly ranks?: readonly string[];
-  /** Values (summed state counts) in rank answers that reached the agent after its deadline since its last frame: lost, counted. */
-  readonly late: number;
   /** Sum of the reporting ranks' dropped-key counts (since they started). */
   readonly dropped: number;
   readonly offCycle?: readonly OffCycleLog[];
@@ -160,7 +157,7 @@ function validateHostMessage(m: Record<string, unknown>): string | undefined {
 export function validateHostStatesHeader(h: Record<string, unknown>): string | undefined {
   if (h["t"] !== "hostStates") return `a "${String(h["t"])}" frame where only "hostStates" is taken`;
   if (!isId(h["id"]) || !isId(h["step"]) || !isName(h["host"])) return "id, step and host are required";
-  if (!isId(h["reporting"]) || !isNames(h["missing"]) || !isId(h["mv"]) || !isId(h["dropped"]) || !isId(h["late"])) return "reporting, missing, mv, late and dropped are required";
+  if (!isId(h["reporting"]) || !isNames(h["missing"]) || !isId(h["mv"]) || !isId(h["dropped"]) ) return "reporting, missing, mv and dropped are required";
   if (h["ranks"] !== undefined && !isNames(h["ranks"])) return "ranks must be a list of rank names";
   if (h["offCycle"] !== undefined && !Array.isArray(h["offCycle"])) return "offCycle must be a list";
   return undefined;

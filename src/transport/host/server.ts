@@ -8,10 +8,12 @@
 import { createInbox, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
-import type { RankGroupHandle, RankGroupSnapshot, RankInit } from "../../controller/rank.js";
-import { connectTo } from "../nats.js";
-import { reportIgnored } from "../protocol.js";
-import { DEFAULT_REQUEST_DEADLINE_MS, nextRequestId, RankClosedError, RankDeadlineError } from "../remote-rank.js";
+import type { KeyState } from "../../core/collector.js";
+import { mergeRankKeyStates } from "../../controller/reduce-states.js";
+import type { OffCycleLog, RankGroupHandle, RankGroupSnapshot, RankInit } from "../protocol/types.js";
+import { connectTo } from "../controller/nats.js";
+import { reportIgnored } from "../protocol/messages.js";
+import { DEFAULT_REQUEST_DEADLINE_MS, nextRequestId, RankClosedError, RankDeadlineError } from "../controller/remote-rank.js";
 import { isWireFrame, StateDecoder, WireFormatError } from "../wire/codec.js";
 import { checkEnvelope, decodeHostMessage, encodeHostMessage, hostSubjects, validateHostStatesHeader, type HostMessage, type HostStatesHeader } from "./messages.js";
 
@@ -29,9 +31,9 @@ export interface ServeHostsOverNatsOptions {
 export interface HostServerStats {
   frames: number;
   frameBytes: number;
-  /** Frames that arrived after their flush's deadline (their values are not logged: counted here and as `transport.late`). */
+  /** Frames that arrived after their flush's deadline: their states are carried into the host's next flush (never logged at the wrong step, never dropped). */
   lateFrames: number;
-  /** Recorded values (summed state counts) lost to lateness: in late frames, and in rank answers that came too late for their agent. */
+  /** Recorded values (summed state counts) in those late frames. */
   lateValues: number;
   /** States a frame carried for keys whose definition was lost with an earlier frame (not logged, counted; the host resends its table). */
   lostStates: number;
@@ -45,6 +47,9 @@ export class HostHandle implements RankGroupHandle {
   private membersVersion = -1;
   private readonly pending = new Map<number, { step: number; resolve: (s: RankGroupSnapshot) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
   private closedReason: string | null = null;
+  /** States of frames that came too late, merged, waiting for the next flush in time. */
+  private carried: KeyState[] | null = null;
+  private readonly carriedOffCycle: OffCycleLog[] = [];
 
   constructor(
     readonly hostId: string,
@@ -114,26 +119,29 @@ export class HostHandle implements RankGroupHandle {
         `host ${this.hostId}: flush(${header.step}) carried ${frame.unknownKeys} state(s) for keys whose definitions were lost with an earlier frame; they are not logged (counted in lostStates) and the host resends its key table`,
       );
     }
-    // Values the agent's ranks answered too late for the agent: lost on the host, counted here.
-    stats.lateValues += header.late;
     const pending = this.pending.get(header.id);
+    const states = this.decoder.toKeyStates(frame);
     if (pending === undefined || pending.step !== header.step) {
+      // Too late for its flush: carried into this host's next flush (exact merges make that
+      // correct), as a rank's late answer is (RemoteRankHandle).
       stats.lateFrames++;
-      for (const section of frame.sections) {
-        if (section.states.length > 0) for (const state of section.states) stats.lateValues += state.count;
-        else for (const count of section.counts) stats.lateValues += count;
-      }
-      reportIgnored("late", `host ${this.hostId} answered flush(${header.step}) after the flush deadline; its values for that step are not logged`);
+      for (const s of states) stats.lateValues += s.state.count;
+      this.carried = this.carried === null ? states : mergeRankKeyStates([{ rankName: this.rankName, states: this.carried }, { rankName: this.rankName, states }], header.step);
+      if (header.offCycle !== undefined) this.carriedOffCycle.push(...header.offCycle);
+      reportIgnored("late", `host ${this.hostId} answered flush(${header.step}) after the flush deadline; its values are carried into its next flush`);
       return;
     }
     this.pending.delete(header.id);
     clearTimeout(pending.timer);
+    const carried = this.carried;
+    this.carried = null;
+    const offCycle = [...this.carriedOffCycle.splice(0), ...(header.offCycle ?? [])];
     pending.resolve({
       rankName: this.rankName,
       step: header.step,
-      states: this.decoder.toKeyStates(frame),
+      states: carried === null ? states : mergeRankKeyStates([{ rankName: this.rankName, states: carried }, { rankName: this.rankName, states }], header.step),
       droppedKeyRecords: header.dropped,
-      ...(header.offCycle === undefined ? {} : { offCycle: header.offCycle }),
+      ...(offCycle.length === 0 ? {} : { offCycle }),
       group: { reporting: header.reporting, missing: header.missing },
     });
   }
