@@ -15,6 +15,7 @@ import "../stats/reductions.js";
 import { getCollector, type KeyState } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
 import { envInteger } from "../core/env.js";
+import { configureLifecycle, registerDrain } from "../core/lifecycle.js";
 import type { Metric } from "../core/metric.js";
 import type { AccumulatorState } from "../core/reduce.js";
 import { setCurrentRun } from "../run/current.js";
@@ -34,6 +35,12 @@ export interface MetricLoggerOptions extends RunDirOptions {
   /** How long `shutdown` waits for ranks and backends (default 5000 ms). */
   shutdownDeadlineMs?: number;
   /**
+   * The total time every part gets to write what it holds when the process ends by SIGINT/SIGTERM
+   * or at `beforeExit` without `shutdown()` (default 5000 ms, env RANKSCOPE_DRAIN_DEADLINE_MS); see
+   * docs/lifecycle.md.
+   */
+  drainDeadlineMs?: number;
+  /**
    * Id of this run in messages between the controller and its ranks (NATS subjects are namespaced
    * by it, so two runs on one server never see each other). Letters, digits, `_`, `-`. Default: a
    * fresh random id (env RANKSCOPE_RUN_ID).
@@ -51,6 +58,12 @@ export interface InitBackendsOptions {
    * git branch/commit/dirty of the working directory) into the run directory at start.
    */
   runConfig?: unknown;
+}
+
+/** Options of `shutdown`. */
+export interface ShutdownOptions {
+  /** Wait at most this long for ranks and backends (default: the logger's `shutdownDeadlineMs`). */
+  deadlineMs?: number;
 }
 
 /** Options of `flush`. */
@@ -123,6 +136,7 @@ export class MetricLogger {
   private lastStep = -1;
   private closed = false;
   private readonly shutdownHooks: Array<() => Promise<void> | void> = [];
+  private unregisterDrain: (() => void) | null = null;
   /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
   private readonly ownRank: RankHandle;
 
@@ -139,6 +153,27 @@ export class MetricLogger {
     this.ownRank = new LocalRankHandle(local);
     this.ranks.set(local.identity.rankName, this.ownRank);
     setCurrentRun({ ...this.run, identity: local.identity, role: "controller" });
+    configureLifecycle({ drainDeadlineMs: options.drainDeadlineMs });
+    // The logger is a drain of the process lifecycle (docs/lifecycle.md): at a signal it shuts down
+    // (ranks stopped, backends finished, the run marked crashed); at beforeExit without shutdown()
+    // it flushes what is left and shuts down with a warning; at exit it counts what it could not log.
+    this.unregisterDrain = registerDrain({
+      name: "metric logger",
+      stage: "logger",
+      drain: ({ reason, deadline }) => {
+        if (this.closed) return undefined;
+        const deadlineMs = Math.max(1, deadline - Date.now() - 100);
+        return reason === "beforeExit" ? this.endForgotten(deadlineMs) : this.shutdown({ deadlineMs });
+      },
+      exit: ({ reason }) => {
+        if (this.closed) return;
+        this.closed = true;
+        const { keys, values } = pendingValues();
+        if (values > 0) {
+          warn("exit.unflushed", `${reason}: ${values} value(s) in ${keys} key(s) recorded since the last flush were never logged (the process ended without flush(step) and shutdown())`);
+        }
+      },
+    });
   }
 
   /** Names of the registered ranks (this process included). */
@@ -277,26 +312,49 @@ export class MetricLogger {
    * Finish every backend and every rank, within the shutdown deadline. Values recorded after the
    * last flush are not logged: that is reported, never silent.
    */
-  async shutdown(): Promise<void> {
+  async shutdown(options: ShutdownOptions = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const pending = [...getCollector().entries.values()].filter((e) => e.accumulator.count > 0).length;
-    if (pending > 0) {
-      warn("shutdown.unflushed", `shutdown(): ${pending} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
+    this.unregisterDrain?.();
+    this.unregisterDrain = null;
+    const deadlineMs = options.deadlineMs ?? this.shutdownDeadlineMs;
+    if (!Number.isFinite(deadlineMs) || deadlineMs <= 0) throw new TypeError(`shutdown({ deadlineMs }) takes a positive number of milliseconds, got ${String(deadlineMs)}`);
+    const { keys, values } = pendingValues();
+    if (values > 0) {
+      warn("shutdown.unflushed", `shutdown(): ${values} value(s) in ${keys} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
     }
     // Ranks get a little less than the whole deadline, so one that must be killed is killed in time.
-    const rankDeadline = Math.max(1, this.shutdownDeadlineMs - Math.min(500, this.shutdownDeadlineMs / 5));
+    const rankDeadline = Math.max(1, deadlineMs - Math.min(500, deadlineMs / 5));
     const ranksDone = Promise.all([...this.ranks.values()].map((r) => r.shutdown(rankDeadline).catch(() => undefined)));
     // Primaries finish after their ranks: a shared run is marked complete once the ranks are done.
     const all = [this.globalBackends.finish(), ranksDone.then(() => this.primaryBackends.finish())];
     const started = Date.now();
-    const done = await withDeadline(Promise.all(all), this.shutdownDeadlineMs);
-    if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${this.shutdownDeadlineMs} ms; stopped waiting`);
+    const done = await withDeadline(Promise.all(all), deadlineMs);
+    if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${deadlineMs} ms; stopped waiting`);
     // Transports close even after a missed deadline, so no connection keeps the process alive.
-    await withDeadline(this.runShutdownHooks(), Math.max(200, this.shutdownDeadlineMs - (Date.now() - started)));
+    await withDeadline(this.runShutdownHooks(), Math.max(200, deadlineMs - (Date.now() - started)));
     this.ranks.clear();
     const holder = globalThis as unknown as Record<symbol, MetricLogger | undefined>;
     if (holder[LOGGER_KEY] === this) holder[LOGGER_KEY] = undefined;
+  }
+
+  /**
+   * The loop ran dry without `shutdown()` (beforeExit): flush what was recorded since the last
+   * flush (and what the ranks hold) at the next step, then shut down, with a warning.
+   */
+  private async endForgotten(deadlineMs: number): Promise<void> {
+    const started = Date.now();
+    const { values } = pendingValues();
+    const withRanks = this.ranks.size > 1;
+    const step = this.lastStep + 1;
+    warn(
+      "shutdown.forgotten",
+      `the job ended without logger.shutdown(): ${values > 0 || withRanks ? `flushing what is left at step ${step}, then ` : ""}shutting down${withRanks ? ` ${this.ranks.size - 1} rank(s)` : ""}; call shutdown() at the end of the job`,
+    );
+    if (values > 0 || withRanks) {
+      await withDeadline(this.flush(step, { allowRepeatedStep: true }).catch((error: unknown) => warn("shutdown.finalFlush", `final flush failed: ${error instanceof Error ? error.message : String(error)}`)), Math.min(this.flushDeadlineMs, deadlineMs / 2));
+    }
+    await this.shutdown({ deadlineMs: Math.max(1, deadlineMs - (Date.now() - started)) });
   }
 
   /**
@@ -335,6 +393,19 @@ export class MetricLogger {
       primaryMetadata: {},
     };
   }
+}
+
+/** Values (and keys) recorded in this process's collector since its last flush. */
+function pendingValues(): { keys: number; values: number } {
+  let keys = 0;
+  let values = 0;
+  for (const e of getCollector().entries.values()) {
+    if (e.accumulator.count > 0) {
+      keys++;
+      values += e.accumulator.count;
+    }
+  }
+  return { keys, values };
 }
 
 const LOGGER_KEY = Symbol.for("rankscope.metricLogger");

@@ -30,12 +30,41 @@ export function tsxUrl(specifier: "tsx" | "tsx/esm/api", what: string): string {
   }
 }
 
+/** Flags of the main process that only make sense for its own entry (string input, REPL, syntax check). */
+const ENTRY_ONLY_FLAGS = new Set(["-e", "--eval", "-p", "--print", "--input-type", "-i", "--interactive", "-c", "--check"]);
+/** Of those, the ones whose value may follow as the next argument. */
+const ENTRY_ONLY_WITH_VALUE = new Set(["-e", "--eval", "-p", "--print", "--input-type"]);
+
 /**
- * Start a worker on `entry`. `typeScript` (default: whether `entry` is a `.ts` file) says the
+ * The flags a worker thread of ours starts with: the user's process's own (`--import`, `--require`,
+ * `--conditions`, `--enable-source-maps`, memory limits, …), minus those that describe only the
+ * main entry — a job started as `node --input-type=module -e "…"` would otherwise give every worker
+ * "--input-type can only be used with string input" and no store, no stream.
+ */
+export function workerExecArgv(execArgv: readonly string[] = process.execArgv): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < execArgv.length; i++) {
+    const arg = execArgv[i] as string;
+    const eq = arg.indexOf("=");
+    const name = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
+    if (!ENTRY_ONLY_FLAGS.has(name)) {
+      kept.push(arg);
+      continue;
+    }
+    // `-e code` / `--input-type module`: the value is the next argument (unless given with `=`).
+    if (name === arg && ENTRY_ONLY_WITH_VALUE.has(name) && i + 1 < execArgv.length) i++;
+  }
+  return kept;
+}
+
+/**
+ * Start a worker on `entry`, with the user's process's flags (`workerExecArgv`) unless the options
+ * name others. `typeScript` (default: whether `entry` is a `.ts` file) says the
  * worker needs tsx — also when the entry is JavaScript that imports a user's TypeScript module.
  */
 export function startModuleWorker(entry: URL, options: WorkerOptions & { typeScript?: boolean; what?: string } = {}): Worker {
   const { typeScript = isTypeScript(entry), what = `the module ${entry.pathname}`, ...workerOptions } = options;
+  workerOptions.execArgv ??= workerExecArgv();
   if (!typeScript) return new Worker(entry, workerOptions);
   const api = tsxUrl("tsx/esm/api", what);
   const code = `import(${JSON.stringify(api)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`;

@@ -16,6 +16,7 @@
  * deregistered; `shutdown` kills any rank that does not stop by its deadline, and ranks are killed
  * when this process exits, so none is ever left running.
  */
+import { registerDrain } from "../core/lifecycle.js";
 import { fork, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { isAbsolute, resolve as resolvePath } from "node:path";
@@ -160,15 +161,25 @@ export class RankGroup {
 /** Replica indexes handed out per process name, so two groups of one name get distinct ids. */
 const replicaCounters = new Map<string, number>();
 
-/** Every child and worker started here, killed if this process exits without shutting them down. */
+/** Every child process started here, stopped if this process exits without shutting them down. */
 const liveChildren = new Set<ChildProcess>();
-let exitHookInstalled = false;
+let exitDrainRegistered = false;
 
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.once("exit", () => {
-    for (const child of liveChildren) child.kill("SIGKILL");
+/**
+ * A drain of the process lifecycle (src/core/lifecycle.ts): at exit, children still alive (the
+ * logger's shutdown did not stop them, or the process ended by `process.exit()` or an uncaught
+ * exception) get SIGTERM — their own lifecycle writes what they hold, within their drain deadline,
+ * and ends them; one that ignores it exits when its IPC channel closes (rank-entry).
+ */
+function registerExitDrain(): void {
+  if (exitDrainRegistered) return;
+  exitDrainRegistered = true;
+  registerDrain({
+    name: "rank processes",
+    stage: "logger",
+    exit: () => {
+      for (const child of liveChildren) child.kill("SIGTERM");
+    },
   });
 }
 
@@ -219,7 +230,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   const module = moduleHref(options.module);
   const entry = entryUrl();
   const tsx = needsTsx(entry, module);
-  installExitHook();
+  registerExitDrain();
 
   const firstReplica = replicaCounters.get(processName) ?? 0;
   replicaCounters.set(processName, firstReplica + replicas);
@@ -354,6 +365,13 @@ function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env:
     serialization: "json",
   });
   liveChildren.add(child);
+  // An idle rank does not keep the controller alive: every request to it has a referenced
+  // deadline timer, so the loop waits for replies, but a job that forgot shutdown() reaches
+  // beforeExit, where the lifecycle shuts the logger (and these ranks) down.
+  child.unref();
+  child.channel?.unref();
+  (child.stdout as unknown as { unref?: () => void } | null)?.unref?.();
+  (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
   const from = `rank ${identity.rankName} (child process ${child.pid ?? "?"})`;
   const carrier: RankCarrier = {
     description: `child process ${child.pid ?? "?"}`,
@@ -395,6 +413,8 @@ function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, env: 
   const { identity } = assignment;
   const workerData = { rankscopeRank: assignment };
   const worker = startModuleWorker(entry, { typeScript: tsx, what: RANK_MODULE, workerData, env: { ...process.env, ...env }, stdout: true, stderr: true });
+  // As for child processes: an idle thread rank does not keep the controller alive.
+  worker.unref();
   const from = `rank ${identity.rankName} (worker thread ${worker.threadId})`;
   let running = true;
   const carrier: RankCarrier = {

@@ -24,7 +24,7 @@ import { BLOCK_FIELDS, BLOCK_POINTS, GLOBAL_RANK, openForReading, SERIES_KINDS, 
 export { GLOBAL_RANK, STORE_FILE, SERIES_KINDS, type KeyKind, type SeriesKind, type SeriesPoint, type XAxis };
 
 /** A run's status: `running` while any writer has not finished (or a writer died without saying). */
-export type RunStatus = "running" | "finished" | "failed" | "unknown";
+export type RunStatus = "running" | "finished" | "failed" | "crashed" | "unknown";
 
 /** One run, as `listRuns` and `runInfo` describe it. Times are milliseconds since the epoch. */
 export interface RunSummary {
@@ -174,7 +174,7 @@ export class StoreReader {
     if (row === undefined) {
       return { runDir: this.runDir, experiment: null, trial: null, status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0 };
     }
-    const status: RunStatus = row.status === "running" || row.status === "finished" || row.status === "failed" ? row.status : "unknown";
+    const status: RunStatus = row.status === "running" || row.status === "finished" || row.status === "failed" || row.status === "crashed" ? row.status : "unknown";
     return {
       runDir: this.runDir,
       experiment: row.experiment,

@@ -20,7 +20,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describeError, reportError } from "../../core/diagnostics.js";
-import { AppendFile } from "../append-file.js";
+import { AppendFile } from "../../io/append-file.js";
 import { HISTORY_FILE, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
 import type { WandbResume } from "./options.js";
 
