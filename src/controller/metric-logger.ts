@@ -15,7 +15,7 @@ import "../stats/reductions.js";
 import { getCollector, type KeyState } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
 import { envInteger } from "../core/env.js";
-import { configureLifecycle, registerDrain } from "../core/lifecycle.js";
+import { configureLifecycle, endingReason, registerDrain } from "../core/lifecycle.js";
 import type { Metric } from "../core/metric.js";
 import type { AccumulatorState } from "../core/reduce.js";
 import { setCurrentRun } from "../run/current.js";
@@ -242,6 +242,7 @@ export class MetricLogger {
    * go to the `global_reduce` backends. Returns by the flush deadline even if ranks do not answer.
    */
   async flush(step: number, options: FlushOptions = {}): Promise<FlushResult> {
+    if (this.ignoredWhileEnding("flush")) return { step, metrics: [], ranksExpected: 0, ranksReporting: 0, missingRanks: [] };
     this.assertOpen("flush");
     if (!Number.isInteger(step) || step < 0) throw new TypeError(`flush(step) takes a non-negative integer step, got ${String(step)}`);
     if (step < this.lastStep || (step === this.lastStep && options.allowRepeatedStep !== true)) {
@@ -296,6 +297,7 @@ export class MetricLogger {
    * their own (the system monitor, `axis: "system/step"`) or log one-off values (histograms).
    */
   async logDirect(states: readonly KeyState[], options: LogDirectOptions): Promise<readonly Metric[]> {
+    if (this.ignoredWhileEnding("logDirect")) return [];
     this.assertOpen("logDirect");
     const target = { step: options.step, timestamp: options.timestamp ?? Date.now(), ...(options.axis === undefined ? {} : { axis: options.axis }) };
     const reduced = reduceStates(states, target);
@@ -373,6 +375,19 @@ export class MetricLogger {
         warn("shutdown.hook", `shutdown(): a transport failed to close: ${error instanceof Error ? error.message : String(error)}`);
       }
     }
+  }
+
+  /**
+   * While the lifecycle shuts the logger down at a signal, the user's loop may still be running
+   * (its awaits resolve in between): its calls are not errors then, just no longer logged (the
+   * values stay counted as unflushed at exit).
+   */
+  private ignoredWhileEnding(call: string): boolean {
+    if (!this.closed) return false;
+    const reason = endingReason();
+    if (reason === null) return false;
+    warn("lifecycle.ending", `${call}() while the process is ending (${reason}): not logged; rankscope is writing what was flushed before`);
+    return true;
   }
 
   private assertOpen(call: string): void {

@@ -16,7 +16,7 @@
  * deregistered; `shutdown` kills any rank that does not stop by its deadline, and ranks are killed
  * when this process exits, so none is ever left running.
  */
-import { registerDrain } from "../core/lifecycle.js";
+import { endingReason, registerDrain } from "../core/lifecycle.js";
 import { fork, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { isAbsolute, resolve as resolvePath } from "node:path";
@@ -112,12 +112,12 @@ export class RankGroup {
    */
   async fanout<T = unknown>(fn: string, ...args: unknown[]): Promise<T[]> {
     const live = this.spawned.filter((s) => s.handle.closed === null);
-    return (await Promise.all(live.map((s) => s.handle.call(fn, args)))) as T[];
+    return (await quietWhileEnding(Promise.all(live.map((s) => s.handle.call(fn, args))))) as T[];
   }
 
   /** Call an exported function on one rank. */
   async call<T = unknown>(rankName: string, fn: string, ...args: unknown[]): Promise<T> {
-    return (await this.find(rankName).handle.call(fn, args)) as T;
+    return (await quietWhileEnding(this.find(rankName).handle.call(fn, args))) as T;
   }
 
   /**
@@ -156,6 +156,19 @@ export class RankGroup {
     if (found === undefined) throw new Error(`no rank named "${rankName}" in this group; ranks: ${this.rankNames.join(", ")}`);
     return found;
   }
+}
+
+/**
+ * A call that fails because the lifecycle is stopping the ranks at a signal never settles: the
+ * process is about to end by that signal, and the user's loop must not see a rejection (it would
+ * become an uncaught exception and change how the process ends).
+ */
+function quietWhileEnding<T>(call: Promise<T>): Promise<T> {
+  return call.catch((error: unknown) => {
+    const reason = endingReason();
+    if (reason === "SIGINT" || reason === "SIGTERM") return new Promise<T>(() => undefined);
+    throw error;
+  });
 }
 
 /** Replica indexes handed out per process name, so two groups of one name get distinct ids. */
