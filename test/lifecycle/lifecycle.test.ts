@@ -9,8 +9,10 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { after, describe, it } from "node:test";
 import { closeStores, openStore } from "../../src/backends/store/index.js";
+import { workerExecArgv } from "../../src/core/module-worker.js";
 import { tempDir } from "../helpers.js";
 import { eventFiles, readEvents, scalarPoints } from "../backends/tfevents-reader.js";
 import { readStream, ROOT, type ChildResult } from "../stream/helpers.js";
@@ -217,19 +219,19 @@ describe("issue 12 case 6: a job that forgets shutdown()", () => {
 });
 
 describe("issue 12 case 10: worker threads start with the user's flags", () => {
-  it("a job started as node --input-type=module -e gets its store (and its stream)", async () => {
-    const dist = join(ROOT, "dist", "index.js");
+  // From source, our workers start through tsx as eval'd code, where --input-type is valid; the
+  // failure was with the built package, whose workers start from .js files.
+  const dist = join(ROOT, "dist", "index.js");
+  it("a job started as node --input-type=module -e gets its store and its stream (built package)", { skip: !existsSync(dist) && "run npm run build first" }, async () => {
     const runDir = runDirFor();
     const code = `
-      const { getOrCreateMetricLogger, recordMetric, streamValues } = await import(${JSON.stringify(existsSync(dist) ? dist : join(ROOT, "src", "index.ts"))});
+      const { getOrCreateMetricLogger, recordMetric, streamValues } = await import(${JSON.stringify(pathToFileURL(dist).href)});
       const logger = await getOrCreateMetricLogger({ runDir: ${JSON.stringify(runDir)} });
       await logger.initBackends({ store: { loggingMode: "global_reduce" } });
       for (let step = 0; step < 3; step++) { recordMetric("x", step); streamValues("p", [step], step); await logger.flush(step); }
       await logger.shutdown();
     `;
-    // From source the job itself needs tsx (--import tsx is a flag the workers must keep too).
-    const flags = existsSync(dist) ? [] : ["--import", "tsx"];
-    const result = await runJob([...flags, "--input-type=module", "-e", code], {}, undefined, true);
+    const result = await runJob(["--input-type=module", "-e", code], {}, undefined, true);
     assert.equal(result.code, 0, result.stderr);
     assert.doesNotMatch(result.stderr, /--input-type can only be used with string input/);
     assert.deepEqual(
@@ -238,5 +240,12 @@ describe("issue 12 case 10: worker threads start with the user's flags", () => {
     );
     assert.equal(runStatus(runDir), "finished");
     assert.equal(readStream(join(runDir, "streams", "rank-0.jsonl")).records.length, 3);
+  });
+
+  it("workerExecArgv keeps the user's flags and drops those of the main entry only", () => {
+    assert.deepEqual(
+      workerExecArgv(["--input-type=module", "-e", "code", "--import", "tsx", "--conditions=dev", "--require", "./a.cjs", "--max-old-space-size=512", "--eval=x", "-p", "1", "--input-type", "commonjs", "--enable-source-maps"]),
+      ["--import", "tsx", "--conditions=dev", "--require", "./a.cjs", "--max-old-space-size=512", "--enable-source-maps"],
+    );
   });
 });
