@@ -13,7 +13,7 @@
  * `exit` (`process.exit()`, an uncaught exception, after a signal's drains) synchronously — so no
  * part has to hook the process itself to finish its file.
  */
-import { appendFileSync, mkdirSync, statSync } from "node:fs";
+import { appendFileSync, closeSync, mkdirSync, openSync, statSync, writeSync } from "node:fs";
 import { appendFile, mkdir, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 import { describeError, reportError } from "../core/diagnostics.js";
@@ -47,6 +47,8 @@ export class AppendFile {
   private queuedBytes = 0;
   private writing: Promise<void> | null = null;
   private dirReady = false;
+  /** The descriptor `appendSync` writes through, kept open between calls. */
+  private fd: number | null = null;
   /**
    * The batch being written: `issued` once its data write was handed to the OS, with the file's
    * size before it, so a write at exit can tell how much of it reached the file.
@@ -76,6 +78,43 @@ export class AppendFile {
       markBusy(this);
       this.writing = this.writeLoop();
     }
+  }
+
+  /**
+   * Write `text` now, synchronously (text logs: a line is in the file when the call returns, so a
+   * crash right after it cannot lose it). Keeps the file open between calls; anything queued or in
+   * flight is written first, so the order holds. Never throws: a failure is reported and counted.
+   */
+  appendSync(text: string | Uint8Array): void {
+    if (text.length === 0) return;
+    if (this.writing !== null || this.queue.length > 0) {
+      this.writeQueuedSync(text);
+      return;
+    }
+    try {
+      if (this.fd === null) {
+        mkdirSync(dirname(this.path), { recursive: true });
+        this.fd = openSync(this.path, "a");
+      }
+      if (typeof text === "string") writeSync(this.fd, text);
+      else writeSync(this.fd, text);
+    } catch (error) {
+      this.close();
+      this.errors++;
+      this.lostChars += text.length;
+      reportError(`file.write:${this.path}`, `could not write ${this.path}: ${describeError(error)}; the lines are dropped and counted, the job goes on`);
+    }
+  }
+
+  /** Close the descriptor `appendSync` keeps (the next write opens it again). */
+  close(): void {
+    if (this.fd === null) return;
+    try {
+      closeSync(this.fd);
+    } catch {
+      // Already gone (closed by a test or the OS): nothing left to release.
+    }
+    this.fd = null;
   }
 
   /** Wait until everything queued so far has been written (or has failed and been counted). */

@@ -17,10 +17,10 @@
  * line count at the first sync. No file of the spool ever holds the API key.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { AppendFile } from "../../io/append-file.js";
+import { writeFileAtomic } from "../../io/atomic-write.js";
 import { HISTORY_FILE, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
 import type { WandbResume } from "./options.js";
 
@@ -84,10 +84,7 @@ export class SpoolWriter {
     const path = join(this.dir, "run.json");
     this.runInfoWrite = this.runInfoWrite.then(async () => {
       try {
-        await mkdir(this.dir, { recursive: true });
-        const temp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
-        await writeFile(temp, text);
-        await rename(temp, path);
+        await writeFileAtomic(path, text);
       } catch (error) {
         reportError(`wandb.spool.runInfo:${path}`, `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`);
       }

@@ -9,7 +9,8 @@
  * shared runs, whose per-client counts the server does not report, and for offline spools whose
  * offsets count from 0).
  */
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { writeFileAtomicSync } from "../../io/atomic-write.js";
 import { basename, join } from "node:path";
 import { HISTORY_FILE, PRIMARY_CLIENT_ID, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody } from "./api.js";
 import { withRetry, type Endpoint } from "./http.js";
@@ -74,8 +75,8 @@ function readState(dir: string): SyncState {
 
 function writeState(dir: string, state: SyncState): void {
   const path = join(dir, "sync.json");
-  writeFileSync(`${path}.tmp`, `${JSON.stringify(state, null, 2)}\n`);
-  renameSync(`${path}.tmp`, path);
+  // A unique temporary file: two syncs of one spool must not write into each other's.
+  writeFileAtomicSync(path, `${JSON.stringify(state, null, 2)}\n`);
 }
 
 /**
