@@ -14,6 +14,7 @@
  * `rankscope wandb sync`. Offline mode spools from the start.
  */
 import { reportError, warn } from "../../core/diagnostics.js";
+import { registerDrain } from "../../core/lifecycle.js";
 import {
   HISTORY_FILE,
   SUMMARY_FILE,
@@ -123,6 +124,25 @@ export class RunWriter {
     } else {
       this.state = "connecting";
     }
+    // The process may end before finish() (process.exit(), an uncaught exception, a signal whose
+    // drain deadline cut finish() short): what was not sent goes to the spool, synchronously.
+    this.unregisterDrain = registerDrain({
+      name: `W&B run ${label}`,
+      stage: "logger",
+      exit: ({ reason }) => this.spoolAtExit(reason),
+    });
+  }
+
+  private readonly unregisterDrain: () => void;
+
+  /** Spool every unsent line (and the run's completion, as failed) now; for the exit path. */
+  private spoolAtExit(reason: string): void {
+    if (this.state === "finished") return;
+    if (this.target.lazy && !this.everEnqueued && this.connecting === null) return;
+    this.toSpool(`the process ended (${reason}) before everything was sent`, true);
+    if (this.target.sendsComplete) this.spool.append([{ complete: true, exitcode: this.exitcode ?? 1 }], this.absoluteOffsets);
+    this.state = "finished";
+    this.spool.writeSync();
   }
 
   /** True once the writer spools instead of sending (offline, or after giving up on the server). */
@@ -219,6 +239,7 @@ export class RunWriter {
       await this.sending;
     }
     this.state = "finished";
+    this.unregisterDrain();
     await this.spool.drain();
     if (this.spool.entries > 0 && (await this.recover(finishStarted + this.limits.finishTimeoutMs))) return;
     if (this.spool.entries > 0) {

@@ -20,7 +20,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { AppendFile } from "../../io/append-file.js";
-import { writeFileAtomic } from "../../io/atomic-write.js";
+import { writeFileAtomic, writeFileAtomicSync } from "../../io/atomic-write.js";
 import { HISTORY_FILE, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
 import type { WandbResume } from "./options.js";
 
@@ -89,6 +89,22 @@ export class SpoolWriter {
         reportError(`wandb.spool.runInfo:${path}`, `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`);
       }
     });
+  }
+
+  /**
+   * The exit path (nothing can be awaited): write run.json and everything appended so far
+   * synchronously. Failures are reported and counted like the async ones.
+   */
+  writeSync(): void {
+    if (this.runInfoText !== null) {
+      const path = join(this.dir, "run.json");
+      try {
+        writeFileAtomicSync(path, this.runInfoText);
+      } catch (error) {
+        reportError(`wandb.spool.runInfo:${path}`, `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`);
+      }
+    }
+    this.file.writeQueuedSync();
   }
 
   /** Append request bodies (the header goes first, once). */
