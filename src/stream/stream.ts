@@ -471,7 +471,11 @@ class StreamService {
         if (reason === "beforeExit") this.flushSync(waitMs(deadline));
         else if (signals && (reason === "SIGINT" || reason === "SIGTERM")) this.stopSync(reason, waitMs(deadline));
       },
-      exit: ({ reason, deadline }) => this.stopSync(reason === "beforeExit" ? "exit" : reason, waitMs(deadline)),
+      exit: ({ reason, deadline }) => {
+        // handleSignals: false — the ring is left as it is when the process ends by a signal.
+        if (!signals && (reason === "SIGINT" || reason === "SIGTERM")) return;
+        this.stopSync(reason === "beforeExit" ? "exit" : reason, waitMs(deadline));
+      },
     });
   }
 

@@ -19,6 +19,7 @@ import { readStream, ROOT, type ChildResult } from "../stream/helpers.js";
 import { isAlive, waitFor } from "../transport/support.js";
 
 const CONTROLLER = join(ROOT, "test", "lifecycle", "fixtures", "controller.ts");
+const DRAINS = join(ROOT, "test", "lifecycle", "fixtures", "drains.ts");
 /** The drain deadline the children run with (the process must be gone within it, plus start-up slack). */
 const DRAIN_DEADLINE_MS = 8000;
 
@@ -146,6 +147,37 @@ async function assertChildrenGone(run: Run): Promise<void> {
 function runStatus(runDir: string): string {
   return openStore(runDir).runInfo().status;
 }
+
+describe("the lifecycle's rules", () => {
+  it("a drain that misses the deadline is named; the others finish; the sync parts run; the process dies by the signal", async () => {
+    let sent = false;
+    const result = await runJob([DRAINS, "stuck"], { RANKSCOPE_DRAIN_DEADLINE_MS: "500" }, (out, child) => {
+      if (!sent && out.includes("ready\n")) {
+        sent = true;
+        child.kill("SIGTERM");
+      }
+    });
+    assert.equal(result.signal, "SIGTERM", `code ${String(result.code)}: ${result.stderr}`);
+    assert.match(result.stderr, /SIGTERM: 1 drain\(s\) did not finish within the 500 ms drain deadline: stuck part/);
+    assert.match(result.stdout, /drained quick part SIGTERM/);
+    // The sync parts run once each, producers first.
+    assert.deepEqual(result.stdout.match(/^exit .*$/gm), ["exit quick part SIGTERM", "exit stuck part SIGTERM"]);
+  });
+
+  it("with a SIGINT listener of the user's, the user decides: nothing is drained at the signal, the exit parts run when the user exits", async () => {
+    let sent = false;
+    const result = await runJob([DRAINS, "own-sigint"], {}, (out, child) => {
+      if (!sent && out.includes("ready\n")) {
+        sent = true;
+        child.kill("SIGINT");
+      }
+    });
+    assert.equal(result.code, 5, result.stderr);
+    assert.match(result.stdout, /user handler 1/);
+    assert.doesNotMatch(result.stdout, /drained/);
+    assert.deepEqual(result.stdout.match(/^exit .*$/gm), ["exit quick part exit", "exit stuck part exit"]);
+  });
+});
 
 describe("a controller with every sink and two child ranks", () => {
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
