@@ -171,6 +171,19 @@ function quietWhileEnding<T>(call: Promise<T>): Promise<T> {
   });
 }
 
+/**
+ * Reading a worker's piped stdout/stderr refs the worker's internal port until the stream ends
+ * (Node's `ReadableWorkerStdio`), so an idle thread rank would keep the controller alive even
+ * after `worker.unref()`, and a job that forgot `shutdown()` would never reach `beforeExit`. Node
+ * has no public switch for it; the stream's own flag (`kIncrementsPortRef`) is turned off when
+ * present. Where it is not (another Node version), thread ranks keep the process alive as before
+ * and `shutdown()` ends them; child-process ranks are unaffected.
+ */
+function readWithoutKeepingAlive(stream: NodeJS.ReadableStream): void {
+  const flag = Object.getOwnPropertySymbols(stream).find((s) => s.description === "kIncrementsPortRef");
+  if (flag !== undefined) (stream as unknown as Record<symbol, unknown>)[flag] = false;
+}
+
 /** Replica indexes handed out per process name, so two groups of one name get distinct ids. */
 const replicaCounters = new Map<string, number>();
 
@@ -426,8 +439,7 @@ function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, env: 
   const { identity } = assignment;
   const workerData = { rankscopeRank: assignment };
   const worker = startModuleWorker(entry, { typeScript: tsx, what: RANK_MODULE, workerData, env: { ...process.env, ...env }, stdout: true, stderr: true });
-  // As for child processes: an idle thread rank does not keep the controller alive.
-  worker.unref();
+  for (const stream of [worker.stdout, worker.stderr]) readWithoutKeepingAlive(stream);
   const from = `rank ${identity.rankName} (worker thread ${worker.threadId})`;
   let running = true;
   const carrier: RankCarrier = {
@@ -465,5 +477,8 @@ function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, env: 
       resolve(reason);
     });
   });
+  // As for child processes: an idle thread rank does not keep the controller alive. After the
+  // listeners: adding a "message" listener refs the worker's port again.
+  worker.unref();
   return { spawned, registered: router.waitRegistered, exited, gone };
 }

@@ -241,6 +241,15 @@ describe("issue 12 case 6: a job that forgets shutdown()", () => {
     await assertChildrenGone(run);
   });
 
+  it("with two thread ranks: ends by itself with a warning, the ranks' late values are logged, the run is finished", async () => {
+    const run = await runController(["forget", "threads"]);
+    assert.equal(run.result.code, 0, describeRun(run));
+    assert.match(run.result.stderr, /without logger\.shutdown\(\)/);
+    const rankLate = openStore(run.runDir).series("rank_value", { maxPoints: Infinity }).points.find((p) => p.step === 20);
+    assert.equal(rankLate?.value, 2000);
+    assert.equal(runStatus(run.runDir), "finished");
+  });
+
   it("without ranks: values after the last flush reach the store and the run shows finished", async () => {
     const run = await runController(["forget", "noranks"]);
     assert.equal(run.result.code, 0, describeRun(run));
