@@ -31,6 +31,7 @@ export type { SampleOptions } from "./core/accumulators/sample.js";
 export { LOGGING_MODES, type LoggingMode, type Metric, type HistogramMetric, type SampleBatch, type StreamRecord } from "./core/metric.js";
 export { setDiagnosticHandler, diagnosticCounts, resetDiagnostics, type Diagnostic, type DiagnosticHandler } from "./core/diagnostics.js";
 export { jsonNumber, parseNumber } from "./core/json.js";
+export { isInternalKey, INTERNAL_KEY_PREFIX, COUNT_KEY_SUFFIX } from "./core/internal-keys.js";
 export {
   registerBackend,
   registerLazyBackend,
@@ -51,8 +52,8 @@ export {
   type MetricLoggerOptions,
 } from "./controller/metric-logger.js";
 export type { BackendsConfig } from "./controller/config.js";
-export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./controller/rank.js";
-export { resolveRunLocation, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
+export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./transport/rank/runtime.js";
+export { resolveRunLocation, pathSegmentProblem, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
 export { currentMetricLogger, type FlushOptions, type LogDirectOptions } from "./controller/metric-logger.js";
 export { monotonicCommitStep, MonotonicStep } from "./core/step.js";
 export { stats, StatsTracker, StatReduce, AVG_MIN_MAX, type StatReduceName, type Mask, type StatValues, type StatOptions, type ScopeHandle } from "./stats/index.js";
@@ -63,6 +64,8 @@ export {
   gitVersion,
   REDACTED,
   DEFAULT_SECRET_KEY_PATTERNS,
+  RUN_META_FILE,
+  type RunMeta,
   type RunFilesOptions,
   type RunFiles,
   type VersionInfo,
@@ -110,10 +113,10 @@ export { TRACE_CATEGORIES, type TraceCategory, type TraceEvent } from "./trace/t
 export { SessionTracer, SESSION_STATUSES, type SessionStatus, type SessionTracerOptions, type SessionRecord, type SessionSpan } from "./trace/session-tracer.js";
 export { parseTraceText, readTraceFile, type ParsedTrace } from "./trace/trace-file.js";
 export { mergeTraces, type MergeTracesOptions, type MergeTracesResult } from "./trace/merge.js";
-export { spawnRanks, RankGroup, type SpawnRanksOptions, type RankServer } from "./transport/launcher.js";
-export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/join.js";
-export { currentRank } from "./controller/rank.js";
-export { ignoredMessageCounts, transportStats, PROTOCOL_VERSION, type IgnoredMessageCounts, type TransportStats } from "./transport/protocol.js";
+export { spawnRanks, RankGroup, type SpawnRanksOptions, type RankServer } from "./transport/controller/launcher.js";
+export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/rank/join.js";
+export { currentRank } from "./transport/rank/runtime.js";
+export { ignoredMessageCounts, transportStats, PROTOCOL_VERSION, type IgnoredMessageCounts, type TransportStats } from "./transport/protocol/messages.js";
 export {
   streamValues,
   startStream,

@@ -20,8 +20,8 @@
  * - **exit** (`process.exit()`, the end of the loop): the sync parts run once, each bounded.
  */
 import { reportError, warn } from "./diagnostics.js";
-import { envInteger } from "./env.js";
 import { processWide } from "./process-wide.js";
+import { integerKind, resolveSetting, type Setting } from "./settings.js";
 
 /** Why the process is ending. */
 export type EndReason = "SIGINT" | "SIGTERM" | "uncaughtException" | "beforeExit" | "exit";
@@ -84,7 +84,7 @@ interface LifecycleState {
   readonly onUncaught: () => void;
 }
 
-const state: LifecycleState = processWide("lifecycle.v1", () => {
+const state: LifecycleState = processWide("lifecycle", () => {
   const s: LifecycleState = {
     drains: new Set(),
     installed: false,
@@ -119,20 +119,37 @@ export function registerDrain(drain: Drain): () => void {
   };
 }
 
+/** The drain deadline, resolved by the one settings resolver (option → environment → default). */
+export const DRAIN_DEADLINE_SETTING: Setting<number> = {
+  owner: "getOrCreateMetricLogger",
+  option: "drainDeadlineMs",
+  env: "RANKSCOPE_DRAIN_DEADLINE_MS",
+  kind: integerKind(1, 3_600_000),
+  fallback: DEFAULT_DRAIN_DEADLINE_MS,
+};
+
 /**
- * The total time every drain gets at a signal (ms). Set by `configureLifecycle` (the logger's
- * `drainDeadlineMs` option), else `RANKSCOPE_DRAIN_DEADLINE_MS`, else 5000.
+ * The total time every drain gets at a signal (ms): set by `configureLifecycle` (the logger's
+ * `drainDeadlineMs` option, or the environment), else `RANKSCOPE_DRAIN_DEADLINE_MS`, else 5000.
+ * Never throws (it runs in signal handlers): an invalid variable here is reported and the default
+ * used; the logger's creation has already rejected it with a TypeError.
  */
 export function drainDeadlineMs(): number {
-  return state.deadlineMs ?? envInteger("RANKSCOPE_DRAIN_DEADLINE_MS", DEFAULT_DRAIN_DEADLINE_MS, 1);
+  if (state.deadlineMs !== null) return state.deadlineMs;
+  try {
+    return resolveSetting(DRAIN_DEADLINE_SETTING, undefined);
+  } catch (error) {
+    reportError("lifecycle.deadlineSetting", `${error instanceof Error ? error.message : String(error)}; using ${DEFAULT_DRAIN_DEADLINE_MS} ms`);
+    return DEFAULT_DRAIN_DEADLINE_MS;
+  }
 }
 
-/** Set the total drain deadline (ms ≥ 1) for this process. */
+/**
+ * Resolve the total drain deadline for this process from `drainDeadlineMs` (an integer number of
+ * ms ≥ 1), else `RANKSCOPE_DRAIN_DEADLINE_MS`, else 5000. Throws a TypeError for an invalid value.
+ */
 export function configureLifecycle(options: { drainDeadlineMs?: number }): void {
-  const ms = options.drainDeadlineMs;
-  if (ms === undefined) return;
-  if (typeof ms !== "number" || !Number.isInteger(ms) || ms < 1) throw new TypeError(`drainDeadlineMs must be an integer number of milliseconds ≥ 1, got ${String(ms)}`);
-  state.deadlineMs = ms;
+  state.deadlineMs = resolveSetting(DRAIN_DEADLINE_SETTING, options.drainDeadlineMs);
 }
 
 /**

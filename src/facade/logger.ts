@@ -43,6 +43,10 @@ export interface LoggerOptions {
   numValSamplesToPrint?: number;
   /** The run config written to `config.yaml` (secrets redacted); default: these options. */
   runConfig?: unknown;
+  /** Labels of the run, kept in `run.json` (the dashboard shows and filters runs by them). */
+  tags?: string[];
+  /** The run's group, kept in `run.json`. */
+  group?: string;
 }
 
 /** Options of `logMetrics`. */
@@ -115,7 +119,8 @@ export class Logger {
 
   private async start(backends: BackendsConfig): Promise<void> {
     const existed = currentMetricLogger() !== undefined;
-    const logger = await getOrCreateMetricLogger(this.options.logDir === undefined ? {} : { runDir: this.options.logDir });
+    // An existing logger is taken as it is (a differing logDir is warned about below, not an error).
+    const logger = await getOrCreateMetricLogger(existed || this.options.logDir === undefined ? {} : { runDir: this.options.logDir });
     if (this.options.logDir !== undefined && logger.run.runDir !== resolve(this.options.logDir)) {
       warn(
         "facade.logDir",
@@ -124,7 +129,8 @@ export class Logger {
     }
     this.metricLogger = logger;
     try {
-      await logger.initBackends(backends, { runConfig: this.options.runConfig ?? this.options });
+      const { tags, group } = this.options;
+      await logger.initBackends(backends, { runConfig: this.options.runConfig ?? this.options, ...(tags !== undefined ? { tags } : {}), ...(group !== undefined ? { group } : {}) });
     } catch (error) {
       // A logger this facade created for a config that turned out invalid must not linger as the process's logger.
       if (!existed) await logger.shutdown();

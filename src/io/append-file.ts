@@ -21,7 +21,7 @@ import { registerDrain } from "../core/lifecycle.js";
 import { processWide } from "../core/process-wide.js";
 
 /** Files with something queued or being written, in this process. */
-const busyFiles = processWide("io.busyFiles.v1", () => ({ files: new Set<AppendFile>(), drainRegistered: false }));
+const busyFiles = processWide("io.busyFiles", () => ({ files: new Set<AppendFile>(), drainRegistered: false }));
 
 /** Note a file with work queued; the files' drain is registered on first use (importing us hooks nothing). */
 function markBusy(file: AppendFile): void {

@@ -2,11 +2,12 @@
  * Where a run's files go: `{root}/{experiment}/{trial}/`.
  *
  * Options win over the environment (`RANKSCOPE_ROOT`, `RANKSCOPE_EXPERIMENT`, `RANKSCOPE_TRIAL`,
- * or `RANKSCOPE_RUN_DIR` for the whole path); a user who sets nothing gets
+ * or `RANKSCOPE_RUN_DIR` for the whole path; the one settings resolver); a user who sets nothing gets
  * `./runs/default/{YYYYMMDD-HHMMSS}`. Nothing is created here: the first writer creates what it
  * needs, so a console-only job leaves no directories behind.
  */
 import { join, resolve } from "node:path";
+import { resolveSetting, textKind, type SettingKind } from "../core/settings.js";
 
 /** How to name a run's directory. */
 export interface RunDirOptions {
@@ -33,20 +34,40 @@ function timestampTrial(date: Date): string {
   return `${date.getFullYear()}${pad(date.getMonth() + 1)}${pad(date.getDate())}-${pad(date.getHours())}${pad(date.getMinutes())}${pad(date.getSeconds())}`;
 }
 
-const SAFE_NAME = /^[A-Za-z0-9._-][A-Za-z0-9._ -]*$/;
+/**
+ * Why `name` cannot be one folder name, or null when it can. The one rule for run names (the API
+ * here, the dashboard's `run` parameter): any text that is one path segment — no `/` or `\\`, not
+ * `.` or `..`, no NUL or other control character, not empty, at most 255 bytes (a file name's
+ * limit) — so `café`, `lr=3e-4,bs=256`, `2026-11-24T00:45:00`, `ablation (v2)`, `run+1` and
+ * `实验1` are all names.
+ */
+export function pathSegmentProblem(name: string): string | null {
+  if (typeof name !== "string" || name.length === 0) return "is empty";
+  if (name === "." || name === "..") return "is . or .., which name a folder relative to another";
+  if (/[/\\]/.test(name)) return "contains a slash, so it would be a path of several folders";
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(name)) return "contains a control character (NUL, newline, tab, …)";
+  if (Buffer.byteLength(name) > 255) return "is longer than 255 bytes, the limit of a file name";
+  return null;
+}
 
 function checkName(what: string, value: string): string {
-  if (!SAFE_NAME.test(value) || value === "." || value === "..") {
-    throw new TypeError(`${what} ${JSON.stringify(value)} must be a plain name (letters, digits, '.', '_', '-', spaces), not a path`);
-  }
+  const problem = pathSegmentProblem(value);
+  if (problem !== null) throw new TypeError(`${what} ${JSON.stringify(value)} ${problem}; it must be one folder name (any text without '/', '\\', NUL or control characters, not '.' or '..')`);
   return value;
 }
 
 /** Resolve a run's location from options, then the environment, then defaults. */
 export function resolveRunLocation(options: RunDirOptions = {}, env: NodeJS.ProcessEnv = process.env, now = new Date()): RunLocation {
-  const root = resolve(options.root ?? env["RANKSCOPE_ROOT"] ?? "runs");
-  const experiment = checkName("experiment", options.experiment ?? env["RANKSCOPE_EXPERIMENT"] ?? "default");
-  const trial = checkName("trial", options.trial ?? env["RANKSCOPE_TRIAL"] ?? timestampTrial(now));
-  const explicit = options.runDir ?? env["RANKSCOPE_RUN_DIR"];
+  // The one settings resolver: option → environment → default, an invalid value a TypeError naming its source.
+  const setting = <T>(option: string, variable: string, kind: SettingKind<T>, fallback: T): T =>
+    resolveSetting({ owner: "run directory", option, env: variable, kind, fallback }, (options as Record<string, unknown>)[option], env);
+  const path = textKind(undefined, "a non-empty path");
+  // Any string here; `checkName` says precisely what is wrong with one that is not a folder name.
+  const name: SettingKind<string> = { valid: "one folder name", fromOption: (v) => (typeof v === "string" ? v : undefined), fromEnv: (raw) => raw };
+  const root = resolve(setting("root", "RANKSCOPE_ROOT", path, "runs"));
+  const experiment = checkName("experiment", setting("experiment", "RANKSCOPE_EXPERIMENT", name, "default"));
+  const trial = checkName("trial", setting("trial", "RANKSCOPE_TRIAL", name, timestampTrial(now)));
+  const explicit = setting<string | undefined>("runDir", "RANKSCOPE_RUN_DIR", path, undefined);
   return { runDir: explicit !== undefined ? resolve(explicit) : join(root, experiment, trial), root, experiment, trial };
 }
