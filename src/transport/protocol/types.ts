@@ -21,6 +21,8 @@ export interface RankInit {
   /** Per backend name: what the controller-side instance handed to ranks (e.g. a shared run id). */
   readonly primaryMetadata: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   readonly run: RunInfo;
+  /** The run's hyperparameters (`initBackends`' run config and version info), for the per-rank backends. */
+  readonly hyperparams?: Readonly<Record<string, unknown>>;
 }
 
 /** A rank's answer to flush(step). */

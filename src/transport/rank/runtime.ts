@@ -127,6 +127,8 @@ export class RankRuntime {
         this.collector.stream = new DirectStreamProducer(backends, this.identity);
       }
     }
+    const hyperparams = message.hyperparams;
+    if (hyperparams !== undefined) await Promise.all([this.reduceBackends.logHyperparams(hyperparams), this.streamBackends.logHyperparams(hyperparams)]);
   }
 
   /**
