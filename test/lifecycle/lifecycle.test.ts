@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, describe, it } from "node:test";
@@ -148,7 +148,31 @@ function runStatus(runDir: string): string {
   return openStore(runDir).runInfo().status;
 }
 
+/** `process.on(...)`-style listeners in src on lifecycle events or signals, and `globalThis[...]` slots, outside their one owner. */
+function ownersBypassed(): string[] {
+  const src = join(ROOT, "src");
+  const found: string[] = [];
+  const listener = /process\.(?:on|once|addListener|prependListener|prependOnceListener)\(\s*"([^"]+)"/g;
+  for (const file of readdirSync(src, { recursive: true, encoding: "utf8" })) {
+    if (!file.endsWith(".ts")) continue;
+    const text = readFileSync(join(src, file), "utf8");
+    for (const match of text.matchAll(listener)) {
+      const event = match[1] as string;
+      // IPC traffic is not the lifecycle: a rank's messages and its channel closing (docs/lifecycle.md).
+      if (event === "message" || event === "disconnect") continue;
+      if (file !== join("core", "lifecycle.ts")) found.push(`src/${file}: process listener on "${event}"`);
+    }
+    if (/globalThis\[/.test(text) && file !== join("core", "process-wide.ts")) found.push(`src/${file}: a globalThis[...] slot`);
+  }
+  return found;
+}
+
 describe("the lifecycle's rules", () => {
+  it("only src/core/lifecycle.ts listens to the process's signals and exit events; only processWide keeps globalThis slots", () => {
+    assert.deepEqual(ownersBypassed(), []);
+  });
+
+
   it("a drain that misses the deadline is named; the others finish; the sync parts run; the process dies by the signal", async () => {
     let sent = false;
     const result = await runJob([DRAINS, "stuck"], { RANKSCOPE_DRAIN_DEADLINE_MS: "500" }, (out, child) => {
