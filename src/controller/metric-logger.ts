@@ -25,7 +25,7 @@ import { setCurrentRun } from "../run/current.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
 import { validateRunMeta, writeRunFiles } from "../run/run-files.js";
 import { BackendSet, DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
-import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
+import { validateBackendsConfig, type BackendsConfig, type UncheckedBackendsConfig, type ValidatedBackend } from "./config.js";
 import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "./rank.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
@@ -206,14 +206,14 @@ export class MetricLogger {
    * were already initialised, unless `options.replace` asks for that (replacing them in the middle
    * of a run splits its data between two sets of backends, so it is never silent).
    */
-  async initBackends(config: BackendsConfig = DEFAULT_BACKENDS, options: InitBackendsOptions = {}): Promise<void> {
+  async initBackends<C extends object = BackendsConfig>(config?: BackendsConfig<C>, options: InitBackendsOptions = {}): Promise<void> {
     this.assertOpen("initBackends");
     if (this.rankInit !== null && options.replace !== true) {
       throw new Error(
         "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these",
       );
     }
-    const validated = await validateBackendsConfig(config);
+    const validated = await validateBackendsConfig((config ?? DEFAULT_BACKENDS) as UncheckedBackendsConfig);
     const runMeta = validateRunMeta(options);
     const resumeStep = options.resumeStep ?? 0;
     if (!Number.isInteger(resumeStep) || resumeStep < 0) throw new TypeError(`resumeStep must be a non-negative integer, got ${String(resumeStep)}`);

@@ -14,7 +14,7 @@ import { peekProcessWide, processWide, setProcessWide } from "../core/process-wi
 import { currentRun, setCurrentRun } from "../run/current.js";
 import { attachStreamBackends, detachStreamBackends, flushStream, recordStreamDropped } from "../stream/stream.js";
 import { BackendSet } from "./backend-set.js";
-import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
+import { validateBackendsConfig, type UncheckedBackendsConfig, type ValidatedBackend } from "./config.js";
 
 /** Where a run's files go and where it starts. */
 export interface RunInfo {
@@ -28,7 +28,7 @@ export interface RunInfo {
 /** What the controller sends a rank at `initBackends` (or when the rank registers late). */
 export interface RankInit {
   /** Only the per-rank backends (`per_rank_reduce`, `per_rank_no_reduce`). */
-  readonly backends: BackendsConfig;
+  readonly backends: UncheckedBackendsConfig;
   /** Per backend name: what the controller-side instance handed to ranks (e.g. a shared run id). */
   readonly primaryMetadata: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   readonly run: RunInfo;
