@@ -183,6 +183,12 @@ describe("rankscope export", () => {
     );
     assert.match(r.stderr, /\[#+\] 100% {2}4\/4 series, 5 points/);
     assert.match(r.stderr, /wrote 5 points of 4 series to/);
+    // stderr is a pipe here, not a terminal: the bar is printed once, in its final state.
+    assert.deepEqual(
+      r.stderr.split("\n").filter((line) => line.includes("series,")),
+      ["[##############################] 100%  4/4 series, 5 points"],
+    );
+    assert.ok(!r.stderr.includes("\r"), "no carriage returns outside a terminal");
   });
 
   test("--format jsonl to stdout keeps NaN and ±Infinity as proto3 JSON strings", () => {
