@@ -66,6 +66,29 @@ test("the tarball holds no devDependency's types, and every subpath export type-
   assert.equal(status, 0);
 });
 
+test("the package ships what its README links and what its source maps name", () => {
+  const installed = join(project, "node_modules", "rankscope");
+  const readme = readFileSync(join(installed, "README.md"), "utf8");
+  const linked = [...new Set([...readme.matchAll(/\bexamples\/[\w./-]+\.ts\b/g)].map((m) => m[0]))];
+  assert.ok(linked.length >= 3, `the README links ${linked.length} examples`);
+  for (const file of linked) assert.ok(existsSync(join(installed, file)), `the README links ${file}, which is not in the package`);
+  // Stack traces through the maps must name code the user has: every map carries its sources.
+  const maps: string[] = [];
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (entry.isDirectory()) walk(join(dir, entry.name));
+      else if (entry.name.endsWith(".js.map")) maps.push(join(dir, entry.name));
+    }
+  };
+  walk(join(installed, "dist"));
+  assert.ok(maps.length > 50, `found ${maps.length} source maps`);
+  for (const path of maps) {
+    const map = JSON.parse(readFileSync(path, "utf8")) as { sources: string[]; sourcesContent?: (string | null)[] };
+    assert.equal(map.sourcesContent?.length, map.sources.length, `${path} does not carry its sources`);
+    assert.ok(map.sourcesContent.every((c) => typeof c === "string" && c.length > 0), `${path} has an empty source`);
+  }
+});
+
 test("config typos, unknown backends and reduce names are compile errors; a registered backend's options are typed", () => {
   const source = readFileSync(fixture, "utf8");
   writeFileSync(join(project, "index.ts"), source);
