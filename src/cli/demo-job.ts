@@ -10,7 +10,6 @@
  * the system monitor (its own axis), `config.yaml`, `version.json` and the run's tags and group,
  * and a perf trace per rank (`traces/rank-{r}.jsonl`).
  */
-import { isAbsolute, join, relative } from "node:path";
 import { LOGGING_MODES } from "../core/metric.js";
 import type { BackendsConfig } from "../controller/config.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
@@ -106,12 +105,4 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     await savePerfTracer();
     await logger.shutdown();
   }
-  printDashboardHint(logger.run.root, logger.run.runDir);
-}
-
-/** How to look at what the demo stored. */
-function printDashboardHint(root: string, runDir: string): void {
-  const rel = relative(process.cwd(), root);
-  const shown = rel === "" ? "." : rel.startsWith("..") || isAbsolute(rel) ? root : rel;
-  process.stdout.write(`\nStored in ${join(runDir, "metrics.db")}. Open the dashboard with:\n  npx rankscope ui --root ${shown}\n`);
 }

@@ -220,7 +220,8 @@ describe("rankscope demo", () => {
     const cwd = tempDir();
     const r = cli(["demo", "--steps", "2"], cwd);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /Open the dashboard with:\n {2}npx rankscope ui --root runs\n/);
+    assert.match(r.stderr, /^rankscope: this run's data is in runs\/default\/\S+\nrankscope: open the dashboard with: npx rankscope ui --root runs$/m);
+    assert.equal(r.stderr.split("this run's data is in").length - 1, 1, "said once, by the controller only");
     const runs = JSON.parse(cli(["runs", "--json"], cwd).stdout) as { experiment: string; status: string }[];
     assert.equal(runs.length, 1);
     assert.equal(runs[0]?.status, "finished");
