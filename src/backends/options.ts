@@ -30,7 +30,7 @@ export type ConsoleBackendOptions = {
 
 /** Options of the `jsonl` backend. */
 export type JsonlBackendOptions = {
-  /** The file, relative to the run directory (default `metrics.jsonl`, `metrics.{rank}.jsonl` per rank). */
+  /** The file, relative to the run directory (default `metrics.jsonl` on the controller, `metrics-{rankName}.jsonl` per rank). */
   file?: string;
 };
 
