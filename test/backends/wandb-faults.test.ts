@@ -15,7 +15,6 @@ import { LocalRankHandle, RankRuntime } from "../../src/controller/rank.js";
 import { Collector, recordMetric } from "../../src/core/collector.js";
 import { diagnosticCounts } from "../../src/core/diagnostics.js";
 import { Reduce } from "../../src/core/registry.js";
-import type { BackendOptions } from "../../src/backends/backend.js";
 import type { BackendConfigOf } from "../../src/backends/options.js";
 import { syncSpool, WandbBackend, type FileStreamBody } from "../../src/backends/wandb/index.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";

@@ -12,7 +12,7 @@ import { LocalRankHandle, RankRuntime } from "../../src/controller/rank.js";
 import { Collector, recordMetric } from "../../src/core/collector.js";
 import { diagnosticCounts } from "../../src/core/diagnostics.js";
 import { Reduce } from "../../src/core/registry.js";
-import type { BackendOptions, RankIdentity } from "../../src/backends/backend.js";
+import type { RankIdentity } from "../../src/backends/backend.js";
 import type { BackendConfigOf } from "../../src/backends/options.js";
 import { WandbBackend } from "../../src/backends/wandb/index.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
