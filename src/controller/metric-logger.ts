@@ -19,15 +19,16 @@ import { reportError, warn } from "../core/diagnostics.js";
 import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
 import { redactSecrets } from "../core/redact.js";
 import { describeValue, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
+import { configureLifecycle, endingReason, registerDrain } from "../core/lifecycle.js";
 import type { Metric } from "../core/metric.js";
 import type { AccumulatorState } from "../core/reduce.js";
 import { setCurrentRun } from "../run/current.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
-import { validateRunMeta, writeRunFiles } from "../run/run-files.js";
+import { runHyperparams, validateRunMeta, writeRunFiles } from "../run/run-files.js";
 import { runLocationNote } from "../run/where.js";
 import { BackendSet, DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type UncheckedBackendsConfig, type ValidatedBackend } from "./config.js";
-import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "./rank.js";
+import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
 /** Options of `getOrCreateMetricLogger`. */
@@ -45,6 +46,12 @@ export interface MetricLoggerOptions extends RunDirOptions {
    * option beats it). Applies on the controller and, for per-rank backends, in every rank.
    */
   backendDeadlineMs?: number;
+  /**
+   * The total time every part gets to write what it holds when the process ends by SIGINT/SIGTERM
+   * or at `beforeExit` without `shutdown()` (default 5000 ms, env RANKSCOPE_DRAIN_DEADLINE_MS); see
+   * docs/lifecycle.md.
+   */
+  drainDeadlineMs?: number;
   /**
    * Id of this run in messages between the controller and its ranks (NATS subjects are namespaced
    * by it, so two runs on one server never see each other). Letters, digits, `_`, `-`. Default: a
@@ -65,7 +72,10 @@ export interface InitBackendsOptions {
   /**
    * The user's run config (hyperparameters, experiment settings). When given, the controller
    * writes `config.yaml` (secrets such as API keys redacted) and `version.json` (package version,
-   * git branch/commit/dirty of the working directory) into the run directory at start.
+   * git branch/commit/dirty of the working directory) into the run directory at start, and logs
+   * both (redacted, the version info under `version_info`) as the run's hyperparameters: W&B's
+   * config, TensorBoard's hparams, the store's hyperparams — in the global backends and, through
+   * the ranks' init, the per-rank ones.
    */
   runConfig?: unknown;
   /** Labels of this run (`["baseline", "lr-sweep"]`), kept in the run directory's `run.json`; the dashboard shows and filters by them. */
@@ -78,6 +88,12 @@ export interface InitBackendsOptions {
    * per-rank backends. Values already flushed stay where they were logged.
    */
   replace?: boolean;
+}
+
+/** Options of `shutdown`. */
+export interface ShutdownOptions {
+  /** Wait at most this long for ranks and backends (default: the logger's `shutdownDeadlineMs`). */
+  deadlineMs?: number;
 }
 
 /** Options of `flush`. */
@@ -150,7 +166,7 @@ export const LOGGER_SETTINGS = {
   },
 } satisfies Record<string, Setting<unknown>>;
 
-const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "runId", "quiet", "root", "experiment", "trial", "runDir"];
+const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "quiet", "root", "experiment", "trial", "runDir"];
 
 /** A flush made before `initBackends`, kept for the first flush after it. */
 interface FlushBeforeInit {
@@ -182,6 +198,7 @@ export class MetricLogger {
   /** Flushes made before `initBackends`: logged, at their own steps, by the first flush after it. */
   private beforeInit: FlushBeforeInit[] = [];
   private readonly shutdownHooks: Array<() => Promise<void> | void> = [];
+  private unregisterDrain: (() => void) | null = null;
   /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
   private readonly ownRank: RankHandle;
 
@@ -202,6 +219,27 @@ export class MetricLogger {
     this.ownRank = new LocalRankHandle(local);
     this.ranks.set(local.identity.rankName, this.ownRank);
     setCurrentRun({ ...this.run, identity: local.identity, role: "controller" });
+    configureLifecycle({ drainDeadlineMs: options.drainDeadlineMs });
+    // The logger is a drain of the process lifecycle (docs/lifecycle.md): at a signal it shuts down
+    // (ranks stopped, backends finished, the run marked crashed); at beforeExit without shutdown()
+    // it flushes what is left and shuts down with a warning; at exit it counts what it could not log.
+    this.unregisterDrain = registerDrain({
+      name: "metric logger",
+      stage: "logger",
+      drain: ({ reason, deadline }) => {
+        if (this.closed) return undefined;
+        const deadlineMs = Math.max(1, deadline - Date.now() - 100);
+        return reason === "beforeExit" ? this.endForgotten(deadlineMs) : this.shutdown({ deadlineMs });
+      },
+      exit: ({ reason }) => {
+        if (this.closed) return;
+        this.closed = true;
+        const { keys, values } = pendingValues();
+        if (values > 0) {
+          warn("exit.unflushed", `${reason}: ${values} value(s) in ${keys} key(s) recorded since the last flush were never logged (the process ended without flush(step) and shutdown())`);
+        }
+      },
+    });
   }
 
   /** Names of the registered ranks (this process included). */
@@ -245,14 +283,17 @@ export class MetricLogger {
     const rankDeadlineMs = Math.min(this.backendDeadlineMs, Math.max(1, Math.floor(this.flushDeadlineMs / 2)));
     for (const v of validated) if (v.loggingMode !== "global_reduce") perRank[v.name] = { deadlineMs: rankDeadlineMs, ...v.options };
     const primaryMetadata = { ...this.globalBackends.metadataForRanks(), ...this.primaryBackends.metadataForRanks() };
-    this.rankInit = { backends: perRank, primaryMetadata, run };
     if (resumeStep > 0) this.lastStep = resumeStep - 1;
-    const runFiles =
+    const files =
       options.runConfig === undefined && runMeta === undefined
         ? undefined
-        : writeRunFiles(this.run.runDir, { ...(options.runConfig === undefined ? {} : { config: options.runConfig }), ...(runMeta === undefined ? {} : { meta: runMeta }) });
+        : await writeRunFiles(this.run.runDir, { ...(options.runConfig === undefined ? {} : { config: options.runConfig }), ...(runMeta === undefined ? {} : { meta: runMeta }) });
+    // The run's config and version info are its hyperparameters in every backend that has them:
+    // the global and primary ones here, the per-rank ones through the ranks' init.
+    const hyperparams = files !== undefined && options.runConfig !== undefined ? runHyperparams(files) : undefined;
+    this.rankInit = { backends: perRank, primaryMetadata, run, ...(hyperparams === undefined ? {} : { hyperparams }) };
     await Promise.all([...this.ranks.values()].map((r) => r.init(this.rankInit as RankInit)));
-    await runFiles;
+    if (hyperparams !== undefined) await this.logHyperparams(hyperparams);
   }
 
   /**
@@ -287,6 +328,7 @@ export class MetricLogger {
    * go to the `global_reduce` backends. Returns by the flush deadline even if ranks do not answer.
    */
   async flush(step: number, options: FlushOptions = {}): Promise<FlushResult> {
+    if (this.ignoredWhileEnding("flush")) return { step, metrics: [], ranksExpected: 0, ranksReporting: 0, missingRanks: [], undelivered: {} };
     this.assertOpen("flush");
     if (!Number.isInteger(step) || step < 0) throw new TypeError(`flush(step) takes a non-negative integer step, got ${String(step)}`);
     if (step < this.lastStep || (step === this.lastStep && options.allowRepeatedStep !== true)) {
@@ -365,6 +407,7 @@ export class MetricLogger {
    * their own (the system monitor, `axis: "system/step"`) or log one-off values (histograms).
    */
   async logDirect(states: readonly KeyState[], options: LogDirectOptions): Promise<readonly Metric[]> {
+    if (this.ignoredWhileEnding("logDirect")) return [];
     this.assertOpen("logDirect");
     const target = { step: options.step, timestamp: options.timestamp ?? Date.now(), ...(options.axis === undefined ? {} : { axis: options.axis }) };
     const reduced = reduceStates(states, target);
@@ -382,23 +425,27 @@ export class MetricLogger {
    * Finish every backend and every rank, within the shutdown deadline. Values recorded after the
    * last flush are not logged: that is reported, never silent.
    */
-  async shutdown(): Promise<void> {
+  async shutdown(options: ShutdownOptions = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const pending = [...getCollector().entries.values()].filter((e) => e.accumulator.count > 0).length;
-    if (pending > 0) {
-      warn("shutdown.unflushed", `shutdown(): ${pending} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
+    this.unregisterDrain?.();
+    this.unregisterDrain = null;
+    const deadlineMs = options.deadlineMs ?? this.shutdownDeadlineMs;
+    if (!Number.isFinite(deadlineMs) || deadlineMs <= 0) throw new TypeError(`shutdown({ deadlineMs }) takes a positive number of milliseconds, got ${String(deadlineMs)}`);
+    const { keys, values } = pendingValues();
+    if (values > 0) {
+      warn("shutdown.unflushed", `shutdown(): ${values} value(s) in ${keys} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
     }
     // Ranks get a little less than the whole deadline, so one that must be killed is killed in time.
-    const rankDeadline = Math.max(1, this.shutdownDeadlineMs - Math.min(500, this.shutdownDeadlineMs / 5));
+    const rankDeadline = Math.max(1, deadlineMs - Math.min(500, deadlineMs / 5));
     const ranksDone = Promise.all([...this.ranks.values()].map((r) => r.shutdown(rankDeadline).catch(() => undefined)));
     // Primaries finish after their ranks: a shared run is marked complete once the ranks are done.
     const all = [this.globalBackends.finish(), ranksDone.then(() => this.primaryBackends.finish())];
     const started = Date.now();
-    const done = await withDeadline(Promise.all(all), this.shutdownDeadlineMs);
-    if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${this.shutdownDeadlineMs} ms; stopped waiting`);
+    const done = await withDeadline(Promise.all(all), deadlineMs);
+    if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${deadlineMs} ms; stopped waiting`);
     // Transports close even after a missed deadline, so no connection keeps the process alive.
-    await withDeadline(this.runShutdownHooks(), Math.max(200, this.shutdownDeadlineMs - (Date.now() - started)));
+    await withDeadline(this.runShutdownHooks(), Math.max(200, deadlineMs - (Date.now() - started)));
     this.ranks.clear();
     // Once per job, on the controller only (ranks have no MetricLogger), after the data is written.
     const note = this.quiet || this.rankInit === null ? undefined : runLocationNote(this.run);
@@ -408,6 +455,25 @@ export class MetricLogger {
       // Values recorded from now on reach no backend: counted and warned about, never silent.
       getCollector().close();
     }
+  }
+
+  /**
+   * The loop ran dry without `shutdown()` (beforeExit): flush what was recorded since the last
+   * flush (and what the ranks hold) at the next step, then shut down, with a warning.
+   */
+  private async endForgotten(deadlineMs: number): Promise<void> {
+    const started = Date.now();
+    const { values } = pendingValues();
+    const withRanks = this.ranks.size > 1;
+    const step = this.lastStep + 1;
+    warn(
+      "shutdown.forgotten",
+      `the job ended without logger.shutdown(): ${values > 0 || withRanks ? `flushing what is left at step ${step}, then ` : ""}shutting down${withRanks ? ` ${this.ranks.size - 1} rank(s)` : ""}; call shutdown() at the end of the job`,
+    );
+    if (values > 0 || withRanks) {
+      await withDeadline(this.flush(step, { allowRepeatedStep: true }).catch((error: unknown) => warn("shutdown.finalFlush", `final flush failed: ${error instanceof Error ? error.message : String(error)}`)), Math.min(this.flushDeadlineMs, deadlineMs / 2));
+    }
+    await this.shutdown({ deadlineMs: Math.max(1, deadlineMs - (Date.now() - started)) });
   }
 
   /**
@@ -428,6 +494,19 @@ export class MetricLogger {
     }
   }
 
+  /**
+   * While the lifecycle shuts the logger down at a signal, the user's loop may still be running
+   * (its awaits resolve in between): its calls are not errors then, just no longer logged (the
+   * values stay counted as unflushed at exit).
+   */
+  private ignoredWhileEnding(call: string): boolean {
+    if (!this.closed) return false;
+    const reason = endingReason();
+    if (reason === null) return false;
+    warn("lifecycle.ending", `${call}() while the process is ending (${reason}): not logged; rankscope is writing what was flushed before`);
+    return true;
+  }
+
   private assertOpen(call: string): void {
     if (this.closed) throw new Error(`${call}() after shutdown(): get a new logger with getOrCreateMetricLogger()`);
   }
@@ -446,6 +525,19 @@ export class MetricLogger {
       primaryMetadata: {},
     };
   }
+}
+
+/** Values (and keys) recorded in this process's collector since its last flush. */
+function pendingValues(): { keys: number; values: number } {
+  let keys = 0;
+  let values = 0;
+  for (const e of getCollector().entries.values()) {
+    if (e.accumulator.count > 0) {
+      keys++;
+      values += e.accumulator.count;
+    }
+  }
+  return { keys, values };
 }
 
 /** The process-wide slot of the controller's logger. */

@@ -27,7 +27,7 @@ export { GLOBAL_RANK, STORE_FILE, SERIES_KINDS, type KeyKind, type SeriesKind, t
 export { storeFault };
 
 /** A run's status: `running` while any writer has not finished (or a writer died without saying). */
-export type RunStatus = "running" | "finished" | "failed" | "unknown";
+export type RunStatus = "running" | "finished" | "failed" | "crashed" | "unknown";
 
 /** One run, as `listRuns` and `runInfo` describe it. Times are milliseconds since the epoch. */
 export interface RunSummary {
@@ -210,7 +210,7 @@ export class StoreReader {
     if (row === undefined) {
       return { runDir: this.runDir, experiment: null, trial: null, status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0 };
     }
-    const status: RunStatus = row.status === "running" || row.status === "finished" || row.status === "failed" ? row.status : "unknown";
+    const status: RunStatus = row.status === "running" || row.status === "finished" || row.status === "failed" || row.status === "crashed" ? row.status : "unknown";
     return {
       runDir: this.runDir,
       experiment: row.experiment,

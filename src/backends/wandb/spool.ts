@@ -8,6 +8,7 @@
  * wandb/{runId}/file_stream.jsonl         file-stream request bodies of the run's writer, in order
  * wandb/{runId}/file_stream.{client}.jsonl  the same per rank, for a run shared by ranks
  * wandb/{runId}/sync.json                 written by `rankscope wandb sync`: offset bases it used
+ * wandb/{runId}/files/…                   run files not uploaded (tables, config.yaml, the summary)
  * ```
  *
  * A `file_stream*.jsonl` starts with a header line `{"spool":1,"clientId":…,"absoluteOffsets":…}`;
@@ -17,10 +18,10 @@
  * line count at the first sync. No file of the spool ever holds the API key.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describeError, reportError } from "../../core/diagnostics.js";
-import { AppendFile } from "../append-file.js";
+import { AppendFile } from "../../io/append-file.js";
+import { writeFileAtomic, writeFileAtomicSync } from "../../io/atomic-write.js";
 import { HISTORY_FILE, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
 import type { WandbResume } from "./options.js";
 
@@ -84,15 +85,45 @@ export class SpoolWriter {
     const path = join(this.dir, "run.json");
     this.runInfoWrite = this.runInfoWrite.then(async () => {
       try {
-        await mkdir(this.dir, { recursive: true });
-        const temp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
-        await writeFile(temp, text);
-        await rename(temp, path);
+        await writeFileAtomic(path, text);
       } catch (error) {
         reportError(`wandb.spool.runInfo:${path}`, `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`);
       }
     });
   }
+
+  /**
+   * The exit path (nothing can be awaited): write run.json and everything appended so far
+   * synchronously. Failures are reported and counted like the async ones.
+   */
+  writeSync(): void {
+    if (this.runInfoText !== null) {
+      const path = join(this.dir, "run.json");
+      try {
+        writeFileAtomicSync(path, this.runInfoText);
+      } catch (error) {
+        reportError(`wandb.spool.runInfo:${path}`, `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`);
+      }
+    }
+    this.file.writeQueuedSync();
+  }
+
+  /**
+   * Write a run file (a table, `config.yaml`, the summary…) to `{dir}/files/{name}`, replacing an
+   * earlier one; the offline run for `wandb sync` carries these files. Failures are reported.
+   */
+  writeFile(name: string, content: string): void {
+    const path = join(this.dir, "files", ...name.split("/"));
+    this.fileWrites = this.fileWrites.then(async () => {
+      try {
+        await writeFileAtomic(path, content);
+      } catch (error) {
+        reportError(`wandb.spool.file:${path}`, `could not write ${path}: ${describeError(error)}; this run file is lost`);
+      }
+    });
+  }
+
+  private fileWrites: Promise<void> = Promise.resolve();
 
   /** Append request bodies (the header goes first, once). */
   append(bodies: readonly FileStreamBody[], absoluteOffsets: boolean): void {
@@ -111,6 +142,7 @@ export class SpoolWriter {
   /** Wait for everything appended so far to reach the disk. */
   async drain(): Promise<void> {
     await this.runInfoWrite;
+    await this.fileWrites;
     await this.file.drain();
   }
 }
@@ -226,4 +258,19 @@ export function findSpools(path: string): string[] {
     .filter((d) => d.isDirectory() && existsSync(join(root, d.name, "run.json")))
     .map((d) => join(root, d.name))
     .sort();
+}
+
+/** The run files a spool holds under `files/` (relative, `/`-separated, sorted). */
+export function spooledFiles(spoolDir: string): string[] {
+  const walk = (dir: string, prefix: string): string[] => {
+    if (!existsSync(dir)) return [];
+    const out: string[] = [];
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const name = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
+      if (entry.isDirectory()) out.push(...walk(join(dir, entry.name), name));
+      else out.push(name);
+    }
+    return out;
+  };
+  return walk(join(spoolDir, "files"), "").sort();
 }
