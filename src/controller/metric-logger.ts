@@ -18,15 +18,16 @@ import { DEADLINE, withDeadline } from "../core/deadline.js";
 import { reportError, warn } from "../core/diagnostics.js";
 import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
 import { redactSecrets } from "../core/redact.js";
-import { describeValue, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
+import { describeValue, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
 import { configureLifecycle, endingReason, registerDrain } from "../core/lifecycle.js";
 import type { Metric } from "../core/metric.js";
 import type { AccumulatorState } from "../core/reduce.js";
 import { setCurrentRun } from "../run/current.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
 import { runHyperparams, validateRunMeta, writeRunFiles } from "../run/run-files.js";
+import { runLocationNote } from "../run/where.js";
 import { BackendSet, DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
-import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
+import { validateBackendsConfig, type BackendsConfig, type UncheckedBackendsConfig, type ValidatedBackend } from "./config.js";
 import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
@@ -57,6 +58,11 @@ export interface MetricLoggerOptions extends RunDirOptions {
    * fresh random id (env RANKSCOPE_RUN_ID).
    */
   runId?: string;
+  /**
+   * Do not print where the run's data went (the run directory and how to open the dashboard,
+   * two lines on stderr at `shutdown()`). Default false; env RANKSCOPE_QUIET.
+   */
+  quiet?: boolean;
 }
 
 /** Options of `initBackends`. */
@@ -149,6 +155,7 @@ const DEADLINE_KIND = integerKind(1, 3_600_000);
 export const LOGGER_SETTINGS = {
   flushDeadlineMs: { owner: OWNER, option: "flushDeadlineMs", env: "RANKSCOPE_FLUSH_DEADLINE_MS", kind: DEADLINE_KIND, fallback: 5000 },
   shutdownDeadlineMs: { owner: OWNER, option: "shutdownDeadlineMs", env: "RANKSCOPE_SHUTDOWN_DEADLINE_MS", kind: DEADLINE_KIND, fallback: 5000 },
+  quiet: { owner: OWNER, option: "quiet", env: "RANKSCOPE_QUIET", kind: flagKind, fallback: false },
   backendDeadlineMs: { owner: OWNER, option: "backendDeadlineMs", env: "RANKSCOPE_BACKEND_DEADLINE_MS", kind: DEADLINE_KIND, fallback: DEFAULT_BACKEND_DEADLINE_MS },
   runId: {
     owner: OWNER,
@@ -159,7 +166,7 @@ export const LOGGER_SETTINGS = {
   },
 } satisfies Record<string, Setting<unknown>>;
 
-const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "root", "experiment", "trial", "runDir"];
+const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "quiet", "root", "experiment", "trial", "runDir"];
 
 /** A flush made before `initBackends`, kept for the first flush after it. */
 interface FlushBeforeInit {
@@ -175,6 +182,8 @@ export class MetricLogger {
   readonly flushDeadlineMs: number;
   readonly shutdownDeadlineMs: number;
   readonly backendDeadlineMs: number;
+  /** True when `shutdown()` does not print where the run's data went (`quiet`, `RANKSCOPE_QUIET`). */
+  readonly quiet: boolean;
   /** The options this logger was created with (a later `getOrCreateMetricLogger` must not contradict them). */
   readonly options: Readonly<MetricLoggerOptions>;
   /** This run's id in transport messages (see `MetricLoggerOptions.runId`). */
@@ -202,6 +211,7 @@ export class MetricLogger {
     this.flushDeadlineMs = resolveSetting(LOGGER_SETTINGS.flushDeadlineMs, options.flushDeadlineMs);
     this.shutdownDeadlineMs = resolveSetting(LOGGER_SETTINGS.shutdownDeadlineMs, options.shutdownDeadlineMs);
     this.backendDeadlineMs = resolveSetting(LOGGER_SETTINGS.backendDeadlineMs, options.backendDeadlineMs);
+    this.quiet = resolveSetting(LOGGER_SETTINGS.quiet, options.quiet);
     this.runId = resolveSetting<string | undefined>(LOGGER_SETTINGS.runId, options.runId) ?? randomBytes(6).toString("hex");
     // A new logger after a shutdown(): recording is logged again.
     getCollector().reopen();
@@ -244,14 +254,14 @@ export class MetricLogger {
    * were already initialised, unless `options.replace` asks for that (replacing them in the middle
    * of a run splits its data between two sets of backends, so it is never silent).
    */
-  async initBackends(config: BackendsConfig = DEFAULT_BACKENDS, options: InitBackendsOptions = {}): Promise<void> {
+  async initBackends<C extends object = BackendsConfig>(config?: BackendsConfig<C>, options: InitBackendsOptions = {}): Promise<void> {
     this.assertOpen("initBackends");
     if (this.rankInit !== null && options.replace !== true) {
       throw new Error(
         "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these",
       );
     }
-    const validated = await validateBackendsConfig(config);
+    const validated = await validateBackendsConfig((config ?? DEFAULT_BACKENDS) as UncheckedBackendsConfig);
     const runMeta = validateRunMeta(options);
     const resumeStep = options.resumeStep ?? 0;
     if (!Number.isInteger(resumeStep) || resumeStep < 0) throw new TypeError(`resumeStep must be a non-negative integer, got ${String(resumeStep)}`);
@@ -437,6 +447,9 @@ export class MetricLogger {
     // Transports close even after a missed deadline, so no connection keeps the process alive.
     await withDeadline(this.runShutdownHooks(), Math.max(200, deadlineMs - (Date.now() - started)));
     this.ranks.clear();
+    // Once per job, on the controller only (ranks have no MetricLogger), after the data is written.
+    const note = this.quiet || this.rankInit === null ? undefined : runLocationNote(this.run);
+    if (note !== undefined) process.stderr.write(note);
     if (peekProcessWide(LOGGER) === this) {
       setProcessWide(LOGGER, undefined);
       // Values recorded from now on reach no backend: counted and warned about, never silent.

@@ -19,7 +19,8 @@ import { parseNumber } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal, unpackFloat64 } from "./codec.js";
 import { Downsampler, POINTS_PER_BUCKET, type SeriesPoint, type XAxis } from "./downsample.js";
-import { BLOCK_FIELDS, BLOCK_POINTS, GLOBAL_RANK, openForReading, SERIES_KINDS, STORE_FILE, withBusyRetry, type KeyKind, type SeriesKind } from "./schema.js";
+import { BLOCK_FIELDS, BLOCK_POINTS, GLOBAL_RANK, SERIES_KINDS, STORE_FILE, withBusyRetry, type KeyKind, type SeriesKind } from "./schema.js";
+import { openForReading } from "./connection.js";
 import { storeFault } from "./store-file.js";
 
 export { GLOBAL_RANK, STORE_FILE, SERIES_KINDS, type KeyKind, type SeriesKind, type SeriesPoint, type XAxis };

@@ -21,7 +21,8 @@ import { nonFiniteReplacer } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { packFloat64, toSqlReal, unpackFloat64 } from "./codec.js";
 import { ColumnBuilder, groupColumns, type PointColumns, type SeriesGroup } from "./columns.js";
-import { BLOCK_FIELDS, BLOCK_POINTS, CHUNK_POINTS, GLOBAL_RANK, openForWriting, withBusyRetry, type KeyKind } from "./schema.js";
+import { BLOCK_FIELDS, BLOCK_POINTS, CHUNK_POINTS, GLOBAL_RANK, withBusyRetry, type KeyKind } from "./schema.js";
+import { openForWriting } from "./connection.js";
 
 /** One reduced value of a scalar series. `rank` defaults to the writer's rank. */
 export interface ScalarPoint {
