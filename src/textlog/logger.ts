@@ -8,13 +8,12 @@
  * Lines logged before the run is known are kept (up to a bound) and written when it is. A file
  * that cannot be written is reported once and counted; logging never throws into the caller.
  */
-import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { createRequire } from "node:module";
 import type { Level, Logger } from "pino";
-import { describeError, reportError } from "../core/diagnostics.js";
+import { AppendFile } from "../io/append-file.js";
 import { redactSecrets } from "../core/redact.js";
-import { enumKind, resolveSetting } from "../core/settings.js";
+import { enumKind, presenceKind, resolveSetting } from "../core/settings.js";
 import { currentRun, onRunChange, type CurrentRun } from "../run/current.js";
 import { colorLine, COLOR_NAMES, DEFAULT_COMPONENT_COLORS, formatRecord, type ColorName, type ComponentColor } from "./format.js";
 import { processWide } from "../core/process-wide.js";
@@ -60,10 +59,6 @@ const MAX_EARLY_LINES = 1000;
 
 const LEVELS: readonly Level[] = ["trace", "debug", "info", "warn", "error", "fatal"];
 
-function noColorRequested(): boolean {
-  const v = process.env["NO_COLOR"];
-  return v !== undefined && v !== "";
-}
 
 function resolve(options: TextLogOptions): Resolved {
   const level = resolveSetting({ owner: "configureTextLogs", option: "level", env: "RANKSCOPE_LOG_LEVEL", kind: enumKind(LEVELS), fallback: "info" as Level }, options.level);
@@ -71,7 +66,8 @@ function resolve(options: TextLogOptions): Resolved {
     if (!COLOR_NAMES.includes(c.color)) throw new TypeError(`component colour ${JSON.stringify(c.color)} is not valid; valid: ${COLOR_NAMES.join(", ")}`);
     return { pattern: typeof c.pattern === "string" ? new RegExp(c.pattern) : c.pattern, color: c.color };
   });
-  const color = options.color ?? !noColorRequested();
+  // `color` in code, else NO_COLOR (any non-empty value turns colours off, https://no-color.org), else on.
+  const color = resolveSetting({ owner: "configureTextLogs", option: "color", env: "NO_COLOR", kind: presenceKind(false), fallback: true }, options.color);
   return {
     level,
     color,
@@ -83,36 +79,13 @@ function resolve(options: TextLogOptions): Resolved {
   };
 }
 
-class LogFile {
-  private fd: number | null = null;
-  private failed = false;
-  constructor(readonly path: string) {}
-  write(text: string): void {
-    if (this.failed) return;
-    try {
-      if (this.fd === null) {
-        mkdirSync(join(this.path, ".."), { recursive: true });
-        this.fd = openSync(this.path, "a");
-      }
-      writeSync(this.fd, text);
-    } catch (error) {
-      this.failed = true;
-      reportError(`textlog.write:${this.path}`, `could not write ${this.path}: ${describeError(error)}; text logs go to the console only`);
-    }
-  }
-  close(): void {
-    if (this.fd !== null) closeSync(this.fd);
-    this.fd = null;
-  }
-}
-
 /** The process-wide state of text logging. */
 class TextLogs {
   options: Resolved = resolve({});
   readonly root: Logger;
   readonly loggers = new Map<string, Logger>();
-  main: LogFile | null = null;
-  merged: LogFile | null = null;
+  main: AppendFile | null = null;
+  merged: AppendFile | null = null;
   mergedPrefix = "";
   early: string[] = [];
   runDir: string | null = null;
@@ -129,8 +102,8 @@ class TextLogs {
     this.detach();
     this.runDir = run.runDir;
     const logs = join(run.runDir, "logs");
-    this.main = run.role === "controller" ? new LogFile(join(logs, "main.log")) : null;
-    this.merged = new LogFile(join(logs, "merged.log"));
+    this.main = run.role === "controller" ? new AppendFile(join(logs, "main.log")) : null;
+    this.merged = new AppendFile(join(logs, "merged.log"));
     this.mergedPrefix = `[${run.identity.rankName}]`.padEnd(16);
     const early = this.early;
     this.early = [];
@@ -172,13 +145,13 @@ class TextLogs {
   }
 
   private writeFiles(text: string): void {
-    this.main?.write(`${text}\n`);
+    this.main?.appendSync(`${text}\n`);
     if (this.merged !== null) {
       const prefixed = text
         .split("\n")
         .map((l) => `${this.mergedPrefix} ${l}`)
         .join("\n");
-      this.merged.write(`${prefixed}\n`);
+      this.merged.appendSync(`${prefixed}\n`);
     }
   }
 }

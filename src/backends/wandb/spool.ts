@@ -18,10 +18,10 @@
  * line count at the first sync. No file of the spool ever holds the API key.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { mkdir, rename, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { describeError, reportError } from "../../core/diagnostics.js";
-import { AppendFile } from "../append-file.js";
+import { AppendFile } from "../../io/append-file.js";
+import { writeFileAtomic, writeFileAtomicSync } from "../../io/atomic-write.js";
 import { HISTORY_FILE, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
 import type { WandbResume } from "./options.js";
 
@@ -85,10 +85,7 @@ export class SpoolWriter {
     const path = join(this.dir, "run.json");
     this.runInfoWrite = this.runInfoWrite.then(async () => {
       try {
-        await mkdir(this.dir, { recursive: true });
-        const temp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
-        await writeFile(temp, text);
-        await rename(temp, path);
+        await writeFileAtomic(path, text);
       } catch (error) {
         reportError(`wandb.spool.runInfo:${path}`, `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`);
       }
@@ -96,22 +93,55 @@ export class SpoolWriter {
   }
 
   /**
+   * The exit path (nothing can be awaited): write run.json, the run files not written yet and
+   * everything appended so far synchronously (the one atomic write). Failures are reported and
+   * counted like the async ones.
+   */
+  writeSync(): void {
+    for (const [path, content] of this.pendingFiles) {
+      try {
+        writeFileAtomicSync(path, content);
+      } catch (error) {
+        reportError(`wandb.spool.file:${path}`, `could not write ${path}: ${describeError(error)}; this run file is lost`);
+      }
+    }
+    this.pendingFiles.clear();
+    if (this.runInfoText !== null) {
+      const path = join(this.dir, "run.json");
+      try {
+        writeFileAtomicSync(path, this.runInfoText);
+      } catch (error) {
+        reportError(`wandb.spool.runInfo:${path}`, `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`);
+      }
+    }
+    this.file.writeQueuedSync();
+  }
+
+  /**
    * Write a run file (a table, `config.yaml`, the summary…) to `{dir}/files/{name}`, replacing an
-   * earlier one; the offline run for `wandb sync` carries these files. Failures are reported.
+   * earlier one; the offline run for `wandb sync` carries these files. Written asynchronously; a
+   * file not on disk yet when the process exits is written by `writeSync`. Failures are reported.
    */
   writeFile(name: string, content: string): void {
     const path = join(this.dir, "files", ...name.split("/"));
+    this.pendingFiles.set(path, content);
     this.fileWrites = this.fileWrites.then(async () => {
+      // The latest content of this path (a later call replaced it), unless already written.
+      const latest = this.pendingFiles.get(path);
+      if (latest === undefined) return;
       try {
-        await mkdir(dirname(path), { recursive: true });
-        await writeFile(path, content);
+        await writeFileAtomic(path, latest);
       } catch (error) {
         reportError(`wandb.spool.file:${path}`, `could not write ${path}: ${describeError(error)}; this run file is lost`);
+      } finally {
+        if (this.pendingFiles.get(path) === latest) this.pendingFiles.delete(path);
       }
     });
   }
 
   private fileWrites: Promise<void> = Promise.resolve();
+  /** Run files not written yet (path → content), for `writeSync` at exit. */
+  private readonly pendingFiles = new Map<string, string>();
 
   /** Append request bodies (the header goes first, once). */
   append(bodies: readonly FileStreamBody[], absoluteOffsets: boolean): void {

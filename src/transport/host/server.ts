@@ -11,7 +11,7 @@ import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/met
 import type { KeyState } from "../../core/collector.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import type { OffCycleLog, RankGroupHandle, RankGroupSnapshot, RankInit } from "../protocol/types.js";
-import { connectTo } from "../controller/nats.js";
+import { connectTo, unrefSocket, unrefWhileIdle } from "../controller/nats.js";
 import { reportIgnored } from "../protocol/messages.js";
 import { DEFAULT_REQUEST_DEADLINE_MS, nextRequestId, RankClosedError, RankDeadlineError } from "../controller/remote-rank.js";
 import { isWireFrame, StateDecoder, WireFormatError } from "../wire/codec.js";
@@ -165,6 +165,12 @@ export class HostServer {
   ) {
     const s = hostSubjects(runId);
     this.inbox = createInbox(`rankscope.${runId}.ctlh`);
+    // Like the rank server's: the connection alone does not keep the controller alive (a job that
+    // forgets shutdown() reaches beforeExit); flushes in flight have referenced deadline timers.
+    if (!unrefWhileIdle(nc)) warn("transport.nats.unref", "this NATS client version does not let rankscope unref its connection: a controller that forgets logger.shutdown() will not end by itself while hosts are served over NATS");
+    void (async () => {
+      for await (const status of nc.status()) if (status.type === "reconnect") unrefSocket(nc);
+    })();
     nc.subscribe(s.register, { callback: (err, msg) => void (err === null && this.onRegister(msg)) });
     nc.subscribe(s.deregister, { callback: (err, msg) => void (err === null && this.onDeregister(msg)) });
     nc.subscribe(this.inbox, { callback: (err, msg) => void (err === null && this.onFrame(msg)) });
