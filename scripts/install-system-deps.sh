@@ -5,6 +5,7 @@ set -uo pipefail
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "rankscope tests: missing ${missing[*]}; install them (Debian: apt-get install ${missing[*]})" >&2
