@@ -49,7 +49,9 @@ export async function renderMetrics(expositions: Iterable<Exposition> = liveExpo
     }
   }
   for (const metric of [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) {
-    const data = { ...metric, aggregator: "sum" };
+    // OpenMetrics names a counter family without `_total` and its sample with it (prom-client adds it).
+    const name = openMetrics && metric.type === "counter" ? metric.name.replace(/_total$/, "") : metric.name;
+    const data = { ...metric, name, aggregator: "sum" };
     registry.registerMetric({ ...data, get: () => data } as unknown as client.Metric);
   }
   if (byName.size === 0) return openMetrics ? "# EOF\n" : "";
