@@ -10,3 +10,4 @@ registerLazyBackend("wandb", () => import("./wandb/index.js"));
 registerLazyBackend("store", () => import("./store/index.js"));
 registerLazyBackend("prometheus", () => import("./prometheus/index.js"));
 registerLazyBackend("prometheus_remote_write", () => import("./prometheus/index.js"));
+registerLazyBackend("otlp", () => import("./otlp/index.js"));
