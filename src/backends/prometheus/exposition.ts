@@ -74,6 +74,8 @@ export function leText(edge: number): string {
 /** The families of one backend instance, updated at each flush. */
 export class Exposition {
   readonly families = new Map<string, Family>();
+  /** Where each key's values go, found once per key (`undefined`: a name clash, not exported). */
+  private readonly targets = new Map<string, { readonly reduce: string; readonly series: Series | undefined; readonly quantile?: string }>();
 
   constructor(
     /** Labels every series of this instance carries (rank, host, user labels). */
@@ -106,48 +108,52 @@ export class Exposition {
     return s;
   }
 
-  private labelsFor(rankLabels: Labels | undefined): Labels {
-    return rankLabels === undefined ? this.labels : { ...this.labels, ...rankLabels };
+  /** The series a key's values go to, found once per key and reduction. */
+  private target(m: Metric): { readonly reduce: string; readonly series: Series | undefined; readonly quantile?: string } {
+    const found = this.targets.get(m.key);
+    if (found !== undefined && found.reduce === m.reduce) return found;
+    let made: { reduce: string; series: Series | undefined; quantile?: string };
+    const slash = m.key.lastIndexOf("/");
+    const quantile = m.reduce.startsWith("quantiles") && slash > 0 ? quantileOfSuffix(m.key.slice(slash + 1)) : undefined;
+    if (m.reduce === "sum") {
+      const family = this.family(`${prometheusName(m.key)}_total`, "counter", m.key, m.reduce);
+      made = { reduce: m.reduce, series: family && this.series(family, this.labels) };
+    } else if (quantile !== undefined) {
+      const key = m.key.slice(0, slash);
+      const family = this.family(prometheusName(key), "summary", key, m.reduce);
+      made = { reduce: m.reduce, series: family && this.series(family, this.labels), quantile };
+    } else {
+      const family = this.family(prometheusName(m.key), "gauge", m.key, m.reduce);
+      made = { reduce: m.reduce, series: family && this.series(family, this.labels) };
+    }
+    this.targets.set(m.key, made);
+    return made;
   }
 
-  /** Add one flush's reduced scalars. `rankLabels` adds labels for a metric of another rank. */
-  addMetrics(metrics: readonly Metric[], rankLabelsOf: (m: Metric) => Labels | undefined = () => undefined): void {
+  /** Add one flush's reduced scalars. */
+  addMetrics(metrics: readonly Metric[]): void {
     for (const m of metrics) {
-      const labels = this.labelsFor(rankLabelsOf(m));
+      const { series: s, quantile } = this.target(m);
+      if (s === undefined) continue;
       if (m.reduce === "sum") {
-        const family = this.family(`${prometheusName(m.key)}_total`, "counter", m.key, m.reduce);
-        if (family === undefined) continue;
-        const s = this.series(family, labels);
         if (m.value < 0) warn(`prometheus.counterDecrease:${m.key}`, `prometheus: sum key "${m.key}" had a negative sum (${m.value}) at step ${m.step}; its counter goes down, which Prometheus reads as a counter reset.`);
         s.value += m.value;
-        this.touch(s, m.timestamp);
-        continue;
-      }
-      const slash = m.key.lastIndexOf("/");
-      const quantile = m.reduce.startsWith("quantiles") && slash > 0 ? quantileOfSuffix(m.key.slice(slash + 1)) : undefined;
-      if (quantile !== undefined) {
-        const key = m.key.slice(0, slash);
-        const family = this.family(prometheusName(key), "summary", key, m.reduce);
-        if (family === undefined) continue;
-        const s = this.series(family, labels);
+      } else if (quantile !== undefined) {
         s.quantiles.set(quantile, m.value);
-        this.touch(s, m.timestamp);
-        continue;
+      } else {
+        s.value = m.value;
       }
-      const family = this.family(prometheusName(m.key), "gauge", m.key, m.reduce);
-      if (family === undefined) continue;
-      const s = this.series(family, labels);
-      s.value = m.value;
-      this.touch(s, m.timestamp);
+      s.timestamp = m.timestamp;
+      s.changed = true;
     }
   }
 
   /** Add one flush's histograms: their counts and sums add to the running totals. */
-  addHistograms(histograms: readonly HistogramMetric[], rankLabelsOf: (h: HistogramMetric) => Labels | undefined = () => undefined): void {
+  addHistograms(histograms: readonly HistogramMetric[]): void {
     for (const h of histograms) {
       const family = this.family(prometheusName(h.key), "histogram", h.key, "histogram");
       if (family === undefined) continue;
-      const s = this.series(family, this.labelsFor(rankLabelsOf(h)));
+      const s = this.series(family, this.labels);
       const { bucketLimits, bucketCounts } = h.histogram;
       for (let i = 0; i < bucketLimits.length; i++) {
         const edge = bucketLimits[i]!;

@@ -20,7 +20,8 @@ export function liveExpositions(): Set<Exposition> {
 
 interface PromValue {
   metricName?: string;
-  labels: Record<string, string>;
+  /** Not copied: prom-client only reads labels (no default labels are set on this registry). */
+  labels: Readonly<Record<string, string>>;
   value: number;
 }
 
@@ -29,7 +30,7 @@ function valuesOf(family: Family): PromValue[] {
   for (const s of family.series.values()) {
     for (const v of seriesValues(family, s)) {
       // A counter's sample name is left to prom-client: `_total` in both formats.
-      out.push(family.type === "counter" ? { labels: { ...v.labels }, value: v.value } : { metricName: v.metricName, labels: { ...v.labels }, value: v.value });
+      out.push(family.type === "counter" ? { labels: v.labels, value: v.value } : { metricName: v.metricName, labels: v.labels, value: v.value });
     }
   }
   return out;
@@ -56,7 +57,7 @@ export async function renderMetrics(expositions: Iterable<Exposition> = liveExpo
   }
   if (byName.size === 0) return openMetrics ? "# EOF\n" : "";
   const text = await registry.metrics();
-  return text.replace(/ Nan$/gm, " NaN");
+  return text.includes(" Nan") ? text.replace(/ Nan$/gm, " NaN") : text;
 }
 
 /** The content type of a rendering. */
