@@ -5,10 +5,12 @@
  * summary quantiles, rank labels.
  */
 import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import { after, before, describe, it } from "node:test";
 import { registerBackend } from "../../src/backends/backend.js";
-import { keyFromPrometheusName, prometheusName } from "../../src/backends/prometheus/names.js";
+import { Exposition, keyFromPrometheusName, metricsHandler, prometheusName, renderMetrics } from "../../src/backends/prometheus/index.js";
 import { getOrCreateMetricLogger, recordMetric, Reduce } from "../../src/index.js";
 import type { HistogramMetric, Metric } from "../../src/core/metric.js";
 import { diagnosticCounts } from "../../src/core/diagnostics.js";
@@ -100,6 +102,56 @@ describe("prometheus names", () => {
       assert.equal(keyFromPrometheusName(name), key, name);
     }
     assert.match(prometheusName("ü/é"), /^[a-zA-Z_:][a-zA-Z0-9_:]*$/);
+  });
+});
+
+describe("prometheus text formats and options", () => {
+  it("renders NaN/±Inf as NaN, +Inf, -Inf in both formats; OpenMetrics names counters without _total", async () => {
+    const exposition = new Exposition({ rank: "1" });
+    exposition.addMetrics([
+      { key: "a/nan", value: NaN, reduce: "mean", step: 1, timestamp: 1 },
+      { key: "a/pos", value: Infinity, reduce: "max", step: 1, timestamp: 1 },
+      { key: "a/neg", value: -Infinity, reduce: "min", step: 1, timestamp: 1 },
+      { key: "tokens", value: 3, reduce: "sum", step: 1, timestamp: 1 },
+    ]);
+    const text = await renderMetrics([exposition]);
+    assert.match(text, /^a:nan\{rank="1"\} NaN$/m);
+    assert.match(text, /^a:pos\{rank="1"\} \+Inf$/m);
+    assert.match(text, /^a:neg\{rank="1"\} -Inf$/m);
+    assert.match(text, /^# TYPE tokens_total counter$/m);
+    assert.match(text, /^tokens_total\{rank="1"\} 3$/m);
+    assert.match(text, /^# HELP a:nan rankscope key "a\/nan" \(mean\)$/m);
+    const open = await renderMetrics([exposition], true);
+    assert.match(open, /^# TYPE tokens counter$/m);
+    assert.match(open, /^tokens_total\{rank="1"\} 3$/m);
+    assert.match(open, /^a:nan\{rank="1"\} NaN$/m);
+    assert.ok(open.endsWith("# EOF\n"));
+  });
+
+  it("serve: false leaves /metrics to a handler the user mounts", async () => {
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    await logger.initBackends({ prometheus: { loggingMode: "global_reduce", serve: false, labels: { job_kind: "rollout" } } });
+    const server = createServer(metricsHandler());
+    try {
+      recordMetric("served/value", 42, Reduce.MEAN);
+      await logger.flush(1);
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      const { port } = server.address() as AddressInfo;
+      const response = await fetch(`http://127.0.0.1:${port}/anything`);
+      assert.equal(response.headers.get("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+      assert.match(await response.text(), /^served:value\{job_kind="rollout"\} 42$/m);
+    } finally {
+      server.close();
+      await logger.shutdown();
+    }
+  });
+
+  it("rejects bad options with what is valid", async () => {
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    await assert.rejects(logger.initBackends({ prometheus: { loggingMode: "global_reduce", port: 70000 } }), /port must be 0-65535/);
+    await assert.rejects(logger.initBackends({ prometheus: { loggingMode: "global_reduce", labels: { rank: "x" } } }), /label "rank" is set by rankscope/);
+    await assert.rejects(logger.initBackends({ prometheus_remote_write: { loggingMode: "global_reduce" } }), /url must be the receiver's http\(s\) URL/);
+    await logger.shutdown();
   });
 });
 
