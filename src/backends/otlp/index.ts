@@ -175,9 +175,17 @@ function pointCount(batch: ResourceMetrics): number {
   return n;
 }
 
+/** These backends export reduced values: a raw stream (`per_rank_no_reduce`) would be lost silently. */
+function rejectStreamMode(backend: string, options: BackendOptions): void {
+  if (options.loggingMode === "per_rank_no_reduce") {
+    throw new TypeError(`backend "${backend}" exports reduced values: use loggingMode "global_reduce" or "per_rank_reduce" (raw streams go to jsonl, store, tensorboard or wandb)`);
+  }
+}
+
 registerBackend("otlp", (options) => new OtlpBackend(options), {
   knownOptions: ["url", "headers", "serviceName", "resourceAttributes", "temporality", "timeoutMs", "maxQueuedExports", "finishDeadlineMs"],
   validate(options) {
+    rejectStreamMode("otlp", options);
     const url = options["url"];
     if (url !== undefined) {
       let ok: boolean;

@@ -142,9 +142,17 @@ class PrometheusRemoteWriteBackend extends PrometheusBackendBase {
   }
 }
 
+/** These backends export reduced values: a raw stream (`per_rank_no_reduce`) would be lost silently. */
+function rejectStreamMode(backend: string, options: BackendOptions): void {
+  if (options.loggingMode === "per_rank_no_reduce") {
+    throw new TypeError(`backend "${backend}" exports reduced values: use loggingMode "global_reduce" or "per_rank_reduce" (raw streams go to jsonl, store, tensorboard or wandb)`);
+  }
+}
+
 registerBackend("prometheus", (options) => new PrometheusBackend(options), {
   knownOptions: ["host", "port", "path", "serve", "labels", "listenDeadlineMs"],
   validate(options) {
+    rejectStreamMode("prometheus", options);
     const { host, path, serve } = options;
     if (host !== undefined && (typeof host !== "string" || host.length === 0)) throw new TypeError(`backend "prometheus": host must be an address to listen on such as "127.0.0.1" or "0.0.0.0", got ${JSON.stringify(host)}`);
     if (path !== undefined && (typeof path !== "string" || !path.startsWith("/"))) throw new TypeError(`backend "prometheus": path must start with "/", e.g. "/metrics", got ${JSON.stringify(path)}`);
@@ -159,6 +167,7 @@ registerBackend("prometheus", (options) => new PrometheusBackend(options), {
 registerBackend("prometheus_remote_write", (options) => new PrometheusRemoteWriteBackend(options), {
   knownOptions: ["url", "headers", "labels", "timeoutMs", "retryBudgetMs", "maxQueuedSamples", "maxSamplesPerSend", "finishDeadlineMs"],
   validate(options) {
+    rejectStreamMode("prometheus_remote_write", options);
     const url = options["url"];
     let parsed: URL | undefined;
     try {
