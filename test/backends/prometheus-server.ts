@@ -81,6 +81,15 @@ export class PrometheusServer {
     return body.data.result;
   }
 
+  /** `/api/v1/query_range` from `start` to `end` (seconds) every `step` seconds: the result series. */
+  async queryRange(promql: string, start: number, end: number, step: number): Promise<PromSeries[]> {
+    const params = new URLSearchParams({ query: promql, start: String(start), end: String(end), step: String(step) });
+    const response = await fetch(`${this.url}/api/v1/query_range?${params}`, { signal: AbortSignal.timeout(10_000) });
+    const body = (await response.json()) as { status: string; error?: string; data: { result: PromSeries[] } };
+    if (body.status !== "success") throw new Error(`query_range ${promql}: ${body.error}`);
+    return body.data.result;
+  }
+
   /** The scrape targets' health and last error, for failure messages. */
   async targets(): Promise<string> {
     const body = (await (await fetch(`${this.url}/api/v1/targets`)).json()) as { data: { activeTargets: { scrapeUrl: string; health: string; lastError: string }[] } };

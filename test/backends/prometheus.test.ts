@@ -243,10 +243,15 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
       total += m.value;
       sameNumber(tokens[i]![1], total, `tokens_total after flush ${i + 1}`);
     });
-    await checkAll(prom, `run="rw"`, 3, 3).catch(async (error: unknown) => {
-      // checkAll's instant queries default to now, within the 5-minute lookback of the last sample.
-      throw error;
-    });
+    // query_range evaluated at each flush's time: the counter as it stood then.
+    total = 0;
+    for (const [i, m] of logged.metrics.filter((x) => x.key === "tokens").entries()) {
+      total += m.value;
+      const [series] = await prom.queryRange(`tokens_total{run="rw"}`, times[i]! / 1000, times[i]! / 1000, 1);
+      sameNumber(promValue(series!.values![0]![1]), total, `query_range tokens_total at flush ${i + 1}`);
+    }
+    // The last flush's values through instant queries (now is within the 5-minute lookback).
+    await checkAll(prom, `run="rw"`, 3, 3);
   });
 
   it("remote write failures are reported by name and counted, and never stall the loop", { timeout: 30_000 }, async () => {
