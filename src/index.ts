@@ -31,6 +31,7 @@ export type { SampleOptions } from "./core/accumulators/sample.js";
 export { LOGGING_MODES, type LoggingMode, type Metric, type HistogramMetric, type SampleBatch, type StreamRecord } from "./core/metric.js";
 export { setDiagnosticHandler, diagnosticCounts, resetDiagnostics, type Diagnostic, type DiagnosticHandler } from "./core/diagnostics.js";
 export { jsonNumber, parseNumber } from "./core/json.js";
+export { isInternalKey, INTERNAL_KEY_PREFIX, COUNT_KEY_SUFFIX } from "./core/internal-keys.js";
 export {
   registerBackend,
   registerLazyBackend,
@@ -52,7 +53,7 @@ export {
 } from "./controller/metric-logger.js";
 export type { BackendsConfig } from "./controller/config.js";
 export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./controller/rank.js";
-export { resolveRunLocation, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
+export { resolveRunLocation, pathSegmentProblem, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
 export { currentMetricLogger, type FlushOptions, type LogDirectOptions } from "./controller/metric-logger.js";
 export { monotonicCommitStep, MonotonicStep } from "./core/step.js";
 export { stats, StatsTracker, StatReduce, AVG_MIN_MAX, type StatReduceName, type Mask, type StatValues, type StatOptions, type ScopeHandle } from "./stats/index.js";
@@ -63,6 +64,8 @@ export {
   gitVersion,
   REDACTED,
   DEFAULT_SECRET_KEY_PATTERNS,
+  RUN_META_FILE,
+  type RunMeta,
   type RunFilesOptions,
   type RunFiles,
   type VersionInfo,

@@ -5,20 +5,36 @@
  * Part 1 is seed 001 §2: each rank records its local rank with SUM twice, flushed once per
  * logging mode (`global_reduce` prints 4.0; `per_rank_reduce` 0.0 and 2.0 per replica;
  * `per_rank_no_reduce` the raw stream). Part 2 is a toy RL loop recording with every reduction,
- * merged across the ranks into the backends of `DEMO_BACKENDS`.
+ * merged across the ranks into the backends of `DEMO_BACKENDS`, and it fills every face the
+ * dashboard shows: global and per-rank lines, a raw stream, samples and histograms (the store),
+ * the system monitor (its own axis), `config.yaml`, `version.json` and the run's tags and group,
+ * and a perf trace per rank (`traces/rank-{r}.jsonl`).
  */
 import { isAbsolute, join, relative } from "node:path";
-import { recordMetric } from "../core/collector.js";
 import { LOGGING_MODES } from "../core/metric.js";
-import { Reduce } from "../core/registry.js";
 import type { BackendsConfig } from "../controller/config.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
+import { SystemMonitor } from "../system/monitor.js";
+import { savePerfTracer, traceScope } from "../trace/perf-tracer.js";
 import { spawnRanks } from "../transport/launcher.js";
 
-/** Where the demo's part 2 logs to: add backends here. */
+/**
+ * Where the demo's part 2 logs to: add backends here. The store three times: the values reduced
+ * across ranks, each rank's own line, and each rank's raw values (the dashboard's Streams tab).
+ */
 export const DEMO_BACKENDS: BackendsConfig = {
   console: { loggingMode: "global_reduce" },
   store: { loggingMode: "global_reduce" },
+  store_per_rank: { type: "store", loggingMode: "per_rank_reduce" },
+  store_stream: { type: "store", loggingMode: "per_rank_no_reduce" },
+};
+
+/** The demo's run config (`config.yaml`, the dashboard's Config tab and runs table). */
+export const DEMO_RUN_CONFIG = {
+  algorithm: "toy-rl",
+  model: { name: "tiny-policy", layers: 4, hidden: 256 },
+  optimizer: { name: "adam", lr: 3e-4, betas: [0.9, 0.999] },
+  rollout: { episodesPerRank: 8, maxTokens: 128 },
 };
 
 /** Options of the demo. */
@@ -43,6 +59,7 @@ function heading(text: string): void {
 export async function runDemo(options: DemoOptions): Promise<void> {
   const kind = options.kind ?? "process";
   const logger = await getOrCreateMetricLogger({ processName: "Controller" });
+  let monitor: SystemMonitor | undefined;
   try {
     // Loaded only when asked for, like any user of the NATS carrier would.
     const nats = options.natsUrl === undefined ? undefined : await (await import("../transport/nats.js")).serveRanksOverNats({ url: options.natsUrl, logger });
@@ -71,14 +88,21 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     }
 
     heading(`a toy RL job: every reduction, merged across the ${actors.rankNames.length} ranks (global_reduce)`);
-    await logger.initBackends(DEMO_BACKENDS);
+    await logger.initBackends(DEMO_BACKENDS, { runConfig: { ...DEMO_RUN_CONFIG, steps: options.steps }, tags: ["demo", "toy-rl"], group: "demo" });
+    // Sampled at every step here, not on timers, so a short demo still has a system chart.
+    monitor = new SystemMonitor({ logger, gpus: false, label: "demo" });
     for (let s = 0; s < options.steps; s++) {
-      await actors.fanout("rollout", s);
-      recordMetric("train/loss", 1 / (s + 1), Reduce.MEAN);
-      await logger.flush(step++);
+      await traceScope("train.step", { category: "compute", args: { step: s } }, async () => {
+        await actors.fanout("rollout", s);
+        await logger.flush(step++);
+      });
+      await monitor.sample();
+      await monitor.flush();
       await actors.syncOutput();
     }
   } finally {
+    await monitor?.stop();
+    await savePerfTracer();
     await logger.shutdown();
   }
   printDashboardHint(logger.run.root, logger.run.runDir);

@@ -6,6 +6,7 @@ import { recordMetric } from "../core/collector.js";
 import { Reduce } from "../core/registry.js";
 import { currentRank } from "../controller/rank.js";
 import { flushStream } from "../stream/stream.js";
+import { traceScope } from "../trace/perf-tracer.js";
 
 /** Seed 001 §2: record this rank's local rank with SUM. */
 export function myFn(): void {
@@ -23,6 +24,10 @@ function lcg(seed: number): () => number {
 
 /** One step of a toy RL rollout on this rank, recorded with every reduction. */
 export function rollout(step: number): void {
+  traceScope("rollout", { category: "compute", args: { step } }, () => recordRollout(step));
+}
+
+function recordRollout(step: number): void {
   const { rank } = currentRank();
   const random = lcg(7919 * (rank + 1) + step);
   for (let episode = 0; episode < 8; episode++) {
@@ -37,6 +42,8 @@ export function rollout(step: number): void {
     recordMetric("rollout/sample", { rank, episode, reward, response: `answer ${rank}.${episode}` }, Reduce.SAMPLE);
     recordMetric("rollout/tokens", 128, Reduce.SUM);
   }
+  // Each rank's share of the (toy) training loss: a line per rank, their mean globally.
+  recordMetric("train/loss", 1 / (step + 1) + rank * 0.01, Reduce.MEAN);
 }
 
 /** Wait until the raw values recorded so far have reached this rank's stream backends (the console). */

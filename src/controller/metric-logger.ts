@@ -19,7 +19,7 @@ import type { Metric } from "../core/metric.js";
 import type { AccumulatorState } from "../core/reduce.js";
 import { setCurrentRun } from "../run/current.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
-import { writeRunFiles } from "../run/run-files.js";
+import { validateRunMeta, writeRunFiles } from "../run/run-files.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
 import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "./rank.js";
@@ -51,6 +51,10 @@ export interface InitBackendsOptions {
    * git branch/commit/dirty of the working directory) into the run directory at start.
    */
   runConfig?: unknown;
+  /** Labels of this run (`["baseline", "lr-sweep"]`), kept in the run directory's `run.json`; the dashboard shows and filters by them. */
+  tags?: readonly string[];
+  /** The group this run belongs to (`"sweep-3"`), kept in `run.json`; the dashboard groups runs by it. */
+  group?: string;
 }
 
 /** Options of `flush`. */
@@ -154,6 +158,7 @@ export class MetricLogger {
   async initBackends(config: BackendsConfig = DEFAULT_BACKENDS, options: InitBackendsOptions = {}): Promise<void> {
     this.assertOpen("initBackends");
     const validated = await validateBackendsConfig(config);
+    const runMeta = validateRunMeta(options);
     const resumeStep = options.resumeStep ?? 0;
     if (!Number.isInteger(resumeStep) || resumeStep < 0) throw new TypeError(`resumeStep must be a non-negative integer, got ${String(resumeStep)}`);
     await this.globalBackends.finish();
@@ -170,7 +175,10 @@ export class MetricLogger {
     const primaryMetadata = { ...this.globalBackends.metadataForRanks(), ...this.primaryBackends.metadataForRanks() };
     this.rankInit = { backends: perRank, primaryMetadata, run };
     if (resumeStep > 0) this.lastStep = resumeStep - 1;
-    const runFiles = options.runConfig === undefined ? undefined : writeRunFiles(this.run.runDir, { config: options.runConfig });
+    const runFiles =
+      options.runConfig === undefined && runMeta === undefined
+        ? undefined
+        : writeRunFiles(this.run.runDir, { ...(options.runConfig === undefined ? {} : { config: options.runConfig }), ...(runMeta === undefined ? {} : { meta: runMeta }) });
     await Promise.all([...this.ranks.values()].map((r) => r.init(this.rankInit as RankInit)));
     await runFiles;
   }

@@ -43,6 +43,10 @@ export interface LoggerOptions {
   numValSamplesToPrint?: number;
   /** The run config written to `config.yaml` (secrets redacted); default: these options. */
   runConfig?: unknown;
+  /** Labels of the run, kept in `run.json` (the dashboard shows and filters runs by them). */
+  tags?: string[];
+  /** The run's group, kept in `run.json`. */
+  group?: string;
 }
 
 /** Options of `logMetrics`. */
@@ -124,7 +128,8 @@ export class Logger {
     }
     this.metricLogger = logger;
     try {
-      await logger.initBackends(backends, { runConfig: this.options.runConfig ?? this.options });
+      const { tags, group } = this.options;
+      await logger.initBackends(backends, { runConfig: this.options.runConfig ?? this.options, ...(tags !== undefined ? { tags } : {}), ...(group !== undefined ? { group } : {}) });
     } catch (error) {
       // A logger this facade created for a config that turned out invalid must not linger as the process's logger.
       if (!existed) await logger.shutdown();

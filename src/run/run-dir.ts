@@ -33,12 +33,26 @@ function timestampTrial(date: Date): string {
   return `${date.getFullYear()}${pad(date.getMonth() + 1)}${pad(date.getDate())}-${pad(date.getHours())}${pad(date.getMinutes())}${pad(date.getSeconds())}`;
 }
 
-const SAFE_NAME = /^[A-Za-z0-9._-][A-Za-z0-9._ -]*$/;
+/**
+ * Why `name` cannot be one folder name, or null when it can. The one rule for run names (the API
+ * here, the dashboard's `run` parameter): any text that is one path segment — no `/` or `\\`, not
+ * `.` or `..`, no NUL or other control character, not empty, at most 255 bytes (a file name's
+ * limit) — so `café`, `lr=3e-4,bs=256`, `2026-11-24T00:45:00`, `ablation (v2)`, `run+1` and
+ * `实验1` are all names.
+ */
+export function pathSegmentProblem(name: string): string | null {
+  if (typeof name !== "string" || name.length === 0) return "is empty";
+  if (name === "." || name === "..") return "is . or .., which name a folder relative to another";
+  if (/[/\\]/.test(name)) return "contains a slash, so it would be a path of several folders";
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(name)) return "contains a control character (NUL, newline, tab, …)";
+  if (Buffer.byteLength(name) > 255) return "is longer than 255 bytes, the limit of a file name";
+  return null;
+}
 
 function checkName(what: string, value: string): string {
-  if (!SAFE_NAME.test(value) || value === "." || value === "..") {
-    throw new TypeError(`${what} ${JSON.stringify(value)} must be a plain name (letters, digits, '.', '_', '-', spaces), not a path`);
-  }
+  const problem = pathSegmentProblem(value);
+  if (problem !== null) throw new TypeError(`${what} ${JSON.stringify(value)} ${problem}; it must be one folder name (any text without '/', '\\', NUL or control characters, not '.' or '..')`);
   return value;
 }
 

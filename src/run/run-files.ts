@@ -2,8 +2,8 @@
  * The files a run writes once, at start, on the controller only (AReaL's): `config.yaml`, the
  * user's run config with secrets redacted, and `version.json`, which code produced the run.
  *
- * `MetricLogger.initBackends(config, { runConfig })` calls `writeRunFiles` when a run config is
- * given; call it yourself to write them without a logger. Nothing here throws for an operational
+ * `MetricLogger.initBackends(config, { runConfig, tags, group })` calls `writeRunFiles` when any
+ * of them is given (`run.json` holds the tags and group); call it yourself to write them without a logger. Nothing here throws for an operational
  * fault: an unwritable directory is reported and the job goes on.
  */
 import { execFile } from "node:child_process";
@@ -116,10 +116,39 @@ export async function versionInfo(cwd: string = process.cwd()): Promise<VersionI
   };
 }
 
+/** What `run.json` holds: how the user labelled the run. */
+export interface RunMeta {
+  readonly tags: readonly string[];
+  readonly group: string | null;
+}
+
+/** The name of the run directory's labels file. */
+export const RUN_META_FILE = "run.json";
+
+/**
+ * Check `tags` and `group` as `initBackends` takes them; undefined when neither is given. Throws a
+ * TypeError saying what is valid.
+ */
+export function validateRunMeta(options: { tags?: unknown; group?: unknown }): RunMeta | undefined {
+  const { tags, group } = options;
+  if (tags === undefined && group === undefined) return undefined;
+  if (tags !== undefined) {
+    if (!Array.isArray(tags) || tags.length > 100 || !tags.every((t) => typeof t === "string" && t.length > 0 && t.length <= 256)) {
+      throw new TypeError(`tags must be an array of at most 100 non-empty strings (up to 256 characters each), e.g. ["baseline", "lr-sweep"]; got ${JSON.stringify(tags)}`);
+    }
+  }
+  if (group !== undefined && group !== null && (typeof group !== "string" || group.length === 0 || group.length > 256)) {
+    throw new TypeError(`group must be a non-empty string of up to 256 characters, e.g. "sweep-3"; got ${JSON.stringify(group)}`);
+  }
+  return { tags: [...new Set((tags as string[] | undefined) ?? [])], group: (group as string | null | undefined) ?? null };
+}
+
 /** Options of `writeRunFiles`. */
 export interface RunFilesOptions {
   /** The user's run config, written to `config.yaml` with secrets redacted. Omit to write only `version.json`. */
   config?: unknown;
+  /** Tags and group, written to `run.json` (see `validateRunMeta`). */
+  meta?: RunMeta;
   /** Where to read git facts (default: `process.cwd()`). */
   cwd?: string;
   /** Extra key patterns to redact, besides `DEFAULT_SECRET_KEY_PATTERNS`. */
@@ -130,6 +159,8 @@ export interface RunFilesOptions {
 export interface RunFiles {
   readonly configPath: string | null;
   readonly versionPath: string | null;
+  /** `run.json`, when tags or a group were given. */
+  readonly metaPath?: string | null;
 }
 
 /**
@@ -155,6 +186,7 @@ export async function writeRunFiles(runDir: string, options: RunFilesOptions = {
     const { stringify } = await import("yaml");
     configPath = await write("config.yaml", stringify(redactSecrets(options.config, patterns) ?? null));
   }
+  const metaPath = options.meta === undefined ? undefined : await write(RUN_META_FILE, `${JSON.stringify(options.meta, null, 2)}\n`);
   const versionPath = await write("version.json", `${JSON.stringify(await versionInfo(options.cwd), null, 2)}\n`);
-  return { configPath, versionPath };
+  return { configPath, versionPath, ...(metaPath === undefined ? {} : { metaPath }) };
 }

@@ -3,8 +3,9 @@
  * strictly inside the root), and which Host headers a loopback server answers (DNS rebinding).
  */
 import { randomBytes, timingSafeEqual } from "node:crypto";
-import { realpathSync, statSync } from "node:fs";
-import { isAbsolute, relative, resolve, sep } from "node:path";
+import { readFileSync, readdirSync, realpathSync, statSync } from "node:fs";
+import { isAbsolute, join, relative, resolve, sep } from "node:path";
+import { pathSegmentProblem } from "../run/run-dir.js";
 
 /** An HTTP error with the status the client gets; its message is safe to show. */
 export class HttpError extends Error {
@@ -51,51 +52,123 @@ export function hostHeaderAllowed(header: string | undefined): boolean {
   return isLoopbackHost(hostName(header));
 }
 
-const RUN_PART = /^[A-Za-z0-9._-][A-Za-z0-9._ -]*$/;
-
 /** Whether `child` is `parent` or inside it (both absolute, normalised). */
-function inside(parent: string, child: string): boolean {
+export function inside(parent: string, child: string): boolean {
   const rel = relative(parent, child);
-  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel) && !rel.split(sep).includes(".."));
+  return rel === "" || (!isAbsolute(rel) && rel !== ".." && !rel.startsWith(`..${sep}`));
 }
 
 /**
- * Resolve a `run` parameter (`experiment/trial`, or one to three plain names as the store finds
- * runs) to its directory under `root`. Anything that is not plain names, or whose real path (after symlinks) leaves the root, is refused with a 4xx.
+ * The real path of `path` (symlinks followed) when it exists and stays inside `realRoot`; null
+ * when it does not exist (a broken symlink included). Throws a 403 when it resolves outside: no
+ * file the dashboard opens may lie outside the runs root, whatever links point there.
  */
-export function resolveRunDir(root: string, run: string | null): string {
+export function realPathInside(realRoot: string, path: string, what: string): string | null {
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch {
+    return null;
+  }
+  if (!inside(realRoot, real)) throw new HttpError(403, `${what} resolves (through a symlink) outside the runs root; the dashboard serves nothing outside it`);
+  return real;
+}
+
+/** The text of a run's file (`config.yaml`, `version.json`) if it is a regular file inside the root; null when missing or refused. Long files are cut at `limit` characters. */
+export function readRunText(realRoot: string, runDir: string, name: string, limit = 1 << 20): string | null {
+  let real: string | null;
+  try {
+    real = realPathInside(realRoot, join(runDir, name), name);
+  } catch {
+    return null;
+  }
+  if (real === null) return null;
+  try {
+    if (!statSync(real).isFile()) return null;
+    const text = readFileSync(real, "utf8");
+    return text.length > limit ? `${text.slice(0, limit)}\n… (truncated)` : text;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Resolve a `run` parameter (`experiment/trial`, or one to three folder names as the store finds
+ * runs) to its real directory under `realRoot`. Each part may be any one-folder name (`café`,
+ * `lr=3e-4,bs=256`, `实验1`; see `pathSegmentProblem`); anything else, or a run whose real path
+ * (after symlinks) leaves the root, is refused with a 4xx.
+ */
+export function resolveRunDir(realRoot: string, run: string | null): string {
   if (run === null || run === "") throw new HttpError(400, "missing the run parameter (experiment/trial, as /api/runs lists it)");
   const parts = run.split("/");
-  if (parts.length < 1 || parts.length > 3 || !parts.every((p) => RUN_PART.test(p) && p !== "." && p !== "..")) {
-    throw new HttpError(400, "the run parameter must be experiment/trial as /api/runs lists it: plain names of letters, digits, '.', '_', '-' or spaces, joined by '/'");
+  if (parts.length > 3 || parts.some((p) => pathSegmentProblem(p) !== null)) {
+    throw new HttpError(400, "the run parameter must be experiment/trial as /api/runs lists it: one to three folder names joined by '/' (any text but '/', '\\', NUL or control characters; not '.' or '..'), URL-encoded as UTF-8");
   }
-  const realRoot = realpathSync(root);
   const candidate = resolve(realRoot, ...parts);
   let real: string;
   try {
     real = realpathSync(candidate);
   } catch {
-    throw new HttpError(404, "no such run under the root");
+    throw new HttpError(404, `no run ${JSON.stringify(run)} under the root`);
   }
-  if (!inside(realRoot, real) || !statSync(real).isDirectory()) throw new HttpError(404, "no such run under the root");
+  if (!inside(realRoot, real) || !statSync(real).isDirectory()) throw new HttpError(404, `no run ${JSON.stringify(run)} under the root`);
   return real;
 }
 
-const FILE_NAME = /^[A-Za-z0-9._-]+$/;
-
-/** Resolve a file name inside a run's sub-folder (e.g. `traces`); plain names only. */
-export function resolveRunFile(runDir: string, folder: string, name: string | null): string {
-  if (name === null || !FILE_NAME.test(name) || name === "." || name === "..") {
-    throw new HttpError(400, "the file parameter must be a plain file name (letters, digits, '.', '_', '-') as the list gives it");
+/**
+ * Resolve a file name inside a run's sub-folder (e.g. `traces`): one folder-name-like part, whose
+ * real path (the folder's and the file's, symlinks followed) stays inside the root.
+ */
+export function resolveRunFile(realRoot: string, runDir: string, folder: string, name: string | null): string {
+  if (name === null || name === "" || pathSegmentProblem(name) !== null) {
+    throw new HttpError(400, "the file parameter must be one file name (no '/', '\\', NUL, not '.' or '..') as the list gives it");
   }
-  let real: string;
-  let realFolder: string;
+  let real: string | null;
   try {
-    realFolder = realpathSync(resolve(runDir, folder));
-    real = realpathSync(resolve(realFolder, name));
+    real = realPathInside(realRoot, join(runDir, folder, name), `${folder}/${name}`);
   } catch {
     throw new HttpError(404, "no such file in this run");
   }
-  if (!inside(realFolder, real) || !statSync(real).isFile()) throw new HttpError(404, "no such file in this run");
+  if (real === null || !statSync(real).isFile()) throw new HttpError(404, "no such file in this run");
   return real;
+}
+
+/** A file of a run's sub-folder as the list shows it. */
+export interface RunFileEntry {
+  readonly name: string;
+  readonly size: number;
+  readonly modified: number;
+}
+
+/**
+ * The regular files of a run's sub-folder, sorted by name. Entries that are broken symlinks, that
+ * resolve outside the root, or that are not files are left out (one bad link does not hide the
+ * others); an absent folder, or one that itself resolves outside the root, lists nothing.
+ */
+export function listRunFiles(realRoot: string, runDir: string, folder: string): RunFileEntry[] {
+  let dir: string | null;
+  try {
+    dir = realPathInside(realRoot, join(runDir, folder), folder);
+  } catch {
+    return [];
+  }
+  if (dir === null) return [];
+  let names: string[];
+  try {
+    names = readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+  const files: RunFileEntry[] = [];
+  for (const name of names) {
+    try {
+      const real = realPathInside(realRoot, join(dir, name), name);
+      if (real === null) continue;
+      const stat = statSync(real);
+      if (stat.isFile()) files.push({ name, size: stat.size, modified: stat.mtimeMs });
+    } catch {
+      // Outside the root or unreadable: not listed.
+    }
+  }
+  return files;
 }

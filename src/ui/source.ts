@@ -19,6 +19,18 @@ export interface RunSummary {
   readonly endTime: number | null;
   /** The last time anything was written, for the duration of a live run. */
   readonly lastUpdate: number | null;
+  /** Why the run's data could not be read (a damaged `metrics.db`), when it could not. */
+  readonly error?: string;
+}
+
+/** What `/api/runs` adds to each run from its directory (`run.json`, `config.yaml`) and its hyperparameters. */
+export interface RunLabels {
+  /** From `initBackends(config, { tags })`; empty when none. */
+  readonly tags: string[];
+  /** From `initBackends(config, { group })`; null when none. */
+  readonly group: string | null;
+  /** The run config and hyperparameters, nested keys flattened to `a.b.c`, secrets redacted. */
+  readonly params: Record<string, string | number | boolean | null>;
 }
 
 /** One metric key of a run. */
@@ -38,6 +50,8 @@ export interface SeriesQuery {
   readonly rank?: number;
   /** Only points after this cursor (from a previous answer). */
   readonly after?: string;
+  /** Only points before this step (exclusive): with `after`, a window for a zoom. */
+  readonly before?: string;
   /** At most this many points (server-side downsampling keeps min, max and last per bucket). */
   readonly maxPoints?: number;
 }
@@ -102,7 +116,9 @@ export interface DashboardSource {
   /** Hyperparameters / config as the store keeps them (config.yaml is read by the server). */
   config(runDir: string): Promise<Record<string, unknown>> | Record<string, unknown>;
   systemKeys(runDir: string): Promise<string[]> | string[];
-  system(runDir: string, key: string, query: { after?: string; maxPoints?: number }): Promise<SeriesData> | SeriesData;
+  system(runDir: string, key: string, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesData> | SeriesData;
+  /** The last value of every scalar key (its global line, else its lowest rank's). */
+  lastValues?(runDir: string): Promise<Record<string, number>> | Record<string, number>;
   /** Release open databases. */
   close?(): void;
 }

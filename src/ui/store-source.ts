@@ -15,11 +15,18 @@ function requireStore(runDir: string): void {
   if (!existsSync(join(runDir, store.STORE_FILE))) throw new HttpError(404, `this run has no ${store.STORE_FILE} (it was not written with the store backend)`);
 }
 
-function numericCursor(after: string | undefined): number | undefined {
+function numericCursor(after: string | undefined, name = "after"): number | undefined {
   if (after === undefined) return undefined;
   const n = Number(after);
-  if (!Number.isFinite(n)) throw new HttpError(400, `after must be a cursor from an earlier answer, got ${JSON.stringify(after)}`);
+  if (after.trim() === "" || !Number.isFinite(n)) throw new HttpError(400, `${name} must be ${name === "after" ? "a cursor from an earlier answer" : "a step number"}, got ${JSON.stringify(after)}`);
   return n;
+}
+
+/** `after` and `before` of a query as the store reads them. */
+function window(query: { after?: string; before?: string }): { after?: number; before?: number } {
+  const after = numericCursor(query.after);
+  const before = numericCursor(query.before, "before");
+  return { ...(after !== undefined ? { after } : {}), ...(before !== undefined ? { before } : {}) };
 }
 
 function keyInfos(runDir: string, kind: store.KeyKind): store.KeyInfo[] {
@@ -72,7 +79,7 @@ export function createStoreSource(): DashboardSource {
     listRuns(root: string): RunSummary[] {
       const base = resolve(root);
       const runs: RunSummary[] = [];
-      for (const run of store.listRuns(base)) {
+      for (const run of store.listRuns(base, { withinRoot: true })) {
         const id = relative(base, run.runDir).split(sep).join("/");
         // The root itself can hold a store, but every request names runs below it.
         if (id === "" || id.startsWith("..")) continue;
@@ -85,6 +92,7 @@ export function createStoreSource(): DashboardSource {
           startTime: run.startedAt,
           endTime: run.endedAt,
           lastUpdate: run.updatedAt,
+          ...(run.error !== undefined ? { error: run.error } : {}),
         });
       }
       return runs;
@@ -95,13 +103,12 @@ export function createStoreSource(): DashboardSource {
     },
 
     series(runDir, key, query): SeriesData {
-      const after = numericCursor(query.after);
       return toSeriesData(
         readSeries(runDir, key, {
           kind: "scalar",
           rank: query.rank ?? GLOBAL,
           x: "step",
-          ...(after !== undefined ? { after } : {}),
+          ...window(query),
           ...(query.maxPoints !== undefined ? { maxPoints: query.maxPoints } : {}),
         }),
       );
@@ -177,10 +184,16 @@ export function createStoreSource(): DashboardSource {
     },
 
     system(runDir, key, query): SeriesData {
-      const after = numericCursor(query.after);
       return toSeriesData(
-        readSeries(runDir, key, { kind: "system", x: "wall", ...(after !== undefined ? { after } : {}), ...(query.maxPoints !== undefined ? { maxPoints: query.maxPoints } : {}) }),
+        readSeries(runDir, key, { kind: "system", x: "wall", ...window(query), ...(query.maxPoints !== undefined ? { maxPoints: query.maxPoints } : {}) }),
       );
+    },
+
+    lastValues(runDir: string): Record<string, number> {
+      requireStore(runDir);
+      const out: Record<string, number> = {};
+      for (const v of store.lastValues(runDir)) out[v.key] = v.value;
+      return out;
     },
 
     close(): void {

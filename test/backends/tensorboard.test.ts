@@ -302,6 +302,30 @@ describe("tensorboard backend (global_reduce)", () => {
   });
 });
 
+describe("tensorboard backend (internal keys)", () => {
+  async function tagsWritten(options: Record<string, unknown>): Promise<string[]> {
+    const runDir = tempDir();
+    const logger = new MetricLogger({ runDir });
+    await logger.initBackends({ tensorboard: { loggingMode: "global_reduce", ...options } });
+    recordMetric("loss", 0.5, Reduce.MEAN);
+    recordMetric("acc__count", 3, Reduce.SUM);
+    recordMetric("rankscope/stream_dropped", 0, Reduce.SUM);
+    await logger.flush(0);
+    await logger.shutdown();
+    const tags = [...new Set(scalarPoints(readEvents(onlyEventFile(join(runDir, "tensorboard")))).map((p) => p.tag))].sort();
+    rmSync(runDir, { recursive: true, force: true });
+    return tags;
+  }
+
+  it("leaves rankscope's own keys out unless internal: true", async () => {
+    assert.deepEqual(await tagsWritten({}), ["loss"]);
+    assert.deepEqual(await tagsWritten({ internal: true }), ["acc__count", "loss", "rankscope/stream_dropped"]);
+    const logger = new MetricLogger({ runDir: tempDir() });
+    await assert.rejects(logger.initBackends({ tensorboard: { loggingMode: "global_reduce", internal: "yes" } }), /internal must be true or false/);
+    await logger.shutdown();
+  });
+});
+
 describe("tensorboard backend (per-rank modes)", () => {
   it("per_rank_reduce writes tensorboard/{rankName}/, so TensorBoard shows one run per rank", async () => {
     const runDir = tempDir();

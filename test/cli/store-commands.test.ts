@@ -120,6 +120,32 @@ describe("rankscope tail", () => {
   });
 });
 
+describe("internal keys in tail and export", () => {
+  test("…__count and rankscope/… keys are left out unless --internal is given", () => {
+    const root = tempDir();
+    const w = writer(join(root, "exp", "i"), "exp", "i");
+    w.write({
+      scalars: [
+        { key: "loss", step: 0, wall: 1000, value: 1 },
+        { key: "acc__count", step: 0, wall: 1000, value: 8 },
+        { key: "rankscope/ranks_expected", step: 0, wall: 1000, value: 4 },
+      ],
+    });
+    w.finish();
+    const tail = cli(["tail", "exp/i", "--root", root, "--no-follow"]);
+    assert.equal(tail.code, 0, tail.stderr);
+    assert.match(tail.stdout, /step 0 {2}loss {2}1\n/);
+    assert.doesNotMatch(tail.stdout, /acc__count|rankscope\//);
+    const tailAll = cli(["tail", "exp/i", "--root", root, "--no-follow", "--internal"]);
+    assert.match(tailAll.stdout, /step 0 {2}acc__count {2}8\n/);
+    assert.match(tailAll.stdout, /step 0 {2}rankscope\/ranks_expected {2}4\n/);
+    const csv = cli(["export", "exp/i", "--root", root, "--format", "csv"]);
+    assert.equal(csv.stdout, "key,kind,rank,step,wall,value\nloss,scalar,-1,0,1000,1\n");
+    const csvAll = cli(["export", "exp/i", "--root", root, "--format", "csv", "--internal"]);
+    assert.equal(csvAll.stdout.trim().split("\n").length, 4);
+  });
+});
+
 describe("rankscope export", () => {
   function exampleRun(): { root: string; runDir: string } {
     const root = tempDir();

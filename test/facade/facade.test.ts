@@ -69,6 +69,8 @@ test("logHyperparams (flattened) and logHistogram reach the backends; secrets st
     console: false,
     backends: { capture: { loggingMode: "global_reduce" } },
     runConfig: { policy: { model: "tiny" }, logger: { wandb: { project: "p", apiKey: "sk-secret" } } },
+    tags: ["grpo", "tiny"],
+    group: "ablation (v2)",
   });
   await logger.logHyperparams({ policy: { lr: 1e-5, model: { name: "tiny" } }, seed: 1 });
   await logger.logHistogram([1, 2, 2, 3, 10], 5, "rewards");
@@ -78,6 +80,7 @@ test("logHyperparams (flattened) and logHistogram reach the backends; secrets st
   const text = readFileSync(join(dir, "config.yaml"), "utf8");
   assert.ok(!text.includes("sk-secret"));
   assert.match(text, /apiKey: "\*\*\*REDACTED\*\*\*"/);
+  assert.deepEqual(JSON.parse(readFileSync(join(dir, "run.json"), "utf8")), { tags: ["grpo", "tiny"], group: "ablation (v2)" });
 });
 
 test("monitorGpus runs the monitor on its own axis next to training steps", async () => {

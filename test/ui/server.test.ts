@@ -98,7 +98,7 @@ describe("dashboard server", () => {
     );
     assert.deepEqual(keys.rankNames, { "1": "Trainer_0_r1" });
     const loss = keys.metrics.find((k) => k.key === "loss");
-    assert.deepEqual(loss, { key: "loss", ranks: [0, 1], global: true });
+    assert.deepEqual(loss, { key: "loss", ranks: [0, 1], global: true, internal: false });
     assert.ok(keys.metrics.some((k) => k.key === XSS_KEY));
     assert.deepEqual(keys.streams, ["probe/grad_norm"]);
     assert.deepEqual(keys.system, ["gpu/0/util"]);
@@ -134,7 +134,7 @@ describe("dashboard server", () => {
     for (const bad of ["not json", "[[1,null,null]]", '[["loss",-3,null]]', "{}"]) {
       const answer = await get(dashboard.url, { path: `/api/lines?run=exp/base&lines=${encodeURIComponent(bad)}` });
       assert.equal(answer.status, 400, bad);
-      assert.match(JSON.parse(answer.body).error, /lines must be JSON \[\[key, rank or null, cursor or null\]/);
+      assert.match(JSON.parse(answer.body).error, /lines must be JSON \[\[key, rank or null, cursor or null, before or null\]/);
     }
   });
 

@@ -15,6 +15,7 @@
 import type { Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
+import { isInternalKey } from "../../core/internal-keys.js";
 
 /**
  * A reduced value as the console prints it: integral values keep a decimal point (`4.0`), like
@@ -130,8 +131,9 @@ class ConsoleBackend implements Backend {
   }
 
   logBatch(metrics: readonly Metric[], step: number): void {
+    // Internal keys (the shared rule) are shown only when they say something: a missing rank, a drop.
     const visible = metrics.filter(
-      (m) => !m.key.endsWith("__count") && !(RANK_COUNT_KEYS.has(m.key) && allRanksReported(metrics)) && !(m.key === STREAM_DROPPED_KEY && m.value === 0),
+      (m) => !isInternalKey(m.key) || (RANK_COUNT_KEYS.has(m.key) && !allRanksReported(metrics)) || (m.key === STREAM_DROPPED_KEY && m.value !== 0),
     );
     if (visible.length === 0) return;
     process.stdout.write(

@@ -20,6 +20,7 @@
  */
 import type { Worker } from "node:worker_threads";
 import { siblingModule, startModuleWorker } from "../../core/module-worker.js";
+import { currentRun } from "../../run/current.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
@@ -168,6 +169,8 @@ export class StoreBackend implements Backend {
       experiment: context.experiment,
       trial: context.trial,
       resumeStep: context.resumeStep,
+      // The controller's own collector runs per-rank backends as rank 0 too; a spawned rank 0 names it.
+      claimRankName: !(context.role === "rank" && currentRun()?.role === "controller"),
     };
     this.channel = this.useWorker ? new WorkerChannel() : new InlineChannel();
     try {

@@ -13,15 +13,17 @@
  * ```
  */
 import type Database from "better-sqlite3";
-import { existsSync, readdirSync, statSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
+import { isAbsolute, join, relative, resolve, sep } from "node:path";
 import { parseNumber } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal, unpackFloat64 } from "./codec.js";
 import { Downsampler, POINTS_PER_BUCKET, type SeriesPoint, type XAxis } from "./downsample.js";
 import { BLOCK_FIELDS, BLOCK_POINTS, GLOBAL_RANK, openForReading, SERIES_KINDS, STORE_FILE, withBusyRetry, type KeyKind, type SeriesKind } from "./schema.js";
+import { storeFault } from "./store-file.js";
 
 export { GLOBAL_RANK, STORE_FILE, SERIES_KINDS, type KeyKind, type SeriesKind, type SeriesPoint, type XAxis };
+export { storeFault };
 
 /** A run's status: `running` while any writer has not finished (or a writer died without saying). */
 export type RunStatus = "running" | "finished" | "failed" | "unknown";
@@ -39,6 +41,8 @@ export interface RunSummary {
   readonly updatedAt: number | null;
   /** The step the run last resumed from (0 if never resumed). */
   readonly resumeStep: number;
+  /** Why the store could not be read (a damaged file), when it could not; see `storeFault`. */
+  readonly error?: string;
 }
 
 /** One key of a run. */
@@ -67,6 +71,12 @@ export interface SeriesOptions {
   x?: XAxis;
   /** A cursor from an earlier call: only points after it are returned. */
   after?: number;
+  /**
+   * Only points before this position (exclusive), in the units of `after`: a step for scalars, an
+   * arrival number for streams and system metrics. With `after`, a window: a zoom reads the raw
+   * points of any stretch of a long series.
+   */
+  before?: number;
   /** Return at most about this many points (default 2000); `Infinity` for every point. */
   maxPoints?: number;
 }
@@ -86,6 +96,15 @@ export interface SeriesResult {
   /** How many points the range held before downsampling. */
   readonly total: number;
   readonly downsampled: boolean;
+}
+
+/** The last point of a scalar key (`lastValues`). */
+export interface LastValue {
+  readonly key: string;
+  /** The line it comes from: `GLOBAL_RANK` when the key has a global line, else its lowest rank. */
+  readonly rank: number;
+  readonly step: number;
+  readonly value: number;
 }
 
 /** Options of `samples` and `histograms`. */
@@ -142,6 +161,22 @@ interface ChunkMeta {
   /** Step range for scalar chunks, arrival range for stream chunks. */
   pos_first: number;
   pos_last: number;
+}
+
+/** The positions a read covers: (from, to), exclusive; `after` as given (the cursor when nothing is newer). */
+interface Window {
+  readonly from: number;
+  readonly to: number;
+  readonly after: number | undefined;
+}
+
+/** A decoded chunk and the part of it inside the window, `[start, end)`. */
+interface Decoded {
+  steps: Float64Array;
+  walls: Float64Array;
+  values: Float64Array;
+  start: number;
+  end: number;
 }
 
 /** Reads one run's store. Get one with `openStore`, or use the functions below, which cache them. */
@@ -230,16 +265,44 @@ export class StoreReader {
       throw new TypeError(`maxPoints must be an integer >= ${POINTS_PER_BUCKET} or Infinity, got ${String(maxPoints)}`);
     }
     if (options.after !== undefined && typeof options.after !== "number") throw new TypeError(`after must be a cursor number from an earlier series() call, got ${String(options.after)}`);
+    if (options.before !== undefined && (typeof options.before !== "number" || Number.isNaN(options.before))) throw new TypeError(`before must be a number (a step for scalars), got ${String(options.before)}`);
+    const window: Window = { from: options.after ?? -Infinity, to: options.before ?? Infinity, after: options.after };
     const keyRow = !this.ready() ? undefined : this.get("SELECT id FROM keys WHERE key = ? AND kind = ?", key, kind) as { id: number } | undefined;
     if (keyRow === undefined) throw new Error(`run ${this.runDir} has no ${kind} key ${JSON.stringify(key)}`);
     const rank = options.rank ?? (this.get("SELECT min(rank) AS r FROM series WHERE key_id = ?", keyRow.id) as { r: number | null }).r ?? GLOBAL_RANK;
     return withBusyRetry(() =>
       this.db.transaction(() =>
         kind === "system"
-          ? this.rawSeries(key, kind, keyRow.id, rank, x, options.after, maxPoints)
-          : this.chunkedSeries(key, kind, keyRow.id, rank, x, options.after, maxPoints),
+          ? this.rawSeries(key, kind, keyRow.id, rank, x, window, maxPoints)
+          : this.chunkedSeries(key, kind, keyRow.id, rank, x, window, maxPoints),
       )(),
     );
+  }
+
+  /**
+   * The last point of every scalar key: of its global line, else of its lowest rank's (a run
+   * table's summary column). Reads one row or chunk summary per key, never the points.
+   */
+  lastValues(): LastValue[] {
+    if (!this.ready()) return [];
+    const rows = this.all(
+      `SELECT k.key AS key, s.rank AS rank,
+         (SELECT step FROM points p WHERE p.key_id = k.id AND p.rank = s.rank ORDER BY p.step DESC LIMIT 1) AS pstep,
+         (SELECT value FROM points p WHERE p.key_id = k.id AND p.rank = s.rank ORDER BY p.step DESC LIMIT 1) AS pvalue,
+         (SELECT last_step FROM chunks c WHERE c.key_id = k.id AND c.rank = s.rank AND c.first_seq IS NULL ORDER BY c.first_step DESC LIMIT 1) AS cstep,
+         (SELECT last FROM chunks c WHERE c.key_id = k.id AND c.rank = s.rank AND c.first_seq IS NULL ORDER BY c.first_step DESC LIMIT 1) AS cvalue
+       FROM keys k JOIN series s ON s.key_id = k.id
+       WHERE k.kind = 'scalar' AND s.rank = (SELECT min(rank) FROM series WHERE key_id = k.id)
+       ORDER BY k.key`,
+    ) as { key: string; rank: number; pstep: number | null; pvalue: number | null; cstep: number | null; cvalue: number | null }[];
+    const out: LastValue[] = [];
+    for (const r of rows) {
+      const fromRows = r.pstep !== null && (r.cstep === null || r.pstep >= r.cstep);
+      const step = fromRows ? r.pstep : r.cstep;
+      if (step === null) continue;
+      out.push({ key: r.key, rank: r.rank, step, value: fromSqlReal(fromRows ? r.pvalue : r.cvalue) });
+    }
+    return out;
   }
 
   /** Sample records (`Reduce.SAMPLE`), newest last; all keys unless `key` is given. */
@@ -295,45 +358,64 @@ export class StoreReader {
   /**
    * A scalar series (packed chunks by step, then recent rows) or a stream series (chunks by arrival
    * position). A chunk's "position" is its step range for scalars and its arrival range for streams;
-   * the cursor is a position.
+   * the cursor is a position. Only positions in (from, to) are read: chunks wholly inside the window
+   * may be folded by their summaries, the (at most two) chunks across its edges are decoded.
    */
-  private chunkedSeries(key: string, kind: "scalar" | "stream", keyId: number, rank: number, x: XAxis, after: number | undefined, maxPoints: number): SeriesResult {
-    const from = after ?? -Infinity;
+  private chunkedSeries(key: string, kind: "scalar" | "stream", keyId: number, rank: number, x: XAxis, window: Window, maxPoints: number): SeriesResult {
+    const { from, to } = window;
     const scalar = kind === "scalar";
     const chunks = this.all(
       `SELECT id, first_step, last_step, n, first_wall, last_wall, min, min_step, min_wall, max, max_step, max_wall, last, nan_count,
        ${scalar ? "first_step" : "first_seq"} AS pos_first, ${scalar ? "last_step" : "last_seq"} AS pos_last
-       FROM chunks WHERE key_id = ? AND rank = ? AND ${scalar ? "last_step > ? AND first_seq IS NULL ORDER BY first_step" : "last_seq > ? ORDER BY first_seq"}`,
+       FROM chunks WHERE key_id = ? AND rank = ? AND ${scalar ? "last_step > ? AND first_step < ? AND first_seq IS NULL ORDER BY first_step" : "last_seq > ? AND first_seq < ? ORDER BY first_seq"}`,
       keyId,
       rank,
       from,
+      to,
     ) as ChunkMeta[];
     const rows = !scalar
       ? []
-      : (this.statement("SELECT step, wall, value FROM points WHERE key_id = ? AND rank = ? AND step > ? ORDER BY step")
+      : (this.statement("SELECT step, wall, value FROM points WHERE key_id = ? AND rank = ? AND step > ? AND step < ? ORDER BY step")
           .raw(true)
-          .all(keyId, rank, from) as [number, number, number | null][]);
-    let total = rows.length;
-    for (const c of chunks) total += c.n;
+          .all(keyId, rank, from, to) as [number, number, number | null][]);
     const blobs = this.statement("SELECT steps, walls, vals FROM chunks WHERE id = ?");
-    const decode = (c: ChunkMeta): { steps: Float64Array; walls: Float64Array; values: Float64Array; start: number } => {
+    const decode = (c: ChunkMeta): Decoded => {
       const b = blobs.get(c.id) as { steps: Buffer; walls: Buffer; vals: Buffer };
       const steps = unpackFloat64(b.steps);
       let start = 0;
-      if (c.pos_first <= from) {
-        if (scalar) while (start < steps.length && (steps[start] as number) <= from) start++;
-        else start = Math.min(steps.length, from - c.pos_first + 1);
+      let end = steps.length;
+      if (scalar) {
+        if (c.pos_first <= from) while (start < end && (steps[start] as number) <= from) start++;
+        if (c.pos_last >= to) while (end > start && (steps[end - 1] as number) >= to) end--;
+      } else {
+        if (c.pos_first <= from) start = Math.min(end, from - c.pos_first + 1);
+        if (c.pos_last >= to) end = Math.max(start, Math.min(end, to - c.pos_first));
       }
-      return { steps, walls: unpackFloat64(b.walls), values: unpackFloat64(b.vals), start };
+      return { steps, walls: unpackFloat64(b.walls), values: unpackFloat64(b.vals), start, end };
     };
-    const lastPosition = rows.length > 0 ? (rows[rows.length - 1] as [number, number, number | null])[0] : chunks.length > 0 ? (chunks[chunks.length - 1] as ChunkMeta).pos_last : null;
-    const cursor = lastPosition ?? after ?? null;
+    // Chunks across an edge of the window are decoded now: their count in the window is exact.
+    const edges = new Map<ChunkMeta, Decoded>();
+    let total = rows.length;
+    let lastPosition: number | null = null;
+    for (const c of chunks) {
+      if (c.pos_first <= from || c.pos_last >= to) {
+        const d = decode(c);
+        edges.set(c, d);
+        total += d.end - d.start;
+        if (d.end > d.start) lastPosition = scalar ? (d.steps[d.end - 1] as number) : c.pos_first + d.end - 1;
+      } else {
+        total += c.n;
+        lastPosition = c.pos_last;
+      }
+    }
+    if (rows.length > 0) lastPosition = (rows[rows.length - 1] as [number, number, number | null])[0];
+    const cursor = lastPosition ?? window.after ?? null;
 
     if (total <= maxPoints) {
       const points: SeriesPoint[] = [];
       for (const c of chunks) {
-        const d = decode(c);
-        for (let i = d.start; i < d.steps.length; i++) points.push({ step: d.steps[i] as number, wall: d.walls[i] as number, value: d.values[i] as number });
+        const d = edges.get(c) ?? decode(c);
+        for (let i = d.start; i < d.end; i++) points.push({ step: d.steps[i] as number, wall: d.walls[i] as number, value: d.values[i] as number });
       }
       for (const [step, wall, value] of rows) points.push({ step, wall, value: fromSqlReal(value) });
       if (x === "wall") points.sort((p, q) => p.wall - q.wall || p.step - q.step);
@@ -341,11 +423,21 @@ export class StoreReader {
       return { key, kind, rank, points, cursor, total: points.length, downsampled: false };
     }
 
-    // The x range, from chunk summaries and rows (walls within a chunk are close to monotone).
+    // The x range, from chunk summaries, the edge chunks' points in the window, and rows (walls
+    // within a chunk are close to monotone).
     let x0 = Infinity;
     let x1 = -Infinity;
     for (const c of chunks) {
-      const a = x === "step" ? (scalar ? Math.max(c.first_step, from) : c.first_step) : Math.min(c.first_wall, c.last_wall);
+      const d = edges.get(c);
+      if (d !== undefined) {
+        for (let i = d.start; i < d.end; i++) {
+          const v = x === "step" ? (d.steps[i] as number) : (d.walls[i] as number);
+          if (v < x0) x0 = v;
+          if (v > x1) x1 = v;
+        }
+        continue;
+      }
+      const a = x === "step" ? c.first_step : Math.min(c.first_wall, c.last_wall);
       const b = x === "step" ? c.last_step : Math.max(c.first_wall, c.last_wall);
       if (a < x0) x0 = a;
       if (b > x1) x1 = b;
@@ -361,7 +453,12 @@ export class StoreReader {
     const useBlocks = total / buckets >= BLOCKS_PER_BUCKET * BLOCK_POINTS;
     const blocksOf = this.statement("SELECT blocks FROM chunks WHERE id = ?").pluck(true);
     for (const c of chunks) {
-      if (useBlocks && c.pos_first > from) {
+      const d = edges.get(c);
+      if (d !== undefined) {
+        ds.addArrays(d.steps, d.walls, d.values, d.start, d.end);
+        continue;
+      }
+      if (useBlocks) {
         const blocks = unpackFloat64(blocksOf.get(c.id) as Buffer);
         for (let o = 0; o < blocks.length; o += BLOCK_FIELDS.length) ds.addBlock(blocks, o);
         continue;
@@ -369,7 +466,7 @@ export class StoreReader {
       const xa = x === "step" ? c.first_step : c.first_wall;
       const xb = x === "step" ? c.last_step : c.last_wall;
       const bucket = ds.bucketOf(xa);
-      if (c.nan_count === 0 && c.pos_first > from && c.last !== null && bucket === ds.bucketOf(xb)) {
+      if (c.nan_count === 0 && c.last !== null && bucket === ds.bucketOf(xb)) {
         ds.addSummary(bucket, c.n, {
           min: c.min,
           minStep: c.min_step,
@@ -382,19 +479,19 @@ export class StoreReader {
           lastWall: c.last_wall,
         });
       } else {
-        const d = decode(c);
-        ds.addArrays(d.steps, d.walls, d.values, d.start);
+        const full = decode(c);
+        ds.addArrays(full.steps, full.walls, full.values, full.start, full.end);
       }
     }
     for (const [step, wall, value] of rows) ds.add(step, wall, fromSqlReal(value), x === "step" ? step : wall);
     return { key, kind, rank, points: ds.result(maxPoints), cursor, total, downsampled: true };
   }
 
-  private rawSeries(key: string, kind: SeriesKind, keyId: number, rank: number, x: XAxis, after: number | undefined, maxPoints: number): SeriesResult {
-    const rows = this.statement("SELECT seq, step, wall, value FROM stream_points WHERE key_id = ? AND rank = ? AND seq > ? ORDER BY seq")
+  private rawSeries(key: string, kind: SeriesKind, keyId: number, rank: number, x: XAxis, window: Window, maxPoints: number): SeriesResult {
+    const rows = this.statement("SELECT seq, step, wall, value FROM stream_points WHERE key_id = ? AND rank = ? AND seq > ? AND seq < ? ORDER BY seq")
       .raw(true)
-      .all(keyId, rank, after ?? -1) as [number, number, number, number | null][];
-    const cursor = rows.length > 0 ? (rows[rows.length - 1] as [number, number, number, number | null])[0] : after ?? null;
+      .all(keyId, rank, window.after ?? -1, window.to) as [number, number, number, number | null][];
+    const cursor = rows.length > 0 ? (rows[rows.length - 1] as [number, number, number, number | null])[0] : window.after ?? null;
     if (rows.length <= maxPoints) {
       const points = rows.map(([, step, wall, value]) => ({ step, wall, value: fromSqlReal(value) }));
       if (x === "step") points.sort((p, q) => p.step - q.step || p.wall - q.wall);
@@ -459,17 +556,30 @@ export function closeStores(): void {
   cache.clear();
 }
 
+/** Options of `listRuns`. */
+export interface ListRunsOptions {
+  /** Skip stores whose file resolves (through symlinks) outside `root`, without opening them. */
+  withinRoot?: boolean;
+}
+
+/** Whether `child` is `parent` or inside it (both real, absolute paths). */
+function isInside(parent: string, child: string): boolean {
+  const rel = relative(parent, child);
+  return rel === "" || (!isAbsolute(rel) && rel !== ".." && !rel.startsWith(`..${sep}`));
+}
+
 /**
  * Every run under `root` that has a store: `root` itself, `root/{experiment}/{trial}` (the
  * standard layout) and anything up to three levels down. Newest first.
  */
-export function listRuns(root: string): RunSummary[] {
+export function listRuns(root: string, options: ListRunsOptions = {}): RunSummary[] {
   const base = resolve(root);
   if (!existsSync(base)) throw new Error(`runs root ${base} does not exist`);
   if (!statSync(base).isDirectory()) throw new Error(`runs root ${base} is not a directory`);
+  const realBase = options.withinRoot === true ? realpathSync(base) : base;
   const found: string[] = [];
   const walk = (dir: string, depth: number): void => {
-    if (existsSync(join(dir, STORE_FILE))) found.push(dir);
+    if (existsSync(join(dir, STORE_FILE)) && (options.withinRoot !== true || isInside(realBase, realpathSync(join(dir, STORE_FILE))))) found.push(dir);
     if (depth === 3) return;
     let entries: string[];
     try {
@@ -486,8 +596,8 @@ export function listRuns(root: string): RunSummary[] {
   for (const dir of found) {
     try {
       runs.push(openStore(dir).runInfo());
-    } catch {
-      runs.push({ runDir: dir, experiment: null, trial: null, status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0 });
+    } catch (error) {
+      runs.push({ runDir: dir, experiment: null, trial: null, status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0, error: storeFault(error) });
     }
   }
   return runs.sort((a, b) => (b.startedAt ?? 0) - (a.startedAt ?? 0) || (a.runDir < b.runDir ? -1 : 1));
@@ -531,6 +641,11 @@ export function samples(runDir: string, key?: string, options: RecordsOptions = 
 /** Histograms of a run. */
 export function histograms(runDir: string, key?: string, options: RecordsOptions = {}): HistogramEntry[] {
   return openStore(runDir).histograms(key, options);
+}
+
+/** The last value of every scalar key of a run (see `StoreReader.lastValues`). */
+export function lastValues(runDir: string): LastValue[] {
+  return openStore(runDir).lastValues();
 }
 
 /** A run's hyperparameters / config. */

@@ -19,9 +19,9 @@
 import Database from "better-sqlite3";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { STORE_FILE } from "./store-file.js";
 
-/** The store's file name inside a run directory. */
-export const STORE_FILE = "metrics.db";
+export { STORE_FILE };
 
 /** Version of the schema below; written to `PRAGMA user_version`. */
 export const SCHEMA_VERSION = 1;

@@ -88,6 +88,12 @@ export interface StoreWriterOptions {
   readonly trial: string;
   /** Restart from this step: this writer's rows at or after it (from an earlier attempt) are removed. */
   readonly resumeStep?: number;
+  /**
+   * Whether this writer names its rank when it writes data, replacing a name registered before
+   * (default true). False for a controller process's own per-rank backend: its identity is rank 0
+   * as a spawned rank 0's is, and the spawned rank's name is the one to show.
+   */
+  readonly claimRankName?: boolean;
 }
 
 /** How a writer ends: `finished` after a clean shutdown, `failed` when the job reports a failure. */
@@ -126,6 +132,19 @@ interface ChunkRow {
   vals: Buffer;
 }
 
+/** Whether a batch holds any data (not only hyperparameters). */
+function carriesData(b: WriteBatch): boolean {
+  return (
+    (b.scalars?.length ?? 0) > 0 ||
+    (b.streams?.length ?? 0) > 0 ||
+    (b.system?.length ?? 0) > 0 ||
+    (b.samples?.length ?? 0) > 0 ||
+    (b.histograms?.length ?? 0) > 0 ||
+    b.scalarColumns !== undefined ||
+    b.streamColumns !== undefined
+  );
+}
+
 /** Writes one process's data into a run's store. Create with `StoreWriter.open`. */
 export class StoreWriter {
   private readonly keyIds = new Map<string, number>();
@@ -134,6 +153,8 @@ export class StoreWriter {
   private readonly streamNext = new Map<string, number>();
   private readonly sql: Record<string, Statement>;
   private readonly writerId: string;
+  /** Whether this writer has named its rank in `ranks` on writing data (see `claimRankName`). */
+  private rankNameClaimed = false;
   private closed = false;
 
   private constructor(
@@ -200,13 +221,27 @@ export class StoreWriter {
    * stream series gets one chunk per transaction rather than one per batch.
    */
   writeAll(batches: readonly WriteBatch[]): void {
+    const claim = !this.rankNameClaimed && this.options.claimRankName !== false && batches.some(carriesData);
     this.transaction((pending) => {
       const scalars: PointColumns[] = [];
       const streams: PointColumns[] = [];
       for (const batch of batches) this.apply(pending, batch, scalars, streams);
       if (scalars.length > 0) this.writeScalarGroups(pending, groupColumns(scalars));
       if (streams.length > 0) this.writeStreamGroups(pending, groupColumns(streams));
+      if (claim) this.claimRankName();
     });
+    if (claim) this.rankNameClaimed = true;
+  }
+
+  /**
+   * Name this writer's rank in `ranks`, replacing a name another process registered at open. A
+   * writer registers its rank's name at open only where there is none; the first one that writes
+   * data for the rank names it. So a controller process's own per-rank backend (its identity is
+   * rank 0 too) that writes nothing does not rename the rank 0 that does.
+   */
+  private claimRankName(): void {
+    const o = this.options;
+    this.db.prepare("INSERT OR REPLACE INTO ranks (rank, rank_name) VALUES (?, ?)").run(o.rank, o.rank === GLOBAL_RANK ? "global" : o.rankName);
   }
 
   /** Write a batch's records, and collect its scalar and stream points by series. */
@@ -247,11 +282,14 @@ export class StoreWriter {
       throw new TypeError(`writeSeries("${key}"): steps, walls and values must have the same length, got ${steps.length}, ${walls.length}, ${values.length}`);
     }
     const rank = options.rank ?? this.options.rank;
+    const claim = !this.rankNameClaimed && this.options.claimRankName !== false && steps.length > 0;
     this.transaction((pending) => {
       const keyId = this.seriesId(pending, key, "scalar", rank, options.reduce ?? null);
       const sorted = sortDedupe(steps, walls, values);
       this.appendSeries(pending, keyId, rank, sorted.steps, sorted.walls, sorted.values);
+      if (claim) this.claimRankName();
     });
+    if (claim) this.rankNameClaimed = true;
   }
 
   /** Store `params` as (part of) the run's hyperparameters / config. */
@@ -305,7 +343,7 @@ export class StoreWriter {
       this.db
         .prepare("INSERT OR REPLACE INTO writers (id, role, rank, rank_name, pid, started_at, ended_at, status) VALUES (?, ?, ?, ?, ?, ?, NULL, 'running')")
         .run(this.writerId, o.role, o.rank, o.rankName, process.pid, now);
-      this.db.prepare("INSERT OR REPLACE INTO ranks (rank, rank_name) VALUES (?, ?)").run(o.rank, o.rank === GLOBAL_RANK ? "global" : o.rankName);
+      this.db.prepare("INSERT OR IGNORE INTO ranks (rank, rank_name) VALUES (?, ?)").run(o.rank, o.rank === GLOBAL_RANK ? "global" : o.rankName);
       if (resumeStep > 0) this.truncateFrom(pending, resumeStep);
     });
   }

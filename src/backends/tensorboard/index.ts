@@ -10,13 +10,16 @@
  * `SessionLog START` before each attempt's first data, at its first step (or the resumed step).
  * Staged events are written at each flush and at finish.
  *
- * Options: `dir`, the directory relative to the run directory (default `tensorboard`).
+ * Options: `dir`, the directory relative to the run directory (default `tensorboard`);
+ * `internal` (default false): also write rankscope's own keys (`…__count`, `rankscope/…`, see
+ * `isInternalKey`), which are otherwise left out so they do not crowd the user's charts.
  *
  * TensorBoard keeps one point per step and tag (its Rust reader takes a repeated step as a
  * restart), so stream values recorded within one step show as the last of them there; every value
  * is in the file, and in the store and JSONL backends.
  */
 import { isAbsolute, join } from "node:path";
+import { isInternalKey } from "../../core/internal-keys.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
@@ -85,7 +88,8 @@ class TensorBoardBackend implements Backend {
     this.open().startSession(this.resumeStep > 0 ? this.resumeStep : step);
   }
 
-  logBatch(metrics: readonly Metric[], step: number): void {
+  logBatch(all: readonly Metric[], step: number): void {
+    const metrics = this.options["internal"] === true || !all.some((m) => isInternalKey(m.key)) ? all : all.filter((m) => !isInternalKey(m.key));
     const first = metrics[0];
     if (first === undefined) return;
     this.startSession(step);
@@ -139,8 +143,10 @@ class TensorBoardBackend implements Backend {
 }
 
 registerBackend("tensorboard", (options) => new TensorBoardBackend(options), {
-  knownOptions: ["dir"],
+  knownOptions: ["dir", "internal"],
   validate(options) {
+    const internal = options["internal"];
+    if (internal !== undefined && typeof internal !== "boolean") throw new TypeError(`backend "tensorboard": internal must be true or false, got ${JSON.stringify(internal)}`);
     const dir = options["dir"];
     if (dir !== undefined && (typeof dir !== "string" || dir.length === 0)) {
       throw new TypeError(`backend "tensorboard": dir must be a non-empty path (relative to the run directory, or absolute), got ${JSON.stringify(dir)}`);

@@ -2,12 +2,15 @@
  * `rankscope export RUN --format csv|jsonl [--out FILE]`: every numeric point of a run (scalars of
  * every rank, stream values, system metrics) as CSV or JSON Lines, with a progress bar on stderr.
  *
+ * rankscope's own keys (`…__count`, `rankscope/…`) are left out unless `--internal` is given.
+ *
  * Columns / fields: key, kind, rank, step, wall (ms since the epoch), value. NaN and ±Infinity are
  * written as `NaN`, `Infinity`, `-Infinity` (in JSONL as the proto3 JSON strings).
  */
 import type { Command } from "commander";
 import { createWriteStream, type WriteStream } from "node:fs";
 import { once } from "node:events";
+import { isInternalKey } from "../../core/internal-keys.js";
 import { jsonNumberText } from "../../core/json.js";
 import { openStore, type SeriesKind } from "../../backends/store/reader.js";
 import { resolveRunArg } from "../run-arg.js";
@@ -51,7 +54,8 @@ export function registerExportCommand(program: Command): void {
     .requiredOption("--format <format>", `output format: ${EXPORT_FORMATS.join(" or ")}`)
     .option("--out <file>", "write to this file instead of stdout")
     .option("--root <dir>", "the runs root for experiment/trial (default: $RANKSCOPE_ROOT or ./runs)")
-    .action(async (run: string, options: { format: string; out?: string; root?: string }) => {
+    .option("--internal", "also export rankscope's own keys (…__count, rankscope/…), left out by default")
+    .action(async (run: string, options: { format: string; out?: string; root?: string; internal?: boolean }) => {
       if (!(EXPORT_FORMATS as readonly string[]).includes(options.format)) {
         throw new Error(`--format ${JSON.stringify(options.format)} is not supported; valid: ${EXPORT_FORMATS.join(", ")}`);
       }
@@ -61,6 +65,7 @@ export function registerExportCommand(program: Command): void {
       const series: { key: string; kind: SeriesKind; rank: number }[] = [];
       for (const k of reader.keys()) {
         if (k.kind === "sample" || k.kind === "histogram") continue;
+        if (options.internal !== true && isInternalKey(k.key)) continue;
         for (const rank of k.ranks) series.push({ key: k.key, kind: k.kind, rank });
       }
       const out = options.out === undefined ? process.stdout : createWriteStream(options.out);

@@ -4,6 +4,7 @@
  */
 import type { Command } from "commander";
 import { openStore, type StoreReader } from "../../backends/store/reader.js";
+import { isInternalKey } from "../../core/internal-keys.js";
 import { formatValue, positiveInteger, resolveRunArg } from "../run-arg.js";
 
 interface TailOptions {
@@ -12,6 +13,7 @@ interface TailOptions {
   filter?: string;
   rank?: string;
   follow: boolean;
+  internal?: boolean;
 }
 
 interface Followed {
@@ -19,10 +21,12 @@ interface Followed {
 }
 
 /** One poll: print every point of every (matching) scalar key after its cursor, by step. */
-function pollOnce(reader: StoreReader, followed: Map<string, Followed>, filter: string | undefined, rank: number | undefined, first: boolean): number {
+function pollOnce(reader: StoreReader, followed: Map<string, Followed>, options: TailOptions, rank: number | undefined, first: boolean): number {
   const lines: { step: number; text: string }[] = [];
+  const filter = options.filter;
   for (const k of reader.keys("scalar")) {
     if (filter !== undefined && !k.key.includes(filter)) continue;
+    if (options.internal !== true && isInternalKey(k.key)) continue;
     const ranks = rank === undefined ? [k.ranks[0] as number] : k.ranks.includes(rank) ? [rank] : [];
     for (const r of ranks) {
       const id = `${k.key}\u0000${r}`;
@@ -56,6 +60,7 @@ export function registerTailCommand(program: Command): void {
     .option("--filter <text>", "only keys containing this text")
     .option("--rank <n>", "a per-rank series instead of the global one")
     .option("--no-follow", "print the latest values and exit")
+    .option("--internal", "also show rankscope's own keys (…__count, rankscope/…), hidden by default")
     .action(async (run: string, options: TailOptions) => {
       const intervalMs = positiveInteger("--interval", options.interval);
       let rank: number | undefined;
@@ -68,7 +73,7 @@ export function registerTailCommand(program: Command): void {
       const info = reader.runInfo();
       process.stdout.write(`${info.experiment ?? "?"}/${info.trial ?? "?"} (${info.status}) ${runDir}\n`);
       const followed = new Map<string, Followed>();
-      pollOnce(reader, followed, options.filter, rank, true);
+      pollOnce(reader, followed, options, rank, true);
       if (!options.follow) return;
       let stopped = false;
       const stop = (): void => {
@@ -79,7 +84,7 @@ export function registerTailCommand(program: Command): void {
       while (!stopped) {
         await new Promise((resolve) => setTimeout(resolve, intervalMs));
         const status = reader.runInfo().status;
-        pollOnce(reader, followed, options.filter, rank, false);
+        pollOnce(reader, followed, options, rank, false);
         // Read once more after the status says ended, so the last flush is never missed.
         if (status !== "running" && status !== "unknown") {
           process.stdout.write(`run ${status}\n`);

@@ -1,0 +1,84 @@
+/**
+ * The API's query parameters, checked: each bad value is a 400 saying what was wrong and what is
+ * valid. The caps on what one request may ask live here.
+ */
+import { HttpError } from "./security.js";
+
+/** Points per line per request at most; the store downsamples beyond it. */
+export const MAX_POINTS_CAP = 2_000;
+export const DEFAULT_MAX_POINTS = 2_000;
+
+/** Lines of one `/api/lines` request at most. */
+export const MAX_BATCH_LINES = 200;
+
+/**
+ * Points one `/api/lines` request may ask for in all (lines × maxPoints): 100 lines at 2,000
+ * points or 200 at 1,000, about 5 MB of JSON before compression (~1 MB gzipped). Lines are read
+ * one at a time with other requests answered in between (see routes), so a request at the caps
+ * holds the event loop no longer than one line's read (BENCHMARKS.md).
+ */
+export const MAX_BATCH_POINTS = 200_000;
+
+/** An integer parameter in [min, max], or undefined when absent. */
+export function intParam(params: URLSearchParams, name: string, min: number, max: number): number | undefined {
+  const raw = params.get(name);
+  if (raw === null || raw === "") return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) throw new HttpError(400, `${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+/** A parameter that must be there. */
+export function requiredParam(params: URLSearchParams, name: string): string {
+  const value = params.get(name);
+  if (value === null || value === "") throw new HttpError(400, `missing the ${name} parameter`);
+  return value;
+}
+
+/** `maxPoints`: 3 to `MAX_POINTS_CAP`, default `DEFAULT_MAX_POINTS`. */
+export function maxPointsParam(params: URLSearchParams): number {
+  return intParam(params, "maxPoints", 3, MAX_POINTS_CAP) ?? DEFAULT_MAX_POINTS;
+}
+
+/** A boolean flag: `1`/`true` on, absent/`0`/`false` off. */
+export function flagParam(params: URLSearchParams, name: string): boolean {
+  const raw = params.get(name);
+  if (raw === null || raw === "" || raw === "0" || raw === "false") return false;
+  if (raw === "1" || raw === "true") return true;
+  throw new HttpError(400, `${name} must be 1 or 0 (true or false), got ${JSON.stringify(raw)}`);
+}
+
+/** One line of `/api/lines`: key, rank (null: the global line), after and before (null: open). */
+export type LineRequest = readonly [key: string, rank: number | null, after: string | null, before: string | null];
+
+const LINES_USAGE = `lines must be JSON [[key, rank or null, cursor or null, before or null], …] with at most ${MAX_BATCH_LINES} entries (the 4th element, an exclusive upper bound on the step, is optional)`;
+
+/** `lines` of `/api/lines`, checked against the caps. */
+export function parseLines(raw: string | null, maxPoints: number): LineRequest[] {
+  if (raw === null || raw === "") throw new HttpError(400, `missing the lines parameter; ${LINES_USAGE}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new HttpError(400, `lines is not JSON; ${LINES_USAGE}`);
+  }
+  if (!Array.isArray(parsed)) throw new HttpError(400, LINES_USAGE);
+  if (parsed.length > MAX_BATCH_LINES) {
+    throw new HttpError(400, `too many lines in one request: ${parsed.length}, at most ${MAX_BATCH_LINES}; split them over several requests. ${LINES_USAGE}`);
+  }
+  if (parsed.length * maxPoints > MAX_BATCH_POINTS) {
+    throw new HttpError(
+      400,
+      `this request asks for up to ${parsed.length} lines × ${maxPoints} points = ${(parsed.length * maxPoints).toLocaleString("en-US")} points, more than the ${MAX_BATCH_POINTS.toLocaleString("en-US")} one request may return; ask fewer lines per request or a smaller maxPoints`,
+    );
+  }
+  return parsed.map((entry: unknown): LineRequest => {
+    if (!Array.isArray(entry) || entry.length < 3 || entry.length > 4) throw new HttpError(400, LINES_USAGE);
+    const [key, rank, after, before = null] = entry as unknown[];
+    if (typeof key !== "string" || key === "") throw new HttpError(400, `${LINES_USAGE}; a key is not a non-empty string`);
+    if (rank !== null && !(typeof rank === "number" && Number.isInteger(rank) && rank >= 0)) throw new HttpError(400, `${LINES_USAGE}; a rank is not a non-negative integer or null`);
+    if (after !== null && typeof after !== "string") throw new HttpError(400, `${LINES_USAGE}; a cursor is not a string or null`);
+    if (before !== null && typeof before !== "string" && typeof before !== "number") throw new HttpError(400, `${LINES_USAGE}; a before is not a step (number or string) or null`);
+    return [key, rank as number | null, after as string | null, before === null ? null : String(before)];
+  });
+}

@@ -1,0 +1,270 @@
+/**
+ * The dashboard's JSON API as a table: path → handler. Each handler gets the checked request and
+ * returns the JSON to send (or sends a download itself). Run-scoped handlers resolve `run` inside
+ * the root and refuse a `metrics.db` that resolves outside it before anything opens it.
+ */
+import { createReadStream, statSync } from "node:fs";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { join, sep } from "node:path";
+import { pipeline } from "node:stream/promises";
+import { setImmediate as yieldToEventLoop } from "node:timers/promises";
+import { createGzip } from "node:zlib";
+import { warn } from "../core/diagnostics.js";
+import { isInternalKey } from "../core/internal-keys.js";
+import { STORE_FILE, storeFault } from "../backends/store/store-file.js";
+import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip } from "./http.js";
+import { flagParam, intParam, maxPointsParam, parseLines, requiredParam } from "./params.js";
+import { RunLabelReader } from "./run-labels.js";
+import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile } from "./security.js";
+import type { DashboardSource } from "./source.js";
+
+/** A header parameter value in RFC 5987's `attr-char`s: UTF-8, percent-encoded. */
+function rfc5987(text: string): string {
+  return encodeURIComponent(text).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+/** `keys` of `/api/summary`: `a,b,c`, or a JSON array for keys that hold commas; undefined when absent. */
+function keysParam(raw: string | null): Set<string> | undefined {
+  if (raw === null || raw === "") return undefined;
+  if (!raw.startsWith("[")) return new Set(raw.split(","));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    parsed = undefined;
+  }
+  if (!Array.isArray(parsed) || !parsed.every((k) => typeof k === "string")) throw new HttpError(400, `keys must be key,key,… or a JSON array of strings, got ${JSON.stringify(raw.slice(0, 100))}`);
+  return new Set(parsed as string[]);
+}
+
+/** What every handler may use. */
+export interface ApiContext {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly params: URLSearchParams;
+}
+
+/** Returns the JSON body, or undefined when it answered itself (a download). */
+type Handler = (ctx: ApiContext) => Promise<unknown> | unknown;
+
+/** The API over one root: the route table and the state its handlers share. */
+export class DashboardApi {
+  readonly routes: ReadonlyMap<string, Handler>;
+  private readonly labels: RunLabelReader;
+
+  constructor(
+    private readonly realRoot: string,
+    private readonly source: DashboardSource,
+    private readonly version: string,
+  ) {
+    this.labels = new RunLabelReader(realRoot);
+    this.routes = new Map<string, Handler>([
+      ["/api/version", () => ({ rankscope: this.version, node: process.version })],
+      ["/api/runs", () => this.runs()],
+      ["/api/keys", (c) => this.keys(c)],
+      ["/api/summary", (c) => this.summary(c)],
+      ["/api/series", (c) => this.series(c)],
+      ["/api/lines", (c) => this.lines(c)],
+      ["/api/stream", (c) => this.stream(c)],
+      ["/api/system", (c) => this.system(c)],
+      ["/api/histograms", (c) => this.histograms(c)],
+      ["/api/samples", (c) => this.withRun(c, async (runDir) => ({ samples: await this.source.samples(runDir) }))],
+      ["/api/config", (c) => this.config(c)],
+      ["/api/traces", (c) => this.withRun(c, (runDir) => ({ files: listRunFiles(this.realRoot, runDir, "traces") }), false)],
+      ["/api/trace", (c) => this.trace(c)],
+    ]);
+  }
+
+  /** Answer an API path: the handler's JSON, or a 404 listing the endpoints. */
+  async handle(path: string, ctx: ApiContext): Promise<unknown> {
+    const handler = this.routes.get(path);
+    if (handler === undefined) {
+      const names = [...this.routes.keys()].map((p) => p.slice("/api/".length)).join(", ");
+      throw new HttpError(404, `no such API endpoint ${path}; the endpoints under /api/ are ${names}`);
+    }
+    return handler(ctx);
+  }
+
+  /**
+   * Resolve the request's run, check its store stays inside the root, and run `read`; a store
+   * SQLite cannot read (damaged, not a database) becomes a 500 naming the run and the fault.
+   */
+  private async withRun<T>(ctx: ApiContext, read: (runDir: string) => Promise<T> | T, needsStore = true): Promise<T> {
+    const run = ctx.params.get("run");
+    const runDir = resolveRunDir(this.realRoot, run);
+    if (needsStore) realPathInside(this.realRoot, join(runDir, STORE_FILE), `run ${JSON.stringify(run)}'s ${STORE_FILE}`);
+    try {
+      return await read(runDir);
+    } catch (error) {
+      if (error instanceof HttpError) throw error;
+      const code = String((error as { code?: unknown } | null)?.code ?? "");
+      if (!code.startsWith("SQLITE_")) throw error;
+      const message = `run ${JSON.stringify(run)}: ${storeFault(error)}`;
+      warn(`ui.store:${runDir}`, `dashboard: ${message}`);
+      throw new HttpError(500, message);
+    }
+  }
+
+  private async runs(): Promise<unknown> {
+    const runs = await this.source.listRuns(this.realRoot);
+    const out = [];
+    for (const run of runs) {
+      const runDir = join(this.realRoot, ...run.id.split("/"));
+      let hyperparams: Record<string, unknown> = {};
+      if (run.error === undefined) {
+        try {
+          hyperparams = await this.source.config(runDir);
+        } catch {
+          // A store that cannot be read still lists, with its directory's labels.
+        }
+      }
+      out.push({ ...run, ...this.labels.labels(runDir, hyperparams) });
+    }
+    return { runs: out };
+  }
+
+  private keys(ctx: ApiContext): Promise<unknown> {
+    return this.withRun(ctx, async (runDir) => {
+      const [metrics, streams, system, histograms, rankNames] = await Promise.all([
+        this.source.keys(runDir),
+        this.source.streamKeys(runDir),
+        this.source.systemKeys(runDir),
+        this.source.histogramKeys?.(runDir) ?? [],
+        this.source.rankNames?.(runDir) ?? {},
+      ]);
+      return { metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })), streams, system, histograms, rankNames };
+    });
+  }
+
+  /** `/api/summary?run=[&keys=a,b][&internal=1]`: the last value of each scalar key. */
+  private summary(ctx: ApiContext): Promise<unknown> {
+    const internal = flagParam(ctx.params, "internal");
+    const only = keysParam(ctx.params.get("keys"));
+    return this.withRun(ctx, async (runDir) => {
+      const all = (await this.source.lastValues?.(runDir)) ?? {};
+      const out: Record<string, number> = {};
+      for (const [key, value] of Object.entries(all)) {
+        if (only !== undefined ? !only.has(key) : !internal && isInternalKey(key)) continue;
+        out[key] = value;
+      }
+      return out;
+    });
+  }
+
+  private series(ctx: ApiContext): Promise<unknown> {
+    const key = requiredParam(ctx.params, "key");
+    const rank = intParam(ctx.params, "rank", 0, 1_000_000);
+    const maxPoints = maxPointsParam(ctx.params);
+    const after = ctx.params.get("after") ?? undefined;
+    const before = ctx.params.get("before") ?? undefined;
+    return this.withRun(ctx, (runDir) =>
+      this.source.series(runDir, key, { ...(rank !== undefined ? { rank } : {}), ...(after !== undefined ? { after } : {}), ...(before !== undefined ? { before } : {}), maxPoints }),
+    );
+  }
+
+  private stream(ctx: ApiContext): Promise<unknown> {
+    const key = requiredParam(ctx.params, "key");
+    const maxPoints = maxPointsParam(ctx.params);
+    const after = ctx.params.get("after") ?? undefined;
+    return this.withRun(ctx, (runDir) => this.source.stream(runDir, key, { ...(after !== undefined ? { after } : {}), maxPoints }));
+  }
+
+  private system(ctx: ApiContext): Promise<unknown> {
+    const key = requiredParam(ctx.params, "key");
+    const maxPoints = maxPointsParam(ctx.params);
+    const after = ctx.params.get("after") ?? undefined;
+    return this.withRun(ctx, (runDir) => this.source.system(runDir, key, { ...(after !== undefined ? { after } : {}), maxPoints }));
+  }
+
+  /**
+   * Many lines of one run in one request: a grid's first load and every live poll. Lines are read
+   * one at a time with a turn of the event loop in between, so a request for many long series
+   * never holds the server from answering others for longer than one line's read.
+   */
+  private lines(ctx: ApiContext): Promise<unknown> {
+    const kind = ctx.params.get("kind") ?? "scalar";
+    if (kind !== "scalar" && kind !== "stream" && kind !== "system") throw new HttpError(400, `kind must be scalar, stream or system, got ${JSON.stringify(kind)}`);
+    const maxPoints = maxPointsParam(ctx.params);
+    const lines = parseLines(ctx.params.get("lines"), maxPoints);
+    return this.withRun(ctx, async (runDir) => {
+      // Each line is serialised as soon as it is read, so no one call serialises megabytes.
+      const out = new JsonPieces().raw('{"lines":[');
+      for (const [i, [key, rank, after, before]] of lines.entries()) {
+        if (i > 0) {
+          await yieldToEventLoop();
+          out.raw(",");
+        }
+        if (ctx.res.destroyed) return { lines: [] };
+        const query = { ...(after !== null ? { after } : {}), maxPoints };
+        try {
+          if (before !== null && kind === "stream") throw new HttpError(400, "before applies to scalar and system lines, not to streams");
+          const window = before !== null ? { ...query, before } : query;
+          if (kind === "scalar") out.value(await this.source.series(runDir, key, { ...window, ...(rank !== null ? { rank } : {}) }));
+          else if (kind === "stream") out.value(await this.source.stream(runDir, key, query));
+          else out.value(await this.source.system(runDir, key, window));
+        } catch (error) {
+          // One missing line must not blank the others.
+          if (!(error instanceof HttpError)) throw error;
+          out.value({ error: error.message, status: error.status });
+        }
+      }
+      return out.raw("]}");
+    });
+  }
+
+  private histograms(ctx: ApiContext): Promise<unknown> {
+    const key = requiredParam(ctx.params, "key");
+    const limit = intParam(ctx.params, "limit", 1, 500) ?? 20;
+    return this.withRun(ctx, async (runDir) => ({ histograms: this.source.histograms === undefined ? [] : await this.source.histograms(runDir, key, limit) }));
+  }
+
+  private config(ctx: ApiContext): Promise<unknown> {
+    return this.withRun(ctx, async (runDir) => {
+      const versionText = readRunText(this.realRoot, runDir, "version.json");
+      let versionInfo: unknown = null;
+      if (versionText !== null) {
+        try {
+          versionInfo = JSON.parse(versionText);
+        } catch {
+          versionInfo = versionText;
+        }
+      }
+      const params = await this.source.config(runDir);
+      const { tags, group } = this.labels.labels(runDir, {});
+      return { params, configYaml: readRunText(this.realRoot, runDir, "config.yaml"), version: versionInfo, tags, group };
+    });
+  }
+
+  /** `/api/trace?run=&file=`: a trace file as a download. */
+  private trace(ctx: ApiContext): Promise<undefined> {
+    return this.withRun(
+      ctx,
+      (runDir) => {
+        const file = resolveRunFile(this.realRoot, runDir, "traces", ctx.params.get("file"));
+        const name = file.slice(file.lastIndexOf(sep) + 1);
+        // Trace JSON compresses ~10×; streamed through gzip, so a large file never sits in memory.
+        const gzip = acceptsGzip(ctx.req);
+        ctx.res.writeHead(200, {
+          ...SECURITY_HEADERS,
+          "Content-Type": "application/octet-stream",
+          "Content-Disposition": `attachment; filename="${name.replace(/[^\x20-\x7e]|"/g, "_")}"; filename*=UTF-8''${rfc5987(name)}`,
+          ...(gzip ? { "Content-Encoding": "gzip" } : { "Content-Length": statSync(file).size }),
+          Vary: "Accept-Encoding",
+          "Cache-Control": "no-store",
+        });
+        if (ctx.req.method === "HEAD") {
+          ctx.res.end();
+          return undefined;
+        }
+        const fail = (): void => {
+          ctx.res.destroy();
+        };
+        if (gzip) pipeline(createReadStream(file), createGzip({ level: GZIP_LEVEL }), ctx.res).catch(fail);
+        else pipeline(createReadStream(file), ctx.res).catch(fail);
+        return undefined;
+      },
+      false,
+    );
+  }
+
+}
