@@ -11,7 +11,7 @@ import { hostname } from "node:os";
 import { after, before, describe, it } from "node:test";
 import { registerBackend } from "../../src/backends/backend.js";
 import { Exposition, keyFromPrometheusName, metricsHandler, prometheusName, renderMetrics } from "../../src/backends/prometheus/index.js";
-import { getOrCreateMetricLogger, recordMetric, Reduce } from "../../src/index.js";
+import { getOrCreateMetricLogger, recordMetric, Reduce, spawnRanks } from "../../src/index.js";
 import type { HistogramMetric, Metric } from "../../src/core/metric.js";
 import { diagnosticCounts } from "../../src/core/diagnostics.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
@@ -27,6 +27,21 @@ registerBackend("openstd_capture", () => ({
 
 const missing = prometheusMissing();
 if (missing !== undefined) process.stderr.write(`SKIP prometheus tests: ${missing}\n`);
+
+/** Three consecutive free ports: the controller's process on the first, rank r on first + 1 + r. */
+async function freePortRun(): Promise<number> {
+  const isFree = (port: number): Promise<boolean> =>
+    new Promise<boolean>((resolve) => {
+      const probe = createServer();
+      probe.once("error", () => resolve(false));
+      probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(true)));
+    });
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const port = await freePort();
+    if (port < 65533 && (await isFree(port + 1)) && (await isFree(port + 2))) return port;
+  }
+  throw new Error("found no three consecutive free ports in 20 tries");
+}
 
 function record(step: number): void {
   recordMetric("train/loss", 2 - step / 4, Reduce.MEAN);
@@ -200,6 +215,34 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
       assert.deepEqual(metadata.data["ttft"]?.[0], { type: "summary", help: 'rankscope key "ttft" (quantiles(0.5,0.95))', unit: "" });
     } finally {
       await logger.shutdown();
+    }
+  });
+
+  it("per-rank child processes each serve /metrics on port + 1 + rank, labelled with their rank", { timeout: 120_000 }, async () => {
+    const base = await freePortRun();
+    const rankProm = await PrometheusServer.start({ r0: `127.0.0.1:${base + 1}`, r1: `127.0.0.1:${base + 2}` });
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    try {
+      await logger.initBackends({ prometheus: { loggingMode: "per_rank_reduce", port: base } });
+      const ranks = await spawnRanks({ module: new URL("../fixtures/sum-rank.ts", import.meta.url), ranksPerReplica: 2, kind: "process", processName: "Server", logger });
+      await ranks.fanout("record", "served/requests", 5, "sum");
+      await ranks.fanout("myFn");
+      await logger.flush(1);
+      await waitFor(async () => (await rankProm.query("served:requests_total")).length === 2, 30_000, "both ranks scraped").catch(async (error: unknown) => {
+        throw new Error(`${String(error)}; targets: ${await rankProm.targets()}`);
+      });
+      const series = await rankProm.query("my_sum_rank_metric_total");
+      const byRank = new Map(series.map((s) => [s.metric["rank"], s]));
+      for (const rank of ["0", "1"]) {
+        const s = byRank.get(rank)!;
+        assert.equal(s.metric["job"], `r${rank}`, `rank ${rank} listens on port ${base} + 1 + ${rank}`);
+        assert.equal(s.metric["host"], hostname());
+        assert.equal(s.metric["rank_name"], ranks.rankNames[Number(rank)]);
+        assert.equal(promValue(s.value![1]), Number(rank), "each rank's own SUM of its local rank");
+      }
+    } finally {
+      await logger.shutdown();
+      await rankProm.stop();
     }
   });
 

@@ -7,6 +7,7 @@
  */
 import { hostname } from "node:os";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
+import { currentRun } from "../../run/current.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 import { Exposition, type Labels } from "./exposition.js";
@@ -87,8 +88,12 @@ class PrometheusBackend extends PrometheusBackendBase {
     if (this.options["serve"] === false) return;
     const host = typeof this.options["host"] === "string" ? this.options["host"] : "127.0.0.1";
     const base = numberOption(this.options, "port", DEFAULT_PROMETHEUS_PORT);
-    // Ranks of one host each listen on their own port: port + rank (port 0: any free port).
-    const port = base !== 0 && context.role === "rank" ? base + context.identity.rank : base;
+    // The controller's process listens on `port` (its global instances and the per-rank instance
+    // of its own collector, which is rank 0 of its job too); rank r on `port + 1 + r`, so ranks
+    // of one host never collide with each other or the controller. Port 0: any free port.
+    const run = currentRun();
+    const controllerProcess = context.role === "controller" || (run?.role === "controller" && run.identity.rankName === context.identity.rankName);
+    const port = base === 0 || controllerProcess ? base : base + 1 + context.identity.rank;
     const path = typeof this.options["path"] === "string" ? this.options["path"] : "/metrics";
     this.lease = await leaseMetricsServer(host, port, path, numberOption(this.options, "listenDeadlineMs", 5000), this.exposition);
   }
