@@ -172,6 +172,33 @@ describe("otlp backend against an OTLP/HTTP receiver", () => {
     });
   }
 
+  it("delta temporality: each flush's own sum and buckets, from the previous flush's time", { timeout: 60_000 }, async () => {
+    receiver.requests.length = 0;
+    logged.metrics.length = 0;
+    logged.histograms.length = 0;
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    await logger.initBackends({ otlp: { loggingMode: "global_reduce", url: receiver.url, temporality: "delta" }, openstd_otlp_capture: { loggingMode: "global_reduce" } });
+    for (const step of [1, 2]) {
+      record(step);
+      await logger.flush(step);
+    }
+    await logger.shutdown();
+    await waitFor(() => receiver.requests.length >= 2, 10_000, "two OTLP exports");
+    const tokens = logged.metrics.filter((m) => m.key === "tokens");
+    receiver.requests.forEach((request, i) => {
+      const metrics = new Map(request.resource_metrics[0]!.scope_metrics[0]!.metrics.map((m) => [m.name, m]));
+      const sumPoint = metrics.get("tokens")!.sum!;
+      assert.equal(sumPoint.aggregation_temporality, "AGGREGATION_TEMPORALITY_DELTA");
+      assert.equal(sumPoint.data_points[0]!.as_double, tokens[i]!.value, "the flush's own sum");
+      if (i > 0) assert.equal(sumPoint.data_points[0]!.start_time_unix_nano, nanos(tokens[i - 1]!.timestamp), "starts at the previous flush");
+      const h = logged.histograms[i]!.histogram;
+      const hp = metrics.get("latency")!.histogram!.data_points[0]!;
+      assert.deepEqual(hp.explicit_bounds, [...h.bucketLimits]);
+      assert.deepEqual(hp.bucket_counts.map(Number), [...h.bucketCounts, h.count - h.bucketCounts.reduce((a, b) => a + b, 0)]);
+      assert.equal(Number(hp.count), h.count);
+    });
+  });
+
   it("a failed export is reported by name with its data point count, and never stalls the loop", { timeout: 30_000 }, async () => {
     receiver.status = 400;
     try {
