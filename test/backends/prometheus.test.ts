@@ -10,7 +10,9 @@ import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import { after, before, describe, it } from "node:test";
 import { registerBackend } from "../../src/backends/backend.js";
-import { Exposition, keyFromPrometheusName, metricsHandler, prometheusName, renderMetrics } from "../../src/backends/prometheus/index.js";
+import { Exposition, keyFromPrometheusName, metricsHandler, prometheusName, RemoteWriter, renderMetrics, type Sample } from "../../src/backends/prometheus/index.js";
+import { writeRequestType } from "../../src/backends/prometheus/remote-write.js";
+import { uncompress } from "snappyjs";
 import { getOrCreateMetricLogger, recordMetric, Reduce, spawnRanks } from "../../src/index.js";
 import type { HistogramMetric, Metric } from "../../src/core/metric.js";
 import { diagnosticCounts } from "../../src/core/diagnostics.js";
@@ -170,6 +172,54 @@ describe("prometheus text formats and options", () => {
     await assert.rejects(logger.initBackends({ otlp: { loggingMode: "per_rank_no_reduce" } }), /backend "otlp" exports reduced values/);
     await assert.rejects(logger.initBackends({ otlp: { loggingMode: "global_reduce", temporality: "sometimes" } }), /temporality must be "cumulative" or "delta"/);
     await logger.shutdown();
+  });
+});
+
+describe("remote write sender", () => {
+  it("sends snappy-compressed WriteRequests with the protocol headers, retries a 503, counts", { timeout: 30_000 }, async () => {
+    const seen: { headers: Record<string, string | string[] | undefined>; body: Buffer }[] = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        seen.push({ headers: req.headers, body: Buffer.concat(chunks) });
+        res.writeHead(seen.length === 1 ? 503 : 204).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const writer = new RemoteWriter({ url: `http://127.0.0.1:${port}/write`, headers: {}, timeoutMs: 2000, retryBudgetMs: 5000, maxQueuedSamples: 10, maxSamplesPerSend: 10, name: "rw_test" });
+      const samples: Sample[] = [
+        { labels: { __name__: "b", rank: "1" }, value: NaN, timestamp: 1_700_000_000_001 },
+        { labels: { rank: "1", __name__: "b" }, value: -Infinity, timestamp: 1_700_000_000_000 },
+        { labels: { __name__: "a" }, value: 2.5, timestamp: 1_700_000_000_000 },
+      ];
+      writer.push(samples);
+      await writer.drain(10_000);
+      assert.deepEqual(writer.stats, { sentSamples: 3, requests: 1, failedRequests: 0, retries: 1, droppedSamples: 0, lostSamples: 0 });
+      assert.equal(seen.length, 2, "the 503 was retried");
+      const last = seen[1]!;
+      assert.equal(last.headers["content-encoding"], "snappy");
+      assert.equal(last.headers["content-type"], "application/x-protobuf");
+      assert.equal(last.headers["x-prometheus-remote-write-version"], "0.1.0");
+      const decoded = writeRequestType().toObject(writeRequestType().decode(uncompress(new Uint8Array(last.body))), { longs: Number }) as {
+        timeseries: { labels: { name: string; value: string }[]; samples: { value: number; timestamp: number }[] }[];
+      };
+      assert.deepEqual(decoded.timeseries.map((t) => t.labels), [
+        [{ name: "__name__", value: "b" }, { name: "rank", value: "1" }],
+        [{ name: "__name__", value: "a" }],
+      ], "one series per label set, labels sorted by name");
+      assert.deepEqual(decoded.timeseries[0]!.samples.map((x) => x.timestamp), [1_700_000_000_000, 1_700_000_000_001], "samples by time");
+      assert.ok(Object.is(decoded.timeseries[0]!.samples[0]!.value, -Infinity) && Number.isNaN(decoded.timeseries[0]!.samples[1]!.value));
+      // A full queue drops the oldest samples, counted.
+      const seenDrops = await collectDiagnostics(() => writer.push(Array.from({ length: 15 }, (_, i) => ({ labels: { __name__: "c" }, value: i, timestamp: 1_700_000_000_100 + i }))));
+      await writer.drain(10_000);
+      assert.equal(writer.stats.droppedSamples, 5);
+      assert.ok(seenDrops.some((d) => d.code === "rw_test.queueFull"));
+    } finally {
+      server.close();
+    }
   });
 });
 

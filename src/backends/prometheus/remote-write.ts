@@ -34,6 +34,11 @@ const descriptor = {
 
 const WriteRequest = protobuf.Root.fromJSON(descriptor).lookupType("prometheus.WriteRequest");
 
+/** The `WriteRequest` message type (protobufjs), e.g. to decode a request in a test. */
+export function writeRequestType(): protobuf.Type {
+  return WriteRequest;
+}
+
 /** Series metadata sent along (Prometheus shows it in `/api/v1/metadata`). */
 export interface SeriesMetadata {
   readonly type: "gauge" | "counter" | "histogram" | "summary";
