@@ -75,6 +75,12 @@ export interface CommonBackendOptions {
   every?: number;
   /** The registered backend to use, when the config key is an alias (two `jsonl` backends, say). */
   type?: string;
+  /**
+   * How long one call of this backend (`init`, `logBatch`, `logStream`, `logSamples`,
+   * `logHistograms`, `logHyperparams`, `flushed`, `finish`) may take before the caller goes on
+   * without it (reported and counted). Default: the logger's `backendDeadlineMs` (10 000 ms).
+   */
+  deadlineMs?: number;
 }
 
 /** A backend's config: the common options plus its own. */
@@ -86,8 +92,14 @@ export type BackendFactory = (options: BackendOptions) => Backend;
 /** A registered backend: its factory and the options it understands (others are warned about). */
 export interface BackendRegistration {
   readonly factory: BackendFactory;
-  /** Option names besides the common ones; an option not listed here gets a warning naming it. */
+  /**
+   * Option names besides the common ones. When the backend declared them (every built-in one
+   * does), an option not listed is a TypeError naming it; a backend registered without
+   * `knownOptions` gets a warning instead (its options are unknown to us).
+   */
   readonly knownOptions: readonly string[];
+  /** True when `knownOptions` was declared: unknown options are errors. */
+  readonly strictOptions?: boolean;
   /** Extra validation of the options; throw a TypeError that says what was wrong and what is valid. */
   readonly validate?: (options: BackendOptions) => void;
 }
@@ -107,7 +119,7 @@ export function registerBackend(
 ): void {
   if (typeof name !== "string" || name.length === 0) throw new TypeError(`registerBackend needs a non-empty name, got ${String(name)}`);
   if (typeof factory !== "function") throw new TypeError(`registerBackend("${name}", factory): factory must be a function returning a backend`);
-  const registration: BackendRegistration = { factory, knownOptions: options.knownOptions ?? [] };
+  const registration: BackendRegistration = { factory, knownOptions: options.knownOptions ?? [], strictOptions: options.knownOptions !== undefined };
   registry().set(name, options.validate === undefined ? registration : { ...registration, validate: options.validate });
 }
 

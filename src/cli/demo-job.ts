@@ -79,7 +79,8 @@ export async function runDemo(options: DemoOptions): Promise<void> {
 
     for (const loggingMode of LOGGING_MODES) {
       heading(`logging_mode ${loggingMode}: each rank records its local rank with SUM, twice (seed 001 §2)`);
-      await logger.initBackends({ console: { loggingMode } });
+      // The demo shows each mode in turn on the same ranks: replacing the backends is asked for.
+      await logger.initBackends({ console: { loggingMode } }, { replace: step > 0 });
       for (let i = 0; i < 2; i++) await actors.fanout("myFn");
       await logger.flush(step++);
       // Stream lines reach the console from each rank's writer thread: wait for them, then print.
@@ -88,7 +89,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     }
 
     heading(`a toy RL job: every reduction, merged across the ${actors.rankNames.length} ranks (global_reduce)`);
-    await logger.initBackends(DEMO_BACKENDS, { runConfig: { ...DEMO_RUN_CONFIG, steps: options.steps }, tags: ["demo", "toy-rl"], group: "demo" });
+    await logger.initBackends(DEMO_BACKENDS, { runConfig: { ...DEMO_RUN_CONFIG, steps: options.steps }, tags: ["demo", "toy-rl"], group: "demo", replace: true });
     // Sampled at every step here, not on timers, so a short demo still has a system chart.
     monitor = new SystemMonitor({ logger, gpus: false, label: "demo" });
     for (let s = 0; s < options.steps; s++) {

@@ -5,10 +5,11 @@
 import { existsSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { STORE_FILE } from "../backends/store/schema.js";
+import { resolveSetting, textKind } from "../core/settings.js";
 
 /** The runs root a command uses when `--root` is not given. */
 export function defaultRoot(): string {
-  return process.env["RANKSCOPE_ROOT"] ?? "runs";
+  return resolveSetting({ owner: "rankscope", option: "--root", env: "RANKSCOPE_ROOT", kind: textKind(undefined, "a non-empty path"), fallback: "runs" }, undefined);
 }
 
 /** The run directory `run` names, or an Error saying where it looked. */

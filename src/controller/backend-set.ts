@@ -1,19 +1,58 @@
 /**
- * A set of running backends, called so that one failing backend never costs the others their
- * data: every call is isolated, a failure is reported with the backend's name (once per kind of
- * error, then counted) and the others go on.
+ * A set of running backends, called so that one failing or hanging backend never costs the others
+ * their data: every call is isolated and has a deadline, backends are called concurrently, a
+ * failure or a missed deadline is reported with the backend's name (once per kind, then counted),
+ * and what a backend did not get is counted per backend (`undelivered`) and logged as
+ * `rankscope/backend_undelivered/{name}`.
+ *
+ * A backend that misses a deadline keeps its late call running (we cannot cancel it), but gets no
+ * new calls until that call settles: they are skipped and counted, so nothing queues behind a hung
+ * promise and memory stays bounded.
  */
 import type { Backend, BackendContext } from "../backends/backend.js";
 import type { KeyState } from "../core/collector.js";
+import { DEADLINE, isPromiseLike, withDeadline } from "../core/deadline.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import type { StreamRecord } from "../core/metric.js";
+import type { AccumulatorState } from "../core/reduce.js";
 import type { ValidatedBackend } from "./config.js";
 import { mergeRankKeyStates, reduceStates, type ReducedFlush, type ReduceTarget } from "./reduce-states.js";
+
+/** Default deadline of one backend call (ms): `backendDeadlineMs` / `RANKSCOPE_BACKEND_DEADLINE_MS` override it. */
+export const DEFAULT_BACKEND_DEADLINE_MS = 10_000;
+
+/** Prefix of the keys that count, per backend, the calls it did not get (`{prefix}{name}`). */
+export const BACKEND_UNDELIVERED_KEY_PREFIX = "rankscope/backend_undelivered/";
+
+/** What one backend did not get, since it started. */
+export interface BackendDeliveryStats {
+  /** Calls that did not settle within the deadline (the backend may or may not have got them). */
+  readonly late: number;
+  /** Calls not made because an earlier call of this backend was still running past its deadline. */
+  readonly skipped: number;
+  /** Calls that threw or rejected. */
+  readonly failed: number;
+  /** late + skipped + failed: the calls whose data this backend may not have. */
+  readonly undelivered: number;
+}
 
 interface LiveBackend {
   readonly name: string;
   readonly backend: Backend;
   readonly context: BackendContext;
+  /** How long one call may take before it is reported and the caller goes on. */
+  readonly deadlineMs: number;
+  /** A call still running past its deadline (no new calls until it settles), or null. */
+  stuck: { readonly method: string; readonly since: number } | null;
+  /** An `init` that failed after its deadline: the backend never started, every call is skipped. */
+  dead: boolean;
+  late: number;
+  skippedCalls: number;
+  failed: number;
+  /** Undelivered calls since the last `takeUndeliveredStates` (logged as a per-flush count). */
+  undeliveredSinceTaken: number;
+  /** True once the backend missed anything: its counter key is logged from then on. */
+  faulted: boolean;
   /** Log every N-th flush (the `every` option; 1 = every flush). */
   readonly every: number;
   /** Flushes seen since the last one logged. */
@@ -43,26 +82,58 @@ export class BackendSet {
   }
 
   /**
-   * Create and `init` each backend. A backend whose factory or `init` fails is reported and left
-   * out; the others start.
+   * Create and `init` each backend, concurrently. A backend whose factory or `init` fails is
+   * reported and left out; the others start. An `init` that misses its deadline (the backend's
+   * `deadlineMs` option, else `defaultDeadlineMs`) is reported and the backend joins the set as
+   * stuck: its calls are skipped and counted until `init` settles (and for good if it then fails).
    */
-  static async start(backends: readonly ValidatedBackend[], contextFor: (backend: ValidatedBackend) => BackendContext): Promise<BackendSet> {
+  static async start(
+    backends: readonly ValidatedBackend[],
+    contextFor: (backend: ValidatedBackend) => BackendContext,
+    defaultDeadlineMs: number = DEFAULT_BACKEND_DEADLINE_MS,
+  ): Promise<BackendSet> {
     const live: LiveBackend[] = [];
     await Promise.all(
       backends.map(async (v) => {
+        let entry: LiveBackend;
         try {
           const backend = v.registration.factory(v.options);
           const context = contextFor(v);
-          await backend.init?.(context);
           const every = typeof v.options.every === "number" ? v.options.every : 1;
-          live.push({ name: v.name, backend, context, every, skipped: 0, pending: [], pendingTarget: null });
+          const deadlineMs = typeof v.options.deadlineMs === "number" ? v.options.deadlineMs : defaultDeadlineMs;
+          entry = { name: v.name, backend, context, every, deadlineMs, stuck: null, dead: false, late: 0, skippedCalls: 0, failed: 0, undeliveredSinceTaken: 0, faulted: false, skipped: 0, pending: [], pendingTarget: null };
         } catch (error) {
           reportBackendError(v.name, "init", error);
+          return;
         }
+        const outcome = await call(entry, "init", () => entry.backend.init?.(entry.context), { onLateFailure: () => (entry.dead = true) });
+        if (outcome !== "failed") live.push(entry);
       }),
     );
     live.sort((a, b) => (a.name < b.name ? -1 : 1));
     return new BackendSet(live);
+  }
+
+  /** What each backend did not get since it started, by config name. */
+  deliveryStats(): Record<string, BackendDeliveryStats> {
+    const out: Record<string, BackendDeliveryStats> = {};
+    for (const l of this.live) out[l.name] = { late: l.late, skipped: l.skippedCalls, failed: l.failed, undelivered: l.late + l.skippedCalls + l.failed };
+    return out;
+  }
+
+  /**
+   * One `sum` state per backend that has ever missed a call: how many calls it missed since the
+   * last time this was taken (`rankscope/backend_undelivered/{name}`), so a chart shows when and
+   * how much, and summing over ranks or skipped flushes stays exact. Resets the per-flush counts.
+   */
+  takeUndeliveredStates(): KeyState[] {
+    const states: KeyState[] = [];
+    for (const l of this.live) {
+      if (!l.faulted) continue;
+      states.push({ key: `${BACKEND_UNDELIVERED_KEY_PREFIX}${l.name}`, reduce: "sum", state: { v: 1, count: 1, sum: l.undeliveredSinceTaken } as AccumulatorState });
+      l.undeliveredSinceTaken = 0;
+    }
+    return states;
   }
 
   /** Names of the running backends. */
@@ -123,6 +194,7 @@ export class BackendSet {
   metadataForRanks(): Record<string, Record<string, unknown>> {
     const out: Record<string, Record<string, unknown>> = {};
     for (const { name, backend } of this.live) {
+      // Synchronous by contract: no deadline can apply, a throw is isolated.
       try {
         const metadata = backend.metadataForRanks?.();
         if (metadata !== undefined) out[name] = { ...metadata };
@@ -148,7 +220,7 @@ export class BackendSet {
   }
 
   private async each(method: string, fn: (backend: Backend) => unknown): Promise<void> {
-    await Promise.all(this.live.map(({ name, backend }) => call(name, method, () => fn(backend))));
+    await Promise.all(this.live.map((live) => call(live, method, () => fn(live.backend))));
   }
 }
 
@@ -164,22 +236,80 @@ function takePending(live: LiveBackend, target: ReduceTarget): ReducedFlush {
   return reduceStates(merged, target);
 }
 
-/** Hand one reduced flush to one backend; every call isolated and reported on failure. */
-async function deliver({ name, backend }: LiveBackend, flush: ReducedFlush, step: number): Promise<void> {
-  await call(name, "logBatch", () => backend.logBatch(flush.metrics, step));
+/** Hand one reduced flush to one backend; every call isolated, with a deadline, reported on failure. */
+async function deliver(live: LiveBackend, flush: ReducedFlush, step: number): Promise<void> {
+  const { backend } = live;
+  await call(live, "logBatch", () => backend.logBatch(flush.metrics, step));
   if (flush.histograms.length > 0 && backend.logHistograms !== undefined) {
-    await call(name, "logHistograms", () => backend.logHistograms?.(flush.histograms, step));
+    await call(live, "logHistograms", () => backend.logHistograms?.(flush.histograms, step));
   }
   if (Object.keys(flush.samples).length > 0 && backend.logSamples !== undefined) {
-    await call(name, "logSamples", () => backend.logSamples?.(flush.samples, step));
+    await call(live, "logSamples", () => backend.logSamples?.(flush.samples, step));
   }
-  if (backend.flushed !== undefined) await call(name, "flushed", () => backend.flushed?.());
+  if (backend.flushed !== undefined) await call(live, "flushed", () => backend.flushed?.());
 }
 
-async function call(name: string, method: string, fn: () => unknown): Promise<void> {
-  try {
-    await fn();
-  } catch (error) {
-    reportBackendError(name, method, error);
+function missed(live: LiveBackend): void {
+  live.undeliveredSinceTaken++;
+  live.faulted = true;
+}
+
+/**
+ * One call into a backend: skipped (and counted) while an earlier call is still running past its
+ * deadline; a throw or rejection is reported and counted; a call that does not settle within the
+ * backend's deadline is reported by name and counted, and the caller goes on. A synchronous
+ * backend costs no timer. `finish` is always attempted (it may be what unblocks a hung backend).
+ */
+async function call(
+  live: LiveBackend,
+  method: string,
+  fn: () => unknown,
+  hooks: { onLateFailure?: () => void } = {},
+): Promise<"ok" | "failed" | "late" | "skipped"> {
+  const { name } = live;
+  if (live.dead || (live.stuck !== null && method !== "finish")) {
+    live.skippedCalls++;
+    missed(live);
+    const why = live.dead ? "its init failed after its deadline" : `its ${live.stuck?.method} call has not answered for ${Date.now() - (live.stuck?.since ?? 0)} ms`;
+    reportError(`backend.skipped:${name}`, `backend "${name}" did not get a ${method} call: ${why}; its calls are skipped and counted (rankscope/backend_undelivered/${name}) until it answers`);
+    return "skipped";
   }
+  let result: unknown;
+  try {
+    result = fn();
+  } catch (error) {
+    live.failed++;
+    missed(live);
+    reportBackendError(name, method, error);
+    return "failed";
+  }
+  if (!isPromiseLike(result)) return "ok";
+  let failed = false;
+  const settled = Promise.resolve(result).then(
+    () => undefined,
+    (error: unknown) => {
+      failed = true;
+      reportBackendError(name, method, error);
+    },
+  );
+  const outcome = await withDeadline(settled, live.deadlineMs);
+  if (outcome !== DEADLINE) {
+    if (!failed) return "ok";
+    live.failed++;
+    missed(live);
+    return "failed";
+  }
+  live.late++;
+  missed(live);
+  const stuck = { method, since: Date.now() - live.deadlineMs };
+  live.stuck = stuck;
+  void settled.then(() => {
+    if (live.stuck === stuck) live.stuck = null;
+    if (failed) hooks.onLateFailure?.();
+  });
+  reportError(
+    `backend.deadline:${name}:${method}`,
+    `backend "${name}" did not answer ${method} within ${live.deadlineMs} ms; the other backends and the caller went on, and its calls are skipped and counted (rankscope/backend_undelivered/${name}) until it answers. Set its deadlineMs option (or backendDeadlineMs) if it is only slow.`,
+  );
+  return "late";
 }

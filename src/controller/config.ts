@@ -22,7 +22,7 @@ export interface ValidatedBackend {
   readonly registration: BackendRegistration;
 }
 
-const COMMON_OPTIONS = ["loggingMode", "perRankShareRun", "every", "type"];
+const COMMON_OPTIONS = ["loggingMode", "perRankShareRun", "every", "type", "deadlineMs"];
 
 const commonSchema = z.object({
   loggingMode: z.enum(LOGGING_MODES as [LoggingMode, ...LoggingMode[]], {
@@ -40,12 +40,18 @@ const commonSchema = z.object({
     .min(1, "every must be a positive integer (log every N-th flush)")
     .optional(),
   type: z.string().min(1, "type must name a registered backend").optional(),
+  deadlineMs: z
+    .number({ invalid_type_error: "deadlineMs must be a positive integer (milliseconds one call of this backend may take)" })
+    .int("deadlineMs must be a positive integer (milliseconds one call of this backend may take)")
+    .min(1, "deadlineMs must be a positive integer (milliseconds one call of this backend may take)")
+    .optional(),
 });
 
 /**
  * Check a backends config and resolve each backend's registration (loading lazily declared
- * backends). Throws a TypeError naming the backend and what was wrong; warns about options a
- * backend does not know and about `perRankShareRun` under `global_reduce` (a no-op there).
+ * backends). Throws a TypeError naming the backend and what was wrong (an option a backend that
+ * declared its options does not know included); warns about options of a backend that declared
+ * none and about `perRankShareRun` under `global_reduce` (a no-op there).
  */
 export async function validateBackendsConfig(config: BackendsConfig): Promise<ValidatedBackend[]> {
   if (config === null || typeof config !== "object" || Array.isArray(config)) {
@@ -69,6 +75,10 @@ export async function validateBackendsConfig(config: BackendsConfig): Promise<Va
     const options = { ...raw } as BackendOptions;
     for (const key of Object.keys(raw)) {
       if (!COMMON_OPTIONS.includes(key) && !registration.knownOptions.includes(key)) {
+        // The settings policy (core/settings.ts): a typo in a declared option set is an error.
+        if (registration.strictOptions === true) {
+          throw new TypeError(`backend "${name}": unknown option "${key}"; valid: ${[...COMMON_OPTIONS, ...registration.knownOptions].join(", ")}`);
+        }
         warn(
           `config.unknownOption:${name}.${key}`,
           `backend "${name}": unknown option "${key}" is ignored; options: ${[...COMMON_OPTIONS, ...registration.knownOptions].join(", ")}`,

@@ -8,19 +8,23 @@
  * arrived and says which ranks were missing.
  */
 import { randomBytes } from "node:crypto";
+import { resolve as resolvePath } from "node:path";
 import type { BackendContext } from "../backends/backend.js";
 import "../backends/builtin.js";
 // The controller merges states of every reduction its ranks may send, stats' avg_min_max included.
 import "../stats/reductions.js";
 import { getCollector, type KeyState } from "../core/collector.js";
-import { warn } from "../core/diagnostics.js";
-import { envInteger } from "../core/env.js";
+import { DEADLINE, withDeadline } from "../core/deadline.js";
+import { reportError, warn } from "../core/diagnostics.js";
+import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
+import { redactSecrets } from "../core/redact.js";
+import { describeValue, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
 import type { Metric } from "../core/metric.js";
 import type { AccumulatorState } from "../core/reduce.js";
 import { setCurrentRun } from "../run/current.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
 import { validateRunMeta, writeRunFiles } from "../run/run-files.js";
-import { BackendSet } from "./backend-set.js";
+import { BackendSet, DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
 import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "./rank.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
@@ -31,8 +35,15 @@ export interface MetricLoggerOptions extends RunDirOptions {
   processName?: string;
   /** How long `flush` waits for ranks before logging what arrived (default 5000 ms, env RANKSCOPE_FLUSH_DEADLINE_MS). */
   flushDeadlineMs?: number;
-  /** How long `shutdown` waits for ranks and backends (default 5000 ms). */
+  /** How long `shutdown` waits for ranks and backends (default 5000 ms, env RANKSCOPE_SHUTDOWN_DEADLINE_MS). */
   shutdownDeadlineMs?: number;
+  /**
+   * How long one call of a backend (`init`, `logBatch`, `logHyperparams`, `finish`…) may take
+   * before the caller and the other backends go on without it; the miss is reported by name and
+   * counted (default 10 000 ms, env RANKSCOPE_BACKEND_DEADLINE_MS; a backend's own `deadlineMs`
+   * option beats it). Applies on the controller and, for per-rank backends, in every rank.
+   */
+  backendDeadlineMs?: number;
   /**
    * Id of this run in messages between the controller and its ranks (NATS subjects are namespaced
    * by it, so two runs on one server never see each other). Letters, digits, `_`, `-`. Default: a
@@ -55,6 +66,12 @@ export interface InitBackendsOptions {
   tags?: readonly string[];
   /** The group this run belongs to (`"sweep-3"`), kept in `run.json`; the dashboard groups runs by it. */
   group?: string;
+  /**
+   * Replace the backends of an earlier `initBackends` (default false: a second call is an Error).
+   * The old backends log what they kept (`every: N`) and finish first; the ranks get the new
+   * per-rank backends. Values already flushed stay where they were logged.
+   */
+  replace?: boolean;
 }
 
 /** Options of `flush`. */
@@ -84,6 +101,14 @@ export interface FlushResult {
   readonly ranksReporting: number;
   /** Ranks that did not answer by the deadline. */
   readonly missingRanks: readonly string[];
+  /**
+   * Calls each controller-side backend did not get (missed its deadline, skipped while hung, or
+   * failed), cumulative since `initBackends`, by config name; only backends that missed any.
+   * Per flush (and summed over ranks for per-rank backends) it is `rankscope/backend_undelivered/{name}`.
+   */
+  readonly undelivered: Readonly<Record<string, BackendDeliveryStats>>;
+  /** True if backends were not initialised yet: the values wait for the first flush after `initBackends`. */
+  readonly beforeInit?: boolean;
 }
 
 /**
@@ -99,16 +124,32 @@ export const RANKS_EXPECTED_KEY = "rankscope/ranks_expected";
 /** Name shown by global backends as the source of their metrics (Forge's). */
 export const GLOBAL_DISPLAY_NAME = "GlobalReduce";
 
-const DEADLINE = Symbol("deadline");
+/** Flushes kept before `initBackends` (for the first flush after it); older ones are dropped and counted. */
+export const MAX_FLUSHES_BEFORE_INIT = 1000;
 
-function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | typeof DEADLINE> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<typeof DEADLINE>((resolve) => {
-    // Not unref'd: a flush awaited by the caller keeps the process alive until its deadline, so a
-    // hung rank cannot make the process exit in the middle of a flush.
-    timer = setTimeout(() => resolve(DEADLINE), ms);
-  });
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+const OWNER = "getOrCreateMetricLogger";
+const DEADLINE_KIND = integerKind(1, 3_600_000);
+/** The logger's settings (the one resolver: option → environment → default). */
+export const LOGGER_SETTINGS = {
+  flushDeadlineMs: { owner: OWNER, option: "flushDeadlineMs", env: "RANKSCOPE_FLUSH_DEADLINE_MS", kind: DEADLINE_KIND, fallback: 5000 },
+  shutdownDeadlineMs: { owner: OWNER, option: "shutdownDeadlineMs", env: "RANKSCOPE_SHUTDOWN_DEADLINE_MS", kind: DEADLINE_KIND, fallback: 5000 },
+  backendDeadlineMs: { owner: OWNER, option: "backendDeadlineMs", env: "RANKSCOPE_BACKEND_DEADLINE_MS", kind: DEADLINE_KIND, fallback: DEFAULT_BACKEND_DEADLINE_MS },
+  runId: {
+    owner: OWNER,
+    option: "runId",
+    env: "RANKSCOPE_RUN_ID",
+    kind: textKind(/^[A-Za-z0-9_-]+$/, 'letters, digits, "_" or "-" (it is part of NATS subjects)'),
+    fallback: undefined,
+  },
+} satisfies Record<string, Setting<unknown>>;
+
+const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "runId", "root", "experiment", "trial", "runDir"];
+
+/** A flush made before `initBackends`, kept for the first flush after it. */
+interface FlushBeforeInit {
+  readonly states: readonly KeyState[];
+  readonly step: number;
+  readonly timestamp: number;
 }
 
 /** The controller-side logger. Get it with `getOrCreateMetricLogger`. */
@@ -117,6 +158,9 @@ export class MetricLogger {
   readonly run: RunLocation;
   readonly flushDeadlineMs: number;
   readonly shutdownDeadlineMs: number;
+  readonly backendDeadlineMs: number;
+  /** The options this logger was created with (a later `getOrCreateMetricLogger` must not contradict them). */
+  readonly options: Readonly<MetricLoggerOptions>;
   /** This run's id in transport messages (see `MetricLoggerOptions.runId`). */
   readonly runId: string;
   private readonly ranks = new Map<string, RankHandle>();
@@ -126,19 +170,24 @@ export class MetricLogger {
   private rankInit: RankInit | null = null;
   private lastStep = -1;
   private closed = false;
+  /** Flushes made before `initBackends`: logged, at their own steps, by the first flush after it. */
+  private beforeInit: FlushBeforeInit[] = [];
   private readonly shutdownHooks: Array<() => Promise<void> | void> = [];
   /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
   private readonly ownRank: RankHandle;
 
   constructor(options: MetricLoggerOptions = {}) {
+    if (options === null || typeof options !== "object") throw new TypeError(`${OWNER}(options) takes an object of options, got ${describeValue(options)}`);
+    rejectUnknownOptions(OWNER, options, LOGGER_OPTIONS);
+    this.options = { ...options };
     this.processName = options.processName ?? "Controller";
     this.run = resolveRunLocation(options);
-    this.flushDeadlineMs = options.flushDeadlineMs ?? envInteger("RANKSCOPE_FLUSH_DEADLINE_MS", 5000, 1);
-    this.shutdownDeadlineMs = options.shutdownDeadlineMs ?? 5000;
-    this.runId = options.runId ?? process.env["RANKSCOPE_RUN_ID"] ?? randomBytes(6).toString("hex");
-    if (!/^[A-Za-z0-9_-]+$/.test(this.runId)) {
-      throw new TypeError(`runId must be letters, digits, "_" or "-" (it is part of NATS subjects), got ${JSON.stringify(this.runId)}`);
-    }
+    this.flushDeadlineMs = resolveSetting(LOGGER_SETTINGS.flushDeadlineMs, options.flushDeadlineMs);
+    this.shutdownDeadlineMs = resolveSetting(LOGGER_SETTINGS.shutdownDeadlineMs, options.shutdownDeadlineMs);
+    this.backendDeadlineMs = resolveSetting(LOGGER_SETTINGS.backendDeadlineMs, options.backendDeadlineMs);
+    this.runId = resolveSetting<string | undefined>(LOGGER_SETTINGS.runId, options.runId) ?? randomBytes(6).toString("hex");
+    // A new logger after a shutdown(): recording is logged again.
+    getCollector().reopen();
     const local = new RankRuntime(standaloneIdentity(this.processName));
     this.ownRank = new LocalRankHandle(local);
     this.ranks.set(local.identity.rankName, this.ownRank);
@@ -153,25 +202,38 @@ export class MetricLogger {
   /**
    * Validate the config and start the backends: `global_reduce` ones here, per-rank ones in every
    * registered rank (and in ranks that register later). With no config, the embedded default.
-   * Throws a TypeError for an invalid config before starting anything.
+   * Throws a TypeError for an invalid config before starting anything, and an Error when backends
+   * were already initialised, unless `options.replace` asks for that (replacing them in the middle
+   * of a run splits its data between two sets of backends, so it is never silent).
    */
   async initBackends(config: BackendsConfig = DEFAULT_BACKENDS, options: InitBackendsOptions = {}): Promise<void> {
     this.assertOpen("initBackends");
+    if (this.rankInit !== null && options.replace !== true) {
+      throw new Error(
+        "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these",
+      );
+    }
     const validated = await validateBackendsConfig(config);
     const runMeta = validateRunMeta(options);
     const resumeStep = options.resumeStep ?? 0;
     if (!Number.isInteger(resumeStep) || resumeStep < 0) throw new TypeError(`resumeStep must be a non-negative integer, got ${String(resumeStep)}`);
-    await this.globalBackends.finish();
-    await this.primaryBackends.finish();
+    if (this.rankInit !== null) {
+      await this.globalBackends.finish();
+      await this.primaryBackends.finish();
+    }
     const run = { runDir: this.run.runDir, experiment: this.run.experiment, trial: this.run.trial, resumeStep };
     const global = validated.filter((v) => v.loggingMode === "global_reduce");
-    this.globalBackends = await BackendSet.start(global, (v) => this.globalContext(v, run.resumeStep));
+    this.globalBackends = await BackendSet.start(global, (v) => this.globalContext(v, run.resumeStep), this.backendDeadlineMs);
     // Forge's primary: a per-rank backend whose ranks share one run gets a controller-side instance
     // that creates it and hands its id to the ranks as primary metadata.
     const shared = validated.filter((v) => v.loggingMode !== "global_reduce" && v.options.perRankShareRun === true);
-    this.primaryBackends = await BackendSet.start(shared, (v) => this.globalContext(v, run.resumeStep));
+    this.primaryBackends = await BackendSet.start(shared, (v) => this.globalContext(v, run.resumeStep), this.backendDeadlineMs);
     const perRank: Record<string, Record<string, unknown>> = {};
-    for (const v of validated) if (v.loggingMode !== "global_reduce") perRank[v.name] = v.options;
+    // Ranks apply the controller's backend deadline unless the backend has its own, capped at half
+    // the flush deadline: a rank logs its per-rank backends before it answers a flush, and a hung
+    // one must not make the rank miss the flush (its states would be lost for every backend).
+    const rankDeadlineMs = Math.min(this.backendDeadlineMs, Math.max(1, Math.floor(this.flushDeadlineMs / 2)));
+    for (const v of validated) if (v.loggingMode !== "global_reduce") perRank[v.name] = { deadlineMs: rankDeadlineMs, ...v.options };
     const primaryMetadata = { ...this.globalBackends.metadataForRanks(), ...this.primaryBackends.metadataForRanks() };
     this.rankInit = { backends: perRank, primaryMetadata, run };
     if (resumeStep > 0) this.lastStep = resumeStep - 1;
@@ -250,6 +312,7 @@ export class MetricLogger {
       for (const log of snapshot.offCycle ?? []) await this.logDirect(log.states, { step: log.step, axis: log.axis, timestamp: log.timestamp });
     }
     const states = mergeRankKeyStates(snapshots, step);
+    states.push(...this.globalBackends.takeUndeliveredStates(), ...this.primaryBackends.takeUndeliveredStates());
     if (ranksExpected > 0) {
       // How many ranks this step's values come from: a chart of it shows when ranks went missing.
       // Recorded as states (means), so a backend with `every: N` averages them over its window.
@@ -257,10 +320,33 @@ export class MetricLogger {
         { key: RANKS_EXPECTED_KEY, reduce: "mean", state: { v: 1, count: 1, sum: ranksExpected } as AccumulatorState },
         { key: RANKS_REPORTING_KEY, reduce: "mean", state: { v: 1, count: 1, sum: ranksReporting } as AccumulatorState },
       );
-      states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     }
+    states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    const result = { step, ranksExpected, ranksReporting, missingRanks: missing };
+    if (this.rankInit === null) return { ...result, metrics: this.keepUntilInit(states, target).metrics, undelivered: {}, beforeInit: true };
+    for (const kept of this.beforeInit.splice(0)) await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
     const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
-    return { step, metrics: merged.metrics, ranksExpected, ranksReporting, missingRanks: missing };
+    return { ...result, metrics: merged.metrics, undelivered: this.undelivered() };
+  }
+
+  /** What each controller-side backend did not get (only backends that missed something). */
+  undelivered(): Record<string, BackendDeliveryStats> {
+    const all = { ...this.primaryBackends.deliveryStats(), ...this.globalBackends.deliveryStats() };
+    return Object.fromEntries(Object.entries(all).filter(([, stats]) => stats.undelivered > 0));
+  }
+
+  /** A flush before `initBackends`: keep its states for the first flush after it (bounded, drops counted). */
+  private keepUntilInit(states: KeyState[], target: { step: number; timestamp: number }): ReturnType<typeof reduceStates> {
+    warn(
+      "flush.beforeInit",
+      `flush(${target.step}) before initBackends(): no backend is started yet, so the values are kept and logged at their own steps by the first flush after initBackends() (at most ${MAX_FLUSHES_BEFORE_INIT} flushes are kept)`,
+    );
+    if (this.beforeInit.length >= MAX_FLUSHES_BEFORE_INIT) {
+      this.beforeInit.shift();
+      reportError("flush.beforeInitDropped", `more than ${MAX_FLUSHES_BEFORE_INIT} flushes before initBackends(): the oldest are dropped and counted; call initBackends() before flushing`);
+    }
+    this.beforeInit.push({ states, step: target.step, timestamp: target.timestamp });
+    return reduceStates(states, target);
   }
 
   /**
@@ -276,9 +362,10 @@ export class MetricLogger {
     return reduced.metrics;
   }
 
-  /** Hand the run's hyperparameters / config to every global backend. */
+  /** Hand the run's hyperparameters / config to every global backend, secrets redacted (`redactSecrets`). */
   async logHyperparams(params: Readonly<Record<string, unknown>>): Promise<void> {
-    await Promise.all([this.globalBackends.logHyperparams(params), this.primaryBackends.logHyperparams(params)]);
+    const redacted = redactSecrets(params) as Record<string, unknown>;
+    await Promise.all([this.globalBackends.logHyperparams(redacted), this.primaryBackends.logHyperparams(redacted)]);
   }
 
   /**
@@ -303,8 +390,11 @@ export class MetricLogger {
     // Transports close even after a missed deadline, so no connection keeps the process alive.
     await withDeadline(this.runShutdownHooks(), Math.max(200, this.shutdownDeadlineMs - (Date.now() - started)));
     this.ranks.clear();
-    const holder = globalThis as unknown as Record<symbol, MetricLogger | undefined>;
-    if (holder[LOGGER_KEY] === this) holder[LOGGER_KEY] = undefined;
+    if (peekProcessWide(LOGGER) === this) {
+      setProcessWide(LOGGER, undefined);
+      // Values recorded from now on reach no backend: counted and warned about, never silent.
+      getCollector().close();
+    }
   }
 
   /**
@@ -345,23 +435,55 @@ export class MetricLogger {
   }
 }
 
-const LOGGER_KEY = Symbol.for("rankscope.metricLogger");
+/** The process-wide slot of the controller's logger. */
+const LOGGER = "metricLogger";
+
+/** Options that must agree with the existing logger's when given again. */
+function conflictingOptions(existing: MetricLogger, options: MetricLoggerOptions): string[] {
+  // Compared with what the existing logger resolved, so `{ runDir }` naming its directory agrees.
+  const has: Record<string, unknown> = {
+    processName: existing.processName,
+    flushDeadlineMs: existing.flushDeadlineMs,
+    shutdownDeadlineMs: existing.shutdownDeadlineMs,
+    backendDeadlineMs: existing.backendDeadlineMs,
+    runId: existing.runId,
+    experiment: existing.run.experiment,
+    trial: existing.run.trial,
+    root: existing.run.root,
+    runDir: existing.run.runDir,
+  };
+  const conflicts: string[] = [];
+  for (const [key, value] of Object.entries(options)) {
+    if (value === undefined) continue;
+    const wanted = (key === "root" || key === "runDir") && typeof value === "string" ? resolvePath(value) : value;
+    if (wanted !== has[key]) conflicts.push(`${key}: ${describeValue(value)} (the logger has ${describeValue(has[key])})`);
+  }
+  return conflicts;
+}
 
 /**
  * The controller's logger, created on first call and returned by every later call in the process
- * (until `shutdown()`). Options apply only when it is created.
+ * (until `shutdown()`). Later calls may pass no options, or the same ones; an option that differs
+ * from the existing logger's is an Error (a logger for another experiment would otherwise silently
+ * write into this one): call `shutdown()` on the existing logger first.
  */
 export async function getOrCreateMetricLogger(options: MetricLoggerOptions = {}): Promise<MetricLogger> {
-  const holder = globalThis as unknown as Record<symbol, MetricLogger | undefined>;
-  let logger = holder[LOGGER_KEY];
+  let logger = peekProcessWide<MetricLogger>(LOGGER);
   if (logger === undefined) {
     logger = new MetricLogger(options);
-    holder[LOGGER_KEY] = logger;
+    setProcessWide(LOGGER, logger);
+    return logger;
+  }
+  const conflicts = conflictingOptions(logger, options ?? {});
+  if (conflicts.length > 0) {
+    throw new Error(
+      `getOrCreateMetricLogger: a logger already exists in this process (experiment "${logger.run.experiment}", trial "${logger.run.trial}") and these options differ from it: ${conflicts.join("; ")}. Call shutdown() on it first to start another, or call getOrCreateMetricLogger() without options to get it.`,
+    );
   }
   return logger;
 }
 
 /** The controller's logger if one exists in this process (created and not shut down), else undefined. */
 export function currentMetricLogger(): MetricLogger | undefined {
-  return (globalThis as unknown as Record<symbol, MetricLogger | undefined>)[LOGGER_KEY];
+  return peekProcessWide<MetricLogger>(LOGGER);
 }

@@ -10,7 +10,7 @@ import type { BackendContext, RankIdentity } from "../backends/backend.js";
 import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../core/collector.js";
 import type { StreamRecord } from "../core/metric.js";
 import { reportError } from "../core/diagnostics.js";
-import { processWide } from "../core/process-wide.js";
+import { peekProcessWide, processWide, setProcessWide } from "../core/process-wide.js";
 import { currentRun, setCurrentRun } from "../run/current.js";
 import { attachStreamBackends, detachStreamBackends, flushStream, recordStreamDropped } from "../stream/stream.js";
 import { BackendSet } from "./backend-set.js";
@@ -98,21 +98,18 @@ export function standaloneIdentity(processName: string): RankIdentity {
   return { rank: 0, rankName: processName, processName, localRank: 0, localWorldSize: 1 };
 }
 
-const RANK_KEY = Symbol.for("rankscope.rankIdentity");
-
 /**
  * Who this process (or worker thread) is in the job: its rank, rank name, and place in its replica
  * (Forge's `current_rank()`). Set when the process joins a run as a rank; otherwise the identity of
  * the run's controller, or rank 0 of one.
  */
 export function currentRank(): RankIdentity {
-  const held = (globalThis as unknown as Record<symbol, RankIdentity | undefined>)[RANK_KEY];
-  return held ?? currentRun()?.identity ?? standaloneIdentity("Controller");
+  return peekProcessWide<RankIdentity>("rankIdentity") ?? currentRun()?.identity ?? standaloneIdentity("Controller");
 }
 
 /** Record who this process is (the transports call this when a rank joins a run). */
 export function setCurrentRank(identity: RankIdentity): void {
-  (globalThis as unknown as Record<symbol, RankIdentity | undefined>)[RANK_KEY] = identity;
+  setProcessWide("rankIdentity", identity);
 }
 
 /** Raw values straight to the backends, for an extra rank hosted in a thread whose ring is taken. */
@@ -176,6 +173,12 @@ export class RankRuntime {
     }
     recordStreamDropped(this.collector);
     const states = this.collector.takeStates();
+    // What this rank's backends missed since the last flush (rankscope/backend_undelivered/{name}), summed over ranks.
+    const undelivered = [...this.reduceBackends.takeUndeliveredStates(), ...this.streamBackends.takeUndeliveredStates()];
+    if (undelivered.length > 0) {
+      states.push(...undelivered);
+      states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    }
     this.collector.step = step + 1;
     if (this.reduceBackends.size > 0 && states.length > 0) {
       await this.reduceBackends.logStates(states, { step, timestamp: Date.now(), rankName: this.identity.rankName });

@@ -6,7 +6,7 @@
  * slow path, which a known numeric key never reaches. Accumulators are created once per key and
  * reset at flush (their states are taken first), so a key recorded every step never allocates.
  *
- * The collector is held on `globalThis` under a `Symbol.for` key, so two copies of the package
+ * The collector is held by `processWide` (a versioned `Symbol.for` key), so two copies of the package
  * loaded in one process (a bundler, a dependency pinning another version) still share it.
  */
 import { warn } from "./diagnostics.js";
@@ -22,7 +22,8 @@ export interface MetricEntry {
   readonly key: string;
   readonly reduce: ReduceName;
   readonly definition: ReduceDefinition<AccumulatorState>;
-  readonly accumulator: Accumulator<AccumulatorState>;
+  /** Swapped for a counting stand-in while the collector is closed (see `Collector.close`). */
+  accumulator: Accumulator<AccumulatorState>;
   /** False for reductions that take objects (samples). */
   readonly numeric: boolean;
   /** The stream ring's id for this key, valid while `streamGeneration` is the stream's (its cache). */
@@ -62,10 +63,44 @@ export class Collector {
   step = 0;
   /** Raw value consumer, set while a `per_rank_no_reduce` backend is active in this process. */
   stream: StreamProducer | null = null;
+  /** Values recorded while closed (after the controller's `shutdown()`, before a new logger): never logged. */
+  recordedAfterClose = 0;
+  /** The real accumulators while closed, by entry (restored by `reopen`). */
+  private closedAccumulators: Map<MetricEntry, Accumulator<AccumulatorState>> | null = null;
 
   constructor() {
     this.disabled = envFlag("RANKSCOPE_DISABLE_METRICS");
     this.maxKeys = envInteger("RANKSCOPE_MAX_KEYS", DEFAULT_MAX_KEYS, 1);
+  }
+
+  /**
+   * Close the collector (the controller's `shutdown()`): a value recorded from now on, until a new
+   * logger reopens it, is never logged, so it is counted in `recordedAfterClose` and warned about
+   * once. Costs the hot path nothing: each entry's accumulator is swapped for a counting stand-in
+   * (what was recorded before stays in the real one, for a next logger's flush).
+   */
+  close(): void {
+    if (this.closedAccumulators !== null) return;
+    this.closedAccumulators = new Map();
+    for (const entry of this.entries.values()) this.closeEntry(entry);
+  }
+
+  /** Reopen after `close` (a new logger): recording is logged again. */
+  reopen(): void {
+    const real = this.closedAccumulators;
+    if (real === null) return;
+    this.closedAccumulators = null;
+    for (const [entry, accumulator] of real) entry.accumulator = accumulator;
+  }
+
+  /** True between `close` and `reopen`. */
+  get closed(): boolean {
+    return this.closedAccumulators !== null;
+  }
+
+  private closeEntry(entry: MetricEntry): void {
+    this.closedAccumulators?.set(entry, entry.accumulator);
+    entry.accumulator = new ClosedAccumulator(this);
   }
 
   /** Everything `recordMetric`'s fast path does not handle. */
@@ -130,6 +165,7 @@ export class Collector {
       streamGeneration: 0,
     };
     this.entries.set(key, entry);
+    if (this.closedAccumulators !== null) this.closeEntry(entry);
     return entry;
   }
 
@@ -150,15 +186,46 @@ export class Collector {
 
   /** Forget every key and count (tests, and a process that starts a new run). Invalidates handles. */
   clear(): void {
+    this.reopen();
     this.entries.clear();
     this.droppedKeyRecords = 0;
     this.step = 0;
   }
 }
 
+/**
+ * Stands in for every accumulator while the collector is closed: counts what is recorded (the user
+ * is told once) and holds nothing, so a flush sends nothing for it.
+ */
+class ClosedAccumulator implements Accumulator<AccumulatorState> {
+  readonly count = 0;
+  constructor(private readonly collector: Collector) {}
+  append(): void {
+    if (this.collector.recordedAfterClose++ === 0) {
+      warn(
+        "collector.recordAfterShutdown",
+        "a value was recorded after the logger's shutdown(): values recorded now are not logged (counted in getCollector().recordedAfterClose) until getOrCreateMetricLogger() starts a new logger",
+      );
+    }
+  }
+  value(): number {
+    return NaN;
+  }
+  state(): AccumulatorState {
+    return { v: 1, count: 0 };
+  }
+  reset(): void {}
+}
+
 function toNumber(key: string, value: unknown): number {
   if (typeof value === "number") return value;
-  if (typeof value === "bigint") return Number(value);
+  if (typeof value === "bigint") {
+    const number = Number(value);
+    if (!Number.isFinite(number)) {
+      throw new RangeError(`recordMetric("${key}", value): the bigint ${value} is beyond the range of a float64 (about ±1.8e308) and would become ${number}; scale it down first`);
+    }
+    return number;
+  }
   throw new TypeError(
     `recordMetric("${key}", value) takes a number or a bigint, got ${describeValue(value)}; ` +
       `for records (objects) use Reduce.SAMPLE`,

@@ -119,7 +119,8 @@ export class Logger {
 
   private async start(backends: BackendsConfig): Promise<void> {
     const existed = currentMetricLogger() !== undefined;
-    const logger = await getOrCreateMetricLogger(this.options.logDir === undefined ? {} : { runDir: this.options.logDir });
+    // An existing logger is taken as it is (a differing logDir is warned about below, not an error).
+    const logger = await getOrCreateMetricLogger(existed || this.options.logDir === undefined ? {} : { runDir: this.options.logDir });
     if (this.options.logDir !== undefined && logger.run.runDir !== resolve(this.options.logDir)) {
       warn(
         "facade.logDir",

@@ -2,11 +2,12 @@
  * Where a run's files go: `{root}/{experiment}/{trial}/`.
  *
  * Options win over the environment (`RANKSCOPE_ROOT`, `RANKSCOPE_EXPERIMENT`, `RANKSCOPE_TRIAL`,
- * or `RANKSCOPE_RUN_DIR` for the whole path); a user who sets nothing gets
+ * or `RANKSCOPE_RUN_DIR` for the whole path; the one settings resolver); a user who sets nothing gets
  * `./runs/default/{YYYYMMDD-HHMMSS}`. Nothing is created here: the first writer creates what it
  * needs, so a console-only job leaves no directories behind.
  */
 import { join, resolve } from "node:path";
+import { resolveSetting, textKind, type SettingKind } from "../core/settings.js";
 
 /** How to name a run's directory. */
 export interface RunDirOptions {
@@ -58,9 +59,15 @@ function checkName(what: string, value: string): string {
 
 /** Resolve a run's location from options, then the environment, then defaults. */
 export function resolveRunLocation(options: RunDirOptions = {}, env: NodeJS.ProcessEnv = process.env, now = new Date()): RunLocation {
-  const root = resolve(options.root ?? env["RANKSCOPE_ROOT"] ?? "runs");
-  const experiment = checkName("experiment", options.experiment ?? env["RANKSCOPE_EXPERIMENT"] ?? "default");
-  const trial = checkName("trial", options.trial ?? env["RANKSCOPE_TRIAL"] ?? timestampTrial(now));
-  const explicit = options.runDir ?? env["RANKSCOPE_RUN_DIR"];
+  // The one settings resolver: option → environment → default, an invalid value a TypeError naming its source.
+  const setting = <T>(option: string, variable: string, kind: SettingKind<T>, fallback: T): T =>
+    resolveSetting({ owner: "run directory", option, env: variable, kind, fallback }, (options as Record<string, unknown>)[option], env);
+  const path = textKind(undefined, "a non-empty path");
+  // Any string here; `checkName` says precisely what is wrong with one that is not a folder name.
+  const name: SettingKind<string> = { valid: "one folder name", fromOption: (v) => (typeof v === "string" ? v : undefined), fromEnv: (raw) => raw };
+  const root = resolve(setting("root", "RANKSCOPE_ROOT", path, "runs"));
+  const experiment = checkName("experiment", setting("experiment", "RANKSCOPE_EXPERIMENT", name, "default"));
+  const trial = checkName("trial", setting("trial", "RANKSCOPE_TRIAL", name, timestampTrial(now)));
+  const explicit = setting<string | undefined>("runDir", "RANKSCOPE_RUN_DIR", path, undefined);
   return { runDir: explicit !== undefined ? resolve(explicit) : join(root, experiment, trial), root, experiment, trial };
 }

@@ -12,48 +12,9 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describeError, reportError } from "../core/diagnostics.js";
 
-/** What replaces a secret's value in `config.yaml`. */
-export const REDACTED = "***REDACTED***";
-
-/** Keys whose values are secrets, matched case-insensitively against the key (any nesting level). */
-export const DEFAULT_SECRET_KEY_PATTERNS: readonly RegExp[] = [
-  /api[_-]?key/i,
-  /secret/i,
-  /passw(or)?d/i,
-  /token$/i,
-  /credential/i,
-  /private[_-]?key/i,
-  /^auth(orization)?$/i,
-];
-
-/**
- * A deep copy of `value` with the value of every key matching a secret pattern replaced by
- * `REDACTED`. Functions and symbols are dropped, bigints become strings, cycles are cut.
- */
-export function redactSecrets(value: unknown, patterns: readonly RegExp[] = DEFAULT_SECRET_KEY_PATTERNS): unknown {
-  const seen = new WeakSet<object>();
-  const walk = (v: unknown): unknown => {
-    if (typeof v === "bigint") return v.toString();
-    if (typeof v === "function" || typeof v === "symbol") return undefined;
-    if (v === null || typeof v !== "object") return v;
-    if (seen.has(v)) return "[circular]";
-    seen.add(v);
-    if (v instanceof Date) return v.toISOString();
-    if (Array.isArray(v)) return v.map(walk);
-    if (v instanceof Map) return walk(Object.fromEntries(v));
-    const out: Record<string, unknown> = {};
-    for (const [k, inner] of Object.entries(v)) {
-      if (patterns.some((p) => p.test(k))) {
-        out[k] = inner === undefined || inner === null || inner === "" ? inner : REDACTED;
-        continue;
-      }
-      const walked = walk(inner);
-      if (walked !== undefined) out[k] = walked;
-    }
-    return out;
-  };
-  return walk(value);
-}
+// The one redaction rule lives in core (every path that stores user values uses it); re-exported here.
+export { DEFAULT_SECRET_KEY_PATTERNS, REDACTED, redactSecrets } from "../core/redact.js";
+import { DEFAULT_SECRET_KEY_PATTERNS, redactSecrets } from "../core/redact.js";
 
 /** Git facts of a working directory. */
 export interface GitVersion {

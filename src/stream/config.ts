@@ -1,13 +1,10 @@
 /**
- * The stream's configuration: options in code, then environment variables, then defaults.
- *
- * An explicit option beats the environment, and when both are set to different values that is a
- * warning naming both, so nothing is overridden silently. A bad option is a TypeError that says
- * what is valid; a bad environment value is a warning and the default (a typo in a job script
- * must not kill a long run at start).
+ * The stream's configuration: options in code, then environment variables, then defaults, under
+ * the one settings policy (`core/settings.ts`): an explicit option beats the environment (a
+ * warning when both differ), and a bad option or variable is a TypeError saying what is valid.
  */
 import { resolve } from "node:path";
-import { warn } from "../core/diagnostics.js";
+import { flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting, type SettingKind } from "../core/settings.js";
 
 /** Options of `startStream`. Every one has an environment variable and a default. */
 export interface StreamOptions {
@@ -61,62 +58,27 @@ export const STREAM_SETTINGS: Readonly<Record<NumericOption, { env: string; fall
 
 const FILE_ENV = "RANKSCOPE_STREAM_FILE";
 const FILE_THREAD_ENV = "RANKSCOPE_STREAM_FILE_THREAD";
-const KNOWN_OPTIONS = new Set(["file", ...Object.keys(STREAM_SETTINGS), "handleSignals", "fileThread"]);
+const KNOWN_OPTIONS = ["file", ...Object.keys(STREAM_SETTINGS), "handleSignals", "fileThread"];
 
-/** Resolve options against the environment. Throws a TypeError for an invalid option. */
+/** The stream's settings, through the one resolver (option → environment → default; invalid → TypeError). */
+function setting<T>(option: string, env: string | undefined, kind: SettingKind<T>, fallback: T): Setting<T> {
+  return { owner: "startStream", option, ...(env === undefined ? {} : { env }), kind, fallback };
+}
+
+/** Resolve options against the environment. Throws a TypeError for an invalid option or variable. */
 export function resolveStreamConfig(options: StreamOptions = {}, env: NodeJS.ProcessEnv = process.env): StreamConfig {
   if (options === null || typeof options !== "object") throw new TypeError(`startStream(options) takes an object of options, got ${String(options)}`);
-  for (const name of Object.keys(options)) {
-    if (!KNOWN_OPTIONS.has(name)) throw new TypeError(`startStream: unknown option "${name}"; valid: ${[...KNOWN_OPTIONS].join(", ")}`);
-  }
+  rejectUnknownOptions("startStream", options, KNOWN_OPTIONS);
   const numbers = {} as Record<NumericOption, number>;
-  for (const name of Object.keys(STREAM_SETTINGS) as NumericOption[]) numbers[name] = resolveNumber(name, options[name], env);
-  if (options.handleSignals !== undefined && typeof options.handleSignals !== "boolean") {
-    throw new TypeError(`startStream: handleSignals must be true or false, got ${String(options.handleSignals)}`);
+  for (const name of Object.keys(STREAM_SETTINGS) as NumericOption[]) {
+    const { env: variable, fallback, min, max } = STREAM_SETTINGS[name];
+    numbers[name] = resolveSetting(setting(name, variable, integerKind(min, max), fallback), options[name], env);
   }
-  return { file: resolveFile(options.file, env), ...numbers, handleSignals: options.handleSignals ?? true, fileThread: resolveFileThread(options.fileThread, env) };
-}
-
-function resolveFileThread(option: unknown, env: NodeJS.ProcessEnv): boolean {
-  if (option !== undefined && typeof option !== "boolean") throw new TypeError(`startStream: fileThread must be true or false, got ${String(option)}`);
-  const raw = env[FILE_THREAD_ENV];
-  let fromEnv: boolean | undefined;
-  if (raw !== undefined && raw.trim() !== "") {
-    const value = raw.trim().toLowerCase();
-    if (["1", "true", "yes", "on"].includes(value)) fromEnv = true;
-    else if (["0", "false", "no", "off"].includes(value)) fromEnv = false;
-    else warn(`env.${FILE_THREAD_ENV}`, `${FILE_THREAD_ENV}=${JSON.stringify(raw)} is not a boolean; valid: true/1/yes/on or false/0/no/off. Using ${option === undefined ? "the default true" : "the option given in code"}.`);
-  }
-  if (option === undefined) return fromEnv ?? true;
-  if (fromEnv !== undefined && fromEnv !== option) warn("stream.config.fileThread", `startStream: option fileThread=${option} overrides ${FILE_THREAD_ENV}=${raw}; the option given in code wins`);
-  return option;
-}
-
-function resolveNumber(name: NumericOption, option: unknown, env: NodeJS.ProcessEnv): number {
-  const { env: variable, fallback, min, max } = STREAM_SETTINGS[name];
-  const raw = env[variable];
-  let fromEnv: number | undefined;
-  if (raw !== undefined && raw.trim() !== "") {
-    const value = Number(raw);
-    if (Number.isInteger(value) && value >= min && value <= max) fromEnv = value;
-    else warn(`env.${variable}`, `${variable}=${JSON.stringify(raw)} is not an integer from ${min} to ${max}; using ${option === undefined ? `the default ${fallback}` : "the option given in code"}.`);
-  }
-  if (option === undefined) return fromEnv ?? fallback;
-  if (typeof option !== "number" || !Number.isInteger(option) || option < min || option > max) {
-    throw new TypeError(`startStream: ${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(option)}`);
-  }
-  if (fromEnv !== undefined && fromEnv !== option) {
-    warn(`stream.config.${name}`, `startStream: option ${name}=${option} overrides ${variable}=${raw}; the option given in code wins`);
-  }
-  return option;
-}
-
-function resolveFile(option: unknown, env: NodeJS.ProcessEnv): string | undefined {
-  const raw = env[FILE_ENV];
-  const fromEnv = raw !== undefined && raw.trim() !== "" ? resolve(raw) : undefined;
-  if (option === undefined) return fromEnv;
-  if (typeof option !== "string" || option.length === 0) throw new TypeError(`startStream: file must be a non-empty path, got ${JSON.stringify(option)}`);
-  const file = resolve(option);
-  if (fromEnv !== undefined && fromEnv !== file) warn("stream.config.file", `startStream: option file=${option} overrides ${FILE_ENV}=${raw}; the option given in code wins`);
-  return file;
+  const file = resolveSetting<string | undefined>(setting("file", FILE_ENV, textKind(undefined, "a non-empty path"), undefined), options.file, env);
+  return {
+    file: file === undefined ? undefined : resolve(file),
+    ...numbers,
+    handleSignals: resolveSetting(setting("handleSignals", undefined, flagKind, true), options.handleSignals, env),
+    fileThread: resolveSetting(setting("fileThread", FILE_THREAD_ENV, flagKind, true), options.fileThread, env),
+  };
 }

@@ -13,6 +13,8 @@ import { join } from "node:path";
 import { createRequire } from "node:module";
 import type { Level, Logger } from "pino";
 import { describeError, reportError } from "../core/diagnostics.js";
+import { redactSecrets } from "../core/redact.js";
+import { enumKind, resolveSetting } from "../core/settings.js";
 import { currentRun, onRunChange, type CurrentRun } from "../run/current.js";
 import { colorLine, COLOR_NAMES, DEFAULT_COMPONENT_COLORS, formatRecord, type ColorName, type ComponentColor } from "./format.js";
 import { processWide } from "../core/process-wide.js";
@@ -64,9 +66,7 @@ function noColorRequested(): boolean {
 }
 
 function resolve(options: TextLogOptions): Resolved {
-  const envLevel = process.env["RANKSCOPE_LOG_LEVEL"];
-  const level = options.level ?? (LEVELS.includes(envLevel as Level) ? (envLevel as Level) : "info");
-  if (!LEVELS.includes(level)) throw new TypeError(`text log level ${JSON.stringify(level)} is not valid; valid: ${LEVELS.join(", ")}`);
+  const level = resolveSetting({ owner: "configureTextLogs", option: "level", env: "RANKSCOPE_LOG_LEVEL", kind: enumKind(LEVELS), fallback: "info" as Level }, options.level);
   const colors = (options.componentColors ?? DEFAULT_COMPONENT_COLORS).map((c) => {
     if (!COLOR_NAMES.includes(c.color)) throw new TypeError(`component colour ${JSON.stringify(c.color)} is not valid; valid: ${COLOR_NAMES.join(", ")}`);
     return { pattern: typeof c.pattern === "string" ? new RegExp(c.pattern) : c.pattern, color: c.color };
@@ -148,7 +148,8 @@ class TextLogs {
   private write(json: string): void {
     let record: Record<string, unknown>;
     try {
-      record = JSON.parse(json) as Record<string, unknown>;
+      // The one redaction rule: a field that looks like a secret is never printed or written.
+      record = redactSecrets(JSON.parse(json)) as Record<string, unknown>;
     } catch {
       record = { level: 30, msg: json.trimEnd() };
     }

@@ -18,6 +18,7 @@ import { isMainThread, threadId } from "node:worker_threads";
 import { describeValue } from "../core/collector.js";
 import { describeError, reportError, warn } from "../core/diagnostics.js";
 import { envFlag, envInteger } from "../core/env.js";
+import { resolveSetting, type SettingKind } from "../core/settings.js";
 import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type RankFileOptions, type RankFileTarget } from "./rank-file.js";
 import { parseRankSelection, rankSelected, type RankSelection } from "./rank-selection.js";
 import { EventBuffer, PH_COMPLETE, PH_COUNTER, PH_INSTANT } from "./event-buffer.js";
@@ -481,15 +482,21 @@ function positiveInteger(value: unknown, name: string): number {
   return value as number;
 }
 
+/** `RANKSCOPE_TRACE_RANKS`, through the one settings resolver (an invalid value is a TypeError). */
+const RANK_SELECTION_KIND: SettingKind<RankSelection> = {
+  valid: 'a rank selection such as "0", "0,2", "1-3" or "all"',
+  fromOption: () => undefined,
+  fromEnv: (raw) => {
+    try {
+      return parseRankSelection(raw, "RANKSCOPE_TRACE_RANKS");
+    } catch {
+      return undefined;
+    }
+  },
+};
+
 function rankSelectionFromEnv(): RankSelection {
-  const raw = process.env["RANKSCOPE_TRACE_RANKS"];
-  if (raw === undefined || raw.trim() === "") return "all";
-  try {
-    return parseRankSelection(raw, "RANKSCOPE_TRACE_RANKS");
-  } catch (error) {
-    warn("env.RANKSCOPE_TRACE_RANKS", `${describeError(error)}. Tracing every rank.`);
-    return "all";
-  }
+  return resolveSetting<RankSelection>({ owner: "perf tracer", option: "ranks", env: "RANKSCOPE_TRACE_RANKS", kind: RANK_SELECTION_KIND, fallback: "all" }, undefined);
 }
 
 /** This process's perf tracer (created on first use, options from the environment). */

@@ -14,6 +14,8 @@ import type { RankIdentity } from "../backends/backend.js";
 import "../backends/builtin.js";
 import { getCollector } from "../core/collector.js";
 import { describeError, reportError } from "../core/diagnostics.js";
+import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
+import { integerKind, resolveSetting } from "../core/settings.js";
 import { RankRuntime, setCurrentRank } from "../controller/rank.js";
 import { assertSubjectToken, checkIdentity, rankNameFor, shortId } from "./identity.js";
 import { RankAgent } from "./rank-agent.js";
@@ -64,8 +66,6 @@ export interface RankAssignment {
 /** Environment variable carrying a spawned child's assignment (JSON). */
 export const ASSIGNMENT_ENV = "RANKSCOPE_RANK_ASSIGNMENT";
 
-const JOINED_KEY = Symbol.for("rankscope.rankConnection");
-
 /** The assignment of a rank started by `spawnRanks`, or undefined in any other process. */
 export function readAssignment(): RankAssignment | undefined {
   if (!isMainThread && workerData !== null && typeof workerData === "object" && "rankscopeRank" in workerData) {
@@ -80,19 +80,19 @@ export function readAssignment(): RankAssignment | undefined {
   }
 }
 
-function envNumber(name: string): number | undefined {
-  const raw = process.env[name];
-  if (raw === undefined || raw.trim() === "") return undefined;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 0) throw new TypeError(`${name}=${JSON.stringify(raw)} must be a non-negative integer`);
-  return value;
+/** The process-wide slot of this process's (or thread's) membership. */
+const JOINED = "rankConnection";
+
+/** A rank-numbering setting: the option, else its torchrun-style environment variable (one resolver for both). */
+function rankNumber(option: string, env: string, given: number | undefined): number | undefined {
+  return resolveSetting<number | undefined>({ owner: "joinRun", option, env, kind: integerKind(0), fallback: undefined }, given);
 }
 
 function identityFrom(options: JoinRunOptions): RankIdentity {
   const processName = options.processName ?? process.env["RANKSCOPE_PROCESS_NAME"] ?? "Rank";
-  const rank = options.rank ?? envNumber("RANK") ?? 0;
-  const localRank = options.localRank ?? envNumber("LOCAL_RANK") ?? rank;
-  const localWorldSize = options.localWorldSize ?? envNumber("LOCAL_WORLD_SIZE") ?? localRank + 1;
+  const rank = rankNumber("rank", "RANK", options.rank) ?? 0;
+  const localRank = rankNumber("localRank", "LOCAL_RANK", options.localRank) ?? rank;
+  const localWorldSize = rankNumber("localWorldSize", "LOCAL_WORLD_SIZE", options.localWorldSize) ?? localRank + 1;
   const replicaId = options.replicaId ?? process.env["RANKSCOPE_REPLICA_ID"] ?? shortId(`${hostname()}:${rank - localRank}`);
   const rankName = options.rankName ?? rankNameFor(processName, replicaId, localRank);
   return checkIdentity({ rank, rankName, processName, localRank, localWorldSize });
@@ -105,16 +105,14 @@ function identityFrom(options: JoinRunOptions): RankIdentity {
  */
 export function joinRun(options: JoinRunOptions = {}): Promise<RankConnection> {
   // One membership per process (or thread): a second call, even a concurrent one, gets the first.
-  const holder = globalThis as unknown as Record<symbol, Promise<RankConnection> | undefined>;
-  const existing = holder[JOINED_KEY];
+  const existing = peekProcessWide<Promise<RankConnection>>(JOINED);
   if (existing !== undefined) return existing;
-  const joining = join(options, () => {
-    if (holder[JOINED_KEY] === joining) holder[JOINED_KEY] = undefined;
-  });
-  holder[JOINED_KEY] = joining;
-  joining.catch(() => {
-    if (holder[JOINED_KEY] === joining) holder[JOINED_KEY] = undefined;
-  });
+  const forget = (): void => {
+    if (peekProcessWide(JOINED) === joining) setProcessWide(JOINED, undefined);
+  };
+  const joining = join(options, forget);
+  setProcessWide(JOINED, joining);
+  joining.catch(forget);
   return joining;
 }
 
@@ -132,7 +130,7 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
   const runId = assigned?.runId ?? options.runId ?? process.env["RANKSCOPE_RUN_ID"];
   if (runId === undefined) throw new Error(`joinRun(): a run id is needed with natsUrl ${natsUrl ?? ""}: pass { runId } or set RANKSCOPE_RUN_ID to the controller's runId`);
   assertSubjectToken("runId", runId);
-  const joinDeadlineMs = options.joinDeadlineMs ?? envNumber("RANKSCOPE_JOIN_DEADLINE_MS") ?? 30_000;
+  const joinDeadlineMs = resolveSetting({ owner: "joinRun", option: "joinDeadlineMs", env: "RANKSCOPE_JOIN_DEADLINE_MS", kind: integerKind(1), fallback: 30_000 }, options.joinDeadlineMs);
 
   setCurrentRank(identity);
   const runtime = new RankRuntime(identity, getCollector());

@@ -19,6 +19,7 @@
 import { connect, createInbox, type Msg, type NatsConnection } from "@nats-io/transport-node";
 import type { RankIdentity } from "../backends/backend.js";
 import { describeError, reportError, warn } from "../core/diagnostics.js";
+import { backoffDelay, sleep } from "../core/retry.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../controller/metric-logger.js";
 import { assertSubjectToken } from "./identity.js";
 import type { RankServer } from "./launcher.js";
@@ -267,6 +268,9 @@ export async function serveRanksOverNats(options: ServeRanksOverNatsOptions): Pr
   return server;
 }
 
+/** Waits between a joining rank's tries (jittered, so ranks started together spread out). */
+const JOIN_BACKOFF = { initialMs: 100, maxMs: 1000 };
+
 /** Options of the rank side. */
 export interface NatsJoinOptions {
   readonly url: string;
@@ -284,6 +288,10 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   const s = subjects(runId);
   let nc: NatsConnection | undefined;
   let lastError: unknown;
+  // Waits between tries use the one backoff (jittered: ranks started together spread out); the sleep is ref'd, so
+  // a retrying rank's process stays alive. The loops are bounded by the join deadline.
+  const pause = (attempt: number): Promise<void> => sleep(Math.min(backoffDelay(attempt, JOIN_BACKOFF), Math.max(0, deadline - Date.now())));
+  let attempt = 0;
   while (nc === undefined) {
     try {
       nc = await connect({ servers: url, name: `rankscope-${runId}-${agent.rankName}`, timeout: Math.max(100, Math.min(2000, deadline - Date.now())), ...RECONNECT });
@@ -294,7 +302,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
           cause: error,
         });
       }
-      await sleep(200);
+      await pause(attempt++);
     }
   }
   const conn = nc;
@@ -319,7 +327,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
       const answer = await conn.request(s.register, register, { timeout: left });
       const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
       if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) {
-        await sleep(200);
+        await pause(attempt++);
         continue;
       }
       if (!message.ok) {
@@ -331,7 +339,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
       if (error instanceof Error && error.message.startsWith("joinRun():")) throw error;
       // No controller yet (no responders) or a timeout: try again until the deadline.
       lastError = error;
-      await sleep(200);
+      await pause(attempt++);
     }
   }
   return async (reason) => {
@@ -344,7 +352,3 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   };
 }
 
-/** A ref'd pause: while a rank retries, nothing else may be keeping its process alive. */
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}

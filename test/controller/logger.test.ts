@@ -10,6 +10,7 @@ import {
   Reduce,
   registerBackend,
   type Backend,
+  type FlushResult,
   type Metric,
   type StreamRecord,
 } from "../../src/index.js";
@@ -77,17 +78,16 @@ test("config errors name the backend and list what is valid", async () => {
   await logger.shutdown();
 });
 
-test("an unknown option and perRankShareRun under global_reduce are warnings, not errors", async () => {
+test("an unknown option of a built-in backend is a TypeError; perRankShareRun under global_reduce is a warning", async () => {
   const logger = await getOrCreateMetricLogger();
-  const seen = await collectDiagnostics(() =>
-    logger.initBackends({ console: { loggingMode: "global_reduce", colour: true, perRankShareRun: true } }),
-  );
+  await assert.rejects(logger.initBackends({ console: { loggingMode: "global_reduce", colour: true } }), {
+    name: "TypeError",
+    message: 'backend "console": unknown option "colour"; valid: loggingMode, perRankShareRun, every, type, deadlineMs, layout, pairsPerRow',
+  });
+  const seen = await collectDiagnostics(() => logger.initBackends({ console: { loggingMode: "global_reduce", perRankShareRun: true } }));
   assert.deepEqual(
     seen.map((d) => d.message),
-    [
-      'backend "console": unknown option "colour" is ignored; options: loggingMode, perRankShareRun, every, type, layout, pairsPerRow',
-      'backend "console": perRankShareRun only applies to per-rank modes; under global_reduce there is one run already, so it is ignored',
-    ],
+    ['backend "console": perRankShareRun only applies to per-rank modes; under global_reduce there is one run already, so it is ignored'],
   );
   await logger.shutdown();
 });
@@ -103,13 +103,20 @@ test("a failing backend is reported by name once, counted, and the others still 
   registerBackend("capture", () => ({ logBatch: (metrics: readonly Metric[]) => void received.push([...metrics]) }));
   const logger = await getOrCreateMetricLogger();
   await logger.initBackends({ broken: { loggingMode: "global_reduce" }, capture: { loggingMode: "global_reduce" } });
+  let last: FlushResult | undefined;
   const seen = await collectDiagnostics(async () => {
     for (let step = 0; step < 3; step++) {
       recordMetric("loss", step);
-      await logger.flush(step);
+      last = await logger.flush(step);
     }
   });
-  assert.deepEqual(received.map((batch) => batch.map((m) => [m.key, m.value, m.step])), [[["loss", 0, 0]], [["loss", 1, 1]], [["loss", 2, 2]]]);
+  // Every value, and from the step after the first failure, how many calls "broken" missed per flush.
+  assert.deepEqual(received.map((batch) => batch.map((m) => [m.key, m.value, m.step])), [
+    [["loss", 0, 0]],
+    [["loss", 1, 1], ["rankscope/backend_undelivered/broken", 1, 1]],
+    [["loss", 2, 2], ["rankscope/backend_undelivered/broken", 1, 2]],
+  ]);
+  assert.deepEqual(last?.undelivered, { broken: { late: 0, skipped: 0, failed: 3, undelivered: 3 } });
   const errors = seen.filter((d) => d.code.startsWith("backend.logBatch:broken"));
   assert.equal(errors.length, 3);
   assert.equal(errors[2]?.count, 3);

@@ -199,10 +199,11 @@ describe("stream configuration", () => {
     const seen = await collectDiagnostics(() => (config = resolveStreamConfig({ fileThread: true }, { RANKSCOPE_STREAM_FILE_THREAD: "off" })));
     assert.equal(config!["fileThread"], true);
     assert.match(seen[0]?.message ?? "", /fileThread=true overrides RANKSCOPE_STREAM_FILE_THREAD=off/);
-    const bad = await collectDiagnostics(() => (config = resolveStreamConfig({}, { RANKSCOPE_STREAM_FILE_THREAD: "maybe" })));
-    assert.equal(config!["fileThread"], true);
-    assert.match(bad[0]?.message ?? "", /RANKSCOPE_STREAM_FILE_THREAD="maybe" is not a boolean; valid: true\/1\/yes\/on or false\/0\/no\/off/);
-    assert.throws(() => resolveStreamConfig({ fileThread: "yes" } as never, {}), /fileThread must be true or false, got yes/);
+    assert.throws(() => resolveStreamConfig({}, { RANKSCOPE_STREAM_FILE_THREAD: "maybe" }), {
+      name: "TypeError",
+      message: `RANKSCOPE_STREAM_FILE_THREAD="maybe" is not valid (it sets startStream's fileThread); valid: true/1/yes/on or false/0/no/off`,
+    });
+    assert.throws(() => resolveStreamConfig({ fileThread: "yes" } as never, {}), /startStream: fileThread must be true\/1\/yes\/on or false\/0\/no\/off, got "yes"/);
   });
 
   it("lets an explicit option win over the environment, with a warning naming both", async () => {
@@ -212,8 +213,8 @@ describe("stream configuration", () => {
     });
     assert.equal(config!["batchSize"], 5);
     assert.match(String(config!["file"]), /a\.jsonl$/);
-    assert.deepEqual(seen.map((d) => d.code).sort(), ["stream.config.batchSize", "stream.config.file"]);
-    assert.match(seen.find((d) => d.code === "stream.config.batchSize")?.message ?? "", /batchSize=5 overrides RANKSCOPE_STREAM_BATCH=7/);
+    assert.deepEqual(seen.map((d) => d.code).sort(), ["settings.override:startStream.batchSize", "settings.override:startStream.file"]);
+    assert.match(seen.find((d) => d.code === "settings.override:startStream.batchSize")?.message ?? "", /batchSize=5 overrides RANKSCOPE_STREAM_BATCH=7/);
   });
 
   it("does not warn when option and environment agree", async () => {
@@ -221,14 +222,14 @@ describe("stream configuration", () => {
     assert.deepEqual(seen, []);
   });
 
-  it("rejects a bad option with what is valid, and warns about a bad environment value", async () => {
+  it("rejects a bad option or environment value with what is valid (the one settings policy)", () => {
     assert.throws(() => resolveStreamConfig({ capacity: 0 }, {}), /capacity must be an integer from 2 to 16777216, got 0/);
     assert.throws(() => resolveStreamConfig({ flushMs: "fast" } as never, {}), /flushMs must be an integer/);
     assert.throws(() => resolveStreamConfig({ batch: 3 } as never, {}), /unknown option "batch"; valid: file, batchSize/);
-    let config;
-    const seen = await collectDiagnostics(() => (config = resolveStreamConfig({}, { RANKSCOPE_STREAM_BATCH: "lots" })));
-    assert.equal(config!["batchSize"], 100);
-    assert.match(seen[0]?.message ?? "", /RANKSCOPE_STREAM_BATCH="lots" is not an integer from 1 to 1048576; using the default 100/);
+    assert.throws(() => resolveStreamConfig({}, { RANKSCOPE_STREAM_BATCH: "lots" }), {
+      name: "TypeError",
+      message: `RANKSCOPE_STREAM_BATCH="lots" is not valid (it sets startStream's batchSize); valid: an integer from 1 to 1048576`,
+    });
   });
 });
 

@@ -64,7 +64,7 @@ test("NO_COLOR turns colour off; configurable patterns pick the colour of a comp
   getLogger("Trainer").info("no pattern matches it now");
   assert.deepEqual(coloured.lines, ["\u001b[33m20261122-01:52:03.045 judge-0 INFO: scored\u001b[0m\n", "20261122-01:52:03.045 Trainer INFO: no pattern matches it now\n"]);
   assert.throws(() => configureTextLogs({ componentColors: [{ pattern: "x", color: "purple" as never }] }), /colour "purple" is not valid; valid: black, red/);
-  assert.throws(() => configureTextLogs({ level: "verbose" as never }), /level "verbose" is not valid; valid: trace, debug/);
+  assert.throws(() => configureTextLogs({ level: "verbose" as never }), /configureTextLogs: level must be one of trace, debug, info, warn, error, fatal, got "verbose"/);
 });
 
 test("errors print their stack on the following lines", () => {

@@ -67,11 +67,11 @@ describe("with a nats-server", () => {
       assert.equal(result.ranksReporting, 5, "4 spawned ranks and the external one");
       assert.equal(result.metrics.find((m) => m.key === "external/value")?.value, 5);
 
-      await logger.initBackends({ console: { loggingMode: "per_rank_reduce" } });
+      await logger.initBackends({ console: { loggingMode: "per_rank_reduce" } }, { replace: true });
       for (let i = 0; i < 2; i++) await actors.fanout("myFn");
       await logger.flush(1);
       await actors.syncOutput();
-      await logger.initBackends({ console: { loggingMode: "per_rank_no_reduce" } });
+      await logger.initBackends({ console: { loggingMode: "per_rank_no_reduce" } }, { replace: true });
       for (let i = 0; i < 2; i++) await actors.fanout("myFn");
       await logger.flush(2);
       await actors.syncOutput();

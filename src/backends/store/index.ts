@@ -129,6 +129,19 @@ function booleanOption(options: BackendOptions, name: string, fallback: boolean)
   return v;
 }
 
+/** The store's own options, checked; throws a TypeError saying what is valid (at `initBackends`, before anything starts). */
+export function parseStoreOptions(options: BackendOptions): { useWorker: boolean; waitForWrites: boolean; maxPendingBatches: number; commitIntervalMs: number } {
+  const useWorker = booleanOption(options, "worker", true);
+  const waitForWrites = booleanOption(options, "waitForWrites", false);
+  const max = options["maxPendingBatches"] ?? 256;
+  if (typeof max !== "number" || !Number.isInteger(max) || max < 1) throw new TypeError(`store option maxPendingBatches must be a positive integer, got ${JSON.stringify(max)}`);
+  const interval = options["commitIntervalMs"] ?? 200;
+  if (typeof interval !== "number" || !Number.isFinite(interval) || interval < 0) {
+    throw new TypeError(`store option commitIntervalMs must be a number of milliseconds >= 0, got ${JSON.stringify(interval)}`);
+  }
+  return { useWorker, waitForWrites, maxPendingBatches: max, commitIntervalMs: interval };
+}
+
 /** The `store` backend. Besides the Backend methods, `logSystem` stores system-monitor samples. */
 export class StoreBackend implements Backend {
   private channel: WriterChannel | null = null;
@@ -146,16 +159,7 @@ export class StoreBackend implements Backend {
   lostBatches = 0;
 
   constructor(options: BackendOptions) {
-    this.useWorker = booleanOption(options, "worker", true);
-    this.waitForWrites = booleanOption(options, "waitForWrites", false);
-    const max = options["maxPendingBatches"] ?? 256;
-    if (typeof max !== "number" || !Number.isInteger(max) || max < 1) throw new TypeError(`store option maxPendingBatches must be a positive integer, got ${JSON.stringify(max)}`);
-    this.maxPendingBatches = max;
-    const interval = options["commitIntervalMs"] ?? 200;
-    if (typeof interval !== "number" || !Number.isFinite(interval) || interval < 0) {
-      throw new TypeError(`store option commitIntervalMs must be a number of milliseconds >= 0, got ${JSON.stringify(interval)}`);
-    }
-    this.commitIntervalMs = interval;
+    ({ useWorker: this.useWorker, waitForWrites: this.waitForWrites, maxPendingBatches: this.maxPendingBatches, commitIntervalMs: this.commitIntervalMs } = parseStoreOptions(options));
   }
 
   async init(context: BackendContext): Promise<void> {
@@ -294,4 +298,7 @@ export class StoreBackend implements Backend {
   }
 }
 
-registerBackend("store", (options) => new StoreBackend(options), { knownOptions: ["worker", "waitForWrites", "maxPendingBatches", "commitIntervalMs"] });
+registerBackend("store", (options) => new StoreBackend(options), {
+  knownOptions: ["worker", "waitForWrites", "maxPendingBatches", "commitIntervalMs"],
+  validate: (options) => void parseStoreOptions(options),
+});

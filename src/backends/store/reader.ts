@@ -14,7 +14,7 @@
  */
 import type Database from "better-sqlite3";
 import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
-import { isAbsolute, join, relative, resolve, sep } from "node:path";
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { parseNumber } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal, unpackFloat64 } from "./codec.js";
@@ -597,7 +597,8 @@ export function listRuns(root: string, options: ListRunsOptions = {}): RunSummar
     try {
       runs.push(openStore(dir).runInfo());
     } catch (error) {
-      runs.push({ runDir: dir, experiment: null, trial: null, status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0, error: storeFault(error) });
+      // Named from its path ({root}/{experiment}/{trial}), with the reason instead of a guess.
+      runs.push({ runDir: dir, experiment: basename(dirname(dir)), trial: basename(dir), status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0, error: storeFault(error) });
     }
   }
   return runs.sort((a, b) => (b.startedAt ?? 0) - (a.startedAt ?? 0) || (a.runDir < b.runDir ? -1 : 1));

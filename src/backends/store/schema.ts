@@ -20,6 +20,7 @@ import Database from "better-sqlite3";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { STORE_FILE } from "./store-file.js";
+import { retrySync } from "../../core/retry.js";
 
 export { STORE_FILE };
 
@@ -119,26 +120,13 @@ export function isBusyError(error: unknown): boolean {
   return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
 }
 
-const sleeper = new Int32Array(new SharedArrayBuffer(4));
-
-/** Block this thread for `ms` (the writer runs off the user's thread; SQLite calls are synchronous anyway). */
-function sleepSync(ms: number): void {
-  Atomics.wait(sleeper, 0, 0, ms);
-}
-
 /**
  * Run `fn`, retrying while SQLite reports busy (beyond its own busy timeout: a WAL snapshot that
- * went stale, a lock held through a checkpoint). Backs off up to `attempts` times, then throws.
+ * went stale, a lock held through a checkpoint). Backs off (the one retry helper, jittered) up to
+ * `attempts` times, then throws.
  */
 export function withBusyRetry<T>(fn: () => T, attempts = 20): T {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return fn();
-    } catch (error) {
-      if (!isBusyError(error) || attempt >= attempts) throw error;
-      sleepSync(Math.min(200, 5 * 2 ** Math.min(attempt, 6)) * (0.5 + Math.random()));
-    }
-  }
+  return retrySync(fn, { attempts, initialMs: 10, maxMs: 200, shouldRetry: isBusyError });
 }
 
 /** Open (creating when missing) a run's store for writing: WAL, the schema, the busy timeout. */

@@ -6,6 +6,7 @@
  * do. The key lives only in the `Authorization` header built here; it is never part of a URL,
  * a message or an error (errors name the endpoint and the status, nothing else).
  */
+import { backoffDelay as coreBackoffDelay, retry, sleep } from "../../core/retry.js";
 import type { SenderLimits } from "./options.js";
 
 /** The result of one request attempt. */
@@ -98,29 +99,12 @@ export async function postJson(
   }
 }
 
-/** Exponential backoff with "equal jitter": half the delay fixed, half random, so clients spread out. */
+/** The W&B limits as the one backoff policy (`core/retry.ts`). */
 export function backoffDelay(attempt: number, limits: Pick<SenderLimits, "retryInitialMs" | "retryMaxMs">, random: () => number = Math.random): number {
-  const full = Math.min(limits.retryMaxMs, limits.retryInitialMs * 2 ** Math.min(attempt, 30));
-  return full / 2 + random() * (full / 2);
+  return coreBackoffDelay(attempt, { initialMs: limits.retryInitialMs, maxMs: limits.retryMaxMs }, random);
 }
 
-/** A sleep that ends early when `stop` is signalled. */
-export function sleep(ms: number, stop?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (stop?.aborted === true) return resolve();
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      stop?.removeEventListener("abort", done);
-      resolve();
-    }
-    stop?.addEventListener("abort", done, { once: true });
-  });
-}
-
-function stopped(stop: AbortSignal | undefined): boolean {
-  return stop?.aborted === true;
-}
+export { sleep };
 
 /** What the retry loop reports, for counting. */
 export interface RetryObserver {
@@ -132,8 +116,8 @@ export type GiveUp = { readonly ok: false; readonly reason: string; readonly ret
 
 /**
  * Run `attempt` until it succeeds, fails for good (not retryable), the retry budget is spent, or
- * `stop` is signalled. Delays grow exponentially with jitter; a `Retry-After` answer waits at
- * least what the server asked.
+ * `stop` is signalled: the one retry loop (`core/retry.ts`) with the W&B limits. A `Retry-After`
+ * answer waits at least what the server asked.
  */
 export async function withRetry<T>(
   attempt: () => Promise<Attempt<T>>,
@@ -141,19 +125,15 @@ export async function withRetry<T>(
   stop?: AbortSignal,
   observer: RetryObserver = {},
 ): Promise<{ ok: true; value: T } | GiveUp> {
-  const started = Date.now();
-  for (let n = 0; ; n++) {
-    const result = await attempt();
-    if (result.ok) return result;
-    if (!result.retryable) return { ok: false, reason: result.reason, retryable: false, status: result.status };
-    const backoff = backoffDelay(n, limits);
-    const delay = result.retryAfterMs !== undefined ? Math.max(result.retryAfterMs, Math.min(backoff, limits.retryInitialMs)) : backoff;
-    const spent = Date.now() - started;
-    if (stop?.aborted === true || spent + delay > limits.retryBudgetMs) {
-      return { ok: false, reason: result.reason, retryable: true, status: result.status };
-    }
-    observer.onRetry?.(result.reason, delay);
-    await sleep(delay, stop);
-    if (stopped(stop)) return { ok: false, reason: `${result.reason} (stopped while waiting to retry)`, retryable: true, status: result.status };
-  }
+  const result = await retry(attempt, {
+    initialMs: limits.retryInitialMs,
+    maxMs: limits.retryMaxMs,
+    deadlineMs: limits.retryBudgetMs,
+    ...(stop === undefined ? {} : { stop }),
+    onRetry: (reason, delayMs) => observer.onRetry?.(reason, delayMs),
+  });
+  if (result.ok) return result;
+  const { last, why } = result;
+  const reason = why === "stopped" ? `${last.reason} (stopped while waiting to retry)` : last.reason;
+  return { ok: false, reason, retryable: why !== "refused", status: last.status };
 }

@@ -6,6 +6,8 @@
  * The API key is resolved here and nowhere else, and is kept out of every object that is logged,
  * spooled or shown in an error: only `authHeader` (built in `http.ts`) ever sees it.
  */
+import { redactSecrets } from "../../core/redact.js";
+import { enumKind, resolveSetting, textKind, type Setting, type SettingKind } from "../../core/settings.js";
 import { z } from "zod";
 import type { BackendOptions } from "../backend.js";
 
@@ -139,6 +141,8 @@ export function validateWandbOptions(options: BackendOptions): void {
   if (!parsed.success) {
     throw new TypeError(`backend "wandb": ${parsed.error.issues.map((i) => `${i.path.join(".") || "options"}: ${i.message}`).join("; ")}`);
   }
+  // W&B's environment variables too, at initBackends (a bad WANDB_MODE is a TypeError, not a backend left out).
+  resolveWandbOptions(options);
 }
 
 function pickKnown(options: BackendOptions): Record<string, unknown> {
@@ -188,12 +192,15 @@ export interface ResolvedWandbOptions {
   readonly limits: SenderLimits;
 }
 
-function modeFromEnv(value: string | undefined): WandbMode | undefined {
-  if (value === undefined || value === "") return undefined;
-  const v = value.toLowerCase();
-  if (v === "offline" || v === "dryrun") return "offline";
-  if (v === "disabled") return "disabled";
-  return "online";
+/** The settings W&B's own environment variables can give (the one resolver: option → environment → default). */
+function wandbSetting<T>(option: string, env: string, kind: SettingKind<T>, fallback: T, secret = false): Setting<T> {
+  return { owner: "wandb backend", option, env, kind, fallback, secret };
+}
+const WANDB_MODES = ["online", "offline", "dryrun", "disabled"] as const;
+
+/** W&B's `dryrun` is its old name for `offline`. */
+function modeOf(mode: string): WandbMode {
+  return mode === "dryrun" ? "offline" : (mode as WandbMode);
 }
 
 /** Strip trailing slashes so `{base}/graphql` never doubles one. */
@@ -215,17 +222,18 @@ export function resolveWandbOptions(options: BackendOptions, env: NodeJS.Process
     sendIntervalMs: o.sendIntervalMs ?? DEFAULT_LIMITS.sendIntervalMs,
   };
   return {
-    mode: o.mode ?? modeFromEnv(env["WANDB_MODE"]) ?? "online",
-    baseUrl: normaliseBaseUrl(o.baseUrl ?? env["WANDB_BASE_URL"] ?? DEFAULT_BASE_URL),
-    apiKey: o.apiKey ?? (env["WANDB_API_KEY"] || undefined),
-    entity: o.entity ?? (env["WANDB_ENTITY"] || undefined),
-    project: o.project ?? (env["WANDB_PROJECT"] || undefined),
+    mode: modeOf(resolveSetting(wandbSetting<string>("mode", "WANDB_MODE", enumKind(WANDB_MODES), "online"), o.mode, env)),
+    baseUrl: normaliseBaseUrl(resolveSetting(wandbSetting("baseUrl", "WANDB_BASE_URL", textKind(undefined, "a URL"), DEFAULT_BASE_URL), o.baseUrl, env)),
+    apiKey: resolveSetting(wandbSetting<string | undefined>("apiKey", "WANDB_API_KEY", textKind(), undefined, true), o.apiKey, env),
+    entity: resolveSetting(wandbSetting<string | undefined>("entity", "WANDB_ENTITY", textKind(), undefined), o.entity, env),
+    project: resolveSetting(wandbSetting<string | undefined>("project", "WANDB_PROJECT", textKind(), undefined), o.project, env),
     name: o.name,
     group: o.group,
     jobType: o.jobType,
     tags: o.tags,
     notes: o.notes,
-    config: o.config ?? {},
+    // The one redaction rule: a secret in the run config never reaches W&B.
+    config: redactSecrets(o.config ?? {}) as Record<string, unknown>,
     runId: o.runId,
     resume: o.resume ?? "allow",
     limits,

@@ -5,6 +5,7 @@
 import type { Command } from "commander";
 import { openStore, type StoreReader } from "../../backends/store/reader.js";
 import { isInternalKey } from "../../core/internal-keys.js";
+import { sleep } from "../../core/retry.js";
 import { formatValue, positiveInteger, resolveRunArg } from "../run-arg.js";
 
 interface TailOptions {
@@ -82,7 +83,7 @@ export function registerTailCommand(program: Command): void {
       process.once("SIGINT", stop);
       process.once("SIGTERM", stop);
       while (!stopped) {
-        await new Promise((resolve) => setTimeout(resolve, intervalMs));
+        await sleep(intervalMs);
         const status = reader.runInfo().status;
         pollOnce(reader, followed, options, rank, false);
         // Read once more after the status says ended, so the last flush is never missed.

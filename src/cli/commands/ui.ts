@@ -1,5 +1,7 @@
 /** `rankscope ui`: serve the local web dashboard over the runs under a root directory. */
 import type { Command } from "commander";
+import { resolveSetting, textKind } from "../../core/settings.js";
+import { defaultRoot } from "../run-arg.js";
 
 interface UiOptions {
   root?: string;
@@ -20,9 +22,9 @@ export function registerUiCommand(program: Command): void {
       const port = Number(options.port);
       if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be an integer from 0 to 65535, got ${options.port}`);
       const { startDashboard } = await import("../../ui/server.js");
-      const token = options.token ?? process.env["RANKSCOPE_UI_TOKEN"];
+      const token = resolveSetting<string | undefined>({ owner: "rankscope ui", option: "--token", env: "RANKSCOPE_UI_TOKEN", kind: textKind(), fallback: undefined, secret: true }, options.token);
       const dashboard = await startDashboard({
-        root: options.root ?? process.env["RANKSCOPE_ROOT"] ?? "runs",
+        root: options.root ?? defaultRoot(),
         port,
         host: options.host,
         ...(token !== undefined && token !== "" ? { token } : {}),

@@ -1,0 +1,50 @@
+/**
+ * The one redaction rule for secrets. Every path that stores or shows user-supplied values —
+ * `config.yaml`, hyperparameters (`logHyperparams`: the store, the dashboard's Config tab,
+ * TensorBoard, W&B), the wandb backend's `config` option and the text logs' structured fields —
+ * passes them through `redactSecrets` first, so a key that looks like a secret is never written.
+ */
+
+/** What replaces a secret's value in `config.yaml`. */
+export const REDACTED = "***REDACTED***";
+
+/** Keys whose values are secrets, matched case-insensitively against the key (any nesting level). */
+export const DEFAULT_SECRET_KEY_PATTERNS: readonly RegExp[] = [
+  /api[_-]?key/i,
+  /secret/i,
+  /passw(or)?d/i,
+  /token$/i,
+  /credential/i,
+  /private[_-]?key/i,
+  /^auth(orization)?$/i,
+];
+
+/**
+ * A deep copy of `value` with the value of every key matching a secret pattern replaced by
+ * `REDACTED`. Functions and symbols are dropped, bigints become strings, cycles are cut.
+ */
+export function redactSecrets(value: unknown, patterns: readonly RegExp[] = DEFAULT_SECRET_KEY_PATTERNS): unknown {
+  const seen = new WeakSet<object>();
+  const walk = (v: unknown): unknown => {
+    if (typeof v === "bigint") return v.toString();
+    if (typeof v === "function" || typeof v === "symbol") return undefined;
+    if (v === null || typeof v !== "object") return v;
+    if (seen.has(v)) return "[circular]";
+    seen.add(v);
+    if (v instanceof Date) return v.toISOString();
+    if (Array.isArray(v)) return v.map(walk);
+    if (v instanceof Map) return walk(Object.fromEntries(v));
+    const out: Record<string, unknown> = {};
+    for (const [k, inner] of Object.entries(v)) {
+      if (patterns.some((p) => p.test(k))) {
+        out[k] = inner === undefined || inner === null || inner === "" ? inner : REDACTED;
+        continue;
+      }
+      const walked = walk(inner);
+      if (walked !== undefined) out[k] = walked;
+    }
+    return out;
+  };
+  return walk(value);
+}
+
