@@ -13,6 +13,7 @@ import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-proto";
 import { resourceFromAttributes, type Resource } from "@opentelemetry/resources";
 import type { ResourceMetrics } from "@opentelemetry/sdk-metrics";
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
+import { DEADLINE, withDeadline } from "../../core/deadline.js";
 import { reportError } from "../../core/diagnostics.js";
 import { rankscopeVersion } from "../../run/run-files.js";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
@@ -27,6 +28,12 @@ export const DEFAULT_OTLP_METRICS_URL = "http://127.0.0.1:4318/v1/metrics";
 
 /** `ExportResultCode.SUCCESS` of `@opentelemetry/core`. */
 const EXPORT_SUCCESS = 0;
+
+/** What the exporter reports (`ExportResult` of `@opentelemetry/core`, a dependency of the exporter, not ours). */
+interface ExportResult {
+  readonly code: number;
+  readonly error?: Error;
+}
 
 /** Semantic-convention attribute names not yet stable in `@opentelemetry/semantic-conventions` (its docs say to copy them). */
 const ATTR_HOST_NAME = "host.name";
@@ -137,35 +144,25 @@ class OtlpBackend implements Backend {
   }
 
   /** One export with a deadline of our own (the exporter's `timeoutMillis`, plus a margin). */
-  private exportOnce(batch: ResourceMetrics): Promise<string | undefined> {
+  private async exportOnce(batch: ResourceMetrics): Promise<string | undefined> {
     const exporter = this.exporter;
-    if (exporter === undefined) return Promise.resolve("the backend was not initialised");
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => resolve(`no answer within ${this.timeoutMs + 1000} ms`), this.timeoutMs + 1000);
-      exporter.export(batch, (result) => {
-        clearTimeout(timer);
-        resolve(result.code === EXPORT_SUCCESS ? undefined : (result.error?.message ?? "the exporter reported a failure"));
-      });
-    });
+    if (exporter === undefined) return "the backend was not initialised";
+    const deadlineMs = this.timeoutMs + 1000;
+    const result = await withDeadline(new Promise<ExportResult>((resolve) => exporter.export(batch, resolve)), deadlineMs);
+    if (result === DEADLINE) return `no answer within ${deadlineMs} ms`;
+    return result.code === EXPORT_SUCCESS ? undefined : (result.error?.message ?? "the exporter reported a failure");
   }
 
   async finish(): Promise<void> {
     this.flushed();
-    const deadlineMs = numberOption(this.options, "finishDeadlineMs", 15_000);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<"late">((resolve) => {
-      timer = setTimeout(() => resolve("late"), deadlineMs);
-    });
-    try {
-      if (this.sending !== null && (await Promise.race([this.sending, late])) === "late") {
-        const left = this.queue.splice(0).reduce((n, b) => n + pointCount(b), 0);
-        this.stats.lostPoints += left;
-        reportError("otlp.finishDeadline", `otlp: exports were still pending at the finish deadline (${deadlineMs} ms); ${left} queued data points were not sent.`);
-      }
-      await Promise.race([this.exporter?.shutdown(), late]);
-    } finally {
-      clearTimeout(timer);
+    const deadlineMs = numberOption(this.options, "finishDeadlineMs", 8000);
+    const end = Date.now() + deadlineMs;
+    if (this.sending !== null && (await withDeadline(this.sending, deadlineMs)) === DEADLINE) {
+      const left = this.queue.splice(0).reduce((n, b) => n + pointCount(b), 0);
+      this.stats.lostPoints += left;
+      reportError("otlp.finishDeadline", `otlp: exports were still pending at the finish deadline (${deadlineMs} ms); ${left} queued data points were not sent.`);
     }
+    if (this.exporter !== undefined) await withDeadline(this.exporter.shutdown(), Math.max(0, end - Date.now()));
   }
 }
 

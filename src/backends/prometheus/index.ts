@@ -143,7 +143,7 @@ class PrometheusRemoteWriteBackend extends PrometheusBackendBase {
 
   async finish(): Promise<void> {
     this.flushed();
-    await this.writer?.drain(numberOption(this.options, "finishDeadlineMs", 10_000));
+    await this.writer?.drain(numberOption(this.options, "finishDeadlineMs", 8000));
   }
 }
 

@@ -5,14 +5,16 @@
  *
  * Samples wait in a bounded queue (oldest dropped first when full, counted and reported) and go
  * out in requests of at most `maxSamplesPerSend`, one at a time; each request has a deadline,
- * 5xx/429/network failures are retried with backoff within a budget (the project's `withRetry`),
+ * 5xx/429/network failures are retried with backoff within a budget (the one retry loop,
+ * `core/retry.ts`),
  * and a request that fails for good is reported with the number of samples lost. Nothing is
  * dropped without a count.
  */
 import protobuf from "protobufjs/light.js";
 import { compress } from "snappyjs";
 import { describeError, reportError } from "../../core/diagnostics.js";
-import { withRetry, type Attempt } from "../wandb/http.js";
+import { DEADLINE, withDeadline } from "../../core/deadline.js";
+import { retry, type AttemptOutcome } from "../../core/retry.js";
 import type { Labels, Sample } from "./exposition.js";
 
 const descriptor = {
@@ -136,7 +138,11 @@ export class RemoteWriter {
       this.metadata.clear();
       const body = snappyCompress(encodeWriteRequest(batch, metadata));
       this.stats.requests++;
-      const result = await withRetry(() => this.post(body), { retryInitialMs: 100, retryMaxMs: 5000, retryBudgetMs: this.options.retryBudgetMs }, this.stop.signal, {
+      const result = await retry(() => this.post(body), {
+        initialMs: 100,
+        maxMs: 5000,
+        deadlineMs: this.options.retryBudgetMs,
+        stop: this.stop.signal,
         onRetry: () => {
           this.stats.retries++;
         },
@@ -146,12 +152,13 @@ export class RemoteWriter {
       } else {
         this.stats.failedRequests++;
         this.stats.lostSamples += batch.length;
-        reportError(`${this.options.name}.send`, `${this.options.name}: ${batch.length} samples were not written: ${result.reason}`);
+        const why = result.why === "deadline" ? ` (retried for ${this.options.retryBudgetMs} ms)` : result.why === "stopped" ? " (stopped at the finish deadline)" : "";
+        reportError(`${this.options.name}.send`, `${this.options.name}: ${batch.length} samples were not written: ${result.last.reason}${why}`);
       }
     }
   }
 
-  private async post(body: Uint8Array): Promise<Attempt<void>> {
+  private async post(body: Uint8Array): Promise<AttemptOutcome<void>> {
     const url = this.options.url;
     let response: Response;
     try {
@@ -169,27 +176,18 @@ export class RemoteWriter {
       });
     } catch (error) {
       const reason = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError") ? `timed out after ${this.options.timeoutMs} ms` : describeError(error);
-      return { ok: false, retryable: true, retryAfterMs: undefined, reason: `POST ${url}: ${reason}`, status: undefined };
+      return { ok: false, retryable: true, reason: `POST ${url}: ${reason}` };
     }
     const text = await response.text().catch(() => "");
     if (response.ok) return { ok: true, value: undefined };
     const retryable = response.status >= 500 || response.status === 429;
-    return { ok: false, retryable, retryAfterMs: undefined, reason: `POST ${url}: HTTP ${response.status} ${text.trim().slice(0, 200)}`, status: response.status };
+    return { ok: false, retryable, reason: `POST ${url}: HTTP ${response.status} ${text.trim().slice(0, 200)}` };
   }
 
   /** Everything queued so far sent (or given up), within `deadlineMs`; what is left then is counted lost. */
   async drain(deadlineMs: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<"late">((resolve) => {
-      timer = setTimeout(() => resolve("late"), deadlineMs);
-    });
-    try {
-      while (this.sending !== null) {
-        if ((await Promise.race([this.sending, deadline])) === "late") break;
-      }
-    } finally {
-      clearTimeout(timer);
-    }
+    const end = Date.now() + deadlineMs;
+    while (this.sending !== null && (await withDeadline(this.sending, Math.max(0, end - Date.now()))) !== DEADLINE);
     if (this.sending !== null || this.queue.length > 0) {
       this.stop.abort();
       const left = this.queue.length;
