@@ -16,8 +16,8 @@ import { NatsServer } from "../test/transport/support.js";
 // type-checking does not need a build.
 const dist = (path: string): URL => new URL(`../dist/${path}`, import.meta.url);
 const { MetricLogger, spawnRanks } = (await import(dist("index.js").href)) as typeof import("../src/index.js");
-const { serveRanksOverNats } = (await import(dist("transport/nats.js").href)) as typeof import("../src/transport/nats.js");
-const { transportStats } = (await import(dist("transport/protocol.js").href)) as typeof import("../src/transport/protocol.js");
+const { serveRanksOverNats } = (await import(dist("transport/controller/nats.js").href)) as typeof import("../src/transport/controller/nats.js");
+const { transportStats } = (await import(dist("transport/protocol/messages.js").href)) as typeof import("../src/transport/protocol/messages.js");
 
 const RANK_MODULE = new URL("./ranks-rank.mjs", import.meta.url);
 const QUICK = process.env["RANKS_BENCH_QUICK"] === "1";

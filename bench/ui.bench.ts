@@ -69,7 +69,8 @@ try {
       const cdp = await page.context().newCDPSession(page);
       await cdp.send("Performance.enable");
       await page.goto(`${dashboard.url}#run=bench/${c.trial}&tab=metrics`);
-      await page.waitForSelector(`body[data-charts-rendered="${KEYS}"]`, { timeout: 60_000 });
+      // Charts draw when on screen (issue 14): the mark says how many were on screen at load.
+      await page.waitForSelector("body[data-charts-rendered]", { timeout: 60_000 });
       const [total, grid] = await page.evaluate(() => {
         const measure = performance.getEntriesByName("rankscope:first-render")[0];
         const start = performance.getEntriesByName("rankscope:charts-start")[0];
@@ -93,10 +94,10 @@ try {
 }
 
 process.stdout.write(
-  `Chromium, ${ROUNDS} page loads per case (the first with a cold cache); times in ms, target ≤ 1000 from navigation to every chart drawn. ` +
+  `Chromium, ${ROUNDS} page loads per case (the first with a cold cache); times in ms, target ≤ 1000 from navigation to every chart on screen drawn (charts off screen draw when scrolled to). ` +
     `${cpus().length} CPUs, load average ${loadBefore.toFixed(1)} → ${(loadavg()[0] ?? NaN).toFixed(1)} during the run.\n\n`,
 );
 process.stdout.write(
-  "| case | first load: navigation → all 50 drawn | median | best | median: keys known → all drawn | median renderer main-thread busy |\n|---|---:|---:|---:|---:|---:|\n",
+  "| case | first load: navigation → charts on screen drawn | median | best | median: keys known → drawn | median renderer main-thread busy |\n|---|---:|---:|---:|---:|---:|\n",
 );
 process.stdout.write(`${rows.join("\n")}\n`);

@@ -6,6 +6,8 @@ missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+# The Python cross-checks (TensorBoard, the official W&B SDK) make a venv: python3 with venv and pip.
+python3 -c "import venv, ensurepip" >/dev/null 2>&1 || missing+=(python3-venv)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "rankscope tests: missing ${missing[*]}; install them (Debian: apt-get install ${missing[*]})" >&2

@@ -52,7 +52,7 @@ export {
   type MetricLoggerOptions,
 } from "./controller/metric-logger.js";
 export type { BackendsConfig } from "./controller/config.js";
-export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./controller/rank.js";
+export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./transport/rank/runtime.js";
 export { resolveRunLocation, pathSegmentProblem, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
 export { currentMetricLogger, type FlushOptions, type LogDirectOptions } from "./controller/metric-logger.js";
 export { monotonicCommitStep, MonotonicStep } from "./core/step.js";
@@ -113,10 +113,10 @@ export { TRACE_CATEGORIES, type TraceCategory, type TraceEvent } from "./trace/t
 export { SessionTracer, SESSION_STATUSES, type SessionStatus, type SessionTracerOptions, type SessionRecord, type SessionSpan } from "./trace/session-tracer.js";
 export { parseTraceText, readTraceFile, type ParsedTrace } from "./trace/trace-file.js";
 export { mergeTraces, type MergeTracesOptions, type MergeTracesResult } from "./trace/merge.js";
-export { spawnRanks, RankGroup, type SpawnRanksOptions, type RankServer } from "./transport/launcher.js";
-export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/join.js";
-export { currentRank } from "./controller/rank.js";
-export { ignoredMessageCounts, transportStats, PROTOCOL_VERSION, type IgnoredMessageCounts, type TransportStats } from "./transport/protocol.js";
+export { spawnRanks, RankGroup, type SpawnRanksOptions, type RankServer } from "./transport/controller/launcher.js";
+export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/rank/join.js";
+export { currentRank } from "./transport/rank/runtime.js";
+export { ignoredMessageCounts, transportStats, PROTOCOL_VERSION, type IgnoredMessageCounts, type TransportStats } from "./transport/protocol/messages.js";
 export {
   streamValues,
   startStream,

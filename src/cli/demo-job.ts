@@ -16,7 +16,7 @@ import type { BackendsConfig } from "../controller/config.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
 import { SystemMonitor } from "../system/monitor.js";
 import { savePerfTracer, traceScope } from "../trace/perf-tracer.js";
-import { spawnRanks } from "../transport/launcher.js";
+import { spawnRanks } from "../transport/controller/launcher.js";
 
 /**
  * Where the demo's part 2 logs to: add backends here. The store three times: the values reduced
@@ -62,7 +62,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   let monitor: SystemMonitor | undefined;
   try {
     // Loaded only when asked for, like any user of the NATS carrier would.
-    const nats = options.natsUrl === undefined ? undefined : await (await import("../transport/nats.js")).serveRanksOverNats({ url: options.natsUrl, logger });
+    const nats = options.natsUrl === undefined ? undefined : await (await import("../transport/controller/nats.js")).serveRanksOverNats({ url: options.natsUrl, logger });
     const actors = await spawnRanks({
       module: demoRankModule(),
       replicas: 2,

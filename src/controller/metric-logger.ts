@@ -23,10 +23,10 @@ import type { Metric } from "../core/metric.js";
 import type { AccumulatorState } from "../core/reduce.js";
 import { setCurrentRun } from "../run/current.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
-import { validateRunMeta, writeRunFiles } from "../run/run-files.js";
+import { runHyperparams, validateRunMeta, writeRunFiles } from "../run/run-files.js";
 import { BackendSet, DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
-import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "./rank.js";
+import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
 /** Options of `getOrCreateMetricLogger`. */
@@ -59,7 +59,10 @@ export interface InitBackendsOptions {
   /**
    * The user's run config (hyperparameters, experiment settings). When given, the controller
    * writes `config.yaml` (secrets such as API keys redacted) and `version.json` (package version,
-   * git branch/commit/dirty of the working directory) into the run directory at start.
+   * git branch/commit/dirty of the working directory) into the run directory at start, and logs
+   * both (redacted, the version info under `version_info`) as the run's hyperparameters: W&B's
+   * config, TensorBoard's hparams, the store's hyperparams — in the global backends and, through
+   * the ranks' init, the per-rank ones.
    */
   runConfig?: unknown;
   /** Labels of this run (`["baseline", "lr-sweep"]`), kept in the run directory's `run.json`; the dashboard shows and filters by them. */
@@ -235,14 +238,17 @@ export class MetricLogger {
     const rankDeadlineMs = Math.min(this.backendDeadlineMs, Math.max(1, Math.floor(this.flushDeadlineMs / 2)));
     for (const v of validated) if (v.loggingMode !== "global_reduce") perRank[v.name] = { deadlineMs: rankDeadlineMs, ...v.options };
     const primaryMetadata = { ...this.globalBackends.metadataForRanks(), ...this.primaryBackends.metadataForRanks() };
-    this.rankInit = { backends: perRank, primaryMetadata, run };
     if (resumeStep > 0) this.lastStep = resumeStep - 1;
-    const runFiles =
+    const files =
       options.runConfig === undefined && runMeta === undefined
         ? undefined
-        : writeRunFiles(this.run.runDir, { ...(options.runConfig === undefined ? {} : { config: options.runConfig }), ...(runMeta === undefined ? {} : { meta: runMeta }) });
+        : await writeRunFiles(this.run.runDir, { ...(options.runConfig === undefined ? {} : { config: options.runConfig }), ...(runMeta === undefined ? {} : { meta: runMeta }) });
+    // The run's config and version info are its hyperparameters in every backend that has them:
+    // the global and primary ones here, the per-rank ones through the ranks' init.
+    const hyperparams = files !== undefined && options.runConfig !== undefined ? runHyperparams(files) : undefined;
+    this.rankInit = { backends: perRank, primaryMetadata, run, ...(hyperparams === undefined ? {} : { hyperparams }) };
     await Promise.all([...this.ranks.values()].map((r) => r.init(this.rankInit as RankInit)));
-    await runFiles;
+    if (hyperparams !== undefined) await this.logHyperparams(hyperparams);
   }
 
   /**

@@ -14,6 +14,7 @@ import { envFlag, envInteger } from "./env.js";
 import type { Accumulator, AccumulatorState, ReduceDefinition, ReduceName, SampleRecord } from "./reduce.js";
 import { getReduceDefinition } from "./registry.js";
 import { processWide } from "./process-wide.js";
+import { isReportingWorker, linkWorkerCollector, workerGatherer } from "./worker-link.js";
 
 /** One key's accumulator in this process. */
 export interface MetricEntry {
@@ -63,6 +64,8 @@ export class Collector {
   step = 0;
   /** Raw value consumer, set while a `per_rank_no_reduce` backend is active in this process. */
   stream: StreamProducer | null = null;
+  /** Called once, when the first key is created (a user's worker thread links to the main thread then). */
+  onFirstKey: (() => void) | null = null;
   /** Values recorded while closed (after the controller's `shutdown()`, before a new logger): never logged. */
   recordedAfterClose = 0;
   /** The real accumulators while closed, by entry (restored by `reopen`). */
@@ -165,6 +168,11 @@ export class Collector {
       streamGeneration: 0,
     };
     this.entries.set(key, entry);
+    if (this.onFirstKey !== null) {
+      const first = this.onFirstKey;
+      this.onFirstKey = null;
+      first();
+    }
     if (this.closedAccumulators !== null) this.closeEntry(entry);
     return entry;
   }
@@ -242,9 +250,18 @@ export function describeValue(value: unknown): string {
   return `${typeof value} ${String(value)}`;
 }
 
-/** This process's collector (created on first use). */
+/**
+ * This thread's collector (created on first use). In a user's worker thread it links to the main
+ * thread when its first key is recorded, so its values reach the main thread's flush (see
+ * `worker-link.ts`); in the main thread it starts listening for such workers.
+ */
 export function getCollector(): Collector {
-  return processWide("collector", () => new Collector());
+  return processWide("collector", () => {
+    const created = new Collector();
+    if (isReportingWorker()) created.onFirstKey = () => linkWorkerCollector(created);
+    else workerGatherer();
+    return created;
+  });
 }
 
 const collector = getCollector();

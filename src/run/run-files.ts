@@ -116,10 +116,14 @@ export interface RunFilesOptions {
   secretKeys?: readonly RegExp[];
 }
 
-/** What `writeRunFiles` wrote (absolute paths). */
+/** What `writeRunFiles` wrote (absolute paths) and the content it wrote. */
 export interface RunFiles {
   readonly configPath: string | null;
   readonly versionPath: string | null;
+  /** The config as written to `config.yaml` (secrets redacted); undefined when none was given. */
+  readonly config: unknown;
+  /** The content of `version.json`. */
+  readonly version: VersionInfo;
   /** `run.json`, when tags or a group were given. */
   readonly metaPath?: string | null;
 }
@@ -142,12 +146,30 @@ export async function writeRunFiles(runDir: string, options: RunFilesOptions = {
     }
   };
   let configPath: string | null = null;
+  const config = options.config === undefined ? undefined : redactSecrets(options.config, patterns);
   if (options.config !== undefined) {
     // yaml loads only when a config is written, keeping `import "rankscope"` light.
     const { stringify } = await import("yaml");
-    configPath = await write("config.yaml", stringify(redactSecrets(options.config, patterns) ?? null));
+    configPath = await write("config.yaml", stringify(config ?? null));
   }
   const metaPath = options.meta === undefined ? undefined : await write(RUN_META_FILE, `${JSON.stringify(options.meta, null, 2)}\n`);
-  const versionPath = await write("version.json", `${JSON.stringify(await versionInfo(options.cwd), null, 2)}\n`);
-  return { configPath, versionPath, ...(metaPath === undefined ? {} : { metaPath }) };
+  const version = await versionInfo(options.cwd);
+  const versionPath = await write("version.json", `${JSON.stringify(version, null, 2)}\n`);
+  return { configPath, versionPath, config, version, ...(metaPath === undefined ? {} : { metaPath }) };
+}
+
+/** The key under which the run's hyperparameters carry `version.json`'s content. */
+export const VERSION_INFO_KEY = "version_info";
+
+/**
+ * The run's hyperparameters as backends log them (W&B config, TensorBoard hparams, the store):
+ * the redacted run config's keys (a config that is not a plain object goes under `config`) and
+ * the version info under `version_info`.
+ */
+export function runHyperparams(files: Pick<RunFiles, "config" | "version">): Record<string, unknown> {
+  const config = files.config;
+  const base: Record<string, unknown> =
+    config === undefined ? {} : config !== null && typeof config === "object" && !Array.isArray(config) ? { ...(config as Record<string, unknown>) } : { config };
+  base[VERSION_INFO_KEY] = files.version;
+  return base;
 }

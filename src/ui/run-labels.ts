@@ -8,7 +8,7 @@
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { RUN_META_FILE, redactSecrets } from "../run/run-files.js";
+import { RUN_META_FILE, VERSION_INFO_KEY, redactSecrets } from "../run/run-files.js";
 import { readRunText, realPathInside } from "./security.js";
 import type { RunLabels } from "./source.js";
 
@@ -58,7 +58,9 @@ export class RunLabelReader {
     const config = this.parsed(runDir, "config.yaml", (text) => parseYaml(text) as unknown);
     const { tags, group } = readMeta(meta);
     const params = flattenParams(redactSecrets(config ?? {}));
-    flattenParams(redactSecrets(hyperparams), params);
+    // The version info that initBackends logs with the run config has its own place (version.json), not the params columns.
+    const { [VERSION_INFO_KEY]: _version, ...logged } = hyperparams;
+    flattenParams(redactSecrets(logged), params);
     return { tags, group, params };
   }
 

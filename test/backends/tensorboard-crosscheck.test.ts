@@ -4,23 +4,29 @@
  * default reader where installed) and once with its Python event reader (`--load_fast=false`) —
  * and what its HTTP API returns is compared with what was recorded.
  *
- * Needs a Python with the `tensorboard` package: `RANKSCOPE_TENSORBOARD_PYTHON=/path/to/python`,
- * else `python3` is tried. Without one the test is skipped (and says so).
+ * TensorBoard comes from the shared test venv (test/helpers/python.ts: made once in
+ * node_modules/.cache/rankscope-py from pip's configured sources, or `RANKSCOPE_PYTHON`). When it
+ * cannot be set up the test is skipped and says why.
  */
 import assert from "node:assert/strict";
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { after, it } from "node:test";
 import { getCollector, recordMetric } from "../../src/core/collector.js";
 import { registerBackend, type Backend } from "../../src/backends/backend.js";
 import type { Metric, StreamRecord } from "../../src/core/metric.js";
 import { Reduce } from "../../src/core/registry.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { isInternalKey } from "../../src/core/internal-keys.js";
+import { REDACTED } from "../../src/run/run-files.js";
 import { tempDir } from "../helpers.js";
+import { pythonKit } from "../helpers/python.js";
 
-const python = process.env["RANKSCOPE_TENSORBOARD_PYTHON"] ?? "python3";
-const probe = spawnSync(python, ["-c", "import tensorboard, tensorboard_data_server; print(tensorboard.__version__)"], { encoding: "utf8" });
-const tensorboardVersion = probe.status === 0 ? probe.stdout.trim() : null;
-const skip = tensorboardVersion === null ? `no Python with the tensorboard package (${python}); set RANKSCOPE_TENSORBOARD_PYTHON to run this cross-check` : false;
+const kit = pythonKit("tensorboard");
+const python = kit.python ?? "python3";
+const tensorboardVersion = kit.version;
+const skip = kit.skip;
 
 const servers: ChildProcess[] = [];
 after(() => {
@@ -95,7 +101,7 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
       stream: { loggingMode: "per_rank_no_reduce", type: "tensorboard" },
       capture: { loggingMode: "per_rank_no_reduce", type: `capture-${loadFast}` },
     },
-    { resumeStep: 5 },
+    { resumeStep: 5, runConfig: { optimizer: "adam", wandb: { apiKey: "s3cret-key" } } },
   );
   await logger.logHyperparams({ lr: 3e-4, model: { name: "tiny", layers: 2 }, amp: true });
   const flushed: Metric[] = [];
@@ -115,7 +121,8 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
     () => getJson(`${base}/data/plugin/scalars/tags`),
     (t) => Object.keys((t as Record<string, Record<string, unknown>>)[run] ?? {}).includes("weights/mean"),
   )) as Record<string, Record<string, unknown>>;
-  const expectedTags = [...new Set(flushed.map((m) => m.key))].sort();
+  // rankscope's own keys (rankscope/…, …__count) are left out of TensorBoard unless `internal: true`.
+  const expectedTags = [...new Set(flushed.map((m) => m.key))].filter((k) => !isInternalKey(k)).sort();
   assert.deepEqual(Object.keys(tags[run] ?? {}).sort(), expectedTags);
 
   // Scalars: the resumed attempt's points replace the first attempt's from step 5 on.
@@ -176,10 +183,47 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
     startIndex: 0,
     sliceSize: 10,
   })) as { sessionGroups: { name: string; hparams: Record<string, unknown>; metricValues: { name: { tag: string }; trainingStep: number }[] }[] };
-  assert.equal(groups.sessionGroups.length, 1);
-  const group = groups.sessionGroups[0] as (typeof groups.sessionGroups)[number];
-  assert.equal(group.name, run);
-  assert.deepEqual(group.hparams, { lr: 3e-4, "model.name": "tiny", "model.layers": 2, amp: true });
+  // The global run, and the rank's stream run (per-rank backends get the run config through the ranks' init).
+  assert.deepEqual(groups.sessionGroups.map((g) => g.name).sort(), [run, `${run}/Controller`]);
+  const group = groups.sessionGroups.find((g) => g.name === run) as (typeof groups.sessionGroups)[number];
+  // The run config (secrets redacted) and version.json, logged by initBackends({ runConfig }), merged with logHyperparams.
+  const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as Record<string, unknown>;
+  const flat: Record<string, unknown> = {};
+  const visit = (prefix: string, v: unknown): void => {
+    if (v !== null && typeof v === "object") for (const [k, inner] of Object.entries(v)) visit(`${prefix}.${k}`, inner);
+    else flat[prefix] = v === null ? "null" : v;
+  };
+  visit("version_info", version);
+  assert.deepEqual(group.hparams, { lr: 3e-4, "model.name": "tiny", "model.layers": 2, amp: true, optimizer: "adam", "wandb.apiKey": REDACTED, ...flat });
   assert.ok(group.metricValues.some((m) => m.name.tag === "loss" && m.trainingStep === 8));
+  // logHyperparams reaches the global backends; the rank's run has initBackends' run config and version info.
+  assert.deepEqual(groups.sessionGroups.find((g) => g.name === `${run}/Controller`)?.hparams, { optimizer: "adam", "wandb.apiKey": REDACTED, ...flat });
 });
+}
+
+for (const loadFast of [true, false]) {
+  it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "Python reader"}) keeps a resumed run's first hyperparameters (docs/tensorboard.md)`, { skip, timeout: 120_000 }, async () => {
+    const runDir = tempDir();
+    for (const [optimizer, resumeStep] of [
+      ["sgd", 0],
+      ["adam", 2],
+    ] as const) {
+      getCollector().clear();
+      const logger = new MetricLogger({ runDir });
+      await logger.initBackends({ tensorboard: { loggingMode: "global_reduce" } }, { resumeStep, runConfig: { optimizer } });
+      for (let step = resumeStep; step < resumeStep + 3; step++) {
+        recordMetric("loss", step, Reduce.MEAN);
+        await logger.flush(step);
+      }
+      await logger.shutdown();
+    }
+    const base = await startTensorBoard(runDir, loadFast);
+    const request = { experimentName: "", allowedStatuses: ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"], colParams: [], startIndex: 0, sliceSize: 10 };
+    const groups = (await until(
+      () => getJson(`${base}/data/plugin/hparams/session_groups`, request),
+      (g) => ((g as { sessionGroups?: unknown[] }).sessionGroups ?? []).length > 0,
+    )) as { sessionGroups: { hparams: Record<string, unknown> }[] };
+    assert.equal(groups.sessionGroups.length, 1);
+    assert.equal(groups.sessionGroups[0]?.hparams["optimizer"], "sgd", "the first attempt's session_start_info is what the HParams tab shows");
+  });
 }

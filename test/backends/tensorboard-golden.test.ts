@@ -63,5 +63,6 @@ it("a fixed run writes the golden tfevents bytes", async () => {
   for (let i = 0; i < Math.max(expected.length, got.length); i++) {
     assert.equal(got[i], expected[i], `record line ${i} differs from ${GOLDEN}`);
   }
-  assert.match(file, /events\.out\.tfevents\.1700000000\./, "the file is named by the clock's seconds, 10 digits");
+  // The file is created at its first record (the hyperparameters, written before the first flush's data).
+  assert.match(file, /events\.out\.tfevents\.1700000001\./, "the file is named by the clock's seconds, 10 digits");
 });

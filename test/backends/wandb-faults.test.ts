@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
-import { LocalRankHandle, RankRuntime } from "../../src/controller/rank.js";
+import { LocalRankHandle, RankRuntime } from "../../src/transport/rank/runtime.js";
 import { Collector, recordMetric } from "../../src/core/collector.js";
 import { diagnosticCounts } from "../../src/core/diagnostics.js";
 import { Reduce } from "../../src/core/registry.js";
@@ -178,8 +178,13 @@ describe("wandb under faults", () => {
   it("offline mode spools everything as it would have been sent; `rankscope wandb sync` replays it with a progress bar, once", async () => {
     const runDir = tempDir();
     const logger = new MetricLogger({ runDir, experiment: "f5", trial: "t" });
-    await logger.initBackends({ wandb: config({ mode: "offline", config: { lr: 0.5 } }) });
-    await steps(logger, 0, 20);
+    await logger.initBackends({ wandb: config({ mode: "offline", config: { lr: 0.5 } }) }, { runConfig: { batch: 4 } });
+    for (let step = 0; step < 20; step++) {
+      recordMetric("loss", step + 0.25, Reduce.MEAN);
+      recordMetric("count", step * 2, Reduce.SUM);
+      if (step === 7) recordMetric("rollout", { prompt: "p", reward: 1 }, Reduce.SAMPLE);
+      await logger.flush(step);
+    }
     await logger.shutdown();
     assert.equal(server.requests.length, 0, "offline mode makes no request");
     const spoolFile = join(runDir, "wandb", "f5_t", "file_stream.jsonl");
@@ -199,7 +204,15 @@ describe("wandb under faults", () => {
     assert.match(first.stderr, /\[#{30}\] 100% {2}20\/20 lines {2}f5_t/, "a progress bar on stderr");
     assert.match(first.stdout, /f5_t: 20 history line\(s\) sent, 0 already on the server, run marked complete/);
     assertExactlyOnce("f5_t", 20);
-    assert.deepEqual(server.run("f5_t")?.config, { lr: { value: 0.5 } });
+    const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
+    assert.deepEqual(server.run("f5_t")?.config, { lr: { value: 0.5 }, batch: { value: 4 }, version_info: { value: version } });
+    // The spooled run files (the step's table, config.yaml, version.json, the summary) are uploaded by sync too.
+    const table = server.history("f5_t")[7]?.["rollout"] as { _type: string; path: string };
+    assert.equal(table._type, "table-file");
+    const run = server.run("f5_t");
+    assert.deepEqual([...(run?.uploaded ?? [])].sort(), ["config.yaml", table.path, "version.json", "wandb-summary.json"].sort());
+    assert.equal(run?.files.get("version.json")?.toString("utf8"), readFileSync(join(runDir, "version.json"), "utf8"));
+    assert.deepEqual(JSON.parse(run?.files.get(table.path)?.toString("utf8") ?? ""), { columns: ["prompt", "reward"], data: [["p", 1]] });
     const before = server.fileStreamRequests;
     const second = await runCli(["wandb", "sync", runDir, "--base-url", server.baseUrl], { WANDB_API_KEY: API_KEY });
     assert.equal(second.status, 0, second.stderr);

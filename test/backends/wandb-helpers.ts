@@ -1,6 +1,8 @@
 /** Helpers of the W&B tests: a strict server per test, expected values, and a leak check for the key. */
 import { readdirSync, readFileSync, statSync } from "node:fs";
+import assert from "node:assert/strict";
 import { join } from "node:path";
+import { crc32 } from "node:zlib";
 import { getCollector } from "../../src/core/collector.js";
 import { resetDiagnostics } from "../../src/core/diagnostics.js";
 import { StrictWandbServer, type HistoryRow } from "./wandb-server.js";
@@ -43,4 +45,55 @@ export function allFiles(dir: string): string[] {
 /** Files under `dir` whose content contains the API key (should be none). */
 export function filesContainingKey(dir: string): string[] {
   return allFiles(dir).filter((f) => readFileSync(f, "utf8").includes(API_KEY));
+}
+
+/**
+ * Decode a `.wandb` transaction log as wandb-core's reader does (core/pkg/leveldb/record.go),
+ * asserting every rule: the W&B header, chunks within their 32 KiB block, CRC-32 of type and data,
+ * chunk types in order, zero padding where fewer than 7 bytes are left. Returns the records and
+ * how many spanned more than one chunk.
+ */
+export function decodeTransactionLog(data: Buffer): { records: Buffer[]; spanned: number; padded: number } {
+  assert.deepEqual([...data.subarray(0, 7)], [0x3a, 0x57, 0x26, 0x42, 0xe1, 0xbe, 0], "the W&B header: :W&B, magic 0xBEE1 LE, version 0");
+  const records: Buffer[] = [];
+  let pos = 7;
+  let pending: Buffer | null = null;
+  let spanned = 0;
+  let padded = 0;
+  while (pos < data.length) {
+    const left = 32768 - (pos % 32768);
+    if (left < 7) {
+      assert.ok(data.subarray(pos, pos + left).every((b) => b === 0), `zero padding at ${pos}`);
+      pos += left;
+      padded++;
+      continue;
+    }
+    const crc = data.readUInt32LE(pos);
+    const length = data.readUInt16LE(pos + 4);
+    const type = data[pos + 6] as number;
+    assert.ok(7 + length <= left, `the chunk at ${pos} stays in its block`);
+    assert.ok(pos + 7 + length <= data.length, `the chunk at ${pos} is complete`);
+    assert.equal(crc32(data.subarray(pos + 6, pos + 7 + length)), crc, `CRC of the chunk at ${pos}`);
+    const body = data.subarray(pos + 7, pos + 7 + length);
+    pos += 7 + length;
+    if (type === 1) {
+      assert.equal(pending, null, "a full chunk inside a record");
+      records.push(body);
+    } else if (type === 2) {
+      assert.equal(pending, null, "a first chunk inside a record");
+      pending = body;
+    } else if (type === 3) {
+      assert.ok(pending !== null, "a middle chunk outside a record");
+      pending = Buffer.concat([pending, body]);
+    } else if (type === 4) {
+      assert.ok(pending !== null, "a last chunk outside a record");
+      records.push(Buffer.concat([pending, body]));
+      pending = null;
+      spanned++;
+    } else {
+      assert.fail(`chunk type ${type} at ${pos}`);
+    }
+  }
+  assert.equal(pending, null, "the last record is complete");
+  return { records, spanned, padded };
 }

@@ -17,6 +17,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { parseHistoryJson } from "../../src/backends/wandb/history.js";
 
 /** One history line, parsed. */
 export type HistoryRow = Record<string, number | string | boolean | null | object>;
@@ -39,6 +40,10 @@ export interface ServerRun {
   exitcode: number | null;
   shared: boolean | null;
   upserts: number;
+  /** Run files: name → content, as uploaded to the URL `CreateRunFiles` handed out. */
+  readonly files: Map<string, Buffer>;
+  /** Names the client reported `uploaded` in the file stream (each must have been uploaded first). */
+  readonly uploaded: Set<string>;
 }
 
 export type Fault =
@@ -49,17 +54,8 @@ export type Fault =
 /** Which requests a fault applies to. */
 export type FaultTarget = "graphql" | "file_stream" | "any";
 
-/** `JSON.parse` that also reads the bare `NaN` / `Infinity` / `-Infinity` tokens W&B's clients write. */
-export function parseWandbJson(text: string): unknown {
-  const marked = text.replace(/"(?:[^"\\]|\\.)*"|-?Infinity|NaN/g, (token) => (token.startsWith('"') ? token : `{"$nonFinite":"${token}"}`));
-  return JSON.parse(marked, (_key, value: unknown) => {
-    if (value !== null && typeof value === "object" && "$nonFinite" in value) {
-      const t = (value as { $nonFinite: string }).$nonFinite;
-      return t === "NaN" ? NaN : t === "Infinity" ? Infinity : -Infinity;
-    }
-    return value;
-  });
-}
+/** W&B history JSON with bare `NaN` / `Infinity` / `-Infinity` tokens: the backend's one parser. */
+export const parseWandbJson = parseHistoryJson;
 
 export class StrictWandbServer {
   readonly runs = new Map<string, ServerRun>();
@@ -165,7 +161,9 @@ export class StrictWandbServer {
       this.answer(res, fault.status, { error: "injected fault" }, fault.retryAfter === undefined ? {} : { "retry-after": fault.retryAfter });
       return;
     }
-    if (req.method !== "POST") return this.violation(res, 405, `${req.method} ${path}: only POST is used`);
+    const upload = /^\/upload\/([^/]+)\/([^/]+)\/([^/]+)\/(.+)$/.exec(path);
+    if (upload !== null) return this.upload(upload.slice(1).map((m) => decodeURIComponent(m)) as [string, string, string, string], req, Buffer.concat(chunks), res);
+    if (req.method !== "POST") return this.violation(res, 405, `${req.method} ${path}: only POST is used (PUT only to an upload URL)`);
     const expected = `Basic ${Buffer.from(`api:${this.apiKey}`).toString("base64")}`;
     if (req.headers.authorization !== expected) return this.violation(res, 401, `${path}: missing or wrong basic auth (user "api", password = API key)`);
     if (!String(req.headers["content-type"] ?? "").includes("application/json")) return this.violation(res, 415, `${path}: content-type must be application/json`);
@@ -192,13 +190,52 @@ export class StrictWandbServer {
     return this.fileStream(entity, project, name, body, req, res, respond);
   }
 
+  /**
+   * A file PUT to an upload URL `CreateRunFiles` handed out (like a signed storage URL: no W&B
+   * auth header needed, but the URL must have been issued for that run and file).
+   */
+  private upload([entity, project, name, file]: [string, string, string, string], req: IncomingMessage, content: Buffer, res: ServerResponse): void {
+    if (req.method !== "PUT") return this.violation(res, 405, `upload of ${file}: must be PUT`);
+    const run = this.runs.get(`${entity}/${project}/${name}`);
+    if (run === undefined || !this.issuedUploads.has(`${entity}/${project}/${name}/${file}`)) return this.violation(res, 403, `upload of ${file}: no upload URL was issued for it`);
+    run.files.set(file, content);
+    res.writeHead(200);
+    res.end();
+  }
+
+  private readonly issuedUploads = new Set<string>();
+
   private graphql(body: Record<string, unknown>, req: IncomingMessage, res: ServerResponse, respond: (s: number, p: unknown) => void): void {
     const query = body["query"];
-    const variables = body["variables"] as Record<string, unknown> | undefined;
-    if (typeof query !== "string" || variables === null || typeof variables !== "object") {
-      return this.violation(res, 400, "graphql: body must be { query: string, variables: object }");
+    // A query without variables may leave them out (wandb-core's ServerFeaturesQuery does).
+    const variables = (body["variables"] ?? {}) as Record<string, unknown>;
+    if (typeof query !== "string" || variables === null || typeof variables !== "object" || Array.isArray(variables)) {
+      return this.violation(res, 400, "graphql: body must be { query: string, variables?: object }");
     }
-    if (/mutation UpsertBucket\(/.test(query)) {
+    if (/query ServerFeaturesQuery\s*\{/.test(query)) {
+      // The official SDK (wandb-core) asks which server features exist; this server has none of the optional ones.
+      if (!/serverInfo\s*\{\s*features\s*\{\s*name\s+isEnabled/.test(query)) return this.violation(res, 400, "ServerFeaturesQuery: selection must be serverInfo { features { name isEnabled } }");
+      return respond(200, { data: { serverInfo: { features: [] } } });
+    }
+    if (/mutation CreateRunFiles\s*\(/.test(query)) {
+      if (!/createRunFiles\(input:\s*\{\s*entityName:\s*\$entity,\s*projectName:\s*\$project,\s*runName:\s*\$run,\s*files:\s*\$files\s*\}\)/.test(query)) {
+        return this.violation(res, 400, "CreateRunFiles: input must be { entityName: $entity, projectName: $project, runName: $run, files: $files }");
+      }
+      for (const field of ["runID", "uploadHeaders", "name", "uploadUrl"]) if (!query.includes(field)) return this.violation(res, 400, `CreateRunFiles: selection must include ${field}`);
+      const { entity, project, run: runName, files } = variables as { entity?: unknown; project?: unknown; run?: unknown; files?: unknown };
+      if (typeof entity !== "string" || typeof project !== "string" || typeof runName !== "string") return this.violation(res, 400, "CreateRunFiles: entity, project and run are required strings");
+      if (!Array.isArray(files) || files.length === 0 || files.some((f) => typeof f !== "string" || f.length === 0 || f.startsWith("/") || f.split("/").includes(".."))) {
+        return this.violation(res, 400, `CreateRunFiles: files must be relative run paths, got ${JSON.stringify(files)}`);
+      }
+      const run = this.runs.get(`${entity}/${project}/${runName}`);
+      if (run === undefined) return this.violation(res, 404, `CreateRunFiles: no run ${entity}/${project}/${runName} (UpsertBucket first)`);
+      const base = `${this.baseUrl}/upload/${encodeURIComponent(entity)}/${encodeURIComponent(project)}/${encodeURIComponent(runName)}`;
+      for (const f of files as string[]) this.issuedUploads.add(`${entity}/${project}/${runName}/${f}`);
+      return respond(200, {
+        data: { createRunFiles: { runID: run.id, uploadHeaders: [], files: (files as string[]).map((f) => ({ name: f, uploadUrl: `${base}/${encodeURIComponent(f)}` })) } },
+      });
+    }
+    if (/mutation UpsertBucket\s*\(/.test(query)) {
       if (!/upsertBucket\(input:\s*\{[^}]*name:\s*\$name[^}]*modelName:\s*\$project[^}]*entityName:\s*\$entity/.test(query)) {
         return this.violation(res, 400, "UpsertBucket: input must map name, modelName ($project) and entityName ($entity)");
       }
@@ -218,6 +255,10 @@ export class StrictWandbServer {
         for (const [k, v] of Object.entries(config)) {
           if (v === null || typeof v !== "object" || !("value" in v)) return this.violation(res, 400, `UpsertBucket: config key ${k} must be { value }`);
         }
+      }
+      for (const field of ["summaryMetrics", "description", "host", "program", "repo", "commit", "state", "sweep", "id"]) {
+        const v = variables[field];
+        if (v !== undefined && v !== null && typeof v !== "string") return this.violation(res, 400, `UpsertBucket: ${field} must be a string or null`);
       }
       const entity = typeof entityVar === "string" ? entityVar : this.defaultEntity;
       const key = `${entity}/${project}/${name}`;
@@ -240,6 +281,8 @@ export class StrictWandbServer {
           exitcode: null,
           shared: null,
           upserts: 0,
+          files: new Map(),
+          uploaded: new Set(),
         };
         this.runs.set(key, run);
       }
@@ -253,7 +296,21 @@ export class StrictWandbServer {
       run.config = { ...run.config, ...config };
       void req;
       return respond(200, {
-        data: { upsertBucket: { bucket: { id: run.id, name: run.name, displayName: run.displayName, project: { name: run.project, entity: { name: run.entity } } }, inserted } },
+        data: {
+          upsertBucket: {
+            bucket: {
+              id: run.id,
+              name: run.name,
+              displayName: run.displayName,
+              description: null,
+              config: JSON.stringify(run.config),
+              sweepName: null,
+              historyLineCount: (run.history.get("") ?? []).length,
+              project: { id: `project-${run.project}`, name: run.project, entity: { id: `entity-${run.entity}`, name: run.entity } },
+            },
+            inserted,
+          },
+        },
       });
     }
     if (/query RunResumeStatus\(/.test(query)) {
@@ -327,10 +384,17 @@ export class StrictWandbServer {
       if (summary.offset !== 0 || !Array.isArray(summary.content) || summary.content.length !== 1) return this.violation(res, 400, "summary must be { offset: 0, content: [one line] }");
       summaryRow = parseWandbJson(summary.content[0] as string) as Record<string, unknown>;
     }
+    const uploaded = body["uploaded"];
+    if (uploaded !== undefined) {
+      if (!Array.isArray(uploaded) || uploaded.some((f) => typeof f !== "string")) return this.violation(res, 400, "file_stream: uploaded must be a list of file names");
+      const missing = (uploaded as string[]).filter((f) => !run.files.has(f));
+      if (missing.length > 0) return this.violation(res, 409, `file_stream: ${missing.join(", ")} reported uploaded but never PUT to its upload URL`);
+    }
     if (body["complete"] !== undefined) {
       if (body["complete"] !== true || typeof body["exitcode"] !== "number") return this.violation(res, 400, "complete must be true with an integer exitcode");
     }
     run.history.set(client, [...lines, ...append]);
+    for (const f of (uploaded ?? []) as string[]) run.uploaded.add(f);
     if (summaryRow !== undefined) run.summary = run.shared === true ? { ...run.summary, ...summaryRow } : summaryRow;
     if (body["complete"] === true) {
       run.complete = true;

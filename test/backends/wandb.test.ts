@@ -8,15 +8,19 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, beforeEach, describe, it } from "node:test";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
-import { LocalRankHandle, RankRuntime } from "../../src/controller/rank.js";
+import { LocalRankHandle, RankRuntime } from "../../src/transport/rank/runtime.js";
 import { Collector, recordMetric } from "../../src/core/collector.js";
 import { diagnosticCounts } from "../../src/core/diagnostics.js";
 import { Reduce } from "../../src/core/registry.js";
 import type { BackendOptions, RankIdentity } from "../../src/backends/backend.js";
 import { WandbBackend } from "../../src/backends/wandb/index.js";
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { REDACTED } from "../../src/run/run-files.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
 import { API_KEY, FAST, filesContainingKey, resetProcess, startServer, valuesOf } from "./wandb-helpers.js";
-import type { StrictWandbServer } from "./wandb-server.js";
+import { parseWandbJson, type StrictWandbServer } from "./wandb-server.js";
 
 let server: StrictWandbServer;
 
@@ -134,6 +138,49 @@ describe("wandb global_reduce", () => {
     ]);
   });
 
+  it("resumes above the last step when the server's history tail holds NaN, Infinity and -Infinity", async () => {
+    const runDir = tempDir();
+    let logger = new MetricLogger({ runDir, experiment: "exp3nf", trial: "t1" });
+    await logger.initBackends({ wandb: wandbConfig() });
+    const first = [NaN, Infinity, -Infinity, -Infinity];
+    for (let step = 0; step < first.length; step++) {
+      recordMetric("loss", first[step] as number, Reduce.MEAN);
+      recordMetric("other", step === 3 ? NaN : step, Reduce.MEAN);
+      await logger.flush(step);
+    }
+    await logger.shutdown();
+    resetProcess();
+    // The tail the resume status answers with ends in a row of -Infinity and NaN (bare tokens).
+    const tail = server.history("exp3nf_t1");
+    assert.equal(tail.at(-1)?.["loss"], -Infinity);
+    // A fresh process that does not know where the run ended (resumeStep 0).
+    logger = new MetricLogger({ runDir, experiment: "exp3nf", trial: "t1" });
+    await logger.initBackends({ wandb: wandbConfig({ resume: "allow" }) });
+    for (let step = 2; step < 4; step++) {
+      recordMetric("loss", step * 10, Reduce.MEAN);
+      await logger.flush(step);
+    }
+    await logger.shutdown();
+    const rows = server.history("exp3nf_t1");
+    const steps = rows.map((r) => r["_step"] as number);
+    assert.deepEqual(steps, [0, 1, 2, 3, 4, 5], "_step increases across the resume");
+    assert.deepEqual(rows.map((r) => r["loss"]), [NaN, Infinity, -Infinity, -Infinity, 20, 30]);
+    assert.deepEqual(rows.map((r) => r["global_step"]), [0, 1, 2, 3, 2, 3]);
+  });
+
+  it("logs initBackends' runConfig (secrets redacted) and version.json as the run's config", async () => {
+    const runDir = tempDir();
+    const logger = new MetricLogger({ runDir, experiment: "expcfg", trial: "t1" });
+    await logger.initBackends({ wandb: wandbConfig() }, { runConfig: { lr: 0.01, data: { path: "/d", token: "tok-123" } } });
+    recordMetric("x", 1, Reduce.MEAN);
+    await logger.flush(0);
+    await logger.shutdown();
+    const run = server.run("expcfg_t1");
+    assert.ok(run);
+    const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
+    assert.deepEqual(run.config, { lr: { value: 0.01 }, data: { value: { path: "/d", token: REDACTED } }, version_info: { value: version } });
+  });
+
   it("refuses to write into an existing run with resume: never, and spools instead of losing the values", async () => {
     const runDir = tempDir();
     let logger = new MetricLogger({ runDir, experiment: "exp4", trial: "t1" });
@@ -179,17 +226,17 @@ describe("wandb global_reduce", () => {
 });
 
 describe("wandb per-rank modes (ranks driven in-process with distinct identities)", () => {
-  async function twoRanks(config: Record<string, unknown>, experiment: string): Promise<{ logger: MetricLogger; ranks: RankRuntime[]; runDir: string }> {
+  async function twoRanks(config: Record<string, unknown>, experiment: string, runConfig?: unknown): Promise<{ logger: MetricLogger; ranks: RankRuntime[]; runDir: string }> {
     const runDir = tempDir();
     const logger = new MetricLogger({ runDir, experiment, trial: "t1", processName: "Controller" });
     const ranks = [0, 1].map((r) => new RankRuntime(identity(r), new Collector()));
     for (const rank of ranks) await logger.registerRank(new LocalRankHandle(rank));
-    await logger.initBackends({ wandb: config });
+    await logger.initBackends({ wandb: config }, runConfig === undefined ? {} : { runConfig });
     return { logger, ranks, runDir };
   }
 
   it("per_rank_reduce: one run per rank named {name}_{rankName}, in one group", async () => {
-    const { logger, ranks } = await twoRanks(wandbConfig({ loggingMode: "per_rank_reduce", name: "job" }), "exp5");
+    const { logger, ranks, runDir } = await twoRanks(wandbConfig({ loggingMode: "per_rank_reduce", name: "job" }), "exp5", { lr: 0.5, password: "pw" });
     for (let step = 0; step < 3; step++) {
       // Each rank records into its own collector, as it would in its own process.
       ranks.forEach((rank, r) => rank.collector.recordSlow("loss", (r + 1) * 100 + step, Reduce.MEAN));
@@ -203,6 +250,9 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
       assert.equal(run.groupName, "exp5_t1");
       assert.equal(run.complete, true);
       assert.deepEqual(valuesOf(server.history(run.name), "loss"), [0, 1, 2].map((s) => (r + 1) * 100 + s));
+      // Every rank's run has the run config (redacted) and version info, handed over in the ranks' init.
+      const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
+      assert.deepEqual(run.config, { lr: { value: 0.5 }, password: { value: REDACTED }, version_info: { value: version } });
     }
     assert.equal(server.run("exp5_t1_Controller"), undefined, "the controller's own rank logged nothing and created no run");
   });
@@ -328,7 +378,54 @@ describe("wandb values beyond scalars", () => {
     assert.equal(rows[0]?.["global_step"], 0, "the row's own global_step is not overwritten");
     assert.equal(rows[0]?.["metric/global_step"], 99, "a metric named like a row field is renamed");
     assert.ok(seen.some((d) => d.code === "wandb.reservedKey:global_step"));
-    assert.equal(seen.filter((d) => d.code === "wandb.samples").length, 1);
+    assert.equal(seen.filter((d) => d.code === "wandb.samples").length, 0, "no warning: samples are sent as tables");
+  });
+
+  it("sends samples as W&B tables: a .table.json run file, uploaded and listed as uploaded, referenced from the step's row; config.yaml, version.json and the summary are uploaded too", async () => {
+    const runDir = tempDir();
+    const logger = new MetricLogger({ runDir, experiment: "exp11", trial: "t1" });
+    await logger.initBackends({ wandb: wandbConfig() }, { runConfig: { lr: 0.1 } });
+    const specials = [NaN, Infinity];
+    for (let step = 0; step < 2; step++) {
+      recordMetric("loss", specials[step] as number, Reduce.MEAN);
+      recordMetric("rollout/episode", { prompt: `p${step}`, reward: step, extra: step === 1 ? -Infinity : "x" }, Reduce.SAMPLE);
+      recordMetric("rollout/episode", { prompt: `q${step}`, reward: 10 + step }, Reduce.SAMPLE);
+      await logger.flush(step);
+    }
+    await logger.shutdown();
+    const run = server.run("exp11_t1");
+    assert.ok(run);
+    const rows = server.history("exp11_t1");
+    assert.equal(rows.length, 2);
+    for (const [step, row] of rows.entries()) {
+      const ref = row["rollout/episode"] as { _type: string; path: string; sha256: string; size: number; ncols: number; nrows: number };
+      assert.equal(ref._type, "table-file");
+      assert.match(ref.path, new RegExp(`^media/table/rollout/episode_${step}_[0-9a-f]{20}\\.table\\.json$`));
+      const file = run.files.get(ref.path);
+      assert.ok(file, `the table file ${ref.path} was uploaded`);
+      assert.ok(run.uploaded.has(ref.path), "and listed as uploaded in the file stream");
+      assert.equal(ref.size, file.length);
+      assert.equal(ref.sha256, createHash("sha256").update(file).digest("hex"));
+      assert.equal(ref.path.slice(-31, -11), ref.sha256.slice(0, 20));
+      const table = parseWandbJson(file.toString("utf8")) as { columns: string[]; data: unknown[][] };
+      assert.deepEqual(table.columns, ["prompt", "reward", "extra"]);
+      assert.equal(ref.ncols, 3);
+      assert.equal(ref.nrows, table.data.length);
+      // The sample reduction keeps its records (top-k by arrival); every kept record is in the table.
+      const prompts = table.data.map((r) => r[0]).sort();
+      assert.deepEqual(prompts, [`p${step}`, `q${step}`]);
+      const p = table.data.find((r) => r[0] === `p${step}`) as unknown[];
+      assert.deepEqual(p, [`p${step}`, step, step === 1 ? -Infinity : "x"]);
+    }
+    assert.ok(Number.isNaN(rows[0]?.["loss"]));
+    assert.equal(rows[1]?.["loss"], Infinity);
+    // The run files W&B users expect.
+    assert.equal(run.files.get("config.yaml")?.toString("utf8"), readFileSync(join(runDir, "config.yaml"), "utf8"));
+    assert.equal(run.files.get("version.json")?.toString("utf8"), readFileSync(join(runDir, "version.json"), "utf8"));
+    const summary = parseWandbJson(run.files.get("wandb-summary.json")?.toString("utf8") ?? "") as Record<string, unknown>;
+    assert.equal(summary["loss"], Infinity);
+    assert.deepEqual(summary["rollout/episode"], rows[1]?.["rollout/episode"]);
+    for (const name of ["config.yaml", "version.json", "wandb-summary.json"]) assert.ok(run.uploaded.has(name), `${name} listed as uploaded`);
   });
 });
 

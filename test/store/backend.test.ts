@@ -19,7 +19,7 @@ describe("store backend", () => {
     const out = await captureStdout(async () => {
       const logger = await getOrCreateMetricLogger({ root, experiment: "exp", trial: "t1" });
       runDir = logger.run.runDir;
-      await logger.initBackends();
+      await logger.initBackends(undefined, { runConfig: { batch: 8, password: "hunter2" } });
       await logger.logHyperparams({ lr: 0.01 });
       for (let step = 0; step < 5; step++) {
         recordMetric("train/loss", step === 3 ? NaN : 1 / (step + 1), Reduce.MEAN);
@@ -45,7 +45,9 @@ describe("store backend", () => {
     assert.equal(keys(runDir).find((k) => k.key === "train/loss")?.reduce, "mean");
     assert.equal(histograms(runDir, "rollout/len").length, 5);
     assert.equal(samples(runDir, "rollout/sample").at(-1)?.records[0]?.["text"], "a<b>");
-    assert.deepEqual(config(runDir), { lr: 0.01 });
+    // initBackends' runConfig (redacted) and version.json are the run's hyperparameters too.
+    const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
+    assert.deepEqual(config(runDir), { batch: 8, password: "***REDACTED***", version_info: version, lr: 0.01 });
   });
 
   test("per-rank modes write the rank's number; streams go in as raw values; resume replaces later steps", async () => {

@@ -6,7 +6,7 @@ import { delimiter, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
-import { spawnRanks } from "../../src/transport/launcher.js";
+import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { tempDir } from "../helpers.js";
 
 const standIn = fileURLToPath(new URL("../fixtures/nvidia-smi/multi", import.meta.url));

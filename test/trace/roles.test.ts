@@ -7,7 +7,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { getOrCreateMetricLogger } from "../../src/controller/metric-logger.js";
-import { spawnRanks } from "../../src/transport/launcher.js";
+import { spawnRanks } from "../../src/index.js";
 import { mergeTraces } from "../../src/trace/merge.js";
 import { savePerfTracer, traceScope } from "../../src/trace/perf-tracer.js";
 import { CONTROLLER_TRACE_PID } from "../../src/trace/rank-file.js";

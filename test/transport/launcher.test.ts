@@ -2,8 +2,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
-import { joinRun } from "../../src/transport/join.js";
-import { spawnRanks } from "../../src/transport/launcher.js";
+import { joinRun } from "../../src/transport/rank/join.js";
+import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 import { consoleOutput, isAlive, SUM_RANK, waitFor } from "./support.js";
 

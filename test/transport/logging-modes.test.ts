@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
-import { spawnRanks } from "../../src/transport/launcher.js";
+import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { captureStdout, tempDir } from "../helpers.js";
 import { consoleOutput, SUM_RANK } from "./support.js";
 

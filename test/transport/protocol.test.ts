@@ -8,9 +8,9 @@ import { test } from "node:test";
 import fc from "fast-check";
 import { Collector } from "../../src/core/collector.js";
 import type { AccumulatorState } from "../../src/core/reduce.js";
-import { RankRuntime } from "../../src/controller/rank.js";
-import { decodeProtocolMessage, encodeProtocolMessage, ignoredMessageCounts, type ProtocolMessage } from "../../src/transport/protocol.js";
-import { RankAgent } from "../../src/transport/rank-agent.js";
+import { RankRuntime } from "../../src/transport/rank/runtime.js";
+import { decodeProtocolMessage, encodeProtocolMessage, ignoredMessageCounts, type ProtocolMessage } from "../../src/transport/protocol/messages.js";
+import { RankAgent } from "../../src/transport/rank/rank-agent.js";
 import { collectDiagnostics } from "../helpers.js";
 
 const IDENTITY = { rank: 1, rankName: "MyActor_KbWR_r1", processName: "MyActor", localRank: 1, localWorldSize: 2 };
@@ -45,6 +45,8 @@ const GOLDEN: Record<string, ProtocolMessage> = {
   },
   failedReply: { t: "reply", id: 8, rankName: "MyActor_KbWR_r1", ok: false, error: 'the rank module exports no function "myFn"' },
   deregister: { t: "deregister", rankName: "MyActor_KbWR_r1", reason: "left the run" },
+  hello: { t: "hello", controller: "rankscope.run-1.ctl.Hx3kQ9" },
+  resend: { t: "resend", id: 9, seq: 4 },
 };
 
 test("messages on the wire match the golden file", () => {

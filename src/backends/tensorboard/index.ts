@@ -52,6 +52,9 @@ class TensorBoardBackend implements Backend {
   private flushTime = 0;
   private resumeStep = 0;
   private sessionStarted = false;
+  /** Every hyperparameter logged so far (merged); written as one session_start_info. */
+  private hparams: Record<string, unknown> = {};
+  private hparamsPending = false;
   private readonly tagOf = (key: string): string => {
     if (this.tagPrefix === "") return key;
     let tag = this.tags.get(key);
@@ -85,7 +88,15 @@ class TensorBoardBackend implements Backend {
   private startSession(step: number): void {
     if (this.sessionStarted) return;
     this.sessionStarted = true;
+    this.writeHparams();
     this.open().startSession(this.resumeStep > 0 ? this.resumeStep : step);
+  }
+
+  /** The merged hyperparameters as one session_start_info, if any are waiting. */
+  private writeHparams(): void {
+    if (!this.hparamsPending) return;
+    this.hparamsPending = false;
+    this.open().write([hparamsEvent(this.hparams, Date.now())]);
   }
 
   logBatch(all: readonly Metric[], step: number): void {
@@ -124,8 +135,16 @@ class TensorBoardBackend implements Backend {
     this.open().stage([event]);
   }
 
+  /**
+   * Hyperparameters (the run config at init, and the user's): merged, and written as one
+   * `session_start_info` before the attempt's first data, so every call made before the first
+   * flush shows. TensorBoard keeps a run's first `session_start_info`: later calls write the merged
+   * set again, which readers that take the last one show and TensorBoard's HParams tab does not.
+   */
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
-    this.open().write([hparamsEvent(params, Date.now())]);
+    this.hparams = { ...this.hparams, ...params };
+    this.hparamsPending = true;
+    if (this.sessionStarted) this.writeHparams();
   }
 
   private noteFlush(step: number, timestamp: number): void {
@@ -138,6 +157,7 @@ class TensorBoardBackend implements Backend {
   }
 
   async finish(): Promise<void> {
+    this.writeHparams();
     await this.writer?.flush();
   }
 }

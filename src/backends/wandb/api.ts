@@ -7,7 +7,22 @@
  * - `POST {base}/files/{entity}/{project}/{run}/file_stream` — history lines at contiguous
  *   offsets, the summary, and at the end `complete` with the exit code.
  */
+import { parseHistoryJson } from "./history.js";
 import { postJson, type Attempt, type Endpoint } from "./http.js";
+
+export const CREATE_RUN_FILES = `mutation CreateRunFiles($entity: String!, $project: String!, $run: String!, $files: [String!]!) {
+  createRunFiles(input: {entityName: $entity, projectName: $project, runName: $run, files: $files}) {
+    runID
+    uploadHeaders
+    files { name uploadUrl }
+  }
+}`;
+
+/** Where to upload run files: per file name its URL, and the headers to send with every upload. */
+export interface RunFileUploads {
+  readonly urls: ReadonlyMap<string, string>;
+  readonly headers: Readonly<Record<string, string>>;
+}
 
 /** The variables of `UpsertBucket`: what a run is created or resumed with. */
 export interface UpsertVariables {
@@ -106,6 +121,37 @@ export async function upsertRun(
   };
 }
 
+/**
+ * Register run files (`CreateRunFiles`, as W&B's SDK does before uploading `config.yaml`,
+ * `wandb-summary.json`, media…): the answer gives each file's upload URL and the headers
+ * (`"Name:Value"` strings) to PUT it with.
+ */
+export async function createRunFiles(
+  endpoint: Endpoint,
+  run: { readonly entity: string; readonly project: string; readonly name: string },
+  files: readonly string[],
+  timeoutMs: number,
+  stop?: AbortSignal,
+): Promise<Attempt<RunFileUploads>> {
+  const answer = await graphql(endpoint, CREATE_RUN_FILES, { entity: run.entity, project: run.project, run: run.name, files }, timeoutMs, {}, stop);
+  if (!answer.ok) return answer;
+  const created = record(answer.value["createRunFiles"]);
+  const list = created?.["files"];
+  if (created === undefined || !Array.isArray(list)) return fail("W&B createRunFiles answer lacks files { name uploadUrl }");
+  const urls = new Map<string, string>();
+  for (const entry of list) {
+    const f = record(entry);
+    if (typeof f?.["name"] === "string" && typeof f["uploadUrl"] === "string") urls.set(f["name"], f["uploadUrl"]);
+  }
+  const headers: Record<string, string> = {};
+  for (const h of Array.isArray(created["uploadHeaders"]) ? created["uploadHeaders"] : []) {
+    const text = String(h);
+    const colon = text.indexOf(":");
+    if (colon > 0) headers[text.slice(0, colon).trim()] = text.slice(colon + 1).trim();
+  }
+  return { ok: true, value: { urls, headers } };
+}
+
 /** Ask whether a run exists and how far its history goes. */
 export async function runResumeStatus(
   endpoint: Endpoint,
@@ -121,14 +167,14 @@ export async function runResumeStatus(
   return { ok: true, value: { exists: true, historyLineCount: count, lastStep: lastStepOf(bucket["historyTail"]) } };
 }
 
-/** `_step` of the last line of a `historyTail` (a JSON string holding an array of line strings). */
-function lastStepOf(tail: unknown): number {
+/** `_step` of the last line of a `historyTail` (a JSON string holding an array of line strings; lines may hold NaN/±Infinity). */
+export function lastStepOf(tail: unknown): number {
   if (typeof tail !== "string") return -1;
   try {
     const lines = JSON.parse(tail) as unknown;
     if (!Array.isArray(lines) || lines.length === 0) return -1;
     const last = lines[lines.length - 1];
-    const row = typeof last === "string" ? (JSON.parse(last.replace(/\b(-?Infinity|NaN)\b/g, "null")) as unknown) : last;
+    const row = typeof last === "string" ? parseHistoryJson(last) : last;
     const step = record(row)?.["_step"];
     return typeof step === "number" ? step : -1;
   } catch {
@@ -139,6 +185,8 @@ function lastStepOf(tail: unknown): number {
 /** One file-stream request body, as sent and as spooled. */
 export interface FileStreamBody {
   files?: Record<string, { offset: number; content: string[] }>;
+  /** Run files uploaded since the last request (W&B lists them as uploaded). */
+  uploaded?: string[];
   complete?: boolean;
   exitcode?: number;
 }

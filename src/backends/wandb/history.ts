@@ -31,6 +31,26 @@ export function historyNumber(value: number): string {
   return value > 0 ? "Infinity" : "-Infinity";
 }
 
+const NON_FINITE_TOKEN = /"(?:[^"\\]|\\.)*"|-?Infinity|NaN/g;
+
+/**
+ * Parse W&B history JSON (a history line, a summary, a `historyTail` entry): JSON plus the bare
+ * `NaN`, `Infinity` and `-Infinity` tokens W&B's clients write, which come back as those numbers.
+ * Strings are left alone (a key or value that merely contains "NaN" is not touched). The one parser
+ * for such text: the resume status, the spool reader and the tests use it. Throws like `JSON.parse`.
+ */
+export function parseHistoryJson(text: string): unknown {
+  if (!text.includes("NaN") && !text.includes("Infinity")) return JSON.parse(text) as unknown;
+  const marked = text.replace(NON_FINITE_TOKEN, (token) => (token.charCodeAt(0) === 34 ? token : `{"$nonFinite":"${token}"}`));
+  return JSON.parse(marked, (_key, value: unknown) => {
+    if (value !== null && typeof value === "object" && "$nonFinite" in value) {
+      const t = (value as { $nonFinite: unknown }).$nonFinite;
+      return t === "NaN" ? NaN : t === "Infinity" ? Infinity : -Infinity;
+    }
+    return value;
+  }) as unknown;
+}
+
 /** Seconds, with millisecond precision, from milliseconds since the epoch. */
 export function seconds(ms: number): string {
   return String(ms / 1000);
@@ -72,6 +92,11 @@ export class RunSummary {
   /** Set a key's latest value: `keyText` is the quoted key with its colon (`quotedKey`), `json` the value. */
   set(keyText: string, json: string): void {
     this.values.set(keyText, json);
+  }
+
+  /** How many keys the summary has. */
+  get size(): number {
+    return this.values.size;
   }
 
   /** The row the latest values came from. */

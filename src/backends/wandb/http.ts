@@ -99,6 +99,26 @@ export async function postJson(
   }
 }
 
+/**
+ * PUT a file's bytes to an upload URL (`CreateRunFiles` hands these out; in W&B's cloud they are
+ * signed storage URLs, so no W&B auth header is sent), with the headers the server asked for.
+ */
+export async function putFile(url: string, body: string, timeoutMs: number, headers: Readonly<Record<string, string>> = {}, stop?: AbortSignal): Promise<Attempt<null>> {
+  let response: Response;
+  try {
+    const signal = stop === undefined ? AbortSignal.timeout(timeoutMs) : AbortSignal.any([AbortSignal.timeout(timeoutMs), stop]);
+    response = await fetch(url, { method: "PUT", headers: { ...headers }, body, signal });
+    await response.arrayBuffer();
+  } catch (error) {
+    return { ok: false, retryable: true, retryAfterMs: undefined, reason: `PUT ${url}: ${describeFetchError(error)}`, status: undefined };
+  }
+  if (!response.ok) {
+    const retryable = response.status === 429 || response.status >= 500 || response.status === 408;
+    return { ok: false, retryable, retryAfterMs: parseRetryAfter(response.headers.get("retry-after")), reason: `PUT ${url}: HTTP ${response.status}`, status: response.status };
+  }
+  return { ok: true, value: null };
+}
+
 /** The W&B limits as the one backoff policy (`core/retry.ts`). */
 export function backoffDelay(attempt: number, limits: Pick<SenderLimits, "retryInitialMs" | "retryMaxMs">, random: () => number = Math.random): number {
   return coreBackoffDelay(attempt, { initialMs: limits.retryInitialMs, maxMs: limits.retryMaxMs }, random);

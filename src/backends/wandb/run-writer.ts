@@ -13,8 +13,12 @@
  * after, goes to `wandb/{runId}/` as the request bodies it would have sent, for
  * `rankscope wandb sync`. Offline mode spools from the start.
  */
-import { reportError, warn } from "../../core/diagnostics.js";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { describeError, reportError, warn } from "../../core/diagnostics.js";
+import { rankscopeVersion } from "../../run/run-files.js";
 import {
+  createRunFiles,
   HISTORY_FILE,
   SUMMARY_FILE,
   runResumeStatus,
@@ -24,9 +28,11 @@ import {
   type FileStreamBody,
   type UpsertVariables,
 } from "./api.js";
-import { sleep, withRetry, type Endpoint } from "./http.js";
+import { putFile, sleep, withRetry, type Endpoint } from "./http.js";
 import type { SenderLimits, WandbResume } from "./options.js";
-import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
+import { exportSpoolAsOfflineRun } from "./offline-run.js";
+import { parseHistoryJson } from "./history.js";
+import { readSpool, spoolFileName, SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
 import { syncSpool } from "./sync.js";
 
 /** What a writer writes to. */
@@ -66,12 +72,32 @@ const STEP_PREFIX = /^\{"_step":(\d+)/;
 /** Smallest bound of the spool's disk-write buffer (it is `max(maxQueuedBytes, this)`). */
 export const SPOOL_BUFFER_MIN_BYTES = 16 * 1024 * 1024;
 
+/**
+ * What earlier offline attempts of a run left in its spool: the next offset and the last `_step`
+ * (-1 and 0 when there is none, or when its offsets are absolute, i.e. it had reached the server).
+ */
+function previousOfflineAttempts(spoolDir: string, clientId: string | null, label: string): { nextOffset: number; lastStep: number } {
+  const none = { nextOffset: 0, lastStep: -1 };
+  if (!existsSync(join(spoolDir, spoolFileName(clientId))) || !existsSync(join(spoolDir, "run.json"))) return none;
+  try {
+    const client = readSpool(spoolDir).clients.find((c) => c.clientId === clientId);
+    if (client === undefined || client.absoluteOffsets || client.lines.length === 0) return none;
+    const last = parseHistoryJson(client.lines[client.lines.length - 1] as string) as Record<string, unknown>;
+    return { nextOffset: client.firstOffset + client.lines.length, lastStep: typeof last["_step"] === "number" ? last["_step"] : -1 };
+  } catch (error) {
+    reportError(`wandb.spool.previous:${spoolDir}`, `W&B run ${label}: the spool of earlier attempts in ${spoolDir} cannot be read (${describeError(error)}); this attempt starts its own offsets at 0`);
+    return none;
+  }
+}
+
 export class RunWriter {
   private lines: string[] = [];
   private head = 0;
   private queuedBytes = 0;
   /** Offset of `lines[head]` (absolute once connected; from 0 in offline mode). */
   private offset = 0;
+  /** Offset of this attempt's first spooled line (offline mode): its offline run holds the lines from here. */
+  private attemptStartOffset = 0;
   private absoluteOffsets = false;
   private state: State;
   private sending: Promise<void> | null = null;
@@ -90,6 +116,10 @@ export class RunWriter {
   private completeSent = false;
   private exitcode: number | null = null;
   private connecting: Promise<void> | null = null;
+  /** Run files waiting to be uploaded (name → content; a newer content of a name replaces the older). */
+  private files = new Map<string, string>();
+  /** Files uploaded and not yet reported `uploaded` in the file stream. */
+  private uploadedNames: string[] = [];
   /** The last `_step` of the run on the server when resumed, or -1. */
   resumedLastStep = -1;
   /**
@@ -120,9 +150,19 @@ export class RunWriter {
     this.spool = new SpoolWriter(target.spoolDir, target.clientId, Math.max(limits.maxQueuedBytes, SPOOL_BUFFER_MIN_BYTES));
     if (offline) {
       this.state = "spooling";
+      // A resumed offline run continues the spool of its earlier attempts: offsets and `_step` go on from there.
+      const previous = previousOfflineAttempts(target.spoolDir, target.clientId, label);
+      this.offset = previous.nextOffset;
+      this.resumedLastStep = previous.lastStep;
+      this.attemptStartOffset = previous.nextOffset;
     } else {
       this.state = "connecting";
     }
+  }
+
+  /** False for a lazy writer (a rank's) that has had nothing to write: it creates no run, not even for run files. */
+  get started(): boolean {
+    return !this.target.lazy || this.everEnqueued || this.connecting !== null;
   }
 
   /** True once the writer spools instead of sending (offline, or after giving up on the server). */
@@ -176,6 +216,35 @@ export class RunWriter {
     this.summaryDirty = true;
   }
 
+  /**
+   * A run file to upload (`config.yaml`, `wandb-summary.json`, a table's `media/table/….table.json`),
+   * as W&B's SDK does: `CreateRunFiles`, a PUT to the URL it gives, then `uploaded` in the file
+   * stream. While spooling, the file goes to the spool's `files/` (and the offline run's).
+   */
+  queueFile(name: string, content: string): void {
+    if (this.state === "finished") return;
+    if (this.state === "spooling") {
+      this.spool.writeFile(name, content);
+      return;
+    }
+    // Files count against the same memory bound as history: past it, they go to the spool.
+    const waiting = this.queuedBytes + this.filesBytes() - (this.files.get(name)?.length ?? 0);
+    if (waiting + content.length > this.limits.maxQueuedBytes) {
+      this.toSpool(`more than ${this.limits.maxQueuedBytes} bytes of history and run files are waiting for the server`, true);
+      this.spool.writeFile(name, content);
+      return;
+    }
+    this.files.set(name, content);
+    if (this.state === "connecting") this.startConnect();
+    this.kick();
+  }
+
+  private filesBytes(): number {
+    let bytes = 0;
+    for (const content of this.files.values()) bytes += content.length;
+    return bytes;
+  }
+
   /** The run's config changed: upsert it again (queued behind what is in flight). */
   updateConfig(config: string): void {
     this.upsert = { ...this.upsert, config };
@@ -222,10 +291,12 @@ export class RunWriter {
     await this.spool.drain();
     if (this.spool.entries > 0 && (await this.recover(finishStarted + this.limits.finishTimeoutMs))) return;
     if (this.spool.entries > 0) {
+      const offlineRun = this.writeOfflineRun();
       warn(
         `wandb.spooled:${this.target.spoolDir}`,
         `W&B run ${this.label}: ${this.stats.linesSpooled} history line(s)${this.target.sendsComplete ? " and the run's completion" : ""} are in the spool ${this.target.spoolDir}; ` +
-          `run "rankscope wandb sync ${this.target.runDir}" to send them`,
+          `run "rankscope wandb sync ${this.target.runDir}" to send them` +
+          (offlineRun === null ? "" : `, or W&B's own "wandb sync ${offlineRun}"`),
       );
     }
   }
@@ -252,6 +323,20 @@ export class RunWriter {
       return true;
     } catch {
       return false;
+    }
+  }
+
+  /**
+   * The spool as a W&B offline run directory beside it, for the official `wandb sync` (a run of
+   * its own only: shared runs have several writers). Returns its path, or null.
+   */
+  private writeOfflineRun(): string | null {
+    if (this.target.shared) return null;
+    try {
+      return exportSpoolAsOfflineRun(this.target.spoolDir, `rankscope ${rankscopeVersion()}`, this.absoluteOffsets ? 0 : this.attemptStartOffset);
+    } catch (error) {
+      reportError(`wandb.offlineRun:${this.target.spoolDir}`, `W&B run ${this.label}: could not write the offline run for "wandb sync": ${describeError(error)}; the spool is intact`);
+      return null;
     }
   }
 
@@ -282,7 +367,16 @@ export class RunWriter {
 
   private idle(): boolean {
     const completeDue = this.exitcode !== null && this.target.sendsComplete && !this.completeSent;
-    return this.state === "live" && this.head >= this.lines.length && !this.summaryDirty && !this.configDirty && !completeDue && this.sending === null;
+    return (
+      this.state === "live" &&
+      this.head >= this.lines.length &&
+      !this.summaryDirty &&
+      !this.configDirty &&
+      this.files.size === 0 &&
+      this.uploadedNames.length === 0 &&
+      !completeDue &&
+      this.sending === null
+    );
   }
 
   /** Start connecting once (resume status, then upsert), in the background. */
@@ -390,6 +484,10 @@ export class RunWriter {
         if (!(await this.sendUpsert())) return;
         continue;
       }
+      if (this.files.size > 0) {
+        if (!(await this.uploadFiles())) return;
+        continue;
+      }
       const body: FileStreamBody = {};
       let count = 0;
       let bytes = 0;
@@ -410,7 +508,9 @@ export class RunWriter {
         body.complete = true;
         body.exitcode = this.exitcode as number;
       }
-      if (body.files === undefined && !completing) return;
+      const uploaded = this.uploadedNames.slice();
+      if (uploaded.length > 0) body.uploaded = uploaded;
+      if (body.files === undefined && !completing && uploaded.length === 0) return;
       if (summary !== null) this.summaryDirty = false;
       const run = { entity: this.entity as string, project: this.project, name: this.upsert.name };
       const text = JSON.stringify(body);
@@ -423,8 +523,59 @@ export class RunWriter {
         return;
       }
       this.ack(count);
+      this.uploadedNames.splice(0, uploaded.length);
       if (completing) this.completeSent = true;
     }
+  }
+
+  /** Upload the waiting files: `CreateRunFiles`, then a PUT per file. False when the writer spooled. */
+  private async uploadFiles(): Promise<boolean> {
+    const batch = [...this.files];
+    this.files = new Map();
+    const run = { entity: this.entity as string, project: this.project, name: this.upsert.name };
+    const created = await withRetry(
+      () => createRunFiles(this.endpoint, run, batch.map(([name]) => name), this.limits.requestTimeoutMs, this.stop.signal),
+      this.limits,
+      this.stop.signal,
+      this.observer,
+    );
+    const giveBack = (from: number): void => {
+      for (const [name, content] of batch.slice(from)) if (!this.files.has(name)) this.files.set(name, content);
+    };
+    if (this.state !== "live") {
+      giveBack(0);
+      this.spoolFiles();
+      return false;
+    }
+    if (!created.ok) {
+      giveBack(0);
+      this.toSpool(created.reason, created.retryable);
+      return false;
+    }
+    for (let i = 0; i < batch.length; i++) {
+      const [name, content] = batch[i] as [string, string];
+      const url = created.value.urls.get(name);
+      if (url === undefined) {
+        reportError(`wandb.upload:${this.label}:${name}`, `W&B run ${this.label}: the server gave no upload URL for ${name}; it is written to the spool ${this.target.spoolDir}/files instead`);
+        this.spool.writeFile(name, content);
+        continue;
+      }
+      const put = await withRetry(() => putFile(url, content, this.limits.requestTimeoutMs, created.value.headers, this.stop.signal), this.limits, this.stop.signal, this.observer);
+      if (this.state !== "live" || !put.ok) {
+        giveBack(i);
+        if (this.state === "live" && !put.ok) this.toSpool(put.reason, put.retryable);
+        else this.spoolFiles();
+        return false;
+      }
+      this.uploadedNames.push(name);
+    }
+    return true;
+  }
+
+  /** Files not uploaded go to the spool's `files/`. */
+  private spoolFiles(): void {
+    for (const [name, content] of this.files) this.spool.writeFile(name, content);
+    this.files.clear();
   }
 
   private ack(count: number): void {
@@ -450,6 +601,7 @@ export class RunWriter {
     this.recoverable = recoverable;
     this.stop.abort();
     this.hurry.abort();
+    this.spoolFiles();
     const pending = this.lines.slice(this.head);
     this.lines = [];
     this.head = 0;

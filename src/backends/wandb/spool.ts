@@ -8,6 +8,7 @@
  * wandb/{runId}/file_stream.jsonl         file-stream request bodies of the run's writer, in order
  * wandb/{runId}/file_stream.{client}.jsonl  the same per rank, for a run shared by ranks
  * wandb/{runId}/sync.json                 written by `rankscope wandb sync`: offset bases it used
+ * wandb/{runId}/files/…                   run files not uploaded (tables, config.yaml, the summary)
  * ```
  *
  * A `file_stream*.jsonl` starts with a header line `{"spool":1,"clientId":…,"absoluteOffsets":…}`;
@@ -18,7 +19,7 @@
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdir, rename, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { AppendFile } from "../append-file.js";
 import { HISTORY_FILE, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
@@ -94,6 +95,24 @@ export class SpoolWriter {
     });
   }
 
+  /**
+   * Write a run file (a table, `config.yaml`, the summary…) to `{dir}/files/{name}`, replacing an
+   * earlier one; the offline run for `wandb sync` carries these files. Failures are reported.
+   */
+  writeFile(name: string, content: string): void {
+    const path = join(this.dir, "files", ...name.split("/"));
+    this.fileWrites = this.fileWrites.then(async () => {
+      try {
+        await mkdir(dirname(path), { recursive: true });
+        await writeFile(path, content);
+      } catch (error) {
+        reportError(`wandb.spool.file:${path}`, `could not write ${path}: ${describeError(error)}; this run file is lost`);
+      }
+    });
+  }
+
+  private fileWrites: Promise<void> = Promise.resolve();
+
   /** Append request bodies (the header goes first, once). */
   append(bodies: readonly FileStreamBody[], absoluteOffsets: boolean): void {
     if (bodies.length === 0) return;
@@ -111,6 +130,7 @@ export class SpoolWriter {
   /** Wait for everything appended so far to reach the disk. */
   async drain(): Promise<void> {
     await this.runInfoWrite;
+    await this.fileWrites;
     await this.file.drain();
   }
 }
@@ -226,4 +246,19 @@ export function findSpools(path: string): string[] {
     .filter((d) => d.isDirectory() && existsSync(join(root, d.name, "run.json")))
     .map((d) => join(root, d.name))
     .sort();
+}
+
+/** The run files a spool holds under `files/` (relative, `/`-separated, sorted). */
+export function spooledFiles(spoolDir: string): string[] {
+  const walk = (dir: string, prefix: string): string[] => {
+    if (!existsSync(dir)) return [];
+    const out: string[] = [];
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const name = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
+      if (entry.isDirectory()) out.push(...walk(join(dir, entry.name), name));
+      else out.push(name);
+    }
+    return out;
+  };
+  return walk(join(spoolDir, "files"), "").sort();
 }

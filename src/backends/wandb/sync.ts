@@ -9,12 +9,13 @@
  * shared runs, whose per-client counts the server does not report, and for offline spools whose
  * offsets count from 0).
  */
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import { HISTORY_FILE, PRIMARY_CLIENT_ID, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody } from "./api.js";
-import { withRetry, type Endpoint } from "./http.js";
+import { createRunFiles, HISTORY_FILE, PRIMARY_CLIENT_ID, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody } from "./api.js";
+import { putFile, withRetry, type Endpoint } from "./http.js";
 import { DEFAULT_LIMITS, normaliseBaseUrl, type SenderLimits } from "./options.js";
-import { findSpools, readSpool, type SpooledClient } from "./spool.js";
+import { findSpools, readSpool, spooledFiles, type SpooledClient } from "./spool.js";
 
 /** Progress of a sync, reported after every request. */
 export interface SyncProgress {
@@ -59,6 +60,8 @@ interface SyncState {
   /** Per client key: the summary line last acknowledged. */
   summaries: Record<string, string>;
   completed: boolean;
+  /** Run files uploaded: name → sha256 of the content uploaded. */
+  files: Record<string, string>;
 }
 
 function clientKey(client: SpooledClient): string {
@@ -67,9 +70,19 @@ function clientKey(client: SpooledClient): string {
 
 function readState(dir: string): SyncState {
   const path = join(dir, "sync.json");
-  if (!existsSync(path)) return { bases: {}, sent: {}, summaries: {}, completed: false };
+  if (!existsSync(path)) return { bases: {}, sent: {}, summaries: {}, completed: false, files: {} };
   const raw = JSON.parse(readFileSync(path, "utf8")) as Partial<SyncState>;
-  return { bases: raw.bases ?? {}, sent: raw.sent ?? {}, summaries: raw.summaries ?? {}, completed: raw.completed === true };
+  return { bases: raw.bases ?? {}, sent: raw.sent ?? {}, summaries: raw.summaries ?? {}, completed: raw.completed === true, files: raw.files ?? {} };
+}
+
+/** The spool's run files not uploaded yet (or changed since), with their content and its sha256. */
+function pendingFiles(dir: string, state: SyncState): { name: string; content: string; sha256: string }[] {
+  return spooledFiles(dir)
+    .map((name) => {
+      const content = readFileSync(join(dir, "files", ...name.split("/")), "utf8");
+      return { name, content, sha256: createHash("sha256").update(content).digest("hex") };
+    })
+    .filter((f) => state.files[f.name] !== f.sha256);
 }
 
 function writeState(dir: string, state: SyncState): void {
@@ -116,7 +129,9 @@ export async function syncSpool(path: string, options: SyncOptions = {}): Promis
         throw new Error(`run ${runId} does not exist on ${endpoint.baseUrl} and the spool says resume "must"`);
       }
     }
+    const files = pendingFiles(spool.dir, state);
     const allDone =
+      files.length === 0 &&
       state.completed === spool.clients.some((c) => c.exitcode !== undefined) &&
       spool.clients.every((c) => (state.sent[clientKey(c)] ?? -1) >= (state.bases[clientKey(c)] ?? 0) + c.firstOffset + c.lines.length && (c.summary === undefined || state.summaries[clientKey(c)] === c.summary));
     let linesSent = 0;
@@ -177,6 +192,22 @@ export async function syncSpool(path: string, options: SyncOptions = {}): Promis
         options.onProgress?.({ runId, done, total });
       }
       if (client.exitcode !== undefined) completeBy = client;
+    }
+    if (files.length > 0) {
+      // Run files (tables, config.yaml, version.json, the summary) as the SDK uploads them.
+      const uploads = must(await withRetry(() => createRunFiles(endpoint, run, files.map((f) => f.name), limits.requestTimeoutMs), limits), "CreateRunFiles");
+      const uploaded: string[] = [];
+      for (const f of files) {
+        const url = uploads.urls.get(f.name);
+        if (url === undefined) throw new Error(`sync of ${basename(spool.dir)}: the server gave no upload URL for ${f.name}; run sync again`);
+        must(await withRetry(() => putFile(url, f.content, limits.requestTimeoutMs, uploads.headers), limits), `upload of ${f.name}`);
+        uploaded.push(f.name);
+      }
+      const body = JSON.stringify({ uploaded });
+      must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, info.shared ? PRIMARY_CLIENT_ID : null), limits), "file_stream uploaded");
+      requests++;
+      for (const f of files) state.files[f.name] = f.sha256;
+      writeState(spool.dir, state);
     }
     if (completeBy !== undefined && !state.completed) {
       const body = JSON.stringify({ complete: true, exitcode: completeBy.exitcode });

@@ -16,15 +16,20 @@
  * Stream records (`per_rank_no_reduce`) are one row each with their own `_timestamp` and
  * `global_step`, so the W&B UI can plot them against either.
  */
-import { warn } from "../../core/diagnostics.js";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describeError, reportError, warn } from "../../core/diagnostics.js";
+import type { SampleRecord } from "../../core/reduce.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import { monotonicCommitStep } from "../../core/step.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
-import { configJson, PRIMARY_CLIENT_ID, type UpsertVariables } from "./api.js";
+import { configJson, PRIMARY_CLIENT_ID, SUMMARY_FILE, type UpsertVariables } from "./api.js";
 import { historyLine, historyNumber, histogramJson, quotedKey, RunSummary } from "./history.js";
 import { resolveWandbOptions, sanitiseRunId, type ResolvedWandbOptions } from "./options.js";
 import { RunWriter, type RunTarget } from "./run-writer.js";
 import { spoolDirFor } from "./spool.js";
+import { wandbValueJson } from "./offline-run.js";
 
 /** What the primary of a shared run hands to the ranks: the run exactly as it created it. */
 export interface SharedRunMetadata {
@@ -34,6 +39,36 @@ export interface SharedRunMetadata {
 
 
 type Role = "run" | "primary" | "sharedRank";
+
+/** A key as a file path segment W&B accepts (slashes stay: they make subdirectories, as in the SDK). */
+function safePathKey(key: string): string {
+  const parts = key.split("/").map((p) => p.replace(/[^A-Za-z0-9_.-]+/g, "_").replace(/^\.+$/, "_")).filter((p) => p.length > 0);
+  return parts.length === 0 ? "_" : parts.join("/");
+}
+
+/**
+ * A table file as W&B's SDK writes one for `wandb.Table`: `{"columns":[…],"data":[[…],…]}` (the
+ * union of the records' fields, in first-seen order; a missing field is null), and the history
+ * value that points to it.
+ */
+export function tableFile(key: string, step: number, records: readonly SampleRecord[]): { path: string; content: string; ref: string } {
+  const columns: string[] = [];
+  const seen = new Set<string>();
+  for (const r of records) {
+    for (const c of Object.keys(r)) {
+      if (seen.has(c)) continue;
+      seen.add(c);
+      columns.push(c);
+    }
+  }
+  const data = records.map((r) => columns.map((c) => (r as Record<string, unknown>)[c] ?? null));
+  const content = `{"columns":${wandbValueJson(columns)},"data":${wandbValueJson(data)}}`;
+  const bytes = Buffer.from(content, "utf8");
+  const sha256 = createHash("sha256").update(bytes).digest("hex");
+  const path = `media/table/${safePathKey(key)}_${step}_${sha256.slice(0, 20)}.table.json`;
+  const ref = `{"_type":"table-file","sha256":"${sha256}","size":${bytes.length},"path":${JSON.stringify(path)},"ncols":${columns.length},"nrows":${records.length},"log_mode":"IMMUTABLE"}`;
+  return { path, content, ref };
+}
 
 /** `Metric.axis` / `HistogramMetric.axis` where the core has them (a metric on an x-axis of its own). */
 function axisOf(value: Metric | HistogramMetric): string | undefined {
@@ -64,6 +99,7 @@ export class WandbBackend implements Backend {
   private readonly keyTexts = new Map<string, string>();
   private readonly summaryLine = (): string => this.summary.take();
   private disabled = false;
+  private runDir = "";
 
   private readonly perRankShareRun: boolean;
 
@@ -84,6 +120,7 @@ export class WandbBackend implements Backend {
       return;
     }
     this.startMs = Date.now();
+    this.runDir = context.runDir;
     const o = this.options;
     const shared = context.loggingMode !== "global_reduce" && this.perRankShareRun;
     const baseId = o.runId ?? sanitiseRunId(`${context.experiment}_${context.trial}`);
@@ -131,7 +168,8 @@ export class WandbBackend implements Backend {
     };
     this.label = clientId === null ? upsert.name : `${upsert.name} (${clientId})`;
     this.writer = new RunWriter(target, { baseUrl: o.baseUrl, apiKey: o.apiKey }, o.limits, o.mode === "offline", this.label);
-    this.lastStep = context.resumeStep - 1;
+    // An offline run resumed after earlier offline attempts continues their `_step` (the writer read the spool).
+    this.lastStep = Math.max(context.resumeStep - 1, this.writer.resumedLastStep);
     this.lastTrainStep = context.resumeStep - 1;
     // Rows queued before the server said where a resumed run ends are moved above it by the writer.
     this.writer.onRestepped = (last) => {
@@ -183,13 +221,28 @@ export class WandbBackend implements Backend {
     }
   }
 
-  logSamples(_samples: SampleBatch, _step: number): void {
+  /**
+   * `Reduce.SAMPLE` records as W&B tables, the way W&B's SDK logs a `wandb.Table`: the table (its
+   * `columns` and `data`) is a run file `media/table/{key}_{step}_{sha256[:20]}.table.json`,
+   * uploaded with the run, and the step's row holds `{"_type":"table-file","path",…}` under the key.
+   */
+  logSamples(samples: SampleBatch, step: number): void {
     if (this.writer === null) return;
-    warn("wandb.samples", "wandb: Reduce.SAMPLE records are not sent to W&B (tables need artifact uploads, not implemented); they still reach the other backends");
+    const keys = Object.keys(samples).sort();
+    if (keys.length === 0) return;
+    this.openRow(step, this.rowStep === step ? this.rowTimestamp : Date.now());
+    for (const key of keys) {
+      const table = tableFile(this.prefix + key, step, samples[key] ?? []);
+      this.writer.queueFile(table.path, table.content);
+      const keyText = this.keyText(key);
+      this.rowFields += `${this.rowFields.length === 0 ? "" : ","}${keyText}${table.ref}`;
+      this.summary.set(keyText, table.ref);
+    }
   }
 
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
-    if (this.writer === null) return;
+    // A run shared by ranks has its config from the primary (the controller side), not from every rank.
+    if (this.writer === null || this.role === "sharedRank") return;
     Object.assign(this.config, params);
     this.writer.updateConfig(configJson(this.config));
   }
@@ -218,7 +271,25 @@ export class WandbBackend implements Backend {
   async finish(): Promise<void> {
     if (this.disabled || this.writer === null) return;
     this.closeRow();
+    if (this.role !== "sharedRank" && this.writer.started) this.queueRunFiles(this.writer);
     await this.writer.finish(0);
+  }
+
+  /**
+   * The files W&B's SDK uploads with a run: `config.yaml` and `wandb-summary.json`; and our
+   * `version.json`. The run files are read from the run directory when they exist.
+   */
+  private queueRunFiles(writer: RunWriter): void {
+    for (const name of ["config.yaml", "version.json"]) {
+      const path = join(this.runDir, name);
+      if (!existsSync(path)) continue;
+      try {
+        writer.queueFile(name, readFileSync(path, "utf8"));
+      } catch (error) {
+        reportError(`wandb.runFile:${path}`, `wandb: could not read ${path} to upload it: ${describeError(error)}`);
+      }
+    }
+    if (this.summary.size > 0) writer.queueFile(SUMMARY_FILE, this.summary.take());
   }
 
   /** `"{prefix}{key}":`, cached per key (keys repeat every step; ranks of a shared run add their prefix). */

@@ -6,9 +6,28 @@ import type { HistogramRow, KeyInfo, RunSummary, SampleRow, SeriesData, StreamDa
 
 export type { HistogramRow, KeyInfo, RunSummary, SampleRow, SeriesData, StreamData };
 
+/** A hyperparameter value as `/api/runs` flattens them. */
+export type ParamValue = string | number | boolean | null;
+
+/**
+ * A run as the runs table shows it. `tags`, `group` and `params` come from servers that know them
+ * (absent from older ones: the app then shows none).
+ */
+export interface RunInfo extends RunSummary {
+  tags?: string[];
+  group?: string | null;
+  params?: Record<string, ParamValue>;
+}
+
+/** A metric key; `internal` (rankscope's own bookkeeping) when the server says so. */
+export type MetricKey = KeyInfo & { internal?: boolean };
+
+/** One requested line of `/api/lines`: key, rank, `after` cursor, and `before` (exclusive upper step bound). */
+export type LineRequest = [string, number | null, string | null] | [string, number | null, string | null, number | null];
+
 /** Keys of one run, by kind. */
 export interface RunKeys {
-  metrics: KeyInfo[];
+  metrics: MetricKey[];
   streams: string[];
   system: string[];
   /** Keys of `Reduce.HISTOGRAM` metrics. */
@@ -58,10 +77,15 @@ async function getJson<T>(path: string, params: Record<string, string | number |
     } catch {
       // keep the status line
     }
-    throw new Error(message);
+    throw new ApiError(message, response.status);
   }
-  return (await response.json()) as T;
+  const text = await response.text();
+  received += text.length;
+  return JSON.parse(text) as T;
 }
+
+/** Characters of JSON received so far (what polls cost, for the live benchmark). */
+let received = 0;
 
 /** What `/api/lines` answers per line: its data, or why it has none. */
 export type LineAnswer<T> = T | { error: string; status: number };
@@ -73,17 +97,76 @@ function decodeLine<T extends { values: unknown[] }>(line: LineAnswer<T>): LineA
   return "error" in line ? line : { ...line, values: decodeNumbers(line.values) };
 }
 
+/** An answer with an HTTP status, so callers can tell "not supported here" (400/404) from a fault. */
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+/** What this server turned out not to support (an older server than the app). */
+const unsupported = { before: false, summary: false };
+
 export const api = {
-  /** Many lines of one run at once: `[key, rank or null, cursor or null]` each. */
-  lines: async <T extends SeriesData | StreamData>(run: string, kind: LineKind, lines: [string, number | null, string | null][], maxPoints?: number): Promise<LineAnswer<T>[]> => {
-    const data = await getJson<{ lines: LineAnswer<T>[] }>("lines", { run, kind, lines: JSON.stringify(lines), maxPoints });
-    return data.lines.map((l) => decodeLine(l));
+  /**
+   * Many lines of one run at once: `[key, rank, after, before?]` each. A server that does not know
+   * `before` yet refuses 4-element lines; the app then asks without it (and filters the window itself).
+   */
+  lines: async <T extends SeriesData | StreamData>(run: string, kind: LineKind, lines: LineRequest[], maxPoints?: number): Promise<LineAnswer<T>[]> => {
+    const wire = unsupported.before ? lines.map((l) => l.slice(0, 3)) : lines.map((l) => (l.length === 4 && l[3] === null ? l.slice(0, 3) : l));
+    try {
+      const data = await getJson<{ lines: LineAnswer<T>[] }>("lines", { run, kind, lines: JSON.stringify(wire), maxPoints });
+      return data.lines.map((l) => decodeLine(l));
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 400 && !unsupported.before && wire.some((l) => l.length === 4)) {
+        unsupported.before = true;
+        return api.lines(run, kind, lines, maxPoints);
+      }
+      throw error;
+    }
+  },
+  bytesReceived: () => received,
+  /**
+   * Learn what the server supports from `/api/runs`: a server that lists runs without `params`
+   * predates `before` and `/api/summary`, so the app does not ask it (no refused requests).
+   */
+  learnFrom: (runs: RunInfo[]): void => {
+    const first = runs[0];
+    if (first !== undefined && first.params === undefined) {
+      unsupported.before = true;
+      unsupported.summary = true;
+    }
+  },
+  /** Whether the server answered `before` (false once it refused it). */
+  supportsBefore: () => !unsupported.before,
+  /** The last value of every key of a run (or of `keys`); empty from a server without `/api/summary`. */
+  summary: async (run: string, options: { keys?: string[]; internal?: boolean } = {}): Promise<Record<string, number>> => {
+    if (unsupported.summary) return {};
+    try {
+      const data = await getJson<Record<string, unknown>>("summary", { run, keys: options.keys?.join(","), internal: options.internal === true ? 1 : undefined });
+      const out: Record<string, number> = {};
+      for (const [k, v] of Object.entries(data)) out[k] = toNumber(v);
+      return out;
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404 && /endpoint/.test(error.message)) {
+        unsupported.summary = true;
+        return {};
+      }
+      throw error;
+    }
   },
   version: () => getJson<{ rankscope: string; node: string }>("version"),
-  runs: async () => (await getJson<{ runs: RunSummary[] }>("runs")).runs,
+  runs: async () => {
+    const runs = (await getJson<{ runs: RunInfo[] }>("runs")).runs;
+    api.learnFrom(runs);
+    return runs;
+  },
   keys: (run: string) => getJson<RunKeys>("keys", { run }),
-  histograms: async (run: string, key: string) => {
-    const rows = (await getJson<{ histograms: HistogramRow[] }>("histograms", { run, key })).histograms;
+  histograms: async (run: string, key: string, limit?: number) => {
+    const rows = (await getJson<{ histograms: HistogramRow[] }>("histograms", { run, key, limit })).histograms;
     return rows.map((r) => ({ ...r, min: toNumber(r.min), max: toNumber(r.max), bucketLimits: decodeNumbers([...r.bucketLimits]) }));
   },
   samples: async (run: string) => (await getJson<{ samples: SampleRow[] }>("samples", { run })).samples,

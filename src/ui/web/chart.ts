@@ -1,21 +1,31 @@
 /**
- * One chart card: a title, a uPlot canvas and a legend of its lines.
+ * One chart card: a title with pin and download buttons, a uPlot canvas, a tooltip and a legend.
  *
  * A line keeps its points as the server sent them (step, wall time, value); what is drawn is
- * derived from them and the view settings (x-axis, smoothing, log scale), so changing a setting
- * redraws without asking the server again. With smoothing on, each line is drawn twice: the raw
- * values faint behind, the smoothed ones on top.
+ * derived from them and the view settings (x-axis, smoothing, log scales, zoom), so changing a
+ * setting redraws without asking the server again. With smoothing on, each line is drawn twice:
+ * the raw values faint behind, the smoothed ones on top. NaN and ±Infinity break the line and are
+ * marked in red where they happened (at the top for +Inf, the bottom for -Inf, the middle for NaN).
+ *
+ * A card draws only while it is on screen (`setOnScreen`): off screen it keeps its points and no
+ * canvas, so a run with a thousand keys costs the charts one can see.
  */
 import uPlot from "uplot";
-import { append, clear, el } from "./dom.js";
+import { append, clear, el, formatTime } from "./dom.js";
+import { visibleName } from "./names.js";
 import { smoothDebiasedEma } from "./smooth.js";
 
-export type XMode = "step" | "wall" | "relative";
+export type XMode = "step" | "wall" | "relative" | "metric";
 
 export interface ViewSettings {
   xMode: XMode;
+  /** The metric drawn on the x-axis when `xMode` is "metric" (joined to each line by step). */
+  xKey: string;
   smoothing: number;
   logScale: boolean;
+  logX: boolean;
+  /** The x range every chart shows, or null for all of it. */
+  zoom: [number, number] | null;
 }
 
 /** One line (or scatter) of a chart. */
@@ -29,25 +39,20 @@ export interface Line {
   values: number[];
   /** Scatter for raw stream values. */
   scatter?: boolean;
-  /** The server thinned these points; zooming in asks for finer ones. */
+  /** The points were thinned (by the server or in the page); zooming in asks for finer ones. */
   downsampled?: boolean;
-}
-
-/** A zoom the user made by dragging: the step range of the points inside it, per line. */
-export interface ZoomRequest {
-  readonly card: ChartCard;
-  /** For each line (same order as `getLines()`): the first step inside the zoom, or null when none is. */
-  readonly fromSteps: (number | null)[];
-  /** The zoom's share of each line's x range from `fromSteps` to its end (0..1]. */
-  readonly fractions: number[];
+  colour?: string;
+  dash?: number[];
+  /** For an x-axis by metric: that metric's (step, value) points of the line's run, in step order. */
+  xMap?: { steps: number[]; values: number[] };
 }
 
 /** Tick spacings for a step axis: 1, 2, 5 × powers of ten. */
-const STEP_INCREMENTS = Array.from({ length: 13 }, (_, e) => [1, 2, 5].map((m) => m * 10 ** e)).flat();
+const STEP_INCREMENTS = Array.from({ length: 16 }, (_, e) => [1, 2, 5].map((m) => m * 10 ** e)).flat();
 
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 
-/** The colour of the i-th line. */
+/** The colour of the i-th line of a chart without run colours. */
 export function lineColour(i: number): string {
   return PALETTE[i % PALETTE.length] ?? "#333";
 }
@@ -56,16 +61,42 @@ function faint(colour: string): string {
   return `${colour}40`;
 }
 
-function xOf(line: Line, mode: XMode, i: number): number {
+/** Linear interpolation of `map` (ascending steps) at `step`; NaN outside its range. */
+export function interpolate(map: { steps: number[]; values: number[] }, step: number): number {
+  const { steps, values } = map;
+  let lo = 0;
+  let hi = steps.length - 1;
+  if (hi < 0 || step < (steps[0] ?? 0) || step > (steps[hi] ?? 0)) return NaN;
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if ((steps[mid] ?? 0) <= step) lo = mid;
+    else hi = mid;
+  }
+  const s0 = steps[lo] ?? 0;
+  const s1 = steps[hi] ?? 0;
+  const v0 = values[lo] ?? NaN;
+  if (s1 === s0 || step === s0) return v0;
+  return v0 + ((values[hi] ?? NaN) - v0) * ((step - s0) / (s1 - s0));
+}
+
+/** The x of a line's i-th point under an x-axis mode. */
+export function xOf(line: Line, mode: XMode, i: number): number {
   if (mode === "step") return line.steps[i] ?? 0;
+  if (mode === "metric") return line.xMap === undefined ? NaN : interpolate(line.xMap, line.steps[i] ?? 0);
   const t = line.times[i] ?? 0;
   if (mode === "wall") return t / 1000;
   const start = line.runStart ?? line.times[0] ?? 0;
   return (t - start) / 1000;
 }
 
-/** A line's points in x order, as [xs, raw, smoothed] with nulls where nothing can be drawn. */
-function lineTable(line: Line, settings: ViewSettings): [number[], (number | null)[], (number | null)[]] {
+/** A non-finite point to mark. */
+interface Marker {
+  x: number;
+  kind: "NaN" | "+Inf" | "-Inf";
+}
+
+/** A line's points in x order, as [xs, raw, smoothed] with nulls where nothing can be drawn, its markers, and x → point index. */
+function lineTable(line: Line, settings: ViewSettings): { table: [number[], (number | null)[], (number | null)[]]; markers: Marker[]; index: Map<number, number> } {
   const n = line.values.length;
   const order = Array.from({ length: n }, (_, i) => i);
   const xs = order.map((i) => xOf(line, settings.xMode, i));
@@ -74,10 +105,15 @@ function lineTable(line: Line, settings: ViewSettings): [number[], (number | nul
   if (!sorted) order.sort((a, b) => (xs[a] ?? 0) - (xs[b] ?? 0) || a - b);
   const x: number[] = [];
   const y: (number | null)[] = [];
+  const markers: Marker[] = [];
+  const index = new Map<number, number>();
   for (const i of order) {
-    const xi = xs[i] ?? 0;
+    const xi = xs[i] ?? NaN;
+    if (!Number.isFinite(xi) || (settings.logX && xi <= 0)) continue;
     const v = line.values[i] ?? NaN;
+    if (!Number.isFinite(v)) markers.push({ x: xi, kind: Number.isNaN(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf" });
     const drawable = Number.isFinite(v) && (!settings.logScale || v > 0);
+    index.set(xi, i);
     // uPlot needs strictly increasing x within a line: keep the last value of a repeated x.
     if (x.length > 0 && x[x.length - 1] === xi) {
       y[y.length - 1] = drawable ? v : null;
@@ -86,50 +122,129 @@ function lineTable(line: Line, settings: ViewSettings): [number[], (number | nul
     x.push(xi);
     y.push(drawable ? v : null);
   }
-  return [x, y, line.scatter === true ? y : smoothDebiasedEma(y, settings.smoothing)];
+  return { table: [x, y, line.scatter === true ? y : smoothDebiasedEma(y, settings.smoothing)], markers, index };
 }
 
-/** Tick labels with as many decimals as the tick spacing needs (uPlot's default rounds 0.0005 to 0.001). */
+/**
+ * Tick labels with as many decimals as the ticks need to read as what they are (0.25 and 0.75,
+ * not 0.3 and 0.8), exponents for very large or very small ones.
+ */
 export function formatTicks(splits: number[]): string[] {
   const step = splits.length > 1 ? Math.abs((splits[1] ?? 0) - (splits[0] ?? 0)) : Math.abs(splits[0] ?? 1);
   const largest = Math.max(...splits.map((v) => Math.abs(v)));
-  if (largest !== 0 && (largest >= 1e6 || (step > 0 && step < 1e-4))) return splits.map((v) => (v === 0 ? "0" : v.toExponential(1)));
-  const decimals = step > 0 ? Math.min(6, Math.max(0, -Math.floor(Math.log10(step) + 1e-9))) : 0;
-  return splits.map((v) => v.toFixed(decimals));
+  if (largest !== 0 && (largest >= 1e6 || (step > 0 && step < 1e-4))) {
+    for (let d = 1; d <= 6; d++) {
+      const labels = splits.map((v) => (v === 0 ? "0" : v.toExponential(d)));
+      if (splits.every((v, i) => v === 0 || Math.abs(Number(labels[i]) - v) <= step * 1e-6)) return labels;
+    }
+    return splits.map((v) => (v === 0 ? "0" : v.toExponential(6)));
+  }
+  const tolerance = Math.max(step, Number.MIN_VALUE) * 1e-6;
+  for (let d = 0; d <= 10; d++) {
+    if (splits.every((v) => Math.abs(Number(v.toFixed(d)) - v) <= tolerance)) return splits.map((v) => v.toFixed(d));
+  }
+  return splits.map((v) => v.toFixed(10));
 }
 
-/** A chart of several lines; rebuilt when lines or settings change. */
+/** A value for the tooltip and legend. */
+export function formatValue(v: number | null | undefined): string {
+  if (v === null || v === undefined) return "";
+  if (!Number.isFinite(v)) return Number.isNaN(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
+  return Math.abs(v) >= 1e5 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(4) : String(Number(v.toPrecision(6)));
+}
+
+/** The points of lines as CSV: one row per point, `line,step,time_ms,value`. */
+export function linesToCsv(lines: readonly Line[]): string {
+  const quote = (s: string): string => (/[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
+  const rows = ["line,step,time_ms,value"];
+  for (const line of lines) {
+    for (let i = 0; i < line.values.length; i++) rows.push(`${quote(line.label)},${line.steps[i] ?? ""},${line.times[i] ?? ""},${formatValue(line.values[i] ?? NaN) === "" ? "" : String(line.values[i])}`);
+  }
+  return `${rows.join("\n")}\n`;
+}
+
+/** Save `blob` as a file named `name` (a download, never a navigation). */
+export function download(name: string, blob: Blob): void {
+  const url = URL.createObjectURL(blob);
+  const a = el("a", { href: url, download: name });
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** A safe file name from a key: letters, digits, `._-`; the rest as `_`. */
+export function fileNameOf(key: string): string {
+  return key.replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^_+|_+$/g, "") || "chart";
+}
+
+/** Colours of axes and grid from the page's theme. */
+function themeColours(): { axis: string; grid: string } {
+  const style = getComputedStyle(document.documentElement);
+  return { axis: style.getPropertyValue("--muted").trim() || "#555", grid: style.getPropertyValue("--grid").trim() || "#0000001a" };
+}
+
+/** What a card tells its owner. */
+export interface ChartEvents {
+  onFirstDraw?: () => void;
+  /** The user dragged a zoom (an x range) or double-clicked it away (null). */
+  onZoom?: (range: [number, number] | null) => void;
+  onPin?: (key: string) => void;
+}
+
+/** A chart of several lines. */
 export class ChartCard {
   readonly root: HTMLElement;
   private readonly plotBox: HTMLElement;
   private readonly legend: HTMLElement;
+  private readonly tooltip: HTMLElement;
   private plot: uPlot | null = null;
   private lines: Line[] = [];
   private settings: ViewSettings;
   private drawn = false;
+  private onScreen = false;
+  /** Lines or settings changed while off screen: draw on the next appearance. */
+  private dirty = false;
   /** The `structure()` the current plot was built for. */
   private builtFor = "";
-  /** The user dragged a zoom (kept while live points arrive) and has not double-clicked it away. */
-  private userZoom = false;
   private legendValues: HTMLElement[] = [];
-  /** Index into uPlot's series of each line's top (smoothed or only) series. */
+  private legendItems: HTMLElement[] = [];
+  /** Index into uPlot's series of each line's top (smoothed or only) series, and its raw one. */
   private topSeries: number[] = [];
+  private rawSeries: (number | null)[] = [];
+  private indexes: Map<number, number>[] = [];
+  private markers: Marker[] = [];
+  /** Lines the user hid from the legend, by id. */
+  private readonly hidden = new Set<string>();
+  private hovered = false;
   private readonly resizeObserver: ResizeObserver;
-  /** Widths known without asking the layout engine (asking per chart forces a reflow each time). */
   private observedWidth: number | undefined;
   private widthHint: number | undefined;
 
   constructor(
     readonly title: string,
     settings: ViewSettings,
-    private readonly onFirstDraw: () => void = () => undefined,
+    private readonly events: ChartEvents = {},
     private readonly yLabel = "",
-    private readonly onZoom?: (zoom: ZoomRequest) => void,
+    pinned = false,
   ) {
     this.settings = settings;
     this.plotBox = el("div", { className: "plot" });
+    this.tooltip = el("div", { className: "tooltip hidden", role: "status" });
     this.legend = el("div", { className: "legend" });
-    this.root = el("div", { className: "chart", "data-key": title }, el("h3", { className: "chart-title", title }, title), this.plotBox, this.legend);
+    const shown = visibleName(title);
+    const tools = el("span", { className: "chart-tools" });
+    if (events.onPin !== undefined) {
+      const pin = el("button", { type: "button", className: pinned ? "icon pin on" : "icon pin", title: pinned ? "unpin" : "pin to the top", "aria-pressed": pinned ? "true" : "false", "aria-label": `pin ${shown}` }, pinned ? "★" : "☆");
+      pin.addEventListener("click", () => events.onPin?.(title));
+      tools.appendChild(pin);
+    }
+    const csv = el("button", { type: "button", className: "icon csv", title: "download the points as CSV", "aria-label": `CSV of ${shown}` }, "CSV");
+    csv.addEventListener("click", () => download(`${fileNameOf(title)}.csv`, new Blob([linesToCsv(this.lines)], { type: "text/csv" })));
+    const png = el("button", { type: "button", className: "icon png", title: "download the chart as PNG", "aria-label": `PNG of ${shown}` }, "PNG");
+    png.addEventListener("click", () => this.downloadPng());
+    append(tools, csv, png);
+    this.root = el("div", { className: "chart", "data-key": title }, el("div", { className: "chart-head" }, el("h3", { className: "chart-title", title: shown }, shown), tools), this.plotBox, this.tooltip, this.legend);
     this.resizeObserver = new ResizeObserver((entries) => {
       const width = entries[entries.length - 1]?.contentRect.width;
       if (width === undefined || width <= 0) return;
@@ -137,9 +252,14 @@ export class ChartCard {
       if (this.plot !== null && Math.abs(this.plot.width - this.observedWidth) >= 1) this.plot.setSize({ width: this.observedWidth, height: this.plot.height });
     });
     this.resizeObserver.observe(this.plotBox);
-    // uPlot resets the zoom on double-click; from then on live points may rescale again.
-    this.plotBox.addEventListener("dblclick", () => {
-      this.userZoom = false;
+    this.plotBox.addEventListener("dblclick", () => this.events.onZoom?.(null));
+    // The cursor moves on every chart at once (synced); the tooltip shows only where the mouse is.
+    this.plotBox.addEventListener("mouseenter", () => {
+      this.hovered = true;
+    });
+    this.plotBox.addEventListener("mouseleave", () => {
+      this.hovered = false;
+      this.tooltip.classList.add("hidden");
     });
   }
 
@@ -149,9 +269,12 @@ export class ChartCard {
     this.update();
   }
 
-  /** The lines as they are now (to append to them). */
   getLines(): Line[] {
     return this.lines;
+  }
+
+  getSettings(): ViewSettings {
+    return this.settings;
   }
 
   /** Change the view settings and redraw. */
@@ -160,7 +283,25 @@ export class ChartCard {
     this.render();
   }
 
-  /** Points drawn in total (raw), for tests and the live indicator. */
+  /** Draw while on screen; off screen, drop the canvas and keep the points. */
+  setOnScreen(on: boolean): void {
+    if (on === this.onScreen) return;
+    this.onScreen = on;
+    this.root.dataset["onscreen"] = on ? "1" : "0";
+    if (on && (this.dirty || this.plot === null) && this.root.dataset["loaded"] === "1") this.render();
+    if (!on && this.plot !== null) {
+      this.plot.destroy();
+      this.plot = null;
+      clear(this.plotBox);
+      this.root.dataset["canvas"] = "0";
+    }
+  }
+
+  isOnScreen(): boolean {
+    return this.onScreen;
+  }
+
+  /** Points held in total (raw), for tests and the live indicator. */
   pointCount(): number {
     return this.lines.reduce((n, l) => n + l.values.length, 0);
   }
@@ -172,7 +313,6 @@ export class ChartCard {
     this.root.remove();
   }
 
-  /** The width all cards of a grid share, measured once by the grid. */
   setWidthHint(width: number): void {
     if (width > 0) this.widthHint = Math.max(200, Math.floor(width));
   }
@@ -182,95 +322,130 @@ export class ChartCard {
   }
 
   /**
-   * Redraw after points were appended to the lines: swap the data of the existing plot when the
-   * set of lines is the same (cheap, no new canvas), else rebuild.
+   * Redraw after points were appended: swap the data of the existing plot when the set of lines is
+   * the same (cheap, no new canvas), else rebuild.
    */
-  update(keepZoom = false): void {
+  update(): void {
+    this.root.dataset["loaded"] = "1";
+    this.root.dataset["points"] = String(this.pointCount());
+    if (!this.onScreen) {
+      this.dirty = true;
+      return;
+    }
     if (this.plot === null || this.builtFor !== this.structure()) {
       this.render();
       return;
     }
-    this.plot.setData(this.buildData().data, !(keepZoom || this.userZoom));
-    this.root.dataset["points"] = String(this.pointCount());
+    const built = this.buildData();
+    this.markers = built.markers;
+    this.indexes = built.indexes;
+    this.root.dataset["nonfinite"] = String(this.markers.length);
+    this.plot.setData(built.data, this.settings.zoom === null);
+    if (this.settings.zoom !== null) this.plot.setScale("x", { min: this.settings.zoom[0], max: this.settings.zoom[1] });
   }
 
-  /** What the uPlot series depend on: which lines, and whether smoothing doubles them. */
   private structure(): string {
     return `${this.settings.smoothing > 0}|${this.lines.map((l) => `${l.id}:${l.scatter === true}`).join(",")}`;
   }
 
-  /** uPlot's aligned data and series for the current lines and settings. */
-  private buildData(): { data: uPlot.AlignedData; series: uPlot.Series[]; topSeries: number[] } {
+  private colourOf(i: number): string {
+    return this.lines[i]?.colour ?? lineColour(i);
+  }
+
+  private buildData(): { data: uPlot.AlignedData; series: uPlot.Series[]; topSeries: number[]; rawSeries: (number | null)[]; markers: Marker[]; indexes: Map<number, number>[] } {
     const { settings } = this;
-    const tables = this.lines.map((l) => lineTable(l, settings));
+    const built = this.lines.map((l) => lineTable(l, settings));
     const smoothing = settings.smoothing > 0;
     const joinInput: uPlot.AlignedData[] = [];
     const series: uPlot.Series[] = [{}];
     const topSeries: number[] = [];
+    const rawSeries: (number | null)[] = [];
     this.lines.forEach((line, i) => {
-      const table = tables[i];
+      const table = built[i]?.table;
       if (table === undefined) return;
-      const colour = lineColour(i);
+      const colour = this.colourOf(i);
+      const show = !this.hidden.has(line.id);
+      const dash = line.dash !== undefined ? { dash: line.dash } : {};
       if (line.scatter === true) {
         joinInput.push([table[0], table[1]]);
-        series.push({ label: line.label, stroke: colour, fill: colour, paths: () => null, points: { show: true, size: 4, stroke: colour, fill: colour } });
+        series.push({ label: line.label, show, stroke: colour, fill: colour, paths: () => null, points: { show: true, size: 4, stroke: colour, fill: colour } });
+        rawSeries.push(null);
       } else if (smoothing) {
         joinInput.push([table[0], table[1], table[2]]);
-        series.push({ label: `${line.label} (raw)`, stroke: faint(colour), width: 1, spanGaps: true, points: { show: false } });
-        series.push({ label: line.label, stroke: colour, width: 1.5, spanGaps: true, points: { show: false } });
+        series.push({ label: `${line.label} (raw)`, show, stroke: faint(colour), width: 1, spanGaps: false, points: { show: false }, ...dash });
+        rawSeries.push(series.length - 1);
+        series.push({ label: line.label, show, stroke: colour, width: 1.5, spanGaps: false, points: { show: false }, ...dash });
       } else {
         joinInput.push([table[0], table[1]]);
-        series.push({ label: line.label, stroke: colour, width: 1.5, spanGaps: true, points: { show: false } });
+        series.push({ label: line.label, show, stroke: colour, width: 1.5, spanGaps: false, points: { show: false }, ...dash });
+        rawSeries.push(null);
       }
       topSeries.push(series.length - 1);
     });
     const data: uPlot.AlignedData = joinInput.length === 0 ? [[]] : joinInput.length === 1 ? (joinInput[0] as uPlot.AlignedData) : uPlot.join(joinInput);
-    return { data, series, topSeries };
+    return { data, series, topSeries, rawSeries, markers: built.flatMap((b) => b.markers), indexes: built.map((b) => b.index) };
   }
 
-  /** Redraw from the lines and settings. */
+  /** Redraw from the lines and settings (only while on screen). */
   render(): void {
+    if (!this.onScreen) {
+      this.dirty = true;
+      return;
+    }
+    this.dirty = false;
     const { settings } = this;
-    const { data, series, topSeries } = this.buildData();
+    const { data, series, topSeries, rawSeries, markers, indexes } = this.buildData();
     this.topSeries = topSeries;
+    this.rawSeries = rawSeries;
+    this.markers = markers;
+    this.indexes = indexes;
     this.builtFor = this.structure();
     this.root.dataset["lines"] = String(this.lines.length);
     this.root.dataset["series"] = String(series.length - 1);
     this.root.dataset["points"] = String(this.pointCount());
     this.root.dataset["xMode"] = settings.xMode;
+    this.root.dataset["logX"] = settings.logX ? "1" : "0";
+    this.root.dataset["nonfinite"] = String(markers.length);
 
     this.plot?.destroy();
-    this.userZoom = false;
     clear(this.plotBox);
+    const colours = themeColours();
+    const axis = { stroke: colours.axis, grid: { stroke: colours.grid, width: 1 }, ticks: { stroke: colours.grid, width: 1 } };
+    const wall = settings.xMode === "wall";
+    const xLabel = settings.xMode === "step" ? "step" : settings.xMode === "relative" ? "seconds since start" : settings.xMode === "metric" ? visibleName(settings.xKey) : "";
     const opts: uPlot.Options = {
       width: this.width(),
       height: 190,
       series,
       legend: { show: false },
-      cursor: { drag: { x: true, y: false } },
+      cursor: { drag: { x: true, y: false, setScale: false }, sync: { key: "rankscope", setSeries: false } },
+      select: { show: true, left: 0, top: 0, width: 0, height: 0 },
       scales: {
-        x: { time: settings.xMode === "wall" },
+        x: { time: wall, ...(settings.logX && !wall ? { distr: 3 } : {}), ...(settings.zoom !== null ? { min: settings.zoom[0], max: settings.zoom[1], auto: false } : {}) },
         y: settings.logScale ? { distr: 3 } : {},
       },
       axes: [
         {
-          label: settings.xMode === "step" ? "step" : settings.xMode === "relative" ? "seconds since start" : "",
-          labelSize: settings.xMode === "wall" ? 0 : 14,
-          size: 36,
-          // Steps are whole numbers: no 0.5 ticks.
-          ...(settings.xMode === "step" ? { incrs: STEP_INCREMENTS } : {}),
+          ...axis,
+          label: xLabel,
+          labelSize: wall ? 0 : 14,
+          // Wall time labels take two rows (time, then date): room for both.
+          size: wall ? 48 : 36,
+          ...(settings.xMode === "step" && !settings.logX ? { incrs: STEP_INCREMENTS } : {}),
+          ...(!wall && !settings.logX ? { values: (_u: uPlot, splits: number[]) => formatTicks(splits) } : {}),
         },
-        { label: this.yLabel, size: 60, labelSize: this.yLabel === "" ? 0 : 14, values: settings.logScale ? undefined : (_u, splits) => formatTicks(splits) },
+        { ...axis, label: this.yLabel, size: 64, labelSize: this.yLabel === "" ? 0 : 14, ...(settings.logScale ? {} : { values: (_u: uPlot, splits: number[]) => formatTicks(splits) }) },
       ],
       hooks: {
         draw: [
           (u) => {
-            // What the x axis shows, for tests and anyone inspecting the page.
+            this.drawMarkers(u);
             this.root.dataset["xRange"] = `${u.scales["x"]?.min ?? ""},${u.scales["x"]?.max ?? ""}`;
+            this.root.dataset["canvas"] = "1";
             if (!this.drawn) {
               this.drawn = true;
               this.root.dataset["drawn"] = "1";
-              this.onFirstDraw();
+              this.events.onFirstDraw?.();
             }
           },
         ],
@@ -282,48 +457,161 @@ export class ChartCard {
     this.renderLegend();
   }
 
-  /** After a drag-zoom: tell the owner which steps the zoom covers, so thinned lines get finer points. */
+  /** Red marks where a value was NaN or ±Infinity: a dashed line across the plot and a label. */
+  private drawMarkers(u: uPlot): void {
+    if (this.markers.length === 0) return;
+    const ctx = u.ctx;
+    const { left, top, width, height } = u.bbox;
+    ctx.save();
+    ctx.strokeStyle = "#dc2626";
+    ctx.fillStyle = "#dc2626";
+    ctx.lineWidth = 1 * devicePixelRatio;
+    ctx.setLineDash([3 * devicePixelRatio, 3 * devicePixelRatio]);
+    ctx.font = `${10 * devicePixelRatio}px sans-serif`;
+    ctx.textAlign = "center";
+    let lastX = -Infinity;
+    for (const m of this.markers) {
+      const x = u.valToPos(m.x, "x", true);
+      if (!Number.isFinite(x) || x < left || x > left + width) continue;
+      ctx.beginPath();
+      ctx.moveTo(x, top);
+      ctx.lineTo(x, top + height);
+      ctx.stroke();
+      if (x - lastX < 24 * devicePixelRatio) continue;
+      lastX = x;
+      const y = m.kind === "+Inf" ? top + 10 * devicePixelRatio : m.kind === "-Inf" ? top + height - 3 * devicePixelRatio : top + height / 2;
+      ctx.fillText(m.kind, x, y);
+    }
+    ctx.restore();
+  }
+
+  /** After a drag: the dragged x range becomes the zoom of every chart (the owner refetches finer points). */
   private zoomed(u: uPlot): void {
-    if (u.select.width >= 2) this.userZoom = true;
-    if (this.onZoom === undefined || u.select.width < 2 || !this.lines.some((l) => l.downsampled === true)) return;
+    if (u.select.width < 2) return;
     const x0 = u.posToVal(u.select.left, "x");
     const x1 = u.posToVal(u.select.left + u.select.width, "x");
-    const fromSteps: (number | null)[] = [];
-    const fractions: number[] = [];
-    for (const line of this.lines) {
-      let from: number | null = null;
-      let lastX = -Infinity;
-      for (let i = 0; i < line.values.length; i++) {
-        const x = xOf(line, this.settings.xMode, i);
-        if (x >= x0 && from === null) from = line.steps[i] ?? null;
-        if (x > lastX) lastX = x;
-      }
-      fromSteps.push(from);
-      fractions.push(lastX > x0 ? Math.min(1, Math.max(1e-6, (x1 - x0) / (lastX - x0))) : 1);
+    u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+    if (x1 > x0) this.events.onZoom?.([x0, x1]);
+  }
+
+  /** Apply a zoom given by the owner (from any chart, or the URL). */
+  setZoom(zoom: [number, number] | null): void {
+    this.settings = { ...this.settings, zoom };
+    if (this.plot === null) {
+      this.dirty = true;
+      return;
     }
-    this.root.dataset["zoomed"] = "1";
-    this.onZoom({ card: this, fromSteps, fractions });
+    if (zoom === null) this.render();
+    else this.plot.setScale("x", { min: zoom[0], max: zoom[1] });
   }
 
   private renderLegend(): void {
     clear(this.legend);
     this.legendValues = [];
+    this.legendItems = [];
     this.lines.forEach((line, i) => {
       const value = el("span", { className: "legend-value" });
       this.legendValues.push(value);
       const swatch = el("span", { className: "swatch" });
-      swatch.style.background = lineColour(i);
-      append(this.legend, el("span", { className: "legend-item", "data-line": line.id }, swatch, el("span", { className: "legend-label" }, line.label), value));
+      swatch.style.background = this.colourOf(i);
+      const off = this.hidden.has(line.id);
+      const item = el(
+        "button",
+        { type: "button", className: off ? "legend-item off" : "legend-item", "data-line": line.id, "aria-pressed": off ? "false" : "true", title: "click: hide or show · shift-click: show only this (again: all)" },
+        swatch,
+        el("span", { className: "legend-label" }, line.label),
+        value,
+      );
+      item.addEventListener("click", (event) => (event.shiftKey || event.altKey || event.metaKey || event.ctrlKey ? this.isolate(line.id) : this.toggle(line.id)));
+      this.legendItems.push(item);
+      this.legend.appendChild(item);
     });
+    this.root.dataset["hidden"] = String(this.hidden.size);
+  }
+
+  /** Hide or show one line. */
+  toggle(id: string): void {
+    if (this.hidden.has(id)) this.hidden.delete(id);
+    else this.hidden.add(id);
+    this.applyVisibility();
+  }
+
+  /** Show only this line; when it already is the only one shown, show all again. */
+  isolate(id: string): void {
+    const alone = this.lines.every((l) => (l.id === id) !== this.hidden.has(l.id));
+    this.hidden.clear();
+    if (!alone) for (const l of this.lines) if (l.id !== id) this.hidden.add(l.id);
+    this.applyVisibility();
+  }
+
+  private applyVisibility(): void {
+    this.lines.forEach((line, i) => {
+      const show = !this.hidden.has(line.id);
+      const item = this.legendItems[i];
+      item?.classList.toggle("off", !show);
+      item?.setAttribute("aria-pressed", show ? "true" : "false");
+      if (this.plot === null) return;
+      const top = this.topSeries[i];
+      const raw = this.rawSeries[i];
+      this.plot.batch(() => {
+        if (top !== undefined) this.plot?.setSeries(top, { show });
+        if (raw !== undefined && raw !== null) this.plot?.setSeries(raw, { show });
+      });
+    });
+    this.root.dataset["hidden"] = String(this.hidden.size);
   }
 
   private showValuesAt(u: uPlot): void {
     const idx = u.cursor.idx;
+    const rows: HTMLElement[] = [];
+    const x = idx === null || idx === undefined ? undefined : u.data[0]?.[idx];
     this.topSeries.forEach((s, i) => {
       const target = this.legendValues[i];
-      if (target === undefined) return;
+      const line = this.lines[i];
+      if (target === undefined || line === undefined) return;
       const v = idx === null || idx === undefined ? null : (u.data[s]?.[idx] ?? null);
-      target.textContent = v === null || v === undefined ? "" : ` ${Number(v).toPrecision(5)}`;
+      target.textContent = v === null || v === undefined ? "" : ` ${formatValue(v)}`;
+      if (x === undefined || this.hidden.has(line.id)) return;
+      const point = this.indexes[i]?.get(x);
+      if (point === undefined) return;
+      const raw = line.values[point] ?? NaN;
+      const rawIdx = this.rawSeries[i];
+      const smoothed = rawIdx !== null && rawIdx !== undefined ? (u.data[s]?.[idx as number] ?? null) : null;
+      const swatch = el("span", { className: "swatch" });
+      swatch.style.background = this.colourOf(i);
+      rows.push(
+        el(
+          "div",
+          { className: "tip-row" },
+          swatch,
+          el("span", { className: "tip-label" }, line.label),
+          ` step ${line.steps[point] ?? ""} · ${formatValue(raw)}`,
+          smoothed !== null ? ` (smoothed ${formatValue(smoothed)})` : "",
+          ` · ${formatTime(line.times[point] ?? null).slice(11)}`,
+        ),
+      );
     });
+    const left = u.cursor.left ?? -1;
+    if (rows.length === 0 || left < 0 || !this.hovered) {
+      this.tooltip.classList.add("hidden");
+      return;
+    }
+    clear(this.tooltip);
+    append(this.tooltip, ...rows.slice(0, 8), rows.length > 8 ? el("div", { className: "muted" }, `… ${rows.length - 8} more`) : null);
+    this.tooltip.classList.remove("hidden");
+    // Beside the cursor, on whichever side has room, inside the card.
+    const cardWidth = this.root.clientWidth;
+    const tipWidth = Math.min(this.tooltip.offsetWidth, cardWidth - 8);
+    const at = u.over.getBoundingClientRect().left - this.root.getBoundingClientRect().left + left;
+    const place = at + 16 + tipWidth <= cardWidth - 4 ? at + 16 : at - 16 - tipWidth;
+    this.tooltip.style.left = `${Math.max(4, place)}px`;
+  }
+
+  private downloadPng(): void {
+    const canvas = this.plotBox.querySelector("canvas");
+    if (canvas === null) return;
+    canvas.toBlob((blob) => {
+      if (blob !== null) download(`${fileNameOf(this.title)}.png`, blob);
+    }, "image/png");
   }
 }

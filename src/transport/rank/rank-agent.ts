@@ -6,9 +6,10 @@
  */
 import { hostname } from "node:os";
 import { pathToFileURL } from "node:url";
-import { describeError, reportError } from "../core/diagnostics.js";
-import type { RankRuntime } from "../controller/rank.js";
-import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankMessage } from "./protocol.js";
+import { describeError, reportError } from "../../core/diagnostics.js";
+import type { RankSnapshot } from "../protocol/types.js";
+import type { RankRuntime } from "./runtime.js";
+import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankMessage } from "../protocol/messages.js";
 
 /** Sends one encoded message; the carrier decides where (a port, IPC, a NATS reply subject). */
 export type SendText = (text: string) => void;
@@ -21,15 +22,32 @@ export interface RankAgentOptions {
   readonly onShutdown?: () => void;
 }
 
+/**
+ * How many of its last flush answers a rank keeps, to send again one that was lost in transit, and
+ * how many key states they may hold together (the newest answer is always kept).
+ */
+export const KEPT_FLUSH_ANSWERS = 16;
+export const KEPT_FLUSH_STATES = 20_000;
+
 /** Answers the controller's requests for one rank. */
 export class RankAgent {
+  /** Flush answers so far; each answer carries its number (`seq`). */
+  private seq = 0;
+  private readonly kept: RankSnapshot[] = [];
+  private keptStates = 0;
   private module: Record<string, unknown> = {};
   private shuttingDown = false;
+  private helloListener: ((controller: string) => void) | undefined;
 
   constructor(private readonly options: RankAgentOptions) {}
 
   get rankName(): string {
     return this.options.runtime.identity.rankName;
+  }
+
+  /** Be called when a controller says `hello` (the NATS carrier registers again then). */
+  onHello(listener: (controller: string) => void): void {
+    this.helloListener = listener;
   }
 
   /** The `register` message this rank sends first. */
@@ -49,6 +67,10 @@ export class RankAgent {
   async receive(data: unknown, reply: SendText, from = "the controller"): Promise<void> {
     const message = decodeProtocolMessage(this.options.runId, data, from);
     if (message === undefined) return;
+    if (message.t === "hello") {
+      this.helloListener?.(message.controller);
+      return;
+    }
     if (message.t === "register" || message.t === "deregister" || message.t === "reply" || message.t === "registered") {
       reportIgnored("malformed", `rank ${this.rankName} received a "${message.t}" message, which only the controller takes`);
       return;
@@ -78,8 +100,20 @@ export class RankAgent {
       case "init":
         await runtime.init(request.init);
         return ok;
-      case "flush":
-        return { ...ok, snapshot: await runtime.flush(request.step) };
+      case "flush": {
+        const snapshot: RankSnapshot = { ...(await runtime.flush(request.step)), seq: ++this.seq };
+        this.kept.push(snapshot);
+        this.keptStates += snapshot.states.length;
+        while (this.kept.length > 1 && (this.kept.length > KEPT_FLUSH_ANSWERS || this.keptStates > KEPT_FLUSH_STATES)) {
+          this.keptStates -= (this.kept.shift() as RankSnapshot).states.length;
+        }
+        return { ...ok, snapshot };
+      }
+      case "resend": {
+        const snapshot = this.kept.find((s) => s.seq === request.seq);
+        if (snapshot === undefined) throw new Error(`flush answer ${request.seq} is no longer kept (a rank keeps its last ${KEPT_FLUSH_ANSWERS})`);
+        return { ...ok, snapshot };
+      }
       case "shutdown":
         await runtime.shutdown();
         return ok;

@@ -9,15 +9,17 @@
  * `transport.foreign`) and ignored, never thrown into the controller or the rank.
  *
  * Controller → rank: `init`, `flush`, `shutdown`, `start` (import the rank module), `call` (run one
- * of its exported functions), `sync` (write a marker line to stdout, for ordered output).
+ * of its exported functions), `sync` (write a marker line to stdout, for ordered output), `resend`
+ * (a flush answer, by its `seq`, that never arrived), and over
+ * NATS `hello` (a controller announcing itself: every rank that hears it registers again).
  * Rank → controller: `register`, `reply` (to any request; a flush reply carries its step),
  * `deregister`.
  */
-import type { RankIdentity } from "../backends/backend.js";
-import { warn } from "../core/diagnostics.js";
-import { decodeMessage, encodeMessage } from "../core/json.js";
-import type { RankInit, RankSnapshot } from "../controller/rank.js";
-import { processWide } from "../core/process-wide.js";
+import type { RankIdentity } from "../../backends/backend.js";
+import { warn } from "../../core/diagnostics.js";
+import { decodeMessage, encodeMessage } from "../../core/json.js";
+import type { RankInit, RankSnapshot } from "./types.js";
+import { processWide } from "../../core/process-wide.js";
 
 /** The protocol version this build speaks. A message with another version is ignored and counted. */
 export const PROTOCOL_VERSION = 1;
@@ -37,7 +39,8 @@ export type ControllerRequest =
   | { readonly t: "shutdown"; readonly id: number }
   | { readonly t: "start"; readonly id: number; readonly module: string }
   | { readonly t: "call"; readonly id: number; readonly fn: string; readonly args: readonly unknown[] }
-  | { readonly t: "sync"; readonly id: number; readonly marker: string };
+  | { readonly t: "sync"; readonly id: number; readonly marker: string }
+  | { readonly t: "resend"; readonly id: number; readonly seq: number };
 
 /** What a rank sends the controller. */
 export type RankMessage =
@@ -58,8 +61,18 @@ export interface RegisteredMessage {
   readonly error?: string;
 }
 
+/**
+ * A controller announcing itself to the run's ranks over NATS (when it starts, after it reconnects,
+ * or to one rank it does not know): a rank that hears it registers again. Not a request: no reply.
+ */
+export interface HelloMessage {
+  readonly t: "hello";
+  /** Who says hello (a unique id of the controller's connection), for diagnostics. */
+  readonly controller: string;
+}
+
 /** Either direction. */
-export type ProtocolMessage = ControllerRequest | RankMessage | RegisteredMessage;
+export type ProtocolMessage = ControllerRequest | RankMessage | RegisteredMessage | HelloMessage;
 
 /** Counts of messages ignored by this process, by reason (also reported through diagnostics). */
 export interface IgnoredMessageCounts {
@@ -178,11 +191,15 @@ function validate(m: Record<string, unknown>): string | undefined {
       return !isString(m["fn"]) ? "fn must be a non-empty string" : !Array.isArray(m["args"]) ? "args must be an array" : undefined;
     case "sync":
       return !isId(m["id"]) ? "id must be a non-negative integer" : !isString(m["marker"]) ? "marker must be a non-empty string" : undefined;
+    case "resend":
+      return !isId(m["id"]) ? "id must be a non-negative integer" : !isId(m["seq"]) ? "seq must be a non-negative integer" : undefined;
     case "register":
       if (!isIdentity(m["identity"])) return "identity must carry rank, rankName, processName, localRank and localWorldSize";
       return Number.isInteger(m["pid"]) && typeof m["host"] === "string" ? undefined : "pid and host are required";
     case "deregister":
       return isString(m["rankName"]) && typeof m["reason"] === "string" ? undefined : "rankName and reason are required";
+    case "hello":
+      return isString(m["controller"]) ? undefined : "controller is required";
     case "registered":
       return isString(m["rankName"]) && typeof m["ok"] === "boolean" ? undefined : "rankName and ok are required";
     case "reply":
@@ -212,6 +229,7 @@ function validateSnapshot(snapshot: unknown): string | undefined {
   if (!isString(snapshot["rankName"]) || !isId(snapshot["step"]) || !isId(snapshot["droppedKeyRecords"])) {
     return "snapshot must carry rankName, step and droppedKeyRecords";
   }
+  if (snapshot["seq"] !== undefined && !isId(snapshot["seq"])) return "snapshot.seq must be a non-negative integer";
   const states = snapshot["states"];
   if (!Array.isArray(states)) return "snapshot.states must be an array";
   for (const s of states as unknown[]) {

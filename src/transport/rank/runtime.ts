@@ -6,59 +6,20 @@
  * init (the per-rank backend configs and the primary backends' metadata), flush(step) → states,
  * and shutdown.
  */
-import type { BackendContext, RankIdentity } from "../backends/backend.js";
-import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../core/collector.js";
-import type { StreamRecord } from "../core/metric.js";
-import { reportError } from "../core/diagnostics.js";
-import { peekProcessWide, processWide, setProcessWide } from "../core/process-wide.js";
-import { currentRun, setCurrentRun } from "../run/current.js";
-import { attachStreamBackends, detachStreamBackends, flushStream, recordStreamDropped } from "../stream/stream.js";
-import { BackendSet } from "./backend-set.js";
-import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
+import type { BackendContext, RankIdentity } from "../../backends/backend.js";
+import { getCollector, type Collector, type MetricEntry, type StreamProducer } from "../../core/collector.js";
+import type { StreamRecord } from "../../core/metric.js";
+import { reportError } from "../../core/diagnostics.js";
+import { peekProcessWide, processWide, setProcessWide } from "../../core/process-wide.js";
+import { markThreadAsRank, workerGatherer } from "../../core/worker-link.js";
+import { mergeRankKeyStates } from "../../controller/reduce-states.js";
+import { currentRun, setCurrentRun } from "../../run/current.js";
+import { attachStreamBackends, detachStreamBackends, flushStream, recordStreamDropped } from "../../stream/stream.js";
+import { BackendSet } from "../../controller/backend-set.js";
+import { validateBackendsConfig, type ValidatedBackend } from "../../controller/config.js";
+import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
 
-/** Where a run's files go and where it starts. */
-export interface RunInfo {
-  readonly runDir: string;
-  readonly experiment: string;
-  readonly trial: string;
-  /** The step the run resumes from (0 for a fresh run). */
-  readonly resumeStep: number;
-}
-
-/** What the controller sends a rank at `initBackends` (or when the rank registers late). */
-export interface RankInit {
-  /** Only the per-rank backends (`per_rank_reduce`, `per_rank_no_reduce`). */
-  readonly backends: BackendsConfig;
-  /** Per backend name: what the controller-side instance handed to ranks (e.g. a shared run id). */
-  readonly primaryMetadata: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
-  readonly run: RunInfo;
-}
-
-/** A rank's answer to flush(step). */
-export interface RankSnapshot {
-  readonly rankName: string;
-  /** The step this snapshot answers (a late reply to an older flush is discarded). */
-  readonly step: number;
-  readonly states: readonly KeyState[];
-  /** Records dropped because their key was new past the key bound, since the rank started. */
-  readonly droppedKeyRecords: number;
-  /** Values logged on this rank since the last flush on axes of their own (see `OffCycleLog`). */
-  readonly offCycle?: readonly OffCycleLog[];
-}
-
-/**
- * Values a rank logged outside the flush cycle, on an axis of their own (the system monitor's
- * `system/step`). A rank has no global backends, so they ride along with the next flush's
- * snapshot and the controller logs them on their own axis, never at the training step.
- */
-export interface OffCycleLog {
-  readonly axis: string;
-  /** The value on `axis`. */
-  readonly step: number;
-  /** Milliseconds since the epoch, when they were logged. */
-  readonly timestamp: number;
-  readonly states: readonly KeyState[];
-}
+export type { OffCycleLog, RankHandle, RankInit, RankSnapshot, RunInfo } from "../protocol/types.js";
 
 /** At most this many off-cycle logs wait for the next flush; older ones are dropped and counted. */
 export const MAX_PENDING_OFF_CYCLE = 1000;
@@ -77,21 +38,14 @@ export function queueOffCycleLog(log: OffCycleLog): void {
   queue.push(log);
 }
 
-/** How the controller reaches one rank, whatever carries the messages. */
-export interface RankHandle {
-  readonly rankName: string;
-  init(message: RankInit): Promise<void>;
-  /**
-   * The rank's states at `step`. `deadlineMs` is how long the controller will wait: a remote
-   * handle stops waiting then (and treats a later answer as late), so nothing piles up.
-   */
-  flush(step: number, deadlineMs?: number): Promise<RankSnapshot>;
-  /** Stop the rank within `deadlineMs`; a remote rank that does not finish by then is killed. */
-  shutdown(deadlineMs?: number): Promise<void>;
-}
-
 /** How long a flush waits for raw values already recorded to reach the stream backends. */
 const STREAM_FLUSH_WAIT_MS = 1000;
+/**
+ * How long a flush waits for the process's worker threads' states (at most half the flush
+ * deadline when the controller gives one): a worker that misses it is named, and what it sends
+ * later goes into the next flush.
+ */
+export const WORKER_FLUSH_DEADLINE_MS = 1000;
 
 /** The identity of a process that nobody told who it is: rank 0 of one. */
 export function standaloneIdentity(processName: string): RankIdentity {
@@ -134,7 +88,10 @@ export class RankRuntime {
   constructor(
     readonly identity: RankIdentity,
     readonly collector: Collector = getCollector(),
-  ) {}
+  ) {
+    // A worker thread serving as a rank is flushed by its controller, not by the main thread.
+    if (collector === getCollector()) markThreadAsRank();
+  }
 
   /** Start the per-rank backends this rank was sent (replacing any it had). */
   async init(message: RankInit): Promise<void> {
@@ -159,20 +116,22 @@ export class RankRuntime {
         this.collector.stream = new DirectStreamProducer(backends, this.identity);
       }
     }
+    const hyperparams = message.hyperparams;
+    if (hyperparams !== undefined) await Promise.all([this.reduceBackends.logHyperparams(hyperparams), this.streamBackends.logHyperparams(hyperparams)]);
   }
 
   /**
    * Take this rank's states (synchronously, so recording goes on into the next step), log them to
    * the per-rank backends, and return them for the controller.
    */
-  async flush(step: number): Promise<RankSnapshot> {
+  async flush(step: number, deadlineMs?: number): Promise<RankSnapshot> {
     if (this.usesStreamRing) {
       // Raw values recorded before this flush reach the per_rank_no_reduce backends first, so a
       // step's stream lines come before the next step's (bounded: the flush has a deadline).
       await flushStream(STREAM_FLUSH_WAIT_MS);
     }
     recordStreamDropped(this.collector);
-    const states = this.collector.takeStates();
+    let states = this.collector.takeStates();
     // What this rank's backends missed since the last flush (rankscope/backend_undelivered/{name}), summed over ranks.
     const undelivered = [...this.reduceBackends.takeUndeliveredStates(), ...this.streamBackends.takeUndeliveredStates()];
     if (undelivered.length > 0) {
@@ -180,10 +139,22 @@ export class RankRuntime {
       states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     }
     this.collector.step = step + 1;
+    let droppedKeyRecords = this.collector.droppedKeyRecords;
+    // The process's own collector also speaks for the user's worker threads (record from anywhere).
+    const gatherer = this.collector === getCollector() ? workerGatherer() : undefined;
+    if (gatherer !== undefined) {
+      const wait = Math.min(WORKER_FLUSH_DEADLINE_MS, deadlineMs === undefined ? WORKER_FLUSH_DEADLINE_MS : Math.max(1, Math.floor(deadlineMs / 2)));
+      const workers = await gatherer.collect(wait);
+      droppedKeyRecords += workers.droppedKeyRecords;
+      if (workers.states.length > 0) {
+        const rankName = this.identity.rankName;
+        states = mergeRankKeyStates([{ rankName, states }, ...workers.states.map((s) => ({ rankName: `${rankName} (worker thread)`, states: s }))], step);
+      }
+    }
     if (this.reduceBackends.size > 0 && states.length > 0) {
       await this.reduceBackends.logStates(states, { step, timestamp: Date.now(), rankName: this.identity.rankName });
     }
-    const snapshot: RankSnapshot = { rankName: this.identity.rankName, step, states, droppedKeyRecords: this.collector.droppedKeyRecords };
+    const snapshot: RankSnapshot = { rankName: this.identity.rankName, step, states, droppedKeyRecords };
     // Off-cycle logs belong to the process: only its own collector's runtime carries them.
     const queue = offCycleQueue();
     if (queue.length === 0 || this.collector !== getCollector()) return snapshot;
@@ -233,8 +204,8 @@ export class LocalRankHandle implements RankHandle {
   init(message: RankInit): Promise<void> {
     return this.runtime.init(message);
   }
-  flush(step: number): Promise<RankSnapshot> {
-    return this.runtime.flush(step);
+  flush(step: number, deadlineMs?: number): Promise<RankSnapshot> {
+    return this.runtime.flush(step, deadlineMs);
   }
   shutdown(): Promise<void> {
     return this.runtime.shutdown();

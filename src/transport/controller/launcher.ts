@@ -21,14 +21,14 @@ import { randomUUID } from "node:crypto";
 import { isAbsolute, resolve as resolvePath } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Worker } from "node:worker_threads";
-import { isTypeScript, siblingModule, startModuleWorker, tsxUrl } from "../core/module-worker.js";
-import type { RankIdentity } from "../backends/backend.js";
-import { warn } from "../core/diagnostics.js";
-import { getOrCreateMetricLogger, type MetricLogger } from "../controller/metric-logger.js";
-import { rankNameFor, shortId, checkIdentity } from "./identity.js";
-import { ASSIGNMENT_ENV, type RankAssignment } from "./join.js";
+import { isTypeScript, siblingModule, startModuleWorker, tsxUrl } from "../../core/module-worker.js";
+import type { RankIdentity } from "../../backends/backend.js";
+import { warn } from "../../core/diagnostics.js";
+import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
+import { rankNameFor, shortId, checkIdentity } from "../protocol/identity.js";
+import { ASSIGNMENT_ENV, type RankAssignment } from "../protocol/assignment.js";
 import { OutputForwarder } from "./output.js";
-import { decodeProtocolMessage, reportIgnored, type RankMessage } from "./protocol.js";
+import { decodeProtocolMessage, reportIgnored, type RankMessage } from "../protocol/messages.js";
 import { RemoteRankHandle, waitAtMost, type RankCarrier } from "./remote-rank.js";
 
 /** A controller-side server ranks can join over (NATS: `serveRanksOverNats`). */
@@ -180,7 +180,7 @@ function positiveInteger(name: string, value: number | undefined, fallback: numb
 
 /** Where the rank entry lives: the sibling `.js` in dist, `.ts` when running from source. */
 function entryUrl(): URL {
-  return siblingModule(import.meta.url, "rank-entry");
+  return siblingModule(import.meta.url, "../rank/rank-entry");
 }
 
 function needsTsx(entry: URL, module: string): boolean {

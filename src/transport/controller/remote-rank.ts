@@ -2,14 +2,18 @@
  * The controller's side of one remote rank: a `RankHandle` whose requests travel as protocol
  * messages over some carrier (a worker's MessagePort, a child's IPC channel, NATS).
  *
- * Every request gets an id and a deadline. A reply is matched to its request by id; a reply whose
- * request already timed out (a late answer to an old flush) is discarded and counted, so it can
- * never be logged at the wrong step. When the carrier closes (the rank exited), every pending
- * request fails at once instead of waiting for its deadline.
+ * Every request gets an id and a deadline. A reply is matched to its request by id. A flush reply
+ * whose request already timed out (a late answer: the rank was slow, or the network was down) is
+ * never logged at the step it answered, and never dropped either: the rank took those values out
+ * of its collector, so they are carried into this rank's next flush that arrives in time (states
+ * merge exactly), and counted as `late`. Each reply is used exactly once. When the carrier closes
+ * (the rank exited), every pending request fails at once instead of waiting for its deadline.
  */
-import type { RankIdentity } from "../backends/backend.js";
-import type { RankHandle, RankInit, RankSnapshot } from "../controller/rank.js";
-import { encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankReply } from "./protocol.js";
+import type { RankIdentity } from "../../backends/backend.js";
+import { describeError, reportError, warn } from "../../core/diagnostics.js";
+import { mergeRankKeyStates } from "../../controller/reduce-states.js";
+import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
+import { encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankReply } from "../protocol/messages.js";
 
 /** Default deadline of requests other than flush and shutdown (start, call, init). */
 export const DEFAULT_REQUEST_DEADLINE_MS = 30_000;
@@ -53,6 +57,36 @@ interface Pending {
 
 let lastRequestId = 0;
 
+/** At most this many off-cycle logs are carried per rank; older ones are dropped and counted. */
+const MAX_CARRIED_OFF_CYCLE = 1000;
+
+/**
+ * One snapshot holding both `earlier`'s values and `later`'s (exact: accumulator states merge), at
+ * `later`'s step. Used for flush answers that arrived after their deadline: they join the next one.
+ */
+export function carrySnapshot(earlier: RankSnapshot | null, later: RankSnapshot): RankSnapshot {
+  if (earlier === null) return later;
+  let offCycle: OffCycleLog[] = [...(earlier.offCycle ?? []), ...(later.offCycle ?? [])];
+  if (offCycle.length > MAX_CARRIED_OFF_CYCLE) {
+    const dropped = offCycle.length - MAX_CARRIED_OFF_CYCLE;
+    offCycle = offCycle.slice(dropped);
+    reportError("rank.offCycleFull", `rank ${later.rankName}: ${dropped} off-cycle logs (system monitor) carried over late flushes exceeded ${MAX_CARRIED_OFF_CYCLE}; the oldest are dropped and counted`);
+  }
+  return {
+    rankName: later.rankName,
+    step: later.step,
+    states: mergeRankKeyStates(
+      [
+        { rankName: earlier.rankName, states: earlier.states },
+        { rankName: later.rankName, states: later.states },
+      ],
+      later.step,
+    ),
+    droppedKeyRecords: Math.max(earlier.droppedKeyRecords, later.droppedKeyRecords),
+    ...(offCycle.length > 0 ? { offCycle } : {}),
+  };
+}
+
 /** A process-wide unique request id (NATS flushes share one id across ranks). */
 export function nextRequestId(): number {
   lastRequestId = lastRequestId >= Number.MAX_SAFE_INTEGER ? 1 : lastRequestId + 1;
@@ -68,6 +102,13 @@ export class RemoteRankHandle implements RankHandle {
   exports: readonly string[] = [];
   /** Set once `shutdown()` was called: the rank's exit is then expected, not a fault. */
   shutdownRequested = false;
+  /** Flush answers that came after their deadline, merged, waiting for the next flush in time. */
+  private carried: RankSnapshot | null = null;
+  /** The init this rank last accepted (a rank admitted again is not restarted for the same one). */
+  private initialised: RankInit | null = null;
+  /** The highest flush-answer number (`seq`) seen from this rank, and the recent ones seen. */
+  private lastSeq: number | null = null;
+  private readonly seenSeqs = new Set<number>();
 
   constructor(
     readonly identity: RankIdentity,
@@ -89,7 +130,52 @@ export class RemoteRankHandle implements RankHandle {
   }
 
   async init(message: RankInit): Promise<void> {
+    if (message === this.initialised) return;
     await this.request({ t: "init", id: nextRequestId(), init: message }, DEFAULT_REQUEST_DEADLINE_MS);
+    this.initialised = message;
+  }
+
+  /** Values of this rank that arrived too late for their flush, still waiting for the next one. */
+  get carriedStates(): number {
+    return this.carried?.states.length ?? 0;
+  }
+
+  /** Keep a flush answer that came too late; it is merged into this rank's next flush in time. */
+  carry(snapshot: RankSnapshot): void {
+    this.noteSeq(snapshot);
+    this.carried = carrySnapshot(this.carried, snapshot);
+  }
+
+  /**
+   * Note a flush answer's number. Carriers deliver one rank's messages in order, so a gap means
+   * answers were lost in transit (e.g. inside a NATS server that died): ask the rank for them again
+   * (it keeps its last few); one it no longer has is reported and counted as lost.
+   */
+  private noteSeq(snapshot: RankSnapshot): void {
+    const seq = snapshot.seq;
+    if (seq === undefined) return;
+    this.seenSeqs.add(seq);
+    if (this.seenSeqs.size > 256) this.seenSeqs.delete(this.seenSeqs.values().next().value as number);
+    if (this.lastSeq !== null && seq > this.lastSeq + 1) {
+      for (let lost = this.lastSeq + 1; lost < seq; lost++) void this.recover(lost);
+    }
+    if (this.lastSeq === null || seq > this.lastSeq) this.lastSeq = seq;
+  }
+
+  private async recover(seq: number): Promise<void> {
+    try {
+      const reply = await this.request({ t: "resend", id: nextRequestId(), seq }, DEFAULT_REQUEST_DEADLINE_MS);
+      const snapshot = reply.snapshot;
+      if (snapshot === undefined || snapshot.seq !== seq || snapshot.rankName !== this.rankName) throw new Error("the rank answered without that flush answer");
+      // Seen meanwhile (it was not lost after all): never twice.
+      if (this.seenSeqs.has(seq)) return;
+      warn(`transport.resent:${this.rankName}`, `rank ${this.rankName}: its answer to flush(${snapshot.step}) was lost in transit; it sent it again, and its values go into its next flush`);
+      this.carried = carrySnapshot(this.carried, snapshot);
+      this.seenSeqs.add(seq);
+    } catch (error) {
+      if (this.seenSeqs.has(seq)) return;
+      reportError(`transport.lostAnswer:${this.rankName}`, `rank ${this.rankName}: flush answer ${seq} was lost in transit and could not be sent again (${describeError(error)}); its values are not logged`);
+    }
   }
 
   async flush(step: number, deadlineMs = DEFAULT_REQUEST_DEADLINE_MS): Promise<RankSnapshot> {
@@ -99,7 +185,9 @@ export class RemoteRankHandle implements RankHandle {
     if (reply.snapshot === undefined || reply.snapshot.step !== step || reply.snapshot.rankName !== this.rankName) {
       throw new Error(`rank ${this.rankName} answered flush(${step}) without its states for that step`);
     }
-    return reply.snapshot;
+    const carried = this.carried;
+    this.carried = null;
+    return carrySnapshot(carried, reply.snapshot);
   }
 
   /** Ask the rank to finish its backends and exit; kill it if it has not by the deadline. */
@@ -140,14 +228,14 @@ export class RemoteRankHandle implements RankHandle {
   /** A reply arrived from this rank (already validated). */
   receive(reply: RankReply): void {
     const pending = this.pending.get(reply.id);
+    if (reply.ok && reply.snapshot !== undefined && reply.snapshot.rankName === this.rankName && pending?.request.t !== "resend") this.noteSeq(reply.snapshot);
     if (pending === undefined) {
-      const late = reply.ok && reply.snapshot !== undefined;
-      reportIgnored(
-        "late",
-        late
-          ? `rank ${this.rankName} answered flush(${reply.snapshot?.step ?? "?"}) after the flush deadline; its values for that step are not logged`
-          : `rank ${this.rankName} answered request ${reply.id} after its deadline`,
-      );
+      if (reply.ok && reply.snapshot !== undefined && reply.snapshot.rankName === this.rankName) {
+        this.carried = carrySnapshot(this.carried, reply.snapshot);
+        reportIgnored("late", `rank ${this.rankName} answered flush(${reply.snapshot.step}) after the flush deadline; its values are carried into its next flush`);
+      } else {
+        reportIgnored("late", `rank ${this.rankName} answered request ${reply.id} after its deadline`);
+      }
       return;
     }
     this.pending.delete(reply.id);

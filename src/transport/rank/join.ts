@@ -9,16 +9,19 @@
  * `initBackends`, its per-rank backends are running.
  */
 import { hostname } from "node:os";
-import { isMainThread, parentPort, workerData } from "node:worker_threads";
-import type { RankIdentity } from "../backends/backend.js";
-import "../backends/builtin.js";
-import { getCollector } from "../core/collector.js";
-import { describeError, reportError } from "../core/diagnostics.js";
-import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
-import { integerKind, resolveSetting } from "../core/settings.js";
-import { RankRuntime, setCurrentRank } from "../controller/rank.js";
-import { assertSubjectToken, checkIdentity, rankNameFor, shortId } from "./identity.js";
+import { isMainThread, parentPort } from "node:worker_threads";
+import type { RankIdentity } from "../../backends/backend.js";
+import "../../backends/builtin.js";
+import { getCollector } from "../../core/collector.js";
+import { describeError, reportError } from "../../core/diagnostics.js";
+import { peekProcessWide, setProcessWide } from "../../core/process-wide.js";
+import { integerKind, resolveSetting } from "../../core/settings.js";
+import { ASSIGNMENT_ENV, readAssignment } from "../protocol/assignment.js";
+import { assertSubjectToken, checkIdentity, rankNameFor, shortId } from "../protocol/identity.js";
 import { RankAgent } from "./rank-agent.js";
+import { RankRuntime, setCurrentRank } from "./runtime.js";
+
+export { ASSIGNMENT_ENV, readAssignment, type RankAssignment } from "../protocol/assignment.js";
 
 /** Options of `joinRun`. Every field has an environment-variable fallback. */
 export interface JoinRunOptions {
@@ -51,33 +54,6 @@ export interface RankConnection {
   leave(reason?: string): Promise<void>;
   /** Resolves with the reason once this rank has left the run (it left, or the controller shut it down). */
   readonly closed: Promise<string>;
-}
-
-/** What `spawnRanks` hands a rank it starts (in `workerData` or `RANKSCOPE_RANK_ASSIGNMENT`). */
-export interface RankAssignment {
-  readonly identity: RankIdentity;
-  readonly runId: string;
-  readonly carrier: "worker" | "ipc" | "nats";
-  readonly natsUrl?: string;
-  /** The rank module (file URL), imported before the rank registers. */
-  readonly module?: string;
-}
-
-/** Environment variable carrying a spawned child's assignment (JSON). */
-export const ASSIGNMENT_ENV = "RANKSCOPE_RANK_ASSIGNMENT";
-
-/** The assignment of a rank started by `spawnRanks`, or undefined in any other process. */
-export function readAssignment(): RankAssignment | undefined {
-  if (!isMainThread && workerData !== null && typeof workerData === "object" && "rankscopeRank" in workerData) {
-    return (workerData as { rankscopeRank: RankAssignment }).rankscopeRank;
-  }
-  const raw = process.env[ASSIGNMENT_ENV];
-  if (raw === undefined || raw === "") return undefined;
-  try {
-    return JSON.parse(raw) as RankAssignment;
-  } catch {
-    throw new TypeError(`${ASSIGNMENT_ENV} is not valid JSON; it is set by spawnRanks and should not be edited`);
-  }
 }
 
 /** The process-wide slot of this process's (or thread's) membership. */

@@ -4,8 +4,8 @@
  * this rank's per-rank backends — then join the run over the parent's channel and answer the
  * controller's requests.
  */
-import { describeError } from "../core/diagnostics.js";
-import { setCurrentRank } from "../controller/rank.js";
+import { describeError } from "../../core/diagnostics.js";
+import { setCurrentRank } from "./runtime.js";
 import { joinRun, readAssignment } from "./join.js";
 
 // A child whose controller went away (crashed, or killed without shutdown) must not linger: its

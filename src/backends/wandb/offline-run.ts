@@ -1,0 +1,297 @@
+/**
+ * W&B offline run directories, as the official SDK writes them and `wandb sync` reads them:
+ *
+ * ```
+ * wandb/offline-run-YYYYMMDD_HHMMSS-{runId}/run-{runId}.wandb
+ * ```
+ *
+ * The `.wandb` file is W&B's transaction log (wandb-core `core/pkg/leveldb/record.go`,
+ * `core/internal/transactionlog/`): LevelDB-log framing in 32 KiB blocks — the file starts with the
+ * 7-byte W&B header (`:W&B`, magic 0xBEE1 little-endian, store version 0); every record is split
+ * into chunks, each with a 7-byte header (CRC-32 (IEEE, as `transactionlog` uses; not masked) of the
+ * chunk type and data, little-endian; data length, u16 LE; type: 1 full, 2 first, 3 middle, 4
+ * last); a block with fewer than 7 bytes left is zero-padded. Each record is a protobuf `Record` of
+ * `wandb/proto/wandb_internal.proto`; only the fields written here are declared (same numbers).
+ *
+ * Records written, in the order the SDK writes them: header, run (id, entity, project, name,
+ * group, job type, notes, tags, config, start time), config, one history record per history line
+ * (every top-level key an item with its JSON, `_step` also as the step number), summary, exit,
+ * final. Values keep W&B's JSON, with NaN and ±Infinity as the bare tokens its SDK writes.
+ */
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { crc32 } from "node:zlib";
+import protobuf from "protobufjs/light.js";
+import { historyNumber, parseHistoryJson } from "./history.js";
+import { SUMMARY_FILE } from "./api.js";
+import { readSpool, spooledFiles, type SpooledRun } from "./spool.js";
+
+const item = { fields: { key: { type: "string", id: 1 }, nested_key: { rule: "repeated", type: "string", id: 2 }, value_json: { type: "string", id: 16 } } };
+
+const descriptor = {
+  nested: {
+    wandb_internal: {
+      nested: {
+        Record: {
+          oneofs: { record_type: { oneof: ["history", "summary", "config", "files", "run", "exit", "final", "header"] } },
+          fields: {
+            num: { type: "int64", id: 1 },
+            history: { type: "HistoryRecord", id: 2 },
+            summary: { type: "SummaryRecord", id: 3 },
+            config: { type: "ConfigRecord", id: 5 },
+            files: { type: "FilesRecord", id: 6 },
+            run: { type: "RunRecord", id: 17 },
+            exit: { type: "RunExitRecord", id: 18 },
+            final: { type: "FinalRecord", id: 20 },
+            header: { type: "HeaderRecord", id: 21 },
+          },
+        },
+        FilesRecord: { fields: { files: { rule: "repeated", type: "FilesItem", id: 1 } } },
+        // policy (NOW 0, END 1, LIVE 2) and type (OTHER 0, WANDB 1, MEDIA 2, ARTIFACT 3) are enums there: same varint on the wire.
+        FilesItem: { fields: { path: { type: "string", id: 1 }, policy: { type: "int32", id: 2 }, type: { type: "int32", id: 3 } } },
+        HistoryStep: { fields: { num: { type: "int64", id: 1 } } },
+        HistoryRecord: { fields: { item: { rule: "repeated", type: "HistoryItem", id: 1 }, step: { type: "HistoryStep", id: 2 } } },
+        HistoryItem: item,
+        SummaryRecord: { fields: { update: { rule: "repeated", type: "SummaryItem", id: 1 } } },
+        SummaryItem: item,
+        ConfigRecord: { fields: { update: { rule: "repeated", type: "ConfigItem", id: 1 } } },
+        ConfigItem: item,
+        Timestamp: { fields: { seconds: { type: "int64", id: 1 }, nanos: { type: "int32", id: 2 } } },
+        RunRecord: {
+          fields: {
+            run_id: { type: "string", id: 1 },
+            entity: { type: "string", id: 2 },
+            project: { type: "string", id: 3 },
+            config: { type: "ConfigRecord", id: 4 },
+            run_group: { type: "string", id: 6 },
+            job_type: { type: "string", id: 7 },
+            display_name: { type: "string", id: 8 },
+            notes: { type: "string", id: 9 },
+            tags: { rule: "repeated", type: "string", id: 10 },
+            start_time: { type: "Timestamp", id: 17 },
+          },
+        },
+        RunExitRecord: { fields: { exit_code: { type: "int32", id: 1 }, runtime: { type: "int32", id: 2 } } },
+        FinalRecord: { fields: {} },
+        VersionInfo: { fields: { producer: { type: "string", id: 1 }, min_consumer: { type: "string", id: 2 } } },
+        HeaderRecord: { fields: { version_info: { type: "VersionInfo", id: 1 } } },
+      },
+    },
+  },
+};
+
+const root = protobuf.Root.fromJSON(descriptor);
+/** The `wandb_internal.Record` message (the subset written here). */
+export const WandbRecord = root.lookupType("wandb_internal.Record");
+
+/** The W&B header at the start of a `.wandb` file: ident, magic 0xBEE1 (LE), store version 0. */
+export const WANDB_HEADER = Buffer.from([0x3a, 0x57, 0x26, 0x42, 0xe1, 0xbe, 0x00]);
+const BLOCK_SIZE = 32 * 1024;
+const CHUNK_HEADER = 7;
+const FULL = 1;
+const FIRST = 2;
+const MIDDLE = 3;
+const LAST = 4;
+
+/** Frame encoded records as a `.wandb` transaction log (header, 32 KiB blocks, CRC-framed chunks). */
+export function frameTransactionLog(records: readonly Uint8Array[]): Buffer {
+  const parts: Buffer[] = [WANDB_HEADER];
+  let offset = WANDB_HEADER.length; // position within the current block
+  for (const record of records) {
+    let at = 0;
+    let first = true;
+    do {
+      const left = BLOCK_SIZE - offset;
+      if (left < CHUNK_HEADER) {
+        parts.push(Buffer.alloc(left));
+        offset = 0;
+        continue;
+      }
+      const take = Math.min(record.length - at, left - CHUNK_HEADER);
+      const end = at + take === record.length;
+      const type = first ? (end ? FULL : FIRST) : end ? LAST : MIDDLE;
+      const chunk = Buffer.alloc(CHUNK_HEADER + take);
+      chunk[6] = type;
+      chunk.set(record.subarray(at, at + take), CHUNK_HEADER);
+      chunk.writeUInt32LE(crc32(chunk.subarray(6)), 0);
+      chunk.writeUInt16LE(take, 4);
+      parts.push(chunk);
+      offset += chunk.length;
+      at += take;
+      first = false;
+      if (end) break;
+    } while (at <= record.length);
+  }
+  return Buffer.concat(parts);
+}
+
+/** A value as W&B's JSON: numbers as `historyNumber` writes them (NaN/±Infinity as bare tokens). */
+export function wandbValueJson(value: unknown): string {
+  if (typeof value === "number") return historyNumber(value);
+  if (Array.isArray(value)) return `[${value.map(wandbValueJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    return `{${Object.entries(value as Record<string, unknown>)
+      .map(([k, v]) => `${JSON.stringify(k)}:${wandbValueJson(v)}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+/** What an offline run holds. */
+export interface OfflineRun {
+  readonly runId: string;
+  readonly entity: string | null;
+  readonly project: string;
+  readonly displayName: string;
+  readonly groupName: string | null;
+  readonly jobType: string | null;
+  readonly notes: string | null;
+  readonly tags: readonly string[] | null;
+  /** The run config, plain (not W&B's `{value}` wrapping). */
+  readonly config: Readonly<Record<string, unknown>>;
+  /** History lines as W&B JSON text (`{"_step":…}`), in order. */
+  readonly history: readonly string[];
+  /** The summary line, if any. */
+  readonly summary: string | undefined;
+  /** The exit code, when the run finished. */
+  readonly exitcode: number | undefined;
+  /** Run files (relative paths, `/`-separated) to upload with the run, and the directory holding them. */
+  readonly files?: { readonly dir: string; readonly names: readonly string[] };
+}
+
+function items(object: Readonly<Record<string, unknown>>): { key: string; value_json: string }[] {
+  return Object.entries(object).map(([key, value]) => ({ key, value_json: wandbValueJson(value) }));
+}
+
+/** The protobuf records of an offline run, in the SDK's order. */
+export function offlineRunRecords(run: OfflineRun, producer: string): Uint8Array[] {
+  const rows = run.history.map((line) => parseHistoryJson(line) as Record<string, unknown>);
+  const firstTime = rows.map((r) => r["_timestamp"]).find((t): t is number => typeof t === "number");
+  const startSeconds = firstTime ?? Date.now() / 1000;
+  const lastRuntime = rows.length === 0 ? 0 : Number(rows[rows.length - 1]?.["_runtime"] ?? 0);
+  const config = items(run.config);
+  const messages: Record<string, unknown>[] = [
+    { header: { version_info: { producer } } },
+    {
+      run: {
+        run_id: run.runId,
+        entity: run.entity ?? "",
+        project: run.project,
+        config: { update: config },
+        run_group: run.groupName ?? "",
+        job_type: run.jobType ?? "",
+        display_name: run.displayName,
+        notes: run.notes ?? "",
+        tags: [...(run.tags ?? [])],
+        start_time: { seconds: Math.floor(startSeconds), nanos: Math.round((startSeconds % 1) * 1e9) },
+      },
+    },
+    { config: { update: config } },
+  ];
+  for (const row of rows) {
+    const step = row["_step"];
+    messages.push({ history: { item: items(row), ...(typeof step === "number" ? { step: { num: step } } : {}) } });
+  }
+  if (run.files !== undefined && run.files.names.length > 0) {
+    messages.push({ files: { files: run.files.names.map((path) => ({ path, policy: 0, type: path.startsWith("media/") ? 2 : 0 })) } });
+  }
+  if (run.summary !== undefined) messages.push({ summary: { update: items(parseHistoryJson(run.summary) as Record<string, unknown>) } });
+  if (run.exitcode !== undefined) messages.push({ exit: { exit_code: run.exitcode, runtime: Math.round(Number.isFinite(lastRuntime) ? lastRuntime : 0) } });
+  messages.push({ final: {} });
+  return messages.map((m, i) => WandbRecord.encode(WandbRecord.fromObject({ num: i + 1, ...m })).finish());
+}
+
+/** rankscope's note in an offline run directory: which attempt of the spool it holds (its first history offset). */
+const ATTEMPT_FILE = "rankscope-attempt.json";
+
+function attemptOf(dir: string): number | undefined {
+  try {
+    const value = (JSON.parse(readFileSync(join(dir, ATTEMPT_FILE), "utf8")) as { firstOffset?: unknown }).firstOffset;
+    return typeof value === "number" ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `offline-run-YYYYMMDD_HHMMSS-{runId}`, the time in UTC. */
+export function offlineRunDirName(runId: string, startMs: number): string {
+  const d = new Date(startMs);
+  const pad = (n: number): string => String(n).padStart(2, "0");
+  return `offline-run-${d.getUTCFullYear()}${pad(d.getUTCMonth() + 1)}${pad(d.getUTCDate())}_${pad(d.getUTCHours())}${pad(d.getUTCMinutes())}${pad(d.getUTCSeconds())}-${runId}`;
+}
+
+/**
+ * Write `{wandbDir}/offline-run-…-{runId}/run-{runId}.wandb` (replacing an earlier export of the
+ * same run and start time). Returns the run directory's path.
+ */
+export function writeOfflineRun(wandbDir: string, run: OfflineRun, producer: string, attempt = 0): string {
+  const first = run.history[0] === undefined ? undefined : (parseHistoryJson(run.history[0]) as Record<string, unknown>)["_timestamp"];
+  const startMs = typeof first === "number" && Number.isFinite(first) ? first * 1000 : Date.now();
+  // One directory per attempt: a directory of the same second holding another attempt is kept, this one takes the next second.
+  let dir = join(wandbDir, offlineRunDirName(run.runId, startMs));
+  for (let k = 1; existsSync(dir) && attemptOf(dir) !== attempt; k++) dir = join(wandbDir, offlineRunDirName(run.runId, startMs + k * 1000));
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, ATTEMPT_FILE), `${JSON.stringify({ firstOffset: attempt })}\n`);
+  // The SDK's layout: run files under `files/`, where `wandb sync` uploads them from.
+  for (const name of run.files?.names ?? []) {
+    const target = join(dir, "files", ...name.split("/"));
+    mkdirSync(dirname(target), { recursive: true });
+    copyFileSync(join(run.files?.dir as string, ...name.split("/")), target);
+  }
+  writeFileSync(join(dir, `run-${run.runId}.wandb`), frameTransactionLog(offlineRunRecords(run, producer)));
+  return dir;
+}
+
+/**
+ * The offline run of a spool directory (`wandb/{runId}` of `rankscope wandb sync`), for
+ * `wandb sync`. A run shared by ranks (several clients, W&B's shared mode) has no single-writer
+ * form and is refused with a message.
+ */
+export function offlineRunOfSpool(spool: SpooledRun, fromOffset = 0): OfflineRun {
+  const { info } = spool;
+  if (info.shared || spool.clients.length !== 1) {
+    throw new Error(`${spool.dir}: a run shared by ranks (${spool.clients.length} clients) has no offline-run form for "wandb sync"; use "rankscope wandb sync"`);
+  }
+  const client = spool.clients[0] as SpooledRun["clients"][number];
+  const history = client.lines.slice(Math.max(0, fromOffset - client.firstOffset));
+  const referenced = new Set<string>();
+  for (const line of history) {
+    if (!line.includes('"table-file"')) continue;
+    for (const value of Object.values(parseHistoryJson(line) as Record<string, unknown>)) {
+      const ref = value as { _type?: unknown; path?: unknown } | null;
+      if (ref !== null && typeof ref === "object" && ref._type === "table-file" && typeof ref.path === "string") referenced.add(ref.path);
+    }
+  }
+  const wrapped = parseHistoryJson(info.upsert.config) as Record<string, { value?: unknown }>;
+  const config: Record<string, unknown> = {};
+  for (const [key, entry] of Object.entries(wrapped)) config[key] = entry?.value;
+  return {
+    runId: info.upsert.name,
+    entity: info.upsert.entity,
+    project: info.upsert.project,
+    displayName: info.upsert.displayName,
+    groupName: info.upsert.groupName,
+    jobType: info.upsert.jobType,
+    notes: info.upsert.notes,
+    tags: info.upsert.tags,
+    config,
+    history,
+    summary: client.summary,
+    exitcode: client.exitcode,
+    // This attempt's tables, and the other run files.
+    // `config.yaml` and `wandb-summary.json` are left to `wandb sync`, which writes and uploads its own from the config and summary records.
+    files: {
+      dir: join(spool.dir, "files"),
+      names: spooledFiles(spool.dir).filter((n) => n !== "config.yaml" && n !== SUMMARY_FILE && (!n.startsWith("media/") || referenced.has(n))),
+    },
+  };
+}
+
+/**
+ * Write the offline run of the spool at `spoolDir` beside it (under the same `wandb/`); returns its
+ * directory. `fromOffset`: the first history line of the attempt to write (a resumed offline run
+ * writes one offline run per attempt, as W&B's SDK does; `wandb sync` replays them in start order).
+ */
+export function exportSpoolAsOfflineRun(spoolDir: string, producer: string, fromOffset = 0): string {
+  return writeOfflineRun(dirname(spoolDir), offlineRunOfSpool(readSpool(spoolDir), fromOffset), producer, fromOffset);
+}

@@ -1,0 +1,70 @@
+/**
+ * The shapes the controller and its ranks exchange, whatever carries them: what a rank is sent at
+ * init, what it answers a flush with, and the handle through which the controller asks it.
+ * Shared by both sides (the rank side never imports the controller side, nor the reverse).
+ */
+import type { BackendsConfig } from "../../controller/config.js";
+import type { KeyState } from "../../core/collector.js";
+/** Where a run's files go and where it starts. */
+export interface RunInfo {
+  readonly runDir: string;
+  readonly experiment: string;
+  readonly trial: string;
+  /** The step the run resumes from (0 for a fresh run). */
+  readonly resumeStep: number;
+}
+
+/** What the controller sends a rank at `initBackends` (or when the rank registers late). */
+export interface RankInit {
+  /** Only the per-rank backends (`per_rank_reduce`, `per_rank_no_reduce`). */
+  readonly backends: BackendsConfig;
+  /** Per backend name: what the controller-side instance handed to ranks (e.g. a shared run id). */
+  readonly primaryMetadata: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+  readonly run: RunInfo;
+  /** The run's hyperparameters (`initBackends`' run config and version info), for the per-rank backends. */
+  readonly hyperparams?: Readonly<Record<string, unknown>>;
+}
+
+/** A rank's answer to flush(step). */
+export interface RankSnapshot {
+  readonly rankName: string;
+  /** The step this snapshot answers (a late answer is carried into the rank's next flush instead). */
+  readonly step: number;
+  /**
+   * The rank's count of flush answers so far (1, 2, …), set by the carriers: a gap tells the
+   * controller an answer was lost in transit, and it asks the rank to send that one again.
+   */
+  readonly seq?: number;
+  readonly states: readonly KeyState[];
+  /** Records dropped because their key was new past the key bound, since the rank started. */
+  readonly droppedKeyRecords: number;
+  /** Values logged on this rank since the last flush on axes of their own (see `OffCycleLog`). */
+  readonly offCycle?: readonly OffCycleLog[];
+}
+
+/**
+ * Values a rank logged outside the flush cycle, on an axis of their own (the system monitor's
+ * `system/step`). A rank has no global backends, so they ride along with the next flush's
+ * snapshot and the controller logs them on their own axis, never at the training step.
+ */
+export interface OffCycleLog {
+  readonly axis: string;
+  /** The value on `axis`. */
+  readonly step: number;
+  /** Milliseconds since the epoch, when they were logged. */
+  readonly timestamp: number;
+  readonly states: readonly KeyState[];
+}
+
+/** How the controller reaches one rank, whatever carries the messages. */
+export interface RankHandle {
+  readonly rankName: string;
+  init(message: RankInit): Promise<void>;
+  /**
+   * The rank's states at `step`. `deadlineMs` is how long the controller will wait: a remote
+   * handle stops waiting then (and treats a later answer as late), so nothing piles up.
+   */
+  flush(step: number, deadlineMs?: number): Promise<RankSnapshot>;
+  /** Stop the rank within `deadlineMs`; a remote rank that does not finish by then is killed. */
+  shutdown(deadlineMs?: number): Promise<void>;
+}

@@ -1,0 +1,137 @@
+/**
+ * The rank's side of the NATS carrier: connect, listen on this rank's subject and the run's flush
+ * subject, register with the controller. Loaded by `joinRun` only when it joins over NATS.
+ *
+ * Once joined, the rank registers again whenever its connection comes back after an outage, and
+ * whenever a controller says `hello` (a controller restarted on the same run id, or one that no
+ * longer knows this rank). Meanwhile its collector keeps accumulating, so what it records during
+ * an outage of any length goes into its next flush.
+ */
+import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { describeError, warn } from "../../core/diagnostics.js";
+import { decodeProtocolMessage } from "../protocol/messages.js";
+import { backoffDelay, sleep } from "../../core/retry.js";
+import { RECONNECT, subjects } from "../protocol/nats.js";
+import type { RankAgent } from "./rank-agent.js";
+
+/** Waits between a joining rank's tries (jittered, so ranks started together spread out). */
+const JOIN_BACKOFF = { initialMs: 100, maxMs: 1000 };
+/** Waits between a joined rank's tries to register again (no deadline: until it is answered or leaves). */
+const REJOIN_BACKOFF = { initialMs: 250, maxMs: 5000 };
+
+/** Options of the rank side. */
+export interface NatsJoinOptions {
+  readonly url: string;
+  readonly runId: string;
+  readonly joinDeadlineMs: number;
+}
+
+/**
+ * The rank's side: connect, listen on this rank's subject and the run's flush subject, register
+ * (retrying until the controller answers or the deadline passes). Returns the function that leaves.
+ */
+export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): Promise<(reason: string) => Promise<void>> {
+  const { url, runId, joinDeadlineMs } = options;
+  const deadline = Date.now() + joinDeadlineMs;
+  const s = subjects(runId);
+  let nc: NatsConnection | undefined;
+  let lastError: unknown;
+  // Waits between tries use the one backoff (jittered); the sleep is ref'd, so a retrying rank's
+  // process stays alive. The first join is bounded by the join deadline.
+  const pause = (attempt: number): Promise<void> => sleep(Math.min(backoffDelay(attempt, JOIN_BACKOFF), Math.max(0, deadline - Date.now())));
+  let tries = 0;
+  while (nc === undefined) {
+    try {
+      nc = await connect({ servers: url, name: `rankscope-${runId}-${agent.rankName}`, timeout: Math.max(100, Math.min(2000, deadline - Date.now())), ...RECONNECT });
+    } catch (error) {
+      lastError = error;
+      if (Date.now() >= deadline) {
+        throw new Error(`joinRun(): cannot reach the NATS server at ${url} within ${joinDeadlineMs} ms: ${describeError(lastError)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`, {
+          cause: error,
+        });
+      }
+      await pause(tries++);
+    }
+  }
+  const conn = nc;
+  const onRequest = (err: Error | null, msg: Msg): void => {
+    if (err !== null) return;
+    const reply = (text: string): void => {
+      if (msg.reply !== undefined) conn.publish(msg.reply, text);
+    };
+    void agent.receive(msg.data, reply, `NATS subject ${msg.subject}`);
+  };
+  conn.subscribe(s.rank(agent.rankName), { callback: onRequest });
+  conn.subscribe(s.flush, { callback: onRequest });
+
+  const register = agent.registerMessage();
+  /**
+   * One registration attempt, the same for the first join and every later one: "ok", "refused"
+   * (with the controller's reason), or "retry" (no controller answered yet; `lastError` says why).
+   */
+  const attempt = async (timeoutMs: number): Promise<{ outcome: "ok" | "retry" } | { outcome: "refused"; error: string }> => {
+    try {
+      const answer = await conn.request(s.register, register, { timeout: timeoutMs });
+      const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
+      if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) return { outcome: "retry" };
+      return message.ok ? { outcome: "ok" } : { outcome: "refused", error: message.error ?? "no reason given" };
+    } catch (error) {
+      // No controller yet (no responders) or a timeout.
+      lastError = error;
+      return { outcome: "retry" };
+    }
+  };
+
+  for (;;) {
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) {
+      await conn.close();
+      throw new Error(`joinRun(): no controller of run ${runId} answered on NATS at ${url} within ${joinDeadlineMs} ms (${describeError(lastError)}); is the controller serving ranks (serveRanksOverNats) with this run id?`);
+    }
+    const result = await attempt(remaining);
+    if (result.outcome === "ok") break;
+    if (result.outcome === "refused") {
+      await conn.close();
+      throw new Error(`joinRun(): the controller refused rank ${agent.rankName}: ${result.error}`);
+    }
+    await pause(tries++);
+  }
+
+  let left = false;
+  let registering = false;
+  /** Register again until a controller answers (single flight; backs off to 5 s; stops when the rank leaves). */
+  const registerAgain = async (why: string): Promise<void> => {
+    if (registering || left) return;
+    registering = true;
+    let again = 0;
+    try {
+      while (!left && !conn.isClosed()) {
+        const result = await attempt(10_000);
+        if (result.outcome === "ok") return;
+        if (result.outcome === "refused") {
+          warn(`rank.refused:${agent.rankName}`, `rank ${agent.rankName} registered again (${why}) and the controller refused it: ${result.error}; trying again`);
+        }
+        await sleep(backoffDelay(again++, REJOIN_BACKOFF));
+      }
+    } finally {
+      registering = false;
+    }
+  };
+  agent.onHello((controller) => void registerAgain(`${controller} said hello`));
+  conn.subscribe(s.hello, { callback: onRequest });
+  void (async () => {
+    for await (const status of conn.status()) {
+      if (status.type === "reconnect") void registerAgain("its NATS connection came back");
+    }
+  })();
+
+  return async (reason) => {
+    left = true;
+    try {
+      conn.publish(s.deregister, agent.deregisterMessage(reason));
+      await conn.drain();
+    } catch {
+      await conn.close().catch(() => undefined);
+    }
+  };
+}

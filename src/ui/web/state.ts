@@ -1,0 +1,97 @@
+/**
+ * The app's state: what is selected and how it is viewed (all of it mirrored in the URL, see
+ * url.ts), plus what the current view has on screen. Modules change it and call `hooks` to redraw.
+ */
+import type { RunInfo, RunKeys } from "./api.js";
+import type { ChartCard, Line, ViewSettings } from "./chart.js";
+import type { HistogramCard } from "./histogram.js";
+
+export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "config" | "traces";
+export const TABS: [Tab, string][] = [
+  ["metrics", "Metrics"],
+  ["runs", "Runs table"],
+  ["streams", "Streams"],
+  ["system", "System"],
+  ["histograms", "Histograms"],
+  ["samples", "Samples"],
+  ["config", "Config"],
+  ["traces", "Traces"],
+];
+
+export const DONE_STATUSES = new Set(["finished", "failed", "crashed", "killed", "completed", "done"]);
+
+/** Where a drawn line's points come from, so polling can ask for what came after. */
+export interface LineSource {
+  kind: "series" | "stream" | "system";
+  run: string;
+  key: string;
+  rank: number | undefined;
+  cursor: string | null;
+  card: ChartCard;
+  line: Line;
+}
+
+export const state = {
+  runs: [] as RunInfo[],
+  selected: [] as string[],
+  tab: "metrics" as Tab,
+  settings: { xMode: "step", xKey: "", smoothing: 0.6, logScale: false, logX: false, zoom: null } as ViewSettings,
+  perRank: true,
+  search: "",
+  showInternal: false,
+  pinned: [] as string[],
+  collapsed: [] as string[],
+  theme: "light" as "light" | "dark",
+  /** Runs table: sort column (`-` prefix: descending), filter text, parallel-coordinates metric. */
+  sort: "",
+  filter: "",
+  metric: "",
+  /** Bumped on every view change so late answers for an old view are dropped. */
+  generation: 0,
+  cards: [] as ChartCard[],
+  histogramCards: [] as HistogramCard[],
+  lineSources: new Map<string, LineSource>(),
+  keySignature: "",
+  firstGridMarked: false,
+  /** Runs that ended since the last poll and get one more. */
+  finalPoll: new Set<string>(),
+  keysByRun: new Map<string, RunKeys>(),
+  summaries: new Map<string, Record<string, number>>(),
+};
+
+/** Redraw entry points, set by main.ts (so modules need not import each other in a circle). */
+export const hooks = {
+  renderView: (): Promise<void> => Promise.resolve(),
+  renderRuns: (): void => undefined,
+  writeUrl: (): void => undefined,
+  showError: (error: unknown): void => {
+    void error;
+  },
+};
+
+export function runById(id: string): RunInfo | undefined {
+  return state.runs.find((r) => r.id === id);
+}
+
+export function isLive(runId: string): boolean {
+  const run = runById(runId);
+  return run === undefined || !DONE_STATUSES.has(run.status.toLowerCase());
+}
+
+/** 20 colours that stay apart on white and on the dark theme. */
+const RUN_PALETTE = [
+  "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+  "#393b79", "#e6550d", "#31a354", "#ad494a", "#756bb1", "#c49c94", "#de9ed6", "#637939", "#fd8d3c", "#3182bd",
+];
+
+/** The i-th colour of the palette. */
+export function paletteColour(i: number): string {
+  return RUN_PALETTE[((i % RUN_PALETTE.length) + RUN_PALETTE.length) % RUN_PALETTE.length] ?? "#333";
+}
+
+/** One colour per run, the same in the runs list, the table and every chart: by the run's place among all runs (sorted by id). */
+export function runColour(run: string): string {
+  const ids = state.runs.map((r) => r.id).sort();
+  const i = ids.indexOf(run);
+  return paletteColour(i === -1 ? 0 : i);
+}

@@ -1,0 +1,164 @@
+/**
+ * The metrics tab: one chart per key, in collapsible sections by key prefix (`train/…`), pinned
+ * charts first, internal keys hidden unless asked for, a regex search over keys. Cards load and
+ * draw only when they come on screen.
+ *
+ * Performance marks: `rankscope:charts-start` when the grid starts loading, `rankscope:charts-rendered`
+ * once every chart on screen at load has drawn, and the measure `rankscope:first-render` from
+ * navigation start to that point (body's `data-charts-rendered` says how many charts that was).
+ */
+import { api, type RunKeys, type SeriesData } from "../api.js";
+import { ChartCard, type Line } from "../chart.js";
+import { append, el } from "../dom.js";
+import { refineWindow, LazyGrid, type CardSpec } from "../fetching.js";
+import { isInternalKey, searchMatcher, sectionOf, visibleName } from "../names.js";
+import { hooks, state, type LineSource } from "../state.js";
+import { emptyNote, loadKeys, newLine, rankLabel, runLabel, settingsFor, viewBox } from "./common.js";
+
+export function keySignature(keys: Map<string, RunKeys>): string {
+  return [...keys.entries()].map(([run, k]) => `${run}:${k.metrics.map((m) => `${m.key}/${m.ranks.join(",")}/${String(m.global)}`).join(";")}|${k.streams.join(";")}|${k.system.join(";")}`).join("\n");
+}
+
+/** The current grid (to stop observing when the view changes). */
+let currentGrid: LazyGrid | null = null;
+
+export function disconnectGrid(): void {
+  currentGrid?.disconnect();
+  currentGrid = null;
+}
+
+export function setGrid(grid: LazyGrid): void {
+  disconnectGrid();
+  currentGrid = grid;
+}
+
+/** Every metric key of the selected runs (for the x-axis picker). */
+export function allMetricKeys(): string[] {
+  const keys = new Set<string>();
+  for (const run of state.selected) for (const m of state.keysByRun.get(run)?.metrics ?? []) keys.add(m.key);
+  return [...keys].sort();
+}
+
+/** The x-axis metric's points of each run, fetched once per view. */
+const xMaps = new Map<string, Promise<{ steps: number[]; values: number[] }>>();
+
+function xMapOf(run: string, key: string, generation: number): Promise<{ steps: number[]; values: number[] }> {
+  const id = `${generation}\u0000${run}\u0000${key}`;
+  let found = xMaps.get(id);
+  if (found === undefined) {
+    found = api.lines<SeriesData>(run, "scalar", [[key, null, null]], 2000).then(([answer]) => (answer === undefined || "error" in answer ? { steps: [], values: [] } : { steps: answer.steps, values: answer.values }));
+    xMaps.set(id, found);
+  }
+  return found;
+}
+
+function allDrawnCheck(generation: number, grid: LazyGrid): void {
+  if (generation !== state.generation || state.firstGridMarked || grid.firstBatch === null) return;
+  const cards = [...grid.firstBatch];
+  if (cards.every((c) => c.root.dataset["drawn"] === "1")) {
+    state.firstGridMarked = true;
+    performance.mark("rankscope:charts-rendered");
+    performance.measure("rankscope:first-render", { start: 0, end: "rankscope:charts-rendered" });
+    document.body.dataset["chartsRendered"] = String(cards.length);
+  }
+}
+
+function onZoom(range: [number, number] | null): void {
+  state.settings.zoom = range;
+  for (const card of state.cards) card.setZoom(range);
+  hooks.writeUrl();
+  if (range !== null) void refineWindow(state.generation, state.cards.filter((c) => c.isOnScreen()));
+}
+
+function togglePin(key: string): void {
+  state.pinned = state.pinned.includes(key) ? state.pinned.filter((k) => k !== key) : [...state.pinned, key];
+  hooks.writeUrl();
+  void hooks.renderView();
+}
+
+export async function renderMetrics(generation: number): Promise<void> {
+  if (!state.firstGridMarked) performance.mark("rankscope:charts-start");
+  const view = viewBox();
+  const keys = await loadKeys();
+  if (generation !== state.generation) return;
+  state.keySignature = keySignature(keys);
+  hooks.renderRuns();
+  const byKey = new Map<string, { run: string; info: RunKeys["metrics"][number] }[]>();
+  let internal = 0;
+  for (const [run, k] of keys) {
+    for (const info of k.metrics) {
+      const list = byKey.get(info.key) ?? [];
+      list.push({ run, info });
+      byKey.set(info.key, list);
+    }
+  }
+  const matcher = searchMatcher(state.search);
+  document.getElementById("key-search")?.classList.toggle("invalid", matcher.error !== null);
+  const names = [...byKey.keys()].sort().filter((name) => {
+    const hiddenInternal = !state.showInternal && (byKey.get(name) ?? []).every(({ info }) => isInternalKey(info.key, info.internal));
+    if (hiddenInternal) internal++;
+    return !hiddenInternal && matcher.test(name);
+  });
+  const internalNote = document.getElementById("internal-note");
+  if (internalNote !== null) internalNote.textContent = state.showInternal ? "" : internal > 0 ? `(${internal} hidden)` : "";
+  const markEmpty = (): void => {
+    if (!state.firstGridMarked) {
+      state.firstGridMarked = true;
+      document.body.dataset["chartsRendered"] = "0";
+    }
+  };
+  if (names.length === 0) {
+    emptyNote(byKey.size === 0 ? "This run has no metrics yet." : matcher.error !== null ? `No metric matches; the search is not a valid regular expression (${matcher.error}).` : "No metric matches the search.");
+    markEmpty();
+    return;
+  }
+  const grid = new LazyGrid(generation);
+  setGrid(grid);
+  const settings = settingsFor("metrics");
+  const pinned = names.filter((n) => state.pinned.includes(n));
+  const sections = new Map<string, string[]>();
+  if (pinned.length > 0) sections.set("\u0000pinned", pinned);
+  for (const name of names) {
+    if (state.pinned.includes(name)) continue;
+    const section = sectionOf(name);
+    sections.set(section, [...(sections.get(section) ?? []), name]);
+  }
+  const order = (s: string): string => (s === "\u0000pinned" ? "0" : s === "" ? "1" : `2${s}`);
+  for (const [section, list] of [...sections].sort(([a], [b]) => order(a).localeCompare(order(b)))) {
+    const title = section === "\u0000pinned" ? "Pinned" : section === "" ? "Charts" : visibleName(section);
+    const details = el("details", { className: "section", "data-section": section === "\u0000pinned" ? "pinned" : section });
+    details.open = !state.collapsed.includes(section);
+    details.addEventListener("toggle", () => {
+      state.collapsed = details.open ? state.collapsed.filter((s) => s !== section) : [...state.collapsed.filter((s) => s !== section), section];
+      hooks.writeUrl();
+    });
+    const g = el("div", { className: "grid" });
+    append(details, el("summary", {}, title, el("span", { className: "muted count" }, ` ${list.length}`)), g);
+    view.appendChild(details);
+    for (const name of list) {
+      const card = new ChartCard(name, settings, { onFirstDraw: () => allDrawnCheck(generation, grid), onZoom, onPin: togglePin }, "", state.pinned.includes(name));
+      state.cards.push(card);
+      g.appendChild(card.root);
+      const lines: LineSource[] = [];
+      for (const { run, info } of byKey.get(name) ?? []) {
+        const showRanks = state.perRank || !info.global;
+        const add = (rank: number | undefined, line: Line): void => {
+          lines.push({ kind: "series", run, key: name, rank, cursor: null, card, line });
+        };
+        if (info.global) add(undefined, newLine(`${run}\u0000${name}\u0000global`, runLabel(run, info.ranks.length > 0 && showRanks ? "all ranks" : undefined), run));
+        if (showRanks) for (const rank of info.ranks) add(rank, newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank)), run, rank));
+      }
+      const spec: CardSpec = { card, lines };
+      if (settings.xMode === "metric" && settings.xKey !== "") {
+        spec.prepare = async () => {
+          await Promise.all(
+            lines.map(async (l) => {
+              l.line.xMap = await xMapOf(l.run, settings.xKey, generation);
+            }),
+          );
+        };
+      }
+      grid.add(spec);
+    }
+  }
+}

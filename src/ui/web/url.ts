@@ -1,0 +1,65 @@
+/**
+ * The view in the URL's fragment, so a link opens the same view: runs, tab, search, smoothing, log
+ * scales, x-axis, zoom, pinned charts, collapsed sections, internal keys, theme, and the runs
+ * table's sort, filter and metric. Run names are encoded by URLSearchParams (any UTF-8 survives).
+ */
+import type { XMode } from "./chart.js";
+import { TABS, state, type Tab } from "./state.js";
+
+/** Read the fragment into the state (what it does not say keeps its default). */
+export function readHash(hash = location.hash): void {
+  const params = new URLSearchParams(hash.replace(/^#/, ""));
+  const tab = params.get("tab");
+  if (tab !== null && TABS.some(([t]) => t === tab)) state.tab = tab as Tab;
+  const runs = params.getAll("run");
+  if (runs.length > 0) state.selected = runs;
+  const x = params.get("x");
+  if (x === "step" || x === "wall" || x === "relative") state.settings.xMode = x as XMode;
+  else if (x !== null && x.startsWith("metric:") && x.length > 7) {
+    state.settings.xMode = "metric";
+    state.settings.xKey = x.slice(7);
+  }
+  const smoothing = Number(params.get("smooth"));
+  if (params.has("smooth") && Number.isFinite(smoothing) && smoothing >= 0 && smoothing < 1) state.settings.smoothing = smoothing;
+  state.settings.logScale = params.get("logy") === "1";
+  state.settings.logX = params.get("logx") === "1";
+  const zoom = (params.get("zoom") ?? "").split(",").map(Number);
+  state.settings.zoom = zoom.length === 2 && zoom.every(Number.isFinite) && (zoom[0] ?? 0) < (zoom[1] ?? 0) ? [zoom[0] as number, zoom[1] as number] : null;
+  state.search = params.get("q") ?? "";
+  state.perRank = params.get("ranks") !== "0";
+  state.showInternal = params.get("internal") === "1";
+  state.pinned = params.getAll("pin");
+  state.collapsed = params.getAll("fold");
+  const theme = params.get("theme");
+  if (theme === "dark" || theme === "light") state.theme = theme;
+  state.sort = params.get("sort") ?? "";
+  state.filter = params.get("filter") ?? "";
+  state.metric = params.get("metric") ?? "";
+}
+
+/** The fragment for the current state. */
+export function hashOf(): string {
+  const params = new URLSearchParams();
+  params.set("tab", state.tab);
+  for (const run of state.selected) params.append("run", run);
+  const s = state.settings;
+  params.set("x", s.xMode === "metric" ? `metric:${s.xKey}` : s.xMode);
+  params.set("smooth", String(s.smoothing));
+  if (s.logScale) params.set("logy", "1");
+  if (s.logX) params.set("logx", "1");
+  if (s.zoom !== null) params.set("zoom", `${s.zoom[0]},${s.zoom[1]}`);
+  if (state.search !== "") params.set("q", state.search);
+  if (!state.perRank) params.set("ranks", "0");
+  if (state.showInternal) params.set("internal", "1");
+  for (const key of state.pinned) params.append("pin", key);
+  for (const section of state.collapsed) params.append("fold", section);
+  if (state.theme === "dark") params.set("theme", "dark");
+  if (state.sort !== "") params.set("sort", state.sort);
+  if (state.filter !== "") params.set("filter", state.filter);
+  if (state.metric !== "") params.set("metric", state.metric);
+  return params.toString();
+}
+
+export function writeHash(): void {
+  history.replaceState(null, "", `${location.pathname}#${hashOf()}`);
+}

@@ -1,0 +1,188 @@
+/**
+ * Ranks that come back are welcome back (issue 12, case 4), against a real nats-server and real
+ * child processes: a 20 s outage with flushes every 250 ms, a silent rank admitted again, and a
+ * controller restarted on the same run id picking up the ranks that are still alive.
+ */
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { MetricLogger, type FlushResult } from "../../src/controller/metric-logger.js";
+import { spawnRanks } from "../../src/transport/controller/launcher.js";
+import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
+import { collectDiagnostics, tempDir } from "../helpers.js";
+import { NatsServer, SUM_RANK, waitFor } from "./support.js";
+
+const BUSY_RANK = new URL("../fixtures/busy-rank.ts", import.meta.url);
+const EXTERNAL_RANK = new URL("../fixtures/external-rank.ts", import.meta.url);
+const CONTROLLER = new URL("../fixtures/nats-controller.ts", import.meta.url);
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Sum of a key's values over every step of a run's metrics.jsonl. */
+function jsonlSum(runDir: string, key: string): { sum: number; steps: number } {
+  let sum = 0;
+  let steps = 0;
+  for (const line of readFileSync(join(runDir, "metrics.jsonl"), "utf8").split("\n")) {
+    if (line === "") continue;
+    const record = JSON.parse(line) as { key: string; value: number };
+    if (record.key !== key) continue;
+    sum += record.value;
+    steps++;
+  }
+  return { sum, steps };
+}
+
+/** A child process running a fixture with tsx; its output is kept. */
+function runFixture(url: URL, env: Record<string, string>): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ["--import", "tsx", url.pathname], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  child.stdout?.on("data", (d: Buffer) => (output += d.toString()));
+  child.stderr?.on("data", (d: Buffer) => (output += d.toString()));
+  return { child, output: () => output, exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
+}
+
+describe("NATS ranks that come back", () => {
+  let server: NatsServer;
+  const dirs: string[] = [];
+  const children: ChildProcess[] = [];
+  before(async () => {
+    server = await NatsServer.start();
+  });
+  after(async () => {
+    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    await server.stop();
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("nats-server down for 20 s, flushes every 250 ms: loops never stall, flushes keep their deadline, every rank reports again, no value lost", async () => {
+    const runDir = tempDir();
+    dirs.push(runDir);
+    const flushDeadlineMs = 1000;
+    const logger = new MetricLogger({ processName: "Controller", runDir, flushDeadlineMs });
+    const flushes: Array<{ result: FlushResult; ms: number; at: number }> = [];
+    let step = 0;
+    const flushFor = async (ms: number, until?: (r: FlushResult) => boolean): Promise<boolean> => {
+      const end = Date.now() + ms;
+      while (Date.now() < end) {
+        const started = Date.now();
+        const result = await logger.flush(step++);
+        flushes.push({ result, ms: Date.now() - started, at: started });
+        if (until?.(result) === true) return true;
+        await sleep(Math.max(0, 250 - (Date.now() - started)));
+      }
+      return false;
+    };
+    let outage = { from: 0, to: 0 };
+    let stopped: Array<{ recorded: number; iterations: number; maxGapMs: number; perSecond: Array<[number, number]> }> = [];
+    let rankNames: string[] = [];
+    const seen = await collectDiagnostics(async () => {
+      await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+      const nats = await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 3 });
+      const ranks = await spawnRanks({ module: BUSY_RANK, ranksPerReplica: 3, processName: "Busy", logger, nats });
+      rankNames = ranks.rankNames;
+      await ranks.fanout("startLoop");
+      await flushFor(2000);
+
+      outage = { from: Date.now(), to: 0 };
+      await server.stop();
+      await flushFor(20_000);
+      await server.restart();
+      outage.to = Date.now();
+
+      const complete = (r: FlushResult): boolean => r.ranksReporting === 3 && r.missingRanks.length === 0;
+      assert.ok(await flushFor(30_000, complete), "within 30 s of the server's return, a flush where every rank reports");
+      await flushFor(2000);
+      stopped = await ranks.fanout("stopLoop");
+      // What was recorded before the stop reaches the next complete flushes (late answers included).
+      let completeInARow = 0;
+      assert.ok(await flushFor(10_000, (r) => (completeInARow = complete(r) ? completeInARow + 1 : 0) >= 2), "two complete flushes after the stop");
+      await logger.shutdown();
+    });
+
+    // Every flush returned by its deadline (a generous margin for a loaded machine).
+    const slowest = Math.max(...flushes.map((f) => f.ms));
+    assert.ok(slowest <= flushDeadlineMs + 2000, `the slowest flush took ${slowest} ms (deadline ${flushDeadlineMs} ms)`);
+    const during = flushes.filter((f) => f.at > outage.from + 1000 && f.at < outage.to);
+    assert.ok(during.length >= 10, `flushes went on during the outage (${during.length})`);
+    assert.ok(during.every((f) => f.result.ranksReporting === 0), "no rank reported while the server was down");
+
+    // The ranks' loops never stalled: they ran through the outage.
+    assert.equal(stopped.length, 3);
+    for (const [i, loop] of stopped.entries()) {
+      const inOutage = loop.perSecond.filter(([second]) => second * 1000 >= outage.from && (second + 1) * 1000 <= outage.to).reduce((n, [, count]) => n + count, 0);
+      assert.ok(inOutage > 0, `rank ${rankNames[i]} kept recording during the outage`);
+      assert.ok(loop.maxGapMs < 5000, `rank ${rankNames[i]}'s loop paused at most ${loop.maxGapMs} ms`);
+    }
+
+    // Nothing lost: the flushed sum of every value recorded equals what the ranks recorded.
+    const recorded = stopped.reduce((n, loop) => n + loop.recorded, 0);
+    const logged = jsonlSum(runDir, "outage/recorded");
+    assert.equal(logged.sum, recorded, `metrics.jsonl holds ${logged.sum} of the ${recorded} values recorded`);
+    assert.ok(seen.some((d) => d.code.startsWith("rank.silent:")), "the ranks were named silent during the outage");
+    assert.ok(seen.some((d) => d.code.startsWith("rank.back:")), "and named back after it");
+  });
+
+  test("a rank no longer expected (it missed maxMissedFlushes) is admitted again, and what it recorded meanwhile is logged once", async () => {
+    const runDir = tempDir();
+    dirs.push(runDir);
+    const logger = new MetricLogger({ processName: "Controller", runDir, flushDeadlineMs: 800 });
+    const seen = await collectDiagnostics(async () => {
+      await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+      const nats = await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 2 });
+      const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "Sleepy", logger, nats });
+      const [, sleepy] = ranks.rankNames as [string, string];
+      await ranks.call(sleepy, "record", "readmit/value", 5, "sum");
+      const blocked = ranks.call(sleepy, "block", 6000);
+      let step = 0;
+      await waitFor(async () => (await logger.flush(step++)).ranksExpected === 1, 20_000, `${sleepy} to be no longer expected`);
+      assert.deepEqual(nats.silentRankNames, [sleepy]);
+      await blocked;
+      await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, 20_000, `${sleepy} to report again`);
+      assert.deepEqual(nats.silentRankNames, []);
+      await ranks.call(sleepy, "record", "readmit/value", 1, "sum");
+      const next = await logger.flush(step++);
+      assert.deepEqual(next.missingRanks, []);
+      assert.equal(next.ranksExpected, 2);
+      await logger.shutdown();
+    });
+    assert.equal(jsonlSum(runDir, "readmit/value").sum, 6, "the value recorded before the silence (5) and after (1), each once");
+    assert.ok(seen.some((d) => d.code.startsWith("rank.silent:")));
+    assert.ok(seen.some((d) => d.code.startsWith("rank.back:")));
+  });
+
+  test("a controller restarted on the same run id picks up the ranks of the previous one that are still alive", async () => {
+    const runId = `restart-${process.pid}`;
+    const firstDir = tempDir();
+    const secondDir = tempDir();
+    dirs.push(firstDir, secondDir);
+    const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, EXTERNAL_LOOP: "1" };
+    const first = runFixture(CONTROLLER, { ...env, CONTROLLER_RUN_DIR: firstDir, CONTROLLER_RANKS: "2" });
+    children.push(first.child);
+    const rankA = runFixture(EXTERNAL_RANK, { ...env, RANK: "0" });
+    const rankB = runFixture(EXTERNAL_RANK, { ...env, RANK: "1" });
+    children.push(rankA.child, rankB.child);
+    await waitFor(() => first.output().includes("flushed with 2 ranks"), 60_000, `the first controller to flush its 2 ranks (it printed: ${first.output()})`);
+    first.child.kill("SIGKILL");
+    await first.exited;
+
+    const logger = new MetricLogger({ processName: "Controller", runDir: secondDir, runId, flushDeadlineMs: 1500 });
+    await collectDiagnostics(async () => {
+      await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+      const nats = await serveRanksOverNats({ url: server.url, logger });
+      await waitFor(() => nats.rankNames.length === 2, 20_000, "the previous controller's ranks to register with the new one");
+      let step = 0;
+      await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, 20_000, "both ranks to report to the new controller");
+      await sleep(300);
+      const result = await logger.flush(step++);
+      assert.deepEqual(result.missingRanks, []);
+      assert.ok((result.metrics.find((m) => m.key === "outage/recorded")?.value ?? 0) > 0, "their loops' values reach the new controller");
+      await logger.shutdown();
+    });
+    // The ranks leave when the new controller shuts down (they were its ranks now).
+    const codes = await Promise.all([rankA.exited, rankB.exited]);
+    assert.deepEqual(codes, [0, 0], `${rankA.output()}\n${rankB.output()}`);
+    assert.ok(jsonlSum(secondDir, "outage/recorded").sum > 0);
+  });
+});

@@ -1,0 +1,64 @@
+/**
+ * What the dashboard's browser tests share: building the web app, seeding runs with the real
+ * store writer, card selectors, reading canvases, screenshots into test-artifacts/.
+ */
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Page } from "playwright-core";
+import { defaultWebDir } from "../../../src/ui/server.js";
+import { openRun } from "../seed.js";
+
+export const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+export const artifacts = join(repo, "test-artifacts");
+
+/** The web app is part of `npm run build`; build just it when a test run starts without it. */
+export function ensureWebBuilt(): void {
+  if (existsSync(join(defaultWebDir(), "index.html"))) return;
+  const result = spawnSync(process.execPath, [join(repo, "node_modules/vite/bin/vite.js"), "build", "--config", "src/ui/web/vite.config.ts"], { cwd: repo, stdio: "inherit" });
+  assert.equal(result.status, 0, "vite build of the dashboard failed");
+}
+
+export const card = (key: string): string => `.chart[data-key=${JSON.stringify(key)}]`;
+
+export async function canvasOf(page: Page, key: string): Promise<string> {
+  return page.$eval(`${card(key)} canvas`, (c) => (c as HTMLCanvasElement).toDataURL());
+}
+
+/** Save a screenshot of the page (or one element) as a test artifact. */
+export async function shot(page: Page, name: string, selector?: string): Promise<void> {
+  mkdirSync(artifacts, { recursive: true });
+  if (selector === undefined) await page.screenshot({ path: join(artifacts, name) });
+  else await page.locator(selector).first().screenshot({ path: join(artifacts, name) });
+}
+
+/** Write one global series per key: `values(step)` at steps 0..n-1, a second apart from `t0`. */
+export function writeRun(root: string, experiment: string, trial: string, n: number, keys: Record<string, (step: number) => number>, hyperparams?: Record<string, unknown>, t0 = Date.now() - n * 1000 - 60_000): void {
+  const writer = openRun(root, experiment, trial);
+  if (hyperparams !== undefined) writer.write({ hyperparams });
+  for (const [key, f] of Object.entries(keys)) {
+    const steps = Float64Array.from({ length: n }, (_, i) => i);
+    writer.writeSeries(key, steps, steps.map((s) => t0 + s * 1000), steps.map((s) => f(s)));
+  }
+  writer.finish();
+}
+
+/** How many pixels of the card's canvas are close to `rgb`. */
+export async function pixelsNear(page: Page, key: string, rgb: [number, number, number]): Promise<number> {
+  return page.$eval(
+    `${card(key)} canvas`,
+    (c, target) => {
+      const canvas = c as HTMLCanvasElement;
+      const data = canvas.getContext("2d")?.getImageData(0, 0, canvas.width, canvas.height).data;
+      if (data === undefined) return 0;
+      let n = 0;
+      for (let i = 0; i < data.length; i += 4) {
+        if (Math.abs((data[i] ?? 0) - target[0]) < 24 && Math.abs((data[i + 1] ?? 0) - target[1]) < 24 && Math.abs((data[i + 2] ?? 0) - target[2]) < 24 && (data[i + 3] ?? 0) > 200) n++;
+      }
+      return n;
+    },
+    rgb,
+  );
+}
