@@ -17,6 +17,12 @@ class ThresholdAlertBackend implements Backend {
 }
 
 registerBackend("alert", (options) => new ThresholdAlertBackend(Number(options["threshold"])), { knownOptions: ["threshold"] });
+// Its options, for the compiler: `{ alert: { loggingMode: "global_reduce", treshold: 10 } }` is then a compile error.
+declare module "rankscope" {
+  interface BackendOptionsMap {
+    alert: { threshold: number };
+  }
+}
 
 const logger = await getOrCreateMetricLogger();
 await logger.initBackends({ alert: { loggingMode: "global_reduce", threshold: 10 } });

@@ -25,6 +25,7 @@ export type {
   ReduceDefinition,
   ReduceName,
   ReducedScalars,
+  RegisteredReduces,
   SampleRecord,
 } from "./core/reduce.js";
 export type { SampleOptions } from "./core/accumulators/sample.js";
@@ -51,7 +52,23 @@ export {
   type InitBackendsOptions,
   type MetricLoggerOptions,
 } from "./controller/metric-logger.js";
-export type { BackendsConfig } from "./controller/config.js";
+export type {
+  BackendsConfig,
+  BackendOptionsMap,
+  BackendName,
+  BackendConfigBase,
+  BackendConfigOf,
+  BackendConfigFor,
+  AliasedBackendConfig,
+  AnyBackendConfig,
+  UncheckedBackendsConfig,
+  BackendSwitchOf,
+  ConsoleBackendOptions,
+  JsonlBackendOptions,
+  StoreBackendOptions,
+  TensorboardBackendOptions,
+  WandbBackendOptions,
+} from "./backends/options.js";
 export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./transport/rank/runtime.js";
 export { resolveRunLocation, pathSegmentProblem, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
 export { currentMetricLogger, type FlushOptions, type LogDirectOptions } from "./controller/metric-logger.js";

@@ -1,5 +1,5 @@
-// Seed 001 §2: an actor on 2 replicas × 2 ranks (child processes), one logging mode per flush.
-import { getOrCreateMetricLogger, spawnRanks } from "rankscope";
+// An actor on 2 replicas × 2 ranks (child processes), one logging mode per flush.
+import { getOrCreateMetricLogger, LOGGING_MODES, spawnRanks } from "rankscope";
 
 const mlogger = await getOrCreateMetricLogger({ processName: "Controller" });
 const myActor = await spawnRanks({
@@ -11,7 +11,7 @@ const myActor = await spawnRanks({
 });
 
 let step = 0;
-for (const loggingMode of ["global_reduce", "per_rank_reduce", "per_rank_no_reduce"]) {
+for (const loggingMode of LOGGING_MODES) {
   await mlogger.initBackends({ console: { loggingMode } });
   for (let i = 0; i < 2; i++) await myActor.fanout("myFn");
   await mlogger.flush(step++);

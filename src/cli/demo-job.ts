@@ -2,7 +2,7 @@
  * The demo job: a small distributed job, 2 replicas × 2 ranks (child processes by default), run by
  * a controller in this process.
  *
- * Part 1 is seed 001 §2: each rank records its local rank with SUM twice, flushed once per
+ * Part 1 (the design's seed 001 §2): each rank records its local rank with SUM twice, flushed once per
  * logging mode (`global_reduce` prints 4.0; `per_rank_reduce` 0.0 and 2.0 per replica;
  * `per_rank_no_reduce` the raw stream). Part 2 is a toy RL loop recording with every reduction,
  * merged across the ranks into the backends of `DEMO_BACKENDS`, and it fills every face the
@@ -10,7 +10,6 @@
  * the system monitor (its own axis), `config.yaml`, `version.json` and the run's tags and group,
  * and a perf trace per rank (`traces/rank-{r}.jsonl`) and of the controller (`traces/controller.jsonl`).
  */
-import { isAbsolute, join, relative } from "node:path";
 import { LOGGING_MODES } from "../core/metric.js";
 import type { BackendsConfig } from "../controller/config.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
@@ -78,7 +77,7 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     let step = 0;
 
     for (const loggingMode of LOGGING_MODES) {
-      heading(`logging_mode ${loggingMode}: each rank records its local rank with SUM, twice (seed 001 §2)`);
+      heading(`logging_mode ${loggingMode}: each rank records its local rank (0 or 1) with SUM, twice`);
       // The demo shows each mode in turn on the same ranks: replacing the backends is asked for.
       await logger.initBackends({ console: { loggingMode } }, { replace: step > 0 });
       for (let i = 0; i < 2; i++) await actors.fanout("myFn");
@@ -106,12 +105,4 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     await savePerfTracer();
     await logger.shutdown();
   }
-  printDashboardHint(logger.run.root, logger.run.runDir);
-}
-
-/** How to look at what the demo stored. */
-function printDashboardHint(root: string, runDir: string): void {
-  const rel = relative(process.cwd(), root);
-  const shown = rel === "" ? "." : rel.startsWith("..") || isAbsolute(rel) ? root : rel;
-  process.stdout.write(`\nStored in ${join(runDir, "metrics.db")}. Open the dashboard with:\n  npx rankscope ui --root ${shown}\n`);
 }

@@ -12,12 +12,15 @@ export function defaultRoot(): string {
   return resolveSetting({ owner: "rankscope", option: "--root", env: "RANKSCOPE_ROOT", kind: textKind(undefined, "a non-empty path"), fallback: "runs" }, undefined);
 }
 
-/** The run directory `run` names, or an Error saying where it looked. */
-export function resolveRunArg(run: string, root: string = defaultRoot()): string {
+/**
+ * The run directory `run` names, or an Error saying where it looked: the first candidate (`run`
+ * itself, then `root/run`) that holds `marker` (the store by default; `traces` for `traces merge`).
+ */
+export function resolveRunArg(run: string, root: string = defaultRoot(), marker: string = STORE_FILE): string {
   const candidates = isAbsolute(run) ? [run] : [resolve(run), resolve(join(root, run))];
-  for (const dir of candidates) if (existsSync(join(dir, STORE_FILE))) return dir;
+  for (const dir of candidates) if (existsSync(join(dir, marker))) return dir;
   throw new Error(
-    `no run ${JSON.stringify(run)}: none of ${candidates.map((c) => join(c, STORE_FILE)).join(", ")} exists; give a run directory or experiment/trial under --root (list them with: rankscope runs --root ${root})`,
+    `no run ${JSON.stringify(run)}: none of ${candidates.map((c) => join(c, marker)).join(", ")} exists; give a run directory or experiment/trial under --root (list them with: rankscope runs --root ${root})`,
   );
 }
 

@@ -8,8 +8,8 @@ import { warn } from "../core/diagnostics.js";
 import { LOGGING_MODES, type LoggingMode } from "../core/metric.js";
 import { knownBackendNames, resolveBackendRegistration, type BackendOptions, type BackendRegistration } from "../backends/backend.js";
 
-/** The config of every backend, by name: `{ console: { loggingMode: "global_reduce" } }`. */
-export type BackendsConfig = Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+import type { UncheckedBackendsConfig } from "../backends/options.js";
+export type { BackendsConfig, UncheckedBackendsConfig } from "../backends/options.js";
 
 /** One backend after validation. */
 export interface ValidatedBackend {
@@ -53,7 +53,7 @@ const commonSchema = z.object({
  * declared its options does not know included); warns about options of a backend that declared
  * none and about `perRankShareRun` under `global_reduce` (a no-op there).
  */
-export async function validateBackendsConfig(config: BackendsConfig): Promise<ValidatedBackend[]> {
+export async function validateBackendsConfig(config: UncheckedBackendsConfig): Promise<ValidatedBackend[]> {
   if (config === null || typeof config !== "object" || Array.isArray(config)) {
     throw new TypeError(`initBackends takes an object of backend configs, e.g. { console: { loggingMode: "global_reduce" } }, got ${String(config)}`);
   }

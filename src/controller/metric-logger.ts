@@ -18,14 +18,16 @@ import { DEADLINE, withDeadline } from "../core/deadline.js";
 import { reportError, warn } from "../core/diagnostics.js";
 import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
 import { redactSecrets } from "../core/redact.js";
-import { describeValue, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
+import { describeValue, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
+import { configureLifecycle, endingReason, registerDrain } from "../core/lifecycle.js";
 import type { Metric } from "../core/metric.js";
 import type { AccumulatorState } from "../core/reduce.js";
 import { setCurrentRun } from "../run/current.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
 import { runHyperparams, validateRunMeta, writeRunFiles } from "../run/run-files.js";
+import { runLocationNote } from "../run/where.js";
 import { BackendSet, DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
-import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
+import { validateBackendsConfig, type BackendsConfig, type UncheckedBackendsConfig, type ValidatedBackend } from "./config.js";
 import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
@@ -45,11 +47,22 @@ export interface MetricLoggerOptions extends RunDirOptions {
    */
   backendDeadlineMs?: number;
   /**
+   * The total time every part gets to write what it holds when the process ends by SIGINT/SIGTERM
+   * or at `beforeExit` without `shutdown()` (default 5000 ms, env RANKSCOPE_DRAIN_DEADLINE_MS); see
+   * docs/lifecycle.md.
+   */
+  drainDeadlineMs?: number;
+  /**
    * Id of this run in messages between the controller and its ranks (NATS subjects are namespaced
    * by it, so two runs on one server never see each other). Letters, digits, `_`, `-`. Default: a
    * fresh random id (env RANKSCOPE_RUN_ID).
    */
   runId?: string;
+  /**
+   * Do not print where the run's data went (the run directory and how to open the dashboard,
+   * two lines on stderr at `shutdown()`). Default false; env RANKSCOPE_QUIET.
+   */
+  quiet?: boolean;
 }
 
 /** Options of `initBackends`. */
@@ -75,6 +88,12 @@ export interface InitBackendsOptions {
    * per-rank backends. Values already flushed stay where they were logged.
    */
   replace?: boolean;
+}
+
+/** Options of `shutdown`. */
+export interface ShutdownOptions {
+  /** Wait at most this long for ranks and backends (default: the logger's `shutdownDeadlineMs`). */
+  deadlineMs?: number;
 }
 
 /** Options of `flush`. */
@@ -136,6 +155,7 @@ const DEADLINE_KIND = integerKind(1, 3_600_000);
 export const LOGGER_SETTINGS = {
   flushDeadlineMs: { owner: OWNER, option: "flushDeadlineMs", env: "RANKSCOPE_FLUSH_DEADLINE_MS", kind: DEADLINE_KIND, fallback: 5000 },
   shutdownDeadlineMs: { owner: OWNER, option: "shutdownDeadlineMs", env: "RANKSCOPE_SHUTDOWN_DEADLINE_MS", kind: DEADLINE_KIND, fallback: 5000 },
+  quiet: { owner: OWNER, option: "quiet", env: "RANKSCOPE_QUIET", kind: flagKind, fallback: false },
   backendDeadlineMs: { owner: OWNER, option: "backendDeadlineMs", env: "RANKSCOPE_BACKEND_DEADLINE_MS", kind: DEADLINE_KIND, fallback: DEFAULT_BACKEND_DEADLINE_MS },
   runId: {
     owner: OWNER,
@@ -146,7 +166,7 @@ export const LOGGER_SETTINGS = {
   },
 } satisfies Record<string, Setting<unknown>>;
 
-const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "runId", "root", "experiment", "trial", "runDir"];
+const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "quiet", "root", "experiment", "trial", "runDir"];
 
 /** A flush made before `initBackends`, kept for the first flush after it. */
 interface FlushBeforeInit {
@@ -162,6 +182,8 @@ export class MetricLogger {
   readonly flushDeadlineMs: number;
   readonly shutdownDeadlineMs: number;
   readonly backendDeadlineMs: number;
+  /** True when `shutdown()` does not print where the run's data went (`quiet`, `RANKSCOPE_QUIET`). */
+  readonly quiet: boolean;
   /** The options this logger was created with (a later `getOrCreateMetricLogger` must not contradict them). */
   readonly options: Readonly<MetricLoggerOptions>;
   /** This run's id in transport messages (see `MetricLoggerOptions.runId`). */
@@ -176,6 +198,7 @@ export class MetricLogger {
   /** Flushes made before `initBackends`: logged, at their own steps, by the first flush after it. */
   private beforeInit: FlushBeforeInit[] = [];
   private readonly shutdownHooks: Array<() => Promise<void> | void> = [];
+  private unregisterDrain: (() => void) | null = null;
   /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
   private readonly ownRank: RankHandle;
 
@@ -188,6 +211,7 @@ export class MetricLogger {
     this.flushDeadlineMs = resolveSetting(LOGGER_SETTINGS.flushDeadlineMs, options.flushDeadlineMs);
     this.shutdownDeadlineMs = resolveSetting(LOGGER_SETTINGS.shutdownDeadlineMs, options.shutdownDeadlineMs);
     this.backendDeadlineMs = resolveSetting(LOGGER_SETTINGS.backendDeadlineMs, options.backendDeadlineMs);
+    this.quiet = resolveSetting(LOGGER_SETTINGS.quiet, options.quiet);
     this.runId = resolveSetting<string | undefined>(LOGGER_SETTINGS.runId, options.runId) ?? randomBytes(6).toString("hex");
     // A new logger after a shutdown(): recording is logged again.
     getCollector().reopen();
@@ -195,6 +219,27 @@ export class MetricLogger {
     this.ownRank = new LocalRankHandle(local);
     this.ranks.set(local.identity.rankName, this.ownRank);
     setCurrentRun({ ...this.run, identity: local.identity, role: "controller" });
+    configureLifecycle({ drainDeadlineMs: options.drainDeadlineMs });
+    // The logger is a drain of the process lifecycle (docs/lifecycle.md): at a signal it shuts down
+    // (ranks stopped, backends finished, the run marked crashed); at beforeExit without shutdown()
+    // it flushes what is left and shuts down with a warning; at exit it counts what it could not log.
+    this.unregisterDrain = registerDrain({
+      name: "metric logger",
+      stage: "logger",
+      drain: ({ reason, deadline }) => {
+        if (this.closed) return undefined;
+        const deadlineMs = Math.max(1, deadline - Date.now() - 100);
+        return reason === "beforeExit" ? this.endForgotten(deadlineMs) : this.shutdown({ deadlineMs });
+      },
+      exit: ({ reason }) => {
+        if (this.closed) return;
+        this.closed = true;
+        const { keys, values } = pendingValues();
+        if (values > 0) {
+          warn("exit.unflushed", `${reason}: ${values} value(s) in ${keys} key(s) recorded since the last flush were never logged (the process ended without flush(step) and shutdown())`);
+        }
+      },
+    });
   }
 
   /** Names of the registered ranks (this process included). */
@@ -209,14 +254,14 @@ export class MetricLogger {
    * were already initialised, unless `options.replace` asks for that (replacing them in the middle
    * of a run splits its data between two sets of backends, so it is never silent).
    */
-  async initBackends(config: BackendsConfig = DEFAULT_BACKENDS, options: InitBackendsOptions = {}): Promise<void> {
+  async initBackends<C extends object = BackendsConfig>(config?: BackendsConfig<C>, options: InitBackendsOptions = {}): Promise<void> {
     this.assertOpen("initBackends");
     if (this.rankInit !== null && options.replace !== true) {
       throw new Error(
         "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these",
       );
     }
-    const validated = await validateBackendsConfig(config);
+    const validated = await validateBackendsConfig((config ?? DEFAULT_BACKENDS) as UncheckedBackendsConfig);
     const runMeta = validateRunMeta(options);
     const resumeStep = options.resumeStep ?? 0;
     if (!Number.isInteger(resumeStep) || resumeStep < 0) throw new TypeError(`resumeStep must be a non-negative integer, got ${String(resumeStep)}`);
@@ -283,6 +328,7 @@ export class MetricLogger {
    * go to the `global_reduce` backends. Returns by the flush deadline even if ranks do not answer.
    */
   async flush(step: number, options: FlushOptions = {}): Promise<FlushResult> {
+    if (this.ignoredWhileEnding("flush")) return { step, metrics: [], ranksExpected: 0, ranksReporting: 0, missingRanks: [], undelivered: {} };
     this.assertOpen("flush");
     if (!Number.isInteger(step) || step < 0) throw new TypeError(`flush(step) takes a non-negative integer step, got ${String(step)}`);
     if (step < this.lastStep || (step === this.lastStep && options.allowRepeatedStep !== true)) {
@@ -361,6 +407,7 @@ export class MetricLogger {
    * their own (the system monitor, `axis: "system/step"`) or log one-off values (histograms).
    */
   async logDirect(states: readonly KeyState[], options: LogDirectOptions): Promise<readonly Metric[]> {
+    if (this.ignoredWhileEnding("logDirect")) return [];
     this.assertOpen("logDirect");
     const target = { step: options.step, timestamp: options.timestamp ?? Date.now(), ...(options.axis === undefined ? {} : { axis: options.axis }) };
     const reduced = reduceStates(states, target);
@@ -378,29 +425,55 @@ export class MetricLogger {
    * Finish every backend and every rank, within the shutdown deadline. Values recorded after the
    * last flush are not logged: that is reported, never silent.
    */
-  async shutdown(): Promise<void> {
+  async shutdown(options: ShutdownOptions = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const pending = [...getCollector().entries.values()].filter((e) => e.accumulator.count > 0).length;
-    if (pending > 0) {
-      warn("shutdown.unflushed", `shutdown(): ${pending} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
+    this.unregisterDrain?.();
+    this.unregisterDrain = null;
+    const deadlineMs = options.deadlineMs ?? this.shutdownDeadlineMs;
+    if (!Number.isFinite(deadlineMs) || deadlineMs <= 0) throw new TypeError(`shutdown({ deadlineMs }) takes a positive number of milliseconds, got ${String(deadlineMs)}`);
+    const { keys, values } = pendingValues();
+    if (values > 0) {
+      warn("shutdown.unflushed", `shutdown(): ${values} value(s) in ${keys} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
     }
     // Ranks get a little less than the whole deadline, so one that must be killed is killed in time.
-    const rankDeadline = Math.max(1, this.shutdownDeadlineMs - Math.min(500, this.shutdownDeadlineMs / 5));
+    const rankDeadline = Math.max(1, deadlineMs - Math.min(500, deadlineMs / 5));
     const ranksDone = Promise.all([...this.ranks.values()].map((r) => r.shutdown(rankDeadline).catch(() => undefined)));
     // Primaries finish after their ranks: a shared run is marked complete once the ranks are done.
     const all = [this.globalBackends.finish(), ranksDone.then(() => this.primaryBackends.finish())];
     const started = Date.now();
-    const done = await withDeadline(Promise.all(all), this.shutdownDeadlineMs);
-    if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${this.shutdownDeadlineMs} ms; stopped waiting`);
+    const done = await withDeadline(Promise.all(all), deadlineMs);
+    if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${deadlineMs} ms; stopped waiting`);
     // Transports close even after a missed deadline, so no connection keeps the process alive.
-    await withDeadline(this.runShutdownHooks(), Math.max(200, this.shutdownDeadlineMs - (Date.now() - started)));
+    await withDeadline(this.runShutdownHooks(), Math.max(200, deadlineMs - (Date.now() - started)));
     this.ranks.clear();
+    // Once per job, on the controller only (ranks have no MetricLogger), after the data is written.
+    const note = this.quiet || this.rankInit === null ? undefined : runLocationNote(this.run);
+    if (note !== undefined) process.stderr.write(note);
     if (peekProcessWide(LOGGER) === this) {
       setProcessWide(LOGGER, undefined);
       // Values recorded from now on reach no backend: counted and warned about, never silent.
       getCollector().close();
     }
+  }
+
+  /**
+   * The loop ran dry without `shutdown()` (beforeExit): flush what was recorded since the last
+   * flush (and what the ranks hold) at the next step, then shut down, with a warning.
+   */
+  private async endForgotten(deadlineMs: number): Promise<void> {
+    const started = Date.now();
+    const { values } = pendingValues();
+    const withRanks = this.ranks.size > 1;
+    const step = this.lastStep + 1;
+    warn(
+      "shutdown.forgotten",
+      `the job ended without logger.shutdown(): ${values > 0 || withRanks ? `flushing what is left at step ${step}, then ` : ""}shutting down${withRanks ? ` ${this.ranks.size - 1} rank(s)` : ""}; call shutdown() at the end of the job`,
+    );
+    if (values > 0 || withRanks) {
+      await withDeadline(this.flush(step, { allowRepeatedStep: true }).catch((error: unknown) => warn("shutdown.finalFlush", `final flush failed: ${error instanceof Error ? error.message : String(error)}`)), Math.min(this.flushDeadlineMs, deadlineMs / 2));
+    }
+    await this.shutdown({ deadlineMs: Math.max(1, deadlineMs - (Date.now() - started)) });
   }
 
   /**
@@ -421,6 +494,19 @@ export class MetricLogger {
     }
   }
 
+  /**
+   * While the lifecycle shuts the logger down at a signal, the user's loop may still be running
+   * (its awaits resolve in between): its calls are not errors then, just no longer logged (the
+   * values stay counted as unflushed at exit).
+   */
+  private ignoredWhileEnding(call: string): boolean {
+    if (!this.closed) return false;
+    const reason = endingReason();
+    if (reason === null) return false;
+    warn("lifecycle.ending", `${call}() while the process is ending (${reason}): not logged; rankscope is writing what was flushed before`);
+    return true;
+  }
+
   private assertOpen(call: string): void {
     if (this.closed) throw new Error(`${call}() after shutdown(): get a new logger with getOrCreateMetricLogger()`);
   }
@@ -439,6 +525,19 @@ export class MetricLogger {
       primaryMetadata: {},
     };
   }
+}
+
+/** Values (and keys) recorded in this process's collector since its last flush. */
+function pendingValues(): { keys: number; values: number } {
+  let keys = 0;
+  let values = 0;
+  for (const e of getCollector().entries.values()) {
+    if (e.accumulator.count > 0) {
+      keys++;
+      values += e.accumulator.count;
+    }
+  }
+  return { keys, values };
 }
 
 /** The process-wide slot of the controller's logger. */

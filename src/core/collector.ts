@@ -21,7 +21,7 @@ export interface MetricEntry {
   /** Interned id of the key, stable for the life of the process (used by the stream ring). */
   readonly id: number;
   readonly key: string;
-  readonly reduce: ReduceName;
+  readonly reduce: string;
   readonly definition: ReduceDefinition<AccumulatorState>;
   /** Swapped for a counting stand-in while the collector is closed (see `Collector.close`). */
   accumulator: Accumulator<AccumulatorState>;
@@ -35,7 +35,7 @@ export interface MetricEntry {
 /** The state of one key at a flush, as sent to the controller. */
 export interface KeyState {
   readonly key: string;
-  readonly reduce: ReduceName;
+  readonly reduce: string;
   readonly state: AccumulatorState;
 }
 

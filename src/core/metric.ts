@@ -1,5 +1,5 @@
 /** What backends receive: reduced metrics, histograms, samples and raw stream records. */
-import type { HistogramData, ReduceName, SampleRecord } from "./reduce.js";
+import type { HistogramData, SampleRecord } from "./reduce.js";
 
 /** How a backend sees the ranks (Forge's logging modes). */
 export type LoggingMode = "global_reduce" | "per_rank_reduce" | "per_rank_no_reduce";
@@ -13,7 +13,7 @@ export interface Metric {
   readonly key: string;
   readonly value: number;
   /** The reduction that produced it. */
-  readonly reduce: ReduceName;
+  readonly reduce: string;
   readonly step: number;
   /** Milliseconds since the epoch, at flush. */
   readonly timestamp: number;

@@ -30,14 +30,67 @@ export function tsxUrl(specifier: "tsx" | "tsx/esm/api", what: string): string {
   }
 }
 
+/** Flags of the main process that only make sense for its own entry (string input, REPL, syntax check). */
+const ENTRY_ONLY_FLAGS = new Set(["-e", "--eval", "-p", "--print", "--input-type", "-i", "--interactive", "-c", "--check"]);
+/** Of those, the ones whose value may follow as the next argument. */
+const ENTRY_ONLY_WITH_VALUE = new Set(["-e", "--eval", "-p", "--print", "--input-type"]);
+
 /**
- * Start a worker on `entry`. `typeScript` (default: whether `entry` is a `.ts` file) says the
- * worker needs tsx — also when the entry is JavaScript that imports a user's TypeScript module.
+ * The flags a worker thread of ours starts with: the user's process's own (`--import`, `--require`,
+ * `--conditions`, `--enable-source-maps`, memory limits, …), minus those that describe only the
+ * main entry — a job started as `node --input-type=module -e "…"` would otherwise give every worker
+ * "--input-type can only be used with string input" and no store, no stream.
+ */
+export function workerExecArgv(execArgv: readonly string[] = process.execArgv): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < execArgv.length; i++) {
+    const arg = execArgv[i] as string;
+    const eq = arg.indexOf("=");
+    const name = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
+    if (!ENTRY_ONLY_FLAGS.has(name)) {
+      kept.push(arg);
+      continue;
+    }
+    // `-e code` / `--input-type module`: the value is the next argument (unless given with `=`).
+    if (name === arg && ENTRY_ONLY_WITH_VALUE.has(name) && i + 1 < execArgv.length) i++;
+  }
+  return kept;
+}
+
+/**
+ * Start a worker on `entry` with the user's process's flags. Node's default (no `execArgv`)
+ * inherits them as they are, which is kept whenever that works; only when the process has flags of
+ * its main entry (`-e`, `--input-type`, …) is `execArgv` given, as `workerExecArgv()`. An explicit
+ * list is checked by Node, which rejects process-wide flags (`--expose-gc`, V8 heap sizes; they
+ * already apply to the whole process): those are then left out. `typeScript` (default: whether
+ * `entry` is a `.ts` file) says the worker needs tsx — also when the entry is JavaScript that
+ * imports a user's TypeScript module.
  */
 export function startModuleWorker(entry: URL, options: WorkerOptions & { typeScript?: boolean; what?: string } = {}): Worker {
   const { typeScript = isTypeScript(entry), what = `the module ${entry.pathname}`, ...workerOptions } = options;
-  if (!typeScript) return new Worker(entry, workerOptions);
+  if (workerOptions.execArgv === undefined) {
+    const kept = workerExecArgv();
+    if (kept.length !== process.execArgv.length) workerOptions.execArgv = kept;
+  }
+  if (!typeScript) return newWorker(entry, workerOptions);
   const api = tsxUrl("tsx/esm/api", what);
   const code = `import(${JSON.stringify(api)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry.href)}); });`;
-  return new Worker(code, { ...workerOptions, eval: true });
+  return newWorker(code, { ...workerOptions, eval: true });
+}
+
+/** `new Worker`, leaving out of an explicit `execArgv` the process-wide flags Node refuses there. */
+function newWorker(entry: URL | string, options: WorkerOptions): Worker {
+  try {
+    return new Worker(entry, options);
+  } catch (error) {
+    const execArgv = options.execArgv;
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== "ERR_WORKER_INVALID_EXEC_ARGV" || execArgv === undefined) throw error;
+    // "Initiated Worker with invalid execArgv flags: --expose-gc, --max-semi-space-size=128"
+    const listed = /flags: (.*)$/.exec((error as Error).message)?.[1]?.split(", ") ?? [];
+    const refused = new Set(listed);
+    const kept = execArgv.filter((a) => !refused.has(a));
+    if (kept.length === execArgv.length) throw error;
+    return new Worker(entry, { ...options, execArgv: kept });
+  }
 }

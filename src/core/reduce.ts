@@ -72,5 +72,19 @@ export interface ReduceDefinition<S extends AccumulatorState = AccumulatorState>
 /** The built-in reduction names. */
 export type BuiltinReduce = "mean" | "sum" | "max" | "min" | "std" | "quantiles" | "histogram" | "sample";
 
-/** A reduction name: a built-in, a parameterised built-in (`Reduce.quantiles([...])`), or a registered one. */
-export type ReduceName = BuiltinReduce | (string & {});
+/**
+ * Reductions added with `registerReduce`, by name, for the compiler (the values are not used).
+ * Declare yours once so `recordMetric(key, v, "last")` type-checks, while a typo such as `"avg"`
+ * stays a compile error:
+ *
+ * ```ts
+ * declare module "rankscope" { interface RegisteredReduces { last: true } }
+ * ```
+ */
+export interface RegisteredReduces {
+  /** The stats face's mean/min/max reduction (`AVG_MIN_MAX`). */
+  avg_min_max: true;
+}
+
+/** A reduction name: a built-in, a parameterised built-in (`Reduce.quantiles([...])`), or a registered one (`RegisteredReduces`). */
+export type ReduceName = BuiltinReduce | `quantiles(${string})` | `sample(${string})` | (keyof RegisteredReduces & string);

@@ -136,7 +136,7 @@ export const Reduce = {
       ? "quantiles"
       : `quantiles(${quantiles.map(formatQuantile).join(",")})`;
     getReduceDefinition(name);
-    return name;
+    return name as ReduceName;
   },
   /** Keep the k best and k worst records by a numeric field, e.g. `Reduce.sample({ k: 3, by: "score" })`. */
   sample(options: SampleOptions = {}): ReduceName {
@@ -144,6 +144,6 @@ export const Reduce = {
     const by = options.by ?? "reward";
     const name = k === 1 && by === "reward" ? "sample" : `sample(k=${k},by=${by})`;
     getReduceDefinition(name);
-    return name;
+    return name as ReduceName;
   },
 } as const;

@@ -17,6 +17,7 @@
  * rankscope's own threads (stream writer, store writer) never record, so they never link. The
  * channels are unref'd: they never keep a thread alive.
  */
+import { registerDrain } from "./lifecycle.js";
 import { BroadcastChannel, isMainThread, threadId, workerData } from "node:worker_threads";
 import type { KeyState } from "./collector.js";
 import { reportError, warn } from "./diagnostics.js";
@@ -98,10 +99,15 @@ export function linkWorkerCollector(collector: LinkableCollector): void {
     }
   };
   post({ t: "here", thread: threadId });
-  // What was recorded since the last flush leaves with the worker (not possible after terminate()).
-  process.once("exit", () => {
-    if (state.rank) return;
-    post({ t: "bye", thread: threadId, states: collector.takeStates(), droppedKeyRecords: collector.droppedKeyRecords });
+  // What was recorded since the last flush leaves with the worker (not possible after terminate()):
+  // a drain of the process lifecycle (src/core/lifecycle.ts), which owns `exit` in every thread.
+  registerDrain({
+    name: `worker thread ${threadId} link`,
+    stage: "producer",
+    exit: () => {
+      if (state.rank) return;
+      post({ t: "bye", thread: threadId, states: collector.takeStates(), droppedKeyRecords: collector.droppedKeyRecords });
+    },
   });
 }
 

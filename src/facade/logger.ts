@@ -11,28 +11,29 @@ import { recordMetric } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
 import { getReduceDefinition } from "../core/registry.js";
 import type { Metric } from "../core/metric.js";
-import type { BackendsConfig } from "../controller/config.js";
+import type { BackendsConfig, UncheckedBackendsConfig } from "../controller/config.js";
+import type { BackendSwitchOf } from "../backends/options.js";
 import { currentMetricLogger, getOrCreateMetricLogger, type FlushResult, type MetricLogger } from "../controller/metric-logger.js";
 import { SystemMonitor } from "../system/monitor.js";
 import { printValidationSamples, type ValidationSample, type ValidationSampleOptions } from "./validation-samples.js";
 
 /** A backend switch: `true` for its defaults, an object for its options (`loggingMode` defaults to `global_reduce`). */
-export type BackendSwitch = boolean | Readonly<Record<string, unknown>>;
+export type BackendSwitch = BackendSwitchOf<"console"> | BackendSwitchOf<"jsonl"> | BackendSwitchOf<"store"> | BackendSwitchOf<"tensorboard"> | BackendSwitchOf<"wandb">;
 
 /** Options of `Logger` (NeMo-RL's logger config, camelCased). */
 export interface LoggerOptions {
   /** The run directory (NeMo's `log_dir`); default: rankscope's `{root}/{experiment}/{trial}`. */
   logDir?: string;
   /** Console tables (default true). */
-  console?: BackendSwitch;
+  console?: BackendSwitchOf<"console">;
   /** JSON lines in the run directory (default false). */
-  jsonl?: BackendSwitch;
+  jsonl?: BackendSwitchOf<"jsonl">;
   /** The embedded store (default false). */
-  store?: BackendSwitch;
+  store?: BackendSwitchOf<"store">;
   /** TensorBoard event files (default false). */
-  tensorboard?: BackendSwitch;
+  tensorboard?: BackendSwitchOf<"tensorboard">;
   /** Weights & Biases (default false). */
-  wandb?: BackendSwitch;
+  wandb?: BackendSwitchOf<"wandb">;
   /** Any other registered backends, by name, with their full config. */
   backends?: BackendsConfig;
   /** Run the system/GPU monitor (default false). */
@@ -72,7 +73,7 @@ export function flattenWithSlash(value: Readonly<Record<string, unknown>>, prefi
 }
 
 /** The backends config a facade's options stand for. */
-export function backendsFromOptions(options: LoggerOptions): BackendsConfig {
+export function backendsFromOptions(options: LoggerOptions): UncheckedBackendsConfig {
   const config: Record<string, Readonly<Record<string, unknown>>> = {};
   for (const name of SWITCHES) {
     const value = options[name] ?? (name === "console" ? true : false);
@@ -117,7 +118,7 @@ export class Logger {
     return logger;
   }
 
-  private async start(backends: BackendsConfig): Promise<void> {
+  private async start(backends: UncheckedBackendsConfig): Promise<void> {
     const existed = currentMetricLogger() !== undefined;
     // An existing logger is taken as it is (a differing logDir is warned about below, not an error).
     const logger = await getOrCreateMetricLogger(existed || this.options.logDir === undefined ? {} : { runDir: this.options.logDir });
@@ -130,7 +131,7 @@ export class Logger {
     this.metricLogger = logger;
     try {
       const { tags, group } = this.options;
-      await logger.initBackends(backends, { runConfig: this.options.runConfig ?? this.options, ...(tags !== undefined ? { tags } : {}), ...(group !== undefined ? { group } : {}) });
+      await logger.initBackends(backends as BackendsConfig, { runConfig: this.options.runConfig ?? this.options, ...(tags !== undefined ? { tags } : {}), ...(group !== undefined ? { group } : {}) });
     } catch (error) {
       // A logger this facade created for a config that turned out invalid must not linger as the process's logger.
       if (!existed) await logger.shutdown();

@@ -8,7 +8,7 @@
  */
 import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { mkdir, writeFile } from "node:fs/promises";
+import { writeFileAtomic } from "../io/atomic-write.js";
 import { join } from "node:path";
 import { describeError, reportError } from "../core/diagnostics.js";
 
@@ -137,8 +137,8 @@ export async function writeRunFiles(runDir: string, options: RunFilesOptions = {
   const write = async (name: string, text: string): Promise<string | null> => {
     const path = join(runDir, name);
     try {
-      await mkdir(runDir, { recursive: true });
-      await writeFile(path, text);
+      // Atomic: the dashboard may read config.yaml while a resumed run rewrites it.
+      await writeFileAtomic(path, text);
       return path;
     } catch (error) {
       reportError(`runFiles.write:${name}`, `could not write ${path}: ${describeError(error)}; the run goes on without it`);

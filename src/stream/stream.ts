@@ -8,8 +8,9 @@
  * here, where they are handed to those backends off the recording call.
  *
  * Exit: normal exit, `beforeExit`, SIGINT/SIGTERM and an uncaught exception all drain the ring
- * with a bounded wait (`exitWaitMs`, default 2 s); after a signal the process still ends by that
- * signal. Everything lost on the way — ring full, write errors, a main thread too far behind for
+ * with a bounded wait (`exitWaitMs`, default 2 s, within the lifecycle's drain deadline): the
+ * stream is a drain of the process lifecycle (src/core/lifecycle.ts), which ends the process by the
+ * signal afterwards. Everything lost on the way — ring full, write errors, a main thread too far behind for
  * the backends — is counted (`streamStats()`, the writer's final line, and `rankscope/stream_dropped`
  * at every metric flush).
  */
@@ -27,6 +28,7 @@ import { CONTROL, COUNTERS, createControl, createRing, RingProducer, RingView, S
 import type { WriterData, WriterEvent } from "./writer.js";
 import { startStreamWorker } from "./workers.js";
 import { processWide } from "../core/process-wide.js";
+import { registerDrain } from "../core/lifecycle.js";
 
 export type { StreamOptions, StreamConfig } from "./config.js";
 export type { StreamCounts } from "./format.js";
@@ -105,8 +107,7 @@ class StreamService {
   private flushWaiters: Waiter[] = [];
   private doneWaiters: (() => void)[] = [];
   private finalCounts: StreamCounts | null = null;
-  private uncaught = false;
-  private hooks: { signals: boolean } | null = null;
+  private unregisterDrain: (() => void) | null = null;
   private writerAlive = false;
   /** This thread streams into a ring drained by another thread's writer (attachStreamLink). */
   private linked = false;
@@ -181,7 +182,7 @@ class StreamService {
     this.metricProducer.reset();
     this.finalCounts = null;
     this.producer = new RingProducer(shape, control);
-    this.installHooks(config.handleSignals);
+    this.registerDrain(config.handleSignals);
   }
 
   /** Start lazily from `streamValues` when a destination is known; false (warned, counted) if none. */
@@ -458,43 +459,29 @@ class StreamService {
     this.releaseWaiters();
   }
 
-  // Exit hooks. Bound once so they can be removed again.
-  private readonly onExit = (): void => this.stopSync(this.uncaught ? "uncaughtException" : "exit", this.config?.exitWaitMs ?? 2000);
-  private readonly onBeforeExit = (): void => this.flushSync(this.config?.exitWaitMs ?? 2000);
-  private readonly onUncaught = (): void => {
-    this.uncaught = true;
-  };
-  private readonly onSigint = (): void => this.onSignal("SIGINT");
-  private readonly onSigterm = (): void => this.onSignal("SIGTERM");
-
-  private onSignal(signal: "SIGINT" | "SIGTERM"): void {
-    this.stopSync(signal, this.config?.exitWaitMs ?? 2000);
-    // Ours was the only listener: end the process as the signal asks, now that the ring is written.
-    if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
-  }
-
-  private installHooks(signals: boolean): void {
-    if (this.hooks !== null) return;
-    process.on("exit", this.onExit);
-    process.on("beforeExit", this.onBeforeExit);
-    process.on("uncaughtExceptionMonitor", this.onUncaught);
-    if (signals) {
-      process.on("SIGINT", this.onSigint);
-      process.on("SIGTERM", this.onSigterm);
-    }
-    this.hooks = { signals };
+  // The stream's drain in the process lifecycle (src/core/lifecycle.ts): a producer, so the ring
+  // reaches the file and its backends before the logger and the sinks finish.
+  private registerDrain(signals: boolean): void {
+    if (this.unregisterDrain !== null) return;
+    const waitMs = (deadline: number): number => Math.max(0, Math.min(this.config?.exitWaitMs ?? 2000, deadline - Date.now()));
+    this.unregisterDrain = registerDrain({
+      name: "stream",
+      stage: "producer",
+      drain: ({ reason, deadline }) => {
+        if (reason === "beforeExit") this.flushSync(waitMs(deadline));
+        else if (signals && (reason === "SIGINT" || reason === "SIGTERM")) this.stopSync(reason, waitMs(deadline));
+      },
+      exit: ({ reason, deadline }) => {
+        // handleSignals: false — the ring is left as it is when the process ends by a signal.
+        if (!signals && (reason === "SIGINT" || reason === "SIGTERM")) return;
+        this.stopSync(reason === "beforeExit" ? "exit" : reason, waitMs(deadline));
+      },
+    });
   }
 
   private removeHooks(): void {
-    if (this.hooks === null) return;
-    process.removeListener("exit", this.onExit);
-    process.removeListener("beforeExit", this.onBeforeExit);
-    process.removeListener("uncaughtExceptionMonitor", this.onUncaught);
-    if (this.hooks.signals) {
-      process.removeListener("SIGINT", this.onSigint);
-      process.removeListener("SIGTERM", this.onSigterm);
-    }
-    this.hooks = null;
+    this.unregisterDrain?.();
+    this.unregisterDrain = null;
   }
 }
 

@@ -8,11 +8,10 @@
  * Lines logged before the run is known are kept (up to a bound) and written when it is. A file
  * that cannot be written is reported once and counted; logging never throws into the caller.
  */
-import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { createRequire } from "node:module";
 import type { Level, Logger } from "pino";
-import { describeError, reportError } from "../core/diagnostics.js";
+import { AppendFile } from "../io/append-file.js";
 import { redactSecrets } from "../core/redact.js";
 import { enumKind, resolveSetting } from "../core/settings.js";
 import { currentRun, onRunChange, type CurrentRun } from "../run/current.js";
@@ -83,36 +82,13 @@ function resolve(options: TextLogOptions): Resolved {
   };
 }
 
-class LogFile {
-  private fd: number | null = null;
-  private failed = false;
-  constructor(readonly path: string) {}
-  write(text: string): void {
-    if (this.failed) return;
-    try {
-      if (this.fd === null) {
-        mkdirSync(join(this.path, ".."), { recursive: true });
-        this.fd = openSync(this.path, "a");
-      }
-      writeSync(this.fd, text);
-    } catch (error) {
-      this.failed = true;
-      reportError(`textlog.write:${this.path}`, `could not write ${this.path}: ${describeError(error)}; text logs go to the console only`);
-    }
-  }
-  close(): void {
-    if (this.fd !== null) closeSync(this.fd);
-    this.fd = null;
-  }
-}
-
 /** The process-wide state of text logging. */
 class TextLogs {
   options: Resolved = resolve({});
   readonly root: Logger;
   readonly loggers = new Map<string, Logger>();
-  main: LogFile | null = null;
-  merged: LogFile | null = null;
+  main: AppendFile | null = null;
+  merged: AppendFile | null = null;
   mergedPrefix = "";
   early: string[] = [];
   runDir: string | null = null;
@@ -129,8 +105,8 @@ class TextLogs {
     this.detach();
     this.runDir = run.runDir;
     const logs = join(run.runDir, "logs");
-    this.main = run.role === "controller" ? new LogFile(join(logs, "main.log")) : null;
-    this.merged = new LogFile(join(logs, "merged.log"));
+    this.main = run.role === "controller" ? new AppendFile(join(logs, "main.log")) : null;
+    this.merged = new AppendFile(join(logs, "merged.log"));
     this.mergedPrefix = `[${run.identity.rankName}]`.padEnd(16);
     const early = this.early;
     this.early = [];
@@ -172,13 +148,13 @@ class TextLogs {
   }
 
   private writeFiles(text: string): void {
-    this.main?.write(`${text}\n`);
+    this.main?.appendSync(`${text}\n`);
     if (this.merged !== null) {
       const prefixed = text
         .split("\n")
         .map((l) => `${this.mergedPrefix} ${l}`)
         .join("\n");
-      this.merged.write(`${prefixed}\n`);
+      this.merged.appendSync(`${prefixed}\n`);
     }
   }
 }

@@ -12,8 +12,7 @@
  * concurrent async scopes) gets a lane of its own, so every row of the trace nests cleanly.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { closeSync, mkdirSync, openSync, writeSync } from "node:fs";
-import { dirname } from "node:path";
+import { createFileOnce } from "../io/atomic-write.js";
 import { isMainThread, threadId } from "node:worker_threads";
 import { describeValue } from "../core/collector.js";
 import { describeError, reportError, warn } from "../core/diagnostics.js";
@@ -451,19 +450,7 @@ function argsText(args: Record<string, unknown> | undefined, name: string): stri
  * Synchronous, once per file, off the caller's path.
  */
 function beginFile(path: string): void {
-  try {
-    mkdirSync(dirname(path), { recursive: true });
-    const fd = openSync(path, "wx");
-    try {
-      writeSync(fd, TRACE_FILE_HEADER);
-    } finally {
-      closeSync(fd);
-    }
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EEXIST") {
-      reportError(`file.write:${path}`, `could not create ${path}: ${describeError(error)}; trace events are dropped and counted`);
-    }
-  }
+  createFileOnce(path, TRACE_FILE_HEADER, "trace events are dropped and counted");
 }
 
 /**

@@ -9,8 +9,9 @@
  * then hand text to an `AppendFile` off the hot path, and write what is left synchronously at exit.
  */
 import { join } from "node:path";
-import { AppendFile } from "../backends/append-file.js";
+import { AppendFile } from "../io/append-file.js";
 import { currentRun, onRunChange } from "../run/current.js";
+import { registerDrain } from "../core/lifecycle.js";
 
 /** Where and as whom a tracer writes; every field optional, the current run fills the rest. */
 export interface RankFileOptions {
@@ -72,7 +73,6 @@ export function appendFileFor(path: string): AppendFile {
 
 type ExitWriter = () => void;
 const exitWriters = new Set<ExitWriter>();
-let exitHooked = false;
 
 function writeAllSync(): void {
   for (const writer of exitWriters) {
@@ -85,37 +85,31 @@ function writeAllSync(): void {
   for (const file of files.values()) file.writeQueuedSync();
 }
 
-/**
- * Listeners carrying this mark only save data on a signal; when every listener of a signal has it,
- * the process still terminates as it would without them. Other rankscope parts may use the mark.
- */
-export const SIGNAL_SAVER_MARK = Symbol.for("rankscope.signalSaver");
-
-const onSignal = Object.assign(
-  (signal: NodeJS.Signals): void => {
-    writeAllSync();
-    const others = process.listeners(signal).filter((l) => (l as unknown as Record<symbol, unknown>)[SIGNAL_SAVER_MARK] !== true);
-    if (others.length === 0) {
-      process.removeListener(signal, onSignal);
-      process.kill(process.pid, signal);
-    }
-  },
-  { [SIGNAL_SAVER_MARK]: true },
-);
+let unregister: (() => void) | null = null;
 
 /**
- * Register a synchronous writer to run at process exit (and on SIGINT/SIGTERM, which then still
- * terminate the process when no other handler is installed). Returns an unregister function.
+ * Register a synchronous writer to run at process end: `beforeExit`, `exit`, and SIGINT/SIGTERM
+ * (through the process lifecycle, src/core/lifecycle.ts, which then ends the process by the signal).
+ * Returns an unregister function.
  */
 export function onExitWriteSync(writer: ExitWriter): () => void {
   exitWriters.add(writer);
-  if (!exitHooked) {
-    exitHooked = true;
-    // beforeExit: the loop is idle, so a sync write cannot overtake one in flight; exit: process.exit().
-    process.on("beforeExit", writeAllSync);
-    process.on("exit", writeAllSync);
-    process.on("SIGINT", onSignal);
-    process.on("SIGTERM", onSignal);
-  }
-  return () => exitWriters.delete(writer);
+  // beforeExit: the loop is idle, so a sync write cannot overtake one in flight; exit: process.exit(),
+  // and the last step after a signal's drains.
+  unregister ??= registerDrain({
+    name: "trace and session files",
+    stage: "producer",
+    drain: ({ reason }) => {
+      if (reason === "beforeExit") writeAllSync();
+    },
+    exit: writeAllSync,
+  });
+  return () => {
+    exitWriters.delete(writer);
+    if (exitWriters.size === 0) {
+      // What is queued still goes out: the files' own async loop or the next exit write.
+      unregister?.();
+      unregister = null;
+    }
+  };
 }

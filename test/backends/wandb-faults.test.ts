@@ -15,7 +15,7 @@ import { LocalRankHandle, RankRuntime } from "../../src/transport/rank/runtime.j
 import { Collector, recordMetric } from "../../src/core/collector.js";
 import { diagnosticCounts } from "../../src/core/diagnostics.js";
 import { Reduce } from "../../src/core/registry.js";
-import type { BackendOptions } from "../../src/backends/backend.js";
+import type { BackendConfigOf } from "../../src/backends/options.js";
 import { syncSpool, WandbBackend, type FileStreamBody } from "../../src/backends/wandb/index.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
 import { API_KEY, FAST, allFiles, filesContainingKey, resetProcess, startServer, valuesOf } from "./wandb-helpers.js";
@@ -32,7 +32,7 @@ afterEach(async () => {
   assert.deepEqual(server.violations, [], "the strict server saw requests that break the W&B contract");
 });
 
-function config(extra: Record<string, unknown> = {}): BackendOptions {
+function config(extra: Partial<BackendConfigOf<"wandb">> = {}): BackendConfigOf<"wandb"> {
   return { loggingMode: "global_reduce", baseUrl: server.baseUrl, apiKey: API_KEY, project: "faults", ...FAST, ...extra };
 }
 

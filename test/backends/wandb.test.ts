@@ -12,7 +12,8 @@ import { LocalRankHandle, RankRuntime } from "../../src/transport/rank/runtime.j
 import { Collector, recordMetric } from "../../src/core/collector.js";
 import { diagnosticCounts } from "../../src/core/diagnostics.js";
 import { Reduce } from "../../src/core/registry.js";
-import type { BackendOptions, RankIdentity } from "../../src/backends/backend.js";
+import type { RankIdentity } from "../../src/backends/backend.js";
+import type { BackendConfigOf } from "../../src/backends/options.js";
 import { WandbBackend } from "../../src/backends/wandb/index.js";
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -36,7 +37,7 @@ afterEach(() => {
   assert.deepEqual(violations, [], "the strict server saw requests that break the W&B contract");
 });
 
-function wandbConfig(extra: Record<string, unknown> = {}): BackendOptions {
+function wandbConfig(extra: Partial<BackendConfigOf<"wandb">> = {}): BackendConfigOf<"wandb"> {
   return { loggingMode: "global_reduce", baseUrl: server.baseUrl, apiKey: API_KEY, entity: "team", project: "proj", ...FAST, ...extra };
 }
 
@@ -218,6 +219,7 @@ describe("wandb global_reduce", () => {
 
   it("rejects invalid options with a message that lists what is valid", async () => {
     const logger = new MetricLogger({ runDir: tempDir() });
+    // @ts-expect-error -- an invalid mode is a compile error too; this checks the runtime error
     await assert.rejects(logger.initBackends({ wandb: { loggingMode: "global_reduce", mode: "sometimes" } }), /mode must be one of: online, offline, disabled/);
     await assert.rejects(logger.initBackends({ wandb: { loggingMode: "global_reduce", runId: "a/b" } }), /runId may contain only/);
     await assert.rejects(logger.initBackends({ wandb: { loggingMode: "global_reduce", baseUrl: "wandb.ai" } }), /baseUrl must be an http\(s\) URL/);
@@ -226,7 +228,7 @@ describe("wandb global_reduce", () => {
 });
 
 describe("wandb per-rank modes (ranks driven in-process with distinct identities)", () => {
-  async function twoRanks(config: Record<string, unknown>, experiment: string, runConfig?: unknown): Promise<{ logger: MetricLogger; ranks: RankRuntime[]; runDir: string }> {
+  async function twoRanks(config: BackendConfigOf<"wandb">, experiment: string, runConfig?: unknown): Promise<{ logger: MetricLogger; ranks: RankRuntime[]; runDir: string }> {
     const runDir = tempDir();
     const logger = new MetricLogger({ runDir, experiment, trial: "t1", processName: "Controller" });
     const ranks = [0, 1].map((r) => new RankRuntime(identity(r), new Collector()));

@@ -183,6 +183,12 @@ describe("rankscope export", () => {
     );
     assert.match(r.stderr, /\[#+\] 100% {2}4\/4 series, 5 points/);
     assert.match(r.stderr, /wrote 5 points of 4 series to/);
+    // stderr is a pipe here, not a terminal: the bar is printed once, in its final state.
+    assert.deepEqual(
+      r.stderr.split("\n").filter((line) => line.includes("series,")),
+      ["[##############################] 100%  4/4 series, 5 points"],
+    );
+    assert.ok(!r.stderr.includes("\r"), "no carriage returns outside a terminal");
   });
 
   test("--format jsonl to stdout keeps NaN and ±Infinity as proto3 JSON strings", () => {
@@ -214,7 +220,8 @@ describe("rankscope demo", () => {
     const cwd = tempDir();
     const r = cli(["demo", "--steps", "2"], cwd);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /Open the dashboard with:\n {2}npx rankscope ui --root runs\n/);
+    assert.match(r.stderr, /^rankscope: this run's data is in runs\/default\/\S+\nrankscope: open the dashboard with: npx rankscope ui --root runs$/m);
+    assert.equal(r.stderr.split("this run's data is in").length - 1, 1, "said once, by the controller only");
     const runs = JSON.parse(cli(["runs", "--json"], cwd).stdout) as { experiment: string; status: string }[];
     assert.equal(runs.length, 1);
     assert.equal(runs[0]?.status, "finished");

@@ -170,6 +170,7 @@ test("invalid settings are TypeErrors naming the setting, its source and what is
 
 test("an invalid store option makes initBackends throw the TypeError, before anything starts", async () => {
   const logger = await getOrCreateMetricLogger({ runDir: scratch() });
+  // @ts-expect-error -- a wrong option type is a compile error too; this checks the runtime error
   await assert.rejects(logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: "yes" } }), {
     name: "TypeError",
     message: 'store option waitForWrites must be true or false, got "yes"',

@@ -65,13 +65,16 @@ test("samples print as JSON under SAMPLE LOGS, quantiles as key/pNN", async () =
 
 test("config errors name the backend and list what is valid", async () => {
   const logger = await getOrCreateMetricLogger();
+  // @ts-expect-error -- a missing loggingMode is a compile error too; this checks the runtime error
   await assert.rejects(logger.initBackends({ console: {} }), {
     name: "TypeError",
     message: 'backend "console": loggingMode is required; valid: global_reduce, per_rank_reduce, per_rank_no_reduce',
   });
+  // @ts-expect-error -- an invalid loggingMode is a compile error too; this checks the runtime error
   await assert.rejects(logger.initBackends({ console: { loggingMode: "global" } }), {
     message: 'backend "console": loggingMode "global" is not valid; valid: global_reduce, per_rank_reduce, per_rank_no_reduce',
   });
+  // @ts-expect-error -- an unknown backend is a compile error too; this checks the runtime error
   await assert.rejects(logger.initBackends({ mlflow: { loggingMode: "global_reduce" } }), /unknown backend "mlflow"; registered: .*console.*jsonl/);
   await assert.rejects(logger.initBackends({ console: "yes" } as never), /backend "console": config must be an object/);
   await assert.rejects(logger.initBackends({ console: { loggingMode: "global_reduce", every: 0 } }), /every must be a positive integer/);

@@ -135,6 +135,7 @@ describe("store backend", () => {
 
   test("bad options are refused with what is valid", async () => {
     const logger = await getOrCreateMetricLogger({ root: tempDir(), experiment: "exp", trial: "bad" });
+    // @ts-expect-error -- a wrong option type is a compile error too; this checks the runtime error
     await assert.rejects(logger.initBackends({ store: { loggingMode: "global_reduce", worker: "yes" } }), {
       name: "TypeError",
       message: 'store option worker must be true or false, got "yes"',

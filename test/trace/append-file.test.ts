@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { AppendFile } from "../../src/backends/append-file.js";
+import { AppendFile } from "../../src/io/append-file.js";
 import { tempDir } from "../helpers.js";
 
 describe("AppendFile with bytes", () => {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, it } from "node:test";
@@ -84,6 +84,18 @@ describe("traces merge", () => {
     assert.match(cli.stderr, /merging traces \[#+\] 100%/);
     assert.match(cli.stderr, /rank-1\.jsonl ends in a cut-off line \(a crash\?\); merged up to its last full event/);
     JSON.parse(readFileSync(join(runDir, "traces", "trace.json"), "utf8"));
+  });
+
+  it("takes experiment/trial under --root, like tail and export", () => {
+    const runs = tempDir();
+    mkdirSync(join(runs, "exp"));
+    renameSync(handWrittenRun(), join(runs, "exp", "t1"));
+    const cli = spawnSync(process.execPath, ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", "exp/t1", "--root", runs], { encoding: "utf8", cwd: root });
+    assert.equal(cli.status, 0, cli.stderr);
+    assert.match(cli.stdout, /merged 15 events from 3 rank file\(s\) into .*exp.t1.traces.trace\.json/);
+    const missing = spawnSync(process.execPath, ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", "exp/t2", "--root", runs], { encoding: "utf8", cwd: root });
+    assert.equal(missing.status, 1);
+    assert.match(missing.stderr, /no run "exp\/t2": none of .*exp.t2.traces exists/);
   });
 
   it("says what is missing for a directory without traces", () => {

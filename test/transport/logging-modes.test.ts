@@ -5,12 +5,13 @@
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import type { LoggingMode } from "../../src/core/metric.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { captureStdout, tempDir } from "../helpers.js";
 import { consoleOutput, SUM_RANK } from "./support.js";
 
-async function runSeedJob(kind: "process" | "thread", loggingMode: string): Promise<{ out: string; rankNames: string[] }> {
+async function runSeedJob(kind: "process" | "thread", loggingMode: LoggingMode): Promise<{ out: string; rankNames: string[] }> {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir() });
   let rankNames: string[] = [];
   const out = await captureStdout(async () => {

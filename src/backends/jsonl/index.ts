@@ -13,7 +13,7 @@
 import { isAbsolute, join } from "node:path";
 import { jsonNumberText, nonFiniteReplacer } from "../../core/json.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
-import { AppendFile } from "../append-file.js";
+import { AppendFile } from "../../io/append-file.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 

@@ -26,7 +26,8 @@ import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../c
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 import { GLOBAL_RANK, storePath } from "./schema.js";
-import type { WorkerReply, WorkerRequest } from "./writer-worker.js";
+import type { WorkerReply, WorkerRequest, WriterThreadData } from "./writer-worker.js";
+import { endingAbnormally, registerDrain } from "../../core/lifecycle.js";
 import { ColumnBuilder, columnBuffers } from "./columns.js";
 import { StoreWriter, type HistogramEntry, type RawPoint, type SamplesEntry, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
 
@@ -48,6 +49,11 @@ export { storePath, CHUNK_POINTS } from "./schema.js";
 interface WriterChannel {
   /** Send a request; `transfer` lists buffers the message gives away (not copied). */
   request(message: DistributiveOmit<WorkerRequest, "id">, transfer?: ArrayBuffer[]): Promise<void>;
+  /**
+   * At exit, where nothing can be awaited: send `message` and block until the writer handled it
+   * and everything before it, at most `waitMs`. False when the wait ran out.
+   */
+  requestSync(message: DistributiveOmit<WorkerRequest, "id">, waitMs: number): boolean;
   close(): Promise<void>;
 }
 
@@ -59,9 +65,10 @@ class WorkerChannel implements WriterChannel {
   private readonly waiting = new Map<number, { resolve: () => void; reject: (error: Error) => void }>();
   private nextId = 1;
   private dead: Error | null = null;
+  private readonly progress = new Int32Array(new SharedArrayBuffer(4));
 
   constructor() {
-    this.worker = startModuleWorker(siblingModule(import.meta.url, "writer-worker"));
+    this.worker = startModuleWorker(siblingModule(import.meta.url, "writer-worker"), { workerData: { progress: this.progress } satisfies WriterThreadData });
     this.worker.unref();
     this.worker.on("message", (reply: WorkerReply) => {
       const w = this.waiting.get(reply.id);
@@ -91,6 +98,20 @@ class WorkerChannel implements WriterChannel {
     });
   }
 
+  requestSync(message: DistributiveOmit<WorkerRequest, "id">, waitMs: number): boolean {
+    if (this.dead !== null) return false;
+    const id = this.nextId++;
+    this.worker.postMessage({ ...message, id } as WorkerRequest);
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const done = Atomics.load(this.progress, 0);
+      if (done >= id) return true;
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      Atomics.wait(this.progress, 0, done, left);
+    }
+  }
+
   async close(): Promise<void> {
     await this.worker.terminate();
   }
@@ -114,6 +135,12 @@ class InlineChannel implements WriterChannel {
     } catch (error) {
       return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
+  }
+
+  requestSync(message: DistributiveOmit<WorkerRequest, "id">): boolean {
+    // Inline requests run synchronously; a failure is reported like any other exit-path failure.
+    this.request(message).catch((error: unknown) => reportError("store.exit", `the store could not be finished at exit: ${describeError(error)}`));
+    return true;
   }
 
   async close(): Promise<void> {
@@ -157,6 +184,7 @@ export class StoreBackend implements Backend {
   private readonly commitIntervalMs: number;
   /** Batches that could not be written (each reported, first per kind of error). */
   lostBatches = 0;
+  private unregisterDrain: (() => void) | null = null;
 
   constructor(options: BackendOptions) {
     ({ useWorker: this.useWorker, waitForWrites: this.waitForWrites, maxPendingBatches: this.maxPendingBatches, commitIntervalMs: this.commitIntervalMs } = parseStoreOptions(options));
@@ -184,6 +212,14 @@ export class StoreBackend implements Backend {
       this.channel = null;
       throw new Error(`could not open the store ${storePath(context.runDir)}: ${describeError(error)}`, { cause: error });
     }
+    // At a signal its queued batches are written (the logger's shutdown marks the run crashed); at
+    // exit — process.exit(), an uncaught exception, after a signal — synchronously, run marked too.
+    this.unregisterDrain = registerDrain({
+      name: `store writer (${storePath(context.runDir)})`,
+      stage: "sink",
+      drain: () => (this.batchSize > 0 || this.inFlight.size > 0 ? this.drain() : undefined),
+      exit: ({ deadline }) => this.finishSync(Math.max(100, deadline - Date.now())),
+    });
   }
 
   logBatch(metrics: readonly Metric[], step: number): void {
@@ -244,17 +280,45 @@ export class StoreBackend implements Backend {
     while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
   }
 
-  async finish(status: WriterStatus = "finished"): Promise<void> {
+  /**
+   * End the writer: write what is queued, mark it `status` (default: `crashed` when the process is
+   * ending by a signal or an uncaught exception, else `finished`) and close the file.
+   */
+  async finish(status: WriterStatus = endingAbnormally() ? "crashed" : "finished"): Promise<void> {
     const channel = this.channel;
     if (channel === null) return;
     await this.drain();
     this.channel = null;
+    this.unregisterDrain?.();
+    this.unregisterDrain = null;
     try {
       await channel.request({ op: "finish", status });
     } catch (error) {
       reportError(`store.finish:${this.context?.runDir ?? ""}`, `could not mark the store of ${this.context?.runDir ?? "?"} finished: ${describeError(error)}`);
     }
     await channel.close();
+  }
+
+  /**
+   * The exit path (nothing can be awaited): hand the pending batch and a finish request to the
+   * writer and block until it has written them, at most `waitMs`. What it could not write in time
+   * is reported and counted.
+   */
+  finishSync(waitMs: number, status: WriterStatus = endingAbnormally() ? "crashed" : "finished"): void {
+    const channel = this.channel;
+    if (channel === null) return;
+    this.send();
+    this.channel = null;
+    this.unregisterDrain?.();
+    this.unregisterDrain = null;
+    if (!channel.requestSync({ op: "finish", status }, waitMs)) {
+      const queued = this.inFlight.size;
+      this.lostBatches += queued;
+      reportError(
+        `store.exit:${this.context?.runDir ?? ""}`,
+        `the store writer of ${storePath(this.context?.runDir ?? ".")} did not finish within ${waitMs} ms at exit; up to ${queued} batch(es) were not written and the run is not marked ended (raise RANKSCOPE_DRAIN_DEADLINE_MS)`,
+      );
+    }
   }
 
   private added(n: number): void {

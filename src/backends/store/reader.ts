@@ -19,14 +19,15 @@ import { parseNumber } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal, unpackFloat64 } from "./codec.js";
 import { Downsampler, POINTS_PER_BUCKET, type SeriesPoint, type XAxis } from "./downsample.js";
-import { BLOCK_FIELDS, BLOCK_POINTS, GLOBAL_RANK, openForReading, SERIES_KINDS, STORE_FILE, withBusyRetry, type KeyKind, type SeriesKind } from "./schema.js";
+import { BLOCK_FIELDS, BLOCK_POINTS, GLOBAL_RANK, SERIES_KINDS, STORE_FILE, withBusyRetry, type KeyKind, type SeriesKind } from "./schema.js";
+import { openForReading } from "./connection.js";
 import { storeFault } from "./store-file.js";
 
 export { GLOBAL_RANK, STORE_FILE, SERIES_KINDS, type KeyKind, type SeriesKind, type SeriesPoint, type XAxis };
 export { storeFault };
 
 /** A run's status: `running` while any writer has not finished (or a writer died without saying). */
-export type RunStatus = "running" | "finished" | "failed" | "unknown";
+export type RunStatus = "running" | "finished" | "failed" | "crashed" | "unknown";
 
 /** One run, as `listRuns` and `runInfo` describe it. Times are milliseconds since the epoch. */
 export interface RunSummary {
@@ -209,7 +210,7 @@ export class StoreReader {
     if (row === undefined) {
       return { runDir: this.runDir, experiment: null, trial: null, status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0 };
     }
-    const status: RunStatus = row.status === "running" || row.status === "finished" || row.status === "failed" ? row.status : "unknown";
+    const status: RunStatus = row.status === "running" || row.status === "finished" || row.status === "failed" || row.status === "crashed" ? row.status : "unknown";
     return {
       runDir: this.runDir,
       experiment: row.experiment,

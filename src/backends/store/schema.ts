@@ -16,8 +16,6 @@
  * - `samples`, `histograms`: JSON per key per flush.
  * - `config`: the run's hyperparameters and other documents, JSON by name.
  */
-import Database from "better-sqlite3";
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { STORE_FILE } from "./store-file.js";
 import { retrySync } from "../../core/retry.js";
@@ -54,7 +52,8 @@ export type KeyKind = SeriesKind | "sample" | "histogram";
 /** The valid series kinds, in the order messages list them. */
 export const SERIES_KINDS: readonly SeriesKind[] = ["scalar", "stream", "system"];
 
-const SCHEMA = `
+/** The tables and indexes, created by `openForWriting` (connection.ts). */
+export const SCHEMA = `
 CREATE TABLE IF NOT EXISTS run (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   experiment TEXT, trial TEXT, status TEXT NOT NULL,
@@ -127,41 +126,4 @@ export function isBusyError(error: unknown): boolean {
  */
 export function withBusyRetry<T>(fn: () => T, attempts = 20): T {
   return retrySync(fn, { attempts, initialMs: 10, maxMs: 200, shouldRetry: isBusyError });
-}
-
-/** Open (creating when missing) a run's store for writing: WAL, the schema, the busy timeout. */
-export function openForWriting(runDir: string): Database.Database {
-  mkdirSync(runDir, { recursive: true });
-  const db = new Database(storePath(runDir), { timeout: BUSY_TIMEOUT_MS });
-  try {
-    withBusyRetry(() => db.pragma("journal_mode = WAL"));
-    db.pragma("synchronous = NORMAL");
-    withBusyRetry(() =>
-      db.transaction(() => {
-        db.exec(SCHEMA);
-        db.pragma(`user_version = ${SCHEMA_VERSION}`);
-      }).immediate(),
-    );
-  } catch (error) {
-    db.close();
-    throw error;
-  }
-  return db;
-}
-
-/**
- * Open a run's store for reading. Throws an Error naming the run directory when it has no store.
- * Read-only where SQLite allows it; WAL lets it read while writers write.
- */
-export function openForReading(runDir: string): Database.Database {
-  const path = storePath(runDir);
-  let db: Database.Database;
-  try {
-    db = new Database(path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
-  } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    if (code === "SQLITE_CANTOPEN") throw new Error(`no rankscope store in ${runDir}: ${STORE_FILE} is missing (is it a run directory written with the "store" backend?)`, { cause: error });
-    throw error;
-  }
-  return db;
 }

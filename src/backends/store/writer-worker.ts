@@ -3,7 +3,7 @@
  * are synchronous), so the user's thread only posts batches. Messages are handled in order;
  * each gets a reply with its id, carrying the error message when it failed.
  */
-import { parentPort } from "node:worker_threads";
+import { parentPort, workerData } from "node:worker_threads";
 import { describeError } from "../../core/diagnostics.js";
 import { StoreWriter, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
 
@@ -19,7 +19,14 @@ export interface WorkerReply {
   readonly error?: string;
 }
 
+/** What the writer thread is started with. */
+export interface WriterThreadData {
+  /** `[0]`: the id of the last request handled, so the main thread can wait for it synchronously at exit. */
+  readonly progress?: Int32Array;
+}
+
 let writer: StoreWriter | null = null;
+const progress = (workerData as WriterThreadData | undefined)?.progress;
 
 function handle(request: WorkerRequest): void {
   switch (request.op) {
@@ -65,6 +72,10 @@ function drainQueue(): void {
       error = describeError(e);
     }
     for (const r of requests) parentPort?.postMessage((error === undefined ? { id: r.id } : { id: r.id, error }) satisfies WorkerReply);
+    if (progress !== undefined) {
+      Atomics.store(progress, 0, (requests[requests.length - 1] as WorkerRequest).id);
+      Atomics.notify(progress, 0);
+    }
   }
   lastCommit = performance.now();
 }

@@ -21,7 +21,8 @@ import { nonFiniteReplacer } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { packFloat64, toSqlReal, unpackFloat64 } from "./codec.js";
 import { ColumnBuilder, groupColumns, type PointColumns, type SeriesGroup } from "./columns.js";
-import { BLOCK_FIELDS, BLOCK_POINTS, CHUNK_POINTS, GLOBAL_RANK, openForWriting, withBusyRetry, type KeyKind } from "./schema.js";
+import { BLOCK_FIELDS, BLOCK_POINTS, CHUNK_POINTS, GLOBAL_RANK, withBusyRetry, type KeyKind } from "./schema.js";
+import { openForWriting } from "./connection.js";
 
 /** One reduced value of a scalar series. `rank` defaults to the writer's rank. */
 export interface ScalarPoint {
@@ -96,8 +97,11 @@ export interface StoreWriterOptions {
   readonly claimRankName?: boolean;
 }
 
-/** How a writer ends: `finished` after a clean shutdown, `failed` when the job reports a failure. */
-export type WriterStatus = "finished" | "failed";
+/**
+ * How a writer ends: `finished` after a clean shutdown, `failed` when the job reports a failure,
+ * `crashed` when its process ends by a signal or an uncaught exception (src/core/lifecycle.ts).
+ */
+export type WriterStatus = "finished" | "failed" | "crashed";
 
 interface SeriesState {
   /** Highest step packed into chunks (-Infinity when none). */
@@ -299,7 +303,8 @@ export class StoreWriter {
 
   /**
    * Mark this writer ended and close the file. The run's status becomes `finished` (or `failed`)
-   * once no writer of it is still running.
+   * once no writer of it is still running (`failed` if any writer failed, else `crashed` if any
+   * crashed).
    */
   finish(status: WriterStatus = "finished"): void {
     if (this.closed) return;
@@ -310,7 +315,8 @@ export class StoreWriter {
         const running = this.db.prepare("SELECT count(*) AS n FROM writers WHERE status = 'running'").get() as { n: number };
         if (running.n === 0) {
           const failed = this.db.prepare("SELECT count(*) AS n FROM writers WHERE status = 'failed'").get() as { n: number };
-          this.db.prepare("UPDATE run SET status = ?, ended_at = ?, updated_at = ? WHERE id = 1").run(failed.n > 0 ? "failed" : "finished", now, now);
+          const crashed = this.db.prepare("SELECT count(*) AS n FROM writers WHERE status = 'crashed'").get() as { n: number };
+          this.db.prepare("UPDATE run SET status = ?, ended_at = ?, updated_at = ? WHERE id = 1").run(failed.n > 0 ? "failed" : crashed.n > 0 ? "crashed" : "finished", now, now);
         }
       });
     } finally {

@@ -15,7 +15,7 @@
 import { stat } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
-import { AppendFile } from "../append-file.js";
+import { AppendFile } from "../../io/append-file.js";
 import { fileVersionEvent, sessionStartEvent } from "./events.js";
 import { frameRecords } from "./record.js";
 

@@ -17,6 +17,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { rankscopeVersion } from "../../run/run-files.js";
+import { registerDrain } from "../../core/lifecycle.js";
 import {
   createRunFiles,
   HISTORY_FILE,
@@ -158,6 +159,25 @@ export class RunWriter {
     } else {
       this.state = "connecting";
     }
+    // The process may end before finish() (process.exit(), an uncaught exception, a signal whose
+    // drain deadline cut finish() short): what was not sent goes to the spool, synchronously.
+    this.unregisterDrain = registerDrain({
+      name: `W&B run ${label}`,
+      stage: "logger",
+      exit: ({ reason }) => this.spoolAtExit(reason),
+    });
+  }
+
+  private readonly unregisterDrain: () => void;
+
+  /** Spool every unsent line (and the run's completion, as failed) now; for the exit path. */
+  private spoolAtExit(reason: string): void {
+    if (this.state === "finished") return;
+    if (this.target.lazy && !this.everEnqueued && this.connecting === null) return;
+    this.toSpool(`the process ended (${reason}) before everything was sent`, true);
+    if (this.target.sendsComplete) this.spool.append([{ complete: true, exitcode: this.exitcode ?? 1 }], this.absoluteOffsets);
+    this.state = "finished";
+    this.spool.writeSync();
   }
 
   /** False for a lazy writer (a rank's) that has had nothing to write: it creates no run, not even for run files. */
@@ -288,6 +308,7 @@ export class RunWriter {
       await this.sending;
     }
     this.state = "finished";
+    this.unregisterDrain();
     await this.spool.drain();
     if (this.spool.entries > 0 && (await this.recover(finishStarted + this.limits.finishTimeoutMs))) return;
     if (this.spool.entries > 0) {

@@ -18,10 +18,10 @@
  * line count at the first sync. No file of the spool ever holds the API key.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { mkdir, rename, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { describeError, reportError } from "../../core/diagnostics.js";
-import { AppendFile } from "../append-file.js";
+import { AppendFile } from "../../io/append-file.js";
+import { writeFileAtomic, writeFileAtomicSync } from "../../io/atomic-write.js";
 import { HISTORY_FILE, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
 import type { WandbResume } from "./options.js";
 
@@ -85,14 +85,27 @@ export class SpoolWriter {
     const path = join(this.dir, "run.json");
     this.runInfoWrite = this.runInfoWrite.then(async () => {
       try {
-        await mkdir(this.dir, { recursive: true });
-        const temp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
-        await writeFile(temp, text);
-        await rename(temp, path);
+        await writeFileAtomic(path, text);
       } catch (error) {
         reportError(`wandb.spool.runInfo:${path}`, `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`);
       }
     });
+  }
+
+  /**
+   * The exit path (nothing can be awaited): write run.json and everything appended so far
+   * synchronously. Failures are reported and counted like the async ones.
+   */
+  writeSync(): void {
+    if (this.runInfoText !== null) {
+      const path = join(this.dir, "run.json");
+      try {
+        writeFileAtomicSync(path, this.runInfoText);
+      } catch (error) {
+        reportError(`wandb.spool.runInfo:${path}`, `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`);
+      }
+    }
+    this.file.writeQueuedSync();
   }
 
   /**
@@ -103,8 +116,7 @@ export class SpoolWriter {
     const path = join(this.dir, "files", ...name.split("/"));
     this.fileWrites = this.fileWrites.then(async () => {
       try {
-        await mkdir(dirname(path), { recursive: true });
-        await writeFile(path, content);
+        await writeFileAtomic(path, content);
       } catch (error) {
         reportError(`wandb.spool.file:${path}`, `could not write ${path}: ${describeError(error)}; this run file is lost`);
       }

@@ -10,7 +10,8 @@
  * offsets count from 0).
  */
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { writeFileAtomicSync } from "../../io/atomic-write.js";
 import { basename, join } from "node:path";
 import { createRunFiles, HISTORY_FILE, PRIMARY_CLIENT_ID, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody } from "./api.js";
 import { putFile, withRetry, type Endpoint } from "./http.js";
@@ -87,8 +88,8 @@ function pendingFiles(dir: string, state: SyncState): { name: string; content: s
 
 function writeState(dir: string, state: SyncState): void {
   const path = join(dir, "sync.json");
-  writeFileSync(`${path}.tmp`, `${JSON.stringify(state, null, 2)}\n`);
-  renameSync(`${path}.tmp`, path);
+  // A unique temporary file: two syncs of one spool must not write into each other's.
+  writeFileAtomicSync(path, `${JSON.stringify(state, null, 2)}\n`);
 }
 
 /**

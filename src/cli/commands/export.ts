@@ -14,6 +14,7 @@ import { isInternalKey } from "../../core/internal-keys.js";
 import { jsonNumberText } from "../../core/json.js";
 import { openStore, type SeriesKind } from "../../backends/store/reader.js";
 import { resolveRunArg } from "../run-arg.js";
+import { ProgressLine, progressBar } from "../progress.js";
 
 /** The formats `export` writes. */
 export const EXPORT_FORMATS = ["csv", "jsonl"] as const;
@@ -24,22 +25,9 @@ function csvField(text: string): string {
   return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
-/** Draws `[#####-----]  50%  3/6 series, 12,000 points` on one line of stderr. */
-class ProgressBar {
-  private lastDrawn = -1;
-  constructor(private readonly total: number) {}
-  update(done: number, points: number): void {
-    const percent = this.total === 0 ? 100 : Math.floor((done / this.total) * 100);
-    if (percent === this.lastDrawn && done !== this.total) return;
-    this.lastDrawn = percent;
-    const width = 30;
-    const filled = Math.round((percent / 100) * width);
-    const bar = `[${"#".repeat(filled)}${"-".repeat(width - filled)}] ${String(percent).padStart(3)}%  ${done}/${this.total} series, ${points.toLocaleString("en-US")} points`;
-    process.stderr.write(process.stderr.isTTY ? `\r${bar}` : `${bar}\n`);
-  }
-  end(): void {
-    if (process.stderr.isTTY) process.stderr.write("\n");
-  }
+/** `[#####-----]  50%  3/6 series, 12,000 points`. */
+function exportProgress(done: number, total: number, points: number): string {
+  return `${progressBar(total === 0 ? 1 : done / total)}  ${done}/${total} series, ${points.toLocaleString("en-US")} points`;
 }
 
 async function write(out: WriteStream | NodeJS.WriteStream, text: string): Promise<void> {
@@ -69,10 +57,10 @@ export function registerExportCommand(program: Command): void {
         for (const rank of k.ranks) series.push({ key: k.key, kind: k.kind, rank });
       }
       const out = options.out === undefined ? process.stdout : createWriteStream(options.out);
-      const bar = new ProgressBar(series.length);
+      const bar = new ProgressLine();
       let points = 0;
       if (format === "csv") await write(out, "key,kind,rank,step,wall,value\n");
-      bar.update(0, 0);
+      bar.update(exportProgress(0, series.length, 0));
       for (const [i, s] of series.entries()) {
         const result = reader.series(s.key, { kind: s.kind, rank: s.rank, maxPoints: Infinity, x: s.kind === "scalar" ? "step" : "wall" });
         const keyText = format === "csv" ? csvField(s.key) : JSON.stringify(s.key);
@@ -89,7 +77,7 @@ export function registerExportCommand(program: Command): void {
         }
         await write(out, text);
         points += result.points.length;
-        bar.update(i + 1, points);
+        bar.update(exportProgress(i + 1, series.length, points), i + 1 === series.length);
       }
       bar.end();
       if (out !== process.stdout) {

@@ -4,12 +4,11 @@
  * no-op. Progress goes to stderr as a bar; the summary line to stdout.
  */
 import type { Command } from "commander";
+import { ProgressLine, progressBar } from "../progress.js";
 
-/** A one-line progress bar for stderr: `[#####-----]  50%  500/1000 lines  run-id`. */
-export function progressBar(done: number, total: number, label: string, width = 30): string {
-  const fraction = total === 0 ? 1 : Math.min(1, done / total);
-  const filled = Math.round(fraction * width);
-  return `[${"#".repeat(filled)}${"-".repeat(width - filled)}] ${String(Math.round(fraction * 100)).padStart(3)}%  ${done}/${total} lines  ${label}`;
+/** `[#####-----]  50%  500/1000 lines  run-id`. */
+function syncProgress(done: number, total: number, label: string): string {
+  return `${progressBar(total === 0 ? 1 : done / total)}  ${done}/${total} lines  ${label}`;
 }
 
 export function registerWandbCommand(program: Command): void {
@@ -21,18 +20,12 @@ export function registerWandbCommand(program: Command): void {
     .option("--base-url <url>", "W&B server (default: the one the spool was written for)")
     .action(async (run: string, options: { baseUrl?: string }) => {
       const { syncSpool } = await import("../../backends/wandb/index.js");
-      const tty = process.stderr.isTTY === true;
-      let lastDrawn = "";
+      const bar = new ProgressLine();
       const result = await syncSpool(run, {
         ...(options.baseUrl === undefined ? {} : { baseUrl: options.baseUrl }),
-        onProgress: ({ runId, done, total }) => {
-          const line = progressBar(done, total, runId);
-          if (line === lastDrawn) return;
-          lastDrawn = line;
-          process.stderr.write(tty ? `\r${line}` : `${line}\n`);
-        },
+        onProgress: ({ runId, done, total }) => bar.update(syncProgress(done, total, runId), done >= total),
       });
-      if (tty) process.stderr.write("\n");
+      bar.end();
       for (const r of result.runs) {
         process.stdout.write(
           `${r.runId}: ${r.linesSent} history line(s) sent, ${r.linesSkipped} already on the server${r.completed ? ", run marked complete" : ""} (${r.requests} request(s))\n`,

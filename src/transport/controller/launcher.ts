@@ -16,6 +16,7 @@
  * deregistered; `shutdown` kills any rank that does not stop by its deadline, and ranks are killed
  * when this process exits, so none is ever left running.
  */
+import { endingReason, registerDrain } from "../../core/lifecycle.js";
 import { fork, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { isAbsolute, resolve as resolvePath } from "node:path";
@@ -111,12 +112,12 @@ export class RankGroup {
    */
   async fanout<T = unknown>(fn: string, ...args: unknown[]): Promise<T[]> {
     const live = this.spawned.filter((s) => s.handle.closed === null);
-    return (await Promise.all(live.map((s) => s.handle.call(fn, args)))) as T[];
+    return (await quietWhileEnding(Promise.all(live.map((s) => s.handle.call(fn, args))))) as T[];
   }
 
   /** Call an exported function on one rank. */
   async call<T = unknown>(rankName: string, fn: string, ...args: unknown[]): Promise<T> {
-    return (await this.find(rankName).handle.call(fn, args)) as T;
+    return (await quietWhileEnding(this.find(rankName).handle.call(fn, args))) as T;
   }
 
   /**
@@ -157,18 +158,54 @@ export class RankGroup {
   }
 }
 
+/**
+ * A call that fails because the lifecycle is stopping the ranks at a signal never settles: the
+ * process is about to end by that signal, and the user's loop must not see a rejection (it would
+ * become an uncaught exception and change how the process ends).
+ */
+function quietWhileEnding<T>(call: Promise<T>): Promise<T> {
+  return call.catch((error: unknown) => {
+    const reason = endingReason();
+    if (reason === "SIGINT" || reason === "SIGTERM") return new Promise<T>(() => undefined);
+    throw error;
+  });
+}
+
+/**
+ * Reading a worker's piped stdout/stderr refs the worker's internal port until the stream ends
+ * (Node's `ReadableWorkerStdio`), so an idle thread rank would keep the controller alive even
+ * after `worker.unref()`, and a job that forgot `shutdown()` would never reach `beforeExit`. Node
+ * has no public switch for it; the stream's own flag (`kIncrementsPortRef`) is turned off when
+ * present. Where it is not (another Node version), thread ranks keep the process alive as before
+ * and `shutdown()` ends them; child-process ranks are unaffected.
+ */
+function readWithoutKeepingAlive(stream: NodeJS.ReadableStream): void {
+  const flag = Object.getOwnPropertySymbols(stream).find((s) => s.description === "kIncrementsPortRef");
+  if (flag !== undefined) (stream as unknown as Record<symbol, unknown>)[flag] = false;
+}
+
 /** Replica indexes handed out per process name, so two groups of one name get distinct ids. */
 const replicaCounters = new Map<string, number>();
 
-/** Every child and worker started here, killed if this process exits without shutting them down. */
+/** Every child process started here, stopped if this process exits without shutting them down. */
 const liveChildren = new Set<ChildProcess>();
-let exitHookInstalled = false;
+let exitDrainRegistered = false;
 
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.once("exit", () => {
-    for (const child of liveChildren) child.kill("SIGKILL");
+/**
+ * A drain of the process lifecycle (src/core/lifecycle.ts): at exit, children still alive (the
+ * logger's shutdown did not stop them, or the process ended by `process.exit()` or an uncaught
+ * exception) get SIGTERM — their own lifecycle writes what they hold, within their drain deadline,
+ * and ends them; one that ignores it exits when its IPC channel closes (rank-entry).
+ */
+function registerExitDrain(): void {
+  if (exitDrainRegistered) return;
+  exitDrainRegistered = true;
+  registerDrain({
+    name: "rank processes",
+    stage: "logger",
+    exit: () => {
+      for (const child of liveChildren) child.kill("SIGTERM");
+    },
   });
 }
 
@@ -219,7 +256,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   const module = moduleHref(options.module);
   const entry = entryUrl();
   const tsx = needsTsx(entry, module);
-  installExitHook();
+  registerExitDrain();
 
   const firstReplica = replicaCounters.get(processName) ?? 0;
   replicaCounters.set(processName, firstReplica + replicas);
@@ -354,6 +391,13 @@ function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env:
     serialization: "json",
   });
   liveChildren.add(child);
+  // An idle rank does not keep the controller alive: every request to it has a referenced
+  // deadline timer, so the loop waits for replies, but a job that forgot shutdown() reaches
+  // beforeExit, where the lifecycle shuts the logger (and these ranks) down.
+  child.unref();
+  child.channel?.unref();
+  (child.stdout as unknown as { unref?: () => void } | null)?.unref?.();
+  (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
   const from = `rank ${identity.rankName} (child process ${child.pid ?? "?"})`;
   const carrier: RankCarrier = {
     description: `child process ${child.pid ?? "?"}`,
@@ -395,6 +439,7 @@ function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, env: 
   const { identity } = assignment;
   const workerData = { rankscopeRank: assignment };
   const worker = startModuleWorker(entry, { typeScript: tsx, what: RANK_MODULE, workerData, env: { ...process.env, ...env }, stdout: true, stderr: true });
+  for (const stream of [worker.stdout, worker.stderr]) readWithoutKeepingAlive(stream);
   const from = `rank ${identity.rankName} (worker thread ${worker.threadId})`;
   let running = true;
   const carrier: RankCarrier = {
@@ -432,5 +477,8 @@ function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, env: 
       resolve(reason);
     });
   });
+  // As for child processes: an idle thread rank does not keep the controller alive. After the
+  // listeners: adding a "message" listener refs the worker's port again.
+  worker.unref();
   return { spawned, registered: router.waitRegistered, exited, gone };
 }

@@ -3,7 +3,7 @@
  * init, what it answers a flush with, and the handle through which the controller asks it.
  * Shared by both sides (the rank side never imports the controller side, nor the reverse).
  */
-import type { BackendsConfig } from "../../controller/config.js";
+import type { UncheckedBackendsConfig } from "../../controller/config.js";
 import type { KeyState } from "../../core/collector.js";
 /** Where a run's files go and where it starts. */
 export interface RunInfo {
@@ -17,7 +17,7 @@ export interface RunInfo {
 /** What the controller sends a rank at `initBackends` (or when the rank registers late). */
 export interface RankInit {
   /** Only the per-rank backends (`per_rank_reduce`, `per_rank_no_reduce`). */
-  readonly backends: BackendsConfig;
+  readonly backends: UncheckedBackendsConfig;
   /** Per backend name: what the controller-side instance handed to ranks (e.g. a shared run id). */
   readonly primaryMetadata: Readonly<Record<string, Readonly<Record<string, unknown>>>>;
   readonly run: RunInfo;

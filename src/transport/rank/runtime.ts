@@ -6,6 +6,7 @@
  * init (the per-rank backend configs and the primary backends' metadata), flush(step) → states,
  * and shutdown.
  */
+import { registerDrain } from "../../core/lifecycle.js";
 import type { BackendContext, RankIdentity } from "../../backends/backend.js";
 import { getCollector, type Collector, type MetricEntry, type StreamProducer } from "../../core/collector.js";
 import type { StreamRecord } from "../../core/metric.js";
@@ -84,6 +85,8 @@ export class RankRuntime {
   private streamBackends = BackendSet.empty();
   /** True while this runtime's per_rank_no_reduce backends are fed by this thread's stream ring. */
   private usesStreamRing = false;
+  /** A rank's runtime (not the controller's own) finishes its per-rank backends at a signal. */
+  private unregisterDrain: (() => void) | null = null;
 
   constructor(
     readonly identity: RankIdentity,
@@ -100,6 +103,14 @@ export class RankRuntime {
       setCurrentRun({ runDir: message.run.runDir, experiment: message.run.experiment, trial: message.run.trial, identity: this.identity, role: "rank" });
     }
     if (message.run.resumeStep > 0) this.collector.step = message.run.resumeStep;
+    if (currentRun()?.role === "rank" && this.unregisterDrain === null) {
+      // The controller's logger finishes its own runtime; a rank's runtime is its process's logger.
+      this.unregisterDrain = registerDrain({
+        name: `rank ${this.identity.rankName} per-rank backends`,
+        stage: "logger",
+        drain: ({ reason }) => (reason === "SIGINT" || reason === "SIGTERM" ? this.shutdown() : undefined),
+      });
+    }
     const validated = await validateBackendsConfig(message.backends);
     const context = (v: ValidatedBackend): BackendContext => this.contextFor(v, message);
     this.reduceBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_reduce"), context);
@@ -163,6 +174,8 @@ export class RankRuntime {
 
   /** Finish the per-rank backends. */
   async shutdown(): Promise<void> {
+    this.unregisterDrain?.();
+    this.unregisterDrain = null;
     await this.stopBackends();
   }
 

@@ -1,0 +1,116 @@
+/**
+ * The compile-time shape of a backends config: `initBackends({ console: { loggingMode: "global_reduce" } })`.
+ *
+ * Types only (no runtime code): the runtime checks stay in `controller/config.ts` (zod, for
+ * JavaScript callers and configs read from files). These types make the same mistakes compile
+ * errors for TypeScript callers: a `loggingMode` that is not one of the three, an option a backend
+ * does not know (`evrey`), a backend name that is not registered (`tensorbaord`).
+ *
+ * Each backend's own options live in `BackendOptionsMap`, keyed by its registered name. A backend
+ * added with `registerBackend` gets typed options with one declaration (declaration merging):
+ *
+ * ```ts
+ * declare module "rankscope" {
+ *   interface BackendOptionsMap { csv: { file?: string } }
+ * }
+ * ```
+ *
+ * A config entry whose key is not a backend name (an alias, `store_per_rank`) must say `type`.
+ */
+import type { LoggingMode } from "../core/metric.js";
+import type { WandbOptions } from "./wandb/options.js";
+
+/** Options of the `console` backend. */
+export type ConsoleBackendOptions = {
+  /** `"list"` (default, one key per line) or `"grid"` (AReaL's box-drawn table). */
+  layout?: "list" | "grid";
+  /** Key/value pairs per row of the grid (default 4). */
+  pairsPerRow?: number;
+};
+
+/** Options of the `jsonl` backend. */
+export type JsonlBackendOptions = {
+  /** The file, relative to the run directory (default `metrics.jsonl` on the controller, `metrics-{rankName}.jsonl` per rank). */
+  file?: string;
+};
+
+/** Options of the `store` backend (the embedded SQLite store the dashboard reads). */
+export type StoreBackendOptions = {
+  /** Write from a worker thread (default true), so SQLite never blocks the loop. */
+  worker?: boolean;
+  /** `finish()` waits for every write (default false: bounded by the deadline). */
+  waitForWrites?: boolean;
+  /** Batches queued for the writer before new ones are dropped and counted (default 256). */
+  maxPendingBatches?: number;
+  /** Milliseconds between commits (default 200). */
+  commitIntervalMs?: number;
+};
+
+/** Options of the `tensorboard` backend. */
+export type TensorboardBackendOptions = {
+  /** The event-file directory, relative to the run directory (default `tensorboard`). */
+  dir?: string;
+  /** Also write rankscope's own keys (`…__count`, `rankscope/…`); default false. */
+  internal?: boolean;
+};
+
+/** Options of the `wandb` backend. */
+export type WandbBackendOptions = { [K in keyof WandbOptions]: WandbOptions[K] };
+
+/**
+ * Each registered backend's own options, by name. Built-in: `console`, `jsonl`, `store`,
+ * `tensorboard`, `wandb`. Add yours with declaration merging (see the module comment); a backend
+ * not listed here can still be used from JavaScript or through a `BackendsConfig` cast.
+ */
+export interface BackendOptionsMap {
+  console: ConsoleBackendOptions;
+  jsonl: JsonlBackendOptions;
+  store: StoreBackendOptions;
+  tensorboard: TensorboardBackendOptions;
+  wandb: WandbBackendOptions;
+}
+
+/** The name of a backend known to the compiler (a key of `BackendOptionsMap`). */
+export type BackendName = keyof BackendOptionsMap & string;
+
+/** Options every backend config takes besides its own (see `CommonBackendOptions` for their meaning). */
+export type BackendConfigBase = {
+  /** Required: how this backend sees the ranks. */
+  loggingMode: LoggingMode;
+  /** With a per-rank mode: ranks share one run (e.g. one W&B run) instead of one each. */
+  perRankShareRun?: boolean;
+  /**
+   * Log only every N-th flush. The skipped flushes are not lost: their values are merged into the
+   * one that is logged (a `mean` over all N flushes, a `sum` of all of them).
+   */
+  every?: number;
+  /** Milliseconds one call of this backend may take before the caller goes on without it. */
+  deadlineMs?: number;
+};
+
+/** The config of backend `N`: the common options, its own, and optionally `type: N`. */
+export type BackendConfigOf<N extends BackendName> = BackendConfigBase & BackendOptionsMap[N] & { type?: N };
+
+/** A config entry under an alias key: `type` names the backend, whose options it takes. */
+export type AliasedBackendConfig = { [N in BackendName]: BackendConfigBase & BackendOptionsMap[N] & { type: N } }[BackendName];
+
+/** Any one backend's config (for a key the compiler cannot see, e.g. `Record<string, …>`). */
+export type AnyBackendConfig = { [N in BackendName]: BackendConfigOf<N> }[BackendName];
+
+/** The config allowed under key `K`: a backend name takes its own options, any other key needs `type`. */
+export type BackendConfigFor<K> = string extends K ? AnyBackendConfig : K extends BackendName ? BackendConfigOf<K> | AliasedBackendConfig : AliasedBackendConfig;
+
+/**
+ * The config of every backend, by name: `{ console: { loggingMode: "global_reduce" } }`.
+ *
+ * Without a type argument (a variable annotated `BackendsConfig`), any key is allowed and each
+ * value must be some backend's config. Functions that take a config (`initBackends`, `Logger`)
+ * infer `C` from the literal, so a key must be a backend name or carry `type`.
+ */
+export type BackendsConfig<C extends object = Readonly<Record<string, AnyBackendConfig>>> = { readonly [K in keyof C]: Readonly<BackendConfigFor<K>> };
+
+/** A backends config as the runtime sees it before validation (from JavaScript, a file, or a rank's init message). */
+export type UncheckedBackendsConfig = Readonly<Record<string, Readonly<Record<string, unknown>>>>;
+
+/** A `Logger` switch for a built-in backend: `true` for its defaults, or its options (`loggingMode` defaults to `global_reduce`). */
+export type BackendSwitchOf<N extends BackendName> = boolean | Readonly<Partial<BackendConfigBase> & BackendOptionsMap[N]>;

@@ -1,0 +1,45 @@
+/**
+ * Connections to a run's store. Kept apart from `schema.ts` so that no public declaration file
+ * imports `better-sqlite3` (its types are a devDependency: a user with `skipLibCheck: false` would
+ * get TS7016 from `rankscope/store`).
+ */
+import Database from "better-sqlite3";
+import { mkdirSync } from "node:fs";
+import { BUSY_TIMEOUT_MS, SCHEMA, SCHEMA_VERSION, STORE_FILE, storePath, withBusyRetry } from "./schema.js";
+
+/** Open (creating when missing) a run's store for writing: WAL, the schema, the busy timeout. */
+export function openForWriting(runDir: string): Database.Database {
+  mkdirSync(runDir, { recursive: true });
+  const db = new Database(storePath(runDir), { timeout: BUSY_TIMEOUT_MS });
+  try {
+    withBusyRetry(() => db.pragma("journal_mode = WAL"));
+    db.pragma("synchronous = NORMAL");
+    withBusyRetry(() =>
+      db.transaction(() => {
+        db.exec(SCHEMA);
+        db.pragma(`user_version = ${SCHEMA_VERSION}`);
+      }).immediate(),
+    );
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  return db;
+}
+
+/**
+ * Open a run's store for reading. Throws an Error naming the run directory when it has no store.
+ * Read-only where SQLite allows it; WAL lets it read while writers write.
+ */
+export function openForReading(runDir: string): Database.Database {
+  const path = storePath(runDir);
+  let db: Database.Database;
+  try {
+    db = new Database(path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code === "SQLITE_CANTOPEN") throw new Error(`no rankscope store in ${runDir}: ${STORE_FILE} is missing (is it a run directory written with the "store" backend?)`, { cause: error });
+    throw error;
+  }
+  return db;
+}

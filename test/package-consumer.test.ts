@@ -1,0 +1,127 @@
+// A fresh consumer project type-checks against the packed tarball: `strict`, `skipLibCheck: false`,
+// NodeNext, importing every subpath export; and the config typos a newcomer makes are compile
+// errors (test/fixtures/consumer/index.ts: each `@ts-expect-error -- TEXT` line must be an error
+// whose message contains TEXT). Network-free: the tarball is unpacked into the project and our
+// runtime dependencies are linked from this checkout's node_modules (never the devDependencies).
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { createRequire } from "node:module";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const fixture = join(root, "test", "fixtures", "consumer", "index.ts");
+const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
+let scratch = "";
+let project = "";
+
+const EXPORTS = ["rankscope", "rankscope/store", "rankscope/ui", "rankscope/tensorboard", "rankscope/wandb", "rankscope/nats"];
+
+function typecheck(): { status: number | null; output: string } {
+  const run = spawnSync(process.execPath, [tsc, "-p", project], { cwd: project, encoding: "utf8", timeout: 120_000 });
+  return { status: run.status, output: `${run.stdout}${run.stderr}` };
+}
+
+before(() => {
+  assert.ok(existsSync(join(root, "dist", "index.d.ts")), "dist/ is missing: run `npm run build` first (npm test does)");
+  scratch = mkdtempSync(join(tmpdir(), "rankscope-consumer-"));
+  const pack = spawnSync("npm", ["pack", "--ignore-scripts", "--silent", "--pack-destination", scratch], { cwd: root, encoding: "utf8", timeout: 120_000 });
+  assert.equal(pack.status, 0, pack.stderr);
+  const tarball = readdirSync(scratch).find((f) => f.endsWith(".tgz"));
+  assert.ok(tarball !== undefined, `npm pack wrote no tarball: ${pack.stdout}`);
+
+  project = join(scratch, "app");
+  const installed = join(project, "node_modules", "rankscope");
+  mkdirSync(installed, { recursive: true });
+  const untar = spawnSync("tar", ["-xzf", join(scratch, tarball), "-C", installed, "--strip-components=1"], { encoding: "utf8" });
+  assert.equal(untar.status, 0, untar.stderr);
+  // What `npm install <tarball>` would bring: the runtime dependencies, plus the user's @types/node.
+  const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { dependencies: Record<string, string> };
+  for (const dep of [...Object.keys(manifest.dependencies), "@types/node"]) {
+    const link = join(project, "node_modules", dep);
+    mkdirSync(dirname(link), { recursive: true });
+    symlinkSync(join(root, "node_modules", dep), link, "dir");
+  }
+  writeFileSync(join(project, "package.json"), JSON.stringify({ name: "app", version: "1.0.0", private: true, type: "module" }));
+  writeFileSync(
+    join(project, "tsconfig.json"),
+    JSON.stringify({
+      compilerOptions: { strict: true, skipLibCheck: false, module: "NodeNext", moduleResolution: "NodeNext", target: "ES2022", noEmit: true, types: ["node"] },
+      files: ["index.ts"],
+    }),
+  );
+});
+
+after(() => {
+  if (scratch !== "") rmSync(scratch, { recursive: true, force: true });
+});
+
+test("the tarball holds no devDependency's types, and every subpath export type-checks for a strict NodeNext consumer with skipLibCheck: false", () => {
+  writeFileSync(join(project, "index.ts"), `${EXPORTS.map((e, i) => `import * as m${i} from "${e}";`).join("\n")}\nexport const modules = [${EXPORTS.map((_, i) => `m${i}`).join(", ")}];\n`);
+  const { status, output } = typecheck();
+  assert.equal(output.trim(), "", "tsc reported errors");
+  assert.equal(status, 0);
+});
+
+test("the package ships what its README links and what its source maps name", () => {
+  const installed = join(project, "node_modules", "rankscope");
+  const readme = readFileSync(join(installed, "README.md"), "utf8");
+  const linked = [...new Set([...readme.matchAll(/\bexamples\/[\w./-]+\.ts\b/g)].map((m) => m[0]))];
+  assert.ok(linked.length >= 3, `the README links ${linked.length} examples`);
+  for (const file of linked) assert.ok(existsSync(join(installed, file)), `the README links ${file}, which is not in the package`);
+  // Stack traces through the maps must name code the user has: every map carries its sources.
+  const maps: string[] = [];
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (entry.isDirectory()) walk(join(dir, entry.name));
+      else if (entry.name.endsWith(".js.map")) maps.push(join(dir, entry.name));
+    }
+  };
+  walk(join(installed, "dist"));
+  assert.ok(maps.length > 50, `found ${maps.length} source maps`);
+  for (const path of maps) {
+    const map = JSON.parse(readFileSync(path, "utf8")) as { sources: string[]; sourcesContent?: (string | null)[] };
+    assert.equal(map.sourcesContent?.length, map.sources.length, `${path} does not carry its sources`);
+    assert.ok(map.sourcesContent.every((c) => typeof c === "string" && c.length > 0), `${path} has an empty source`);
+  }
+});
+
+test("config typos, unknown backends and reduce names are compile errors; a registered backend's options are typed", () => {
+  const source = readFileSync(fixture, "utf8");
+  writeFileSync(join(project, "index.ts"), source);
+  // As written: clean (an `@ts-expect-error` line that stopped being an error is itself an error, TS2578).
+  const clean = typecheck();
+  assert.equal(clean.output.trim(), "", "the fixture does not type-check as written");
+  assert.equal(clean.status, 0);
+
+  // Without the directives: exactly the marked lines fail, each for the reason it names.
+  const lines = source.split("\n");
+  const expected = new Map<number, string>();
+  const stripped = lines.map((line, i) => {
+    const m = /^\s*\/\/ @ts-expect-error -- (.+)$/.exec(line);
+    if (m === null) return line;
+    expected.set(i + 2, (m[1] as string).trim()); // tsc's lines are 1-based: the next line
+    return "";
+  });
+  assert.ok(expected.size >= 8, `the fixture marks ${expected.size} lines`);
+  writeFileSync(join(project, "index.ts"), stripped.join("\n"));
+  const { output } = typecheck();
+  const errors = new Map<number, string>();
+  let last = 0;
+  for (const line of output.split("\n")) {
+    const m = /^index\.ts\((\d+),\d+\): error (.*)$/.exec(line);
+    if (m !== null) {
+      last = Number(m[1]);
+      errors.set(last, `${errors.get(last) ?? ""}${m[2] as string}\n`);
+    } else if (last !== 0 && line.startsWith(" ")) errors.set(last, `${errors.get(last) ?? ""}${line}\n`);
+  }
+  for (const [line, text] of expected) {
+    const error = errors.get(line);
+    assert.ok(error !== undefined, `line ${line} (${lines[line - 1]?.trim()}) is not an error`);
+    assert.ok(error.includes(text), `line ${line}: the error does not mention ${text}:\n${error}`);
+  }
+  assert.deepEqual([...errors.keys()].filter((l) => !expected.has(l)), [], `unexpected errors:\n${output}`);
+});
