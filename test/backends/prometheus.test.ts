@@ -167,10 +167,10 @@ describe("prometheus text formats and options", () => {
     const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
     await assert.rejects(logger.initBackends({ prometheus: { loggingMode: "global_reduce", port: 70000 } }), /port must be 0-65535/);
     await assert.rejects(logger.initBackends({ prometheus: { loggingMode: "global_reduce", labels: { rank: "x" } } }), /label "rank" is set by rankscope/);
-    await assert.rejects(logger.initBackends({ prometheus_remote_write: { loggingMode: "global_reduce" } }), /url must be the receiver's http\(s\) URL/);
+    await assert.rejects(logger.initBackends({ prometheus_remote_write: { loggingMode: "global_reduce" } as never }), /url must be the receiver's http\(s\) URL/);
     await assert.rejects(logger.initBackends({ prometheus: { loggingMode: "per_rank_no_reduce" } }), /exports reduced values: use loggingMode "global_reduce" or "per_rank_reduce"/);
     await assert.rejects(logger.initBackends({ otlp: { loggingMode: "per_rank_no_reduce" } }), /backend "otlp" exports reduced values/);
-    await assert.rejects(logger.initBackends({ otlp: { loggingMode: "global_reduce", temporality: "sometimes" } }), /temporality must be "cumulative" or "delta"/);
+    await assert.rejects(logger.initBackends({ otlp: { loggingMode: "global_reduce", temporality: "sometimes" as never } }), /temporality must be "cumulative" or "delta"/);
     await logger.shutdown();
   });
 });
