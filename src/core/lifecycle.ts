@@ -10,6 +10,9 @@
  *   are reported by name; then every sync part runs, and the signal is raised again, once, so the
  *   process ends by it exactly as it would have without rankscope (status 130 / 143, `signal` set).
  *   A second signal while draining ends the process at once.
+ * - **An interactive stop**: while a drain registered with `stopsCleanlyOnSignal` is present (the
+ *   CLI's `rankscope ui` and `tail`, whose Ctrl-C is the ordinary way to stop them), the process
+ *   exits with code 0 after the drains and sync parts instead of raising the signal again.
  * - **SIGINT / SIGTERM with a listener of the user's** (any listener that is not ours, installed
  *   before or after us): the user's code decides, as Node would — rankscope does nothing at the
  *   signal. If the user's handler then exits, the sync parts run at `exit`.
@@ -61,6 +64,12 @@ export interface Drain {
    * awaited here; bound any wait by `context.deadline`.
    */
   exit?(context: DrainContext): void;
+  /**
+   * An interactive command's drain (`rankscope ui`, `rankscope tail`): a SIGINT/SIGTERM is how the
+   * user stops it, so after the drains and sync parts the process exits with code 0 instead of
+   * raising the signal again. Applies while this drain is registered when the signal arrives.
+   */
+  readonly stopsCleanlyOnSignal?: boolean;
 }
 
 /** Default of `drainDeadlineMs`. */
@@ -207,12 +216,15 @@ function onSignal(signal: DrainedSignal): void {
   // The rule: a listener of the user's owns the signal, as in Node; we neither drain nor end.
   const mine = ours(signal);
   if (process.listeners(signal).some((l) => l !== mine)) return;
+  // An interactive command stopped by the user ends normally (decided now: its drain may unregister).
+  const stopsCleanly = [...state.drains].some((d) => d.stopsCleanlyOnSignal === true);
   state.ending = signal;
-  state.crashed = true;
+  state.crashed = !stopsCleanly;
   const deadline = Date.now() + drainDeadlineMs();
   void runDrains({ reason: signal, deadline }).finally(() => {
     runExit(signal, deadline);
-    raise(signal);
+    if (stopsCleanly) process.exit(0);
+    else raise(signal);
   });
 }
 

@@ -62,6 +62,14 @@ export const flagKind: SettingKind<boolean> = {
   },
 };
 
+/**
+ * A switch set by the mere presence of its variable (the `NO_COLOR` convention: any non-empty value
+ * counts): in the environment it means `whenSet`; in code it is a boolean.
+ */
+export function presenceKind(whenSet: boolean): SettingKind<boolean> {
+  return { valid: "true or false (the variable: any non-empty value)", fromOption: (v) => (typeof v === "boolean" ? v : undefined), fromEnv: () => whenSet };
+}
+
 /** A non-empty string, matching `pattern` when given (`valid` says what it must look like). */
 export function textKind(pattern?: RegExp, valid = "a non-empty string"): SettingKind<string> {
   const ok = (v: string): boolean => v.length > 0 && (pattern === undefined || pattern.test(v));

@@ -123,7 +123,7 @@ export class AppendFile {
   }
 
   /**
-   * Write what is queued, then `more`, synchronously: for `process.on("exit")`, where nothing
+   * Write what is queued, then `more`, synchronously: for the lifecycle's exit drain, where nothing
    * asynchronous runs any more. The part of the batch in flight that has not reached the file yet
    * is written first. Errors are counted and reported like async ones.
    */

@@ -65,6 +65,13 @@ function setting<T>(option: string, env: string | undefined, kind: SettingKind<T
   return { owner: "startStream", option, ...(env === undefined ? {} : { env }), kind, fallback };
 }
 
+const FILE_SETTING = setting<string | undefined>("file", FILE_ENV, textKind(undefined, "a non-empty path"), undefined);
+
+/** The stream file set in the environment (`RANKSCOPE_STREAM_FILE`), or undefined. */
+export function streamFileFromEnv(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  return resolveSetting(FILE_SETTING, undefined, env);
+}
+
 /** Resolve options against the environment. Throws a TypeError for an invalid option or variable. */
 export function resolveStreamConfig(options: StreamOptions = {}, env: NodeJS.ProcessEnv = process.env): StreamConfig {
   if (options === null || typeof options !== "object") throw new TypeError(`startStream(options) takes an object of options, got ${String(options)}`);
@@ -74,7 +81,7 @@ export function resolveStreamConfig(options: StreamOptions = {}, env: NodeJS.Pro
     const { env: variable, fallback, min, max } = STREAM_SETTINGS[name];
     numbers[name] = resolveSetting(setting(name, variable, integerKind(min, max), fallback), options[name], env);
   }
-  const file = resolveSetting<string | undefined>(setting("file", FILE_ENV, textKind(undefined, "a non-empty path"), undefined), options.file, env);
+  const file = resolveSetting(FILE_SETTING, options.file, env);
   return {
     file: file === undefined ? undefined : resolve(file),
     ...numbers,

@@ -22,7 +22,7 @@ import { describeError, reportError, warn } from "../core/diagnostics.js";
 import { envFlag } from "../core/env.js";
 import type { StreamRecord } from "../core/metric.js";
 import { currentRun } from "../run/current.js";
-import { resolveStreamConfig, type StreamConfig, type StreamOptions } from "./config.js";
+import { resolveStreamConfig, streamFileFromEnv, type StreamConfig, type StreamOptions } from "./config.js";
 import type { StreamCounts } from "./format.js";
 import { CONTROL, COUNTERS, createControl, createRing, RingProducer, RingView, STOP_REASONS, type RingShape, type StopReason } from "./ring.js";
 import type { WriterData, WriterEvent } from "./writer.js";
@@ -188,7 +188,7 @@ class StreamService {
   /** Start lazily from `streamValues` when a destination is known; false (warned, counted) if none. */
   startLazily(): boolean {
     if (this.disabled) return false;
-    if ((process.env["RANKSCOPE_STREAM_FILE"] ?? "").trim() === "" && currentRun() === undefined) {
+    if (streamFileFromEnv() === undefined && currentRun() === undefined) {
       this.noDestination++;
       warn(
         "stream.noDestination",

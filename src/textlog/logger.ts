@@ -13,7 +13,7 @@ import { createRequire } from "node:module";
 import type { Level, Logger } from "pino";
 import { AppendFile } from "../io/append-file.js";
 import { redactSecrets } from "../core/redact.js";
-import { enumKind, resolveSetting } from "../core/settings.js";
+import { enumKind, presenceKind, resolveSetting } from "../core/settings.js";
 import { currentRun, onRunChange, type CurrentRun } from "../run/current.js";
 import { colorLine, COLOR_NAMES, DEFAULT_COMPONENT_COLORS, formatRecord, type ColorName, type ComponentColor } from "./format.js";
 import { processWide } from "../core/process-wide.js";
@@ -59,10 +59,6 @@ const MAX_EARLY_LINES = 1000;
 
 const LEVELS: readonly Level[] = ["trace", "debug", "info", "warn", "error", "fatal"];
 
-function noColorRequested(): boolean {
-  const v = process.env["NO_COLOR"];
-  return v !== undefined && v !== "";
-}
 
 function resolve(options: TextLogOptions): Resolved {
   const level = resolveSetting({ owner: "configureTextLogs", option: "level", env: "RANKSCOPE_LOG_LEVEL", kind: enumKind(LEVELS), fallback: "info" as Level }, options.level);
@@ -70,7 +66,8 @@ function resolve(options: TextLogOptions): Resolved {
     if (!COLOR_NAMES.includes(c.color)) throw new TypeError(`component colour ${JSON.stringify(c.color)} is not valid; valid: ${COLOR_NAMES.join(", ")}`);
     return { pattern: typeof c.pattern === "string" ? new RegExp(c.pattern) : c.pattern, color: c.color };
   });
-  const color = options.color ?? !noColorRequested();
+  // `color` in code, else NO_COLOR (any non-empty value turns colours off, https://no-color.org), else on.
+  const color = resolveSetting({ owner: "configureTextLogs", option: "color", env: "NO_COLOR", kind: presenceKind(false), fallback: true }, options.color);
   return {
     level,
     color,

@@ -1,9 +1,14 @@
 /** The one settings resolver: option → environment → default, one policy for invalid and unknown values. */
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { test } from "node:test";
 import { envFlag, envInteger } from "../../src/core/env.js";
 import { enumKind, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../../src/core/settings.js";
 import { collectDiagnostics } from "../helpers.js";
+import { ROOT } from "../stream/helpers.js";
 
 const deadline: Setting<number> = { owner: "demo", option: "deadlineMs", env: "DEMO_DEADLINE_MS", kind: integerKind(1, 1000), fallback: 50 };
 
@@ -47,4 +52,65 @@ test("unknown option keys are a TypeError listing the valid ones", () => {
     message: 'startThing: unknown option "batchSise"; valid: batchSize, file',
   });
   rejectUnknownOptions("startThing", { file: "a" }, ["batchSize", "file"]);
+});
+
+/** Every `process.env` read in src, outside the resolver itself and the construction of a child's environment. */
+function environmentReadsOutsideTheResolver(): string[] {
+  const src = join(ROOT, "src");
+  const found: string[] = [];
+  for (const file of readdirSync(src, { recursive: true, encoding: "utf8" })) {
+    if (!file.endsWith(".ts") || file === join("core", "settings.ts")) continue;
+    readFileSync(join(src, file), "utf8")
+      .split("\n")
+      .forEach((line, i) => {
+        // Allowed: `env: NodeJS.ProcessEnv = process.env` (a parameter handed to the resolver) and `...process.env` (a child's environment).
+        const rest = line.replace(/NodeJS\.ProcessEnv = process\.env\b/g, "").replace(/\.\.\.process\.env\b/g, "");
+        if (/process\.env\b/.test(rest)) found.push(`src/${file}:${i + 1}: ${line.trim()}`);
+      });
+  }
+  return found;
+}
+
+test("no part of src reads the environment except through the one settings resolver", () => {
+  assert.deepEqual(environmentReadsOutsideTheResolver(), []);
+});
+
+/** Run a TypeScript snippet in a child process with `env` added; resolves with its exit code and stderr. */
+function runSnippet(code: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const killer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (exitCode) => {
+      clearTimeout(killer);
+      resolve({ code: exitCode, stdout, stderr });
+    });
+  });
+}
+
+test("joinRun's variables follow the resolver's policy: an option that differs from its variable wins with a warning; blank is unset", async () => {
+  const joinModule = pathToFileURL(join(ROOT, "src", "transport", "rank", "join.ts")).href;
+  const result = await runSnippet(
+    `import { joinRun } from ${JSON.stringify(joinModule)};
+     try { await joinRun({ natsUrl: "nats://127.0.0.1:1", runId: "fromOption", joinDeadlineMs: 300 }); } catch (e) { console.log("rejected: " + e.message); }`,
+    { RANKSCOPE_NATS_URL: "nats://127.0.0.1:2", RANKSCOPE_RUN_ID: "fromEnv", RANKSCOPE_PROCESS_NAME: "   " },
+  );
+  assert.match(result.stderr, /option natsUrl="nats:\/\/127\.0\.0\.1:1" overrides RANKSCOPE_NATS_URL=nats:\/\/127\.0\.0\.1:2/, result.stderr);
+  assert.match(result.stderr, /option runId="fromOption" overrides RANKSCOPE_RUN_ID=fromEnv/, result.stderr);
+  assert.match(result.stdout, /rejected: .*nats:\/\/127\.0\.0\.1:1/, result.stdout + result.stderr);
+});
+
+test("NO_COLOR (any non-empty value) turns text-log colours off; color in code wins, with a warning", async () => {
+  const logs = pathToFileURL(join(ROOT, "src", "textlog", "logger.ts")).href;
+  const code = (option: string): string => `import { configureTextLogs, getLogger } from ${JSON.stringify(logs)};
+     configureTextLogs({ ${option} }); getLogger("demo").warn("hello");`;
+  const plain = await runSnippet(code(""), { NO_COLOR: "yes please" });
+  assert.ok(plain.stderr.includes("hello") || plain.stdout.includes("hello"), plain.stderr + plain.stdout);
+  assert.ok(!(plain.stderr + plain.stdout).includes("\u001b["), "colours although NO_COLOR is set");
+  const forced = await runSnippet(code("color: true"), { NO_COLOR: "1" });
+  assert.match(forced.stderr + forced.stdout, /option color=true overrides NO_COLOR=1/);
 });

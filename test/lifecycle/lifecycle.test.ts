@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, describe, it } from "node:test";
@@ -16,7 +16,7 @@ import { workerExecArgv } from "../../src/core/module-worker.js";
 import { tempDir } from "../helpers.js";
 import { eventFiles, readEvents, scalarPoints } from "../backends/tfevents-reader.js";
 import { readStream, ROOT, type ChildResult } from "../stream/helpers.js";
-import { isAlive, waitFor } from "../transport/support.js";
+import { isAlive, NatsServer, waitFor } from "../transport/support.js";
 
 const CONTROLLER = join(ROOT, "test", "lifecycle", "fixtures", "controller.ts");
 const DRAINS = join(ROOT, "test", "lifecycle", "fixtures", "drains.ts");
@@ -73,11 +73,11 @@ interface Run {
 }
 
 /** Run the controller fixture; with `signal`, send it after `flushed <afterStep>`. */
-async function runController(args: string[], signal?: NodeJS.Signals, afterStep = 20): Promise<Run> {
+async function runController(args: string[], signal?: NodeJS.Signals, afterStep = 20, env: Record<string, string> = {}): Promise<Run> {
   const runDir = runDirFor();
   let flushedAtSignal: number[] | null = null;
   let signalledAt = 0;
-  const result = await runJob([CONTROLLER, ...args], { CHILD_RUN_DIR: runDir, RANKSCOPE_DRAIN_DEADLINE_MS: String(DRAIN_DEADLINE_MS) }, (out, child) => {
+  const result = await runJob([CONTROLLER, ...args], { CHILD_RUN_DIR: runDir, RANKSCOPE_DRAIN_DEADLINE_MS: String(DRAIN_DEADLINE_MS), ...env }, (out, child) => {
     if (signal !== undefined && flushedAtSignal === null && out.includes(`flushed ${afterStep}\n`)) {
       flushedAtSignal = flushedSteps(out);
       signalledAt = Date.now();
@@ -148,7 +148,31 @@ function runStatus(runDir: string): string {
   return openStore(runDir).runInfo().status;
 }
 
+/** `process.on(...)`-style listeners in src on lifecycle events or signals, and `globalThis[...]` slots, outside their one owner. */
+function ownersBypassed(): string[] {
+  const src = join(ROOT, "src");
+  const found: string[] = [];
+  const listener = /process\.(?:on|once|addListener|prependListener|prependOnceListener)\(\s*"([^"]+)"/g;
+  for (const file of readdirSync(src, { recursive: true, encoding: "utf8" })) {
+    if (!file.endsWith(".ts")) continue;
+    const text = readFileSync(join(src, file), "utf8");
+    for (const match of text.matchAll(listener)) {
+      const event = match[1] as string;
+      // IPC traffic is not the lifecycle: a rank's messages and its channel closing (docs/lifecycle.md).
+      if (event === "message" || event === "disconnect") continue;
+      if (file !== join("core", "lifecycle.ts")) found.push(`src/${file}: process listener on "${event}"`);
+    }
+    if (/globalThis\[/.test(text) && file !== join("core", "process-wide.ts")) found.push(`src/${file}: a globalThis[...] slot`);
+  }
+  return found;
+}
+
 describe("the lifecycle's rules", () => {
+  it("only src/core/lifecycle.ts listens to the process's signals and exit events; only processWide keeps globalThis slots", () => {
+    assert.deepEqual(ownersBypassed(), []);
+  });
+
+
   it("a drain that misses the deadline is named; the others finish; the sync parts run; the process dies by the signal", async () => {
     let sent = false;
     const result = await runJob([DRAINS, "stuck"], { RANKSCOPE_DRAIN_DEADLINE_MS: "500" }, (out, child) => {
@@ -248,6 +272,36 @@ describe("issue 12 case 6: a job that forgets shutdown()", () => {
     const rankLate = openStore(run.runDir).series("rank_value", { maxPoints: Infinity }).points.find((p) => p.step === 20);
     assert.equal(rankLate?.value, 2000);
     assert.equal(runStatus(run.runDir), "finished");
+  });
+
+  it("with two ranks over NATS: the idle NATS connection does not keep it alive; it ends with a warning, the ranks are told to stop, the run is finished", async () => {
+    const server = await NatsServer.start();
+    try {
+      const runId = `lifecycle${process.pid}`;
+      const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId };
+      const ranks = [0, 1].map((rank) =>
+        runJob([join(ROOT, "test", "fixtures", "external-rank.ts")], { ...env, RANK: String(rank), LOCAL_RANK: String(rank), EXTERNAL_VALUE: "7", RANKSCOPE_PROCESS_NAME: "Worker" }),
+      );
+      const run = await runController(["forget", "nats"], undefined, 20, { ...env, NATS_RANKS: "2" });
+      assert.equal(run.result.code, 0, describeRun(run));
+      assert.equal(run.result.signal, null, describeRun(run));
+      assert.match(run.result.stdout, /nats ranks 2/);
+      assert.match(run.result.stdout, /forgetting shutdown/);
+      assert.match(run.result.stderr, /without logger\.shutdown\(\)/);
+      assertInEverySink(run);
+      const late = openStore(run.runDir).series("loss", { maxPoints: Infinity }).points.find((p) => p.step === 20);
+      assert.equal(late?.value, 1000, "the value recorded after the last flush is not in the store at the final step");
+      const fromRanks = openStore(run.runDir).series("external/value", { maxPoints: Infinity }).points;
+      assert.equal(fromRanks.reduce((sum, p) => sum + p.value, 0), 14, `both NATS ranks' values: ${JSON.stringify(fromRanks)}`);
+      assert.equal(runStatus(run.runDir), "finished");
+      // The ranks were told to stop by the controller's shutdown, and left.
+      for (const rank of await Promise.all(ranks)) {
+        assert.equal(rank.code, 0, `a NATS rank: ${rank.stdout} ${rank.stderr}`);
+        assert.match(rank.stdout, /left: shut down by the controller/);
+      }
+    } finally {
+      await server.stop();
+    }
   });
 
   it("without ranks: values after the last flush reach the store and the run shows finished", async () => {

@@ -172,7 +172,11 @@ export class RunWriter {
 
   /** Spool every unsent line (and the run's completion, as failed) now; for the exit path. */
   private spoolAtExit(reason: string): void {
-    if (this.state === "finished") return;
+    if (this.state === "finished") {
+      // finish() ran but its spool writes had not reached the disk yet.
+      this.spool.writeSync();
+      return;
+    }
     if (this.target.lazy && !this.everEnqueued && this.connecting === null) return;
     this.toSpool(`the process ended (${reason}) before everything was sent`, true);
     if (this.target.sendsComplete) this.spool.append([{ complete: true, exitcode: this.exitcode ?? 1 }], this.absoluteOffsets);
@@ -308,8 +312,10 @@ export class RunWriter {
       await this.sending;
     }
     this.state = "finished";
-    this.unregisterDrain();
+    // The exit drain stays until the spool is on disk: a finish() cut short by its deadline, then
+    // process.exit(), still gets the run files and lines written synchronously.
     await this.spool.drain();
+    this.unregisterDrain();
     if (this.spool.entries > 0 && (await this.recover(finishStarted + this.limits.finishTimeoutMs))) return;
     if (this.spool.entries > 0) {
       const offlineRun = this.writeOfflineRun();

@@ -93,10 +93,19 @@ export class SpoolWriter {
   }
 
   /**
-   * The exit path (nothing can be awaited): write run.json and everything appended so far
-   * synchronously. Failures are reported and counted like the async ones.
+   * The exit path (nothing can be awaited): write run.json, the run files not written yet and
+   * everything appended so far synchronously (the one atomic write). Failures are reported and
+   * counted like the async ones.
    */
   writeSync(): void {
+    for (const [path, content] of this.pendingFiles) {
+      try {
+        writeFileAtomicSync(path, content);
+      } catch (error) {
+        reportError(`wandb.spool.file:${path}`, `could not write ${path}: ${describeError(error)}; this run file is lost`);
+      }
+    }
+    this.pendingFiles.clear();
     if (this.runInfoText !== null) {
       const path = join(this.dir, "run.json");
       try {
@@ -110,20 +119,29 @@ export class SpoolWriter {
 
   /**
    * Write a run file (a table, `config.yaml`, the summary…) to `{dir}/files/{name}`, replacing an
-   * earlier one; the offline run for `wandb sync` carries these files. Failures are reported.
+   * earlier one; the offline run for `wandb sync` carries these files. Written asynchronously; a
+   * file not on disk yet when the process exits is written by `writeSync`. Failures are reported.
    */
   writeFile(name: string, content: string): void {
     const path = join(this.dir, "files", ...name.split("/"));
+    this.pendingFiles.set(path, content);
     this.fileWrites = this.fileWrites.then(async () => {
+      // The latest content of this path (a later call replaced it), unless already written.
+      const latest = this.pendingFiles.get(path);
+      if (latest === undefined) return;
       try {
-        await writeFileAtomic(path, content);
+        await writeFileAtomic(path, latest);
       } catch (error) {
         reportError(`wandb.spool.file:${path}`, `could not write ${path}: ${describeError(error)}; this run file is lost`);
+      } finally {
+        if (this.pendingFiles.get(path) === latest) this.pendingFiles.delete(path);
       }
     });
   }
 
   private fileWrites: Promise<void> = Promise.resolve();
+  /** Run files not written yet (path → content), for `writeSync` at exit. */
+  private readonly pendingFiles = new Map<string, string>();
 
   /** Append request bodies (the header goes first, once). */
   append(bodies: readonly FileStreamBody[], absoluteOffsets: boolean): void {

@@ -11,6 +11,7 @@
  */
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
+import { resolveSetting, textKind } from "../../core/settings.js";
 import { writeFileAtomicSync } from "../../io/atomic-write.js";
 import { basename, join } from "node:path";
 import { createRunFiles, HISTORY_FILE, PRIMARY_CLIENT_ID, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody } from "./api.js";
@@ -100,7 +101,7 @@ function writeState(dir: string, state: SyncState): void {
 export async function syncSpool(path: string, options: SyncOptions = {}): Promise<SyncResult> {
   const dirs = findSpools(path);
   if (dirs.length === 0) throw new Error(`no W&B spool under ${path}: expected ${join(path, "wandb", "<runId>", "run.json")}`);
-  const apiKey = options.apiKey ?? (process.env["WANDB_API_KEY"] || undefined);
+  const apiKey = resolveSetting<string | undefined>({ owner: "syncSpool", option: "apiKey", env: "WANDB_API_KEY", kind: textKind(), fallback: undefined, secret: true }, options.apiKey);
   if (apiKey === undefined) throw new Error("no W&B API key: set WANDB_API_KEY (the key is never written to the spool)");
   const limits: SenderLimits = { ...DEFAULT_LIMITS, retryBudgetMs: 600_000, ...options.limits };
   const spools = dirs.map((d) => readSpool(d));

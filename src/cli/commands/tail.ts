@@ -5,6 +5,7 @@
 import type { Command } from "commander";
 import { openStore, type StoreReader } from "../../backends/store/reader.js";
 import { isInternalKey } from "../../core/internal-keys.js";
+import { registerDrain } from "../../core/lifecycle.js";
 import { sleep } from "../../core/retry.js";
 import { formatValue, positiveInteger, resolveRunArg } from "../run-arg.js";
 
@@ -74,25 +75,44 @@ export function registerTailCommand(program: Command): void {
       const info = reader.runInfo();
       process.stdout.write(`${info.experiment ?? "?"}/${info.trial ?? "?"} (${info.status}) ${runDir}\n`);
       const followed = new Map<string, Followed>();
-      pollOnce(reader, followed, options, rank, true);
-      if (!options.follow) return;
-      let stopped = false;
-      const stop = (): void => {
-        stopped = true;
-      };
-      process.once("SIGINT", stop);
-      process.once("SIGTERM", stop);
-      while (!stopped) {
-        await sleep(intervalMs);
-        const status = reader.runInfo().status;
-        pollOnce(reader, followed, options, rank, false);
-        // Read once more after the status says ended, so the last flush is never missed.
-        if (status !== "running" && status !== "unknown") {
-          process.stdout.write(`run ${status}\n`);
-          break;
-        }
+      if (!options.follow) {
+        pollOnce(reader, followed, options, rank, true);
+        return;
       }
-      process.off("SIGINT", stop);
-      process.off("SIGTERM", stop);
+      // Ctrl-C / SIGTERM stop it through the one lifecycle (from before the first line it prints):
+      // the wait ends at once, then exit code 0.
+      const stop = new AbortController();
+      let following: Promise<void> = Promise.resolve();
+      const unregister = registerDrain({
+        name: "rankscope tail",
+        stopsCleanlyOnSignal: true,
+        drain: (context) => {
+          if (context.reason === "beforeExit") return undefined;
+          stop.abort();
+          return following;
+        },
+      });
+      pollOnce(reader, followed, options, rank, true);
+      following = follow(reader, followed, options, rank, intervalMs, stop.signal);
+      try {
+        await following;
+      } finally {
+        unregister();
+      }
     });
+}
+
+/** Poll every `intervalMs` until the run ends or `stop` is aborted. */
+async function follow(reader: StoreReader, followed: Map<string, Followed>, options: TailOptions, rank: number | undefined, intervalMs: number, stop: AbortSignal): Promise<void> {
+  while (!stop.aborted) {
+    await sleep(intervalMs, stop);
+    if (stop.aborted) break;
+    const status = reader.runInfo().status;
+    pollOnce(reader, followed, options, rank, false);
+    // Read once more after the status says ended, so the last flush is never missed.
+    if (status !== "running" && status !== "unknown") {
+      process.stdout.write(`run ${status}\n`);
+      break;
+    }
+  }
 }

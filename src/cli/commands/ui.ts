@@ -1,5 +1,6 @@
 /** `rankscope ui`: serve the local web dashboard over the runs under a root directory. */
 import type { Command } from "commander";
+import { registerDrain } from "../../core/lifecycle.js";
 import { resolveSetting, textKind } from "../../core/settings.js";
 import { defaultRoot } from "../run-arg.js";
 
@@ -29,13 +30,14 @@ export function registerUiCommand(program: Command): void {
         host: options.host,
         ...(token !== undefined && token !== "" ? { token } : {}),
       });
+      // Ctrl-C / SIGTERM stop it through the one lifecycle: the server closes, then exit code 0.
+      registerDrain({
+        name: "rankscope ui dashboard",
+        stopsCleanlyOnSignal: true,
+        drain: (context) => (context.reason === "beforeExit" ? undefined : dashboard.close()),
+      });
       process.stdout.write(`rankscope dashboard: ${dashboard.url}\n`);
       if (dashboard.token !== undefined) process.stdout.write("anyone with this URL (it carries the token) can read these runs; share it with care\n");
       process.stdout.write("press Ctrl-C to stop\n");
-      const stop = (): void => {
-        void dashboard.close().then(() => process.exit(0));
-      };
-      process.once("SIGINT", stop);
-      process.once("SIGTERM", stop);
     });
 }

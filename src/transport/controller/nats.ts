@@ -46,6 +46,45 @@ async function connectTo(url: string, name: string, timeoutMs: number): Promise<
 }
 
 
+/** What `unrefWhileIdle` reaches inside the NATS client (`@nats-io/nats-core`'s ProtocolHandler). */
+interface NatsInternals {
+  protocol?: {
+    transport?: { socket?: { unref?: () => unknown } };
+    heartbeats?: { timer?: { unref?: () => unknown }; _schedule?: () => void };
+  };
+}
+
+/**
+ * Let the controller's NATS connection not keep the process alive by itself, the way idle child
+ * ranks do not (launcher.ts): its socket and its heartbeat timer are unref'd, after the first
+ * connection and after every reconnect. Work in flight still keeps the process alive — every
+ * request to a rank has a referenced deadline timer, and so does the lifecycle's drain — so a job
+ * that forgets `shutdown()` reaches `beforeExit` and is shut down there instead of hanging.
+ *
+ * The client exposes no unref option; this uses its socket (`protocol.transport.socket`, a Node
+ * `net.Socket`) and its heartbeat (`protocol.heartbeats`). Returns false, and the caller warns,
+ * when a client version lacks them (the connection then keeps the process alive until `shutdown()`).
+ */
+function unrefWhileIdle(nc: NatsConnection): boolean {
+  const protocol = (nc as unknown as NatsInternals).protocol;
+  const heartbeats = protocol?.heartbeats;
+  const schedule = heartbeats?._schedule;
+  if (protocol === undefined || heartbeats === undefined || typeof schedule !== "function" || typeof protocol.transport?.socket?.unref !== "function") return false;
+  // The heartbeat re-arms its timer on every beat (the beat's callback calls `this._schedule()`).
+  heartbeats._schedule = () => {
+    schedule.call(heartbeats);
+    heartbeats.timer?.unref?.();
+  };
+  heartbeats.timer?.unref?.();
+  unrefSocket(nc);
+  return true;
+}
+
+/** Unref the connection's current socket (a reconnect makes a new one). */
+function unrefSocket(nc: NatsConnection): void {
+  (nc as unknown as NatsInternals).protocol?.transport?.socket?.unref?.();
+}
+
 /** A rank registered over NATS: its handle and the process behind it. */
 interface Registration {
   readonly handle: RemoteRankHandle;
@@ -93,6 +132,9 @@ export class NatsRankServer implements RankServer {
   ) {
     const s = subjects(runId);
     this.inbox = s.inbox();
+    if (!unrefWhileIdle(nc)) {
+      warn("transport.nats.unref", "this NATS client version does not let rankscope unref its connection: a controller that forgets logger.shutdown() will not end by itself while ranks are served over NATS");
+    }
     nc.subscribe(s.register, { callback: (err, msg) => void (err === null && this.onRegister(msg)) });
     nc.subscribe(s.deregister, { callback: (err, msg) => void (err === null && this.onDeregister(msg)) });
     nc.subscribe(this.inbox, { callback: (err, msg) => void (err === null && this.onReply(msg)) });
@@ -341,6 +383,7 @@ export class NatsRankServer implements RankServer {
       if (status.type === "disconnect") {
         warn("transport.nats.disconnect", `the controller lost its NATS connection to ${this.url}; reconnecting (flushes meanwhile report the ranks they miss)`);
       } else if (status.type === "reconnect") {
+        unrefSocket(this.nc);
         warn("transport.nats.reconnect", `the controller reconnected to NATS at ${this.url}`);
         this.sayHello(subjects(this.runId).hello);
       }

@@ -4,6 +4,7 @@
  */
 import { isMainThread, workerData } from "node:worker_threads";
 import type { RankIdentity } from "../../backends/backend.js";
+import { resolveSetting, type Setting } from "../../core/settings.js";
 
 /** What `spawnRanks` hands a rank it starts (in `workerData` or `RANKSCOPE_RANK_ASSIGNMENT`). */
 export interface RankAssignment {
@@ -18,16 +19,30 @@ export interface RankAssignment {
 /** Environment variable carrying a spawned child's assignment (JSON). */
 export const ASSIGNMENT_ENV = "RANKSCOPE_RANK_ASSIGNMENT";
 
+/** The assignment in `RANKSCOPE_RANK_ASSIGNMENT`, read by the one settings resolver (environment only). */
+const ASSIGNMENT_SETTING: Setting<RankAssignment | undefined> = {
+  owner: "spawnRanks",
+  option: "assignment",
+  env: ASSIGNMENT_ENV,
+  kind: {
+    valid: "the JSON object spawnRanks sets (it should not be edited)",
+    fromOption: () => undefined,
+    fromEnv: (raw) => {
+      try {
+        const value: unknown = JSON.parse(raw);
+        return value !== null && typeof value === "object" ? (value as RankAssignment) : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+  },
+  fallback: undefined,
+};
+
 /** The assignment of a rank started by `spawnRanks`, or undefined in any other process. */
 export function readAssignment(): RankAssignment | undefined {
   if (!isMainThread && workerData !== null && typeof workerData === "object" && "rankscopeRank" in workerData) {
     return (workerData as { rankscopeRank: RankAssignment }).rankscopeRank;
   }
-  const raw = process.env[ASSIGNMENT_ENV];
-  if (raw === undefined || raw === "") return undefined;
-  try {
-    return JSON.parse(raw) as RankAssignment;
-  } catch {
-    throw new TypeError(`${ASSIGNMENT_ENV} is not valid JSON; it is set by spawnRanks and should not be edited`);
-  }
+  return resolveSetting(ASSIGNMENT_SETTING, undefined);
 }

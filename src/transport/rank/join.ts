@@ -15,8 +15,8 @@ import "../../backends/builtin.js";
 import { getCollector } from "../../core/collector.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { peekProcessWide, setProcessWide } from "../../core/process-wide.js";
-import { integerKind, resolveSetting } from "../../core/settings.js";
-import { ASSIGNMENT_ENV, readAssignment } from "../protocol/assignment.js";
+import { integerKind, resolveSetting, textKind, type Setting } from "../../core/settings.js";
+import { readAssignment } from "../protocol/assignment.js";
 import { assertSubjectToken, checkIdentity, rankNameFor, shortId } from "../protocol/identity.js";
 import { RankAgent } from "./rank-agent.js";
 import { RankRuntime, setCurrentRank } from "./runtime.js";
@@ -59,17 +59,23 @@ export interface RankConnection {
 /** The process-wide slot of this process's (or thread's) membership. */
 const JOINED = "rankConnection";
 
+/** A text setting of `joinRun`: the option, else its environment variable (the one resolver). */
+function joinText(option: string, env: string, given: string | undefined): string | undefined {
+  const setting: Setting<string | undefined> = { owner: "joinRun", option, env, kind: textKind(), fallback: undefined };
+  return resolveSetting(setting, given);
+}
+
 /** A rank-numbering setting: the option, else its torchrun-style environment variable (one resolver for both). */
 function rankNumber(option: string, env: string, given: number | undefined): number | undefined {
   return resolveSetting<number | undefined>({ owner: "joinRun", option, env, kind: integerKind(0), fallback: undefined }, given);
 }
 
 function identityFrom(options: JoinRunOptions): RankIdentity {
-  const processName = options.processName ?? process.env["RANKSCOPE_PROCESS_NAME"] ?? "Rank";
+  const processName = joinText("processName", "RANKSCOPE_PROCESS_NAME", options.processName) ?? "Rank";
   const rank = rankNumber("rank", "RANK", options.rank) ?? 0;
   const localRank = rankNumber("localRank", "LOCAL_RANK", options.localRank) ?? rank;
   const localWorldSize = rankNumber("localWorldSize", "LOCAL_WORLD_SIZE", options.localWorldSize) ?? localRank + 1;
-  const replicaId = options.replicaId ?? process.env["RANKSCOPE_REPLICA_ID"] ?? shortId(`${hostname()}:${rank - localRank}`);
+  const replicaId = joinText("replicaId", "RANKSCOPE_REPLICA_ID", options.replicaId) ?? shortId(`${hostname()}:${rank - localRank}`);
   const rankName = options.rankName ?? rankNameFor(processName, replicaId, localRank);
   return checkIdentity({ rank, rankName, processName, localRank, localWorldSize });
 }
@@ -95,7 +101,7 @@ export function joinRun(options: JoinRunOptions = {}): Promise<RankConnection> {
 async function join(options: JoinRunOptions, forget: () => void): Promise<RankConnection> {
   const assigned = readAssignment();
   const identity = assigned !== undefined ? checkIdentity(assigned.identity) : identityFrom(options);
-  const natsUrl = assigned?.natsUrl ?? options.natsUrl ?? process.env["RANKSCOPE_NATS_URL"];
+  const natsUrl = assigned !== undefined ? assigned.natsUrl : joinText("natsUrl", "RANKSCOPE_NATS_URL", options.natsUrl);
   const carrier = assigned?.carrier ?? (natsUrl !== undefined ? "nats" : undefined);
   if (carrier === undefined) {
     throw new Error(
@@ -103,7 +109,7 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
         "or start this process with spawnRanks()",
     );
   }
-  const runId = assigned?.runId ?? options.runId ?? process.env["RANKSCOPE_RUN_ID"];
+  const runId = assigned?.runId ?? joinText("runId", "RANKSCOPE_RUN_ID", options.runId);
   if (runId === undefined) throw new Error(`joinRun(): a run id is needed with natsUrl ${natsUrl ?? ""}: pass { runId } or set RANKSCOPE_RUN_ID to the controller's runId`);
   assertSubjectToken("runId", runId);
   const joinDeadlineMs = resolveSetting({ owner: "joinRun", option: "joinDeadlineMs", env: "RANKSCOPE_JOIN_DEADLINE_MS", kind: integerKind(1), fallback: 30_000 }, options.joinDeadlineMs);
@@ -153,7 +159,7 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
 
 /** A spawned rank exits shortly after shutdown; a ref'd timer so leftover user timers cannot keep it. */
 function exitSoon(): void {
-  if (!isMainThread || process.env[ASSIGNMENT_ENV] !== undefined) setTimeout(() => process.exit(0), 50);
+  if (!isMainThread || readAssignment() !== undefined) setTimeout(() => process.exit(0), 50);
 }
 
 function joinOverPort(agent: RankAgent): (reason: string) => Promise<void> {
