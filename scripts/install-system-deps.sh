@@ -7,6 +7,7 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
 # The multi-host tests make network namespaces and veth pairs (ip) and cut links (ip, tc).
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 # The Python cross-checks (TensorBoard, the official W&B SDK) make a venv: python3 with venv and pip.
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || missing+=(python3-venv)
 [ ${#missing[@]} -eq 0 ] && exit 0

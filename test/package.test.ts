@@ -16,7 +16,7 @@ console.log(JSON.stringify(Object.keys(require.cache)));`;
   return JSON.parse(run.stdout) as string[];
 }
 
-const HEAVY = ["better-sqlite3", "protobufjs", "@nats-io", "pino", "playwright-core", "vite"];
+const HEAVY = ["better-sqlite3", "protobufjs", "@nats-io", "pino", "playwright-core", "vite", "prom-client", "@opentelemetry", "snappyjs"];
 
 test('import { recordMetric } from "rankscope" loads none of the heavy optional parts', () => {
   const loaded = loadedModules('import { recordMetric } from "rankscope"; recordMetric("x", 1);');

@@ -20,6 +20,8 @@ declare module "../src/backends/options.js" {
     spy: Record<string, unknown>;
     streamCapture: Record<string, unknown>;
     "test-stream-capture": Record<string, unknown>;
+    openstd_capture: Record<string, unknown>;
+    openstd_otlp_capture: Record<string, unknown>;
   }
 }
 export {};

@@ -8,3 +8,6 @@ import { registerLazyBackend } from "./backend.js";
 registerLazyBackend("tensorboard", () => import("./tensorboard/index.js"));
 registerLazyBackend("wandb", () => import("./wandb/index.js"));
 registerLazyBackend("store", () => import("./store/index.js"));
+registerLazyBackend("prometheus", () => import("./prometheus/index.js"));
+registerLazyBackend("prometheus_remote_write", () => import("./prometheus/index.js"));
+registerLazyBackend("otlp", () => import("./otlp/index.js"));

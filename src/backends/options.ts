@@ -57,9 +57,65 @@ export type TensorboardBackendOptions = {
 /** Options of the `wandb` backend. */
 export type WandbBackendOptions = { [K in keyof WandbOptions]: WandbOptions[K] };
 
+/** Options of the `prometheus` backend (docs/prometheus.md). */
+export type PrometheusBackendOptions = {
+  /** Address to listen on (default `127.0.0.1`). */
+  host?: string;
+  /** The controller's process listens here (default 9464); rank r on `port + 1 + r`; 0: any free port. */
+  port?: number;
+  /** Default `/metrics`. */
+  path?: string;
+  /** `false`: no server of its own; mount `metricsHandler()` from `rankscope/prometheus`. */
+  serve?: boolean;
+  /** Constant labels on every series. */
+  labels?: Readonly<Record<string, string>>;
+  /** `init` fails if it cannot listen by then (default 5000 ms). */
+  listenDeadlineMs?: number;
+};
+
+/** Options of the `prometheus_remote_write` backend (docs/prometheus.md). */
+export type PrometheusRemoteWriteBackendOptions = {
+  /** The receiver, e.g. `http://127.0.0.1:9090/api/v1/write`. */
+  url: string;
+  /** Extra request headers (never logged). */
+  headers?: Readonly<Record<string, string>>;
+  /** Constant labels on every series. */
+  labels?: Readonly<Record<string, string>>;
+  /** Deadline of one request (default 5000 ms). */
+  timeoutMs?: number;
+  /** How long a failing request is retried (default 30 000 ms). */
+  retryBudgetMs?: number;
+  /** The send queue's bound (default 100 000 samples). */
+  maxQueuedSamples?: number;
+  /** Samples per request (default 2000). */
+  maxSamplesPerSend?: number;
+  /** At shutdown, what is not sent by then is counted lost (default 8000 ms). */
+  finishDeadlineMs?: number;
+};
+
+/** Options of the `otlp` backend (docs/otlp.md). */
+export type OtlpBackendOptions = {
+  /** OTLP/HTTP metrics endpoint (default `http://127.0.0.1:4318/v1/metrics`). */
+  url?: string;
+  /** Extra request headers (never logged). */
+  headers?: Readonly<Record<string, string>>;
+  /** `service.name` (default `rankscope`). */
+  serviceName?: string;
+  /** Extra resource attributes. */
+  resourceAttributes?: Readonly<Record<string, string>>;
+  /** `cumulative` (default) or `delta`. */
+  temporality?: "cumulative" | "delta";
+  /** Deadline of one export (default 10 000 ms). */
+  timeoutMs?: number;
+  /** Exports waiting while one is in flight (default 100). */
+  maxQueuedExports?: number;
+  /** At shutdown, what is still queued then is counted lost (default 8000 ms). */
+  finishDeadlineMs?: number;
+};
+
 /**
  * Each registered backend's own options, by name. Built-in: `console`, `jsonl`, `store`,
- * `tensorboard`, `wandb`. Add yours with declaration merging (see the module comment); a backend
+ * `tensorboard`, `wandb`, `prometheus`, `prometheus_remote_write`, `otlp`. Add yours with declaration merging (see the module comment); a backend
  * not listed here can still be used from JavaScript or through a `BackendsConfig` cast.
  */
 export interface BackendOptionsMap {
@@ -68,6 +124,9 @@ export interface BackendOptionsMap {
   store: StoreBackendOptions;
   tensorboard: TensorboardBackendOptions;
   wandb: WandbBackendOptions;
+  prometheus: PrometheusBackendOptions;
+  prometheus_remote_write: PrometheusRemoteWriteBackendOptions;
+  otlp: OtlpBackendOptions;
 }
 
 /** The name of a backend known to the compiler (a key of `BackendOptionsMap`). */

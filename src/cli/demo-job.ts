@@ -8,7 +8,7 @@
  * merged across the ranks into the backends of `DEMO_BACKENDS`, and it fills every face the
  * dashboard shows: global and per-rank lines, a raw stream, samples and histograms (the store),
  * the system monitor (its own axis), `config.yaml`, `version.json` and the run's tags and group,
- * and a perf trace per rank (`traces/rank-{r}.jsonl`).
+ * and a perf trace per rank (`traces/rank-{r}.jsonl`) and of the controller (`traces/controller.jsonl`).
  */
 import { LOGGING_MODES } from "../core/metric.js";
 import type { BackendsConfig } from "../controller/config.js";

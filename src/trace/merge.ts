@@ -1,10 +1,11 @@
 /**
- * `rankscope traces merge RUN`: every `traces/rank-*.jsonl` of a run in one `trace.json` for
- * Perfetto — timestamps shifted to a common origin (the earliest event of any rank), metadata
+ * `rankscope traces merge RUN`: every `traces/rank-*.jsonl` of a run (and the controller's
+ * `traces/controller.jsonl`) in one `trace.json` for Perfetto — timestamps shifted to a common origin (the earliest event of any rank), metadata
  * first, then events by time.
  */
 import { open, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
+import { CONTROLLER_TRACE_PID } from "./rank-file.js";
 import { readTraceFile } from "./trace-file.js";
 import type { TraceEvent } from "./trace-events.js";
 
@@ -30,6 +31,12 @@ export interface MergeTracesResult {
 }
 
 const RANK_FILE = /^rank-(\d+)\.jsonl$/;
+const CONTROLLER_FILE = "controller.jsonl";
+
+/** Sort order of trace files: the controller first, then ranks by number. */
+function fileOrder(name: string): number {
+  return name === CONTROLLER_FILE ? -1 : Number(RANK_FILE.exec(name)![1]);
+}
 
 /** Order: metadata first; then by time; at equal times the outer (longer) span first. */
 function compareEvents(a: TraceEvent, b: TraceEvent): number {
@@ -50,11 +57,10 @@ export async function mergeTraces(runDir: string, options: MergeTracesOptions = 
     throw new Error(`no traces folder in ${runDir}: expected per-rank files ${join("traces", "rank-{r}.jsonl")} (is this a run directory, and did it use traceScope?)`);
   }
   const files = names
-    .map((name) => ({ name, match: RANK_FILE.exec(name) }))
-    .filter((f) => f.match !== null)
-    .sort((a, b) => Number(a.match![1]) - Number(b.match![1]))
-    .map((f) => join(dir, f.name));
-  if (files.length === 0) throw new Error(`no per-rank trace files (rank-{r}.jsonl) in ${dir}`);
+    .filter((name) => name === CONTROLLER_FILE || RANK_FILE.test(name))
+    .sort((a, b) => fileOrder(a) - fileOrder(b))
+    .map((name) => join(dir, name));
+  if (files.length === 0) throw new Error(`no trace files (rank-{r}.jsonl or controller.jsonl) in ${dir}`);
 
   const sizes = await Promise.all(files.map(async (f) => (await stat(f)).size));
   const total = sizes.reduce((a, b) => a + b, 0);
@@ -84,7 +90,7 @@ export async function mergeTraces(runDir: string, options: MergeTracesOptions = 
   const write = async (text: string): Promise<void> => {
     await handle.write(text);
   };
-  const ranks = [...new Set(events.map((e) => e.pid))].sort((a, b) => a - b);
+  const ranks = [...new Set(events.map((e) => e.pid))].filter((pid) => pid !== CONTROLLER_TRACE_PID).sort((a, b) => a - b);
   try {
     await write('{"traceEvents":[\n');
     let chunk = "";

@@ -375,16 +375,16 @@ export class PerfTracer {
       lanes = new Set();
       this.begun.set(target.path, lanes);
       beginFile(target.path);
-      for (const m of processMetadata(target.rank, target.role)) out.write(traceEventLine(m));
+      for (const m of processMetadata(target)) out.write(traceEventLine(m));
     }
     const identity = `"rank":${target.rank},"role":${JSON.stringify(target.role)}`;
     for (let i = 0; i < n; i++) {
       const lane = buffer.lane[i]!;
       if (!lanes.has(lane)) {
         lanes.add(lane);
-        out.write(traceEventLine(threadMetadata(target.rank, TID_BASE + lane, laneName(lane))));
+        out.write(traceEventLine(threadMetadata(target.pid, TID_BASE + lane, laneName(lane))));
       }
-      out.write(this.line(buffer, i, target.rank, identity));
+      out.write(this.line(buffer, i, target.pid, identity));
     }
     out.seal();
     buffer.clear();
@@ -396,7 +396,7 @@ export class PerfTracer {
   }
 
   /** One event as a line, written by hand: the writer's cost is mostly here. */
-  private line(buffer: EventBuffer, i: number, rank: number, identity: string): string {
+  private line(buffer: EventBuffer, i: number, pid: number, identity: string): string {
     const start = quarterMicros(buffer.start[i]!);
     const ts = epochText(start);
     const name = quote(buffer.name[i]!);
@@ -406,12 +406,12 @@ export class PerfTracer {
       const dur = quarterMicros(buffer.end[i]!) - start;
       const error = buffer.error[i];
       const errorText = error === undefined ? "" : `,"error":${JSON.stringify(error)}`;
-      return `{"name":${name},"cat":"${buffer.cat[i]!}","ph":"X","ts":${ts},"dur":${dur},"pid":${rank},"tid":${TID_BASE + buffer.lane[i]!},"args":{${args}${identity}${errorText}}},\n`;
+      return `{"name":${name},"cat":"${buffer.cat[i]!}","ph":"X","ts":${ts},"dur":${dur},"pid":${pid},"tid":${TID_BASE + buffer.lane[i]!},"args":{${args}${identity}${errorText}}},\n`;
     }
     if (ph === PH_INSTANT) {
-      return `{"name":${name},"cat":"${buffer.cat[i]!}","ph":"i","s":"t","ts":${ts},"pid":${rank},"tid":${TID_BASE + buffer.lane[i]!},"args":{${args}${identity}}},\n`;
+      return `{"name":${name},"cat":"${buffer.cat[i]!}","ph":"i","s":"t","ts":${ts},"pid":${pid},"tid":${TID_BASE + buffer.lane[i]!},"args":{${args}${identity}}},\n`;
     }
-    return `{"name":${name},"ph":"C","ts":${ts},"pid":${rank},"tid":${TID_BASE},"args":{${args.slice(0, -1)}}},\n`;
+    return `{"name":${name},"ph":"C","ts":${ts},"pid":${pid},"tid":${TID_BASE},"args":{${args.slice(0, -1)}}},\n`;
   }
 }
 

@@ -1,6 +1,9 @@
 /**
  * Where a per-rank trace file goes and who writes it: `{runDir}/{folder}/rank-{rank}.jsonl`,
- * from explicit options or, once known, the current run (`src/run/current.ts`).
+ * from explicit options or, once known, the current run (`src/run/current.ts`). The run's
+ * controller writes `{folder}/controller.jsonl` instead, as trace process `CONTROLLER_TRACE_PID`:
+ * it is rank 0 of its own job, and a rank 0 in a worker thread or child process would otherwise
+ * share its file and pid under a second `process_name`.
  *
  * Shared by the perf tracer and the session tracer: both buffer in memory on the caller's thread,
  * then hand text to an `AppendFile` off the hot path, and write what is left synchronously at exit.
@@ -25,7 +28,17 @@ export interface RankFileTarget {
   readonly path: string;
   readonly rank: number;
   readonly role: string;
+  /** The trace viewer's process id: the rank, or `CONTROLLER_TRACE_PID` for the controller. */
+  readonly pid: number;
+  /** Whether this is the run's controller (file `controller.jsonl`) rather than a rank. */
+  readonly controller: boolean;
 }
+
+/**
+ * The trace process id of the run's controller: above any rank number, so the controller and a
+ * rank 0 are two processes in Perfetto. (Perfetto reads `pid` as an unsigned 32-bit number.)
+ */
+export const CONTROLLER_TRACE_PID = 1_000_000;
 
 /** Resolve a target, or undefined while the run directory or rank is not known yet. */
 export function resolveRankFile(folder: string, options: RankFileOptions): RankFileTarget | undefined {
@@ -34,7 +47,11 @@ export function resolveRankFile(folder: string, options: RankFileOptions): RankF
   const rank = options.rank ?? run?.identity.rank;
   if (runDir === undefined || rank === undefined) return undefined;
   const role = options.role ?? run?.identity.processName ?? "Process";
-  return { path: join(runDir, folder, `rank-${rank}.jsonl`), rank, role };
+  // The controller by the current run's word only: explicit options always name a rank.
+  if (options.rank === undefined && run?.role === "controller") {
+    return { path: join(runDir, folder, "controller.jsonl"), rank, role, pid: CONTROLLER_TRACE_PID, controller: true };
+  }
+  return { path: join(runDir, folder, `rank-${rank}.jsonl`), rank, role, pid: rank, controller: false };
 }
 
 /** Call `listener` when the current run becomes known (for tracers buffering until then). */

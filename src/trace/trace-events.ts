@@ -1,7 +1,8 @@
 /**
  * The Chrome trace event format as rankscope writes it (the subset Perfetto and chrome://tracing
  * read): complete events `X`, instants `i`, counters `C` and metadata `M`; `ts` and `dur` in
- * microseconds since the Unix epoch, `pid` the rank, `tid` a lane within the rank.
+ * microseconds since the Unix epoch, `pid` the rank (the controller: `CONTROLLER_TRACE_PID`), `tid`
+ * a lane within the rank.
  *
  * A per-rank file is an unterminated JSON array: `[` on the first line, then one event per line,
  * each followed by a comma. The trace viewers accept the missing `]`, so a file cut short by a
@@ -38,15 +39,19 @@ export function traceEventLine(event: TraceEvent): string {
   return `${JSON.stringify(event)},\n`;
 }
 
-/** The metadata events that name a rank's process in a viewer: `[role] Rank r`, sorted by rank. */
-export function processMetadata(rank: number, role: string): TraceEvent[] {
+/**
+ * The metadata events that name a process in a viewer: `[role] Rank r` sorted by rank, or
+ * `[role] Controller` sorted first.
+ */
+export function processMetadata(target: { readonly pid: number; readonly rank: number; readonly role: string; readonly controller: boolean }): TraceEvent[] {
+  const { pid, rank, role, controller } = target;
   return [
-    { name: "process_name", ph: "M", pid: rank, tid: 0, args: { name: `[${role}] Rank ${rank}` } },
-    { name: "process_sort_index", ph: "M", pid: rank, tid: 0, args: { sort_index: rank } },
+    { name: "process_name", ph: "M", pid, tid: 0, args: { name: controller ? `[${role}] Controller` : `[${role}] Rank ${rank}` } },
+    { name: "process_sort_index", ph: "M", pid, tid: 0, args: { sort_index: controller ? -1 : rank } },
   ];
 }
 
-/** The metadata event that names a row (thread) of a rank. */
-export function threadMetadata(rank: number, tid: number, name: string): TraceEvent {
-  return { name: "thread_name", ph: "M", pid: rank, tid, args: { name } };
+/** The metadata event that names a row (thread) of a process. */
+export function threadMetadata(pid: number, tid: number, name: string): TraceEvent {
+  return { name: "thread_name", ph: "M", pid, tid, args: { name } };
 }

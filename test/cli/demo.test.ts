@@ -77,7 +77,9 @@ test("the demo leaves no dashboard tab empty: per-rank lines, a stream, system m
       assert.match(config.configYaml ?? "", /algorithm: toy-rl/);
       assert.ok(config.version?.rankscope.version);
       const { files } = await json<{ files: { name: string; size: number }[] }>(dashboard.url, `/api/traces?run=${id}`);
-      assert.deepEqual(files.map((f) => f.name), ["rank-0.jsonl", "rank-1.jsonl", "rank-2.jsonl", "rank-3.jsonl"]);
+      // The controller traces its steps in a file of its own, apart from rank 0's.
+      assert.deepEqual(files.map((f) => f.name), ["controller.jsonl", "rank-0.jsonl", "rank-1.jsonl", "rank-2.jsonl", "rank-3.jsonl"]);
+      assert.match(readFileSync(join(root, ...run.id.split("/"), "traces", "controller.jsonl"), "utf8"), /"name":"train.step"/);
       const trace = readFileSync(join(root, ...run.id.split("/"), "traces", "rank-2.jsonl"), "utf8");
       assert.match(trace, /"name":"rollout"/);
     } finally {

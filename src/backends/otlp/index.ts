@@ -1,0 +1,208 @@
+/**
+ * `otlp`: OpenTelemetry metrics over OTLP/HTTP (protobuf) with the official exporter
+ * (`@opentelemetry/exporter-metrics-otlp-proto`). Lazily registered; subpath export `rankscope/otlp`.
+ *
+ * Each flush's reduced values become the SDK's `ResourceMetrics` (`metrics.ts`) and go straight to
+ * `OTLPMetricExporter.export`: the SDK's instruments and readers would re-aggregate values that
+ * rankscope has already reduced across ranks. Exports run one at a time in the background from a
+ * bounded queue; each has a deadline; a failed or late export is reported (`otlp.export`) with its
+ * data point count and counted in `stats`. docs/otlp.md.
+ */
+import { hostname } from "node:os";
+import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-proto";
+import { resourceFromAttributes, type Resource } from "@opentelemetry/resources";
+import type { ResourceMetrics } from "@opentelemetry/sdk-metrics";
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
+import { DEADLINE, withDeadline } from "../../core/deadline.js";
+import { reportError } from "../../core/diagnostics.js";
+import { rankscopeVersion } from "../../run/run-files.js";
+import type { HistogramMetric, Metric } from "../../core/metric.js";
+import type { Backend, BackendContext, BackendOptions } from "../backend.js";
+import { registerBackend } from "../backend.js";
+import { OtlpMetricBuilder, type Temporality } from "./metrics.js";
+
+export { OtlpMetricBuilder, hrTime, type Temporality } from "./metrics.js";
+
+/** OpenTelemetry's default OTLP/HTTP metrics endpoint. */
+export const DEFAULT_OTLP_METRICS_URL = "http://127.0.0.1:4318/v1/metrics";
+
+/** `ExportResultCode.SUCCESS` of `@opentelemetry/core`. */
+const EXPORT_SUCCESS = 0;
+
+/** What the exporter reports (`ExportResult` of `@opentelemetry/core`, a dependency of the exporter, not ours). */
+interface ExportResult {
+  readonly code: number;
+  readonly error?: Error;
+}
+
+/** Semantic-convention attribute names not yet stable in `@opentelemetry/semantic-conventions` (its docs say to copy them). */
+const ATTR_HOST_NAME = "host.name";
+const ATTR_SERVICE_INSTANCE_ID = "service.instance.id";
+
+/** What an `otlp` backend sent and lost. */
+export interface OtlpStats {
+  exports: number;
+  /** Data points in exports the receiver accepted. */
+  exportedPoints: number;
+  failedExports: number;
+  /** Data points of failed or late exports, of exports dropped from a full queue, and left at finish. */
+  lostPoints: number;
+}
+
+/** The resource of a backend instance: service, run, rank and host. */
+export function otlpResource(options: BackendOptions, context: BackendContext): Resource {
+  const attributes: Record<string, string | number> = {
+    [ATTR_SERVICE_NAME]: typeof options["serviceName"] === "string" ? options["serviceName"] : "rankscope",
+    [ATTR_SERVICE_VERSION]: rankscopeVersion(),
+    [ATTR_HOST_NAME]: hostname(),
+    "rankscope.run": `${context.experiment}/${context.trial}`,
+    "rankscope.experiment": context.experiment,
+    "rankscope.trial": context.trial,
+    "rankscope.logging_mode": context.loggingMode,
+  };
+  if (context.loggingMode === "global_reduce") {
+    attributes[ATTR_SERVICE_INSTANCE_ID] = `${context.experiment}/${context.trial}/global`;
+  } else {
+    attributes["rankscope.rank"] = context.identity.rank;
+    attributes["rankscope.rank_name"] = context.identity.rankName;
+    attributes[ATTR_SERVICE_INSTANCE_ID] = `${context.experiment}/${context.trial}/${context.identity.rankName}`;
+  }
+  const extra = options["resourceAttributes"] as Record<string, string> | undefined;
+  return resourceFromAttributes({ ...attributes, ...(extra ?? {}) });
+}
+
+function numberOption(options: BackendOptions, name: string, fallback: number): number {
+  const v = options[name];
+  return typeof v === "number" ? v : fallback;
+}
+
+class OtlpBackend implements Backend {
+  private exporter: OTLPMetricExporter | undefined;
+  private resource: Resource | undefined;
+  private builder = new OtlpMetricBuilder("cumulative", Date.now());
+  private readonly queue: ResourceMetrics[] = [];
+  private sending: Promise<void> | null = null;
+  private lastFlushMs = 0;
+  readonly stats: OtlpStats = { exports: 0, exportedPoints: 0, failedExports: 0, lostPoints: 0 };
+  private readonly timeoutMs: number;
+
+  constructor(private readonly options: BackendOptions) {
+    this.timeoutMs = numberOption(options, "timeoutMs", 10_000);
+  }
+
+  init(context: BackendContext): void {
+    this.resource = otlpResource(this.options, context);
+    this.builder = new OtlpMetricBuilder((this.options["temporality"] as Temporality | undefined) ?? "cumulative", Date.now());
+    this.exporter = new OTLPMetricExporter({
+      url: typeof this.options["url"] === "string" ? this.options["url"] : DEFAULT_OTLP_METRICS_URL,
+      headers: (this.options["headers"] as Record<string, string> | undefined) ?? {},
+      timeoutMillis: this.timeoutMs,
+    });
+  }
+
+  logBatch(metrics: readonly Metric[]): void {
+    this.builder.addMetrics(metrics);
+    for (const m of metrics) if (m.timestamp > this.lastFlushMs) this.lastFlushMs = m.timestamp;
+  }
+
+  logHistograms(histograms: readonly HistogramMetric[]): void {
+    this.builder.addHistograms(histograms);
+    for (const h of histograms) if (h.timestamp > this.lastFlushMs) this.lastFlushMs = h.timestamp;
+  }
+
+  /** After each flush: its metrics as one export, queued; never waits for the network. */
+  flushed(): void {
+    const metrics = this.builder.take(this.lastFlushMs || Date.now());
+    if (metrics.length === 0 || this.resource === undefined) return;
+    this.queue.push({ resource: this.resource, scopeMetrics: [{ scope: { name: "rankscope", version: rankscopeVersion() }, metrics }] });
+    const limit = numberOption(this.options, "maxQueuedExports", 100);
+    while (this.queue.length > limit) {
+      const dropped = this.queue.shift()!;
+      const points = pointCount(dropped);
+      this.stats.lostPoints += points;
+      reportError("otlp.queueFull", `otlp: ${limit} exports are waiting (the receiver is slow or down); dropped the oldest (${points} data points, counted in stats.lostPoints).`);
+    }
+    this.sending ??= this.sendAll().finally(() => {
+      this.sending = null;
+    });
+  }
+
+  private async sendAll(): Promise<void> {
+    while (this.queue.length > 0) {
+      const batch = this.queue.shift()!;
+      const points = pointCount(batch);
+      this.stats.exports++;
+      const error = await this.exportOnce(batch);
+      if (error === undefined) {
+        this.stats.exportedPoints += points;
+      } else {
+        this.stats.failedExports++;
+        this.stats.lostPoints += points;
+        reportError("otlp.export", `otlp: an export of ${points} data points failed: ${error}`);
+      }
+    }
+  }
+
+  /** One export with a deadline of our own (the exporter's `timeoutMillis`, plus a margin). */
+  private async exportOnce(batch: ResourceMetrics): Promise<string | undefined> {
+    const exporter = this.exporter;
+    if (exporter === undefined) return "the backend was not initialised";
+    const deadlineMs = this.timeoutMs + 1000;
+    const result = await withDeadline(new Promise<ExportResult>((resolve) => exporter.export(batch, resolve)), deadlineMs);
+    if (result === DEADLINE) return `no answer within ${deadlineMs} ms`;
+    return result.code === EXPORT_SUCCESS ? undefined : (result.error?.message ?? "the exporter reported a failure");
+  }
+
+  async finish(): Promise<void> {
+    this.flushed();
+    const deadlineMs = numberOption(this.options, "finishDeadlineMs", 8000);
+    const end = Date.now() + deadlineMs;
+    if (this.sending !== null && (await withDeadline(this.sending, deadlineMs)) === DEADLINE) {
+      const left = this.queue.splice(0).reduce((n, b) => n + pointCount(b), 0);
+      this.stats.lostPoints += left;
+      reportError("otlp.finishDeadline", `otlp: exports were still pending at the finish deadline (${deadlineMs} ms); ${left} queued data points were not sent.`);
+    }
+    if (this.exporter !== undefined) await withDeadline(this.exporter.shutdown(), Math.max(0, end - Date.now()));
+  }
+}
+
+function pointCount(batch: ResourceMetrics): number {
+  let n = 0;
+  for (const scope of batch.scopeMetrics) for (const m of scope.metrics) n += m.dataPoints.length;
+  return n;
+}
+
+/** These backends export reduced values: a raw stream (`per_rank_no_reduce`) would be lost silently. */
+function rejectStreamMode(backend: string, options: BackendOptions): void {
+  if (options.loggingMode === "per_rank_no_reduce") {
+    throw new TypeError(`backend "${backend}" exports reduced values: use loggingMode "global_reduce" or "per_rank_reduce" (raw streams go to jsonl, store, tensorboard or wandb)`);
+  }
+}
+
+registerBackend("otlp", (options) => new OtlpBackend(options), {
+  knownOptions: ["url", "headers", "serviceName", "resourceAttributes", "temporality", "timeoutMs", "maxQueuedExports", "finishDeadlineMs"],
+  validate(options) {
+    rejectStreamMode("otlp", options);
+    const url = options["url"];
+    if (url !== undefined) {
+      let ok: boolean;
+      try {
+        ok = typeof url === "string" && ["http:", "https:"].includes(new URL(url).protocol);
+      } catch {
+        ok = false;
+      }
+      if (!ok) throw new TypeError(`backend "otlp": url must be an OTLP/HTTP metrics endpoint such as "${DEFAULT_OTLP_METRICS_URL}", got ${JSON.stringify(url)}`);
+    }
+    const temporality = options["temporality"];
+    if (temporality !== undefined && temporality !== "cumulative" && temporality !== "delta") throw new TypeError(`backend "otlp": temporality must be "cumulative" or "delta", got ${JSON.stringify(temporality)}`);
+    for (const name of ["headers", "resourceAttributes"]) {
+      const v = options[name];
+      if (v !== undefined && (v === null || typeof v !== "object" || Object.values(v).some((x) => typeof x !== "string"))) throw new TypeError(`backend "otlp": ${name} must be an object of names to string values`);
+    }
+    if (options["serviceName"] !== undefined && (typeof options["serviceName"] !== "string" || options["serviceName"].length === 0)) throw new TypeError(`backend "otlp": serviceName must be a non-empty string`);
+    for (const name of ["timeoutMs", "maxQueuedExports", "finishDeadlineMs"]) {
+      const v = options[name];
+      if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) throw new TypeError(`backend "otlp": ${name} must be an integer ≥ 1, got ${JSON.stringify(v)}`);
+    }
+  },
+});

@@ -1,0 +1,221 @@
+/**
+ * What the Prometheus backends expose: metric families built from each flush, shared by `/metrics`
+ * (rendered by prom-client's `Registry`) and remote write (samples at the flush's time).
+ *
+ * - A reduced value (mean, max, min, std, a histogram's count/min/max/mean, custom reductions) is
+ *   a **gauge** holding the latest flush's value.
+ * - A `sum` key is a **counter** `{name}_total` holding the running total of the per-flush sums
+ *   (a flush's sum is the increase since the previous flush, so `rate()` and `increase()` mean
+ *   what they say). A negative per-flush sum makes the counter go down, which Prometheus reads as
+ *   a counter reset: it is reported (`prometheus.counterDecrease:{key}`) and counted.
+ * - A `histogram` key is a **histogram**: buckets at rankscope's bucket edges (`le`, cumulative,
+ *   only edges that have held a value, plus `+Inf`), `_sum` and `_count`, all running totals over
+ *   flushes like a counter. NaN values count in `_count` and `+Inf` only, as client_golang does.
+ * - A `quantiles` key is a **summary** whose `quantile` series are the latest flush's quantiles
+ *   (over the values of that flush, across ranks as the logging mode says); it has no `_sum` or
+ *   `_count` (a reduced quantile state does not reach backends with them).
+ */
+import type { HistogramMetric, Metric } from "../../core/metric.js";
+import { warn } from "../../core/diagnostics.js";
+import { prometheusName } from "./names.js";
+
+/** The Prometheus type of a family. */
+export type FamilyType = "gauge" | "counter" | "histogram" | "summary";
+
+/** Label names and values, e.g. `{ rank: "3", host: "node-1" }`. */
+export type Labels = Readonly<Record<string, string>>;
+
+/** One series of a family (one label set). */
+interface Series {
+  readonly labels: Labels;
+  /** Gauge value, or counter total. */
+  value: number;
+  /** Histogram: count per bucket edge (not cumulative); summary: value per quantile label. */
+  readonly buckets: Map<number, number>;
+  readonly quantiles: Map<string, number>;
+  count: number;
+  sum: number;
+  /** The time (ms) it last changed, and whether it changed since `takeChanged()`. */
+  timestamp: number;
+  changed: boolean;
+}
+
+/** One metric family: a name, a type, the key it came from, its series by label set. */
+export interface Family {
+  readonly name: string;
+  readonly type: FamilyType;
+  readonly key: string;
+  readonly help: string;
+  readonly series: Map<string, Series>;
+}
+
+/** A sample as remote write sends it: full label set (with `__name__`), value, time in ms. */
+export interface Sample {
+  readonly labels: Labels;
+  readonly value: number;
+  readonly timestamp: number;
+}
+
+/** The `quantile` label of a `quantiles` output suffix: `p50` → `0.5`, `p99.9` → `0.999`. */
+function quantileOfSuffix(suffix: string): string | undefined {
+  if (!/^p\d+(\.\d+)?$/.test(suffix)) return undefined;
+  return String(Number((Number(suffix.slice(1)) / 100).toPrecision(12)));
+}
+
+function labelKey(labels: Labels): string {
+  return JSON.stringify(labels);
+}
+
+/** Label value text of a bucket edge, as Prometheus' own clients format `le`. */
+export function leText(edge: number): string {
+  return edge === Infinity ? "+Inf" : String(edge);
+}
+
+/** The families of one backend instance, updated at each flush. */
+export class Exposition {
+  readonly families = new Map<string, Family>();
+  /** Where each key's values go, found once per key (`undefined`: a name clash, not exported). */
+  private readonly targets = new Map<string, { readonly reduce: string; readonly series: Series | undefined; readonly quantile?: string }>();
+
+  constructor(
+    /** Labels every series of this instance carries (rank, host, user labels). */
+    private readonly labels: Labels,
+  ) {}
+
+  private family(name: string, type: FamilyType, key: string, reduce: string): Family | undefined {
+    const found = this.families.get(name);
+    if (found !== undefined) {
+      if (found.type === type && found.key === key) return found;
+      warn(
+        `prometheus.nameClash:${name}`,
+        `prometheus: key "${key}" (${reduce}) maps to the metric name ${name}, already used by key "${found.key}" as a ${found.type}; its values are not exported. Rename one of the keys.`,
+      );
+      return undefined;
+    }
+    const help = `rankscope key "${key}" (${reduce})`;
+    const created: Family = { name, type, key, help, series: new Map() };
+    this.families.set(name, created);
+    return created;
+  }
+
+  private series(family: Family, labels: Labels): Series {
+    const id = labelKey(labels);
+    let s = family.series.get(id);
+    if (s === undefined) {
+      s = { labels, value: 0, buckets: new Map(), quantiles: new Map(), count: 0, sum: 0, timestamp: 0, changed: false };
+      family.series.set(id, s);
+    }
+    return s;
+  }
+
+  /** The series a key's values go to, found once per key and reduction. */
+  private target(m: Metric): { readonly reduce: string; readonly series: Series | undefined; readonly quantile?: string } {
+    const found = this.targets.get(m.key);
+    if (found !== undefined && found.reduce === m.reduce) return found;
+    let made: { reduce: string; series: Series | undefined; quantile?: string };
+    const slash = m.key.lastIndexOf("/");
+    const quantile = m.reduce.startsWith("quantiles") && slash > 0 ? quantileOfSuffix(m.key.slice(slash + 1)) : undefined;
+    if (m.reduce === "sum") {
+      const family = this.family(`${prometheusName(m.key)}_total`, "counter", m.key, m.reduce);
+      made = { reduce: m.reduce, series: family && this.series(family, this.labels) };
+    } else if (quantile !== undefined) {
+      const key = m.key.slice(0, slash);
+      const family = this.family(prometheusName(key), "summary", key, m.reduce);
+      made = { reduce: m.reduce, series: family && this.series(family, this.labels), quantile };
+    } else {
+      const family = this.family(prometheusName(m.key), "gauge", m.key, m.reduce);
+      made = { reduce: m.reduce, series: family && this.series(family, this.labels) };
+    }
+    this.targets.set(m.key, made);
+    return made;
+  }
+
+  /** Add one flush's reduced scalars. */
+  addMetrics(metrics: readonly Metric[]): void {
+    for (const m of metrics) {
+      const { series: s, quantile } = this.target(m);
+      if (s === undefined) continue;
+      if (m.reduce === "sum") {
+        if (m.value < 0) warn(`prometheus.counterDecrease:${m.key}`, `prometheus: sum key "${m.key}" had a negative sum (${m.value}) at step ${m.step}; its counter goes down, which Prometheus reads as a counter reset.`);
+        s.value += m.value;
+      } else if (quantile !== undefined) {
+        s.quantiles.set(quantile, m.value);
+      } else {
+        s.value = m.value;
+      }
+      s.timestamp = m.timestamp;
+      s.changed = true;
+    }
+  }
+
+  /** Add one flush's histograms: their counts and sums add to the running totals. */
+  addHistograms(histograms: readonly HistogramMetric[]): void {
+    for (const h of histograms) {
+      const family = this.family(prometheusName(h.key), "histogram", h.key, "histogram");
+      if (family === undefined) continue;
+      const s = this.series(family, this.labels);
+      const { bucketLimits, bucketCounts } = h.histogram;
+      for (let i = 0; i < bucketLimits.length; i++) {
+        const edge = bucketLimits[i]!;
+        s.buckets.set(edge, (s.buckets.get(edge) ?? 0) + bucketCounts[i]!);
+      }
+      s.count += h.histogram.count;
+      s.sum += h.histogram.sum;
+      this.touch(s, h.timestamp);
+    }
+  }
+
+  private touch(s: Series, timestamp: number): void {
+    s.timestamp = timestamp;
+    s.changed = true;
+  }
+
+  /**
+   * The samples of every series changed since the last call, at their flush's time (remote
+   * write). `minTimestamp` lifts times so each series' times strictly increase.
+   */
+  takeChanged(minTimestamp: number): Sample[] {
+    const out: Sample[] = [];
+    for (const family of this.families.values()) {
+      for (const s of family.series.values()) {
+        if (!s.changed) continue;
+        s.changed = false;
+        const timestamp = Math.max(s.timestamp, minTimestamp);
+        for (const v of seriesValues(family, s)) out.push({ labels: { __name__: v.metricName, ...v.labels }, value: v.value, timestamp });
+      }
+    }
+    return out;
+  }
+}
+
+/** One line of a family's exposition: name (with `_bucket`, `_sum`… where it applies), labels, value. */
+export interface SeriesValue {
+  readonly metricName: string;
+  readonly labels: Labels;
+  readonly value: number;
+}
+
+/** The exposition lines of one series, in the order the text format lists them. */
+export function seriesValues(family: Family, s: Series): SeriesValue[] {
+  switch (family.type) {
+    case "gauge":
+    case "counter":
+      return [{ metricName: family.name, labels: s.labels, value: s.value }];
+    case "summary":
+      return [...s.quantiles]
+        .sort((a, b) => Number(a[0]) - Number(b[0]))
+        .map(([quantile, value]) => ({ metricName: family.name, labels: { ...s.labels, quantile }, value }));
+    case "histogram": {
+      const out: SeriesValue[] = [];
+      let cumulative = 0;
+      for (const edge of [...s.buckets.keys()].sort((a, b) => a - b)) {
+        cumulative += s.buckets.get(edge)!;
+        out.push({ metricName: `${family.name}_bucket`, labels: { ...s.labels, le: leText(edge) }, value: cumulative });
+      }
+      out.push({ metricName: `${family.name}_bucket`, labels: { ...s.labels, le: "+Inf" }, value: s.count });
+      out.push({ metricName: `${family.name}_sum`, labels: s.labels, value: s.sum });
+      out.push({ metricName: `${family.name}_count`, labels: s.labels, value: s.count });
+      return out;
+    }
+  }
+}

@@ -1,0 +1,193 @@
+/**
+ * `prometheus`: serves `/metrics` for Prometheus to scrape (long-running inference and rollout
+ * servers); `prometheus_remote_write`: pushes the same samples to a Prometheus server's remote
+ * write receiver (batch jobs). Both lazily registered; subpath export `rankscope/prometheus`.
+ *
+ * Names, types and labels: `exposition.ts` and `names.ts`; docs/prometheus.md.
+ */
+import { hostname } from "node:os";
+import type { HistogramMetric, Metric } from "../../core/metric.js";
+import { currentRun } from "../../run/current.js";
+import type { Backend, BackendContext, BackendOptions } from "../backend.js";
+import { registerBackend } from "../backend.js";
+import { Exposition, type Labels } from "./exposition.js";
+import { RemoteWriter, type RemoteWriterStats, type SeriesMetadata } from "./remote-write.js";
+import { liveExpositions } from "./render.js";
+import { leaseMetricsServer, type MetricsServerLease } from "./server.js";
+
+export { prometheusName, keyFromPrometheusName } from "./names.js";
+export { renderMetrics, metricsHandler, metricsContentType } from "./render.js";
+export { encodeWriteRequest, snappyCompress, RemoteWriter, type RemoteWriterOptions, type RemoteWriterStats } from "./remote-write.js";
+export { Exposition, type Labels, type Sample, type FamilyType } from "./exposition.js";
+
+/** Default `/metrics` port (the one OpenTelemetry's Prometheus exporter uses). */
+export const DEFAULT_PROMETHEUS_PORT = 9464;
+
+const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+
+/** The labels of a backend instance: the user's, plus rank, rank_name and host in per-rank modes. */
+function instanceLabels(options: BackendOptions, context: BackendContext): Labels {
+  const labels: Record<string, string> = { ...((options["labels"] as Record<string, string> | undefined) ?? {}) };
+  if (context.loggingMode !== "global_reduce") {
+    labels["rank"] = String(context.identity.rank);
+    labels["rank_name"] = context.identity.rankName;
+    labels["host"] = hostname();
+  }
+  return labels;
+}
+
+function checkLabels(backend: string, labels: unknown): void {
+  if (labels === undefined) return;
+  if (labels === null || typeof labels !== "object" || Array.isArray(labels)) throw new TypeError(`backend "${backend}": labels must be an object of label names to string values, got ${JSON.stringify(labels)}`);
+  for (const [name, value] of Object.entries(labels)) {
+    if (!LABEL_NAME.test(name) || name.startsWith("__")) throw new TypeError(`backend "${backend}": label name ${JSON.stringify(name)} is not valid: use letters, digits and "_", not starting with a digit or "__"`);
+    if (["rank", "rank_name", "host", "le", "quantile"].includes(name)) throw new TypeError(`backend "${backend}": label "${name}" is set by rankscope; choose another name`);
+    if (typeof value !== "string") throw new TypeError(`backend "${backend}": label "${name}" must be a string, got ${JSON.stringify(value)}`);
+  }
+}
+
+function nonNegativeInteger(backend: string, options: BackendOptions, name: string, min = 0): void {
+  const v = options[name];
+  if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < min)) throw new TypeError(`backend "${backend}": ${name} must be an integer ≥ ${min}, got ${JSON.stringify(v)}`);
+}
+
+function numberOption(options: BackendOptions, name: string, fallback: number): number {
+  const v = options[name];
+  return typeof v === "number" ? v : fallback;
+}
+
+/** Collects each flush into an `Exposition`; the two backends differ in where it goes. */
+abstract class PrometheusBackendBase implements Backend {
+  protected exposition = new Exposition({});
+  constructor(protected readonly options: BackendOptions) {}
+
+  init(context: BackendContext): Promise<void> | void {
+    this.exposition = new Exposition(instanceLabels(this.options, context));
+  }
+
+  logBatch(metrics: readonly Metric[]): void {
+    this.exposition.addMetrics(metrics);
+  }
+
+  logHistograms(histograms: readonly HistogramMetric[]): void {
+    this.exposition.addHistograms(histograms);
+  }
+}
+
+class PrometheusBackend extends PrometheusBackendBase {
+  private lease: MetricsServerLease | undefined;
+
+  /** Where Prometheus scrapes this instance (`undefined` with `serve: false`). */
+  get url(): string | undefined {
+    return this.lease?.url;
+  }
+
+  override async init(context: BackendContext): Promise<void> {
+    super.init(context);
+    liveExpositions().add(this.exposition);
+    if (this.options["serve"] === false) return;
+    const host = typeof this.options["host"] === "string" ? this.options["host"] : "127.0.0.1";
+    const base = numberOption(this.options, "port", DEFAULT_PROMETHEUS_PORT);
+    // The controller's process listens on `port` (its global instances and the per-rank instance
+    // of its own collector, which is rank 0 of its job too); rank r on `port + 1 + r`, so ranks
+    // of one host never collide with each other or the controller. Port 0: any free port.
+    const run = currentRun();
+    const controllerProcess = context.role === "controller" || (run?.role === "controller" && run.identity.rankName === context.identity.rankName);
+    const port = base === 0 || controllerProcess ? base : base + 1 + context.identity.rank;
+    const path = typeof this.options["path"] === "string" ? this.options["path"] : "/metrics";
+    this.lease = await leaseMetricsServer(host, port, path, numberOption(this.options, "listenDeadlineMs", 5000), this.exposition);
+  }
+
+  async finish(): Promise<void> {
+    liveExpositions().delete(this.exposition);
+    await this.lease?.release();
+  }
+}
+
+class PrometheusRemoteWriteBackend extends PrometheusBackendBase {
+  private writer: RemoteWriter | undefined;
+  private lastTimestamp = 0;
+  private readonly sentMetadata = new Set<string>();
+
+  /** What was sent and lost so far. */
+  get stats(): RemoteWriterStats | undefined {
+    return this.writer?.stats;
+  }
+
+  override init(context: BackendContext): void {
+    super.init(context);
+    this.writer = new RemoteWriter({
+      url: this.options["url"] as string,
+      headers: (this.options["headers"] as Record<string, string> | undefined) ?? {},
+      timeoutMs: numberOption(this.options, "timeoutMs", 5000),
+      retryBudgetMs: numberOption(this.options, "retryBudgetMs", 30_000),
+      maxQueuedSamples: numberOption(this.options, "maxQueuedSamples", 100_000),
+      maxSamplesPerSend: numberOption(this.options, "maxSamplesPerSend", 2000),
+      name: context.backendName,
+    });
+  }
+
+  /** After each flush: the changed series, at the flush's time (strictly increasing), to the queue. */
+  flushed(): void {
+    const samples = this.exposition.takeChanged(this.lastTimestamp + 1);
+    if (samples.length === 0 || this.writer === undefined) return;
+    for (const s of samples) if (s.timestamp > this.lastTimestamp) this.lastTimestamp = s.timestamp;
+    const metadata: SeriesMetadata[] = [];
+    for (const family of this.exposition.families.values()) {
+      if (this.sentMetadata.has(family.name)) continue;
+      this.sentMetadata.add(family.name);
+      metadata.push({ type: family.type, name: family.name, help: family.help });
+    }
+    this.writer.push(samples, metadata);
+  }
+
+  async finish(): Promise<void> {
+    this.flushed();
+    await this.writer?.drain(numberOption(this.options, "finishDeadlineMs", 8000));
+  }
+}
+
+/** These backends export reduced values: a raw stream (`per_rank_no_reduce`) would be lost silently. */
+function rejectStreamMode(backend: string, options: BackendOptions): void {
+  if (options.loggingMode === "per_rank_no_reduce") {
+    throw new TypeError(`backend "${backend}" exports reduced values: use loggingMode "global_reduce" or "per_rank_reduce" (raw streams go to jsonl, store, tensorboard or wandb)`);
+  }
+}
+
+registerBackend("prometheus", (options) => new PrometheusBackend(options), {
+  knownOptions: ["host", "port", "path", "serve", "labels", "listenDeadlineMs"],
+  validate(options) {
+    rejectStreamMode("prometheus", options);
+    const { host, path, serve } = options;
+    if (host !== undefined && (typeof host !== "string" || host.length === 0)) throw new TypeError(`backend "prometheus": host must be an address to listen on such as "127.0.0.1" or "0.0.0.0", got ${JSON.stringify(host)}`);
+    if (path !== undefined && (typeof path !== "string" || !path.startsWith("/"))) throw new TypeError(`backend "prometheus": path must start with "/", e.g. "/metrics", got ${JSON.stringify(path)}`);
+    if (serve !== undefined && typeof serve !== "boolean") throw new TypeError(`backend "prometheus": serve must be true (listen on host:port) or false (mount metricsHandler() yourself), got ${JSON.stringify(serve)}`);
+    nonNegativeInteger("prometheus", options, "port");
+    if (typeof options["port"] === "number" && options["port"] > 65535) throw new TypeError(`backend "prometheus": port must be 0-65535, got ${options["port"]}`);
+    nonNegativeInteger("prometheus", options, "listenDeadlineMs", 1);
+    checkLabels("prometheus", options["labels"]);
+  },
+});
+
+registerBackend("prometheus_remote_write", (options) => new PrometheusRemoteWriteBackend(options), {
+  knownOptions: ["url", "headers", "labels", "timeoutMs", "retryBudgetMs", "maxQueuedSamples", "maxSamplesPerSend", "finishDeadlineMs"],
+  validate(options) {
+    rejectStreamMode("prometheus_remote_write", options);
+    const url = options["url"];
+    let parsed: URL | undefined;
+    try {
+      parsed = typeof url === "string" ? new URL(url) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    if (parsed === undefined || (parsed.protocol !== "http:" && parsed.protocol !== "https:")) {
+      throw new TypeError(`backend "prometheus_remote_write": url must be the receiver's http(s) URL, e.g. "http://127.0.0.1:9090/api/v1/write", got ${JSON.stringify(url)}`);
+    }
+    const headers = options["headers"];
+    if (headers !== undefined && (headers === null || typeof headers !== "object" || Object.values(headers).some((v) => typeof v !== "string"))) {
+      throw new TypeError(`backend "prometheus_remote_write": headers must be an object of header names to string values`);
+    }
+    for (const name of ["timeoutMs", "retryBudgetMs", "maxQueuedSamples", "maxSamplesPerSend", "finishDeadlineMs"]) nonNegativeInteger("prometheus_remote_write", options, name, 1);
+    checkLabels("prometheus_remote_write", options["labels"]);
+  },
+});

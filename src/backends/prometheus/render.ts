@@ -1,0 +1,92 @@
+/**
+ * `/metrics`: the families of every live Prometheus backend of this process in the Prometheus text
+ * format (0.0.4) or OpenMetrics 1.0, rendered by prom-client's `Registry`.
+ *
+ * Each family is handed to the registry as a metric object (`name`, `help`, `type`, `get()`), the
+ * interface prom-client's own metric types implement, so prom-client does the escaping, label
+ * formatting and counter naming. One correction: prom-client 15 writes NaN as `Nan`; Prometheus'
+ * parser takes it (Go's ParseFloat ignores case) but OpenMetrics spells it `NaN`, so a value
+ * `Nan` at the end of a line is rewritten.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import client from "prom-client";
+import { processWide } from "../../core/process-wide.js";
+import { seriesValues, type Exposition, type Family } from "./exposition.js";
+
+/** The expositions of every live Prometheus backend in this process, rendered together. */
+export function liveExpositions(): Set<Exposition> {
+  return processWide("prometheusExpositions", () => new Set<Exposition>());
+}
+
+interface PromValue {
+  metricName?: string;
+  /** Not copied: prom-client only reads labels (no default labels are set on this registry). */
+  labels: Readonly<Record<string, string>>;
+  value: number;
+}
+
+function valuesOf(family: Family): PromValue[] {
+  const out: PromValue[] = [];
+  for (const s of family.series.values()) {
+    for (const v of seriesValues(family, s)) {
+      // A counter's sample name is left to prom-client: `_total` in both formats.
+      out.push(family.type === "counter" ? { labels: v.labels, value: v.value } : { metricName: v.metricName, labels: v.labels, value: v.value });
+    }
+  }
+  return out;
+}
+
+/** Render expositions (default: every live one) as text; `openMetrics` selects OpenMetrics 1.0. */
+export async function renderMetrics(expositions: Iterable<Exposition> = liveExpositions(), openMetrics = false): Promise<string> {
+  // The constructor takes the content type (prom-client's types omit the parameter).
+  const Registry = client.Registry as unknown as new (contentType: string) => client.Registry;
+  const registry = new Registry(metricsContentType(openMetrics));
+  const byName = new Map<string, { name: string; help: string; type: string; values: PromValue[] }>();
+  for (const exposition of expositions) {
+    for (const family of exposition.families.values()) {
+      const found = byName.get(family.name);
+      if (found !== undefined && found.type === family.type) found.values.push(...valuesOf(family));
+      else if (found === undefined) byName.set(family.name, { name: family.name, help: family.help, type: family.type, values: valuesOf(family) });
+    }
+  }
+  for (const metric of [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    // OpenMetrics names a counter family without `_total` and its sample with it (prom-client adds it).
+    const name = openMetrics && metric.type === "counter" ? metric.name.replace(/_total$/, "") : metric.name;
+    const data = { ...metric, name, aggregator: "sum" };
+    registry.registerMetric({ ...data, get: () => data } as unknown as client.Metric);
+  }
+  if (byName.size === 0) return openMetrics ? "# EOF\n" : "";
+  const text = await registry.metrics();
+  return text.includes(" Nan") ? text.replace(/ Nan$/gm, " NaN") : text;
+}
+
+/** The content type of a rendering. */
+export function metricsContentType(openMetrics: boolean): string {
+  return openMetrics ? client.Registry.OPENMETRICS_CONTENT_TYPE : client.Registry.PROMETHEUS_CONTENT_TYPE;
+}
+
+/** Whether a scrape asked for OpenMetrics (its `Accept` header names `application/openmetrics-text`). */
+export function wantsOpenMetrics(accept: string | undefined): boolean {
+  return accept !== undefined && accept.includes("application/openmetrics-text");
+}
+
+/**
+ * A request handler serving `/metrics` of every Prometheus backend of this process (or of the given
+ * expositions), to mount in your own HTTP server (`prometheus: { loggingMode, serve: false }`).
+ * Answers any path it is given.
+ */
+export function metricsHandler(expositions: Iterable<Exposition> = liveExpositions()): (request: IncomingMessage, response: ServerResponse) => void {
+  return (request, response) => {
+    const openMetrics = wantsOpenMetrics(request.headers.accept);
+    renderMetrics(expositions, openMetrics).then(
+      (text) => {
+        response.writeHead(200, { "content-type": metricsContentType(openMetrics) });
+        response.end(text);
+      },
+      (error: unknown) => {
+        response.writeHead(500, { "content-type": "text/plain; charset=utf-8" });
+        response.end(`rendering /metrics failed: ${error instanceof Error ? error.message : String(error)}\n`);
+      },
+    );
+  };
+}
