@@ -285,6 +285,16 @@ export class StateDecoder {
    * (a late frame), so the table stays in step with the sender. Throws `WireFormatError`.
    */
   decode(data: Uint8Array): DecodedFrame {
+    try {
+      return this.read(data);
+    } catch (error) {
+      if (error instanceof WireFormatError) throw error;
+      // Whatever else a corrupted frame trips over is still a malformed frame, never a crash.
+      throw new WireFormatError(`the frame cannot be read (${error instanceof Error ? error.message : String(error)})`);
+    }
+  }
+
+  private read(data: Uint8Array): DecodedFrame {
     if (!isWireFrame(data)) throw new WireFormatError("not a rankscope wire frame (bad magic)");
     if (data.length < FIXED) throw new WireFormatError(`frame of ${data.length} bytes is shorter than its fixed header (${FIXED})`);
     // Work on an 8-aligned copy so the columns can be read as typed arrays (`new Uint8Array(x)`

@@ -130,7 +130,7 @@ test("every truncation and every single corrupted byte of a frame is refused as 
         assert.ok(error instanceof WireFormatError, `byte ${at} = ${byte}: ${String(error)}`);
       }
     }),
-    { numRuns: 500 },
+    { numRuns: 3000 },
   );
   assert.throws(() => new StateDecoder().decode(new TextEncoder().encode('{"proto":"rankscope"}')), WireFormatError);
 });
