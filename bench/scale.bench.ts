@@ -8,7 +8,8 @@
  *
  * Controller CPU is `process.cpuUsage()` of this process around `logger.flush(step)` (decode,
  * merge, reduce; no backend attached). Run: `npm run bench -- scale` (`SCALE_BENCH_QUICK=1` for
- * 64 / 256 ranks only).
+ * 64 / 256 ranks only; `SCALE_BENCH_ONLY=1024x16` for one row; `SCALE_BENCH_CPU_PROF=<dir>` writes the host processes'
+ * CPU profiles there, for `node --cpu-prof`-style analysis).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -25,6 +26,8 @@ import { NatsServer, waitFor } from "../test/transport/support.js";
 import { scaleKeys } from "./scale-keys.js";
 
 const QUICK = process.env["SCALE_BENCH_QUICK"] === "1";
+const ONLY = process.env["SCALE_BENCH_ONLY"];
+const CPU_PROF = process.env["SCALE_BENCH_CPU_PROF"];
 const KEYS = 1000;
 const FLUSHES = 5;
 const HOST_FILE = new URL("./scale-host.ts", import.meta.url);
@@ -54,7 +57,7 @@ async function measure(server: NatsServer, nc: NatsConnection, ranks: number, ho
   const perHost = ranks / hostCount;
   for (let p = 0; p < processes; p++) {
     const ids = Array.from({ length: hostCount / processes }, (_v, i) => `h${p * (hostCount / processes) + i}`);
-    const child = spawn(process.execPath, ["--import", "tsx", HOST_FILE.pathname], {
+    const child = spawn(process.execPath, [...(CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`]), "--import", "tsx", HOST_FILE.pathname], {
       env: {
         ...process.env,
         SCALE_NATS_URL: server.url,
@@ -143,6 +146,7 @@ try {
     grid.push([ranks, "direct", 3]);
   }
   for (const [ranks, hosts, flushes] of grid) {
+    if (ONLY !== undefined && ONLY !== `${ranks}x${hosts}`) continue;
     const row = await measure(server, nc, ranks, hosts, flushes);
     rows.push(row);
     process.stdout.write(`  measured ${ranks} ranks, ${hosts} hosts: ${row.cpuMs.toFixed(1)} ms CPU, ${row.wallMs.toFixed(1)} ms wall\n`);

@@ -15,7 +15,8 @@ import type { RankIdentity } from "../../backends/backend.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import { assertSubjectToken } from "../protocol/identity.js";
-import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type RankMessage } from "../protocol/messages.js";
+import { checkReplyFrameHeader, decodeProtocolMessage, encodeProtocolMessage, reportIgnored, transportStats, type RankMessage } from "../protocol/messages.js";
+import { isWireFrame, readFrameHeader, StateDecoder, WIRE_VERSION, WireFormatError } from "../wire/codec.js";
 import { natsServers, RECONNECT, subjects } from "../protocol/nats.js";
 import type { RankServer } from "./launcher.js";
 import type { RankSnapshot } from "../protocol/types.js";
@@ -126,6 +127,13 @@ export class NatsRankServer implements RankServer {
   private readonly helloSent = new Map<string, number>();
   private readonly waiters = new Map<string, Array<(handle: RemoteRankHandle) => void>>();
   private readonly inbox: string;
+  /**
+   * A host agent (scope) asks its ranks for binary flush answers (wire frames): the key table of
+   * each rank's frames, by rank name. The controller itself keeps JSON with ranks joined directly.
+   */
+  private readonly decoders = new Map<string, StateDecoder>();
+  /** Ranks whose key table this server does not hold (new here, or a frame was lost): told at the next flush. */
+  private readonly resync = new Set<string>();
   private currentFlush: { step: number; id: number } | null = null;
   private closing = false;
 
@@ -255,6 +263,8 @@ export class NatsRankServer implements RankServer {
         handle.carry(orphan);
       }
       this.ranks.set(identity.rankName, { handle, pid: message.pid, host: message.host });
+      // Its frames may continue a key table an earlier agent held: it starts a new one.
+      if (this.scope !== undefined && !this.decoders.has(identity.rankName)) this.resync.add(identity.rankName);
       this.silent.delete(identity.rankName);
       this.missed.set(identity.rankName, 0);
       known?.handle.close("registered again");
@@ -286,12 +296,13 @@ export class NatsRankServer implements RankServer {
     if (known === undefined) return;
     this.ranks.delete(message.rankName);
     this.silent.delete(message.rankName);
+    this.decoders.delete(message.rankName);
     this.logger.deregisterRank(message.rankName, known.handle);
     known.handle.close(`left the run (${message.reason})`);
   }
 
   private onReply(msg: Msg): void {
-    const message = decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`) as RankMessage | undefined;
+    const message = isWireFrame(msg.data) ? this.replyOfFrame(msg.data, `NATS subject ${msg.subject}`) : (decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`) as RankMessage | undefined);
     if (message === undefined) return;
     if (message.t !== "reply") {
       reportIgnored("malformed", `a "${message.t}" message arrived on the controller's inbox, which takes only replies`);
@@ -309,6 +320,46 @@ export class NatsRankServer implements RankServer {
       );
     }
     known.handle.receive(message);
+  }
+
+  /**
+   * A rank's flush answer sent as a wire frame, as the reply it stands for; undefined when it is
+   * malformed or foreign (counted and reported). A frame naming keys whose definitions this server
+   * does not hold (a frame of the rank's session was lost, or this agent is new to it) is not used:
+   * the rank is asked to send that answer again in JSON, which arrives as a late answer and goes
+   * into its next flush, and to start a new key table at the next flush — nothing is lost.
+   */
+  private replyOfFrame(data: Uint8Array, from: string): RankMessage | undefined {
+    const stats = transportStats();
+    stats.messagesIn++;
+    stats.bytesIn += data.length;
+    try {
+      const header = checkReplyFrameHeader(this.runId, readFrameHeader(data), from);
+      if (header === undefined) return undefined;
+      const rankName = header.rankName;
+      let decoder = this.decoders.get(rankName);
+      if (decoder === undefined) {
+        if (!this.ranks.has(rankName) && this.decoders.size >= this.ranks.size + MAX_ORPHAN_RANKS) {
+          reportIgnored("foreign", `a flush-answer frame came from ${rankName}, which is not registered here, while the key tables of ${MAX_ORPHAN_RANKS} unregistered ranks are already held`);
+          return undefined;
+        }
+        decoder = new StateDecoder();
+        this.decoders.set(rankName, decoder);
+      }
+      const frame = decoder.decode(data);
+      if (frame.tableGap) this.resync.add(rankName);
+      if (frame.unknownKeys > 0) {
+        reportIgnored("late", `rank ${rankName}'s answer to flush(${header.step}) names ${frame.unknownKeys} keys whose definitions were lost with an earlier frame; it is asked to send that answer again (its values go into its next flush)`);
+        assertSubjectTokenSafe(rankName, (name) => this.nc.publish(subjects(this.runId, this.scope).rank(name), encodeProtocolMessage(this.runId, { t: "resend", id: nextRequestId(), seq: header.seq }), { reply: this.inbox }));
+        return undefined;
+      }
+      const states = decoder.toKeyStates(frame, false);
+      return { t: "reply", id: header.id, rankName, ok: true, snapshot: { rankName, step: header.step, seq: header.seq, states, droppedKeyRecords: header.dropped } };
+    } catch (error) {
+      if (!(error instanceof WireFormatError)) throw error;
+      reportIgnored("malformed", `a flush-answer frame from ${from} cannot be read (${error.message})`);
+      return undefined;
+    }
   }
 
   /**
@@ -362,6 +413,7 @@ export class NatsRankServer implements RankServer {
       if (this.ranks.get(identity.rankName)?.handle !== handle) return;
       this.ranks.delete(identity.rankName);
       this.silent.delete(identity.rankName);
+      this.decoders.delete(identity.rankName);
     });
     return handle;
   }
@@ -388,7 +440,10 @@ export class NatsRankServer implements RankServer {
       const id = nextRequestId();
       this.currentFlush = { step, id };
       queueMicrotask(() => (this.currentFlush = null));
-      this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "flush", id, step }), { reply: this.inbox });
+      // A host agent asks for wire frames, naming the ranks that must start a new key table.
+      const frames = this.scope === undefined ? {} : { wire: WIRE_VERSION, ...(this.resync.size > 0 ? { resync: [...this.resync] } : {}) };
+      this.resync.clear();
+      this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "flush", id, step, ...frames }), { reply: this.inbox });
     }
     return this.currentFlush.id;
   }

@@ -35,7 +35,19 @@ interface Envelope {
 /** A request from the controller to one rank (or, for `flush` over NATS, to all of them). */
 export type ControllerRequest =
   | { readonly t: "init"; readonly id: number; readonly init: RankInit }
-  | { readonly t: "flush"; readonly id: number; readonly step: number }
+  | {
+      readonly t: "flush";
+      readonly id: number;
+      readonly step: number;
+      /**
+       * Set by a receiver that reads wire frames (`wire/codec.ts`) of this version, a host agent:
+       * a rank whose carrier can send bytes answers with a frame (`RankReplyFrameHeader`) instead
+       * of JSON. Absent: JSON, as every carrier and older receiver takes.
+       */
+      readonly wire?: number;
+      /** Ranks whose key table the receiver lost: they start a new key-table session. */
+      readonly resync?: readonly string[];
+    }
   | { readonly t: "shutdown"; readonly id: number }
   | { readonly t: "start"; readonly id: number; readonly module: string }
   | { readonly t: "call"; readonly id: number; readonly fn: string; readonly args: readonly unknown[] }
@@ -52,6 +64,23 @@ export type RankMessage =
 export type RankReply =
   | { readonly t: "reply"; readonly id: number; readonly rankName: string; readonly ok: true; readonly result?: unknown; readonly snapshot?: RankSnapshot }
   | { readonly t: "reply"; readonly id: number; readonly rankName: string; readonly ok: false; readonly error: string };
+
+/**
+ * The header of a rank's flush answer sent as a wire frame (the frame's states are the snapshot's
+ * states). Only sent to a receiver that asked with `flush.wire`, and only for a snapshot without
+ * off-cycle logs (those answers stay JSON, which keeps NaN and ±Infinity in their states).
+ */
+export interface RankReplyFrameHeader extends Envelope {
+  readonly t: "reply";
+  readonly id: number;
+  readonly rankName: string;
+  readonly ok: true;
+  readonly step: number;
+  readonly seq: number;
+  /** The snapshot's `droppedKeyRecords`. */
+  readonly dropped: number;
+  readonly session: string;
+}
 
 /** The controller's answer to a rank's `register` over NATS (on other carriers, `init` follows directly). */
 export interface RegisteredMessage {
@@ -133,24 +162,47 @@ export function decodeProtocolMessage(run: string, data: unknown, from: string):
     reportIgnored("malformed", `a message from ${from} is not valid JSON`);
     return undefined;
   }
-  if (!isObject(value) || value["proto"] !== PROTO) {
-    reportIgnored("foreign", `a message from ${from} is not a rankscope message`);
-    return undefined;
-  }
-  if (value["v"] !== PROTOCOL_VERSION) {
-    reportIgnored("foreign", `a message from ${from} speaks rankscope protocol ${JSON.stringify(value["v"])}, this process speaks ${PROTOCOL_VERSION}`);
-    return undefined;
-  }
-  if (value["run"] !== run) {
-    reportIgnored("foreign", `a message from ${from} belongs to run ${JSON.stringify(value["run"])}, not ${JSON.stringify(run)}`);
-    return undefined;
-  }
+  if (!isOurs(run, value, from)) return undefined;
   const problem = validate(value);
   if (problem !== undefined) {
     reportIgnored("malformed", `a "${String(value["t"])}" message from ${from} is malformed (${problem})`);
     return undefined;
   }
   return value as unknown as ProtocolMessage & Envelope;
+}
+
+/**
+ * Check the header of a rank's flush-answer frame (envelope and fields). Returns it, or undefined
+ * (counted and reported) when it is not a well-formed one of this run and protocol version.
+ */
+export function checkReplyFrameHeader(run: string, header: unknown, from: string): RankReplyFrameHeader | undefined {
+  if (!isOurs(run, header, from)) return undefined;
+  const h = header;
+  let problem: string | undefined;
+  if (h["t"] !== "reply" || h["ok"] !== true) problem = `a frame with t ${JSON.stringify(h["t"])} and ok ${JSON.stringify(h["ok"])} where only successful flush replies travel as frames`;
+  else if (!isId(h["id"]) || !isString(h["rankName"]) || !isId(h["step"]) || !isId(h["seq"]) || !isId(h["dropped"])) problem = "id, rankName, step, seq and dropped are required";
+  if (problem !== undefined) {
+    reportIgnored("malformed", `a flush-answer frame from ${from} is malformed (${problem})`);
+    return undefined;
+  }
+  return h as unknown as RankReplyFrameHeader;
+}
+
+/** Envelope check: a rankscope message of this run and protocol version (else counted and reported). */
+function isOurs(run: string, value: unknown, from: string): value is Record<string, unknown> {
+  if (!isObject(value) || value["proto"] !== PROTO) {
+    reportIgnored("foreign", `a message from ${from} is not a rankscope message`);
+    return false;
+  }
+  if (value["v"] !== PROTOCOL_VERSION) {
+    reportIgnored("foreign", `a message from ${from} speaks rankscope protocol ${JSON.stringify(value["v"])}, this process speaks ${PROTOCOL_VERSION}`);
+    return false;
+  }
+  if (value["run"] !== run) {
+    reportIgnored("foreign", `a message from ${from} belongs to run ${JSON.stringify(value["run"])}, not ${JSON.stringify(run)}`);
+    return false;
+  }
+  return true;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {
@@ -181,7 +233,10 @@ function validate(m: Record<string, unknown>): string | undefined {
       return undefined;
     }
     case "flush":
-      return !isId(m["id"]) ? "id must be a non-negative integer" : !isId(m["step"]) ? "step must be a non-negative integer" : undefined;
+      if (!isId(m["id"])) return "id must be a non-negative integer";
+      if (!isId(m["step"])) return "step must be a non-negative integer";
+      if (m["wire"] !== undefined && !isId(m["wire"])) return "wire must be a wire-format version";
+      return m["resync"] === undefined || (Array.isArray(m["resync"]) && m["resync"].every(isString)) ? undefined : "resync must be a list of rank names";
     case "shutdown":
       return isId(m["id"]) ? undefined : "id must be a non-negative integer";
     case "start":
@@ -239,13 +294,15 @@ function validateSnapshot(snapshot: unknown): string | undefined {
       return `state of "${String(s["key"])}" must carry v and count`;
     }
   }
-  const offCycle = snapshot["offCycle"];
-  if (offCycle !== undefined) {
-    if (!Array.isArray(offCycle)) return "snapshot.offCycle must be an array";
-    for (const log of offCycle as unknown[]) {
-      if (!isObject(log) || !isString(log["axis"]) || !isId(log["step"]) || typeof log["timestamp"] !== "number" || !Array.isArray(log["states"])) {
-        return "every off-cycle log must carry axis, step, timestamp and states";
-      }
+  return validateOffCycle(snapshot["offCycle"]);
+}
+
+function validateOffCycle(offCycle: unknown): string | undefined {
+  if (offCycle === undefined) return undefined;
+  if (!Array.isArray(offCycle)) return "snapshot.offCycle must be an array";
+  for (const log of offCycle as unknown[]) {
+    if (!isObject(log) || !isString(log["axis"]) || !isId(log["step"]) || typeof log["timestamp"] !== "number" || !Array.isArray(log["states"])) {
+      return "every off-cycle log must carry axis, step, timestamp and states";
     }
   }
   return undefined;

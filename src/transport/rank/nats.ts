@@ -61,7 +61,10 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
     const reply = (text: string): void => {
       if (msg.reply !== undefined) conn.publish(msg.reply, text);
     };
-    void agent.receive(msg.data, reply, `NATS subject ${msg.subject}`);
+    const replyFrame = (frame: Uint8Array): void => {
+      if (msg.reply !== undefined) conn.publish(msg.reply, frame);
+    };
+    void agent.receive(msg.data, reply, `NATS subject ${msg.subject}`, replyFrame);
   };
   conn.subscribe(s.rank(agent.rankName), { callback: onRequest });
   conn.subscribe(s.flush, { callback: onRequest });

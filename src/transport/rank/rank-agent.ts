@@ -9,10 +9,14 @@ import { pathToFileURL } from "node:url";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import type { RankSnapshot } from "../protocol/types.js";
 import type { RankRuntime } from "./runtime.js";
-import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankMessage } from "../protocol/messages.js";
+import { decodeProtocolMessage, encodeProtocolMessage, PROTOCOL_VERSION, reportIgnored, type ControllerRequest, type RankMessage } from "../protocol/messages.js";
+import { StateEncoder, WIRE_VERSION } from "../wire/codec.js";
 
 /** Sends one encoded message; the carrier decides where (a port, IPC, a NATS reply subject). */
 export type SendText = (text: string) => void;
+
+/** Sends one wire frame (binary); only carriers that move bytes as they are (NATS) have one. */
+export type SendFrame = (frame: Uint8Array) => void;
 
 /** Options of a `RankAgent`. */
 export interface RankAgentOptions {
@@ -38,6 +42,8 @@ export class RankAgent {
   private module: Record<string, unknown> = {};
   private shuttingDown = false;
   private helloListener: ((controller: string) => void) | undefined;
+  /** Key table of the flush answers sent as wire frames (created at the first one). */
+  private frameEncoder: StateEncoder | undefined;
 
   constructor(private readonly options: RankAgentOptions) {}
 
@@ -62,9 +68,12 @@ export class RankAgent {
 
   /**
    * Handle one message from the controller; `reply` sends the answer back the way the request came.
+   * When the carrier can send bytes (`replyFrame`) and a flush request asks for wire frames
+   * (`flush.wire`, a host agent does), the flush answer is one frame: only the keys recorded since
+   * the last flush, key ids interned per session, numbers in typed arrays.
    * Returns a promise that settles when the answer was sent (never rejects).
    */
-  async receive(data: unknown, reply: SendText, from = "the controller"): Promise<void> {
+  async receive(data: unknown, reply: SendText, from = "the controller", replyFrame?: SendFrame): Promise<void> {
     const message = decodeProtocolMessage(this.options.runId, data, from);
     if (message === undefined) return;
     if (message.t === "hello") {
@@ -83,7 +92,9 @@ export class RankAgent {
       answer = { t: "reply", id: request.id, rankName: this.rankName, ok: false, error: describeError(error) };
     }
     try {
-      reply(this.encode(answer));
+      const frame = replyFrame !== undefined && request.t === "flush" ? this.frameOf(request, answer) : undefined;
+      if (frame !== undefined) (replyFrame as SendFrame)(frame);
+      else reply(this.encode(answer));
     } catch (error) {
       reportError("transport.replyFailed", `rank ${this.rankName} could not answer "${request.t}": ${describeError(error)}`);
     }
@@ -134,6 +145,25 @@ export class RankAgent {
       case "sync":
         await new Promise<void>((resolve) => process.stdout.write(`${request.marker}\n`, () => resolve()));
         return ok;
+    }
+  }
+
+  /**
+   * The flush answer as a wire frame, when the request asked for this wire version; undefined
+   * (answer in JSON) otherwise, for off-cycle logs, or when a key cannot be framed.
+   */
+  private frameOf(request: ControllerRequest & { t: "flush" }, answer: RankMessage): Uint8Array | undefined {
+    if (request.wire !== WIRE_VERSION || answer.t !== "reply" || !answer.ok || answer.snapshot === undefined) return undefined;
+    const snapshot = answer.snapshot;
+    if (snapshot.offCycle !== undefined && snapshot.offCycle.length > 0) return undefined;
+    this.frameEncoder ??= new StateEncoder();
+    if (request.resync?.includes(this.rankName) === true) this.frameEncoder.reset();
+    const header = { proto: "rankscope", v: PROTOCOL_VERSION, run: this.options.runId, t: "reply", id: answer.id, rankName: this.rankName, ok: true, step: snapshot.step, seq: snapshot.seq, dropped: snapshot.droppedKeyRecords };
+    try {
+      return this.frameEncoder.encode(header, snapshot.states);
+    } catch {
+      // A key too long for the frame's length fields: this answer goes as JSON, which carries any key.
+      return undefined;
     }
   }
 

@@ -30,8 +30,7 @@
  * ```
  *
  * A MEAN/SUM key costs 2 + 4 + 8 = 14 bytes per frame (u16 ids, u32 counts); MAX/MIN the same.
- * States whose shape is not exactly the known one (another state version, extra fields) go to the
- * JSON section, so every reduction — quantile sketches, histograms, samples, user reductions —
+ * States of another version, or of any other reduction, go to the JSON section, so every reduction — quantile sketches, histograms, samples, user reductions —
  * arrives bit for bit as it left: merges on the receiver stay exact.
  *
  * Malformed input (wrong magic, a section running past the end, an unknown kind, an id outside the
@@ -104,14 +103,18 @@ export interface DecodedSection {
 
 const EMPTY_F64: Float64Array<ArrayBufferLike> = new Float64Array(0);
 
-/** Which binary layout a state has, or JSON when its shape is not exactly a known one. */
+/**
+ * Which binary layout a state has, or JSON when it is not a known one. The built-in reductions
+ * cannot be replaced (`registerReduce` refuses their names) and their version-1 states are exactly
+ * these fields, so the check reads only the fields it writes (no per-key enumeration, which cost
+ * more than the rest of the encoding); another state version goes to the JSON section.
+ */
 function kindOf(reduce: string, state: AccumulatorState): SectionKind {
   const s = state as unknown as Record<string, unknown>;
   if (state.v !== 1 || typeof state.count !== "number") return SectionKind.Json;
-  const fields = Object.keys(s).length;
-  if ((reduce === "mean" || reduce === "sum") && fields === 3 && typeof s["sum"] === "number") return SectionKind.Sum;
-  if ((reduce === "max" || reduce === "min") && fields === 3 && typeof s["value"] === "number") return SectionKind.Extreme;
-  if (reduce === "std" && fields === 4 && typeof s["mean"] === "number" && typeof s["m2"] === "number") return SectionKind.Moments;
+  if ((reduce === "mean" || reduce === "sum") && typeof s["sum"] === "number") return SectionKind.Sum;
+  if ((reduce === "max" || reduce === "min") && typeof s["value"] === "number") return SectionKind.Extreme;
+  if (reduce === "std" && typeof s["mean"] === "number" && typeof s["m2"] === "number") return SectionKind.Moments;
   return SectionKind.Json;
 }
 
@@ -121,7 +124,9 @@ const decoder = new TextDecoder("utf-8", { fatal: true });
 
 /** The sender's side of one connection: interns keys and writes frames. */
 export class StateEncoder {
-  private readonly ids = new Map<string, number>();
+  /** Key ids by reduce name, then key (two lookups on the collector's own strings: no string is built per key). */
+  private readonly ids = new Map<string, Map<string, number>>();
+  private size = 0;
   /** Key definitions not yet written in a frame. */
   private pending: Array<{ key: string; reduce: string }> = [];
   private defined = 0;
@@ -138,12 +143,13 @@ export class StateEncoder {
 
   /** Number of keys interned so far. */
   get tableSize(): number {
-    return this.ids.size;
+    return this.size;
   }
 
   /** Forget the table and start a new session (the receiver lost it, or is a new receiver). */
   reset(): void {
     this.ids.clear();
+    this.size = 0;
     this.pending = [];
     this.defined = 0;
     this.sessionId = newSession();
@@ -161,11 +167,15 @@ export class StateEncoder {
     let f64Counts = false;
     for (let i = 0; i < n; i++) {
       const { key, reduce, state } = states[i] as KeyState;
-      const tableKey = `${reduce}\u0000${key}`;
-      let id = this.ids.get(tableKey);
+      let byKey = this.ids.get(reduce);
+      if (byKey === undefined) {
+        byKey = new Map();
+        this.ids.set(reduce, byKey);
+      }
+      let id = byKey.get(key);
       if (id === undefined) {
-        id = this.ids.size;
-        this.ids.set(tableKey, id);
+        id = this.size++;
+        byKey.set(key, id);
         this.pending.push({ key, reduce });
       }
       ids[i] = id;
@@ -174,7 +184,7 @@ export class StateEncoder {
       perKind[kind] = (perKind[kind] as number) + 1;
       if (kind !== SectionKind.Json && !(Number.isInteger(state.count) && state.count >= 0 && state.count <= 0xffffffff)) f64Counts = true;
     }
-    const wideIds = this.ids.size > 0xffff;
+    const wideIds = this.size > 0xffff;
     const idBytes = wideIds ? 4 : 2;
     const countBytes = f64Counts ? 8 : 4;
     const headerBytes = encoder.encode(JSON.stringify({ ...header, session: this.sessionId }));
@@ -314,13 +324,7 @@ export class StateDecoder {
       if (offset + bytes > end) throw new WireFormatError(`${what} runs past the end of the frame (${offset + bytes} > ${end} bytes)`);
     };
     need(FIXED, headerLength, "the header");
-    let header: FrameHeader;
-    try {
-      header = JSON.parse(decoder.decode(new Uint8Array(buffer, start + FIXED, headerLength))) as FrameHeader;
-    } catch {
-      throw new WireFormatError("the header is not valid UTF-8 JSON");
-    }
-    if (header === null || typeof header !== "object" || typeof header.session !== "string") throw new WireFormatError("the header carries no session");
+    const header = parseHeader(new Uint8Array(buffer, start + FIXED, headerLength));
     if (header.session !== this.sessionId) {
       // A new session (a restarted sender, or a table reset): a fresh table from id 0.
       this.sessionId = header.session;
@@ -425,8 +429,11 @@ export class StateDecoder {
     return { header, sections, unknownKeys, stateCount, tableGap: tableGap || unknownKeys > 0 };
   }
 
-  /** The decoded states of a frame as `KeyState`s, sorted by key (what `mergeRankKeyStates` takes). */
-  toKeyStates(frame: DecodedFrame): KeyState[] {
+  /**
+   * The decoded states of a frame as `KeyState`s, sorted by key unless `sort` is false (a caller
+   * that merges them with `mergeRankKeyStates`, which sorts its result, skips the sort).
+   */
+  toKeyStates(frame: DecodedFrame, sort = true): KeyState[] {
     const out: KeyState[] = [];
     for (const section of frame.sections) {
       const { ids, counts, a, b } = section;
@@ -452,9 +459,33 @@ export class StateDecoder {
         out.push({ key, reduce, state });
       }
     }
-    out.sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0));
+    if (sort) out.sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0));
     return out;
   }
+}
+
+function parseHeader(bytes: Uint8Array): FrameHeader {
+  let header: FrameHeader;
+  try {
+    header = JSON.parse(decoder.decode(bytes)) as FrameHeader;
+  } catch {
+    throw new WireFormatError("the header is not valid UTF-8 JSON");
+  }
+  if (header === null || typeof header !== "object" || typeof header.session !== "string") throw new WireFormatError("the header carries no session");
+  return header;
+}
+
+/**
+ * Read only the header of a frame (to pick the `StateDecoder` of its sender, named in the header,
+ * before decoding it). Throws `WireFormatError`.
+ */
+export function readFrameHeader(data: Uint8Array): FrameHeader {
+  if (!isWireFrame(data)) throw new WireFormatError("not a rankscope wire frame (bad magic)");
+  if (data.length < FIXED) throw new WireFormatError(`frame of ${data.length} bytes is shorter than its fixed header (${FIXED})`);
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const headerLength = view.getUint32(16, true);
+  if (FIXED + headerLength > data.length) throw new WireFormatError(`the header runs past the end of the frame (${FIXED + headerLength} > ${data.length} bytes)`);
+  return parseHeader(data.subarray(FIXED, FIXED + headerLength));
 }
 
 function utf8(bytes: Uint8Array, what: string): string {
