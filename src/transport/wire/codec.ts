@@ -104,18 +104,40 @@ export interface DecodedSection {
 const EMPTY_F64: Float64Array<ArrayBufferLike> = new Float64Array(0);
 
 /**
- * Which binary layout a state has, or JSON when it is not a known one. The built-in reductions
- * cannot be replaced (`registerReduce` refuses their names) and their version-1 states are exactly
- * these fields, so the check reads only the fields it writes (no per-key enumeration, which cost
- * more than the rest of the encoding); another state version goes to the JSON section.
+ * Which binary layout a state has, or JSON when it is not a known one; for a binary one, its count
+ * and values are written at `i` of `count`, `a`, `b` (each field is read once). The built-in
+ * reductions cannot be replaced (`registerReduce` refuses their names) and their version-1 states
+ * are exactly these fields, so only the fields written are checked (enumerating each state's
+ * fields cost more than the rest of the encoding); another state version goes to the JSON section.
  */
-function kindOf(reduce: string, state: AccumulatorState): SectionKind {
-  const s = state as unknown as Record<string, unknown>;
-  if (state.v !== 1 || typeof state.count !== "number") return SectionKind.Json;
-  if ((reduce === "mean" || reduce === "sum") && typeof s["sum"] === "number") return SectionKind.Sum;
-  if ((reduce === "max" || reduce === "min") && typeof s["value"] === "number") return SectionKind.Extreme;
-  if (reduce === "std" && typeof s["mean"] === "number" && typeof s["m2"] === "number") return SectionKind.Moments;
-  return SectionKind.Json;
+function readState(reduce: string, state: AccumulatorState, i: number, count: Float64Array, a: Float64Array, b: Float64Array): SectionKind {
+  const s = state as unknown as { v: unknown; count: unknown; sum?: unknown; value?: unknown; mean?: unknown; m2?: unknown };
+  const c = s.count;
+  if (s.v !== 1 || typeof c !== "number") return SectionKind.Json;
+  let kind: SectionKind = SectionKind.Json;
+  if (reduce === "mean" || reduce === "sum") {
+    const x = s.sum;
+    if (typeof x === "number") {
+      a[i] = x;
+      kind = SectionKind.Sum;
+    }
+  } else if (reduce === "max" || reduce === "min") {
+    const x = s.value;
+    if (typeof x === "number") {
+      a[i] = x;
+      kind = SectionKind.Extreme;
+    }
+  } else if (reduce === "std") {
+    const x = s.mean;
+    const y = s.m2;
+    if (typeof x === "number" && typeof y === "number") {
+      a[i] = x;
+      b[i] = y;
+      kind = SectionKind.Moments;
+    }
+  }
+  count[i] = c;
+  return kind;
 }
 
 const pad8 = (n: number): number => (n + 7) & ~7;
@@ -127,6 +149,9 @@ export class StateEncoder {
   /** Key ids by reduce name, then key (two lookups on the collector's own strings: no string is built per key). */
   private readonly ids = new Map<string, Map<string, number>>();
   private size = 0;
+  /** The last frame's states and their ids (see `encode`). */
+  private lastStates: readonly KeyState[] = [];
+  private lastIds = new Uint32Array(0);
   /** Key definitions not yet written in a frame. */
   private pending: Array<{ key: string; reduce: string }> = [];
   private defined = 0;
@@ -150,6 +175,8 @@ export class StateEncoder {
   reset(): void {
     this.ids.clear();
     this.size = 0;
+    this.lastStates = [];
+    this.lastIds = new Uint32Array(0);
     this.pending = [];
     this.defined = 0;
     this.sessionId = newSession();
@@ -164,25 +191,23 @@ export class StateEncoder {
     const ids = new Uint32Array(n);
     const kinds = new Uint8Array(n);
     const perKind = [0, 0, 0, 0, 0];
+    const counts = new Float64Array(n);
+    const va = new Float64Array(n);
+    const vb = new Float64Array(n);
     let f64Counts = false;
+    const last = this.lastStates;
+    const lastIds = this.lastIds;
     for (let i = 0; i < n; i++) {
       const { key, reduce, state } = states[i] as KeyState;
-      let byKey = this.ids.get(reduce);
-      if (byKey === undefined) {
-        byKey = new Map();
-        this.ids.set(reduce, byKey);
-      }
-      let id = byKey.get(key);
-      if (id === undefined) {
-        id = this.size++;
-        byKey.set(key, id);
-        this.pending.push({ key, reduce });
-      }
-      ids[i] = id;
-      const kind = kindOf(reduce, state);
+      const before = last[i];
+      // The same key at the same place as in the last frame (a loop recording the same keys each
+      // step): its id without a lookup. Otherwise the table.
+      ids[i] = before !== undefined && before.key === key && before.reduce === reduce ? (lastIds[i] as number) : this.idOf(key, reduce);
+      const kind = readState(reduce, state, i, counts, va, vb);
       kinds[i] = kind;
       perKind[kind] = (perKind[kind] as number) + 1;
-      if (kind !== SectionKind.Json && !(Number.isInteger(state.count) && state.count >= 0 && state.count <= 0xffffffff)) f64Counts = true;
+      const c = counts[i] as number;
+      if (kind !== SectionKind.Json && !(c >= 0 && c <= 0xffffffff && Number.isInteger(c))) f64Counts = true;
     }
     const wideIds = this.size > 0xffff;
     const idBytes = wideIds ? 4 : 2;
@@ -259,21 +284,33 @@ export class StateEncoder {
       let j = 0;
       for (let i = 0; i < n; i++) {
         if (kinds[i] !== kind) continue;
-        const s = (states[i] as KeyState).state as unknown as Record<string, number>;
         idArray[j] = ids[i] as number;
-        countArray[j] = s["count"] as number;
-        if (kind === SectionKind.Sum) a[j] = s["sum"] as number;
-        else if (kind === SectionKind.Extreme) a[j] = s["value"] as number;
-        else {
-          a[j] = s["mean"] as number;
-          (b as Float64Array)[j] = s["m2"] as number;
-        }
+        countArray[j] = counts[i] as number;
+        a[j] = va[i] as number;
+        if (b !== undefined) b[j] = vb[i] as number;
         j++;
       }
     }
     this.defined += definitions.length;
     this.pending = [];
+    this.lastStates = states;
+    this.lastIds = ids;
     return bytes;
+  }
+
+  private idOf(key: string, reduce: string): number {
+    let byKey = this.ids.get(reduce);
+    if (byKey === undefined) {
+      byKey = new Map();
+      this.ids.set(reduce, byKey);
+    }
+    let id = byKey.get(key);
+    if (id === undefined) {
+      id = this.size++;
+      byKey.set(key, id);
+      this.pending.push({ key, reduce });
+    }
+    return id;
   }
 }
 
