@@ -47,24 +47,32 @@ export function mergeRankStates(ranks: readonly RankStates[], target: ReduceTarg
  * them until its N-th flush). Sorted by key. Conflicts are reported as in `mergeRankStates`.
  */
 export function mergeRankKeyStates(ranks: readonly RankStates[], step: number): KeyState[] {
-  const byKey = new Map<string, { reduce: string; states: AccumulatorState[]; ranksByReduce: Map<string, string[]> }>();
+  // One group per key: its reduction and states. Which rank used which reduction is looked up
+  // again only for a key recorded with two (a conflict is rare; no per-key bookkeeping otherwise).
+  const byKey = new Map<string, { reduce: string; states: AccumulatorState[]; conflict: boolean }>();
   for (const rank of ranks) {
     for (const s of rank.states) {
-      let group = byKey.get(s.key);
-      if (group === undefined) {
-        group = { reduce: s.reduce, states: [], ranksByReduce: new Map() };
-        byKey.set(s.key, group);
+      const group = byKey.get(s.key);
+      if (group === undefined) byKey.set(s.key, { reduce: s.reduce, states: [s.state], conflict: false });
+      else {
+        group.states.push(s.state);
+        if (s.reduce !== group.reduce) group.conflict = true;
       }
-      group.states.push(s.state);
-      const names = group.ranksByReduce.get(s.reduce);
-      if (names === undefined) group.ranksByReduce.set(s.reduce, [rank.rankName]);
-      else names.push(rank.rankName);
     }
   }
   const merged: KeyState[] = [];
   for (const [key, group] of byKey) {
-    if (group.ranksByReduce.size > 1) {
-      const detail = [...group.ranksByReduce].map(([reduce, names]) => `"${reduce}" on ${names.join(", ")}`).join("; ");
+    if (group.conflict) {
+      const ranksByReduce = new Map<string, string[]>();
+      for (const rank of ranks) {
+        for (const s of rank.states) {
+          if (s.key !== key) continue;
+          const names = ranksByReduce.get(s.reduce);
+          if (names === undefined) ranksByReduce.set(s.reduce, [rank.rankName]);
+          else names.push(rank.rankName);
+        }
+      }
+      const detail = [...ranksByReduce].map(([reduce, names]) => `"${reduce}" on ${names.join(", ")}`).join("; ");
       reportError(
         `reduce.conflict:${key}`,
         `metric "${key}" was recorded with different reductions on different ranks (${detail}); it is not logged at step ${step}. ` +
