@@ -24,6 +24,8 @@ import { encodeProtocolMessage } from "../src/transport/protocol/messages.js";
 import { StateEncoder } from "../src/transport/wire/codec.js";
 import { NatsServer, waitFor } from "../test/transport/support.js";
 import { scaleKeys } from "./scale-keys.js";
+import { measureFloor } from "./scale-floor.js";
+import { availableParallelism } from "node:os";
 
 const QUICK = process.env["SCALE_BENCH_QUICK"] === "1";
 const ONLY = process.env["SCALE_BENCH_ONLY"];
@@ -170,4 +172,11 @@ process.stdout.write(`| mixed (with std, quantiles) | ${mixed.wire.toFixed(1)} |
 const target = rows.find((r) => r.ranks === 1024 && r.hosts === 16);
 if (target !== undefined) {
   process.stdout.write(`\nTarget 1,024 ranks × 16 hosts × ${KEYS} keys: controller CPU ${target.cpuMs.toFixed(1)} ms (≤ 100), flush wall ${target.wallMs.toFixed(1)} ms (≤ 500)\n`);
+  // What the simulated ranks and agents cost by themselves (one thread, no NATS): their CPU divided
+  // by the cores is a floor for the flush wall on this machine.
+  const floor = measureFloor(1024, 16, KEYS);
+  const total = Object.values(floor).reduce((a, b) => a + b, 0);
+  const cores = availableParallelism();
+  process.stdout.write(`\nCPU per flush of the 1,024 simulated ranks and 16 agents themselves (one thread, no NATS, median of 5), ms:\n\n| ranks record | ranks take states | ranks encode | agents decode | agents merge | agents encode | total | ÷ ${cores} cores |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n`);
+  process.stdout.write(`| ${[floor.record, floor.takeStates, floor.rankEncode, floor.agentDecode, floor.agentMerge, floor.agentEncode, total, total / cores].map((x) => x.toFixed(1)).join(" | ")} |\n`);
 }

@@ -1,0 +1,71 @@
+/**
+ * The CPU floor of the scale benchmark's target row (1,024 ranks on 16 hosts × 1,000 keys), in one
+ * thread without NATS: what the simulated ranks themselves spend per flush (record one value per
+ * key, take their states, encode their frame) and what the 16 agents spend (decode 64 frames each,
+ * merge, encode one frame). Divided by the machine's cores, the sum is a floor for the flush wall
+ * that no transport can beat on this machine. Printed by `npm run bench -- scale` after its table.
+ */
+import { Collector, type MetricEntry } from "../src/core/collector.js";
+import { mergeRankKeyStates } from "../src/controller/reduce-states.js";
+import { StateDecoder, StateEncoder } from "../src/transport/wire/codec.js";
+import { scaleKeys } from "./scale-keys.js";
+
+/** Milliseconds of CPU per flush, by phase, summed over every rank and agent (median of `flushes`). */
+export interface ScaleFloor {
+  readonly record: number;
+  readonly takeStates: number;
+  readonly rankEncode: number;
+  readonly agentDecode: number;
+  readonly agentMerge: number;
+  readonly agentEncode: number;
+}
+
+export function measureFloor(ranks: number, hosts: number, keyCount: number, flushes = 5): ScaleFloor {
+  const keys = scaleKeys(keyCount);
+  const perHost = ranks / hosts;
+  const collectors = Array.from({ length: ranks }, () => new Collector());
+  const entries = collectors.map((c) => keys.map(({ key, reduce }) => c.entryFor(key, reduce) as MetricEntry));
+  const rankEncoders = collectors.map(() => new StateEncoder());
+  const agentDecoders = collectors.map(() => new StateDecoder());
+  const hostEncoders = Array.from({ length: hosts }, () => new StateEncoder());
+  const header = { proto: "rankscope", v: 1, run: "r", t: "reply" };
+  const samples: Record<keyof ScaleFloor, number[]> = { record: [], takeStates: [], rankEncode: [], agentDecode: [], agentMerge: [], agentEncode: [] };
+  for (let flush = 0; flush < flushes + 2; flush++) {
+    const t: Record<keyof ScaleFloor, number> = { record: 0, takeStates: 0, rankEncode: 0, agentDecode: 0, agentMerge: 0, agentEncode: 0 };
+    let t0 = performance.now();
+    entries.forEach((es, r) => {
+      for (let k = 0; k < es.length; k++) (es[k] as MetricEntry).accumulator.append((((r * 7 + k * 13 + flush) % 101) / 10) as never);
+    });
+    t.record = performance.now() - t0;
+    for (let h = 0; h < hosts; h++) {
+      const snapshots = [];
+      for (let r = h * perHost; r < (h + 1) * perHost; r++) {
+        t0 = performance.now();
+        const states = (collectors[r] as Collector).takeStates();
+        const t1 = performance.now();
+        const frame = (rankEncoders[r] as StateEncoder).encode(header, states);
+        const t2 = performance.now();
+        const decoder = agentDecoders[r] as StateDecoder;
+        snapshots.push({ rankName: `r${r}`, states: decoder.toKeyStates(decoder.decode(frame), false) });
+        const t3 = performance.now();
+        t.takeStates += t1 - t0;
+        t.rankEncode += t2 - t1;
+        t.agentDecode += t3 - t2;
+      }
+      t0 = performance.now();
+      const merged = mergeRankKeyStates(snapshots, flush);
+      const t1 = performance.now();
+      (hostEncoders[h] as StateEncoder).encode(header, merged);
+      t.agentMerge += t1 - t0;
+      t.agentEncode += performance.now() - t1;
+    }
+    if (flush >= 2) for (const phase of Object.keys(t) as Array<keyof ScaleFloor>) samples[phase].push(t[phase]);
+  }
+  const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+  return Object.fromEntries(Object.entries(samples).map(([k, xs]) => [k, median(xs)])) as unknown as ScaleFloor;
+}
+
+if (import.meta.url === `file://${process.argv[1] ?? ""}`) {
+  const floor = measureFloor(1024, 16, 1000);
+  process.stdout.write(`${JSON.stringify(floor)}\n`);
+}
