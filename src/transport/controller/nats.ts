@@ -326,8 +326,9 @@ export class NatsRankServer implements RankServer {
    * A rank's flush answer sent as a wire frame, as the reply it stands for; undefined when it is
    * malformed or foreign (counted and reported). A frame naming keys whose definitions this server
    * does not hold (a frame of the rank's session was lost, or this agent is new to it) is not used:
-   * the rank is asked to send that answer again in JSON, which arrives as a late answer and goes
-   * into its next flush, and to start a new key table at the next flush — nothing is lost.
+   * the rank is asked to send that answer again in JSON under the same request id (so it still
+   * answers the flush it was for, or arrives late and goes into the rank's next flush), and to
+   * start a new key table at the next flush — nothing is lost.
    */
   private replyOfFrame(data: Uint8Array, from: string): RankMessage | undefined {
     const stats = transportStats();
@@ -349,8 +350,8 @@ export class NatsRankServer implements RankServer {
       const frame = decoder.decode(data);
       if (frame.tableGap) this.resync.add(rankName);
       if (frame.unknownKeys > 0) {
-        reportIgnored("late", `rank ${rankName}'s answer to flush(${header.step}) names ${frame.unknownKeys} keys whose definitions were lost with an earlier frame; it is asked to send that answer again (its values go into its next flush)`);
-        assertSubjectTokenSafe(rankName, (name) => this.nc.publish(subjects(this.runId, this.scope).rank(name), encodeProtocolMessage(this.runId, { t: "resend", id: nextRequestId(), seq: header.seq }), { reply: this.inbox }));
+        reportIgnored("late", `rank ${rankName}'s answer to flush(${header.step}) names ${frame.unknownKeys} keys whose definitions were lost with an earlier frame; it is asked to send that answer again, in JSON`);
+        assertSubjectTokenSafe(rankName, (name) => this.nc.publish(subjects(this.runId, this.scope).rank(name), encodeProtocolMessage(this.runId, { t: "resend", id: header.id, seq: header.seq }), { reply: this.inbox }));
         return undefined;
       }
       const states = decoder.toKeyStates(frame, false);

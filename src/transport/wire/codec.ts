@@ -1,8 +1,8 @@
 /**
  * The compact binary wire format for accumulator states (wire version 1).
  *
- * A sender (a host agent, a rank) keeps a `StateEncoder` per receiver; the receiver keeps a
- * `StateDecoder` per sender. Keys travel once: the first frame that carries a key defines its id
+ * A sender (a host agent; a rank answering its agent) keeps a `StateEncoder` per receiver; the
+ * receiver keeps a `StateDecoder` per sender. Keys travel once: the first frame that carries a key defines its id
  * (the key table), later frames name it by id. A frame carries only the keys it has states for —
  * what was recorded since the last flush. Numbers travel as little-endian typed arrays, one
  * section per state layout, so the receiver reads columns and can merge them without building an
@@ -30,8 +30,9 @@
  * ```
  *
  * A MEAN/SUM key costs 2 + 4 + 8 = 14 bytes per frame (u16 ids, u32 counts); MAX/MIN the same.
- * States of another version, or of any other reduction, go to the JSON section, so every reduction — quantile sketches, histograms, samples, user reductions —
- * arrives bit for bit as it left: merges on the receiver stay exact.
+ * States of another version, or of any other reduction, go to the JSON section, so every
+ * reduction — quantile sketches, histograms, samples, user reductions — arrives as JSON carries it
+ * (NaN and ±Infinity included): merges on the receiver stay exact.
  *
  * Malformed input (wrong magic, a section running past the end, an unknown kind, an id outside the
  * table) throws `WireFormatError`; the receiver counts it (`transport.malformed`) and ignores it.
