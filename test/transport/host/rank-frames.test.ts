@@ -78,11 +78,12 @@ test("ranks answer their agent in frames; a lost frame that defined keys costs a
     await waitFor(async () => (await flush([])).ranksReporting === 3, 20_000, "a flush with the three ranks");
 
     // Exact merges through frames: sum, max and std over the three ranks.
+    const recordedAt = step;
     record(["a"]);
     const exact = await flush(["a"]);
     assert.equal(exact.ranksReporting, 3);
     assert.ok(ranks.every((r) => r.agent.framesSent > 0), "every rank answered with frames");
-    const values = [0.1, 0.2, 0.3].map((v) => v + step - 1);
+    const values = [1, 2, 3].map((r) => r * 0.1 + recordedAt);
     assert.equal(exact.metrics.find((m) => m.key === "a/max")?.value, Math.max(...values));
     assert.ok(Math.abs((exact.metrics.find((m) => m.key === "a/sum")?.value ?? NaN) - values.reduce((x, y) => x + y, 0)) < 1e-12);
     const mean = values.reduce((x, y) => x + y, 0) / 3;
