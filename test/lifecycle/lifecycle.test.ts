@@ -132,10 +132,11 @@ function assertFaceFiles(run: Run, streamEnd: string): void {
   assert.equal(end?.stream_end, streamEnd, `the stream's final line: ${JSON.stringify(ends)}`);
   assert.ok(records.length + (end?.dropped ?? 0) >= flushed.length, `stream: ${records.length} records + ${end?.dropped ?? 0} dropped < ${flushed.length} steps`);
   assert.equal(end?.dropped, 0, "the stream dropped records although its ring never filled");
-  const traces = readFileSync(join(runDir, "traces", "rank-0.jsonl"), "utf8");
+  // The controller's own trace and session files are `controller.jsonl` (ranks write rank-{r}.jsonl).
+  const traces = readFileSync(join(runDir, "traces", "controller.jsonl"), "utf8");
   const spans = traces.match(/"name":"step"/g)?.length ?? 0;
   assert.ok(spans >= flushed.length, `traces: ${spans} step spans < ${flushed.length} flushed steps`);
-  const sessions = readFileSync(join(runDir, "sessions", "rank-0.jsonl"), "utf8").split("\n").filter((l) => l !== "").length;
+  const sessions = readFileSync(join(runDir, "sessions", "controller.jsonl"), "utf8").split("\n").filter((l) => l !== "").length;
   assert.ok(sessions >= flushed.length, `sessions: ${sessions} lines < ${flushed.length} flushed steps`);
 }
 
