@@ -8,18 +8,31 @@
  */
 import { hostname } from "node:os";
 import { describeError } from "../../core/diagnostics.js";
+import { integerKind, resolveSetting, textKind } from "../../core/settings.js";
 import { startHostAgent } from "./agent.js";
 
-const url = process.env["RANKSCOPE_NATS_URL"];
-const runId = process.env["RANKSCOPE_RUN_ID"];
-if (url === undefined || url === "" || runId === undefined || runId === "") {
+/** The agent's settings: environment variables only, through the one resolver (bad values are errors). */
+const OWNER = "the host agent";
+let url: string | undefined;
+let runId: string | undefined;
+let hostId: string;
+let deadline: number;
+try {
+  const text = (env: string): string | undefined => resolveSetting<string | undefined>({ owner: OWNER, option: env, env, kind: textKind(), fallback: undefined }, undefined);
+  url = text("RANKSCOPE_NATS_URL");
+  runId = text("RANKSCOPE_RUN_ID");
+  hostId = text("RANKSCOPE_HOST_ID") ?? hostname().replace(/[^A-Za-z0-9_-]/g, "_");
+  deadline = resolveSetting({ owner: OWNER, option: "RANKSCOPE_JOIN_DEADLINE_MS", env: "RANKSCOPE_JOIN_DEADLINE_MS", kind: integerKind(1), fallback: 30_000 }, undefined);
+} catch (error) {
+  process.stderr.write(`rankscope host agent: ${describeError(error)}\n`);
+  process.exit(2);
+}
+if (url === undefined || runId === undefined) {
   process.stderr.write("rankscope host agent: set RANKSCOPE_NATS_URL (nats://host:port[,…]) and RANKSCOPE_RUN_ID (the controller's run id)\n");
   process.exit(2);
 }
-const hostId = process.env["RANKSCOPE_HOST_ID"] ?? hostname().replace(/[^A-Za-z0-9_-]/g, "_");
-const deadline = Number(process.env["RANKSCOPE_JOIN_DEADLINE_MS"] ?? "30000");
 try {
-  const agent = await startHostAgent({ url, runId, hostId, joinDeadlineMs: Number.isInteger(deadline) && deadline > 0 ? deadline : 30_000 });
+  const agent = await startHostAgent({ url, runId, hostId, joinDeadlineMs: deadline });
   process.stdout.write(`host agent ${hostId} ready\n`);
   const reason = await agent.closed;
   process.stdout.write(`host agent ${hostId} left: ${reason}\n`);

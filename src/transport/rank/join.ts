@@ -136,7 +136,7 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
     if (natsUrl === undefined) throw new Error("joinRun(): carrier nats needs a natsUrl");
     const { joinOverNats } = await import("./nats.js");
     // Scale edit: with a host id, the rank joins its host agent's subjects (docs/scale.md).
-    const hostId = options.hostId ?? process.env["RANKSCOPE_HOST_ID"];
+    const hostId = joinText("hostId", "RANKSCOPE_HOST_ID", options.hostId);
     if (hostId !== undefined && hostId !== "") assertSubjectToken("hostId", hostId);
     leave = await joinOverNats(agent, { url: natsUrl, runId, joinDeadlineMs, ...(hostId === undefined || hostId === "" ? {} : { scope: hostId }) });
   }
