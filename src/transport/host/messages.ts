@@ -13,9 +13,9 @@
  * answer is a binary frame (`wire/codec.ts`) whose header carries the same envelope. Anything
  * malformed, foreign or of another version is counted and ignored like every protocol message.
  */
-import { decodeMessage, encodeMessage } from "../../core/json.js";
+import { encodeMessage } from "../../core/json.js";
 import type { OffCycleLog, RankInit } from "../protocol/types.js";
-import { PROTOCOL_VERSION, reportIgnored, transportStats } from "../protocol/messages.js";
+import { PROTOCOL_VERSION, decodeChecked, transportStats } from "../protocol/messages.js";
 
 const PROTO = "rankscope";
 
@@ -83,51 +83,13 @@ export function hostEnvelope(run: string): { proto: string; v: number; run: stri
   return { proto: PROTO, v: PROTOCOL_VERSION, run };
 }
 
-/**
- * Check the envelope of a decoded message or frame header; counts and reports what is not ours.
- * Returns true when it is this run's, in this protocol version.
- */
-export function checkEnvelope(run: string, value: unknown, from: string): value is Record<string, unknown> {
-  if (value === null || typeof value !== "object" || Array.isArray(value) || (value as Record<string, unknown>)["proto"] !== PROTO) {
-    reportIgnored("foreign", `a message from ${from} is not a rankscope message`);
-    return false;
-  }
-  const v = value as Record<string, unknown>;
-  if (v["v"] !== PROTOCOL_VERSION) {
-    reportIgnored("foreign", `a message from ${from} speaks rankscope protocol ${JSON.stringify(v["v"])}, this process speaks ${PROTOCOL_VERSION}`);
-    return false;
-  }
-  if (v["run"] !== run) {
-    reportIgnored("foreign", `a message from ${from} belongs to run ${JSON.stringify(v["run"])}, not ${JSON.stringify(run)}`);
-    return false;
-  }
-  return true;
-}
-
 const isId = (value: unknown): boolean => Number.isInteger(value) && (value as number) >= 0;
 const isName = (value: unknown): value is string => typeof value === "string" && value.length > 0;
 const isNames = (value: unknown): boolean => Array.isArray(value) && value.every(isName);
 
 /** Decode and validate a JSON host message; undefined (counted, reported) when it is not a valid one. */
 export function decodeHostMessage(run: string, data: Uint8Array | string, from: string): HostMessage | undefined {
-  let value: unknown;
-  try {
-    const text = typeof data === "string" ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("utf8");
-    const stats = transportStats();
-    stats.messagesIn++;
-    stats.bytesIn += text.length;
-    value = decodeMessage(text);
-  } catch {
-    reportIgnored("malformed", `a message from ${from} is not valid JSON`);
-    return undefined;
-  }
-  if (!checkEnvelope(run, value, from)) return undefined;
-  const problem = validateHostMessage(value);
-  if (problem !== undefined) {
-    reportIgnored("malformed", `a "${String(value["t"])}" message from ${from} is malformed (${problem})`);
-    return undefined;
-  }
-  return value as unknown as HostMessage;
+  return decodeChecked<HostMessage>(run, data, from, validateHostMessage);
 }
 
 function validateHostMessage(m: Record<string, unknown>): string | undefined {

@@ -12,10 +12,10 @@ import type { KeyState } from "../../core/collector.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import type { OffCycleLog, RankGroupHandle, RankGroupSnapshot, RankInit } from "../protocol/types.js";
 import { connectTo, unrefSocket, unrefWhileIdle } from "../controller/nats.js";
-import { reportIgnored } from "../protocol/messages.js";
+import { checkEnvelope, reportIgnored } from "../protocol/messages.js";
 import { DEFAULT_REQUEST_DEADLINE_MS, nextRequestId, RankClosedError, RankDeadlineError } from "../controller/remote-rank.js";
 import { isWireFrame, StateDecoder, WireFormatError } from "../wire/codec.js";
-import { checkEnvelope, decodeHostMessage, encodeHostMessage, hostSubjects, validateHostStatesHeader, type HostMessage, type HostStatesHeader } from "./messages.js";
+import { decodeHostMessage, encodeHostMessage, hostSubjects, validateHostStatesHeader, type HostMessage, type HostStatesHeader } from "./messages.js";
 
 /** Options of `serveHostsOverNats`. */
 export interface ServeHostsOverNatsOptions {

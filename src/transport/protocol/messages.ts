@@ -149,6 +149,15 @@ export function encodeProtocolMessage(run: string, message: ProtocolMessage): st
  * `from` names the sender in the report.
  */
 export function decodeProtocolMessage(run: string, data: unknown, from: string): (ProtocolMessage & Envelope) | undefined {
+  return decodeChecked<ProtocolMessage & Envelope>(run, data, from, validate);
+}
+
+/**
+ * The one receive path of every JSON message (rank protocol and host messages alike): decode,
+ * count, check the envelope, then `validate` (what is wrong, or undefined). Anything that fails is
+ * counted and reported, and undefined is returned.
+ */
+export function decodeChecked<T>(run: string, data: unknown, from: string, validate: (m: Record<string, unknown>) => string | undefined): T | undefined {
   let value: unknown;
   try {
     const text = typeof data === "string" ? data : data instanceof Uint8Array ? Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("utf8") : undefined;
@@ -162,13 +171,13 @@ export function decodeProtocolMessage(run: string, data: unknown, from: string):
     reportIgnored("malformed", `a message from ${from} is not valid JSON`);
     return undefined;
   }
-  if (!isOurs(run, value, from)) return undefined;
+  if (!checkEnvelope(run, value, from)) return undefined;
   const problem = validate(value);
   if (problem !== undefined) {
     reportIgnored("malformed", `a "${String(value["t"])}" message from ${from} is malformed (${problem})`);
     return undefined;
   }
-  return value as unknown as ProtocolMessage & Envelope;
+  return value as unknown as T;
 }
 
 /**
@@ -176,7 +185,7 @@ export function decodeProtocolMessage(run: string, data: unknown, from: string):
  * (counted and reported) when it is not a well-formed one of this run and protocol version.
  */
 export function checkReplyFrameHeader(run: string, header: unknown, from: string): RankReplyFrameHeader | undefined {
-  if (!isOurs(run, header, from)) return undefined;
+  if (!checkEnvelope(run, header, from)) return undefined;
   const h = header;
   let problem: string | undefined;
   if (h["t"] !== "reply" || h["ok"] !== true) problem = `a frame with t ${JSON.stringify(h["t"])} and ok ${JSON.stringify(h["ok"])} where only successful flush replies travel as frames`;
@@ -189,7 +198,7 @@ export function checkReplyFrameHeader(run: string, header: unknown, from: string
 }
 
 /** Envelope check: a rankscope message of this run and protocol version (else counted and reported). */
-function isOurs(run: string, value: unknown, from: string): value is Record<string, unknown> {
+export function checkEnvelope(run: string, value: unknown, from: string): value is Record<string, unknown> {
   if (!isObject(value) || value["proto"] !== PROTO) {
     reportIgnored("foreign", `a message from ${from} is not a rankscope message`);
     return false;
