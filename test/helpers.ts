@@ -1,7 +1,9 @@
-/** Shared test helpers: capture stdout, collect diagnostics, make temp dirs. */
+/** Shared test helpers: capture stdout, collect diagnostics, make temp dirs, run a TypeScript snippet in a child. */
+import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { setDiagnosticHandler, resetDiagnostics, type Diagnostic } from "../src/core/diagnostics.js";
 
 /** Run `fn` with process.stdout.write captured; returns what was written. */
@@ -36,4 +38,27 @@ export async function collectDiagnostics(fn: () => unknown): Promise<Diagnostic[
 /** A fresh temporary directory. */
 export function tempDir(prefix = "rankscope-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** The repository's root (the cwd of snippets run by `runSnippet`). */
+const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+/**
+ * Run a TypeScript snippet (ESM, through tsx) in a child process with `env` added; resolves with
+ * its exit code and output. Killed after 60 s, so a hung snippet cannot hang the test.
+ */
+export function runSnippet(code: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const killer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (exitCode) => {
+      clearTimeout(killer);
+      resolve({ code: exitCode, stdout, stderr });
+    });
+  });
 }

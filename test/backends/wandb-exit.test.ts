@@ -6,12 +6,11 @@
  * synchronous part (the one atomic write), as the history and run.json are.
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { pathToFileURL } from "node:url";
-import { tempDir } from "../helpers.js";
+import { runSnippet, tempDir } from "../helpers.js";
 import { ROOT } from "../stream/helpers.js";
 
 const dirs: string[] = [];
@@ -19,21 +18,6 @@ after(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-function runJob(code: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-    const killer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("close", (exitCode) => {
-      clearTimeout(killer);
-      resolve({ code: exitCode, stdout, stderr });
-    });
-  });
-}
 
 /** Every file under `dir`, relative to it. */
 function filesUnder(dir: string): string[] {
@@ -63,7 +47,7 @@ function job(end: string): string {
 async function spoolAfter(end: string, env: Record<string, string> = {}): Promise<{ spool: string; files: string[] }> {
   const runDir = tempDir("rankscope-wandb-exit-");
   dirs.push(runDir);
-  const result = await runJob(job(end), { JOB_RUN_DIR: runDir, WANDB_API_KEY: "", ...env });
+  const result = await runSnippet(job(end), { JOB_RUN_DIR: runDir, WANDB_API_KEY: "", ...env });
   assert.equal(result.code, 0, result.stderr);
   const spool = join(runDir, "wandb", "wx_t");
   const files = filesUnder(join(spool, "files"));

@@ -1,13 +1,12 @@
 /** The one settings resolver: option → environment → default, one policy for invalid and unknown values. */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { test } from "node:test";
 import { envFlag, envInteger } from "../../src/core/env.js";
 import { enumKind, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../../src/core/settings.js";
-import { collectDiagnostics } from "../helpers.js";
+import { collectDiagnostics, runSnippet } from "../helpers.js";
 import { ROOT } from "../stream/helpers.js";
 
 const deadline: Setting<number> = { owner: "demo", option: "deadlineMs", env: "DEMO_DEADLINE_MS", kind: integerKind(1, 1000), fallback: 50 };
@@ -75,22 +74,6 @@ test("no part of src reads the environment except through the one settings resol
   assert.deepEqual(environmentReadsOutsideTheResolver(), []);
 });
 
-/** Run a TypeScript snippet in a child process with `env` added; resolves with its exit code and stderr. */
-function runSnippet(code: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-    const killer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("close", (exitCode) => {
-      clearTimeout(killer);
-      resolve({ code: exitCode, stdout, stderr });
-    });
-  });
-}
 
 test("joinRun's variables follow the resolver's policy: an option that differs from its variable wins with a warning; blank is unset", async () => {
   const joinModule = pathToFileURL(join(ROOT, "src", "transport", "rank", "join.ts")).href;
