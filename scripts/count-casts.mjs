@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Counts type assertions (`x as T`, `<T>x`; not `as const`) in the given folders (default: src),
 // per 1,000 lines, per folder. `--max-per-1000 N` exits 1 when the ratio is above N, so the
-// check in scripts/test.sh keeps the number from growing back. Uses the TypeScript parser, not a regex.
+// check in scripts/test.sh keeps the number from growing back; `--list` prints each cast as
+// file:line. Uses the TypeScript parser, not a regex.
 import fs from "node:fs";
 import path from "node:path";
 import ts from "typescript";
@@ -10,6 +11,9 @@ const args = process.argv.slice(2);
 const maxIndex = args.indexOf("--max-per-1000");
 const max = maxIndex >= 0 ? Number(args.splice(maxIndex, 2)[1]) : undefined;
 if (max !== undefined && !Number.isFinite(max)) throw new TypeError("--max-per-1000 needs a number, e.g. --max-per-1000 5");
+const listIndex = args.indexOf("--list");
+const list = listIndex >= 0;
+if (list) args.splice(listIndex, 1);
 const roots = args.length > 0 ? args : ["src"];
 
 const files = [];
@@ -20,7 +24,10 @@ const walk = (dir) => {
     else if (p.endsWith(".ts") && !p.endsWith(".d.ts")) files.push(p);
   }
 };
-for (const root of roots) walk(root);
+for (const root of roots) {
+  if (fs.statSync(root).isDirectory()) walk(root);
+  else files.push(root);
+}
 
 const isCast = (node) =>
   (ts.isAsExpression(node) || ts.isTypeAssertionExpression(node)) &&
@@ -35,7 +42,10 @@ for (const file of files) {
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
   let n = 0;
   const visit = (node) => {
-    if (isCast(node)) n++;
+    if (isCast(node)) {
+      n++;
+      if (list) console.log(`${file}:${source.getLineAndCharacterOfPosition(node.getStart()).line + 1}: ${node.getText().replace(/\s+/g, " ").slice(0, 120)}`);
+    }
     ts.forEachChild(node, visit);
   };
   visit(source);

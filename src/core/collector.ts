@@ -11,26 +11,40 @@
  */
 import { warn } from "./diagnostics.js";
 import { envFlag, envInteger } from "./env.js";
-import type { Accumulator, AccumulatorState, ReduceDefinition, ReduceName, SampleRecord } from "./reduce.js";
+import type { Accumulator, AccumulatorState, NumericReduceDefinition, RecordReduceDefinition, ReduceName, SampleRecord } from "./reduce.js";
 import { getReduceDefinition } from "./registry.js";
 import { processWide } from "./process-wide.js";
 import { isReportingWorker, linkWorkerCollector, workerGatherer } from "./worker-link.js";
 
-/** One key's accumulator in this process. */
-export interface MetricEntry {
+/** What every key's entry has, whatever its reduction accepts (see `MetricEntry`). */
+export interface MetricEntryBase {
   /** Interned id of the key, stable for the life of the process (used by the stream ring). */
   readonly id: number;
   readonly key: string;
   readonly reduce: string;
-  readonly definition: ReduceDefinition<AccumulatorState>;
-  /** Swapped for a counting stand-in while the collector is closed (see `Collector.close`). */
-  accumulator: Accumulator<AccumulatorState>;
-  /** False for reductions that take objects (samples). */
-  readonly numeric: boolean;
   /** The stream ring's id for this key, valid while `streamGeneration` is the stream's (its cache). */
   streamId: number;
   streamGeneration: number;
 }
+
+/** A key whose reduction takes numbers (every built-in but `SAMPLE`). */
+export interface NumericEntry extends MetricEntryBase {
+  readonly numeric: true;
+  readonly definition: NumericReduceDefinition;
+  /** Swapped for a counting stand-in while the collector is closed (see `Collector.close`). */
+  accumulator: Accumulator<AccumulatorState, number>;
+}
+
+/** A key whose reduction takes plain-object records (`SAMPLE`). */
+export interface RecordEntry extends MetricEntryBase {
+  readonly numeric: false;
+  readonly definition: RecordReduceDefinition;
+  /** Swapped for a counting stand-in while the collector is closed (see `Collector.close`). */
+  accumulator: Accumulator<AccumulatorState, SampleRecord>;
+}
+
+/** One key's accumulator in this process; `numeric` tells what its accumulator accepts. */
+export type MetricEntry = NumericEntry | RecordEntry;
 
 /** The state of one key at a flush, as sent to the controller. */
 export interface KeyState {
@@ -44,7 +58,7 @@ export interface KeyState {
  * the caller's thread inside `recordMetric`, so it must not do I/O or block.
  */
 export interface StreamProducer {
-  record(entry: MetricEntry, value: number, step: number): void;
+  record(entry: NumericEntry, value: number, step: number): void;
 }
 
 /** Default bound on distinct keys per process. */
@@ -70,8 +84,8 @@ export class Collector {
   onFirstKey: (() => void) | null = null;
   /** Values recorded while closed (after the controller's `shutdown()`, before a new logger): never logged. */
   recordedAfterClose = 0;
-  /** The real accumulators while closed, by entry (restored by `reopen`). */
-  private closedAccumulators: Map<MetricEntry, Accumulator<AccumulatorState>> | null = null;
+  /** While closed: what puts each entry's real accumulator back (run by `reopen`). */
+  private reopeners: Array<() => void> | null = null;
 
   constructor() {
     this.disabled = envFlag("RANKSCOPE_DISABLE_METRICS");
@@ -85,27 +99,28 @@ export class Collector {
    * (what was recorded before stays in the real one, for a next logger's flush).
    */
   close(): void {
-    if (this.closedAccumulators !== null) return;
-    this.closedAccumulators = new Map();
+    if (this.reopeners !== null) return;
+    this.reopeners = [];
     for (const entry of this.entries.values()) this.closeEntry(entry);
   }
 
   /** Reopen after `close` (a new logger): recording is logged again. */
   reopen(): void {
-    const real = this.closedAccumulators;
-    if (real === null) return;
-    this.closedAccumulators = null;
-    for (const [entry, accumulator] of real) entry.accumulator = accumulator;
+    const reopeners = this.reopeners;
+    if (reopeners === null) return;
+    this.reopeners = null;
+    for (const reopen of reopeners) reopen();
   }
 
   /** True between `close` and `reopen`. */
   get closed(): boolean {
-    return this.closedAccumulators !== null;
+    return this.reopeners !== null;
   }
 
   private closeEntry(entry: MetricEntry): void {
-    this.closedAccumulators?.set(entry, entry.accumulator);
-    entry.accumulator = new ClosedAccumulator(this);
+    // One branch per kind, so each stand-in accepts what the entry's accumulator accepts.
+    if (entry.numeric) this.reopeners?.push(swapAccumulator(entry, new ClosedAccumulator(this)));
+    else this.reopeners?.push(swapAccumulator(entry, new ClosedAccumulator(this)));
   }
 
   /** Everything `recordMetric`'s fast path does not handle. */
@@ -115,15 +130,15 @@ export class Collector {
     if (entry === undefined) return;
     if (entry.numeric) {
       const number = toNumber(entry.key, value);
-      entry.accumulator.append(number as never);
+      entry.accumulator.append(number);
       if (this.stream !== null) this.stream.record(entry, number, this.step);
     } else {
-      if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      if (!isRecord(value)) {
         throw new TypeError(
           `recordMetric("${entry.key}", ..., "${entry.reduce}") takes a plain object record (e.g. { prompt, reward }), got ${describeValue(value)}`,
         );
       }
-      entry.accumulator.append(value as SampleRecord as never);
+      entry.accumulator.append(value);
     }
   }
 
@@ -159,16 +174,12 @@ export class Collector {
       );
       return undefined;
     }
-    const entry: MetricEntry = {
-      id: this.entries.size,
-      key,
-      reduce,
-      definition,
-      accumulator: definition.create(),
-      numeric: (definition.input ?? "number") === "number",
-      streamId: -1,
-      streamGeneration: 0,
-    };
+    const id = this.entries.size;
+    // Both literals list the same fields in the same order, so every entry has one shape.
+    const entry: MetricEntry =
+      definition.input === "object"
+        ? { id, key, reduce, definition, accumulator: definition.create(), numeric: false, streamId: -1, streamGeneration: 0 }
+        : { id, key, reduce, definition, accumulator: definition.create(), numeric: true, streamId: -1, streamGeneration: 0 };
     this.entries.set(key, entry);
     this.sortedEntries = null;
     if (this.onFirstKey !== null) {
@@ -176,8 +187,18 @@ export class Collector {
       this.onFirstKey = null;
       first();
     }
-    if (this.closedAccumulators !== null) this.closeEntry(entry);
+    if (this.reopeners !== null) this.closeEntry(entry);
     return entry;
+  }
+
+  /**
+   * `entryFor` for a key whose reduction must take numbers (handles, the stats face): throws, naming
+   * `caller`, when it takes records instead.
+   */
+  numericEntryFor(key: unknown, reduce: unknown, caller = "metric"): NumericEntry | undefined {
+    const entry = this.entryFor(key, reduce);
+    if (entry === undefined || entry.numeric) return entry;
+    throw new TypeError(`${caller}("${entry.key}", "${entry.reduce}") binds numeric reductions only; record samples with recordMetric`);
   }
 
   /**
@@ -211,10 +232,10 @@ export class Collector {
  * Stands in for every accumulator while the collector is closed: counts what is recorded (the user
  * is told once) and holds nothing, so a flush sends nothing for it.
  */
-class ClosedAccumulator implements Accumulator<AccumulatorState> {
+class ClosedAccumulator<In> implements Accumulator<AccumulatorState, In> {
   readonly count = 0;
   constructor(private readonly collector: Collector) {}
-  append(): void {
+  append(_value: In): void {
     if (this.collector.recordedAfterClose++ === 0) {
       warn(
         "collector.recordAfterShutdown",
@@ -229,6 +250,20 @@ class ClosedAccumulator implements Accumulator<AccumulatorState> {
     return { v: 1, count: 0 };
   }
   reset(): void {}
+}
+
+/** Put `stand-in` in place of an entry's accumulator; returns what puts the real one back. */
+function swapAccumulator<In>(entry: { accumulator: Accumulator<AccumulatorState, In> }, standIn: Accumulator<AccumulatorState, In>): () => void {
+  const real = entry.accumulator;
+  entry.accumulator = standIn;
+  return () => {
+    entry.accumulator = real;
+  };
+}
+
+/** A plain object (not null, not an array): what `SAMPLE`-like reductions take. */
+function isRecord(value: unknown): value is SampleRecord {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
 }
 
 function toNumber(key: string, value: unknown): number {
@@ -286,8 +321,8 @@ const collector = getCollector();
  */
 export function recordMetric(key: string, value: number | bigint | SampleRecord, reduce: ReduceName = "mean"): void {
   const entry = collector.entries.get(key);
-  if (entry !== undefined && entry.reduce === reduce && typeof value === "number") {
-    entry.accumulator.append(value as never);
+  if (entry !== undefined && entry.reduce === reduce && typeof value === "number" && entry.numeric) {
+    entry.accumulator.append(value);
     if (collector.stream !== null) collector.stream.record(entry, value, collector.step);
     return;
   }
@@ -306,12 +341,12 @@ class BoundMetric implements MetricHandle {
   constructor(
     readonly key: string,
     readonly reduce: ReduceName,
-    private readonly entry: MetricEntry | undefined,
+    private readonly entry: NumericEntry | undefined,
   ) {}
   record(value: number | bigint): void {
     const entry = this.entry;
     if (entry !== undefined && typeof value === "number") {
-      entry.accumulator.append(value as never);
+      entry.accumulator.append(value);
       if (collector.stream !== null) collector.stream.record(entry, value, collector.step);
       return;
     }
@@ -328,9 +363,5 @@ export function metric(key: string, reduce: ReduceName = "mean"): MetricHandle {
   if (collector.disabled) {
     return { key, reduce, record: () => {} };
   }
-  const entry = collector.entryFor(key, reduce);
-  if (entry !== undefined && !entry.numeric) {
-    throw new TypeError(`metric("${key}", "${reduce}") binds numeric reductions only; record samples with recordMetric`);
-  }
-  return new BoundMetric(key, reduce, entry);
+  return new BoundMetric(key, reduce, collector.numericEntryFor(key, reduce));
 }

@@ -13,12 +13,15 @@ export interface AccumulatorState {
   readonly count: number;
 }
 
-/** The running reduction of one key in one process. */
-export interface Accumulator<S extends AccumulatorState = AccumulatorState> {
+/**
+ * The running reduction of one key in one process. `In` is what it accepts: numbers (every
+ * built-in but `SAMPLE`) or records (`SampleRecord`).
+ */
+export interface Accumulator<S extends AccumulatorState = AccumulatorState, In = number> {
   /** Values appended since creation or the last `reset()`. */
   readonly count: number;
   /** Add one recorded value. Must not do I/O; should not allocate for numeric reductions. */
-  append(value: never): void;
+  append(value: In): void;
   /** The reduced value of what was appended so far (same shape as `ReduceDefinition.value`). */
   value(): ReducedScalars;
   /** A plain snapshot of the accumulator, to merge with other ranks' states. */
@@ -48,17 +51,10 @@ export interface HistogramData {
 /** A record kept by the `SAMPLE` reduction: any plain object, e.g. `{ prompt, response, reward }`. */
 export type SampleRecord = Readonly<Record<string, unknown>>;
 
-/** What values a reduction accepts: numbers (and bigints), or plain objects (samples). */
-export type ReduceInput = "number" | "object";
-
-/** Everything rankscope needs to know about one reduction. Register your own with `registerReduce`. */
-export interface ReduceDefinition<S extends AccumulatorState = AccumulatorState> {
+/** What every reduction has, whatever it accepts (see `ReduceDefinition`). */
+export interface ReduceDefinitionBase<S extends AccumulatorState = AccumulatorState> {
   /** The name used in `recordMetric(key, value, name)` and carried in states between ranks. */
   readonly name: string;
-  /** Numbers (the default) or plain objects. */
-  readonly input?: ReduceInput;
-  /** A new, empty accumulator. */
-  create(): Accumulator<S>;
   /** Merge states (from several flushes or ranks) into one. Must be associative and commutative. */
   merge(states: readonly S[]): S;
   /** The scalar outputs of a (possibly merged) state. */
@@ -68,6 +64,37 @@ export interface ReduceDefinition<S extends AccumulatorState = AccumulatorState>
   /** For reductions that keep records: the records of a state. */
   samples?(state: S): SampleRecord[];
 }
+
+/** A reduction of numbers (and bigints, converted): every built-in but `SAMPLE`. */
+export interface NumericReduceDefinition<S extends AccumulatorState = AccumulatorState> extends ReduceDefinitionBase<S> {
+  /** Numbers: the default, so a user-defined reduction may leave it out. */
+  readonly input?: "number";
+  /** A new, empty accumulator. */
+  create(): Accumulator<S, number>;
+}
+
+/** A reduction of plain-object records, such as `SAMPLE`. */
+export interface RecordReduceDefinition<S extends AccumulatorState = AccumulatorState> extends ReduceDefinitionBase<S> {
+  readonly input: "object";
+  /** A new, empty accumulator. */
+  create(): Accumulator<S, SampleRecord>;
+}
+
+/**
+ * Everything rankscope needs to know about one reduction. Register your own with `registerReduce`.
+ * `input` tells which kind it is, so `definition.create()` is an accumulator of numbers or of
+ * records once `input` is checked.
+ *
+ * The registry holds definitions as `ReduceDefinition<AccumulatorState>`: states arrive from other
+ * ranks with only a reduce name, so which state type a definition takes is known at run time (by
+ * that name), not to the compiler — the one place where `S` is erased.
+ */
+export type ReduceDefinition<S extends AccumulatorState = AccumulatorState> = NumericReduceDefinition<S> | RecordReduceDefinition<S>;
+
+/** A definition as `registerReduce` takes it: a `ReduceDefinition` without its name. */
+export type ReduceDefinitionInput<S extends AccumulatorState = AccumulatorState> =
+  | Omit<NumericReduceDefinition<S>, "name">
+  | Omit<RecordReduceDefinition<S>, "name">;
 
 /** The built-in reduction names. */
 export type BuiltinReduce = "mean" | "sum" | "max" | "min" | "std" | "quantiles" | "histogram" | "sample";

@@ -10,7 +10,7 @@ import { DEFAULT_QUANTILES, quantilesReduce } from "./accumulators/quantiles.js"
 import { histogramReduce } from "./accumulators/histogram.js";
 import { maxReduce, meanReduce, minReduce, stdReduce, sumReduce } from "./accumulators/moments.js";
 import { sampleReduce, type SampleOptions } from "./accumulators/sample.js";
-import type { AccumulatorState, BuiltinReduce, ReduceDefinition, ReduceName } from "./reduce.js";
+import type { AccumulatorState, BuiltinReduce, ReduceDefinition, ReduceDefinitionInput, ReduceName } from "./reduce.js";
 import { processWide } from "./process-wide.js";
 
 type AnyDefinition = ReduceDefinition<AccumulatorState>;
@@ -27,7 +27,7 @@ function registry(): Map<string, AnyDefinition> {
       quantilesReduce("quantiles"),
       histogramReduce,
       sampleReduce("sample"),
-    ] as unknown as AnyDefinition[];
+    ];
     for (const d of builtins) table.set(d.name, d);
     return table;
   });
@@ -38,10 +38,10 @@ const PARAMETERISED = /^(quantiles|sample)\((.*)\)$/;
 function parseParameterised(name: string): AnyDefinition | undefined {
   const match = PARAMETERISED.exec(name);
   if (match === null) return undefined;
-  const [, kind, args] = match as unknown as [string, string, string];
+  const [, kind, args = ""] = match;
   if (kind === "quantiles") {
     const qs = args.split(",").map((s) => Number(s.trim()));
-    return quantilesReduce(name, qs) as unknown as AnyDefinition;
+    return quantilesReduce(name, qs);
   }
   const options: SampleOptions = {};
   for (const part of args.split(",")) {
@@ -50,7 +50,7 @@ function parseParameterised(name: string): AnyDefinition | undefined {
     else if (k === "by" && v !== undefined) options.by = v;
     else throw new RangeError(`unknown sample parameter "${part}" in "${name}"; valid: k=<int>, by=<field>`);
   }
-  return sampleReduce(name, options) as unknown as AnyDefinition;
+  return sampleReduce(name, options);
 }
 
 /** The definition of a reduction by name, or a `TypeError` listing the valid names. */
@@ -85,7 +85,7 @@ export function hasReduce(name: string): boolean {
  * `registerReduce("last", { create, merge, value })` then `recordMetric(key, v, "last")`.
  * Every rank that records it and the controller that merges it must register it.
  */
-export function registerReduce<S extends AccumulatorState>(name: string, definition: Omit<ReduceDefinition<S>, "name">): void {
+export function registerReduce<S extends AccumulatorState>(name: string, definition: ReduceDefinitionInput<S>): void {
   if (typeof name !== "string" || name.length === 0 || PARAMETERISED.test(name)) {
     throw new TypeError(`registerReduce needs a non-empty name that is not a built-in parameterised form, got ${JSON.stringify(name)}`);
   }
@@ -99,7 +99,7 @@ export function registerReduce<S extends AccumulatorState>(name: string, definit
       throw new TypeError(`registerReduce("${name}") needs a ${method}() function in its definition`);
     }
   }
-  table.set(name, { ...definition, name } as unknown as AnyDefinition);
+  table.set(name, { ...definition, name });
 }
 
 const BUILTIN_NAMES: ReadonlySet<string> = new Set<BuiltinReduce>(["mean", "sum", "max", "min", "std", "quantiles", "histogram", "sample"]);

@@ -9,7 +9,7 @@
 import { resolve } from "node:path";
 import { recordMetric } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
-import { getReduceDefinition } from "../core/registry.js";
+import { histogramReduce } from "../core/accumulators/histogram.js";
 import type { Metric } from "../core/metric.js";
 import type { BackendsConfig, UncheckedBackendsConfig } from "../controller/config.js";
 import type { BackendSwitchOf } from "../backends/options.js";
@@ -194,8 +194,7 @@ export class Logger {
     if (typeof name !== "string" || name.length === 0) throw new TypeError(`logHistogram(values, step, name) needs a non-empty name, got ${String(name)}`);
     if (!Number.isInteger(step) || step < 0) throw new TypeError(`logHistogram: step must be a non-negative integer, got ${String(step)}`);
     const logger = await this.logger();
-    const definition = getReduceDefinition("histogram");
-    const accumulator = definition.create() as unknown as { append(v: number): void; state(): ReturnType<typeof definition.merge> };
+    const accumulator = histogramReduce.create();
     for (let i = 0; i < values.length; i++) accumulator.append(Number(values[i]));
     return logger.logDirect([{ key: name, reduce: "histogram", state: accumulator.state() }], { step });
   }

@@ -6,7 +6,7 @@
  * Registered on import of `src/stats`, which `rankscope`'s index imports, so every rank and the
  * controller that load the package know it.
  */
-import type { Accumulator, AccumulatorState, ReduceDefinition } from "../core/reduce.js";
+import type { Accumulator, AccumulatorState, ReduceDefinitionInput } from "../core/reduce.js";
 import { getReduceDefinition, hasReduce, registerReduce } from "../core/registry.js";
 
 /** The reduction's name, as carried in states. */
@@ -56,7 +56,7 @@ function valueOf(s: { count: number; sum: number; min: number; max: number }): R
   return { avg: s.count > 0 ? s.sum / s.count : 0, min: s.min, max: s.max };
 }
 
-const definition: Omit<ReduceDefinition<AvgMinMaxState>, "name"> = {
+const definition: ReduceDefinitionInput<AvgMinMaxState> = {
   create: () => new AvgMinMaxAccumulator(),
   merge(states) {
     let count = 0;

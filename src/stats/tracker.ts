@@ -199,11 +199,11 @@ export class StatsTracker {
       if (collector.disabled) continue;
       const count = maskedMoments(array, mask);
       if (count === 0) continue;
-      const entry = collector.entryFor(keyOf(cache, name), reduce);
+      const entry = collector.numericEntryFor(keyOf(cache, name), reduce, "stats.stat");
       if (entry === undefined) continue;
       // One pass over the mask, then one append per array (per entry only for AVG, whose mean
       // must weigh every entry).
-      const accumulator = entry.accumulator as unknown as { append(value: number): void };
+      const accumulator = entry.accumulator;
       if (accumulator instanceof AvgMinMaxAccumulator) accumulator.appendMoments(moments.sum, count, moments.min, moments.max);
       else if (reduceName === "sum") accumulator.append(moments.sum);
       else if (reduceName === "min") accumulator.append(moments.min);

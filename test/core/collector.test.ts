@@ -54,6 +54,8 @@ test("bad keys and values get TypeErrors that say what was given and what is acc
   recordMetric("c/v2", 1);
   assert.throws(() => recordMetric("c/v2", null as unknown as number), /takes a number or a bigint, got null/);
   assert.throws(() => recordMetric("c/s", 3, Reduce.SAMPLE), /takes a plain object record \(e.g. \{ prompt, reward \}\), got number 3/);
+  recordMetric("c/s", { reward: 1 }, Reduce.SAMPLE);
+  assert.throws(() => recordMetric("c/s", 3, Reduce.SAMPLE), /takes a plain object record \(e\.g\. \{ prompt, reward \}\), got number 3/, "the same error once the key is known");
   // @ts-expect-error -- an unknown reduce is a compile error too; this checks the runtime error (JavaScript callers)
   assert.throws(() => recordMetric("c/r", 1, "median"), /unknown reduce "median"; valid: mean, sum/);
 });

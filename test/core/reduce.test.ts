@@ -2,19 +2,25 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { getReduceDefinition, Reduce, registerReduce } from "../../src/core/registry.js";
-import type { AccumulatorState, ReduceDefinition } from "../../src/core/reduce.js";
+import type { Accumulator, AccumulatorState, ReduceDefinition, SampleRecord } from "../../src/core/reduce.js";
 import { HISTOGRAM_EDGES } from "../../src/core/accumulators/histogram.js";
 
 type Def = ReduceDefinition<AccumulatorState>;
 
-function accumulate(reduce: string, values: readonly unknown[]): AccumulatorState {
+/** Numbers for numeric reductions, records for SAMPLE: `input` tells which the accumulator takes. */
+function accumulate(reduce: string, values: readonly (number | SampleRecord)[]): AccumulatorState {
   const def = getReduceDefinition(reduce);
+  if (def.input === "object") {
+    const acc = def.create();
+    for (const v of values) acc.append(typeof v === "number" ? assert.fail(`${reduce} takes records, got ${v}`) : v);
+    return acc.state();
+  }
   const acc = def.create();
-  for (const v of values) acc.append(v as never);
+  for (const v of values) acc.append(typeof v === "number" ? v : assert.fail(`${reduce} takes numbers, got a record`));
   return acc.state();
 }
 
-function valueOf(reduce: string, values: readonly unknown[]): ReturnType<Def["value"]> {
+function valueOf(reduce: string, values: readonly (number | SampleRecord)[]): ReturnType<Def["value"]> {
   return getReduceDefinition(reduce).value(accumulate(reduce, values));
 }
 
@@ -41,8 +47,10 @@ test("merging mean states (sum 10, count 2) and (sum 20, count 3) gives 6", () =
 test("accumulator value() equals the value of its state, and reset() empties it", () => {
   for (const reduce of [Reduce.MEAN, Reduce.SUM, Reduce.MAX, Reduce.MIN, Reduce.STD, Reduce.QUANTILES, Reduce.HISTOGRAM]) {
     const def = getReduceDefinition(reduce);
+    assert.notEqual(def.input, "object", reduce);
+    if (def.input === "object") continue;
     const acc = def.create();
-    for (const v of [3, 1, 4, 1, 5, 9, 2, 6]) acc.append(v as never);
+    for (const v of [3, 1, 4, 1, 5, 9, 2, 6]) acc.append(v);
     assert.deepEqual(acc.value(), def.value(acc.state()), reduce);
     acc.reset();
     assert.equal(acc.count, 0, reduce);
@@ -200,6 +208,25 @@ test("registerReduce: a user-defined reduction works like a built-in", () => {
   assert.throws(() => registerReduce("broken", {} as never), /needs a create\(\) function/);
 });
 
+test("a reduction's input kind and its accumulator agree, checked by the compiler", () => {
+  const numbers = (): Accumulator<AccumulatorState, number> => ({ count: 0, append: () => {}, value: () => 0, state: () => ({ v: 1, count: 0 }), reset: () => {} });
+  const base = { merge: (s: readonly AccumulatorState[]) => s[0] ?? { v: 1, count: 0 }, value: () => 0 };
+  // Compiled, never run: a reduction of records must create an accumulator of records.
+  const _mismatched = (): void =>
+    // @ts-expect-error -- an accumulator of numbers for input "object"
+    registerReduce("typed_records", { ...base, input: "object", create: numbers });
+  registerReduce("typed_numbers", { ...base, create: numbers });
+  const def = getReduceDefinition("typed_numbers");
+  assert.equal(def.input, undefined, "a reduction without input takes numbers");
+  if (def.input !== "object") def.create().append(1);
+  const sample = getReduceDefinition(Reduce.SAMPLE);
+  assert.equal(sample.input, "object");
+  // Without checking input, create() may be either kind, so the compiler refuses a number (and so
+  // does the accumulator at run time).
+  // @ts-expect-error -- a number for an accumulator that may take records
+  assert.throws(() => sample.create().append(1), /ranks records by the numeric field "reward"/);
+});
+
 // Property tests: merging states is associative and commutative, and equals one stream.
 const finite = fc.double({ min: -1e6, max: 1e6, noNaN: true, noDefaultInfinity: true });
 const chunks = fc.array(fc.array(finite, { minLength: 0, maxLength: 20 }), { minLength: 1, maxLength: 6 });
@@ -239,7 +266,7 @@ test("property: SAMPLE merge keeps the same best and worst scores as one stream"
   const def = getReduceDefinition(name);
   fc.assert(
     fc.property(chunks, (parts) => {
-      const toRecords = (xs: number[]): object[] => xs.map((reward) => ({ reward }));
+      const toRecords = (xs: number[]): SampleRecord[] => xs.map((reward) => ({ reward }));
       const single = def.samples?.(accumulate(name, toRecords(parts.flat()))) ?? [];
       const merged = def.samples?.(def.merge(parts.map((p) => accumulate(name, toRecords(p))))) ?? [];
       return JSON.stringify(single.map((r) => r["reward"])) === JSON.stringify(merged.map((r) => r["reward"]));

@@ -5,7 +5,7 @@
  * Every histogram uses the same bucket edges — TensorBoard's default: ±1e-12 · 1.1^k up to the
  * largest double, and 0 — so states from any rank merge by adding counts, exactly.
  */
-import type { Accumulator, AccumulatorState, HistogramData, ReduceDefinition } from "../reduce.js";
+import type { Accumulator, AccumulatorState, HistogramData, NumericReduceDefinition } from "../reduce.js";
 
 function defaultEdges(): Float64Array {
   const positive: number[] = [];
@@ -152,7 +152,7 @@ function histogramData(s: HistogramState): HistogramData {
 }
 
 /** `Reduce.HISTOGRAM`. */
-export const histogramReduce: ReduceDefinition<HistogramState> = {
+export const histogramReduce: NumericReduceDefinition<HistogramState> = {
   name: "histogram",
   create: () => new HistogramAccumulator(),
   merge(states) {

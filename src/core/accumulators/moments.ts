@@ -4,7 +4,7 @@
  * NaN and ±Infinity propagate as IEEE arithmetic does (a diverged loss must show as NaN), so MAX
  * and MIN use `Math.max`/`Math.min`, which return NaN when any input is NaN.
  */
-import type { Accumulator, AccumulatorState, ReduceDefinition } from "../reduce.js";
+import type { Accumulator, AccumulatorState, NumericReduceDefinition } from "../reduce.js";
 
 /** State of MEAN and SUM: the running sum and how many values it holds. */
 export interface SumState extends AccumulatorState {
@@ -46,7 +46,7 @@ function mergeSums(states: readonly SumState[]): SumState {
 }
 
 /** `Reduce.MEAN`: arithmetic mean (0 when nothing was recorded). */
-export const meanReduce: ReduceDefinition<SumState> = {
+export const meanReduce: NumericReduceDefinition<SumState> = {
   name: "mean",
   create: () => new SumAccumulator(true),
   merge: mergeSums,
@@ -54,7 +54,7 @@ export const meanReduce: ReduceDefinition<SumState> = {
 };
 
 /** `Reduce.SUM`: the sum of every value. */
-export const sumReduce: ReduceDefinition<SumState> = {
+export const sumReduce: NumericReduceDefinition<SumState> = {
   name: "sum",
   create: () => new SumAccumulator(false),
   merge: mergeSums,
@@ -115,7 +115,7 @@ function mergeExtremes(states: readonly ExtremeState[], pick: (a: number, b: num
 }
 
 /** `Reduce.MAX`: the largest value. */
-export const maxReduce: ReduceDefinition<ExtremeState> = {
+export const maxReduce: NumericReduceDefinition<ExtremeState> = {
   name: "max",
   create: () => new MaxAccumulator(),
   merge: (states) => mergeExtremes(states, Math.max, -Infinity),
@@ -123,7 +123,7 @@ export const maxReduce: ReduceDefinition<ExtremeState> = {
 };
 
 /** `Reduce.MIN`: the smallest value. */
-export const minReduce: ReduceDefinition<ExtremeState> = {
+export const minReduce: NumericReduceDefinition<ExtremeState> = {
   name: "min",
   create: () => new MinAccumulator(),
   merge: (states) => mergeExtremes(states, Math.min, Infinity),
@@ -185,7 +185,7 @@ export function mergeMoments(states: readonly MomentsState[]): MomentsState {
 }
 
 /** `Reduce.STD`: population standard deviation; 0 for fewer than two values. */
-export const stdReduce: ReduceDefinition<MomentsState> = {
+export const stdReduce: NumericReduceDefinition<MomentsState> = {
   name: "std",
   create: () => new StdAccumulator(),
   merge: mergeMoments,

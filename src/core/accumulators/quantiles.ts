@@ -11,7 +11,7 @@
  * [-5,-4,-3] and [-2,-1,1] reports 3 negative values instead of 5) and `accept(Infinity)` asks for
  * an infinite store (both seen with version 2.1.1). See docs/DESIGN.md.
  */
-import type { Accumulator, AccumulatorState, ReduceDefinition } from "../reduce.js";
+import type { Accumulator, AccumulatorState, NumericReduceDefinition } from "../reduce.js";
 
 /** Relative accuracy of every quantile sketch. */
 export const QUANTILE_RELATIVE_ACCURACY = 0.01;
@@ -255,7 +255,7 @@ function sketchOf(states: readonly QuantilesState[]): Sketch {
 }
 
 /** A quantiles reduction reporting the given quantiles (each in [0, 1]) under `name`. */
-export function quantilesReduce(name: string, quantiles: readonly number[] = DEFAULT_QUANTILES): ReduceDefinition<QuantilesState> {
+export function quantilesReduce(name: string, quantiles: readonly number[] = DEFAULT_QUANTILES): NumericReduceDefinition<QuantilesState> {
   for (const q of quantiles) {
     if (!(q >= 0 && q <= 1)) throw new RangeError(`quantiles must be numbers in [0, 1], got ${String(q)}`);
   }

@@ -5,7 +5,7 @@
  * Records are kept by reference until the flush that reports them; do not mutate a record after
  * recording it.
  */
-import type { Accumulator, AccumulatorState, ReduceDefinition, SampleRecord } from "../reduce.js";
+import type { Accumulator, AccumulatorState, RecordReduceDefinition, SampleRecord } from "../reduce.js";
 
 /** Options of a sample reduction. */
 export interface SampleOptions {
@@ -38,7 +38,7 @@ function insertBounded(list: SampleRecord[], record: SampleRecord, k: number, by
 const higher = (a: number, b: number): boolean => a > b;
 const lower = (a: number, b: number): boolean => a < b;
 
-class SampleAccumulator implements Accumulator<SampleState> {
+class SampleAccumulator implements Accumulator<SampleState, SampleRecord> {
   count = 0;
   private top: SampleRecord[] = [];
   private bottom: SampleRecord[] = [];
@@ -83,7 +83,7 @@ function recordsOf(s: SampleState): SampleRecord[] {
 }
 
 /** A sample reduction named `name`, keeping k best and k worst records by `by`. */
-export function sampleReduce(name: string, options: SampleOptions = {}): ReduceDefinition<SampleState> {
+export function sampleReduce(name: string, options: SampleOptions = {}): RecordReduceDefinition<SampleState> {
   const k = options.k ?? 1;
   const by = options.by ?? "reward";
   if (!Number.isInteger(k) || k < 1) throw new RangeError(`sample k must be a positive integer, got ${String(k)}`);
