@@ -15,14 +15,29 @@
  *   writeRunFiles           → run/                (config.yaml with secrets redacted, version.json)
  *   spawnRanks / joinRun    → transport/          (ranks as threads, processes, or over NATS: "rankscope/nats")
  */
-export { recordMetric, metric, getCollector, type MetricHandle, type KeyState, type StreamProducer, type MetricEntry } from "./core/collector.js";
+export {
+  recordMetric,
+  metric,
+  getCollector,
+  type MetricHandle,
+  type KeyState,
+  type StreamProducer,
+  type MetricEntry,
+  type MetricEntryBase,
+  type NumericEntry,
+  type RecordEntry,
+} from "./core/collector.js";
 export { Reduce, registerReduce, getReduceDefinition } from "./core/registry.js";
 export type {
   Accumulator,
   AccumulatorState,
   BuiltinReduce,
   HistogramData,
+  NumericReduceDefinition,
+  RecordReduceDefinition,
   ReduceDefinition,
+  ReduceDefinitionBase,
+  ReduceDefinitionInput,
   ReduceName,
   ReducedScalars,
   RegisteredReduces,

@@ -12,7 +12,11 @@
 
 /** A JSON-safe value for a number: the number itself, or its proto3-JSON string when not finite. */
 export function jsonNumber(value: number): number | string {
-  if (Number.isFinite(value)) return value;
+  return Number.isFinite(value) ? value : nonFiniteName(value);
+}
+
+/** The proto3-JSON name of a number that is not finite. */
+function nonFiniteName(value: number): "NaN" | "Infinity" | "-Infinity" {
   if (Number.isNaN(value)) return "NaN";
   return value > 0 ? "Infinity" : "-Infinity";
 }
@@ -20,7 +24,7 @@ export function jsonNumber(value: number): number | string {
 /** Serialise a number as a JSON token, keeping NaN and ±Infinity as proto3-JSON strings. */
 export function jsonNumberText(value: number): string {
   if (Number.isFinite(value)) return String(value);
-  return `"${jsonNumber(value) as string}"`;
+  return `"${nonFiniteName(value)}"`;
 }
 
 /** Read a number written by `jsonNumber` (a number, or "NaN" / "Infinity" / "-Infinity"). */
@@ -53,9 +57,8 @@ export function encodeMessage(message: unknown): string {
 export function decodeMessage(text: string): unknown {
   if (!text.includes(`"${TAG}"`)) return JSON.parse(text);
   return JSON.parse(text, (_key, value: unknown) => {
-    if (value !== null && typeof value === "object" && !Array.isArray(value)) {
-      const tagged = (value as Record<string, unknown>)[TAG];
-      if (tagged !== undefined && Object.keys(value).length === 1) return parseNumber(tagged);
+    if (value !== null && typeof value === "object" && !Array.isArray(value) && TAG in value && Object.keys(value).length === 1) {
+      return parseNumber(value[TAG]);
     }
     return value;
   });

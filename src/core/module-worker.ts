@@ -7,6 +7,7 @@
  * parent's module hooks, and `--import tsx` in `execArgv` does not reach them.
  */
 import { Worker, type WorkerOptions } from "node:worker_threads";
+import { errorCode } from "./errors.js";
 
 /** Is this module URL TypeScript source (`.ts`, `.mts`, `.cts`, `.tsx`; any query string ignored)? */
 export function isTypeScript(url: string | URL): boolean {
@@ -43,8 +44,8 @@ const ENTRY_ONLY_WITH_VALUE = new Set(["-e", "--eval", "-p", "--print", "--input
  */
 export function workerExecArgv(execArgv: readonly string[] = process.execArgv): string[] {
   const kept: string[] = [];
-  for (let i = 0; i < execArgv.length; i++) {
-    const arg = execArgv[i] as string;
+  const args = execArgv.values();
+  for (const arg of args) {
     const eq = arg.indexOf("=");
     const name = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
     if (!ENTRY_ONLY_FLAGS.has(name)) {
@@ -52,7 +53,7 @@ export function workerExecArgv(execArgv: readonly string[] = process.execArgv): 
       continue;
     }
     // `-e code` / `--input-type module`: the value is the next argument (unless given with `=`).
-    if (name === arg && ENTRY_ONLY_WITH_VALUE.has(name) && i + 1 < execArgv.length) i++;
+    if (name === arg && ENTRY_ONLY_WITH_VALUE.has(name)) args.next();
   }
   return kept;
 }
@@ -84,10 +85,9 @@ function newWorker(entry: URL | string, options: WorkerOptions): Worker {
     return new Worker(entry, options);
   } catch (error) {
     const execArgv = options.execArgv;
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code !== "ERR_WORKER_INVALID_EXEC_ARGV" || execArgv === undefined) throw error;
+    if (errorCode(error) !== "ERR_WORKER_INVALID_EXEC_ARGV" || !(error instanceof Error) || execArgv === undefined) throw error;
     // "Initiated Worker with invalid execArgv flags: --expose-gc, --max-semi-space-size=128"
-    const listed = /flags: (.*)$/.exec((error as Error).message)?.[1]?.split(", ") ?? [];
+    const listed = /flags: (.*)$/.exec(error.message)?.[1]?.split(", ") ?? [];
     const refused = new Set(listed);
     const kept = execArgv.filter((a) => !refused.has(a));
     if (kept.length === execArgv.length) throw error;

@@ -9,30 +9,38 @@
  */
 const VERSION = "v1";
 
-type Holder = Record<symbol, unknown>;
+/** `globalThis`, seen as what it is used for here: values under symbol keys. */
+const holder: Record<symbol, unknown> = globalThis;
 
 function keyOf(name: string): symbol {
   return Symbol.for(`rankscope.${VERSION}.${name}`);
 }
 
+/**
+ * The value in slot `name`. The one place its type is taken on trust: a slot holds what the first
+ * `processWide(name, create)` put there, possibly from another copy of the package (so a class
+ * check could not tell), and every caller of one name asks for the same type.
+ */
+function read<T>(name: string): T | undefined {
+  return holder[keyOf(name)] as T | undefined;
+}
+
 /** The process-wide value `name`, created by `create` on first use. */
 export function processWide<T>(name: string, create: () => T): T {
-  const key = keyOf(name);
-  const holder = globalThis as unknown as Holder;
-  let value = holder[key] as T | undefined;
+  let value = read<T>(name);
   if (value === undefined) {
     value = create();
-    holder[key] = value;
+    holder[keyOf(name)] = value;
   }
   return value;
 }
 
 /** The process-wide value `name` if one is set, else undefined (nothing is created). */
 export function peekProcessWide<T>(name: string): T | undefined {
-  return (globalThis as unknown as Holder)[keyOf(name)] as T | undefined;
+  return read<T>(name);
 }
 
 /** Set (or, with undefined, clear) the process-wide value `name`. */
 export function setProcessWide<T>(name: string, value: T | undefined): void {
-  (globalThis as unknown as Holder)[keyOf(name)] = value;
+  holder[keyOf(name)] = value;
 }

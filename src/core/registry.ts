@@ -132,18 +132,18 @@ export const Reduce = {
   /** Quantiles of your choice, e.g. `Reduce.quantiles([0.5, 0.95, 0.999])` → `key/p50`, `key/p95`, `key/p99.9`. */
   quantiles(quantiles: readonly number[]): ReduceName {
     if (quantiles.length === 0) throw new RangeError("Reduce.quantiles needs at least one quantile in [0, 1]");
-    const name = quantiles.length === DEFAULT_QUANTILES.length && quantiles.every((q, i) => q === DEFAULT_QUANTILES[i])
+    const name: ReduceName = quantiles.length === DEFAULT_QUANTILES.length && quantiles.every((q, i) => q === DEFAULT_QUANTILES[i])
       ? "quantiles"
       : `quantiles(${quantiles.map(formatQuantile).join(",")})`;
     getReduceDefinition(name);
-    return name as ReduceName;
+    return name;
   },
   /** Keep the k best and k worst records by a numeric field, e.g. `Reduce.sample({ k: 3, by: "score" })`. */
   sample(options: SampleOptions = {}): ReduceName {
     const k = options.k ?? 1;
     const by = options.by ?? "reward";
-    const name = k === 1 && by === "reward" ? "sample" : `sample(k=${k},by=${by})`;
+    const name: ReduceName = k === 1 && by === "reward" ? "sample" : `sample(k=${k},by=${by})`;
     getReduceDefinition(name);
-    return name as ReduceName;
+    return name;
   },
 } as const;

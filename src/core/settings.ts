@@ -80,7 +80,7 @@ export function textKind(pattern?: RegExp, valid = "a non-empty string"): Settin
 export function enumKind<T extends string>(values: readonly T[]): SettingKind<T> {
   return {
     valid: `one of ${values.join(", ")}`,
-    fromOption: (v) => (typeof v === "string" && (values as readonly string[]).includes(v) ? (v as T) : undefined),
+    fromOption: (v) => values.find((value) => value === v),
     fromEnv: (raw) => values.find((v) => v === raw.toLowerCase()),
   };
 }

@@ -41,6 +41,39 @@ type LinkMessage =
   | { readonly t: "states"; readonly id: number; readonly thread: number; readonly states: KeyState[]; readonly droppedKeyRecords: number }
   | { readonly t: "bye"; readonly thread: number; readonly states: KeyState[]; readonly droppedKeyRecords: number };
 
+/**
+ * The link message a channel event carries, or undefined for anything else. The channel is shared
+ * by every rankscope copy of this state version in the process, so messages are ours; the check
+ * covers the fields each kind is read by.
+ */
+function linkMessageOf(event: unknown): LinkMessage | undefined {
+  if (event === null || typeof event !== "object" || !("data" in event)) return undefined;
+  const message: unknown = event.data;
+  return isLinkMessage(message) ? message : undefined;
+}
+
+function isLinkMessage(m: unknown): m is LinkMessage {
+  if (m === null || typeof m !== "object" || !("t" in m)) return false;
+  const thread = "thread" in m && typeof m.thread === "number";
+  const id = "id" in m && typeof m.id === "number";
+  const states = "states" in m && Array.isArray(m.states) && "droppedKeyRecords" in m && typeof m.droppedKeyRecords === "number";
+  switch (m.t) {
+    case "who":
+      return true;
+    case "here":
+    case "welcome":
+      return thread;
+    case "collect":
+      return id;
+    case "states":
+      return id && thread && states;
+    case "bye":
+      return thread && states;
+    default:
+      return false;
+  }
+}
+
 /** What a thread's collector must offer to be linked. */
 export interface LinkableCollector {
   takeStates(): KeyState[];
@@ -88,7 +121,7 @@ export function linkWorkerCollector(collector: LinkableCollector): void {
   }, WELCOME_WITHIN_MS);
   unwelcome.unref();
   channel.onmessage = (event: unknown) => {
-    const message = (event as { data: LinkMessage }).data;
+    const message = linkMessageOf(event);
     if (message?.t === "welcome" && message.thread === threadId) {
       clearTimeout(unwelcome);
     } else if (message?.t === "collect") {
@@ -154,7 +187,10 @@ class WorkerGatherer {
 
   constructor() {
     this.channel.unref();
-    this.channel.onmessage = (event: unknown) => this.receive((event as { data: LinkMessage }).data);
+    this.channel.onmessage = (event: unknown) => {
+      const message = linkMessageOf(event);
+      if (message !== undefined) this.receive(message);
+    };
     // Workers that linked before this thread listened say `here` again.
     this.channel.postMessage({ t: "who" } satisfies LinkMessage);
   }
@@ -197,7 +233,6 @@ class WorkerGatherer {
   }
 
   private receive(message: LinkMessage): void {
-    if (message === null || typeof message !== "object") return;
     switch (message.t) {
       case "here":
         if (!this.workers.has(message.thread)) this.workers.set(message.thread, 0);

@@ -80,7 +80,8 @@ const SCOPE_NAME = /^[^/]+(\/[^/]+)*$/;
 
 /** A named stats tracker. Get the default one as `stats` and named ones with `stats.get(name)`. */
 export class StatsTracker {
-  private readonly storage = new AsyncLocalStorage<Frame>();
+  /** The innermost scope of each async context; undefined is the tracker's root. */
+  private readonly storage = new AsyncLocalStorage<Frame | undefined>();
   private readonly caches = new Map<string, KeyCache>();
   private readonly root: KeyCache;
   private readonly masks = new Map<string, Mask>();
@@ -132,7 +133,7 @@ export class StatsTracker {
         if (!frame.open) return;
         frame.open = false;
         // Restore the parent here; contexts that captured the frame meanwhile skip it (open = false).
-        this.storage.enterWith(parent as Frame);
+        this.storage.enterWith(parent);
       },
     };
   }
@@ -144,7 +145,7 @@ export class StatsTracker {
   scalar(values: Readonly<Record<string, number>>): void {
     const cache = this.current();
     for (const name in values) {
-      const value = values[name] as number;
+      const value = values[name];
       if (typeof value !== "number") throw new TypeError(`stats.scalar({ ${name} }) takes numbers, got ${describeValue(value)}`);
       recordMetric(keyOf(cache, name), value, "mean");
       recordMetric(countKeyOf(cache, name), 1, "sum");
@@ -159,7 +160,7 @@ export class StatsTracker {
   denominator(masks: Readonly<Record<string, Mask>>): void {
     const cache = this.current();
     for (const name in masks) {
-      const mask = masks[name] as Mask;
+      const mask = masks[name];
       if (!Array.isArray(mask) && !(mask instanceof Uint8Array)) {
         throw new TypeError(`stats.denominator({ ${name} }) takes a boolean[] or a Uint8Array mask, got ${describeValue(mask)}`);
       }
@@ -187,7 +188,7 @@ export class StatsTracker {
     const mask = this.findMask(cache.prefix, options.denominator);
     const collector = getCollector();
     for (const name in values) {
-      const array = values[name] as StatValues;
+      const array = values[name];
       if (!Array.isArray(array) && !(array instanceof Float32Array) && !(array instanceof Float64Array)) {
         throw new TypeError(`stats.stat({ ${name} }) takes a Float32Array, Float64Array or number[], got ${describeValue(array)}`);
       }
@@ -208,7 +209,7 @@ export class StatsTracker {
       else if (reduceName === "sum") accumulator.append(moments.sum);
       else if (reduceName === "min") accumulator.append(moments.min);
       else if (reduceName === "max") accumulator.append(moments.max);
-      else for (let i = 0; i < array.length; i++) if (mask[i]) accumulator.append(array[i] as number);
+      else for (let i = 0; i < array.length; i++) if (mask[i]) accumulator.append(array[i] ?? NaN);
     }
   }
 
@@ -244,8 +245,10 @@ export class StatsTracker {
       done();
       throw error;
     }
-    if (result instanceof Promise) return result.finally(done) as T;
-    done();
+    // The caller gets its own promise back; the timing ends when it settles (before the caller's
+    // own continuation runs, as this handler was attached first).
+    if (result instanceof Promise) result.then(done, done);
+    else done();
     return result;
   }
 
@@ -314,7 +317,7 @@ function maskedMoments(values: StatValues, mask: Mask): number {
   let max = -Infinity;
   for (let i = 0; i < values.length; i++) {
     if (!mask[i]) continue;
-    const v = values[i] as number;
+    const v = values[i] ?? NaN;
     sum += v;
     count++;
     // Math.min/max keep NaN, so a diverged entry shows instead of vanishing.

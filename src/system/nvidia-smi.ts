@@ -63,8 +63,7 @@ export function queryNvidiaSmi(command = "nvidia-smi", timeoutMs = 10_000): Prom
         resolvePromise({ kind: "ok", gpus: parseNvidiaSmi(stdout) });
         return;
       }
-      const code = (error as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") {
+      if (error.code === "ENOENT") {
         resolvePromise({ kind: "missing" });
         return;
       }

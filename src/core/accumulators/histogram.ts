@@ -24,7 +24,8 @@ function bucketIndex(value: number): number {
   let high = EDGE_COUNT - 1;
   while (low < high) {
     const mid = (low + high) >>> 1;
-    if ((HISTOGRAM_EDGES[mid] as number) >= value) high = mid;
+    // `mid` is always in range; `?? Infinity` only tells the compiler what a missing edge would be.
+    if ((HISTOGRAM_EDGES[mid] ?? Infinity) >= value) high = mid;
     else low = mid + 1;
   }
   return low;
@@ -62,7 +63,7 @@ class Histogram {
     if (value > this.max) this.max = value;
     const counts = (this.counts ??= new Float64Array(EDGE_COUNT));
     const i = bucketIndex(value);
-    counts[i] = (counts[i] as number) + n;
+    counts[i] = (counts[i] ?? 0) + n;
   }
 
   addState(s: HistogramState): void {
@@ -75,8 +76,8 @@ class Histogram {
     if (s.buckets.length === 0) return;
     const counts = (this.counts ??= new Float64Array(EDGE_COUNT));
     for (let i = 0; i < s.buckets.length; i++) {
-      const b = s.buckets[i] as number;
-      counts[b] = (counts[b] as number) + (s.counts[i] as number);
+      const b = s.buckets[i];
+      if (b !== undefined) counts[b] = (counts[b] ?? 0) + (s.counts[i] ?? 0);
     }
   }
 
@@ -85,7 +86,7 @@ class Histogram {
     const counts: number[] = [];
     if (this.counts !== null) {
       for (let i = 0; i < EDGE_COUNT; i++) {
-        const c = this.counts[i] as number;
+        const c = this.counts[i] ?? 0;
         if (c > 0) {
           buckets.push(i);
           counts.push(c);
@@ -146,7 +147,7 @@ function histogramData(s: HistogramState): HistogramData {
     max: s.max,
     sum: s.sum,
     sumSquares: s.sumSquares,
-    bucketLimits: s.buckets.map((b) => HISTOGRAM_EDGES[b] as number),
+    bucketLimits: s.buckets.map((b) => HISTOGRAM_EDGES[b] ?? NaN),
     bucketCounts: [...s.counts],
   };
 }

@@ -54,7 +54,7 @@ class DenseBuckets {
       this.grow(key);
       i = key - this.offset;
     }
-    this.counts[i] = (this.counts[i] as number) + n;
+    this.counts[i] = (this.counts[i] ?? 0) + n;
     this.total += n;
   }
 
@@ -79,7 +79,7 @@ class DenseBuckets {
   keyAtRank(rank: number): number {
     let seen = 0;
     for (let i = 0; i < this.counts.length; i++) {
-      seen += this.counts[i] as number;
+      seen += this.counts[i] ?? 0;
       if (seen > rank) return this.offset + i;
     }
     return this.offset + this.counts.length - 1;
@@ -96,7 +96,7 @@ class DenseBuckets {
 
   addRun(run: BucketRun): void {
     for (let i = 0; i < run.counts.length; i++) {
-      const n = run.counts[i] as number;
+      const n = run.counts[i] ?? 0;
       if (n > 0) this.add(run.offset + i, n);
     }
   }
@@ -219,18 +219,18 @@ export function quantileSuffix(q: number): string {
   return `p${Number((q * 100).toFixed(6))}`;
 }
 
-function quantileValues(sketch: Sketch, quantiles: readonly number[], suffixes: readonly string[]): Record<string, number> {
+/** One reported quantile: its suffix (`p99`) and its q (0.99). */
+type QuantileOutput = readonly [suffix: string, q: number];
+
+function quantileValues(sketch: Sketch, outputs: readonly QuantileOutput[]): Record<string, number> {
   const out: Record<string, number> = {};
-  for (let i = 0; i < quantiles.length; i++) out[suffixes[i] as string] = sketch.quantile(quantiles[i] as number);
+  for (const [suffix, q] of outputs) out[suffix] = sketch.quantile(q);
   return out;
 }
 
 class QuantilesAccumulator implements Accumulator<QuantilesState> {
   private readonly sketch = new Sketch();
-  constructor(
-    private readonly quantiles: readonly number[],
-    private readonly suffixes: readonly string[],
-  ) {}
+  constructor(private readonly outputs: readonly QuantileOutput[]) {}
   get count(): number {
     return this.sketch.count;
   }
@@ -238,7 +238,7 @@ class QuantilesAccumulator implements Accumulator<QuantilesState> {
     this.sketch.add(value);
   }
   value(): Record<string, number> {
-    return quantileValues(this.sketch, this.quantiles, this.suffixes);
+    return quantileValues(this.sketch, this.outputs);
   }
   state(): QuantilesState {
     return this.sketch.toState();
@@ -259,11 +259,11 @@ export function quantilesReduce(name: string, quantiles: readonly number[] = DEF
   for (const q of quantiles) {
     if (!(q >= 0 && q <= 1)) throw new RangeError(`quantiles must be numbers in [0, 1], got ${String(q)}`);
   }
-  const suffixes = quantiles.map(quantileSuffix);
+  const outputs = quantiles.map((q): QuantileOutput => [quantileSuffix(q), q]);
   return {
     name,
-    create: () => new QuantilesAccumulator(quantiles, suffixes),
+    create: () => new QuantilesAccumulator(outputs),
     merge: (states) => sketchOf(states).toState(),
-    value: (state) => quantileValues(sketchOf([state]), quantiles, suffixes),
+    value: (state) => quantileValues(sketchOf([state]), outputs),
   };
 }

@@ -21,16 +21,19 @@ export interface SampleState extends AccumulatorState {
   readonly bottom: readonly SampleRecord[];
 }
 
+/** A record's score: its numeric field `by` (checked by `append`; NaN in a state from elsewhere that lacks it). */
 function scoreOf(record: SampleRecord, by: string): number {
-  return record[by] as number;
+  const score = record[by];
+  return typeof score === "number" ? score : NaN;
 }
 
 /** Insert `record` into `list` (kept sorted by `better`), keeping at most k entries. */
 function insertBounded(list: SampleRecord[], record: SampleRecord, k: number, by: string, better: (a: number, b: number) => boolean): void {
   const score = scoreOf(record, by);
-  if (list.length === k && !better(score, scoreOf(list[k - 1] as SampleRecord, by))) return;
+  const last = list[k - 1];
+  if (last !== undefined && !better(score, scoreOf(last, by))) return;
   let i = list.length;
-  while (i > 0 && better(score, scoreOf(list[i - 1] as SampleRecord, by))) i--;
+  for (let before = list[i - 1]; before !== undefined && better(score, scoreOf(before, by)); before = list[i - 1]) i--;
   list.splice(i, 0, record);
   if (list.length > k) list.pop();
 }
