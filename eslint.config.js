@@ -1,6 +1,13 @@
-// Lint: typescript-eslint's recommended rules over sources, tests and benchmarks.
+// Lint: typescript-eslint's recommended rules over sources, tests and benchmarks, plus the
+// type-aware promise rules (a promise nobody awaits or handles loses its error silently), with
+// Node's globals for Node code and the browser's for the dashboard's web app.
 import js from "@eslint/js";
+import globals from "globals";
 import tseslint from "typescript-eslint";
+
+/** The dashboard's web app, bundled by Vite for the browser (its vite.config.ts runs in Node). */
+const browser = ["src/ui/web/**/*.ts"];
+const browserExceptions = ["src/ui/web/vite.config.ts"];
 
 export default tseslint.config(
   { ignores: ["dist/**", "dist-check/**", "node_modules/**", "runs/**", "test-artifacts/**", "src/ui/web/dist/**"] },
@@ -8,11 +15,32 @@ export default tseslint.config(
   ...tseslint.configs.recommended,
   {
     languageOptions: {
-      globals: { process: "readonly", console: "readonly", setTimeout: "readonly", clearTimeout: "readonly", setInterval: "readonly", clearInterval: "readonly", URL: "readonly", Buffer: "readonly", globalThis: "readonly", performance: "readonly", queueMicrotask: "readonly", setImmediate: "readonly", structuredClone: "readonly", SharedArrayBuffer: "readonly", Atomics: "readonly", TextEncoder: "readonly", TextDecoder: "readonly", fetch: "readonly", AbortController: "readonly", document: "readonly", window: "readonly", location: "readonly", history: "readonly", requestAnimationFrame: "readonly", HTMLElement: "readonly" },
+      globals: globals.node,
+      // Types from tsconfig.json, found per file by the project service (what the editor uses).
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
     rules: {
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
       "@typescript-eslint/no-explicit-any": "error",
+      // A promise is awaited, returned, handled with .catch/.then(_, onRejected) that reports, or
+      // marked `void` where fire-and-forget is meant (its errors handled inside).
+      // node:test's test/describe/it return promises the runner itself awaits and reports.
+      "@typescript-eslint/no-floating-promises": [
+        "error",
+        { allowForKnownSafeCalls: [{ from: "package", package: "node:test", name: ["test", "describe", "it", "suite", "before", "after", "beforeEach", "afterEach"] }] },
+      ],
+      "@typescript-eslint/no-misused-promises": "error",
+      "@typescript-eslint/await-thenable": "error",
     },
+  },
+  {
+    files: browser,
+    ignores: browserExceptions,
+    languageOptions: { globals: globals.browser },
+  },
+  {
+    // Outside any tsconfig (plain JavaScript, the packed-tarball consumer): no type information.
+    files: ["**/*.js", "**/*.mjs", "**/*.cjs", "test/fixtures/consumer/**"],
+    ...tseslint.configs.disableTypeChecked,
   },
 );
