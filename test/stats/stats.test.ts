@@ -214,11 +214,17 @@ test("recordTiming records seconds as a scalar under timeperf/, for sync, async 
   assert.throws(() => stats.recordTiming("fails", () => {
     throw new Error("boom");
   }), /boom/);
+  await assert.rejects(stats.recordTiming("rejects", async () => {
+    throw new Error("late boom");
+  }), /late boom/);
+  const own = Promise.resolve(7);
+  assert.equal(stats.recordTiming("same", () => own), own, "the caller gets its own promise back");
+  await own;
   stats.scope("actor", () => {
     using _t = stats.recordTiming("inScope");
   });
   const values = valuesOf((await logger.flush(0)).metrics);
-  for (const name of ["sync", "rollout", "fails", "inScope"]) {
+  for (const name of ["sync", "rollout", "fails", "rejects", "same", "inScope"]) {
     assert.ok((values[`timeperf/${name}`] as number) >= 0, `timeperf/${name}`);
     assert.equal(values[`timeperf/${name}__count`], 1);
   }
