@@ -3,8 +3,8 @@
  * `wandb/offline-run-…-{id}/run-{id}.wandb`, and the official SDK reads it back.
  *
  * `wandb sync` (the official CLI; wandb-core reads the file) uploads it to the strict local
- * contract server (test/backends/wandb-server.ts on 127.0.0.1), which must receive every value.
- * The reader is test/backends/python/read_wandb_log.py: framing checked as wandb-core's reader
+ * contract server (test/backends/wandb/wandb-server.ts on 127.0.0.1), which must receive every value.
+ * The reader is test/backends/wandb/python/read_wandb_log.py: framing checked as wandb-core's reader
  * checks it, every record parsed with the SDK's own `wandb_internal_pb2.Record`. The SDK comes
  * from the shared test venv (test/helpers/python.ts); where it cannot be set up, that test is
  * skipped saying why, and the fallback test below checks the framing and the records against our

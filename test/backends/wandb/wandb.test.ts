@@ -1,5 +1,5 @@
 /**
- * The `wandb` backend against a strict local W&B server (test/backends/wandb-server.ts).
+ * The `wandb` backend against a strict local W&B server (test/backends/wandb/wandb-server.ts).
  *
  * This is a contract test: the W&B cloud is not reachable from here, so the server on 127.0.0.1
  * implements W&B's HTTP contract (GraphQL UpsertBucket / RunResumeStatus, the file-stream endpoint)

@@ -52,7 +52,7 @@ const GOLDEN: Record<string, ProtocolMessage> = {
 test("messages on the wire match the golden file", () => {
   const golden = JSON.parse(readFileSync(new URL("./golden/messages.json", import.meta.url), "utf8")) as Record<string, string>;
   for (const [name, message] of Object.entries(GOLDEN)) {
-    assert.equal(encodeProtocolMessage("run-1", message), golden[name], `message "${name}" (update test/transport/golden/messages.json if the change is intended)`);
+    assert.equal(encodeProtocolMessage("run-1", message), golden[name], `message "${name}" (update test/transport/protocol/golden/messages.json if the change is intended)`);
   }
 });
 
