@@ -9,6 +9,13 @@ import tseslint from "typescript-eslint";
 const browser = ["src/ui/web/**/*.ts"];
 const browserExceptions = ["src/ui/web/vite.config.ts"];
 
+// TypeScript checks every file against both Node's and the DOM's types (one tsconfig), and
+// typescript-eslint turns `no-undef` off for TypeScript, so each side's own globals are refused
+// by name on the other side.
+const nodeOnly = Object.keys(globals.node).filter((name) => !(name in globals.browser));
+const browserOnly = Object.keys(globals.browser).filter((name) => !(name in globals.node));
+const refuse = (names, where) => ["error", ...names.map((name) => ({ name, message: `${name} does not exist in ${where}` }))];
+
 export default tseslint.config(
   { ignores: ["dist/**", "dist-check/**", "node_modules/**", "runs/**", "test-artifacts/**", "src/ui/web/dist/**"] },
   js.configs.recommended,
@@ -34,9 +41,15 @@ export default tseslint.config(
     },
   },
   {
+    files: ["src/**/*.ts"],
+    ignores: browser,
+    rules: { "no-restricted-globals": refuse(browserOnly, "Node (this file runs in Node; the browser's code is src/ui/web)") },
+  },
+  {
     files: browser,
     ignores: browserExceptions,
     languageOptions: { globals: globals.browser },
+    rules: { "no-restricted-globals": refuse(nodeOnly, "the browser (src/ui/web is bundled for the dashboard page)") },
   },
   {
     // Outside any tsconfig (plain JavaScript, the packed-tarball consumer): no type information.
