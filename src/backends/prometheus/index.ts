@@ -83,7 +83,7 @@ class PrometheusBackend extends PrometheusBackendBase {
   }
 
   override async init(context: BackendContext): Promise<void> {
-    super.init(context);
+    await super.init(context);
     liveExpositions().add(this.exposition);
     if (this.options["serve"] === false) return;
     const host = typeof this.options["host"] === "string" ? this.options["host"] : "127.0.0.1";
@@ -114,8 +114,8 @@ class PrometheusRemoteWriteBackend extends PrometheusBackendBase {
     return this.writer?.stats;
   }
 
-  override init(context: BackendContext): void {
-    super.init(context);
+  override async init(context: BackendContext): Promise<void> {
+    await super.init(context);
     this.writer = new RemoteWriter({
       url: this.options["url"] as string,
       headers: (this.options["headers"] as Record<string, string> | undefined) ?? {},

@@ -22,8 +22,8 @@ const writeArb = fc.record({
   how: fc.constantFrom("writeSeries", "write", "writeAll"),
 });
 
-test("any sequence of writes reads back as one point per step, last write wins", async () => {
-  await fc.assert(
+test("any sequence of writes reads back as one point per step, last write wins", () => {
+  fc.assert(
     fc.property(fc.array(writeArb, { minLength: 1, maxLength: 12 }), (writes) => {
       const dir = tempDir();
       const w = StoreWriter.open({ runDir: dir, role: "controller", rank: GLOBAL_RANK, rankName: "model", experiment: "e", trial: "t" });
