@@ -38,6 +38,8 @@ export default tseslint.config(
       ],
       "@typescript-eslint/no-misused-promises": "error",
       "@typescript-eslint/await-thenable": "error",
+      // A cast the compiler already agrees with only hides the next real change of type.
+      "@typescript-eslint/no-unnecessary-type-assertion": "error",
     },
   },
   {
