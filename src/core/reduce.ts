@@ -107,6 +107,9 @@ export type BuiltinReduce = "mean" | "sum" | "max" | "min" | "std" | "quantiles"
  * ```ts
  * declare module "rankscope" { interface RegisteredReduces { last: true } }
  * ```
+ *
+ * A reduction of records (`input: "object"`) is declared as `"object"` instead of `true`, so that
+ * `recordMetric` takes records for it, and numbers for every other.
  */
 export interface RegisteredReduces {
   /** The stats face's mean/min/max reduction (`AVG_MIN_MAX`). */
@@ -115,3 +118,15 @@ export interface RegisteredReduces {
 
 /** A reduction name: a built-in, a parameterised built-in (`Reduce.quantiles([...])`), or a registered one (`RegisteredReduces`). */
 export type ReduceName = BuiltinReduce | `quantiles(${string})` | `sample(${string})` | (keyof RegisteredReduces & string);
+
+/**
+ * The reductions that take records (plain objects) instead of numbers: `sample`, its parameterised
+ * forms, and registered ones declared as `"object"` (`interface RegisteredReduces { best: "object" }`).
+ */
+export type RecordReduceName =
+  | "sample"
+  | `sample(${string})`
+  | { [K in keyof RegisteredReduces]: RegisteredReduces[K] extends "object" ? K & string : never }[keyof RegisteredReduces];
+
+/** The reductions that take numbers: every other name. */
+export type NumericReduceName = Exclude<ReduceName, RecordReduceName>;

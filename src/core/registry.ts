@@ -10,7 +10,7 @@ import { DEFAULT_QUANTILES, quantilesReduce } from "./accumulators/quantiles.js"
 import { histogramReduce } from "./accumulators/histogram.js";
 import { maxReduce, meanReduce, minReduce, stdReduce, sumReduce } from "./accumulators/moments.js";
 import { sampleReduce, type SampleOptions } from "./accumulators/sample.js";
-import type { AccumulatorState, BuiltinReduce, ReduceDefinition, ReduceDefinitionInput, ReduceName } from "./reduce.js";
+import type { AccumulatorState, BuiltinReduce, NumericReduceName, RecordReduceName, ReduceDefinition, ReduceDefinitionInput } from "./reduce.js";
 import { processWide } from "./process-wide.js";
 
 type AnyDefinition = ReduceDefinition<AccumulatorState>;
@@ -130,19 +130,19 @@ export const Reduce = {
   /** The best and worst record by `reward` (one each); the value recorded is a plain object. */
   SAMPLE: "sample",
   /** Quantiles of your choice, e.g. `Reduce.quantiles([0.5, 0.95, 0.999])` → `key/p50`, `key/p95`, `key/p99.9`. */
-  quantiles(quantiles: readonly number[]): ReduceName {
+  quantiles(quantiles: readonly number[]): NumericReduceName {
     if (quantiles.length === 0) throw new RangeError("Reduce.quantiles needs at least one quantile in [0, 1]");
-    const name: ReduceName = quantiles.length === DEFAULT_QUANTILES.length && quantiles.every((q, i) => q === DEFAULT_QUANTILES[i])
+    const name: NumericReduceName = quantiles.length === DEFAULT_QUANTILES.length && quantiles.every((q, i) => q === DEFAULT_QUANTILES[i])
       ? "quantiles"
       : `quantiles(${quantiles.map(formatQuantile).join(",")})`;
     getReduceDefinition(name);
     return name;
   },
   /** Keep the k best and k worst records by a numeric field, e.g. `Reduce.sample({ k: 3, by: "score" })`. */
-  sample(options: SampleOptions = {}): ReduceName {
+  sample(options: SampleOptions = {}): RecordReduceName {
     const k = options.k ?? 1;
     const by = options.by ?? "reward";
-    const name: ReduceName = k === 1 && by === "reward" ? "sample" : `sample(k=${k},by=${by})`;
+    const name: RecordReduceName = k === 1 && by === "reward" ? "sample" : `sample(k=${k},by=${by})`;
     getReduceDefinition(name);
     return name;
   },

@@ -53,9 +53,13 @@ test("bad keys and values get TypeErrors that say what was given and what is acc
   assert.throws(() => recordMetric("c/v", "3" as unknown as number), /takes a number or a bigint, got the string "3"; for records \(objects\) use Reduce.SAMPLE/);
   recordMetric("c/v2", 1);
   assert.throws(() => recordMetric("c/v2", null as unknown as number), /takes a number or a bigint, got null/);
+  // @ts-expect-error -- a number for a reduction of records is a compile error too; this checks the runtime error
   assert.throws(() => recordMetric("c/s", 3, Reduce.SAMPLE), /takes a plain object record \(e.g. \{ prompt, reward \}\), got number 3/);
   recordMetric("c/s", { reward: 1 }, Reduce.SAMPLE);
+  // @ts-expect-error -- as above, once the key is known (the hot path sends it to the same error)
   assert.throws(() => recordMetric("c/s", 3, Reduce.SAMPLE), /takes a plain object record \(e\.g\. \{ prompt, reward \}\), got number 3/, "the same error once the key is known");
+  // @ts-expect-error -- and a record for a reduction of numbers
+  assert.throws(() => recordMetric("c/o", { reward: 1 }, Reduce.MEAN), /takes a number or a bigint, got an object \(Object\)/);
   // @ts-expect-error -- an unknown reduce is a compile error too; this checks the runtime error (JavaScript callers)
   assert.throws(() => recordMetric("c/r", 1, "median"), /unknown reduce "median"; valid: mean, sum/);
 });
@@ -79,6 +83,7 @@ test("a bound handle records into the same accumulator, across flushes", () => {
   loss.record(20n);
   assert.equal(reducedValue("c/handle"), 15, "the handle stays valid after the states were taken");
   assert.throws(() => metric("c/handle", Reduce.SUM), /first recorded with reduce "mean"/);
+  // @ts-expect-error -- handles take numbers: a reduction of records is a compile error too
   assert.throws(() => metric("c/sample", Reduce.SAMPLE), /binds numeric reductions only/);
 });
 

@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { getReduceDefinition, Reduce, registerReduce } from "../../src/core/registry.js";
 import type { Accumulator, AccumulatorState, ReduceDefinition, SampleRecord } from "../../src/core/reduce.js";
 import { HISTOGRAM_EDGES } from "../../src/core/accumulators/histogram.js";
+import { recordMetric } from "../../src/core/collector.js";
 
 type Def = ReduceDefinition<AccumulatorState>;
 
@@ -225,6 +226,38 @@ test("a reduction's input kind and its accumulator agree, checked by the compile
   // does the accumulator at run time).
   // @ts-expect-error -- a number for an accumulator that may take records
   assert.throws(() => sample.create().append(1), /ranks records by the numeric field "reward"/);
+});
+
+// How a user declares a registered reduction of records, so recordMetric takes records for it.
+declare module "../../src/core/reduce.js" {
+  interface RegisteredReduces {
+    typed_best: "object";
+  }
+}
+
+test("recordMetric takes records for a reduction declared as \"object\", and numbers for the others", () => {
+  let kept: SampleRecord | undefined;
+  registerReduce("typed_best", {
+    input: "object",
+    create: () => ({
+      count: 0,
+      append: (record: SampleRecord) => {
+        kept = record;
+      },
+      value: () => 0,
+      state: () => ({ v: 1, count: 0 }),
+      reset: () => {},
+    }),
+    merge: (s) => s[0] ?? { v: 1, count: 0 },
+    value: () => 0,
+  });
+  recordMetric("typed/best", { reward: 3 }, "typed_best");
+  assert.deepEqual(kept, { reward: 3 });
+  // @ts-expect-error -- a number for a reduction declared as taking records
+  assert.throws(() => recordMetric("typed/best", 1, "typed_best"), /takes a plain object record/);
+  recordMetric("typed/mean", 1, "mean");
+  // @ts-expect-error -- a record for a reduction of numbers
+  assert.throws(() => recordMetric("typed/mean", { reward: 1 }, "mean"), /takes a number or a bigint/);
 });
 
 // Property tests: merging states is associative and commutative, and equals one stream.
