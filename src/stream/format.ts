@@ -13,7 +13,7 @@
  * Lines are written as bytes into a `LineBuffer`: the parts that repeat (a key's middle, the
  * timestamp of the current millisecond, the current step's tail) are encoded once and copied.
  */
-import { LineBuffer } from "../core/line-buffer.js";
+import { LineBuffer } from "./line-buffer.js";
 import type { SlotRecord } from "./ring.js";
 
 /** Longest text of one number in a line (`-1.2345678901234567e-308`, `"-Infinity"`). */

@@ -92,6 +92,33 @@ export const CLOCK_IDLE_MS = 250;
 /** Bytes of the control buffer. */
 export const CONTROL_BYTES = 128;
 
+/** A float64 index of `COUNTERS`. */
+export type CounterIndex = (typeof COUNTERS)[keyof typeof COUNTERS];
+
+/**
+ * The writer's counters in a control buffer, read and added to by name. The buffer is fixed in
+ * size and every index is inside it, so a read is always a number.
+ */
+export class SharedCounters {
+  private readonly f64: Float64Array;
+
+  constructor(control: Int32Array) {
+    this.f64 = new Float64Array(control.buffer, 0, CONTROL_BYTES / 8);
+  }
+
+  get(index: CounterIndex): number {
+    return this.f64[index] ?? 0;
+  }
+
+  set(index: CounterIndex, value: number): void {
+    this.f64[index] = value;
+  }
+
+  add(index: CounterIndex, n: number): void {
+    this.f64[index] = this.get(index) + n;
+  }
+}
+
 /** Why the writer stopped, as stored in CONTROL.STOP. */
 export const STOP_REASONS = ["", "stop", "exit", "beforeExit", "SIGINT", "SIGTERM", "uncaughtException"] as const;
 export type StopReason = Exclude<(typeof STOP_REASONS)[number], "">;

@@ -18,7 +18,7 @@
  * Float32 probe values are written in the shortest form that reads back (through a double) as
  * the same float32, found the same way.
  */
-import { jsonNumberText } from "./json.js";
+import { jsonNumberText } from "../core/json.js";
 
 /** Exact powers of ten as doubles (10^0 … 10^22 are all exactly representable). */
 const POW10 = Array.from({ length: 23 }, (_, k) => Number(`1e${k}`));
@@ -73,6 +73,13 @@ export class LineBuffer {
 
   private allocate(size: number): Buffer {
     return this.shared ? Buffer.from(new SharedArrayBuffer(size)) : Buffer.allocUnsafe(size);
+  }
+
+  /** The SharedArrayBuffer under `bytes` (of a buffer made `shared`), for another thread to read. */
+  sharedBuffer(): SharedArrayBuffer {
+    const buffer = this.bytes.buffer;
+    if (!(buffer instanceof SharedArrayBuffer)) throw new TypeError("LineBuffer.sharedBuffer(): this buffer was not made with shared = true");
+    return buffer;
   }
 
   /** Start over (keeps the memory). */
