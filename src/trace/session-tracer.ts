@@ -21,6 +21,7 @@
 import { describeValue } from "../core/collector.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import { envFlag, envInteger } from "../core/env.js";
+import { traceClock } from "./clock.js";
 import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type RankFileOptions, type RankFileTarget } from "./rank-file.js";
 
 /** How a session ended. */
@@ -71,7 +72,7 @@ interface OpenSession {
 type FinishedSession = Omit<SessionRecord, "rank" | "role">;
 
 function nowMs(): number {
-  return performance.timeOrigin + performance.now();
+  return performance.timeOrigin + traceClock.now();
 }
 
 const round = (seconds: number): number => Math.round(seconds * 1e6) / 1e6;

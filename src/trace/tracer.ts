@@ -21,11 +21,12 @@ import { describeValue, getCollector, recordMetric } from "../core/collector.js"
 import { warn } from "../core/diagnostics.js";
 import { Reduce } from "../core/registry.js";
 import { envFlag } from "../core/env.js";
+import { traceClock } from "./clock.js";
 import { residentSetSize } from "./rss.js";
 
 /** The timers a Tracer can use. Node has one clock worth measuring with: the monotonic one. */
 export const TIMER_KINDS = ["cpu"] as const;
-/** `"cpu"`: `performance.now()`, monotonic, sub-microsecond resolution. */
+/** `"cpu"`: `performance.now()` (through `traceClock`), monotonic, sub-microsecond resolution. */
 export type TimerKind = (typeof TIMER_KINDS)[number];
 
 /** Options of a `Tracer` (and of `trace` and `@traced`). */
@@ -161,7 +162,7 @@ export class Tracer implements Disposable {
     this.recording = !tracingSettings.disabled && !getCollector().disabled;
     this.memoryThisRun = false;
     if (this.recording && this.trackMemory) this.startMemory();
-    this.startMs = this.lastMs = performance.now();
+    this.startMs = this.lastMs = traceClock.now();
     return this;
   }
 
@@ -171,7 +172,7 @@ export class Tracer implements Disposable {
       throw new Error(`Tracer("${this.prefix}").step(${JSON.stringify(name)}) was called before start(); call start() first`);
     }
     if (!this.recording) return;
-    const now = performance.now();
+    const now = traceClock.now();
     const seconds = (now - this.lastMs) / 1000;
     this.lastMs = now;
     const pair = stepKeys(this.keys, this.prefix, name);
@@ -192,7 +193,7 @@ export class Tracer implements Disposable {
     }
     this.running = false;
     if (!this.recording) return;
-    const seconds = (performance.now() - this.startMs) / 1000;
+    const seconds = (traceClock.now() - this.startMs) / 1000;
     recordMetric(this.keys.totalAvg, seconds, Reduce.MEAN);
     recordMetric(this.keys.totalMax, seconds, Reduce.MAX);
     if (this.memoryThisRun) this.stopMemory();
