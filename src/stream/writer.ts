@@ -151,14 +151,14 @@ class Writer {
     const { f64, i32 } = view;
     while (tail !== head) {
       const base = view.slotBase(tail);
-      const keyId = i32[(base + 4) * 2] as number;
-      const kindWord = i32[(base + 4) * 2 + 1] as number;
+      const keyId = i32[(base + 4) * 2] ?? 0;
+      const kindWord = i32[(base + 4) * 2 + 1] ?? 0;
       const middle = ring.middles[keyId] ?? this.middleFor(ring, keyId, kindWord);
       if ((kindWord & 15) === KIND_METRIC) {
         // The common case, kept lean: read the three words and write the line's bytes.
-        const timestamp = f64[base] as number;
-        const value = f64[base + 1] as number;
-        const step = f64[base + 2] as number;
+        const timestamp = f64[base] ?? 0;
+        const value = f64[base + 1] ?? 0;
+        const step = f64[base + 2] ?? 0;
         format.putMetric(out, timestamp, middle, value, step);
         if (wantBatches) records.push({ key: ring.names[keyId] ?? `#${keyId}`, value, step, timestamp, rank, rankName });
       } else {

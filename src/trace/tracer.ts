@@ -21,6 +21,7 @@ import { describeValue, getCollector, recordMetric } from "../core/collector.js"
 import { warn } from "../core/diagnostics.js";
 import { Reduce } from "../core/registry.js";
 import { envFlag } from "../core/env.js";
+import { runAround } from "./around.js";
 import { traceClock } from "./clock.js";
 import { residentSetSize } from "./rss.js";
 
@@ -35,6 +36,12 @@ export interface TracerOptions {
   trackMemory?: boolean;
   /** Which clock measures durations (default `"cpu"`, the only one). */
   timer?: TimerKind;
+}
+
+const TIMER_KIND_SET: ReadonlySet<unknown> = new Set(TIMER_KINDS);
+
+function isTimerKind(value: unknown): value is TimerKind {
+  return TIMER_KIND_SET.has(value);
 }
 
 const GIB = 1024 ** 3;
@@ -96,6 +103,9 @@ interface MemoryOwner {
   readonly tracer: Tracer | undefined;
 }
 
+/** The box of a context where no Tracer tracks memory. */
+const NO_OWNER: MemoryOwner = { tracer: undefined };
+
 function heapUsed(): number {
   return getHeapStatistics().used_heap_size;
 }
@@ -139,7 +149,7 @@ export class Tracer implements Disposable {
       throw new TypeError(`Tracer("${prefix}") options must be an object like { trackMemory: true, timer: "cpu" }, got ${describeValue(options)}`);
     }
     const timer = options.timer ?? "cpu";
-    if (!(TIMER_KINDS as readonly unknown[]).includes(timer)) {
+    if (!isTimerKind(timer)) {
       throw new TypeError(`Tracer("${prefix}") timer ${describeValue(timer)} is not valid; valid timers: ${TIMER_KINDS.map((t) => `"${t}"`).join(", ")}`);
     }
     this.prefix = prefix;
@@ -233,13 +243,9 @@ export class Tracer implements Disposable {
     recordMetric(this.keys.rssDelta, (rss - this.rssStart) / GIB, Reduce.MEAN);
     recordMetric(this.keys.rssPeak, Math.max(rss, this.rssPeak) / GIB, Reduce.MAX);
     this.memoryThisRun = false;
-    if (memoryOwner.getStore() === this.ownBox) memoryOwner.enterWith(this.previousOwner as MemoryOwner);
+    if (memoryOwner.getStore() === this.ownBox) memoryOwner.enterWith(this.previousOwner ?? NO_OWNER);
     this.previousOwner = this.ownBox = undefined;
   }
-}
-
-function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === "object" || typeof value === "function") && typeof (value as { then?: unknown }).then === "function";
 }
 
 /**
@@ -261,27 +267,10 @@ export function trace<T>(prefix: string, optionsOrFn: TracerOptions | ((tracer: 
   const tracer = new Tracer(prefix, options);
   return memoryOwner.run({ tracer: memoryOwner.getStore()?.tracer }, () => {
     tracer.start();
-    let result: T;
-    try {
-      result = fn(tracer);
-    } catch (error) {
-      tracer.stop();
-      throw error;
-    }
-    if (isPromiseLike(result)) {
-      return Promise.resolve(result).then(
-        (value) => {
-          tracer.stop();
-          return value;
-        },
-        (error: unknown) => {
-          tracer.stop();
-          throw error;
-        },
-      ) as T;
-    }
-    tracer.stop();
-    return result;
+    return runAround(
+      () => fn(tracer),
+      () => tracer.stop(),
+    );
   });
 }
 
