@@ -18,6 +18,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import { describeValue } from "../core/collector.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import { processWide } from "../core/process-wide.js";
+import { runAround } from "./around.js";
 import { traceClock } from "./clock.js";
 import { EventBuffer, PH_COMPLETE, PH_COUNTER, PH_INSTANT } from "./event-buffer.js";
 import { Lanes, OpenSpan } from "./lanes.js";
@@ -27,10 +28,6 @@ import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type Ran
 import { rankSelected } from "./rank-selection.js";
 
 export type { PerfTracerOptions, PerfTracerStats, TraceScopeOptions } from "./perf-options.js";
-
-function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === "object" || typeof value === "function") && "then" in value && typeof value.then === "function";
-}
 
 /** A perf tracer. Most code uses the process-wide one through `traceScope`, `traceInstant`, `traceCounter`. */
 export class PerfTracer {
@@ -78,35 +75,17 @@ export class PerfTracer {
    * span ends when it settles. When `fn` throws or rejects, the span records the error message
    * in `args.error`, and the error is rethrown.
    */
-  scope<T>(name: string, options: TraceScopeOptions | undefined, fn: () => T): T;
-  scope<T>(name: string, options: TraceScopeOptions | undefined, fn: () => T | Promise<Awaited<T>>): T | Promise<Awaited<T>> {
+  scope<T>(name: string, options: TraceScopeOptions | undefined, fn: () => T): T {
     if (!this.active) return fn();
     if (typeof name !== "string") throw new TypeError(`traceScope name must be a string, got ${describeValue(name)}`);
     const cat = options === undefined ? "misc" : checkCategory(options.category, name);
     const parent = this.spans.getStore();
     const span = new OpenSpan(name, cat, options?.args, traceClock.now(), this.lanes.laneFor(parent));
     this.lanes.open(span);
-    let result: T | Promise<Awaited<T>>;
-    try {
-      result = this.spans.run(span, fn);
-    } catch (error) {
-      this.endSpan(span, error, true);
-      throw error;
-    }
-    if (isPromiseLike(result)) {
-      return Promise.resolve(result).then(
-        (value) => {
-          this.endSpan(span, undefined, false);
-          return value;
-        },
-        (error: unknown) => {
-          this.endSpan(span, error, true);
-          throw error;
-        },
-      );
-    }
-    this.endSpan(span, undefined, false);
-    return result;
+    return runAround(
+      () => this.spans.run(span, fn),
+      (failed, error) => this.endSpan(span, error, failed),
+    );
   }
 
   /** A point in time on the current span's row: `ph: "i"`. */

@@ -1,8 +1,10 @@
-/** Helpers for the trace tests: golden comparison and a nesting check. */
+/** Helpers for the trace tests: golden comparison, a nesting check, and time driven by the test. */
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { mock } from "node:test";
 import { fileURLToPath } from "node:url";
+import { setTraceClock } from "../../src/trace/clock.js";
 import type { TraceEvent } from "../../src/trace/trace-events.js";
 
 const goldenDir = join(dirname(fileURLToPath(import.meta.url)), "golden");
@@ -52,4 +54,52 @@ export function assertProperNesting(events: readonly TraceEvent[]): void {
 /** Whether `inner` lies within `outer` in time. */
 export function within(inner: TraceEvent, outer: TraceEvent): boolean {
   return inner.ts! >= outer.ts! && inner.ts! + inner.dur! <= outer.ts! + outer.dur!;
+}
+
+/**
+ * The tracers' clock moved by hand (`setTraceClock`): it starts at the real `performance.now()`
+ * (so epoch timestamps stay plausible) and moves only by `advance(ms)`. `restore()` puts the real
+ * clock back; call it in a `finally` or an `afterEach`.
+ */
+export function handClock(): { advance(ms: number): void; restore(): void } {
+  let now = performance.now();
+  const restore = setTraceClock(() => now);
+  return {
+    advance: (ms) => {
+      now += ms;
+    },
+    restore,
+  };
+}
+
+/**
+ * Run `work` on mocked time: node:test's `mock.timers` replaces `setTimeout` (global and
+ * `node:timers/promises`) and `Date`, and the tracers read the mocked `Date` too. Time moves in
+ * steps of `stepMs`, each after the pending callbacks have run, until `work` settles — at most
+ * `limitMs` of mocked time (then it fails, saying so). Returns `work`'s result and the mocked
+ * time it took.
+ */
+export async function onMockedTime<T>(work: () => Promise<T>, { stepMs = 5, limitMs = 60_000 } = {}): Promise<{ value: T; elapsedMs: number }> {
+  mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
+  const restoreClock = setTraceClock(() => Date.now());
+  try {
+    let settled = false;
+    const running = work().finally(() => {
+      settled = true;
+    });
+    // Swallowed here, rethrown below by `await running`: the loop must not leave it unhandled.
+    running.catch(() => undefined);
+    const realSetImmediate = setImmediate;
+    while (!settled) {
+      await new Promise((resolve) => realSetImmediate(resolve));
+      if (settled) break;
+      if (Date.now() >= limitMs) assert.fail(`the work did not finish within ${limitMs} ms of mocked time`);
+      mock.timers.tick(stepMs);
+    }
+    const elapsedMs = Date.now();
+    return { value: await running, elapsedMs };
+  } finally {
+    restoreClock();
+    mock.timers.reset();
+  }
 }
