@@ -11,7 +11,6 @@ import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } f
 import type { RankIdentity } from "../backends/backend.js";
 import { describeError, reportError, warn } from "../core/diagnostics.js";
 import { envFlag } from "../core/env.js";
-import type { StreamRecord } from "../core/metric.js";
 import { currentRun } from "../run/current.js";
 import { resolveStreamConfig, streamFileFromEnv, type StreamConfig, type StreamOptions } from "./config.js";
 import { registerStreamDrain } from "./drain.js";
@@ -19,6 +18,7 @@ import type { StreamCounts } from "./format.js";
 import { acceptLink, offerLink } from "./link.js";
 import { isWriterEvent, type KeyRegistration, type WriterCommand, type WriterData, type WriterEvent } from "./messages.js";
 import { MetricStreamProducer } from "./metric-producer.js";
+import { BatchDelivery, type StreamBatchSink } from "./sink.js";
 import { CONTROL, COUNTERS, createControl, createRing, RingProducer, RingView, SharedCounters, STOP_REASONS, type RingShape, type StopReason } from "./ring.js";
 import { pollUntil, waitAtMost, waitUntil } from "./wait.js";
 import { startStreamWorker } from "./workers.js";
@@ -36,9 +36,6 @@ export interface StreamStats extends StreamCounts {
   /** True while the file's writes are made on the writer's file thread (see the `fileThread` option). */
   readonly fileThread: boolean;
 }
-
-/** Receives decoded metric records for `logStream` backends, on the main thread. */
-export type StreamBatchSink = (batch: readonly StreamRecord[]) => Promise<void> | void;
 
 /** Batches the main thread may leave untaken before the writer drops further ones for the backends. */
 const MAX_BATCHES_IN_FLIGHT = 64;
@@ -70,9 +67,9 @@ export class StreamService {
   private events: MessagePort | null = null;
   private worker: Worker | null = null;
   private nextKeyId = 0;
-  private sink: StreamBatchSink | null = null;
+  /** Decoded batches to the `logStream` backends, when some are attached. */
+  private readonly delivery = new BatchDelivery();
   private startedBy: StartedBy = "user";
-  private readonly deliveries = new Set<Promise<void>>();
   private flushWaiters: Waiter[] = [];
   private doneWaiters: (() => void)[] = [];
   private finalCounts: StreamCounts | null = null;
@@ -219,14 +216,14 @@ export class StreamService {
 
   /** Hand decoded metric records to `sink` (the rank's `logStream` backends) from now on. */
   attachSink(sink: StreamBatchSink): void {
-    this.sink = sink;
+    this.delivery.setSink(sink);
     if (this.control !== null) Atomics.store(this.control, CONTROL.WANT_BATCHES, 1);
   }
 
   /** Stop handing records to the sink (after a flush, so it got everything recorded so far). */
   async detachSink(): Promise<void> {
     if (this.running) await this.flush(DEFAULT_ASYNC_WAIT_MS);
-    this.sink = null;
+    this.delivery.setSink(null);
     if (this.control !== null) Atomics.store(this.control, CONTROL.WANT_BATCHES, 0);
     if (this.startedBy === "runtime") await this.stop(DEFAULT_ASYNC_WAIT_MS);
   }
@@ -247,7 +244,7 @@ export class StreamService {
       if (!this.writerAlive) this.releaseWaiters();
     });
     this.takeEvents();
-    await this.settleDeliveries();
+    await this.delivery.settle();
   }
 
   /** The synchronous flush used where nothing can be awaited (beforeExit). */
@@ -276,7 +273,7 @@ export class StreamService {
       if (!this.writerAlive) this.releaseWaiters();
     });
     this.takeEvents();
-    await this.settleDeliveries();
+    await this.delivery.settle();
     this.teardown("stop", waitMs);
     // Let the thread end before the caller goes on (tests start a new stream right after).
     await waitAtMost(waitMs, (settle) => void exited.then(settle));
@@ -340,21 +337,10 @@ export class StreamService {
 
   private onEvent(event: WriterEvent): void {
     switch (event.type) {
-      case "batch": {
+      case "batch":
         if (this.control !== null) Atomics.add(this.control, CONTROL.CONSUMED, 1);
-        const sink = this.sink;
-        if (sink === null) return;
-        try {
-          const result = sink(event.records);
-          if (result instanceof Promise) {
-            const tracked: Promise<void> = result.catch((error: unknown) => reportError("stream.sink", `stream: a logStream backend failed: ${describeError(error)}`)).finally(() => this.deliveries.delete(tracked));
-            this.deliveries.add(tracked);
-          }
-        } catch (error) {
-          reportError("stream.sink", `stream: a logStream backend failed: ${describeError(error)}`);
-        }
+        this.delivery.deliver(event.records);
         return;
-      }
       case "error":
         reportError(event.code, event.message);
         return;
@@ -391,10 +377,6 @@ export class StreamService {
     for (const resolve of waiters) resolve();
   }
 
-  private async settleDeliveries(): Promise<void> {
-    while (this.deliveries.size > 0) await Promise.all([...this.deliveries]);
-  }
-
   private teardown(reason: string, waitMs: number): void {
     if (this.finalCounts === null) {
       const counts = this.liveCounts();
@@ -407,7 +389,7 @@ export class StreamService {
       );
     }
     this.producer = null;
-    this.sink = null;
+    this.delivery.setSink(null);
     this.events?.close();
     this.keys?.close();
     this.events = null;

@@ -24,11 +24,13 @@ import { warn } from "../core/diagnostics.js";
 import { processWide } from "../core/process-wide.js";
 import type { StreamOptions } from "./config.js";
 import type { StreamCounts } from "./format.js";
-import { DEFAULT_ASYNC_WAIT_MS, StreamService, type StreamBatchSink, type StreamStats } from "./service.js";
+import { DEFAULT_ASYNC_WAIT_MS, StreamService, type StreamStats } from "./service.js";
+import type { StreamBatchSink } from "./sink.js";
 
 export type { StreamOptions, StreamConfig } from "./config.js";
 export type { StreamCounts } from "./format.js";
-export type { StreamBatchSink, StreamStats } from "./service.js";
+export type { StreamStats } from "./service.js";
+export type { StreamBatchSink } from "./sink.js";
 
 /** This thread's stream service (one per thread, kept across module copies). */
 const service = processWide("stream", () => new StreamService());
