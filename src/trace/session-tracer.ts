@@ -22,7 +22,6 @@ import { describeValue } from "../core/collector.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import { envFlag, envInteger } from "../core/env.js";
 import { runAround } from "./around.js";
-import { traceClock } from "./clock.js";
 import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type RankFileOptions, type RankFileTarget } from "./rank-file.js";
 
 /** How a session ended. */
@@ -79,7 +78,7 @@ interface OpenSession {
 type FinishedSession = Omit<SessionRecord, "rank" | "role">;
 
 function nowMs(): number {
-  return performance.timeOrigin + traceClock.now();
+  return performance.timeOrigin + performance.now();
 }
 
 const round = (seconds: number): number => Math.round(seconds * 1e6) / 1e6;

@@ -22,12 +22,11 @@ import { warn } from "../core/diagnostics.js";
 import { Reduce } from "../core/registry.js";
 import { envFlag } from "../core/env.js";
 import { runAround } from "./around.js";
-import { traceClock } from "./clock.js";
 import { residentSetSize } from "./rss.js";
 
 /** The timers a Tracer can use. Node has one clock worth measuring with: the monotonic one. */
 export const TIMER_KINDS = ["cpu"] as const;
-/** `"cpu"`: `performance.now()` (through `traceClock`), monotonic, sub-microsecond resolution. */
+/** `"cpu"`: `performance.now()`, monotonic, sub-microsecond resolution. */
 export type TimerKind = (typeof TIMER_KINDS)[number];
 
 /** Options of a `Tracer` (and of `trace` and `@traced`). */
@@ -172,7 +171,7 @@ export class Tracer implements Disposable {
     this.recording = !tracingSettings.disabled && !getCollector().disabled;
     this.memoryThisRun = false;
     if (this.recording && this.trackMemory) this.startMemory();
-    this.startMs = this.lastMs = traceClock.now();
+    this.startMs = this.lastMs = performance.now();
     return this;
   }
 
@@ -182,7 +181,7 @@ export class Tracer implements Disposable {
       throw new Error(`Tracer("${this.prefix}").step(${JSON.stringify(name)}) was called before start(); call start() first`);
     }
     if (!this.recording) return;
-    const now = traceClock.now();
+    const now = performance.now();
     const seconds = (now - this.lastMs) / 1000;
     this.lastMs = now;
     const pair = stepKeys(this.keys, this.prefix, name);
@@ -203,7 +202,7 @@ export class Tracer implements Disposable {
     }
     this.running = false;
     if (!this.recording) return;
-    const seconds = (traceClock.now() - this.startMs) / 1000;
+    const seconds = (performance.now() - this.startMs) / 1000;
     recordMetric(this.keys.totalAvg, seconds, Reduce.MEAN);
     recordMetric(this.keys.totalMax, seconds, Reduce.MAX);
     if (this.memoryThisRun) this.stopMemory();

@@ -4,7 +4,6 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { mock } from "node:test";
 import { fileURLToPath } from "node:url";
-import { setTraceClock } from "../../src/trace/clock.js";
 import type { TraceEvent } from "../../src/trace/trace-events.js";
 
 const goldenDir = join(dirname(fileURLToPath(import.meta.url)), "golden");
@@ -57,31 +56,32 @@ export function within(inner: TraceEvent, outer: TraceEvent): boolean {
 }
 
 /**
- * The tracers' clock moved by hand (`setTraceClock`): it starts at the real `performance.now()`
- * (so epoch timestamps stay plausible) and moves only by `advance(ms)`. `restore()` puts the real
- * clock back; call it in a `finally` or an `afterEach`.
+ * `performance.now()` — the tracers' clock — moved by hand (node:test's `mock.method`): it starts
+ * at the real reading (so epoch timestamps stay plausible) and moves only by `advance(ms)`.
+ * `restore()` puts the real one back; call it in a `finally`.
  */
 export function handClock(): { advance(ms: number): void; restore(): void } {
   let now = performance.now();
-  const restore = setTraceClock(() => now);
+  const mocked = mock.method(performance, "now", () => now);
   return {
     advance: (ms) => {
       now += ms;
     },
-    restore,
+    restore: () => mocked.mock.restore(),
   };
 }
 
 /**
- * Run `work` on mocked time: node:test's `mock.timers` replaces `setTimeout` (global and
- * `node:timers/promises`) and `Date`, and the tracers read the mocked `Date` too. Time moves in
- * steps of `stepMs`, each after the pending callbacks have run, until `work` settles — at most
- * `limitMs` of mocked time (then it fails, saying so). Returns `work`'s result and the mocked
- * time it took.
+ * Run `work` on mocked time: node:test's `mock.timers` replaces the global `setTimeout` and `Date`
+ * (starting at 0), and `performance.now()` reads the mocked `Date`. Time moves in steps of
+ * `stepMs`, each after the pending callbacks have run, until `work` settles — at most `limitMs`
+ * of mocked time (then it fails, saying so). Returns `work`'s result and the mocked time it took.
+ * (`setTimeout` from `node:timers/promises`, imported before the mock, is not replaced: sleep
+ * through the global one.)
  */
 export async function onMockedTime<T>(work: () => Promise<T>, { stepMs = 5, limitMs = 60_000 } = {}): Promise<{ value: T; elapsedMs: number }> {
   mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
-  const restoreClock = setTraceClock(() => Date.now());
+  const clock = mock.method(performance, "now", () => Date.now());
   try {
     let settled = false;
     const running = work().finally(() => {
@@ -89,9 +89,8 @@ export async function onMockedTime<T>(work: () => Promise<T>, { stepMs = 5, limi
     });
     // Swallowed here, rethrown below by `await running`: the loop must not leave it unhandled.
     running.catch(() => undefined);
-    const realSetImmediate = setImmediate;
     while (!settled) {
-      await new Promise((resolve) => realSetImmediate(resolve));
+      await new Promise((resolve) => setImmediate(resolve));
       if (settled) break;
       if (Date.now() >= limitMs) assert.fail(`the work did not finish within ${limitMs} ms of mocked time`);
       mock.timers.tick(stepMs);
@@ -99,7 +98,7 @@ export async function onMockedTime<T>(work: () => Promise<T>, { stepMs = 5, limi
     const elapsedMs = Date.now();
     return { value: await running, elapsedMs };
   } finally {
-    restoreClock();
+    clock.mock.restore();
     mock.timers.reset();
   }
 }
