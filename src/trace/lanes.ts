@@ -30,8 +30,12 @@ export class Lanes {
   /** The row for a span opened inside `parent` (undefined: at the top). */
   laneFor(parent: OpenSpan | undefined): number {
     if (parent !== undefined && this.innermost(parent.lane) === parent) return parent.lane;
-    const free = this.lanes.findIndex((lane) => lane.open.length === 0);
-    return free >= 0 ? free : this.add();
+    let index = 0;
+    for (const lane of this.lanes) {
+      if (lane.open.length === 0) return index;
+      index++;
+    }
+    return this.add();
   }
 
   /** Note `span` (made with a row from `laneFor`) as open on its row. */
@@ -65,8 +69,12 @@ export class Lanes {
    * takes it without overlapping anything, now or later.
    */
   private detachedLane(start: number): number {
-    const free = this.lanes.findIndex((lane) => lane.open.length === 0 && lane.lastEnd <= start);
-    return free >= 0 ? free : this.add();
+    let index = 0;
+    for (const lane of this.lanes) {
+      if (lane.open.length === 0 && lane.lastEnd <= start) return index;
+      index++;
+    }
+    return this.add();
   }
 
   private add(): number {
