@@ -68,7 +68,7 @@ describe("Tracer", () => {
       t.step("a");
       for (const ms of [50, 100, 150]) {
         await sleep(ms);
-        t.step(`b${ms}`);
+        t.step("b");
       }
       await sleep(50);
       t.stop();
@@ -82,9 +82,8 @@ describe("Tracer", () => {
       assert.ok(Math.abs(v.value - expected) < 1e-9, `${key} = ${v.value}, expected ${expected}`);
     };
     close("concurrent/a/duration_avg_s", 0.05, 2);
-    close("concurrent/b50/duration_avg_s", 0.05, 2);
-    close("concurrent/b100/duration_max_s", 0.1, 2);
-    close("concurrent/b150/duration_avg_s", 0.15, 2);
+    close("concurrent/b/duration_avg_s", 0.1, 6);
+    close("concurrent/b/duration_max_s", 0.15, 6);
     close("concurrent/total_duration_avg_s", 0.4, 2);
     close("concurrent/total_duration_max_s", 0.4, 2);
     assert.equal(elapsedMs, 400, "the two tasks ran concurrently");
