@@ -142,9 +142,9 @@ export const STREAM_DROPPED_KEY = "rankscope/stream_dropped";
 export function recordStreamDropped(collector: Collector): void {
   const dropped = service.stats().dropped;
   if (!service.running && dropped === 0) return;
-  const entry = collector.entryFor(STREAM_DROPPED_KEY, "sum");
+  const entry = collector.numericEntryFor(STREAM_DROPPED_KEY, "sum", "recordStreamDropped");
   // Appended directly: the count itself must not go through the stream it counts.
-  entry?.accumulator.append(dropped as never);
+  entry?.accumulator.append(dropped);
 }
 
 /**
