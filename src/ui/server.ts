@@ -140,4 +140,4 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   };
 }
 
-export type { DashboardSource, HistogramRow, KeyInfo, RunLabels, RunSummary, SampleRow, SeriesData, SeriesQuery, StreamData } from "./source.js";
+export type { DashboardRun, DashboardSource, HistogramRow, KeyInfo, RunLabels, RunSummary, SampleRow, SeriesData, SeriesQuery, StreamData } from "./source.js";

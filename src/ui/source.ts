@@ -3,24 +3,24 @@
  *
  * The server never touches SQLite itself: it asks a `DashboardSource` (by default the store
  * backend's reader, see `store-source.ts`) so the wire format of the JSON API stays the same if
- * the store's own layout changes. Every method is read-only.
+ * the store's own layout changes. Every method is read-only. Runs and keys are the store's own
+ * types (`RunSummary`, `KeyInfo` from src/backends/store/read-types.ts), sent as they are.
  */
+import type { KeyInfo, RunSummary } from "../backends/store/read-types.js";
 
-/** One run under the root, as the runs list shows it. */
-export interface RunSummary {
+export type { KeyInfo, RunSummary };
+
+/**
+ * One run under the root, as `/api/runs` lists it: the store's `RunSummary` (same fields, same
+ * names), named by its id under the root instead of its absolute path (the browser never sees the
+ * server's paths).
+ */
+export interface DashboardRun extends Omit<RunSummary, "runDir" | "experiment" | "trial"> {
   /** `experiment/trial`, relative to the root; the `run` parameter of every other request. */
   readonly id: string;
+  /** As the store recorded it, else from the run's path. */
   readonly experiment: string;
   readonly trial: string;
-  /** `running`, `finished`, `failed`, … as the store recorded it; `unknown` when it did not. */
-  readonly status: string;
-  /** Milliseconds since the epoch, or null when unknown. */
-  readonly startTime: number | null;
-  readonly endTime: number | null;
-  /** The last time anything was written, for the duration of a live run. */
-  readonly lastUpdate: number | null;
-  /** Why the run's data could not be read (a damaged `metrics.db`), when it could not. */
-  readonly error?: string;
 }
 
 /** What `/api/runs` adds to each run from its directory (`run.json`, `config.yaml`) and its hyperparameters. */
@@ -31,17 +31,6 @@ export interface RunLabels {
   readonly group: string | null;
   /** The run config and hyperparameters, nested keys flattened to `a.b.c`, secrets redacted. */
   readonly params: Record<string, string | number | boolean | null>;
-}
-
-/** One metric key of a run. */
-export interface KeyInfo {
-  readonly key: string;
-  /** Ranks with their own line (per-rank modes); empty when the key is only global. */
-  readonly ranks: readonly number[];
-  /** Whether there is a global (reduced across ranks) line. */
-  readonly global: boolean;
-  /** How many points were stored (all ranks), when known. */
-  readonly count?: number;
 }
 
 /** A series request. */
@@ -101,7 +90,8 @@ export interface HistogramRow {
 
 /** Everything the dashboard reads from one run. */
 export interface DashboardSource {
-  listRuns(root: string): Promise<RunSummary[]> | RunSummary[];
+  listRuns(root: string): Promise<DashboardRun[]> | DashboardRun[];
+  /** The scalar keys of a run; `ranks` includes `GLOBAL_RANK` (-1) when the key has a global line. */
   keys(runDir: string): Promise<KeyInfo[]> | KeyInfo[];
   /** Names of the ranks that wrote (`Trainer_0_r1`), by rank number, when known. */
   rankNames?(runDir: string): Promise<Record<string, string>> | Record<string, string>;

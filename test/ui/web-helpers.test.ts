@@ -120,7 +120,7 @@ describe("linesToCsv", () => {
 });
 
 describe("runs table filter terms", () => {
-  const run = { id: "sweep/a", experiment: "sweep", trial: "a", status: "finished", startTime: null, endTime: null, lastUpdate: null, tags: ["wide"], group: "g1" };
+  const run = { id: "sweep/a", experiment: "sweep", trial: "a", status: "finished" as const, startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0, tags: ["wide"], group: "g1" };
   const params = { lr: 0.01, optimizer: "adam" };
   it("matches tags, groups, comparisons and text", () => {
     assert.equal(termMatches("tag:wide", run, params, {}), true);

@@ -2,9 +2,9 @@
  * The dashboard's JSON API, typed. The server sends NaN and ±Infinity as the strings "NaN",
  * "Infinity", "-Infinity" (JSON has no such numbers); they are turned back into numbers here.
  */
-import type { HistogramRow, KeyInfo, RunSummary, SampleRow, SeriesData, StreamData } from "../source.js";
+import type { DashboardRun, HistogramRow, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
 
-export type { HistogramRow, KeyInfo, RunSummary, SampleRow, SeriesData, StreamData };
+export type { DashboardRun, HistogramRow, KeyInfo, SampleRow, SeriesData, StreamData };
 
 /** A hyperparameter value as `/api/runs` flattens them. */
 export type ParamValue = string | number | boolean | null;
@@ -13,13 +13,16 @@ export type ParamValue = string | number | boolean | null;
  * A run as the runs table shows it. `tags`, `group` and `params` come from servers that know them
  * (absent from older ones: the app then shows none).
  */
-export interface RunInfo extends RunSummary {
+export interface RunInfo extends DashboardRun {
   tags?: string[];
   group?: string | null;
   params?: Record<string, ParamValue>;
 }
 
-/** A metric key; `internal` (rankscope's own bookkeeping) when the server says so. */
+/**
+ * A scalar key as the store describes it (`ranks` includes `GLOBAL_RANK` when it has a global
+ * line); `internal` (rankscope's own bookkeeping) when the server says so.
+ */
 export type MetricKey = KeyInfo & { internal?: boolean };
 
 /** One requested line of `/api/lines`: key, rank, `after` cursor, and `before` (exclusive upper step bound). */

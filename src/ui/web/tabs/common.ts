@@ -35,7 +35,7 @@ const DASHES = [[6, 3], [2, 3], [10, 3, 2, 3], [4, 4], [1, 2], [12, 4]];
  * in every chart and the runs list) and per-rank lines are dashed.
  */
 export function newLine(id: string, label: string, run: string, rank?: number): Line {
-  const line: Line = { id, label, runStart: runById(run)?.startTime ?? null, steps: [], times: [], values: [] };
+  const line: Line = { id, label, runStart: runById(run)?.startedAt ?? null, steps: [], times: [], values: [] };
   const colour = runColour(run);
   if (state.selected.length > 1) {
     line.colour = colour;

@@ -112,7 +112,7 @@ export async function renderRunsTable(generation: number): Promise<void> {
       if (c === "run") return run.id;
       if (c === "status") return run.status;
       if (c === "group") return run.group ?? null;
-      if (c === "start") return run.startTime;
+      if (c === "start") return run.startedAt;
       if (c.startsWith("p:")) return params.get(run.id)?.[c.slice(2)];
       if (c.startsWith("s:")) return state.summaries.get(run.id)?.[c.slice(2)];
       return null;
@@ -149,7 +149,7 @@ export async function renderRunsTable(generation: number): Promise<void> {
       swatch.style.background = runColour(run.id);
       const cells = columns.map(([id]) => {
         if (id === "tags") return el("td", {}, ...(run.tags ?? []).map((t) => el("span", { className: "chip tag" }, visibleName(t))));
-        if (id === "start") return el("td", {}, formatStart(run.startTime));
+        if (id === "start") return el("td", {}, formatStart(run.startedAt));
         return el("td", { className: id.startsWith("s:") || id.startsWith("p:") ? "num" : "" }, cellText(valueOf(run, id)));
       });
       body.appendChild(el("tr", { "data-run": run.id, className: state.selected.includes(run.id) ? "selected" : "" }, el("td", {}, box, swatch), ...cells));
