@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { formatTicks, formatValue, interpolate, linesToCsv } from "../../src/ui/web/chart.js";
+import { formatTicks, formatValue } from "../../src/ui/web/chart-axes.js";
+import { interpolate, linesToCsv } from "../../src/ui/web/chart-data.js";
 import { heatmapGrid, histogramSteps } from "../../src/ui/web/histogram.js";
 import { isInternalKey, searchMatcher, sectionOf, visibleName } from "../../src/ui/web/names.js";
 import { smoothDebiasedEma } from "../../src/ui/web/smooth.js";

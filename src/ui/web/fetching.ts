@@ -3,7 +3,8 @@
  * came on screen (an IntersectionObserver per grid), and again for a zoomed window.
  */
 import { api, type LineAnswer, type SeriesData, type StreamData } from "./api.js";
-import { xOf, type ChartCard, type Line } from "./chart.js";
+import type { ChartCard } from "./chart.js";
+import { xOf, type Line } from "./chart-data.js";
 import { isLive, state, hooks, type LineSource } from "./state.js";
 
 export const FETCH_CONCURRENCY = 4;

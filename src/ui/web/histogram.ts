@@ -6,7 +6,7 @@
  */
 import uPlot from "uplot";
 import type { HistogramRow } from "../source.js";
-import { formatTicks } from "./chart.js";
+import { formatTicks } from "./chart-axes.js";
 import { append, clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
 

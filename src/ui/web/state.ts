@@ -3,7 +3,8 @@
  * url.ts), plus what the current view has on screen. Modules change it and call `hooks` to redraw.
  */
 import type { RunInfo, RunKeys } from "./api.js";
-import type { ChartCard, Line, ViewSettings } from "./chart.js";
+import type { ChartCard } from "./chart.js";
+import type { Line, ViewSettings } from "./chart-data.js";
 import type { HistogramCard } from "./histogram.js";
 
 export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "config" | "traces";

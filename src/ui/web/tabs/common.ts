@@ -1,6 +1,6 @@
 /** What the chart tabs share: labels, new lines, the view container, empty notes, keys. */
 import { api, type RunKeys } from "../api.js";
-import type { Line, ViewSettings } from "../chart.js";
+import type { Line, ViewSettings } from "../chart-data.js";
 import { el } from "../dom.js";
 import { visibleName } from "../names.js";
 import { paletteColour, runById, runColour, state, type Tab } from "../state.js";

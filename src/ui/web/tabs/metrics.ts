@@ -9,7 +9,8 @@
  */
 import { GLOBAL_RANK } from "../../../backends/store/read-types.js";
 import { api, type RunKeys, type SeriesData } from "../api.js";
-import { ChartCard, type Line } from "../chart.js";
+import { ChartCard } from "../chart.js";
+import type { Line } from "../chart-data.js";
 import { append, el } from "../dom.js";
 import { refineWindow, LazyGrid, type CardSpec } from "../fetching.js";
 import { isInternalKey, searchMatcher, sectionOf, visibleName } from "../names.js";

@@ -6,7 +6,7 @@
  * summary metric across the shown runs.
  */
 import { api, type ParamValue, type RunInfo } from "../api.js";
-import { formatValue } from "../chart.js";
+import { formatValue } from "../chart-axes.js";
 import { append, clear, el, formatStart } from "../dom.js";
 import { isInternalKey, searchMatcher, visibleName } from "../names.js";
 import { runText, selectRun } from "../runs.js";
