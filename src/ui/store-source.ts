@@ -51,12 +51,11 @@ function toSeriesData(result: store.SeriesResult): SeriesData {
   const steps = new Array<number>(n);
   const times = new Array<number>(n);
   const values = new Array<number>(n);
-  for (let i = 0; i < n; i++) {
-    const p = result.points[i] as store.SeriesPoint;
+  result.points.forEach((p, i) => {
     steps[i] = p.step;
     times[i] = p.wall;
     values[i] = p.value;
-  }
+  });
   return { steps, times, values, cursor: result.cursor === null ? null : String(result.cursor), downsampled: result.downsampled };
 }
 

@@ -17,7 +17,7 @@
  * - `config`: the run's hyperparameters and other documents, JSON by name.
  */
 import { join } from "node:path";
-import { STORE_FILE } from "./store-file.js";
+import { STORE_FILE, errorCode } from "./store-file.js";
 import { retrySync } from "../../core/retry.js";
 import { GLOBAL_RANK, SERIES_KINDS, type KeyKind, type SeriesKind } from "./read-types.js";
 
@@ -104,8 +104,8 @@ export function storePath(runDir: string): string {
 
 /** True for SQLite's "another connection holds the lock" errors, which are worth retrying. */
 export function isBusyError(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
+  const code = errorCode(error);
+  return code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED");
 }
 
 /**

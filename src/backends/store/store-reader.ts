@@ -36,11 +36,11 @@ export const DEFAULT_MAX_POINTS = 2000;
 const RUN_STATUSES: readonly RunStatus[] = ["running", "finished", "failed", "crashed"];
 
 function isKeyKind(kind: string): kind is KeyKind {
-  return (KEY_KINDS as readonly string[]).includes(kind);
+  return KEY_KINDS.some((k) => k === kind);
 }
 
 function isRunStatus(status: string): status is RunStatus {
-  return (RUN_STATUSES as readonly string[]).includes(status);
+  return RUN_STATUSES.some((s) => s === status);
 }
 
 /** Sample records as stored: a JSON array of records (objects or values). */

@@ -2,6 +2,7 @@
  * The dashboard's JSON API, typed. The server sends NaN and ±Infinity as the strings "NaN",
  * "Infinity", "-Infinity" (JSON has no such numbers); they are turned back into numbers here.
  */
+import { isRecord } from "../../core/json.js";
 import type { DashboardRun, HistogramRow, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
 
 export type { DashboardRun, HistogramRow, KeyInfo, SampleRow, SeriesData, StreamData };
@@ -75,8 +76,8 @@ async function getJson<T>(path: string, params: Record<string, string | number |
   if (!response.ok) {
     let message = `${response.status} ${response.statusText}`;
     try {
-      const body = (await response.json()) as { error?: string };
-      if (typeof body.error === "string") message = body.error;
+      const body: unknown = await response.json();
+      if (isRecord(body) && typeof body["error"] === "string") message = body["error"];
     } catch {
       // keep the status line
     }
@@ -95,6 +96,11 @@ export type LineAnswer<T> = T | { error: string; status: number };
 
 /** The kinds of line `/api/lines` serves. */
 export type LineKind = "scalar" | "stream" | "system";
+
+/** Whether a line's answer is a stream's (per-rank points) rather than a series'. */
+export function isStreamData(data: SeriesData | StreamData): data is StreamData {
+  return "ranks" in data;
+}
 
 function decodeLine<T extends { values: unknown[] }>(line: LineAnswer<T>): LineAnswer<T> {
   return "error" in line ? line : { ...line, values: decodeNumbers(line.values) };

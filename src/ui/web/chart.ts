@@ -230,7 +230,8 @@ export class ChartCard {
       }
       topSeries.push(series.length - 1);
     });
-    const data: uPlot.AlignedData = joinInput.length === 0 ? [[]] : joinInput.length === 1 ? (joinInput[0] as uPlot.AlignedData) : uPlot.join(joinInput);
+    const [only, ...more] = joinInput;
+    const data: uPlot.AlignedData = only === undefined ? [[]] : more.length === 0 ? only : uPlot.join(joinInput);
     return { data, series, topSeries, rawSeries, markers: built.flatMap((b) => b.markers), indexes: built.map((b) => b.index) };
   }
 

@@ -39,13 +39,13 @@ export function newLine(id: string, label: string, run: string, rank?: number): 
   const colour = runColour(run);
   if (state.selected.length > 1) {
     line.colour = colour;
-    if (rank !== undefined) line.dash = DASHES[rank % DASHES.length] as number[];
+    if (rank !== undefined) line.dash = DASHES[rank % DASHES.length] ?? [];
   } else if (rank === undefined) {
     line.colour = colour;
   } else {
     // One run: its global line in the run's colour, each rank in another colour of its own.
     const others = Array.from({ length: 21 }, (_, i) => paletteColour(i)).filter((c) => c !== colour);
-    line.colour = others[rank % others.length] as string;
+    line.colour = others[rank % others.length] ?? colour;
   }
   return line;
 }

@@ -198,8 +198,8 @@ interface Axis {
 function axisFor(name: string, values: (Cell | undefined)[]): Axis | null {
   const present = values.filter((v): v is string | number | boolean => v !== null && v !== undefined && !(typeof v === "number" && !Number.isFinite(v)));
   if (present.length === 0) return null;
-  if (present.every((v) => typeof v === "number")) {
-    const nums = present as number[];
+  const nums = present.filter((v) => typeof v === "number");
+  if (nums.length === present.length) {
     const lo = Math.min(...nums);
     const hi = Math.max(...nums);
     return { name, pos: (v) => (typeof v === "number" && Number.isFinite(v) ? (hi > lo ? (v - lo) / (hi - lo) : 0.5) : null), low: formatValue(lo), high: formatValue(hi) };
