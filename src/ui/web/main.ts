@@ -7,7 +7,6 @@
 import "uplot/dist/uPlot.min.css";
 import "./style.css";
 import { api } from "./api.js";
-import type { XMode } from "./chart-data.js";
 import { clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
 import { poll } from "./polling.js";

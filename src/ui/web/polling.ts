@@ -3,7 +3,7 @@
  * cursor (one request per run and kind, up to 100 lines each) and appends them; a line past
  * LIVE_POINT_CAP points thins its older part, so a long watch keeps the page's memory flat.
  */
-import { api, isStreamData, type SeriesData, type StreamData } from "./api.js";
+import { api, isStreamData } from "./api.js";
 import type { ChartCard } from "./chart.js";
 import { API_KIND, FETCH_CONCURRENCY, batches, pollable, pool, streamHooks } from "./fetching.js";
 import { hooks, isLive, state } from "./state.js";

@@ -3,8 +3,7 @@
  * scales, x-axis, zoom, pinned charts, collapsed sections, internal keys, theme, and the runs
  * table's sort, filter and metric. Run names are encoded by URLSearchParams (any UTF-8 survives).
  */
-import type { XMode } from "./chart-data.js";
-import { TABS, state, type Tab } from "./state.js";
+import { TABS, state } from "./state.js";
 
 /** Read the fragment into the state (what it does not say keeps its default). */
 export function readHash(hash = location.hash): void {
