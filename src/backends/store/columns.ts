@@ -17,8 +17,9 @@ export interface SeriesColumns {
 
 /**
  * `a[i]` as a number, or a RangeError past the end (where a plain read gives `undefined`): the
- * columnar loops index typed arrays through it instead of casting. V8 inlines it; the store bench
- * shows no difference against the cast (BENCHMARKS.md, store).
+ * columnar loops index typed arrays through it instead of casting. A paired run of the writer with
+ * casts and with f64 showed no difference; the one loop where it did (a downsampled read's block
+ * folding) keeps its casts (docs/DESIGN.md, store).
  */
 export function f64(a: Float64Array, i: number): number {
   const v = a[i];
