@@ -143,4 +143,4 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   };
 }
 
-export type { DashboardRun, DashboardSource, HistogramRow, KeyInfo, RunLabels, RunSummary, SampleRow, SeriesData, SeriesQuery, StreamData } from "./source.js";
+export type { DashboardRun, DashboardSource, HistogramEntry, KeyInfo, RunLabels, RunSummary, SampleRow, SeriesData, SeriesQuery, StreamData } from "./source.js";

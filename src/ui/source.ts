@@ -3,12 +3,13 @@
  *
  * The server never touches SQLite itself: it asks a `DashboardSource` (by default the store
  * backend's reader, see `store-source.ts`) so the wire format of the JSON API stays the same if
- * the store's own layout changes. Every method is read-only. Runs and keys are the store's own
- * types (`RunSummary`, `KeyInfo` from src/backends/store/read-types.ts), sent as they are.
+ * the store's own layout changes. Every method is read-only. Runs, keys and histograms are the
+ * store's own types (`RunSummary`, `KeyInfo`, `HistogramEntry` from src/backends/store/read-types.ts),
+ * sent as they are.
  */
-import type { KeyInfo, RunSummary } from "../backends/store/read-types.js";
+import type { HistogramEntry, KeyInfo, RunSummary } from "../backends/store/read-types.js";
 
-export type { KeyInfo, RunSummary };
+export type { HistogramEntry, KeyInfo, RunSummary };
 
 /**
  * One run under the root, as `/api/runs` lists it: the store's `RunSummary` (same fields, same
@@ -75,19 +76,6 @@ export interface SampleRow {
   readonly record: unknown;
 }
 
-/** One histogram of a `Reduce.HISTOGRAM` key at a flush. */
-export interface HistogramRow {
-  readonly key: string;
-  readonly step: number;
-  readonly rank: number | null;
-  readonly count: number;
-  readonly min: number;
-  readonly max: number;
-  /** Upper edge of each bucket, ascending; bucket i holds values in (limit[i-1], limit[i]]. */
-  readonly bucketLimits: readonly number[];
-  readonly bucketCounts: readonly number[];
-}
-
 /** Everything the dashboard reads from one run. */
 export interface DashboardSource {
   listRuns(root: string): Promise<DashboardRun[]> | DashboardRun[];
@@ -101,8 +89,8 @@ export interface DashboardSource {
   samples(runDir: string): Promise<SampleRow[]> | SampleRow[];
   /** Keys of `Reduce.HISTOGRAM` metrics. */
   histogramKeys?(runDir: string): Promise<string[]> | string[];
-  /** The newest histograms of a key (up to `limit`), oldest first. */
-  histograms?(runDir: string, key: string, limit: number): Promise<HistogramRow[]> | HistogramRow[];
+  /** The newest histograms of a key (up to `limit`), oldest first: the store's entries (`rank` -1 for the global one). */
+  histograms?(runDir: string, key: string, limit: number): Promise<HistogramEntry[]> | HistogramEntry[];
   /** Hyperparameters / config as the store keeps them (config.yaml is read by the server). */
   config(runDir: string): Promise<Record<string, unknown>> | Record<string, unknown>;
   systemKeys(runDir: string): Promise<string[]> | string[];

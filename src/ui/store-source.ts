@@ -7,7 +7,7 @@ import { existsSync } from "node:fs";
 import { join, relative, resolve, sep } from "node:path";
 import * as store from "../backends/store/reader.js";
 import { HttpError } from "./security.js";
-import type { DashboardRun, DashboardSource, HistogramRow, KeyInfo, SampleRow, SeriesData, StreamData } from "./source.js";
+import type { DashboardRun, DashboardSource, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "./source.js";
 
 const GLOBAL = store.GLOBAL_RANK;
 
@@ -156,18 +156,9 @@ export function createStoreSource(): DashboardSource {
       return keyInfos(runDir, "histogram").map((k) => k.key);
     },
 
-    histograms(runDir: string, key: string, limit: number): HistogramRow[] {
+    histograms(runDir: string, key: string, limit: number): HistogramEntry[] {
       requireStore(runDir);
-      return store.histograms(runDir, key, { limit }).map((h) => ({
-        key: h.key,
-        step: h.step,
-        rank: h.rank === GLOBAL ? null : h.rank,
-        count: h.histogram.count,
-        min: h.histogram.min,
-        max: h.histogram.max,
-        bucketLimits: h.histogram.bucketLimits,
-        bucketCounts: h.histogram.bucketCounts,
-      }));
+      return store.histograms(runDir, key, { limit });
     },
 
     config(runDir: string): Record<string, unknown> {

@@ -159,10 +159,11 @@ describe("dashboard server", () => {
     assert.deepEqual([...new Set(stream.ranks)].sort(), [0, 1]);
     const rest = await json<{ values: number[] }>(dashboard.url, `/api/stream?run=exp/base&key=probe/grad_norm&after=${encodeURIComponent(stream.cursor)}`);
     assert.equal(rest.values.length, 0);
-    const { histograms } = await json<{ histograms: { step: number; bucketLimits: unknown[]; bucketCounts: number[] }[] }>(dashboard.url, "/api/histograms?run=exp/base&key=grad/hist");
+    // The store's HistogramEntry as it is (its histogram's non-finite numbers as proto3-JSON strings).
+    const { histograms } = await json<{ histograms: { step: number; rank: number; histogram: { bucketLimits: unknown[]; bucketCounts: number[] } }[] }>(dashboard.url, "/api/histograms?run=exp/base&key=grad/hist");
     assert.deepEqual(histograms.map((h) => h.step), [3, 10]);
-    assert.deepEqual(histograms[1]?.bucketLimits, [-1, 0, 1, 2, "Infinity"]);
-    assert.deepEqual(histograms[1]?.bucketCounts, [1, 13, 4, 1, 1]);
+    assert.deepEqual(histograms[1]?.histogram.bucketLimits, [-1, 0, 1, 2, "Infinity"]);
+    assert.deepEqual(histograms[1]?.histogram.bucketCounts, [1, 13, 4, 1, 1]);
     const { samples } = await json<{ samples: { key: string; record: { prompt: string } }[] }>(dashboard.url, "/api/samples?run=exp/base");
     assert.deepEqual(samples.map((s) => s.record.prompt), ["<script>alert(2)</script>", "plain"]);
     const config = await json<{ params: { lr: number }; configYaml: string; version: { git: { commit: string } } }>(dashboard.url, "/api/config?run=exp/base");

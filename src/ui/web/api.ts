@@ -3,9 +3,9 @@
  * "Infinity", "-Infinity" (JSON has no such numbers); they are turned back into numbers here.
  */
 import { isRecord } from "../../core/json.js";
-import type { DashboardRun, HistogramRow, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
+import type { DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
 
-export type { DashboardRun, HistogramRow, KeyInfo, SampleRow, SeriesData, StreamData };
+export type { DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData };
 
 /** A hyperparameter value as `/api/runs` flattens them. */
 export type ParamValue = string | number | boolean | null;
@@ -177,8 +177,11 @@ export const api = {
   },
   keys: (run: string) => getJson<RunKeys>("keys", { run }),
   histograms: async (run: string, key: string, limit?: number) => {
-    const rows = (await getJson<{ histograms: HistogramRow[] }>("histograms", { run, key, limit })).histograms;
-    return rows.map((r) => ({ ...r, min: toNumber(r.min), max: toNumber(r.max), bucketLimits: decodeNumbers([...r.bucketLimits]) }));
+    const rows = (await getJson<{ histograms: HistogramEntry[] }>("histograms", { run, key, limit })).histograms;
+    return rows.map(({ histogram: h, ...r }): HistogramEntry => ({
+      ...r,
+      histogram: { ...h, min: toNumber(h.min), max: toNumber(h.max), sum: toNumber(h.sum), sumSquares: toNumber(h.sumSquares), bucketLimits: decodeNumbers([...h.bucketLimits]) },
+    }));
   },
   samples: async (run: string) => (await getJson<{ samples: SampleRow[] }>("samples", { run })).samples,
   config: (run: string) => getJson<ConfigView>("config", { run }),

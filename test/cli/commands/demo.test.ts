@@ -71,8 +71,8 @@ test("the demo leaves no dashboard tab empty: per-rank lines, a stream, system m
       assert.equal(system.values.length, 2, "one system sample per step");
       const { samples } = await json<{ samples: unknown[] }>(dashboard.url, `/api/samples?run=${id}`);
       assert.ok(samples.length > 0);
-      const { histograms } = await json<{ histograms: { count: number }[] }>(dashboard.url, `/api/histograms?run=${id}&key=rollout/response_len`);
-      assert.ok(histograms.some((h) => h.count === 32), "4 ranks × 8 episodes in the global histogram");
+      const { histograms } = await json<{ histograms: { histogram: { count: number } }[] }>(dashboard.url, `/api/histograms?run=${id}&key=rollout/response_len`);
+      assert.ok(histograms.some((h) => h.histogram.count === 32), "4 ranks × 8 episodes in the global histogram");
       const config = await json<{ configYaml: string | null; version: { rankscope: { version: string } } | null }>(dashboard.url, `/api/config?run=${id}`);
       assert.match(config.configYaml ?? "", /algorithm: toy-rl/);
       assert.ok(config.version?.rankscope.version);
