@@ -3,6 +3,7 @@
  * happens: a rank reducing its own states (`per_rank_reduce`) and the controller merging every
  * rank's states (`global_reduce`).
  */
+import type { SumState } from "../core/accumulators/moments.js";
 import type { KeyState } from "../core/collector.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import type { HistogramMetric, Metric } from "../core/metric.js";
@@ -89,6 +90,11 @@ export function mergeRankKeyStates(ranks: readonly RankStates[], step: number): 
   }
   merged.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   return merged;
+}
+
+/** A `sum`/`mean` state holding one value: how the controller records counts of its own. */
+export function singleValueState(value: number): SumState {
+  return { v: 1, count: 1, sum: value };
 }
 
 /** Turn merged (or a single rank's) states into metrics, histograms and samples, sorted by key. */

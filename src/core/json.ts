@@ -65,3 +65,11 @@ export function decodeMessage(text: string): unknown {
 export function nonFiniteReplacer(_key: string, value: unknown): unknown {
   return typeof value === "number" && !Number.isFinite(value) ? jsonNumber(value) : value;
 }
+
+/**
+ * True for a JSON object (not null, not an array): how parsed JSON and other `unknown` values are
+ * narrowed to a record of fields without a cast.
+ */
+export function isJsonObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}

@@ -16,7 +16,7 @@
  */
 import { join } from "node:path";
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from "node:worker_threads";
-import type { RankIdentity } from "../backends/backend.js";
+import type { RankIdentity } from "../core/rank-identity.js";
 import type { Collector, MetricEntry, StreamProducer } from "../core/collector.js";
 import { describeError, reportError, warn } from "../core/diagnostics.js";
 import { envFlag } from "../core/env.js";
@@ -29,6 +29,7 @@ import type { WriterData, WriterEvent } from "./writer.js";
 import { startStreamWorker } from "./workers.js";
 import { processWide } from "../core/process-wide.js";
 import { registerDrain } from "../core/lifecycle.js";
+import { STREAM_DROPPED_KEY } from "../core/internal-keys.js";
 
 export type { StreamOptions, StreamConfig } from "./config.js";
 export type { StreamCounts } from "./format.js";
@@ -620,7 +621,7 @@ export function attachStreamLink(port: MessagePort): void {
 }
 
 /** The stream's drop count, recorded into the collector at each flush as `rankscope/stream_dropped`. */
-export const STREAM_DROPPED_KEY = "rankscope/stream_dropped";
+export { STREAM_DROPPED_KEY };
 
 /**
  * Record the stream's cumulative drop count (reduced by sum across ranks) while a stream runs here,

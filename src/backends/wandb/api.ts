@@ -7,6 +7,7 @@
  * - `POST {base}/files/{entity}/{project}/{run}/file_stream` — history lines at contiguous
  *   offsets, the summary, and at the end `complete` with the exit code.
  */
+import { isJsonObject } from "../../core/json.js";
 import { parseHistoryJson } from "./history.js";
 import { postJson, type Attempt, type Endpoint } from "./http.js";
 
@@ -85,17 +86,41 @@ async function graphql(
 ): Promise<Attempt<Record<string, unknown>>> {
   const answer = await postJson(endpoint, "/graphql", JSON.stringify({ query, variables }), timeoutMs, headers, stop);
   if (!answer.ok) return answer;
-  const body = answer.value as { data?: unknown; errors?: unknown };
-  if (Array.isArray(body.errors) && body.errors.length > 0) {
-    const messages = body.errors.map((e) => (e !== null && typeof e === "object" && "message" in e ? String((e as { message: unknown }).message) : String(e)));
+  const body = record(answer.value);
+  const errors = body?.["errors"];
+  if (Array.isArray(errors) && errors.length > 0) {
+    const messages = errors.map((e: unknown) => {
+      const message = record(e)?.["message"];
+      return message === undefined ? String(e) : String(message);
+    });
     return fail(`W&B GraphQL error: ${messages.join("; ")}`);
   }
-  if (body.data === null || typeof body.data !== "object") return fail("W&B GraphQL answer has no data");
-  return { ok: true, value: body.data as Record<string, unknown> };
+  const data = record(body?.["data"]);
+  if (data === undefined) return fail("W&B GraphQL answer has no data");
+  return { ok: true, value: data };
 }
 
 function record(value: unknown): Record<string, unknown> | undefined {
-  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  return isJsonObject(value) ? value : undefined;
+}
+
+/** True for `UpsertVariables` as handed between processes (a shared run's primary metadata). */
+export function isUpsertVariables(value: unknown): value is UpsertVariables {
+  if (!isJsonObject(value)) return false;
+  const text = (key: string): boolean => typeof value[key] === "string";
+  const textOrNull = (key: string): boolean => value[key] === null || typeof value[key] === "string";
+  const tags = value["tags"];
+  return (
+    text("name") &&
+    text("project") &&
+    text("displayName") &&
+    text("config") &&
+    textOrNull("entity") &&
+    textOrNull("groupName") &&
+    textOrNull("jobType") &&
+    textOrNull("notes") &&
+    (tags === null || (Array.isArray(tags) && tags.every((t) => typeof t === "string")))
+  );
 }
 
 /** Create or update a run. */
@@ -171,7 +196,7 @@ export async function runResumeStatus(
 export function lastStepOf(tail: unknown): number {
   if (typeof tail !== "string") return -1;
   try {
-    const lines = JSON.parse(tail) as unknown;
+    const lines: unknown = JSON.parse(tail);
     if (!Array.isArray(lines) || lines.length === 0) return -1;
     const last = lines[lines.length - 1];
     const row = typeof last === "string" ? parseHistoryJson(last) : last;

@@ -7,7 +7,8 @@
  * and shutdown.
  */
 import { registerDrain } from "../../core/lifecycle.js";
-import type { BackendContext, RankIdentity } from "../../backends/backend.js";
+import type { BackendContext } from "../../backends/backend.js";
+import type { RankIdentity } from "../../core/rank-identity.js";
 import { getCollector, type Collector, type MetricEntry, type StreamProducer } from "../../core/collector.js";
 import type { StreamRecord } from "../../core/metric.js";
 import { reportError } from "../../core/diagnostics.js";
