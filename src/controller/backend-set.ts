@@ -58,7 +58,7 @@ interface LiveBackend {
   /** Flushes seen since the last one logged. */
   skipped: number;
   /** States of the skipped flushes, merged into the next one logged. */
-  pending: KeyState[][];
+  pending: (readonly KeyState[])[];
   /** Where the last skipped flush was going (for a final log at finish). */
   pendingTarget: ReduceTarget | null;
 }
@@ -162,7 +162,7 @@ export class BackendSet {
     await Promise.all(
       this.live.map(async (live) => {
         if (live.every <= 1) return deliver(live, reduced, target.step);
-        live.pending.push(states as KeyState[]);
+        live.pending.push(states);
         live.pendingTarget = target;
         live.skipped++;
         if (live.skipped < live.every) return undefined;

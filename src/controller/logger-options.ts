@@ -7,6 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { resolve as resolvePath } from "node:path";
 import type { Metric } from "../core/metric.js";
+import { DEFAULT_PROCESS_NAME } from "../core/rank-identity.js";
 import { describeValue, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
 import { DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
@@ -120,8 +121,7 @@ export interface FlushResult {
  */
 export const DEFAULT_BACKENDS: BackendsConfig = { console: { loggingMode: "global_reduce" }, store: { loggingMode: "global_reduce" } };
 
-/** Name shown by global backends as the source of their metrics (Forge's). */
-export const GLOBAL_DISPLAY_NAME = "GlobalReduce";
+export { GLOBAL_DISPLAY_NAME } from "../core/rank-identity.js";
 
 /** Flushes kept before `initBackends` (for the first flush after it); older ones are dropped and counted. */
 export const MAX_FLUSHES_BEFORE_INIT = 1000;
@@ -166,7 +166,7 @@ export function resolveLoggerOptions(options: MetricLoggerOptions): ResolvedLogg
   if (options === null || typeof options !== "object") throw new TypeError(`${OWNER}(options) takes an object of options, got ${describeValue(options)}`);
   rejectUnknownOptions(OWNER, options, LOGGER_OPTIONS);
   return {
-    processName: options.processName ?? "Controller",
+    processName: options.processName ?? DEFAULT_PROCESS_NAME,
     run: resolveRunLocation(options),
     flushDeadlineMs: resolveSetting(LOGGER_SETTINGS.flushDeadlineMs, options.flushDeadlineMs),
     shutdownDeadlineMs: resolveSetting(LOGGER_SETTINGS.shutdownDeadlineMs, options.shutdownDeadlineMs),

@@ -24,10 +24,10 @@ import { runHyperparams, validateRunMeta, writeRunFiles } from "../run/run-files
 import { runLocationNote } from "../run/where.js";
 import { BackendSet, type BackendDeliveryStats } from "./backend-set.js";
 import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
+import { GLOBAL_DISPLAY_NAME } from "../core/rank-identity.js";
 import {
   conflictingOptions,
   DEFAULT_BACKENDS,
-  GLOBAL_DISPLAY_NAME,
   resolveLoggerOptions,
   type FlushOptions,
   type FlushResult,

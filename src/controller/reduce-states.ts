@@ -83,7 +83,8 @@ export function mergeRankKeyStates(ranks: readonly RankStates[], step: number): 
     }
     try {
       const definition = getReduceDefinition(group.reduce);
-      merged.push({ key, reduce: group.reduce, state: group.states.length === 1 ? (group.states[0] as AccumulatorState) : definition.merge(group.states) });
+      const only = group.states.length === 1 ? group.states[0] : undefined;
+      merged.push({ key, reduce: group.reduce, state: only ?? definition.merge(group.states) });
     } catch (error) {
       reportError(`reduce.merge:${key}`, `could not merge metric "${key}" (reduce "${group.reduce}"): ${describeError(error)}`);
     }
@@ -119,8 +120,8 @@ export function reduceStates(states: readonly KeyState[], target: ReduceTarget):
     if (typeof value === "number") {
       metrics.push({ key, value, reduce, step: target.step, timestamp: target.timestamp, ...rank });
     } else {
-      for (const suffix of Object.keys(value)) {
-        metrics.push({ key: `${key}/${suffix}`, value: value[suffix] as number, reduce, step: target.step, timestamp: target.timestamp, ...rank });
+      for (const [suffix, scalar] of Object.entries(value)) {
+        metrics.push({ key: `${key}/${suffix}`, value: scalar, reduce, step: target.step, timestamp: target.timestamp, ...rank });
       }
     }
     if (definition.histogram !== undefined) {

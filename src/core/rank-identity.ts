@@ -15,3 +15,9 @@ export interface RankIdentity {
   readonly localRank: number;
   readonly localWorldSize: number;
 }
+
+/** The process name of the controller (and of a single-process job) when none is given. */
+export const DEFAULT_PROCESS_NAME = "Controller";
+
+/** Name shown by global backends as the source of their metrics (Forge's). */
+export const GLOBAL_DISPLAY_NAME = "GlobalReduce";

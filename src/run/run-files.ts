@@ -86,6 +86,12 @@ export interface RunMeta {
 /** The name of the run directory's labels file. */
 export const RUN_META_FILE = "run.json";
 
+/** The run's config (secrets redacted), in the run directory. */
+export const CONFIG_FILE = "config.yaml";
+
+/** The package version and git state of the run, in the run directory. */
+export const VERSION_FILE = "version.json";
+
 /**
  * Check `tags` and `group` as `initBackends` takes them; undefined when neither is given. Throws a
  * TypeError saying what is valid.
@@ -150,11 +156,11 @@ export async function writeRunFiles(runDir: string, options: RunFilesOptions = {
   if (options.config !== undefined) {
     // yaml loads only when a config is written, keeping `import "rankscope"` light.
     const { stringify } = await import("yaml");
-    configPath = await write("config.yaml", stringify(config ?? null));
+    configPath = await write(CONFIG_FILE, stringify(config ?? null));
   }
   const metaPath = options.meta === undefined ? undefined : await write(RUN_META_FILE, `${JSON.stringify(options.meta, null, 2)}\n`);
   const version = await versionInfo(options.cwd);
-  const versionPath = await write("version.json", `${JSON.stringify(version, null, 2)}\n`);
+  const versionPath = await write(VERSION_FILE, `${JSON.stringify(version, null, 2)}\n`);
   return { configPath, versionPath, config, version, ...(metaPath === undefined ? {} : { metaPath }) };
 }
 

@@ -15,7 +15,7 @@
  */
 import { reportError, warn } from "../../core/diagnostics.js";
 import { registerDrain } from "../../core/lifecycle.js";
-import { HISTORY_FILE, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody, type UpsertVariables } from "./api.js";
+import { HISTORY_FILE, PRIMARY_CLIENT_ID, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody, type UpsertVariables } from "./api.js";
 import { PendingFiles, uploadPendingFiles } from "./file-uploads.js";
 import { HistoryQueue, splitByBytes } from "./history-queue.js";
 import { sleep, withRetry, type Endpoint } from "./http.js";
@@ -359,7 +359,7 @@ export class RunWriter {
   private async sendUpsert(): Promise<boolean> {
     this.configDirty = false;
     const variables = this.upsert;
-    const headers = this.target.shared ? sharedModeHeaders(this.target.clientId ?? "rankscope-primary") : {};
+    const headers = this.target.shared ? sharedModeHeaders(this.target.clientId ?? PRIMARY_CLIENT_ID) : {};
     const result = await withRetry(() => upsertRun(this.endpoint, variables, this.limits.requestTimeoutMs, headers, this.stop.signal), this.limits, this.stop.signal, this.observer);
     if (this.state === "spooling" || this.state === "finished") return false;
     if (!result.ok) {

@@ -12,7 +12,7 @@ import { parseHistoryJson } from "./history.js";
 import type { Endpoint } from "./http.js";
 import { exportSpoolAsOfflineRun } from "./offline-run.js";
 import type { SenderLimits } from "./options.js";
-import { readSpool, spoolFileName } from "./spool.js";
+import { readSpool, SPOOL_INFO_FILE, spoolFileName } from "./spool.js";
 import { syncSpool } from "./sync.js";
 
 /**
@@ -21,7 +21,7 @@ import { syncSpool } from "./sync.js";
  */
 export function previousOfflineAttempts(spoolDir: string, clientId: string | null, label: string): { nextOffset: number; lastStep: number } {
   const none = { nextOffset: 0, lastStep: -1 };
-  if (!existsSync(join(spoolDir, spoolFileName(clientId))) || !existsSync(join(spoolDir, "run.json"))) return none;
+  if (!existsSync(join(spoolDir, spoolFileName(clientId))) || !existsSync(join(spoolDir, SPOOL_INFO_FILE))) return none;
   try {
     const client = readSpool(spoolDir).clients.find((c) => c.clientId === clientId);
     const lastLine = client?.lines.at(-1);

@@ -28,6 +28,9 @@ import type { WandbResume } from "./options.js";
 
 export const SPOOL_FORMAT = "rankscope-wandb-spool";
 
+/** The spool's description of its run (not the run directory's `run.json`, `RUN_META_FILE`). */
+export const SPOOL_INFO_FILE = "run.json";
+
 /** `run.json`. */
 export interface SpoolRunInfo {
   readonly format: typeof SPOOL_FORMAT;
@@ -83,7 +86,7 @@ export class SpoolWriter {
     const text = `${JSON.stringify(info, null, 2)}\n`;
     if (text === this.runInfoText) return;
     this.runInfoText = text;
-    const path = join(this.dir, "run.json");
+    const path = join(this.dir, SPOOL_INFO_FILE);
     this.runInfoWrite = this.runInfoWrite.then(async () => {
       try {
         await writeFileAtomic(path, text);
@@ -108,7 +111,7 @@ export class SpoolWriter {
     }
     this.pendingFiles.clear();
     if (this.runInfoText !== null) {
-      const path = join(this.dir, "run.json");
+      const path = join(this.dir, SPOOL_INFO_FILE);
       try {
         writeFileAtomicSync(path, this.runInfoText);
       } catch (error) {
@@ -320,7 +323,7 @@ function readClient(dir: string, name: string): SpooledClient {
 
 /** Read a spool directory (`wandb/{runId}`). Throws an Error naming the file when it is damaged. */
 export function readSpool(dir: string): SpooledRun {
-  const infoPath = join(dir, "run.json");
+  const infoPath = join(dir, SPOOL_INFO_FILE);
   if (!existsSync(infoPath)) throw new Error(`${dir} is not a W&B spool: it has no run.json`);
   const info = spoolRunInfoOf(parseJsonLine(infoPath, 1, readFileSync(infoPath, "utf8")), infoPath);
   const clients = readdirSync(dir)
@@ -332,11 +335,11 @@ export function readSpool(dir: string): SpooledRun {
 
 /** Every spool directory of a run directory (or the directory itself when it is one). */
 export function findSpools(path: string): string[] {
-  if (existsSync(join(path, "run.json")) && readdirSync(path).some((f) => f.startsWith("file_stream"))) return [path];
+  if (existsSync(join(path, SPOOL_INFO_FILE)) && readdirSync(path).some((f) => f.startsWith("file_stream"))) return [path];
   const root = existsSync(join(path, "wandb")) ? join(path, "wandb") : path;
   if (!existsSync(root)) return [];
   return readdirSync(root, { withFileTypes: true })
-    .filter((d) => d.isDirectory() && existsSync(join(root, d.name, "run.json")))
+    .filter((d) => d.isDirectory() && existsSync(join(root, d.name, SPOOL_INFO_FILE)))
     .map((d) => join(root, d.name))
     .sort();
 }

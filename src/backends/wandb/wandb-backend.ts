@@ -23,6 +23,7 @@ import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import type { SampleRecord } from "../../core/reduce.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import { monotonicCommitStep } from "../../core/step.js";
+import { CONFIG_FILE, VERSION_FILE } from "../../run/run-files.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { configJson, isUpsertVariables, PRIMARY_CLIENT_ID, SUMMARY_FILE, type UpsertVariables } from "./api.js";
 import { historyLine, historyNumber, histogramJson, quotedKey, RunSummary } from "./history.js";
@@ -280,7 +281,7 @@ export class WandbBackend implements Backend {
    * `version.json`. The run files are read from the run directory when they exist.
    */
   private queueRunFiles(writer: RunWriter): void {
-    for (const name of ["config.yaml", "version.json"]) {
+    for (const name of [CONFIG_FILE, VERSION_FILE]) {
       const path = join(this.runDir, name);
       if (!existsSync(path)) continue;
       try {
