@@ -29,7 +29,7 @@ function pollOnce(reader: StoreReader, followed: Map<string, Followed>, options:
   for (const k of reader.keys("scalar")) {
     if (filter !== undefined && !k.key.includes(filter)) continue;
     if (options.internal !== true && isInternalKey(k.key)) continue;
-    const ranks = rank === undefined ? [k.ranks[0] as number] : k.ranks.includes(rank) ? [rank] : [];
+    const ranks = rank === undefined ? k.ranks.slice(0, 1) : k.ranks.includes(rank) ? [rank] : [];
     for (const r of ranks) {
       const id = `${k.key}\u0000${r}`;
       let f = followed.get(id);
