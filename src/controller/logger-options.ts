@@ -184,6 +184,7 @@ export function conflictingOptions(existing: ResolvedLoggerOptions, options: Met
     flushDeadlineMs: existing.flushDeadlineMs,
     shutdownDeadlineMs: existing.shutdownDeadlineMs,
     backendDeadlineMs: existing.backendDeadlineMs,
+    quiet: existing.quiet,
     runId: existing.runId,
     experiment: existing.run.experiment,
     trial: existing.run.trial,
