@@ -99,9 +99,13 @@ test("rankscope's rank counts appear only at a step where a rank did not answer"
 
 test("a bad console option is a TypeError that lists what is valid", async () => {
   const logger = await getOrCreateMetricLogger({ runDir: runDir(), quiet: true });
-  const unchecked: Record<string, Record<string, unknown>> = { console: { loggingMode: "global_reduce", layout: "table" } };
+  // From JavaScript or a config file: TypeScript rejects this config already (BackendOptionsMap).
+  const unchecked = { console: { loggingMode: "global_reduce", layout: "table" } };
   await using _shutdown = { [Symbol.asyncDispose]: () => logger.shutdown() };
-  await assert.rejects(logger.initBackends(unchecked), { name: "TypeError", message: 'backend "console": layout "table" is not valid; valid: "list" (one key per line), "grid" (AReaL\'s table)' });
+  await assert.rejects(logger.initBackends(
+      // @ts-expect-error -- not a valid option of this backend
+      unchecked,
+    ), { name: "TypeError", message: 'backend "console": layout "table" is not valid; valid: "list" (one key per line), "grid" (AReaL\'s table)' });
   await assert.rejects(logger.initBackends({ console: { loggingMode: "global_reduce", pairsPerRow: 0 } }), {
     name: "TypeError",
     message: 'backend "console": pairsPerRow must be a positive integer (key/value pairs per grid row), got 0',

@@ -100,8 +100,12 @@ test("per_rank_reduce: each rank writes metrics-{rankName}.jsonl with its rankNa
 
 test("an unknown jsonl option is a TypeError naming it and the valid ones", async () => {
   const logger = await getOrCreateMetricLogger({ runDir: runDir(), quiet: true });
-  const unchecked: Record<string, Record<string, unknown>> = { jsonl: { loggingMode: "global_reduce", path: "x.jsonl" } };
-  await assert.rejects(logger.initBackends(unchecked), (error: unknown) => {
+  // From JavaScript or a config file: TypeScript rejects this config already (BackendOptionsMap).
+  const unchecked = { jsonl: { loggingMode: "global_reduce", path: "x.jsonl" } };
+  await assert.rejects(logger.initBackends(
+      // @ts-expect-error -- not a valid option of this backend
+      unchecked,
+    ), (error: unknown) => {
     assert.ok(error instanceof TypeError);
     assert.match(error.message, /backend "jsonl": unknown option "path"; valid: .*\bfile\b/);
     return true;
