@@ -216,6 +216,34 @@ export interface FileStreamBody {
   exitcode?: number;
 }
 
+/** What one file-stream request carries; absent parts are left out of its body. */
+export interface FileStreamParts {
+  /** History lines, the first at `offset`. */
+  readonly lines?: readonly string[];
+  readonly offset?: number;
+  /** The summary line (the whole summary: W&B keeps the last one). */
+  readonly summary?: string | null;
+  /** Run files uploaded since the last request. */
+  readonly uploaded?: readonly string[];
+  /** Marks the run complete with this exit code. */
+  readonly exitcode?: number | null;
+}
+
+/** The body of one file-stream request, or null when it would carry nothing. */
+export function fileStreamBody(parts: FileStreamParts): FileStreamBody | null {
+  const body: FileStreamBody = {};
+  const files: NonNullable<FileStreamBody["files"]> = {};
+  if (parts.lines !== undefined && parts.lines.length > 0) files[HISTORY_FILE] = { offset: parts.offset ?? 0, content: [...parts.lines] };
+  if (parts.summary !== undefined && parts.summary !== null) files[SUMMARY_FILE] = { offset: 0, content: [parts.summary] };
+  if (Object.keys(files).length > 0) body.files = files;
+  if (parts.exitcode !== undefined && parts.exitcode !== null) {
+    body.complete = true;
+    body.exitcode = parts.exitcode;
+  }
+  if (parts.uploaded !== undefined && parts.uploaded.length > 0) body.uploaded = [...parts.uploaded];
+  return body.files === undefined && body.uploaded === undefined && body.complete === undefined ? null : body;
+}
+
 export const HISTORY_FILE = "wandb-history.jsonl";
 export const SUMMARY_FILE = "wandb-summary.json";
 

@@ -15,13 +15,13 @@
  */
 import { reportError, warn } from "../../core/diagnostics.js";
 import { registerDrain } from "../../core/lifecycle.js";
-import { HISTORY_FILE, PRIMARY_CLIENT_ID, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody, type UpsertVariables } from "./api.js";
+import { fileStreamBody, PRIMARY_CLIENT_ID, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type UpsertVariables } from "./api.js";
 import { PendingFiles, uploadPendingFiles } from "./file-uploads.js";
-import { HistoryQueue, splitByBytes } from "./history-queue.js";
+import { HistoryQueue } from "./history-queue.js";
 import { sleep, withRetry, type Endpoint } from "./http.js";
 import type { SenderLimits } from "./options.js";
 import { decideResume, type RunTarget, type WriterStats } from "./run-target.js";
-import { previousOfflineAttempts, sendSpoolNow, writeOfflineRunBeside } from "./spool-recovery.js";
+import { previousOfflineAttempts, settleSpool } from "./spool-recovery.js";
 import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
 
 export type { RunTarget, WriterStats } from "./run-target.js";
@@ -231,11 +231,11 @@ export class RunWriter {
       }
     }
     if (this.spooling) {
-      const bodies: FileStreamBody[] = [];
-      if (this.summarySource !== null) bodies.push({ files: { [SUMMARY_FILE]: { offset: 0, content: [this.summarySource()] } } });
-      if (this.target.sendsComplete) bodies.push({ complete: true, exitcode });
+      // The summary and the completion as two requests, as a live writer's last ones.
+      const summary = fileStreamBody({ summary: this.summarySource?.() ?? null });
+      const complete = fileStreamBody({ exitcode: this.target.sendsComplete ? exitcode : null });
       this.spool.writeRunInfo(this.runInfo());
-      this.spool.append(bodies, this.absoluteOffsets);
+      this.spool.append([summary, complete].filter((body) => body !== null), this.absoluteOffsets);
       this.stop.abort();
       await this.sending;
     }
@@ -244,32 +244,17 @@ export class RunWriter {
     // process.exit(), still gets the run files and lines written synchronously.
     await this.spool.drain();
     this.unregisterDrain();
-    if (this.spool.entries > 0 && (await this.recover(finishStarted + this.limits.finishTimeoutMs))) return;
-    if (this.spool.entries > 0) {
-      const offlineRun = this.writeOfflineRun();
-      warn(
-        `wandb.spooled:${this.target.spoolDir}`,
-        `W&B run ${this.label}: ${this.stats.linesSpooled} history line(s)${this.target.sendsComplete ? " and the run's completion" : ""} are in the spool ${this.target.spoolDir}; ` +
-          `run "rankscope wandb sync ${this.target.runDir}" to send them` +
-          (offlineRun === null ? "" : `, or W&B's own "wandb sync ${offlineRun}"`),
-      );
-    }
-  }
-
-  /**
-   * After an outage that ended before the run did: send the spool now, within the time left. Runs
-   * shared by ranks are left to `sync`: their clients finish at different times, and the run's
-   * completion must come after all of them.
-   */
-  private async recover(deadline: number): Promise<boolean> {
-    if (!this.recoverable || this.target.shared) return false;
-    return sendSpoolNow(this.target.spoolDir, this.endpoint, this.limits, deadline, this.label);
-  }
-
-  /** The spool as a W&B offline run beside it, for the official `wandb sync` (runs of their own only: shared runs have several writers). */
-  private writeOfflineRun(): string | null {
-    if (this.target.shared) return null;
-    return writeOfflineRunBeside(this.target.spoolDir, this.absoluteOffsets ? 0 : this.attemptStartOffset, this.label);
+    if (this.spool.entries === 0) return;
+    await settleSpool({
+      target: this.target,
+      endpoint: this.endpoint,
+      limits: this.limits,
+      label: this.label,
+      deadline: finishStarted + this.limits.finishTimeoutMs,
+      recoverable: this.recoverable,
+      firstOffset: this.absoluteOffsets ? 0 : this.attemptStartOffset,
+      linesSpooled: this.stats.linesSpooled,
+    });
   }
 
   private runInfo(): SpoolRunInfo {
@@ -398,23 +383,14 @@ export class RunWriter {
       }
       const run = this.runOnServer();
       if (run === null) return;
-      const body: FileStreamBody = {};
       const lines = this.queue.peekRequest(this.limits.maxRequestBytes);
       const count = lines.length;
-      const files: NonNullable<FileStreamBody["files"]> = {};
-      if (count > 0) files[HISTORY_FILE] = { offset: this.queue.offset, content: lines };
       const last = count >= this.queue.length;
       const summary = last && this.summaryDirty && this.summarySource !== null ? this.summarySource() : null;
-      if (summary !== null) files[SUMMARY_FILE] = { offset: 0, content: [summary] };
-      if (count > 0 || summary !== null) body.files = files;
       const exitcode = last && this.target.sendsComplete && !this.completeSent ? this.exitcode : null;
-      if (exitcode !== null) {
-        body.complete = true;
-        body.exitcode = exitcode;
-      }
       const uploaded = this.files.uploadedNames.slice();
-      if (uploaded.length > 0) body.uploaded = uploaded;
-      if (body.files === undefined && exitcode === null && uploaded.length === 0) return;
+      const body = fileStreamBody({ lines, offset: this.queue.offset, summary, uploaded, exitcode });
+      if (body === null) return;
       if (summary !== null) this.summaryDirty = false;
       const text = JSON.stringify(body);
       this.lastSendAt = Date.now();
@@ -489,14 +465,8 @@ export class RunWriter {
   private spoolLines(lines: readonly string[]): void {
     if (lines.length === 0) return;
     this.spool.writeRunInfo(this.runInfo());
-    const bodies: FileStreamBody[] = [];
-    let start = 0;
-    for (const end of splitByBytes(lines, this.limits.maxRequestBytes)) {
-      bodies.push({ files: { [HISTORY_FILE]: { offset: this.queue.offset, content: lines.slice(start, end) } } });
-      this.queue.offset += end - start;
-      start = end;
-    }
+    this.spool.appendHistory(lines, this.queue.offset, this.limits.maxRequestBytes, this.absoluteOffsets);
+    this.queue.offset += lines.length;
     this.stats.linesSpooled += lines.length;
-    this.spool.append(bodies, this.absoluteOffsets);
   }
 }

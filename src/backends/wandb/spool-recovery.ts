@@ -12,6 +12,7 @@ import { parseHistoryJson } from "./history.js";
 import type { Endpoint } from "./http.js";
 import { exportSpoolAsOfflineRun } from "./offline-run.js";
 import type { SenderLimits } from "./options.js";
+import type { RunTarget } from "./run-target.js";
 import { readSpool, SPOOL_INFO_FILE, spoolFileName } from "./spool.js";
 import { syncSpool } from "./sync.js";
 
@@ -33,6 +34,39 @@ export function previousOfflineAttempts(spoolDir: string, clientId: string | nul
     reportError(`wandb.spool.previous:${spoolDir}`, `W&B run ${label}: the spool of earlier attempts in ${spoolDir} cannot be read (${describeError(error)}); this attempt starts its own offsets at 0`);
     return none;
   }
+}
+
+/** What `settleSpool` needs to know about a finished writer. */
+export interface SpooledWriter {
+  readonly target: Pick<RunTarget, "spoolDir" | "runDir" | "shared" | "sendsComplete">;
+  readonly endpoint: Endpoint;
+  readonly limits: SenderLimits;
+  readonly label: string;
+  /** When the writer's `finish()` must be done. */
+  readonly deadline: number;
+  /** The server was unreachable or slow, not refusing: it may be back. */
+  readonly recoverable: boolean;
+  /** The first history offset of this attempt's lines (0 once offsets are absolute). */
+  readonly firstOffset: number;
+  readonly linesSpooled: number;
+}
+
+/**
+ * A finished writer's spool is not empty: send it now if the server came back before the run ended
+ * (a run of its own only: the clients of a shared run finish at different times, and the run's
+ * completion must come after all of them), else leave an offline run beside it and say how to send
+ * it.
+ */
+export async function settleSpool(w: SpooledWriter): Promise<void> {
+  const { spoolDir, runDir, shared, sendsComplete } = w.target;
+  if (w.recoverable && !shared && (await sendSpoolNow(spoolDir, w.endpoint, w.limits, w.deadline, w.label))) return;
+  const offlineRun = shared ? null : writeOfflineRunBeside(spoolDir, w.firstOffset, w.label);
+  warn(
+    `wandb.spooled:${spoolDir}`,
+    `W&B run ${w.label}: ${w.linesSpooled} history line(s)${sendsComplete ? " and the run's completion" : ""} are in the spool ${spoolDir}; ` +
+      `run "rankscope wandb sync ${runDir}" to send them` +
+      (offlineRun === null ? "" : `, or W&B's own "wandb sync ${offlineRun}"`),
+  );
 }
 
 /**

@@ -24,6 +24,7 @@ import { AppendFile } from "../../io/append-file.js";
 import { writeFileAtomic, writeFileAtomicSync } from "../../io/atomic-write.js";
 import { isJsonObject } from "../../core/json.js";
 import { HISTORY_FILE, isUpsertVariables, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
+import { splitByBytes } from "./history-queue.js";
 import type { WandbResume } from "./options.js";
 
 export const SPOOL_FORMAT = "rankscope-wandb-spool";
@@ -159,6 +160,20 @@ export class SpoolWriter {
     for (const body of bodies) text += `${JSON.stringify(body)}\n`;
     this.entries += bodies.length;
     this.file.append(text);
+  }
+
+  /**
+   * Append history lines from file-stream offset `offset` on, as the requests that would have sent
+   * them (at most `maxRequestBytes` each: the same cut as sending, `splitByBytes`).
+   */
+  appendHistory(lines: readonly string[], offset: number, maxRequestBytes: number, absoluteOffsets: boolean): void {
+    const bodies: FileStreamBody[] = [];
+    let start = 0;
+    for (const end of splitByBytes(lines, maxRequestBytes)) {
+      bodies.push({ files: { [HISTORY_FILE]: { offset: offset + start, content: lines.slice(start, end) } } });
+      start = end;
+    }
+    this.append(bodies, absoluteOffsets);
   }
 
   /** Wait for everything appended so far to reach the disk. */

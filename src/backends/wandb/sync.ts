@@ -14,7 +14,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { resolveSetting, textKind } from "../../core/settings.js";
 import { writeFileAtomicSync } from "../../io/atomic-write.js";
 import { basename, join } from "node:path";
-import { createRunFiles, HISTORY_FILE, PRIMARY_CLIENT_ID, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody } from "./api.js";
+import { createRunFiles, fileStreamBody, PRIMARY_CLIENT_ID, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun } from "./api.js";
 import { isJsonObject } from "../../core/json.js";
 import { splitByBytes } from "./history-queue.js";
 import { putFile, withRetry, type Endpoint } from "./http.js";
@@ -194,13 +194,11 @@ export async function syncSpool(path: string, options: SyncOptions = {}): Promis
       options.onProgress?.({ runId, done, total });
       const end = start + client.lines.length;
       while (next < end || (client.summary !== undefined && state.summaries[key] !== client.summary)) {
-        const files: NonNullable<FileStreamBody["files"]> = {};
         const from = next - start;
         const count = (splitByBytes(client.lines, limits.maxRequestBytes, from, 1)[0] ?? from) - from;
-        if (count > 0) files[HISTORY_FILE] = { offset: next, content: client.lines.slice(from, from + count) };
         const last = next + count >= end;
-        if (last && client.summary !== undefined) files[SUMMARY_FILE] = { offset: 0, content: [client.summary] };
-        const body = JSON.stringify({ files });
+        const parts = { lines: client.lines.slice(from, from + count), offset: next, summary: last ? client.summary : undefined };
+        const body = JSON.stringify(fileStreamBody(parts) ?? { files: {} });
         must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, client.clientId), limits), "file_stream");
         requests++;
         next += count;
