@@ -13,7 +13,7 @@ import { once } from "node:events";
 import { isInternalKey } from "../../core/internal-keys.js";
 import { jsonNumberText } from "../../core/json.js";
 import { openStore, type SeriesKind } from "../../backends/store/reader.js";
-import { resolveRunArg } from "../run-arg.js";
+import { resolveRunArg, ROOT_OPTION_HELP } from "../run-arg.js";
 import { ProgressLine, progressBar } from "../progress.js";
 
 /** The formats `export` writes. */
@@ -40,7 +40,7 @@ export function registerExportCommand(program: Command): void {
     .argument("<run>", "a run directory, or experiment/trial under --root")
     .requiredOption("--format <format>", `output format: ${EXPORT_FORMATS.join(" or ")}`)
     .option("--out <file>", "write to this file instead of stdout")
-    .option("--root <dir>", "the runs root for experiment/trial (default: $RANKSCOPE_ROOT or ./runs)")
+    .option("--root <dir>", ROOT_OPTION_HELP)
     .option("--internal", "also export rankscope's own keys (…__count, rankscope/…), left out by default")
     .action(async (run: string, options: { format: string; out?: string; root?: string; internal?: boolean }) => {
       const format = EXPORT_FORMATS.find((f) => f === options.format);
