@@ -74,7 +74,7 @@ export class HistoryQueue {
 
   /** The first `count` queued lines were acknowledged: drop them and advance the offset. */
   ack(count: number): void {
-    for (const line of this.lines.slice(this.head, this.head + count)) this.queued -= line.length;
+    for (let i = this.head; i < this.head + count; i++) this.queued -= this.lines[i]?.length ?? 0;
     this.head += count;
     this.offset += count;
     // Compact now and then instead of shifting per request.
