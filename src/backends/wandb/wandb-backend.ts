@@ -250,13 +250,15 @@ export class WandbBackend implements Backend {
 
   logStream(batch: readonly StreamRecord[]): void {
     if (this.writer === null || batch.length === 0) return;
-    const lines: string[] = [];
+    const lines = new Array<string>(batch.length);
     let lastTimestamp = 0;
-    for (const r of batch) {
+    for (let i = 0; i < batch.length; i++) {
+      const r = batch[i];
+      if (r === undefined) continue;
       const key = this.keyText(r.key);
       const value = historyNumber(r.value);
       this.lastStep++;
-      lines.push(historyLine(this.lastStep, r.timestamp, r.timestamp - this.startMs, r.step, key + value));
+      lines[i] = historyLine(this.lastStep, r.timestamp, r.timestamp - this.startMs, r.step, key + value);
       this.summary.set(key, value);
       lastTimestamp = r.timestamp;
     }
