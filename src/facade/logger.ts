@@ -9,7 +9,7 @@
 import { resolve } from "node:path";
 import { recordMetric } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
-import { isJsonObject } from "../core/json.js";
+import { isRecord } from "../core/json.js";
 import { getReduceDefinition } from "../core/registry.js";
 import type { Metric } from "../core/metric.js";
 import type { BackendsConfig, UncheckedBackendsConfig } from "../controller/config.js";
@@ -66,7 +66,7 @@ export function flattenWithSlash(value: Readonly<Record<string, unknown>>, prefi
   const out: Record<string, unknown> = {};
   for (const [key, inner] of Object.entries(value)) {
     const full = prefix === "" ? key : `${prefix}/${key}`;
-    if (isJsonObject(inner) && !ArrayBuffer.isView(inner) && Object.getPrototypeOf(inner) === Object.prototype) {
+    if (isRecord(inner) && !ArrayBuffer.isView(inner) && Object.getPrototypeOf(inner) === Object.prototype) {
       Object.assign(out, flattenWithSlash(inner, full));
     } else out[full] = inner;
   }

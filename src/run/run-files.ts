@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { writeFileAtomic } from "../io/atomic-write.js";
 import { join } from "node:path";
 import { describeError, reportError } from "../core/diagnostics.js";
-import { isJsonObject } from "../core/json.js";
+import { isRecord } from "../core/json.js";
 
 // The one redaction rule lives in core (every path that stores user values uses it); re-exported here.
 export { DEFAULT_SECRET_KEY_PATTERNS, REDACTED, redactSecrets } from "../core/redact.js";
@@ -59,7 +59,7 @@ export function rankscopeVersion(): string {
     try {
       const text = readFileSync(new URL("../../package.json", import.meta.url), "utf8");
       const pkg: unknown = JSON.parse(text);
-      packageVersion = isJsonObject(pkg) && pkg["version"] !== undefined ? String(pkg["version"]) : "unknown";
+      packageVersion = isRecord(pkg) && pkg["version"] !== undefined ? String(pkg["version"]) : "unknown";
     } catch {
       packageVersion = "unknown";
     }
@@ -184,7 +184,7 @@ export const VERSION_INFO_KEY = "version_info";
 export function runHyperparams(files: Pick<RunFiles, "config" | "version">): Record<string, unknown> {
   const config = files.config;
   const base: Record<string, unknown> =
-    config === undefined ? {} : isJsonObject(config) ? { ...config } : { config };
+    config === undefined ? {} : isRecord(config) ? { ...config } : { config };
   base[VERSION_INFO_KEY] = files.version;
   return base;
 }

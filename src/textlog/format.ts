@@ -3,7 +3,7 @@
  * coloured as a whole by the component's kind, with warnings yellow and errors red.
  */
 
-import { isJsonObject } from "../core/json.js";
+import { isRecord } from "../core/json.js";
 
 /** The valid colour names, for error messages. */
 export const COLOR_NAMES = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white", "gray", "none"] as const;
@@ -92,7 +92,7 @@ export function formatRecord(record: Readonly<Record<string, unknown>>, time: nu
   const message = typeof record["msg"] === "string" ? record["msg"] : "";
   let line = `${formatLogTime(time)} ${component} ${levelName}: ${message}${formatFields(record)}`;
   const err = record["err"];
-  if (isJsonObject(err)) {
+  if (isRecord(err)) {
     const { stack, message: errMessage } = err;
     if (typeof stack === "string") line += `\n${stack}`;
     else if (typeof errMessage === "string" && errMessage !== message) line += ` err=${errMessage}`;

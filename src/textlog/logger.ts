@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { createRequire } from "node:module";
 import type { Level, Logger } from "pino";
 import { AppendFile } from "../io/append-file.js";
-import { isJsonObject } from "../core/json.js";
+import { isRecord } from "../core/json.js";
 import { redactRecord } from "../core/redact.js";
 import { enumKind, presenceKind, resolveSetting } from "../core/settings.js";
 import { currentRun, onRunChange, type CurrentRun } from "../run/current.js";
@@ -125,7 +125,7 @@ class TextLogs {
     try {
       const parsed: unknown = JSON.parse(json);
       // The one redaction rule: a field that looks like a secret is never printed or written.
-      if (isJsonObject(parsed)) record = redactRecord(parsed);
+      if (isRecord(parsed)) record = redactRecord(parsed);
     } catch {
       // Not JSON: the line as it came.
     }

@@ -11,7 +11,7 @@
  * - Hyperparameters: the `hparams` plugin's `SessionStartInfo`, under the tag the plugin looks for.
  * - Resume: a `SessionLog` with status START at the resumed step.
  */
-import { isJsonObject, nonFiniteReplacer } from "../../core/json.js";
+import { isRecord, nonFiniteReplacer } from "../../core/json.js";
 import { HISTOGRAM_EDGES } from "../../core/accumulators/histogram.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { DT_FLOAT, DT_STRING, EventType, FILE_VERSION, HParamsPluginDataType, SESSION_START } from "./proto.js";
@@ -195,7 +195,7 @@ export function flattenHyperparams(params: Readonly<Record<string, unknown>>): M
     else if (typeof value === "string") out.set(prefix, { string_value: value });
     else if (value === null) out.set(prefix, { string_value: "null" });
     else if (value instanceof Date) out.set(prefix, { string_value: value.toISOString() });
-    else if (isJsonObject(value) && depth < 32) {
+    else if (isRecord(value) && depth < 32) {
       for (const [k, v] of Object.entries(value)) visit(prefix === "" ? k : `${prefix}.${k}`, v, depth + 1);
     } else out.set(prefix, { string_value: cellText(value) });
   };

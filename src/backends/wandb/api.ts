@@ -7,7 +7,7 @@
  * - `POST {base}/files/{entity}/{project}/{run}/file_stream` — history lines at contiguous
  *   offsets, the summary, and at the end `complete` with the exit code.
  */
-import { isJsonObject } from "../../core/json.js";
+import { isRecord } from "../../core/json.js";
 import { parseHistoryJson } from "./history.js";
 import { postJson, type Attempt, type Endpoint } from "./http.js";
 
@@ -101,12 +101,12 @@ async function graphql(
 }
 
 function record(value: unknown): Record<string, unknown> | undefined {
-  return isJsonObject(value) ? value : undefined;
+  return isRecord(value) ? value : undefined;
 }
 
 /** True for `UpsertVariables` as handed between processes (a shared run's primary metadata). */
 export function isUpsertVariables(value: unknown): value is UpsertVariables {
-  if (!isJsonObject(value)) return false;
+  if (!isRecord(value)) return false;
   const text = (key: string): boolean => typeof value[key] === "string";
   const textOrNull = (key: string): boolean => value[key] === null || typeof value[key] === "string";
   const tags = value["tags"];

@@ -9,7 +9,7 @@
  * Encoding is plain string building with the quoted form of each key cached, because it runs on the
  * flush path of every step and, for streams, once per raw value.
  */
-import { isJsonObject } from "../../core/json.js";
+import { isRecord } from "../../core/json.js";
 import type { HistogramData } from "../../core/reduce.js";
 
 const quotedKeys = new Map<string, string>();
@@ -59,7 +59,7 @@ export function parseHistoryJson(text: string): unknown {
 /** `parseHistoryJson` of text that must hold one JSON object (a history row, a summary, a config); throws otherwise. */
 export function parseHistoryObject(text: string): Record<string, unknown> {
   const value = parseHistoryJson(text);
-  if (!isJsonObject(value)) throw new SyntaxError(`expected a JSON object, got ${text.length > 60 ? `${text.slice(0, 60)}…` : text}`);
+  if (!isRecord(value)) throw new SyntaxError(`expected a JSON object, got ${text.length > 60 ? `${text.slice(0, 60)}…` : text}`);
   return value;
 }
 

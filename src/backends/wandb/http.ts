@@ -6,7 +6,7 @@
  * do. The key lives only in the `Authorization` header built here; it is never part of a URL,
  * a message or an error (errors name the endpoint and the status, nothing else).
  */
-import { isJsonObject } from "../../core/json.js";
+import { isRecord } from "../../core/json.js";
 import { backoffDelay as coreBackoffDelay, retry, sleep } from "../../core/retry.js";
 import type { SenderLimits } from "./options.js";
 
@@ -50,7 +50,7 @@ function describeFetchError(error: unknown): string {
   if (error instanceof Error) {
     if (error.name === "TimeoutError" || error.name === "AbortError") return "timed out";
     const cause = error.cause;
-    const code = isJsonObject(cause) ? cause["code"] : undefined;
+    const code = isRecord(cause) ? cause["code"] : undefined;
     return typeof code === "string" ? `${error.message} (${code})` : error.message;
   }
   return String(error);

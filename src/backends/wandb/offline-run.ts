@@ -22,7 +22,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from
 import { dirname, join } from "node:path";
 import { crc32 } from "node:zlib";
 import protobuf from "protobufjs/light.js";
-import { isJsonObject } from "../../core/json.js";
+import { isRecord } from "../../core/json.js";
 import { CONFIG_FILE } from "../../run/run-files.js";
 import { historyNumber, parseHistoryObject } from "./history.js";
 import { SUMMARY_FILE } from "./api.js";
@@ -131,7 +131,7 @@ export function frameTransactionLog(records: readonly Uint8Array[]): Buffer {
 export function wandbValueJson(value: unknown): string {
   if (typeof value === "number") return historyNumber(value);
   if (Array.isArray(value)) return `[${value.map(wandbValueJson).join(",")}]`;
-  if (isJsonObject(value)) {
+  if (isRecord(value)) {
     return `{${Object.entries(value)
       .map(([k, v]) => `${JSON.stringify(k)}:${wandbValueJson(v)}`)
       .join(",")}}`;
@@ -209,7 +209,7 @@ const ATTEMPT_FILE = "rankscope-attempt.json";
 function attemptOf(dir: string): number | undefined {
   try {
     const note: unknown = JSON.parse(readFileSync(join(dir, ATTEMPT_FILE), "utf8"));
-    const value = isJsonObject(note) ? note["firstOffset"] : undefined;
+    const value = isRecord(note) ? note["firstOffset"] : undefined;
     return typeof value === "number" ? value : undefined;
   } catch {
     return undefined;
@@ -262,11 +262,11 @@ export function offlineRunOfSpool(spool: SpooledRun, fromOffset = 0): OfflineRun
   for (const line of history) {
     if (!line.includes('"table-file"')) continue;
     for (const ref of Object.values(parseHistoryObject(line))) {
-      if (isJsonObject(ref) && ref["_type"] === "table-file" && typeof ref["path"] === "string") referenced.add(ref["path"]);
+      if (isRecord(ref) && ref["_type"] === "table-file" && typeof ref["path"] === "string") referenced.add(ref["path"]);
     }
   }
   const config: Record<string, unknown> = {};
-  for (const [key, entry] of Object.entries(parseHistoryObject(info.upsert.config))) config[key] = isJsonObject(entry) ? entry["value"] : undefined;
+  for (const [key, entry] of Object.entries(parseHistoryObject(info.upsert.config))) config[key] = isRecord(entry) ? entry["value"] : undefined;
   return {
     runId: info.upsert.name,
     entity: info.upsert.entity,

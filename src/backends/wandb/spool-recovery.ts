@@ -7,7 +7,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { rankscopeVersion } from "../../run/run-files.js";
-import { isJsonObject } from "../../core/json.js";
+import { isRecord } from "../../core/json.js";
 import { parseHistoryJson } from "./history.js";
 import type { Endpoint } from "./http.js";
 import { exportSpoolAsOfflineRun } from "./offline-run.js";
@@ -28,7 +28,7 @@ export function previousOfflineAttempts(spoolDir: string, clientId: string | nul
     const lastLine = client?.lines.at(-1);
     if (client === undefined || client.absoluteOffsets || lastLine === undefined) return none;
     const last = parseHistoryJson(lastLine);
-    const lastStep = isJsonObject(last) && typeof last["_step"] === "number" ? last["_step"] : -1;
+    const lastStep = isRecord(last) && typeof last["_step"] === "number" ? last["_step"] : -1;
     return { nextOffset: client.firstOffset + client.lines.length, lastStep };
   } catch (error) {
     reportError(`wandb.spool.previous:${spoolDir}`, `W&B run ${label}: the spool of earlier attempts in ${spoolDir} cannot be read (${describeError(error)}); this attempt starts its own offsets at 0`);

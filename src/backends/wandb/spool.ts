@@ -22,7 +22,7 @@ import { join } from "node:path";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { AppendFile } from "../../io/append-file.js";
 import { writeFileAtomic, writeFileAtomicSync } from "../../io/atomic-write.js";
-import { isJsonObject } from "../../core/json.js";
+import { isRecord } from "../../core/json.js";
 import { HISTORY_FILE, isUpsertVariables, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
 import { splitByBytes } from "./history-queue.js";
 import type { WandbResume } from "./options.js";
@@ -220,7 +220,7 @@ const RESUMES: readonly WandbResume[] = ["allow", "must", "never"];
 /** `run.json` as read back, checked field by field (an Error naming the file and the field otherwise). */
 export function spoolRunInfoOf(value: unknown, path: string): SpoolRunInfo {
   const bad = (what: string): Error => new Error(`${path}: ${what}; the spool's run.json is damaged or from another program`);
-  if (!isJsonObject(value)) throw bad("not a JSON object");
+  if (!isRecord(value)) throw bad("not a JSON object");
   const { format, version, baseUrl, resume, shared, upsert } = value;
   if (format !== SPOOL_FORMAT) throw new Error(`${path}: format is ${JSON.stringify(format)}, expected ${SPOOL_FORMAT}`);
   if (version !== 1) throw bad(`version is ${JSON.stringify(version)}, expected 1`);
@@ -248,11 +248,11 @@ function fileStreamBodyOf(value: Readonly<Record<string, unknown>>, where: strin
   const body: FileStreamBody = {};
   const { files, uploaded, complete, exitcode } = value;
   if (files !== undefined) {
-    if (!isJsonObject(files)) throw bad("files is not an object");
+    if (!isRecord(files)) throw bad("files is not an object");
     body.files = {};
     for (const [name, file] of Object.entries(files)) {
-      const content = isJsonObject(file) ? file["content"] : undefined;
-      const offset = isJsonObject(file) ? file["offset"] : undefined;
+      const content = isRecord(file) ? file["content"] : undefined;
+      const offset = isRecord(file) ? file["offset"] : undefined;
       if (typeof offset !== "number" || !Array.isArray(content) || !content.every((line): line is string => typeof line === "string")) {
         throw bad(`files["${name}"] needs a numeric offset and content as an array of strings`);
       }
@@ -297,7 +297,7 @@ function readClient(dir: string, name: string): SpooledClient {
       }
       throw new Error(`${path}:${i + 1}: not a JSON line; the spool is damaged`);
     }
-    if (!isJsonObject(parsed)) throw new Error(`${path}:${i + 1}: not a JSON object; the spool is damaged`);
+    if (!isRecord(parsed)) throw new Error(`${path}:${i + 1}: not a JSON object; the spool is damaged`);
     if (header === undefined) {
       header = spoolHeaderOf(parsed, path);
       return;

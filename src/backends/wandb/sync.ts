@@ -15,7 +15,7 @@ import { resolveSetting, textKind } from "../../core/settings.js";
 import { writeFileAtomicSync } from "../../io/atomic-write.js";
 import { basename, join } from "node:path";
 import { createRunFiles, fileStreamBody, PRIMARY_CLIENT_ID, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun } from "./api.js";
-import { isJsonObject } from "../../core/json.js";
+import { isRecord } from "../../core/json.js";
 import { splitByBytes } from "./history-queue.js";
 import { putFile, withRetry, type Endpoint } from "./http.js";
 import { DEFAULT_LIMITS, normaliseBaseUrl, type SenderLimits } from "./options.js";
@@ -76,7 +76,7 @@ function readState(dir: string): SyncState {
   const path = join(dir, "sync.json");
   if (!existsSync(path)) return { bases: {}, sent: {}, summaries: {}, completed: false, files: {} };
   const parsed: unknown = JSON.parse(readFileSync(path, "utf8"));
-  const raw = isJsonObject(parsed) ? parsed : {};
+  const raw = isRecord(parsed) ? parsed : {};
   return {
     bases: numberFields(raw["bases"]),
     sent: numberFields(raw["sent"]),
@@ -89,14 +89,14 @@ function readState(dir: string): SyncState {
 /** The numeric fields of a JSON object (a `sync.json` written by an older version may lack some). */
 function numberFields(value: unknown): Record<string, number> {
   const out: Record<string, number> = {};
-  if (isJsonObject(value)) for (const [key, field] of Object.entries(value)) if (typeof field === "number") out[key] = field;
+  if (isRecord(value)) for (const [key, field] of Object.entries(value)) if (typeof field === "number") out[key] = field;
   return out;
 }
 
 /** The string fields of a JSON object. */
 function stringFields(value: unknown): Record<string, string> {
   const out: Record<string, string> = {};
-  if (isJsonObject(value)) for (const [key, field] of Object.entries(value)) if (typeof field === "string") out[key] = field;
+  if (isRecord(value)) for (const [key, field] of Object.entries(value)) if (typeof field === "string") out[key] = field;
   return out;
 }
 
