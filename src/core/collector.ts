@@ -11,6 +11,7 @@
  */
 import { warn } from "./diagnostics.js";
 import { envFlag, envInteger } from "./env.js";
+import { isRecord } from "./json.js";
 import type {
   Accumulator,
   AccumulatorState,
@@ -268,11 +269,6 @@ function swapAccumulator<In>(entry: { accumulator: Accumulator<AccumulatorState,
   return () => {
     entry.accumulator = real;
   };
-}
-
-/** A plain object (not null, not an array): what `SAMPLE`-like reductions take. */
-function isRecord(value: unknown): value is SampleRecord {
-  return value !== null && typeof value === "object" && !Array.isArray(value);
 }
 
 function toNumber(key: string, value: unknown): number {

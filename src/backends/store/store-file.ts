@@ -3,11 +3,9 @@
  * dashboard server names and explains store files without loading the database driver.
  */
 
-/** The `code` of an error (`SQLITE_BUSY`, `ENOENT`, …), or "" when it has none. */
-export function errorCode(error: unknown): string {
-  const code: unknown = typeof error === "object" && error !== null && "code" in error ? error.code : undefined;
-  return typeof code === "string" ? code : "";
-}
+import { errorCode } from "../../core/errors.js";
+
+export { errorCode };
 
 /** The store's file name inside a run directory. */
 export const STORE_FILE = "metrics.db";
