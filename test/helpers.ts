@@ -13,7 +13,7 @@ export async function captureStdout(fn: () => unknown): Promise<string> {
   process.stdout.write = ((chunk: string | Uint8Array) => {
     out += typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8");
     return true;
-  }) as typeof process.stdout.write;
+  });
   try {
     await fn();
   } finally {

@@ -24,7 +24,7 @@ test("each rank's monitor reaches the controller's backends on system/step, neve
     env: { PATH: `${standIn}${delimiter}${process.env["PATH"] ?? ""}` },
   });
   try {
-    const logged = (await ranks.fanout("sampleAndLog")) as number[];
+    const logged = await ranks.fanout<number>("sampleAndLog");
     assert.ok(logged.every((n) => n > 0), `each rank logged system metrics locally: ${logged.join(", ")}`);
     await logger.flush(5);
     await ranks.fanout("sampleAndLog");

@@ -189,9 +189,9 @@ describe("perf tracer spans", () => {
     assert.equal(parent!.dur, 2000);
     assert.equal(orphan!.dur, 15_000);
     assert.equal(orphan!.ts, parent!.ts, "the orphan starts with its parent");
-    assert.ok(orphan!.ts! + orphan!.dur! > parent!.ts! + parent!.dur!, "and outlives it");
+    assert.ok(orphan!.ts! + orphan!.dur > parent!.ts! + parent!.dur, "and outlives it");
     assert.notEqual(orphan!.tid, parent!.tid, "so it is written on a row of its own");
-    assert.ok(next!.ts! < orphan!.ts! + orphan!.dur!, "the next span overlaps the orphan in time");
+    assert.ok(next!.ts! < orphan!.ts! + orphan!.dur, "the next span overlaps the orphan in time");
     assertProperNesting(events);
   });
 

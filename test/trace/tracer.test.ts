@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it, beforeEach } from "node:test";
-import { getCollector, type KeyState } from "../../src/core/collector.js";
+import { getCollector } from "../../src/core/collector.js";
 import { getReduceDefinition } from "../../src/core/registry.js";
 import { Tracer, trace, traced } from "../../src/trace/tracer.js";
 import { collectDiagnostics } from "../helpers.js";
@@ -14,7 +14,7 @@ function sleep(ms: number): Promise<void> {
 /** Values recorded since the last call, by key, reduced as a flush would. */
 function takeValues(): Map<string, { value: number; count: number; reduce: string }> {
   const out = new Map<string, { value: number; count: number; reduce: string }>();
-  for (const s of getCollector().takeStates() as KeyState[]) {
+  for (const s of getCollector().takeStates()) {
     const value = getReduceDefinition(s.reduce).value(s.state) as number;
     out.set(s.key, { value, count: s.state.count, reduce: s.reduce });
   }

@@ -31,7 +31,7 @@ async function consoleTables(fn: () => unknown): Promise<string> {
       return true;
     }
     return Reflect.apply(original, this, [chunk, ...rest]) === true;
-  } as typeof process.stdout.write;
+  };
   try {
     await fn();
   } finally {

@@ -51,7 +51,7 @@ export class PrometheusServer {
       { stdio: ["ignore", "ignore", "pipe"] },
     );
     let stderr = "";
-    child.stderr!.on("data", (chunk: Buffer) => {
+    child.stderr.on("data", (chunk: Buffer) => {
       stderr = (stderr + chunk.toString()).slice(-4000);
     });
     const server = new PrometheusServer(child, `http://127.0.0.1:${port}`, dir);

@@ -249,7 +249,7 @@ describe("tensorboard backend (global_reduce)", () => {
     assert.equal(writeErrors.length, 1, `reported once: ${JSON.stringify(seen)}`);
     assert.equal(writeErrors[0]?.level, "error");
     assert.match(writeErrors[0]?.message ?? "", /could not write .*events\.out\.tfevents\./);
-    const code = writeErrors[0]?.code as string;
+    const code = writeErrors[0]?.code;
     assert.ok((diagnosticCounts()[code] ?? 0) >= 3, `counted every failed write: ${diagnosticCounts()[code]}`);
     const lines = readFileSync(jsonlFile, "utf8").trim().split("\n");
     assert.equal(lines.length, 4, "the jsonl backend still got every flush");

@@ -67,7 +67,7 @@ export interface DecodedValue {
 }
 
 export function decodeEvent(bytes: Uint8Array): DecodedEvent {
-  return EventType.toObject(EventType.decode(bytes), { longs: Number, enums: Number, arrays: false, defaults: false }) as DecodedEvent;
+  return EventType.toObject(EventType.decode(bytes), { longs: Number, enums: Number, arrays: false, defaults: false });
 }
 
 /** Every event of a file, CRCs checked. */
@@ -89,11 +89,11 @@ export interface DecodedHParams {
 }
 
 export function decodeHParams(content: Uint8Array): DecodedHParams {
-  return HParamsType.toObject(HParamsType.decode(content), { longs: Number, defaults: false }) as DecodedHParams;
+  return HParamsType.toObject(HParamsType.decode(content), { longs: Number, defaults: false });
 }
 
 export function decodeTextPluginData(content: Uint8Array): { version?: number } {
-  return TextPluginType.toObject(TextPluginType.decode(content), { defaults: true }) as { version?: number };
+  return TextPluginType.toObject(TextPluginType.decode(content), { defaults: true });
 }
 
 /** Every scalar point of a list of events: tag, value, step, wall time. */

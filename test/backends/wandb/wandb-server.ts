@@ -148,7 +148,7 @@ export class StrictWandbServer {
     res.writeHead = ((status: number, ...rest: never[]) => {
       record.status = status;
       return original(status, ...rest);
-    }) as typeof res.writeHead;
+    });
 
     const index = this.faults.findIndex((f) => f.target === "any" || f.target === kind);
     const fault = index >= 0 ? this.faults.splice(index, 1)[0]?.fault : undefined;

@@ -102,7 +102,7 @@ test("frames only when asked for this wire version and the carrier sends bytes; 
   assert.equal(frame.tableGap, false);
   assert.deepEqual(fresh.toKeyStates(frame), [{ key: "a", reduce: "mean", state: { v: 1, count: 1, sum: 5 } }]);
   // A lost frame is sent again on request, as JSON (any receiver reads it).
-  const resent = await ask(agent, { t: "resend", id: 6, seq: (h2?.["seq"] as number) }, true);
+  const resent = await ask(agent, { t: "resend", id: 6, seq: h2?.["seq"] }, true);
   const reply = decodeProtocolMessage(RUN, resent.text, "the test") as RankReply & { ok: true };
   assert.deepEqual(reply.snapshot?.states, [{ key: "a", reduce: "mean", state: { v: 1, count: 1, sum: 4 } }]);
 });
