@@ -40,14 +40,14 @@ test("ranks_expected and ranks_reporting are logged every step; the console show
   let seen: Awaited<ReturnType<typeof collectDiagnostics>> = [];
   const out = await captureStdout(async () => {
     seen = await collectDiagnostics(async () => {
-      a.collector.entryFor("loss", "mean")?.accumulator.append(0.5 as never);
+      a.collector.numericEntryFor("loss", "mean")?.accumulator.append(0.5);
       const incomplete = await logger.flush(0);
       assert.deepEqual(incomplete.missingRanks, ["Worker_aaaa_r1"]);
       assert.equal(incomplete.ranksExpected, 2, "the controller's own collector is not counted");
       assert.equal(incomplete.ranksReporting, 1);
 
       logger.deregisterRank("Worker_aaaa_r1");
-      a.collector.entryFor("loss", "mean")?.accumulator.append(0.25 as never);
+      a.collector.numericEntryFor("loss", "mean")?.accumulator.append(0.25);
       const complete = await logger.flush(1);
       assert.deepEqual(complete.missingRanks, []);
     });

@@ -102,7 +102,7 @@ test("a rank agent answers requests, reports failures as replies, and ignores ga
   });
   assert.deepEqual(replies, [], "no answer to garbage or to a message only the controller takes");
 
-  collector.entryFor("loss", "mean")?.accumulator.append(2 as never);
+  collector.numericEntryFor("loss", "mean")?.accumulator.append(2);
   await agent.receive(encodeProtocolMessage("run-1", { t: "flush", id: 5, step: 0 }), send);
   await agent.receive(encodeProtocolMessage("run-1", { t: "call", id: 6, fn: "myFn", args: [] }), send);
   const [flushed, failed] = replies.map((r) => decodeProtocolMessage("run-1", r, "agent"));
