@@ -22,7 +22,6 @@ export default tseslint.config(
   ...tseslint.configs.recommended,
   {
     languageOptions: {
-      globals: globals.node,
       // Types from tsconfig.json, found per file by the project service (what the editor uses).
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
@@ -42,6 +41,9 @@ export default tseslint.config(
       "@typescript-eslint/no-unnecessary-type-assertion": "error",
     },
   },
+  // Node code: everything but the web app (whose Vite config runs in Node too).
+  { ignores: browser, languageOptions: { globals: globals.node } },
+  { files: browserExceptions, languageOptions: { globals: globals.node } },
   {
     files: ["src/**/*.ts"],
     ignores: browser,
