@@ -177,6 +177,6 @@ if (target !== undefined) {
   const floor = measureFloor(1024, 16, KEYS);
   const total = Object.values(floor).reduce((a, b) => a + b, 0);
   const cores = availableParallelism();
-  process.stdout.write(`\nCPU per flush of the 1,024 simulated ranks and 16 agents themselves (one thread, no NATS, median of 5), ms:\n\n| ranks record | ranks take states | ranks encode | agents decode | agents merge | agents encode | total | ÷ ${cores} cores |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n`);
-  process.stdout.write(`| ${[floor.record, floor.takeStates, floor.rankEncode, floor.agentDecode, floor.agentMerge, floor.agentEncode, total, total / cores].map((x) => x.toFixed(1)).join(" | ")} |\n`);
+  process.stdout.write(`\nCPU per flush of the 1,024 simulated ranks and 16 agents themselves (one thread, no NATS, median of 5), ms:\n\n| ranks record | ranks take states into frames | agents decode | agents merge | agents encode | total | ÷ ${cores} cores |\n|---:|---:|---:|---:|---:|---:|---:|\n`);
+  process.stdout.write(`| ${[floor.record, floor.rankTakeEncode, floor.agentDecode, floor.agentMerge, floor.agentEncode, total, total / cores].map((x) => x.toFixed(1)).join(" | ")} |\n`);
 }

@@ -16,10 +16,11 @@ import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import { assertSubjectToken } from "../protocol/identity.js";
 import { checkReplyFrameHeader, decodeProtocolMessage, encodeProtocolMessage, reportIgnored, transportStats, type RankMessage } from "../protocol/messages.js";
-import { isWireFrame, readFrameHeader, StateDecoder, WIRE_VERSION, WireFormatError } from "../wire/codec.js";
+import { frameKeyStates, isWireFrame, readFrameHeader, StateDecoder, WIRE_VERSION, WireFormatError, type DecodedFrame } from "../wire/codec.js";
 import { natsServers, RECONNECT, subjects } from "../protocol/nats.js";
 import type { RankServer } from "./launcher.js";
 import type { RankSnapshot } from "../protocol/types.js";
+import type { KeyState } from "../../core/collector.js";
 import { carrySnapshot, nextRequestId, RemoteRankHandle, type RankCarrier } from "./remote-rank.js";
 
 /** Options of `serveRanksOverNats`. */
@@ -354,8 +355,7 @@ export class NatsRankServer implements RankServer {
         assertSubjectTokenSafe(rankName, (name) => this.nc.publish(subjects(this.runId, this.scope).rank(name), encodeProtocolMessage(this.runId, { t: "resend", id: header.id, seq: header.seq }), { reply: this.inbox }));
         return undefined;
       }
-      const states = decoder.toKeyStates(frame, false);
-      return { t: "reply", id: header.id, rankName, ok: true, snapshot: { rankName, step: header.step, seq: header.seq, states, droppedKeyRecords: header.dropped } };
+      return { t: "reply", id: header.id, rankName, ok: true, snapshot: new FramedSnapshot(rankName, header.step, header.seq, header.dropped, frame) };
     } catch (error) {
       if (!(error instanceof WireFormatError)) throw error;
       reportIgnored("malformed", `a flush-answer frame from ${from} cannot be read (${error.message})`);
@@ -488,4 +488,19 @@ export async function serveRanksOverNats(options: ServeRanksOverNatsOptions): Pr
   const server = new NatsRankServer(options.url, logger.runId, nc, logger, maxMissed);
   logger.onShutdown(() => server.close());
   return server;
+}
+
+/** A flush answer that came as a wire frame: its states stay in the frame's columns until someone reads `states`. */
+class FramedSnapshot implements RankSnapshot {
+  private built: readonly KeyState[] | undefined;
+  constructor(
+    readonly rankName: string,
+    readonly step: number,
+    readonly seq: number,
+    readonly droppedKeyRecords: number,
+    readonly frame: DecodedFrame,
+  ) {}
+  get states(): readonly KeyState[] {
+    return (this.built ??= frameKeyStates(this.frame, false));
+  }
 }

@@ -18,7 +18,8 @@ import { assertSubjectToken } from "../protocol/identity.js";
 import { connectTo, NatsRankServer, type RankRegistry } from "../controller/nats.js";
 import { reportIgnored } from "../protocol/messages.js";
 import type { RemoteRankHandle } from "../controller/remote-rank.js";
-import { StateEncoder } from "../wire/codec.js";
+import { FrameMerger, StateEncoder } from "../wire/codec.js";
+import type { KeyState } from "../../core/collector.js";
 import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostEnvelope, hostSubjects, type HostMessage, type HostStatesHeader } from "./messages.js";
 
 /** Options of `startHostAgent`. */
@@ -52,6 +53,7 @@ export class HostAgent implements RankRegistry {
   private readonly ranks = new Map<string, RemoteRankHandle>();
   private rankInit: RankInit | null = null;
   private readonly encoder = new StateEncoder();
+  private readonly merger = new FrameMerger();
   private membersVersion = 1;
   private sentMembersVersion = 0;
   private server: NatsRankServer | undefined;
@@ -173,7 +175,7 @@ export class HostAgent implements RankRegistry {
       if (answer.offCycle !== undefined) offCycle.push(...answer.offCycle);
     });
     if (missing.length > 0) this.stats.incompleteFlushes++;
-    const states = mergeRankKeyStates(snapshots, request.step);
+    const states = this.merge(snapshots, request.step);
     const sendMembers = this.sentMembersVersion !== this.membersVersion;
     const header: Omit<HostStatesHeader, "session"> = {
       ...hostEnvelope(runId),
@@ -197,6 +199,21 @@ export class HostAgent implements RankRegistry {
     } catch (error) {
       reportError("host.flushAnswer", `host agent ${hostId} could not answer flush(${request.step}): ${describeError(error)}`);
     }
+  }
+
+  /**
+   * The ranks' states merged exactly: straight from their frames' columns when every answer came
+   * as a frame (`FrameMerger`), else (a JSON answer, a carried late one, a key in two reductions)
+   * `mergeRankKeyStates` — the same result either way.
+   */
+  private merge(snapshots: readonly RankSnapshot[], step: number): KeyState[] {
+    if (snapshots.every((s) => s.frame !== undefined)) {
+      this.merger.begin();
+      for (const s of snapshots) if (s.frame !== undefined) this.merger.add(s.frame);
+      const merged = this.merger.result();
+      if (merged !== undefined) return merged;
+    }
+    return mergeRankKeyStates(snapshots, step);
   }
 
   private async onControl(msg: Msg): Promise<void> {
