@@ -10,7 +10,7 @@ import { Collector, type MetricEntry } from "../src/core/collector.js";
 import { FrameMerger, StateDecoder, StateEncoder, type DecodedFrame } from "../src/transport/wire/codec.js";
 import { scaleKeys } from "./scale-keys.js";
 
-/** Milliseconds of CPU per flush, by phase, summed over every rank and agent (median of `flushes`). */
+/** Milliseconds of CPU (`process.cpuUsage`) per flush, by phase, summed over every rank and agent (median of `flushes`). */
 export interface ScaleFloor {
   readonly record: number;
   /** Taking the states straight from the accumulators into the frame (`encodeTaking`). */
@@ -18,6 +18,12 @@ export interface ScaleFloor {
   readonly agentDecode: number;
   readonly agentMerge: number;
   readonly agentEncode: number;
+}
+
+/** CPU milliseconds this process used so far (user + system): unlike the wall clock, not inflated by other jobs on the machine. */
+function cpuNow(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
 }
 
 export function measureFloor(ranks: number, hosts: number, keyCount: number, flushes = 5): ScaleFloor {
@@ -33,31 +39,31 @@ export function measureFloor(ranks: number, hosts: number, keyCount: number, flu
   const samples: Record<keyof ScaleFloor, number[]> = { record: [], rankTakeEncode: [], agentDecode: [], agentMerge: [], agentEncode: [] };
   for (let flush = 0; flush < flushes + 2; flush++) {
     const t: Record<keyof ScaleFloor, number> = { record: 0, rankTakeEncode: 0, agentDecode: 0, agentMerge: 0, agentEncode: 0 };
-    let t0 = performance.now();
+    let t0 = cpuNow();
     entries.forEach((es, r) => {
       for (let k = 0; k < es.length; k++) (es[k] as MetricEntry).accumulator.append((((r * 7 + k * 13 + flush) % 101) / 10) as never);
     });
-    t.record = performance.now() - t0;
+    t.record = cpuNow() - t0;
     for (let h = 0; h < hosts; h++) {
       const frames: DecodedFrame[] = [];
       for (let r = h * perHost; r < (h + 1) * perHost; r++) {
-        t0 = performance.now();
+        t0 = cpuNow();
         const collector = collectors[r] ?? new Collector();
         const frame = (rankEncoders[r] ?? new StateEncoder()).encodeTaking(header, collector.entriesInKeyOrder());
-        const t1 = performance.now();
+        const t1 = cpuNow();
         frames.push((agentDecoders[r] ?? new StateDecoder()).decode(frame));
         t.rankTakeEncode += t1 - t0;
-        t.agentDecode += performance.now() - t1;
+        t.agentDecode += cpuNow() - t1;
       }
-      t0 = performance.now();
+      t0 = cpuNow();
       const merger = mergers[h] ?? new FrameMerger();
       merger.begin();
       for (const frame of frames) merger.add(frame);
       const merged = merger.result() ?? [];
-      const t1 = performance.now();
+      const t1 = cpuNow();
       (hostEncoders[h] ?? new StateEncoder()).encode(header, merged);
       t.agentMerge += t1 - t0;
-      t.agentEncode += performance.now() - t1;
+      t.agentEncode += cpuNow() - t1;
     }
     if (flush >= 2) for (const phase of Object.keys(t) as Array<keyof ScaleFloor>) samples[phase].push(t[phase]);
   }

@@ -6,8 +6,9 @@
 import { MaxAccumulator, MinAccumulator, StdAccumulator, SumAccumulator } from "../../core/accumulators/moments.js";
 import type { KeyState, MetricEntry } from "../../core/collector.js";
 import { encodeMessage } from "../../core/json.js";
+import type { BucketRun, QuantilesState } from "../../core/accumulators/quantiles.js";
 import type { AccumulatorState } from "../../core/reduce.js";
-import { FIXED, FLAG_F64_COUNTS, FLAG_U32_IDS, MAGIC, newSession, pad8, SectionKind, utf8Encoder, WIRE_VERSION, type FrameHeader, type KeyTable } from "./format.js";
+import { FIRST_KIND, FIXED, FLAG_F64_COUNTS, FLAG_U32_IDS, isSketchReduce, LAST_KIND, MAGIC, newSession, pad8, SectionKind, utf8Encoder, WIRE_VERSION, type FrameHeader, type KeyTable } from "./format.js";
 
 /** A frame's states in columns, before they are laid out (reused from frame to frame). */
 class Columns {
@@ -17,8 +18,11 @@ class Columns {
   counts = new Float64Array(0);
   a = new Float64Array(0);
   b = new Float64Array(0);
-  readonly perKind = [0, 0, 0, 0, 0];
+  readonly perKind = [0, 0, 0, 0, 0, 0];
   json: AccumulatorState[] = [];
+  sketches: QuantilesState[] = [];
+  /** Bucket counts of every sketch. */
+  buckets = 0;
   f64Counts = false;
 
   start(capacity: number): void {
@@ -33,6 +37,8 @@ class Columns {
     this.n = 0;
     this.perKind.fill(0);
     this.json = [];
+    this.sketches = [];
+    this.buckets = 0;
     this.f64Counts = false;
   }
 
@@ -64,6 +70,10 @@ class Columns {
         if ("value" in state && typeof state.value === "number") return this.push(id, SectionKind.Extreme, c, state.value, 0);
       } else if (reduce === "std") {
         if ("mean" in state && "m2" in state && typeof state.mean === "number" && typeof state.m2 === "number") return this.push(id, SectionKind.Moments, c, state.mean, state.m2);
+      } else if (isSketchReduce(reduce) && isSketchState(state)) {
+        this.sketches.push(state);
+        this.buckets += state.positive.counts.length + state.negative.counts.length;
+        return this.push(id, SectionKind.Sketch, c, 0, 0);
       }
     }
     const i = this.n++;
@@ -210,12 +220,13 @@ export class StateEncoder {
     for (const d of definitions) size += 3 + d.key.length + d.reduce.length;
     size = pad8(size);
     let sections = 0;
-    for (let kind = SectionKind.Sum; kind <= SectionKind.Json; kind++) {
+    for (let kind = FIRST_KIND; kind <= LAST_KIND; kind++) {
       const m = perKind[kind] ?? 0;
       if (m === 0) continue;
       sections++;
       size += 8 + pad8(m * idBytes) + pad8(m * countBytes);
       if (kind === SectionKind.Json) size += pad8(4 + (jsonText?.length ?? 0));
+      else if (kind === SectionKind.Sketch) size += m * 8 * 7 + 4 * pad8(m * 4) + this.columns.buckets * 8;
       else size += m * 8 * (kind === SectionKind.Moments ? 2 : 1);
     }
     const buffer = new ArrayBuffer(size);
@@ -239,7 +250,7 @@ export class StateEncoder {
       offset += 1 + d.reduce.length;
     }
     offset = pad8(offset);
-    for (let kind = SectionKind.Sum; kind <= SectionKind.Json; kind++) {
+    for (let kind = FIRST_KIND; kind <= LAST_KIND; kind++) {
       const m = perKind[kind] ?? 0;
       if (m === 0) continue;
       view.setUint8(offset, kind);
@@ -256,6 +267,17 @@ export class StateEncoder {
         view.setUint32(offset, text.length, true);
         bytes.set(text, offset + 4);
         offset += pad8(4 + text.length);
+        continue;
+      }
+      if (kind === SectionKind.Sketch) {
+        let j = 0;
+        for (let i = 0; i < n; i++) {
+          if (kinds[i] !== kind) continue;
+          idArray[j] = ids[i] ?? 0;
+          countArray[j] = counts[i] ?? 0;
+          j++;
+        }
+        offset = writeSketches(buffer, offset, this.columns.sketches);
         continue;
       }
       const a = new Float64Array(buffer, offset, m);
@@ -275,6 +297,7 @@ export class StateEncoder {
     this.defined += definitions.length;
     this.pending = [];
     this.columns.json = [];
+    this.columns.sketches = [];
     return bytes;
   }
 
@@ -310,6 +333,82 @@ export class StateEncoder {
     }
     return id;
   }
+}
+
+/** Write the SKETCH columns of `sketches` at `offset` (after the section's ids and counts); returns the offset after them. */
+function writeSketches(buffer: ArrayBuffer, start: number, sketches: readonly QuantilesState[]): number {
+  const m = sketches.length;
+  let offset = start;
+  const f64 = (): Float64Array => {
+    const column = new Float64Array(buffer, offset, m);
+    offset += m * 8;
+    return column;
+  };
+  const sum = f64();
+  const min = f64();
+  const max = f64();
+  const zeros = f64();
+  const nan = f64();
+  const posInf = f64();
+  const negInf = f64();
+  const i32 = (): Int32Array => {
+    const column = new Int32Array(buffer, offset, m);
+    offset += pad8(m * 4);
+    return column;
+  };
+  const u32 = (): Uint32Array => {
+    const column = new Uint32Array(buffer, offset, m);
+    offset += pad8(m * 4);
+    return column;
+  };
+  const positiveOffset = i32();
+  const positiveLength = u32();
+  const negativeOffset = i32();
+  const negativeLength = u32();
+  let buckets = 0;
+  for (const s of sketches) buckets += s.positive.counts.length + s.negative.counts.length;
+  const counts = new Float64Array(buffer, offset, buckets);
+  offset += buckets * 8;
+  let b = 0;
+  sketches.forEach((s, j) => {
+    sum[j] = s.sum;
+    min[j] = s.min;
+    max[j] = s.max;
+    zeros[j] = s.zeros;
+    nan[j] = s.nan;
+    posInf[j] = s.posInf;
+    negInf[j] = s.negInf;
+    positiveOffset[j] = s.positive.offset;
+    positiveLength[j] = s.positive.counts.length;
+    negativeOffset[j] = s.negative.offset;
+    negativeLength[j] = s.negative.counts.length;
+    for (const c of s.positive.counts) counts[b++] = c;
+    for (const c of s.negative.counts) counts[b++] = c;
+  });
+  return offset;
+}
+
+function isRun(value: unknown): value is BucketRun {
+  if (value === null || typeof value !== "object" || !("offset" in value) || !("counts" in value)) return false;
+  const { offset, counts } = value;
+  if (typeof offset !== "number" || !Number.isInteger(offset) || offset < -0x80000000 || offset > 0x7fffffff || !Array.isArray(counts)) return false;
+  for (const c of counts) if (typeof c !== "number") return false;
+  return true;
+}
+
+/** A quantile sketch's version-1 state, exactly (what a SKETCH section can carry). */
+function isSketchState(state: AccumulatorState): state is QuantilesState {
+  return (
+    "sum" in state && typeof state.sum === "number" &&
+    "min" in state && typeof state.min === "number" &&
+    "max" in state && typeof state.max === "number" &&
+    "zeros" in state && typeof state.zeros === "number" &&
+    "nan" in state && typeof state.nan === "number" &&
+    "posInf" in state && typeof state.posInf === "number" &&
+    "negInf" in state && typeof state.negInf === "number" &&
+    "positive" in state && isRun(state.positive) &&
+    "negative" in state && isRun(state.negative)
+  );
 }
 
 function missing(): never {

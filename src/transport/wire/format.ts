@@ -28,12 +28,16 @@
  *       kind 2 EXTREME (max, min):   f64 value[n]
  *       kind 3 MOMENTS (std):        f64 mean[n], f64 m2[n]
  *       kind 4 JSON (anything else): u32 length L, u8[L] JSON array of the states (encodeMessage), padded to 8
+ *       kind 5 SKETCH (quantiles):   f64 sum[n], min[n], max[n], zeros[n], nan[n], posInf[n], negInf[n];
+ *                                    i32 positive offset[n], u32 positive length[n], i32 negative offset[n],
+ *                                    u32 negative length[n] (each padded to 8); f64 bucket counts (every
+ *                                    state's positive run, then its negative run, state after state)
  * ```
  *
  * A MEAN/SUM key costs 2 + 4 + 8 = 14 bytes per frame (u16 ids, u32 counts); MAX/MIN the same.
  * States of another version, or of any other reduction, go to the JSON section, so every
- * reduction — quantile sketches, histograms, samples, user reductions — arrives as JSON carries it
- * (NaN and ±Infinity included): merges on the receiver stay exact.
+ * reduction — histograms, samples, user reductions — arrives as JSON carries it (NaN and
+ * ±Infinity included): merges on the receiver stay exact.
  *
  * Malformed input (wrong magic, a section running past the end, an unknown kind, an id outside the
  * table) throws `WireFormatError`; the receiver counts it (`transport.malformed`) and ignores it.
@@ -53,6 +57,7 @@ export const enum SectionKind {
   Extreme = 2,
   Moments = 3,
   Json = 4,
+  Sketch = 5,
 }
 
 /** The section kind of a byte read from a frame, or undefined for an unknown one. */
@@ -66,6 +71,8 @@ export function sectionKindOf(byte: number): SectionKind | undefined {
       return SectionKind.Moments;
     case SectionKind.Json:
       return SectionKind.Json;
+    case SectionKind.Sketch:
+      return SectionKind.Sketch;
     default:
       return undefined;
   }
@@ -140,4 +147,13 @@ let sessions = 0;
 export function newSession(): string {
   sessions++;
   return `${process.pid.toString(36)}.${Date.now().toString(36)}.${sessions.toString(36)}.${Math.floor(Math.random() * 0x7fffffff).toString(36)}`;
+}
+
+/** The first and last section kinds. */
+export const FIRST_KIND = SectionKind.Sum;
+export const LAST_KIND = SectionKind.Sketch;
+
+/** True for the names of the built-in quantile sketches (`quantiles`, `quantiles(0.5,0.99)`), whose states SKETCH sections carry. */
+export function isSketchReduce(reduce: string): boolean {
+  return reduce === "quantiles" || reduce.startsWith("quantiles(");
 }

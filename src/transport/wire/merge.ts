@@ -15,7 +15,7 @@ import type { AccumulatorState } from "../../core/reduce.js";
 import { getReduceDefinition } from "../../core/registry.js";
 import type { DecodedFrame } from "./decoder.js";
 import { extremeState, momentsState, sumState } from "./decoder.js";
-import { SectionKind } from "./format.js";
+import { isSketchReduce, SectionKind } from "./format.js";
 
 /** How the binary layouts of the built-in reductions merge (any other pairing is merged by its definition). */
 const enum Op {
@@ -34,6 +34,8 @@ function opOf(kind: SectionKind, reduce: string): Op | undefined {
       return reduce === "max" ? Op.Max : reduce === "min" ? Op.Min : undefined;
     case SectionKind.Moments:
       return reduce === "std" ? Op.Moments : undefined;
+    case SectionKind.Sketch:
+      return isSketchReduce(reduce) ? Op.Json : undefined;
     default:
       return Op.Json;
   }
