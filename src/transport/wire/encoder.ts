@@ -107,6 +107,8 @@ export class StateEncoder {
   private defined = 0;
   private sessionId: string;
   private readonly columns = new Columns();
+  /** The last entry array `encodeTaking` checked for keys too long. */
+  private checkedEntries: readonly MetricEntry[] | undefined;
 
   constructor(session?: string) {
     this.sessionId = session ?? newSession();
@@ -138,6 +140,7 @@ export class StateEncoder {
     this.keys = [];
     this.reduces = [];
     this.entryIds.fill(-1);
+    this.checkedEntries = undefined;
     this.lastStates = [];
     this.lastIds = new Uint32Array(0);
     this.pending = [];
@@ -183,22 +186,40 @@ export class StateEncoder {
   encodeTaking(header: Omit<FrameHeader, "session">, entries: readonly MetricEntry[]): Uint8Array {
     const columns = this.columns;
     columns.start(entries.length);
-    // First the ids (which may throw for a key too long), so nothing is taken from a frame that fails.
-    const ids = columns.ids;
-    let m = 0;
-    for (const entry of entries) if (entry.accumulator.count > 0) ids[m++] = this.idOfEntry(entry);
-    let j = 0;
+    // A collector's entry array is new after each new key: then every key not interned yet is
+    // checked first (it may be too long), so nothing is taken from a frame that fails.
+    if (entries !== this.checkedEntries) {
+      for (const entry of entries) if (this.cachedId(entry) < 0) checkDefinition(entry.key, entry.reduce);
+      this.checkedEntries = entries;
+    }
     for (const entry of entries) {
+      // Each accumulator class in a branch of its own, so every field read sees one shape.
       const accumulator = entry.accumulator;
-      const count = accumulator.count;
-      if (count === 0) continue;
-      const id = ids[j++] ?? 0;
       const reduce = entry.reduce;
-      if (accumulator instanceof SumAccumulator && (reduce === "mean" || reduce === "sum")) columns.push(id, SectionKind.Sum, count, accumulator.sum, 0);
-      else if (accumulator instanceof MaxAccumulator && reduce === "max") columns.push(id, SectionKind.Extreme, count, accumulator.max, 0);
-      else if (accumulator instanceof MinAccumulator && reduce === "min") columns.push(id, SectionKind.Extreme, count, accumulator.min, 0);
-      else if (accumulator instanceof StdAccumulator && reduce === "std") columns.push(id, SectionKind.Moments, count, accumulator.mean, accumulator.m2);
-      else columns.pushState(id, reduce, accumulator.state());
+      if (accumulator instanceof SumAccumulator) {
+        const count = accumulator.count;
+        if (count === 0) continue;
+        if (reduce === "mean" || reduce === "sum") columns.push(this.idOfEntry(entry), SectionKind.Sum, count, accumulator.sum, 0);
+        else columns.pushState(this.idOfEntry(entry), reduce, accumulator.state());
+      } else if (accumulator instanceof MaxAccumulator) {
+        const count = accumulator.count;
+        if (count === 0) continue;
+        if (reduce === "max") columns.push(this.idOfEntry(entry), SectionKind.Extreme, count, accumulator.max, 0);
+        else columns.pushState(this.idOfEntry(entry), reduce, accumulator.state());
+      } else if (accumulator instanceof MinAccumulator) {
+        const count = accumulator.count;
+        if (count === 0) continue;
+        if (reduce === "min") columns.push(this.idOfEntry(entry), SectionKind.Extreme, count, accumulator.min, 0);
+        else columns.pushState(this.idOfEntry(entry), reduce, accumulator.state());
+      } else if (accumulator instanceof StdAccumulator) {
+        const count = accumulator.count;
+        if (count === 0) continue;
+        if (reduce === "std") columns.push(this.idOfEntry(entry), SectionKind.Moments, count, accumulator.mean, accumulator.m2);
+        else columns.pushState(this.idOfEntry(entry), reduce, accumulator.state());
+      } else {
+        if (accumulator.count === 0) continue;
+        columns.pushState(this.idOfEntry(entry), reduce, accumulator.state());
+      }
       accumulator.reset();
     }
     this.lastStates = [];
@@ -301,10 +322,16 @@ export class StateEncoder {
     return bytes;
   }
 
-  /** The wire id of a collector entry (cached by its entry id). */
-  private idOfEntry(entry: MetricEntry): number {
+  /** The wire id of a collector entry if it is interned in this session (cached by its entry id), else -1. */
+  private cachedId(entry: MetricEntry): number {
     const cached = entry.id < this.entryIds.length ? (this.entryIds[entry.id] ?? -1) : -1;
-    if (cached >= 0 && this.keys[cached] === entry.key && this.reduces[cached] === entry.reduce) return cached;
+    return cached >= 0 && this.keys[cached] === entry.key && this.reduces[cached] === entry.reduce ? cached : -1;
+  }
+
+  /** The wire id of a collector entry, interned if new. */
+  private idOfEntry(entry: MetricEntry): number {
+    const cached = this.cachedId(entry);
+    if (cached >= 0) return cached;
     const id = this.idOf(entry.key, entry.reduce);
     if (entry.id >= this.entryIds.length) {
       const grown = new Int32Array(Math.max(entry.id + 1, this.entryIds.length * 2, 64)).fill(-1);
@@ -323,8 +350,7 @@ export class StateEncoder {
     }
     let id = byKey.get(key);
     if (id === undefined) {
-      const definition = { key: utf8Encoder.encode(key), reduce: utf8Encoder.encode(reduce) };
-      if (definition.key.length > 0xffff || definition.reduce.length > 0xff) throw new RangeError(`a metric key (or reduce name) is too long for the wire format (${definition.key.length} bytes)`);
+      const definition = checkDefinition(key, reduce);
       id = this.keys.length;
       byKey.set(key, id);
       this.keys.push(key);
@@ -333,6 +359,13 @@ export class StateEncoder {
     }
     return id;
   }
+}
+
+/** A key's definition as written in a frame; throws a RangeError for a key (or reduce name) too long for its length field. */
+function checkDefinition(key: string, reduce: string): PendingKey {
+  const definition = { key: utf8Encoder.encode(key), reduce: utf8Encoder.encode(reduce) };
+  if (definition.key.length > 0xffff || definition.reduce.length > 0xff) throw new RangeError(`a metric key (or reduce name) is too long for the wire format (${definition.key.length} bytes)`);
+  return definition;
 }
 
 /** Write the SKETCH columns of `sketches` at `offset` (after the section's ids and counts); returns the offset after them. */
