@@ -15,7 +15,9 @@ import { describeError, reportError } from "../../core/diagnostics.js";
 import type { OffCycleLog, RankInit, RankSnapshot } from "../protocol/types.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import { assertSubjectToken } from "../protocol/identity.js";
-import { connectTo, NatsRankServer, type RankRegistry } from "../controller/nats.js";
+import { NatsRankServer, type RankRegistry } from "../controller/nats.js";
+import { connectTo } from "../controller/nats-connection.js";
+import { FramedSnapshot } from "../controller/rank-frames.js";
 import { reportIgnored } from "../protocol/messages.js";
 import type { RemoteRankHandle } from "../controller/remote-rank.js";
 import { FrameMerger, StateEncoder } from "../wire/codec.js";
@@ -160,20 +162,20 @@ export class HostAgent implements RankRegistry {
     const handles = [...this.ranks.values()];
     // No rank yet: perhaps they joined a previous agent and missed the announcement.
     if (handles.length === 0) this.server?.announce();
-    const answers = await Promise.all(handles.map((h) => h.flush(request.step, deadline).catch(() => undefined)));
+    const answers = await Promise.all(handles.map(async (handle) => ({ handle, answer: await handle.flush(request.step, deadline).catch(() => undefined) })));
     const snapshots: RankSnapshot[] = [];
     const missing: string[] = [];
     let dropped = 0;
     const offCycle: OffCycleLog[] = [];
-    answers.forEach((answer, i) => {
+    for (const { handle, answer } of answers) {
       if (answer === undefined) {
-        missing.push((handles[i] as RemoteRankHandle).rankName);
-        return;
+        missing.push(handle.rankName);
+        continue;
       }
       snapshots.push(answer);
       dropped += answer.droppedKeyRecords;
       if (answer.offCycle !== undefined) offCycle.push(...answer.offCycle);
-    });
+    }
     if (missing.length > 0) this.stats.incompleteFlushes++;
     const states = this.merge(snapshots, request.step);
     const sendMembers = this.sentMembersVersion !== this.membersVersion;
@@ -207,9 +209,9 @@ export class HostAgent implements RankRegistry {
    * `mergeRankKeyStates` — the same result either way.
    */
   private merge(snapshots: readonly RankSnapshot[], step: number): KeyState[] {
-    if (snapshots.every((s) => s.frame !== undefined)) {
+    if (snapshots.every((s) => s instanceof FramedSnapshot)) {
       this.merger.begin();
-      for (const s of snapshots) if (s.frame !== undefined) this.merger.add(s.frame);
+      for (const s of snapshots) if (s instanceof FramedSnapshot) this.merger.add(s.frame);
       const merged = this.merger.result();
       if (merged !== undefined) return merged;
     }

@@ -11,7 +11,7 @@ import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/met
 import type { KeyState } from "../../core/collector.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import type { OffCycleLog, RankGroupHandle, RankGroupSnapshot, RankInit } from "../protocol/types.js";
-import { connectTo, unrefSocket, unrefWhileIdle } from "../controller/nats.js";
+import { connectTo, unrefSocket, unrefWhileIdle } from "../controller/nats-connection.js";
 import { checkEnvelope, reportIgnored } from "../protocol/messages.js";
 import { DEFAULT_REQUEST_DEADLINE_MS, nextRequestId, RankClosedError, RankDeadlineError } from "../controller/remote-rank.js";
 import { isWireFrame, StateDecoder, WireFormatError } from "../wire/codec.js";

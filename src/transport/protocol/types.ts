@@ -5,7 +5,6 @@
  */
 import type { UncheckedBackendsConfig } from "../../controller/config.js";
 import type { KeyState } from "../../core/collector.js";
-import type { DecodedFrame } from "../wire/decoder.js";
 /** Where a run's files go and where it starts. */
 export interface RunInfo {
   readonly runDir: string;
@@ -41,11 +40,6 @@ export interface RankSnapshot {
   readonly droppedKeyRecords: number;
   /** Values logged on this rank since the last flush on axes of their own (see `OffCycleLog`). */
   readonly offCycle?: readonly OffCycleLog[];
-  /**
-   * Set when the answer arrived as a wire frame: the same states in the frame's columns (a host
-   * agent merges them as they are, `FrameMerger`); `states` is then built on first read.
-   */
-  readonly frame?: DecodedFrame;
 }
 
 /**
