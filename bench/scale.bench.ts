@@ -94,8 +94,21 @@ async function measure(server: NatsServer, nc: NatsConnection, ranks: number, ho
     children.push(child);
   }
   await waitFor(() => ready === processes, 180_000, `${processes} host processes to start ${ranks} ranks`);
+  // A host process whose connection the nats-server dropped (a stall under the machine's load)
+  // reconnects by itself: ask it again until it answers, within a minute.
+  const ask = async (subject: string, data: string): Promise<Uint8Array> => {
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      try {
+        return (await nc.request(subject, data, { timeout: Math.max(1, deadline - Date.now()) })).data;
+      } catch (error) {
+        if (Date.now() >= deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+  };
   const record = async (step: number): Promise<void> => {
-    await Promise.all(children.map((_c, p) => nc.request(`bench.${logger.runId}.record.${p}`, String(step), { timeout: 60_000 })));
+    await Promise.all(children.map((_c, p) => ask(`bench.${logger.runId}.record.${p}`, String(step))));
   };
   let step = 0;
   // Two warm-up flushes: the controller learns each host's ranks and key table, the JIT warms up.
@@ -108,8 +121,8 @@ async function measure(server: NatsServer, nc: NatsConnection, ranks: number, ho
   const hostsCpu: number[] = [];
   const natsCpu: number[] = [];
   const hostsCpuNow = async (): Promise<number> => {
-    const answers = await Promise.all(children.map((_c, p) => nc.request(`bench.${logger.runId}.cpu.${p}`, "", { timeout: 60_000 })));
-    return answers.reduce((sum, a) => sum + Number(new TextDecoder().decode(a.data)), 0);
+    const answers = await Promise.all(children.map((_c, p) => ask(`bench.${logger.runId}.cpu.${p}`, "")));
+    return answers.reduce((sum, a) => sum + Number(new TextDecoder().decode(a)), 0);
   };
   let bytes = 0;
   let reporting = "";
