@@ -1,0 +1,231 @@
+/**
+ * The `otlp` backend against a local OTLP/HTTP receiver (a node server on 127.0.0.1) that decodes
+ * every request with the official OTLP protobuf definitions (test/fixtures/opentelemetry-proto,
+ * loaded by protobufjs) and checks every value and attribute against what rankscope logged.
+ */
+import assert from "node:assert/strict";
+import { createServer, type Server } from "node:http";
+import { hostname } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gunzipSync } from "node:zlib";
+import { after, before, describe, it } from "node:test";
+import protobuf from "protobufjs";
+import { registerBackend } from "../../../src/backends/backend.js";
+import type { HistogramMetric, Metric } from "../../../src/core/metric.js";
+import { getOrCreateMetricLogger, recordMetric, Reduce } from "../../../src/index.js";
+import { collectDiagnostics, tempDir } from "../../helpers.js";
+import { freePort, waitFor } from "../../transport/support.js";
+
+const protoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "fixtures", "opentelemetry-proto");
+const root = new protobuf.Root();
+root.resolvePath = (_origin, target) => join(protoRoot, target);
+root.loadSync("opentelemetry/proto/collector/metrics/v1/metrics_service.proto", { keepCase: true });
+const ExportRequest = root.lookupType("opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceRequest");
+const ExportResponse = root.lookupType("opentelemetry.proto.collector.metrics.v1.ExportMetricsServiceResponse");
+
+/* Decoded OTLP, as protobufjs's toObject gives it (longs as strings, enums as names). */
+type AnyValue = { string_value?: string; int_value?: string; double_value?: number; bool_value?: boolean };
+type KeyValue = { key: string; value: AnyValue };
+type NumberPoint = { attributes?: KeyValue[]; start_time_unix_nano: string; time_unix_nano: string; as_double?: number };
+type HistogramPoint = { start_time_unix_nano: string; time_unix_nano: string; count: string; sum?: number; bucket_counts: string[]; explicit_bounds: number[]; min?: number; max?: number };
+type OtlpMetric = {
+  name: string;
+  description: string;
+  gauge?: { data_points: NumberPoint[] };
+  sum?: { data_points: NumberPoint[]; aggregation_temporality: string; is_monotonic?: boolean };
+  histogram?: { data_points: HistogramPoint[]; aggregation_temporality: string };
+};
+type Request = { resource_metrics: { resource: { attributes: KeyValue[] }; scope_metrics: { scope: { name: string; version: string }; metrics: OtlpMetric[] }[] }[] };
+
+class Receiver {
+  readonly requests: Request[] = [];
+  readonly contentTypes: string[] = [];
+  status = 200;
+  private server: Server | undefined;
+  url = "";
+
+  async start(): Promise<void> {
+    const port = await freePort();
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        let body = Buffer.concat(chunks);
+        if (req.headers["content-encoding"] === "gzip") body = gunzipSync(body);
+        this.contentTypes.push(String(req.headers["content-type"]));
+        if (req.url !== "/v1/metrics" || req.method !== "POST") {
+          res.writeHead(404).end();
+          return;
+        }
+        this.requests.push(ExportRequest.toObject(ExportRequest.decode(body), { longs: String, enums: String, defaults: true }) as Request);
+        res.writeHead(this.status, { "content-type": "application/x-protobuf" });
+        res.end(this.status === 200 ? ExportResponse.encode(ExportResponse.create({})).finish() : undefined);
+      });
+    });
+    await new Promise<void>((resolve) => this.server!.listen(port, "127.0.0.1", resolve));
+    this.url = `http://127.0.0.1:${port}/v1/metrics`;
+  }
+
+  async stop(): Promise<void> {
+    await new Promise<void>((resolve) => this.server?.close(() => resolve()));
+  }
+}
+
+const logged: { metrics: Metric[]; histograms: HistogramMetric[] } = { metrics: [], histograms: [] };
+registerBackend("openstd_otlp_capture", () => ({
+  logBatch: (metrics) => void logged.metrics.push(...metrics),
+  logHistograms: (histograms) => void logged.histograms.push(...histograms),
+}));
+
+function record(step: number): void {
+  recordMetric("train/loss", 1.5 * step, Reduce.MEAN);
+  recordMetric("weird.nan", NaN, Reduce.MEAN);
+  recordMetric("grad/max", step === 1 ? Infinity : -Infinity, Reduce.MAX);
+  recordMetric("tokens", 10 * step + 1, Reduce.SUM);
+  for (const v of [0.001 * step, 0.25, 3, 1e6, NaN, -2]) recordMetric("latency", v, Reduce.HISTOGRAM);
+  for (let i = 1; i <= 50; i++) recordMetric("ttft", i * step, Reduce.quantiles([0.5, 0.95]));
+}
+
+const nanos = (ms: number): string => String(BigInt(Math.round(ms * 1000)) * 1000n);
+const attrs = (list: KeyValue[]): Record<string, string | number> =>
+  Object.fromEntries(list.map((kv) => [kv.key, kv.value.string_value ?? Number(kv.value.int_value ?? kv.value.double_value)]));
+
+describe("otlp backend against an OTLP/HTTP receiver", () => {
+  const receiver = new Receiver();
+  before(() => receiver.start());
+  after(() => receiver.stop());
+
+  for (const loggingMode of ["global_reduce", "per_rank_reduce"] as const) {
+    it(`exports gauges, cumulative sums and histograms with resource attributes (${loggingMode})`, { timeout: 60_000 }, async () => {
+      receiver.requests.length = 0;
+      logged.metrics.length = 0;
+      logged.histograms.length = 0;
+      const startMs = Date.now();
+      const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+      // The capture backend in the same mode gets the same metrics (per rank: the rank's own times).
+      await logger.initBackends({ otlp: { loggingMode, url: receiver.url, serviceName: "rollout" }, openstd_otlp_capture: { loggingMode } });
+      for (const step of [1, 2]) {
+        record(step);
+        await logger.flush(step);
+      }
+      await logger.shutdown();
+      await waitFor(() => receiver.requests.length >= 2, 10_000, "two OTLP exports");
+      assert.equal(receiver.requests.length, 2, "one export per flush");
+      assert.ok(receiver.contentTypes.every((t) => t === "application/x-protobuf"), `content types ${receiver.contentTypes}`);
+
+      let total = 0;
+      let buckets = new Map<number, number>();
+      let count = 0;
+      let sum = 0;
+      receiver.requests.forEach((request, i) => {
+        const step = i + 1;
+        const [rm] = request.resource_metrics;
+        const resource = attrs(rm!.resource.attributes);
+        assert.equal(resource["service.name"], "rollout");
+        assert.equal(resource["host.name"], hostname());
+        assert.equal(resource["rankscope.run"], `${resource["rankscope.experiment"]}/${resource["rankscope.trial"]}`);
+        if (loggingMode === "per_rank_reduce") {
+          assert.equal(resource["rankscope.rank"], 0);
+          assert.equal(resource["rankscope.rank_name"], "Controller");
+        } else {
+          assert.equal(resource["rankscope.rank"], undefined, "global_reduce: no rank attribute");
+        }
+        assert.equal(rm!.scope_metrics[0]!.scope.name, "rankscope");
+        const metrics = new Map(rm!.scope_metrics[0]!.metrics.map((m) => [m.name, m]));
+        const flushed = logged.metrics.filter((m) => m.step === step);
+        for (const m of flushed) {
+          const got = metrics.get(m.key);
+          assert.ok(got !== undefined, `${m.key} exported at step ${step}`);
+          if (m.reduce === "sum") {
+            total += m.value;
+            assert.equal(got.sum!.aggregation_temporality, "AGGREGATION_TEMPORALITY_CUMULATIVE");
+            assert.equal(got.sum!.is_monotonic, true);
+            const [p] = got.sum!.data_points;
+            assert.equal(p!.as_double, total, `${m.key}: running total of per-flush sums`);
+            assert.equal(p!.time_unix_nano, nanos(m.timestamp));
+            assert.ok(BigInt(p!.start_time_unix_nano) <= BigInt(nanos(logged.metrics[0]!.timestamp)) && BigInt(p!.start_time_unix_nano) >= BigInt(nanos(startMs)));
+          } else {
+            const [p] = got.gauge!.data_points;
+            assert.ok(Object.is(p!.as_double, m.value), `${m.key} at step ${step}: OTLP has ${p!.as_double}, rankscope logged ${m.value}`);
+            assert.equal(p!.time_unix_nano, nanos(m.timestamp));
+            assert.equal(got.description, `rankscope key "${m.key}" (${m.reduce})`);
+          }
+        }
+        const h = logged.histograms.find((x) => x.step === step)!;
+        h.histogram.bucketLimits.forEach((edge, j) => buckets.set(edge, (buckets.get(edge) ?? 0) + h.histogram.bucketCounts[j]!));
+        buckets = new Map([...buckets].sort((a, b) => a[0] - b[0]));
+        count += h.histogram.count;
+        sum += h.histogram.sum;
+        const hp = metrics.get("latency")!.histogram!.data_points[0]!;
+        assert.equal(metrics.get("latency")!.histogram!.aggregation_temporality, "AGGREGATION_TEMPORALITY_CUMULATIVE");
+        assert.deepEqual(hp.explicit_bounds, [...buckets.keys()]);
+        const nanCount = count - [...buckets.values()].reduce((a, b) => a + b, 0);
+        assert.deepEqual(hp.bucket_counts.map(Number), [...buckets.values(), nanCount], "bucket counts, NaN values in the overflow bucket");
+        assert.equal(Number(hp.count), count);
+        assert.ok(Object.is(hp.sum, sum), `histogram sum ${hp.sum} vs ${sum}`);
+        assert.equal(hp.min, -2);
+        assert.equal(hp.max, 1e6);
+        assert.equal(hp.time_unix_nano, nanos(h.timestamp));
+        assert.equal(metrics.size, flushed.length + 1, "every logged key and the histogram, nothing else");
+      });
+    });
+  }
+
+  it("delta temporality: each flush's own sum and buckets, from the previous flush's time", { timeout: 60_000 }, async () => {
+    receiver.requests.length = 0;
+    logged.metrics.length = 0;
+    logged.histograms.length = 0;
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    await logger.initBackends({ otlp: { loggingMode: "global_reduce", url: receiver.url, temporality: "delta" }, openstd_otlp_capture: { loggingMode: "global_reduce" } });
+    for (const step of [1, 2]) {
+      record(step);
+      await logger.flush(step);
+    }
+    await logger.shutdown();
+    await waitFor(() => receiver.requests.length >= 2, 10_000, "two OTLP exports");
+    const tokens = logged.metrics.filter((m) => m.key === "tokens");
+    receiver.requests.forEach((request, i) => {
+      const metrics = new Map(request.resource_metrics[0]!.scope_metrics[0]!.metrics.map((m) => [m.name, m]));
+      const sumPoint = metrics.get("tokens")!.sum!;
+      assert.equal(sumPoint.aggregation_temporality, "AGGREGATION_TEMPORALITY_DELTA");
+      assert.equal(sumPoint.data_points[0]!.as_double, tokens[i]!.value, "the flush's own sum");
+      if (i > 0) assert.equal(sumPoint.data_points[0]!.start_time_unix_nano, nanos(tokens[i - 1]!.timestamp), "starts at the previous flush");
+      const h = logged.histograms[i]!.histogram;
+      const hp = metrics.get("latency")!.histogram!.data_points[0]!;
+      assert.deepEqual(hp.explicit_bounds, [...h.bucketLimits]);
+      assert.deepEqual(hp.bucket_counts.map(Number), [...h.bucketCounts, h.count - h.bucketCounts.reduce((a, b) => a + b, 0)]);
+      assert.equal(Number(hp.count), h.count);
+    });
+  });
+
+  it("a failed export is reported by name with its data point count, and never stalls the loop", { timeout: 30_000 }, async () => {
+    receiver.status = 400;
+    try {
+      const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+      const seen = await collectDiagnostics(async () => {
+        await logger.initBackends({ otlp: { loggingMode: "global_reduce", url: receiver.url, timeoutMs: 2000 } });
+        record(1);
+        await logger.flush(1);
+        await logger.shutdown();
+      });
+      const failure = seen.find((d) => d.code === "otlp.export");
+      assert.ok(failure !== undefined, `reported: ${JSON.stringify(seen.map((d) => d.code))}`);
+      assert.match(failure.message, /an export of \d+ data points failed/);
+    } finally {
+      receiver.status = 200;
+    }
+  });
+
+  it("a receiver that is not there: the export's deadline passes, reported", { timeout: 30_000 }, async () => {
+    const dead = await freePort();
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    const seen = await collectDiagnostics(async () => {
+      await logger.initBackends({ otlp: { loggingMode: "global_reduce", url: `http://127.0.0.1:${dead}/v1/metrics`, timeoutMs: 500 } });
+      record(1);
+      await logger.flush(1);
+      await logger.shutdown();
+    });
+    assert.ok(seen.some((d) => d.code === "otlp.export"), `reported: ${JSON.stringify(seen.map((d) => d.code))}`);
+  });
+});

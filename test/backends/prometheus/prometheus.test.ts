@@ -1,0 +1,365 @@
+/**
+ * The prometheus backends against a real Prometheus (Debian's binary): it scrapes our `/metrics`
+ * and receives our remote writes; every value is read back through its HTTP API (PromQL) and
+ * compared exactly with what rankscope logged — NaN and ±Infinity, counters, histogram buckets,
+ * summary quantiles, rank labels.
+ */
+import assert from "node:assert/strict";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { hostname } from "node:os";
+import { after, before, describe, it } from "node:test";
+import { registerBackend } from "../../../src/backends/backend.js";
+import { Exposition, keyFromPrometheusName, metricsHandler, prometheusName, RemoteWriter, renderMetrics, type Sample } from "../../../src/backends/prometheus/index.js";
+import { writeRequestType } from "../../../src/backends/prometheus/remote-write.js";
+import { uncompress } from "snappyjs";
+import { getOrCreateMetricLogger, recordMetric, Reduce, spawnRanks } from "../../../src/index.js";
+import type { HistogramMetric, Metric } from "../../../src/core/metric.js";
+import { diagnosticCounts } from "../../../src/core/diagnostics.js";
+import { collectDiagnostics, tempDir } from "../../helpers.js";
+import { freePort, waitFor } from "../../transport/support.js";
+import { PrometheusServer, prometheusMissing, promValue, type PromSeries } from "./prometheus-server.js";
+
+/** What rankscope logged, to compare with what Prometheus has. */
+const logged: { metrics: Metric[]; histograms: HistogramMetric[] } = { metrics: [], histograms: [] };
+registerBackend("openstd_capture", () => ({
+  logBatch: (metrics) => void logged.metrics.push(...metrics),
+  logHistograms: (histograms) => void logged.histograms.push(...histograms),
+}));
+
+const missing = prometheusMissing();
+if (missing !== undefined) process.stderr.write(`SKIP prometheus tests: ${missing}\n`);
+
+/** Three consecutive free ports: the controller's process on the first, rank r on first + 1 + r. */
+async function freePortRun(): Promise<number> {
+  const isFree = (port: number): Promise<boolean> =>
+    new Promise<boolean>((resolve) => {
+      const probe = createServer();
+      probe.once("error", () => resolve(false));
+      probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(true)));
+    });
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const port = await freePort();
+    if (port < 65533 && (await isFree(port + 1)) && (await isFree(port + 2))) return port;
+  }
+  throw new Error("found no three consecutive free ports in 20 tries");
+}
+
+function record(step: number): void {
+  recordMetric("train/loss", 2 - step / 4, Reduce.MEAN);
+  recordMetric("train/loss", 1 + step, Reduce.MEAN);
+  recordMetric("eval/acc@1", 0.1 * step, Reduce.MAX);
+  recordMetric("weird_key.nan", NaN, Reduce.MEAN);
+  recordMetric("grad/norm_max", step === 1 ? Infinity : -Infinity, Reduce.MAX);
+  recordMetric("tokens", 100 * step, Reduce.SUM);
+  recordMetric("tokens", 7, Reduce.SUM);
+  for (const v of [0.001 * step, 0.25, 3, 3.5, 1e6, NaN, -2]) recordMetric("latency", v, Reduce.HISTOGRAM);
+  for (let i = 1; i <= 100; i++) recordMetric("ttft", i * step, Reduce.quantiles([0.5, 0.95]));
+}
+
+function single(series: PromSeries[], what: string): number {
+  assert.equal(series.length, 1, `${what}: one series, got ${JSON.stringify(series)}`);
+  return promValue(series[0]!.value![1]);
+}
+
+function sameNumber(actual: number, expected: number, what: string): void {
+  assert.ok(Object.is(actual, expected), `${what}: Prometheus has ${actual}, rankscope logged ${expected}`);
+}
+
+/** Every value of the last flush (and the running totals) as Prometheus has them for `selector`. */
+async function checkAll(prom: PrometheusServer, selector: string, step: number, flushes: number): Promise<void> {
+  const at = async (name: string, extra = ""): Promise<PromSeries[]> => prom.query(`{__name__="${name}",${selector}${extra}}`);
+  const last = logged.metrics.filter((m) => m.step === step);
+  for (const m of last) {
+    if (m.reduce === "sum" || m.reduce.startsWith("quantiles")) continue;
+    sameNumber(single(await at(prometheusName(m.key)), m.key), m.value, `${m.key} (gauge)`);
+  }
+  const tokens = logged.metrics.filter((m) => m.key === "tokens").reduce((a, m) => a + m.value, 0);
+  assert.equal(logged.metrics.filter((m) => m.key === "tokens").length, flushes);
+  sameNumber(single(await at("tokens_total"), "tokens_total"), tokens, "tokens_total (counter = running total of per-flush sums)");
+  for (const suffix of ["p50", "p95"]) {
+    const q = suffix === "p50" ? "0.5" : "0.95";
+    sameNumber(single(await at("ttft", `,quantile="${q}"`), `ttft ${q}`), last.find((m) => m.key === `ttft/${suffix}`)!.value, `ttft quantile ${q}`);
+  }
+  // Histogram: cumulative buckets of every flush's buckets, +Inf = count (NaN included), _sum, _count.
+  const perEdge = new Map<number, number>();
+  let count = 0;
+  let sum = 0;
+  for (const h of logged.histograms) {
+    h.histogram.bucketLimits.forEach((edge, i) => perEdge.set(edge, (perEdge.get(edge) ?? 0) + h.histogram.bucketCounts[i]!));
+    count += h.histogram.count;
+    sum += h.histogram.sum;
+  }
+  const buckets = await at("latency_bucket");
+  const got = new Map(buckets.map((s) => [s.metric["le"]!, promValue(s.value![1])]));
+  let cumulative = 0;
+  for (const edge of [...perEdge.keys()].sort((a, b) => a - b)) {
+    cumulative += perEdge.get(edge)!;
+    assert.equal(got.get(String(edge)), cumulative, `latency_bucket{le="${edge}"}`);
+  }
+  assert.equal(got.get("+Inf"), count);
+  assert.equal(got.size, perEdge.size + 1, "one series per edge that held a value, and +Inf");
+  sameNumber(single(await at("latency_count"), "latency_count"), count, "latency_count");
+  sameNumber(single(await at("latency_sum"), "latency_sum"), sum, "latency_sum");
+}
+
+describe("prometheus names", () => {
+  it("map keys reversibly", () => {
+    for (const [key, name] of [
+      ["train/loss", "train:loss"],
+      ["tokens", "tokens"],
+      ["eval/acc@1", "U__eval:acc_40_1"],
+      ["weird_key.nan", "U__weird__key_2e_nan"],
+      ["U__x", "U__U____x"],
+      ["1st/x", "U__1st:x"],
+      ["a:b", "U__a_3a_b"],
+      ["ü/é", "U___fc_:_e9_"],
+    ] as const) {
+      assert.equal(prometheusName(key), name, key);
+      assert.equal(keyFromPrometheusName(name), key, name);
+    }
+    assert.match(prometheusName("ü/é"), /^[a-zA-Z_:][a-zA-Z0-9_:]*$/);
+  });
+});
+
+describe("prometheus text formats and options", () => {
+  it("renders NaN/±Inf as NaN, +Inf, -Inf in both formats; OpenMetrics names counters without _total", async () => {
+    const exposition = new Exposition({ rank: "1" });
+    exposition.addMetrics([
+      { key: "a/nan", value: NaN, reduce: "mean", step: 1, timestamp: 1 },
+      { key: "a/pos", value: Infinity, reduce: "max", step: 1, timestamp: 1 },
+      { key: "a/neg", value: -Infinity, reduce: "min", step: 1, timestamp: 1 },
+      { key: "tokens", value: 3, reduce: "sum", step: 1, timestamp: 1 },
+    ]);
+    const text = await renderMetrics([exposition]);
+    assert.match(text, /^a:nan\{rank="1"\} NaN$/m);
+    assert.match(text, /^a:pos\{rank="1"\} \+Inf$/m);
+    assert.match(text, /^a:neg\{rank="1"\} -Inf$/m);
+    assert.match(text, /^# TYPE tokens_total counter$/m);
+    assert.match(text, /^tokens_total\{rank="1"\} 3$/m);
+    assert.match(text, /^# HELP a:nan rankscope key "a\/nan" \(mean\)$/m);
+    const open = await renderMetrics([exposition], true);
+    assert.match(open, /^# TYPE tokens counter$/m);
+    assert.match(open, /^tokens_total\{rank="1"\} 3$/m);
+    assert.match(open, /^a:nan\{rank="1"\} NaN$/m);
+    assert.ok(open.endsWith("# EOF\n"));
+  });
+
+  it("serve: false leaves /metrics to a handler the user mounts", async () => {
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    await logger.initBackends({ prometheus: { loggingMode: "global_reduce", serve: false, labels: { job_kind: "rollout" } } });
+    const server = createServer(metricsHandler());
+    try {
+      recordMetric("served/value", 42, Reduce.MEAN);
+      await logger.flush(1);
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      const { port } = server.address() as AddressInfo;
+      const response = await fetch(`http://127.0.0.1:${port}/anything`);
+      assert.equal(response.headers.get("content-type"), "text/plain; version=0.0.4; charset=utf-8");
+      assert.match(await response.text(), /^served:value\{job_kind="rollout"\} 42$/m);
+    } finally {
+      server.close();
+      await logger.shutdown();
+    }
+  });
+
+  it("rejects bad options with what is valid", async () => {
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    await assert.rejects(logger.initBackends({ prometheus: { loggingMode: "global_reduce", port: 70000 } }), /port must be 0-65535/);
+    await assert.rejects(logger.initBackends({ prometheus: { loggingMode: "global_reduce", labels: { rank: "x" } } }), /label "rank" is set by rankscope/);
+    await assert.rejects(logger.initBackends({ prometheus_remote_write: { loggingMode: "global_reduce" } as never }), /url must be the receiver's http\(s\) URL/);
+    await assert.rejects(logger.initBackends({ prometheus: { loggingMode: "per_rank_no_reduce" } }), /exports reduced values: use loggingMode "global_reduce" or "per_rank_reduce"/);
+    await assert.rejects(logger.initBackends({ otlp: { loggingMode: "per_rank_no_reduce" } }), /backend "otlp" exports reduced values/);
+    await assert.rejects(logger.initBackends({ otlp: { loggingMode: "global_reduce", temporality: "sometimes" as never } }), /temporality must be "cumulative" or "delta"/);
+    await logger.shutdown();
+  });
+});
+
+describe("remote write sender", () => {
+  it("sends snappy-compressed WriteRequests with the protocol headers, retries a 503, counts", { timeout: 30_000 }, async () => {
+    const seen: { headers: Record<string, string | string[] | undefined>; body: Buffer }[] = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        seen.push({ headers: req.headers, body: Buffer.concat(chunks) });
+        res.writeHead(seen.length === 1 ? 503 : 204).end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const writer = new RemoteWriter({ url: `http://127.0.0.1:${port}/write`, headers: {}, timeoutMs: 2000, retryBudgetMs: 5000, maxQueuedSamples: 10, maxSamplesPerSend: 10, name: "rw_test" });
+      const samples: Sample[] = [
+        { labels: { __name__: "b", rank: "1" }, value: NaN, timestamp: 1_700_000_000_001 },
+        { labels: { rank: "1", __name__: "b" }, value: -Infinity, timestamp: 1_700_000_000_000 },
+        { labels: { __name__: "a" }, value: 2.5, timestamp: 1_700_000_000_000 },
+      ];
+      writer.push(samples);
+      await writer.drain(10_000);
+      assert.deepEqual(writer.stats, { sentSamples: 3, requests: 1, failedRequests: 0, retries: 1, droppedSamples: 0, lostSamples: 0 });
+      assert.equal(seen.length, 2, "the 503 was retried");
+      const last = seen[1]!;
+      assert.equal(last.headers["content-encoding"], "snappy");
+      assert.equal(last.headers["content-type"], "application/x-protobuf");
+      assert.equal(last.headers["x-prometheus-remote-write-version"], "0.1.0");
+      const decoded = writeRequestType().toObject(writeRequestType().decode(uncompress(new Uint8Array(last.body))), { longs: Number }) as {
+        timeseries: { labels: { name: string; value: string }[]; samples: { value: number; timestamp: number }[] }[];
+      };
+      assert.deepEqual(decoded.timeseries.map((t) => t.labels), [
+        [{ name: "__name__", value: "b" }, { name: "rank", value: "1" }],
+        [{ name: "__name__", value: "a" }],
+      ], "one series per label set, labels sorted by name");
+      assert.deepEqual(decoded.timeseries[0]!.samples.map((x) => x.timestamp), [1_700_000_000_000, 1_700_000_000_001], "samples by time");
+      assert.ok(Object.is(decoded.timeseries[0]!.samples[0]!.value, -Infinity) && Number.isNaN(decoded.timeseries[0]!.samples[1]!.value));
+      // A full queue drops the oldest samples, counted.
+      const seenDrops = await collectDiagnostics(() => writer.push(Array.from({ length: 15 }, (_, i) => ({ labels: { __name__: "c" }, value: i, timestamp: 1_700_000_000_100 + i }))));
+      await writer.drain(10_000);
+      assert.equal(writer.stats.droppedSamples, 5);
+      assert.ok(seenDrops.some((d) => d.code === "rw_test.queueFull"));
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe("prometheus backend against a real Prometheus", { skip: missing }, () => {
+  let prom: PrometheusServer;
+  let globalPort: number;
+  let rankPort: number;
+  before(async () => {
+    globalPort = await freePort();
+    rankPort = await freePort();
+    prom = await PrometheusServer.start({ global: `127.0.0.1:${globalPort}`, ranks: `127.0.0.1:${rankPort}` });
+  });
+  after(async () => {
+    await prom?.stop();
+  });
+
+  it("scrapes /metrics: gauges, NaN/±Inf, counters, histograms, summaries, rank labels", { timeout: 120_000 }, async () => {
+    logged.metrics.length = 0;
+    logged.histograms.length = 0;
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    await logger.initBackends({
+      prometheus: { loggingMode: "global_reduce", port: globalPort },
+      ranks: { type: "prometheus", loggingMode: "per_rank_reduce", port: rankPort },
+      openstd_capture: { loggingMode: "global_reduce" },
+    });
+    try {
+      for (const step of [1, 2]) {
+        record(step);
+        await logger.flush(step);
+        const total = logged.metrics.filter((m) => m.key === "tokens").reduce((a, m) => a + m.value, 0);
+        await waitFor(async () => (await prom.query(`tokens_total{job="global"} == ${total}`)).length === 1, 30_000, `Prometheus to scrape step ${step}`).catch(async (error: unknown) => {
+          throw new Error(`${String(error)}; targets: ${await prom.targets()}; tokens: ${JSON.stringify(await prom.query("tokens_total"))}; names: ${JSON.stringify(await prom.query(`count by (__name__)({job=~".+"})`))}`);
+        });
+        await waitFor(async () => (await prom.query(`tokens_total{job="ranks"} == ${total}`)).length === 1, 30_000, `Prometheus to scrape the rank's step ${step}`);
+        await checkAll(prom, `job="global"`, step, step);
+        await checkAll(prom, `job="ranks",rank="0",host="${hostname()}"`, step, step);
+      }
+      const global = await prom.query(`{__name__="train:loss",job="global"}`);
+      assert.deepEqual(Object.keys(global[0]!.metric).sort(), ["__name__", "instance", "job"], "global_reduce: no rank labels");
+      const rank = await prom.query(`{__name__="train:loss",job="ranks"}`);
+      assert.equal(rank[0]!.metric["rank_name"], "Controller");
+      const metadata = (await (await fetch(`${prom.url}/api/v1/metadata?metric=ttft`)).json()) as { data: Record<string, { type: string; help: string }[]> };
+      assert.deepEqual(metadata.data["ttft"]?.[0], { type: "summary", help: 'rankscope key "ttft" (quantiles(0.5,0.95))', unit: "" });
+    } finally {
+      await logger.shutdown();
+    }
+  });
+
+  it("per-rank child processes each serve /metrics on port + 1 + rank, labelled with their rank", { timeout: 120_000 }, async () => {
+    const base = await freePortRun();
+    const rankProm = await PrometheusServer.start({ r0: `127.0.0.1:${base + 1}`, r1: `127.0.0.1:${base + 2}` });
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    try {
+      await logger.initBackends({ prometheus: { loggingMode: "per_rank_reduce", port: base } });
+      const ranks = await spawnRanks({ module: new URL("../../fixtures/sum-rank.ts", import.meta.url), ranksPerReplica: 2, kind: "process", processName: "Server", logger });
+      await ranks.fanout("record", "served/requests", 5, "sum");
+      await ranks.fanout("myFn");
+      await logger.flush(1);
+      await waitFor(async () => (await rankProm.query("served:requests_total")).length === 2, 30_000, "both ranks scraped").catch(async (error: unknown) => {
+        throw new Error(`${String(error)}; targets: ${await rankProm.targets()}`);
+      });
+      const series = await rankProm.query("my_sum_rank_metric_total");
+      const byRank = new Map(series.map((s) => [s.metric["rank"], s]));
+      for (const rank of ["0", "1"]) {
+        const s = byRank.get(rank)!;
+        assert.equal(s.metric["job"], `r${rank}`, `rank ${rank} listens on port ${base} + 1 + ${rank}`);
+        assert.equal(s.metric["host"], hostname());
+        assert.equal(s.metric["rank_name"], ranks.rankNames[Number(rank)]);
+        assert.equal(promValue(s.value![1]), Number(rank), "each rank's own SUM of its local rank");
+      }
+    } finally {
+      await logger.shutdown();
+      await rankProm.stop();
+    }
+  });
+
+  it("remote write: every flush's samples at the flush's time, read back with PromQL", { timeout: 60_000 }, async () => {
+    logged.metrics.length = 0;
+    logged.histograms.length = 0;
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    await logger.initBackends({
+      prometheus_remote_write: { loggingMode: "global_reduce", url: `${prom.url}/api/v1/write`, labels: { run: "rw" } },
+      openstd_capture: { loggingMode: "global_reduce" },
+    });
+    for (const step of [1, 2, 3]) {
+      record(step);
+      await logger.flush(step);
+    }
+    await logger.shutdown();
+    // Times: each flush's, lifted by 1 ms where two flushes shared a millisecond.
+    const times: number[] = [];
+    for (const step of [1, 2, 3]) {
+      const t = logged.metrics.find((m) => m.step === step)!.timestamp;
+      times.push(Math.max(t, (times.at(-1) ?? 0) + 1));
+    }
+    const evalTime = times.at(-1)! / 1000 + 1;
+    const range = async (name: string): Promise<[number, number][]> => {
+      const result = await prom.query(`{__name__="${name}",run="rw"}[10m]`, evalTime);
+      assert.equal(result.length, 1, `${name}: one series`);
+      return result[0]!.values!.map(([t, v]) => [Math.round(t * 1000), promValue(v)]);
+    };
+    for (const key of ["train/loss", "eval/acc@1", "weird_key.nan", "grad/norm_max", "latency/min"]) {
+      const expected = logged.metrics.filter((m) => m.key === key).map((m, i) => [times[i]!, m.value]);
+      const got = await range(prometheusName(key));
+      assert.equal(got.length, 3, key);
+      got.forEach(([t, v], i) => {
+        assert.equal(t, expected[i]![0], `${key} time of flush ${i + 1}`);
+        sameNumber(v, expected[i]![1] as number, `${key} at flush ${i + 1}`);
+      });
+    }
+    let total = 0;
+    const tokens = await range("tokens_total");
+    logged.metrics.filter((m) => m.key === "tokens").forEach((m, i) => {
+      total += m.value;
+      sameNumber(tokens[i]![1], total, `tokens_total after flush ${i + 1}`);
+    });
+    // query_range evaluated at each flush's time: the counter as it stood then.
+    total = 0;
+    for (const [i, m] of logged.metrics.filter((x) => x.key === "tokens").entries()) {
+      total += m.value;
+      const [series] = await prom.queryRange(`tokens_total{run="rw"}`, times[i]! / 1000, times[i]! / 1000, 1);
+      sameNumber(promValue(series!.values![0]![1]), total, `query_range tokens_total at flush ${i + 1}`);
+    }
+    // The last flush's values through instant queries (now is within the 5-minute lookback).
+    await checkAll(prom, `run="rw"`, 3, 3);
+  });
+
+  it("remote write failures are reported by name and counted, and never stall the loop", { timeout: 30_000 }, async () => {
+    const deadPort = await freePort();
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    const before = diagnosticCounts()["prometheus_remote_write.send"] ?? 0;
+    const seen = await collectDiagnostics(async () => {
+      await logger.initBackends({ prometheus_remote_write: { loggingMode: "global_reduce", url: `http://127.0.0.1:${deadPort}/api/v1/write`, timeoutMs: 200, retryBudgetMs: 300, finishDeadlineMs: 5000 } });
+      record(1);
+      await logger.flush(1);
+      await logger.shutdown();
+    });
+    const sendFailure = seen.find((d) => d.code === "prometheus_remote_write.send");
+    assert.ok(sendFailure !== undefined, `a send failure was reported: ${JSON.stringify(seen)}`);
+    assert.match(sendFailure.message, /samples were not written: POST http:\/\/127\.0\.0\.1:\d+\/api\/v1\/write/);
+    assert.equal((diagnosticCounts()["prometheus_remote_write.send"] ?? 0) - before, 1);
+  });
+});

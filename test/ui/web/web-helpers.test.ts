@@ -1,0 +1,173 @@
+/**
+ * The dashboard's pure helpers: TensorBoard's debiased EMA smoothing, tick labels, histogram steps
+ * and heatmap cells, visible names, internal keys, regex search, live thinning, the x-by-metric
+ * join, CSV, runs-table filter terms and the URL round trip.
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { formatTicks, formatValue } from "../../../src/ui/web/chart-axes.js";
+import { interpolate, linesToCsv } from "../../../src/ui/web/chart-data.js";
+import { heatmapGrid, histogramSteps } from "../../../src/ui/web/histogram.js";
+import { isInternalKey, searchMatcher, sectionOf, visibleName } from "../../../src/ui/web/names.js";
+import { smoothDebiasedEma } from "../../../src/ui/web/smooth.js";
+import { termMatches } from "../../../src/ui/web/tabs/runs-table.js";
+import { thinPoints } from "../../../src/ui/web/thin.js";
+
+describe("smoothDebiasedEma", () => {
+  it("leaves values alone at weight 0", () => {
+    assert.deepEqual(smoothDebiasedEma([1, 5, 2], 0), [1, 5, 2]);
+  });
+
+  it("is debiased: a constant series stays constant from the first point", () => {
+    for (const v of smoothDebiasedEma([3, 3, 3, 3], 0.9)) assert.ok(Math.abs((v ?? 0) - 3) < 1e-12);
+  });
+
+  it("matches the EMA recurrence divided by 1 - w^n", () => {
+    const w = 0.6;
+    const out = smoothDebiasedEma([1, 2, 4], w);
+    const e1 = (1 - w) * 1;
+    const e2 = w * e1 + (1 - w) * 2;
+    const e3 = w * e2 + (1 - w) * 4;
+    assert.deepEqual(out.map((v) => Number(v?.toFixed(12))), [e1 / (1 - w), e2 / (1 - w ** 2), e3 / (1 - w ** 3)].map((v) => Number(v.toFixed(12))));
+  });
+
+  it("passes NaN and gaps through without poisoning later points", () => {
+    const out = smoothDebiasedEma([1, NaN, null, 1], 0.5);
+    assert.ok(Number.isNaN(out[1]));
+    assert.equal(out[2], null);
+    assert.equal(out[3], 1);
+  });
+});
+
+describe("formatTicks", () => {
+  it("gives small steps enough decimals to tell ticks apart", () => {
+    assert.deepEqual(formatTicks([0, 0.0005, 0.001]), ["0.0000", "0.0005", "0.0010"]);
+    assert.deepEqual(formatTicks([0, 50, 100]), ["0", "50", "100"]);
+    assert.deepEqual(formatTicks([0, 2e6, 4e6]), ["0", "2.0e+6", "4.0e+6"]);
+  });
+
+  it("reads 0.25 and 0.75 as themselves, not 0.3 and 0.8", () => {
+    assert.deepEqual(formatTicks([0, 0.25, 0.5, 0.75, 1]), ["0.00", "0.25", "0.50", "0.75", "1.00"]);
+    assert.deepEqual(formatTicks([0.2, 0.4, 0.6]), ["0.2", "0.4", "0.6"]);
+    assert.deepEqual(formatTicks([1.5e6, 2e6, 2.5e6]), ["1.5e+6", "2.0e+6", "2.5e+6"]);
+    assert.deepEqual(formatTicks([0, 2.5e-5, 5e-5]), ["0", "2.5e-5", "5.0e-5"]);
+  });
+
+  it("writes non-finite values by name", () => {
+    assert.deepEqual([NaN, Infinity, -Infinity, 0.5].map(formatValue), ["NaN", "+Inf", "-Inf", "0.5"]);
+  });
+});
+
+describe("names", () => {
+  it("shows control, zero-width and bidi characters as escapes and leaves other UTF-8 alone", () => {
+    assert.equal(visibleName("tri\u202Eal"), "tri\\u{202E}al");
+    assert.equal(visibleName("a\u0000b\u200Bc\u2066d"), "a\\u{0000}b\\u{200B}c\\u{2066}d");
+    for (const name of ["café", "lr=3e-4,bs=256", "ablation (v2)", "run+1", "实验1", "2026-11-24T00:45:00"]) assert.equal(visibleName(name), name);
+  });
+
+  it("knows rankscope's internal keys, and defers to the server's flag", () => {
+    assert.equal(isInternalKey("loss__count"), true);
+    assert.equal(isInternalKey("rankscope/ranks_alive"), true);
+    assert.equal(isInternalKey("train/loss"), false);
+    assert.equal(isInternalKey("train/loss", true), true);
+    assert.equal(isInternalKey("loss__count", false), false);
+  });
+
+  it("searches by case-insensitive regex, and by text when the pattern is invalid", () => {
+    assert.equal(searchMatcher("^train/(loss|acc)$").test("TRAIN/loss"), true);
+    assert.equal(searchMatcher("^train/(loss|acc)$").test("train/lr"), false);
+    const bad = searchMatcher("train/(");
+    assert.ok(bad.error !== null);
+    assert.equal(bad.test("x/train/(y"), true);
+    assert.equal(sectionOf("train/loss/x"), "train");
+    assert.equal(sectionOf("loss"), "");
+  });
+});
+
+describe("thinPoints", () => {
+  it("leaves a line under the cap alone", () => {
+    const p = { steps: [1, 2], times: [1, 2], values: [1, 2] };
+    assert.equal(thinPoints(p, 10), false);
+    assert.equal(p.values.length, 2);
+  });
+
+  it("thins the older points to first/min/max/last per bucket, keeps spikes, NaN and the raw tail", () => {
+    const n = 10_000;
+    const p = { steps: Array.from({ length: n }, (_, i) => i), times: Array.from({ length: n }, (_, i) => i * 10), values: Array.from({ length: n }, (_, i) => (i === 1234 ? 99 : i === 4321 ? NaN : Math.sin(i))) };
+    assert.equal(thinPoints(p, 6000, 2000, 1000), true);
+    assert.ok(p.values.length <= 2000 + 1000 + 10, `${p.values.length}`);
+    assert.ok(p.values.includes(99), "the spike stays");
+    assert.ok(p.values.some((v) => Number.isNaN(v)), "the NaN stays");
+    assert.deepEqual(p.steps.slice(-1000), Array.from({ length: 1000 }, (_, i) => n - 1000 + i), "the newest 1,000 stay raw");
+    for (let i = 1; i < p.steps.length; i++) assert.ok((p.steps[i] ?? 0) > (p.steps[i - 1] ?? 0), "still in step order");
+    assert.equal(p.times[p.steps.indexOf(1234)], 12340);
+  });
+});
+
+describe("x-axis by metric", () => {
+  it("joins by step, interpolating between the metric's points", () => {
+    const tokens = { steps: [0, 10, 20], values: [0, 1000, 3000] };
+    assert.equal(interpolate(tokens, 10), 1000);
+    assert.equal(interpolate(tokens, 15), 2000);
+    assert.ok(Number.isNaN(interpolate(tokens, 25)));
+  });
+});
+
+describe("linesToCsv", () => {
+  it("writes one row per point, quoting labels", () => {
+    const csv = linesToCsv([{ id: "a", label: 'run "a", rank 0', runStart: null, steps: [1, 2], times: [10, 20], values: [0.5, NaN] }]);
+    assert.equal(csv, 'line,step,time_ms,value\n"run ""a"", rank 0",1,10,0.5\n"run ""a"", rank 0",2,20,NaN\n');
+  });
+});
+
+describe("runs table filter terms", () => {
+  const run = { id: "sweep/a", experiment: "sweep", trial: "a", status: "finished" as const, startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0, tags: ["wide"], group: "g1" };
+  const params = { lr: 0.01, optimizer: "adam" };
+  it("matches tags, groups, comparisons and text", () => {
+    assert.equal(termMatches("tag:wide", run, params, {}), true);
+    assert.equal(termMatches("tag:narrow", run, params, {}), false);
+    assert.equal(termMatches("group:g1", run, params, {}), true);
+    assert.equal(termMatches("lr<0.1", run, params, {}), true);
+    assert.equal(termMatches("lr>=0.1", run, params, {}), false);
+    assert.equal(termMatches("optimizer=adam", run, params, {}), true);
+    assert.equal(termMatches("optimizer!=adam", run, params, {}), false);
+    assert.equal(termMatches("loss<1", run, params, { loss: 0.5 }), true);
+    assert.equal(termMatches("missing=1", run, params, {}), false);
+    assert.equal(termMatches("^sweep/", run, params, {}), true);
+  });
+});
+
+describe("heatmapGrid", () => {
+  it("re-bins each step's buckets onto shared cells, normalised per step", () => {
+    const { low, high, columns } = heatmapGrid(
+      [
+        { min: 0, max: 4, bucketLimits: [2, 4], bucketCounts: [10, 0] },
+        { min: 0, max: 4, bucketLimits: [2, 4], bucketCounts: [0, 5] },
+      ],
+      4,
+    );
+    assert.deepEqual([low, high], [0, 4]);
+    assert.deepEqual(columns, [
+      [1, 1, 0, 0],
+      [0, 0, 1, 1],
+    ]);
+  });
+
+  it("adds up the ranks' histograms of one step into one column", () => {
+    const rank = (step: number, counts: number[]): { step: number; min: number; max: number; bucketLimits: number[]; bucketCounts: number[] } => ({ step, min: 0, max: 4, bucketLimits: [2, 4], bucketCounts: counts });
+    const { columns, steps } = heatmapGrid([rank(1, [4, 0]), rank(1, [0, 2]), rank(2, [1, 1])], 2);
+    assert.deepEqual(steps, [1, 2]);
+    assert.deepEqual(columns, [
+      [1, 0.5],
+      [1, 1],
+    ]);
+  });
+});
+
+describe("histogramSteps", () => {
+  it("starts at the minimum and closes an open last bucket at the maximum", () => {
+    const [xs, ys] = histogramSteps({ min: -2, max: 3.5, bucketLimits: [-1, 0, Infinity], bucketCounts: [1, 5, 2] });
+    assert.deepEqual(xs, [-2, -1, 0, 3.5]);
+    assert.deepEqual(ys, [0, 1, 5, 2]);
+  });
+});
