@@ -85,6 +85,7 @@ export class NatsRankServer implements RankServer {
   private readonly frames: RankFrames;
   private currentFlush: { step: number; id: number } | null = null;
   private closing = false;
+  private forgotten = 0;
 
   /** @internal use `serveRanksOverNats` */
   constructor(
@@ -340,7 +341,9 @@ export class NatsRankServer implements RankServer {
     this.missed.set(rankName, missed);
     if (missed > this.maxMissedFlushes && !this.silent.has(rankName)) {
       const known = this.ranks.get(rankName);
-      if (known !== undefined && this.logger.deregisterRank(rankName, known.handle)) {
+      if (known !== undefined && this.scope !== undefined && this.logger.deregisterRank(rankName, known.handle)) {
+        this.forget(rankName, known.handle);
+      } else if (known !== undefined && this.logger.deregisterRank(rankName, known.handle)) {
         this.silent.add(rankName);
         warn(
           `rank.silent:${rankName}`,
@@ -358,6 +361,26 @@ export class NatsRankServer implements RankServer {
       this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "flush", id, step, ...frames }), { reply: this.inbox });
     }
     return this.currentFlush.id;
+  }
+
+  /**
+   * A host agent forgets a rank silent for `maxMissedFlushes` (its memory stays bounded whatever
+   * ranks come and go): named in a warning, counted (`forgottenRanks`). If it was only stalled, its
+   * late answer is kept as an orphan's (bounded) and it is told hello, so it registers again and
+   * that answer goes into its next flush.
+   */
+  private forget(rankName: string, handle: RemoteRankHandle): void {
+    this.ranks.delete(rankName);
+    this.missed.delete(rankName);
+    this.frames.forget(rankName);
+    this.forgotten++;
+    warn(`rank.forgotten:${rankName}`, `rank ${rankName} missed ${this.maxMissedFlushes} flushes of host agent ${this.scope ?? ""} in a row; the agent forgets it (if it answers again it is told to register again, and what it recorded goes into its next flush)`);
+    handle.close(`was forgotten after ${this.maxMissedFlushes} missed flushes`);
+  }
+
+  /** Ranks a host agent forgot because they were silent for `maxMissedFlushes` in a row. */
+  get forgottenRanks(): number {
+    return this.forgotten;
   }
 
   private async watchStatus(): Promise<void> {
