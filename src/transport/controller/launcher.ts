@@ -20,7 +20,7 @@ import { endingReason } from "../../core/lifecycle.js";
 import { randomUUID } from "node:crypto";
 import { isAbsolute, resolve as resolvePath } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { RankIdentity } from "../../backends/backend.js";
+import type { RankIdentity } from "../../core/rank-identity.js";
 import { warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import { rankNameFor, shortId, checkIdentity } from "../protocol/identity.js";

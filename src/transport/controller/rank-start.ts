@@ -9,7 +9,7 @@ import { Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 import type { Worker } from "node:worker_threads";
 import { isTypeScript, siblingModule, startModuleWorker, tsxUrl } from "../../core/module-worker.js";
-import type { RankIdentity } from "../../backends/backend.js";
+import type { RankIdentity } from "../../core/rank-identity.js";
 import { ASSIGNMENT_ENV, type RankAssignment } from "../protocol/assignment.js";
 import { OutputForwarder } from "./output.js";
 import { decodeProtocolMessage, reportIgnored } from "../protocol/messages.js";
