@@ -4,8 +4,8 @@
  */
 import type { KeyState } from "../../core/collector.js";
 import { decodeMessage } from "../../core/json.js";
-import type { BucketRun, QuantilesState } from "../../core/accumulators/quantiles.js";
 import type { AccumulatorState } from "../../core/reduce.js";
+import { readSketches } from "./sketch.js";
 import { FIXED, FLAG_F64_COUNTS, FLAG_U32_IDS, isWireFrame, pad8, parseHeader, SectionKind, sectionKindOf, utf8Decoder, WIRE_VERSION, WireFormatError, type FrameHeader, type KeyTable } from "./format.js";
 
 /** One decoded frame: its header and its states, in columns. */
@@ -267,56 +267,6 @@ export function frameKeyStates(frame: DecodedFrame, sort = true): KeyState[] {
 export const sumState = (count: number, sum: number): AccumulatorState & { readonly sum: number } => ({ v: 1, count, sum });
 export const extremeState = (count: number, value: number): AccumulatorState & { readonly value: number } => ({ v: 1, count, value });
 export const momentsState = (count: number, mean: number, m2: number): AccumulatorState & { readonly mean: number; readonly m2: number } => ({ v: 1, count, mean, m2 });
-
-/**
- * Read the SKETCH columns of `m` states at `at` (after the section's ids and counts) into `states`;
- * returns the offset after them. Throws `WireFormatError` past the end.
- */
-function readSketches(buffer: ArrayBufferLike, start: number, at: number, m: number, countColumn: ArrayLike<number>, states: AccumulatorState[], need: (offset: number, bytes: number, what: string) => void): number {
-  let offset = at;
-  need(offset, m * 8 * 7 + 4 * pad8(m * 4), "a sketch section's columns");
-  const f64 = (): Float64Array<ArrayBufferLike> => {
-    const column = new Float64Array(buffer, start + offset, m);
-    offset += m * 8;
-    return column;
-  };
-  const sum = f64();
-  const min = f64();
-  const max = f64();
-  const zeros = f64();
-  const nan = f64();
-  const posInf = f64();
-  const negInf = f64();
-  const int = (signed: boolean): Int32Array<ArrayBufferLike> | Uint32Array<ArrayBufferLike> => {
-    const column = signed ? new Int32Array(buffer, start + offset, m) : new Uint32Array(buffer, start + offset, m);
-    offset += pad8(m * 4);
-    return column;
-  };
-  const positiveOffset = int(true);
-  const positiveLength = int(false);
-  const negativeOffset = int(true);
-  const negativeLength = int(false);
-  let buckets = 0;
-  for (let j = 0; j < m; j++) buckets += (positiveLength[j] ?? 0) + (negativeLength[j] ?? 0);
-  need(offset, buckets * 8, "a sketch section's buckets");
-  const counts = new Float64Array(buffer, start + offset, buckets);
-  offset += buckets * 8;
-  let b = 0;
-  const run = (runOffset: number, length: number): BucketRun => {
-    // A plain loop: Array.from over a typed array goes through its iterator (several times slower).
-    const runCounts: number[] = [];
-    for (let i = b; i < b + length; i++) runCounts.push(counts[i] ?? 0);
-    b += length;
-    return { offset: runOffset, counts: runCounts };
-  };
-  for (let j = 0; j < m; j++) {
-    const positive = run(positiveOffset[j] ?? 0, positiveLength[j] ?? 0);
-    const negative = run(negativeOffset[j] ?? 0, negativeLength[j] ?? 0);
-    const state: QuantilesState = { v: 1, count: countColumn[j] ?? 0, sum: sum[j] ?? 0, min: min[j] ?? 0, max: max[j] ?? 0, zeros: zeros[j] ?? 0, nan: nan[j] ?? 0, posInf: posInf[j] ?? 0, negInf: negInf[j] ?? 0, positive, negative };
-    states.push(state);
-  }
-  return offset;
-}
 
 function utf8(bytes: Uint8Array, what: string): string {
   try {

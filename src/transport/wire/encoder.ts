@@ -6,8 +6,9 @@
 import { MaxAccumulator, MinAccumulator, StdAccumulator, SumAccumulator } from "../../core/accumulators/moments.js";
 import type { KeyState, MetricEntry } from "../../core/collector.js";
 import { encodeMessage } from "../../core/json.js";
-import type { BucketRun, QuantilesState } from "../../core/accumulators/quantiles.js";
+import type { QuantilesState } from "../../core/accumulators/quantiles.js";
 import type { AccumulatorState } from "../../core/reduce.js";
+import { isSketchState, writeSketches } from "./sketch.js";
 import { FIRST_KIND, FIXED, FLAG_F64_COUNTS, FLAG_U32_IDS, isSketchReduce, LAST_KIND, MAGIC, newSession, pad8, SectionKind, utf8Encoder, WIRE_VERSION, type FrameHeader, type KeyTable } from "./format.js";
 
 /** A frame's states in columns, before they are laid out (reused from frame to frame). */
@@ -366,82 +367,6 @@ function checkDefinition(key: string, reduce: string): PendingKey {
   const definition = { key: utf8Encoder.encode(key), reduce: utf8Encoder.encode(reduce) };
   if (definition.key.length > 0xffff || definition.reduce.length > 0xff) throw new RangeError(`a metric key (or reduce name) is too long for the wire format (${definition.key.length} bytes)`);
   return definition;
-}
-
-/** Write the SKETCH columns of `sketches` at `offset` (after the section's ids and counts); returns the offset after them. */
-function writeSketches(buffer: ArrayBuffer, start: number, sketches: readonly QuantilesState[]): number {
-  const m = sketches.length;
-  let offset = start;
-  const f64 = (): Float64Array => {
-    const column = new Float64Array(buffer, offset, m);
-    offset += m * 8;
-    return column;
-  };
-  const sum = f64();
-  const min = f64();
-  const max = f64();
-  const zeros = f64();
-  const nan = f64();
-  const posInf = f64();
-  const negInf = f64();
-  const i32 = (): Int32Array => {
-    const column = new Int32Array(buffer, offset, m);
-    offset += pad8(m * 4);
-    return column;
-  };
-  const u32 = (): Uint32Array => {
-    const column = new Uint32Array(buffer, offset, m);
-    offset += pad8(m * 4);
-    return column;
-  };
-  const positiveOffset = i32();
-  const positiveLength = u32();
-  const negativeOffset = i32();
-  const negativeLength = u32();
-  let buckets = 0;
-  for (const s of sketches) buckets += s.positive.counts.length + s.negative.counts.length;
-  const counts = new Float64Array(buffer, offset, buckets);
-  offset += buckets * 8;
-  let b = 0;
-  sketches.forEach((s, j) => {
-    sum[j] = s.sum;
-    min[j] = s.min;
-    max[j] = s.max;
-    zeros[j] = s.zeros;
-    nan[j] = s.nan;
-    posInf[j] = s.posInf;
-    negInf[j] = s.negInf;
-    positiveOffset[j] = s.positive.offset;
-    positiveLength[j] = s.positive.counts.length;
-    negativeOffset[j] = s.negative.offset;
-    negativeLength[j] = s.negative.counts.length;
-    for (const c of s.positive.counts) counts[b++] = c;
-    for (const c of s.negative.counts) counts[b++] = c;
-  });
-  return offset;
-}
-
-function isRun(value: unknown): value is BucketRun {
-  if (value === null || typeof value !== "object" || !("offset" in value) || !("counts" in value)) return false;
-  const { offset, counts } = value;
-  if (typeof offset !== "number" || !Number.isInteger(offset) || offset < -0x80000000 || offset > 0x7fffffff || !Array.isArray(counts)) return false;
-  for (const c of counts) if (typeof c !== "number") return false;
-  return true;
-}
-
-/** A quantile sketch's version-1 state, exactly (what a SKETCH section can carry). */
-function isSketchState(state: AccumulatorState): state is QuantilesState {
-  return (
-    "sum" in state && typeof state.sum === "number" &&
-    "min" in state && typeof state.min === "number" &&
-    "max" in state && typeof state.max === "number" &&
-    "zeros" in state && typeof state.zeros === "number" &&
-    "nan" in state && typeof state.nan === "number" &&
-    "posInf" in state && typeof state.posInf === "number" &&
-    "negInf" in state && typeof state.negInf === "number" &&
-    "positive" in state && isRun(state.positive) &&
-    "negative" in state && isRun(state.negative)
-  );
 }
 
 function missing(): never {
