@@ -101,7 +101,7 @@ class DenseBuckets {
     if (first > last) return { offset: 0, counts: [] };
     // A plain loop: Array.from over a typed array goes through its iterator (several times slower).
     const counts: number[] = [];
-    for (let i = first; i <= last; i++) counts.push(this.counts[i] as number);
+    for (let i = first; i <= last; i++) counts.push(this.counts[i] ?? 0);
     return { offset: this.offset + first, counts };
   }
 
