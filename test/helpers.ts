@@ -80,6 +80,7 @@ export interface WaitForOptions {
  * Check `condition` until it returns a truthy value (awaited if it is a promise), and resolve with
  * that value. After `timeoutMs` it throws an Error naming `what`; a condition that throws ends the
  * wait with that error. The only wait-until helper of the tests: no poll without a deadline.
+ * It sleeps on the real `setTimeout`, so it cannot run while `mock.timers` mocks it.
  */
 export async function waitFor<T>(condition: () => T | Promise<T>, { timeoutMs, what, intervalMs = 50 }: WaitForOptions): Promise<NonNullable<Awaited<T>>> {
   const end = Date.now() + timeoutMs;
