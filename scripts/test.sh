@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test run: install the system packages the tests drive when they are missing
 # (Debian's chromium for the dashboard, nats-server for the multi-host transport), build,
-# lint, type-check, then every test file with Node's test runner.
+# lint, type-check, then every test file with Node's test runner. Arguments narrow the test files to
+# those folders or files (`npm test -- test/backends/store`); test/ mirrors src/ (CONTRIBUTING.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,5 +12,9 @@ npm run build --silent
 npx eslint .
 npx tsc -p tsconfig.json --noEmit
 
-mapfile -t files < <(find test -name '*.test.ts' | sort)
+mapfile -t files < <(find "${@:-test}" -name '*.test.ts' | sort)
+if [ "${#files[@]}" -eq 0 ]; then
+  echo "no *.test.ts under: ${*:-test}" >&2
+  exit 1
+fi
 exec npx tsx --test --test-reporter=spec --test-concurrency=2 --test-timeout=180000 "${files[@]}"
