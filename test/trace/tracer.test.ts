@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
-import { describe, it, beforeEach, type TestContext } from "node:test";
+import { describe, it, beforeEach } from "node:test";
 import { getCollector, type KeyState } from "../../src/core/collector.js";
 import { getReduceDefinition } from "../../src/core/registry.js";
 import { Tracer, trace, traced } from "../../src/trace/tracer.js";
@@ -14,22 +14,6 @@ function takeValues(): Map<string, { value: number; count: number; reduce: strin
     out.set(s.key, { value, count: s.state.count, reduce: s.reduce });
   }
   return out;
-}
-
-/**
- * Run mock.timers' clock until `work` settles: after each turn of the event loop (a real
- * setImmediate: only setTimeout and Date are mocked), fire every timer that is due. Bounded by a
- * number of turns, as waitFor (whose own setTimeout is mocked here) cannot be used.
- */
-async function runOnVirtualClock(t: TestContext, work: Promise<unknown>): Promise<void> {
-  let settled = false;
-  const done = work.finally(() => (settled = true));
-  for (let turn = 0; turn < 10_000 && !settled; turn++) {
-    await new Promise((resolve) => setImmediate(resolve));
-    t.mock.timers.runAll();
-  }
-  assert.ok(settled, "the traced tasks did not finish within 10 000 turns of the virtual clock");
-  await done;
 }
 
 function busy(ms: number): void {
@@ -68,36 +52,48 @@ describe("Tracer", () => {
     assert.ok(values.get("loop/total_duration_avg_s")!.value >= 0.003);
   });
 
-  it("measures each concurrent task's own time (Forge's scenario), on a virtual clock", async (t) => {
-    // The sleeps, Date and performance.now run on mock.timers' clock, so the figures are exact
-    // whatever the machine's load: two tasks sleeping side by side each measure their own 50 ms.
-    t.mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
-    t.mock.method(performance, "now", () => Date.now());
-    // The global setTimeout (mock.timers does not reach node:timers/promises' one on Node 20).
-    const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-    async function task(): Promise<void> {
-      const tracer = new Tracer("concurrent", { timer: "cpu" });
-      tracer.start();
-      await pause(50);
-      tracer.step("a");
-      for (const ms of [50, 100, 150]) {
-        await pause(ms);
-        tracer.step("b");
+  it("measures each concurrent task's own time (Forge's scenario)", async () => {
+    // Sleeps overshoot on a loaded machine, so the nominal figures (±20%) get three attempts; the
+    // tracer's own figures are also checked against the task's independent clock every time.
+    const failures: string[] = [];
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const own = { a: [] as number[], total: [] as number[] };
+      async function task(): Promise<void> {
+        const t = new Tracer("concurrent", { timer: "cpu" });
+        const t0 = performance.now();
+        t.start();
+        await sleep(50);
+        t.step("a");
+        own.a.push((performance.now() - t0) / 1000);
+        for (const ms of [50, 100, 150]) {
+          await sleep(ms);
+          t.step("b");
+        }
+        await sleep(50);
+        t.stop();
+        own.total.push((performance.now() - t0) / 1000);
       }
-      await pause(50);
-      tracer.stop();
+      const wallStart = performance.now();
+      await Promise.all([task(), task()]);
+      const wall = (performance.now() - wallStart) / 1000;
+      const values = takeValues();
+      const a = values.get("concurrent/a/duration_avg_s")!.value;
+      const total = values.get("concurrent/total_duration_avg_s")!.value;
+      let bRecords = 0;
+      for (const [key, v] of values) if (key.includes("/b/duration")) bRecords += v.count;
+      assert.equal(bRecords, 12);
+      const mean = (xs: number[]): number => xs.reduce((x, y) => x + y, 0) / xs.length;
+      assert.ok(Math.abs(a - mean(own.a)) < 0.002, `a avg ${a} differs from the tasks' own ${mean(own.a)}`);
+      assert.ok(Math.abs(total - mean(own.total)) < 0.002, `total avg ${total} differs from the tasks' own ${mean(own.total)}`);
+      const problems = [
+        a > 0.05 * 0.8 && a < 0.05 * 1.2 ? "" : `a avg ${a} not within 20% of 0.05`,
+        total > 0.4 * 0.8 && total < 0.4 * 1.2 ? "" : `total avg ${total} not within 20% of 0.4`,
+        wall < 0.5 ? "" : `wall ${wall} s ≥ 0.5: the tasks did not run concurrently`,
+      ].filter((p) => p !== "");
+      if (problems.length === 0) return;
+      failures.push(problems.join("; "));
     }
-    await runOnVirtualClock(t, Promise.all([task(), task()]));
-    assert.equal(Date.now(), 400, "the two tasks ran side by side: 400 ms of virtual time in all");
-    const figures = Object.fromEntries([...takeValues()].map(([key, v]) => [key, [Number(v.value.toFixed(9)), v.count]]));
-    assert.deepEqual(figures, {
-      "concurrent/a/duration_avg_s": [0.05, 2],
-      "concurrent/a/duration_max_s": [0.05, 2],
-      "concurrent/b/duration_avg_s": [0.1, 6],
-      "concurrent/b/duration_max_s": [0.15, 6],
-      "concurrent/total_duration_avg_s": [0.4, 2],
-      "concurrent/total_duration_max_s": [0.4, 2],
-    });
+    assert.fail(`three attempts missed Forge's figures: ${failures.join(" | ")}`);
   });
 
   it("says which call was out of order", () => {
