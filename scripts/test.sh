@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The whole test run: install the system packages the tests drive when they are missing
 # (Debian's chromium for the dashboard, nats-server for the multi-host transport), build,
-# lint, type-check, then every test file with Node's test runner. Arguments narrow the test files to
-# those folders or files (`npm test -- test/backends/store`); test/ mirrors src/ (CONTRIBUTING.md).
+# lint, type-check, then every test file with Node's test runner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +11,8 @@ npm run build --silent
 npx eslint .
 npx tsc -p tsconfig.json --noEmit
 
+# Arguments narrow the test files to those folders or files (`npm test -- test/backends/store`;
+# test/ mirrors src/, CONTRIBUTING.md).
 mapfile -t files < <(find "${@:-test}" -name '*.test.ts' | sort)
 if [ "${#files[@]}" -eq 0 ]; then
   echo "no *.test.ts under: ${*:-test}" >&2

@@ -1,7 +1,8 @@
 /**
- * The `console` backend (src/backends/console/index.ts) as a user sees it on stdout: Forge's table
- * (list layout), AReaL's grid, sample logs, raw stream lines, and rankscope's own keys shown only
- * when they say something (a missing rank, a drop).
+ * What the `console` backend (src/backends/console/index.ts) prints on stdout: Forge's table (list
+ * layout), AReaL's grid, sample logs, raw stream lines, and rankscope's own keys only when they say
+ * something (a missing rank, a drop). (Through a logger with a rank that stops answering, and
+ * option errors: console.test.ts.)
  */
 import assert from "node:assert/strict";
 import { afterEach, test } from "node:test";
