@@ -20,7 +20,10 @@ const walk = (dir) => {
     else if (p.endsWith(".ts") && !p.endsWith(".d.ts")) files.push(p);
   }
 };
-for (const root of roots) walk(root);
+for (const root of roots) {
+  if (fs.statSync(root).isDirectory()) walk(root);
+  else files.push(root);
+}
 
 const isCast = (node) =>
   (ts.isAsExpression(node) || ts.isTypeAssertionExpression(node)) &&

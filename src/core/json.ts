@@ -65,3 +65,15 @@ export function decodeMessage(text: string): unknown {
 export function nonFiniteReplacer(_key: string, value: unknown): unknown {
   return typeof value === "number" && !Number.isFinite(value) ? jsonNumber(value) : value;
 }
+
+/** Whether a value is a plain JSON object (not null, not an array): a record of fields to check. */
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+/** Parse JSON text that must be an object; a TypeError naming `what` when it is not. */
+export function parseRecord(text: string, what: string, reviver?: (key: string, value: unknown) => unknown): Record<string, unknown> {
+  const value: unknown = JSON.parse(text, reviver);
+  if (!isRecord(value)) throw new TypeError(`${what} is not a JSON object: ${text.slice(0, 80)}`);
+  return value;
+}

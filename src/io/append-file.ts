@@ -183,7 +183,7 @@ export class AppendFile {
     const parts = this.queue;
     this.queue = [];
     this.queuedBytes = 0;
-    if (parts.every((p) => typeof p === "string")) return (parts as string[]).join("");
+    if (parts.every((p): p is string => typeof p === "string")) return parts.join("");
     return Buffer.concat(parts.map((p) => (typeof p === "string" ? Buffer.from(p) : p)));
   }
 

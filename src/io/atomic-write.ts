@@ -61,7 +61,7 @@ export function createFileOnce(path: string, header: string | Uint8Array, what: 
     }
     return true;
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EEXIST") {
+    if (!(error instanceof Error && "code" in error && error.code === "EEXIST")) {
       reportError(`file.write:${path}`, `could not create ${path}: ${describeError(error)}; ${what}`);
     }
     return false;

@@ -76,15 +76,23 @@ export function streamFileFromEnv(env: NodeJS.ProcessEnv = process.env): string 
 export function resolveStreamConfig(options: StreamOptions = {}, env: NodeJS.ProcessEnv = process.env): StreamConfig {
   if (options === null || typeof options !== "object") throw new TypeError(`startStream(options) takes an object of options, got ${String(options)}`);
   rejectUnknownOptions("startStream", options, KNOWN_OPTIONS);
-  const numbers = {} as Record<NumericOption, number>;
-  for (const name of Object.keys(STREAM_SETTINGS) as NumericOption[]) {
+  const numeric = (name: NumericOption): number => {
     const { env: variable, fallback, min, max } = STREAM_SETTINGS[name];
-    numbers[name] = resolveSetting(setting(name, variable, integerKind(min, max), fallback), options[name], env);
-  }
+    return resolveSetting(setting(name, variable, integerKind(min, max), fallback), options[name], env);
+  };
+  const batchSize = numeric("batchSize");
+  const flushMs = numeric("flushMs");
+  const values = numeric("values");
+  const capacity = numeric("capacity");
+  const exitWaitMs = numeric("exitWaitMs");
   const file = resolveSetting(FILE_SETTING, options.file, env);
   return {
     file: file === undefined ? undefined : resolve(file),
-    ...numbers,
+    batchSize,
+    flushMs,
+    values,
+    capacity,
+    exitWaitMs,
     handleSignals: resolveSetting(setting("handleSignals", undefined, flagKind, true), options.handleSignals, env),
     fileThread: resolveSetting(setting("fileThread", FILE_THREAD_ENV, flagKind, true), options.fileThread, env),
   };

@@ -11,7 +11,7 @@
  */
 import { writeSync } from "node:fs";
 import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
-import { COUNTERS } from "./ring.js";
+import { COUNTERS, SharedCounters } from "./ring.js";
 
 /** Int32 indices of the file thread's shared state. */
 export const FILE_STATE = {
@@ -49,9 +49,37 @@ export interface FileThreadData {
   readonly wakeIndex: number;
 }
 
+/** A buffer the writer replaced by a larger one, by index (posted on `buffers`). */
+export interface FileThreadBuffer {
+  readonly index: number;
+  readonly buffer: SharedArrayBuffer;
+}
+
+/** A failed write, posted on `errors` before the write is flagged done. */
+export interface FileThreadError {
+  readonly code: string;
+  readonly message: string;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === "object";
+}
+
+function isFileThreadData(value: unknown): value is FileThreadData {
+  return isRecord(value) && value["fileState"] instanceof Int32Array && value["control"] instanceof Int32Array && Array.isArray(value["initialBuffers"]);
+}
+
+function isFileThreadBuffer(value: unknown): value is FileThreadBuffer {
+  return isRecord(value) && typeof value["index"] === "number" && value["buffer"] instanceof SharedArrayBuffer;
+}
+
+export function isFileThreadError(value: unknown): value is FileThreadError {
+  return isRecord(value) && typeof value["code"] === "string" && typeof value["message"] === "string";
+}
+
 function run(data: FileThreadData): void {
   const state = data.fileState;
-  const counters = new Float64Array(data.control.buffer);
+  const counters = new SharedCounters(data.control);
   const views = data.initialBuffers.map((b) => new Uint8Array(b));
   let done = Atomics.load(state, FILE_STATE.DONE);
   for (;;) {
@@ -62,20 +90,26 @@ function run(data: FileThreadData): void {
       continue;
     }
     for (let m = receiveMessageOnPort(data.buffers); m !== undefined; m = receiveMessageOnPort(data.buffers)) {
-      const { index, buffer } = m.message as { index: number; buffer: SharedArrayBuffer };
-      views[index] = new Uint8Array(buffer);
+      const replaced: unknown = m.message;
+      if (isFileThreadBuffer(replaced)) views[replaced.index] = new Uint8Array(replaced.buffer);
     }
-    const bytes = views[state[FILE_STATE.BUFFER] as number] as Uint8Array;
-    const length = state[FILE_STATE.LENGTH] as number;
-    const fd = state[FILE_STATE.FD] as number;
+    const buffer = Atomics.load(state, FILE_STATE.BUFFER);
+    const length = Atomics.load(state, FILE_STATE.LENGTH);
+    const fd = Atomics.load(state, FILE_STATE.FD);
+    const records = Atomics.load(state, FILE_STATE.RECORDS);
+    const bytes = views[buffer];
     let failed = 0;
     try {
+      if (bytes === undefined) throw new RangeError(`the writer named line buffer ${buffer}, which this thread was never given`);
       let offset = 0;
       while (offset < length) offset += writeSync(fd, bytes, offset, length - offset);
-      counters[COUNTERS.WRITTEN] = (counters[COUNTERS.WRITTEN] as number) + (state[FILE_STATE.RECORDS] as number);
+      counters.add(COUNTERS.WRITTEN, records);
     } catch (error) {
-      const e = error as { code?: unknown; message?: unknown } | null;
-      data.errors.postMessage({ code: typeof e?.code === "string" ? e.code : "", message: typeof e?.message === "string" ? e.message : String(error) });
+      const failure: FileThreadError = {
+        code: isRecord(error) && typeof error["code"] === "string" ? error["code"] : "",
+        message: error instanceof Error ? error.message : String(error),
+      };
+      data.errors.postMessage(failure);
       failed = 1;
     }
     state[FILE_STATE.FAILED] = failed;
@@ -91,8 +125,8 @@ function run(data: FileThreadData): void {
   data.errors.close();
 }
 
-if (parentPort !== null && workerData !== null && typeof workerData === "object" && "fileState" in workerData) {
-  const data = workerData as FileThreadData;
+const data: unknown = workerData;
+if (parentPort !== null && isFileThreadData(data)) {
   Atomics.store(data.fileState, FILE_STATE.READY, 1);
   // Let the writer notice now rather than at its next interval.
   Atomics.add(data.control, data.wakeIndex, 1);

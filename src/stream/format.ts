@@ -13,8 +13,8 @@
  * Lines are written as bytes into a `LineBuffer`: the parts that repeat (a key's middle, the
  * timestamp of the current millisecond, the current step's tail) are encoded once and copied.
  */
-import { LineBuffer } from "../core/line-buffer.js";
-import type { SlotRecord } from "./ring.js";
+import { LineBuffer } from "./line-buffer.js";
+import type { Dtype, SlotRecord } from "./ring.js";
 
 /** Longest text of one number in a line (`-1.2345678901234567e-308`, `"-Infinity"`). */
 const NUMBER_BYTES = 24;
@@ -22,7 +22,7 @@ const COMMA = 44;
 const CLOSE_LIST = encode("]}\n");
 const VALUES_OPEN = encode(',"values":[');
 const LENGTH_FIELD = encode(',"length":');
-const DTYPE_FIELDS: Record<string, Uint8Array> = {
+const DTYPE_FIELDS: Readonly<Record<Dtype, Uint8Array>> = {
   number: encode(',"dtype":"number"'),
   f32: encode(',"dtype":"f32"'),
   f64: encode(',"dtype":"f64"'),
@@ -92,7 +92,7 @@ export class StreamLineFormat {
   /** Append a probe line; `values` is the ring's float64 view. */
   putProbe(out: LineBuffer, middle: Uint8Array, slot: SlotRecord, values: Float64Array): void {
     const head = this.headFor(slot.timestamp);
-    const dtype = DTYPE_FIELDS[slot.dtype] as Uint8Array;
+    const dtype = DTYPE_FIELDS[slot.dtype];
     out.reserve(head.length + middle.length + dtype.length + 64 + (NUMBER_BYTES + 1) * (slot.count + 2));
     out.putBytes(head);
     out.putBytes(middle);
@@ -104,7 +104,7 @@ export class StreamLineFormat {
     const f32 = slot.dtype === "f32";
     for (let i = 0; i < slot.count; i++) {
       if (i > 0) out.putByte(COMMA);
-      const v = values[slot.valuesAt + i] as number;
+      const v = values[slot.valuesAt + i] ?? 0;
       if (f32) out.putFloat32(v);
       else out.putDouble(v);
     }

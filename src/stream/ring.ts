@@ -92,6 +92,33 @@ export const CLOCK_IDLE_MS = 250;
 /** Bytes of the control buffer. */
 export const CONTROL_BYTES = 128;
 
+/** A float64 index of `COUNTERS`. */
+export type CounterIndex = (typeof COUNTERS)[keyof typeof COUNTERS];
+
+/**
+ * The writer's counters in a control buffer, read and added to by name. The buffer is fixed in
+ * size and every index is inside it, so a read is always a number.
+ */
+export class SharedCounters {
+  private readonly f64: Float64Array;
+
+  constructor(control: Int32Array) {
+    this.f64 = new Float64Array(control.buffer, 0, CONTROL_BYTES / 8);
+  }
+
+  get(index: CounterIndex): number {
+    return this.f64[index] ?? 0;
+  }
+
+  set(index: CounterIndex, value: number): void {
+    this.f64[index] = value;
+  }
+
+  add(index: CounterIndex, n: number): void {
+    this.f64[index] = this.get(index) + n;
+  }
+}
+
 /** Why the writer stopped, as stored in CONTROL.STOP. */
 export const STOP_REASONS = ["", "stop", "exit", "beforeExit", "SIGINT", "SIGTERM", "uncaughtException"] as const;
 export type StopReason = Exclude<(typeof STOP_REASONS)[number], "">;
@@ -136,7 +163,7 @@ export class RingView {
 
   /** Records dropped because the ring was full. */
   get ringFull(): number {
-    return this.f64[RING_FULL] as number;
+    return this.f64[RING_FULL] ?? 0;
   }
 }
 
@@ -188,7 +215,7 @@ export class RingProducer {
     this.stride = view.stride;
     this.values = view.values;
     this.head = Atomics.load(this.i32, HEAD);
-    this.batch = control[CONTROL.BATCH] as number;
+    this.batch = control[CONTROL.BATCH] ?? 0;
   }
 
   /**
@@ -197,7 +224,7 @@ export class RingProducer {
    * the writer is idle it is Date.now(), and the writer is asked (at most every 10 ms) to tick.
    */
   now(): number {
-    if (this.control[CONTROL.CLOCK_LIVE] === 1) return this.clock[COUNTERS.CLOCK] as number;
+    if (this.control[CONTROL.CLOCK_LIVE] === 1) return this.clock[COUNTERS.CLOCK] ?? 0;
     const now = Date.now();
     if (now - this.lastClockRequest >= 10) this.requestClock(now);
     return now;
@@ -218,7 +245,7 @@ export class RingProducer {
     const head = this.head;
     const fill = (head - Atomics.load(this.i32, TAIL)) | 0;
     if (fill >= this.capacity) {
-      this.f64[RING_FULL] = (this.f64[RING_FULL] as number) + 1;
+      this.f64[RING_FULL] = (this.f64[RING_FULL] ?? 0) + 1;
       return false;
     }
     const f64 = this.f64;
@@ -226,7 +253,7 @@ export class RingProducer {
     // Stamped here rather than by the caller, and each source stored by its own branch: a double
     // passed or returned across a call, or merged with a call's result, would be boxed.
     if (timestamp !== undefined) f64[base] = timestamp;
-    else if (this.control[CONTROL.CLOCK_LIVE] === 1) f64[base] = this.clock[COUNTERS.CLOCK] as number;
+    else if (this.control[CONTROL.CLOCK_LIVE] === 1) f64[base] = this.clock[COUNTERS.CLOCK] ?? 0;
     else {
       // Date.now() stored straight into the slot: returned from a helper it would be boxed.
       const now = Date.now();
@@ -250,7 +277,7 @@ export class RingProducer {
     const head = this.head;
     const fill = (head - Atomics.load(this.i32, TAIL)) | 0;
     if (fill >= this.capacity) {
-      this.f64[RING_FULL] = (this.f64[RING_FULL] as number) + 1;
+      this.f64[RING_FULL] = (this.f64[RING_FULL] ?? 0) + 1;
       return false;
     }
     const f64 = this.f64;
@@ -258,9 +285,9 @@ export class RingProducer {
     const length = data.length;
     const n = length < this.values ? length : this.values;
     const first = base + SLOT_FIXED_WORDS;
-    for (let i = 0; i < n; i++) f64[first + i] = data[i] as number;
+    for (let i = 0; i < n; i++) f64[first + i] = data[i] ?? Number.NaN; // a hole reads as NaN, as a Float64Array stores undefined
     if (timestamp !== undefined) f64[base] = timestamp;
-    else if (this.control[CONTROL.CLOCK_LIVE] === 1) f64[base] = this.clock[COUNTERS.CLOCK] as number;
+    else if (this.control[CONTROL.CLOCK_LIVE] === 1) f64[base] = this.clock[COUNTERS.CLOCK] ?? 0;
     else {
       // Date.now() stored straight into the slot: returned from a helper it would be boxed.
       const now = Date.now();
@@ -279,7 +306,7 @@ export class RingProducer {
 
   /** Records dropped because the ring was full. */
   get ringFull(): number {
-    return this.f64[RING_FULL] as number;
+    return this.f64[RING_FULL] ?? 0;
   }
 
   private publish(head: number, fill: number): void {
@@ -316,14 +343,14 @@ export function readSlot(view: RingView, sequence: number, out: SlotRecord): Slo
   const base = view.slotBase(sequence);
   const f64 = view.f64;
   const word = (base + 4) * 2;
-  const kindDtype = view.i32[word + 1] as number;
+  const kindDtype = view.i32[word + 1] ?? 0;
   out.kind = kindDtype & 15;
-  out.keyId = view.i32[word] as number;
-  out.timestamp = f64[base] as number;
-  out.value = f64[base + 1] as number;
-  out.step = f64[base + 2] as number;
-  out.index = f64[base + 3] as number;
-  out.length = f64[base + 5] as number;
+  out.keyId = view.i32[word] ?? 0;
+  out.timestamp = f64[base] ?? 0;
+  out.value = f64[base + 1] ?? 0;
+  out.step = f64[base + 2] ?? 0;
+  out.index = f64[base + 3] ?? 0;
+  out.length = f64[base + 5] ?? 0;
   out.dtype = DTYPES[kindDtype >> 4] ?? "number";
   out.valuesAt = base + SLOT_FIXED_WORDS;
   out.count = out.length < view.values ? out.length : view.values;

@@ -17,14 +17,14 @@ const INITIAL_CAPACITY = 1024;
 export class EventBuffer {
   length = 0;
   private capacity = 0;
-  ph = new Uint8Array(0);
-  start = new Float64Array(0);
-  end = new Float64Array(0);
-  lane = new Int32Array(0);
-  name: string[] = [];
-  cat: string[] = [];
-  args: (Record<string, unknown> | undefined)[] = [];
-  error: (string | undefined)[] = [];
+  private ph = new Uint8Array(0);
+  private start = new Float64Array(0);
+  private end = new Float64Array(0);
+  private lane = new Int32Array(0);
+  private readonly name: string[] = [];
+  private readonly cat: string[] = [];
+  private readonly args: (Record<string, unknown> | undefined)[] = [];
+  private readonly error: (string | undefined)[] = [];
 
   constructor(readonly maxEvents: number) {}
 
@@ -42,6 +42,32 @@ export class EventBuffer {
     this.error[i] = error;
     this.length = i + 1;
     return true;
+  }
+
+  // Checked reads of event i (i < length): every column holds a value there.
+  phAt(i: number): number {
+    return this.ph[i] ?? PH_COMPLETE;
+  }
+  nameAt(i: number): string {
+    return this.name[i] ?? "";
+  }
+  catAt(i: number): string {
+    return this.cat[i] ?? "misc";
+  }
+  argsAt(i: number): Record<string, unknown> | undefined {
+    return this.args[i];
+  }
+  startAt(i: number): number {
+    return this.start[i] ?? 0;
+  }
+  endAt(i: number): number {
+    return this.end[i] ?? 0;
+  }
+  laneAt(i: number): number {
+    return this.lane[i] ?? 0;
+  }
+  errorAt(i: number): string | undefined {
+    return this.error[i];
   }
 
   /** Forget every event (and drop the references to names and args, so they can be collected). */
@@ -65,7 +91,8 @@ export class EventBuffer {
     this.start = copy(this.start, new Float64Array(capacity));
     this.end = copy(this.end, new Float64Array(capacity));
     this.lane = copy(this.lane, new Int32Array(capacity));
-    for (const column of [this.name, this.cat] as string[][]) column.length = capacity;
+    this.name.length = capacity;
+    this.cat.length = capacity;
     this.args.length = capacity;
     this.error.length = capacity;
     this.capacity = capacity;

@@ -23,7 +23,11 @@ function residentPages(): number {
   let i = 0;
   while (i < n && buffer[i] !== 32) i++;
   let pages = 0;
-  for (i++; i < n && buffer[i] !== 32; i++) pages = pages * 10 + ((buffer[i] as number) - 48);
+  for (i++; i < n; i++) {
+    const byte = buffer[i];
+    if (byte === undefined || byte === 32) break;
+    pages = pages * 10 + (byte - 48);
+  }
   return pages;
 }
 

@@ -21,11 +21,18 @@
 import { describeValue } from "../core/collector.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import { envFlag, envInteger } from "../core/env.js";
+import { runAround } from "./around.js";
 import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type RankFileOptions, type RankFileTarget } from "./rank-file.js";
 
 /** How a session ended. */
 export const SESSION_STATUSES = ["accepted", "rejected", "failed", "dropped"] as const;
 export type SessionStatus = (typeof SESSION_STATUSES)[number];
+
+const SESSION_STATUS_SET: ReadonlySet<unknown> = new Set(SESSION_STATUSES);
+
+function isSessionStatus(value: unknown): value is SessionStatus {
+  return SESSION_STATUS_SET.has(value);
+}
 
 /** Options of a session tracer. */
 export interface SessionTracerOptions extends RankFileOptions {
@@ -145,18 +152,7 @@ export class SessionTracer {
   /** Run `fn` inside a phase (sync or async); the phase closes even when `fn` throws. */
   tracePhase<T>(sessionId: number, phase: string, fn: () => T): T {
     this.startPhase(sessionId, phase);
-    let result: T;
-    try {
-      result = fn();
-    } catch (error) {
-      this.endPhase(sessionId, phase);
-      throw error;
-    }
-    if (result !== null && typeof result === "object" && typeof (result as { then?: unknown }).then === "function") {
-      return Promise.resolve(result).finally(() => this.endPhase(sessionId, phase)) as T;
-    }
-    this.endPhase(sessionId, phase);
-    return result;
+    return runAround(fn, () => this.endPhase(sessionId, phase));
   }
 
   /** Add `delta` (default 1) to a counter of the session, e.g. `tokens`. */
@@ -172,7 +168,7 @@ export class SessionTracer {
    */
   finalize(sessionId: number, status: SessionStatus, reason?: string): void {
     const session = this.session(sessionId, `finalize(${sessionId}, ${JSON.stringify(status)})`);
-    if (!(SESSION_STATUSES as readonly unknown[]).includes(status)) {
+    if (!isSessionStatus(status)) {
       throw new TypeError(`SessionTracer.finalize(${sessionId}): status ${describeValue(status)} is not valid; valid: ${SESSION_STATUSES.join(", ")}`);
     }
     const end = nowMs();

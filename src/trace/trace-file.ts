@@ -15,6 +15,11 @@ export interface ParsedTrace {
   readonly badLines: number;
 }
 
+/** An event as far as reading needs: a JSON object with a string `ph` (other fields are read where used). */
+function isTraceEvent(value: unknown): value is TraceEvent {
+  return value !== null && typeof value === "object" && !Array.isArray(value) && "ph" in value && typeof value.ph === "string";
+}
+
 /** Incremental parser: feed lines, then `finish()`. */
 export class TraceLineParser {
   readonly events: TraceEvent[] = [];
@@ -35,9 +40,9 @@ export class TraceLineParser {
     if (text.endsWith("]")) text = text.slice(0, -1).trim();
     if (text === "") return;
     try {
-      const event = JSON.parse(text) as unknown;
-      if (event !== null && typeof event === "object" && !Array.isArray(event) && typeof (event as TraceEvent).ph === "string") {
-        this.events.push(event as TraceEvent);
+      const event: unknown = JSON.parse(text);
+      if (isTraceEvent(event)) {
+        this.events.push(event);
         return;
       }
     } catch {

@@ -21,6 +21,7 @@ import { describeValue, getCollector, recordMetric } from "../core/collector.js"
 import { warn } from "../core/diagnostics.js";
 import { Reduce } from "../core/registry.js";
 import { envFlag } from "../core/env.js";
+import { runAround } from "./around.js";
 import { residentSetSize } from "./rss.js";
 
 /** The timers a Tracer can use. Node has one clock worth measuring with: the monotonic one. */
@@ -34,6 +35,12 @@ export interface TracerOptions {
   trackMemory?: boolean;
   /** Which clock measures durations (default `"cpu"`, the only one). */
   timer?: TimerKind;
+}
+
+const TIMER_KIND_SET: ReadonlySet<unknown> = new Set(TIMER_KINDS);
+
+function isTimerKind(value: unknown): value is TimerKind {
+  return TIMER_KIND_SET.has(value);
 }
 
 const GIB = 1024 ** 3;
@@ -95,6 +102,9 @@ interface MemoryOwner {
   readonly tracer: Tracer | undefined;
 }
 
+/** The box of a context where no Tracer tracks memory. */
+const NO_OWNER: MemoryOwner = { tracer: undefined };
+
 function heapUsed(): number {
   return getHeapStatistics().used_heap_size;
 }
@@ -138,7 +148,7 @@ export class Tracer implements Disposable {
       throw new TypeError(`Tracer("${prefix}") options must be an object like { trackMemory: true, timer: "cpu" }, got ${describeValue(options)}`);
     }
     const timer = options.timer ?? "cpu";
-    if (!(TIMER_KINDS as readonly unknown[]).includes(timer)) {
+    if (!isTimerKind(timer)) {
       throw new TypeError(`Tracer("${prefix}") timer ${describeValue(timer)} is not valid; valid timers: ${TIMER_KINDS.map((t) => `"${t}"`).join(", ")}`);
     }
     this.prefix = prefix;
@@ -232,13 +242,9 @@ export class Tracer implements Disposable {
     recordMetric(this.keys.rssDelta, (rss - this.rssStart) / GIB, Reduce.MEAN);
     recordMetric(this.keys.rssPeak, Math.max(rss, this.rssPeak) / GIB, Reduce.MAX);
     this.memoryThisRun = false;
-    if (memoryOwner.getStore() === this.ownBox) memoryOwner.enterWith(this.previousOwner as MemoryOwner);
+    if (memoryOwner.getStore() === this.ownBox) memoryOwner.enterWith(this.previousOwner ?? NO_OWNER);
     this.previousOwner = this.ownBox = undefined;
   }
-}
-
-function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === "object" || typeof value === "function") && typeof (value as { then?: unknown }).then === "function";
 }
 
 /**
@@ -260,27 +266,10 @@ export function trace<T>(prefix: string, optionsOrFn: TracerOptions | ((tracer: 
   const tracer = new Tracer(prefix, options);
   return memoryOwner.run({ tracer: memoryOwner.getStore()?.tracer }, () => {
     tracer.start();
-    let result: T;
-    try {
-      result = fn(tracer);
-    } catch (error) {
-      tracer.stop();
-      throw error;
-    }
-    if (isPromiseLike(result)) {
-      return Promise.resolve(result).then(
-        (value) => {
-          tracer.stop();
-          return value;
-        },
-        (error: unknown) => {
-          tracer.stop();
-          throw error;
-        },
-      ) as T;
-    }
-    tracer.stop();
-    return result;
+    return runAround(
+      () => fn(tracer),
+      () => tracer.stop(),
+    );
   });
 }
 

@@ -74,11 +74,11 @@ export function parseLines(raw: string | null, maxPoints: number): LineRequest[]
   }
   return parsed.map((entry: unknown): LineRequest => {
     if (!Array.isArray(entry) || entry.length < 3 || entry.length > 4) throw new HttpError(400, LINES_USAGE);
-    const [key, rank, after, before = null] = entry as unknown[];
+    const [key, rank, after, before = null]: unknown[] = entry;
     if (typeof key !== "string" || key === "") throw new HttpError(400, `${LINES_USAGE}; a key is not a non-empty string`);
     if (rank !== null && !(typeof rank === "number" && Number.isInteger(rank) && rank >= 0)) throw new HttpError(400, `${LINES_USAGE}; a rank is not a non-negative integer or null`);
     if (after !== null && typeof after !== "string") throw new HttpError(400, `${LINES_USAGE}; a cursor is not a string or null`);
     if (before !== null && typeof before !== "string" && typeof before !== "number") throw new HttpError(400, `${LINES_USAGE}; a before is not a step (number or string) or null`);
-    return [key, rank as number | null, after as string | null, before === null ? null : String(before)];
+    return [key, rank, after, before === null ? null : String(before)];
   });
 }

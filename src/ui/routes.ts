@@ -11,7 +11,7 @@ import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { createGzip } from "node:zlib";
 import { warn } from "../core/diagnostics.js";
 import { isInternalKey } from "../core/internal-keys.js";
-import { STORE_FILE, storeFault } from "../backends/store/store-file.js";
+import { STORE_FILE, errorCode, storeFault } from "../backends/store/store-file.js";
 import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip } from "./http.js";
 import { flagParam, intParam, maxPointsParam, parseLines, requiredParam } from "./params.js";
 import { RunLabelReader } from "./run-labels.js";
@@ -33,8 +33,9 @@ function keysParam(raw: string | null): Set<string> | undefined {
   } catch {
     parsed = undefined;
   }
-  if (!Array.isArray(parsed) || !parsed.every((k) => typeof k === "string")) throw new HttpError(400, `keys must be key,key,… or a JSON array of strings, got ${JSON.stringify(raw.slice(0, 100))}`);
-  return new Set(parsed as string[]);
+  const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((k) => typeof k === "string");
+  if (!isStrings(parsed)) throw new HttpError(400, `keys must be key,key,… or a JSON array of strings, got ${JSON.stringify(raw.slice(0, 100))}`);
+  return new Set(parsed);
 }
 
 /** What every handler may use. */
@@ -97,8 +98,7 @@ export class DashboardApi {
       return await read(runDir);
     } catch (error) {
       if (error instanceof HttpError) throw error;
-      const code = String((error as { code?: unknown } | null)?.code ?? "");
-      if (!code.startsWith("SQLITE_")) throw error;
+      if (!errorCode(error).startsWith("SQLITE_")) throw error;
       const message = `run ${JSON.stringify(run)}: ${storeFault(error)}`;
       warn(`ui.store:${runDir}`, `dashboard: ${message}`);
       throw new HttpError(500, message);

@@ -8,6 +8,7 @@
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
+import { isRecord } from "../core/json.js";
 import { RUN_META_FILE, VERSION_INFO_KEY, redactSecrets } from "../run/run-files.js";
 import { readRunText, realPathInside } from "./security.js";
 import type { RunLabels } from "./source.js";
@@ -23,11 +24,11 @@ type ParamValue = string | number | boolean | null;
  * arrays and other values their JSON text, long text cut.
  */
 export function flattenParams(value: unknown, into: Record<string, ParamValue> = {}, prefix = ""): Record<string, ParamValue> {
-  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+  if (!isRecord(value)) {
     if (prefix !== "") into[prefix] = paramValue(value);
     return into;
   }
-  for (const [k, inner] of Object.entries(value as Record<string, unknown>)) {
+  for (const [k, inner] of Object.entries(value)) {
     if (Object.keys(into).length >= MAX_PARAMS) break;
     flattenParams(inner, into, prefix === "" ? k : `${prefix}.${k}`);
   }
@@ -54,8 +55,8 @@ export class RunLabelReader {
 
   /** Tags, group and params of the run in `runDir`; `hyperparams` are the store's (logged) ones. */
   labels(runDir: string, hyperparams: Record<string, unknown>): RunLabels {
-    const meta = this.parsed(runDir, RUN_META_FILE, (text) => JSON.parse(text) as unknown);
-    const config = this.parsed(runDir, "config.yaml", (text) => parseYaml(text) as unknown);
+    const meta = this.parsed(runDir, RUN_META_FILE, (text): unknown => JSON.parse(text));
+    const config = this.parsed(runDir, "config.yaml", (text): unknown => parseYaml(text));
     const { tags, group } = readMeta(meta);
     const params = flattenParams(redactSecrets(config ?? {}));
     // The version info that initBackends logs with the run config has its own place (version.json), not the params columns.
@@ -91,8 +92,8 @@ export class RunLabelReader {
 }
 
 function readMeta(meta: unknown): { tags: string[]; group: string | null } {
-  if (meta === null || typeof meta !== "object") return { tags: [], group: null };
-  const { tags, group } = meta as { tags?: unknown; group?: unknown };
+  if (!isRecord(meta)) return { tags: [], group: null };
+  const { tags, group } = meta;
   return {
     tags: Array.isArray(tags) ? tags.filter((t): t is string => typeof t === "string") : [],
     group: typeof group === "string" ? group : null,

@@ -13,10 +13,10 @@
  */
 import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeError, warn } from "../core/diagnostics.js";
+import { isRecord } from "../core/json.js";
 import { DashboardAuth, requiredToken } from "./auth.js";
 import { redactedRequestPath, sendJson } from "./http.js";
 import { DashboardApi } from "./routes.js";
@@ -64,8 +64,8 @@ export function defaultWebDir(): string {
 
 function packageVersion(): string {
   try {
-    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version?: string };
-    return pkg.version ?? "unknown";
+    const pkg: unknown = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
+    return isRecord(pkg) && typeof pkg["version"] === "string" ? pkg["version"] : "unknown";
   } catch {
     return "unknown";
   }
@@ -119,7 +119,10 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     });
     server.listen(port, host, () => resolvePromise());
   });
-  const actualPort = (server.address() as AddressInfo).port;
+  const address = server.address();
+  // A TCP server (not a pipe) that is listening has an AddressInfo.
+  if (address === null || typeof address === "string") throw new Error(`the dashboard server on ${host}:${port} has no TCP address after listening`);
+  const actualPort = address.port;
   auth.port = actualPort;
   const token = auth.token;
   const urlHost = host.includes(":") ? `[${host}]` : host;
@@ -140,4 +143,4 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   };
 }
 
-export type { DashboardSource, HistogramRow, KeyInfo, RunLabels, RunSummary, SampleRow, SeriesData, SeriesQuery, StreamData } from "./source.js";
+export type { DashboardRun, DashboardSource, HistogramEntry, KeyInfo, RunLabels, RunSummary, SampleRow, SeriesData, SeriesQuery, StreamData } from "./source.js";

@@ -3,24 +3,25 @@
  *
  * The server never touches SQLite itself: it asks a `DashboardSource` (by default the store
  * backend's reader, see `store-source.ts`) so the wire format of the JSON API stays the same if
- * the store's own layout changes. Every method is read-only.
+ * the store's own layout changes. Every method is read-only. Runs, keys and histograms are the
+ * store's own types (`RunSummary`, `KeyInfo`, `HistogramEntry` from src/backends/store/read-types.ts),
+ * sent as they are.
  */
+import type { HistogramEntry, KeyInfo, RunSummary } from "../backends/store/read-types.js";
 
-/** One run under the root, as the runs list shows it. */
-export interface RunSummary {
+export type { HistogramEntry, KeyInfo, RunSummary };
+
+/**
+ * One run under the root, as `/api/runs` lists it: the store's `RunSummary` (same fields, same
+ * names), named by its id under the root instead of its absolute path (the browser never sees the
+ * server's paths).
+ */
+export interface DashboardRun extends Omit<RunSummary, "runDir" | "experiment" | "trial"> {
   /** `experiment/trial`, relative to the root; the `run` parameter of every other request. */
   readonly id: string;
+  /** As the store recorded it, else from the run's path. */
   readonly experiment: string;
   readonly trial: string;
-  /** `running`, `finished`, `failed`, … as the store recorded it; `unknown` when it did not. */
-  readonly status: string;
-  /** Milliseconds since the epoch, or null when unknown. */
-  readonly startTime: number | null;
-  readonly endTime: number | null;
-  /** The last time anything was written, for the duration of a live run. */
-  readonly lastUpdate: number | null;
-  /** Why the run's data could not be read (a damaged `metrics.db`), when it could not. */
-  readonly error?: string;
 }
 
 /** What `/api/runs` adds to each run from its directory (`run.json`, `config.yaml`) and its hyperparameters. */
@@ -31,17 +32,6 @@ export interface RunLabels {
   readonly group: string | null;
   /** The run config and hyperparameters, nested keys flattened to `a.b.c`, secrets redacted. */
   readonly params: Record<string, string | number | boolean | null>;
-}
-
-/** One metric key of a run. */
-export interface KeyInfo {
-  readonly key: string;
-  /** Ranks with their own line (per-rank modes); empty when the key is only global. */
-  readonly ranks: readonly number[];
-  /** Whether there is a global (reduced across ranks) line. */
-  readonly global: boolean;
-  /** How many points were stored (all ranks), when known. */
-  readonly count?: number;
 }
 
 /** A series request. */
@@ -86,22 +76,10 @@ export interface SampleRow {
   readonly record: unknown;
 }
 
-/** One histogram of a `Reduce.HISTOGRAM` key at a flush. */
-export interface HistogramRow {
-  readonly key: string;
-  readonly step: number;
-  readonly rank: number | null;
-  readonly count: number;
-  readonly min: number;
-  readonly max: number;
-  /** Upper edge of each bucket, ascending; bucket i holds values in (limit[i-1], limit[i]]. */
-  readonly bucketLimits: readonly number[];
-  readonly bucketCounts: readonly number[];
-}
-
 /** Everything the dashboard reads from one run. */
 export interface DashboardSource {
-  listRuns(root: string): Promise<RunSummary[]> | RunSummary[];
+  listRuns(root: string): Promise<DashboardRun[]> | DashboardRun[];
+  /** The scalar keys of a run; `ranks` includes `GLOBAL_RANK` (-1) when the key has a global line. */
   keys(runDir: string): Promise<KeyInfo[]> | KeyInfo[];
   /** Names of the ranks that wrote (`Trainer_0_r1`), by rank number, when known. */
   rankNames?(runDir: string): Promise<Record<string, string>> | Record<string, string>;
@@ -111,8 +89,8 @@ export interface DashboardSource {
   samples(runDir: string): Promise<SampleRow[]> | SampleRow[];
   /** Keys of `Reduce.HISTOGRAM` metrics. */
   histogramKeys?(runDir: string): Promise<string[]> | string[];
-  /** The newest histograms of a key (up to `limit`), oldest first. */
-  histograms?(runDir: string, key: string, limit: number): Promise<HistogramRow[]> | HistogramRow[];
+  /** The newest histograms of a key (up to `limit`), oldest first: the store's entries (`rank` -1 for the global one). */
+  histograms?(runDir: string, key: string, limit: number): Promise<HistogramEntry[]> | HistogramEntry[];
   /** Hyperparameters / config as the store keeps them (config.yaml is read by the server). */
   config(runDir: string): Promise<Record<string, unknown>> | Record<string, unknown>;
   systemKeys(runDir: string): Promise<string[]> | string[];

@@ -7,7 +7,7 @@ import { existsSync } from "node:fs";
 import { join, relative, resolve, sep } from "node:path";
 import * as store from "../backends/store/reader.js";
 import { HttpError } from "./security.js";
-import type { DashboardSource, HistogramRow, KeyInfo, RunSummary, SampleRow, SeriesData, StreamData } from "./source.js";
+import type { DashboardRun, DashboardSource, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "./source.js";
 
 const GLOBAL = store.GLOBAL_RANK;
 
@@ -51,12 +51,11 @@ function toSeriesData(result: store.SeriesResult): SeriesData {
   const steps = new Array<number>(n);
   const times = new Array<number>(n);
   const values = new Array<number>(n);
-  for (let i = 0; i < n; i++) {
-    const p = result.points[i] as store.SeriesPoint;
+  result.points.forEach((p, i) => {
     steps[i] = p.step;
     times[i] = p.wall;
     values[i] = p.value;
-  }
+  });
   return { steps, times, values, cursor: result.cursor === null ? null : String(result.cursor), downsampled: result.downsampled };
 }
 
@@ -76,30 +75,27 @@ function decodeRankCursors(after: string | undefined): Map<number, number> {
 /** A source reading each run's `metrics.db` through the store's reader. */
 export function createStoreSource(): DashboardSource {
   return {
-    listRuns(root: string): RunSummary[] {
+    listRuns(root: string): DashboardRun[] {
       const base = resolve(root);
-      const runs: RunSummary[] = [];
+      const runs: DashboardRun[] = [];
       for (const run of store.listRuns(base, { withinRoot: true })) {
         const id = relative(base, run.runDir).split(sep).join("/");
         // The root itself can hold a store, but every request names runs below it.
         if (id === "" || id.startsWith("..")) continue;
         const parts = id.split("/");
+        const { runDir: _absolute, ...summary } = run;
         runs.push({
+          ...summary,
           id,
           experiment: run.experiment ?? (parts.length > 1 ? parts.slice(0, -1).join("/") : ""),
           trial: run.trial ?? parts[parts.length - 1] ?? id,
-          status: run.status,
-          startTime: run.startedAt,
-          endTime: run.endedAt,
-          lastUpdate: run.updatedAt,
-          ...(run.error !== undefined ? { error: run.error } : {}),
         });
       }
       return runs;
     },
 
     keys(runDir: string): KeyInfo[] {
-      return keyInfos(runDir, "scalar").map((k) => ({ key: k.key, ranks: k.ranks.filter((r) => r !== GLOBAL), global: k.ranks.includes(GLOBAL) }));
+      return keyInfos(runDir, "scalar");
     },
 
     series(runDir, key, query): SeriesData {
@@ -160,18 +156,9 @@ export function createStoreSource(): DashboardSource {
       return keyInfos(runDir, "histogram").map((k) => k.key);
     },
 
-    histograms(runDir: string, key: string, limit: number): HistogramRow[] {
+    histograms(runDir: string, key: string, limit: number): HistogramEntry[] {
       requireStore(runDir);
-      return store.histograms(runDir, key, { limit }).map((h) => ({
-        key: h.key,
-        step: h.step,
-        rank: h.rank === GLOBAL ? null : h.rank,
-        count: h.histogram.count,
-        min: h.histogram.min,
-        max: h.histogram.max,
-        bucketLimits: h.histogram.bucketLimits,
-        bucketCounts: h.histogram.bucketCounts,
-      }));
+      return store.histograms(runDir, key, { limit });
     },
 
     config(runDir: string): Record<string, unknown> {

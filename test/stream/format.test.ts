@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { describe, it } from "node:test";
-import { LineBuffer } from "../../src/core/line-buffer.js";
+import { LineBuffer } from "../../src/stream/line-buffer.js";
 import { emptySlot, type Dtype } from "../../src/stream/ring.js";
 import { endLine, isoTime, StreamLineFormat } from "../../src/stream/format.js";
 

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import fc from "fast-check";
 import { jsonNumberText } from "../../src/core/json.js";
-import { LineBuffer } from "../../src/core/line-buffer.js";
+import { LineBuffer } from "../../src/stream/line-buffer.js";
 
 const buffer = new LineBuffer(64);
 function doubleText(v: number): string {

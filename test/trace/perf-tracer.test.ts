@@ -1,7 +1,6 @@
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { once } from "node:events";
 import { dirname } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -12,7 +11,12 @@ import { parseRankSelection } from "../../src/trace/rank-selection.js";
 import { parseTraceText, readTraceFile } from "../../src/trace/trace-file.js";
 import type { TraceEvent } from "../../src/trace/trace-events.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
-import { assertGolden, assertProperNesting, normaliseTraceLine, within } from "./trace-helpers.js";
+import { assertGolden, assertProperNesting, normaliseTraceLine, onMockedTime, within } from "./trace-helpers.js";
+
+/** Sleep through the global `setTimeout`, looked up at each call, so `mock.timers` drives it. */
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
 
 function tracerIn(runDir: string, rank = 3, extra: ConstructorParameters<typeof PerfTracer>[0] = {}): PerfTracer {
   return new PerfTracer({ runDir, rank, role: "Trainer", saveIntervalMs: 60_000, ranks: "all", enabled: true, ...extra });
@@ -134,18 +138,21 @@ describe("perf tracer spans", () => {
   it("nests async scopes across awaits, and gives concurrent siblings rows of their own", async () => {
     const runDir = tempDir();
     const t = tracerIn(runDir);
-    const value = await t.scope("rollout", { category: "scheduler" }, async () => {
-      await sleep(2);
-      await t.scope("generate", { category: "compute" }, async () => {
+    const { value } = await onMockedTime(() =>
+      t.scope("rollout", { category: "scheduler" }, async () => {
         await sleep(2);
-        t.scope("tokenize", undefined, () => {});
-      });
-      await Promise.all([1, 2].map((i) => t.scope(`reward.${i}`, { category: "io" }, async () => {
-        await sleep(3);
-        await t.scope(`reward.${i}.call`, undefined, () => sleep(1));
-      })));
-      return "ok";
-    });
+        await t.scope("generate", { category: "compute" }, async () => {
+          await sleep(2);
+          t.scope("tokenize", undefined, () => {});
+        });
+        await Promise.all([1, 2].map((i) => t.scope(`reward.${i}`, { category: "io" }, async () => {
+          await sleep(3);
+          await t.scope(`reward.${i}.call`, undefined, () => sleep(1));
+        })));
+        return "ok";
+      }),
+      { stepMs: 1 },
+    );
     assert.equal(value, "ok");
     await t.close();
     const events = parseTraceText(readFileSync(traceFile(runDir), "utf8")).events;
@@ -167,35 +174,41 @@ describe("perf tracer spans", () => {
   it("keeps rows nested when a child is not awaited and outlives its parent", async () => {
     const runDir = tempDir();
     const t = tracerIn(runDir);
-    let orphan: Promise<unknown> | undefined;
-    await t.scope("parent", undefined, async () => {
-      orphan = t.scope("orphan", undefined, () => sleep(15));
-      await sleep(2);
-    });
-    await t.scope("next", undefined, () => sleep(2));
-    await orphan;
+    await onMockedTime(async () => {
+      let orphan: Promise<unknown> | undefined;
+      await t.scope("parent", undefined, async () => {
+        orphan = t.scope("orphan", undefined, () => sleep(15));
+        await sleep(2);
+      });
+      await t.scope("next", undefined, () => sleep(2));
+      await orphan;
+    }, { stepMs: 1 });
     await t.close();
     const events = parseTraceText(readFileSync(traceFile(runDir), "utf8")).events;
-    assert.ok(spans(events, "orphan")[0]!.ts! + spans(events, "orphan")[0]!.dur! > spans(events, "parent")[0]!.ts! + spans(events, "parent")[0]!.dur!);
+    const [orphan, parent, next] = ["orphan", "parent", "next"].map((n) => spans(events, n)[0]!);
+    assert.equal(parent!.dur, 2000);
+    assert.equal(orphan!.dur, 15_000);
+    assert.equal(orphan!.ts, parent!.ts, "the orphan starts with its parent");
+    assert.ok(orphan!.ts! + orphan!.dur! > parent!.ts! + parent!.dur!, "and outlives it");
+    assert.notEqual(orphan!.tid, parent!.tid, "so it is written on a row of its own");
+    assert.ok(next!.ts! < orphan!.ts! + orphan!.dur!, "the next span overlaps the orphan in time");
     assertProperNesting(events);
   });
 
   it("records an async rejection and rethrows it", async () => {
     const runDir = tempDir();
     const t = tracerIn(runDir);
-    // The awaited time measured inside the scope: a timer may fire early against the caller's
-    // clock (libuv schedules from its cached loop time), so the span is held to what really passed.
-    let awaitedUs = 0;
-    await assert.rejects(t.scope("load", { category: "io" }, async () => {
-      const started = performance.now();
-      await sleep(2);
-      awaitedUs = (performance.now() - started) * 1000;
-      throw new TypeError("no such shard");
-    }), (e: unknown) => e instanceof TypeError && e.message === "no such shard");
+    await onMockedTime(() =>
+      assert.rejects(t.scope("load", { category: "io" }, async () => {
+        await sleep(2);
+        throw new TypeError("no such shard");
+      }), (e: unknown) => e instanceof TypeError && e.message === "no such shard"),
+      { stepMs: 1 },
+    );
     await t.close();
     const load = spans(parseTraceText(readFileSync(traceFile(runDir), "utf8")).events, "load")[0]!;
     assert.equal(load.args!["error"], "no such shard");
-    assert.ok(load.dur! >= Math.floor(awaitedUs) - 1, `dur ${load.dur} µs covers the await (${awaitedUs.toFixed(0)} µs)`);
+    assert.equal(load.dur, 2000, "the span ends when the promise rejects, 2 ms after it began");
   });
 
   it("rejects an unknown category and lists the valid ones", () => {

@@ -1,11 +1,15 @@
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { describe, it } from "node:test";
 import { SessionTracer, type SessionRecord } from "../../src/trace/session-tracer.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
-import { assertGolden } from "./trace-helpers.js";
+import { assertGolden, onMockedTime } from "./trace-helpers.js";
+
+/** Sleep through the global `setTimeout`, looked up at each call, so `mock.timers` drives it. */
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
 
 function sessionsFile(runDir: string, rank = 1): string {
   return join(runDir, "sessions", `rank-${rank}.jsonl`);
@@ -19,21 +23,23 @@ describe("SessionTracer", () => {
   it("writes a session's lifecycle with every field (golden)", async () => {
     const runDir = tempDir();
     const tracer = new SessionTracer({ runDir, rank: 1, role: "Rollout", flushThreshold: 10 });
-    const task = tracer.registerTask();
-    const session = tracer.registerSession(task);
-    await tracer.tracePhase(session, "generate", () => sleep(5));
-    tracer.tracePhase(session, "reward", () => 1);
-    await tracer.tracePhase(session, "generate", () => sleep(5));
-    tracer.addCounter(session, "tokens", 512);
-    tracer.addCounter(session, "tokens", 128);
-    tracer.addCounter(session, "toolcalls");
-    tracer.finalize(session, "rejected", "reward below threshold");
+    await onMockedTime(async () => {
+      const session = tracer.registerSession(tracer.registerTask());
+      await tracer.tracePhase(session, "generate", () => sleep(5));
+      tracer.tracePhase(session, "reward", () => 1);
+      await tracer.tracePhase(session, "generate", () => sleep(5));
+      await sleep(2);
+      tracer.addCounter(session, "tokens", 512);
+      tracer.addCounter(session, "tokens", 128);
+      tracer.addCounter(session, "toolcalls");
+      tracer.finalize(session, "rejected", "reward below threshold");
+    }, { stepMs: 1 });
     await tracer.close();
     const [record] = readSessions(runDir);
     assert.ok(record);
     assert.equal(record.phases["generate"]!.count, 2);
-    assert.ok(record.phases["generate"]!.totalS >= 0.009, `generate ${record.phases["generate"]!.totalS} s`);
-    assert.ok(record.totalS >= record.phases["generate"]!.totalS);
+    assert.equal(record.phases["generate"]!.totalS, 0.01, "two phases of 5 ms");
+    assert.equal(record.totalS, 0.012, "submitted to finalized: the phases and 2 ms after them");
     assert.ok(record.finalizeTime >= record.submitTime && Math.abs(record.submitTime - Date.now()) < 60_000);
     for (const span of record.spans) assert.ok(span.start >= record.submitTime && span.end <= record.finalizeTime && span.end >= span.start);
     const normalised = JSON.stringify({

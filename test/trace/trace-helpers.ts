@@ -1,7 +1,8 @@
-/** Helpers for the trace tests: golden comparison and a nesting check. */
+/** Helpers for the trace tests: golden comparison, a nesting check, and time driven by the test. */
 import assert from "node:assert/strict";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { mock } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { TraceEvent } from "../../src/trace/trace-events.js";
 
@@ -52,4 +53,52 @@ export function assertProperNesting(events: readonly TraceEvent[]): void {
 /** Whether `inner` lies within `outer` in time. */
 export function within(inner: TraceEvent, outer: TraceEvent): boolean {
   return inner.ts! >= outer.ts! && inner.ts! + inner.dur! <= outer.ts! + outer.dur!;
+}
+
+/**
+ * `performance.now()` — the tracers' clock — moved by hand (node:test's `mock.method`): it starts
+ * at the real reading (so epoch timestamps stay plausible) and moves only by `advance(ms)`.
+ * `restore()` puts the real one back; call it in a `finally`.
+ */
+export function handClock(): { advance(ms: number): void; restore(): void } {
+  let now = performance.now();
+  const mocked = mock.method(performance, "now", () => now);
+  return {
+    advance: (ms) => {
+      now += ms;
+    },
+    restore: () => mocked.mock.restore(),
+  };
+}
+
+/**
+ * Run `work` on mocked time: node:test's `mock.timers` replaces the global `setTimeout` and `Date`
+ * (starting at 0), and `performance.now()` reads the mocked `Date`. Time moves in steps of
+ * `stepMs`, each after the pending callbacks have run, until `work` settles — at most `limitMs`
+ * of mocked time (then it fails, saying so). Returns `work`'s result and the mocked time it took.
+ * (`setTimeout` from `node:timers/promises`, imported before the mock, is not replaced: sleep
+ * through the global one.)
+ */
+export async function onMockedTime<T>(work: () => Promise<T>, { stepMs = 5, limitMs = 60_000 } = {}): Promise<{ value: T; elapsedMs: number }> {
+  mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
+  const clock = mock.method(performance, "now", () => Date.now());
+  try {
+    let settled = false;
+    const running = work().finally(() => {
+      settled = true;
+    });
+    // Swallowed here, rethrown below by `await running`: the loop must not leave it unhandled.
+    running.catch(() => undefined);
+    while (!settled) {
+      await new Promise((resolve) => setImmediate(resolve));
+      if (settled) break;
+      if (Date.now() >= limitMs) assert.fail(`the work did not finish within ${limitMs} ms of mocked time`);
+      mock.timers.tick(stepMs);
+    }
+    const elapsedMs = Date.now();
+    return { value: await running, elapsedMs };
+  } finally {
+    clock.mock.restore();
+    mock.timers.reset();
+  }
 }

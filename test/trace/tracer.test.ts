@@ -1,10 +1,15 @@
 import assert from "node:assert/strict";
-import { setTimeout as sleep } from "node:timers/promises";
 import { describe, it, beforeEach } from "node:test";
 import { getCollector, type KeyState } from "../../src/core/collector.js";
 import { getReduceDefinition } from "../../src/core/registry.js";
 import { Tracer, trace, traced } from "../../src/trace/tracer.js";
 import { collectDiagnostics } from "../helpers.js";
+import { handClock, onMockedTime } from "./trace-helpers.js";
+
+/** Sleep through the global `setTimeout`, looked up at each call, so `mock.timers` drives it. */
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
 
 /** Values recorded since the last call, by key, reduced as a flush would. */
 function takeValues(): Map<string, { value: number; count: number; reduce: string }> {
@@ -16,27 +21,25 @@ function takeValues(): Map<string, { value: number; count: number; reduce: strin
   return out;
 }
 
-function busy(ms: number): void {
-  const end = performance.now() + ms;
-  while (performance.now() < end) {
-    // spin: a sync stage that takes real time
-  }
-}
-
 describe("Tracer", () => {
   beforeEach(() => {
     getCollector().takeStates();
   });
 
-  it("records Forge's key names with MEAN and MAX", () => {
-    const t = new Tracer("loop");
-    for (let i = 0; i < 2; i++) {
-      t.start();
-      busy(2);
-      t.step("mm");
-      busy(1);
-      t.step("mm");
-      t.stop();
+  it("records Forge's key names with MEAN and MAX, in seconds", () => {
+    const clock = handClock();
+    try {
+      const t = new Tracer("loop");
+      for (let i = 0; i < 2; i++) {
+        t.start();
+        clock.advance(2);
+        t.step("mm");
+        clock.advance(1);
+        t.step("mm");
+        t.stop();
+      }
+    } finally {
+      clock.restore();
     }
     const values = takeValues();
     assert.deepEqual([...values.keys()].sort(), ["loop/mm/duration_avg_s", "loop/mm/duration_max_s", "loop/total_duration_avg_s", "loop/total_duration_max_s"]);
@@ -46,54 +49,44 @@ describe("Tracer", () => {
     assert.equal(values.get("loop/total_duration_max_s")!.reduce, "max");
     assert.equal(values.get("loop/mm/duration_avg_s")!.count, 4);
     assert.equal(values.get("loop/total_duration_avg_s")!.count, 2);
-    // A stage of ≥ 2 ms was measured, in seconds; the max of steps is at least their mean.
-    assert.ok(values.get("loop/mm/duration_max_s")!.value >= 0.002);
-    assert.ok(values.get("loop/mm/duration_max_s")!.value >= values.get("loop/mm/duration_avg_s")!.value);
-    assert.ok(values.get("loop/total_duration_avg_s")!.value >= 0.003);
+    // Stages of 2 ms and 1 ms, twice: each step is the time since the previous one.
+    const close = (key: string, expected: number): void => assert.ok(Math.abs(values.get(key)!.value - expected) < 1e-9, `${key} = ${values.get(key)!.value}, expected ${expected}`);
+    close("loop/mm/duration_avg_s", 0.0015);
+    close("loop/mm/duration_max_s", 0.002);
+    close("loop/total_duration_avg_s", 0.003);
+    close("loop/total_duration_max_s", 0.003);
   });
 
   it("measures each concurrent task's own time (Forge's scenario)", async () => {
-    // Sleeps overshoot on a loaded machine, so the nominal figures (±20%) get three attempts; the
-    // tracer's own figures are also checked against the task's independent clock every time.
-    const failures: string[] = [];
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const own = { a: [] as number[], total: [] as number[] };
-      async function task(): Promise<void> {
-        const t = new Tracer("concurrent", { timer: "cpu" });
-        const t0 = performance.now();
-        t.start();
-        await sleep(50);
-        t.step("a");
-        own.a.push((performance.now() - t0) / 1000);
-        for (const ms of [50, 100, 150]) {
-          await sleep(ms);
-          t.step("b");
-        }
-        await sleep(50);
-        t.stop();
-        own.total.push((performance.now() - t0) / 1000);
+    // Forge's test: two tasks, each 50 ms, then steps of 50, 100 and 150 ms, then 50 ms, run
+    // concurrently. On mocked time the figures are exact, and the tasks' sum of 800 ms in 400 ms
+    // of time shows they overlapped.
+    async function task(): Promise<void> {
+      const t = new Tracer("concurrent", { timer: "cpu" });
+      t.start();
+      await sleep(50);
+      t.step("a");
+      for (const ms of [50, 100, 150]) {
+        await sleep(ms);
+        t.step("b");
       }
-      const wallStart = performance.now();
-      await Promise.all([task(), task()]);
-      const wall = (performance.now() - wallStart) / 1000;
-      const values = takeValues();
-      const a = values.get("concurrent/a/duration_avg_s")!.value;
-      const total = values.get("concurrent/total_duration_avg_s")!.value;
-      let bRecords = 0;
-      for (const [key, v] of values) if (key.includes("/b/duration")) bRecords += v.count;
-      assert.equal(bRecords, 12);
-      const mean = (xs: number[]): number => xs.reduce((x, y) => x + y, 0) / xs.length;
-      assert.ok(Math.abs(a - mean(own.a)) < 0.002, `a avg ${a} differs from the tasks' own ${mean(own.a)}`);
-      assert.ok(Math.abs(total - mean(own.total)) < 0.002, `total avg ${total} differs from the tasks' own ${mean(own.total)}`);
-      const problems = [
-        a > 0.05 * 0.8 && a < 0.05 * 1.2 ? "" : `a avg ${a} not within 20% of 0.05`,
-        total > 0.4 * 0.8 && total < 0.4 * 1.2 ? "" : `total avg ${total} not within 20% of 0.4`,
-        wall < 0.5 ? "" : `wall ${wall} s ≥ 0.5: the tasks did not run concurrently`,
-      ].filter((p) => p !== "");
-      if (problems.length === 0) return;
-      failures.push(problems.join("; "));
+      await sleep(50);
+      t.stop();
     }
-    assert.fail(`three attempts missed Forge's figures: ${failures.join(" | ")}`);
+    const { elapsedMs } = await onMockedTime(() => Promise.all([task(), task()]));
+    const values = takeValues();
+    const close = (key: string, expected: number, count: number): void => {
+      const v = values.get(key);
+      assert.ok(v !== undefined, `${key} was recorded`);
+      assert.equal(v.count, count, `${key} count`);
+      assert.ok(Math.abs(v.value - expected) < 1e-9, `${key} = ${v.value}, expected ${expected}`);
+    };
+    close("concurrent/a/duration_avg_s", 0.05, 2);
+    close("concurrent/b/duration_avg_s", 0.1, 6);
+    close("concurrent/b/duration_max_s", 0.15, 6);
+    close("concurrent/total_duration_avg_s", 0.4, 2);
+    close("concurrent/total_duration_max_s", 0.4, 2);
+    assert.equal(elapsedMs, 400, "the two tasks ran concurrently");
   });
 
   it("says which call was out of order", () => {
@@ -183,14 +176,18 @@ describe("trace() wrapper", () => {
   });
 
   it("wraps async functions and stops when the promise settles", async () => {
-    const result = await trace("async", { trackMemory: false }, async (t) => {
-      await sleep(20);
-      t.step("wait");
-      return "done";
-    });
+    const { value: result } = await onMockedTime(() =>
+      trace("async", { trackMemory: false }, async (t) => {
+        await sleep(20);
+        t.step("wait");
+        await sleep(10);
+        return "done";
+      }),
+    );
     assert.equal(result, "done");
     const values = takeValues();
-    assert.ok(values.get("async/total_duration_avg_s")!.value >= 0.015);
+    assert.equal(values.get("async/wait/duration_avg_s")!.value, 0.02);
+    assert.equal(values.get("async/total_duration_avg_s")!.value, 0.03, "stopped when the promise settled, not when trace() returned");
     assert.equal(values.get("async/wait/duration_avg_s")!.count, 1);
   });
 
@@ -264,14 +261,19 @@ describe("Tracer through the logger", () => {
     getCollector().takeStates();
     const logger = await getOrCreateMetricLogger({ runDir: (await import("../helpers.js")).tempDir() });
     await logger.initBackends({ console: { loggingMode: "global_reduce" } });
-    for (let round = 0; round < 2; round++) {
-      const t = new Tracer("my_loop", { trackMemory: true, timer: "cpu" });
-      t.start();
-      for (let i = 0; i < 3; i++) {
-        busy(1);
-        t.step("my_metric_mm");
+    const clock = handClock();
+    try {
+      for (let round = 0; round < 2; round++) {
+        const t = new Tracer("my_loop", { trackMemory: true, timer: "cpu" });
+        t.start();
+        for (let i = 0; i < 3; i++) {
+          clock.advance(1);
+          t.step("my_metric_mm");
+        }
+        t.stop();
       }
-      t.stop();
+    } finally {
+      clock.restore();
     }
     const out = await captureStdout(() => logger.flush(0));
     await logger.shutdown();
@@ -288,6 +290,6 @@ describe("Tracer through the logger", () => {
       "my_loop/total_duration_max_s",
     ]);
     const duration = Number(lines.find((l) => l.startsWith("my_loop/my_metric_mm/duration_avg_s"))!.split(":")[1]);
-    assert.ok(duration >= 0.001 && duration < 1, `step duration ${duration} s`);
+    assert.ok(Math.abs(duration - 0.001) < 1e-6, `step duration ${duration} s, expected 0.001`);
   });
 });

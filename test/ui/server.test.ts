@@ -7,7 +7,8 @@ import { mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { startDashboard, type Dashboard } from "../../src/ui/server.js";
+import { GLOBAL_RANK } from "../../src/backends/store/read-types.js";
+import { startDashboard, type Dashboard, type DashboardRun, type KeyInfo } from "../../src/ui/server.js";
 import { tempDir } from "../helpers.js";
 import { XSS_KEY, openRun, seedFinishedRun } from "./seed.js";
 
@@ -82,23 +83,28 @@ describe("dashboard server", () => {
   });
 
   it("lists runs with experiment, trial, status and times", async () => {
-    const { runs } = await json<{ runs: { id: string; experiment: string; trial: string; status: string; startTime: number; endTime: number }[] }>(dashboard.url, "/api/runs");
+    const { runs } = await json<{ runs: DashboardRun[] }>(dashboard.url, "/api/runs");
     const base = runs.find((r) => r.id === "exp/base");
     assert.ok(base, JSON.stringify(runs));
     assert.equal(base.experiment, "exp");
     assert.equal(base.trial, "base");
     assert.equal(base.status, "finished");
-    assert.ok(base.endTime >= base.startTime);
+    // The store's RunSummary fields, named as the store names them (no absolute runDir).
+    assert.ok(base.startedAt !== null && base.endedAt !== null && base.endedAt >= base.startedAt, JSON.stringify(base));
+    assert.ok(base.updatedAt !== null && base.updatedAt >= base.startedAt);
+    assert.equal(base.resumeStep, 0);
+    assert.equal("runDir" in base, false);
   });
 
   it("lists a run's keys by kind, with per-rank lines", async () => {
-    const keys = await json<{ metrics: { key: string; ranks: number[]; global: boolean }[]; streams: string[]; system: string[]; histograms: string[]; rankNames: Record<string, string> }>(
+    const keys = await json<{ metrics: (KeyInfo & { internal: boolean })[]; streams: string[]; system: string[]; histograms: string[]; rankNames: Record<string, string> }>(
       dashboard.url,
       "/api/keys?run=exp/base",
     );
     assert.deepEqual(keys.rankNames, { "1": "Trainer_0_r1" });
     const loss = keys.metrics.find((k) => k.key === "loss");
-    assert.deepEqual(loss, { key: "loss", ranks: [0, 1], global: true, internal: false });
+    // The store's KeyInfo: the global line is rank -1 (GLOBAL_RANK), beside ranks 0 and 1.
+    assert.deepEqual(loss, { key: "loss", kind: "scalar", reduce: "mean", ranks: [GLOBAL_RANK, 0, 1], internal: false });
     assert.ok(keys.metrics.some((k) => k.key === XSS_KEY));
     assert.deepEqual(keys.streams, ["probe/grad_norm"]);
     assert.deepEqual(keys.system, ["gpu/0/util"]);
@@ -153,10 +159,11 @@ describe("dashboard server", () => {
     assert.deepEqual([...new Set(stream.ranks)].sort(), [0, 1]);
     const rest = await json<{ values: number[] }>(dashboard.url, `/api/stream?run=exp/base&key=probe/grad_norm&after=${encodeURIComponent(stream.cursor)}`);
     assert.equal(rest.values.length, 0);
-    const { histograms } = await json<{ histograms: { step: number; bucketLimits: unknown[]; bucketCounts: number[] }[] }>(dashboard.url, "/api/histograms?run=exp/base&key=grad/hist");
+    // The store's HistogramEntry as it is (its histogram's non-finite numbers as proto3-JSON strings).
+    const { histograms } = await json<{ histograms: { step: number; rank: number; histogram: { bucketLimits: unknown[]; bucketCounts: number[] } }[] }>(dashboard.url, "/api/histograms?run=exp/base&key=grad/hist");
     assert.deepEqual(histograms.map((h) => h.step), [3, 10]);
-    assert.deepEqual(histograms[1]?.bucketLimits, [-1, 0, 1, 2, "Infinity"]);
-    assert.deepEqual(histograms[1]?.bucketCounts, [1, 13, 4, 1, 1]);
+    assert.deepEqual(histograms[1]?.histogram.bucketLimits, [-1, 0, 1, 2, "Infinity"]);
+    assert.deepEqual(histograms[1]?.histogram.bucketCounts, [1, 13, 4, 1, 1]);
     const { samples } = await json<{ samples: { key: string; record: { prompt: string } }[] }>(dashboard.url, "/api/samples?run=exp/base");
     assert.deepEqual(samples.map((s) => s.record.prompt), ["<script>alert(2)</script>", "plain"]);
     const config = await json<{ params: { lr: number }; configYaml: string; version: { git: { commit: string } } }>(dashboard.url, "/api/config?run=exp/base");

@@ -6,6 +6,7 @@
 import Database from "better-sqlite3";
 import { mkdirSync } from "node:fs";
 import { BUSY_TIMEOUT_MS, SCHEMA, SCHEMA_VERSION, STORE_FILE, storePath, withBusyRetry } from "./schema.js";
+import { errorCode } from "./store-file.js";
 
 /** Open (creating when missing) a run's store for writing: WAL, the schema, the busy timeout. */
 export function openForWriting(runDir: string): Database.Database {
@@ -37,8 +38,7 @@ export function openForReading(runDir: string): Database.Database {
   try {
     db = new Database(path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    if (code === "SQLITE_CANTOPEN") throw new Error(`no rankscope store in ${runDir}: ${STORE_FILE} is missing (is it a run directory written with the "store" backend?)`, { cause: error });
+    if (errorCode(error) === "SQLITE_CANTOPEN") throw new Error(`no rankscope store in ${runDir}: ${STORE_FILE} is missing (is it a run directory written with the "store" backend?)`, { cause: error });
     throw error;
   }
   return db;

@@ -5,15 +5,10 @@
  * kept are real points of the series (step, wall, value), never averages.
  */
 
-/** One point of a series. `wall` is milliseconds since the epoch. */
-export interface SeriesPoint {
-  readonly step: number;
-  readonly wall: number;
-  readonly value: number;
-}
+import { f64, int } from "./columns.js";
+import type { SeriesPoint, XAxis } from "./read-types.js";
 
-/** What the x axis is: the step, or the wall time. */
-export type XAxis = "step" | "wall";
+export type { SeriesPoint, XAxis };
 
 /** Buckets per output point budget: each bucket can give min, max and last. */
 export const POINTS_PER_BUCKET = 3;
@@ -67,15 +62,15 @@ export class Downsampler {
   }
 
   /** Fold arrays of points (a decoded chunk, or rows) from `start` to `end`. */
-  addArrays(steps: ArrayLike<number>, walls: ArrayLike<number>, values: ArrayLike<number>, start = 0, end = values.length): void {
+  addArrays(steps: Float64Array, walls: Float64Array, values: Float64Array, start = 0, end = values.length): void {
     const xs = this.byStep ? steps : walls;
-    for (let i = start; i < end; i++) this.add(steps[i] as number, walls[i] as number, values[i] as number, xs[i] as number);
+    for (let i = start; i < end; i++) this.add(f64(steps, i), f64(walls, i), f64(values, i), f64(xs, i));
   }
 
   /** Fold one point; `x` is its step or wall time, whichever the axis is. */
   add(step: number, wall: number, value: number, x: number): void {
     const b = this.bucketOf(x);
-    this.count[b] = (this.count[b] as number) + 1;
+    this.count[b] = int(this.count, b) + 1;
     if (value !== value) {
       if (Number.isNaN(this.nanS[b])) {
         this.nanS[b] = step;
@@ -83,19 +78,19 @@ export class Downsampler {
       }
     } else {
       const firstNumeric = this.numeric[b] === 0;
-      this.numeric[b] = (this.numeric[b] as number) + 1;
-      if (firstNumeric || value < (this.minV[b] as number)) {
+      this.numeric[b] = int(this.numeric, b) + 1;
+      if (firstNumeric || value < f64(this.minV, b)) {
         this.minV[b] = value;
         this.minS[b] = step;
         this.minW[b] = wall;
       }
-      if (firstNumeric || value > (this.maxV[b] as number)) {
+      if (firstNumeric || value > f64(this.maxV, b)) {
         this.maxV[b] = value;
         this.maxS[b] = step;
         this.maxW[b] = wall;
       }
     }
-    const lastX = this.byStep ? (this.lastS[b] as number) : (this.lastW[b] as number);
+    const lastX = this.byStep ? f64(this.lastS, b) : f64(this.lastW, b);
     if (this.count[b] === 1 || x >= lastX) {
       this.lastS[b] = step;
       this.lastW[b] = wall;
@@ -110,23 +105,23 @@ export class Downsampler {
   addSummary(bucket: number, n: number, summary: ChunkSummary): void {
     const b = bucket;
     const first = this.count[b] === 0;
-    this.count[b] = (this.count[b] as number) + n;
+    this.count[b] = int(this.count, b) + n;
     if (summary.min !== null && summary.max !== null) {
       const firstNumeric = this.numeric[b] === 0;
-      this.numeric[b] = (this.numeric[b] as number) + n;
-      if (firstNumeric || summary.min < (this.minV[b] as number)) {
+      this.numeric[b] = int(this.numeric, b) + n;
+      if (firstNumeric || summary.min < f64(this.minV, b)) {
         this.minV[b] = summary.min;
         this.minS[b] = summary.minStep;
         this.minW[b] = summary.minWall;
       }
-      if (firstNumeric || summary.max > (this.maxV[b] as number)) {
+      if (firstNumeric || summary.max > f64(this.maxV, b)) {
         this.maxV[b] = summary.max;
         this.maxS[b] = summary.maxStep;
         this.maxW[b] = summary.maxWall;
       }
     }
     const x = this.byStep ? summary.lastStep : summary.lastWall;
-    const lastX = this.byStep ? (this.lastS[b] as number) : (this.lastW[b] as number);
+    const lastX = this.byStep ? f64(this.lastS, b) : f64(this.lastW, b);
     if (first || x >= lastX) {
       this.lastS[b] = summary.lastStep;
       this.lastW[b] = summary.lastWall;
@@ -140,38 +135,42 @@ export class Downsampler {
    * are still real points, at most one block (64 points) off their exact bucket.
    */
   addBlock(blocks: Float64Array, o: number): void {
+    // Casts, not the checked f64(): this runs ~20 reads for each of a million-point series' 15,000
+    // blocks, and the checks made a downsampled read ~19% slower (a paired run of old and new
+    // readers on one file, docs/DESIGN.md "store"). `o` steps by BLOCK_FIELDS within the blob and
+    // `b` is clamped by bucketOf, so every read is in bounds.
     const x = this.byStep ? (blocks[o + 1] as number) : (blocks[o + 2] as number);
     const b = this.bucketOf(x);
-    const n = blocks[o] as number;
+    const n = (blocks[o] as number);
     const first = this.count[b] === 0;
     this.count[b] = (this.count[b] as number) + n;
-    const min = blocks[o + 6] as number;
+    const min = (blocks[o + 6] as number);
     if (min === min) {
-      const max = blocks[o + 9] as number;
+      const max = (blocks[o + 9] as number);
       const firstNumeric = this.numeric[b] === 0;
       this.numeric[b] = (this.numeric[b] as number) + 1;
       if (firstNumeric || min < (this.minV[b] as number)) {
         this.minV[b] = min;
-        this.minS[b] = blocks[o + 7] as number;
-        this.minW[b] = blocks[o + 8] as number;
+        this.minS[b] = (blocks[o + 7] as number);
+        this.minW[b] = (blocks[o + 8] as number);
       }
       if (firstNumeric || max > (this.maxV[b] as number)) {
         this.maxV[b] = max;
-        this.maxS[b] = blocks[o + 10] as number;
-        this.maxW[b] = blocks[o + 11] as number;
+        this.maxS[b] = (blocks[o + 10] as number);
+        this.maxW[b] = (blocks[o + 11] as number);
       }
     }
-    const nanStep = blocks[o + 12] as number;
+    const nanStep = (blocks[o + 12] as number);
     if (nanStep === nanStep && Number.isNaN(this.nanS[b])) {
       this.nanS[b] = nanStep;
-      this.nanW[b] = blocks[o + 13] as number;
+      this.nanW[b] = (blocks[o + 13] as number);
     }
     const lastX = this.byStep ? (blocks[o + 3] as number) : (blocks[o + 4] as number);
     const keptX = this.byStep ? (this.lastS[b] as number) : (this.lastW[b] as number);
     if (first || lastX >= keptX) {
-      this.lastS[b] = blocks[o + 3] as number;
-      this.lastW[b] = blocks[o + 4] as number;
-      this.lastV[b] = blocks[o + 5] as number;
+      this.lastS[b] = (blocks[o + 3] as number);
+      this.lastW[b] = (blocks[o + 4] as number);
+      this.lastV[b] = (blocks[o + 5] as number);
     }
   }
 
@@ -191,17 +190,17 @@ export class Downsampler {
         kept.push({ step, wall, value });
       };
       if (this.numeric[b] !== 0) {
-        push(this.minS[b] as number, this.minW[b] as number, this.minV[b] as number);
-        push(this.maxS[b] as number, this.maxW[b] as number, this.maxV[b] as number);
+        push(f64(this.minS, b), f64(this.minW, b), f64(this.minV, b));
+        push(f64(this.maxS, b), f64(this.maxW, b), f64(this.maxV, b));
       }
-      push(this.lastS[b] as number, this.lastW[b] as number, this.lastV[b] as number);
+      push(f64(this.lastS, b), f64(this.lastW, b), f64(this.lastV, b));
       if (!Number.isNaN(this.nanS[b]) && !Number.isNaN(this.lastV[b])) nanBuckets.push(b);
       for (const p of kept) out.push(p);
     }
     for (const b of nanBuckets) {
       if (out.length >= maxPoints) break;
       // Never a duplicate: min, max are numbers, and buckets whose last is NaN are not listed.
-      out.push({ step: this.nanS[b] as number, wall: this.nanW[b] as number, value: NaN });
+      out.push({ step: f64(this.nanS, b), wall: f64(this.nanW, b), value: NaN });
     }
     // Blocks are bucketed by their first point and NaN markers come last, so sort once here.
     out.sort(this.byStep ? (p, q) => p.step - q.step || p.wall - q.wall : (p, q) => p.wall - q.wall || p.step - q.step);

@@ -29,20 +29,20 @@ import { GLOBAL_RANK, storePath } from "./schema.js";
 import type { WorkerReply, WorkerRequest, WriterThreadData } from "./writer-worker.js";
 import { endingAbnormally, registerDrain } from "../../core/lifecycle.js";
 import { ColumnBuilder, columnBuffers } from "./columns.js";
-import { StoreWriter, type HistogramEntry, type RawPoint, type SamplesEntry, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
+import { StoreWriter, type HistogramWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
 
 /** The batch being built between two sends (a `WriteBatch` with mutable arrays). */
 interface PendingBatch {
   scalars?: ColumnBuilder;
   streams?: ColumnBuilder;
   system?: RawPoint[];
-  samples?: SamplesEntry[];
-  histograms?: HistogramEntry[];
+  samples?: SampleWrite[];
+  histograms?: HistogramWrite[];
   hyperparams?: Record<string, unknown>;
 }
 
 export * from "./reader.js";
-export { StoreWriter, type ScalarPoint, type RawPoint, type SamplesEntry, type HistogramEntry as HistogramWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
+export { StoreWriter, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
 export { storePath, CHUNK_POINTS } from "./schema.js";
 
 /** Where a batch goes: a worker thread or the calling thread. */
@@ -58,6 +58,11 @@ interface WriterChannel {
 }
 
 type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
+
+/** A request with its id. */
+function withId(message: DistributiveOmit<WorkerRequest, "id">, id: number): WorkerRequest {
+  return { ...message, id };
+}
 
 /** Runs the writer on a worker thread; replies resolve requests in order. */
 class WorkerChannel implements WriterChannel {
@@ -94,14 +99,14 @@ class WorkerChannel implements WriterChannel {
       this.waiting.set(id, { resolve, reject });
       // Keep the process alive while writes are queued, so a finished loop does not lose them.
       this.worker.ref();
-      this.worker.postMessage({ ...message, id } as WorkerRequest, transfer);
+      this.worker.postMessage(withId(message, id), transfer);
     });
   }
 
   requestSync(message: DistributiveOmit<WorkerRequest, "id">, waitMs: number): boolean {
     if (this.dead !== null) return false;
     const id = this.nextId++;
-    this.worker.postMessage({ ...message, id } as WorkerRequest);
+    this.worker.postMessage(withId(message, id));
     const deadline = Date.now() + waitMs;
     for (;;) {
       const done = Atomics.load(this.progress, 0);
@@ -340,12 +345,14 @@ export class StoreBackend implements Backend {
     const batch: WriteBatch = { ...rest };
     const transfer: ArrayBuffer[] = [];
     if (scalars !== undefined) {
-      batch.scalarColumns = scalars.build();
-      transfer.push(...columnBuffers(batch.scalarColumns));
+      const columns = scalars.build();
+      batch.scalarColumns = columns;
+      transfer.push(...columnBuffers(columns));
     }
     if (streams !== undefined) {
-      batch.streamColumns = streams.build();
-      transfer.push(...columnBuffers(batch.streamColumns));
+      const columns = streams.build();
+      batch.streamColumns = columns;
+      transfer.push(...columnBuffers(columns));
     }
     const channel = this.channel;
     if (channel === null) {

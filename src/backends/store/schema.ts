@@ -17,16 +17,14 @@
  * - `config`: the run's hyperparameters and other documents, JSON by name.
  */
 import { join } from "node:path";
-import { STORE_FILE } from "./store-file.js";
+import { STORE_FILE, errorCode } from "./store-file.js";
 import { retrySync } from "../../core/retry.js";
+import { GLOBAL_RANK, SERIES_KINDS, type KeyKind, type SeriesKind } from "./read-types.js";
 
-export { STORE_FILE };
+export { STORE_FILE, GLOBAL_RANK, SERIES_KINDS, type KeyKind, type SeriesKind };
 
 /** Version of the schema below; written to `PRAGMA user_version`. */
 export const SCHEMA_VERSION = 1;
-
-/** The rank column of series reduced across ranks (`global_reduce`). */
-export const GLOBAL_RANK = -1;
 
 /** Points per packed chunk: large enough that a million points are ~500 rows, small enough to rewrite. */
 export const CHUNK_POINTS = 2048;
@@ -42,15 +40,6 @@ export const BLOCK_FIELDS = ["n", "firstStep", "firstWall", "lastStep", "lastWal
 
 /** How long a connection waits for another process's write lock before SQLite reports busy. */
 export const BUSY_TIMEOUT_MS = 10_000;
-
-/** What a series holds. `scalar`: reduced values by step; `stream`: raw values; `system`: GPU/CPU samples. */
-export type SeriesKind = "scalar" | "stream" | "system";
-
-/** What a key holds: a numeric series, or per-flush sample records or histograms. */
-export type KeyKind = SeriesKind | "sample" | "histogram";
-
-/** The valid series kinds, in the order messages list them. */
-export const SERIES_KINDS: readonly SeriesKind[] = ["scalar", "stream", "system"];
 
 /** The tables and indexes, created by `openForWriting` (connection.ts). */
 export const SCHEMA = `
@@ -115,8 +104,8 @@ export function storePath(runDir: string): string {
 
 /** True for SQLite's "another connection holds the lock" errors, which are worth retrying. */
 export function isBusyError(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"));
+  const code = errorCode(error);
+  return code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED");
 }
 
 /**

@@ -3,6 +3,12 @@
  * dashboard server names and explains store files without loading the database driver.
  */
 
+/** The `code` of an error (`SQLITE_BUSY`, `ENOENT`, …), or "" when it has none. */
+export function errorCode(error: unknown): string {
+  const code: unknown = typeof error === "object" && error !== null && "code" in error ? error.code : undefined;
+  return typeof code === "string" ? code : "";
+}
+
 /** The store's file name inside a run directory. */
 export const STORE_FILE = "metrics.db";
 
@@ -11,7 +17,7 @@ export const STORE_FILE = "metrics.db";
  * database`), from SQLite's error code; the error's own message when the code says nothing more.
  */
 export function storeFault(error: unknown): string {
-  const code = String((error as { code?: unknown } | null)?.code ?? "");
+  const code = errorCode(error);
   const detail = error instanceof Error ? error.message : String(error);
   if (code === "SQLITE_NOTADB") return `${STORE_FILE} is not a SQLite database (damaged, or not written by rankscope): ${detail}`;
   if (code.startsWith("SQLITE_CORRUPT")) return `${STORE_FILE} is damaged (SQLite reports corruption): ${detail}`;

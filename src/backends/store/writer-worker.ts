@@ -26,7 +26,12 @@ export interface WriterThreadData {
 }
 
 let writer: StoreWriter | null = null;
-const progress = (workerData as WriterThreadData | undefined)?.progress;
+/** `workerData.progress`, when the backend passed it (a structured clone of `WriterThreadData`). */
+const progress = isThreadData(workerData) ? workerData.progress : undefined;
+
+function isThreadData(data: unknown): data is WriterThreadData {
+  return typeof data === "object" && data !== null && (!("progress" in data) || data.progress === undefined || data.progress instanceof Int32Array);
+}
 
 function handle(request: WorkerRequest): void {
   switch (request.op) {
@@ -57,23 +62,29 @@ let lastCommit = 0;
  */
 function drainQueue(): void {
   scheduled = false;
-  while (queue.length > 0) {
-    const head = queue[0] as WorkerRequest;
-    let run = 1;
-    if (head.op === "write") while (run < queue.length && queue[run]?.op === "write") run++;
-    const requests = queue.splice(0, run);
+  for (let head = queue.shift(); head !== undefined; head = queue.shift()) {
+    const requests = [head];
+    const batches: WriteBatch[] = [];
+    if (head.op === "write") {
+      batches.push(head.batch);
+      for (let next = queue[0]; next?.op === "write"; next = queue[0]) {
+        batches.push(next.batch);
+        requests.push(next);
+        queue.shift();
+      }
+    }
     let error: string | undefined;
     try {
       if (head.op === "write") {
         if (writer === null) throw new Error("the store was not opened (its init failed)");
-        writer.writeAll(requests.map((r) => (r as Extract<WorkerRequest, { op: "write" }>).batch));
+        writer.writeAll(batches);
       } else handle(head);
     } catch (e) {
       error = describeError(e);
     }
     for (const r of requests) parentPort?.postMessage((error === undefined ? { id: r.id } : { id: r.id, error }) satisfies WorkerReply);
     if (progress !== undefined) {
-      Atomics.store(progress, 0, (requests[requests.length - 1] as WorkerRequest).id);
+      Atomics.store(progress, 0, requests[requests.length - 1]?.id ?? head.id);
       Atomics.notify(progress, 0);
     }
   }

@@ -12,7 +12,8 @@ import { createWriteStream, type WriteStream } from "node:fs";
 import { once } from "node:events";
 import { isInternalKey } from "../../core/internal-keys.js";
 import { jsonNumberText } from "../../core/json.js";
-import { openStore, type SeriesKind } from "../../backends/store/reader.js";
+import * as store from "../../backends/store/reader.js";
+import type { SeriesKind } from "../../backends/store/reader.js";
 import { resolveRunArg } from "../run-arg.js";
 import { ProgressLine, progressBar } from "../progress.js";
 
@@ -49,9 +50,8 @@ export function registerExportCommand(program: Command): void {
       }
       const format = options.format as ExportFormat;
       const runDir = resolveRunArg(run, options.root);
-      const reader = openStore(runDir);
       const series: { key: string; kind: SeriesKind; rank: number }[] = [];
-      for (const k of reader.keys()) {
+      for (const k of store.keys(runDir)) {
         if (k.kind === "sample" || k.kind === "histogram") continue;
         if (options.internal !== true && isInternalKey(k.key)) continue;
         for (const rank of k.ranks) series.push({ key: k.key, kind: k.kind, rank });
@@ -62,7 +62,7 @@ export function registerExportCommand(program: Command): void {
       if (format === "csv") await write(out, "key,kind,rank,step,wall,value\n");
       bar.update(exportProgress(0, series.length, 0));
       for (const [i, s] of series.entries()) {
-        const result = reader.series(s.key, { kind: s.kind, rank: s.rank, maxPoints: Infinity, x: s.kind === "scalar" ? "step" : "wall" });
+        const result = store.series(runDir, s.key, { kind: s.kind, rank: s.rank, maxPoints: Infinity, x: s.kind === "scalar" ? "step" : "wall" });
         const keyText = format === "csv" ? csvField(s.key) : JSON.stringify(s.key);
         let text = "";
         for (const p of result.points) {

@@ -3,7 +3,7 @@
  * scalar key, then, by cursor, only the points written since, until the run ends (or Ctrl-C).
  */
 import type { Command } from "commander";
-import { openStore, type StoreReader } from "../../backends/store/reader.js";
+import { keys, runInfo, series } from "../../backends/store/reader.js";
 import { isInternalKey } from "../../core/internal-keys.js";
 import { registerDrain } from "../../core/lifecycle.js";
 import { sleep } from "../../core/retry.js";
@@ -23,10 +23,10 @@ interface Followed {
 }
 
 /** One poll: print every point of every (matching) scalar key after its cursor, by step. */
-function pollOnce(reader: StoreReader, followed: Map<string, Followed>, options: TailOptions, rank: number | undefined, first: boolean): number {
+function pollOnce(runDir: string, followed: Map<string, Followed>, options: TailOptions, rank: number | undefined, first: boolean): number {
   const lines: { step: number; text: string }[] = [];
   const filter = options.filter;
-  for (const k of reader.keys("scalar")) {
+  for (const k of keys(runDir, "scalar")) {
     if (filter !== undefined && !k.key.includes(filter)) continue;
     if (options.internal !== true && isInternalKey(k.key)) continue;
     const ranks = rank === undefined ? [k.ranks[0] as number] : k.ranks.includes(rank) ? [rank] : [];
@@ -38,7 +38,7 @@ function pollOnce(reader: StoreReader, followed: Map<string, Followed>, options:
         followed.set(id, f);
       }
       // The first look shows only the latest value; later ones every new point.
-      const result = reader.series(k.key, { rank: r, maxPoints: first ? 3 : Infinity, ...(f.cursor === null ? {} : { after: f.cursor }) });
+      const result = series(runDir, k.key, { rank: r, maxPoints: first ? 3 : Infinity, ...(f.cursor === null ? {} : { after: f.cursor }) });
       f.cursor = result.cursor;
       const points = first ? result.points.slice(-1) : result.points;
       const label = r === -1 ? k.key : `${k.key} [rank ${r}]`;
@@ -71,12 +71,11 @@ export function registerTailCommand(program: Command): void {
         if (!Number.isInteger(rank) || rank < -1) throw new Error(`--rank must be a rank number (-1 for the global series), got ${JSON.stringify(options.rank)}`);
       }
       const runDir = resolveRunArg(run, options.root);
-      const reader = openStore(runDir);
-      const info = reader.runInfo();
+      const info = runInfo(runDir);
       process.stdout.write(`${info.experiment ?? "?"}/${info.trial ?? "?"} (${info.status}) ${runDir}\n`);
       const followed = new Map<string, Followed>();
       if (!options.follow) {
-        pollOnce(reader, followed, options, rank, true);
+        pollOnce(runDir, followed, options, rank, true);
         return;
       }
       // Ctrl-C / SIGTERM stop it through the one lifecycle (from before the first line it prints):
@@ -92,8 +91,8 @@ export function registerTailCommand(program: Command): void {
           return following;
         },
       });
-      pollOnce(reader, followed, options, rank, true);
-      following = follow(reader, followed, options, rank, intervalMs, stop.signal);
+      pollOnce(runDir, followed, options, rank, true);
+      following = follow(runDir, followed, options, rank, intervalMs, stop.signal);
       try {
         await following;
       } finally {
@@ -103,12 +102,12 @@ export function registerTailCommand(program: Command): void {
 }
 
 /** Poll every `intervalMs` until the run ends or `stop` is aborted. */
-async function follow(reader: StoreReader, followed: Map<string, Followed>, options: TailOptions, rank: number | undefined, intervalMs: number, stop: AbortSignal): Promise<void> {
+async function follow(runDir: string, followed: Map<string, Followed>, options: TailOptions, rank: number | undefined, intervalMs: number, stop: AbortSignal): Promise<void> {
   while (!stop.aborted) {
     await sleep(intervalMs, stop);
     if (stop.aborted) break;
-    const status = reader.runInfo().status;
-    pollOnce(reader, followed, options, rank, false);
+    const status = runInfo(runDir).status;
+    pollOnce(runDir, followed, options, rank, false);
     // Read once more after the status says ended, so the last flush is never missed.
     if (status !== "running" && status !== "unknown") {
       process.stdout.write(`run ${status}\n`);

@@ -2,9 +2,10 @@
  * The dashboard's JSON API, typed. The server sends NaN and ±Infinity as the strings "NaN",
  * "Infinity", "-Infinity" (JSON has no such numbers); they are turned back into numbers here.
  */
-import type { HistogramRow, KeyInfo, RunSummary, SampleRow, SeriesData, StreamData } from "../source.js";
+import { isRecord } from "../../core/json.js";
+import type { DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
 
-export type { HistogramRow, KeyInfo, RunSummary, SampleRow, SeriesData, StreamData };
+export type { DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData };
 
 /** A hyperparameter value as `/api/runs` flattens them. */
 export type ParamValue = string | number | boolean | null;
@@ -13,13 +14,16 @@ export type ParamValue = string | number | boolean | null;
  * A run as the runs table shows it. `tags`, `group` and `params` come from servers that know them
  * (absent from older ones: the app then shows none).
  */
-export interface RunInfo extends RunSummary {
+export interface RunInfo extends DashboardRun {
   tags?: string[];
   group?: string | null;
   params?: Record<string, ParamValue>;
 }
 
-/** A metric key; `internal` (rankscope's own bookkeeping) when the server says so. */
+/**
+ * A scalar key as the store describes it (`ranks` includes `GLOBAL_RANK` when it has a global
+ * line); `internal` (rankscope's own bookkeeping) when the server says so.
+ */
 export type MetricKey = KeyInfo & { internal?: boolean };
 
 /** One requested line of `/api/lines`: key, rank, `after` cursor, and `before` (exclusive upper step bound). */
@@ -72,8 +76,8 @@ async function getJson<T>(path: string, params: Record<string, string | number |
   if (!response.ok) {
     let message = `${response.status} ${response.statusText}`;
     try {
-      const body = (await response.json()) as { error?: string };
-      if (typeof body.error === "string") message = body.error;
+      const body: unknown = await response.json();
+      if (isRecord(body) && typeof body["error"] === "string") message = body["error"];
     } catch {
       // keep the status line
     }
@@ -81,6 +85,8 @@ async function getJson<T>(path: string, params: Record<string, string | number |
   }
   const text = await response.text();
   received += text.length;
+  // The one unchecked type in the app: the answer of this package's own server, whose types
+  // (source.ts, the store's read-types.ts) are the ones named here.
   return JSON.parse(text) as T;
 }
 
@@ -92,6 +98,11 @@ export type LineAnswer<T> = T | { error: string; status: number };
 
 /** The kinds of line `/api/lines` serves. */
 export type LineKind = "scalar" | "stream" | "system";
+
+/** Whether a line's answer is a stream's (per-rank points) rather than a series'. */
+export function isStreamData(data: SeriesData | StreamData): data is StreamData {
+  return "ranks" in data;
+}
 
 function decodeLine<T extends { values: unknown[] }>(line: LineAnswer<T>): LineAnswer<T> {
   return "error" in line ? line : { ...line, values: decodeNumbers(line.values) };
@@ -166,8 +177,11 @@ export const api = {
   },
   keys: (run: string) => getJson<RunKeys>("keys", { run }),
   histograms: async (run: string, key: string, limit?: number) => {
-    const rows = (await getJson<{ histograms: HistogramRow[] }>("histograms", { run, key, limit })).histograms;
-    return rows.map((r) => ({ ...r, min: toNumber(r.min), max: toNumber(r.max), bucketLimits: decodeNumbers([...r.bucketLimits]) }));
+    const rows = (await getJson<{ histograms: HistogramEntry[] }>("histograms", { run, key, limit })).histograms;
+    return rows.map(({ histogram: h, ...r }): HistogramEntry => ({
+      ...r,
+      histogram: { ...h, min: toNumber(h.min), max: toNumber(h.max), sum: toNumber(h.sum), sumSquares: toNumber(h.sumSquares), bucketLimits: decodeNumbers([...h.bucketLimits]) },
+    }));
   },
   samples: async (run: string) => (await getJson<{ samples: SampleRow[] }>("samples", { run })).samples,
   config: (run: string) => getJson<ConfigView>("config", { run }),

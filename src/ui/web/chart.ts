@@ -9,46 +9,17 @@
  *
  * A card draws only while it is on screen (`setOnScreen`): off screen it keeps its points and no
  * canvas, so a run with a thousand keys costs the charts one can see.
+ *
+ * This file is the card (its DOM, its uPlot, legend and redraws). What is drawn from the lines is
+ * chart-data.ts, axes and scales chart-axes.ts, markers, tooltip rows and downloads
+ * chart-interaction.ts.
  */
 import uPlot from "uplot";
-import { append, clear, el, formatTime } from "./dom.js";
+import { axesOf, formatValue, scalesOf } from "./chart-axes.js";
+import { lineTable, linesToCsv, type Line, type Marker, type ViewSettings } from "./chart-data.js";
+import { download, drawMarkers, fileNameOf, placeTooltip, tooltipRow } from "./chart-interaction.js";
+import { append, clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
-import { smoothDebiasedEma } from "./smooth.js";
-
-export type XMode = "step" | "wall" | "relative" | "metric";
-
-export interface ViewSettings {
-  xMode: XMode;
-  /** The metric drawn on the x-axis when `xMode` is "metric" (joined to each line by step). */
-  xKey: string;
-  smoothing: number;
-  logScale: boolean;
-  logX: boolean;
-  /** The x range every chart shows, or null for all of it. */
-  zoom: [number, number] | null;
-}
-
-/** One line (or scatter) of a chart. */
-export interface Line {
-  readonly id: string;
-  label: string;
-  /** The run's start, for relative time (ms since the epoch); else the line's first point. */
-  runStart: number | null;
-  steps: number[];
-  times: number[];
-  values: number[];
-  /** Scatter for raw stream values. */
-  scatter?: boolean;
-  /** The points were thinned (by the server or in the page); zooming in asks for finer ones. */
-  downsampled?: boolean;
-  colour?: string;
-  dash?: number[];
-  /** For an x-axis by metric: that metric's (step, value) points of the line's run, in step order. */
-  xMap?: { steps: number[]; values: number[] };
-}
-
-/** Tick spacings for a step axis: 1, 2, 5 × powers of ten. */
-const STEP_INCREMENTS = Array.from({ length: 16 }, (_, e) => [1, 2, 5].map((m) => m * 10 ** e)).flat();
 
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
 
@@ -59,129 +30,6 @@ export function lineColour(i: number): string {
 
 function faint(colour: string): string {
   return `${colour}40`;
-}
-
-/** Linear interpolation of `map` (ascending steps) at `step`; NaN outside its range. */
-export function interpolate(map: { steps: number[]; values: number[] }, step: number): number {
-  const { steps, values } = map;
-  let lo = 0;
-  let hi = steps.length - 1;
-  if (hi < 0 || step < (steps[0] ?? 0) || step > (steps[hi] ?? 0)) return NaN;
-  while (hi - lo > 1) {
-    const mid = (lo + hi) >> 1;
-    if ((steps[mid] ?? 0) <= step) lo = mid;
-    else hi = mid;
-  }
-  const s0 = steps[lo] ?? 0;
-  const s1 = steps[hi] ?? 0;
-  const v0 = values[lo] ?? NaN;
-  if (s1 === s0 || step === s0) return v0;
-  return v0 + ((values[hi] ?? NaN) - v0) * ((step - s0) / (s1 - s0));
-}
-
-/** The x of a line's i-th point under an x-axis mode. */
-export function xOf(line: Line, mode: XMode, i: number): number {
-  if (mode === "step") return line.steps[i] ?? 0;
-  if (mode === "metric") return line.xMap === undefined ? NaN : interpolate(line.xMap, line.steps[i] ?? 0);
-  const t = line.times[i] ?? 0;
-  if (mode === "wall") return t / 1000;
-  const start = line.runStart ?? line.times[0] ?? 0;
-  return (t - start) / 1000;
-}
-
-/** A non-finite point to mark. */
-interface Marker {
-  x: number;
-  kind: "NaN" | "+Inf" | "-Inf";
-}
-
-/** A line's points in x order, as [xs, raw, smoothed] with nulls where nothing can be drawn, its markers, and x → point index. */
-function lineTable(line: Line, settings: ViewSettings): { table: [number[], (number | null)[], (number | null)[]]; markers: Marker[]; index: Map<number, number> } {
-  const n = line.values.length;
-  const order = Array.from({ length: n }, (_, i) => i);
-  const xs = order.map((i) => xOf(line, settings.xMode, i));
-  let sorted = true;
-  for (let i = 1; i < n; i++) if ((xs[i] ?? 0) < (xs[i - 1] ?? 0)) sorted = false;
-  if (!sorted) order.sort((a, b) => (xs[a] ?? 0) - (xs[b] ?? 0) || a - b);
-  const x: number[] = [];
-  const y: (number | null)[] = [];
-  const markers: Marker[] = [];
-  const index = new Map<number, number>();
-  for (const i of order) {
-    const xi = xs[i] ?? NaN;
-    if (!Number.isFinite(xi) || (settings.logX && xi <= 0)) continue;
-    const v = line.values[i] ?? NaN;
-    if (!Number.isFinite(v)) markers.push({ x: xi, kind: Number.isNaN(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf" });
-    const drawable = Number.isFinite(v) && (!settings.logScale || v > 0);
-    index.set(xi, i);
-    // uPlot needs strictly increasing x within a line: keep the last value of a repeated x.
-    if (x.length > 0 && x[x.length - 1] === xi) {
-      y[y.length - 1] = drawable ? v : null;
-      continue;
-    }
-    x.push(xi);
-    y.push(drawable ? v : null);
-  }
-  return { table: [x, y, line.scatter === true ? y : smoothDebiasedEma(y, settings.smoothing)], markers, index };
-}
-
-/**
- * Tick labels with as many decimals as the ticks need to read as what they are (0.25 and 0.75,
- * not 0.3 and 0.8), exponents for very large or very small ones.
- */
-export function formatTicks(splits: number[]): string[] {
-  const step = splits.length > 1 ? Math.abs((splits[1] ?? 0) - (splits[0] ?? 0)) : Math.abs(splits[0] ?? 1);
-  const largest = Math.max(...splits.map((v) => Math.abs(v)));
-  if (largest !== 0 && (largest >= 1e6 || (step > 0 && step < 1e-4))) {
-    for (let d = 1; d <= 6; d++) {
-      const labels = splits.map((v) => (v === 0 ? "0" : v.toExponential(d)));
-      if (splits.every((v, i) => v === 0 || Math.abs(Number(labels[i]) - v) <= step * 1e-6)) return labels;
-    }
-    return splits.map((v) => (v === 0 ? "0" : v.toExponential(6)));
-  }
-  const tolerance = Math.max(step, Number.MIN_VALUE) * 1e-6;
-  for (let d = 0; d <= 10; d++) {
-    if (splits.every((v) => Math.abs(Number(v.toFixed(d)) - v) <= tolerance)) return splits.map((v) => v.toFixed(d));
-  }
-  return splits.map((v) => v.toFixed(10));
-}
-
-/** A value for the tooltip and legend. */
-export function formatValue(v: number | null | undefined): string {
-  if (v === null || v === undefined) return "";
-  if (!Number.isFinite(v)) return Number.isNaN(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
-  return Math.abs(v) >= 1e5 || (v !== 0 && Math.abs(v) < 1e-3) ? v.toExponential(4) : String(Number(v.toPrecision(6)));
-}
-
-/** The points of lines as CSV: one row per point, `line,step,time_ms,value`. */
-export function linesToCsv(lines: readonly Line[]): string {
-  const quote = (s: string): string => (/[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
-  const rows = ["line,step,time_ms,value"];
-  for (const line of lines) {
-    for (let i = 0; i < line.values.length; i++) rows.push(`${quote(line.label)},${line.steps[i] ?? ""},${line.times[i] ?? ""},${formatValue(line.values[i] ?? NaN) === "" ? "" : String(line.values[i])}`);
-  }
-  return `${rows.join("\n")}\n`;
-}
-
-/** Save `blob` as a file named `name` (a download, never a navigation). */
-export function download(name: string, blob: Blob): void {
-  const url = URL.createObjectURL(blob);
-  const a = el("a", { href: url, download: name });
-  document.body.appendChild(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 10_000);
-}
-
-/** A safe file name from a key: letters, digits, `._-`; the rest as `_`. */
-export function fileNameOf(key: string): string {
-  return key.replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^_+|_+$/g, "") || "chart";
-}
-
-/** Colours of axes and grid from the page's theme. */
-function themeColours(): { axis: string; grid: string } {
-  const style = getComputedStyle(document.documentElement);
-  return { axis: style.getPropertyValue("--muted").trim() || "#555", grid: style.getPropertyValue("--grid").trim() || "#0000001a" };
 }
 
 /** What a card tells its owner. */
@@ -382,7 +230,8 @@ export class ChartCard {
       }
       topSeries.push(series.length - 1);
     });
-    const data: uPlot.AlignedData = joinInput.length === 0 ? [[]] : joinInput.length === 1 ? (joinInput[0] as uPlot.AlignedData) : uPlot.join(joinInput);
+    const [only, ...more] = joinInput;
+    const data: uPlot.AlignedData = only === undefined ? [[]] : more.length === 0 ? only : uPlot.join(joinInput);
     return { data, series, topSeries, rawSeries, markers: built.flatMap((b) => b.markers), indexes: built.map((b) => b.index) };
   }
 
@@ -409,10 +258,6 @@ export class ChartCard {
 
     this.plot?.destroy();
     clear(this.plotBox);
-    const colours = themeColours();
-    const axis = { stroke: colours.axis, grid: { stroke: colours.grid, width: 1 }, ticks: { stroke: colours.grid, width: 1 } };
-    const wall = settings.xMode === "wall";
-    const xLabel = settings.xMode === "step" ? "step" : settings.xMode === "relative" ? "seconds since start" : settings.xMode === "metric" ? visibleName(settings.xKey) : "";
     const opts: uPlot.Options = {
       width: this.width(),
       height: 190,
@@ -420,26 +265,12 @@ export class ChartCard {
       legend: { show: false },
       cursor: { drag: { x: true, y: false, setScale: false }, sync: { key: "rankscope", setSeries: false } },
       select: { show: true, left: 0, top: 0, width: 0, height: 0 },
-      scales: {
-        x: { time: wall, ...(settings.logX && !wall ? { distr: 3 } : {}), ...(settings.zoom !== null ? { min: settings.zoom[0], max: settings.zoom[1], auto: false } : {}) },
-        y: settings.logScale ? { distr: 3 } : {},
-      },
-      axes: [
-        {
-          ...axis,
-          label: xLabel,
-          labelSize: wall ? 0 : 14,
-          // Wall time labels take two rows (time, then date): room for both.
-          size: wall ? 48 : 36,
-          ...(settings.xMode === "step" && !settings.logX ? { incrs: STEP_INCREMENTS } : {}),
-          ...(!wall && !settings.logX ? { values: (_u: uPlot, splits: number[]) => formatTicks(splits) } : {}),
-        },
-        { ...axis, label: this.yLabel, size: 64, labelSize: this.yLabel === "" ? 0 : 14, ...(settings.logScale ? {} : { values: (_u: uPlot, splits: number[]) => formatTicks(splits) }) },
-      ],
+      scales: scalesOf(settings),
+      axes: axesOf(settings, this.yLabel),
       hooks: {
         draw: [
           (u) => {
-            this.drawMarkers(u);
+            drawMarkers(u, this.markers);
             this.root.dataset["xRange"] = `${u.scales["x"]?.min ?? ""},${u.scales["x"]?.max ?? ""}`;
             this.root.dataset["canvas"] = "1";
             if (!this.drawn) {
@@ -455,34 +286,6 @@ export class ChartCard {
     };
     this.plot = new uPlot(opts, data, this.plotBox);
     this.renderLegend();
-  }
-
-  /** Red marks where a value was NaN or ±Infinity: a dashed line across the plot and a label. */
-  private drawMarkers(u: uPlot): void {
-    if (this.markers.length === 0) return;
-    const ctx = u.ctx;
-    const { left, top, width, height } = u.bbox;
-    ctx.save();
-    ctx.strokeStyle = "#dc2626";
-    ctx.fillStyle = "#dc2626";
-    ctx.lineWidth = 1 * devicePixelRatio;
-    ctx.setLineDash([3 * devicePixelRatio, 3 * devicePixelRatio]);
-    ctx.font = `${10 * devicePixelRatio}px sans-serif`;
-    ctx.textAlign = "center";
-    let lastX = -Infinity;
-    for (const m of this.markers) {
-      const x = u.valToPos(m.x, "x", true);
-      if (!Number.isFinite(x) || x < left || x > left + width) continue;
-      ctx.beginPath();
-      ctx.moveTo(x, top);
-      ctx.lineTo(x, top + height);
-      ctx.stroke();
-      if (x - lastX < 24 * devicePixelRatio) continue;
-      lastX = x;
-      const y = m.kind === "+Inf" ? top + 10 * devicePixelRatio : m.kind === "-Inf" ? top + height - 3 * devicePixelRatio : top + height / 2;
-      ctx.fillText(m.kind, x, y);
-    }
-    ctx.restore();
   }
 
   /** After a drag: the dragged x range becomes the zoom of every chart (the owner refetches finer points). */
@@ -562,34 +365,21 @@ export class ChartCard {
   }
 
   private showValuesAt(u: uPlot): void {
-    const idx = u.cursor.idx;
+    const idx = u.cursor.idx ?? null;
     const rows: HTMLElement[] = [];
-    const x = idx === null || idx === undefined ? undefined : u.data[0]?.[idx];
+    const x = idx === null ? undefined : u.data[0]?.[idx];
     this.topSeries.forEach((s, i) => {
       const target = this.legendValues[i];
       const line = this.lines[i];
       if (target === undefined || line === undefined) return;
-      const v = idx === null || idx === undefined ? null : (u.data[s]?.[idx] ?? null);
+      const v = idx === null ? null : (u.data[s]?.[idx] ?? null);
       target.textContent = v === null || v === undefined ? "" : ` ${formatValue(v)}`;
       if (x === undefined || this.hidden.has(line.id)) return;
       const point = this.indexes[i]?.get(x);
       if (point === undefined) return;
-      const raw = line.values[point] ?? NaN;
       const rawIdx = this.rawSeries[i];
-      const smoothed = rawIdx !== null && rawIdx !== undefined ? (u.data[s]?.[idx as number] ?? null) : null;
-      const swatch = el("span", { className: "swatch" });
-      swatch.style.background = this.colourOf(i);
-      rows.push(
-        el(
-          "div",
-          { className: "tip-row" },
-          swatch,
-          el("span", { className: "tip-label" }, line.label),
-          ` step ${line.steps[point] ?? ""} · ${formatValue(raw)}`,
-          smoothed !== null ? ` (smoothed ${formatValue(smoothed)})` : "",
-          ` · ${formatTime(line.times[point] ?? null).slice(11)}`,
-        ),
-      );
+      const smoothed = rawIdx !== null && rawIdx !== undefined && idx !== null ? (u.data[s]?.[idx] ?? null) : null;
+      rows.push(tooltipRow(line, this.colourOf(i), point, smoothed));
     });
     const left = u.cursor.left ?? -1;
     if (rows.length === 0 || left < 0 || !this.hovered) {
@@ -599,12 +389,7 @@ export class ChartCard {
     clear(this.tooltip);
     append(this.tooltip, ...rows.slice(0, 8), rows.length > 8 ? el("div", { className: "muted" }, `… ${rows.length - 8} more`) : null);
     this.tooltip.classList.remove("hidden");
-    // Beside the cursor, on whichever side has room, inside the card.
-    const cardWidth = this.root.clientWidth;
-    const tipWidth = Math.min(this.tooltip.offsetWidth, cardWidth - 8);
-    const at = u.over.getBoundingClientRect().left - this.root.getBoundingClientRect().left + left;
-    const place = at + 16 + tipWidth <= cardWidth - 4 ? at + 16 : at - 16 - tipWidth;
-    this.tooltip.style.left = `${Math.max(4, place)}px`;
+    placeTooltip(this.tooltip, this.root, u, left);
   }
 
   private downloadPng(): void {

@@ -2,8 +2,9 @@
  * Getting lines' points: a few lines per request, a few requests at a time, only for cards that
  * came on screen (an IntersectionObserver per grid), and again for a zoomed window.
  */
-import { api, type LineAnswer, type SeriesData, type StreamData } from "./api.js";
-import { xOf, type ChartCard, type Line } from "./chart.js";
+import { api, isStreamData, type LineAnswer, type SeriesData, type StreamData } from "./api.js";
+import type { ChartCard } from "./chart.js";
+import { xOf, type Line } from "./chart-data.js";
 import { isLive, state, hooks, type LineSource } from "./state.js";
 
 export const FETCH_CONCURRENCY = 4;
@@ -13,12 +14,10 @@ export const API_KIND = { series: "scalar", stream: "stream", system: "system" }
 
 /** Run tasks with at most `limit` in flight. */
 export async function pool<T>(items: T[], limit: number, task: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
+  // One iterator shared by the workers: each takes the next item when it is free.
+  const queue = items.values();
   const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      await task(item);
-    }
+    for (let next = queue.next(); next.done !== true; next = queue.next()) await task(next.value);
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
@@ -154,12 +153,13 @@ export async function fillCards(generation: number, specs: CardSpec[], maxPoints
       const answer = answers[i];
       if (answer !== undefined && "error" in answer) hooks.showError(answer.error);
       else if (answer !== undefined && l.kind === "stream") {
-        const data = answer as StreamData;
+        if (!isStreamData(answer)) continue;
+        const data = answer;
         streamHooks.addStreamPoints(spec.card, l, data);
         l.cursor = data.cursor;
         state.lineSources.set(`${l.run}\u0000stream\u0000${l.key}`, l);
-      } else if (answer !== undefined) {
-        const data = answer as SeriesData;
+      } else if (answer !== undefined && !isStreamData(answer)) {
+        const data = answer;
         l.line.steps = data.steps;
         l.line.times = data.times;
         l.line.values = data.values;
@@ -215,7 +215,8 @@ export async function refineWindow(generation: number, cards: ChartCard[]): Prom
       await Promise.all(
         wanted.map(async (source) => {
           const { line } = source;
-          const window = settings.xMode === "step" ? ([Math.floor(zoom[0]) - 1, Math.ceil(zoom[1]) + 1] as [number, number]) : stepWindow(line, zoom, (i) => xOf(line, settings.xMode, i));
+          const byStep: [number, number] = [Math.floor(zoom[0]) - 1, Math.ceil(zoom[1]) + 1];
+          const window = settings.xMode === "step" ? byStep : stepWindow(line, zoom, (i) => xOf(line, settings.xMode, i));
           if (window === null) return;
           const [from, to] = window;
           // Without `before` (an older server) the answer runs to the line's end: a budget that

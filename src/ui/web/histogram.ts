@@ -5,13 +5,14 @@
  * (limit[i-1], limit[i]]).
  */
 import uPlot from "uplot";
-import type { HistogramRow } from "../source.js";
-import { formatTicks } from "./chart.js";
+import type { HistogramData } from "../../core/reduce.js";
+import { GLOBAL_RANK, type HistogramEntry } from "../../backends/store/read-types.js";
+import { formatTicks } from "./chart-axes.js";
 import { append, clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
 
 /** x (bucket edges) and y (counts) for a stepped path; the first edge is the histogram's min. */
-export function histogramSteps(h: Pick<HistogramRow, "min" | "max" | "bucketLimits" | "bucketCounts">): [number[], number[]] {
+export function histogramSteps(h: Pick<HistogramData, "min" | "max" | "bucketLimits" | "bucketCounts">): [number[], number[]] {
   const xs: number[] = [];
   const ys: number[] = [];
   const first = h.bucketLimits[0];
@@ -37,7 +38,7 @@ export function histogramSteps(h: Pick<HistogramRow, "min" | "max" | "bucketLimi
  * per rank) add up into one column; each column is normalised to its largest cell (1.0). Returns
  * the value range, the grid (one column per step, in the rows' order) and each column's step.
  */
-export function heatmapGrid(rows: (Pick<HistogramRow, "min" | "max" | "bucketLimits" | "bucketCounts"> & { step?: number })[], bins: number): { low: number; high: number; columns: number[][]; steps: (number | undefined)[] } {
+export function heatmapGrid(rows: (Pick<HistogramData, "min" | "max" | "bucketLimits" | "bucketCounts"> & { step?: number })[], bins: number): { low: number; high: number; columns: number[][]; steps: (number | undefined)[] } {
   const edges = rows.map((r) => histogramSteps(r)[0]);
   const low = Math.min(...edges.map((e) => e[0] ?? Infinity));
   const high = Math.max(...edges.map((e) => e[e.length - 1] ?? -Infinity));
@@ -81,14 +82,14 @@ export class HistogramCard {
 
   constructor(
     readonly key: string,
-    private readonly rows: HistogramRow[],
+    private readonly rows: HistogramEntry[],
     private readonly width: number,
   ) {
     this.plotBox = el("div", { className: "plot" });
     this.picker = el("select", { "aria-label": `step of ${visibleName(key)}` });
     this.picker.appendChild(el("option", { value: "time" }, "over time (heatmap)"));
     rows.forEach((row, i) => {
-      const label = row.rank === null ? `step ${row.step}` : `step ${row.step} · rank ${row.rank}`;
+      const label = row.rank === GLOBAL_RANK ? `step ${row.step}` : `step ${row.step} · rank ${row.rank}`;
       this.picker.appendChild(el("option", { value: String(i) }, label));
     });
     this.picker.value = "time";
@@ -118,7 +119,7 @@ export class HistogramCard {
   drawHeatmap(): void {
     this.reset();
     const rows = this.rows;
-    const { low, high, columns, steps } = heatmapGrid(rows, HEAT_BINS);
+    const { low, high, columns, steps } = heatmapGrid(rows.map((r) => ({ ...r.histogram, step: r.step })), HEAT_BINS);
     const dpr = devicePixelRatio;
     const width = Math.max(200, this.width);
     const height = 190;
@@ -163,7 +164,7 @@ export class HistogramCard {
   private draw(index: number): void {
     const row = this.rows[index];
     if (row === undefined) return;
-    const [xs, ys] = histogramSteps(row);
+    const [xs, ys] = histogramSteps(row.histogram);
     this.reset();
     this.plot = new uPlot(
       {
@@ -179,8 +180,9 @@ export class HistogramCard {
     );
     this.root.dataset["mode"] = "step";
     this.root.dataset["step"] = String(row.step);
-    this.root.dataset["buckets"] = String(row.bucketCounts.length);
+    const { count, min, max, bucketCounts } = row.histogram;
+    this.root.dataset["buckets"] = String(bucketCounts.length);
     clear(this.summary);
-    append(this.summary, ` n=${row.count} · min ${row.min.toPrecision(4)} · max ${row.max.toPrecision(4)}`);
+    append(this.summary, ` n=${count} · min ${min.toPrecision(4)} · max ${max.toPrecision(4)}`);
   }
 }

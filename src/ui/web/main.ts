@@ -7,7 +7,6 @@
 import "uplot/dist/uPlot.min.css";
 import "./style.css";
 import { api } from "./api.js";
-import type { XMode } from "./chart.js";
 import { clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
 import { poll } from "./polling.js";
@@ -26,27 +25,29 @@ import { readHash, writeHash } from "./url.js";
 const POLL_MS = 1000;
 const RUNS_REFRESH_MS = 5000;
 
-const $ = <T extends HTMLElement>(id: string): T => {
+/** The page's element `#id`, checked to be a `type` (HTMLElement, HTMLSelectElement, …). */
+const $ = <T extends HTMLElement>(id: string, type: abstract new () => T): T => {
   const node = document.getElementById(id);
-  if (node === null) throw new Error(`the page has no #${id}`);
-  return node as T;
+  if (!(node instanceof type)) throw new Error(`the page has no #${id} (${type.name})`);
+  return node;
 };
 
-const view = $<HTMLElement>("view");
-const runsBody = $<HTMLTableElement>("runs").tBodies[0] as HTMLTableSectionElement;
-const errorBox = $<HTMLElement>("error");
-const liveBox = $<HTMLElement>("live");
-const searchBox = $<HTMLInputElement>("key-search");
-const runFilter = $<HTMLInputElement>("run-filter");
-const xModeSelect = $<HTMLSelectElement>("x-mode");
-const smoothingInput = $<HTMLInputElement>("smoothing");
-const smoothingValue = $<HTMLElement>("smoothing-value");
-const logScaleInput = $<HTMLInputElement>("log-scale");
-const logXInput = $<HTMLInputElement>("log-x");
-const perRankInput = $<HTMLInputElement>("per-rank");
-const internalInput = $<HTMLInputElement>("show-internal");
-const themeButton = $<HTMLButtonElement>("theme");
-const resetZoom = $<HTMLButtonElement>("reset-zoom");
+const view = $("view", HTMLElement);
+const runsTable = $("runs", HTMLTableElement);
+const runsBody = runsTable.tBodies[0] ?? runsTable.createTBody();
+const errorBox = $("error", HTMLElement);
+const liveBox = $("live", HTMLElement);
+const searchBox = $("key-search", HTMLInputElement);
+const runFilter = $("run-filter", HTMLInputElement);
+const xModeSelect = $("x-mode", HTMLSelectElement);
+const smoothingInput = $("smoothing", HTMLInputElement);
+const smoothingValue = $("smoothing-value", HTMLElement);
+const logScaleInput = $("log-scale", HTMLInputElement);
+const logXInput = $("log-x", HTMLInputElement);
+const perRankInput = $("per-rank", HTMLInputElement);
+const internalInput = $("show-internal", HTMLInputElement);
+const themeButton = $("theme", HTMLButtonElement);
+const resetZoom = $("reset-zoom", HTMLButtonElement);
 
 performance.mark("rankscope:app-start");
 
@@ -61,7 +62,7 @@ hooks.writeUrl = (): void => {
 hooks.renderView = renderView;
 
 function renderTabs(): void {
-  const nav = $<HTMLElement>("tabs");
+  const nav = $("tabs", HTMLElement);
   clear(nav);
   for (const [tab, label] of TABS) {
     const active = tab === state.tab;
@@ -120,10 +121,10 @@ function fillXOptions(): void {
 async function renderView(): Promise<void> {
   const generation = resetView();
   const chartsTab = state.tab === "metrics" || state.tab === "streams" || state.tab === "system";
-  $<HTMLElement>("toolbar").classList.toggle("hidden", !chartsTab && state.tab !== "runs" && state.tab !== "histograms" && state.tab !== "samples");
-  for (const id of ["x-control", "log-control", "smoothing-control", "rank-control"]) $<HTMLElement>(id).classList.toggle("hidden", !chartsTab);
+  $("toolbar", HTMLElement).classList.toggle("hidden", !chartsTab && state.tab !== "runs" && state.tab !== "histograms" && state.tab !== "samples");
+  for (const id of ["x-control", "log-control", "smoothing-control", "rank-control"]) $(id, HTMLElement).classList.toggle("hidden", !chartsTab);
   // Raw stream values are shown as they are: smoothing them would invent a trend.
-  if (state.tab === "streams") $<HTMLElement>("smoothing-control").classList.add("hidden");
+  if (state.tab === "streams") $("smoothing-control", HTMLElement).classList.add("hidden");
   searchBox.placeholder = state.tab === "runs" ? "Summary columns (regex)" : "Search metrics (regex)";
   if (state.selected.length === 0 && state.tab !== "runs") {
     view.appendChild(el("p", { className: "muted" }, "Select a run on the left."));
@@ -198,7 +199,7 @@ async function start(): Promise<void> {
     if (value.startsWith("metric:")) {
       state.settings.xMode = "metric";
       state.settings.xKey = value.slice(7);
-    } else state.settings.xMode = value as XMode;
+    } else if (value === "step" || value === "wall" || value === "relative") state.settings.xMode = value;
     if (state.settings.xMode === "wall" || state.settings.xMode === "relative") state.settings.logX = false;
     logXInput.checked = state.settings.logX;
     state.settings.zoom = null;
@@ -255,7 +256,7 @@ async function start(): Promise<void> {
   renderTabs();
   try {
     const version = await api.version();
-    $<HTMLElement>("version").textContent = `v${version.rankscope}`;
+    $("version", HTMLElement).textContent = `v${version.rankscope}`;
     await refreshRuns();
   } catch (error) {
     hooks.showError(error);

@@ -3,7 +3,7 @@
  * cursor (one request per run and kind, up to 100 lines each) and appends them; a line past
  * LIVE_POINT_CAP points thins its older part, so a long watch keeps the page's memory flat.
  */
-import { api, type SeriesData, type StreamData } from "./api.js";
+import { api, isStreamData } from "./api.js";
 import type { ChartCard } from "./chart.js";
 import { API_KIND, FETCH_CONCURRENCY, batches, pollable, pool, streamHooks } from "./fetching.js";
 import { hooks, isLive, state } from "./state.js";
@@ -37,7 +37,8 @@ export async function poll(liveBox: HTMLElement): Promise<void> {
         const answer = answers[i];
         if (answer === undefined || "error" in answer || answer.values.length === 0) return;
         if (source.kind === "stream") {
-          const data = answer as StreamData;
+          if (!isStreamData(answer)) return;
+          const data = answer;
           if (data.cursor !== null) source.cursor = data.cursor;
           if (streamHooks.addStreamPoints(source.card, source, data)) {
             grew += data.values.length;
@@ -46,7 +47,8 @@ export async function poll(liveBox: HTMLElement): Promise<void> {
           }
           return;
         }
-        const data = answer as SeriesData;
+        if (isStreamData(answer)) return;
+        const data = answer;
         source.cursor = data.cursor ?? source.cursor;
         const line = source.line;
         line.steps.push(...data.steps);

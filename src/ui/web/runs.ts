@@ -52,8 +52,8 @@ export function renderRunsList(body: HTMLTableSectionElement, filterText: string
     });
     const swatch = el("span", { className: "swatch run-swatch" });
     swatch.style.background = runColour(run.id);
-    const end = run.endTime ?? (isLive(run.id) ? now : run.lastUpdate);
-    const duration = run.startTime !== null && end !== null ? formatDuration(end - run.startTime) : "";
+    const end = run.endedAt ?? (isLive(run.id) ? now : run.updatedAt);
+    const duration = run.startedAt !== null && end !== null ? formatDuration(end - run.startedAt) : "";
     const row = el(
       "tr",
       { className: selected ? "run selected" : "run", "data-run": run.id, tabindex: 0, "aria-selected": selected ? "true" : "false", title: shown },
@@ -61,7 +61,7 @@ export function renderRunsList(body: HTMLTableSectionElement, filterText: string
       el("td", { className: "name" }, visibleName(run.experiment)),
       el("td", { className: "name" }, visibleName(run.trial), tagChips(run)),
       el("td", { className: `status status-${run.status.toLowerCase().replace(/[^a-z]/g, "")}` }, run.status),
-      el("td", { title: formatTime(run.startTime) }, formatStart(run.startTime)),
+      el("td", { title: formatTime(run.startedAt) }, formatStart(run.startedAt)),
       el("td", {}, duration),
     );
     row.addEventListener("click", () => selectRun(run.id, false));
@@ -90,7 +90,7 @@ export async function refreshRuns(): Promise<void> {
   for (const id of wasLive) if (!isLive(id)) state.finalPoll.add(id);
   state.selected = state.selected.filter((id) => state.runs.some((r) => r.id === id));
   if (state.selected.length === 0 && state.runs.length > 0) {
-    const latest = [...state.runs].sort((a, b) => (b.startTime ?? 0) - (a.startTime ?? 0))[0];
+    const latest = [...state.runs].sort((a, b) => (b.startedAt ?? 0) - (a.startedAt ?? 0))[0];
     if (latest !== undefined) state.selected = [latest.id];
   }
   hooks.renderRuns();

@@ -3,7 +3,8 @@
  * url.ts), plus what the current view has on screen. Modules change it and call `hooks` to redraw.
  */
 import type { RunInfo, RunKeys } from "./api.js";
-import type { ChartCard, Line, ViewSettings } from "./chart.js";
+import type { ChartCard } from "./chart.js";
+import type { Line, ViewSettings } from "./chart-data.js";
 import type { HistogramCard } from "./histogram.js";
 
 export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "config" | "traces";
@@ -31,32 +32,61 @@ export interface LineSource {
   line: Line;
 }
 
-export const state = {
-  runs: [] as RunInfo[],
-  selected: [] as string[],
-  tab: "metrics" as Tab,
-  settings: { xMode: "step", xKey: "", smoothing: 0.6, logScale: false, logX: false, zoom: null } as ViewSettings,
+/** The app's state: the view (what the URL says) and what it has loaded. */
+export interface AppState {
+  runs: RunInfo[];
+  selected: string[];
+  tab: Tab;
+  settings: ViewSettings;
+  perRank: boolean;
+  search: string;
+  showInternal: boolean;
+  pinned: string[];
+  collapsed: string[];
+  theme: "light" | "dark";
+  /** Runs table: sort column (`-` prefix: descending), filter text, parallel-coordinates metric. */
+  sort: string;
+  filter: string;
+  metric: string;
+  /** Bumped on every view change so late answers for an old view are dropped. */
+  generation: number;
+  cards: ChartCard[];
+  histogramCards: HistogramCard[];
+  lineSources: Map<string, LineSource>;
+  keySignature: string;
+  firstGridMarked: boolean;
+  /** Runs that ended since the last poll and get one more. */
+  finalPoll: Set<string>;
+  keysByRun: Map<string, RunKeys>;
+  summaries: Map<string, Record<string, number>>;
+}
+
+export const state: AppState = {
+  runs: [],
+  selected: [],
+  tab: "metrics",
+  settings: { xMode: "step", xKey: "", smoothing: 0.6, logScale: false, logX: false, zoom: null },
   perRank: true,
   search: "",
   showInternal: false,
-  pinned: [] as string[],
-  collapsed: [] as string[],
-  theme: "light" as "light" | "dark",
+  pinned: [],
+  collapsed: [],
+  theme: "light",
   /** Runs table: sort column (`-` prefix: descending), filter text, parallel-coordinates metric. */
   sort: "",
   filter: "",
   metric: "",
   /** Bumped on every view change so late answers for an old view are dropped. */
   generation: 0,
-  cards: [] as ChartCard[],
-  histogramCards: [] as HistogramCard[],
-  lineSources: new Map<string, LineSource>(),
+  cards: [],
+  histogramCards: [],
+  lineSources: new Map(),
   keySignature: "",
   firstGridMarked: false,
   /** Runs that ended since the last poll and get one more. */
-  finalPoll: new Set<string>(),
-  keysByRun: new Map<string, RunKeys>(),
-  summaries: new Map<string, Record<string, number>>(),
+  finalPoll: new Set(),
+  keysByRun: new Map(),
+  summaries: new Map(),
 };
 
 /** Redraw entry points, set by main.ts (so modules need not import each other in a circle). */

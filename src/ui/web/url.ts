@@ -3,18 +3,18 @@
  * scales, x-axis, zoom, pinned charts, collapsed sections, internal keys, theme, and the runs
  * table's sort, filter and metric. Run names are encoded by URLSearchParams (any UTF-8 survives).
  */
-import type { XMode } from "./chart.js";
-import { TABS, state, type Tab } from "./state.js";
+import { TABS, state } from "./state.js";
 
 /** Read the fragment into the state (what it does not say keeps its default). */
 export function readHash(hash = location.hash): void {
   const params = new URLSearchParams(hash.replace(/^#/, ""));
   const tab = params.get("tab");
-  if (tab !== null && TABS.some(([t]) => t === tab)) state.tab = tab as Tab;
+  const known = TABS.find(([t]) => t === tab);
+  if (known !== undefined) state.tab = known[0];
   const runs = params.getAll("run");
   if (runs.length > 0) state.selected = runs;
   const x = params.get("x");
-  if (x === "step" || x === "wall" || x === "relative") state.settings.xMode = x as XMode;
+  if (x === "step" || x === "wall" || x === "relative") state.settings.xMode = x;
   else if (x !== null && x.startsWith("metric:") && x.length > 7) {
     state.settings.xMode = "metric";
     state.settings.xKey = x.slice(7);
@@ -23,8 +23,8 @@ export function readHash(hash = location.hash): void {
   if (params.has("smooth") && Number.isFinite(smoothing) && smoothing >= 0 && smoothing < 1) state.settings.smoothing = smoothing;
   state.settings.logScale = params.get("logy") === "1";
   state.settings.logX = params.get("logx") === "1";
-  const zoom = (params.get("zoom") ?? "").split(",").map(Number);
-  state.settings.zoom = zoom.length === 2 && zoom.every(Number.isFinite) && (zoom[0] ?? 0) < (zoom[1] ?? 0) ? [zoom[0] as number, zoom[1] as number] : null;
+  const [z0, z1, ...extra] = (params.get("zoom") ?? "").split(",").map(Number);
+  state.settings.zoom = z0 !== undefined && z1 !== undefined && extra.length === 0 && Number.isFinite(z0) && Number.isFinite(z1) && z0 < z1 ? [z0, z1] : null;
   state.search = params.get("q") ?? "";
   state.perRank = params.get("ranks") !== "0";
   state.showInternal = params.get("internal") === "1";

@@ -48,7 +48,7 @@ test("the demo leaves no dashboard tab empty: per-rank lines, a stream, system m
       const id = encodeURIComponent(run.id);
 
       const keys = await json<{
-        metrics: { key: string; ranks: number[]; global: boolean; internal: boolean }[];
+        metrics: { key: string; ranks: number[]; internal: boolean }[];
         streams: string[];
         system: string[];
         histograms: string[];
@@ -58,7 +58,7 @@ test("the demo leaves no dashboard tab empty: per-rank lines, a stream, system m
         `/api/keys?run=${id}`,
       );
       const reward = keys.metrics.find((k) => k.key === "rollout/reward");
-      assert.deepEqual(reward, { key: "rollout/reward", ranks: [0, 1, 2, 3], global: true, internal: false }, "a global line and one per rank");
+      assert.deepEqual({ ranks: reward?.ranks, internal: reward?.internal }, { ranks: [-1, 0, 1, 2, 3], internal: false }, "a global line (rank -1) and one per rank");
       assert.ok(keys.metrics.some((k) => k.internal), "the internal keys are there, flagged");
       // Rank 0 is the spawned rank, not the controller's own collector (which is rank 0 too).
       assert.deepEqual(Object.keys(keys.rankNames), ["0", "1", "2", "3"]);
@@ -74,8 +74,8 @@ test("the demo leaves no dashboard tab empty: per-rank lines, a stream, system m
       assert.equal(system.values.length, 2, "one system sample per step");
       const { samples } = await json<{ samples: unknown[] }>(dashboard.url, `/api/samples?run=${id}`);
       assert.ok(samples.length > 0);
-      const { histograms } = await json<{ histograms: { count: number }[] }>(dashboard.url, `/api/histograms?run=${id}&key=rollout/response_len`);
-      assert.ok(histograms.some((h) => h.count === 32), "4 ranks × 8 episodes in the global histogram");
+      const { histograms } = await json<{ histograms: { histogram: { count: number } }[] }>(dashboard.url, `/api/histograms?run=${id}&key=rollout/response_len`);
+      assert.ok(histograms.some((h) => h.histogram.count === 32), "4 ranks × 8 episodes in the global histogram");
       const config = await json<{ configYaml: string | null; version: { rankscope: { version: string } } | null }>(dashboard.url, `/api/config?run=${id}`);
       assert.match(config.configYaml ?? "", /algorithm: toy-rl/);
       assert.ok(config.version?.rankscope.version);

@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { formatTicks, formatValue, interpolate, linesToCsv } from "../../../src/ui/web/chart.js";
+import { formatTicks, formatValue } from "../../../src/ui/web/chart-axes.js";
+import { interpolate, linesToCsv } from "../../../src/ui/web/chart-data.js";
 import { heatmapGrid, histogramSteps } from "../../../src/ui/web/histogram.js";
 import { isInternalKey, searchMatcher, sectionOf, visibleName } from "../../../src/ui/web/names.js";
 import { smoothDebiasedEma } from "../../../src/ui/web/smooth.js";
@@ -120,7 +121,7 @@ describe("linesToCsv", () => {
 });
 
 describe("runs table filter terms", () => {
-  const run = { id: "sweep/a", experiment: "sweep", trial: "a", status: "finished", startTime: null, endTime: null, lastUpdate: null, tags: ["wide"], group: "g1" };
+  const run = { id: "sweep/a", experiment: "sweep", trial: "a", status: "finished" as const, startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0, tags: ["wide"], group: "g1" };
   const params = { lr: 0.01, optimizer: "adam" };
   it("matches tags, groups, comparisons and text", () => {
     assert.equal(termMatches("tag:wide", run, params, {}), true);

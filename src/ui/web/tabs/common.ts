@@ -1,6 +1,6 @@
 /** What the chart tabs share: labels, new lines, the view container, empty notes, keys. */
 import { api, type RunKeys } from "../api.js";
-import type { Line, ViewSettings } from "../chart.js";
+import type { Line, ViewSettings } from "../chart-data.js";
 import { el } from "../dom.js";
 import { visibleName } from "../names.js";
 import { paletteColour, runById, runColour, state, type Tab } from "../state.js";
@@ -35,17 +35,17 @@ const DASHES = [[6, 3], [2, 3], [10, 3, 2, 3], [4, 4], [1, 2], [12, 4]];
  * in every chart and the runs list) and per-rank lines are dashed.
  */
 export function newLine(id: string, label: string, run: string, rank?: number): Line {
-  const line: Line = { id, label, runStart: runById(run)?.startTime ?? null, steps: [], times: [], values: [] };
+  const line: Line = { id, label, runStart: runById(run)?.startedAt ?? null, steps: [], times: [], values: [] };
   const colour = runColour(run);
   if (state.selected.length > 1) {
     line.colour = colour;
-    if (rank !== undefined) line.dash = DASHES[rank % DASHES.length] as number[];
+    if (rank !== undefined) line.dash = DASHES[rank % DASHES.length] ?? [];
   } else if (rank === undefined) {
     line.colour = colour;
   } else {
     // One run: its global line in the run's colour, each rank in another colour of its own.
     const others = Array.from({ length: 21 }, (_, i) => paletteColour(i)).filter((c) => c !== colour);
-    line.colour = others[rank % others.length] as string;
+    line.colour = others[rank % others.length] ?? colour;
   }
   return line;
 }

@@ -7,8 +7,10 @@
  * once every chart on screen at load has drawn, and the measure `rankscope:first-render` from
  * navigation start to that point (body's `data-charts-rendered` says how many charts that was).
  */
+import { GLOBAL_RANK } from "../../../backends/store/read-types.js";
 import { api, type RunKeys, type SeriesData } from "../api.js";
-import { ChartCard, type Line } from "../chart.js";
+import { ChartCard } from "../chart.js";
+import type { Line } from "../chart-data.js";
 import { append, el } from "../dom.js";
 import { refineWindow, LazyGrid, type CardSpec } from "../fetching.js";
 import { isInternalKey, searchMatcher, sectionOf, visibleName } from "../names.js";
@@ -16,7 +18,7 @@ import { hooks, state, type LineSource } from "../state.js";
 import { emptyNote, loadKeys, newLine, rankLabel, runLabel, settingsFor, viewBox } from "./common.js";
 
 export function keySignature(keys: Map<string, RunKeys>): string {
-  return [...keys.entries()].map(([run, k]) => `${run}:${k.metrics.map((m) => `${m.key}/${m.ranks.join(",")}/${String(m.global)}`).join(";")}|${k.streams.join(";")}|${k.system.join(";")}`).join("\n");
+  return [...keys.entries()].map(([run, k]) => `${run}:${k.metrics.map((m) => `${m.key}/${m.ranks.join(",")}`).join(";")}|${k.streams.join(";")}|${k.system.join(";")}`).join("\n");
 }
 
 /** The current grid (to stop observing when the view changes). */
@@ -141,12 +143,14 @@ export async function renderMetrics(generation: number): Promise<void> {
       g.appendChild(card.root);
       const lines: LineSource[] = [];
       for (const { run, info } of byKey.get(name) ?? []) {
-        const showRanks = state.perRank || !info.global;
+        const global = info.ranks.includes(GLOBAL_RANK);
+        const ranks = info.ranks.filter((r) => r !== GLOBAL_RANK);
+        const showRanks = state.perRank || !global;
         const add = (rank: number | undefined, line: Line): void => {
           lines.push({ kind: "series", run, key: name, rank, cursor: null, card, line });
         };
-        if (info.global) add(undefined, newLine(`${run}\u0000${name}\u0000global`, runLabel(run, info.ranks.length > 0 && showRanks ? "all ranks" : undefined), run));
-        if (showRanks) for (const rank of info.ranks) add(rank, newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank)), run, rank));
+        if (global) add(undefined, newLine(`${run}\u0000${name}\u0000global`, runLabel(run, ranks.length > 0 && showRanks ? "all ranks" : undefined), run));
+        if (showRanks) for (const rank of ranks) add(rank, newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank)), run, rank));
       }
       const spec: CardSpec = { card, lines };
       if (settings.xMode === "metric" && settings.xKey !== "") {

@@ -6,7 +6,7 @@
  * summary metric across the shown runs.
  */
 import { api, type ParamValue, type RunInfo } from "../api.js";
-import { formatValue } from "../chart.js";
+import { formatValue } from "../chart-axes.js";
 import { append, clear, el, formatStart } from "../dom.js";
 import { isInternalKey, searchMatcher, visibleName } from "../names.js";
 import { runText, selectRun } from "../runs.js";
@@ -112,7 +112,7 @@ export async function renderRunsTable(generation: number): Promise<void> {
       if (c === "run") return run.id;
       if (c === "status") return run.status;
       if (c === "group") return run.group ?? null;
-      if (c === "start") return run.startTime;
+      if (c === "start") return run.startedAt;
       if (c.startsWith("p:")) return params.get(run.id)?.[c.slice(2)];
       if (c.startsWith("s:")) return state.summaries.get(run.id)?.[c.slice(2)];
       return null;
@@ -149,7 +149,7 @@ export async function renderRunsTable(generation: number): Promise<void> {
       swatch.style.background = runColour(run.id);
       const cells = columns.map(([id]) => {
         if (id === "tags") return el("td", {}, ...(run.tags ?? []).map((t) => el("span", { className: "chip tag" }, visibleName(t))));
-        if (id === "start") return el("td", {}, formatStart(run.startTime));
+        if (id === "start") return el("td", {}, formatStart(run.startedAt));
         return el("td", { className: id.startsWith("s:") || id.startsWith("p:") ? "num" : "" }, cellText(valueOf(run, id)));
       });
       body.appendChild(el("tr", { "data-run": run.id, className: state.selected.includes(run.id) ? "selected" : "" }, el("td", {}, box, swatch), ...cells));
@@ -198,8 +198,8 @@ interface Axis {
 function axisFor(name: string, values: (Cell | undefined)[]): Axis | null {
   const present = values.filter((v): v is string | number | boolean => v !== null && v !== undefined && !(typeof v === "number" && !Number.isFinite(v)));
   if (present.length === 0) return null;
-  if (present.every((v) => typeof v === "number")) {
-    const nums = present as number[];
+  const nums = present.filter((v) => typeof v === "number");
+  if (nums.length === present.length) {
     const lo = Math.min(...nums);
     const hi = Math.max(...nums);
     return { name, pos: (v) => (typeof v === "number" && Number.isFinite(v) ? (hi > lo ? (v - lo) / (hi - lo) : 0.5) : null), low: formatValue(lo), high: formatValue(hi) };

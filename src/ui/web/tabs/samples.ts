@@ -1,4 +1,5 @@
 /** The samples tab: `Reduce.SAMPLE` records of each selected run as tables, one per key. */
+import { isRecord } from "../../../core/json.js";
 import { api } from "../api.js";
 import { append, displayText, el } from "../dom.js";
 import { searchMatcher, visibleName } from "../names.js";
@@ -25,7 +26,7 @@ export async function renderSamples(generation: number): Promise<void> {
       const table = el("table", { className: "samples", "data-key": key }, el("thead", {}, el("tr", {}, el("th", {}, "step"), el("th", {}, "rank"), ...fields.map((f) => el("th", {}, visibleName(f))))));
       const body = el("tbody");
       for (const row of list) {
-        const record = row.record !== null && typeof row.record === "object" && !Array.isArray(row.record) ? (row.record as Record<string, unknown>) : { value: row.record };
+        const record = isRecord(row.record) ? row.record : { value: row.record };
         body.appendChild(el("tr", {}, el("td", {}, row.step), el("td", {}, row.rank === null ? "" : row.rank), ...fields.map((f) => el("td", {}, displayText(record[f])))));
       }
       table.appendChild(body);

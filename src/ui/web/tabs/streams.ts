@@ -1,6 +1,7 @@
 /** The streams tab (raw per-rank values as a scatter over time) and the system tab (monitor metrics). */
 import type { StreamData } from "../api.js";
-import { ChartCard, type Line } from "../chart.js";
+import { ChartCard } from "../chart.js";
+import type { Line } from "../chart-data.js";
 import { el } from "../dom.js";
 import { LazyGrid, streamHooks, type CardSpec } from "../fetching.js";
 import { searchMatcher } from "../names.js";

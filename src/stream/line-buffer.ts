@@ -18,7 +18,7 @@
  * Float32 probe values are written in the shortest form that reads back (through a double) as
  * the same float32, found the same way.
  */
-import { jsonNumberText } from "./json.js";
+import { jsonNumberText } from "../core/json.js";
 
 /** Exact powers of ten as doubles (10^0 … 10^22 are all exactly representable). */
 const POW10 = Array.from({ length: 23 }, (_, k) => Number(`1e${k}`));
@@ -35,7 +35,7 @@ const MIN_LONG = 1e-5;
 const SPLITTER = 134217729;
 /** Each power of ten split into high and low halves of 26 bits (for Dekker's exact product). */
 const POW10_HIGH = POW10.map((x) => SPLITTER * x - (SPLITTER * x - x));
-const POW10_LOW = POW10.map((x, k) => x - (POW10_HIGH[k] as number));
+const POW10_LOW = POW10.map((x, k) => x - (POW10_HIGH[k] ?? 0));
 /** Distances this close to a tie or to the rounding interval's edge are left to `String`. */
 const TIE_MARGIN = 1e-9;
 /** "00" … "99" as character codes, two per entry: digits are written in pairs. */
@@ -75,6 +75,13 @@ export class LineBuffer {
     return this.shared ? Buffer.from(new SharedArrayBuffer(size)) : Buffer.allocUnsafe(size);
   }
 
+  /** The SharedArrayBuffer under `bytes` (of a buffer made `shared`), for another thread to read. */
+  sharedBuffer(): SharedArrayBuffer {
+    const buffer = this.bytes.buffer;
+    if (!(buffer instanceof SharedArrayBuffer)) throw new TypeError("LineBuffer.sharedBuffer(): this buffer was not made with shared = true");
+    return buffer;
+  }
+
   /** Start over (keeps the memory). */
   clear(): void {
     this.length = 0;
@@ -98,7 +105,7 @@ export class LineBuffer {
     const n = src.length;
     // A plain loop beats the native `set` below ~64 bytes, which is every constant part of a line.
     if (n > 64) out.set(src, at);
-    else for (let i = 0; i < n; i++) out[at + i] = src[i] as number;
+    else for (let i = 0; i < n; i++) out[at + i] = src[i] ?? 0;
     at += n;
     this.length = at;
   }
@@ -180,10 +187,10 @@ export class LineBuffer {
     // Decimals at which m would reach 10^15; the search runs over 1…maxK. The decimal exponent is
     // estimated from the binary one (log10(2) ≈ 0.30103): never too low, at most one too high.
     BITS_F64[0] = a;
-    const binaryExponent = ((BITS_U32[HIGH_WORD] as number) >>> 20) - 1022;
+    const binaryExponent = ((BITS_U32[HIGH_WORD] ?? 0) >>> 20) - 1022;
     let maxK = 15 - Math.ceil(binaryExponent * 0.30103);
     if (maxK > 21) maxK = 21;
-    else if (a * (POW10[maxK + 1] as number) < MAX_FAST) maxK++;
+    else if (a * (POW10[maxK + 1] ?? 0) < MAX_FAST) maxK++;
     if (maxK < 1 || !readsBack(a, maxK, f32)) return false;
     let low = 1;
     let high = maxK;
@@ -192,7 +199,7 @@ export class LineBuffer {
       if (readsBack(a, mid, f32)) high = mid;
       else low = mid + 1;
     }
-    const scale = POW10[high] as number;
+    const scale = POW10[high] ?? 0;
     const m = Math.round(a * scale);
     const whole = Math.floor(m / scale);
     this.putInteger(whole);
@@ -215,15 +222,15 @@ export class LineBuffer {
    */
   private putLong(a: number): boolean {
     BITS_F64[0] = a;
-    const high = BITS_U32[HIGH_WORD] as number;
+    const high = BITS_U32[HIGH_WORD] ?? 0;
     if ((high & 0xfffff) === 0 && BITS_U32[1 - HIGH_WORD] === 0) return false;
     const exponent = (high >>> 20) - 1023; // a in [2^exponent, 2^(exponent + 1))
     let k = 17 - Math.ceil((exponent + 1) * 0.30103); // at most one too small (see putFixed)
-    let scale = POW10[k] as number;
+    let scale = POW10[k] ?? 0;
     let p = a * scale;
     if (p < 1e16) {
       k++;
-      scale = POW10[k] as number;
+      scale = POW10[k] ?? 0;
       p = a * scale;
     }
     if (k > 22 || p >= 1e17) return false;
@@ -231,13 +238,13 @@ export class LineBuffer {
     const ac = SPLITTER * a;
     const aHigh = ac - (ac - a);
     const aLow = a - aHigh;
-    const scaleHigh = POW10_HIGH[k] as number;
-    const scaleLow = POW10_LOW[k] as number;
+    const scaleHigh = POW10_HIGH[k] ?? 0;
+    const scaleLow = POW10_LOW[k] ?? 0;
     const err = aHigh * scaleHigh - p + aHigh * scaleLow + aLow * scaleHigh + aLow * scaleLow;
     // ulp(a)/2 = 2^(exponent − 53), built from its bits (Math.pow is a call); a ≥ 1e-5 keeps it normal.
     BITS_U32[HIGH_WORD] = (exponent - 53 + 1023) << 20;
     BITS_U32[1 - HIGH_WORD] = 0;
-    const halfInterval = (BITS_F64[0] as number) * scale;
+    const halfInterval = (BITS_F64[0] ?? 0) * scale;
     // p ≥ 10^16 > 2^53 is an integer: split it in base 10^9, both parts exact. The estimate of
     // `upper` by a multiplication may be one off (then −10^9 < lower < 2·10^9, still an int32);
     // it is set right after rounding, with the carry.
@@ -284,7 +291,7 @@ export class LineBuffer {
     } else {
       // Write the digits one byte to the right, then move the whole part left over the gap.
       putDigits17(out, at + 1, upper | 0, lower | 0);
-      for (let i = 0; i < whole; i++) out[at + i] = out[at + 1 + i] as number;
+      for (let i = 0; i < whole; i++) out[at + i] = out[at + 1 + i] ?? 0;
       out[at + whole] = DOT;
       this.length = at + digits + 1;
     }
@@ -337,16 +344,16 @@ function putDigits17(out: Uint8Array, at: number, upper: number, lower: number):
   for (let i = at + 6; i >= at; i -= 2) {
     const q = (rest / 100) | 0;
     const pair = (rest - q * 100) * 2;
-    out[i] = DIGIT_PAIRS[pair] as number;
-    out[i + 1] = DIGIT_PAIRS[pair + 1] as number;
+    out[i] = DIGIT_PAIRS[pair] ?? 0;
+    out[i + 1] = DIGIT_PAIRS[pair + 1] ?? 0;
     rest = q;
   }
   rest = lower;
   for (let i = at + 15; i > at + 8; i -= 2) {
     const q = (rest / 100) | 0;
     const pair = (rest - q * 100) * 2;
-    out[i] = DIGIT_PAIRS[pair] as number;
-    out[i + 1] = DIGIT_PAIRS[pair + 1] as number;
+    out[i] = DIGIT_PAIRS[pair] ?? 0;
+    out[i + 1] = DIGIT_PAIRS[pair + 1] ?? 0;
     rest = q;
   }
   out[at + 8] = 48 + rest;
@@ -354,7 +361,7 @@ function putDigits17(out: Uint8Array, at: number, upper: number, lower: number):
 
 /** Does `round(a·10^k) / 10^k` read back as `a` (as a double, or as a float32 through a double)? */
 function readsBack(a: number, k: number, f32: boolean): boolean {
-  const scale = POW10[k] as number;
+  const scale = POW10[k] ?? 0;
   const back = Math.round(a * scale) / scale;
   return f32 ? Math.fround(back) === a : back === a;
 }

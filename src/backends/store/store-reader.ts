@@ -1,0 +1,218 @@
+/**
+ * One run's store, open for reading: a read-only connection (WAL: reading never blocks the run's
+ * writers) and its prepared statements. The public reading API (`reader.ts`) reaches these through
+ * the cache of open readers (`reader-cache.ts`); this class is not a second API.
+ */
+import type Database from "better-sqlite3";
+import { resolve } from "node:path";
+import { isRecord, parseNumber, parseRecord } from "../../core/json.js";
+import type { HistogramData, SampleRecord } from "../../core/reduce.js";
+import { fromSqlReal } from "./codec.js";
+import { openForReading } from "./connection.js";
+import { POINTS_PER_BUCKET } from "./downsample.js";
+import {
+  GLOBAL_RANK,
+  KEY_KINDS,
+  SERIES_KINDS,
+  type HistogramEntry,
+  type KeyInfo,
+  type KeyKind,
+  type LastValue,
+  type RankInfo,
+  type RecordsOptions,
+  type RunStatus,
+  type RunSummary,
+  type SampleEntry,
+  type SeriesOptions,
+  type SeriesResult,
+} from "./read-types.js";
+import { prepareReaderStatements, type ReaderStatements, type RecordRow } from "./reader-statements.js";
+import { withBusyRetry } from "./schema.js";
+import { readChunkedSeries, readRawSeries } from "./series-read.js";
+
+/** Default `maxPoints` of `series`. */
+export const DEFAULT_MAX_POINTS = 2000;
+
+const RUN_STATUSES: readonly RunStatus[] = ["running", "finished", "failed", "crashed"];
+
+function isKeyKind(kind: string): kind is KeyKind {
+  return KEY_KINDS.some((k) => k === kind);
+}
+
+function isRunStatus(status: string): status is RunStatus {
+  return RUN_STATUSES.some((s) => s === status);
+}
+
+/** Sample records as stored: a JSON array of records (objects or values). */
+function parseSampleRecords(json: string, key: string): SampleRecord[] {
+  const value: unknown = JSON.parse(json);
+  if (!Array.isArray(value)) throw new TypeError(`the stored samples of ${JSON.stringify(key)} are not a JSON array: ${json.slice(0, 80)}`);
+  return value.filter((r): r is SampleRecord => isRecord(r));
+}
+
+/** A histogram as stored (non-finite numbers as their proto3-JSON strings), checked. */
+function parseHistogram(json: string, key: string): HistogramData {
+  // Histograms hold only numbers, so the proto3-JSON strings "NaN"/"Infinity" are numbers here.
+  const h = parseRecord(json, `the stored histogram of ${JSON.stringify(key)}`, (_k, v: unknown) => (v === "NaN" || v === "Infinity" || v === "-Infinity" ? parseNumber(v) : v));
+  const numbers = (v: unknown): v is number[] => Array.isArray(v) && v.every((n) => typeof n === "number");
+  const { count, min, max, sum, sumSquares, bucketLimits, bucketCounts } = h;
+  if (typeof count !== "number" || typeof min !== "number" || typeof max !== "number" || !numbers(bucketLimits) || !numbers(bucketCounts)) {
+    throw new TypeError(`the stored histogram of ${JSON.stringify(key)} is not one (count, min, max, bucketLimits, bucketCounts): ${json.slice(0, 80)}`);
+  }
+  // sum and sumSquares: NaN where a store written before they were kept lacks them.
+  return { count, min, max, sum: typeof sum === "number" ? sum : NaN, sumSquares: typeof sumSquares === "number" ? sumSquares : NaN, bucketLimits, bucketCounts };
+}
+
+/** Reads one run's store. */
+export class RunReader {
+  readonly runDir: string;
+  private readonly db: Database.Database;
+  /** Prepared once a writer has created the tables (see `ready`). */
+  private sql: ReaderStatements | null = null;
+
+  constructor(runDir: string) {
+    this.runDir = resolve(runDir);
+    this.db = openForReading(this.runDir);
+  }
+
+  /**
+   * The statements, once a writer has created the tables. A writer creates the file and its tables
+   * in one go, but a reader can open the file in between; until then the store reads as empty.
+   */
+  private ready(): ReaderStatements | null {
+    if (this.sql !== null) return this.sql;
+    const version = withBusyRetry(() => this.db.pragma("user_version", { simple: true }));
+    if (typeof version === "number" && version >= 1) this.sql = prepareReaderStatements(this.db);
+    return this.sql;
+  }
+
+  /** The run's metadata. */
+  runInfo(): RunSummary {
+    const sql = this.ready();
+    const row = sql === null ? undefined : withBusyRetry(() => sql.run.get());
+    if (row === undefined) {
+      return { runDir: this.runDir, experiment: null, trial: null, status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0 };
+    }
+    return {
+      runDir: this.runDir,
+      experiment: row.experiment,
+      trial: row.trial,
+      status: isRunStatus(row.status) ? row.status : "unknown",
+      startedAt: row.started_at,
+      endedAt: row.ended_at,
+      updatedAt: row.updated_at,
+      resumeStep: row.resume_step,
+    };
+  }
+
+  /** Every key of the run (optionally of one kind), sorted by key, with the ranks that have it. */
+  keys(kind?: KeyKind): KeyInfo[] {
+    const sql = this.ready();
+    if (sql === null) return [];
+    const rows = withBusyRetry(() => (kind === undefined ? sql.keys.all() : sql.keysOfKind.all(kind)));
+    const out: KeyInfo[] = [];
+    for (const r of rows) {
+      // A kind this version does not know (a newer writer's) is left out rather than mislabelled.
+      if (!isKeyKind(r.kind)) continue;
+      out.push({
+        key: r.key,
+        kind: r.kind,
+        reduce: r.reduce,
+        ranks: r.ranks
+          .split(",")
+          .map(Number)
+          .sort((a, b) => a - b),
+      });
+    }
+    return out;
+  }
+
+  /** The ranks that wrote to the run, with their names (`global` for -1). */
+  ranks(): RankInfo[] {
+    const sql = this.ready();
+    if (sql === null) return [];
+    return withBusyRetry(() => sql.ranks.all()).map((r) => ({ rank: r.rank, rankName: r.rank_name ?? `rank${r.rank}` }));
+  }
+
+  /**
+   * The points of one series, downsampled to about `maxPoints` (min, max and last of each bucket,
+   * so spikes stay visible), and a cursor for asking only for newer points next time.
+   */
+  series(key: string, options: SeriesOptions = {}): SeriesResult {
+    const kind = options.kind ?? "scalar";
+    if (!SERIES_KINDS.includes(kind)) throw new TypeError(`series kind ${JSON.stringify(kind)} is not valid; valid: ${SERIES_KINDS.join(", ")}`);
+    const x = options.x ?? (kind === "scalar" ? "step" : "wall");
+    if (x !== "step" && x !== "wall") throw new TypeError(`series x ${JSON.stringify(x)} is not valid; valid: step, wall`);
+    const maxPoints = options.maxPoints ?? DEFAULT_MAX_POINTS;
+    if (!(maxPoints === Infinity || (Number.isInteger(maxPoints) && maxPoints >= POINTS_PER_BUCKET))) {
+      throw new TypeError(`maxPoints must be an integer >= ${POINTS_PER_BUCKET} or Infinity, got ${String(maxPoints)}`);
+    }
+    if (options.after !== undefined && typeof options.after !== "number") throw new TypeError(`after must be a cursor number from an earlier series() call, got ${String(options.after)}`);
+    if (options.before !== undefined && (typeof options.before !== "number" || Number.isNaN(options.before))) throw new TypeError(`before must be a number (a step for scalars), got ${String(options.before)}`);
+    const window = { from: options.after ?? -Infinity, to: options.before ?? Infinity, after: options.after };
+    const sql = this.ready();
+    const keyRow = sql === null ? undefined : withBusyRetry(() => sql.keyId.get(key, kind));
+    if (sql === null || keyRow === undefined) throw new Error(`run ${this.runDir} has no ${kind} key ${JSON.stringify(key)}`);
+    const keyId = keyRow.id;
+    const rank = options.rank ?? withBusyRetry(() => sql.lowestRank.get(keyId))?.r ?? GLOBAL_RANK;
+    const read = { key, keyId, rank, x, window, maxPoints };
+    return withBusyRetry(() => this.db.transaction(() => (kind === "system" ? readRawSeries(sql, kind, read) : readChunkedSeries(sql, kind, read)))());
+  }
+
+  /**
+   * The last point of every scalar key: of its global line, else of its lowest rank's (a run
+   * table's summary column). Reads one row or chunk summary per key, never the points.
+   */
+  lastValues(): LastValue[] {
+    const sql = this.ready();
+    if (sql === null) return [];
+    const out: LastValue[] = [];
+    for (const r of withBusyRetry(() => sql.lastValues.all())) {
+      const fromRows = r.pstep !== null && (r.cstep === null || r.pstep >= r.cstep);
+      const step = fromRows ? r.pstep : r.cstep;
+      if (step === null) continue;
+      out.push({ key: r.key, rank: r.rank, step, value: fromSqlReal(fromRows ? r.pvalue : r.cvalue) });
+    }
+    return out;
+  }
+
+  /** Sample records (`Reduce.SAMPLE`), newest last; all keys unless `key` is given. */
+  samples(key?: string, options: RecordsOptions = {}): SampleEntry[] {
+    return this.records("sample", key, options).map(({ json, ...base }) => ({ ...base, records: parseSampleRecords(json, base.key) }));
+  }
+
+  /** Histograms (`Reduce.HISTOGRAM`), newest last; all keys unless `key` is given. */
+  histograms(key?: string, options: RecordsOptions = {}): HistogramEntry[] {
+    return this.records("histogram", key, options).map(({ json, ...base }) => ({ ...base, histogram: parseHistogram(json, base.key) }));
+  }
+
+  /** The run's hyperparameters / config, as logged (`{}` when none). */
+  config(): Record<string, unknown> {
+    const sql = this.ready();
+    const row = sql === null ? undefined : withBusyRetry(() => sql.config.get("hparams"));
+    return row === undefined ? {} : parseRecord(row.value, `the hyperparameters of ${this.runDir}`);
+  }
+
+  /** Close the connection. */
+  close(): void {
+    this.db.close();
+  }
+
+  private records(kind: "sample" | "histogram", key: string | undefined, options: RecordsOptions): RecordRow[] {
+    const limit = options.limit ?? 100;
+    if (!Number.isInteger(limit) || limit < 1) throw new TypeError(`limit must be a positive integer, got ${String(limit)}`);
+    const sql = this.ready();
+    if (sql === null) return [];
+    const params = { kind, after: options.after ?? -1, rank: options.rank ?? null, limit };
+    const rows = withBusyRetry(() =>
+      kind === "sample"
+        ? key === undefined
+          ? sql.samples.all(params)
+          : sql.samplesOfKey.all({ ...params, key })
+        : key === undefined
+          ? sql.histograms.all(params)
+          : sql.histogramsOfKey.all({ ...params, key }),
+    );
+    return rows.reverse();
+  }
+}

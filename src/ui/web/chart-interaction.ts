@@ -1,0 +1,75 @@
+/**
+ * What a chart shows besides its lines, and what the user does with it: the marks of non-finite
+ * values, the tooltip's rows and where it goes, downloads.
+ */
+import type uPlot from "uplot";
+import { formatValue } from "./chart-axes.js";
+import type { Line, Marker } from "./chart-data.js";
+import { el, formatTime } from "./dom.js";
+
+/** Save `blob` as a file named `name` (a download, never a navigation). */
+export function download(name: string, blob: Blob): void {
+  const url = URL.createObjectURL(blob);
+  const a = el("a", { href: url, download: name });
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** A safe file name from a key: letters, digits, `._-`; the rest as `_`. */
+export function fileNameOf(key: string): string {
+  return key.replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^_+|_+$/g, "") || "chart";
+}
+
+/** Red marks where a value was NaN or ±Infinity: a dashed line across the plot and a label. */
+export function drawMarkers(u: uPlot, markers: readonly Marker[]): void {
+  if (markers.length === 0) return;
+  const ctx = u.ctx;
+  const { left, top, width, height } = u.bbox;
+  ctx.save();
+  ctx.strokeStyle = "#dc2626";
+  ctx.fillStyle = "#dc2626";
+  ctx.lineWidth = 1 * devicePixelRatio;
+  ctx.setLineDash([3 * devicePixelRatio, 3 * devicePixelRatio]);
+  ctx.font = `${10 * devicePixelRatio}px sans-serif`;
+  ctx.textAlign = "center";
+  let lastX = -Infinity;
+  for (const m of markers) {
+    const x = u.valToPos(m.x, "x", true);
+    if (!Number.isFinite(x) || x < left || x > left + width) continue;
+    ctx.beginPath();
+    ctx.moveTo(x, top);
+    ctx.lineTo(x, top + height);
+    ctx.stroke();
+    if (x - lastX < 24 * devicePixelRatio) continue;
+    lastX = x;
+    const y = m.kind === "+Inf" ? top + 10 * devicePixelRatio : m.kind === "-Inf" ? top + height - 3 * devicePixelRatio : top + height / 2;
+    ctx.fillText(m.kind, x, y);
+  }
+  ctx.restore();
+}
+
+/** One line's row of the tooltip: its swatch, label, step, value (and smoothed value), time. */
+export function tooltipRow(line: Line, colour: string, point: number, smoothed: number | null): HTMLElement {
+  const swatch = el("span", { className: "swatch" });
+  swatch.style.background = colour;
+  return el(
+    "div",
+    { className: "tip-row" },
+    swatch,
+    el("span", { className: "tip-label" }, line.label),
+    ` step ${line.steps[point] ?? ""} · ${formatValue(line.values[point] ?? NaN)}`,
+    smoothed !== null ? ` (smoothed ${formatValue(smoothed)})` : "",
+    ` · ${formatTime(line.times[point] ?? null).slice(11)}`,
+  );
+}
+
+/** Put the tooltip beside the cursor (`left`, in the plot), on whichever side has room, inside the card. */
+export function placeTooltip(tooltip: HTMLElement, card: HTMLElement, u: uPlot, left: number): void {
+  const cardWidth = card.clientWidth;
+  const tipWidth = Math.min(tooltip.offsetWidth, cardWidth - 8);
+  const at = u.over.getBoundingClientRect().left - card.getBoundingClientRect().left + left;
+  const place = at + 16 + tipWidth <= cardWidth - 4 ? at + 16 : at - 16 - tipWidth;
+  tooltip.style.left = `${Math.max(4, place)}px`;
+}
