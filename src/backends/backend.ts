@@ -8,19 +8,10 @@
  */
 import type { HistogramMetric, LoggingMode, Metric, SampleBatch, StreamRecord } from "../core/metric.js";
 import { processWide } from "../core/process-wide.js";
+import type { RankIdentity } from "../core/rank-identity.js";
 
-/** Who a rank is. */
-export interface RankIdentity {
-  /** Global rank number (0 for the controller and single-process jobs). */
-  readonly rank: number;
-  /** Short stable name: `{processName}_{replicaId}_r{localRank}` for spawned ranks. */
-  readonly rankName: string;
-  /** The process (actor) name, e.g. `Controller` or `Trainer`. */
-  readonly processName: string;
-  /** Rank within its replica, and ranks per replica (for stream lines like `[0] [Trainer-0/2]`). */
-  readonly localRank: number;
-  readonly localWorldSize: number;
-}
+/** Who a rank is (a contract every side reads: it lives in `core/rank-identity.ts`). */
+export type { RankIdentity };
 
 /** What a backend is told when it starts. */
 export interface BackendContext {

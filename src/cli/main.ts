@@ -3,7 +3,7 @@
  * The `rankscope` command. Each subcommand lives in `commands/` and registers itself here.
  */
 import { Command, CommanderError } from "commander";
-import { readFileSync } from "node:fs";
+import { rankscopeVersion } from "../run/run-files.js";
 import { registerDemoCommand } from "./commands/demo.js";
 import { registerWandbCommand } from "./commands/wandb.js";
 import { registerTracesCommand } from "./commands/traces.js";
@@ -12,12 +12,11 @@ import { registerRunsCommand } from "./commands/runs.js";
 import { registerTailCommand } from "./commands/tail.js";
 import { registerUiCommand } from "./commands/ui.js";
 
-const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
 
 const program = new Command()
   .name("rankscope")
   .description("Observability for distributed training and inference jobs")
-  .version(pkg.version)
+  .version(rankscopeVersion())
   .showHelpAfterError("(run rankscope --help for the commands)")
   .exitOverride();
 

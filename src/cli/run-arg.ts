@@ -6,10 +6,14 @@ import { existsSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
 import { STORE_FILE } from "../backends/store/schema.js";
 import { resolveSetting, textKind } from "../core/settings.js";
+import { DEFAULT_RUNS_ROOT, RUNS_ROOT_ENV } from "../run/run-dir.js";
 
-/** The runs root a command uses when `--root` is not given. */
+/** The help of every command's `--root`. */
+export const ROOT_OPTION_HELP = `the runs root for experiment/trial (default: $${RUNS_ROOT_ENV} or ./${DEFAULT_RUNS_ROOT})`;
+
+/** The runs root a command uses when `--root` is not given (the same setting as the logger's `root`). */
 export function defaultRoot(): string {
-  return resolveSetting({ owner: "rankscope", option: "--root", env: "RANKSCOPE_ROOT", kind: textKind(undefined, "a non-empty path"), fallback: "runs" }, undefined);
+  return resolveSetting({ owner: "rankscope", option: "--root", env: RUNS_ROOT_ENV, kind: textKind(undefined, "a non-empty path"), fallback: DEFAULT_RUNS_ROOT }, undefined);
 }
 
 /**

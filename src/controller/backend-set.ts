@@ -14,15 +14,15 @@ import type { KeyState } from "../core/collector.js";
 import { DEADLINE, isPromiseLike, withDeadline } from "../core/deadline.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import type { StreamRecord } from "../core/metric.js";
-import type { AccumulatorState } from "../core/reduce.js";
 import type { ValidatedBackend } from "./config.js";
-import { mergeRankKeyStates, reduceStates, type ReducedFlush, type ReduceTarget } from "./reduce-states.js";
+import { mergeRankKeyStates, reduceStates, singleValueState, type ReducedFlush, type ReduceTarget } from "./reduce-states.js";
+import { BACKEND_UNDELIVERED_KEY_PREFIX } from "../core/internal-keys.js";
 
 /** Default deadline of one backend call (ms): `backendDeadlineMs` / `RANKSCOPE_BACKEND_DEADLINE_MS` override it. */
 export const DEFAULT_BACKEND_DEADLINE_MS = 10_000;
 
 /** Prefix of the keys that count, per backend, the calls it did not get (`{prefix}{name}`). */
-export const BACKEND_UNDELIVERED_KEY_PREFIX = "rankscope/backend_undelivered/";
+export { BACKEND_UNDELIVERED_KEY_PREFIX };
 
 /** What one backend did not get, since it started. */
 export interface BackendDeliveryStats {
@@ -58,7 +58,7 @@ interface LiveBackend {
   /** Flushes seen since the last one logged. */
   skipped: number;
   /** States of the skipped flushes, merged into the next one logged. */
-  pending: KeyState[][];
+  pending: (readonly KeyState[])[];
   /** Where the last skipped flush was going (for a final log at finish). */
   pendingTarget: ReduceTarget | null;
 }
@@ -130,7 +130,7 @@ export class BackendSet {
     const states: KeyState[] = [];
     for (const l of this.live) {
       if (!l.faulted) continue;
-      states.push({ key: `${BACKEND_UNDELIVERED_KEY_PREFIX}${l.name}`, reduce: "sum", state: { v: 1, count: 1, sum: l.undeliveredSinceTaken } as AccumulatorState });
+      states.push({ key: `${BACKEND_UNDELIVERED_KEY_PREFIX}${l.name}`, reduce: "sum", state: singleValueState(l.undeliveredSinceTaken) });
       l.undeliveredSinceTaken = 0;
     }
     return states;
@@ -162,7 +162,7 @@ export class BackendSet {
     await Promise.all(
       this.live.map(async (live) => {
         if (live.every <= 1) return deliver(live, reduced, target.step);
-        live.pending.push(states as KeyState[]);
+        live.pending.push(states);
         live.pendingTarget = target;
         live.skipped++;
         if (live.skipped < live.every) return undefined;

@@ -25,7 +25,7 @@ export interface ValidatedBackend {
 const COMMON_OPTIONS = ["loggingMode", "perRankShareRun", "every", "type", "deadlineMs"];
 
 const commonSchema = z.object({
-  loggingMode: z.enum(LOGGING_MODES as [LoggingMode, ...LoggingMode[]], {
+  loggingMode: z.enum(LOGGING_MODES, {
     errorMap: (issue, ctx) => ({
       message:
         ctx.data === undefined
@@ -72,7 +72,7 @@ export async function validateBackendsConfig(config: UncheckedBackendsConfig): P
     if (registration === undefined) {
       throw new TypeError(`unknown backend "${type}"${type === name ? "" : ` (config "${name}")`}; registered: ${knownBackendNames().join(", ")}`);
     }
-    const options = { ...raw } as BackendOptions;
+    const options: BackendOptions = { ...raw, ...parsed.data };
     for (const key of Object.keys(raw)) {
       if (!COMMON_OPTIONS.includes(key) && !registration.knownOptions.includes(key)) {
         // The settings policy (core/settings.ts): a typo in a declared option set is an error.

@@ -7,177 +7,57 @@
  * backends. A rank that does not answer by the deadline cannot hang it: the flush logs what
  * arrived and says which ranks were missing.
  */
-import { randomBytes } from "node:crypto";
-import { resolve as resolvePath } from "node:path";
 import type { BackendContext } from "../backends/backend.js";
 import "../backends/builtin.js";
 // The controller merges states of every reduction its ranks may send, stats' avg_min_max included.
 import "../stats/reductions.js";
 import { getCollector, type KeyState } from "../core/collector.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
-import { reportError, warn } from "../core/diagnostics.js";
+import { warn } from "../core/diagnostics.js";
 import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
-import { redactSecrets } from "../core/redact.js";
-import { describeValue, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
+import { redactRecord } from "../core/redact.js";
 import { configureLifecycle, endingReason, registerDrain } from "../core/lifecycle.js";
 import type { Metric } from "../core/metric.js";
-import type { AccumulatorState } from "../core/reduce.js";
 import { setCurrentRun } from "../run/current.js";
-import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
+import type { RunLocation } from "../run/run-dir.js";
 import { runHyperparams, validateRunMeta, writeRunFiles } from "../run/run-files.js";
 import { runLocationNote } from "../run/where.js";
-import { BackendSet, DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
-import { validateBackendsConfig, type BackendsConfig, type UncheckedBackendsConfig, type ValidatedBackend } from "./config.js";
-import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit, type RankSnapshot } from "../transport/rank/runtime.js";
-import type { RankGroupHandle, RankGroupSnapshot } from "../transport/protocol/types.js";
+import { BackendSet, type BackendDeliveryStats } from "./backend-set.js";
+import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
+import { GLOBAL_DISPLAY_NAME } from "../core/rank-identity.js";
+import {
+  conflictingOptions,
+  DEFAULT_BACKENDS,
+  resolveLoggerOptions,
+  type FlushOptions,
+  type FlushResult,
+  type InitBackendsOptions,
+  type LogDirectOptions,
+  type MetricLoggerOptions,
+  type ResolvedLoggerOptions,
+  type ShutdownOptions,
+} from "./logger-options.js";
+import { FlushesBeforeInit } from "./before-init.js";
+import { askRanks, rankCountStates } from "./rank-answers.js";
+import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
-/** Options of `getOrCreateMetricLogger`. */
-export interface MetricLoggerOptions extends RunDirOptions {
-  /** Name of this process, e.g. `Controller` (default). */
-  processName?: string;
-  /** How long `flush` waits for ranks before logging what arrived (default 5000 ms, env RANKSCOPE_FLUSH_DEADLINE_MS). */
-  flushDeadlineMs?: number;
-  /** How long `shutdown` waits for ranks and backends (default 5000 ms, env RANKSCOPE_SHUTDOWN_DEADLINE_MS). */
-  shutdownDeadlineMs?: number;
-  /**
-   * How long one call of a backend (`init`, `logBatch`, `logHyperparams`, `finish`…) may take
-   * before the caller and the other backends go on without it; the miss is reported by name and
-   * counted (default 10 000 ms, env RANKSCOPE_BACKEND_DEADLINE_MS; a backend's own `deadlineMs`
-   * option beats it). Applies on the controller and, for per-rank backends, in every rank.
-   */
-  backendDeadlineMs?: number;
-  /**
-   * The total time every part gets to write what it holds when the process ends by SIGINT/SIGTERM
-   * or at `beforeExit` without `shutdown()` (default 5000 ms, env RANKSCOPE_DRAIN_DEADLINE_MS); see
-   * docs/lifecycle.md.
-   */
-  drainDeadlineMs?: number;
-  /**
-   * Id of this run in messages between the controller and its ranks (NATS subjects are namespaced
-   * by it, so two runs on one server never see each other). Letters, digits, `_`, `-`. Default: a
-   * fresh random id (env RANKSCOPE_RUN_ID).
-   */
-  runId?: string;
-  /**
-   * Do not print where the run's data went (the run directory and how to open the dashboard,
-   * two lines on stderr at `shutdown()`). Default false; env RANKSCOPE_QUIET.
-   */
-  quiet?: boolean;
-}
-
-/** Options of `initBackends`. */
-export interface InitBackendsOptions {
-  /** Resume a run at this step (a restart from a checkpoint). */
-  resumeStep?: number;
-  /**
-   * The user's run config (hyperparameters, experiment settings). When given, the controller
-   * writes `config.yaml` (secrets such as API keys redacted) and `version.json` (package version,
-   * git branch/commit/dirty of the working directory) into the run directory at start, and logs
-   * both (redacted, the version info under `version_info`) as the run's hyperparameters: W&B's
-   * config, TensorBoard's hparams, the store's hyperparams — in the global backends and, through
-   * the ranks' init, the per-rank ones.
-   */
-  runConfig?: unknown;
-  /** Labels of this run (`["baseline", "lr-sweep"]`), kept in the run directory's `run.json`; the dashboard shows and filters by them. */
-  tags?: readonly string[];
-  /** The group this run belongs to (`"sweep-3"`), kept in `run.json`; the dashboard groups runs by it. */
-  group?: string;
-  /**
-   * Replace the backends of an earlier `initBackends` (default false: a second call is an Error).
-   * The old backends log what they kept (`every: N`) and finish first; the ranks get the new
-   * per-rank backends. Values already flushed stay where they were logged.
-   */
-  replace?: boolean;
-}
-
-/** Options of `shutdown`. */
-export interface ShutdownOptions {
-  /** Wait at most this long for ranks and backends (default: the logger's `shutdownDeadlineMs`). */
-  deadlineMs?: number;
-}
-
-/** Options of `flush`. */
-export interface FlushOptions {
-  /** Do not warn when `step` repeats the last one (faces that log several dicts per step). */
-  allowRepeatedStep?: boolean;
-}
-
-/** Options of `logDirect`. */
-export interface LogDirectOptions {
-  /** The x value: the training step, or the value on `axis`. */
-  step: number;
-  /** The metrics' own x-axis (e.g. `system/step`); absent = the training step. */
-  axis?: string;
-  /** When the values were taken (ms since the epoch; default now). */
-  timestamp?: number;
-}
-
-/** What one `flush(step)` did. */
-export interface FlushResult {
-  readonly step: number;
-  /** The merged metrics handed to the `global_reduce` backends. */
-  readonly metrics: readonly Metric[];
-  /** Ranks registered with the controller (its own in-process collector is not counted). */
-  readonly ranksExpected: number;
-  /** Of those, how many answered by the deadline. */
-  readonly ranksReporting: number;
-  /** Ranks that did not answer by the deadline. */
-  readonly missingRanks: readonly string[];
-  /**
-   * Calls each controller-side backend did not get (missed its deadline, skipped while hung, or
-   * failed), cumulative since `initBackends`, by config name; only backends that missed any.
-   * Per flush (and summed over ranks for per-rank backends) it is `rankscope/backend_undelivered/{name}`.
-   */
-  readonly undelivered: Readonly<Record<string, BackendDeliveryStats>>;
-  /** True if backends were not initialised yet: the values wait for the first flush after `initBackends`. */
-  readonly beforeInit?: boolean;
-}
-
-/**
- * The backends used when `initBackends()` gets no config: the console, and the embedded store
- * (`metrics.db` in the run directory, what `rankscope ui` shows) with the values reduced across ranks.
- */
-export const DEFAULT_BACKENDS: BackendsConfig = { console: { loggingMode: "global_reduce" }, store: { loggingMode: "global_reduce" } };
-
-/** Keys the controller records at every flush of a job with ranks: how many ranks answered, of how many. */
-export const RANKS_REPORTING_KEY = "rankscope/ranks_reporting";
-export const RANKS_EXPECTED_KEY = "rankscope/ranks_expected";
-
-/** Name shown by global backends as the source of their metrics (Forge's). */
-export const GLOBAL_DISPLAY_NAME = "GlobalReduce";
-
-/** Flushes kept before `initBackends` (for the first flush after it); older ones are dropped and counted. */
-export const MAX_FLUSHES_BEFORE_INIT = 1000;
-
-const OWNER = "getOrCreateMetricLogger";
-const DEADLINE_KIND = integerKind(1, 3_600_000);
-/** The logger's settings (the one resolver: option → environment → default). */
-export const LOGGER_SETTINGS = {
-  flushDeadlineMs: { owner: OWNER, option: "flushDeadlineMs", env: "RANKSCOPE_FLUSH_DEADLINE_MS", kind: DEADLINE_KIND, fallback: 5000 },
-  shutdownDeadlineMs: { owner: OWNER, option: "shutdownDeadlineMs", env: "RANKSCOPE_SHUTDOWN_DEADLINE_MS", kind: DEADLINE_KIND, fallback: 5000 },
-  quiet: { owner: OWNER, option: "quiet", env: "RANKSCOPE_QUIET", kind: flagKind, fallback: false },
-  backendDeadlineMs: { owner: OWNER, option: "backendDeadlineMs", env: "RANKSCOPE_BACKEND_DEADLINE_MS", kind: DEADLINE_KIND, fallback: DEFAULT_BACKEND_DEADLINE_MS },
-  runId: {
-    owner: OWNER,
-    option: "runId",
-    env: "RANKSCOPE_RUN_ID",
-    kind: textKind(/^[A-Za-z0-9_-]+$/, 'letters, digits, "_" or "-" (it is part of NATS subjects)'),
-    fallback: undefined,
-  },
-} satisfies Record<string, Setting<unknown>>;
-
-const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "quiet", "root", "experiment", "trial", "runDir"];
-
-/** A flush made before `initBackends`, kept for the first flush after it. */
-interface FlushBeforeInit {
-  readonly states: readonly KeyState[];
-  readonly step: number;
-  readonly timestamp: number;
-}
+export {
+  DEFAULT_BACKENDS,
+  GLOBAL_DISPLAY_NAME,
+  LOGGER_SETTINGS,
+  MAX_FLUSHES_BEFORE_INIT,
+  type FlushOptions,
+  type FlushResult,
+  type InitBackendsOptions,
+  type LogDirectOptions,
+  type MetricLoggerOptions,
+  type ShutdownOptions,
+} from "./logger-options.js";
+export { RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
 
 /** The controller-side logger. Get it with `getOrCreateMetricLogger`. */
-export class MetricLogger {
+export class MetricLogger implements ResolvedLoggerOptions {
   readonly processName: string;
   readonly run: RunLocation;
   readonly flushDeadlineMs: number;
@@ -197,23 +77,22 @@ export class MetricLogger {
   private lastStep = -1;
   private closed = false;
   /** Flushes made before `initBackends`: logged, at their own steps, by the first flush after it. */
-  private beforeInit: FlushBeforeInit[] = [];
+  private readonly beforeInit = new FlushesBeforeInit();
   private readonly shutdownHooks: Array<() => Promise<void> | void> = [];
   private unregisterDrain: (() => void) | null = null;
   /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
   private readonly ownRank: RankHandle;
 
   constructor(options: MetricLoggerOptions = {}) {
-    if (options === null || typeof options !== "object") throw new TypeError(`${OWNER}(options) takes an object of options, got ${describeValue(options)}`);
-    rejectUnknownOptions(OWNER, options, LOGGER_OPTIONS);
+    const resolved = resolveLoggerOptions(options);
     this.options = { ...options };
-    this.processName = options.processName ?? "Controller";
-    this.run = resolveRunLocation(options);
-    this.flushDeadlineMs = resolveSetting(LOGGER_SETTINGS.flushDeadlineMs, options.flushDeadlineMs);
-    this.shutdownDeadlineMs = resolveSetting(LOGGER_SETTINGS.shutdownDeadlineMs, options.shutdownDeadlineMs);
-    this.backendDeadlineMs = resolveSetting(LOGGER_SETTINGS.backendDeadlineMs, options.backendDeadlineMs);
-    this.quiet = resolveSetting(LOGGER_SETTINGS.quiet, options.quiet);
-    this.runId = resolveSetting<string | undefined>(LOGGER_SETTINGS.runId, options.runId) ?? randomBytes(6).toString("hex");
+    this.processName = resolved.processName;
+    this.run = resolved.run;
+    this.flushDeadlineMs = resolved.flushDeadlineMs;
+    this.shutdownDeadlineMs = resolved.shutdownDeadlineMs;
+    this.backendDeadlineMs = resolved.backendDeadlineMs;
+    this.quiet = resolved.quiet;
+    this.runId = resolved.runId;
     // A new logger after a shutdown(): recording is logged again.
     getCollector().reopen();
     const local = new RankRuntime(standaloneIdentity(this.processName));
@@ -262,7 +141,7 @@ export class MetricLogger {
         "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these",
       );
     }
-    const validated = await validateBackendsConfig((config ?? DEFAULT_BACKENDS) as UncheckedBackendsConfig);
+    const validated = await validateBackendsConfig(config ?? DEFAULT_BACKENDS);
     const runMeta = validateRunMeta(options);
     const resumeStep = options.resumeStep ?? 0;
     if (!Number.isInteger(resumeStep) || resumeStep < 0) throw new TypeError(`resumeStep must be a non-negative integer, got ${String(resumeStep)}`);
@@ -292,8 +171,9 @@ export class MetricLogger {
     // The run's config and version info are its hyperparameters in every backend that has them:
     // the global and primary ones here, the per-rank ones through the ranks' init.
     const hyperparams = files !== undefined && options.runConfig !== undefined ? runHyperparams(files) : undefined;
-    this.rankInit = { backends: perRank, primaryMetadata, run, ...(hyperparams === undefined ? {} : { hyperparams }) };
-    await Promise.all([...this.ranks.values()].map((r) => r.init(this.rankInit as RankInit)));
+    const rankInit: RankInit = { backends: perRank, primaryMetadata, run, ...(hyperparams === undefined ? {} : { hyperparams }) };
+    this.rankInit = rankInit;
+    await Promise.all([...this.ranks.values()].map((r) => r.init(rankInit)));
     if (hyperparams !== undefined) await this.logHyperparams(hyperparams);
   }
 
@@ -336,29 +216,7 @@ export class MetricLogger {
       warn("flush.stepNotIncreasing", `flush(${step}) after flush(${this.lastStep}): steps should increase; the values are logged at step ${step} as asked`);
     }
     this.lastStep = Math.max(this.lastStep, step);
-    const handles = [...this.ranks.values()];
-    const answers = await Promise.all(handles.map((h) => withDeadline(h.flush(step, this.flushDeadlineMs).catch(() => undefined), this.flushDeadlineMs)));
-    const snapshots: RankSnapshot[] = [];
-    const missing: string[] = [];
-    let ranksReporting = 0;
-    let ranksExpected = 0;
-    answers.forEach((answer, i) => {
-      const handle = handles[i] as RankHandle;
-      // Scale edit: a host agent's handle answers for the ranks of its host (src/transport/host):
-      // they are counted one by one, and named when missing.
-      const members = (handle as Partial<RankGroupHandle>).memberRanks?.();
-      if (handle !== this.ownRank) ranksExpected += members?.length ?? 1;
-      if (answer === DEADLINE || answer === undefined || answer.step !== step) {
-        missing.push(...(members !== undefined && members.length > 0 ? members : [handle.rankName]));
-      } else {
-        snapshots.push(answer);
-        const group = (answer as Partial<RankGroupSnapshot>).group;
-        if (group !== undefined) {
-          ranksReporting += group.reporting;
-          missing.push(...group.missing);
-        } else if (handle !== this.ownRank) ranksReporting++;
-      }
-    });
+    const { snapshots, missing, ranksExpected, ranksReporting } = await askRanks([...this.ranks.values()], this.ownRank, step, this.flushDeadlineMs);
     if (missing.length > 0) {
       warn(
         // One code per set of missing ranks: a rank lost an hour later is printed again, not just counted.
@@ -374,18 +232,14 @@ export class MetricLogger {
     }
     const states = mergeRankKeyStates(snapshots, step);
     states.push(...this.globalBackends.takeUndeliveredStates(), ...this.primaryBackends.takeUndeliveredStates());
-    if (ranksExpected > 0) {
-      // How many ranks this step's values come from: a chart of it shows when ranks went missing.
-      // Recorded as states (means), so a backend with `every: N` averages them over its window.
-      states.push(
-        { key: RANKS_EXPECTED_KEY, reduce: "mean", state: { v: 1, count: 1, sum: ranksExpected } as AccumulatorState },
-        { key: RANKS_REPORTING_KEY, reduce: "mean", state: { v: 1, count: 1, sum: ranksReporting } as AccumulatorState },
-      );
-    }
+    if (ranksExpected > 0) states.push(...rankCountStates({ ranksExpected, ranksReporting }));
     states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     const result = { step, ranksExpected, ranksReporting, missingRanks: missing };
-    if (this.rankInit === null) return { ...result, metrics: this.keepUntilInit(states, target).metrics, undelivered: {}, beforeInit: true };
-    for (const kept of this.beforeInit.splice(0)) await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
+    if (this.rankInit === null) {
+      this.beforeInit.keep({ states, ...target });
+      return { ...result, metrics: reduceStates(states, target).metrics, undelivered: {}, beforeInit: true };
+    }
+    for (const kept of this.beforeInit.takeAll()) await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
     const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
     return { ...result, metrics: merged.metrics, undelivered: this.undelivered() };
   }
@@ -394,20 +248,6 @@ export class MetricLogger {
   undelivered(): Record<string, BackendDeliveryStats> {
     const all = { ...this.primaryBackends.deliveryStats(), ...this.globalBackends.deliveryStats() };
     return Object.fromEntries(Object.entries(all).filter(([, stats]) => stats.undelivered > 0));
-  }
-
-  /** A flush before `initBackends`: keep its states for the first flush after it (bounded, drops counted). */
-  private keepUntilInit(states: KeyState[], target: { step: number; timestamp: number }): ReturnType<typeof reduceStates> {
-    warn(
-      "flush.beforeInit",
-      `flush(${target.step}) before initBackends(): no backend is started yet, so the values are kept and logged at their own steps by the first flush after initBackends() (at most ${MAX_FLUSHES_BEFORE_INIT} flushes are kept)`,
-    );
-    if (this.beforeInit.length >= MAX_FLUSHES_BEFORE_INIT) {
-      this.beforeInit.shift();
-      reportError("flush.beforeInitDropped", `more than ${MAX_FLUSHES_BEFORE_INIT} flushes before initBackends(): the oldest are dropped and counted; call initBackends() before flushing`);
-    }
-    this.beforeInit.push({ states, step: target.step, timestamp: target.timestamp });
-    return reduceStates(states, target);
   }
 
   /**
@@ -426,7 +266,7 @@ export class MetricLogger {
 
   /** Hand the run's hyperparameters / config to every global backend, secrets redacted (`redactSecrets`). */
   async logHyperparams(params: Readonly<Record<string, unknown>>): Promise<void> {
-    const redacted = redactSecrets(params) as Record<string, unknown>;
+    const redacted = redactRecord(params);
     await Promise.all([this.globalBackends.logHyperparams(redacted), this.primaryBackends.logHyperparams(redacted)]);
   }
 
@@ -551,29 +391,6 @@ function pendingValues(): { keys: number; values: number } {
 
 /** The process-wide slot of the controller's logger. */
 const LOGGER = "metricLogger";
-
-/** Options that must agree with the existing logger's when given again. */
-function conflictingOptions(existing: MetricLogger, options: MetricLoggerOptions): string[] {
-  // Compared with what the existing logger resolved, so `{ runDir }` naming its directory agrees.
-  const has: Record<string, unknown> = {
-    processName: existing.processName,
-    flushDeadlineMs: existing.flushDeadlineMs,
-    shutdownDeadlineMs: existing.shutdownDeadlineMs,
-    backendDeadlineMs: existing.backendDeadlineMs,
-    runId: existing.runId,
-    experiment: existing.run.experiment,
-    trial: existing.run.trial,
-    root: existing.run.root,
-    runDir: existing.run.runDir,
-  };
-  const conflicts: string[] = [];
-  for (const [key, value] of Object.entries(options)) {
-    if (value === undefined) continue;
-    const wanted = (key === "root" || key === "runDir") && typeof value === "string" ? resolvePath(value) : value;
-    if (wanted !== has[key]) conflicts.push(`${key}: ${describeValue(value)} (the logger has ${describeValue(has[key])})`);
-  }
-  return conflicts;
-}
 
 /**
  * The controller's logger, created on first call and returned by every later call in the process

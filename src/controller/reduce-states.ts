@@ -3,6 +3,7 @@
  * happens: a rank reducing its own states (`per_rank_reduce`) and the controller merging every
  * rank's states (`global_reduce`).
  */
+import type { SumState } from "../core/accumulators/moments.js";
 import type { KeyState } from "../core/collector.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import type { HistogramMetric, Metric } from "../core/metric.js";
@@ -82,13 +83,19 @@ export function mergeRankKeyStates(ranks: readonly RankStates[], step: number): 
     }
     try {
       const definition = getReduceDefinition(group.reduce);
-      merged.push({ key, reduce: group.reduce, state: group.states.length === 1 ? (group.states[0] as AccumulatorState) : definition.merge(group.states) });
+      const only = group.states.length === 1 ? group.states[0] : undefined;
+      merged.push({ key, reduce: group.reduce, state: only ?? definition.merge(group.states) });
     } catch (error) {
       reportError(`reduce.merge:${key}`, `could not merge metric "${key}" (reduce "${group.reduce}"): ${describeError(error)}`);
     }
   }
   merged.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   return merged;
+}
+
+/** A `sum`/`mean` state holding one value: how the controller records counts of its own. */
+export function singleValueState(value: number): SumState {
+  return { v: 1, count: 1, sum: value };
 }
 
 /** Turn merged (or a single rank's) states into metrics, histograms and samples, sorted by key. */
@@ -113,8 +120,8 @@ export function reduceStates(states: readonly KeyState[], target: ReduceTarget):
     if (typeof value === "number") {
       metrics.push({ key, value, reduce, step: target.step, timestamp: target.timestamp, ...rank });
     } else {
-      for (const suffix of Object.keys(value)) {
-        metrics.push({ key: `${key}/${suffix}`, value: value[suffix] as number, reduce, step: target.step, timestamp: target.timestamp, ...rank });
+      for (const [suffix, scalar] of Object.entries(value)) {
+        metrics.push({ key: `${key}/${suffix}`, value: scalar, reduce, step: target.step, timestamp: target.timestamp, ...rank });
       }
     }
     if (definition.histogram !== undefined) {

@@ -11,6 +11,18 @@
 /** The prefix of the keys rankscope records about itself. */
 export const INTERNAL_KEY_PREFIX = "rankscope/";
 
+/** How many ranks the controller expected at a flush (recorded at every flush of a job with ranks). */
+export const RANKS_EXPECTED_KEY = "rankscope/ranks_expected";
+
+/** How many of them answered by the flush deadline. */
+export const RANKS_REPORTING_KEY = "rankscope/ranks_reporting";
+
+/** Raw stream records dropped because the ring was full (a `sum`, per flush). */
+export const STREAM_DROPPED_KEY = "rankscope/stream_dropped";
+
+/** Followed by a backend's config name: the calls it did not get since the last flush. */
+export const BACKEND_UNDELIVERED_KEY_PREFIX = "rankscope/backend_undelivered/";
+
 /** The suffix of the weight `stats.scalar` logs beside each mean. */
 export const COUNT_KEY_SUFFIX = "__count";
 

@@ -4,6 +4,7 @@
  * TensorBoard, W&B), the wandb backend's `config` option and the text logs' structured fields —
  * passes them through `redactSecrets` first, so a key that looks like a secret is never written.
  */
+import { isRecord } from "./json.js";
 
 /** What replaces a secret's value in `config.yaml`. */
 export const REDACTED = "***REDACTED***";
@@ -48,3 +49,9 @@ export function redactSecrets(value: unknown, patterns: readonly RegExp[] = DEFA
   return walk(value);
 }
 
+
+/** `redactSecrets` of a record of fields (a config, hyperparameters, a log record): a record again. */
+export function redactRecord(record: Readonly<Record<string, unknown>>, patterns: readonly RegExp[] = DEFAULT_SECRET_KEY_PATTERNS): Record<string, unknown> {
+  const redacted = redactSecrets(record, patterns);
+  return isRecord(redacted) ? redacted : {};
+}

@@ -9,6 +9,7 @@
 import { resolve } from "node:path";
 import { recordMetric } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
+import { isRecord } from "../core/json.js";
 import { getReduceDefinition } from "../core/registry.js";
 import type { Metric } from "../core/metric.js";
 import type { BackendsConfig, UncheckedBackendsConfig } from "../controller/config.js";
@@ -65,8 +66,8 @@ export function flattenWithSlash(value: Readonly<Record<string, unknown>>, prefi
   const out: Record<string, unknown> = {};
   for (const [key, inner] of Object.entries(value)) {
     const full = prefix === "" ? key : `${prefix}/${key}`;
-    if (inner !== null && typeof inner === "object" && !Array.isArray(inner) && !ArrayBuffer.isView(inner) && Object.getPrototypeOf(inner) === Object.prototype) {
-      Object.assign(out, flattenWithSlash(inner as Record<string, unknown>, full));
+    if (isRecord(inner) && !ArrayBuffer.isView(inner) && Object.getPrototypeOf(inner) === Object.prototype) {
+      Object.assign(out, flattenWithSlash(inner, full));
     } else out[full] = inner;
   }
   return out;
@@ -148,7 +149,8 @@ export class Logger {
 
   private async logger(): Promise<MetricLogger> {
     await this.ready;
-    return this.metricLogger as MetricLogger;
+    if (this.metricLogger === null) throw new Error("Logger: the metric logger did not start (see the error of Logger.create or ready)");
+    return this.metricLogger;
   }
 
   /** The system monitor, when `monitorGpus` is on (after `ready`). */

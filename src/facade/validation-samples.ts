@@ -31,18 +31,24 @@ export interface ValidationSampleOptions {
  */
 export function selectValidationSamples<T extends ValidationSample>(samples: readonly T[], n: number, rewardKey = "reward"): T[] {
   if (!Number.isInteger(n) || n < 0) throw new TypeError(`the number of validation samples to print must be a non-negative integer, got ${String(n)}`);
-  samples.forEach((s, i) => {
-    if (typeof s?.[rewardKey] !== "number") {
-      throw new TypeError(`validation sample ${i} has no numeric "${rewardKey}" field (got ${describeValue(s?.[rewardKey])}); each sample needs one to be ranked`);
-    }
-  });
-  const sorted = [...samples].sort((a, b) => (b[rewardKey] as number) - (a[rewardKey] as number));
+  const ranked = samples.map((sample, i) => ({ sample, reward: rewardOf(sample, rewardKey, i) }));
+  const sorted = ranked.sort((a, b) => b.reward - a.reward).map((r) => r.sample);
   if (n >= sorted.length) return sorted;
   const half = Math.floor(n / 2);
   const picked = sorted.slice(0, half);
-  if (n % 2 === 1) picked.push(sorted[Math.floor((sorted.length - 1) / 2)] as T);
+  const median = sorted[Math.floor((sorted.length - 1) / 2)];
+  if (n % 2 === 1 && median !== undefined) picked.push(median);
   picked.push(...sorted.slice(sorted.length - half));
   return picked;
+}
+
+/** The sample's reward; a TypeError naming the sample when it has none. */
+function rewardOf(sample: ValidationSample | undefined, rewardKey: string, index: number): number {
+  const reward = sample?.[rewardKey];
+  if (typeof reward !== "number") {
+    throw new TypeError(`validation sample ${index} has no numeric "${rewardKey}" field (got ${describeValue(reward)}); each sample needs one to be ranked`);
+  }
+  return reward;
 }
 
 function valueLines(value: unknown): string[] {
@@ -63,7 +69,7 @@ export function formatValidationSamples(samples: readonly ValidationSample[], n:
       : `Validation samples: top ${half}${n % 2 === 1 ? ", median" : ""}, bottom ${half} of ${samples.length} by reward`;
   const lines = [header];
   picked.forEach((sample, i) => {
-    const title = `┌─ Sample ${i + 1} | Reward: ${(sample[rewardKey] as number).toFixed(4)} `;
+    const title = `┌─ Sample ${i + 1} | Reward: ${rewardOf(sample, rewardKey, i).toFixed(4)} `;
     lines.push(title + "─".repeat(Math.max(3, width - title.length)));
     for (const [key, value] of Object.entries(sample)) {
       if (key === rewardKey) continue;

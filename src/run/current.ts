@@ -6,7 +6,7 @@
  * logs) read it here instead of asking the user to pass the run directory around, and may
  * subscribe to be told when it becomes known.
  */
-import type { RankIdentity } from "../backends/backend.js";
+import type { RankIdentity } from "../core/rank-identity.js";
 import { processWide } from "../core/process-wide.js";
 
 /** Where this process writes and who it is. */

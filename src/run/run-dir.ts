@@ -57,15 +57,19 @@ function checkName(what: string, value: string): string {
   return value;
 }
 
+/** The environment variable naming the runs root, and the root when neither it nor an option is given. */
+export const RUNS_ROOT_ENV = "RANKSCOPE_ROOT";
+export const DEFAULT_RUNS_ROOT = "runs";
+
 /** Resolve a run's location from options, then the environment, then defaults. */
 export function resolveRunLocation(options: RunDirOptions = {}, env: NodeJS.ProcessEnv = process.env, now = new Date()): RunLocation {
   // The one settings resolver: option → environment → default, an invalid value a TypeError naming its source.
-  const setting = <T>(option: string, variable: string, kind: SettingKind<T>, fallback: T): T =>
-    resolveSetting({ owner: "run directory", option, env: variable, kind, fallback }, (options as Record<string, unknown>)[option], env);
+  const setting = <T>(option: keyof RunDirOptions, variable: string, kind: SettingKind<T>, fallback: T): T =>
+    resolveSetting({ owner: "run directory", option, env: variable, kind, fallback }, options[option], env);
   const path = textKind(undefined, "a non-empty path");
   // Any string here; `checkName` says precisely what is wrong with one that is not a folder name.
   const name: SettingKind<string> = { valid: "one folder name", fromOption: (v) => (typeof v === "string" ? v : undefined), fromEnv: (raw) => raw };
-  const root = resolve(setting("root", "RANKSCOPE_ROOT", path, "runs"));
+  const root = resolve(setting("root", RUNS_ROOT_ENV, path, DEFAULT_RUNS_ROOT));
   const experiment = checkName("experiment", setting("experiment", "RANKSCOPE_EXPERIMENT", name, "default"));
   const trial = checkName("trial", setting("trial", "RANKSCOPE_TRIAL", name, timestampTrial(now)));
   const explicit = setting<string | undefined>("runDir", "RANKSCOPE_RUN_DIR", path, undefined);

@@ -11,6 +11,7 @@ import { readFileSync } from "node:fs";
 import { writeFileAtomic } from "../io/atomic-write.js";
 import { join } from "node:path";
 import { describeError, reportError } from "../core/diagnostics.js";
+import { isRecord } from "../core/json.js";
 
 // The one redaction rule lives in core (every path that stores user values uses it); re-exported here.
 export { DEFAULT_SECRET_KEY_PATTERNS, REDACTED, redactSecrets } from "../core/redact.js";
@@ -57,7 +58,8 @@ export function rankscopeVersion(): string {
   if (packageVersion === undefined) {
     try {
       const text = readFileSync(new URL("../../package.json", import.meta.url), "utf8");
-      packageVersion = String((JSON.parse(text) as { version?: unknown }).version ?? "unknown");
+      const pkg: unknown = JSON.parse(text);
+      packageVersion = isRecord(pkg) && pkg["version"] !== undefined ? String(pkg["version"]) : "unknown";
     } catch {
       packageVersion = "unknown";
     }
@@ -86,6 +88,12 @@ export interface RunMeta {
 /** The name of the run directory's labels file. */
 export const RUN_META_FILE = "run.json";
 
+/** The run's config (secrets redacted), in the run directory. */
+export const CONFIG_FILE = "config.yaml";
+
+/** The package version and git state of the run, in the run directory. */
+export const VERSION_FILE = "version.json";
+
 /**
  * Check `tags` and `group` as `initBackends` takes them; undefined when neither is given. Throws a
  * TypeError saying what is valid.
@@ -93,15 +101,22 @@ export const RUN_META_FILE = "run.json";
 export function validateRunMeta(options: { tags?: unknown; group?: unknown }): RunMeta | undefined {
   const { tags, group } = options;
   if (tags === undefined && group === undefined) return undefined;
+  const isTag = (t: unknown): t is string => typeof t === "string" && t.length > 0 && t.length <= 256;
+  let tagList: readonly string[] = [];
   if (tags !== undefined) {
-    if (!Array.isArray(tags) || tags.length > 100 || !tags.every((t) => typeof t === "string" && t.length > 0 && t.length <= 256)) {
+    if (!Array.isArray(tags) || tags.length > 100 || !tags.every(isTag)) {
       throw new TypeError(`tags must be an array of at most 100 non-empty strings (up to 256 characters each), e.g. ["baseline", "lr-sweep"]; got ${JSON.stringify(tags)}`);
     }
+    tagList = tags;
   }
-  if (group !== undefined && group !== null && (typeof group !== "string" || group.length === 0 || group.length > 256)) {
-    throw new TypeError(`group must be a non-empty string of up to 256 characters, e.g. "sweep-3"; got ${JSON.stringify(group)}`);
+  let groupName: string | null = null;
+  if (group !== undefined && group !== null) {
+    if (typeof group !== "string" || group.length === 0 || group.length > 256) {
+      throw new TypeError(`group must be a non-empty string of up to 256 characters, e.g. "sweep-3"; got ${JSON.stringify(group)}`);
+    }
+    groupName = group;
   }
-  return { tags: [...new Set((tags as string[] | undefined) ?? [])], group: (group as string | null | undefined) ?? null };
+  return { tags: [...new Set(tagList)], group: groupName };
 }
 
 /** Options of `writeRunFiles`. */
@@ -150,11 +165,11 @@ export async function writeRunFiles(runDir: string, options: RunFilesOptions = {
   if (options.config !== undefined) {
     // yaml loads only when a config is written, keeping `import "rankscope"` light.
     const { stringify } = await import("yaml");
-    configPath = await write("config.yaml", stringify(config ?? null));
+    configPath = await write(CONFIG_FILE, stringify(config ?? null));
   }
   const metaPath = options.meta === undefined ? undefined : await write(RUN_META_FILE, `${JSON.stringify(options.meta, null, 2)}\n`);
   const version = await versionInfo(options.cwd);
-  const versionPath = await write("version.json", `${JSON.stringify(version, null, 2)}\n`);
+  const versionPath = await write(VERSION_FILE, `${JSON.stringify(version, null, 2)}\n`);
   return { configPath, versionPath, config, version, ...(metaPath === undefined ? {} : { metaPath }) };
 }
 
@@ -169,7 +184,7 @@ export const VERSION_INFO_KEY = "version_info";
 export function runHyperparams(files: Pick<RunFiles, "config" | "version">): Record<string, unknown> {
   const config = files.config;
   const base: Record<string, unknown> =
-    config === undefined ? {} : config !== null && typeof config === "object" && !Array.isArray(config) ? { ...(config as Record<string, unknown>) } : { config };
+    config === undefined ? {} : isRecord(config) ? { ...config } : { config };
   base[VERSION_INFO_KEY] = files.version;
   return base;
 }

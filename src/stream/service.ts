@@ -8,7 +8,7 @@
  */
 import { join } from "node:path";
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from "node:worker_threads";
-import type { RankIdentity } from "../backends/backend.js";
+import type { RankIdentity } from "../core/rank-identity.js";
 import { describeError, reportError, warn } from "../core/diagnostics.js";
 import { envFlag } from "../core/env.js";
 import { currentRun } from "../run/current.js";

@@ -18,9 +18,10 @@
  * at every metric flush).
  */
 import type { MessagePort } from "node:worker_threads";
-import type { RankIdentity } from "../backends/backend.js";
+import type { RankIdentity } from "../core/rank-identity.js";
 import type { Collector, StreamProducer } from "../core/collector.js";
 import { warn } from "../core/diagnostics.js";
+import { STREAM_DROPPED_KEY } from "../core/internal-keys.js";
 import { processWide } from "../core/process-wide.js";
 import type { StreamOptions } from "./config.js";
 import type { StreamCounts } from "./format.js";
@@ -133,7 +134,7 @@ export function attachStreamLink(port: MessagePort): void {
 }
 
 /** The stream's drop count, recorded into the collector at each flush as `rankscope/stream_dropped`. */
-export const STREAM_DROPPED_KEY = "rankscope/stream_dropped";
+export { STREAM_DROPPED_KEY };
 
 /**
  * Record the stream's cumulative drop count (reduced by sum across ranks) while a stream runs here,

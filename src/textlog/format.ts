@@ -3,8 +3,13 @@
  * coloured as a whole by the component's kind, with warnings yellow and errors red.
  */
 
+import { isRecord } from "../core/json.js";
+
+/** The valid colour names, for error messages. */
+export const COLOR_NAMES = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white", "gray", "none"] as const;
+
 /** ANSI colours a component pattern can use. */
-export type ColorName = "black" | "red" | "green" | "yellow" | "blue" | "magenta" | "cyan" | "white" | "gray" | "none";
+export type ColorName = (typeof COLOR_NAMES)[number];
 
 const ANSI: Readonly<Record<ColorName, string>> = {
   black: "\u001b[30m",
@@ -21,8 +26,6 @@ const ANSI: Readonly<Record<ColorName, string>> = {
 const RESET = "\u001b[0m";
 const BOLD = "\u001b[1m";
 
-/** The valid colour names, for error messages. */
-export const COLOR_NAMES = Object.keys(ANSI) as ColorName[];
 
 /** A colour for the components whose name matches `pattern` (first match wins). */
 export interface ComponentColor {
@@ -88,10 +91,11 @@ export function formatRecord(record: Readonly<Record<string, unknown>>, time: nu
   const levelName = LEVEL_NAMES[level] ?? `LEVEL${level}`;
   const message = typeof record["msg"] === "string" ? record["msg"] : "";
   let line = `${formatLogTime(time)} ${component} ${levelName}: ${message}${formatFields(record)}`;
-  const err = record["err"] as { stack?: unknown; message?: unknown } | undefined;
-  if (err !== undefined && typeof err === "object" && err !== null) {
-    if (typeof err.stack === "string") line += `\n${err.stack}`;
-    else if (typeof err.message === "string" && err.message !== message) line += ` err=${err.message}`;
+  const err = record["err"];
+  if (isRecord(err)) {
+    const { stack, message: errMessage } = err;
+    if (typeof stack === "string") line += `\n${stack}`;
+    else if (typeof errMessage === "string" && errMessage !== message) line += ` err=${errMessage}`;
   }
   return { line, level, component };
 }

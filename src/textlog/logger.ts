@@ -12,7 +12,8 @@ import { join } from "node:path";
 import { createRequire } from "node:module";
 import type { Level, Logger } from "pino";
 import { AppendFile } from "../io/append-file.js";
-import { redactSecrets } from "../core/redact.js";
+import { isRecord } from "../core/json.js";
+import { redactRecord } from "../core/redact.js";
 import { enumKind, presenceKind, resolveSetting } from "../core/settings.js";
 import { currentRun, onRunChange, type CurrentRun } from "../run/current.js";
 import { colorLine, COLOR_NAMES, DEFAULT_COMPONENT_COLORS, formatRecord, type ColorName, type ComponentColor } from "./format.js";
@@ -61,7 +62,7 @@ const LEVELS: readonly Level[] = ["trace", "debug", "info", "warn", "error", "fa
 
 
 function resolve(options: TextLogOptions): Resolved {
-  const level = resolveSetting({ owner: "configureTextLogs", option: "level", env: "RANKSCOPE_LOG_LEVEL", kind: enumKind(LEVELS), fallback: "info" as Level }, options.level);
+  const level = resolveSetting<Level>({ owner: "configureTextLogs", option: "level", env: "RANKSCOPE_LOG_LEVEL", kind: enumKind(LEVELS), fallback: "info" }, options.level);
   const colors = (options.componentColors ?? DEFAULT_COMPONENT_COLORS).map((c) => {
     if (!COLOR_NAMES.includes(c.color)) throw new TypeError(`component colour ${JSON.stringify(c.color)} is not valid; valid: ${COLOR_NAMES.join(", ")}`);
     return { pattern: typeof c.pattern === "string" ? new RegExp(c.pattern) : c.pattern, color: c.color };
@@ -92,7 +93,8 @@ class TextLogs {
 
   constructor() {
     // pino loads on the first getLogger, so `import "rankscope"` stays light for jobs without text logs.
-    const { pino } = createRequire(import.meta.url)("pino") as typeof import("pino");
+    const pinoModule: typeof import("pino") = createRequire(import.meta.url)("pino");
+    const { pino } = pinoModule;
     this.root = pino({ level: "trace", base: undefined, timestamp: false }, { write: (s: string) => this.write(s) });
     onRunChange((run) => this.attach(run));
   }
@@ -119,12 +121,13 @@ class TextLogs {
   }
 
   private write(json: string): void {
-    let record: Record<string, unknown>;
+    let record: Record<string, unknown> = { level: 30, msg: json.trimEnd() };
     try {
+      const parsed: unknown = JSON.parse(json);
       // The one redaction rule: a field that looks like a secret is never printed or written.
-      record = redactSecrets(JSON.parse(json)) as Record<string, unknown>;
+      if (isRecord(parsed)) record = redactRecord(parsed);
     } catch {
-      record = { level: 30, msg: json.trimEnd() };
+      // Not JSON: the line as it came.
     }
     const o = this.options;
     const { line, level, component } = formatRecord(record, o.clock());

@@ -13,9 +13,10 @@
  * `layout: "grid"`, AReaL's table instead: `pairsPerRow` (4) key/value pairs per row, box-drawn.
  */
 import type { Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
+import { GLOBAL_DISPLAY_NAME } from "../../core/rank-identity.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
-import { isInternalKey } from "../../core/internal-keys.js";
+import { isInternalKey, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY, STREAM_DROPPED_KEY } from "../../core/internal-keys.js";
 
 /**
  * A reduced value as the console prints it: integral values keep a decimal point (`4.0`), like
@@ -38,14 +39,11 @@ export function formatLocalTime(ms: number): string {
 const RULE = "===============";
 
 /** The controller's rank counts: printed only at a step where a rank was missing (stderr names it too). */
-const RANK_COUNT_KEYS = new Set(["rankscope/ranks_expected", "rankscope/ranks_reporting"]);
-
-/** The stream's drop count: printed only once something was dropped. */
-const STREAM_DROPPED_KEY = "rankscope/stream_dropped";
+const RANK_COUNT_KEYS = new Set([RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY]);
 
 function allRanksReported(metrics: readonly Metric[]): boolean {
-  const expected = metrics.find((m) => m.key === "rankscope/ranks_expected")?.value;
-  const reporting = metrics.find((m) => m.key === "rankscope/ranks_reporting")?.value;
+  const expected = metrics.find((m) => m.key === RANKS_EXPECTED_KEY)?.value;
+  const reporting = metrics.find((m) => m.key === RANKS_REPORTING_KEY)?.value;
   return expected === reporting;
 }
 
@@ -62,7 +60,10 @@ export function formatMetricsTable(displayName: string, step: number, metrics: r
 export function formatScientific(value: number): string {
   if (Number.isNaN(value)) return "nan";
   if (!Number.isFinite(value)) return value > 0 ? "inf" : "-inf";
-  const [mantissa, exponent] = value.toExponential(4).split("e") as [string, string];
+  const text = value.toExponential(4);
+  const e = text.indexOf("e");
+  const mantissa = text.slice(0, e);
+  const exponent = text.slice(e + 1);
   const sign = exponent.startsWith("-") ? "-" : "+";
   return `${mantissa}e${sign}${exponent.replace(/^[+-]/, "").padStart(2, "0")}`;
 }
@@ -83,7 +84,7 @@ export function formatMetricsGrid(displayName: string, step: number, metrics: re
     cells.push(row);
   }
   const columns = pairsPerRow * 2;
-  const widths = Array.from({ length: columns }, (_, c) => cells.reduce((w, row) => Math.max(w, (row[c] as string).length), 0));
+  const widths = Array.from({ length: columns }, (_, c) => cells.reduce((w, row) => Math.max(w, (row[c] ?? "").length), 0));
   // Drop trailing columns that are empty in every row (fewer metrics than pairs per row).
   let used = columns;
   while (used > 2 && widths[used - 1] === 0 && widths[used - 2] === 0) used -= 2;
@@ -91,7 +92,7 @@ export function formatMetricsGrid(displayName: string, step: number, metrics: re
     `${left}${widths.slice(0, used).map((w) => fill.repeat(w + 2)).join(mid)}${right}`;
   const lines = [`=== [${displayName}] - METRICS STEP ${step} ===`, rule("╒", "═", "╤", "╕")];
   cells.forEach((row, r) => {
-    const text = row.slice(0, used).map((cell, c) => (c % 2 === 0 ? cell.padEnd(widths[c] as number) : cell.padStart(widths[c] as number)));
+    const text = row.slice(0, used).map((cell, c) => (c % 2 === 0 ? cell.padEnd(widths[c] ?? 0) : cell.padStart(widths[c] ?? 0)));
     lines.push(`│ ${text.join(" │ ")} │`);
     if (r < cells.length - 1) lines.push(rule("├", "─", "┼", "┤"));
   });
@@ -116,7 +117,7 @@ function validateConsoleOptions(options: BackendOptions): void {
 }
 
 class ConsoleBackend implements Backend {
-  private displayName = "GlobalReduce";
+  private displayName = GLOBAL_DISPLAY_NAME;
   private streamPrefix = "";
   private readonly layout: { grid: boolean; pairsPerRow: number };
 
@@ -133,6 +134,7 @@ class ConsoleBackend implements Backend {
   logBatch(metrics: readonly Metric[], step: number): void {
     // Internal keys (the shared rule) are shown only when they say something: a missing rank, a drop.
     const visible = metrics.filter(
+      // The stream's drop count is shown once something was dropped.
       (m) => !isInternalKey(m.key) || (RANK_COUNT_KEYS.has(m.key) && !allRanksReported(metrics)) || (m.key === STREAM_DROPPED_KEY && m.value !== 0),
     );
     if (visible.length === 0) return;

@@ -19,6 +19,7 @@ import { rankscopeVersion } from "../../run/run-files.js";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
+import { enumOption, numberOption, stringOption, stringRecordOption } from "../option-values.js";
 import { OtlpMetricBuilder, type Temporality } from "./metrics.js";
 
 export { OtlpMetricBuilder, hrTime, type Temporality } from "./metrics.js";
@@ -36,6 +37,9 @@ interface ExportResult {
 }
 
 /** Semantic-convention attribute names not yet stable in `@opentelemetry/semantic-conventions` (its docs say to copy them). */
+/** The temporalities the backend exports, the first the default. */
+const TEMPORALITIES: readonly Temporality[] = ["cumulative", "delta"];
+
 const ATTR_HOST_NAME = "host.name";
 const ATTR_SERVICE_INSTANCE_ID = "service.instance.id";
 
@@ -52,7 +56,7 @@ export interface OtlpStats {
 /** The resource of a backend instance: service, run, rank and host. */
 export function otlpResource(options: BackendOptions, context: BackendContext): Resource {
   const attributes: Record<string, string | number> = {
-    [ATTR_SERVICE_NAME]: typeof options["serviceName"] === "string" ? options["serviceName"] : "rankscope",
+    [ATTR_SERVICE_NAME]: stringOption(options, "serviceName", "rankscope"),
     [ATTR_SERVICE_VERSION]: rankscopeVersion(),
     [ATTR_HOST_NAME]: hostname(),
     "rankscope.run": `${context.experiment}/${context.trial}`,
@@ -67,14 +71,9 @@ export function otlpResource(options: BackendOptions, context: BackendContext): 
     attributes["rankscope.rank_name"] = context.identity.rankName;
     attributes[ATTR_SERVICE_INSTANCE_ID] = `${context.experiment}/${context.trial}/${context.identity.rankName}`;
   }
-  const extra = options["resourceAttributes"] as Record<string, string> | undefined;
-  return resourceFromAttributes({ ...attributes, ...(extra ?? {}) });
+  return resourceFromAttributes({ ...attributes, ...stringRecordOption(options, "resourceAttributes") });
 }
 
-function numberOption(options: BackendOptions, name: string, fallback: number): number {
-  const v = options[name];
-  return typeof v === "number" ? v : fallback;
-}
 
 class OtlpBackend implements Backend {
   private exporter: OTLPMetricExporter | undefined;
@@ -92,10 +91,10 @@ class OtlpBackend implements Backend {
 
   init(context: BackendContext): void {
     this.resource = otlpResource(this.options, context);
-    this.builder = new OtlpMetricBuilder((this.options["temporality"] as Temporality | undefined) ?? "cumulative", Date.now());
+    this.builder = new OtlpMetricBuilder(enumOption(this.options, "temporality", TEMPORALITIES, "cumulative"), Date.now());
     this.exporter = new OTLPMetricExporter({
-      url: typeof this.options["url"] === "string" ? this.options["url"] : DEFAULT_OTLP_METRICS_URL,
-      headers: (this.options["headers"] as Record<string, string> | undefined) ?? {},
+      url: stringOption(this.options, "url", DEFAULT_OTLP_METRICS_URL),
+      headers: stringRecordOption(this.options, "headers"),
       timeoutMillis: this.timeoutMs,
     });
   }
@@ -194,7 +193,7 @@ registerBackend("otlp", (options) => new OtlpBackend(options), {
       if (!ok) throw new TypeError(`backend "otlp": url must be an OTLP/HTTP metrics endpoint such as "${DEFAULT_OTLP_METRICS_URL}", got ${JSON.stringify(url)}`);
     }
     const temporality = options["temporality"];
-    if (temporality !== undefined && temporality !== "cumulative" && temporality !== "delta") throw new TypeError(`backend "otlp": temporality must be "cumulative" or "delta", got ${JSON.stringify(temporality)}`);
+    if (temporality !== undefined && !TEMPORALITIES.some((t) => t === temporality)) throw new TypeError(`backend "otlp": temporality must be "cumulative" or "delta", got ${JSON.stringify(temporality)}`);
     for (const name of ["headers", "resourceAttributes"]) {
       const v = options[name];
       if (v !== undefined && (v === null || typeof v !== "object" || Object.values(v).some((x) => typeof x !== "string"))) throw new TypeError(`backend "otlp": ${name} must be an object of names to string values`);

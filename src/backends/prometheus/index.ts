@@ -10,6 +10,7 @@ import type { HistogramMetric, Metric } from "../../core/metric.js";
 import { currentRun } from "../../run/current.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
+import { numberOption, stringOption, stringRecordOption } from "../option-values.js";
 import { Exposition, type Labels } from "./exposition.js";
 import { RemoteWriter, type RemoteWriterStats, type SeriesMetadata } from "./remote-write.js";
 import { liveExpositions } from "./render.js";
@@ -27,7 +28,7 @@ const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
 /** The labels of a backend instance: the user's, plus rank, rank_name and host in per-rank modes. */
 function instanceLabels(options: BackendOptions, context: BackendContext): Labels {
-  const labels: Record<string, string> = { ...((options["labels"] as Record<string, string> | undefined) ?? {}) };
+  const labels = stringRecordOption(options, "labels");
   if (context.loggingMode !== "global_reduce") {
     labels["rank"] = String(context.identity.rank);
     labels["rank_name"] = context.identity.rankName;
@@ -51,10 +52,6 @@ function nonNegativeInteger(backend: string, options: BackendOptions, name: stri
   if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < min)) throw new TypeError(`backend "${backend}": ${name} must be an integer ≥ ${min}, got ${JSON.stringify(v)}`);
 }
 
-function numberOption(options: BackendOptions, name: string, fallback: number): number {
-  const v = options[name];
-  return typeof v === "number" ? v : fallback;
-}
 
 /** Collects each flush into an `Exposition`; the two backends differ in where it goes. */
 abstract class PrometheusBackendBase implements Backend {
@@ -86,7 +83,7 @@ class PrometheusBackend extends PrometheusBackendBase {
     super.init(context);
     liveExpositions().add(this.exposition);
     if (this.options["serve"] === false) return;
-    const host = typeof this.options["host"] === "string" ? this.options["host"] : "127.0.0.1";
+    const host = stringOption(this.options, "host", "127.0.0.1");
     const base = numberOption(this.options, "port", DEFAULT_PROMETHEUS_PORT);
     // The controller's process listens on `port` (its global instances and the per-rank instance
     // of its own collector, which is rank 0 of its job too); rank r on `port + 1 + r`, so ranks
@@ -94,7 +91,7 @@ class PrometheusBackend extends PrometheusBackendBase {
     const run = currentRun();
     const controllerProcess = context.role === "controller" || (run?.role === "controller" && run.identity.rankName === context.identity.rankName);
     const port = base === 0 || controllerProcess ? base : base + 1 + context.identity.rank;
-    const path = typeof this.options["path"] === "string" ? this.options["path"] : "/metrics";
+    const path = stringOption(this.options, "path", "/metrics");
     this.lease = await leaseMetricsServer(host, port, path, numberOption(this.options, "listenDeadlineMs", 5000), this.exposition);
   }
 
@@ -117,8 +114,8 @@ class PrometheusRemoteWriteBackend extends PrometheusBackendBase {
   override init(context: BackendContext): void {
     super.init(context);
     this.writer = new RemoteWriter({
-      url: this.options["url"] as string,
-      headers: (this.options["headers"] as Record<string, string> | undefined) ?? {},
+      url: stringOption(this.options, "url", ""),
+      headers: stringRecordOption(this.options, "headers"),
       timeoutMs: numberOption(this.options, "timeoutMs", 5000),
       retryBudgetMs: numberOption(this.options, "retryBudgetMs", 30_000),
       maxQueuedSamples: numberOption(this.options, "maxQueuedSamples", 100_000),

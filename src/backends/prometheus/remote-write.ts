@@ -15,7 +15,7 @@ import { compress } from "snappyjs";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { DEADLINE, withDeadline } from "../../core/deadline.js";
 import { retry, type AttemptOutcome } from "../../core/retry.js";
-import type { Labels, Sample } from "./exposition.js";
+import type { Sample } from "./exposition.js";
 
 const descriptor = {
   nested: {
@@ -54,9 +54,9 @@ const METADATA_TYPE = { counter: 1, gauge: 2, histogram: 3, summary: 5 } as cons
 export function encodeWriteRequest(samples: readonly Sample[], metadata: readonly SeriesMetadata[] = []): Uint8Array {
   const series = new Map<string, { labels: { name: string; value: string }[]; samples: { value: number; timestamp: number }[] }>();
   for (const s of samples) {
-    const labels = Object.keys(s.labels)
-      .sort()
-      .map((name) => ({ name, value: (s.labels as Labels)[name]! }));
+    const labels = Object.entries(s.labels)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([name, value]) => ({ name, value }));
     const id = JSON.stringify(labels);
     let entry = series.get(id);
     if (entry === undefined) {
@@ -71,8 +71,10 @@ export function encodeWriteRequest(samples: readonly Sample[], metadata: readonl
 }
 
 /** Snappy block compression of a request body, as remote write wants it. */
-export function snappyCompress(bytes: Uint8Array): Uint8Array {
-  return compress(bytes);
+export function snappyCompress(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
+  const out = compress(bytes);
+  // snappyjs allocates a plain ArrayBuffer (what fetch takes as a body): a view of it, no copy.
+  return out.buffer instanceof ArrayBuffer ? new Uint8Array(out.buffer, out.byteOffset, out.byteLength) : Uint8Array.from(out);
 }
 
 /** Options of a `RemoteWriter`. */
@@ -158,7 +160,7 @@ export class RemoteWriter {
     }
   }
 
-  private async post(body: Uint8Array): Promise<AttemptOutcome<void>> {
+  private async post(body: Uint8Array<ArrayBuffer>): Promise<AttemptOutcome<void>> {
     const url = this.options.url;
     let response: Response;
     try {
@@ -171,7 +173,7 @@ export class RemoteWriter {
           "x-prometheus-remote-write-version": "0.1.0",
           "user-agent": "rankscope",
         },
-        body: body as Uint8Array<ArrayBuffer>,
+        body,
         signal: AbortSignal.any([AbortSignal.timeout(this.options.timeoutMs), this.stop.signal]),
       });
     } catch (error) {

@@ -38,9 +38,8 @@ function valuesOf(family: Family): PromValue[] {
 
 /** Render expositions (default: every live one) as text; `openMetrics` selects OpenMetrics 1.0. */
 export async function renderMetrics(expositions: Iterable<Exposition> = liveExpositions(), openMetrics = false): Promise<string> {
-  // The constructor takes the content type (prom-client's types omit the parameter).
-  const Registry = client.Registry as unknown as new (contentType: string) => client.Registry;
-  const registry = new Registry(metricsContentType(openMetrics));
+  const registry = new client.Registry<client.RegistryContentType>();
+  registry.setContentType(metricsContentType(openMetrics));
   const byName = new Map<string, { name: string; help: string; type: string; values: PromValue[] }>();
   for (const exposition of expositions) {
     for (const family of exposition.families.values()) {
@@ -53,6 +52,8 @@ export async function renderMetrics(expositions: Iterable<Exposition> = liveExpo
     // OpenMetrics names a counter family without `_total` and its sample with it (prom-client adds it).
     const name = openMetrics && metric.type === "counter" ? metric.name.replace(/_total$/, "") : metric.name;
     const data = { ...metric, name, aggregator: "sum" };
+    // prom-client has no public way to register values computed elsewhere: its own cluster
+    // aggregation registers the same duck-typed `{ get }` object, which its types do not describe.
     registry.registerMetric({ ...data, get: () => data } as unknown as client.Metric);
   }
   if (byName.size === 0) return openMetrics ? "# EOF\n" : "";
@@ -61,7 +62,7 @@ export async function renderMetrics(expositions: Iterable<Exposition> = liveExpo
 }
 
 /** The content type of a rendering. */
-export function metricsContentType(openMetrics: boolean): string {
+export function metricsContentType(openMetrics: boolean): client.RegistryContentType {
   return openMetrics ? client.Registry.OPENMETRICS_CONTENT_TYPE : client.Registry.PROMETHEUS_CONTENT_TYPE;
 }
 

@@ -11,7 +11,7 @@
  * - Hyperparameters: the `hparams` plugin's `SessionStartInfo`, under the tag the plugin looks for.
  * - Resume: a `SessionLog` with status START at the resumed step.
  */
-import { nonFiniteReplacer } from "../../core/json.js";
+import { isRecord, nonFiniteReplacer } from "../../core/json.js";
 import { HISTOGRAM_EDGES } from "../../core/accumulators/histogram.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { DT_FLOAT, DT_STRING, EventType, FILE_VERSION, HParamsPluginDataType, SESSION_START } from "./proto.js";
@@ -51,18 +51,21 @@ export function sessionStartEvent(step: number, wallTimeMs: number): Uint8Array 
  */
 export function scalarEvents(points: readonly ScalarPoint[], tagOf: (key: string) => string = identity): Uint8Array[] {
   const events: Uint8Array[] = [];
-  let i = 0;
-  while (i < points.length) {
-    const first = points[i] as ScalarPoint;
-    const values: { tag: string; simple_value: number }[] = [];
-    while (i < points.length) {
-      const p = points[i] as ScalarPoint;
-      if (p.step !== first.step || p.timestamp !== first.timestamp) break;
-      values.push({ tag: tagOf(p.key), simple_value: p.value });
-      i++;
-    }
+  const encode = (first: ScalarPoint, values: { tag: string; simple_value: number }[]): void => {
     events.push(encodeEvent({ wall_time: first.timestamp / 1000, step: first.step, summary: { value: values } }));
+  };
+  let first: ScalarPoint | undefined;
+  let values: { tag: string; simple_value: number }[] = [];
+  for (const p of points) {
+    if (first !== undefined && (p.step !== first.step || p.timestamp !== first.timestamp)) {
+      encode(first, values);
+      values = [];
+      first = undefined;
+    }
+    first ??= p;
+    values.push({ tag: tagOf(p.key), simple_value: p.value });
   }
+  if (first !== undefined) encode(first, values);
   return events;
 }
 
@@ -92,20 +95,20 @@ export function histogramBuckets(data: HistogramData): { limits: number[]; count
   const limits: number[] = [];
   const counts: number[] = [];
   let previous = -1;
-  for (let i = 0; i < data.bucketLimits.length; i++) {
-    const limit = data.bucketLimits[i] as number;
+  for (const [i, limit] of data.bucketLimits.entries()) {
     const at = index.get(limit);
     if (at === undefined) {
       previous = -1;
     } else {
-      if (previous >= 0 && at - 1 > previous) {
-        limits.push(HISTOGRAM_EDGES[at - 1] as number);
+      const emptyBelow = HISTOGRAM_EDGES[at - 1];
+      if (previous >= 0 && at - 1 > previous && emptyBelow !== undefined) {
+        limits.push(emptyBelow);
         counts.push(0);
       }
       previous = at;
     }
     limits.push(limit);
-    counts.push(data.bucketCounts[i] as number);
+    counts.push(data.bucketCounts[i] ?? 0);
   }
   return { limits, counts };
 }
@@ -192,10 +195,9 @@ export function flattenHyperparams(params: Readonly<Record<string, unknown>>): M
     else if (typeof value === "string") out.set(prefix, { string_value: value });
     else if (value === null) out.set(prefix, { string_value: "null" });
     else if (value instanceof Date) out.set(prefix, { string_value: value.toISOString() });
-    else if (Array.isArray(value) || depth >= 32) out.set(prefix, { string_value: cellText(value) });
-    else {
-      for (const [k, v] of Object.entries(value as Record<string, unknown>)) visit(prefix === "" ? k : `${prefix}.${k}`, v, depth + 1);
-    }
+    else if (isRecord(value) && depth < 32) {
+      for (const [k, v] of Object.entries(value)) visit(prefix === "" ? k : `${prefix}.${k}`, v, depth + 1);
+    } else out.set(prefix, { string_value: cellText(value) });
   };
   for (const [k, v] of Object.entries(params)) visit(k, v, 0);
   return out;

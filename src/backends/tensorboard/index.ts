@@ -117,8 +117,8 @@ class TensorBoardBackend implements Backend {
   }
 
   logHistograms(histograms: readonly HistogramMetric[], step: number): void {
-    if (histograms.length === 0) return;
-    const first = histograms[0] as HistogramMetric;
+    const first = histograms[0];
+    if (first === undefined) return;
     this.startSession(step);
     this.noteFlush(step, first.timestamp);
     const entries = histograms.map((h) => ({ tag: this.tagOf(h.key), data: h.histogram }));

@@ -7,6 +7,7 @@
  * - `POST {base}/files/{entity}/{project}/{run}/file_stream` — history lines at contiguous
  *   offsets, the summary, and at the end `complete` with the exit code.
  */
+import { isRecord } from "../../core/json.js";
 import { parseHistoryJson } from "./history.js";
 import { postJson, type Attempt, type Endpoint } from "./http.js";
 
@@ -85,17 +86,41 @@ async function graphql(
 ): Promise<Attempt<Record<string, unknown>>> {
   const answer = await postJson(endpoint, "/graphql", JSON.stringify({ query, variables }), timeoutMs, headers, stop);
   if (!answer.ok) return answer;
-  const body = answer.value as { data?: unknown; errors?: unknown };
-  if (Array.isArray(body.errors) && body.errors.length > 0) {
-    const messages = body.errors.map((e) => (e !== null && typeof e === "object" && "message" in e ? String((e as { message: unknown }).message) : String(e)));
+  const body = record(answer.value);
+  const errors = body?.["errors"];
+  if (Array.isArray(errors) && errors.length > 0) {
+    const messages = errors.map((e: unknown) => {
+      const message = record(e)?.["message"];
+      return message === undefined ? String(e) : String(message);
+    });
     return fail(`W&B GraphQL error: ${messages.join("; ")}`);
   }
-  if (body.data === null || typeof body.data !== "object") return fail("W&B GraphQL answer has no data");
-  return { ok: true, value: body.data as Record<string, unknown> };
+  const data = record(body?.["data"]);
+  if (data === undefined) return fail("W&B GraphQL answer has no data");
+  return { ok: true, value: data };
 }
 
 function record(value: unknown): Record<string, unknown> | undefined {
-  return value !== null && typeof value === "object" && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+  return isRecord(value) ? value : undefined;
+}
+
+/** True for `UpsertVariables` as handed between processes (a shared run's primary metadata). */
+export function isUpsertVariables(value: unknown): value is UpsertVariables {
+  if (!isRecord(value)) return false;
+  const text = (key: string): boolean => typeof value[key] === "string";
+  const textOrNull = (key: string): boolean => value[key] === null || typeof value[key] === "string";
+  const tags = value["tags"];
+  return (
+    text("name") &&
+    text("project") &&
+    text("displayName") &&
+    text("config") &&
+    textOrNull("entity") &&
+    textOrNull("groupName") &&
+    textOrNull("jobType") &&
+    textOrNull("notes") &&
+    (tags === null || (Array.isArray(tags) && tags.every((t) => typeof t === "string")))
+  );
 }
 
 /** Create or update a run. */
@@ -171,7 +196,7 @@ export async function runResumeStatus(
 export function lastStepOf(tail: unknown): number {
   if (typeof tail !== "string") return -1;
   try {
-    const lines = JSON.parse(tail) as unknown;
+    const lines: unknown = JSON.parse(tail);
     if (!Array.isArray(lines) || lines.length === 0) return -1;
     const last = lines[lines.length - 1];
     const row = typeof last === "string" ? parseHistoryJson(last) : last;
@@ -189,6 +214,34 @@ export interface FileStreamBody {
   uploaded?: string[];
   complete?: boolean;
   exitcode?: number;
+}
+
+/** What one file-stream request carries; absent parts are left out of its body. */
+export interface FileStreamParts {
+  /** History lines, the first at `offset`. */
+  readonly lines?: readonly string[];
+  readonly offset?: number;
+  /** The summary line (the whole summary: W&B keeps the last one). */
+  readonly summary?: string | null;
+  /** Run files uploaded since the last request. */
+  readonly uploaded?: readonly string[];
+  /** Marks the run complete with this exit code. */
+  readonly exitcode?: number | null;
+}
+
+/** The body of one file-stream request, or null when it would carry nothing. */
+export function fileStreamBody(parts: FileStreamParts): FileStreamBody | null {
+  const body: FileStreamBody = {};
+  const files: NonNullable<FileStreamBody["files"]> = {};
+  if (parts.lines !== undefined && parts.lines.length > 0) files[HISTORY_FILE] = { offset: parts.offset ?? 0, content: [...parts.lines] };
+  if (parts.summary !== undefined && parts.summary !== null) files[SUMMARY_FILE] = { offset: 0, content: [parts.summary] };
+  if (Object.keys(files).length > 0) body.files = files;
+  if (parts.exitcode !== undefined && parts.exitcode !== null) {
+    body.complete = true;
+    body.exitcode = parts.exitcode;
+  }
+  if (parts.uploaded !== undefined && parts.uploaded.length > 0) body.uploaded = [...parts.uploaded];
+  return body.files === undefined && body.uploaded === undefined && body.complete === undefined ? null : body;
 }
 
 export const HISTORY_FILE = "wandb-history.jsonl";

@@ -9,6 +9,7 @@
  * Encoding is plain string building with the quoted form of each key cached, because it runs on the
  * flush path of every step and, for streams, once per raw value.
  */
+import { isRecord } from "../../core/json.js";
 import type { HistogramData } from "../../core/reduce.js";
 
 const quotedKeys = new Map<string, string>();
@@ -40,15 +41,26 @@ const NON_FINITE_TOKEN = /"(?:[^"\\]|\\.)*"|-?Infinity|NaN/g;
  * for such text: the resume status, the spool reader and the tests use it. Throws like `JSON.parse`.
  */
 export function parseHistoryJson(text: string): unknown {
-  if (!text.includes("NaN") && !text.includes("Infinity")) return JSON.parse(text) as unknown;
+  if (!text.includes("NaN") && !text.includes("Infinity")) {
+    const plain: unknown = JSON.parse(text);
+    return plain;
+  }
   const marked = text.replace(NON_FINITE_TOKEN, (token) => (token.charCodeAt(0) === 34 ? token : `{"$nonFinite":"${token}"}`));
-  return JSON.parse(marked, (_key, value: unknown) => {
+  const revived: unknown = JSON.parse(marked, (_key, value: unknown) => {
     if (value !== null && typeof value === "object" && "$nonFinite" in value) {
-      const t = (value as { $nonFinite: unknown }).$nonFinite;
+      const t = value.$nonFinite;
       return t === "NaN" ? NaN : t === "Infinity" ? Infinity : -Infinity;
     }
     return value;
-  }) as unknown;
+  });
+  return revived;
+}
+
+/** `parseHistoryJson` of text that must hold one JSON object (a history row, a summary, a config); throws otherwise. */
+export function parseHistoryObject(text: string): Record<string, unknown> {
+  const value = parseHistoryJson(text);
+  if (!isRecord(value)) throw new SyntaxError(`expected a JSON object, got ${text.length > 60 ? `${text.slice(0, 60)}…` : text}`);
+  return value;
 }
 
 /** Seconds, with millisecond precision, from milliseconds since the epoch. */
@@ -69,14 +81,15 @@ export function historyLine(step: number, timestampMs: number, runtimeMs: number
 /** A `Reduce.HISTOGRAM` value as W&B's histogram object: counts and the n+1 bin edges. */
 export function histogramJson(h: HistogramData): string {
   const n = h.bucketCounts.length;
-  const edges: number[] = new Array(n + 1);
   // The first bucket has no lower limit of its own: its lowest value is the recorded min.
-  edges[0] = Math.min(h.min, h.bucketLimits[0] ?? h.min);
+  let edge = Math.min(h.min, h.bucketLimits[0] ?? h.min);
+  const edges: number[] = [edge];
   for (let i = 0; i < n; i++) {
     const limit = h.bucketLimits[i] ?? h.max;
-    edges[i + 1] = Number.isFinite(limit) ? limit : Math.max(h.max, edges[i] as number);
+    edge = Number.isFinite(limit) ? limit : Math.max(h.max, edge);
+    edges.push(edge);
   }
-  if (!Number.isFinite(edges[0] as number)) edges[0] = edges[1] ?? 0;
+  if (!Number.isFinite(edges[0])) edges[0] = edges[1] ?? 0;
   return `{"_type":"histogram","values":[${h.bucketCounts.join(",")}],"bins":[${edges.map(historyNumber).join(",")}]}`;
 }
 

@@ -6,6 +6,7 @@
  * do. The key lives only in the `Authorization` header built here; it is never part of a URL,
  * a message or an error (errors name the endpoint and the status, nothing else).
  */
+import { isRecord } from "../../core/json.js";
 import { backoffDelay as coreBackoffDelay, retry, sleep } from "../../core/retry.js";
 import type { SenderLimits } from "./options.js";
 
@@ -48,8 +49,8 @@ export function parseRetryAfter(value: string | null, now = Date.now()): number 
 function describeFetchError(error: unknown): string {
   if (error instanceof Error) {
     if (error.name === "TimeoutError" || error.name === "AbortError") return "timed out";
-    const cause = (error as Error & { cause?: unknown }).cause;
-    const code = cause !== null && typeof cause === "object" ? (cause as { code?: unknown }).code : undefined;
+    const cause = error.cause;
+    const code = isRecord(cause) ? cause["code"] : undefined;
     return typeof code === "string" ? `${error.message} (${code})` : error.message;
   }
   return String(error);
@@ -93,7 +94,8 @@ export async function postJson(
     };
   }
   try {
-    return { ok: true, value: text.length === 0 ? {} : (JSON.parse(text) as unknown) };
+    const value: unknown = text.length === 0 ? {} : JSON.parse(text);
+    return { ok: true, value };
   } catch {
     return { ok: false, retryable: true, retryAfterMs: undefined, reason: `POST ${url}: the answer is not JSON`, status: response.status };
   }

@@ -22,7 +22,9 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from
 import { dirname, join } from "node:path";
 import { crc32 } from "node:zlib";
 import protobuf from "protobufjs/light.js";
-import { historyNumber, parseHistoryJson } from "./history.js";
+import { isRecord } from "../../core/json.js";
+import { CONFIG_FILE } from "../../run/run-files.js";
+import { historyNumber, parseHistoryObject } from "./history.js";
 import { SUMMARY_FILE } from "./api.js";
 import { readSpool, spooledFiles, type SpooledRun } from "./spool.js";
 
@@ -129,8 +131,8 @@ export function frameTransactionLog(records: readonly Uint8Array[]): Buffer {
 export function wandbValueJson(value: unknown): string {
   if (typeof value === "number") return historyNumber(value);
   if (Array.isArray(value)) return `[${value.map(wandbValueJson).join(",")}]`;
-  if (value !== null && typeof value === "object") {
-    return `{${Object.entries(value as Record<string, unknown>)
+  if (isRecord(value)) {
+    return `{${Object.entries(value)
       .map(([k, v]) => `${JSON.stringify(k)}:${wandbValueJson(v)}`)
       .join(",")}}`;
   }
@@ -165,7 +167,7 @@ function items(object: Readonly<Record<string, unknown>>): { key: string; value_
 
 /** The protobuf records of an offline run, in the SDK's order. */
 export function offlineRunRecords(run: OfflineRun, producer: string): Uint8Array[] {
-  const rows = run.history.map((line) => parseHistoryJson(line) as Record<string, unknown>);
+  const rows = run.history.map(parseHistoryObject);
   const firstTime = rows.map((r) => r["_timestamp"]).find((t): t is number => typeof t === "number");
   const startSeconds = firstTime ?? Date.now() / 1000;
   const lastRuntime = rows.length === 0 ? 0 : Number(rows[rows.length - 1]?.["_runtime"] ?? 0);
@@ -195,7 +197,7 @@ export function offlineRunRecords(run: OfflineRun, producer: string): Uint8Array
   if (run.files !== undefined && run.files.names.length > 0) {
     messages.push({ files: { files: run.files.names.map((path) => ({ path, policy: 0, type: path.startsWith("media/") ? 2 : 0 })) } });
   }
-  if (run.summary !== undefined) messages.push({ summary: { update: items(parseHistoryJson(run.summary) as Record<string, unknown>) } });
+  if (run.summary !== undefined) messages.push({ summary: { update: items(parseHistoryObject(run.summary)) } });
   if (run.exitcode !== undefined) messages.push({ exit: { exit_code: run.exitcode, runtime: Math.round(Number.isFinite(lastRuntime) ? lastRuntime : 0) } });
   messages.push({ final: {} });
   return messages.map((m, i) => WandbRecord.encode(WandbRecord.fromObject({ num: i + 1, ...m })).finish());
@@ -206,7 +208,8 @@ const ATTEMPT_FILE = "rankscope-attempt.json";
 
 function attemptOf(dir: string): number | undefined {
   try {
-    const value = (JSON.parse(readFileSync(join(dir, ATTEMPT_FILE), "utf8")) as { firstOffset?: unknown }).firstOffset;
+    const note: unknown = JSON.parse(readFileSync(join(dir, ATTEMPT_FILE), "utf8"));
+    const value = isRecord(note) ? note["firstOffset"] : undefined;
     return typeof value === "number" ? value : undefined;
   } catch {
     return undefined;
@@ -225,7 +228,7 @@ export function offlineRunDirName(runId: string, startMs: number): string {
  * same run and start time). Returns the run directory's path.
  */
 export function writeOfflineRun(wandbDir: string, run: OfflineRun, producer: string, attempt = 0): string {
-  const first = run.history[0] === undefined ? undefined : (parseHistoryJson(run.history[0]) as Record<string, unknown>)["_timestamp"];
+  const first = run.history[0] === undefined ? undefined : parseHistoryObject(run.history[0])["_timestamp"];
   const startMs = typeof first === "number" && Number.isFinite(first) ? first * 1000 : Date.now();
   // One directory per attempt: a directory of the same second holding another attempt is kept, this one takes the next second.
   let dir = join(wandbDir, offlineRunDirName(run.runId, startMs));
@@ -233,10 +236,11 @@ export function writeOfflineRun(wandbDir: string, run: OfflineRun, producer: str
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, ATTEMPT_FILE), `${JSON.stringify({ firstOffset: attempt })}\n`);
   // The SDK's layout: run files under `files/`, where `wandb sync` uploads them from.
-  for (const name of run.files?.names ?? []) {
+  const files = run.files ?? { dir, names: [] };
+  for (const name of files.names) {
     const target = join(dir, "files", ...name.split("/"));
     mkdirSync(dirname(target), { recursive: true });
-    copyFileSync(join(run.files?.dir as string, ...name.split("/")), target);
+    copyFileSync(join(files.dir, ...name.split("/")), target);
   }
   writeFileSync(join(dir, `run-${run.runId}.wandb`), frameTransactionLog(offlineRunRecords(run, producer)));
   return dir;
@@ -249,22 +253,20 @@ export function writeOfflineRun(wandbDir: string, run: OfflineRun, producer: str
  */
 export function offlineRunOfSpool(spool: SpooledRun, fromOffset = 0): OfflineRun {
   const { info } = spool;
-  if (info.shared || spool.clients.length !== 1) {
+  const [client, ...others] = spool.clients;
+  if (info.shared || client === undefined || others.length > 0) {
     throw new Error(`${spool.dir}: a run shared by ranks (${spool.clients.length} clients) has no offline-run form for "wandb sync"; use "rankscope wandb sync"`);
   }
-  const client = spool.clients[0] as SpooledRun["clients"][number];
   const history = client.lines.slice(Math.max(0, fromOffset - client.firstOffset));
   const referenced = new Set<string>();
   for (const line of history) {
     if (!line.includes('"table-file"')) continue;
-    for (const value of Object.values(parseHistoryJson(line) as Record<string, unknown>)) {
-      const ref = value as { _type?: unknown; path?: unknown } | null;
-      if (ref !== null && typeof ref === "object" && ref._type === "table-file" && typeof ref.path === "string") referenced.add(ref.path);
+    for (const ref of Object.values(parseHistoryObject(line))) {
+      if (isRecord(ref) && ref["_type"] === "table-file" && typeof ref["path"] === "string") referenced.add(ref["path"]);
     }
   }
-  const wrapped = parseHistoryJson(info.upsert.config) as Record<string, { value?: unknown }>;
   const config: Record<string, unknown> = {};
-  for (const [key, entry] of Object.entries(wrapped)) config[key] = entry?.value;
+  for (const [key, entry] of Object.entries(parseHistoryObject(info.upsert.config))) config[key] = isRecord(entry) ? entry["value"] : undefined;
   return {
     runId: info.upsert.name,
     entity: info.upsert.entity,
@@ -282,7 +284,7 @@ export function offlineRunOfSpool(spool: SpooledRun, fromOffset = 0): OfflineRun
     // `config.yaml` and `wandb-summary.json` are left to `wandb sync`, which writes and uploads its own from the config and summary records.
     files: {
       dir: join(spool.dir, "files"),
-      names: spooledFiles(spool.dir).filter((n) => n !== "config.yaml" && n !== SUMMARY_FILE && (!n.startsWith("media/") || referenced.has(n))),
+      names: spooledFiles(spool.dir).filter((n) => n !== CONFIG_FILE && n !== SUMMARY_FILE && (!n.startsWith("media/") || referenced.has(n))),
     },
   };
 }

@@ -6,7 +6,7 @@
  * The API key is resolved here and nowhere else, and is kept out of every object that is logged,
  * spooled or shown in an error: only `authHeader` (built in `http.ts`) ever sees it.
  */
-import { redactSecrets } from "../../core/redact.js";
+import { redactRecord } from "../../core/redact.js";
 import { enumKind, resolveSetting, textKind, type Setting, type SettingKind } from "../../core/settings.js";
 import { z } from "zod";
 import type { BackendOptions } from "../backend.js";
@@ -137,12 +137,18 @@ const schema = z.object({
 
 /** Check a `wandb` config; throws a TypeError that lists every problem. Never echoes the API key. */
 export function validateWandbOptions(options: BackendOptions): void {
+  parseWandbOptions(options);
+  // W&B's environment variables too, at initBackends (a bad WANDB_MODE is a TypeError, not a backend left out).
+  resolveWandbOptions(options);
+}
+
+/** The backend's own options, checked against the schema; a TypeError listing every problem otherwise. */
+function parseWandbOptions(options: BackendOptions): WandbOptions {
   const parsed = schema.safeParse(pickKnown(options));
   if (!parsed.success) {
     throw new TypeError(`backend "wandb": ${parsed.error.issues.map((i) => `${i.path.join(".") || "options"}: ${i.message}`).join("; ")}`);
   }
-  // W&B's environment variables too, at initBackends (a bad WANDB_MODE is a TypeError, not a backend left out).
-  resolveWandbOptions(options);
+  return parsed.data;
 }
 
 function pickKnown(options: BackendOptions): Record<string, unknown> {
@@ -199,8 +205,8 @@ function wandbSetting<T>(option: string, env: string, kind: SettingKind<T>, fall
 const WANDB_MODES = ["online", "offline", "dryrun", "disabled"] as const;
 
 /** W&B's `dryrun` is its old name for `offline`. */
-function modeOf(mode: string): WandbMode {
-  return mode === "dryrun" ? "offline" : (mode as WandbMode);
+function modeOf(mode: (typeof WANDB_MODES)[number]): WandbMode {
+  return mode === "dryrun" ? "offline" : mode;
 }
 
 /** Strip trailing slashes so `{base}/graphql` never doubles one. */
@@ -210,7 +216,7 @@ export function normaliseBaseUrl(url: string): string {
 
 /** Resolve options against the environment (`WANDB_API_KEY`, `WANDB_BASE_URL`, `WANDB_ENTITY`, `WANDB_PROJECT`, `WANDB_MODE`). */
 export function resolveWandbOptions(options: BackendOptions, env: NodeJS.ProcessEnv = process.env): ResolvedWandbOptions {
-  const o = pickKnown(options) as WandbOptions;
+  const o = parseWandbOptions(options);
   const limits: SenderLimits = {
     maxQueuedBytes: o.maxQueuedBytes ?? DEFAULT_LIMITS.maxQueuedBytes,
     maxRequestBytes: o.maxRequestBytes ?? DEFAULT_LIMITS.maxRequestBytes,
@@ -222,7 +228,7 @@ export function resolveWandbOptions(options: BackendOptions, env: NodeJS.Process
     sendIntervalMs: o.sendIntervalMs ?? DEFAULT_LIMITS.sendIntervalMs,
   };
   return {
-    mode: modeOf(resolveSetting(wandbSetting<string>("mode", "WANDB_MODE", enumKind(WANDB_MODES), "online"), o.mode, env)),
+    mode: modeOf(resolveSetting(wandbSetting("mode", "WANDB_MODE", enumKind(WANDB_MODES), "online"), o.mode, env)),
     baseUrl: normaliseBaseUrl(resolveSetting(wandbSetting("baseUrl", "WANDB_BASE_URL", textKind(undefined, "a URL"), DEFAULT_BASE_URL), o.baseUrl, env)),
     apiKey: resolveSetting(wandbSetting<string | undefined>("apiKey", "WANDB_API_KEY", textKind(), undefined, true), o.apiKey, env),
     entity: resolveSetting(wandbSetting<string | undefined>("entity", "WANDB_ENTITY", textKind(), undefined), o.entity, env),
@@ -233,7 +239,7 @@ export function resolveWandbOptions(options: BackendOptions, env: NodeJS.Process
     tags: o.tags,
     notes: o.notes,
     // The one redaction rule: a secret in the run config never reaches W&B.
-    config: redactSecrets(o.config ?? {}) as Record<string, unknown>,
+    config: redactRecord(o.config ?? {}),
     runId: o.runId,
     resume: o.resume ?? "allow",
     limits,

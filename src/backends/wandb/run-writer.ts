@@ -13,90 +13,27 @@
  * after, goes to `wandb/{runId}/` as the request bodies it would have sent, for
  * `rankscope wandb sync`. Offline mode spools from the start.
  */
-import { existsSync } from "node:fs";
-import { join } from "node:path";
-import { describeError, reportError, warn } from "../../core/diagnostics.js";
-import { rankscopeVersion } from "../../run/run-files.js";
+import { reportError, warn } from "../../core/diagnostics.js";
 import { registerDrain } from "../../core/lifecycle.js";
-import {
-  createRunFiles,
-  HISTORY_FILE,
-  SUMMARY_FILE,
-  runResumeStatus,
-  sendFileStream,
-  sharedModeHeaders,
-  upsertRun,
-  type FileStreamBody,
-  type UpsertVariables,
-} from "./api.js";
-import { putFile, sleep, withRetry, type Endpoint } from "./http.js";
-import type { SenderLimits, WandbResume } from "./options.js";
-import { exportSpoolAsOfflineRun } from "./offline-run.js";
-import { parseHistoryJson } from "./history.js";
-import { readSpool, spoolFileName, SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
-import { syncSpool } from "./sync.js";
+import { fileStreamBody, PRIMARY_CLIENT_ID, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type UpsertVariables } from "./api.js";
+import { PendingFiles, uploadPendingFiles } from "./file-uploads.js";
+import { HistoryQueue } from "./history-queue.js";
+import { sleep, withRetry, type Endpoint } from "./http.js";
+import type { SenderLimits } from "./options.js";
+import { decideResume, type RunTarget, type WriterStats } from "./run-target.js";
+import { previousOfflineAttempts, settleSpool } from "./spool-recovery.js";
+import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
 
-/** What a writer writes to. */
-export interface RunTarget {
-  readonly upsert: UpsertVariables;
-  readonly resume: WandbResume;
-  /** W&B shared mode: this writer's client id (the rank name); null for a run of its own. */
-  readonly clientId: string | null;
-  /** Whether the run is shared by ranks (all writers of it use shared mode). */
-  readonly shared: boolean;
-  /** Whether this writer marks the run complete at the end (false for ranks of a shared run). */
-  readonly sendsComplete: boolean;
-  /** Create the run only when there is a first row (ranks: one that logs nothing leaves no empty run). */
-  readonly lazy: boolean;
-  /** The run directory, for messages (`rankscope wandb sync {runDir}`). */
-  readonly runDir: string;
-  readonly spoolDir: string;
-}
-
-/** Counters a test or a status line can read. */
-export interface WriterStats {
-  /** History lines the server acknowledged. */
-  linesSent: number;
-  /** History lines written to the spool. */
-  linesSpooled: number;
-  /** Requests retried. */
-  retries: number;
-  /** Most bytes ever waiting in the queue. */
-  maxQueuedBytes: number;
-}
+export type { RunTarget, WriterStats } from "./run-target.js";
 
 type State = "connecting" | "live" | "spooling" | "finished";
-
-/** The start of every history line: `historyLine` always writes `_step` first. */
-const STEP_PREFIX = /^\{"_step":(\d+)/;
 
 /** Smallest bound of the spool's disk-write buffer (it is `max(maxQueuedBytes, this)`). */
 export const SPOOL_BUFFER_MIN_BYTES = 16 * 1024 * 1024;
 
-/**
- * What earlier offline attempts of a run left in its spool: the next offset and the last `_step`
- * (-1 and 0 when there is none, or when its offsets are absolute, i.e. it had reached the server).
- */
-function previousOfflineAttempts(spoolDir: string, clientId: string | null, label: string): { nextOffset: number; lastStep: number } {
-  const none = { nextOffset: 0, lastStep: -1 };
-  if (!existsSync(join(spoolDir, spoolFileName(clientId))) || !existsSync(join(spoolDir, "run.json"))) return none;
-  try {
-    const client = readSpool(spoolDir).clients.find((c) => c.clientId === clientId);
-    if (client === undefined || client.absoluteOffsets || client.lines.length === 0) return none;
-    const last = parseHistoryJson(client.lines[client.lines.length - 1] as string) as Record<string, unknown>;
-    return { nextOffset: client.firstOffset + client.lines.length, lastStep: typeof last["_step"] === "number" ? last["_step"] : -1 };
-  } catch (error) {
-    reportError(`wandb.spool.previous:${spoolDir}`, `W&B run ${label}: the spool of earlier attempts in ${spoolDir} cannot be read (${describeError(error)}); this attempt starts its own offsets at 0`);
-    return none;
-  }
-}
-
 export class RunWriter {
-  private lines: string[] = [];
-  private head = 0;
-  private queuedBytes = 0;
-  /** Offset of `lines[head]` (absolute once connected; from 0 in offline mode). */
-  private offset = 0;
+  /** Unsent history lines and the offset of the first (absolute once connected; from 0 in offline mode). */
+  private readonly queue = new HistoryQueue();
   /** Offset of this attempt's first spooled line (offline mode): its offline run holds the lines from here. */
   private attemptStartOffset = 0;
   private absoluteOffsets = false;
@@ -117,10 +54,8 @@ export class RunWriter {
   private completeSent = false;
   private exitcode: number | null = null;
   private connecting: Promise<void> | null = null;
-  /** Run files waiting to be uploaded (name → content; a newer content of a name replaces the older). */
-  private files = new Map<string, string>();
-  /** Files uploaded and not yet reported `uploaded` in the file stream. */
-  private uploadedNames: string[] = [];
+  /** Run files waiting to be uploaded, and those uploaded but not yet reported in the file stream. */
+  private readonly files = new PendingFiles();
   /** The last `_step` of the run on the server when resumed, or -1. */
   resumedLastStep = -1;
   /**
@@ -153,7 +88,7 @@ export class RunWriter {
       this.state = "spooling";
       // A resumed offline run continues the spool of its earlier attempts: offsets and `_step` go on from there.
       const previous = previousOfflineAttempts(target.spoolDir, target.clientId, label);
-      this.offset = previous.nextOffset;
+      this.queue.offset = previous.nextOffset;
       this.resumedLastStep = previous.lastStep;
       this.attemptStartOffset = previous.nextOffset;
     } else {
@@ -196,7 +131,7 @@ export class RunWriter {
 
   /** Bytes of history waiting to be sent. */
   get pendingBytes(): number {
-    return this.queuedBytes;
+    return this.queue.bytes;
   }
 
   /**
@@ -222,14 +157,13 @@ export class RunWriter {
     }
     let bytes = 0;
     for (const line of lines) bytes += line.length;
-    if (this.queuedBytes + bytes > this.limits.maxQueuedBytes) {
+    if (this.queue.bytes + bytes > this.limits.maxQueuedBytes) {
       this.toSpool(`more than ${this.limits.maxQueuedBytes} bytes of history are waiting for the server`, true);
       this.spoolLines(lines);
       return;
     }
-    for (const line of lines) this.lines.push(line);
-    this.queuedBytes += bytes;
-    if (this.queuedBytes > this.stats.maxQueuedBytes) this.stats.maxQueuedBytes = this.queuedBytes;
+    this.queue.push(lines, bytes);
+    if (this.queue.bytes > this.stats.maxQueuedBytes) this.stats.maxQueuedBytes = this.queue.bytes;
     if (this.state === "connecting") this.startConnect();
     this.kick();
   }
@@ -252,7 +186,7 @@ export class RunWriter {
       return;
     }
     // Files count against the same memory bound as history: past it, they go to the spool.
-    const waiting = this.queuedBytes + this.filesBytes() - (this.files.get(name)?.length ?? 0);
+    const waiting = this.queue.bytes + this.files.bytesWithout(name);
     if (waiting + content.length > this.limits.maxQueuedBytes) {
       this.toSpool(`more than ${this.limits.maxQueuedBytes} bytes of history and run files are waiting for the server`, true);
       this.spool.writeFile(name, content);
@@ -261,12 +195,6 @@ export class RunWriter {
     this.files.set(name, content);
     if (this.state === "connecting") this.startConnect();
     this.kick();
-  }
-
-  private filesBytes(): number {
-    let bytes = 0;
-    for (const content of this.files.values()) bytes += content.length;
-    return bytes;
   }
 
   /** The run's config changed: upsert it again (queued behind what is in flight). */
@@ -303,11 +231,11 @@ export class RunWriter {
       }
     }
     if (this.spooling) {
-      const bodies: FileStreamBody[] = [];
-      if (this.summarySource !== null) bodies.push({ files: { [SUMMARY_FILE]: { offset: 0, content: [this.summarySource()] } } });
-      if (this.target.sendsComplete) bodies.push({ complete: true, exitcode });
+      // The summary and the completion as two requests, as a live writer's last ones.
+      const summary = fileStreamBody({ summary: this.summarySource?.() ?? null });
+      const complete = fileStreamBody({ exitcode: this.target.sendsComplete ? exitcode : null });
       this.spool.writeRunInfo(this.runInfo());
-      this.spool.append(bodies, this.absoluteOffsets);
+      this.spool.append([summary, complete].filter((body) => body !== null), this.absoluteOffsets);
       this.stop.abort();
       await this.sending;
     }
@@ -316,55 +244,17 @@ export class RunWriter {
     // process.exit(), still gets the run files and lines written synchronously.
     await this.spool.drain();
     this.unregisterDrain();
-    if (this.spool.entries > 0 && (await this.recover(finishStarted + this.limits.finishTimeoutMs))) return;
-    if (this.spool.entries > 0) {
-      const offlineRun = this.writeOfflineRun();
-      warn(
-        `wandb.spooled:${this.target.spoolDir}`,
-        `W&B run ${this.label}: ${this.stats.linesSpooled} history line(s)${this.target.sendsComplete ? " and the run's completion" : ""} are in the spool ${this.target.spoolDir}; ` +
-          `run "rankscope wandb sync ${this.target.runDir}" to send them` +
-          (offlineRun === null ? "" : `, or W&B's own "wandb sync ${offlineRun}"`),
-      );
-    }
-  }
-
-  /**
-   * After an outage that ended before the run did: send the spool now (what `rankscope wandb sync`
-   * would do), within the time left. Runs shared by ranks are left to `sync`: their clients finish
-   * at different times, and the run's completion must come after all of them.
-   */
-  private async recover(deadline: number): Promise<boolean> {
-    const left = deadline - Date.now();
-    if (!this.recoverable || this.target.shared || left <= 0) return false;
-    try {
-      const result = await syncSpool(this.target.spoolDir, {
-        apiKey: this.endpoint.apiKey,
-        baseUrl: this.endpoint.baseUrl,
-        limits: { ...this.limits, retryBudgetMs: left, requestTimeoutMs: Math.min(this.limits.requestTimeoutMs, left) },
-      });
-      const sent = result.runs.reduce((n, r) => n + r.linesSent, 0);
-      warn(
-        `wandb.recovered:${this.target.spoolDir}`,
-        `W&B run ${this.label}: the server is back; ${sent} spooled history line(s) were sent at finish (the spool ${this.target.spoolDir} stays; syncing it again is a no-op)`,
-      );
-      return true;
-    } catch {
-      return false;
-    }
-  }
-
-  /**
-   * The spool as a W&B offline run directory beside it, for the official `wandb sync` (a run of
-   * its own only: shared runs have several writers). Returns its path, or null.
-   */
-  private writeOfflineRun(): string | null {
-    if (this.target.shared) return null;
-    try {
-      return exportSpoolAsOfflineRun(this.target.spoolDir, `rankscope ${rankscopeVersion()}`, this.absoluteOffsets ? 0 : this.attemptStartOffset);
-    } catch (error) {
-      reportError(`wandb.offlineRun:${this.target.spoolDir}`, `W&B run ${this.label}: could not write the offline run for "wandb sync": ${describeError(error)}; the spool is intact`);
-      return null;
-    }
+    if (this.spool.entries === 0) return;
+    await settleSpool({
+      target: this.target,
+      endpoint: this.endpoint,
+      limits: this.limits,
+      label: this.label,
+      deadline: finishStarted + this.limits.finishTimeoutMs,
+      recoverable: this.recoverable,
+      firstOffset: this.absoluteOffsets ? 0 : this.attemptStartOffset,
+      linesSpooled: this.stats.linesSpooled,
+    });
   }
 
   private runInfo(): SpoolRunInfo {
@@ -396,11 +286,11 @@ export class RunWriter {
     const completeDue = this.exitcode !== null && this.target.sendsComplete && !this.completeSent;
     return (
       this.state === "live" &&
-      this.head >= this.lines.length &&
+      this.queue.empty &&
       !this.summaryDirty &&
       !this.configDirty &&
       this.files.size === 0 &&
-      this.uploadedNames.length === 0 &&
+      this.files.uploadedNames.length === 0 &&
       !completeDue &&
       this.sending === null
     );
@@ -411,32 +301,15 @@ export class RunWriter {
     this.connecting ??= this.runConnect().catch((error: unknown) => this.toSpool(`unexpected failure while connecting: ${String(error)}`));
   }
 
-  /** Move queued lines whose `_step` is not above `lastStep` up (AReaL's rule), in place. */
+  /** Move queued lines whose `_step` is not above `lastStep` up (AReaL's rule). */
   private restep(lastStep: number): void {
-    let next = lastStep + 1;
-    let moved = 0;
-    for (let i = this.head; i < this.lines.length; i++) {
-      const line = this.lines[i] as string;
-      const match = STEP_PREFIX.exec(line);
-      if (match === null) continue;
-      const step = Number(match[1]);
-      if (step < next) {
-        const replaced = `{"_step":${next}${line.slice((match[0] as string).length)}`;
-        this.queuedBytes += replaced.length - line.length;
-        this.lines[i] = replaced;
-        moved++;
-        next++;
-      } else {
-        next = step + 1;
-      }
-    }
-    if (moved > 0) {
-      warn(
-        `wandb.stepBackwards:${this.label}`,
-        `W&B run ${this.label}: the run already has rows up to _step ${lastStep}; ${moved} queued row(s) are logged above it, with their global_step unchanged (AReaL's rule)`,
-      );
-      this.onRestepped?.(next - 1);
-    }
+    const { moved, lastStep: newLast } = this.queue.restep(lastStep);
+    if (moved === 0) return;
+    warn(
+      `wandb.stepBackwards:${this.label}`,
+      `W&B run ${this.label}: the run already has rows up to _step ${lastStep}; ${moved} queued row(s) are logged above it, with their global_step unchanged (AReaL's rule)`,
+    );
+    this.onRestepped?.(newLast);
   }
 
   private async runConnect(): Promise<void> {
@@ -448,21 +321,14 @@ export class RunWriter {
     const status = await withRetry(() => runResumeStatus(this.endpoint, run, this.limits.requestTimeoutMs, this.stop.signal), this.limits, this.stop.signal, this.observer);
     if (this.state !== "connecting") return;
     if (!status.ok) return this.toSpool(status.reason, status.retryable);
-    const { exists, historyLineCount, lastStep } = status.value;
-    // Shared-mode clients keep their own offsets on the server, starting at 0.
-    const base = this.target.clientId === null ? historyLineCount : 0;
-    if (exists && this.target.resume === "never" && !this.target.shared) {
-      return this.toSpool(`run ${this.upsert.name} already exists and resume is "never"; pick another runId or trial, or set resume: "allow"`);
-    }
-    if (!exists && this.target.resume === "must") {
-      return this.toSpool(`run ${this.upsert.name} does not exist and resume is "must"; check runId/entity/project, or set resume: "allow"`);
-    }
-    this.resumedLastStep = exists ? lastStep : -1;
+    const decision = decideResume({ ...this.target, upsert: this.upsert }, status.value);
+    if (!decision.ok) return this.toSpool(decision.reason);
+    this.resumedLastStep = decision.lastStep;
     if (this.resumedLastStep >= 0) this.restep(this.resumedLastStep);
     const upserted = await this.sendUpsert();
     if (this.state !== "connecting") return;
     if (!upserted) return;
-    this.offset = base;
+    this.queue.offset = decision.offset;
     this.absoluteOffsets = true;
     this.state = "live";
     this.kick();
@@ -478,7 +344,7 @@ export class RunWriter {
   private async sendUpsert(): Promise<boolean> {
     this.configDirty = false;
     const variables = this.upsert;
-    const headers = this.target.shared ? sharedModeHeaders(this.target.clientId ?? "rankscope-primary") : {};
+    const headers = this.target.shared ? sharedModeHeaders(this.target.clientId ?? PRIMARY_CLIENT_ID) : {};
     const result = await withRetry(() => upsertRun(this.endpoint, variables, this.limits.requestTimeoutMs, headers, this.stop.signal), this.limits, this.stop.signal, this.observer);
     if (this.state === "spooling" || this.state === "finished") return false;
     if (!result.ok) {
@@ -515,31 +381,17 @@ export class RunWriter {
         if (!(await this.uploadFiles())) return;
         continue;
       }
-      const body: FileStreamBody = {};
-      let count = 0;
-      let bytes = 0;
-      while (this.head + count < this.lines.length) {
-        const line = this.lines[this.head + count] as string;
-        if (count > 0 && bytes + line.length > this.limits.maxRequestBytes) break;
-        bytes += line.length;
-        count++;
-      }
-      const files: NonNullable<FileStreamBody["files"]> = {};
-      if (count > 0) files[HISTORY_FILE] = { offset: this.offset, content: this.lines.slice(this.head, this.head + count) };
-      const last = this.head + count >= this.lines.length;
+      const run = this.runOnServer();
+      if (run === null) return;
+      const lines = this.queue.peekRequest(this.limits.maxRequestBytes);
+      const count = lines.length;
+      const last = count >= this.queue.length;
       const summary = last && this.summaryDirty && this.summarySource !== null ? this.summarySource() : null;
-      if (summary !== null) files[SUMMARY_FILE] = { offset: 0, content: [summary] };
-      if (count > 0 || summary !== null) body.files = files;
-      const completing = last && this.exitcode !== null && this.target.sendsComplete && !this.completeSent;
-      if (completing) {
-        body.complete = true;
-        body.exitcode = this.exitcode as number;
-      }
-      const uploaded = this.uploadedNames.slice();
-      if (uploaded.length > 0) body.uploaded = uploaded;
-      if (body.files === undefined && !completing && uploaded.length === 0) return;
+      const exitcode = last && this.target.sendsComplete && !this.completeSent ? this.exitcode : null;
+      const uploaded = this.files.uploadedNames.slice();
+      const body = fileStreamBody({ lines, offset: this.queue.offset, summary, uploaded, exitcode });
+      if (body === null) return;
       if (summary !== null) this.summaryDirty = false;
-      const run = { entity: this.entity as string, project: this.project, name: this.upsert.name };
       const text = JSON.stringify(body);
       this.lastSendAt = Date.now();
       const result = await withRetry(() => sendFileStream(this.endpoint, run, text, this.limits.requestTimeoutMs, this.target.clientId, this.stop.signal), this.limits, this.stop.signal, this.observer);
@@ -549,72 +401,43 @@ export class RunWriter {
         this.toSpool(result.reason, result.retryable);
         return;
       }
-      this.ack(count);
-      this.uploadedNames.splice(0, uploaded.length);
-      if (completing) this.completeSent = true;
+      this.queue.ack(count);
+      this.stats.linesSent += count;
+      this.files.uploadedNames.splice(0, uploaded.length);
+      if (exitcode !== null) this.completeSent = true;
     }
   }
 
-  /** Upload the waiting files: `CreateRunFiles`, then a PUT per file. False when the writer spooled. */
+  /** The run as the server named it (after the upsert), or null before that. */
+  private runOnServer(): { entity: string; project: string; name: string } | null {
+    return this.entity === null ? null : { entity: this.entity, project: this.project, name: this.upsert.name };
+  }
+
+  /** Upload the waiting files (see `uploadPendingFiles`). False when the writer spooled. */
   private async uploadFiles(): Promise<boolean> {
-    const batch = [...this.files];
-    this.files = new Map();
-    const run = { entity: this.entity as string, project: this.project, name: this.upsert.name };
-    const created = await withRetry(
-      () => createRunFiles(this.endpoint, run, batch.map(([name]) => name), this.limits.requestTimeoutMs, this.stop.signal),
-      this.limits,
-      this.stop.signal,
-      this.observer,
-    );
-    const giveBack = (from: number): void => {
-      for (const [name, content] of batch.slice(from)) if (!this.files.has(name)) this.files.set(name, content);
-    };
-    if (this.state !== "live") {
-      giveBack(0);
-      this.spoolFiles();
-      return false;
-    }
-    if (!created.ok) {
-      giveBack(0);
-      this.toSpool(created.reason, created.retryable);
-      return false;
-    }
-    for (let i = 0; i < batch.length; i++) {
-      const [name, content] = batch[i] as [string, string];
-      const url = created.value.urls.get(name);
-      if (url === undefined) {
+    const run = this.runOnServer();
+    if (run === null) return false;
+    const outcome = await uploadPendingFiles(this.files, {
+      endpoint: this.endpoint,
+      run,
+      limits: this.limits,
+      stop: this.stop.signal,
+      observer: this.observer,
+      live: () => this.state === "live",
+      noUploadUrl: (name, content) => {
         reportError(`wandb.upload:${this.label}:${name}`, `W&B run ${this.label}: the server gave no upload URL for ${name}; it is written to the spool ${this.target.spoolDir}/files instead`);
         this.spool.writeFile(name, content);
-        continue;
-      }
-      const put = await withRetry(() => putFile(url, content, this.limits.requestTimeoutMs, created.value.headers, this.stop.signal), this.limits, this.stop.signal, this.observer);
-      if (this.state !== "live" || !put.ok) {
-        giveBack(i);
-        if (this.state === "live" && !put.ok) this.toSpool(put.reason, put.retryable);
-        else this.spoolFiles();
-        return false;
-      }
-      this.uploadedNames.push(name);
-    }
-    return true;
+      },
+    });
+    if (outcome.kind === "uploaded") return true;
+    if (outcome.kind === "failed") this.toSpool(outcome.reason, outcome.retryable);
+    else this.spoolFiles();
+    return false;
   }
 
   /** Files not uploaded go to the spool's `files/`. */
   private spoolFiles(): void {
-    for (const [name, content] of this.files) this.spool.writeFile(name, content);
-    this.files.clear();
-  }
-
-  private ack(count: number): void {
-    for (let i = 0; i < count; i++) this.queuedBytes -= (this.lines[this.head + i] as string).length;
-    this.head += count;
-    this.offset += count;
-    this.stats.linesSent += count;
-    // Compact now and then instead of shifting per request.
-    if (this.head > 4096 && this.head * 2 > this.lines.length) {
-      this.lines = this.lines.slice(this.head);
-      this.head = 0;
-    }
+    for (const [name, content] of this.files.takeAll()) this.spool.writeFile(name, content);
   }
 
   /**
@@ -629,10 +452,7 @@ export class RunWriter {
     this.stop.abort();
     this.hurry.abort();
     this.spoolFiles();
-    const pending = this.lines.slice(this.head);
-    this.lines = [];
-    this.head = 0;
-    this.queuedBytes = 0;
+    const pending = this.queue.takeAll();
     this.spool.writeRunInfo(this.runInfo());
     this.spoolLines(pending);
     reportError(
@@ -645,20 +465,8 @@ export class RunWriter {
   private spoolLines(lines: readonly string[]): void {
     if (lines.length === 0) return;
     this.spool.writeRunInfo(this.runInfo());
-    const bodies: FileStreamBody[] = [];
-    let start = 0;
-    while (start < lines.length) {
-      let end = start;
-      let bytes = 0;
-      while (end < lines.length && (end === start || bytes + (lines[end] as string).length <= this.limits.maxRequestBytes)) {
-        bytes += (lines[end] as string).length;
-        end++;
-      }
-      bodies.push({ files: { [HISTORY_FILE]: { offset: this.offset, content: lines.slice(start, end) } } });
-      this.offset += end - start;
-      start = end;
-    }
+    this.spool.appendHistory(lines, this.queue.offset, this.limits.maxRequestBytes, this.absoluteOffsets);
+    this.queue.offset += lines.length;
     this.stats.linesSpooled += lines.length;
-    this.spool.append(bodies, this.absoluteOffsets);
   }
 }

@@ -22,10 +22,15 @@ import { join } from "node:path";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { AppendFile } from "../../io/append-file.js";
 import { writeFileAtomic, writeFileAtomicSync } from "../../io/atomic-write.js";
-import { HISTORY_FILE, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
+import { isRecord } from "../../core/json.js";
+import { HISTORY_FILE, isUpsertVariables, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
+import { splitByBytes } from "./history-queue.js";
 import type { WandbResume } from "./options.js";
 
 export const SPOOL_FORMAT = "rankscope-wandb-spool";
+
+/** The spool's description of its run (not the run directory's `run.json`, `RUN_META_FILE`). */
+export const SPOOL_INFO_FILE = "run.json";
 
 /** `run.json`. */
 export interface SpoolRunInfo {
@@ -82,7 +87,7 @@ export class SpoolWriter {
     const text = `${JSON.stringify(info, null, 2)}\n`;
     if (text === this.runInfoText) return;
     this.runInfoText = text;
-    const path = join(this.dir, "run.json");
+    const path = join(this.dir, SPOOL_INFO_FILE);
     this.runInfoWrite = this.runInfoWrite.then(async () => {
       try {
         await writeFileAtomic(path, text);
@@ -107,7 +112,7 @@ export class SpoolWriter {
     }
     this.pendingFiles.clear();
     if (this.runInfoText !== null) {
-      const path = join(this.dir, "run.json");
+      const path = join(this.dir, SPOOL_INFO_FILE);
       try {
         writeFileAtomicSync(path, this.runInfoText);
       } catch (error) {
@@ -157,6 +162,20 @@ export class SpoolWriter {
     this.file.append(text);
   }
 
+  /**
+   * Append history lines from file-stream offset `offset` on, as the requests that would have sent
+   * them (at most `maxRequestBytes` each: the same cut as sending, `splitByBytes`).
+   */
+  appendHistory(lines: readonly string[], offset: number, maxRequestBytes: number, absoluteOffsets: boolean): void {
+    const bodies: FileStreamBody[] = [];
+    let start = 0;
+    for (const end of splitByBytes(lines, maxRequestBytes)) {
+      bodies.push({ files: { [HISTORY_FILE]: { offset: offset + start, content: lines.slice(start, end) } } });
+      start = end;
+    }
+    this.append(bodies, absoluteOffsets);
+  }
+
   /** Wait for everything appended so far to reach the disk. */
   async drain(): Promise<void> {
     await this.runInfoWrite;
@@ -189,10 +208,70 @@ export interface SpooledRun {
 
 function parseJsonLine(file: string, n: number, line: string): unknown {
   try {
-    return JSON.parse(line) as unknown;
+    const value: unknown = JSON.parse(line);
+    return value;
   } catch {
     throw new Error(`${file}:${n}: not a JSON line; the spool is damaged (a crash mid-write leaves at most the last line incomplete)`);
   }
+}
+
+const RESUMES: readonly WandbResume[] = ["allow", "must", "never"];
+
+/** `run.json` as read back, checked field by field (an Error naming the file and the field otherwise). */
+export function spoolRunInfoOf(value: unknown, path: string): SpoolRunInfo {
+  const bad = (what: string): Error => new Error(`${path}: ${what}; the spool's run.json is damaged or from another program`);
+  if (!isRecord(value)) throw bad("not a JSON object");
+  const { format, version, baseUrl, resume, shared, upsert } = value;
+  if (format !== SPOOL_FORMAT) throw new Error(`${path}: format is ${JSON.stringify(format)}, expected ${SPOOL_FORMAT}`);
+  if (version !== 1) throw bad(`version is ${JSON.stringify(version)}, expected 1`);
+  if (typeof baseUrl !== "string") throw bad("baseUrl is not a string");
+  const policy = RESUMES.find((r) => r === resume);
+  if (policy === undefined) throw bad(`resume is ${JSON.stringify(resume)}, expected one of ${RESUMES.join(", ")}`);
+  if (typeof shared !== "boolean") throw bad("shared is not true or false");
+  if (!isUpsertVariables(upsert)) throw bad("upsert is not the run's UpsertBucket variables");
+  return { format, version, baseUrl, resume: policy, shared, upsert };
+}
+
+/** The header line of a spool file, checked. */
+function spoolHeaderOf(value: Readonly<Record<string, unknown>>, path: string): SpoolHeader {
+  const { spool, clientId, absoluteOffsets } = value;
+  if (spool !== 1) throw new Error(`${path}: the first line must be the spool header {"spool":1,...}`);
+  if (!(clientId === null || typeof clientId === "string") || typeof absoluteOffsets !== "boolean") {
+    throw new Error(`${path}: the spool header needs "clientId" (a string or null) and "absoluteOffsets" (true or false)`);
+  }
+  return { spool, clientId, absoluteOffsets };
+}
+
+/** A request body line of a spool file, checked (an Error naming the line otherwise). */
+function fileStreamBodyOf(value: Readonly<Record<string, unknown>>, where: string): FileStreamBody {
+  const bad = (what: string): Error => new Error(`${where}: ${what}; the spool is damaged`);
+  const body: FileStreamBody = {};
+  const { files, uploaded, complete, exitcode } = value;
+  if (files !== undefined) {
+    if (!isRecord(files)) throw bad("files is not an object");
+    body.files = {};
+    for (const [name, file] of Object.entries(files)) {
+      const content = isRecord(file) ? file["content"] : undefined;
+      const offset = isRecord(file) ? file["offset"] : undefined;
+      if (typeof offset !== "number" || !Array.isArray(content) || !content.every((line): line is string => typeof line === "string")) {
+        throw bad(`files["${name}"] needs a numeric offset and content as an array of strings`);
+      }
+      body.files[name] = { offset, content };
+    }
+  }
+  if (uploaded !== undefined) {
+    if (!Array.isArray(uploaded) || !uploaded.every((name): name is string => typeof name === "string")) throw bad("uploaded is not an array of file names");
+    body.uploaded = uploaded;
+  }
+  if (complete !== undefined) {
+    if (typeof complete !== "boolean") throw bad("complete is not true or false");
+    body.complete = complete;
+  }
+  if (exitcode !== undefined) {
+    if (typeof exitcode !== "number") throw bad("exitcode is not a number");
+    body.exitcode = exitcode;
+  }
+  return body;
 }
 
 /** Read one client file: history lines by offset (duplicates of the same offset must agree). */
@@ -204,12 +283,12 @@ function readClient(dir: string, name: string): SpooledClient {
   let summary: string | undefined;
   let exitcode: number | undefined;
   let lastNonEmpty = rows.length - 1;
-  while (lastNonEmpty >= 0 && (rows[lastNonEmpty] as string).trim() === "") lastNonEmpty--;
+  while (lastNonEmpty >= 0 && (rows[lastNonEmpty] ?? "").trim() === "") lastNonEmpty--;
   rows.forEach((line, i) => {
     if (line.trim() === "") return;
-    let value: Record<string, unknown>;
+    let parsed: unknown;
     try {
-      value = JSON.parse(line) as Record<string, unknown>;
+      parsed = JSON.parse(line);
     } catch {
       // A crash can cut the last line short; everything before it is intact.
       if (i === lastNonEmpty) {
@@ -218,12 +297,12 @@ function readClient(dir: string, name: string): SpooledClient {
       }
       throw new Error(`${path}:${i + 1}: not a JSON line; the spool is damaged`);
     }
+    if (!isRecord(parsed)) throw new Error(`${path}:${i + 1}: not a JSON object; the spool is damaged`);
     if (header === undefined) {
-      if (value["spool"] !== 1) throw new Error(`${path}: the first line must be the spool header {"spool":1,...}`);
-      header = value as unknown as SpoolHeader;
+      header = spoolHeaderOf(parsed, path);
       return;
     }
-    const body = value as FileStreamBody;
+    const body = fileStreamBodyOf(parsed, `${path}:${i + 1}`);
     const history = body.files?.[HISTORY_FILE];
     if (history !== undefined) {
       history.content.forEach((text, k) => {
@@ -240,15 +319,18 @@ function readClient(dir: string, name: string): SpooledClient {
   if (header === undefined) throw new Error(`${path}: empty spool file (no header)`);
   const offsets = [...byOffset.keys()].sort((a, b) => a - b);
   const first = offsets[0] ?? 0;
+  const lines: string[] = [];
   offsets.forEach((o, i) => {
-    if (o !== first + i) throw new Error(`${path}: history offsets jump from ${first + i - 1} to ${o}; lines are missing from the spool`);
+    const line = byOffset.get(o);
+    if (o !== first + i || line === undefined) throw new Error(`${path}: history offsets jump from ${first + i - 1} to ${o}; lines are missing from the spool`);
+    lines.push(line);
   });
   return {
     file: path,
     clientId: header.clientId,
     absoluteOffsets: header.absoluteOffsets,
     firstOffset: first,
-    lines: offsets.map((o) => byOffset.get(o) as string),
+    lines,
     summary,
     exitcode,
   };
@@ -256,10 +338,9 @@ function readClient(dir: string, name: string): SpooledClient {
 
 /** Read a spool directory (`wandb/{runId}`). Throws an Error naming the file when it is damaged. */
 export function readSpool(dir: string): SpooledRun {
-  const infoPath = join(dir, "run.json");
+  const infoPath = join(dir, SPOOL_INFO_FILE);
   if (!existsSync(infoPath)) throw new Error(`${dir} is not a W&B spool: it has no run.json`);
-  const info = parseJsonLine(infoPath, 1, readFileSync(infoPath, "utf8")) as SpoolRunInfo;
-  if (info.format !== SPOOL_FORMAT) throw new Error(`${infoPath}: format is ${JSON.stringify(info.format)}, expected ${SPOOL_FORMAT}`);
+  const info = spoolRunInfoOf(parseJsonLine(infoPath, 1, readFileSync(infoPath, "utf8")), infoPath);
   const clients = readdirSync(dir)
     .filter((f) => f.startsWith("file_stream") && f.endsWith(".jsonl"))
     .sort()
@@ -269,11 +350,11 @@ export function readSpool(dir: string): SpooledRun {
 
 /** Every spool directory of a run directory (or the directory itself when it is one). */
 export function findSpools(path: string): string[] {
-  if (existsSync(join(path, "run.json")) && readdirSync(path).some((f) => f.startsWith("file_stream"))) return [path];
+  if (existsSync(join(path, SPOOL_INFO_FILE)) && readdirSync(path).some((f) => f.startsWith("file_stream"))) return [path];
   const root = existsSync(join(path, "wandb")) ? join(path, "wandb") : path;
   if (!existsSync(root)) return [];
   return readdirSync(root, { withFileTypes: true })
-    .filter((d) => d.isDirectory() && existsSync(join(root, d.name, "run.json")))
+    .filter((d) => d.isDirectory() && existsSync(join(root, d.name, SPOOL_INFO_FILE)))
     .map((d) => join(root, d.name))
     .sort();
 }

@@ -14,10 +14,12 @@ import { existsSync, readFileSync } from "node:fs";
 import { resolveSetting, textKind } from "../../core/settings.js";
 import { writeFileAtomicSync } from "../../io/atomic-write.js";
 import { basename, join } from "node:path";
-import { createRunFiles, HISTORY_FILE, PRIMARY_CLIENT_ID, SUMMARY_FILE, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type FileStreamBody } from "./api.js";
+import { createRunFiles, fileStreamBody, PRIMARY_CLIENT_ID, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun } from "./api.js";
+import { isRecord } from "../../core/json.js";
+import { splitByBytes } from "./history-queue.js";
 import { putFile, withRetry, type Endpoint } from "./http.js";
 import { DEFAULT_LIMITS, normaliseBaseUrl, type SenderLimits } from "./options.js";
-import { findSpools, readSpool, spooledFiles, type SpooledClient } from "./spool.js";
+import { findSpools, readSpool, SPOOL_INFO_FILE, spooledFiles, type SpooledClient } from "./spool.js";
 
 /** Progress of a sync, reported after every request. */
 export interface SyncProgress {
@@ -73,8 +75,29 @@ function clientKey(client: SpooledClient): string {
 function readState(dir: string): SyncState {
   const path = join(dir, "sync.json");
   if (!existsSync(path)) return { bases: {}, sent: {}, summaries: {}, completed: false, files: {} };
-  const raw = JSON.parse(readFileSync(path, "utf8")) as Partial<SyncState>;
-  return { bases: raw.bases ?? {}, sent: raw.sent ?? {}, summaries: raw.summaries ?? {}, completed: raw.completed === true, files: raw.files ?? {} };
+  const parsed: unknown = JSON.parse(readFileSync(path, "utf8"));
+  const raw = isRecord(parsed) ? parsed : {};
+  return {
+    bases: numberFields(raw["bases"]),
+    sent: numberFields(raw["sent"]),
+    summaries: stringFields(raw["summaries"]),
+    completed: raw["completed"] === true,
+    files: stringFields(raw["files"]),
+  };
+}
+
+/** The numeric fields of a JSON object (a `sync.json` written by an older version may lack some). */
+function numberFields(value: unknown): Record<string, number> {
+  const out: Record<string, number> = {};
+  if (isRecord(value)) for (const [key, field] of Object.entries(value)) if (typeof field === "number") out[key] = field;
+  return out;
+}
+
+/** The string fields of a JSON object. */
+function stringFields(value: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (isRecord(value)) for (const [key, field] of Object.entries(value)) if (typeof field === "string") out[key] = field;
+  return out;
 }
 
 /** The spool's run files not uploaded yet (or changed since), with their content and its sha256. */
@@ -100,7 +123,7 @@ function writeState(dir: string, state: SyncState): void {
  */
 export async function syncSpool(path: string, options: SyncOptions = {}): Promise<SyncResult> {
   const dirs = findSpools(path);
-  if (dirs.length === 0) throw new Error(`no W&B spool under ${path}: expected ${join(path, "wandb", "<runId>", "run.json")}`);
+  if (dirs.length === 0) throw new Error(`no W&B spool under ${path}: expected ${join(path, "wandb", "<runId>", SPOOL_INFO_FILE)}`);
   const apiKey = resolveSetting<string | undefined>({ owner: "syncSpool", option: "apiKey", env: "WANDB_API_KEY", kind: textKind(), fallback: undefined, secret: true }, options.apiKey);
   if (apiKey === undefined) throw new Error("no W&B API key: set WANDB_API_KEY (the key is never written to the spool)");
   const limits: SenderLimits = { ...DEFAULT_LIMITS, retryBudgetMs: 600_000, ...options.limits };
@@ -125,7 +148,7 @@ export async function syncSpool(path: string, options: SyncOptions = {}): Promis
     const relative = spool.clients.some((c) => !c.absoluteOffsets);
     if (firstSync && relative && !info.shared) {
       if (status.exists && status.historyLineCount > 0 && info.resume === "never") {
-        throw new Error(`run ${runId} already exists on ${endpoint.baseUrl} and the spool says resume "never"; sync into another run by editing runId in ${join(spool.dir, "run.json")}`);
+        throw new Error(`run ${runId} already exists on ${endpoint.baseUrl} and the spool says resume "never"; sync into another run by editing runId in ${join(spool.dir, SPOOL_INFO_FILE)}`);
       }
       if (!status.exists && info.resume === "must") {
         throw new Error(`run ${runId} does not exist on ${endpoint.baseUrl} and the spool says resume "must"`);
@@ -153,11 +176,12 @@ export async function syncSpool(path: string, options: SyncOptions = {}): Promis
     let completeBy: SpooledClient | undefined;
     for (const client of spool.clients) {
       const key = clientKey(client);
-      if (state.bases[key] === undefined) {
-        state.bases[key] = client.absoluteOffsets ? 0 : client.clientId === null ? status.historyLineCount : 0;
+      let base = state.bases[key];
+      if (base === undefined) {
+        base = client.absoluteOffsets ? 0 : client.clientId === null ? status.historyLineCount : 0;
+        state.bases[key] = base;
         writeState(spool.dir, state);
       }
-      const base = state.bases[key] as number;
       const start = base + client.firstOffset;
       const serverHas = Math.max(client.clientId === null ? status.historyLineCount : 0, state.sent[key] ?? 0);
       if (serverHas < start && client.absoluteOffsets && client.firstOffset > 0) {
@@ -170,19 +194,11 @@ export async function syncSpool(path: string, options: SyncOptions = {}): Promis
       options.onProgress?.({ runId, done, total });
       const end = start + client.lines.length;
       while (next < end || (client.summary !== undefined && state.summaries[key] !== client.summary)) {
-        const files: NonNullable<FileStreamBody["files"]> = {};
-        let count = 0;
-        let bytes = 0;
-        while (next + count < end) {
-          const line = client.lines[next + count - start] as string;
-          if (count > 0 && bytes + line.length > limits.maxRequestBytes) break;
-          bytes += line.length;
-          count++;
-        }
-        if (count > 0) files[HISTORY_FILE] = { offset: next, content: client.lines.slice(next - start, next - start + count) as string[] };
+        const from = next - start;
+        const count = (splitByBytes(client.lines, limits.maxRequestBytes, from, 1)[0] ?? from) - from;
         const last = next + count >= end;
-        if (last && client.summary !== undefined) files[SUMMARY_FILE] = { offset: 0, content: [client.summary] };
-        const body = JSON.stringify({ files });
+        const parts = { lines: client.lines.slice(from, from + count), offset: next, summary: last ? client.summary : undefined };
+        const body = JSON.stringify(fileStreamBody(parts) ?? { files: {} });
         must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, client.clientId), limits), "file_stream");
         requests++;
         next += count;

@@ -23,11 +23,13 @@ import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import type { SampleRecord } from "../../core/reduce.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import { monotonicCommitStep } from "../../core/step.js";
+import { CONFIG_FILE, VERSION_FILE } from "../../run/run-files.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
-import { configJson, PRIMARY_CLIENT_ID, SUMMARY_FILE, type UpsertVariables } from "./api.js";
+import { configJson, isUpsertVariables, PRIMARY_CLIENT_ID, SUMMARY_FILE, type UpsertVariables } from "./api.js";
 import { historyLine, historyNumber, histogramJson, quotedKey, RunSummary } from "./history.js";
 import { resolveWandbOptions, sanitiseRunId, type ResolvedWandbOptions } from "./options.js";
-import { RunWriter, type RunTarget } from "./run-writer.js";
+import { RunWriter } from "./run-writer.js";
+import type { RunTarget } from "./run-target.js";
 import { spoolDirFor } from "./spool.js";
 import { wandbValueJson } from "./offline-run.js";
 
@@ -61,7 +63,7 @@ export function tableFile(key: string, step: number, records: readonly SampleRec
       columns.push(c);
     }
   }
-  const data = records.map((r) => columns.map((c) => (r as Record<string, unknown>)[c] ?? null));
+  const data = records.map((r) => columns.map((c) => r[c] ?? null));
   const content = `{"columns":${wandbValueJson(columns)},"data":${wandbValueJson(data)}}`;
   const bytes = Buffer.from(content, "utf8");
   const sha256 = createHash("sha256").update(bytes).digest("hex");
@@ -70,10 +72,9 @@ export function tableFile(key: string, step: number, records: readonly SampleRec
   return { path, content, ref };
 }
 
-/** `Metric.axis` / `HistogramMetric.axis` where the core has them (a metric on an x-axis of its own). */
+/** `Metric.axis` / `HistogramMetric.axis` when set (a metric on an x-axis of its own). */
 function axisOf(value: Metric | HistogramMetric): string | undefined {
-  const axis = (value as { readonly axis?: unknown }).axis;
-  return typeof axis === "string" && axis.length > 0 ? axis : undefined;
+  return value.axis !== undefined && value.axis.length > 0 ? value.axis : undefined;
 }
 
 /** Fields every history row has; a metric may not take their names. */
@@ -143,9 +144,9 @@ export class WandbBackend implements Backend {
       this.role = "sharedRank";
       clientId = context.identity.rankName;
       this.prefix = `${context.identity.rankName}/`;
-      const meta = context.primaryMetadata as Partial<SharedRunMetadata>;
-      if (typeof meta.upsert?.name === "string") {
-        upsert = meta.upsert;
+      const shared = context.primaryMetadata["upsert"];
+      if (isUpsertVariables(shared)) {
+        upsert = shared;
       } else {
         warn(
           `wandb.noPrimary:${context.backendName}`,
@@ -197,7 +198,7 @@ export class WandbBackend implements Backend {
       metrics = metrics.filter((m) => axisOf(m) === undefined);
       if (metrics.length === 0) return;
     }
-    this.openRow(step, (metrics[0] as Metric).timestamp);
+    this.openRow(step, metrics[0]?.timestamp ?? Date.now());
     let fields = this.rowFields;
     for (const m of metrics) {
       const key = this.keyText(m.key);
@@ -215,7 +216,7 @@ export class WandbBackend implements Backend {
       histograms = histograms.filter((h) => axisOf(h) === undefined);
       if (histograms.length === 0) return;
     }
-    this.openRow(step, (histograms[0] as HistogramMetric).timestamp);
+    this.openRow(step, histograms[0]?.timestamp ?? Date.now());
     for (const h of histograms) {
       this.rowFields += `${this.rowFields.length === 0 ? "" : ","}${this.keyText(h.key)}${histogramJson(h.histogram)}`;
     }
@@ -249,17 +250,19 @@ export class WandbBackend implements Backend {
 
   logStream(batch: readonly StreamRecord[]): void {
     if (this.writer === null || batch.length === 0) return;
-    const lines: string[] = new Array(batch.length);
+    const lines = new Array<string>(batch.length);
+    let lastTimestamp = 0;
     for (let i = 0; i < batch.length; i++) {
-      const r = batch[i] as StreamRecord;
+      const r = batch[i];
+      if (r === undefined) continue;
       const key = this.keyText(r.key);
       const value = historyNumber(r.value);
       this.lastStep++;
       lines[i] = historyLine(this.lastStep, r.timestamp, r.timestamp - this.startMs, r.step, key + value);
       this.summary.set(key, value);
+      lastTimestamp = r.timestamp;
     }
-    const last = batch[batch.length - 1] as StreamRecord;
-    this.summary.at(this.lastStep, last.timestamp, last.timestamp - this.startMs);
+    this.summary.at(this.lastStep, lastTimestamp, lastTimestamp - this.startMs);
     this.writer.enqueue(lines);
     this.writer.summaryChanged(this.summaryLine);
   }
@@ -280,7 +283,7 @@ export class WandbBackend implements Backend {
    * `version.json`. The run files are read from the run directory when they exist.
    */
   private queueRunFiles(writer: RunWriter): void {
-    for (const name of ["config.yaml", "version.json"]) {
+    for (const name of [CONFIG_FILE, VERSION_FILE]) {
       const path = join(this.runDir, name);
       if (!existsSync(path)) continue;
       try {
@@ -322,7 +325,8 @@ export class WandbBackend implements Backend {
   private logAxisRows(values: readonly (Metric | HistogramMetric)[]): void {
     const rows = new Map<string, { axis: string; step: number; timestamp: number; fields: string }>();
     for (const v of values) {
-      const axis = axisOf(v) as string;
+      const axis = axisOf(v);
+      if (axis === undefined) continue;
       const id = `${axis}\u0000${v.step}`;
       let row = rows.get(id);
       if (row === undefined) {

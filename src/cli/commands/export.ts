@@ -14,12 +14,11 @@ import { isInternalKey } from "../../core/internal-keys.js";
 import { jsonNumberText } from "../../core/json.js";
 import * as store from "../../backends/store/reader.js";
 import type { SeriesKind } from "../../backends/store/reader.js";
-import { resolveRunArg } from "../run-arg.js";
+import { resolveRunArg, ROOT_OPTION_HELP } from "../run-arg.js";
 import { ProgressLine, progressBar } from "../progress.js";
 
 /** The formats `export` writes. */
 export const EXPORT_FORMATS = ["csv", "jsonl"] as const;
-type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
 /** A CSV field, quoted when it holds a comma, a quote or a line break (RFC 4180). */
 function csvField(text: string): string {
@@ -42,13 +41,13 @@ export function registerExportCommand(program: Command): void {
     .argument("<run>", "a run directory, or experiment/trial under --root")
     .requiredOption("--format <format>", `output format: ${EXPORT_FORMATS.join(" or ")}`)
     .option("--out <file>", "write to this file instead of stdout")
-    .option("--root <dir>", "the runs root for experiment/trial (default: $RANKSCOPE_ROOT or ./runs)")
+    .option("--root <dir>", ROOT_OPTION_HELP)
     .option("--internal", "also export rankscope's own keys (…__count, rankscope/…), left out by default")
     .action(async (run: string, options: { format: string; out?: string; root?: string; internal?: boolean }) => {
-      if (!(EXPORT_FORMATS as readonly string[]).includes(options.format)) {
+      const format = EXPORT_FORMATS.find((f) => f === options.format);
+      if (format === undefined) {
         throw new Error(`--format ${JSON.stringify(options.format)} is not supported; valid: ${EXPORT_FORMATS.join(", ")}`);
       }
-      const format = options.format as ExportFormat;
       const runDir = resolveRunArg(run, options.root);
       const series: { key: string; kind: SeriesKind; rank: number }[] = [];
       for (const k of store.keys(runDir)) {
@@ -56,7 +55,8 @@ export function registerExportCommand(program: Command): void {
         if (options.internal !== true && isInternalKey(k.key)) continue;
         for (const rank of k.ranks) series.push({ key: k.key, kind: k.kind, rank });
       }
-      const out = options.out === undefined ? process.stdout : createWriteStream(options.out);
+      const file = options.out === undefined ? undefined : createWriteStream(options.out);
+      const out = file ?? process.stdout;
       const bar = new ProgressLine();
       let points = 0;
       if (format === "csv") await write(out, "key,kind,rank,step,wall,value\n");
@@ -80,9 +80,9 @@ export function registerExportCommand(program: Command): void {
         bar.update(exportProgress(i + 1, series.length, points), i + 1 === series.length);
       }
       bar.end();
-      if (out !== process.stdout) {
-        (out as WriteStream).end();
-        await once(out, "finish");
+      if (file !== undefined) {
+        file.end();
+        await once(file, "finish");
         process.stderr.write(`wrote ${points.toLocaleString("en-US")} points of ${series.length} series to ${options.out ?? ""}\n`);
       }
     });

@@ -35,10 +35,10 @@ export function formatRunsTable(runs: readonly RunSummary[], now = Date.now()): 
     return [r.experiment ?? "?", r.trial ?? "?", r.status, formatTime(r.startedAt), formatDuration(duration), displayPath(r.runDir)];
   });
   const header = ["EXPERIMENT", "TRIAL", "STATUS", "STARTED", "DURATION", "PATH"];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] as string).length)));
-  const line = (cells: readonly string[]): string => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] as number))).join("  ");
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: readonly string[]): string => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ");
   // A run that cannot be read says why, under its row.
-  const lines = runs.flatMap((r, i) => [line(rows[i] as string[]), ...(r.error === undefined ? [] : [`  ${r.error}`])]);
+  const lines = runs.flatMap((r, i) => [line(rows[i] ?? []), ...(r.error === undefined ? [] : [`  ${r.error}`])]);
   return [line(header), ...lines].join("\n") + "\n";
 }
 

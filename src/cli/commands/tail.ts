@@ -7,7 +7,7 @@ import { keys, runInfo, series } from "../../backends/store/reader.js";
 import { isInternalKey } from "../../core/internal-keys.js";
 import { registerDrain } from "../../core/lifecycle.js";
 import { sleep } from "../../core/retry.js";
-import { formatValue, positiveInteger, resolveRunArg } from "../run-arg.js";
+import { formatValue, positiveInteger, resolveRunArg, ROOT_OPTION_HELP } from "../run-arg.js";
 
 interface TailOptions {
   root?: string;
@@ -29,7 +29,7 @@ function pollOnce(runDir: string, followed: Map<string, Followed>, options: Tail
   for (const k of keys(runDir, "scalar")) {
     if (filter !== undefined && !k.key.includes(filter)) continue;
     if (options.internal !== true && isInternalKey(k.key)) continue;
-    const ranks = rank === undefined ? [k.ranks[0] as number] : k.ranks.includes(rank) ? [rank] : [];
+    const ranks = rank === undefined ? k.ranks.slice(0, 1) : k.ranks.includes(rank) ? [rank] : [];
     for (const r of ranks) {
       const id = `${k.key}\u0000${r}`;
       let f = followed.get(id);
@@ -57,7 +57,7 @@ export function registerTailCommand(program: Command): void {
     .command("tail")
     .description("follow a run's metrics in the terminal: the latest values, then every new point until the run ends")
     .argument("<run>", "a run directory, or experiment/trial under --root")
-    .option("--root <dir>", "the runs root for experiment/trial (default: $RANKSCOPE_ROOT or ./runs)")
+    .option("--root <dir>", ROOT_OPTION_HELP)
     .option("--interval <ms>", "how often to look for new points", "1000")
     .option("--filter <text>", "only keys containing this text")
     .option("--rank <n>", "a per-rank series instead of the global one")

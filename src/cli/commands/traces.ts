@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import { existsSync } from "node:fs";
 import { mergeTraces } from "../../trace/merge.js";
 import { ProgressLine, progressBar } from "../progress.js";
-import { resolveRunArg } from "../run-arg.js";
+import { resolveRunArg, ROOT_OPTION_HELP } from "../run-arg.js";
 
 /** Runs this large get a progress bar on a terminal without asking. */
 const AUTO_PROGRESS_BYTES = 8 * 1024 * 1024;
@@ -20,7 +20,7 @@ export function registerTracesCommand(program: Command): void {
     .command("merge")
     .description("merge every rank's trace into one trace.json (common time origin, sorted) that Perfetto opens")
     .argument("<run>", "a run directory, or experiment/trial under --root")
-    .option("--root <dir>", "the runs root for experiment/trial (default: $RANKSCOPE_ROOT or ./runs)")
+    .option("--root <dir>", ROOT_OPTION_HELP)
     .option("-o, --out <file>", "output file (default RUN/traces/trace.json)")
     .option("--progress", "always show a progress bar on stderr (default: on a terminal, for runs over 8 MB)")
     .option("--no-progress", "never show a progress bar")

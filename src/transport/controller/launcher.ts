@@ -23,7 +23,7 @@ import { isAbsolute, resolve as resolvePath } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import type { Worker } from "node:worker_threads";
 import { isTypeScript, siblingModule, startModuleWorker, tsxUrl } from "../../core/module-worker.js";
-import type { RankIdentity } from "../../backends/backend.js";
+import type { RankIdentity } from "../../core/rank-identity.js";
 import { warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import { rankNameFor, shortId, checkIdentity } from "../protocol/identity.js";

@@ -11,7 +11,7 @@
  * with a NATS URL, so `import { recordMetric } from "rankscope"` never loads the NATS client.
  */
 import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
-import type { RankIdentity } from "../../backends/backend.js";
+import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import { assertSubjectToken } from "../protocol/identity.js";

@@ -9,7 +9,7 @@
  * merge exactly), and counted as `late`. Each reply is used exactly once. When the carrier closes
  * (the rank exited), every pending request fails at once instead of waiting for its deadline.
  */
-import type { RankIdentity } from "../../backends/backend.js";
+import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";

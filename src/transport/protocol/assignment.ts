@@ -3,7 +3,7 @@
  * launcher on the controller side and `joinRun` on the rank side).
  */
 import { isMainThread, workerData } from "node:worker_threads";
-import type { RankIdentity } from "../../backends/backend.js";
+import type { RankIdentity } from "../../core/rank-identity.js";
 import { resolveSetting, type Setting } from "../../core/settings.js";
 
 /** What `spawnRanks` hands a rank it starts (in `workerData` or `RANKSCOPE_RANK_ASSIGNMENT`). */

@@ -5,7 +5,7 @@
  * The replica id is a 4-character hash of the process name and the replica's index, so the same
  * job prints the same names every run.
  */
-import type { RankIdentity } from "../../backends/backend.js";
+import type { RankIdentity } from "../../core/rank-identity.js";
 
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 

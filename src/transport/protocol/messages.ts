@@ -15,7 +15,7 @@
  * Rank → controller: `register`, `reply` (to any request; a flush reply carries its step),
  * `deregister`.
  */
-import type { RankIdentity } from "../../backends/backend.js";
+import type { RankIdentity } from "../../core/rank-identity.js";
 import { warn } from "../../core/diagnostics.js";
 import { decodeMessage, encodeMessage } from "../../core/json.js";
 import type { RankInit, RankSnapshot } from "./types.js";

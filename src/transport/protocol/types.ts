@@ -3,7 +3,7 @@
  * init, what it answers a flush with, and the handle through which the controller asks it.
  * Shared by both sides (the rank side never imports the controller side, nor the reverse).
  */
-import type { UncheckedBackendsConfig } from "../../controller/config.js";
+import type { UncheckedBackendsConfig } from "../../backends/options.js";
 import type { KeyState } from "../../core/collector.js";
 /** Where a run's files go and where it starts. */
 export interface RunInfo {

@@ -10,7 +10,7 @@
  */
 import { hostname } from "node:os";
 import { isMainThread, parentPort } from "node:worker_threads";
-import type { RankIdentity } from "../../backends/backend.js";
+import type { RankIdentity } from "../../core/rank-identity.js";
 import "../../backends/builtin.js";
 import { getCollector } from "../../core/collector.js";
 import { describeError, reportError } from "../../core/diagnostics.js";

@@ -7,7 +7,8 @@
  * and shutdown.
  */
 import { registerDrain } from "../../core/lifecycle.js";
-import type { BackendContext, RankIdentity } from "../../backends/backend.js";
+import type { BackendContext } from "../../backends/backend.js";
+import { DEFAULT_PROCESS_NAME, type RankIdentity } from "../../core/rank-identity.js";
 import { getCollector, type Collector, type MetricEntry, type StreamProducer } from "../../core/collector.js";
 import type { StreamRecord } from "../../core/metric.js";
 import { reportError } from "../../core/diagnostics.js";
@@ -59,7 +60,7 @@ export function standaloneIdentity(processName: string): RankIdentity {
  * the run's controller, or rank 0 of one.
  */
 export function currentRank(): RankIdentity {
-  return peekProcessWide<RankIdentity>("rankIdentity") ?? currentRun()?.identity ?? standaloneIdentity("Controller");
+  return peekProcessWide<RankIdentity>("rankIdentity") ?? currentRun()?.identity ?? standaloneIdentity(DEFAULT_PROCESS_NAME);
 }
 
 /** Record who this process is (the transports call this when a rank joins a run). */
