@@ -1,23 +1,29 @@
 /**
  * The CPU floor of the scale benchmark's target row (1,024 ranks on 16 hosts × 1,000 keys), in one
  * thread without NATS: what the simulated ranks themselves spend per flush (record one value per
- * key, take their states, encode their frame) and what the 16 agents spend (decode 64 frames each,
- * merge, encode one frame). Divided by the machine's cores, the sum is a floor for the flush wall
+ * key, take their states straight into their frame, as `RankAgent` does) and what the 16 agents
+ * spend (decode 64 frames each, merge their columns, encode one frame), with the code the real
+ * rank and agent run. Divided by the machine's cores, the sum is a floor for the flush wall
  * that no transport can beat on this machine. Printed by `npm run bench -- scale` after its table.
  */
 import { Collector, type MetricEntry } from "../src/core/collector.js";
-import { mergeRankKeyStates } from "../src/controller/reduce-states.js";
-import { StateDecoder, StateEncoder } from "../src/transport/wire/codec.js";
+import { FrameMerger, StateDecoder, StateEncoder, type DecodedFrame } from "../src/transport/wire/codec.js";
 import { scaleKeys } from "./scale-keys.js";
 
-/** Milliseconds of CPU per flush, by phase, summed over every rank and agent (median of `flushes`). */
+/** Milliseconds of CPU (`process.cpuUsage`) per flush, by phase, summed over every rank and agent (median of `flushes`). */
 export interface ScaleFloor {
   readonly record: number;
-  readonly takeStates: number;
-  readonly rankEncode: number;
+  /** Taking the states straight from the accumulators into the frame (`encodeTaking`). */
+  readonly rankTakeEncode: number;
   readonly agentDecode: number;
   readonly agentMerge: number;
   readonly agentEncode: number;
+}
+
+/** CPU milliseconds this process used so far (user + system): unlike the wall clock, not inflated by other jobs on the machine. */
+function cpuNow(): number {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
 }
 
 export function measureFloor(ranks: number, hosts: number, keyCount: number, flushes = 5): ScaleFloor {
@@ -28,36 +34,36 @@ export function measureFloor(ranks: number, hosts: number, keyCount: number, flu
   const rankEncoders = collectors.map(() => new StateEncoder());
   const agentDecoders = collectors.map(() => new StateDecoder());
   const hostEncoders = Array.from({ length: hosts }, () => new StateEncoder());
+  const mergers = Array.from({ length: hosts }, () => new FrameMerger());
   const header = { proto: "rankscope", v: 1, run: "r", t: "reply" };
-  const samples: Record<keyof ScaleFloor, number[]> = { record: [], takeStates: [], rankEncode: [], agentDecode: [], agentMerge: [], agentEncode: [] };
+  const samples: Record<keyof ScaleFloor, number[]> = { record: [], rankTakeEncode: [], agentDecode: [], agentMerge: [], agentEncode: [] };
   for (let flush = 0; flush < flushes + 2; flush++) {
-    const t: Record<keyof ScaleFloor, number> = { record: 0, takeStates: 0, rankEncode: 0, agentDecode: 0, agentMerge: 0, agentEncode: 0 };
-    let t0 = performance.now();
+    const t: Record<keyof ScaleFloor, number> = { record: 0, rankTakeEncode: 0, agentDecode: 0, agentMerge: 0, agentEncode: 0 };
+    let t0 = cpuNow();
     entries.forEach((es, r) => {
       for (let k = 0; k < es.length; k++) (es[k] as MetricEntry).accumulator.append((((r * 7 + k * 13 + flush) % 101) / 10) as never);
     });
-    t.record = performance.now() - t0;
+    t.record = cpuNow() - t0;
     for (let h = 0; h < hosts; h++) {
-      const snapshots = [];
+      const frames: DecodedFrame[] = [];
       for (let r = h * perHost; r < (h + 1) * perHost; r++) {
-        t0 = performance.now();
-        const states = (collectors[r] as Collector).takeStates();
-        const t1 = performance.now();
-        const frame = (rankEncoders[r] as StateEncoder).encode(header, states);
-        const t2 = performance.now();
-        const decoder = agentDecoders[r] as StateDecoder;
-        snapshots.push({ rankName: `r${r}`, states: decoder.toKeyStates(decoder.decode(frame), false) });
-        const t3 = performance.now();
-        t.takeStates += t1 - t0;
-        t.rankEncode += t2 - t1;
-        t.agentDecode += t3 - t2;
+        t0 = cpuNow();
+        const collector = collectors[r] ?? new Collector();
+        const frame = (rankEncoders[r] ?? new StateEncoder()).encodeTaking(header, collector.entriesInKeyOrder());
+        const t1 = cpuNow();
+        frames.push((agentDecoders[r] ?? new StateDecoder()).decode(frame));
+        t.rankTakeEncode += t1 - t0;
+        t.agentDecode += cpuNow() - t1;
       }
-      t0 = performance.now();
-      const merged = mergeRankKeyStates(snapshots, flush);
-      const t1 = performance.now();
-      (hostEncoders[h] as StateEncoder).encode(header, merged);
+      t0 = cpuNow();
+      const merger = mergers[h] ?? new FrameMerger();
+      merger.begin();
+      for (const frame of frames) merger.add(frame);
+      const merged = merger.result() ?? [];
+      const t1 = cpuNow();
+      (hostEncoders[h] ?? new StateEncoder()).encode(header, merged);
       t.agentMerge += t1 - t0;
-      t.agentEncode += performance.now() - t1;
+      t.agentEncode += cpuNow() - t1;
     }
     if (flush >= 2) for (const phase of Object.keys(t) as Array<keyof ScaleFloor>) samples[phase].push(t[phase]);
   }

@@ -58,6 +58,13 @@ nc.subscribe(`bench.${runId}.record.${env("SCALE_PROCESS")}`, {
     msg.respond("recorded");
   },
 });
+// CPU time of this process so far (the bench sums every process's CPU per flush: a figure the machine's other load does not inflate).
+nc.subscribe(`bench.${runId}.cpu.${env("SCALE_PROCESS")}`, {
+  callback: (_err, msg) => {
+    const { user, system } = process.cpuUsage();
+    msg.respond(String((user + system) / 1000));
+  },
+});
 nc.subscribe(`bench.${runId}.exit`, {
   callback: () => {
     void (async () => {

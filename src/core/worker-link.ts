@@ -163,6 +163,18 @@ class WorkerGatherer {
     return this.workers.size;
   }
 
+  /** True when no worker thread is linked and no late answer of one waits: a flush has nothing to gather. */
+  get quiet(): boolean {
+    return this.workers.size === 0 && this.carried.length === 0;
+  }
+
+  /** Records the worker threads dropped past their key bound (each worker's count is cumulative). */
+  get droppedKeyRecords(): number {
+    let droppedKeyRecords = 0;
+    for (const count of this.dropped.values()) droppedKeyRecords += count;
+    return droppedKeyRecords;
+  }
+
   /** Ask every linked worker for its states; resolves by `deadlineMs` with what arrived. */
   async collect(deadlineMs: number): Promise<WorkerStates> {
     const expected = [...this.workers].filter(([, missed]) => missed < MAX_MISSED).map(([thread]) => thread);
@@ -191,9 +203,7 @@ class WorkerGatherer {
       );
     }
     const states = [...this.carried.splice(0), ...gather.answers];
-    let droppedKeyRecords = 0;
-    for (const count of this.dropped.values()) droppedKeyRecords += count;
-    return { states, droppedKeyRecords, missing };
+    return { states, droppedKeyRecords: this.droppedKeyRecords, missing };
   }
 
   private receive(message: LinkMessage): void {

@@ -36,6 +36,11 @@ function canConnect(port: number): Promise<boolean> {
 /** A nats-server on 127.0.0.1 that the test can stop and start again on the same port. */
 export class NatsServer {
   private process: ChildProcess | null = null;
+
+  /** The server's process id while it runs (benchmarks read its CPU time). */
+  get pid(): number | undefined {
+    return this.process?.pid;
+  }
   private constructor(readonly port: number) {}
 
   static async start(): Promise<NatsServer> {

@@ -191,3 +191,6 @@ export const stdReduce: ReduceDefinition<MomentsState> = {
   merge: mergeMoments,
   value: populationStd,
 };
+
+/** The accumulator classes, for readers of their fields (the wire encoder takes their states without a state object). */
+export { MaxAccumulator, MinAccumulator, StdAccumulator, SumAccumulator };

@@ -47,6 +47,9 @@ class DenseBuckets {
   counts = new Float64Array(0);
   offset = 0;
   total = 0;
+  /** The buckets that may be non-zero are at indices lo..hi (none when lo > hi): `toRun` and `reset` touch only those. */
+  lo = 0;
+  hi = -1;
 
   add(key: number, n: number): void {
     let i = key - this.offset;
@@ -56,6 +59,9 @@ class DenseBuckets {
     }
     this.counts[i] = (this.counts[i] as number) + n;
     this.total += n;
+    if (this.hi < this.lo) this.lo = this.hi = i;
+    else if (i < this.lo) this.lo = i;
+    else if (i > this.hi) this.hi = i;
   }
 
   private grow(key: number): void {
@@ -71,6 +77,8 @@ class DenseBuckets {
     const next = new Float64Array(length);
     const newOffset = low - Math.floor((length - span) / 2);
     next.set(this.counts, this.offset - newOffset);
+    this.lo += this.offset - newOffset;
+    this.hi += this.offset - newOffset;
     this.counts = next;
     this.offset = newOffset;
   }
@@ -86,12 +94,15 @@ class DenseBuckets {
   }
 
   toRun(): BucketRun {
-    let first = 0;
-    let last = this.counts.length - 1;
+    let first = Math.max(this.lo, 0);
+    let last = Math.min(this.hi, this.counts.length - 1);
     while (first <= last && this.counts[first] === 0) first++;
     while (last >= first && this.counts[last] === 0) last--;
     if (first > last) return { offset: 0, counts: [] };
-    return { offset: this.offset + first, counts: Array.from(this.counts.subarray(first, last + 1)) };
+    // A plain loop: Array.from over a typed array goes through its iterator (several times slower).
+    const counts: number[] = [];
+    for (let i = first; i <= last; i++) counts.push(this.counts[i] as number);
+    return { offset: this.offset + first, counts };
   }
 
   addRun(run: BucketRun): void {
@@ -102,7 +113,9 @@ class DenseBuckets {
   }
 
   reset(): void {
-    this.counts.fill(0);
+    if (this.hi >= this.lo) this.counts.fill(0, this.lo, this.hi + 1);
+    this.lo = 0;
+    this.hi = -1;
     this.total = 0;
   }
 }

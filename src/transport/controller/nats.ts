@@ -10,14 +10,16 @@
  * after the reconnect are complete again. Loaded only by `serveRanksOverNats` and by `joinRun`
  * with a NATS URL, so `import { recordMetric } from "rankscope"` never loads the NATS client.
  */
-import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import { assertSubjectToken } from "../protocol/identity.js";
-import { checkReplyFrameHeader, decodeProtocolMessage, encodeProtocolMessage, reportIgnored, transportStats, type RankMessage } from "../protocol/messages.js";
-import { isWireFrame, readFrameHeader, StateDecoder, WIRE_VERSION, WireFormatError } from "../wire/codec.js";
-import { natsServers, RECONNECT, subjects } from "../protocol/nats.js";
+import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type RankMessage } from "../protocol/messages.js";
+import { isWireFrame, WIRE_VERSION } from "../wire/codec.js";
+import { MAX_ORPHAN_RANKS, RankFrames } from "./rank-frames.js";
+import { subjects } from "../protocol/nats.js";
+import { connectTo, unrefSocket, unrefWhileIdle } from "./nats-connection.js";
 import type { RankServer } from "./launcher.js";
 import type { RankSnapshot } from "../protocol/types.js";
 import { carrySnapshot, nextRequestId, RemoteRankHandle, type RankCarrier } from "./remote-rank.js";
@@ -38,55 +40,6 @@ export interface ServeRanksOverNatsOptions {
   maxMissedFlushes?: number;
 }
 
-/** Connect with the transport's reconnect policy; `url` may list every node of a cluster, comma-separated. */
-export async function connectTo(url: string, name: string, timeoutMs: number): Promise<NatsConnection> {
-  try {
-    return await connect({ servers: natsServers(url), name, timeout: timeoutMs, ...RECONNECT });
-  } catch (error) {
-    throw new Error(`cannot reach the NATS server at ${url}: ${describeError(error)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`, { cause: error });
-  }
-}
-
-
-/** What `unrefWhileIdle` reaches inside the NATS client (`@nats-io/nats-core`'s ProtocolHandler). */
-interface NatsInternals {
-  protocol?: {
-    transport?: { socket?: { unref?: () => unknown } };
-    heartbeats?: { timer?: { unref?: () => unknown }; _schedule?: () => void };
-  };
-}
-
-/**
- * Let the controller's NATS connection not keep the process alive by itself, the way idle child
- * ranks do not (launcher.ts): its socket and its heartbeat timer are unref'd, after the first
- * connection and after every reconnect. Work in flight still keeps the process alive — every
- * request to a rank has a referenced deadline timer, and so does the lifecycle's drain — so a job
- * that forgets `shutdown()` reaches `beforeExit` and is shut down there instead of hanging.
- *
- * The client exposes no unref option; this uses its socket (`protocol.transport.socket`, a Node
- * `net.Socket`) and its heartbeat (`protocol.heartbeats`). Returns false, and the caller warns,
- * when a client version lacks them (the connection then keeps the process alive until `shutdown()`).
- */
-export function unrefWhileIdle(nc: NatsConnection): boolean {
-  const protocol = (nc as unknown as NatsInternals).protocol;
-  const heartbeats = protocol?.heartbeats;
-  const schedule = heartbeats?._schedule;
-  if (protocol === undefined || heartbeats === undefined || typeof schedule !== "function" || typeof protocol.transport?.socket?.unref !== "function") return false;
-  // The heartbeat re-arms its timer on every beat (the beat's callback calls `this._schedule()`).
-  heartbeats._schedule = () => {
-    schedule.call(heartbeats);
-    heartbeats.timer?.unref?.();
-  };
-  heartbeats.timer?.unref?.();
-  unrefSocket(nc);
-  return true;
-}
-
-/** Unref the connection's current socket (a reconnect makes a new one). */
-export function unrefSocket(nc: NatsConnection): void {
-  (nc as unknown as NatsInternals).protocol?.transport?.socket?.unref?.();
-}
-
 /** What a rank server registers its ranks with: the controller's `MetricLogger`, or a host agent (docs/scale.md). */
 export interface RankRegistry {
   registerRank(handle: RemoteRankHandle): Promise<void>;
@@ -100,8 +53,6 @@ interface Registration {
   readonly host: string;
 }
 
-/** Ranks this controller does not know whose flush answers are kept for them (beyond: dropped, counted). */
-const MAX_ORPHAN_RANKS = 4096;
 /** A rank this controller does not know is told `hello` at most this often. */
 const HELLO_EVERY_MS = 1000;
 
@@ -128,14 +79,13 @@ export class NatsRankServer implements RankServer {
   private readonly waiters = new Map<string, Array<(handle: RemoteRankHandle) => void>>();
   private readonly inbox: string;
   /**
-   * A host agent (scope) asks its ranks for binary flush answers (wire frames): the key table of
-   * each rank's frames, by rank name. The controller itself keeps JSON with ranks joined directly.
+   * A host agent (scope) asks its ranks for binary flush answers (wire frames): their key tables.
+   * The controller itself keeps JSON with ranks joined directly.
    */
-  private readonly decoders = new Map<string, StateDecoder>();
-  /** Ranks whose key table this server does not hold (new here, or a frame was lost): told at the next flush. */
-  private readonly resync = new Set<string>();
+  private readonly frames: RankFrames;
   private currentFlush: { step: number; id: number } | null = null;
   private closing = false;
+  private forgotten = 0;
 
   /** @internal use `serveRanksOverNats` */
   constructor(
@@ -149,6 +99,9 @@ export class NatsRankServer implements RankServer {
   ) {
     const s = subjects(runId, scope);
     this.inbox = s.inbox();
+    this.frames = new RankFrames(runId, (rankName) => this.ranks.has(rankName), () => this.ranks.size, (rankName, id, seq) =>
+      assertSubjectTokenSafe(rankName, (name) => this.nc.publish(s.rank(name), encodeProtocolMessage(runId, { t: "resend", id, seq }), { reply: this.inbox })),
+    );
     // A host agent (scope) is a daemon: its connection is what keeps it alive.
     if (scope === undefined && !unrefWhileIdle(nc)) {
       warn("transport.nats.unref", "this NATS client version does not let rankscope unref its connection: a controller that forgets logger.shutdown() will not end by itself while ranks are served over NATS");
@@ -225,7 +178,7 @@ export class NatsRankServer implements RankServer {
   }
 
   private async onRegister(msg: Msg): Promise<void> {
-    const message = decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`) as RankMessage | undefined;
+    const message = decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
     if (message === undefined) return;
     if (message.t !== "register") {
       reportIgnored("malformed", `a "${message.t}" message arrived on ${msg.subject}, which takes only "register"`);
@@ -264,7 +217,7 @@ export class NatsRankServer implements RankServer {
       }
       this.ranks.set(identity.rankName, { handle, pid: message.pid, host: message.host });
       // Its frames may continue a key table an earlier agent held: it starts a new one.
-      if (this.scope !== undefined && !this.decoders.has(identity.rankName)) this.resync.add(identity.rankName);
+      if (this.scope !== undefined) this.frames.joined(identity.rankName);
       this.silent.delete(identity.rankName);
       this.missed.set(identity.rankName, 0);
       known?.handle.close("registered again");
@@ -286,7 +239,7 @@ export class NatsRankServer implements RankServer {
   }
 
   private onDeregister(msg: Msg): void {
-    const message = decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`) as RankMessage | undefined;
+    const message = decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
     if (message === undefined) return;
     if (message.t !== "deregister") {
       reportIgnored("malformed", `a "${message.t}" message arrived on ${msg.subject}, which takes only "deregister"`);
@@ -296,13 +249,13 @@ export class NatsRankServer implements RankServer {
     if (known === undefined) return;
     this.ranks.delete(message.rankName);
     this.silent.delete(message.rankName);
-    this.decoders.delete(message.rankName);
+    this.frames.forget(message.rankName);
     this.logger.deregisterRank(message.rankName, known.handle);
     known.handle.close(`left the run (${message.reason})`);
   }
 
   private onReply(msg: Msg): void {
-    const message = isWireFrame(msg.data) ? this.replyOfFrame(msg.data, `NATS subject ${msg.subject}`) : (decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`) as RankMessage | undefined);
+    const message = isWireFrame(msg.data) ? this.frames.reply(msg.data, `NATS subject ${msg.subject}`) : decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
     if (message === undefined) return;
     if (message.t !== "reply") {
       reportIgnored("malformed", `a "${message.t}" message arrived on the controller's inbox, which takes only replies`);
@@ -320,47 +273,6 @@ export class NatsRankServer implements RankServer {
       );
     }
     known.handle.receive(message);
-  }
-
-  /**
-   * A rank's flush answer sent as a wire frame, as the reply it stands for; undefined when it is
-   * malformed or foreign (counted and reported). A frame naming keys whose definitions this server
-   * does not hold (a frame of the rank's session was lost, or this agent is new to it) is not used:
-   * the rank is asked to send that answer again in JSON under the same request id (so it still
-   * answers the flush it was for, or arrives late and goes into the rank's next flush), and to
-   * start a new key table at the next flush — nothing is lost.
-   */
-  private replyOfFrame(data: Uint8Array, from: string): RankMessage | undefined {
-    const stats = transportStats();
-    stats.messagesIn++;
-    stats.bytesIn += data.length;
-    try {
-      const header = checkReplyFrameHeader(this.runId, readFrameHeader(data), from);
-      if (header === undefined) return undefined;
-      const rankName = header.rankName;
-      let decoder = this.decoders.get(rankName);
-      if (decoder === undefined) {
-        if (!this.ranks.has(rankName) && this.decoders.size >= this.ranks.size + MAX_ORPHAN_RANKS) {
-          reportIgnored("foreign", `a flush-answer frame came from ${rankName}, which is not registered here, while the key tables of ${MAX_ORPHAN_RANKS} unregistered ranks are already held`);
-          return undefined;
-        }
-        decoder = new StateDecoder();
-        this.decoders.set(rankName, decoder);
-      }
-      const frame = decoder.decode(data);
-      if (frame.tableGap) this.resync.add(rankName);
-      if (frame.unknownKeys > 0) {
-        reportIgnored("late", `rank ${rankName}'s answer to flush(${header.step}) names ${frame.unknownKeys} keys whose definitions were lost with an earlier frame; it is asked to send that answer again, in JSON`);
-        assertSubjectTokenSafe(rankName, (name) => this.nc.publish(subjects(this.runId, this.scope).rank(name), encodeProtocolMessage(this.runId, { t: "resend", id: header.id, seq: header.seq }), { reply: this.inbox }));
-        return undefined;
-      }
-      const states = decoder.toKeyStates(frame, false);
-      return { t: "reply", id: header.id, rankName, ok: true, snapshot: { rankName, step: header.step, seq: header.seq, states, droppedKeyRecords: header.dropped } };
-    } catch (error) {
-      if (!(error instanceof WireFormatError)) throw error;
-      reportIgnored("malformed", `a flush-answer frame from ${from} cannot be read (${error.message})`);
-      return undefined;
-    }
   }
 
   /**
@@ -414,7 +326,7 @@ export class NatsRankServer implements RankServer {
       if (this.ranks.get(identity.rankName)?.handle !== handle) return;
       this.ranks.delete(identity.rankName);
       this.silent.delete(identity.rankName);
-      this.decoders.delete(identity.rankName);
+      this.frames.forget(identity.rankName);
     });
     return handle;
   }
@@ -429,7 +341,9 @@ export class NatsRankServer implements RankServer {
     this.missed.set(rankName, missed);
     if (missed > this.maxMissedFlushes && !this.silent.has(rankName)) {
       const known = this.ranks.get(rankName);
-      if (known !== undefined && this.logger.deregisterRank(rankName, known.handle)) {
+      if (known !== undefined && this.scope !== undefined && this.logger.deregisterRank(rankName, known.handle)) {
+        this.forget(rankName, known.handle);
+      } else if (known !== undefined && this.logger.deregisterRank(rankName, known.handle)) {
         this.silent.add(rankName);
         warn(
           `rank.silent:${rankName}`,
@@ -442,11 +356,31 @@ export class NatsRankServer implements RankServer {
       this.currentFlush = { step, id };
       queueMicrotask(() => (this.currentFlush = null));
       // A host agent asks for wire frames, naming the ranks that must start a new key table.
-      const frames = this.scope === undefined ? {} : { wire: WIRE_VERSION, ...(this.resync.size > 0 ? { resync: [...this.resync] } : {}) };
-      this.resync.clear();
+      const resync = this.frames.takeResync();
+      const frames = this.scope === undefined ? {} : { wire: WIRE_VERSION, ...(resync.length > 0 ? { resync } : {}) };
       this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "flush", id, step, ...frames }), { reply: this.inbox });
     }
     return this.currentFlush.id;
+  }
+
+  /**
+   * A host agent forgets a rank silent for `maxMissedFlushes` (its memory stays bounded whatever
+   * ranks come and go): named in a warning, counted (`forgottenRanks`). If it was only stalled, its
+   * late answer is kept as an orphan's (bounded) and it is told hello, so it registers again and
+   * that answer goes into its next flush.
+   */
+  private forget(rankName: string, handle: RemoteRankHandle): void {
+    this.ranks.delete(rankName);
+    this.missed.delete(rankName);
+    this.frames.forget(rankName);
+    this.forgotten++;
+    warn(`rank.forgotten:${rankName}`, `rank ${rankName} missed ${this.maxMissedFlushes} flushes of host agent ${this.scope ?? ""} in a row; the agent forgets it (if it answers again it is told to register again, and what it recorded goes into its next flush)`);
+    handle.close(`was forgotten after ${this.maxMissedFlushes} missed flushes`);
+  }
+
+  /** Ranks a host agent forgot because they were silent for `maxMissedFlushes` in a row. */
+  get forgottenRanks(): number {
+    return this.forgotten;
   }
 
   private async watchStatus(): Promise<void> {
@@ -463,7 +397,7 @@ export class NatsRankServer implements RankServer {
 }
 
 /** Run `use` with `rankName` if it can be part of a NATS subject (a reply's name is not trusted). */
-function assertSubjectTokenSafe(rankName: string, use: (name: string) => void): void {
+export function assertSubjectTokenSafe(rankName: string, use: (name: string) => void): void {
   try {
     assertSubjectToken("rankName", rankName);
   } catch {

@@ -155,7 +155,10 @@ export class RemoteRankHandle implements RankHandle {
     const seq = snapshot.seq;
     if (seq === undefined) return;
     this.seenSeqs.add(seq);
-    if (this.seenSeqs.size > 256) this.seenSeqs.delete(this.seenSeqs.values().next().value as number);
+    if (this.seenSeqs.size > 256) {
+      const oldest = this.seenSeqs.values().next();
+      if (oldest.done !== true) this.seenSeqs.delete(oldest.value);
+    }
     if (this.lastSeq !== null && seq > this.lastSeq + 1) {
       for (let lost = this.lastSeq + 1; lost < seq; lost++) void this.recover(lost);
     }
@@ -210,7 +213,7 @@ export class RemoteRankHandle implements RankHandle {
   /** Import the rank module in the rank; resolves with the names of its exported functions. */
   async start(module: string, deadlineMs = DEFAULT_REQUEST_DEADLINE_MS): Promise<readonly string[]> {
     const reply = await this.request({ t: "start", id: nextRequestId(), module }, deadlineMs);
-    this.exports = Array.isArray(reply.result) ? (reply.result as string[]) : [];
+    this.exports = Array.isArray(reply.result) ? reply.result.filter((name): name is string => typeof name === "string") : [];
     return this.exports;
   }
 

@@ -15,10 +15,13 @@ import { describeError, reportError } from "../../core/diagnostics.js";
 import type { OffCycleLog, RankInit, RankSnapshot } from "../protocol/types.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import { assertSubjectToken } from "../protocol/identity.js";
-import { connectTo, NatsRankServer, type RankRegistry } from "../controller/nats.js";
+import { NatsRankServer, type RankRegistry } from "../controller/nats.js";
+import { connectTo } from "../controller/nats-connection.js";
+import { FramedSnapshot } from "../controller/rank-frames.js";
 import { reportIgnored } from "../protocol/messages.js";
 import type { RemoteRankHandle } from "../controller/remote-rank.js";
-import { StateEncoder } from "../wire/codec.js";
+import { FrameMerger, StateEncoder } from "../wire/codec.js";
+import type { KeyState } from "../../core/collector.js";
 import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostEnvelope, hostSubjects, type HostMessage, type HostStatesHeader } from "./messages.js";
 
 /** Options of `startHostAgent`. */
@@ -32,12 +35,16 @@ export interface HostAgentOptions {
   /** How long to keep trying to register with the controller (default 30 s). */
   readonly joinDeadlineMs?: number;
   /**
-   * A local rank that missed this many flushes in a row is forgotten. Default: never — the agent
-   * keeps naming it missing, and a late answer from it is still counted (a forgotten rank's answer
-   * would be dropped as foreign, with its values).
+   * A local rank that missed this many flushes in a row is forgotten (default 1,000): named in a
+   * warning, counted (`HostAgent.forgottenRanks`), no longer named missing, so the agent's memory
+   * stays bounded whatever ranks come and go. A forgotten rank that answers again (it was only
+   * stalled) has that answer kept for it (bounded) and is told to register again: nothing lost.
    */
   readonly maxMissedFlushes?: number;
 }
+
+/** Flushes a rank may miss in a row before its host agent forgets it. */
+export const DEFAULT_AGENT_MAX_MISSED = 1000;
 
 /** What one host agent did (for health pages and tests). */
 export interface HostAgentStats {
@@ -52,6 +59,7 @@ export class HostAgent implements RankRegistry {
   private readonly ranks = new Map<string, RemoteRankHandle>();
   private rankInit: RankInit | null = null;
   private readonly encoder = new StateEncoder();
+  private readonly merger = new FrameMerger();
   private membersVersion = 1;
   private sentMembersVersion = 0;
   private server: NatsRankServer | undefined;
@@ -71,6 +79,11 @@ export class HostAgent implements RankRegistry {
     return this.options.hostId;
   }
 
+  /** Ranks this agent forgot because they missed `maxMissedFlushes` in a row. */
+  get forgottenRanks(): number {
+    return this.server?.forgottenRanks ?? 0;
+  }
+
   /** Names of the ranks registered with this agent. */
   get rankNames(): string[] {
     return [...this.ranks.keys()];
@@ -79,7 +92,7 @@ export class HostAgent implements RankRegistry {
   /** @internal called by `startHostAgent` */
   async start(): Promise<void> {
     const { runId, hostId } = this.options;
-    this.server = new NatsRankServer(this.options.url, runId, this.nc, this, this.options.maxMissedFlushes ?? Number.MAX_SAFE_INTEGER, hostId);
+    this.server = new NatsRankServer(this.options.url, runId, this.nc, this, this.options.maxMissedFlushes ?? DEFAULT_AGENT_MAX_MISSED, hostId);
     const s = hostSubjects(runId);
     this.nc.subscribe(s.flush, { callback: (err, msg) => void (err === null && this.onFlush(msg)) });
     this.nc.subscribe(s.control(hostId), { callback: (err, msg) => void (err === null && this.onControl(msg)) });
@@ -156,25 +169,28 @@ export class HostAgent implements RankRegistry {
     }
     const deadline = agentDeadlineMs(request.deadlineMs);
     const handles = [...this.ranks.values()];
+    // The rank list this answer names, and its version: a rank that joins or is forgotten during
+    // the flush changes the version again, so the next answer sends the list again.
+    const version = this.membersVersion;
     // No rank yet: perhaps they joined a previous agent and missed the announcement.
     if (handles.length === 0) this.server?.announce();
-    const answers = await Promise.all(handles.map((h) => h.flush(request.step, deadline).catch(() => undefined)));
+    const answers = await Promise.all(handles.map(async (handle) => ({ handle, answer: await handle.flush(request.step, deadline).catch(() => undefined) })));
     const snapshots: RankSnapshot[] = [];
     const missing: string[] = [];
     let dropped = 0;
     const offCycle: OffCycleLog[] = [];
-    answers.forEach((answer, i) => {
+    for (const { handle, answer } of answers) {
       if (answer === undefined) {
-        missing.push((handles[i] as RemoteRankHandle).rankName);
-        return;
+        missing.push(handle.rankName);
+        continue;
       }
       snapshots.push(answer);
       dropped += answer.droppedKeyRecords;
       if (answer.offCycle !== undefined) offCycle.push(...answer.offCycle);
-    });
+    }
     if (missing.length > 0) this.stats.incompleteFlushes++;
-    const states = mergeRankKeyStates(snapshots, request.step);
-    const sendMembers = this.sentMembersVersion !== this.membersVersion;
+    const states = this.merge(snapshots, request.step);
+    const sendMembers = this.sentMembersVersion !== version;
     const header: Omit<HostStatesHeader, "session"> = {
       ...hostEnvelope(runId),
       t: "hostStates",
@@ -183,7 +199,7 @@ export class HostAgent implements RankRegistry {
       host: hostId,
       reporting: snapshots.length,
       missing,
-      mv: this.membersVersion,
+      mv: version,
       ...(sendMembers ? { ranks: handles.map((h) => h.rankName) } : {}),
       dropped,
       ...(offCycle.length > 0 ? { offCycle } : {}),
@@ -193,10 +209,25 @@ export class HostAgent implements RankRegistry {
       this.nc.publish(msg.reply, frame);
       this.stats.flushes++;
       this.stats.bytesOut += frame.length;
-      if (sendMembers) this.sentMembersVersion = this.membersVersion;
+      if (sendMembers) this.sentMembersVersion = version;
     } catch (error) {
       reportError("host.flushAnswer", `host agent ${hostId} could not answer flush(${request.step}): ${describeError(error)}`);
     }
+  }
+
+  /**
+   * The ranks' states merged exactly: straight from their frames' columns when every answer came
+   * as a frame (`FrameMerger`), else (a JSON answer, a carried late one, a key in two reductions)
+   * `mergeRankKeyStates` — the same result either way.
+   */
+  private merge(snapshots: readonly RankSnapshot[], step: number): KeyState[] {
+    if (snapshots.every((s) => s instanceof FramedSnapshot)) {
+      this.merger.begin();
+      for (const s of snapshots) if (s instanceof FramedSnapshot) this.merger.add(s.frame);
+      const merged = this.merger.result();
+      if (merged !== undefined) return merged;
+    }
+    return mergeRankKeyStates(snapshots, step);
   }
 
   private async onControl(msg: Msg): Promise<void> {

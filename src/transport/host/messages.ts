@@ -83,7 +83,7 @@ export function hostEnvelope(run: string): { proto: string; v: number; run: stri
   return { proto: PROTO, v: PROTOCOL_VERSION, run };
 }
 
-const isId = (value: unknown): boolean => Number.isInteger(value) && (value as number) >= 0;
+const isId = (value: unknown): boolean => typeof value === "number" && Number.isInteger(value) && value >= 0;
 const isName = (value: unknown): value is string => typeof value === "string" && value.length > 0;
 const isNames = (value: unknown): boolean => Array.isArray(value) && value.every(isName);
 

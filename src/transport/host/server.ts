@@ -11,7 +11,7 @@ import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/met
 import type { KeyState } from "../../core/collector.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import type { OffCycleLog, RankGroupHandle, RankGroupSnapshot, RankInit } from "../protocol/types.js";
-import { connectTo, unrefSocket, unrefWhileIdle } from "../controller/nats.js";
+import { connectTo, unrefSocket, unrefWhileIdle } from "../controller/nats-connection.js";
 import { checkEnvelope, reportIgnored } from "../protocol/messages.js";
 import { DEFAULT_REQUEST_DEADLINE_MS, nextRequestId, RankClosedError, RankDeadlineError } from "../controller/remote-rank.js";
 import { isWireFrame, StateDecoder, WireFormatError } from "../wire/codec.js";
@@ -25,6 +25,13 @@ export interface ServeHostsOverNatsOptions {
   logger?: MetricLogger;
   /** How long to try the first connection (default 5 s). */
   connectTimeoutMs?: number;
+  /**
+   * A host whose agent missed this many flushes in a row is gone for good: it is no longer asked
+   * (nor its ranks expected or named missing), it is warned about by name and counted
+   * (`HostServerStats.goneHosts`, `HostServer.goneHostIds`). It is asked again as soon as its
+   * agent (or a replacement) registers or answers. Default 10.
+   */
+  maxMissedFlushes?: number;
 }
 
 /** What the host layer of this controller received (for benchmarks and health pages). */
@@ -37,6 +44,8 @@ export interface HostServerStats {
   lateValues: number;
   /** States a frame carried for keys whose definition was lost with an earlier frame (not logged, counted; the host resends its table). */
   lostStates: number;
+  /** Hosts found gone for good (missed `maxMissedFlushes` in a row), counted each time. */
+  goneHosts: number;
 }
 
 /** The ranks of one host, reached through its agent. */
@@ -72,6 +81,7 @@ export class HostHandle implements RankGroupHandle {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
+        this.server.missedFlush(this);
         reject(new RankDeadlineError(`host ${this.hostId} did not answer flush(${step}) within ${deadlineMs} ms`));
       }, deadlineMs);
       this.pending.set(id, { step, resolve, reject, timer });
@@ -121,6 +131,7 @@ export class HostHandle implements RankGroupHandle {
     }
     const pending = this.pending.get(header.id);
     const states = this.decoder.toKeyStates(frame);
+    this.server.answered(this);
     if (pending === undefined || pending.step !== header.step) {
       // Too late for its flush: carried into this host's next flush (exact merges make that
       // correct), as a rank's late answer is (RemoteRankHandle).
@@ -154,7 +165,10 @@ export class HostServer {
   private currentFlush: { step: number; id: number } | null = null;
   private readonly resync = new Set<string>();
   private closing = false;
-  readonly stats: HostServerStats = { frames: 0, frameBytes: 0, lateFrames: 0, lateValues: 0, lostStates: 0 };
+  /** Flushes missed in a row, by host; hosts gone for good (no longer asked). */
+  private readonly missed = new Map<string, number>();
+  private readonly gone = new Set<string>();
+  readonly stats: HostServerStats = { frames: 0, frameBytes: 0, lateFrames: 0, lateValues: 0, lostStates: 0, goneHosts: 0 };
 
   /** @internal use `serveHostsOverNats` */
   constructor(
@@ -162,6 +176,7 @@ export class HostServer {
     readonly runId: string,
     private readonly nc: NatsConnection,
     private readonly logger: MetricLogger,
+    private readonly maxMissedFlushes = 10,
   ) {
     const s = hostSubjects(runId);
     this.inbox = createInbox(`rankscope.${runId}.ctlh`);
@@ -179,6 +194,42 @@ export class HostServer {
   /** Ids of the hosts registered. */
   get hostIds(): string[] {
     return [...this.hosts.keys()];
+  }
+
+  /** Ids of the hosts gone for good (missed `maxMissedFlushes` flushes in a row; asked again once they register or answer). */
+  get goneHostIds(): string[] {
+    return [...this.gone];
+  }
+
+  /** @internal a host's agent did not answer a flush by its deadline. */
+  missedFlush(handle: HostHandle): void {
+    const missed = (this.missed.get(handle.hostId) ?? 0) + 1;
+    this.missed.set(handle.hostId, missed);
+    if (missed < this.maxMissedFlushes || this.gone.has(handle.hostId) || this.hosts.get(handle.hostId) !== handle) return;
+    if (!this.logger.deregisterRank(handle.rankName, handle)) return;
+    this.gone.add(handle.hostId);
+    this.stats.goneHosts++;
+    warn(
+      `host.gone:${handle.hostId}`,
+      `host ${handle.hostId} missed ${missed} flushes in a row: it is gone for good, no longer asked and its ranks (${handle.memberRanks().join(", ") || "none known"}) no longer expected; it is asked again once its agent registers or answers`,
+    );
+  }
+
+  /** @internal a host's agent answered: a host gone for good is asked again. */
+  answered(handle: HostHandle): void {
+    this.missed.set(handle.hostId, 0);
+    if (this.gone.has(handle.hostId)) void this.readmit(handle);
+  }
+
+  private async readmit(handle: HostHandle): Promise<void> {
+    if (!this.gone.delete(handle.hostId)) return;
+    this.missed.set(handle.hostId, 0);
+    warn(`host.back:${handle.hostId}`, `host ${handle.hostId} is back: it is asked at flush again`);
+    try {
+      await this.logger.registerRank(handle);
+    } catch (error) {
+      reportError(`host.readmit:${handle.hostId}`, `host ${handle.hostId} answered again but could not be admitted again: ${describeError(error)}`);
+    }
   }
 
   /** The handle of a registered host. */
@@ -253,6 +304,8 @@ export class HostServer {
     };
     // A host that registers again (its agent restarted) keeps its handle: the logger still knows it,
     // and the new agent's frames start a new key-table session by themselves.
+    this.gone.delete(message.host);
+    this.missed.set(message.host, 0);
     let handle = this.hosts.get(message.host);
     if (handle === undefined) {
       handle = new HostHandle(message.host, this);
@@ -274,6 +327,8 @@ export class HostServer {
     const handle = this.hosts.get(message.host);
     if (handle === undefined) return;
     this.hosts.delete(message.host);
+    this.gone.delete(message.host);
+    this.missed.delete(message.host);
     this.logger.deregisterRank(handle.rankName, handle);
     handle.close(`left the run (${message.reason})`);
   }
@@ -335,8 +390,10 @@ export async function serveHostsOverNats(options: ServeHostsOverNatsOptions): Pr
     throw new TypeError(`serveHostsOverNats takes { url: "nats://host:port[,nats://…]", logger? }`);
   }
   const logger = options.logger ?? (await getOrCreateMetricLogger());
+  const maxMissed = options.maxMissedFlushes ?? 10;
+  if (!Number.isInteger(maxMissed) || maxMissed < 1) throw new TypeError(`serveHostsOverNats: maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
   const nc = await connectTo(options.url, `rankscope-controller-hosts-${logger.runId}`, options.connectTimeoutMs ?? 5000);
-  const server = new HostServer(options.url, logger.runId, nc, logger);
+  const server = new HostServer(options.url, logger.runId, nc, logger, maxMissed);
   logger.onShutdown(() => server.close());
   return server;
 }

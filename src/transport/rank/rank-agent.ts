@@ -10,7 +10,7 @@ import { describeError, reportError } from "../../core/diagnostics.js";
 import type { RankSnapshot } from "../protocol/types.js";
 import type { RankRuntime } from "./runtime.js";
 import { decodeProtocolMessage, encodeProtocolMessage, PROTOCOL_VERSION, reportIgnored, type ControllerRequest, type RankMessage } from "../protocol/messages.js";
-import { StateEncoder, WIRE_VERSION } from "../wire/codec.js";
+import { frameKeyStates, StateDecoder, StateEncoder, WIRE_VERSION, type FrameHeader, type KeyTable } from "../wire/codec.js";
 
 /** Sends one encoded message; the carrier decides where (a port, IPC, a NATS reply subject). */
 export type SendText = (text: string) => void;
@@ -33,17 +33,31 @@ export interface RankAgentOptions {
 export const KEPT_FLUSH_ANSWERS = 16;
 export const KEPT_FLUSH_STATES = 20_000;
 
+/** A flush answer kept as the frame it was sent as (read again with its key table only if asked to resend it). */
+interface KeptFrame {
+  readonly seq: number;
+  readonly step: number;
+  readonly droppedKeyRecords: number;
+  readonly bytes: Uint8Array;
+  readonly table: KeyTable;
+  readonly stateCount: number;
+}
+
+type FlushRequest = ControllerRequest & { t: "flush" };
+
 /** Answers the controller's requests for one rank. */
 export class RankAgent {
   /** Flush answers so far; each answer carries its number (`seq`). */
   private seq = 0;
-  private readonly kept: RankSnapshot[] = [];
+  private readonly kept: Array<RankSnapshot | KeptFrame> = [];
   private keptStates = 0;
   private module: Record<string, unknown> = {};
   private shuttingDown = false;
   private helloListener: ((controller: string) => void) | undefined;
   /** Key table of the flush answers sent as wire frames (created at the first one). */
   private frameEncoder: StateEncoder | undefined;
+  /** The request whose `resync` reset the key table last (a request resets it once). */
+  private resetFor = -1;
 
   constructor(private readonly options: RankAgentOptions) {}
 
@@ -84,17 +98,17 @@ export class RankAgent {
       reportIgnored("malformed", `rank ${this.rankName} received a "${message.t}" message, which only the controller takes`);
       return;
     }
-    const request = message as ControllerRequest;
-    let answer: RankMessage;
+    const request: ControllerRequest = message;
+    let answer: RankMessage | Uint8Array;
     try {
-      answer = await this.answer(request);
+      answer = replyFrame !== undefined && request.t === "flush" && request.wire === WIRE_VERSION ? await this.flushFrame(request) : await this.answer(request);
     } catch (error) {
       answer = { t: "reply", id: request.id, rankName: this.rankName, ok: false, error: describeError(error) };
     }
     try {
-      const frame = replyFrame !== undefined && request.t === "flush" ? this.frameOf(request, answer) : undefined;
-      if (frame !== undefined) (replyFrame as SendFrame)(frame);
-      else reply(this.encode(answer));
+      const frame = answer instanceof Uint8Array ? answer : replyFrame !== undefined && request.t === "flush" ? this.frameOf(request, answer) : undefined;
+      if (frame !== undefined && replyFrame !== undefined) replyFrame(frame);
+      else if (!(answer instanceof Uint8Array)) reply(this.encode(answer));
     } catch (error) {
       reportError("transport.replyFailed", `rank ${this.rankName} could not answer "${request.t}": ${describeError(error)}`);
     }
@@ -113,17 +127,13 @@ export class RankAgent {
         return ok;
       case "flush": {
         const snapshot: RankSnapshot = { ...(await runtime.flush(request.step)), seq: ++this.seq };
-        this.kept.push(snapshot);
-        this.keptStates += snapshot.states.length;
-        while (this.kept.length > 1 && (this.kept.length > KEPT_FLUSH_ANSWERS || this.keptStates > KEPT_FLUSH_STATES)) {
-          this.keptStates -= (this.kept.shift() as RankSnapshot).states.length;
-        }
+        this.keep(snapshot, snapshot.states.length);
         return { ...ok, snapshot };
       }
       case "resend": {
-        const snapshot = this.kept.find((s) => s.seq === request.seq);
-        if (snapshot === undefined) throw new Error(`flush answer ${request.seq} is no longer kept (a rank keeps its last ${KEPT_FLUSH_ANSWERS})`);
-        return { ...ok, snapshot };
+        const kept = this.kept.find((s) => s.seq === request.seq);
+        if (kept === undefined) throw new Error(`flush answer ${request.seq} is no longer kept (a rank keeps its last ${KEPT_FLUSH_ANSWERS})`);
+        return { ...ok, snapshot: "bytes" in kept ? this.snapshotOf(kept) : kept };
       }
       case "shutdown":
         await runtime.shutdown();
@@ -149,18 +159,69 @@ export class RankAgent {
   }
 
   /**
+   * A flush asked for as a wire frame: the states go straight from the collector's accumulators
+   * into the frame when the answer is the collector's values alone (`RankRuntime.flushFrame`);
+   * otherwise the answer is the snapshot, framed by `frameOf` (or JSON).
+   */
+  private async flushFrame(request: FlushRequest): Promise<RankMessage | Uint8Array> {
+    const encoder = this.encoderFor(request);
+    let seq = 0;
+    const flushed = await this.options.runtime.flushFrame(request.step, undefined, (entries, dropped) => {
+      // Numbered when taken (synchronously), as the JSON answers are.
+      const frame = encoder.encodeTaking(this.frameHeader(request.id, request.step, this.seq + 1, dropped), entries);
+      seq = ++this.seq;
+      return frame;
+    });
+    if ("bytes" in flushed) {
+      this.keep({ seq, step: flushed.step, droppedKeyRecords: flushed.droppedKeyRecords, bytes: flushed.bytes, table: encoder.table, stateCount: encoder.lastFrameStates }, encoder.lastFrameStates);
+      return flushed.bytes;
+    }
+    const snapshot: RankSnapshot = { ...flushed, seq: ++this.seq };
+    this.keep(snapshot, snapshot.states.length);
+    return { t: "reply", id: request.id, rankName: this.rankName, ok: true, snapshot };
+  }
+
+  /** Keep a flush answer for a resend (the last few, bounded by their states; the newest always). */
+  private keep(answer: RankSnapshot | KeptFrame, states: number): void {
+    this.kept.push(answer);
+    this.keptStates += states;
+    while (this.kept.length > 1 && (this.kept.length > KEPT_FLUSH_ANSWERS || this.keptStates > KEPT_FLUSH_STATES)) {
+      const dropped = this.kept.shift();
+      if (dropped !== undefined) this.keptStates -= "bytes" in dropped ? dropped.stateCount : dropped.states.length;
+    }
+  }
+
+  /** A kept frame as the snapshot it stands for (read with the key table it was written with). */
+  private snapshotOf(kept: KeptFrame): RankSnapshot {
+    const states = frameKeyStates(StateDecoder.holding(kept.table).decode(kept.bytes));
+    return { rankName: this.rankName, step: kept.step, seq: kept.seq, states, droppedKeyRecords: kept.droppedKeyRecords };
+  }
+
+  /** The key-table encoder of this rank's frames, reset when the request asks this rank to resync. */
+  private encoderFor(request: FlushRequest): StateEncoder {
+    this.frameEncoder ??= new StateEncoder();
+    if (request.resync?.includes(this.rankName) === true && this.resetFor !== request.id) {
+      this.frameEncoder.reset();
+      this.resetFor = request.id;
+    }
+    return this.frameEncoder;
+  }
+
+  private frameHeader(id: number, step: number, seq: number, dropped: number): Omit<FrameHeader, "session"> {
+    return { proto: "rankscope", v: PROTOCOL_VERSION, run: this.options.runId, t: "reply", id, rankName: this.rankName, ok: true, step, seq, dropped };
+  }
+
+  /**
    * The flush answer as a wire frame, when the request asked for this wire version; undefined
    * (answer in JSON) otherwise, for off-cycle logs, or when a key cannot be framed.
    */
-  private frameOf(request: ControllerRequest & { t: "flush" }, answer: RankMessage): Uint8Array | undefined {
+  private frameOf(request: FlushRequest, answer: RankMessage): Uint8Array | undefined {
     if (request.wire !== WIRE_VERSION || answer.t !== "reply" || !answer.ok || answer.snapshot === undefined) return undefined;
     const snapshot = answer.snapshot;
     if (snapshot.offCycle !== undefined && snapshot.offCycle.length > 0) return undefined;
-    this.frameEncoder ??= new StateEncoder();
-    if (request.resync?.includes(this.rankName) === true) this.frameEncoder.reset();
-    const header = { proto: "rankscope", v: PROTOCOL_VERSION, run: this.options.runId, t: "reply", id: answer.id, rankName: this.rankName, ok: true, step: snapshot.step, seq: snapshot.seq, dropped: snapshot.droppedKeyRecords };
+    const encoder = this.encoderFor(request);
     try {
-      return this.frameEncoder.encode(header, snapshot.states);
+      return encoder.encode(this.frameHeader(answer.id, snapshot.step, snapshot.seq ?? 0, snapshot.droppedKeyRecords), snapshot.states);
     } catch {
       // A key too long for the frame's length fields: this answer goes as JSON, which carries any key.
       return undefined;

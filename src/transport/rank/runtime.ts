@@ -9,7 +9,7 @@
 import { registerDrain } from "../../core/lifecycle.js";
 import type { BackendContext } from "../../backends/backend.js";
 import { DEFAULT_PROCESS_NAME, type RankIdentity } from "../../core/rank-identity.js";
-import { getCollector, type Collector, type MetricEntry, type StreamProducer } from "../../core/collector.js";
+import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../../core/collector.js";
 import type { StreamRecord } from "../../core/metric.js";
 import { reportError } from "../../core/diagnostics.js";
 import { peekProcessWide, processWide, setProcessWide } from "../../core/process-wide.js";
@@ -22,6 +22,21 @@ import { validateBackendsConfig, type ValidatedBackend } from "../../controller/
 import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
 
 export type { OffCycleLog, RankHandle, RankInit, RankSnapshot, RunInfo } from "../protocol/types.js";
+
+/**
+ * Writes a flush answer straight from the collector's entries (see `RankRuntime.flushFrame`):
+ * takes every entry with values, or throws having taken nothing.
+ */
+export type FrameWriter = (entries: readonly MetricEntry[], droppedKeyRecords: number) => Uint8Array;
+
+/** A flush answered as a wire frame (`RankRuntime.flushFrame`). */
+export interface FramedFlush {
+  readonly rankName: string;
+  readonly step: number;
+  readonly droppedKeyRecords: number;
+  /** The frame: the answer's bytes. */
+  readonly bytes: Uint8Array;
+}
 
 /** At most this many off-cycle logs wait for the next flush; older ones are dropped and counted. */
 export const MAX_PENDING_OFF_CYCLE = 1000;
@@ -137,15 +152,55 @@ export class RankRuntime {
    * the per-rank backends, and return them for the controller.
    */
   async flush(step: number, deadlineMs?: number): Promise<RankSnapshot> {
+    await this.beforeTake();
+    return this.flushTaken(step, deadlineMs, this.collector.takeStates(), this.takeUndelivered());
+  }
+
+  /**
+   * A flush answered as one wire frame. When the answer is this collector's values alone — no
+   * per-rank reduce backend to log them, no worker thread to gather, no backend's undelivered
+   * count, no off-cycle log — `write` takes them straight from the accumulators into the frame
+   * (`StateEncoder.encodeTaking`: no state object per key) and this returns the frame. Otherwise,
+   * or when `write` throws (it must take nothing then), it flushes as `flush` does and returns the
+   * snapshot.
+   */
+  async flushFrame(step: number, deadlineMs: number | undefined, write: FrameWriter): Promise<RankSnapshot | FramedFlush> {
+    await this.beforeTake();
+    const undelivered = this.takeUndelivered();
+    const own = this.collector === getCollector();
+    const gatherer = own ? workerGatherer() : undefined;
+    if (undelivered.length === 0 && this.reduceBackends.size === 0 && (gatherer === undefined || gatherer.quiet) && (!own || offCycleQueue().length === 0)) {
+      const droppedKeyRecords = this.collector.droppedKeyRecords + (gatherer?.droppedKeyRecords ?? 0);
+      let frame: Uint8Array | undefined;
+      try {
+        frame = write(this.collector.entriesInKeyOrder(), droppedKeyRecords);
+      } catch {
+        // Nothing was taken (a key too long for the frame): the states go as objects below.
+      }
+      if (frame !== undefined) {
+        this.collector.step = step + 1;
+        return { rankName: this.identity.rankName, step, droppedKeyRecords, bytes: frame };
+      }
+    }
+    return this.flushTaken(step, deadlineMs, this.collector.takeStates(), undelivered);
+  }
+
+  /** Raw values recorded before this flush reach the per_rank_no_reduce backends first. */
+  private async beforeTake(): Promise<void> {
     if (this.usesStreamRing) {
-      // Raw values recorded before this flush reach the per_rank_no_reduce backends first, so a
-      // step's stream lines come before the next step's (bounded: the flush has a deadline).
+      // So a step's stream lines come before the next step's (bounded: the flush has a deadline).
       await flushStream(STREAM_FLUSH_WAIT_MS);
     }
     recordStreamDropped(this.collector);
-    let states = this.collector.takeStates();
-    // What this rank's backends missed since the last flush (rankscope/backend_undelivered/{name}), summed over ranks.
-    const undelivered = [...this.reduceBackends.takeUndeliveredStates(), ...this.streamBackends.takeUndeliveredStates()];
+  }
+
+  /** What this rank's backends missed since the last flush (rankscope/backend_undelivered/{name}), summed over ranks. */
+  private takeUndelivered(): KeyState[] {
+    return [...this.reduceBackends.takeUndeliveredStates(), ...this.streamBackends.takeUndeliveredStates()];
+  }
+
+  private async flushTaken(step: number, deadlineMs: number | undefined, taken: KeyState[], undelivered: readonly KeyState[]): Promise<RankSnapshot> {
+    let states = taken;
     if (undelivered.length > 0) {
       states.push(...undelivered);
       states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));

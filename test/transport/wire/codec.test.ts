@@ -15,7 +15,7 @@ const HEADER = { proto: "rankscope", v: 1, run: "r1", t: "states" };
 
 const value = fc.oneof(
   { weight: 8, arbitrary: fc.double({ noNaN: false }) },
-  { weight: 1, arbitrary: fc.constantFrom(NaN, Infinity, -Infinity, 0, 1e308, -5e-324) },
+  { weight: 1, arbitrary: fc.constantFrom(NaN, Infinity, -Infinity, 0, -0, 1e308, -5e-324) },
   { weight: 2, arbitrary: fc.integer({ min: -1000, max: 1000 }) },
 );
 const record = fc.record({ key: fc.integer({ min: 0, max: 40 }), value, sample: fc.boolean() });
@@ -44,7 +44,7 @@ test("a frame decodes to exactly the states it was written from, over several fl
         assert.equal(decoded.unknownKeys, 0);
         assert.equal(decoded.tableGap, false);
         assert.equal(decoded.header.run, "r1");
-        // JSON turns -0 into 0 in the fallback section, exactly as the JSON protocol does.
+        // JSON turns -0 into 0 in the fallback section (histograms, samples), exactly as the JSON protocol does.
         assert.deepStrictEqual(decoder.toKeyStates(decoded), withoutNegativeZeroInJson(states));
       }
     }),
@@ -52,9 +52,9 @@ test("a frame decodes to exactly the states it was written from, over several fl
   );
 });
 
-/** The states as they come back: binary sections keep -0, the JSON section (sketches, samples) writes it as 0. */
+/** The states as they come back: binary sections (sketches too) keep -0, the JSON section (histograms, samples) writes it as 0. */
 function withoutNegativeZeroInJson(states: readonly KeyState[]): KeyState[] {
-  const binary = new Set(["mean", "sum", "max", "min", "std"]);
+  const binary = new Set(["mean", "sum", "max", "min", "std", "quantiles", "quantiles(0.5,0.99)"]);
   return states.map((s) => (binary.has(s.reduce) ? s : { ...s, state: JSON.parse(JSON.stringify(s.state, (_k, v: unknown) => (typeof v === "number" && !Number.isFinite(v) ? { $nf: String(v) } : v)), (_k, v: unknown) => (v !== null && typeof v === "object" && "$nf" in v ? Number((v as { $nf: string }).$nf) : v)) }));
 }
 

@@ -1,0 +1,277 @@
+/**
+ * The receiver's side of the wire format (see `format.ts`): the sender's key table, and frame
+ * decoding into columns (typed arrays over the frame's own bytes where they are aligned).
+ */
+import type { KeyState } from "../../core/collector.js";
+import { decodeMessage } from "../../core/json.js";
+import type { AccumulatorState } from "../../core/reduce.js";
+import { readSketches } from "./sketch.js";
+import { FIXED, FLAG_F64_COUNTS, FLAG_U32_IDS, isWireFrame, pad8, parseHeader, SectionKind, sectionKindOf, utf8Decoder, WIRE_VERSION, WireFormatError, type FrameHeader, type KeyTable } from "./format.js";
+
+/** One decoded frame: its header and its states, in columns. */
+export interface DecodedFrame {
+  readonly header: FrameHeader;
+  readonly sections: readonly DecodedSection[];
+  /** The key table the sections' ids index (the sender's session at this frame). */
+  readonly table: KeyTable;
+  /** States whose key id this decoder does not know (a frame of the session was lost): not decoded, counted here. */
+  readonly unknownKeys: number;
+  /** Number of states in the frame. */
+  readonly stateCount: number;
+  /** True when the frame continues a table this decoder does not fully hold: ask the sender to resend it (`StateEncoder.reset`). */
+  readonly tableGap: boolean;
+}
+
+/** One section of a decoded frame. `ids` index the frame's `table`. */
+export interface DecodedSection {
+  readonly kind: SectionKind;
+  readonly ids: Uint32Array<ArrayBufferLike>;
+  readonly counts: Float64Array<ArrayBufferLike>;
+  /** SUM: sums; EXTREME: values; MOMENTS: means. */
+  readonly a: Float64Array<ArrayBufferLike>;
+  /** MOMENTS: M2. */
+  readonly b: Float64Array<ArrayBufferLike>;
+  /** JSON and SKETCH: the states, in the order of `ids`. */
+  readonly states: readonly AccumulatorState[];
+}
+
+const EMPTY_F64: Float64Array<ArrayBufferLike> = new Float64Array(0);
+
+function isAccumulatorState(value: unknown): value is AccumulatorState {
+  return value !== null && typeof value === "object" && "v" in value && "count" in value && typeof value.v === "number" && typeof value.count === "number";
+}
+
+/** The receiver's side of one connection: the sender's key table, and frame decoding. */
+export class StateDecoder {
+  private keyList: string[] = [];
+  private reduceList: string[] = [];
+  private sessionId: string | undefined;
+
+  /**
+   * A decoder that already holds `table` (e.g. to read again a frame its own sender kept: the
+   * sender's `StateEncoder.table`).
+   */
+  static holding(table: KeyTable): StateDecoder {
+    const decoder = new StateDecoder();
+    decoder.sessionId = table.session;
+    decoder.keyList = [...table.keys];
+    decoder.reduceList = [...table.reduces];
+    return decoder;
+  }
+
+  /** Keys by id, in the current session. */
+  get keys(): readonly string[] {
+    return this.keyList;
+  }
+
+  /** Reduce names by id. */
+  get reduces(): readonly string[] {
+    return this.reduceList;
+  }
+
+  /** The sender's session this decoder holds a table for. */
+  get session(): string | undefined {
+    return this.sessionId;
+  }
+
+  /**
+   * Read a frame. Its key definitions are absorbed even when the caller then discards the values
+   * (a late frame), so the table stays in step with the sender. Throws `WireFormatError`.
+   */
+  decode(data: Uint8Array): DecodedFrame {
+    try {
+      return this.read(data);
+    } catch (error) {
+      if (error instanceof WireFormatError) throw error;
+      // Whatever else a corrupted frame trips over is still a malformed frame, never a crash.
+      throw new WireFormatError(`the frame cannot be read (${error instanceof Error ? error.message : String(error)})`);
+    }
+  }
+
+  /**
+   * The decoded states of a frame as `KeyState`s, sorted by key unless `sort` is false (a caller
+   * that merges them with `mergeRankKeyStates`, which sorts its result, skips the sort).
+   */
+  toKeyStates(frame: DecodedFrame, sort = true): KeyState[] {
+    return frameKeyStates(frame, sort);
+  }
+
+  private read(data: Uint8Array): DecodedFrame {
+    if (!isWireFrame(data)) throw new WireFormatError("not a rankscope wire frame (bad magic)");
+    if (data.length < FIXED) throw new WireFormatError(`frame of ${data.length} bytes is shorter than its fixed header (${FIXED})`);
+    // Work on an 8-aligned copy so the columns can be read as typed arrays (`new Uint8Array(x)`
+    // copies; a Node Buffer's `slice` would not).
+    const buffer = data.byteOffset % 8 === 0 ? data.buffer : new Uint8Array(data).buffer;
+    const start = data.byteOffset % 8 === 0 ? data.byteOffset : 0;
+    const view = new DataView(buffer, start, data.length);
+    const end = data.length;
+    const version = view.getUint8(4);
+    if (version !== WIRE_VERSION) throw new WireFormatError(`wire version ${version}; this process reads version ${WIRE_VERSION}`);
+    const flags = view.getUint8(5);
+    const sectionCount = view.getUint16(6, true);
+    const base = view.getUint32(8, true);
+    const newKeys = view.getUint32(12, true);
+    const headerLength = view.getUint32(16, true);
+    const need = (offset: number, bytes: number, what: string): void => {
+      if (offset + bytes > end) throw new WireFormatError(`${what} runs past the end of the frame (${offset + bytes} > ${end} bytes)`);
+    };
+    need(FIXED, headerLength, "the header");
+    const header = parseHeader(new Uint8Array(buffer, start + FIXED, headerLength));
+    if (header.session !== this.sessionId) {
+      // A new session (a restarted sender, or a table reset): a fresh table from id 0 (new arrays,
+      // so frames decoded earlier keep theirs).
+      this.sessionId = header.session;
+      this.keyList = [];
+      this.reduceList = [];
+    }
+    let offset = FIXED + headerLength;
+    const definitions: Array<[string, string]> = [];
+    for (let i = 0; i < newKeys; i++) {
+      need(offset, 2, "a key definition");
+      const keyLength = view.getUint16(offset, true);
+      need(offset + 2, keyLength + 1, "a key definition");
+      const key = utf8(new Uint8Array(buffer, start + offset + 2, keyLength), "a key");
+      offset += 2 + keyLength;
+      const reduceLength = view.getUint8(offset);
+      need(offset + 1, reduceLength, "a reduce name");
+      const reduce = utf8(new Uint8Array(buffer, start + offset + 1, reduceLength), "a reduce name");
+      offset += 1 + reduceLength;
+      if (key.length === 0 || reduce.length === 0) throw new WireFormatError("a key definition has an empty key or reduce name");
+      definitions.push([key, reduce]);
+    }
+    // Definitions continue the table; ones we already hold (a resent frame) are skipped.
+    const keys = this.keyList;
+    const tableGap = base > keys.length;
+    if (!tableGap) {
+      for (let i = keys.length - base; i < definitions.length; i++) {
+        const [key, reduce] = definitions[i] ?? ["", ""];
+        keys.push(key);
+        this.reduceList.push(reduce);
+      }
+    }
+    offset = pad8(offset);
+    const idBytes = (flags & FLAG_U32_IDS) !== 0 ? 4 : 2;
+    const countBytes = (flags & FLAG_F64_COUNTS) !== 0 ? 8 : 4;
+    const sections: DecodedSection[] = [];
+    let unknownKeys = 0;
+    let stateCount = 0;
+    for (let s = 0; s < sectionCount; s++) {
+      need(offset, 8, "a section header");
+      const kindByte = view.getUint8(offset);
+      const kind = sectionKindOf(kindByte);
+      if (kind === undefined) throw new WireFormatError(`unknown section kind ${kindByte}`);
+      const m = view.getUint32(offset + 4, true);
+      offset += 8;
+      need(offset, pad8(m * idBytes) + pad8(m * countBytes), "a section's ids and counts");
+      const rawIds = idBytes === 4 ? new Uint32Array(buffer, start + offset, m) : new Uint16Array(buffer, start + offset, m);
+      offset += pad8(m * idBytes);
+      const rawCounts = countBytes === 8 ? new Float64Array(buffer, start + offset, m) : new Uint32Array(buffer, start + offset, m);
+      offset += pad8(m * countBytes);
+      let a = EMPTY_F64;
+      let b = EMPTY_F64;
+      const states: AccumulatorState[] = [];
+      if (kind === SectionKind.Json) {
+        need(offset, 4, "a JSON section's length");
+        const length = view.getUint32(offset, true);
+        need(offset + 4, length, "a JSON section");
+        let parsed: unknown;
+        try {
+          parsed = decodeMessage(utf8Decoder.decode(new Uint8Array(buffer, start + offset + 4, length)));
+        } catch {
+          throw new WireFormatError("a JSON section is not valid JSON");
+        }
+        if (!Array.isArray(parsed) || parsed.length !== m) throw new WireFormatError(`a JSON section must hold ${m} states`);
+        for (const state of parsed) {
+          if (!isAccumulatorState(state)) throw new WireFormatError("a JSON state must carry v and count");
+          states.push(state);
+        }
+        offset += pad8(4 + length);
+      } else if (kind === SectionKind.Sketch) {
+        offset = readSketches(buffer, start, offset, m, rawCounts, states, need);
+      } else {
+        const columns = kind === SectionKind.Moments ? 2 : 1;
+        need(offset, m * 8 * columns, "a section's values");
+        a = new Float64Array(buffer, start + offset, m);
+        offset += m * 8;
+        if (columns === 2) {
+          b = new Float64Array(buffer, start + offset, m);
+          offset += m * 8;
+        }
+      }
+      // Keep only states whose key we know (after a lost frame some may be unknown: counted).
+      const ids = new Uint32Array(m);
+      const counts = new Float64Array(m);
+      let known = 0;
+      for (let i = 0; i < m; i++) {
+        const id = rawIds[i] ?? 0;
+        if (id >= keys.length) {
+          unknownKeys++;
+          continue;
+        }
+        ids[known] = id;
+        counts[known] = rawCounts[i] ?? 0;
+        known++;
+      }
+      stateCount += m;
+      if (known === m) {
+        sections.push({ kind, ids, counts, a, b, states });
+        continue;
+      }
+      const kept: number[] = [];
+      for (let i = 0; i < m; i++) if ((rawIds[i] ?? 0) < keys.length) kept.push(i);
+      const pick = (column: Float64Array<ArrayBufferLike>): Float64Array<ArrayBufferLike> => (column.length === 0 ? column : Float64Array.from(kept, (i) => column[i] ?? 0));
+      sections.push({ kind, ids: ids.slice(0, known), counts: counts.slice(0, known), a: pick(a), b: pick(b), states: states.filter((_s, i) => (rawIds[i] ?? 0) < keys.length) });
+    }
+    if (offset !== end) throw new WireFormatError(`the frame is ${end} bytes but its sections end at byte ${offset}`);
+    const table: KeyTable = { session: header.session, keys, reduces: this.reduceList };
+    return { header, sections, table, unknownKeys, stateCount, tableGap: tableGap || unknownKeys > 0 };
+  }
+}
+
+/**
+ * The decoded states of a frame as `KeyState`s, sorted by key unless `sort` is false (a caller
+ * that merges them with `mergeRankKeyStates`, which sorts its result, skips the sort).
+ */
+export function frameKeyStates(frame: DecodedFrame, sort = true): KeyState[] {
+  const out: KeyState[] = [];
+  const { keys, reduces } = frame.table;
+  for (const section of frame.sections) {
+    const { ids, counts, a, b } = section;
+    for (let i = 0; i < ids.length; i++) {
+      const id = ids[i] ?? 0;
+      const key = keys[id] ?? "";
+      const reduce = reduces[id] ?? "";
+      const count = counts[i] ?? 0;
+      let state: AccumulatorState;
+      switch (section.kind) {
+        case SectionKind.Sum:
+          state = sumState(count, a[i] ?? 0);
+          break;
+        case SectionKind.Extreme:
+          state = extremeState(count, a[i] ?? 0);
+          break;
+        case SectionKind.Moments:
+          state = momentsState(count, a[i] ?? 0, b[i] ?? 0);
+          break;
+        default:
+          state = section.states[i] ?? { v: 1, count: 0 };
+      }
+      out.push({ key, reduce, state });
+    }
+  }
+  if (sort) out.sort((x, y) => (x.key < y.key ? -1 : x.key > y.key ? 1 : 0));
+  return out;
+}
+
+/** The version-1 state of MEAN/SUM (`SumState`), of MAX/MIN (`ExtremeState`), of STD (`MomentsState`). */
+export const sumState = (count: number, sum: number): AccumulatorState & { readonly sum: number } => ({ v: 1, count, sum });
+export const extremeState = (count: number, value: number): AccumulatorState & { readonly value: number } => ({ v: 1, count, value });
+export const momentsState = (count: number, mean: number, m2: number): AccumulatorState & { readonly mean: number; readonly m2: number } => ({ v: 1, count, mean, m2 });
+
+function utf8(bytes: Uint8Array, what: string): string {
+  try {
+    return utf8Decoder.decode(bytes);
+  } catch {
+    throw new WireFormatError(`${what} is not valid UTF-8`);
+  }
+}

@@ -1,0 +1,374 @@
+/**
+ * The sender's side of the wire format (see `format.ts`): interns keys and writes frames, either
+ * from `KeyState`s (a host agent's merged states) or straight from a collector's accumulators (a
+ * rank's flush answer: no state object per key, see `encodeTaking`).
+ */
+import { MaxAccumulator, MinAccumulator, StdAccumulator, SumAccumulator } from "../../core/accumulators/moments.js";
+import type { KeyState, MetricEntry } from "../../core/collector.js";
+import { encodeMessage } from "../../core/json.js";
+import type { QuantilesState } from "../../core/accumulators/quantiles.js";
+import type { AccumulatorState } from "../../core/reduce.js";
+import { isSketchState, writeSketches } from "./sketch.js";
+import { FIRST_KIND, FIXED, FLAG_F64_COUNTS, FLAG_U32_IDS, isSketchReduce, LAST_KIND, MAGIC, newSession, pad8, SectionKind, utf8Encoder, WIRE_VERSION, type FrameHeader, type KeyTable } from "./format.js";
+
+/** A frame's states in columns, before they are laid out (reused from frame to frame). */
+class Columns {
+  n = 0;
+  ids = new Uint32Array(0);
+  kinds = new Uint8Array(0);
+  counts = new Float64Array(0);
+  a = new Float64Array(0);
+  b = new Float64Array(0);
+  readonly perKind = [0, 0, 0, 0, 0, 0];
+  json: AccumulatorState[] = [];
+  sketches: QuantilesState[] = [];
+  /** Bucket counts of every sketch. */
+  buckets = 0;
+  f64Counts = false;
+
+  start(capacity: number): void {
+    if (this.ids.length < capacity) {
+      const size = Math.max(capacity, this.ids.length * 2);
+      this.ids = new Uint32Array(size);
+      this.kinds = new Uint8Array(size);
+      this.counts = new Float64Array(size);
+      this.a = new Float64Array(size);
+      this.b = new Float64Array(size);
+    }
+    this.n = 0;
+    this.perKind.fill(0);
+    this.json = [];
+    this.sketches = [];
+    this.buckets = 0;
+    this.f64Counts = false;
+  }
+
+  /** One state of a binary layout. */
+  push(id: number, kind: SectionKind, count: number, a: number, b: number): void {
+    const i = this.n++;
+    this.ids[i] = id;
+    this.kinds[i] = kind;
+    this.counts[i] = count;
+    this.a[i] = a;
+    this.b[i] = b;
+    this.perKind[kind] = (this.perKind[kind] ?? 0) + 1;
+    if (!(count >= 0 && count <= 0xffffffff && Number.isInteger(count))) this.f64Counts = true;
+  }
+
+  /**
+   * One state as its binary layout when its shape is exactly the known one, else for the JSON
+   * section. The built-in reductions cannot be replaced (`registerReduce` refuses their names) and
+   * their version-1 states are exactly these fields, so only the fields written are checked
+   * (enumerating each state's fields cost more than the rest of the encoding); another state
+   * version goes to the JSON section.
+   */
+  pushState(id: number, reduce: string, state: AccumulatorState): void {
+    const c = state.count;
+    if (state.v === 1 && typeof c === "number") {
+      if (reduce === "mean" || reduce === "sum") {
+        if ("sum" in state && typeof state.sum === "number") return this.push(id, SectionKind.Sum, c, state.sum, 0);
+      } else if (reduce === "max" || reduce === "min") {
+        if ("value" in state && typeof state.value === "number") return this.push(id, SectionKind.Extreme, c, state.value, 0);
+      } else if (reduce === "std") {
+        if ("mean" in state && "m2" in state && typeof state.mean === "number" && typeof state.m2 === "number") return this.push(id, SectionKind.Moments, c, state.mean, state.m2);
+      } else if (isSketchReduce(reduce) && isSketchState(state)) {
+        this.sketches.push(state);
+        this.buckets += state.positive.counts.length + state.negative.counts.length;
+        return this.push(id, SectionKind.Sketch, c, 0, 0);
+      }
+    }
+    const i = this.n++;
+    this.ids[i] = id;
+    this.kinds[i] = SectionKind.Json;
+    this.perKind[SectionKind.Json] = (this.perKind[SectionKind.Json] ?? 0) + 1;
+    this.json.push(state);
+  }
+}
+
+/** A key not yet defined in a frame, its UTF-8 bytes checked against the length fields. */
+interface PendingKey {
+  readonly key: Uint8Array;
+  readonly reduce: Uint8Array;
+}
+
+/** The sender's side of one connection: interns keys and writes frames. */
+export class StateEncoder {
+  /** Key ids by reduce name, then key (two lookups on the collector's own strings: no string is built per key). */
+  private readonly ids = new Map<string, Map<string, number>>();
+  /** The session's table (new arrays per session: a kept frame keeps its own). */
+  private keys: string[] = [];
+  private reduces: string[] = [];
+  /** Wire ids by the collector's entry id (`MetricEntry.id`), -1 where unknown; checked against the table. */
+  private entryIds = new Int32Array(0);
+  /** The last frame's states and their ids (see `encode`). */
+  private lastStates: readonly KeyState[] = [];
+  private lastIds = new Uint32Array(0);
+  /** Key definitions not yet written in a frame. */
+  private pending: PendingKey[] = [];
+  private defined = 0;
+  private sessionId: string;
+  private readonly columns = new Columns();
+  /** The last entry array `encodeTaking` checked for keys too long. */
+  private checkedEntries: readonly MetricEntry[] | undefined;
+
+  constructor(session?: string) {
+    this.sessionId = session ?? newSession();
+  }
+
+  /** The current key-table session. */
+  get session(): string {
+    return this.sessionId;
+  }
+
+  /** Number of keys interned so far. */
+  get tableSize(): number {
+    return this.keys.length;
+  }
+
+  /** Number of states in the last frame written. */
+  get lastFrameStates(): number {
+    return this.columns.n;
+  }
+
+  /** The current session's key table (what a receiver holds after every frame so far). */
+  get table(): KeyTable {
+    return { session: this.sessionId, keys: this.keys, reduces: this.reduces };
+  }
+
+  /** Forget the table and start a new session (the receiver lost it, or is a new receiver). */
+  reset(): void {
+    this.ids.clear();
+    this.keys = [];
+    this.reduces = [];
+    this.entryIds.fill(-1);
+    this.checkedEntries = undefined;
+    this.lastStates = [];
+    this.lastIds = new Uint32Array(0);
+    this.pending = [];
+    this.defined = 0;
+    this.sessionId = newSession();
+  }
+
+  /**
+   * Write one frame: `header` (the envelope and message fields; `session` is added) and `states`.
+   * Keys seen for the first time are defined in this frame. Throws a RangeError for a key (or
+   * reduce name) too long for the length fields.
+   */
+  encode(header: Omit<FrameHeader, "session">, states: readonly KeyState[]): Uint8Array {
+    const n = states.length;
+    const columns = this.columns;
+    columns.start(n);
+    const last = this.lastStates;
+    const lastIds = this.lastIds;
+    const ids = new Uint32Array(n);
+    for (let i = 0; i < n; i++) {
+      const { key, reduce, state } = states[i] ?? missing();
+      const before = last[i];
+      // The same key at the same place as in the last frame (a loop recording the same keys each
+      // step): its id without a lookup. Otherwise the table.
+      const id = before !== undefined && before.key === key && before.reduce === reduce ? (lastIds[i] ?? this.idOf(key, reduce)) : this.idOf(key, reduce);
+      ids[i] = id;
+      columns.pushState(id, reduce, state);
+    }
+    const frame = this.write(header);
+    this.lastStates = states;
+    this.lastIds = ids;
+    return frame;
+  }
+
+  /**
+   * Take the states of `entries` (a collector's, e.g. `Collector.entriesInKeyOrder()`) straight
+   * into one frame, as `Collector.takeStates` followed by `encode` would, without a state object
+   * per key: every entry with values is read and reset (so values recorded afterwards belong to
+   * the next flush); entries without values are skipped. The arithmetic reductions are read from
+   * their accumulators; any other reduction goes through its `state()` as before. If a new key is
+   * too long for the format, this throws a RangeError before any entry is taken.
+   */
+  encodeTaking(header: Omit<FrameHeader, "session">, entries: readonly MetricEntry[]): Uint8Array {
+    const columns = this.columns;
+    columns.start(entries.length);
+    // A collector's entry array is new after each new key: then every key not interned yet is
+    // checked first (it may be too long), so nothing is taken from a frame that fails.
+    if (entries !== this.checkedEntries) {
+      for (const entry of entries) if (this.cachedId(entry) < 0) checkDefinition(entry.key, entry.reduce);
+      this.checkedEntries = entries;
+    }
+    for (const entry of entries) {
+      // Each accumulator class in a branch of its own, so every field read sees one shape.
+      const accumulator = entry.accumulator;
+      const reduce = entry.reduce;
+      if (accumulator instanceof SumAccumulator) {
+        const count = accumulator.count;
+        if (count === 0) continue;
+        if (reduce === "mean" || reduce === "sum") columns.push(this.idOfEntry(entry), SectionKind.Sum, count, accumulator.sum, 0);
+        else columns.pushState(this.idOfEntry(entry), reduce, accumulator.state());
+      } else if (accumulator instanceof MaxAccumulator) {
+        const count = accumulator.count;
+        if (count === 0) continue;
+        if (reduce === "max") columns.push(this.idOfEntry(entry), SectionKind.Extreme, count, accumulator.max, 0);
+        else columns.pushState(this.idOfEntry(entry), reduce, accumulator.state());
+      } else if (accumulator instanceof MinAccumulator) {
+        const count = accumulator.count;
+        if (count === 0) continue;
+        if (reduce === "min") columns.push(this.idOfEntry(entry), SectionKind.Extreme, count, accumulator.min, 0);
+        else columns.pushState(this.idOfEntry(entry), reduce, accumulator.state());
+      } else if (accumulator instanceof StdAccumulator) {
+        const count = accumulator.count;
+        if (count === 0) continue;
+        if (reduce === "std") columns.push(this.idOfEntry(entry), SectionKind.Moments, count, accumulator.mean, accumulator.m2);
+        else columns.pushState(this.idOfEntry(entry), reduce, accumulator.state());
+      } else {
+        if (accumulator.count === 0) continue;
+        columns.pushState(this.idOfEntry(entry), reduce, accumulator.state());
+      }
+      accumulator.reset();
+    }
+    this.lastStates = [];
+    return this.write(header);
+  }
+
+  /** Lay out the columns as one frame. */
+  private write(header: Omit<FrameHeader, "session">): Uint8Array {
+    const { n, ids, kinds, counts, a: va, b: vb, perKind, f64Counts } = this.columns;
+    const wideIds = this.keys.length > 0xffff;
+    const idBytes = wideIds ? 4 : 2;
+    const countBytes = f64Counts ? 8 : 4;
+    const headerBytes = utf8Encoder.encode(JSON.stringify({ ...header, session: this.sessionId }));
+    const base = this.defined;
+    const definitions = this.pending;
+    // JSON sections hold arbitrary states: encode them first to know their length.
+    const jsonText = this.columns.json.length > 0 ? utf8Encoder.encode(encodeMessage(this.columns.json)) : undefined;
+    let size = FIXED + headerBytes.length;
+    for (const d of definitions) size += 3 + d.key.length + d.reduce.length;
+    size = pad8(size);
+    let sections = 0;
+    for (let kind = FIRST_KIND; kind <= LAST_KIND; kind++) {
+      const m = perKind[kind] ?? 0;
+      if (m === 0) continue;
+      sections++;
+      size += 8 + pad8(m * idBytes) + pad8(m * countBytes);
+      if (kind === SectionKind.Json) size += pad8(4 + (jsonText?.length ?? 0));
+      else if (kind === SectionKind.Sketch) size += m * 8 * 7 + 4 * pad8(m * 4) + this.columns.buckets * 8;
+      else size += m * 8 * (kind === SectionKind.Moments ? 2 : 1);
+    }
+    const buffer = new ArrayBuffer(size);
+    const bytes = new Uint8Array(buffer);
+    const view = new DataView(buffer);
+    bytes.set(MAGIC, 0);
+    view.setUint8(4, WIRE_VERSION);
+    view.setUint8(5, (wideIds ? FLAG_U32_IDS : 0) | (f64Counts ? FLAG_F64_COUNTS : 0));
+    view.setUint16(6, sections, true);
+    view.setUint32(8, base, true);
+    view.setUint32(12, definitions.length, true);
+    view.setUint32(16, headerBytes.length, true);
+    bytes.set(headerBytes, FIXED);
+    let offset = FIXED + headerBytes.length;
+    for (const d of definitions) {
+      view.setUint16(offset, d.key.length, true);
+      bytes.set(d.key, offset + 2);
+      offset += 2 + d.key.length;
+      view.setUint8(offset, d.reduce.length);
+      bytes.set(d.reduce, offset + 1);
+      offset += 1 + d.reduce.length;
+    }
+    offset = pad8(offset);
+    for (let kind = FIRST_KIND; kind <= LAST_KIND; kind++) {
+      const m = perKind[kind] ?? 0;
+      if (m === 0) continue;
+      view.setUint8(offset, kind);
+      view.setUint32(offset + 4, m, true);
+      offset += 8;
+      const idArray = wideIds ? new Uint32Array(buffer, offset, m) : new Uint16Array(buffer, offset, m);
+      offset += pad8(m * idBytes);
+      const countArray = f64Counts ? new Float64Array(buffer, offset, m) : new Uint32Array(buffer, offset, m);
+      offset += pad8(m * countBytes);
+      if (kind === SectionKind.Json) {
+        let j = 0;
+        for (let i = 0; i < n; i++) if (kinds[i] === kind) idArray[j++] = ids[i] ?? 0;
+        const text = jsonText ?? new Uint8Array(0);
+        view.setUint32(offset, text.length, true);
+        bytes.set(text, offset + 4);
+        offset += pad8(4 + text.length);
+        continue;
+      }
+      if (kind === SectionKind.Sketch) {
+        let j = 0;
+        for (let i = 0; i < n; i++) {
+          if (kinds[i] !== kind) continue;
+          idArray[j] = ids[i] ?? 0;
+          countArray[j] = counts[i] ?? 0;
+          j++;
+        }
+        offset = writeSketches(buffer, offset, this.columns.sketches);
+        continue;
+      }
+      const a = new Float64Array(buffer, offset, m);
+      offset += m * 8;
+      const b = kind === SectionKind.Moments ? new Float64Array(buffer, offset, m) : undefined;
+      if (b !== undefined) offset += m * 8;
+      let j = 0;
+      for (let i = 0; i < n; i++) {
+        if (kinds[i] !== kind) continue;
+        idArray[j] = ids[i] ?? 0;
+        countArray[j] = counts[i] ?? 0;
+        a[j] = va[i] ?? 0;
+        if (b !== undefined) b[j] = vb[i] ?? 0;
+        j++;
+      }
+    }
+    this.defined += definitions.length;
+    this.pending = [];
+    this.columns.json = [];
+    this.columns.sketches = [];
+    return bytes;
+  }
+
+  /** The wire id of a collector entry if it is interned in this session (cached by its entry id), else -1. */
+  private cachedId(entry: MetricEntry): number {
+    const cached = entry.id < this.entryIds.length ? (this.entryIds[entry.id] ?? -1) : -1;
+    return cached >= 0 && this.keys[cached] === entry.key && this.reduces[cached] === entry.reduce ? cached : -1;
+  }
+
+  /** The wire id of a collector entry, interned if new. */
+  private idOfEntry(entry: MetricEntry): number {
+    const cached = this.cachedId(entry);
+    if (cached >= 0) return cached;
+    const id = this.idOf(entry.key, entry.reduce);
+    if (entry.id >= this.entryIds.length) {
+      const grown = new Int32Array(Math.max(entry.id + 1, this.entryIds.length * 2, 64)).fill(-1);
+      grown.set(this.entryIds);
+      this.entryIds = grown;
+    }
+    this.entryIds[entry.id] = id;
+    return id;
+  }
+
+  private idOf(key: string, reduce: string): number {
+    let byKey = this.ids.get(reduce);
+    if (byKey === undefined) {
+      byKey = new Map();
+      this.ids.set(reduce, byKey);
+    }
+    let id = byKey.get(key);
+    if (id === undefined) {
+      const definition = checkDefinition(key, reduce);
+      id = this.keys.length;
+      byKey.set(key, id);
+      this.keys.push(key);
+      this.reduces.push(reduce);
+      this.pending.push(definition);
+    }
+    return id;
+  }
+}
+
+/** A key's definition as written in a frame; throws a RangeError for a key (or reduce name) too long for its length field. */
+function checkDefinition(key: string, reduce: string): PendingKey {
+  const definition = { key: utf8Encoder.encode(key), reduce: utf8Encoder.encode(reduce) };
+  if (definition.key.length > 0xffff || definition.reduce.length > 0xff) throw new RangeError(`a metric key (or reduce name) is too long for the wire format (${definition.key.length} bytes)`);
+  return definition;
+}
+
+function missing(): never {
+  throw new Error("a state array with holes");
+}

@@ -1,0 +1,159 @@
+/**
+ * The compact binary wire format for accumulator states (wire version 1): what encoder and decoder
+ * share — the byte layout's constants, the section kinds, the frame header and its errors.
+ *
+ * A sender (a host agent; a rank answering its agent) keeps a `StateEncoder` per receiver; the
+ * receiver keeps a `StateDecoder` per sender. Keys travel once: the first frame that carries a key
+ * defines its id (the key table), later frames name it by id. A frame carries only the keys it has
+ * states for — what was recorded since the last flush. Numbers travel as little-endian typed
+ * arrays, one section per state layout, so the receiver reads columns and merges them without
+ * building an object per key (`FrameMerger`).
+ *
+ * Byte layout (every offset from the frame's first byte; numbers little-endian):
+ *
+ * ```
+ *  0  u8[4]  magic "RSWF"
+ *  4  u8     wire version (1)
+ *  5  u8     flags: bit 0 = key ids are u32 (else u16), bit 1 = counts are f64 (else u32)
+ *  6  u16    number of sections S
+ *  8  u32    table base B: ids below B were defined by earlier frames of this session
+ * 12  u32    new keys K (ids B .. B+K-1, defined in this frame)
+ * 16  u32    header length H
+ * 20  u8[H]  header: JSON (protocol envelope: proto, v, run, t, session, from, and the message's fields)
+ *     then K key definitions: u16 length + UTF-8 key, u8 length + UTF-8 reduce name
+ *     then S sections, each starting at a multiple of 8:
+ *       u8 kind, u8[3] zero, u32 n,
+ *       ids[n] (u16|u32), padded to 8; counts[n] (u32|f64), padded to 8;
+ *       kind 1 SUM (mean, sum):      f64 sum[n]
+ *       kind 2 EXTREME (max, min):   f64 value[n]
+ *       kind 3 MOMENTS (std):        f64 mean[n], f64 m2[n]
+ *       kind 4 JSON (anything else): u32 length L, u8[L] JSON array of the states (encodeMessage), padded to 8
+ *       kind 5 SKETCH (quantiles):   f64 sum[n], min[n], max[n], zeros[n], nan[n], posInf[n], negInf[n];
+ *                                    i32 positive offset[n], u32 positive length[n], i32 negative offset[n],
+ *                                    u32 negative length[n] (each padded to 8); f64 bucket counts (every
+ *                                    state's positive run, then its negative run, state after state)
+ * ```
+ *
+ * A MEAN/SUM key costs 2 + 4 + 8 = 14 bytes per frame (u16 ids, u32 counts); MAX/MIN the same.
+ * States of another version, or of any other reduction, go to the JSON section, so every
+ * reduction — histograms, samples, user reductions — arrives as JSON carries it (NaN and
+ * ±Infinity included): merges on the receiver stay exact.
+ *
+ * Malformed input (wrong magic, a section running past the end, an unknown kind, an id outside the
+ * table) throws `WireFormatError`; the receiver counts it (`transport.malformed`) and ignores it.
+ */
+
+/** The wire version this build writes and reads. */
+export const WIRE_VERSION = 1;
+export const MAGIC: readonly [number, number, number, number] = [0x52, 0x53, 0x57, 0x46]; // "RSWF"
+/** Bytes before the header. */
+export const FIXED = 20;
+export const FLAG_U32_IDS = 1;
+export const FLAG_F64_COUNTS = 2;
+
+/** Section kinds (the state layouts with a binary encoding). */
+export const enum SectionKind {
+  Sum = 1,
+  Extreme = 2,
+  Moments = 3,
+  Json = 4,
+  Sketch = 5,
+}
+
+/** The section kind of a byte read from a frame, or undefined for an unknown one. */
+export function sectionKindOf(byte: number): SectionKind | undefined {
+  switch (byte) {
+    case SectionKind.Sum:
+      return SectionKind.Sum;
+    case SectionKind.Extreme:
+      return SectionKind.Extreme;
+    case SectionKind.Moments:
+      return SectionKind.Moments;
+    case SectionKind.Json:
+      return SectionKind.Json;
+    case SectionKind.Sketch:
+      return SectionKind.Sketch;
+    default:
+      return undefined;
+  }
+}
+
+/** A frame that cannot be read. */
+export class WireFormatError extends Error {
+  override name = "WireFormatError";
+}
+
+/** True if `data` starts like a wire frame (and not like a JSON protocol message). */
+export function isWireFrame(data: unknown): data is Uint8Array {
+  return data instanceof Uint8Array && data.length >= 4 && data[0] === MAGIC[0] && data[1] === MAGIC[1] && data[2] === MAGIC[2] && data[3] === MAGIC[3];
+}
+
+/** The header of a frame: the protocol envelope and the message's own fields. */
+export interface FrameHeader {
+  readonly proto: string;
+  readonly v: number;
+  readonly run: string;
+  readonly t: string;
+  /** The sender's key-table session: a new session starts with an empty table. */
+  readonly session: string;
+  readonly [field: string]: unknown;
+}
+
+/**
+ * One session's key table: keys and reduce names by id. Append-only while the session lasts; a new
+ * session gets new arrays, so a decoded frame (or a kept one) keeps the table it was written with.
+ */
+export interface KeyTable {
+  readonly session: string;
+  readonly keys: readonly string[];
+  readonly reduces: readonly string[];
+}
+
+export const pad8 = (n: number): number => (n + 7) & ~7;
+export const utf8Encoder = new TextEncoder();
+export const utf8Decoder = new TextDecoder("utf-8", { fatal: true });
+
+function isFrameHeader(value: unknown): value is FrameHeader {
+  return value !== null && typeof value === "object" && "session" in value && typeof value.session === "string";
+}
+
+/** Parse a frame's JSON header. Throws `WireFormatError`. */
+export function parseHeader(bytes: Uint8Array): FrameHeader {
+  let header: unknown;
+  try {
+    header = JSON.parse(utf8Decoder.decode(bytes));
+  } catch {
+    throw new WireFormatError("the header is not valid UTF-8 JSON");
+  }
+  if (!isFrameHeader(header)) throw new WireFormatError("the header carries no session");
+  return header;
+}
+
+/**
+ * Read only the header of a frame (to pick the `StateDecoder` of its sender, named in the header,
+ * before decoding it). Throws `WireFormatError`.
+ */
+export function readFrameHeader(data: Uint8Array): FrameHeader {
+  if (!isWireFrame(data)) throw new WireFormatError("not a rankscope wire frame (bad magic)");
+  if (data.length < FIXED) throw new WireFormatError(`frame of ${data.length} bytes is shorter than its fixed header (${FIXED})`);
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const headerLength = view.getUint32(16, true);
+  if (FIXED + headerLength > data.length) throw new WireFormatError(`the header runs past the end of the frame (${FIXED + headerLength} > ${data.length} bytes)`);
+  return parseHeader(data.subarray(FIXED, FIXED + headerLength));
+}
+
+let sessions = 0;
+/** A new key-table session id, unique across processes and restarts. */
+export function newSession(): string {
+  sessions++;
+  return `${process.pid.toString(36)}.${Date.now().toString(36)}.${sessions.toString(36)}.${Math.floor(Math.random() * 0x7fffffff).toString(36)}`;
+}
+
+/** The first and last section kinds. */
+export const FIRST_KIND = SectionKind.Sum;
+export const LAST_KIND = SectionKind.Sketch;
+
+/** True for the names of the built-in quantile sketches (`quantiles`, `quantiles(0.5,0.99)`), whose states SKETCH sections carry. */
+export function isSketchReduce(reduce: string): boolean {
+  return reduce === "quantiles" || reduce.startsWith("quantiles(");
+}

@@ -1,0 +1,72 @@
+/**
+ * A host agent's column merge of its ranks' frames (`FrameMerger`) gives exactly what
+ * `mergeRankKeyStates` gives for the same states in the same order, bit for bit (Object.is: NaN,
+ * -0, ±Infinity), flush after flush with one merger; a key recorded with two reductions is left to
+ * `mergeRankKeyStates`, which names the ranks.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import fc from "fast-check";
+import { Collector } from "../../../src/core/collector.js";
+import { mergeRankKeyStates } from "../../../src/controller/reduce-states.js";
+import { FrameMerger, frameKeyStates, StateDecoder, StateEncoder, type DecodedFrame } from "../../../src/transport/wire/codec.js";
+
+const REDUCES = ["mean", "sum", "max", "min", "std", "quantiles", "histogram"] as const;
+const HEADER = { proto: "rankscope", v: 1, run: "r1", t: "reply" };
+const value = fc.oneof(
+  { weight: 8, arbitrary: fc.double({ noNaN: false }) },
+  { weight: 2, arbitrary: fc.integer({ min: -50, max: 50 }) },
+  { weight: 1, arbitrary: fc.constantFrom(NaN, Infinity, -Infinity, 0, -0, 1e308, -5e-324) },
+);
+const records = fc.array(fc.record({ key: fc.integer({ min: 0, max: 25 }), value }), { maxLength: 40 });
+
+test("merging frames column by column equals mergeRankKeyStates of their states, bit for bit, over flushes", () => {
+  fc.assert(
+    fc.property(fc.array(fc.array(records, { minLength: 1, maxLength: 5 }), { minLength: 1, maxLength: 3 }), (flushes) => {
+      const ranks = Array.from({ length: 5 }, () => ({ collector: new Collector(), encoder: new StateEncoder(), decoder: new StateDecoder() }));
+      const merger = new FrameMerger();
+      for (const [step, perRank] of flushes.entries()) {
+        const frames: DecodedFrame[] = perRank.map((recorded, r) => {
+          const rank = ranks[r] ?? ranks[0];
+          assert.ok(rank !== undefined);
+          for (const { key, value: v } of recorded) rank.collector.recordSlow(`k/${key}`, v, REDUCES[key % REDUCES.length]);
+          return rank.decoder.decode(rank.encoder.encodeTaking(HEADER, rank.collector.entriesInKeyOrder()));
+        });
+        merger.begin();
+        for (const frame of frames) merger.add(frame);
+        const expected = mergeRankKeyStates(frames.map((f, r) => ({ rankName: `r${r}`, states: frameKeyStates(f, false) })), step);
+        assert.deepStrictEqual(merger.result(), expected);
+      }
+    }),
+    { numRuns: 200 },
+  );
+});
+
+test("a key recorded with two reductions in one flush: the merger gives up, mergeRankKeyStates reports it", () => {
+  const frameOf = (record: (c: Collector) => void): DecodedFrame => {
+    const c = new Collector();
+    record(c);
+    return new StateDecoder().decode(new StateEncoder().encodeTaking(HEADER, c.entriesInKeyOrder()));
+  };
+  const a = frameOf((c) => {
+    c.recordSlow("loss", 1, "mean");
+    c.recordSlow("lr", 1, "max");
+  });
+  const b = frameOf((c) => {
+    c.recordSlow("loss", 2, "max");
+    c.recordSlow("lr", 3, "max");
+  });
+  const merger = new FrameMerger();
+  merger.begin();
+  merger.add(a);
+  merger.add(b);
+  assert.equal(merger.result(), undefined);
+  // The next flush, without the conflict, merges again.
+  merger.begin();
+  merger.add(b);
+  merger.add(b);
+  assert.deepStrictEqual(merger.result(), [
+    { key: "loss", reduce: "max", state: { v: 1, count: 2, value: 2 } },
+    { key: "lr", reduce: "max", state: { v: 1, count: 2, value: 3 } },
+  ]);
+});
