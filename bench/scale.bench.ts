@@ -22,7 +22,8 @@ import { serveHostsOverNats } from "../src/transport/host/server.js";
 import { serveRanksOverNats } from "../src/transport/controller/nats.js";
 import { encodeProtocolMessage } from "../src/transport/protocol/messages.js";
 import { StateEncoder } from "../src/transport/wire/codec.js";
-import { NatsServer, waitFor } from "../test/transport/support.js";
+import { waitFor } from "../test/helpers.js";
+import { NatsServer } from "../test/transport/support.js";
 import { scaleKeys } from "./scale-keys.js";
 import { measureFloor } from "./scale-floor.js";
 import { availableParallelism } from "node:os";
@@ -93,7 +94,7 @@ async function measure(server: NatsServer, nc: NatsConnection, ranks: number, ho
     });
     children.push(child);
   }
-  await waitFor(() => ready === processes, 180_000, `${processes} host processes to start ${ranks} ranks`);
+  await waitFor(() => ready === processes, { timeoutMs: 180_000, what: `${processes} host processes to start ${ranks} ranks` });
   // A host process whose connection the nats-server dropped (a stall under the machine's load)
   // reconnects by itself: ask it again until it answers, within a minute.
   const ask = async (subject: string, data: string): Promise<Uint8Array> => {

@@ -1,4 +1,7 @@
-/** Shared test helpers: capture stdout, collect diagnostics, make temp dirs, run a TypeScript snippet in a child. */
+/**
+ * Shared test helpers: capture stdout, collect diagnostics, make temp dirs, run a TypeScript
+ * snippet in a child, and `waitFor` — the one bounded wait every test uses.
+ */
 import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -61,4 +64,30 @@ export function runSnippet(code: string, env: Record<string, string>): Promise<{
       resolve({ code: exitCode, stdout, stderr });
     });
   });
+}
+
+/** Options of {@link waitFor}. */
+export interface WaitForOptions {
+  /** Longest wait; past it `waitFor` throws. Bounds a broken test, never a timing assertion. */
+  timeoutMs: number;
+  /** What is awaited, as the end of "timed out after … ms waiting for <what>". */
+  what: string;
+  /** Pause between two checks (default 50 ms). */
+  intervalMs?: number;
+}
+
+/**
+ * Check `condition` until it returns a truthy value (awaited if it is a promise), and resolve with
+ * that value. After `timeoutMs` it throws an Error naming `what`; a condition that throws ends the
+ * wait with that error. The only wait-until helper of the tests: no poll without a deadline.
+ * It sleeps on the real `setTimeout`, so it cannot run while `mock.timers` mocks it.
+ */
+export async function waitFor<T>(condition: () => T | Promise<T>, { timeoutMs, what, intervalMs = 50 }: WaitForOptions): Promise<NonNullable<Awaited<T>>> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await condition();
+    if (value) return value;
+    if (Date.now() >= end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, Math.min(intervalMs, Math.max(0, end - Date.now()))));
+  }
 }

@@ -10,6 +10,10 @@ const MAIN = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
 test("rankscope demo: 2 replicas × 2 child processes, the three logging modes, then every reduction", async () => {
   const child = spawn(process.execPath, ["--import", "tsx", MAIN, "demo", "--steps", "1"], {
     env: { ...process.env, RANKSCOPE_ROOT: tempDir() },
+    // A deadline on the exit awaited below: a hung demo is killed (exit code null) instead of
+    // running into the suite's global timeout.
+    timeout: 120_000,
+    killSignal: "SIGKILL",
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";

@@ -1,11 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   getCollector,
   getOrCreateMetricLogger,
-  parseNumber,
   recordMetric,
   Reduce,
   registerBackend,
@@ -17,51 +15,6 @@ import {
 import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 
 const collector = getCollector();
-
-test("console prints Forge's table: header, sorted aligned keys, float values, rule", async () => {
-  collector.clear();
-  const logger = await getOrCreateMetricLogger({ processName: "Controller" });
-  await logger.initBackends({ console: { loggingMode: "global_reduce" } });
-  for (const n of [1, 2, 3]) {
-    recordMetric("my_sum_metric", n, Reduce.SUM);
-    recordMetric("my_max_metric", n, Reduce.MAX);
-    recordMetric("my_mean_metric", n, Reduce.MEAN);
-  }
-  const out = await captureStdout(() => logger.flush(0));
-  assert.equal(
-    out,
-    ["=== [GlobalReduce] - METRICS STEP 0 ===", "my_max_metric:  3.0", "my_mean_metric: 2.0", "my_sum_metric:  6.0", "===============", ""].join("\n"),
-  );
-  await logger.shutdown();
-});
-
-test("samples print as JSON under SAMPLE LOGS, quantiles as key/pNN", async () => {
-  collector.clear();
-  const logger = await getOrCreateMetricLogger();
-  await logger.initBackends({ console: { loggingMode: "global_reduce" } });
-  recordMetric("rollout", { prompt: "2+2", response: "4", reward: 1 }, Reduce.SAMPLE);
-  recordMetric("rollout", { prompt: "2+3", response: "6", reward: 0 }, Reduce.SAMPLE);
-  for (let i = 1; i <= 100; i++) recordMetric("latency", i, Reduce.quantiles([0.5, 1]));
-  const out = await captureStdout(() => logger.flush(3));
-  assert.equal(
-    out,
-    [
-      "=== [GlobalReduce] - METRICS STEP 3 ===",
-      "latency/p100: 100.0",
-      `latency/p50:  ${String(Number(/latency\/p50:\s+(\S+)/.exec(out)?.[1]))}`,
-      "===============",
-      "=== [GlobalReduce] - SAMPLE LOGS STEP 3 ===",
-      "[rollout] (2 samples)",
-      JSON.stringify({ prompt: "2+2", response: "4", reward: 1 }, null, 2),
-      JSON.stringify({ prompt: "2+3", response: "6", reward: 0 }, null, 2),
-      "===============",
-      "",
-    ].join("\n"),
-  );
-  const p50 = Number(/latency\/p50:\s+(\S+)/.exec(out)?.[1]);
-  assert.ok(Math.abs(p50 - 50) / 50 < 0.03, `p50 ${p50}`);
-  await logger.shutdown();
-});
 
 test("config errors name the backend and list what is valid", async () => {
   const logger = await getOrCreateMetricLogger();
@@ -144,31 +97,6 @@ test("a backend whose init fails is left out; the others start", async () => {
   await logger.flush(0);
   assert.deepEqual(got, [7]);
   await logger.shutdown();
-});
-
-test("jsonl writes one line per metric and NaN/±Infinity read back as themselves", async () => {
-  collector.clear();
-  const runDir = tempDir();
-  const logger = await getOrCreateMetricLogger({ runDir });
-  await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
-  recordMetric("loss", NaN);
-  recordMetric("grad_norm", Infinity, Reduce.MAX);
-  recordMetric("floor", -Infinity, Reduce.MIN);
-  recordMetric("reward", 0.5);
-  await logger.flush(7);
-  await logger.shutdown();
-  const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
-  assert.deepEqual(lines.map((l) => l["key"]), ["floor", "grad_norm", "loss", "reward"]);
-  const values = Object.fromEntries(lines.map((l) => [l["key"], parseNumber(l["value"])]));
-  assert.equal(values["floor"], -Infinity);
-  assert.equal(values["grad_norm"], Infinity);
-  assert.ok(Number.isNaN(values["loss"]));
-  assert.equal(values["reward"], 0.5);
-  for (const l of lines) {
-    assert.equal(l["step"], 7);
-    assert.equal(typeof l["timestamp"], "number");
-    assert.ok(typeof l["reduce"] === "string");
-  }
 });
 
 test("values recorded before initBackends are logged at the first flush after it", async () => {

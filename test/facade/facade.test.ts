@@ -8,7 +8,7 @@ import { registerBackend } from "../../src/backends/backend.js";
 import { getCollector } from "../../src/core/collector.js";
 import { currentMetricLogger } from "../../src/controller/metric-logger.js";
 import { formatValidationSamples, Logger, selectValidationSamples } from "../../src/facade/index.js";
-import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
+import { captureStdout, collectDiagnostics, tempDir, waitFor } from "../helpers.js";
 
 afterEach(() => getCollector().clear());
 
@@ -90,7 +90,7 @@ test("monitorGpus runs the monitor on its own axis next to training steps", asyn
     const dir = tempDir();
     const logger = await Logger.create({ logDir: dir, console: false, jsonl: true, monitorGpus: true, gpuMonitoring: { collectionInterval: 0.02, flushInterval: 0.05 } });
     await logger.logMetrics({ loss: 1 }, 0);
-    while ((logger.systemMonitor?.step ?? 0) < 1) await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => (logger.systemMonitor?.step ?? 0) >= 1, { timeoutMs: 20_000, what: "the GPU monitor's first flush", intervalMs: 10 });
     await logger.logMetrics({ loss: 2 }, 1);
     await logger.finish();
     const lines = readJsonl(dir);

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { afterEach, describe, it } from "node:test";
 import { resetDiagnostics, setDiagnosticHandler, type Diagnostic } from "../../src/core/diagnostics.js";
 import { flushStream, startStream, stopStream, streamStats, streamValues } from "../../src/stream/stream.js";
-import { collectDiagnostics, tempDir } from "../helpers.js";
+import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
 import { readStream, runChild, STREAM_CHILD } from "./helpers.js";
 
 afterEach(async () => {
@@ -30,15 +30,6 @@ async function streamChunks(count: number, from = 0, values: Float32Array = SHOR
   }
 }
 
-/** Poll (no timing assertion: the bound only stops a broken test from hanging). */
-async function until(condition: () => boolean, what: string, maxMs = 20_000): Promise<void> {
-  const deadline = Date.now() + maxMs;
-  while (!condition()) {
-    if (Date.now() > deadline) assert.fail(`gave up waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
 /**
  * Every fault, with the writes made on the writer's file thread (the default; the test first waits
  * until it runs) and made by the writer itself (`fileThread: false`).
@@ -52,7 +43,7 @@ describe(`stream write faults, writes made ${fileThread ? "on the file thread" :
    */
   async function start(file: string): Promise<void> {
     startStream({ file, flushMs: 10, fileThread, values: fileThread ? 512 : 10 });
-    if (fileThread) await until(() => streamStats().fileThread, "the file thread to run");
+    if (fileThread) await waitFor(() => streamStats().fileThread, { timeoutMs: 20_000, what: "the file thread to run", intervalMs: 10 });
   }
   const probe = fileThread ? LONG : SHORT;
 
@@ -82,11 +73,15 @@ describe(`stream write faults, writes made ${fileThread ? "on the file thread" :
       assert.equal(streamStats().fileThread, fileThread);
       rmSync(dir, { recursive: true, force: true });
       let from = 100;
-      while (streamStats().writeFailed === 0) {
-        await streamChunks(100, from, probe);
-        from += 100;
-        await flushStream();
-      }
+      await waitFor(
+        async () => {
+          await streamChunks(100, from, probe);
+          from += 100;
+          await flushStream();
+          return streamStats().writeFailed > 0;
+        },
+        { timeoutMs: 20_000, what: "a write to fail after the folder was removed", intervalMs: 0 },
+      );
       await streamChunks(1000, from, probe);
       await stopStream();
     });
@@ -124,15 +119,15 @@ describe(`stream write faults, writes made ${fileThread ? "on the file thread" :
       // periodic check of the file (EBADF from fstat: nothing lost), whichever comes first; either
       // way it reports once and reopens the file.
       let from = 100;
-      await until(() => {
+      await waitFor(() => {
         for (const end = from + 100; from < end; from++) streamValues("x", probe, from);
         return seen.some((d) => d.level === "error");
-      }, "the writer to report the closed descriptor");
+      }, { timeoutMs: 20_000, what: "the writer to report the closed descriptor", intervalMs: 10 });
       const reportedAt = streamStats().written;
-      await until(() => {
+      await waitFor(() => {
         streamValues("x", [1], -1);
         return streamStats().written > reportedAt;
-      }, "writing to resume after the file is reopened");
+      }, { timeoutMs: 20_000, what: "writing to resume after the file is reopened", intervalMs: 10 });
       await stopStream();
     } finally {
       restore();
@@ -157,7 +152,7 @@ describe("long lines", () => {
     const data = new Float64Array(2048).map((_, i) => Math.sin(i) / 3);
     streamValues("long", data, -1);
     // Measure from when every thread of the stream runs (a thread's own start costs memory too).
-    await until(() => streamStats().fileThread, "the file thread to run");
+    await waitFor(() => streamStats().fileThread, { timeoutMs: 20_000, what: "the file thread to run", intervalMs: 10 });
     await flushStream();
     const before = process.memoryUsage().rss;
     let growth = 0;
@@ -186,10 +181,10 @@ describe("a slow sink", { skip: process.platform === "win32" && "needs mkfifo" }
     });
     startStream({ file: fifo, capacity: 4096, flushMs: 10 });
     // Wait until the writer has the pipe open and is writing, so the sink really is the slow reader.
-    await until(() => {
+    await waitFor(() => {
       streamValues("warmup", [0], 0);
       return streamStats().written > 0;
-    }, "the writer to start writing into the pipe");
+    }, { timeoutMs: 20_000, what: "the writer to start writing into the pipe", intervalMs: 10 });
     const startCounts = streamStats();
     const rssBefore = process.memoryUsage().rss;
     const N = 400_000;

@@ -11,7 +11,7 @@ import { float32Text } from "../../src/stream/format.js";
 import { getCollector, recordMetric, Reduce } from "../../src/index.js";
 import { MessageChannel, Worker } from "node:worker_threads";
 import { attachStreamLink, flushStream, metricStreamProducer, startStream, stopStream, streamLinkForWorker, streamStats, streamValues } from "../../src/stream/stream.js";
-import { collectDiagnostics, tempDir } from "../helpers.js";
+import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
 import { readStream } from "./helpers.js";
 
 afterEach(async () => {
@@ -50,9 +50,7 @@ describe("stream file", () => {
     collector.stream = metricStreamProducer();
     try {
       recordMetric("threaded/x", -1, Reduce.SUM);
-      const deadline = Date.now() + 20_000;
-      while (!streamStats().fileThread && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-      assert.equal(streamStats().fileThread, true, "the file thread runs");
+      await waitFor(() => streamStats().fileThread, { timeoutMs: 20_000, what: "the file thread to run", intervalMs: 10 });
       const N = 100_000; // many writes of 4096 lines: buffers handed over and reused many times
       for (let i = 0; i < N; i++) {
         recordMetric("threaded/x", i + 0.5, Reduce.SUM);

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { getCollector, recordMetric } from "../../src/core/collector.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { parseNvidiaSmi, SystemMonitor } from "../../src/system/index.js";
-import { collectDiagnostics, tempDir } from "../helpers.js";
+import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
 
 const originalPath = process.env["PATH"] ?? "";
 const fixture = (name: string): string => fileURLToPath(new URL(`../fixtures/nvidia-smi/${name}`, import.meta.url));
@@ -112,7 +112,7 @@ test("on timers it samples and flushes by itself until stopped; bad intervals ar
   const logger = new MetricLogger({ runDir: tempDir() });
   await logger.initBackends({});
   const monitor = new SystemMonitor({ logger, collectionInterval: 0.02, flushInterval: 0.05 }).start();
-  while (monitor.step < 2) await new Promise((r) => setTimeout(r, 10));
+  await waitFor(() => monitor.step >= 2, { timeoutMs: 20_000, what: "two flushes of the monitor on its timers", intervalMs: 10 });
   await monitor.stop();
   assert.ok(monitor.samples >= 1);
   const step = monitor.step;

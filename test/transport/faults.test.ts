@@ -10,8 +10,8 @@ import { fileURLToPath } from "node:url";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { ignoredMessageCounts } from "../../src/transport/protocol/messages.js";
-import { collectDiagnostics, tempDir } from "../helpers.js";
-import { isAlive, SUM_RANK, waitFor } from "./support.js";
+import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
+import { isAlive, SUM_RANK } from "./support.js";
 
 function newLogger(options: { flushDeadlineMs?: number; shutdownDeadlineMs?: number } = {}): MetricLogger {
   return new MetricLogger({ processName: "Controller", runDir: tempDir(), ...options });
@@ -39,7 +39,7 @@ test("kill -9 of a child mid-run: the next flush logs the 3 live ranks of 4 and 
     assert.equal(second.metrics.find((m) => m.key === "rankscope/ranks_expected")?.value, 4);
     assert.equal(second.metrics.find((m) => m.key === "my_sum_rank_metric")?.value, 1, "what arrived is logged: 0 + 0 + 1");
 
-    await waitFor(() => !logger.rankNames.includes(victim), 10_000, `${victim} to be deregistered`);
+    await waitFor(() => !logger.rankNames.includes(victim), { timeoutMs: 10_000, what: `${victim} to be deregistered` });
     await actors.fanout("myFn");
     const third = await logger.flush(2);
     assert.deepEqual(third.missingRanks, []);
@@ -49,7 +49,7 @@ test("kill -9 of a child mid-run: the next flush logs the 3 live ranks of 4 and 
     await logger.shutdown();
     for (const name of actors.rankNames) {
       const rankPid = actors.pid(name) as number;
-      await waitFor(() => !isAlive(rankPid), 5000, `rank ${name} (pid ${rankPid}) to exit`);
+      await waitFor(() => !isAlive(rankPid), { timeoutMs: 5000, what: `rank ${name} (pid ${rankPid}) to exit` });
     }
   });
   const missing = seen.find((d) => d.code.startsWith("flush.missingRanks:"));
@@ -76,7 +76,7 @@ test("a rank slower than the flush deadline: the flush returns without it, and i
     assert.deepEqual(result.missingRanks, [slow]);
     assert.equal(result.metrics.find((m) => m.key === "my_sum_rank_metric")?.value, 0, `only ${fast} (local rank 0) reported`);
     await blocked;
-    await waitFor(() => ignoredMessageCounts().late > lateBefore, 10_000, "the late answer to arrive");
+    await waitFor(() => ignoredMessageCounts().late > lateBefore, { timeoutMs: 10_000, what: "the late answer to arrive" });
     await ranks.fanout("myFn");
     const next = await logger.flush(1);
     assert.deepEqual(next.missingRanks, []);
@@ -122,7 +122,7 @@ for (const kind of ["process", "thread"] as const) {
     void ranks.call(name, "block", 60_000).catch(() => undefined);
     await collectDiagnostics(() => logger.shutdown());
     assert.deepEqual(ranks.liveRankNames, [], "the rank is stopped");
-    if (pid !== undefined) await waitFor(() => !isAlive(pid), 5000, `pid ${pid} to exit`);
+    if (pid !== undefined) await waitFor(() => !isAlive(pid), { timeoutMs: 5000, what: `pid ${pid} to exit` });
   });
 }
 
@@ -152,10 +152,10 @@ test("a controller killed with SIGKILL leaves no rank running", async () => {
   });
   let out = "";
   controller.stdout.on("data", (d: Buffer) => (out += d.toString()));
-  await waitFor(() => out.includes("\n"), 60_000, "the controller to start its ranks");
+  await waitFor(() => out.includes("\n"), { timeoutMs: 60_000, what: "the controller to start its ranks" });
   const pids = JSON.parse(out.trim()) as number[];
   assert.equal(pids.length, 2);
   for (const pid of pids) assert.ok(isAlive(pid), `rank pid ${pid} runs`);
   controller.kill("SIGKILL");
-  for (const pid of pids) await waitFor(() => !isAlive(pid), 10_000, `orphaned rank pid ${pid} to exit`);
+  for (const pid of pids) await waitFor(() => !isAlive(pid), { timeoutMs: 10_000, what: `orphaned rank pid ${pid} to exit` });
 });

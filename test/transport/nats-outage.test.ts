@@ -11,8 +11,8 @@ import { after, before, describe, test } from "node:test";
 import { MetricLogger, type FlushResult } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
-import { collectDiagnostics, tempDir } from "../helpers.js";
-import { NatsServer, SUM_RANK, waitFor } from "./support.js";
+import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
+import { NatsServer, SUM_RANK } from "./support.js";
 
 const BUSY_RANK = new URL("../fixtures/busy-rank.ts", import.meta.url);
 const EXTERNAL_RANK = new URL("../fixtures/external-rank.ts", import.meta.url);
@@ -136,10 +136,10 @@ describe("NATS ranks that come back", () => {
       await ranks.call(sleepy, "record", "readmit/value", 5, "sum");
       const blocked = ranks.call(sleepy, "block", 6000);
       let step = 0;
-      await waitFor(async () => (await logger.flush(step++)).ranksExpected === 1, 20_000, `${sleepy} to be no longer expected`);
+      await waitFor(async () => (await logger.flush(step++)).ranksExpected === 1, { timeoutMs: 20_000, what: `${sleepy} to be no longer expected` });
       assert.deepEqual(nats.silentRankNames, [sleepy]);
       await blocked;
-      await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, 20_000, `${sleepy} to report again`);
+      await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, { timeoutMs: 20_000, what: `${sleepy} to report again` });
       assert.deepEqual(nats.silentRankNames, []);
       await ranks.call(sleepy, "record", "readmit/value", 1, "sum");
       const next = await logger.flush(step++);
@@ -163,7 +163,7 @@ describe("NATS ranks that come back", () => {
     const rankA = runFixture(EXTERNAL_RANK, { ...env, RANK: "0" });
     const rankB = runFixture(EXTERNAL_RANK, { ...env, RANK: "1" });
     children.push(rankA.child, rankB.child);
-    await waitFor(() => first.output().includes("flushed with 2 ranks"), 60_000, `the first controller to flush its 2 ranks (it printed: ${first.output()})`);
+    await waitFor(() => first.output().includes("flushed with 2 ranks"), { timeoutMs: 60_000, what: `the first controller to flush its 2 ranks (it printed: ${first.output()})` });
     first.child.kill("SIGKILL");
     await first.exited;
 
@@ -171,9 +171,9 @@ describe("NATS ranks that come back", () => {
     await collectDiagnostics(async () => {
       await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
       const nats = await serveRanksOverNats({ url: server.url, logger });
-      await waitFor(() => nats.rankNames.length === 2, 20_000, "the previous controller's ranks to register with the new one");
+      await waitFor(() => nats.rankNames.length === 2, { timeoutMs: 20_000, what: "the previous controller's ranks to register with the new one" });
       let step = 0;
-      await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, 20_000, "both ranks to report to the new controller");
+      await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, { timeoutMs: 20_000, what: "both ranks to report to the new controller" });
       await sleep(300);
       const result = await logger.flush(step++);
       assert.deepEqual(result.missingRanks, []);

@@ -11,8 +11,8 @@ import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
 import { ignoredMessageCounts } from "../../src/transport/protocol/messages.js";
-import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
-import { consoleOutput, freePort, NatsServer, SUM_RANK, waitFor } from "./support.js";
+import { captureStdout, collectDiagnostics, tempDir, waitFor } from "../helpers.js";
+import { consoleOutput, freePort, NatsServer, SUM_RANK } from "./support.js";
 
 const EXTERNAL_RANK = new URL("../fixtures/external-rank.ts", import.meta.url);
 
@@ -61,7 +61,7 @@ describe("with a nats-server", () => {
       const actors = await spawnRanks({ module: SUM_RANK, replicas: 2, ranksPerReplica: 2, processName: "MyActor", logger, nats });
       for (let i = 0; i < 2; i++) await actors.fanout("myFn");
       const external = runExternal({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, EXTERNAL_VALUE: "5" });
-      await waitFor(() => nats.rankNames.some((n) => n.startsWith("External_")), 20_000, "the external rank to join");
+      await waitFor(() => nats.rankNames.some((n) => n.startsWith("External_")), { timeoutMs: 20_000, what: "the external rank to join" });
       const result = await logger.flush(0);
       assert.deepEqual(result.missingRanks, []);
       assert.equal(result.ranksReporting, 5, "4 spawned ranks and the external one");
@@ -111,8 +111,7 @@ describe("with a nats-server", () => {
       let step = 2;
       await waitFor(
         async () => (await logger.flush(step++)).missingRanks.length === 0,
-        20_000,
-        "a complete flush after the restart",
+        { timeoutMs: 20_000, what: "a complete flush after the restart" },
       );
       await actors.fanout("myFn");
       const afterRestart = await logger.flush(step);
@@ -130,7 +129,7 @@ describe("with a nats-server", () => {
       await logger.initBackends({});
       const nats = await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 2 });
       const external = runExternal({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId });
-      await waitFor(() => nats.rankNames.length === 1, 20_000, "the external rank to join");
+      await waitFor(() => nats.rankNames.length === 1, { timeoutMs: 20_000, what: "the external rank to join" });
       const [name] = nats.rankNames as [string];
       assert.deepEqual((await logger.flush(0)).missingRanks, []);
       external.kill();

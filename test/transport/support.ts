@@ -2,6 +2,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createConnection, createServer } from "node:net";
+import { waitFor } from "../helpers.js";
 
 /** The rank module every transport test spawns. */
 export const SUM_RANK = new URL("../fixtures/sum-rank.ts", import.meta.url);
@@ -57,7 +58,7 @@ export class NatsServer {
     const child = spawn(NATS_SERVER, ["-a", "127.0.0.1", "-p", String(this.port)], { stdio: "ignore" });
     const failed = new Promise<never>((_, reject) => child.once("error", (e) => reject(new Error(`cannot start nats-server (${NATS_SERVER}): ${e.message}; install it (Debian: apt-get install nats-server)`))));
     this.process = child;
-    await Promise.race([failed, waitFor(() => canConnect(this.port), 10_000, `nats-server on port ${this.port}`)]);
+    await Promise.race([failed, waitFor(() => canConnect(this.port), { timeoutMs: 10_000, what: `nats-server on port ${this.port}` })]);
   }
 
   /** Stop the server and wait until it is gone. */
@@ -71,14 +72,6 @@ export class NatsServer {
   }
 }
 
-/** Poll `check` every 50 ms until it is true; throws naming `what` after `timeoutMs`. */
-export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 /** True if a process with this pid exists. */
 export function isAlive(pid: number): boolean {

@@ -14,8 +14,7 @@ import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { recordMetric } from "../../src/core/collector.js";
 import { workerGatherer } from "../../src/core/worker-link.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
-import { collectDiagnostics, tempDir } from "../helpers.js";
-import { waitFor } from "./support.js";
+import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
 
 const USER_WORKER = new URL("../fixtures/user-worker.mjs", import.meta.url);
 const FETCHER_RANK = new URL("../fixtures/fetcher-rank.ts", import.meta.url);
@@ -85,7 +84,7 @@ test("metrics recorded in the user's own worker threads reach the main thread's 
   await a.send({ t: "record", key: "anywhere/sum", value: 2, reduce: "sum" }, "recorded");
   await b.send({ t: "record", key: "anywhere/sum", value: 3, reduce: "sum" }, "recorded");
   await b.send({ t: "record", key: "anywhere/max", value: 9, reduce: "max" }, "recorded");
-  await waitFor(() => knownWorkers() >= known + 2, 10_000, "both workers to link to the main thread");
+  await waitFor(() => knownWorkers() >= known + 2, { timeoutMs: 10_000, what: "both workers to link to the main thread" });
   recordMetric("anywhere/sum", 1, "sum");
   const first = await logger.flush(0);
   assert.equal(first.metrics.find((m) => m.key === "anywhere/sum")?.value, 6, "main 1 + worker 2 + worker 3");
@@ -109,7 +108,7 @@ test("a worker that exits after recording: what it recorded reaches the next flu
   await worker.send({ t: "record", key: "leaving/sum", value: 5, reduce: "sum" }, "recorded");
   worker.worker.postMessage({ t: "exit" });
   assert.equal(await worker.exited, 0);
-  await waitFor(async () => (await logger.flush(0)).metrics.some((m) => m.key === "leaving/sum"), 10_000, "the exited worker's values");
+  await waitFor(async () => (await logger.flush(0)).metrics.some((m) => m.key === "leaving/sum"), { timeoutMs: 10_000, what: "the exited worker's values" });
   await logger.shutdown();
   assert.equal([...jsonlValues(runDir, "leaving/sum").values()].reduce((n, v) => n + v, 0), 5);
 });
@@ -123,7 +122,7 @@ test("a worker too busy to answer: the flush keeps its deadline and names it; it
     const worker = await startWorker();
     threadId = worker.worker.threadId;
     await worker.send({ t: "record", key: "busy/sum", value: 7, reduce: "sum" }, "recorded");
-    await waitFor(() => knownWorkers() >= known + 1, 10_000, "the worker to link");
+    await waitFor(() => knownWorkers() >= known + 1, { timeoutMs: 10_000, what: "the worker to link" });
     const unblocked = worker.send({ t: "block", ms: 3000 }, "unblocked");
     const started = Date.now();
     const during = await logger.flush(0);
@@ -132,7 +131,7 @@ test("a worker too busy to answer: the flush keeps its deadline and names it; it
     assert.equal(during.metrics.find((m) => m.key === "busy/sum"), undefined, "the busy worker's value is not in this flush");
     await unblocked;
     let step = 1;
-    await waitFor(async () => (await logger.flush(step++)).metrics.some((m) => m.key === "busy/sum"), 10_000, "the busy worker's value in a later flush");
+    await waitFor(async () => (await logger.flush(step++)).metrics.some((m) => m.key === "busy/sum"), { timeoutMs: 10_000, what: "the busy worker's value in a later flush" });
     await logger.flush(step++);
     await logger.shutdown();
     worker.worker.postMessage({ t: "exit" });
@@ -149,7 +148,7 @@ test("a worker thread started inside a rank process (a fetcher) reports through 
   await ranks.fanout("fetchAndRecord", "fetcher/sum", 5);
   let step = 0;
   // The fetcher's first values may reach the rank one flush later (its link is announced asynchronously): wait, then check the total.
-  await waitFor(async () => [...fetcherValues(await logger.flush(step++))].length > 0, 20_000, "the fetchers' values at the controller");
+  await waitFor(async () => [...fetcherValues(await logger.flush(step++))].length > 0, { timeoutMs: 20_000, what: "the fetchers' values at the controller" });
   await ranks.fanout("fetchAndRecord", "fetcher/sum", 1);
   await logger.flush(step++);
   await logger.flush(step++);

@@ -14,8 +14,8 @@ import protobuf from "protobufjs";
 import { registerBackend } from "../../../src/backends/backend.js";
 import type { HistogramMetric, Metric } from "../../../src/core/metric.js";
 import { getOrCreateMetricLogger, recordMetric, Reduce } from "../../../src/index.js";
-import { collectDiagnostics, tempDir } from "../../helpers.js";
-import { freePort, waitFor } from "../../transport/support.js";
+import { collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
+import { freePort } from "../../transport/support.js";
 
 const protoRoot = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "fixtures", "opentelemetry-proto");
 const root = new protobuf.Root();
@@ -110,7 +110,7 @@ describe("otlp backend against an OTLP/HTTP receiver", () => {
         await logger.flush(step);
       }
       await logger.shutdown();
-      await waitFor(() => receiver.requests.length >= 2, 10_000, "two OTLP exports");
+      await waitFor(() => receiver.requests.length >= 2, { timeoutMs: 10_000, what: "two OTLP exports" });
       assert.equal(receiver.requests.length, 2, "one export per flush");
       assert.ok(receiver.contentTypes.every((t) => t === "application/x-protobuf"), `content types ${receiver.contentTypes}`);
 
@@ -183,7 +183,7 @@ describe("otlp backend against an OTLP/HTTP receiver", () => {
       await logger.flush(step);
     }
     await logger.shutdown();
-    await waitFor(() => receiver.requests.length >= 2, 10_000, "two OTLP exports");
+    await waitFor(() => receiver.requests.length >= 2, { timeoutMs: 10_000, what: "two OTLP exports" });
     const tokens = logged.metrics.filter((m) => m.key === "tokens");
     receiver.requests.forEach((request, i) => {
       const metrics = new Map(request.resource_metrics[0]!.scope_metrics[0]!.metrics.map((m) => [m.name, m]));

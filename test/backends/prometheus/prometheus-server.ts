@@ -7,7 +7,8 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, waitFor } from "../../transport/support.js";
+import { freePort } from "../../transport/support.js";
+import { waitFor } from "../../helpers.js";
 
 /** Why the Prometheus tests cannot run here, or undefined when the binary is there. */
 export function prometheusMissing(): string | undefined {
@@ -61,8 +62,7 @@ export class PrometheusServer {
           if (child.exitCode !== null) throw new Error(`prometheus exited (${child.exitCode}): ${stderr}`);
           return (await fetch(`${server.url}/-/ready`).catch(() => undefined))?.ok === true;
         },
-        30_000,
-        "prometheus to be ready",
+        { timeoutMs: 30_000, what: "prometheus to be ready" },
       );
     } catch (error) {
       await server.stop();

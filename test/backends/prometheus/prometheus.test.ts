@@ -16,8 +16,8 @@ import { uncompress } from "snappyjs";
 import { getOrCreateMetricLogger, recordMetric, Reduce, spawnRanks } from "../../../src/index.js";
 import type { HistogramMetric, Metric } from "../../../src/core/metric.js";
 import { diagnosticCounts } from "../../../src/core/diagnostics.js";
-import { collectDiagnostics, tempDir } from "../../helpers.js";
-import { freePort, waitFor } from "../../transport/support.js";
+import { collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
+import { freePort } from "../../transport/support.js";
 import { PrometheusServer, prometheusMissing, promValue, type PromSeries } from "./prometheus-server.js";
 
 /** What rankscope logged, to compare with what Prometheus has. */
@@ -250,10 +250,10 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
         record(step);
         await logger.flush(step);
         const total = logged.metrics.filter((m) => m.key === "tokens").reduce((a, m) => a + m.value, 0);
-        await waitFor(async () => (await prom.query(`tokens_total{job="global"} == ${total}`)).length === 1, 30_000, `Prometheus to scrape step ${step}`).catch(async (error: unknown) => {
+        await waitFor(async () => (await prom.query(`tokens_total{job="global"} == ${total}`)).length === 1, { timeoutMs: 30_000, what: `Prometheus to scrape step ${step}` }).catch(async (error: unknown) => {
           throw new Error(`${String(error)}; targets: ${await prom.targets()}; tokens: ${JSON.stringify(await prom.query("tokens_total"))}; names: ${JSON.stringify(await prom.query(`count by (__name__)({job=~".+"})`))}`);
         });
-        await waitFor(async () => (await prom.query(`tokens_total{job="ranks"} == ${total}`)).length === 1, 30_000, `Prometheus to scrape the rank's step ${step}`);
+        await waitFor(async () => (await prom.query(`tokens_total{job="ranks"} == ${total}`)).length === 1, { timeoutMs: 30_000, what: `Prometheus to scrape the rank's step ${step}` });
         await checkAll(prom, `job="global"`, step, step);
         await checkAll(prom, `job="ranks",rank="0",host="${hostname()}"`, step, step);
       }
@@ -278,7 +278,7 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
       await ranks.fanout("record", "served/requests", 5, "sum");
       await ranks.fanout("myFn");
       await logger.flush(1);
-      await waitFor(async () => (await rankProm.query("served:requests_total")).length === 2, 30_000, "both ranks scraped").catch(async (error: unknown) => {
+      await waitFor(async () => (await rankProm.query("served:requests_total")).length === 2, { timeoutMs: 30_000, what: "both ranks scraped" }).catch(async (error: unknown) => {
         throw new Error(`${String(error)}; targets: ${await rankProm.targets()}`);
       });
       const series = await rankProm.query("my_sum_rank_metric_total");

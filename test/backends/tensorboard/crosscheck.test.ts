@@ -20,7 +20,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { isInternalKey } from "../../../src/core/internal-keys.js";
 import { REDACTED } from "../../../src/run/run-files.js";
-import { tempDir } from "../../helpers.js";
+import { tempDir, waitFor } from "../../helpers.js";
 import { pythonKit } from "../../helpers/python.js";
 
 const kit = pythonKit("tensorboard");
@@ -58,20 +58,22 @@ async function getJson(url: string, body?: unknown): Promise<unknown> {
   return response.json();
 }
 
-/** Poll until `ready(value)` (TensorBoard loads files in the background); gives up after 60 s. */
-async function until<T>(read: () => Promise<T>, ready: (value: T) => boolean): Promise<T> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    let value: T | undefined;
-    try {
-      value = await read();
-      if (ready(value)) return value;
-    } catch {
-      // not up yet
-    }
-    if (Date.now() > deadline) throw new Error(`TensorBoard did not show the data in time; last answer: ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+/**
+ * TensorBoard's answer at `url` once `ready(answer)` holds (it loads files in the background, and
+ * answers nothing until it is up); gives up after 60 s, naming the last answer.
+ */
+async function tensorBoardAnswer(url: string, ready: (answer: unknown) => boolean, body?: unknown): Promise<unknown> {
+  let last: unknown;
+  const found = await waitFor(
+    async () => {
+      last = await getJson(url, body).catch((error: unknown) => `not up yet (${String(error)})`);
+      return ready(last) ? { answer: last } : undefined;
+    },
+    { timeoutMs: 60_000, what: `TensorBoard to show the data at ${url}`, intervalMs: 250 },
+  ).catch((error: unknown) => {
+    throw new Error(`${error instanceof Error ? error.message : String(error)}; last answer: ${JSON.stringify(last)}`);
+  });
+  return found.answer;
 }
 
 /** TensorBoard's JSON for a float: a number, or "NaN" / "Infinity" / "-Infinity". */
@@ -117,8 +119,8 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
 
   const base = await startTensorBoard(runDir, loadFast);
   const run = "tensorboard";
-  const tags = (await until(
-    () => getJson(`${base}/data/plugin/scalars/tags`),
+  const tags = (await tensorBoardAnswer(
+    `${base}/data/plugin/scalars/tags`,
     (t) => Object.keys((t as Record<string, Record<string, unknown>>)[run] ?? {}).includes("weights/mean"),
   )) as Record<string, Record<string, unknown>>;
   // rankscope's own keys (rankscope/…, …__count) are left out of TensorBoard unless `internal: true`.
@@ -127,8 +129,8 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
 
   // Scalars: the resumed attempt's points replace the first attempt's from step 5 on.
   for (const key of expectedTags) {
-    const points = (await until(
-      () => getJson(`${base}/data/plugin/scalars/scalars?run=${run}&tag=${encodeURIComponent(key)}`),
+    const points = (await tensorBoardAnswer(
+      `${base}/data/plugin/scalars/scalars?run=${run}&tag=${encodeURIComponent(key)}`,
       (p) => Array.isArray(p) && p.length >= (key === "loss" ? 9 : 4),
     )) as [number, number, unknown][];
     const mine = flushed.filter((m) => m.key === key);
@@ -147,8 +149,8 @@ it(`TensorBoard ${tensorboardVersion ?? ""} (${loadFast ? "Rust data server" : "
   const streamRun = encodeURIComponent(`${run}/Controller`);
   const streamedLoss = streamed.filter((r) => r.key === "loss");
   assert.equal(streamedLoss.length, 4);
-  const streamPoints = (await until(
-    () => getJson(`${base}/data/plugin/scalars/scalars?run=${streamRun}&tag=loss`),
+  const streamPoints = (await tensorBoardAnswer(
+    `${base}/data/plugin/scalars/scalars?run=${streamRun}&tag=loss`,
     (p) => Array.isArray(p) && p.length >= streamedLoss.length,
   )) as [number, number, unknown][];
   assert.deepEqual(
@@ -219,9 +221,10 @@ for (const loadFast of [true, false]) {
     }
     const base = await startTensorBoard(runDir, loadFast);
     const request = { experimentName: "", allowedStatuses: ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"], colParams: [], startIndex: 0, sliceSize: 10 };
-    const groups = (await until(
-      () => getJson(`${base}/data/plugin/hparams/session_groups`, request),
+    const groups = (await tensorBoardAnswer(
+      `${base}/data/plugin/hparams/session_groups`,
       (g) => ((g as { sessionGroups?: unknown[] }).sessionGroups ?? []).length > 0,
+      request,
     )) as { sessionGroups: { hparams: Record<string, unknown> }[] };
     assert.equal(groups.sessionGroups.length, 1);
     assert.equal(groups.sessionGroups[0]?.hparams["optimizer"], "sgd", "the first attempt's session_start_info is what the HParams tab shows");

@@ -17,7 +17,7 @@ import { diagnosticCounts } from "../../../src/core/diagnostics.js";
 import { Reduce } from "../../../src/core/registry.js";
 import type { BackendConfigOf } from "../../../src/backends/options.js";
 import { syncSpool, WandbBackend, type FileStreamBody } from "../../../src/backends/wandb/index.js";
-import { collectDiagnostics, tempDir } from "../../helpers.js";
+import { collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
 import { API_KEY, FAST, allFiles, filesContainingKey, resetProcess, startServer, valuesOf } from "./wandb-helpers.js";
 import type { StrictWandbServer } from "./wandb-server.js";
 
@@ -161,7 +161,7 @@ describe("wandb under faults", () => {
       await steps(logger, 0, 3);
       await server.stop();
       await steps(logger, 3, 6);
-      while ((diagnosticCounts()["wandb.spooling:f9_t"] ?? 0) === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+      await waitFor(() => (diagnosticCounts()["wandb.spooling:f9_t"] ?? 0) > 0, { timeoutMs: 20_000, what: "the backend to start spooling (wandb.spooling:f9_t)", intervalMs: 20 });
       await server.start();
       await steps(logger, 6, 9);
       await logger.shutdown();

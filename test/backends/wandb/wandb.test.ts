@@ -19,7 +19,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REDACTED } from "../../../src/run/run-files.js";
-import { collectDiagnostics, tempDir } from "../../helpers.js";
+import { collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
 import { API_KEY, FAST, filesContainingKey, resetProcess, startServer, valuesOf } from "./wandb-helpers.js";
 import { parseWandbJson, type StrictWandbServer } from "./wandb-server.js";
 
@@ -481,7 +481,7 @@ describe("wandb never blocks the loop", () => {
     recordMetric("x", 0, Reduce.MEAN);
     await logger.flush(0);
     const hanging = (): boolean => server.requests.some((r) => r.kind === "file_stream" && r.status === 0);
-    while (!hanging()) await new Promise((resolve) => setTimeout(resolve, 10));
+    await waitFor(hanging, { timeoutMs: 20_000, what: "the first file_stream request to reach the server", intervalMs: 10 });
     for (let step = 1; step < 5; step++) {
       recordMetric("x", step, Reduce.MEAN);
       await logger.flush(step);

@@ -25,6 +25,9 @@ test("the demo leaves no dashboard tab empty: per-rank lines, a stream, system m
   try {
     const child = spawn(process.execPath, ["--import", "tsx", MAIN, "demo", "--steps", "2"], {
       env: { ...process.env, RANKSCOPE_ROOT: root },
+      // A deadline on the exit awaited below: a hung demo is killed (exit code null).
+      timeout: 120_000,
+      killSignal: "SIGKILL",
       stdio: ["ignore", "pipe", "pipe"],
     });
     let err = "";

@@ -76,7 +76,12 @@ describe("rankscope tail", () => {
     const runDir = join(root, "exp", "live");
     const w = writer(runDir, "exp", "live");
     w.write({ scalars: [{ key: "loss", step: 0, wall: 1, value: 5 }] });
-    const child = spawn(process.execPath, [CLI, "tail", runDir, "--interval", "100"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [CLI, "tail", runDir, "--interval", "100"], {
+      stdio: ["ignore", "pipe", "pipe"],
+      // A deadline on the exit awaited below: a tail that never ends is killed (code null).
+      timeout: 60_000,
+      killSignal: "SIGKILL",
+    });
     let stdout = "";
     let stderr = "";
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));

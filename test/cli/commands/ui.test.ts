@@ -19,7 +19,12 @@ describe("rankscope ui", () => {
   after(() => rmSync(root, { recursive: true, force: true }));
 
   it("prints the URL, serves the runs and stops on SIGTERM", async () => {
-    const child = spawn(process.execPath, ["--import", "tsx", main, "ui", "--root", root, "--port", "0"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", main, "ui", "--root", root, "--port", "0"], {
+      stdio: ["ignore", "pipe", "pipe"],
+      // A deadline on the exit awaited after SIGTERM: a server that ignores it is killed (code null).
+      timeout: 60_000,
+      killSignal: "SIGKILL",
+    });
     try {
       const url = await new Promise<string>((resolvePromise, reject) => {
         let out = "";

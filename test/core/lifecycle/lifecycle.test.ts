@@ -13,10 +13,10 @@ import { pathToFileURL } from "node:url";
 import { after, describe, it } from "node:test";
 import { closeStores, openStore } from "../../../src/backends/store/index.js";
 import { workerExecArgv } from "../../../src/core/module-worker.js";
-import { tempDir } from "../../helpers.js";
+import { tempDir, waitFor } from "../../helpers.js";
 import { eventFiles, readEvents, scalarPoints } from "../../backends/tensorboard/tfevents-reader.js";
 import { readStream, ROOT, type ChildResult } from "../../stream/helpers.js";
-import { isAlive, NatsServer, waitFor } from "../../transport/support.js";
+import { isAlive, NatsServer } from "../../transport/support.js";
 
 const CONTROLLER = join(ROOT, "test", "core", "lifecycle", "fixtures", "controller.ts");
 const DRAINS = join(ROOT, "test", "core", "lifecycle", "fixtures", "drains.ts");
@@ -142,7 +142,7 @@ function assertFaceFiles(run: Run, streamEnd: string): void {
 
 async function assertChildrenGone(run: Run): Promise<void> {
   assert.equal(run.pids.length, 2, `the job did not report its two ranks' pids: ${describeRun(run)}`);
-  await waitFor(() => run.pids.every((pid) => !isAlive(pid)), 10_000, `child ranks ${run.pids.join(", ")} to be gone`);
+  await waitFor(() => run.pids.every((pid) => !isAlive(pid)), { timeoutMs: 10_000, what: `child ranks ${run.pids.join(", ")} to be gone` });
 }
 
 function runStatus(runDir: string): string {

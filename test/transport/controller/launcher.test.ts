@@ -4,8 +4,8 @@ import { test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { joinRun } from "../../../src/transport/rank/join.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";
-import { captureStdout, collectDiagnostics, tempDir } from "../../helpers.js";
-import { consoleOutput, isAlive, SUM_RANK, waitFor } from "../support.js";
+import { captureStdout, collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
+import { consoleOutput, isAlive, SUM_RANK } from "../support.js";
 
 const BROKEN_RANK = new URL("../../fixtures/broken-rank.ts", import.meta.url);
 const PROBE_RANK = new URL("../../fixtures/probe-rank.ts", import.meta.url);
@@ -66,7 +66,7 @@ test("ranks registered before initBackends get the per-rank backends when it run
   );
   await ranks.stop();
   assert.deepEqual(logger.rankNames, ["Controller"]);
-  for (const pid of pids) await waitFor(() => !isAlive(pid), 5000, `pid ${pid} to exit`);
+  for (const pid of pids) await waitFor(() => !isAlive(pid), { timeoutMs: 5000, what: `pid ${pid} to exit` });
   await logger.shutdown();
 });
 

@@ -14,8 +14,7 @@ import { decodeProtocolMessage, type RankReply } from "../../../src/transport/pr
 import { KEPT_FLUSH_ANSWERS, RankAgent } from "../../../src/transport/rank/rank-agent.js";
 import { RankRuntime } from "../../../src/transport/rank/runtime.js";
 import { diagnosticCounts } from "../../../src/core/diagnostics.js";
-import { collectDiagnostics } from "../../helpers.js";
-import { waitFor } from "../support.js";
+import { collectDiagnostics, waitFor } from "../../helpers.js";
 
 const IDENTITY = { rank: 1, rankName: "Lossy_AAAA_r1", processName: "Lossy", localRank: 1, localWorldSize: 2 };
 
@@ -56,7 +55,7 @@ test("a flush answer lost in transit is sent again and logged once", async () =>
     lose(false);
     collector.recordSlow("values", 4, "sum");
     logged += sumOf((await handle.flush(2, 1000)).states);
-    await waitFor(() => handle.carriedStates > 0, 5000, "the lost answer to be sent again");
+    await waitFor(() => handle.carriedStates > 0, { timeoutMs: 5000, what: "the lost answer to be sent again" });
     logged += sumOf((await handle.flush(3, 1000)).states);
     logged += sumOf((await handle.flush(4, 1000)).states);
   });
@@ -81,7 +80,7 @@ test("an answer the rank no longer keeps is reported and counted as lost", async
     lose(false);
     collector.recordSlow("values", 1000, "sum");
     logged += sumOf((await handle.flush(KEPT_FLUSH_ANSWERS + 1, 1000)).states);
-    await waitFor(() => (diagnosticCounts()[resent] ?? 0) >= KEPT_FLUSH_ANSWERS - 1 && (diagnosticCounts()[lostCode] ?? 0) >= 1, 5000, "every kept answer sent again");
+    await waitFor(() => (diagnosticCounts()[resent] ?? 0) >= KEPT_FLUSH_ANSWERS - 1 && (diagnosticCounts()[lostCode] ?? 0) >= 1, { timeoutMs: 5000, what: "every kept answer sent again" });
     logged += sumOf((await handle.flush(KEPT_FLUSH_ANSWERS + 2, 1000)).states);
     assert.equal(diagnosticCounts()[lostCode], 1, "one answer counted as lost");
   });

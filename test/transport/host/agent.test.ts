@@ -9,8 +9,8 @@ import { after, before, test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { startHostAgent } from "../../../src/transport/host/agent.js";
 import { serveHostsOverNats } from "../../../src/transport/host/server.js";
-import { tempDir } from "../../helpers.js";
-import { NatsServer, waitFor } from "../support.js";
+import { tempDir, waitFor } from "../../helpers.js";
+import { NatsServer } from "../support.js";
 
 const HOST_RANK = new URL("../../fixtures/host-rank.ts", import.meta.url);
 const children: ChildProcess[] = [];
@@ -41,9 +41,9 @@ test("an agent forgets a rank silent for maxMissedFlushes, and takes it back whe
   children.push(rank);
   let out = "";
   rank.stdout?.on("data", (d: Buffer) => (out += d.toString()));
-  await waitFor(() => out.includes("joined as"), 30_000, "the rank to join its agent");
+  await waitFor(() => out.includes("joined as"), { timeoutMs: 30_000, what: "the rank to join its agent" });
   let step = 0;
-  await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, 20_000, "a flush with the rank");
+  await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, { timeoutMs: 20_000, what: "a flush with the rank" });
   const [rankName] = agent.rankNames;
   assert.ok(rankName !== undefined);
 
@@ -54,8 +54,7 @@ test("an agent forgets a rank silent for maxMissedFlushes, and takes it back whe
       named.push(...(await logger.flush(step++)).missingRanks);
       return agent.forgottenRanks === 1;
     },
-    30_000,
-    "the agent to forget the stopped rank",
+    { timeoutMs: 30_000, what: "the agent to forget the stopped rank" },
   );
   assert.ok(named.includes(rankName), "named missing before it was forgotten");
   assert.deepEqual(agent.rankNames, [], "forgotten: no longer held by the agent");
@@ -65,8 +64,7 @@ test("an agent forgets a rank silent for maxMissedFlushes, and takes it back whe
       const forgotten = await logger.flush(step++);
       return forgotten.missingRanks.length === 0 && forgotten.ranksExpected === 0;
     },
-    20_000,
-    "the forgotten rank no longer named missing",
+    { timeoutMs: 20_000, what: "the forgotten rank no longer named missing" },
   );
   assert.deepEqual(hosts.host("hforget")?.memberRanks(), []);
 
@@ -76,8 +74,7 @@ test("an agent forgets a rank silent for maxMissedFlushes, and takes it back whe
       const back = await logger.flush(step++);
       return back.ranksReporting === 1 && (back.metrics.find((m) => m.key === "scale/values")?.value ?? 0) > 0;
     },
-    30_000,
-    "the rank to register again and report",
+    { timeoutMs: 30_000, what: "the rank to register again and report" },
   );
   assert.deepEqual(agent.rankNames, [rankName]);
   await logger.shutdown();

@@ -14,8 +14,7 @@ import { after, before, test } from "node:test";
 import { MetricLogger, type FlushResult } from "../../../src/controller/metric-logger.js";
 import { serveHostsOverNats, type HostServer } from "../../../src/transport/host/server.js";
 import { ignoredMessageCounts } from "../../../src/transport/protocol/messages.js";
-import { tempDir } from "../../helpers.js";
-import { waitFor } from "../support.js";
+import { tempDir, waitFor } from "../../helpers.js";
 import { createHosts, namespace, namespacesUnavailable, natsAddress, natsNamespace, removeHosts, runIn, setLink, type HostProcess } from "./netns.js";
 
 const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url).pathname;
@@ -63,7 +62,7 @@ test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cu
     } catch {
       return false;
     }
-  }, 20_000, "the NATS cluster to accept the controller");
+  }, { timeoutMs: 20_000, what: "the NATS cluster to accept the controller" });
   const server = hosts as HostServer;
   await logger.initBackends({});
   const env = (n: number): Record<string, string> => ({ RANKSCOPE_NATS_URL: urls, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_HOST_ID: `h${n}` });
@@ -75,7 +74,7 @@ test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cu
       ranks.push(startNode(n, HOST_RANK, { ...env(n), RANK: String(rank), LOCAL_RANK: String(local), LOCAL_WORLD_SIZE: String(RANKS_PER_HOST), RANKSCOPE_REPLICA_ID: `h${n}` }));
     }
   }
-  await waitFor(() => server.hostIds.length === HOSTS && ranks.every((r) => r.stdout.includes("joined as")), 40_000, "3 agents and 6 ranks to join");
+  await waitFor(() => server.hostIds.length === HOSTS && ranks.every((r) => r.stdout.includes("joined as")), { timeoutMs: 40_000, what: "3 agents and 6 ranks to join" });
 
   let step = 0;
   let logged = 0;
@@ -86,7 +85,7 @@ test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cu
     return result;
   };
   const everyone = HOSTS * RANKS_PER_HOST;
-  await waitFor(async () => (await flush()).ranksReporting === everyone, 20_000, "a complete flush");
+  await waitFor(async () => (await flush()).ranksReporting === everyone, { timeoutMs: 20_000, what: "a complete flush" });
   const rankOf = (n: number): string[] => [...(server.host(`h${n}`)?.memberRanks() ?? [])].sort();
 
   // 1. Kill NATS node 1: clients connected to it fail over to nodes 2 and 3.
@@ -116,7 +115,7 @@ test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cu
   }
   assert.ok(named, "the cut-off host's two ranks were named missing");
   setLink(2, true);
-  await waitFor(async () => (await flush()).ranksReporting === everyone, 40_000, "host 2 to report again after the link healed");
+  await waitFor(async () => (await flush()).ranksReporting === everyone, { timeoutMs: 40_000, what: "host 2 to report again after the link healed" });
 
   // 3. Kill host 3's agent with -9: its ranks are named missing, then served by a replacement.
   const host3 = rankOf(3);
@@ -125,12 +124,12 @@ test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cu
   const dead = await flush();
   assert.deepEqual([...dead.missingRanks].sort(), host3);
   startNode(3, AGENT_MAIN, env(3));
-  await waitFor(async () => (await flush()).ranksReporting === everyone, 40_000, "host 3's ranks to be served by the replacement agent");
+  await waitFor(async () => (await flush()).ranksReporting === everyone, { timeoutMs: 40_000, what: "host 3's ranks to be served by the replacement agent" });
 
   // Stop recording, flush what is left: every recorded value is logged or counted as lost.
   for (const r of ranks) r.child.kill("SIGUSR2");
-  await waitFor(() => ranks.every((r) => r.stdout.includes("stopped ")), 10_000, "the ranks to stop recording");
-  await waitFor(async () => (await flush()).ranksReporting === everyone, 20_000, "a complete flush after the ranks stopped");
+  await waitFor(() => ranks.every((r) => r.stdout.includes("stopped ")), { timeoutMs: 10_000, what: "the ranks to stop recording" });
+  await waitFor(async () => (await flush()).ranksReporting === everyone, { timeoutMs: 20_000, what: "a complete flush after the ranks stopped" });
   await flush();
   const recorded = ranks.reduce((sum, r) => sum + Number(/stopped (\d+)/.exec(r.stdout)?.[1] ?? NaN), 0);
   // Late frames were carried into later flushes: every value recorded is logged, once.

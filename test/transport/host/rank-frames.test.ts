@@ -13,8 +13,8 @@ import { serveHostsOverNats } from "../../../src/transport/host/server.js";
 import { joinOverNats } from "../../../src/transport/rank/nats.js";
 import { RankAgent, type SendFrame, type SendText } from "../../../src/transport/rank/rank-agent.js";
 import { RankRuntime } from "../../../src/transport/rank/runtime.js";
-import { tempDir } from "../../helpers.js";
-import { NatsServer, waitFor } from "../support.js";
+import { tempDir, waitFor } from "../../helpers.js";
+import { NatsServer } from "../support.js";
 
 /** A rank that can lose its next flush-answer frame in transit (the frame is never published). */
 class LossyRankAgent extends RankAgent {
@@ -75,7 +75,7 @@ test("ranks answer their agent in frames; a lost frame that defined keys costs a
       for (const key of keys) logged += result.metrics.find((m) => m.key === `${key}/sum`)?.value ?? 0;
       return result;
     };
-    await waitFor(async () => (await flush([])).ranksReporting === 3, 20_000, "a flush with the three ranks");
+    await waitFor(async () => (await flush([])).ranksReporting === 3, { timeoutMs: 20_000, what: "a flush with the three ranks" });
 
     // Exact merges through frames: sum, max and std over the three ranks.
     const recordedAt = step;
@@ -103,8 +103,7 @@ test("ranks answer their agent in frames; a lost frame that defined keys costs a
         await flush(["a", "b"]);
         return Math.abs(logged - recorded) < 1e-9;
       },
-      20_000,
-      `every recorded value logged (logged ${logged} of ${recorded})`,
+      { timeoutMs: 20_000, what: `every recorded value logged (logged ${logged} of ${recorded})` },
     );
     assert.ok(Math.abs(logged - recorded) < 1e-9, `logged ${logged} of ${recorded}`);
     const complete = await flush([]);

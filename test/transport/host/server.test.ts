@@ -10,8 +10,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { after, before, test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { serveHostsOverNats } from "../../../src/transport/host/server.js";
-import { tempDir } from "../../helpers.js";
-import { NatsServer, waitFor } from "../support.js";
+import { tempDir, waitFor } from "../../helpers.js";
+import { NatsServer } from "../support.js";
 
 const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url);
 const HOST_RANK = new URL("../../fixtures/host-rank.ts", import.meta.url);
@@ -47,11 +47,11 @@ test("a host gone for good is no longer expected after maxMissedFlushes, named a
   await assert.rejects(serveHostsOverNats({ url: server.url, logger, maxMissedFlushes: 0 }), /maxMissedFlushes must be a positive integer/);
   const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_HOST_ID: "hgone" };
   const agent = start(AGENT_MAIN, env);
-  await waitFor(() => hosts.hostIds.includes("hgone"), 20_000, "the host agent to register");
+  await waitFor(() => hosts.hostIds.includes("hgone"), { timeoutMs: 20_000, what: "the host agent to register" });
   const rank = start(HOST_RANK, { ...env, RANK: "0", LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "1", RANKSCOPE_REPLICA_ID: "hgone" });
-  await waitFor(() => rank.stdout.includes("joined as"), 30_000, "the rank to join its agent");
+  await waitFor(() => rank.stdout.includes("joined as"), { timeoutMs: 30_000, what: "the rank to join its agent" });
   let step = 0;
-  await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, 20_000, "a flush with the rank");
+  await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, { timeoutMs: 20_000, what: "a flush with the rank" });
   const rankName = hosts.host("hgone")?.memberRanks()[0];
   assert.ok(rankName !== undefined);
 
@@ -70,15 +70,14 @@ test("a host gone for good is no longer expected after maxMissedFlushes, named a
 
   // A replacement agent registers: the host is expected again and its rank reports.
   start(AGENT_MAIN, env);
-  await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, 30_000, "the rank to be served again");
+  await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, { timeoutMs: 30_000, what: "the rank to be served again" });
   assert.deepEqual(hosts.goneHostIds, []);
   await waitFor(
     async () => {
       const back = await logger.flush(step++);
       return back.ranksExpected === 1 && back.ranksReporting === 1 && (back.metrics.find((m) => m.key === "scale/values")?.value ?? 0) > 0;
     },
-    20_000,
-    "the rank's values logged again, the host expected",
+    { timeoutMs: 20_000, what: "the rank's values logged again, the host expected" },
   );
   await logger.shutdown();
 });
