@@ -152,7 +152,9 @@ export class RankRuntime {
    * the per-rank backends, and return them for the controller.
    */
   async flush(step: number, deadlineMs?: number): Promise<RankSnapshot> {
-    await this.beforeTake();
+    const draining = this.drainStream();
+    if (draining !== undefined) await draining;
+    recordStreamDropped(this.collector);
     return this.flushTaken(step, deadlineMs, this.collector.takeStates(), this.takeUndelivered());
   }
 
@@ -165,7 +167,9 @@ export class RankRuntime {
    * snapshot.
    */
   async flushFrame(step: number, deadlineMs: number | undefined, write: FrameWriter): Promise<RankSnapshot | FramedFlush> {
-    await this.beforeTake();
+    const draining = this.drainStream();
+    if (draining !== undefined) await draining;
+    recordStreamDropped(this.collector);
     const undelivered = this.takeUndelivered();
     const own = this.collector === getCollector();
     const gatherer = own ? workerGatherer() : undefined;
@@ -185,13 +189,14 @@ export class RankRuntime {
     return this.flushTaken(step, deadlineMs, this.collector.takeStates(), undelivered);
   }
 
-  /** Raw values recorded before this flush reach the per_rank_no_reduce backends first. */
-  private async beforeTake(): Promise<void> {
-    if (this.usesStreamRing) {
-      // So a step's stream lines come before the next step's (bounded: the flush has a deadline).
-      await flushStream(STREAM_FLUSH_WAIT_MS);
-    }
-    recordStreamDropped(this.collector);
+  /**
+   * Raw values recorded before this flush reach the per_rank_no_reduce backends first, so a step's
+   * stream lines come before the next step's (bounded: the flush has a deadline). Undefined when
+   * there is no stream to wait for: the caller then takes its states without yielding, so a value
+   * recorded after `flush()` was called belongs to the next step.
+   */
+  private drainStream(): Promise<void> | undefined {
+    return this.usesStreamRing ? flushStream(STREAM_FLUSH_WAIT_MS) : undefined;
   }
 
   /** What this rank's backends missed since the last flush (rankscope/backend_undelivered/{name}), summed over ranks. */
