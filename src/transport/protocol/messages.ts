@@ -218,8 +218,8 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === "object" && !Array.isArray(value);
 }
 
-function isId(value: unknown): boolean {
-  return Number.isInteger(value) && (value as number) >= 0;
+function isId(value: unknown): value is number {
+  return typeof value === "number" && Number.isInteger(value) && value >= 0;
 }
 
 function isString(value: unknown): value is string {
@@ -283,8 +283,8 @@ function isIdentity(value: unknown): value is RankIdentity {
     isString(value["rankName"]) &&
     isString(value["processName"]) &&
     isId(value["localRank"]) &&
-    Number.isInteger(value["localWorldSize"]) &&
-    (value["localWorldSize"] as number) >= 1
+    isId(value["localWorldSize"]) &&
+    value["localWorldSize"] >= 1
   );
 }
 
@@ -296,7 +296,8 @@ function validateSnapshot(snapshot: unknown): string | undefined {
   if (snapshot["seq"] !== undefined && !isId(snapshot["seq"])) return "snapshot.seq must be a non-negative integer";
   const states = snapshot["states"];
   if (!Array.isArray(states)) return "snapshot.states must be an array";
-  for (const s of states as unknown[]) {
+  const list: readonly unknown[] = states;
+  for (const s of list) {
     if (!isObject(s) || !isString(s["key"]) || !isString(s["reduce"])) return "every state must carry key and reduce";
     const state = s["state"];
     if (!isObject(state) || typeof state["v"] !== "number" || typeof state["count"] !== "number") {
@@ -309,7 +310,8 @@ function validateSnapshot(snapshot: unknown): string | undefined {
 function validateOffCycle(offCycle: unknown): string | undefined {
   if (offCycle === undefined) return undefined;
   if (!Array.isArray(offCycle)) return "snapshot.offCycle must be an array";
-  for (const log of offCycle as unknown[]) {
+  const logs: readonly unknown[] = offCycle;
+  for (const log of logs) {
     if (!isObject(log) || !isString(log["axis"]) || !isId(log["step"]) || typeof log["timestamp"] !== "number" || !Array.isArray(log["states"])) {
       return "every off-cycle log must carry axis, step, timestamp and states";
     }
