@@ -1,7 +1,7 @@
-/** The shared test helpers' own contract: `waitFor` resolves with the first truthy value, or throws naming what it waited for. */
+/** The shared test helpers' own contract: `waitFor` resolves with the first truthy value, or throws naming what it waited for; `within` bounds one awaited event. */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { waitFor } from "./helpers.js";
+import { waitFor, within } from "./helpers.js";
 
 test("waitFor resolves with the condition's first truthy value, sync or async", async () => {
   let checks = 0;
@@ -18,4 +18,10 @@ test("waitFor throws naming what it waited for once the deadline passed, and pas
     }, { timeoutMs: 10_000, what: "never" }),
     RangeError,
   );
+});
+
+test("within resolves with the promise's value, passes on its rejection, and throws naming what it waited for at the deadline", async () => {
+  assert.equal(await within(Promise.resolve(7), { timeoutMs: 10_000, what: "a number" }), 7);
+  await assert.rejects(within(Promise.reject(new RangeError("exit 3")), { timeoutMs: 10_000, what: "never" }), RangeError);
+  await assert.rejects(within(new Promise(() => {}), { timeoutMs: 30, what: "a child that never exits" }), /^Error: timed out after 30 ms waiting for a child that never exits$/);
 });

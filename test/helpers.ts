@@ -91,3 +91,20 @@ export async function waitFor<T>(condition: () => T | Promise<T>, { timeoutMs, w
     await new Promise((resolve) => setTimeout(resolve, Math.min(intervalMs, Math.max(0, end - Date.now()))));
   }
 }
+
+/**
+ * `promise`, or an Error naming `what` after `timeoutMs`: the bound on awaiting an event outside
+ * the test's control (a child's or worker's exit, a server's answer). The promise's own rejection
+ * passes through.
+ */
+export async function within<T>(promise: Promise<T>, { timeoutMs, what }: { timeoutMs: number; what: string }): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -88,7 +88,7 @@ test("main.log holds the controller's lines, merged.log every process's lines pr
 
   const child = fileURLToPath(new URL("../fixtures/textlog-rank.ts", import.meta.url));
   const run = (rank: string): Promise<number | null> =>
-    new Promise((resolve) => spawn(process.execPath, ["--import", "tsx", child, runDir, rank, "50"], { stdio: "inherit" }).on("exit", resolve));
+    new Promise((resolve) => spawn(process.execPath, ["--import", "tsx", child, runDir, rank, "50"], { stdio: "inherit", timeout: 60_000, killSignal: "SIGKILL" }).on("exit", resolve));
   const codes = await Promise.all([run("Trainer_0_r0"), run("Trainer_0_r1")]);
   assert.deepEqual(codes, [0, 0]);
   log.warn("ranks done");

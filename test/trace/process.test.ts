@@ -47,6 +47,9 @@ describe("trace files from a rank process", () => {
     const proc = spawn(process.execPath, ["--import", "tsx", child, "signal", runDir], {
       env: { ...process.env, RANK: "1", RANKSCOPE_TRACE_SAVE_INTERVAL_MS: "600000", RANKSCOPE_DISABLE_TRACING: "", RANKSCOPE_DISABLE_METRICS: "", RANKSCOPE_TRACE_RANKS: "" },
       stdio: ["ignore", "pipe", "inherit"],
+      // The deadline on the exit awaited below: a hung child is killed by SIGKILL, which fails the signal check.
+      timeout: 60_000,
+      killSignal: "SIGKILL",
     });
     let out = "";
     proc.stdout.setEncoding("utf8");

@@ -11,7 +11,7 @@ import { after, before, describe, test } from "node:test";
 import { MetricLogger, type FlushResult } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
-import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
+import { collectDiagnostics, tempDir, waitFor, within } from "../helpers.js";
 import { NatsServer, SUM_RANK } from "./support.js";
 
 const BUSY_RANK = new URL("../fixtures/busy-rank.ts", import.meta.url);
@@ -165,7 +165,7 @@ describe("NATS ranks that come back", () => {
     children.push(rankA.child, rankB.child);
     await waitFor(() => first.output().includes("flushed with 2 ranks"), { timeoutMs: 60_000, what: `the first controller to flush its 2 ranks (it printed: ${first.output()})` });
     first.child.kill("SIGKILL");
-    await first.exited;
+    await within(first.exited, { timeoutMs: 10_000, what: "the SIGKILLed first controller to exit" });
 
     const logger = new MetricLogger({ processName: "Controller", runDir: secondDir, runId, flushDeadlineMs: 1500 });
     await collectDiagnostics(async () => {
@@ -181,7 +181,7 @@ describe("NATS ranks that come back", () => {
       await logger.shutdown();
     });
     // The ranks leave when the new controller shuts down (they were its ranks now).
-    const codes = await Promise.all([rankA.exited, rankB.exited]);
+    const codes = await within(Promise.all([rankA.exited, rankB.exited]), { timeoutMs: 30_000, what: "both ranks to leave after the new controller shut down" });
     assert.deepEqual(codes, [0, 0], `${rankA.output()}\n${rankB.output()}`);
     assert.ok(jsonlSum(secondDir, "outage/recorded").sum > 0);
   });

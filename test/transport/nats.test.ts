@@ -11,7 +11,7 @@ import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
 import { ignoredMessageCounts } from "../../src/transport/protocol/messages.js";
-import { captureStdout, collectDiagnostics, tempDir, waitFor } from "../helpers.js";
+import { captureStdout, collectDiagnostics, tempDir, waitFor, within } from "../helpers.js";
 import { consoleOutput, freePort, NatsServer, SUM_RANK } from "./support.js";
 
 const EXTERNAL_RANK = new URL("../fixtures/external-rank.ts", import.meta.url);
@@ -38,7 +38,7 @@ test("NATS unreachable at start: a clear error naming the URL, on the controller
     return true;
   });
   await logger.shutdown();
-  const rank = await runExternal({ RANKSCOPE_NATS_URL: url, RANKSCOPE_RUN_ID: "nobody", RANKSCOPE_JOIN_DEADLINE_MS: "600" }).done;
+  const rank = await within(runExternal({ RANKSCOPE_NATS_URL: url, RANKSCOPE_RUN_ID: "nobody", RANKSCOPE_JOIN_DEADLINE_MS: "600" }).done, { timeoutMs: 30_000, what: "a rank that cannot reach NATS to give up" });
   assert.notEqual(rank.code, 0);
   assert.ok(rank.stderr.includes(`cannot reach the NATS server at ${url}`), rank.stderr);
 });
@@ -77,7 +77,7 @@ describe("with a nats-server", () => {
       await actors.syncOutput();
       rankNames = actors.rankNames;
       await logger.shutdown();
-      const exit = await external.done;
+      const exit = await within(external.done, { timeoutMs: 30_000, what: "the external rank to leave after shutdown" });
       assert.equal(exit.code, 0, exit.stderr);
       assert.match(exit.stdout, /joined as External_\w{4}_r0/);
       assert.match(exit.stdout, /left: shut down by the controller/);
@@ -133,7 +133,7 @@ describe("with a nats-server", () => {
       const [name] = nats.rankNames as [string];
       assert.deepEqual((await logger.flush(0)).missingRanks, []);
       external.kill();
-      await external.done;
+      await within(external.done, { timeoutMs: 10_000, what: "the SIGKILLed external rank to exit" });
       for (let step = 1; step <= 3; step++) assert.deepEqual((await logger.flush(step)).missingRanks, [name], `flush(${step})`);
       const after = await logger.flush(4);
       assert.deepEqual(after.missingRanks, []);

@@ -14,7 +14,7 @@ import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { recordMetric } from "../../src/core/collector.js";
 import { workerGatherer } from "../../src/core/worker-link.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
-import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
+import { collectDiagnostics, tempDir, waitFor, within } from "../helpers.js";
 
 const USER_WORKER = new URL("../fixtures/user-worker.mjs", import.meta.url);
 const FETCHER_RANK = new URL("../fixtures/fetcher-rank.ts", import.meta.url);
@@ -98,7 +98,7 @@ test("metrics recorded in the user's own worker threads reach the main thread's 
   ]);
   assert.deepEqual([...jsonlValues(runDir, "anywhere/max")], [[0, 9]]);
   for (const w of [a, b]) w.worker.postMessage({ t: "exit" });
-  assert.deepEqual(await Promise.all([a.exited, b.exited]), [0, 0]);
+  assert.deepEqual(await within(Promise.all([a.exited, b.exited]), { timeoutMs: 10_000, what: "both workers to exit" }), [0, 0]);
 });
 
 test("a worker that exits after recording: what it recorded reaches the next flush", async () => {
@@ -107,7 +107,7 @@ test("a worker that exits after recording: what it recorded reaches the next flu
   const worker = await startWorker();
   await worker.send({ t: "record", key: "leaving/sum", value: 5, reduce: "sum" }, "recorded");
   worker.worker.postMessage({ t: "exit" });
-  assert.equal(await worker.exited, 0);
+  assert.equal(await within(worker.exited, { timeoutMs: 10_000, what: "the worker to exit" }), 0);
   await waitFor(async () => (await logger.flush(0)).metrics.some((m) => m.key === "leaving/sum"), { timeoutMs: 10_000, what: "the exited worker's values" });
   await logger.shutdown();
   assert.equal([...jsonlValues(runDir, "leaving/sum").values()].reduce((n, v) => n + v, 0), 5);
@@ -135,7 +135,7 @@ test("a worker too busy to answer: the flush keeps its deadline and names it; it
     await logger.flush(step++);
     await logger.shutdown();
     worker.worker.postMessage({ t: "exit" });
-    await worker.exited;
+    await within(worker.exited, { timeoutMs: 10_000, what: "the worker to exit" });
   });
   assert.ok(seen.some((d) => d.code === `collector.workerMissing:${threadId}` && /did not answer the flush within 500 ms/.test(d.message)), "the worker is named");
   assert.equal([...jsonlValues(runDir, "busy/sum").values()].reduce((n, v) => n + v, 0), 7, "logged once");

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { serveHostsOverNats } from "../../../src/transport/host/server.js";
-import { tempDir, waitFor } from "../../helpers.js";
+import { tempDir, waitFor, within } from "../../helpers.js";
 import { NatsServer } from "../support.js";
 
 const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url);
@@ -85,7 +85,7 @@ test("two hosts × two ranks through host agents: complete flushes, per-rank bac
   // Kill host h1's agent: its two ranks are named missing, by the deadline.
   const h1Ranks = [...hosts.host("h1")!.memberRanks()].sort();
   agents.h1.process.kill("SIGKILL");
-  await agents.h1.exited;
+  await within(agents.h1.exited, { timeoutMs: 10_000, what: "the SIGKILLed agent h1 to exit" });
   const started = Date.now();
   const cut = await flush();
   assert.ok(Date.now() - started < 2000 + 1500, "the flush returned by its deadline");
@@ -104,7 +104,7 @@ test("two hosts × two ranks through host agents: complete flushes, per-rank bac
   await waitFor(async () => (await flush()).ranksReporting === 4, { timeoutMs: 20_000, what: "a complete flush after the ranks stopped" });
   await flush();
   await logger.shutdown();
-  const exits = await Promise.all(ranks.map((r) => r.exited));
+  const exits = await within(Promise.all(ranks.map((r) => r.exited)), { timeoutMs: 30_000, what: "the 4 ranks to leave after shutdown" });
   assert.deepEqual(exits, [0, 0, 0, 0], ranks.map((r) => r.stderr).join("\n"));
   const recorded = ranks.reduce((sum, r) => sum + Number(/stopped (\d+)/.exec(r.stdout)?.[1] ?? NaN), 0);
   assert.equal(logged, recorded, `logged ${logged} of ${recorded} recorded (late frames carried: ${hosts.stats.lateFrames})`);

@@ -14,7 +14,7 @@ import { after, before, test } from "node:test";
 import { MetricLogger, type FlushResult } from "../../../src/controller/metric-logger.js";
 import { serveHostsOverNats, type HostServer } from "../../../src/transport/host/server.js";
 import { ignoredMessageCounts } from "../../../src/transport/protocol/messages.js";
-import { tempDir, waitFor } from "../../helpers.js";
+import { tempDir, waitFor, within } from "../../helpers.js";
 import { createHosts, namespace, namespacesUnavailable, natsAddress, natsNamespace, removeHosts, runIn, setLink, type HostProcess } from "./netns.js";
 
 const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url).pathname;
@@ -47,7 +47,7 @@ before(() => {
 });
 after(async () => {
   for (const p of processes) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGKILL");
-  await Promise.all(processes.map((p) => p.exited));
+  await within(Promise.all(processes.map((p) => p.exited)), { timeoutMs: 15_000, what: "every SIGKILLed test process to exit" });
   if (unavailable === undefined) removeHosts();
 });
 
@@ -90,7 +90,7 @@ test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cu
 
   // 1. Kill NATS node 1: clients connected to it fail over to nodes 2 and 3.
   nodes[0]?.child.kill("SIGKILL");
-  await nodes[0]?.exited;
+  if (nodes[0] !== undefined) await within(nodes[0].exited, { timeoutMs: 10_000, what: "the SIGKILLed NATS node 1 to exit" });
   let incomplete = 0;
   for (let i = 0; i < 8; i++) {
     const result = await flush();
@@ -120,7 +120,7 @@ test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cu
   // 3. Kill host 3's agent with -9: its ranks are named missing, then served by a replacement.
   const host3 = rankOf(3);
   agents[2]?.child.kill("SIGKILL");
-  await agents[2]?.exited;
+  if (agents[2] !== undefined) await within(agents[2].exited, { timeoutMs: 10_000, what: "the SIGKILLed agent of host 3 to exit" });
   const dead = await flush();
   assert.deepEqual([...dead.missingRanks].sort(), host3);
   startNode(3, AGENT_MAIN, env(3));

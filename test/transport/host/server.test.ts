@@ -10,7 +10,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { after, before, test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { serveHostsOverNats } from "../../../src/transport/host/server.js";
-import { tempDir, waitFor } from "../../helpers.js";
+import { tempDir, waitFor, within } from "../../helpers.js";
 import { NatsServer } from "../support.js";
 
 const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url);
@@ -56,7 +56,7 @@ test("a host gone for good is no longer expected after maxMissedFlushes, named a
   assert.ok(rankName !== undefined);
 
   agent.process.kill("SIGKILL");
-  await agent.exited;
+  await within(agent.exited, { timeoutMs: 10_000, what: "the SIGKILLed agent to exit" });
   for (let missed = 1; missed <= 2; missed++) {
     const result = await logger.flush(step++);
     assert.deepEqual(result.missingRanks, [rankName], `missed flush ${missed}: its rank named missing`);
