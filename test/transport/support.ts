@@ -9,6 +9,36 @@ export const SUM_RANK = new URL("../fixtures/sum-rank.ts", import.meta.url);
 
 const NATS_SERVER = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].find((p) => existsSync(p)) ?? "nats-server";
 
+/** A child process a test started: what it printed so far, and its exit code. */
+export interface TestChild {
+  readonly process: ChildProcess;
+  stdout: string;
+  stderr: string;
+  readonly exited: Promise<number | null>;
+}
+
+/**
+ * Start a TypeScript module (a fixture, or the host agent's entry) under tsx with `env` added to
+ * this process's environment, capturing its output, and add it to `children` for `killChildren`.
+ */
+export function startChild(file: URL, env: Record<string, string>, children: TestChild[]): TestChild {
+  const child = spawn(process.execPath, ["--import", "tsx", file.pathname], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const c: TestChild = { process: child, stdout: "", stderr: "", exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
+  child.stdout?.on("data", (d: Buffer) => (c.stdout += d.toString()));
+  child.stderr?.on("data", (d: Buffer) => (c.stderr += d.toString()));
+  children.push(c);
+  return c;
+}
+
+/** SIGKILL every child still running (a SIGSTOPped one is continued first, so the kill is delivered at once). */
+export function killChildren(children: readonly TestChild[]): void {
+  for (const c of children) {
+    if (c.process.exitCode !== null || c.process.signalCode !== null) continue;
+    c.process.kill("SIGCONT");
+    c.process.kill("SIGKILL");
+  }
+}
+
 /** A port nothing listens on right now (127.0.0.1). */
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -4,28 +4,22 @@
  * when it runs again it is told to register again and reports again, against a real nats-server.
  */
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import { after, before, test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { startHostAgent } from "../../../src/transport/host/agent.js";
 import { serveHostsOverNats } from "../../../src/transport/host/server.js";
 import { tempDir, waitFor } from "../../helpers.js";
-import { NatsServer } from "../support.js";
+import { killChildren, NatsServer, startChild, type TestChild } from "../support.js";
 
 const HOST_RANK = new URL("../../fixtures/host-rank.ts", import.meta.url);
-const children: ChildProcess[] = [];
+const children: TestChild[] = [];
 
 let server: NatsServer;
 before(async () => {
   server = await NatsServer.start();
 });
 after(async () => {
-  for (const c of children) {
-    if (c.exitCode === null) {
-      c.kill("SIGCONT");
-      c.kill("SIGKILL");
-    }
-  }
+  killChildren(children);
   await server.stop();
 });
 
@@ -34,20 +28,14 @@ test("an agent forgets a rank silent for maxMissedFlushes, and takes it back whe
   const hosts = await serveHostsOverNats({ url: server.url, logger });
   const agent = await startHostAgent({ url: server.url, runId: logger.runId, hostId: "hforget", maxMissedFlushes: 2 });
   const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_HOST_ID: "hforget" };
-  const rank = spawn(process.execPath, ["--import", "tsx", HOST_RANK.pathname], {
-    env: { ...process.env, ...env, RANK: "0", LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "1", RANKSCOPE_REPLICA_ID: "hforget" },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  children.push(rank);
-  let out = "";
-  rank.stdout?.on("data", (d: Buffer) => (out += d.toString()));
-  await waitFor(() => out.includes("joined as"), { timeoutMs: 30_000, what: "the rank to join its agent" });
+  const rank = startChild(HOST_RANK, { ...env, RANK: "0", LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "1", RANKSCOPE_REPLICA_ID: "hforget" }, children);
+  await waitFor(() => rank.stdout.includes("joined as"), { timeoutMs: 30_000, what: "the rank to join its agent" });
   let step = 0;
   await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, { timeoutMs: 20_000, what: "a flush with the rank" });
   const [rankName] = agent.rankNames;
   assert.ok(rankName !== undefined);
 
-  rank.kill("SIGSTOP");
+  rank.process.kill("SIGSTOP");
   const named: string[] = [];
   await waitFor(
     async () => {
@@ -68,7 +56,7 @@ test("an agent forgets a rank silent for maxMissedFlushes, and takes it back whe
   );
   assert.deepEqual(hosts.host("hforget")?.memberRanks(), []);
 
-  rank.kill("SIGCONT");
+  rank.process.kill("SIGCONT");
   await waitFor(
     async () => {
       const back = await logger.flush(step++);

@@ -6,42 +6,26 @@
  * recorded meanwhile in the next flush (exact merges).
  */
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { serveHostsOverNats } from "../../../src/transport/host/server.js";
 import { tempDir, waitFor, within } from "../../helpers.js";
-import { NatsServer } from "../support.js";
+import { killChildren, NatsServer, startChild, type TestChild } from "../support.js";
 
 const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url);
 const HOST_RANK = new URL("../../fixtures/host-rank.ts", import.meta.url);
 
-interface Child {
-  readonly process: ChildProcess;
-  stdout: string;
-  stderr: string;
-  readonly exited: Promise<number | null>;
-}
-
-const children: Child[] = [];
-
-function start(file: URL, env: Record<string, string>): Child {
-  const child = spawn(process.execPath, ["--import", "tsx", file.pathname], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  const c: Child = { process: child, stdout: "", stderr: "", exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
-  child.stdout?.on("data", (d: Buffer) => (c.stdout += d.toString()));
-  child.stderr?.on("data", (d: Buffer) => (c.stderr += d.toString()));
-  children.push(c);
-  return c;
-}
+const children: TestChild[] = [];
+const start = (file: URL, env: Record<string, string>): TestChild => startChild(file, env, children);
 
 let server: NatsServer;
 before(async () => {
   server = await NatsServer.start();
 });
 after(async () => {
-  for (const c of children) if (c.process.exitCode === null) c.process.kill("SIGKILL");
+  killChildren(children);
   await server.stop();
 });
 
@@ -52,7 +36,7 @@ test("two hosts × two ranks through host agents: complete flushes, per-rank bac
   const env = (hostId: string): Record<string, string> => ({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_HOST_ID: hostId });
   const agents = { h0: start(AGENT_MAIN, env("h0")), h1: start(AGENT_MAIN, env("h1")) };
   await waitFor(() => hosts.hostIds.length === 2, { timeoutMs: 20_000, what: "both host agents to register" });
-  const ranks: Child[] = [];
+  const ranks: TestChild[] = [];
   for (let r = 0; r < 4; r++) {
     const hostId = r < 2 ? "h0" : "h1";
     ranks.push(start(HOST_RANK, { ...env(hostId), RANK: String(r), LOCAL_RANK: String(r % 2), LOCAL_WORLD_SIZE: "2", RANKSCOPE_REPLICA_ID: hostId }));

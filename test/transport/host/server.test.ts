@@ -6,38 +6,24 @@
  * registers, with the rank's values reported again.
  */
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import { after, before, test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { serveHostsOverNats } from "../../../src/transport/host/server.js";
 import { tempDir, waitFor, within } from "../../helpers.js";
-import { NatsServer } from "../support.js";
+import { killChildren, NatsServer, startChild, type TestChild } from "../support.js";
 
 const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url);
 const HOST_RANK = new URL("../../fixtures/host-rank.ts", import.meta.url);
 
-interface Child {
-  readonly process: ChildProcess;
-  stdout: string;
-  readonly exited: Promise<number | null>;
-}
-
-const children: Child[] = [];
-
-function start(file: URL, env: Record<string, string>): Child {
-  const child = spawn(process.execPath, ["--import", "tsx", file.pathname], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
-  const c: Child = { process: child, stdout: "", exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
-  child.stdout?.on("data", (d: Buffer) => (c.stdout += d.toString()));
-  children.push(c);
-  return c;
-}
+const children: TestChild[] = [];
+const start = (file: URL, env: Record<string, string>): TestChild => startChild(file, env, children);
 
 let server: NatsServer;
 before(async () => {
   server = await NatsServer.start();
 });
 after(async () => {
-  for (const c of children) if (c.process.exitCode === null) c.process.kill("SIGKILL");
+  killChildren(children);
   await server.stop();
 });
 
