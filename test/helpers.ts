@@ -2,7 +2,7 @@
  * Shared test helpers: capture stdout, collect diagnostics, make temp dirs, run a TypeScript
  * snippet in a child, and `waitFor` — the one bounded wait every test uses.
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -43,27 +43,58 @@ export function tempDir(prefix = "rankscope-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-/** The repository's root (the cwd of snippets run by `runSnippet`). */
-const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
+/** The repository's root (the cwd of the children `runNode` starts; they resolve `tsx` from here). */
+export const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+/** What a child process did. */
+export interface ChildResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Options of {@link runNode}. */
+export interface RunNodeOptions {
+  /** Sees the child's whole output so far at each chunk (to signal it once it says it is ready). */
+  onStdout?: (text: string, child: ChildProcess) => void;
+  /** `args` go to `node` as given instead of after `--import tsx`. */
+  raw?: boolean;
+  /** A child still running after this is killed with SIGKILL, which `signal` then shows (default 90 s). */
+  deadlineMs?: number;
+}
+
+/**
+ * Run `node --import tsx ...args` (or `node ...args` with `raw`) from the repository root with
+ * `env` added; resolves with its exit and output once it closed. The one child runner of the
+ * tests: every child has a deadline, so a hung one cannot hang the test.
+ */
+export function runNode(args: readonly string[], env: Record<string, string>, { onStdout, raw = false, deadlineMs = 90_000 }: RunNodeOptions = {}): Promise<ChildResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, raw ? args : ["--import", "tsx", ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const killer = setTimeout(() => child.kill("SIGKILL"), deadlineMs);
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString("utf8");
+      onStdout?.(stdout, child);
+    });
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
+    child.on("error", reject);
+    child.on("close", (code, signal) => {
+      clearTimeout(killer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
 
 /**
  * Run a TypeScript snippet (ESM, through tsx) in a child process with `env` added; resolves with
  * its exit code and output. Killed after 60 s, so a hung snippet cannot hang the test.
  */
-export function runSnippet(code: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-    const killer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("close", (exitCode) => {
-      clearTimeout(killer);
-      resolve({ code: exitCode, stdout, stderr });
-    });
-  });
+export async function runSnippet(code: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const result = await runNode(["--input-type=module", "-e", code], env, { deadlineMs: 60_000 });
+  return { code: result.code, stdout: result.stdout, stderr: result.stderr };
 }
 
 /** Options of {@link waitFor}. */

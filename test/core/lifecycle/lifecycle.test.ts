@@ -6,16 +6,16 @@
  * may be left behind.
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { after, describe, it } from "node:test";
 import { closeStores, openStore } from "../../../src/backends/store/index.js";
 import { workerExecArgv } from "../../../src/core/module-worker.js";
-import { tempDir, waitFor } from "../../helpers.js";
+import { runNode, tempDir, waitFor, type ChildResult } from "../../helpers.js";
 import { eventFiles, readEvents, scalarPoints } from "../../backends/tensorboard/tfevents-reader.js";
-import { readStream, ROOT, type ChildResult } from "../../stream/helpers.js";
+import { readStream, ROOT } from "../../stream/helpers.js";
 import { isAlive, NatsServer } from "../../transport/support.js";
 
 const CONTROLLER = join(ROOT, "test", "core", "lifecycle", "fixtures", "controller.ts");
@@ -26,28 +26,9 @@ const DRAIN_DEADLINE_MS = 8000;
 /** Longest a job may run, whatever it does: past it, it is killed (SIGKILL) and the test fails. */
 const JOB_DEADLINE_MS = 90_000;
 
-/**
- * Run a TypeScript job (or `node` with `args` as given, with `raw`) with `env` added; `onStdout`
- * sees its output so far. A job still running after `deadlineMs` is killed with SIGKILL, which the
- * assertions on `signal` then report.
- */
-function runJob(args: string[], env: Record<string, string>, onStdout?: (text: string, child: ReturnType<typeof spawn>) => void, raw = false): Promise<ChildResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, raw ? args : ["--import", "tsx", ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-    const killer = setTimeout(() => child.kill("SIGKILL"), JOB_DEADLINE_MS);
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString("utf8");
-      onStdout?.(stdout, child);
-    });
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")));
-    child.on("error", reject);
-    child.on("close", (code, signal) => {
-      clearTimeout(killer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
+/** Run a job (see `runNode`) that is killed after JOB_DEADLINE_MS, which the assertions on `signal` then report. */
+function runJob(args: string[], env: Record<string, string>, onStdout?: (text: string, child: ChildProcess) => void, raw = false): Promise<ChildResult> {
+  return runNode(args, env, { ...(onStdout === undefined ? {} : { onStdout }), raw, deadlineMs: JOB_DEADLINE_MS });
 }
 
 const dirs: string[] = [];
