@@ -123,7 +123,10 @@ test("a worker too busy to answer: the flush keeps its deadline and names it; it
     threadId = worker.worker.threadId;
     await worker.send({ t: "record", key: "busy/sum", value: 7, reduce: "sum" }, "recorded");
     await waitFor(() => knownWorkers() >= known + 1, { timeoutMs: 10_000, what: "the worker to link" });
+    const blocking = new Promise<void>((resolve) => worker.worker.on("message", (m: { t: string }) => m.t === "blocking" && resolve()));
     const unblocked = worker.send({ t: "block", ms: 3000 }, "unblocked");
+    // The flush's question travels on another channel than the block message: ask only once the worker is busy.
+    await within(blocking, { timeoutMs: 10_000, what: "the worker to start its busy loop" });
     const started = Date.now();
     const during = await logger.flush(0);
     const took = Date.now() - started;
