@@ -69,6 +69,12 @@ export class MetricLogger implements ResolvedLoggerOptions {
   readonly options: Readonly<MetricLoggerOptions>;
   /** This run's id in transport messages (see `MetricLoggerOptions.runId`). */
   readonly runId: string;
+  /**
+   * The secret sealing this run's NATS messages (see `MetricLoggerOptions.runSecret`): hand it to
+   * ranks and host agents you start yourself in their environment (`RANKSCOPE_RUN_SECRET`), never
+   * on a command line or in a log.
+   */
+  readonly runSecret: string;
   private readonly ranks = new Map<string, RankHandle>();
   private globalBackends = BackendSet.empty();
   /** Controller-side primaries of per-rank backends with `perRankShareRun` (they create the shared run). */
@@ -93,6 +99,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.backendDeadlineMs = resolved.backendDeadlineMs;
     this.quiet = resolved.quiet;
     this.runId = resolved.runId;
+    this.runSecret = resolved.runSecret;
     // A new logger after a shutdown(): recording is logged again.
     getCollector().reopen();
     const local = new RankRuntime(standaloneIdentity(this.processName));

@@ -20,6 +20,13 @@ export const RANKS_REPORTING_KEY = "rankscope/ranks_reporting";
 /** Raw stream records dropped because the ring was full (a `sum`, per flush). */
 export const STREAM_DROPPED_KEY = "rankscope/stream_dropped";
 
+/**
+ * Followed by a kind (`unauthenticated`, `replayed`, `stale`, `malformed`, `foreign`,
+ * `invalidState`, `invalidName`, `refused`): the messages each process rejected since its last
+ * flush (a `sum`), so an attack on a run shows in its data.
+ */
+export const REJECTED_KEY_PREFIX = "rankscope/rejected/";
+
 /** Followed by a backend's config name: the calls it did not get since the last flush. */
 export const BACKEND_UNDELIVERED_KEY_PREFIX = "rankscope/backend_undelivered/";
 

@@ -12,7 +12,7 @@ import { MetricLogger, type FlushResult } from "../../src/controller/metric-logg
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
 import { collectDiagnostics, tempDir, waitFor, within } from "../helpers.js";
-import { NatsServer, SUM_RANK } from "./support.js";
+import { NatsServer, SUM_RANK, TEST_RUN_SECRET } from "./support.js";
 
 const BUSY_RANK = new URL("../fixtures/busy-rank.ts", import.meta.url);
 const EXTERNAL_RANK = new URL("../fixtures/external-rank.ts", import.meta.url);
@@ -157,7 +157,7 @@ describe("NATS ranks that come back", () => {
     const firstDir = tempDir();
     const secondDir = tempDir();
     dirs.push(firstDir, secondDir);
-    const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, EXTERNAL_LOOP: "1" };
+    const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET, EXTERNAL_LOOP: "1" };
     const first = runFixture(CONTROLLER, { ...env, CONTROLLER_RUN_DIR: firstDir, CONTROLLER_RANKS: "2" });
     children.push(first.child);
     const rankA = runFixture(EXTERNAL_RANK, { ...env, RANK: "0" });
@@ -167,7 +167,7 @@ describe("NATS ranks that come back", () => {
     first.child.kill("SIGKILL");
     await within(first.exited, { timeoutMs: 10_000, what: "the SIGKILLed first controller to exit" });
 
-    const logger = new MetricLogger({ processName: "Controller", runDir: secondDir, runId, flushDeadlineMs: 1500 });
+    const logger = new MetricLogger({ processName: "Controller", runDir: secondDir, runId, runSecret: TEST_RUN_SECRET, flushDeadlineMs: 1500 });
     await collectDiagnostics(async () => {
       await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
       const nats = await serveRanksOverNats({ url: server.url, logger });

@@ -69,4 +69,4 @@ class JsonlBackend implements Backend {
   }
 }
 
-registerBackend("jsonl", (options) => new JsonlBackend(options), { knownOptions: ["file"] });
+registerBackend("jsonl", (options) => new JsonlBackend(options), { knownOptions: ["file"], pathOptions: ["file"] });

@@ -179,6 +179,7 @@ function rejectStreamMode(backend: string, options: BackendOptions): void {
 }
 
 registerBackend("otlp", (options) => new OtlpBackend(options), {
+  destinationOptions: ["url"],
   knownOptions: ["url", "headers", "serviceName", "resourceAttributes", "temporality", "timeoutMs", "maxQueuedExports", "finishDeadlineMs"],
   validate(options) {
     rejectStreamMode("otlp", options);

@@ -167,6 +167,7 @@ registerBackend("prometheus", (options) => new PrometheusBackend(options), {
 });
 
 registerBackend("prometheus_remote_write", (options) => new PrometheusRemoteWriteBackend(options), {
+  destinationOptions: ["url"],
   knownOptions: ["url", "headers", "labels", "timeoutMs", "retryBudgetMs", "maxQueuedSamples", "maxSamplesPerSend", "finishDeadlineMs"],
   validate(options) {
     rejectStreamMode("prometheus_remote_write", options);

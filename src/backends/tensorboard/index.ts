@@ -164,6 +164,7 @@ class TensorBoardBackend implements Backend {
 
 registerBackend("tensorboard", (options) => new TensorBoardBackend(options), {
   knownOptions: ["dir", "internal"],
+  pathOptions: ["dir"],
   validate(options) {
     const internal = options["internal"];
     if (internal !== undefined && typeof internal !== "boolean") throw new TypeError(`backend "tensorboard": internal must be true or false, got ${JSON.stringify(internal)}`);

@@ -6,6 +6,7 @@
  * largest double, and 0 — so states from any rank merge by adding counts, exactly.
  */
 import type { Accumulator, AccumulatorState, HistogramData, NumericReduceDefinition } from "../reduce.js";
+import { counts, describe, firstProblem, isCount, numbers, versionOne } from "./state-check.js";
 
 function defaultEdges(): Float64Array {
   const positive: number[] = [];
@@ -152,6 +153,33 @@ function histogramData(s: HistogramState): HistogramData {
   };
 }
 
+/**
+ * A valid `HistogramState`: its numbers, bucket indexes among the shared edges in ascending order
+ * with one count each, and as many values in its buckets and `nan` as `count` says.
+ */
+function checkHistogram(s: Readonly<Record<string, unknown>>): string | undefined {
+  const problem = firstProblem(versionOne(s), numbers(s, ["min", "max", "sum", "sumSquares"]), counts(s, ["nan"]));
+  if (problem !== undefined) return problem;
+  const buckets = s["buckets"];
+  const bucketCounts = s["counts"];
+  if (!Array.isArray(buckets) || !Array.isArray(bucketCounts) || buckets.length !== bucketCounts.length) return "buckets and counts must be lists of one length";
+  const indexes: readonly unknown[] = buckets;
+  const values: readonly unknown[] = bucketCounts;
+  let previous = -1;
+  let held = Number(s["nan"]);
+  for (let i = 0; i < indexes.length; i++) {
+    const b = indexes[i];
+    const n = values[i];
+    if (!Number.isInteger(b) || Number(b) <= previous || Number(b) >= EDGE_COUNT) return `bucket ${describe(b)} is not an ascending index below ${EDGE_COUNT}`;
+    if (!isCount(n)) return `bucket counts must be finite numbers ≥ 0, got ${describe(n)}`;
+    previous = Number(b);
+    held += n;
+  }
+  const count = Number(s["count"]);
+  // Counts may be weights: allow the rounding of their sum.
+  return Math.abs(held - count) <= 1e-9 * Math.max(1, count) ? undefined : `its buckets and nan hold ${held} values, but count is ${count}`;
+}
+
 /** `Reduce.HISTOGRAM`. */
 export const histogramReduce: NumericReduceDefinition<HistogramState> = {
   name: "histogram",
@@ -163,4 +191,5 @@ export const histogramReduce: NumericReduceDefinition<HistogramState> = {
   },
   value: summary,
   histogram: histogramData,
+  check: checkHistogram,
 };

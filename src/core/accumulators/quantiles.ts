@@ -12,6 +12,7 @@
  * an infinite store (both seen with version 2.1.1). See docs/DESIGN.md.
  */
 import type { Accumulator, AccumulatorState, NumericReduceDefinition } from "../reduce.js";
+import { counts, describe, firstProblem, isCount, numbers, versionOne } from "./state-check.js";
 
 /** Relative accuracy of every quantile sketch. */
 export const QUANTILE_RELATIVE_ACCURACY = 0.01;
@@ -267,6 +268,44 @@ function sketchOf(states: readonly QuantilesState[]): Sketch {
   return sketch;
 }
 
+/** The lowest and highest bucket keys a finite value can have (one more either side for rounding). */
+const LOWEST_KEY = bucketKey(MIN_INDEXABLE) - 1;
+const HIGHEST_KEY = bucketKey(Number.MAX_VALUE) + 1;
+
+/** What is wrong with one sign's buckets: keys outside what a double can reach, or a count that is not one. */
+function runProblem(name: string, run: unknown): { problem?: string; total: number } {
+  if (run === null || typeof run !== "object" || Array.isArray(run)) return { problem: `${name} must be { offset, counts }`, total: 0 };
+  const offset: unknown = "offset" in run ? run.offset : undefined;
+  const values: unknown = "counts" in run ? run.counts : undefined;
+  if (!Number.isSafeInteger(offset) || !Array.isArray(values)) return { problem: `${name} must carry an integer offset and a list of counts`, total: 0 };
+  const list: readonly unknown[] = values;
+  const first = Number(offset);
+  if (list.length > 0 && (first < LOWEST_KEY || first + list.length - 1 > HIGHEST_KEY)) {
+    return { problem: `${name} buckets ${first}..${first + list.length - 1} lie outside ${LOWEST_KEY}..${HIGHEST_KEY}, the keys of finite numbers`, total: 0 };
+  }
+  let total = 0;
+  for (const n of list) {
+    if (!isCount(n)) return { problem: `${name} counts must be finite numbers ≥ 0, got ${describe(n)}`, total: 0 };
+    total += n;
+  }
+  return { total };
+}
+
+/**
+ * A valid `QuantilesState`: its numbers and counts, buckets within the keys a double can reach (a
+ * run far outside would make `merge` allocate without bound), and as many values in its buckets
+ * and special counts as `count` says.
+ */
+function checkQuantiles(s: Readonly<Record<string, unknown>>): string | undefined {
+  const problem = firstProblem(versionOne(s), numbers(s, ["sum", "min", "max"]), counts(s, ["zeros", "nan", "posInf", "negInf"]));
+  if (problem !== undefined) return problem;
+  const positive = runProblem("positive", s["positive"]);
+  const negative = runProblem("negative", s["negative"]);
+  if (positive.problem !== undefined || negative.problem !== undefined) return positive.problem ?? negative.problem;
+  const held = positive.total + negative.total + Number(s["zeros"]) + Number(s["nan"]) + Number(s["posInf"]) + Number(s["negInf"]);
+  return held === s["count"] ? undefined : `its buckets and special counts hold ${held} values, but count is ${describe(s["count"])}`;
+}
+
 /** A quantiles reduction reporting the given quantiles (each in [0, 1]) under `name`. */
 export function quantilesReduce(name: string, quantiles: readonly number[] = DEFAULT_QUANTILES): NumericReduceDefinition<QuantilesState> {
   for (const q of quantiles) {
@@ -278,5 +317,6 @@ export function quantilesReduce(name: string, quantiles: readonly number[] = DEF
     create: () => new QuantilesAccumulator(outputs),
     merge: (states) => sketchOf(states).toState(),
     value: (state) => quantileValues(sketchOf([state]), outputs),
+    check: checkQuantiles,
   };
 }

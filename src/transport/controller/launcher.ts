@@ -32,6 +32,8 @@ import { entryUrl, needsTsx, registerExitDrain, startError, startProcess, startT
 export interface RankServer {
   readonly runId: string;
   readonly url: string;
+  /** The run secret messages are sealed with: `spawnRanks` hands it to the ranks it starts (in their environment). */
+  readonly runSecret: string;
   /** The handle of a rank once it registered through this server. */
   /** `signal` aborts the wait (its timer is cleared; the promise then never settles). */
   waitForRank(rankName: string, deadlineMs: number, signal?: AbortSignal): Promise<RemoteRankHandle>;
@@ -224,7 +226,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
       runId,
       module,
       carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
-      ...(options.nats !== undefined ? { natsUrl: options.nats.url } : {}),
+      ...(options.nats !== undefined ? { natsUrl: options.nats.url, runSecret: options.nats.runSecret } : {}),
     };
     return kind === "thread" ? startThread(assignment, entry, tsx, options.env ?? {}, hold) : startProcess(assignment, entry, tsx, options.env ?? {}, hold);
   });

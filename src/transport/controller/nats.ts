@@ -10,7 +10,6 @@
  * after the reconnect are complete again. Loaded only by `serveRanksOverNats` and by `joinRun`
  * with a NATS URL, so `import { recordMetric } from "rankscope"` never loads the NATS client.
  */
-import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
@@ -19,6 +18,8 @@ import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type RankM
 import { isWireFrame, WIRE_VERSION } from "../wire/codec.js";
 import { MAX_ORPHAN_RANKS, RankFrames } from "./rank-frames.js";
 import { subjects } from "../protocol/nats.js";
+import { RunKey } from "../protocol/seal.js";
+import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
 import { connectTo, unrefSocket, unrefWhileIdle } from "./nats-connection.js";
 import type { RankServer } from "./launcher.js";
 import type { RankSnapshot } from "../protocol/types.js";
@@ -53,6 +54,9 @@ interface Registration {
   readonly host: string;
 }
 
+/** Ranks one server registers at most: a register beyond is refused and counted (`refused`), so registrations cannot grow without bound. */
+export const MAX_REGISTERED_RANKS = 100_000;
+
 /** A rank this controller does not know is told `hello` at most this often. */
 const HELLO_EVERY_MS = 1000;
 
@@ -75,6 +79,9 @@ export class NatsRankServer implements RankServer {
   private readonly missed = new Map<string, number>();
   /** Flush answers of ranks not registered here (yet), merged per rank, for their next flush. */
   private readonly orphans = new Map<string, RankSnapshot>();
+  /** The last flush ids this server broadcast (an orphan's answer must be to one), and the orphan answers used (`rank:id`, once each). */
+  private readonly recentFlushIds = new Set<number>();
+  private readonly orphanAnswers = new Set<string>();
   private readonly helloSent = new Map<string, number>();
   private readonly waiters = new Map<string, Array<(handle: RemoteRankHandle) => void>>();
   private readonly inbox: string;
@@ -91,7 +98,9 @@ export class NatsRankServer implements RankServer {
   constructor(
     readonly url: string,
     readonly runId: string,
-    private readonly nc: NatsConnection,
+    /** The run secret its messages are sealed with (handed to the ranks `spawnRanks` starts over NATS). */
+    readonly runSecret: string,
+    private readonly nc: SealedNats,
     private readonly logger: RankRegistry,
     private readonly maxMissedFlushes: number,
     /** A host agent's scope (its host id): serve that host's subjects (docs/scale.md). */
@@ -100,15 +109,15 @@ export class NatsRankServer implements RankServer {
     const s = subjects(runId, scope);
     this.inbox = s.inbox();
     this.frames = new RankFrames(runId, (rankName) => this.ranks.has(rankName), () => this.ranks.size, (rankName, id, seq) =>
-      assertSubjectTokenSafe(rankName, (name) => this.nc.publish(s.rank(name), encodeProtocolMessage(runId, { t: "resend", id, seq }), { reply: this.inbox })),
+      assertSubjectTokenSafe(rankName, (name) => this.nc.publish(s.rank(name), encodeProtocolMessage(runId, { t: "resend", id, seq }), this.inbox)),
     );
     // A host agent (scope) is a daemon: its connection is what keeps it alive.
-    if (scope === undefined && !unrefWhileIdle(nc)) {
+    if (scope === undefined && !unrefWhileIdle(nc.nc)) {
       warn("transport.nats.unref", "this NATS client version does not let rankscope unref its connection: a controller that forgets logger.shutdown() will not end by itself while ranks are served over NATS");
     }
-    nc.subscribe(s.register, { callback: (err, msg) => void (err === null && this.onRegister(msg)) });
-    nc.subscribe(s.deregister, { callback: (err, msg) => void (err === null && this.onDeregister(msg)) });
-    nc.subscribe(this.inbox, { callback: (err, msg) => void (err === null && this.onReply(msg)) });
+    nc.subscribe(s.register, (msg) => void this.onRegister(msg));
+    nc.subscribe(s.deregister, (msg) => this.onDeregister(msg));
+    nc.subscribe(this.inbox, (msg) => this.onReply(msg));
     void this.watchStatus();
     // Ranks of a previous controller of this run (it crashed, or was restarted) register here now.
     this.sayHello(s.hello);
@@ -131,7 +140,7 @@ export class NatsRankServer implements RankServer {
 
   /** Bytes this connection sent and received so far (NATS protocol included). */
   get stats(): { inBytes: number; outBytes: number; inMsgs: number; outMsgs: number } {
-    return this.nc.stats();
+    return this.nc.nc.stats();
   }
 
   waitForRank(rankName: string, deadlineMs: number, signal?: AbortSignal): Promise<RemoteRankHandle> {
@@ -171,13 +180,13 @@ export class NatsRankServer implements RankServer {
       handle.close("was disconnected: the controller closed its NATS connection");
     }
     try {
-      await this.nc.drain();
+      await this.nc.nc.drain();
     } catch {
-      await this.nc.close().catch(() => undefined);
+      await this.nc.nc.close().catch(() => undefined);
     }
   }
 
-  private async onRegister(msg: Msg): Promise<void> {
+  private async onRegister(msg: OpenedMessage): Promise<void> {
     const message = decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
     if (message === undefined) return;
     if (message.t !== "register") {
@@ -189,7 +198,7 @@ export class NatsRankServer implements RankServer {
       if (msg.reply === undefined) return;
       const text = encodeProtocolMessage(this.runId, { t: "registered", rankName: identity.rankName, ok, ...(error === undefined ? {} : { error }) });
       try {
-        msg.respond(text);
+        this.nc.respond(msg, text);
       } catch (err) {
         reportError("transport.nats.respond", `could not answer the registration of ${identity.rankName}: ${describeError(err)}`);
       }
@@ -204,6 +213,11 @@ export class NatsRankServer implements RankServer {
       } catch (error) {
         answer(false, describeError(error));
       }
+      return;
+    }
+    if (known === undefined && this.ranks.size >= MAX_REGISTERED_RANKS) {
+      reportIgnored("refused", `rank ${identity.rankName} asked to register while ${MAX_REGISTERED_RANKS} ranks are registered here, the most one server takes`);
+      answer(false, `this server already has ${MAX_REGISTERED_RANKS} ranks registered`);
       return;
     }
     let handle: RemoteRankHandle | undefined;
@@ -238,7 +252,7 @@ export class NatsRankServer implements RankServer {
     await this.logger.registerRank(handle);
   }
 
-  private onDeregister(msg: Msg): void {
+  private onDeregister(msg: OpenedMessage): void {
     const message = decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
     if (message === undefined) return;
     if (message.t !== "deregister") {
@@ -254,7 +268,7 @@ export class NatsRankServer implements RankServer {
     known.handle.close(`left the run (${message.reason})`);
   }
 
-  private onReply(msg: Msg): void {
+  private onReply(msg: OpenedMessage): void {
     const message = isWireFrame(msg.data) ? this.frames.reply(msg.data, `NATS subject ${msg.subject}`) : decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
     if (message === undefined) return;
     if (message.t !== "reply") {
@@ -282,6 +296,13 @@ export class NatsRankServer implements RankServer {
    */
   private keepOrphan(message: RankMessage & { t: "reply" }): void {
     const rankName = message.rankName;
+    const answer = `${rankName}:${message.id}`;
+    if (!this.recentFlushIds.has(message.id) || this.orphanAnswers.has(answer)) {
+      reportIgnored("replayed", `a reply came from ${rankName}, not registered here, to request ${message.id}, which this server did not just broadcast or whose answer it already kept`);
+      return;
+    }
+    this.orphanAnswers.add(answer);
+    if (this.orphanAnswers.size > MAX_ORPHAN_RANKS) this.orphanAnswers.delete(this.orphanAnswers.values().next().value ?? answer);
     if (message.ok && message.snapshot !== undefined && message.snapshot.rankName === rankName) {
       const kept = this.orphans.get(rankName);
       if (kept === undefined && this.orphans.size >= MAX_ORPHAN_RANKS) {
@@ -318,7 +339,7 @@ export class NatsRankServer implements RankServer {
     const carrier: RankCarrier = {
       description,
       closesWithRank: false,
-      post: (text) => this.nc.publish(s.rank(identity.rankName), text, { reply: this.inbox }),
+      post: (text) => this.nc.publish(s.rank(identity.rankName), text, this.inbox),
       broadcastFlush: (step) => this.broadcastFlush(step, identity.rankName),
     };
     const handle = new RemoteRankHandle(identity, this.runId, carrier);
@@ -354,11 +375,13 @@ export class NatsRankServer implements RankServer {
     if (this.currentFlush === null || this.currentFlush.step !== step) {
       const id = nextRequestId();
       this.currentFlush = { step, id };
+      this.recentFlushIds.add(id);
+      if (this.recentFlushIds.size > 64) this.recentFlushIds.delete(this.recentFlushIds.values().next().value ?? id);
       queueMicrotask(() => (this.currentFlush = null));
       // A host agent asks for wire frames, naming the ranks that must start a new key table.
       const resync = this.frames.takeResync();
       const frames = this.scope === undefined ? {} : { wire: WIRE_VERSION, ...(resync.length > 0 ? { resync } : {}) };
-      this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "flush", id, step, ...frames }), { reply: this.inbox });
+      this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "flush", id, step, ...frames }), this.inbox);
     }
     return this.currentFlush.id;
   }
@@ -384,11 +407,11 @@ export class NatsRankServer implements RankServer {
   }
 
   private async watchStatus(): Promise<void> {
-    for await (const status of this.nc.status()) {
+    for await (const status of this.nc.nc.status()) {
       if (status.type === "disconnect") {
         warn("transport.nats.disconnect", `the controller lost its NATS connection to ${this.url}; reconnecting (flushes meanwhile report the ranks they miss)`);
       } else if (status.type === "reconnect") {
-        if (this.scope === undefined) unrefSocket(this.nc);
+        if (this.scope === undefined) unrefSocket(this.nc.nc);
         warn("transport.nats.reconnect", `the controller reconnected to NATS at ${this.url}`);
         this.sayHello(subjects(this.runId, this.scope).hello);
       }
@@ -419,7 +442,7 @@ export async function serveRanksOverNats(options: ServeRanksOverNatsOptions): Pr
   const maxMissed = options.maxMissedFlushes ?? 3;
   if (!Number.isInteger(maxMissed) || maxMissed < 1) throw new TypeError(`maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
   const nc = await connectTo(options.url, `rankscope-controller-${logger.runId}`, options.connectTimeoutMs ?? 5000);
-  const server = new NatsRankServer(options.url, logger.runId, nc, logger, maxMissed);
+  const server = new NatsRankServer(options.url, logger.runId, logger.runSecret, new SealedNats(nc, RunKey.derive(logger.runSecret, logger.runId)), logger, maxMissed);
   logger.onShutdown(() => server.close());
   return server;
 }

@@ -5,8 +5,8 @@
  * own code.
  */
 import { hostname } from "node:os";
-import { pathToFileURL } from "node:url";
 import { describeError, reportError } from "../../core/diagnostics.js";
+import { allowedModule, checkWireBackends, type RankPolicy } from "./policy.js";
 import type { RankSnapshot } from "../protocol/types.js";
 import type { RankRuntime } from "./runtime.js";
 import { decodeProtocolMessage, encodeProtocolMessage, PROTOCOL_VERSION, reportIgnored, type ControllerRequest, type RankMessage } from "../protocol/messages.js";
@@ -24,7 +24,14 @@ export interface RankAgentOptions {
   readonly runtime: RankRuntime;
   /** Called after the rank answered `shutdown` (a spawned rank exits here). */
   readonly onShutdown?: () => void;
+  /**
+   * What this rank's own side allows requests to do (`policy.ts`). Default: nothing from the wire —
+   * no module to import, per-rank configs checked, no destination allowed.
+   */
+  readonly policy?: RankPolicy;
 }
+
+const NOTHING_ALLOWED: RankPolicy = { modules: [], trustInit: false, destinations: [] };
 
 /**
  * How many of its last flush answers a rank keeps, to send again one that was lost in transit, and
@@ -122,9 +129,11 @@ export class RankAgent {
     const runtime = this.options.runtime;
     const ok = { t: "reply", id: request.id, rankName: this.rankName, ok: true } as const;
     switch (request.t) {
-      case "init":
-        await runtime.init(request.init);
+      case "init": {
+        const policy = this.options.policy ?? NOTHING_ALLOWED;
+        await runtime.init(request.init, (validated) => checkWireBackends(validated, request.init.run.runDir, policy, this.rankName));
         return ok;
+      }
       case "flush": {
         const snapshot: RankSnapshot = { ...(await runtime.flush(request.step)), seq: ++this.seq };
         this.keep(snapshot, snapshot.states.length);
@@ -139,7 +148,8 @@ export class RankAgent {
         await runtime.shutdown();
         return ok;
       case "start": {
-        const url = request.module.startsWith("file:") ? request.module : pathToFileURL(request.module).href;
+        // Only the module this rank was given at its own start, never a path from the wire.
+        const url = allowedModule(this.options.policy ?? NOTHING_ALLOWED, request.module, this.rankName);
         this.module = (await import(url)) as Record<string, unknown>;
         return { ...ok, result: Object.keys(this.module).filter((k) => typeof this.module[k] === "function") };
       }

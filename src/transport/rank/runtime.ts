@@ -20,6 +20,8 @@ import { attachStreamBackends, detachStreamBackends, flushStream, recordStreamDr
 import { BackendSet } from "../../controller/backend-set.js";
 import { validateBackendsConfig, type ValidatedBackend } from "../../controller/config.js";
 import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
+import { takeRejectionsSinceLastFlush } from "../protocol/messages.js";
+import { REJECTED_KEY_PREFIX } from "../../core/internal-keys.js";
 
 export type { OffCycleLog, RankHandle, RankInit, RankSnapshot, RunInfo } from "../protocol/types.js";
 
@@ -53,6 +55,14 @@ export function queueOffCycleLog(log: OffCycleLog): void {
     reportError("rank.offCycleFull", `more than ${MAX_PENDING_OFF_CYCLE} off-cycle logs (system monitor) waited for a flush; the oldest are dropped and counted. Flush more often, or log less often.`);
   }
   queue.push(log);
+}
+
+/**
+ * The messages this process rejected since its last flush, into its own collector as
+ * `rankscope/rejected/{kind}` (a `sum`): they reach the controller with the rank's other values.
+ */
+export function recordRejections(collector: Collector): void {
+  for (const [kind, count] of takeRejectionsSinceLastFlush()) collector.numericEntryFor(`${REJECTED_KEY_PREFIX}${kind}`, "sum", "recordRejections")?.accumulator.append(count);
 }
 
 /** How long a flush waits for raw values already recorded to reach the stream backends. */
@@ -112,8 +122,14 @@ export class RankRuntime {
     if (collector === getCollector()) markThreadAsRank();
   }
 
-  /** Start the per-rank backends this rank was sent (replacing any it had). */
-  async init(message: RankInit): Promise<void> {
+  /**
+   * Start the per-rank backends this rank was sent (replacing any it had). `accept` sees the
+   * validated configs first and may throw to refuse them (the rank's policy for configs from the
+   * wire): the rank then keeps the backends it had.
+   */
+  async init(message: RankInit, accept?: (validated: readonly ValidatedBackend[]) => void): Promise<void> {
+    const validated = await validateBackendsConfig(message.backends);
+    accept?.(validated);
     await this.stopBackends();
     if (currentRun()?.role !== "controller") {
       setCurrentRun({ runDir: message.run.runDir, experiment: message.run.experiment, trial: message.run.trial, identity: this.identity, role: "rank" });
@@ -127,7 +143,6 @@ export class RankRuntime {
         drain: ({ reason }) => (reason === "SIGINT" || reason === "SIGTERM" ? this.shutdown() : undefined),
       });
     }
-    const validated = await validateBackendsConfig(message.backends);
     const context = (v: ValidatedBackend): BackendContext => this.contextFor(v, message);
     this.reduceBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_reduce"), context);
     this.streamBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_no_reduce"), context);
@@ -155,6 +170,7 @@ export class RankRuntime {
     const draining = this.drainStream();
     if (draining !== undefined) await draining;
     recordStreamDropped(this.collector);
+    if (this.collector === getCollector()) recordRejections(this.collector);
     return this.flushTaken(step, deadlineMs, this.collector.takeStates(), this.takeUndelivered());
   }
 
@@ -170,6 +186,7 @@ export class RankRuntime {
     const draining = this.drainStream();
     if (draining !== undefined) await draining;
     recordStreamDropped(this.collector);
+    if (this.collector === getCollector()) recordRejections(this.collector);
     const undelivered = this.takeUndelivered();
     const own = this.collector === getCollector();
     const gatherer = own ? workerGatherer() : undefined;

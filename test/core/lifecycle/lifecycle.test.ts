@@ -16,7 +16,7 @@ import { workerExecArgv } from "../../../src/core/module-worker.js";
 import { runNode, tempDir, waitFor, type ChildResult } from "../../helpers.js";
 import { eventFiles, readEvents, scalarPoints } from "../../backends/tensorboard/tfevents-reader.js";
 import { readStream, ROOT } from "../../stream/helpers.js";
-import { isAlive, NatsServer } from "../../transport/support.js";
+import { isAlive, NatsServer, TEST_RUN_SECRET } from "../../transport/support.js";
 
 const CONTROLLER = join(ROOT, "test", "core", "lifecycle", "fixtures", "controller.ts");
 const DRAINS = join(ROOT, "test", "core", "lifecycle", "fixtures", "drains.ts");
@@ -260,7 +260,7 @@ describe("issue 12 case 6: a job that forgets shutdown()", () => {
     const server = await NatsServer.start();
     try {
       const runId = `lifecycle${process.pid}`;
-      const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId };
+      const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET };
       const ranks = [0, 1].map((rank) =>
         runJob([join(ROOT, "test", "fixtures", "external-rank.ts")], { ...env, RANK: String(rank), LOCAL_RANK: String(rank), EXTERNAL_VALUE: "7", RANKSCOPE_PROCESS_NAME: "Worker" }),
       );
