@@ -15,7 +15,7 @@ export const MAX_REDUCE_NAME_LENGTH = 256;
 
 /** Why a received state is refused: a name out of bounds, or a state that does not fit its reduction. */
 export interface StateProblem {
-  readonly kind: "invalidName" | "invalidState";
+  readonly kind: "invalidName" | "invalidState" | "malformed";
   readonly problem: string;
 }
 
@@ -48,9 +48,10 @@ export class ReceivedStates {
 
   /** What is wrong with one received `{ key, reduce, state }`, or undefined when it is valid. */
   problem(key: unknown, reduce: unknown, state: unknown): StateProblem | undefined {
+    if (typeof key !== "string" || typeof reduce !== "string") return { kind: "malformed", problem: "a state must carry a key and a reduce name" };
     const keyProblem = keyNameProblem(key);
     if (keyProblem !== undefined) return { kind: "invalidName", problem: keyProblem };
-    const check = typeof reduce === "string" ? this.checkOf(reduce) : "its reduce must be a non-empty string";
+    const check = this.checkOf(reduce);
     if (typeof check === "string") return { kind: "invalidName", problem: check };
     if (!isRecord(state)) return { kind: "invalidState", problem: "its state must be an object" };
     if (typeof state["v"] !== "number") return { kind: "invalidState", problem: `its state's v must be a number, got ${describe(state["v"])}` };
