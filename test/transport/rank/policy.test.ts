@@ -19,7 +19,7 @@ import { collectDiagnostics, tempDir } from "../../helpers.js";
 
 const IDENTITY = { rank: 0, rankName: "Policy_AAAA_r0", processName: "Policy", localRank: 0, localWorldSize: 1 };
 const ALLOWED = new URL("./fixtures/allowed-module.mjs", import.meta.url).href;
-const EVIL = new URL("./fixtures/evil-module.mjs", import.meta.url).href;
+const EVIL = new URL("../../fixtures/evil-module.mjs", import.meta.url).href;
 
 /** A rank agent with `policy`, and a function that sends it one request and returns its reply. */
 function rankWith(policy: RankPolicy): { ask: (request: ControllerRequest) => Promise<RankReply>; runtime: RankRuntime } {
