@@ -29,6 +29,17 @@ export class SealedRequestError extends Error {
 /** The status the server answers a request with when nothing subscribes to its subject (NATS "no responders"). */
 const NO_RESPONDERS = 503;
 
+/**
+ * The inbox prefix the connection was made with (`inboxPrefix`, which server permissions may
+ * require), as the client's own requests use it; the default `_INBOX` otherwise. The client keeps
+ * its options on the connection object, outside its interface: read through guards.
+ */
+function inboxPrefixOf(nc: NatsConnection): string | undefined {
+  const options: unknown = "options" in nc ? nc.options : undefined;
+  const prefix: unknown = options !== null && typeof options === "object" && "inboxPrefix" in options ? options.inboxPrefix : undefined;
+  return typeof prefix === "string" && prefix.length > 0 ? prefix : undefined;
+}
+
 /** One NATS connection of a run, sealing what it sends and opening what it receives. */
 export class SealedNats {
   private readonly sealer: Sealer;
@@ -83,7 +94,7 @@ export class SealedNats {
    * nothing subscribes to `subject`.
    */
   request(subject: string, payload: string | Uint8Array, timeoutMs: number): Promise<OpenedMessage> {
-    const inbox = createInbox();
+    const inbox = createInbox(inboxPrefixOf(this.nc));
     return new Promise((resolve, reject) => {
       let done = false;
       const finish = (settle: () => void): void => {
