@@ -134,7 +134,7 @@ function validateSnapshot(snapshot: unknown, from: string): MessageProblem {
  * (`ReceivedStates`). One that fails is left out — the answer's other states are still used — and
  * counted by kind. Undefined when `states` is not a list at all.
  */
-export function keepValidStates(states: unknown, where: string): unknown[] | undefined {
+export function keepValidStates(states: unknown, where: string): readonly unknown[] | undefined {
   if (!Array.isArray(states)) return undefined;
   const list: readonly unknown[] = states;
   const checker = new ReceivedStates();
@@ -149,7 +149,7 @@ export function keepValidStates(states: unknown, where: string): unknown[] | und
     kept ??= list.slice(0, i);
     reportIgnored(problem.kind, `a state in ${where} (key ${shortText(isObject(s) ? s["key"] : s)}) is left out: ${problem.problem}`);
   }
-  return kept ?? [...list];
+  return kept ?? list;
 }
 
 /** What is wrong with a list of off-cycle logs (each log's invalid states are left out and counted). */
