@@ -297,8 +297,13 @@ export class NatsRankServer implements RankServer {
   private keepOrphan(message: RankMessage & { t: "reply" }): void {
     const rankName = message.rankName;
     const answer = `${rankName}:${message.id}`;
-    if (!this.recentFlushIds.has(message.id) || this.orphanAnswers.has(answer)) {
-      reportIgnored("replayed", `a reply came from ${rankName}, not registered here, to request ${message.id}, which this server did not just broadcast or whose answer it already kept`);
+    if (!this.recentFlushIds.has(message.id)) {
+      // An answer to a request of a handle that is gone (a shutdown answered after its deadline).
+      reportIgnored("late", `a reply came from ${rankName}, not registered here, to request ${message.id}, which is not one of this server's recent flushes`);
+      return;
+    }
+    if (this.orphanAnswers.has(answer)) {
+      reportIgnored("replayed", `${rankName}'s answer to flush request ${message.id} came again; an answer is used once`);
       return;
     }
     this.orphanAnswers.add(answer);
