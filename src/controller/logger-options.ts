@@ -106,6 +106,12 @@ export interface FlushResult {
   /** Ranks that did not answer by the deadline. */
   readonly missingRanks: readonly string[];
   /**
+   * Ranks lost so far in the run (their process or thread ended without being shut down, or a
+   * NATS rank fell silent and has not answered again); absent while none is. Counted per flush as
+   * `rankscope/ranks_lost`.
+   */
+  readonly lostRanks?: readonly string[];
+  /**
    * Calls each controller-side backend did not get (missed its deadline, skipped while hung, or
    * failed), cumulative since `initBackends`, by config name; only backends that missed any.
    * Per flush (and summed over ranks for per-rank backends) it is `rankscope/backend_undelivered/{name}`.

@@ -39,6 +39,8 @@ import {
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
 import { askRanks, rankCountStates } from "./rank-answers.js";
+import { LostRanks } from "./lost-ranks.js";
+import type { RankIdentity } from "../core/rank-identity.js";
 import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
@@ -82,6 +84,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
   private unregisterDrain: (() => void) | null = null;
   /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
   private readonly ownRank: RankHandle;
+  /** Ranks lost so far (crashed, or silent over NATS), for the rest of the run. */
+  private readonly lost = new LostRanks();
 
   constructor(options: MetricLoggerOptions = {}) {
     const resolved = resolveLoggerOptions(options);
@@ -205,6 +209,22 @@ export class MetricLogger implements ResolvedLoggerOptions {
   }
 
   /**
+   * A rank was lost: its process or thread ended without being shut down, or (NATS) it fell
+   * silent. The transport that saw it has warned; from now on every flush counts it
+   * (`rankscope/ranks_lost`, `FlushResult.lostRanks`) and the store records it for the dashboard.
+   */
+  rankLost(identity: RankIdentity, reason: string): void {
+    const loss = this.lost.lose(identity, reason, this.lastStep >= 0 ? this.lastStep : null);
+    if (loss !== undefined && !this.closed) void this.globalBackends.logRankLoss(loss);
+  }
+
+  /** A lost rank answered again (a silent NATS rank): no longer counted as lost. */
+  rankBack(identity: RankIdentity): void {
+    const back = this.lost.back(identity, this.lastStep >= 0 ? this.lastStep : null);
+    if (back !== undefined && !this.closed) void this.globalBackends.logRankLoss(back);
+  }
+
+  /**
    * Flush every rank at `step`: per-rank backends log their rank's values, and the merged values
    * go to the `global_reduce` backends. Returns by the flush deadline even if ranks do not answer.
    */
@@ -233,8 +253,10 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const states = mergeRankKeyStates(snapshots, step);
     states.push(...this.globalBackends.takeUndeliveredStates(), ...this.primaryBackends.takeUndeliveredStates());
     if (ranksExpected > 0) states.push(...rankCountStates({ ranksExpected, ranksReporting }));
+    states.push(...this.lost.states());
     states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    const result = { step, ranksExpected, ranksReporting, missingRanks: missing };
+    const lostRanks = this.lost.names;
+    const result = { step, ranksExpected, ranksReporting, missingRanks: missing, ...(lostRanks.length > 0 ? { lostRanks } : {}) };
     if (this.rankInit === null) {
       this.beforeInit.keep({ states, ...target });
       return { ...result, metrics: reduceStates(states, target).metrics, undelivered: {}, beforeInit: true };

@@ -17,6 +17,12 @@ export const RANKS_EXPECTED_KEY = "rankscope/ranks_expected";
 /** How many of them answered by the flush deadline. */
 export const RANKS_REPORTING_KEY = "rankscope/ranks_reporting";
 
+/**
+ * How many ranks the run has lost so far (their process or thread ended without being shut down,
+ * or, over NATS, they fell silent and have not answered again): recorded at every flush once one is.
+ */
+export const RANKS_LOST_KEY = "rankscope/ranks_lost";
+
 /** Raw stream records dropped because the ring was full (a `sum`, per flush). */
 export const STREAM_DROPPED_KEY = "rankscope/stream_dropped";
 

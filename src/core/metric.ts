@@ -53,3 +53,20 @@ export interface StreamRecord {
   readonly rank: number;
   readonly rankName: string;
 }
+
+/**
+ * A rank the controller lost — its process or thread ended without being shut down (a crash,
+ * `kill -9`), or a NATS rank fell silent — or, with `back`, one that answered again. Given to
+ * backends that keep such events (`Backend.logRankLoss`: the store records them for the dashboard).
+ */
+export interface RankLoss {
+  readonly rank: number;
+  readonly rankName: string;
+  /** The last step flushed before it was lost (with `back`: the step it answered again); null before the first flush. */
+  readonly step: number | null;
+  /** Milliseconds since the epoch. */
+  readonly timestamp: number;
+  /** What happened, e.g. `exited (killed by SIGKILL)`. */
+  readonly reason: string;
+  readonly back?: boolean;
+}

@@ -22,14 +22,14 @@ import type { Worker } from "node:worker_threads";
 import { siblingModule, startModuleWorker } from "../../core/module-worker.js";
 import { currentRun } from "../../run/current.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
-import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
+import type { HistogramMetric, Metric, RankLoss, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 import { GLOBAL_RANK, storePath } from "./schema.js";
 import type { WorkerReply, WorkerRequest, WriterThreadData } from "./writer-worker.js";
 import { endingAbnormally, registerDrain } from "../../core/lifecycle.js";
 import { ColumnBuilder, columnBuffers } from "./columns.js";
-import { StoreWriter, type HistogramWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
+import { StoreWriter, type HistogramWrite, type LostRankWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
 
 /** The batch being built between two sends (a `WriteBatch` with mutable arrays). */
 interface PendingBatch {
@@ -39,10 +39,11 @@ interface PendingBatch {
   samples?: SampleWrite[];
   histograms?: HistogramWrite[];
   hyperparams?: Record<string, unknown>;
+  lostRanks?: LostRankWrite[];
 }
 
 export * from "./reader.js";
-export { StoreWriter, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
+export { StoreWriter, type LostRankWrite, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
 export { storePath, CHUNK_POINTS } from "./schema.js";
 
 /** Where a batch goes: a worker thread or the calling thread. */
@@ -261,6 +262,12 @@ export class StoreBackend implements Backend {
 
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
     this.batch.hyperparams = { ...this.batch.hyperparams, ...params };
+    this.added(1);
+  }
+
+  /** A rank the controller lost, or one back (the dashboard marks the rank's lines and the run from these). */
+  logRankLoss(loss: RankLoss): void {
+    (this.batch.lostRanks ??= []).push({ rank: loss.rank, rankName: loss.rankName, step: loss.step, wall: loss.timestamp, reason: loss.reason, ...(loss.back === true ? { back: true } : {}) });
     this.added(1);
   }
 

@@ -30,8 +30,31 @@ export interface SeriesPoint {
 /** What the x axis is: the step, or the wall time. */
 export type XAxis = "step" | "wall";
 
-/** A run's status: `running` while any writer has not finished (or a writer died without saying). */
+/**
+ * A run's status: `running` while any writer has not finished and is alive; `crashed` once the
+ * controller's process is gone without finishing (or ended by a signal or an uncaught exception);
+ * `finished` / `failed` when every writer ended (a rank's writer whose process died is then a lost
+ * rank, named in `lostRanks`). How a reader tells a dead writer: docs/lifecycle.md.
+ */
 export type RunStatus = "running" | "finished" | "failed" | "crashed" | "unknown";
+
+/**
+ * A rank the run lost: its process or thread ended without being shut down (a crash, `kill -9`),
+ * recorded by the controller; or a rank whose store writer's process is gone without finishing
+ * (seen by the reader). A NATS rank that fell silent is lost until it answers again (`back…`).
+ */
+export interface LostRank {
+  readonly rank: number;
+  readonly rankName: string;
+  /** The last step the controller flushed before it was lost; null when unknown (no flush yet, or seen only by the reader). */
+  readonly step: number | null;
+  /** When it was lost (milliseconds since the epoch). */
+  readonly wall: number;
+  /** What happened, e.g. `exited (killed by SIGKILL)`. */
+  readonly reason: string;
+  /** The step at which it came back (a silent NATS rank answering again), else null. */
+  readonly backStep: number | null;
+}
 
 /** One run, as `listRuns` and `runInfo` describe it. Times are milliseconds since the epoch. */
 export interface RunSummary {
@@ -48,6 +71,8 @@ export interface RunSummary {
   readonly resumeStep: number;
   /** Why the store could not be read (a damaged file), when it could not; see `storeFault`. */
   readonly error?: string;
+  /** Ranks the run lost, oldest first (absent where the store could not be read). */
+  readonly lostRanks?: readonly LostRank[];
 }
 
 /** One key of a run. */

@@ -106,6 +106,44 @@ export interface ReaderStatements {
   readonly rawPoints: Statement<WindowParams, [seq: number, step: number, wall: number, value: number | null]>;
 }
 
+/** A writer still marked running (what a reader needs to judge whether its process lives). */
+export interface RunningWriterRow {
+  readonly role: string;
+  readonly rank: number;
+  readonly rank_name: string | null;
+  readonly pid: number | null;
+  readonly host: string | null;
+  readonly started_at: number | null;
+  readonly heartbeat_at: number | null;
+}
+
+/** A row of `lost_ranks`. */
+export interface LostRankRow {
+  readonly rank: number;
+  readonly rank_name: string;
+  readonly step: number | null;
+  readonly wall: number;
+  readonly reason: string;
+  readonly back_step: number | null;
+}
+
+/** Statements of schema version 2 (writers' heartbeats, lost ranks), prepared where the file has them. */
+export interface LivenessStatements {
+  readonly runningWriters: Statement<[], RunningWriterRow>;
+  /** How many writers ended with each status. */
+  readonly endedWriters: Statement<[], { status: string; n: number }>;
+  readonly lostRanks: Statement<[], LostRankRow>;
+}
+
+/** Prepare the statements of schema version 2 (the file's `user_version` must be 2 or more). */
+export function prepareLivenessStatements(db: Database.Database): LivenessStatements {
+  return {
+    runningWriters: db.prepare("SELECT role, rank, rank_name, pid, host, started_at, heartbeat_at FROM writers WHERE status = 'running'"),
+    endedWriters: db.prepare("SELECT status, count(*) AS n FROM writers WHERE status != 'running' GROUP BY status"),
+    lostRanks: db.prepare("SELECT rank, rank_name, step, wall, reason, back_step FROM lost_ranks ORDER BY id"),
+  };
+}
+
 const CHUNK_META = "id, first_step, last_step, n, first_wall, last_wall, min, min_step, min_wall, max, max_step, max_wall, last, nan_count";
 
 const KEYS = (where: string): string => `SELECT k.key AS key, k.kind AS kind, k.reduce AS reduce, group_concat(s.rank) AS ranks

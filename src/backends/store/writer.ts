@@ -20,7 +20,9 @@ import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { toSqlReal } from "./codec.js";
 import { ChunkPacker } from "./chunk-packer.js";
 import { ColumnBuilder, groupColumns, sortDedupe, type PointColumns } from "./columns.js";
-import { GLOBAL_RANK, withBusyRetry, type KeyKind } from "./schema.js";
+import { hostname } from "node:os";
+import { GLOBAL_RANK, HEARTBEAT_MS, isBusyError, withBusyRetry, type KeyKind } from "./schema.js";
+import { describeError, reportError } from "../../core/diagnostics.js";
 import { openForWriting } from "./connection.js";
 import { prepareWriterStatements, type WriterStatements } from "./writer-statements.js";
 
@@ -65,6 +67,16 @@ export interface HistogramWrite {
   readonly rank?: number;
 }
 
+/** A rank the controller lost (see `LostRank`), or one that came back (`back: true`: its latest loss gets `backStep`). */
+export interface LostRankWrite {
+  readonly rank: number;
+  readonly rankName: string;
+  readonly step: number | null;
+  readonly wall: number;
+  readonly reason: string;
+  readonly back?: boolean;
+}
+
 /** Everything one write call stores, in one transaction. */
 export interface WriteBatch {
   scalars?: readonly ScalarPoint[];
@@ -78,6 +90,8 @@ export interface WriteBatch {
   histograms?: readonly HistogramWrite[];
   /** Merged into the run's hyperparameters (top-level keys replace earlier ones). */
   hyperparams?: Readonly<Record<string, unknown>>;
+  /** Ranks lost (or back) since the last batch. */
+  lostRanks?: readonly LostRankWrite[];
 }
 
 /** Who writes and where. */
@@ -135,6 +149,8 @@ export class StoreWriter {
   /** Whether this writer has named its rank in `ranks` on writing data (see `claimRankName`). */
   private rankNameClaimed = false;
   private closed = false;
+  /** Notes `heartbeat_at` every `HEARTBEAT_MS` while open (unref'd: it never keeps a process alive). */
+  private heartbeatTimer: NodeJS.Timeout | null = null;
 
   private constructor(
     private readonly db: Database.Database,
@@ -151,6 +167,8 @@ export class StoreWriter {
     try {
       const writer = new StoreWriter(db, options);
       writer.register();
+      writer.heartbeatTimer = setInterval(() => writer.heartbeat(), HEARTBEAT_MS);
+      writer.heartbeatTimer.unref();
       return writer;
     } catch (error) {
       db.close();
@@ -224,6 +242,24 @@ export class StoreWriter {
       this.sql.histogramInsert.run(id, histogramRank, h.step, h.wall, JSON.stringify(h.histogram, nonFiniteReplacer));
     }
     if (batch.hyperparams !== undefined) this.mergeConfig("hparams", batch.hyperparams);
+    for (const lost of batch.lostRanks ?? []) {
+      if (lost.back === true) this.sql.lostRankBack.run(lost.step, lost.wall, lost.rankName);
+      else this.sql.lostRankInsert.run(lost.rank, lost.rankName, lost.step, lost.wall, lost.reason);
+    }
+  }
+
+  /**
+   * Note that this writer's process is alive (`writers.heartbeat_at`), so a reader can tell a run
+   * whose processes died without finishing (`kill -9`, power loss) from a quiet one. A beat that
+   * finds the file locked is skipped (the next one comes in `HEARTBEAT_MS`; readers allow six).
+   */
+  heartbeat(): void {
+    if (this.closed) return;
+    try {
+      this.sql.writerBeat.run(Date.now(), this.writerId);
+    } catch (error) {
+      if (!isBusyError(error)) reportError(`store.heartbeat:${this.options.runDir}`, `could not note the writer's heartbeat in ${this.options.runDir}: ${describeError(error)}`);
+    }
   }
 
   /**
@@ -268,10 +304,11 @@ export class StoreWriter {
     }
   }
 
-  /** Close the file without marking the writer ended (it then shows as still running). */
+  /** Close the file without marking the writer ended (it shows as running while its process lives). */
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.heartbeatTimer !== null) clearInterval(this.heartbeatTimer);
     this.db.close();
   }
 
@@ -286,7 +323,7 @@ export class StoreWriter {
       // An unfinished writer of the same role and rank in another process is a previous attempt
       // (a crash before a resume); in this process it is a second backend, still running.
       this.sql.writersSupersede.run(now, o.role, o.rank, process.pid);
-      this.sql.writerInsert.run(this.writerId, o.role, o.rank, o.rankName, process.pid, now);
+      this.sql.writerInsert.run(this.writerId, o.role, o.rank, o.rankName, process.pid, now, hostname(), now);
       this.sql.rankInsert.run(o.rank, o.rank === GLOBAL_RANK ? "global" : o.rankName);
       if (resumeStep > 0) this.truncateFrom(resumeStep);
     });

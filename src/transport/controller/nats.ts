@@ -44,6 +44,10 @@ export interface ServeRanksOverNatsOptions {
 export interface RankRegistry {
   registerRank(handle: RemoteRankHandle): Promise<void>;
   deregisterRank(rankName: string, handle?: RemoteRankHandle): boolean;
+  /** A rank fell silent (the controller counts it as lost until it answers again). */
+  rankLost?(identity: RankIdentity, reason: string): void;
+  /** A silent rank answered or registered again. */
+  rankBack?(identity: RankIdentity): void;
 }
 
 /** A rank registered over NATS: its handle and the process behind it. */
@@ -235,6 +239,7 @@ export class NatsRankServer implements RankServer {
     if (!this.silent.delete(rankName)) return;
     this.missed.set(rankName, 0);
     warn(`rank.back:${rankName}`, `NATS rank ${rankName} is back; it is expected at flush again, and what it recorded meanwhile goes into its next flush`);
+    this.logger.rankBack?.(handle.identity);
     await this.logger.registerRank(handle);
   }
 
@@ -347,8 +352,9 @@ export class NatsRankServer implements RankServer {
         this.silent.add(rankName);
         warn(
           `rank.silent:${rankName}`,
-          `NATS rank ${rankName} missed ${this.maxMissedFlushes} flushes in a row; it is no longer expected at flush until it answers or registers again (what it records meanwhile is kept for its next flush)`,
+          `NATS rank ${rankName} missed ${this.maxMissedFlushes} flushes in a row; it is no longer expected at flush until it answers or registers again (what it records meanwhile is kept for its next flush; counted as lost meanwhile: rankscope/ranks_lost)`,
         );
+        this.logger.rankLost?.(known.handle.identity, `silent: missed ${this.maxMissedFlushes} flushes in a row`);
       }
     }
     if (this.currentFlush === null || this.currentFlush.step !== step) {
