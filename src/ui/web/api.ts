@@ -4,8 +4,9 @@
  */
 import { isRecord } from "../../core/json.js";
 import type { DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
+import type { LostRank } from "../../backends/store/read-types.js";
 
-export type { DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData };
+export type { DashboardRun, HistogramEntry, KeyInfo, LostRank, SampleRow, SeriesData, StreamData };
 
 /** A hyperparameter value as `/api/runs` flattens them. */
 export type ParamValue = string | number | boolean | null;
