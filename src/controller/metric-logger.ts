@@ -236,7 +236,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
       warn("flush.stepNotIncreasing", `flush(${step}) after flush(${this.lastStep}): steps should increase; the values are logged at step ${step} as asked`);
     }
     this.lastStep = Math.max(this.lastStep, step);
-    const { snapshots, missing, ranksExpected, ranksReporting } = await askRanks([...this.ranks.values()], this.ownRank, step, this.flushDeadlineMs);
+    const answers = await askRanks([...this.ranks.values()], this.ownRank, step, this.flushDeadlineMs);
+    const { snapshots, missing, ranksExpected, ranksReporting } = answers;
     if (missing.length > 0) {
       warn(
         // One code per set of missing ranks: a rank lost an hour later is printed again, not just counted.
@@ -258,11 +259,16 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const lostRanks = this.lost.names;
     const result = { step, ranksExpected, ranksReporting, missingRanks: missing, ...(lostRanks.length > 0 ? { lostRanks } : {}) };
     if (this.rankInit === null) {
-      this.beforeInit.keep({ states, ...target });
+      this.beforeInit.keep({ states, ...target, acknowledge: answers.acknowledge });
       return { ...result, metrics: reduceStates(states, target).metrics, undelivered: {}, beforeInit: true };
     }
-    for (const kept of this.beforeInit.takeAll()) await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
+    for (const kept of this.beforeInit.takeAll()) {
+      await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
+      kept.acknowledge?.();
+    }
     const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
+    // Logged: ranks over NATS may forget these answers now (a later controller need not ask for them).
+    answers.acknowledge();
     return { ...result, metrics: merged.metrics, undelivered: this.undelivered() };
   }
 

@@ -20,6 +20,8 @@ export interface RankAnswers {
   readonly ranksExpected: number;
   /** Of those, how many answered in time. */
   readonly ranksReporting: number;
+  /** Tell every rank that answered that its answer is logged (call once the backends took it). */
+  readonly acknowledge: () => void;
 }
 
 /** A handle answering for several ranks (a host agent's). */
@@ -36,6 +38,7 @@ export function isRankGroupSnapshot(snapshot: RankSnapshot): snapshot is RankGro
 export async function askRanks(handles: readonly RankHandle[], own: RankHandle, step: number, deadlineMs: number): Promise<RankAnswers> {
   const answers = await Promise.all(handles.map((h) => withDeadline(h.flush(step, deadlineMs).catch(() => undefined), deadlineMs)));
   const snapshots: RankSnapshot[] = [];
+  const answered: Array<[RankHandle, RankSnapshot]> = [];
   const missing: string[] = [];
   let ranksReporting = 0;
   let ranksExpected = 0;
@@ -48,12 +51,16 @@ export async function askRanks(handles: readonly RankHandle[], own: RankHandle, 
       continue;
     }
     snapshots.push(answer);
+    answered.push([handle, answer]);
     if (isRankGroupSnapshot(answer)) {
       ranksReporting += answer.group.reporting;
       missing.push(...answer.group.missing);
     } else if (handle !== own) ranksReporting++;
   }
-  return { snapshots, missing, ranksExpected, ranksReporting };
+  const acknowledge = (): void => {
+    for (const [handle, answer] of answered) handle.acknowledge?.(answer);
+  };
+  return { snapshots, missing, ranksExpected, ranksReporting, acknowledge };
 }
 
 /**

@@ -15,7 +15,7 @@ import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import { assertSubjectToken } from "../protocol/identity.js";
-import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type RankMessage } from "../protocol/messages.js";
+import { decodeProtocolMessage, encodeProtocolMessage, MAX_ACKED_PER_RANK, reportIgnored, type RankMessage } from "../protocol/messages.js";
 import { isWireFrame, WIRE_VERSION } from "../wire/codec.js";
 import { MAX_ORPHAN_RANKS, RankFrames } from "./rank-frames.js";
 import { subjects } from "../protocol/nats.js";
@@ -88,6 +88,8 @@ export class NatsRankServer implements RankServer {
    */
   private readonly frames: RankFrames;
   private currentFlush: { step: number; id: number } | null = null;
+  /** Answers logged since the last `ack` message, by rank; sent as one message on the next microtask. */
+  private pendingAcks: Map<string, number[]> | null = null;
   private closing = false;
   private forgotten = 0;
 
@@ -205,6 +207,7 @@ export class NatsRankServer implements RankServer {
       try {
         await this.readmit(identity.rankName, known.handle);
         answer(true);
+        this.takeUnacked(known.handle, message.unacked);
       } catch (error) {
         answer(false, describeError(error));
       }
@@ -227,10 +230,44 @@ export class NatsRankServer implements RankServer {
       known?.handle.close("registered again");
       await this.logger.registerRank(handle);
       answer(true);
+      this.takeUnacked(handle, message.unacked);
       for (const waiter of this.waiters.get(identity.rankName)?.splice(0) ?? []) waiter(handle);
     } catch (error) {
       if (handle !== undefined && this.ranks.get(identity.rankName)?.handle === handle) this.ranks.delete(identity.rankName);
       answer(false, describeError(error));
+    }
+  }
+
+  /**
+   * A rank registered listing answers no controller acknowledged: take those this controller never
+   * saw (an earlier controller of the run took them and died before logging them). A host agent
+   * (scope) does not acknowledge answers, so it takes none.
+   */
+  private takeUnacked(handle: RemoteRankHandle, unacked: readonly number[] | undefined): void {
+    if (this.scope === undefined && unacked !== undefined && unacked.length > 0) handle.recoverUnacked(unacked);
+  }
+
+  /** Tell the ranks which of their answers were logged: one `ack` message per flush on the run's flush subject. */
+  private queueAck(rankName: string, seqs: readonly number[]): void {
+    if (this.pendingAcks === null) {
+      this.pendingAcks = new Map();
+      queueMicrotask(() => this.sendAcks());
+    }
+    const list = this.pendingAcks.get(rankName) ?? [];
+    list.push(...seqs);
+    this.pendingAcks.set(rankName, list);
+  }
+
+  private sendAcks(): void {
+    const pending = this.pendingAcks;
+    this.pendingAcks = null;
+    if (pending === null || this.closing) return;
+    const acks = Object.fromEntries([...pending].map(([rankName, seqs]) => [rankName, seqs.slice(-MAX_ACKED_PER_RANK)]));
+    try {
+      this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "ack", acks }));
+    } catch (error) {
+      // Not a loss: the ranks keep those answers, and this controller will not take them twice.
+      reportError("transport.nats.ack", `the controller could not tell its ranks which answers it logged: ${describeError(error)}`);
     }
   }
 
@@ -325,6 +362,7 @@ export class NatsRankServer implements RankServer {
       closesWithRank: false,
       post: (text) => this.nc.publish(s.rank(identity.rankName), text, { reply: this.inbox }),
       broadcastFlush: (step) => this.broadcastFlush(step, identity.rankName),
+      acknowledge: (seqs) => this.queueAck(identity.rankName, seqs),
     };
     const handle = new RemoteRankHandle(identity, this.runId, carrier);
     handle.onClose(() => {

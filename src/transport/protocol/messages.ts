@@ -11,7 +11,8 @@
  * Controller → rank: `init`, `flush`, `shutdown`, `start` (import the rank module), `call` (run one
  * of its exported functions), `sync` (write a marker line to stdout, for ordered output), `resend`
  * (a flush answer, by its `seq`, that never arrived), and over
- * NATS `hello` (a controller announcing itself: every rank that hears it registers again).
+ * NATS `hello` (a controller announcing itself: every rank that hears it registers again) and
+ * `ack` (the flush answers it logged, so ranks know which a dead controller never did).
  * Rank → controller: `register`, `reply` (to any request; a flush reply carries its step),
  * `deregister`.
  */
@@ -56,7 +57,18 @@ export type ControllerRequest =
 
 /** What a rank sends the controller. */
 export type RankMessage =
-  | { readonly t: "register"; readonly identity: RankIdentity; readonly pid: number; readonly host: string }
+  | {
+      readonly t: "register";
+      readonly identity: RankIdentity;
+      readonly pid: number;
+      readonly host: string;
+      /**
+       * The numbers (`seq`) of the flush answers this rank keeps that no controller acknowledged
+       * (over NATS): a controller that did not take them itself — a new one, after the one that
+       * took them died before logging them — asks for them again (`resend`).
+       */
+      readonly unacked?: readonly number[];
+    }
   | { readonly t: "deregister"; readonly rankName: string; readonly reason: string }
   | RankReply;
 
@@ -100,8 +112,22 @@ export interface HelloMessage {
   readonly controller: string;
 }
 
+/**
+ * The controller logged these flush answers (over NATS, one message per flush for every rank, on
+ * the run's flush subject): by rank name, their numbers (`seq`). A rank keeps its answers until
+ * they are acknowledged, so a controller that dies before logging what it took loses nothing: the
+ * next one asks for the unacknowledged ones (`register.unacked`). Not a request: no reply.
+ */
+export interface AckMessage {
+  readonly t: "ack";
+  readonly acks: Readonly<Record<string, readonly number[]>>;
+}
+
+/** Most numbers one rank's entry of an `ack` or its `register.unacked` may hold (a rank keeps at most 16 answers). */
+export const MAX_ACKED_PER_RANK = 64;
+
 /** Either direction. */
-export type ProtocolMessage = ControllerRequest | RankMessage | RegisteredMessage | HelloMessage;
+export type ProtocolMessage = ControllerRequest | RankMessage | RegisteredMessage | HelloMessage | AckMessage;
 
 /** Counts of messages ignored by this process, by reason (also reported through diagnostics). */
 export interface IgnoredMessageCounts {
@@ -259,7 +285,13 @@ function validate(m: Record<string, unknown>): string | undefined {
       return !isId(m["id"]) ? "id must be a non-negative integer" : !isId(m["seq"]) ? "seq must be a non-negative integer" : undefined;
     case "register":
       if (!isIdentity(m["identity"])) return "identity must carry rank, rankName, processName, localRank and localWorldSize";
+      if (m["unacked"] !== undefined && !isSeqList(m["unacked"])) return `unacked must be a list of at most ${MAX_ACKED_PER_RANK} answer numbers`;
       return Number.isInteger(m["pid"]) && typeof m["host"] === "string" ? undefined : "pid and host are required";
+    case "ack": {
+      const acks = m["acks"];
+      if (!isObject(acks)) return "acks must map rank names to answer numbers";
+      return Object.values(acks).every(isSeqList) ? undefined : `every rank's acks must be a list of at most ${MAX_ACKED_PER_RANK} answer numbers`;
+    }
     case "deregister":
       return isString(m["rankName"]) && typeof m["reason"] === "string" ? undefined : "rankName and reason are required";
     case "hello":
@@ -274,6 +306,11 @@ function validate(m: Record<string, unknown>): string | undefined {
     default:
       return `unknown message type ${JSON.stringify(m["t"])}`;
   }
+}
+
+/** A list of flush-answer numbers, bounded (see `MAX_ACKED_PER_RANK`). */
+function isSeqList(value: unknown): value is number[] {
+  return Array.isArray(value) && value.length <= MAX_ACKED_PER_RANK && value.every(isId);
 }
 
 function isIdentity(value: unknown): value is RankIdentity {

@@ -69,14 +69,14 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   conn.subscribe(s.rank(agent.rankName), { callback: onRequest });
   conn.subscribe(s.flush, { callback: onRequest });
 
-  const register = agent.registerMessage();
   /**
    * One registration attempt, the same for the first join and every later one: "ok", "refused"
    * (with the controller's reason), or "retry" (no controller answered yet; `lastError` says why).
    */
   const attempt = async (timeoutMs: number): Promise<{ outcome: "ok" | "retry" } | { outcome: "refused"; error: string }> => {
     try {
-      const answer = await conn.request(s.register, register, { timeout: timeoutMs });
+      // Built at each try: it lists the answers no controller acknowledged yet (a new controller asks for them).
+      const answer = await conn.request(s.register, agent.registerMessage(), { timeout: timeoutMs });
       const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
       if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) return { outcome: "retry" };
       return message.ok ? { outcome: "ok" } : { outcome: "refused", error: message.error ?? "no reason given" };
