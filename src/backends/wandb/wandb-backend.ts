@@ -28,7 +28,8 @@ import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { configJson, isUpsertVariables, PRIMARY_CLIENT_ID, SUMMARY_FILE, type UpsertVariables } from "./api.js";
 import { historyLine, historyNumber, histogramJson, quotedKey, RunSummary } from "./history.js";
 import { resolveWandbOptions, sanitiseRunId, type ResolvedWandbOptions } from "./options.js";
-import { RunWriter } from "./run-writer.js";
+import { exitCodeOf, RunWriter } from "./run-writer.js";
+import { endingReason } from "../../core/lifecycle.js";
 import type { RunTarget } from "./run-target.js";
 import { spoolDirFor } from "./spool.js";
 import { wandbValueJson } from "./offline-run.js";
@@ -267,15 +268,21 @@ export class WandbBackend implements Backend {
     this.writer.summaryChanged(this.summaryLine);
   }
 
-  flushed(): void {
+  /**
+   * The flush's row is queued; while the run is spooled (offline), wait until it is on disk — in
+   * the spool and in the offline run — so a `kill -9` after `flush()` returned loses none of it.
+   */
+  async flushed(): Promise<void> {
     this.closeRow();
+    await this.writer?.persisted();
   }
 
+  /** Finish the run: W&B is told the exit code the process ends with (143 after SIGTERM, 130 after SIGINT), 0 after a normal end. */
   async finish(): Promise<void> {
     if (this.disabled || this.writer === null) return;
     this.closeRow();
     if (this.role !== "sharedRank" && this.writer.started) this.queueRunFiles(this.writer);
-    await this.writer.finish(0);
+    await this.writer.finish(exitCodeOf(endingReason()));
   }
 
   /**
