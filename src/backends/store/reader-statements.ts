@@ -127,7 +127,7 @@ export interface LostRankRow {
   readonly back_step: number | null;
 }
 
-/** Statements of schema version 2 (writers' heartbeats, lost ranks), prepared where the file has them. */
+/** Statements reading writers' heartbeats and lost ranks, prepared where the file has them. */
 export interface LivenessStatements {
   readonly runningWriters: Statement<[], RunningWriterRow>;
   /** How many writers ended with each status. */
@@ -135,7 +135,7 @@ export interface LivenessStatements {
   readonly lostRanks: Statement<[], LostRankRow>;
 }
 
-/** Prepare the statements of schema version 2 (the file's `user_version` must be 2 or more). */
+/** Prepare the liveness statements (the file must have `writers.heartbeat_at` and `lost_ranks`). */
 export function prepareLivenessStatements(db: Database.Database): LivenessStatements {
   return {
     runningWriters: db.prepare("SELECT role, rank, rank_name, pid, host, started_at, heartbeat_at FROM writers WHERE status = 'running'"),

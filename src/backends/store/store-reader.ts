@@ -65,6 +65,10 @@ function parseHistogram(json: string, key: string): HistogramData {
   return { count, min, max, sum: typeof sum === "number" ? sum : NaN, sumSquares: typeof sumSquares === "number" ? sumSquares : NaN, bucketLimits, bucketCounts };
 }
 
+/** 2 when the file has the writers' heartbeat column and the `lost_ranks` table. */
+const LIVENESS_PROBE = `SELECT (SELECT count(*) FROM pragma_table_info('writers') WHERE name = 'heartbeat_at')
+  + (SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'lost_ranks') AS n`;
+
 /** The last time a writer was seen alive: its heartbeat, else when it started. */
 function lastSign(w: RunningWriterRow): number | null {
   return w.heartbeat_at ?? w.started_at;
@@ -95,11 +99,14 @@ export class RunReader {
     return this.sql;
   }
 
-  /** The statements of schema version 2, once the file has it (a version-1 file may be upgraded by a new writer meanwhile). */
+  /**
+   * The liveness statements, once the file has writers' heartbeats and `lost_ranks` (a file of an
+   * older version has neither until a new writer opens it, which may happen while it is read).
+   */
   private liveness(): LivenessStatements | null {
     if (this.live !== null) return this.live;
-    const version = withBusyRetry(() => this.db.pragma("user_version", { simple: true }));
-    if (typeof version === "number" && version >= 2) this.live = prepareLivenessStatements(this.db);
+    const has = withBusyRetry(() => this.db.prepare<[], { n: number }>(LIVENESS_PROBE).get());
+    if (has !== undefined && has.n === 2) this.live = prepareLivenessStatements(this.db);
     return this.live;
   }
 
