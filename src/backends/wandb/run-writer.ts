@@ -154,11 +154,14 @@ export class RunWriter {
     this.offlineLog = new OfflineRunLog(dirname(this.target.spoolDir), offlineRunHeadOf(this.runInfo()), `rankscope ${rankscopeVersion()}`, attempt, Math.max(this.limits.maxQueuedBytes, SPOOL_BUFFER_MIN_BYTES));
   }
 
-  /** Wait until what was spooled so far (the spool, and the offline run) is on disk: a flush boundary a `kill -9` cannot undo. */
-  async persisted(): Promise<void> {
-    if (this.state !== "spooling") return;
-    await this.spool.drain();
-    await this.offlineLog?.drain();
+  /**
+   * While spooling: a promise that resolves once what was spooled so far (the spool, and the
+   * offline run) is on disk — a flush boundary a `kill -9` cannot undo. Otherwise undefined.
+   */
+  persisted(): Promise<void> | undefined {
+    if (this.state !== "spooling") return undefined;
+    const log = this.offlineLog;
+    return this.spool.drain().then(() => log?.drain());
   }
 
   /** False for a lazy writer (a rank's) that has had nothing to write: it creates no run, not even for run files. */

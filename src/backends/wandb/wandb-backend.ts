@@ -272,9 +272,10 @@ export class WandbBackend implements Backend {
    * The flush's row is queued; while the run is spooled (offline), wait until it is on disk — in
    * the spool and in the offline run — so a `kill -9` after `flush()` returned loses none of it.
    */
-  async flushed(): Promise<void> {
+  flushed(): Promise<void> | undefined {
     this.closeRow();
-    await this.writer?.persisted();
+    // Live: nothing to wait for (no promise, no deadline timer).
+    return this.writer?.persisted();
   }
 
   /** Finish the run: W&B is told the exit code the process ends with (143 after SIGTERM, 130 after SIGINT), 0 after a normal end. */
