@@ -32,7 +32,7 @@ export function openForWriting(runDir: string): Database {
 /** Columns added to a table after version 1, by table: a file written by an older version gets them here. */
 const ADDED_COLUMNS: Readonly<Record<string, readonly string[]>> = { writers: ["host TEXT", "heartbeat_at REAL"] };
 
-function addMissingColumns(db: Database.Database): void {
+function addMissingColumns(db: Database): void {
   for (const [table, columns] of Object.entries(ADDED_COLUMNS)) {
     const have = new Set(db.prepare<[], { name: string }>(`SELECT name FROM pragma_table_info('${table}')`).all().map((c) => c.name));
     for (const column of columns) if (!have.has(column.split(" ")[0] ?? "")) db.exec(`ALTER TABLE ${table} ADD COLUMN ${column}`);

@@ -10,7 +10,7 @@ import { existsSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import Database from "better-sqlite3";
+import { Database } from "../../../src/backends/store/sqlite.js";
 import { before, describe, test } from "node:test";
 import { closeStores, runInfo } from "../../../src/backends/store/reader.js";
 import { writerGone } from "../../../src/backends/store/liveness.js";
