@@ -18,6 +18,8 @@ declare module "../src/backends/options.js" {
     slow: Record<string, unknown>;
     slowInit: Record<string, unknown>;
     slowstream: Record<string, unknown>;
+    streamFast: Record<string, unknown>;
+    streamHung: Record<string, unknown>;
     spy: Record<string, unknown>;
     streamCapture: Record<string, unknown>;
     "test-stream-capture": Record<string, unknown>;
