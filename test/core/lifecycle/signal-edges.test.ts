@@ -27,7 +27,7 @@ const BUILT = existsSync(join(ROOT, "dist", "index.js")) || "run npm run build f
 /** The drain deadline the jobs run with: each must be gone within it after the signal. */
 const DRAIN_DEADLINE_MS = 5000;
 /** How long each job flushes before it is signalled. */
-const RUN_BEFORE_SIGNAL_MS = 1000;
+const RUN_BEFORE_SIGNAL_MS = 500;
 /** Jobs run at once (each is a controller and two ranks). */
 const PARALLEL = 4;
 
