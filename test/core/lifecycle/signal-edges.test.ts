@@ -3,7 +3,7 @@
  *
  * - case 1: a loop that awaits nothing but rankscope (`for (;;) { await g.fanout(…); await
  *   logger.flush(s) }`, two process ranks, store + jsonl, 50 `streamValues` per step) gets SIGTERM
- *   a second into its run: it ends by the signal within the drain deadline, every run of 20 (and
+ *   half a second into its run: it ends by the signal within the drain deadline, every run of 20 (and
  *   with SIGINT), every flushed step in every sink, and the stream file not growing past the step
  *   in progress. Before, the loop spun on `fanout` resolving `[]` and `flush` returning at once,
  *   the deadline's timer never fired, and the stream restarted and grew by gigabytes.
