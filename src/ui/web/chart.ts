@@ -15,9 +15,9 @@
  * chart-interaction.ts.
  */
 import uPlot from "uplot";
-import { axesOf, formatValue, scalesOf } from "./chart-axes.js";
+import { axesOf, formatValue, scalesOf, xLabelOf } from "./chart-axes.js";
 import { lineTable, linesToCsv, type Line, type Marker, type ViewSettings } from "./chart-data.js";
-import { download, drawMarkers, fileNameOf, placeTooltip, tooltipRow } from "./chart-interaction.js";
+import { download, drawMarkers, fileNameOf, placeTooltip, tooltipHead, tooltipRow } from "./chart-interaction.js";
 import { append, clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
 
@@ -45,6 +45,9 @@ export class ChartCard {
   readonly root: HTMLElement;
   private readonly plotBox: HTMLElement;
   private readonly legend: HTMLElement;
+  /** Shown when the legend holds more rows than it shows: expands it to every line (and back). */
+  private readonly legendMore: HTMLButtonElement;
+  private legendExpanded = false;
   private readonly tooltip: HTMLElement;
   private plot: uPlot | null = null;
   private lines: Line[] = [];
@@ -80,6 +83,11 @@ export class ChartCard {
     this.plotBox = el("div", { className: "plot" });
     this.tooltip = el("div", { className: "tooltip hidden", role: "status" });
     this.legend = el("div", { className: "legend" });
+    this.legendMore = el("button", { type: "button", className: "legend-more hidden", "aria-expanded": "false" });
+    this.legendMore.addEventListener("click", () => {
+      this.legendExpanded = !this.legendExpanded;
+      this.fitLegend();
+    });
     const shown = visibleName(title);
     const tools = el("span", { className: "chart-tools" });
     if (events.onPin !== undefined) {
@@ -92,12 +100,13 @@ export class ChartCard {
     const png = el("button", { type: "button", className: "icon png", title: "download the chart as PNG", "aria-label": `PNG of ${shown}` }, "PNG");
     png.addEventListener("click", () => this.downloadPng());
     append(tools, csv, png);
-    this.root = el("div", { className: "chart", "data-key": title }, el("div", { className: "chart-head" }, el("h3", { className: "chart-title", title: shown }, shown), tools), this.plotBox, this.tooltip, this.legend);
+    this.root = el("div", { className: "chart", "data-key": title }, el("div", { className: "chart-head" }, el("h3", { className: "chart-title", title: shown }, shown), tools), this.plotBox, this.tooltip, this.legend, this.legendMore);
     this.resizeObserver = new ResizeObserver((entries) => {
       const width = entries[entries.length - 1]?.contentRect.width;
       if (width === undefined || width <= 0) return;
       this.observedWidth = Math.max(200, Math.floor(width));
       if (this.plot !== null && Math.abs(this.plot.width - this.observedWidth) >= 1) this.plot.setSize({ width: this.observedWidth, height: this.plot.height });
+      this.fitLegend();
     });
     this.resizeObserver.observe(this.plotBox);
     this.plotBox.addEventListener("dblclick", () => this.events.onZoom?.(null));
@@ -253,6 +262,7 @@ export class ChartCard {
     this.root.dataset["series"] = String(series.length - 1);
     this.root.dataset["points"] = String(this.pointCount());
     this.root.dataset["xMode"] = settings.xMode;
+    this.root.dataset["xLabel"] = xLabelOf(settings);
     this.root.dataset["logX"] = settings.logX ? "1" : "0";
     this.root.dataset["nonfinite"] = String(markers.length);
 
@@ -330,6 +340,19 @@ export class ChartCard {
       this.legend.appendChild(item);
     });
     this.root.dataset["hidden"] = String(this.hidden.size);
+    this.fitLegend();
+  }
+
+  /**
+   * A legend taller than its few rows shows a button for the rest: every entry can be reached
+   * (and read in full) however many lines there are, without the card growing by default.
+   */
+  private fitLegend(): void {
+    this.legend.classList.toggle("expanded", this.legendExpanded);
+    const overflows = this.legend.scrollHeight > this.legend.clientHeight + 1;
+    this.legendMore.classList.toggle("hidden", !overflows && !this.legendExpanded);
+    this.legendMore.textContent = this.legendExpanded ? "fewer ▴" : `all ${this.lines.length} lines ▾`;
+    this.legendMore.setAttribute("aria-expanded", this.legendExpanded ? "true" : "false");
   }
 
   /** Hide or show one line. */
@@ -367,7 +390,10 @@ export class ChartCard {
   private showValuesAt(u: uPlot): void {
     const idx = u.cursor.idx ?? null;
     const rows: HTMLElement[] = [];
+    let head: HTMLElement | null = null;
+    let headTime: number | null = null;
     const x = idx === null ? undefined : u.data[0]?.[idx];
+    const xMode = this.settings.xMode;
     this.topSeries.forEach((s, i) => {
       const target = this.legendValues[i];
       const line = this.lines[i];
@@ -377,9 +403,13 @@ export class ChartCard {
       if (x === undefined || this.hidden.has(line.id)) return;
       const point = this.indexes[i]?.get(x);
       if (point === undefined) return;
+      if (head === null) {
+        head = tooltipHead(line, point, xMode);
+        headTime = line.times[point] ?? null;
+      }
       const rawIdx = this.rawSeries[i];
       const smoothed = rawIdx !== null && rawIdx !== undefined && idx !== null ? (u.data[s]?.[idx] ?? null) : null;
-      rows.push(tooltipRow(line, this.colourOf(i), point, smoothed));
+      rows.push(tooltipRow(line, this.colourOf(i), point, smoothed, xMode, headTime));
     });
     const left = u.cursor.left ?? -1;
     if (rows.length === 0 || left < 0 || !this.hovered) {
@@ -387,7 +417,7 @@ export class ChartCard {
       return;
     }
     clear(this.tooltip);
-    append(this.tooltip, ...rows.slice(0, 8), rows.length > 8 ? el("div", { className: "muted" }, `… ${rows.length - 8} more`) : null);
+    append(this.tooltip, head, ...rows.slice(0, 12), rows.length > 12 ? el("div", { className: "muted" }, `… ${rows.length - 12} more`) : null);
     this.tooltip.classList.remove("hidden");
     placeTooltip(this.tooltip, this.root, u, left);
   }

@@ -153,12 +153,12 @@ describe("heatmapGrid", () => {
     ]);
   });
 
-  it("adds up the ranks' histograms of one step into one column", () => {
-    const rank = (step: number, counts: number[]): { step: number; min: number; max: number; bucketLimits: number[]; bucketCounts: number[] } => ({ step, min: 0, max: 4, bucketLimits: [2, 4], bucketCounts: counts });
-    const { columns, steps } = heatmapGrid([rank(1, [4, 0]), rank(1, [0, 2]), rank(2, [1, 1])], 2);
+  it("draws one histogram per step in step order: a step given twice shows its last histogram, never the sum", () => {
+    const at = (step: number, counts: number[]): { step: number; min: number; max: number; bucketLimits: number[]; bucketCounts: number[] } => ({ step, min: 0, max: 4, bucketLimits: [2, 4], bucketCounts: counts });
+    const { columns, steps } = heatmapGrid([at(2, [1, 1]), at(1, [4, 0]), at(1, [0, 2])], 2);
     assert.deepEqual(steps, [1, 2]);
     assert.deepEqual(columns, [
-      [1, 0.5],
+      [0, 1],
       [1, 1],
     ]);
   });
