@@ -113,6 +113,41 @@ function rangeOf(size: number, query: LogQuery, window: number): { from: number;
   return { from: Math.max(0, to - window), to, forward: false, reset: query.after !== undefined };
 }
 
+/** The bytes of the range a query asks for, and the file's size when read. */
+async function readRange(path: string, query: LogQuery, window: number): Promise<{ bytes: Buffer; size: number; range: ReturnType<typeof rangeOf> }> {
+  const handle = await open(path, "r");
+  try {
+    const size = (await handle.stat()).size;
+    const range = rangeOf(size, query, window);
+    const bytes = Buffer.alloc(range.to - range.from);
+    const { bytesRead } = await handle.read(bytes, 0, bytes.length, range.from);
+    return { bytes: bytes.subarray(0, bytesRead), size, range };
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * The whole lines of a window, with their offsets: a partial first line is skipped when the
+ * window may start inside one (`skipFirst`), a partial last one dropped; a line longer than the
+ * whole window is taken cut, so paging always moves on.
+ */
+function wholeLines(bytes: Buffer, from: number, skipFirst: boolean, window: number): { texts: string[]; offsets: number[]; head: number; tail: number } {
+  const head = skipFirst ? bytes.indexOf(0x0a) + 1 : 0;
+  let tail = bytes.lastIndexOf(0x0a) + 1;
+  if (tail <= head && bytes.length === window) tail = bytes.length;
+  const texts: string[] = [];
+  const offsets: number[] = [];
+  for (let at = head; at < tail; ) {
+    const nl = bytes.indexOf(0x0a, at);
+    const stop = nl === -1 || nl >= tail ? tail : nl;
+    texts.push(bytes.subarray(at, Math.min(stop, at + MAX_LINE_CHARS * 4)).toString("utf8").replace(/\r$/, "").slice(0, MAX_LINE_CHARS));
+    offsets.push(from + at);
+    at = stop + 1;
+  }
+  return { texts, offsets, head, tail };
+}
+
 /**
  * Read one window of the log at `path` (already resolved inside the runs root) and the lines of
  * it that pass the filters, at most `limit` (the newest ones reading backwards, the oldest reading
@@ -121,50 +156,29 @@ function rangeOf(size: number, query: LogQuery, window: number): { from: number;
 export async function readLogWindow(path: string, file: string, query: LogQuery): Promise<LogWindow> {
   const minLevel = query.level === undefined || query.level === "" ? undefined : LOG_LEVELS[query.level];
   if (query.level !== undefined && query.level !== "" && minLevel === undefined) throw new HttpError(400, `level must be one of ${Object.keys(LOG_LEVELS).join(", ")}, got ${JSON.stringify(query.level)}`);
-  const filtered = minLevel !== undefined || (query.component !== undefined && query.component !== "");
-  const window = Math.min(LOG_MAX_WINDOW, query.maxBytes ?? (filtered ? LOG_DEFAULT_FILTERED_WINDOW : LOG_DEFAULT_WINDOW));
+  const component = query.component === "" ? undefined : query.component;
+  const window = Math.min(LOG_MAX_WINDOW, query.maxBytes ?? (minLevel !== undefined || component !== undefined ? LOG_DEFAULT_FILTERED_WINDOW : LOG_DEFAULT_WINDOW));
   const limit = Math.min(LOG_MAX_LINES, query.limit ?? LOG_DEFAULT_LINES);
-  const handle = await open(path, "r");
-  let bytes: Buffer;
-  let size: number;
-  let range: ReturnType<typeof rangeOf>;
-  try {
-    size = (await handle.stat()).size;
-    range = rangeOf(size, query, window);
-    bytes = Buffer.alloc(range.to - range.from);
-    const { bytesRead } = await handle.read(bytes, 0, bytes.length, range.from);
-    bytes = bytes.subarray(0, bytesRead);
-  } finally {
-    await handle.close();
-  }
-  // Whole lines only: skip a partial first line (unless the window starts the file or a line), drop a partial last one.
-  let head = 0;
-  if (range.from > 0 && !range.forward) head = bytes.indexOf(0x0a) + 1;
-  let tail = bytes.lastIndexOf(0x0a) + 1;
-  if (tail <= head && bytes.length === window) tail = bytes.length; // one line longer than the window: take it cut
-  const texts: string[] = [];
-  const offsets: number[] = [];
-  for (let at = head; at < tail; ) {
-    const nl = bytes.indexOf(0x0a, at);
-    const stop = nl === -1 || nl >= tail ? tail : nl;
-    texts.push(bytes.subarray(at, Math.min(stop, at + MAX_LINE_CHARS * 4)).toString("utf8").replace(/\r$/, "").slice(0, MAX_LINE_CHARS));
-    offsets.push(range.from + at);
-    at = stop + 1;
-  }
-  const parsed = parseLogLines(texts, offsets);
-  const components = [...new Set(parsed.flatMap((l) => (l.component === null ? [] : [l.component])))].sort();
-  let lines = parsed.filter((l) => (minLevel === undefined || (levelNumber(l.level) ?? 0) >= minLevel) && (!filtered || query.component === undefined || query.component === "" || l.component === query.component));
+  const { bytes, size, range } = await readRange(path, query, window);
+  const { texts, offsets, head, tail } = wholeLines(bytes, range.from, range.from > 0 && !range.forward, window);
+  let parsed = parseLogLines(texts, offsets);
   let start = range.from + head;
   let end = range.from + Math.max(head, tail);
-  if (lines.length > limit) {
-    if (range.forward) {
-      lines = lines.slice(0, limit);
-      const next = parsed.find((l) => l.offset > (lines[lines.length - 1]?.offset ?? 0));
-      end = next?.offset ?? end;
-    } else {
-      lines = lines.slice(lines.length - limit);
-      start = lines[0]?.offset ?? start;
-    }
+  // Reading backwards, lines before the window's first header continue a record that began in
+  // the bytes before it: leave them to the next page back, where they come with their record.
+  const firstHeader = parsed.findIndex((l) => !l.continued);
+  if (!range.forward && start > 0 && firstHeader > 0) {
+    parsed = parsed.slice(firstHeader);
+    start = parsed[0]?.offset ?? start;
+  }
+  const components = [...new Set(parsed.flatMap((l) => (l.component === null ? [] : [l.component])))].sort();
+  let lines = parsed.filter((l) => (minLevel === undefined || (levelNumber(l.level) ?? 0) >= minLevel) && (component === undefined || l.component === component));
+  if (lines.length > limit && range.forward) {
+    lines = lines.slice(0, limit);
+    end = parsed.find((l) => l.offset > (lines[lines.length - 1]?.offset ?? 0))?.offset ?? end;
+  } else if (lines.length > limit) {
+    lines = lines.slice(lines.length - limit);
+    start = lines[0]?.offset ?? start;
   }
   return { file, size, start, end, lines, components, reset: range.reset };
 }

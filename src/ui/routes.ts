@@ -222,14 +222,15 @@ export class DashboardApi {
   }
 
   /**
-   * `/api/histograms?run=&key=[&limit=][&rank=]`: one line's histograms when `rank` is given (-1:
-   * the global one), so a heatmap never adds a step's global histogram to its ranks'; `ranks`
-   * lists the lines there are.
+   * `/api/histograms?run=&key=[&limit=][&rank=]`: one line's histograms when `rank` (the store's
+   * line: -1 the global one) is given, so a heatmap never adds a step's global histogram to its
+   * ranks'; `ranks` lists the lines there are.
    */
   private histograms(ctx: ApiContext): Promise<unknown> {
     const key = requiredParam(ctx.params, "key");
     const limit = intParam(ctx.params, "limit", 1, 500) ?? 20;
-    const rank = intParam(ctx.params, "rank", -1, 1_000_000);
+    // A line as the store keeps it: -1 global, other negative lines (the controller's, a worker's) included.
+    const rank = intParam(ctx.params, "rank", Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
     return this.withRun(ctx, async (runDir) => {
       const histograms = this.source.histograms === undefined ? [] : await this.source.histograms(runDir, key, limit, rank);
       const ranks = (await this.source.histogramRanks?.(runDir, key)) ?? [...new Set(histograms.map((h) => h.rank))].sort((a, b) => a - b);

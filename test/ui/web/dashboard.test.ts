@@ -276,7 +276,7 @@ describe("dashboard features in Chromium", () => {
       return n;
     });
     assert.ok(inked > 1000, `the heatmap has cells: ${inked}`);
-    await page.selectOption(`${hist} select`, { label: "step 3" });
+    await page.selectOption(`${hist} select.hist-step`, { label: "step 3" });
     await page.waitForSelector(`${hist}[data-step="3"]`);
   });
 

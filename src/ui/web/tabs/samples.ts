@@ -91,7 +91,8 @@ function stepsOf(rows: readonly SampleRow[]): Map<number, Group[]> {
   }
   const out = new Map<number, Group[]>();
   for (const step of [...steps.keys()].sort((a, b) => a - b)) {
-    const groups = [...(steps.get(step) ?? new Map<number | null, unknown[]>())].sort(([a], [b]) => (a ?? -1) - (b ?? -1));
+    // The global line first, then every other line in the store's order (its number).
+    const groups = [...(steps.get(step) ?? new Map<number | null, unknown[]>())].sort(([a], [b]) => (a === null ? -1 : b === null ? 1 : a - b));
     out.set(step, groups.map(([rank, records]) => ({ rank, records })));
   }
   return out;
