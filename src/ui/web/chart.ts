@@ -10,13 +10,14 @@
  * A card draws only while it is on screen (`setOnScreen`): off screen it keeps its points and no
  * canvas, so a run with a thousand keys costs the charts one can see.
  *
- * This file is the card (its DOM, its uPlot, legend and redraws). What is drawn from the lines is
+ * This file is the card (its DOM, its uPlot and redraws). What is drawn from the lines is
  * chart-data.ts, axes and scales chart-axes.ts, markers, tooltip rows and downloads
- * chart-interaction.ts.
+ * chart-interaction.ts, the legend chart-legend.ts.
  */
 import uPlot from "uplot";
 import { axesOf, formatValue, scalesOf, xLabelOf } from "./chart-axes.js";
 import { lineTable, linesToCsv, type Line, type Marker, type ViewSettings } from "./chart-data.js";
+import { ChartLegend } from "./chart-legend.js";
 import { download, drawMarkers, fileNameOf, placeTooltip, tooltipHead, tooltipRow } from "./chart-interaction.js";
 import { append, clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
@@ -44,10 +45,7 @@ export interface ChartEvents {
 export class ChartCard {
   readonly root: HTMLElement;
   private readonly plotBox: HTMLElement;
-  private readonly legend: HTMLElement;
-  /** Shown when the legend holds more rows than it shows: expands it to every line (and back). */
-  private readonly legendMore: HTMLButtonElement;
-  private legendExpanded = false;
+  private readonly legend: ChartLegend;
   private readonly tooltip: HTMLElement;
   private plot: uPlot | null = null;
   private lines: Line[] = [];
@@ -58,8 +56,6 @@ export class ChartCard {
   private dirty = false;
   /** The `structure()` the current plot was built for. */
   private builtFor = "";
-  private legendValues: HTMLElement[] = [];
-  private legendItems: HTMLElement[] = [];
   /** Index into uPlot's series of each line's top (smoothed or only) series, and its raw one. */
   private topSeries: number[] = [];
   private rawSeries: (number | null)[] = [];
@@ -82,12 +78,7 @@ export class ChartCard {
     this.settings = settings;
     this.plotBox = el("div", { className: "plot" });
     this.tooltip = el("div", { className: "tooltip hidden", role: "status" });
-    this.legend = el("div", { className: "legend" });
-    this.legendMore = el("button", { type: "button", className: "legend-more hidden", "aria-expanded": "false" });
-    this.legendMore.addEventListener("click", () => {
-      this.legendExpanded = !this.legendExpanded;
-      this.fitLegend();
-    });
+    this.legend = new ChartLegend((id, only) => (only ? this.isolate(id) : this.toggle(id)));
     const shown = visibleName(title);
     const tools = el("span", { className: "chart-tools" });
     if (events.onPin !== undefined) {
@@ -100,13 +91,13 @@ export class ChartCard {
     const png = el("button", { type: "button", className: "icon png", title: "download the chart as PNG", "aria-label": `PNG of ${shown}` }, "PNG");
     png.addEventListener("click", () => this.downloadPng());
     append(tools, csv, png);
-    this.root = el("div", { className: "chart", "data-key": title }, el("div", { className: "chart-head" }, el("h3", { className: "chart-title", title: shown }, shown), tools), this.plotBox, this.tooltip, this.legend, this.legendMore);
+    this.root = el("div", { className: "chart", "data-key": title }, el("div", { className: "chart-head" }, el("h3", { className: "chart-title", title: shown }, shown), tools), this.plotBox, this.tooltip, this.legend.box, this.legend.more);
     this.resizeObserver = new ResizeObserver((entries) => {
       const width = entries[entries.length - 1]?.contentRect.width;
       if (width === undefined || width <= 0) return;
       this.observedWidth = Math.max(200, Math.floor(width));
       if (this.plot !== null && Math.abs(this.plot.width - this.observedWidth) >= 1) this.plot.setSize({ width: this.observedWidth, height: this.plot.height });
-      this.fitLegend();
+      this.legend.fit();
     });
     this.resizeObserver.observe(this.plotBox);
     this.plotBox.addEventListener("dblclick", () => this.events.onZoom?.(null));
@@ -319,40 +310,8 @@ export class ChartCard {
   }
 
   private renderLegend(): void {
-    clear(this.legend);
-    this.legendValues = [];
-    this.legendItems = [];
-    this.lines.forEach((line, i) => {
-      const value = el("span", { className: "legend-value" });
-      this.legendValues.push(value);
-      const swatch = el("span", { className: "swatch" });
-      swatch.style.background = this.colourOf(i);
-      const off = this.hidden.has(line.id);
-      const item = el(
-        "button",
-        { type: "button", className: off ? "legend-item off" : "legend-item", "data-line": line.id, "aria-pressed": off ? "false" : "true", title: "click: hide or show · shift-click: show only this (again: all)" },
-        swatch,
-        el("span", { className: "legend-label" }, line.label),
-        value,
-      );
-      item.addEventListener("click", (event) => (event.shiftKey || event.altKey || event.metaKey || event.ctrlKey ? this.isolate(line.id) : this.toggle(line.id)));
-      this.legendItems.push(item);
-      this.legend.appendChild(item);
-    });
+    this.legend.render(this.lines, (i) => this.colourOf(i), this.hidden);
     this.root.dataset["hidden"] = String(this.hidden.size);
-    this.fitLegend();
-  }
-
-  /**
-   * A legend taller than its few rows shows a button for the rest: every entry can be reached
-   * (and read in full) however many lines there are, without the card growing by default.
-   */
-  private fitLegend(): void {
-    this.legend.classList.toggle("expanded", this.legendExpanded);
-    const overflows = this.legend.scrollHeight > this.legend.clientHeight + 1;
-    this.legendMore.classList.toggle("hidden", !overflows && !this.legendExpanded);
-    this.legendMore.textContent = this.legendExpanded ? "fewer ▴" : `all ${this.lines.length} lines ▾`;
-    this.legendMore.setAttribute("aria-expanded", this.legendExpanded ? "true" : "false");
   }
 
   /** Hide or show one line. */
@@ -373,9 +332,7 @@ export class ChartCard {
   private applyVisibility(): void {
     this.lines.forEach((line, i) => {
       const show = !this.hidden.has(line.id);
-      const item = this.legendItems[i];
-      item?.classList.toggle("off", !show);
-      item?.setAttribute("aria-pressed", show ? "true" : "false");
+      this.legend.setShown(i, show);
       if (this.plot === null) return;
       const top = this.topSeries[i];
       const raw = this.rawSeries[i];
@@ -395,11 +352,10 @@ export class ChartCard {
     const x = idx === null ? undefined : u.data[0]?.[idx];
     const xMode = this.settings.xMode;
     this.topSeries.forEach((s, i) => {
-      const target = this.legendValues[i];
       const line = this.lines[i];
-      if (target === undefined || line === undefined) return;
+      if (line === undefined) return;
       const v = idx === null ? null : (u.data[s]?.[idx] ?? null);
-      target.textContent = v === null || v === undefined ? "" : ` ${formatValue(v)}`;
+      this.legend.setValue(i, v === null || v === undefined ? "" : ` ${formatValue(v)}`);
       if (x === undefined || this.hidden.has(line.id)) return;
       const point = this.indexes[i]?.get(x);
       if (point === undefined) return;
