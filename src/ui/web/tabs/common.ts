@@ -46,7 +46,7 @@ export function newLine(id: string, label: string, run: string, rank?: number): 
     line.colour = colour;
   } else {
     // One run: its global line in the run's colour, each rank in a colour no run has.
-    line.colour = rankColour(rank);
+    line.colour = rankColour(rank, colour);
   }
   return line;
 }
