@@ -220,7 +220,7 @@ describe("sample tables", () => {
 describe("summary columns", () => {
   it("puts the names a user watches first, then the keys most runs have", () => {
     assert.ok(watchRank("train/loss") < watchRank("policy_loss") && watchRank("policy_loss") < watchRank("reward"));
-    const summaries = [{ "a/x": 1, loss: 1, "z/common": 1 }, { "z/common": 1, "eval/reward": 2, "b/y": 3 }];
+    const summaries: Record<string, number>[] = [{ "a/x": 1, loss: 1, "z/common": 1 }, { "z/common": 1, "eval/reward": 2, "b/y": 3 }];
     assert.deepEqual(orderSummaryKeys(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"]), ["loss", "eval/reward", "z/common", "a/x", "b/y"]);
     assert.deepEqual(summaryColumns(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"], null, 2), ["loss", "eval/reward"]);
     assert.deepEqual(summaryColumns(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"], ["b/y", "gone", "loss"]), ["loss", "b/y"]);
