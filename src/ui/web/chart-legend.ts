@@ -14,6 +14,7 @@ export class ChartLegend {
   private values: HTMLElement[] = [];
   private items: HTMLElement[] = [];
   private count = 0;
+  private fitPending = false;
 
   /** `onPick(id, only)`: a click on an entry (`only`: shift/alt/meta/ctrl held). */
   constructor(private readonly onPick: (id: string, only: boolean) => void) {
@@ -48,7 +49,7 @@ export class ChartLegend {
       this.items.push(item);
       this.box.appendChild(item);
     });
-    this.fit();
+    this.scheduleFit();
   }
 
   /** Mark the i-th entry shown or hidden. */
@@ -62,6 +63,19 @@ export class ChartLegend {
   setValue(i: number, text: string): void {
     const target = this.values[i];
     if (target !== undefined) target.textContent = text;
+  }
+
+  /**
+   * Fit on the next frame: measuring the legend forces a layout, and a grid of cards drawn
+   * together then measures once, not once per card.
+   */
+  scheduleFit(): void {
+    if (this.fitPending) return;
+    this.fitPending = true;
+    requestAnimationFrame(() => {
+      this.fitPending = false;
+      this.fit();
+    });
   }
 
   /** Show the *all N lines* button when entries are out of sight (or the legend is expanded). */

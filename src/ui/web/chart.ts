@@ -97,7 +97,7 @@ export class ChartCard {
       if (width === undefined || width <= 0) return;
       this.observedWidth = Math.max(200, Math.floor(width));
       if (this.plot !== null && Math.abs(this.plot.width - this.observedWidth) >= 1) this.plot.setSize({ width: this.observedWidth, height: this.plot.height });
-      this.legend.fit();
+      this.legend.scheduleFit();
     });
     this.resizeObserver.observe(this.plotBox);
     this.plotBox.addEventListener("dblclick", () => this.events.onZoom?.(null));

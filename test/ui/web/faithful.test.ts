@@ -303,6 +303,8 @@ describe("the dashboard shows what is there (issue 20)", () => {
             cut: items.filter((i) => i.scrollWidth > i.clientWidth + 1).length,
           };
         });
+      // The legend measures itself on the next frame.
+      await page.waitForFunction((sel) => document.querySelector(sel)?.textContent?.startsWith("all ") === true, `${loss} button.legend-more`);
       const folded = await legendState();
       assert.equal(folded.cut, 0, "no legend label is cut");
       if (folded.hidden > 0) {
