@@ -28,6 +28,7 @@ import { registerBackend } from "../backend.js";
 import { GLOBAL_RANK, storePath } from "./schema.js";
 import type { WorkerReply, WorkerRequest, WriterThreadData } from "./writer-worker.js";
 import { endingAbnormally, registerDrain } from "../../core/lifecycle.js";
+import { mergeHyperparams } from "../../core/hyperparams.js";
 import { ColumnBuilder, columnBuffers } from "./columns.js";
 import { StoreWriter, type HistogramWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
 
@@ -261,7 +262,7 @@ export class StoreBackend implements Backend {
   }
 
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
-    this.batch.hyperparams = { ...this.batch.hyperparams, ...params };
+    this.batch.hyperparams = mergeHyperparams(this.batch.hyperparams ?? {}, params);
     this.added(1);
   }
 
