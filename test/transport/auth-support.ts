@@ -63,7 +63,9 @@ export async function makeOperatorAccount(): Promise<{ config: string; credsFile
   const account = createAccount();
   const user = createUser();
   const operatorJwt = await encodeOperator("rankscope-test", operator);
-  const accountJwt = await encodeAccount("RANKSCOPE", account, {}, { signer: operator });
+  // Unlimited (-1) connections, subscriptions and data: an account without limits admits nobody.
+  const limits = { conn: -1, subs: -1, data: -1, payload: -1, imports: -1, exports: -1, leaf: -1, wildcards: true, disallow_bearer: false };
+  const accountJwt = await encodeAccount("RANKSCOPE", account, { limits }, { signer: operator });
   const userJwt = await encodeUser("rankscope-user", user, account);
   const dir = tempDir("rankscope-jwt-");
   const operatorFile = join(dir, "operator.jwt");

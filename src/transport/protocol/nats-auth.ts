@@ -12,7 +12,8 @@
  * messages (`NatsAuth.url`) has none, and every diagnostic is redacted (`redactUrlCredentials`).
  */
 import { accessSync, constants, readFileSync } from "node:fs";
-import { credsAuthenticator, errors, nkeyAuthenticator, nkeys, type Authenticator, type ConnectionOptions, type NatsConnection, type TlsOptions } from "@nats-io/transport-node";
+import { checkServerIdentity, type ConnectionOptions } from "node:tls";
+import { credsAuthenticator, errors, nkeyAuthenticator, nkeys, type Authenticator, type NatsConnection, type NodeConnectionOptions, type TlsOptions } from "@nats-io/transport-node";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { flagKind, resolveSetting, textKind, type Setting, type SettingKind } from "../../core/settings.js";
 import { inboxPrefix, natsServers, RECONNECT, type NatsRole } from "./nats.js";
@@ -223,17 +224,40 @@ function authenticatorOf(values: Readonly<NatsAuthOptions>): Authenticator | und
   return undefined;
 }
 
-/** The client's TLS options: files it loads at every connection; an empty object still requires TLS. */
-function tlsOf(values: Readonly<NatsAuthOptions>): TlsOptions {
+/** The TLS options the Node client passes on to `tls.connect`: its own, and the identity check. */
+type NodeTls = TlsOptions & Pick<ConnectionOptions, "checkServerIdentity">;
+
+/**
+ * The client's TLS options: files it loads at every connection (an empty object still requires
+ * TLS), and the check of the server's certificate against the server's name. The client gives
+ * Node no name for a server given by IP address, and Node then checks the certificate against
+ * `localhost` (nats.js issue 303): there the certificate must name one of the servers rankscope
+ * was given — their IP addresses or names — instead.
+ */
+function tlsOf(values: Readonly<NatsAuthOptions>, servers: readonly string[]): NodeTls {
+  const hosts = servers.map(hostOf);
   return {
     ...(values.tlsCaFile !== undefined ? { caFile: values.tlsCaFile } : {}),
     ...(values.tlsCertFile !== undefined ? { certFile: values.tlsCertFile } : {}),
     ...(values.tlsKeyFile !== undefined ? { keyFile: values.tlsKeyFile } : {}),
+    checkServerIdentity: (host, cert) => {
+      if (host !== "localhost") return checkServerIdentity(host, cert);
+      const errors = hosts.map((h) => checkServerIdentity(h, cert));
+      return errors.some((e) => e === undefined) ? undefined : errors[0];
+    },
   };
 }
 
+/** The host of a server (`nats://10.0.0.1:4222`, `[::1]:4222`, `n1`): an IP address or a name. */
+function hostOf(server: string): string {
+  const rest = server.replace(/^[a-z][a-z0-9+.-]*:\/\//i, "");
+  const bracketed = /^\[([^\]]+)\]/.exec(rest);
+  if (bracketed?.[1] !== undefined) return bracketed[1];
+  return rest.replace(/[:/].*$/, "");
+}
+
 /** The nats.js options that carry `auth`: servers, user/password or token, an authenticator, TLS. */
-export function authConnectionOptions(auth: NatsAuth): ConnectionOptions {
+export function authConnectionOptions(auth: NatsAuth): NodeConnectionOptions {
   const { values } = auth;
   const authenticator = authenticatorOf(values);
   return {
@@ -241,7 +265,7 @@ export function authConnectionOptions(auth: NatsAuth): ConnectionOptions {
     ...(values.user !== undefined ? { user: values.user, ...(values.password !== undefined ? { pass: values.password } : {}) } : {}),
     ...(values.token !== undefined ? { token: values.token } : {}),
     ...(authenticator !== undefined ? { authenticator } : {}),
-    ...(values.tls ? { tls: tlsOf(values) } : {}),
+    ...(values.tls ? { tls: tlsOf(values, auth.servers) } : {}),
   };
 }
 
@@ -279,7 +303,7 @@ export interface NatsClientIdentity {
  * reconnect policy, and the role's inbox prefix under the run's subjects (`rankscope.{runId}.inbox.
  * {role}`), so a server can limit each role to one run (docs/security.md, "Authorization templates").
  */
-export function natsConnectionOptions(auth: NatsAuth, client: NatsClientIdentity): ConnectionOptions {
+export function natsConnectionOptions(auth: NatsAuth, client: NatsClientIdentity): NodeConnectionOptions {
   return { ...authConnectionOptions(auth), name: client.name, timeout: client.timeoutMs, inboxPrefix: inboxPrefix(client.runId, client.role), ...RECONNECT };
 }
 
