@@ -5,12 +5,18 @@
  * controller receives per key per rank. Ranks record between flushes (not timed); no backend is
  * attached, so the figure is gather + validate + merge.
  *
+ * NATS twice: over an open nats-server, and over one that requires TLS with client certificates
+ * and users with docs/security.md's per-run permissions (the controller and the ranks each with
+ * their role's user) — what authentication costs a flush. `RANKS_BENCH_AUTH=1` measures only those
+ * two, alternately (open, with auth, open, …: three rounds at 16 ranks), for the pair's ratio.
+ *
  * Uses the compiled package (`npm run build` first; `npm run bench` does).
  * Run: `npm run bench -- ranks`, or `RANKS_BENCH_QUICK=1` for a smaller grid.
  */
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NatsServer } from "../test/transport/support.js";
+import { accountsFor, makeCertificates, ROLE_PASSWORD_ENV } from "../test/transport/auth-support.js";
 
 // The compiled package at run time (fast rank start-up); the sources' types at compile time, so
 // type-checking does not need a build.
@@ -24,8 +30,16 @@ const QUICK = process.env["RANKS_BENCH_QUICK"] === "1";
 const RANK_COUNTS = QUICK ? [4, 16] : [4, 16, 64];
 const KEY_COUNTS = [100, 1000];
 const REPEATS = 7;
+const AUTH_ONLY = process.env["RANKS_BENCH_AUTH"] === "1";
+const PASSWORD = "bench-Pw";
 
-type Carrier = "thread (MessagePort)" | "process (IPC)" | "process (NATS)";
+type Carrier = "thread (MessagePort)" | "process (IPC)" | "process (NATS)" | "process (NATS, TLS + auth)";
+
+/** The authenticated server's settings: its certificates, and the run ids it has users for. */
+interface AuthSetup {
+  readonly url: string;
+  readonly certs: ReturnType<typeof makeCertificates>;
+}
 
 interface Row {
   carrier: Carrier;
@@ -41,10 +55,17 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
 }
 
-async function measure(carrier: Carrier, ranks: number, natsUrl: string): Promise<Row[]> {
-  const logger = new MetricLogger({ processName: "Controller", runDir: join(tmpdir(), "rankscope-bench"), flushDeadlineMs: 30_000, shutdownDeadlineMs: 20_000 });
+async function measure(carrier: Carrier, ranks: number, natsUrl: string, runId: string, auth: AuthSetup): Promise<Row[]> {
+  const logger = new MetricLogger({ processName: "Controller", runDir: join(tmpdir(), "rankscope-bench"), runId, flushDeadlineMs: 30_000, shutdownDeadlineMs: 20_000 });
   await logger.initBackends({});
-  const nats = carrier === "process (NATS)" ? await serveRanksOverNats({ url: natsUrl, logger }) : undefined;
+  const { certs } = auth;
+  const tls = { tlsCaFile: certs.ca, tlsCertFile: certs.clientCert, tlsKeyFile: certs.clientKey };
+  const nats =
+    carrier === "process (NATS)"
+      ? await serveRanksOverNats({ url: natsUrl, logger })
+      : carrier === "process (NATS, TLS + auth)"
+        ? await serveRanksOverNats({ url: auth.url, logger, auth: { ...tls, user: `${runId}-controller`, password: PASSWORD } })
+        : undefined;
   const group = await spawnRanks({
     module: RANK_MODULE,
     replicas: ranks / 4,
@@ -54,6 +75,7 @@ async function measure(carrier: Carrier, ranks: number, natsUrl: string): Promis
     logger,
     startDeadlineMs: 120_000,
     ...(nats !== undefined ? { nats } : {}),
+    ...(carrier === "process (NATS, TLS + auth)" ? { natsAuth: { user: `${runId}-rank`, password: PASSWORD } } : {}),
   });
   const rows: Row[] = [];
   let step = 0;
@@ -90,17 +112,31 @@ async function measure(carrier: Carrier, ranks: number, natsUrl: string): Promis
 
 const started = performance.now();
 const nats = await NatsServer.start();
+// TLS with client certificates the server verifies, and per-run users with the template's permissions.
+const certs = makeCertificates();
+const plan: Array<[Carrier, number, string]> = [];
+if (AUTH_ONLY) {
+  for (let round = 0; round < 3; round++) for (const carrier of ["process (NATS)", "process (NATS, TLS + auth)"] as Carrier[]) plan.push([carrier, 16, `benchR${round}x16`]);
+} else {
+  for (const carrier of ["thread (MessagePort)", "process (IPC)", "process (NATS)", "process (NATS, TLS + auth)"] as Carrier[]) {
+    for (const ranks of RANK_COUNTS) plan.push([carrier, ranks, `bench${ranks}`]);
+  }
+}
+const tlsBlock = `tls: { cert_file: ${JSON.stringify(certs.serverCert)}, key_file: ${JSON.stringify(certs.serverKey)}, ca_file: ${JSON.stringify(certs.ca)}, verify: true }\n`;
+const secure = await NatsServer.start({
+  config: tlsBlock + accountsFor([...new Set(plan.map(([, , runId]) => runId))]),
+  env: { [ROLE_PASSWORD_ENV.controller]: PASSWORD, [ROLE_PASSWORD_ENV.host]: PASSWORD, [ROLE_PASSWORD_ENV.rank]: PASSWORD },
+});
 const rows: Row[] = [];
 try {
-  for (const carrier of ["thread (MessagePort)", "process (IPC)", "process (NATS)"] as Carrier[]) {
-    for (const ranks of RANK_COUNTS) {
-      const t0 = performance.now();
-      rows.push(...(await measure(carrier, ranks, nats.url)));
-      process.stderr.write(`  ${carrier}, ${ranks} ranks: done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
-    }
+  for (const [carrier, ranks, runId] of plan) {
+    const t0 = performance.now();
+    rows.push(...(await measure(carrier, ranks, nats.url, runId, { url: secure.url, certs })));
+    process.stderr.write(`  ${carrier}, ${ranks} ranks: done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
   }
 } finally {
   await nats.stop();
+  await secure.stop();
 }
 
 const fmt = (n: number, d = 1): string => n.toFixed(d);
@@ -110,5 +146,16 @@ for (const r of rows) {
   process.stdout.write(
     `| ${r.carrier} | ${r.ranks} | ${r.keys} | ${r.ranks * r.keys} | ${fmt(r.medianMs)} | ${fmt(r.p90Ms)} | ${fmt(r.usPerRankKey, 2)} | ${fmt(r.bytesPerKeyPerRank, 0)} |\n`,
   );
+}
+// What authentication costs: the flush median with TLS + auth over the open server's, per rank and key count (medians of the rounds).
+const medianOf = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+process.stdout.write("\n| NATS, ranks × keys | open: flush median (ms) | TLS + auth: flush median (ms) | ratio |\n|---|---:|---:|---:|\n");
+for (const ranks of [...new Set(rows.map((r) => r.ranks))]) {
+  for (const keys of KEY_COUNTS) {
+    const of = (carrier: Carrier): number => medianOf(rows.filter((r) => r.carrier === carrier && r.ranks === ranks && r.keys === keys).map((r) => r.medianMs));
+    const open = of("process (NATS)");
+    const secured = of("process (NATS, TLS + auth)");
+    if (Number.isFinite(open) && Number.isFinite(secured)) process.stdout.write(`| ${ranks} × ${keys} | ${fmt(open)} | ${fmt(secured)} | ${fmt(secured / open, 2)}× |\n`);
+  }
 }
 process.stdout.write(`\n${REPEATS} flushes per row after one warm-up; every key gets 2 values per rank per step. Whole run: ${fmt((performance.now() - started) / 1000)} s.\n`);
