@@ -13,6 +13,7 @@
  * Uses the compiled package (`npm run build` first; `npm run bench` does).
  * Run: `npm run bench -- ranks`, or `RANKS_BENCH_QUICK=1` for a smaller grid.
  */
+import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NatsServer } from "../test/transport/support.js";
@@ -37,7 +38,7 @@ type Carrier = "thread (MessagePort)" | "process (IPC)" | "process (NATS)" | "pr
 
 /** The authenticated server's settings: its certificates, and the run ids it has users for. */
 interface AuthSetup {
-  readonly url: string;
+  readonly server: NatsServer;
   readonly certs: ReturnType<typeof makeCertificates>;
 }
 
@@ -49,22 +50,38 @@ interface Row {
   p90Ms: number;
   bytesPerKeyPerRank: number;
   usPerRankKey: number;
+  /** CPU ms per flush (mean of the timed flushes): the controller, its nats-server, the rank processes, and all together. */
+  controllerCpuMs: number;
+  natsCpuMs: number;
+  ranksCpuMs: number;
+  totalCpuMs: number;
+}
+
+/** CPU ms a process used so far, from /proc (0 where there is none): utime + stime, in clock ticks of 10 ms. */
+function processCpuMs(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return 0;
+  }
 }
 
 function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
 }
 
-async function measure(carrier: Carrier, ranks: number, natsUrl: string, runId: string, auth: AuthSetup): Promise<Row[]> {
+async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId: string, auth: AuthSetup): Promise<Row[]> {
   const logger = new MetricLogger({ processName: "Controller", runDir: join(tmpdir(), "rankscope-bench"), runId, flushDeadlineMs: 30_000, shutdownDeadlineMs: 20_000 });
   await logger.initBackends({});
   const { certs } = auth;
   const tls = { tlsCaFile: certs.ca, tlsCertFile: certs.clientCert, tlsKeyFile: certs.clientKey };
   const nats =
     carrier === "process (NATS)"
-      ? await serveRanksOverNats({ url: natsUrl, logger })
+      ? await serveRanksOverNats({ url: open.url, logger })
       : carrier === "process (NATS, TLS + auth)"
-        ? await serveRanksOverNats({ url: auth.url, logger, auth: { ...tls, user: `${runId}-controller`, password: PASSWORD } })
+        ? await serveRanksOverNats({ url: auth.server.url, logger, auth: { ...tls, user: `${runId}-controller`, password: PASSWORD } })
         : undefined;
   const group = await spawnRanks({
     module: RANK_MODULE,
@@ -78,21 +95,30 @@ async function measure(carrier: Carrier, ranks: number, natsUrl: string, runId: 
     ...(carrier === "process (NATS, TLS + auth)" ? { natsAuth: { user: `${runId}-rank`, password: PASSWORD } } : {}),
   });
   const rows: Row[] = [];
+  const natsPid = carrier === "process (NATS)" ? open.pid : carrier === "process (NATS, TLS + auth)" ? auth.server.pid : undefined;
+  const ranksCpu = (): number => (carrier.startsWith("thread") ? 0 : group.rankNames.reduce((sum, name) => sum + processCpuMs(group.pid(name)), 0));
   let step = 0;
   for (const keys of KEY_COUNTS) {
     const times: number[] = [];
     let bytes = 0;
+    const cpu = { controller: 0, nats: 0, ranks: 0 };
     for (let i = 0; i <= REPEATS; i++) {
       await group.fanout("recordMany", keys, 2, i);
       const before = nats !== undefined ? nats.stats.inBytes : transportStats().bytesIn;
+      const [c0, n0, r0] = [process.cpuUsage(), processCpuMs(natsPid), ranksCpu()];
       const t0 = performance.now();
       const result = await logger.flush(step++);
       const elapsed = performance.now() - t0;
+      const c1 = process.cpuUsage(c0);
+      const [n1, r1] = [processCpuMs(natsPid), ranksCpu()];
       const after = nats !== undefined ? nats.stats.inBytes : transportStats().bytesIn;
       if (result.missingRanks.length > 0) throw new Error(`flush missed ${result.missingRanks.join(", ")}`);
       if (i === 0) continue; // warm-up
       times.push(elapsed);
       bytes += after - before;
+      cpu.controller += (c1.user + c1.system) / 1000;
+      cpu.nats += n1 - n0;
+      cpu.ranks += r1 - r0;
     }
     times.sort((a, b) => a - b);
     const medianMs = quantile(times, 0.5);
@@ -104,6 +130,10 @@ async function measure(carrier: Carrier, ranks: number, natsUrl: string, runId: 
       p90Ms: quantile(times, 0.9),
       bytesPerKeyPerRank: bytes / REPEATS / (ranks * keys),
       usPerRankKey: (medianMs * 1000) / (ranks * keys),
+      controllerCpuMs: cpu.controller / REPEATS,
+      natsCpuMs: cpu.nats / REPEATS,
+      ranksCpuMs: cpu.ranks / REPEATS,
+      totalCpuMs: (cpu.controller + cpu.nats + cpu.ranks) / REPEATS,
     });
   }
   await logger.shutdown();
@@ -131,7 +161,7 @@ const rows: Row[] = [];
 try {
   for (const [carrier, ranks, runId] of plan) {
     const t0 = performance.now();
-    rows.push(...(await measure(carrier, ranks, nats.url, runId, { url: secure.url, certs })));
+    rows.push(...(await measure(carrier, ranks, nats, runId, { server: secure, certs })));
     process.stderr.write(`  ${carrier}, ${ranks} ranks: done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
   }
 } finally {
@@ -149,13 +179,17 @@ for (const r of rows) {
 }
 // What authentication costs: the flush median with TLS + auth over the open server's, per rank and key count (medians of the rounds).
 const medianOf = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
-process.stdout.write("\n| NATS, ranks × keys | open: flush median (ms) | TLS + auth: flush median (ms) | ratio |\n|---|---:|---:|---:|\n");
+process.stdout.write("\nCPU per flush (mean of the timed flushes; ranks and nats-server from /proc):\n\n| carrier | ranks | keys | controller ms | nats-server ms | ranks ms | all ms |\n|---|---:|---:|---:|---:|---:|---:|\n");
+for (const r of rows) process.stdout.write(`| ${r.carrier} | ${r.ranks} | ${r.keys} | ${fmt(r.controllerCpuMs)} | ${fmt(r.natsCpuMs, 0)} | ${fmt(r.ranksCpuMs, 0)} | ${fmt(r.totalCpuMs, 0)} |\n`);
+process.stdout.write("\nNATS with TLS (client certificates) + per-run users ÷ open NATS (medians of the rounds):\n\n| ranks × keys | open: flush median ms | TLS + auth | ratio | open: all CPU ms | TLS + auth | ratio |\n|---|---:|---:|---:|---:|---:|---:|\n");
 for (const ranks of [...new Set(rows.map((r) => r.ranks))]) {
   for (const keys of KEY_COUNTS) {
-    const of = (carrier: Carrier): number => medianOf(rows.filter((r) => r.carrier === carrier && r.ranks === ranks && r.keys === keys).map((r) => r.medianMs));
-    const open = of("process (NATS)");
-    const secured = of("process (NATS, TLS + auth)");
-    if (Number.isFinite(open) && Number.isFinite(secured)) process.stdout.write(`| ${ranks} × ${keys} | ${fmt(open)} | ${fmt(secured)} | ${fmt(secured / open, 2)}× |\n`);
+    const of = (carrier: Carrier, f: (r: Row) => number): number => medianOf(rows.filter((r) => r.carrier === carrier && r.ranks === ranks && r.keys === keys).map(f));
+    const [open, secured] = [of("process (NATS)", (r) => r.medianMs), of("process (NATS, TLS + auth)", (r) => r.medianMs)];
+    const [openCpu, securedCpu] = [of("process (NATS)", (r) => r.totalCpuMs), of("process (NATS, TLS + auth)", (r) => r.totalCpuMs)];
+    if (Number.isFinite(open) && Number.isFinite(secured)) {
+      process.stdout.write(`| ${ranks} × ${keys} | ${fmt(open)} | ${fmt(secured)} | ${fmt(secured / open, 2)}× | ${fmt(openCpu, 0)} | ${fmt(securedCpu, 0)} | ${fmt(securedCpu / openCpu, 2)}× |\n`);
+    }
   }
 }
 process.stdout.write(`\n${REPEATS} flushes per row after one warm-up; every key gets 2 values per rank per step. Whole run: ${fmt((performance.now() - started) / 1000)} s.\n`);
