@@ -8,7 +8,8 @@
  * NATS twice: over an open nats-server, and over one that requires TLS with client certificates
  * and users with docs/security.md's per-run permissions (the controller and the ranks each with
  * their role's user) — what authentication costs a flush. `RANKS_BENCH_AUTH=1` measures only those
- * two, alternately (open, with auth, open, …: three rounds at 16 ranks), for the pair's ratio.
+ * two, alternately (open, with auth, open, …: three rounds at 16 ranks), for the pair's ratio;
+ * `RANKS_BENCH_AUTH=open` the open rounds alone.
  *
  * Uses the compiled package (`npm run build` first; `npm run bench` does).
  * Run: `npm run bench -- ranks`, or `RANKS_BENCH_QUICK=1` for a smaller grid.
@@ -32,6 +33,8 @@ const RANK_COUNTS = QUICK ? [4, 16] : [4, 16, 64];
 const KEY_COUNTS = [100, 1000];
 const REPEATS = 7;
 const AUTH_ONLY = process.env["RANKS_BENCH_AUTH"] === "1";
+/** `RANKS_BENCH_AUTH=open`: the open server's rounds alone (the same figures from another build, e.g. main's, to pair with). */
+const OPEN_ONLY = process.env["RANKS_BENCH_AUTH"] === "open";
 const PASSWORD = "bench-Pw";
 
 type Carrier = "thread (MessagePort)" | "process (IPC)" | "process (NATS)" | "process (NATS, TLS + auth)";
@@ -145,8 +148,9 @@ const nats = await NatsServer.start();
 // TLS with client certificates the server verifies, and per-run users with the template's permissions.
 const certs = makeCertificates();
 const plan: Array<[Carrier, number, string]> = [];
-if (AUTH_ONLY) {
-  for (let round = 0; round < 3; round++) for (const carrier of ["process (NATS)", "process (NATS, TLS + auth)"] as Carrier[]) plan.push([carrier, 16, `benchR${round}x16`]);
+if (AUTH_ONLY || OPEN_ONLY) {
+  const carriers: Carrier[] = OPEN_ONLY ? ["process (NATS)"] : ["process (NATS)", "process (NATS, TLS + auth)"];
+  for (let round = 0; round < 3; round++) for (const carrier of carriers) plan.push([carrier, 16, `benchR${round}x16`]);
 } else {
   for (const carrier of ["thread (MessagePort)", "process (IPC)", "process (NATS)", "process (NATS, TLS + auth)"] as Carrier[]) {
     for (const ranks of RANK_COUNTS) plan.push([carrier, ranks, `bench${ranks}`]);
