@@ -16,7 +16,7 @@
  * deregistered; `shutdown` kills any rank that does not stop by its deadline, and ranks are killed
  * when this process exits, so none is ever left running.
  */
-import { endingReason } from "../../core/lifecycle.js";
+import { endingBySignal, untilTheEnd } from "../../core/lifecycle.js";
 import { randomUUID } from "node:crypto";
 import { isAbsolute, resolve as resolvePath } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -104,15 +104,18 @@ export class RankGroup {
   /**
    * Call an exported function of the rank module on every live rank, with JSON-serialisable
    * arguments (Forge's `fanout`). Resolves with the results in rank order; rejects naming the rank
-   * if any call fails.
+   * if any call fails. Once the process is ending by a signal rankscope drains, it never settles
+   * (the loop parks until the process ends; docs/lifecycle.md).
    */
   async fanout<T = unknown>(fn: string, ...args: unknown[]): Promise<T[]> {
+    if (endingBySignal()) return untilTheEnd();
     const live = this.spawned.filter((s) => s.handle.closed === null);
     return (await quietWhileEnding(Promise.all(live.map((s) => s.handle.call(fn, args))))) as T[];
   }
 
   /** Call an exported function on one rank. */
   async call<T = unknown>(rankName: string, fn: string, ...args: unknown[]): Promise<T> {
+    if (endingBySignal()) return untilTheEnd();
     return (await quietWhileEnding(this.find(rankName).handle.call(fn, args))) as T;
   }
 
@@ -155,14 +158,13 @@ export class RankGroup {
 }
 
 /**
- * A call that fails because the lifecycle is stopping the ranks at a signal never settles: the
- * process is about to end by that signal, and the user's loop must not see a rejection (it would
- * become an uncaught exception and change how the process ends).
+ * A call made before a signal that fails because the lifecycle is stopping the ranks never settles
+ * either: the process is about to end by that signal, and the user's loop must not see a rejection
+ * (it would become an uncaught exception and change how the process ends).
  */
 function quietWhileEnding<T>(call: Promise<T>): Promise<T> {
   return call.catch((error: unknown) => {
-    const reason = endingReason();
-    if (reason === "SIGINT" || reason === "SIGTERM") return new Promise<T>(() => undefined);
+    if (endingBySignal()) return untilTheEnd<T>();
     throw error;
   });
 }
