@@ -25,13 +25,17 @@ import { warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import { rankNameFor, shortId, checkIdentity } from "../protocol/identity.js";
 import type { RankAssignment } from "../protocol/assignment.js";
+import type { NatsAuthOptions } from "../protocol/nats-auth.js";
 import { RemoteRankHandle, waitAtMost } from "./remote-rank.js";
 import { entryUrl, needsTsx, registerExitDrain, startError, startProcess, startThread, type SpawnedRank, type Starting } from "./rank-start.js";
 
 /** A controller-side server ranks can join over (NATS: `serveRanksOverNats`). */
 export interface RankServer {
   readonly runId: string;
+  /** The server's URL, without credentials. */
   readonly url: string;
+  /** The environment a spawned rank needs to connect (credentials, TLS files): `natsAuth`'s, else the server's own. */
+  rankEnv(natsAuth?: NatsAuthOptions): Readonly<Record<string, string>>;
   /** The handle of a rank once it registered through this server. */
   /** `signal` aborts the wait (its timer is cleared; the promise then never settles). */
   waitForRank(rankName: string, deadlineMs: number, signal?: AbortSignal): Promise<RemoteRankHandle>;
@@ -54,6 +58,12 @@ export interface SpawnRanksOptions {
   logger?: MetricLogger;
   /** Carry messages over NATS instead of the parent channel (from `serveRanksOverNats`). */
   nats?: RankServer;
+  /**
+   * With `nats`: how the spawned ranks authenticate to NATS, e.g. a user with the rank role's
+   * permissions (docs/security.md). Default: the controller's own settings. TLS settings not named
+   * here are the controller's. Handed to each rank in its environment, never on its command line.
+   */
+  natsAuth?: NatsAuthOptions;
   /** How long a rank may take to start and register (default 30 s). */
   startDeadlineMs?: number;
   /**
@@ -195,6 +205,9 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   const processName = options.processName ?? "Rank";
   const logger = options.logger ?? (await getOrCreateMetricLogger());
   const startDeadlineMs = options.startDeadlineMs ?? 30_000;
+  if (options.natsAuth !== undefined && options.nats === undefined) throw new TypeError("spawnRanks: natsAuth goes with nats (the ranks' NATS credentials)");
+  // Credentials reach a rank in its environment (readable by its user only), never its command line.
+  const env = { ...(options.nats?.rankEnv(options.natsAuth) ?? {}), ...options.env };
   const module = moduleHref(options.module);
   const entry = entryUrl();
   const tsx = needsTsx(entry, module);
@@ -228,7 +241,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
       carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
       ...(options.nats !== undefined ? { natsUrl: options.nats.url } : {}),
     };
-    return kind === "thread" ? startThread(assignment, entry, tsx, options.env ?? {}, hold) : startProcess(assignment, entry, tsx, options.env ?? {}, hold);
+    return kind === "thread" ? startThread(assignment, entry, tsx, env, hold) : startProcess(assignment, entry, tsx, env, hold);
   });
   const started = starting.map((s) => s.spawned);
   let startedUp = false;
