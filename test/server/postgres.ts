@@ -6,7 +6,7 @@
  * and started again on the same port and data (a database restart).
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -133,16 +133,19 @@ export class Postgres {
   async stopServer(how: "fast" | "kill" = "fast"): Promise<void> {
     const child = this.child;
     if (child === null || child.exitCode !== null) return;
-    // runuser forwards signals to postgres; as non-root the child is postgres itself.
-    child.kill(how === "kill" ? "SIGKILL" : "SIGINT");
-    if (how === "kill" && asRoot) {
-      // runuser does not forward SIGKILL (it cannot catch it): kill the postmaster by its pid file.
-      try {
-        const pid = Number(execFileSync("head", ["-1", join(this.dir, "data", "postmaster.pid")], { encoding: "utf8" }).trim());
-        if (pid > 0) process.kill(pid, "SIGKILL");
-      } catch {
-        // Already gone.
-      }
+    // The postmaster by its pid file (as root the child is runuser, which does not forward SIGINT
+    // or SIGKILL): SIGINT is PostgreSQL's fast shutdown, SIGKILL a crash.
+    const signal = how === "kill" ? "SIGKILL" : "SIGINT";
+    let pid = child.pid ?? 0;
+    try {
+      pid = Number(readFileSync(join(this.dir, "data", "postmaster.pid"), "utf8").split("\n")[0]);
+    } catch {
+      // No pid file yet: the child itself.
+    }
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // Already gone.
     }
     await within(this.exited, { timeoutMs: 30_000, what: "PostgreSQL to stop" });
     this.child = null;
