@@ -99,6 +99,8 @@ export async function ingestBatch(req: IncomingMessage, pool: pg.Pool, projectId
 export interface RunState {
   readonly exists: boolean;
   readonly resumeStep: number;
+  /** `metaHash` of the metadata last applied (null: none yet). */
+  readonly metaHash: string | null;
   readonly series: { kind: string; key: string; rank: number; cursor: number | null; n: number }[];
   readonly records: Record<string, number>;
   readonly files: Record<string, number>;
@@ -113,9 +115,9 @@ export async function runState(pool: pg.Pool, projectId: number, run: string | n
     if (error instanceof WireError) throw new HttpError(400, error.message);
     throw error;
   }
-  const found = await pool.query<{ id: number; resume_step: number }>("SELECT id, resume_step FROM runs WHERE project_id = $1 AND run_key = $2", [projectId, run]);
+  const found = await pool.query<{ id: number; resume_step: number; meta_hash: string | null }>("SELECT id, resume_step, meta_hash FROM runs WHERE project_id = $1 AND run_key = $2", [projectId, run]);
   const row = found.rows[0];
-  if (row === undefined) return { exists: false, resumeStep: 0, series: [], records: {}, files: {} };
+  if (row === undefined) return { exists: false, resumeStep: 0, metaHash: null, series: [], records: {}, files: {} };
   const [series, cursors] = await Promise.all([
     pool.query<{ kind: string; key: string; rank: number; src_cursor: number | null; n: number }>(
       "SELECT k.kind, k.key, s.rank, s.src_cursor, s.n FROM keys k JOIN series s ON s.key_id = k.id WHERE k.run_id = $1 AND k.kind IN ('scalar', 'stream', 'system')",
@@ -129,5 +131,5 @@ export async function runState(pool: pg.Pool, projectId: number, run: string | n
     if (c.name.startsWith("file:")) files[c.name.slice(5)] = c.value;
     else records[c.name] = c.value;
   }
-  return { exists: true, resumeStep: row.resume_step, series: series.rows.map((s) => ({ kind: s.kind, key: s.key, rank: s.rank, cursor: s.src_cursor, n: s.n })), records, files };
+  return { exists: true, resumeStep: row.resume_step, metaHash: row.meta_hash, series: series.rows.map((s) => ({ kind: s.kind, key: s.key, rank: s.rank, cursor: s.src_cursor, n: s.n })), records, files };
 }

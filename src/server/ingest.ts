@@ -15,7 +15,7 @@
 import type pg from "pg";
 import { CHUNK_POINTS } from "../backends/store/schema.js";
 import { concatSeries, sliceSeries, type SeriesColumns } from "../backends/store/columns.js";
-import type { Batch, RunMeta, SegmentHeader } from "../sync/wire.js";
+import { metaHash, type Batch, type RunMeta, type SegmentHeader } from "../sync/wire.js";
 import { decodeChunkBlobs, insertChunks, type ChunkRow } from "./chunks.js";
 import { truncateRun } from "./truncate.js";
 
@@ -62,7 +62,7 @@ async function lockRun(client: pg.ClientBase, projectId: number, run: string, me
 async function applyMeta(client: pg.ClientBase, runId: number, meta: RunMeta): Promise<void> {
   await client.query(
     `UPDATE runs SET experiment = $2, trial = $3, status = $4, started_at = $5, ended_at = $6, updated_at = $7, resume_step = $8,
-       tags = $9, grp = $10, params = $11, hparams = $12, rank_names = $13, config_yaml = $14, version_json = $15, received_at = now()
+       tags = $9, grp = $10, params = $11, hparams = $12, rank_names = $13, config_yaml = $14, version_json = $15, meta_hash = $16, received_at = now()
      WHERE id = $1`,
     [
       runId,
@@ -80,6 +80,7 @@ async function applyMeta(client: pg.ClientBase, runId: number, meta: RunMeta): P
       JSON.stringify(meta.rankNames),
       meta.configYaml,
       meta.versionJson,
+      metaHash(meta),
     ],
   );
 }

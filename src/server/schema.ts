@@ -50,7 +50,7 @@ CREATE TABLE runs (
   status text NOT NULL DEFAULT 'unknown', started_at double precision, ended_at double precision,
   updated_at double precision, resume_step double precision NOT NULL DEFAULT 0,
   tags text[] NOT NULL DEFAULT '{}', grp text, params jsonb NOT NULL DEFAULT '{}', hparams text NOT NULL DEFAULT '{}',
-  rank_names jsonb NOT NULL DEFAULT '{}', config_yaml text, version_json text,
+  rank_names jsonb NOT NULL DEFAULT '{}', config_yaml text, version_json text, meta_hash text,
   received_at timestamptz NOT NULL DEFAULT now(),
   UNIQUE (project_id, run_key)
 );

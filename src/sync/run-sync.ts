@@ -17,7 +17,7 @@ import { gzip } from "node:zlib";
 import { runInfo } from "../backends/store/reader.js";
 import { SyncClient, SyncConflict, type SyncTarget } from "./client.js";
 import { listFiles, listSeries, readFileBytes, readMeta, readPiece, readRecords, type SeriesRef } from "./read-run.js";
-import { WIRE_VERSION, encodeBatch, type Batch, type FileSegment, type RecordHeader, type RunMeta, type SegmentHeader } from "./wire.js";
+import { WIRE_VERSION, encodeBatch, metaHash, type Batch, type FileSegment, type RecordHeader, type RunMeta, type SegmentHeader } from "./wire.js";
 
 const gzipAsync = promisify(gzip);
 
@@ -47,6 +47,7 @@ export interface PassResult {
 /** What the server has, as the sync keeps it between passes. */
 interface Cursors {
   resumeStep: number;
+  metaHash: string | null;
   series: Map<string, number | null>;
   records: Record<string, number>;
   files: Map<string, number>;
@@ -62,9 +63,10 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 /** The server's state answer, checked. */
 function parseState(body: unknown): Cursors {
-  const out: Cursors = { resumeStep: 0, series: new Map(), records: {}, files: new Map() };
+  const out: Cursors = { resumeStep: 0, metaHash: null, series: new Map(), records: {}, files: new Map() };
   if (!isObject(body)) return out;
   if (typeof body["resumeStep"] === "number") out.resumeStep = body["resumeStep"];
+  if (typeof body["metaHash"] === "string") out.metaHash = body["metaHash"];
   for (const s of Array.isArray(body["series"]) ? body["series"] : []) {
     if (!isObject(s) || typeof s["kind"] !== "string" || typeof s["key"] !== "string" || typeof s["rank"] !== "number") continue;
     out.series.set(seriesKey(s["kind"], s["key"], s["rank"]), typeof s["cursor"] === "number" ? s["cursor"] : null);
@@ -160,11 +162,14 @@ export class RunSync {
     const filesChanged = [...files].some(([path, size]) => size > (cursors.files.get(path) ?? 0));
     const storeChanged = full || meta.updatedAt !== this.lastUpdatedAt;
     let b = new BatchBuilder();
-    if (metaJson !== this.sentMetaJson) b.meta = meta;
+    if (metaJson !== this.sentMetaJson && metaHash(meta) !== cursors.metaHash) b.meta = meta;
     const flush = async (): Promise<void> => {
       if (b.empty) return;
       await this.send(b);
-      if (b.meta !== undefined) this.sentMetaJson = JSON.stringify(b.meta);
+      if (b.meta !== undefined) {
+        this.sentMetaJson = JSON.stringify(b.meta);
+        if (this.cursors !== null) this.cursors.metaHash = metaHash(b.meta);
+      }
       b = new BatchBuilder();
     };
     if (storeChanged) {

@@ -15,6 +15,7 @@
  * one transaction per batch, so a batch re-sent after a timeout, a restart or a crash changes
  * nothing the second time.
  */
+import { createHash } from "node:crypto";
 import { isRecord } from "../core/json.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 
@@ -113,6 +114,11 @@ export interface Batch {
   readonly header: BatchHeader;
   readonly columns: { steps: Float64Array; walls: Float64Array; values: Float64Array }[];
   readonly fileBytes: Buffer[];
+}
+
+/** A digest of a run's metadata: the server keeps the last one applied, so a sync resends it only when it changed. */
+export function metaHash(meta: RunMeta): string {
+  return createHash("sha256").update(JSON.stringify(meta)).digest("base64url");
 }
 
 /** What was wrong with a batch; the server answers 400 with the message. */
