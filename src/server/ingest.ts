@@ -121,6 +121,7 @@ async function seriesRows(client: pg.ClientBase, pairs: readonly [number, number
 function newPoints(s: SegmentHeader, cols: SeriesColumns, row: SeriesRow): SeriesColumns | null {
   const have = row.src_cursor;
   const where = `${s.kind} series ${JSON.stringify(s.key.slice(0, 80))} rank ${s.rank}`;
+  if (s.replace === true && (have === null || s.cursor > have)) throw new ConflictError(`${where}: a replacement reaches step ${s.cursor}, past the server's ${String(have)}`);
   if (s.kind === "scalar") {
     if (s.after !== null && (have === null || s.after > have)) throw new ConflictError(`${where} continues from step ${s.after}, but the server has only up to ${String(have)}`);
     if (have === null) return cols;
@@ -217,6 +218,44 @@ async function storeSeries(client: pg.ClientBase, plans: readonly SeriesPlan[]):
   return stored;
 }
 
+/**
+ * Replacement segments: the server's points of each from its first step to its last become the
+ * segment's. The chunks across that range are decoded, merged and written again.
+ */
+async function replacePoints(client: pg.ClientBase, plans: readonly SeriesPlan[]): Promise<void> {
+  for (const { row, points } of plans) {
+    const first = points.steps[0] ?? 0;
+    const last = points.steps[points.steps.length - 1] ?? 0;
+    const old = await client.query<{ id: number; n: number; steps: Buffer; walls: Buffer; vals: Buffer }>(
+      "SELECT id, n, steps, walls, vals FROM chunks WHERE key_id = $1 AND rank = $2 AND last_pos >= $3 AND first_pos <= $4 ORDER BY first_pos",
+      [row.key_id, row.rank, first, last],
+    );
+    if (old.rows.length === 0) continue;
+    const kept = concatSeries(old.rows.map(decodeChunkBlobs));
+    let before = 0;
+    while (before < kept.steps.length && (kept.steps[before] ?? 0) < first) before++;
+    let afterAt = before;
+    while (afterAt < kept.steps.length && (kept.steps[afterAt] ?? 0) <= last) afterAt++;
+    const merged = concatSeries([sliceSeries(kept, 0, before), points, sliceSeries(kept, afterAt)]);
+    await client.query("DELETE FROM chunks WHERE id = ANY($1::bigint[])", [old.rows.map((r) => r.id)]);
+    const rows: ChunkRow[] = [];
+    for (let start = 0; start < merged.steps.length; start += CHUNK_POINTS) {
+      const piece = sliceSeries(merged, start, Math.min(merged.steps.length, start + CHUNK_POINTS));
+      rows.push({ keyId: row.key_id, rank: row.rank, firstPos: piece.steps[0] ?? 0, points: piece, byStep: true });
+    }
+    await insertChunks(client, rows);
+    const delta = merged.steps.length - kept.steps.length;
+    const tail = merged.steps.length - 1;
+    // Trailing small chunks were rewritten as part of the range: count none until the next merge.
+    await client.query(
+      `UPDATE series SET n = n + $3, small_chunks = 0, small_points = 0,
+         last_value = CASE WHEN $4::float8 >= COALESCE(last_step, '-Infinity') THEN $5::float8 ELSE last_value END,
+         last_step = GREATEST(last_step, $4::float8) WHERE key_id = $1 AND rank = $2`,
+      [row.key_id, row.rank, delta, merged.steps[tail] ?? null, merged.values[tail] ?? null],
+    );
+  }
+}
+
 async function storeRecords(client: pg.ClientBase, runId: number, batch: Batch, ids: Map<string, number>): Promise<number> {
   const records = batch.header.records;
   if (records.length === 0) return 0;
@@ -276,17 +315,25 @@ export async function applyBatch(client: pg.ClientBase, projectId: number, batch
   for (const r of header.records) pairs.set(`${idOf(r.kind, r.key)}:${r.rank}`, [idOf(r.kind, r.key), r.rank]);
   const rows = await seriesRows(client, [...pairs.values()]);
   const plans: SeriesPlan[] = [];
+  const replacements: SeriesPlan[] = [];
   const seen = new Set<string>();
   for (const [i, s] of header.series.entries()) {
     const k = `${idOf(s.kind, s.key)}:${s.rank}`;
-    if (seen.has(k)) throw new ConflictError(`series ${JSON.stringify(s.key.slice(0, 80))} rank ${s.rank} appears twice in one batch; send one segment per series`);
-    seen.add(k);
+    const once = `${k}:${s.replace === true ? "replace" : "append"}`;
+    if (seen.has(once)) throw new ConflictError(`series ${JSON.stringify(s.key.slice(0, 80))} rank ${s.rank} appears twice in one batch; send one segment per series`);
+    seen.add(once);
     const row = rows.get(k);
     const cols = batch.columns[i];
     if (row === undefined || cols === undefined) throw new Error(`series ${k} has no row after being registered`);
+    if (s.replace === true) {
+      newPoints(s, cols, row);
+      replacements.push({ row, segment: s, points: cols });
+      continue;
+    }
     const points = newPoints(s, cols, row);
     if (points !== null && points.steps.length > 0) plans.push({ row, segment: s, points });
   }
+  await replacePoints(client, replacements);
   const points = await storeSeries(client, plans);
   const records = await storeRecords(client, run.id, batch, ids);
   const fileBytes = await storeFiles(client, run.id, batch);

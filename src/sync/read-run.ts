@@ -102,6 +102,34 @@ export function readPiece(runDir: string, ref: SeriesRef, after: number | null):
   return { steps, walls, values, cursor: result.cursor };
 }
 
+/** The largest double below `x` (for an exclusive `after` that still includes `x`). */
+export function nextDown(x: number): number {
+  if (!Number.isFinite(x)) return x;
+  if (x === 0) return -Number.MIN_VALUE;
+  const f = new Float64Array([x]);
+  const b = new BigInt64Array(f.buffer);
+  b[0] = (b[0] ?? 0n) + (x > 0 ? -1n : 1n);
+  return f[0] ?? x;
+}
+
+/** The largest double above `x`. */
+export function nextUp(x: number): number {
+  return -nextDown(-x);
+}
+
+/** A scalar series' points from `first` to `last` (both included), as the store has them now. */
+export function readRange(runDir: string, ref: SeriesRef, first: number, last: number): SeriesPiece | null {
+  const result = store.series(runDir, ref.key, { kind: "scalar", rank: ref.rank, x: "step", maxPoints: Infinity, after: nextDown(first), before: nextUp(last) });
+  const n = result.points.length;
+  if (n === 0) return null;
+  return {
+    steps: Float64Array.from(result.points, (p) => p.step),
+    walls: Float64Array.from(result.points, (p) => p.wall),
+    values: Float64Array.from(result.points, (p) => p.value),
+    cursor: last,
+  };
+}
+
 /** Samples and histograms past the cursors (the store's sequence numbers), oldest first. */
 export function readRecords(runDir: string, cursors: Readonly<Record<string, number>>): RecordHeader[] {
   const out: RecordHeader[] = [];

@@ -16,10 +16,13 @@ import { promisify } from "node:util";
 import { gzip } from "node:zlib";
 import { runInfo } from "../backends/store/reader.js";
 import { SyncClient, SyncConflict, type SyncTarget } from "./client.js";
-import { listFiles, listSeries, readFileBytes, readMeta, readPiece, readRecords, type SeriesRef } from "./read-run.js";
+import { listFiles, listSeries, readFileBytes, readMeta, readPiece, readRange, readRecords, type SeriesPiece, type SeriesRef } from "./read-run.js";
 import { WIRE_VERSION, encodeBatch, metaHash, type Batch, type FileSegment, type RecordHeader, type RunMeta, type SegmentHeader } from "./wire.js";
 
 const gzipAsync = promisify(gzip);
+
+/** The last points of each scalar series sent are re-read each pass: a step written again after it was sent is sent again. */
+const LOOKBACK_POINTS = 8;
 
 /** Options of a run's sync. */
 export interface RunSyncOptions extends SyncTarget {
@@ -101,6 +104,8 @@ export class RunSync {
   private cursors: Cursors | null = null;
   private sentMetaJson = "";
   private lastUpdatedAt: number | null = null;
+  /** Per scalar series, its last points as sent (at most `LOOKBACK_POINTS`). */
+  private readonly sentTails = new Map<string, SeriesPiece>();
   private readonly maxBatchBytes: number;
   private readonly sendDeadlineMs: number;
   /** Totals over this sync's life. */
@@ -140,6 +145,8 @@ export class RunSync {
   }
 
   private async state(): Promise<Cursors> {
+    // Fresh cursors from the server: what we remember having sent may not be what it has.
+    if (this.cursors === null) this.sentTails.clear();
     this.cursors ??= parseState(await this.client.call("GET", "api/ingest/v1/state", { run: this.runId }, undefined, this.sendDeadlineMs));
     return this.cursors;
   }
@@ -175,6 +182,7 @@ export class RunSync {
     if (storeChanged) {
       for (const ref of listSeries(this.options.runDir)) {
         const k = seriesKey(ref.kind, ref.key, ref.rank);
+        if (ref.kind === "scalar") this.checkTail(b, ref, k);
         for (let pieces = 0; ; pieces++) {
           const after = cursors.series.get(k) ?? null;
           const piece = readPiece(this.options.runDir, ref, after);
@@ -183,6 +191,7 @@ export class RunSync {
           if (pieces > 0) await flush();
           this.addSeries(b, ref, after, piece);
           cursors.series.set(k, piece.cursor);
+          if (ref.kind === "scalar") this.rememberTail(k, piece);
           if (b.bytes >= this.maxBatchBytes) await flush();
         }
       }
@@ -220,6 +229,29 @@ export class RunSync {
       fileBytes: this.totals.fileBytes - start.fileBytes,
       complete: true,
     };
+  }
+
+  /** Keep the last points sent of a scalar series. */
+  private rememberTail(k: string, piece: SeriesPiece): void {
+    const from = Math.max(0, piece.steps.length - LOOKBACK_POINTS);
+    this.sentTails.set(k, { steps: piece.steps.slice(from), walls: piece.walls.slice(from), values: piece.values.slice(from), cursor: piece.cursor });
+  }
+
+  /** Re-read the last points sent of a scalar series; when the store has them otherwise now, replace them on the server. */
+  private checkTail(b: BatchBuilder, ref: SeriesRef, k: string): void {
+    const tail = this.sentTails.get(k);
+    if (tail === undefined || tail.steps.length === 0) return;
+    const now = readRange(this.options.runDir, ref, tail.steps[0] ?? 0, tail.cursor);
+    if (now === null) return;
+    const same =
+      now.steps.length === tail.steps.length &&
+      now.steps.every((s, i) => Object.is(s, tail.steps[i]) && Object.is(now.walls[i], tail.walls[i]) && Object.is(now.values[i], tail.values[i]));
+    if (same) return;
+    b.series.push({ kind: "scalar", key: ref.key, reduce: ref.reduce, rank: ref.rank, after: null, cursor: now.steps[now.steps.length - 1] ?? tail.cursor, n: now.steps.length, replace: true });
+    b.columns.push({ steps: now.steps, walls: now.walls, values: now.values });
+    b.bytes += now.steps.length * 24 + ref.key.length + 80;
+    b.points += now.steps.length;
+    this.sentTails.set(k, now);
   }
 
   private addSeries(b: BatchBuilder, ref: SeriesRef, after: number | null, piece: { steps: Float64Array; walls: Float64Array; values: Float64Array; cursor: number }): void {

@@ -6,7 +6,7 @@
  * At `finish`, one last full pass within the deadline given, then it answers and stops.
  */
 import { parentPort, workerData } from "node:worker_threads";
-import { closeStores } from "../backends/store/reader.js";
+import { closeStores, runInfo } from "../backends/store/reader.js";
 import { describeError } from "../core/diagnostics.js";
 import { sleep } from "../core/retry.js";
 import { RunSync } from "./run-sync.js";
@@ -70,11 +70,18 @@ port.on("message", (request: SyncRequest) => {
   void (async () => {
     await running;
     // A fresh sync for the last pass: its own deadline, cursors from the server.
+    const until = Date.now() + request.deadlineMs;
     const deadline = AbortSignal.timeout(Math.max(1, request.deadlineMs));
     const last = newSync(deadline, Math.max(1, request.deadlineMs));
     let report: SyncReport;
     try {
-      await last.pass(true);
+      // The run's other writers (its ranks, this process's other stores) may end a moment later:
+      // pass again until the store says the run ended, within the deadline.
+      for (;;) {
+        await last.pass(true);
+        if (runInfo(runDir).status !== "running" || Date.now() + settings.intervalMs >= until) break;
+        await sleep(settings.intervalMs, deadline);
+      }
       report = { op: "finished", delivered: true, message: "", totals: sum(live.totals, last.totals) };
     } catch (error) {
       report = { op: "finished", delivered: false, message: describeError(error), totals: sum(live.totals, last.totals) };

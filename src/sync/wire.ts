@@ -56,6 +56,12 @@ export interface SegmentHeader {
   readonly cursor: number;
   /** Points in the segment (its columns are `n` steps, `n` walls, `n` values). */
   readonly n: number;
+  /**
+   * Scalars only: the points replace what the server holds from the first step to the last (a
+   * step the store wrote again after it was sent: two writers of one line, a late answer). Such a
+   * segment never moves the cursor.
+   */
+  readonly replace?: boolean;
 }
 
 /** One sample or histogram entry, by the store's sequence number. */
@@ -223,6 +229,7 @@ function segment(v: unknown, i: number): SegmentHeader {
     after: nullableNum(s["after"], `series[${i}].after`),
     cursor: num(s["cursor"], `series[${i}].cursor`),
     n: int(s["n"], `series[${i}].n`, 1, WIRE_LIMITS.points),
+    ...(s["replace"] === true ? { replace: true } : {}),
   };
 }
 
@@ -346,6 +353,7 @@ function checkSegment(s: SegmentHeader, steps: Float64Array, walls: Float64Array
     if (!Number.isFinite(step) || !Number.isFinite(walls[i] ?? NaN)) fail(`${what}: point ${i} has a step or wall time that is not a finite number`);
     if (s.kind === "scalar" && i > 0 && step <= (steps[i - 1] ?? NaN)) fail(`${what}: steps must increase strictly within a segment`);
   }
+  if (s.replace === true && s.kind !== "scalar") fail(`${what}: only scalar segments can replace points`);
   if (s.kind === "scalar") {
     if (s.after !== null && (steps[0] ?? NaN) <= s.after) fail(`${what}: the first step must lie after the segment's after (${s.after})`);
     if (steps[steps.length - 1] !== s.cursor) fail(`${what}: cursor must be the last step`);

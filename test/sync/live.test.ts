@@ -7,6 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type pg from "pg";
@@ -24,6 +25,7 @@ import { freePort } from "../transport/support.js";
 const skip = postgresMissing() ?? false;
 const CLI = join(REPO_ROOT, "dist/cli/main.js");
 const JOB = join(REPO_ROOT, "test/fixtures/sync-job.mjs");
+const TEAM_JOB = join(REPO_ROOT, "test/fixtures/team-job.mjs");
 
 /** A `rankscope server` child process on a fixed port (so it can be restarted there). */
 class ServerProcess {
@@ -77,8 +79,17 @@ describe("live sync and its faults", { skip }, () => {
     try {
       const root = tempDir("rankscope-sync-16-");
       const env = { RANKSCOPE_ROOT: root, RANKSCOPE_EXPERIMENT: "team", RANKSCOPE_SERVER_URL: server.url, RANKSCOPE_SERVER_TOKEN: write, RANKSCOPE_SYNC_INTERVAL_MS: "500", RANKSCOPE_SYNC_FINISH_DEADLINE_MS: "120000", NO_COLOR: "1" };
-      const jobs = await Promise.all(Array.from({ length: 16 }, (_, i) => runNode([CLI, "demo", "--steps", "4"], { ...env, RANKSCOPE_TRIAL: `job${i}` }, { raw: true, deadlineMs: 400_000 })));
-      for (const [i, j] of jobs.entries()) assert.equal(j.code, 0, `job ${i}: ${j.stderr.slice(-2000)}`);
+      // Started one after another (each once its 4 ranks run), then all 16 run their steps together.
+      const go = join(root, "go");
+      const jobs: Promise<{ code: number | null; stderr: string }>[] = [];
+      for (let i = 0; i < 16; i++) {
+        let ready = false;
+        jobs.push(runNode([TEAM_JOB], { ...env, RANKSCOPE_TRIAL: `job${i}`, JOB_GO: go, JOB_STEPS: "6" }, { raw: true, deadlineMs: 900_000, onStdout: (text) => (ready = text.includes("ready")) }));
+        await waitFor(() => ready, { timeoutMs: 300_000, what: `job ${i} to start its ranks` });
+      }
+      writeFileSync(go, "");
+      const ended = await Promise.all(jobs);
+      for (const [i, j] of ended.entries()) assert.equal(j.code, 0, `job ${i}: ${j.stderr.slice(-2000)}`);
       let total = 0;
       for (let i = 0; i < 16; i++) total += (await assertRunEqual(server, join(root, "team", `job${i}`))).points;
       assert.ok(total > 16 * 100, `compared ${total} points`);

@@ -9,7 +9,7 @@ import { RunSync } from "../../src/sync/run-sync.js";
 import { tempDir } from "../helpers.js";
 import { Postgres, postgresMissing } from "../server/postgres.js";
 import { assertRunEqual, serverWithTokens } from "../server/support.js";
-import { seedFinishedRun } from "../ui/seed.js";
+import { openRun, seedFinishedRun } from "../ui/seed.js";
 
 const skip = postgresMissing() ?? false;
 
@@ -38,6 +38,33 @@ describe("RunSync to a team server", { skip }, () => {
       const after2 = await server.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM chunks");
       assert.equal(after2.rows[0]?.n, chunks.rows[0]?.n);
       await assertRunEqual(server, runDir);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("sends a step the store wrote again after it was sent (two writers of one line), and mirrors a resumed run", async () => {
+    const { server, write } = await serverWithTokens(pg);
+    try {
+      const root = tempDir("rankscope-sync-rewrite-");
+      const w = openRun(root, "exp", "rewrite");
+      w.write({ scalars: [0, 1, 2, 3].map((step) => ({ key: "loss", step, wall: 1000 + step, value: step, rank: 0 })), samples: [{ key: "s", step: 3, wall: 1, records: [{ reward: 1 }] }] });
+      const sync = new RunSync({ runDir: w.options.runDir, url: server.url, token: write });
+      await sync.pass();
+      // Another writer of rank 0 writes step 2 and 3 again, and the run goes on.
+      w.write({ scalars: [2, 3, 4].map((step) => ({ key: "loss", step, wall: 2000 + step, value: -step, rank: 0 })) });
+      await sync.pass();
+      await assertRunEqual(server, w.options.runDir);
+      w.finish();
+      // The job restarts from step 2: the store drops steps >= 2, the run logs them again.
+      const again = openRun(root, "exp", "rewrite");
+      again.close();
+      const { StoreWriter } = await import("../../src/backends/store/writer.js");
+      const resumed = StoreWriter.open({ runDir: w.options.runDir, role: "controller", rank: -1, rankName: "controller", experiment: "exp", trial: "rewrite", resumeStep: 2 });
+      resumed.write({ scalars: [2, 3].map((step) => ({ key: "loss", step, wall: 3000 + step, value: 10 * step })) });
+      resumed.finish();
+      await sync.pass(true);
+      await assertRunEqual(server, w.options.runDir);
     } finally {
       await server.close();
     }
