@@ -14,6 +14,7 @@
  */
 import { promisify } from "node:util";
 import { gzip } from "node:zlib";
+import { concatSeries } from "../backends/store/columns.js";
 import { runInfo } from "../backends/store/reader.js";
 import { SyncClient, SyncConflict, type SyncTarget } from "./client.js";
 import { listFiles, listSeries, readFileBytes, readMeta, readPiece, readRange, readRecords, type SeriesPiece, type SeriesRef } from "./read-run.js";
@@ -89,6 +90,8 @@ class BatchBuilder {
   files: FileSegment[] = [];
   fileBytes: Buffer[] = [];
   meta: RunMeta | undefined;
+  /** What the sync will remember having sent of each scalar series once the server acknowledged this batch. */
+  tails = new Map<string, SeriesPiece>();
   bytes = 0;
   points = 0;
 
@@ -106,6 +109,8 @@ export class RunSync {
   private lastUpdatedAt: number | null = null;
   /** Per scalar series, its last points as sent (at most `LOOKBACK_POINTS`). */
   private readonly sentTails = new Map<string, SeriesPiece>();
+  /** Tails of batches whose answer never came: the server may have applied them or not. */
+  private readonly unacked = new Map<string, SeriesPiece>();
   private readonly maxBatchBytes: number;
   private readonly sendDeadlineMs: number;
   /** Totals over this sync's life. */
@@ -145,10 +150,21 @@ export class RunSync {
   }
 
   private async state(): Promise<Cursors> {
-    // Fresh cursors from the server: what we remember having sent may not be what it has.
-    if (this.cursors === null) this.sentTails.clear();
-    this.cursors ??= parseState(await this.client.call("GET", "api/ingest/v1/state", { run: this.runId }, undefined, this.sendDeadlineMs));
-    return this.cursors;
+    if (this.cursors !== null) return this.cursors;
+    const fresh = parseState(await this.client.call("GET", "api/ingest/v1/state", { run: this.runId }, undefined, this.sendDeadlineMs));
+    // What we remember having sent holds only where the server's cursor is still where we left it.
+    // A batch sent without an answer was applied or not: the server's cursor says which tail holds.
+    for (const k of new Set([...this.sentTails.keys(), ...this.unacked.keys()])) {
+      const cursor = fresh.series.get(k);
+      const acked = this.sentTails.get(k);
+      const maybe = this.unacked.get(k);
+      if (acked !== undefined && acked.cursor === cursor) continue;
+      if (maybe !== undefined && maybe.cursor === cursor) this.sentTails.set(k, maybe);
+      else this.sentTails.delete(k);
+    }
+    this.unacked.clear();
+    this.cursors = fresh;
+    return fresh;
   }
 
   private async tryPass(full: boolean): Promise<PassResult> {
@@ -191,7 +207,7 @@ export class RunSync {
           if (pieces > 0) await flush();
           this.addSeries(b, ref, after, piece);
           cursors.series.set(k, piece.cursor);
-          if (ref.kind === "scalar") this.rememberTail(k, piece);
+          if (ref.kind === "scalar") b.tails.set(k, this.tailAfter(b.tails.get(k) ?? this.sentTails.get(k), piece));
           if (b.bytes >= this.maxBatchBytes) await flush();
         }
       }
@@ -231,10 +247,17 @@ export class RunSync {
     };
   }
 
-  /** Keep the last points sent of a scalar series. */
-  private rememberTail(k: string, piece: SeriesPiece): void {
-    const from = Math.max(0, piece.steps.length - LOOKBACK_POINTS);
-    this.sentTails.set(k, { steps: piece.steps.slice(from), walls: piece.walls.slice(from), values: piece.values.slice(from), cursor: piece.cursor });
+  /** The last points sent of a scalar series once `piece` is sent after `old`. */
+  private tailAfter(old: SeriesPiece | undefined, piece: SeriesPiece): SeriesPiece {
+    const all = old === undefined ? piece : { ...concatSeries([old, piece]), cursor: piece.cursor };
+    const from = Math.max(0, all.steps.length - LOOKBACK_POINTS);
+    return { steps: all.steps.slice(from), walls: all.walls.slice(from), values: all.values.slice(from), cursor: piece.cursor };
+  }
+
+  /** Take over what another sync of this run remembers having sent (the live sync's last pass). */
+  inheritTails(from: RunSync): void {
+    for (const [k, v] of from.sentTails) this.sentTails.set(k, v);
+    for (const [k, v] of from.unacked) this.unacked.set(k, v);
   }
 
   /** Re-read the last points sent of a scalar series; when the store has them otherwise now, replace them on the server. */
@@ -251,7 +274,7 @@ export class RunSync {
     b.columns.push({ steps: now.steps, walls: now.walls, values: now.values });
     b.bytes += now.steps.length * 24 + ref.key.length + 80;
     b.points += now.steps.length;
-    this.sentTails.set(k, now);
+    b.tails.set(k, now);
   }
 
   private addSeries(b: BatchBuilder, ref: SeriesRef, after: number | null, piece: { steps: Float64Array; walls: Float64Array; values: Float64Array; cursor: number }): void {
@@ -277,7 +300,12 @@ export class RunSync {
     } catch (error) {
       this.cursors = null;
       this.sentMetaJson = "";
+      for (const [k, tail] of b.tails) this.unacked.set(k, tail);
       throw error;
+    }
+    for (const [k, tail] of b.tails) {
+      this.sentTails.set(k, tail);
+      this.unacked.delete(k);
     }
     this.totals.batches++;
     this.totals.points += b.points;

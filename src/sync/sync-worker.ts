@@ -73,14 +73,21 @@ port.on("message", (request: SyncRequest) => {
     const until = Date.now() + request.deadlineMs;
     const deadline = AbortSignal.timeout(Math.max(1, request.deadlineMs));
     const last = newSync(deadline, Math.max(1, request.deadlineMs));
+    last.inheritTails(live);
     let report: SyncReport;
     try {
       // The run's other writers (its ranks, this process's other stores) may end a moment later:
       // pass again until the store says the run ended, within the deadline.
+      // Done once the run has ended and nothing was written for a settling time (a writer whose
+      // line another process took over still writes after the run is marked ended).
+      const settleMs = Math.max(1000, settings.intervalMs);
+      let seen: number | null = null;
       for (;;) {
         await last.pass(true);
-        if (runInfo(runDir).status !== "running" || Date.now() + settings.intervalMs >= until) break;
-        await sleep(settings.intervalMs, deadline);
+        const info = runInfo(runDir);
+        if ((info.status !== "running" && info.updatedAt === seen) || Date.now() + settleMs >= until) break;
+        seen = info.updatedAt;
+        await sleep(settleMs, deadline);
       }
       report = { op: "finished", delivered: true, message: "", totals: sum(live.totals, last.totals) };
     } catch (error) {
