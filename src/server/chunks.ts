@@ -86,7 +86,7 @@ function rowValues(c: ChunkRow): unknown[] {
 }
 
 /** Insert chunk rows, many per statement. */
-export async function insertChunks(client: pg.ClientBase, rows: readonly ChunkRow[]): Promise<void> {
+export async function insertChunks(client: pg.ClientBase | pg.Pool, rows: readonly ChunkRow[]): Promise<void> {
   for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
     const part = rows.slice(start, start + ROWS_PER_STATEMENT);
     const params: unknown[] = [];

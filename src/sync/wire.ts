@@ -213,8 +213,13 @@ export function checkRunId(run: string): string {
   return run;
 }
 
-const RANK_MIN = -1;
-const RANK_MAX = 10_000_000;
+/**
+ * A series' line as the store numbers it, carried as an opaque integer: -1 the global line, r >= 0
+ * rank r, and the store's other lines below -1 (the controller's own, user workers'). PostgreSQL
+ * `integer` holds it.
+ */
+const RANK_MIN = -2_147_483_648;
+const RANK_MAX = 2_147_483_647;
 const SERIES_KIND = new Set(["scalar", "stream", "system"]);
 
 function segment(v: unknown, i: number): SegmentHeader {
