@@ -7,6 +7,9 @@
  * on the server.
  */
 import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
+import { get as httpsGet } from "node:https";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
 import pg from "pg";
@@ -15,7 +18,8 @@ import { startTeamServer } from "../../src/server/server.js";
 import { createToken, tokenHash } from "../../src/server/tokens.js";
 import { RunSync } from "../../src/sync/run-sync.js";
 import { WIRE_VERSION, encodeBatch, type Batch, type BatchHeader } from "../../src/sync/wire.js";
-import { tempDir } from "../helpers.js";
+import { REPO_ROOT, tempDir, waitFor, within } from "../helpers.js";
+import { freePort } from "../transport/support.js";
 import { openRun } from "../ui/seed.js";
 import { Postgres, postgresMissing } from "./postgres.js";
 import { assertRunEqual, serverWithTokens } from "./support.js";
@@ -247,6 +251,41 @@ describe("team server", { skip }, () => {
       assert.match(text, /rankscope_server_sync_lag_seconds_count [1-9]/);
     } finally {
       await server.close();
+    }
+  });
+
+  it("serves HTTPS with --tls-cert/--tls-key and stops cleanly on SIGTERM (exit 0), logging without secrets", async () => {
+    const db = await pgServer.createDatabase("tls");
+    const dir = tempDir("rankscope-server-tls-");
+    const cert = join(dir, "cert.pem");
+    const key = join(dir, "key.pem");
+    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"], { stdio: "ignore" });
+    const port = await freePort();
+    const child = spawn(process.execPath, [join(REPO_ROOT, "dist/cli/main.js"), "server", "--port", String(port), "--tls-cert", cert, "--tls-key", key], {
+      env: { ...process.env, RANKSCOPE_DB_URL: db },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr?.on("data", (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+    const healthz = (): Promise<number> =>
+      new Promise((resolve) => {
+        const req = httpsGet({ host: "127.0.0.1", port, path: "/healthz", rejectUnauthorized: false }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on("error", () => resolve(0));
+      });
+    try {
+      await waitFor(async () => (await healthz()) === 200, { timeoutMs: 60_000, what: `the HTTPS server to answer (${out.slice(-300)})` });
+      assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.status, undefined, "no plain HTTP on the TLS port");
+      child.kill("SIGTERM");
+      assert.equal(await within(exited, { timeoutMs: 30_000, what: "the server to stop on SIGTERM" }), 0);
+      assert.match(out, /"msg":"stopped"/);
+      assert.doesNotMatch(out, new RegExp(db.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")), "the database URL is never logged");
+    } finally {
+      child.kill("SIGKILL");
     }
   });
 });
