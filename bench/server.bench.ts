@@ -72,6 +72,11 @@ const port = await freePort();
 const stop = await startServer(db, port);
 const url = `http://127.0.0.1:${port}`;
 const rows: (string | number)[][] = [];
+/** A row of the table, also printed at once (a long run shows its progress). */
+const row = (...cells: (string | number)[]): void => {
+  rows.push(cells);
+  process.stderr.write(`${cells.join(" | ")}\n`);
+};
 try {
   // 1. Ingest from 16 jobs at once.
   const root = tempDir("rankscope-bench-server-");
@@ -88,8 +93,8 @@ try {
   await Promise.all(jobs.map((j) => new RunSync({ runDir: j.runDir, url, token }).pass(true)));
   const wall = performance.now() - t0;
   const syncCpu = cpuMs() - c0;
-  rows.push(["ingest: 16 jobs × 200 series × 2,500 steps, synced at once", `${(total / 1e6).toFixed(1)} M points in ${(wall / 1000).toFixed(1)} s`, `${((total / wall) * 1000 / 1e6).toFixed(2)} M points/s (target ≥ 1)`]);
-  rows.push(["sync's CPU on the jobs' side against the store's own (same points)", `sync ${syncCpu.toFixed(0)} ms, store ${storeCpu.toFixed(0)} ms`, `${((syncCpu / storeCpu) * 100).toFixed(1)} % (target ≤ 10 %)`]);
+  row("ingest: 16 jobs × 200 series × 2,500 steps, synced at once", `${(total / 1e6).toFixed(1)} M points in ${(wall / 1000).toFixed(1)} s`, `${((total / wall) * 1000 / 1e6).toFixed(2)} M points/s (target ≥ 1)`);
+  row("sync's CPU on the jobs' side against the store's own (same points)", `sync ${syncCpu.toFixed(0)} ms, store ${storeCpu.toFixed(0)} ms`, `${((syncCpu / storeCpu) * 100).toFixed(1)} % (target ≤ 10 %)`);
 
   // 3. A project's reads: 1,000 runs, 50 runs × 10,000 steps, one 1 M-point series.
   const proj = await pool.query<{ id: number }>("SELECT id FROM projects WHERE name = 'bench'");
@@ -111,7 +116,7 @@ try {
       chunks.push({ keyId, rank: GLOBAL_RANK, firstPos: start, points: { steps, walls: steps.map((s) => 1.7e12 + s), values: steps.map((s) => Math.sin(s / 300) + Math.random() * 0.1) }, byStep: true });
     }
     await insertChunks(pool, chunks);
-    await pool.query("INSERT INTO series (key_id, rank, src_cursor, n) VALUES ($1, -1, $2, $2 + 1)", [keyId, n - 1]);
+    await pool.query("INSERT INTO series (key_id, rank, src_cursor, n) VALUES ($1, -1, $2, $3)", [keyId, n - 1, n]);
   };
   for (let i = 1; i <= 50; i++) await series(`sweep/run${i}`, 10_000);
   await series("sweep/run1000", 1_000_000);
@@ -123,13 +128,13 @@ try {
     await answer.arrayBuffer();
   };
   const filter = `/api/runs?param=${encodeURIComponent("lr<0.005")}&tag=t3&limit=50`;
-  rows.push(["runs list of 1,000 runs, filtered (param and tag), one page", `${(await timed(() => get(filter), 20)).toFixed(1)} ms median of 20`, "target ≤ 200 ms"]);
+  row("runs list of 1,000 runs, filtered (param and tag), one page", `${(await timed(() => get(filter), 20)).toFixed(1)} ms median of 20`, "target ≤ 200 ms");
   const overlay = async (): Promise<void> => {
     await Promise.all(Array.from({ length: 50 }, (_, i) => get(`/api/lines?run=sweep/run${i + 1}&maxPoints=2000&lines=${encodeURIComponent(JSON.stringify([["train/loss", null, null]]))}`)));
   };
-  rows.push(["one chart overlaying 50 runs × 10,000 steps: its 50 /api/lines answers", `${(await timed(overlay, 5)).toFixed(0)} ms median of 5`, "server side of the ≤ 1 s target (Chromium not measured here)"]);
+  row("one chart overlaying 50 runs × 10,000 steps: its 50 /api/lines answers", `${(await timed(overlay, 5)).toFixed(0)} ms median of 5`, "server side of the ≤ 1 s target (Chromium not measured here)");
   const big = `/api/series?run=sweep/run1000&key=train/loss&maxPoints=2000`;
-  rows.push(["1 M-point series downsampled to 2,000 points", `${(await timed(() => get(big), 20)).toFixed(1)} ms median of 20`, "target ≤ 100 ms"]);
+  row("1 M-point series downsampled to 2,000 points", `${(await timed(() => get(big), 20)).toFixed(1)} ms median of 20`, "target ≤ 100 ms");
 } finally {
   stop();
   await pool.end();

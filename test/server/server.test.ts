@@ -216,6 +216,23 @@ describe("team server", { skip }, () => {
     }
   });
 
+  it("limits requests per client: past the burst a 429 with Retry-After, counted; another client is not held back", async () => {
+    const { server, read, write } = await serverWithTokens(pgServer, { rateLimit: 2 });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 8; i++) statuses.push((await get(server.url, "/api/runs", read)).status);
+      assert.deepEqual(statuses.slice(0, 4), [200, 200, 200, 200], "a burst of twice the rate");
+      assert.ok(statuses.slice(4).includes(429), JSON.stringify(statuses));
+      const limited = await get(server.url, "/api/runs", read);
+      assert.equal(limited.status, 429);
+      assert.match(limited.headers.get("retry-after") ?? "", /^\d+$/);
+      assert.equal((await get(server.url, "/api/runs", write)).status, 200, "another token has its own bucket");
+      assert.ok((await metric(server.url, 'rankscope_server_rejected_total{reason="rate"}')) >= 2);
+    } finally {
+      await server.close();
+    }
+  });
+
   it("answers /healthz, /readyz and /metrics, and filters and pages the runs list on the server", async () => {
     const { server, write, read } = await serverWithTokens(pgServer);
     try {
