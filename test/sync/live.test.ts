@@ -74,7 +74,10 @@ describe("live sync and its faults", { skip }, () => {
     await pgServer?.close();
   });
 
-  it("16 jobs of 4 process ranks each sync to one server: every series equals the job's store", async () => {
+  // Minutes of work on 2 cores (80 processes; a real 60 s outage): longer than the suite's default test timeout.
+  const LONG = { timeout: 900_000 };
+
+  it("16 jobs of 4 process ranks each sync to one server: every series equals the job's store", LONG, async () => {
     const { server, write } = await serverWithTokens(pgServer);
     try {
       const root = tempDir("rankscope-sync-16-");
@@ -125,7 +128,7 @@ describe("live sync and its faults", { skip }, () => {
     }
   });
 
-  it("an interrupted rankscope sync (killed -9 after its first batch) completes when run again", async () => {
+  it("an interrupted rankscope sync (killed -9 after its first batch) completes when run again", LONG, async () => {
     const { server, write } = await serverWithTokens(pgServer);
     try {
       const root = tempDir("rankscope-sync-cut-");
@@ -151,7 +154,7 @@ describe("live sync and its faults", { skip }, () => {
     }
   });
 
-  it("the server killed -9 mid-ingest, unreachable for 60 s and restarted; PostgreSQL restarted: the job goes on, the database ends equal", async () => {
+  it("the server killed -9 mid-ingest, unreachable for 60 s and restarted; PostgreSQL restarted: the job goes on, the database ends equal", LONG, async () => {
     const db = await pgServer.createDatabase("faults");
     const pool = createPool({ url: db, max: 2 });
     await migrate(pool);
