@@ -12,6 +12,7 @@ import { reportError, warn } from "../core/diagnostics.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
 import { siblingModule, startModuleWorker } from "../core/module-worker.js";
 import type { LiveSyncSettings } from "./settings.js";
+import { storeWritersDone } from "./writers.js";
 import type { SyncReport, SyncThreadData } from "./sync-worker.js";
 
 /** The process's sync counters (tests and the job's end read them). */
@@ -60,6 +61,8 @@ export class LiveSync {
 
   /** Deliver what is left within the deadline, then stop; false when something was left for `rankscope sync`. */
   async finish(): Promise<boolean> {
+    // The run's other writers in this process first (bounded: the same deadline again at most).
+    await storeWritersDone(this.runDir, this.settings.finishDeadlineMs);
     this.finished ??= new Promise<SyncReport | null>((resolve) => {
       this.resolveFinished = resolve;
       this.worker.ref();

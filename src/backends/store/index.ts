@@ -36,6 +36,7 @@ import { ColumnBuilder, columnBuffers } from "./columns.js";
 import { StoreWriter, type HistogramWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
 import { SYNC_OPTIONS, resolveSyncSettings, type LiveSyncSettings } from "../../sync/settings.js";
 import type { LiveSync } from "../../sync/live.js";
+import { trackStoreWriter } from "../../sync/writers.js";
 
 /** The batch being built between two sends (a `WriteBatch` with mutable arrays). */
 interface PendingBatch {
@@ -198,6 +199,8 @@ export class StoreBackend implements Backend {
   private unregisterDrain: (() => void) | null = null;
   private readonly syncSettings: LiveSyncSettings | null;
   private sync: LiveSync | null = null;
+  /** Says this writer finished (the live sync's last pass waits for every writer of the run in this process). */
+  private released: (() => void) | null = null;
 
   constructor(options: BackendOptions) {
     ({ useWorker: this.useWorker, waitForWrites: this.waitForWrites, maxPendingBatches: this.maxPendingBatches, commitIntervalMs: this.commitIntervalMs } = parseStoreOptions(options));
@@ -226,6 +229,7 @@ export class StoreBackend implements Backend {
       this.channel = null;
       throw new Error(`could not open the store ${storePath(context.runDir)}: ${describeError(error)}`, { cause: error });
     }
+    this.released = trackStoreWriter(context.runDir);
     // The controller's store streams the run to a team server when one is configured.
     if (context.role === "controller" && this.syncSettings !== null) {
       const { LiveSync } = await import("../../sync/live.js");
@@ -316,6 +320,8 @@ export class StoreBackend implements Backend {
       reportError(`store.finish:${this.context?.runDir ?? ""}`, `could not mark the store of ${this.context?.runDir ?? "?"} finished: ${describeError(error)}`);
     }
     await channel.close();
+    this.released?.();
+    this.released = null;
     const sync = this.sync;
     this.sync = null;
     await sync?.finish();
@@ -335,6 +341,8 @@ export class StoreBackend implements Backend {
     this.unregisterDrain = null;
     this.sync?.abandon();
     this.sync = null;
+    this.released?.();
+    this.released = null;
     if (!channel.requestSync({ op: "finish", status }, waitMs)) {
       const queued = this.inFlight.size;
       this.lostBatches += queued;
