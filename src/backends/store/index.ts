@@ -17,6 +17,10 @@
  *   writer to catch up instead of growing memory.
  * - `commitIntervalMs` (default 200; 0 with `waitForWrites`): at most one transaction per interval
  *   on the writer thread; batches arriving in between are written together.
+ * - `server`, `serverToken` (`RANKSCOPE_SERVER_URL`, `RANKSCOPE_SERVER_TOKEN`), `serverProject`,
+ *   `syncIntervalMs`, `syncFinishDeadlineMs`, `syncSendDeadlineMs`: the controller's store streams
+ *   what it commits to a team server from a thread of its own (`src/sync/live.ts`,
+ *   docs/server.md); the local store stays the source of truth.
  */
 import type { Worker } from "node:worker_threads";
 import { siblingModule, startModuleWorker } from "../../core/module-worker.js";
@@ -31,6 +35,9 @@ import { endingAbnormally, registerDrain } from "../../core/lifecycle.js";
 import { mergeHyperparams } from "../../core/hyperparams.js";
 import { ColumnBuilder, columnBuffers } from "./columns.js";
 import { StoreWriter, type HistogramWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
+import { SYNC_OPTIONS, resolveSyncSettings, type LiveSyncSettings } from "../../sync/settings.js";
+import type { LiveSync } from "../../sync/live.js";
+import { trackStoreWriter } from "../../sync/writers.js";
 
 /** The batch being built between two sends (a `WriteBatch` with mutable arrays). */
 interface PendingBatch {
@@ -192,9 +199,14 @@ export class StoreBackend implements Backend {
   lostBatches = 0;
   private unregisterDrain: (() => void) | null = null;
   private finishing: Promise<void> | null = null;
+  private readonly syncSettings: LiveSyncSettings | null;
+  private sync: LiveSync | null = null;
+  /** Says this writer finished (the live sync's last pass waits for every writer of the run in this process). */
+  private released: (() => void) | null = null;
 
   constructor(options: BackendOptions) {
     ({ useWorker: this.useWorker, waitForWrites: this.waitForWrites, maxPendingBatches: this.maxPendingBatches, commitIntervalMs: this.commitIntervalMs } = parseStoreOptions(options));
+    this.syncSettings = resolveSyncSettings(options);
   }
 
   async init(context: BackendContext): Promise<void> {
@@ -218,6 +230,12 @@ export class StoreBackend implements Backend {
       await this.channel.close();
       this.channel = null;
       throw new Error(`could not open the store ${storePath(context.runDir)}: ${describeError(error)}`, { cause: error });
+    }
+    this.released = trackStoreWriter(context.runDir);
+    // The controller's store streams the run to a team server when one is configured.
+    if (context.role === "controller" && this.syncSettings !== null) {
+      const { LiveSync } = await import("../../sync/live.js");
+      this.sync = new LiveSync(context.runDir, this.syncSettings);
     }
     // At a signal its queued batches are written (the logger's shutdown marks the run crashed); at
     // exit — process.exit(), an uncaught exception, after a signal — synchronously, run marked too.
@@ -311,6 +329,11 @@ export class StoreBackend implements Backend {
       reportError(`store.finish:${this.context?.runDir ?? ""}`, `could not mark the store of ${this.context?.runDir ?? "?"} finished: ${describeError(error)}`);
     }
     await channel.close();
+    this.released?.();
+    this.released = null;
+    const sync = this.sync;
+    this.sync = null;
+    await sync?.finish();
   }
 
   /**
@@ -325,6 +348,10 @@ export class StoreBackend implements Backend {
     this.channel = null;
     this.unregisterDrain?.();
     this.unregisterDrain = null;
+    this.sync?.abandon();
+    this.sync = null;
+    this.released?.();
+    this.released = null;
     if (!channel.requestSync({ op: "finish", status }, waitMs)) {
       const queued = this.inFlight.size;
       this.lostBatches += queued;
@@ -379,6 +406,9 @@ export class StoreBackend implements Backend {
 }
 
 registerBackend("store", (options) => new StoreBackend(options), {
-  knownOptions: ["worker", "waitForWrites", "maxPendingBatches", "commitIntervalMs"],
-  validate: (options) => void parseStoreOptions(options),
+  knownOptions: ["worker", "waitForWrites", "maxPendingBatches", "commitIntervalMs", ...SYNC_OPTIONS],
+  validate: (options) => {
+    parseStoreOptions(options);
+    resolveSyncSettings(options);
+  },
 });
