@@ -123,6 +123,13 @@ function histogramOf(json: string): HistogramEntry["histogram"] | null {
 }
 
 /** A source over the runs of project `projectId`. */
+/** A file parameter must be one file name, as the dashboard's lists give it. */
+function checkFileName(name: string | null): asserts name is string {
+  if (name === null || name === "" || pathSegmentProblem(name) !== null) {
+    throw new HttpError(400, "the file parameter must be one file name (no '/', '\\', NUL, not '.' or '..') as the list gives it");
+  }
+}
+
 /** The files of a run under `folder/` (`traces`, `logs`), as the dashboard lists them. */
 async function listFiles(pool: pg.Pool, id: number, folder: string): Promise<TraceFileEntry[]> {
   const result = await pool.query<{ path: string; size: number; modified: Date }>(
@@ -307,9 +314,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     },
 
     logFile(handle: string, name: string | null): RunBytes {
-      if (name === null || name === "" || pathSegmentProblem(name) !== null) {
-        throw new HttpError(400, "the file parameter must be one file name (no '/', '\\', NUL, not '.' or '..') as the list gives it");
-      }
+      checkFileName(name);
       const id = runId(handle);
       const path = `logs/${name}`;
       return {
@@ -341,9 +346,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     },
 
     async traceFile(handle: string, name: string | null): Promise<TraceFile> {
-      if (name === null || name === "" || pathSegmentProblem(name) !== null) {
-        throw new HttpError(400, "the file parameter must be one file name (no '/', '\\', NUL, not '.' or '..') as the list gives it");
-      }
+      checkFileName(name);
       const path = `traces/${name}`;
       const size = await pool.query<{ size: number | null }>("SELECT sum(length(data))::bigint AS size FROM run_files WHERE run_id = $1 AND path = $2", [runId(handle), path]);
       const total = size.rows[0]?.size ?? null;

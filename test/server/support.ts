@@ -3,6 +3,7 @@
  * and the comparison of a run's local store with what the server holds, value by value, for every
  * kind of data (through both `DashboardSource`s, so what is compared is what a user would see).
  */
+import { readLogWindow } from "../../src/ui/log-reader.js";
 import assert from "node:assert/strict";
 import { realpathSync } from "node:fs";
 import { dirname } from "node:path";
@@ -98,5 +99,16 @@ export async function assertRunEqual(server: TeamServer, runDir: string, project
   assert.deepEqual(await remote.runDetails(handle), await local.runDetails(real), `${runId}: config.yaml, version.json, tags, group`);
   const localTraces = (await local.traceFiles(real)).map((f) => [f.name, f.size]);
   assert.deepEqual((await remote.traceFiles(handle)).map((f) => [f.name, f.size]), localTraces, `${runId}: trace files`);
+  const localLogs = (await local.logFiles(real)).map((f) => [f.name, f.size] as const);
+  assert.deepEqual((await remote.logFiles(handle)).map((f) => [f.name, f.size]), localLogs, `${runId}: text log files`);
+  for (const [name, size] of localLogs) {
+    const mine = await local.logFile(real, name);
+    const theirs = await remote.logFile(handle, name);
+    assert.equal(await theirs.size(), size, `${runId}: logs/${name} size`);
+    assert.ok((await theirs.read(0, size)).equals(await mine.read(0, size)), `${runId}: logs/${name} bytes`);
+    // A window from the middle, as the Logs tab pages back: the same lines from both sources.
+    const before = Math.floor(size / 2);
+    assert.deepEqual(await readLogWindow(theirs, { before, maxBytes: 4096 }), await readLogWindow(mine, { before, maxBytes: 4096 }), `${runId}: logs/${name} window`);
+  }
   return { points };
 }
