@@ -23,6 +23,7 @@ import { ColumnBuilder, groupColumns, sortDedupe, type PointColumns } from "./co
 import { hostname } from "node:os";
 import { GLOBAL_RANK, HEARTBEAT_MS, isBusyError, withBusyRetry, type KeyKind } from "./schema.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
+import { mergeHyperparams } from "../../core/hyperparams.js";
 import { openForWriting } from "./connection.js";
 import { prepareWriterStatements, type WriterStatements } from "./writer-statements.js";
 
@@ -88,7 +89,7 @@ export interface WriteBatch {
   system?: readonly RawPoint[];
   samples?: readonly SampleWrite[];
   histograms?: readonly HistogramWrite[];
-  /** Merged into the run's hyperparameters (top-level keys replace earlier ones). */
+  /** Merged into the run's hyperparameters at every depth (`mergeHyperparams`: a name given again replaces the earlier value). */
   hyperparams?: Readonly<Record<string, unknown>>;
   /** Ranks lost (or back) since the last batch. */
   lostRanks?: readonly LostRankWrite[];
@@ -382,6 +383,6 @@ export class StoreWriter {
     }
     const row = this.sql.configSelect.get(name);
     const earlier = row === undefined ? {} : parseRecord(row.value, `the stored ${name}`);
-    this.sql.configUpsert.run(name, JSON.stringify({ ...earlier, ...params }, nonFiniteReplacer));
+    this.sql.configUpsert.run(name, JSON.stringify(mergeHyperparams(earlier, params), nonFiniteReplacer));
   }
 }
