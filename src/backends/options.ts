@@ -156,8 +156,15 @@ export type AliasedBackendConfig = { [N in BackendName]: BackendConfigBase & Bac
 /** Any one backend's config (for a key the compiler cannot see, e.g. `Record<string, …>`). */
 export type AnyBackendConfig = { [N in BackendName]: BackendConfigOf<N> }[BackendName];
 
-/** The config allowed under key `K`: a backend name takes its own options, any other key needs `type`. */
-export type BackendConfigFor<K> = string extends K ? AnyBackendConfig : K extends BackendName ? BackendConfigOf<K> | AliasedBackendConfig : AliasedBackendConfig;
+/**
+ * The config allowed under key `K`: a backend name takes its own options, any other key needs
+ * `type`. For such a key the union also holds `UnknownBackendName<K>`, a sentence naming the key,
+ * so the compiler's error for a misspelt backend (`tensorbaord`) names it and says what to do.
+ */
+export type BackendConfigFor<K> = string extends K ? AnyBackendConfig : K extends BackendName ? BackendConfigOf<K> | AliasedBackendConfig : AliasedBackendConfig | UnknownBackendName<K>;
+
+/** What the compiler shows for a config key that is neither a backend name nor an alias with `type`. */
+export type UnknownBackendName<K> = `"${K & string}" is not a backend name: use a registered backend (a key of BackendOptionsMap), or give this entry type: "<backend>"`;
 
 /**
  * The config of every backend, by name: `{ console: { loggingMode: "global_reduce" } }`.
