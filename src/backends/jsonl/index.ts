@@ -16,6 +16,7 @@ import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../c
 import { AppendFile } from "../../io/append-file.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
+import { stringOption } from "../option-values.js";
 
 class JsonlBackend implements Backend {
   private file: AppendFile | null = null;
@@ -24,8 +25,7 @@ class JsonlBackend implements Backend {
   constructor(private readonly options: BackendOptions) {}
 
   init(context: BackendContext): void {
-    const configured = this.options["file"];
-    const name = typeof configured === "string" ? configured : context.role === "controller" ? "metrics.jsonl" : `metrics-${context.identity.rankName}.jsonl`;
+    const name = stringOption(this.options, "file", context.role === "controller" ? "metrics.jsonl" : `metrics-${context.identity.rankName}.jsonl`);
     this.file = new AppendFile(isAbsolute(name) ? name : join(context.runDir, name));
     this.rankField = context.role === "rank" ? `,"rankName":${JSON.stringify(context.identity.rankName)}` : "";
   }
@@ -69,4 +69,12 @@ class JsonlBackend implements Backend {
   }
 }
 
-registerBackend("jsonl", (options) => new JsonlBackend(options), { knownOptions: ["file"] });
+registerBackend("jsonl", (options) => new JsonlBackend(options), {
+  knownOptions: ["file"],
+  validate(options) {
+    const file = options["file"];
+    if (file !== undefined && (typeof file !== "string" || file.trim().length === 0 || file.includes("\0"))) {
+      throw new TypeError(`backend "jsonl": file must be a non-empty path (relative to the run directory, or absolute), e.g. "metrics.jsonl", got ${JSON.stringify(file)}`);
+    }
+  },
+});
