@@ -26,6 +26,7 @@ import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/met
 import { rankNameFor, shortId, checkIdentity } from "../protocol/identity.js";
 import type { RankAssignment } from "../protocol/assignment.js";
 import { RemoteRankHandle, waitAtMost } from "./remote-rank.js";
+import { childColorEnv } from "../../textlog/color.js";
 import { entryUrl, needsTsx, registerExitDrain, startError, startProcess, startThread, type SpawnedRank, type Starting } from "./rank-start.js";
 
 /** A controller-side server ranks can join over (NATS: `serveRanksOverNats`). */
@@ -226,7 +227,9 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
       carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
       ...(options.nats !== undefined ? { natsUrl: options.nats.url } : {}),
     };
-    return kind === "thread" ? startThread(assignment, entry, tsx, options.env ?? {}, hold) : startProcess(assignment, entry, tsx, options.env ?? {}, hold);
+    // A rank's output is forwarded to this process's stdout: it colours its text logs when this process does.
+    const env = { ...childColorEnv(), ...options.env };
+    return kind === "thread" ? startThread(assignment, entry, tsx, env, hold) : startProcess(assignment, entry, tsx, env, hold);
   });
   const started = starting.map((s) => s.spawned);
   let startedUp = false;
