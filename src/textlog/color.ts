@@ -45,12 +45,20 @@ export function resolveColor(option: boolean | undefined, sink: { readonly isTTY
 }
 
 /**
- * The environment a spawned rank gets so that its text logs are coloured exactly when this
- * process's are: its output is forwarded to this process's stdout, which is what a terminal test
- * in the rank (a pipe there) cannot see. Variables the caller passes to the rank win.
+ * The environment a spawned rank gets so that its text logs are coloured as this process's are:
+ * its output is forwarded to this process's stdout, which a terminal test in the rank (a pipe
+ * there) cannot see. `FORCE_COLOR=1` when this process colours its console; `FORCE_COLOR=0` when
+ * colour is off by choice (which also keeps the rank's lines in merged.log plain, like this
+ * process's); nothing when only the missing terminal turned it off (the rank's stdout is no
+ * terminal either, and its files keep their colours like this process's). Variables the caller
+ * passes to the rank win.
  */
 export function childColorEnv(): Record<string, string> {
-  const configured = peekProcessWide<{ options: { color: boolean } }>("textLogs");
-  const color = configured?.options.color ?? resolveColor(undefined, process.stdout).console;
-  return { FORCE_COLOR: color ? "1" : "0" };
+  const configured = peekProcessWide<{ options: { color: boolean; fileColor: boolean } }>("textLogs");
+  if (configured !== undefined) {
+    const { color, fileColor } = configured.options;
+    return color ? { FORCE_COLOR: "1" } : fileColor ? {} : { FORCE_COLOR: "0" };
+  }
+  const choice = resolveColor(undefined, process.stdout);
+  return choice.console ? { FORCE_COLOR: "1" } : choice.explicit === false ? { FORCE_COLOR: "0" } : {};
 }

@@ -158,11 +158,12 @@ const colorJob = fileURLToPath(new URL("fixtures/color-job.ts", import.meta.url)
  * Run the colour job with `env` (empty values clear a variable: the resolver reads them as unset),
  * its stdout a pipe or a real terminal (a pseudo-terminal from util-linux `script`).
  */
-function runColorJob(mode: "plain" | "ranks", stdout: "pipe" | "terminal", env: Record<string, string>): { status: number | null; out: string; err: string } {
-  const args = ["--import", "tsx", colorJob, mode, tempDir()];
+function runColorJob(mode: "plain" | "ranks", stdout: "pipe" | "terminal", env: Record<string, string>): { status: number | null; out: string; err: string; runDir: string } {
+  const runDir = tempDir();
+  const args = ["--import", "tsx", colorJob, mode, runDir];
   const options = { cwd: REPO_ROOT, env: { ...process.env, NO_COLOR: "", FORCE_COLOR: "", ...env }, encoding: "utf8" as const, timeout: 90_000, killSignal: "SIGKILL" as const };
   const run = stdout === "pipe" ? spawnSync(process.execPath, args, options) : spawnSync("script", ["-qec", [process.execPath, ...args].map((a) => `'${a}'`).join(" "), "/dev/null"], { ...options, input: "" });
-  return { status: run.status, out: run.stdout, err: run.stderr };
+  return { status: run.status, out: run.stdout, err: run.stderr, runDir };
 }
 
 /** Output with each escape character shown as `<ESC>`, to match against. */
@@ -199,6 +200,13 @@ test("a spawned rank's lines, forwarded to the controller's stdout, are coloured
   assert.equal(piped.status, 0, piped.err);
   assert.match(piped.out, /RolloutWorker WARNING: from the rank/);
   assert.ok(!piped.out.includes(ESC), `no ANSI codes in a piped job's output: ${JSON.stringify(piped.out)}`);
+  // merged.log keeps AReaL's colours for every process alike, whatever stdout is.
+  const merged = visible(readFileSync(join(piped.runDir, "logs", "merged.log"), "utf8"));
+  assert.match(merged, /^\[Controller\] +<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m$/m, merged);
+  assert.match(merged, /^\[Colour_\w+_r0\] +<ESC>\[33m\d{8}-[\d:.]+ RolloutWorker WARNING: from the rank<ESC>\[0m$/m, merged);
+  const noColor = runColorJob("ranks", "pipe", { NO_COLOR: "1" });
+  assert.equal(noColor.status, 0, noColor.err);
+  assert.ok(!readFileSync(join(noColor.runDir, "logs", "merged.log"), "utf8").includes(ESC), "NO_COLOR: no colour in any process's file lines");
   const terminal = runColorJob("ranks", "terminal", {});
   assert.equal(terminal.status, 0, terminal.err);
   assert.match(visible(terminal.out), /<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m/);
