@@ -15,6 +15,8 @@ import { tempDir } from "../../helpers.js";
 import { pythonKit } from "../../helpers/python.js";
 
 const tensorboard = pythonKit("tensorboard");
+/** An ANSI colour code (text logs keep AReaL's colours in their files). */
+const ANSI_COLOUR = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g");
 
 /** What TensorBoard's own reader (`EventAccumulator`, as its Python loader reads a run) finds in `dir`. */
 function tensorBoardSees(dir: string): { scalars: Record<string, [number, number][]>; histograms: Record<string, [number, number][]> } {
@@ -109,7 +111,7 @@ test("the demo leaves no dashboard tab empty (per-rank lines, a stream, system m
 
       // Text logs: the controller's own lines in main.log, every process's in merged.log.
       const runDir = join(root, ...run.id.split("/"));
-      const plain = (text: string): string => text.replaceAll("\u001b[36m", "").replaceAll("\u001b[0m", "");
+      const plain = (text: string): string => text.replaceAll(ANSI_COLOUR, "");
       const main = plain(readFileSync(join(runDir, "logs", "main.log"), "utf8"));
       assert.deepEqual([...main.matchAll(/Trainer INFO: step done step=(\d+) loss=[\d.]+ ranks=4\/4$/gm)].map((m) => Number(m[1])), [3, 4], main);
       const merged = plain(readFileSync(join(runDir, "logs", "merged.log"), "utf8"));
