@@ -280,9 +280,16 @@ function swapAccumulator<In>(entry: { accumulator: Accumulator<AccumulatorState,
 function toNumber(key: string, value: unknown): number {
   if (typeof value === "number") return value;
   if (typeof value === "bigint") {
+    // Reductions are float64 arithmetic: a bigint becomes the nearest double, exact up to ±2^53.
     const number = Number(value);
     if (!Number.isFinite(number)) {
       throw new RangeError(`recordMetric("${key}", value): the bigint ${value} is beyond the range of a float64 (about ±1.8e308) and would become ${number}; scale it down first`);
+    }
+    if (BigInt(number) !== value) {
+      warn(
+        `recordMetric.bigintRounded:${key}`,
+        `recordMetric("${key}", ${value}n): metric values are float64, exact up to ±2^53; this bigint was recorded as the nearest one, ${number.toExponential()} (off by ${BigInt(number) - value}). Keep exact integers in a sample record or the run config, or scale the value down.`,
+      );
     }
     return number;
   }

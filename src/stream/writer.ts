@@ -157,7 +157,8 @@ class Writer {
       if ((kindWord & 15) === KIND_METRIC) {
         // The common case, kept lean: read the three words and write the line's bytes.
         const timestamp = f64[base] ?? 0;
-        const value = f64[base + 1] ?? 0;
+        // `+ 0`: −0 is written and handed on as 0, as every reduced value is.
+        const value = (f64[base + 1] ?? 0) + 0;
         const step = f64[base + 2] ?? 0;
         format.putMetric(out, timestamp, middle, value, step);
         if (wantBatches) records.push({ key: ring.names[keyId] ?? `#${keyId}`, value, step, timestamp, rank, rankName });

@@ -12,6 +12,7 @@
  * Keys ending in `__count` (the weights of `stats.scalar`) are not shown. With
  * `layout: "grid"`, AReaL's table instead: `pairsPerRow` (4) key/value pairs per row, box-drawn.
  */
+import { jsonText, numberText } from "../../core/json.js";
 import type { Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import { GLOBAL_DISPLAY_NAME } from "../../core/rank-identity.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
@@ -24,9 +25,10 @@ import { isInternalKey, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY, STREAM_DROPPED_
  * in every other backend.
  */
 export function formatReducedValue(value: number): string {
-  if (Number.isInteger(value) && Math.abs(value) < 1e16) return value.toFixed(1);
+  if (Number.isInteger(value) && Math.abs(value) < 2 ** 53) return value.toFixed(1);
   if (!Number.isFinite(value)) return String(value);
-  return String(Number(value.toPrecision(6)));
+  // From 2^53 up in exponent form (`9.22337e+18`): zero-padded digits would read as an exact integer.
+  return numberText(Number(value.toPrecision(6)));
 }
 
 /** `YYYY-MM-DD HH:MM:SS` in local time, as Python's logging prints it. */
@@ -145,7 +147,7 @@ class ConsoleBackend implements Backend {
 
   logStream(batch: readonly StreamRecord[]): void {
     let text = "";
-    for (const r of batch) text += `${this.streamPrefix} ${formatLocalTime(r.timestamp)} INFO ${r.key}: ${String(r.value)}\n`;
+    for (const r of batch) text += `${this.streamPrefix} ${formatLocalTime(r.timestamp)} INFO ${r.key}: ${numberText(r.value)}\n`;
     if (text.length > 0) process.stdout.write(text);
   }
 
@@ -156,7 +158,7 @@ class ConsoleBackend implements Backend {
     for (const key of keys) {
       const records = samples[key] ?? [];
       lines.push(`[${key}] (${records.length} sample${records.length === 1 ? "" : "s"})`);
-      for (const r of records) lines.push(JSON.stringify(r, null, 2));
+      for (const r of records) lines.push(jsonText(r, "string", "  "));
     }
     lines.push(RULE);
     process.stdout.write(`${lines.join("\n")}\n`);

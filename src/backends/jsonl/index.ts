@@ -4,14 +4,14 @@
  * Reduced metrics: `{"key","value","reduce","step","timestamp"}` plus `"rankName"` in per-rank
  * modes; stream records: `{"key","value","step","timestamp","rank","rankName"}`. NaN and ±Infinity
  * are written as the strings "NaN", "Infinity", "-Infinity" (the proto3 JSON mapping for doubles),
- * so `parseNumber` — or `Number()` — reads them back as themselves. Timestamps are milliseconds
- * since the epoch.
+ * so `parseNumber` — or `Number()` — reads them back as themselves; magnitudes from 2^53 up in
+ * exponent form, bigints in samples exactly (`jsonText`). Timestamps are milliseconds since the epoch.
  *
  * Options: `file`, the path relative to the run directory (default `metrics.jsonl` on the
  * controller, `metrics-{rankName}.jsonl` per rank).
  */
 import { isAbsolute, join } from "node:path";
-import { jsonNumberText, nonFiniteReplacer } from "../../core/json.js";
+import { jsonNumberText, jsonText } from "../../core/json.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import { AppendFile } from "../../io/append-file.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
@@ -49,14 +49,14 @@ class JsonlBackend implements Backend {
   logSamples(samples: SampleBatch, step: number): void {
     let text = "";
     for (const key of Object.keys(samples).sort()) {
-      text += `${JSON.stringify({ key, samples: samples[key], step, timestamp: Date.now() }, nonFiniteReplacer)}\n`;
+      text += `${jsonText({ key, samples: samples[key], step, timestamp: Date.now() })}\n`;
     }
     this.file?.append(text);
   }
 
   logHistograms(histograms: readonly HistogramMetric[], step: number): void {
     let text = "";
-    for (const h of histograms) text += `${JSON.stringify({ key: h.key, histogram: h.histogram, step, timestamp: h.timestamp }, nonFiniteReplacer)}\n`;
+    for (const h of histograms) text += `${jsonText({ key: h.key, histogram: h.histogram, step, timestamp: h.timestamp })}\n`;
     this.file?.append(text);
   }
 

@@ -15,7 +15,7 @@
  * never waits for SQLite.
  */
 import type Database from "better-sqlite3";
-import { isRecord, nonFiniteReplacer, parseRecord } from "../../core/json.js";
+import { isRecord, jsonText, parseRecord } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { toSqlReal } from "./codec.js";
 import { ChunkPacker } from "./chunk-packer.js";
@@ -216,12 +216,12 @@ export class StoreWriter {
     for (const s of batch.samples ?? []) {
       const sampleRank = s.rank ?? rank;
       const id = this.seriesId(pending, s.key, "sample", sampleRank, "sample");
-      this.sql.sampleInsert.run(id, sampleRank, s.step, s.wall, JSON.stringify(s.records, nonFiniteReplacer));
+      this.sql.sampleInsert.run(id, sampleRank, s.step, s.wall, jsonText(s.records));
     }
     for (const h of batch.histograms ?? []) {
       const histogramRank = h.rank ?? rank;
       const id = this.seriesId(pending, h.key, "histogram", histogramRank, "histogram");
-      this.sql.histogramInsert.run(id, histogramRank, h.step, h.wall, JSON.stringify(h.histogram, nonFiniteReplacer));
+      this.sql.histogramInsert.run(id, histogramRank, h.step, h.wall, jsonText(h.histogram));
     }
     if (batch.hyperparams !== undefined) this.mergeConfig("hparams", batch.hyperparams);
   }
@@ -345,6 +345,6 @@ export class StoreWriter {
     }
     const row = this.sql.configSelect.get(name);
     const earlier = row === undefined ? {} : parseRecord(row.value, `the stored ${name}`);
-    this.sql.configUpsert.run(name, JSON.stringify({ ...earlier, ...params }, nonFiniteReplacer));
+    this.sql.configUpsert.run(name, jsonText({ ...earlier, ...params }));
   }
 }

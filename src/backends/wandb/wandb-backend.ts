@@ -218,7 +218,12 @@ export class WandbBackend implements Backend {
     }
     this.openRow(step, histograms[0]?.timestamp ?? Date.now());
     for (const h of histograms) {
-      this.rowFields += `${this.rowFields.length === 0 ? "" : ","}${this.keyText(h.key)}${histogramJson(h.histogram)}`;
+      const json = histogramJson(h.histogram);
+      if (json === null) continue;
+      const key = this.keyText(h.key);
+      this.rowFields += `${this.rowFields.length === 0 ? "" : ","}${key}${json}`;
+      // The summary holds the latest histogram, as W&B's SDK keeps it.
+      this.summary.set(key, json);
     }
   }
 
@@ -326,7 +331,8 @@ export class WandbBackend implements Backend {
     const rows = new Map<string, { axis: string; step: number; timestamp: number; fields: string }>();
     for (const v of values) {
       const axis = axisOf(v);
-      if (axis === undefined) continue;
+      const value = "histogram" in v ? histogramJson(v.histogram) : historyNumber(v.value);
+      if (axis === undefined || value === null) continue;
       const id = `${axis}\u0000${v.step}`;
       let row = rows.get(id);
       if (row === undefined) {
@@ -334,9 +340,8 @@ export class WandbBackend implements Backend {
         rows.set(id, row);
       }
       const key = this.keyText(v.key);
-      const value = "histogram" in v ? histogramJson(v.histogram) : historyNumber(v.value);
       row.fields += `,${key}${value}`;
-      if (!("histogram" in v)) this.summary.set(key, value);
+      this.summary.set(key, value);
     }
     this.closeRow();
     const lines: string[] = [];
