@@ -70,7 +70,8 @@ export type PrometheusBackendOptions = {
   /** Constant labels on every series. */
   labels?: Readonly<Record<string, string>>;
   /** `init` fails if it cannot listen by then (default 5000 ms). */
-  listenDeadlineMs?: number;
+  listenDeadlineMs?: number;  /** Also export rankscope's own keys (`…__count`, `rankscope/…`); default false. */
+  internal?: boolean;
 };
 
 /** Options of the `prometheus_remote_write` backend (docs/prometheus.md). */
@@ -90,7 +91,8 @@ export type PrometheusRemoteWriteBackendOptions = {
   /** Samples per request (default 2000). */
   maxSamplesPerSend?: number;
   /** At shutdown, what is not sent by then is counted lost (default 8000 ms). */
-  finishDeadlineMs?: number;
+  finishDeadlineMs?: number;  /** Also export rankscope's own keys (`…__count`, `rankscope/…`); default false. */
+  internal?: boolean;
 };
 
 /** Options of the `otlp` backend (docs/otlp.md). */
@@ -110,7 +112,8 @@ export type OtlpBackendOptions = {
   /** Exports waiting while one is in flight (default 100). */
   maxQueuedExports?: number;
   /** At shutdown, what is still queued then is counted lost (default 8000 ms). */
-  finishDeadlineMs?: number;
+  finishDeadlineMs?: number;  /** Also export rankscope's own keys (`…__count`, `rankscope/…`); default false. */
+  internal?: boolean;
 };
 
 /**

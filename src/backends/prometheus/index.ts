@@ -6,6 +6,7 @@
  * Names, types and labels: `exposition.ts` and `names.ts`; docs/prometheus.md.
  */
 import { hostname } from "node:os";
+import { checkInternalOption, withoutInternalKeys } from "../../core/internal-keys.js";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
 import { currentRun } from "../../run/current.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
@@ -63,11 +64,11 @@ abstract class PrometheusBackendBase implements Backend {
   }
 
   logBatch(metrics: readonly Metric[]): void {
-    this.exposition.addMetrics(metrics);
+    this.exposition.addMetrics(withoutInternalKeys(metrics, this.options["internal"] === true));
   }
 
   logHistograms(histograms: readonly HistogramMetric[]): void {
-    this.exposition.addHistograms(histograms);
+    this.exposition.addHistograms(withoutInternalKeys(histograms, this.options["internal"] === true));
   }
 }
 
@@ -152,7 +153,7 @@ function rejectStreamMode(backend: string, options: BackendOptions): void {
 }
 
 registerBackend("prometheus", (options) => new PrometheusBackend(options), {
-  knownOptions: ["host", "port", "path", "serve", "labels", "listenDeadlineMs"],
+  knownOptions: ["host", "port", "path", "serve", "labels", "listenDeadlineMs", "internal"],
   validate(options) {
     rejectStreamMode("prometheus", options);
     const { host, path, serve } = options;
@@ -163,11 +164,12 @@ registerBackend("prometheus", (options) => new PrometheusBackend(options), {
     if (typeof options["port"] === "number" && options["port"] > 65535) throw new TypeError(`backend "prometheus": port must be 0-65535, got ${options["port"]}`);
     nonNegativeInteger("prometheus", options, "listenDeadlineMs", 1);
     checkLabels("prometheus", options["labels"]);
+    checkInternalOption("prometheus", options["internal"]);
   },
 });
 
 registerBackend("prometheus_remote_write", (options) => new PrometheusRemoteWriteBackend(options), {
-  knownOptions: ["url", "headers", "labels", "timeoutMs", "retryBudgetMs", "maxQueuedSamples", "maxSamplesPerSend", "finishDeadlineMs"],
+  knownOptions: ["url", "headers", "labels", "timeoutMs", "retryBudgetMs", "maxQueuedSamples", "maxSamplesPerSend", "finishDeadlineMs", "internal"],
   validate(options) {
     rejectStreamMode("prometheus_remote_write", options);
     const url = options["url"];
@@ -186,5 +188,6 @@ registerBackend("prometheus_remote_write", (options) => new PrometheusRemoteWrit
     }
     for (const name of ["timeoutMs", "retryBudgetMs", "maxQueuedSamples", "maxSamplesPerSend", "finishDeadlineMs"]) nonNegativeInteger("prometheus_remote_write", options, name, 1);
     checkLabels("prometheus_remote_write", options["labels"]);
+    checkInternalOption("prometheus_remote_write", options["internal"]);
   },
 });

@@ -19,7 +19,7 @@
  * is in the file, and in the store and JSONL backends.
  */
 import { isAbsolute, join } from "node:path";
-import { isInternalKey } from "../../core/internal-keys.js";
+import { checkInternalOption, withoutInternalKeys } from "../../core/internal-keys.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
@@ -100,7 +100,7 @@ class TensorBoardBackend implements Backend {
   }
 
   logBatch(all: readonly Metric[], step: number): void {
-    const metrics = this.options["internal"] === true || !all.some((m) => isInternalKey(m.key)) ? all : all.filter((m) => !isInternalKey(m.key));
+    const metrics = withoutInternalKeys(all, this.options["internal"] === true);
     const first = metrics[0];
     if (first === undefined) return;
     this.startSession(step);
@@ -108,7 +108,8 @@ class TensorBoardBackend implements Backend {
     this.open().stage(scalarEvents(metrics, this.tagOf));
   }
 
-  logStream(batch: readonly StreamRecord[]): void {
+  logStream(all: readonly StreamRecord[]): void {
+    const batch = withoutInternalKeys(all, this.options["internal"] === true);
     const first = batch[0];
     if (first === undefined) return;
     this.startSession(first.step);
@@ -165,8 +166,7 @@ class TensorBoardBackend implements Backend {
 registerBackend("tensorboard", (options) => new TensorBoardBackend(options), {
   knownOptions: ["dir", "internal"],
   validate(options) {
-    const internal = options["internal"];
-    if (internal !== undefined && typeof internal !== "boolean") throw new TypeError(`backend "tensorboard": internal must be true or false, got ${JSON.stringify(internal)}`);
+    checkInternalOption("tensorboard", options["internal"]);
     const dir = options["dir"];
     if (dir !== undefined && (typeof dir !== "string" || dir.length === 0)) {
       throw new TypeError(`backend "tensorboard": dir must be a non-empty path (relative to the run directory, or absolute), got ${JSON.stringify(dir)}`);

@@ -16,6 +16,7 @@
  * Stream records (`per_rank_no_reduce`) are one row each with their own `_timestamp` and
  * `global_step`, so the W&B UI can plot them against either.
  */
+import { withoutInternalKeys } from "../../core/internal-keys.js";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -191,7 +192,8 @@ export class WandbBackend implements Backend {
     return { ...meta };
   }
 
-  logBatch(metrics: readonly Metric[], step: number): void {
+  logBatch(all: readonly Metric[], step: number): void {
+    let metrics = withoutInternalKeys(all, this.options.internal);
     if (this.writer === null || metrics.length === 0) return;
     if (metrics.some((m) => axisOf(m) !== undefined)) {
       this.logAxisRows(metrics.filter((m) => axisOf(m) !== undefined));
@@ -253,7 +255,8 @@ export class WandbBackend implements Backend {
     this.writer.updateConfig(configJson(this.config));
   }
 
-  logStream(batch: readonly StreamRecord[]): void {
+  logStream(all: readonly StreamRecord[]): void {
+    const batch = withoutInternalKeys(all, this.options.internal);
     if (this.writer === null || batch.length === 0) return;
     const lines = new Array<string>(batch.length);
     let lastTimestamp = 0;
