@@ -232,4 +232,41 @@ describe("otlp backend against an OTLP/HTTP receiver", () => {
     });
     assert.ok(seen.some((d) => d.code === "otlp.export"), `reported: ${JSON.stringify(seen.map((d) => d.code))}`);
   });
+
+  it("instrument names follow OpenTelemetry's syntax (ASCII, a leading letter, [A-Za-z0-9_./-], ≤ 255), case-insensitive clashes are refused and counted, internal keys only with internal: true", { timeout: 60_000 }, async () => {
+    const long = `k/${"x".repeat(300)}`;
+    const expected: Record<string, string> = {
+      "train/loss": "train/loss",
+      "1st/loss": "k_1st/loss",
+      "eval/acc@1": "eval/acc_40_1",
+      "ü/é": "k__fc_/_e9_",
+      "rate 50%": "rate_20_50_25_",
+      Loss: "Loss",
+    };
+    for (const internal of [false, true]) {
+      receiver.requests.length = 0;
+      const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+      await logger.initBackends({ otlp: { loggingMode: "global_reduce", url: receiver.url, ...(internal ? { internal } : {}) } });
+      const seen = await collectDiagnostics(async () => {
+        for (const key of [...Object.keys(expected), long]) recordMetric(key, 1, Reduce.MEAN);
+        recordMetric("loss", 2, Reduce.MEAN); // "Loss" has the instrument name already (names are case-insensitive)
+        recordMetric("reward__count", 8, Reduce.SUM);
+        recordMetric("rankscope/own_note", 3, Reduce.MAX);
+        await logger.flush(1);
+        await logger.shutdown();
+      });
+      await waitFor(() => receiver.requests.length >= 1, { timeoutMs: 10_000, what: "the OTLP export" });
+      const metrics = receiver.requests[0]!.resource_metrics[0]!.scope_metrics[0]!.metrics;
+      const byKey = new Map(metrics.map((m) => [/^rankscope key "(.*)" \(\w+\)$/s.exec(m.description)?.[1], m]));
+      for (const m of metrics) assert.match(m.name, /^[A-Za-z][A-Za-z0-9_./-]{0,254}$/, `${m.description}: ${m.name}`);
+      for (const [key, name] of Object.entries(expected)) assert.equal(byKey.get(key)?.name, name, key);
+      const longName = byKey.get(long)?.name ?? "";
+      assert.equal(longName.length, 255);
+      assert.match(longName, /^k\/x{244}_[0-9a-f]{8}$/);
+      assert.equal(byKey.get("loss"), undefined, "loss clashes with Loss and is not sent");
+      assert.ok(seen.some((d) => d.code === "otlp.nameClash:loss" && /key "loss" would be the instrument loss, which key "Loss" already is \(OpenTelemetry names are case-insensitive\)/.test(d.message)), JSON.stringify(seen));
+      assert.equal(byKey.has("reward__count"), internal, `reward__count exported: ${internal}`);
+      assert.equal(byKey.has("rankscope/own_note"), internal, `rankscope/own_note exported: ${internal}`);
+    }
+  });
 });
