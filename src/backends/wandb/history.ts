@@ -37,24 +37,35 @@ export function historyNumber(value: number): string {
   return value > 0 ? "Infinity" : "-Infinity";
 }
 
-const NON_FINITE_TOKEN = /"(?:[^"\\]|\\.)*"|-?Infinity|NaN/g;
+/** A string, a non-finite token, or a whole integer literal of 16 digits or more (outside strings, not part of a decimal). */
+const SPECIAL_TOKEN = /"(?:[^"\\]|\\.)*"|-?Infinity|NaN|(?<![\d.eE+-])-?\d{16,}(?![\d.eE])/g;
+const LONG_INTEGER = /\d{16}/;
 
 /**
- * Parse W&B history JSON (a history line, a summary, a `historyTail` entry): JSON plus the bare
- * `NaN`, `Infinity` and `-Infinity` tokens W&B's clients write, which come back as those numbers.
- * Strings are left alone (a key or value that merely contains "NaN" is not touched). The one parser
- * for such text: the resume status, the spool reader and the tests use it. Throws like `JSON.parse`.
+ * Parse W&B history JSON (a history line, a summary, a `historyTail` entry, a config): JSON plus
+ * the bare `NaN`, `Infinity` and `-Infinity` tokens W&B's clients write, which come back as those
+ * numbers, and integer literals beyond 2^53, which come back as bigints (rankscope writes them only
+ * for bigints: `jsonText`; a double would lose them). Strings are left alone (a key or value that
+ * merely contains "NaN" is not touched). The one parser for such text: the resume status, the spool
+ * reader and the tests use it. Throws like `JSON.parse`.
  */
 export function parseHistoryJson(text: string): unknown {
-  if (!text.includes("NaN") && !text.includes("Infinity")) {
+  if (!text.includes("NaN") && !text.includes("Infinity") && !LONG_INTEGER.test(text)) {
     const plain: unknown = JSON.parse(text);
     return plain;
   }
-  const marked = text.replace(NON_FINITE_TOKEN, (token) => (token.charCodeAt(0) === 34 ? token : `{"$nonFinite":"${token}"}`));
+  const marked = text.replace(SPECIAL_TOKEN, (token) => {
+    if (token.charCodeAt(0) === 34) return token;
+    if (token.endsWith("N") || token.endsWith("y")) return `{"$nonFinite":"${token}"}`;
+    return Number.isSafeInteger(Number(token)) ? token : `{"$bigint":"${token}"}`;
+  });
   const revived: unknown = JSON.parse(marked, (_key, value: unknown) => {
-    if (value !== null && typeof value === "object" && "$nonFinite" in value) {
-      const t = value.$nonFinite;
-      return t === "NaN" ? NaN : t === "Infinity" ? Infinity : -Infinity;
+    if (value !== null && typeof value === "object") {
+      if ("$nonFinite" in value) {
+        const t = value.$nonFinite;
+        return t === "NaN" ? NaN : t === "Infinity" ? Infinity : -Infinity;
+      }
+      if ("$bigint" in value && typeof value.$bigint === "string") return BigInt(value.$bigint);
     }
     return value;
   });
