@@ -15,6 +15,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, before, describe, it } from "node:test";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
+import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { recordMetric } from "../../src/core/collector.js";
 import { Reduce } from "../../src/core/registry.js";
 import { series } from "../../src/backends/store/reader.js";
@@ -252,5 +253,27 @@ describe("values in every sink, read with each format's own reader", { skip }, (
     } finally {
       await server.stop();
     }
+  });
+
+  it("a bigint in a rank's sample record crosses the transport exactly (child processes, JSON messages)", { timeout: 120_000 }, async () => {
+    resetProcess();
+    const runDir = tempDir("rankscope-values-ranks-");
+    scratch.push(runDir);
+    const logger = new MetricLogger({ runDir, experiment: "values", trial: "ranks", quiet: true });
+    const ranks = await spawnRanks({ module: new URL("../fixtures/sum-rank.ts", import.meta.url), ranksPerReplica: 2, kind: "process", processName: "Big", logger });
+    try {
+      await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+      await ranks.fanout("record", "episode", { reward: 1, tokens: BIG63, huge: HUGE }, "sample");
+      await ranks.fanout("record", "tokens_total", BIG63, "max");
+      const flushed = await logger.flush(1);
+      assert.equal(flushed.ranksReporting, 2, "both ranks answered");
+    } finally {
+      await logger.shutdown();
+    }
+    const lines = python("jsonl", join(runDir, "metrics.jsonl")) as Json[];
+    const samples = lines.find((l) => l.key === "episode")?.samples as Json[];
+    assert.equal(samples.length, 2);
+    for (const sample of samples) assert.deepEqual({ tokens: sample.tokens, huge: sample.huge }, { tokens: ["int", "9223372036854775807"], huge: "1180591620717411303424" });
+    assert.deepEqual(lines.find((l) => l.key === "tokens_total")?.value, ["float", "9.223372036854776e+18"]);
   });
 });
