@@ -150,7 +150,8 @@ export function decodeMessage(text: string): unknown {
   return JSON.parse(text, (_key, value: unknown) => {
     if (value !== null && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 1) {
       if (TAG in value) return parseNumber(value[TAG]);
-      if (BIGINT_TAG in value && typeof value[BIGINT_TAG] === "string" && /^-?\d+$/.test(value[BIGINT_TAG])) return BigInt(value[BIGINT_TAG]);
+      // At most 1,000 digits: a forged huge one must not make parsing slow.
+      if (BIGINT_TAG in value && typeof value[BIGINT_TAG] === "string" && /^-?\d{1,1000}$/.test(value[BIGINT_TAG])) return BigInt(value[BIGINT_TAG]);
     }
     return value;
   });
