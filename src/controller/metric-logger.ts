@@ -143,7 +143,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.assertOpen("initBackends");
     if (this.rankInit !== null && options.replace !== true) {
       throw new Error(
-        "initBackends() was already called on this logger (directly, or by a Logger facade created before); to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these. A Logger facade created after initBackends() logs to the backends already started.",
+        "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these. (A Logger facade created before calls it too; one created after initBackends() logs to the backends already started.)",
       );
     }
     const validated = await validateBackendsConfig(config ?? DEFAULT_BACKENDS);

@@ -47,7 +47,11 @@ test("the demo leaves no dashboard tab empty (per-rank lines, a stream, system m
   const root = tempDir("rankscope-demo-");
   try {
     const child = spawn(process.execPath, ["--import", "tsx", MAIN, "demo", "--steps", "2"], {
-      env: { ...process.env, RANKSCOPE_ROOT: root },
+      // Each rank's per-rank stores start a writer thread under tsx, which on a loaded 2-core test
+      // machine can take longer than a rank's backend deadline (half the flush deadline, 2.5 s by
+      // default) — then that store is skipped, and its lines are missing. A longer flush deadline
+      // lets a slow start finish; a fast machine waits no longer.
+      env: { ...process.env, RANKSCOPE_ROOT: root, RANKSCOPE_FLUSH_DEADLINE_MS: "30000" },
       // A deadline on the exit awaited below: a hung demo is killed (exit code null).
       timeout: 120_000,
       killSignal: "SIGKILL",
