@@ -15,7 +15,8 @@ import { STORE_FILE, errorCode, storeFault } from "../backends/store/store-file.
 import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip } from "./http.js";
 import { flagParam, intParam, maxPointsParam, parseLines, requiredParam } from "./params.js";
 import { RunLabelReader } from "./run-labels.js";
-import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile } from "./security.js";
+import { LOG_MAX_LINES, LOG_MAX_WINDOW, readLogWindow } from "./log-reader.js";
+import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile, type RunFileEntry } from "./security.js";
 import type { DashboardSource } from "./source.js";
 
 /** A header parameter value in RFC 5987's `attr-char`s: UTF-8, percent-encoded. */
@@ -36,6 +37,12 @@ function keysParam(raw: string | null): Set<string> | undefined {
   const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((k) => typeof k === "string");
   if (!isStrings(parsed)) throw new HttpError(400, `keys must be key,key,… or a JSON array of strings, got ${JSON.stringify(raw.slice(0, 100))}`);
   return new Set(parsed);
+}
+
+/** The text logs first (merged.log: every process; main.log: the controller's), then any other file of `logs/`. */
+function logFiles(files: RunFileEntry[]): RunFileEntry[] {
+  const order = (name: string): number => (name === "merged.log" ? 0 : name === "main.log" ? 1 : 2);
+  return [...files].sort((a, b) => order(a.name) - order(b.name) || (a.name < b.name ? -1 : 1));
 }
 
 /** What every handler may use. */
@@ -73,6 +80,8 @@ export class DashboardApi {
       ["/api/config", (c) => this.config(c)],
       ["/api/traces", (c) => this.withRun(c, (runDir) => ({ files: listRunFiles(this.realRoot, runDir, "traces") }), false)],
       ["/api/trace", (c) => this.trace(c)],
+      ["/api/logs", (c) => this.withRun(c, (runDir) => ({ files: logFiles(listRunFiles(this.realRoot, runDir, "logs")) }), false)],
+      ["/api/log", (c) => this.log(c)],
     ]);
   }
 
@@ -212,10 +221,21 @@ export class DashboardApi {
     });
   }
 
+  /**
+   * `/api/histograms?run=&key=[&limit=][&rank=]`: one line's histograms when `rank` (the store's
+   * line: -1 the global one) is given, so a heatmap never adds a step's global histogram to its
+   * ranks'; `ranks` lists the lines there are.
+   */
   private histograms(ctx: ApiContext): Promise<unknown> {
     const key = requiredParam(ctx.params, "key");
     const limit = intParam(ctx.params, "limit", 1, 500) ?? 20;
-    return this.withRun(ctx, async (runDir) => ({ histograms: this.source.histograms === undefined ? [] : await this.source.histograms(runDir, key, limit) }));
+    // A line as the store keeps it: -1 global, other negative lines (the controller's, a worker's) included.
+    const rank = intParam(ctx.params, "rank", Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+    return this.withRun(ctx, async (runDir) => {
+      const histograms = this.source.histograms === undefined ? [] : await this.source.histograms(runDir, key, limit, rank);
+      const ranks = (await this.source.histogramRanks?.(runDir, key)) ?? [...new Set(histograms.map((h) => h.rank))].sort((a, b) => a - b);
+      return { histograms, ranks };
+    });
   }
 
   private config(ctx: ApiContext): Promise<unknown> {
@@ -233,6 +253,32 @@ export class DashboardApi {
       const { tags, group } = this.labels.labels(runDir, {});
       return { params, configYaml: readRunText(this.realRoot, runDir, "config.yaml"), version: versionInfo, tags, group };
     });
+  }
+
+  /**
+   * `/api/log?run=&file=[&after=|&before=][&maxBytes=][&limit=][&level=][&component=]`: one window
+   * of a text log in `logs/` (log-reader.ts), never the whole file: the tail, the bytes before
+   * `before`, or those after `after` (byte offsets from an earlier answer's `start` and `end`).
+   */
+  private log(ctx: ApiContext): Promise<unknown> {
+    const p = ctx.params;
+    const after = intParam(p, "after", 0, Number.MAX_SAFE_INTEGER);
+    const before = intParam(p, "before", 0, Number.MAX_SAFE_INTEGER);
+    if (after !== undefined && before !== undefined) throw new HttpError(400, "give after (newer lines) or before (older lines), not both");
+    const maxBytes = intParam(p, "maxBytes", 1024, LOG_MAX_WINDOW);
+    const limit = intParam(p, "limit", 1, LOG_MAX_LINES);
+    const level = p.get("level") ?? undefined;
+    const component = p.get("component") ?? undefined;
+    if (component !== undefined && component.length > 200) throw new HttpError(400, "component must be at most 200 characters");
+    const query = { ...(after !== undefined ? { after } : {}), ...(before !== undefined ? { before } : {}), ...(maxBytes !== undefined ? { maxBytes } : {}), ...(limit !== undefined ? { limit } : {}), ...(level !== undefined ? { level } : {}), ...(component !== undefined ? { component } : {}) };
+    return this.withRun(
+      ctx,
+      (runDir) => {
+        const file = resolveRunFile(this.realRoot, runDir, "logs", p.get("file"));
+        return readLogWindow(file, file.slice(file.lastIndexOf(sep) + 1), query);
+      },
+      false,
+    );
   }
 
   /** `/api/trace?run=&file=`: a trace file as a download. */

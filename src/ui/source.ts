@@ -89,8 +89,13 @@ export interface DashboardSource {
   samples(runDir: string): Promise<SampleRow[]> | SampleRow[];
   /** Keys of `Reduce.HISTOGRAM` metrics. */
   histogramKeys?(runDir: string): Promise<string[]> | string[];
-  /** The newest histograms of a key (up to `limit`), oldest first: the store's entries (`rank` -1 for the global one). */
-  histograms?(runDir: string, key: string, limit: number): Promise<HistogramEntry[]> | HistogramEntry[];
+  /**
+   * The newest histograms of a key (up to `limit`), in step order: the store's entries (`rank` -1
+   * for the global one); only `rank`'s when it is given.
+   */
+  histograms?(runDir: string, key: string, limit: number, rank?: number): Promise<HistogramEntry[]> | HistogramEntry[];
+  /** The ranks that logged histograms of a key (-1: the global line), ascending. */
+  histogramRanks?(runDir: string, key: string): Promise<number[]> | number[];
   /** Hyperparameters / config as the store keeps them (config.yaml is read by the server). */
   config(runDir: string): Promise<Record<string, unknown>> | Record<string, unknown>;
   systemKeys(runDir: string): Promise<string[]> | string[];

@@ -156,9 +156,14 @@ export function createStoreSource(): DashboardSource {
       return keyInfos(runDir, "histogram").map((k) => k.key);
     },
 
-    histograms(runDir: string, key: string, limit: number): HistogramEntry[] {
+    histograms(runDir: string, key: string, limit: number, rank?: number): HistogramEntry[] {
       requireStore(runDir);
-      return store.histograms(runDir, key, { limit });
+      // The store keeps arrival order; a line's histograms are drawn by step.
+      return store.histograms(runDir, key, { limit, ...(rank !== undefined ? { rank } : {}) }).sort((a, b) => a.step - b.step || a.seq - b.seq);
+    },
+
+    histogramRanks(runDir: string, key: string): number[] {
+      return [...(keyInfos(runDir, "histogram").find((k) => k.key === key)?.ranks ?? [])].sort((a, b) => a - b);
     },
 
     config(runDir: string): Record<string, unknown> {

@@ -28,6 +28,7 @@ import { registerBackend } from "../backend.js";
 import { GLOBAL_RANK, storePath } from "./schema.js";
 import type { WorkerReply, WorkerRequest, WriterThreadData } from "./writer-worker.js";
 import { endingAbnormally, registerDrain } from "../../core/lifecycle.js";
+import { mergeHyperparams } from "../../core/hyperparams.js";
 import { ColumnBuilder, columnBuffers } from "./columns.js";
 import { StoreWriter, type HistogramWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
 
@@ -190,6 +191,7 @@ export class StoreBackend implements Backend {
   /** Batches that could not be written (each reported, first per kind of error). */
   lostBatches = 0;
   private unregisterDrain: (() => void) | null = null;
+  private finishing: Promise<void> | null = null;
 
   constructor(options: BackendOptions) {
     ({ useWorker: this.useWorker, waitForWrites: this.waitForWrites, maxPendingBatches: this.maxPendingBatches, commitIntervalMs: this.commitIntervalMs } = parseStoreOptions(options));
@@ -260,7 +262,7 @@ export class StoreBackend implements Backend {
   }
 
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
-    this.batch.hyperparams = { ...this.batch.hyperparams, ...params };
+    this.batch.hyperparams = mergeHyperparams(this.batch.hyperparams ?? {}, params);
     this.added(1);
   }
 
@@ -289,7 +291,14 @@ export class StoreBackend implements Backend {
    * End the writer: write what is queued, mark it `status` (default: `crashed` when the process is
    * ending by a signal or an uncaught exception, else `finished`) and close the file.
    */
-  async finish(status: WriterStatus = endingAbnormally() ? "crashed" : "finished"): Promise<void> {
+  finish(status: WriterStatus = endingAbnormally() ? "crashed" : "finished"): Promise<void> {
+    // Once: a second finish while the first drains would send its own finish to a writer the
+    // first is closing ("the store writer thread exited").
+    this.finishing ??= this.finishOnce(status);
+    return this.finishing;
+  }
+
+  private async finishOnce(status: WriterStatus): Promise<void> {
     const channel = this.channel;
     if (channel === null) return;
     await this.drain();

@@ -21,6 +21,7 @@ import { toSqlReal } from "./codec.js";
 import { ChunkPacker } from "./chunk-packer.js";
 import { ColumnBuilder, groupColumns, sortDedupe, type PointColumns } from "./columns.js";
 import { GLOBAL_RANK, withBusyRetry, type KeyKind } from "./schema.js";
+import { mergeHyperparams } from "../../core/hyperparams.js";
 import { openForWriting } from "./connection.js";
 import { prepareWriterStatements, type WriterStatements } from "./writer-statements.js";
 
@@ -76,7 +77,7 @@ export interface WriteBatch {
   system?: readonly RawPoint[];
   samples?: readonly SampleWrite[];
   histograms?: readonly HistogramWrite[];
-  /** Merged into the run's hyperparameters (top-level keys replace earlier ones). */
+  /** Merged into the run's hyperparameters at every depth (`mergeHyperparams`: a name given again replaces the earlier value). */
   hyperparams?: Readonly<Record<string, unknown>>;
 }
 
@@ -345,6 +346,6 @@ export class StoreWriter {
     }
     const row = this.sql.configSelect.get(name);
     const earlier = row === undefined ? {} : parseRecord(row.value, `the stored ${name}`);
-    this.sql.configUpsert.run(name, jsonText({ ...earlier, ...params }));
+    this.sql.configUpsert.run(name, jsonText(mergeHyperparams(earlier, params)));
   }
 }

@@ -202,11 +202,11 @@ describe("dashboard in Chromium", () => {
   it("draws a histogram key at a chosen step and switches to an earlier one", async () => {
     await page.click('button[data-tab="histograms"]');
     await page.waitForSelector(`${card("grad/hist")}[data-mode="heatmap"]`);
-    await page.selectOption(`${card("grad/hist")} select`, { label: "step 10" });
+    await page.selectOption(`${card("grad/hist")} select.hist-step`, { label: "step 10" });
     await page.waitForSelector(`${card("grad/hist")}[data-step="10"]`);
     assert.equal(await page.getAttribute(card("grad/hist"), "data-buckets"), "5");
     const newest = await canvasOf(page, "grad/hist");
-    await page.selectOption(`${card("grad/hist")} select`, { label: "step 3" });
+    await page.selectOption(`${card("grad/hist")} select.hist-step`, { label: "step 3" });
     await page.waitForSelector(`${card("grad/hist")}[data-step="3"]`);
     assert.notEqual(await canvasOf(page, "grad/hist"), newest);
   });
