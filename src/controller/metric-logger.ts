@@ -39,7 +39,7 @@ import {
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
 import { askRanks, rankCountStates } from "./rank-answers.js";
-import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
+import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
 export {
@@ -95,7 +95,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.runId = resolved.runId;
     // A new logger after a shutdown(): recording is logged again.
     getCollector().reopen();
-    const local = new RankRuntime(standaloneIdentity(this.processName));
+    const local = new RankRuntime(controllerIdentity(this.processName));
     this.ownRank = new LocalRankHandle(local);
     this.ranks.set(local.identity.rankName, this.ownRank);
     setCurrentRun({ ...this.run, identity: local.identity, role: "controller" });
@@ -366,7 +366,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
       displayName: GLOBAL_DISPLAY_NAME,
       loggingMode: v.loggingMode,
       role: "controller",
-      identity: standaloneIdentity(this.processName),
+      identity: controllerIdentity(this.processName),
       runDir: this.run.runDir,
       experiment: this.run.experiment,
       trial: this.run.trial,

@@ -3,6 +3,7 @@
  * returns the JSON to send (or sends a download itself). Run-scoped handlers resolve `run` inside
  * the root and refuse a `metrics.db` that resolves outside it before anything opens it.
  */
+import { lineDisplayLabel } from "../core/rank-identity.js";
 import { createReadStream, statSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { join, sep } from "node:path";
@@ -132,7 +133,12 @@ export class DashboardApi {
         this.source.histogramKeys?.(runDir) ?? [],
         this.source.rankNames?.(runDir) ?? {},
       ]);
-      return { metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })), streams, system, histograms, rankNames };
+      // Every line's label, by the one naming rule (docs/DESIGN.md, "Identity").
+      const rankLabels: Record<string, string> = {};
+      for (const line of [...Object.keys(rankNames).map(Number), ...metrics.flatMap((k) => k.ranks)]) {
+        if (Number.isInteger(line)) rankLabels[String(line)] = lineDisplayLabel(line, rankNames[String(line)]);
+      }
+      return { metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })), streams, system, histograms, rankNames, rankLabels };
     });
   }
 
