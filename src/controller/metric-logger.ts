@@ -19,7 +19,7 @@ import { redactRecord } from "../core/redact.js";
 import { configureLifecycle, endingReason, registerDrain } from "../core/lifecycle.js";
 import type { Metric } from "../core/metric.js";
 import { setCurrentRun } from "../run/current.js";
-import type { RunLocation } from "../run/run-dir.js";
+import { releaseUnusedRunLocation, type RunLocation } from "../run/run-dir.js";
 import { runHyperparams, validateRunMeta, writeRunFiles } from "../run/run-files.js";
 import { runLocationNote } from "../run/where.js";
 import { BackendSet, type BackendDeliveryStats } from "./backend-set.js";
@@ -114,6 +114,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
       exit: ({ reason }) => {
         if (this.closed) return;
         this.closed = true;
+        releaseUnusedRunLocation(this.run);
         const { keys, values } = pendingValues();
         if (values > 0) {
           warn("exit.unflushed", `${reason}: ${values} value(s) in ${keys} key(s) recorded since the last flush were never logged (the process ended without flush(step) and shutdown())`);
@@ -296,6 +297,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
     // Transports close even after a missed deadline, so no connection keeps the process alive.
     await withDeadline(this.runShutdownHooks(), Math.max(200, deadlineMs - (Date.now() - started)));
     this.ranks.clear();
+    // A default-named run directory this logger claimed and nobody wrote into leaves nothing behind.
+    releaseUnusedRunLocation(this.run);
     // Once per job, on the controller only (ranks have no MetricLogger), after the data is written.
     const note = this.quiet || this.rankInit === null ? undefined : runLocationNote(this.run);
     if (note !== undefined) process.stderr.write(note);
