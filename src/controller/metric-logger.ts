@@ -11,7 +11,7 @@ import type { BackendContext } from "../backends/backend.js";
 import "../backends/builtin.js";
 // The controller merges states of every reduction its ranks may send, stats' avg_min_max included.
 import "../stats/reductions.js";
-import { getCollector, type KeyState } from "../core/collector.js";
+import { getCollector, pendingValues as pendingValuesOf, type KeyState } from "../core/collector.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
 import { warn } from "../core/diagnostics.js";
 import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
@@ -38,7 +38,7 @@ import {
   type ShutdownOptions,
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
-import { askRanks, rankCountStates } from "./rank-answers.js";
+import { askRanks, droppedKeyStates, rankCountStates } from "./rank-answers.js";
 import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
@@ -54,7 +54,7 @@ export {
   type MetricLoggerOptions,
   type ShutdownOptions,
 } from "./logger-options.js";
-export { RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
+export { DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
 
 /** The controller-side logger. Get it with `getOrCreateMetricLogger`. */
 export class MetricLogger implements ResolvedLoggerOptions {
@@ -234,6 +234,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const states = mergeRankKeyStates(snapshots, step);
     states.push(...this.globalBackends.takeUndeliveredStates(), ...this.primaryBackends.takeUndeliveredStates());
     if (ranksExpected > 0) states.push(...rankCountStates({ ranksExpected, ranksReporting }));
+    states.push(...droppedKeyStates(snapshots, step));
     states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     const result = { step, ranksExpected, ranksReporting, missingRanks: missing };
     if (this.rankInit === null) {
@@ -381,15 +382,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
 
 /** Values (and keys) recorded in this process's collector since its last flush. */
 function pendingValues(): { keys: number; values: number } {
-  let keys = 0;
-  let values = 0;
-  for (const e of getCollector().entries.values()) {
-    if (e.accumulator.count > 0) {
-      keys++;
-      values += e.accumulator.count;
-    }
-  }
-  return { keys, values };
+  return pendingValuesOf(getCollector());
 }
 
 /** The process-wide slot of the controller's logger. */

@@ -17,7 +17,7 @@ import type { Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import { GLOBAL_DISPLAY_NAME, roleOf } from "../../core/rank-identity.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
-import { isInternalKey, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY, STREAM_DROPPED_KEY } from "../../core/internal-keys.js";
+import { DROPPED_KEY_RECORDS_KEY, isInternalKey, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY, STREAM_DROPPED_KEY } from "../../core/internal-keys.js";
 
 /**
  * A reduced value as the console prints it: integral values keep a decimal point (`4.0`), like
@@ -137,7 +137,7 @@ class ConsoleBackend implements Backend {
     // Internal keys (the shared rule) are shown only when they say something: a missing rank, a drop.
     const visible = metrics.filter(
       // The stream's drop count is shown once something was dropped.
-      (m) => !isInternalKey(m.key) || (RANK_COUNT_KEYS.has(m.key) && !allRanksReported(metrics)) || (m.key === STREAM_DROPPED_KEY && m.value !== 0),
+      (m) => !isInternalKey(m.key) || (RANK_COUNT_KEYS.has(m.key) && !allRanksReported(metrics)) || (m.key === STREAM_DROPPED_KEY && m.value !== 0) || m.key === DROPPED_KEY_RECORDS_KEY,
     );
     if (visible.length === 0) return;
     process.stdout.write(

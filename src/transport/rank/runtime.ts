@@ -115,6 +115,8 @@ export class RankRuntime {
   ) {
     // A worker thread serving as a rank is flushed by its controller, not by the main thread.
     if (collector === getCollector()) markThreadAsRank();
+    // Its values are logged: no "recorded with no logger" warning for this collector.
+    collector.hasFlusher = true;
   }
 
   /** Start the per-rank backends this rank was sent (replacing any it had). */
