@@ -3,7 +3,7 @@
  * returns the JSON to send (or sends a download itself). Run-scoped handlers resolve `run` inside
  * the root and refuse a `metrics.db` that resolves outside it before anything opens it.
  */
-import { lineDisplayLabel } from "../core/rank-identity.js";
+import { CONTROLLER_LINE, lineDisplayLabel } from "../core/rank-identity.js";
 import { createReadStream, statSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { join, sep } from "node:path";
@@ -159,7 +159,8 @@ export class DashboardApi {
 
   private series(ctx: ApiContext): Promise<unknown> {
     const key = requiredParam(ctx.params, "key");
-    const rank = intParam(ctx.params, "rank", 0, 1_000_000);
+    // A line: r for rank r, -1 the global line, -2 the controller's own (docs/DESIGN.md, "Identity").
+    const rank = intParam(ctx.params, "rank", CONTROLLER_LINE, 1_000_000);
     const maxPoints = maxPointsParam(ctx.params);
     const after = ctx.params.get("after") ?? undefined;
     const before = ctx.params.get("before") ?? undefined;
