@@ -93,8 +93,10 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.backendDeadlineMs = resolved.backendDeadlineMs;
     this.quiet = resolved.quiet;
     this.runId = resolved.runId;
-    // A new logger after a shutdown(): recording is logged again.
+    // A new logger after a shutdown(): recording is logged again, and raw values belong to its steps
+    // (the last flushed step + 1 of this run, not of a run before it in this process).
     getCollector().reopen();
+    getCollector().step = 0;
     const local = new RankRuntime(controllerIdentity(this.processName));
     this.ownRank = new LocalRankHandle(local);
     this.ranks.set(local.identity.rankName, this.ownRank);

@@ -37,7 +37,7 @@ describe("a user worker thread's raw values", () => {
       const group = await spawnRanks({ module: RANK_MODULE, processName: "Gen", logger });
       const rank0 = group.rankNames[0] ?? "";
       [ownThread = 0] = await startWorkers(1);
-      [rankThread = 0] = (await group.call(rank0, "startWorkers", 1)) as number[];
+      [rankThread = 0] = await group.call<number[]>(rank0, "startWorkers", 1);
       for (let step = 0; step < 2; step++) {
         record("tokens", [step + 0.5], "sum");
         // Fifty values at once: the first ones are recorded before the worker's link is answered.

@@ -77,7 +77,8 @@ export class OtlpReceiver {
 /** The console's stream lines, `[rank|controller] [Process…] [thread t]? date time INFO key: value`, by who and thread. */
 export function consoleStreams(stdout: string, key: string): Map<string, number[]> {
   const out = new Map<string, number[]>();
-  const line = new RegExp(`^\\[(controller|\\d+)\\] \\[[^\\]]+\\](?: \\[thread (\\d+)\\])? \\S+ \\S+ INFO ${key}: (\\S+)$`, "gm");
+  // Not anchored at the line's start: under `--test` the runner's own events share stdout.
+  const line = new RegExp(`\\[(controller|\\d+)\\] \\[[^\\]]+\\](?: \\[thread (\\d+)\\])? \\S+ \\S+ INFO ${key}: (\\S+)$`, "gm");
   for (const m of stdout.matchAll(line)) {
     const who = `${m[1]}/${m[2] ?? "0"}`;
     const values = out.get(who) ?? [];

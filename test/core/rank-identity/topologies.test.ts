@@ -10,12 +10,13 @@
  * - `per_rank_no_reduce`: per recorder (user workers apart), every raw value in order.
  * Sinks: the store (`rankscope/store`), jsonl files, the console, TensorBoard (its Python reader,
  * 2.21 from the test venv), W&B (the strict local server: the W&B cloud cannot run here), a real
- * Prometheus (`sum by (rank)`), OTLP (the official protos), and the dashboard's `/api/*`.
+ * Prometheus (remote write from every rank, `sum by (rank)`: scraping needs a port per rank, which
+ * test/core/rank-identity/controller-line.test.ts and the Prometheus tests cover), OTLP (the
+ * official protos), and the dashboard's `/api/*`.
  * A few fixed seeds of fast-check keep `npm test` to a few minutes with real processes.
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
@@ -29,7 +30,6 @@ import { startServer } from "../../backends/wandb/wandb-helpers.js";
 import type { StrictWandbServer } from "../../backends/wandb/wandb-server.js";
 import { pythonKit } from "../../helpers/python.js";
 import { captureStdout, tempDir, waitFor } from "../../helpers.js";
-import { freePort } from "../../transport/support.js";
 import { record, startWorkers, stopWorkers, workerRecord } from "./fixtures/recorder.js";
 import { consoleStreams, OtlpReceiver, otlpAttributes, otlpValues, readTensorBoard, type OtlpRequest } from "./sinks.js";
 
@@ -68,54 +68,43 @@ const lineOfRecorder = (r: Recorder): number => lineOf(r);
 const ownerLine = (r: Recorder): number => lineOf({ ...r, thread: 0 });
 const sum = (values: readonly number[]): number => values.reduce((a, v) => a + v, 0);
 
-/** Free ports `base` … `base + count - 1`: the controller's process serves Prometheus on `base`, rank r on `base + 1 + r`. */
-async function freePortRun(count: number): Promise<number> {
-  const isFree = (port: number): Promise<boolean> =>
-    new Promise<boolean>((resolve) => {
-      const probe = createServer();
-      probe.once("error", () => resolve(false));
-      probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(true)));
-    });
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const base = await freePort();
-    if (base + count >= 65535) continue;
-    let free = true;
-    for (let p = 1; p < count && free; p++) free = await isFree(base + p);
-    if (free) return base;
-  }
-  throw new Error(`found no ${count} consecutive free ports`);
-}
-
 const tensorboard = pythonKit("tensorboard");
 const prometheus = prometheusMissing();
 
 describe("every recorder's values, in every sink, under its own name", () => {
   let wandb: StrictWandbServer;
+  let prom: PrometheusServer | undefined;
   const otlp = new OtlpReceiver();
   before(async () => {
     wandb = await startServer();
     await otlp.start();
+    if (prometheus === undefined) prom = await PrometheusServer.start();
   });
   after(async () => {
     await wandb.stop();
     await otlp.stop();
+    await prom?.stop();
   });
 
   for (const seed of SEEDS) {
     const [topology] = fc.sample(topologies, { seed, numRuns: 1 });
     if (topology === undefined) throw new Error("fast-check gave no sample");
     it(`seed ${seed}: ${topology.processRanks} process ranks, ${topology.threadRanks} thread ranks, ${topology.workerOwners.length} user workers`, { timeout: 240_000 }, async () => {
-      await checkTopology(seed, topology, wandb, otlp);
+      await checkTopology(seed, topology, { wandb, otlp, prom });
     });
   }
 });
 
-async function checkTopology(seed: number, topology: Topology, wandb: StrictWandbServer, otlp: OtlpReceiver): Promise<void> {
+/** The receiving ends every seed shares. */
+interface Receivers {
+  readonly wandb: StrictWandbServer;
+  readonly otlp: OtlpReceiver;
+  readonly prom: PrometheusServer | undefined;
+}
+
+async function checkTopology(seed: number, topology: Topology, { wandb, otlp, prom }: Receivers): Promise<void> {
   const root = tempDir();
   const runDir = join(root, "exp", `seed${seed}`);
-  const ranksTotal = topology.processRanks + topology.threadRanks;
-  const port = await freePortRun(ranksTotal + 1);
-  const prom = prometheus === undefined ? await PrometheusServer.start(Object.fromEntries(Array.from({ length: ranksTotal + 1 }, (_, i) => [`p${i}`, `127.0.0.1:${port + i}`]))) : undefined;
   const wandbOptions = { baseUrl: wandb.baseUrl, apiKey: API_KEY, entity: "team", project: "ident", requestTimeoutMs: 10_000, finishTimeoutMs: 30_000, sendIntervalMs: 50 };
   const logger = new MetricLogger({ runDir, processName: "Learner", flushDeadlineMs: 40_000, quiet: true });
   const recorders: Recorder[] = [];
@@ -137,7 +126,7 @@ async function checkTopology(seed: number, topology: Topology, wandb: StrictWand
         wandb_r: { type: "wandb", loggingMode: "per_rank_reduce", runId: `r${seed}`, ...wandbOptions },
         wandb_s: { type: "wandb", loggingMode: "per_rank_no_reduce", runId: `s${seed}`, ...wandbOptions },
         otlp: { loggingMode: "per_rank_reduce", url: otlp.url, serviceName: `seed${seed}` },
-        ...(prom === undefined ? {} : { prometheus: { loggingMode: "per_rank_reduce", port } }),
+        ...(prom === undefined ? {} : { prometheus_remote_write: { loggingMode: "per_rank_reduce", url: `${prom.url}/api/v1/write`, labels: { seed: String(seed) } } }),
       });
       const procs = await spawnRanks({ module: RANK_MODULE, ranksPerReplica: topology.processRanks, processName: "Proc", logger });
       const threads = await spawnRanks({ module: RANK_MODULE, ranksPerReplica: topology.threadRanks, processName: "Thr", kind: "thread", logger });
@@ -164,7 +153,7 @@ async function checkTopology(seed: number, topology: Topology, wandb: StrictWand
           if (identity === undefined) throw new Error("no such process rank");
           const index = perOwner.get(identity.rank) ?? 0;
           perOwner.set(identity.rank, index + 1);
-          const [thread = 0] = (await procs.call(identity.rankName, "startWorkers", 1)) as number[];
+          const [thread = 0] = await procs.call<number[]>(identity.rankName, "startWorkers", 1);
           add({ role: "rank", rank: identity.rank, thread, name: identity.rankName, record: async (step) => void (await procs.call(identity.rankName, "workerRecord", index, KEY, valuesOf(k)(step), "sum")) });
         }
       }
@@ -176,15 +165,14 @@ async function checkTopology(seed: number, topology: Topology, wandb: StrictWand
         // Scraped every second: wait until the last flush is in, then compare.
         const want = JSON.stringify(prometheusTotals(recorders));
         const totals = async (): Promise<Record<string, number>> =>
-          Object.fromEntries((await prom.query(`sum by (rank) (${KEY}_total)`)).map((s) => [s.metric["rank"] ?? "", promValue(s.value?.[1] ?? "NaN")]));
-        await waitFor(async () => JSON.stringify(sortedEntries(await totals())) === want, { timeoutMs: 60_000, what: "Prometheus to scrape every identity's last flush" }).catch(async (error: unknown) => {
+          Object.fromEntries((await prom.query(`sum by (rank) (${KEY}_total{seed="${seed}"})`)).map((s) => [s.metric["rank"] ?? "", promValue(s.value?.[1] ?? "NaN")]));
+        await waitFor(async () => JSON.stringify(sortedEntries(await totals())) === want, { timeoutMs: 60_000, what: "Prometheus to receive every identity's last flush" }).catch(async (error: unknown) => {
           throw new Error(`${String(error)}: Prometheus has ${JSON.stringify(await totals())}, rankscope logged ${want}`);
         });
       }
       await stopWorkers();
     } finally {
       await logger.shutdown();
-      await prom?.stop();
     }
   });
   const expected = expectations(recorders);
