@@ -130,8 +130,8 @@ class ConsoleBackend implements Backend {
     this.displayName = context.displayName;
     const id = context.identity;
     // The controller's own raw values are never shown as a rank's (docs/DESIGN.md, "Identity").
-    // `[rank]` is the global rank (replicas repeat local ranks).
-    this.streamPrefix = roleOf(id) === "controller" ? `[controller] [${id.processName}]` : `[${id.rank}] [${id.processName}-${id.localRank}/${id.localWorldSize}]`;
+    // Forge's prefix for a rank (its place in its replica); the controller's own is never a rank's.
+    this.streamPrefix = roleOf(id) === "controller" ? `[controller] [${id.processName}]` : `[${id.localRank}] [${id.processName}-${id.localRank}/${id.localWorldSize}]`;
   }
 
   logBatch(metrics: readonly Metric[], step: number): void {

@@ -74,16 +74,20 @@ export class OtlpReceiver {
   }
 }
 
-/** The console's stream lines, `[rank|controller] [Process…] [thread t]? date time INFO key: value`, by who and thread. */
+/**
+ * The console's stream lines, `{prefix} date time INFO key: value`, by prefix: `[controller] [Name]`
+ * for the controller, Forge's `[l] [Process-l/w]` for a rank, and ` [thread t]` after either for a
+ * user worker's.
+ */
 export function consoleStreams(stdout: string, key: string): Map<string, number[]> {
   const out = new Map<string, number[]>();
   // Not anchored at the line's start: under `--test` the runner's own events share stdout.
-  const line = new RegExp(`\\[(controller|\\d+)\\] \\[[^\\]]+\\](?: \\[thread (\\d+)\\])? \\S+ \\S+ INFO ${key}: (\\S+)$`, "gm");
+  const line = new RegExp(`(\\[(?:controller|\\d+)\\] \\[[^\\]]+\\](?: \\[thread \\d+\\])?) \\S+ \\S+ INFO ${key}: (\\S+)$`, "gm");
   for (const m of stdout.matchAll(line)) {
-    const who = `${m[1]}/${m[2] ?? "0"}`;
-    const values = out.get(who) ?? [];
-    values.push(Number(m[3]));
-    out.set(who, values);
+    const prefix = m[1] ?? "";
+    const values = out.get(prefix) ?? [];
+    values.push(Number(m[2]));
+    out.set(prefix, values);
   }
   return out;
 }

@@ -58,6 +58,8 @@ interface Recorder {
   readonly thread: number;
   /** The identity's name (the controller's processName, a rank's rankName). */
   readonly name: string;
+  /** Its stream lines' prefix on the console. */
+  readonly console: string;
   /** Values recorded at `step`, known in advance. */
   values(step: number): number[];
   record(step: number): Promise<void>;
@@ -132,11 +134,12 @@ async function checkTopology(seed: number, topology: Topology, { wandb, otlp, pr
       const threads = await spawnRanks({ module: RANK_MODULE, ranksPerReplica: topology.threadRanks, processName: "Thr", kind: "thread", logger });
       const valuesOf = (k: number) => (step: number): number[] => Array.from({ length: topology.counts[k % topology.counts.length] ?? 1 }, (_, i) => (k + 1) * 1000 + step * 100 + i);
       const add = (r: Omit<Recorder, "values">): void => void recorders.push({ ...r, values: valuesOf(recorders.length) });
-      add({ role: "controller", rank: 0, thread: 0, name: "Learner", record: async (step) => record(KEY, valuesOf(0)(step), "sum") });
+      add({ role: "controller", rank: 0, thread: 0, name: "Learner", console: "[controller] [Learner]", record: async (step) => record(KEY, valuesOf(0)(step), "sum") });
       for (const group of [procs, threads]) {
         for (const identity of group.ranks) {
           const k = recorders.length;
-          add({ role: "rank", rank: identity.rank, thread: 0, name: identity.rankName, record: async (step) => void (await group.call(identity.rankName, "record", KEY, valuesOf(k)(step), "sum")) });
+          const prefix = `[${identity.localRank}] [${identity.processName}-${identity.localRank}/${identity.localWorldSize}]`;
+          add({ role: "rank", rank: identity.rank, thread: 0, name: identity.rankName, console: prefix, record: async (step) => void (await group.call(identity.rankName, "record", KEY, valuesOf(k)(step), "sum")) });
         }
       }
       // User workers, each in the controller or a process rank; the n-th of its process is its index there.
@@ -147,14 +150,15 @@ async function checkTopology(seed: number, topology: Topology, { wandb, otlp, pr
           const index = perOwner.get(-1) ?? 0;
           perOwner.set(-1, index + 1);
           const [thread = 0] = await startWorkers(1);
-          add({ role: "controller", rank: 0, thread, name: "Learner", record: (step) => workerRecord(index, KEY, valuesOf(k)(step), "sum") });
+          add({ role: "controller", rank: 0, thread, name: "Learner", console: `[controller] [Learner] [thread ${thread}]`, record: (step) => workerRecord(index, KEY, valuesOf(k)(step), "sum") });
         } else {
           const identity = procs.ranks[owner % topology.processRanks];
           if (identity === undefined) throw new Error("no such process rank");
           const index = perOwner.get(identity.rank) ?? 0;
           perOwner.set(identity.rank, index + 1);
           const [thread = 0] = await procs.call<number[]>(identity.rankName, "startWorkers", 1);
-          add({ role: "rank", rank: identity.rank, thread, name: identity.rankName, record: async (step) => void (await procs.call(identity.rankName, "workerRecord", index, KEY, valuesOf(k)(step), "sum")) });
+          const prefix = `[${identity.localRank}] [${identity.processName}-${identity.localRank}/${identity.localWorldSize}] [thread ${thread}]`;
+          add({ role: "rank", rank: identity.rank, thread, name: identity.rankName, console: prefix, record: async (step) => void (await procs.call(identity.rankName, "workerRecord", index, KEY, valuesOf(k)(step), "sum")) });
         }
       }
       for (let step = 0; step < STEPS; step++) {
@@ -251,10 +255,7 @@ function checkJsonl(runDir: string, recorders: readonly Recorder[], expected: Ex
 function checkConsole(stdout: string, recorders: readonly Recorder[], expected: Expected): void {
   const printed = consoleStreams(stdout, KEY);
   assert.equal(printed.size, recorders.length, `console: one stream per recorder, got ${[...printed.keys()].join(", ")}`);
-  for (const r of recorders) {
-    const who = `${r.role === "controller" ? "controller" : r.rank}/${r.thread}`;
-    assert.deepEqual(printed.get(who), (expected.raw.get(lineOfRecorder(r)) ?? []).map((v) => v.value), `console: ${who}`);
-  }
+  for (const r of recorders) assert.deepEqual(printed.get(r.console), (expected.raw.get(lineOfRecorder(r)) ?? []).map((v) => v.value), `console: ${r.console}`);
 }
 
 function checkWandb(server: StrictWandbServer, seed: number, recorders: readonly Recorder[], expected: Expected): void {
