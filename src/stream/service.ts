@@ -18,7 +18,7 @@ import { registerStreamDrain } from "./drain.js";
 import type { StreamCounts } from "./format.js";
 import { acceptLink, offerLink } from "./link.js";
 import { isWriterEvent, type KeyRegistration, type RingAttachment, type WriterCommand, type WriterData, type WriterEvent } from "./messages.js";
-import { WorkerStreamHost } from "./worker-streams.js";
+import { workerStreamHost } from "./worker-streams.js";
 import { MetricStreamProducer } from "./metric-producer.js";
 import { BatchDelivery, type StreamBatchSink } from "./sink.js";
 import { CONTROL, COUNTERS, createControl, createRing, RingProducer, RingView, SharedCounters, STOP_REASONS, type RingShape, type StopReason } from "./ring.js";
@@ -81,8 +81,8 @@ export class StreamService {
   private keysPort: MessagePort | null = null;
   /** Whose values this thread's stream carries (set at start). */
   private recorder: Recorder | null = null;
-  /** The main thread's side of its workers' streams, while its metric values stream. */
-  private workerHost: WorkerStreamHost | null = null;
+  /** True while this (main) thread's workers stream their metric values through its writer. */
+  private hostingWorkers = false;
   /** This worker thread linked with `attachStreamLink` (not by its collector). */
   private explicitLink = false;
   private events: MessagePort | null = null;
@@ -217,8 +217,9 @@ export class StreamService {
    * raw values too, under its own recorder (worker-streams.ts). Started with the metric producer.
    */
   private hostWorkerStreams(): void {
-    if (!isMainThread || this.workerHost !== null || !this.running) return;
-    this.workerHost = new WorkerStreamHost(
+    if (!isMainThread || this.hostingWorkers || !this.running) return;
+    this.hostingWorkers = true;
+    workerStreamHost().start(
       () => {
         const { control, config, recorder } = this;
         if (control === null || config === null || recorder === null || !this.running) return null;
@@ -229,8 +230,9 @@ export class StreamService {
   }
 
   private endWorkerStreams(): void {
-    this.workerHost?.close();
-    this.workerHost = null;
+    if (!this.hostingWorkers) return;
+    this.hostingWorkers = false;
+    workerStreamHost().end();
   }
 
   /** The metric producer, with this thread's workers streaming too (the collector's stream hook). */

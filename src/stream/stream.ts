@@ -22,7 +22,7 @@ import type { RankIdentity } from "../core/rank-identity.js";
 import { isMainThread } from "node:worker_threads";
 import { getCollector, type Collector, type StreamProducer } from "../core/collector.js";
 import { onWorkerCollectorLinked } from "../core/worker-link.js";
-import { linkWorkerStream } from "./worker-streams.js";
+import { linkWorkerStream, workerStreamHost } from "./worker-streams.js";
 import { warn } from "../core/diagnostics.js";
 import { STREAM_DROPPED_KEY } from "../core/internal-keys.js";
 import { processWide } from "../core/process-wide.js";
@@ -41,7 +41,9 @@ const service = processWide("stream", () => new StreamService());
 
 // A user's worker thread streams its raw values when its collector links to a main thread that
 // streams metric values (worker-streams.ts); registered once per thread.
+// The main thread answers them (with `none` while it does not stream), so they stop buffering.
 if (!isMainThread) processWide("workerStreamLink", () => (onWorkerCollectorLinked(() => linkWorkerStream(getCollector(), service)), true));
+else workerStreamHost();
 
 const DTYPE_HINT = "a Float32Array, a Float64Array or an array of numbers";
 

@@ -9,9 +9,10 @@
  * SharedArrayBuffer can):
  * 1. the worker's collector links at its first key; from then its raw values wait in a bounded
  *    buffer (`PendingValues`), and it asks `want`;
- * 2. the main thread answers `offer` (its control words, the ring's shape, its recorder, its step)
- *    when it streams metric values, `none` otherwise; it also offers to every worker when its
- *    stream starts, and says `end` when it stops;
+ * 2. the main thread (listening from when the stream module loads there) answers `offer` (its
+ *    control words, the ring's shape, its recorder, its step) when it streams metric values, `none`
+ *    otherwise — then the worker stops buffering, as it does when nobody answers within 5 s; the
+ *    main thread also offers to every worker when its stream starts, and says `end` when it stops;
  * 3. on an offer the worker allocates its ring, moves the waiting values into it with their own
  *    timestamps, says `ring`, and from then records straight into the ring; key names follow as
  *    `key` messages, which the main thread forwards to the writer on a port of the ring's own (the
@@ -21,6 +22,7 @@
 import { BroadcastChannel, MessageChannel, threadId, type MessagePort } from "node:worker_threads";
 import type { Collector, NumericEntry, StreamProducer } from "../core/collector.js";
 import { reportError } from "../core/diagnostics.js";
+import { processWide } from "../core/process-wide.js";
 import type { Recorder } from "../core/rank-identity.js";
 import { isKeyRegistration, isRecorder, isRingShape, type KeyRegistration, type RingAttachment } from "./messages.js";
 import { createRing, type RingShape } from "./ring.js";
@@ -31,6 +33,8 @@ const CHANNEL = "rankscope.stream.v1";
 export const MAX_PENDING_VALUES = 4096;
 /** Key names the main thread keeps for a worker ring it has not seen yet. */
 const MAX_EARLY_KEYS = 4096;
+/** A worker whose question nobody answered within this long stops keeping its raw values (no main thread streams). */
+const ANSWER_WITHIN_MS = 5000;
 
 /** What the main thread offers a worker: where its ring goes and whose it is. */
 export interface StreamOffer {
@@ -76,35 +80,38 @@ function messageOf(event: unknown): StreamLinkMessage | undefined {
 }
 
 /**
- * The main thread's side, while its stream runs with metric values: answers workers, hands their
- * rings to the writer, forwards their key names.
+ * The main thread's side (one per process, listening from when the stream module loads): answers
+ * each worker's `want` — an offer while this thread streams metric values (`start`…`end`), `none`
+ * otherwise — hands their rings to the writer and forwards their key names.
  */
 export class WorkerStreamHost {
   private readonly channel = new BroadcastChannel(CHANNEL);
   private readonly keyPorts = new Map<number, MessagePort>();
   private readonly earlyKeys = new Map<number, KeyRegistration[]>();
-  private closed = false;
+  private offer: () => StreamOffer | null = () => null;
+  private attach: (ring: RingAttachment) => void = () => undefined;
 
-  /**
-   * @param offer what to offer a worker now (null once the stream stopped)
-   * @param attach hands a worker's ring to the writer
-   */
-  constructor(
-    private readonly offer: () => StreamOffer | null,
-    private readonly attach: (ring: RingAttachment) => void,
-  ) {
+  constructor() {
     this.channel.unref();
     this.channel.onmessage = (event: unknown) => this.receive(messageOf(event));
-    // Workers linked before the stream started get it now.
+  }
+
+  /**
+   * This thread streams metric values from now on: `offer` says what to offer a worker (null once
+   * the stream stopped), `attach` hands a worker's ring to the writer. Workers linked before get
+   * the offer now.
+   */
+  start(offer: () => StreamOffer | null, attach: (ring: RingAttachment) => void): void {
+    this.offer = offer;
+    this.attach = attach;
     this.post(null);
   }
 
   /** The stream stopped: workers stop recording into their rings. */
-  close(): void {
-    if (this.closed) return;
-    this.closed = true;
+  end(): void {
+    this.offer = () => null;
+    this.attach = () => undefined;
     this.channel.postMessage({ t: "end" } satisfies StreamLinkMessage);
-    this.channel.close();
     for (const port of this.keyPorts.values()) port.close();
     this.keyPorts.clear();
     this.earlyKeys.clear();
@@ -117,7 +124,7 @@ export class WorkerStreamHost {
   }
 
   private receive(message: StreamLinkMessage | undefined): void {
-    if (message === undefined || this.closed) return;
+    if (message === undefined) return;
     switch (message.t) {
       case "want":
         this.post(message.thread);
@@ -126,6 +133,7 @@ export class WorkerStreamHost {
         this.attachRing(message.thread, message.shape);
         return;
       case "key": {
+        if (this.offer() === null) return;
         const registration: KeyRegistration = { id: message.id, name: message.name };
         const port = this.keyPorts.get(message.thread);
         if (port !== undefined) port.postMessage(registration);
@@ -157,6 +165,11 @@ export class WorkerStreamHost {
     kept.push(registration);
     this.earlyKeys.set(thread, kept);
   }
+}
+
+/** The process's host (the main thread's; created when the stream module loads there). */
+export function workerStreamHost(): WorkerStreamHost {
+  return processWide("workerStreamHost", () => new WorkerStreamHost());
 }
 
 /** A worker's raw values while it waits for the main thread's answer (bounded; the rest counted). */
@@ -239,12 +252,23 @@ export function linkWorkerStream(collector: Collector, target: WorkerStreamTarge
     producer = null;
     pending.clear();
   };
+  // A main thread without rankscope never answers: stop waiting (and buffering) after a while.
+  const unanswered = setTimeout(() => {
+    if (producer === null) release();
+  }, ANSWER_WITHIN_MS);
+  unanswered.unref();
   channel.onmessage = (event: unknown) => {
     const message = messageOf(event);
     if (message === undefined) return;
-    if (message.t === "offer" && (message.thread === null || message.thread === threadId)) adopt(message);
-    else if (message.t === "none" && message.thread === threadId && producer === null) release();
-    else if (message.t === "end") release();
+    if (message.t === "offer" && (message.thread === null || message.thread === threadId)) {
+      clearTimeout(unanswered);
+      adopt(message);
+    } else if (message.t === "none" && message.thread === threadId && producer === null) {
+      clearTimeout(unanswered);
+      release();
+    } else if (message.t === "end") {
+      release();
+    }
   };
   channel.postMessage({ t: "want", thread: threadId } satisfies StreamLinkMessage);
 }

@@ -13,8 +13,8 @@ import { describe, it } from "node:test";
 import { CONTROLLER_RANK, lineOf, ranks, series } from "../../src/backends/store/reader.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
-import { record, startWorkers, stopWorkers, workerRecord } from "../core/rank-identity/fixtures/recorder.js";
-import { captureStdout, tempDir } from "../helpers.js";
+import { record, startWorkers, stopWorkers, workerRecord, workerStreaming } from "../core/rank-identity/fixtures/recorder.js";
+import { captureStdout, tempDir, waitFor } from "../helpers.js";
 import { readStream } from "./helpers.js";
 
 const RANK_MODULE = new URL("../core/rank-identity/fixtures/recorder.ts", import.meta.url);
@@ -85,5 +85,21 @@ describe("a user worker thread's raw values", () => {
     // A jsonl backend: the worker's lines in the controller's file, with their thread.
     const jsonl = readFileSync(join(runDir, "metrics-Ctl.jsonl"), "utf8").split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.deepEqual(jsonl.filter((l) => l["thread"] === ownThread).map((l) => l["value"]), workerValues);
+  });
+
+  it("stop being kept while the main thread does not stream, and stream once it starts", { timeout: 120_000 }, async () => {
+    const runDir = tempDir();
+    const logger = new MetricLogger({ runDir, processName: "Late", flushDeadlineMs: 20_000, quiet: true });
+    const [thread = 0] = await startWorkers(1);
+    // No per_rank_no_reduce backend yet: the main thread answers that nothing streams.
+    await workerRecord(0, "tokens", [1, 2], "sum");
+    await waitFor(async () => !(await workerStreaming(0)), { timeoutMs: 20_000, what: "the worker to stop keeping raw values nobody streams" });
+    await logger.initBackends({ store: { loggingMode: "per_rank_no_reduce", waitForWrites: true } });
+    await waitFor(() => workerStreaming(0), { timeoutMs: 20_000, what: "the worker to stream once the main thread does" });
+    await workerRecord(0, "tokens", [3, 4], "sum");
+    await logger.flush(0);
+    await stopWorkers();
+    await logger.shutdown();
+    assert.deepEqual(streamValues(runDir, lineOf({ role: "controller", rank: 0, thread })), [3, 4], "only what was recorded while the main thread streamed");
   });
 });
