@@ -6,7 +6,7 @@
  * in <= 100 ms. Ingest figures are the median (and best) of 3 runs, reads the median of 15: the
  * machines this runs on are shared. Run: `npm run bench -- store`.
  */
-import Database from "better-sqlite3";
+import { Database, sqlitePackage, sqliteVersion } from "../src/backends/store/sqlite.js";
 import { rmSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
@@ -185,6 +185,5 @@ const rows: [string, string, string, string][] = [
 ];
 process.stdout.write("| measurement | store | row-per-point baseline | target |\n|---|---|---|---|\n");
 for (const r of rows) process.stdout.write(`| ${r.join(" | ")} |\n`);
-const sqliteVersion = (await import("better-sqlite3/package.json", { with: { type: "json" } })).default.version;
-process.stdout.write(`\nNode ${process.version}, better-sqlite3 ${sqliteVersion}, WAL, synchronous=NORMAL, load average ${loadavg()[0]?.toFixed(1)} at the end.\n`);
+process.stdout.write(`\nNode ${process.version}, ${sqlitePackage} ${sqliteVersion()}, WAL, synchronous=NORMAL, load average ${loadavg()[0]?.toFixed(1)} at the end.\n`);
 rmSync(root, { recursive: true, force: true });

@@ -55,8 +55,10 @@ test("a backend whose logBatch never resolves: flush returns, jsonl gets every s
     },
   }));
   const runDir = scratch();
-  const logger = await getOrCreateMetricLogger({ runDir, backendDeadlineMs: 300 });
-  await logger.initBackends({ hang: { loggingMode: "global_reduce" }, jsonl: { loggingMode: "global_reduce" } });
+  const logger = await getOrCreateMetricLogger({ runDir });
+  // The short deadline is the hung backend's alone: on a loaded machine jsonl's own writes could
+  // outlast 300 ms, and it would be skipped too.
+  await logger.initBackends({ hang: { loggingMode: "global_reduce", deadlineMs: 300 }, jsonl: { loggingMode: "global_reduce" } });
   let last: FlushResult | undefined;
   const seen = await collectDiagnostics(async () => {
     for (let step = 0; step < 4; step++) {

@@ -3,13 +3,13 @@
  * imports `better-sqlite3` (its types are a devDependency: a user with `skipLibCheck: false` would
  * get TS7016 from `rankscope/store`).
  */
-import Database from "better-sqlite3";
+import { Database } from "./sqlite.js";
 import { mkdirSync } from "node:fs";
 import { BUSY_TIMEOUT_MS, RANKS_V2_COLUMNS, SCHEMA, SCHEMA_VERSION, STORE_FILE, storePath, withBusyRetry } from "./schema.js";
 import { errorCode } from "./store-file.js";
 
 /** Open (creating when missing) a run's store for writing: WAL, the schema, the busy timeout. */
-export function openForWriting(runDir: string): Database.Database {
+export function openForWriting(runDir: string): Database {
   mkdirSync(runDir, { recursive: true });
   const db = new Database(storePath(runDir), { timeout: BUSY_TIMEOUT_MS });
   try {
@@ -42,9 +42,9 @@ function migrate(db: Database.Database): void {
  * Open a run's store for reading. Throws an Error naming the run directory when it has no store.
  * Read-only where SQLite allows it; WAL lets it read while writers write.
  */
-export function openForReading(runDir: string): Database.Database {
+export function openForReading(runDir: string): Database {
   const path = storePath(runDir);
-  let db: Database.Database;
+  let db: Database;
   try {
     db = new Database(path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
   } catch (error) {

@@ -3,7 +3,7 @@
  * a diff of `golden/schema.sql`. Regenerate with `RANKSCOPE_UPDATE_GOLDEN=1`.
  */
 import assert from "node:assert/strict";
-import Database from "better-sqlite3";
+import { Database } from "../../../src/backends/store/sqlite.js";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";

@@ -1,6 +1,6 @@
 /** The store's writer and read API on real SQLite files. */
 import assert from "node:assert/strict";
-import Database from "better-sqlite3";
+import { Database } from "../../../src/backends/store/sqlite.js";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
