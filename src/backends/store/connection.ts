@@ -30,7 +30,7 @@ export function openForWriting(runDir: string): Database {
 }
 
 /** Bring a store written by an older version up to this schema (inside the opening transaction). */
-function migrate(db: Database.Database): void {
+function migrate(db: Database): void {
   const columns = new Set(db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('ranks')").all().map((c) => c.name));
   for (const column of RANKS_V2_COLUMNS) {
     const name = column.split(" ")[0] ?? column;
