@@ -24,7 +24,7 @@ import type {
 } from "./reduce.js";
 import { getReduceDefinition } from "./registry.js";
 import { processWide } from "./process-wide.js";
-import { registerDrain } from "./lifecycle.js";
+import { watchForNoLogger } from "./no-logger.js";
 import { isReportingWorker, linkWorkerCollector, workerGatherer } from "./worker-link.js";
 
 /** What every key's entry has, whatever its reduction accepts (see `MetricEntry`). */
@@ -99,7 +99,7 @@ export class Collector {
   hasFlusher = false;
   /**
    * Values recorded in a process that never had a logger (no `getOrCreateMetricLogger`, no rank):
-   * never logged. Counted when the process ends, and warned about (`collector.noLogger`).
+   * never logged. Counted when the process ends, and warned about (`no-logger.ts`).
    */
   neverLogged = 0;
   /** While closed: what puts each entry's real accumulator back (run by `reopen`). */
@@ -315,6 +315,8 @@ export function describeValue(value: unknown): string {
  * thread when its first key is recorded, so its values reach the main thread's flush (see
  * `worker-link.ts`); in the main thread it starts listening for such workers.
  */
+export { NO_LOGGER_WARN_MS, pendingValues } from "./no-logger.js";
+
 export function getCollector(): Collector {
   return processWide("collector", () => {
     const created = new Collector();
@@ -325,51 +327,6 @@ export function getCollector(): Collector {
       created.onFirstKey = () => watchForNoLogger(created);
     }
     return created;
-  });
-}
-
-/** How long after the first key a process with no logger is told (once) that nothing is logged. */
-export const NO_LOGGER_WARN_MS = 10_000;
-
-/** Values (and keys) recorded in `collector` and not yet taken by a flush. */
-export function pendingValues(collector: Collector): { keys: number; values: number } {
-  let keys = 0;
-  let values = 0;
-  for (const e of collector.entries.values()) {
-    if (e.accumulator.count > 0) {
-      keys++;
-      values += e.accumulator.count;
-    }
-  }
-  return { keys, values };
-}
-
-const NO_LOGGER_HINT = "create one in the controller (getOrCreateMetricLogger, then initBackends and flush), or make this process a rank (joinRun, spawnRanks)";
-
-/**
- * Values recorded where no logger ever flushes them are never logged: say so, off the hot path —
- * once some seconds after the first key if there is still no logger (values may wait for one), and
- * at exit with what was never logged (counted in `neverLogged`).
- */
-function watchForNoLogger(collector: Collector): void {
-  const timer = setTimeout(() => {
-    if (collector.hasFlusher) return;
-    const { keys, values } = pendingValues(collector);
-    if (values === 0) return;
-    warn("collector.noLogger", `${values} value(s) in ${keys} key(s) were recorded in this process and no logger exists to flush them; they are kept until one is: ${NO_LOGGER_HINT}`);
-  }, NO_LOGGER_WARN_MS);
-  timer.unref();
-  registerDrain({
-    name: "values recorded without a logger",
-    stage: "producer",
-    exit: () => {
-      clearTimeout(timer);
-      if (collector.hasFlusher) return;
-      const { keys, values } = pendingValues(collector);
-      if (values === 0) return;
-      collector.neverLogged += values;
-      warn("collector.noLoggerAtExit", `the process ended with ${values} value(s) in ${keys} key(s) recorded and no logger: they were never logged; ${NO_LOGGER_HINT}`);
-    },
   });
 }
 

@@ -53,6 +53,11 @@ export interface KeyRegistration {
   readonly name: string;
 }
 
+/** Where a thread's key names go (its writer's port, or the main thread for a worker linked by its collector). */
+export interface KeyPoster {
+  postMessage(registration: KeyRegistration): void;
+}
+
 function isRecord(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === "object";
 }

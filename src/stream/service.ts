@@ -13,11 +13,11 @@ import { recorderOf, type RankIdentity, type Recorder } from "../core/rank-ident
 import { describeError, reportError, warn } from "../core/diagnostics.js";
 import { envFlag } from "../core/env.js";
 import { currentRun } from "../run/current.js";
-import { resolveStreamConfig, streamFileFromEnv, type StreamConfig, type StreamOptions } from "./config.js";
+import { resolveStreamConfig, streamFileFromEnv, streamFileName, type StreamConfig, type StreamOptions } from "./config.js";
 import { registerStreamDrain } from "./drain.js";
 import type { StreamCounts } from "./format.js";
 import { acceptLink, offerLink } from "./link.js";
-import { isWriterEvent, type KeyRegistration, type RingAttachment, type WriterCommand, type WriterData, type WriterEvent } from "./messages.js";
+import { isWriterEvent, type KeyPoster, type KeyRegistration, type RingAttachment, type WriterCommand, type WriterData, type WriterEvent } from "./messages.js";
 import { workerStreamHost } from "./worker-streams.js";
 import { MetricStreamProducer } from "./metric-producer.js";
 import { BatchDelivery, type StreamBatchSink } from "./sink.js";
@@ -49,15 +49,6 @@ interface Waiter {
   readonly resolve: () => void;
 }
 
-/** A stream file's name in `{runDir}/streams/`: `controller.jsonl` for the controller, `rank-{r}.jsonl` for rank r. */
-export function streamFileName(recorder: Pick<Recorder, "role" | "rank">): string {
-  return recorder.role === "controller" ? "controller.jsonl" : `rank-${recorder.rank}.jsonl`;
-}
-
-/** Where a thread's key names go (its writer's port, or the main thread for a worker linked by its collector). */
-interface KeyPoster {
-  postMessage(registration: KeyRegistration): void;
-}
 
 /** Who started the stream: one the runtime started for its backends it also stops. */
 export type StartedBy = "user" | "runtime";
