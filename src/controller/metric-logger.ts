@@ -16,7 +16,7 @@ import { DEADLINE, withDeadline } from "../core/deadline.js";
 import { warn } from "../core/diagnostics.js";
 import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
 import { redactRecord } from "../core/redact.js";
-import { configureLifecycle, endingReason, registerDrain } from "../core/lifecycle.js";
+import { configureLifecycle, endingBySignal, endingReason, registerDrain, untilTheEnd } from "../core/lifecycle.js";
 import type { Metric } from "../core/metric.js";
 import { setCurrentRun } from "../run/current.js";
 import { releaseUnusedRunLocation, type RunLocation } from "../run/run-dir.js";
@@ -80,6 +80,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
   private readonly beforeInit = new FlushesBeforeInit();
   private readonly shutdownHooks: Array<() => Promise<void> | void> = [];
   private unregisterDrain: (() => void) | null = null;
+  /** Flushes running now (a shutdown lets them log before it finishes the backends). */
+  private readonly flushesInFlight = new Set<Promise<FlushResult>>();
   /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
   private readonly ownRank: RankHandle;
 
@@ -210,9 +212,20 @@ export class MetricLogger implements ResolvedLoggerOptions {
   /**
    * Flush every rank at `step`: per-rank backends log their rank's values, and the merged values
    * go to the `global_reduce` backends. Returns by the flush deadline even if ranks do not answer.
+   * Once the process is ending by a signal rankscope drains, it logs nothing and never returns.
    */
   async flush(step: number, options: FlushOptions = {}): Promise<FlushResult> {
-    if (this.ignoredWhileEnding("flush")) return { step, metrics: [], ranksExpected: 0, ranksReporting: 0, missingRanks: [], undelivered: {} };
+    if (this.parkedWhileEnding("flush")) return untilTheEnd();
+    const flushing = this.flushRanks(step, options);
+    this.flushesInFlight.add(flushing);
+    try {
+      return await flushing;
+    } finally {
+      this.flushesInFlight.delete(flushing);
+    }
+  }
+
+  private async flushRanks(step: number, options: FlushOptions): Promise<FlushResult> {
     this.assertOpen("flush");
     if (!Number.isInteger(step) || step < 0) throw new TypeError(`flush(step) takes a non-negative integer step, got ${String(step)}`);
     if (step < this.lastStep || (step === this.lastStep && options.allowRepeatedStep !== true)) {
@@ -260,7 +273,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
    * their own (the system monitor, `axis: "system/step"`) or log one-off values (histograms).
    */
   async logDirect(states: readonly KeyState[], options: LogDirectOptions): Promise<readonly Metric[]> {
-    if (this.ignoredWhileEnding("logDirect")) return [];
+    if (this.parkedWhileEnding("logDirect")) return untilTheEnd();
     this.assertOpen("logDirect");
     const target = { step: options.step, timestamp: options.timestamp ?? Date.now(), ...(options.axis === undefined ? {} : { axis: options.axis }) };
     const reduced = reduceStates(states, target);
@@ -289,12 +302,17 @@ export class MetricLogger implements ResolvedLoggerOptions {
     if (values > 0) {
       warn("shutdown.unflushed", `shutdown(): ${values} value(s) in ${keys} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
     }
+    const started = Date.now();
+    // A flush still running (called before a signal that shuts the logger down) logs its step
+    // before the backends finish, within half the deadline, instead of logging into finished ones.
+    const inFlight = [...this.flushesInFlight];
+    const flushed = inFlight.length === 0 ? Promise.resolve() : withDeadline(Promise.allSettled(inFlight), deadlineMs / 2).then(() => undefined);
     // Ranks get a little less than the whole deadline, so one that must be killed is killed in time.
     const rankDeadline = Math.max(1, deadlineMs - Math.min(500, deadlineMs / 5));
-    const ranksDone = Promise.all([...this.ranks.values()].map((r) => r.shutdown(rankDeadline).catch(() => undefined)));
+    const ranks = [...this.ranks.values()];
+    const ranksDone = flushed.then(() => Promise.all(ranks.map((r) => r.shutdown(Math.max(1, rankDeadline - (Date.now() - started))).catch(() => undefined))));
     // Primaries finish after their ranks: a shared run is marked complete once the ranks are done.
-    const all = [this.globalBackends.finish(), ranksDone.then(() => this.primaryBackends.finish())];
-    const started = Date.now();
+    const all = [flushed.then(() => this.globalBackends.finish()), ranksDone.then(() => this.primaryBackends.finish())];
     const done = await withDeadline(Promise.all(all), deadlineMs);
     if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${deadlineMs} ms; stopped waiting`);
     // Transports close even after a missed deadline, so no connection keeps the process alive.
@@ -350,15 +368,14 @@ export class MetricLogger implements ResolvedLoggerOptions {
   }
 
   /**
-   * While the lifecycle shuts the logger down at a signal, the user's loop may still be running
-   * (its awaits resolve in between): its calls are not errors then, just no longer logged (the
-   * values stay counted as unflushed at exit).
+   * Once the process is ending by a signal rankscope drains, the user's loop may still be running
+   * (its awaits resolve in between): its calls are not errors then, and not logged either (the
+   * values stay counted as unflushed); they never settle, so the loop parks until the process ends
+   * by the signal instead of spinning (docs/lifecycle.md).
    */
-  private ignoredWhileEnding(call: string): boolean {
-    if (!this.closed) return false;
-    const reason = endingReason();
-    if (reason === null) return false;
-    warn("lifecycle.ending", `${call}() while the process is ending (${reason}): not logged; rankscope is writing what was flushed before`);
+  private parkedWhileEnding(call: string): boolean {
+    if (!endingBySignal()) return false;
+    warn("lifecycle.ending", `${call}() while the process is ending (${String(endingReason())}): not logged, and it does not return (the process ends by the signal); rankscope is writing what was flushed before`);
     return true;
   }
 

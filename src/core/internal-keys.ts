@@ -29,6 +29,16 @@ export const DROPPED_KEY_RECORDS_KEY = "rankscope/dropped_key_records";
 /** Followed by a backend's config name: the calls it did not get since the last flush. */
 export const BACKEND_UNDELIVERED_KEY_PREFIX = "rankscope/backend_undelivered/";
 
+/**
+ * Followed by a `per_rank_no_reduce` backend's config name: the raw stream records queued for it
+ * and not yet delivered when a rank answered the flush (summed over ranks; logged from the first
+ * flush it was behind at).
+ */
+export const STREAM_BACKLOG_KEY_PREFIX = "rankscope/stream_backlog/";
+
+/** Followed by such a backend's config name: the records dropped for it since the last flush because its backlog was full. */
+export const STREAM_BACKEND_DROPPED_KEY_PREFIX = "rankscope/stream_backend_dropped/";
+
 /** The suffix of the weight `stats.scalar` logs beside each mean. */
 export const COUNT_KEY_SUFFIX = "__count";
 

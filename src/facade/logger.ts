@@ -185,10 +185,13 @@ export class Logger {
     return logger.flush(x, { allowRepeatedStep: true });
   }
 
-  /** Hand the run's hyperparameters, flattened with `/`, to every backend. */
+  /**
+   * Hand the run's hyperparameters to every backend, nested as given: the same names as the run
+   * config's (`model.layers` wherever names are flat, src/core/hyperparams.ts), not a second set.
+   */
   async logHyperparams(params: Readonly<Record<string, unknown>>): Promise<void> {
     const logger = await this.logger();
-    await logger.logHyperparams(flattenWithSlash(params));
+    await logger.logHyperparams(params);
   }
 
   /** Log the distribution of `values` as a histogram named `name` at `step` (outside the flush cycle). */

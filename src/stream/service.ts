@@ -35,6 +35,12 @@ export interface StreamStats extends StreamCounts {
   readonly pending: number;
   /** `streamValues` calls dropped because no stream destination was known (warned once). */
   readonly noDestination: number;
+  /**
+   * Values streamed (`streamValues`, `per_rank_no_reduce` metrics) after the process's end had
+   * stopped the stream (a signal, an uncaught exception, exit): the stream's final line is written
+   * and it does not start again in this process (warned once).
+   */
+  readonly afterEnd: number;
   /** True while the file's writes are made on the writer's file thread (see the `fileThread` option). */
   readonly fileThread: boolean;
 }
@@ -62,6 +68,10 @@ export class StreamService {
   readonly metricProducer = new MetricStreamProducer(this);
   readonly disabled = envFlag("RANKSCOPE_DISABLE_STREAM");
   noDestination = 0;
+  /** Values streamed after the process's end stopped the stream (see `StreamStats.afterEnd`). */
+  afterEnd = 0;
+  /** Why the process's end stopped the stream; once set, the stream never starts again here. */
+  private endedBy: StopReason | null = null;
   private file: string | undefined;
   private control: Int32Array | null = null;
   private counters: SharedCounters | null = null;
@@ -97,7 +107,7 @@ export class StreamService {
 
   /** Start the writer (a no-op with a warning if it already runs with other options). */
   start(options: StreamOptions, startedBy: StartedBy, identity?: RankIdentity, runDir?: string): void {
-    if (this.disabled) return;
+    if (this.disabled || this.endedBy !== null) return;
     if (this.running) {
       if (Object.keys(options).length > 0 && startedBy === "user") {
         warn("stream.alreadyRunning", `startStream: the stream is already running (writing ${this.file}); the new options are ignored, call stopStream() first to change them`);
@@ -160,6 +170,10 @@ export class StreamService {
   /** Start lazily from `streamValues` when a destination is known: the producer, or null (warned, counted) if none. */
   startLazily(): RingProducer | null {
     if (this.disabled) return null;
+    if (this.endedBy !== null) {
+      this.droppedAfterEnd();
+      return null;
+    }
     if (streamFileFromEnv() === undefined && currentRun() === undefined) {
       this.noDestination++;
       warn(
@@ -177,6 +191,16 @@ export class StreamService {
       return null;
     }
     return this.producer;
+  }
+
+  /**
+   * A value streamed after the process's end stopped the stream: counted, never a new stream (its
+   * file would get a second final line, and grow while the process is ending).
+   */
+  droppedAfterEnd(): void {
+    if (this.endedBy === null) return;
+    this.afterEnd++;
+    warn("stream.afterEnd", `stream: values streamed after the stream ended at ${this.endedBy} are not written; they are counted (streamStats().afterEnd)`);
   }
 
   /**
@@ -295,10 +319,14 @@ export class StreamService {
     if (this.startedBy === "runtime") await this.stop(DEFAULT_ASYNC_WAIT_MS);
   }
 
-  /** Wait until everything recorded so far is written and handed to the sink. */
-  async flush(waitMs: number): Promise<void> {
+  /**
+   * Wait until everything recorded so far is written and taken by the sink, and with `settle`
+   * until the sink handed it to its backends too; all within `waitMs`.
+   */
+  async flush(waitMs: number, settle = true): Promise<void> {
     const control = this.control;
     if (control === null || !this.running) return;
+    const started = Date.now();
     const request = Atomics.add(control, CONTROL.FLUSH_REQ, 1) + 1;
     this.wake();
     if (this.linked) {
@@ -306,12 +334,12 @@ export class StreamService {
       await pollUntil(control, CONTROL.FLUSH_DONE, (done) => ((done - request) | 0) >= 0, waitMs);
       return;
     }
-    await waitAtMost(waitMs, (settle) => {
-      this.flushWaiters.push({ request, resolve: settle });
+    await waitAtMost(waitMs, (done) => {
+      this.flushWaiters.push({ request, resolve: done });
       if (!this.writerAlive) this.releaseWaiters();
     });
     this.takeEvents();
-    await this.delivery.settle();
+    if (settle) await this.delivery.settle(waitMs - (Date.now() - started));
   }
 
   /** The synchronous flush used where nothing can be awaited (beforeExit). */
@@ -333,6 +361,7 @@ export class StreamService {
     const control = this.control;
     if (control === null || !this.running) return this.finalCounts;
     const exited = this.writerExited;
+    const started = Date.now();
     Atomics.store(control, CONTROL.STOP, STOP_REASONS.indexOf("stop"));
     this.wake();
     await waitAtMost(waitMs, (settle) => {
@@ -340,15 +369,19 @@ export class StreamService {
       if (!this.writerAlive) this.releaseWaiters();
     });
     this.takeEvents();
-    await this.delivery.settle();
+    await this.delivery.settle(waitMs - (Date.now() - started));
     this.teardown("stop", waitMs);
     // Let the thread end before the caller goes on (tests start a new stream right after).
     await waitAtMost(waitMs, (settle) => void exited.then(settle));
     return this.finalCounts;
   }
 
-  /** The synchronous stop of exit paths: bounded by `waitMs`, never throws. */
+  /**
+   * The synchronous stop of the process's end (the lifecycle's drain): bounded by `waitMs`, never
+   * throws. The stream does not start again in this process afterwards.
+   */
   stopSync(reason: StopReason, waitMs: number): void {
+    this.endedBy ??= reason;
     if (this.linked) {
       this.detachLink();
       return;
@@ -366,11 +399,12 @@ export class StreamService {
     const counts = this.finalCounts ?? this.liveCounts();
     return {
       ...counts,
-      dropped: counts.dropped + this.noDestination,
+      dropped: counts.dropped + this.noDestination + this.afterEnd,
       running: this.running,
       file: this.file,
       pending: this.running && this.ring !== null ? this.ring.pending() : 0,
       noDestination: this.noDestination,
+      afterEnd: this.afterEnd,
       fileThread: this.running && this.control !== null && Atomics.load(this.control, CONTROL.FILE_THREAD) === 1,
     };
   }

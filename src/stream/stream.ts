@@ -91,6 +91,15 @@ export function flushStream(waitMs = DEFAULT_ASYNC_WAIT_MS): Promise<void> {
 }
 
 /**
+ * For a rank's flush: wait (at most `waitMs`) until everything streamed so far is written and
+ * queued, in order, for the `logStream` backends, without waiting for their calls: a slow backend
+ * costs its own backlog (counted at the flush), never the flush.
+ */
+export function handStreamToBackends(waitMs: number): Promise<void> {
+  return service.flush(waitMs, false);
+}
+
+/**
  * Drain the ring, write the final line (`stream_end` with the counts) and stop the writer. A later
  * `streamValues` starts a new stream. Resolves with the final counts (null if it never started).
  */

@@ -52,7 +52,7 @@ test("logMetrics writes to console and jsonl: flattened with /, prefixed, non-nu
   assert.deepEqual(config, { logDir: dir, console: true, jsonl: true }, "the logger's config is the run config by default");
 });
 
-test("logHyperparams (flattened) and logHistogram reach the backends; secrets stay out of config.yaml", async () => {
+test("logHyperparams (nested as given) and logHistogram reach the backends; secrets stay out of config.yaml", async () => {
   const calls: { hyper?: Readonly<Record<string, unknown>>; histograms: { key: string; step: number; count: number }[] } = { histograms: [] };
   registerBackend("capture", () => ({
     logBatch: () => undefined,
@@ -75,7 +75,7 @@ test("logHyperparams (flattened) and logHistogram reach the backends; secrets st
   await logger.logHyperparams({ policy: { lr: 1e-5, model: { name: "tiny" } }, seed: 1 });
   await logger.logHistogram([1, 2, 2, 3, 10], 5, "rewards");
   await logger.finish();
-  assert.deepEqual(calls.hyper, { "policy/lr": 1e-5, "policy/model/name": "tiny", seed: 1 });
+  assert.deepEqual(calls.hyper, { policy: { lr: 1e-5, model: { name: "tiny" } }, seed: 1 });
   assert.deepEqual(calls.histograms, [{ key: "rewards", step: 5, count: 5 }]);
   const text = readFileSync(join(dir, "config.yaml"), "utf8");
   assert.ok(!text.includes("sk-secret"));

@@ -18,6 +18,10 @@
  *   writer to catch up instead of growing memory.
  * - `commitIntervalMs` (default 200; 0 with `waitForWrites`): at most one transaction per interval
  *   on the writer thread; batches arriving in between are written together.
+ * - `server`, `serverToken` (`RANKSCOPE_SERVER_URL`, `RANKSCOPE_SERVER_TOKEN`), `serverProject`,
+ *   `syncIntervalMs`, `syncFinishDeadlineMs`, `syncSendDeadlineMs`: the controller's store streams
+ *   what it commits to a team server from a thread of its own (`src/sync/live.ts`,
+ *   docs/server.md); the local store stays the source of truth.
  */
 import type { Worker } from "node:worker_threads";
 import { siblingModule, startModuleWorker } from "../../core/module-worker.js";
@@ -28,10 +32,14 @@ import { registerBackend } from "../backend.js";
 import { GLOBAL_RANK, storePath } from "./schema.js";
 import type { WorkerReply, WorkerRequest, WriterThreadData } from "./writer-worker.js";
 import { endingAbnormally, registerDrain } from "../../core/lifecycle.js";
+import { mergeHyperparams } from "../../core/hyperparams.js";
 import { ColumnBuilder, columnBuffers } from "./columns.js";
 import { StoreWriter, type HistogramWrite, type LineWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
 import { hostname } from "node:os";
 import { lineOf, recorderOf, recorderPath } from "../../core/rank-identity.js";
+import { SYNC_OPTIONS, resolveSyncSettings, type LiveSyncSettings } from "../../sync/settings.js";
+import type { LiveSync } from "../../sync/live.js";
+import { trackStoreWriter } from "../../sync/writers.js";
 
 /** The batch being built between two sends (a `WriteBatch` with mutable arrays). */
 interface PendingBatch {
@@ -196,9 +204,15 @@ export class StoreBackend implements Backend {
   /** Batches that could not be written (each reported, first per kind of error). */
   lostBatches = 0;
   private unregisterDrain: (() => void) | null = null;
+  private finishing: Promise<void> | null = null;
+  private readonly syncSettings: LiveSyncSettings | null;
+  private sync: LiveSync | null = null;
+  /** Says this writer finished (the live sync's last pass waits for every writer of the run in this process). */
+  private released: (() => void) | null = null;
 
   constructor(options: BackendOptions) {
     ({ useWorker: this.useWorker, waitForWrites: this.waitForWrites, maxPendingBatches: this.maxPendingBatches, commitIntervalMs: this.commitIntervalMs } = parseStoreOptions(options));
+    this.syncSettings = resolveSyncSettings(options);
   }
 
   async init(context: BackendContext): Promise<void> {
@@ -222,6 +236,12 @@ export class StoreBackend implements Backend {
       await this.channel.close();
       this.channel = null;
       throw new Error(`could not open the store ${storePath(context.runDir)}: ${describeError(error)}`, { cause: error });
+    }
+    this.released = trackStoreWriter(context.runDir);
+    // The controller's store streams the run to a team server when one is configured.
+    if (context.role === "controller" && this.syncSettings !== null) {
+      const { LiveSync } = await import("../../sync/live.js");
+      this.sync = new LiveSync(context.runDir, this.syncSettings);
     }
     // At a signal its queued batches are written (the logger's shutdown marks the run crashed); at
     // exit — process.exit(), an uncaught exception, after a signal — synchronously, run marked too.
@@ -271,7 +291,7 @@ export class StoreBackend implements Backend {
   }
 
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
-    this.batch.hyperparams = { ...this.batch.hyperparams, ...params };
+    this.batch.hyperparams = mergeHyperparams(this.batch.hyperparams ?? {}, params);
     this.added(1);
   }
 
@@ -300,7 +320,14 @@ export class StoreBackend implements Backend {
    * End the writer: write what is queued, mark it `status` (default: `crashed` when the process is
    * ending by a signal or an uncaught exception, else `finished`) and close the file.
    */
-  async finish(status: WriterStatus = endingAbnormally() ? "crashed" : "finished"): Promise<void> {
+  finish(status: WriterStatus = endingAbnormally() ? "crashed" : "finished"): Promise<void> {
+    // Once: a second finish while the first drains would send its own finish to a writer the
+    // first is closing ("the store writer thread exited").
+    this.finishing ??= this.finishOnce(status);
+    return this.finishing;
+  }
+
+  private async finishOnce(status: WriterStatus): Promise<void> {
     const channel = this.channel;
     if (channel === null) return;
     await this.drain();
@@ -313,6 +340,11 @@ export class StoreBackend implements Backend {
       reportError(`store.finish:${this.context?.runDir ?? ""}`, `could not mark the store of ${this.context?.runDir ?? "?"} finished: ${describeError(error)}`);
     }
     await channel.close();
+    this.released?.();
+    this.released = null;
+    const sync = this.sync;
+    this.sync = null;
+    await sync?.finish();
   }
 
   /**
@@ -327,6 +359,10 @@ export class StoreBackend implements Backend {
     this.channel = null;
     this.unregisterDrain?.();
     this.unregisterDrain = null;
+    this.sync?.abandon();
+    this.sync = null;
+    this.released?.();
+    this.released = null;
     if (!channel.requestSync({ op: "finish", status }, waitMs)) {
       const queued = this.inFlight.size;
       this.lostBatches += queued;
@@ -386,6 +422,9 @@ export class StoreBackend implements Backend {
 }
 
 registerBackend("store", (options) => new StoreBackend(options), {
-  knownOptions: ["worker", "waitForWrites", "maxPendingBatches", "commitIntervalMs"],
-  validate: (options) => void parseStoreOptions(options),
+  knownOptions: ["worker", "waitForWrites", "maxPendingBatches", "commitIntervalMs", ...SYNC_OPTIONS],
+  validate: (options) => {
+    parseStoreOptions(options);
+    resolveSyncSettings(options);
+  },
 });

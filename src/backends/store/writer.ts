@@ -22,6 +22,7 @@ import { ChunkPacker } from "./chunk-packer.js";
 import { ColumnBuilder, groupColumns, sortDedupe, type PointColumns } from "./columns.js";
 import { recorderOfLine } from "../../core/rank-identity.js";
 import { GLOBAL_RANK, withBusyRetry, type KeyKind } from "./schema.js";
+import { mergeHyperparams } from "../../core/hyperparams.js";
 import { openForWriting } from "./connection.js";
 import { prepareWriterStatements, type WriterStatements } from "./writer-statements.js";
 
@@ -77,7 +78,7 @@ export interface WriteBatch {
   system?: readonly RawPoint[];
   samples?: readonly SampleWrite[];
   histograms?: readonly HistogramWrite[];
-  /** Merged into the run's hyperparameters (top-level keys replace earlier ones). */
+  /** Merged into the run's hyperparameters at every depth (`mergeHyperparams`: a name given again replaces the earlier value). */
   hyperparams?: Readonly<Record<string, unknown>>;
   /** Lines this batch's records use besides the writer's own (a user worker's raw values), named in `ranks`. */
   lines?: readonly LineWrite[];
@@ -367,6 +368,6 @@ export class StoreWriter {
     }
     const row = this.sql.configSelect.get(name);
     const earlier = row === undefined ? {} : parseRecord(row.value, `the stored ${name}`);
-    this.sql.configUpsert.run(name, JSON.stringify({ ...earlier, ...params }, nonFiniteReplacer));
+    this.sql.configUpsert.run(name, JSON.stringify(mergeHyperparams(earlier, params), nonFiniteReplacer));
   }
 }

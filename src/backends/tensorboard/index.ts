@@ -26,6 +26,7 @@ import { isInternalKey } from "../../core/internal-keys.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
+import { mergeHyperparams } from "../../core/hyperparams.js";
 import { hparamsEvent, histogramEvent, scalarEvents, textEvent } from "./events.js";
 import { TfEventsWriter } from "./writer.js";
 
@@ -177,7 +178,7 @@ class TensorBoardBackend implements Backend {
    * set again, which readers that take the last one show and TensorBoard's HParams tab does not.
    */
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
-    this.hparams = { ...this.hparams, ...params };
+    this.hparams = mergeHyperparams(this.hparams, params);
     this.hparamsPending = true;
     if (this.sessionStarted) this.writeHparams();
   }

@@ -34,6 +34,7 @@ import { RunWriter } from "./run-writer.js";
 import type { RunTarget } from "./run-target.js";
 import { spoolDirFor } from "./spool.js";
 import { wandbValueJson } from "./offline-run.js";
+import { mergeHyperparams } from "../../core/hyperparams.js";
 
 /** What the primary of a shared run hands to the ranks: the run exactly as it created it. */
 export interface SharedRunMetadata {
@@ -246,7 +247,7 @@ export class WandbBackend implements Backend {
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
     // A run shared by ranks has its config from the primary (the controller side), not from every rank.
     if (this.writer === null || this.role === "sharedRank") return;
-    Object.assign(this.config, params);
+    this.config = mergeHyperparams(this.config, params);
     this.writer.updateConfig(configJson(this.config));
   }
 

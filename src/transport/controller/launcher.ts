@@ -16,7 +16,7 @@
  * deregistered; `shutdown` kills any rank that does not stop by its deadline, and ranks are killed
  * when this process exits, so none is ever left running.
  */
-import { endingReason } from "../../core/lifecycle.js";
+import { endingBySignal, untilTheEnd } from "../../core/lifecycle.js";
 import { randomUUID } from "node:crypto";
 import { isAbsolute, resolve as resolvePath } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -25,13 +25,17 @@ import { warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import { rankNameFor, shortId, checkIdentity } from "../protocol/identity.js";
 import type { RankAssignment } from "../protocol/assignment.js";
+import type { NatsAuthOptions } from "../protocol/nats-auth.js";
 import { RemoteRankHandle, waitAtMost } from "./remote-rank.js";
 import { entryUrl, needsTsx, registerExitDrain, startError, startProcess, startThread, type SpawnedRank, type Starting } from "./rank-start.js";
 
 /** A controller-side server ranks can join over (NATS: `serveRanksOverNats`). */
 export interface RankServer {
   readonly runId: string;
+  /** The server's URL, without credentials. */
   readonly url: string;
+  /** The environment a spawned rank needs to connect (credentials, TLS files): `natsAuth`'s, else the server's own. */
+  rankEnv(natsAuth?: NatsAuthOptions): Readonly<Record<string, string>>;
   /** The handle of a rank once it registered through this server. */
   /** `signal` aborts the wait (its timer is cleared; the promise then never settles). */
   waitForRank(rankName: string, deadlineMs: number, signal?: AbortSignal): Promise<RemoteRankHandle>;
@@ -54,6 +58,12 @@ export interface SpawnRanksOptions {
   logger?: MetricLogger;
   /** Carry messages over NATS instead of the parent channel (from `serveRanksOverNats`). */
   nats?: RankServer;
+  /**
+   * With `nats`: how the spawned ranks authenticate to NATS, e.g. a user with the rank role's
+   * permissions (docs/security.md). Default: the controller's own settings. TLS settings not named
+   * here are the controller's. Handed to each rank in its environment, never on its command line.
+   */
+  natsAuth?: NatsAuthOptions;
   /** How long a rank may take to start and register (default 30 s). */
   startDeadlineMs?: number;
   /**
@@ -94,15 +104,18 @@ export class RankGroup {
   /**
    * Call an exported function of the rank module on every live rank, with JSON-serialisable
    * arguments (Forge's `fanout`). Resolves with the results in rank order; rejects naming the rank
-   * if any call fails.
+   * if any call fails. Once the process is ending by a signal rankscope drains, it never settles
+   * (the loop parks until the process ends; docs/lifecycle.md).
    */
   async fanout<T = unknown>(fn: string, ...args: unknown[]): Promise<T[]> {
+    if (endingBySignal()) return untilTheEnd();
     const live = this.spawned.filter((s) => s.handle.closed === null);
     return (await quietWhileEnding(Promise.all(live.map((s) => s.handle.call(fn, args))))) as T[];
   }
 
   /** Call an exported function on one rank. */
   async call<T = unknown>(rankName: string, fn: string, ...args: unknown[]): Promise<T> {
+    if (endingBySignal()) return untilTheEnd();
     return (await quietWhileEnding(this.find(rankName).handle.call(fn, args))) as T;
   }
 
@@ -145,14 +158,13 @@ export class RankGroup {
 }
 
 /**
- * A call that fails because the lifecycle is stopping the ranks at a signal never settles: the
- * process is about to end by that signal, and the user's loop must not see a rejection (it would
- * become an uncaught exception and change how the process ends).
+ * A call made before a signal that fails because the lifecycle is stopping the ranks never settles
+ * either: the process is about to end by that signal, and the user's loop must not see a rejection
+ * (it would become an uncaught exception and change how the process ends).
  */
 function quietWhileEnding<T>(call: Promise<T>): Promise<T> {
   return call.catch((error: unknown) => {
-    const reason = endingReason();
-    if (reason === "SIGINT" || reason === "SIGTERM") return new Promise<T>(() => undefined);
+    if (endingBySignal()) return untilTheEnd<T>();
     throw error;
   });
 }
@@ -200,6 +212,9 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   const processName = options.processName ?? "Rank";
   const logger = options.logger ?? (await getOrCreateMetricLogger());
   const startDeadlineMs = options.startDeadlineMs ?? 30_000;
+  if (options.natsAuth !== undefined && options.nats === undefined) throw new TypeError("spawnRanks: natsAuth goes with nats (the ranks' NATS credentials)");
+  // Credentials reach a rank in its environment (readable by its user only), never its command line.
+  const env = { ...(options.nats?.rankEnv(options.natsAuth) ?? {}), ...options.env };
   const module = moduleHref(options.module);
   const entry = entryUrl();
   const tsx = needsTsx(entry, module);
@@ -235,7 +250,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
       carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
       ...(options.nats !== undefined ? { natsUrl: options.nats.url } : {}),
     };
-    return kind === "thread" ? startThread(assignment, entry, tsx, options.env ?? {}, hold) : startProcess(assignment, entry, tsx, options.env ?? {}, hold);
+    return kind === "thread" ? startThread(assignment, entry, tsx, env, hold) : startProcess(assignment, entry, tsx, env, hold);
   });
   const started = starting.map((s) => s.spawned);
   let startedUp = false;

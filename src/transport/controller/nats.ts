@@ -19,15 +19,18 @@ import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type RankM
 import { isWireFrame, WIRE_VERSION } from "../wire/codec.js";
 import { MAX_ORPHAN_RANKS, RankFrames } from "./rank-frames.js";
 import { subjects } from "../protocol/nats.js";
-import { connectTo, unrefSocket, unrefWhileIdle } from "./nats-connection.js";
+import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
+import { connectTo, rankAuthEnv, unrefSocket, unrefWhileIdle } from "./nats-connection.js";
 import type { RankServer } from "./launcher.js";
 import type { RankSnapshot } from "../protocol/types.js";
 import { carrySnapshot, nextRequestId, RemoteRankHandle, type RankCarrier } from "./remote-rank.js";
 
 /** Options of `serveRanksOverNats`. */
 export interface ServeRanksOverNatsOptions {
-  /** The NATS server, e.g. `nats://127.0.0.1:4222`. */
+  /** The NATS server, e.g. `nats://127.0.0.1:4222`; `nats://user:password@host` and `nats://token@host` carry credentials. */
   url: string;
+  /** How the controller authenticates (each setting also from its `RANKSCOPE_NATS_*` variable; docs/security.md). */
+  auth?: NatsAuthOptions;
   /** The controller (default `getOrCreateMetricLogger()`); its `runId` names the run. */
   logger?: MetricLogger;
   /** How long to try the first connection (default 5 s). */
@@ -112,6 +115,11 @@ export class NatsRankServer implements RankServer {
     void this.watchStatus();
     // Ranks of a previous controller of this run (it crashed, or was restarted) register here now.
     this.sayHello(s.hello);
+  }
+
+  /** @internal The environment of a rank `spawnRanks` starts to join here: the credentials it connects with (`natsAuth`, else this connection's). */
+  rankEnv(natsAuth?: NatsAuthOptions): Record<string, string> {
+    return rankAuthEnv(this.nc, natsAuth);
   }
 
   /** A host agent's server: say hello on the host's subjects, so ranks that joined an earlier agent register with this one. */
@@ -418,8 +426,9 @@ export async function serveRanksOverNats(options: ServeRanksOverNatsOptions): Pr
   const logger = options.logger ?? (await getOrCreateMetricLogger());
   const maxMissed = options.maxMissedFlushes ?? 3;
   if (!Number.isInteger(maxMissed) || maxMissed < 1) throw new TypeError(`maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
-  const nc = await connectTo(options.url, `rankscope-controller-${logger.runId}`, options.connectTimeoutMs ?? 5000);
-  const server = new NatsRankServer(options.url, logger.runId, nc, logger, maxMissed);
+  const auth = resolveNatsAuth("serveRanksOverNats", options.url, options.auth);
+  const nc = await connectTo(auth, { name: `rankscope-controller-${logger.runId}`, runId: logger.runId, role: "controller", timeoutMs: options.connectTimeoutMs ?? 5000 });
+  const server = new NatsRankServer(auth.url, logger.runId, nc, logger, maxMissed);
   logger.onShutdown(() => server.close());
   return server;
 }

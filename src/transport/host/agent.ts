@@ -17,6 +17,7 @@ import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import { assertSubjectToken } from "../protocol/identity.js";
 import { NatsRankServer, type RankRegistry } from "../controller/nats.js";
 import { connectTo } from "../controller/nats-connection.js";
+import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
 import { FramedSnapshot } from "../controller/rank-frames.js";
 import { reportIgnored } from "../protocol/messages.js";
 import type { RemoteRankHandle } from "../controller/remote-rank.js";
@@ -26,8 +27,10 @@ import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostEnvelope, ho
 
 /** Options of `startHostAgent`. */
 export interface HostAgentOptions {
-  /** The NATS server(s): one URL or several separated by commas (every node of a cluster). */
+  /** The NATS server(s): one URL or several separated by commas (every node of a cluster); `user:password@` or `token@` carry credentials. */
   readonly url: string;
+  /** How the agent authenticates (each setting also from its `RANKSCOPE_NATS_*` variable; docs/security.md). */
+  readonly auth?: NatsAuthOptions;
   /** The controller's run id. */
   readonly runId: string;
   /** This host's id (letters, digits, `_`, `-`): its ranks join with the same `RANKSCOPE_HOST_ID`. */
@@ -272,8 +275,11 @@ export async function startHostAgent(options: HostAgentOptions): Promise<HostAge
   }
   assertSubjectToken("runId", options.runId);
   assertSubjectToken("hostId", options.hostId);
-  const nc = await connectTo(options.url, `rankscope-host-${options.runId}-${options.hostId}`, options.joinDeadlineMs ?? 30_000);
-  const agent = new HostAgent(options, nc);
+  const auth = resolveNatsAuth("startHostAgent", options.url, options.auth);
+  const nc = await connectTo(auth, { name: `rankscope-host-${options.runId}-${options.hostId}`, runId: options.runId, role: "host", timeoutMs: options.joinDeadlineMs ?? 30_000 });
+  // The agent keeps the URL without credentials (its messages show it) and not the settings.
+  const { auth: _settings, ...rest } = options;
+  const agent = new HostAgent({ ...rest, url: auth.url }, nc);
   try {
     await agent.start();
   } catch (error) {

@@ -11,7 +11,8 @@ import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node"
 import { describeError, warn } from "../../core/diagnostics.js";
 import { decodeProtocolMessage } from "../protocol/messages.js";
 import { backoffDelay, sleep } from "../../core/retry.js";
-import { natsServers, RECONNECT, subjects } from "../protocol/nats.js";
+import { subjects } from "../protocol/nats.js";
+import { isNatsAuthError, natsConnectError, natsConnectionOptions, reportNatsRefusals, resolveNatsAuth, type NatsAuth } from "../protocol/nats-auth.js";
 import type { RankAgent } from "./rank-agent.js";
 
 /** Waits between a joining rank's tries (jittered, so ranks started together spread out). */
@@ -22,6 +23,8 @@ const REJOIN_BACKOFF = { initialMs: 250, maxMs: 5000 };
 /** Options of the rank side. */
 export interface NatsJoinOptions {
   readonly url: string;
+  /** The NATS settings (`resolveNatsAuth`); default: those of `url` and the environment. */
+  readonly auth?: NatsAuth;
   readonly runId: string;
   readonly joinDeadlineMs: number;
   /** Join the agent of this host (its host id) instead of the controller (docs/scale.md). */
@@ -33,7 +36,10 @@ export interface NatsJoinOptions {
  * (retrying until the controller answers or the deadline passes). Returns the function that leaves.
  */
 export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): Promise<(reason: string) => Promise<void>> {
-  const { url, runId, joinDeadlineMs } = options;
+  const { runId, joinDeadlineMs } = options;
+  const auth = options.auth ?? resolveNatsAuth("joinRun", options.url);
+  const url = auth.url;
+  const client = { name: `rankscope-${runId}-${agent.rankName}`, runId, role: "rank", timeoutMs: 2000 } as const;
   const deadline = Date.now() + joinDeadlineMs;
   const s = subjects(runId, options.scope);
   let nc: NatsConnection | undefined;
@@ -44,17 +50,16 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   let tries = 0;
   while (nc === undefined) {
     try {
-      nc = await connect({ servers: natsServers(url), name: `rankscope-${runId}-${agent.rankName}`, timeout: Math.max(100, Math.min(2000, deadline - Date.now())), ...RECONNECT });
+      nc = await connect(natsConnectionOptions(auth, { ...client, timeoutMs: Math.max(100, Math.min(2000, deadline - Date.now())) }));
     } catch (error) {
       lastError = error;
-      if (Date.now() >= deadline) {
-        throw new Error(`joinRun(): cannot reach the NATS server at ${url} within ${joinDeadlineMs} ms: ${describeError(lastError)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`, {
-          cause: error,
-        });
-      }
+      // Refused credentials stay refused: say so now rather than at the deadline.
+      if (isNatsAuthError(error)) throw natsConnectError("joinRun()", auth, error);
+      if (Date.now() >= deadline) throw natsConnectError(`joinRun() (within ${joinDeadlineMs} ms)`, auth, error);
       await pause(tries++);
     }
   }
+  reportNatsRefusals(nc, client);
   const conn = nc;
   const onRequest = (err: Error | null, msg: Msg): void => {
     if (err !== null) return;

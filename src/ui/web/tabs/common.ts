@@ -4,7 +4,8 @@ import type { Line, ViewSettings } from "../chart-data.js";
 import { el } from "../dom.js";
 import { lineDisplayLabel } from "../../../core/rank-identity.js";
 import { visibleName } from "../names.js";
-import { paletteColour, runById, runColour, state, type Tab } from "../state.js";
+import { rankColour } from "../colours.js";
+import { runById, runColour, state, type Tab } from "../state.js";
 
 export function viewBox(): HTMLElement {
   const node = document.getElementById("view");
@@ -36,7 +37,8 @@ const DASHES = [[6, 3], [2, 3], [10, 3, 2, 3], [4, 4], [1, 2], [12, 4]];
 
 /**
  * A new, empty line. Overlaying several runs, every line of a run has the run's colour (the same
- * in every chart and the runs list) and per-rank lines are dashed.
+ * in every chart and the runs list) and per-rank lines are dashed; one run alone has its global
+ * line in its colour and each rank's in a rank colour (colours.ts).
  */
 export function newLine(id: string, label: string, run: string, rank?: number): Line {
   const line: Line = { id, label, runStart: runById(run)?.startedAt ?? null, steps: [], times: [], values: [] };
@@ -47,9 +49,8 @@ export function newLine(id: string, label: string, run: string, rank?: number): 
   } else if (rank === undefined) {
     line.colour = colour;
   } else {
-    // One run: its global line in the run's colour, each rank in another colour of its own.
-    const others = Array.from({ length: 21 }, (_, i) => paletteColour(i)).filter((c) => c !== colour);
-    line.colour = others[slot(rank, others.length)] ?? colour;
+    // One run: its global line in the run's colour, each rank in a colour no run has.
+    line.colour = rankColour(rank, colour);
   }
   return line;
 }

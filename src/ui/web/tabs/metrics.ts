@@ -34,6 +34,12 @@ export function setGrid(grid: LazyGrid): void {
   currentGrid = grid;
 }
 
+/** Say beside the *internal keys* box how many keys it hides. */
+export function setInternalNote(hidden: number): void {
+  const note = document.getElementById("internal-note");
+  if (note !== null) note.textContent = state.showInternal || hidden === 0 ? "" : `(${hidden} hidden)`;
+}
+
 /** Every metric key of the selected runs (for the x-axis picker). */
 export function allMetricKeys(): string[] {
   const keys = new Set<string>();
@@ -101,8 +107,7 @@ export async function renderMetrics(generation: number): Promise<void> {
     if (hiddenInternal) internal++;
     return !hiddenInternal && matcher.test(name);
   });
-  const internalNote = document.getElementById("internal-note");
-  if (internalNote !== null) internalNote.textContent = state.showInternal ? "" : internal > 0 ? `(${internal} hidden)` : "";
+  setInternalNote(internal);
   const markEmpty = (): void => {
     if (!state.firstGridMarked) {
       state.firstGridMarked = true;
