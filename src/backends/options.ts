@@ -44,6 +44,18 @@ export type StoreBackendOptions = {
   maxPendingBatches?: number;
   /** Milliseconds between commits (default 200). */
   commitIntervalMs?: number;
+  /** A team server to stream the run to (`RANKSCOPE_SERVER_URL`; docs/server.md). */
+  server?: string;
+  /** A write token of the project (`RANKSCOPE_SERVER_TOKEN`). */
+  serverToken?: string;
+  /** The project the token must belong to (`RANKSCOPE_SERVER_PROJECT`; optional). */
+  serverProject?: string;
+  /** How often the sync looks at the store (default 1000 ms). */
+  syncIntervalMs?: number;
+  /** How long the run's end waits for the sync to deliver the rest (default 10,000 ms). */
+  syncFinishDeadlineMs?: number;
+  /** How long one batch is retried before the sync's pass gives up (default 30,000 ms). */
+  syncSendDeadlineMs?: number;
 };
 
 /** Options of the `tensorboard` backend. */

@@ -21,6 +21,12 @@ export const RANKS_REPORTING_KEY = "rankscope/ranks_reporting";
 /** Raw stream records dropped because the ring was full (a `sum`, per flush). */
 export const STREAM_DROPPED_KEY = "rankscope/stream_dropped";
 
+/**
+ * Values dropped because their key was new past a process's key bound (`RANKSCOPE_MAX_KEYS`),
+ * summed over the ranks that answered, each rank's count since it started (logged once any is).
+ */
+export const DROPPED_KEY_RECORDS_KEY = "rankscope/dropped_key_records";
+
 /** Followed by a backend's config name: the calls it did not get since the last flush. */
 export const BACKEND_UNDELIVERED_KEY_PREFIX = "rankscope/backend_undelivered/";
 

@@ -2,7 +2,9 @@
  * `jsonl`: one JSON object per line, per metric.
  *
  * Reduced metrics: `{"key","value","reduce","step","timestamp"}` plus `"rankName"` in per-rank
- * modes; stream records: `{"key","value","step","timestamp","rank","rankName"}`. NaN and ±Infinity
+ * modes (and `"role":"controller"` for the controller's own); stream records:
+ * `{"key","value","step","timestamp","rank","rankName"}`, the controller's with `"role":"controller"`
+ * instead of `"rank"`, a user worker thread's with `"thread"` (docs/DESIGN.md, "Identity"). NaN and ±Infinity
  * are written as the strings "NaN", "Infinity", "-Infinity" (the proto3 JSON mapping for doubles),
  * so `parseNumber` — or `Number()` — reads them back as themselves; magnitudes from 2^53 up in
  * exponent form, bigints in samples exactly (`jsonText`). Timestamps are milliseconds since the epoch.
@@ -10,6 +12,7 @@
  * Options: `file`, the path relative to the run directory (default `metrics.jsonl` on the
  * controller, `metrics-{rankName}.jsonl` per rank).
  */
+import { recorderJsonFields, roleOf } from "../../core/rank-identity.js";
 import { isAbsolute, join } from "node:path";
 import { jsonNumberText, jsonText } from "../../core/json.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
@@ -27,7 +30,8 @@ class JsonlBackend implements Backend {
   init(context: BackendContext): void {
     const name = stringOption(this.options, "file", context.role === "controller" ? "metrics.jsonl" : `metrics-${context.identity.rankName}.jsonl`);
     this.file = new AppendFile(isAbsolute(name) ? name : join(context.runDir, name));
-    this.rankField = context.role === "rank" ? `,"rankName":${JSON.stringify(context.identity.rankName)}` : "";
+    // Per-rank lines say whose they are; the controller's own are `"role":"controller"`, never rank 0's.
+    this.rankField = context.role === "rank" ? `,"rankName":${JSON.stringify(context.identity.rankName)}${roleOf(context.identity) === "controller" ? `,"role":"controller"` : ""}` : "";
   }
 
   logBatch(metrics: readonly Metric[], step: number): void {
@@ -41,7 +45,7 @@ class JsonlBackend implements Backend {
   logStream(batch: readonly StreamRecord[]): void {
     let text = "";
     for (const r of batch) {
-      text += `{"key":${JSON.stringify(r.key)},"value":${jsonNumberText(r.value)},"step":${r.step},"timestamp":${r.timestamp},"rank":${r.rank},"rankName":${JSON.stringify(r.rankName)}}\n`;
+      text += `{"key":${JSON.stringify(r.key)},"value":${jsonNumberText(r.value)},"step":${r.step},"timestamp":${r.timestamp},${recorderJsonFields(r)},"rankName":${JSON.stringify(r.rankName)}}\n`;
     }
     this.file?.append(text);
   }

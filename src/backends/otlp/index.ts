@@ -8,6 +8,7 @@
  * bounded queue; each has a deadline; a failed or late export is reported (`otlp.export`) with its
  * data point count and counted in `stats`. docs/otlp.md.
  */
+import { roleOf } from "../../core/rank-identity.js";
 import { hostname } from "node:os";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-proto";
 import { resourceFromAttributes, type Resource } from "@opentelemetry/resources";
@@ -68,7 +69,10 @@ export function otlpResource(options: BackendOptions, context: BackendContext): 
   if (context.loggingMode === "global_reduce") {
     attributes[ATTR_SERVICE_INSTANCE_ID] = `${context.experiment}/${context.trial}/global`;
   } else {
-    attributes["rankscope.rank"] = context.identity.rank;
+    // Who recorded it (docs/DESIGN.md, "Identity"): the controller's own values carry no rank number.
+    const role = roleOf(context.identity);
+    attributes["rankscope.role"] = role;
+    if (role === "rank") attributes["rankscope.rank"] = context.identity.rank;
     attributes["rankscope.rank_name"] = context.identity.rankName;
     attributes[ATTR_SERVICE_INSTANCE_ID] = `${context.experiment}/${context.trial}/${context.identity.rankName}`;
   }

@@ -5,6 +5,7 @@
  *
  * Names, types and labels: `exposition.ts` and `names.ts`; docs/prometheus.md.
  */
+import { roleOf } from "../../core/rank-identity.js";
 import { hostname } from "node:os";
 import { checkInternalOption, withoutInternalKeys } from "../../core/internal-keys.js";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
@@ -27,11 +28,14 @@ export const DEFAULT_PROMETHEUS_PORT = 9464;
 
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
-/** The labels of a backend instance: the user's, plus rank, rank_name and host in per-rank modes. */
+/**
+ * The labels of a backend instance: the user's, plus rank, rank_name and host in per-rank modes.
+ * The controller's own per-rank values are `rank="controller"`, never `rank="0"` (docs/DESIGN.md, "Identity").
+ */
 function instanceLabels(options: BackendOptions, context: BackendContext): Labels {
   const labels = stringRecordOption(options, "labels");
   if (context.loggingMode !== "global_reduce") {
-    labels["rank"] = String(context.identity.rank);
+    labels["rank"] = roleOf(context.identity) === "controller" ? "controller" : String(context.identity.rank);
     labels["rank_name"] = context.identity.rankName;
     labels["host"] = hostname();
   }
@@ -90,7 +94,7 @@ class PrometheusBackend extends PrometheusBackendBase {
     // of its own collector, which is rank 0 of its job too); rank r on `port + 1 + r`, so ranks
     // of one host never collide with each other or the controller. Port 0: any free port.
     const run = currentRun();
-    const controllerProcess = context.role === "controller" || (run?.role === "controller" && run.identity.rankName === context.identity.rankName);
+    const controllerProcess = context.role === "controller" || roleOf(context.identity) === "controller" || (run?.role === "controller" && run.identity.rankName === context.identity.rankName);
     const port = base === 0 || controllerProcess ? base : base + 1 + context.identity.rank;
     const path = stringOption(this.options, "path", "/metrics");
     this.lease = await leaseMetricsServer(host, port, path, numberOption(this.options, "listenDeadlineMs", 5000), this.exposition);

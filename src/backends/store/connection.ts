@@ -5,7 +5,7 @@
  */
 import { Database } from "./sqlite.js";
 import { mkdirSync } from "node:fs";
-import { BUSY_TIMEOUT_MS, SCHEMA, SCHEMA_VERSION, STORE_FILE, storePath, withBusyRetry } from "./schema.js";
+import { BUSY_TIMEOUT_MS, RANKS_V2_COLUMNS, SCHEMA, SCHEMA_VERSION, STORE_FILE, storePath, withBusyRetry } from "./schema.js";
 import { errorCode } from "./store-file.js";
 
 /** Open (creating when missing) a run's store for writing: WAL, the schema, the busy timeout. */
@@ -18,6 +18,7 @@ export function openForWriting(runDir: string): Database {
     withBusyRetry(() =>
       db.transaction(() => {
         db.exec(SCHEMA);
+        migrate(db);
         db.pragma(`user_version = ${SCHEMA_VERSION}`);
       }).immediate(),
     );
@@ -26,6 +27,15 @@ export function openForWriting(runDir: string): Database {
     throw error;
   }
   return db;
+}
+
+/** Bring a store written by an older version up to this schema (inside the opening transaction). */
+function migrate(db: Database): void {
+  const columns = new Set(db.prepare<[], { name: string }>("SELECT name FROM pragma_table_info('ranks')").all().map((c) => c.name));
+  for (const column of RANKS_V2_COLUMNS) {
+    const name = column.split(" ")[0] ?? column;
+    if (!columns.has(name)) db.exec(`ALTER TABLE ranks ADD COLUMN ${column}`);
+  }
 }
 
 /**

@@ -14,7 +14,9 @@
  * `_timestamp` (seconds). A flush at a step not above the last one is logged at `last + 1` — the
  * rule AReaL uses — with `global_step` keeping the caller's step and a warning, never dropped.
  * Stream records (`per_rank_no_reduce`) are one row each with their own `_timestamp` and
- * `global_step`, so the W&B UI can plot them against either.
+ * `global_step`, so the W&B UI can plot them against either; a user worker thread's are keyed
+ * `thread-{t}/{key}` in its rank's run (docs/DESIGN.md, "Identity"). The controller's own per-rank
+ * values are the run `{runId}_{processName}`, never rank 0's.
  */
 import { withoutInternalKeys } from "../../core/internal-keys.js";
 import { createHash } from "node:crypto";
@@ -264,7 +266,8 @@ export class WandbBackend implements Backend {
     for (let i = 0; i < batch.length; i++) {
       const r = batch[i];
       if (r === undefined) continue;
-      const key = this.keyText(r.key);
+      // A user worker thread's raw values under their own recorder: `thread-{t}/` within the rank's run.
+      const key = r.thread === 0 ? this.keyText(r.key) : this.keyText(`thread-${r.thread}/${r.key}`);
       const value = historyNumber(r.value);
       this.lastStep++;
       lines[i] = historyLine(this.lastStep, r.timestamp, r.timestamp - this.startMs, r.step, key + value);

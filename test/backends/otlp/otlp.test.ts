@@ -126,7 +126,9 @@ describe("otlp backend against an OTLP/HTTP receiver", () => {
         assert.equal(resource["host.name"], hostname());
         assert.equal(resource["rankscope.run"], `${resource["rankscope.experiment"]}/${resource["rankscope.trial"]}`);
         if (loggingMode === "per_rank_reduce") {
-          assert.equal(resource["rankscope.rank"], 0);
+          // The controller's own values: role controller, no rank number (never rank 0's).
+          assert.equal(resource["rankscope.role"], "controller");
+          assert.equal(resource["rankscope.rank"], undefined);
           assert.equal(resource["rankscope.rank_name"], "Controller");
         } else {
           assert.equal(resource["rankscope.rank"], undefined, "global_reduce: no rank attribute");

@@ -260,7 +260,8 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
         });
         await waitFor(async () => (await prom.query(`tokens_total{job="ranks"} == ${total}`)).length === 1, { timeoutMs: 30_000, what: `Prometheus to scrape the rank's step ${step}` });
         await checkAll(prom, `job="global"`, step, step);
-        await checkAll(prom, `job="ranks",rank="0",host="${hostname()}"`, step, step);
+        // The controller's own per-rank values: rank="controller", never rank="0".
+        await checkAll(prom, `job="ranks",rank="controller",host="${hostname()}"`, step, step);
       }
       const global = await prom.query(`{__name__="train:loss",job="global"}`);
       assert.deepEqual(Object.keys(global[0]!.metric).sort(), ["__name__", "instance", "job"], "global_reduce: no rank labels");

@@ -87,9 +87,10 @@ test("the demo leaves no dashboard tab empty (per-rank lines, a stream, system m
       const reward = keys.metrics.find((k) => k.key === "rollout/reward");
       assert.deepEqual({ ranks: reward?.ranks, internal: reward?.internal }, { ranks: [-1, 0, 1, 2, 3], internal: false }, "a global line (rank -1) and one per rank");
       assert.ok(keys.metrics.some((k) => k.internal), "the internal keys are there, flagged");
-      // Rank 0 is the spawned rank, not the controller's own collector (which is rank 0 too).
-      assert.deepEqual(Object.keys(keys.rankNames), ["0", "1", "2", "3"]);
-      for (const name of Object.values(keys.rankNames)) assert.match(name, /^MyActor_\w{4}_r[01]$/);
+      // Rank 0 is the spawned rank; the controller's own collector is a line of its own (−2).
+      assert.deepEqual(Object.keys(keys.rankNames), ["0", "1", "2", "3", "-2"]);
+      for (const r of ["0", "1", "2", "3"]) assert.match(keys.rankNames[r] ?? "", /^MyActor_\w{4}_r[01]$/);
+      assert.equal(keys.rankNames["-2"], "Controller");
       assert.ok(keys.streams.includes("rollout/reward"), `streams: ${keys.streams.join(", ")}`);
       assert.ok(keys.system.some((k) => k.startsWith("system/demo/cpu/")), `system: ${keys.system.join(", ")}`);
       assert.deepEqual(keys.histograms, ["rollout/response_len"]);

@@ -2,6 +2,7 @@
 import { api, type RunKeys } from "../api.js";
 import type { Line, ViewSettings } from "../chart-data.js";
 import { el } from "../dom.js";
+import { lineDisplayLabel } from "../../../core/rank-identity.js";
 import { visibleName } from "../names.js";
 import { rankColour } from "../colours.js";
 import { runById, runColour, state, type Tab } from "../state.js";
@@ -22,10 +23,13 @@ export function runLabel(run: string, extra?: string): string {
   return [base, extra].filter((s) => s !== undefined && s !== "").join(" · ") || "value";
 }
 
-/** `rank 1`, or `rank 1 (Trainer_0_r1)` when the rank's process registered a name. */
+/**
+ * A line's label (docs/DESIGN.md, "Identity"): `rank 1`, `rank 1 (Trainer_0_r1)` when the rank's
+ * process registered a name, `controller (Controller)`, `rank 1 · thread 7` for a worker's raw values.
+ */
 export function rankLabel(keys: RunKeys | undefined, rank: number): string {
   const name = keys?.rankNames[String(rank)];
-  return name === undefined || name === "" || name === `rank${rank}` ? `rank ${rank}` : `rank ${rank} (${visibleName(name)})`;
+  return lineDisplayLabel(rank, name === undefined ? undefined : visibleName(name));
 }
 
 /** Dash patterns telling ranks apart when colours tell runs apart. */
@@ -41,7 +45,7 @@ export function newLine(id: string, label: string, run: string, rank?: number): 
   const colour = runColour(run);
   if (state.selected.length > 1) {
     line.colour = colour;
-    if (rank !== undefined) line.dash = DASHES[rank % DASHES.length] ?? [];
+    if (rank !== undefined) line.dash = DASHES[slot(rank, DASHES.length)] ?? [];
   } else if (rank === undefined) {
     line.colour = colour;
   } else {
@@ -49,6 +53,11 @@ export function newLine(id: string, label: string, run: string, rank?: number): 
     line.colour = rankColour(rank, colour);
   }
   return line;
+}
+
+/** A line's place among `n` styles: ranks in order, the controller's (−2) and thread lines' (negative) too. */
+function slot(line: number, n: number): number {
+  return ((line % n) + n) % n;
 }
 
 export async function loadKeys(): Promise<Map<string, RunKeys>> {
