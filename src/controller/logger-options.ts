@@ -9,7 +9,7 @@ import { resolve as resolvePath } from "node:path";
 import type { Metric } from "../core/metric.js";
 import { DEFAULT_PROCESS_NAME } from "../core/rank-identity.js";
 import { describeValue, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
-import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
+import { claimRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
 import { DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
 import type { BackendsConfig } from "./config.js";
 
@@ -173,7 +173,7 @@ export function resolveLoggerOptions(options: MetricLoggerOptions): ResolvedLogg
   rejectUnknownOptions(OWNER, options, LOGGER_OPTIONS);
   return {
     processName: options.processName ?? DEFAULT_PROCESS_NAME,
-    run: resolveRunLocation(options),
+    run: claimRunLocation(options),
     flushDeadlineMs: resolveSetting(LOGGER_SETTINGS.flushDeadlineMs, options.flushDeadlineMs),
     shutdownDeadlineMs: resolveSetting(LOGGER_SETTINGS.shutdownDeadlineMs, options.shutdownDeadlineMs),
     backendDeadlineMs: resolveSetting(LOGGER_SETTINGS.backendDeadlineMs, options.backendDeadlineMs),

@@ -6,7 +6,8 @@
  */
 import type { KeyState } from "../core/collector.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
-import { RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
+import { warn } from "../core/diagnostics.js";
+import { DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
 import { singleValueState } from "./reduce-states.js";
 import type { RankGroupHandle, RankGroupSnapshot, RankHandle, RankSnapshot } from "../transport/protocol/types.js";
 
@@ -72,4 +73,29 @@ export function rankCountStates(answers: Pick<RankAnswers, "ranksExpected" | "ra
     { key: RANKS_EXPECTED_KEY, reduce: "mean", state: singleValueState(answers.ranksExpected) },
     { key: RANKS_REPORTING_KEY, reduce: "mean", state: singleValueState(answers.ranksReporting) },
   ];
+}
+
+/** Ranks named at most in the dropped-keys warning. */
+const NAMED_RANKS = 8;
+
+/**
+ * What the ranks that answered dropped past their key bound (each rank's count since it started,
+ * in every answer): a `sum` state of `rankscope/dropped_key_records` once any rank dropped, and one
+ * warning on the controller naming them (the ranks' own warnings are on their own consoles).
+ */
+export function droppedKeyStates(snapshots: readonly RankSnapshot[], step: number): KeyState[] {
+  let total = 0;
+  const ranks: string[] = [];
+  for (const s of snapshots) {
+    if (s.droppedKeyRecords <= 0) continue;
+    total += s.droppedKeyRecords;
+    ranks.push(`${s.rankName} (${s.droppedKeyRecords})`);
+  }
+  if (total === 0) return [];
+  const named = ranks.length > NAMED_RANKS ? `${ranks.slice(0, NAMED_RANKS).join(", ")} and ${ranks.length - NAMED_RANKS} more` : ranks.join(", ");
+  warn(
+    "flush.droppedKeys",
+    `flush(${step}): ${total} recorded value(s) were dropped because their key was new past a process's key bound (RANKSCOPE_MAX_KEYS): ${named}; logged as ${DROPPED_KEY_RECORDS_KEY}. Keys that embed ids are the usual cause; raise the bound if the keys are real.`,
+  );
+  return [{ key: DROPPED_KEY_RECORDS_KEY, reduce: "sum", state: singleValueState(total) }];
 }

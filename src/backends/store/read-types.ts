@@ -5,8 +5,15 @@
  */
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 
-/** The rank column of series reduced across ranks (`global_reduce`). */
+/**
+ * The rank column holds a series' *line* (docs/DESIGN.md, "Identity"): `GLOBAL_RANK` for values
+ * reduced across every recorder (`global_reduce`), `CONTROLLER_RANK` for the controller's own
+ * values, r ≥ 0 for rank r, and thread lines (below −2^24) for a user worker's raw values —
+ * `lineOf`, `recorderOfLine` and `lineLabel` (exported by `rankscope/store`) compute and name them.
+ */
 export const GLOBAL_RANK = -1;
+/** The line of the controller's own values (its `per_rank_*` backends): never rank 0's. */
+export const CONTROLLER_RANK = -2;
 
 /** What a series holds. `scalar`: reduced values by step; `stream`: raw values; `system`: GPU/CPU samples. */
 export type SeriesKind = "scalar" | "stream" | "system";
@@ -81,14 +88,26 @@ export interface KeyInfo {
   readonly kind: KeyKind;
   /** The reduction that produced it (`mean`, `max`, …), when known. */
   readonly reduce: string | null;
-  /** Ranks with data for it, ascending; `GLOBAL_RANK` (-1) is the series reduced across ranks. */
+  /**
+   * Lines with data for it, in line order: `GLOBAL_RANK` (−1, the series reduced across ranks)
+   * first, then ranks ascending, `CONTROLLER_RANK` (−2), then thread lines.
+   */
   readonly ranks: readonly number[];
 }
 
-/** A rank that wrote to the run. */
+/** A line of the run (a rank, the controller, the global line, a worker thread's raw values) and who it is. */
 export interface RankInfo {
+  /** The line (the value of the `rank` fields and options). */
   readonly rank: number;
   readonly rankName: string;
+  /** `global`, `controller` or `rank` (decoded from the line in a version-1 file). */
+  readonly role: "global" | "controller" | "rank";
+  /** 0, or the threadId of the user's worker whose raw values this line holds. */
+  readonly thread: number;
+  /** The host it was recorded on, when the writer said (null in a version-1 file). */
+  readonly host: string | null;
+  /** How people read it: `global`, `controller`, `rank 3`, `rank 3 · thread 7` (`lineLabel`). */
+  readonly label: string;
 }
 
 /** Options of `series`. */

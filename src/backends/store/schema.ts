@@ -8,6 +8,9 @@
  *   can be derived — also for a writer that died without saying (see `liveness.ts`).
  * - `lost_ranks`: ranks the controller stopped expecting without them leaving (a crash), by step.
  * - `keys`: one row per (key, kind); every other table refers to keys by id.
+ * - `ranks`: one row per line (`rank` columns hold lines: −1 global, −2 the controller, r ≥ 0 rank r,
+ *   thread lines for a user worker's raw values; `lineOf` in core/rank-identity.ts), with its
+ *   name, role, thread and host.
  * - `series`: which (key, rank) pairs exist, so listing keys never scans points.
  * - `points`: the recent points of a scalar series, one row each, (key, rank, step) unique.
  * - `chunks`: older points of a scalar series, packed: up to `CHUNK_POINTS` steps, wall times and
@@ -26,8 +29,10 @@ import { GLOBAL_RANK, SERIES_KINDS, type KeyKind, type SeriesKind } from "./read
 export { STORE_FILE, GLOBAL_RANK, SERIES_KINDS, type KeyKind, type SeriesKind };
 
 /**
- * Version of the schema below; written to `PRAGMA user_version`. 2 added the writers' `host` and
- * `heartbeat_at` and the `lost_ranks` table (`openForWriting` adds them to a version-1 file).
+ * Version of the schema below; written to `PRAGMA user_version`. 2: `ranks` names every line
+ * (`role`, `thread`, `host`; the controller's own line is `CONTROLLER_RANK`, −2, and a user worker's
+ * raw values have thread lines, see `lineOf`), the writers' `host` and `heartbeat_at`, and the
+ * `lost_ranks` table. A version-1 file is migrated when opened for writing.
  */
 export const SCHEMA_VERSION = 2;
 
@@ -74,7 +79,7 @@ CREATE TABLE IF NOT EXISTS lost_ranks (
 CREATE TABLE IF NOT EXISTS keys (
   id INTEGER PRIMARY KEY, key TEXT NOT NULL, kind TEXT NOT NULL, reduce TEXT, UNIQUE (key, kind)
 );
-CREATE TABLE IF NOT EXISTS ranks (rank INTEGER PRIMARY KEY, rank_name TEXT);
+CREATE TABLE IF NOT EXISTS ranks (rank INTEGER PRIMARY KEY, rank_name TEXT, role TEXT, thread INTEGER, host TEXT);
 CREATE TABLE IF NOT EXISTS series (
   key_id INTEGER NOT NULL, rank INTEGER NOT NULL, PRIMARY KEY (key_id, rank)
 ) WITHOUT ROWID;
@@ -115,6 +120,9 @@ CREATE TABLE IF NOT EXISTS histograms (
 CREATE INDEX IF NOT EXISTS histograms_series ON histograms (key_id, rank, seq);
 CREATE TABLE IF NOT EXISTS config (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 `;
+
+/** Columns added to `ranks` by schema version 2, for a version-1 file opened for writing. */
+export const RANKS_V2_COLUMNS = ["role TEXT", "thread INTEGER", "host TEXT"] as const;
 
 /** The store file of a run directory. */
 export function storePath(runDir: string): string {

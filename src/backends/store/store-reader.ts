@@ -10,6 +10,7 @@ import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal } from "./codec.js";
 import { openForReading } from "./connection.js";
 import { POINTS_PER_BUCKET } from "./downsample.js";
+import { compareLines, lineLabel, recorderOfLine } from "../../core/rank-identity.js";
 import {
   GLOBAL_RANK,
   KEY_KINDS,
@@ -95,7 +96,7 @@ export class RunReader {
   private ready(): ReaderStatements | null {
     if (this.sql !== null) return this.sql;
     const version = withBusyRetry(() => this.db.pragma("user_version", { simple: true }));
-    if (typeof version === "number" && version >= 1) this.sql = prepareReaderStatements(this.db);
+    if (typeof version === "number" && version >= 1) this.sql = prepareReaderStatements(this.db, version);
     return this.sql;
   }
 
@@ -165,20 +166,21 @@ export class RunReader {
         key: r.key,
         kind: r.kind,
         reduce: r.reduce,
-        ranks: r.ranks
-          .split(",")
-          .map(Number)
-          .sort((a, b) => a - b),
+        ranks: r.ranks.split(",").map(Number).sort(compareLines),
       });
     }
     return out;
   }
 
-  /** The ranks that wrote to the run, with their names (`global` for -1). */
+  /** The lines of the run, in line order, with their names (`global` for −1) and who they are. */
   ranks(): RankInfo[] {
     const sql = this.ready();
     if (sql === null) return [];
-    return withBusyRetry(() => sql.ranks.all()).map((r) => ({ rank: r.rank, rankName: r.rank_name ?? `rank${r.rank}` }));
+    return withBusyRetry(() => sql.ranks.all()).map((r) => {
+      const owner = recorderOfLine(r.rank);
+      const role = r.role === "controller" || r.role === "rank" ? r.role : owner.kind === "global" ? "global" : owner.role;
+      return { rank: r.rank, rankName: r.rank_name ?? `rank${r.rank}`, role, thread: r.thread ?? (owner.kind === "global" ? 0 : owner.thread), host: r.host, label: lineLabel(r.rank) };
+    });
   }
 
   /**

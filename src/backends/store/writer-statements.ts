@@ -76,8 +76,8 @@ export interface WriterStatements {
   readonly lostRankBack: Statement<[backStep: number | null, backWall: number, rankName: string]>;
   readonly writerEnd: Statement<[endedAt: number, status: string, id: string]>;
   readonly writersWithStatus: Statement<[status: string], { n: number }>;
-  readonly rankInsert: Statement<[rank: number, rankName: string]>;
-  readonly rankReplace: Statement<[rank: number, rankName: string]>;
+  readonly rankInsert: Statement<[rank: number, rankName: string, role: string, thread: number, host: string | null]>;
+  readonly rankReplace: Statement<[rank: number, rankName: string, role: string, thread: number, host: string | null]>;
   // Keys and series.
   readonly keyInsert: Statement<[key: string, kind: KeyKind, reduce: string | null]>;
   readonly keySelect: Statement<[key: string, kind: KeyKind], { id: number; reduce: string | null }>;
@@ -131,8 +131,8 @@ export function prepareWriterStatements(db: Database.Database): WriterStatements
     ),
     writerEnd: db.prepare("UPDATE writers SET ended_at = ?, status = ? WHERE id = ?"),
     writersWithStatus: db.prepare("SELECT count(*) AS n FROM writers WHERE status = ?"),
-    rankInsert: db.prepare("INSERT OR IGNORE INTO ranks (rank, rank_name) VALUES (?, ?)"),
-    rankReplace: db.prepare("INSERT OR REPLACE INTO ranks (rank, rank_name) VALUES (?, ?)"),
+    rankInsert: db.prepare("INSERT OR IGNORE INTO ranks (rank, rank_name, role, thread, host) VALUES (?, ?, ?, ?, ?)"),
+    rankReplace: db.prepare("INSERT OR REPLACE INTO ranks (rank, rank_name, role, thread, host) VALUES (?, ?, ?, ?, ?)"),
     keyInsert: db.prepare("INSERT OR IGNORE INTO keys (key, kind, reduce) VALUES (?, ?, ?)"),
     keySelect: db.prepare("SELECT id, reduce FROM keys WHERE key = ? AND kind = ?"),
     keySetReduce: db.prepare("UPDATE keys SET reduce = ? WHERE id = ?"),

@@ -22,9 +22,9 @@ import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFi
 import { dirname, join } from "node:path";
 import { crc32 } from "node:zlib";
 import protobuf from "protobufjs/light.js";
-import { isRecord } from "../../core/json.js";
+import { isRecord, jsonText } from "../../core/json.js";
 import { CONFIG_FILE } from "../../run/run-files.js";
-import { historyNumber, parseHistoryObject } from "./history.js";
+import { parseHistoryObject } from "./history.js";
 import { SUMMARY_FILE } from "./api.js";
 import { readSpool, spooledFiles, type SpooledRun, type SpoolRunInfo } from "./spool.js";
 
@@ -148,16 +148,12 @@ export function frameTransactionLog(records: readonly Uint8Array[]): Buffer {
   return Buffer.concat([framer.header(), framer.frame(records)]);
 }
 
-/** A value as W&B's JSON: numbers as `historyNumber` writes them (NaN/±Infinity as bare tokens). */
+/**
+ * A value as W&B's JSON: numbers as `historyNumber` writes them (NaN/±Infinity as bare tokens),
+ * bigints exactly (`jsonText`: an integer literal within int64, else a string of its digits).
+ */
 export function wandbValueJson(value: unknown): string {
-  if (typeof value === "number") return historyNumber(value);
-  if (Array.isArray(value)) return `[${value.map(wandbValueJson).join(",")}]`;
-  if (isRecord(value)) {
-    return `{${Object.entries(value)
-      .map(([k, v]) => `${JSON.stringify(k)}:${wandbValueJson(v)}`)
-      .join(",")}}`;
-  }
-  return JSON.stringify(value ?? null);
+  return jsonText(value, "token");
 }
 
 /** What an offline run holds. */

@@ -27,6 +27,7 @@ import { rankNameFor, shortId, checkIdentity } from "../protocol/identity.js";
 import type { RankAssignment } from "../protocol/assignment.js";
 import type { NatsAuthOptions } from "../protocol/nats-auth.js";
 import { RemoteRankHandle, waitAtMost } from "./remote-rank.js";
+import { childColorEnv } from "../../textlog/color.js";
 import { entryUrl, needsTsx, registerExitDrain, startError, startProcess, startThread, type SpawnedRank, type Starting } from "./rank-start.js";
 
 /** A controller-side server ranks can join over (NATS: `serveRanksOverNats`). */
@@ -172,6 +173,13 @@ function quietWhileEnding<T>(call: Promise<T>): Promise<T> {
 /** Replica indexes handed out per process name, so two groups of one name get distinct ids. */
 const replicaCounters = new Map<string, number>();
 
+/**
+ * Rank numbers handed out per controller: a job's ranks are numbered across its spawnRanks calls
+ * (a group of trainers 0–3, then a group of rollout workers 4–7), so every rank of a job has a
+ * number of its own in every per-rank sink (docs/DESIGN.md, "Identity").
+ */
+const nextRanks = new WeakMap<MetricLogger, number>();
+
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
   const v = value ?? fallback;
   if (!Number.isInteger(v) || v < 1) throw new TypeError(`spawnRanks: ${name} must be a positive integer, got ${String(value)}`);
@@ -207,7 +215,8 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   const startDeadlineMs = options.startDeadlineMs ?? 30_000;
   if (options.natsAuth !== undefined && options.nats === undefined) throw new TypeError("spawnRanks: natsAuth goes with nats (the ranks' NATS credentials)");
   // Credentials reach a rank in its environment (readable by its user only), never its command line.
-  const env = { ...(options.nats?.rankEnv(options.natsAuth) ?? {}), ...options.env };
+  // A rank's output is forwarded to this process's stdout: it colours its text logs when this process does.
+  const env = { ...childColorEnv(), ...(options.nats?.rankEnv(options.natsAuth) ?? {}), ...options.env };
   const module = moduleHref(options.module);
   const entry = entryUrl();
   const tsx = needsTsx(entry, module);
@@ -215,13 +224,15 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
 
   const firstReplica = replicaCounters.get(processName) ?? 0;
   replicaCounters.set(processName, firstReplica + replicas);
+  const firstRank = nextRanks.get(logger) ?? 0;
+  nextRanks.set(logger, firstRank + replicas * ranksPerReplica);
   const identities: RankIdentity[] = [];
   for (let r = 0; r < replicas; r++) {
     const replicaId = shortId(`${processName}:${firstReplica + r}`);
     for (let local = 0; local < ranksPerReplica; local++) {
       identities.push(
         checkIdentity({
-          rank: r * ranksPerReplica + local,
+          rank: firstRank + r * ranksPerReplica + local,
           rankName: rankNameFor(processName, replicaId, local),
           processName,
           localRank: local,

@@ -282,8 +282,12 @@ export class RemoteRankHandle implements RankHandle {
     } catch {
       // Dead or stuck: it is killed below either way.
     }
-    if (this.closedReason === null) await this.carrier.terminate?.();
+    if (this.closedReason !== null) return;
+    // Once it is being killed the rank is gone: a terminate that takes long on a loaded machine
+    // must not leave it counted as live when the caller's deadline returns.
+    const killed = this.carrier.terminate?.();
     this.close("shut down");
+    await killed;
   }
 
   /** Import the rank module in the rank; resolves with the names of its exported functions. */

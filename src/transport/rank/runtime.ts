@@ -8,7 +8,7 @@
  */
 import { registerDrain } from "../../core/lifecycle.js";
 import type { BackendContext } from "../../backends/backend.js";
-import { DEFAULT_PROCESS_NAME, type RankIdentity } from "../../core/rank-identity.js";
+import { DEFAULT_PROCESS_NAME, roleOf, type RankIdentity } from "../../core/rank-identity.js";
 import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../../core/collector.js";
 import type { StreamRecord } from "../../core/metric.js";
 import { reportError } from "../../core/diagnostics.js";
@@ -72,6 +72,11 @@ export function standaloneIdentity(processName: string): RankIdentity {
   return { rank: 0, rankName: processName, processName, localRank: 0, localWorldSize: 1 };
 }
 
+/** The controller's own identity: its collector's values are a line of their own, never rank 0's. */
+export function controllerIdentity(processName: string): RankIdentity {
+  return { ...standaloneIdentity(processName), role: "controller" };
+}
+
 /**
  * Who this process (or worker thread) is in the job: its rank, rank name, and place in its replica
  * (Forge's `current_rank()`). Set when the process joins a run as a rank; otherwise the identity of
@@ -93,7 +98,7 @@ class DirectStreamProducer implements StreamProducer {
     private readonly identity: RankIdentity,
   ) {}
   record(entry: MetricEntry, value: number, step: number): void {
-    const record: StreamRecord = { key: entry.key, value, step, timestamp: Date.now(), rank: this.identity.rank, rankName: this.identity.rankName };
+    const record: StreamRecord = { key: entry.key, value, step, timestamp: Date.now(), rank: this.identity.rank, rankName: this.identity.rankName, role: roleOf(this.identity), thread: 0 };
     this.backends.logStream([record]);
   }
 }
@@ -115,6 +120,8 @@ export class RankRuntime {
   ) {
     // A worker thread serving as a rank is flushed by its controller, not by the main thread.
     if (collector === getCollector()) markThreadAsRank();
+    // Its values are logged: no "recorded with no logger" warning for this collector.
+    collector.hasFlusher = true;
   }
 
   /** Start the per-rank backends this rank was sent (replacing any it had). */
@@ -223,7 +230,7 @@ export class RankRuntime {
     const gatherer = this.collector === getCollector() ? workerGatherer() : undefined;
     if (gatherer !== undefined) {
       const wait = Math.min(WORKER_FLUSH_DEADLINE_MS, deadlineMs === undefined ? WORKER_FLUSH_DEADLINE_MS : Math.max(1, Math.floor(deadlineMs / 2)));
-      const workers = await gatherer.collect(wait);
+      const workers = await gatherer.collect(wait, step);
       droppedKeyRecords += workers.droppedKeyRecords;
       if (workers.states.length > 0) {
         const rankName = this.identity.rankName;

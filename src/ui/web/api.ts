@@ -38,8 +38,10 @@ export interface RunKeys {
   system: string[];
   /** Keys of `Reduce.HISTOGRAM` metrics. */
   histograms: string[];
-  /** Rank number → the name its process registered (`Trainer_0_r1`), when known. */
+  /** Line → the name its process registered (`Trainer_0_r1`, `Controller`), when known. */
   rankNames: Record<string, string>;
+  /** Line → its label (`rank 1 (Trainer_0_r1)`, `controller (Controller)`, `rank 1 · thread 7 (Trainer_0_r1)`). */
+  rankLabels?: Record<string, string>;
 }
 
 export interface ConfigView {

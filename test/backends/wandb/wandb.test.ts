@@ -344,8 +344,8 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
       primaryMetadata: {},
     });
     backend.logStream([
-      { key: "probe", value: 1.5, step: 7, timestamp: 1_600_000_000_123, rank: 0, rankName: "Trainer_0_r0" },
-      { key: "probe", value: -Infinity, step: 7, timestamp: 1_600_000_000_456, rank: 0, rankName: "Trainer_0_r0" },
+      { key: "probe", value: 1.5, step: 7, timestamp: 1_600_000_000_123, rank: 0, rankName: "Trainer_0_r0", role: "rank", thread: 0 },
+      { key: "probe", value: -Infinity, step: 7, timestamp: 1_600_000_000_456, rank: 0, rankName: "Trainer_0_r0", role: "rank", thread: 0 },
     ]);
     await backend.finish();
     const rows = server.history("stream-ts_Trainer_0_r0");

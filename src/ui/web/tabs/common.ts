@@ -2,6 +2,7 @@
 import { api, type LostRank, type RunKeys } from "../api.js";
 import type { Line, ViewSettings } from "../chart-data.js";
 import { el } from "../dom.js";
+import { lineDisplayLabel } from "../../../core/rank-identity.js";
 import { visibleName } from "../names.js";
 import { rankColour } from "../colours.js";
 import { runById, runColour, state, type Tab } from "../state.js";
@@ -33,12 +34,13 @@ export function lostText(lost: LostRank): string {
 }
 
 /**
- * `rank 1`, or `rank 1 (Trainer_0_r1)` when the rank's process registered a name; with `run`,
- * ` · lost after step 12` for a rank the run lost (a crash: the line ends there).
+ * A line's label (docs/DESIGN.md, "Identity"): `rank 1`, `rank 1 (Trainer_0_r1)` when the rank's
+ * process registered a name, `controller (Controller)`, `rank 1 · thread 7` for a worker's raw
+ * values; with `run`, ` · lost after step 12` for a rank the run lost (a crash: the line ends there).
  */
 export function rankLabel(keys: RunKeys | undefined, rank: number, run?: string): string {
   const name = keys?.rankNames[String(rank)];
-  const label = name === undefined || name === "" || name === `rank${rank}` ? `rank ${rank}` : `rank ${rank} (${visibleName(name)})`;
+  const label = lineDisplayLabel(rank, name === undefined ? undefined : visibleName(name));
   const lost = run === undefined ? undefined : lostRankOf(run, rank);
   return lost === undefined ? label : `${label} · ${lostText(lost)}`;
 }
@@ -74,7 +76,7 @@ export function newLine(id: string, label: string, run: string, rank?: number): 
   const colour = runColour(run);
   if (state.selected.length > 1) {
     line.colour = colour;
-    if (rank !== undefined) line.dash = DASHES[rank % DASHES.length] ?? [];
+    if (rank !== undefined) line.dash = DASHES[slot(rank, DASHES.length)] ?? [];
   } else if (rank === undefined) {
     line.colour = colour;
   } else {
@@ -84,6 +86,11 @@ export function newLine(id: string, label: string, run: string, rank?: number): 
     if (lostRankOf(run, rank) !== undefined) line.dash = LOST_DASH;
   }
   return line;
+}
+
+/** A line's place among `n` styles: ranks in order, the controller's (−2) and thread lines' (negative) too. */
+function slot(line: number, n: number): number {
+  return ((line % n) + n) % n;
 }
 
 export async function loadKeys(): Promise<Map<string, RunKeys>> {

@@ -29,7 +29,7 @@ CREATE TABLE points (
   value REAL, -- NULL stands for NaN (SQLite cannot store NaN); ±Infinity are stored as themselves
   PRIMARY KEY (key_id, rank, step)
 ) WITHOUT ROWID;
-CREATE TABLE ranks (rank INTEGER PRIMARY KEY, rank_name TEXT);
+CREATE TABLE ranks (rank INTEGER PRIMARY KEY, rank_name TEXT, role TEXT, thread INTEGER, host TEXT);
 CREATE TABLE run (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   experiment TEXT, trial TEXT, status TEXT NOT NULL,
