@@ -52,6 +52,8 @@ export interface ChildResult {
   signal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
+  /** When the process exited (`Date.now()`), which may be before its pipes closed. */
+  exitedAt: number;
 }
 
 /** Options of {@link runNode}. */
@@ -62,6 +64,12 @@ export interface RunNodeOptions {
   raw?: boolean;
   /** A child still running after this is killed with SIGKILL, which `signal` then shows (default 90 s). */
   deadlineMs?: number;
+  /**
+   * Start the child as the leader of a process group of its own (`detached`), as a terminal starts
+   * a job: `process.kill(-child.pid, signal)` then reaches it and every process it started, and
+   * the deadline's SIGKILL goes to the whole group.
+   */
+  detached?: boolean;
 }
 
 /**
@@ -69,10 +77,19 @@ export interface RunNodeOptions {
  * `env` added; resolves with its exit and output once it closed. The one child runner of the
  * tests: every child has a deadline, so a hung one cannot hang the test.
  */
-export function runNode(args: readonly string[], env: Record<string, string>, { onStdout, raw = false, deadlineMs = 90_000 }: RunNodeOptions = {}): Promise<ChildResult> {
+export function runNode(args: readonly string[], env: Record<string, string>, { onStdout, raw = false, deadlineMs = 90_000, detached = false }: RunNodeOptions = {}): Promise<ChildResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, raw ? args : ["--import", "tsx", ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-    const killer = setTimeout(() => child.kill("SIGKILL"), deadlineMs);
+    const child = spawn(process.execPath, raw ? args : ["--import", "tsx", ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached });
+    const killer = setTimeout(() => {
+      try {
+        if (detached && child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
+        else child.kill("SIGKILL");
+      } catch {
+        // The group ended meanwhile: nothing left to kill.
+      }
+    }, deadlineMs);
+    let exitedAt = 0;
+    child.once("exit", () => (exitedAt = Date.now()));
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk: Buffer) => {
@@ -83,7 +100,7 @@ export function runNode(args: readonly string[], env: Record<string, string>, { 
     child.on("error", reject);
     child.on("close", (code, signal) => {
       clearTimeout(killer);
-      resolve({ code, signal, stdout, stderr });
+      resolve({ code, signal, stdout, stderr, exitedAt: exitedAt || Date.now() });
     });
   });
 }

@@ -17,6 +17,9 @@ declare module "../src/backends/options.js" {
     probe: Record<string, unknown>;
     slow: Record<string, unknown>;
     slowInit: Record<string, unknown>;
+    slowstream: Record<string, unknown>;
+    streamFast: Record<string, unknown>;
+    streamHung: Record<string, unknown>;
     spy: Record<string, unknown>;
     streamCapture: Record<string, unknown>;
     "test-stream-capture": Record<string, unknown>;

@@ -13,10 +13,11 @@ import type { Backend, BackendContext } from "../backends/backend.js";
 import type { KeyState } from "../core/collector.js";
 import { DEADLINE, isPromiseLike, withDeadline } from "../core/deadline.js";
 import { describeError, reportError } from "../core/diagnostics.js";
-import type { StreamRecord } from "../core/metric.js";
+import type { RankLoss, StreamRecord } from "../core/metric.js";
 import type { ValidatedBackend } from "./config.js";
 import { mergeRankKeyStates, reduceStates, singleValueState, type ReducedFlush, type ReduceTarget } from "./reduce-states.js";
-import { BACKEND_UNDELIVERED_KEY_PREFIX } from "../core/internal-keys.js";
+import { BACKEND_UNDELIVERED_KEY_PREFIX, STREAM_BACKEND_DROPPED_KEY_PREFIX, STREAM_BACKLOG_KEY_PREFIX } from "../core/internal-keys.js";
+import { StreamQueue } from "./stream-queue.js";
 
 /** Default deadline of one backend call (ms): `backendDeadlineMs` / `RANKSCOPE_BACKEND_DEADLINE_MS` override it. */
 export const DEFAULT_BACKEND_DEADLINE_MS = 10_000;
@@ -34,6 +35,10 @@ export interface BackendDeliveryStats {
   readonly failed: number;
   /** late + skipped + failed: the calls whose data this backend may not have. */
   readonly undelivered: number;
+  /** A backend that takes `logStream`: raw stream records queued for it (or in its running call), not yet delivered. */
+  readonly streamBacklog?: number;
+  /** A backend that takes `logStream`: raw stream records dropped for it because its backlog was full. */
+  readonly streamDropped?: number;
 }
 
 interface LiveBackend {
@@ -61,6 +66,8 @@ interface LiveBackend {
   pending: (readonly KeyState[])[];
   /** Where the last skipped flush was going (for a final log at finish). */
   pendingTarget: ReduceTarget | null;
+  /** Its queue of raw stream records, when it takes `logStream` (stream-queue.ts). */
+  stream: StreamQueue | null;
 }
 
 function errorKind(error: unknown): string {
@@ -101,7 +108,9 @@ export class BackendSet {
           const context = contextFor(v);
           const every = typeof v.options.every === "number" ? v.options.every : 1;
           const deadlineMs = typeof v.options.deadlineMs === "number" ? v.options.deadlineMs : defaultDeadlineMs;
-          entry = { name: v.name, backend, context, every, deadlineMs, stuck: null, dead: false, late: 0, skippedCalls: 0, failed: 0, undeliveredSinceTaken: 0, faulted: false, skipped: 0, pending: [], pendingTarget: null };
+          entry = { name: v.name, backend, context, every, deadlineMs, stuck: null, dead: false, late: 0, skippedCalls: 0, failed: 0, undeliveredSinceTaken: 0, faulted: false, skipped: 0, pending: [], pendingTarget: null, stream: null };
+          const live = entry;
+          if (backend.logStream !== undefined) live.stream = new StreamQueue(v.name, (batch) => startCall(live, "logStream", () => live.backend.logStream?.(batch)));
         } catch (error) {
           reportBackendError(v.name, "init", error);
           return;
@@ -117,7 +126,10 @@ export class BackendSet {
   /** What each backend did not get since it started, by config name. */
   deliveryStats(): Record<string, BackendDeliveryStats> {
     const out: Record<string, BackendDeliveryStats> = {};
-    for (const l of this.live) out[l.name] = { late: l.late, skipped: l.skippedCalls, failed: l.failed, undelivered: l.late + l.skippedCalls + l.failed };
+    for (const l of this.live) {
+      const calls = { late: l.late, skipped: l.skippedCalls, failed: l.failed, undelivered: l.late + l.skippedCalls + l.failed };
+      out[l.name] = l.stream === null ? calls : { ...calls, streamBacklog: l.stream.backlog, streamDropped: l.stream.dropped };
+    }
     return out;
   }
 
@@ -129,9 +141,11 @@ export class BackendSet {
   takeUndeliveredStates(): KeyState[] {
     const states: KeyState[] = [];
     for (const l of this.live) {
-      if (!l.faulted) continue;
-      states.push({ key: `${BACKEND_UNDELIVERED_KEY_PREFIX}${l.name}`, reduce: "sum", state: singleValueState(l.undeliveredSinceTaken) });
-      l.undeliveredSinceTaken = 0;
+      if (l.faulted) {
+        states.push({ key: `${BACKEND_UNDELIVERED_KEY_PREFIX}${l.name}`, reduce: "sum", state: singleValueState(l.undeliveredSinceTaken) });
+        l.undeliveredSinceTaken = 0;
+      }
+      states.push(...streamQueueStates(l));
     }
     return states;
   }
@@ -180,14 +194,30 @@ export class BackendSet {
     await Promise.all(this.live.map((live) => deliver(live, flush, step)));
   }
 
-  /** Hand raw records to every backend that takes them. Never throws. */
-  logStream(batch: readonly StreamRecord[]): Promise<void> {
-    return this.each("logStream", (b) => b.logStream?.(batch));
+  /**
+   * Queue raw records for every backend that takes them (each its own queue: in order, one call at
+   * a time, bounded; stream-queue.ts). A synchronous backend gets them now. Never throws, never waits.
+   */
+  logStream(batch: readonly StreamRecord[]): void {
+    for (const l of this.live) l.stream?.push(batch);
+  }
+
+  /**
+   * Wait until every stream backend has been handed the records queued so far (not those queued
+   * meanwhile), at most `waitMs`; a backend still behind then keeps its backlog, counted.
+   */
+  async settleStream(waitMs: number): Promise<void> {
+    await Promise.all(this.live.flatMap((l) => (l.stream === null ? [] : [l.stream.settled(waitMs)])));
   }
 
   /** Hand the run's hyperparameters to every backend that takes them. */
   logHyperparams(params: Readonly<Record<string, unknown>>): Promise<void> {
     return this.each("logHyperparams", (b) => b.logHyperparams?.(params));
+  }
+
+  /** Tell the backends that keep rank losses (the store) that a rank was lost or came back. */
+  logRankLoss(loss: RankLoss): Promise<void> {
+    return this.each("logRankLoss", (b) => b.logRankLoss?.(loss));
   }
 
   /** What each backend hands to its per-rank instances, by config name. */
@@ -214,6 +244,10 @@ export class BackendSet {
       this.live.map(async (live) => {
         const target = live.pendingTarget;
         if (live.pending.length > 0 && target !== null) await deliver(live, takePending(live, target), target.step);
+        // Its stream backlog first, within its deadline; what is still queued after it is counted.
+        if (live.stream !== null && !(await live.stream.settled(live.deadlineMs))) {
+          reportError(`backend.streamBacklog:${live.name}`, `backend "${live.name}" still had ${live.stream.backlog} stream record(s) to take when it was finished (its deadline is ${live.deadlineMs} ms); they are not delivered to it`);
+        }
       }),
     );
     return this.each("finish", (b) => b.finish?.());
@@ -222,6 +256,23 @@ export class BackendSet {
   private async each(method: string, fn: (backend: Backend) => unknown): Promise<void> {
     await Promise.all(this.live.map((live) => call(live, method, () => fn(live.backend))));
   }
+}
+
+/**
+ * A stream backend's counts at a flush, once it was ever behind or dropped: its backlog now
+ * (`rankscope/stream_backlog/{name}`) and what it dropped since the last flush
+ * (`rankscope/stream_backend_dropped/{name}`), both summed over ranks.
+ */
+function streamQueueStates(live: LiveBackend): KeyState[] {
+  const queue = live.stream;
+  if (queue === null) return [];
+  const backlog = queue.backlog;
+  if (backlog > 0) queue.seen = true;
+  if (!queue.seen) return [];
+  return [
+    { key: `${STREAM_BACKLOG_KEY_PREFIX}${live.name}`, reduce: "sum", state: singleValueState(backlog) },
+    { key: `${STREAM_BACKEND_DROPPED_KEY_PREFIX}${live.name}`, reduce: "sum", state: singleValueState(queue.takeDropped()) },
+  ];
 }
 
 /** Merge and reduce the states a backend kept for its `every: N`, and forget them. */
@@ -260,12 +311,21 @@ function missed(live: LiveBackend): void {
  * backend's deadline is reported by name and counted, and the caller goes on. A synchronous
  * backend costs no timer. `finish` is always attempted (it may be what unblocks a hung backend).
  */
-async function call(
-  live: LiveBackend,
-  method: string,
-  fn: () => unknown,
-  hooks: { onLateFailure?: () => void } = {},
-): Promise<"ok" | "failed" | "late" | "skipped"> {
+function call(live: LiveBackend, method: string, fn: () => unknown, hooks: CallHooks = {}): Promise<CallOutcome> {
+  return Promise.resolve(startCall(live, method, fn, hooks));
+}
+
+type CallOutcome = "ok" | "failed" | "late" | "skipped";
+
+interface CallHooks {
+  onLateFailure?: () => void;
+}
+
+/**
+ * `call`, with the outcome of a synchronous backend (or a skipped call) returned synchronously, so
+ * a stream queue hands a synchronous backend its batches without yielding.
+ */
+function startCall(live: LiveBackend, method: string, fn: () => unknown, hooks: CallHooks = {}): CallOutcome | Promise<CallOutcome> {
   const { name } = live;
   if (live.dead || (live.stuck !== null && method !== "finish")) {
     live.skippedCalls++;
@@ -284,6 +344,12 @@ async function call(
     return "failed";
   }
   if (!isPromiseLike(result)) return "ok";
+  return settleCall(live, method, result, hooks);
+}
+
+/** The asynchronous end of `startCall`: the backend's promise, within its deadline. */
+async function settleCall(live: LiveBackend, method: string, result: PromiseLike<unknown>, hooks: CallHooks): Promise<CallOutcome> {
+  const { name } = live;
   let failed = false;
   const settled = Promise.resolve(result).then(
     () => undefined,

@@ -9,7 +9,7 @@ import { resolve as resolvePath } from "node:path";
 import type { Metric } from "../core/metric.js";
 import { DEFAULT_PROCESS_NAME } from "../core/rank-identity.js";
 import { describeValue, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
-import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
+import { claimRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
 import { newRunSecret, runSecretSetting } from "../core/run-secret.js";
 import { DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
 import type { BackendsConfig } from "./config.js";
@@ -116,6 +116,12 @@ export interface FlushResult {
   /** Ranks that did not answer by the deadline. */
   readonly missingRanks: readonly string[];
   /**
+   * Ranks lost so far in the run (their process or thread ended without being shut down, or a
+   * NATS rank fell silent and has not answered again); absent while none is. Counted per flush as
+   * `rankscope/ranks_lost`.
+   */
+  readonly lostRanks?: readonly string[];
+  /**
    * Calls each controller-side backend did not get (missed its deadline, skipped while hung, or
    * failed), cumulative since `initBackends`, by config name; only backends that missed any.
    * Per flush (and summed over ranks for per-rank backends) it is `rankscope/backend_undelivered/{name}`.
@@ -178,7 +184,7 @@ export function resolveLoggerOptions(options: MetricLoggerOptions): ResolvedLogg
   rejectUnknownOptions(OWNER, options, LOGGER_OPTIONS);
   return {
     processName: options.processName ?? DEFAULT_PROCESS_NAME,
-    run: resolveRunLocation(options),
+    run: claimRunLocation(options),
     flushDeadlineMs: resolveSetting(LOGGER_SETTINGS.flushDeadlineMs, options.flushDeadlineMs),
     shutdownDeadlineMs: resolveSetting(LOGGER_SETTINGS.shutdownDeadlineMs, options.shutdownDeadlineMs),
     backendDeadlineMs: resolveSetting(LOGGER_SETTINGS.backendDeadlineMs, options.backendDeadlineMs),

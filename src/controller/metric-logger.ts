@@ -11,15 +11,15 @@ import type { BackendContext } from "../backends/backend.js";
 import "../backends/builtin.js";
 // The controller merges states of every reduction its ranks may send, stats' avg_min_max included.
 import "../stats/reductions.js";
-import { getCollector, type KeyState } from "../core/collector.js";
+import { getCollector, pendingValues as pendingValuesOf, type KeyState } from "../core/collector.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
 import { warn } from "../core/diagnostics.js";
 import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
 import { redactRecord } from "../core/redact.js";
-import { configureLifecycle, endingReason, registerDrain } from "../core/lifecycle.js";
+import { configureLifecycle, endingBySignal, endingReason, registerDrain, untilTheEnd } from "../core/lifecycle.js";
 import type { Metric } from "../core/metric.js";
 import { setCurrentRun } from "../run/current.js";
-import type { RunLocation } from "../run/run-dir.js";
+import { releaseUnusedRunLocation, type RunLocation } from "../run/run-dir.js";
 import { runHyperparams, validateRunMeta, writeRunFiles } from "../run/run-files.js";
 import { runLocationNote } from "../run/where.js";
 import { BackendSet, type BackendDeliveryStats } from "./backend-set.js";
@@ -38,8 +38,10 @@ import {
   type ShutdownOptions,
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
-import { askRanks, rankCountStates } from "./rank-answers.js";
-import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
+import { askRanks, droppedKeyStates, rankCountStates } from "./rank-answers.js";
+import { LostRanks } from "./lost-ranks.js";
+import type { RankIdentity } from "../core/rank-identity.js";
+import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
 export {
@@ -54,7 +56,7 @@ export {
   type MetricLoggerOptions,
   type ShutdownOptions,
 } from "./logger-options.js";
-export { RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
+export { DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
 
 /** The controller-side logger. Get it with `getOrCreateMetricLogger`. */
 export class MetricLogger implements ResolvedLoggerOptions {
@@ -86,8 +88,12 @@ export class MetricLogger implements ResolvedLoggerOptions {
   private readonly beforeInit = new FlushesBeforeInit();
   private readonly shutdownHooks: Array<() => Promise<void> | void> = [];
   private unregisterDrain: (() => void) | null = null;
+  /** Flushes running now (a shutdown lets them log before it finishes the backends). */
+  private readonly flushesInFlight = new Set<Promise<FlushResult>>();
   /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
   private readonly ownRank: RankHandle;
+  /** Ranks lost so far (crashed, or silent over NATS), for the rest of the run. */
+  private readonly lost = new LostRanks();
 
   constructor(options: MetricLoggerOptions = {}) {
     const resolved = resolveLoggerOptions(options);
@@ -100,9 +106,11 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.quiet = resolved.quiet;
     this.runId = resolved.runId;
     this.runSecret = resolved.runSecret;
-    // A new logger after a shutdown(): recording is logged again.
+    // A new logger after a shutdown(): recording is logged again, and raw values belong to its steps
+    // (the last flushed step + 1 of this run, not of a run before it in this process).
     getCollector().reopen();
-    const local = new RankRuntime(standaloneIdentity(this.processName));
+    getCollector().step = 0;
+    const local = new RankRuntime(controllerIdentity(this.processName));
     this.ownRank = new LocalRankHandle(local);
     this.ranks.set(local.identity.rankName, this.ownRank);
     setCurrentRun({ ...this.run, identity: local.identity, role: "controller" });
@@ -121,12 +129,18 @@ export class MetricLogger implements ResolvedLoggerOptions {
       exit: ({ reason }) => {
         if (this.closed) return;
         this.closed = true;
+        releaseUnusedRunLocation(this.run);
         const { keys, values } = pendingValues();
         if (values > 0) {
           warn("exit.unflushed", `${reason}: ${values} value(s) in ${keys} key(s) recorded since the last flush were never logged (the process ended without flush(step) and shutdown())`);
         }
       },
     });
+  }
+
+  /** Whether `initBackends` has started this logger's backends (a `Logger` facade created later uses them). */
+  get backendsStarted(): boolean {
+    return this.rankInit !== null;
   }
 
   /** Names of the registered ranks (this process included). */
@@ -145,7 +159,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.assertOpen("initBackends");
     if (this.rankInit !== null && options.replace !== true) {
       throw new Error(
-        "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these",
+        "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these. (A Logger facade created before calls it too; one created after initBackends() logs to the backends already started.)",
       );
     }
     const validated = await validateBackendsConfig(config ?? DEFAULT_BACKENDS);
@@ -212,18 +226,46 @@ export class MetricLogger implements ResolvedLoggerOptions {
   }
 
   /**
+   * A rank was lost: its process or thread ended without being shut down, or (NATS) it fell
+   * silent. The transport that saw it has warned; from now on every flush counts it
+   * (`rankscope/ranks_lost`, `FlushResult.lostRanks`) and the store records it for the dashboard.
+   */
+  rankLost(identity: RankIdentity, reason: string): void {
+    const loss = this.lost.lose(identity, reason, this.lastStep >= 0 ? this.lastStep : null);
+    if (loss !== undefined && !this.closed) void this.globalBackends.logRankLoss(loss);
+  }
+
+  /** A lost rank answered again (a silent NATS rank): no longer counted as lost. */
+  rankBack(identity: RankIdentity): void {
+    const back = this.lost.back(identity, this.lastStep >= 0 ? this.lastStep : null);
+    if (back !== undefined && !this.closed) void this.globalBackends.logRankLoss(back);
+  }
+
+  /**
    * Flush every rank at `step`: per-rank backends log their rank's values, and the merged values
    * go to the `global_reduce` backends. Returns by the flush deadline even if ranks do not answer.
+   * Once the process is ending by a signal rankscope drains, it logs nothing and never returns.
    */
   async flush(step: number, options: FlushOptions = {}): Promise<FlushResult> {
-    if (this.ignoredWhileEnding("flush")) return { step, metrics: [], ranksExpected: 0, ranksReporting: 0, missingRanks: [], undelivered: {} };
+    if (this.parkedWhileEnding("flush")) return untilTheEnd();
+    const flushing = this.flushRanks(step, options);
+    this.flushesInFlight.add(flushing);
+    try {
+      return await flushing;
+    } finally {
+      this.flushesInFlight.delete(flushing);
+    }
+  }
+
+  private async flushRanks(step: number, options: FlushOptions): Promise<FlushResult> {
     this.assertOpen("flush");
     if (!Number.isInteger(step) || step < 0) throw new TypeError(`flush(step) takes a non-negative integer step, got ${String(step)}`);
     if (step < this.lastStep || (step === this.lastStep && options.allowRepeatedStep !== true)) {
       warn("flush.stepNotIncreasing", `flush(${step}) after flush(${this.lastStep}): steps should increase; the values are logged at step ${step} as asked`);
     }
     this.lastStep = Math.max(this.lastStep, step);
-    const { snapshots, missing, ranksExpected, ranksReporting } = await askRanks([...this.ranks.values()], this.ownRank, step, this.flushDeadlineMs);
+    const answers = await askRanks([...this.ranks.values()], this.ownRank, step, this.flushDeadlineMs);
+    const { snapshots, missing, ranksExpected, ranksReporting } = answers;
     if (missing.length > 0) {
       warn(
         // One code per set of missing ranks: a rank lost an hour later is printed again, not just counted.
@@ -240,14 +282,22 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const states = mergeRankKeyStates(snapshots, step);
     states.push(...this.globalBackends.takeUndeliveredStates(), ...this.primaryBackends.takeUndeliveredStates());
     if (ranksExpected > 0) states.push(...rankCountStates({ ranksExpected, ranksReporting }));
+    states.push(...this.lost.states());
+    states.push(...droppedKeyStates(snapshots, step));
     states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    const result = { step, ranksExpected, ranksReporting, missingRanks: missing };
+    const lostRanks = this.lost.names;
+    const result = { step, ranksExpected, ranksReporting, missingRanks: missing, ...(lostRanks.length > 0 ? { lostRanks } : {}) };
     if (this.rankInit === null) {
-      this.beforeInit.keep({ states, ...target });
+      this.beforeInit.keep({ states, ...target, acknowledge: answers.acknowledge });
       return { ...result, metrics: reduceStates(states, target).metrics, undelivered: {}, beforeInit: true };
     }
-    for (const kept of this.beforeInit.takeAll()) await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
+    for (const kept of this.beforeInit.takeAll()) {
+      await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
+      kept.acknowledge?.();
+    }
     const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
+    // Logged: ranks over NATS may forget these answers now (a later controller need not ask for them).
+    answers.acknowledge();
     return { ...result, metrics: merged.metrics, undelivered: this.undelivered() };
   }
 
@@ -263,7 +313,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
    * their own (the system monitor, `axis: "system/step"`) or log one-off values (histograms).
    */
   async logDirect(states: readonly KeyState[], options: LogDirectOptions): Promise<readonly Metric[]> {
-    if (this.ignoredWhileEnding("logDirect")) return [];
+    if (this.parkedWhileEnding("logDirect")) return untilTheEnd();
     this.assertOpen("logDirect");
     const target = { step: options.step, timestamp: options.timestamp ?? Date.now(), ...(options.axis === undefined ? {} : { axis: options.axis }) };
     const reduced = reduceStates(states, target);
@@ -292,17 +342,24 @@ export class MetricLogger implements ResolvedLoggerOptions {
     if (values > 0) {
       warn("shutdown.unflushed", `shutdown(): ${values} value(s) in ${keys} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
     }
+    const started = Date.now();
+    // A flush still running (called before a signal that shuts the logger down) logs its step
+    // before the backends finish, within half the deadline, instead of logging into finished ones.
+    const inFlight = [...this.flushesInFlight];
+    const flushed = inFlight.length === 0 ? Promise.resolve() : withDeadline(Promise.allSettled(inFlight), deadlineMs / 2).then(() => undefined);
     // Ranks get a little less than the whole deadline, so one that must be killed is killed in time.
     const rankDeadline = Math.max(1, deadlineMs - Math.min(500, deadlineMs / 5));
-    const ranksDone = Promise.all([...this.ranks.values()].map((r) => r.shutdown(rankDeadline).catch(() => undefined)));
+    const ranks = [...this.ranks.values()];
+    const ranksDone = flushed.then(() => Promise.all(ranks.map((r) => r.shutdown(Math.max(1, rankDeadline - (Date.now() - started))).catch(() => undefined))));
     // Primaries finish after their ranks: a shared run is marked complete once the ranks are done.
-    const all = [this.globalBackends.finish(), ranksDone.then(() => this.primaryBackends.finish())];
-    const started = Date.now();
+    const all = [flushed.then(() => this.globalBackends.finish()), ranksDone.then(() => this.primaryBackends.finish())];
     const done = await withDeadline(Promise.all(all), deadlineMs);
     if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${deadlineMs} ms; stopped waiting`);
     // Transports close even after a missed deadline, so no connection keeps the process alive.
     await withDeadline(this.runShutdownHooks(), Math.max(200, deadlineMs - (Date.now() - started)));
     this.ranks.clear();
+    // A default-named run directory this logger claimed and nobody wrote into leaves nothing behind.
+    releaseUnusedRunLocation(this.run);
     // Once per job, on the controller only (ranks have no MetricLogger), after the data is written.
     const note = this.quiet || this.rankInit === null ? undefined : runLocationNote(this.run);
     if (note !== undefined) process.stderr.write(note);
@@ -351,15 +408,14 @@ export class MetricLogger implements ResolvedLoggerOptions {
   }
 
   /**
-   * While the lifecycle shuts the logger down at a signal, the user's loop may still be running
-   * (its awaits resolve in between): its calls are not errors then, just no longer logged (the
-   * values stay counted as unflushed at exit).
+   * Once the process is ending by a signal rankscope drains, the user's loop may still be running
+   * (its awaits resolve in between): its calls are not errors then, and not logged either (the
+   * values stay counted as unflushed); they never settle, so the loop parks until the process ends
+   * by the signal instead of spinning (docs/lifecycle.md).
    */
-  private ignoredWhileEnding(call: string): boolean {
-    if (!this.closed) return false;
-    const reason = endingReason();
-    if (reason === null) return false;
-    warn("lifecycle.ending", `${call}() while the process is ending (${reason}): not logged; rankscope is writing what was flushed before`);
+  private parkedWhileEnding(call: string): boolean {
+    if (!endingBySignal()) return false;
+    warn("lifecycle.ending", `${call}() while the process is ending (${String(endingReason())}): not logged, and it does not return (the process ends by the signal); rankscope is writing what was flushed before`);
     return true;
   }
 
@@ -373,7 +429,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
       displayName: GLOBAL_DISPLAY_NAME,
       loggingMode: v.loggingMode,
       role: "controller",
-      identity: standaloneIdentity(this.processName),
+      identity: controllerIdentity(this.processName),
       runDir: this.run.runDir,
       experiment: this.run.experiment,
       trial: this.run.trial,
@@ -385,15 +441,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
 
 /** Values (and keys) recorded in this process's collector since its last flush. */
 function pendingValues(): { keys: number; values: number } {
-  let keys = 0;
-  let values = 0;
-  for (const e of getCollector().entries.values()) {
-    if (e.accumulator.count > 0) {
-      keys++;
-      values += e.accumulator.count;
-    }
-  }
-  return { keys, values };
+  return pendingValuesOf(getCollector());
 }
 
 /** The process-wide slot of the controller's logger. */

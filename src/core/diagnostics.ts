@@ -1,4 +1,5 @@
 import { processWide } from "./process-wide.js";
+import { redactUrlCredentials } from "./redact.js";
 /**
  * Operational faults and warnings: every one is counted, the first of each kind is reported.
  *
@@ -6,6 +7,9 @@ import { processWide } from "./process-wide.js";
  * the user's loop. It reports it here instead: once per `code` through the handler (stderr by
  * default), and counted every time, so a fault that repeats a million times costs one line of
  * output and is still visible as a number (`diagnostics().counts`).
+ *
+ * Every message passes through `redactUrlCredentials` first: a URL quoted in a message (a NATS
+ * server, a backend's endpoint) never shows the password or token it was given with.
  */
 
 /** One reported fault or warning. */
@@ -43,7 +47,7 @@ function report(level: Diagnostic["level"], code: string, message: string, show 
   s.counts.set(code, count);
   if (count === 1 || s.everyTime || show) {
     try {
-      s.handler({ code, message, level, count });
+      s.handler({ code, message: redactUrlCredentials(message), level, count });
     } catch {
       // A broken handler must not turn a reported fault into a crash of the user's loop.
     }

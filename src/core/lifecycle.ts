@@ -9,7 +9,9 @@
  *   (`drainDeadlineMs`, env `RANKSCOPE_DRAIN_DEADLINE_MS`, default 5000 ms); drains that missed it
  *   are reported by name; then every sync part runs, and the signal is raised again, once, so the
  *   process ends by it exactly as it would have without rankscope (status 130 / 143, `signal` set).
- *   A second signal while draining ends the process at once.
+ *   The job's calls into rankscope from then on never settle (`untilTheEnd`), so its loop parks
+ *   instead of spinning, and a watchdog thread (end-watchdog.ts) kills the process at the deadline
+ *   should its main thread never come back. A second signal while draining ends the process at once.
  * - **An interactive stop**: while a drain registered with `stopsCleanlyOnSignal` is present (the
  *   CLI's `rankscope ui` and `tail`, whose Ctrl-C is the ordinary way to stop them), the process
  *   exits with code 0 after the drains and sync parts instead of raising the signal again.
@@ -23,6 +25,7 @@
  * - **exit** (`process.exit()`, the end of the loop): the sync parts run once, each bounded.
  */
 import { reportError, warn } from "./diagnostics.js";
+import { startEndWatchdog } from "./end-watchdog.js";
 import { processWide } from "./process-wide.js";
 import { integerKind, resolveSetting, type Setting } from "./settings.js";
 
@@ -74,6 +77,8 @@ export interface Drain {
 
 /** Default of `drainDeadlineMs`. */
 export const DEFAULT_DRAIN_DEADLINE_MS = 5000;
+/** At most this much of the drain deadline (and at most a fifth of it) is kept for the sync parts after a signal. */
+const SYNC_RESERVE_MS = 1000;
 /** beforeExit rounds allowed in a row before the registry stops draining there (each may schedule work). */
 const MAX_BEFORE_EXIT_ROUNDS = 5;
 
@@ -220,12 +225,44 @@ function onSignal(signal: DrainedSignal): void {
   const stopsCleanly = [...state.drains].some((d) => d.stopsCleanlyOnSignal === true);
   state.ending = signal;
   state.crashed = !stopsCleanly;
-  const deadline = Date.now() + drainDeadlineMs();
-  void runDrains({ reason: signal, deadline }).finally(() => {
-    runExit(signal, deadline);
+  const budget = drainDeadlineMs();
+  // The process is gone by `end`, whatever the job's own code does meanwhile: the async drains
+  // get the deadline less a reserve for the sync parts, and a watchdog thread, which needs
+  // nothing from this (possibly starved) main thread, kills the process at `end`.
+  const end = Date.now() + budget;
+  startEndWatchdog(
+    end,
+    `[rankscope] error: ${signal}: the process did not end within the ${budget} ms drain deadline (its main thread did not come back from the job's code, or a drain hung); killed with SIGKILL, what was not written by then is lost (raise drainDeadlineMs / RANKSCOPE_DRAIN_DEADLINE_MS)`,
+  );
+  void runDrains({ reason: signal, deadline: end - syncReserveMs(budget) }).finally(() => {
+    runExit(signal, end);
     if (stopsCleanly) process.exit(0);
     else raise(signal);
   });
+}
+
+/** The part of the drain deadline kept for the sync parts after a signal's async drains. */
+function syncReserveMs(budget: number): number {
+  return Math.min(SYNC_RESERVE_MS, Math.floor(budget / 5));
+}
+
+/**
+ * True once the process is ending by a SIGINT/SIGTERM that rankscope drains (no listener of the
+ * user's for it): the process ends by that signal within the drain deadline.
+ */
+export function endingBySignal(): boolean {
+  return state.ending === "SIGINT" || state.ending === "SIGTERM";
+}
+
+/**
+ * What a call of the job's loop (`flush`, `fanout`, …) returns once the process is ending by a
+ * signal: a promise that never settles. The loop parks there until the process ends by the
+ * signal. A call that resolved at once instead would let a `for (;;) { await … }` loop spin on
+ * microtasks and starve every timer of the drain (issue 24 case 1); a rejection would become an
+ * uncaught exception and change how the process ends.
+ */
+export function untilTheEnd<T>(): Promise<T> {
+  return new Promise<T>(() => undefined);
 }
 
 /** End the process by `signal`, as it would have ended without our listeners. */

@@ -11,6 +11,8 @@ export interface RingOwner {
   readonly producer: RingProducer | null;
   /** A ring id for a key name; the writer learns the name before it sees the id. */
   internKey(name: string): number;
+  /** A value arrived while no stream runs: counted if the process's end stopped it. */
+  droppedAfterEnd(): void;
 }
 
 /** Interns metric keys to ring ids (once per key) and pushes raw values. */
@@ -22,9 +24,25 @@ export class MetricStreamProducer implements StreamProducer {
 
   record(entry: MetricEntry, value: number, step: number): void {
     const producer = this.owner.producer;
-    if (producer === null) return;
+    if (producer === null) {
+      this.owner.droppedAfterEnd();
+      return;
+    }
     if (entry.streamGeneration !== this.generation) this.intern(entry);
     producer.pushValue(entry.streamId, value, step);
+  }
+
+  /** Push a value recorded earlier, at its own time (a worker's values waiting for its ring). */
+  recordAt(entry: MetricEntry, value: number, step: number, timestamp: number): void {
+    const producer = this.owner.producer;
+    if (producer === null) return;
+    if (entry.streamGeneration !== this.generation) this.intern(entry);
+    producer.pushValue(entry.streamId, value, step, timestamp);
+  }
+
+  /** Count `n` values lost before they reached the ring (as the ring's own drops). */
+  countDropped(n: number): void {
+    this.owner.producer?.countDropped(n);
   }
 
   /** Forget every id (a new stream, whose writer knows no names yet). */

@@ -7,16 +7,18 @@
  * through a link (`attachLink`, see link.ts). Everything lost on the way is counted (`stats()`).
  */
 import { join } from "node:path";
-import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from "node:worker_threads";
-import type { RankIdentity } from "../core/rank-identity.js";
+import { isMainThread, MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from "node:worker_threads";
+import { getCollector } from "../core/collector.js";
+import { recorderOf, type RankIdentity, type Recorder } from "../core/rank-identity.js";
 import { describeError, reportError, warn } from "../core/diagnostics.js";
 import { envFlag } from "../core/env.js";
 import { currentRun } from "../run/current.js";
-import { resolveStreamConfig, streamFileFromEnv, type StreamConfig, type StreamOptions } from "./config.js";
+import { resolveStreamConfig, streamFileFromEnv, streamFileName, type StreamConfig, type StreamOptions } from "./config.js";
 import { registerStreamDrain } from "./drain.js";
 import type { StreamCounts } from "./format.js";
 import { acceptLink, offerLink } from "./link.js";
-import { isWriterEvent, type KeyRegistration, type WriterCommand, type WriterData, type WriterEvent } from "./messages.js";
+import { isWriterEvent, type KeyPoster, type KeyRegistration, type RingAttachment, type WriterCommand, type WriterData, type WriterEvent } from "./messages.js";
+import { workerStreamHost } from "./worker-streams.js";
 import { MetricStreamProducer } from "./metric-producer.js";
 import { BatchDelivery, type StreamBatchSink } from "./sink.js";
 import { CONTROL, COUNTERS, createControl, createRing, RingProducer, RingView, SharedCounters, STOP_REASONS, type RingShape, type StopReason } from "./ring.js";
@@ -33,6 +35,12 @@ export interface StreamStats extends StreamCounts {
   readonly pending: number;
   /** `streamValues` calls dropped because no stream destination was known (warned once). */
   readonly noDestination: number;
+  /**
+   * Values streamed (`streamValues`, `per_rank_no_reduce` metrics) after the process's end had
+   * stopped the stream (a signal, an uncaught exception, exit): the stream's final line is written
+   * and it does not start again in this process (warned once).
+   */
+  readonly afterEnd: number;
   /** True while the file's writes are made on the writer's file thread (see the `fileThread` option). */
   readonly fileThread: boolean;
 }
@@ -47,6 +55,7 @@ interface Waiter {
   readonly resolve: () => void;
 }
 
+
 /** Who started the stream: one the runtime started for its backends it also stops. */
 export type StartedBy = "user" | "runtime";
 
@@ -59,11 +68,24 @@ export class StreamService {
   readonly metricProducer = new MetricStreamProducer(this);
   readonly disabled = envFlag("RANKSCOPE_DISABLE_STREAM");
   noDestination = 0;
+  /** Values streamed after the process's end stopped the stream (see `StreamStats.afterEnd`). */
+  afterEnd = 0;
+  /** Why the process's end stopped the stream; once set, the stream never starts again here. */
+  private endedBy: StopReason | null = null;
   private file: string | undefined;
   private control: Int32Array | null = null;
   private counters: SharedCounters | null = null;
   private ring: RingView | null = null;
-  private keys: MessagePort | null = null;
+  /** Where this thread's key names go: its writer's key port, or (a worker linked by its collector) the main thread. */
+  private keys: KeyPoster | null = null;
+  /** The port behind `keys` when this thread owns it (closed at teardown). */
+  private keysPort: MessagePort | null = null;
+  /** Whose values this thread's stream carries (set at start). */
+  private recorder: Recorder | null = null;
+  /** True while this (main) thread's workers stream their metric values through its writer. */
+  private hostingWorkers = false;
+  /** This worker thread linked with `attachStreamLink` (not by its collector). */
+  private explicitLink = false;
   private events: MessagePort | null = null;
   private worker: Worker | null = null;
   private nextKeyId = 0;
@@ -85,7 +107,7 @@ export class StreamService {
 
   /** Start the writer (a no-op with a warning if it already runs with other options). */
   start(options: StreamOptions, startedBy: StartedBy, identity?: RankIdentity, runDir?: string): void {
-    if (this.disabled) return;
+    if (this.disabled || this.endedBy !== null) return;
     if (this.running) {
       if (Object.keys(options).length > 0 && startedBy === "user") {
         warn("stream.alreadyRunning", `startStream: the stream is already running (writing ${this.file}); the new options are ignored, call stopStream() first to change them`);
@@ -95,12 +117,12 @@ export class StreamService {
     const config = resolveStreamConfig(options);
     const run = currentRun();
     const who = identity ?? run?.identity;
-    const rank = who?.rank ?? 0;
+    const recorder: Recorder = who === undefined ? { role: "rank", rank: 0, rankName: "rank0", thread: 0 } : recorderOf(who);
     const dir = runDir ?? run?.runDir;
-    const file = config.file ?? (dir !== undefined ? join(dir, "streams", `rank-${rank}.jsonl`) : undefined);
+    const file = config.file ?? (dir !== undefined ? join(dir, "streams", streamFileName(recorder)) : undefined);
     if (file === undefined) {
       throw new TypeError(
-        "startStream: no stream file: pass { file }, set RANKSCOPE_STREAM_FILE, or create a logger first (getOrCreateMetricLogger) so the stream goes to {runDir}/streams/rank-{rank}.jsonl",
+        "startStream: no stream file: pass { file }, set RANKSCOPE_STREAM_FILE, or create a logger first (getOrCreateMetricLogger) so the stream goes to {runDir}/streams/rank-{rank}.jsonl (controller.jsonl for the controller)",
       );
     }
     const control = createControl(config.batchSize);
@@ -114,8 +136,7 @@ export class StreamService {
       file,
       flushMs: config.flushMs,
       fileThread: config.fileThread,
-      rank,
-      rankName: who?.rankName ?? `rank${rank}`,
+      recorder,
       maxBatchesInFlight: MAX_BATCHES_IN_FLIGHT,
     };
     const worker = startStreamWorker("writer", data, [keys.port2, events.port1]);
@@ -137,9 +158,11 @@ export class StreamService {
 
     this.config = config;
     this.file = file;
+    this.recorder = recorder;
     this.events = events.port2;
     this.worker = worker;
     this.startedBy = startedBy;
+    this.keysPort = keys.port1;
     this.beginProducing(control, shape, keys.port1, false);
     this.unregisterDrain ??= registerStreamDrain(this, config.handleSignals, () => this.config?.exitWaitMs ?? 2000);
   }
@@ -147,6 +170,10 @@ export class StreamService {
   /** Start lazily from `streamValues` when a destination is known: the producer, or null (warned, counted) if none. */
   startLazily(): RingProducer | null {
     if (this.disabled) return null;
+    if (this.endedBy !== null) {
+      this.droppedAfterEnd();
+      return null;
+    }
     if (streamFileFromEnv() === undefined && currentRun() === undefined) {
       this.noDestination++;
       warn(
@@ -167,6 +194,16 @@ export class StreamService {
   }
 
   /**
+   * A value streamed after the process's end stopped the stream: counted, never a new stream (its
+   * file would get a second final line, and grow while the process is ending).
+   */
+  droppedAfterEnd(): void {
+    if (this.endedBy === null) return;
+    this.afterEnd++;
+    warn("stream.afterEnd", `stream: values streamed after the stream ended at ${this.endedBy} are not written; they are counted (streamStats().afterEnd)`);
+  }
+
+  /**
    * Main side of a worker thread's link: a port to hand to the worker. The worker's ring arrives
    * on it and is forwarded to this stream's writer, which drains it with this thread's ring.
    */
@@ -176,12 +213,63 @@ export class StreamService {
     if (control === null || config === null || !this.running) {
       throw new Error("streamLinkForWorker: start the stream first (startStream, or a logger with a per_rank_no_reduce backend)");
     }
-    return offerLink({ control, capacity: config.capacity, values: config.values }, ({ shape, keys }) => {
-      if (this.worker === null || this.control === null) return;
-      const command: WriterCommand = { type: "ring", ring: { shape, keys } };
-      this.worker.postMessage(command, [keys]);
-      this.wake();
+    return offerLink({ control, capacity: config.capacity, values: config.values }, ({ shape, keys, thread }) => {
+      const recorder = this.recorder;
+      this.attachRing({ shape, keys, ...(recorder === null ? {} : { recorder: { ...recorder, thread } }) });
     });
+  }
+
+  /** Hand another thread's ring to this thread's writer. */
+  private attachRing(ring: RingAttachment): void {
+    if (this.worker === null || this.control === null) return;
+    const command: WriterCommand = { type: "ring", ring };
+    this.worker.postMessage(command, [ring.keys]);
+    this.wake();
+  }
+
+  /**
+   * In the main thread, while metric values stream: every worker whose collector links streams its
+   * raw values too, under its own recorder (worker-streams.ts). Started with the metric producer.
+   */
+  private hostWorkerStreams(): void {
+    if (!isMainThread || this.hostingWorkers || !this.running) return;
+    this.hostingWorkers = true;
+    workerStreamHost().start(
+      () => {
+        const { control, config, recorder } = this;
+        if (control === null || config === null || recorder === null || !this.running) return null;
+        return { control, capacity: config.capacity, values: config.values, owner: recorder, step: getCollector().step };
+      },
+      (ring) => this.attachRing(ring),
+    );
+  }
+
+  private endWorkerStreams(): void {
+    if (!this.hostingWorkers) return;
+    this.hostingWorkers = false;
+    workerStreamHost().end();
+  }
+
+  /** The metric producer, with this thread's workers streaming too (the collector's stream hook). */
+  metricsProducer(): MetricStreamProducer {
+    this.hostWorkerStreams();
+    return this.metricProducer;
+  }
+
+  /** Worker side (worker-streams.ts): produce into a ring drained by the main thread's writer. */
+  beginLinked(control: Int32Array, shape: RingShape, postKey: (registration: KeyRegistration) => void): MetricStreamProducer {
+    this.beginProducing(control, shape, { postMessage: postKey }, true);
+    return this.metricProducer;
+  }
+
+  /** Worker side: the producer of a link made with `attachStreamLink`, if any. */
+  linkedProducer(): MetricStreamProducer | null {
+    return this.linked && this.explicitLink ? this.metricProducer : null;
+  }
+
+  /** Worker side: the main thread's stream ended. */
+  endLinked(): void {
+    if (this.linked) this.detachLink();
   }
 
   /** Worker side: stream into a ring of this thread's own, drained by the writer behind `port`. */
@@ -190,10 +278,11 @@ export class StreamService {
     if (this.running) throw new Error("attachStreamLink: this thread already streams; call it before the first streamValues");
     const { control, shape, keys } = acceptLink(port);
     this.beginProducing(control, shape, keys, true);
+    this.explicitLink = true;
   }
 
   /** From now on, values go into the ring `shape` under `control`; key names go to `keys`. */
-  private beginProducing(control: Int32Array, shape: RingShape, keys: MessagePort, linked: boolean): void {
+  private beginProducing(control: Int32Array, shape: RingShape, keys: KeyPoster, linked: boolean): void {
     this.control = control;
     this.counters = new SharedCounters(control);
     this.ring = new RingView(shape);
@@ -223,15 +312,21 @@ export class StreamService {
   /** Stop handing records to the sink (after a flush, so it got everything recorded so far). */
   async detachSink(): Promise<void> {
     if (this.running) await this.flush(DEFAULT_ASYNC_WAIT_MS);
+    // Workers stream metric values only while this thread does.
+    this.endWorkerStreams();
     this.delivery.setSink(null);
     if (this.control !== null) Atomics.store(this.control, CONTROL.WANT_BATCHES, 0);
     if (this.startedBy === "runtime") await this.stop(DEFAULT_ASYNC_WAIT_MS);
   }
 
-  /** Wait until everything recorded so far is written and handed to the sink. */
-  async flush(waitMs: number): Promise<void> {
+  /**
+   * Wait until everything recorded so far is written and taken by the sink, and with `settle`
+   * until the sink handed it to its backends too; all within `waitMs`.
+   */
+  async flush(waitMs: number, settle = true): Promise<void> {
     const control = this.control;
     if (control === null || !this.running) return;
+    const started = Date.now();
     const request = Atomics.add(control, CONTROL.FLUSH_REQ, 1) + 1;
     this.wake();
     if (this.linked) {
@@ -239,12 +334,12 @@ export class StreamService {
       await pollUntil(control, CONTROL.FLUSH_DONE, (done) => ((done - request) | 0) >= 0, waitMs);
       return;
     }
-    await waitAtMost(waitMs, (settle) => {
-      this.flushWaiters.push({ request, resolve: settle });
+    await waitAtMost(waitMs, (done) => {
+      this.flushWaiters.push({ request, resolve: done });
       if (!this.writerAlive) this.releaseWaiters();
     });
     this.takeEvents();
-    await this.delivery.settle();
+    if (settle) await this.delivery.settle(waitMs - (Date.now() - started));
   }
 
   /** The synchronous flush used where nothing can be awaited (beforeExit). */
@@ -266,6 +361,7 @@ export class StreamService {
     const control = this.control;
     if (control === null || !this.running) return this.finalCounts;
     const exited = this.writerExited;
+    const started = Date.now();
     Atomics.store(control, CONTROL.STOP, STOP_REASONS.indexOf("stop"));
     this.wake();
     await waitAtMost(waitMs, (settle) => {
@@ -273,15 +369,19 @@ export class StreamService {
       if (!this.writerAlive) this.releaseWaiters();
     });
     this.takeEvents();
-    await this.delivery.settle();
+    await this.delivery.settle(waitMs - (Date.now() - started));
     this.teardown("stop", waitMs);
     // Let the thread end before the caller goes on (tests start a new stream right after).
     await waitAtMost(waitMs, (settle) => void exited.then(settle));
     return this.finalCounts;
   }
 
-  /** The synchronous stop of exit paths: bounded by `waitMs`, never throws. */
+  /**
+   * The synchronous stop of the process's end (the lifecycle's drain): bounded by `waitMs`, never
+   * throws. The stream does not start again in this process afterwards.
+   */
   stopSync(reason: StopReason, waitMs: number): void {
+    this.endedBy ??= reason;
     if (this.linked) {
       this.detachLink();
       return;
@@ -299,11 +399,12 @@ export class StreamService {
     const counts = this.finalCounts ?? this.liveCounts();
     return {
       ...counts,
-      dropped: counts.dropped + this.noDestination,
+      dropped: counts.dropped + this.noDestination + this.afterEnd,
       running: this.running,
       file: this.file,
       pending: this.running && this.ring !== null ? this.ring.pending() : 0,
       noDestination: this.noDestination,
+      afterEnd: this.afterEnd,
       fileThread: this.running && this.control !== null && Atomics.load(this.control, CONTROL.FILE_THREAD) === 1,
     };
   }
@@ -367,6 +468,7 @@ export class StreamService {
     this.control = null;
     this.counters = null;
     this.linked = false;
+    this.explicitLink = false;
   }
 
   /** Let every flush/stop waiter go (the writer is gone). */
@@ -391,9 +493,11 @@ export class StreamService {
     this.producer = null;
     this.delivery.setSink(null);
     this.events?.close();
-    this.keys?.close();
+    this.keysPort?.close();
     this.events = null;
     this.keys = null;
+    this.keysPort = null;
+    this.endWorkerStreams();
     this.control = null;
     this.counters = null;
     this.worker = null;

@@ -11,6 +11,8 @@ import { after, before, describe, test } from "node:test";
 import { MetricLogger, type FlushResult } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
+import { closeStores, runInfo } from "../../src/backends/store/reader.js";
+import { RANKS_LOST_KEY } from "../../src/core/internal-keys.js";
 import { collectDiagnostics, tempDir, waitFor, within } from "../helpers.js";
 import { NatsServer, SUM_RANK, TEST_RUN_SECRET } from "./support.js";
 
@@ -129,15 +131,19 @@ describe("NATS ranks that come back", () => {
     dirs.push(runDir);
     const logger = new MetricLogger({ processName: "Controller", runDir, flushDeadlineMs: 800 });
     const seen = await collectDiagnostics(async () => {
-      await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+      await logger.initBackends({ jsonl: { loggingMode: "global_reduce" }, store: { loggingMode: "global_reduce", waitForWrites: true } });
       const nats = await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 2 });
       const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "Sleepy", logger, nats });
       const [, sleepy] = ranks.rankNames as [string, string];
       await ranks.call(sleepy, "record", "readmit/value", 5, "sum");
       const blocked = ranks.call(sleepy, "block", 6000);
       let step = 0;
-      await waitFor(async () => (await logger.flush(step++)).ranksExpected === 1, { timeoutMs: 20_000, what: `${sleepy} to be no longer expected` });
+      const silent = await waitFor(async () => {
+        const result = await logger.flush(step++);
+        return result.ranksExpected === 1 ? result : undefined;
+      }, { timeoutMs: 20_000, what: `${sleepy} to be no longer expected` });
       assert.deepEqual(nats.silentRankNames, [sleepy]);
+      assert.deepEqual(silent.lostRanks, [sleepy], "a silent rank is counted as lost meanwhile");
       await blocked;
       await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, { timeoutMs: 20_000, what: `${sleepy} to report again` });
       assert.deepEqual(nats.silentRankNames, []);
@@ -145,7 +151,15 @@ describe("NATS ranks that come back", () => {
       const next = await logger.flush(step++);
       assert.deepEqual(next.missingRanks, []);
       assert.equal(next.ranksExpected, 2);
+      assert.equal(next.lostRanks, undefined, "back: no longer lost");
+      assert.equal(next.metrics.find((m) => m.key === RANKS_LOST_KEY)?.value, 0);
       await logger.shutdown();
+      // The store keeps the episode: lost after some step, back at a later one.
+      const [lost] = runInfo(runDir).lostRanks ?? [];
+      closeStores();
+      assert.equal(lost?.rankName, sleepy);
+      assert.match(lost?.reason ?? "", /silent: missed 2 flushes in a row/);
+      assert.ok(lost !== undefined && lost.backStep !== null && lost.step !== null && lost.backStep > lost.step, JSON.stringify(lost));
     });
     assert.equal(jsonlSum(runDir, "readmit/value").sum, 6, "the value recorded before the silence (5) and after (1), each once");
     assert.ok(seen.some((d) => d.code.startsWith("rank.silent:")));

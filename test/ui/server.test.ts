@@ -164,6 +164,11 @@ describe("dashboard server", () => {
     assert.deepEqual(histograms.map((h) => h.step), [3, 10]);
     assert.deepEqual(histograms[1]?.histogram.bucketLimits, [-1, 0, 1, 2, "Infinity"]);
     assert.deepEqual(histograms[1]?.histogram.bucketCounts, [1, 13, 4, 1, 1]);
+    // One line at a time (rank: the store's line, -1 the global one), and the lines there are.
+    const global = await json<{ histograms: { step: number; rank: number }[]; ranks: number[] }>(dashboard.url, `/api/histograms?run=exp/base&key=grad/hist&rank=${GLOBAL_RANK}`);
+    assert.deepEqual(global.ranks, [GLOBAL_RANK]);
+    assert.deepEqual(global.histograms.map((h) => [h.step, h.rank]), [[3, GLOBAL_RANK], [10, GLOBAL_RANK]]);
+    assert.deepEqual((await json<{ histograms: unknown[] }>(dashboard.url, "/api/histograms?run=exp/base&key=grad/hist&rank=0")).histograms, []);
     const { samples } = await json<{ samples: { key: string; record: { prompt: string } }[] }>(dashboard.url, "/api/samples?run=exp/base");
     assert.deepEqual(samples.map((s) => s.record.prompt), ["<script>alert(2)</script>", "plain"]);
     const config = await json<{ params: { lr: number }; configYaml: string; version: { git: { commit: string } } }>(dashboard.url, "/api/config?run=exp/base");

@@ -14,21 +14,24 @@ import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import { assertSubjectToken } from "../protocol/identity.js";
-import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type RankMessage } from "../protocol/messages.js";
+import { decodeProtocolMessage, encodeProtocolMessage, MAX_ACKED_PER_RANK, reportIgnored, type RankMessage } from "../protocol/messages.js";
 import { isWireFrame, WIRE_VERSION } from "../wire/codec.js";
 import { MAX_ORPHAN_RANKS, RankFrames } from "./rank-frames.js";
 import { subjects } from "../protocol/nats.js";
 import { RunKey } from "../protocol/seal.js";
 import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
-import { connectTo, unrefSocket, unrefWhileIdle } from "./nats-connection.js";
+import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
+import { connectTo, rankAuthEnv, unrefSocket, unrefWhileIdle } from "./nats-connection.js";
 import type { RankServer } from "./launcher.js";
 import type { RankSnapshot } from "../protocol/types.js";
 import { carrySnapshot, nextRequestId, RemoteRankHandle, type RankCarrier } from "./remote-rank.js";
 
 /** Options of `serveRanksOverNats`. */
 export interface ServeRanksOverNatsOptions {
-  /** The NATS server, e.g. `nats://127.0.0.1:4222`. */
+  /** The NATS server, e.g. `nats://127.0.0.1:4222`; `nats://user:password@host` and `nats://token@host` carry credentials. */
   url: string;
+  /** How the controller authenticates (each setting also from its `RANKSCOPE_NATS_*` variable; docs/security.md). */
+  auth?: NatsAuthOptions;
   /** The controller (default `getOrCreateMetricLogger()`); its `runId` names the run. */
   logger?: MetricLogger;
   /** How long to try the first connection (default 5 s). */
@@ -45,6 +48,10 @@ export interface ServeRanksOverNatsOptions {
 export interface RankRegistry {
   registerRank(handle: RemoteRankHandle): Promise<void>;
   deregisterRank(rankName: string, handle?: RemoteRankHandle): boolean;
+  /** A rank fell silent (the controller counts it as lost until it answers again). */
+  rankLost?(identity: RankIdentity, reason: string): void;
+  /** A silent rank answered or registered again. */
+  rankBack?(identity: RankIdentity): void;
 }
 
 /** A rank registered over NATS: its handle and the process behind it. */
@@ -91,6 +98,8 @@ export class NatsRankServer implements RankServer {
    */
   private readonly frames: RankFrames;
   private currentFlush: { step: number; id: number } | null = null;
+  /** Answers logged since the last `ack` message, by rank; sent as one message on the next microtask. */
+  private pendingAcks: Map<string, number[]> | null = null;
   private closing = false;
   private forgotten = 0;
 
@@ -121,6 +130,11 @@ export class NatsRankServer implements RankServer {
     void this.watchStatus();
     // Ranks of a previous controller of this run (it crashed, or was restarted) register here now.
     this.sayHello(s.hello);
+  }
+
+  /** @internal The environment of a rank `spawnRanks` starts to join here: the credentials it connects with (`natsAuth`, else this connection's). */
+  rankEnv(natsAuth?: NatsAuthOptions): Record<string, string> {
+    return rankAuthEnv(this.nc.nc, natsAuth);
   }
 
   /** A host agent's server: say hello on the host's subjects, so ranks that joined an earlier agent register with this one. */
@@ -210,6 +224,7 @@ export class NatsRankServer implements RankServer {
       try {
         await this.readmit(identity.rankName, known.handle);
         answer(true);
+        this.takeUnacked(known.handle, message.unacked);
       } catch (error) {
         answer(false, describeError(error));
       }
@@ -237,10 +252,44 @@ export class NatsRankServer implements RankServer {
       known?.handle.close("registered again");
       await this.logger.registerRank(handle);
       answer(true);
+      this.takeUnacked(handle, message.unacked);
       for (const waiter of this.waiters.get(identity.rankName)?.splice(0) ?? []) waiter(handle);
     } catch (error) {
       if (handle !== undefined && this.ranks.get(identity.rankName)?.handle === handle) this.ranks.delete(identity.rankName);
       answer(false, describeError(error));
+    }
+  }
+
+  /**
+   * A rank registered listing answers no controller acknowledged: take those this controller never
+   * saw (an earlier controller of the run took them and died before logging them). A host agent
+   * (scope) does not acknowledge answers, so it takes none.
+   */
+  private takeUnacked(handle: RemoteRankHandle, unacked: readonly number[] | undefined): void {
+    if (this.scope === undefined && unacked !== undefined && unacked.length > 0) handle.recoverUnacked(unacked);
+  }
+
+  /** Tell the ranks which of their answers were logged: one `ack` message per flush on the run's flush subject. */
+  private queueAck(rankName: string, seqs: readonly number[]): void {
+    if (this.pendingAcks === null) {
+      this.pendingAcks = new Map();
+      queueMicrotask(() => this.sendAcks());
+    }
+    const list = this.pendingAcks.get(rankName) ?? [];
+    list.push(...seqs);
+    this.pendingAcks.set(rankName, list);
+  }
+
+  private sendAcks(): void {
+    const pending = this.pendingAcks;
+    this.pendingAcks = null;
+    if (pending === null || this.closing) return;
+    const acks = Object.fromEntries([...pending].map(([rankName, seqs]) => [rankName, seqs.slice(-MAX_ACKED_PER_RANK)]));
+    try {
+      this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "ack", acks }));
+    } catch (error) {
+      // Not a loss: the ranks keep those answers, and this controller will not take them twice.
+      reportError("transport.nats.ack", `the controller could not tell its ranks which answers it logged: ${describeError(error)}`);
     }
   }
 
@@ -249,6 +298,7 @@ export class NatsRankServer implements RankServer {
     if (!this.silent.delete(rankName)) return;
     this.missed.set(rankName, 0);
     warn(`rank.back:${rankName}`, `NATS rank ${rankName} is back; it is expected at flush again, and what it recorded meanwhile goes into its next flush`);
+    this.logger.rankBack?.(handle.identity);
     await this.logger.registerRank(handle);
   }
 
@@ -346,6 +396,7 @@ export class NatsRankServer implements RankServer {
       closesWithRank: false,
       post: (text) => this.nc.publish(s.rank(identity.rankName), text, this.inbox),
       broadcastFlush: (step) => this.broadcastFlush(step, identity.rankName),
+      acknowledge: (seqs) => this.queueAck(identity.rankName, seqs),
     };
     const handle = new RemoteRankHandle(identity, this.runId, carrier);
     handle.onClose(() => {
@@ -373,8 +424,9 @@ export class NatsRankServer implements RankServer {
         this.silent.add(rankName);
         warn(
           `rank.silent:${rankName}`,
-          `NATS rank ${rankName} missed ${this.maxMissedFlushes} flushes in a row; it is no longer expected at flush until it answers or registers again (what it records meanwhile is kept for its next flush)`,
+          `NATS rank ${rankName} missed ${this.maxMissedFlushes} flushes in a row; it is no longer expected at flush until it answers or registers again (what it records meanwhile is kept for its next flush; counted as lost meanwhile: rankscope/ranks_lost)`,
         );
+        this.logger.rankLost?.(known.handle.identity, `silent: missed ${this.maxMissedFlushes} flushes in a row`);
       }
     }
     if (this.currentFlush === null || this.currentFlush.step !== step) {
@@ -446,8 +498,9 @@ export async function serveRanksOverNats(options: ServeRanksOverNatsOptions): Pr
   const logger = options.logger ?? (await getOrCreateMetricLogger());
   const maxMissed = options.maxMissedFlushes ?? 3;
   if (!Number.isInteger(maxMissed) || maxMissed < 1) throw new TypeError(`maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
-  const nc = await connectTo(options.url, `rankscope-controller-${logger.runId}`, options.connectTimeoutMs ?? 5000);
-  const server = new NatsRankServer(options.url, logger.runId, logger.runSecret, new SealedNats(nc, RunKey.derive(logger.runSecret, logger.runId)), logger, maxMissed);
+  const auth = resolveNatsAuth("serveRanksOverNats", options.url, options.auth);
+  const nc = await connectTo(auth, { name: `rankscope-controller-${logger.runId}`, runId: logger.runId, role: "controller", timeoutMs: options.connectTimeoutMs ?? 5000 });
+  const server = new NatsRankServer(auth.url, logger.runId, logger.runSecret, new SealedNats(nc, RunKey.derive(logger.runSecret, logger.runId)), logger, maxMissed);
   logger.onShutdown(() => server.close());
   return server;
 }

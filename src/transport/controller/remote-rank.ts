@@ -37,6 +37,11 @@ export interface RankCarrier {
   readonly closesWithRank: boolean;
   /** Force the rank to stop (kill the process, terminate the worker). */
   terminate?(): Promise<void> | void;
+  /**
+   * Tell the rank that the controller logged these answers of its (by `seq`). Only carriers whose
+   * ranks outlive their controller have it (NATS): see `RankHandle.acknowledge`.
+   */
+  acknowledge?(seqs: readonly number[]): void;
 }
 
 /** An error for a request that got no answer by its deadline. */
@@ -61,6 +66,14 @@ let lastRequestId = 0;
 /** At most this many off-cycle logs are carried per rank; older ones are dropped and counted. */
 const MAX_CARRIED_OFF_CYCLE = 1000;
 
+/** The flush-answer numbers a merged snapshot holds (`carrySnapshot` notes them), to acknowledge them all once logged. */
+const mergedSeqs = new WeakMap<RankSnapshot, readonly number[]>();
+
+/** The numbers (`seq`) of the flush answers a snapshot holds: its own, or all those `carrySnapshot` merged into it. */
+export function answerSeqs(snapshot: RankSnapshot): readonly number[] {
+  return mergedSeqs.get(snapshot) ?? (snapshot.seq === undefined ? [] : [snapshot.seq]);
+}
+
 /**
  * Answers asked for again per gap in a rank's answer numbers, and at most at once: a rank keeps its
  * last `KEPT_FLUSH_ANSWERS`, so older ones of a gap cannot be had and are counted as lost at once
@@ -77,6 +90,12 @@ const REMEMBERED_EXPIRED = 64;
  */
 export function carrySnapshot(earlier: RankSnapshot | null, later: RankSnapshot): RankSnapshot {
   if (earlier === null) return later;
+  const merged = mergeSnapshots(earlier, later);
+  mergedSeqs.set(merged, [...answerSeqs(earlier), ...answerSeqs(later)]);
+  return merged;
+}
+
+function mergeSnapshots(earlier: RankSnapshot, later: RankSnapshot): RankSnapshot {
   let offCycle: OffCycleLog[] = [...(earlier.offCycle ?? []), ...(later.offCycle ?? [])];
   if (offCycle.length > MAX_CARRIED_OFF_CYCLE) {
     const dropped = offCycle.length - MAX_CARRIED_OFF_CYCLE;
@@ -96,6 +115,17 @@ export function carrySnapshot(earlier: RankSnapshot | null, later: RankSnapshot)
     droppedKeyRecords: Math.max(earlier.droppedKeyRecords, later.droppedKeyRecords),
     ...(offCycle.length > 0 ? { offCycle } : {}),
   };
+}
+
+/** How many answer numbers a handle remembers as seen or logged (a rank keeps at most 16 answers). */
+const MAX_REMEMBERED_SEQS = 256;
+
+/** Add `seq` to a bounded set of answer numbers, forgetting the oldest past `MAX_REMEMBERED_SEQS`. */
+function remember(set: Set<number>, seq: number): void {
+  set.add(seq);
+  if (set.size <= MAX_REMEMBERED_SEQS) return;
+  const oldest = set.values().next();
+  if (oldest.done !== true) set.delete(oldest.value);
 }
 
 /** A process-wide unique request id (NATS flushes share one id across ranks). */
@@ -124,6 +154,8 @@ export class RemoteRankHandle implements RankHandle {
   private readonly recovering = new Set<number>();
   /** Ids of flush and resend requests that passed their deadline: a late answer is carried once, for one of these only. */
   private readonly expired = new Set<number>();
+  /** Answers this controller logged (acknowledged), the most recent `MAX_REMEMBERED_SEQS`. */
+  private readonly loggedSeqs = new Set<number>();
 
   constructor(
     readonly identity: RankIdentity,
@@ -158,7 +190,51 @@ export class RemoteRankHandle implements RankHandle {
   /** Keep a flush answer that came too late; it is merged into this rank's next flush in time. */
   carry(snapshot: RankSnapshot): void {
     this.noteSeq(snapshot);
+    // An orphan's merged answers (NATS, before registering) are all taken: none is asked for again.
+    for (const seq of answerSeqs(snapshot)) remember(this.seenSeqs, seq);
     this.carried = carrySnapshot(this.carried, snapshot);
+  }
+
+  /** The controller logged this answer (a `flush` result): tell the rank, over a carrier that can (NATS). */
+  acknowledge(snapshot: RankSnapshot): void {
+    const seqs = answerSeqs(snapshot);
+    if (seqs.length === 0 || this.carrier.acknowledge === undefined) return;
+    for (const seq of seqs) remember(this.loggedSeqs, seq);
+    this.carrier.acknowledge(seqs);
+  }
+
+  /**
+   * The rank (re)registered listing the answers no controller acknowledged (`register.unacked`).
+   * Those this controller logged are acknowledged again (that ack was lost); those it took and has
+   * not logged yet will be; the others were taken by an earlier controller of the run that died
+   * before logging them: asked for again (`resend`) and carried into this rank's next flush.
+   */
+  recoverUnacked(seqs: readonly number[]): void {
+    const again = seqs.filter((seq) => this.loggedSeqs.has(seq));
+    if (again.length > 0) this.carrier.acknowledge?.(again);
+    for (const seq of seqs) {
+      if (this.seenSeqs.has(seq)) continue;
+      remember(this.seenSeqs, seq);
+      void this.takeUnacked(seq);
+    }
+  }
+
+  private async takeUnacked(seq: number): Promise<void> {
+    try {
+      const reply = await this.request({ t: "resend", id: nextRequestId(), seq }, DEFAULT_REQUEST_DEADLINE_MS);
+      const snapshot = reply.snapshot;
+      if (snapshot === undefined || snapshot.seq !== seq || snapshot.rankName !== this.rankName) throw new Error("the rank answered without that flush answer");
+      warn(
+        `transport.recovered:${this.rankName}`,
+        `rank ${this.rankName}: its answer to flush(${snapshot.step}) was taken by an earlier controller of this run that never logged it; it was sent again, and its values go into this rank's next flush`,
+      );
+      this.carried = carrySnapshot(this.carried, snapshot);
+    } catch (error) {
+      reportError(
+        `transport.lostAnswer:${this.rankName}`,
+        `rank ${this.rankName}: flush answer ${seq}, taken by an earlier controller that never logged it, could not be sent again (${describeError(error)}); its values are not logged`,
+      );
+    }
   }
 
   /**
@@ -241,8 +317,12 @@ export class RemoteRankHandle implements RankHandle {
     } catch {
       // Dead or stuck: it is killed below either way.
     }
-    if (this.closedReason === null) await this.carrier.terminate?.();
+    if (this.closedReason !== null) return;
+    // Once it is being killed the rank is gone: a terminate that takes long on a loaded machine
+    // must not leave it counted as live when the caller's deadline returns.
+    const killed = this.carrier.terminate?.();
     this.close("shut down");
+    await killed;
   }
 
   /** Import the rank module in the rank; resolves with the names of its exported functions. */

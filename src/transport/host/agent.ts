@@ -21,6 +21,7 @@ import { REJECTED_KEY_PREFIX } from "../../core/internal-keys.js";
 import { assertSubjectToken } from "../protocol/identity.js";
 import { NatsRankServer, type RankRegistry } from "../controller/nats.js";
 import { connectTo } from "../controller/nats-connection.js";
+import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
 import { FramedSnapshot } from "../controller/rank-frames.js";
 import { reportIgnored, takeRejectionsSinceLastFlush } from "../protocol/messages.js";
 import type { RemoteRankHandle } from "../controller/remote-rank.js";
@@ -30,8 +31,10 @@ import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostEnvelope, ho
 
 /** Options of `startHostAgent`. */
 export interface HostAgentOptions {
-  /** The NATS server(s): one URL or several separated by commas (every node of a cluster). */
+  /** The NATS server(s): one URL or several separated by commas (every node of a cluster); `user:password@` or `token@` carry credentials. */
   readonly url: string;
+  /** How the agent authenticates (each setting also from its `RANKSCOPE_NATS_*` variable; docs/security.md). */
+  readonly auth?: NatsAuthOptions;
   /** The controller's run id. */
   readonly runId: string;
   /** This host's id (letters, digits, `_`, `-`): its ranks join with the same `RANKSCOPE_HOST_ID`. */
@@ -294,8 +297,11 @@ export async function startHostAgent(options: HostAgentOptions): Promise<HostAge
   if (runSecret === undefined) {
     throw new TypeError(`startHostAgent: run ${options.runId}'s messages are sealed with its run secret: pass { runSecret } or set RANKSCOPE_RUN_SECRET to the controller's (its runSecret option or RANKSCOPE_RUN_SECRET)`);
   }
-  const nc = await connectTo(options.url, `rankscope-host-${options.runId}-${options.hostId}`, options.joinDeadlineMs ?? 30_000);
-  const agent = new HostAgent(options, new SealedNats(nc, RunKey.derive(runSecret, options.runId)), runSecret);
+  const auth = resolveNatsAuth("startHostAgent", options.url, options.auth);
+  const nc = await connectTo(auth, { name: `rankscope-host-${options.runId}-${options.hostId}`, runId: options.runId, role: "host", timeoutMs: options.joinDeadlineMs ?? 30_000 });
+  // The agent keeps the URL without credentials (its messages show it) and not the settings.
+  const { auth: _settings, ...rest } = options;
+  const agent = new HostAgent({ ...rest, url: auth.url }, new SealedNats(nc, RunKey.derive(runSecret, options.runId)), runSecret);
   try {
     await agent.start();
   } catch (error) {

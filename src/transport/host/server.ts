@@ -12,6 +12,7 @@ import type { KeyState } from "../../core/collector.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import type { OffCycleLog, RankGroupHandle, RankGroupSnapshot, RankInit } from "../protocol/types.js";
 import { connectTo, unrefSocket, unrefWhileIdle } from "../controller/nats-connection.js";
+import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
 import { checkEnvelope, reportIgnored } from "../protocol/messages.js";
 import { RunKey } from "../protocol/seal.js";
 import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
@@ -21,8 +22,10 @@ import { decodeHostMessage, encodeHostMessage, hostSubjects, validateHostStatesH
 
 /** Options of `serveHostsOverNats`. */
 export interface ServeHostsOverNatsOptions {
-  /** The NATS server(s): one URL or several separated by commas (every node of a cluster). */
+  /** The NATS server(s): one URL or several separated by commas (every node of a cluster); `user:password@` or `token@` carry credentials. */
   url: string;
+  /** How the controller authenticates (each setting also from its `RANKSCOPE_NATS_*` variable; docs/security.md). */
+  auth?: NatsAuthOptions;
   /** The controller (default `getOrCreateMetricLogger()`). */
   logger?: MetricLogger;
   /** How long to try the first connection (default 5 s). */
@@ -416,8 +419,9 @@ export async function serveHostsOverNats(options: ServeHostsOverNatsOptions): Pr
   const logger = options.logger ?? (await getOrCreateMetricLogger());
   const maxMissed = options.maxMissedFlushes ?? 10;
   if (!Number.isInteger(maxMissed) || maxMissed < 1) throw new TypeError(`serveHostsOverNats: maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
-  const nc = await connectTo(options.url, `rankscope-controller-hosts-${logger.runId}`, options.connectTimeoutMs ?? 5000);
-  const server = new HostServer(options.url, logger.runId, new SealedNats(nc, RunKey.derive(logger.runSecret, logger.runId)), logger, maxMissed);
+  const auth = resolveNatsAuth("serveHostsOverNats", options.url, options.auth);
+  const nc = await connectTo(auth, { name: `rankscope-controller-hosts-${logger.runId}`, runId: logger.runId, role: "controller", timeoutMs: options.connectTimeoutMs ?? 5000 });
+  const server = new HostServer(auth.url, logger.runId, new SealedNats(nc, RunKey.derive(logger.runSecret, logger.runId)), logger, maxMissed);
   logger.onShutdown(() => server.close());
   return server;
 }

@@ -13,7 +13,8 @@
  * Controller → rank: `init`, `flush`, `shutdown`, `start` (import the rank module), `call` (run one
  * of its exported functions), `sync` (write a marker line to stdout, for ordered output), `resend`
  * (a flush answer, by its `seq`, that never arrived), and over
- * NATS `hello` (a controller announcing itself: every rank that hears it registers again).
+ * NATS `hello` (a controller announcing itself: every rank that hears it registers again) and
+ * `ack` (the flush answers it logged, so ranks know which a dead controller never did).
  * Rank → controller: `register`, `reply` (to any request; a flush reply carries its step),
  * `deregister`.
  */
@@ -62,7 +63,18 @@ export type ControllerRequest =
 
 /** What a rank sends the controller. */
 export type RankMessage =
-  | { readonly t: "register"; readonly identity: RankIdentity; readonly pid: number; readonly host: string }
+  | {
+      readonly t: "register";
+      readonly identity: RankIdentity;
+      readonly pid: number;
+      readonly host: string;
+      /**
+       * The numbers (`seq`) of the flush answers this rank keeps that no controller acknowledged
+       * (over NATS): a controller that did not take them itself — a new one, after the one that
+       * took them died before logging them — asks for them again (`resend`).
+       */
+      readonly unacked?: readonly number[];
+    }
   | { readonly t: "deregister"; readonly rankName: string; readonly reason: string }
   | RankReply;
 
@@ -106,8 +118,21 @@ export interface HelloMessage {
   readonly controller: string;
 }
 
+/**
+ * The controller logged these flush answers (over NATS, one message per flush for every rank, on
+ * the run's flush subject): by rank name, their numbers (`seq`). A rank keeps its answers until
+ * they are acknowledged, so a controller that dies before logging what it took loses nothing: the
+ * next one asks for the unacknowledged ones (`register.unacked`). Not a request: no reply.
+ */
+export interface AckMessage {
+  readonly t: "ack";
+  readonly acks: Readonly<Record<string, readonly number[]>>;
+}
+
+export { MAX_ACKED_PER_RANK } from "./validate.js";
+
 /** Either direction. */
-export type ProtocolMessage = ControllerRequest | RankMessage | RegisteredMessage | HelloMessage;
+export type ProtocolMessage = ControllerRequest | RankMessage | RegisteredMessage | HelloMessage | AckMessage;
 
 /** Messages and bytes this process encoded and decoded (bytes are UTF-16 code units of the JSON text, i.e. bytes for ASCII). */
 export interface TransportStats {

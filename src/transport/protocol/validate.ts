@@ -27,6 +27,9 @@ function isText(value: unknown, max: number): value is string {
   return typeof value === "string" && value.length > 0 && value.length <= max;
 }
 
+/** Most numbers one rank's entry of an `ack` or its `register.unacked` may hold (a rank keeps at most 16 answers). */
+export const MAX_ACKED_PER_RANK = 64;
+
 /** Longest free text accepted in a message (a reason, an error), a module path, a function name. */
 const MAX_TEXT = 16_384;
 const MAX_PATH = 4096;
@@ -54,7 +57,7 @@ export function namesProblem(what: string, value: unknown): MessageProblem {
 /** What is wrong with a protocol message (rank ↔ controller), or undefined when it is well formed. */
 export function validateProtocolMessage(m: Record<string, unknown>, from: string): MessageProblem {
   const t = m["t"];
-  if (t !== "register" && t !== "deregister" && t !== "hello" && t !== "registered" && !isId(m["id"])) {
+  if (t !== "register" && t !== "deregister" && t !== "hello" && t !== "registered" && t !== "ack" && !isId(m["id"])) {
     return KNOWN_TYPES.has(String(t)) ? "id must be a non-negative integer" : `unknown message type ${shortText(t)}`;
   }
   switch (t) {
@@ -75,7 +78,10 @@ export function validateProtocolMessage(m: Record<string, unknown>, from: string
     case "resend":
       return isId(m["seq"]) ? undefined : "seq must be a non-negative integer";
     case "register":
+      if (m["unacked"] !== undefined && !isSeqList(m["unacked"])) return `unacked must be a list of at most ${MAX_ACKED_PER_RANK} answer numbers`;
       return validateIdentity(m["identity"]) ?? (isId(m["pid"]) && isText(m["host"], 255) ? undefined : "pid and host (1 to 255 characters) are required");
+    case "ack":
+      return validateAcks(m["acks"]);
     case "deregister":
       return nameProblem("rankName", m["rankName"]) ?? (isText(m["reason"], MAX_TEXT) || m["reason"] === "" ? undefined : "reason is required");
     case "hello":
@@ -90,6 +96,24 @@ export function validateProtocolMessage(m: Record<string, unknown>, from: string
 }
 
 const KNOWN_TYPES: ReadonlySet<string> = new Set(["init", "flush", "shutdown", "start", "call", "sync", "resend", "reply"]);
+
+/** A list of flush-answer numbers, bounded (see `MAX_ACKED_PER_RANK`). */
+function isSeqList(value: unknown): value is number[] {
+  return Array.isArray(value) && value.length <= MAX_ACKED_PER_RANK && value.every(isId);
+}
+
+/** An `ack`'s map: rank names (subject tokens, at most `MAX_NAMES`) to bounded lists of answer numbers. */
+function validateAcks(acks: unknown): MessageProblem {
+  if (!isObject(acks)) return "acks must map rank names to answer numbers";
+  const names = Object.keys(acks);
+  if (names.length > MAX_NAMES) return `acks must name at most ${MAX_NAMES} ranks`;
+  for (const name of names) {
+    const problem = nameProblem("every rank name in acks", name);
+    if (problem !== undefined) return problem;
+    if (!isSeqList(acks[name])) return `every rank's acks must be a list of at most ${MAX_ACKED_PER_RANK} answer numbers`;
+  }
+  return undefined;
+}
 
 function validateInit(init: unknown): MessageProblem {
   if (!isObject(init) || !isObject(init["backends"]) || !isObject(init["primaryMetadata"]) || !isObject(init["run"])) {

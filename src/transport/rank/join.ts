@@ -14,9 +14,11 @@ import type { RankIdentity } from "../../core/rank-identity.js";
 import "../../backends/builtin.js";
 import { getCollector } from "../../core/collector.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
+import { redactUrlCredentials } from "../../core/redact.js";
 import { peekProcessWide, setProcessWide } from "../../core/process-wide.js";
 import { integerKind, resolveSetting, textKind, type Setting } from "../../core/settings.js";
 import { readAssignment } from "../protocol/assignment.js";
+import type { NatsAuthOptions } from "../protocol/nats-auth.js";
 import { assertSubjectToken, checkIdentity, rankNameFor, shortId } from "../protocol/identity.js";
 import { RankAgent } from "./rank-agent.js";
 import { moduleUrl, originOf, type RankPolicy } from "./policy.js";
@@ -28,8 +30,10 @@ export { ASSIGNMENT_ENV, readAssignment, type RankAssignment } from "../protocol
 
 /** Options of `joinRun`. Every field has an environment-variable fallback. */
 export interface JoinRunOptions {
-  /** The NATS server the controller serves ranks on (env `RANKSCOPE_NATS_URL`). */
+  /** The NATS server the controller serves ranks on (env `RANKSCOPE_NATS_URL`); `user:password@` or `token@` carry credentials. */
   natsUrl?: string;
+  /** How this rank authenticates to NATS (each setting also from its `RANKSCOPE_NATS_*` variable; docs/security.md). */
+  natsAuth?: NatsAuthOptions;
   /** The controller's run id (env `RANKSCOPE_RUN_ID`). */
   runId?: string;
   /** This process's name, e.g. `Trainer` (env `RANKSCOPE_PROCESS_NAME`, default `Rank`). */
@@ -137,7 +141,7 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
     );
   }
   const runId = assigned?.runId ?? joinText("runId", "RANKSCOPE_RUN_ID", options.runId);
-  if (runId === undefined) throw new Error(`joinRun(): a run id is needed with natsUrl ${natsUrl ?? ""}: pass { runId } or set RANKSCOPE_RUN_ID to the controller's runId`);
+  if (runId === undefined) throw new Error(`joinRun(): a run id is needed with natsUrl ${redactUrlCredentials(natsUrl ?? "")}: pass { runId } or set RANKSCOPE_RUN_ID to the controller's runId`);
   assertSubjectToken("runId", runId);
   const joinDeadlineMs = resolveSetting({ owner: "joinRun", option: "joinDeadlineMs", env: "RANKSCOPE_JOIN_DEADLINE_MS", kind: integerKind(1), fallback: 30_000 }, options.joinDeadlineMs);
 
@@ -155,7 +159,8 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
   else if (carrier === "ipc") leave = joinOverIpc(agent);
   else {
     if (natsUrl === undefined) throw new Error("joinRun(): carrier nats needs a natsUrl");
-    const { joinOverNats } = await import("./nats.js");
+    const [{ joinOverNats }, { resolveNatsAuth }] = await Promise.all([import("./nats.js"), import("../protocol/nats-auth.js")]);
+    const auth = resolveNatsAuth("joinRun", natsUrl, options.natsAuth);
     // Scale edit: with a host id, the rank joins its host agent's subjects (docs/scale.md).
     const hostId = joinText("hostId", "RANKSCOPE_HOST_ID", options.hostId);
     if (hostId !== undefined && hostId !== "") assertSubjectToken("hostId", hostId);
@@ -163,7 +168,7 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
     if (runSecret === undefined) {
       throw new Error(`joinRun(): run ${runId}'s messages are sealed with its run secret: pass { runSecret } or set RANKSCOPE_RUN_SECRET to the controller's (its runSecret option or RANKSCOPE_RUN_SECRET)`);
     }
-    leave = await joinOverNats(agent, { url: natsUrl, runId, joinDeadlineMs, runSecret, ...(hostId === undefined || hostId === "" ? {} : { scope: hostId }) });
+    leave = await joinOverNats(agent, { url: auth.url, auth, runId, joinDeadlineMs, runSecret, ...(hostId === undefined || hostId === "" ? {} : { scope: hostId }) });
   }
 
   let left = false;

@@ -13,7 +13,8 @@ import { decodeProtocolMessage } from "../protocol/messages.js";
 import { RunKey } from "../protocol/seal.js";
 import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
 import { backoffDelay, sleep } from "../../core/retry.js";
-import { natsServers, RECONNECT, subjects } from "../protocol/nats.js";
+import { subjects } from "../protocol/nats.js";
+import { isNatsAuthError, natsConnectError, natsConnectionOptions, reportNatsRefusals, resolveNatsAuth, type NatsAuth } from "../protocol/nats-auth.js";
 import type { RankAgent } from "./rank-agent.js";
 
 /** Waits between a joining rank's tries (jittered, so ranks started together spread out). */
@@ -24,6 +25,8 @@ const REJOIN_BACKOFF = { initialMs: 250, maxMs: 5000 };
 /** Options of the rank side. */
 export interface NatsJoinOptions {
   readonly url: string;
+  /** The NATS settings (`resolveNatsAuth`); default: those of `url` and the environment. */
+  readonly auth?: NatsAuth;
   readonly runId: string;
   readonly joinDeadlineMs: number;
   /** The run secret every message is sealed with (the controller's `runSecret`). */
@@ -37,7 +40,10 @@ export interface NatsJoinOptions {
  * (retrying until the controller answers or the deadline passes). Returns the function that leaves.
  */
 export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): Promise<(reason: string) => Promise<void>> {
-  const { url, runId, joinDeadlineMs } = options;
+  const { runId, joinDeadlineMs } = options;
+  const auth = options.auth ?? resolveNatsAuth("joinRun", options.url);
+  const url = auth.url;
+  const client = { name: `rankscope-${runId}-${agent.rankName}`, runId, role: "rank", timeoutMs: 2000 } as const;
   const deadline = Date.now() + joinDeadlineMs;
   const s = subjects(runId, options.scope);
   let nc: NatsConnection | undefined;
@@ -48,17 +54,16 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   let tries = 0;
   while (nc === undefined) {
     try {
-      nc = await connect({ servers: natsServers(url), name: `rankscope-${runId}-${agent.rankName}`, timeout: Math.max(100, Math.min(2000, deadline - Date.now())), ...RECONNECT });
+      nc = await connect(natsConnectionOptions(auth, { ...client, timeoutMs: Math.max(100, Math.min(2000, deadline - Date.now())) }));
     } catch (error) {
       lastError = error;
-      if (Date.now() >= deadline) {
-        throw new Error(`joinRun(): cannot reach the NATS server at ${url} within ${joinDeadlineMs} ms: ${describeError(lastError)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`, {
-          cause: error,
-        });
-      }
+      // Refused credentials stay refused: say so now rather than at the deadline.
+      if (isNatsAuthError(error)) throw natsConnectError("joinRun()", auth, error);
+      if (Date.now() >= deadline) throw natsConnectError(`joinRun() (within ${joinDeadlineMs} ms)`, auth, error);
       await pause(tries++);
     }
   }
+  reportNatsRefusals(nc, client);
   const conn = nc;
   const sealed = new SealedNats(conn, RunKey.derive(options.runSecret, runId));
   const onRequest = (msg: OpenedMessage): void => {
@@ -68,14 +73,14 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   sealed.subscribe(s.rank(agent.rankName), onRequest);
   sealed.subscribe(s.flush, onRequest);
 
-  const register = agent.registerMessage();
   /**
    * One registration attempt, the same for the first join and every later one: "ok", "refused"
    * (with the controller's reason), or "retry" (no controller answered yet; `lastError` says why).
    */
   const attempt = async (timeoutMs: number): Promise<{ outcome: "ok" | "retry" } | { outcome: "refused"; error: string }> => {
     try {
-      const answer = await sealed.request(s.register, register, timeoutMs);
+      // Built at each try: it lists the answers no controller acknowledged yet (a new controller asks for them).
+      const answer = await sealed.request(s.register, agent.registerMessage(), timeoutMs);
       const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
       if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) return { outcome: "retry" };
       return message.ok ? { outcome: "ok" } : { outcome: "refused", error: message.error ?? "no reason given" };

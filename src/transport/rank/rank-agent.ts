@@ -58,6 +58,10 @@ export class RankAgent {
   private seq = 0;
   private readonly kept: Array<RankSnapshot | KeptFrame> = [];
   private keptStates = 0;
+  /** Kept answers a controller acknowledged (logged); see `AckMessage`. */
+  private readonly acked = new Set<number>();
+  /** Whether a controller of this rank acknowledges answers (then dropping an unacknowledged one is a possible loss). */
+  private acksSeen = false;
   private module: Record<string, unknown> = {};
   private shuttingDown = false;
   private helloListener: ((controller: string) => void) | undefined;
@@ -77,9 +81,25 @@ export class RankAgent {
     this.helloListener = listener;
   }
 
-  /** The `register` message this rank sends first. */
+  /**
+   * The `register` message this rank sends (built at each registration): with the numbers of the
+   * kept answers no controller acknowledged, which a controller that never took them asks for.
+   */
   registerMessage(): string {
-    return this.encode({ t: "register", identity: this.options.runtime.identity, pid: process.pid, host: hostname() });
+    const unacked = this.unacknowledged();
+    return this.encode({ t: "register", identity: this.options.runtime.identity, pid: process.pid, host: hostname(), ...(unacked.length > 0 ? { unacked } : {}) });
+  }
+
+  /** Numbers of the kept flush answers no controller acknowledged, oldest first. */
+  unacknowledged(): number[] {
+    return this.kept.flatMap((k) => (k.seq === undefined || this.acked.has(k.seq) ? [] : [k.seq]));
+  }
+
+  /** A controller logged these answers of this rank: they need not be sent to another one. */
+  private acknowledge(seqs: readonly number[] | undefined): void {
+    if (seqs === undefined) return;
+    this.acksSeen = true;
+    for (const seq of seqs) if (this.kept.some((k) => k.seq === seq)) this.acked.add(seq);
   }
 
   /** The `deregister` message this rank sends when it leaves. */
@@ -99,6 +119,10 @@ export class RankAgent {
     if (message === undefined) return;
     if (message.t === "hello") {
       this.helloListener?.(message.controller);
+      return;
+    }
+    if (message.t === "ack") {
+      this.acknowledge(message.acks[this.rankName]);
       return;
     }
     if (message.t === "register" || message.t === "deregister" || message.t === "reply" || message.t === "registered") {
@@ -197,7 +221,14 @@ export class RankAgent {
     this.keptStates += states;
     while (this.kept.length > 1 && (this.kept.length > KEPT_FLUSH_ANSWERS || this.keptStates > KEPT_FLUSH_STATES)) {
       const dropped = this.kept.shift();
-      if (dropped !== undefined) this.keptStates -= "bytes" in dropped ? dropped.stateCount : dropped.states.length;
+      if (dropped === undefined) break;
+      this.keptStates -= "bytes" in dropped ? dropped.stateCount : dropped.states.length;
+      if (dropped.seq !== undefined && !this.acked.delete(dropped.seq) && this.acksSeen) {
+        reportError(
+          `transport.unackedDropped:${this.rankName}`,
+          `rank ${this.rankName}: flush answer ${dropped.seq} (flush(${dropped.step})) was never acknowledged by a controller and is no longer kept (a rank keeps ${KEPT_FLUSH_ANSWERS}); if the controller that took it died before logging it, its values are lost (counted here)`,
+        );
+      }
     }
   }
 

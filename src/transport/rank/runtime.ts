@@ -8,7 +8,7 @@
  */
 import { registerDrain } from "../../core/lifecycle.js";
 import type { BackendContext } from "../../backends/backend.js";
-import { DEFAULT_PROCESS_NAME, type RankIdentity } from "../../core/rank-identity.js";
+import { DEFAULT_PROCESS_NAME, roleOf, type RankIdentity } from "../../core/rank-identity.js";
 import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../../core/collector.js";
 import type { StreamRecord } from "../../core/metric.js";
 import { reportError } from "../../core/diagnostics.js";
@@ -16,7 +16,7 @@ import { peekProcessWide, processWide, setProcessWide } from "../../core/process
 import { markThreadAsRank, workerGatherer } from "../../core/worker-link.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import { currentRun, setCurrentRun } from "../../run/current.js";
-import { attachStreamBackends, detachStreamBackends, flushStream, recordStreamDropped } from "../../stream/stream.js";
+import { attachStreamBackends, detachStreamBackends, handStreamToBackends, recordStreamDropped } from "../../stream/stream.js";
 import { BackendSet } from "../../controller/backend-set.js";
 import { validateBackendsConfig, type ValidatedBackend } from "../../controller/config.js";
 import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
@@ -65,7 +65,10 @@ export function recordRejections(collector: Collector): void {
   for (const [kind, count] of takeRejectionsSinceLastFlush()) collector.numericEntryFor(`${REJECTED_KEY_PREFIX}${kind}`, "sum", "recordRejections")?.accumulator.append(count);
 }
 
-/** How long a flush waits for raw values already recorded to reach the stream backends. */
+/**
+ * How long a flush waits for raw values already recorded to be written and queued for the stream
+ * backends (the stream's own writer thread; the backends' calls are not waited for).
+ */
 const STREAM_FLUSH_WAIT_MS = 1000;
 /**
  * How long a flush waits for the process's worker threads' states (at most half the flush
@@ -77,6 +80,11 @@ export const WORKER_FLUSH_DEADLINE_MS = 1000;
 /** The identity of a process that nobody told who it is: rank 0 of one. */
 export function standaloneIdentity(processName: string): RankIdentity {
   return { rank: 0, rankName: processName, processName, localRank: 0, localWorldSize: 1 };
+}
+
+/** The controller's own identity: its collector's values are a line of their own, never rank 0's. */
+export function controllerIdentity(processName: string): RankIdentity {
+  return { ...standaloneIdentity(processName), role: "controller" };
 }
 
 /**
@@ -100,8 +108,8 @@ class DirectStreamProducer implements StreamProducer {
     private readonly identity: RankIdentity,
   ) {}
   record(entry: MetricEntry, value: number, step: number): void {
-    const record: StreamRecord = { key: entry.key, value, step, timestamp: Date.now(), rank: this.identity.rank, rankName: this.identity.rankName };
-    void this.backends.logStream([record]);
+    const record: StreamRecord = { key: entry.key, value, step, timestamp: Date.now(), rank: this.identity.rank, rankName: this.identity.rankName, role: roleOf(this.identity), thread: 0 };
+    this.backends.logStream([record]);
   }
 }
 
@@ -113,6 +121,8 @@ export class RankRuntime {
   private usesStreamRing = false;
   /** A rank's runtime (not the controller's own) finishes its per-rank backends at a signal. */
   private unregisterDrain: (() => void) | null = null;
+  /** The backends' stop in progress: a second stop (a signal and the controller's shutdown at once) waits for it. */
+  private stopping: Promise<void> | null = null;
 
   constructor(
     readonly identity: RankIdentity,
@@ -120,6 +130,8 @@ export class RankRuntime {
   ) {
     // A worker thread serving as a rank is flushed by its controller, not by the main thread.
     if (collector === getCollector()) markThreadAsRank();
+    // Its values are logged: no "recorded with no logger" warning for this collector.
+    collector.hasFlusher = true;
   }
 
   /**
@@ -150,7 +162,7 @@ export class RankRuntime {
       const backends = this.streamBackends;
       if (this.collector === getCollector()) {
         // Raw values go through this thread's stream ring; the writer hands decoded batches back to these backends.
-        this.collector.stream = attachStreamBackends((batch) => backends.logStream(batch), this.identity, message.run.runDir);
+        this.collector.stream = attachStreamBackends({ deliver: (batch) => backends.logStream(batch), settle: (waitMs) => backends.settleStream(waitMs) }, this.identity, message.run.runDir);
         this.usesStreamRing = true;
       } else {
         // A second rank hosted in the same thread (its own collector): the thread's ring belongs to
@@ -207,13 +219,15 @@ export class RankRuntime {
   }
 
   /**
-   * Raw values recorded before this flush reach the per_rank_no_reduce backends first, so a step's
-   * stream lines come before the next step's (bounded: the flush has a deadline). Undefined when
-   * there is no stream to wait for: the caller then takes its states without yielding, so a value
-   * recorded after `flush()` was called belongs to the next step.
+   * Raw values recorded before this flush are queued for the per_rank_no_reduce backends first, in
+   * order, so a step's stream lines come before the next step's (a synchronous backend has them
+   * when the flush answers; an asynchronous one gets them behind its running call, and what it has
+   * not taken yet is its backlog, counted: `rankscope/stream_backlog/{name}`). Bounded by
+   * STREAM_FLUSH_WAIT_MS. Undefined when there is no stream to wait for: the caller then takes its
+   * states without yielding, so a value recorded after `flush()` was called belongs to the next step.
    */
   private drainStream(): Promise<void> | undefined {
-    return this.usesStreamRing ? flushStream(STREAM_FLUSH_WAIT_MS) : undefined;
+    return this.usesStreamRing ? handStreamToBackends(STREAM_FLUSH_WAIT_MS) : undefined;
   }
 
   /** What this rank's backends missed since the last flush (rankscope/backend_undelivered/{name}), summed over ranks. */
@@ -233,7 +247,7 @@ export class RankRuntime {
     const gatherer = this.collector === getCollector() ? workerGatherer() : undefined;
     if (gatherer !== undefined) {
       const wait = Math.min(WORKER_FLUSH_DEADLINE_MS, deadlineMs === undefined ? WORKER_FLUSH_DEADLINE_MS : Math.max(1, Math.floor(deadlineMs / 2)));
-      const workers = await gatherer.collect(wait);
+      const workers = await gatherer.collect(wait, step);
       droppedKeyRecords += workers.droppedKeyRecords;
       if (workers.states.length > 0) {
         const rankName = this.identity.rankName;
@@ -257,15 +271,28 @@ export class RankRuntime {
     await this.stopBackends();
   }
 
-  private async stopBackends(): Promise<void> {
+  /**
+   * Stop the per-rank backends once, however many ask at the same time: a Ctrl-C reaches a spawned
+   * rank as its own signal (its drain) and as its controller's shutdown, and finishing a backend
+   * twice at once would finish it under the other's feet (issue 24 case 5).
+   */
+  private stopBackends(): Promise<void> {
+    this.stopping ??= this.stopBackendsOnce().finally(() => (this.stopping = null));
+    return this.stopping;
+  }
+
+  private async stopBackendsOnce(): Promise<void> {
+    // Taken out of use first: a flush answered meanwhile logs to none of them, never to a finished one.
+    const reduce = this.reduceBackends;
+    const stream = this.streamBackends;
+    this.reduceBackends = BackendSet.empty();
+    this.streamBackends = BackendSet.empty();
     this.usesStreamRing = false;
     if (this.collector.stream !== null) {
       this.collector.stream = null;
       if (this.collector === getCollector()) await detachStreamBackends();
     }
-    await Promise.all([this.reduceBackends.finish(), this.streamBackends.finish()]);
-    this.reduceBackends = BackendSet.empty();
-    this.streamBackends = BackendSet.empty();
+    await Promise.all([reduce.finish(), stream.finish()]);
   }
 
   private contextFor(v: ValidatedBackend, message: RankInit): BackendContext {

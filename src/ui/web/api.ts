@@ -3,9 +3,11 @@
  * "Infinity", "-Infinity" (JSON has no such numbers); they are turned back into numbers here.
  */
 import { isRecord } from "../../core/json.js";
+import type { LogLine, LogWindow } from "../log-reader.js";
 import type { DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
+import type { LostRank } from "../../backends/store/read-types.js";
 
-export type { DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData };
+export type { DashboardRun, HistogramEntry, KeyInfo, LogLine, LogWindow, LostRank, SampleRow, SeriesData, StreamData };
 
 /** A hyperparameter value as `/api/runs` flattens them. */
 export type ParamValue = string | number | boolean | null;
@@ -36,8 +38,10 @@ export interface RunKeys {
   system: string[];
   /** Keys of `Reduce.HISTOGRAM` metrics. */
   histograms: string[];
-  /** Rank number → the name its process registered (`Trainer_0_r1`), when known. */
+  /** Line → the name its process registered (`Trainer_0_r1`, `Controller`), when known. */
   rankNames: Record<string, string>;
+  /** Line → its label (`rank 1 (Trainer_0_r1)`, `controller (Controller)`, `rank 1 · thread 7 (Trainer_0_r1)`). */
+  rankLabels?: Record<string, string>;
 }
 
 export interface ConfigView {
@@ -176,15 +180,23 @@ export const api = {
     return runs;
   },
   keys: (run: string) => getJson<RunKeys>("keys", { run }),
-  histograms: async (run: string, key: string, limit?: number) => {
-    const rows = (await getJson<{ histograms: HistogramEntry[] }>("histograms", { run, key, limit })).histograms;
-    return rows.map(({ histogram: h, ...r }): HistogramEntry => ({
+  /** One key's newest `limit` histograms (of one line when `rank` is given; -1: the global one), and the lines there are. */
+  histograms: async (run: string, key: string, limit?: number, rank?: number): Promise<{ histograms: HistogramEntry[]; ranks: number[] }> => {
+    const answer = await getJson<{ histograms: HistogramEntry[]; ranks?: number[] }>("histograms", { run, key, limit, rank });
+    const histograms = answer.histograms.map(({ histogram: h, ...r }): HistogramEntry => ({
       ...r,
       histogram: { ...h, min: toNumber(h.min), max: toNumber(h.max), sum: toNumber(h.sum), sumSquares: toNumber(h.sumSquares), bucketLimits: decodeNumbers([...h.bucketLimits]) },
     }));
+    // An older server lists no ranks: the lines its answer holds.
+    return { histograms, ranks: answer.ranks ?? [...new Set(histograms.map((h) => h.rank))].sort((a, b) => a - b) };
   },
   samples: async (run: string) => (await getJson<{ samples: SampleRow[] }>("samples", { run })).samples,
   config: (run: string) => getJson<ConfigView>("config", { run }),
   traces: async (run: string) => (await getJson<{ files: TraceFile[] }>("traces", { run })).files,
   traceUrl: (run: string, file: string) => apiUrl("trace", { run, file }),
+  /** The files of a run's `logs/` (merged.log and main.log first). */
+  logs: async (run: string) => (await getJson<{ files: TraceFile[] }>("logs", { run })).files,
+  /** One window of a log file: the tail, or the lines before/after a byte offset, filtered. */
+  log: (run: string, file: string, query: { after?: number; before?: number; level?: string; component?: string }) =>
+    getJson<LogWindow>("log", { run, file, after: query.after, before: query.before, level: query.level === "" ? undefined : query.level, component: query.component === "" ? undefined : query.component }),
 };

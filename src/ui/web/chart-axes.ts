@@ -52,12 +52,17 @@ export function scalesOf(settings: ViewSettings): uPlot.Scales {
   };
 }
 
+/** The x-axis label: what the x of a point is (wall time needs none: its ticks are clock times over dates). */
+export function xLabelOf(settings: ViewSettings): string {
+  return settings.xMode === "step" ? "step" : settings.xMode === "relative" ? "seconds since start" : settings.xMode === "metric" ? visibleName(settings.xKey) : "";
+}
+
 /** uPlot's x and y axes for the view settings, labelled, in the theme's colours. */
 export function axesOf(settings: ViewSettings, yLabel: string): uPlot.Axis[] {
   const colours = themeColours();
   const axis = { stroke: colours.axis, grid: { stroke: colours.grid, width: 1 }, ticks: { stroke: colours.grid, width: 1 } };
   const wall = settings.xMode === "wall";
-  const xLabel = settings.xMode === "step" ? "step" : settings.xMode === "relative" ? "seconds since start" : settings.xMode === "metric" ? visibleName(settings.xKey) : "";
+  const xLabel = xLabelOf(settings);
   return [
     {
       ...axis,

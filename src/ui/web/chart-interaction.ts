@@ -4,7 +4,7 @@
  */
 import type uPlot from "uplot";
 import { formatValue } from "./chart-axes.js";
-import type { Line, Marker } from "./chart-data.js";
+import type { Line, Marker, XMode } from "./chart-data.js";
 import { el, formatTime } from "./dom.js";
 
 /** Save `blob` as a file named `name` (a download, never a navigation). */
@@ -50,18 +50,31 @@ export function drawMarkers(u: uPlot, markers: readonly Marker[]): void {
   ctx.restore();
 }
 
-/** One line's row of the tooltip: its swatch, label, step, value (and smoothed value), time. */
-export function tooltipRow(line: Line, colour: string, point: number, smoothed: number | null): HTMLElement {
+/** The tooltip's first row: the step (on a step axis) and the point's date and time, in full. */
+export function tooltipHead(line: Line, point: number, xMode: XMode): HTMLElement {
+  const step = xMode === "step" ? `step ${line.steps[point] ?? ""} · ` : "";
+  return el("div", { className: "tip-head" }, `${step}${formatTime(line.times[point] ?? null)}`);
+}
+
+/**
+ * One line's row of the tooltip: its swatch, label, value (and smoothed value); its step when the
+ * x-axis is not the step, and its own time when it differs from the head's by a second or more.
+ * Rows wrap rather than cut anything off.
+ */
+export function tooltipRow(line: Line, colour: string, point: number, smoothed: number | null, xMode: XMode, headTime: number | null): HTMLElement {
   const swatch = el("span", { className: "swatch" });
   swatch.style.background = colour;
+  const time = line.times[point] ?? null;
+  const ownTime = time !== null && headTime !== null && Math.abs(time - headTime) >= 1000;
   return el(
     "div",
     { className: "tip-row" },
     swatch,
     el("span", { className: "tip-label" }, line.label),
-    ` step ${line.steps[point] ?? ""} · ${formatValue(line.values[point] ?? NaN)}`,
+    ` ${formatValue(line.values[point] ?? NaN)}`,
     smoothed !== null ? ` (smoothed ${formatValue(smoothed)})` : "",
-    ` · ${formatTime(line.times[point] ?? null).slice(11)}`,
+    xMode !== "step" ? ` · step ${line.steps[point] ?? ""}` : "",
+    ownTime ? ` · ${formatTime(time)}` : "",
   );
 }
 

@@ -10,14 +10,15 @@
  * A card draws only while it is on screen (`setOnScreen`): off screen it keeps its points and no
  * canvas, so a run with a thousand keys costs the charts one can see.
  *
- * This file is the card (its DOM, its uPlot, legend and redraws). What is drawn from the lines is
+ * This file is the card (its DOM, its uPlot and redraws). What is drawn from the lines is
  * chart-data.ts, axes and scales chart-axes.ts, markers, tooltip rows and downloads
- * chart-interaction.ts.
+ * chart-interaction.ts, the legend chart-legend.ts.
  */
 import uPlot from "uplot";
-import { axesOf, formatValue, scalesOf } from "./chart-axes.js";
+import { axesOf, formatValue, scalesOf, xLabelOf } from "./chart-axes.js";
 import { lineTable, linesToCsv, type Line, type Marker, type ViewSettings } from "./chart-data.js";
-import { download, drawMarkers, fileNameOf, placeTooltip, tooltipRow } from "./chart-interaction.js";
+import { ChartLegend } from "./chart-legend.js";
+import { download, drawMarkers, fileNameOf, placeTooltip, tooltipHead, tooltipRow } from "./chart-interaction.js";
 import { append, clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
 
@@ -44,7 +45,7 @@ export interface ChartEvents {
 export class ChartCard {
   readonly root: HTMLElement;
   private readonly plotBox: HTMLElement;
-  private readonly legend: HTMLElement;
+  private readonly legend: ChartLegend;
   private readonly tooltip: HTMLElement;
   private plot: uPlot | null = null;
   private lines: Line[] = [];
@@ -55,8 +56,6 @@ export class ChartCard {
   private dirty = false;
   /** The `structure()` the current plot was built for. */
   private builtFor = "";
-  private legendValues: HTMLElement[] = [];
-  private legendItems: HTMLElement[] = [];
   /** Index into uPlot's series of each line's top (smoothed or only) series, and its raw one. */
   private topSeries: number[] = [];
   private rawSeries: (number | null)[] = [];
@@ -79,7 +78,7 @@ export class ChartCard {
     this.settings = settings;
     this.plotBox = el("div", { className: "plot" });
     this.tooltip = el("div", { className: "tooltip hidden", role: "status" });
-    this.legend = el("div", { className: "legend" });
+    this.legend = new ChartLegend((id, only) => (only ? this.isolate(id) : this.toggle(id)));
     const shown = visibleName(title);
     const tools = el("span", { className: "chart-tools" });
     if (events.onPin !== undefined) {
@@ -92,12 +91,13 @@ export class ChartCard {
     const png = el("button", { type: "button", className: "icon png", title: "download the chart as PNG", "aria-label": `PNG of ${shown}` }, "PNG");
     png.addEventListener("click", () => this.downloadPng());
     append(tools, csv, png);
-    this.root = el("div", { className: "chart", "data-key": title }, el("div", { className: "chart-head" }, el("h3", { className: "chart-title", title: shown }, shown), tools), this.plotBox, this.tooltip, this.legend);
+    this.root = el("div", { className: "chart", "data-key": title }, el("div", { className: "chart-head" }, el("h3", { className: "chart-title", title: shown }, shown), tools), this.plotBox, this.tooltip, this.legend.box, this.legend.more);
     this.resizeObserver = new ResizeObserver((entries) => {
       const width = entries[entries.length - 1]?.contentRect.width;
       if (width === undefined || width <= 0) return;
       this.observedWidth = Math.max(200, Math.floor(width));
       if (this.plot !== null && Math.abs(this.plot.width - this.observedWidth) >= 1) this.plot.setSize({ width: this.observedWidth, height: this.plot.height });
+      this.legend.scheduleFit();
     });
     this.resizeObserver.observe(this.plotBox);
     this.plotBox.addEventListener("dblclick", () => this.events.onZoom?.(null));
@@ -253,6 +253,7 @@ export class ChartCard {
     this.root.dataset["series"] = String(series.length - 1);
     this.root.dataset["points"] = String(this.pointCount());
     this.root.dataset["xMode"] = settings.xMode;
+    this.root.dataset["xLabel"] = xLabelOf(settings);
     this.root.dataset["logX"] = settings.logX ? "1" : "0";
     this.root.dataset["nonfinite"] = String(markers.length);
 
@@ -309,26 +310,7 @@ export class ChartCard {
   }
 
   private renderLegend(): void {
-    clear(this.legend);
-    this.legendValues = [];
-    this.legendItems = [];
-    this.lines.forEach((line, i) => {
-      const value = el("span", { className: "legend-value" });
-      this.legendValues.push(value);
-      const swatch = el("span", { className: "swatch" });
-      swatch.style.background = this.colourOf(i);
-      const off = this.hidden.has(line.id);
-      const item = el(
-        "button",
-        { type: "button", className: off ? "legend-item off" : "legend-item", "data-line": line.id, "aria-pressed": off ? "false" : "true", title: "click: hide or show · shift-click: show only this (again: all)" },
-        swatch,
-        el("span", { className: "legend-label" }, line.label),
-        value,
-      );
-      item.addEventListener("click", (event) => (event.shiftKey || event.altKey || event.metaKey || event.ctrlKey ? this.isolate(line.id) : this.toggle(line.id)));
-      this.legendItems.push(item);
-      this.legend.appendChild(item);
-    });
+    this.legend.render(this.lines, (i) => this.colourOf(i), this.hidden);
     this.root.dataset["hidden"] = String(this.hidden.size);
   }
 
@@ -350,9 +332,7 @@ export class ChartCard {
   private applyVisibility(): void {
     this.lines.forEach((line, i) => {
       const show = !this.hidden.has(line.id);
-      const item = this.legendItems[i];
-      item?.classList.toggle("off", !show);
-      item?.setAttribute("aria-pressed", show ? "true" : "false");
+      this.legend.setShown(i, show);
       if (this.plot === null) return;
       const top = this.topSeries[i];
       const raw = this.rawSeries[i];
@@ -367,19 +347,25 @@ export class ChartCard {
   private showValuesAt(u: uPlot): void {
     const idx = u.cursor.idx ?? null;
     const rows: HTMLElement[] = [];
+    let head: HTMLElement | null = null;
+    let headTime: number | null = null;
     const x = idx === null ? undefined : u.data[0]?.[idx];
+    const xMode = this.settings.xMode;
     this.topSeries.forEach((s, i) => {
-      const target = this.legendValues[i];
       const line = this.lines[i];
-      if (target === undefined || line === undefined) return;
+      if (line === undefined) return;
       const v = idx === null ? null : (u.data[s]?.[idx] ?? null);
-      target.textContent = v === null || v === undefined ? "" : ` ${formatValue(v)}`;
+      this.legend.setValue(i, v === null || v === undefined ? "" : ` ${formatValue(v)}`);
       if (x === undefined || this.hidden.has(line.id)) return;
       const point = this.indexes[i]?.get(x);
       if (point === undefined) return;
+      if (head === null) {
+        head = tooltipHead(line, point, xMode);
+        headTime = line.times[point] ?? null;
+      }
       const rawIdx = this.rawSeries[i];
       const smoothed = rawIdx !== null && rawIdx !== undefined && idx !== null ? (u.data[s]?.[idx] ?? null) : null;
-      rows.push(tooltipRow(line, this.colourOf(i), point, smoothed));
+      rows.push(tooltipRow(line, this.colourOf(i), point, smoothed, xMode, headTime));
     });
     const left = u.cursor.left ?? -1;
     if (rows.length === 0 || left < 0 || !this.hovered) {
@@ -387,7 +373,7 @@ export class ChartCard {
       return;
     }
     clear(this.tooltip);
-    append(this.tooltip, ...rows.slice(0, 8), rows.length > 8 ? el("div", { className: "muted" }, `… ${rows.length - 8} more`) : null);
+    append(this.tooltip, head, ...rows.slice(0, 12), rows.length > 12 ? el("div", { className: "muted" }, `… ${rows.length - 12} more`) : null);
     this.tooltip.classList.remove("hidden");
     placeTooltip(this.tooltip, this.root, u, left);
   }

@@ -33,24 +33,23 @@ export function histogramSteps(h: Pick<HistogramData, "min" | "max" | "bucketLim
 }
 
 /**
- * Re-bin histograms onto `bins` equal cells between the smallest and largest edge of all of them,
- * spreading each bucket's count evenly over the cells it overlaps. Rows of the same `step` (one
- * per rank) add up into one column; each column is normalised to its largest cell (1.0). Returns
- * the value range, the grid (one column per step, in the rows' order) and each column's step.
+ * Re-bin one line's histograms onto `bins` equal cells between the smallest and largest edge of
+ * all of them, spreading each bucket's count evenly over the cells it overlaps; each column is
+ * normalised to its largest cell (1.0). One column per step, in step order: a step given twice (a
+ * resumed run wrote it again) shows its last histogram, never the sum — histograms of different
+ * lines (the global one and the ranks') must not be passed together. Returns the value range, the
+ * grid and each column's step.
  */
 export function heatmapGrid(rows: (Pick<HistogramData, "min" | "max" | "bucketLimits" | "bucketCounts"> & { step?: number })[], bins: number): { low: number; high: number; columns: number[][]; steps: (number | undefined)[] } {
-  const edges = rows.map((r) => histogramSteps(r)[0]);
+  const byColumn = new Map<string, (typeof rows)[number]>();
+  rows.forEach((row, r) => byColumn.set(row.step === undefined ? `row${r}` : `step${row.step}`, row));
+  const shown = [...byColumn.values()].sort((a, b) => (a.step ?? Infinity) - (b.step ?? Infinity));
+  const edges = shown.map((r) => histogramSteps(r)[0]);
   const low = Math.min(...edges.map((e) => e[0] ?? Infinity));
   const high = Math.max(...edges.map((e) => e[e.length - 1] ?? -Infinity));
   const span = high > low ? high - low : 1;
-  const byColumn = new Map<string, { step: number | undefined; cells: number[] }>();
-  rows.forEach((row, r) => {
-    const id = row.step === undefined ? `row${r}` : `step${row.step}`;
-    let column = byColumn.get(id);
-    if (column === undefined) {
-      column = { step: row.step, cells: new Array<number>(bins).fill(0) };
-      byColumn.set(id, column);
-    }
+  const columns = shown.map((row) => {
+    const cells = new Array<number>(bins).fill(0);
     const [xs, ys] = histogramSteps(row);
     for (let b = 1; b < xs.length; b++) {
       const a = xs[b - 1] ?? 0;
@@ -60,51 +59,77 @@ export function heatmapGrid(rows: (Pick<HistogramData, "min" | "max" | "bucketLi
       const c0 = Math.min(bins - 1, Math.max(0, Math.floor(((a - low) / span) * bins)));
       const c1 = Math.min(bins - 1, Math.max(0, Math.ceil(((z - low) / span) * bins) - 1));
       const share = count / (c1 - c0 + 1);
-      for (let c = c0; c <= c1; c++) column.cells[c] = (column.cells[c] ?? 0) + share;
+      for (let c = c0; c <= c1; c++) cells[c] = (cells[c] ?? 0) + share;
     }
-  });
-  const columns = [...byColumn.values()].map(({ cells }) => {
     const top = Math.max(...cells);
     return top > 0 ? cells.map((v) => v / top) : cells;
   });
-  return { low, high, columns, steps: [...byColumn.values()].map((c) => c.step) };
+  return { low, high, columns, steps: shown.map((r) => r.step) };
 }
 
 const HEAT_BINS = 48;
 
-/** One key's histograms: over time, or at a picked step. */
+/** Where a card's histograms come from: one line of a key, newest first by the caller's limit. */
+export type HistogramLoader = (rank: number) => Promise<HistogramEntry[]>;
+
+/**
+ * One key's histograms, one line at a time (the global line by default, or a rank's from the
+ * rank chooser): over time as a heatmap, or at a picked step.
+ */
 export class HistogramCard {
   readonly root: HTMLElement;
   private readonly plotBox: HTMLElement;
+  private readonly rankPicker: HTMLSelectElement;
   private readonly picker: HTMLSelectElement;
   private readonly summary: HTMLElement;
   private plot: uPlot | null = null;
+  private rows: HistogramEntry[] = [];
+  /** Bumped on every load, so a late answer for another rank is dropped. */
+  private loads = 0;
 
   constructor(
     readonly key: string,
-    private readonly rows: HistogramEntry[],
+    private readonly ranks: readonly number[],
+    private readonly load: HistogramLoader,
     private readonly width: number,
+    rankName: (rank: number) => string,
   ) {
     this.plotBox = el("div", { className: "plot" });
-    this.picker = el("select", { "aria-label": `step of ${visibleName(key)}` });
-    this.picker.appendChild(el("option", { value: "time" }, "over time (heatmap)"));
-    rows.forEach((row, i) => {
-      const label = row.rank === GLOBAL_RANK ? `step ${row.step}` : `step ${row.step} · rank ${row.rank}`;
-      this.picker.appendChild(el("option", { value: String(i) }, label));
-    });
-    this.picker.value = "time";
+    const shown = visibleName(key);
+    this.rankPicker = el("select", { className: "hist-rank", "aria-label": `line of ${shown}` });
+    for (const rank of ranks) this.rankPicker.appendChild(el("option", { value: String(rank) }, rank === GLOBAL_RANK ? "all ranks (global)" : rankName(rank)));
+    this.rankPicker.addEventListener("change", () => void this.showRank(Number(this.rankPicker.value)));
+    this.picker = el("select", { className: "hist-step", "aria-label": `step of ${shown}` });
     this.picker.addEventListener("change", () => (this.picker.value === "time" ? this.drawHeatmap() : this.draw(Number(this.picker.value))));
     this.summary = el("span", { className: "muted" });
-    const shown = visibleName(key);
-    this.root = el("div", { className: "chart", "data-key": key }, el("h3", { className: "chart-title", title: shown }, shown), this.plotBox, el("div", { className: "legend" }, this.picker, this.summary));
+    this.root = el("div", { className: "chart", "data-key": key }, el("h3", { className: "chart-title", title: shown }, shown), this.plotBox, el("div", { className: "legend" }, this.rankPicker, this.picker, this.summary));
   }
 
-  /** Draw the histograms over time. */
-  show(): void {
+  /** Draw the global line's histograms over time (else the lowest rank's). */
+  async show(): Promise<void> {
+    await this.showRank(this.ranks.includes(GLOBAL_RANK) ? GLOBAL_RANK : (this.ranks[0] ?? GLOBAL_RANK));
+  }
+
+  /** Load one line's histograms and draw them over time; the step list is that line's steps, newest first. */
+  async showRank(rank: number): Promise<void> {
+    const load = ++this.loads;
+    const rows = await this.load(rank);
+    if (load !== this.loads) return;
+    this.rows = [...rows].sort((a, b) => a.step - b.step || a.seq - b.seq);
+    this.rankPicker.value = String(rank);
+    this.root.dataset["rank"] = String(rank);
+    clear(this.picker);
+    this.picker.appendChild(el("option", { value: "time" }, "over time (heatmap)"));
+    // One entry per step (a step written twice shows its last histogram), newest first.
+    const lastOfStep = new Map<number, number>();
+    this.rows.forEach((row, i) => lastOfStep.set(row.step, i));
+    for (const [step, i] of [...lastOfStep].sort((a, b) => b[0] - a[0])) this.picker.appendChild(el("option", { value: String(i) }, `step ${step}`));
+    this.picker.value = "time";
     this.drawHeatmap();
   }
 
   destroy(): void {
+    this.loads++;
     this.plot?.destroy();
     this.root.remove();
   }
@@ -125,12 +150,12 @@ export class HistogramCard {
     const height = 190;
     const axisLeft = 56;
     const axisBottom = 22;
-    const canvas = el("canvas", { className: "heatmap", width: Math.round(width * dpr), height: Math.round(height * dpr), "aria-label": `histograms of ${visibleName(this.key)} over ${rows.length} steps` });
+    const canvas = el("canvas", { className: "heatmap", width: Math.round(width * dpr), height: Math.round(height * dpr), "aria-label": `histograms of ${visibleName(this.key)} over ${columns.length} steps` });
     canvas.style.width = `${width}px`;
     canvas.style.height = `${height}px`;
     this.plotBox.appendChild(canvas);
     const ctx = canvas.getContext("2d");
-    if (ctx !== null) {
+    if (ctx !== null && columns.length > 0) {
       ctx.scale(dpr, dpr);
       const plotW = width - axisLeft - 6;
       const plotH = height - axisBottom - 6;
@@ -154,11 +179,16 @@ export class HistogramCard {
       ctx.textAlign = "right";
       ctx.fillText(`step ${steps[steps.length - 1] ?? ""}`, width - 6, height - 6);
     }
-    this.root.dataset["mode"] = "heatmap";
-    this.root.dataset["columns"] = String(columns.length);
-    delete this.root.dataset["step"];
+    const data = this.root.dataset;
+    data["mode"] = "heatmap";
+    data["columns"] = String(columns.length);
+    data["firstStep"] = String(steps[0] ?? "");
+    data["lastStep"] = String(steps[steps.length - 1] ?? "");
+    data["low"] = String(low);
+    data["high"] = String(high);
+    delete data["step"];
     clear(this.summary);
-    append(this.summary, ` ${columns.length} steps${rows.length > columns.length ? ` (${rows.length} histograms, ranks added up)` : ""} · values ${low.toPrecision(4)} … ${high.toPrecision(4)}`);
+    append(this.summary, columns.length === 0 ? " no histograms on this line" : ` ${columns.length} steps · values ${low.toPrecision(4)} … ${high.toPrecision(4)}`);
   }
 
   private draw(index: number): void {

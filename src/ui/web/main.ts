@@ -1,6 +1,6 @@
 /**
  * The dashboard app: a runs list on the left, tabs on the right (metrics, runs table, streams,
- * system, histograms, samples, config, traces). This module wires the page together; the state
+ * system, histograms, samples, logs, config, traces). This module wires the page together; the state
  * is in state.ts, the URL in url.ts, fetching in fetching.ts, live updates in polling.ts, the
  * runs list in runs.ts and each tab in tabs/.
  */
@@ -12,9 +12,10 @@ import { visibleName } from "./names.js";
 import { poll } from "./polling.js";
 import { refreshRuns, renderRunsList } from "./runs.js";
 import { TABS, hooks, isLive, state } from "./state.js";
-import { loadKeys } from "./tabs/common.js";
+import { loadKeys, lostRanksNote, settingsFor } from "./tabs/common.js";
 import { renderConfig } from "./tabs/config.js";
 import { renderHistograms } from "./tabs/histograms.js";
+import { renderLogs, stopFollowing } from "./tabs/logs.js";
 import { allMetricKeys, disconnectGrid, keySignature, renderMetrics } from "./tabs/metrics.js";
 import { renderRunsTable } from "./tabs/runs-table.js";
 import { renderSamples } from "./tabs/samples.js";
@@ -90,6 +91,7 @@ function switchTab(tab: (typeof TABS)[number][0]): void {
 
 function resetView(): number {
   disconnectGrid();
+  stopFollowing();
   for (const card of state.cards) card.destroy();
   state.cards = [];
   for (const card of state.histogramCards) card.destroy();
@@ -100,12 +102,17 @@ function resetView(): number {
   return ++state.generation;
 }
 
-/** The x-axis picker: step, wall and relative time, then every metric key of the selected runs. */
+/**
+ * The x-axis picker: step, wall and relative time, then every metric key of the selected runs.
+ * Streams and system metrics are drawn over time only, so there it offers the time axes and shows
+ * the one the charts use.
+ */
 function fillXOptions(): void {
-  const current = state.settings.xMode === "metric" ? `metric:${state.settings.xKey}` : state.settings.xMode;
   const streamsLike = state.tab === "streams" || state.tab === "system";
+  const drawn = streamsLike ? settingsFor(state.tab) : state.settings;
+  const current = drawn.xMode === "metric" ? `metric:${drawn.xKey}` : drawn.xMode;
   clear(xModeSelect);
-  xModeSelect.appendChild(el("option", { value: "step" }, streamsLike ? "step (drawn by relative time here)" : "step"));
+  if (!streamsLike) xModeSelect.appendChild(el("option", { value: "step" }, "step"));
   xModeSelect.appendChild(el("option", { value: "wall" }, "wall time"));
   xModeSelect.appendChild(el("option", { value: "relative" }, "relative time"));
   const keys = allMetricKeys();
@@ -130,6 +137,9 @@ async function renderView(): Promise<void> {
     view.appendChild(el("p", { className: "muted" }, "Select a run on the left."));
     return;
   }
+  // Ranks a selected run lost are named over every view (their lines are marked in the charts).
+  const lostNote = lostRanksNote();
+  if (lostNote !== null) view.appendChild(lostNote);
   try {
     if (state.tab === "metrics") await renderMetrics(generation);
     else if (state.tab === "runs") await renderRunsTable(generation);
@@ -137,6 +147,7 @@ async function renderView(): Promise<void> {
     else if (state.tab === "system") await renderSystem(generation);
     else if (state.tab === "histograms") await renderHistograms(generation);
     else if (state.tab === "samples") await renderSamples(generation);
+    else if (state.tab === "logs") await renderLogs(generation);
     else if (state.tab === "config") await renderConfig(generation);
     else await renderTraces(generation);
     if (generation === state.generation) fillXOptions();

@@ -6,8 +6,9 @@ import type { RunInfo, RunKeys } from "./api.js";
 import type { ChartCard } from "./chart.js";
 import type { Line, ViewSettings } from "./chart-data.js";
 import type { HistogramCard } from "./histogram.js";
+import { assignRunColours } from "./colours.js";
 
-export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "config" | "traces";
+export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "logs" | "config" | "traces";
 export const TABS: [Tab, string][] = [
   ["metrics", "Metrics"],
   ["runs", "Runs table"],
@@ -15,6 +16,7 @@ export const TABS: [Tab, string][] = [
   ["system", "System"],
   ["histograms", "Histograms"],
   ["samples", "Samples"],
+  ["logs", "Logs"],
   ["config", "Config"],
   ["traces", "Traces"],
 ];
@@ -48,6 +50,10 @@ export interface AppState {
   sort: string;
   filter: string;
   metric: string;
+  /** Runs table: the summary columns the user picked, or null for the default rule (summary-columns.ts). */
+  summaryColumns: string[] | null;
+  /** Logs tab: the file, the lowest level and the component shown ("" for all), and whether new lines are followed. */
+  logs: { file: string; level: string; component: string; follow: boolean };
   /** Bumped on every view change so late answers for an old view are dropped. */
   generation: number;
   cards: ChartCard[];
@@ -76,6 +82,8 @@ export const state: AppState = {
   sort: "",
   filter: "",
   metric: "",
+  summaryColumns: null,
+  logs: { file: "", level: "", component: "", follow: false },
   /** Bumped on every view change so late answers for an old view are dropped. */
   generation: 0,
   cards: [],
@@ -108,20 +116,12 @@ export function isLive(runId: string): boolean {
   return run === undefined || !DONE_STATUSES.has(run.status.toLowerCase());
 }
 
-/** 20 colours that stay apart on white and on the dark theme. */
-const RUN_PALETTE = [
-  "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-  "#393b79", "#e6550d", "#31a354", "#ad494a", "#756bb1", "#c49c94", "#de9ed6", "#637939", "#fd8d3c", "#3182bd",
-];
+/** The runs' colours, worked out again only when the list of runs changes. */
+let colourCache: { signature: string; colours: Map<string, string> } = { signature: "", colours: new Map() };
 
-/** The i-th colour of the palette. */
-export function paletteColour(i: number): string {
-  return RUN_PALETTE[((i % RUN_PALETTE.length) + RUN_PALETTE.length) % RUN_PALETTE.length] ?? "#333";
-}
-
-/** One colour per run, the same in the runs list, the table and every chart: by the run's place among all runs (sorted by id). */
+/** One colour per run, the same in the runs list, the table and every chart, from the run's id (colours.ts). */
 export function runColour(run: string): string {
-  const ids = state.runs.map((r) => r.id).sort();
-  const i = ids.indexOf(run);
-  return paletteColour(i === -1 ? 0 : i);
+  const signature = state.runs.map((r) => `${r.id}\u0000${r.startedAt ?? ""}`).join("\u0001");
+  if (signature !== colourCache.signature) colourCache = { signature, colours: assignRunColours(state.runs) };
+  return colourCache.colours.get(run) ?? assignRunColours([{ id: run, startedAt: null }]).get(run) ?? "#333";
 }

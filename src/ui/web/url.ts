@@ -1,9 +1,10 @@
 /**
  * The view in the URL's fragment, so a link opens the same view: runs, tab, search, smoothing, log
  * scales, x-axis, zoom, pinned charts, collapsed sections, internal keys, theme, and the runs
- * table's sort, filter and metric. Run names are encoded by URLSearchParams (any UTF-8 survives).
+ * table's sort, filter, metric and summary columns, and the Logs tab's file, filters and follow mode. Run names are encoded by URLSearchParams (any UTF-8 survives).
  */
 import { TABS, state } from "./state.js";
+import { loadChosenColumns } from "./summary-columns.js";
 
 /** Read the fragment into the state (what it does not say keeps its default). */
 export function readHash(hash = location.hash): void {
@@ -35,6 +36,10 @@ export function readHash(hash = location.hash): void {
   state.sort = params.get("sort") ?? "";
   state.filter = params.get("filter") ?? "";
   state.metric = params.get("metric") ?? "";
+  // The runs table's columns: the address's, else the browser's remembered choice.
+  const columns = params.getAll("col");
+  state.summaryColumns = columns.length > 0 ? columns : loadChosenColumns();
+  state.logs = { file: params.get("logfile") ?? "", level: params.get("level") ?? "", component: params.get("component") ?? "", follow: params.get("follow") === "1" };
 }
 
 /** The fragment for the current state. */
@@ -57,6 +62,11 @@ export function hashOf(): string {
   if (state.sort !== "") params.set("sort", state.sort);
   if (state.filter !== "") params.set("filter", state.filter);
   if (state.metric !== "") params.set("metric", state.metric);
+  for (const column of state.summaryColumns ?? []) params.append("col", column);
+  if (state.logs.file !== "") params.set("logfile", state.logs.file);
+  if (state.logs.level !== "") params.set("level", state.logs.level);
+  if (state.logs.component !== "") params.set("component", state.logs.component);
+  if (state.logs.follow) params.set("follow", "1");
   return params.toString();
 }
 

@@ -107,7 +107,7 @@ function assertInEverySink(run: Run, key = "loss"): void {
 /** The stream, trace and session files hold at least one record per flushed step. */
 function assertFaceFiles(run: Run, streamEnd: string): void {
   const { runDir, flushed } = run;
-  const { records, ends } = readStream(join(runDir, "streams", "rank-0.jsonl"));
+  const { records, ends } = readStream(join(runDir, "streams", "controller.jsonl"));
   // The stream's bound: nothing pushed before the signal is lost unless counted in the final line.
   const end = ends[0] as { stream_end: string; written: number; dropped: number } | undefined;
   assert.equal(end?.stream_end, streamEnd, `the stream's final line: ${JSON.stringify(ends)}`);
@@ -317,7 +317,7 @@ describe("issue 12 case 10: worker threads start with the user's flags", () => {
       [0, 1, 2],
     );
     assert.equal(runStatus(runDir), "finished");
-    assert.equal(readStream(join(runDir, "streams", "rank-0.jsonl")).records.length, 3);
+    assert.equal(readStream(join(runDir, "streams", "controller.jsonl")).records.length, 3);
   });
 
   it("workerExecArgv keeps the user's flags and drops those of the main entry only", () => {

@@ -48,6 +48,8 @@ const GOLDEN: Record<string, ProtocolMessage> = {
   deregister: { t: "deregister", rankName: "MyActor_KbWR_r1", reason: "left the run" },
   hello: { t: "hello", controller: "rankscope.run-1.ctl.Hx3kQ9" },
   resend: { t: "resend", id: 9, seq: 4 },
+  ack: { t: "ack", acks: { MyActor_KbWR_r0: [4], MyActor_KbWR_r1: [3, 4] } },
+  registerUnacked: { t: "register", identity: IDENTITY, pid: 4242, host: "node-a", unacked: [3, 4] },
 };
 
 test("messages on the wire match the golden file", () => {

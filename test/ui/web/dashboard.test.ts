@@ -145,8 +145,8 @@ describe("dashboard features in Chromium", () => {
     const tip = page.locator(`${card("loss")} .tooltip`);
     await tip.waitFor({ state: "visible" });
     const text = await tip.innerText();
-    assert.match(text, /step \d+ · [\d.]+ \(smoothed [\d.]+\)/);
-    assert.match(text, /\d{1,2}:\d{2}/, "the point's time");
+    assert.match(text, /^step \d+ · \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\n/, "the step and the point's date and time, in full");
+    assert.match(text, / [\d.]+ \(smoothed [\d.]+\)/);
     // The other chart's cursor line moved to the same x.
     const left = await page.$eval(`${card("lr")} .u-cursor-x`, (n) => (n as HTMLElement).style.transform);
     assert.match(left, /translate/);
@@ -276,7 +276,7 @@ describe("dashboard features in Chromium", () => {
       return n;
     });
     assert.ok(inked > 1000, `the heatmap has cells: ${inked}`);
-    await page.selectOption(`${hist} select`, { label: "step 3" });
+    await page.selectOption(`${hist} select.hist-step`, { label: "step 3" });
     await page.waitForSelector(`${hist}[data-step="3"]`);
   });
 
@@ -310,7 +310,7 @@ describe("dashboard features in Chromium", () => {
     await open("run=exp/base&tab=metrics");
     await grid();
     assert.equal(await page.getAttribute("#tabs", "role"), "tablist");
-    assert.equal(await page.locator('#tabs [role="tab"]').count(), 8);
+    assert.equal(await page.locator('#tabs [role="tab"]').count(), 9);
     assert.equal(await page.getAttribute('[data-tab="metrics"]', "aria-selected"), "true");
     assert.equal(await page.getAttribute('[data-tab="config"]', "aria-selected"), "false");
     await page.focus('[data-tab="metrics"]');

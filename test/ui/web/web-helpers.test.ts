@@ -6,6 +6,9 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { formatTicks, formatValue } from "../../../src/ui/web/chart-axes.js";
+import { MIN_RANK_DISTANCE, RANK_PALETTE, RUN_PALETTE, assignRunColours, colourDistance, rankColour } from "../../../src/ui/web/colours.js";
+import { bestAndWorst, cellText, defaultScoreRule } from "../../../src/ui/web/tabs/samples.js";
+import { orderSummaryKeys, summaryColumns, watchRank } from "../../../src/ui/web/summary-columns.js";
 import { interpolate, linesToCsv } from "../../../src/ui/web/chart-data.js";
 import { heatmapGrid, histogramSteps } from "../../../src/ui/web/histogram.js";
 import { isInternalKey, searchMatcher, sectionOf, visibleName } from "../../../src/ui/web/names.js";
@@ -153,12 +156,12 @@ describe("heatmapGrid", () => {
     ]);
   });
 
-  it("adds up the ranks' histograms of one step into one column", () => {
-    const rank = (step: number, counts: number[]): { step: number; min: number; max: number; bucketLimits: number[]; bucketCounts: number[] } => ({ step, min: 0, max: 4, bucketLimits: [2, 4], bucketCounts: counts });
-    const { columns, steps } = heatmapGrid([rank(1, [4, 0]), rank(1, [0, 2]), rank(2, [1, 1])], 2);
+  it("draws one histogram per step in step order: a step given twice shows its last histogram, never the sum", () => {
+    const at = (step: number, counts: number[]): { step: number; min: number; max: number; bucketLimits: number[]; bucketCounts: number[] } => ({ step, min: 0, max: 4, bucketLimits: [2, 4], bucketCounts: counts });
+    const { columns, steps } = heatmapGrid([at(2, [1, 1]), at(1, [4, 0]), at(1, [0, 2])], 2);
     assert.deepEqual(steps, [1, 2]);
     assert.deepEqual(columns, [
-      [1, 0.5],
+      [0, 1],
       [1, 1],
     ]);
   });
@@ -169,5 +172,57 @@ describe("histogramSteps", () => {
     const [xs, ys] = histogramSteps({ min: -2, max: 3.5, bucketLimits: [-1, 0, Infinity], bucketCounts: [1, 5, 2] });
     assert.deepEqual(xs, [-2, -1, 0, 3.5]);
     assert.deepEqual(ys, [0, 1, 5, 2]);
+  });
+});
+
+describe("run and rank colours", () => {
+  const runs = Array.from({ length: 12 }, (_, i) => ({ id: `sweep/trial-${i}`, startedAt: 1000 + i }));
+
+  it("keeps every run's colour when a run appears, whatever its name", () => {
+    const before = assignRunColours(runs);
+    for (const id of ["aaa/first", "zzz/last", "sweep/trial-5b"]) {
+      const after = assignRunColours([...runs, { id, startedAt: 5000 }]);
+      for (const run of runs) assert.equal(after.get(run.id), before.get(run.id), `${run.id} after ${id} appeared`);
+    }
+  });
+
+  it("gives up to 20 runs 20 different colours, from the run's id", () => {
+    const colours = assignRunColours(Array.from({ length: 20 }, (_, i) => ({ id: `r${i}`, startedAt: i })));
+    assert.equal(new Set(colours.values()).size, 20);
+    assert.equal(assignRunColours([{ id: "x/y", startedAt: 1 }]).get("x/y"), assignRunColours([{ id: "x/y", startedAt: 99 }]).get("x/y"));
+  });
+
+  it("colours ranks from a palette no run uses, leaving out colours close to the run's own", () => {
+    for (const c of RANK_PALETTE) assert.ok(!RUN_PALETTE.includes(c), c);
+    for (const run of RUN_PALETTE) {
+      const ranks = Array.from({ length: 12 }, (_, r) => rankColour(r, run));
+      assert.equal(new Set(ranks).size, 12, `12 ranks of a ${run} run`);
+      for (const c of ranks) assert.ok(colourDistance(c, run) >= MIN_RANK_DISTANCE, `${c} looks like ${run}`);
+    }
+  });
+});
+
+describe("sample tables", () => {
+  it("marks the best and worst record by a reward (highest best) or a loss (lowest best)", () => {
+    assert.deepEqual(defaultScoreRule(["tokens", "reward"]), { field: "reward", higherIsBetter: true });
+    assert.deepEqual(defaultScoreRule(["tokens", "val_loss"]), { field: "val_loss", higherIsBetter: false });
+    assert.equal(defaultScoreRule(["tokens"]), null);
+    const records = [{ reward: 0.5 }, { reward: NaN }, { reward: 0.9 }, { other: 1 }, { reward: 0.1 }];
+    assert.deepEqual(bestAndWorst(records, { field: "reward", higherIsBetter: true }), { best: 2, worst: 4 });
+    assert.deepEqual(bestAndWorst(records, { field: "reward", higherIsBetter: false }), { best: 4, worst: 2 });
+  });
+
+  it("writes numbers with 6 significant digits at most, integers whole", () => {
+    assert.deepEqual([0.12345678901234566, 123456, 2 ** 40, 1e-7, NaN, "text"].map(cellText), ["0.123457", "123456", "1099511627776", "1.0000e-7", "NaN", "text"]);
+  });
+});
+
+describe("summary columns", () => {
+  it("puts the names a user watches first, then the keys most runs have", () => {
+    assert.ok(watchRank("train/loss") < watchRank("policy_loss") && watchRank("policy_loss") < watchRank("reward"));
+    const summaries: Record<string, number>[] = [{ "a/x": 1, loss: 1, "z/common": 1 }, { "z/common": 1, "eval/reward": 2, "b/y": 3 }];
+    assert.deepEqual(orderSummaryKeys(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"]), ["loss", "eval/reward", "z/common", "a/x", "b/y"]);
+    assert.deepEqual(summaryColumns(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"], null, 2), ["loss", "eval/reward"]);
+    assert.deepEqual(summaryColumns(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"], ["b/y", "gone", "loss"]), ["loss", "b/y"]);
   });
 });

@@ -34,6 +34,12 @@ export function setGrid(grid: LazyGrid): void {
   currentGrid = grid;
 }
 
+/** Say beside the *internal keys* box how many keys it hides. */
+export function setInternalNote(hidden: number): void {
+  const note = document.getElementById("internal-note");
+  if (note !== null) note.textContent = state.showInternal || hidden === 0 ? "" : `(${hidden} hidden)`;
+}
+
 /** Every metric key of the selected runs (for the x-axis picker). */
 export function allMetricKeys(): string[] {
   const keys = new Set<string>();
@@ -101,8 +107,7 @@ export async function renderMetrics(generation: number): Promise<void> {
     if (hiddenInternal) internal++;
     return !hiddenInternal && matcher.test(name);
   });
-  const internalNote = document.getElementById("internal-note");
-  if (internalNote !== null) internalNote.textContent = state.showInternal ? "" : internal > 0 ? `(${internal} hidden)` : "";
+  setInternalNote(internal);
   const markEmpty = (): void => {
     if (!state.firstGridMarked) {
       state.firstGridMarked = true;
@@ -150,7 +155,7 @@ export async function renderMetrics(generation: number): Promise<void> {
           lines.push({ kind: "series", run, key: name, rank, cursor: null, card, line });
         };
         if (global) add(undefined, newLine(`${run}\u0000${name}\u0000global`, runLabel(run, ranks.length > 0 && showRanks ? "all ranks" : undefined), run));
-        if (showRanks) for (const rank of ranks) add(rank, newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank)), run, rank));
+        if (showRanks) for (const rank of ranks) add(rank, newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank, run)), run, rank));
       }
       const spec: CardSpec = { card, lines };
       if (settings.xMode === "metric" && settings.xKey !== "") {

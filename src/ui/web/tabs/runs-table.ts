@@ -14,9 +14,7 @@ import { hooks, runColour, state } from "../state.js";
 import { flatten } from "./config.js";
 import { FETCH_CONCURRENCY, pool } from "../fetching.js";
 import { viewBox } from "./common.js";
-
-/** Summary columns shown at most (narrow them with the metric search). */
-const MAX_SUMMARY_COLUMNS = 16;
+import { orderSummaryKeys, saveChosenColumns, summaryColumns } from "../summary-columns.js";
 
 type Cell = string | number | boolean | null;
 
@@ -81,10 +79,9 @@ export async function renderRunsTable(generation: number): Promise<void> {
   if (generation !== state.generation) return;
   const paramKeys = [...new Set([...params.values()].flatMap((p) => Object.keys(p)))].sort();
   const columnMatcher = searchMatcher(state.search);
-  const summaryKeys = [...new Set([...state.summaries.values()].flatMap((s) => Object.keys(s)))]
-    .filter((k) => (state.showInternal || !isInternalKey(k)) && columnMatcher.test(k))
-    .sort()
-    .slice(0, MAX_SUMMARY_COLUMNS);
+  const summaries = runs.map((run) => state.summaries.get(run.id) ?? {});
+  const candidates = [...new Set(summaries.flatMap((s) => Object.keys(s)))].filter((k) => (state.showInternal || !isInternalKey(k)) && columnMatcher.test(k));
+  const summaryKeys = (): string[] => summaryColumns(summaries, candidates, state.summaryColumns);
 
   const filterBox = el("input", { type: "search", id: "table-filter", placeholder: "Filter: text or regex, tag:x, group:x, lr<0.01, name=value", "aria-label": "Filter runs table", value: state.filter });
   const metricPicker = el("select", { id: "pc-metric", "aria-label": "metric for parallel coordinates" });
@@ -94,14 +91,15 @@ export async function renderRunsTable(generation: number): Promise<void> {
   metricPicker.value = state.metric;
   const tableBox = el("div", { className: "table-wrap runs-table-wrap" });
   const coords = el("div", { className: "parcoords-box" });
+  const chooser = columnChooser(orderSummaryKeys(summaries, candidates), summaryKeys, () => draw());
   append(
     view,
-    el("div", { className: "table-tools" }, filterBox, el("span", { className: "muted", id: "table-count" })),
+    el("div", { className: "table-tools" }, filterBox, chooser, el("span", { className: "muted", id: "table-count" })),
     tableBox,
     el("h3", {}, "Parallel coordinates: hyperparameters → ", el("label", {}, metricPicker)),
     coords,
   );
-  if (summaryKeys.length === 0 && allSummary.length === 0) tableBox.before(el("p", { className: "muted" }, "No summary values: this server does not serve /api/summary, or the runs logged no metrics."));
+  if (candidates.length === 0 && allSummary.length === 0) tableBox.before(el("p", { className: "muted" }, "No summary values: this server does not serve /api/summary, or the runs logged no metrics."));
 
   const draw = (): void => {
     const terms = state.filter.split(/\s+/).filter((t) => t !== "");
@@ -125,7 +123,7 @@ export async function renderRunsTable(generation: number): Promise<void> {
       ["tags", "tags"],
       ["start", "start"],
       ...paramKeys.map((k): [string, string] => [`p:${k}`, k]),
-      ...summaryKeys.map((k): [string, string] => [`s:${k}`, k]),
+      ...summaryKeys().map((k): [string, string] => [`s:${k}`, k]),
     ];
     const head = el("tr", {}, el("th", {}, ""));
     for (const [id, label] of columns) {
@@ -158,6 +156,7 @@ export async function renderRunsTable(generation: number): Promise<void> {
     tableBox.appendChild(el("table", { className: "runs-table", "data-rows": shown.length }, el("thead", {}, head), body));
     const count = document.getElementById("table-count");
     if (count !== null) count.textContent = `${shown.length} of ${runs.length} runs`;
+    chooser.dispatchEvent(new Event("columns"));
     clear(coords);
     coords.appendChild(parallelCoordinates(shown, paramKeys, params, state.metric, Math.max(400, tableBox.clientWidth || 800)));
   };
@@ -176,6 +175,37 @@ export async function renderRunsTable(generation: number): Promise<void> {
     draw();
   });
   draw();
+}
+
+/**
+ * The *Columns* picker: a box per summary key (in the rule's order), ticked for the columns shown.
+ * Ticking or unticking makes the shown set the user's choice (remembered, see summary-columns.ts);
+ * *default* goes back to the rule. The picker redraws its boxes on a `columns` event.
+ */
+function columnChooser(keys: readonly string[], shown: () => string[], redraw: () => void): HTMLElement {
+  const title = el("summary", {});
+  const list = el("div", { className: "column-list" });
+  const reset = el("button", { type: "button", className: "reset-columns" }, "default");
+  const chooser = el("details", { id: "summary-columns", className: "column-chooser" }, title, el("div", { className: "column-panel" }, list, reset));
+  const choose = (columns: string[] | null): void => {
+    state.summaryColumns = columns;
+    saveChosenColumns(columns);
+    hooks.writeUrl();
+    redraw();
+  };
+  reset.addEventListener("click", () => choose(null));
+  chooser.addEventListener("columns", () => {
+    const current = new Set(shown());
+    title.textContent = `Columns (${current.size} of ${keys.length}${state.summaryColumns === null ? ", default" : ""})`;
+    clear(list);
+    for (const key of keys) {
+      const box = el("input", { type: "checkbox", value: key });
+      box.checked = current.has(key);
+      box.addEventListener("change", () => choose(box.checked ? [...current, key] : [...current].filter((k) => k !== key)));
+      list.appendChild(el("label", {}, box, ` ${visibleName(key)}`));
+    }
+  });
+  return chooser;
 }
 
 const SVG = "http://www.w3.org/2000/svg";

@@ -4,10 +4,10 @@ import { ChartCard } from "../chart.js";
 import type { Line } from "../chart-data.js";
 import { el } from "../dom.js";
 import { LazyGrid, streamHooks, type CardSpec } from "../fetching.js";
-import { searchMatcher } from "../names.js";
+import { isInternalKey, searchMatcher } from "../names.js";
 import { state, type LineSource } from "../state.js";
 import { emptyNote, loadKeys, newLine, rankLabel, runLabel, settingsFor, viewBox } from "./common.js";
-import { setGrid } from "./metrics.js";
+import { setGrid, setInternalNote } from "./metrics.js";
 
 /** Add a stream answer's values to the card's per-rank scatter lines (made on first sight of a rank). */
 export function addStreamPoints(card: ChartCard, source: LineSource, data: StreamData): boolean {
@@ -19,7 +19,7 @@ export function addStreamPoints(card: ChartCard, source: LineSource, data: Strea
     const id = `${source.run}\u0000${source.key}\u0000stream\u0000${rank}`;
     let line = byRank.get(rank) ?? lines.find((l) => l.id === id);
     if (line === undefined) {
-      line = { ...newLine(id, runLabel(source.run, rankLabel(state.keysByRun.get(source.run), rank)), source.run, rank), scatter: true };
+      line = { ...newLine(id, runLabel(source.run, rankLabel(state.keysByRun.get(source.run), rank, source.run)), source.run, rank), scatter: true };
       lines.push(line);
     }
     byRank.set(rank, line);
@@ -36,7 +36,11 @@ async function renderSeriesGrid(generation: number, tab: "streams" | "system"): 
   const keys = await loadKeys();
   if (generation !== state.generation) return;
   const matcher = searchMatcher(state.search);
-  const names = [...new Set([...keys.values()].flatMap((k) => (tab === "streams" ? k.streams : k.system)))].sort().filter((n) => matcher.test(n));
+  const all = [...new Set([...keys.values()].flatMap((k) => (tab === "streams" ? k.streams : k.system)))].sort();
+  // Keys rankscope writes for itself (a stream's `…__count`) stay hidden unless asked for, as on the metrics tab.
+  const shown = state.showInternal ? all : all.filter((n) => !isInternalKey(n));
+  setInternalNote(all.length - shown.length);
+  const names = shown.filter((n) => matcher.test(n));
   if (names.length === 0) return emptyNote(tab === "streams" ? "No raw stream values (per_rank_no_reduce keys) in the selected runs; streamValues probes go to the stream file streams/rank-N.jsonl only." : "No system metrics (GPU/CPU monitor) in the selected runs.");
   const view = viewBox();
   if (tab === "streams") view.appendChild(el("p", { className: "muted" }, "Raw values as each rank recorded them, one dot per value, over time (pick wall or relative time on the x-axis)."));
