@@ -7,6 +7,7 @@
  */
 import { Readable } from "node:stream";
 import type pg from "pg";
+import { compareLines } from "../core/rank-identity.js";
 import { GLOBAL_RANK, SERIES_KINDS, type HistogramEntry, type KeyInfo, type KeyKind, type SeriesResult } from "../backends/store/read-types.js";
 import type { ChunkMeta } from "../backends/store/reader-statements.js";
 import { readChunkedSeries, type ChunkReads } from "../backends/store/series-read.js";
@@ -155,7 +156,8 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
        WHERE k.run_id = $1 AND k.kind = $2 GROUP BY k.id ORDER BY k.key`,
       [runId(handle), kind],
     );
-    return result.rows.flatMap((r) => (isKind(r.kind) ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: r.ranks }] : []));
+    // Lines in the store's order (docs/DESIGN.md, "Identity"): global, ranks, controller, threads.
+    return result.rows.flatMap((r) => (isKind(r.kind) ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) }] : []));
   }
 
   async function read(handle: string, key: string, kind: "scalar" | "stream" | "system", rank: number | undefined, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesResult> {
@@ -273,7 +275,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     },
 
     async histogramRanks(handle: string, key: string): Promise<number[]> {
-      return [...((await keysOf(handle, "histogram")).find((k) => k.key === key)?.ranks ?? [])].sort((a, b) => a - b);
+      return [...((await keysOf(handle, "histogram")).find((k) => k.key === key)?.ranks ?? [])];
     },
 
     async config(handle: string): Promise<Record<string, unknown>> {
