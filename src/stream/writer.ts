@@ -261,8 +261,8 @@ class Writer {
     let counts = this.counts();
     this.output.finish(() => {
       counts = this.counts();
-      // A stream that took no record at all ends without a line: an idle stream (a controller's
-      // own, beside a real rank 0 that appends to the same file) leaves nothing to misread.
+      // A stream that took no record at all ends without a line, and its empty file is removed: an
+      // idle stream (a controller's own, started in case its values come) leaves nothing behind.
       const idle = counts.written === 0 && counts.dropped === 0 && counts.backendDropped === 0;
       return idle ? undefined : `${endLine(isoTime(Date.now()), this.data.recorder, reason, counts)}\n`;
     });
