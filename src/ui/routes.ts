@@ -12,7 +12,7 @@ import { createGzip } from "node:zlib";
 import { warn } from "../core/diagnostics.js";
 import { isInternalKey } from "../core/internal-keys.js";
 import { errorCode, storeFault } from "../backends/store/store-file.js";
-import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip } from "./http.js";
+import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip, sendJsonRevalidated } from "./http.js";
 import { flagParam, intParam, maxPointsParam, parseLines, requiredParam } from "./params.js";
 import { LOG_MAX_LINES, LOG_MAX_WINDOW, readLogWindow } from "./log-reader.js";
 import { parseRunQuery } from "./run-query.js";
@@ -65,7 +65,7 @@ export class DashboardApi {
   ) {
     this.routes = new Map<string, Handler>([
       ["/api/version", () => ({ rankscope: this.version, node: process.version })],
-      ["/api/runs", (c) => this.source.listRuns(parseRunQuery(c.params))],
+      ["/api/runs", (c) => this.runs(c)],
       ["/api/keys", (c) => this.keys(c)],
       ["/api/summary", (c) => this.summary(c)],
       ["/api/series", (c) => this.series(c)],
@@ -108,6 +108,13 @@ export class DashboardApi {
       warn(`ui.store:${runDir}`, `dashboard: ${message}`);
       throw new HttpError(500, message);
     }
+  }
+
+  /** `/api/runs`: one page of the runs matching the query, with an ETag so an unchanged page costs a 304. */
+  private async runs(ctx: ApiContext): Promise<undefined> {
+    const page = await this.source.listRuns(parseRunQuery(ctx.params));
+    await sendJsonRevalidated(ctx.req, ctx.res, page);
+    return undefined;
   }
 
   private keys(ctx: ApiContext): Promise<unknown> {
