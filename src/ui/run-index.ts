@@ -7,15 +7,18 @@
  * three levels down, its modification time. A refresh pass compares what it can with `stat`
  * alone and reads only what changed:
  * - a directory whose mtime changed is listed again (runs added or removed under it);
- * - a run whose stamp — its directory's, `metrics.db`'s and `metrics.db-wal`'s size and mtime —
- *   changed is read again (`runOverview`: metadata, hyperparameters, last values; and its
- *   `run.json`/`config.yaml` labels, which are replaced by rename, changing the directory's mtime).
+ * - a run whose stamp — the size and mtime of `metrics.db`, of a non-empty `metrics.db-wal`, of
+ *   `run.json` and of `config.yaml` — changed is read again (`runOverview`: metadata,
+ *   hyperparameters, last values, and the labels). An empty WAL file is no change: a reader
+ *   creates one.
  *
- * Not everything is looked at on every pass: folders that hold runs (the root, experiments) and
- * runs that are live or changed in the last minute are checked on every pass; everything else
- * (finished runs, a run's own subfolders) every `COLD_CHECK_MS`, oldest first, a share per pass.
- * Work is done in slices of at most `SLICE_MS` with a turn of the event loop between, so a pass
- * never holds the server, however many runs there are.
+ * Not everything is looked at on every pass: folders that hold runs (the root, experiments), runs
+ * that are live or changed in the last minute, and directories the kernel said changed (an
+ * `fs.watch` per directory outside runs' own subfolders, up to `MAX_WATCHES`: inotify on Linux)
+ * are checked on every pass; everything else (finished runs, a run's own subfolders, and what a
+ * watch cannot see: a network filesystem) every `COLD_CHECK_MS`, oldest first. Work is done in
+ * slices of at most `SLICE_MS` with a turn of the event loop between, so a pass never holds the
+ * server, however many runs there are.
  *
  * Passes are driven by requests, not a timer: a dashboard nobody looks at does nothing. A
  * `/api/runs` starts a pass when the last one began `PASS_GAP_MS` ago or more, waits for it at most
@@ -24,10 +27,11 @@
  * first full read at most `AWAIT_BUILD_MS`; past that it answers with the runs read so far and
  * says how far indexing is (`indexing`), which the app shows.
  */
-import { readdirSync, realpathSync, statSync, type Dirent } from "node:fs";
+import { readdirSync, realpathSync, statSync, watch, type Dirent, type FSWatcher } from "node:fs";
 import { basename, dirname, join, relative, sep } from "node:path";
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import * as store from "../backends/store/reader.js";
+import { CONFIG_FILE, RUN_META_FILE } from "../run/run-files.js";
 import { withDeadline } from "../core/deadline.js";
 import type { IndexedRun } from "./run-query.js";
 import type { RunLabelReader } from "./run-labels.js";
@@ -47,6 +51,8 @@ export const AWAIT_BUILD_MS = 2_000;
 export const HOT_MS = 60_000;
 /** Everything else is checked at least this often (while requests come). */
 export const COLD_CHECK_MS = 30_000;
+/** Directories watched at most (one inotify watch each); past it, polling alone. */
+export const MAX_WATCHES = 20_000;
 
 /** How far the first read of the root has come. */
 export interface IndexProgress {
@@ -54,6 +60,14 @@ export interface IndexProgress {
   readonly runsRead: number;
   /** Runs found so far (directories with a store). */
   readonly runsFound: number;
+}
+
+/** How a `RunIndex` keeps time and learns of changes. */
+export interface RunIndexOptions {
+  /** The clock its cadences run on (milliseconds); default `Date.now`. */
+  readonly now?: () => number;
+  /** Ask the kernel to report changes (`fs.watch`); false: polling alone, as on a network filesystem. Default true. */
+  readonly watch?: boolean;
 }
 
 interface RunNode {
@@ -72,6 +86,9 @@ interface DirNode {
   run: RunNode | null;
   checkedAt: number;
   changedAt: number;
+  /** The kernel reported a change in it since its last check. */
+  dirty: boolean;
+  watcher: FSWatcher | null;
 }
 
 const LIVE = new Set(["running", "unknown"]);
@@ -97,12 +114,19 @@ export class RunIndex {
   private built = false;
   /** Bumped whenever a run is added, removed or read again. */
   private changes = 0;
+  private watches = 0;
+  /** False once the kernel refused a watch (inotify's limit): polling alone from then on. */
+  private watching: boolean;
+  private readonly now: () => number;
 
   constructor(
     private readonly realRoot: string,
     private readonly labels: RunLabelReader,
-    private readonly now: () => number = Date.now,
-  ) {}
+    options: RunIndexOptions = {},
+  ) {
+    this.now = options.now ?? Date.now;
+    this.watching = options.watch ?? true;
+  }
 
   /**
    * The indexed runs, after starting a pass when one is due and waiting a bounded time for it
@@ -114,6 +138,12 @@ export class RunIndex {
     const runs = this.runs();
     if (this.built) return { runs };
     return { runs, indexing: this.progress() };
+  }
+
+  /** One pass over what is due, now, awaited to its end (tests and benchmarks). */
+  async update(): Promise<void> {
+    if (this.pass !== null) await this.pass;
+    await this.startPass();
   }
 
   /** One full pass over everything, now (tests and benchmarks: a known point to compare at). */
@@ -162,7 +192,7 @@ export class RunIndex {
     for (const dir of this.dirs.values()) {
       const container = dir.run === null && !dir.inRun && dir.depth < MAX_DEPTH;
       const live = dir.run !== null && (dir.run.entry === null || LIVE.has(dir.run.entry.row.status));
-      if (container || live || now - dir.changedAt < HOT_MS) hot.push(dir);
+      if (container || live || dir.dirty || now - dir.changedAt < HOT_MS) hot.push(dir);
       else if (now - dir.checkedAt >= COLD_CHECK_MS) cold.push(dir);
     }
     cold.sort((a, b) => a.checkedAt - b.checkedAt);
@@ -188,12 +218,13 @@ export class RunIndex {
 
   private newDir(path: string, depth: number, inRun: boolean): DirNode {
     // Found by the first read, a directory is not news; found later, it is watched closely for a while.
-    return { path, depth, inRun, mtime: -1, children: new Set(), run: null, checkedAt: -Infinity, changedAt: this.built ? this.now() : -Infinity };
+    return { path, depth, inRun, mtime: -1, children: new Set(), run: null, checkedAt: -Infinity, changedAt: this.built ? this.now() : -Infinity, dirty: false, watcher: null };
   }
 
   /** Check one directory: list it again when its mtime changed, read its run when its stamp did. Returns directories it found. */
   private check(dir: DirNode): DirNode[] {
     dir.checkedAt = this.now();
+    dir.dirty = false;
     const stat = statOrNull(dir.path);
     if (stat === null) {
       this.remove(dir);
@@ -201,11 +232,14 @@ export class RunIndex {
     }
     let added: DirNode[] = [];
     if (stat.mtimeMs !== dir.mtime) {
-      if (dir.mtime !== -1) this.touched(dir);
+      const listedBefore = dir.mtime !== -1;
       dir.mtime = stat.mtimeMs;
+      const before = `${dir.run !== null}|${[...dir.children].join("\u0000")}`;
       added = this.list(dir);
+      // A new run or folder in it (not a reader's -wal/-shm files): watch it closely for a while.
+      if (listedBefore && before !== `${dir.run !== null}|${[...dir.children].join("\u0000")}`) this.touched(dir);
     }
-    if (dir.run !== null) this.checkRun(dir, stat.mtimeMs);
+    if (dir.run !== null) this.checkRun(dir);
     return added;
   }
 
@@ -238,7 +272,36 @@ export class RunIndex {
       added.push(node);
     }
     dir.children = now;
+    if (!dir.inRun) this.watch(dir);
     return added;
+  }
+
+  /** Have the kernel mark the directory when something in it changes (a hint; polling stays the safety net). */
+  private watch(dir: DirNode): void {
+    if (dir.watcher !== null || !this.watching || this.watches >= MAX_WATCHES) return;
+    try {
+      const watcher = watch(dir.path, { persistent: false }, () => {
+        dir.dirty = true;
+      });
+      watcher.on("error", () => this.unwatch(dir));
+      dir.watcher = watcher;
+      this.watches++;
+    } catch {
+      // ENOSPC (the inotify limit) or a filesystem without notifications: poll.
+      this.watching = false;
+    }
+  }
+
+  private unwatch(dir: DirNode): void {
+    if (dir.watcher === null) return;
+    dir.watcher.close();
+    dir.watcher = null;
+    this.watches--;
+  }
+
+  /** Stop watching every directory. */
+  close(): void {
+    for (const dir of this.dirs.values()) this.unwatch(dir);
   }
 
   private storeInside(dirPath: string): boolean {
@@ -249,12 +312,16 @@ export class RunIndex {
     }
   }
 
-  private checkRun(dir: DirNode, dirMtime: number): void {
+  private checkRun(dir: DirNode): void {
     const run = dir.run;
     if (run === null) return;
-    const db = statOrNull(join(dir.path, store.STORE_FILE));
+    const of = (name: string): string => {
+      const s = statOrNull(join(dir.path, name));
+      return s === null ? "-" : `${s.size}:${s.mtimeMs}`;
+    };
     const wal = statOrNull(join(dir.path, `${store.STORE_FILE}-wal`));
-    const stamp = `${dirMtime}|${db?.size ?? -1}:${db?.mtimeMs ?? -1}|${wal?.size ?? -1}:${wal?.mtimeMs ?? -1}`;
+    const walStamp = wal === null || wal.size === 0 ? "0" : `${wal.size}:${wal.mtimeMs}`;
+    const stamp = `${of(store.STORE_FILE)}|${walStamp}|${of(RUN_META_FILE)}|${of(CONFIG_FILE)}`;
     if (stamp === run.stamp && run.entry !== null) return;
     if (run.entry !== null) this.touched(dir);
     run.stamp = stamp;
@@ -301,6 +368,7 @@ export class RunIndex {
 
   private remove(dir: DirNode): void {
     if (!this.dirs.delete(dir.path)) return;
+    this.unwatch(dir);
     if (dir.run !== null) this.changes++;
     for (const child of dir.children) {
       const node = this.dirs.get(child);

@@ -232,6 +232,7 @@ export function createStoreSource(root: string): StoreSource {
     },
 
     close(): void {
+      index.close();
       store.closeStores();
     },
   };
