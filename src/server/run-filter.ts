@@ -44,10 +44,10 @@ function paramCondition(f: ParamFilter, p: (value: unknown) => string): string {
   const name = p(f.name);
   if (typeof f.value === "number") {
     const value = p(f.value);
-    const isNumber = `jsonb_typeof(params -> ${name}) = 'number'`;
-    const asNumber = `(params ->> ${name})::float8`;
-    if (f.op === "!=") return `NOT (${isNumber} AND ${asNumber} = ${value})`;
-    return `(${isNumber} AND ${asNumber} ${f.op} ${value})`;
+    // NULL unless the parameter is a JSON number (CASE: PostgreSQL does not promise to test AND's sides in order).
+    const asNumber = `(CASE WHEN jsonb_typeof(params -> ${name}) = 'number' THEN (params ->> ${name})::float8 END)`;
+    if (f.op === "!=") return `NOT COALESCE(${asNumber} = ${value}, false)`;
+    return `COALESCE(${asNumber} ${f.op} ${value}, false)`;
   }
   const value = p(f.value);
   // Text compares with the parameter's text form; a missing parameter is "not equal".
