@@ -110,8 +110,8 @@ export function runsSql(projectId: number, query: RunQuery): { sql: string; para
   if (query.statuses !== undefined) where.push(`status = ANY(${p(query.statuses)}::text[])`);
   if (query.group !== undefined) where.push(`grp = ${p(query.group)}`);
   if (query.tags !== undefined) where.push(`tags @> ${p(query.tags)}::text[]`);
-  if (query.text !== undefined) {
-    const like = p(`%${query.text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+  for (const text of query.texts ?? []) {
+    const like = p(`%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
     where.push(`(run_key ILIKE ${like} OR experiment ILIKE ${like} OR trial ILIKE ${like} OR grp ILIKE ${like} OR EXISTS (SELECT 1 FROM unnest(tags) t WHERE t ILIKE ${like}))`);
   }
   for (const f of query.params ?? []) where.push(paramCondition(f, p));

@@ -5,7 +5,8 @@
  * answer for the same query, so the web app need not know which it talks to.
  *
  * Parameters (all optional; an empty query lists every run, newest first):
- * - `q=text`: runs whose id, experiment, trial, group or a tag contains `text` (case-insensitive).
+ * - `q=text` (repeatable, all must hold): runs whose id, experiment, trial, group or a tag contains
+ *   `text` (case-insensitive).
  * - `tag=t` (repeatable): runs carrying every tag given.
  * - `group=g`: runs of that group.
  * - `status=s` (repeatable): runs in any of these statuses (`running`, `finished`, `failed`, `crashed`, `unknown`).
@@ -27,7 +28,10 @@
  * alike whatever the database's locale.
  */
 import type { RunStatus } from "../backends/store/read-types.js";
+import { compareCodePoints } from "../core/code-points.js";
 import { isInternalKey } from "../core/internal-keys.js";
+
+export { compareCodePoints };
 import { HttpError } from "./security.js";
 import type { LabelledRun } from "./source.js";
 
@@ -56,7 +60,8 @@ export type RunSort =
 
 /** A checked `/api/runs` query. */
 export interface RunQuery {
-  readonly text?: string;
+  /** Texts a run's id, experiment, trial, group or a tag must each contain. */
+  readonly texts?: readonly string[];
   readonly tags?: readonly string[];
   readonly group?: string;
   readonly statuses?: readonly RunStatus[];
@@ -173,7 +178,7 @@ export function parseRunQuery(params: URLSearchParams): RunQuery {
   const sortRaw = params.get("sort") ?? "";
   if (sortRaw.length > MAX_FILTER_TEXT) throw new HttpError(400, `sort is longer than ${MAX_FILTER_TEXT} characters`);
   const sorted = sortRaw === "" ? undefined : parseRunSort(sortRaw);
-  const q = text(params, "q");
+  const texts = all(params, "q");
   const group = text(params, "group");
   const offset = integer(params, "offset", 0, Number.MAX_SAFE_INTEGER);
   const limit = integer(params, "limit", 1, MAX_RUNS_LIMIT);
@@ -184,7 +189,7 @@ export function parseRunQuery(params: URLSearchParams): RunQuery {
   const summary = flag(params, "summary");
   const internal = flag(params, "internal");
   return {
-    ...(q !== undefined ? { text: q } : {}),
+    ...(texts.length > 0 ? { texts } : {}),
     ...(tags.length > 0 ? { tags } : {}),
     ...(group !== undefined ? { group } : {}),
     ...(statuses.length > 0 ? { statuses: statuses.filter(isStatus) } : {}),
@@ -198,22 +203,6 @@ export function parseRunQuery(params: URLSearchParams): RunQuery {
     ...(summary ? { summary } : {}),
     ...(internal ? { internal } : {}),
   };
-}
-
-/** Compare two strings by Unicode code point (UTF-8 byte order, PostgreSQL's `COLLATE "C"`), not by UTF-16 unit. */
-export function compareCodePoints(a: string, b: string): number {
-  const n = Math.min(a.length, b.length);
-  for (let i = 0; i < n; i++) {
-    const x = a.charCodeAt(i);
-    const y = b.charCodeAt(i);
-    if (x === y) continue;
-    const xs = x >= 0xd800 && x <= 0xdfff;
-    const ys = y >= 0xd800 && y <= 0xdfff;
-    // A surrogate (a code point past U+FFFF) sorts after every other unit (U+E000–U+FFFF included).
-    if (xs !== ys) return xs ? 1 : -1;
-    return x - y;
-  }
-  return a.length - b.length;
 }
 
 function compareNumber(actual: number, op: ParamOp, value: number): boolean {
@@ -261,10 +250,12 @@ function runMatches(run: IndexedRun, query: RunQuery): boolean {
   if (query.statuses !== undefined && !query.statuses.includes(row.status)) return false;
   if (query.group !== undefined && row.group !== query.group) return false;
   if (query.tags !== undefined && !query.tags.every((t) => row.tags.includes(t))) return false;
-  if (query.text !== undefined) {
-    const needle = query.text.toLowerCase();
-    const hay = [row.id, row.experiment, row.trial, row.group ?? "", ...row.tags];
-    if (!hay.some((h) => h.toLowerCase().includes(needle))) return false;
+  if (query.texts !== undefined) {
+    const hay = [row.id, row.experiment, row.trial, row.group ?? "", ...row.tags].map((h) => h.toLowerCase());
+    for (const text of query.texts) {
+      const needle = text.toLowerCase();
+      if (!hay.some((h) => h.includes(needle))) return false;
+    }
   }
   for (const p of query.params ?? []) if (!compare(row.params[p.name], p)) return false;
   for (const m of query.metrics ?? []) {

@@ -91,7 +91,7 @@ export async function assertRunEqual(server: TeamServer, runDir: string, project
   assert.deepEqual(await remote.config(handle), await local.config(real), `${runId}: hyperparameters`);
   assert.deepEqual(await remote.rankNames?.(handle), await local.rankNames?.(real), `${runId}: rank names`);
   assert.deepEqual(await remote.lastValues?.(handle), await local.lastValues?.(real), `${runId}: last values`);
-  const { runs } = await remote.listRuns({ text: runId });
+  const { runs } = await remote.listRuns({ ids: [runId] });
   const { runs: localRuns } = await local.listRuns({});
   const mineRun = localRuns.find((r) => r.id === runId);
   const theirRun = runs.find((r) => r.id === runId);
