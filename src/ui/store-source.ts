@@ -206,7 +206,7 @@ export function createStoreSource(root: string): StoreSource {
     },
 
     histogramRanks(runDir: string, key: string): number[] {
-      return [...(keyInfos(runDir, "histogram").find((k) => k.key === key)?.ranks ?? [])].sort((a, b) => a - b);
+      return [...(keyInfos(runDir, "histogram").find((k) => k.key === key)?.ranks ?? [])];
     },
 
     config(runDir: string): Record<string, unknown> {
