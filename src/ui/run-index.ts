@@ -10,7 +10,8 @@
  * - a run whose stamp — the size and mtime of `metrics.db`, of a non-empty `metrics.db-wal`, of
  *   `run.json` and of `config.yaml` — changed is read again (`runOverview`: metadata,
  *   hyperparameters, last values, and the labels). An empty WAL file is no change: a reader
- *   creates one.
+ *   creates one. A running run is also read again every `LIVE_READ_MS`: its status can change
+ *   with no write (its processes all killed).
  *
  * Not everything is looked at on every pass: folders that hold runs (the root, experiments), runs
  * that are live or changed in the last minute, and directories the kernel said changed (an
@@ -51,6 +52,12 @@ export const AWAIT_BUILD_MS = 2_000;
 export const HOT_MS = 60_000;
 /** Everything else is checked at least this often (while requests come). */
 export const COLD_CHECK_MS = 30_000;
+/**
+ * A running run is read again at least this often even when none of its files changed: its status
+ * can change without a write (a job whose every process was killed reads `crashed` once the
+ * reader sees its writers gone; a rank falls silent).
+ */
+export const LIVE_READ_MS = 5_000;
 /** Directories watched at most (one inotify watch each); past it, polling alone. */
 export const MAX_WATCHES = 20_000;
 
@@ -72,6 +79,8 @@ export interface RunIndexOptions {
 
 interface RunNode {
   stamp: string;
+  /** When it was last read (the index's clock). */
+  readAt: number;
   /** Null until read. */
   entry: IndexedRun | null;
 }
@@ -253,7 +262,7 @@ export class RunIndex {
     }
     const hasStore = entries.some((e) => e.name === store.STORE_FILE && !e.isDirectory()) && this.storeInside(dir.path);
     if (hasStore && dir.run === null) {
-      dir.run = { stamp: "", entry: null };
+      dir.run = { stamp: "", readAt: -Infinity, entry: null };
     } else if (!hasStore && dir.run !== null) {
       dir.run = null;
       this.changes++;
@@ -322,11 +331,17 @@ export class RunIndex {
     const wal = statOrNull(join(dir.path, `${store.STORE_FILE}-wal`));
     const walStamp = wal === null || wal.size === 0 ? "0" : `${wal.size}:${wal.mtimeMs}`;
     const stamp = `${of(store.STORE_FILE)}|${walStamp}|${of(RUN_META_FILE)}|${of(CONFIG_FILE)}`;
-    if (stamp === run.stamp && run.entry !== null) return;
-    if (run.entry !== null) this.touched(dir);
+    const now = this.now();
+    const stillRunning = run.entry?.row.status === "running" && now - run.readAt >= LIVE_READ_MS;
+    if (stamp === run.stamp && run.entry !== null && !stillRunning) return;
+    const changed = stamp !== run.stamp;
+    if (run.entry !== null && changed) this.touched(dir);
     run.stamp = stamp;
+    run.readAt = now;
+    const before = run.entry;
     run.entry = this.read(dir.path);
-    this.changes++;
+    // Read again with no file changed: a change only when what it says did (the ETag stays otherwise).
+    if (before === null || changed || JSON.stringify(before.row) !== JSON.stringify(run.entry?.row)) this.changes++;
   }
 
   /** Something changed in a directory: check it on every pass for a while. */

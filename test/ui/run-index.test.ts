@@ -16,12 +16,12 @@ import { recordMetric } from "../../src/core/collector.js";
 import { Reduce } from "../../src/core/registry.js";
 import { getOrCreateMetricLogger } from "../../src/controller/metric-logger.js";
 import { writeFileAtomicSync } from "../../src/io/atomic-write.js";
-import { COLD_CHECK_MS, PASS_GAP_MS, RunIndex } from "../../src/ui/run-index.js";
+import { COLD_CHECK_MS, LIVE_READ_MS, PASS_GAP_MS, RunIndex } from "../../src/ui/run-index.js";
 import { RunLabelReader } from "../../src/ui/run-labels.js";
 import { startDashboard, type Dashboard } from "../../src/ui/server.js";
 import type { LabelledRun } from "../../src/ui/source.js";
 import { createStoreSource } from "../../src/ui/store-source.js";
-import { tempDir, waitFor } from "../helpers.js";
+import { runNode, tempDir, waitFor } from "../helpers.js";
 import { openRun, seedFinishedRun, trainingPoints } from "./seed.js";
 import { writeRun } from "./web/support.js";
 
@@ -171,6 +171,46 @@ describe("runs index: a real job's run", () => {
       await waitFor(async () => (await runsOf(dashboard)).runs.find((r) => r.id === "job/t")?.status === "finished", { timeoutMs: 20_000, what: "the job's run finished" });
     } finally {
       await dashboard.close();
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("runs index: a job killed with every process", () => {
+  it("reads crashed within LIVE_READ_MS though none of its files changed", async () => {
+    const root = realpathSync(tempDir("rankscope-run-index-killed-"));
+    let now = 1_000_000;
+    const index = new RunIndex(root, new RunLabelReader(root), { now: () => now, watch: false });
+    const writer = [
+      `import { StoreWriter } from "./src/backends/store/writer.ts";`,
+      `const w = StoreWriter.open({ runDir: ${JSON.stringify(join(root, "job", "killed"))}, role: "controller", rank: -1, rankName: "controller", experiment: "job", trial: "killed" });`,
+      `w.write({ scalars: [{ key: "loss", step: 0, wall: Date.now(), value: 1 }] });`,
+      `console.log("ready");`,
+      `setInterval(() => {}, 1000);`,
+    ].join("\n");
+    try {
+      let listedRunning = false;
+      const job = runNode(["--input-type=module", "-e", writer], {}, {
+        deadlineMs: 60_000,
+        onStdout: (text, child) => {
+          if (!text.includes("ready") || listedRunning) return;
+          listedRunning = true;
+          void index.update().then(async () => {
+            const run = (await index.current()).runs.find((r) => r.row.id === "job/killed");
+            assert.equal(run?.row.status, "running");
+            child.kill("SIGKILL");
+          });
+        },
+      });
+      const result = await job;
+      assert.equal(result.signal, "SIGKILL", result.stderr);
+      now += LIVE_READ_MS;
+      await index.update();
+      const run = (await index.current()).runs.find((r) => r.row.id === "job/killed");
+      assert.equal(run?.row.status, "crashed", "a run whose processes are all gone reads crashed, with no file changed");
+    } finally {
+      index.close();
+      closeStores();
       rmSync(root, { recursive: true, force: true });
     }
   });
