@@ -5,6 +5,7 @@ import { copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { GLOBAL_RANK } from "../../src/backends/store/schema.js";
 import { StoreWriter, type ScalarPoint } from "../../src/backends/store/writer.js";
+import { Database } from "../../src/backends/store/sqlite.js";
 import { STORE_FILE } from "../../src/backends/store/store-file.js";
 import { RUN_META_FILE } from "../../src/run/run-files.js";
 
@@ -94,9 +95,9 @@ export function manyRunSpec(i: number): ManyRunSpec {
 
 /**
  * `n` runs under `root/sweep/` for the scale tests and the runs benchmark: each of the 8 kinds of
- * `manyRunSpec` written once by the real store writer, then its run directory copied for every
- * run of that kind (a real store, as fast as a file copy: writing 10,000 stores one by one takes
- * minutes), and each run's own `run.json` (tags and group) written beside it.
+ * `manyRunSpec` written once by the real store writer, then its store copied for every run of
+ * that kind (writing 10,000 stores one by one takes minutes) with the copy's name and start time
+ * set in its `run` row, and each run's own `run.json` (tags and group) written beside it.
  */
 export function seedManyRuns(root: string, n: number): void {
   const templates = tempTemplates(root);
@@ -105,6 +106,10 @@ export function seedManyRuns(root: string, n: number): void {
     const dir = join(root, spec.experiment, spec.trial);
     mkdirSync(dir, { recursive: true });
     copyFileSync(join(templates, String(i % 8), "t", STORE_FILE), join(dir, STORE_FILE));
+    // The copy's own name and start (a second apart, newest last), as its writer would have set them.
+    const db = new Database(join(dir, STORE_FILE));
+    db.prepare("UPDATE run SET experiment = ?, trial = ?, started_at = started_at - ?").run(spec.experiment, spec.trial, (n - i) * 1000);
+    db.close();
     writeFileSync(join(dir, RUN_META_FILE), JSON.stringify({ tags: spec.tags, group: spec.group }));
   }
   rmSync(templates, { recursive: true, force: true });
