@@ -123,8 +123,11 @@ export async function renderRunsTable(generation: number): Promise<void> {
     for (const [id, label] of columns) {
       const button = el("button", { type: "button", className: "sort", "data-col": id }, visibleName(label), col === id ? (desc ? " ▼" : " ▲") : "");
       button.addEventListener("click", () => {
-        state.sort = col === id && !desc ? `-${id}` : id;
+        // The sort now (not when the head was drawn): a second click on a column reverses it.
+        const [nowCol, nowDesc] = state.sort.startsWith("-") ? [state.sort.slice(1), true] : [state.sort, false];
+        state.sort = nowCol === id && !nowDesc ? `-${id}` : id;
         hooks.writeUrl();
+        drawHead();
         reload();
       });
       tr.appendChild(el("th", { "aria-sort": col === id ? (desc ? "descending" : "ascending") : "none", className: id.startsWith("p:") ? "param" : id.startsWith("s:") ? "summary" : "" }, button));
