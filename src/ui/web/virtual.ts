@@ -13,7 +13,7 @@ export const OVERSCAN = 8;
 export interface VirtualRowsOptions {
   readonly scroller: HTMLElement;
   readonly body: HTMLTableSectionElement;
-  /** Every row's height in CSS pixels (the CSS must hold rows to it). */
+  /** Every row's height in CSS pixels, as the CSS holds rows to it; corrected to the height measured once rows are drawn. */
   readonly rowHeight: number;
   /** Columns a spacer row spans. */
   readonly columns: () => number;
@@ -28,6 +28,8 @@ export class VirtualRows {
   private first = -1;
   private last = -1;
   private frame = 0;
+  /** The rows' height: the option's until a drawn row was measured. */
+  private rowHeight: number;
   private readonly onScroll = (): void => {
     if (this.frame !== 0) return;
     this.frame = requestAnimationFrame(() => {
@@ -37,6 +39,7 @@ export class VirtualRows {
   };
 
   constructor(private readonly options: VirtualRowsOptions) {
+    this.rowHeight = options.rowHeight;
     options.scroller.addEventListener("scroll", this.onScroll, { passive: true });
     window.addEventListener("resize", this.onScroll);
   }
@@ -66,7 +69,8 @@ export class VirtualRows {
 
   /** The rows in view (without the overscan), from the scroller's position. */
   private inView(): [number, number] {
-    const { scroller, body, rowHeight } = this.options;
+    const { scroller, body } = this.options;
+    const rowHeight = this.rowHeight;
     const top = body.getBoundingClientRect().top - scroller.getBoundingClientRect().top + scroller.scrollTop;
     const head = Math.max(0, scroller.scrollTop - top);
     const from = Math.floor(head / rowHeight);
@@ -82,7 +86,8 @@ export class VirtualRows {
     if (!force && first === this.first && last === this.last) return;
     this.first = first;
     this.last = last;
-    const { body, rowHeight } = this.options;
+    const { body } = this.options;
+    const rowHeight = this.rowHeight;
     const focused = document.activeElement instanceof HTMLElement && body.contains(document.activeElement) ? document.activeElement.closest("tr")?.getAttribute("data-index") : null;
     clear(body);
     body.appendChild(this.spacer(first * rowHeight, "top"));
@@ -93,6 +98,15 @@ export class VirtualRows {
     }
     body.appendChild(this.spacer((this.count - last) * rowHeight, "bottom"));
     body.parentElement?.setAttribute("data-rendered-rows", String(last - first));
+    body.parentElement?.setAttribute("data-row-height", String(rowHeight));
+    // A font or theme can make rows taller than the CSS meant: follow the height drawn, or the
+    // spacers and the scroll position would drift apart over thousands of rows.
+    const drawn = body.querySelector("tr[data-run]")?.getBoundingClientRect().height ?? 0;
+    if (drawn > 0 && Math.abs(drawn - rowHeight) > 0.5) {
+      this.rowHeight = drawn;
+      this.render(true);
+      return;
+    }
     if (focused !== null && focused !== undefined) {
       const again = body.querySelector(`tr[data-index="${focused}"]`);
       if (again instanceof HTMLElement) again.focus({ preventScroll: true });
@@ -102,7 +116,8 @@ export class VirtualRows {
 
   /** Scroll so that row `i` is in view, render, and return its element. */
   reveal(i: number): HTMLTableRowElement | null {
-    const { scroller, body, rowHeight } = this.options;
+    const { scroller, body } = this.options;
+    const rowHeight = this.rowHeight;
     const top = body.getBoundingClientRect().top - scroller.getBoundingClientRect().top + scroller.scrollTop + i * rowHeight;
     const head = body.parentElement?.querySelector("thead")?.getBoundingClientRect().height ?? 0;
     if (top < scroller.scrollTop + head) scroller.scrollTop = top - head;
