@@ -152,14 +152,14 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
       const after = await page.locator("#runs tbody tr.run").count();
       assert.ok(after <= MAX_RENDERED, `${after} rows rendered at the bottom`);
       // Every row is drawn at the height the spacers stand for, so the scroll position cannot drift.
-      const { rowHeight, heights, top, first } = await page.$eval("#runs", (table) => ({
+      const { rowHeight, heights, top, firstIndex } = await page.$eval("#runs", (table) => ({
         rowHeight: Number(table.getAttribute("data-row-height")),
         heights: [...table.querySelectorAll("tbody tr.run[data-run]")].map((r) => r.getBoundingClientRect().height),
         top: table.querySelector("tbody tr.spacer-top")?.getBoundingClientRect().height ?? NaN,
-        first: Number(table.querySelector("tbody tr.run")?.getAttribute("data-index")),
+        firstIndex: Number(table.querySelector("tbody tr.run")?.getAttribute("data-index")),
       }));
       for (const h of heights) assert.ok(Math.abs(h - rowHeight) < 0.6, `a row ${h}px high, the list counts ${rowHeight}px`);
-      assert.ok(Math.abs(top - first * rowHeight) < 1, `the top spacer stands for ${first} rows`);
+      assert.ok(Math.abs(top - firstIndex * rowHeight) < 1, `the top spacer stands for ${firstIndex} rows`);
       await shot(page, `scale-sidebar-${name}.png`, "#sidebar");
     });
 
