@@ -11,6 +11,11 @@
  * two, alternately (open, with auth, open, …: three rounds at 16 ranks), for the pair's ratio;
  * `RANKS_BENCH_AUTH=open` the open rounds alone.
  *
+ * One host: 32 process ranks (IPC) and 32 thread ranks × 1,000 keys, flush answers as wire frames
+ * (the default) and as JSON snapshots (`spawnRanks({ answers: "json" })`, the format before frames),
+ * alternately in the same run: the controller's CPU per rank·key of each, and their ratio.
+ * `RANKS_BENCH_ONE_HOST=1` measures only those.
+ *
  * Uses the compiled package (`npm run build` first; `npm run bench` does).
  * Run: `npm run bench -- ranks`, or `RANKS_BENCH_QUICK=1` for a smaller grid.
  */
@@ -37,7 +42,15 @@ const AUTH_ONLY = process.env["RANKS_BENCH_AUTH"] === "1";
 const OPEN_ONLY = process.env["RANKS_BENCH_AUTH"] === "open";
 const PASSWORD = "bench-Pw";
 
-type Carrier = "thread (MessagePort)" | "process (IPC)" | "process (NATS)" | "process (NATS, TLS + auth)";
+type Carrier = "thread (MessagePort)" | "process (IPC)" | "thread (MessagePort, JSON)" | "process (IPC, JSON)" | "process (NATS)" | "process (NATS, TLS + auth)";
+const ONE_HOST = process.env["RANKS_BENCH_ONE_HOST"] === "1";
+/** The one-host comparison: ranks, rounds (frames and JSON alternately), and its carriers paired (frames, JSON). */
+const ONE_HOST_RANKS = 32;
+const ONE_HOST_ROUNDS = 2;
+const ONE_HOST_PAIRS: ReadonlyArray<readonly [Carrier, Carrier]> = [
+  ["process (IPC)", "process (IPC, JSON)"],
+  ["thread (MessagePort)", "thread (MessagePort, JSON)"],
+];
 
 /** The authenticated server's settings: its certificates, and the run ids it has users for. */
 interface AuthSetup {
@@ -96,6 +109,7 @@ async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId:
     startDeadlineMs: 120_000,
     ...(nats !== undefined ? { nats } : {}),
     ...(carrier === "process (NATS, TLS + auth)" ? { natsAuth: { user: `${runId}-rank`, password: PASSWORD } } : {}),
+    answers: carrier.endsWith("JSON)") ? "json" : "frames",
   });
   const rows: Row[] = [];
   const natsPid = carrier === "process (NATS)" ? open.pid : carrier === "process (NATS, TLS + auth)" ? auth.server.pid : undefined;
@@ -148,12 +162,23 @@ const nats = await NatsServer.start();
 // TLS with client certificates the server verifies, and per-run users with the template's permissions.
 const certs = makeCertificates();
 const plan: Array<[Carrier, number, string]> = [];
-if (AUTH_ONLY || OPEN_ONLY) {
+if (ONE_HOST) {
+  // Only the one-host pairs (below).
+} else if (AUTH_ONLY || OPEN_ONLY) {
   const carriers: Carrier[] = OPEN_ONLY ? ["process (NATS)"] : ["process (NATS)", "process (NATS, TLS + auth)"];
   for (let round = 0; round < 3; round++) for (const carrier of carriers) plan.push([carrier, 16, `benchR${round}x16`]);
 } else {
   for (const carrier of ["thread (MessagePort)", "process (IPC)", "process (NATS)", "process (NATS, TLS + auth)"] as Carrier[]) {
     for (const ranks of RANK_COUNTS) plan.push([carrier, ranks, `bench${ranks}`]);
+  }
+}
+if (!AUTH_ONLY && !OPEN_ONLY) {
+  for (let round = 0; round < ONE_HOST_ROUNDS; round++) {
+    for (const [frames, json] of ONE_HOST_PAIRS) {
+      // JSON first in even rounds, frames first in odd ones: neither always runs on a warmer machine.
+      const pair = round % 2 === 0 ? [json, frames] : [frames, json];
+      for (const carrier of pair) plan.push([carrier, ONE_HOST_RANKS, `oneHost${round}`]);
+    }
   }
 }
 const tlsBlock = `tls: { cert_file: ${JSON.stringify(certs.serverCert)}, key_file: ${JSON.stringify(certs.serverKey)}, ca_file: ${JSON.stringify(certs.ca)}, verify: true }\n`;
@@ -174,6 +199,10 @@ try {
 }
 
 const fmt = (n: number, d = 1): string => n.toFixed(d);
+/** Rows of the main grid: the one-host rounds are summed up in their own table. */
+const oneHostRow = (r: Row): boolean => r.ranks === ONE_HOST_RANKS;
+const oneHostRows = rows.filter(oneHostRow);
+rows.splice(0, rows.length, ...rows.filter((r) => !oneHostRow(r)));
 process.stdout.write("| carrier | ranks | keys | ranks×keys | flush median (ms) | flush p90 (ms) | µs per rank·key | bytes in per key per rank |\n");
 process.stdout.write("|---|---:|---:|---:|---:|---:|---:|---:|\n");
 for (const r of rows) {
@@ -193,6 +222,31 @@ for (const ranks of [...new Set(rows.map((r) => r.ranks))]) {
     const [openCpu, securedCpu] = [of("process (NATS)", (r) => r.totalCpuMs), of("process (NATS, TLS + auth)", (r) => r.totalCpuMs)];
     if (Number.isFinite(open) && Number.isFinite(secured)) {
       process.stdout.write(`| ${ranks} × ${keys} | ${fmt(open)} | ${fmt(secured)} | ${fmt(secured / open, 2)}× | ${fmt(openCpu, 0)} | ${fmt(securedCpu, 0)} | ${fmt(securedCpu / openCpu, 2)}× |\n`);
+    }
+  }
+}
+/** The median, the two middle values' mean for an even count. */
+const middleOf = (xs: number[]): number => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const half = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[half] ?? NaN) : ((sorted[half - 1] ?? NaN) + (sorted[half] ?? NaN)) / 2;
+};
+if (oneHostRows.length > 0) {
+  process.stdout.write(
+    `\nOne host, ${ONE_HOST_RANKS} ranks × 1,000 keys: flush answers as wire frames vs JSON snapshots, same run (medians of ${ONE_HOST_ROUNDS} rounds, alternating; controller CPU per flush from process.cpuUsage):\n\n` +
+      "| carrier | answers | controller CPU ms per flush | controller µs per rank·key | flush median ms | bytes in per key per rank | JSON ÷ frames (controller CPU) |\n|---|---|---:|---:|---:|---:|---:|\n",
+  );
+  for (const [frames, json] of ONE_HOST_PAIRS) {
+    const of = (carrier: Carrier, f: (r: Row) => number): number => middleOf(oneHostRows.filter((r) => r.carrier === carrier && r.keys === 1000).map(f));
+    const ratio = of(json, (r) => r.controllerCpuMs) / of(frames, (r) => r.controllerCpuMs);
+    for (const [carrier, answers] of [
+      [json, "JSON (before)"],
+      [frames, "wire frames"],
+    ] as const) {
+      const cpu = of(carrier, (r) => r.controllerCpuMs);
+      process.stdout.write(
+        `| ${frames} | ${answers} | ${fmt(cpu)} | ${fmt((cpu * 1000) / (ONE_HOST_RANKS * 1000), 3)} | ${fmt(of(carrier, (r) => r.medianMs))} | ${fmt(of(carrier, (r) => r.bytesPerKeyPerRank), 0)} | ${carrier === frames ? `${fmt(ratio, 1)}×` : ""} |\n`,
+      );
     }
   }
 }
