@@ -47,6 +47,8 @@ const ONE_HOST = process.env["RANKS_BENCH_ONE_HOST"] === "1";
 /** The one-host comparison: ranks, rounds (frames and JSON alternately), and its carriers paired (frames, JSON). */
 const ONE_HOST_RANKS = 32;
 const ONE_HOST_ROUNDS = 2;
+/** Flushes per one-host row (main-thread CPU comes in 10 ms ticks: enough flushes to average them). */
+const ONE_HOST_REPEATS = 20;
 const ONE_HOST_PAIRS: ReadonlyArray<readonly [Carrier, Carrier]> = [
   ["process (IPC)", "process (IPC, JSON)"],
   ["thread (MessagePort)", "thread (MessagePort, JSON)"],
@@ -68,16 +70,18 @@ interface Row {
   usPerRankKey: number;
   /** CPU ms per flush (mean of the timed flushes): the controller, its nats-server, the rank processes, and all together. */
   controllerCpuMs: number;
+  /** CPU ms per flush of the controller's main thread alone (/proc: thread ranks' own work excluded). */
+  mainThreadCpuMs: number;
   natsCpuMs: number;
   ranksCpuMs: number;
   totalCpuMs: number;
 }
 
 /** CPU ms a process used so far, from /proc (0 where there is none): utime + stime, in clock ticks of 10 ms. */
-function processCpuMs(pid: number | undefined): number {
+function processCpuMs(pid: number | undefined, path = `/proc/${pid ?? 0}/stat`): number {
   if (pid === undefined) return 0;
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+    const fields = readFileSync(path, "utf8").split(") ")[1]?.split(" ") ?? [];
     return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
     return 0;
@@ -88,7 +92,12 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
 }
 
-async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId: string, auth: AuthSetup): Promise<Row[]> {
+/** CPU ms this process's main thread used so far (/proc/self/task/<pid>; 0 where there is none). */
+function mainThreadCpuMs(): number {
+  return processCpuMs(process.pid, `/proc/self/task/${process.pid}/stat`);
+}
+
+async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId: string, auth: AuthSetup, keyCounts = KEY_COUNTS, repeats = REPEATS): Promise<Row[]> {
   const logger = new MetricLogger({ processName: "Controller", runDir: join(tmpdir(), "rankscope-bench"), runId, flushDeadlineMs: 30_000, shutdownDeadlineMs: 20_000 });
   await logger.initBackends({});
   const { certs } = auth;
@@ -115,25 +124,26 @@ async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId:
   const natsPid = carrier === "process (NATS)" ? open.pid : carrier === "process (NATS, TLS + auth)" ? auth.server.pid : undefined;
   const ranksCpu = (): number => (carrier.startsWith("thread") ? 0 : group.rankNames.reduce((sum, name) => sum + processCpuMs(group.pid(name)), 0));
   let step = 0;
-  for (const keys of KEY_COUNTS) {
+  for (const keys of keyCounts) {
     const times: number[] = [];
     let bytes = 0;
-    const cpu = { controller: 0, nats: 0, ranks: 0 };
-    for (let i = 0; i <= REPEATS; i++) {
+    const cpu = { controller: 0, main: 0, nats: 0, ranks: 0 };
+    for (let i = 0; i <= repeats; i++) {
       await group.fanout("recordMany", keys, 2, i);
       const before = nats !== undefined ? nats.stats.inBytes : transportStats().bytesIn;
-      const [c0, n0, r0] = [process.cpuUsage(), processCpuMs(natsPid), ranksCpu()];
+      const [c0, m0, n0, r0] = [process.cpuUsage(), mainThreadCpuMs(), processCpuMs(natsPid), ranksCpu()];
       const t0 = performance.now();
       const result = await logger.flush(step++);
       const elapsed = performance.now() - t0;
       const c1 = process.cpuUsage(c0);
-      const [n1, r1] = [processCpuMs(natsPid), ranksCpu()];
+      const [m1, n1, r1] = [mainThreadCpuMs(), processCpuMs(natsPid), ranksCpu()];
       const after = nats !== undefined ? nats.stats.inBytes : transportStats().bytesIn;
       if (result.missingRanks.length > 0) throw new Error(`flush missed ${result.missingRanks.join(", ")}`);
       if (i === 0) continue; // warm-up
       times.push(elapsed);
       bytes += after - before;
       cpu.controller += (c1.user + c1.system) / 1000;
+      cpu.main += m1 - m0;
       cpu.nats += n1 - n0;
       cpu.ranks += r1 - r0;
     }
@@ -145,12 +155,13 @@ async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId:
       keys,
       medianMs,
       p90Ms: quantile(times, 0.9),
-      bytesPerKeyPerRank: bytes / REPEATS / (ranks * keys),
+      bytesPerKeyPerRank: bytes / repeats / (ranks * keys),
       usPerRankKey: (medianMs * 1000) / (ranks * keys),
-      controllerCpuMs: cpu.controller / REPEATS,
-      natsCpuMs: cpu.nats / REPEATS,
-      ranksCpuMs: cpu.ranks / REPEATS,
-      totalCpuMs: (cpu.controller + cpu.nats + cpu.ranks) / REPEATS,
+      controllerCpuMs: cpu.controller / repeats,
+      mainThreadCpuMs: cpu.main / repeats,
+      natsCpuMs: cpu.nats / repeats,
+      ranksCpuMs: cpu.ranks / repeats,
+      totalCpuMs: (cpu.controller + cpu.nats + cpu.ranks) / repeats,
     });
   }
   await logger.shutdown();
@@ -190,7 +201,8 @@ const rows: Row[] = [];
 try {
   for (const [carrier, ranks, runId] of plan) {
     const t0 = performance.now();
-    rows.push(...(await measure(carrier, ranks, nats, runId, { server: secure, certs })));
+    const oneHost = ranks === ONE_HOST_RANKS;
+    rows.push(...(await measure(carrier, ranks, nats, runId, { server: secure, certs }, oneHost ? [1000] : KEY_COUNTS, oneHost ? ONE_HOST_REPEATS : REPEATS)));
     process.stderr.write(`  ${carrier}, ${ranks} ranks: done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
   }
 } finally {
@@ -233,19 +245,20 @@ const middleOf = (xs: number[]): number => {
 };
 if (oneHostRows.length > 0) {
   process.stdout.write(
-    `\nOne host, ${ONE_HOST_RANKS} ranks × 1,000 keys: flush answers as wire frames vs JSON snapshots, same run (medians of ${ONE_HOST_ROUNDS} rounds, alternating; controller CPU per flush from process.cpuUsage):\n\n` +
-      "| carrier | answers | controller CPU ms per flush | controller µs per rank·key | flush median ms | bytes in per key per rank | JSON ÷ frames (controller CPU) |\n|---|---|---:|---:|---:|---:|---:|\n",
+    `\nOne host, ${ONE_HOST_RANKS} ranks × 1,000 keys: flush answers as wire frames vs JSON snapshots in the same run (${ONE_HOST_REPEATS} flushes per round, ${ONE_HOST_ROUNDS} rounds alternating, median of the rounds). ` +
+      "Controller CPU per flush: its main thread (/proc), and the whole process (process.cpuUsage: for thread ranks that includes the ranks' own work):\n\n" +
+      "| carrier | answers | controller main thread CPU ms | µs per rank·key | whole process CPU ms | flush median ms | bytes in per key per rank | JSON ÷ frames (main thread CPU) |\n|---|---|---:|---:|---:|---:|---:|---:|\n",
   );
   for (const [frames, json] of ONE_HOST_PAIRS) {
-    const of = (carrier: Carrier, f: (r: Row) => number): number => middleOf(oneHostRows.filter((r) => r.carrier === carrier && r.keys === 1000).map(f));
-    const ratio = of(json, (r) => r.controllerCpuMs) / of(frames, (r) => r.controllerCpuMs);
+    const of = (carrier: Carrier, f: (r: Row) => number): number => middleOf(oneHostRows.filter((r) => r.carrier === carrier).map(f));
+    const ratio = of(json, (r) => r.mainThreadCpuMs) / of(frames, (r) => r.mainThreadCpuMs);
     for (const [carrier, answers] of [
       [json, "JSON (before)"],
       [frames, "wire frames"],
     ] as const) {
-      const cpu = of(carrier, (r) => r.controllerCpuMs);
+      const main = of(carrier, (r) => r.mainThreadCpuMs);
       process.stdout.write(
-        `| ${frames} | ${answers} | ${fmt(cpu)} | ${fmt((cpu * 1000) / (ONE_HOST_RANKS * 1000), 3)} | ${fmt(of(carrier, (r) => r.medianMs))} | ${fmt(of(carrier, (r) => r.bytesPerKeyPerRank), 0)} | ${carrier === frames ? `${fmt(ratio, 1)}×` : ""} |\n`,
+        `| ${frames} | ${answers} | ${fmt(main)} | ${fmt((main * 1000) / (ONE_HOST_RANKS * 1000), 3)} | ${fmt(of(carrier, (r) => r.controllerCpuMs))} | ${fmt(of(carrier, (r) => r.medianMs))} | ${fmt(of(carrier, (r) => r.bytesPerKeyPerRank), 0)} | ${carrier === frames ? `${fmt(ratio, 1)}×` : ""} |\n`,
       );
     }
   }
