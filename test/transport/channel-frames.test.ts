@@ -8,12 +8,12 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { MetricLogger } from "../../src/controller/metric-logger.js";
+import { MetricLogger, type FlushResult } from "../../src/controller/metric-logger.js";
 import { recordMetric, Reduce } from "../../src/index.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { ignoredMessageCounts, transportStats, type IgnoredKind } from "../../src/transport/protocol/messages.js";
 import type { Forgery } from "../fixtures/forging-rank.js";
-import { collectDiagnostics, tempDir } from "../helpers.js";
+import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
 
 const EVERY_REDUCE_RANK = new URL("../fixtures/every-reduce-rank.ts", import.meta.url);
 const FORGING_RANK = new URL("../fixtures/forging-rank.ts", import.meta.url);
@@ -22,8 +22,8 @@ const STEPS = 4;
 interface Job {
   /** metrics.jsonl of the controller, timestamps left out. */
   readonly lines: readonly string[];
-  /** Bytes the controller received per flush. */
-  readonly bytesPerFlush: number;
+  /** Bytes the controller received at the last flush (arithmetic keys only). */
+  readonly arithmeticBytes: number;
 }
 
 /** A job of 4 ranks recording every reduction for `STEPS` flushes (the controller records too), logged to metrics.jsonl. */
@@ -40,16 +40,19 @@ async function runJob(kind: "process" | "thread", answers: "frames" | "json"): P
       // The controller's own values merge in first, as before.
       recordMetric("all/sum", step + 0.1, Reduce.SUM);
       recordMetric("all/std", step * 0.3, Reduce.STD);
-      const before = transportStats().bytesIn;
       const result = await logger.flush(step);
-      bytes += transportStats().bytesIn - before;
       assert.deepEqual(result.missingRanks, [], `every rank answers flush(${step})`);
     }
+    // A flush of the arithmetic keys alone: its bytes show which format carried the answers.
+    await ranks.fanout("recordArithmetic", STEPS);
+    const before = transportStats().bytesIn;
+    await logger.flush(STEPS);
+    bytes = transportStats().bytesIn - before;
   } finally {
     await logger.shutdown();
   }
   const text = readFileSync(join(runDir, "metrics.jsonl"), "utf8");
-  return { lines: text.trim().split("\n").map((line) => line.replace(/"timestamp":\d+,?/, "")), bytesPerFlush: bytes / STEPS };
+  return { lines: text.trim().split("\n").map((line) => line.replace(/"timestamp":\d+,?/, "")), arithmeticBytes: bytes };
 }
 
 for (const kind of ["process", "thread"] as const) {
@@ -64,7 +67,7 @@ for (const kind of ["process", "thread"] as const) {
     assert.match(logged, /"samples":/, "samples are logged");
     assert.match(logged, /100000000000000000001/, "a sample's bigint arrives exactly");
     // Frames did carry the answers: far fewer bytes than JSON.
-    assert.ok(framed.bytesPerFlush < json.bytesPerFlush / 2, `frames ${framed.bytesPerFlush} B per flush vs JSON ${json.bytesPerFlush} B`);
+    assert.ok(framed.arithmeticBytes < json.arithmeticBytes / 2, `frames ${framed.arithmeticBytes} B vs JSON ${json.arithmeticBytes} B for the arithmetic keys`);
   });
 }
 
@@ -100,31 +103,48 @@ for (const kind of ["process", "thread"] as const) {
       }
       const [forger, honest] = ranks.rankNames as [string, string];
       let step = 0;
+      /** honest/sum logged over every flush: each rank's genuine values once, nothing forged. */
+      let logged = 0;
+      const flush = async (): Promise<FlushResult> => {
+        const result = await logger.flush(step++);
+        logged += result.metrics.find((m) => m.key === "honest/sum")?.value ?? 0;
+        assert.deepEqual(
+          result.metrics.filter((m) => m.key.startsWith("evil/")),
+          [],
+          "nothing forged is logged",
+        );
+        return result;
+      };
       try {
+        // A genuine first answer: a gap in the answer numbers shows only after one was seen.
+        await ranks.fanout("record", 1);
+        assert.deepEqual((await flush()).missingRanks, []);
         for (const [forgery, rejection, effect] of FORGERIES) {
           const counted = ignoredMessageCounts()[rejection];
           await ranks.fanout("record", 1);
           await ranks.call(forger, "arm", forgery);
           const started = Date.now();
-          const forged = await logger.flush(step++);
+          const forged = await flush();
           assert.ok(Date.now() - started < 15_000, `${forgery}: the flush does not wait for the deadline`);
           assert.equal(ignoredMessageCounts()[rejection], counted + 1, `${forgery} is counted once as ${rejection}`);
-          const logged = forged.metrics.filter((m) => m.key.startsWith("evil/"));
-          assert.deepEqual(logged, [], `${forgery}: nothing forged is logged`);
-          const honestSum = forged.metrics.find((m) => m.key === "honest/sum")?.value;
+          const honestSum = forged.metrics.find((m) => m.key === "honest/sum")?.value ?? 0;
           if (effect === "missing") {
             assert.deepEqual(forged.missingRanks, [forger], `${forgery}: the forger's answer is refused`);
-            assert.equal(honestSum, 1, `${forgery}: the honest rank's value alone`);
+            assert.ok(honestSum < 2, `${forgery}: the forger's value of this flush is not in it (${honestSum})`);
           } else {
             assert.deepEqual(forged.missingRanks, [], `${forgery}: ignored; the genuine answer is used`);
-            assert.equal(honestSum, 2, `${forgery}: both ranks' genuine values`);
+            assert.ok(honestSum >= 2, `${forgery}: both ranks' genuine values (${honestSum})`);
           }
           await ranks.fanout("record", 1);
-          const next = await logger.flush(step++);
+          const next = await flush();
           assert.deepEqual(next.missingRanks, [], `${forgery}: the next flush is whole`);
-          assert.equal(next.metrics.find((m) => m.key === "honest/sum")?.value, 2, `${forgery}: the next flush logs both ranks`);
           assert.equal(rejectedLogged([forged, next], rejection), 1, `${forgery}: logged as rankscope/rejected/${rejection}`);
         }
+        // The forger's genuine answers that a forgery displaced are sent again (a gap in its answer
+        // numbers) and logged later: every genuine value exactly once, in the end.
+        const recorded = 2 + 2 * 2 * FORGERIES.length;
+        await waitFor(async () => (await flush(), logged >= recorded), { timeoutMs: 20_000, what: "every genuine value to be logged" });
+        assert.equal(logged, recorded, `${honest} and ${forger}'s genuine values, each once`);
       } finally {
         await logger.shutdown();
       }
