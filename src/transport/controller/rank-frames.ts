@@ -1,8 +1,9 @@
 /**
- * A host agent's side of its ranks' binary flush answers (wire frames, docs/scale.md): one key
- * table (`StateDecoder`) per rank, the ranks that must start a new one at the next flush, and a
- * frame turned into the reply it stands for. Its states stay in the frame's columns
- * (`RankSnapshot.frame`), for the agent's column merge.
+ * The receiving side of ranks' binary flush answers (wire frames, docs/scale.md): a host agent's
+ * NATS ranks (`RankFrames`: one key table per rank, the ranks that must start a new one at the
+ * next flush) and one rank over the controller's parent channel (`ChannelRankFrames`). A frame
+ * becomes the reply it stands for; its states stay in the frame's columns (`FramedSnapshot`),
+ * merged from there with the flush's other answers (`mergeAll`).
  */
 import { DEFAULT_MAX_KEYS, type KeyState } from "../../core/collector.js";
 import { envInteger } from "../../core/env.js";
