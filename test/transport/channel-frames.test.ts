@@ -33,7 +33,7 @@ async function runJob(kind: "process" | "thread", answers: "frames" | "json"): P
   await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
   // A bound of 20 keys per rank: each rank drops some `many/…` records, counted in every answer.
   const ranks = await spawnRanks({ module: EVERY_REDUCE_RANK, replicas: 2, ranksPerReplica: 2, kind, logger, answers, processName: "Every", env: { RANKSCOPE_MAX_KEYS: "20" } });
-  let bytes = 0;
+  let bytes: number;
   try {
     for (let step = 0; step < STEPS; step++) {
       await ranks.fanout("recordAll", step);
