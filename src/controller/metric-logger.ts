@@ -38,9 +38,12 @@ import {
   type ShutdownOptions,
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
-import { askRanks, rankCountStates } from "./rank-answers.js";
+import { alertStates, askRanks, rankCountStates, rankRefs } from "./rank-answers.js";
 import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
+import { ControllerAlerts, type AlertStats } from "../alerts/controller-alerts.js";
+import type { RankRef } from "../alerts/engine.js";
+import type { RankIdentity } from "../core/rank-identity.js";
 
 export {
   DEFAULT_BACKENDS,
@@ -69,6 +72,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
   readonly options: Readonly<MetricLoggerOptions>;
   /** This run's id in transport messages (see `MetricLoggerOptions.runId`). */
   readonly runId: string;
+  /** The `alerts` option as given. */
+  readonly alertOptions: MetricLoggerOptions["alerts"];
   private readonly ranks = new Map<string, RankHandle>();
   private globalBackends = BackendSet.empty();
   /** Controller-side primaries of per-rank backends with `perRankShareRun` (they create the shared run). */
@@ -84,6 +89,10 @@ export class MetricLogger implements ResolvedLoggerOptions {
   private readonly flushesInFlight = new Set<Promise<FlushResult>>();
   /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
   private readonly ownRank: RankHandle;
+  /** Rules judged at every flush and by a watchdog, and the user's `alert()` calls (src/alerts). */
+  private readonly alerts: ControllerAlerts;
+  /** Ranks whose process ended without a shutdown (`rankLost`), until one registers again under its name. */
+  private readonly lostRanks = new Map<string, RankRef>();
 
   constructor(options: MetricLoggerOptions = {}) {
     const resolved = resolveLoggerOptions(options);
@@ -95,6 +104,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.backendDeadlineMs = resolved.backendDeadlineMs;
     this.quiet = resolved.quiet;
     this.runId = resolved.runId;
+    this.alertOptions = resolved.alertOptions;
+    this.alerts = ControllerAlerts.create(options.alerts, this.run);
     // A new logger after a shutdown(): recording is logged again.
     getCollector().reopen();
     const local = new RankRuntime(standaloneIdentity(this.processName));
@@ -154,6 +165,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const run = { runDir: this.run.runDir, experiment: this.run.experiment, trial: this.run.trial, resumeStep };
     const global = validated.filter((v) => v.loggingMode === "global_reduce");
     this.globalBackends = await BackendSet.start(global, (v) => this.globalContext(v, run.resumeStep), this.backendDeadlineMs);
+    // Alerts are recorded by the global backends that take them (the store), never awaited by a flush.
+    this.alerts.recordWith((event) => void this.globalBackends.logAlert(event));
     // Forge's primary: a per-rank backend whose ranks share one run gets a controller-side instance
     // that creates it and hands its id to the ranks as primary metadata.
     const shared = validated.filter((v) => v.loggingMode !== "global_reduce" && v.options.perRankShareRun === true);
@@ -193,6 +206,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
       warn(`rank.reregistered:${handle.rankName}`, `rank ${handle.rankName} registered again; the new registration replaces the old one`);
     }
     this.ranks.set(handle.rankName, handle);
+    this.lostRanks.delete(handle.rankName);
     if (this.rankInit !== null) await handle.init(this.rankInit);
   }
 
@@ -204,6 +218,20 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const current = this.ranks.get(rankName);
     if (current === undefined || (handle !== undefined && current !== handle)) return false;
     return this.ranks.delete(rankName);
+  }
+
+  /**
+   * A rank's process or thread ended without being shut down (the transport saw it and warned):
+   * the `rank_lost` alert names it until a rank registers again under its name.
+   */
+  rankLost(identity: RankIdentity, host?: string): void {
+    if (this.closed) return;
+    this.lostRanks.set(identity.rankName, { rankName: identity.rankName, rank: identity.rank, ...(host === undefined ? {} : { host }) });
+  }
+
+  /** What the alerts did since the logger started: firings, resolves, suppressed, user alerts, the webhook's counts. */
+  alertStats(): AlertStats {
+    return this.alerts.stats();
   }
 
   /**
@@ -242,19 +270,25 @@ export class MetricLogger implements ResolvedLoggerOptions {
     // What ranks logged on axes of their own since the last flush (a rank's system monitor).
     for (const snapshot of snapshots) {
       for (const log of snapshot.offCycle ?? []) await this.logDirect(log.states, { step: log.step, axis: log.axis, timestamp: log.timestamp });
+      if (snapshot.alerts !== undefined) this.alerts.userCalls(snapshot.alerts);
     }
     const states = mergeRankKeyStates(snapshots, step);
     states.push(...this.globalBackends.takeUndeliveredStates(), ...this.primaryBackends.takeUndeliveredStates());
     if (ranksExpected > 0) states.push(...rankCountStates({ ranksExpected, ranksReporting }));
+    states.push(...alertStates(this.alerts.takeUndelivered()));
     states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     const result = { step, ranksExpected, ranksReporting, missingRanks: missing };
+    // Rules judge the reduced values beside their delivery, synchronously (no flush waits for an alert).
+    const ranks = { missing: rankRefs(missing, this.ranks), lost: [...this.lostRanks.values()] };
     if (this.rankInit === null) {
       this.beforeInit.keep({ states, ...target });
-      return { ...result, metrics: reduceStates(states, target).metrics, undelivered: {}, beforeInit: true };
+      const { metrics } = reduceStates(states, target);
+      return { ...result, metrics, undelivered: {}, beforeInit: true, ...withAlerts(this.alerts.observeFlush({ step, at: timestamp, metrics, ranks })) };
     }
     for (const kept of this.beforeInit.takeAll()) await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
     const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
-    return { ...result, metrics: merged.metrics, undelivered: this.undelivered() };
+    const alerts = this.alerts.observeFlush({ step, at: timestamp, metrics: merged.metrics, ranks });
+    return { ...result, metrics: merged.metrics, undelivered: this.undelivered(), ...withAlerts(alerts) };
   }
 
   /** What each controller-side backend did not get (only backends that missed something). */
@@ -308,7 +342,9 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const ranks = [...this.ranks.values()];
     const ranksDone = flushed.then(() => Promise.all(ranks.map((r) => r.shutdown(Math.max(1, rankDeadline - (Date.now() - started))).catch(() => undefined))));
     // Primaries finish after their ranks: a shared run is marked complete once the ranks are done.
-    const all = [flushed.then(() => this.globalBackends.finish()), ranksDone.then(() => this.primaryBackends.finish())];
+    // The webhook gets what is left of the deadline for its queue (the rest is counted undelivered).
+    const alertsDone = flushed.then(() => this.alerts.close(Math.max(1, rankDeadline - (Date.now() - started))));
+    const all = [flushed.then(() => this.globalBackends.finish()), ranksDone.then(() => this.primaryBackends.finish()), alertsDone];
     const done = await withDeadline(Promise.all(all), deadlineMs);
     if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${deadlineMs} ms; stopped waiting`);
     // Transports close even after a missed deadline, so no connection keeps the process alive.
@@ -391,6 +427,11 @@ export class MetricLogger implements ResolvedLoggerOptions {
       primaryMetadata: {},
     };
   }
+}
+
+/** `{ alerts }` for a flush result when a flush raised any. */
+function withAlerts(alerts: FlushResult["alerts"]): Pick<FlushResult, "alerts"> {
+  return alerts === undefined || alerts.length === 0 ? {} : { alerts };
 }
 
 /** Values (and keys) recorded in this process's collector since its last flush. */

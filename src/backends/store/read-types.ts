@@ -3,7 +3,10 @@
  * dashboard server sends as JSON and what its web app reads (`src/ui/web` imports this file; it is
  * bundled separately, so this file imports types only and holds no code but constants).
  */
+import type { AlertEvent } from "../../core/alert.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
+
+export type { AlertEvent };
 
 /** The rank column of series reduced across ranks (`global_reduce`). */
 export const GLOBAL_RANK = -1;
@@ -140,4 +143,17 @@ export interface HistogramEntry {
   readonly step: number;
   readonly wall: number;
   readonly histogram: HistogramData;
+}
+
+/** One alert event of a run (docs/alerts.md), with its position among the run's alert events. */
+export interface AlertEntry extends AlertEvent {
+  readonly seq: number;
+}
+
+/** Options of `alerts`. */
+export interface AlertsOptions {
+  /** Only events after this position (`seq` of an earlier answer). */
+  readonly after?: number;
+  /** At most this many, the newest (default 1000). */
+  readonly limit?: number;
 }

@@ -157,3 +157,16 @@ export function prepareReaderStatements(db: Database.Database): ReaderStatements
       .raw(true),
   };
 }
+
+/** An alert event row: its position and the event as JSON. */
+export interface AlertRow {
+  readonly seq: number;
+  readonly event: string;
+}
+
+/** The newest alert events after a position (the reader reverses them). Prepared only once the table exists (a store written before alerts has none). */
+export function prepareAlertsStatement(db: Database.Database): Statement<[after: number, limit: number], AlertRow> | null {
+  const table = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'alerts'").get();
+  if (table === undefined || table.n === 0) return null;
+  return db.prepare("SELECT seq, event FROM alerts WHERE seq > ? ORDER BY seq DESC LIMIT ?");
+}

@@ -15,6 +15,9 @@
  *   numbered by arrival (`first_seq`..`last_seq`) instead of keyed by step.
  * - `samples`, `histograms`: JSON per key per flush.
  * - `config`: the run's hyperparameters and other documents, JSON by name.
+ * - `alerts`: the run's alert events (firing and resolved), in order: a few columns to find them
+ *   by, and the whole event as JSON (docs/alerts.md). Created with the rest by any writer, so a
+ *   file written before alerts existed gains it when next opened for writing.
  */
 import { join } from "node:path";
 import { STORE_FILE, errorCode } from "./store-file.js";
@@ -95,6 +98,10 @@ CREATE TABLE IF NOT EXISTS histograms (
 );
 CREATE INDEX IF NOT EXISTS histograms_series ON histograms (key_id, rank, seq);
 CREATE TABLE IF NOT EXISTS config (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS alerts (
+  seq INTEGER PRIMARY KEY, alert_id TEXT NOT NULL, rule TEXT NOT NULL, state TEXT NOT NULL,
+  level TEXT NOT NULL, step INTEGER, wall REAL NOT NULL, event TEXT NOT NULL
+);
 `;
 
 /** The store file of a run directory. */

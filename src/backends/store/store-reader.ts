@@ -11,6 +11,8 @@ import { fromSqlReal } from "./codec.js";
 import { openForReading } from "./connection.js";
 import { POINTS_PER_BUCKET } from "./downsample.js";
 import {
+  type AlertEntry,
+  type AlertsOptions,
   GLOBAL_RANK,
   KEY_KINDS,
   SERIES_KINDS,
@@ -26,7 +28,7 @@ import {
   type SeriesOptions,
   type SeriesResult,
 } from "./read-types.js";
-import { prepareReaderStatements, type ReaderStatements, type RecordRow } from "./reader-statements.js";
+import { prepareAlertsStatement, prepareReaderStatements, type AlertRow, type ReaderStatements, type RecordRow } from "./reader-statements.js";
 import { withBusyRetry } from "./schema.js";
 import { readChunkedSeries, readRawSeries } from "./series-read.js";
 
@@ -63,12 +65,54 @@ function parseHistogram(json: string, key: string): HistogramData {
   return { count, min, max, sum: typeof sum === "number" ? sum : NaN, sumSquares: typeof sumSquares === "number" ? sumSquares : NaN, bucketLimits, bucketCounts };
 }
 
+const ALERT_LEVELS: readonly AlertEntry["level"][] = ["info", "warning", "error"];
+
+/** A stored alert event, checked field by field (a row that is not one is left out). */
+function alertEntryOf(row: AlertRow): AlertEntry | undefined {
+  let e: Record<string, unknown>;
+  try {
+    e = parseRecord(row.event, "an alert event");
+  } catch {
+    return undefined;
+  }
+  const { id, rule, level, run, step, key, rank, rankName, host, value, message, state, at, title } = e;
+  const level_ = ALERT_LEVELS.find((l) => l === level);
+  if (typeof id !== "string" || typeof rule !== "string" || level_ === undefined || typeof run !== "string" || typeof message !== "string" || typeof at !== "number") return undefined;
+  if ((state !== "firing" && state !== "resolved") || (step !== null && typeof step !== "number")) return undefined;
+  const text = (v: unknown): v is string => typeof v === "string";
+  let number: number | undefined;
+  try {
+    number = value === undefined ? undefined : parseNumber(value);
+  } catch {
+    number = undefined;
+  }
+  return {
+    seq: row.seq,
+    id,
+    rule,
+    level: level_,
+    run,
+    step,
+    ...(text(key) ? { key } : {}),
+    ...(typeof rank === "number" ? { rank } : {}),
+    ...(text(rankName) ? { rankName } : {}),
+    ...(text(host) ? { host } : {}),
+    ...(number === undefined ? {} : { value: number }),
+    message,
+    state,
+    at,
+    ...(text(title) ? { title } : {}),
+  };
+}
+
 /** Reads one run's store. */
 export class RunReader {
   readonly runDir: string;
   private readonly db: Database.Database;
   /** Prepared once a writer has created the tables (see `ready`). */
   private sql: ReaderStatements | null = null;
+  /** The alerts statement, once the table exists (`null` until then: asked again next time). */
+  private alertsSql: ReturnType<typeof prepareAlertsStatement> = null;
 
   constructor(runDir: string) {
     this.runDir = resolve(runDir);
@@ -191,6 +235,21 @@ export class RunReader {
     const sql = this.ready();
     const row = sql === null ? undefined : withBusyRetry(() => sql.config.get("hparams"));
     return row === undefined ? {} : parseRecord(row.value, `the hyperparameters of ${this.runDir}`);
+  }
+
+  /** The run's alert events after `options.after`, the newest `options.limit` (1000), in order. */
+  alerts(options: AlertsOptions = {}): AlertEntry[] {
+    if (this.ready() === null) return [];
+    this.alertsSql ??= withBusyRetry(() => prepareAlertsStatement(this.db));
+    const sql = this.alertsSql;
+    if (sql === null) return [];
+    const rows = withBusyRetry(() => sql.all(options.after ?? 0, options.limit ?? 1000));
+    const out: AlertEntry[] = [];
+    for (const row of rows.reverse()) {
+      const entry = alertEntryOf(row);
+      if (entry !== undefined) out.push(entry);
+    }
+    return out;
   }
 
   /** Close the connection. */

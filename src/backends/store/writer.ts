@@ -15,6 +15,7 @@
  * never waits for SQLite.
  */
 import type Database from "better-sqlite3";
+import type { AlertEvent } from "../../core/alert.js";
 import { isRecord, nonFiniteReplacer, parseRecord } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { toSqlReal } from "./codec.js";
@@ -79,6 +80,8 @@ export interface WriteBatch {
   histograms?: readonly HistogramWrite[];
   /** Merged into the run's hyperparameters at every depth (`mergeHyperparams`: a name given again replaces the earlier value). */
   hyperparams?: Readonly<Record<string, unknown>>;
+  /** Alert events, in the order they happened. */
+  alerts?: readonly AlertEvent[];
 }
 
 /** Who writes and where. */
@@ -225,6 +228,7 @@ export class StoreWriter {
       this.sql.histogramInsert.run(id, histogramRank, h.step, h.wall, JSON.stringify(h.histogram, nonFiniteReplacer));
     }
     if (batch.hyperparams !== undefined) this.mergeConfig("hparams", batch.hyperparams);
+    for (const a of batch.alerts ?? []) this.sql.alertInsert.run(a.id, a.rule, a.state, a.level, a.step, a.at, JSON.stringify(a, nonFiniteReplacer));
   }
 
   /**

@@ -271,6 +271,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
     void rank.exited.then((reason) => {
       if (logger.deregisterRank(identity.rankName, handle) && !handle.shutdownRequested) {
         warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush`);
+        logger.rankLost(identity, handle.host);
       }
     });
   }

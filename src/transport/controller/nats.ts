@@ -44,6 +44,8 @@ export interface ServeRanksOverNatsOptions {
 export interface RankRegistry {
   registerRank(handle: RemoteRankHandle): Promise<void>;
   deregisterRank(rankName: string, handle?: RemoteRankHandle): boolean;
+  /** A rank stopped being expected without leaving (silent): the controller's `rank_lost` alert names it until it is back. */
+  rankLost?(identity: RankIdentity, host?: string): void;
 }
 
 /** A rank registered over NATS: its handle and the process behind it. */
@@ -209,7 +211,7 @@ export class NatsRankServer implements RankServer {
     let handle: RemoteRankHandle | undefined;
     try {
       assertSubjectToken("rankName", identity.rankName);
-      handle = this.makeHandle(identity, `NATS rank ${identity.rankName} (pid ${message.pid} on ${message.host})`);
+      handle = this.makeHandle(identity, `NATS rank ${identity.rankName} (pid ${message.pid} on ${message.host})`, message.host);
       const orphan = this.orphans.get(identity.rankName);
       if (orphan !== undefined) {
         this.orphans.delete(identity.rankName);
@@ -313,10 +315,11 @@ export class NatsRankServer implements RankServer {
     }
   }
 
-  private makeHandle(identity: RankIdentity, description: string): RemoteRankHandle {
+  private makeHandle(identity: RankIdentity, description: string, host: string): RemoteRankHandle {
     const s = subjects(this.runId, this.scope);
     const carrier: RankCarrier = {
       description,
+      host,
       closesWithRank: false,
       post: (text) => this.nc.publish(s.rank(identity.rankName), text, { reply: this.inbox }),
       broadcastFlush: (step) => this.broadcastFlush(step, identity.rankName),
@@ -345,6 +348,7 @@ export class NatsRankServer implements RankServer {
         this.forget(rankName, known.handle);
       } else if (known !== undefined && this.logger.deregisterRank(rankName, known.handle)) {
         this.silent.add(rankName);
+        this.logger.rankLost?.(known.handle.identity, known.host);
         warn(
           `rank.silent:${rankName}`,
           `NATS rank ${rankName} missed ${this.maxMissedFlushes} flushes in a row; it is no longer expected at flush until it answers or registers again (what it records meanwhile is kept for its next flush)`,

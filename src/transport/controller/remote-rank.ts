@@ -34,6 +34,8 @@ export interface RankCarrier {
    * shutdown the rank exits, and the handle waits for that before killing it.
    */
   readonly closesWithRank: boolean;
+  /** The host the rank runs on, when known (a child or worker runs on this one; a NATS rank says at register). */
+  readonly host?: string;
   /** Force the rank to stop (kill the process, terminate the worker). */
   terminate?(): Promise<void> | void;
 }
@@ -57,6 +59,9 @@ interface Pending {
 
 let lastRequestId = 0;
 
+/** At most this many `alert()` calls are carried per rank (what one answer may hold). */
+const MAX_CARRIED_ALERTS = 100;
+
 /** At most this many off-cycle logs are carried per rank; older ones are dropped and counted. */
 const MAX_CARRIED_OFF_CYCLE = 1000;
 
@@ -72,6 +77,8 @@ export function carrySnapshot(earlier: RankSnapshot | null, later: RankSnapshot)
     offCycle = offCycle.slice(dropped);
     reportError("rank.offCycleFull", `rank ${later.rankName}: ${dropped} off-cycle logs (system monitor) carried over late flushes exceeded ${MAX_CARRIED_OFF_CYCLE}; the oldest are dropped and counted`);
   }
+  // The user's alert() calls of both (a rank queues at most 100; carrying keeps the newest 100).
+  const alerts = [...(earlier.alerts ?? []), ...(later.alerts ?? [])].slice(-MAX_CARRIED_ALERTS);
   return {
     rankName: later.rankName,
     step: later.step,
@@ -84,6 +91,7 @@ export function carrySnapshot(earlier: RankSnapshot | null, later: RankSnapshot)
     ),
     droppedKeyRecords: Math.max(earlier.droppedKeyRecords, later.droppedKeyRecords),
     ...(offCycle.length > 0 ? { offCycle } : {}),
+    ...(alerts.length > 0 ? { alerts } : {}),
   };
 }
 
@@ -118,6 +126,10 @@ export class RemoteRankHandle implements RankHandle {
 
   get rankName(): string {
     return this.identity.rankName;
+  }
+
+  get host(): string | undefined {
+    return this.carrier.host;
   }
 
   /** Why the rank went away, or null while it is connected. */

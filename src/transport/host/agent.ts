@@ -12,6 +12,7 @@
  */
 import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import { describeError, reportError } from "../../core/diagnostics.js";
+import type { UserAlertCall } from "../../core/alert.js";
 import type { OffCycleLog, RankInit, RankSnapshot } from "../protocol/types.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import { assertSubjectToken } from "../protocol/identity.js";
@@ -179,6 +180,7 @@ export class HostAgent implements RankRegistry {
     const missing: string[] = [];
     let dropped = 0;
     const offCycle: OffCycleLog[] = [];
+    const alerts: UserAlertCall[] = [];
     for (const { handle, answer } of answers) {
       if (answer === undefined) {
         missing.push(handle.rankName);
@@ -187,6 +189,7 @@ export class HostAgent implements RankRegistry {
       snapshots.push(answer);
       dropped += answer.droppedKeyRecords;
       if (answer.offCycle !== undefined) offCycle.push(...answer.offCycle);
+      if (answer.alerts !== undefined) alerts.push(...answer.alerts);
     }
     if (missing.length > 0) this.stats.incompleteFlushes++;
     const states = this.merge(snapshots, request.step);
@@ -203,6 +206,8 @@ export class HostAgent implements RankRegistry {
       ...(sendMembers ? { ranks: handles.map((h) => h.rankName) } : {}),
       dropped,
       ...(offCycle.length > 0 ? { offCycle } : {}),
+      // A host's answer carries at most what one rank's may (the newest).
+      ...(alerts.length > 0 ? { alerts: alerts.slice(-100) } : {}),
     };
     try {
       const frame = this.encoder.encode(header, states);

@@ -14,8 +14,9 @@
  * malformed, foreign or of another version is counted and ignored like every protocol message.
  */
 import { encodeMessage } from "../../core/json.js";
+import type { UserAlertCall } from "../../core/alert.js";
 import type { OffCycleLog, RankInit } from "../protocol/types.js";
-import { PROTOCOL_VERSION, decodeChecked, transportStats } from "../protocol/messages.js";
+import { PROTOCOL_VERSION, decodeChecked, transportStats, validateUserAlerts } from "../protocol/messages.js";
 
 const PROTO = "rankscope";
 
@@ -67,6 +68,8 @@ export interface HostStatesHeader {
   /** Sum of the reporting ranks' dropped-key counts (since they started). */
   readonly dropped: number;
   readonly offCycle?: readonly OffCycleLog[];
+  /** The host's ranks' `alert()` calls since their last answer. */
+  readonly alerts?: readonly UserAlertCall[];
 }
 
 /** Encode a host message in the protocol envelope. */
@@ -122,7 +125,7 @@ export function validateHostStatesHeader(h: Record<string, unknown>): string | u
   if (!isId(h["reporting"]) || !isNames(h["missing"]) || !isId(h["mv"]) || !isId(h["dropped"]) ) return "reporting, missing, mv and dropped are required";
   if (h["ranks"] !== undefined && !isNames(h["ranks"])) return "ranks must be a list of rank names";
   if (h["offCycle"] !== undefined && !Array.isArray(h["offCycle"])) return "offCycle must be a list";
-  return undefined;
+  return validateUserAlerts(h["alerts"]);
 }
 
 /**

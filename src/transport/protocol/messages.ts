@@ -15,6 +15,7 @@
  * Rank → controller: `register`, `reply` (to any request; a flush reply carries its step),
  * `deregister`.
  */
+import { ALERT_LEVELS } from "../../core/alert.js";
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { warn } from "../../core/diagnostics.js";
 import { decodeMessage, encodeMessage } from "../../core/json.js";
@@ -304,7 +305,26 @@ function validateSnapshot(snapshot: unknown): string | undefined {
       return `state of "${String(s["key"])}" must carry v and count`;
     }
   }
-  return validateOffCycle(snapshot["offCycle"]);
+  return validateOffCycle(snapshot["offCycle"]) ?? validateUserAlerts(snapshot["alerts"]);
+}
+
+/** At most this many `alert()` calls ride in one answer (a rank keeps 100), each title and text bounded. */
+const MAX_ALERTS_PER_ANSWER = 100;
+
+/** What is wrong with the `alert()` calls of an answer (a rank's own are never too many or too long), or undefined. */
+export function validateUserAlerts(alerts: unknown): string | undefined {
+  if (alerts === undefined) return undefined;
+  if (!Array.isArray(alerts)) return "snapshot.alerts must be an array";
+  const calls: readonly unknown[] = alerts;
+  if (calls.length > MAX_ALERTS_PER_ANSWER) return `snapshot.alerts holds ${calls.length} alerts; at most ${MAX_ALERTS_PER_ANSWER}`;
+  for (const call of calls) {
+    if (!isObject(call) || !isString(call["title"]) || typeof call["text"] !== "string" || typeof call["at"] !== "number" || !ALERT_LEVELS.some((l) => l === call["level"])) {
+      return "every alert must carry title, text, level (info, warning or error) and at";
+    }
+    if (call["title"].length > 200 || call["text"].length > 4000) return "an alert's title (200) or text (4000 characters) is too long";
+    if (call["rankName"] !== undefined && !isString(call["rankName"])) return "an alert's rankName must be a string";
+  }
+  return undefined;
 }
 
 function validateOffCycle(offCycle: unknown): string | undefined {
