@@ -7,9 +7,9 @@
  * store's own types (`RunSummary`, `KeyInfo`, `HistogramEntry` from src/backends/store/read-types.ts),
  * sent as they are.
  */
-import type { HistogramEntry, KeyInfo, RunSummary } from "../backends/store/read-types.js";
+import type { AlertEntry, HistogramEntry, KeyInfo, RunSummary } from "../backends/store/read-types.js";
 
-export type { HistogramEntry, KeyInfo, RunSummary };
+export type { AlertEntry, HistogramEntry, KeyInfo, RunSummary };
 
 /**
  * One run under the root, as `/api/runs` lists it: the store's `RunSummary` (same fields, same
@@ -100,6 +100,12 @@ export interface DashboardSource {
   config(runDir: string): Promise<Record<string, unknown>> | Record<string, unknown>;
   systemKeys(runDir: string): Promise<string[]> | string[];
   system(runDir: string, key: string, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesData> | SeriesData;
+  /**
+   * The run's alert events (firing and resolved, docs/alerts.md) in order, after `after` (a
+   * `seq`), the newest `limit`: the dashboard's banner and Alerts tab. Absent: a source without
+   * alerts (the app shows none).
+   */
+  alerts?(runDir: string, query: { after?: number; limit: number }): Promise<AlertEntry[]> | AlertEntry[];
   /** The last value of every scalar key (its global line, else its lowest rank's). */
   lastValues?(runDir: string): Promise<Record<string, number>> | Record<string, number>;
   /** Release open databases. */

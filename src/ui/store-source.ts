@@ -7,7 +7,7 @@ import { existsSync } from "node:fs";
 import { join, relative, resolve, sep } from "node:path";
 import * as store from "../backends/store/reader.js";
 import { HttpError } from "./security.js";
-import type { DashboardRun, DashboardSource, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "./source.js";
+import type { AlertEntry, DashboardRun, DashboardSource, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "./source.js";
 
 const GLOBAL = store.GLOBAL_RANK;
 
@@ -179,6 +179,11 @@ export function createStoreSource(): DashboardSource {
       return toSeriesData(
         readSeries(runDir, key, { kind: "system", x: "wall", ...window(query), ...(query.maxPoints !== undefined ? { maxPoints: query.maxPoints } : {}) }),
       );
+    },
+
+    alerts(runDir: string, query: { after?: number; limit: number }): AlertEntry[] {
+      requireStore(runDir);
+      return store.alerts(runDir, query);
     },
 
     lastValues(runDir: string): Record<string, number> {
