@@ -130,7 +130,7 @@ export class WebhookSender {
   private async sendAll(): Promise<void> {
     for (let event = this.queue.shift(); event !== undefined; event = this.queue.shift()) {
       if (this.stop.signal.aborted) {
-        this.lose(event, "stopped", "the webhook was stopped");
+        this.lose(event, "shutdown", "the logger shut down before the webhook took it");
         continue;
       }
       const body = webhookBody(event, this.options.format);
@@ -145,8 +145,8 @@ export class WebhookSender {
       });
       if (result.ok) this.delivered++;
       else {
-        const why = result.why === "deadline" ? ` (retried for ${this.options.retryMs} ms)` : result.why === "stopped" ? " (stopped at shutdown)" : "";
-        this.lose(event, result.why, `${result.last.reason}${why}`);
+        const why = result.why === "deadline" ? ` (retried for ${this.options.retryMs} ms)` : result.why === "stopped" ? " (the logger shut down meanwhile)" : "";
+        this.lose(event, result.why === "stopped" ? "shutdown" : result.why, `${result.last.reason}${why}`);
       }
     }
   }

@@ -63,6 +63,11 @@ export class WebhookReceiver {
       const answer = this.answers.shift() ?? this.fallback;
       if (answer === "hang") {
         this.held.push(res);
+        // The client gave up (its deadline, its shutdown): no longer held.
+        res.on("close", () => {
+          const i = this.held.indexOf(res);
+          if (i >= 0) this.held.splice(i, 1);
+        });
         return;
       }
       entry.answered = true;
