@@ -61,12 +61,14 @@ export async function renderAlertBanner(banner: HTMLElement): Promise<void> {
   const worst = firing.some((f) => f.episode.firing.level === "error") ? "error" : firing.some((f) => f.episode.firing.level === "warning") ? "warning" : "info";
   banner.className = `alert-banner level-${worst}`;
   const several = state.selected.length > 1;
-  const items = firing.slice(0, BANNER_MAX).map(({ run, episode }) =>
-    el("li", { "data-alert-id": episode.id }, el("strong", {}, visibleName(episode.firing.rule)), " ", visibleName(alertSubject(episode.firing)), several ? ` (${visibleName(run)})` : "", `: ${visibleName(episode.firing.message)}`),
-  );
+  // A rule's message names its key or rank; a user's alert is named by the rank that raised it.
+  const items = firing.slice(0, BANNER_MAX).map(({ run, episode: { id, firing: f } }) => {
+    const from = f.rule === "user" && f.rankName !== undefined ? ` from ${visibleName(f.rankName)}` : "";
+    return el("li", { "data-alert-id": id }, el("strong", {}, visibleName(f.rule)), from, several ? ` (${visibleName(run)})` : "", `: ${visibleName(f.message)}`);
+  });
   const more = firing.length > BANNER_MAX ? el("li", { className: "muted" }, `and ${firing.length - BANNER_MAX} more`) : null;
   const open = el("button", { type: "button", className: "alert-open" }, "Alerts tab");
   open.addEventListener("click", () => hooks.switchTab("alerts"));
-  banner.appendChild(el("div", { className: "alert-banner-head" }, el("span", {}, `🔔 ${firing.length} alert${firing.length === 1 ? "" : "s"} firing`), open));
+  banner.appendChild(el("div", { className: "alert-banner-head" }, el("span", {}, `${firing.length} alert${firing.length === 1 ? "" : "s"} firing`), open));
   banner.appendChild(el("ul", {}, ...items, more));
 }
