@@ -7,10 +7,11 @@
  *
  * Driven by the bench over NATS: `bench.{runId}.record` (payload: the step) makes every rank record
  * one value per key; the process answers once all its ranks have recorded.
- * Env: SCALE_NATS_URL, SCALE_RUN_ID, SCALE_HOSTS (comma-separated host ids), SCALE_RANKS_PER_HOST,
+ * Env: SCALE_NATS_URL, SCALE_RUN_ID, SCALE_RUN_SECRET (the controller's run secret), SCALE_HOSTS (comma-separated host ids), SCALE_RANKS_PER_HOST,
  * SCALE_FIRST_RANK, SCALE_WORLD, SCALE_KEYS.
  */
 import { connect } from "@nats-io/transport-node";
+import { authConnectionOptions, resolveNatsAuth, type NatsAuthOptions } from "../src/transport/protocol/nats-auth.js";
 import { Collector, type MetricEntry } from "../src/core/collector.js";
 import { RankRuntime } from "../src/transport/rank/runtime.js";
 import { startHostAgent, type HostAgent } from "../src/transport/host/agent.js";
@@ -25,30 +26,36 @@ const env = (name: string): string => {
 };
 const url = env("SCALE_NATS_URL");
 const runId = env("SCALE_RUN_ID");
+const runSecret = env("SCALE_RUN_SECRET");
 const hostIds = env("SCALE_HOSTS").split(",");
 const ranksPerHost = Number(env("SCALE_RANKS_PER_HOST"));
 let nextRank = Number(env("SCALE_FIRST_RANK"));
 const keys = scaleKeys(Number(env("SCALE_KEYS")));
+// SCALE_AUTH (JSON: the test certificates and the users' password): TLS with a client certificate, each role as its user.
+const secure = process.env["SCALE_AUTH"] === undefined ? undefined : (JSON.parse(process.env["SCALE_AUTH"]) as { ca: string; clientCert: string; clientKey: string; password: string });
+const authAs = (user: string): NatsAuthOptions =>
+  secure === undefined ? {} : { tlsCaFile: secure.ca, tlsCertFile: secure.clientCert, tlsKeyFile: secure.clientKey, user, password: secure.password };
+const rankAuth = resolveNatsAuth("bench rank", url, authAs(`${runId}-rank`), {});
 
 const ranks: Array<{ entries: MetricEntry[]; leave: (reason: string) => Promise<void> }> = [];
 const agents: HostAgent[] = [];
 // SCALE_DIRECT=1: no agents, every rank joins the controller itself (today's path, for comparison).
 const direct = process.env["SCALE_DIRECT"] === "1";
 for (const hostId of hostIds) {
-  if (!direct) agents.push(await startHostAgent({ url, runId, hostId, joinDeadlineMs: 60_000 }));
+  if (!direct) agents.push(await startHostAgent({ url, runId, runSecret, hostId, joinDeadlineMs: 60_000, auth: authAs(`${runId}-host`) }));
   for (let local = 0; local < ranksPerHost; local++) {
     const rank = nextRank++;
     const identity = { rank, rankName: `Sim_${hostId}_r${local}`, processName: "Sim", localRank: local, localWorldSize: ranksPerHost };
     const collector = new Collector();
     const runtime = new RankRuntime(identity, collector);
-    const leave = await joinOverNats(new RankAgent({ runId, runtime }), { url, runId, joinDeadlineMs: 60_000, ...(direct ? {} : { scope: hostId }) });
+    const leave = await joinOverNats(new RankAgent({ runId, runtime }), { url, auth: rankAuth, runId, runSecret, joinDeadlineMs: 60_000, ...(direct ? {} : { scope: hostId }) });
     // Bound once, like `metric(key, reduce)`: recording is one append per value.
     const entries = keys.map(({ key, reduce }) => collector.entryFor(key, reduce) as MetricEntry);
     ranks.push({ entries, leave });
   }
 }
 
-const nc = await connect({ servers: url, name: `scale-host-${hostIds[0] ?? ""}` });
+const nc = await connect({ ...authConnectionOptions(resolveNatsAuth("bench", url, secure === undefined ? {} : authAs("bench"), {})), name: `scale-host-${hostIds[0] ?? ""}` });
 nc.subscribe(`bench.${runId}.record.${env("SCALE_PROCESS")}`, {
   callback: (_err, msg) => {
     const step = Number(new TextDecoder().decode(msg.data));

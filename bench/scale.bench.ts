@@ -10,12 +10,19 @@
  * merge, reduce; no backend attached). Run: `npm run bench -- scale` (`SCALE_BENCH_QUICK=1` for
  * 64 / 256 ranks only; `SCALE_BENCH_ONLY=1024x16` for one row; `SCALE_BENCH_CPU_PROF=<dir>` writes the host processes'
  * CPU profiles there, for `node --cpu-prof`-style analysis).
+ *
+ * `SCALE_BENCH_AUTH=1`: what authentication costs at scale. The row of `SCALE_BENCH_ONLY` (default
+ * 1024x16) twice over, alternately on an open nats-server and on one that requires TLS with client
+ * certificates and docs/security.md's per-run users (controller, host agents and ranks each with
+ * their role's user and permissions), and the ratio.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { authConnectionOptions, resolveNatsAuth } from "../src/transport/protocol/nats-auth.js";
+import { accountsFor, makeCertificates, ROLE_PASSWORD_ENV, type TestCertificates } from "../test/transport/auth-support.js";
 import { Collector } from "../src/core/collector.js";
 import { MetricLogger } from "../src/controller/metric-logger.js";
 import { serveHostsOverNats } from "../src/transport/host/server.js";
@@ -62,13 +69,27 @@ function processCpuMs(pid: number | undefined): number {
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
 
-async function measure(server: NatsServer, nc: NatsConnection, ranks: number, hosts: number | "direct", flushes: number): Promise<Row> {
-  const logger = new MetricLogger({ processName: "Controller", runDir: join(scratch, "run"), flushDeadlineMs: 60_000, shutdownDeadlineMs: 20_000 });
+/** The authenticated server of `SCALE_BENCH_AUTH`: its certificates, its run id, the one password of its users. */
+interface Secure {
+  readonly certs: TestCertificates;
+  readonly runId: string;
+  readonly password: string;
+}
+
+/** The settings of `role`'s user on the authenticated server (TLS with a client certificate). */
+function roleAuth(secure: Secure, role: "controller" | "bench") {
+  const { certs, runId, password } = secure;
+  return { tlsCaFile: certs.ca, tlsCertFile: certs.clientCert, tlsKeyFile: certs.clientKey, user: role === "bench" ? "bench" : `${runId}-${role}`, password };
+}
+
+async function measure(server: NatsServer, nc: NatsConnection, ranks: number, hosts: number | "direct", flushes: number, secure?: Secure): Promise<Row> {
+  const logger = new MetricLogger({ processName: "Controller", runDir: join(scratch, "run"), flushDeadlineMs: 60_000, shutdownDeadlineMs: 20_000, ...(secure === undefined ? {} : { runId: secure.runId }) });
   await logger.initBackends({});
   const direct = hosts === "direct";
   const hostCount = direct ? 16 : hosts;
-  const hostServer = direct ? undefined : await serveHostsOverNats({ url: server.url, logger });
-  const rankServer = direct ? await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 1000 }) : undefined;
+  const auth = secure === undefined ? {} : { auth: roleAuth(secure, "controller") };
+  const hostServer = direct ? undefined : await serveHostsOverNats({ url: server.url, logger, ...auth });
+  const rankServer = direct ? await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 1000, ...auth }) : undefined;
   const processes = Math.min(hostCount, 4);
   const children: ChildProcess[] = [];
   let ready = 0;
@@ -80,12 +101,14 @@ async function measure(server: NatsServer, nc: NatsConnection, ranks: number, ho
         ...process.env,
         SCALE_NATS_URL: server.url,
         SCALE_RUN_ID: logger.runId,
+        SCALE_RUN_SECRET: logger.runSecret,
         SCALE_HOSTS: ids.join(","),
         SCALE_RANKS_PER_HOST: String(perHost),
         SCALE_FIRST_RANK: String(p * (hostCount / processes) * perHost),
         SCALE_KEYS: String(KEYS),
         SCALE_PROCESS: String(p),
         ...(direct ? { SCALE_DIRECT: "1" } : {}),
+        ...(secure === undefined ? {} : { SCALE_AUTH: JSON.stringify({ ...secure.certs, password: secure.password }) }),
       },
       stdio: ["ignore", "pipe", "inherit"],
     });
@@ -176,6 +199,54 @@ function formatBytes(reductions: readonly string[]): { wire: number; json: numbe
     json = encodeProtocolMessage("r", { t: "reply", id: flush + 1, rankName: "Trainer_ab12_r0", ok: true, snapshot: { rankName: "Trainer_ab12_r0", step: flush, states, droppedKeyRecords: 0 } }).length;
   }
   return { wire: wire / keys.length, json: json / keys.length };
+}
+
+/** A bench process's own connection (its requests to the host processes): on the authenticated server, as the bench user. */
+const benchConnection = (server: NatsServer, secure?: Secure): Promise<NatsConnection> =>
+  connect(secure === undefined ? { servers: server.url } : authConnectionOptions(resolveNatsAuth("bench", server.url, roleAuth(secure, "bench"), {})));
+
+if (process.env["SCALE_BENCH_AUTH"] === "1") {
+  const [ranks, hosts] = (ONLY ?? "1024x16").split("x").map(Number) as [number, number];
+  const certs = makeCertificates();
+  const secure: Secure = { certs, runId: "scaleauth", password: "bench-Pw" };
+  const tls = `tls: { cert_file: ${JSON.stringify(certs.serverCert)}, key_file: ${JSON.stringify(certs.serverKey)}, ca_file: ${JSON.stringify(certs.ca)}, verify: true }\n`;
+  // The template's run account, plus the bench's own user (requests to the host processes) in it.
+  const accounts = accountsFor([secure.runId]).replace("users: [", `users: [\n    { user: "bench", password: "${secure.password}" },`);
+  const env = { [ROLE_PASSWORD_ENV.controller]: secure.password, [ROLE_PASSWORD_ENV.host]: secure.password, [ROLE_PASSWORD_ENV.rank]: secure.password };
+  const open = await NatsServer.start();
+  const authenticated = await NatsServer.start({ config: tls + accounts, env });
+  const pairs: Array<{ open: Row; secured: Row }> = [];
+  try {
+    for (let round = 0; round < 2; round++) {
+      const rowOf = async (server: NatsServer, s?: Secure): Promise<Row> => {
+        const client = await benchConnection(server, s);
+        try {
+          return await measure(server, client, ranks, hosts, FLUSHES, s);
+        } finally {
+          await client.close();
+        }
+      };
+      const openRow = await rowOf(open);
+      const securedRow = await rowOf(authenticated, secure);
+      pairs.push({ open: openRow, secured: securedRow });
+      process.stdout.write(`  round ${round + 1}: open ${openRow.cpuMs.toFixed(1)} ms CPU, ${openRow.wallMs.toFixed(1)} ms wall; TLS + auth ${securedRow.cpuMs.toFixed(1)} ms CPU, ${securedRow.wallMs.toFixed(1)} ms wall\n`);
+    }
+  } finally {
+    await open.stop();
+    await authenticated.stop();
+    rmSync(scratch, { recursive: true, force: true });
+  }
+  process.stdout.write(`\n${ranks} ranks × ${hosts} hosts × ${KEYS} keys, per flush (median of ${FLUSHES} per round), open nats-server vs TLS (client certificates) + per-run users:\n\n`);
+  process.stdout.write("| round | server | controller CPU ms | flush wall ms | all processes CPU ms | nats-server CPU ms | ranks reporting |\n|---:|---|---:|---:|---:|---:|---:|\n");
+  pairs.forEach(({ open: o, secured: a }, i) => {
+    for (const [name, r] of [["open", o], ["TLS + auth", a]] as const) {
+      process.stdout.write(`| ${i + 1} | ${name} | ${r.cpuMs.toFixed(1)} | ${r.wallMs.toFixed(1)} | ${r.totalCpuMs.toFixed(0)} | ${r.natsCpuMs.toFixed(0)} | ${r.reporting} |\n`);
+    }
+  });
+  // The best of the rounds: the one least disturbed by the machine's other load, on each side.
+  const ratio = (f: (r: Row) => number): string => (Math.min(...pairs.map((p) => f(p.secured))) / Math.min(...pairs.map((p) => f(p.open)))).toFixed(2);
+  process.stdout.write(`\nTLS + auth ÷ open (best of the rounds): controller CPU ${ratio((r) => r.cpuMs)}×, flush wall ${ratio((r) => r.wallMs)}×, all processes' CPU ${ratio((r) => r.totalCpuMs)}×\n`);
+  process.exit(0);
 }
 
 const server = await NatsServer.start();

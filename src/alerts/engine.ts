@@ -16,11 +16,18 @@ import { describeRank, judgeRanks, keyRules, type KeyRule, type RankRef, type Ru
 export type { RankRef };
 
 /**
- * What the straggler attribution says at one flush: the ranks it marks chronic (among the
- * slowest in at least half of the recent flushes). The `straggler` rule reads only this.
+ * A rank as the straggler attribution reports it at one flush (docs/stragglers.md): who it is and
+ * whether it is chronic (among the slowest in at least half of the recent flushes). The
+ * `straggler` rule reads only this: a rank with `chronic` true is in its condition; one that is
+ * not (or is not listed) is not. A report's chronic ranks and its slowest ranks both fit it.
  */
-export interface AttributionSnapshot {
-  readonly chronic: readonly RankRef[];
+export interface StragglerInput extends RankRef {
+  readonly chronic: boolean;
+}
+
+/** A lost rank as `rank_lost` names it: why it was lost, when the transport said. */
+export interface LostRankRef extends RankRef {
+  readonly reason?: string;
 }
 
 /** What the controller saw at one flush, as the rules read it. */
@@ -31,12 +38,12 @@ export interface FlushObservation {
   /** The values reduced across ranks (what the `global_reduce` backends got). */
   readonly metrics: readonly Metric[];
   /**
-   * Ranks that did not answer this flush in time (`missing`) and ranks lost for good (their
-   * process ended without a shutdown). Absent: no evidence about ranks at this flush.
+   * Ranks that did not answer this flush in time (`missing`) and ranks lost (their process ended
+   * without a shutdown, or a NATS rank fell silent). Absent: no evidence about ranks at this flush.
    */
-  readonly ranks?: { readonly missing: readonly RankRef[]; readonly lost: readonly RankRef[] };
-  /** The straggler attribution of this flush; absent: none was made (no evidence). */
-  readonly attribution?: AttributionSnapshot;
+  readonly ranks?: { readonly missing: readonly RankRef[]; readonly lost: readonly LostRankRef[] };
+  /** The straggler attribution's ranks at this flush; absent: none was made (no evidence either way). */
+  readonly stragglers?: readonly StragglerInput[];
 }
 
 /** Flush intervals the `stalled` rule takes the median of. */
@@ -93,21 +100,29 @@ export class AlertEngine {
         for (const rule of rules) rule.observe(metric.key, metric.value, context);
       }
     }
-    const ranks = observation.ranks;
-    if (this.rankLost !== undefined && ranks !== undefined) {
-      const lost = new Set(ranks.lost.map((r) => r.rankName));
-      judgeRanks(this.rankLost, [...ranks.lost, ...ranks.missing.filter((r) => !lost.has(r.rankName))], context, {
-        start: (ref) => `${describeRank(ref)} ${lost.has(ref.rankName) ? "was lost (its process ended without a shutdown)" : "did not answer the flush"} at step ${observation.step}`,
-        end: (subject) => `${describeRank({ rankName: subject.rankName ?? "?", ...subject })} answers again at step ${observation.step}`,
-      });
-    }
-    if (this.straggler !== undefined && observation.attribution !== undefined) {
-      judgeRanks(this.straggler, observation.attribution.chronic, context, {
+    this.judgeRanksLost(observation, context);
+    if (this.straggler !== undefined && observation.stragglers !== undefined) {
+      judgeRanks(this.straggler, observation.stragglers.filter((r) => r.chronic), context, {
         start: (ref) => `${describeRank(ref)} is a chronic straggler at step ${observation.step} (among the slowest ranks in most recent flushes)`,
         end: (subject) => `${describeRank({ rankName: subject.rankName ?? "?", ...subject })} is no longer a chronic straggler at step ${observation.step}`,
       });
     }
     return context.events;
+  }
+
+  /** `rank_lost`: the lost ranks and those that missed this flush, one episode per rank. */
+  private judgeRanksLost(observation: FlushObservation, context: RuleContext): void {
+    const ranks = observation.ranks;
+    if (this.rankLost === undefined || ranks === undefined) return;
+    const lost = new Map(ranks.lost.map((r) => [r.rankName, r]));
+    judgeRanks(this.rankLost, [...ranks.lost, ...ranks.missing.filter((r) => !lost.has(r.rankName))], context, {
+      start: (ref) => {
+        const loss = lost.get(ref.rankName);
+        const what = loss === undefined ? "did not answer the flush" : `was lost (${loss.reason ?? "it stopped answering"})`;
+        return `${describeRank(ref)} ${what} at step ${observation.step}`;
+      },
+      end: (subject) => `${describeRank({ rankName: subject.rankName ?? "?", ...subject })} answers again at step ${observation.step}`,
+    });
   }
 
   /** A user's `alert(title, text, level)`: one event, never rate limited. */

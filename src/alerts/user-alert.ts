@@ -4,17 +4,11 @@
  * process and reaches the controller with the rank's next flush answer, which delivers it like
  * its own. Either way it is recorded and sent the way rule alerts are (docs/alerts.md).
  */
-import { ALERT_LEVELS, type AlertLevel, type UserAlertCall } from "../core/alert.js";
+import { ALERT_LEVELS, MAX_ALERT_TEXT, MAX_ALERT_TITLE, MAX_QUEUED_ALERTS, type AlertLevel, type UserAlertCall } from "../core/alert.js";
 import { reportError } from "../core/diagnostics.js";
 import { peekProcessWide, processWide, setProcessWide } from "../core/process-wide.js";
 import { describeValue } from "../core/settings.js";
 
-/** At most this many alerts wait in a process for its next flush; past it the oldest is dropped and counted. */
-export const MAX_QUEUED_ALERTS = 100;
-
-/** Longest title and text kept (longer ones are cut, with `…`). */
-const MAX_TITLE = 200;
-const MAX_TEXT = 4000;
 
 /** The slot of the controller's handler, set while a logger with its alerts runs in this process. */
 const HANDLER = "alerts.userHandler";
@@ -46,7 +40,7 @@ export function alert(title: string, text = "", level: AlertLevel = "info"): voi
   if (typeof title !== "string" || title.trim() === "") throw new TypeError(`alert(title, text, level): title must be a non-empty string, got ${describeValue(title)}`);
   if (typeof text !== "string") throw new TypeError(`alert(title, text, level): text must be a string, got ${describeValue(text)}`);
   if (!ALERT_LEVELS.some((l) => l === level)) throw new TypeError(`alert(title, text, level): level must be one of ${ALERT_LEVELS.join(", ")}, got ${describeValue(level)}`);
-  const call: UserAlertCall = { title: cut(title, MAX_TITLE), text: cut(text, MAX_TEXT), level, at: Date.now() };
+  const call: UserAlertCall = { title: cut(title, MAX_ALERT_TITLE), text: cut(text, MAX_ALERT_TEXT), level, at: Date.now() };
   const handler = peekProcessWide<(call: UserAlertCall) => void>(HANDLER);
   if (handler !== undefined) {
     handler(call);
@@ -58,6 +52,18 @@ export function alert(title: string, text = "", level: AlertLevel = "info"): voi
     reportError("alerts.userQueueFull", `more than ${MAX_QUEUED_ALERTS} alert() calls waited in this process for its next flush; the oldest are dropped and counted`);
   }
   waiting.push(call);
+}
+
+/**
+ * `earlier` then `later` (alerts carried over a late answer, or merged from a host's ranks), the
+ * newest `MAX_QUEUED_ALERTS` of them: what one answer may carry. Older ones are dropped and counted
+ * (`alerts.carriedFull` in the diagnostics, named by `where`).
+ */
+export function newestAlerts(earlier: readonly UserAlertCall[] | undefined, later: readonly UserAlertCall[] | undefined, where: string): UserAlertCall[] {
+  const all = [...(earlier ?? []), ...(later ?? [])];
+  if (all.length <= MAX_QUEUED_ALERTS) return all;
+  reportError("alerts.carriedFull", `${where}: ${all.length - MAX_QUEUED_ALERTS} alert() calls beyond the ${MAX_QUEUED_ALERTS} one answer carries were dropped (the oldest) and counted`);
+  return all.slice(-MAX_QUEUED_ALERTS);
 }
 
 /** True when alerts wait in this process for its next flush answer. */

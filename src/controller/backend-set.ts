@@ -14,7 +14,7 @@ import type { AlertEvent } from "../core/alert.js";
 import type { KeyState } from "../core/collector.js";
 import { DEADLINE, isPromiseLike, withDeadline } from "../core/deadline.js";
 import { describeError, reportError } from "../core/diagnostics.js";
-import type { StreamRecord } from "../core/metric.js";
+import type { RankLoss, StreamRecord } from "../core/metric.js";
 import type { ValidatedBackend } from "./config.js";
 import { mergeRankKeyStates, reduceStates, singleValueState, type ReducedFlush, type ReduceTarget } from "./reduce-states.js";
 import { BACKEND_UNDELIVERED_KEY_PREFIX, STREAM_BACKEND_DROPPED_KEY_PREFIX, STREAM_BACKLOG_KEY_PREFIX } from "../core/internal-keys.js";
@@ -220,8 +220,13 @@ export class BackendSet {
    * Hand an alert event to every backend that records alerts (each call isolated, with its
    * deadline, like every other call). Not awaited by a flush: the caller may `void` it.
    */
-  async logAlert(alert: AlertEvent): Promise<void> {
-    await Promise.all(this.live.flatMap((live) => (live.backend.logAlert === undefined ? [] : [call(live, "logAlert", () => live.backend.logAlert?.(alert))])));
+  logAlert(alert: AlertEvent): Promise<void> {
+    return this.each("logAlert", (b) => b.logAlert?.(alert));
+  }
+
+  /** Tell the backends that keep rank losses (the store) that a rank was lost or came back. */
+  logRankLoss(loss: RankLoss): Promise<void> {
+    return this.each("logRankLoss", (b) => b.logRankLoss?.(loss));
   }
 
   /** What each backend hands to its per-rank instances, by config name. */

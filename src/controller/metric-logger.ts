@@ -11,7 +11,7 @@ import type { BackendContext } from "../backends/backend.js";
 import "../backends/builtin.js";
 // The controller merges states of every reduction its ranks may send, stats' avg_min_max included.
 import "../stats/reductions.js";
-import { getCollector, type KeyState } from "../core/collector.js";
+import { getCollector, pendingValues as pendingValuesOf, type KeyState } from "../core/collector.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
 import { warn } from "../core/diagnostics.js";
 import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
@@ -19,7 +19,7 @@ import { redactRecord } from "../core/redact.js";
 import { configureLifecycle, endingBySignal, endingReason, registerDrain, untilTheEnd } from "../core/lifecycle.js";
 import type { Metric } from "../core/metric.js";
 import { setCurrentRun } from "../run/current.js";
-import type { RunLocation } from "../run/run-dir.js";
+import { releaseUnusedRunLocation, type RunLocation } from "../run/run-dir.js";
 import { runHyperparams, validateRunMeta, writeRunFiles } from "../run/run-files.js";
 import { runLocationNote } from "../run/where.js";
 import { BackendSet, type BackendDeliveryStats } from "./backend-set.js";
@@ -38,11 +38,12 @@ import {
   type ShutdownOptions,
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
-import { alertStates, askRanks, rankCountStates, rankRefs } from "./rank-answers.js";
-import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
+import { alertStates, askRanks, droppedKeyStates, rankCountStates, rankRefs } from "./rank-answers.js";
+import { LostRanks } from "./lost-ranks.js";
+import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 import { ControllerAlerts, type AlertStats } from "../alerts/controller-alerts.js";
-import type { RankRef } from "../alerts/engine.js";
+import type { StragglerInput } from "../alerts/engine.js";
 import type { RankIdentity } from "../core/rank-identity.js";
 
 export {
@@ -57,7 +58,7 @@ export {
   type MetricLoggerOptions,
   type ShutdownOptions,
 } from "./logger-options.js";
-export { RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
+export { DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
 
 /** The controller-side logger. Get it with `getOrCreateMetricLogger`. */
 export class MetricLogger implements ResolvedLoggerOptions {
@@ -74,6 +75,12 @@ export class MetricLogger implements ResolvedLoggerOptions {
   readonly runId: string;
   /** The `alerts` option as given. */
   readonly alertOptions: MetricLoggerOptions["alerts"];
+  /**
+   * The secret sealing this run's NATS messages (see `MetricLoggerOptions.runSecret`): hand it to
+   * ranks and host agents you start yourself in their environment (`RANKSCOPE_RUN_SECRET`), never
+   * on a command line or in a log.
+   */
+  readonly runSecret: string;
   private readonly ranks = new Map<string, RankHandle>();
   private globalBackends = BackendSet.empty();
   /** Controller-side primaries of per-rank backends with `perRankShareRun` (they create the shared run). */
@@ -91,8 +98,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
   private readonly ownRank: RankHandle;
   /** Rules judged at every flush and by a watchdog, and the user's `alert()` calls (src/alerts). */
   private readonly alerts: ControllerAlerts;
-  /** Ranks whose process ended without a shutdown (`rankLost`), until one registers again under its name. */
-  private readonly lostRanks = new Map<string, RankRef>();
+  /** Ranks lost so far (crashed, or silent over NATS), for the rest of the run. */
+  private readonly lost = new LostRanks();
 
   constructor(options: MetricLoggerOptions = {}) {
     const resolved = resolveLoggerOptions(options);
@@ -106,9 +113,12 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.runId = resolved.runId;
     this.alertOptions = resolved.alertOptions;
     this.alerts = ControllerAlerts.create(options.alerts, this.run);
-    // A new logger after a shutdown(): recording is logged again.
+    this.runSecret = resolved.runSecret;
+    // A new logger after a shutdown(): recording is logged again, and raw values belong to its steps
+    // (the last flushed step + 1 of this run, not of a run before it in this process).
     getCollector().reopen();
-    const local = new RankRuntime(standaloneIdentity(this.processName));
+    getCollector().step = 0;
+    const local = new RankRuntime(controllerIdentity(this.processName));
     this.ownRank = new LocalRankHandle(local);
     this.ranks.set(local.identity.rankName, this.ownRank);
     setCurrentRun({ ...this.run, identity: local.identity, role: "controller" });
@@ -127,12 +137,18 @@ export class MetricLogger implements ResolvedLoggerOptions {
       exit: ({ reason }) => {
         if (this.closed) return;
         this.closed = true;
+        releaseUnusedRunLocation(this.run);
         const { keys, values } = pendingValues();
         if (values > 0) {
           warn("exit.unflushed", `${reason}: ${values} value(s) in ${keys} key(s) recorded since the last flush were never logged (the process ended without flush(step) and shutdown())`);
         }
       },
     });
+  }
+
+  /** Whether `initBackends` has started this logger's backends (a `Logger` facade created later uses them). */
+  get backendsStarted(): boolean {
+    return this.rankInit !== null;
   }
 
   /** Names of the registered ranks (this process included). */
@@ -151,7 +167,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.assertOpen("initBackends");
     if (this.rankInit !== null && options.replace !== true) {
       throw new Error(
-        "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these",
+        "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these. (A Logger facade created before calls it too; one created after initBackends() logs to the backends already started.)",
       );
     }
     const validated = await validateBackendsConfig(config ?? DEFAULT_BACKENDS);
@@ -206,7 +222,6 @@ export class MetricLogger implements ResolvedLoggerOptions {
       warn(`rank.reregistered:${handle.rankName}`, `rank ${handle.rankName} registered again; the new registration replaces the old one`);
     }
     this.ranks.set(handle.rankName, handle);
-    this.lostRanks.delete(handle.rankName);
     if (this.rankInit !== null) await handle.init(this.rankInit);
   }
 
@@ -221,12 +236,20 @@ export class MetricLogger implements ResolvedLoggerOptions {
   }
 
   /**
-   * A rank's process or thread ended without being shut down (the transport saw it and warned):
-   * the `rank_lost` alert names it until a rank registers again under its name.
+   * A rank was lost: its process or thread ended without being shut down, or (NATS) it fell
+   * silent. The transport that saw it has warned; from now on every flush counts it
+   * (`rankscope/ranks_lost`, `FlushResult.lostRanks`), the store records it for the dashboard, and
+   * the `rank_lost` alert names it (with `host`, when the transport knows it) until it is back.
    */
-  rankLost(identity: RankIdentity, host?: string): void {
-    if (this.closed) return;
-    this.lostRanks.set(identity.rankName, { rankName: identity.rankName, rank: identity.rank, ...(host === undefined ? {} : { host }) });
+  rankLost(identity: RankIdentity, reason: string, host?: string): void {
+    const loss = this.lost.lose(identity, reason, this.lastStep >= 0 ? this.lastStep : null, host);
+    if (loss !== undefined && !this.closed) void this.globalBackends.logRankLoss(loss);
+  }
+
+  /** A lost rank answered again (a silent NATS rank): no longer counted as lost. */
+  rankBack(identity: RankIdentity): void {
+    const back = this.lost.back(identity, this.lastStep >= 0 ? this.lastStep : null);
+    if (back !== undefined && !this.closed) void this.globalBackends.logRankLoss(back);
   }
 
   /** What the alerts did since the logger started: firings, resolves, suppressed, user alerts, the webhook's counts. */
@@ -257,7 +280,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
       warn("flush.stepNotIncreasing", `flush(${step}) after flush(${this.lastStep}): steps should increase; the values are logged at step ${step} as asked`);
     }
     this.lastStep = Math.max(this.lastStep, step);
-    const { snapshots, missing, ranksExpected, ranksReporting } = await askRanks([...this.ranks.values()], this.ownRank, step, this.flushDeadlineMs);
+    const answers = await askRanks([...this.ranks.values()], this.ownRank, step, this.flushDeadlineMs);
+    const { snapshots, missing, ranksExpected, ranksReporting } = answers;
     if (missing.length > 0) {
       warn(
         // One code per set of missing ranks: a rank lost an hour later is printed again, not just counted.
@@ -275,20 +299,36 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const states = mergeRankKeyStates(snapshots, step);
     states.push(...this.globalBackends.takeUndeliveredStates(), ...this.primaryBackends.takeUndeliveredStates());
     if (ranksExpected > 0) states.push(...rankCountStates({ ranksExpected, ranksReporting }));
+    states.push(...this.lost.states());
+    states.push(...droppedKeyStates(snapshots, step));
     states.push(...alertStates(this.alerts.takeUndelivered()));
     states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    const result = { step, ranksExpected, ranksReporting, missingRanks: missing };
-    // Rules judge the reduced values beside their delivery, synchronously (no flush waits for an alert).
-    const ranks = { missing: rankRefs(missing, this.ranks), lost: [...this.lostRanks.values()] };
+    const lostRanks = this.lost.names;
+    const result = { step, ranksExpected, ranksReporting, missingRanks: missing, ...(lostRanks.length > 0 ? { lostRanks } : {}) };
     if (this.rankInit === null) {
-      this.beforeInit.keep({ states, ...target });
+      this.beforeInit.keep({ states, ...target, acknowledge: answers.acknowledge });
       const { metrics } = reduceStates(states, target);
-      return { ...result, metrics, undelivered: {}, beforeInit: true, ...withAlerts(this.alerts.observeFlush({ step, at: timestamp, metrics, ranks })) };
+      return { ...result, metrics, undelivered: {}, beforeInit: true, ...this.judgeAlerts(target, metrics, missing) };
     }
-    for (const kept of this.beforeInit.takeAll()) await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
+    for (const kept of this.beforeInit.takeAll()) {
+      await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
+      kept.acknowledge?.();
+    }
     const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
-    const alerts = this.alerts.observeFlush({ step, at: timestamp, metrics: merged.metrics, ranks });
-    return { ...result, metrics: merged.metrics, undelivered: this.undelivered(), ...withAlerts(alerts) };
+    // Logged: ranks over NATS may forget these answers now (a later controller need not ask for them).
+    answers.acknowledge();
+    return { ...result, metrics: merged.metrics, undelivered: this.undelivered(), ...this.judgeAlerts(target, merged.metrics, missing) };
+  }
+
+  /**
+   * The alert rules on one flush (src/alerts), synchronously beside the flush's delivery: no flush
+   * waits for an alert. `stragglers`: the straggler attribution's ranks at this flush, with their
+   * chronic flag (absent: no attribution was made, no evidence for the `straggler` rule).
+   */
+  private judgeAlerts(target: { step: number; timestamp: number }, metrics: readonly Metric[], missing: readonly string[], stragglers?: readonly StragglerInput[]): Pick<FlushResult, "alerts"> {
+    const ranks = { missing: rankRefs(missing, this.ranks), lost: this.lost.refs() };
+    const alerts = this.alerts.observeFlush({ step: target.step, at: target.timestamp, metrics, ranks, ...(stragglers === undefined ? {} : { stragglers }) });
+    return alerts.length === 0 ? {} : { alerts };
   }
 
   /** What each controller-side backend did not get (only backends that missed something). */
@@ -350,6 +390,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
     // Transports close even after a missed deadline, so no connection keeps the process alive.
     await withDeadline(this.runShutdownHooks(), Math.max(200, deadlineMs - (Date.now() - started)));
     this.ranks.clear();
+    // A default-named run directory this logger claimed and nobody wrote into leaves nothing behind.
+    releaseUnusedRunLocation(this.run);
     // Once per job, on the controller only (ranks have no MetricLogger), after the data is written.
     const note = this.quiet || this.rankInit === null ? undefined : runLocationNote(this.run);
     if (note !== undefined) process.stderr.write(note);
@@ -419,7 +461,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
       displayName: GLOBAL_DISPLAY_NAME,
       loggingMode: v.loggingMode,
       role: "controller",
-      identity: standaloneIdentity(this.processName),
+      identity: controllerIdentity(this.processName),
       runDir: this.run.runDir,
       experiment: this.run.experiment,
       trial: this.run.trial,
@@ -429,22 +471,9 @@ export class MetricLogger implements ResolvedLoggerOptions {
   }
 }
 
-/** `{ alerts }` for a flush result when a flush raised any. */
-function withAlerts(alerts: FlushResult["alerts"]): Pick<FlushResult, "alerts"> {
-  return alerts === undefined || alerts.length === 0 ? {} : { alerts };
-}
-
 /** Values (and keys) recorded in this process's collector since its last flush. */
 function pendingValues(): { keys: number; values: number } {
-  let keys = 0;
-  let values = 0;
-  for (const e of getCollector().entries.values()) {
-    if (e.accumulator.count > 0) {
-      keys++;
-      values += e.accumulator.count;
-    }
-  }
-  return { keys, values };
+  return pendingValuesOf(getCollector());
 }
 
 /** The process-wide slot of the controller's logger. */

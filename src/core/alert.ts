@@ -11,6 +11,13 @@ export type AlertLevel = "info" | "warning" | "error";
 /** The valid levels, in the order error messages list them. */
 export const ALERT_LEVELS = ["info", "warning", "error"] as const satisfies readonly AlertLevel[];
 
+/** Longest title and text of a user's `alert()` (longer ones are cut where called, refused when received). */
+export const MAX_ALERT_TITLE = 200;
+export const MAX_ALERT_TEXT = 4000;
+
+/** At most this many `alert()` calls wait in a process for its next flush, and ride in one answer. */
+export const MAX_QUEUED_ALERTS = 100;
+
 /** `firing` when a rule's condition starts, `resolved` when it ends (once each per episode). */
 export type AlertState = "firing" | "resolved";
 

@@ -1,4 +1,5 @@
 import { processWide } from "./process-wide.js";
+import { redactUrlCredentials } from "./redact.js";
 /**
  * Operational faults and warnings: every one is counted, the first of each kind is reported.
  *
@@ -6,6 +7,9 @@ import { processWide } from "./process-wide.js";
  * the user's loop. It reports it here instead: once per `code` through the handler (stderr by
  * default), and counted every time, so a fault that repeats a million times costs one line of
  * output and is still visible as a number (`diagnostics().counts`).
+ *
+ * Every message passes through `redactUrlCredentials` first: a URL quoted in a message (a NATS
+ * server, a backend's endpoint) never shows the password or token it was given with.
  */
 
 /** One reported fault or warning. */
@@ -37,13 +41,13 @@ function state(): DiagnosticsState {
   return processWide("diagnostics", () => ({ counts: new Map(), handler: defaultHandler, everyTime: false }));
 }
 
-function report(level: Diagnostic["level"], code: string, message: string): void {
+function report(level: Diagnostic["level"], code: string, message: string, show = false): void {
   const s = state();
   const count = (s.counts.get(code) ?? 0) + 1;
   s.counts.set(code, count);
-  if (count === 1 || s.everyTime) {
+  if (count === 1 || s.everyTime || show) {
     try {
-      s.handler({ code, message, level, count });
+      s.handler({ code, message: redactUrlCredentials(message), level, count });
     } catch {
       // A broken handler must not turn a reported fault into a crash of the user's loop.
     }
@@ -53,6 +57,30 @@ function report(level: Diagnostic["level"], code: string, message: string): void
 /** Report tolerated misuse: counted, and printed the first time its `code` is seen. */
 export function warn(code: string, message: string): void {
   report("warning", code, message);
+}
+
+/** When each rate-bounded code was last printed, and its count then. */
+function lastShown(): Map<string, { at: number; count: number }> {
+  return processWide("diagnostics.shown", () => new Map<string, { at: number; count: number }>());
+}
+
+/**
+ * Report misuse that may repeat fast (a flood of rejected messages): counted every time like
+ * `warn`, printed the first time, and then again at most once per `intervalMs` with how many came
+ * since — so an attack stays visible in the output without flooding it.
+ */
+export function warnAtBoundedRate(code: string, message: string, intervalMs = 60_000, now = Date.now()): void {
+  const s = state();
+  const count = (s.counts.get(code) ?? 0) + 1;
+  const shown = lastShown().get(code);
+  if (count === 1 || shown === undefined || now - shown.at >= intervalMs || s.everyTime) {
+    const since = shown === undefined ? 0 : count - shown.count - 1;
+    lastShown().set(code, { at: now, count });
+    s.counts.set(code, count - 1);
+    report("warning", code, since > 0 ? `${message} (${since} more since the last report, ${count} in all)` : message, true);
+  } else {
+    s.counts.set(code, count);
+  }
 }
 
 /** Report an operational fault that lost or delayed data: counted, printed the first time. */
@@ -84,6 +112,7 @@ export function diagnosticCounts(): Record<string, number> {
 /** Forget every count, so the next occurrence of each code is reported again (tests, new runs). */
 export function resetDiagnostics(): void {
   state().counts.clear();
+  lastShown().clear();
 }
 
 /** A readable description of any thrown value, for messages. */

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { AlertEvent } from "../../src/core/alert.js";
 import type { Metric } from "../../src/core/metric.js";
-import { AlertEngine, globMatches, type FlushObservation, type RankRef } from "../../src/alerts/engine.js";
+import { AlertEngine, globMatches, type FlushObservation, type RankRef, type StragglerInput } from "../../src/alerts/engine.js";
 import { resolveAlertOptions, type AlertRuleConfig } from "../../src/alerts/options.js";
 
 function engine(rules: readonly AlertRuleConfig[], limits: { minIntervalMs?: number; maxPerMinute?: number } = {}): AlertEngine {
@@ -84,11 +84,15 @@ describe("built-in rules", () => {
     assert.deepEqual(timeline(events), ["0: firing rank_lost:r1#1", "3: resolved rank_lost:r1#1"]);
   });
 
-  it("straggler: reads the attribution's chronic ranks at each flush (AttributionSnapshot), once per episode, resolved when no longer chronic", () => {
+  it("straggler: reads the attribution's ranks at each flush (StragglerInput), fires for a chronic one only, once per episode, resolved when no longer chronic", () => {
     const e = engine(["straggler"]);
     const slow: RankRef = { rankName: "Trainer_a_r5", rank: 5, host: "node-c" };
-    const chronic: Record<number, RankRef[]> = { 2: [slow], 3: [slow], 4: [slow] };
-    const events = feed(e, { x: [1, 1, 1, 1, 1, 1, 1] }, (step) => (step === 6 ? {} : { attribution: { chronic: chronic[step] ?? [] } }));
+    // A transient straggler (named slow, not chronic) is in every report: never an alert.
+    const transient: StragglerInput = { rankName: "Trainer_a_r2", rank: 2, host: "node-b", chronic: false };
+    const chronic: Record<number, boolean> = { 1: false, 2: true, 3: true, 4: true, 5: false };
+    const events = feed(e, { x: [1, 1, 1, 1, 1, 1, 1] }, (step) =>
+      step === 6 ? {} : { stragglers: [transient, ...(chronic[step] === undefined ? [] : [{ ...slow, chronic: chronic[step] }])] },
+    );
     assert.deepEqual(timeline(events), ["2: firing straggler:Trainer_a_r5#1", "5: resolved straggler:Trainer_a_r5#1"]);
     const fired = events[2]?.[0];
     assert.deepEqual([fired?.level, fired?.rank, fired?.rankName, fired?.host], ["warning", 5, "Trainer_a_r5", "node-c"]);

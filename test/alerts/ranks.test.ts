@@ -136,8 +136,8 @@ test("straggler: the chronic ranks straggler attribution reports at a flush fire
   receiver.received.length = 0;
   const alerts = ControllerAlerts.create({ webhook: receiver.url, rules: ["straggler"] }, { experiment: "exp", trial: "t" });
   const slow = { rankName: "Trainer_ab_r6", rank: 6, host: "node-7" };
-  const chronic = [[], [slow], [slow], [slow], []];
-  chronic.forEach((ranks, step) => alerts.observeFlush({ step, at: Date.now(), metrics: [], attribution: { chronic: ranks } }));
+  const chronic = [false, true, true, true, false];
+  chronic.forEach((isChronic, step) => alerts.observeFlush({ step, at: Date.now(), metrics: [], stragglers: [{ ...slow, chronic: isChronic }] }));
   await waitFor(() => receiver.received.length === 2, { timeoutMs: 10_000, what: "two straggler alerts at the webhook" });
   await alerts.close(1000);
   assert.deepEqual(

@@ -7,7 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { alert, hasQueuedAlerts, MAX_QUEUED_ALERTS, takeQueuedAlerts } from "../../src/alerts/user-alert.js";
+import { alert, hasQueuedAlerts, takeQueuedAlerts } from "../../src/alerts/user-alert.js";
+import { MAX_QUEUED_ALERTS } from "../../src/core/alert.js";
 import { alerts as storedAlerts, closeStores } from "../../src/backends/store/reader.js";
 import { Collector } from "../../src/core/collector.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";

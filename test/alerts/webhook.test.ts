@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, it } from "node:test";
 import type { AlertEvent } from "../../src/core/alert.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
+import type { FlushResult } from "../../src/controller/logger-options.js";
 import { recordMetric } from "../../src/core/collector.js";
 import { ALERTS_UNDELIVERED_KEY } from "../../src/core/internal-keys.js";
 import { WebhookSender } from "../../src/alerts/webhook.js";
@@ -101,7 +102,7 @@ describe("webhook", () => {
       alerts: { webhook: receiver.url, webhookDeadlineMs: 600_000, webhookRetryMs: 0, rules: ["nonfinite"], minIntervalMs: 0 },
     });
     await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
-    const results = [];
+    const results: FlushResult[] = [];
     const seen = await collectDiagnostics(async () => {
       for (let step = 0; step < 20; step++) {
         recordMetric("loss", step % 4 === 2 ? NaN : 1 / (step + 1), "mean");

@@ -1,8 +1,9 @@
 /** Helpers of the transport tests: a real nats-server on 127.0.0.1, free ports, polling. */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { createConnection, createServer } from "node:net";
-import { waitFor } from "../helpers.js";
+import { tempDir, waitFor } from "../helpers.js";
 
 /** The rank module every transport test spawns. */
 export const SUM_RANK = new URL("../fixtures/sum-rank.ts", import.meta.url);
@@ -63,18 +64,34 @@ function canConnect(port: number): Promise<boolean> {
   });
 }
 
+/** How a test's nats-server is configured (authentication, authorization, TLS). */
+export interface NatsServerOptions {
+  /** A nats-server configuration file's text; the address and port still come from the command line. */
+  readonly config?: string;
+  /** Variables of the server's environment (the configuration's `$NAME` values). */
+  readonly env?: Readonly<Record<string, string>>;
+}
+
 /** A nats-server on 127.0.0.1 that the test can stop and start again on the same port. */
 export class NatsServer {
   private process: ChildProcess | null = null;
+  private readonly configFile: string | undefined;
 
   /** The server's process id while it runs (benchmarks read its CPU time). */
   get pid(): number | undefined {
     return this.process?.pid;
   }
-  private constructor(readonly port: number) {}
+  private constructor(
+    readonly port: number,
+    private readonly options: NatsServerOptions,
+  ) {
+    if (options.config === undefined) return;
+    this.configFile = join(tempDir(), "nats-server.conf");
+    writeFileSync(this.configFile, options.config, { mode: 0o600 });
+  }
 
-  static async start(): Promise<NatsServer> {
-    const server = new NatsServer(await freePort());
+  static async start(options: NatsServerOptions = {}): Promise<NatsServer> {
+    const server = new NatsServer(await freePort(), options);
     await server.restart();
     return server;
   }
@@ -85,7 +102,8 @@ export class NatsServer {
 
   /** Start (again) on the same port; resolves when it accepts connections. */
   async restart(): Promise<void> {
-    const child = spawn(NATS_SERVER, ["-a", "127.0.0.1", "-p", String(this.port)], { stdio: "ignore" });
+    const config = this.configFile === undefined ? [] : ["-c", this.configFile];
+    const child = spawn(NATS_SERVER, [...config, "-a", "127.0.0.1", "-p", String(this.port)], { stdio: "ignore", env: { ...process.env, ...this.options.env } });
     const failed = new Promise<never>((_, reject) => child.once("error", (e) => reject(new Error(`cannot start nats-server (${NATS_SERVER}): ${e.message}; install it (Debian: apt-get install nats-server)`))));
     this.process = child;
     await Promise.race([failed, waitFor(() => canConnect(this.port), { timeoutMs: 10_000, what: `nats-server on port ${this.port}` })]);
@@ -138,3 +156,9 @@ export function consoleOutput(captured: string): string {
   }
   return lines.length === 0 ? "" : `${lines.join("\n")}\n`;
 }
+
+/**
+ * A run secret for tests whose controller and ranks start separately (the controller and every
+ * rank or agent get it as `RANKSCOPE_RUN_SECRET`, as a launcher would hand it out).
+ */
+export const TEST_RUN_SECRET = "rankscope-test-run-secret-0123456789abcdef";

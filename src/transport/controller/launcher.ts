@@ -25,13 +25,20 @@ import { warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import { rankNameFor, shortId, checkIdentity } from "../protocol/identity.js";
 import type { RankAssignment } from "../protocol/assignment.js";
+import type { NatsAuthOptions } from "../protocol/nats-auth.js";
 import { RemoteRankHandle, waitAtMost } from "./remote-rank.js";
+import { childColorEnv } from "../../textlog/color.js";
 import { entryUrl, needsTsx, registerExitDrain, startError, startProcess, startThread, type SpawnedRank, type Starting } from "./rank-start.js";
 
 /** A controller-side server ranks can join over (NATS: `serveRanksOverNats`). */
 export interface RankServer {
   readonly runId: string;
+  /** The server's URL, without credentials. */
   readonly url: string;
+  /** The run secret messages are sealed with: `spawnRanks` hands it to the ranks it starts (in their environment). */
+  readonly runSecret: string;
+  /** The environment a spawned rank needs to connect (credentials, TLS files): `natsAuth`'s, else the server's own. */
+  rankEnv(natsAuth?: NatsAuthOptions): Readonly<Record<string, string>>;
   /** The handle of a rank once it registered through this server. */
   /** `signal` aborts the wait (its timer is cleared; the promise then never settles). */
   waitForRank(rankName: string, deadlineMs: number, signal?: AbortSignal): Promise<RemoteRankHandle>;
@@ -54,6 +61,12 @@ export interface SpawnRanksOptions {
   logger?: MetricLogger;
   /** Carry messages over NATS instead of the parent channel (from `serveRanksOverNats`). */
   nats?: RankServer;
+  /**
+   * With `nats`: how the spawned ranks authenticate to NATS, e.g. a user with the rank role's
+   * permissions (docs/security.md). Default: the controller's own settings. TLS settings not named
+   * here are the controller's. Handed to each rank in its environment, never on its command line.
+   */
+  natsAuth?: NatsAuthOptions;
   /** How long a rank may take to start and register (default 30 s). */
   startDeadlineMs?: number;
   /**
@@ -162,6 +175,13 @@ function quietWhileEnding<T>(call: Promise<T>): Promise<T> {
 /** Replica indexes handed out per process name, so two groups of one name get distinct ids. */
 const replicaCounters = new Map<string, number>();
 
+/**
+ * Rank numbers handed out per controller: a job's ranks are numbered across its spawnRanks calls
+ * (a group of trainers 0–3, then a group of rollout workers 4–7), so every rank of a job has a
+ * number of its own in every per-rank sink (docs/DESIGN.md, "Identity").
+ */
+const nextRanks = new WeakMap<MetricLogger, number>();
+
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
   const v = value ?? fallback;
   if (!Number.isInteger(v) || v < 1) throw new TypeError(`spawnRanks: ${name} must be a positive integer, got ${String(value)}`);
@@ -195,6 +215,10 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   const processName = options.processName ?? "Rank";
   const logger = options.logger ?? (await getOrCreateMetricLogger());
   const startDeadlineMs = options.startDeadlineMs ?? 30_000;
+  if (options.natsAuth !== undefined && options.nats === undefined) throw new TypeError("spawnRanks: natsAuth goes with nats (the ranks' NATS credentials)");
+  // Credentials reach a rank in its environment (readable by its user only), never its command line.
+  // A rank's output is forwarded to this process's stdout: it colours its text logs when this process does.
+  const env = { ...childColorEnv(), ...(options.nats?.rankEnv(options.natsAuth) ?? {}), ...options.env };
   const module = moduleHref(options.module);
   const entry = entryUrl();
   const tsx = needsTsx(entry, module);
@@ -202,13 +226,15 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
 
   const firstReplica = replicaCounters.get(processName) ?? 0;
   replicaCounters.set(processName, firstReplica + replicas);
+  const firstRank = nextRanks.get(logger) ?? 0;
+  nextRanks.set(logger, firstRank + replicas * ranksPerReplica);
   const identities: RankIdentity[] = [];
   for (let r = 0; r < replicas; r++) {
     const replicaId = shortId(`${processName}:${firstReplica + r}`);
     for (let local = 0; local < ranksPerReplica; local++) {
       identities.push(
         checkIdentity({
-          rank: r * ranksPerReplica + local,
+          rank: firstRank + r * ranksPerReplica + local,
           rankName: rankNameFor(processName, replicaId, local),
           processName,
           localRank: local,
@@ -226,9 +252,9 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
       runId,
       module,
       carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
-      ...(options.nats !== undefined ? { natsUrl: options.nats.url } : {}),
+      ...(options.nats !== undefined ? { natsUrl: options.nats.url, runSecret: options.nats.runSecret } : {}),
     };
-    return kind === "thread" ? startThread(assignment, entry, tsx, options.env ?? {}, hold) : startProcess(assignment, entry, tsx, options.env ?? {}, hold);
+    return kind === "thread" ? startThread(assignment, entry, tsx, env, hold) : startProcess(assignment, entry, tsx, env, hold);
   });
   const started = starting.map((s) => s.spawned);
   let startedUp = false;
@@ -270,8 +296,8 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
     const { identity, handle } = rank.spawned;
     void rank.exited.then((reason) => {
       if (logger.deregisterRank(identity.rankName, handle) && !handle.shutdownRequested) {
-        warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush`);
-        logger.rankLost(identity, handle.host);
+        warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush (counted as lost: rankscope/ranks_lost)`);
+        logger.rankLost(identity, reason, handle.host);
       }
     });
   }

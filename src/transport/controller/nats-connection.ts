@@ -1,18 +1,55 @@
 /**
- * The NATS connection of the controller and of host agents: connecting with the transport's
- * reconnect policy (every node of a cluster), and not keeping an idle controller alive.
+ * The NATS connection of the controller and of host agents: connecting with the run's credentials
+ * and the transport's reconnect policy (every node of a cluster), and not keeping an idle
+ * controller alive.
  */
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { describeError } from "../../core/diagnostics.js";
-import { natsServers, RECONNECT } from "../protocol/nats.js";
+import {
+  natsAuthEnv,
+  natsConnectError,
+  natsConnectionOptions,
+  reportNatsRefusals,
+  resolveNatsAuth,
+  type NatsAuth,
+  type NatsAuthOptions,
+  type NatsClientIdentity,
+} from "../protocol/nats-auth.js";
 
-/** Connect with the transport's reconnect policy; `url` may list every node of a cluster, comma-separated. */
-export async function connectTo(url: string, name: string, timeoutMs: number): Promise<NatsConnection> {
+/** The settings each connection was made with, for the ranks spawned to join it (kept off the server objects: they hold secrets). */
+const AUTH_OF = new WeakMap<NatsConnection, NatsAuth>();
+
+/**
+ * Connect as `client` with `auth` (resolved by `resolveNatsAuth`; its URL may list every node of a
+ * cluster). Throws an Error naming the server, without credentials, when it cannot be reached or
+ * refuses them; later refusals (permissions) are reported as diagnostics.
+ */
+export async function connectTo(auth: NatsAuth, client: NatsClientIdentity): Promise<NatsConnection> {
+  let nc: NatsConnection;
   try {
-    return await connect({ servers: natsServers(url), name, timeout: timeoutMs, ...RECONNECT });
+    nc = await connect(natsConnectionOptions(auth, client));
   } catch (error) {
-    throw new Error(`cannot reach the NATS server at ${url}: ${describeError(error)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`, { cause: error });
+    throw natsConnectError(client.name, auth, error);
   }
+  reportNatsRefusals(nc, client);
+  AUTH_OF.set(nc, auth);
+  return nc;
+}
+
+/**
+ * The environment a rank spawned on this machine needs to join over `nc` (`spawnRanks({ nats })`):
+ * the credentials and TLS files of `natsAuth` — the ranks' own, e.g. a user with the rank role's
+ * permissions — or, without it, those `nc` connected with. TLS settings `natsAuth` does not name
+ * are `nc`'s (the same server, the same CA). Environment variables only: never a command line.
+ */
+export function rankAuthEnv(nc: NatsConnection, natsAuth?: NatsAuthOptions): Record<string, string> {
+  const own = AUTH_OF.get(nc);
+  if (own === undefined) return {};
+  if (natsAuth === undefined) return natsAuthEnv(own);
+  const namesTls = Object.keys(natsAuth).some((key) => key.startsWith("tls"));
+  const { tls, tlsCaFile, tlsCertFile, tlsKeyFile } = own.values;
+  const inherited: NatsAuthOptions = namesTls ? {} : { tls, ...(tlsCaFile !== undefined ? { tlsCaFile } : {}), ...(tlsCertFile !== undefined ? { tlsCertFile, tlsKeyFile } : {}) };
+  // The ranks' settings are exactly these (not this process's environment: the child gets them all).
+  return natsAuthEnv(resolveNatsAuth("spawnRanks (natsAuth)", own.url, { ...inherited, ...natsAuth }, {}));
 }
 
 

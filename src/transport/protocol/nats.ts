@@ -8,6 +8,7 @@
  * rankscope.{runId}.hello           controller → every rank: "I am here, register" (at start, after a reconnect)
  * rankscope.{runId}.rank.{rankName} controller → one rank (init, shutdown, start, call, sync, hello)
  * rankscope.{runId}.ctl.{nuid}      the controller's inbox for every reply
+ * rankscope.{runId}.inbox.{role}.…  each role's inbox for its own requests (register)
  * ```
  *
  * Loaded only with the NATS carrier (never by `import { recordMetric } from "rankscope"`).
@@ -39,5 +40,21 @@ export function natsServers(url: string): string[] {
     .filter((u) => u.length > 0);
 }
 
-/** Both sides reconnect on their own, forever, every 250 ms. */
-export const RECONNECT = { maxReconnectAttempts: -1, reconnectTimeWait: 250, reconnectJitter: 50, pingInterval: 5000 } as const;
+/**
+ * Both sides reconnect on their own, forever, every 250 ms — over TLS too, and after the server
+ * refused the credentials twice (the client would otherwise give up: a server whose configuration
+ * is being reloaded, or a creds file about to be replaced, must not end a run).
+ */
+export const RECONNECT = { maxReconnectAttempts: -1, reconnectTimeWait: 250, reconnectJitter: 50, reconnectJitterTLS: 50, pingInterval: 5000, ignoreAuthErrorAbort: true } as const;
+
+/** The three kinds of NATS client of a run, each with its own permissions (docs/security.md). */
+export type NatsRole = "controller" | "host" | "rank";
+
+/**
+ * The prefix of a role's request inboxes, `rankscope.{runId}.inbox.{role}`: under the run's
+ * subjects (not the client's default `_INBOX.`), so a server's permissions can give each role one
+ * run's inboxes and nothing else.
+ */
+export function inboxPrefix(runId: string, role: NatsRole): string {
+  return `rankscope.${runId}.inbox.${role}`;
+}

@@ -7,11 +7,14 @@
  * longer knows this rank). Meanwhile its collector keeps accumulating, so what it records during
  * an outage of any length goes into its next flush.
  */
-import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { describeError, warn } from "../../core/diagnostics.js";
 import { decodeProtocolMessage } from "../protocol/messages.js";
+import { RunKey } from "../protocol/seal.js";
+import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
 import { backoffDelay, sleep } from "../../core/retry.js";
-import { natsServers, RECONNECT, subjects } from "../protocol/nats.js";
+import { subjects } from "../protocol/nats.js";
+import { isNatsAuthError, natsConnectError, natsConnectionOptions, reportNatsRefusals, resolveNatsAuth, type NatsAuth } from "../protocol/nats-auth.js";
 import type { RankAgent } from "./rank-agent.js";
 
 /** Waits between a joining rank's tries (jittered, so ranks started together spread out). */
@@ -22,8 +25,12 @@ const REJOIN_BACKOFF = { initialMs: 250, maxMs: 5000 };
 /** Options of the rank side. */
 export interface NatsJoinOptions {
   readonly url: string;
+  /** The NATS settings (`resolveNatsAuth`); default: those of `url` and the environment. */
+  readonly auth?: NatsAuth;
   readonly runId: string;
   readonly joinDeadlineMs: number;
+  /** The run secret every message is sealed with (the controller's `runSecret`). */
+  readonly runSecret: string;
   /** Join the agent of this host (its host id) instead of the controller (docs/scale.md). */
   readonly scope?: string;
 }
@@ -33,7 +40,10 @@ export interface NatsJoinOptions {
  * (retrying until the controller answers or the deadline passes). Returns the function that leaves.
  */
 export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): Promise<(reason: string) => Promise<void>> {
-  const { url, runId, joinDeadlineMs } = options;
+  const { runId, joinDeadlineMs } = options;
+  const auth = options.auth ?? resolveNatsAuth("joinRun", options.url);
+  const url = auth.url;
+  const client = { name: `rankscope-${runId}-${agent.rankName}`, runId, role: "rank", timeoutMs: 2000 } as const;
   const deadline = Date.now() + joinDeadlineMs;
   const s = subjects(runId, options.scope);
   let nc: NatsConnection | undefined;
@@ -44,44 +54,38 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   let tries = 0;
   while (nc === undefined) {
     try {
-      nc = await connect({ servers: natsServers(url), name: `rankscope-${runId}-${agent.rankName}`, timeout: Math.max(100, Math.min(2000, deadline - Date.now())), ...RECONNECT });
+      nc = await connect(natsConnectionOptions(auth, { ...client, timeoutMs: Math.max(100, Math.min(2000, deadline - Date.now())) }));
     } catch (error) {
       lastError = error;
-      if (Date.now() >= deadline) {
-        throw new Error(`joinRun(): cannot reach the NATS server at ${url} within ${joinDeadlineMs} ms: ${describeError(lastError)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)`, {
-          cause: error,
-        });
-      }
+      // Refused credentials stay refused: say so now rather than at the deadline.
+      if (isNatsAuthError(error)) throw natsConnectError("joinRun()", auth, error);
+      if (Date.now() >= deadline) throw natsConnectError(`joinRun() (within ${joinDeadlineMs} ms)`, auth, error);
       await pause(tries++);
     }
   }
+  reportNatsRefusals(nc, client);
   const conn = nc;
-  const onRequest = (err: Error | null, msg: Msg): void => {
-    if (err !== null) return;
-    const reply = (text: string): void => {
-      if (msg.reply !== undefined) conn.publish(msg.reply, text);
-    };
-    const replyFrame = (frame: Uint8Array): void => {
-      if (msg.reply !== undefined) conn.publish(msg.reply, frame);
-    };
-    void agent.receive(msg.data, reply, `NATS subject ${msg.subject}`, replyFrame);
+  const sealed = new SealedNats(conn, RunKey.derive(options.runSecret, runId));
+  const onRequest = (msg: OpenedMessage): void => {
+    const reply = (payload: string | Uint8Array): void => void sealed.respond(msg, payload);
+    void agent.receive(msg.data, reply, `NATS subject ${msg.subject}`, reply);
   };
-  conn.subscribe(s.rank(agent.rankName), { callback: onRequest });
-  conn.subscribe(s.flush, { callback: onRequest });
+  sealed.subscribe(s.rank(agent.rankName), onRequest);
+  sealed.subscribe(s.flush, onRequest);
 
-  const register = agent.registerMessage();
   /**
    * One registration attempt, the same for the first join and every later one: "ok", "refused"
    * (with the controller's reason), or "retry" (no controller answered yet; `lastError` says why).
    */
   const attempt = async (timeoutMs: number): Promise<{ outcome: "ok" | "retry" } | { outcome: "refused"; error: string }> => {
     try {
-      const answer = await conn.request(s.register, register, { timeout: timeoutMs });
+      // Built at each try: it lists the answers no controller acknowledged yet (a new controller asks for them).
+      const answer = await sealed.request(s.register, agent.registerMessage(), timeoutMs);
       const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
       if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) return { outcome: "retry" };
       return message.ok ? { outcome: "ok" } : { outcome: "refused", error: message.error ?? "no reason given" };
     } catch (error) {
-      // No controller yet (no responders) or a timeout.
+      // No controller yet (no responders), a timeout, or the connection is closing.
       lastError = error;
       return { outcome: "retry" };
     }
@@ -123,7 +127,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
     }
   };
   agent.onHello((controller) => void registerAgain(`${controller} said hello`));
-  conn.subscribe(s.hello, { callback: onRequest });
+  sealed.subscribe(s.hello, onRequest);
   void (async () => {
     for await (const status of conn.status()) {
       if (status.type === "reconnect") void registerAgain("its NATS connection came back");
@@ -133,7 +137,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   return async (reason) => {
     left = true;
     try {
-      conn.publish(s.deregister, agent.deregisterMessage(reason));
+      sealed.publish(s.deregister, agent.deregisterMessage(reason));
       await conn.drain();
     } catch {
       await conn.close().catch(() => undefined);

@@ -6,15 +6,22 @@
  * then it reports again), a host agent killed with -9 and replaced. At the end, every value the
  * six ranks recorded is logged exactly once (late answers are carried into the next flush).
  *
+ * With authentication on, as docs/security.md says to deploy: clients reach the nodes over TLS
+ * (the nodes' certificate signed by a test CA), each role with its own user and the template's
+ * permissions for this run, and the cluster's routes with a route user and password.
+ *
  * Skips, saying why, where network namespaces cannot be made (not root, not Linux).
  */
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
+import { diagnosticCounts } from "../../../src/core/diagnostics.js";
 import { MetricLogger, type FlushResult } from "../../../src/controller/metric-logger.js";
 import { serveHostsOverNats, type HostServer } from "../../../src/transport/host/server.js";
 import { ignoredMessageCounts } from "../../../src/transport/protocol/messages.js";
 import { tempDir, waitFor, within } from "../../helpers.js";
+import { accountsFor, makeCertificates, ROLE_PASSWORD_ENV } from "../auth-support.js";
 import { createHosts, namespace, namespacesUnavailable, natsAddress, natsNamespace, removeHosts, runIn, setLink, type HostProcess } from "./netns.js";
 
 const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url).pathname;
@@ -28,10 +35,25 @@ const unavailable = namespacesUnavailable();
 const NODES = 3;
 const urls = Array.from({ length: NODES }, (_v, i) => `nats://${natsAddress(i + 1)}:4222`).join(",");
 const processes: HostProcess[] = [];
+const RUN_ID = `multihost${process.pid}`;
+const PASSWORDS = { controller: "mh-controller-Pw", host: "mh-host-Pw", rank: "mh-rank-Pw", route: "mh-route-Pw" };
+const certs = unavailable === undefined ? makeCertificates(Array.from({ length: NODES }, (_v, i) => natsAddress(i + 1))) : undefined;
+/** TLS (the nodes' CA) and the role's user, for a process started with these variables. */
+const roleEnv = (role: "host" | "rank"): Record<string, string> => ({ RANKSCOPE_NATS_TLS_CA_FILE: certs?.ca ?? "", RANKSCOPE_NATS_USER: `${RUN_ID}-${role}`, RANKSCOPE_NATS_PASSWORD: PASSWORDS[role] });
+
+/** Node `n`'s configuration: TLS for clients, the run's account (docs/security.md's template), routes with a user and password. */
+function natsConfig(n: number): string {
+  const tls = `tls: { cert_file: ${JSON.stringify(certs?.serverCert)}, key_file: ${JSON.stringify(certs?.serverKey)}, ca_file: ${JSON.stringify(certs?.ca)} }\n`;
+  const routes = Array.from({ length: NODES }, (_v, i) => JSON.stringify(`nats-route://route:${PASSWORDS.route}@${natsAddress(i + 1)}:6222`)).join(", ");
+  const cluster = `cluster: { name: rs-scale, listen: "${natsAddress(n)}:6222", authorization: { user: route, password: $RS_ROUTE_PASSWORD }, routes: [ ${routes} ] }\n`;
+  const file = join(tempDir(), `nats-${n}.conf`);
+  writeFileSync(file, tls + cluster + accountsFor([RUN_ID]), { mode: 0o600 });
+  return file;
+}
 
 function startNats(n: number): HostProcess {
-  const routes = Array.from({ length: NODES }, (_v, i) => `nats://${natsAddress(i + 1)}:6222`).join(",");
-  const node = runIn(natsNamespace(n), NATS_SERVER, ["-a", natsAddress(n), "-p", "4222", "--cluster_name", "rs-scale", "--cluster", `nats://${natsAddress(n)}:6222`, "--routes", routes]);
+  const env = { [ROLE_PASSWORD_ENV.controller]: PASSWORDS.controller, [ROLE_PASSWORD_ENV.host]: PASSWORDS.host, [ROLE_PASSWORD_ENV.rank]: PASSWORDS.rank, RS_ROUTE_PASSWORD: PASSWORDS.route };
+  const node = runIn(natsNamespace(n), NATS_SERVER, ["-c", natsConfig(n), "-a", natsAddress(n), "-p", "4222"], env);
   processes.push(node);
   return node;
 }
@@ -53,11 +75,12 @@ after(async () => {
 
 test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cut off and healed, agent killed -9", { skip: unavailable }, async () => {
   const nodes = Array.from({ length: NODES }, (_v, i) => startNats(i + 1));
-  const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: FLUSH_DEADLINE_MS });
+  const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), runId: RUN_ID, flushDeadlineMs: FLUSH_DEADLINE_MS });
   let hosts: HostServer | undefined;
+  const auth = { tlsCaFile: certs?.ca ?? "", user: `${RUN_ID}-controller`, password: PASSWORDS.controller };
   await waitFor(async () => {
     try {
-      hosts = await serveHostsOverNats({ url: urls, logger, connectTimeoutMs: 1000 });
+      hosts = await serveHostsOverNats({ url: urls, logger, auth, connectTimeoutMs: 1000 });
       return true;
     } catch {
       return false;
@@ -65,13 +88,14 @@ test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cu
   }, { timeoutMs: 20_000, what: "the NATS cluster to accept the controller" });
   const server = hosts as HostServer;
   await logger.initBackends({});
-  const env = (n: number): Record<string, string> => ({ RANKSCOPE_NATS_URL: urls, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_HOST_ID: `h${n}` });
-  const agents = Array.from({ length: HOSTS }, (_v, i) => startNode(i + 1, AGENT_MAIN, env(i + 1)));
+  const env = (n: number): Record<string, string> => ({ RANKSCOPE_NATS_URL: urls, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_RUN_SECRET: logger.runSecret, RANKSCOPE_HOST_ID: `h${n}` });
+  const agentEnv = (n: number): Record<string, string> => ({ ...env(n), ...roleEnv("host") });
+  const agents = Array.from({ length: HOSTS }, (_v, i) => startNode(i + 1, AGENT_MAIN, agentEnv(i + 1)));
   const ranks: HostProcess[] = [];
   for (let n = 1; n <= HOSTS; n++) {
     for (let local = 0; local < RANKS_PER_HOST; local++) {
       const rank = (n - 1) * RANKS_PER_HOST + local;
-      ranks.push(startNode(n, HOST_RANK, { ...env(n), RANK: String(rank), LOCAL_RANK: String(local), LOCAL_WORLD_SIZE: String(RANKS_PER_HOST), RANKSCOPE_REPLICA_ID: `h${n}` }));
+      ranks.push(startNode(n, HOST_RANK, { ...env(n), ...roleEnv("rank"), RANK: String(rank), LOCAL_RANK: String(local), LOCAL_WORLD_SIZE: String(RANKS_PER_HOST), RANKSCOPE_REPLICA_ID: `h${n}` }));
     }
   }
   await waitFor(() => server.hostIds.length === HOSTS && ranks.every((r) => r.stdout.includes("joined as")), { timeoutMs: 40_000, what: "3 agents and 6 ranks to join" });
@@ -123,7 +147,7 @@ test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cu
   if (agents[2] !== undefined) await within(agents[2].exited, { timeoutMs: 10_000, what: "the SIGKILLed agent of host 3 to exit" });
   const dead = await flush();
   assert.deepEqual([...dead.missingRanks].sort(), host3);
-  startNode(3, AGENT_MAIN, env(3));
+  startNode(3, AGENT_MAIN, agentEnv(3));
   await waitFor(async () => (await flush()).ranksReporting === everyone, { timeoutMs: 40_000, what: "host 3's ranks to be served by the replacement agent" });
 
   // Stop recording, flush what is left: every recorded value is logged or counted as lost.
@@ -135,5 +159,8 @@ test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cu
   // Late frames were carried into later flushes: every value recorded is logged, once.
   assert.equal(logged, recorded, `logged ${logged} of ${recorded} recorded (${JSON.stringify(server.stats)}, ignored ${JSON.stringify(ignoredMessageCounts())}, per rank ${ranks.map((r) => /stopped (\d+)/.exec(r.stdout)?.[1]).join(",")})`);
   assert.equal(server.stats.lostStates, 0);
+  // The template gave every role what it needed: nothing was refused.
+  assert.deepEqual(Object.keys(diagnosticCounts()).filter((code) => code.startsWith("transport.nats.permission") || code.startsWith("transport.nats.auth")), []);
+  for (const p of [...agents, ...ranks]) assert.doesNotMatch(p.stderr, /refused/, p.stderr);
   await logger.shutdown();
 });

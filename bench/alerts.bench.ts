@@ -1,0 +1,107 @@
+/**
+ * Issue 22: what judging alerts costs the controller per flush, at 1,000 keys (target ≤ 0.5 ms).
+ * `AlertEngine.observeFlush` on the reduced values of one flush — the built-in rules, then every
+ * user rule on every key (the worst case), then a typical set — beside peers measured in the same
+ * run: the flush's own reduction of those 1,000 keys (`reduceStates`), and `spike` judged the naive
+ * way (sorting each key's window every flush) instead of the kept sorted window. Values move every
+ * flush but raise no alert (a healthy run: steady state, which is what every flush pays).
+ *
+ * Run: `npm run bench -- alerts`.
+ */
+import { AlertEngine } from "../src/alerts/engine.js";
+import { resolveAlertOptions, type AlertRuleConfig } from "../src/alerts/options.js";
+import type { KeyState } from "../src/core/collector.js";
+import type { Metric } from "../src/core/metric.js";
+import { reduceStates } from "../src/controller/reduce-states.js";
+import { median, printTable } from "./harness.js";
+
+const KEYS = 1000;
+/** Distinct flushes of values, cycled (built before timing, so the loop allocates nothing of its own). */
+const FLUSHES = 64;
+/** Timed rounds of FLUSHES flushes each (after two rounds of warm-up). */
+const ROUNDS = 15;
+
+const keys = Array.from({ length: KEYS }, (_, i) => `train/layer_${Math.floor(i / 10)}/metric_${i % 10}`);
+/** A value around 1 + i/1000 with noise of ±2 % (never a spike, a drop or a NaN). */
+const valueOf = (i: number, flush: number): number => (1 + i / 1000) * (1 + 0.02 * Math.sin(flush * 1.3 + i));
+const flushes: Metric[][] = Array.from({ length: FLUSHES }, (_, f) => keys.map((key, i) => ({ key, value: valueOf(i, f), reduce: "mean", step: f, timestamp: f })));
+
+/** µs per flush of `observe` (median over rounds of FLUSHES flushes each, after a warm-up). */
+function usPerFlush(observe: (metrics: readonly Metric[], step: number) => void): number {
+  let step = 0;
+  for (let r = 0; r < 2; r++) for (const m of flushes) observe(m, step++);
+  const samples: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    const start = process.hrtime.bigint();
+    for (const m of flushes) observe(m, step++);
+    samples.push(Number(process.hrtime.bigint() - start) / 1000 / FLUSHES);
+  }
+  return median(samples);
+}
+
+function engineFor(rules: readonly AlertRuleConfig[]): (metrics: readonly Metric[], step: number) => void {
+  const engine = new AlertEngine("bench/alerts", resolveAlertOptions({ rules, minIntervalMs: 0 }, {}), () => undefined);
+  const ranks = { missing: [], lost: [] };
+  const stragglers = [{ rank: 3, rankName: "Trainer_0_r3", host: "node-0", chronic: false }];
+  return (metrics, step) => {
+    const events = engine.observeFlush({ step, at: step, metrics, ranks, stragglers });
+    if (events.length > 0) throw new Error(`the benchmark's values raised ${events.length} alert(s): ${events[0]?.message ?? ""}`);
+  };
+}
+
+/** The flush's own reduction of the same keys: 1,000 `mean` states reduced to metrics. */
+function reducePeer(): (metrics: readonly Metric[], step: number) => void {
+  const states: KeyState[] = keys.map((key, i) => ({ key, reduce: "mean", state: { v: 1, count: 4, sum: 4 * valueOf(i, 0) } }));
+  return (_metrics, step) => {
+    if (reduceStates(states, { step, timestamp: step }).metrics.length !== KEYS) throw new Error("reduce");
+  };
+}
+
+/** `spike` the naive way: each key's last 50 values copied and sorted at every flush for median and MAD. */
+function naiveSpike(): (metrics: readonly Metric[], step: number) => void {
+  const windows = keys.map(() => [] as number[]);
+  return (metrics) => {
+    metrics.forEach((m, i) => {
+      const w = windows[i] ?? [];
+      if (w.length >= 10) {
+        const sorted = [...w].sort((a, b) => a - b);
+        const med = sorted[sorted.length >> 1] ?? 0;
+        const dev = sorted.map((v) => Math.abs(v - med)).sort((a, b) => a - b);
+        const mad = dev[dev.length >> 1] ?? 0;
+        if (mad > 0 && Math.abs(m.value - med) / mad > 1e9) throw new Error("spike");
+      }
+      w.push(m.value);
+      if (w.length > 50) w.shift();
+    });
+  };
+}
+
+const every: AlertRuleConfig[] = [
+  { rule: "threshold", key: "*", above: 1e6, below: -1e6 },
+  { rule: "spike", key: "*", k: 6, window: 50 },
+  { rule: "rate_drop", key: "*", fraction: 0.1, window: 20 },
+];
+const typical: AlertRuleConfig[] = [
+  ...["train/layer_0/metric_0", "train/layer_1/metric_0", "train/layer_2/metric_0", "train/layer_3/metric_0", "train/layer_4/metric_0"].map((key) => ({ rule: "threshold" as const, key, above: 1e6 })),
+  { rule: "spike", key: "train/layer_9*", window: 50 },
+  { rule: "rate_drop", key: "train/layer_99/metric_9", fraction: 0.1 },
+];
+
+const reduce = usPerFlush(reducePeer());
+const rows: [string, number][] = [
+  ["built-in rules (nonfinite on every key, rank_lost, straggler, stalled)", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled"]))],
+  ["built-in + a typical set (5 thresholds, spike on 10 keys, a rate drop)", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled", ...typical]))],
+  ["built-in + threshold, spike and rate_drop on every key", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled", ...every]))],
+  ["spike alone on every key (sorted window kept)", usPerFlush(engineFor([{ rule: "spike", key: "*", k: 6, window: 50 }]))],
+];
+const naive = usPerFlush(naiveSpike());
+
+process.stdout.write(`Rule evaluation per flush at ${KEYS} keys (Node ${process.version}; median of ${ROUNDS} rounds of ${FLUSHES} flushes; target ≤ 500 µs)\n\n`);
+printTable(
+  ["what", "µs per flush", "ns per key", "÷ reduceStates (same run)", "target ≤ 500 µs"],
+  [
+    ...rows.map(([what, us]): (string | number)[] => [what, us, (us * 1000) / KEYS, us / reduce, us <= 500 ? "met" : "MISSED"]),
+    ["peer: reduceStates of the flush's 1,000 mean states", reduce, (reduce * 1000) / KEYS, 1, "—"],
+    ["peer: spike on every key, window sorted each flush", naive, (naive * 1000) / KEYS, naive / reduce, "—"],
+  ],
+);
