@@ -18,6 +18,8 @@
  * - `records`: samples and histograms (JSON) by the job's sequence number; `run_cursors`: how far
  *   a run's records and files have been applied; `run_files`: text logs and trace files, appended
  *   by byte offset.
+ * - Migration 2: `runs.lost_ranks` (the ranks the job lost, as its store lists them) and `alerts`: a run's alert events (docs/alerts.md) by the job's store sequence
+ *   number, with the columns to find them by and the whole event as JSON, as the store keeps them.
  */
 import type pg from "pg";
 
@@ -94,6 +96,19 @@ CREATE TABLE run_files (
   run_id bigint NOT NULL REFERENCES runs ON DELETE CASCADE, path text NOT NULL, file_offset bigint NOT NULL,
   data bytea NOT NULL, received_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (run_id, path, file_offset)
+);
+`,
+  },
+  {
+    version: 2,
+    name: "alerts, lost ranks",
+    sql: `
+ALTER TABLE runs ADD COLUMN lost_ranks jsonb NOT NULL DEFAULT '[]';
+CREATE TABLE alerts (
+  run_id bigint NOT NULL REFERENCES runs ON DELETE CASCADE, src_seq bigint NOT NULL,
+  alert_id text NOT NULL, rule text NOT NULL, state text NOT NULL, level text NOT NULL,
+  step double precision, wall double precision NOT NULL, event text NOT NULL,
+  PRIMARY KEY (run_id, src_seq)
 );
 `,
   },

@@ -200,4 +200,6 @@ export interface AlertsOptions {
   readonly after?: number;
   /** At most this many, the newest (default 1000). */
   readonly limit?: number;
+  /** The oldest `limit` after `after` instead of the newest (a reader paging forward, as the sync does). */
+  readonly oldest?: boolean;
 }

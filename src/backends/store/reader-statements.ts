@@ -211,9 +211,18 @@ export interface AlertRow {
   readonly event: string;
 }
 
-/** The newest alert events after a position (the reader reverses them). Prepared only once the table exists (a store written before alerts has none). */
-export function prepareAlertsStatement(db: Database.Database): Statement<[after: number, limit: number], AlertRow> | null {
+/** The alerts statements: the newest events after a position (the reader reverses them), and the oldest (a reader paging forward). */
+export interface AlertsStatements {
+  readonly newest: Statement<[after: number, limit: number], AlertRow>;
+  readonly oldest: Statement<[after: number, limit: number], AlertRow>;
+}
+
+/** The alerts statements, prepared only once the table exists (a store written before alerts has none). */
+export function prepareAlertsStatements(db: Database.Database): AlertsStatements | null {
   const table = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'alerts'").get();
   if (table === undefined || table.n === 0) return null;
-  return db.prepare("SELECT seq, event FROM alerts WHERE seq > ? ORDER BY seq DESC LIMIT ?");
+  return {
+    newest: db.prepare("SELECT seq, event FROM alerts WHERE seq > ? ORDER BY seq DESC LIMIT ?"),
+    oldest: db.prepare("SELECT seq, event FROM alerts WHERE seq > ? ORDER BY seq LIMIT ?"),
+  };
 }

@@ -6,6 +6,7 @@
 import type Database from "better-sqlite3";
 import { resolve } from "node:path";
 import { isRecord, parseNumber, parseRecord } from "../../core/json.js";
+import { parseAlertEvent } from "../../core/alert-json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal } from "./codec.js";
 import { openForReading } from "./connection.js";
@@ -31,10 +32,10 @@ import {
   type SeriesResult,
 } from "./read-types.js";
 import {
-  prepareAlertsStatement,
+  prepareAlertsStatements,
   prepareLivenessStatements,
   prepareReaderStatements,
-  type AlertRow,
+  type AlertsStatements,
   type LivenessStatements,
   type ReaderStatements,
   type RecordRow,
@@ -77,46 +78,6 @@ function parseHistogram(json: string, key: string): HistogramData {
   return { count, min, max, sum: typeof sum === "number" ? sum : NaN, sumSquares: typeof sumSquares === "number" ? sumSquares : NaN, bucketLimits, bucketCounts };
 }
 
-const ALERT_LEVELS: readonly AlertEntry["level"][] = ["info", "warning", "error"];
-
-/** A stored alert event, checked field by field (a row that is not one is left out). */
-function alertEntryOf(row: AlertRow): AlertEntry | undefined {
-  let e: Record<string, unknown>;
-  try {
-    e = parseRecord(row.event, "an alert event");
-  } catch {
-    return undefined;
-  }
-  const { id, rule, level, run, step, key, rank, rankName, host, value, message, state, at, title } = e;
-  const level_ = ALERT_LEVELS.find((l) => l === level);
-  if (typeof id !== "string" || typeof rule !== "string" || level_ === undefined || typeof run !== "string" || typeof message !== "string" || typeof at !== "number") return undefined;
-  if ((state !== "firing" && state !== "resolved") || (step !== null && typeof step !== "number")) return undefined;
-  const text = (v: unknown): v is string => typeof v === "string";
-  let number: number | undefined;
-  try {
-    number = value === undefined ? undefined : parseNumber(value);
-  } catch {
-    number = undefined;
-  }
-  return {
-    seq: row.seq,
-    id,
-    rule,
-    level: level_,
-    run,
-    step,
-    ...(text(key) ? { key } : {}),
-    ...(typeof rank === "number" ? { rank } : {}),
-    ...(text(rankName) ? { rankName } : {}),
-    ...(text(host) ? { host } : {}),
-    ...(number === undefined ? {} : { value: number }),
-    message,
-    state,
-    at,
-    ...(text(title) ? { title } : {}),
-  };
-}
-
 /** 2 when the file has the writers' heartbeat column and the `lost_ranks` table. */
 const LIVENESS_PROBE = `SELECT (SELECT count(*) FROM pragma_table_info('writers') WHERE name = 'heartbeat_at')
   + (SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'lost_ranks') AS n`;
@@ -133,7 +94,7 @@ export class RunReader {
   /** Prepared once a writer has created the tables (see `ready`). */
   private sql: ReaderStatements | null = null;
   /** The alerts statement, once the table exists (`null` until then: asked again next time). */
-  private alertsSql: ReturnType<typeof prepareAlertsStatement> = null;
+  private alertsSql: AlertsStatements | null = null;
   /** Prepared once the file has schema version 2 (heartbeats, lost ranks). */
   private live: LivenessStatements | null = null;
 
@@ -295,17 +256,22 @@ export class RunReader {
     return row === undefined ? {} : parseRecord(row.value, `the hyperparameters of ${this.runDir}`);
   }
 
-  /** The run's alert events after `options.after`, the newest `options.limit` (1000), in order. */
+  /**
+   * The run's alert events after `options.after`, in order: the newest `options.limit` (1000), or
+   * with `oldest` the oldest (a reader paging forward). A stored event that is not one is left out.
+   */
   alerts(options: AlertsOptions = {}): AlertEntry[] {
     if (this.ready() === null) return [];
-    this.alertsSql ??= withBusyRetry(() => prepareAlertsStatement(this.db));
+    this.alertsSql ??= withBusyRetry(() => prepareAlertsStatements(this.db));
     const sql = this.alertsSql;
     if (sql === null) return [];
-    const rows = withBusyRetry(() => sql.all(options.after ?? 0, options.limit ?? 1000));
+    const statement = options.oldest === true ? sql.oldest : sql.newest;
+    const rows = withBusyRetry(() => statement.all(options.after ?? 0, options.limit ?? 1000));
+    if (options.oldest !== true) rows.reverse();
     const out: AlertEntry[] = [];
-    for (const row of rows.reverse()) {
-      const entry = alertEntryOf(row);
-      if (entry !== undefined) out.push(entry);
+    for (const row of rows) {
+      const event = parseAlertEvent(row.event);
+      if (typeof event !== "string") out.push({ seq: row.seq, ...event });
     }
     return out;
   }
