@@ -1,14 +1,23 @@
 /**
  * Issue 22: what judging alerts costs the controller per flush, at 1,000 keys (target ≤ 0.5 ms).
- * `AlertEngine.observeFlush` on the reduced values of one flush — the built-in rules, then every
- * user rule on every key (the worst case), then a typical set — beside peers measured in the same
- * run: the flush's own reduction of those 1,000 keys (`reduceStates`), and `spike` judged the naive
- * way (sorting each key's window every flush) instead of the kept sorted window. Values move every
- * flush but raise no alert (a healthy run: steady state, which is what every flush pays).
  *
- * Run: `npm run bench -- alerts`.
+ * 1. `AlertEngine.observeFlush` on the reduced values of one flush — the built-in rules, then a
+ *    typical set, then every user rule on every key (the worst case) — beside peers measured in the
+ *    same run: the flush's own reduction of those 1,000 keys (`reduceStates`), and `spike` judged
+ *    the naive way (sorting each key's window every flush) instead of the kept sorted window.
+ * 2. A whole `MetricLogger.flush` of 1,000 recorded keys (no backends: the flush's own work) with
+ *    alerts off against the same flush with the built-in rules and the typical set, in the same
+ *    process, in alternating rounds: the difference is what the rules add to a real flush.
+ *
+ * Values move every flush but raise no alert (a healthy run: steady state, which is what every
+ * flush pays). Run: `npm run bench -- alerts`.
  */
 import { AlertEngine } from "../src/alerts/engine.js";
+import { MetricLogger } from "../src/controller/metric-logger.js";
+import type { MetricLoggerOptions } from "../src/controller/logger-options.js";
+import { recordMetric } from "../src/core/collector.js";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { resolveAlertOptions, type AlertRuleConfig } from "../src/alerts/options.js";
 import type { KeyState } from "../src/core/collector.js";
 import type { Metric } from "../src/core/metric.js";
@@ -96,6 +105,37 @@ const rows: [string, number][] = [
 ];
 const naive = usPerFlush(naiveSpike());
 
+/** µs per `flush` of a logger with `alerts` (median over `rounds` of `FLUSHES` flushes, after a warm-up round), 1,000 keys recorded before each. */
+async function loggerRound(alerts: MetricLoggerOptions["alerts"], rounds: number): Promise<number> {
+  const logger = new MetricLogger({ processName: "Controller", quiet: true, runDir: join(tmpdir(), `rankscope-bench-alerts-${process.pid}`), alerts });
+  await logger.initBackends({});
+  let step = 0;
+  const samples: number[] = [];
+  for (let r = 0; r < rounds + 1; r++) {
+    let total = 0;
+    for (let f = 0; f < FLUSHES; f++) {
+      for (let i = 0; i < KEYS; i++) recordMetric(keys[i] ?? "", valueOf(i, step), "mean");
+      const start = process.hrtime.bigint();
+      const result = await logger.flush(step++);
+      total += Number(process.hrtime.bigint() - start) / 1000;
+      if (result.alerts !== undefined) throw new Error(`the benchmark's values raised ${result.alerts.length} alert(s)`);
+    }
+    if (r > 0) samples.push(total / FLUSHES);
+  }
+  await logger.shutdown();
+  return median(samples);
+}
+
+const withRules = { rules: ["nonfinite", "rank_lost", "straggler", "stalled", ...typical] as AlertRuleConfig[], minIntervalMs: 0 };
+const off: number[] = [];
+const on: number[] = [];
+for (let r = 0; r < 5; r++) {
+  off.push(await loggerRound(false, 3));
+  on.push(await loggerRound(withRules, 3));
+}
+const flushOff = median(off);
+const flushOn = median(on);
+
 process.stdout.write(`Rule evaluation per flush at ${KEYS} keys (Node ${process.version}; median of ${ROUNDS} rounds of ${FLUSHES} flushes; target ≤ 500 µs)\n\n`);
 printTable(
   ["what", "µs per flush", "ns per key", "÷ reduceStates (same run)", "target ≤ 500 µs"],
@@ -103,5 +143,13 @@ printTable(
     ...rows.map(([what, us]): (string | number)[] => [what, us, (us * 1000) / KEYS, us / reduce, us <= 500 ? "met" : "MISSED"]),
     ["peer: reduceStates of the flush's 1,000 mean states", reduce, (reduce * 1000) / KEYS, 1, "—"],
     ["peer: spike on every key, window sorted each flush", naive, (naive * 1000) / KEYS, naive / reduce, "—"],
+  ],
+);
+process.stdout.write(`\nA whole MetricLogger.flush of ${KEYS} recorded keys (no backends), alerts off vs. built-in + typical rules (median of 5 alternating rounds)\n\n`);
+printTable(
+  ["flush", "µs per flush", "÷ flush without rules (same run)", "rules' share, µs", "target ≤ 500 µs"],
+  [
+    ["alerts off (no rules)", flushOff, 1, 0, "—"],
+    ["built-in + typical rules", flushOn, flushOn / flushOff, flushOn - flushOff, flushOn - flushOff <= 500 ? "met" : "MISSED"],
   ],
 );
