@@ -8,6 +8,9 @@
  * 2. A whole `MetricLogger.flush` of 1,000 recorded keys (no backends: the flush's own work) with
  *    alerts off against the same flush with the built-in rules and the typical set, in the same
  *    process, in alternating rounds: the difference is what the rules add to a real flush.
+ * 3. The same flush where one key turns NaN and back every 4th flush (an alert and its resolve
+ *    each time) with a webhook that never answers (a local HTTP server that takes requests and
+ *    never replies) against no webhook: a hanging webhook leaves the flush's latency unchanged.
  *
  * Values move every flush but raise no alert (a healthy run: steady state, which is what every
  * flush pays). Run: `npm run bench -- alerts`.
@@ -16,6 +19,7 @@ import { AlertEngine } from "../src/alerts/engine.js";
 import { MetricLogger } from "../src/controller/metric-logger.js";
 import type { MetricLoggerOptions } from "../src/controller/logger-options.js";
 import { recordMetric } from "../src/core/collector.js";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { resolveAlertOptions, type AlertRuleConfig } from "../src/alerts/options.js";
@@ -136,6 +140,48 @@ for (let r = 0; r < 5; r++) {
 const flushOff = median(off);
 const flushOn = median(on);
 
+/** µs per flush (median of rounds) while key 0 turns NaN every 4th flush and finite again the next: two alerts per 4 flushes. */
+async function alertingRound(webhook: string | undefined, rounds: number): Promise<{ us: number; raised: number; undelivered: number; queued: number }> {
+  const alerts = { rules: ["nonfinite"] as AlertRuleConfig[], minIntervalMs: 0, maxPerMinute: 100_000, webhookQueue: 64, webhookDeadlineMs: 600_000, ...(webhook === undefined ? {} : { webhook }) };
+  const logger = new MetricLogger({ processName: "Controller", quiet: true, runDir: join(tmpdir(), `rankscope-bench-alerts-${process.pid}`), alerts });
+  await logger.initBackends({});
+  let step = 0;
+  let raised = 0;
+  const samples: number[] = [];
+  for (let r = 0; r < rounds + 1; r++) {
+    let total = 0;
+    for (let f = 0; f < FLUSHES; f++) {
+      for (let i = 0; i < KEYS; i++) recordMetric(keys[i] ?? "", i === 0 && step % 4 === 1 ? NaN : valueOf(i, step), "mean");
+      const start = process.hrtime.bigint();
+      const result = await logger.flush(step++);
+      total += Number(process.hrtime.bigint() - start) / 1000;
+      raised += result.alerts?.length ?? 0;
+    }
+    if (r > 0) samples.push(total / FLUSHES);
+  }
+  const stats = logger.alertStats().webhook;
+  await logger.shutdown({ deadlineMs: 200 });
+  return { us: median(samples), raised, undelivered: logger.alertStats().webhook?.undelivered ?? 0, queued: stats?.queued ?? 0 };
+}
+
+// A receiver that takes every request and never answers.
+const hanging = createServer(() => undefined);
+await new Promise<void>((resolve) => hanging.listen(0, "127.0.0.1", resolve));
+const address = hanging.address();
+const hangingUrl = `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}/hook`;
+const noHook: number[] = [];
+const hangHook: number[] = [];
+let hangRun = { us: 0, raised: 0, undelivered: 0, queued: 0 };
+for (let r = 0; r < 5; r++) {
+  noHook.push((await alertingRound(undefined, 3)).us);
+  hangRun = await alertingRound(hangingUrl, 3);
+  hangHook.push(hangRun.us);
+}
+hanging.closeAllConnections();
+hanging.close();
+const flushNoHook = median(noHook);
+const flushHang = median(hangHook);
+
 process.stdout.write(`Rule evaluation per flush at ${KEYS} keys (Node ${process.version}; median of ${ROUNDS} rounds of ${FLUSHES} flushes; target ≤ 500 µs)\n\n`);
 printTable(
   ["what", "µs per flush", "ns per key", "÷ reduceStates (same run)", "target ≤ 500 µs"],
@@ -151,5 +197,15 @@ printTable(
   [
     ["alerts off (no rules)", flushOff, 1, 0, "—"],
     ["built-in + typical rules", flushOn, flushOn / flushOff, flushOn - flushOff, flushOn - flushOff <= 500 ? "met" : "MISSED"],
+  ],
+);
+process.stdout.write(
+  `\nThe same flush raising an alert or a resolve every other flush (nonfinite on key 0), no webhook vs. a webhook that never answers (median of 5 alternating rounds; last hanging round: ${hangRun.raised} alerts raised, ${hangRun.queued} waiting at its end, ${hangRun.undelivered} counted undelivered after shutdown)\n\n`,
+);
+printTable(
+  ["flush", "µs per flush", "÷ without a webhook (same run)"],
+  [
+    ["alerts raised, no webhook", flushNoHook, 1],
+    ["alerts raised, webhook never answers", flushHang, flushHang / flushNoHook],
   ],
 );

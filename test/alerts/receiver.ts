@@ -4,7 +4,6 @@
  * webhook). Waits go through the tests' `waitFor`, never here.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 
 /** How the receiver answers one request: a status, or `"hang"` (it reads the body and never answers). */
 export type Answer = number | "hang";
@@ -29,11 +28,13 @@ export class WebhookReceiver {
   ) {}
 
   static async start(): Promise<WebhookReceiver> {
-    let receiver: WebhookReceiver | undefined;
-    const server = createServer((req, res) => receiver?.handle(req, res));
+    const made: { receiver?: WebhookReceiver } = {};
+    const server = createServer((req, res) => made.receiver?.handle(req, res));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const { port } = server.address() as AddressInfo;
-    receiver = new WebhookReceiver(server, `http://127.0.0.1:${port}/hook`);
+    const address = server.address();
+    if (address === null || typeof address === "string") throw new Error("the webhook receiver has no TCP port");
+    const receiver = new WebhookReceiver(server, `http://127.0.0.1:${address.port}/hook`);
+    made.receiver = receiver;
     return receiver;
   }
 

@@ -3,7 +3,8 @@
  * it is delivered at once (text log, store, webhook); elsewhere it waits in the process (bounded)
  * and rides with the process's next flush answer — from a rank it reaches the controller and is
  * recorded like the controller's own (ranks.test.ts does it with real processes); and a forged
- * answer cannot smuggle more, or longer, alerts than a rank sends: it is refused and counted.
+ * answer cannot smuggle more, or longer, alerts than a rank sends: too many refuse the answer, a bad
+ * one is left out; each is counted (rankscope/rejected/*) and never quoted or delivered.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
@@ -82,15 +83,49 @@ describe("a forged answer", () => {
   const reply = (alerts: unknown): string =>
     encodeProtocolMessage("run-1", { t: "reply", id: 1, rankName: "r", ok: true, snapshot: { rankName: "r", step: 0, droppedKeyRecords: 0, states: [], alerts: alerts as never } });
 
-  it("with more alerts than a rank keeps, an oversized text, or a bad level is refused whole and counted", async () => {
+  it("with more alerts than a rank keeps, or alerts that are not a list, is refused whole and counted", async () => {
     const ok = { title: "t", text: "x", level: "info", at: 1 };
-    const cases = [Array.from({ length: 101 }, () => ok), [{ ...ok, text: "x".repeat(4001) }], [{ ...ok, title: "y".repeat(201) }], [{ ...ok, level: "fatal" }], [{ ...ok, at: "now" }], "not a list"];
     const before = ignoredMessageCounts().malformed;
     const seen = await collectDiagnostics(() => {
-      for (const alerts of cases) assert.equal(decodeProtocolMessage("run-1", reply(alerts), "test"), undefined);
+      for (const alerts of [Array.from({ length: 101 }, () => ok), "not a list", { 0: ok }]) assert.equal(decodeProtocolMessage("run-1", reply(alerts), "test"), undefined);
     });
-    assert.equal(ignoredMessageCounts().malformed - before, cases.length);
-    assert.ok(seen.some((d) => /snapshot\.alerts holds 101 alerts; at most 100/.test(d.message)));
+    assert.equal(ignoredMessageCounts().malformed - before, 3);
+    assert.ok(seen.some((d) => /alerts must be a list of at most 100 alert\(\) calls/.test(d.message)));
     assert.ok(decodeProtocolMessage("run-1", reply(Array.from({ length: 100 }, () => ok)), "test") !== undefined, "a hundred, as a rank sends at most, pass");
+  });
+
+  it("an alert that is not one is left out and counted (never delivered, never quoted); the answer's other alerts are used; the controller logs the count", async () => {
+    const ok = { title: "fine", text: "x", level: "info", at: 1, rankName: "r" };
+    const secret = "SMUGGLED-7f3a";
+    const bad = [
+      { ...ok, title: secret.repeat(20) }, // a title over 200 characters
+      { ...ok, text: `${secret} ${"x".repeat(4001)}` },
+      { ...ok, level: "fatal", text: secret },
+      { ...ok, at: "now", text: secret },
+      { ...ok, title: "", text: secret },
+      { ...ok, extra: secret },
+      { ...ok, rankName: "../../etc", text: secret },
+    ];
+    const before = { ...ignoredMessageCounts() };
+    const runDir = tempDir();
+    const logger = new MetricLogger({ processName: "Controller", runDir, alerts: { rules: [] } });
+    await logger.initBackends({});
+    await logger.flush(0); // logs what earlier tests left counted: this test's counts start here
+    const seen = await collectDiagnostics(async () => {
+      const message = decodeProtocolMessage("run-1", reply([ok, ...bad, { ...ok, title: "also fine" }]), "test");
+      assert.ok(message !== undefined && message.t === "reply" && message.ok, "the answer itself is used");
+      const snapshot = message.snapshot;
+      assert.deepEqual(snapshot?.alerts?.map((a) => a.title), ["fine", "also fine"]);
+      const flushed = await logger.flush(1);
+      const counted = (kind: string): number | undefined => flushed.metrics.find((m) => m.key === `rankscope/rejected/${kind}`)?.value;
+      assert.equal(counted("malformed"), 6, "six malformed alerts, in the controller's next flush");
+      assert.equal(counted("invalidName"), 1, "one with a rank name that is not a name");
+    });
+    assert.equal(ignoredMessageCounts().malformed - before.malformed, 6);
+    assert.equal(ignoredMessageCounts().invalidName - before.invalidName, 1);
+    assert.ok(seen.some((d) => /an alert\(\) call in test's answer is left out: its level must be one of info, warning, error/.test(d.message)));
+    assert.ok(seen.every((d) => !d.message.includes(secret)), "no refused alert's title or text is quoted");
+    assert.equal(logger.alertStats().user, 0, "none of them was delivered");
+    await logger.shutdown();
   });
 });

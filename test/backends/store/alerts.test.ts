@@ -34,7 +34,7 @@ test("alerts logged to the store backend are read back in order, values and fiel
   await backend.flushed();
   const read = alerts(runDir);
   assert.deepEqual(
-    read.map(({ seq, ...e }) => e),
+    read.map(({ seq: _seq, ...e }) => e),
     written,
   );
   assert.deepEqual(read.map((e) => e.seq), [1, 2, 3, 4, 5]);
