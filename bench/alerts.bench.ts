@@ -19,6 +19,7 @@ import { AlertEngine } from "../src/alerts/engine.js";
 import { MetricLogger } from "../src/controller/metric-logger.js";
 import type { MetricLoggerOptions } from "../src/controller/logger-options.js";
 import { recordMetric } from "../src/core/collector.js";
+import { configureTextLogs } from "../src/textlog/logger.js";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -39,8 +40,12 @@ const keys = Array.from({ length: KEYS }, (_, i) => `train/layer_${Math.floor(i 
 const valueOf = (i: number, flush: number): number => (1 + i / 1000) * (1 + 0.02 * Math.sin(flush * 1.3 + i));
 const flushes: Metric[][] = Array.from({ length: FLUSHES }, (_, f) => keys.map((key, i) => ({ key, value: valueOf(i, f), reduce: "mean", step: f, timestamp: f })));
 
-/** µs per flush of `observe` (median over rounds of FLUSHES flushes each, after a warm-up). */
-function usPerFlush(observe: (metrics: readonly Metric[], step: number) => void): number {
+/**
+ * µs per flush of `observe` over rounds of FLUSHES flushes each, after a warm-up: the median round
+ * and the best one (on a machine shared with other work, the best round is the cost without
+ * interference; both are printed).
+ */
+function usPerFlush(observe: (metrics: readonly Metric[], step: number) => void): { median: number; best: number } {
   let step = 0;
   for (let r = 0; r < 2; r++) for (const m of flushes) observe(m, step++);
   const samples: number[] = [];
@@ -49,7 +54,7 @@ function usPerFlush(observe: (metrics: readonly Metric[], step: number) => void)
     for (const m of flushes) observe(m, step++);
     samples.push(Number(process.hrtime.bigint() - start) / 1000 / FLUSHES);
   }
-  return median(samples);
+  return { median: median(samples), best: Math.min(...samples) };
 }
 
 function engineFor(rules: readonly AlertRuleConfig[]): (metrics: readonly Metric[], step: number) => void {
@@ -101,7 +106,7 @@ const typical: AlertRuleConfig[] = [
 ];
 
 const reduce = usPerFlush(reducePeer());
-const rows: [string, number][] = [
+const rows: [string, { median: number; best: number }][] = [
   ["built-in rules (nonfinite on every key, rank_lost, straggler, stalled)", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled"]))],
   ["built-in + a typical set (5 thresholds, spike on 10 keys, a rate drop)", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled", ...typical]))],
   ["built-in + threshold, spike and rate_drop on every key", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled", ...every]))],
@@ -164,6 +169,9 @@ async function alertingRound(webhook: string | undefined, rounds: number): Promi
   return { us: median(samples), raised, undelivered: logger.alertStats().webhook?.undelivered ?? 0, queued: stats?.queued ?? 0 };
 }
 
+// The alerts' text log lines stay off the console (the run directory's logs still get them):
+// the benchmark's output is its tables.
+configureTextLogs({ console: false });
 // A receiver that takes every request and never answers.
 const hanging = createServer(() => undefined);
 await new Promise<void>((resolve) => hanging.listen(0, "127.0.0.1", resolve));
@@ -184,11 +192,11 @@ const flushHang = median(hangHook);
 
 process.stdout.write(`Rule evaluation per flush at ${KEYS} keys (Node ${process.version}; median of ${ROUNDS} rounds of ${FLUSHES} flushes; target ≤ 500 µs)\n\n`);
 printTable(
-  ["what", "µs per flush", "ns per key", "÷ reduceStates (same run)", "target ≤ 500 µs"],
+  ["what", "µs per flush (median round)", "µs (best round)", "ns per key (best)", "÷ reduceStates (median; same run)", "target ≤ 500 µs (median)"],
   [
-    ...rows.map(([what, us]): (string | number)[] => [what, us, (us * 1000) / KEYS, us / reduce, us <= 500 ? "met" : "MISSED"]),
-    ["peer: reduceStates of the flush's 1,000 mean states", reduce, (reduce * 1000) / KEYS, 1, "—"],
-    ["peer: spike on every key, window sorted each flush", naive, (naive * 1000) / KEYS, naive / reduce, "—"],
+    ...rows.map(([what, us]): (string | number)[] => [what, us.median, us.best, (us.best * 1000) / KEYS, us.median / reduce.median, us.median <= 500 ? "met" : "MISSED"]),
+    ["peer: reduceStates of the flush's 1,000 mean states", reduce.median, reduce.best, (reduce.best * 1000) / KEYS, 1, "—"],
+    ["peer: spike on every key, window sorted each flush", naive.median, naive.best, (naive.best * 1000) / KEYS, naive.median / reduce.median, "—"],
   ],
 );
 process.stdout.write(`\nA whole MetricLogger.flush of ${KEYS} recorded keys (no backends), alerts off vs. built-in + typical rules (median of 5 alternating rounds)\n\n`);

@@ -167,6 +167,7 @@ export class WebhookSender {
       const retryAfter = Number(response.headers.get("retry-after"));
       return { ok: false, retryable, reason: `the webhook answered HTTP ${response.status}`, ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: retryAfter * 1000 } : {}) };
     } catch (error) {
+      if (this.stop.signal.aborted) return { ok: false, retryable: false, reason: "the logger shut down before the webhook answered" };
       const timedOut = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
       return { ok: false, retryable: true, reason: timedOut ? `the webhook did not answer within ${deadlineMs} ms` : `the webhook could not be reached: ${describeError(error)}` };
     }
