@@ -108,7 +108,7 @@ const typical: AlertRuleConfig[] = [
 const reduce = usPerFlush(reducePeer());
 const rows: [string, { median: number; best: number }][] = [
   ["built-in rules (nonfinite on every key, rank_lost, straggler, stalled)", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled"]))],
-  ["built-in + a typical set (5 thresholds, spike on 10 keys, a rate drop)", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled", ...typical]))],
+  ["built-in + a typical set (5 thresholds, spike on 110 keys: train/layer_9*, a rate drop)", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled", ...typical]))],
   ["built-in + threshold, spike and rate_drop on every key", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled", ...every]))],
   ["spike alone on every key (sorted window kept)", usPerFlush(engineFor([{ rule: "spike", key: "*", k: 6, window: 50 }]))],
 ];
