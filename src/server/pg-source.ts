@@ -18,13 +18,15 @@ import { parseAlertEvent } from "../core/alert-json.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 import { HttpError } from "../ui/security.js";
 import type { DashboardSource, LabelledRun, RunBytes, RunDetails, RunQuery, RunsPage, SampleRow, SeriesData, StreamData, TraceFile, TraceFileEntry } from "../ui/source.js";
-import { runsSql } from "./run-filter.js";
+import { summaryOf } from "../ui/run-query.js";
+import { LAST_VALUES_SQL, runsSql } from "./run-filter.js";
 
 const POINTS_PER_BUCKET = 3;
 const BLOCKS_PER_BUCKET = 8;
 const KINDS: readonly KeyKind[] = [...SERIES_KINDS, "sample", "histogram"];
 
 interface RunRow {
+  id: number;
   run_key: string;
   experiment: string;
   trial: string;
@@ -37,6 +39,17 @@ interface RunRow {
   grp: string | null;
   params: unknown;
   lost_ranks: unknown;
+}
+
+/** The lost ranks a run row holds (written by ingest from a checked batch; anything else is left out). */
+function lostRanksOf(value: unknown): LostRank[] {
+  if (!Array.isArray(value)) return [];
+  const rows: readonly unknown[] = value;
+  return rows.flatMap((l) =>
+    isRecord(l) && typeof l["rank"] === "number" && typeof l["rankName"] === "string" && typeof l["wall"] === "number" && typeof l["reason"] === "string"
+      ? [{ rank: l["rank"], rankName: l["rankName"], step: typeof l["step"] === "number" ? l["step"] : null, wall: l["wall"], reason: l["reason"], backStep: typeof l["backStep"] === "number" ? l["backStep"] : null }]
+      : [],
+  );
 }
 
 function isKind(kind: string): kind is KeyKind {
@@ -57,23 +70,11 @@ function toLabelled(r: RunRow): LabelledRun {
     endedAt: r.ended_at,
     updatedAt: r.updated_at,
     resumeStep: r.resume_step,
+    lostRanks: lostRanksOf(r.lost_ranks),
     tags: r.tags,
     group: r.grp,
     params,
-    lostRanks: lostRanksOf(r.lost_ranks),
   };
-}
-
-/** The lost ranks a run's row holds (as the sync's metadata carried them, checked there). */
-function lostRanksOf(value: unknown): LostRank[] {
-  if (!Array.isArray(value)) return [];
-  const list: readonly unknown[] = value;
-  return list.flatMap((l) => {
-    if (!isRecord(l)) return [];
-    const { rank, rankName, step, wall, reason, backStep } = l;
-    if (typeof rank !== "number" || typeof rankName !== "string" || typeof wall !== "number" || typeof reason !== "string") return [];
-    return [{ rank, rankName, step: typeof step === "number" ? step : null, wall, reason, backStep: typeof backStep === "number" ? backStep : null }];
-  });
 }
 
 function numericCursor(raw: string | undefined, name: string): number | undefined {
@@ -206,9 +207,19 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     },
 
     async listRuns(query: RunQuery): Promise<RunsPage> {
-      const { sql, countSql, params } = runsSql(projectId, query);
-      const [rows, count] = await Promise.all([pool.query<RunRow>(sql, params), pool.query<{ n: number }>(countSql, params.slice(0, params.length - 2))]);
-      return { runs: rows.rows.map(toLabelled), total: count.rows[0]?.n ?? 0 };
+      const { sql, params, countSql, countParams } = runsSql(projectId, query);
+      const [rows, count] = await Promise.all([pool.query<RunRow>(sql, params), pool.query<{ n: number }>(countSql, countParams)]);
+      const runs = rows.rows.map(toLabelled);
+      const total = count.rows[0]?.n ?? 0;
+      if (query.summary !== true || runs.length === 0) return { runs, total };
+      const last = await pool.query<{ run_id: number; key: string; last_value: number | null }>(LAST_VALUES_SQL, [rows.rows.map((r) => r.id)]);
+      const byRun = new Map<number, Record<string, number>>();
+      for (const r of last.rows) {
+        const values = byRun.get(r.run_id) ?? {};
+        values[r.key] = r.last_value ?? NaN;
+        byRun.set(r.run_id, values);
+      }
+      return { runs: runs.map((run, i) => ({ ...run, summary: summaryOf(byRun.get(rows.rows[i]?.id ?? -1) ?? {}, query.internal === true) })), total };
     },
 
     keys: (handle) => keysOf(handle, "scalar"),

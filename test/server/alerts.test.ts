@@ -102,16 +102,16 @@ describe("alerts on the team server", { skip }, () => {
     const db = await pgServer.createDatabase(`before_alerts_${process.pid}`);
     const old = createPool({ url: db, max: 2, statementTimeoutMs: 30_000 });
     try {
-      assert.deepEqual(await migrate(old, MIGRATIONS.filter((m) => m.version === 1)), [1]);
+      assert.deepEqual(await migrate(old, MIGRATIONS.filter((m) => m.version <= 2)), [1, 2]);
       const table = await old.query("SELECT to_regclass('alerts') AS t");
-      assert.equal(table.rows[0]?.t, null, "version 1 has no alerts table");
+      assert.equal(table.rows[0]?.t, null, "version 2 has no alerts table");
     } finally {
       await old.end();
     }
     const server = await startTeamServer({ db, port: 0, log: false });
     try {
       const versions = await server.pool.query<{ version: number }>("SELECT version FROM schema_migrations ORDER BY version");
-      assert.deepEqual(versions.rows.map((r) => r.version), [1, 2]);
+      assert.deepEqual(versions.rows.map((r) => r.version), [1, 2, 3]);
       const write = await createToken(server.pool, "proj", "write");
       const runDir = runWithAlerts(tempDir("rankscope-server-alerts-old-"), "b");
       await new RunSync({ runDir, url: server.url, token: write }).pass(true);
