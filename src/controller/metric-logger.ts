@@ -38,10 +38,10 @@ import {
   type ShutdownOptions,
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
-import { alertStates, askRanks, droppedKeyStates, rankCountStates, rankRefs } from "./rank-answers.js";
+import { alertStates, askRanks, droppedKeyStates, mergeAnswers, rankCountStates, rankRefs } from "./rank-answers.js";
 import { LostRanks } from "./lost-ranks.js";
 import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
-import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
+import { reduceStates } from "./reduce-states.js";
 import { ControllerAlerts, type AlertStats } from "../alerts/controller-alerts.js";
 import type { StragglerInput } from "../alerts/engine.js";
 import type { RankIdentity } from "../core/rank-identity.js";
@@ -296,7 +296,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
       for (const log of snapshot.offCycle ?? []) await this.logDirect(log.states, { step: log.step, axis: log.axis, timestamp: log.timestamp });
       if (snapshot.alerts !== undefined) this.alerts.userCalls(snapshot.alerts);
     }
-    const states = mergeRankKeyStates(snapshots, step);
+    const states = mergeAnswers(snapshots, step);
     states.push(...this.globalBackends.takeUndeliveredStates(), ...this.primaryBackends.takeUndeliveredStates());
     if (ranksExpected > 0) states.push(...rankCountStates({ ranksExpected, ranksReporting }));
     states.push(...this.lost.states());

@@ -9,8 +9,8 @@ import { DEADLINE, withDeadline } from "../core/deadline.js";
 import type { RankRef } from "../alerts/engine.js";
 import { warn } from "../core/diagnostics.js";
 import { ALERTS_UNDELIVERED_KEY, DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
-import { singleValueState } from "./reduce-states.js";
-import type { RankGroupHandle, RankGroupSnapshot, RankHandle, RankSnapshot } from "../transport/protocol/types.js";
+import { mergeRankKeyStates, singleValueState } from "./reduce-states.js";
+import { isMergeableSnapshot, type RankGroupHandle, type RankGroupSnapshot, type RankHandle, type RankSnapshot } from "../transport/protocol/types.js";
 
 /** What the ranks answered to one flush. */
 export interface RankAnswers {
@@ -63,6 +63,17 @@ export async function askRanks(handles: readonly RankHandle[], own: RankHandle, 
     for (const [handle, answer] of answered) handle.acknowledge?.(answer);
   };
   return { snapshots, missing, ranksExpected, ranksReporting, acknowledge };
+}
+
+/**
+ * The answers' states merged key by key, sorted by key. When an answer came as a wire frame
+ * (`MergeableSnapshot`) every answer is merged from columns, no state object per rank·key; the
+ * result is `mergeRankKeyStates`' bit for bit, which merges them otherwise (and reports a key
+ * recorded with two reductions).
+ */
+export function mergeAnswers(snapshots: readonly RankSnapshot[], step: number): KeyState[] {
+  const columns = snapshots.find(isMergeableSnapshot);
+  return columns?.mergeAll(snapshots) ?? mergeRankKeyStates(snapshots, step);
 }
 
 /**
