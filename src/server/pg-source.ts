@@ -8,12 +8,13 @@
 import { Readable } from "node:stream";
 import type pg from "pg";
 import { compareLines } from "../core/rank-identity.js";
-import { GLOBAL_RANK, SERIES_KINDS, type LostRank, type HistogramEntry, type KeyInfo, type KeyKind, type SeriesResult } from "../backends/store/read-types.js";
+import { GLOBAL_RANK, SERIES_KINDS, type AlertEntry, type HistogramEntry, type LostRank, type KeyInfo, type KeyKind, type SeriesResult } from "../backends/store/read-types.js";
 import type { ChunkMeta } from "../backends/store/reader-statements.js";
 import { readChunkedSeries, type ChunkReads } from "../backends/store/series-read.js";
 import { BLOCK_POINTS } from "../backends/store/schema.js";
 import { DEFAULT_MAX_POINTS } from "../backends/store/store-reader.js";
 import { isRecord, parseNumber } from "../core/json.js";
+import { parseAlertEvent } from "../core/alert-json.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 import { HttpError } from "../ui/security.js";
 import type { DashboardSource, LabelledRun, RunBytes, RunDetails, RunQuery, RunsPage, SampleRow, SeriesData, StreamData, TraceFile, TraceFileEntry } from "../ui/source.js";
@@ -311,6 +312,18 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       } catch {
         return {};
       }
+    },
+
+    async alerts(handle: string, query: { after?: number; limit: number }): Promise<AlertEntry[]> {
+      // The job's store numbers a run's events (`seq`); the server keeps those numbers, so both sources page alike.
+      const result = await pool.query<{ src_seq: number; event: string }>(
+        "SELECT src_seq, event FROM alerts WHERE run_id = $1 AND src_seq > $2 ORDER BY src_seq DESC LIMIT $3",
+        [runId(handle), query.after ?? 0, query.limit],
+      );
+      return result.rows.reverse().flatMap((r) => {
+        const event = parseAlertEvent(r.event);
+        return typeof event === "string" ? [] : [{ seq: r.src_seq, ...event }];
+      });
     },
 
     systemKeys: async (handle) => (await keysOf(handle, "system")).map((k) => k.key),

@@ -18,6 +18,8 @@
  * - `records`: samples and histograms (JSON) by the job's sequence number; `run_cursors`: how far
  *   a run's records and files have been applied; `run_files`: text logs and trace files, appended
  *   by byte offset.
+ * - Migration 3: `alerts`: a run's alert events (docs/alerts.md) by the job's store sequence
+ *   number, with the columns to find them by and the whole event as JSON, as the store keeps them.
  */
 import type pg from "pg";
 
@@ -101,6 +103,18 @@ CREATE TABLE run_files (
     version: 2,
     name: "lost ranks of a run",
     sql: `ALTER TABLE runs ADD COLUMN lost_ranks jsonb NOT NULL DEFAULT '[]';`,
+  },
+  {
+    version: 3,
+    name: "alerts",
+    sql: `
+CREATE TABLE alerts (
+  run_id bigint NOT NULL REFERENCES runs ON DELETE CASCADE, src_seq bigint NOT NULL,
+  alert_id text NOT NULL, rule text NOT NULL, state text NOT NULL, level text NOT NULL,
+  step double precision, wall double precision NOT NULL, event text NOT NULL,
+  PRIMARY KEY (run_id, src_seq)
+);
+`,
   },
 ];
 

@@ -10,13 +10,14 @@
  *
  * Idempotency rides on positions, not on batch ids: each segment says from which cursor it
  * continues (`after`) and where it ends (`cursor`), in the job's store's own positions (a step for
- * scalars, an arrival number for streams and system metrics); records carry the store's sequence
- * numbers; file segments their byte offset. The server applies what lies past its own cursor, in
+ * scalars, an arrival number for streams and system metrics); records and alert events carry the
+ * store's sequence numbers; file segments their byte offset. The server applies what lies past its own cursor, in
  * one transaction per batch, so a batch re-sent after a timeout, a restart or a crash changes
  * nothing the second time.
  */
 import { createHash } from "node:crypto";
 import { isRecord } from "../core/json.js";
+import { MAX_ALERT_JSON, parseAlertEvent } from "../core/alert-json.js";
 import type { LostRank } from "../backends/store/read-types.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 
@@ -31,6 +32,8 @@ export const WIRE_LIMITS = {
   /** Points per batch, all segments together. */
   points: 2_000_000,
   records: 20_000,
+  /** Alert events per batch. */
+  alerts: 20_000,
   /** Characters of one record's JSON. */
   recordChars: 1_000_000,
   files: 1_000,
@@ -77,6 +80,13 @@ export interface RecordHeader {
   readonly data: string;
 }
 
+/** One alert event (docs/alerts.md), by the store's sequence number among the run's events. */
+export interface AlertHeader {
+  readonly seq: number;
+  /** The event as the store keeps it (JSON); the server checks it is one (`parseAlertEvent`). */
+  readonly event: string;
+}
+
 /** Bytes of a run file (a text log, a trace) from `offset`; its bytes follow the columns. */
 export interface FileSegment {
   /** Relative to the run directory: `logs/main.log`, `traces/rank-0.jsonl`. */
@@ -115,6 +125,8 @@ export interface BatchHeader {
   readonly meta?: RunMeta;
   readonly series: SegmentHeader[];
   readonly records: RecordHeader[];
+  /** Alert events past the server's `alert` cursor (absent: none; a sync from before alerts sends none). */
+  readonly alerts?: AlertHeader[];
   readonly files: FileSegment[];
 }
 
@@ -269,6 +281,18 @@ function record(v: unknown, i: number): RecordHeader {
   };
 }
 
+function alertHeader(v: unknown, i: number): AlertHeader {
+  const a = rec(v, `alerts[${i}]`);
+  const seq = int(a["seq"], `alerts[${i}].seq`, 1, Number.MAX_SAFE_INTEGER);
+  const event = str(a["event"], `alerts[${i}].event`, MAX_ALERT_JSON);
+  const checked = parseAlertEvent(event);
+  if (typeof checked === "string") fail(`alerts[${i}].event: ${checked}`);
+  // The id and rule become columns of their own (the rest stays in the JSON text, escaped).
+  str(checked.id, `alerts[${i}].event's id`);
+  str(checked.rule, `alerts[${i}].event's rule`);
+  return { seq, event };
+}
+
 function fileSegment(v: unknown, i: number): FileSegment {
   const f = rec(v, `files[${i}]`);
   const path = nonEmpty(f["path"], `files[${i}].path`);
@@ -337,7 +361,8 @@ export function decodeBatch(body: Buffer): Batch {
   const series = list(h["series"], "series", WIRE_LIMITS.segments).map(segment);
   const records = list(h["records"], "records", WIRE_LIMITS.records).map(record);
   const files = list(h["files"], "files", WIRE_LIMITS.files).map(fileSegment);
-  const header: BatchHeader = { v: WIRE_VERSION, run, series, records, files, ...(h["meta"] !== undefined ? { meta: meta(h["meta"]) } : {}) };
+  const alerts = h["alerts"] === undefined ? undefined : list(h["alerts"], "alerts", WIRE_LIMITS.alerts).map(alertHeader);
+  const header: BatchHeader = { v: WIRE_VERSION, run, series, records, files, ...(alerts === undefined ? {} : { alerts }), ...(h["meta"] !== undefined ? { meta: meta(h["meta"]) } : {}) };
   const points = series.reduce((n, s) => n + s.n, 0);
   if (points > WIRE_LIMITS.points) fail(`the batch holds ${points} points, at most ${WIRE_LIMITS.points}`);
   const headEnd = 8 + headerLength;

@@ -80,6 +80,7 @@ export class DashboardApi {
       ["/api/histograms", (c) => this.histograms(c)],
       ["/api/samples", (c) => this.withRun(c, async (runDir) => ({ samples: await this.source.samples(runDir) }))],
       ["/api/config", (c) => this.config(c)],
+      ["/api/alerts", (c) => this.alerts(c)],
       ["/api/traces", (c) => this.withRun(c, async (runDir) => ({ files: await this.source.traceFiles(runDir) }), false)],
       ["/api/trace", (c) => this.trace(c)],
       ["/api/logs", (c) => this.withRun(c, async (runDir) => ({ files: logFiles(await this.source.logFiles(runDir)) }), false)],
@@ -205,6 +206,13 @@ export class DashboardApi {
       }
       return { metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })), streams, system, histograms, rankNames, rankLabels };
     });
+  }
+
+  /** `/api/alerts?run=[&after=seq][&limit=n]`: the run's alert events in order (at most 1000, the newest). */
+  private alerts(ctx: ApiContext): Promise<unknown> {
+    const after = intParam(ctx.params, "after", 0, Number.MAX_SAFE_INTEGER);
+    const limit = intParam(ctx.params, "limit", 1, 1000) ?? 1000;
+    return this.withRun(ctx, async (runDir) => ({ alerts: await this.source.alerts(runDir, { ...(after === undefined ? {} : { after }), limit }) }));
   }
 
   /** `/api/summary?run=[&keys=a,b][&internal=1]`: the last value of each scalar key. */

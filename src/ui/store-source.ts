@@ -12,7 +12,7 @@ import { applyRunQuery } from "./run-query.js";
 import { RunIndex } from "./run-index.js";
 import { RunLabelReader } from "./run-labels.js";
 import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile } from "./security.js";
-import type { DashboardSource, HistogramEntry, KeyInfo, RunBytes, RunDetails, RunsPage, SampleRow, SeriesData, StreamData, TraceFile } from "./source.js";
+import type { AlertEntry, DashboardSource, HistogramEntry, KeyInfo, RunBytes, RunDetails, RunsPage, SampleRow, SeriesData, StreamData, TraceFile } from "./source.js";
 
 const GLOBAL = store.GLOBAL_RANK;
 
@@ -222,6 +222,11 @@ export function createStoreSource(root: string): StoreSource {
       return toSeriesData(
         readSeries(runDir, key, { kind: "system", x: "wall", ...window(query), ...(query.maxPoints !== undefined ? { maxPoints: query.maxPoints } : {}) }),
       );
+    },
+
+    alerts(runDir: string, query: { after?: number; limit: number }): AlertEntry[] {
+      requireStore(runDir);
+      return store.alerts(runDir, query);
     },
 
     lastValues(runDir: string): Record<string, number> {

@@ -46,7 +46,7 @@ function same(a: readonly number[], b: readonly number[], what: string): void {
   }
 }
 
-/** Every point of every series, every record, the run's labels and files: the server's equal the store's. */
+/** Every point of every series, every record and alert event, the run's labels and files: the server's equal the store's. */
 export async function assertRunEqual(server: TeamServer, runDir: string, project = "proj"): Promise<{ points: number }> {
   const real = realpathSync(runDir);
   const local: DashboardSource = createStoreSource(dirname(dirname(real)));
@@ -94,6 +94,12 @@ export async function assertRunEqual(server: TeamServer, runDir: string, project
       assert.deepEqual(await remote.histograms?.(handle, key, 3, rank), await local.histograms?.(real, key, 3, rank), `${runId}: rank ${rank}'s newest histograms of ${key}`);
     }
   }
+  const localAlerts = await local.alerts(real, { limit: 1000 });
+  assert.deepEqual(await remote.alerts(handle, { limit: 1000 }), localAlerts, `${runId}: alert events`);
+  // Paged as the banner polls: after an event's seq, and the newest few.
+  const middle = localAlerts[Math.floor(localAlerts.length / 2)]?.seq ?? 0;
+  assert.deepEqual(await remote.alerts(handle, { after: middle, limit: 1000 }), await local.alerts(real, { after: middle, limit: 1000 }), `${runId}: alert events after ${middle}`);
+  assert.deepEqual(await remote.alerts(handle, { limit: 2 }), await local.alerts(real, { limit: 2 }), `${runId}: the newest two alert events`);
   assert.deepEqual(await remote.config(handle), await local.config(real), `${runId}: hyperparameters`);
   assert.deepEqual(await remote.rankNames?.(handle), await local.rankNames?.(real), `${runId}: rank names`);
   assert.deepEqual(await remote.lastValues?.(handle), await local.lastValues?.(real), `${runId}: last values`);

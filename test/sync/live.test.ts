@@ -42,6 +42,9 @@ describe("live sync: the server gone, rankscope sync", { skip }, () => {
       assert.equal(first.code, 0, first.stderr);
       assert.match(first.stdout, /faults\/offline: [1-9]\d* point\(s\)/);
       await assertRunEqual(server, runDir);
+      // The job's alert events came too (nonfinite at steps 13, 26, 39 on 8 keys, resolved at 14 and 27; its alert() at step 3).
+      const alerts = await server.pool.query<{ rule: string; n: number }>("SELECT rule, count(*)::int AS n FROM alerts GROUP BY rule ORDER BY rule");
+      assert.deepEqual(alerts.rows.map((r) => [r.rule, r.n]), [["nonfinite", 40], ["user", 1]]);
       const second = await runNode([CLI, "sync", runDir, "--server", server.url, "--token", write], {}, { raw: true });
       assert.equal(second.code, 0, second.stderr);
       assert.match(second.stdout, /0 point\(s\), 0 record\(s\), 0 file byte\(s\) sent in 0 batch\(es\) \(the server had it all\)/);

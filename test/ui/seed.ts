@@ -5,6 +5,7 @@ import { copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { GLOBAL_RANK } from "../../src/backends/store/schema.js";
 import { StoreWriter, type ScalarPoint } from "../../src/backends/store/writer.js";
+import type { AlertEvent } from "../../src/core/alert.js";
 import { Database } from "../../src/backends/store/sqlite.js";
 import { STORE_FILE } from "../../src/backends/store/store-file.js";
 import { RUN_META_FILE } from "../../src/run/run-files.js";
@@ -37,11 +38,25 @@ export function trainingPoints(from: number, to: number, t0: number): ScalarPoin
 }
 
 /**
+ * Alert events as the controller records them (docs/alerts.md): a `nonfinite` episode that fired
+ * with NaN and resolved, a rank lost for good, and a user's `alert()` whose text looks like HTML.
+ */
+export function seedAlerts(run: string, t0: number): AlertEvent[] {
+  const base = { run, level: "error" as const };
+  return [
+    { ...base, id: "nonfinite:loss#1", rule: "nonfinite", step: 40, key: "loss", value: NaN, message: "loss became NaN at step 40 (it was finite before)", state: "firing", at: t0 + 40_000 },
+    { ...base, id: "rank_lost:Trainer_0_r1#2", rule: "rank_lost", step: 55, rank: 1, rankName: "Trainer_0_r1", host: "node-ä", message: "rank 1 (Trainer_0_r1) on node-ä was lost at step 55", state: "firing", at: t0 + 55_000 },
+    { ...base, id: "nonfinite:loss#1", rule: "nonfinite", step: 41, key: "loss", value: 0.5, message: "loss is finite again at step 41 (0.5)", state: "resolved", at: t0 + 41_000 },
+    { ...base, id: "user#3", rule: "user", level: "info", step: 60, rankName: "Trainer_0_r0", message: "<b>eval</b>: accuracy 0.93 ✓", title: "<b>eval</b>", state: "firing", at: t0 + 60_000 },
+  ];
+}
+
+/**
  * A finished run with everything the dashboard shows: scalars (global and per rank), a stream of
  * two ranks, a system metric, samples whose text looks like HTML, hyperparameters, config.yaml,
- * version.json and a trace file. Returns the run directory.
+ * version.json and a trace file, and with `withAlerts` alert events (`seedAlerts`). Returns the run directory.
  */
-export function seedFinishedRun(root: string, experiment = "exp", trial = "base", steps = 120): string {
+export function seedFinishedRun(root: string, experiment = "exp", trial = "base", steps = 120, withAlerts = false): string {
   const t0 = Date.now() - 3_600_000;
   const writer = openRun(root, experiment, trial);
   const points = trainingPoints(0, steps, t0);
@@ -60,6 +75,7 @@ export function seedFinishedRun(root: string, experiment = "exp", trial = "base"
       histogram: { count: 10 + step, min: -2, max: 3.5, sum: 1, sumSquares: 20, bucketLimits: [-1, 0, 1, 2, Infinity], bucketCounts: [1, 3 + step, 4, 1, 1] },
     })),
     samples: [{ key: "generations", step: 10, wall: t0 + 10_000, records: [{ prompt: "<script>alert(2)</script>", reward: 0.5 }, { prompt: "plain", reward: 1 }] }],
+    ...(withAlerts ? { alerts: seedAlerts(`${experiment}/${trial}`, t0) } : {}),
   });
   writer.finish("finished");
   const runDir = join(root, experiment, trial);

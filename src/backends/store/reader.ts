@@ -18,6 +18,8 @@
 import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import type {
+  AlertEntry,
+  AlertsOptions,
   HistogramEntry,
   KeyInfo,
   KeyKind,
@@ -157,6 +159,15 @@ export function lastValues(runDir: string): LastValue[] {
 /** A run's hyperparameters / config. */
 export function config(runDir: string): Record<string, unknown> {
   return cachedReader(runDir).config();
+}
+
+/**
+ * A run's alert events (firing and resolved) in order, the newest `limit` (1000) after `after`.
+ * An episode's events share an `id`; it is firing while its last event is. A store written
+ * before alerts existed has none.
+ */
+export function alerts(runDir: string, options: AlertsOptions = {}): AlertEntry[] {
+  return cachedReader(runDir).alerts(options);
 }
 
 /** Same as `config`. */

@@ -6,12 +6,15 @@
 import type Database from "better-sqlite3";
 import { resolve } from "node:path";
 import { isRecord, parseNumber, parseRecord } from "../../core/json.js";
+import { parseAlertEvent } from "../../core/alert-json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal } from "./codec.js";
 import { openForReading } from "./connection.js";
 import { POINTS_PER_BUCKET } from "./downsample.js";
 import { compareLines, lineLabel, recorderOfLine } from "../../core/rank-identity.js";
 import {
+  type AlertEntry,
+  type AlertsOptions,
   GLOBAL_RANK,
   KEY_KINDS,
   SERIES_KINDS,
@@ -28,7 +31,16 @@ import {
   type SeriesOptions,
   type SeriesResult,
 } from "./read-types.js";
-import { prepareLivenessStatements, prepareReaderStatements, type LivenessStatements, type ReaderStatements, type RecordRow, type RunningWriterRow } from "./reader-statements.js";
+import {
+  prepareAlertsStatements,
+  prepareLivenessStatements,
+  prepareReaderStatements,
+  type AlertsStatements,
+  type LivenessStatements,
+  type ReaderStatements,
+  type RecordRow,
+  type RunningWriterRow,
+} from "./reader-statements.js";
 import { writerGone } from "./liveness.js";
 import { withBusyRetry } from "./schema.js";
 import { readChunkedSeries, readRawSeries } from "./series-read.js";
@@ -81,6 +93,8 @@ export class RunReader {
   private readonly db: Database.Database;
   /** Prepared once a writer has created the tables (see `ready`). */
   private sql: ReaderStatements | null = null;
+  /** The alerts statement, once the table exists (`null` until then: asked again next time). */
+  private alertsSql: AlertsStatements | null = null;
   /** Prepared once the file has schema version 2 (heartbeats, lost ranks). */
   private live: LivenessStatements | null = null;
 
@@ -242,6 +256,26 @@ export class RunReader {
     const sql = this.ready();
     const row = sql === null ? undefined : withBusyRetry(() => sql.config.get("hparams"));
     return row === undefined ? {} : parseRecord(row.value, `the hyperparameters of ${this.runDir}`);
+  }
+
+  /**
+   * The run's alert events after `options.after`, in order: the newest `options.limit` (1000), or
+   * with `oldest` the oldest (a reader paging forward). A stored event that is not one is left out.
+   */
+  alerts(options: AlertsOptions = {}): AlertEntry[] {
+    if (this.ready() === null) return [];
+    this.alertsSql ??= withBusyRetry(() => prepareAlertsStatements(this.db));
+    const sql = this.alertsSql;
+    if (sql === null) return [];
+    const statement = options.oldest === true ? sql.oldest : sql.newest;
+    const rows = withBusyRetry(() => statement.all(options.after ?? 0, options.limit ?? 1000));
+    if (options.oldest !== true) rows.reverse();
+    const out: AlertEntry[] = [];
+    for (const row of rows) {
+      const event = parseAlertEvent(row.event);
+      if (typeof event !== "string") out.push({ seq: row.seq, ...event });
+    }
+    return out;
   }
 
   /** Close the connection. */

@@ -305,7 +305,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
     void rank.exited.then((reason) => {
       if (logger.deregisterRank(identity.rankName, handle) && !handle.shutdownRequested) {
         warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush (counted as lost: rankscope/ranks_lost)`);
-        logger.rankLost(identity, reason);
+        logger.rankLost(identity, reason, handle.host);
       }
     });
   }

@@ -6,6 +6,7 @@
 import { registerDrain } from "../../core/lifecycle.js";
 import { fork, type ChildProcess } from "node:child_process";
 import { Socket } from "node:net";
+import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
 import type { Worker } from "node:worker_threads";
 import { isTypeScript, siblingModule, startModuleWorker, tsxUrl } from "../../core/module-worker.js";
@@ -173,6 +174,7 @@ export function startProcess(assignment: RankAssignment, entry: URL, tsx: boolea
   const carrier: RankCarrier = {
     description: `child process ${child.pid ?? "?"}`,
     closesWithRank: true,
+    host: hostname(),
     ...(frames !== undefined ? { flushFields: () => frames.flushFields() } : {}),
     post: (text) => {
       if (!child.connected) throw new Error("its IPC channel is closed");
@@ -218,6 +220,7 @@ export function startThread(assignment: RankAssignment, entry: URL, tsx: boolean
   const carrier: RankCarrier = {
     description: `worker thread ${worker.threadId}`,
     closesWithRank: true,
+    host: hostname(),
     ...(frames !== undefined ? { flushFields: () => frames.flushFields() } : {}),
     post: (text) => {
       if (!running) throw new Error("the worker has exited");

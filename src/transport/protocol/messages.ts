@@ -26,7 +26,7 @@ import { decodeMessage, encodeMessage } from "../../core/json.js";
 import type { RankInit, RankSnapshot } from "./types.js";
 
 export { ignoredMessageCounts, reportIgnored, shortText, takeRejectionsSinceLastFlush, REJECTION_KINDS, IGNORED_REPORT_INTERVAL_MS, type IgnoredKind, type IgnoredMessageCounts } from "./ignored.js";
-export { isId, keepValidStates, nameProblem, namesProblem, offCycleProblem, MAX_NAMES, type MessageProblem } from "./validate.js";
+export { alertsProblem, isId, keepValidStates, nameProblem, namesProblem, offCycleProblem, MAX_NAMES, type MessageProblem } from "./validate.js";
 
 /** The protocol version this build speaks. A message with another version is ignored and counted. */
 export const PROTOCOL_VERSION = 1;

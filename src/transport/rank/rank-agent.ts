@@ -259,7 +259,7 @@ export class RankAgent {
   private frameOf(request: FlushRequest, answer: RankMessage): Uint8Array | undefined {
     if (request.wire !== WIRE_VERSION || answer.t !== "reply" || !answer.ok || answer.snapshot === undefined) return undefined;
     const snapshot = answer.snapshot;
-    if (snapshot.offCycle !== undefined && snapshot.offCycle.length > 0) return undefined;
+    if ((snapshot.offCycle !== undefined && snapshot.offCycle.length > 0) || (snapshot.alerts !== undefined && snapshot.alerts.length > 0)) return undefined;
     const encoder = this.encoderFor(request);
     try {
       return encoder.encode(this.frameHeader(answer.id, snapshot.step, snapshot.seq ?? 0, snapshot.droppedKeyRecords), snapshot.states);

@@ -4,10 +4,10 @@
  */
 import { isRecord } from "../../core/json.js";
 import type { LogLine, LogWindow } from "../log-reader.js";
-import type { DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
+import type { AlertEntry, DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
 import type { LostRank } from "../../backends/store/read-types.js";
 
-export type { DashboardRun, HistogramEntry, KeyInfo, LogLine, LogWindow, LostRank, SampleRow, SeriesData, StreamData };
+export type { AlertEntry, DashboardRun, HistogramEntry, KeyInfo, LogLine, LogWindow, LostRank, SampleRow, SeriesData, StreamData };
 
 /** A hyperparameter value as `/api/runs` flattens them. */
 export type ParamValue = string | number | boolean | null;
@@ -224,7 +224,7 @@ export class ApiError extends Error {
 }
 
 /** What this server turned out not to support (an older server than the app). */
-const unsupported = { before: false, summary: false };
+const unsupported = { before: false, summary: false, alerts: false };
 
 export const api = {
   /**
@@ -270,6 +270,20 @@ export const api = {
       if (error instanceof ApiError && error.status === 404 && /endpoint/.test(error.message)) {
         unsupported.summary = true;
         return {};
+      }
+      throw error;
+    }
+  },
+  /** A run's alert events in order (the newest 1000); none from a server without `/api/alerts`. */
+  alerts: async (run: string): Promise<AlertEntry[]> => {
+    if (unsupported.alerts) return [];
+    try {
+      const { alerts } = await getJson<{ alerts: AlertEntry[] }>("alerts", { run });
+      return alerts.map((a) => (a.value === undefined ? a : { ...a, value: toNumber(a.value) }));
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404 && /endpoint/.test(error.message)) {
+        unsupported.alerts = true;
+        return [];
       }
       throw error;
     }

@@ -13,6 +13,7 @@ import { poll } from "./polling.js";
 import { refreshRuns, renderRunsList, setupRunsList } from "./runs.js";
 import { TABS, hooks, isLive, state, type Band } from "./state.js";
 import { loadKeys, lostRanksNote, settingsFor } from "./tabs/common.js";
+import { renderAlertBanner, renderAlerts } from "./tabs/alerts.js";
 import { renderConfig } from "./tabs/config.js";
 import { renderHistograms } from "./tabs/histograms.js";
 import { renderLogs, stopFollowing } from "./tabs/logs.js";
@@ -49,6 +50,7 @@ const perRankInput = $("per-rank", HTMLInputElement);
 const internalInput = $("show-internal", HTMLInputElement);
 const themeButton = $("theme", HTMLButtonElement);
 const resetZoom = $("reset-zoom", HTMLButtonElement);
+const alertBanner = $("alert-banner", HTMLElement);
 const groupByInput = $("group-by", HTMLInputElement);
 const bandSelect = $("band", HTMLSelectElement);
 
@@ -63,6 +65,12 @@ hooks.writeUrl = (): void => {
   resetZoom.classList.toggle("hidden", state.settings.zoom === null);
 };
 hooks.renderView = renderView;
+hooks.switchTab = (tab): void => switchTab(tab);
+
+/** The banner of alerts firing in the selected runs (a failure to read them is shown like any other). */
+function refreshBanner(): void {
+  renderAlertBanner(alertBanner).catch((error: unknown) => hooks.showError(error));
+}
 
 function renderTabs(): void {
   const nav = $("tabs", HTMLElement);
@@ -130,6 +138,7 @@ function fillXOptions(): void {
 
 async function renderView(): Promise<void> {
   const generation = resetView();
+  refreshBanner();
   const chartsTab = state.tab === "metrics" || state.tab === "streams" || state.tab === "system";
   $("toolbar", HTMLElement).classList.toggle("hidden", !chartsTab && state.tab !== "runs" && state.tab !== "histograms" && state.tab !== "samples");
   for (const id of ["x-control", "log-control", "smoothing-control", "rank-control"]) $(id, HTMLElement).classList.toggle("hidden", !chartsTab);
@@ -152,6 +161,7 @@ async function renderView(): Promise<void> {
     else if (state.tab === "histograms") await renderHistograms(generation);
     else if (state.tab === "samples") await renderSamples(generation);
     else if (state.tab === "logs") await renderLogs(generation);
+    else if (state.tab === "alerts") await renderAlerts(generation);
     else if (state.tab === "config") await renderConfig(generation);
     else await renderTraces(generation);
     if (generation === state.generation) fillXOptions();
@@ -163,6 +173,7 @@ async function renderView(): Promise<void> {
 async function refreshPeriodically(): Promise<void> {
   try {
     await refreshRuns();
+    if (state.selected.some(isLive)) refreshBanner();
     if (state.tab === "runs") await refreshRunsTable();
     if (state.tab === "metrics" && state.selected.some(isLive) && state.keySignature !== "") {
       // New keys appear while a run goes on: rebuild the grid when the set of lines changed.

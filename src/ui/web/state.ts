@@ -11,7 +11,7 @@ import { assignRunColours, colourFromEarliest } from "./colours.js";
 /** The band drawn around a group's mean: ± one standard deviation, min to max, or none. */
 export type Band = "std" | "minmax" | "none";
 
-export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "logs" | "config" | "traces";
+export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "logs" | "alerts" | "config" | "traces";
 export const TABS: [Tab, string][] = [
   ["metrics", "Metrics"],
   ["runs", "Runs table"],
@@ -20,6 +20,7 @@ export const TABS: [Tab, string][] = [
   ["histograms", "Histograms"],
   ["samples", "Samples"],
   ["logs", "Logs"],
+  ["alerts", "Alerts"],
   ["config", "Config"],
   ["traces", "Traces"],
 ];
@@ -115,6 +116,9 @@ export const hooks = {
   renderView: (): Promise<void> => Promise.resolve(),
   renderRuns: (): void => undefined,
   writeUrl: (): void => undefined,
+  switchTab: (tab: Tab): void => {
+    void tab;
+  },
   showError: (error: unknown): void => {
     void error;
   },

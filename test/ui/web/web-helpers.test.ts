@@ -18,6 +18,8 @@ import { runsSearch } from "../../../src/ui/web/api.js";
 import { parseRunQuery } from "../../../src/ui/run-query.js";
 import { serverSort } from "../../../src/ui/web/tabs/runs-table.js";
 import { thinPoints } from "../../../src/ui/web/thin.js";
+import { alertEpisodes, alertSubject } from "../../../src/ui/web/alerts.js";
+import type { AlertEntry } from "../../../src/ui/web/api.js";
 
 describe("smoothDebiasedEma", () => {
   it("leaves values alone at weight 0", () => {
@@ -239,5 +241,21 @@ describe("summary columns", () => {
     assert.deepEqual(orderSummaryKeys(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"]), ["loss", "eval/reward", "z/common", "a/x", "b/y"]);
     assert.deepEqual(summaryColumns(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"], null, 2), ["loss", "eval/reward"]);
     assert.deepEqual(summaryColumns(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"], ["b/y", "gone", "loss"]), ["loss", "b/y"]);
+  });
+});
+
+describe("alert episodes", () => {
+  const entry = (seq: number, id: string, state: AlertEntry["state"], extra: Partial<AlertEntry> = {}): AlertEntry => ({ seq, id, rule: id.split(":")[0] ?? id, level: "error", run: "e/t", step: seq, message: `${id} ${state}`, state, at: seq, ...extra });
+
+  it("pairs each firing with its resolve; firing ones first, newest first; a resolve without its firing is left out", () => {
+    const episodes = alertEpisodes([entry(1, "nonfinite:a#1", "firing"), entry(2, "rank_lost:r1#2", "firing"), entry(3, "nonfinite:a#1", "resolved"), entry(4, "stalled:job#3", "firing"), entry(5, "old#0", "resolved")]);
+    assert.deepEqual(episodes.map((e) => [e.id, e.resolved?.seq ?? null]), [["stalled:job#3", null], ["rank_lost:r1#2", null], ["nonfinite:a#1", 3]]);
+  });
+
+  it("names what an alert is about: its key, its rank with host, or the job", () => {
+    assert.equal(alertSubject(entry(1, "nonfinite:loss#1", "firing", { key: "loss" })), "loss");
+    assert.equal(alertSubject(entry(1, "rank_lost:r#1", "firing", { rank: 3, rankName: "T_r3", host: "h" })), "rank 3 (T_r3) on h");
+    assert.equal(alertSubject(entry(1, "stalled:job#1", "firing")), "the job");
+    assert.equal(alertSubject(entry(1, "user#1", "firing", { rule: "user", title: "hi" })), "hi");
   });
 });
