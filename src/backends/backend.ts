@@ -9,6 +9,7 @@
 import type { HistogramMetric, LoggingMode, Metric, SampleBatch, StreamRecord } from "../core/metric.js";
 import { processWide } from "../core/process-wide.js";
 import type { RankIdentity } from "../core/rank-identity.js";
+import type { RankTimingRecord } from "../core/straggler-report.js";
 
 /** Who a rank is (a contract every side reads: it lives in `core/rank-identity.ts`). */
 export type { RankIdentity };
@@ -48,6 +49,11 @@ export interface Backend {
   logHistograms?(histograms: readonly HistogramMetric[], step: number): Promise<void> | void;
   /** Run configuration / hyperparameters. */
   logHyperparams?(params: Readonly<Record<string, unknown>>): Promise<void> | void;
+  /**
+   * On the controller: every rank's step time, lateness and barrier wait at a flush, with the
+   * flush's straggler report (docs/stragglers.md); the store keeps it for the dashboard's Ranks view.
+   */
+  logRankTiming?(record: RankTimingRecord): Promise<void> | void;
   /** On the controller: what per-rank instances of this backend need (e.g. a shared run id). */
   metadataForRanks?(): Readonly<Record<string, unknown>> | undefined;
   /** Write out what is buffered (called after each flush's calls). */

@@ -12,6 +12,8 @@ import { describeValue, flagKind, integerKind, rejectUnknownOptions, resolveSett
 import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
 import { DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
 import type { BackendsConfig } from "./config.js";
+import type { StragglerReport } from "../core/straggler-report.js";
+import { resolveStragglerOptions, type ResolvedStragglerOptions, type StragglerOptions } from "./stragglers.js";
 
 /** Options of `getOrCreateMetricLogger`. */
 export interface MetricLoggerOptions extends RunDirOptions {
@@ -45,6 +47,11 @@ export interface MetricLoggerOptions extends RunDirOptions {
    * two lines on stderr at `shutdown()`). Default false; env RANKSCOPE_QUIET.
    */
   quiet?: boolean;
+  /**
+   * Straggler attribution at every flush from the ranks' Tracer timings (docs/stragglers.md): its
+   * options, or `false` to turn it off. Default on, with `DEFAULT_STRAGGLER_OPTIONS`.
+   */
+  stragglers?: StragglerOptions | false;
 }
 
 /** Options of `initBackends`. */
@@ -113,6 +120,12 @@ export interface FlushResult {
   readonly undelivered: Readonly<Record<string, BackendDeliveryStats>>;
   /** True if backends were not initialised yet: the values wait for the first flush after `initBackends`. */
   readonly beforeInit?: boolean;
+  /**
+   * Straggler attribution at this flush (docs/stragglers.md): the ranks named slow, the skew, the
+   * chronic ones. Absent when no rank sent step timings (no Tracer ran in the ranks) or when
+   * attribution is off (`stragglers: false`).
+   */
+  readonly stragglers?: StragglerReport;
 }
 
 /**
@@ -145,7 +158,7 @@ export const LOGGER_SETTINGS = {
 } satisfies Record<string, Setting<unknown>>;
 
 /** Every option `getOrCreateMetricLogger` takes (others are a TypeError naming them). */
-const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "quiet", "root", "experiment", "trial", "runDir"];
+const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "quiet", "stragglers", "root", "experiment", "trial", "runDir"];
 
 /** The logger's options as resolved at creation (what a later call is compared with). */
 export interface ResolvedLoggerOptions {
@@ -156,6 +169,8 @@ export interface ResolvedLoggerOptions {
   readonly backendDeadlineMs: number;
   readonly quiet: boolean;
   readonly runId: string;
+  /** Straggler attribution's options; null when it is off. */
+  readonly stragglers: ResolvedStragglerOptions | null;
 }
 
 /**
@@ -173,6 +188,7 @@ export function resolveLoggerOptions(options: MetricLoggerOptions): ResolvedLogg
     backendDeadlineMs: resolveSetting(LOGGER_SETTINGS.backendDeadlineMs, options.backendDeadlineMs),
     quiet: resolveSetting(LOGGER_SETTINGS.quiet, options.quiet),
     runId: resolveSetting<string | undefined>(LOGGER_SETTINGS.runId, options.runId) ?? randomBytes(6).toString("hex"),
+    stragglers: resolveStragglerOptions(options.stragglers),
   };
 }
 
@@ -190,11 +206,12 @@ export function conflictingOptions(existing: ResolvedLoggerOptions, options: Met
     trial: existing.run.trial,
     root: existing.run.root,
     runDir: existing.run.runDir,
+    stragglers: JSON.stringify(existing.stragglers),
   };
   const conflicts: string[] = [];
   for (const [key, value] of Object.entries(options)) {
     if (value === undefined) continue;
-    const wanted = (key === "root" || key === "runDir") && typeof value === "string" ? resolvePath(value) : value;
+    const wanted = (key === "root" || key === "runDir") && typeof value === "string" ? resolvePath(value) : key === "stragglers" ? JSON.stringify(resolveStragglerOptions(value)) : value;
     if (wanted !== has[key]) conflicts.push(`${key}: ${describeValue(value)} (the logger has ${describeValue(has[key])})`);
   }
   return conflicts;

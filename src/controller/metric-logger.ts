@@ -38,7 +38,8 @@ import {
   type ShutdownOptions,
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
-import { askRanks, rankCountStates } from "./rank-answers.js";
+import { answersTiming, askRanks, rankCountStates } from "./rank-answers.js";
+import { StragglerTracker, type ResolvedStragglerOptions } from "./stragglers.js";
 import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
@@ -69,6 +70,10 @@ export class MetricLogger implements ResolvedLoggerOptions {
   readonly options: Readonly<MetricLoggerOptions>;
   /** This run's id in transport messages (see `MetricLoggerOptions.runId`). */
   readonly runId: string;
+  /** Straggler attribution's options (`MetricLoggerOptions.stragglers`); null when it is off. */
+  readonly stragglers: ResolvedStragglerOptions | null;
+  /** Straggler attribution across flushes (its chronic window), when on. */
+  private readonly stragglerTracker: StragglerTracker | null;
   private readonly ranks = new Map<string, RankHandle>();
   private globalBackends = BackendSet.empty();
   /** Controller-side primaries of per-rank backends with `perRankShareRun` (they create the shared run). */
@@ -95,6 +100,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.backendDeadlineMs = resolved.backendDeadlineMs;
     this.quiet = resolved.quiet;
     this.runId = resolved.runId;
+    this.stragglers = resolved.stragglers;
+    this.stragglerTracker = resolved.stragglers === null ? null : new StragglerTracker(resolved.stragglers);
     // A new logger after a shutdown(): recording is logged again.
     getCollector().reopen();
     const local = new RankRuntime(standaloneIdentity(this.processName));
@@ -229,7 +236,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
       warn("flush.stepNotIncreasing", `flush(${step}) after flush(${this.lastStep}): steps should increase; the values are logged at step ${step} as asked`);
     }
     this.lastStep = Math.max(this.lastStep, step);
-    const { snapshots, missing, ranksExpected, ranksReporting } = await askRanks([...this.ranks.values()], this.ownRank, step, this.flushDeadlineMs);
+    const answers = await askRanks([...this.ranks.values()], this.ownRank, step, this.flushDeadlineMs);
+    const { snapshots, missing, ranksExpected, ranksReporting } = answers;
     if (missing.length > 0) {
       warn(
         // One code per set of missing ranks: a rank lost an hour later is printed again, not just counted.
@@ -239,6 +247,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
     }
     const timestamp = Date.now();
     const target = { step, timestamp };
+    const stragglers = this.stragglerTracker?.observe(step, timestamp, answersTiming(answers, this.ownRank));
     // What ranks logged on axes of their own since the last flush (a rank's system monitor).
     for (const snapshot of snapshots) {
       for (const log of snapshot.offCycle ?? []) await this.logDirect(log.states, { step: log.step, axis: log.axis, timestamp: log.timestamp });
@@ -246,14 +255,16 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const states = mergeRankKeyStates(snapshots, step);
     states.push(...this.globalBackends.takeUndeliveredStates(), ...this.primaryBackends.takeUndeliveredStates());
     if (ranksExpected > 0) states.push(...rankCountStates({ ranksExpected, ranksReporting }));
+    if (stragglers !== undefined) states.push(...stragglers.states);
     states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    const result = { step, ranksExpected, ranksReporting, missingRanks: missing };
+    const result = { step, ranksExpected, ranksReporting, missingRanks: missing, ...(stragglers === undefined ? {} : { stragglers: stragglers.report }) };
     if (this.rankInit === null) {
       this.beforeInit.keep({ states, ...target });
       return { ...result, metrics: reduceStates(states, target).metrics, undelivered: {}, beforeInit: true };
     }
     for (const kept of this.beforeInit.takeAll()) await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
     const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
+    if (stragglers !== undefined) await this.globalBackends.logRankTiming(stragglers.record);
     return { ...result, metrics: merged.metrics, undelivered: this.undelivered() };
   }
 

@@ -7,6 +7,7 @@
 import type { KeyState } from "../core/collector.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
 import { RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
+import { appendRankTiming, appendTimingColumns, emptyTimingColumns, type TimingColumns } from "../core/step-timing.js";
 import { singleValueState } from "./reduce-states.js";
 import type { RankGroupHandle, RankGroupSnapshot, RankHandle, RankSnapshot } from "../transport/protocol/types.js";
 
@@ -20,6 +21,8 @@ export interface RankAnswers {
   readonly ranksExpected: number;
   /** Of those, how many answered in time. */
   readonly ranksReporting: number;
+  /** When each of `snapshots` arrived, in ms after the ranks were asked (same order). */
+  readonly arrivalMs: number[];
 }
 
 /** A handle answering for several ranks (a host agent's). */
@@ -34,8 +37,21 @@ export function isRankGroupSnapshot(snapshot: RankSnapshot): snapshot is RankGro
 
 /** Ask every handle for its states at `step`, waiting at most `deadlineMs`. `own` is the controller's own handle (never counted). */
 export async function askRanks(handles: readonly RankHandle[], own: RankHandle, step: number, deadlineMs: number): Promise<RankAnswers> {
-  const answers = await Promise.all(handles.map((h) => withDeadline(h.flush(step, deadlineMs).catch(() => undefined), deadlineMs)));
+  const asked = performance.now();
+  const arrived = new Float64Array(handles.length);
+  const answers = await Promise.all(
+    handles.map((h, i) =>
+      withDeadline(
+        h.flush(step, deadlineMs).then(
+          (snapshot) => ((arrived[i] = performance.now() - asked), snapshot),
+          () => undefined,
+        ),
+        deadlineMs,
+      ),
+    ),
+  );
   const snapshots: RankSnapshot[] = [];
+  const arrivalMs: number[] = [];
   const missing: string[] = [];
   let ranksReporting = 0;
   let ranksExpected = 0;
@@ -48,12 +64,32 @@ export async function askRanks(handles: readonly RankHandle[], own: RankHandle, 
       continue;
     }
     snapshots.push(answer);
+    arrivalMs.push(arrived[i] ?? NaN);
     if (isRankGroupSnapshot(answer)) {
       ranksReporting += answer.group.reporting;
       missing.push(...answer.group.missing);
     } else if (handle !== own) ranksReporting++;
   }
-  return { snapshots, missing, ranksExpected, ranksReporting };
+  return { snapshots, missing, ranksExpected, ranksReporting, arrivalMs };
+}
+
+/**
+ * The step timings of the ranks that answered, one row per rank (a host's ranks as its agent
+ * forwarded them, arrivals measured by the agent): the input of straggler attribution. The
+ * controller's own collector is not a rank and is left out; so is a rank that traced nothing.
+ */
+export function answersTiming(answers: Pick<RankAnswers, "snapshots" | "arrivalMs">, own: RankHandle): TimingColumns {
+  const columns = emptyTimingColumns();
+  for (const [i, snapshot] of answers.snapshots.entries()) {
+    if (isRankGroupSnapshot(snapshot)) {
+      if (snapshot.group.timing !== undefined) appendTimingColumns(columns, snapshot.group.timing);
+      continue;
+    }
+    const timing = snapshot.timing;
+    if (timing === undefined || snapshot.rankName === own.rankName) continue;
+    appendRankTiming(columns, snapshot.rankName, timing.rank, timing.host, answers.arrivalMs[i] ?? NaN, timing.tracers);
+  }
+  return columns;
 }
 
 /**

@@ -24,6 +24,7 @@ import type {
 } from "./reduce.js";
 import { getReduceDefinition } from "./registry.js";
 import { processWide } from "./process-wide.js";
+import { StepTimings } from "./step-timing.js";
 import { isReportingWorker, linkWorkerCollector, workerGatherer } from "./worker-link.js";
 
 /** What every key's entry has, whatever its reduction accepts (see `MetricEntry`). */
@@ -94,6 +95,8 @@ export class Collector {
   onFirstKey: (() => void) | null = null;
   /** Values recorded while closed (after the controller's `shutdown()`, before a new logger): never logged. */
   recordedAfterClose = 0;
+  /** This thread's Tracer step timings since the last flush (carried with a rank's answer for straggler attribution). */
+  readonly timings = new StepTimings();
   /** While closed: what puts each entry's real accumulator back (run by `reopen`). */
   private reopeners: Array<() => void> | null = null;
 
@@ -241,6 +244,7 @@ export class Collector {
     this.sortedEntries = null;
     this.droppedKeyRecords = 0;
     this.step = 0;
+    this.timings.take();
   }
 }
 

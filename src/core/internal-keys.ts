@@ -40,3 +40,10 @@ export const COUNT_KEY_SUFFIX = "__count";
 export function isInternalKey(key: string): boolean {
   return key.startsWith(INTERNAL_KEY_PREFIX) || key.endsWith(COUNT_KEY_SUFFIX);
 }
+
+/**
+ * The prefix of straggler attribution's keys (docs/stragglers.md): `skew`, `median_step_ms`,
+ * `median_wait_ms`, `slow_ranks`, `chronic_ranks`, and per named rank `step_ms/{rankName}@{host}`,
+ * `lateness_ms/…`, `caused_wait_ms/…`, `chronic/…`.
+ */
+export const STRAGGLER_KEY_PREFIX = "rankscope/stragglers/";

@@ -7,6 +7,7 @@
 import type { KeyState } from "../../core/collector.js";
 import { checkReplyFrameHeader, reportIgnored, transportStats, type RankMessage } from "../protocol/messages.js";
 import type { RankSnapshot } from "../protocol/types.js";
+import type { RankTiming } from "../../core/step-timing.js";
 import { frameKeyStates, readFrameHeader, StateDecoder, WireFormatError, type DecodedFrame } from "../wire/codec.js";
 
 /** Ranks this server does not know whose flush answers (or key tables) are kept for them (beyond: dropped, counted). */
@@ -75,7 +76,7 @@ export class RankFrames {
         this.askResend(rankName, header.id, header.seq);
         return undefined;
       }
-      return { t: "reply", id: header.id, rankName, ok: true, snapshot: new FramedSnapshot(rankName, header.step, header.seq, header.dropped, frame) };
+      return { t: "reply", id: header.id, rankName, ok: true, snapshot: new FramedSnapshot(rankName, header.step, header.seq, header.dropped, frame, header.timing) };
     } catch (error) {
       if (!(error instanceof WireFormatError)) throw error;
       reportIgnored("malformed", `a flush-answer frame from ${from} cannot be read (${error.message})`);
@@ -96,6 +97,7 @@ export class FramedSnapshot implements RankSnapshot {
     readonly seq: number,
     readonly droppedKeyRecords: number,
     readonly frame: DecodedFrame,
+    readonly timing?: RankTiming,
   ) {}
   get states(): readonly KeyState[] {
     return (this.built ??= frameKeyStates(this.frame, false));

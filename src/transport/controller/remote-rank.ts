@@ -12,6 +12,7 @@
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
+import { mergeTracerTimings, type RankTiming } from "../../core/step-timing.js";
 import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
 import { encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankReply } from "../protocol/messages.js";
 
@@ -84,7 +85,15 @@ export function carrySnapshot(earlier: RankSnapshot | null, later: RankSnapshot)
     ),
     droppedKeyRecords: Math.max(earlier.droppedKeyRecords, later.droppedKeyRecords),
     ...(offCycle.length > 0 ? { offCycle } : {}),
+    ...carriedTiming(earlier.timing, later.timing),
   };
+}
+
+/** The timings of a late answer and the next one together (their sums add), as a snapshot field. */
+function carriedTiming(earlier: RankTiming | undefined, later: RankTiming | undefined): { timing?: RankTiming } {
+  if (earlier === undefined) return later === undefined ? {} : { timing: later };
+  if (later === undefined) return { timing: earlier };
+  return { timing: { ...later, tracers: mergeTracerTimings(earlier.tracers, later.tracers) } };
 }
 
 /** A process-wide unique request id (NATS flushes share one id across ranks). */

@@ -23,6 +23,7 @@ import { reportIgnored } from "../protocol/messages.js";
 import type { RemoteRankHandle } from "../controller/remote-rank.js";
 import { FrameMerger, StateEncoder } from "../wire/codec.js";
 import type { KeyState } from "../../core/collector.js";
+import { appendRankTiming, emptyTimingColumns, roundMs } from "../../core/step-timing.js";
 import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostEnvelope, hostSubjects, type HostMessage, type HostStatesHeader } from "./messages.js";
 
 /** Options of `startHostAgent`. */
@@ -177,15 +178,27 @@ export class HostAgent implements RankRegistry {
     const version = this.membersVersion;
     // No rank yet: perhaps they joined a previous agent and missed the announcement.
     if (handles.length === 0) this.server?.announce();
-    const answers = await Promise.all(handles.map(async (handle) => ({ handle, answer: await handle.flush(request.step, deadline).catch(() => undefined) })));
+    const asked = performance.now();
+    const answers = await Promise.all(
+      handles.map(async (handle) => {
+        const answer = await handle.flush(request.step, deadline).catch(() => undefined);
+        return { handle, answer, arrivalMs: roundMs(performance.now() - asked) };
+      }),
+    );
     const snapshots: RankSnapshot[] = [];
     const missing: string[] = [];
     let dropped = 0;
     const offCycle: OffCycleLog[] = [];
-    for (const { handle, answer } of answers) {
+    const timing = emptyTimingColumns();
+    const rows: number[] = [];
+    for (const [row, { handle, answer, arrivalMs }] of answers.entries()) {
       if (answer === undefined) {
         missing.push(handle.rankName);
         continue;
+      }
+      if (answer.timing !== undefined) {
+        rows.push(row);
+        appendRankTiming(timing, handle.rankName, answer.timing.rank, hostId, arrivalMs, answer.timing.tracers);
       }
       snapshots.push(answer);
       dropped += answer.droppedKeyRecords;
@@ -206,6 +219,7 @@ export class HostAgent implements RankRegistry {
       ...(sendMembers ? { ranks: handles.map((h) => h.rankName) } : {}),
       dropped,
       ...(offCycle.length > 0 ? { offCycle } : {}),
+      ...(rows.length > 0 ? { timing: { rows, ranks: timing.ranks, arrivalMs: timing.arrivalMs, tracers: timing.tracers } } : {}),
     };
     try {
       const frame = this.encoder.encode(header, states);

@@ -15,6 +15,7 @@
  */
 import { encodeMessage } from "../../core/json.js";
 import type { OffCycleLog, RankInit } from "../protocol/types.js";
+import { hostTimingProblem, type HostTiming } from "../../core/step-timing.js";
 import { PROTOCOL_VERSION, decodeChecked, transportStats } from "../protocol/messages.js";
 
 const PROTO = "rankscope";
@@ -67,6 +68,8 @@ export interface HostStatesHeader {
   /** Sum of the reporting ranks' dropped-key counts (since they started). */
   readonly dropped: number;
   readonly offCycle?: readonly OffCycleLog[];
+  /** The ranks' arrival at the agent (ms after it asked) and step timings, rows indexing the rank list of version `mv` (docs/stragglers.md). */
+  readonly timing?: HostTiming;
 }
 
 /** Encode a host message in the protocol envelope. */
@@ -122,8 +125,13 @@ export function validateHostStatesHeader(h: Record<string, unknown>): string | u
   if (!isId(h["reporting"]) || !isNames(h["missing"]) || !isId(h["mv"]) || !isId(h["dropped"]) ) return "reporting, missing, mv and dropped are required";
   if (h["ranks"] !== undefined && !isNames(h["ranks"])) return "ranks must be a list of rank names";
   if (h["offCycle"] !== undefined && !Array.isArray(h["offCycle"])) return "offCycle must be a list";
+  // Rows index the rank list; without one in this frame, any index up to the bound a frame could name.
+  if (h["timing"] !== undefined) return hostTimingProblem(h["timing"], Array.isArray(h["ranks"]) ? h["ranks"].length : MAX_HOST_RANKS);
   return undefined;
 }
+
+/** The most ranks one host's answer may name (a bound for checking a frame's timing rows). */
+export const MAX_HOST_RANKS = 65_536;
 
 /**
  * The agent's own deadline for a flush whose controller deadline is `controllerMs`: shorter by a

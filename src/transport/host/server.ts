@@ -9,6 +9,7 @@ import { createInbox, type Msg, type NatsConnection } from "@nats-io/transport-n
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import type { KeyState } from "../../core/collector.js";
+import type { TimingColumns } from "../../core/step-timing.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import type { OffCycleLog, RankGroupHandle, RankGroupSnapshot, RankInit } from "../protocol/types.js";
 import { connectTo, unrefSocket, unrefWhileIdle } from "../controller/nats-connection.js";
@@ -150,14 +151,31 @@ export class HostHandle implements RankGroupHandle {
     const carried = this.carried;
     this.carried = null;
     const offCycle = [...this.carriedOffCycle.splice(0), ...(header.offCycle ?? [])];
+    const timing = this.timingOf(header);
     pending.resolve({
       rankName: this.rankName,
       step: header.step,
       states: carried === null ? states : mergeRankKeyStates([{ rankName: this.rankName, states: carried }, { rankName: this.rankName, states }], header.step),
       droppedKeyRecords: header.dropped,
       ...(offCycle.length === 0 ? {} : { offCycle }),
-      group: { reporting: header.reporting, missing: header.missing },
+      group: { reporting: header.reporting, missing: header.missing, ...(timing === undefined ? {} : { timing }) },
     });
+  }
+
+  /**
+   * The frame's step timings with the ranks' names (from the rank list this handle holds), or
+   * undefined when it has none or its rows name a rank list this handle does not hold.
+   */
+  private timingOf(header: HostStatesHeader): TimingColumns | undefined {
+    const t = header.timing;
+    if (t === undefined || header.mv !== this.membersVersion) return undefined;
+    const rankNames: string[] = [];
+    for (const row of t.rows) {
+      const name = this.members[row];
+      if (name === undefined) return undefined;
+      rankNames.push(name);
+    }
+    return { rankNames, ranks: t.ranks, hosts: rankNames.map(() => this.hostId), arrivalMs: t.arrivalMs, tracers: t.tracers };
   }
 }
 

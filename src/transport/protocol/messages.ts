@@ -20,6 +20,7 @@ import { warn } from "../../core/diagnostics.js";
 import { decodeMessage, encodeMessage } from "../../core/json.js";
 import type { RankInit, RankSnapshot } from "./types.js";
 import { processWide } from "../../core/process-wide.js";
+import { rankTimingProblem, type RankTiming } from "../../core/step-timing.js";
 
 /** The protocol version this build speaks. A message with another version is ignored and counted. */
 export const PROTOCOL_VERSION = 1;
@@ -80,6 +81,8 @@ export interface RankReplyFrameHeader extends Envelope {
   /** The snapshot's `droppedKeyRecords`. */
   readonly dropped: number;
   readonly session: string;
+  /** The snapshot's `timing` (the rank's step timings), when it has some. */
+  readonly timing?: RankTiming;
 }
 
 /** The controller's answer to a rank's `register` over NATS (on other carriers, `init` follows directly). */
@@ -190,6 +193,7 @@ export function checkReplyFrameHeader(run: string, header: unknown, from: string
   let problem: string | undefined;
   if (h["t"] !== "reply" || h["ok"] !== true) problem = `a frame with t ${JSON.stringify(h["t"])} and ok ${JSON.stringify(h["ok"])} where only successful flush replies travel as frames`;
   else if (!isId(h["id"]) || !isString(h["rankName"]) || !isId(h["step"]) || !isId(h["seq"]) || !isId(h["dropped"])) problem = "id, rankName, step, seq and dropped are required";
+  else if (h["timing"] !== undefined) problem = rankTimingProblem(h["timing"]);
   if (problem !== undefined) {
     reportIgnored("malformed", `a flush-answer frame from ${from} is malformed (${problem})`);
     return undefined;
@@ -303,6 +307,10 @@ function validateSnapshot(snapshot: unknown): string | undefined {
     if (!isObject(state) || typeof state["v"] !== "number" || typeof state["count"] !== "number") {
       return `state of "${String(s["key"])}" must carry v and count`;
     }
+  }
+  if (snapshot["timing"] !== undefined) {
+    const problem = rankTimingProblem(snapshot["timing"]);
+    if (problem !== undefined) return `snapshot.${problem}`;
   }
   return validateOffCycle(snapshot["offCycle"]);
 }

@@ -5,6 +5,7 @@
  */
 import type { UncheckedBackendsConfig } from "../../backends/options.js";
 import type { KeyState } from "../../core/collector.js";
+import type { RankTiming, TimingColumns } from "../../core/step-timing.js";
 /** Where a run's files go and where it starts. */
 export interface RunInfo {
   readonly runDir: string;
@@ -40,6 +41,8 @@ export interface RankSnapshot {
   readonly droppedKeyRecords: number;
   /** Values logged on this rank since the last flush on axes of their own (see `OffCycleLog`). */
   readonly offCycle?: readonly OffCycleLog[];
+  /** The rank's Tracer step timings since the last flush, for straggler attribution (absent when it traced nothing). */
+  readonly timing?: RankTiming;
 }
 
 /**
@@ -85,5 +88,7 @@ export interface RankGroupSnapshot extends RankSnapshot {
     readonly reporting: number;
     /** Its ranks that did not (named by the agent, by its own shorter deadline). */
     readonly missing: readonly string[];
+    /** Its ranks' arrival at the agent and step timings, one row per rank that answered (docs/stragglers.md). */
+    readonly timing?: TimingColumns;
   };
 }
