@@ -33,7 +33,7 @@ export interface StragglerOptions {
   readonly topK?: number;
   /** A rank is named when it exceeds the median rank by more than this share of the median step time (default 0.25)… */
   readonly tolerance?: number;
-  /** …and by more than this many ms (default 5). */
+  /** …and by more than this many ms (default 20). */
   readonly minExcessMs?: number;
   /** Flushes in the chronic window (default 10, at most 30): a rank named in at least half of them is chronic. */
   readonly chronicWindow?: number;
@@ -44,7 +44,7 @@ export interface StragglerOptions {
 /** The options with every default filled in. */
 export type ResolvedStragglerOptions = Required<Omit<StragglerOptions, "tracer">> & Pick<StragglerOptions, "tracer">;
 
-export const DEFAULT_STRAGGLER_OPTIONS: ResolvedStragglerOptions = { topK: 3, tolerance: 0.25, minExcessMs: 5, chronicWindow: 10 };
+export const DEFAULT_STRAGGLER_OPTIONS: ResolvedStragglerOptions = { topK: 3, tolerance: 0.25, minExcessMs: 20, chronicWindow: 10 };
 
 /** Robust standard deviations (MAD × 1.4826) an excess must pass as well. */
 export const MAD_K = 5;

@@ -15,6 +15,9 @@
  *   numbered by arrival (`first_seq`..`last_seq`) instead of keyed by step.
  * - `samples`, `histograms`: JSON per key per flush.
  * - `config`: the run's hyperparameters and other documents, JSON by name.
+ * - `rank_timing`: per flush, every rank's step time, lateness and barrier wait (float32 blobs in
+ *   the order of a `rank_lists` row) and the flush's straggler report (JSON), for the dashboard's
+ *   Ranks view (docs/stragglers.md); `rank_lists`: the ranks those blobs follow, written when they change.
  */
 import { join } from "node:path";
 import { STORE_FILE, errorCode } from "./store-file.js";
@@ -95,6 +98,15 @@ CREATE TABLE IF NOT EXISTS histograms (
 );
 CREATE INDEX IF NOT EXISTS histograms_series ON histograms (key_id, rank, seq);
 CREATE TABLE IF NOT EXISTS config (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rank_lists (
+  id INTEGER PRIMARY KEY,
+  ranks TEXT NOT NULL -- JSON: [[rank, rankName, host], ...], the order of rank_timing's blobs
+);
+CREATE TABLE IF NOT EXISTS rank_timing (
+  step INTEGER PRIMARY KEY, wall REAL NOT NULL, list_id INTEGER NOT NULL,
+  report TEXT NOT NULL, -- the flush's straggler report (JSON); kept before the blobs so reading it does not read them
+  step_ms BLOB NOT NULL, lateness_ms BLOB NOT NULL, wait_ms BLOB NOT NULL -- float32 per rank, NaN where none
+);
 `;
 
 /** The store file of a run directory. */

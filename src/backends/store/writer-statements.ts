@@ -99,6 +99,10 @@ export interface WriterStatements {
   readonly histogramInsert: Statement<RecordParams>;
   readonly configSelect: Statement<[name: string], { value: string }>;
   readonly configUpsert: Statement<[name: string, value: string]>;
+  // Per-rank timings at each flush (the Ranks view).
+  readonly rankListInsert: Statement<[ranks: string]>;
+  readonly rankTimingUpsert: Statement<[step: number, wall: number, listId: number, report: string, stepMs: Buffer, latenessMs: Buffer, waitMs: Buffer]>;
+  readonly rankTimingDeleteFrom: Statement<[step: number]>;
   // A resume: this writer's rows at or after a step.
   readonly pointsDeleteFrom: Statement<[rank: number, step: number]>;
   readonly samplesDeleteFrom: Statement<[rank: number, step: number]>;
@@ -148,6 +152,9 @@ export function prepareWriterStatements(db: Database.Database): WriterStatements
     histogramInsert: db.prepare("INSERT INTO histograms (key_id, rank, step, wall, data) VALUES (?, ?, ?, ?, ?)"),
     configSelect: db.prepare("SELECT value FROM config WHERE name = ?"),
     configUpsert: db.prepare("INSERT OR REPLACE INTO config (name, value) VALUES (?, ?)"),
+    rankListInsert: db.prepare("INSERT INTO rank_lists (ranks) VALUES (?)"),
+    rankTimingUpsert: db.prepare("INSERT OR REPLACE INTO rank_timing (step, wall, list_id, report, step_ms, lateness_ms, wait_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"),
+    rankTimingDeleteFrom: db.prepare("DELETE FROM rank_timing WHERE step >= ?"),
     pointsDeleteFrom: db.prepare("DELETE FROM points WHERE rank = ? AND step >= ?"),
     samplesDeleteFrom: db.prepare("DELETE FROM samples WHERE rank = ? AND step >= ?"),
     histogramsDeleteFrom: db.prepare("DELETE FROM histograms WHERE rank = ? AND step >= ?"),

@@ -17,7 +17,7 @@
 import type Database from "better-sqlite3";
 import { isRecord, nonFiniteReplacer, parseRecord } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
-import { toSqlReal } from "./codec.js";
+import { packFloat32, toSqlReal } from "./codec.js";
 import { ChunkPacker } from "./chunk-packer.js";
 import { ColumnBuilder, groupColumns, sortDedupe, type PointColumns } from "./columns.js";
 import { GLOBAL_RANK, withBusyRetry, type KeyKind } from "./schema.js";
@@ -66,6 +66,22 @@ export interface HistogramWrite {
   readonly rank?: number;
 }
 
+/**
+ * Every rank's timings at one flush (`RankTimingRecord` as the store keeps it): float32 columns
+ * in the order of `ranks`, which is given when it changed since this writer's last such write.
+ */
+export interface RankTimingWrite {
+  readonly step: number;
+  readonly wall: number;
+  /** `[rank, rankName, host]` per row; absent: the same ranks as the previous write. */
+  readonly ranks?: readonly (readonly [number, string, string])[];
+  /** The flush's straggler report, as JSON. */
+  readonly report: string;
+  readonly stepMs: Float32Array;
+  readonly latenessMs: Float32Array;
+  readonly waitMs: Float32Array;
+}
+
 /** Everything one write call stores, in one transaction. */
 export interface WriteBatch {
   scalars?: readonly ScalarPoint[];
@@ -79,6 +95,8 @@ export interface WriteBatch {
   histograms?: readonly HistogramWrite[];
   /** Merged into the run's hyperparameters at every depth (`mergeHyperparams`: a name given again replaces the earlier value). */
   hyperparams?: Readonly<Record<string, unknown>>;
+  /** Per-rank timings of flushes (the controller's store only). */
+  rankTiming?: readonly RankTimingWrite[];
 }
 
 /** Who writes and where. */
@@ -111,6 +129,8 @@ export type WriterStatus = "finished" | "failed" | "crashed";
 interface Pending {
   keys: Map<string, number>;
   series: Set<string>;
+  /** The rank list the transaction's last rank-timing row follows. */
+  rankList?: number;
 }
 
 /** Whether a batch holds any data (not only hyperparameters). */
@@ -121,6 +141,7 @@ function carriesData(b: WriteBatch): boolean {
     (b.system?.length ?? 0) > 0 ||
     (b.samples?.length ?? 0) > 0 ||
     (b.histograms?.length ?? 0) > 0 ||
+    (b.rankTiming?.length ?? 0) > 0 ||
     b.scalarColumns !== undefined ||
     b.streamColumns !== undefined
   );
@@ -135,6 +156,8 @@ export class StoreWriter {
   private readonly writerId: string;
   /** Whether this writer has named its rank in `ranks` on writing data (see `claimRankName`). */
   private rankNameClaimed = false;
+  /** The `rank_lists` row of this writer's last rank-timing write. */
+  private rankList: number | undefined;
   private closed = false;
 
   private constructor(
@@ -225,6 +248,15 @@ export class StoreWriter {
       this.sql.histogramInsert.run(id, histogramRank, h.step, h.wall, JSON.stringify(h.histogram, nonFiniteReplacer));
     }
     if (batch.hyperparams !== undefined) this.mergeConfig("hparams", batch.hyperparams);
+    for (const t of batch.rankTiming ?? []) this.writeRankTiming(pending, t);
+  }
+
+  /** One flush's per-rank timings: a new `rank_lists` row when its ranks changed, then its row. */
+  private writeRankTiming(pending: Pending, t: RankTimingWrite): void {
+    if (t.ranks !== undefined) pending.rankList = Number(this.sql.rankListInsert.run(JSON.stringify(t.ranks)).lastInsertRowid);
+    const list = pending.rankList ?? this.rankList;
+    if (list === undefined) throw new Error(`per-rank timings of step ${t.step} follow a rank list this writer never wrote`);
+    this.sql.rankTimingUpsert.run(t.step, t.wall, list, t.report, packFloat32(t.stepMs), packFloat32(t.latenessMs), packFloat32(t.waitMs));
   }
 
   /**
@@ -299,6 +331,7 @@ export class StoreWriter {
     this.sql.pointsDeleteFrom.run(rank, step);
     this.sql.samplesDeleteFrom.run(rank, step);
     this.sql.histogramsDeleteFrom.run(rank, step);
+    if (this.options.role === "controller") this.sql.rankTimingDeleteFrom.run(step);
     this.packer.truncateFrom(rank, step);
   }
 
@@ -317,6 +350,7 @@ export class StoreWriter {
     });
     for (const [k, v] of pending.keys) this.keyIds.set(k, v);
     for (const s of pending.series) this.knownSeries.add(s);
+    if (pending.rankList !== undefined) this.rankList = pending.rankList;
     this.packer.committed();
   }
 

@@ -7,10 +7,19 @@ import assert from "node:assert/strict";
 import { hostname } from "node:os";
 import { afterEach, describe, it } from "node:test";
 import { getOrCreateMetricLogger, spawnRanks, type FlushResult, type StragglerReport } from "../../../src/index.js";
+import { rankTiming } from "../../../src/backends/store/reader.js";
 import { tempDir } from "../../helpers.js";
 import type { StepPlan } from "./fixtures/straggler-rank.js";
 
 const RANK_MODULE = new URL("./fixtures/straggler-rank.ts", import.meta.url);
+
+/**
+ * The slowed ranks lose 700 ms a step; the bar to be named is 250 ms (and half a median step), far above this machine's
+ * scheduling noise (a thread rank two busy cores away answers up to ~100 ms late now and then, and
+ * the defaults — 25 % of a step, 20 ms — are for real training steps, not 50 ms sleeps).
+ */
+const SLOW_MS = 700;
+const STRAGGLERS = { tolerance: 0.5, minExcessMs: 250 };
 
 /** Every rank named slow at any flush, by name. */
 function namedEver(reports: readonly StragglerReport[]): Set<string> {
@@ -23,7 +32,8 @@ describe("straggler attribution with real thread ranks", () => {
   });
 
   it("names a chronic and a transient straggler among 8 ranks, with their host, and nobody else", async () => {
-    const logger = await getOrCreateMetricLogger({ runDir: tempDir("rankscope-stragglers-"), quiet: true });
+    const runDir = tempDir("rankscope-stragglers-");
+    const logger = await getOrCreateMetricLogger({ runDir, quiet: true, stragglers: STRAGGLERS });
     await logger.initBackends({ store: { loggingMode: "global_reduce" } });
     const group = await spawnRanks({ module: RANK_MODULE, ranksPerReplica: 8, kind: "thread", processName: "Trainer", logger });
     const chronic = 5;
@@ -32,7 +42,7 @@ describe("straggler attribution with real thread ranks", () => {
     const reports: StragglerReport[] = [];
     const results: FlushResult[] = [];
     for (let step = 0; step < 20; step++) {
-      const plan: StepPlan = { baseMs: 40, slowMs: 300, slow: transientSteps.has(step) ? [chronic, transient] : [chronic] };
+      const plan: StepPlan = { baseMs: 50, slowMs: SLOW_MS, slow: transientSteps.has(step) ? [chronic, transient] : [chronic] };
       await group.fanout("trainStep", step, plan);
       const result = await logger.flush(step);
       results.push(result);
@@ -66,17 +76,27 @@ describe("straggler attribution with real thread ranks", () => {
     assert.ok(keys.has(`rankscope/stragglers/step_ms/${chronicName}@${hostname()}`));
     assert.ok(keys.has("rankscope/stragglers/skew"));
     await group.stop();
+
+    // The store keeps every rank's figures and each flush's report, for the Ranks view.
+    await logger.shutdown();
+    const stored = rankTiming(runDir);
+    assert.deepEqual(stored.ranks.map((r) => [r.rank, r.rankName, r.host]), names.map((name, i) => [i, name, hostname()]));
+    assert.deepEqual(stored.steps, Array.from({ length: 20 }, (_, i) => i));
+    assert.ok(stored.stepMs.every(Number.isFinite), "a step time for every rank at every flush");
+    assert.deepEqual(stored.reports.map((r) => r.slowest.map((s) => s.rankName).sort()), reports.map((r) => r.slowest.map((s) => s.rankName).sort()));
+    assert.deepEqual(stored.reports[19]?.chronic.map((c) => c.rankName), [chronicName]);
   });
 
   it("names the rank the others waited for at a marked barrier, where every step takes as long", async () => {
-    const logger = await getOrCreateMetricLogger({ runDir: tempDir("rankscope-stragglers-"), quiet: true });
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir("rankscope-stragglers-"), quiet: true, stragglers: STRAGGLERS });
+    await logger.initBackends({ store: { loggingMode: "global_reduce" } });
     const group = await spawnRanks({ module: RANK_MODULE, ranksPerReplica: 4, kind: "thread", processName: "Reducer", logger });
     const slow = 1;
     const reports: StragglerReport[] = [];
     const barrier = { channel: `stragglers-${logger.runId}`, world: 4 };
     await group.fanout("openBarrier", barrier);
     for (let step = 0; step < 6; step++) {
-      const plan: StepPlan = { baseMs: 20, slowMs: 250, slow: [slow], barrier };
+      const plan: StepPlan = { baseMs: 50, slowMs: SLOW_MS, slow: [slow], barrier };
       await group.fanout("trainStep", step, plan);
       const result = await logger.flush(step);
       if (result.stragglers !== undefined) reports.push(result.stragglers);
