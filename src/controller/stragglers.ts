@@ -222,11 +222,17 @@ export class StragglerTracker {
     const medStep = this.scratch.median(figures.stepMs).median;
     const medArrival = this.scratch.median(figures.arrivalMs).median;
     const medWait = this.scratch.median(figures.waitMs).median;
-    const latenessMs = figures.arrivalMs.map((a) => a - medArrival);
-    const causedWaitMs = figures.waitMs.map((w) => medWait - w);
+    const latenessMs = new Float64Array(n);
+    const causedWaitMs = new Float64Array(n);
+    const stepExcess = new Float64Array(n);
+    for (let i = 0; i < n; i++) {
+      latenessMs[i] = (figures.arrivalMs[i] ?? NaN) - medArrival;
+      causedWaitMs[i] = medWait - (figures.waitMs[i] ?? NaN);
+      stepExcess[i] = (figures.stepMs[i] ?? NaN) - medStep;
+    }
     const scale = Number.isFinite(medStep) ? medStep : 0;
     const scores = [
-      this.scores("step", figures.stepMs.map((s) => s - medStep), figures.stepMs, medStep, scale),
+      this.scores("step", stepExcess, figures.stepMs, medStep, scale),
       this.scores("lateness", latenessMs, figures.arrivalMs, medArrival, scale),
       this.scores("wait", causedWaitMs, figures.waitMs, medWait, scale),
     ];
@@ -248,7 +254,8 @@ export class StragglerTracker {
         phase: phaseOf.get(i) ?? null,
         chronic: chronicNames.has(columns.rankNames[i] ?? ""),
       }));
-    const maxStep = figures.stepMs.reduce((m, v) => (Number.isFinite(v) && v > m ? v : m), -Infinity);
+    let maxStep = -Infinity;
+    for (const v of figures.stepMs) if (v > maxStep) maxStep = v;
     const report: StragglerReport = {
       step,
       ranks: n,
@@ -293,13 +300,15 @@ export class StragglerTracker {
     const hints = new Map<number, NonNullable<SlowRank["phase"]>>();
     const tracer = figures.tracer;
     if (tracer === undefined || rows.length === 0) return hints;
+    const perStep = new Float64Array(figures.stepMs.length);
     for (const p of tracer.phases) {
       if (p.kind !== "phase") continue;
-      const perStep = Float64Array.from(p.totalMs, (ms, i) => {
+      for (let i = 0; i < perStep.length; i++) {
         const steps = tracer.steps[i] ?? 0;
         const count = p.count[i] ?? 0;
-        return steps > 0 ? ms / steps : count > 0 ? ms / count : NaN;
-      });
+        const ms = p.totalMs[i] ?? 0;
+        perStep[i] = steps > 0 ? ms / steps : count > 0 ? ms / count : NaN;
+      }
       const median = this.scratch.median(perStep).median;
       for (const i of rows) {
         const ms = perStep[i] ?? NaN;

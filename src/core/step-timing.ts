@@ -240,23 +240,28 @@ export function appendRankTiming(columns: TimingColumns, rankName: string, rank:
   }
 }
 
+/** `to.push(...from)` without spreading (a spread of thousands of arguments is slow, and bounded by the stack). */
+function pushAll<T>(to: T[], from: readonly T[]): void {
+  for (let i = 0; i < from.length; i++) to.push(from[i] as T);
+}
+
 /** Append every row of `more` to `columns` (a host's ranks to the flush's). */
 export function appendTimingColumns(columns: TimingColumns, more: TimingColumns): void {
   const start = timingRows(columns);
   const added = timingRows(more);
-  columns.rankNames.push(...more.rankNames);
-  columns.ranks.push(...more.ranks);
-  columns.hosts.push(...more.hosts);
-  columns.arrivalMs.push(...more.arrivalMs);
+  pushAll(columns.rankNames, more.rankNames);
+  pushAll(columns.ranks, more.ranks);
+  pushAll(columns.hosts, more.hosts);
+  pushAll(columns.arrivalMs, more.arrivalMs);
   padColumns(columns, start);
   for (const t of more.tracers) {
     const tc = tracerColumns(columns, t.prefix, start);
-    tc.steps.push(...t.steps);
-    tc.totalMs.push(...t.totalMs);
+    pushAll(tc.steps, t.steps);
+    pushAll(tc.totalMs, t.totalMs);
     for (const p of t.phases) {
       const pc = phaseColumns(tc, p.name, p.kind, start);
-      pc.count.push(...p.count);
-      pc.totalMs.push(...p.totalMs);
+      pushAll(pc.count, p.count);
+      pushAll(pc.totalMs, p.totalMs);
     }
   }
   padColumns(columns, start + added);
