@@ -110,7 +110,7 @@ try {
   }
   // What the server did before: every line read and the whole answer serialised in one go, the
   // event loop held throughout (measured here as one synchronous block).
-  const source = createStoreSource();
+  const source = createStoreSource(root);
   const runDir = join(root, "bench", "long");
   for (const [lines, maxPoints] of [
     [200, 1000],

@@ -8,6 +8,8 @@ command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
 # The multi-host tests make network namespaces and veth pairs (ip) and cut links (ip, tc).
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+# The team server's tests start a real PostgreSQL (Debian's, run as the postgres user).
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 # The Python cross-checks (TensorBoard, the official W&B SDK) make a venv: python3 with venv and pip.
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || missing+=(python3-venv)
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -10,7 +10,7 @@ bash scripts/install-system-deps.sh
 npm run build --silent
 npx eslint .
 # Type assertions per 1,000 lines of src may only go down (docs/DESIGN.md, "Types, casts and lint").
-node scripts/count-casts.mjs --max-per-1000 1.0
+node scripts/count-casts.mjs --max-per-1000 0.9
 npx tsc -p tsconfig.json --noEmit
 
 # Arguments narrow the test files to those folders or files (`npm test -- test/backends/store`;

@@ -11,6 +11,8 @@ import { registerExportCommand } from "./commands/export.js";
 import { registerRunsCommand } from "./commands/runs.js";
 import { registerTailCommand } from "./commands/tail.js";
 import { registerUiCommand } from "./commands/ui.js";
+import { registerServerCommand } from "./commands/server.js";
+import { registerSyncCommand } from "./commands/sync.js";
 
 
 const program = new Command()
@@ -27,6 +29,8 @@ registerRunsCommand(program);
 registerTailCommand(program);
 registerExportCommand(program);
 registerUiCommand(program);
+registerServerCommand(program);
+registerSyncCommand(program);
 
 try {
   await program.parseAsync(process.argv);

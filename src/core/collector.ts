@@ -25,6 +25,7 @@ import type {
 import { getReduceDefinition } from "./registry.js";
 import { processWide } from "./process-wide.js";
 import { StepTimings } from "./step-timing.js";
+import { watchForNoLogger } from "./no-logger.js";
 import { isReportingWorker, linkWorkerCollector, workerGatherer } from "./worker-link.js";
 
 /** What every key's entry has, whatever its reduction accepts (see `MetricEntry`). */
@@ -97,6 +98,13 @@ export class Collector {
   recordedAfterClose = 0;
   /** This thread's Tracer step timings since the last flush (carried with a rank's answer for straggler attribution). */
   readonly timings = new StepTimings();
+  /** True once a logger or a rank (`RankRuntime`) flushes this collector. */
+  hasFlusher = false;
+  /**
+   * Values recorded in a process that never had a logger (no `getOrCreateMetricLogger`, no rank):
+   * never logged. Counted when the process ends, and warned about (`no-logger.ts`).
+   */
+  neverLogged = 0;
   /** While closed: what puts each entry's real accumulator back (run by `reopen`). */
   private reopeners: Array<() => void> | null = null;
 
@@ -284,9 +292,16 @@ function swapAccumulator<In>(entry: { accumulator: Accumulator<AccumulatorState,
 function toNumber(key: string, value: unknown): number {
   if (typeof value === "number") return value;
   if (typeof value === "bigint") {
+    // Reductions are float64 arithmetic: a bigint becomes the nearest double, exact up to ±2^53.
     const number = Number(value);
     if (!Number.isFinite(number)) {
       throw new RangeError(`recordMetric("${key}", value): the bigint ${value} is beyond the range of a float64 (about ±1.8e308) and would become ${number}; scale it down first`);
+    }
+    if (BigInt(number) !== value) {
+      warn(
+        `recordMetric.bigintRounded:${key}`,
+        `recordMetric("${key}", ${value}n): metric values are float64, exact up to ±2^53; this bigint was recorded as the nearest one, ${number.toExponential()} (off by ${BigInt(number) - value}). Keep exact integers in a sample record or the run config, or scale the value down.`,
+      );
     }
     return number;
   }
@@ -311,11 +326,17 @@ export function describeValue(value: unknown): string {
  * thread when its first key is recorded, so its values reach the main thread's flush (see
  * `worker-link.ts`); in the main thread it starts listening for such workers.
  */
+export { NO_LOGGER_WARN_MS, pendingValues } from "./no-logger.js";
+
 export function getCollector(): Collector {
   return processWide("collector", () => {
     const created = new Collector();
-    if (isReportingWorker()) created.onFirstKey = () => linkWorkerCollector(created);
-    else workerGatherer();
+    if (isReportingWorker()) {
+      created.onFirstKey = () => linkWorkerCollector(created);
+    } else {
+      workerGatherer();
+      created.onFirstKey = () => watchForNoLogger(created);
+    }
     return created;
   });
 }

@@ -278,39 +278,6 @@ export function boundedTracerTimings(tracers: TracerTiming[]): TracerTiming[] {
   return kept.map((t) => (t.phases.length <= MAX_TRACER_PHASES && t.phases.every((p) => p.name.length <= MAX_TIMING_NAME) ? t : { ...t, phases: t.phases.filter((p) => p.name.length <= MAX_TIMING_NAME).slice(0, MAX_TRACER_PHASES) }));
 }
 
-const isCount = (v: unknown): v is number => typeof v === "number" && Number.isInteger(v) && v >= 0;
-const isDuration = (v: unknown): v is number => typeof v === "number" && Number.isFinite(v) && v >= 0;
-const isName = (v: unknown): v is string => typeof v === "string" && v.length > 0 && v.length <= MAX_TIMING_NAME;
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
-
-function tracerProblem(t: unknown): string | undefined {
-  if (!isObject(t) || !isName(t["prefix"]) || !isCount(t["steps"]) || !isDuration(t["totalMs"]) || !Array.isArray(t["phases"])) {
-    return "every tracer must carry prefix, steps, totalMs and phases";
-  }
-  const phases: readonly unknown[] = t["phases"];
-  if (phases.length > MAX_TRACER_PHASES) return `a tracer carries more than ${MAX_TRACER_PHASES} phases`;
-  for (const p of phases) {
-    if (!isObject(p) || !isName(p["name"]) || (p["kind"] !== "phase" && p["kind"] !== "barrier") || !isCount(p["count"]) || !isDuration(p["totalMs"])) {
-      return "every phase must carry name, kind (phase or barrier), count and totalMs";
-    }
-  }
-  return undefined;
-}
-
-/** What is wrong with a received `RankTiming` (parsed JSON), or undefined when it is one within the bounds. */
-export function rankTimingProblem(value: unknown): string | undefined {
-  if (!isObject(value) || !isCount(value["rank"]) || typeof value["host"] !== "string" || value["host"].length > MAX_TIMING_NAME || !Array.isArray(value["tracers"])) {
-    return "timing must carry rank, host and tracers";
-  }
-  const tracers: readonly unknown[] = value["tracers"];
-  if (tracers.length > MAX_ANSWER_TRACERS) return `timing carries more than ${MAX_ANSWER_TRACERS} tracers`;
-  for (const t of tracers) {
-    const problem = tracerProblem(t);
-    if (problem !== undefined) return problem;
-  }
-  return undefined;
-}
-
 /**
  * A host's ranks' timings as its agent forwards them (`HostStatesHeader.timing`): `TimingColumns`
  * without the names, which the controller already holds — `rows` are indexes into the answer's
@@ -321,31 +288,4 @@ export interface HostTiming {
   readonly ranks: number[];
   readonly arrivalMs: number[];
   readonly tracers: TracerColumns[];
-}
-
-const isCountArray = (v: unknown, n: number): v is number[] => Array.isArray(v) && v.length === n && v.every(isCount);
-const isDurationArray = (v: unknown, n: number): v is number[] => Array.isArray(v) && v.length === n && v.every(isDuration);
-
-/** What is wrong with a received `HostTiming` for a rank list of `members` ranks, or undefined when it is one within the bounds. */
-export function hostTimingProblem(value: unknown, members: number): string | undefined {
-  if (!isObject(value) || !Array.isArray(value["rows"]) || !Array.isArray(value["tracers"])) return "timing must carry rows, ranks, arrivalMs and tracers";
-  const rows: readonly unknown[] = value["rows"];
-  const n = rows.length;
-  if (n > members || !rows.every((r) => isCount(r) && r < members)) return "timing.rows must name ranks of the answer's rank list";
-  if (!isCountArray(value["ranks"], n) || !Array.isArray(value["arrivalMs"]) || value["arrivalMs"].length !== n || !value["arrivalMs"].every((a) => typeof a === "number" && Number.isFinite(a))) {
-    return "timing.ranks and timing.arrivalMs must have one number per row";
-  }
-  const tracers: readonly unknown[] = value["tracers"];
-  if (tracers.length > MAX_ANSWER_TRACERS) return `timing carries more than ${MAX_ANSWER_TRACERS} tracers`;
-  for (const t of tracers) {
-    if (!isObject(t) || !isName(t["prefix"]) || !isCountArray(t["steps"], n) || !isDurationArray(t["totalMs"], n) || !Array.isArray(t["phases"])) return "every tracer must carry prefix, and steps and totalMs per row";
-    const phases: readonly unknown[] = t["phases"];
-    if (phases.length > MAX_TRACER_PHASES) return `a tracer carries more than ${MAX_TRACER_PHASES} phases`;
-    for (const p of phases) {
-      if (!isObject(p) || !isName(p["name"]) || (p["kind"] !== "phase" && p["kind"] !== "barrier") || !isCountArray(p["count"], n) || !isDurationArray(p["totalMs"], n)) {
-        return "every phase must carry name, kind, and count and totalMs per row";
-      }
-    }
-  }
-  return undefined;
 }

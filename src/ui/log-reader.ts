@@ -8,10 +8,10 @@
  * header of their own (a stack trace) belong to it: they carry its level and component, so a
  * filter keeps or drops them with it.
  */
-import { open } from "node:fs/promises";
 import { stripVTControlCharacters } from "node:util";
 import { LEVEL_NAMES } from "../textlog/format.js";
 import { HttpError } from "./security.js";
+import type { RunBytes } from "./source.js";
 
 /** Bytes one request scans at most, and by default (more with a filter, whose matches can be sparse). */
 export const LOG_MAX_WINDOW = 4 * 1024 * 1024;
@@ -114,17 +114,11 @@ function rangeOf(size: number, query: LogQuery, window: number): { from: number;
 }
 
 /** The bytes of the range a query asks for, and the file's size when read. */
-async function readRange(path: string, query: LogQuery, window: number): Promise<{ bytes: Buffer; size: number; range: ReturnType<typeof rangeOf> }> {
-  const handle = await open(path, "r");
-  try {
-    const size = (await handle.stat()).size;
-    const range = rangeOf(size, query, window);
-    const bytes = Buffer.alloc(range.to - range.from);
-    const { bytesRead } = await handle.read(bytes, 0, bytes.length, range.from);
-    return { bytes: bytes.subarray(0, bytesRead), size, range };
-  } finally {
-    await handle.close();
-  }
+async function readRange(file: RunBytes, query: LogQuery, window: number): Promise<{ bytes: Buffer; size: number; range: ReturnType<typeof rangeOf> }> {
+  const size = await file.size();
+  const range = rangeOf(size, query, window);
+  const bytes = await file.read(range.from, range.to - range.from);
+  return { bytes, size, range };
 }
 
 /**
@@ -149,17 +143,19 @@ function wholeLines(bytes: Buffer, from: number, skipFirst: boolean, window: num
 }
 
 /**
- * Read one window of the log at `path` (already resolved inside the runs root) and the lines of
+ * Read one window of a log file (from its source: a file under the runs root, a team server's
+ * rows) and the lines of
  * it that pass the filters, at most `limit` (the newest ones reading backwards, the oldest reading
  * forwards; `start`/`end` then bound the lines returned, so the next page goes on from there).
  */
-export async function readLogWindow(path: string, file: string, query: LogQuery): Promise<LogWindow> {
+export async function readLogWindow(source: RunBytes, query: LogQuery): Promise<LogWindow> {
+  const file = source.name;
   const minLevel = query.level === undefined || query.level === "" ? undefined : LOG_LEVELS[query.level];
   if (query.level !== undefined && query.level !== "" && minLevel === undefined) throw new HttpError(400, `level must be one of ${Object.keys(LOG_LEVELS).join(", ")}, got ${JSON.stringify(query.level)}`);
   const component = query.component === "" ? undefined : query.component;
   const window = Math.min(LOG_MAX_WINDOW, query.maxBytes ?? (minLevel !== undefined || component !== undefined ? LOG_DEFAULT_FILTERED_WINDOW : LOG_DEFAULT_WINDOW));
   const limit = Math.min(LOG_MAX_LINES, query.limit ?? LOG_DEFAULT_LINES);
-  const { bytes, size, range } = await readRange(path, query, window);
+  const { bytes, size, range } = await readRange(source, query, window);
   const { texts, offsets, head, tail } = wholeLines(bytes, range.from, range.from > 0 && !range.forward, window);
   let parsed = parseLogLines(texts, offsets);
   let start = range.from + head;

@@ -1,23 +1,24 @@
 /**
  * The dashboard's JSON API as a table: path → handler. Each handler gets the checked request and
- * returns the JSON to send (or sends a download itself). Run-scoped handlers resolve `run` inside
- * the root and refuse a `metrics.db` that resolves outside it before anything opens it.
+ * returns the JSON to send (or sends a download itself). Run-scoped handlers have the source
+ * resolve `run` first (the local source refuses a run or a `metrics.db` that resolves outside the
+ * root before anything opens it; the server's refuses a run of another project). The same table
+ * serves `rankscope ui` and `rankscope server`.
  */
-import { createReadStream, statSync } from "node:fs";
+import { CONTROLLER_LINE, lineDisplayLabel } from "../core/rank-identity.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { join, sep } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { createGzip } from "node:zlib";
 import { warn } from "../core/diagnostics.js";
 import { isInternalKey } from "../core/internal-keys.js";
-import { STORE_FILE, errorCode, storeFault } from "../backends/store/store-file.js";
+import { errorCode, storeFault } from "../backends/store/store-file.js";
 import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip } from "./http.js";
 import { flagParam, intParam, maxPointsParam, parseLines, requiredParam } from "./params.js";
-import { RunLabelReader } from "./run-labels.js";
 import { LOG_MAX_LINES, LOG_MAX_WINDOW, readLogWindow } from "./log-reader.js";
-import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile, type RunFileEntry } from "./security.js";
-import type { DashboardSource } from "./source.js";
+import { parseRunQuery } from "./run-query.js";
+import { HttpError } from "./security.js";
+import type { DashboardSource, TraceFileEntry } from "./source.js";
 
 /** A header parameter value in RFC 5987's `attr-char`s: UTF-8, percent-encoded. */
 function rfc5987(text: string): string {
@@ -40,7 +41,7 @@ function keysParam(raw: string | null): Set<string> | undefined {
 }
 
 /** The text logs first (merged.log: every process; main.log: the controller's), then any other file of `logs/`. */
-function logFiles(files: RunFileEntry[]): RunFileEntry[] {
+function logFiles(files: TraceFileEntry[]): TraceFileEntry[] {
   const order = (name: string): number => (name === "merged.log" ? 0 : name === "main.log" ? 1 : 2);
   return [...files].sort((a, b) => order(a.name) - order(b.name) || (a.name < b.name ? -1 : 1));
 }
@@ -55,20 +56,17 @@ export interface ApiContext {
 /** Returns the JSON body, or undefined when it answered itself (a download). */
 type Handler = (ctx: ApiContext) => Promise<unknown> | unknown;
 
-/** The API over one root: the route table and the state its handlers share. */
+/** The API over one source: the route table and the state its handlers share. */
 export class DashboardApi {
   readonly routes: ReadonlyMap<string, Handler>;
-  private readonly labels: RunLabelReader;
 
   constructor(
-    private readonly realRoot: string,
     private readonly source: DashboardSource,
     private readonly version: string,
   ) {
-    this.labels = new RunLabelReader(realRoot);
     this.routes = new Map<string, Handler>([
       ["/api/version", () => ({ rankscope: this.version, node: process.version })],
-      ["/api/runs", () => this.runs()],
+      ["/api/runs", (c) => this.source.listRuns(parseRunQuery(c.params))],
       ["/api/keys", (c) => this.keys(c)],
       ["/api/summary", (c) => this.summary(c)],
       ["/api/series", (c) => this.series(c)],
@@ -78,9 +76,9 @@ export class DashboardApi {
       ["/api/histograms", (c) => this.histograms(c)],
       ["/api/samples", (c) => this.withRun(c, async (runDir) => ({ samples: await this.source.samples(runDir) }))],
       ["/api/config", (c) => this.config(c)],
-      ["/api/traces", (c) => this.withRun(c, (runDir) => ({ files: listRunFiles(this.realRoot, runDir, "traces") }), false)],
+      ["/api/traces", (c) => this.withRun(c, async (runDir) => ({ files: await this.source.traceFiles(runDir) }), false)],
       ["/api/trace", (c) => this.trace(c)],
-      ["/api/logs", (c) => this.withRun(c, (runDir) => ({ files: logFiles(listRunFiles(this.realRoot, runDir, "logs")) }), false)],
+      ["/api/logs", (c) => this.withRun(c, async (runDir) => ({ files: logFiles(await this.source.logFiles(runDir)) }), false)],
       ["/api/log", (c) => this.log(c)],
     ]);
   }
@@ -96,13 +94,12 @@ export class DashboardApi {
   }
 
   /**
-   * Resolve the request's run, check its store stays inside the root, and run `read`; a store
-   * SQLite cannot read (damaged, not a database) becomes a 500 naming the run and the fault.
+   * Have the source resolve the request's run, and run `read`; a store SQLite cannot read
+   * (damaged, not a database) becomes a 500 naming the run and the fault.
    */
   private async withRun<T>(ctx: ApiContext, read: (runDir: string) => Promise<T> | T, needsStore = true): Promise<T> {
     const run = ctx.params.get("run");
-    const runDir = resolveRunDir(this.realRoot, run);
-    if (needsStore) realPathInside(this.realRoot, join(runDir, STORE_FILE), `run ${JSON.stringify(run)}'s ${STORE_FILE}`);
+    const runDir = await this.source.resolveRun(run, needsStore);
     try {
       return await read(runDir);
     } catch (error) {
@@ -114,24 +111,6 @@ export class DashboardApi {
     }
   }
 
-  private async runs(): Promise<unknown> {
-    const runs = await this.source.listRuns(this.realRoot);
-    const out = [];
-    for (const run of runs) {
-      const runDir = join(this.realRoot, ...run.id.split("/"));
-      let hyperparams: Record<string, unknown> = {};
-      if (run.error === undefined) {
-        try {
-          hyperparams = await this.source.config(runDir);
-        } catch {
-          // A store that cannot be read still lists, with its directory's labels.
-        }
-      }
-      out.push({ ...run, ...this.labels.labels(runDir, hyperparams) });
-    }
-    return { runs: out };
-  }
-
   private keys(ctx: ApiContext): Promise<unknown> {
     return this.withRun(ctx, async (runDir) => {
       const [metrics, streams, system, histograms, rankNames] = await Promise.all([
@@ -141,7 +120,12 @@ export class DashboardApi {
         this.source.histogramKeys?.(runDir) ?? [],
         this.source.rankNames?.(runDir) ?? {},
       ]);
-      return { metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })), streams, system, histograms, rankNames };
+      // Every line's label, by the one naming rule (docs/DESIGN.md, "Identity").
+      const rankLabels: Record<string, string> = {};
+      for (const line of [...Object.keys(rankNames).map(Number), ...metrics.flatMap((k) => k.ranks)]) {
+        if (Number.isInteger(line)) rankLabels[String(line)] = lineDisplayLabel(line, rankNames[String(line)]);
+      }
+      return { metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })), streams, system, histograms, rankNames, rankLabels };
     });
   }
 
@@ -162,7 +146,8 @@ export class DashboardApi {
 
   private series(ctx: ApiContext): Promise<unknown> {
     const key = requiredParam(ctx.params, "key");
-    const rank = intParam(ctx.params, "rank", 0, 1_000_000);
+    // A line: r for rank r, -1 the global line, -2 the controller's own (docs/DESIGN.md, "Identity").
+    const rank = intParam(ctx.params, "rank", CONTROLLER_LINE, 1_000_000);
     const maxPoints = maxPointsParam(ctx.params);
     const after = ctx.params.get("after") ?? undefined;
     const before = ctx.params.get("before") ?? undefined;
@@ -240,7 +225,8 @@ export class DashboardApi {
 
   private config(ctx: ApiContext): Promise<unknown> {
     return this.withRun(ctx, async (runDir) => {
-      const versionText = readRunText(this.realRoot, runDir, "version.json");
+      const details = await this.source.runDetails(runDir);
+      const versionText = details.versionJson;
       let versionInfo: unknown = null;
       if (versionText !== null) {
         try {
@@ -250,8 +236,7 @@ export class DashboardApi {
         }
       }
       const params = await this.source.config(runDir);
-      const { tags, group } = this.labels.labels(runDir, {});
-      return { params, configYaml: readRunText(this.realRoot, runDir, "config.yaml"), version: versionInfo, tags, group };
+      return { params, configYaml: details.configYaml, version: versionInfo, tags: details.tags, group: details.group };
     });
   }
 
@@ -273,10 +258,7 @@ export class DashboardApi {
     const query = { ...(after !== undefined ? { after } : {}), ...(before !== undefined ? { before } : {}), ...(maxBytes !== undefined ? { maxBytes } : {}), ...(limit !== undefined ? { limit } : {}), ...(level !== undefined ? { level } : {}), ...(component !== undefined ? { component } : {}) };
     return this.withRun(
       ctx,
-      (runDir) => {
-        const file = resolveRunFile(this.realRoot, runDir, "logs", p.get("file"));
-        return readLogWindow(file, file.slice(file.lastIndexOf(sep) + 1), query);
-      },
+      async (runDir) => readLogWindow(await this.source.logFile(runDir, p.get("file")), query),
       false,
     );
   }
@@ -285,16 +267,16 @@ export class DashboardApi {
   private trace(ctx: ApiContext): Promise<undefined> {
     return this.withRun(
       ctx,
-      (runDir) => {
-        const file = resolveRunFile(this.realRoot, runDir, "traces", ctx.params.get("file"));
-        const name = file.slice(file.lastIndexOf(sep) + 1);
+      async (runDir) => {
+        const file = await this.source.traceFile(runDir, ctx.params.get("file"));
+        const name = file.name;
         // Trace JSON compresses ~10×; streamed through gzip, so a large file never sits in memory.
         const gzip = acceptsGzip(ctx.req);
         ctx.res.writeHead(200, {
           ...SECURITY_HEADERS,
           "Content-Type": "application/octet-stream",
           "Content-Disposition": `attachment; filename="${name.replace(/[^\x20-\x7e]|"/g, "_")}"; filename*=UTF-8''${rfc5987(name)}`,
-          ...(gzip ? { "Content-Encoding": "gzip" } : { "Content-Length": statSync(file).size }),
+          ...(gzip ? { "Content-Encoding": "gzip" } : { "Content-Length": file.size }),
           Vary: "Accept-Encoding",
           "Cache-Control": "no-store",
         });
@@ -305,8 +287,8 @@ export class DashboardApi {
         const fail = (): void => {
           ctx.res.destroy();
         };
-        if (gzip) pipeline(createReadStream(file), createGzip({ level: GZIP_LEVEL }), ctx.res).catch(fail);
-        else pipeline(createReadStream(file), ctx.res).catch(fail);
+        if (gzip) pipeline(file.open(), createGzip({ level: GZIP_LEVEL }), ctx.res).catch(fail);
+        else pipeline(file.open(), ctx.res).catch(fail);
         return undefined;
       },
       false,

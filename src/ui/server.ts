@@ -11,7 +11,7 @@
  * accepts it (`http.ts`). The API is a route table (`routes.ts`); the app's files come from
  * `static.ts`.
  */
-import { existsSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -26,7 +26,7 @@ import { StaticFiles } from "./static.js";
 
 /** How to start the dashboard. */
 export interface DashboardOptions {
-  /** The directory holding `{experiment}/{trial}` run directories. */
+  /** The directory holding `{experiment}/{trial}` run directories (the default source's root). */
   root: string;
   /** TCP port; 0 picks a free one. Default 7007. */
   port?: number;
@@ -34,7 +34,7 @@ export interface DashboardOptions {
   host?: string;
   /** The token to require; generated when binding off loopback and none is given. */
   token?: string;
-  /** Where the data comes from; default: the store backend's reader. */
+  /** Where the data comes from; default: the runs under `root`, read by the store's reader. */
   source?: DashboardSource;
   /** The built web app; default: found next to this file (dist) or in dist/ from src. */
   webDir?: string;
@@ -62,7 +62,8 @@ export function defaultWebDir(): string {
   return import.meta.url.endsWith(".ts") ? resolve(here, "../../dist/ui/web") : join(here, "web");
 }
 
-function packageVersion(): string {
+/** The package's version, for `/api/version`. */
+export function packageVersion(): string {
   try {
     const pkg: unknown = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
     return isRecord(pkg) && typeof pkg["version"] === "string" ? pkg["version"] : "unknown";
@@ -71,9 +72,9 @@ function packageVersion(): string {
   }
 }
 
-async function loadStoreSource(): Promise<DashboardSource> {
+async function loadStoreSource(root: string): Promise<DashboardSource> {
   const { createStoreSource } = await import("./store-source.js");
-  return createStoreSource();
+  return createStoreSource(root);
 }
 
 /** Start the dashboard server; resolves once it listens. */
@@ -87,8 +88,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`port must be an integer from 0 to 65535, got ${String(port)}`);
   const auth = new DashboardAuth(requiredToken(host, options.token));
   const files = new StaticFiles(options.webDir ?? defaultWebDir());
-  const source = options.source ?? (await loadStoreSource());
-  const api = new DashboardApi(realpathSync(root), source, packageVersion());
+  const source = options.source ?? (await loadStoreSource(root));
+  const api = new DashboardApi(source, packageVersion());
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? "/", "http://dashboard.invalid");
@@ -136,11 +137,10 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       new Promise<void>((resolvePromise) => {
         server.closeAllConnections();
         server.close(() => {
-          source.close?.();
-          resolvePromise();
+          Promise.resolve(source.close?.()).then(resolvePromise, resolvePromise);
         });
       }),
   };
 }
 
-export type { DashboardRun, DashboardSource, HistogramEntry, KeyInfo, RunLabels, RunSummary, SampleRow, SeriesData, SeriesQuery, StreamData } from "./source.js";
+export type { DashboardRun, DashboardSource, HistogramEntry, KeyInfo, LabelledRun, RunDetails, RunLabels, RunQuery, RunsPage, RunSummary, SampleRow, SeriesData, SeriesQuery, StreamData, TraceFile, TraceFileEntry } from "./source.js";

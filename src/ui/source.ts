@@ -1,15 +1,20 @@
 /**
- * What the dashboard reads, as the server serves it.
+ * What the dashboard reads, as the server serves it: one contract, two sources.
  *
- * The server never touches SQLite itself: it asks a `DashboardSource` (by default the store
- * backend's reader, see `store-source.ts`) so the wire format of the JSON API stays the same if
- * the store's own layout changes. Every method is read-only. Runs, keys and histograms are the
- * store's own types (`RunSummary`, `KeyInfo`, `HistogramEntry` from src/backends/store/read-types.ts),
- * sent as they are.
+ * The API (`routes.ts`) never touches SQLite, PostgreSQL or the run directories itself: it asks a
+ * `DashboardSource` — the local runs root read through the store's reader (`store-source.ts`, what
+ * `rankscope ui` serves) or a team server's PostgreSQL (`src/server/pg-source.ts`, what `rankscope
+ * server` serves) — so the JSON API and the web app are the same over both. Every method is
+ * read-only. A run is named on the wire by its id (`experiment/trial`); `resolveRun` turns it into
+ * the source's own handle (a run directory, a database row), which the other methods take. Runs,
+ * keys and histograms are the store's own types (`RunSummary`, `KeyInfo`, `HistogramEntry` from
+ * src/backends/store/read-types.ts), sent as they are.
  */
+import type { Readable } from "node:stream";
 import type { HistogramEntry, KeyInfo, RunSummary } from "../backends/store/read-types.js";
+import type { RunQuery } from "./run-query.js";
 
-export type { HistogramEntry, KeyInfo, RunSummary };
+export type { HistogramEntry, KeyInfo, RunSummary, RunQuery };
 
 /**
  * One run under the root, as `/api/runs` lists it: the store's `RunSummary` (same fields, same
@@ -76,9 +81,63 @@ export interface SampleRow {
   readonly record: unknown;
 }
 
-/** Everything the dashboard reads from one run. */
+/** A run of `/api/runs`: the summary and its labels. */
+export type LabelledRun = DashboardRun & RunLabels;
+
+/** One page of `/api/runs`: the runs matching the query, in its order, and how many matched in all. */
+export interface RunsPage {
+  readonly runs: LabelledRun[];
+  /** Runs matching the filters (before `offset`/`limit`). */
+  readonly total: number;
+}
+
+/** What `/api/config` shows beside the hyperparameters: the run's files as written. */
+export interface RunDetails {
+  /** `config.yaml` as written (redacted by the job), or null. */
+  readonly configYaml: string | null;
+  /** `version.json`'s text, or null. */
+  readonly versionJson: string | null;
+  readonly tags: string[];
+  readonly group: string | null;
+}
+
+/** A trace file of a run, as `/api/traces` lists it. */
+export interface TraceFileEntry {
+  readonly name: string;
+  readonly size: number;
+  /** Milliseconds since the epoch. */
+  readonly modified: number;
+}
+
+/** A file of a run read a byte range at a time (a text log: it can be gigabytes). */
+export interface RunBytes {
+  readonly name: string;
+  /** Its size now (a log grows while it is read). */
+  size(): Promise<number>;
+  /** Up to `length` bytes from `from` (fewer at the end of the file). */
+  read(from: number, length: number): Promise<Buffer>;
+}
+
+/** A trace file opened for download. */
+export interface TraceFile {
+  readonly name: string;
+  readonly size: number;
+  open(): Readable;
+}
+
+/**
+ * Everything the dashboard reads. `run` arguments are handles from `resolveRun`; a source throws
+ * an `HttpError` (400/403/404) for a run or key it does not have, so the API answers with it.
+ */
 export interface DashboardSource {
-  listRuns(root: string): Promise<DashboardRun[]> | DashboardRun[];
+  /**
+   * The handle of the run a request names (`experiment/trial`, as `listRuns` gives it); a 400 for
+   * a malformed name, 404 for an unknown run, 403 for one the source refuses to open. With
+   * `needsStore`, the run's metrics must be readable (a local run's `metrics.db` inside the root).
+   */
+  resolveRun(run: string | null, needsStore: boolean): Promise<string> | string;
+  /** The runs matching `query` (all of them for an empty query), newest first unless it sorts otherwise. */
+  listRuns(query: RunQuery): Promise<RunsPage> | RunsPage;
   /** The scalar keys of a run; `ranks` includes `GLOBAL_RANK` (-1) when the key has a global line. */
   keys(runDir: string): Promise<KeyInfo[]> | KeyInfo[];
   /** Names of the ranks that wrote (`Trainer_0_r1`), by rank number, when known. */
@@ -94,7 +153,7 @@ export interface DashboardSource {
    * for the global one); only `rank`'s when it is given.
    */
   histograms?(runDir: string, key: string, limit: number, rank?: number): Promise<HistogramEntry[]> | HistogramEntry[];
-  /** The ranks that logged histograms of a key (-1: the global line), ascending. */
+  /** The lines that logged histograms of a key, in line order (docs/DESIGN.md, "Identity": -1 global, ranks, -2 the controller). */
   histogramRanks?(runDir: string, key: string): Promise<number[]> | number[];
   /** Hyperparameters / config as the store keeps them (config.yaml is read by the server). */
   config(runDir: string): Promise<Record<string, unknown>> | Record<string, unknown>;
@@ -102,6 +161,16 @@ export interface DashboardSource {
   system(runDir: string, key: string, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesData> | SeriesData;
   /** The last value of every scalar key (its global line, else its lowest rank's). */
   lastValues?(runDir: string): Promise<Record<string, number>> | Record<string, number>;
+  /** config.yaml, version.json, tags and group of a run. */
+  runDetails(runDir: string): Promise<RunDetails> | RunDetails;
+  /** The run's trace files (Perfetto), sorted by name. */
+  traceFiles(runDir: string): Promise<TraceFileEntry[]> | TraceFileEntry[];
+  /** One trace file for download; a 400/404 HttpError for a bad or unknown name. */
+  traceFile(runDir: string, name: string | null): Promise<TraceFile> | TraceFile;
+  /** The run's text logs (`logs/`: merged.log, main.log, …), sorted by name. */
+  logFiles(runDir: string): Promise<TraceFileEntry[]> | TraceFileEntry[];
+  /** One text log, read by byte ranges; a 400/404 HttpError for a bad or unknown name. */
+  logFile(runDir: string, name: string | null): Promise<RunBytes> | RunBytes;
   /** Release open databases. */
-  close?(): void;
+  close?(): Promise<void> | void;
 }

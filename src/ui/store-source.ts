@@ -1,13 +1,17 @@
 /**
- * The dashboard's data from the `store` backend: a thin adapter from the store's read API
- * (`src/backends/store/reader.ts`) to the JSON the web app expects. Cursors become opaque strings
- * (a step for scalars; per-rank arrival numbers for streams, so no rank's newer points are missed).
+ * The dashboard's data from a local runs root: a thin adapter from the store's read API
+ * (`src/backends/store/reader.ts`) and the run directories' files to the JSON the web app expects.
+ * Cursors become opaque strings (a step for scalars; per-rank arrival numbers for streams, so no
+ * rank's newer points are missed). A run's handle is its real directory, always inside the root.
  */
-import { existsSync } from "node:fs";
+import { createReadStream, existsSync, realpathSync, statSync } from "node:fs";
+import { open, stat } from "node:fs/promises";
 import { join, relative, resolve, sep } from "node:path";
 import * as store from "../backends/store/reader.js";
-import { HttpError } from "./security.js";
-import type { DashboardRun, DashboardSource, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "./source.js";
+import { applyRunQuery } from "./run-query.js";
+import { RunLabelReader } from "./run-labels.js";
+import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile } from "./security.js";
+import type { DashboardRun, DashboardSource, HistogramEntry, KeyInfo, LabelledRun, RunBytes, RunDetails, SampleRow, SeriesData, StreamData, TraceFile } from "./source.js";
 
 const GLOBAL = store.GLOBAL_RANK;
 
@@ -72,26 +76,86 @@ function decodeRankCursors(after: string | undefined): Map<number, number> {
   return cursors;
 }
 
-/** A source reading each run's `metrics.db` through the store's reader. */
-export function createStoreSource(): DashboardSource {
+/** The runs under a root with a store, as the dashboard names them. */
+function storeRuns(base: string): DashboardRun[] {
+  const runs: DashboardRun[] = [];
+  for (const run of store.listRuns(base, { withinRoot: true })) {
+    const id = relative(base, run.runDir).split(sep).join("/");
+    // The root itself can hold a store, but every request names runs below it.
+    if (id === "" || id.startsWith("..")) continue;
+    const parts = id.split("/");
+    const { runDir: _absolute, ...summary } = run;
+    runs.push({
+      ...summary,
+      id,
+      experiment: run.experiment ?? (parts.length > 1 ? parts.slice(0, -1).join("/") : ""),
+      trial: run.trial ?? parts[parts.length - 1] ?? id,
+    });
+  }
+  return runs;
+}
+
+/** A source reading the runs under `root`: each run's `metrics.db` through the store's reader, its files from its directory. */
+/** Up to `length` bytes of `file` from `from`. */
+async function readBytes(file: string, from: number, length: number): Promise<Buffer> {
+  const handle = await open(file, "r");
+  try {
+    const bytes = Buffer.alloc(length);
+    const { bytesRead } = await handle.read(bytes, 0, length, from);
+    return bytes.subarray(0, bytesRead);
+  } finally {
+    await handle.close();
+  }
+}
+
+export function createStoreSource(root: string): DashboardSource {
+  const realRoot = realpathSync(resolve(root));
+  const labels = new RunLabelReader(realRoot);
   return {
-    listRuns(root: string): DashboardRun[] {
-      const base = resolve(root);
-      const runs: DashboardRun[] = [];
-      for (const run of store.listRuns(base, { withinRoot: true })) {
-        const id = relative(base, run.runDir).split(sep).join("/");
-        // The root itself can hold a store, but every request names runs below it.
-        if (id === "" || id.startsWith("..")) continue;
-        const parts = id.split("/");
-        const { runDir: _absolute, ...summary } = run;
-        runs.push({
-          ...summary,
-          id,
-          experiment: run.experiment ?? (parts.length > 1 ? parts.slice(0, -1).join("/") : ""),
-          trial: run.trial ?? parts[parts.length - 1] ?? id,
-        });
+    resolveRun(run: string | null, needsStore: boolean): string {
+      const runDir = resolveRunDir(realRoot, run);
+      if (needsStore) realPathInside(realRoot, join(runDir, store.STORE_FILE), `run ${JSON.stringify(run)}'s ${store.STORE_FILE}`);
+      return runDir;
+    },
+
+    listRuns(query) {
+      const out: LabelledRun[] = [];
+      for (const run of storeRuns(realRoot)) {
+        const runDir = join(realRoot, ...run.id.split("/"));
+        let hyperparams: Record<string, unknown> = {};
+        if (run.error === undefined) {
+          try {
+            hyperparams = store.config(runDir);
+          } catch {
+            // A store that cannot be read still lists, with its directory's labels.
+          }
+        }
+        out.push({ ...run, ...labels.labels(runDir, hyperparams) });
       }
-      return runs;
+      return applyRunQuery(out, query);
+    },
+
+    runDetails(runDir: string): RunDetails {
+      const { tags, group } = labels.labels(runDir, {});
+      return { configYaml: readRunText(realRoot, runDir, "config.yaml"), versionJson: readRunText(realRoot, runDir, "version.json"), tags, group };
+    },
+
+    traceFiles(runDir: string) {
+      return listRunFiles(realRoot, runDir, "traces");
+    },
+
+    traceFile(runDir: string, name: string | null): TraceFile {
+      const file = resolveRunFile(realRoot, runDir, "traces", name);
+      return { name: file.slice(file.lastIndexOf(sep) + 1), size: statSync(file).size, open: () => createReadStream(file) };
+    },
+
+    logFiles(runDir: string) {
+      return listRunFiles(realRoot, runDir, "logs");
+    },
+
+    logFile(runDir: string, name: string | null): RunBytes {
+      const file = resolveRunFile(realRoot, runDir, "logs", name);
+      return { name: file.slice(file.lastIndexOf(sep) + 1), size: async () => (await stat(file)).size, read: (from, length) => readBytes(file, from, length) };
     },
 
     keys(runDir: string): KeyInfo[] {
@@ -163,7 +227,7 @@ export function createStoreSource(): DashboardSource {
     },
 
     histogramRanks(runDir: string, key: string): number[] {
-      return [...(keyInfos(runDir, "histogram").find((k) => k.key === key)?.ranks ?? [])].sort((a, b) => a - b);
+      return [...(keyInfos(runDir, "histogram").find((k) => k.key === key)?.ranks ?? [])];
     },
 
     config(runDir: string): Record<string, unknown> {

@@ -54,15 +54,20 @@ function flagsOf(text: string): Set<string> {
   return flags;
 }
 
-/** Every leaf command of the CLI (`ui`, `traces merge`…) with its flags, from `--help`. */
+/**
+ * Every runnable command of the CLI (`ui`, `traces merge`, `server`, `server token create`…) with
+ * its flags, from `--help`: a command with subcommands counts too when it has flags of its own.
+ */
 function cliCommands(): Map<string, Set<string>> {
   const out = new Map<string, Set<string>>();
-  for (const name of commandsOf(help())) {
-    const own = help(name);
-    const subcommands = commandsOf(own);
-    if (subcommands.length === 0) out.set(name, flagsOf(own));
-    for (const sub of subcommands) out.set(`${name} ${sub}`, flagsOf(help(name, sub)));
-  }
+  const walk = (path: string[]): void => {
+    const text = help(...path);
+    const subcommands = commandsOf(text);
+    const flags = flagsOf(text);
+    if (path.length > 0 && (subcommands.length === 0 || flags.size > 0)) out.set(path.join(" "), flags);
+    for (const sub of subcommands) walk([...path, sub]);
+  };
+  walk([]);
   return out;
 }
 
@@ -85,11 +90,14 @@ function quotedCommandLines(file: string, text: string): { where: string; line: 
   return out;
 }
 
-/** The command a quoted line names (`traces merge`, `ui`…), or undefined when it names none. */
+/** The command a quoted line names (`server token create`, `traces merge`, `ui`…: the longest), or undefined when it names none. */
 function commandOf(line: string, commands: Map<string, Set<string>>): string | undefined {
-  const [, first, second] = line.split(/\s+/);
-  if (second !== undefined && commands.has(`${first} ${second}`)) return `${first} ${second}`;
-  return first !== undefined && commands.has(first) ? first : undefined;
+  const words = line.split(/\s+/).slice(1, 4);
+  for (let n = words.length; n > 0; n--) {
+    const name = words.slice(0, n).join(" ");
+    if (commands.has(name)) return name;
+  }
+  return undefined;
 }
 
 function markdownFiles(): { file: string; text: string }[] {

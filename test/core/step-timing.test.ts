@@ -8,14 +8,13 @@ import {
   appendRankTiming,
   appendTimingColumns,
   emptyTimingColumns,
-  hostTimingProblem,
   MAX_ANSWER_TRACERS,
   MAX_TRACER_PHASES,
   mergeTracerTimings,
-  rankTimingProblem,
   StepTimings,
   timingSlot,
 } from "../../src/core/step-timing.js";
+import { hostTimingProblem, rankTimingProblem } from "../../src/transport/protocol/validate.js";
 
 describe("step timings", () => {
   it("sum per slot until taken, grouped by Tracer", () => {
@@ -67,6 +66,11 @@ describe("step timings", () => {
       { ...ok, host: "h".repeat(1000) },
       { ...ok, tracers: [{ ...tracer, totalMs: -5 }] },
       { ...ok, tracers: [{ ...tracer, totalMs: Infinity }] },
+      { ...ok, tracers: [{ ...tracer, totalMs: NaN }] },
+      { ...ok, tracers: [{ ...tracer, steps: 1.5 }] },
+      { ...ok, tracers: [tracer, tracer] },
+      { ...ok, tracers: [{ ...tracer, phases: [tracer.phases[0], tracer.phases[0]] }] },
+      { ...ok, host: "" },
       { ...ok, tracers: [{ ...tracer, phases: [{ name: "ar", kind: "sleep", count: 1, totalMs: 1 }] }] },
       { ...ok, tracers: Array.from({ length: MAX_ANSWER_TRACERS + 1 }, () => tracer) },
       { ...ok, tracers: [{ ...tracer, phases: Array.from({ length: MAX_TRACER_PHASES + 1 }, (_, i) => ({ name: `p${i}`, kind: "phase", count: 1, totalMs: 1 })) }] },
@@ -76,8 +80,9 @@ describe("step timings", () => {
     }
     const host = { rows: [0, 2], ranks: [4, 6], arrivalMs: [1, 2], tracers: [{ prefix: "t", steps: [1, 1], totalMs: [3, 4], phases: [] }] };
     assert.equal(hostTimingProblem(host, 3), undefined);
-    assert.match(hostTimingProblem(host, 2) ?? "", /rows must name ranks of the answer's rank list/);
-    assert.match(hostTimingProblem({ ...host, arrivalMs: [1] }, 3) ?? "", /one number per row/);
-    assert.match(hostTimingProblem({ ...host, tracers: [{ prefix: "t", steps: [1], totalMs: [3, 4], phases: [] }] }, 3) ?? "", /per row/);
+    assert.match(String(hostTimingProblem({ ...host, rows: [2, 0] }, 3)), /increasing/);
+    assert.match(String(hostTimingProblem(host, 2)), /rows must be increasing indexes of the answer's rank list/);
+    assert.match(String(hostTimingProblem({ ...host, arrivalMs: [1] }, 3)), /one number per row/);
+    assert.match(String(hostTimingProblem({ ...host, tracers: [{ prefix: "t", steps: [1], totalMs: [3, 4], phases: [] }] }, 3)), /per row/);
   });
 });

@@ -176,7 +176,7 @@ describe("dashboard server guards", () => {
   });
 
   it("logs a failed request's path without the token", async () => {
-    const source = createStoreSource();
+    const source = createStoreSource(root);
     source.listRuns = () => {
       throw new Error("disk on fire");
     };

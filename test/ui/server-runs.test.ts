@@ -82,6 +82,35 @@ describe("dashboard server: runs table and zoom", () => {
     assert.deepEqual(internal?.params, { "optimizer.name": "adam", "optimizer.beta": "[0.9,0.99]", secret_token: "***REDACTED***" });
   });
 
+  it("/api/runs filters, sorts and pages on the server, and says what is wrong with a bad filter", async () => {
+    const ids = async (query: string): Promise<{ ids: string[]; total: number }> => {
+      const page = await json<{ runs: RunRow[]; total: number }>(dashboard.url, `/api/runs?${query}`);
+      return { ids: page.runs.map((r) => r.id), total: page.total };
+    };
+    const sweep = `sweep/${trial}`;
+    assert.deepEqual(await ids("tag=sweep&tag=baseline"), { ids: [sweep], total: 1 });
+    assert.deepEqual(await ids("group=sweep-3"), { ids: [sweep], total: 1 });
+    assert.deepEqual(await ids(`param=${encodeURIComponent("lr<0.001")}`), { ids: [sweep], total: 1 });
+    assert.deepEqual(await ids(`param=${encodeURIComponent("model.act=gelu")}`), { ids: [sweep], total: 1 });
+    assert.deepEqual(await ids(`param=${encodeURIComponent("model.layers>4")}`), { ids: [], total: 0 });
+    assert.deepEqual(await ids("q=INTERNAL"), { ids: ["exp/internal"], total: 1 });
+    assert.deepEqual(await ids("status=running"), { ids: [], total: 0 });
+    const all = await ids("sort=name");
+    assert.deepEqual(all.ids, [...all.ids].sort());
+    assert.deepEqual(await ids("sort=name&offset=1&limit=1"), { ids: all.ids.slice(1, 2), total: all.total });
+    for (const [query, message] of [
+      ["param=lr~3", /param filters are NAME OP VALUE/],
+      ["param=lr<abc", /compares numbers/],
+      ["status=done", /status must be one of/],
+      ["sort=size", /sort must be started, updated or name/],
+      ["limit=0", /limit must be an integer from 1 to 1000/],
+    ] as const) {
+      const answer = await fetch(new URL(`/api/runs?${query}`, dashboard.url));
+      assert.equal(answer.status, 400, query);
+      assert.match(((await answer.json()) as { error: string }).error, message);
+    }
+  });
+
   it("refuses tags and groups that are not strings, saying what is valid", async () => {
     const logger = await getOrCreateMetricLogger({ root: tempDir("rankscope-ui-runs-bad-"), experiment: "e", trial: "t" });
     try {

@@ -5,8 +5,9 @@
  *
  * Each flush becomes one batch (metrics, histograms, samples) written in one transaction on a
  * worker thread, so the user's loop only pays for building the batch. Writes that fail are
- * reported and counted, never thrown into the loop. `global_reduce` series are stored under rank
- * -1; the per-rank modes write their rank's number in the same file.
+ * reported and counted, never thrown into the loop. Every series is stored under its line
+ * (docs/DESIGN.md, "Identity"): `global_reduce` under −1, the controller's own per-rank values under
+ * −2, rank r's under r, and a user worker thread's raw values under its thread line.
  *
  * Options:
  * - `worker` (default true): write on a worker thread; false writes on the calling thread at the
@@ -17,12 +18,15 @@
  *   writer to catch up instead of growing memory.
  * - `commitIntervalMs` (default 200; 0 with `waitForWrites`): at most one transaction per interval
  *   on the writer thread; batches arriving in between are written together.
+ * - `server`, `serverToken` (`RANKSCOPE_SERVER_URL`, `RANKSCOPE_SERVER_TOKEN`), `serverProject`,
+ *   `syncIntervalMs`, `syncFinishDeadlineMs`, `syncSendDeadlineMs`: the controller's store streams
+ *   what it commits to a team server from a thread of its own (`src/sync/live.ts`,
+ *   docs/server.md); the local store stays the source of truth.
  */
 import type { Worker } from "node:worker_threads";
 import { siblingModule, startModuleWorker } from "../../core/module-worker.js";
-import { currentRun } from "../../run/current.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
-import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
+import type { HistogramMetric, Metric, RankLoss, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { RankTimingRecord } from "../../core/straggler-report.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
@@ -32,7 +36,12 @@ import { endingAbnormally, registerDrain } from "../../core/lifecycle.js";
 import { mergeHyperparams } from "../../core/hyperparams.js";
 import { ColumnBuilder, columnBuffers } from "./columns.js";
 import { toRankTimingWrite, type TimingRanks } from "./rank-timing.js";
-import { StoreWriter, type HistogramWrite, type RankTimingWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
+import { StoreWriter, type HistogramWrite, type LineWrite, type LostRankWrite, type RankTimingWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
+import { hostname } from "node:os";
+import { lineOf, recorderOf, recorderPath } from "../../core/rank-identity.js";
+import { SYNC_OPTIONS, resolveSyncSettings, type LiveSyncSettings } from "../../sync/settings.js";
+import type { LiveSync } from "../../sync/live.js";
+import { trackStoreWriter } from "../../sync/writers.js";
 
 /** The batch being built between two sends (a `WriteBatch` with mutable arrays). */
 interface PendingBatch {
@@ -43,10 +52,12 @@ interface PendingBatch {
   histograms?: HistogramWrite[];
   hyperparams?: Record<string, unknown>;
   rankTiming?: RankTimingWrite[];
+  lostRanks?: LostRankWrite[];
+  lines?: LineWrite[];
 }
 
 export * from "./reader.js";
-export { StoreWriter, type RankTimingWrite, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
+export { StoreWriter, type LostRankWrite, type RankTimingWrite, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type LineWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
 export { storePath, CHUNK_POINTS } from "./schema.js";
 
 /** Where a batch goes: a worker thread or the calling thread. */
@@ -182,7 +193,10 @@ export function parseStoreOptions(options: BackendOptions): { useWorker: boolean
 export class StoreBackend implements Backend {
   private channel: WriterChannel | null = null;
   private context: BackendContext | null = null;
+  /** This backend's line: −1 for a global backend, else its identity's (−2 for the controller's own). */
   private rank = GLOBAL_RANK;
+  /** Lines of raw values named in `ranks` so far (this backend's own, and its workers'). */
+  private readonly namedLines = new Set<number>();
   private batch: PendingBatch = {};
   private batchSize = 0;
   private scheduled: NodeJS.Immediate | null = null;
@@ -197,24 +211,29 @@ export class StoreBackend implements Backend {
   private timingRanks: TimingRanks | null = null;
   private unregisterDrain: (() => void) | null = null;
   private finishing: Promise<void> | null = null;
+  private readonly syncSettings: LiveSyncSettings | null;
+  private sync: LiveSync | null = null;
+  /** Says this writer finished (the live sync's last pass waits for every writer of the run in this process). */
+  private released: (() => void) | null = null;
 
   constructor(options: BackendOptions) {
     ({ useWorker: this.useWorker, waitForWrites: this.waitForWrites, maxPendingBatches: this.maxPendingBatches, commitIntervalMs: this.commitIntervalMs } = parseStoreOptions(options));
+    this.syncSettings = resolveSyncSettings(options);
   }
 
   async init(context: BackendContext): Promise<void> {
     this.context = context;
-    this.rank = context.role === "controller" ? GLOBAL_RANK : context.identity.rank;
+    this.rank = context.role === "controller" ? GLOBAL_RANK : lineOf(recorderOf(context.identity));
+    this.namedLines.add(this.rank);
     const options: StoreWriterOptions = {
       runDir: context.runDir,
       role: context.role,
       rank: this.rank,
       rankName: context.role === "controller" ? context.displayName : context.identity.rankName,
+      host: hostname(),
       experiment: context.experiment,
       trial: context.trial,
       resumeStep: context.resumeStep,
-      // The controller's own collector runs per-rank backends as rank 0 too; a spawned rank 0 names it.
-      claimRankName: !(context.role === "rank" && currentRun()?.role === "controller"),
     };
     this.channel = this.useWorker ? new WorkerChannel() : new InlineChannel();
     try {
@@ -223,6 +242,12 @@ export class StoreBackend implements Backend {
       await this.channel.close();
       this.channel = null;
       throw new Error(`could not open the store ${storePath(context.runDir)}: ${describeError(error)}`, { cause: error });
+    }
+    this.released = trackStoreWriter(context.runDir);
+    // The controller's store streams the run to a team server when one is configured.
+    if (context.role === "controller" && this.syncSettings !== null) {
+      const { LiveSync } = await import("../../sync/live.js");
+      this.sync = new LiveSync(context.runDir, this.syncSettings);
     }
     // At a signal its queued batches are written (the logger's shutdown marks the run crashed); at
     // exit — process.exit(), an uncaught exception, after a signal — synchronously, run marked too.
@@ -249,7 +274,12 @@ export class StoreBackend implements Backend {
   logStream(batch: readonly StreamRecord[]): void {
     if (batch.length === 0) return;
     const streams = (this.batch.streams ??= new ColumnBuilder());
-    for (const r of batch) streams.add(r.key, r.rank, r.step, r.timestamp, r.value);
+    for (const r of batch) {
+      // Each record under its recorder's line: the controller's never rank 0's, a worker's its own.
+      const line = lineOf(r);
+      if (!this.namedLines.has(line)) this.nameLine(line, recorderPath(r));
+      streams.add(r.key, line, r.step, r.timestamp, r.value);
+    }
     this.added(batch.length);
   }
 
@@ -278,6 +308,12 @@ export class StoreBackend implements Backend {
   logRankTiming(record: RankTimingRecord): void {
     (this.batch.rankTiming ??= []).push(toRankTimingWrite(record, this.timingRanks));
     this.timingRanks = record;
+    this.added(1);
+  }
+
+  /** A rank the controller lost, or one back (the dashboard marks the rank's lines and the run from these). */
+  logRankLoss(loss: RankLoss): void {
+    (this.batch.lostRanks ??= []).push({ rank: loss.rank, rankName: loss.rankName, step: loss.step, wall: loss.timestamp, reason: loss.reason, ...(loss.back === true ? { back: true } : {}) });
     this.added(1);
   }
 
@@ -326,6 +362,11 @@ export class StoreBackend implements Backend {
       reportError(`store.finish:${this.context?.runDir ?? ""}`, `could not mark the store of ${this.context?.runDir ?? "?"} finished: ${describeError(error)}`);
     }
     await channel.close();
+    this.released?.();
+    this.released = null;
+    const sync = this.sync;
+    this.sync = null;
+    await sync?.finish();
   }
 
   /**
@@ -340,6 +381,10 @@ export class StoreBackend implements Backend {
     this.channel = null;
     this.unregisterDrain?.();
     this.unregisterDrain = null;
+    this.sync?.abandon();
+    this.sync = null;
+    this.released?.();
+    this.released = null;
     if (!channel.requestSync({ op: "finish", status }, waitMs)) {
       const queued = this.inFlight.size;
       this.lostBatches += queued;
@@ -348,6 +393,11 @@ export class StoreBackend implements Backend {
         `the store writer of ${storePath(this.context?.runDir ?? ".")} did not finish within ${waitMs} ms at exit; up to ${queued} batch(es) were not written and the run is not marked ended (raise RANKSCOPE_DRAIN_DEADLINE_MS)`,
       );
     }
+  }
+
+  private nameLine(line: number, name: string): void {
+    this.namedLines.add(line);
+    (this.batch.lines ??= []).push({ line, name, host: hostname() });
   }
 
   private added(n: number): void {
@@ -395,6 +445,9 @@ export class StoreBackend implements Backend {
 }
 
 registerBackend("store", (options) => new StoreBackend(options), {
-  knownOptions: ["worker", "waitForWrites", "maxPendingBatches", "commitIntervalMs"],
-  validate: (options) => void parseStoreOptions(options),
+  knownOptions: ["worker", "waitForWrites", "maxPendingBatches", "commitIntervalMs", ...SYNC_OPTIONS],
+  validate: (options) => {
+    parseStoreOptions(options);
+    resolveSyncSettings(options);
+  },
 });

@@ -8,6 +8,21 @@ import { f64 } from "./columns.js";
 import { Downsampler, POINTS_PER_BUCKET } from "./downsample.js";
 import type { SeriesKind, SeriesPoint, SeriesResult, XAxis } from "./read-types.js";
 import type { ChunkMeta, ReaderStatements } from "./reader-statements.js";
+
+/** `(key_id, rank, from, to)`: a series' positions inside an open window. */
+type WindowArgs = [keyId: number, rank: number, from: number, to: number];
+
+/**
+ * What `readChunkedSeries` reads: the reader's prepared statements, or anything answering the same
+ * calls (the team server's PostgreSQL source hands it chunks it fetched, so both downsample alike).
+ */
+export interface ChunkReads {
+  readonly scalarChunks: { all(...args: WindowArgs): ChunkMeta[] };
+  readonly streamChunks: { all(...args: WindowArgs): ChunkMeta[] };
+  readonly points: { all(...args: WindowArgs): [step: number, wall: number, value: number | null][] };
+  readonly chunkBlobs: { get(id: number): { steps: Buffer | Uint8Array; walls: Buffer | Uint8Array; vals: Buffer | Uint8Array } | undefined };
+  readonly chunkBlocks: { get(id: number): Buffer | Uint8Array | undefined };
+}
 import { BLOCK_FIELDS, BLOCK_POINTS } from "./schema.js";
 
 /** Read pre-aggregated blocks instead of points when a bucket spans at least this many blocks. */
@@ -45,7 +60,7 @@ interface Decoded {
  * the cursor is a position. Only positions in (from, to) are read: chunks wholly inside the window
  * may be folded by their summaries, the (at most two) chunks across its edges are decoded.
  */
-export function readChunkedSeries(sql: ReaderStatements, kind: "scalar" | "stream", read: SeriesRead): SeriesResult {
+export function readChunkedSeries(sql: ChunkReads, kind: "scalar" | "stream", read: SeriesRead): SeriesResult {
   const { key, keyId, rank, x, window, maxPoints } = read;
   const { from, to } = window;
   const scalar = kind === "scalar";

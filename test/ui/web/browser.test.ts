@@ -1,7 +1,9 @@
 /**
- * The dashboard in a real browser (Debian's Chromium via playwright-core) over a real store:
- * what a user sees and does — runs list, charts and their lines, x-axis, smoothing, a live run
- * growing, hostile strings shown as text, and the token flow off loopback.
+ * The dashboard in a real browser (Debian's Chromium via playwright-core), over both sources of
+ * one contract: a local root (`rankscope ui`) and the team server over a real PostgreSQL
+ * (`rankscope server`, the runs sent by the sync). What a user sees and does — runs list, charts
+ * and their lines, x-axis, smoothing, a live run growing, hostile strings shown as text, and the
+ * token flow off loopback.
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -11,10 +13,13 @@ import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import type { StoreWriter } from "../../../src/backends/store/writer.js";
-import { defaultWebDir, startDashboard, type Dashboard } from "../../../src/ui/server.js";
+import { RunSync } from "../../../src/sync/run-sync.js";
+import { defaultWebDir, startDashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { XSS_KEY, openRun, seedFinishedRun, trainingPoints } from "../seed.js";
+import { Postgres, postgresMissing } from "../../server/postgres.js";
+import { serverWithTokens } from "../../server/support.js";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 const artifacts = join(repo, "test-artifacts");
@@ -36,9 +41,47 @@ async function waitForGrid(page: Page): Promise<void> {
   await page.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
 }
 
-describe("dashboard in Chromium", () => {
+/** Where the page is served from: the local root's dashboard, or a team server the runs were synced to. */
+interface Served {
+  /** The page's address (with the token the dashboard needs, if any). */
+  readonly url: string;
+  /** After the test wrote to the local store: make the source see it (the server: sync). */
+  readonly wrote: () => Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The local root, served by `rankscope ui`'s dashboard. */
+async function serveLocal(root: string): Promise<Served> {
+  const dashboard = await startDashboard({ root, port: 0 });
+  return { url: dashboard.url, wrote: async () => undefined, close: () => dashboard.close() };
+}
+
+/** The runs under the root synced to a team server over a fresh PostgreSQL, opened with a read token. */
+async function serveTeam(root: string): Promise<Served> {
+  const pg = await Postgres.start();
+  const { server, write, read } = await serverWithTokens(pg);
+  const syncs = ["base", "big", "live"].map((trial) => new RunSync({ runDir: join(root, "exp", trial), url: server.url, token: write }));
+  const wrote = async (): Promise<void> => {
+    for (const s of syncs) await s.pass();
+  };
+  await wrote();
+  return {
+    url: `${server.url}/?token=${encodeURIComponent(read)}`,
+    wrote,
+    close: async () => {
+      await server.close();
+      await pg.close();
+    },
+  };
+}
+
+for (const [name, serve, skip] of [
+  ["local root", serveLocal, false],
+  ["team server", serveTeam, postgresMissing() ?? false],
+] as const) {
+describe(`dashboard in Chromium (${name})`, { skip }, () => {
   let root: string;
-  let dashboard: Dashboard;
+  let dashboard: Served;
   let launched: LaunchedBrowser;
   let page: Page;
   let live: StoreWriter;
@@ -62,7 +105,7 @@ describe("dashboard in Chromium", () => {
     big.finish();
     live = openRun(root, "exp", "live");
     live.write({ scalars: trainingPoints(0, 30, liveStart) });
-    dashboard = await startDashboard({ root, port: 0 });
+    dashboard = await serve(root);
     launched = await launchChromium();
     page = await launched.context.newPage();
     page.on("dialog", (d) => {
@@ -218,6 +261,7 @@ describe("dashboard in Chromium", () => {
     assert.equal(await page.getAttribute(card("loss"), "data-points"), String(3 * 30));
     requests.length = 0;
     live.write({ scalars: trainingPoints(30, 45, liveStart) });
+    await dashboard.wrote();
     await page.waitForFunction((sel) => document.querySelector(sel)?.getAttribute("data-points") === String(3 * 45), card("loss"), { timeout: 10_000 });
     // Polls ask for many lines at once: [key, rank, cursor] each; every loss line must carry its cursor.
     const lossLines = requests
@@ -238,6 +282,7 @@ describe("dashboard in Chromium", () => {
     const [zoomMin, zoomMax] = (zoomed ?? "").split(",").map(Number);
     assert.ok(zoomMin !== undefined && zoomMax !== undefined && zoomMin > 0 && zoomMax < 44, `zoomed to ${zoomed}`);
     live.write({ scalars: trainingPoints(45, 50, liveStart) });
+    await dashboard.wrote();
     await page.waitForFunction((sel) => document.querySelector(sel)?.getAttribute("data-points") === "50", card("lr"), { timeout: 10_000 });
     assert.equal(await page.getAttribute(card("lr"), "data-x-range"), zoomed);
   });
@@ -271,7 +316,7 @@ describe("dashboard in Chromium", () => {
     }
   });
 
-  it("off loopback, a page without the token gets 401 and the printed URL works", async () => {
+  it("off loopback, a page without the token gets 401 and the printed URL works", { skip: name !== "local root" && "the team server always needs a token (test/server/server.test.ts)" }, async () => {
     const exposed = await startDashboard({ root, host: "127.0.0.2", port: 0 });
     try {
       const other = await launched.context.newPage();
@@ -293,3 +338,4 @@ describe("dashboard in Chromium", () => {
     assert.deepEqual(consoleErrors.filter((e) => !/401/.test(e)), []);
   });
 });
+}

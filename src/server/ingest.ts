@@ -1,0 +1,341 @@
+/**
+ * Applying an ingest batch (`src/sync/wire.ts`) to PostgreSQL: one transaction per batch, a few
+ * set-based statements whatever the number of series, every value a bound parameter.
+ *
+ * Exactly once: the run row is locked for the batch (one run's batches apply one at a time, from
+ * however many servers), each series row holds how far the job's store has been applied
+ * (`src_cursor`), and only points past it are stored; records are keyed by the store's sequence
+ * numbers, files by byte offset. A batch that continues from a cursor the server has not reached
+ * (a gap) is refused with a `ConflictError`, and the sync re-reads the server's state.
+ *
+ * Small chunks: a live sync sends a few points per series per second; each batch's points become
+ * one small chunk per series, and once a series has `MAX_SMALL_CHUNKS` of them (or a full chunk's
+ * worth) they are merged into full `CHUNK_POINTS` chunks, as the local store does.
+ */
+import type pg from "pg";
+import { CHUNK_POINTS } from "../backends/store/schema.js";
+import { concatSeries, sliceSeries, type SeriesColumns } from "../backends/store/columns.js";
+import { metaHash, type Batch, type RunMeta, type SegmentHeader } from "../sync/wire.js";
+import { decodeChunkBlobs, insertChunks, type ChunkRow } from "./chunks.js";
+import { truncateRun } from "./truncate.js";
+
+/** Small trailing chunks of a series before they are merged into full ones. */
+export const MAX_SMALL_CHUNKS = 16;
+
+/** A batch that does not continue from where the server is; the sync should re-read the state. */
+export class ConflictError extends Error {}
+
+/** What applying a batch did. */
+export interface IngestResult {
+  readonly runId: number;
+  /** Points stored (points already applied are not counted). */
+  readonly points: number;
+  readonly records: number;
+  readonly fileBytes: number;
+}
+
+interface SeriesRow {
+  key_id: number;
+  rank: number;
+  src_cursor: number | null;
+  next_pos: number;
+  n: number;
+  small_chunks: number;
+  small_points: number;
+}
+
+/** The run's row, created when new, locked for the transaction. */
+async function lockRun(client: pg.ClientBase, projectId: number, run: string, meta: RunMeta | undefined): Promise<{ id: number; resume_step: number }> {
+  const parts = run.split("/");
+  const experiment = meta?.experiment ?? (parts.length > 1 ? parts.slice(0, -1).join("/") : "");
+  const trial = meta?.trial ?? parts[parts.length - 1] ?? run;
+  const result = await client.query<{ id: number; resume_step: number }>(
+    `INSERT INTO runs (project_id, run_key, experiment, trial) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (project_id, run_key) DO UPDATE SET run_key = EXCLUDED.run_key RETURNING id, resume_step`,
+    [projectId, run, experiment, trial],
+  );
+  const row = result.rows[0];
+  if (row === undefined) throw new Error(`the run ${run} vanished while it was being locked`);
+  return row;
+}
+
+async function applyMeta(client: pg.ClientBase, runId: number, meta: RunMeta): Promise<void> {
+  await client.query(
+    `UPDATE runs SET experiment = $2, trial = $3, status = $4, started_at = $5, ended_at = $6, updated_at = $7, resume_step = $8,
+       tags = $9, grp = $10, params = $11, hparams = $12, rank_names = $13, config_yaml = $14, version_json = $15, meta_hash = $16, received_at = now()
+     WHERE id = $1`,
+    [
+      runId,
+      meta.experiment,
+      meta.trial,
+      meta.status,
+      meta.startedAt,
+      meta.endedAt,
+      meta.updatedAt,
+      meta.resumeStep,
+      meta.tags,
+      meta.group,
+      JSON.stringify(meta.params),
+      meta.hparamsJson,
+      JSON.stringify(meta.rankNames),
+      meta.configYaml,
+      meta.versionJson,
+      metaHash(meta),
+    ],
+  );
+}
+
+/** Key ids of (kind, key) pairs of a run, registering new ones. */
+async function keyIds(client: pg.ClientBase, runId: number, wanted: readonly { kind: string; key: string; reduce: string | null }[]): Promise<Map<string, number>> {
+  const unique = new Map<string, { kind: string; key: string; reduce: string | null }>();
+  for (const w of wanted) if (!unique.has(`${w.kind}\0${w.key}`)) unique.set(`${w.kind}\0${w.key}`, w);
+  const ids = new Map<string, number>();
+  if (unique.size === 0) return ids;
+  const list = [...unique.values()];
+  const result = await client.query<{ id: number; kind: string; key: string }>(
+    `INSERT INTO keys (run_id, kind, key, reduce) SELECT $1, u.kind, u.key, u.reduce FROM unnest($2::text[], $3::text[], $4::text[]) AS u(kind, key, reduce)
+     ON CONFLICT (run_id, kind, key) DO UPDATE SET reduce = COALESCE(keys.reduce, EXCLUDED.reduce) RETURNING id, kind, key`,
+    [runId, list.map((w) => w.kind), list.map((w) => w.key), list.map((w) => w.reduce)],
+  );
+  for (const r of result.rows) ids.set(`${r.kind}\0${r.key}`, r.id);
+  return ids;
+}
+
+/** The series rows of (key, rank) pairs, created when new, locked. */
+async function seriesRows(client: pg.ClientBase, pairs: readonly [number, number][]): Promise<Map<string, SeriesRow>> {
+  const rows = new Map<string, SeriesRow>();
+  if (pairs.length === 0) return rows;
+  const keys = pairs.map((p) => p[0]);
+  const ranks = pairs.map((p) => p[1]);
+  await client.query("INSERT INTO series (key_id, rank) SELECT * FROM unnest($1::bigint[], $2::int[]) ON CONFLICT DO NOTHING", [keys, ranks]);
+  const result = await client.query<SeriesRow>(
+    `SELECT s.key_id, s.rank, s.src_cursor, s.next_pos, s.n, s.small_chunks, s.small_points FROM series s
+     JOIN unnest($1::bigint[], $2::int[]) AS u(k, r) ON s.key_id = u.k AND s.rank = u.r ORDER BY s.key_id, s.rank FOR UPDATE OF s`,
+    [keys, ranks],
+  );
+  for (const r of result.rows) rows.set(`${r.key_id}:${r.rank}`, r);
+  return rows;
+}
+
+/** The points of a segment the server does not have yet, or a ConflictError for a gap. */
+function newPoints(s: SegmentHeader, cols: SeriesColumns, row: SeriesRow): SeriesColumns | null {
+  const have = row.src_cursor;
+  const where = `${s.kind} series ${JSON.stringify(s.key.slice(0, 80))} rank ${s.rank}`;
+  if (s.replace === true && (have === null || s.cursor > have)) throw new ConflictError(`${where}: a replacement reaches step ${s.cursor}, past the server's ${String(have)}`);
+  if (s.kind === "scalar") {
+    if (s.after !== null && (have === null || s.after > have)) throw new ConflictError(`${where} continues from step ${s.after}, but the server has only up to ${String(have)}`);
+    if (have === null) return cols;
+    let start = 0;
+    while (start < cols.steps.length && (cols.steps[start] ?? NaN) <= have) start++;
+    return start === cols.steps.length ? null : sliceSeries(cols, start);
+  }
+  if (have !== null && s.cursor <= have) return null;
+  if (s.after !== have) throw new ConflictError(`${where} continues from ${String(s.after)}, but the server is at ${String(have)}`);
+  return cols;
+}
+
+interface SeriesPlan {
+  readonly row: SeriesRow;
+  readonly segment: SegmentHeader;
+  readonly points: SeriesColumns;
+}
+
+/** Merge small tails where due, cut chunks, insert them, and move each series' cursor. */
+async function storeSeries(client: pg.ClientBase, plans: readonly SeriesPlan[]): Promise<number> {
+  const merging = plans.filter((p) => p.row.small_chunks > 0 && (p.row.small_chunks + 1 >= MAX_SMALL_CHUNKS || p.row.small_points + p.points.steps.length >= CHUNK_POINTS));
+  const tails = new Map<string, { ids: number[]; points: SeriesColumns[]; firstPos: number }>();
+  if (merging.length > 0) {
+    const result = await client.query<{ id: number; key_id: number; rank: number; first_pos: number; steps: Buffer; walls: Buffer; vals: Buffer }>(
+      `SELECT c.id, c.key_id, c.rank, c.first_pos, c.steps, c.walls, c.vals FROM unnest($1::bigint[], $2::int[], $3::int[]) AS u(k, r, lim)
+       CROSS JOIN LATERAL (SELECT id, key_id, rank, first_pos, steps, walls, vals FROM chunks WHERE key_id = u.k AND rank = u.r ORDER BY first_pos DESC LIMIT u.lim) c`,
+      [merging.map((p) => p.row.key_id), merging.map((p) => p.row.rank), merging.map((p) => p.row.small_chunks)],
+    );
+    for (const c of [...result.rows].sort((a, b) => a.first_pos - b.first_pos)) {
+      const k = `${c.key_id}:${c.rank}`;
+      const tail = tails.get(k) ?? { ids: [], points: [], firstPos: c.first_pos };
+      tail.ids.push(c.id);
+      tail.points.push(decodeChunkBlobs(c));
+      tails.set(k, tail);
+    }
+    const ids = [...tails.values()].flatMap((t) => t.ids);
+    if (ids.length > 0) await client.query("DELETE FROM chunks WHERE id = ANY($1::bigint[])", [ids]);
+  }
+  const chunks: ChunkRow[] = [];
+  const updates: { key: number; rank: number; cursor: number; nextPos: number; n: number; small: number; smallPoints: number; lastStep: number | null; lastValue: number | null }[] = [];
+  let stored = 0;
+  for (const { row, segment, points } of plans) {
+    const byStep = segment.kind === "scalar";
+    const tail = tails.get(`${row.key_id}:${row.rank}`);
+    const all = tail === undefined ? points : concatSeries([...tail.points, points]);
+    let firstPos = byStep ? (all.steps[0] ?? 0) : tail !== undefined ? tail.firstPos : row.next_pos;
+    let small = tail === undefined ? row.small_chunks : 0;
+    let smallPoints = tail === undefined ? row.small_points : 0;
+    for (let start = 0; start < all.steps.length; start += CHUNK_POINTS) {
+      const piece = sliceSeries(all, start, Math.min(all.steps.length, start + CHUNK_POINTS));
+      chunks.push({ keyId: row.key_id, rank: row.rank, firstPos: byStep ? (piece.steps[0] ?? 0) : firstPos, points: piece, byStep });
+      firstPos += piece.steps.length;
+      if (piece.steps.length < CHUNK_POINTS) {
+        small++;
+        smallPoints += piece.steps.length;
+      } else {
+        small = 0;
+        smallPoints = 0;
+      }
+    }
+    const n = points.steps.length;
+    stored += n;
+    updates.push({
+      key: row.key_id,
+      rank: row.rank,
+      cursor: byStep ? (points.steps[n - 1] ?? segment.cursor) : segment.cursor,
+      nextPos: byStep ? row.next_pos : row.next_pos + n,
+      n: row.n + n,
+      small,
+      smallPoints,
+      lastStep: points.steps[n - 1] ?? null,
+      lastValue: points.values[n - 1] ?? null,
+    });
+  }
+  await insertChunks(client, chunks);
+  if (updates.length > 0) {
+    await client.query(
+      `UPDATE series s SET src_cursor = u.cursor, next_pos = u.next_pos, n = u.n, small_chunks = u.small, small_points = u.small_points, last_step = u.last_step, last_value = u.last_value
+       FROM unnest($1::bigint[], $2::int[], $3::float8[], $4::bigint[], $5::bigint[], $6::int[], $7::int[], $8::float8[], $9::float8[]) AS u(k, r, cursor, next_pos, n, small, small_points, last_step, last_value)
+       WHERE s.key_id = u.k AND s.rank = u.r`,
+      [
+        updates.map((u) => u.key),
+        updates.map((u) => u.rank),
+        updates.map((u) => u.cursor),
+        updates.map((u) => u.nextPos),
+        updates.map((u) => u.n),
+        updates.map((u) => u.small),
+        updates.map((u) => u.smallPoints),
+        updates.map((u) => u.lastStep),
+        updates.map((u) => (u.lastValue === null || Number.isNaN(u.lastValue) ? "NaN" : u.lastValue)),
+      ],
+    );
+  }
+  return stored;
+}
+
+/**
+ * Replacement segments: the server's points of each from its first step to its last become the
+ * segment's. The chunks across that range are decoded, merged and written again.
+ */
+async function replacePoints(client: pg.ClientBase, plans: readonly SeriesPlan[]): Promise<void> {
+  for (const { row, points } of plans) {
+    const first = points.steps[0] ?? 0;
+    const last = points.steps[points.steps.length - 1] ?? 0;
+    const old = await client.query<{ id: number; n: number; steps: Buffer; walls: Buffer; vals: Buffer }>(
+      "SELECT id, n, steps, walls, vals FROM chunks WHERE key_id = $1 AND rank = $2 AND last_pos >= $3 AND first_pos <= $4 ORDER BY first_pos",
+      [row.key_id, row.rank, first, last],
+    );
+    if (old.rows.length === 0) continue;
+    const kept = concatSeries(old.rows.map(decodeChunkBlobs));
+    let before = 0;
+    while (before < kept.steps.length && (kept.steps[before] ?? 0) < first) before++;
+    let afterAt = before;
+    while (afterAt < kept.steps.length && (kept.steps[afterAt] ?? 0) <= last) afterAt++;
+    const merged = concatSeries([sliceSeries(kept, 0, before), points, sliceSeries(kept, afterAt)]);
+    await client.query("DELETE FROM chunks WHERE id = ANY($1::bigint[])", [old.rows.map((r) => r.id)]);
+    const rows: ChunkRow[] = [];
+    for (let start = 0; start < merged.steps.length; start += CHUNK_POINTS) {
+      const piece = sliceSeries(merged, start, Math.min(merged.steps.length, start + CHUNK_POINTS));
+      rows.push({ keyId: row.key_id, rank: row.rank, firstPos: piece.steps[0] ?? 0, points: piece, byStep: true });
+    }
+    await insertChunks(client, rows);
+    const delta = merged.steps.length - kept.steps.length;
+    const tail = merged.steps.length - 1;
+    // Trailing small chunks were rewritten as part of the range: count none until the next merge.
+    await client.query(
+      `UPDATE series SET n = n + $3, small_chunks = 0, small_points = 0,
+         last_value = CASE WHEN $4::float8 >= COALESCE(last_step, '-Infinity') THEN $5::float8 ELSE last_value END,
+         last_step = GREATEST(last_step, $4::float8) WHERE key_id = $1 AND rank = $2`,
+      [row.key_id, row.rank, delta, merged.steps[tail] ?? null, merged.values[tail] ?? null],
+    );
+  }
+}
+
+async function storeRecords(client: pg.ClientBase, runId: number, batch: Batch, ids: Map<string, number>): Promise<number> {
+  const records = batch.header.records;
+  if (records.length === 0) return 0;
+  const keyOf = (kind: string, key: string): number => ids.get(`${kind}\0${key}`) ?? -1;
+  const result = await client.query(
+    `INSERT INTO records (key_id, rank, src_seq, step, wall, data) SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::float8[], $5::float8[], $6::text[])
+     ON CONFLICT DO NOTHING`,
+    [records.map((r) => keyOf(r.kind, r.key)), records.map((r) => r.rank), records.map((r) => r.seq), records.map((r) => r.step), records.map((r) => r.wall), records.map((r) => r.data)],
+  );
+  for (const kind of ["sample", "histogram"] as const) {
+    const seqs = records.filter((r) => r.kind === kind).map((r) => r.seq);
+    if (seqs.length === 0) continue;
+    await client.query(
+      `INSERT INTO run_cursors (run_id, name, value) VALUES ($1, $2, $3) ON CONFLICT (run_id, name) DO UPDATE SET value = GREATEST(run_cursors.value, EXCLUDED.value)`,
+      [runId, kind, Math.max(...seqs)],
+    );
+  }
+  return result.rowCount ?? 0;
+}
+
+async function storeFiles(client: pg.ClientBase, runId: number, batch: Batch): Promise<number> {
+  let stored = 0;
+  for (const [i, f] of batch.header.files.entries()) {
+    const bytes = batch.fileBytes[i] ?? Buffer.alloc(0);
+    const name = `file:${f.path}`;
+    const result = await client.query<{ value: number }>("SELECT value FROM run_cursors WHERE run_id = $1 AND name = $2 FOR UPDATE", [runId, name]);
+    const size = result.rows[0]?.value ?? 0;
+    if (f.offset > size) throw new ConflictError(`file ${f.path} continues from byte ${f.offset}, but the server has ${size} bytes of it`);
+    const skip = size - f.offset;
+    if (skip >= bytes.length) continue;
+    await client.query("INSERT INTO run_files (run_id, path, file_offset, data) VALUES ($1, $2, $3, $4)", [runId, f.path, size, bytes.subarray(skip)]);
+    await client.query("INSERT INTO run_cursors (run_id, name, value) VALUES ($1, $2, $3) ON CONFLICT (run_id, name) DO UPDATE SET value = EXCLUDED.value", [runId, name, f.offset + bytes.length]);
+    stored += bytes.length - skip;
+  }
+  return stored;
+}
+
+/** Apply a checked batch for a project, in the client's open transaction. */
+export async function applyBatch(client: pg.ClientBase, projectId: number, batch: Batch): Promise<IngestResult> {
+  const { header } = batch;
+  const run = await lockRun(client, projectId, header.run, header.meta);
+  if (header.meta !== undefined) {
+    if (header.meta.resumeStep !== run.resume_step && header.meta.resumeStep > 0) await truncateRun(client, run.id, header.meta.resumeStep);
+    await applyMeta(client, run.id, header.meta);
+  }
+  const ids = await keyIds(client, run.id, [
+    ...header.series.map((s) => ({ kind: s.kind, key: s.key, reduce: s.reduce })),
+    ...header.records.map((r) => ({ kind: r.kind, key: r.key, reduce: r.kind })),
+  ]);
+  const pairs = new Map<string, [number, number]>();
+  const idOf = (kind: string, key: string): number => {
+    const id = ids.get(`${kind}\0${key}`);
+    if (id === undefined) throw new Error(`key ${JSON.stringify(key)} (${kind}) was not registered in its own transaction`);
+    return id;
+  };
+  for (const s of header.series) pairs.set(`${idOf(s.kind, s.key)}:${s.rank}`, [idOf(s.kind, s.key), s.rank]);
+  for (const r of header.records) pairs.set(`${idOf(r.kind, r.key)}:${r.rank}`, [idOf(r.kind, r.key), r.rank]);
+  const rows = await seriesRows(client, [...pairs.values()]);
+  const plans: SeriesPlan[] = [];
+  const replacements: SeriesPlan[] = [];
+  const seen = new Set<string>();
+  for (const [i, s] of header.series.entries()) {
+    const k = `${idOf(s.kind, s.key)}:${s.rank}`;
+    const once = `${k}:${s.replace === true ? "replace" : "append"}`;
+    if (seen.has(once)) throw new ConflictError(`series ${JSON.stringify(s.key.slice(0, 80))} rank ${s.rank} appears twice in one batch; send one segment per series`);
+    seen.add(once);
+    const row = rows.get(k);
+    const cols = batch.columns[i];
+    if (row === undefined || cols === undefined) throw new Error(`series ${k} has no row after being registered`);
+    if (s.replace === true) {
+      newPoints(s, cols, row);
+      replacements.push({ row, segment: s, points: cols });
+      continue;
+    }
+    const points = newPoints(s, cols, row);
+    if (points !== null && points.steps.length > 0) plans.push({ row, segment: s, points });
+  }
+  await replacePoints(client, replacements);
+  const points = await storeSeries(client, plans);
+  const records = await storeRecords(client, run.id, batch, ids);
+  const fileBytes = await storeFiles(client, run.id, batch);
+  return { runId: run.id, points, records, fileBytes };
+}

@@ -1,0 +1,380 @@
+/**
+ * The dashboard's data from the team server's PostgreSQL: the same `DashboardSource` as a local
+ * root, for the runs of one project. A run's handle is its row id, found only within the project,
+ * so no request of project A can name a run of B. Series are read from their chunks with the
+ * store's own downsampling (`readChunkedSeries` over chunks fetched in two queries), so both
+ * sources draw the same points. Every query is parameterised.
+ */
+import { Readable } from "node:stream";
+import type pg from "pg";
+import { compareLines } from "../core/rank-identity.js";
+import { GLOBAL_RANK, SERIES_KINDS, type HistogramEntry, type KeyInfo, type KeyKind, type SeriesResult } from "../backends/store/read-types.js";
+import type { ChunkMeta } from "../backends/store/reader-statements.js";
+import { readChunkedSeries, type ChunkReads } from "../backends/store/series-read.js";
+import { BLOCK_POINTS } from "../backends/store/schema.js";
+import { DEFAULT_MAX_POINTS } from "../backends/store/store-reader.js";
+import { isRecord, parseNumber } from "../core/json.js";
+import { pathSegmentProblem } from "../run/run-dir.js";
+import { HttpError } from "../ui/security.js";
+import type { DashboardSource, LabelledRun, RunBytes, RunDetails, RunQuery, RunsPage, SampleRow, SeriesData, StreamData, TraceFile, TraceFileEntry } from "../ui/source.js";
+import { runsSql } from "./run-filter.js";
+
+const POINTS_PER_BUCKET = 3;
+const BLOCKS_PER_BUCKET = 8;
+const KINDS: readonly KeyKind[] = [...SERIES_KINDS, "sample", "histogram"];
+
+interface RunRow {
+  run_key: string;
+  experiment: string;
+  trial: string;
+  status: string;
+  started_at: number | null;
+  ended_at: number | null;
+  updated_at: number | null;
+  resume_step: number;
+  tags: string[];
+  grp: string | null;
+  params: unknown;
+}
+
+function isKind(kind: string): kind is KeyKind {
+  return KINDS.some((k) => k === kind);
+}
+
+function toLabelled(r: RunRow): LabelledRun {
+  const params: Record<string, string | number | boolean | null> = {};
+  if (isRecord(r.params)) {
+    for (const [k, v] of Object.entries(r.params)) if (v === null || typeof v === "string" || typeof v === "number" || typeof v === "boolean") params[k] = v;
+  }
+  return {
+    id: r.run_key,
+    experiment: r.experiment,
+    trial: r.trial,
+    status: r.status === "running" || r.status === "finished" || r.status === "failed" || r.status === "crashed" ? r.status : "unknown",
+    startedAt: r.started_at,
+    endedAt: r.ended_at,
+    updatedAt: r.updated_at,
+    resumeStep: r.resume_step,
+    tags: r.tags,
+    group: r.grp,
+    params,
+  };
+}
+
+function numericCursor(raw: string | undefined, name: string): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (raw.trim() === "" || !Number.isFinite(n)) throw new HttpError(400, `${name} must be ${name === "after" ? "a cursor from an earlier answer" : "a step number"}, got ${JSON.stringify(raw.slice(0, 40))}`);
+  return n;
+}
+
+function toSeriesData(result: SeriesResult): SeriesData {
+  return {
+    steps: result.points.map((p) => p.step),
+    times: result.points.map((p) => p.wall),
+    values: result.points.map((p) => p.value),
+    cursor: result.cursor === null ? null : String(result.cursor),
+    downsampled: result.downsampled,
+  };
+}
+
+/** The chunks a read needs, fetched up front so the store's synchronous read can fold them. */
+async function fetchChunks(pool: pg.Pool, keyId: number, rank: number, from: number, to: number, maxPoints: number): Promise<ChunkReads> {
+  const metas = await pool.query<ChunkMeta>(
+    `SELECT id, first_step, last_step, n, first_wall, last_wall, min, min_step, min_wall, max, max_step, max_wall, last, nan_count,
+       first_pos AS pos_first, last_pos AS pos_last
+     FROM chunks WHERE key_id = $1 AND rank = $2 AND last_pos > $3 AND first_pos < $4 ORDER BY first_pos`,
+    [keyId, rank, from, to],
+  );
+  const chunks = metas.rows;
+  const total = chunks.reduce((n, c) => n + c.n, 0);
+  const buckets = Math.max(1, Math.floor(maxPoints / POINTS_PER_BUCKET));
+  const useBlocks = total > maxPoints && total / buckets >= BLOCKS_PER_BUCKET * BLOCK_POINTS;
+  const edge = (c: ChunkMeta): boolean => c.pos_first <= from || c.pos_last >= to;
+  const blobIds = chunks.filter((c) => !useBlocks || edge(c)).map((c) => c.id);
+  const blockIds = useBlocks ? chunks.filter((c) => !edge(c)).map((c) => c.id) : [];
+  const [blobs, blocks] = await Promise.all([
+    blobIds.length === 0 ? null : pool.query<{ id: number; steps: Buffer; walls: Buffer; vals: Buffer }>("SELECT id, steps, walls, vals FROM chunks WHERE id = ANY($1::bigint[])", [blobIds]),
+    blockIds.length === 0 ? null : pool.query<{ id: number; blocks: Buffer }>("SELECT id, blocks FROM chunks WHERE id = ANY($1::bigint[])", [blockIds]),
+  ]);
+  const blobById = new Map((blobs?.rows ?? []).map((r) => [r.id, r]));
+  const blocksById = new Map((blocks?.rows ?? []).map((r) => [r.id, r.blocks]));
+  return {
+    scalarChunks: { all: () => chunks },
+    streamChunks: { all: () => chunks },
+    points: { all: () => [] },
+    chunkBlobs: { get: (id) => blobById.get(id) },
+    chunkBlocks: { get: (id) => blocksById.get(id) },
+  };
+}
+
+/** A histogram as stored (JSON, non-finite numbers as strings), or null when it is not one. */
+function histogramOf(json: string): HistogramEntry["histogram"] | null {
+  let h: unknown;
+  try {
+    h = JSON.parse(json, (_k, v: unknown) => (v === "NaN" || v === "Infinity" || v === "-Infinity" ? parseNumber(v) : v));
+  } catch {
+    return null;
+  }
+  if (!isRecord(h)) return null;
+  const numbers = (v: unknown): v is number[] => Array.isArray(v) && v.every((n) => typeof n === "number");
+  const { count, min, max, sum, sumSquares, bucketLimits, bucketCounts } = h;
+  if (typeof count !== "number" || typeof min !== "number" || typeof max !== "number" || !numbers(bucketLimits) || !numbers(bucketCounts)) return null;
+  return { count, min, max, sum: typeof sum === "number" ? sum : NaN, sumSquares: typeof sumSquares === "number" ? sumSquares : NaN, bucketLimits, bucketCounts };
+}
+
+/** A source over the runs of project `projectId`. */
+/** A file parameter must be one file name, as the dashboard's lists give it. */
+function checkFileName(name: string | null): asserts name is string {
+  if (name === null || name === "" || pathSegmentProblem(name) !== null) {
+    throw new HttpError(400, "the file parameter must be one file name (no '/', '\\', NUL, not '.' or '..') as the list gives it");
+  }
+}
+
+/** The files of a run under `folder/` (`traces`, `logs`), as the dashboard lists them. */
+async function listFiles(pool: pg.Pool, id: number, folder: string): Promise<TraceFileEntry[]> {
+  const result = await pool.query<{ path: string; size: number; modified: Date }>(
+    "SELECT path, sum(length(data))::bigint AS size, max(received_at) AS modified FROM run_files WHERE run_id = $1 AND starts_with(path, $2) GROUP BY path ORDER BY path",
+    [id, `${folder}/`],
+  );
+  return result.rows.map((r) => ({ name: r.path.slice(folder.length + 1), size: Number(r.size), modified: r.modified.getTime() }));
+}
+
+export function createPostgresSource(pool: pg.Pool, projectId: number): DashboardSource {
+  const runId = (handle: string): number => Number(handle);
+
+  async function keyId(handle: string, key: string, kind: KeyKind): Promise<number> {
+    const result = await pool.query<{ id: number }>("SELECT id FROM keys WHERE run_id = $1 AND kind = $2 AND key = $3", [runId(handle), kind, key]);
+    const id = result.rows[0]?.id;
+    if (id === undefined) throw new HttpError(404, `this run has no ${kind} key ${JSON.stringify(key)}`);
+    return id;
+  }
+
+  async function keysOf(handle: string, kind: KeyKind): Promise<KeyInfo[]> {
+    const result = await pool.query<{ key: string; kind: string; reduce: string | null; ranks: number[] }>(
+      `SELECT k.key, k.kind, k.reduce, array_agg(s.rank ORDER BY s.rank) AS ranks FROM keys k JOIN series s ON s.key_id = k.id
+       WHERE k.run_id = $1 AND k.kind = $2 GROUP BY k.id ORDER BY k.key`,
+      [runId(handle), kind],
+    );
+    // Lines in the store's order (docs/DESIGN.md, "Identity"): global, ranks, controller, threads.
+    return result.rows.flatMap((r) => (isKind(r.kind) ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) }] : []));
+  }
+
+  async function read(handle: string, key: string, kind: "scalar" | "stream" | "system", rank: number | undefined, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesResult> {
+    const id = await keyId(handle, key, kind);
+    let r = rank;
+    if (r === undefined) {
+      const lowest = await pool.query<{ r: number | null }>("SELECT min(rank) AS r FROM series WHERE key_id = $1", [id]);
+      r = lowest.rows[0]?.r ?? GLOBAL_RANK;
+    }
+    const after = numericCursor(query.after, "after");
+    const before = numericCursor(query.before, "before");
+    const maxPoints = query.maxPoints ?? DEFAULT_MAX_POINTS;
+    const from = after ?? -Infinity;
+    const to = before ?? Infinity;
+    const reads = await fetchChunks(pool, id, r, from, to, maxPoints);
+    const x = kind === "scalar" ? "step" : "wall";
+    return readChunkedSeries(reads, kind === "scalar" ? "scalar" : "stream", { key, keyId: id, rank: r, x, window: { from, to, after }, maxPoints });
+  }
+
+  return {
+    async resolveRun(run: string | null): Promise<string> {
+      if (run === null || run === "") throw new HttpError(400, "missing the run parameter (experiment/trial, as /api/runs lists it)");
+      const parts = run.split("/");
+      if (parts.length > 3 || parts.some((p) => pathSegmentProblem(p) !== null)) {
+        throw new HttpError(400, "the run parameter must be experiment/trial as /api/runs lists it: one to three folder names joined by '/', URL-encoded as UTF-8");
+      }
+      const result = await pool.query<{ id: number }>("SELECT id FROM runs WHERE project_id = $1 AND run_key = $2", [projectId, run]);
+      const id = result.rows[0]?.id;
+      if (id === undefined) throw new HttpError(404, `no run ${JSON.stringify(run)} in this project`);
+      return String(id);
+    },
+
+    async listRuns(query: RunQuery): Promise<RunsPage> {
+      const { sql, countSql, params } = runsSql(projectId, query);
+      const [rows, count] = await Promise.all([pool.query<RunRow>(sql, params), pool.query<{ n: number }>(countSql, params.slice(0, params.length - 2))]);
+      return { runs: rows.rows.map(toLabelled), total: count.rows[0]?.n ?? 0 };
+    },
+
+    keys: (handle) => keysOf(handle, "scalar"),
+
+    async rankNames(handle: string): Promise<Record<string, string>> {
+      const result = await pool.query<{ rank_names: unknown }>("SELECT rank_names FROM runs WHERE id = $1", [runId(handle)]);
+      const names = result.rows[0]?.rank_names;
+      const out: Record<string, string> = {};
+      if (isRecord(names)) for (const [k, v] of Object.entries(names)) if (k !== String(GLOBAL_RANK) && typeof v === "string") out[k] = v;
+      return out;
+    },
+
+    async series(handle, key, query): Promise<SeriesData> {
+      return toSeriesData(await read(handle, key, "scalar", query.rank ?? GLOBAL_RANK, query));
+    },
+
+    streamKeys: async (handle) => (await keysOf(handle, "stream")).map((k) => k.key),
+
+    async stream(handle, key, query): Promise<StreamData> {
+      const info = (await keysOf(handle, "stream")).find((k) => k.key === key);
+      if (info === undefined) throw new HttpError(404, `this run has no stream key ${JSON.stringify(key)}`);
+      const cursors = new Map<number, number>();
+      for (const part of (query.after ?? "").split(",").filter((p) => p !== "")) {
+        const [r, seq] = part.split(":").map(Number);
+        if (r === undefined || seq === undefined || !Number.isInteger(r) || !Number.isFinite(seq)) throw new HttpError(400, `after must be a cursor from an earlier answer (rank:seq,…), got ${JSON.stringify(query.after?.slice(0, 80))}`);
+        cursors.set(r, seq);
+      }
+      const perRank = Math.max(SERIES_KINDS.length, Math.floor((query.maxPoints ?? DEFAULT_MAX_POINTS) / Math.max(1, info.ranks.length)));
+      const out: StreamData = { key, ranks: [], steps: [], times: [], values: [], cursor: null };
+      for (const rank of info.ranks) {
+        const after = cursors.get(rank);
+        const result = await read(handle, key, "stream", rank, { maxPoints: perRank, ...(after !== undefined ? { after: String(after) } : {}) });
+        for (const p of result.points) {
+          out.ranks.push(rank);
+          out.steps.push(p.step);
+          out.times.push(p.wall);
+          out.values.push(p.value);
+        }
+        if (result.cursor !== null) cursors.set(rank, result.cursor);
+      }
+      const cursor = [...cursors.entries()].map(([r, s]) => `${r}:${s}`).join(",");
+      return { ...out, cursor: cursor === "" ? null : cursor };
+    },
+
+    async samples(handle: string): Promise<SampleRow[]> {
+      const result = await pool.query<{ key: string; rank: number; step: number; data: string }>(
+        `SELECT k.key, r.rank, r.step, r.data FROM records r JOIN keys k ON k.id = r.key_id WHERE k.run_id = $1 AND k.kind = 'sample'
+         ORDER BY r.src_seq DESC LIMIT 200`,
+        [runId(handle)],
+      );
+      const rows: SampleRow[] = [];
+      for (const r of result.rows.reverse()) {
+        let records: unknown;
+        try {
+          records = JSON.parse(r.data);
+        } catch {
+          records = [];
+        }
+        for (const record of Array.isArray(records) ? records.filter(isRecord) : []) rows.push({ key: r.key, step: r.step, rank: r.rank === GLOBAL_RANK ? null : r.rank, record });
+      }
+      return rows;
+    },
+
+    histogramKeys: async (handle) => (await keysOf(handle, "histogram")).map((k) => k.key),
+
+    async histograms(handle: string, key: string, limit: number, rank?: number): Promise<HistogramEntry[]> {
+      const result = await pool.query<{ src_seq: number; rank: number; step: number; wall: number; data: string }>(
+        `SELECT r.src_seq, r.rank, r.step, r.wall, r.data FROM records r JOIN keys k ON k.id = r.key_id
+         WHERE k.run_id = $1 AND k.kind = 'histogram' AND k.key = $2 AND ($4::int IS NULL OR r.rank = $4)
+         ORDER BY r.src_seq DESC LIMIT $3`,
+        [runId(handle), key, limit, rank ?? null],
+      );
+      // The newest `limit` as the job's store keeps them, drawn by step (the store source's order).
+      const entries = result.rows.flatMap((r) => {
+        const histogram = histogramOf(r.data);
+        return histogram === null ? [] : [{ seq: r.src_seq, key, rank: r.rank, step: r.step, wall: r.wall, histogram }];
+      });
+      return entries.sort((a, b) => a.step - b.step || a.seq - b.seq);
+    },
+
+    async histogramRanks(handle: string, key: string): Promise<number[]> {
+      return [...((await keysOf(handle, "histogram")).find((k) => k.key === key)?.ranks ?? [])];
+    },
+
+    async config(handle: string): Promise<Record<string, unknown>> {
+      const result = await pool.query<{ hparams: string }>("SELECT hparams FROM runs WHERE id = $1", [runId(handle)]);
+      try {
+        const parsed: unknown = JSON.parse(result.rows[0]?.hparams ?? "{}");
+        return isRecord(parsed) ? parsed : {};
+      } catch {
+        return {};
+      }
+    },
+
+    systemKeys: async (handle) => (await keysOf(handle, "system")).map((k) => k.key),
+
+    async system(handle, key, query): Promise<SeriesData> {
+      return toSeriesData(await read(handle, key, "system", undefined, query));
+    },
+
+    async lastValues(handle: string): Promise<Record<string, number>> {
+      const result = await pool.query<{ key: string; last_value: number | null }>(
+        `SELECT DISTINCT ON (k.key) k.key, s.last_value FROM keys k JOIN series s ON s.key_id = k.id
+         WHERE k.run_id = $1 AND k.kind = 'scalar' AND s.n > 0 ORDER BY k.key, s.rank`,
+        [runId(handle)],
+      );
+      const out: Record<string, number> = {};
+      for (const r of result.rows) out[r.key] = r.last_value ?? NaN;
+      return out;
+    },
+
+    async runDetails(handle: string): Promise<RunDetails> {
+      const result = await pool.query<{ config_yaml: string | null; version_json: string | null; tags: string[]; grp: string | null }>(
+        "SELECT config_yaml, version_json, tags, grp FROM runs WHERE id = $1",
+        [runId(handle)],
+      );
+      const r = result.rows[0];
+      return { configYaml: r?.config_yaml ?? null, versionJson: r?.version_json ?? null, tags: r?.tags ?? [], group: r?.grp ?? null };
+    },
+
+    traceFiles(handle: string): Promise<TraceFileEntry[]> {
+      return listFiles(pool, runId(handle), "traces");
+    },
+
+    logFiles(handle: string): Promise<TraceFileEntry[]> {
+      return listFiles(pool, runId(handle), "logs");
+    },
+
+    logFile(handle: string, name: string | null): RunBytes {
+      checkFileName(name);
+      const id = runId(handle);
+      const path = `logs/${name}`;
+      return {
+        name,
+        size: async () => {
+          const size = await pool.query<{ size: number | null }>("SELECT sum(length(data))::bigint AS size FROM run_files WHERE run_id = $1 AND path = $2", [id, path]);
+          const total = size.rows[0]?.size ?? null;
+          if (total === null) throw new HttpError(404, "no such file in this run");
+          return Number(total);
+        },
+        // The pieces overlapping [from, from + length): the file is stored as appended pieces.
+        read: async (from, length) => {
+          const pieces = await pool.query<{ file_offset: string | number; data: Buffer }>(
+            "SELECT file_offset, data FROM run_files WHERE run_id = $1 AND path = $2 AND file_offset < $3 AND file_offset + length(data) > $4 ORDER BY file_offset",
+            [id, path, from + length, from],
+          );
+          const out = Buffer.alloc(length);
+          let filled = 0;
+          for (const piece of pieces.rows) {
+            const at = Number(piece.file_offset);
+            const start = Math.max(from, at);
+            const end = Math.min(from + length, at + piece.data.length);
+            piece.data.copy(out, start - from, start - at, end - at);
+            filled = Math.max(filled, end - from);
+          }
+          return out.subarray(0, filled);
+        },
+      };
+    },
+
+    async traceFile(handle: string, name: string | null): Promise<TraceFile> {
+      checkFileName(name);
+      const path = `traces/${name}`;
+      const size = await pool.query<{ size: number | null }>("SELECT sum(length(data))::bigint AS size FROM run_files WHERE run_id = $1 AND path = $2", [runId(handle), path]);
+      const total = size.rows[0]?.size ?? null;
+      if (total === null) throw new HttpError(404, "no such file in this run");
+      const id = runId(handle);
+      async function* pieces(): AsyncGenerator<Buffer> {
+        let offset = -1;
+        for (;;) {
+          const page = await pool.query<{ file_offset: number; data: Buffer }>(
+            "SELECT file_offset, data FROM run_files WHERE run_id = $1 AND path = $2 AND file_offset > $3 ORDER BY file_offset LIMIT 64",
+            [id, path, offset],
+          );
+          for (const r of page.rows) yield r.data;
+          const last = page.rows[page.rows.length - 1];
+          if (last === undefined || page.rows.length < 64) return;
+          offset = last.file_offset;
+        }
+      }
+      return { name, size: total, open: () => Readable.from(pieces()) };
+    },
+  };
+}

@@ -1,0 +1,31 @@
+/**
+ * Requests per client per second, as a token bucket per client (a token's hash, else the address):
+ * a client past its rate gets a 429 with `Retry-After` instead of the server's time. Buckets are
+ * per server process (several servers behind a balancer each allow the rate).
+ */
+
+/** A bucket per client: `rate` requests a second on average, `burst` at once. */
+export class RateLimiter {
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+
+  constructor(
+    private readonly rate: number,
+    private readonly burst: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** 0 when the request may go ahead, else the milliseconds until it may. */
+  take(client: string): number {
+    const now = this.now();
+    const b = this.buckets.get(client) ?? { tokens: this.burst, at: now };
+    b.tokens = Math.min(this.burst, b.tokens + ((now - b.at) / 1000) * this.rate);
+    b.at = now;
+    if (this.buckets.size > 100_000) this.buckets.clear();
+    this.buckets.set(client, b);
+    if (b.tokens >= 1) {
+      b.tokens -= 1;
+      return 0;
+    }
+    return Math.ceil(((1 - b.tokens) / this.rate) * 1000);
+  }
+}

@@ -1,0 +1,237 @@
+/**
+ * `rankscope server`: the team server. A Node HTTP(S) server over PostgreSQL serving the same web
+ * dashboard and JSON API as `rankscope ui` (the `DashboardApi` route table over the PostgreSQL
+ * `DashboardSource` of the caller's project), the ingest API the jobs' sync sends to, and
+ * `/healthz`, `/readyz`, `/metrics`. It keeps no state of its own between requests (everything is
+ * in PostgreSQL), so several can run behind a load balancer; each migrates the schema at start
+ * under an advisory lock.
+ *
+ * A request meets, in order: the rate limit (per token, else per address; 429), the credentials
+ * (`auth.ts`; 401/403), the method, then the route. Answers carry the dashboard's security headers;
+ * a failure inside the server is a 500 without details (the log has them, never a secret), and is
+ * counted. Logs are JSON lines (pino): method, path with any token redacted, status, duration,
+ * project.
+ */
+import { readFileSync } from "node:fs";
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createHttpsServer } from "node:https";
+import type { Socket } from "node:net";
+import pino from "pino";
+import type pg from "pg";
+import { describeError } from "../core/diagnostics.js";
+import { redactedRequestPath, sendBody, sendJson } from "../ui/http.js";
+import { DashboardApi } from "../ui/routes.js";
+import { HttpError } from "../ui/security.js";
+import { defaultWebDir, packageVersion } from "../ui/server.js";
+import { StaticFiles } from "../ui/static.js";
+import { ServerAuth, requireWrite, sendLoginPage, type ProxyAuth } from "./auth.js";
+import { createPool } from "./db.js";
+import { DEFAULT_INGEST_LIMITS, ingestBatch, runState, type IngestLimits } from "./ingest-route.js";
+import { ServerMetrics } from "./metrics.js";
+import { createPostgresSource } from "./pg-source.js";
+import { RateLimiter } from "./rate-limit.js";
+import { SCHEMA_VERSION, migrate } from "./schema.js";
+import { TokenChecker, tokenHash, type Principal } from "./tokens.js";
+
+/** How to start a team server. */
+export interface TeamServerOptions {
+  /** `postgres://…` */
+  readonly db: string;
+  /** Bind address (default 127.0.0.1). */
+  readonly host?: string;
+  /** Port (default 7008; 0 picks a free one). */
+  readonly port?: number;
+  /** PEM files for HTTPS; both or neither. */
+  readonly tlsCert?: string;
+  readonly tlsKey?: string;
+  /** Trusted reverse-proxy sign-on (off when absent). */
+  readonly proxy?: ProxyAuth;
+  /** Requests per second per client (default 200, bursts of 400). */
+  readonly rateLimit?: number;
+  readonly ingestLimits?: IngestLimits;
+  /** PostgreSQL connections at most (default 10). */
+  readonly poolSize?: number;
+  readonly statementTimeoutMs?: number;
+  /** Where JSON log lines go (default stdout); `false` for none. */
+  readonly log?: NodeJS.WritableStream | false;
+  readonly webDir?: string;
+}
+
+/** A running team server. */
+export interface TeamServer {
+  readonly url: string;
+  readonly port: number;
+  readonly pool: pg.Pool;
+  readonly metrics: ServerMetrics;
+  /** Stop taking connections, let requests in flight finish (at most `graceMs`), close the pool. */
+  close(graceMs?: number): Promise<void>;
+}
+
+export const DEFAULT_SERVER_PORT = 7008;
+
+/** A request's client for rate limiting: its token's hash, else its address. */
+function clientOf(req: IncomingMessage): string {
+  const auth = req.headers.authorization;
+  if (auth !== undefined && auth.startsWith("Bearer ")) return tokenHash(auth.slice(7)).toString("base64");
+  return req.socket.remoteAddress ?? "?";
+}
+
+/** The project a request names (`?project=`) must be its token's. */
+function checkProject(p: Principal, url: URL): void {
+  const named = url.searchParams.get("project");
+  if (named !== null && named !== "" && named !== p.project) throw new HttpError(403, `this token belongs to another project; it cannot read or write project ${JSON.stringify(named.slice(0, 100))}`);
+}
+
+function kindOf(path: string): string {
+  if (path.startsWith("/api/ingest/")) return "ingest";
+  if (path.startsWith("/api/")) return "api";
+  if (path === "/healthz" || path === "/readyz" || path === "/metrics") return "ops";
+  return "static";
+}
+
+/** Start the server: connect, migrate, listen. */
+export async function startTeamServer(options: TeamServerOptions): Promise<TeamServer> {
+  const pool = createPool({ url: options.db, max: options.poolSize ?? 10, statementTimeoutMs: options.statementTimeoutMs ?? 30_000 });
+  try {
+    await migrate(pool);
+  } catch (error) {
+    await pool.end().catch(() => undefined);
+    throw new Error(`could not prepare the database: ${describeError(error)}`, { cause: error });
+  }
+  const log = options.log === false ? pino({ enabled: false }) : pino({ base: { service: "rankscope-server" } }, options.log ?? process.stdout);
+  const metrics = new ServerMetrics(pool);
+  const tls = options.tlsCert !== undefined && options.tlsKey !== undefined;
+  const auth = new ServerAuth(new TokenChecker(pool), options.proxy, tls);
+  const limiter = new RateLimiter(options.rateLimit ?? 200, (options.rateLimit ?? 200) * 2);
+  const limits = options.ingestLimits ?? DEFAULT_INGEST_LIMITS;
+  const files = new StaticFiles(options.webDir ?? defaultWebDir());
+  const version = packageVersion();
+  let stopping = false;
+
+  const route = async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<Principal | undefined> => {
+    const path = url.pathname;
+    if (path === "/healthz") return void (await sendJson(req, res, 200, { ok: true }));
+    if (path === "/readyz") {
+      if (stopping) throw new HttpError(503, "shutting down");
+      try {
+        const r = await pool.query<{ v: number | null }>("SELECT max(version) AS v FROM schema_migrations");
+        if ((r.rows[0]?.v ?? 0) < SCHEMA_VERSION) throw new Error("schema behind");
+      } catch {
+        throw new HttpError(503, "the database is not reachable or not migrated");
+      }
+      return void (await sendJson(req, res, 200, { ok: true, schema: SCHEMA_VERSION }));
+    }
+    if (path === "/metrics") {
+      const text = await metrics.registry.metrics();
+      return void (await sendBody(req, res, 200, { "Content-Type": metrics.registry.contentType, "Cache-Control": "no-store" }, Buffer.from(text)));
+    }
+    const wait = limiter.take(clientOf(req));
+    if (wait > 0) {
+      metrics.rejected.inc({ reason: "rate" });
+      res.setHeader("Retry-After", String(Math.ceil(wait / 1000)));
+      throw new HttpError(429, `too many requests from this client; retry after ${wait} ms`);
+    }
+    let principal: Principal;
+    try {
+      principal = await auth.principal(req, res, url);
+    } catch (error) {
+      if (error instanceof HttpError && error.status === 401 && req.method === "GET" && (path === "/" || path === "/index.html")) {
+        metrics.rejected.inc({ reason: "auth" });
+        sendLoginPage(res, url.searchParams.has("token") ? "That token is not valid here." : "This dashboard needs a project token.");
+        return undefined;
+      }
+      throw error;
+    }
+    checkProject(principal, url);
+    if (path === "/api/ingest/v1/batch") {
+      if (req.method !== "POST") throw new HttpError(405, "send batches with POST");
+      requireWrite(principal);
+      const result = await ingestBatch(req, pool, principal.projectId, limits, metrics);
+      await sendJson(req, res, 200, { points: result.points, records: result.records, fileBytes: result.fileBytes });
+      return principal;
+    }
+    if (path === "/api/ingest/v1/state") {
+      requireWrite(principal);
+      await sendJson(req, res, 200, await runState(pool, principal.projectId, url.searchParams.get("run")));
+      return principal;
+    }
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      res.setHeader("Allow", "GET, HEAD");
+      throw new HttpError(405, "the dashboard is read-only: only GET and HEAD are allowed");
+    }
+    if (!path.startsWith("/api/")) {
+      await files.send(req, res, path);
+      return principal;
+    }
+    const api = new DashboardApi(createPostgresSource(pool, principal.projectId), version);
+    const body = await api.handle(path, { req, res, params: url.searchParams });
+    if (body !== undefined) await sendJson(req, res, 200, body);
+    return principal;
+  };
+
+  const handler = (req: IncomingMessage, res: ServerResponse): void => {
+    const started = performance.now();
+    const url = new URL(req.url ?? "/", "http://server.invalid");
+    const kind = kindOf(url.pathname);
+    const done = (status: number, principal: Principal | undefined, error?: unknown): void => {
+      metrics.requests.inc({ kind, status: `${Math.floor(status / 100)}xx` });
+      const line = { method: req.method, path: redactedRequestPath(req.url), status, ms: Math.round(performance.now() - started), ...(principal !== undefined ? { project: principal.project } : {}) };
+      if (error !== undefined) log.error({ ...line, error: describeError(error) }, "request failed");
+      else if (status >= 400 || kind === "ingest") log.info(line, "request");
+    };
+    route(req, res, url).then(
+      (principal) => done(res.statusCode, principal),
+      (error: unknown) => {
+        const status = error instanceof HttpError ? error.status : 500;
+        if (status === 500) metrics.errors.inc();
+        else if (status === 400 || status === 413 || status === 415) metrics.rejected.inc({ reason: status === 400 ? "malformed" : "size" });
+        else if (status === 401 || status === 403) metrics.rejected.inc({ reason: "auth" });
+        else if (status === 409) metrics.rejected.inc({ reason: "conflict" });
+        done(status, undefined, status === 500 ? error : undefined);
+        const message = error instanceof HttpError ? error.message : "internal error; the server's log says more";
+        if (res.headersSent) res.destroy();
+        else sendJson(req, res, status, { error: message }).catch(() => res.destroy());
+      },
+    );
+  };
+
+  const server: Server = tls
+    ? createHttpsServer({ cert: readFileSync(options.tlsCert ?? ""), key: readFileSync(options.tlsKey ?? "") }, handler)
+    : createHttpServer(handler);
+  server.requestTimeout = 120_000;
+  server.headersTimeout = 30_000;
+  const sockets = new Set<Socket>();
+  server.on("connection", (s: Socket) => {
+    sockets.add(s);
+    s.once("close", () => sockets.delete(s));
+  });
+  const host = options.host ?? "127.0.0.1";
+  const port = options.port ?? DEFAULT_SERVER_PORT;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (error: NodeJS.ErrnoException) => reject(error.code === "EADDRINUSE" ? new Error(`port ${port} on ${host} is in use; pick another with --port N`) : error));
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address();
+  if (address === null || typeof address === "string") throw new Error(`the server on ${host}:${port} has no TCP address after listening`);
+  const urlHost = host.includes(":") ? `[${host}]` : host;
+  const url = `${tls ? "https" : "http"}://${urlHost}:${address.port}`;
+  log.info({ url, schema: SCHEMA_VERSION }, "listening");
+  return {
+    url,
+    port: address.port,
+    pool,
+    metrics,
+    close: async (graceMs = 10_000) => {
+      stopping = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const timer = setTimeout(() => {
+        for (const s of sockets) s.destroy();
+      }, graceMs);
+      await closed;
+      clearTimeout(timer);
+      await pool.end().catch(() => undefined);
+      log.info("stopped");
+    },
+  };
+}

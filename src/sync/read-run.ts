@@ -1,0 +1,215 @@
+/**
+ * What the sync reads from a run: each series past a cursor, records past a sequence number, the
+ * run's metadata and its text files past a byte offset — all through the store's reading API
+ * (`rankscope/store`: `series`, `samples`, `histograms`, `runInfo`, `ranks`, `config`) and the run
+ * directory's files, never the store's tables, so the store may change its layout (or add
+ * identities to its series) without the sync knowing.
+ *
+ * Every read is bounded: a series is read at most `READ_POINTS` positions at a time (scalar steps
+ * and arrival numbers are unique per series, so a window of that width holds at most that many
+ * points), records `READ_RECORDS` at a time, files `READ_FILE_BYTES` at a time.
+ */
+import { closeSync, existsSync, openSync, readSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { join } from "node:path";
+import * as store from "../backends/store/reader.js";
+import { nonFiniteReplacer } from "../core/json.js";
+import { RunLabelReader } from "../ui/run-labels.js";
+import type { RecordHeader, RunMeta, WireSeriesKind } from "./wire.js";
+
+/** Positions of one series read at most at a time. */
+export const READ_POINTS = 65_536;
+/** Samples or histograms read at most at a time. */
+export const READ_RECORDS = 10_000;
+/** Bytes of one file read at most at a time. */
+export const READ_FILE_BYTES = 4 * 1024 * 1024;
+/** The run folders whose files are sent (text logs, traces, session traces). */
+export const FILE_FOLDERS = ["logs", "traces", "sessions"] as const;
+
+/** A series of the run. */
+export interface SeriesRef {
+  readonly kind: WireSeriesKind;
+  readonly key: string;
+  readonly reduce: string | null;
+  readonly rank: number;
+}
+
+/** Points of one series past a cursor, as columns. */
+export interface SeriesPiece {
+  readonly steps: Float64Array;
+  readonly walls: Float64Array;
+  readonly values: Float64Array;
+  /** Position of the last point. */
+  readonly cursor: number;
+}
+
+/** Every series of the run. */
+export function listSeries(runDir: string): SeriesRef[] {
+  const out: SeriesRef[] = [];
+  for (const kind of ["scalar", "stream", "system"] as const) {
+    for (const k of store.keys(runDir, kind)) for (const rank of k.ranks) out.push({ kind, key: k.key, reduce: k.reduce, rank });
+  }
+  return out;
+}
+
+/** Points of a scalar series in (after, before), counted without reading them. */
+function countScalar(runDir: string, ref: SeriesRef, after: number, before: number): number {
+  return store.series(runDir, ref.key, { kind: "scalar", rank: ref.rank, after, before, maxPoints: 3 }).total;
+}
+
+/**
+ * Where a window of a scalar series that starts at its beginning should end: a series read for the
+ * first time may start anywhere (steps are any numbers), so a long one is cut by bisecting counts.
+ */
+function firstScalarWindow(runDir: string, ref: SeriesRef): number | undefined {
+  const all = store.series(runDir, ref.key, { kind: "scalar", rank: ref.rank, maxPoints: 3 });
+  if (all.total <= READ_POINTS || all.cursor === null) return undefined;
+  let lo = -Number.MAX_SAFE_INTEGER;
+  let hi = all.cursor;
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (countScalar(runDir, ref, -Infinity, mid) > READ_POINTS / 2) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+/** The next piece of a series past `after` (null: from its start), or null when there is nothing new. */
+export function readPiece(runDir: string, ref: SeriesRef, after: number | null): SeriesPiece | null {
+  let before: number | undefined;
+  if (ref.kind === "scalar") before = after === null ? firstScalarWindow(runDir, ref) : after + READ_POINTS;
+  else before = (after ?? -1) + 1 + READ_POINTS;
+  const result = store.series(runDir, ref.key, {
+    kind: ref.kind,
+    rank: ref.rank,
+    // Arrival order: streams are step-ordered per rank, system rows are kept in arrival order by wall.
+    x: ref.kind === "system" ? "wall" : "step",
+    maxPoints: Infinity,
+    ...(after !== null ? { after } : {}),
+    ...(before !== undefined ? { before } : {}),
+  });
+  const n = result.points.length;
+  if (n === 0 || result.cursor === null) return null;
+  const steps = new Float64Array(n);
+  const walls = new Float64Array(n);
+  const values = new Float64Array(n);
+  for (let i = 0; i < n; i++) {
+    const p = result.points[i];
+    if (p === undefined) break;
+    steps[i] = p.step;
+    walls[i] = p.wall;
+    values[i] = p.value;
+  }
+  return { steps, walls, values, cursor: result.cursor };
+}
+
+/** The largest double below `x` (for an exclusive `after` that still includes `x`). */
+export function nextDown(x: number): number {
+  if (!Number.isFinite(x)) return x;
+  if (x === 0) return -Number.MIN_VALUE;
+  const f = new Float64Array([x]);
+  const b = new BigInt64Array(f.buffer);
+  b[0] = (b[0] ?? 0n) + (x > 0 ? -1n : 1n);
+  return f[0] ?? x;
+}
+
+/** The largest double above `x`. */
+export function nextUp(x: number): number {
+  return -nextDown(-x);
+}
+
+/** A scalar series' points from `first` to `last` (both included), as the store has them now. */
+export function readRange(runDir: string, ref: SeriesRef, first: number, last: number): SeriesPiece | null {
+  const result = store.series(runDir, ref.key, { kind: "scalar", rank: ref.rank, x: "step", maxPoints: Infinity, after: nextDown(first), before: nextUp(last) });
+  const n = result.points.length;
+  if (n === 0) return null;
+  return {
+    steps: Float64Array.from(result.points, (p) => p.step),
+    walls: Float64Array.from(result.points, (p) => p.wall),
+    values: Float64Array.from(result.points, (p) => p.value),
+    cursor: last,
+  };
+}
+
+/** Samples and histograms past the cursors (the store's sequence numbers), oldest first. */
+export function readRecords(runDir: string, cursors: Readonly<Record<string, number>>): RecordHeader[] {
+  const out: RecordHeader[] = [];
+  const samples = store.samples(runDir, undefined, { after: cursors["sample"] ?? -1, limit: READ_RECORDS });
+  for (const s of samples) out.push({ kind: "sample", key: s.key, rank: s.rank, seq: s.seq, step: s.step, wall: s.wall, data: JSON.stringify(s.records, nonFiniteReplacer) });
+  const histograms = store.histograms(runDir, undefined, { after: cursors["histogram"] ?? -1, limit: READ_RECORDS });
+  for (const h of histograms) out.push({ kind: "histogram", key: h.key, rank: h.rank, seq: h.seq, step: h.step, wall: h.wall, data: JSON.stringify(h.histogram, nonFiniteReplacer) });
+  return out;
+}
+
+function textFile(runDir: string, name: string, limit = 10_000_000): string | null {
+  const path = join(runDir, name);
+  try {
+    if (!statSync(path).isFile()) return null;
+    const text = readFileSync(path, "utf8");
+    return text.length > limit ? text.slice(0, limit) : text;
+  } catch {
+    return null;
+  }
+}
+
+/** The run's metadata as the dashboard shows it. */
+export function readMeta(runDir: string, runId: string): RunMeta {
+  const info = store.runInfo(runDir);
+  const hparams = store.config(runDir);
+  const real = realpathSync(runDir);
+  const labels = new RunLabelReader(real).labels(real, hparams);
+  const rankNames: Record<string, string> = {};
+  for (const r of store.ranks(runDir)) rankNames[String(r.rank)] = r.rankName;
+  const parts = runId.split("/");
+  return {
+    experiment: info.experiment ?? parts.slice(0, -1).join("/"),
+    trial: info.trial ?? parts[parts.length - 1] ?? runId,
+    status: info.status,
+    startedAt: info.startedAt,
+    endedAt: info.endedAt,
+    updatedAt: info.updatedAt,
+    resumeStep: info.resumeStep,
+    tags: labels.tags,
+    group: labels.group,
+    params: labels.params,
+    hparamsJson: JSON.stringify(hparams, nonFiniteReplacer),
+    rankNames,
+    configYaml: textFile(runDir, "config.yaml"),
+    versionJson: textFile(runDir, "version.json", 1_000_000),
+  };
+}
+
+/** The run's text files (`logs/…`, `traces/…`, `sessions/…`) and their sizes now. */
+export function listFiles(runDir: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const folder of FILE_FOLDERS) {
+    const dir = join(runDir, folder);
+    if (!existsSync(dir)) continue;
+    let names: string[];
+    try {
+      names = readdirSync(dir).sort();
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      try {
+        const stat = statSync(join(dir, name));
+        if (stat.isFile()) out.set(`${folder}/${name}`, stat.size);
+      } catch {
+        // Vanished between the listing and the stat.
+      }
+    }
+  }
+  return out;
+}
+
+/** Up to `max` bytes of a run file from `offset`. */
+export function readFileBytes(runDir: string, path: string, offset: number, max = READ_FILE_BYTES): Buffer {
+  const fd = openSync(join(runDir, path), "r");
+  try {
+    const buffer = Buffer.alloc(max);
+    const n = readSync(fd, buffer, 0, max, offset);
+    return buffer.subarray(0, n);
+  } finally {
+    closeSync(fd);
+  }
+}

@@ -1,0 +1,315 @@
+/**
+ * Sending one run's store to a team server: the live sync of a job (on a thread of its own,
+ * `live.ts`) and `rankscope sync` both run passes of a `RunSync`.
+ *
+ * A pass reads what the store committed past the server's cursors (`read-run.ts`), packs it into
+ * batches of at most `maxBatchBytes` (`wire.ts`), gzips each (on libuv's pool) and sends it,
+ * retried with a deadline (`client.ts`); the cursors move only when the server acknowledged. The
+ * cursors come from the server (`GET /api/ingest/v1/state`), so a restarted job, a second
+ * `rankscope sync` or a sync interrupted half-way continues from the last acknowledged point, and
+ * a batch sent twice is applied once (the server keeps only what lies past its cursor). A 409
+ * (the server is elsewhere: another syncer, a restored database) re-reads the state.
+ *
+ * Memory is bounded by one batch plus one read (`READ_POINTS` points of one series).
+ */
+import { promisify } from "node:util";
+import { gzip } from "node:zlib";
+import { concatSeries } from "../backends/store/columns.js";
+import { runInfo } from "../backends/store/reader.js";
+import { SyncClient, SyncConflict, type SyncTarget } from "./client.js";
+import { listFiles, listSeries, readFileBytes, readMeta, readPiece, readRange, readRecords, type SeriesPiece, type SeriesRef } from "./read-run.js";
+import { WIRE_VERSION, encodeBatch, metaHash, type Batch, type FileSegment, type RecordHeader, type RunMeta, type SegmentHeader } from "./wire.js";
+
+const gzipAsync = promisify(gzip);
+
+/** The last points of each scalar series sent are re-read each pass: a step written again after it was sent is sent again. */
+const LOOKBACK_POINTS = 8;
+
+/** Options of a run's sync. */
+export interface RunSyncOptions extends SyncTarget {
+  /** The run directory (holding `metrics.db`). */
+  readonly runDir: string;
+  /** The run's id on the server, `experiment/trial` (default: from the store, else the directory's last two names). */
+  readonly runId?: string;
+  /** Raw bytes of one batch at most (default 8 MiB, ~350,000 points). */
+  readonly maxBatchBytes?: number;
+  /** How long one batch may be retried before the pass gives up (default 60 s). */
+  readonly sendDeadlineMs?: number;
+  readonly stop?: AbortSignal;
+}
+
+/** What a pass did. */
+export interface PassResult {
+  readonly batches: number;
+  readonly points: number;
+  readonly records: number;
+  readonly fileBytes: number;
+  /** True when nothing the store had at the pass's start is left unsent. */
+  readonly complete: boolean;
+}
+
+/** What the server has, as the sync keeps it between passes. */
+interface Cursors {
+  resumeStep: number;
+  metaHash: string | null;
+  series: Map<string, number | null>;
+  records: Record<string, number>;
+  files: Map<string, number>;
+}
+
+function seriesKey(kind: string, key: string, rank: number): string {
+  return `${kind}\u0000${rank}\u0000${key}`;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** The server's state answer, checked. */
+function parseState(body: unknown): Cursors {
+  const out: Cursors = { resumeStep: 0, metaHash: null, series: new Map(), records: {}, files: new Map() };
+  if (!isObject(body)) return out;
+  if (typeof body["resumeStep"] === "number") out.resumeStep = body["resumeStep"];
+  if (typeof body["metaHash"] === "string") out.metaHash = body["metaHash"];
+  for (const s of Array.isArray(body["series"]) ? body["series"] : []) {
+    if (!isObject(s) || typeof s["kind"] !== "string" || typeof s["key"] !== "string" || typeof s["rank"] !== "number") continue;
+    out.series.set(seriesKey(s["kind"], s["key"], s["rank"]), typeof s["cursor"] === "number" ? s["cursor"] : null);
+  }
+  const records = body["records"];
+  if (isObject(records)) for (const [k, v] of Object.entries(records)) if (typeof v === "number") out.records[k] = v;
+  const files = body["files"];
+  if (isObject(files)) for (const [k, v] of Object.entries(files)) if (typeof v === "number") out.files.set(k, v);
+  return out;
+}
+
+/** A batch being filled. */
+class BatchBuilder {
+  series: SegmentHeader[] = [];
+  columns: Batch["columns"] = [];
+  records: RecordHeader[] = [];
+  files: FileSegment[] = [];
+  fileBytes: Buffer[] = [];
+  meta: RunMeta | undefined;
+  /** What the sync will remember having sent of each scalar series once the server acknowledged this batch. */
+  tails = new Map<string, SeriesPiece>();
+  bytes = 0;
+  points = 0;
+
+  get empty(): boolean {
+    return this.series.length === 0 && this.records.length === 0 && this.files.length === 0 && this.meta === undefined;
+  }
+}
+
+/** One run's sync to one server. */
+export class RunSync {
+  readonly runId: string;
+  private readonly client: SyncClient;
+  private cursors: Cursors | null = null;
+  private sentMetaJson = "";
+  private lastUpdatedAt: number | null = null;
+  /** Per scalar series, its last points as sent (at most `LOOKBACK_POINTS`). */
+  private readonly sentTails = new Map<string, SeriesPiece>();
+  /** Tails of batches whose answer never came: the server may have applied them or not. */
+  private readonly unacked = new Map<string, SeriesPiece>();
+  private readonly maxBatchBytes: number;
+  private readonly sendDeadlineMs: number;
+  /** Totals over this sync's life. */
+  readonly totals = { batches: 0, points: 0, records: 0, fileBytes: 0, conflicts: 0 };
+
+  constructor(private readonly options: RunSyncOptions) {
+    this.runId = options.runId ?? RunSync.runIdOf(options.runDir);
+    this.client = new SyncClient(options, options.stop);
+    this.maxBatchBytes = options.maxBatchBytes ?? 8 * 1024 * 1024;
+    this.sendDeadlineMs = options.sendDeadlineMs ?? 60_000;
+  }
+
+  /** A run's id: `experiment/trial` as its store names it, else its directory's last two names. */
+  static runIdOf(runDir: string): string {
+    const parts = runDir.split(/[\\/]+/).filter((p) => p !== "");
+    const info = runInfo(runDir);
+    const experiment = info.experiment ?? parts[parts.length - 2] ?? "default";
+    const trial = info.trial ?? parts[parts.length - 1] ?? "run";
+    return `${experiment}/${trial}`;
+  }
+
+  /**
+   * Send what the store holds past the server's cursors. With `full`, every series is read even
+   * when the store says nothing changed since the last pass (a final pass, `rankscope sync`).
+   */
+  async pass(full = false): Promise<PassResult> {
+    try {
+      return await this.tryPass(full);
+    } catch (error) {
+      if (!(error instanceof SyncConflict)) throw error;
+      // The server is elsewhere than we thought: start over from its state, once.
+      this.totals.conflicts++;
+      this.cursors = null;
+      this.sentMetaJson = "";
+      return this.tryPass(true);
+    }
+  }
+
+  private async state(): Promise<Cursors> {
+    if (this.cursors !== null) return this.cursors;
+    const fresh = parseState(await this.client.call("GET", "api/ingest/v1/state", { run: this.runId }, undefined, this.sendDeadlineMs));
+    // What we remember having sent holds only where the server's cursor is still where we left it.
+    // A batch sent without an answer was applied or not: the server's cursor says which tail holds.
+    for (const k of new Set([...this.sentTails.keys(), ...this.unacked.keys()])) {
+      const cursor = fresh.series.get(k);
+      const acked = this.sentTails.get(k);
+      const maybe = this.unacked.get(k);
+      if (acked !== undefined && acked.cursor === cursor) continue;
+      if (maybe !== undefined && maybe.cursor === cursor) this.sentTails.set(k, maybe);
+      else this.sentTails.delete(k);
+    }
+    this.unacked.clear();
+    this.cursors = fresh;
+    return fresh;
+  }
+
+  private async tryPass(full: boolean): Promise<PassResult> {
+    const start = { ...this.totals };
+    let cursors = await this.state();
+    const meta = readMeta(this.options.runDir, this.runId);
+    const metaJson = JSON.stringify(meta);
+    if (meta.resumeStep > 0 && meta.resumeStep !== cursors.resumeStep) {
+      // A resume: the server drops what comes at or after the step, then we continue from what it kept.
+      const b = new BatchBuilder();
+      b.meta = meta;
+      await this.send(b);
+      this.sentMetaJson = metaJson;
+      this.cursors = null;
+      cursors = await this.state();
+    }
+    const files = listFiles(this.options.runDir);
+    const filesChanged = [...files].some(([path, size]) => size > (cursors.files.get(path) ?? 0));
+    const storeChanged = full || meta.updatedAt !== this.lastUpdatedAt;
+    let b = new BatchBuilder();
+    if (metaJson !== this.sentMetaJson && metaHash(meta) !== cursors.metaHash) b.meta = meta;
+    const flush = async (): Promise<void> => {
+      if (b.empty) return;
+      await this.send(b);
+      if (b.meta !== undefined) {
+        this.sentMetaJson = JSON.stringify(b.meta);
+        if (this.cursors !== null) this.cursors.metaHash = metaHash(b.meta);
+      }
+      b = new BatchBuilder();
+    };
+    if (storeChanged) {
+      for (const ref of listSeries(this.options.runDir)) {
+        const k = seriesKey(ref.kind, ref.key, ref.rank);
+        if (ref.kind === "scalar") this.checkTail(b, ref, k);
+        for (let pieces = 0; ; pieces++) {
+          const after = cursors.series.get(k) ?? null;
+          const piece = readPiece(this.options.runDir, ref, after);
+          if (piece === null) break;
+          // One segment per series per batch: a long series' next piece goes in the next batch.
+          if (pieces > 0) await flush();
+          this.addSeries(b, ref, after, piece);
+          cursors.series.set(k, piece.cursor);
+          if (ref.kind === "scalar") b.tails.set(k, this.tailAfter(b.tails.get(k) ?? this.sentTails.get(k), piece));
+          if (b.bytes >= this.maxBatchBytes) await flush();
+        }
+      }
+      for (;;) {
+        const records = readRecords(this.options.runDir, cursors.records);
+        if (records.length === 0) break;
+        for (const r of records) {
+          b.records.push(r);
+          b.bytes += r.data.length + r.key.length + 64;
+          cursors.records[r.kind] = Math.max(cursors.records[r.kind] ?? -1, r.seq);
+          if (b.bytes >= this.maxBatchBytes) await flush();
+        }
+      }
+    }
+    if (filesChanged) {
+      for (const [path, size] of files) {
+        for (let offset = cursors.files.get(path) ?? 0; offset < size; ) {
+          const bytes = readFileBytes(this.options.runDir, path, offset, Math.min(size - offset, 4 * 1024 * 1024));
+          if (bytes.length === 0) break;
+          b.files.push({ path, offset, length: bytes.length });
+          b.fileBytes.push(bytes);
+          b.bytes += bytes.length;
+          offset += bytes.length;
+          cursors.files.set(path, offset);
+          if (b.bytes >= this.maxBatchBytes) await flush();
+        }
+      }
+    }
+    await flush();
+    this.lastUpdatedAt = meta.updatedAt;
+    return {
+      batches: this.totals.batches - start.batches,
+      points: this.totals.points - start.points,
+      records: this.totals.records - start.records,
+      fileBytes: this.totals.fileBytes - start.fileBytes,
+      complete: true,
+    };
+  }
+
+  /** The last points sent of a scalar series once `piece` is sent after `old`. */
+  private tailAfter(old: SeriesPiece | undefined, piece: SeriesPiece): SeriesPiece {
+    const all = old === undefined ? piece : { ...concatSeries([old, piece]), cursor: piece.cursor };
+    const from = Math.max(0, all.steps.length - LOOKBACK_POINTS);
+    return { steps: all.steps.slice(from), walls: all.walls.slice(from), values: all.values.slice(from), cursor: piece.cursor };
+  }
+
+  /** Take over what another sync of this run remembers having sent (the live sync's last pass). */
+  inheritTails(from: RunSync): void {
+    for (const [k, v] of from.sentTails) this.sentTails.set(k, v);
+    for (const [k, v] of from.unacked) this.unacked.set(k, v);
+  }
+
+  /** Re-read the last points sent of a scalar series; when the store has them otherwise now, replace them on the server. */
+  private checkTail(b: BatchBuilder, ref: SeriesRef, k: string): void {
+    const tail = this.sentTails.get(k);
+    if (tail === undefined || tail.steps.length === 0) return;
+    const now = readRange(this.options.runDir, ref, tail.steps[0] ?? 0, tail.cursor);
+    if (now === null) return;
+    const same =
+      now.steps.length === tail.steps.length &&
+      now.steps.every((s, i) => Object.is(s, tail.steps[i]) && Object.is(now.walls[i], tail.walls[i]) && Object.is(now.values[i], tail.values[i]));
+    if (same) return;
+    b.series.push({ kind: "scalar", key: ref.key, reduce: ref.reduce, rank: ref.rank, after: null, cursor: now.steps[now.steps.length - 1] ?? tail.cursor, n: now.steps.length, replace: true });
+    b.columns.push({ steps: now.steps, walls: now.walls, values: now.values });
+    b.bytes += now.steps.length * 24 + ref.key.length + 80;
+    b.points += now.steps.length;
+    b.tails.set(k, now);
+  }
+
+  private addSeries(b: BatchBuilder, ref: SeriesRef, after: number | null, piece: { steps: Float64Array; walls: Float64Array; values: Float64Array; cursor: number }): void {
+    b.series.push({ kind: ref.kind, key: ref.key, reduce: ref.reduce, rank: ref.rank, after, cursor: piece.cursor, n: piece.steps.length });
+    b.columns.push({ steps: piece.steps, walls: piece.walls, values: piece.values });
+    b.bytes += piece.steps.length * 24 + ref.key.length + 80;
+    b.points += piece.steps.length;
+  }
+
+  /**
+   * Send one batch until acknowledged. The in-memory cursors were moved as it was built; if it
+   * cannot be delivered they are dropped, so the next pass starts from the server's state.
+   */
+  private async send(b: BatchBuilder): Promise<void> {
+    const raw = encodeBatch({
+      header: { v: WIRE_VERSION, run: this.runId, ...(b.meta !== undefined ? { meta: b.meta } : {}), series: b.series, records: b.records, files: b.files },
+      columns: b.columns,
+      fileBytes: b.fileBytes,
+    });
+    const body = await gzipAsync(raw, { level: 1 });
+    try {
+      await this.client.call("POST", "api/ingest/v1/batch", {}, body, this.sendDeadlineMs);
+    } catch (error) {
+      this.cursors = null;
+      this.sentMetaJson = "";
+      for (const [k, tail] of b.tails) this.unacked.set(k, tail);
+      throw error;
+    }
+    for (const [k, tail] of b.tails) {
+      this.sentTails.set(k, tail);
+      this.unacked.delete(k);
+    }
+    this.totals.batches++;
+    this.totals.points += b.points;
+    this.totals.records += b.records.length;
+    this.totals.fileBytes += b.fileBytes.reduce((n, x) => n + x.length, 0);
+  }
+}

@@ -1,0 +1,366 @@
+/**
+ * The ingest batch: what a job's sync (and `rankscope sync`) sends the team server, and the
+ * server's check of it. Both sides use this file, so the contract is written once.
+ *
+ * A batch is `RSB1`, a little-endian u32 header length, the header (UTF-8 JSON), zero padding to a
+ * multiple of 8, then the points of every series segment as float64 columns (each segment's steps,
+ * walls, values, in header order), then the bytes of every file segment. It travels gzipped
+ * (`Content-Encoding: gzip`). Numbers as float64 columns, not JSON text: parsing a million JSON
+ * numbers a second would cost the server more CPU than storing them.
+ *
+ * Idempotency rides on positions, not on batch ids: each segment says from which cursor it
+ * continues (`after`) and where it ends (`cursor`), in the job's store's own positions (a step for
+ * scalars, an arrival number for streams and system metrics); records carry the store's sequence
+ * numbers; file segments their byte offset. The server applies what lies past its own cursor, in
+ * one transaction per batch, so a batch re-sent after a timeout, a restart or a crash changes
+ * nothing the second time.
+ */
+import { createHash } from "node:crypto";
+import { isRecord } from "../core/json.js";
+import { pathSegmentProblem } from "../run/run-dir.js";
+
+/** Format version; the header's `v`. */
+export const WIRE_VERSION = 1;
+const MAGIC = 0x31425352; // "RSB1" little-endian
+
+/** Caps a batch must respect (the server refuses more with a 413 or 400). */
+export const WIRE_LIMITS = {
+  /** Series segments per batch. */
+  segments: 20_000,
+  /** Points per batch, all segments together. */
+  points: 2_000_000,
+  records: 20_000,
+  /** Characters of one record's JSON. */
+  recordChars: 1_000_000,
+  files: 1_000,
+  /** Characters of a key, a tag, a group, a rank name. */
+  name: 1_000,
+  /** Header JSON bytes. */
+  header: 64 * 1024 * 1024,
+} as const;
+
+/** A series kind as stored. */
+export type WireSeriesKind = "scalar" | "stream" | "system";
+/** A record kind as stored. */
+export type WireRecordKind = "sample" | "histogram";
+
+/** Points of one series past `after`, up to `cursor` (positions of the job's store). */
+export interface SegmentHeader {
+  readonly kind: WireSeriesKind;
+  readonly key: string;
+  readonly reduce: string | null;
+  readonly rank: number;
+  /** The cursor this segment continues from (null: the series' start). */
+  readonly after: number | null;
+  /** The position of its last point. */
+  readonly cursor: number;
+  /** Points in the segment (its columns are `n` steps, `n` walls, `n` values). */
+  readonly n: number;
+  /**
+   * Scalars only: the points replace what the server holds from the first step to the last (a
+   * step the store wrote again after it was sent: two writers of one line, a late answer). Such a
+   * segment never moves the cursor.
+   */
+  readonly replace?: boolean;
+}
+
+/** One sample or histogram entry, by the store's sequence number. */
+export interface RecordHeader {
+  readonly kind: WireRecordKind;
+  readonly key: string;
+  readonly rank: number;
+  readonly seq: number;
+  readonly step: number;
+  readonly wall: number;
+  /** The stored JSON (sample records, or the histogram). */
+  readonly data: string;
+}
+
+/** Bytes of a run file (a text log, a trace) from `offset`; its bytes follow the columns. */
+export interface FileSegment {
+  /** Relative to the run directory: `logs/main.log`, `traces/rank-0.jsonl`. */
+  readonly path: string;
+  readonly offset: number;
+  readonly length: number;
+}
+
+/** What the dashboard shows of a run besides its series. */
+export interface RunMeta {
+  readonly experiment: string;
+  readonly trial: string;
+  readonly status: string;
+  readonly startedAt: number | null;
+  readonly endedAt: number | null;
+  readonly updatedAt: number | null;
+  readonly resumeStep: number;
+  readonly tags: string[];
+  readonly group: string | null;
+  /** The run config and hyperparameters, flattened (`a.b.c`), secrets redacted: what `/api/runs` filters on. */
+  readonly params: Record<string, string | number | boolean | null>;
+  /** The logged hyperparameters as the store keeps them (JSON text). */
+  readonly hparamsJson: string;
+  readonly rankNames: Record<string, string>;
+  readonly configYaml: string | null;
+  readonly versionJson: string | null;
+}
+
+/** The JSON part of a batch. */
+export interface BatchHeader {
+  readonly v: number;
+  /** `experiment/trial`: the run's id in its project. */
+  readonly run: string;
+  readonly meta?: RunMeta;
+  readonly series: SegmentHeader[];
+  readonly records: RecordHeader[];
+  readonly files: FileSegment[];
+}
+
+/** A decoded batch: the header, each segment's columns, each file segment's bytes. */
+export interface Batch {
+  readonly header: BatchHeader;
+  readonly columns: { steps: Float64Array; walls: Float64Array; values: Float64Array }[];
+  readonly fileBytes: Buffer[];
+}
+
+/** A digest of a run's metadata: the server keeps the last one applied, so a sync resends it only when it changed. */
+export function metaHash(meta: RunMeta): string {
+  return createHash("sha256").update(JSON.stringify(meta)).digest("base64url");
+}
+
+/** What was wrong with a batch; the server answers 400 with the message. */
+export class WireError extends Error {}
+
+/** Encode a batch (not yet compressed). */
+export function encodeBatch(batch: Batch): Buffer {
+  const header = Buffer.from(JSON.stringify(batch.header), "utf8");
+  const headEnd = 8 + header.length;
+  const pad = (8 - (headEnd % 8)) % 8;
+  const floats = batch.columns.reduce((n, c) => n + c.steps.length * 3, 0);
+  const bytes = batch.fileBytes.reduce((n, b) => n + b.length, 0);
+  const out = Buffer.alloc(headEnd + pad + floats * 8 + bytes);
+  out.writeUInt32LE(MAGIC, 0);
+  out.writeUInt32LE(header.length, 4);
+  header.copy(out, 8);
+  let o = headEnd + pad;
+  for (const c of batch.columns) {
+    for (const a of [c.steps, c.walls, c.values]) {
+      Buffer.from(a.buffer, a.byteOffset, a.byteLength).copy(out, o);
+      o += a.byteLength;
+    }
+  }
+  for (const b of batch.fileBytes) {
+    b.copy(out, o);
+    o += b.length;
+  }
+  return out;
+}
+
+function fail(message: string): never {
+  throw new WireError(message);
+}
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+function str(v: unknown, what: string, max: number = WIRE_LIMITS.name): string {
+  if (typeof v !== "string") fail(`${what} must be a string`);
+  if (v.length > max) fail(`${what} is longer than ${max} characters`);
+  // PostgreSQL text holds neither NUL nor half a surrogate pair: refused here, with a reason.
+  if (v.includes("\u0000") || LONE_SURROGATE.test(v)) fail(`${what} holds a NUL character or a lone UTF-16 surrogate`);
+  return v;
+}
+
+function nonEmpty(v: unknown, what: string): string {
+  const s = str(v, what);
+  if (s === "") fail(`${what} must not be empty`);
+  return s;
+}
+
+function num(v: unknown, what: string): number {
+  if (typeof v !== "number" || !Number.isFinite(v)) fail(`${what} must be a finite number`);
+  return v;
+}
+
+function int(v: unknown, what: string, min: number, max: number): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) fail(`${what} must be an integer from ${min} to ${max}`);
+  return v;
+}
+
+function nullableNum(v: unknown, what: string): number | null {
+  return v === null ? null : num(v, what);
+}
+
+function nullableStr(v: unknown, what: string, max?: number): string | null {
+  return v === null ? null : str(v, what, max);
+}
+
+function list(v: unknown, what: string, max: number): unknown[] {
+  if (!Array.isArray(v)) fail(`${what} must be an array`);
+  if (v.length > max) fail(`${what} holds ${v.length} entries, at most ${max} per batch`);
+  return v;
+}
+
+function rec(v: unknown, what: string): Record<string, unknown> {
+  if (!isRecord(v)) fail(`${what} must be an object`);
+  return v;
+}
+
+/** A run id: `experiment/trial`, each part a folder name as the store allows (`café`, `lr=3e-4`). */
+export function checkRunId(run: string): string {
+  const parts = run.split("/");
+  if (parts.length < 1 || parts.length > 3 || parts.some((p) => pathSegmentProblem(p) !== null)) {
+    fail(`run must be experiment/trial: one to three folder names joined by '/' (no '\\', NUL, control characters, '.' or '..'), got ${JSON.stringify(run.slice(0, 200))}`);
+  }
+  return run;
+}
+
+/**
+ * A series' line as the store numbers it, carried as an opaque integer: -1 the global line, r >= 0
+ * rank r, and the store's other lines below -1 (the controller's own, user workers'). PostgreSQL
+ * `integer` holds it.
+ */
+const RANK_MIN = -2_147_483_648;
+const RANK_MAX = 2_147_483_647;
+const SERIES_KIND = new Set(["scalar", "stream", "system"]);
+
+function segment(v: unknown, i: number): SegmentHeader {
+  const s = rec(v, `series[${i}]`);
+  const kind = str(s["kind"], `series[${i}].kind`);
+  if (kind !== "scalar" && kind !== "stream" && kind !== "system") fail(`series[${i}].kind must be one of ${[...SERIES_KIND].join(", ")}`);
+  return {
+    kind,
+    key: nonEmpty(s["key"], `series[${i}].key`),
+    reduce: nullableStr(s["reduce"], `series[${i}].reduce`),
+    rank: int(s["rank"], `series[${i}].rank`, RANK_MIN, RANK_MAX),
+    after: nullableNum(s["after"], `series[${i}].after`),
+    cursor: num(s["cursor"], `series[${i}].cursor`),
+    n: int(s["n"], `series[${i}].n`, 1, WIRE_LIMITS.points),
+    ...(s["replace"] === true ? { replace: true } : {}),
+  };
+}
+
+function record(v: unknown, i: number): RecordHeader {
+  const r = rec(v, `records[${i}]`);
+  const kind = str(r["kind"], `records[${i}].kind`);
+  if (kind !== "sample" && kind !== "histogram") fail(`records[${i}].kind must be sample or histogram`);
+  return {
+    kind,
+    key: nonEmpty(r["key"], `records[${i}].key`),
+    rank: int(r["rank"], `records[${i}].rank`, RANK_MIN, RANK_MAX),
+    seq: int(r["seq"], `records[${i}].seq`, 0, Number.MAX_SAFE_INTEGER),
+    step: num(r["step"], `records[${i}].step`),
+    wall: num(r["wall"], `records[${i}].wall`),
+    data: str(r["data"], `records[${i}].data`, WIRE_LIMITS.recordChars),
+  };
+}
+
+function fileSegment(v: unknown, i: number): FileSegment {
+  const f = rec(v, `files[${i}]`);
+  const path = nonEmpty(f["path"], `files[${i}].path`);
+  const parts = path.split("/");
+  if (parts.length !== 2 || !["logs", "traces", "sessions"].includes(parts[0] ?? "") || pathSegmentProblem(parts[1] ?? "") !== null) {
+    fail(`files[${i}].path must be logs/NAME, traces/NAME or sessions/NAME`);
+  }
+  return { path, offset: int(f["offset"], `files[${i}].offset`, 0, Number.MAX_SAFE_INTEGER), length: int(f["length"], `files[${i}].length`, 1, 64 * 1024 * 1024) };
+}
+
+function scalarParams(v: unknown): Record<string, string | number | boolean | null> {
+  const p = rec(v, "meta.params");
+  const out: Record<string, string | number | boolean | null> = {};
+  const entries = Object.entries(p);
+  if (entries.length > 1000) fail("meta.params holds more than 1000 parameters");
+  for (const [k, value] of entries) {
+    str(k, "a meta.params name");
+    if (value === null || typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value))) out[k] = value;
+    else out[k] = str(value, `meta.params[${JSON.stringify(k.slice(0, 40))}]`, 10_000);
+  }
+  return out;
+}
+
+function meta(v: unknown): RunMeta {
+  const m = rec(v, "meta");
+  const tags = list(m["tags"], "meta.tags", 1000).map((t, i) => str(t, `meta.tags[${i}]`));
+  const names = rec(m["rankNames"], "meta.rankNames");
+  const rankNames: Record<string, string> = {};
+  for (const [k, name] of Object.entries(names).slice(0, 100_000)) {
+    int(Number(k), "a meta.rankNames rank", RANK_MIN, RANK_MAX);
+    rankNames[k] = str(name, "a meta.rankNames name");
+  }
+  return {
+    experiment: str(m["experiment"], "meta.experiment"),
+    trial: str(m["trial"], "meta.trial"),
+    status: str(m["status"], "meta.status", 20),
+    startedAt: nullableNum(m["startedAt"], "meta.startedAt"),
+    endedAt: nullableNum(m["endedAt"], "meta.endedAt"),
+    updatedAt: nullableNum(m["updatedAt"], "meta.updatedAt"),
+    resumeStep: num(m["resumeStep"], "meta.resumeStep"),
+    tags,
+    group: nullableStr(m["group"], "meta.group"),
+    params: scalarParams(m["params"]),
+    hparamsJson: str(m["hparamsJson"], "meta.hparamsJson", 10_000_000),
+    rankNames,
+    configYaml: nullableStr(m["configYaml"], "meta.configYaml", 10_000_000),
+    versionJson: nullableStr(m["versionJson"], "meta.versionJson", 1_000_000),
+  };
+}
+
+/** Decode and check a batch (already decompressed); a `WireError` saying what is wrong. */
+export function decodeBatch(body: Buffer): Batch {
+  if (body.length < 8 || body.readUInt32LE(0) !== MAGIC) fail("not a rankscope ingest batch (it does not start with RSB1)");
+  const headerLength = body.readUInt32LE(4);
+  if (headerLength > WIRE_LIMITS.header || 8 + headerLength > body.length) fail(`the header length ${headerLength} runs past the body (${body.length} bytes)`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString("utf8", 8, 8 + headerLength));
+  } catch {
+    fail("the header is not JSON");
+  }
+  const h = rec(parsed, "the header");
+  if (h["v"] !== WIRE_VERSION) fail(`the header's v must be ${WIRE_VERSION} (this server's format), got ${JSON.stringify(h["v"])}`);
+  const run = checkRunId(nonEmpty(h["run"], "run"));
+  const series = list(h["series"], "series", WIRE_LIMITS.segments).map(segment);
+  const records = list(h["records"], "records", WIRE_LIMITS.records).map(record);
+  const files = list(h["files"], "files", WIRE_LIMITS.files).map(fileSegment);
+  const header: BatchHeader = { v: WIRE_VERSION, run, series, records, files, ...(h["meta"] !== undefined ? { meta: meta(h["meta"]) } : {}) };
+  const points = series.reduce((n, s) => n + s.n, 0);
+  if (points > WIRE_LIMITS.points) fail(`the batch holds ${points} points, at most ${WIRE_LIMITS.points}`);
+  const headEnd = 8 + headerLength;
+  let o = headEnd + ((8 - (headEnd % 8)) % 8);
+  const fileTotal = files.reduce((n, f) => n + f.length, 0);
+  const expected = o + points * 24 + fileTotal;
+  if (body.length !== expected) fail(`the body is ${body.length} bytes; its header announces ${expected} (${points} points, ${fileTotal} file bytes)`);
+  // One aligned copy of the columns; segments are views into it.
+  const floats = new Float64Array(points * 3);
+  new Uint8Array(floats.buffer).set(body.subarray(o, o + points * 24));
+  const columns: Batch["columns"] = [];
+  let f = 0;
+  for (const s of series) {
+    const steps = floats.subarray(f, f + s.n);
+    const walls = floats.subarray(f + s.n, f + 2 * s.n);
+    const values = floats.subarray(f + 2 * s.n, f + 3 * s.n);
+    f += 3 * s.n;
+    checkSegment(s, steps, walls);
+    columns.push({ steps, walls, values });
+  }
+  o += points * 24;
+  const fileBytes: Buffer[] = [];
+  for (const file of files) {
+    fileBytes.push(body.subarray(o, o + file.length));
+    o += file.length;
+  }
+  return { header, columns, fileBytes };
+}
+
+/** Steps and walls finite; a scalar segment's steps strictly increasing, past `after`, ending at `cursor`. */
+function checkSegment(s: SegmentHeader, steps: Float64Array, walls: Float64Array): void {
+  const what = `series ${JSON.stringify(s.key.slice(0, 80))} (${s.kind}, rank ${s.rank})`;
+  for (let i = 0; i < steps.length; i++) {
+    const step = steps[i] ?? NaN;
+    if (!Number.isFinite(step) || !Number.isFinite(walls[i] ?? NaN)) fail(`${what}: point ${i} has a step or wall time that is not a finite number`);
+    if (s.kind === "scalar" && i > 0 && step <= (steps[i - 1] ?? NaN)) fail(`${what}: steps must increase strictly within a segment`);
+  }
+  if (s.replace === true && s.kind !== "scalar") fail(`${what}: only scalar segments can replace points`);
+  if (s.kind === "scalar") {
+    if (s.after !== null && (steps[0] ?? NaN) <= s.after) fail(`${what}: the first step must lie after the segment's after (${s.after})`);
+    if (steps[steps.length - 1] !== s.cursor) fail(`${what}: cursor must be the last step`);
+  } else if (s.after !== null && s.cursor <= s.after) fail(`${what}: cursor must lie after after`);
+}

@@ -1,0 +1,159 @@
+/**
+ * A real PostgreSQL (Debian's, `scripts/install-system-deps.sh` installs it) for the team server's
+ * tests and benchmark: `initdb` in a temporary folder, `postgres` on a free 127.0.0.1 port with its
+ * unix socket in that folder. PostgreSQL refuses to run as root, so as root it runs as the
+ * `postgres` user (`runuser -u postgres --`); the folder is handed to that user. It can be killed
+ * and started again on the same port and data (a database restart).
+ */
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import { waitFor, within } from "../helpers.js";
+import { freePort } from "../transport/support.js";
+
+/** The newest `…/postgresql/N/bin` holding initdb and postgres, or null. */
+export function postgresBinDir(): string | null {
+  const base = "/usr/lib/postgresql";
+  const versions = existsSync(base)
+    ? readdirSync(base)
+        .filter((v) => /^\d+$/.test(v))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
+  for (const v of versions) {
+    const dir = join(base, v, "bin");
+    if (existsSync(join(dir, "initdb")) && existsSync(join(dir, "postgres"))) return dir;
+  }
+  try {
+    const dir = execFileSync("pg_config", ["--bindir"], { encoding: "utf8" }).trim();
+    if (existsSync(join(dir, "initdb"))) return dir;
+  } catch {
+    // No pg_config either.
+  }
+  return null;
+}
+
+/** Why PostgreSQL cannot run here, or null when it can (tests skip with this message). */
+export function postgresMissing(): string | null {
+  if (postgresBinDir() === null) return "PostgreSQL is not installed (Debian: apt-get install postgresql, or bash scripts/install-system-deps.sh)";
+  return null;
+}
+
+const asRoot = process.getuid?.() === 0;
+
+function postgresUser(): { uid: number; gid: number } {
+  const uid = Number(execFileSync("id", ["-u", "postgres"], { encoding: "utf8" }).trim());
+  const gid = Number(execFileSync("id", ["-g", "postgres"], { encoding: "utf8" }).trim());
+  return { uid, gid };
+}
+
+/** The command line that runs `bin` as the user PostgreSQL accepts. */
+function asPostgres(bin: string, args: string[]): [string, string[]] {
+  return asRoot ? ["runuser", ["-u", "postgres", "--", bin, ...args]] : [bin, args];
+}
+
+/** A PostgreSQL server of a test. */
+export class Postgres {
+  private child: ChildProcess | null = null;
+  private exited: Promise<unknown> = Promise.resolve();
+  output = "";
+
+  private constructor(
+    readonly dir: string,
+    readonly port: number,
+    private readonly bin: string,
+  ) {}
+
+  /** initdb and start; `settings` are extra `-c name=value` server settings. */
+  static async start(settings: Record<string, string> = {}): Promise<Postgres> {
+    const bin = postgresBinDir();
+    if (bin === null) throw new Error(postgresMissing() ?? "no PostgreSQL");
+    const dir = mkdtempSync(join(tmpdir(), "rankscope-pg-"));
+    chmodSync(dir, 0o700);
+    if (asRoot) {
+      const { uid, gid } = postgresUser();
+      chownSync(dir, uid, gid);
+    }
+    const [cmd, args] = asPostgres(join(bin, "initdb"), ["-D", join(dir, "data"), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"]);
+    execFileSync(cmd, args, { stdio: ["ignore", "ignore", "pipe"], timeout: 60_000 });
+    const server = new Postgres(dir, await freePort(), bin);
+    server.settings = settings;
+    await server.startServer();
+    return server;
+  }
+
+  private settings: Record<string, string> = {};
+
+  /** `postgres://` URL of a database (default `postgres`). */
+  url(database = "postgres"): string {
+    return `postgres://postgres@127.0.0.1:${this.port}/${database}`;
+  }
+
+  /** Start the server process (again) on the same port and data, and wait until it answers. */
+  async startServer(): Promise<void> {
+    const extra = Object.entries({ fsync: "off", synchronous_commit: "off", full_page_writes: "off", max_connections: "200", ...this.settings }).flatMap(([k, v]) => ["-c", `${k}=${v}`]);
+    const [cmd, args] = asPostgres(join(this.bin, "postgres"), ["-D", join(this.dir, "data"), "-p", String(this.port), "-k", this.dir, "-c", "listen_addresses=127.0.0.1", ...extra]);
+    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
+    this.child = child;
+    this.exited = new Promise((resolve) => child.once("exit", resolve));
+    child.stdout?.on("data", (d: Buffer) => (this.output = (this.output + d.toString()).slice(-20_000)));
+    child.stderr?.on("data", (d: Buffer) => (this.output = (this.output + d.toString()).slice(-20_000)));
+    await waitFor(() => this.answers(), { timeoutMs: 30_000, what: `PostgreSQL on port ${this.port} to accept connections (${this.output.slice(-500)})`, intervalMs: 100 });
+  }
+
+  private async answers(): Promise<boolean> {
+    if (this.child?.exitCode !== null) throw new Error(`PostgreSQL exited: ${this.output.slice(-1000)}`);
+    const client = new pg.Client({ connectionString: this.url(), connectionTimeoutMillis: 2000 });
+    client.on("error", () => undefined);
+    try {
+      await client.connect();
+      await client.query("SELECT 1");
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  /** Create a database for one test (isolation between tests sharing a server). */
+  async createDatabase(name: string): Promise<string> {
+    const client = new pg.Client({ connectionString: this.url() });
+    await client.connect();
+    try {
+      await client.query(`CREATE DATABASE "${name.replace(/"/g, "")}"`);
+    } finally {
+      await client.end();
+    }
+    return this.url(name);
+  }
+
+  /** Stop the server: fast shutdown (`SIGINT`), or `SIGKILL` of the postmaster (a crash). */
+  async stopServer(how: "fast" | "kill" = "fast"): Promise<void> {
+    const child = this.child;
+    if (child === null || child.exitCode !== null) return;
+    // The postmaster by its pid file (as root the child is runuser, which does not forward SIGINT
+    // or SIGKILL): SIGINT is PostgreSQL's fast shutdown, SIGKILL a crash.
+    const signal = how === "kill" ? "SIGKILL" : "SIGINT";
+    let pid = child.pid ?? 0;
+    try {
+      pid = Number(readFileSync(join(this.dir, "data", "postmaster.pid"), "utf8").split("\n")[0]);
+    } catch {
+      // No pid file yet: the child itself.
+    }
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // Already gone.
+    }
+    await within(this.exited, { timeoutMs: 30_000, what: "PostgreSQL to stop" });
+    this.child = null;
+  }
+
+  /** Stop and remove the data folder. */
+  async close(): Promise<void> {
+    await this.stopServer("fast").catch(() => undefined);
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
