@@ -19,6 +19,7 @@ import { LOG_MAX_LINES, LOG_MAX_WINDOW, readLogWindow } from "./log-reader.js";
 import { parseRunQuery } from "./run-query.js";
 import { HttpError } from "./security.js";
 import type { DashboardSource, TraceFileEntry } from "./source.js";
+import { DEFAULT_TIMING_FLUSHES, MAX_TIMING_FLUSHES } from "../backends/store/rank-timing.js";
 
 /** A header parameter value in RFC 5987's `attr-char`s: UTF-8, percent-encoded. */
 function rfc5987(text: string): string {
@@ -80,6 +81,7 @@ export class DashboardApi {
       ["/api/trace", (c) => this.trace(c)],
       ["/api/logs", (c) => this.withRun(c, async (runDir) => ({ files: logFiles(await this.source.logFiles(runDir)) }), false)],
       ["/api/log", (c) => this.log(c)],
+      ["/api/ranks", (c) => this.withRun(c, (runDir) => this.source.ranks(runDir, { maxFlushes: intParam(c.params, "flushes", 1, MAX_TIMING_FLUSHES) ?? DEFAULT_TIMING_FLUSHES }))],
     ]);
   }
 

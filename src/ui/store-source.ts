@@ -9,6 +9,7 @@ import { open, stat } from "node:fs/promises";
 import { join, relative, resolve, sep } from "node:path";
 import * as store from "../backends/store/reader.js";
 import { applyRunQuery } from "./run-query.js";
+import { ranksView, type RanksView } from "./ranks-view.js";
 import { RunLabelReader } from "./run-labels.js";
 import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile } from "./security.js";
 import type { DashboardRun, DashboardSource, HistogramEntry, KeyInfo, LabelledRun, RunBytes, RunDetails, SampleRow, SeriesData, StreamData, TraceFile } from "./source.js";
@@ -250,6 +251,11 @@ export function createStoreSource(root: string): DashboardSource {
       const out: Record<string, number> = {};
       for (const v of store.lastValues(runDir)) out[v.key] = v.value;
       return out;
+    },
+
+    ranks(runDir: string, query: { maxFlushes: number }): RanksView {
+      requireStore(runDir);
+      return ranksView(store.rankTiming(runDir, { maxFlushes: query.maxFlushes }));
     },
 
     close(): void {

@@ -69,7 +69,7 @@ describe("step timings", () => {
       { ...ok, tracers: [{ ...tracer, totalMs: NaN }] },
       { ...ok, tracers: [{ ...tracer, steps: 1.5 }] },
       { ...ok, tracers: [tracer, tracer] },
-      { ...ok, tracers: [{ ...tracer, phases: [tracer.phases[0], tracer.phases[0]] }] },
+      { ...ok, tracers: [{ ...tracer, phases: [...(tracer?.phases ?? []), ...(tracer?.phases ?? [])] }] },
       { ...ok, host: "" },
       { ...ok, tracers: [{ ...tracer, phases: [{ name: "ar", kind: "sleep", count: 1, totalMs: 1 }] }] },
       { ...ok, tracers: Array.from({ length: MAX_ANSWER_TRACERS + 1 }, () => tracer) },
