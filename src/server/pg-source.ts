@@ -8,7 +8,7 @@
 import { Readable } from "node:stream";
 import type pg from "pg";
 import { compareLines } from "../core/rank-identity.js";
-import { GLOBAL_RANK, SERIES_KINDS, type HistogramEntry, type KeyInfo, type KeyKind, type SeriesResult } from "../backends/store/read-types.js";
+import { GLOBAL_RANK, SERIES_KINDS, type LostRank, type HistogramEntry, type KeyInfo, type KeyKind, type SeriesResult } from "../backends/store/read-types.js";
 import type { ChunkMeta } from "../backends/store/reader-statements.js";
 import { readChunkedSeries, type ChunkReads } from "../backends/store/series-read.js";
 import { BLOCK_POINTS } from "../backends/store/schema.js";
@@ -36,6 +36,18 @@ interface RunRow {
   tags: string[];
   grp: string | null;
   params: unknown;
+  lost_ranks: unknown;
+}
+
+/** The lost ranks a run row holds (written by ingest from a checked batch; anything else is left out). */
+function lostRanksOf(value: unknown): LostRank[] {
+  if (!Array.isArray(value)) return [];
+  const rows: readonly unknown[] = value;
+  return rows.flatMap((l) =>
+    isRecord(l) && typeof l["rank"] === "number" && typeof l["rankName"] === "string" && typeof l["wall"] === "number" && typeof l["reason"] === "string"
+      ? [{ rank: l["rank"], rankName: l["rankName"], step: typeof l["step"] === "number" ? l["step"] : null, wall: l["wall"], reason: l["reason"], backStep: typeof l["backStep"] === "number" ? l["backStep"] : null }]
+      : [],
+  );
 }
 
 function isKind(kind: string): kind is KeyKind {
@@ -56,6 +68,7 @@ function toLabelled(r: RunRow): LabelledRun {
     endedAt: r.ended_at,
     updatedAt: r.updated_at,
     resumeStep: r.resume_step,
+    lostRanks: lostRanksOf(r.lost_ranks),
     tags: r.tags,
     group: r.grp,
     params,

@@ -44,7 +44,7 @@ export function runsSql(projectId: number, query: RunQuery): { sql: string; coun
   const countSql = `SELECT count(*)::bigint AS n FROM runs WHERE ${filter}`;
   const limit = p(query.limit ?? null);
   const offset = p(query.offset ?? 0);
-  const sql = `SELECT run_key, experiment, trial, status, started_at, ended_at, updated_at, resume_step, tags, grp, params
+  const sql = `SELECT run_key, experiment, trial, status, started_at, ended_at, updated_at, resume_step, tags, grp, params, lost_ranks
     FROM runs WHERE ${filter} ORDER BY ${order} LIMIT ${limit} OFFSET ${offset}`;
   return { sql, countSql, params };
 }

@@ -97,6 +97,11 @@ CREATE TABLE run_files (
 );
 `,
   },
+  {
+    version: 2,
+    name: "lost ranks of a run",
+    sql: `ALTER TABLE runs ADD COLUMN lost_ranks jsonb NOT NULL DEFAULT '[]';`,
+  },
 ];
 
 /** The schema version this code needs. */

@@ -173,6 +173,7 @@ export function readMeta(runDir: string, runId: string): RunMeta {
     params: labels.params,
     hparamsJson: JSON.stringify(hparams, nonFiniteReplacer),
     rankNames,
+    lostRanks: info.lostRanks ?? [],
     configYaml: textFile(runDir, "config.yaml"),
     versionJson: textFile(runDir, "version.json", 1_000_000),
   };

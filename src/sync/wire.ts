@@ -17,6 +17,7 @@
  */
 import { createHash } from "node:crypto";
 import { isRecord } from "../core/json.js";
+import type { LostRank } from "../backends/store/read-types.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 
 /** Format version; the header's `v`. */
@@ -100,6 +101,8 @@ export interface RunMeta {
   /** The logged hyperparameters as the store keeps them (JSON text). */
   readonly hparamsJson: string;
   readonly rankNames: Record<string, string>;
+  /** Ranks the run lost (the store's `lost_ranks`, and writers a reader saw die): the dashboard marks them. */
+  readonly lostRanks: readonly LostRank[];
   readonly configYaml: string | null;
   readonly versionJson: string | null;
 }
@@ -191,6 +194,19 @@ function nullableNum(v: unknown, what: string): number | null {
 
 function nullableStr(v: unknown, what: string, max?: number): string | null {
   return v === null ? null : str(v, what, max);
+}
+
+/** A lost rank as `LostRank` (rankscope/store) describes it. */
+function lostRank(v: unknown, what: string): LostRank {
+  const l = rec(v, what);
+  return {
+    rank: int(l["rank"], `${what}.rank`, RANK_MIN, RANK_MAX),
+    rankName: str(l["rankName"], `${what}.rankName`),
+    step: l["step"] === null ? null : int(l["step"], `${what}.step`, 0, Number.MAX_SAFE_INTEGER),
+    wall: num(l["wall"], `${what}.wall`),
+    reason: str(l["reason"], `${what}.reason`, 10_000),
+    backStep: l["backStep"] === null ? null : int(l["backStep"], `${what}.backStep`, 0, Number.MAX_SAFE_INTEGER),
+  };
 }
 
 function list(v: unknown, what: string, max: number): unknown[] {
@@ -298,6 +314,7 @@ function meta(v: unknown): RunMeta {
     params: scalarParams(m["params"]),
     hparamsJson: str(m["hparamsJson"], "meta.hparamsJson", 10_000_000),
     rankNames,
+    lostRanks: m["lostRanks"] === undefined ? [] : list(m["lostRanks"], "meta.lostRanks", 100_000).map((l, i) => lostRank(l, `meta.lostRanks[${i}]`)),
     configYaml: nullableStr(m["configYaml"], "meta.configYaml", 10_000_000),
     versionJson: nullableStr(m["versionJson"], "meta.versionJson", 1_000_000),
   };

@@ -116,8 +116,9 @@ export class RunReader {
 
   /**
    * The run's metadata. A run still marked `running` whose writers' processes are all gone (see
-   * `liveness.ts`) reads `crashed` when the controller's was among them, else as its other writers
-   * ended (a rank whose process died is then a lost rank); the file is not changed.
+   * `liveness.ts`) reads `crashed` when the controller's was among them or when no writer of the
+   * run ever ended, else as its other writers ended (a rank whose process died is then a lost
+   * rank); the file is not changed.
    */
   runInfo(): RunSummary {
     const sql = this.ready();
@@ -151,7 +152,8 @@ export class RunReader {
     }
     if (running.length === 0 || dead.length < running.length) return { ...summary, lostRanks };
     const ended = new Map(withBusyRetry(() => live.endedWriters.all()).map((r) => [r.status, r.n] as const));
-    const status: RunStatus = dead.some((w) => w.role === "controller") || (ended.get("crashed") ?? 0) > 0 ? "crashed" : (ended.get("failed") ?? 0) > 0 ? "failed" : "finished";
+    // Crashed: the controller died, a writer ended by a signal, or no writer ever ended (every process of the run died).
+    const status: RunStatus = dead.some((w) => w.role === "controller") || (ended.get("crashed") ?? 0) > 0 || ended.size === 0 ? "crashed" : (ended.get("failed") ?? 0) > 0 ? "failed" : "finished";
     const endedAt = Math.max(summary.updatedAt ?? 0, ...dead.map((w) => lastSign(w) ?? 0));
     return { ...summary, status, endedAt: endedAt > 0 ? endedAt : null, lostRanks };
   }

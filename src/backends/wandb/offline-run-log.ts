@@ -14,6 +14,7 @@
  */
 import { join } from "node:path";
 import { describeError, reportError } from "../../core/diagnostics.js";
+import { jsonText } from "../../core/json.js";
 import { AppendFile } from "../../io/append-file.js";
 import { writeFileAtomic, writeFileAtomicSync } from "../../io/atomic-write.js";
 import { CONFIG_FILE } from "../../run/run-files.js";
@@ -52,7 +53,8 @@ export class OfflineRunLog {
 
   /** The run's config or names changed (`logHyperparams`): a config record follows. */
   setHead(head: OfflineRunHead): void {
-    const configChanged = JSON.stringify(head.config) !== JSON.stringify(this.head.config);
+    // jsonText, not JSON.stringify: a config may hold bigints (kept exact, docs/wandb.md).
+    const configChanged = jsonText(head.config) !== jsonText(this.head.config);
     this.head = head;
     if (configChanged && this.log !== null) this.append([headRecords(head, this.producer, 0)[2] ?? {}]);
   }
