@@ -4,10 +4,10 @@
  * newest flush's straggler report (the slow ranks with their host, the chronic ones). Built here
  * from the store's `RankTimingWindow`, so every `DashboardSource` answers the same shape.
  *
- * At many ranks (more than `MAX_RANK_ROWS`) the rows are hosts: each cell is the largest figure of
- * the host's ranks at that flush (a straggler is the rank with the largest step time or lateness;
- * for wait, the largest shows the host that waited most), so 1,024 ranks on 16 hosts are 16 rows
- * and the report still names the rank.
+ * At many ranks (more than `MAX_RANK_ROWS`) the rows are hosts, so 1,024 ranks on 16 hosts are 16
+ * rows (the report still names the rank). Each cell is the host's most straggling rank's figure at
+ * that flush: the largest step time and lateness, and the smallest barrier wait (the rank the
+ * others wait for waits least).
  */
 import type { RankTimingWindow } from "../backends/store/read-types.js";
 import type { ChronicRank, SlowRank } from "../core/straggler-report.js";
@@ -74,8 +74,8 @@ export function emptyRanksView(reason?: string): RanksView {
 
 const finite = (v: number | undefined): number | null => (v !== undefined && Number.isFinite(v) ? v : null);
 
-/** `matrix` (ranks × cols) with rows merged by `groupOf[rank row]`: the largest finite figure of each group's ranks per column. */
-function maxByGroup(matrix: readonly number[], cols: number, groupOf: readonly number[], groups: number): (number | null)[] {
+/** `matrix` (ranks × cols) with rows merged by `groupOf[rank row]`: per column, the largest finite figure of each group's ranks (the smallest with `smallest`). */
+function byGroup(matrix: readonly number[], cols: number, groupOf: readonly number[], groups: number, smallest = false): (number | null)[] {
   const out = new Array<number | null>(groups * cols).fill(null);
   for (let r = 0; r < groupOf.length; r++) {
     const g = groupOf[r] ?? 0;
@@ -83,7 +83,7 @@ function maxByGroup(matrix: readonly number[], cols: number, groupOf: readonly n
       const v = finite(matrix[r * cols + c]);
       const at = g * cols + c;
       const had = out[at] ?? null;
-      if (v !== null && (had === null || v > had)) out[at] = v;
+      if (v !== null && (had === null || (smallest ? v < had : v > had))) out[at] = v;
     }
   }
   return out;
@@ -114,7 +114,7 @@ export function ranksView(window: RankTimingWindow, maxRankRows = MAX_RANK_ROWS)
       waitMs: window.waitMs.map((v) => finite(v)),
     };
   }
-  const hosts = [...new Set(window.ranks.map((r) => r.host))].sort();
+  const hosts = [...new Set(window.ranks.map((r) => r.host))].sort((a, b) => a.localeCompare(b, "en", { numeric: true }));
   const hostIndex = new Map(hosts.map((h, i) => [h, i]));
   const groupOf = window.ranks.map((r) => hostIndex.get(r.host) ?? 0);
   const counts = new Array<number>(hosts.length).fill(0);
@@ -123,8 +123,8 @@ export function ranksView(window: RankTimingWindow, maxRankRows = MAX_RANK_ROWS)
     ...base,
     rowsAre: "host",
     rows: hosts.map((host, i) => ({ label: host, host, rank: null, ranks: counts[i] ?? 0 })),
-    stepMs: maxByGroup(window.stepMs, cols, groupOf, hosts.length),
-    latenessMs: maxByGroup(window.latenessMs, cols, groupOf, hosts.length),
-    waitMs: maxByGroup(window.waitMs, cols, groupOf, hosts.length),
+    stepMs: byGroup(window.stepMs, cols, groupOf, hosts.length),
+    latenessMs: byGroup(window.latenessMs, cols, groupOf, hosts.length),
+    waitMs: byGroup(window.waitMs, cols, groupOf, hosts.length, true),
   };
 }

@@ -8,7 +8,7 @@ import type { Line, ViewSettings } from "./chart-data.js";
 import type { HistogramCard } from "./histogram.js";
 import { assignRunColours } from "./colours.js";
 
-export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "logs" | "config" | "traces";
+export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "logs" | "ranks" | "config" | "traces";
 export const TABS: [Tab, string][] = [
   ["metrics", "Metrics"],
   ["runs", "Runs table"],
@@ -17,6 +17,7 @@ export const TABS: [Tab, string][] = [
   ["histograms", "Histograms"],
   ["samples", "Samples"],
   ["logs", "Logs"],
+  ["ranks", "Ranks"],
   ["config", "Config"],
   ["traces", "Traces"],
 ];
