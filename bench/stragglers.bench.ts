@@ -173,4 +173,5 @@ row("reference: JSON.parse of the 16 agents' forwarded timings (transport)", par
 row(`whole MetricLogger.flush, 16 hosts × 100 keys, attribution off (best of ${off.length})`, flushOff, false);
 row(`whole MetricLogger.flush, same, attribution on (best of ${on.length})`, flushOn, false);
 row("  difference: what attribution adds to the flush", flushOn - flushOff);
+process.stdout.write(`\nWhole flush with attribution ÷ the same flush without it (paired, this run): ${(flushOn / flushOff).toFixed(2)}×.\n`);
 if (named < 0) process.stdout.write("unreachable\n");
