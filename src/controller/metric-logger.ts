@@ -38,12 +38,12 @@ import {
   type ShutdownOptions,
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
-import { answersTiming, askRanks, droppedKeyStates, rankCountStates } from "./rank-answers.js";
+import { answersTiming, askRanks, droppedKeyStates, mergeAnswers, rankCountStates } from "./rank-answers.js";
 import { LostRanks } from "./lost-ranks.js";
 import { StragglerTracker, type ResolvedStragglerOptions } from "./stragglers.js";
 import type { RankIdentity } from "../core/rank-identity.js";
 import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
-import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
+import { reduceStates } from "./reduce-states.js";
 
 export {
   DEFAULT_BACKENDS,
@@ -287,7 +287,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
     for (const snapshot of snapshots) {
       for (const log of snapshot.offCycle ?? []) await this.logDirect(log.states, { step: log.step, axis: log.axis, timestamp: log.timestamp });
     }
-    const states = mergeRankKeyStates(snapshots, step);
+    const states = mergeAnswers(snapshots, step);
     states.push(...this.globalBackends.takeUndeliveredStates(), ...this.primaryBackends.takeUndeliveredStates());
     if (ranksExpected > 0) states.push(...rankCountStates({ ranksExpected, ranksReporting }));
     states.push(...this.lost.states());

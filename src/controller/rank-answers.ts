@@ -9,8 +9,8 @@ import { DEADLINE, withDeadline } from "../core/deadline.js";
 import { warn } from "../core/diagnostics.js";
 import { DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
 import { appendRankTiming, appendTimingColumns, emptyTimingColumns, type TimingColumns } from "../core/step-timing.js";
-import { singleValueState } from "./reduce-states.js";
-import type { RankGroupHandle, RankGroupSnapshot, RankHandle, RankSnapshot } from "../transport/protocol/types.js";
+import { mergeRankKeyStates, singleValueState } from "./reduce-states.js";
+import { isMergeableSnapshot, type RankGroupHandle, type RankGroupSnapshot, type RankHandle, type RankSnapshot } from "../transport/protocol/types.js";
 
 /** What the ranks answered to one flush. */
 export interface RankAnswers {
@@ -98,6 +98,17 @@ export function answersTiming(answers: Pick<RankAnswers, "snapshots" | "arrivalM
     appendRankTiming(columns, snapshot.rankName, timing.rank, timing.host, answers.arrivalMs[i] ?? NaN, timing.tracers);
   }
   return columns;
+}
+
+/**
+ * The answers' states merged key by key, sorted by key. When an answer came as a wire frame
+ * (`MergeableSnapshot`) every answer is merged from columns, no state object per rank·key; the
+ * result is `mergeRankKeyStates`' bit for bit, which merges them otherwise (and reports a key
+ * recorded with two reductions).
+ */
+export function mergeAnswers(snapshots: readonly RankSnapshot[], step: number): KeyState[] {
+  const columns = snapshots.find(isMergeableSnapshot);
+  return columns?.mergeAll(snapshots) ?? mergeRankKeyStates(snapshots, step);
 }
 
 /**

@@ -17,7 +17,8 @@ import { isRecord, parseNumber } from "../core/json.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 import { HttpError } from "../ui/security.js";
 import type { DashboardSource, LabelledRun, RunBytes, RunDetails, RunQuery, RunsPage, SampleRow, SeriesData, StreamData, TraceFile, TraceFileEntry } from "../ui/source.js";
-import { runsSql } from "./run-filter.js";
+import { summaryOf } from "../ui/run-query.js";
+import { LAST_VALUES_SQL, runsSql } from "./run-filter.js";
 import { emptyRanksView, type RanksView } from "../ui/ranks-view.js";
 
 const POINTS_PER_BUCKET = 3;
@@ -25,6 +26,7 @@ const BLOCKS_PER_BUCKET = 8;
 const KINDS: readonly KeyKind[] = [...SERIES_KINDS, "sample", "histogram"];
 
 interface RunRow {
+  id: number;
   run_key: string;
   experiment: string;
   trial: string;
@@ -211,9 +213,19 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     },
 
     async listRuns(query: RunQuery): Promise<RunsPage> {
-      const { sql, countSql, params } = runsSql(projectId, query);
-      const [rows, count] = await Promise.all([pool.query<RunRow>(sql, params), pool.query<{ n: number }>(countSql, params.slice(0, params.length - 2))]);
-      return { runs: rows.rows.map(toLabelled), total: count.rows[0]?.n ?? 0 };
+      const { sql, params, countSql, countParams } = runsSql(projectId, query);
+      const [rows, count] = await Promise.all([pool.query<RunRow>(sql, params), pool.query<{ n: number }>(countSql, countParams)]);
+      const runs = rows.rows.map(toLabelled);
+      const total = count.rows[0]?.n ?? 0;
+      if (query.summary !== true || runs.length === 0) return { runs, total };
+      const last = await pool.query<{ run_id: number; key: string; last_value: number | null }>(LAST_VALUES_SQL, [rows.rows.map((r) => r.id)]);
+      const byRun = new Map<number, Record<string, number>>();
+      for (const r of last.rows) {
+        const values = byRun.get(r.run_id) ?? {};
+        values[r.key] = r.last_value ?? NaN;
+        byRun.set(r.run_id, values);
+      }
+      return { runs: runs.map((run, i) => ({ ...run, summary: summaryOf(byRun.get(rows.rows[i]?.id ?? -1) ?? {}, query.internal === true) })), total };
     },
 
     keys: (handle) => keysOf(handle, "scalar"),

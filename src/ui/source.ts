@@ -82,14 +82,22 @@ export interface SampleRow {
   readonly record: unknown;
 }
 
-/** A run of `/api/runs`: the summary and its labels. */
-export type LabelledRun = DashboardRun & RunLabels;
+/**
+ * A run of `/api/runs`: the summary and its labels; with `summary=1`, the last value of each of
+ * its scalar keys (as `/api/summary` answers them).
+ */
+export type LabelledRun = DashboardRun & RunLabels & { readonly summary?: Record<string, number> };
 
 /** One page of `/api/runs`: the runs matching the query, in its order, and how many matched in all. */
 export interface RunsPage {
   readonly runs: LabelledRun[];
   /** Runs matching the filters (before `offset`/`limit`). */
   readonly total: number;
+  /**
+   * While a local root's first read is not done (a root of thousands of runs takes seconds): how
+   * many runs are read of those found so far. The page then holds only the runs read.
+   */
+  readonly indexing?: { readonly runsRead: number; readonly runsFound: number };
 }
 
 /** What `/api/config` shows beside the hyperparameters: the run's files as written. */

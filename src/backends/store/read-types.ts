@@ -157,6 +157,13 @@ export interface LastValue {
   readonly value: number;
 }
 
+/** What an index of many runs keeps of each: `runOverview`. */
+export interface RunOverview {
+  readonly summary: RunSummary;
+  readonly hyperparams: Record<string, unknown>;
+  readonly lastValues: LastValue[];
+}
+
 /** Options of `samples` and `histograms`. */
 export interface RecordsOptions {
   /** Only this rank's entries (default: all ranks). */

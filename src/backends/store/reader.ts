@@ -26,14 +26,15 @@ import type {
   RankTimingOptions,
   RankTimingWindow,
   RecordsOptions,
+  RunOverview,
   RunSummary,
   SampleEntry,
   SeriesOptions,
   SeriesResult,
 } from "./read-types.js";
-import { cachedReader, closeStores } from "./reader-cache.js";
+import { cachedReader, closeStores, openReader } from "./reader-cache.js";
 import { STORE_FILE } from "./schema.js";
-import { storeFault } from "./store-file.js";
+import { errorCode, storeFault } from "./store-file.js";
 import { RunReader } from "./store-reader.js";
 
 export * from "./read-types.js";
@@ -170,3 +171,27 @@ export function config(runDir: string): Record<string, unknown> {
 
 /** Same as `config`. */
 export const hparams = config;
+
+/**
+ * A run's metadata, hyperparameters and last values in one go, for an index of many runs (the
+ * dashboard's): through the run's cached reader when one is open, else through a connection
+ * opened and closed for it, so reading thousands of runs never evicts the readers in use.
+ * Hyperparameters that are not valid JSON read as none (as the runs list has always shown such a
+ * run); a store SQLite cannot read throws.
+ */
+export function runOverview(runDir: string): RunOverview {
+  const cached = openReader(runDir);
+  const reader = cached ?? new RunReader(runDir);
+  try {
+    const summary = reader.runInfo();
+    let hyperparams: Record<string, unknown> = {};
+    try {
+      hyperparams = reader.config();
+    } catch (error) {
+      if (errorCode(error).startsWith("SQLITE_")) throw error;
+    }
+    return { summary, hyperparams, lastValues: reader.lastValues() };
+  } finally {
+    if (cached === undefined) reader.close();
+  }
+}

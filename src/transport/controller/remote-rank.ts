@@ -32,6 +32,11 @@ export interface RankCarrier {
    */
   broadcastFlush?(step: number): number;
   /**
+   * Fields the next flush request carries: a carrier that reads wire frames (a worker's port, a
+   * child's IPC) asks for them (`wire`), naming this rank in `resync` when it lost its key table.
+   */
+  flushFields?(): { readonly wire: number; readonly resync?: readonly string[] };
+  /**
    * Set when the carrier ends with the rank (a worker, a child's IPC channel): after answering
    * shutdown the rank exits, and the handle waits for that before killing it.
    */
@@ -303,7 +308,7 @@ export class RemoteRankHandle implements RankHandle {
 
   async flush(step: number, deadlineMs = DEFAULT_REQUEST_DEADLINE_MS): Promise<RankSnapshot> {
     const id = this.carrier.broadcastFlush?.(step);
-    const request: ControllerRequest = { t: "flush", id: id ?? nextRequestId(), step };
+    const request: ControllerRequest = { t: "flush", id: id ?? nextRequestId(), step, ...this.carrier.flushFields?.() };
     const reply = await this.request(request, deadlineMs, id !== undefined);
     if (reply.snapshot === undefined || reply.snapshot.step !== step || reply.snapshot.rankName !== this.rankName) {
       throw new Error(`rank ${this.rankName} answered flush(${step}) without its states for that step`);

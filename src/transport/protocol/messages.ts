@@ -48,9 +48,10 @@ export type ControllerRequest =
       readonly id: number;
       readonly step: number;
       /**
-       * Set by a receiver that reads wire frames (`wire/codec.ts`) of this version, a host agent:
-       * a rank whose carrier can send bytes answers with a frame (`RankReplyFrameHeader`) instead
-       * of JSON. Absent: JSON, as every carrier and older receiver takes.
+       * Set by a receiver that reads wire frames (`wire/codec.ts`) of this version — a host agent,
+       * and the controller for the ranks on its parent channels (worker ports, IPC): the rank
+       * answers with a frame (`RankReplyFrameHeader`) instead of JSON. Absent: JSON, as every
+       * carrier and older receiver takes.
        */
       readonly wire?: number;
       /** Ranks whose key table the receiver lost: they start a new key-table session. */

@@ -46,6 +46,24 @@ export interface RankSnapshot {
 }
 
 /**
+ * A flush answer whose states merge with the other answers of a flush without a state object per
+ * rank·key (one that came as a wire frame, its states still in the frame's columns).
+ */
+export interface MergeableSnapshot extends RankSnapshot {
+  /**
+   * Merge every answer of a flush (this one among them), in their order: exactly what
+   * `mergeRankKeyStates` gives for their `states`, sorted by key. Undefined where it cannot (a key
+   * recorded with two reductions): then merge the states, which reports the conflict by rank.
+   */
+  mergeAll(snapshots: readonly RankSnapshot[]): KeyState[] | undefined;
+}
+
+/** True for an answer that merges from its columns (`MergeableSnapshot`); a decoded JSON answer never is (JSON holds no function). */
+export function isMergeableSnapshot(snapshot: RankSnapshot): snapshot is MergeableSnapshot {
+  return "mergeAll" in snapshot && typeof snapshot.mergeAll === "function";
+}
+
+/**
  * Values a rank logged outside the flush cycle, on an axis of their own (the system monitor's
  * `system/step`). A rank has no global backends, so they ride along with the next flush's
  * snapshot and the controller logs them on their own axis, never at the training step.

@@ -16,7 +16,7 @@ import { frameKeyStates, StateDecoder, StateEncoder, WIRE_VERSION, type FrameHea
 /** Sends one encoded message; the carrier decides where (a port, IPC, a NATS reply subject). */
 export type SendText = (text: string) => void;
 
-/** Sends one wire frame (binary); only carriers that move bytes as they are (NATS) have one. */
+/** Sends one wire frame (binary): every carrier moves bytes as they are (a worker's port, IPC with "advanced" serialization, NATS). */
 export type SendFrame = (frame: Uint8Array) => void;
 
 /** Options of a `RankAgent`. */
