@@ -188,7 +188,7 @@ export class ChannelRankFrames {
         this.askResend(header.id, header.seq);
         return undefined;
       }
-      return { t: "reply", id: header.id, rankName: this.rankName, ok: true, snapshot: new FramedSnapshot(this.rankName, header.step, header.seq, header.dropped, frame) };
+      return { t: "reply", id: header.id, rankName: this.rankName, ok: true, snapshot: new FramedSnapshot(this.rankName, header.step, header.seq, header.dropped, frame, header.timing) };
     } catch (error) {
       if (!(error instanceof WireFormatError)) throw error;
       const refused = error.kind === "malformed" ? "cannot be read" : "is refused";
