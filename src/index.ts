@@ -81,6 +81,8 @@ export {
   type InitBackendsOptions,
   type MetricLoggerOptions,
 } from "./controller/metric-logger.js";
+export { DEFAULT_STRAGGLER_OPTIONS, type StragglerOptions } from "./controller/stragglers.js";
+export type { ChronicRank, RankRef, RankTimingRecord, SlowRank, StragglerMeasure, StragglerReport } from "./core/straggler-report.js";
 export type {
   BackendsConfig,
   BackendOptionsMap,

@@ -10,6 +10,7 @@ import type { AlertEvent } from "../core/alert.js";
 import type { HistogramMetric, LoggingMode, Metric, RankLoss, SampleBatch, StreamRecord } from "../core/metric.js";
 import { processWide } from "../core/process-wide.js";
 import type { RankIdentity } from "../core/rank-identity.js";
+import type { RankTimingRecord } from "../core/straggler-report.js";
 
 /** Who a rank is (a contract every side reads: it lives in `core/rank-identity.ts`). */
 export type { RankIdentity };
@@ -51,6 +52,11 @@ export interface Backend {
   logHyperparams?(params: Readonly<Record<string, unknown>>): Promise<void> | void;
   /** On the controller: an alert fired or resolved (docs/alerts.md); the store records it for the dashboard. */
   logAlert?(alert: AlertEvent): Promise<void> | void;
+  /**
+   * On the controller: every rank's step time, lateness and barrier wait at a flush, with the
+   * flush's straggler report (docs/stragglers.md); the store keeps it for the dashboard's Ranks view.
+   */
+  logRankTiming?(record: RankTimingRecord): Promise<void> | void;
   /** On the controller: a rank was lost (or came back); the store records it for the dashboard. */
   logRankLoss?(loss: RankLoss): Promise<void> | void;
   /** On the controller: what per-rank instances of this backend need (e.g. a shared run id). */

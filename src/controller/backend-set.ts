@@ -15,6 +15,7 @@ import type { KeyState } from "../core/collector.js";
 import { DEADLINE, isPromiseLike, withDeadline } from "../core/deadline.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import type { RankLoss, StreamRecord } from "../core/metric.js";
+import type { RankTimingRecord } from "../core/straggler-report.js";
 import type { ValidatedBackend } from "./config.js";
 import { mergeRankKeyStates, reduceStates, singleValueState, type ReducedFlush, type ReduceTarget } from "./reduce-states.js";
 import { BACKEND_UNDELIVERED_KEY_PREFIX, STREAM_BACKEND_DROPPED_KEY_PREFIX, STREAM_BACKLOG_KEY_PREFIX } from "../core/internal-keys.js";
@@ -209,6 +210,11 @@ export class BackendSet {
    */
   async settleStream(waitMs: number): Promise<void> {
     await Promise.all(this.live.flatMap((l) => (l.stream === null ? [] : [l.stream.settled(waitMs)])));
+  }
+
+  /** Hand one flush's per-rank timings and straggler report to every backend that takes them (the store). */
+  async logRankTiming(record: RankTimingRecord): Promise<void> {
+    await Promise.all(this.live.filter((l) => l.backend.logRankTiming !== undefined).map((live) => call(live, "logRankTiming", () => live.backend.logRankTiming?.(record))));
   }
 
   /** Hand the run's hyperparameters to every backend that takes them. */

@@ -16,6 +16,8 @@ import { claimRunLocation, type RunDirOptions, type RunLocation } from "../run/r
 import { newRunSecret, runSecretSetting } from "../core/run-secret.js";
 import { DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
 import type { BackendsConfig } from "./config.js";
+import type { StragglerReport } from "../core/straggler-report.js";
+import { resolveStragglerOptions, type ResolvedStragglerOptions, type StragglerOptions } from "./stragglers.js";
 
 /** Options of `getOrCreateMetricLogger`. */
 export interface MetricLoggerOptions extends RunDirOptions {
@@ -65,6 +67,11 @@ export interface MetricLoggerOptions extends RunDirOptions {
    * built-in ones); `false` turns them off. The user's own `alert()` calls are recorded either way.
    */
   alerts?: AlertOptions | false;
+  /**
+   * Straggler attribution at every flush from the ranks' Tracer timings (docs/stragglers.md): its
+   * options, or `false` to turn it off. Default on, with `DEFAULT_STRAGGLER_OPTIONS`.
+   */
+  stragglers?: StragglerOptions | false;
 }
 
 /** Options of `initBackends`. */
@@ -141,6 +148,12 @@ export interface FlushResult {
   readonly beforeInit?: boolean;
   /** The alerts this flush raised (episodes that started or ended), when any (docs/alerts.md). */
   readonly alerts?: readonly AlertEvent[];
+  /**
+   * Straggler attribution at this flush (docs/stragglers.md): the ranks named slow, the skew, the
+   * chronic ones. Absent when no rank sent step timings (no Tracer ran in the ranks) or when
+   * attribution is off (`stragglers: false`).
+   */
+  readonly stragglers?: StragglerReport;
 }
 
 /**
@@ -173,7 +186,7 @@ export const LOGGER_SETTINGS = {
 } satisfies Record<string, Setting<unknown>>;
 
 /** Every option `getOrCreateMetricLogger` takes (others are a TypeError naming them). */
-const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "runSecret", "quiet", "alerts", "root", "experiment", "trial", "runDir"];
+const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "runSecret", "quiet", "alerts", "stragglers", "root", "experiment", "trial", "runDir"];
 
 /** The logger's options as resolved at creation (what a later call is compared with). */
 export interface ResolvedLoggerOptions {
@@ -187,6 +200,8 @@ export interface ResolvedLoggerOptions {
   /** The `alerts` option as given (compared as a value with a later call's). */
   readonly alertOptions: AlertOptions | false | undefined;
   readonly runSecret: string;
+  /** Straggler attribution's options; null when it is off. */
+  readonly stragglers: ResolvedStragglerOptions | null;
 }
 
 /**
@@ -206,6 +221,7 @@ export function resolveLoggerOptions(options: MetricLoggerOptions): ResolvedLogg
     runId: resolveSetting<string | undefined>(LOGGER_SETTINGS.runId, options.runId) ?? randomBytes(6).toString("hex"),
     alertOptions: options.alerts,
     runSecret: resolveSetting(runSecretSetting(OWNER), options.runSecret) ?? newRunSecret(),
+    stragglers: resolveStragglerOptions(options.stragglers),
   };
 }
 
@@ -225,11 +241,12 @@ export function conflictingOptions(existing: ResolvedLoggerOptions, options: Met
     root: existing.run.root,
     runDir: existing.run.runDir,
     alerts: existing.alertOptions,
+    stragglers: JSON.stringify(existing.stragglers),
   };
   const conflicts: string[] = [];
   for (const [key, value] of Object.entries(options)) {
     if (value === undefined) continue;
-    const wanted = (key === "root" || key === "runDir") && typeof value === "string" ? resolvePath(value) : value;
+    const wanted = (key === "root" || key === "runDir") && typeof value === "string" ? resolvePath(value) : key === "stragglers" ? JSON.stringify(resolveStragglerOptions(value)) : value;
     if (key === "alerts" ? isDeepStrictEqual(value, has[key]) : wanted === has[key]) continue;
     conflicts.push(key === "runSecret" ? "runSecret: another secret (not shown)" : `${key}: ${describeValue(value)} (the logger has ${describeValue(has[key])})`);
   }

@@ -38,13 +38,14 @@ import {
   type ShutdownOptions,
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
-import { alertStates, askRanks, droppedKeyStates, mergeAnswers, rankCountStates, rankRefs } from "./rank-answers.js";
+import { alertStates, answersTiming, askRanks, droppedKeyStates, mergeAnswers, rankCountStates, rankRefs } from "./rank-answers.js";
 import { LostRanks } from "./lost-ranks.js";
+import { StragglerTracker, type ResolvedStragglerOptions } from "./stragglers.js";
+import type { RankIdentity } from "../core/rank-identity.js";
 import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
 import { reduceStates } from "./reduce-states.js";
 import { ControllerAlerts, type AlertStats } from "../alerts/controller-alerts.js";
 import type { StragglerInput } from "../alerts/engine.js";
-import type { RankIdentity } from "../core/rank-identity.js";
 
 export {
   DEFAULT_BACKENDS,
@@ -81,6 +82,10 @@ export class MetricLogger implements ResolvedLoggerOptions {
    * on a command line or in a log.
    */
   readonly runSecret: string;
+  /** Straggler attribution's options (`MetricLoggerOptions.stragglers`); null when it is off. */
+  readonly stragglers: ResolvedStragglerOptions | null;
+  /** Straggler attribution across flushes (its chronic window), when on. */
+  private readonly stragglerTracker: StragglerTracker | null;
   private readonly ranks = new Map<string, RankHandle>();
   private globalBackends = BackendSet.empty();
   /** Controller-side primaries of per-rank backends with `perRankShareRun` (they create the shared run). */
@@ -114,6 +119,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.alertOptions = resolved.alertOptions;
     this.alerts = ControllerAlerts.create(options.alerts, this.run);
     this.runSecret = resolved.runSecret;
+    this.stragglers = resolved.stragglers;
+    this.stragglerTracker = resolved.stragglers === null ? null : new StragglerTracker(resolved.stragglers);
     // A new logger after a shutdown(): recording is logged again, and raw values belong to its steps
     // (the last flushed step + 1 of this run, not of a run before it in this process).
     getCollector().reopen();
@@ -291,6 +298,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
     }
     const timestamp = Date.now();
     const target = { step, timestamp };
+    const stragglers = this.stragglerTracker?.observe(step, timestamp, answersTiming(answers, this.ownRank));
     // What ranks logged on axes of their own since the last flush (a rank's system monitor).
     for (const snapshot of snapshots) {
       for (const log of snapshot.offCycle ?? []) await this.logDirect(log.states, { step: log.step, axis: log.axis, timestamp: log.timestamp });
@@ -302,22 +310,26 @@ export class MetricLogger implements ResolvedLoggerOptions {
     states.push(...this.lost.states());
     states.push(...droppedKeyStates(snapshots, step));
     states.push(...alertStates(this.alerts.takeUndelivered()));
+    if (stragglers !== undefined) states.push(...stragglers.states);
     states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     const lostRanks = this.lost.names;
-    const result = { step, ranksExpected, ranksReporting, missingRanks: missing, ...(lostRanks.length > 0 ? { lostRanks } : {}) };
+    // The alerts' straggler rule reads the chronic stragglers (docs/alerts.md, docs/stragglers.md).
+    const chronic = stragglers?.report.chronic.map((c): StragglerInput => ({ rank: c.rank, rankName: c.rankName, host: c.host, chronic: true }));
+    const result = { step, ranksExpected, ranksReporting, missingRanks: missing, ...(lostRanks.length > 0 ? { lostRanks } : {}), ...(stragglers === undefined ? {} : { stragglers: stragglers.report }) };
     if (this.rankInit === null) {
       this.beforeInit.keep({ states, ...target, acknowledge: answers.acknowledge });
       const { metrics } = reduceStates(states, target);
-      return { ...result, metrics, undelivered: {}, beforeInit: true, ...this.judgeAlerts(target, metrics, missing) };
+      return { ...result, metrics, undelivered: {}, beforeInit: true, ...this.judgeAlerts(target, metrics, missing, chronic) };
     }
     for (const kept of this.beforeInit.takeAll()) {
       await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
       kept.acknowledge?.();
     }
     const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
+    if (stragglers !== undefined) await this.globalBackends.logRankTiming(stragglers.record);
     // Logged: ranks over NATS may forget these answers now (a later controller need not ask for them).
     answers.acknowledge();
-    return { ...result, metrics: merged.metrics, undelivered: this.undelivered(), ...this.judgeAlerts(target, merged.metrics, missing) };
+    return { ...result, metrics: merged.metrics, undelivered: this.undelivered(), ...this.judgeAlerts(target, merged.metrics, missing, chronic) };
   }
 
   /**

@@ -9,6 +9,7 @@ import { DEADLINE, withDeadline } from "../core/deadline.js";
 import type { RankRef } from "../alerts/engine.js";
 import { warn } from "../core/diagnostics.js";
 import { ALERTS_UNDELIVERED_KEY, DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
+import { appendRankTiming, appendTimingColumns, emptyTimingColumns, type TimingColumns } from "../core/step-timing.js";
 import { mergeRankKeyStates, singleValueState } from "./reduce-states.js";
 import { isMergeableSnapshot, type RankGroupHandle, type RankGroupSnapshot, type RankHandle, type RankSnapshot } from "../transport/protocol/types.js";
 
@@ -22,6 +23,8 @@ export interface RankAnswers {
   readonly ranksExpected: number;
   /** Of those, how many answered in time. */
   readonly ranksReporting: number;
+  /** When each of `snapshots` arrived, in ms after the ranks were asked (same order). */
+  readonly arrivalMs: number[];
   /** Tell every rank that answered that its answer is logged (call once the backends took it). */
   readonly acknowledge: () => void;
 }
@@ -38,8 +41,21 @@ export function isRankGroupSnapshot(snapshot: RankSnapshot): snapshot is RankGro
 
 /** Ask every handle for its states at `step`, waiting at most `deadlineMs`. `own` is the controller's own handle (never counted). */
 export async function askRanks(handles: readonly RankHandle[], own: RankHandle, step: number, deadlineMs: number): Promise<RankAnswers> {
-  const answers = await Promise.all(handles.map((h) => withDeadline(h.flush(step, deadlineMs).catch(() => undefined), deadlineMs)));
+  const asked = performance.now();
+  const arrived = new Float64Array(handles.length);
+  const answers = await Promise.all(
+    handles.map((h, i) =>
+      withDeadline(
+        h.flush(step, deadlineMs).then(
+          (snapshot) => ((arrived[i] = performance.now() - asked), snapshot),
+          () => undefined,
+        ),
+        deadlineMs,
+      ),
+    ),
+  );
   const snapshots: RankSnapshot[] = [];
+  const arrivalMs: number[] = [];
   const answered: Array<[RankHandle, RankSnapshot]> = [];
   const missing: string[] = [];
   let ranksReporting = 0;
@@ -53,6 +69,7 @@ export async function askRanks(handles: readonly RankHandle[], own: RankHandle, 
       continue;
     }
     snapshots.push(answer);
+    arrivalMs.push(arrived[i] ?? NaN);
     answered.push([handle, answer]);
     if (isRankGroupSnapshot(answer)) {
       ranksReporting += answer.group.reporting;
@@ -62,7 +79,26 @@ export async function askRanks(handles: readonly RankHandle[], own: RankHandle, 
   const acknowledge = (): void => {
     for (const [handle, answer] of answered) handle.acknowledge?.(answer);
   };
-  return { snapshots, missing, ranksExpected, ranksReporting, acknowledge };
+  return { snapshots, missing, ranksExpected, ranksReporting, arrivalMs, acknowledge };
+}
+
+/**
+ * The step timings of the ranks that answered, one row per rank (a host's ranks as its agent
+ * forwarded them, arrivals measured by the agent): the input of straggler attribution. The
+ * controller's own collector is not a rank and is left out; so is a rank that traced nothing.
+ */
+export function answersTiming(answers: Pick<RankAnswers, "snapshots" | "arrivalMs">, own: RankHandle): TimingColumns {
+  const columns = emptyTimingColumns();
+  for (const [i, snapshot] of answers.snapshots.entries()) {
+    if (isRankGroupSnapshot(snapshot)) {
+      if (snapshot.group.timing !== undefined) appendTimingColumns(columns, snapshot.group.timing);
+      continue;
+    }
+    const timing = snapshot.timing;
+    if (timing === undefined || snapshot.rankName === own.rankName) continue;
+    appendRankTiming(columns, snapshot.rankName, timing.rank, timing.host, answers.arrivalMs[i] ?? NaN, timing.tracers);
+  }
+  return columns;
 }
 
 /**

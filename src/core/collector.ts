@@ -24,6 +24,7 @@ import type {
 } from "./reduce.js";
 import { getReduceDefinition } from "./registry.js";
 import { processWide } from "./process-wide.js";
+import { StepTimings } from "./step-timing.js";
 import { watchForNoLogger } from "./no-logger.js";
 import { isReportingWorker, linkWorkerCollector, workerGatherer } from "./worker-link.js";
 
@@ -95,6 +96,8 @@ export class Collector {
   onFirstKey: (() => void) | null = null;
   /** Values recorded while closed (after the controller's `shutdown()`, before a new logger): never logged. */
   recordedAfterClose = 0;
+  /** This thread's Tracer step timings since the last flush (carried with a rank's answer for straggler attribution). */
+  readonly timings = new StepTimings();
   /** True once a logger or a rank (`RankRuntime`) flushes this collector. */
   hasFlusher = false;
   /**
@@ -249,6 +252,7 @@ export class Collector {
     this.sortedEntries = null;
     this.droppedKeyRecords = 0;
     this.step = 0;
+    this.timings.take();
   }
 }
 

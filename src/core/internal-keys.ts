@@ -65,6 +65,13 @@ export function isInternalKey(key: string): boolean {
 }
 
 /**
+ * The prefix of straggler attribution's keys (docs/stragglers.md): `skew`, `median_step_ms`,
+ * `median_wait_ms`, `slow_ranks`, `chronic_ranks`, and per named rank `step_ms/{rankName}@{host}`,
+ * `lateness_ms/…`, `caused_wait_ms/…`, `chronic/…`.
+ */
+export const STRAGGLER_KEY_PREFIX = "rankscope/stragglers/";
+
+/**
  * `items` without rankscope's own keys, unless `include` (a backend's `internal: true`). Returns
  * `items` itself when there is nothing to leave out, so the common flush allocates nothing.
  */

@@ -20,6 +20,7 @@ import { HttpError } from "../ui/security.js";
 import type { DashboardSource, LabelledRun, RunBytes, RunDetails, RunQuery, RunsPage, SampleRow, SeriesData, StreamData, TraceFile, TraceFileEntry } from "../ui/source.js";
 import { summaryOf } from "../ui/run-query.js";
 import { LAST_VALUES_SQL, runsSql } from "./run-filter.js";
+import { emptyRanksView, type RanksView } from "../ui/ranks-view.js";
 
 const POINTS_PER_BUCKET = 3;
 const BLOCKS_PER_BUCKET = 8;
@@ -155,6 +156,12 @@ async function listFiles(pool: pg.Pool, id: number, folder: string): Promise<Tra
   );
   return result.rows.map((r) => ({ name: r.path.slice(folder.length + 1), size: Number(r.size), modified: r.modified.getTime() }));
 }
+
+/**
+ * Why the team server's Ranks view is empty: the sync protocol (src/sync) does not carry the
+ * store's per-rank timings (`rank_timing`, `rank_lists`), so the server has none to show.
+ */
+export const NO_RANK_TIMINGS = "this team server does not receive per-rank timings yet (rankscope sync sends metrics, files and logs, not the Ranks view's rank_timing); open the run with rankscope ui on the machine that ran it";
 
 export function createPostgresSource(pool: pg.Pool, projectId: number): DashboardSource {
   const runId = (handle: string): number => Number(handle);
@@ -354,6 +361,11 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
 
     traceFiles(handle: string): Promise<TraceFileEntry[]> {
       return listFiles(pool, runId(handle), "traces");
+    },
+
+    /** Not synced yet: `rankscope sync` sends metrics, files and logs, not the store's `rank_timing` (see `NO_RANK_TIMINGS`). */
+    ranks(): RanksView {
+      return emptyRanksView(NO_RANK_TIMINGS);
     },
 
     logFiles(handle: string): Promise<TraceFileEntry[]> {

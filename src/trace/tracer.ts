@@ -13,7 +13,13 @@
  * than one without (~70 ns). Gigabytes are GiB (1024³ bytes), as in Forge.
  *
  * Key strings are built once per prefix and step name and cached, so a step in a loop costs one
- * clock read, two map lookups and two `recordMetric` calls — no allocation.
+ * clock read, two map lookups, two `recordMetric` calls and one add to the thread's step timings —
+ * no allocation.
+ *
+ * Step timings (src/core/step-timing.ts) ride with the rank's flush answer: each completed run,
+ * each phase and each marked barrier (`barrier(name)`: the time since the previous mark was spent
+ * waiting at a synchronisation point, e.g. an all-reduce). The controller compares ranks with them
+ * to name stragglers (docs/stragglers.md).
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { getHeapStatistics } from "node:v8";
@@ -21,6 +27,7 @@ import { describeValue, getCollector, recordMetric } from "../core/collector.js"
 import { warn } from "../core/diagnostics.js";
 import { Reduce } from "../core/registry.js";
 import { envFlag } from "../core/env.js";
+import { timingSlot, type PhaseKind } from "../core/step-timing.js";
 import { runAround } from "./around.js";
 import { residentSetSize } from "./rss.js";
 
@@ -51,14 +58,24 @@ const MAX_CACHED_STEPS = 10_000;
 /** Process-wide switches, read once: `RANKSCOPE_DISABLE_TRACING` turns every Tracer into a no-op. */
 export const tracingSettings = { disabled: envFlag("RANKSCOPE_DISABLE_TRACING") };
 
+/** A step's (or barrier's) two keys and its step-timing slot. */
+interface MarkKeys {
+  readonly avg: string;
+  readonly max: string;
+  readonly slot: number;
+}
+
 interface PrefixKeys {
+  /** Step-timing slot of the tracer's whole runs. */
+  readonly slot: number;
   readonly totalAvg: string;
   readonly totalMax: string;
   readonly memoryDelta: string;
   readonly memoryPeak: string;
   readonly rssDelta: string;
   readonly rssPeak: string;
-  readonly steps: Map<string, readonly [avg: string, max: string]>;
+  readonly steps: Map<string, MarkKeys>;
+  readonly barriers: Map<string, MarkKeys>;
 }
 
 const keysByPrefix = new Map<string, PrefixKeys>();
@@ -67,6 +84,7 @@ function keysFor(prefix: string): PrefixKeys {
   let keys = keysByPrefix.get(prefix);
   if (keys === undefined) {
     keys = {
+      slot: keysByPrefix.size < MAX_CACHED_PREFIXES ? timingSlot(prefix) : -1,
       totalAvg: `${prefix}/total_duration_avg_s`,
       totalMax: `${prefix}/total_duration_max_s`,
       memoryDelta: `${prefix}/memory_delta_end_start_avg_gb`,
@@ -74,19 +92,26 @@ function keysFor(prefix: string): PrefixKeys {
       rssDelta: `${prefix}/rss_delta_end_start_avg_gb`,
       rssPeak: `${prefix}/rss_peak_max_gb`,
       steps: new Map(),
+      barriers: new Map(),
     };
     if (keysByPrefix.size < MAX_CACHED_PREFIXES) keysByPrefix.set(prefix, keys);
   }
   return keys;
 }
 
-function stepKeys(keys: PrefixKeys, prefix: string, name: string): readonly [string, string] {
-  const cached = keys.steps.get(name);
+/** The keys of a step (or barrier) `name`; past the cache bound they are built per call and not timed. */
+function markKeys(keys: PrefixKeys, prefix: string, name: string, kind: PhaseKind): MarkKeys {
+  const cache = kind === "barrier" ? keys.barriers : keys.steps;
+  const cached = cache.get(name);
   if (cached !== undefined) return cached;
-  const pair = [`${prefix}/${name}/duration_avg_s`, `${prefix}/${name}/duration_max_s`] as const;
-  if (keys.steps.size < MAX_CACHED_STEPS) keys.steps.set(name, pair);
-  return pair;
+  const caching = cache.size < MAX_CACHED_STEPS && keys.slot >= 0;
+  const mark = { avg: `${prefix}/${name}/duration_avg_s`, max: `${prefix}/${name}/duration_max_s`, slot: caching ? timingSlot(prefix, name, kind) : -1 };
+  if (caching) cache.set(name, mark);
+  return mark;
 }
+
+/** This thread's step timings (its collector's), which every Tracer of the thread adds to. */
+const timings = getCollector().timings;
 
 /**
  * The Tracer tracking memory in the current async context. Memory is process-wide, so a second
@@ -180,13 +205,33 @@ export class Tracer implements Disposable {
     if (!this.running) {
       throw new Error(`Tracer("${this.prefix}").step(${JSON.stringify(name)}) was called before start(); call start() first`);
     }
-    if (!this.recording) return;
+    if (this.recording) this.mark(name, "phase");
+  }
+
+  /**
+   * Mark the end of a wait at a synchronisation point all ranks reach — an all-reduce, a barrier:
+   * the time since the previous `step()` (or `start()`) is this rank's time there, from its arrival
+   * to its release. Call `step()` right before entering the collective and `barrier(name)` right
+   * after it returns. Recorded like a step (`{prefix}/{name}/duration_*_s`) and marked as a wait in
+   * the rank's step timings: the rank the others waited for is the one that waited least, and the
+   * controller names it from the others' wait (docs/stragglers.md).
+   */
+  barrier(name: string): void {
+    if (!this.running) {
+      throw new Error(`Tracer("${this.prefix}").barrier(${JSON.stringify(name)}) was called before start(); call start() first`);
+    }
+    if (this.recording) this.mark(name, "barrier");
+  }
+
+  private mark(name: string, kind: PhaseKind): void {
     const now = performance.now();
-    const seconds = (now - this.lastMs) / 1000;
+    const ms = now - this.lastMs;
+    const seconds = ms / 1000;
     this.lastMs = now;
-    const pair = stepKeys(this.keys, this.prefix, name);
-    recordMetric(pair[0], seconds, Reduce.MEAN);
-    recordMetric(pair[1], seconds, Reduce.MAX);
+    const keys = markKeys(this.keys, this.prefix, name, kind);
+    recordMetric(keys.avg, seconds, Reduce.MEAN);
+    recordMetric(keys.max, seconds, Reduce.MAX);
+    timings.add(keys.slot, ms);
     if (this.memoryThisRun) {
       const heap = heapUsed();
       if (heap > this.heapPeak) this.heapPeak = heap;
@@ -202,9 +247,11 @@ export class Tracer implements Disposable {
     }
     this.running = false;
     if (!this.recording) return;
-    const seconds = (performance.now() - this.startMs) / 1000;
+    const ms = performance.now() - this.startMs;
+    const seconds = ms / 1000;
     recordMetric(this.keys.totalAvg, seconds, Reduce.MEAN);
     recordMetric(this.keys.totalMax, seconds, Reduce.MAX);
+    timings.add(this.keys.slot, ms);
     if (this.memoryThisRun) this.stopMemory();
   }
 

@@ -20,6 +20,7 @@ import { LOG_MAX_LINES, LOG_MAX_WINDOW, readLogWindow } from "./log-reader.js";
 import { MAX_RUN_IDS, parseRunQuery } from "./run-query.js";
 import { HttpError } from "./security.js";
 import type { DashboardSource, LabelledRun, TraceFileEntry } from "./source.js";
+import { DEFAULT_TIMING_FLUSHES, MAX_TIMING_FLUSHES } from "../backends/store/rank-timing.js";
 
 /** Most fields one `/api/groups` request groups by. */
 export const MAX_GROUP_FIELDS = 5;
@@ -85,6 +86,7 @@ export class DashboardApi {
       ["/api/trace", (c) => this.trace(c)],
       ["/api/logs", (c) => this.withRun(c, async (runDir) => ({ files: logFiles(await this.source.logFiles(runDir)) }), false)],
       ["/api/log", (c) => this.log(c)],
+      ["/api/ranks", (c) => this.withRun(c, (runDir) => this.source.ranks(runDir, { maxFlushes: intParam(c.params, "flushes", 1, MAX_TIMING_FLUSHES) ?? DEFAULT_TIMING_FLUSHES }))],
       ["/api/groups", (c) => this.groups(c)],
     ]);
   }

@@ -13,8 +13,9 @@
 import type { Readable } from "node:stream";
 import type { AlertEntry, HistogramEntry, KeyInfo, RunSummary } from "../backends/store/read-types.js";
 import type { RunQuery } from "./run-query.js";
+import type { RanksView } from "./ranks-view.js";
 
-export type { AlertEntry, HistogramEntry, KeyInfo, RunSummary, RunQuery };
+export type { AlertEntry, HistogramEntry, KeyInfo, RanksView, RunSummary, RunQuery };
 
 /**
  * One run under the root, as `/api/runs` lists it: the store's `RunSummary` (same fields, same
@@ -185,6 +186,12 @@ export interface DashboardSource {
   logFiles(runDir: string): Promise<TraceFileEntry[]> | TraceFileEntry[];
   /** One text log, read by byte ranges; a 400/404 HttpError for a bad or unknown name. */
   logFile(runDir: string, name: string | null): Promise<RunBytes> | RunBytes;
+  /**
+   * The Ranks view (docs/stragglers.md): every rank's step time, lateness and barrier wait over the
+   * newest `maxFlushes` flushes (rows by host past `MAX_RANK_ROWS` ranks) and the newest flush's
+   * straggler report. A source that keeps no per-rank timings answers `emptyRanksView(reason)`.
+   */
+  ranks(runDir: string, query: { maxFlushes: number }): Promise<RanksView> | RanksView;
   /** Release open databases. */
   close?(): Promise<void> | void;
 }

@@ -9,6 +9,7 @@ import { open, stat } from "node:fs/promises";
 import { join, resolve, sep } from "node:path";
 import * as store from "../backends/store/reader.js";
 import { applyRunQuery } from "./run-query.js";
+import { ranksView, type RanksView } from "./ranks-view.js";
 import { RunIndex } from "./run-index.js";
 import { RunLabelReader } from "./run-labels.js";
 import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile } from "./security.js";
@@ -234,6 +235,11 @@ export function createStoreSource(root: string): StoreSource {
       const out: Record<string, number> = {};
       for (const v of store.lastValues(runDir)) out[v.key] = v.value;
       return out;
+    },
+
+    ranks(runDir: string, query: { maxFlushes: number }): RanksView {
+      requireStore(runDir);
+      return ranksView(store.rankTiming(runDir, { maxFlushes: query.maxFlushes }));
     },
 
     close(): void {

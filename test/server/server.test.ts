@@ -23,6 +23,7 @@ import { freePort } from "../transport/support.js";
 import { openRun } from "../ui/seed.js";
 import { Postgres, postgresMissing } from "./postgres.js";
 import { assertRunEqual, serverWithTokens } from "./support.js";
+import { NO_RANK_TIMINGS } from "../../src/server/pg-source.js";
 
 const skip = postgresMissing() ?? false;
 
@@ -260,6 +261,10 @@ describe("team server", { skip }, () => {
       assert.deepEqual(await runs(`param=${encodeURIComponent("lr<0.05")}`), { ids: ["sweep/b", "sweep/c"], total: 2 });
       assert.deepEqual(await runs("q=SWEEP/C"), { ids: ["sweep/c"], total: 1 });
       assert.deepEqual(await runs("sort=name&limit=2&offset=1"), { ids: ["sweep/b", "sweep/c"], total: 3 });
+      // The Ranks view: the server keeps no per-rank timings (sync does not send them) and says so.
+      const ranksView = JSON.parse((await get(server.url, "/api/ranks?run=sweep/a", read)).text) as { available: boolean; reason: string; rows: unknown[] };
+      assert.deepEqual([ranksView.available, ranksView.reason, ranksView.rows], [false, NO_RANK_TIMINGS, []]);
+      assert.equal((await get(server.url, "/api/ranks?run=sweep/zz", read)).status, 404);
       assert.equal((await get(server.url, "/api/runs?param=lr~1", read)).status, 400);
       assert.equal((await get(server.url, "/api/runs?limit=5000", read)).status, 400);
       const text = (await get(server.url, "/metrics")).text;

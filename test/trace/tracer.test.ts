@@ -24,6 +24,46 @@ function takeValues(): Map<string, { value: number; count: number; reduce: strin
 describe("Tracer", () => {
   beforeEach(() => {
     getCollector().takeStates();
+    getCollector().timings.take();
+  });
+
+  it("keeps its runs, phases and barriers in the thread's step timings, which a rank's flush answer carries", () => {
+    const clock = handClock();
+    try {
+      const t = new Tracer("dp_step");
+      for (let i = 0; i < 2; i++) {
+        t.start();
+        clock.advance(30);
+        t.step("forward");
+        clock.advance(50);
+        t.step("backward");
+        clock.advance(20);
+        t.barrier("allreduce"); // 20 ms since the previous mark: waiting for the others
+        t.stop();
+      }
+      t.start();
+      clock.advance(5);
+      t.step("forward"); // a run still going at the flush: its phase counts, the run does not yet
+    } finally {
+      clock.restore();
+    }
+    const values = takeValues();
+    assert.ok(values.has("dp_step/allreduce/duration_avg_s"), "a barrier is recorded like a step");
+    const timings = getCollector().timings.take();
+    assert.deepEqual(timings, [
+      {
+        prefix: "dp_step",
+        steps: 2,
+        totalMs: 200,
+        phases: [
+          { name: "forward", kind: "phase", count: 3, totalMs: 65 },
+          { name: "backward", kind: "phase", count: 2, totalMs: 100 },
+          { name: "allreduce", kind: "barrier", count: 2, totalMs: 40 },
+        ],
+      },
+    ]);
+    assert.deepEqual(getCollector().timings.take(), [], "taken and reset");
+    assert.throws(() => new Tracer("idle").barrier("allreduce"), /barrier\("allreduce"\) was called before start\(\)/);
   });
 
   it("records Forge's key names with MEAN and MAX, in seconds", () => {

@@ -22,6 +22,20 @@ export function unpackFloat64(blob: Buffer | Uint8Array): Float64Array {
   return new Float64Array(copy.buffer);
 }
 
+/** A blob holding a float32 array's bytes, no copy (the per-rank timings: ms to seven digits is plenty, at half the size). */
+export function packFloat32(values: Float32Array): Buffer {
+  return Buffer.from(values.buffer, values.byteOffset, values.byteLength);
+}
+
+/** The float32 values of a blob written by `packFloat32`. */
+export function unpackFloat32(blob: Buffer | Uint8Array): Float32Array {
+  if (blob.byteLength % 4 !== 0) throw new Error(`corrupt store row: blob of ${blob.byteLength} bytes is not a whole number of float32 values`);
+  if (blob.byteOffset % 4 === 0) return new Float32Array(blob.buffer, blob.byteOffset, blob.byteLength / 4);
+  const copy = new Uint8Array(blob.byteLength);
+  copy.set(blob);
+  return new Float32Array(copy.buffer);
+}
+
 /** A REAL column value for a number: NaN as NULL (SQLite would turn it into NULL anyway). */
 export function toSqlReal(value: number): number | null {
   return Number.isNaN(value) ? null : value;

@@ -28,6 +28,7 @@ import { siblingModule, startModuleWorker } from "../../core/module-worker.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import type { AlertEvent } from "../../core/alert.js";
 import type { HistogramMetric, Metric, RankLoss, SampleBatch, StreamRecord } from "../../core/metric.js";
+import type { RankTimingRecord } from "../../core/straggler-report.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 import { GLOBAL_RANK, storePath } from "./schema.js";
@@ -35,7 +36,8 @@ import type { WorkerReply, WorkerRequest, WriterThreadData } from "./writer-work
 import { endingAbnormally, registerDrain } from "../../core/lifecycle.js";
 import { mergeHyperparams } from "../../core/hyperparams.js";
 import { ColumnBuilder, columnBuffers } from "./columns.js";
-import { StoreWriter, type HistogramWrite, type LineWrite, type LostRankWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
+import { toRankTimingWrite, type TimingRanks } from "./rank-timing.js";
+import { StoreWriter, type HistogramWrite, type LineWrite, type LostRankWrite, type RankTimingWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
 import { hostname } from "node:os";
 import { lineOf, recorderOf, recorderPath } from "../../core/rank-identity.js";
 import { SYNC_OPTIONS, resolveSyncSettings, type LiveSyncSettings } from "../../sync/settings.js";
@@ -51,12 +53,13 @@ interface PendingBatch {
   histograms?: HistogramWrite[];
   hyperparams?: Record<string, unknown>;
   alerts?: AlertEvent[];
+  rankTiming?: RankTimingWrite[];
   lostRanks?: LostRankWrite[];
   lines?: LineWrite[];
 }
 
 export * from "./reader.js";
-export { StoreWriter, type LostRankWrite, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type LineWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
+export { StoreWriter, type LostRankWrite, type RankTimingWrite, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type LineWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
 export { storePath, CHUNK_POINTS } from "./schema.js";
 
 /** Where a batch goes: a worker thread or the calling thread. */
@@ -206,6 +209,8 @@ export class StoreBackend implements Backend {
   private readonly commitIntervalMs: number;
   /** Batches that could not be written (each reported, first per kind of error). */
   lostBatches = 0;
+  /** The ranks of the last per-rank timings sent to the writer (it is sent their list only when it changes). */
+  private timingRanks: TimingRanks | null = null;
   private unregisterDrain: (() => void) | null = null;
   private finishing: Promise<void> | null = null;
   private readonly syncSettings: LiveSyncSettings | null;
@@ -301,6 +306,16 @@ export class StoreBackend implements Backend {
   /** An alert fired or resolved (the controller's store only): the dashboard's banner and Alerts tab read them. */
   logAlert(alert: AlertEvent): void {
     (this.batch.alerts ??= []).push(alert);
+    this.added(1);
+  }
+
+  /**
+   * Keep one flush's per-rank timings and straggler report (the Ranks view). The writer thread is
+   * handed float32 columns (moved, not copied) and the ranks' names only when they changed.
+   */
+  logRankTiming(record: RankTimingRecord): void {
+    (this.batch.rankTiming ??= []).push(toRankTimingWrite(record, this.timingRanks));
+    this.timingRanks = record;
     this.added(1);
   }
 
@@ -421,6 +436,7 @@ export class StoreBackend implements Backend {
       batch.streamColumns = columns;
       transfer.push(...columnBuffers(columns));
     }
+    for (const t of rest.rankTiming ?? []) for (const column of [t.stepMs, t.latenessMs, t.waitMs]) if (column.buffer instanceof ArrayBuffer) transfer.push(column.buffer);
     const channel = this.channel;
     if (channel === null) {
       this.lostBatches++;

@@ -5,6 +5,7 @@
  */
 import type { AlertEvent } from "../../core/alert.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
+import type { RankRef, StragglerReport } from "../../core/straggler-report.js";
 
 export type { AlertEvent };
 
@@ -209,4 +210,36 @@ export interface AlertsOptions {
   readonly limit?: number;
   /** The oldest `limit` after `after` instead of the newest (a reader paging forward, as the sync does). */
   readonly oldest?: boolean;
+}
+
+/** Options of `rankTiming`. */
+export interface RankTimingOptions {
+  /** Only flushes at steps after this one (exclusive). */
+  after?: number;
+  /** Only flushes at steps before this one (exclusive): with `after`, a window; alone, a page back. */
+  before?: number;
+  /** The newest this many flushes of the range (default 200, at most 2,000). */
+  maxFlushes?: number;
+}
+
+/**
+ * Per-rank timings of a run's flushes (the dashboard's Ranks view; docs/stragglers.md): rows are
+ * ranks, columns flushes. Matrices are row-major (`value[row * steps.length + column]`), ms, NaN
+ * where a rank has no figure at a flush.
+ */
+export interface RankTimingWindow {
+  /** Every rank of the window, by rank number. */
+  readonly ranks: RankRef[];
+  /** The flushes, ascending. */
+  readonly steps: number[];
+  /** When they were flushed (ms since the epoch). */
+  readonly walls: number[];
+  /** Mean step time of the analysed Tracer. */
+  readonly stepMs: number[];
+  /** Arrival of the rank's answer minus the median rank's. */
+  readonly latenessMs: number[];
+  /** Time at marked barriers per step. */
+  readonly waitMs: number[];
+  /** Each flush's straggler report. */
+  readonly reports: StragglerReport[];
 }

@@ -25,6 +25,8 @@ import type {
   KeyKind,
   LastValue,
   RankInfo,
+  RankTimingOptions,
+  RankTimingWindow,
   RecordsOptions,
   RunOverview,
   RunSummary,
@@ -154,6 +156,14 @@ export function histograms(runDir: string, key?: string, options: RecordsOptions
 /** The last value of every scalar key of a run (its global line, else its lowest rank's; one row or chunk summary per key, never the points). */
 export function lastValues(runDir: string): LastValue[] {
   return cachedReader(runDir).lastValues();
+}
+
+/**
+ * Per-rank step time, lateness and barrier wait of a run's newest flushes, with each flush's
+ * straggler report (docs/stragglers.md); empty when the run has none.
+ */
+export function rankTiming(runDir: string, options: RankTimingOptions = {}): RankTimingWindow {
+  return cachedReader(runDir).rankTiming(options);
 }
 
 /** A run's hyperparameters / config. */

@@ -22,6 +22,9 @@
  * - `config`: the run's hyperparameters and other documents, JSON by name.
  * - `alerts`: the run's alert events (firing and resolved), in order: a few columns to find them
  *   by, and the whole event as JSON (docs/alerts.md).
+ * - `rank_timing`: per flush, every rank's step time, lateness and barrier wait (float32 blobs in
+ *   the order of a `rank_lists` row) and the flush's straggler report (JSON), for the dashboard's
+ *   Ranks view (docs/stragglers.md); `rank_lists`: the ranks those blobs follow, written when they change.
  */
 import { join } from "node:path";
 import { STORE_FILE, errorCode } from "./store-file.js";
@@ -34,8 +37,9 @@ export { STORE_FILE, GLOBAL_RANK, SERIES_KINDS, type KeyKind, type SeriesKind };
  * Version of the schema below; written to `PRAGMA user_version`. 2: `ranks` names every line
  * (`role`, `thread`, `host`; the controller's own line is `CONTROLLER_RANK`, −2, and a user worker's
  * raw values have thread lines, see `lineOf`), the writers' `host` and `heartbeat_at`, and the
- * `lost_ranks` and `alerts` tables. A version-1 file is migrated when opened for writing (new
- * tables come from `SCHEMA`; a reader of a file without `alerts` finds no alerts).
+ * `lost_ranks`, `alerts`, `rank_timing` and `rank_lists` tables. A version-1 file is migrated when
+ * opened for writing (new tables come from `SCHEMA`, new columns are added; a reader of a file
+ * without `alerts` finds no alerts, without `rank_timing` no timings).
  */
 export const SCHEMA_VERSION = 2;
 
@@ -125,6 +129,15 @@ CREATE TABLE IF NOT EXISTS config (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS alerts (
   seq INTEGER PRIMARY KEY, alert_id TEXT NOT NULL, rule TEXT NOT NULL, state TEXT NOT NULL,
   level TEXT NOT NULL, step INTEGER, wall REAL NOT NULL, event TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rank_lists (
+  id INTEGER PRIMARY KEY,
+  ranks TEXT NOT NULL -- JSON: [[rank, rankName, host], ...], the order of rank_timing's blobs
+);
+CREATE TABLE IF NOT EXISTS rank_timing (
+  step INTEGER PRIMARY KEY, wall REAL NOT NULL, list_id INTEGER NOT NULL,
+  report TEXT NOT NULL, -- the flush's straggler report (JSON); kept before the blobs so reading it does not read them
+  step_ms BLOB NOT NULL, lateness_ms BLOB NOT NULL, wait_ms BLOB NOT NULL -- float32 per rank, NaN where none
 );
 `;
 

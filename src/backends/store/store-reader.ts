@@ -24,6 +24,8 @@ import {
   type LastValue,
   type LostRank,
   type RankInfo,
+  type RankTimingOptions,
+  type RankTimingWindow,
   type RecordsOptions,
   type RunStatus,
   type RunSummary,
@@ -44,6 +46,7 @@ import {
 import { writerGone } from "./liveness.js";
 import { withBusyRetry } from "./schema.js";
 import { readChunkedSeries, readRawSeries } from "./series-read.js";
+import { readRankTiming } from "./rank-timing.js";
 
 /** Default `maxPoints` of `series`. */
 export const DEFAULT_MAX_POINTS = 2000;
@@ -249,6 +252,11 @@ export class RunReader {
   /** Histograms (`Reduce.HISTOGRAM`), newest last; all keys unless `key` is given. */
   histograms(key?: string, options: RecordsOptions = {}): HistogramEntry[] {
     return this.records("histogram", key, options).map(({ json, ...base }) => ({ ...base, histogram: parseHistogram(json, base.key) }));
+  }
+
+  /** Per-rank timings of the newest flushes (the Ranks view); empty when the run has none. */
+  rankTiming(options: RankTimingOptions = {}): RankTimingWindow {
+    return readRankTiming(this.db, options);
   }
 
   /** The run's hyperparameters / config, as logged (`{}` when none). */

@@ -103,6 +103,10 @@ export interface WriterStatements {
   readonly configSelect: Statement<[name: string], { value: string }>;
   readonly configUpsert: Statement<[name: string, value: string]>;
   readonly alertInsert: Statement<[alertId: string, rule: string, state: string, level: string, step: number | null, wall: number, event: string]>;
+  // Per-rank timings at each flush (the Ranks view).
+  readonly rankListInsert: Statement<[ranks: string]>;
+  readonly rankTimingUpsert: Statement<[step: number, wall: number, listId: number, report: string, stepMs: Buffer, latenessMs: Buffer, waitMs: Buffer]>;
+  readonly rankTimingDeleteFrom: Statement<[step: number]>;
   // A resume: this writer's rows at or after a step.
   readonly pointsDeleteFrom: Statement<[rank: number, step: number]>;
   readonly samplesDeleteFrom: Statement<[rank: number, step: number]>;
@@ -158,6 +162,9 @@ export function prepareWriterStatements(db: Database.Database): WriterStatements
     configSelect: db.prepare("SELECT value FROM config WHERE name = ?"),
     alertInsert: db.prepare("INSERT INTO alerts (alert_id, rule, state, level, step, wall, event) VALUES (?, ?, ?, ?, ?, ?, ?)"),
     configUpsert: db.prepare("INSERT OR REPLACE INTO config (name, value) VALUES (?, ?)"),
+    rankListInsert: db.prepare("INSERT INTO rank_lists (ranks) VALUES (?)"),
+    rankTimingUpsert: db.prepare("INSERT OR REPLACE INTO rank_timing (step, wall, list_id, report, step_ms, lateness_ms, wait_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"),
+    rankTimingDeleteFrom: db.prepare("DELETE FROM rank_timing WHERE step >= ?"),
     pointsDeleteFrom: db.prepare("DELETE FROM points WHERE rank = ? AND step >= ?"),
     samplesDeleteFrom: db.prepare("DELETE FROM samples WHERE rank = ? AND step >= ?"),
     histogramsDeleteFrom: db.prepare("DELETE FROM histograms WHERE rank = ? AND step >= ?"),

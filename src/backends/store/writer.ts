@@ -18,7 +18,7 @@ import type Database from "better-sqlite3";
 import type { AlertEvent } from "../../core/alert.js";
 import { isRecord, jsonText, parseRecord } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
-import { toSqlReal } from "./codec.js";
+import { packFloat32, toSqlReal } from "./codec.js";
 import { ChunkPacker } from "./chunk-packer.js";
 import { ColumnBuilder, groupColumns, sortDedupe, type PointColumns } from "./columns.js";
 import { hostname } from "node:os";
@@ -70,6 +70,22 @@ export interface HistogramWrite {
   readonly rank?: number;
 }
 
+/**
+ * Every rank's timings at one flush (`RankTimingRecord` as the store keeps it): float32 columns
+ * in the order of `ranks`, which is given when it changed since this writer's last such write.
+ */
+export interface RankTimingWrite {
+  readonly step: number;
+  readonly wall: number;
+  /** `[rank, rankName, host]` per row; absent: the same ranks as the previous write. */
+  readonly ranks?: readonly (readonly [number, string, string])[];
+  /** The flush's straggler report, as JSON. */
+  readonly report: string;
+  readonly stepMs: Float32Array;
+  readonly latenessMs: Float32Array;
+  readonly waitMs: Float32Array;
+}
+
 /** A rank the controller lost (see `LostRank`), or one that came back (`back: true`: its latest loss gets `backStep`). */
 export interface LostRankWrite {
   readonly rank: number;
@@ -95,6 +111,8 @@ export interface WriteBatch {
   hyperparams?: Readonly<Record<string, unknown>>;
   /** Alert events, in the order they happened. */
   alerts?: readonly AlertEvent[];
+  /** Per-rank timings of flushes (the controller's store only). */
+  rankTiming?: readonly RankTimingWrite[];
   /** Ranks lost (or back) since the last batch. */
   lostRanks?: readonly LostRankWrite[];
   /** Lines this batch's records use besides the writer's own (a user worker's raw values), named in `ranks`. */
@@ -143,6 +161,8 @@ export type WriterStatus = "finished" | "failed" | "crashed";
 interface Pending {
   keys: Map<string, number>;
   series: Set<string>;
+  /** The rank list the transaction's last rank-timing row follows. */
+  rankList?: number;
 }
 
 /** Whether a batch holds any data (not only hyperparameters). */
@@ -153,6 +173,7 @@ function carriesData(b: WriteBatch): boolean {
     (b.system?.length ?? 0) > 0 ||
     (b.samples?.length ?? 0) > 0 ||
     (b.histograms?.length ?? 0) > 0 ||
+    (b.rankTiming?.length ?? 0) > 0 ||
     b.scalarColumns !== undefined ||
     b.streamColumns !== undefined
   );
@@ -167,6 +188,8 @@ export class StoreWriter {
   private readonly writerId: string;
   /** Whether this writer has named its rank in `ranks` on writing data (see `claimRankName`). */
   private rankNameClaimed = false;
+  /** The `rank_lists` row of this writer's last rank-timing write. */
+  private rankList: number | undefined;
   private closed = false;
   /** Notes `heartbeat_at` every `HEARTBEAT_MS` while open (unref'd: it never keeps a process alive). */
   private heartbeatTimer: NodeJS.Timeout | null = null;
@@ -273,6 +296,15 @@ export class StoreWriter {
       if (lost.back === true) this.sql.lostRankBack.run(lost.step, lost.wall, lost.rankName);
       else this.sql.lostRankInsert.run(lost.rank, lost.rankName, lost.step, lost.wall, lost.reason);
     }
+    for (const t of batch.rankTiming ?? []) this.writeRankTiming(pending, t);
+  }
+
+  /** One flush's per-rank timings: a new `rank_lists` row when its ranks changed, then its row. */
+  private writeRankTiming(pending: Pending, t: RankTimingWrite): void {
+    if (t.ranks !== undefined) pending.rankList = Number(this.sql.rankListInsert.run(JSON.stringify(t.ranks)).lastInsertRowid);
+    const list = pending.rankList ?? this.rankList;
+    if (list === undefined) throw new Error(`per-rank timings of step ${t.step} follow a rank list this writer never wrote`);
+    this.sql.rankTimingUpsert.run(t.step, t.wall, list, t.report, packFloat32(t.stepMs), packFloat32(t.latenessMs), packFloat32(t.waitMs));
   }
 
   /**
@@ -362,6 +394,7 @@ export class StoreWriter {
     this.sql.pointsDeleteFrom.run(rank, step);
     this.sql.samplesDeleteFrom.run(rank, step);
     this.sql.histogramsDeleteFrom.run(rank, step);
+    if (this.options.role === "controller") this.sql.rankTimingDeleteFrom.run(step);
     this.packer.truncateFrom(rank, step);
   }
 
@@ -380,6 +413,7 @@ export class StoreWriter {
     });
     for (const [k, v] of pending.keys) this.keyIds.set(k, v);
     for (const s of pending.series) this.knownSeries.add(s);
+    if (pending.rankList !== undefined) this.rankList = pending.rankList;
     this.packer.committed();
   }
 

@@ -11,6 +11,7 @@ import { processWide } from "../../core/process-wide.js";
 import { checkReplyFrameHeader, reportIgnored, transportStats, type RankMessage, type RankReply, type RankReplyFrameHeader } from "../protocol/messages.js";
 import type { MergeableSnapshot, RankSnapshot } from "../protocol/types.js";
 import { FrameMerger, frameKeyStates, readFrameHeader, StateDecoder, WIRE_VERSION, WireFormatError, type DecodedFrame } from "../wire/codec.js";
+import type { RankTiming } from "../../core/step-timing.js";
 
 /** Ranks this server does not know whose flush answers (or key tables) are kept for them (beyond: dropped, counted). */
 export const MAX_ORPHAN_RANKS = 4096;
@@ -78,7 +79,7 @@ export class RankFrames {
         this.askResend(rankName, header.id, header.seq);
         return undefined;
       }
-      return { t: "reply", id: header.id, rankName, ok: true, snapshot: new FramedSnapshot(rankName, header.step, header.seq, header.dropped, frame) };
+      return { t: "reply", id: header.id, rankName, ok: true, snapshot: new FramedSnapshot(rankName, header.step, header.seq, header.dropped, frame, header.timing) };
     } catch (error) {
       if (!(error instanceof WireFormatError)) throw error;
       reportIgnored(error.kind, `a flush-answer frame from ${from} ${error.kind === "malformed" ? "cannot be read" : "is refused"} (${error.message})`);
@@ -99,6 +100,7 @@ export class FramedSnapshot implements MergeableSnapshot {
     readonly seq: number,
     readonly droppedKeyRecords: number,
     readonly frame: DecodedFrame,
+    readonly timing?: RankTiming,
   ) {}
   get states(): readonly KeyState[] {
     return (this.built ??= frameKeyStates(this.frame, false));
@@ -186,7 +188,7 @@ export class ChannelRankFrames {
         this.askResend(header.id, header.seq);
         return undefined;
       }
-      return { t: "reply", id: header.id, rankName: this.rankName, ok: true, snapshot: new FramedSnapshot(this.rankName, header.step, header.seq, header.dropped, frame) };
+      return { t: "reply", id: header.id, rankName: this.rankName, ok: true, snapshot: new FramedSnapshot(this.rankName, header.step, header.seq, header.dropped, frame, header.timing) };
     } catch (error) {
       if (!(error instanceof WireFormatError)) throw error;
       const refused = error.kind === "malformed" ? "cannot be read" : "is refused";

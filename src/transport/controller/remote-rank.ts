@@ -13,6 +13,7 @@ import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { newestAlerts } from "../../alerts/user-alert.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
+import { mergeTracerTimings, type RankTiming } from "../../core/step-timing.js";
 import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
 import { encodeProtocolMessage, reportIgnored, transportStats, type ControllerRequest, type RankReply } from "../protocol/messages.js";
 import { KEPT_FLUSH_ANSWERS } from "../rank/rank-agent.js";
@@ -125,7 +126,15 @@ function mergeSnapshots(earlier: RankSnapshot, later: RankSnapshot): RankSnapsho
     droppedKeyRecords: Math.max(earlier.droppedKeyRecords, later.droppedKeyRecords),
     ...(offCycle.length > 0 ? { offCycle } : {}),
     ...(alerts.length > 0 ? { alerts } : {}),
+    ...carriedTiming(earlier.timing, later.timing),
   };
+}
+
+/** The timings of a late answer and the next one together (their sums add), as a snapshot field. */
+function carriedTiming(earlier: RankTiming | undefined, later: RankTiming | undefined): { timing?: RankTiming } {
+  if (earlier === undefined) return later === undefined ? {} : { timing: later };
+  if (later === undefined) return { timing: earlier };
+  return { timing: { ...later, tracers: mergeTracerTimings(earlier.tracers, later.tracers) } };
 }
 
 /** How many answer numbers a handle remembers as seen or logged (a rank keeps at most 16 answers). */

@@ -29,6 +29,7 @@ import { reportIgnored, takeRejectionsSinceLastFlush } from "../protocol/message
 import type { RemoteRankHandle } from "../controller/remote-rank.js";
 import { FrameMerger, StateEncoder } from "../wire/codec.js";
 import type { KeyState } from "../../core/collector.js";
+import { appendRankTiming, emptyTimingColumns, roundMs } from "../../core/step-timing.js";
 import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostEnvelope, hostSubjects, type HostMessage, type HostStatesHeader } from "./messages.js";
 
 /** Options of `startHostAgent`. */
@@ -189,16 +190,28 @@ export class HostAgent implements RankRegistry {
     const version = this.membersVersion;
     // No rank yet: perhaps they joined a previous agent and missed the announcement.
     if (handles.length === 0) this.server?.announce();
-    const answers = await Promise.all(handles.map(async (handle) => ({ handle, answer: await handle.flush(request.step, deadline).catch(() => undefined) })));
+    const asked = performance.now();
+    const answers = await Promise.all(
+      handles.map(async (handle) => {
+        const answer = await handle.flush(request.step, deadline).catch(() => undefined);
+        return { handle, answer, arrivalMs: roundMs(performance.now() - asked) };
+      }),
+    );
     const snapshots: RankSnapshot[] = [];
     const missing: string[] = [];
     let dropped = 0;
     const offCycle: OffCycleLog[] = [];
     const alerts: UserAlertCall[] = [];
-    for (const { handle, answer } of answers) {
+    const timing = emptyTimingColumns();
+    const rows: number[] = [];
+    for (const [row, { handle, answer, arrivalMs }] of answers.entries()) {
       if (answer === undefined) {
         missing.push(handle.rankName);
         continue;
+      }
+      if (answer.timing !== undefined) {
+        rows.push(row);
+        appendRankTiming(timing, handle.rankName, answer.timing.rank, hostId, arrivalMs, answer.timing.tracers);
       }
       snapshots.push(answer);
       dropped += answer.droppedKeyRecords;
@@ -222,6 +235,7 @@ export class HostAgent implements RankRegistry {
       ...(offCycle.length > 0 ? { offCycle } : {}),
       // A host's answer carries at most what one rank's may (the newest).
       ...(alerts.length > 0 ? { alerts: newestAlerts(undefined, alerts, `host ${this.hostId}'s ranks`) } : {}),
+      ...(rows.length > 0 ? { timing: { rows, ranks: timing.ranks, arrivalMs: timing.arrivalMs, tracers: timing.tracers } } : {}),
     };
     try {
       const frame = this.encoder.encode(header, states);

@@ -16,7 +16,8 @@
 import { encodeMessage } from "../../core/json.js";
 import type { UserAlertCall } from "../../core/alert.js";
 import type { OffCycleLog, RankInit } from "../protocol/types.js";
-import { PROTOCOL_VERSION, alertsProblem, decodeChecked, isId, nameProblem, offCycleProblem, namesProblem, shortText, transportStats, type MessageProblem } from "../protocol/messages.js";
+import type { HostTiming } from "../../core/step-timing.js";
+import { PROTOCOL_VERSION, alertsProblem, decodeChecked, hostTimingProblem, isId, nameProblem, offCycleProblem, namesProblem, shortText, transportStats, type MessageProblem } from "../protocol/messages.js";
 
 const PROTO = "rankscope";
 
@@ -70,6 +71,8 @@ export interface HostStatesHeader {
   readonly offCycle?: readonly OffCycleLog[];
   /** The host's ranks' `alert()` calls since their last answer. */
   readonly alerts?: readonly UserAlertCall[];
+  /** The ranks' arrival at the agent (ms after it asked) and step timings, rows indexing the rank list of version `mv` (docs/stragglers.md). */
+  readonly timing?: HostTiming;
 }
 
 /** Encode a host message in the protocol envelope. */
@@ -124,14 +127,19 @@ export function validateHostStatesHeader(h: Record<string, unknown>): MessagePro
   if (h["t"] !== "hostStates") return `a ${shortText(h["t"])} frame where only "hostStates" is taken`;
   if (!isId(h["id"]) || !isId(h["step"])) return "id and step are required";
   if (!isId(h["reporting"]) || !isId(h["mv"]) || !isId(h["dropped"])) return "reporting, missing, mv and dropped are required";
-  return (
+  const names =
     offCycleProblem(h["offCycle"], "a host's frame") ??
     nameProblem("host", h["host"]) ??
     namesProblem("missing", h["missing"]) ??
     (h["ranks"] === undefined ? undefined : namesProblem("ranks", h["ranks"])) ??
-    alertsProblem(h, "a host's frame")
-  );
+    alertsProblem(h, "a host's frame");
+  if (names !== undefined || h["timing"] === undefined) return names;
+  // Rows index the rank list; without one in this frame, any index up to the bound a frame could name.
+  return hostTimingProblem(h["timing"], Array.isArray(h["ranks"]) ? h["ranks"].length : MAX_HOST_RANKS);
 }
+
+/** The most ranks one host's answer may name (a bound for checking a frame's timing rows). */
+export const MAX_HOST_RANKS = 65_536;
 
 /**
  * The agent's own deadline for a flush whose controller deadline is `controllerMs`: shorter by a

@@ -9,6 +9,7 @@ import { createInbox } from "@nats-io/transport-node";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import type { KeyState } from "../../core/collector.js";
+import type { TimingColumns } from "../../core/step-timing.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import type { UserAlertCall } from "../../core/alert.js";
 import { newestAlerts } from "../../alerts/user-alert.js";
@@ -181,6 +182,7 @@ export class HostHandle implements RankGroupHandle {
     const offCycle = [...this.carriedOffCycle.splice(0), ...(header.offCycle ?? [])];
     const alerts = newestAlerts(this.carriedAlerts, header.alerts, `host ${this.hostId}'s answers`);
     this.carriedAlerts = [];
+    const timing = this.timingOf(header);
     pending.resolve({
       rankName: this.rankName,
       step: header.step,
@@ -188,8 +190,24 @@ export class HostHandle implements RankGroupHandle {
       droppedKeyRecords: header.dropped,
       ...(offCycle.length === 0 ? {} : { offCycle }),
       ...(alerts.length === 0 ? {} : { alerts }),
-      group: { reporting: header.reporting, missing: header.missing },
+      group: { reporting: header.reporting, missing: header.missing, ...(timing === undefined ? {} : { timing }) },
     });
+  }
+
+  /**
+   * The frame's step timings with the ranks' names (from the rank list this handle holds), or
+   * undefined when it has none or its rows name a rank list this handle does not hold.
+   */
+  private timingOf(header: HostStatesHeader): TimingColumns | undefined {
+    const t = header.timing;
+    if (t === undefined || header.mv !== this.membersVersion) return undefined;
+    const rankNames: string[] = [];
+    for (const row of t.rows) {
+      const name = this.members[row];
+      if (name === undefined) return undefined;
+      rankNames.push(name);
+    }
+    return { rankNames, ranks: t.ranks, hosts: rankNames.map(() => this.hostId), arrivalMs: t.arrivalMs, tracers: t.tracers };
   }
 }
 

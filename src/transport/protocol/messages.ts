@@ -21,12 +21,13 @@
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { processWide } from "../../core/process-wide.js";
 import { reportIgnored, shortText } from "./ignored.js";
-import { isId, nameProblem, validateProtocolMessage, type MessageProblem } from "./validate.js";
+import { isId, nameProblem, rankTimingProblem, validateProtocolMessage, type MessageProblem } from "./validate.js";
 import { decodeMessage, encodeMessage } from "../../core/json.js";
 import type { RankInit, RankSnapshot } from "./types.js";
+import type { RankTiming } from "../../core/step-timing.js";
 
 export { ignoredMessageCounts, reportIgnored, shortText, takeRejectionsSinceLastFlush, REJECTION_KINDS, IGNORED_REPORT_INTERVAL_MS, type IgnoredKind, type IgnoredMessageCounts } from "./ignored.js";
-export { alertsProblem, isId, keepValidStates, nameProblem, namesProblem, offCycleProblem, MAX_NAMES, type MessageProblem } from "./validate.js";
+export { alertsProblem, hostTimingProblem, isId, keepValidStates, nameProblem, rankTimingProblem, namesProblem, offCycleProblem, MAX_NAMES, type MessageProblem } from "./validate.js";
 
 /** The protocol version this build speaks. A message with another version is ignored and counted. */
 export const PROTOCOL_VERSION = 1;
@@ -99,6 +100,8 @@ export interface RankReplyFrameHeader extends Envelope {
   /** The snapshot's `droppedKeyRecords`. */
   readonly dropped: number;
   readonly session: string;
+  /** The snapshot's `timing` (the rank's step timings), when it has some. */
+  readonly timing?: RankTiming;
 }
 
 /** The controller's answer to a rank's `register` over NATS (on other carriers, `init` follows directly). */
@@ -207,7 +210,7 @@ export function checkReplyFrameHeader(run: string, header: unknown, from: string
   let problem: MessageProblem;
   if (h["t"] !== "reply" || h["ok"] !== true) problem = `a frame with t ${shortText(h["t"])} and ok ${shortText(h["ok"])} where only successful flush replies travel as frames`;
   else if (!isId(h["id"]) || !isId(h["step"]) || !isId(h["seq"]) || !isId(h["dropped"])) problem = "id, step, seq and dropped are required";
-  else problem = nameProblem("rankName", h["rankName"]);
+  else problem = nameProblem("rankName", h["rankName"]) ?? (h["timing"] === undefined ? undefined : rankTimingProblem(h["timing"]));
   if (problem !== undefined) {
     const { kind, detail } = typeof problem === "string" ? { kind: "malformed" as const, detail: problem } : problem;
     reportIgnored(kind, `a flush-answer frame from ${from} is ${kind === "malformed" ? "malformed" : "refused"} (${detail})`);

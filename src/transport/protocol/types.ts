@@ -7,6 +7,7 @@ import type { UncheckedBackendsConfig } from "../../backends/options.js";
 import type { UserAlertCall } from "../../core/alert.js";
 import type { KeyState } from "../../core/collector.js";
 import type { RankIdentity } from "../../core/rank-identity.js";
+import type { RankTiming, TimingColumns } from "../../core/step-timing.js";
 /** Where a run's files go and where it starts. */
 export interface RunInfo {
   readonly runDir: string;
@@ -44,6 +45,8 @@ export interface RankSnapshot {
   readonly offCycle?: readonly OffCycleLog[];
   /** The user's `alert()` calls made in the rank's process since its last answer (src/alerts/user-alert.ts). */
   readonly alerts?: readonly UserAlertCall[];
+  /** The rank's Tracer step timings since the last flush, for straggler attribution (absent when it traced nothing). */
+  readonly timing?: RankTiming;
 }
 
 /**
@@ -117,5 +120,7 @@ export interface RankGroupSnapshot extends RankSnapshot {
     readonly reporting: number;
     /** Its ranks that did not (named by the agent, by its own shorter deadline). */
     readonly missing: readonly string[];
+    /** Its ranks' arrival at the agent and step timings, one row per rank that answered (docs/stragglers.md). */
+    readonly timing?: TimingColumns;
   };
 }

@@ -7,6 +7,7 @@ import { ALERT_LEVELS, MAX_ALERT_TEXT, MAX_ALERT_TITLE, MAX_QUEUED_ALERTS } from
 import { ReceivedStates } from "../../core/key-state-check.js";
 import { isSubjectToken, MAX_NAME_LENGTH } from "./identity.js";
 import { reportIgnored, shortText, type IgnoredKind } from "./ignored.js";
+import { MAX_ANSWER_TRACERS, MAX_TIMING_NAME, MAX_TRACER_PHASES } from "../../core/step-timing.js";
 
 /**
  * What is wrong with a received message: a sentence (the message is `malformed`), or a sentence
@@ -148,6 +149,10 @@ function validateSnapshot(snapshot: unknown, from: string): MessageProblem {
   const name = nameProblem("snapshot.rankName", snapshot["rankName"]);
   if (name !== undefined) return name;
   if (snapshot["seq"] !== undefined && !isId(snapshot["seq"])) return "snapshot.seq must be a non-negative integer";
+  if (snapshot["timing"] !== undefined) {
+    const timing = rankTimingProblem(snapshot["timing"]);
+    if (timing !== undefined) return timing;
+  }
   const states = keepValidStates(snapshot["states"], `${from}'s answer`);
   if (states === undefined) return "snapshot.states must be a list of { key, reduce, state }";
   snapshot["states"] = states;
@@ -228,4 +233,67 @@ export function offCycleProblem(offCycle: unknown, from: string): MessageProblem
     log["states"] = states;
   }
   return undefined;
+}
+
+/** Longest duration or arrival a step timing may carry, in ms (100 days: anything longer is forged). */
+export const MAX_TIMING_MS = 8.64e9;
+/** Longest host name in a step timing (as in `register`). */
+const MAX_HOST = 255;
+
+const isDuration = (v: unknown): v is number => typeof v === "number" && v >= 0 && v <= MAX_TIMING_MS;
+const isTimingName = (v: unknown): v is string => isText(v, MAX_TIMING_NAME);
+const isIdColumn = (v: unknown, n: number): v is number[] => Array.isArray(v) && v.length === n && v.every(isId);
+const isDurationColumn = (v: unknown, n: number): v is number[] => Array.isArray(v) && v.length === n && v.every(isDuration);
+
+/**
+ * The shape shared by a rank's tracers (`rows` undefined: one number per field) and a host's
+ * (`rows` = n: a column of n numbers per field): bounded counts, unique names, durations finite,
+ * non-negative and at most `MAX_TIMING_MS`.
+ */
+function tracersProblem(tracers: unknown, rows: number | undefined): MessageProblem {
+  if (!Array.isArray(tracers)) return "timing.tracers must be a list";
+  const list: readonly unknown[] = tracers;
+  if (list.length > MAX_ANSWER_TRACERS) return `timing carries more than ${MAX_ANSWER_TRACERS} tracers`;
+  const counts = (v: unknown): boolean => (rows === undefined ? isId(v) : isIdColumn(v, rows));
+  const durations = (v: unknown): boolean => (rows === undefined ? isDuration(v) : isDurationColumn(v, rows));
+  const prefixes = new Set<string>();
+  for (const t of list) {
+    if (!isObject(t) || !isTimingName(t["prefix"]) || prefixes.has(t["prefix"]) || !counts(t["steps"]) || !durations(t["totalMs"]) || !Array.isArray(t["phases"])) {
+      return `every tracer must carry a unique prefix (1 to ${MAX_TIMING_NAME} characters), steps, totalMs (0 to ${MAX_TIMING_MS} ms)${rows === undefined ? "" : " per row"} and phases`;
+    }
+    prefixes.add(t["prefix"]);
+    const phases: readonly unknown[] = t["phases"];
+    if (phases.length > MAX_TRACER_PHASES) return `a tracer carries more than ${MAX_TRACER_PHASES} phases`;
+    const names = new Set<string>();
+    for (const p of phases) {
+      if (!isObject(p) || !isTimingName(p["name"]) || names.has(p["name"]) || (p["kind"] !== "phase" && p["kind"] !== "barrier") || !counts(p["count"]) || !durations(p["totalMs"])) {
+        return `every phase must carry a unique name, kind (phase or barrier), count and totalMs${rows === undefined ? "" : " per row"}`;
+      }
+      names.add(p["name"]);
+    }
+  }
+  return undefined;
+}
+
+/** What is wrong with a rank's step timings (`RankSnapshot.timing`, a reply or a frame header), or undefined. */
+export function rankTimingProblem(value: unknown): MessageProblem {
+  if (!isObject(value) || !isId(value["rank"]) || !isText(value["host"], MAX_HOST)) return `timing must carry rank and host (1 to ${MAX_HOST} characters)`;
+  return tracersProblem(value["tracers"], undefined);
+}
+
+/**
+ * What is wrong with a host's forwarded step timings (`HostStatesHeader.timing`) for a rank list
+ * of `members` ranks, or undefined: rows strictly increasing indexes of that list, every column
+ * one number per row.
+ */
+export function hostTimingProblem(value: unknown, members: number): MessageProblem {
+  if (!isObject(value) || !Array.isArray(value["rows"])) return "timing must carry rows, ranks, arrivalMs and tracers";
+  const rows: readonly unknown[] = value["rows"];
+  const n = rows.length;
+  for (let i = 0; i < n; i++) {
+    const row = rows[i];
+    if (!isId(row) || row >= members || (i > 0 && row <= Number(rows[i - 1]))) return "timing.rows must be increasing indexes of the answer's rank list";
+  }
+  if (!isIdColumn(value["ranks"], n) || !isDurationColumn(value["arrivalMs"], n)) return "timing.ranks and timing.arrivalMs must have one number per row";
+  return tracersProblem(value["tracers"], n);
 }

@@ -8,6 +8,7 @@ import { hostname } from "node:os";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { allowedModule, checkWireBackends, type RankPolicy } from "./policy.js";
 import type { RankSnapshot } from "../protocol/types.js";
+import type { RankTiming } from "../../core/step-timing.js";
 import type { RankRuntime } from "./runtime.js";
 import { decodeProtocolMessage, encodeProtocolMessage, PROTOCOL_VERSION, reportIgnored, type ControllerRequest, type RankMessage } from "../protocol/messages.js";
 import { frameKeyStates, StateDecoder, StateEncoder, WIRE_VERSION, type FrameHeader, type KeyTable } from "../wire/codec.js";
@@ -48,6 +49,7 @@ interface KeptFrame {
   readonly bytes: Uint8Array;
   readonly table: KeyTable;
   readonly stateCount: number;
+  readonly timing?: RankTiming;
 }
 
 type FlushRequest = ControllerRequest & { t: "flush" };
@@ -200,14 +202,15 @@ export class RankAgent {
   private async flushFrame(request: FlushRequest): Promise<RankMessage | Uint8Array> {
     const encoder = this.encoderFor(request);
     let seq = 0;
-    const flushed = await this.options.runtime.flushFrame(request.step, undefined, (entries, dropped) => {
+    const flushed = await this.options.runtime.flushFrame(request.step, undefined, (entries, dropped, timing) => {
       // Numbered when taken (synchronously), as the JSON answers are.
-      const frame = encoder.encodeTaking(this.frameHeader(request.id, request.step, this.seq + 1, dropped), entries);
+      const frame = encoder.encodeTaking(this.frameHeader(request.id, request.step, this.seq + 1, dropped, timing), entries);
       seq = ++this.seq;
       return frame;
     });
     if ("bytes" in flushed) {
-      this.keep({ seq, step: flushed.step, droppedKeyRecords: flushed.droppedKeyRecords, bytes: flushed.bytes, table: encoder.table, stateCount: encoder.lastFrameStates }, encoder.lastFrameStates);
+      const timing = flushed.timing;
+      this.keep({ seq, step: flushed.step, droppedKeyRecords: flushed.droppedKeyRecords, bytes: flushed.bytes, table: encoder.table, stateCount: encoder.lastFrameStates, ...(timing === undefined ? {} : { timing }) }, encoder.lastFrameStates);
       return flushed.bytes;
     }
     const snapshot: RankSnapshot = { ...flushed, seq: ++this.seq };
@@ -235,7 +238,7 @@ export class RankAgent {
   /** A kept frame as the snapshot it stands for (read with the key table it was written with). */
   private snapshotOf(kept: KeptFrame): RankSnapshot {
     const states = frameKeyStates(StateDecoder.holding(kept.table).decode(kept.bytes));
-    return { rankName: this.rankName, step: kept.step, seq: kept.seq, states, droppedKeyRecords: kept.droppedKeyRecords };
+    return { rankName: this.rankName, step: kept.step, seq: kept.seq, states, droppedKeyRecords: kept.droppedKeyRecords, ...(kept.timing === undefined ? {} : { timing: kept.timing }) };
   }
 
   /** The key-table encoder of this rank's frames, reset when the request asks this rank to resync. */
@@ -248,8 +251,8 @@ export class RankAgent {
     return this.frameEncoder;
   }
 
-  private frameHeader(id: number, step: number, seq: number, dropped: number): Omit<FrameHeader, "session"> {
-    return { proto: "rankscope", v: PROTOCOL_VERSION, run: this.options.runId, t: "reply", id, rankName: this.rankName, ok: true, step, seq, dropped };
+  private frameHeader(id: number, step: number, seq: number, dropped: number, timing: RankTiming | undefined): Omit<FrameHeader, "session"> {
+    return { proto: "rankscope", v: PROTOCOL_VERSION, run: this.options.runId, t: "reply", id, rankName: this.rankName, ok: true, step, seq, dropped, ...(timing === undefined ? {} : { timing }) };
   }
 
   /**
@@ -262,7 +265,7 @@ export class RankAgent {
     if ((snapshot.offCycle !== undefined && snapshot.offCycle.length > 0) || (snapshot.alerts !== undefined && snapshot.alerts.length > 0)) return undefined;
     const encoder = this.encoderFor(request);
     try {
-      return encoder.encode(this.frameHeader(answer.id, snapshot.step, snapshot.seq ?? 0, snapshot.droppedKeyRecords), snapshot.states);
+      return encoder.encode(this.frameHeader(answer.id, snapshot.step, snapshot.seq ?? 0, snapshot.droppedKeyRecords, snapshot.timing), snapshot.states);
     } catch {
       // A key too long for the frame's length fields: this answer goes as JSON, which carries any key.
       return undefined;

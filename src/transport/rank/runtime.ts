@@ -13,6 +13,7 @@ import type { BackendContext } from "../../backends/backend.js";
 import { DEFAULT_PROCESS_NAME, roleOf, type RankIdentity } from "../../core/rank-identity.js";
 import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../../core/collector.js";
 import type { StreamRecord } from "../../core/metric.js";
+import type { RankTiming } from "../../core/step-timing.js";
 import { reportError } from "../../core/diagnostics.js";
 import { peekProcessWide, processWide, setProcessWide } from "../../core/process-wide.js";
 import { markThreadAsRank, workerGatherer } from "../../core/worker-link.js";
@@ -31,13 +32,15 @@ export type { OffCycleLog, RankHandle, RankInit, RankSnapshot, RunInfo } from ".
  * Writes a flush answer straight from the collector's entries (see `RankRuntime.flushFrame`):
  * takes every entry with values, or throws having taken nothing.
  */
-export type FrameWriter = (entries: readonly MetricEntry[], droppedKeyRecords: number) => Uint8Array;
+export type FrameWriter = (entries: readonly MetricEntry[], droppedKeyRecords: number, timing: RankTiming | undefined) => Uint8Array;
 
 /** A flush answered as a wire frame (`RankRuntime.flushFrame`). */
 export interface FramedFlush {
   readonly rankName: string;
   readonly step: number;
   readonly droppedKeyRecords: number;
+  /** The rank's step timings, which the frame's header carries (see `RankSnapshot.timing`). */
+  readonly timing?: RankTiming;
   /** The frame: the answer's bytes. */
   readonly bytes: Uint8Array;
 }
@@ -78,6 +81,9 @@ const STREAM_FLUSH_WAIT_MS = 1000;
  * later goes into the next flush.
  */
 export const WORKER_FLUSH_DEADLINE_MS = 1000;
+
+/** This machine's name, as a rank's step timings name its host (read once). */
+const HOST = hostname();
 
 /** The identity of a process that nobody told who it is: rank 0 of one. */
 export function standaloneIdentity(processName: string): RankIdentity {
@@ -185,7 +191,7 @@ export class RankRuntime {
     if (draining !== undefined) await draining;
     recordStreamDropped(this.collector);
     if (this.collector === getCollector()) recordRejections(this.collector);
-    return this.flushTaken(step, deadlineMs, this.collector.takeStates(), this.takeUndelivered());
+    return this.flushTaken(step, deadlineMs, this.collector.takeStates(), this.takeUndelivered(), this.takeTiming());
   }
 
   /**
@@ -206,18 +212,30 @@ export class RankRuntime {
     const gatherer = own ? workerGatherer() : undefined;
     if (undelivered.length === 0 && this.reduceBackends.size === 0 && (gatherer === undefined || gatherer.quiet) && (!own || (offCycleQueue().length === 0 && !hasQueuedAlerts()))) {
       const droppedKeyRecords = this.collector.droppedKeyRecords + (gatherer?.droppedKeyRecords ?? 0);
+      const timing = this.takeTiming();
       let frame: Uint8Array | undefined;
       try {
-        frame = write(this.collector.entriesInKeyOrder(), droppedKeyRecords);
+        frame = write(this.collector.entriesInKeyOrder(), droppedKeyRecords, timing);
       } catch {
         // Nothing was taken (a key too long for the frame): the states go as objects below.
       }
       if (frame !== undefined) {
         this.collector.step = step + 1;
-        return { rankName: this.identity.rankName, step, droppedKeyRecords, bytes: frame };
+        return { rankName: this.identity.rankName, step, droppedKeyRecords, bytes: frame, ...(timing === undefined ? {} : { timing }) };
       }
+      return this.flushTaken(step, deadlineMs, this.collector.takeStates(), undelivered, timing);
     }
-    return this.flushTaken(step, deadlineMs, this.collector.takeStates(), undelivered);
+    return this.flushTaken(step, deadlineMs, this.collector.takeStates(), undelivered, this.takeTiming());
+  }
+
+  /**
+   * This rank's Tracer step timings since the last flush (taken with its states, in the same
+   * synchronous turn), or undefined when it traced nothing.
+   */
+  private takeTiming(): RankTiming | undefined {
+    if (this.collector.timings.empty) return undefined;
+    const tracers = this.collector.timings.take();
+    return tracers.length === 0 ? undefined : { rank: this.identity.rank, host: HOST, tracers };
   }
 
   /**
@@ -237,7 +255,7 @@ export class RankRuntime {
     return [...this.reduceBackends.takeUndeliveredStates(), ...this.streamBackends.takeUndeliveredStates()];
   }
 
-  private async flushTaken(step: number, deadlineMs: number | undefined, taken: KeyState[], undelivered: readonly KeyState[]): Promise<RankSnapshot> {
+  private async flushTaken(step: number, deadlineMs: number | undefined, taken: KeyState[], undelivered: readonly KeyState[], timing: RankTiming | undefined): Promise<RankSnapshot> {
     let states = taken;
     if (undelivered.length > 0) {
       states.push(...undelivered);
@@ -259,7 +277,7 @@ export class RankRuntime {
     if (this.reduceBackends.size > 0 && states.length > 0) {
       await this.reduceBackends.logStates(states, { step, timestamp: Date.now(), rankName: this.identity.rankName });
     }
-    const snapshot: RankSnapshot = { rankName: this.identity.rankName, step, states, droppedKeyRecords };
+    const snapshot: RankSnapshot = { rankName: this.identity.rankName, step, states, droppedKeyRecords, ...(timing === undefined ? {} : { timing }) };
     // Off-cycle logs and the user's alert() calls belong to the process: only its own collector's runtime carries them.
     if (this.collector !== getCollector()) return snapshot;
     const queue = offCycleQueue();

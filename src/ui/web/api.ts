@@ -6,8 +6,9 @@ import { isRecord } from "../../core/json.js";
 import type { LogLine, LogWindow } from "../log-reader.js";
 import type { AlertEntry, DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
 import type { LostRank } from "../../backends/store/read-types.js";
+import type { RanksView } from "../ranks-view.js";
 
-export type { AlertEntry, DashboardRun, HistogramEntry, KeyInfo, LogLine, LogWindow, LostRank, SampleRow, SeriesData, StreamData };
+export type { AlertEntry, DashboardRun, RanksView, HistogramEntry, KeyInfo, LogLine, LogWindow, LostRank, SampleRow, SeriesData, StreamData };
 
 /** A hyperparameter value as `/api/runs` flattens them. */
 export type ParamValue = string | number | boolean | null;
@@ -321,6 +322,8 @@ export const api = {
   config: (run: string) => getJson<ConfigView>("config", { run }),
   traces: async (run: string) => (await getJson<{ files: TraceFile[] }>("traces", { run })).files,
   traceUrl: (run: string, file: string) => apiUrl("trace", { run, file }),
+  /** The Ranks view of a run: per-rank timings of its newest flushes and the newest straggler report. */
+  ranks: (run: string, flushes?: number) => getJson<RanksView>("ranks", { run, flushes }),
   /** The files of a run's `logs/` (merged.log and main.log first). */
   logs: async (run: string) => (await getJson<{ files: TraceFile[] }>("logs", { run })).files,
   /** One window of a log file: the tail, or the lines before/after a byte offset, filtered. */

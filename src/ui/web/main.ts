@@ -17,6 +17,7 @@ import { renderAlertBanner, renderAlerts } from "./tabs/alerts.js";
 import { renderConfig } from "./tabs/config.js";
 import { renderHistograms } from "./tabs/histograms.js";
 import { renderLogs, stopFollowing } from "./tabs/logs.js";
+import { renderRanks } from "./tabs/ranks.js";
 import { allMetricKeys, disconnectGrid, keySignature, renderMetrics } from "./tabs/metrics.js";
 import { detachRunsTable, refreshRunsTable, renderRunsTable } from "./tabs/runs-table.js";
 import { renderSamples } from "./tabs/samples.js";
@@ -161,6 +162,7 @@ async function renderView(): Promise<void> {
     else if (state.tab === "histograms") await renderHistograms(generation);
     else if (state.tab === "samples") await renderSamples(generation);
     else if (state.tab === "logs") await renderLogs(generation);
+    else if (state.tab === "ranks") await renderRanks(generation);
     else if (state.tab === "alerts") await renderAlerts(generation);
     else if (state.tab === "config") await renderConfig(generation);
     else await renderTraces(generation);

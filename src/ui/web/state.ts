@@ -11,7 +11,7 @@ import { assignRunColours, colourFromEarliest } from "./colours.js";
 /** The band drawn around a group's mean: ± one standard deviation, min to max, or none. */
 export type Band = "std" | "minmax" | "none";
 
-export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "logs" | "alerts" | "config" | "traces";
+export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "logs" | "ranks" | "alerts" | "config" | "traces";
 export const TABS: [Tab, string][] = [
   ["metrics", "Metrics"],
   ["runs", "Runs table"],
@@ -20,6 +20,7 @@ export const TABS: [Tab, string][] = [
   ["histograms", "Histograms"],
   ["samples", "Samples"],
   ["logs", "Logs"],
+  ["ranks", "Ranks"],
   ["alerts", "Alerts"],
   ["config", "Config"],
   ["traces", "Traces"],

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import { SCHEMA_VERSION } from "../../../src/backends/store/schema.js";
-import { closeStores, ranks } from "../../../src/backends/store/reader.js";
+import { closeStores, rankTiming, ranks } from "../../../src/backends/store/reader.js";
 import { StoreWriter } from "../../../src/backends/store/writer.js";
 import { tempDir } from "../../helpers.js";
 
@@ -44,10 +44,13 @@ test("a version-1 store (before lines were named) is read as it is and migrated 
     ],
     "read as version 1: role and thread from the line",
   );
+  assert.deepEqual(rankTiming(dir).steps, [], "read as version 1: no per-rank timings (no rank_timing table)");
   closeStores();
   StoreWriter.open({ runDir: dir, role: "rank", rank: 1, rankName: "Trainer_0_r1", host: "h1", experiment: "e", trial: "t" }).finish();
   const db = new Database(join(dir, "metrics.db"), { readonly: true });
   assert.equal(db.pragma("user_version", { simple: true }), SCHEMA_VERSION);
+  const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('rank_timing', 'rank_lists', 'lost_ranks') ORDER BY name").all();
+  assert.deepEqual(tables, [{ name: "lost_ranks" }, { name: "rank_lists" }, { name: "rank_timing" }], "migrated: version 2's tables exist");
   db.close();
   assert.deepEqual(
     ranks(dir).map((r) => [r.rank, r.rankName, r.role, r.host]),

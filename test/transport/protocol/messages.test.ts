@@ -44,6 +44,19 @@ const GOLDEN: Record<string, ProtocolMessage> = {
       ],
     },
   },
+  timedReply: {
+    t: "reply",
+    id: 10,
+    rankName: "MyActor_KbWR_r1",
+    ok: true,
+    snapshot: {
+      rankName: "MyActor_KbWR_r1",
+      step: 4,
+      droppedKeyRecords: 0,
+      states: [],
+      timing: { rank: 1, host: "node-a", tracers: [{ prefix: "train_step", steps: 2, totalMs: 412.5, phases: [{ name: "forward", kind: "phase", count: 2, totalMs: 300.25 }, { name: "allreduce", kind: "barrier", count: 2, totalMs: 12 }] }] },
+    },
+  },
   failedReply: { t: "reply", id: 8, rankName: "MyActor_KbWR_r1", ok: false, error: 'the rank module exports no function "myFn"' },
   deregister: { t: "deregister", rankName: "MyActor_KbWR_r1", reason: "left the run" },
   hello: { t: "hello", controller: "rankscope.run-1.ctl.Hx3kQ9" },
@@ -78,6 +91,12 @@ test("malformed and foreign messages are counted by reason and ignored", async (
     [JSON.stringify({ ...good, id: "1" }), "malformed"],
     [JSON.stringify({ ...good, t: "explode" }), "malformed"],
     [JSON.stringify({ ...good, t: "register", identity: { rank: 0 }, pid: 1, host: "h" }), "malformed"],
+    // Forged step timings: a negative duration, an unknown phase kind, a thousand tracers.
+    ...[
+      { rank: 0, host: "h", tracers: [{ prefix: "t", steps: 1, totalMs: -1, phases: [] }] },
+      { rank: 0, host: "h", tracers: [{ prefix: "t", steps: 1, totalMs: 1, phases: [{ name: "p", kind: "nap", count: 1, totalMs: 1 }] }] },
+      { rank: 0, host: "h", tracers: Array.from({ length: 1000 }, () => ({ prefix: "t", steps: 1, totalMs: 1, phases: [] })) },
+    ].map((timing): [unknown, "malformed"] => [JSON.stringify({ ...good, t: "reply", id: 1, rankName: "r", ok: true, snapshot: { rankName: "r", step: 0, droppedKeyRecords: 0, states: [], timing } }), "malformed"]),
     [JSON.stringify({ jsonrpc: "2.0", method: "flush" }), "foreign"],
     [JSON.stringify({ ...good, v: 2 }), "foreign"],
     [JSON.stringify({ ...good, run: "run-2" }), "foreign"],

@@ -33,6 +33,15 @@ CREATE TABLE points (
   value REAL, -- NULL stands for NaN (SQLite cannot store NaN); ±Infinity are stored as themselves
   PRIMARY KEY (key_id, rank, step)
 ) WITHOUT ROWID;
+CREATE TABLE rank_lists (
+  id INTEGER PRIMARY KEY,
+  ranks TEXT NOT NULL -- JSON: [[rank, rankName, host], ...], the order of rank_timing's blobs
+);
+CREATE TABLE rank_timing (
+  step INTEGER PRIMARY KEY, wall REAL NOT NULL, list_id INTEGER NOT NULL,
+  report TEXT NOT NULL, -- the flush's straggler report (JSON); kept before the blobs so reading it does not read them
+  step_ms BLOB NOT NULL, lateness_ms BLOB NOT NULL, wait_ms BLOB NOT NULL -- float32 per rank, NaN where none
+);
 CREATE TABLE ranks (rank INTEGER PRIMARY KEY, rank_name TEXT, role TEXT, thread INTEGER, host TEXT);
 CREATE TABLE run (
   id INTEGER PRIMARY KEY CHECK (id = 1),
