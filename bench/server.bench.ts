@@ -115,7 +115,12 @@ try {
       const steps = Float64Array.from({ length: m }, (_, i) => start + i);
       chunks.push({ keyId, rank: GLOBAL_RANK, firstPos: start, points: { steps, walls: steps.map((s) => 1.7e12 + s), values: steps.map((s) => Math.sin(s / 300) + Math.random() * 0.1) }, byStep: true });
     }
-    await insertChunks(pool, chunks);
+    const client = await pool.connect();
+    try {
+      await insertChunks(client, chunks);
+    } finally {
+      client.release();
+    }
     await pool.query("INSERT INTO series (key_id, rank, src_cursor, n) VALUES ($1, -1, $2, $3)", [keyId, n - 1, n]);
   };
   for (let i = 1; i <= 50; i++) await series(`sweep/run${i}`, 10_000);
