@@ -7,7 +7,7 @@
  *
  * Driven by the bench over NATS: `bench.{runId}.record` (payload: the step) makes every rank record
  * one value per key; the process answers once all its ranks have recorded.
- * Env: SCALE_NATS_URL, SCALE_RUN_ID, SCALE_HOSTS (comma-separated host ids), SCALE_RANKS_PER_HOST,
+ * Env: SCALE_NATS_URL, SCALE_RUN_ID, SCALE_RUN_SECRET (the controller's run secret), SCALE_HOSTS (comma-separated host ids), SCALE_RANKS_PER_HOST,
  * SCALE_FIRST_RANK, SCALE_WORLD, SCALE_KEYS.
  */
 import { connect } from "@nats-io/transport-node";
@@ -26,6 +26,7 @@ const env = (name: string): string => {
 };
 const url = env("SCALE_NATS_URL");
 const runId = env("SCALE_RUN_ID");
+const runSecret = env("SCALE_RUN_SECRET");
 const hostIds = env("SCALE_HOSTS").split(",");
 const ranksPerHost = Number(env("SCALE_RANKS_PER_HOST"));
 let nextRank = Number(env("SCALE_FIRST_RANK"));
@@ -41,13 +42,13 @@ const agents: HostAgent[] = [];
 // SCALE_DIRECT=1: no agents, every rank joins the controller itself (today's path, for comparison).
 const direct = process.env["SCALE_DIRECT"] === "1";
 for (const hostId of hostIds) {
-  if (!direct) agents.push(await startHostAgent({ url, runId, hostId, joinDeadlineMs: 60_000, auth: authAs(`${runId}-host`) }));
+  if (!direct) agents.push(await startHostAgent({ url, runId, runSecret, hostId, joinDeadlineMs: 60_000, auth: authAs(`${runId}-host`) }));
   for (let local = 0; local < ranksPerHost; local++) {
     const rank = nextRank++;
     const identity = { rank, rankName: `Sim_${hostId}_r${local}`, processName: "Sim", localRank: local, localWorldSize: ranksPerHost };
     const collector = new Collector();
     const runtime = new RankRuntime(identity, collector);
-    const leave = await joinOverNats(new RankAgent({ runId, runtime }), { url, auth: rankAuth, runId, joinDeadlineMs: 60_000, ...(direct ? {} : { scope: hostId }) });
+    const leave = await joinOverNats(new RankAgent({ runId, runtime }), { url, auth: rankAuth, runId, runSecret, joinDeadlineMs: 60_000, ...(direct ? {} : { scope: hostId }) });
     // Bound once, like `metric(key, reduce)`: recording is one append per value.
     const entries = keys.map(({ key, reduce }) => collector.entryFor(key, reduce) as MetricEntry);
     ranks.push({ entries, leave });

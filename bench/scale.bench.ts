@@ -101,6 +101,7 @@ async function measure(server: NatsServer, nc: NatsConnection, ranks: number, ho
         ...process.env,
         SCALE_NATS_URL: server.url,
         SCALE_RUN_ID: logger.runId,
+        SCALE_RUN_SECRET: logger.runSecret,
         SCALE_HOSTS: ids.join(","),
         SCALE_RANKS_PER_HOST: String(perHost),
         SCALE_FIRST_RANK: String(p * (hostCount / processes) * perHost),

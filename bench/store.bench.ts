@@ -107,7 +107,7 @@ async function ingestFlushesBackend(runDir: string): Promise<{ ms: number; loopM
 /** Stream records through the backend, batches of 10k as the stream ring drains them. Returns ms. */
 async function ingestStreams(runDir: string): Promise<number> {
   const backend = await startBackend(runDir);
-  const batch = Array.from({ length: BATCH }, (_, i) => ({ key: "probe/activation", value: i / BATCH, step: 0, timestamp: 1.7e12 + i, rank: 0, rankName: "bench" }));
+  const batch = Array.from({ length: BATCH }, (_, i) => ({ key: "probe/activation", value: i / BATCH, step: 0, timestamp: 1.7e12 + i, rank: 0, rankName: "bench", role: "rank" as const, thread: 0 }));
   const t0 = performance.now();
   for (let b = 0; b < N / BATCH; b++) {
     backend.logStream(batch);

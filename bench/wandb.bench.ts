@@ -106,7 +106,7 @@ const sink = await sinkServer();
   const t = timed(() => {
     for (let step = 0; step < steps; step++) {
       backend.logBatch(batches[step % 1000] as Metric[], step);
-      backend.flushed();
+      void backend.flushed(); // live: returns nothing (only a spooling writer waits for the disk)
     }
   });
   rows.push([
@@ -122,7 +122,7 @@ const sink = await sinkServer();
   const backend = new WandbBackend({ loggingMode: "per_rank_no_reduce", baseUrl: sink.url, apiKey: "bench", runId: "enc-stream", maxQueuedBytes: 1 << 30, sendIntervalMs: 60_000 });
   await backend.init(context(runDir, "per_rank_no_reduce"));
   const now = Date.now();
-  const batch: StreamRecord[] = Array.from({ length: 1000 }, (_, i) => ({ key: "probe/latency", value: i * 0.5, step: 3, timestamp: now + i, rank: 0, rankName: "bench_r0" }));
+  const batch: StreamRecord[] = Array.from({ length: 1000 }, (_, i) => ({ key: "probe/latency", value: i * 0.5, step: 3, timestamp: now + i, rank: 0, rankName: "bench_r0", role: "rank", thread: 0 }));
   const batches = 1000;
   const t = timed(() => {
     for (let b = 0; b < batches; b++) backend.logStream(batch);
@@ -136,7 +136,7 @@ const sink = await sinkServer();
   const backend = new WandbBackend({ loggingMode: "per_rank_no_reduce", baseUrl: sink.url, apiKey: "bench", runId: "deliver", sendIntervalMs: 0, finishTimeoutMs: 300_000, maxQueuedBytes: 1 << 30 });
   await backend.init(context(runDir, "per_rank_no_reduce"));
   const now = Date.now();
-  const batch: StreamRecord[] = Array.from({ length: 1000 }, (_, i) => ({ key: "probe/latency", value: i * 0.5, step: 3, timestamp: now + i, rank: 0, rankName: "bench_r0" }));
+  const batch: StreamRecord[] = Array.from({ length: 1000 }, (_, i) => ({ key: "probe/latency", value: i * 0.5, step: 3, timestamp: now + i, rank: 0, rankName: "bench_r0", role: "rank", thread: 0 }));
   const start = sink.lines();
   const c0 = process.cpuUsage();
   const t0 = performance.now();
@@ -174,7 +174,7 @@ const sink = await sinkServer();
   const batches = Array.from({ length: 100 }, (_, s) => metrics(5, s, Date.now()));
   for (let step = 0; step < steps; step++) {
     backend.logBatch(batches[step % 100] as Metric[], step);
-    backend.flushed();
+    void backend.flushed();
     if (step % 1000 === 0) await new Promise((resolve) => setImmediate(resolve));
     if (step % 10_000 === 0) {
       maxHeap = Math.max(maxHeap, process.memoryUsage().heapUsed);

@@ -49,7 +49,18 @@ export type { SampleOptions } from "./core/accumulators/sample.js";
 export { LOGGING_MODES, type LoggingMode, type Metric, type HistogramMetric, type SampleBatch, type StreamRecord } from "./core/metric.js";
 export { setDiagnosticHandler, diagnosticCounts, resetDiagnostics, type Diagnostic, type DiagnosticHandler } from "./core/diagnostics.js";
 export { jsonNumber, parseNumber } from "./core/json.js";
-export { isInternalKey, INTERNAL_KEY_PREFIX, COUNT_KEY_SUFFIX } from "./core/internal-keys.js";
+export { isInternalKey, INTERNAL_KEY_PREFIX, COUNT_KEY_SUFFIX, DROPPED_KEY_RECORDS_KEY } from "./core/internal-keys.js";
+export {
+  CONTROLLER_LINE,
+  GLOBAL_LINE,
+  lineOf,
+  lineLabel,
+  recorderOf,
+  recorderOfLine,
+  type Recorder,
+  type RecorderRole,
+  type LineOwner,
+} from "./core/rank-identity.js";
 export {
   registerBackend,
   registerLazyBackend,

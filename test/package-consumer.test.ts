@@ -123,5 +123,9 @@ test("config typos, unknown backends and reduce names are compile errors; a regi
     assert.ok(error !== undefined, `line ${line} (${lines[line - 1]?.trim()}) is not an error`);
     assert.ok(error.includes(text), `line ${line}: the error does not mention ${text}:\n${error}`);
   }
+  // A misspelt backend name is named by the error, which points at no other backend's options.
+  const misspelt = [...expected].find(([, text]) => text.includes("tensorbaord\\\" is not a backend name"));
+  assert.ok(misspelt !== undefined, "the fixture has the misspelt backend line");
+  assert.doesNotMatch(errors.get(misspelt[0]) ?? "", /wandb|Wandb/, "the error for a misspelt backend mentions wandb's options");
   assert.deepEqual([...errors.keys()].filter((l) => !expected.has(l)), [], `unexpected errors:\n${output}`);
 });

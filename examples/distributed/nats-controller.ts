@@ -1,5 +1,7 @@
 // A controller serving ranks on other machines through a NATS server.
-// Start nats-server, run this, then on any machine:
+// Every message is sealed with the run secret: make one and give it to both sides' environment
+// (never a command line):  export RANKSCOPE_RUN_SECRET="$(openssl rand -base64 32)"
+// Start nats-server, run this, then on any machine (with the same RANKSCOPE_RUN_SECRET exported):
 //   RANKSCOPE_NATS_URL=nats://<host>:4222 RANKSCOPE_RUN_ID=<printed id> RANK=0 node remote-rank.js
 import { getOrCreateMetricLogger } from "rankscope";
 import { serveRanksOverNats } from "rankscope/nats";

@@ -6,7 +6,7 @@
  * the logging mode; only where it lives differs (the controller for `global_reduce`, every rank
  * for the per-rank modes).
  */
-import type { HistogramMetric, LoggingMode, Metric, SampleBatch, StreamRecord } from "../core/metric.js";
+import type { HistogramMetric, LoggingMode, Metric, RankLoss, SampleBatch, StreamRecord } from "../core/metric.js";
 import { processWide } from "../core/process-wide.js";
 import type { RankIdentity } from "../core/rank-identity.js";
 
@@ -48,6 +48,8 @@ export interface Backend {
   logHistograms?(histograms: readonly HistogramMetric[], step: number): Promise<void> | void;
   /** Run configuration / hyperparameters. */
   logHyperparams?(params: Readonly<Record<string, unknown>>): Promise<void> | void;
+  /** On the controller: a rank was lost (or came back); the store records it for the dashboard. */
+  logRankLoss?(loss: RankLoss): Promise<void> | void;
   /** On the controller: what per-rank instances of this backend need (e.g. a shared run id). */
   metadataForRanks?(): Readonly<Record<string, unknown>> | undefined;
   /** Write out what is buffered (called after each flush's calls). */
@@ -93,6 +95,24 @@ export interface BackendRegistration {
   readonly strictOptions?: boolean;
   /** Extra validation of the options; throw a TypeError that says what was wrong and what is valid. */
   readonly validate?: (options: BackendOptions) => void;
+  /**
+   * Options naming where the backend sends data (a server's URL): a rank refuses such an option
+   * in a per-rank config received over NATS unless its own side allows the destination
+   * (`joinRun({ allowedDestinations })`), so the wire cannot send the rank's secrets elsewhere.
+   */
+  readonly destinationOptions?: readonly string[];
+  /** Options naming a file or folder it writes: from the wire, a rank takes them only inside the run directory. */
+  readonly pathOptions?: readonly string[];
+}
+
+/** What `registerBackend` takes besides the name and factory. */
+export interface RegisterBackendOptions {
+  knownOptions?: readonly string[];
+  validate?: (options: BackendOptions) => void;
+  /** See `BackendRegistration.destinationOptions`. */
+  destinationOptions?: readonly string[];
+  /** See `BackendRegistration.pathOptions`. */
+  pathOptions?: readonly string[];
 }
 
 function registry(): Map<string, BackendRegistration> {
@@ -106,12 +126,19 @@ function registry(): Map<string, BackendRegistration> {
 export function registerBackend(
   name: string,
   factory: BackendFactory,
-  options: { knownOptions?: readonly string[]; validate?: (options: BackendOptions) => void } = {},
+  options: RegisterBackendOptions = {},
 ): void {
   if (typeof name !== "string" || name.length === 0) throw new TypeError(`registerBackend needs a non-empty name, got ${String(name)}`);
   if (typeof factory !== "function") throw new TypeError(`registerBackend("${name}", factory): factory must be a function returning a backend`);
-  const registration: BackendRegistration = { factory, knownOptions: options.knownOptions ?? [], strictOptions: options.knownOptions !== undefined };
-  registry().set(name, options.validate === undefined ? registration : { ...registration, validate: options.validate });
+  const { validate, destinationOptions, pathOptions } = options;
+  registry().set(name, {
+    factory,
+    knownOptions: options.knownOptions ?? [],
+    strictOptions: options.knownOptions !== undefined,
+    ...(validate === undefined ? {} : { validate }),
+    ...(destinationOptions === undefined ? {} : { destinationOptions }),
+    ...(pathOptions === undefined ? {} : { pathOptions }),
+  });
 }
 
 /** The registration of a backend, or undefined. */

@@ -82,7 +82,8 @@ export type PrometheusBackendOptions = {
   /** Constant labels on every series. */
   labels?: Readonly<Record<string, string>>;
   /** `init` fails if it cannot listen by then (default 5000 ms). */
-  listenDeadlineMs?: number;
+  listenDeadlineMs?: number;  /** Also export rankscope's own keys (`…__count`, `rankscope/…`); default false. */
+  internal?: boolean;
 };
 
 /** Options of the `prometheus_remote_write` backend (docs/prometheus.md). */
@@ -102,7 +103,8 @@ export type PrometheusRemoteWriteBackendOptions = {
   /** Samples per request (default 2000). */
   maxSamplesPerSend?: number;
   /** At shutdown, what is not sent by then is counted lost (default 8000 ms). */
-  finishDeadlineMs?: number;
+  finishDeadlineMs?: number;  /** Also export rankscope's own keys (`…__count`, `rankscope/…`); default false. */
+  internal?: boolean;
 };
 
 /** Options of the `otlp` backend (docs/otlp.md). */
@@ -122,7 +124,8 @@ export type OtlpBackendOptions = {
   /** Exports waiting while one is in flight (default 100). */
   maxQueuedExports?: number;
   /** At shutdown, what is still queued then is counted lost (default 8000 ms). */
-  finishDeadlineMs?: number;
+  finishDeadlineMs?: number;  /** Also export rankscope's own keys (`…__count`, `rankscope/…`); default false. */
+  internal?: boolean;
 };
 
 /**
@@ -168,8 +171,15 @@ export type AliasedBackendConfig = { [N in BackendName]: BackendConfigBase & Bac
 /** Any one backend's config (for a key the compiler cannot see, e.g. `Record<string, …>`). */
 export type AnyBackendConfig = { [N in BackendName]: BackendConfigOf<N> }[BackendName];
 
-/** The config allowed under key `K`: a backend name takes its own options, any other key needs `type`. */
-export type BackendConfigFor<K> = string extends K ? AnyBackendConfig : K extends BackendName ? BackendConfigOf<K> | AliasedBackendConfig : AliasedBackendConfig;
+/**
+ * The config allowed under key `K`: a backend name takes its own options, any other key needs
+ * `type`. For such a key the union also holds `UnknownBackendName<K>`, a sentence naming the key,
+ * so the compiler's error for a misspelt backend (`tensorbaord`) names it and says what to do.
+ */
+export type BackendConfigFor<K> = string extends K ? AnyBackendConfig : K extends BackendName ? BackendConfigOf<K> | AliasedBackendConfig : AliasedBackendConfig | UnknownBackendName<K>;
+
+/** What the compiler shows for a config key that is neither a backend name nor an alias with `type`. */
+export type UnknownBackendName<K> = `"${K & string}" is not a backend name: use a registered backend (a key of BackendOptionsMap), or give this entry type: "<backend>"`;
 
 /**
  * The config of every backend, by name: `{ console: { loggingMode: "global_reduce" } }`.

@@ -8,21 +8,26 @@
  * merged across the ranks into the backends of `DEMO_BACKENDS`, and it fills every face the
  * dashboard shows: global and per-rank lines, a raw stream, samples and histograms (the store),
  * the system monitor (its own axis), `config.yaml`, `version.json` and the run's tags and group,
- * and a perf trace per rank (`traces/rank-{r}.jsonl`) and of the controller (`traces/controller.jsonl`).
+ * a perf trace per rank (`traces/rank-{r}.jsonl`) and of the controller (`traces/controller.jsonl`),
+ * TensorBoard event files (`tensorboard/`), and text logs from the controller and every rank
+ * (`logs/main.log`, `logs/merged.log`).
  */
 import { LOGGING_MODES } from "../core/metric.js";
 import type { BackendsConfig } from "../controller/config.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
 import { SystemMonitor } from "../system/monitor.js";
+import { getLogger } from "../textlog/logger.js";
 import { savePerfTracer, traceScope } from "../trace/perf-tracer.js";
 import { spawnRanks } from "../transport/controller/launcher.js";
 
 /**
  * Where the demo's part 2 logs to: add backends here. The store three times: the values reduced
- * across ranks, each rank's own line, and each rank's raw values (the dashboard's Streams tab).
+ * across ranks, each rank's own line, and each rank's raw values (the dashboard's Streams tab);
+ * TensorBoard's event files beside it (`tensorboard --logdir {run}/tensorboard`).
  */
 export const DEMO_BACKENDS: BackendsConfig = {
   console: { loggingMode: "global_reduce" },
+  tensorboard: { loggingMode: "global_reduce" },
   store: { loggingMode: "global_reduce" },
   store_per_rank: { type: "store", loggingMode: "per_rank_reduce" },
   store_stream: { type: "store", loggingMode: "per_rank_no_reduce" },
@@ -91,10 +96,14 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     await logger.initBackends(DEMO_BACKENDS, { runConfig: { ...DEMO_RUN_CONFIG, steps: options.steps }, tags: ["demo", "toy-rl"], group: "demo", replace: true });
     // Sampled at every step here, not on timers, so a short demo still has a system chart.
     monitor = new SystemMonitor({ logger, gpus: false, label: "demo" });
+    const log = getLogger("Trainer");
     for (let s = 0; s < options.steps; s++) {
       await traceScope("train.step", { category: "compute", args: { step: s } }, async () => {
         await actors.fanout("rollout", s);
-        await logger.flush(step++);
+        const flushed = await logger.flush(step);
+        const loss = flushed.metrics.find((m) => m.key === "train/loss")?.value;
+        log.info({ step, loss, ranks: `${flushed.ranksReporting}/${flushed.ranksExpected}` }, "step done");
+        step++;
       });
       await monitor.sample();
       await monitor.flush();

@@ -7,6 +7,7 @@ import { Reduce } from "../core/registry.js";
 import { currentRank } from "../transport/rank/runtime.js";
 import { flushStream } from "../stream/stream.js";
 import { traceScope } from "../trace/perf-tracer.js";
+import { getLogger } from "../textlog/logger.js";
 
 /** Seed 001 §2: record this rank's local rank with SUM. */
 export function myFn(): void {
@@ -25,6 +26,7 @@ function lcg(seed: number): () => number {
 /** One step of a toy RL rollout on this rank, recorded with every reduction. */
 export function rollout(step: number): void {
   traceScope("rollout", { category: "compute", args: { step } }, () => recordRollout(step));
+  getLogger("RolloutWorker").info({ step, episodes: 8 }, "rollout done");
 }
 
 function recordRollout(step: number): void {

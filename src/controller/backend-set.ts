@@ -13,7 +13,7 @@ import type { Backend, BackendContext } from "../backends/backend.js";
 import type { KeyState } from "../core/collector.js";
 import { DEADLINE, isPromiseLike, withDeadline } from "../core/deadline.js";
 import { describeError, reportError } from "../core/diagnostics.js";
-import type { StreamRecord } from "../core/metric.js";
+import type { RankLoss, StreamRecord } from "../core/metric.js";
 import type { ValidatedBackend } from "./config.js";
 import { mergeRankKeyStates, reduceStates, singleValueState, type ReducedFlush, type ReduceTarget } from "./reduce-states.js";
 import { BACKEND_UNDELIVERED_KEY_PREFIX, STREAM_BACKEND_DROPPED_KEY_PREFIX, STREAM_BACKLOG_KEY_PREFIX } from "../core/internal-keys.js";
@@ -213,6 +213,11 @@ export class BackendSet {
   /** Hand the run's hyperparameters to every backend that takes them. */
   logHyperparams(params: Readonly<Record<string, unknown>>): Promise<void> {
     return this.each("logHyperparams", (b) => b.logHyperparams?.(params));
+  }
+
+  /** Tell the backends that keep rank losses (the store) that a rank was lost or came back. */
+  logRankLoss(loss: RankLoss): Promise<void> {
+    return this.each("logRankLoss", (b) => b.logRankLoss?.(loss));
   }
 
   /** What each backend hands to its per-rank instances, by config name. */

@@ -9,7 +9,8 @@ import { resolve as resolvePath } from "node:path";
 import type { Metric } from "../core/metric.js";
 import { DEFAULT_PROCESS_NAME } from "../core/rank-identity.js";
 import { describeValue, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
-import { resolveRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
+import { claimRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
+import { newRunSecret, runSecretSetting } from "../core/run-secret.js";
 import { DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
 import type { BackendsConfig } from "./config.js";
 
@@ -40,6 +41,15 @@ export interface MetricLoggerOptions extends RunDirOptions {
    * fresh random id (env RANKSCOPE_RUN_ID).
    */
   runId?: string;
+  /**
+   * The secret that seals this run's messages over NATS (docs/security.md): ranks and host agents
+   * prove with it that their messages come from the run, and read what only the run may read.
+   * `spawnRanks` hands it to the ranks it starts; give ranks and agents that join on their own the
+   * same value through `RANKSCOPE_RUN_SECRET` (their environment, never a command line). At least
+   * 32 printable characters (`openssl rand -base64 32`). Default: a fresh random secret (env
+   * RANKSCOPE_RUN_SECRET); a controller restarted on the same run id needs the same one.
+   */
+  runSecret?: string;
   /**
    * Do not print where the run's data went (the run directory and how to open the dashboard,
    * two lines on stderr at `shutdown()`). Default false; env RANKSCOPE_QUIET.
@@ -106,6 +116,12 @@ export interface FlushResult {
   /** Ranks that did not answer by the deadline. */
   readonly missingRanks: readonly string[];
   /**
+   * Ranks lost so far in the run (their process or thread ended without being shut down, or a
+   * NATS rank fell silent and has not answered again); absent while none is. Counted per flush as
+   * `rankscope/ranks_lost`.
+   */
+  readonly lostRanks?: readonly string[];
+  /**
    * Calls each controller-side backend did not get (missed its deadline, skipped while hung, or
    * failed), cumulative since `initBackends`, by config name; only backends that missed any.
    * Per flush (and summed over ranks for per-rank backends) it is `rankscope/backend_undelivered/{name}`.
@@ -139,13 +155,13 @@ export const LOGGER_SETTINGS = {
     owner: OWNER,
     option: "runId",
     env: "RANKSCOPE_RUN_ID",
-    kind: textKind(/^[A-Za-z0-9_-]+$/, 'letters, digits, "_" or "-" (it is part of NATS subjects)'),
+    kind: textKind(/^[A-Za-z0-9_-]{1,128}$/, '1 to 128 letters, digits, "_" or "-" (it is part of NATS subjects)'),
     fallback: undefined,
   },
 } satisfies Record<string, Setting<unknown>>;
 
 /** Every option `getOrCreateMetricLogger` takes (others are a TypeError naming them). */
-const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "quiet", "root", "experiment", "trial", "runDir"];
+const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "runSecret", "quiet", "root", "experiment", "trial", "runDir"];
 
 /** The logger's options as resolved at creation (what a later call is compared with). */
 export interface ResolvedLoggerOptions {
@@ -156,6 +172,7 @@ export interface ResolvedLoggerOptions {
   readonly backendDeadlineMs: number;
   readonly quiet: boolean;
   readonly runId: string;
+  readonly runSecret: string;
 }
 
 /**
@@ -167,12 +184,13 @@ export function resolveLoggerOptions(options: MetricLoggerOptions): ResolvedLogg
   rejectUnknownOptions(OWNER, options, LOGGER_OPTIONS);
   return {
     processName: options.processName ?? DEFAULT_PROCESS_NAME,
-    run: resolveRunLocation(options),
+    run: claimRunLocation(options),
     flushDeadlineMs: resolveSetting(LOGGER_SETTINGS.flushDeadlineMs, options.flushDeadlineMs),
     shutdownDeadlineMs: resolveSetting(LOGGER_SETTINGS.shutdownDeadlineMs, options.shutdownDeadlineMs),
     backendDeadlineMs: resolveSetting(LOGGER_SETTINGS.backendDeadlineMs, options.backendDeadlineMs),
     quiet: resolveSetting(LOGGER_SETTINGS.quiet, options.quiet),
     runId: resolveSetting<string | undefined>(LOGGER_SETTINGS.runId, options.runId) ?? randomBytes(6).toString("hex"),
+    runSecret: resolveSetting(runSecretSetting(OWNER), options.runSecret) ?? newRunSecret(),
   };
 }
 
@@ -186,6 +204,7 @@ export function conflictingOptions(existing: ResolvedLoggerOptions, options: Met
     backendDeadlineMs: existing.backendDeadlineMs,
     quiet: existing.quiet,
     runId: existing.runId,
+    runSecret: existing.runSecret,
     experiment: existing.run.experiment,
     trial: existing.run.trial,
     root: existing.run.root,
@@ -195,7 +214,8 @@ export function conflictingOptions(existing: ResolvedLoggerOptions, options: Met
   for (const [key, value] of Object.entries(options)) {
     if (value === undefined) continue;
     const wanted = (key === "root" || key === "runDir") && typeof value === "string" ? resolvePath(value) : value;
-    if (wanted !== has[key]) conflicts.push(`${key}: ${describeValue(value)} (the logger has ${describeValue(has[key])})`);
+    if (wanted === has[key]) continue;
+    conflicts.push(key === "runSecret" ? "runSecret: another secret (not shown)" : `${key}: ${describeValue(value)} (the logger has ${describeValue(has[key])})`);
   }
   return conflicts;
 }

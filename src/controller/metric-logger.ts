@@ -11,7 +11,7 @@ import type { BackendContext } from "../backends/backend.js";
 import "../backends/builtin.js";
 // The controller merges states of every reduction its ranks may send, stats' avg_min_max included.
 import "../stats/reductions.js";
-import { getCollector, type KeyState } from "../core/collector.js";
+import { getCollector, pendingValues as pendingValuesOf, type KeyState } from "../core/collector.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
 import { warn } from "../core/diagnostics.js";
 import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
@@ -19,7 +19,7 @@ import { redactRecord } from "../core/redact.js";
 import { configureLifecycle, endingBySignal, endingReason, registerDrain, untilTheEnd } from "../core/lifecycle.js";
 import type { Metric } from "../core/metric.js";
 import { setCurrentRun } from "../run/current.js";
-import type { RunLocation } from "../run/run-dir.js";
+import { releaseUnusedRunLocation, type RunLocation } from "../run/run-dir.js";
 import { runHyperparams, validateRunMeta, writeRunFiles } from "../run/run-files.js";
 import { runLocationNote } from "../run/where.js";
 import { BackendSet, type BackendDeliveryStats } from "./backend-set.js";
@@ -38,8 +38,10 @@ import {
   type ShutdownOptions,
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
-import { askRanks, rankCountStates } from "./rank-answers.js";
-import { LocalRankHandle, RankRuntime, standaloneIdentity, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
+import { askRanks, droppedKeyStates, rankCountStates } from "./rank-answers.js";
+import { LostRanks } from "./lost-ranks.js";
+import type { RankIdentity } from "../core/rank-identity.js";
+import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
 import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
 
 export {
@@ -54,7 +56,7 @@ export {
   type MetricLoggerOptions,
   type ShutdownOptions,
 } from "./logger-options.js";
-export { RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
+export { DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
 
 /** The controller-side logger. Get it with `getOrCreateMetricLogger`. */
 export class MetricLogger implements ResolvedLoggerOptions {
@@ -69,6 +71,12 @@ export class MetricLogger implements ResolvedLoggerOptions {
   readonly options: Readonly<MetricLoggerOptions>;
   /** This run's id in transport messages (see `MetricLoggerOptions.runId`). */
   readonly runId: string;
+  /**
+   * The secret sealing this run's NATS messages (see `MetricLoggerOptions.runSecret`): hand it to
+   * ranks and host agents you start yourself in their environment (`RANKSCOPE_RUN_SECRET`), never
+   * on a command line or in a log.
+   */
+  readonly runSecret: string;
   private readonly ranks = new Map<string, RankHandle>();
   private globalBackends = BackendSet.empty();
   /** Controller-side primaries of per-rank backends with `perRankShareRun` (they create the shared run). */
@@ -84,6 +92,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
   private readonly flushesInFlight = new Set<Promise<FlushResult>>();
   /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
   private readonly ownRank: RankHandle;
+  /** Ranks lost so far (crashed, or silent over NATS), for the rest of the run. */
+  private readonly lost = new LostRanks();
 
   constructor(options: MetricLoggerOptions = {}) {
     const resolved = resolveLoggerOptions(options);
@@ -95,9 +105,12 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.backendDeadlineMs = resolved.backendDeadlineMs;
     this.quiet = resolved.quiet;
     this.runId = resolved.runId;
-    // A new logger after a shutdown(): recording is logged again.
+    this.runSecret = resolved.runSecret;
+    // A new logger after a shutdown(): recording is logged again, and raw values belong to its steps
+    // (the last flushed step + 1 of this run, not of a run before it in this process).
     getCollector().reopen();
-    const local = new RankRuntime(standaloneIdentity(this.processName));
+    getCollector().step = 0;
+    const local = new RankRuntime(controllerIdentity(this.processName));
     this.ownRank = new LocalRankHandle(local);
     this.ranks.set(local.identity.rankName, this.ownRank);
     setCurrentRun({ ...this.run, identity: local.identity, role: "controller" });
@@ -116,12 +129,18 @@ export class MetricLogger implements ResolvedLoggerOptions {
       exit: ({ reason }) => {
         if (this.closed) return;
         this.closed = true;
+        releaseUnusedRunLocation(this.run);
         const { keys, values } = pendingValues();
         if (values > 0) {
           warn("exit.unflushed", `${reason}: ${values} value(s) in ${keys} key(s) recorded since the last flush were never logged (the process ended without flush(step) and shutdown())`);
         }
       },
     });
+  }
+
+  /** Whether `initBackends` has started this logger's backends (a `Logger` facade created later uses them). */
+  get backendsStarted(): boolean {
+    return this.rankInit !== null;
   }
 
   /** Names of the registered ranks (this process included). */
@@ -140,7 +159,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.assertOpen("initBackends");
     if (this.rankInit !== null && options.replace !== true) {
       throw new Error(
-        "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these",
+        "initBackends() was already called on this logger; to use other backends, call shutdown() first and get a new logger with getOrCreateMetricLogger(), or pass { replace: true } to finish the current backends and start these. (A Logger facade created before calls it too; one created after initBackends() logs to the backends already started.)",
       );
     }
     const validated = await validateBackendsConfig(config ?? DEFAULT_BACKENDS);
@@ -207,6 +226,22 @@ export class MetricLogger implements ResolvedLoggerOptions {
   }
 
   /**
+   * A rank was lost: its process or thread ended without being shut down, or (NATS) it fell
+   * silent. The transport that saw it has warned; from now on every flush counts it
+   * (`rankscope/ranks_lost`, `FlushResult.lostRanks`) and the store records it for the dashboard.
+   */
+  rankLost(identity: RankIdentity, reason: string): void {
+    const loss = this.lost.lose(identity, reason, this.lastStep >= 0 ? this.lastStep : null);
+    if (loss !== undefined && !this.closed) void this.globalBackends.logRankLoss(loss);
+  }
+
+  /** A lost rank answered again (a silent NATS rank): no longer counted as lost. */
+  rankBack(identity: RankIdentity): void {
+    const back = this.lost.back(identity, this.lastStep >= 0 ? this.lastStep : null);
+    if (back !== undefined && !this.closed) void this.globalBackends.logRankLoss(back);
+  }
+
+  /**
    * Flush every rank at `step`: per-rank backends log their rank's values, and the merged values
    * go to the `global_reduce` backends. Returns by the flush deadline even if ranks do not answer.
    * Once the process is ending by a signal rankscope drains, it logs nothing and never returns.
@@ -229,7 +264,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
       warn("flush.stepNotIncreasing", `flush(${step}) after flush(${this.lastStep}): steps should increase; the values are logged at step ${step} as asked`);
     }
     this.lastStep = Math.max(this.lastStep, step);
-    const { snapshots, missing, ranksExpected, ranksReporting } = await askRanks([...this.ranks.values()], this.ownRank, step, this.flushDeadlineMs);
+    const answers = await askRanks([...this.ranks.values()], this.ownRank, step, this.flushDeadlineMs);
+    const { snapshots, missing, ranksExpected, ranksReporting } = answers;
     if (missing.length > 0) {
       warn(
         // One code per set of missing ranks: a rank lost an hour later is printed again, not just counted.
@@ -246,14 +282,22 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const states = mergeRankKeyStates(snapshots, step);
     states.push(...this.globalBackends.takeUndeliveredStates(), ...this.primaryBackends.takeUndeliveredStates());
     if (ranksExpected > 0) states.push(...rankCountStates({ ranksExpected, ranksReporting }));
+    states.push(...this.lost.states());
+    states.push(...droppedKeyStates(snapshots, step));
     states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    const result = { step, ranksExpected, ranksReporting, missingRanks: missing };
+    const lostRanks = this.lost.names;
+    const result = { step, ranksExpected, ranksReporting, missingRanks: missing, ...(lostRanks.length > 0 ? { lostRanks } : {}) };
     if (this.rankInit === null) {
-      this.beforeInit.keep({ states, ...target });
+      this.beforeInit.keep({ states, ...target, acknowledge: answers.acknowledge });
       return { ...result, metrics: reduceStates(states, target).metrics, undelivered: {}, beforeInit: true };
     }
-    for (const kept of this.beforeInit.takeAll()) await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
+    for (const kept of this.beforeInit.takeAll()) {
+      await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
+      kept.acknowledge?.();
+    }
     const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
+    // Logged: ranks over NATS may forget these answers now (a later controller need not ask for them).
+    answers.acknowledge();
     return { ...result, metrics: merged.metrics, undelivered: this.undelivered() };
   }
 
@@ -314,6 +358,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
     // Transports close even after a missed deadline, so no connection keeps the process alive.
     await withDeadline(this.runShutdownHooks(), Math.max(200, deadlineMs - (Date.now() - started)));
     this.ranks.clear();
+    // A default-named run directory this logger claimed and nobody wrote into leaves nothing behind.
+    releaseUnusedRunLocation(this.run);
     // Once per job, on the controller only (ranks have no MetricLogger), after the data is written.
     const note = this.quiet || this.rankInit === null ? undefined : runLocationNote(this.run);
     if (note !== undefined) process.stderr.write(note);
@@ -383,7 +429,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
       displayName: GLOBAL_DISPLAY_NAME,
       loggingMode: v.loggingMode,
       role: "controller",
-      identity: standaloneIdentity(this.processName),
+      identity: controllerIdentity(this.processName),
       runDir: this.run.runDir,
       experiment: this.run.experiment,
       trial: this.run.trial,
@@ -395,15 +441,7 @@ export class MetricLogger implements ResolvedLoggerOptions {
 
 /** Values (and keys) recorded in this process's collector since its last flush. */
 function pendingValues(): { keys: number; values: number } {
-  let keys = 0;
-  let values = 0;
-  for (const e of getCollector().entries.values()) {
-    if (e.accumulator.count > 0) {
-      keys++;
-      values += e.accumulator.count;
-    }
-  }
-  return { keys, values };
+  return pendingValuesOf(getCollector());
 }
 
 /** The process-wide slot of the controller's logger. */

@@ -6,7 +6,8 @@
  */
 import type { KeyState } from "../core/collector.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
-import { RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
+import { warn } from "../core/diagnostics.js";
+import { DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
 import { singleValueState } from "./reduce-states.js";
 import type { RankGroupHandle, RankGroupSnapshot, RankHandle, RankSnapshot } from "../transport/protocol/types.js";
 
@@ -20,6 +21,8 @@ export interface RankAnswers {
   readonly ranksExpected: number;
   /** Of those, how many answered in time. */
   readonly ranksReporting: number;
+  /** Tell every rank that answered that its answer is logged (call once the backends took it). */
+  readonly acknowledge: () => void;
 }
 
 /** A handle answering for several ranks (a host agent's). */
@@ -36,6 +39,7 @@ export function isRankGroupSnapshot(snapshot: RankSnapshot): snapshot is RankGro
 export async function askRanks(handles: readonly RankHandle[], own: RankHandle, step: number, deadlineMs: number): Promise<RankAnswers> {
   const answers = await Promise.all(handles.map((h) => withDeadline(h.flush(step, deadlineMs).catch(() => undefined), deadlineMs)));
   const snapshots: RankSnapshot[] = [];
+  const answered: Array<[RankHandle, RankSnapshot]> = [];
   const missing: string[] = [];
   let ranksReporting = 0;
   let ranksExpected = 0;
@@ -48,12 +52,16 @@ export async function askRanks(handles: readonly RankHandle[], own: RankHandle, 
       continue;
     }
     snapshots.push(answer);
+    answered.push([handle, answer]);
     if (isRankGroupSnapshot(answer)) {
       ranksReporting += answer.group.reporting;
       missing.push(...answer.group.missing);
     } else if (handle !== own) ranksReporting++;
   }
-  return { snapshots, missing, ranksExpected, ranksReporting };
+  const acknowledge = (): void => {
+    for (const [handle, answer] of answered) handle.acknowledge?.(answer);
+  };
+  return { snapshots, missing, ranksExpected, ranksReporting, acknowledge };
 }
 
 /**
@@ -65,4 +73,29 @@ export function rankCountStates(answers: Pick<RankAnswers, "ranksExpected" | "ra
     { key: RANKS_EXPECTED_KEY, reduce: "mean", state: singleValueState(answers.ranksExpected) },
     { key: RANKS_REPORTING_KEY, reduce: "mean", state: singleValueState(answers.ranksReporting) },
   ];
+}
+
+/** Ranks named at most in the dropped-keys warning. */
+const NAMED_RANKS = 8;
+
+/**
+ * What the ranks that answered dropped past their key bound (each rank's count since it started,
+ * in every answer): a `sum` state of `rankscope/dropped_key_records` once any rank dropped, and one
+ * warning on the controller naming them (the ranks' own warnings are on their own consoles).
+ */
+export function droppedKeyStates(snapshots: readonly RankSnapshot[], step: number): KeyState[] {
+  let total = 0;
+  const ranks: string[] = [];
+  for (const s of snapshots) {
+    if (s.droppedKeyRecords <= 0) continue;
+    total += s.droppedKeyRecords;
+    ranks.push(`${s.rankName} (${s.droppedKeyRecords})`);
+  }
+  if (total === 0) return [];
+  const named = ranks.length > NAMED_RANKS ? `${ranks.slice(0, NAMED_RANKS).join(", ")} and ${ranks.length - NAMED_RANKS} more` : ranks.join(", ");
+  warn(
+    "flush.droppedKeys",
+    `flush(${step}): ${total} recorded value(s) were dropped because their key was new past a process's key bound (RANKSCOPE_MAX_KEYS): ${named}; logged as ${DROPPED_KEY_RECORDS_KEY}. Keys that embed ids are the usual cause; raise the bound if the keys are real.`,
+  );
+  return [{ key: DROPPED_KEY_RECORDS_KEY, reduce: "sum", state: singleValueState(total) }];
 }

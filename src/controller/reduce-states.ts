@@ -117,11 +117,13 @@ export function reduceStates(states: readonly KeyState[], target: ReduceTarget):
       continue;
     }
     const value = definition.value(state);
+    // `+ 0` turns −0 into 0 (IEEE: −0 + 0 = +0) and leaves every other value as it is: rankscope
+    // reports −0 as 0 in every sink (docs/DESIGN.md, "Values in every sink").
     if (typeof value === "number") {
-      metrics.push({ key, value, reduce, step: target.step, timestamp: target.timestamp, ...rank });
+      metrics.push({ key, value: value + 0, reduce, step: target.step, timestamp: target.timestamp, ...rank });
     } else {
       for (const [suffix, scalar] of Object.entries(value)) {
-        metrics.push({ key: `${key}/${suffix}`, value: scalar, reduce, step: target.step, timestamp: target.timestamp, ...rank });
+        metrics.push({ key: `${key}/${suffix}`, value: scalar + 0, reduce, step: target.step, timestamp: target.timestamp, ...rank });
       }
     }
     if (definition.histogram !== undefined) {

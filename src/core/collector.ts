@@ -24,6 +24,7 @@ import type {
 } from "./reduce.js";
 import { getReduceDefinition } from "./registry.js";
 import { processWide } from "./process-wide.js";
+import { watchForNoLogger } from "./no-logger.js";
 import { isReportingWorker, linkWorkerCollector, workerGatherer } from "./worker-link.js";
 
 /** What every key's entry has, whatever its reduction accepts (see `MetricEntry`). */
@@ -94,6 +95,13 @@ export class Collector {
   onFirstKey: (() => void) | null = null;
   /** Values recorded while closed (after the controller's `shutdown()`, before a new logger): never logged. */
   recordedAfterClose = 0;
+  /** True once a logger or a rank (`RankRuntime`) flushes this collector. */
+  hasFlusher = false;
+  /**
+   * Values recorded in a process that never had a logger (no `getOrCreateMetricLogger`, no rank):
+   * never logged. Counted when the process ends, and warned about (`no-logger.ts`).
+   */
+  neverLogged = 0;
   /** While closed: what puts each entry's real accumulator back (run by `reopen`). */
   private reopeners: Array<() => void> | null = null;
 
@@ -280,9 +288,16 @@ function swapAccumulator<In>(entry: { accumulator: Accumulator<AccumulatorState,
 function toNumber(key: string, value: unknown): number {
   if (typeof value === "number") return value;
   if (typeof value === "bigint") {
+    // Reductions are float64 arithmetic: a bigint becomes the nearest double, exact up to ±2^53.
     const number = Number(value);
     if (!Number.isFinite(number)) {
       throw new RangeError(`recordMetric("${key}", value): the bigint ${value} is beyond the range of a float64 (about ±1.8e308) and would become ${number}; scale it down first`);
+    }
+    if (BigInt(number) !== value) {
+      warn(
+        `recordMetric.bigintRounded:${key}`,
+        `recordMetric("${key}", ${value}n): metric values are float64, exact up to ±2^53; this bigint was recorded as the nearest one, ${number.toExponential()} (off by ${BigInt(number) - value}). Keep exact integers in a sample record or the run config, or scale the value down.`,
+      );
     }
     return number;
   }
@@ -307,11 +322,17 @@ export function describeValue(value: unknown): string {
  * thread when its first key is recorded, so its values reach the main thread's flush (see
  * `worker-link.ts`); in the main thread it starts listening for such workers.
  */
+export { NO_LOGGER_WARN_MS, pendingValues } from "./no-logger.js";
+
 export function getCollector(): Collector {
   return processWide("collector", () => {
     const created = new Collector();
-    if (isReportingWorker()) created.onFirstKey = () => linkWorkerCollector(created);
-    else workerGatherer();
+    if (isReportingWorker()) {
+      created.onFirstKey = () => linkWorkerCollector(created);
+    } else {
+      workerGatherer();
+      created.onFirstKey = () => watchForNoLogger(created);
+    }
     return created;
   });
 }

@@ -41,11 +41,11 @@ function state(): DiagnosticsState {
   return processWide("diagnostics", () => ({ counts: new Map(), handler: defaultHandler, everyTime: false }));
 }
 
-function report(level: Diagnostic["level"], code: string, message: string): void {
+function report(level: Diagnostic["level"], code: string, message: string, show = false): void {
   const s = state();
   const count = (s.counts.get(code) ?? 0) + 1;
   s.counts.set(code, count);
-  if (count === 1 || s.everyTime) {
+  if (count === 1 || s.everyTime || show) {
     try {
       s.handler({ code, message: redactUrlCredentials(message), level, count });
     } catch {
@@ -57,6 +57,30 @@ function report(level: Diagnostic["level"], code: string, message: string): void
 /** Report tolerated misuse: counted, and printed the first time its `code` is seen. */
 export function warn(code: string, message: string): void {
   report("warning", code, message);
+}
+
+/** When each rate-bounded code was last printed, and its count then. */
+function lastShown(): Map<string, { at: number; count: number }> {
+  return processWide("diagnostics.shown", () => new Map<string, { at: number; count: number }>());
+}
+
+/**
+ * Report misuse that may repeat fast (a flood of rejected messages): counted every time like
+ * `warn`, printed the first time, and then again at most once per `intervalMs` with how many came
+ * since — so an attack stays visible in the output without flooding it.
+ */
+export function warnAtBoundedRate(code: string, message: string, intervalMs = 60_000, now = Date.now()): void {
+  const s = state();
+  const count = (s.counts.get(code) ?? 0) + 1;
+  const shown = lastShown().get(code);
+  if (count === 1 || shown === undefined || now - shown.at >= intervalMs || s.everyTime) {
+    const since = shown === undefined ? 0 : count - shown.count - 1;
+    lastShown().set(code, { at: now, count });
+    s.counts.set(code, count - 1);
+    report("warning", code, since > 0 ? `${message} (${since} more since the last report, ${count} in all)` : message, true);
+  } else {
+    s.counts.set(code, count);
+  }
 }
 
 /** Report an operational fault that lost or delayed data: counted, printed the first time. */
@@ -88,6 +112,7 @@ export function diagnosticCounts(): Record<string, number> {
 /** Forget every count, so the next occurrence of each code is reported again (tests, new runs). */
 export function resetDiagnostics(): void {
   state().counts.clear();
+  lastShown().clear();
 }
 
 /** A readable description of any thrown value, for messages. */

@@ -1,4 +1,5 @@
 /** What backends receive: reduced metrics, histograms, samples and raw stream records. */
+import type { RecorderRole } from "./rank-identity.js";
 import type { HistogramData, SampleRecord } from "./reduce.js";
 
 /** How a backend sees the ranks (Forge's logging modes). */
@@ -50,6 +51,30 @@ export interface StreamRecord {
   readonly step: number;
   /** Milliseconds since the epoch, when it was recorded. */
   readonly timestamp: number;
+  /**
+   * Who recorded it (docs/DESIGN.md, "Identity"): `role` `controller` for the controller's own
+   * values (its `rank` is 0 but it is not rank 0), `rank` for a rank's; `rankName` the identity's
+   * name; `thread` 0 for the identity's own thread, else the threadId of a user's worker thread.
+   */
   readonly rank: number;
   readonly rankName: string;
+  readonly role: RecorderRole;
+  readonly thread: number;
+}
+
+/**
+ * A rank the controller lost — its process or thread ended without being shut down (a crash,
+ * `kill -9`), or a NATS rank fell silent — or, with `back`, one that answered again. Given to
+ * backends that keep such events (`Backend.logRankLoss`: the store records them for the dashboard).
+ */
+export interface RankLoss {
+  readonly rank: number;
+  readonly rankName: string;
+  /** The last step flushed before it was lost (with `back`: the step it answered again); null before the first flush. */
+  readonly step: number | null;
+  /** Milliseconds since the epoch. */
+  readonly timestamp: number;
+  /** What happened, e.g. `exited (killed by SIGKILL)`. */
+  readonly reason: string;
+  readonly back?: boolean;
 }

@@ -22,12 +22,12 @@ export const DEFAULT_SECRET_KEY_PATTERNS: readonly RegExp[] = [
 
 /**
  * A deep copy of `value` with the value of every key matching a secret pattern replaced by
- * `REDACTED`. Functions and symbols are dropped, bigints become strings, cycles are cut.
+ * `REDACTED`. Functions and symbols are dropped, bigints stay bigints (every sink writes them
+ * exactly: `jsonText`, YAML integers), cycles are cut.
  */
 export function redactSecrets(value: unknown, patterns: readonly RegExp[] = DEFAULT_SECRET_KEY_PATTERNS): unknown {
   const seen = new WeakSet<object>();
   const walk = (v: unknown): unknown => {
-    if (typeof v === "bigint") return v.toString();
     if (typeof v === "function" || typeof v === "symbol") return undefined;
     if (v === null || typeof v !== "object") return v;
     if (seen.has(v)) return "[circular]";

@@ -63,6 +63,14 @@ export interface ReduceDefinitionBase<S extends AccumulatorState = AccumulatorSt
   histogram?(state: S): HistogramData;
   /** For reductions that keep records: the records of a state. */
   samples?(state: S): SampleRecord[];
+  /**
+   * What is wrong with a state that arrived from another process (its fields, their types,
+   * lengths and ranges), or undefined when it is a valid state of this reduction. The transport
+   * checks `v` and `count` itself and drops (and counts) a state this rejects, so a corrupted
+   * state never reaches `merge` or `value`. Every built-in reduction has one; without it only
+   * `v` and `count` are checked.
+   */
+  check?(state: Readonly<Record<string, unknown>>): string | undefined;
 }
 
 /** A reduction of numbers (and bigints, converted): every built-in but `SAMPLE`. */

@@ -35,6 +35,15 @@ function registry(): Map<string, AnyDefinition> {
 
 const PARAMETERISED = /^(quantiles|sample)\((.*)\)$/;
 
+/** Parameterised definitions kept for reuse; beyond, a new name's definition is built for each lookup. */
+const MAX_PARAMETERISED = 1024;
+
+function parameterisedCount(table: ReadonlyMap<string, AnyDefinition>): number {
+  let n = 0;
+  for (const name of table.keys()) if (name.endsWith(")")) n++;
+  return n;
+}
+
 function parseParameterised(name: string): AnyDefinition | undefined {
   const match = PARAMETERISED.exec(name);
   if (match === null) return undefined;
@@ -59,7 +68,8 @@ export function getReduceDefinition(name: string): AnyDefinition {
   let definition = table.get(name);
   if (definition === undefined && typeof name === "string") {
     definition = parseParameterised(name);
-    if (definition !== undefined) table.set(name, definition);
+    // Names arrive from other processes: the table of parameterised forms stays bounded.
+    if (definition !== undefined && parameterisedCount(table) < MAX_PARAMETERISED) table.set(name, definition);
   }
   if (definition === undefined) {
     throw new TypeError(

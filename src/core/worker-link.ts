@@ -37,7 +37,7 @@ type LinkMessage =
   | { readonly t: "who" }
   | { readonly t: "here"; readonly thread: number }
   | { readonly t: "welcome"; readonly thread: number }
-  | { readonly t: "collect"; readonly id: number }
+  | { readonly t: "collect"; readonly id: number; readonly step: number }
   | { readonly t: "states"; readonly id: number; readonly thread: number; readonly states: KeyState[]; readonly droppedKeyRecords: number }
   | { readonly t: "bye"; readonly thread: number; readonly states: KeyState[]; readonly droppedKeyRecords: number };
 
@@ -64,7 +64,7 @@ function isLinkMessage(m: unknown): m is LinkMessage {
     case "welcome":
       return thread;
     case "collect":
-      return id;
+      return id && "step" in m && typeof m.step === "number";
     case "states":
       return id && thread && states;
     case "bye":
@@ -78,6 +78,23 @@ function isLinkMessage(m: unknown): m is LinkMessage {
 export interface LinkableCollector {
   takeStates(): KeyState[];
   droppedKeyRecords: number;
+  /** The step raw values recorded now belong to (the main thread's last flushed step + 1). */
+  step: number;
+}
+
+type LinkListener = () => void;
+
+function linkListeners(): Set<LinkListener> {
+  return processWide("workerLinkListeners", () => new Set<LinkListener>());
+}
+
+/**
+ * Be called when this worker thread's collector links to the main thread (at its first key, off
+ * the hot path), or now if it already did: the stream links the worker's raw values then.
+ */
+export function onWorkerCollectorLinked(listener: LinkListener): void {
+  if (linkState().linked) listener();
+  else linkListeners().add(listener);
 }
 
 /** What the main thread's flush got from the worker threads. */
@@ -127,11 +144,20 @@ export function linkWorkerCollector(collector: LinkableCollector): void {
     } else if (message?.t === "collect") {
       clearTimeout(unwelcome);
       post({ t: "states", id: message.id, thread: threadId, states: collector.takeStates(), droppedKeyRecords: collector.droppedKeyRecords });
+      // Raw values recorded from now on belong to the next step, as in the main thread.
+      collector.step = message.step + 1;
     } else if (message?.t === "who") {
       post({ t: "here", thread: threadId });
     }
   };
   post({ t: "here", thread: threadId });
+  for (const listener of linkListeners()) {
+    try {
+      listener();
+    } catch (error) {
+      reportError("collector.linkListener", `worker thread ${threadId}: linking its stream failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
   // What was recorded since the last flush leaves with the worker (not possible after terminate()):
   // a drain of the process lifecycle (src/core/lifecycle.ts), which owns `exit` in every thread.
   registerDrain({
@@ -211,12 +237,12 @@ class WorkerGatherer {
     return droppedKeyRecords;
   }
 
-  /** Ask every linked worker for its states; resolves by `deadlineMs` with what arrived. */
-  async collect(deadlineMs: number): Promise<WorkerStates> {
+  /** Ask every linked worker for its states at `step`; resolves by `deadlineMs` with what arrived. */
+  async collect(deadlineMs: number, step = 0): Promise<WorkerStates> {
     const expected = [...this.workers].filter(([, missed]) => missed < MAX_MISSED).map(([thread]) => thread);
     const gather: Gather = { id: ++this.lastId, waitingFor: new Set(expected), answers: [], done: () => undefined };
     this.current = gather;
-    this.channel.postMessage({ t: "collect", id: gather.id } satisfies LinkMessage);
+    this.channel.postMessage({ t: "collect", id: gather.id, step } satisfies LinkMessage);
     if (gather.waitingFor.size > 0) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, deadlineMs);

@@ -61,6 +61,9 @@ export interface LogMetricsOptions {
 
 const SWITCHES = ["console", "jsonl", "store", "tensorboard", "wandb"] as const;
 
+/** The options a facade created after `initBackends` cannot apply: the backends and the run files are already there. */
+const ADOPTION_IGNORES = [...SWITCHES, "backends", "runConfig", "tags", "group"] as const;
+
 /** Flatten nested objects with `/`: `{ a: { b: 1 } }` → `{ "a/b": 1 }`. Arrays and other values are leaves. */
 export function flattenWithSlash(value: Readonly<Record<string, unknown>>, prefix = ""): Record<string, unknown> {
   const out: Record<string, unknown> = {};
@@ -98,6 +101,8 @@ export class Logger {
   /** Resolves when the backends (and the monitor) are running; rejects with a config error. */
   readonly ready: Promise<void>;
   private metricLogger: MetricLogger | null = null;
+  /** True when the metric logger's backends were started before this facade (`adopt`). */
+  private adopted = false;
   private monitor: SystemMonitor | null = null;
   private readonly numValSamplesToPrint: number;
 
@@ -130,6 +135,10 @@ export class Logger {
       );
     }
     this.metricLogger = logger;
+    if (logger.backendsStarted) {
+      this.adopt();
+      return;
+    }
     try {
       const { tags, group } = this.options;
       await logger.initBackends(backends as BackendsConfig, { runConfig: this.options.runConfig ?? this.options, ...(tags !== undefined ? { tags } : {}), ...(group !== undefined ? { group } : {}) });
@@ -138,13 +147,34 @@ export class Logger {
       if (!existed) await logger.shutdown();
       throw error;
     }
-    if (this.options.monitorGpus === true) {
-      this.monitor = new SystemMonitor({
-        logger,
-        collectionInterval: this.options.gpuMonitoring?.collectionInterval ?? 10,
-        flushInterval: this.options.gpuMonitoring?.flushInterval ?? 10,
-      }).start();
+    if (this.options.monitorGpus === true) this.startMonitor();
+  }
+
+  /**
+   * This process's metric logger already runs the backends `initBackends` started: the facade logs
+   * to those (one pipeline, one set of backends) instead of failing, says which of its own options
+   * are ignored, and leaves the logger's shutdown to the code that started them.
+   */
+  private adopt(): void {
+    this.adopted = true;
+    const ignored = ADOPTION_IGNORES.filter((name) => this.options[name] !== undefined);
+    if (ignored.length > 0) {
+      warn(
+        "facade.backendsStarted",
+        `Logger: this process's metric logger already has its backends (initBackends() was called before); the Logger logs to them, and its options ${ignored.join(", ")} are ignored. ` +
+          "To choose the backends here instead, create the Logger before initBackends() (or call shutdown() on the metric logger first).",
+      );
     }
+    if (this.options.monitorGpus === true) this.startMonitor();
+  }
+
+  private startMonitor(): void {
+    if (this.metricLogger === null) return;
+    this.monitor = new SystemMonitor({
+      logger: this.metricLogger,
+      collectionInterval: this.options.gpuMonitoring?.collectionInterval ?? 10,
+      flushInterval: this.options.gpuMonitoring?.flushInterval ?? 10,
+    }).start();
   }
 
   private async logger(): Promise<MetricLogger> {
@@ -209,10 +239,14 @@ export class Logger {
     return printValidationSamples(samples, n, options);
   }
 
-  /** Stop the monitor (logging what it holds) and finish every backend. */
+  /**
+   * Stop the monitor (logging what it holds) and finish every backend. When the backends were
+   * started by `initBackends` before this facade (see `adopt`), they are left running: the code
+   * that started them shuts them down.
+   */
   async finish(): Promise<void> {
     const logger = await this.logger();
     await this.monitor?.stop();
-    await logger.shutdown();
+    if (!this.adopted) await logger.shutdown();
   }
 }

@@ -3,11 +3,16 @@
  *
  * Options win over the environment (`RANKSCOPE_ROOT`, `RANKSCOPE_EXPERIMENT`, `RANKSCOPE_TRIAL`,
  * or `RANKSCOPE_RUN_DIR` for the whole path; the one settings resolver); a user who sets nothing gets
- * `./runs/default/{YYYYMMDD-HHMMSS}`. Nothing is created here: the first writer creates what it
- * needs, so a console-only job leaves no directories behind.
+ * `./runs/default/{YYYYMMDD-HHMMSS}`. `resolveRunLocation` creates nothing. `claimRunLocation` (the
+ * logger's) claims a default-named run directory atomically: two jobs started in the same second —
+ * or millisecond — on one root get `…-HHMMSS` and `…-HHMMSS-2`, never one shared directory. A
+ * named trial or run directory is used as it is (a resume, or ranks joining it). The logger removes
+ * a claimed directory that is still empty at shutdown, so a console-only job leaves none behind.
  */
 import { join, resolve } from "node:path";
+import { warn } from "../core/diagnostics.js";
 import { resolveSetting, textKind, type SettingKind } from "../core/settings.js";
+import { claimDirectory, removeIfEmpty } from "../io/atomic-write.js";
 
 /** How to name a run's directory. */
 export interface RunDirOptions {
@@ -27,6 +32,8 @@ export interface RunLocation {
   readonly root: string;
   readonly experiment: string;
   readonly trial: string;
+  /** Set when `claimRunLocation` created the directory (a default-named trial): what to remove if it stays empty. */
+  readonly claimed?: { readonly createdParent: string | undefined };
 }
 
 function timestampTrial(date: Date): string {
@@ -74,4 +81,32 @@ export function resolveRunLocation(options: RunDirOptions = {}, env: NodeJS.Proc
   const trial = checkName("trial", setting("trial", "RANKSCOPE_TRIAL", name, timestampTrial(now)));
   const explicit = setting<string | undefined>("runDir", "RANKSCOPE_RUN_DIR", path, undefined);
   return { runDir: explicit !== undefined ? resolve(explicit) : join(root, experiment, trial), root, experiment, trial };
+}
+
+/** True when neither a trial nor a run directory was given (in code or the environment): the trial is the start time. */
+function trialDefaulted(options: RunDirOptions, env: NodeJS.ProcessEnv): boolean {
+  const given = (option: keyof RunDirOptions, variable: string): boolean =>
+    resolveSetting<string | undefined>({ owner: "run directory", option, env: variable, kind: textKind(undefined, "a non-empty text"), fallback: undefined }, options[option], env) !== undefined;
+  return !given("trial", "RANKSCOPE_TRIAL") && !given("runDir", "RANKSCOPE_RUN_DIR");
+}
+
+/**
+ * `resolveRunLocation`, and when the trial is the default (the start time), claim its directory
+ * atomically (`claimDirectory`): a job that finds it taken — another job started in the same
+ * second on this root — takes `{trial}-2` (then `-3`, …), with a warning naming both.
+ */
+export function claimRunLocation(options: RunDirOptions = {}, env: NodeJS.ProcessEnv = process.env, now = new Date()): RunLocation {
+  const location = resolveRunLocation(options, env, now);
+  if (!trialDefaulted(options, env)) return location;
+  const claimed = claimDirectory(join(location.root, location.experiment), location.trial);
+  if (claimed.name !== location.trial) {
+    warn("run.dirTaken", `run directory ${location.runDir} already exists (another job started in the same second on this root); this run writes to ${claimed.path}`);
+  }
+  return { ...location, trial: claimed.name, runDir: claimed.path, claimed: { createdParent: claimed.createdParent } };
+}
+
+/** Remove a run directory `claimRunLocation` created if nothing was written into it (nor into the parents it created). */
+export function releaseUnusedRunLocation(location: RunLocation): void {
+  if (location.claimed === undefined) return;
+  removeIfEmpty(location.runDir, location.claimed.createdParent);
 }

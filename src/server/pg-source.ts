@@ -7,6 +7,7 @@
  */
 import { Readable } from "node:stream";
 import type pg from "pg";
+import { compareLines } from "../core/rank-identity.js";
 import { GLOBAL_RANK, SERIES_KINDS, type HistogramEntry, type KeyInfo, type KeyKind, type SeriesResult } from "../backends/store/read-types.js";
 import type { ChunkMeta } from "../backends/store/reader-statements.js";
 import { readChunkedSeries, type ChunkReads } from "../backends/store/series-read.js";
@@ -155,7 +156,8 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
        WHERE k.run_id = $1 AND k.kind = $2 GROUP BY k.id ORDER BY k.key`,
       [runId(handle), kind],
     );
-    return result.rows.flatMap((r) => (isKind(r.kind) ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: r.ranks }] : []));
+    // Lines in the store's order (docs/DESIGN.md, "Identity"): global, ranks, controller, threads.
+    return result.rows.flatMap((r) => (isKind(r.kind) ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) }] : []));
   }
 
   async function read(handle: string, key: string, kind: "scalar" | "stream" | "system", rank: number | undefined, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesResult> {
@@ -257,16 +259,23 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
 
     histogramKeys: async (handle) => (await keysOf(handle, "histogram")).map((k) => k.key),
 
-    async histograms(handle: string, key: string, limit: number): Promise<HistogramEntry[]> {
+    async histograms(handle: string, key: string, limit: number, rank?: number): Promise<HistogramEntry[]> {
       const result = await pool.query<{ src_seq: number; rank: number; step: number; wall: number; data: string }>(
         `SELECT r.src_seq, r.rank, r.step, r.wall, r.data FROM records r JOIN keys k ON k.id = r.key_id
-         WHERE k.run_id = $1 AND k.kind = 'histogram' AND k.key = $2 ORDER BY r.src_seq DESC LIMIT $3`,
-        [runId(handle), key, limit],
+         WHERE k.run_id = $1 AND k.kind = 'histogram' AND k.key = $2 AND ($4::int IS NULL OR r.rank = $4)
+         ORDER BY r.src_seq DESC LIMIT $3`,
+        [runId(handle), key, limit, rank ?? null],
       );
-      return result.rows.reverse().flatMap((r) => {
+      // The newest `limit` as the job's store keeps them, drawn by step (the store source's order).
+      const entries = result.rows.flatMap((r) => {
         const histogram = histogramOf(r.data);
         return histogram === null ? [] : [{ seq: r.src_seq, key, rank: r.rank, step: r.step, wall: r.wall, histogram }];
       });
+      return entries.sort((a, b) => a.step - b.step || a.seq - b.seq);
+    },
+
+    async histogramRanks(handle: string, key: string): Promise<number[]> {
+      return [...((await keysOf(handle, "histogram")).find((k) => k.key === key)?.ranks ?? [])];
     },
 
     async config(handle: string): Promise<Record<string, unknown>> {

@@ -8,6 +8,7 @@
  */
 import type { Accumulator, AccumulatorState, ReduceDefinitionInput } from "../core/reduce.js";
 import { getReduceDefinition, hasReduce, registerReduce } from "../core/registry.js";
+import { firstProblem, numbers, versionOne } from "../core/accumulators/state-check.js";
 
 /** The reduction's name, as carried in states. */
 export const AVG_MIN_MAX = "avg_min_max";
@@ -72,6 +73,7 @@ const definition: ReduceDefinitionInput<AvgMinMaxState> = {
     return { v: 1, count, sum, min, max };
   },
   value: valueOf,
+  check: (s) => firstProblem(versionOne(s), numbers(s, ["sum", "min", "max"])),
 };
 
 /** Register `avg_min_max` (idempotent). */

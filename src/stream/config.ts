@@ -3,6 +3,7 @@
  * the one settings policy (`core/settings.ts`): an explicit option beats the environment (a
  * warning when both differ), and a bad option or variable is a TypeError saying what is valid.
  */
+import type { Recorder } from "../core/rank-identity.js";
 import { resolve } from "node:path";
 import { flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting, type SettingKind } from "../core/settings.js";
 
@@ -96,4 +97,9 @@ export function resolveStreamConfig(options: StreamOptions = {}, env: NodeJS.Pro
     handleSignals: resolveSetting(setting("handleSignals", undefined, flagKind, true), options.handleSignals, env),
     fileThread: resolveSetting(setting("fileThread", FILE_THREAD_ENV, flagKind, true), options.fileThread, env),
   };
+}
+
+/** A stream file's name in `{runDir}/streams/`: `controller.jsonl` for the controller, `rank-{r}.jsonl` for rank r. */
+export function streamFileName(recorder: Pick<Recorder, "role" | "rank">): string {
+  return recorder.role === "controller" ? "controller.jsonl" : `rank-${recorder.rank}.jsonl`;
 }

@@ -7,7 +7,7 @@
  * once per file through `report`, and closes the file, which is reopened at most once per flush
  * interval. Nothing is retained, so a failing disk costs no memory.
  */
-import { closeSync, fstatSync, mkdirSync, openSync, writeSync } from "node:fs";
+import { closeSync, fstatSync, mkdirSync, openSync, unlinkSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from "node:worker_threads";
 import { FILE_STATE, FILE_STATE_WORDS, isFileThreadError, type FileThreadBuffer, type FileThreadData } from "./file-thread.js";
@@ -246,7 +246,11 @@ export class FileOutput {
     this.stopFileThread();
     if (this.fd >= 0) this.checkFile();
     const line = finalLine();
-    if (line !== undefined && (this.fd >= 0 || this.open(false))) {
+    if (line === undefined) {
+      this.removeIfEmpty();
+      return;
+    }
+    if (this.fd >= 0 || this.open(false)) {
       try {
         writeSync(this.fd, line);
       } catch (error) {
@@ -254,6 +258,29 @@ export class FileOutput {
       }
     }
     this.close();
+  }
+
+  /**
+   * Close the file, and remove it when it is an empty regular file: a stream that took nothing
+   * (a controller's own, opened in case its values come) leaves no file behind.
+   */
+  private removeIfEmpty(): void {
+    let empty = false;
+    try {
+      if (this.fd >= 0) {
+        const stat = fstatSync(this.fd);
+        empty = stat.isFile() && stat.size === 0;
+      }
+    } catch {
+      // Not ours to judge: leave it.
+    }
+    this.close();
+    if (!empty) return;
+    try {
+      unlinkSync(this.options.file);
+    } catch {
+      // Gone already, or not ours to remove: an empty file either way.
+    }
   }
 
   private stopFileThread(): void {

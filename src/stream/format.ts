@@ -13,6 +13,7 @@
  * Lines are written as bytes into a `LineBuffer`: the parts that repeat (a key's middle, the
  * timestamp of the current millisecond, the current step's tail) are encoded once and copied.
  */
+import { recorderJsonFields, type Recorder } from "../core/rank-identity.js";
 import { LineBuffer } from "./line-buffer.js";
 import type { Dtype, SlotRecord } from "./ring.js";
 
@@ -37,23 +38,32 @@ export function isoTime(ms: number): string {
   return Number.isFinite(ms) ? new Date(Math.floor(ms)).toISOString() : "1970-01-01T00:00:00.000Z";
 }
 
-/** Writes one rank's stream lines into a LineBuffer. */
+/** Who recorded a line, as its fields (`recorderJsonFields`); a bare number is a rank's. */
+export function recorderFields(recorder: Recorder | number): string {
+  return recorderJsonFields(typeof recorder === "number" ? { role: "rank", rank: recorder, thread: 0 } : recorder);
+}
+
+/** Writes stream lines into a LineBuffer (who recorded them is in each key's middle). */
 export class StreamLineFormat {
   private headMs = Number.NaN;
   private head: Uint8Array = encode('{"ts":"');
   private tailStep = Number.NaN;
   private tail: Uint8Array = encode("}\n");
+  private readonly fields: string;
 
-  constructor(private readonly rank: number) {}
+  /** `recorder`: whose lines these are by default (a rank number, or a recorder). */
+  constructor(recorder: Recorder | number) {
+    this.fields = recorderFields(recorder);
+  }
 
   /** The constant middle of a key's metric lines: `","rank":0,"key":"loss","value":`. */
-  metricMiddle(key: string): Uint8Array {
-    return encode(`","rank":${this.rank},"key":${JSON.stringify(key)},"value":`);
+  metricMiddle(key: string, fields = this.fields): Uint8Array {
+    return encode(`",${fields},"key":${JSON.stringify(key)},"value":`);
   }
 
   /** The constant middle of a checkpoint's probe lines: `","rank":0,"checkpoint":"logits","index":`. */
-  probeMiddle(checkpoint: string): Uint8Array {
-    return encode(`","rank":${this.rank},"checkpoint":${JSON.stringify(checkpoint)},"index":`);
+  probeMiddle(checkpoint: string, fields = this.fields): Uint8Array {
+    return encode(`",${fields},"checkpoint":${JSON.stringify(checkpoint)},"index":`);
   }
 
   /** `{"ts":"…` for a timestamp; consecutive records mostly share their millisecond. */
@@ -134,6 +144,6 @@ export interface StreamCounts {
 }
 
 /** The final line the writer appends when it stops. */
-export function endLine(ts: string, rank: number, reason: string, counts: StreamCounts): string {
-  return `{"ts":"${ts}","rank":${rank},"stream_end":${JSON.stringify(reason)},"written":${counts.written},"dropped":${counts.dropped},"ringFull":${counts.ringFull},"writeFailed":${counts.writeFailed},"backendDropped":${counts.backendDropped}}`;
+export function endLine(ts: string, recorder: Recorder | number, reason: string, counts: StreamCounts): string {
+  return `{"ts":"${ts}",${recorderFields(recorder)},"stream_end":${JSON.stringify(reason)},"written":${counts.written},"dropped":${counts.dropped},"ringFull":${counts.ringFull},"writeFailed":${counts.writeFailed},"backendDropped":${counts.backendDropped}}`;
 }

@@ -5,20 +5,20 @@
  * Why: in the stream writer, `String(double)` plus concatenating a line and `Buffer.from` of the
  * batch cost ~230 ns per line, against ~20 ns for the write itself. Writing bytes skips the
  * string heap, the cons-string flattening and the UTF-8 pass. Numbers are written in the same
- * text as `String(number)` (and `jsonNumberText` for NaN/±Infinity), byte for byte; a test holds
- * them equal over millions of values.
+ * text as `jsonNumberText` (`String(number)`, but exponent form from 2^53 up, and the proto3
+ * strings for NaN/±Infinity), byte for byte; a test holds them equal over millions of values.
  *
  * Doubles: many metric values have a short decimal form (`0.25`, `1234.567`, integers). Those are
  * found with float64 arithmetic alone — the fewest decimals `k` whose `round(v·10^k)/10^k` is `v`
  * again (`putFixed`). A value that needs 16 or 17 significant digits (a float32 loss widened to
  * double, a ratio) is scaled exactly with Dekker's product and rounded to 16 or 17 digits
- * (`putLong`). What neither takes — magnitudes below 1e-5 or from 1e15 up (exponent forms), and
- * the rare value within 1e-9 of a rounding tie — is written from `String(v)`.
+ * (`putLong`). What neither takes — magnitudes below 1e-5 or from 1e15 up, and the rare value
+ * within 1e-9 of a rounding tie — is written from `numberText(v)`.
  *
  * Float32 probe values are written in the shortest form that reads back (through a double) as
  * the same float32, found the same way.
  */
-import { jsonNumberText } from "../core/json.js";
+import { jsonNumberText, numberText } from "../core/json.js";
 
 /** Exact powers of ten as doubles (10^0 … 10^22 are all exactly representable). */
 const POW10 = Array.from({ length: 23 }, (_, k) => Number(`1e${k}`));
@@ -26,7 +26,7 @@ const POW10 = Array.from({ length: 23 }, (_, k) => Number(`1e${k}`));
 const MAX_FAST = 1e15;
 /** Below this magnitude `String` writes an exponent (`1e-7`): left to `String`. */
 const MIN_FIXED = 1e-6;
-/** 2^53: every double at or below it that is an integer is written as its exact digits. */
+/** 2^53: every double below it that is an integer is written as its exact digits (from it up: exponent form, `numberText`). */
 const EXACT_INTEGERS = 9007199254740992;
 
 /** Smallest value `putLong` takes: the 10^k that scales it to 17 digits is then an exact double (k ≤ 22). */
@@ -125,7 +125,7 @@ export class LineBuffer {
   }
 
   /**
-   * A double as a JSON token, the same text as `jsonNumberText`: `String(v)` for finite values,
+   * A double as a JSON token, the same text as `jsonNumberText`: `numberText(v)` for finite values,
    * `"NaN"`, `"Infinity"`, `"-Infinity"` otherwise. At most 24 bytes.
    */
   putDouble(v: number): void {
@@ -154,10 +154,10 @@ export class LineBuffer {
       this.putByte(MINUS);
       a = -a;
     }
-    if (a <= EXACT_INTEGERS && Math.floor(a) === a) this.putInteger(a);
+    if (a < EXACT_INTEGERS && Math.floor(a) === a) this.putInteger(a);
     else if (a >= MIN_FIXED && a < MAX_FAST && this.putFixed(a, f32)) return;
     else if (f32) this.putLatin1(float32TextSlow(a));
-    else if (a < MIN_LONG || a >= MAX_FAST || !this.putLong(a)) this.putLatin1(String(a));
+    else if (a < MIN_LONG || a >= MAX_FAST || !this.putLong(a)) this.putLatin1(numberText(a));
   }
 
   /** A non-negative integer up to 2^53, in decimal digits. */
@@ -371,7 +371,7 @@ export function float32TextSlow(value: number): string {
   if (!Number.isFinite(value)) return jsonNumberText(value);
   for (let digits = 1; digits < 9; digits++) {
     const candidate = Number(value.toPrecision(digits));
-    if (Math.fround(candidate) === value) return String(candidate);
+    if (Math.fround(candidate) === value) return numberText(candidate);
   }
-  return String(Number(value.toPrecision(9)));
+  return numberText(Number(value.toPrecision(9)));
 }

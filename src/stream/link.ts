@@ -8,7 +8,7 @@
  * 3. the stream's side forwards that ring to its writer, which drains it with its own.
  * A ring must exist before the worker's first value, hence the explicit hand-off.
  */
-import { MessageChannel, receiveMessageOnPort, type MessagePort } from "node:worker_threads";
+import { MessageChannel, receiveMessageOnPort, threadId, type MessagePort } from "node:worker_threads";
 import { isRingAttachment, type RingAttachment } from "./messages.js";
 import { createRing, type RingShape } from "./ring.js";
 
@@ -20,9 +20,10 @@ export interface LinkOffer {
   readonly values: number;
 }
 
-/** Step 2: the worker's ring, and the port its key registrations arrive on. */
+/** Step 2: the worker's ring, the port its key registrations arrive on, and its thread id. */
 export interface LinkRing extends RingAttachment {
   readonly type: "ring";
+  readonly thread: number;
 }
 
 /** What the worker streams into: the shared control words, its ring, and its key port. */
@@ -41,7 +42,7 @@ function isLinkOffer(value: unknown): value is LinkOffer {
 }
 
 function isLinkRing(value: unknown): value is LinkRing {
-  return isRecord(value) && value["type"] === "ring" && isRingAttachment(value);
+  return isRecord(value) && value["type"] === "ring" && typeof value["thread"] === "number" && isRingAttachment(value);
 }
 
 /**
@@ -71,7 +72,7 @@ export function acceptLink(port: MessagePort): AcceptedLink {
   if (!isLinkOffer(offer)) throw new TypeError("attachStreamLink(port) takes the port returned by streamLinkForWorker() in the main thread");
   const shape = createRing(offer.capacity, offer.values);
   const keys = new MessageChannel();
-  const answer: LinkRing = { type: "ring", shape, keys: keys.port2 };
+  const answer: LinkRing = { type: "ring", shape, keys: keys.port2, thread: threadId };
   port.postMessage(answer, [keys.port2]);
   port.close();
   keys.port1.unref();

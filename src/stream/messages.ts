@@ -5,6 +5,7 @@
  */
 import { MessagePort } from "node:worker_threads";
 import type { StreamRecord } from "../core/metric.js";
+import type { Recorder } from "../core/rank-identity.js";
 import type { StreamCounts } from "./format.js";
 import type { RingShape } from "./ring.js";
 
@@ -13,6 +14,8 @@ export interface RingAttachment {
   readonly shape: RingShape;
   /** Carries `KeyRegistration`s from the ring's producer. */
   readonly keys: MessagePort;
+  /** Who records into this ring, when not the writer's own recorder (a user's worker thread). */
+  readonly recorder?: Recorder;
 }
 
 /** What the writer is started with. */
@@ -25,8 +28,8 @@ export interface WriterData {
   readonly flushMs: number;
   /** Make the writes on a file thread (the `fileThread` option). */
   readonly fileThread: boolean;
-  readonly rank: number;
-  readonly rankName: string;
+  /** Whose ring the writer drains first: the thread that started it (its lines' and records' identity). */
+  readonly recorder: Recorder;
   /** Batches the main thread may have untaken before further ones are dropped (and counted). */
   readonly maxBatchesInFlight: number;
 }
@@ -50,20 +53,45 @@ export interface KeyRegistration {
   readonly name: string;
 }
 
+/** Where a thread's key names go (its writer's port, or the main thread for a worker linked by its collector). */
+export interface KeyPoster {
+  postMessage(registration: KeyRegistration): void;
+}
+
 function isRecord(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === "object";
 }
 
 /** Is `value` the writer's start data? (A worker module runs only when its data says it is its own.) */
 export function isWriterData(value: unknown): value is WriterData {
-  return isRecord(value) && value["control"] instanceof Int32Array && Array.isArray(value["rings"]) && typeof value["file"] === "string";
+  return isRecord(value) && value["control"] instanceof Int32Array && Array.isArray(value["rings"]) && typeof value["file"] === "string" && isRecorder(value["recorder"]);
+}
+
+/** Is `value` a `Recorder` (a structured clone of one)? */
+export function isRecorder(value: unknown): value is Recorder {
+  return (
+    isRecord(value) &&
+    (value["role"] === "controller" || value["role"] === "rank") &&
+    typeof value["rank"] === "number" &&
+    typeof value["rankName"] === "string" &&
+    typeof value["thread"] === "number"
+  );
 }
 
 /** Is `value` a ring's shape and key port (a structured clone of a `RingAttachment`)? */
 export function isRingAttachment(value: unknown): value is RingAttachment {
   if (!isRecord(value)) return false;
   const shape = value["shape"];
-  return value["keys"] instanceof MessagePort && isRecord(shape) && shape["buffer"] instanceof SharedArrayBuffer && typeof shape["capacity"] === "number" && typeof shape["values"] === "number";
+  return (
+    value["keys"] instanceof MessagePort &&
+    isRingShape(shape) &&
+    (value["recorder"] === undefined || isRecorder(value["recorder"]))
+  );
+}
+
+/** Is `value` a ring's shape (a structured clone of a `RingShape`)? */
+export function isRingShape(value: unknown): value is RingShape {
+  return isRecord(value) && value["buffer"] instanceof SharedArrayBuffer && typeof value["capacity"] === "number" && typeof value["values"] === "number";
 }
 
 export function isWriterCommand(value: unknown): value is WriterCommand {

@@ -32,6 +32,19 @@ export class MetricStreamProducer implements StreamProducer {
     producer.pushValue(entry.streamId, value, step);
   }
 
+  /** Push a value recorded earlier, at its own time (a worker's values waiting for its ring). */
+  recordAt(entry: MetricEntry, value: number, step: number, timestamp: number): void {
+    const producer = this.owner.producer;
+    if (producer === null) return;
+    if (entry.streamGeneration !== this.generation) this.intern(entry);
+    producer.pushValue(entry.streamId, value, step, timestamp);
+  }
+
+  /** Count `n` values lost before they reached the ring (as the ring's own drops). */
+  countDropped(n: number): void {
+    this.owner.producer?.countDropped(n);
+  }
+
   /** Forget every id (a new stream, whose writer knows no names yet). */
   reset(): void {
     this.generation++;

@@ -309,6 +309,11 @@ export class RingProducer {
     return this.f64[RING_FULL] ?? 0;
   }
 
+  /** Count `n` records lost before they could be pushed (a worker's values that waited for its ring). */
+  countDropped(n: number): void {
+    this.f64[RING_FULL] = (this.f64[RING_FULL] ?? 0) + n;
+  }
+
   private publish(head: number, fill: number): void {
     const next = (head + 1) | 0;
     this.head = next;

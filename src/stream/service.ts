@@ -7,16 +7,18 @@
  * through a link (`attachLink`, see link.ts). Everything lost on the way is counted (`stats()`).
  */
 import { join } from "node:path";
-import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from "node:worker_threads";
-import type { RankIdentity } from "../core/rank-identity.js";
+import { isMainThread, MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from "node:worker_threads";
+import { getCollector } from "../core/collector.js";
+import { recorderOf, type RankIdentity, type Recorder } from "../core/rank-identity.js";
 import { describeError, reportError, warn } from "../core/diagnostics.js";
 import { envFlag } from "../core/env.js";
 import { currentRun } from "../run/current.js";
-import { resolveStreamConfig, streamFileFromEnv, type StreamConfig, type StreamOptions } from "./config.js";
+import { resolveStreamConfig, streamFileFromEnv, streamFileName, type StreamConfig, type StreamOptions } from "./config.js";
 import { registerStreamDrain } from "./drain.js";
 import type { StreamCounts } from "./format.js";
 import { acceptLink, offerLink } from "./link.js";
-import { isWriterEvent, type KeyRegistration, type WriterCommand, type WriterData, type WriterEvent } from "./messages.js";
+import { isWriterEvent, type KeyPoster, type KeyRegistration, type RingAttachment, type WriterCommand, type WriterData, type WriterEvent } from "./messages.js";
+import { workerStreamHost } from "./worker-streams.js";
 import { MetricStreamProducer } from "./metric-producer.js";
 import { BatchDelivery, type StreamBatchSink } from "./sink.js";
 import { CONTROL, COUNTERS, createControl, createRing, RingProducer, RingView, SharedCounters, STOP_REASONS, type RingShape, type StopReason } from "./ring.js";
@@ -53,6 +55,7 @@ interface Waiter {
   readonly resolve: () => void;
 }
 
+
 /** Who started the stream: one the runtime started for its backends it also stops. */
 export type StartedBy = "user" | "runtime";
 
@@ -73,7 +76,16 @@ export class StreamService {
   private control: Int32Array | null = null;
   private counters: SharedCounters | null = null;
   private ring: RingView | null = null;
-  private keys: MessagePort | null = null;
+  /** Where this thread's key names go: its writer's key port, or (a worker linked by its collector) the main thread. */
+  private keys: KeyPoster | null = null;
+  /** The port behind `keys` when this thread owns it (closed at teardown). */
+  private keysPort: MessagePort | null = null;
+  /** Whose values this thread's stream carries (set at start). */
+  private recorder: Recorder | null = null;
+  /** True while this (main) thread's workers stream their metric values through its writer. */
+  private hostingWorkers = false;
+  /** This worker thread linked with `attachStreamLink` (not by its collector). */
+  private explicitLink = false;
   private events: MessagePort | null = null;
   private worker: Worker | null = null;
   private nextKeyId = 0;
@@ -105,12 +117,12 @@ export class StreamService {
     const config = resolveStreamConfig(options);
     const run = currentRun();
     const who = identity ?? run?.identity;
-    const rank = who?.rank ?? 0;
+    const recorder: Recorder = who === undefined ? { role: "rank", rank: 0, rankName: "rank0", thread: 0 } : recorderOf(who);
     const dir = runDir ?? run?.runDir;
-    const file = config.file ?? (dir !== undefined ? join(dir, "streams", `rank-${rank}.jsonl`) : undefined);
+    const file = config.file ?? (dir !== undefined ? join(dir, "streams", streamFileName(recorder)) : undefined);
     if (file === undefined) {
       throw new TypeError(
-        "startStream: no stream file: pass { file }, set RANKSCOPE_STREAM_FILE, or create a logger first (getOrCreateMetricLogger) so the stream goes to {runDir}/streams/rank-{rank}.jsonl",
+        "startStream: no stream file: pass { file }, set RANKSCOPE_STREAM_FILE, or create a logger first (getOrCreateMetricLogger) so the stream goes to {runDir}/streams/rank-{rank}.jsonl (controller.jsonl for the controller)",
       );
     }
     const control = createControl(config.batchSize);
@@ -124,8 +136,7 @@ export class StreamService {
       file,
       flushMs: config.flushMs,
       fileThread: config.fileThread,
-      rank,
-      rankName: who?.rankName ?? `rank${rank}`,
+      recorder,
       maxBatchesInFlight: MAX_BATCHES_IN_FLIGHT,
     };
     const worker = startStreamWorker("writer", data, [keys.port2, events.port1]);
@@ -147,9 +158,11 @@ export class StreamService {
 
     this.config = config;
     this.file = file;
+    this.recorder = recorder;
     this.events = events.port2;
     this.worker = worker;
     this.startedBy = startedBy;
+    this.keysPort = keys.port1;
     this.beginProducing(control, shape, keys.port1, false);
     this.unregisterDrain ??= registerStreamDrain(this, config.handleSignals, () => this.config?.exitWaitMs ?? 2000);
   }
@@ -200,12 +213,63 @@ export class StreamService {
     if (control === null || config === null || !this.running) {
       throw new Error("streamLinkForWorker: start the stream first (startStream, or a logger with a per_rank_no_reduce backend)");
     }
-    return offerLink({ control, capacity: config.capacity, values: config.values }, ({ shape, keys }) => {
-      if (this.worker === null || this.control === null) return;
-      const command: WriterCommand = { type: "ring", ring: { shape, keys } };
-      this.worker.postMessage(command, [keys]);
-      this.wake();
+    return offerLink({ control, capacity: config.capacity, values: config.values }, ({ shape, keys, thread }) => {
+      const recorder = this.recorder;
+      this.attachRing({ shape, keys, ...(recorder === null ? {} : { recorder: { ...recorder, thread } }) });
     });
+  }
+
+  /** Hand another thread's ring to this thread's writer. */
+  private attachRing(ring: RingAttachment): void {
+    if (this.worker === null || this.control === null) return;
+    const command: WriterCommand = { type: "ring", ring };
+    this.worker.postMessage(command, [ring.keys]);
+    this.wake();
+  }
+
+  /**
+   * In the main thread, while metric values stream: every worker whose collector links streams its
+   * raw values too, under its own recorder (worker-streams.ts). Started with the metric producer.
+   */
+  private hostWorkerStreams(): void {
+    if (!isMainThread || this.hostingWorkers || !this.running) return;
+    this.hostingWorkers = true;
+    workerStreamHost().start(
+      () => {
+        const { control, config, recorder } = this;
+        if (control === null || config === null || recorder === null || !this.running) return null;
+        return { control, capacity: config.capacity, values: config.values, owner: recorder, step: getCollector().step };
+      },
+      (ring) => this.attachRing(ring),
+    );
+  }
+
+  private endWorkerStreams(): void {
+    if (!this.hostingWorkers) return;
+    this.hostingWorkers = false;
+    workerStreamHost().end();
+  }
+
+  /** The metric producer, with this thread's workers streaming too (the collector's stream hook). */
+  metricsProducer(): MetricStreamProducer {
+    this.hostWorkerStreams();
+    return this.metricProducer;
+  }
+
+  /** Worker side (worker-streams.ts): produce into a ring drained by the main thread's writer. */
+  beginLinked(control: Int32Array, shape: RingShape, postKey: (registration: KeyRegistration) => void): MetricStreamProducer {
+    this.beginProducing(control, shape, { postMessage: postKey }, true);
+    return this.metricProducer;
+  }
+
+  /** Worker side: the producer of a link made with `attachStreamLink`, if any. */
+  linkedProducer(): MetricStreamProducer | null {
+    return this.linked && this.explicitLink ? this.metricProducer : null;
+  }
+
+  /** Worker side: the main thread's stream ended. */
+  endLinked(): void {
+    if (this.linked) this.detachLink();
   }
 
   /** Worker side: stream into a ring of this thread's own, drained by the writer behind `port`. */
@@ -214,10 +278,11 @@ export class StreamService {
     if (this.running) throw new Error("attachStreamLink: this thread already streams; call it before the first streamValues");
     const { control, shape, keys } = acceptLink(port);
     this.beginProducing(control, shape, keys, true);
+    this.explicitLink = true;
   }
 
   /** From now on, values go into the ring `shape` under `control`; key names go to `keys`. */
-  private beginProducing(control: Int32Array, shape: RingShape, keys: MessagePort, linked: boolean): void {
+  private beginProducing(control: Int32Array, shape: RingShape, keys: KeyPoster, linked: boolean): void {
     this.control = control;
     this.counters = new SharedCounters(control);
     this.ring = new RingView(shape);
@@ -247,6 +312,8 @@ export class StreamService {
   /** Stop handing records to the sink (after a flush, so it got everything recorded so far). */
   async detachSink(): Promise<void> {
     if (this.running) await this.flush(DEFAULT_ASYNC_WAIT_MS);
+    // Workers stream metric values only while this thread does.
+    this.endWorkerStreams();
     this.delivery.setSink(null);
     if (this.control !== null) Atomics.store(this.control, CONTROL.WANT_BATCHES, 0);
     if (this.startedBy === "runtime") await this.stop(DEFAULT_ASYNC_WAIT_MS);
@@ -401,6 +468,7 @@ export class StreamService {
     this.control = null;
     this.counters = null;
     this.linked = false;
+    this.explicitLink = false;
   }
 
   /** Let every flush/stop waiter go (the writer is gone). */
@@ -425,9 +493,11 @@ export class StreamService {
     this.producer = null;
     this.delivery.setSink(null);
     this.events?.close();
-    this.keys?.close();
+    this.keysPort?.close();
     this.events = null;
     this.keys = null;
+    this.keysPort = null;
+    this.endWorkerStreams();
     this.control = null;
     this.counters = null;
     this.worker = null;

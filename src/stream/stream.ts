@@ -19,7 +19,10 @@
  */
 import type { MessagePort } from "node:worker_threads";
 import type { RankIdentity } from "../core/rank-identity.js";
-import type { Collector, StreamProducer } from "../core/collector.js";
+import { isMainThread } from "node:worker_threads";
+import { getCollector, type Collector, type StreamProducer } from "../core/collector.js";
+import { onWorkerCollectorLinked } from "../core/worker-link.js";
+import { linkWorkerStream, workerStreamHost } from "./worker-streams.js";
 import { warn } from "../core/diagnostics.js";
 import { STREAM_DROPPED_KEY } from "../core/internal-keys.js";
 import { processWide } from "../core/process-wide.js";
@@ -35,6 +38,12 @@ export type { StreamBatchSink } from "./sink.js";
 
 /** This thread's stream service (one per thread, kept across module copies). */
 const service = processWide("stream", () => new StreamService());
+
+// A user's worker thread streams its raw values when its collector links to a main thread that
+// streams metric values (worker-streams.ts); registered once per thread.
+// The main thread answers them (with `none` while it does not stream), so they stop buffering.
+if (!isMainThread) processWide("workerStreamLink", () => (onWorkerCollectorLinked(() => linkWorkerStream(getCollector(), service)), true));
+else workerStreamHost();
 
 const DTYPE_HINT = "a Float32Array, a Float64Array or an array of numbers";
 
@@ -114,7 +123,7 @@ export function attachStreamBackends(sink: StreamBatchSink, identity: RankIdenti
     service.start({}, "runtime", identity, runDir);
   }
   service.attachSink(sink);
-  return service.metricProducer;
+  return service.metricsProducer();
 }
 
 /** For the rank runtime: deliver what is in the ring to the backends, then stop handing records on. */
@@ -164,5 +173,5 @@ export function recordStreamDropped(collector: Collector): void {
  */
 export function metricStreamProducer(options: StreamOptions = {}): StreamProducer {
   if (!service.running) service.start(options, "user");
-  return service.metricProducer;
+  return service.metricsProducer();
 }

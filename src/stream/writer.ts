@@ -11,8 +11,9 @@
  */
 import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
 import type { StreamRecord } from "../core/metric.js";
+import type { Recorder } from "../core/rank-identity.js";
 import { BYTES_PER_WRITE, FileOutput } from "./file-output.js";
-import { endLine, isoTime, StreamLineFormat, type StreamCounts } from "./format.js";
+import { endLine, isoTime, recorderFields, StreamLineFormat, type StreamCounts } from "./format.js";
 import { isKeyRegistration, isWriterCommand, isWriterData, type RingAttachment, type WriterData, type WriterEvent } from "./messages.js";
 import { CLOCK_IDLE_MS, CLOCK_TICK_MS, CONTROL, COUNTERS, emptySlot, KIND_METRIC, readSlot, RingView, SharedCounters, STOP_REASONS, TAIL } from "./ring.js";
 
@@ -23,9 +24,15 @@ const LINES_PER_WRITE = 4096;
 /** Most records in one batch posted to the main thread. */
 const RECORDS_PER_BATCH = 4096;
 
+/** How long the final drain waits for key names still on their way (a worker's, forwarded by the main thread). */
+const NAMES_WAIT_MS = 500;
+
 interface LiveRing {
   readonly view: RingView;
   readonly keys: MessagePort;
+  /** Who records into it: its lines' identity fields and its records' `rank`/`role`/`thread`. */
+  readonly recorder: Recorder;
+  readonly fields: string;
   readonly names: string[];
   /** Per key id, the encoded constant middle of its lines (made at the key's first record). */
   readonly middles: (Uint8Array | undefined)[];
@@ -42,11 +49,13 @@ class Writer {
   private flushDone = 0;
   /** True while the producers read their time from the clock this writer ticks. */
   private clockLive = false;
+  /** The last drain stopped at a key whose name had not arrived. */
+  private waitingForNames = false;
 
   constructor(private readonly data: WriterData) {
     this.control = data.control;
     this.counters = new SharedCounters(data.control);
-    this.format = new StreamLineFormat(data.rank);
+    this.format = new StreamLineFormat(data.recorder);
     this.output = new FileOutput({ file: data.file, reopenMs: data.flushMs, control: data.control, counters: this.counters, report: (code, message) => this.report(code, message) });
     for (const ring of data.rings) this.attach(ring);
   }
@@ -82,8 +91,14 @@ class Writer {
       }
       const due = now - lastDrain >= this.data.flushMs;
       if (due) this.output.checkFile();
+      if (this.waitingForNames && stop === 0 && flushRequest === this.flushDone) {
+        // A linked worker's key name is on its way through the main thread: look again shortly.
+        this.waitingForNames = false;
+        Atomics.wait(this.control, CONTROL.WAKE, wake, 2);
+        continue;
+      }
       if (stop !== 0 || flushRequest !== this.flushDone || pending >= batch || (pending > 0 && due)) {
-        this.drain();
+        this.waitingForNames = this.drain(stop !== 0);
         lastDrain = now;
         if (flushRequest !== this.flushDone) {
           this.output.completeWrite(); // a flush is done when its records are in the file
@@ -103,7 +118,8 @@ class Writer {
   }
 
   private attach(ring: RingAttachment): void {
-    this.rings.push({ view: new RingView(ring.shape), keys: ring.keys, names: [], middles: [] });
+    const recorder = ring.recorder ?? this.data.recorder;
+    this.rings.push({ view: new RingView(ring.shape), keys: ring.keys, recorder, fields: recorderFields(recorder), names: [], middles: [] });
   }
 
   /** Rings attached after start (other producing threads). */
@@ -127,15 +143,26 @@ class Writer {
     return total;
   }
 
-  /** Write and hand on everything published so far. */
-  private drain(): void {
-    for (const ring of this.rings) this.drainRing(ring);
+  /** Write and hand on everything published so far (at the end, waiting briefly for names still on their way). */
+  private drain(final = false): boolean {
+    let waiting = false;
+    for (const ring of this.rings) waiting = this.drainRing(ring) || waiting;
+    if (!final || !waiting) return waiting;
+    const until = Date.now() + NAMES_WAIT_MS;
+    while (waiting && Date.now() < until) {
+      Atomics.wait(this.control, CONTROL.WAKE, Atomics.load(this.control, CONTROL.WAKE), 5);
+      waiting = false;
+      for (const ring of this.rings) waiting = this.drainRing(ring) || waiting;
+    }
+    return waiting;
   }
 
-  private drainRing(ring: LiveRing): void {
+  /** Drain one ring; true when it stopped at a key whose name has not arrived yet. */
+  private drainRing(ring: LiveRing): boolean {
     const view = ring.view;
     const head = Atomics.load(view.i32, 0);
-    // Keys are posted before the slots that use them are published, so they are queued by now.
+    // A thread's own keys are posted before the slots that use them are published, so they are
+    // queued by now; a linked worker's arrive through the main thread and may still be on the way.
     for (let m = receiveMessageOnPort(ring.keys); m !== undefined; m = receiveMessageOnPort(ring.keys)) {
       const key: unknown = m.message;
       if (isKeyRegistration(key)) ring.names[key.id] = key.name;
@@ -147,20 +174,30 @@ class Writer {
     let tail = Atomics.load(view.i32, TAIL);
     let lines = 0;
     let records: StreamRecord[] = [];
-    const { rank, rankName } = this.data;
+    const { rank, rankName, role, thread } = ring.recorder;
     const { f64, i32 } = view;
+    let unnamed = false;
     while (tail !== head) {
       const base = view.slotBase(tail);
       const keyId = i32[(base + 4) * 2] ?? 0;
       const kindWord = i32[(base + 4) * 2 + 1] ?? 0;
-      const middle = ring.middles[keyId] ?? this.middleFor(ring, keyId, kindWord);
+      let middle = ring.middles[keyId];
+      if (middle === undefined) {
+        if (ring.names[keyId] === undefined) {
+          // Its name is still on the way: stop here, the next drain goes on from this slot.
+          unnamed = true;
+          break;
+        }
+        middle = this.middleFor(ring, keyId, kindWord);
+      }
       if ((kindWord & 15) === KIND_METRIC) {
         // The common case, kept lean: read the three words and write the line's bytes.
         const timestamp = f64[base] ?? 0;
-        const value = f64[base + 1] ?? 0;
+        // `+ 0`: −0 is written and handed on as 0, as every reduced value is.
+        const value = (f64[base + 1] ?? 0) + 0;
         const step = f64[base + 2] ?? 0;
         format.putMetric(out, timestamp, middle, value, step);
-        if (wantBatches) records.push({ key: ring.names[keyId] ?? `#${keyId}`, value, step, timestamp, rank, rankName });
+        if (wantBatches) records.push({ key: ring.names[keyId] ?? `#${keyId}`, value, step, timestamp, rank, rankName, role, thread });
       } else {
         format.putProbe(out, middle, readSlot(view, tail, this.slot), f64);
       }
@@ -180,12 +217,18 @@ class Writer {
         records = [];
       }
     }
+    if (lines > 0) {
+      Atomics.store(view.i32, TAIL, tail);
+      output.write(lines, this.clockLive);
+    }
+    if (records.length > 0) this.postBatch(records);
+    return unnamed;
   }
 
   /** The encoded middle of a key's lines (metric or probe, as its first record says). */
   private middleFor(ring: LiveRing, keyId: number, kindWord: number): Uint8Array {
     const name = ring.names[keyId] ?? `#${keyId}`;
-    const middle = (kindWord & 15) === KIND_METRIC ? this.format.metricMiddle(name) : this.format.probeMiddle(name);
+    const middle = (kindWord & 15) === KIND_METRIC ? this.format.metricMiddle(name, ring.fields) : this.format.probeMiddle(name, ring.fields);
     ring.middles[keyId] = middle;
     return middle;
   }
@@ -218,10 +261,10 @@ class Writer {
     let counts = this.counts();
     this.output.finish(() => {
       counts = this.counts();
-      // A stream that took no record at all ends without a line: an idle stream (a controller's
-      // own, beside a real rank 0 that appends to the same file) leaves nothing to misread.
+      // A stream that took no record at all ends without a line, and its empty file is removed: an
+      // idle stream (a controller's own, started in case its values come) leaves nothing behind.
       const idle = counts.written === 0 && counts.dropped === 0 && counts.backendDropped === 0;
-      return idle ? undefined : `${endLine(isoTime(Date.now()), this.data.rank, reason, counts)}\n`;
+      return idle ? undefined : `${endLine(isoTime(Date.now()), this.data.recorder, reason, counts)}\n`;
     });
     this.post({ type: "done", counts });
     Atomics.store(this.control, CONTROL.CLOCK_LIVE, 0);

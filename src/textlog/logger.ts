@@ -14,7 +14,8 @@ import type { Level, Logger } from "pino";
 import { AppendFile } from "../io/append-file.js";
 import { isRecord } from "../core/json.js";
 import { redactRecord } from "../core/redact.js";
-import { enumKind, presenceKind, resolveSetting } from "../core/settings.js";
+import { enumKind, resolveSetting } from "../core/settings.js";
+import { resolveColor } from "./color.js";
 import { currentRun, onRunChange, type CurrentRun } from "../run/current.js";
 import { colorLine, COLOR_NAMES, DEFAULT_COMPONENT_COLORS, formatRecord, type ColorName, type ComponentColor } from "./format.js";
 import { processWide } from "../core/process-wide.js";
@@ -25,13 +26,18 @@ export type TextLogger = Logger;
 /** Where console lines go. */
 export interface LineSink {
   write(text: string): unknown;
+  /** True for a terminal: console lines are coloured by default only then (`process.stdout.isTTY`). */
+  readonly isTTY?: boolean;
 }
 
 /** Options of `configureTextLogs`. */
 export interface TextLogOptions {
   /** Lowest level logged (default `RANKSCOPE_LOG_LEVEL` or `info`). */
   level?: Level;
-  /** Colour lines (default: on, unless the `NO_COLOR` environment variable is set and not empty). */
+  /**
+   * Colour console lines. Default: `FORCE_COLOR` if set (`0`/`false` off, `1`–`3`/`true` on), else
+   * off when `NO_COLOR` is set and not empty, else on only when the console is a terminal.
+   */
   color?: boolean;
   /** Colour per component kind, first match wins; replaces the defaults (AReaL's kinds). */
   componentColors?: readonly { pattern: RegExp | string; color: ColorName }[];
@@ -41,7 +47,7 @@ export interface TextLogOptions {
   files?: boolean;
   /** Milliseconds since the epoch for a line's time (default `Date.now`; tests pin it). */
   clock?: () => number;
-  /** Colour the lines in the log files too, as AReaL does (default: as `color`). */
+  /** Colour the lines in the log files, as AReaL does (default: on, unless `color`, `FORCE_COLOR` or `NO_COLOR` says no colour). */
   fileColor?: boolean;
 }
 
@@ -67,14 +73,16 @@ function resolve(options: TextLogOptions): Resolved {
     if (!COLOR_NAMES.includes(c.color)) throw new TypeError(`component colour ${JSON.stringify(c.color)} is not valid; valid: ${COLOR_NAMES.join(", ")}`);
     return { pattern: typeof c.pattern === "string" ? new RegExp(c.pattern) : c.pattern, color: c.color };
   });
-  // `color` in code, else NO_COLOR (any non-empty value turns colours off, https://no-color.org), else on.
-  const color = resolveSetting({ owner: "configureTextLogs", option: "color", env: "NO_COLOR", kind: presenceKind(false), fallback: true }, options.color);
+  const sink = options.console ?? process.stdout;
+  // The console: `color`, FORCE_COLOR, NO_COLOR, else whether it is a terminal (color.ts). Files
+  // keep AReaL's colours unless code or the environment said otherwise.
+  const color = resolveColor(options.color, sink);
   return {
     level,
-    color,
-    fileColor: options.fileColor ?? color,
+    color: color.console,
+    fileColor: options.fileColor ?? color.explicit ?? true,
     colors,
-    console: options.console ?? process.stdout,
+    console: sink,
     files: options.files ?? true,
     clock: options.clock ?? Date.now,
   };

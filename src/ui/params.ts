@@ -2,6 +2,7 @@
  * The API's query parameters, checked: each bad value is a 400 saying what was wrong and what is
  * valid. The caps on what one request may ask live here.
  */
+import { CONTROLLER_LINE } from "../core/rank-identity.js";
 import { HttpError } from "./security.js";
 
 /** Points per line per request at most; the store downsamples beyond it. */
@@ -76,7 +77,9 @@ export function parseLines(raw: string | null, maxPoints: number): LineRequest[]
     if (!Array.isArray(entry) || entry.length < 3 || entry.length > 4) throw new HttpError(400, LINES_USAGE);
     const [key, rank, after, before = null]: unknown[] = entry;
     if (typeof key !== "string" || key === "") throw new HttpError(400, `${LINES_USAGE}; a key is not a non-empty string`);
-    if (rank !== null && !(typeof rank === "number" && Number.isInteger(rank) && rank >= 0)) throw new HttpError(400, `${LINES_USAGE}; a rank is not a non-negative integer or null`);
+    if (rank !== null && !(typeof rank === "number" && Number.isInteger(rank) && rank >= CONTROLLER_LINE)) {
+      throw new HttpError(400, `${LINES_USAGE}; a rank is not a line (r for rank r, -1 the global line, -2 the controller's own) or null`);
+    }
     if (after !== null && typeof after !== "string") throw new HttpError(400, `${LINES_USAGE}; a cursor is not a string or null`);
     if (before !== null && typeof before !== "string" && typeof before !== "number") throw new HttpError(400, `${LINES_USAGE}; a before is not a step (number or string) or null`);
     return [key, rank, after, before === null ? null : String(before)];

@@ -5,6 +5,7 @@
  * root before anything opens it; the server's refuses a run of another project). The same table
  * serves `rankscope ui` and `rankscope server`.
  */
+import { CONTROLLER_LINE, lineDisplayLabel } from "../core/rank-identity.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { pipeline } from "node:stream/promises";
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
@@ -119,7 +120,12 @@ export class DashboardApi {
         this.source.histogramKeys?.(runDir) ?? [],
         this.source.rankNames?.(runDir) ?? {},
       ]);
-      return { metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })), streams, system, histograms, rankNames };
+      // Every line's label, by the one naming rule (docs/DESIGN.md, "Identity").
+      const rankLabels: Record<string, string> = {};
+      for (const line of [...Object.keys(rankNames).map(Number), ...metrics.flatMap((k) => k.ranks)]) {
+        if (Number.isInteger(line)) rankLabels[String(line)] = lineDisplayLabel(line, rankNames[String(line)]);
+      }
+      return { metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })), streams, system, histograms, rankNames, rankLabels };
     });
   }
 
@@ -140,7 +146,8 @@ export class DashboardApi {
 
   private series(ctx: ApiContext): Promise<unknown> {
     const key = requiredParam(ctx.params, "key");
-    const rank = intParam(ctx.params, "rank", 0, 1_000_000);
+    // A line: r for rank r, -1 the global line, -2 the controller's own (docs/DESIGN.md, "Identity").
+    const rank = intParam(ctx.params, "rank", CONTROLLER_LINE, 1_000_000);
     const maxPoints = maxPointsParam(ctx.params);
     const after = ctx.params.get("after") ?? undefined;
     const before = ctx.params.get("before") ?? undefined;

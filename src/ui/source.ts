@@ -153,7 +153,7 @@ export interface DashboardSource {
    * for the global one); only `rank`'s when it is given.
    */
   histograms?(runDir: string, key: string, limit: number, rank?: number): Promise<HistogramEntry[]> | HistogramEntry[];
-  /** The ranks that logged histograms of a key (-1: the global line), ascending. */
+  /** The lines that logged histograms of a key, in line order (docs/DESIGN.md, "Identity": -1 global, ranks, -2 the controller). */
   histogramRanks?(runDir: string, key: string): Promise<number[]> | number[];
   /** Hyperparameters / config as the store keeps them (config.yaml is read by the server). */
   config(runDir: string): Promise<Record<string, unknown>> | Record<string, unknown>;

@@ -227,7 +227,7 @@ export function createStoreSource(root: string): DashboardSource {
     },
 
     histogramRanks(runDir: string, key: string): number[] {
-      return [...(keyInfos(runDir, "histogram").find((k) => k.key === key)?.ranks ?? [])].sort((a, b) => a - b);
+      return [...(keyInfos(runDir, "histogram").find((k) => k.key === key)?.ranks ?? [])];
     },
 
     config(runDir: string): Record<string, unknown> {

@@ -81,7 +81,7 @@ test("a single-process job logs no rank counts", async () => {
 
 test("runId: letters, digits, _ and -; anything else is a clear error", () => {
   assert.equal(new MetricLogger({ runId: "exp-1_a", runDir: tempDir() }).runId, "exp-1_a");
-  assert.throws(() => new MetricLogger({ runId: "exp.1", runDir: tempDir() }), /runId must be letters, digits, "_" or "-" \(it is part of NATS subjects\), got "exp.1"/);
+  assert.throws(() => new MetricLogger({ runId: "exp.1", runDir: tempDir() }), /runId must be 1 to 128 letters, digits, "_" or "-" \(it is part of NATS subjects\), got "exp.1"/);
 });
 
 test("a rank cannot take the controller's own name", async () => {

@@ -15,7 +15,7 @@ import { registerBackend } from "../../src/index.js";
 import { collectDiagnostics } from "../helpers.js";
 
 function records(from: number, count: number): StreamRecord[] {
-  return Array.from({ length: count }, (_, i) => ({ key: "k", value: from + i, step: 0, timestamp: 0, rank: 0, rankName: "r0" }));
+  return Array.from({ length: count }, (_, i) => ({ key: "k", value: from + i, step: 0, timestamp: 0, rank: 0, rankName: "r0", role: "rank" as const, thread: 0 }));
 }
 
 /** A backend whose calls end when the test says so. */

@@ -80,11 +80,23 @@ test("joinRun's variables follow the resolver's policy: an option that differs f
   const result = await runSnippet(
     `import { joinRun } from ${JSON.stringify(joinModule)};
      try { await joinRun({ natsUrl: "nats://127.0.0.1:1", runId: "fromOption", joinDeadlineMs: 300 }); } catch (e) { console.log("rejected: " + e.message); }`,
-    { RANKSCOPE_NATS_URL: "nats://127.0.0.1:2", RANKSCOPE_RUN_ID: "fromEnv", RANKSCOPE_PROCESS_NAME: "   " },
+    { RANKSCOPE_NATS_URL: "nats://127.0.0.1:2", RANKSCOPE_RUN_ID: "fromEnv", RANKSCOPE_PROCESS_NAME: "   ", RANKSCOPE_RUN_SECRET: "s".repeat(32) },
   );
   assert.match(result.stderr, /option natsUrl="nats:\/\/127\.0\.0\.1:1" overrides RANKSCOPE_NATS_URL=nats:\/\/127\.0\.0\.1:2/, result.stderr);
   assert.match(result.stderr, /option runId="fromOption" overrides RANKSCOPE_RUN_ID=fromEnv/, result.stderr);
   assert.match(result.stdout, /rejected: .*nats:\/\/127\.0\.0\.1:1/, result.stdout + result.stderr);
+});
+
+test("the run secret is a secret: a value too short is an error that never shows it, from code or the environment", async () => {
+  const joinModule = pathToFileURL(join(ROOT, "src", "transport", "rank", "join.ts")).href;
+  const result = await runSnippet(
+    `import { joinRun } from ${JSON.stringify(joinModule)};
+     try { await joinRun({ natsUrl: "nats://127.0.0.1:1", runId: "r", joinDeadlineMs: 300 }); } catch (e) { console.log("env: " + e.message); }
+     try { await joinRun({ natsUrl: "nats://127.0.0.1:1", runId: "r", joinDeadlineMs: 300, runSecret: "hunter2-option" }); } catch (e) { console.log("option: " + e.message); }`,
+    { RANKSCOPE_RUN_SECRET: "hunter2-env" },
+  );
+  assert.match(result.stdout, /env: RANKSCOPE_RUN_SECRET is not valid \(its value is not shown: it is a secret\); valid: 32 to 1024 printable characters/, result.stdout + result.stderr);
+  assert.doesNotMatch(result.stdout + result.stderr, /hunter2/);
 });
 
 test("NO_COLOR (any non-empty value) turns text-log colours off; color in code wins, with a warning", async () => {

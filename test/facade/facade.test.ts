@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { delimiter, join } from "node:path";
 import { afterEach, test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -8,7 +8,7 @@ import { registerBackend } from "../../src/backends/backend.js";
 import { getCollector } from "../../src/core/collector.js";
 import { currentMetricLogger } from "../../src/controller/metric-logger.js";
 import { formatValidationSamples, Logger, selectValidationSamples } from "../../src/facade/index.js";
-import { captureStdout, collectDiagnostics, tempDir, waitFor } from "../helpers.js";
+import { captureStdout, collectDiagnostics, runSnippet, tempDir, waitFor } from "../helpers.js";
 
 afterEach(() => getCollector().clear());
 
@@ -153,4 +153,46 @@ test("Logger.printValidationSamples prints numValSamplesToPrint samples by defau
   assert.match(out, /^Validation samples: top 1, bottom 1 of 5 by reward\n┌─ Sample 1 \| Reward: 1\.0000 /);
   assert.match(out, /Sample 2 \| Reward: 0\.1000/);
   await logger.finish();
+});
+
+test("new Logger() after initBackends(): the facade logs to the backends already started, says which of its options are ignored, and nothing is rejected", async () => {
+  const dir = tempDir();
+  // As a user's script runs it: top-level awaits, no catch anywhere, in a child process.
+  const code = `
+    import { readFileSync } from "node:fs";
+    import { getOrCreateMetricLogger, Logger, recordMetric, getLogger } from "${fileURLToPath(new URL("../../src/index.ts", import.meta.url))}";
+    const metrics = await getOrCreateMetricLogger({ runDir: ${JSON.stringify(dir)}, quiet: true });
+    await metrics.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+    const facade = new Logger({ console: true, tensorboard: true, tags: ["a"] });
+    recordMetric("lr", 0.5);
+    await facade.logMetrics({ loss: 2 }, 1, { prefix: "train" });
+    await facade.logHistogram([1, 2, 3], 1, "rewards");
+    await facade.finish();
+    await metrics.flush(2);
+    recordMetric("lr", 0.25);
+    await metrics.flush(3);
+    await metrics.shutdown();
+    process.stdout.write(readFileSync(${JSON.stringify(join(dir, "metrics.jsonl"))}, "utf8"));
+  `;
+  const { code: exit, stdout, stderr } = await runSnippet(code, { NO_COLOR: "1" });
+  assert.equal(exit, 0, stderr);
+  assert.doesNotMatch(stderr, /initBackends\(\) was already called|Unhandled|unhandled/);
+  assert.match(stderr, /Logger: this process's metric logger already has its backends \(initBackends\(\) was called before\); the Logger logs to them, and its options console, tensorboard, tags are ignored\. To choose the backends here instead, create the Logger before initBackends\(\)/);
+  const lines = stdout.trim().split("\n").map((l) => JSON.parse(l) as Line);
+  assert.deepEqual(lines.filter((l) => l.value !== undefined && !l.key.startsWith("rewards/")).map((l) => [l.key, l.value, l.step]), [
+    ["lr", 0.5, 1],
+    ["train/loss", 2, 1],
+    ["lr", 0.25, 3],
+  ], "the facade's values and the job's own, in the one jsonl backend initBackends started; finish() left it running");
+  assert.deepEqual(lines.filter((l) => l.histogram !== undefined).map((l) => [l.key, l.step, l.histogram?.count]), [["rewards", 1, 3]]);
+  assert.equal(existsSync(join(dir, "tensorboard")), false, "the facade's own backends were not started");
+});
+
+test("initBackends() after a Logger facade started the backends: the error says the facade may have, and what to do", async () => {
+  const dir = tempDir();
+  const facade = await Logger.create({ logDir: dir, console: false, jsonl: true });
+  const logger = currentMetricLogger();
+  assert.ok(logger !== undefined);
+  await assert.rejects(logger.initBackends({ console: { loggingMode: "global_reduce" } }), /initBackends\(\) was already called on this logger; to use other backends, call shutdown\(\) first .*\(A Logger facade created before calls it too; one created after initBackends\(\) logs to the backends already started\.\)/);
+  await facade.finish();
 });

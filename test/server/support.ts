@@ -87,6 +87,11 @@ export async function assertRunEqual(server: TeamServer, runDir: string, project
   assert.deepEqual(await remote.samples(handle), await local.samples(real), `${runId}: samples`);
   for (const key of store.keys(real, "histogram").map((k) => k.key)) {
     assert.deepEqual(await remote.histograms?.(handle, key, 10_000), await local.histograms?.(real, key, 10_000), `${runId}: histograms of ${key}`);
+    const ranks = await local.histogramRanks?.(real, key);
+    assert.deepEqual(await remote.histogramRanks?.(handle, key), ranks, `${runId}: ranks with histograms of ${key}`);
+    for (const rank of ranks ?? []) {
+      assert.deepEqual(await remote.histograms?.(handle, key, 3, rank), await local.histograms?.(real, key, 3, rank), `${runId}: rank ${rank}'s newest histograms of ${key}`);
+    }
   }
   assert.deepEqual(await remote.config(handle), await local.config(real), `${runId}: hyperparameters`);
   assert.deepEqual(await remote.rankNames?.(handle), await local.rankNames?.(real), `${runId}: rank names`);

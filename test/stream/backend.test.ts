@@ -28,12 +28,13 @@ describe("per_rank_no_reduce backends", () => {
       await logger.shutdown();
     });
     // Under `--test` the runner's own events share stdout, so pick the stream lines out by shape.
-    const streamLines = out.match(/\[\d+\] \[Trainer-\d+\/\d+\] [\d-]+ [\d:]+ INFO [^\n]*/g) ?? [];
+    // The controller's own raw values: never shown as rank 0's.
+    const streamLines = out.match(/\[controller\] \[Trainer\] [\d-]+ [\d:]+ INFO [^\n]*/g) ?? [];
     assert.deepEqual(
       streamLines.map((l) => l.replace(/\d{4}-\d\d-\d\d \d\d:\d\d:\d\d/, "TIME")),
-      ["[0] [Trainer-0/1] TIME INFO loss: 0", "[0] [Trainer-0/1] TIME INFO loss: 0.5", "[0] [Trainer-0/1] TIME INFO loss: 1", "[0] [Trainer-0/1] TIME INFO reward: 7", "[0] [Trainer-0/1] TIME INFO loss: 2"],
+      ["[controller] [Trainer] TIME INFO loss: 0", "[controller] [Trainer] TIME INFO loss: 0.5", "[controller] [Trainer] TIME INFO loss: 1", "[controller] [Trainer] TIME INFO reward: 7", "[controller] [Trainer] TIME INFO loss: 2"],
     );
-    const { records, ends } = readStream(join(runDir, "streams", "rank-0.jsonl"));
+    const { records, ends } = readStream(join(runDir, "streams", "controller.jsonl"));
     assert.deepEqual(records.map((r) => [r["key"], r["value"], r["step"]]), [["loss", 0, 0], ["loss", 0.5, 0], ["loss", 1, 0], ["reward", 7, 0], ["loss", 2, 1]]);
     assert.equal(ends[0]?.["written"], 5);
     assert.equal(streamStats().running, false, "shutdown stops the stream it started");
@@ -72,7 +73,7 @@ describe("a main thread too busy for logStream backends", () => {
     assert.ok(Number.isFinite(sink));
     await logger.flush(0);
     await logger.shutdown();
-    const { records, ends } = readStream(join(runDir, "streams", "rank-0.jsonl"));
+    const { records, ends } = readStream(join(runDir, "streams", "controller.jsonl"));
     const end = ends[0] ?? {};
     assert.equal(records.length, end["written"]);
     assert.equal((end["written"] as number) + (end["ringFull"] as number), N, "every record is written or counted at the ring");

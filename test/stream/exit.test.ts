@@ -111,9 +111,9 @@ describe("stream drains at exit", () => {
       const runDir = tempDir();
       const result = await runChild(join(ROOT, "test", "stream", "fixtures", "backend-child.ts"), ["50", how], { CHILD_RUN_DIR: runDir });
       assert.equal(result.code, 0, result.stderr);
-      const lines = result.stdout.match(/^\[0\] \[Exiting-0\/1\] \S+ \S+ INFO tokens: \d+$/gm) ?? [];
+      const lines = result.stdout.match(/^\[controller\] \[Exiting\] \S+ \S+ INFO tokens: \d+$/gm) ?? [];
       assert.deepEqual(lines.map((l) => Number(l.split(": ")[1])), Array.from({ length: 50 }, (_, i) => i));
-      const { records, ends } = readStream(join(runDir, "streams", "rank-0.jsonl"));
+      const { records, ends } = readStream(join(runDir, "streams", "controller.jsonl"));
       assert.equal(records.length, 50);
       // A normal end without shutdown(): the logger is shut down at beforeExit (with a warning),
       // which stops the stream; process.exit(): the exit drain stops it.

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, beforeEach, test } from "node:test";
@@ -7,23 +7,25 @@ import { fileURLToPath } from "node:url";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { closeTextLogFiles, configureTextLogs, getLogger, setupFileLogging } from "../../src/textlog/index.js";
 import { WorkerRankHandle } from "../fixtures/worker-rank-handle.js";
-import { tempDir } from "../helpers.js";
+import { REPO_ROOT, tempDir } from "../helpers.js";
 
 process.env["TZ"] = "UTC";
 const FIXED = Date.UTC(2026, 10, 22, 1, 52, 3, 45);
-const savedNoColor = process.env["NO_COLOR"];
+const savedColorEnv = { NO_COLOR: process.env["NO_COLOR"], FORCE_COLOR: process.env["FORCE_COLOR"] };
 
-function sink(): { lines: string[]; write(text: string): void } {
+/** A console sink that remembers its lines; `isTTY` says whether it stands for a terminal. */
+function sink(isTTY = true): { lines: string[]; isTTY: boolean; write(text: string): void } {
   const lines: string[] = [];
-  return { lines, write: (text: string) => lines.push(text) };
+  return { lines, isTTY, write: (text: string) => lines.push(text) };
 }
 
 beforeEach(() => {
   delete process.env["NO_COLOR"];
+  delete process.env["FORCE_COLOR"];
   closeTextLogFiles();
 });
 after(() => {
-  if (savedNoColor !== undefined) process.env["NO_COLOR"] = savedNoColor;
+  for (const [name, value] of Object.entries(savedColorEnv)) if (value !== undefined) process.env[name] = value;
   closeTextLogFiles();
 });
 
@@ -147,4 +149,66 @@ test("a rank in a worker thread writes merged.log once the controller initialise
   assert.match(merged, /^\[Trainer_0_r1\] {3}\d{8}-\d\d:\d\d:\d\d\.\d{3} RolloutWorker INFO: hello from the worker$/m);
   assert.match(merged, /^\[Controller\] {5}20261122-01:52:03\.045 Controller INFO: hello from the controller$/m);
   assert.ok(!readFileSync(join(runDir, "logs", "main.log"), "utf8").includes("worker"), "main.log is the controller's own");
+});
+
+const ESC = "\u001b[";
+const colorJob = fileURLToPath(new URL("fixtures/color-job.ts", import.meta.url));
+
+/**
+ * Run the colour job with `env` (empty values clear a variable: the resolver reads them as unset),
+ * its stdout a pipe or a real terminal (a pseudo-terminal from util-linux `script`).
+ */
+function runColorJob(mode: "plain" | "ranks", stdout: "pipe" | "terminal", env: Record<string, string>): { status: number | null; out: string; err: string; runDir: string } {
+  const runDir = tempDir();
+  const args = ["--import", "tsx", colorJob, mode, runDir];
+  const options = { cwd: REPO_ROOT, env: { ...process.env, NO_COLOR: "", FORCE_COLOR: "", ...env }, encoding: "utf8" as const, timeout: 90_000, killSignal: "SIGKILL" as const };
+  const run = stdout === "pipe" ? spawnSync(process.execPath, args, options) : spawnSync("script", ["-qec", [process.execPath, ...args].map((a) => `'${a}'`).join(" "), "/dev/null"], { ...options, input: "" });
+  return { status: run.status, out: run.stdout, err: run.stderr, runDir };
+}
+
+/** Output with each escape character shown as `<ESC>`, to match against. */
+const visible = (text: string): string => text.replaceAll("\u001b", "<ESC>");
+
+const hasScript = spawnSync("script", ["--version"], { encoding: "utf8" }).status === 0;
+
+test("console lines carry no ANSI codes when stdout is not a terminal; a terminal gets colours; FORCE_COLOR, then NO_COLOR, decide over the terminal", { skip: hasScript ? false : "util-linux script (a pseudo-terminal) is missing" }, () => {
+  const cases: [stdout: "pipe" | "terminal", env: Record<string, string>, coloured: boolean][] = [
+    ["pipe", {}, false],
+    ["terminal", {}, true],
+    ["pipe", { FORCE_COLOR: "1" }, true],
+    ["pipe", { FORCE_COLOR: "3" }, true],
+    ["terminal", { FORCE_COLOR: "0" }, false],
+    ["terminal", { FORCE_COLOR: "false" }, false],
+    ["terminal", { NO_COLOR: "1" }, false],
+    ["pipe", { FORCE_COLOR: "1", NO_COLOR: "1" }, true],
+  ];
+  for (const [stdout, env, coloured] of cases) {
+    const { status, out, err } = runColorJob("plain", stdout, env);
+    const what = `${stdout} ${JSON.stringify(env)}`;
+    assert.equal(status, 0, `${what}: ${err}`);
+    assert.match(out, /Trainer WARNING: from the controller/, what);
+    assert.equal(out.includes(ESC), coloured, `${what}: ${JSON.stringify(out)}`);
+    if (coloured) assert.match(visible(out), /<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m/, what);
+  }
+  const invalid = runColorJob("plain", "pipe", { FORCE_COLOR: "maybe" });
+  assert.notEqual(invalid.status, 0);
+  assert.match(invalid.err, /FORCE_COLOR="maybe" is not valid \(it sets configureTextLogs's color\); valid: true or false \(the variable: 1, 2, 3, true, yes, on; or 0, false, no, off\)/);
+});
+
+test("a spawned rank's lines, forwarded to the controller's stdout, are coloured exactly when the controller's are", { skip: hasScript ? false : "util-linux script (a pseudo-terminal) is missing" }, () => {
+  const piped = runColorJob("ranks", "pipe", {});
+  assert.equal(piped.status, 0, piped.err);
+  assert.match(piped.out, /RolloutWorker WARNING: from the rank/);
+  assert.ok(!piped.out.includes(ESC), `no ANSI codes in a piped job's output: ${JSON.stringify(piped.out)}`);
+  // merged.log keeps AReaL's colours for every process alike, whatever stdout is.
+  const merged = visible(readFileSync(join(piped.runDir, "logs", "merged.log"), "utf8"));
+  assert.match(merged, /^\[Controller\] +<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m$/m, merged);
+  assert.match(merged, /^\[Colour_\w+_r0\] +<ESC>\[33m\d{8}-[\d:.]+ RolloutWorker WARNING: from the rank<ESC>\[0m$/m, merged);
+  const noColor = runColorJob("ranks", "pipe", { NO_COLOR: "1" });
+  assert.equal(noColor.status, 0, noColor.err);
+  assert.ok(!readFileSync(join(noColor.runDir, "logs", "merged.log"), "utf8").includes(ESC), "NO_COLOR: no colour in any process's file lines");
+  const terminal = runColorJob("ranks", "terminal", {});
+  assert.equal(terminal.status, 0, terminal.err);
+  assert.match(visible(terminal.out), /<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m/);
+  assert.match(visible(terminal.out), /<ESC>\[33m\d{8}-[\d:.]+ RolloutWorker WARNING: from the rank<ESC>\[0m/, "the rank, whose stdout is a pipe, colours because the controller's is a terminal");
 });

@@ -64,7 +64,7 @@ async function runWith(runId: string, method: Method): Promise<void> {
   const url = method.controllerUrl(server);
   const ranks = await serveRanksOverNats({ url, logger, ...(method.controllerAuth === undefined ? {} : { auth: method.controllerAuth }) });
   const hosts = await serveHostsOverNats({ url, logger, ...(method.controllerAuth === undefined ? {} : { auth: method.controllerAuth }) });
-  const base = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, RANKSCOPE_HOST_ID: "h0" };
+  const base = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, RANKSCOPE_RUN_SECRET: logger.runSecret, RANKSCOPE_HOST_ID: "h0" };
   const agent = startChild(AGENT_MAIN, { ...base, ...method.agentEnv }, children);
   await waitFor(() => hosts.hostIds.length === 1 || agent.process.exitCode !== null, { timeoutMs: 30_000, what: "the host agent to register" });
   assert.deepEqual(hosts.hostIds, ["h0"], agent.stderr);

@@ -46,11 +46,11 @@ after(async () => {
 const role = (run: string, r: keyof typeof PASSWORDS) => ({ user: `${run}-${r}`, password: PASSWORDS[r] });
 
 /** A rank in this process (its own collector), joined over NATS as `r`'s user — directly, or through host `scope`'s agent. */
-async function joinRank(rankName: string, rank: number, scope?: string): Promise<{ collector: Collector; leave: (reason: string) => Promise<void> }> {
+async function joinRank(runSecret: string, rankName: string, rank: number, scope?: string): Promise<{ collector: Collector; leave: (reason: string) => Promise<void> }> {
   const collector = new Collector();
   const runtime = new RankRuntime({ rank, rankName, processName: "Authz", localRank: 0, localWorldSize: 1 }, collector);
   const auth = resolveNatsAuth("test rank", server.url, role(RUN_A, "rank"), {});
-  const leave = await joinOverNats(new RankAgent({ runId: RUN_A, runtime }), { url: server.url, auth, runId: RUN_A, joinDeadlineMs: 20_000, ...(scope === undefined ? {} : { scope }) });
+  const leave = await joinOverNats(new RankAgent({ runId: RUN_A, runtime }), { url: server.url, auth, runId: RUN_A, runSecret, joinDeadlineMs: 20_000, ...(scope === undefined ? {} : { scope }) });
   return { collector, leave };
 }
 
@@ -83,9 +83,9 @@ test("docs/security.md's template: a live run works with its three roles; no cre
   const ranks = await serveRanksOverNats({ url: controllerUrl, logger });
   assert.equal(ranks.url, server.url, "the server keeps the URL without its credentials");
   const hosts = await serveHostsOverNats({ url: server.url, logger, auth: role(RUN_A, "controller") });
-  const agent = await startHostAgent({ url: server.url, runId: RUN_A, hostId: "h0", auth: role(RUN_A, "host"), joinDeadlineMs: 20_000 });
-  const direct = await joinRank("Authz_d_r0", 0);
-  const viaAgent = await joinRank("Authz_h_r0", 1, "h0");
+  const agent = await startHostAgent({ url: server.url, runId: RUN_A, runSecret: logger.runSecret, hostId: "h0", auth: role(RUN_A, "host"), joinDeadlineMs: 20_000 });
+  const direct = await joinRank(logger.runSecret, "Authz_d_r0", 0);
+  const viaAgent = await joinRank(logger.runSecret, "Authz_h_r0", 1, "h0");
   await waitFor(() => hosts.hostIds.length === 1 && ranks.rankNames.length === 1, { timeoutMs: 20_000, what: "the agent and the direct rank to register" });
 
   let step = 0;

@@ -11,8 +11,10 @@ import { after, before, describe, test } from "node:test";
 import { MetricLogger, type FlushResult } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
+import { closeStores, runInfo } from "../../src/backends/store/reader.js";
+import { RANKS_LOST_KEY } from "../../src/core/internal-keys.js";
 import { collectDiagnostics, tempDir, waitFor, within } from "../helpers.js";
-import { NatsServer, SUM_RANK } from "./support.js";
+import { NatsServer, SUM_RANK, TEST_RUN_SECRET } from "./support.js";
 
 const BUSY_RANK = new URL("../fixtures/busy-rank.ts", import.meta.url);
 const EXTERNAL_RANK = new URL("../fixtures/external-rank.ts", import.meta.url);
@@ -129,15 +131,19 @@ describe("NATS ranks that come back", () => {
     dirs.push(runDir);
     const logger = new MetricLogger({ processName: "Controller", runDir, flushDeadlineMs: 800 });
     const seen = await collectDiagnostics(async () => {
-      await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+      await logger.initBackends({ jsonl: { loggingMode: "global_reduce" }, store: { loggingMode: "global_reduce", waitForWrites: true } });
       const nats = await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 2 });
       const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "Sleepy", logger, nats });
       const [, sleepy] = ranks.rankNames as [string, string];
       await ranks.call(sleepy, "record", "readmit/value", 5, "sum");
       const blocked = ranks.call(sleepy, "block", 6000);
       let step = 0;
-      await waitFor(async () => (await logger.flush(step++)).ranksExpected === 1, { timeoutMs: 20_000, what: `${sleepy} to be no longer expected` });
+      const silent = await waitFor(async () => {
+        const result = await logger.flush(step++);
+        return result.ranksExpected === 1 ? result : undefined;
+      }, { timeoutMs: 20_000, what: `${sleepy} to be no longer expected` });
       assert.deepEqual(nats.silentRankNames, [sleepy]);
+      assert.deepEqual(silent.lostRanks, [sleepy], "a silent rank is counted as lost meanwhile");
       await blocked;
       await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, { timeoutMs: 20_000, what: `${sleepy} to report again` });
       assert.deepEqual(nats.silentRankNames, []);
@@ -145,7 +151,15 @@ describe("NATS ranks that come back", () => {
       const next = await logger.flush(step++);
       assert.deepEqual(next.missingRanks, []);
       assert.equal(next.ranksExpected, 2);
+      assert.equal(next.lostRanks, undefined, "back: no longer lost");
+      assert.equal(next.metrics.find((m) => m.key === RANKS_LOST_KEY)?.value, 0);
       await logger.shutdown();
+      // The store keeps the episode: lost after some step, back at a later one.
+      const [lost] = runInfo(runDir).lostRanks ?? [];
+      closeStores();
+      assert.equal(lost?.rankName, sleepy);
+      assert.match(lost?.reason ?? "", /silent: missed 2 flushes in a row/);
+      assert.ok(lost !== undefined && lost.backStep !== null && lost.step !== null && lost.backStep > lost.step, JSON.stringify(lost));
     });
     assert.equal(jsonlSum(runDir, "readmit/value").sum, 6, "the value recorded before the silence (5) and after (1), each once");
     assert.ok(seen.some((d) => d.code.startsWith("rank.silent:")));
@@ -157,7 +171,7 @@ describe("NATS ranks that come back", () => {
     const firstDir = tempDir();
     const secondDir = tempDir();
     dirs.push(firstDir, secondDir);
-    const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, EXTERNAL_LOOP: "1" };
+    const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET, EXTERNAL_LOOP: "1" };
     const first = runFixture(CONTROLLER, { ...env, CONTROLLER_RUN_DIR: firstDir, CONTROLLER_RANKS: "2" });
     children.push(first.child);
     const rankA = runFixture(EXTERNAL_RANK, { ...env, RANK: "0" });
@@ -167,7 +181,7 @@ describe("NATS ranks that come back", () => {
     first.child.kill("SIGKILL");
     await within(first.exited, { timeoutMs: 10_000, what: "the SIGKILLed first controller to exit" });
 
-    const logger = new MetricLogger({ processName: "Controller", runDir: secondDir, runId, flushDeadlineMs: 1500 });
+    const logger = new MetricLogger({ processName: "Controller", runDir: secondDir, runId, runSecret: TEST_RUN_SECRET, flushDeadlineMs: 1500 });
     await collectDiagnostics(async () => {
       await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
       const nats = await serveRanksOverNats({ url: server.url, logger });

@@ -12,7 +12,7 @@ import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
 import { ignoredMessageCounts } from "../../src/transport/protocol/messages.js";
 import { captureStdout, collectDiagnostics, tempDir, waitFor, within } from "../helpers.js";
-import { consoleOutput, freePort, NatsServer, SUM_RANK } from "./support.js";
+import { consoleOutput, freePort, NatsServer, SUM_RANK, TEST_RUN_SECRET } from "./support.js";
 
 const EXTERNAL_RANK = new URL("../fixtures/external-rank.ts", import.meta.url);
 
@@ -38,7 +38,7 @@ test("NATS unreachable at start: a clear error naming the URL, on the controller
     return true;
   });
   await logger.shutdown();
-  const rank = await within(runExternal({ RANKSCOPE_NATS_URL: url, RANKSCOPE_RUN_ID: "nobody", RANKSCOPE_JOIN_DEADLINE_MS: "600" }).done, { timeoutMs: 30_000, what: "a rank that cannot reach NATS to give up" });
+  const rank = await within(runExternal({ RANKSCOPE_NATS_URL: url, RANKSCOPE_RUN_ID: "nobody", RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET, RANKSCOPE_JOIN_DEADLINE_MS: "600" }).done, { timeoutMs: 30_000, what: "a rank that cannot reach NATS to give up" });
   assert.notEqual(rank.code, 0);
   assert.ok(rank.stderr.includes(`cannot reach the NATS server at ${url}`), rank.stderr);
 });
@@ -60,7 +60,7 @@ describe("with a nats-server", () => {
       const nats = await serveRanksOverNats({ url: server.url, logger });
       const actors = await spawnRanks({ module: SUM_RANK, replicas: 2, ranksPerReplica: 2, processName: "MyActor", logger, nats });
       for (let i = 0; i < 2; i++) await actors.fanout("myFn");
-      const external = runExternal({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, EXTERNAL_VALUE: "5" });
+      const external = runExternal({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_RUN_SECRET: logger.runSecret, EXTERNAL_VALUE: "5" });
       await waitFor(() => nats.rankNames.some((n) => n.startsWith("External_")), { timeoutMs: 20_000, what: "the external rank to join" });
       const result = await logger.flush(0);
       assert.deepEqual(result.missingRanks, []);
@@ -128,7 +128,7 @@ describe("with a nats-server", () => {
     const seen = await collectDiagnostics(async () => {
       await logger.initBackends({});
       const nats = await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 2 });
-      const external = runExternal({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId });
+      const external = runExternal({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_RUN_SECRET: logger.runSecret });
       await waitFor(() => nats.rankNames.length === 1, { timeoutMs: 20_000, what: "the external rank to join" });
       const [name] = nats.rankNames as [string];
       assert.deepEqual((await logger.flush(0)).missingRanks, []);
@@ -172,11 +172,12 @@ describe("with a nats-server", () => {
       assert.equal(flushA.ranksExpected, 2);
       assert.equal(flushB.ranksExpected, 2);
       assert.deepEqual(flushA.metrics.filter((m) => !m.key.startsWith("rankscope/")).map((m) => [m.key, m.value]), [["only_a", 2]]);
+      // Each rank of run a dropped the garbage flush and logged that it did.
+      assert.ok((flushA.metrics.find((m) => m.key === "rankscope/rejected/unauthenticated")?.value ?? 0) >= 2, JSON.stringify(flushA.metrics));
       assert.deepEqual(flushB.metrics.filter((m) => !m.key.startsWith("rankscope/")).map((m) => [m.key, m.value]), [["only_b", 20]]);
       await Promise.all([loggerA.shutdown(), loggerB.shutdown()]);
     });
     const afterCounts = ignoredMessageCounts();
-    assert.ok(afterCounts.malformed - before.malformed >= 2, "not JSON, a deregister without a rank name");
-    assert.ok(afterCounts.foreign - before.foreign >= 1, "a message of run b on run a's subject");
+    assert.ok(afterCounts.unauthenticated - before.unauthenticated >= 3, "not JSON, a message of run b, a deregister without a rank name: none sealed with run a's secret");
   });
 });

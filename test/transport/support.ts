@@ -156,3 +156,9 @@ export function consoleOutput(captured: string): string {
   }
   return lines.length === 0 ? "" : `${lines.join("\n")}\n`;
 }
+
+/**
+ * A run secret for tests whose controller and ranks start separately (the controller and every
+ * rank or agent get it as `RANKSCOPE_RUN_SECRET`, as a launcher would hand it out).
+ */
+export const TEST_RUN_SECRET = "rankscope-test-run-secret-0123456789abcdef";

@@ -8,15 +8,17 @@
  * ===============
  * ```
  * Keys are sorted and values aligned; reduced values print as floats (`4.0`), stream lines print
- * the raw value as recorded: `[rank] [Process-localRank/localWorldSize] time INFO key: value`.
+ * the raw value as recorded: `[rank] [Process-localRank/localWorldSize] time INFO key: value`
+ * (the controller's own: `[controller] [Process]`; a user worker thread's add `[thread t]`).
  * Keys ending in `__count` (the weights of `stats.scalar`) are not shown. With
  * `layout: "grid"`, AReaL's table instead: `pairsPerRow` (4) key/value pairs per row, box-drawn.
  */
+import { jsonText, numberText } from "../../core/json.js";
 import type { Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
-import { GLOBAL_DISPLAY_NAME } from "../../core/rank-identity.js";
+import { GLOBAL_DISPLAY_NAME, roleOf } from "../../core/rank-identity.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
-import { isInternalKey, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY, STREAM_DROPPED_KEY } from "../../core/internal-keys.js";
+import { DROPPED_KEY_RECORDS_KEY, isInternalKey, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY, STREAM_DROPPED_KEY } from "../../core/internal-keys.js";
 
 /**
  * A reduced value as the console prints it: integral values keep a decimal point (`4.0`), like
@@ -24,9 +26,10 @@ import { isInternalKey, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY, STREAM_DROPPED_
  * in every other backend.
  */
 export function formatReducedValue(value: number): string {
-  if (Number.isInteger(value) && Math.abs(value) < 1e16) return value.toFixed(1);
+  if (Number.isInteger(value) && Math.abs(value) < 2 ** 53) return value.toFixed(1);
   if (!Number.isFinite(value)) return String(value);
-  return String(Number(value.toPrecision(6)));
+  // From 2^53 up in exponent form (`9.22337e+18`): zero-padded digits would read as an exact integer.
+  return numberText(Number(value.toPrecision(6)));
 }
 
 /** `YYYY-MM-DD HH:MM:SS` in local time, as Python's logging prints it. */
@@ -128,14 +131,16 @@ class ConsoleBackend implements Backend {
   init(context: BackendContext): void {
     this.displayName = context.displayName;
     const id = context.identity;
-    this.streamPrefix = `[${id.localRank}] [${id.processName}-${id.localRank}/${id.localWorldSize}]`;
+    // The controller's own raw values are never shown as a rank's (docs/DESIGN.md, "Identity").
+    // Forge's prefix for a rank (its place in its replica); the controller's own is never a rank's.
+    this.streamPrefix = roleOf(id) === "controller" ? `[controller] [${id.processName}]` : `[${id.localRank}] [${id.processName}-${id.localRank}/${id.localWorldSize}]`;
   }
 
   logBatch(metrics: readonly Metric[], step: number): void {
     // Internal keys (the shared rule) are shown only when they say something: a missing rank, a drop.
     const visible = metrics.filter(
       // The stream's drop count is shown once something was dropped.
-      (m) => !isInternalKey(m.key) || (RANK_COUNT_KEYS.has(m.key) && !allRanksReported(metrics)) || (m.key === STREAM_DROPPED_KEY && m.value !== 0),
+      (m) => !isInternalKey(m.key) || (RANK_COUNT_KEYS.has(m.key) && !allRanksReported(metrics)) || (m.key === STREAM_DROPPED_KEY && m.value !== 0) || m.key === DROPPED_KEY_RECORDS_KEY,
     );
     if (visible.length === 0) return;
     process.stdout.write(
@@ -145,7 +150,7 @@ class ConsoleBackend implements Backend {
 
   logStream(batch: readonly StreamRecord[]): void {
     let text = "";
-    for (const r of batch) text += `${this.streamPrefix} ${formatLocalTime(r.timestamp)} INFO ${r.key}: ${String(r.value)}\n`;
+    for (const r of batch) text += `${this.streamPrefix}${r.thread === 0 ? "" : ` [thread ${r.thread}]`} ${formatLocalTime(r.timestamp)} INFO ${r.key}: ${numberText(r.value)}\n`;
     if (text.length > 0) process.stdout.write(text);
   }
 
@@ -156,7 +161,7 @@ class ConsoleBackend implements Backend {
     for (const key of keys) {
       const records = samples[key] ?? [];
       lines.push(`[${key}] (${records.length} sample${records.length === 1 ? "" : "s"})`);
-      for (const r of records) lines.push(JSON.stringify(r, null, 2));
+      for (const r of records) lines.push(jsonText(r, "string", "  "));
     }
     lines.push(RULE);
     process.stdout.write(`${lines.join("\n")}\n`);

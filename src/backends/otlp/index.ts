@@ -8,6 +8,7 @@
  * bounded queue; each has a deadline; a failed or late export is reported (`otlp.export`) with its
  * data point count and counted in `stats`. docs/otlp.md.
  */
+import { roleOf } from "../../core/rank-identity.js";
 import { hostname } from "node:os";
 import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-proto";
 import { resourceFromAttributes, type Resource } from "@opentelemetry/resources";
@@ -16,13 +17,14 @@ import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic
 import { DEADLINE, withDeadline } from "../../core/deadline.js";
 import { reportError } from "../../core/diagnostics.js";
 import { rankscopeVersion } from "../../run/run-files.js";
+import { checkInternalOption, withoutInternalKeys } from "../../core/internal-keys.js";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 import { enumOption, numberOption, stringOption, stringRecordOption } from "../option-values.js";
 import { OtlpMetricBuilder, type Temporality } from "./metrics.js";
 
-export { OtlpMetricBuilder, hrTime, type Temporality } from "./metrics.js";
+export { OtlpMetricBuilder, hrTime, otlpInstrumentName, type Temporality } from "./metrics.js";
 
 /** OpenTelemetry's default OTLP/HTTP metrics endpoint. */
 export const DEFAULT_OTLP_METRICS_URL = "http://127.0.0.1:4318/v1/metrics";
@@ -67,7 +69,10 @@ export function otlpResource(options: BackendOptions, context: BackendContext): 
   if (context.loggingMode === "global_reduce") {
     attributes[ATTR_SERVICE_INSTANCE_ID] = `${context.experiment}/${context.trial}/global`;
   } else {
-    attributes["rankscope.rank"] = context.identity.rank;
+    // Who recorded it (docs/DESIGN.md, "Identity"): the controller's own values carry no rank number.
+    const role = roleOf(context.identity);
+    attributes["rankscope.role"] = role;
+    if (role === "rank") attributes["rankscope.rank"] = context.identity.rank;
     attributes["rankscope.rank_name"] = context.identity.rankName;
     attributes[ATTR_SERVICE_INSTANCE_ID] = `${context.experiment}/${context.trial}/${context.identity.rankName}`;
   }
@@ -99,12 +104,14 @@ class OtlpBackend implements Backend {
     });
   }
 
-  logBatch(metrics: readonly Metric[]): void {
+  logBatch(all: readonly Metric[]): void {
+    const metrics = withoutInternalKeys(all, this.options["internal"] === true);
     this.builder.addMetrics(metrics);
     for (const m of metrics) if (m.timestamp > this.lastFlushMs) this.lastFlushMs = m.timestamp;
   }
 
-  logHistograms(histograms: readonly HistogramMetric[]): void {
+  logHistograms(all: readonly HistogramMetric[]): void {
+    const histograms = withoutInternalKeys(all, this.options["internal"] === true);
     this.builder.addHistograms(histograms);
     for (const h of histograms) if (h.timestamp > this.lastFlushMs) this.lastFlushMs = h.timestamp;
   }
@@ -179,7 +186,8 @@ function rejectStreamMode(backend: string, options: BackendOptions): void {
 }
 
 registerBackend("otlp", (options) => new OtlpBackend(options), {
-  knownOptions: ["url", "headers", "serviceName", "resourceAttributes", "temporality", "timeoutMs", "maxQueuedExports", "finishDeadlineMs"],
+  destinationOptions: ["url"],
+  knownOptions: ["url", "headers", "serviceName", "resourceAttributes", "temporality", "timeoutMs", "maxQueuedExports", "finishDeadlineMs", "internal"],
   validate(options) {
     rejectStreamMode("otlp", options);
     const url = options["url"];
@@ -203,5 +211,6 @@ registerBackend("otlp", (options) => new OtlpBackend(options), {
       const v = options[name];
       if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) throw new TypeError(`backend "otlp": ${name} must be an integer ≥ 1, got ${JSON.stringify(v)}`);
     }
+    checkInternalOption("otlp", options["internal"]);
   },
 });

@@ -4,6 +4,12 @@
  * `histogram` keys. Cumulative temporality (default) keeps running totals from the backend's start,
  * as a Prometheus counter does; delta sends each flush's own sum and buckets, from the previous
  * flush's time.
+ *
+ * Instrument names follow OpenTelemetry's rules (`otlpInstrumentName`); two keys that would get
+ * one name (names are case-insensitive) are not both sent: the second is reported
+ * (`otlp.nameClash:{name}`), counted and left out. A histogram's per-flush `count` and `mean`
+ * outputs are not gauges: its own data point carries count and sum (a gauge `lat/count` becomes
+ * `lat_count` in a Prometheus translation, the histogram's own count series).
  */
 import { ValueType, type HrTime } from "@opentelemetry/api";
 import { AggregationTemporality, DataPointType, type MetricData } from "@opentelemetry/sdk-metrics";
@@ -18,6 +24,36 @@ export function hrTime(ms: number): HrTime {
 
 /** `cumulative` (default) or `delta`. */
 export type Temporality = "cumulative" | "delta";
+
+/** OpenTelemetry's instrument name syntax: an ASCII letter, then letters, digits, `_ . - /`; at most 255. */
+const INSTRUMENT_NAME = /^[A-Za-z][A-Za-z0-9_./-]{0,254}$/;
+const MAX_NAME = 255;
+
+/** FNV-1a of a string, as 8 hex digits (a short, stable tag for names that had to be cut). */
+function fnv1a(text: string): string {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193);
+  return (hash >>> 0).toString(16).padStart(8, "0");
+}
+
+/**
+ * The OpenTelemetry instrument name of a rankscope key. A key that is a valid name (`train/loss`)
+ * stays as it is. Otherwise each character outside `[A-Za-z0-9_./-]` (any non-ASCII one too)
+ * becomes `_{hex code point}_` (`acc@1` → `acc_40_1`, `é` → `_e9_`), a name that would not start
+ * with a letter gets the prefix `k_` (`1st` → `k_1st`), and a name over 255 characters is cut to
+ * 246 and ends with `_` and 8 hex digits of the key's FNV-1a hash. The key is in the
+ * instrument's description.
+ */
+export function otlpInstrumentName(key: string): string {
+  if (INSTRUMENT_NAME.test(key)) return key;
+  let name = "";
+  for (const char of key) name += /^[A-Za-z0-9_./-]$/.test(char) ? char : `_${(char.codePointAt(0) ?? 0).toString(16)}_`;
+  if (!/^[A-Za-z]/.test(name)) name = `k_${name}`;
+  return name.length <= MAX_NAME ? name : `${name.slice(0, MAX_NAME - 9)}_${fnv1a(key)}`;
+}
+
+/** A histogram's per-flush outputs that its own data point carries: not sent as gauges. */
+const HISTOGRAM_POINT_OUTPUTS = ["/count", "/mean"];
 
 interface SumStream {
   total: number;
@@ -38,6 +74,10 @@ export class OtlpMetricBuilder {
   private readonly histograms = new Map<string, HistogramStream>();
   private pending: MetricData[] = [];
   private previousFlush: number;
+  /** Each instrument name (lower case: names are case-insensitive) and the key that has it. */
+  private readonly names = new Map<string, string>();
+  /** Each key's instrument name, or null when it clashed with another key's. */
+  private readonly keyNames = new Map<string, string | null>();
 
   constructor(
     private readonly temporality: Temporality,
@@ -51,13 +91,38 @@ export class OtlpMetricBuilder {
     return hrTime(this.temporality === "cumulative" ? this.startMs : this.previousFlush);
   }
 
+  /** The instrument name of `key`, or null (reported and counted) when another key has it. */
+  private nameOf(key: string): string | null {
+    const known = this.keyNames.get(key);
+    if (known !== undefined) {
+      if (known === null) warn(`otlp.nameClash:${otlpInstrumentName(key)}`, `otlp: key "${key}" is not exported: its instrument name is taken by another key`);
+      return known;
+    }
+    const name = otlpInstrumentName(key);
+    const owner = this.names.get(name.toLowerCase());
+    if (owner !== undefined && owner !== key) {
+      warn(
+        `otlp.nameClash:${name}`,
+        `otlp: key "${key}" would be the instrument ${name}, which key "${owner}" already is (OpenTelemetry names are case-insensitive); its values are not exported. Rename one of the keys.`,
+      );
+      this.keyNames.set(key, null);
+      return null;
+    }
+    this.names.set(name.toLowerCase(), key);
+    this.keyNames.set(key, name);
+    return name;
+  }
+
   private temporalityCode(): AggregationTemporality {
     return this.temporality === "cumulative" ? AggregationTemporality.CUMULATIVE : AggregationTemporality.DELTA;
   }
 
   addMetrics(metrics: readonly Metric[]): void {
     for (const m of metrics) {
-      const descriptor = { name: m.key, description: `rankscope key "${m.key}" (${m.reduce})`, unit: "", valueType: ValueType.DOUBLE };
+      if (m.reduce === "histogram" && HISTOGRAM_POINT_OUTPUTS.some((suffix) => m.key.endsWith(suffix))) continue;
+      const name = this.nameOf(m.key);
+      if (name === null) continue;
+      const descriptor = { name, description: `rankscope key "${m.key}" (${m.reduce})`, unit: "", valueType: ValueType.DOUBLE };
       const point = { startTime: this.startTime(), endTime: hrTime(m.timestamp), attributes: {}, value: m.value };
       if (m.reduce === "sum") {
         let stream = this.sums.get(m.key);
@@ -80,6 +145,8 @@ export class OtlpMetricBuilder {
 
   addHistograms(histograms: readonly HistogramMetric[]): void {
     for (const h of histograms) {
+      const name = this.nameOf(h.key);
+      if (name === null) continue;
       const data = h.histogram;
       let stream = this.histograms.get(h.key);
       if (stream === undefined || this.temporality === "delta") {
@@ -98,7 +165,7 @@ export class OtlpMetricBuilder {
       counts.push(stream.count - counts.reduce((a, b) => a + b, 0));
       const hasValues = stream.min <= stream.max;
       this.pending.push({
-        descriptor: { name: h.key, description: `rankscope key "${h.key}" (histogram)`, unit: "", valueType: ValueType.DOUBLE },
+        descriptor: { name, description: `rankscope key "${h.key}" (histogram)`, unit: "", valueType: ValueType.DOUBLE },
         aggregationTemporality: this.temporalityCode(),
         dataPointType: DataPointType.HISTOGRAM,
         dataPoints: [

@@ -14,6 +14,15 @@
  * - A `quantiles` key is a **summary** whose `quantile` series are the latest flush's quantiles
  *   (over the values of that flush, across ranks as the logging mode says); it has no `_sum` or
  *   `_count` (a reduced quantile state does not reach backends with them).
+ *
+ * Names are claimed, not just families: a histogram `lat` writes `lat_bucket`, `lat_sum` and
+ * `lat_count`, a summary `lat_sum` and `lat_count` (reserved by Prometheus though not written), a
+ * counter `x_total` (and `x` in OpenMetrics). A key whose family would write a name another key
+ * already writes (a gauge `lat_count` beside the histogram `lat`) is not exported, reported once
+ * (`prometheus.nameClash:{name}`) and counted: the key that wrote it first keeps it. A histogram's
+ * per-flush `count` and `mean` outputs are not gauges (they would sit beside the cumulative
+ * `_count` under a name that says the same, `lat:count`): its `_count` and `_sum` carry them;
+ * `lat:min` and `lat:max` are.
  */
 import type { HistogramMetric, Metric } from "../../core/metric.js";
 import { warn } from "../../core/diagnostics.js";
@@ -71,9 +80,28 @@ export function leText(edge: number): string {
   return edge === Infinity ? "+Inf" : String(edge);
 }
 
+/** Every sample name a family of `type` named `name` writes or reserves (see the module comment). */
+function claimedNames(name: string, type: FamilyType): string[] {
+  switch (type) {
+    case "gauge":
+      return [name];
+    case "counter":
+      return [name, name.replace(/_total$/, "")];
+    case "histogram":
+      return [name, `${name}_bucket`, `${name}_sum`, `${name}_count`];
+    case "summary":
+      return [name, `${name}_sum`, `${name}_count`];
+  }
+}
+
+/** A histogram's per-flush outputs that its own `_count` and `_sum` carry: not exported as gauges. */
+const HISTOGRAM_SERIES_OUTPUTS = ["/count", "/mean"];
+
 /** The families of one backend instance, updated at each flush. */
 export class Exposition {
   readonly families = new Map<string, Family>();
+  /** Which family writes each sample name (`claimedNames`). */
+  private readonly claims = new Map<string, Family>();
   /** Where each key's values go, found once per key (`undefined`: a name clash, not exported). */
   private readonly targets = new Map<string, { readonly reduce: string; readonly series: Series | undefined; readonly quantile?: string }>();
 
@@ -92,9 +120,20 @@ export class Exposition {
       );
       return undefined;
     }
+    const names = claimedNames(name, type);
+    for (const claimed of names) {
+      const owner = this.claims.get(claimed);
+      if (owner === undefined) continue;
+      warn(
+        `prometheus.nameClash:${claimed}`,
+        `prometheus: key "${key}" (${reduce}) would write the metric name ${claimed} as a ${type}, already written by key "${owner.key}" (a ${owner.type} ${owner.name}); its values are not exported. Rename one of the keys.`,
+      );
+      return undefined;
+    }
     const help = `rankscope key "${key}" (${reduce})`;
     const created: Family = { name, type, key, help, series: new Map() };
     this.families.set(name, created);
+    for (const claimed of names) this.claims.set(claimed, created);
     return created;
   }
 
@@ -133,6 +172,7 @@ export class Exposition {
   /** Add one flush's reduced scalars. */
   addMetrics(metrics: readonly Metric[]): void {
     for (const m of metrics) {
+      if (m.reduce === "histogram" && HISTOGRAM_SERIES_OUTPUTS.some((suffix) => m.key.endsWith(suffix))) continue;
       const { series: s, quantile } = this.target(m);
       if (s === undefined) continue;
       if (m.reduce === "sum") {

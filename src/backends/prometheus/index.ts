@@ -5,7 +5,9 @@
  *
  * Names, types and labels: `exposition.ts` and `names.ts`; docs/prometheus.md.
  */
+import { roleOf } from "../../core/rank-identity.js";
 import { hostname } from "node:os";
+import { checkInternalOption, withoutInternalKeys } from "../../core/internal-keys.js";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
 import { currentRun } from "../../run/current.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
@@ -26,11 +28,14 @@ export const DEFAULT_PROMETHEUS_PORT = 9464;
 
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
-/** The labels of a backend instance: the user's, plus rank, rank_name and host in per-rank modes. */
+/**
+ * The labels of a backend instance: the user's, plus rank, rank_name and host in per-rank modes.
+ * The controller's own per-rank values are `rank="controller"`, never `rank="0"` (docs/DESIGN.md, "Identity").
+ */
 function instanceLabels(options: BackendOptions, context: BackendContext): Labels {
   const labels = stringRecordOption(options, "labels");
   if (context.loggingMode !== "global_reduce") {
-    labels["rank"] = String(context.identity.rank);
+    labels["rank"] = roleOf(context.identity) === "controller" ? "controller" : String(context.identity.rank);
     labels["rank_name"] = context.identity.rankName;
     labels["host"] = hostname();
   }
@@ -63,11 +68,11 @@ abstract class PrometheusBackendBase implements Backend {
   }
 
   logBatch(metrics: readonly Metric[]): void {
-    this.exposition.addMetrics(metrics);
+    this.exposition.addMetrics(withoutInternalKeys(metrics, this.options["internal"] === true));
   }
 
   logHistograms(histograms: readonly HistogramMetric[]): void {
-    this.exposition.addHistograms(histograms);
+    this.exposition.addHistograms(withoutInternalKeys(histograms, this.options["internal"] === true));
   }
 }
 
@@ -89,7 +94,7 @@ class PrometheusBackend extends PrometheusBackendBase {
     // of its own collector, which is rank 0 of its job too); rank r on `port + 1 + r`, so ranks
     // of one host never collide with each other or the controller. Port 0: any free port.
     const run = currentRun();
-    const controllerProcess = context.role === "controller" || (run?.role === "controller" && run.identity.rankName === context.identity.rankName);
+    const controllerProcess = context.role === "controller" || roleOf(context.identity) === "controller" || (run?.role === "controller" && run.identity.rankName === context.identity.rankName);
     const port = base === 0 || controllerProcess ? base : base + 1 + context.identity.rank;
     const path = stringOption(this.options, "path", "/metrics");
     this.lease = await leaseMetricsServer(host, port, path, numberOption(this.options, "listenDeadlineMs", 5000), this.exposition);
@@ -152,7 +157,7 @@ function rejectStreamMode(backend: string, options: BackendOptions): void {
 }
 
 registerBackend("prometheus", (options) => new PrometheusBackend(options), {
-  knownOptions: ["host", "port", "path", "serve", "labels", "listenDeadlineMs"],
+  knownOptions: ["host", "port", "path", "serve", "labels", "listenDeadlineMs", "internal"],
   validate(options) {
     rejectStreamMode("prometheus", options);
     const { host, path, serve } = options;
@@ -163,11 +168,13 @@ registerBackend("prometheus", (options) => new PrometheusBackend(options), {
     if (typeof options["port"] === "number" && options["port"] > 65535) throw new TypeError(`backend "prometheus": port must be 0-65535, got ${options["port"]}`);
     nonNegativeInteger("prometheus", options, "listenDeadlineMs", 1);
     checkLabels("prometheus", options["labels"]);
+    checkInternalOption("prometheus", options["internal"]);
   },
 });
 
 registerBackend("prometheus_remote_write", (options) => new PrometheusRemoteWriteBackend(options), {
-  knownOptions: ["url", "headers", "labels", "timeoutMs", "retryBudgetMs", "maxQueuedSamples", "maxSamplesPerSend", "finishDeadlineMs"],
+  destinationOptions: ["url"],
+  knownOptions: ["url", "headers", "labels", "timeoutMs", "retryBudgetMs", "maxQueuedSamples", "maxSamplesPerSend", "finishDeadlineMs", "internal"],
   validate(options) {
     rejectStreamMode("prometheus_remote_write", options);
     const url = options["url"];
@@ -186,5 +193,6 @@ registerBackend("prometheus_remote_write", (options) => new PrometheusRemoteWrit
     }
     for (const name of ["timeoutMs", "retryBudgetMs", "maxQueuedSamples", "maxSamplesPerSend", "finishDeadlineMs"]) nonNegativeInteger("prometheus_remote_write", options, name, 1);
     checkLabels("prometheus_remote_write", options["labels"]);
+    checkInternalOption("prometheus_remote_write", options["internal"]);
   },
 });

@@ -4,14 +4,22 @@
  *
  * Each family is handed to the registry as a metric object (`name`, `help`, `type`, `get()`), the
  * interface prom-client's own metric types implement, so prom-client does the escaping, label
- * formatting and counter naming. One correction: prom-client 15 writes NaN as `Nan`; Prometheus'
+ * formatting and counter naming. Two corrections: prom-client 15 writes NaN as `Nan`; Prometheus'
  * parser takes it (Go's ParseFloat ignores case) but OpenMetrics spells it `NaN`, so a value
- * `Nan` at the end of a line is rewritten.
+ * `Nan` at the end of a line is rewritten. And it writes values with `String`, which gives a
+ * magnitude from 2^53 up as zero-padded integer digits (`9223372036854776000`, beyond int64, and
+ * not the double's own digits): such a value is rewritten in exponent form (`numberText`), which
+ * every parser reads as the same double.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import client from "prom-client";
+import { numberText } from "../../core/json.js";
 import { processWide } from "../../core/process-wide.js";
 import { seriesValues, type Exposition, type Family } from "./exposition.js";
+
+/** A value of 16 or more integer digits at the end of a line (from 2^53 up, `String` writes those). */
+const LONG_INTEGER = / -?\d{16,}$/m;
+const LONG_INTEGERS = / (-?\d{16,})$/gm;
 
 /** The expositions of every live Prometheus backend in this process, rendered together. */
 export function liveExpositions(): Set<Exposition> {
@@ -58,7 +66,8 @@ export async function renderMetrics(expositions: Iterable<Exposition> = liveExpo
   }
   if (byName.size === 0) return openMetrics ? "# EOF\n" : "";
   const text = await registry.metrics();
-  return text.includes(" Nan") ? text.replace(/ Nan$/gm, " NaN") : text;
+  const spelled = text.includes(" Nan") ? text.replace(/ Nan$/gm, " NaN") : text;
+  return LONG_INTEGER.test(spelled) ? spelled.replace(LONG_INTEGERS, (_match, digits: string) => ` ${numberText(Number(digits))}`) : spelled;
 }
 
 /** The content type of a rendering. */

@@ -27,7 +27,7 @@ export function f64(a: Float64Array, i: number): number {
   return v;
 }
 
-/** `f64` for the integer columns (key indexes, ranks, counts). */
+/** `f64` for the integer columns (key indexes, counts). */
 export function int(a: Uint32Array | Int32Array, i: number): number {
   const v = a[i];
   if (v === undefined) throw new RangeError(`index ${i} is outside a column of ${a.length} values`);
@@ -47,7 +47,8 @@ export interface PointColumns {
   /** The reduction of each key, when known (scalars). */
   readonly reduces?: readonly (string | null)[];
   readonly keyIndex: Uint32Array;
-  readonly ranks: Int32Array;
+  /** Each point's line (float64: a worker thread's line is below −2^24, see `lineOf`). */
+  readonly ranks: Float64Array;
   readonly steps: Float64Array;
   readonly walls: Float64Array;
   readonly values: Float64Array;
@@ -56,7 +57,7 @@ export interface PointColumns {
 /** Columns made by `ColumnBuilder`: arrays of their own (not views of shared memory), so transferable. */
 export interface BuiltColumns extends PointColumns {
   readonly keyIndex: Uint32Array<ArrayBuffer>;
-  readonly ranks: Int32Array<ArrayBuffer>;
+  readonly ranks: Float64Array<ArrayBuffer>;
   readonly steps: Float64Array<ArrayBuffer>;
   readonly walls: Float64Array<ArrayBuffer>;
   readonly values: Float64Array<ArrayBuffer>;
@@ -68,7 +69,7 @@ export class ColumnBuilder {
   private readonly keys: string[] = [];
   private readonly reduces: (string | null)[] = [];
   private keyIndex: Uint32Array<ArrayBuffer> = new Uint32Array(64);
-  private ranks: Int32Array<ArrayBuffer> = new Int32Array(64);
+  private ranks: Float64Array<ArrayBuffer> = new Float64Array(64);
   private steps: Float64Array<ArrayBuffer> = new Float64Array(64);
   private walls: Float64Array<ArrayBuffer> = new Float64Array(64);
   private values: Float64Array<ArrayBuffer> = new Float64Array(64);
@@ -108,13 +109,13 @@ export class ColumnBuilder {
 
   private grow(): void {
     const size = this.steps.length * 2;
-    const grown = <T extends Uint32Array<ArrayBuffer> | Int32Array<ArrayBuffer> | Float64Array<ArrayBuffer>>(a: T, make: (n: number) => T): T => {
+    const grown = <T extends Uint32Array<ArrayBuffer> | Float64Array<ArrayBuffer>>(a: T, make: (n: number) => T): T => {
       const b = make(size);
       b.set(a);
       return b;
     };
     this.keyIndex = grown(this.keyIndex, (n) => new Uint32Array(n));
-    this.ranks = grown(this.ranks, (n) => new Int32Array(n));
+    this.ranks = grown(this.ranks, (n) => new Float64Array(n));
     this.steps = grown(this.steps, (n) => new Float64Array(n));
     this.walls = grown(this.walls, (n) => new Float64Array(n));
     this.values = grown(this.values, (n) => new Float64Array(n));
@@ -136,8 +137,8 @@ export interface SeriesGroup {
   readonly values: Float64Array;
 }
 
-/** Ranks are packed with the key into one number when grouping; this bounds them. */
-const RANK_SPAN = 1 << 20;
+/** A batch's distinct lines are numbered and packed with the key into one number when grouping; this bounds them. */
+const LINE_SPAN = 1 << 20;
 
 /**
  * Split column sets (one batch each, in order) into one group per (key, rank), keeping the order of
@@ -153,6 +154,10 @@ export function groupColumns(sets: readonly PointColumns[]): SeriesGroup[] {
   const groupRank: number[] = [];
   const counts: number[] = [];
   const assigned: Int32Array[] = [];
+  // Lines numbered in the order they appear (a batch mostly holds one: the last is kept at hand).
+  const lineIds = new Map<number, number>();
+  let lastLine = Number.NaN;
+  let lastLineId = 0;
   for (const set of sets) {
     const local = Uint32Array.from(set.keys, (key, k) => {
       let id = keyIds.get(key);
@@ -170,9 +175,19 @@ export function groupColumns(sets: readonly PointColumns[]): SeriesGroup[] {
     const groups = new Int32Array(n);
     for (let i = 0; i < n; i++) {
       const key = int(local, int(set.keyIndex, i));
-      const rank = int(set.ranks, i);
-      if (rank < -1 || rank >= RANK_SPAN - 1) throw new RangeError(`rank ${rank} is out of range (-1 to ${RANK_SPAN - 2})`);
-      const id = key * RANK_SPAN + rank + 1;
+      const rank = f64(set.ranks, i);
+      if (rank !== lastLine) {
+        if (!Number.isSafeInteger(rank)) throw new RangeError(`line ${rank} is not an integer`);
+        let lineId = lineIds.get(rank);
+        if (lineId === undefined) {
+          lineId = lineIds.size;
+          if (lineId >= LINE_SPAN) throw new RangeError(`a batch holds more than ${LINE_SPAN} lines`);
+          lineIds.set(rank, lineId);
+        }
+        lastLine = rank;
+        lastLineId = lineId;
+      }
+      const id = key * LINE_SPAN + lastLineId;
       let g = groupOf.get(id);
       if (g === undefined) {
         g = counts.length;

@@ -5,8 +5,9 @@
  *
  * Each flush becomes one batch (metrics, histograms, samples) written in one transaction on a
  * worker thread, so the user's loop only pays for building the batch. Writes that fail are
- * reported and counted, never thrown into the loop. `global_reduce` series are stored under rank
- * -1; the per-rank modes write their rank's number in the same file.
+ * reported and counted, never thrown into the loop. Every series is stored under its line
+ * (docs/DESIGN.md, "Identity"): `global_reduce` under −1, the controller's own per-rank values under
+ * −2, rank r's under r, and a user worker thread's raw values under its thread line.
  *
  * Options:
  * - `worker` (default true): write on a worker thread; false writes on the calling thread at the
@@ -24,9 +25,8 @@
  */
 import type { Worker } from "node:worker_threads";
 import { siblingModule, startModuleWorker } from "../../core/module-worker.js";
-import { currentRun } from "../../run/current.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
-import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
+import type { HistogramMetric, Metric, RankLoss, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 import { GLOBAL_RANK, storePath } from "./schema.js";
@@ -34,7 +34,9 @@ import type { WorkerReply, WorkerRequest, WriterThreadData } from "./writer-work
 import { endingAbnormally, registerDrain } from "../../core/lifecycle.js";
 import { mergeHyperparams } from "../../core/hyperparams.js";
 import { ColumnBuilder, columnBuffers } from "./columns.js";
-import { StoreWriter, type HistogramWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
+import { StoreWriter, type HistogramWrite, type LineWrite, type LostRankWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
+import { hostname } from "node:os";
+import { lineOf, recorderOf, recorderPath } from "../../core/rank-identity.js";
 import { SYNC_OPTIONS, resolveSyncSettings, type LiveSyncSettings } from "../../sync/settings.js";
 import type { LiveSync } from "../../sync/live.js";
 import { trackStoreWriter } from "../../sync/writers.js";
@@ -47,10 +49,12 @@ interface PendingBatch {
   samples?: SampleWrite[];
   histograms?: HistogramWrite[];
   hyperparams?: Record<string, unknown>;
+  lostRanks?: LostRankWrite[];
+  lines?: LineWrite[];
 }
 
 export * from "./reader.js";
-export { StoreWriter, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
+export { StoreWriter, type LostRankWrite, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type LineWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
 export { storePath, CHUNK_POINTS } from "./schema.js";
 
 /** Where a batch goes: a worker thread or the calling thread. */
@@ -186,7 +190,10 @@ export function parseStoreOptions(options: BackendOptions): { useWorker: boolean
 export class StoreBackend implements Backend {
   private channel: WriterChannel | null = null;
   private context: BackendContext | null = null;
+  /** This backend's line: −1 for a global backend, else its identity's (−2 for the controller's own). */
   private rank = GLOBAL_RANK;
+  /** Lines of raw values named in `ranks` so far (this backend's own, and its workers'). */
+  private readonly namedLines = new Set<number>();
   private batch: PendingBatch = {};
   private batchSize = 0;
   private scheduled: NodeJS.Immediate | null = null;
@@ -211,17 +218,17 @@ export class StoreBackend implements Backend {
 
   async init(context: BackendContext): Promise<void> {
     this.context = context;
-    this.rank = context.role === "controller" ? GLOBAL_RANK : context.identity.rank;
+    this.rank = context.role === "controller" ? GLOBAL_RANK : lineOf(recorderOf(context.identity));
+    this.namedLines.add(this.rank);
     const options: StoreWriterOptions = {
       runDir: context.runDir,
       role: context.role,
       rank: this.rank,
       rankName: context.role === "controller" ? context.displayName : context.identity.rankName,
+      host: hostname(),
       experiment: context.experiment,
       trial: context.trial,
       resumeStep: context.resumeStep,
-      // The controller's own collector runs per-rank backends as rank 0 too; a spawned rank 0 names it.
-      claimRankName: !(context.role === "rank" && currentRun()?.role === "controller"),
     };
     this.channel = this.useWorker ? new WorkerChannel() : new InlineChannel();
     try {
@@ -262,7 +269,12 @@ export class StoreBackend implements Backend {
   logStream(batch: readonly StreamRecord[]): void {
     if (batch.length === 0) return;
     const streams = (this.batch.streams ??= new ColumnBuilder());
-    for (const r of batch) streams.add(r.key, r.rank, r.step, r.timestamp, r.value);
+    for (const r of batch) {
+      // Each record under its recorder's line: the controller's never rank 0's, a worker's its own.
+      const line = lineOf(r);
+      if (!this.namedLines.has(line)) this.nameLine(line, recorderPath(r));
+      streams.add(r.key, line, r.step, r.timestamp, r.value);
+    }
     this.added(batch.length);
   }
 
@@ -281,6 +293,12 @@ export class StoreBackend implements Backend {
 
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
     this.batch.hyperparams = mergeHyperparams(this.batch.hyperparams ?? {}, params);
+    this.added(1);
+  }
+
+  /** A rank the controller lost, or one back (the dashboard marks the rank's lines and the run from these). */
+  logRankLoss(loss: RankLoss): void {
+    (this.batch.lostRanks ??= []).push({ rank: loss.rank, rankName: loss.rankName, step: loss.step, wall: loss.timestamp, reason: loss.reason, ...(loss.back === true ? { back: true } : {}) });
     this.added(1);
   }
 
@@ -360,6 +378,11 @@ export class StoreBackend implements Backend {
         `the store writer of ${storePath(this.context?.runDir ?? ".")} did not finish within ${waitMs} ms at exit; up to ${queued} batch(es) were not written and the run is not marked ended (raise RANKSCOPE_DRAIN_DEADLINE_MS)`,
       );
     }
+  }
+
+  private nameLine(line: number, name: string): void {
+    this.namedLines.add(line);
+    (this.batch.lines ??= []).push({ line, name, host: hostname() });
   }
 
   private added(n: number): void {

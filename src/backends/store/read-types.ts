@@ -5,8 +5,15 @@
  */
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 
-/** The rank column of series reduced across ranks (`global_reduce`). */
+/**
+ * The rank column holds a series' *line* (docs/DESIGN.md, "Identity"): `GLOBAL_RANK` for values
+ * reduced across every recorder (`global_reduce`), `CONTROLLER_RANK` for the controller's own
+ * values, r ≥ 0 for rank r, and thread lines (below −2^24) for a user worker's raw values —
+ * `lineOf`, `recorderOfLine` and `lineLabel` (exported by `rankscope/store`) compute and name them.
+ */
 export const GLOBAL_RANK = -1;
+/** The line of the controller's own values (its `per_rank_*` backends): never rank 0's. */
+export const CONTROLLER_RANK = -2;
 
 /** What a series holds. `scalar`: reduced values by step; `stream`: raw values; `system`: GPU/CPU samples. */
 export type SeriesKind = "scalar" | "stream" | "system";
@@ -30,8 +37,31 @@ export interface SeriesPoint {
 /** What the x axis is: the step, or the wall time. */
 export type XAxis = "step" | "wall";
 
-/** A run's status: `running` while any writer has not finished (or a writer died without saying). */
+/**
+ * A run's status: `running` while any writer has not finished and is alive; `crashed` once the
+ * controller's process is gone without finishing (or ended by a signal or an uncaught exception);
+ * `finished` / `failed` when every writer ended (a rank's writer whose process died is then a lost
+ * rank, named in `lostRanks`). How a reader tells a dead writer: docs/lifecycle.md.
+ */
 export type RunStatus = "running" | "finished" | "failed" | "crashed" | "unknown";
+
+/**
+ * A rank the run lost: its process or thread ended without being shut down (a crash, `kill -9`),
+ * recorded by the controller; or a rank whose store writer's process is gone without finishing
+ * (seen by the reader). A NATS rank that fell silent is lost until it answers again (`back…`).
+ */
+export interface LostRank {
+  readonly rank: number;
+  readonly rankName: string;
+  /** The last step the controller flushed before it was lost; null when unknown (no flush yet, or seen only by the reader). */
+  readonly step: number | null;
+  /** When it was lost (milliseconds since the epoch). */
+  readonly wall: number;
+  /** What happened, e.g. `exited (killed by SIGKILL)`. */
+  readonly reason: string;
+  /** The step at which it came back (a silent NATS rank answering again), else null. */
+  readonly backStep: number | null;
+}
 
 /** One run, as `listRuns` and `runInfo` describe it. Times are milliseconds since the epoch. */
 export interface RunSummary {
@@ -48,6 +78,8 @@ export interface RunSummary {
   readonly resumeStep: number;
   /** Why the store could not be read (a damaged file), when it could not; see `storeFault`. */
   readonly error?: string;
+  /** Ranks the run lost, oldest first (absent where the store could not be read). */
+  readonly lostRanks?: readonly LostRank[];
 }
 
 /** One key of a run. */
@@ -56,14 +88,26 @@ export interface KeyInfo {
   readonly kind: KeyKind;
   /** The reduction that produced it (`mean`, `max`, …), when known. */
   readonly reduce: string | null;
-  /** Ranks with data for it, ascending; `GLOBAL_RANK` (-1) is the series reduced across ranks. */
+  /**
+   * Lines with data for it, in line order: `GLOBAL_RANK` (−1, the series reduced across ranks)
+   * first, then ranks ascending, `CONTROLLER_RANK` (−2), then thread lines.
+   */
   readonly ranks: readonly number[];
 }
 
-/** A rank that wrote to the run. */
+/** A line of the run (a rank, the controller, the global line, a worker thread's raw values) and who it is. */
 export interface RankInfo {
+  /** The line (the value of the `rank` fields and options). */
   readonly rank: number;
   readonly rankName: string;
+  /** `global`, `controller` or `rank` (decoded from the line in a version-1 file). */
+  readonly role: "global" | "controller" | "rank";
+  /** 0, or the threadId of the user's worker whose raw values this line holds. */
+  readonly thread: number;
+  /** The host it was recorded on, when the writer said (null in a version-1 file). */
+  readonly host: string | null;
+  /** How people read it: `global`, `controller`, `rank 3`, `rank 3 · thread 7` (`lineLabel`). */
+  readonly label: string;
 }
 
 /** Options of `series`. */

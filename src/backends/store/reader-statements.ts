@@ -84,8 +84,10 @@ export interface ReaderStatements {
   readonly run: Statement<[], RunRow>;
   readonly keys: Statement<[], KeyRow>;
   readonly keysOfKind: Statement<[kind: KeyKind], KeyRow>;
-  readonly ranks: Statement<[], { rank: number; rank_name: string | null }>;
+  /** Every line's row (`role`, `thread`, `host` are NULL in a version-1 file, which lacks them). */
+  readonly ranks: Statement<[], { rank: number; rank_name: string | null; role: string | null; thread: number | null; host: string | null }>;
   readonly keyId: Statement<[key: string, kind: KeyKind], { id: number }>;
+  /** A key's first line in line order (global, ranks ascending, the controller, thread lines). */
   readonly lowestRank: Statement<[keyId: number], { r: number | null }>;
   readonly lastValues: Statement<[], LastValueRow>;
   readonly samples: Statement<[RecordParams], RecordRow>;
@@ -108,6 +110,44 @@ export interface ReaderStatements {
   readonly rawPointsAfter: Statement<[keyId: number, rank: number, after: number, limit: number], [seq: number, step: number, wall: number, value: number | null]>;
 }
 
+/** A writer still marked running (what a reader needs to judge whether its process lives). */
+export interface RunningWriterRow {
+  readonly role: string;
+  readonly rank: number;
+  readonly rank_name: string | null;
+  readonly pid: number | null;
+  readonly host: string | null;
+  readonly started_at: number | null;
+  readonly heartbeat_at: number | null;
+}
+
+/** A row of `lost_ranks`. */
+export interface LostRankRow {
+  readonly rank: number;
+  readonly rank_name: string;
+  readonly step: number | null;
+  readonly wall: number;
+  readonly reason: string;
+  readonly back_step: number | null;
+}
+
+/** Statements reading writers' heartbeats and lost ranks, prepared where the file has them. */
+export interface LivenessStatements {
+  readonly runningWriters: Statement<[], RunningWriterRow>;
+  /** How many writers ended with each status. */
+  readonly endedWriters: Statement<[], { status: string; n: number }>;
+  readonly lostRanks: Statement<[], LostRankRow>;
+}
+
+/** Prepare the liveness statements (the file must have `writers.heartbeat_at` and `lost_ranks`). */
+export function prepareLivenessStatements(db: Database.Database): LivenessStatements {
+  return {
+    runningWriters: db.prepare("SELECT role, rank, rank_name, pid, host, started_at, heartbeat_at FROM writers WHERE status = 'running'"),
+    endedWriters: db.prepare("SELECT status, count(*) AS n FROM writers WHERE status != 'running' GROUP BY status"),
+    lostRanks: db.prepare("SELECT rank, rank_name, step, wall, reason, back_step FROM lost_ranks ORDER BY id"),
+  };
+}
+
 const CHUNK_META = "id, first_step, last_step, n, first_wall, last_wall, min, min_step, min_wall, max, max_step, max_wall, last, nan_count";
 
 const KEYS = (where: string): string => `SELECT k.key AS key, k.kind AS kind, k.reduce AS reduce, group_concat(s.rank) AS ranks
@@ -119,15 +159,22 @@ const RECORDS = (table: "samples" | "histograms", column: "records" | "data", of
   WHERE k.kind = @kind AND t.seq > @after ${ofKey ? "AND k.key = @key" : ""} AND (@rank IS NULL OR t.rank = @rank)
   ORDER BY t.seq DESC LIMIT @limit`;
 
-/** Prepare the reader's statements (the tables must exist). */
-export function prepareReaderStatements(db: Database.Database): ReaderStatements {
+/** Line order in SQL: the global line, ranks ascending, the controller, then thread lines (by owner and thread). */
+const LINE_ORDER = (column: string): string => `CASE WHEN ${column} = -1 THEN 0 WHEN ${column} >= 0 THEN 1 WHEN ${column} = -2 THEN 2 ELSE 3 END, abs(${column})`;
+
+/** Prepare the reader's statements (the tables must exist); `version` is the file's schema version. */
+export function prepareReaderStatements(db: Database.Database, version = 2): ReaderStatements {
   return {
     run: db.prepare("SELECT experiment, trial, status, started_at, ended_at, updated_at, resume_step FROM run WHERE id = 1"),
     keys: db.prepare(KEYS("")),
     keysOfKind: db.prepare(KEYS("WHERE k.kind = ?")),
-    ranks: db.prepare("SELECT rank, rank_name FROM ranks ORDER BY rank"),
+    ranks: db.prepare(
+      version >= 2
+        ? `SELECT rank, rank_name, role, thread, host FROM ranks ORDER BY ${LINE_ORDER("rank")}`
+        : `SELECT rank, rank_name, NULL AS role, NULL AS thread, NULL AS host FROM ranks ORDER BY ${LINE_ORDER("rank")}`,
+    ),
     keyId: db.prepare("SELECT id FROM keys WHERE key = ? AND kind = ?"),
-    lowestRank: db.prepare("SELECT min(rank) AS r FROM series WHERE key_id = ?"),
+    lowestRank: db.prepare(`SELECT rank AS r FROM series WHERE key_id = ? ORDER BY ${LINE_ORDER("rank")} LIMIT 1`),
     lastValues: db.prepare(
       `SELECT k.key AS key, s.rank AS rank,
          (SELECT step FROM points p WHERE p.key_id = k.id AND p.rank = s.rank ORDER BY p.step DESC LIMIT 1) AS pstep,
@@ -135,7 +182,7 @@ export function prepareReaderStatements(db: Database.Database): ReaderStatements
          (SELECT last_step FROM chunks c WHERE c.key_id = k.id AND c.rank = s.rank AND c.first_seq IS NULL ORDER BY c.first_step DESC LIMIT 1) AS cstep,
          (SELECT last FROM chunks c WHERE c.key_id = k.id AND c.rank = s.rank AND c.first_seq IS NULL ORDER BY c.first_step DESC LIMIT 1) AS cvalue
        FROM keys k JOIN series s ON s.key_id = k.id
-       WHERE k.kind = 'scalar' AND s.rank = (SELECT min(rank) FROM series WHERE key_id = k.id)
+       WHERE k.kind = 'scalar' AND s.rank = (SELECT rank FROM series WHERE key_id = k.id ORDER BY ${LINE_ORDER("rank")} LIMIT 1)
        ORDER BY k.key`,
     ),
     samples: db.prepare(RECORDS("samples", "records", false)),

@@ -4,8 +4,13 @@
  *
  * Tables (see docs/store.md for the full description):
  * - `run`: one row of run metadata (experiment, trial, status, start/end time).
- * - `writers`: one row per process that wrote (its role and rank), so status can be derived.
+ * - `writers`: one row per process that wrote (its role, rank, pid, host and heartbeat), so status
+ *   can be derived — also for a writer that died without saying (see `liveness.ts`).
+ * - `lost_ranks`: ranks the controller stopped expecting without them leaving (a crash), by step.
  * - `keys`: one row per (key, kind); every other table refers to keys by id.
+ * - `ranks`: one row per line (`rank` columns hold lines: −1 global, −2 the controller, r ≥ 0 rank r,
+ *   thread lines for a user worker's raw values; `lineOf` in core/rank-identity.ts), with its
+ *   name, role, thread and host.
  * - `series`: which (key, rank) pairs exist, so listing keys never scans points.
  * - `points`: the recent points of a scalar series, one row each, (key, rank, step) unique.
  * - `chunks`: older points of a scalar series, packed: up to `CHUNK_POINTS` steps, wall times and
@@ -23,8 +28,13 @@ import { GLOBAL_RANK, SERIES_KINDS, type KeyKind, type SeriesKind } from "./read
 
 export { STORE_FILE, GLOBAL_RANK, SERIES_KINDS, type KeyKind, type SeriesKind };
 
-/** Version of the schema below; written to `PRAGMA user_version`. */
-export const SCHEMA_VERSION = 1;
+/**
+ * Version of the schema below; written to `PRAGMA user_version`. 2: `ranks` names every line
+ * (`role`, `thread`, `host`; the controller's own line is `CONTROLLER_RANK`, −2, and a user worker's
+ * raw values have thread lines, see `lineOf`), the writers' `host` and `heartbeat_at`, and the
+ * `lost_ranks` table. A version-1 file is migrated when opened for writing.
+ */
+export const SCHEMA_VERSION = 2;
 
 /** Points per packed chunk: large enough that a million points are ~500 rows, small enough to rewrite. */
 export const CHUNK_POINTS = 2048;
@@ -38,6 +48,16 @@ export const BLOCK_POINTS = 64;
  */
 export const BLOCK_FIELDS = ["n", "firstStep", "firstWall", "lastStep", "lastWall", "last", "min", "minStep", "minWall", "max", "maxStep", "maxWall", "nanStep", "nanWall"] as const;
 
+/** How often a writer notes that its process is alive (`writers.heartbeat_at`). */
+export const HEARTBEAT_MS = 5000;
+
+/**
+ * A writer whose heartbeat is older than this is taken for dead by readers (on another host, or
+ * when its pid cannot be checked); on the writer's own host a reader sees at once that its process
+ * is gone. Six heartbeats: a busy disk or a stalled thread can miss a few.
+ */
+export const HEARTBEAT_STALE_MS = 6 * HEARTBEAT_MS;
+
 /** How long a connection waits for another process's write lock before SQLite reports busy. */
 export const BUSY_TIMEOUT_MS = 10_000;
 
@@ -50,12 +70,16 @@ CREATE TABLE IF NOT EXISTS run (
 );
 CREATE TABLE IF NOT EXISTS writers (
   id TEXT PRIMARY KEY, role TEXT NOT NULL, rank INTEGER NOT NULL, rank_name TEXT,
-  pid INTEGER, started_at REAL, ended_at REAL, status TEXT NOT NULL
+  pid INTEGER, started_at REAL, ended_at REAL, status TEXT NOT NULL, host TEXT, heartbeat_at REAL
+);
+CREATE TABLE IF NOT EXISTS lost_ranks (
+  id INTEGER PRIMARY KEY, rank INTEGER NOT NULL, rank_name TEXT NOT NULL, step INTEGER, wall REAL NOT NULL,
+  reason TEXT NOT NULL, back_step INTEGER, back_wall REAL
 );
 CREATE TABLE IF NOT EXISTS keys (
   id INTEGER PRIMARY KEY, key TEXT NOT NULL, kind TEXT NOT NULL, reduce TEXT, UNIQUE (key, kind)
 );
-CREATE TABLE IF NOT EXISTS ranks (rank INTEGER PRIMARY KEY, rank_name TEXT);
+CREATE TABLE IF NOT EXISTS ranks (rank INTEGER PRIMARY KEY, rank_name TEXT, role TEXT, thread INTEGER, host TEXT);
 CREATE TABLE IF NOT EXISTS series (
   key_id INTEGER NOT NULL, rank INTEGER NOT NULL, PRIMARY KEY (key_id, rank)
 ) WITHOUT ROWID;
@@ -96,6 +120,9 @@ CREATE TABLE IF NOT EXISTS histograms (
 CREATE INDEX IF NOT EXISTS histograms_series ON histograms (key_id, rank, seq);
 CREATE TABLE IF NOT EXISTS config (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 `;
+
+/** Columns added to `ranks` by schema version 2, for a version-1 file opened for writing. */
+export const RANKS_V2_COLUMNS = ["role TEXT", "thread INTEGER", "host TEXT"] as const;
 
 /** The store file of a run directory. */
 export function storePath(runDir: string): string {

@@ -10,6 +10,7 @@ import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal } from "./codec.js";
 import { openForReading } from "./connection.js";
 import { POINTS_PER_BUCKET } from "./downsample.js";
+import { compareLines, lineLabel, recorderOfLine } from "../../core/rank-identity.js";
 import {
   GLOBAL_RANK,
   KEY_KINDS,
@@ -18,6 +19,7 @@ import {
   type KeyInfo,
   type KeyKind,
   type LastValue,
+  type LostRank,
   type RankInfo,
   type RecordsOptions,
   type RunStatus,
@@ -28,7 +30,8 @@ import {
   type SeriesOptions,
   type SeriesResult,
 } from "./read-types.js";
-import { prepareReaderStatements, type ReaderStatements, type RecordRow } from "./reader-statements.js";
+import { prepareLivenessStatements, prepareReaderStatements, type LivenessStatements, type ReaderStatements, type RecordRow, type RunningWriterRow } from "./reader-statements.js";
+import { writerGone } from "./liveness.js";
 import { withBusyRetry } from "./schema.js";
 import { readChunkedSeries, readRawSeries, readSeriesColumns } from "./series-read.js";
 
@@ -65,12 +68,23 @@ function parseHistogram(json: string, key: string): HistogramData {
   return { count, min, max, sum: typeof sum === "number" ? sum : NaN, sumSquares: typeof sumSquares === "number" ? sumSquares : NaN, bucketLimits, bucketCounts };
 }
 
+/** 2 when the file has the writers' heartbeat column and the `lost_ranks` table. */
+const LIVENESS_PROBE = `SELECT (SELECT count(*) FROM pragma_table_info('writers') WHERE name = 'heartbeat_at')
+  + (SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'lost_ranks') AS n`;
+
+/** The last time a writer was seen alive: its heartbeat, else when it started. */
+function lastSign(w: RunningWriterRow): number | null {
+  return w.heartbeat_at ?? w.started_at;
+}
+
 /** Reads one run's store. */
 export class RunReader {
   readonly runDir: string;
   private readonly db: Database.Database;
   /** Prepared once a writer has created the tables (see `ready`). */
   private sql: ReaderStatements | null = null;
+  /** Prepared once the file has schema version 2 (heartbeats, lost ranks). */
+  private live: LivenessStatements | null = null;
 
   constructor(runDir: string) {
     this.runDir = resolve(runDir);
@@ -84,18 +98,33 @@ export class RunReader {
   private ready(): ReaderStatements | null {
     if (this.sql !== null) return this.sql;
     const version = withBusyRetry(() => this.db.pragma("user_version", { simple: true }));
-    if (typeof version === "number" && version >= 1) this.sql = prepareReaderStatements(this.db);
+    if (typeof version === "number" && version >= 1) this.sql = prepareReaderStatements(this.db, version);
     return this.sql;
   }
 
-  /** The run's metadata. */
+  /**
+   * The liveness statements, once the file has writers' heartbeats and `lost_ranks` (a file of an
+   * older version has neither until a new writer opens it, which may happen while it is read).
+   */
+  private liveness(): LivenessStatements | null {
+    if (this.live !== null) return this.live;
+    const has = withBusyRetry(() => this.db.prepare<[], { n: number }>(LIVENESS_PROBE).get());
+    if (has !== undefined && has.n === 2) this.live = prepareLivenessStatements(this.db);
+    return this.live;
+  }
+
+  /**
+   * The run's metadata. A run still marked `running` whose writers' processes are all gone (see
+   * `liveness.ts`) reads `crashed` when the controller's was among them, else as its other writers
+   * ended (a rank whose process died is then a lost rank); the file is not changed.
+   */
   runInfo(): RunSummary {
     const sql = this.ready();
     const row = sql === null ? undefined : withBusyRetry(() => sql.run.get());
     if (row === undefined) {
-      return { runDir: this.runDir, experiment: null, trial: null, status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0 };
+      return { runDir: this.runDir, experiment: null, trial: null, status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0, lostRanks: [] };
     }
-    return {
+    const summary: RunSummary = {
       runDir: this.runDir,
       experiment: row.experiment,
       trial: row.trial,
@@ -105,6 +134,25 @@ export class RunReader {
       updatedAt: row.updated_at,
       resumeStep: row.resume_step,
     };
+    const live = this.liveness();
+    if (live === null) return { ...summary, lostRanks: [] };
+    const lostRanks: LostRank[] = withBusyRetry(() => live.lostRanks.all()).map((r) => ({ rank: r.rank, rankName: r.rank_name, step: r.step, wall: r.wall, reason: r.reason, backStep: r.back_step }));
+    if (summary.status !== "running") return { ...summary, lostRanks };
+    const running = withBusyRetry(() => live.runningWriters.all());
+    const now = Date.now();
+    const dead = running.filter((w) => writerGone({ pid: w.pid, host: w.host, startedAt: w.started_at, heartbeatAt: w.heartbeat_at }, now));
+    // A rank writer in the controller's own process (its per-rank backends) is the controller, not a lost rank.
+    const controllers = new Set(running.filter((w) => w.role === "controller").map((w) => `${w.pid ?? ""}@${w.host ?? ""}`));
+    for (const w of dead) {
+      const rankName = w.rank_name ?? `rank${w.rank}`;
+      if (w.role !== "rank" || controllers.has(`${w.pid ?? ""}@${w.host ?? ""}`) || lostRanks.some((l) => l.rankName === rankName && l.backStep === null)) continue;
+      lostRanks.push({ rank: w.rank, rankName, step: null, wall: lastSign(w) ?? now, reason: "its process ended without finishing (seen by the reader)", backStep: null });
+    }
+    if (running.length === 0 || dead.length < running.length) return { ...summary, lostRanks };
+    const ended = new Map(withBusyRetry(() => live.endedWriters.all()).map((r) => [r.status, r.n] as const));
+    const status: RunStatus = dead.some((w) => w.role === "controller") || (ended.get("crashed") ?? 0) > 0 ? "crashed" : (ended.get("failed") ?? 0) > 0 ? "failed" : "finished";
+    const endedAt = Math.max(summary.updatedAt ?? 0, ...dead.map((w) => lastSign(w) ?? 0));
+    return { ...summary, status, endedAt: endedAt > 0 ? endedAt : null, lostRanks };
   }
 
   /** Every key of the run (optionally of one kind), sorted by key, with the ranks that have it. */
@@ -120,20 +168,21 @@ export class RunReader {
         key: r.key,
         kind: r.kind,
         reduce: r.reduce,
-        ranks: r.ranks
-          .split(",")
-          .map(Number)
-          .sort((a, b) => a - b),
+        ranks: r.ranks.split(",").map(Number).sort(compareLines),
       });
     }
     return out;
   }
 
-  /** The ranks that wrote to the run, with their names (`global` for -1). */
+  /** The lines of the run, in line order, with their names (`global` for −1) and who they are. */
   ranks(): RankInfo[] {
     const sql = this.ready();
     if (sql === null) return [];
-    return withBusyRetry(() => sql.ranks.all()).map((r) => ({ rank: r.rank, rankName: r.rank_name ?? `rank${r.rank}` }));
+    return withBusyRetry(() => sql.ranks.all()).map((r) => {
+      const owner = recorderOfLine(r.rank);
+      const role = r.role === "controller" || r.role === "rank" ? r.role : owner.kind === "global" ? "global" : owner.role;
+      return { rank: r.rank, rankName: r.rank_name ?? `rank${r.rank}`, role, thread: r.thread ?? (owner.kind === "global" ? 0 : owner.thread), host: r.host, label: lineLabel(r.rank) };
+    });
   }
 
   /**

@@ -70,11 +70,14 @@ export interface WriterStatements {
   readonly runEnd: Statement<[status: string, endedAt: number, updatedAt: number]>;
   readonly touch: Statement<[updatedAt: number]>;
   readonly writersSupersede: Statement<[endedAt: number, role: string, rank: number, pid: number]>;
-  readonly writerInsert: Statement<[id: string, role: string, rank: number, rankName: string, pid: number, startedAt: number]>;
+  readonly writerInsert: Statement<[id: string, role: string, rank: number, rankName: string, pid: number, startedAt: number, host: string, heartbeatAt: number]>;
+  readonly writerBeat: Statement<[heartbeatAt: number, id: string]>;
+  readonly lostRankInsert: Statement<[rank: number, rankName: string, step: number | null, wall: number, reason: string]>;
+  readonly lostRankBack: Statement<[backStep: number | null, backWall: number, rankName: string]>;
   readonly writerEnd: Statement<[endedAt: number, status: string, id: string]>;
   readonly writersWithStatus: Statement<[status: string], { n: number }>;
-  readonly rankInsert: Statement<[rank: number, rankName: string]>;
-  readonly rankReplace: Statement<[rank: number, rankName: string]>;
+  readonly rankInsert: Statement<[rank: number, rankName: string, role: string, thread: number, host: string | null]>;
+  readonly rankReplace: Statement<[rank: number, rankName: string, role: string, thread: number, host: string | null]>;
   // Keys and series.
   readonly keyInsert: Statement<[key: string, kind: KeyKind, reduce: string | null]>;
   readonly keySelect: Statement<[key: string, kind: KeyKind], { id: number; reduce: string | null }>;
@@ -120,11 +123,16 @@ export function prepareWriterStatements(db: Database.Database): WriterStatements
     runEnd: db.prepare("UPDATE run SET status = ?, ended_at = ?, updated_at = ? WHERE id = 1"),
     touch: db.prepare("UPDATE run SET updated_at = ? WHERE id = 1"),
     writersSupersede: db.prepare("UPDATE writers SET status = 'superseded', ended_at = ? WHERE role = ? AND rank = ? AND status = 'running' AND pid != ?"),
-    writerInsert: db.prepare("INSERT OR REPLACE INTO writers (id, role, rank, rank_name, pid, started_at, ended_at, status) VALUES (?, ?, ?, ?, ?, ?, NULL, 'running')"),
+    writerInsert: db.prepare("INSERT OR REPLACE INTO writers (id, role, rank, rank_name, pid, started_at, ended_at, status, host, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, NULL, 'running', ?, ?)"),
+    writerBeat: db.prepare("UPDATE writers SET heartbeat_at = ? WHERE id = ? AND status = 'running'"),
+    lostRankInsert: db.prepare("INSERT INTO lost_ranks (rank, rank_name, step, wall, reason) VALUES (?, ?, ?, ?, ?)"),
+    lostRankBack: db.prepare(
+      "UPDATE lost_ranks SET back_step = ?, back_wall = ? WHERE id = (SELECT max(id) FROM lost_ranks WHERE rank_name = ? AND back_wall IS NULL)",
+    ),
     writerEnd: db.prepare("UPDATE writers SET ended_at = ?, status = ? WHERE id = ?"),
     writersWithStatus: db.prepare("SELECT count(*) AS n FROM writers WHERE status = ?"),
-    rankInsert: db.prepare("INSERT OR IGNORE INTO ranks (rank, rank_name) VALUES (?, ?)"),
-    rankReplace: db.prepare("INSERT OR REPLACE INTO ranks (rank, rank_name) VALUES (?, ?)"),
+    rankInsert: db.prepare("INSERT OR IGNORE INTO ranks (rank, rank_name, role, thread, host) VALUES (?, ?, ?, ?, ?)"),
+    rankReplace: db.prepare("INSERT OR REPLACE INTO ranks (rank, rank_name, role, thread, host) VALUES (?, ?, ?, ?, ?)"),
     keyInsert: db.prepare("INSERT OR IGNORE INTO keys (key, kind, reduce) VALUES (?, ?, ?)"),
     keySelect: db.prepare("SELECT id, reduce FROM keys WHERE key = ? AND kind = ?"),
     keySetReduce: db.prepare("UPDATE keys SET reduce = ? WHERE id = ?"),

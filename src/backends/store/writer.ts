@@ -15,12 +15,15 @@
  * never waits for SQLite.
  */
 import type Database from "better-sqlite3";
-import { isRecord, nonFiniteReplacer, parseRecord } from "../../core/json.js";
+import { isRecord, jsonText, parseRecord } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { toSqlReal } from "./codec.js";
 import { ChunkPacker } from "./chunk-packer.js";
 import { ColumnBuilder, groupColumns, sortDedupe, type PointColumns } from "./columns.js";
-import { GLOBAL_RANK, withBusyRetry, type KeyKind } from "./schema.js";
+import { hostname } from "node:os";
+import { recorderOfLine } from "../../core/rank-identity.js";
+import { GLOBAL_RANK, HEARTBEAT_MS, isBusyError, withBusyRetry, type KeyKind } from "./schema.js";
+import { describeError, reportError } from "../../core/diagnostics.js";
 import { mergeHyperparams } from "../../core/hyperparams.js";
 import { openForWriting } from "./connection.js";
 import { prepareWriterStatements, type WriterStatements } from "./writer-statements.js";
@@ -66,6 +69,16 @@ export interface HistogramWrite {
   readonly rank?: number;
 }
 
+/** A rank the controller lost (see `LostRank`), or one that came back (`back: true`: its latest loss gets `backStep`). */
+export interface LostRankWrite {
+  readonly rank: number;
+  readonly rankName: string;
+  readonly step: number | null;
+  readonly wall: number;
+  readonly reason: string;
+  readonly back?: boolean;
+}
+
 /** Everything one write call stores, in one transaction. */
 export interface WriteBatch {
   scalars?: readonly ScalarPoint[];
@@ -79,6 +92,17 @@ export interface WriteBatch {
   histograms?: readonly HistogramWrite[];
   /** Merged into the run's hyperparameters at every depth (`mergeHyperparams`: a name given again replaces the earlier value). */
   hyperparams?: Readonly<Record<string, unknown>>;
+  /** Ranks lost (or back) since the last batch. */
+  lostRanks?: readonly LostRankWrite[];
+  /** Lines this batch's records use besides the writer's own (a user worker's raw values), named in `ranks`. */
+  lines?: readonly LineWrite[];
+}
+
+/** A line to name in `ranks` (see `lineOf`). */
+export interface LineWrite {
+  readonly line: number;
+  readonly name: string;
+  readonly host?: string;
 }
 
 /** Who writes and where. */
@@ -86,17 +110,22 @@ export interface StoreWriterOptions {
   readonly runDir: string;
   /** `controller` writes the `global_reduce` series (rank -1) and owns the run's status. */
   readonly role: "controller" | "rank";
-  /** This writer's rank: `GLOBAL_RANK` (-1) for the controller's reduced series. */
+  /**
+   * This writer's line (docs/DESIGN.md, "Identity"): `GLOBAL_RANK` (−1) for the controller's
+   * reduced series, `CONTROLLER_RANK` (−2) for the controller's own per-rank values, r for rank r.
+   */
   readonly rank: number;
   readonly rankName: string;
+  /** The host the writer runs on (named in `ranks`). */
+  readonly host?: string;
   readonly experiment: string;
   readonly trial: string;
   /** Restart from this step: this writer's rows at or after it (from an earlier attempt) are removed. */
   readonly resumeStep?: number;
   /**
    * Whether this writer names its rank when it writes data, replacing a name registered before
-   * (default true). False for a controller process's own per-rank backend: its identity is rank 0
-   * as a spawned rank 0's is, and the spawned rank's name is the one to show.
+   * (default true). The controller's own per-rank values have a line of their own (−2), so the
+   * built-in backend always claims; kept for writers that share a line on purpose.
    */
   readonly claimRankName?: boolean;
 }
@@ -136,6 +165,8 @@ export class StoreWriter {
   /** Whether this writer has named its rank in `ranks` on writing data (see `claimRankName`). */
   private rankNameClaimed = false;
   private closed = false;
+  /** Notes `heartbeat_at` every `HEARTBEAT_MS` while open (unref'd: it never keeps a process alive). */
+  private heartbeatTimer: NodeJS.Timeout | null = null;
 
   private constructor(
     private readonly db: Database.Database,
@@ -152,6 +183,8 @@ export class StoreWriter {
     try {
       const writer = new StoreWriter(db, options);
       writer.register();
+      writer.heartbeatTimer = setInterval(() => writer.heartbeat(), HEARTBEAT_MS);
+      writer.heartbeatTimer.unref();
       return writer;
     } catch (error) {
       db.close();
@@ -191,8 +224,14 @@ export class StoreWriter {
    * rank 0 too) that writes nothing does not rename the rank 0 that does.
    */
   private claimRankName(): void {
-    const o = this.options;
-    this.sql.rankReplace.run(o.rank, o.rank === GLOBAL_RANK ? "global" : o.rankName);
+    this.nameLine(this.sql.rankReplace, this.options.rank, this.options.rankName, this.options.host);
+  }
+
+  /** Name a line in `ranks` (its role and thread decoded from the line itself). */
+  private nameLine(statement: WriterStatements["rankInsert"], line: number, name: string, host: string | undefined): void {
+    const owner = recorderOfLine(line);
+    const global = owner.kind === "global";
+    statement.run(line, line === GLOBAL_RANK ? "global" : name, global ? "global" : owner.role, global ? 0 : owner.thread, host ?? null);
   }
 
   /** Write a batch's records, and collect its scalar and stream points by series. */
@@ -217,14 +256,33 @@ export class StoreWriter {
     for (const s of batch.samples ?? []) {
       const sampleRank = s.rank ?? rank;
       const id = this.seriesId(pending, s.key, "sample", sampleRank, "sample");
-      this.sql.sampleInsert.run(id, sampleRank, s.step, s.wall, JSON.stringify(s.records, nonFiniteReplacer));
+      this.sql.sampleInsert.run(id, sampleRank, s.step, s.wall, jsonText(s.records));
     }
     for (const h of batch.histograms ?? []) {
       const histogramRank = h.rank ?? rank;
       const id = this.seriesId(pending, h.key, "histogram", histogramRank, "histogram");
-      this.sql.histogramInsert.run(id, histogramRank, h.step, h.wall, JSON.stringify(h.histogram, nonFiniteReplacer));
+      this.sql.histogramInsert.run(id, histogramRank, h.step, h.wall, jsonText(h.histogram));
     }
     if (batch.hyperparams !== undefined) this.mergeConfig("hparams", batch.hyperparams);
+    for (const line of batch.lines ?? []) this.nameLine(this.sql.rankReplace, line.line, line.name, line.host);
+    for (const lost of batch.lostRanks ?? []) {
+      if (lost.back === true) this.sql.lostRankBack.run(lost.step, lost.wall, lost.rankName);
+      else this.sql.lostRankInsert.run(lost.rank, lost.rankName, lost.step, lost.wall, lost.reason);
+    }
+  }
+
+  /**
+   * Note that this writer's process is alive (`writers.heartbeat_at`), so a reader can tell a run
+   * whose processes died without finishing (`kill -9`, power loss) from a quiet one. A beat that
+   * finds the file locked is skipped (the next one comes in `HEARTBEAT_MS`; readers allow six).
+   */
+  heartbeat(): void {
+    if (this.closed) return;
+    try {
+      this.sql.writerBeat.run(Date.now(), this.writerId);
+    } catch (error) {
+      if (!isBusyError(error)) reportError(`store.heartbeat:${this.options.runDir}`, `could not note the writer's heartbeat in ${this.options.runDir}: ${describeError(error)}`);
+    }
   }
 
   /**
@@ -269,10 +327,11 @@ export class StoreWriter {
     }
   }
 
-  /** Close the file without marking the writer ended (it then shows as still running). */
+  /** Close the file without marking the writer ended (it shows as running while its process lives). */
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    if (this.heartbeatTimer !== null) clearInterval(this.heartbeatTimer);
     this.db.close();
   }
 
@@ -287,8 +346,8 @@ export class StoreWriter {
       // An unfinished writer of the same role and rank in another process is a previous attempt
       // (a crash before a resume); in this process it is a second backend, still running.
       this.sql.writersSupersede.run(now, o.role, o.rank, process.pid);
-      this.sql.writerInsert.run(this.writerId, o.role, o.rank, o.rankName, process.pid, now);
-      this.sql.rankInsert.run(o.rank, o.rank === GLOBAL_RANK ? "global" : o.rankName);
+      this.sql.writerInsert.run(this.writerId, o.role, o.rank, o.rankName, process.pid, now, hostname(), now);
+      this.nameLine(this.sql.rankInsert, o.rank, o.rankName, o.host);
       if (resumeStep > 0) this.truncateFrom(resumeStep);
     });
   }
@@ -346,6 +405,6 @@ export class StoreWriter {
     }
     const row = this.sql.configSelect.get(name);
     const earlier = row === undefined ? {} : parseRecord(row.value, `the stored ${name}`);
-    this.sql.configUpsert.run(name, JSON.stringify(mergeHyperparams(earlier, params), nonFiniteReplacer));
+    this.sql.configUpsert.run(name, jsonText(mergeHyperparams(earlier, params)));
   }
 }

@@ -11,8 +11,8 @@
  * - Hyperparameters: the `hparams` plugin's `SessionStartInfo`, under the tag the plugin looks for.
  * - Resume: a `SessionLog` with status START at the resumed step.
  */
-import { isRecord, nonFiniteReplacer } from "../../core/json.js";
-import { HISTOGRAM_EDGES } from "../../core/accumulators/histogram.js";
+import { isRecord, jsonText, numberText } from "../../core/json.js";
+import { contiguousBuckets } from "../../core/accumulators/histogram.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { DT_FLOAT, DT_STRING, EventType, FILE_VERSION, HParamsPluginDataType, SESSION_START } from "./proto.js";
 
@@ -73,45 +73,8 @@ function identity(key: string): string {
   return key;
 }
 
-let edgeIndex: Map<number, number> | null = null;
-
-/** Index of each of rankscope's default histogram edges, to find the empty buckets between two. */
-function defaultEdgeIndex(): Map<number, number> {
-  if (edgeIndex === null) {
-    edgeIndex = new Map();
-    HISTOGRAM_EDGES.forEach((edge, i) => edgeIndex?.set(edge, i));
-  }
-  return edgeIndex;
-}
-
-/**
- * Buckets as `HistogramProto` wants them. rankscope keeps only non-empty buckets; TensorBoard reads
- * bucket i as (limit[i-1], limit[i]], so an empty stretch between two kept buckets gets one empty
- * bucket (as TensorFlow's own encoder writes), else the next bucket would seem to span it.
- * Limits that are not rankscope's default edges (a custom reduction) are taken as given.
- */
-export function histogramBuckets(data: HistogramData): { limits: number[]; counts: number[] } {
-  const index = defaultEdgeIndex();
-  const limits: number[] = [];
-  const counts: number[] = [];
-  let previous = -1;
-  for (const [i, limit] of data.bucketLimits.entries()) {
-    const at = index.get(limit);
-    if (at === undefined) {
-      previous = -1;
-    } else {
-      const emptyBelow = HISTOGRAM_EDGES[at - 1];
-      if (previous >= 0 && at - 1 > previous && emptyBelow !== undefined) {
-        limits.push(emptyBelow);
-        counts.push(0);
-      }
-      previous = at;
-    }
-    limits.push(limit);
-    counts.push(data.bucketCounts[i] ?? 0);
-  }
-  return { limits, counts };
-}
+/** Buckets as `HistogramProto` wants them: `contiguousBuckets` (core/accumulators/histogram.ts). */
+export const histogramBuckets = contiguousBuckets;
 
 /** One event holding the histograms of a flush (all at `step`, at `wallTimeMs`). */
 export function histogramEvent(histograms: readonly { tag: string; data: HistogramData }[], step: number, wallTimeMs: number): Uint8Array {
@@ -125,13 +88,13 @@ export function histogramEvent(histograms: readonly { tag: string; data: Histogr
   return encodeEvent({ wall_time: wallTimeMs / 1000, step, summary: { value } });
 }
 
-/** A sample field's value as table text: strings as they are, anything else as JSON (NaN kept). */
+/** A sample field's value as table text: strings as they are, numbers as `numberText`, bigints' digits, anything else as JSON (NaN kept). */
 export function cellText(value: unknown): string {
   if (typeof value === "string") return value;
-  if (typeof value === "number") return String(value);
+  if (typeof value === "number") return numberText(value);
   if (typeof value === "bigint") return value.toString();
   if (value === undefined) return "";
-  return JSON.stringify(value, nonFiniteReplacer) ?? String(value);
+  return jsonText(value);
 }
 
 /**
@@ -177,20 +140,25 @@ export function textEvent(tables: readonly { tag: string; records: readonly Samp
   return encodeEvent({ wall_time: wallTimeMs / 1000, step, summary: { value } });
 }
 
+/** The largest integer every double holds exactly (2^53). */
+const MAX_EXACT = 2n ** 53n;
+
 /** A hyperparameter value as `google.protobuf.Value`. */
 type HParamValue = { number_value: number } | { string_value: string } | { bool_value: boolean };
 
 /**
  * Flatten a config into hyperparameters the hparams plugin shows: nested objects become dotted
- * names (`optimizer.lr`), numbers/strings/booleans stay as they are, arrays and anything else
- * become their JSON text, null becomes "null", undefined and functions are left out.
+ * names (`optimizer.lr`), numbers/strings/booleans stay as they are, bigints are numbers up to
+ * ±2^53 and their digits (text) beyond, arrays and anything else become their JSON text, null
+ * becomes "null", undefined and functions are left out.
  */
 export function flattenHyperparams(params: Readonly<Record<string, unknown>>): Map<string, HParamValue> {
   const out = new Map<string, HParamValue>();
   const visit = (prefix: string, value: unknown, depth: number): void => {
     if (value === undefined || typeof value === "function" || typeof value === "symbol") return;
     if (typeof value === "number") out.set(prefix, { number_value: value });
-    else if (typeof value === "bigint") out.set(prefix, { number_value: Number(value) });
+    // A double holds a bigint exactly up to 2^53; beyond, its digits, exactly, as text.
+    else if (typeof value === "bigint") out.set(prefix, -MAX_EXACT <= value && value <= MAX_EXACT ? { number_value: Number(value) } : { string_value: value.toString() });
     else if (typeof value === "boolean") out.set(prefix, { bool_value: value });
     else if (typeof value === "string") out.set(prefix, { string_value: value });
     else if (value === null) out.set(prefix, { string_value: "null" });

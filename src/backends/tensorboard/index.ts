@@ -4,6 +4,9 @@
  * Files: `tensorboard/events.out.tfevents.{seconds}.{host}.{pid}.{n}` in the run directory;
  * per-rank modes write `tensorboard/{rankName}/…`, so TensorBoard shows one run per rank (with
  * `perRankShareRun`, every rank writes into `tensorboard/` and tags are prefixed `{rankName}/`).
+ * The controller's own per-rank values are the run named by its processName; a user worker
+ * thread's raw values are the run `{rankName}/thread-{t}` (shared: tags `{rankName}/thread-{t}/…`),
+ * see docs/DESIGN.md, "Identity".
  *
  * What is written: every reduced scalar (wall time = the flush's time), stream values (wall time =
  * the value's own timestamp), histograms, samples as text tables, the config as hparams, and a
@@ -19,7 +22,7 @@
  * is in the file, and in the store and JSONL backends.
  */
 import { isAbsolute, join } from "node:path";
-import { isInternalKey } from "../../core/internal-keys.js";
+import { checkInternalOption, withoutInternalKeys } from "../../core/internal-keys.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
@@ -37,6 +40,10 @@ export const DEFAULT_TENSORBOARD_DIR = "tensorboard";
 class TensorBoardBackend implements Backend {
   private writer: TfEventsWriter | null = null;
   private dir = "";
+  /** Event files of user worker threads' raw values (a run each), by thread id. */
+  private readonly threadWriters = new Map<number, TfEventsWriter>();
+  /** Whether ranks share one run (tags prefixed) rather than a run each. */
+  private shared = false;
 
   /**
    * The event file, created on first write: a controller-side instance that only hands a shared
@@ -73,7 +80,8 @@ class TensorBoardBackend implements Backend {
     const base = typeof configured === "string" ? configured : DEFAULT_TENSORBOARD_DIR;
     let dir = isAbsolute(base) ? base : join(context.runDir, base);
     if (context.role === "rank") {
-      if (this.options.perRankShareRun === true) this.tagPrefix = `${context.identity.rankName}/`;
+      this.shared = this.options.perRankShareRun === true;
+      if (this.shared) this.tagPrefix = `${context.identity.rankName}/`;
       else dir = join(dir, context.identity.rankName);
     }
     this.resumeStep = context.resumeStep;
@@ -101,7 +109,7 @@ class TensorBoardBackend implements Backend {
   }
 
   logBatch(all: readonly Metric[], step: number): void {
-    const metrics = this.options["internal"] === true || !all.some((m) => isInternalKey(m.key)) ? all : all.filter((m) => !isInternalKey(m.key));
+    const metrics = withoutInternalKeys(all, this.options["internal"] === true);
     const first = metrics[0];
     if (first === undefined) return;
     this.startSession(step);
@@ -109,12 +117,40 @@ class TensorBoardBackend implements Backend {
     this.open().stage(scalarEvents(metrics, this.tagOf));
   }
 
-  logStream(batch: readonly StreamRecord[]): void {
+  logStream(all: readonly StreamRecord[]): void {
+    const batch = withoutInternalKeys(all, this.options["internal"] === true);
     const first = batch[0];
     if (first === undefined) return;
     this.startSession(first.step);
     // Stream backends get no flush calls: their events go to the file's queue at once.
-    this.open().write(scalarEvents(batch, this.tagOf));
+    const own = batch.every((r) => r.thread === 0) ? batch : batch.filter((r) => r.thread === 0);
+    if (own.length > 0) this.open().write(scalarEvents(own, this.tagOf));
+    if (own.length < batch.length) this.logThreadStreams(batch);
+  }
+
+  /** A user worker thread's raw values: a run of its own (`{rankName}/thread-{t}`), or a tag prefix in a shared run. */
+  private logThreadStreams(batch: readonly StreamRecord[]): void {
+    const byThread = new Map<number, StreamRecord[]>();
+    for (const r of batch) {
+      if (r.thread === 0) continue;
+      const records = byThread.get(r.thread) ?? [];
+      records.push(r);
+      byThread.set(r.thread, records);
+    }
+    for (const [thread, records] of byThread) {
+      const prefix = `${this.tagPrefix}thread-${thread}/`;
+      if (this.shared) this.open().write(scalarEvents(records, (key) => prefix + key));
+      else this.threadWriter(thread).write(scalarEvents(records));
+    }
+  }
+
+  private threadWriter(thread: number): TfEventsWriter {
+    let writer = this.threadWriters.get(thread);
+    if (writer === undefined) {
+      writer = new TfEventsWriter(join(this.dir, `thread-${thread}`));
+      this.threadWriters.set(thread, writer);
+    }
+    return writer;
   }
 
   logHistograms(histograms: readonly HistogramMetric[], step: number): void {
@@ -154,20 +190,20 @@ class TensorBoardBackend implements Backend {
   }
 
   async flushed(): Promise<void> {
-    await this.writer?.flush();
+    await Promise.all([this.writer?.flush(), ...[...this.threadWriters.values()].map((w) => w.flush())]);
   }
 
   async finish(): Promise<void> {
     this.writeHparams();
-    await this.writer?.flush();
+    await Promise.all([this.writer?.flush(), ...[...this.threadWriters.values()].map((w) => w.flush())]);
   }
 }
 
 registerBackend("tensorboard", (options) => new TensorBoardBackend(options), {
   knownOptions: ["dir", "internal"],
+  pathOptions: ["dir"],
   validate(options) {
-    const internal = options["internal"];
-    if (internal !== undefined && typeof internal !== "boolean") throw new TypeError(`backend "tensorboard": internal must be true or false, got ${JSON.stringify(internal)}`);
+    checkInternalOption("tensorboard", options["internal"]);
     const dir = options["dir"];
     if (dir !== undefined && (typeof dir !== "string" || dir.length === 0)) {
       throw new TypeError(`backend "tensorboard": dir must be a non-empty path (relative to the run directory, or absolute), got ${JSON.stringify(dir)}`);

@@ -7,7 +7,7 @@
  * - `POST {base}/files/{entity}/{project}/{run}/file_stream` — history lines at contiguous
  *   offsets, the summary, and at the end `complete` with the exit code.
  */
-import { isRecord } from "../../core/json.js";
+import { isRecord, jsonText } from "../../core/json.js";
 import { parseHistoryJson } from "./history.js";
 import { postJson, type Attempt, type Endpoint } from "./http.js";
 
@@ -268,9 +268,12 @@ export function sendFileStream(
   return postJson(endpoint, path, body, timeoutMs, sharedModeHeaders(clientId), stop);
 }
 
-/** W&B's config format: every key wrapped as `{ value }`. */
+/**
+ * W&B's config format: every key wrapped as `{ value }`. Non-finite numbers as the strings
+ * "NaN", "Infinity", "-Infinity"; bigints exactly (an integer literal within int64, else a string).
+ */
 export function configJson(config: Readonly<Record<string, unknown>>): string {
   const wrapped: Record<string, { value: unknown }> = {};
   for (const [key, value] of Object.entries(config)) wrapped[key] = { value };
-  return JSON.stringify(wrapped, (_k, v: unknown) => (typeof v === "number" && !Number.isFinite(v) ? String(v) : typeof v === "bigint" ? Number(v) : v));
+  return jsonText(wrapped, "string");
 }

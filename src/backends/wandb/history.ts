@@ -9,7 +9,8 @@
  * Encoding is plain string building with the quoted form of each key cached, because it runs on the
  * flush path of every step and, for streams, once per raw value.
  */
-import { isRecord } from "../../core/json.js";
+import { isRecord, numberText } from "../../core/json.js";
+import { contiguousBuckets, HISTOGRAM_EDGES, lowerEdgeOf } from "../../core/accumulators/histogram.js";
 import type { HistogramData } from "../../core/reduce.js";
 
 const quotedKeys = new Map<string, string>();
@@ -25,31 +26,46 @@ export function quotedKey(key: string): string {
   return q;
 }
 
-/** A number as W&B history JSON: finite numbers as themselves, others as `NaN` / `Infinity` / `-Infinity`. */
+/**
+ * A number as W&B history JSON: finite numbers as `numberText` writes them (from 2^53 up in
+ * exponent form, so wandb-core never sees an integer literal beyond int64), others as `NaN` /
+ * `Infinity` / `-Infinity`.
+ */
 export function historyNumber(value: number): string {
-  if (Number.isFinite(value)) return String(value);
+  if (Number.isFinite(value)) return numberText(value);
   if (Number.isNaN(value)) return "NaN";
   return value > 0 ? "Infinity" : "-Infinity";
 }
 
-const NON_FINITE_TOKEN = /"(?:[^"\\]|\\.)*"|-?Infinity|NaN/g;
+/** A string, a non-finite token, or a whole integer literal of 16 digits or more (outside strings, not part of a decimal). */
+const SPECIAL_TOKEN = /"(?:[^"\\]|\\.)*"|-?Infinity|NaN|(?<![\d.eE+-])-?\d{16,}(?![\d.eE])/g;
+const LONG_INTEGER = /\d{16}/;
 
 /**
- * Parse W&B history JSON (a history line, a summary, a `historyTail` entry): JSON plus the bare
- * `NaN`, `Infinity` and `-Infinity` tokens W&B's clients write, which come back as those numbers.
- * Strings are left alone (a key or value that merely contains "NaN" is not touched). The one parser
- * for such text: the resume status, the spool reader and the tests use it. Throws like `JSON.parse`.
+ * Parse W&B history JSON (a history line, a summary, a `historyTail` entry, a config): JSON plus
+ * the bare `NaN`, `Infinity` and `-Infinity` tokens W&B's clients write, which come back as those
+ * numbers, and integer literals beyond 2^53, which come back as bigints (rankscope writes them only
+ * for bigints: `jsonText`; a double would lose them). Strings are left alone (a key or value that
+ * merely contains "NaN" is not touched). The one parser for such text: the resume status, the spool
+ * reader and the tests use it. Throws like `JSON.parse`.
  */
 export function parseHistoryJson(text: string): unknown {
-  if (!text.includes("NaN") && !text.includes("Infinity")) {
+  if (!text.includes("NaN") && !text.includes("Infinity") && !LONG_INTEGER.test(text)) {
     const plain: unknown = JSON.parse(text);
     return plain;
   }
-  const marked = text.replace(NON_FINITE_TOKEN, (token) => (token.charCodeAt(0) === 34 ? token : `{"$nonFinite":"${token}"}`));
+  const marked = text.replace(SPECIAL_TOKEN, (token) => {
+    if (token.charCodeAt(0) === 34) return token;
+    if (token.endsWith("N") || token.endsWith("y")) return `{"$nonFinite":"${token}"}`;
+    return Number.isSafeInteger(Number(token)) ? token : `{"$bigint":"${token}"}`;
+  });
   const revived: unknown = JSON.parse(marked, (_key, value: unknown) => {
-    if (value !== null && typeof value === "object" && "$nonFinite" in value) {
-      const t = value.$nonFinite;
-      return t === "NaN" ? NaN : t === "Infinity" ? Infinity : -Infinity;
+    if (value !== null && typeof value === "object") {
+      if ("$nonFinite" in value) {
+        const t = value.$nonFinite;
+        return t === "NaN" ? NaN : t === "Infinity" ? Infinity : -Infinity;
+      }
+      if ("$bigint" in value && typeof value.$bigint === "string") return BigInt(value.$bigint);
     }
     return value;
   });
@@ -78,19 +94,48 @@ export function historyLine(step: number, timestampMs: number, runtimeMs: number
   return fields.length === 0 ? `${head}}` : `${head},${fields}}`;
 }
 
-/** A `Reduce.HISTOGRAM` value as W&B's histogram object: counts and the n+1 bin edges. */
-export function histogramJson(h: HistogramData): string {
-  const n = h.bucketCounts.length;
-  // The first bucket has no lower limit of its own: its lowest value is the recorded min.
-  let edge = Math.min(h.min, h.bucketLimits[0] ?? h.min);
-  const edges: number[] = [edge];
-  for (let i = 0; i < n; i++) {
-    const limit = h.bucketLimits[i] ?? h.max;
-    edge = Number.isFinite(limit) ? limit : Math.max(h.max, edge);
-    edges.push(edge);
+/**
+ * The bins of a `Reduce.HISTOGRAM` value as W&B draws them: n counts and n + 1 edges, edge to
+ * edge, empty stretches included as empty bins, as TensorBoard reads the same buckets
+ * (`data_compat._migrate_histogram_value`): the first bin starts at the recorded min, the last
+ * ends at the recorded max, and the edges between are the bucket limits. W&B needs finite,
+ * increasing edges, so: a first bin that would have no width (the min on its bucket's upper
+ * limit, e.g. a 0) starts at its bucket's lower edge instead; −Infinity is counted in the lowest
+ * finite bucket and +Infinity in the highest (their edges ±`Number.MAX_VALUE`). Null when no
+ * value has a bucket (every value NaN): W&B gets no histogram then.
+ */
+export function wandbHistogramBins(h: HistogramData): { values: number[]; bins: number[] } | null {
+  const { limits, counts } = contiguousBuckets(withoutInfiniteBucket(h));
+  const n = counts.length;
+  const last = limits[n - 1];
+  if (last === undefined) return null;
+  const bins = [h.min, ...limits.slice(0, n - 1), Number.isFinite(h.max) ? h.max : last];
+  const firstRight = bins[1] ?? last;
+  if (!(bins[0] !== undefined && Number.isFinite(bins[0]) && bins[0] < firstRight)) {
+    bins[0] = lowerEdgeOf(limits[0] ?? last) ?? firstRight - Math.max(Math.abs(firstRight) * 1e-9, Number.MIN_VALUE);
   }
-  if (!Number.isFinite(edges[0])) edges[0] = edges[1] ?? 0;
-  return `{"_type":"histogram","values":[${h.bucketCounts.join(",")}],"bins":[${edges.map(historyNumber).join(",")}]}`;
+  return { values: counts, bins };
+}
+
+/** The lowest default bucket (−∞, −MAX_VALUE] has no finite lower edge: its count joins the bucket above. */
+function withoutInfiniteBucket(h: HistogramData): HistogramData {
+  if (h.bucketLimits[0] !== HISTOGRAM_EDGES[0]) return h;
+  const above = HISTOGRAM_EDGES[1] ?? 0;
+  const limits = h.bucketLimits.slice(1);
+  const counts = h.bucketCounts.slice(1);
+  if (limits[0] === above) counts[0] = (counts[0] ?? 0) + (h.bucketCounts[0] ?? 0);
+  else {
+    limits.unshift(above);
+    counts.unshift(h.bucketCounts[0] ?? 0);
+  }
+  return { ...h, bucketLimits: limits, bucketCounts: counts };
+}
+
+/** A `Reduce.HISTOGRAM` value as W&B's histogram object (`wandbHistogramBins`), or null when it has no bins. */
+export function histogramJson(h: HistogramData): string | null {
+  const histogram = wandbHistogramBins(h);
+  if (histogram === null) return null;
+  return `{"_type":"histogram","values":[${histogram.values.join(",")}],"bins":[${histogram.bins.map(historyNumber).join(",")}]}`;
 }
 
 /**

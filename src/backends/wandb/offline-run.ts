@@ -18,15 +18,15 @@
  * (every top-level key an item with its JSON, `_step` also as the step number), summary, exit,
  * final. Values keep W&B's JSON, with NaN and ±Infinity as the bare tokens its SDK writes.
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { crc32 } from "node:zlib";
 import protobuf from "protobufjs/light.js";
-import { isRecord } from "../../core/json.js";
+import { isRecord, jsonText } from "../../core/json.js";
 import { CONFIG_FILE } from "../../run/run-files.js";
-import { historyNumber, parseHistoryObject } from "./history.js";
+import { parseHistoryObject } from "./history.js";
 import { SUMMARY_FILE } from "./api.js";
-import { readSpool, spooledFiles, type SpooledRun } from "./spool.js";
+import { readSpool, spooledFiles, type SpooledRun, type SpoolRunInfo } from "./spool.js";
 
 const item = { fields: { key: { type: "string", id: 1 }, nested_key: { rule: "repeated", type: "string", id: 2 }, value_json: { type: "string", id: 16 } } };
 
@@ -95,48 +95,65 @@ const FIRST = 2;
 const MIDDLE = 3;
 const LAST = 4;
 
-/** Frame encoded records as a `.wandb` transaction log (header, 32 KiB blocks, CRC-framed chunks). */
-export function frameTransactionLog(records: readonly Uint8Array[]): Buffer {
-  const parts: Buffer[] = [WANDB_HEADER];
-  let offset = WANDB_HEADER.length; // position within the current block
-  for (const record of records) {
-    let at = 0;
-    let first = true;
-    do {
-      const left = BLOCK_SIZE - offset;
-      if (left < CHUNK_HEADER) {
-        parts.push(Buffer.alloc(left));
-        offset = 0;
-        continue;
-      }
-      const take = Math.min(record.length - at, left - CHUNK_HEADER);
-      const end = at + take === record.length;
-      const type = first ? (end ? FULL : FIRST) : end ? LAST : MIDDLE;
-      const chunk = Buffer.alloc(CHUNK_HEADER + take);
-      chunk[6] = type;
-      chunk.set(record.subarray(at, at + take), CHUNK_HEADER);
-      chunk.writeUInt32LE(crc32(chunk.subarray(6)), 0);
-      chunk.writeUInt16LE(take, 4);
-      parts.push(chunk);
-      offset += chunk.length;
-      at += take;
-      first = false;
-      if (end) break;
-    } while (at <= record.length);
+/**
+ * Frames records as a `.wandb` transaction log, continuing where the last call ended: the file
+ * can be written a piece at a time (each piece whole records), so what is on disk after any
+ * append is a valid log (`offline-run-log.ts` writes a run's log as it goes).
+ */
+export class TransactionLogFramer {
+  /** Position within the current 32 KiB block. */
+  private offset = 0;
+
+  /** The 7-byte W&B header: the first bytes of the file. */
+  header(): Buffer {
+    this.offset = WANDB_HEADER.length;
+    return WANDB_HEADER;
   }
-  return Buffer.concat(parts);
+
+  /** The bytes that append `records` to the log written so far. */
+  frame(records: readonly Uint8Array[]): Buffer {
+    const parts: Buffer[] = [];
+    for (const record of records) {
+      let at = 0;
+      let first = true;
+      do {
+        const left = BLOCK_SIZE - this.offset;
+        if (left < CHUNK_HEADER) {
+          parts.push(Buffer.alloc(left));
+          this.offset = 0;
+          continue;
+        }
+        const take = Math.min(record.length - at, left - CHUNK_HEADER);
+        const end = at + take === record.length;
+        const type = first ? (end ? FULL : FIRST) : end ? LAST : MIDDLE;
+        const chunk = Buffer.alloc(CHUNK_HEADER + take);
+        chunk[6] = type;
+        chunk.set(record.subarray(at, at + take), CHUNK_HEADER);
+        chunk.writeUInt32LE(crc32(chunk.subarray(6)), 0);
+        chunk.writeUInt16LE(take, 4);
+        parts.push(chunk);
+        this.offset += chunk.length;
+        at += take;
+        first = false;
+        if (end) break;
+      } while (at <= record.length);
+    }
+    return Buffer.concat(parts);
+  }
 }
 
-/** A value as W&B's JSON: numbers as `historyNumber` writes them (NaN/±Infinity as bare tokens). */
+/** Frame encoded records as a `.wandb` transaction log (header, 32 KiB blocks, CRC-framed chunks). */
+export function frameTransactionLog(records: readonly Uint8Array[]): Buffer {
+  const framer = new TransactionLogFramer();
+  return Buffer.concat([framer.header(), framer.frame(records)]);
+}
+
+/**
+ * A value as W&B's JSON: numbers as `historyNumber` writes them (NaN/±Infinity as bare tokens),
+ * bigints exactly (`jsonText`: an integer literal within int64, else a string of its digits).
+ */
 export function wandbValueJson(value: unknown): string {
-  if (typeof value === "number") return historyNumber(value);
-  if (Array.isArray(value)) return `[${value.map(wandbValueJson).join(",")}]`;
-  if (isRecord(value)) {
-    return `{${Object.entries(value)
-      .map(([k, v]) => `${JSON.stringify(k)}:${wandbValueJson(v)}`)
-      .join(",")}}`;
-  }
-  return JSON.stringify(value ?? null);
+  return jsonText(value, "token");
 }
 
 /** What an offline run holds. */
@@ -165,14 +182,18 @@ function items(object: Readonly<Record<string, unknown>>): { key: string; value_
   return Object.entries(object).map(([key, value]) => ({ key, value_json: wandbValueJson(value) }));
 }
 
-/** The protobuf records of an offline run, in the SDK's order. */
-export function offlineRunRecords(run: OfflineRun, producer: string): Uint8Array[] {
-  const rows = run.history.map(parseHistoryObject);
-  const firstTime = rows.map((r) => r["_timestamp"]).find((t): t is number => typeof t === "number");
-  const startSeconds = firstTime ?? Date.now() / 1000;
-  const lastRuntime = rows.length === 0 ? 0 : Number(rows[rows.length - 1]?.["_runtime"] ?? 0);
+/** What an offline run's log starts with: the run, its config, when it started. */
+export type OfflineRunHead = Omit<OfflineRun, "history" | "summary" | "exitcode" | "files">;
+
+/** One `Record` of the log (a plain object of `wandb_internal.Record`'s fields), encoded with its number. */
+export function encodeRecord(num: number, record: Record<string, unknown>): Uint8Array {
+  return WandbRecord.encode(WandbRecord.fromObject({ num, ...record })).finish();
+}
+
+/** The records a log starts with, as the SDK writes them: header, run, config. */
+export function headRecords(run: OfflineRunHead, producer: string, startSeconds: number): Record<string, unknown>[] {
   const config = items(run.config);
-  const messages: Record<string, unknown>[] = [
+  return [
     { header: { version_info: { producer } } },
     {
       run: {
@@ -190,23 +211,44 @@ export function offlineRunRecords(run: OfflineRun, producer: string): Uint8Array
     },
     { config: { update: config } },
   ];
-  for (const row of rows) {
-    const step = row["_step"];
-    messages.push({ history: { item: items(row), ...(typeof step === "number" ? { step: { num: step } } : {}) } });
-  }
-  if (run.files !== undefined && run.files.names.length > 0) {
-    messages.push({ files: { files: run.files.names.map((path) => ({ path, policy: 0, type: path.startsWith("media/") ? 2 : 0 })) } });
-  }
-  if (run.summary !== undefined) messages.push({ summary: { update: items(parseHistoryObject(run.summary)) } });
-  if (run.exitcode !== undefined) messages.push({ exit: { exit_code: run.exitcode, runtime: Math.round(Number.isFinite(lastRuntime) ? lastRuntime : 0) } });
-  messages.push({ final: {} });
-  return messages.map((m, i) => WandbRecord.encode(WandbRecord.fromObject({ num: i + 1, ...m })).finish());
+}
+
+/** A history record of one history line (every key an item, `_step` also as the step number). */
+export function historyRecord(row: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const step = row["_step"];
+  return { history: { item: items(row), ...(typeof step === "number" ? { step: { num: step } } : {}) } };
+}
+
+/** A `files` record: run files to upload with the run (tables are media). */
+export function filesRecord(names: readonly string[]): Record<string, unknown> {
+  return { files: { files: names.map((path) => ({ path, policy: 0, type: path.startsWith("media/") ? 2 : 0 })) } };
+}
+
+/** The records a finished run's log ends with: its summary, its exit (code and runtime), final. */
+export function endRecords(summary: string | undefined, exitcode: number | undefined, runtimeSeconds: number): Record<string, unknown>[] {
+  const out: Record<string, unknown>[] = [];
+  if (summary !== undefined) out.push({ summary: { update: items(parseHistoryObject(summary)) } });
+  if (exitcode !== undefined) out.push({ exit: { exit_code: exitcode, runtime: Math.round(Number.isFinite(runtimeSeconds) ? runtimeSeconds : 0) } });
+  out.push({ final: {} });
+  return out;
+}
+
+/** The protobuf records of an offline run, in the SDK's order. */
+export function offlineRunRecords(run: OfflineRun, producer: string): Uint8Array[] {
+  const rows = run.history.map(parseHistoryObject);
+  const firstTime = rows.map((r) => r["_timestamp"]).find((t): t is number => typeof t === "number");
+  const lastRuntime = rows.length === 0 ? 0 : Number(rows[rows.length - 1]?.["_runtime"] ?? 0);
+  const messages = [...headRecords(run, producer, firstTime ?? Date.now() / 1000), ...rows.map(historyRecord)];
+  if (run.files !== undefined && run.files.names.length > 0) messages.push(filesRecord(run.files.names));
+  messages.push(...endRecords(run.summary, run.exitcode, lastRuntime));
+  return messages.map((m, i) => encodeRecord(i + 1, m));
 }
 
 /** rankscope's note in an offline run directory: which attempt of the spool it holds (its first history offset). */
-const ATTEMPT_FILE = "rankscope-attempt.json";
+export const ATTEMPT_FILE = "rankscope-attempt.json";
 
-function attemptOf(dir: string): number | undefined {
+/** The attempt an offline run directory holds (its first history offset), from rankscope's note. */
+export function attemptOf(dir: string): number | undefined {
   try {
     const note: unknown = JSON.parse(readFileSync(join(dir, ATTEMPT_FILE), "utf8"));
     const value = isRecord(note) ? note["firstOffset"] : undefined;
@@ -224,17 +266,39 @@ export function offlineRunDirName(runId: string, startMs: number): string {
 }
 
 /**
+ * Create the offline run directory of one attempt (`offline-run-{time of its first row}-{runId}`)
+ * with rankscope's note of the attempt; a directory of the same second holding another attempt is
+ * kept, this one takes the next second. Returns its path.
+ */
+export function makeAttemptDir(wandbDir: string, runId: string, startMs: number, attempt: number): string {
+  let dir = join(wandbDir, offlineRunDirName(runId, startMs));
+  for (let k = 1; existsSync(dir) && attemptOf(dir) !== attempt; k++) dir = join(wandbDir, offlineRunDirName(runId, startMs + k * 1000));
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, ATTEMPT_FILE), `${JSON.stringify({ firstOffset: attempt })}\n`);
+  return dir;
+}
+
+/**
+ * The offline run directories of `runId` under `wandbDir`, one per attempt, in attempt order (the
+ * order `wandb sync` must replay them in). Directories without rankscope's note come first, by name.
+ */
+export function offlineRunDirs(wandbDir: string, runId: string): string[] {
+  if (!existsSync(wandbDir)) return [];
+  const suffix = `-${runId}`;
+  return readdirSync(wandbDir)
+    .filter((name) => name.startsWith("offline-run-") && name.endsWith(suffix) && name.length === offlineRunDirName(runId, 0).length)
+    .map((name) => ({ dir: join(wandbDir, name), attempt: attemptOf(join(wandbDir, name)) ?? -1, name }))
+    .sort((a, b) => a.attempt - b.attempt || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    .map((d) => d.dir);
+}
+
+/**
  * Write `{wandbDir}/offline-run-…-{runId}/run-{runId}.wandb` (replacing an earlier export of the
  * same run and start time). Returns the run directory's path.
  */
 export function writeOfflineRun(wandbDir: string, run: OfflineRun, producer: string, attempt = 0): string {
   const first = run.history[0] === undefined ? undefined : parseHistoryObject(run.history[0])["_timestamp"];
-  const startMs = typeof first === "number" && Number.isFinite(first) ? first * 1000 : Date.now();
-  // One directory per attempt: a directory of the same second holding another attempt is kept, this one takes the next second.
-  let dir = join(wandbDir, offlineRunDirName(run.runId, startMs));
-  for (let k = 1; existsSync(dir) && attemptOf(dir) !== attempt; k++) dir = join(wandbDir, offlineRunDirName(run.runId, startMs + k * 1000));
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, ATTEMPT_FILE), `${JSON.stringify({ firstOffset: attempt })}\n`);
+  const dir = makeAttemptDir(wandbDir, run.runId, typeof first === "number" && Number.isFinite(first) ? first * 1000 : Date.now(), attempt);
   // The SDK's layout: run files under `files/`, where `wandb sync` uploads them from.
   const files = run.files ?? { dir, names: [] };
   for (const name of files.names) {
@@ -244,6 +308,23 @@ export function writeOfflineRun(wandbDir: string, run: OfflineRun, producer: str
   }
   writeFileSync(join(dir, `run-${run.runId}.wandb`), frameTransactionLog(offlineRunRecords(run, producer)));
   return dir;
+}
+
+/** The run an offline run describes, from the spool's `run.json` (W&B's `{"key": {"value": v}}` config unwrapped). */
+export function offlineRunHeadOf(info: SpoolRunInfo): OfflineRunHead {
+  const config: Record<string, unknown> = {};
+  for (const [key, entry] of Object.entries(parseHistoryObject(info.upsert.config))) config[key] = isRecord(entry) ? entry["value"] : undefined;
+  return {
+    runId: info.upsert.name,
+    entity: info.upsert.entity,
+    project: info.upsert.project,
+    displayName: info.upsert.displayName,
+    groupName: info.upsert.groupName,
+    jobType: info.upsert.jobType,
+    notes: info.upsert.notes,
+    tags: info.upsert.tags,
+    config,
+  };
 }
 
 /**
@@ -265,18 +346,8 @@ export function offlineRunOfSpool(spool: SpooledRun, fromOffset = 0): OfflineRun
       if (isRecord(ref) && ref["_type"] === "table-file" && typeof ref["path"] === "string") referenced.add(ref["path"]);
     }
   }
-  const config: Record<string, unknown> = {};
-  for (const [key, entry] of Object.entries(parseHistoryObject(info.upsert.config))) config[key] = isRecord(entry) ? entry["value"] : undefined;
   return {
-    runId: info.upsert.name,
-    entity: info.upsert.entity,
-    project: info.upsert.project,
-    displayName: info.upsert.displayName,
-    groupName: info.upsert.groupName,
-    jobType: info.upsert.jobType,
-    notes: info.upsert.notes,
-    tags: info.upsert.tags,
-    config,
+    ...offlineRunHeadOf(info),
     history,
     summary: client.summary,
     exitcode: client.exitcode,

@@ -61,6 +61,8 @@ export interface WandbOptions {
   finishTimeoutMs?: number;
   /** Least time between two file-stream requests, so lines batch up (default 1 000 ms; 0 sends at once). */
   sendIntervalMs?: number;
+  /** Also chart rankscope's own keys (`…__count`, `rankscope/…`); default false. */
+  internal?: boolean;
 }
 
 /** Option names the backend understands (others are warned about by config validation). */
@@ -86,6 +88,7 @@ export const WANDB_OPTION_NAMES: readonly (keyof WandbOptions)[] = [
   "retryBudgetMs",
   "finishTimeoutMs",
   "sendIntervalMs",
+  "internal",
 ];
 
 export const DEFAULT_BASE_URL = "https://api.wandb.ai";
@@ -133,6 +136,7 @@ const schema = z.object({
     .int("sendIntervalMs must be a non-negative integer")
     .min(0, "sendIntervalMs must be a non-negative integer")
     .optional(),
+  internal: z.boolean({ invalid_type_error: "internal must be true or false (true also charts rankscope's own keys, …__count and rankscope/…; default false)" }).optional(),
 });
 
 /** Check a `wandb` config; throws a TypeError that lists every problem. Never echoes the API key. */
@@ -196,6 +200,8 @@ export interface ResolvedWandbOptions {
   readonly runId: string | undefined;
   readonly resume: WandbResume;
   readonly limits: SenderLimits;
+  /** Chart rankscope's own keys too (`internal: true`). */
+  readonly internal: boolean;
 }
 
 /** The settings W&B's own environment variables can give (the one resolver: option → environment → default). */
@@ -243,6 +249,7 @@ export function resolveWandbOptions(options: BackendOptions, env: NodeJS.Process
     runId: o.runId,
     resume: o.resume ?? "allow",
     limits,
+    internal: o.internal ?? false,
   };
 }
 

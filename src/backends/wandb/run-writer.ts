@@ -23,8 +23,22 @@ import type { SenderLimits } from "./options.js";
 import { decideResume, type RunTarget, type WriterStats } from "./run-target.js";
 import { previousOfflineAttempts, settleSpool } from "./spool-recovery.js";
 import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
+import { dirname } from "node:path";
+import { rankscopeVersion } from "../../run/run-files.js";
+import { OfflineRunLog } from "./offline-run-log.js";
+import { offlineRunHeadOf } from "./offline-run.js";
 
 export type { RunTarget, WriterStats } from "./run-target.js";
+
+/**
+ * The exit code a process ending for `reason` has, as W&B is told it: 128 + the signal's number
+ * after SIGINT (130) or SIGTERM (143), 1 after an uncaught exception, else 0 (a normal end).
+ */
+export function exitCodeOf(reason: string | null): number {
+  if (reason === "SIGINT") return 130;
+  if (reason === "SIGTERM") return 143;
+  return reason === "uncaughtException" ? 1 : 0;
+}
 
 type State = "connecting" | "live" | "spooling" | "finished";
 
@@ -44,6 +58,11 @@ export class RunWriter {
   private readonly hurry = new AbortController();
   private lastSendAt = 0;
   private readonly spool: SpoolWriter;
+  /**
+   * While spooling a run of its own: the attempt's offline run for W&B's own `wandb sync`, written
+   * as it goes (readable at every flush boundary, even after a `kill -9`).
+   */
+  private offlineLog: OfflineRunLog | null = null;
   /** Builds the summary line when a request carries it (not at every flush: it grows with the keys). */
   private summarySource: (() => string) | null = null;
   private summaryDirty = false;
@@ -91,6 +110,7 @@ export class RunWriter {
       this.queue.offset = previous.nextOffset;
       this.resumedLastStep = previous.lastStep;
       this.attemptStartOffset = previous.nextOffset;
+      this.startOfflineLog();
     } else {
       this.state = "connecting";
     }
@@ -99,24 +119,49 @@ export class RunWriter {
     this.unregisterDrain = registerDrain({
       name: `W&B run ${label}`,
       stage: "logger",
-      exit: ({ reason }) => this.spoolAtExit(reason),
+      exit: ({ reason }) => this.spoolAtExit(reason, exitCodeOf(reason)),
     });
   }
 
   private readonly unregisterDrain: () => void;
 
-  /** Spool every unsent line (and the run's completion, as failed) now; for the exit path. */
-  private spoolAtExit(reason: string): void {
+  /**
+   * Spool every unsent line and the run's completion now (for the exit path): with the exit code
+   * `finish()` was given, else the one the process ends with (`exitcode`: 143 after SIGTERM, 1
+   * after an uncaught exception).
+   */
+  private spoolAtExit(reason: string, exitcode: number): void {
     if (this.state === "finished") {
       // finish() ran but its spool writes had not reached the disk yet.
       this.spool.writeSync();
+      this.offlineLog?.writeSync();
       return;
     }
     if (this.target.lazy && !this.everEnqueued && this.connecting === null) return;
     this.toSpool(`the process ended (${reason}) before everything was sent`, true);
-    if (this.target.sendsComplete) this.spool.append([{ complete: true, exitcode: this.exitcode ?? 1 }], this.absoluteOffsets);
+    const code = this.exitcode ?? exitcode;
+    if (this.target.sendsComplete) this.spool.append([{ complete: true, exitcode: code }], this.absoluteOffsets);
+    this.offlineLog?.end(this.summarySource?.(), code);
     this.state = "finished";
     this.spool.writeSync();
+    this.offlineLog?.writeSync();
+  }
+
+  /** Start the attempt's offline run log (a run of its own only: a shared run has several writers). */
+  private startOfflineLog(): void {
+    if (this.target.shared || this.offlineLog !== null) return;
+    const attempt = this.absoluteOffsets ? 0 : this.attemptStartOffset;
+    this.offlineLog = new OfflineRunLog(dirname(this.target.spoolDir), offlineRunHeadOf(this.runInfo()), `rankscope ${rankscopeVersion()}`, attempt, Math.max(this.limits.maxQueuedBytes, SPOOL_BUFFER_MIN_BYTES));
+  }
+
+  /**
+   * While spooling: a promise that resolves once what was spooled so far (the spool, and the
+   * offline run) is on disk — a flush boundary a `kill -9` cannot undo. Otherwise undefined.
+   */
+  persisted(): Promise<void> | undefined {
+    if (this.state !== "spooling") return undefined;
+    const log = this.offlineLog;
+    return this.spool.drain().then(() => log?.drain());
   }
 
   /** False for a lazy writer (a rank's) that has had nothing to write: it creates no run, not even for run files. */
@@ -183,6 +228,7 @@ export class RunWriter {
     if (this.state === "finished") return;
     if (this.state === "spooling") {
       this.spool.writeFile(name, content);
+      this.offlineLog?.runFile(name, content);
       return;
     }
     // Files count against the same memory bound as history: past it, they go to the spool.
@@ -202,6 +248,7 @@ export class RunWriter {
     this.upsert = { ...this.upsert, config };
     if (this.state === "spooling") {
       this.spool.writeRunInfo(this.runInfo());
+      this.offlineLog?.setHead(offlineRunHeadOf(this.runInfo()));
       return;
     }
     this.configDirty = true;
@@ -232,10 +279,12 @@ export class RunWriter {
     }
     if (this.spooling) {
       // The summary and the completion as two requests, as a live writer's last ones.
-      const summary = fileStreamBody({ summary: this.summarySource?.() ?? null });
+      const summaryLine = this.summarySource?.();
+      const summary = fileStreamBody({ summary: summaryLine ?? null });
       const complete = fileStreamBody({ exitcode: this.target.sendsComplete ? exitcode : null });
       this.spool.writeRunInfo(this.runInfo());
       this.spool.append([summary, complete].filter((body) => body !== null), this.absoluteOffsets);
+      this.offlineLog?.end(summaryLine, exitcode);
       this.stop.abort();
       await this.sending;
     }
@@ -243,6 +292,7 @@ export class RunWriter {
     // The exit drain stays until the spool is on disk: a finish() cut short by its deadline, then
     // process.exit(), still gets the run files and lines written synchronously.
     await this.spool.drain();
+    await this.offlineLog?.drain();
     this.unregisterDrain();
     if (this.spool.entries === 0) return;
     await settleSpool({
@@ -252,8 +302,8 @@ export class RunWriter {
       label: this.label,
       deadline: finishStarted + this.limits.finishTimeoutMs,
       recoverable: this.recoverable,
-      firstOffset: this.absoluteOffsets ? 0 : this.attemptStartOffset,
       linesSpooled: this.stats.linesSpooled,
+      offlineRun: this.offlineLog?.dir ?? null,
     });
   }
 
@@ -435,9 +485,12 @@ export class RunWriter {
     return false;
   }
 
-  /** Files not uploaded go to the spool's `files/`. */
+  /** Files not uploaded go to the spool's `files/` (and the offline run's). */
   private spoolFiles(): void {
-    for (const [name, content] of this.files.takeAll()) this.spool.writeFile(name, content);
+    for (const [name, content] of this.files.takeAll()) {
+      this.spool.writeFile(name, content);
+      this.offlineLog?.runFile(name, content);
+    }
   }
 
   /**
@@ -451,6 +504,7 @@ export class RunWriter {
     this.recoverable = recoverable;
     this.stop.abort();
     this.hurry.abort();
+    this.startOfflineLog();
     this.spoolFiles();
     const pending = this.queue.takeAll();
     this.spool.writeRunInfo(this.runInfo());
@@ -466,6 +520,7 @@ export class RunWriter {
     if (lines.length === 0) return;
     this.spool.writeRunInfo(this.runInfo());
     this.spool.appendHistory(lines, this.queue.offset, this.limits.maxRequestBytes, this.absoluteOffsets);
+    this.offlineLog?.history(lines);
     this.queue.offset += lines.length;
     this.stats.linesSpooled += lines.length;
   }

@@ -3,14 +3,13 @@
  * offline attempts, send the spool itself when the server came back before the run ended, and
  * leave an offline run directory beside it for W&B's own `wandb sync`.
  */
-import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, rmSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
-import { rankscopeVersion } from "../../run/run-files.js";
 import { isRecord } from "../../core/json.js";
 import { parseHistoryJson } from "./history.js";
 import type { Endpoint } from "./http.js";
-import { exportSpoolAsOfflineRun } from "./offline-run.js";
+import { offlineRunDirs } from "./offline-run.js";
 import type { SenderLimits } from "./options.js";
 import type { RunTarget } from "./run-target.js";
 import { readSpool, SPOOL_INFO_FILE, spoolFileName } from "./spool.js";
@@ -46,9 +45,9 @@ export interface SpooledWriter {
   readonly deadline: number;
   /** The server was unreachable or slow, not refusing: it may be back. */
   readonly recoverable: boolean;
-  /** The first history offset of this attempt's lines (0 once offsets are absolute). */
-  readonly firstOffset: number;
   readonly linesSpooled: number;
+  /** This attempt's offline run directory (written as the run went), or null (a shared run, or nothing spooled). */
+  readonly offlineRun: string | null;
 }
 
 /**
@@ -59,14 +58,28 @@ export interface SpooledWriter {
  */
 export async function settleSpool(w: SpooledWriter): Promise<void> {
   const { spoolDir, runDir, shared, sendsComplete } = w.target;
-  if (w.recoverable && !shared && (await sendSpoolNow(spoolDir, w.endpoint, w.limits, w.deadline, w.label))) return;
-  const offlineRun = shared ? null : writeOfflineRunBeside(spoolDir, w.firstOffset, w.label);
+  if (w.recoverable && !shared && (await sendSpoolNow(spoolDir, w.endpoint, w.limits, w.deadline, w.label))) {
+    // Sent: its offline run would only upload the same rows again.
+    if (w.offlineRun !== null) removeOfflineRun(w.offlineRun, w.label);
+    return;
+  }
+  // Every attempt's offline run, in order: `wandb sync` replays them one after the other (an
+  // attempt killed before its end included: its rows are there, its run marked failed).
+  const offlineRuns = shared || w.offlineRun === null ? [] : offlineRunDirs(dirname(spoolDir), basename(spoolDir));
   warn(
     `wandb.spooled:${spoolDir}`,
     `W&B run ${w.label}: ${w.linesSpooled} history line(s)${sendsComplete ? " and the run's completion" : ""} are in the spool ${spoolDir}; ` +
       `run "rankscope wandb sync ${runDir}" to send them` +
-      (offlineRun === null ? "" : `, or W&B's own "wandb sync ${offlineRun}"`),
+      (offlineRuns.length === 0 ? "" : `, or W&B's own "wandb sync ${offlineRuns.join(" ")}"`),
   );
+}
+
+function removeOfflineRun(dir: string, label: string): void {
+  try {
+    rmSync(dir, { recursive: true, force: true });
+  } catch (error) {
+    reportError(`wandb.offlineRun:${dir}`, `W&B run ${label}: the spool was sent, but its offline run ${dir} could not be removed (${describeError(error)}); do not "wandb sync" it, its rows are on the server`);
+  }
 }
 
 /**
@@ -90,18 +103,5 @@ export async function sendSpoolNow(spoolDir: string, endpoint: Endpoint, limits:
     return true;
   } catch {
     return false;
-  }
-}
-
-/**
- * The spool as a W&B offline run directory beside it, for the official `wandb sync`, holding the
- * lines from `firstOffset` on. Returns its path, or null (reported) when it could not be written.
- */
-export function writeOfflineRunBeside(spoolDir: string, firstOffset: number, label: string): string | null {
-  try {
-    return exportSpoolAsOfflineRun(spoolDir, `rankscope ${rankscopeVersion()}`, firstOffset);
-  } catch (error) {
-    reportError(`wandb.offlineRun:${spoolDir}`, `W&B run ${label}: could not write the offline run for "wandb sync": ${describeError(error)}; the spool is intact`);
-    return null;
   }
 }

@@ -14,8 +14,11 @@
  * `_timestamp` (seconds). A flush at a step not above the last one is logged at `last + 1` — the
  * rule AReaL uses — with `global_step` keeping the caller's step and a warning, never dropped.
  * Stream records (`per_rank_no_reduce`) are one row each with their own `_timestamp` and
- * `global_step`, so the W&B UI can plot them against either.
+ * `global_step`, so the W&B UI can plot them against either; a user worker thread's are keyed
+ * `thread-{t}/{key}` in its rank's run (docs/DESIGN.md, "Identity"). The controller's own per-rank
+ * values are the run `{runId}_{processName}`, never rank 0's.
  */
+import { withoutInternalKeys } from "../../core/internal-keys.js";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -28,7 +31,8 @@ import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { configJson, isUpsertVariables, PRIMARY_CLIENT_ID, SUMMARY_FILE, type UpsertVariables } from "./api.js";
 import { historyLine, historyNumber, histogramJson, quotedKey, RunSummary } from "./history.js";
 import { resolveWandbOptions, sanitiseRunId, type ResolvedWandbOptions } from "./options.js";
-import { RunWriter } from "./run-writer.js";
+import { exitCodeOf, RunWriter } from "./run-writer.js";
+import { endingReason } from "../../core/lifecycle.js";
 import type { RunTarget } from "./run-target.js";
 import { spoolDirFor } from "./spool.js";
 import { wandbValueJson } from "./offline-run.js";
@@ -192,7 +196,8 @@ export class WandbBackend implements Backend {
     return { ...meta };
   }
 
-  logBatch(metrics: readonly Metric[], step: number): void {
+  logBatch(all: readonly Metric[], step: number): void {
+    let metrics = withoutInternalKeys(all, this.options.internal);
     if (this.writer === null || metrics.length === 0) return;
     if (metrics.some((m) => axisOf(m) !== undefined)) {
       this.logAxisRows(metrics.filter((m) => axisOf(m) !== undefined));
@@ -219,7 +224,12 @@ export class WandbBackend implements Backend {
     }
     this.openRow(step, histograms[0]?.timestamp ?? Date.now());
     for (const h of histograms) {
-      this.rowFields += `${this.rowFields.length === 0 ? "" : ","}${this.keyText(h.key)}${histogramJson(h.histogram)}`;
+      const json = histogramJson(h.histogram);
+      if (json === null) continue;
+      const key = this.keyText(h.key);
+      this.rowFields += `${this.rowFields.length === 0 ? "" : ","}${key}${json}`;
+      // The summary holds the latest histogram, as W&B's SDK keeps it.
+      this.summary.set(key, json);
     }
   }
 
@@ -249,14 +259,16 @@ export class WandbBackend implements Backend {
     this.writer.updateConfig(configJson(this.config));
   }
 
-  logStream(batch: readonly StreamRecord[]): void {
+  logStream(all: readonly StreamRecord[]): void {
+    const batch = withoutInternalKeys(all, this.options.internal);
     if (this.writer === null || batch.length === 0) return;
     const lines = new Array<string>(batch.length);
     let lastTimestamp = 0;
     for (let i = 0; i < batch.length; i++) {
       const r = batch[i];
       if (r === undefined) continue;
-      const key = this.keyText(r.key);
+      // A user worker thread's raw values under their own recorder: `thread-{t}/` within the rank's run.
+      const key = r.thread === 0 ? this.keyText(r.key) : this.keyText(`thread-${r.thread}/${r.key}`);
       const value = historyNumber(r.value);
       this.lastStep++;
       lines[i] = historyLine(this.lastStep, r.timestamp, r.timestamp - this.startMs, r.step, key + value);
@@ -268,15 +280,22 @@ export class WandbBackend implements Backend {
     this.writer.summaryChanged(this.summaryLine);
   }
 
-  flushed(): void {
+  /**
+   * The flush's row is queued; while the run is spooled (offline), wait until it is on disk — in
+   * the spool and in the offline run — so a `kill -9` after `flush()` returned loses none of it.
+   */
+  flushed(): Promise<void> | undefined {
     this.closeRow();
+    // Live: nothing to wait for (no promise, no deadline timer).
+    return this.writer?.persisted();
   }
 
+  /** Finish the run: W&B is told the exit code the process ends with (143 after SIGTERM, 130 after SIGINT), 0 after a normal end. */
   async finish(): Promise<void> {
     if (this.disabled || this.writer === null) return;
     this.closeRow();
     if (this.role !== "sharedRank" && this.writer.started) this.queueRunFiles(this.writer);
-    await this.writer.finish(0);
+    await this.writer.finish(exitCodeOf(endingReason()));
   }
 
   /**
@@ -327,7 +346,8 @@ export class WandbBackend implements Backend {
     const rows = new Map<string, { axis: string; step: number; timestamp: number; fields: string }>();
     for (const v of values) {
       const axis = axisOf(v);
-      if (axis === undefined) continue;
+      const value = "histogram" in v ? histogramJson(v.histogram) : historyNumber(v.value);
+      if (axis === undefined || value === null) continue;
       const id = `${axis}\u0000${v.step}`;
       let row = rows.get(id);
       if (row === undefined) {
@@ -335,9 +355,8 @@ export class WandbBackend implements Backend {
         rows.set(id, row);
       }
       const key = this.keyText(v.key);
-      const value = "histogram" in v ? histogramJson(v.histogram) : historyNumber(v.value);
       row.fields += `,${key}${value}`;
-      if (!("histogram" in v)) this.summary.set(key, value);
+      this.summary.set(key, value);
     }
     this.closeRow();
     const lines: string[] = [];

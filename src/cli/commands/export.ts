@@ -11,7 +11,7 @@ import type { Command } from "commander";
 import { createWriteStream, type WriteStream } from "node:fs";
 import { once } from "node:events";
 import { isInternalKey } from "../../core/internal-keys.js";
-import { jsonNumberText } from "../../core/json.js";
+import { jsonNumberText, numberText } from "../../core/json.js";
 import * as store from "../../backends/store/reader.js";
 import type { SeriesKind } from "../../backends/store/reader.js";
 import { resolveRunArg, ROOT_OPTION_HELP } from "../run-arg.js";
@@ -68,7 +68,7 @@ export function registerExportCommand(program: Command): void {
         for (const p of result.points) {
           text +=
             format === "csv"
-              ? `${keyText},${s.kind},${s.rank},${p.step},${p.wall},${p.value}\n`
+              ? `${keyText},${s.kind},${s.rank},${p.step},${p.wall},${numberText(p.value)}\n`
               : `{"key":${keyText},"kind":"${s.kind}","rank":${s.rank},"step":${p.step},"wall":${p.wall},"value":${jsonNumberText(p.value)}}\n`;
           if (text.length > 1 << 20) {
             await write(out, text);

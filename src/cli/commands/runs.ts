@@ -1,7 +1,7 @@
 /** `rankscope runs`: list the runs under a root, newest first. */
 import type { Command } from "commander";
 import { isAbsolute, relative } from "node:path";
-import { listRuns, type RunSummary } from "../../backends/store/reader.js";
+import { listRuns, type LostRank, type RunSummary } from "../../backends/store/reader.js";
 import { defaultRoot } from "../run-arg.js";
 
 function formatTime(ms: number | null): string {
@@ -26,6 +26,13 @@ function displayPath(runDir: string): string {
   return rel === "" ? "." : rel.startsWith("..") || isAbsolute(rel) ? runDir : rel;
 }
 
+/** A lost rank as a line under its run: `lost rank 1 (Rank_ab12_r1) after step 3: exited (killed by SIGKILL)`. */
+export function formatLostRank(lost: LostRank): string {
+  const after = lost.step === null ? "" : ` after step ${lost.step}`;
+  const back = lost.backStep === null ? "" : ` (back at step ${lost.backStep})`;
+  return `lost rank ${lost.rank} (${lost.rankName})${after}: ${lost.reason}${back}`;
+}
+
 /** The table `rankscope runs` prints. */
 export function formatRunsTable(runs: readonly RunSummary[], now = Date.now()): string {
   const rows = runs.map((r) => {
@@ -37,8 +44,8 @@ export function formatRunsTable(runs: readonly RunSummary[], now = Date.now()): 
   const header = ["EXPERIMENT", "TRIAL", "STATUS", "STARTED", "DURATION", "PATH"];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
   const line = (cells: readonly string[]): string => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ");
-  // A run that cannot be read says why, under its row.
-  const lines = runs.flatMap((r, i) => [line(rows[i] ?? []), ...(r.error === undefined ? [] : [`  ${r.error}`])]);
+  // A run that cannot be read says why, under its row; so does each rank it lost.
+  const lines = runs.flatMap((r, i) => [line(rows[i] ?? []), ...(r.error === undefined ? [] : [`  ${r.error}`]), ...(r.lostRanks ?? []).map((l) => `  ${formatLostRank(l)}`)]);
   return [line(header), ...lines].join("\n") + "\n";
 }
 

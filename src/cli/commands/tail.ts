@@ -3,7 +3,7 @@
  * scalar key, then, by cursor, only the points written since, until the run ends (or Ctrl-C).
  */
 import type { Command } from "commander";
-import { keys, runInfo, series } from "../../backends/store/reader.js";
+import { CONTROLLER_RANK, GLOBAL_RANK, keys, lineLabel, runInfo, series } from "../../backends/store/reader.js";
 import { isInternalKey } from "../../core/internal-keys.js";
 import { registerDrain } from "../../core/lifecycle.js";
 import { sleep } from "../../core/retry.js";
@@ -20,6 +20,17 @@ interface TailOptions {
 
 interface Followed {
   cursor: number | null;
+}
+
+/** The line `--rank` names: a rank number, `controller` (or −2), `global` (or −1). */
+export function rankOption(text: string): number {
+  if (text === "controller") return CONTROLLER_RANK;
+  if (text === "global") return GLOBAL_RANK;
+  const rank = Number(text);
+  if (!Number.isInteger(rank) || rank < CONTROLLER_RANK) {
+    throw new Error(`--rank must be a rank number, controller (the controller's own values) or global (-1, the series reduced across ranks), got ${JSON.stringify(text)}`);
+  }
+  return rank;
 }
 
 /** One poll: print every point of every (matching) scalar key after its cursor, by step. */
@@ -41,7 +52,7 @@ function pollOnce(runDir: string, followed: Map<string, Followed>, options: Tail
       const result = series(runDir, k.key, { rank: r, maxPoints: first ? 3 : Infinity, ...(f.cursor === null ? {} : { after: f.cursor }) });
       f.cursor = result.cursor;
       const points = first ? result.points.slice(-1) : result.points;
-      const label = r === -1 ? k.key : `${k.key} [rank ${r}]`;
+      const label = r === GLOBAL_RANK ? k.key : `${k.key} [${lineLabel(r)}]`;
       for (const p of points) lines.push({ step: p.step, text: `${label}  ${formatValue(p.value)}` });
     }
   }
@@ -60,16 +71,12 @@ export function registerTailCommand(program: Command): void {
     .option("--root <dir>", ROOT_OPTION_HELP)
     .option("--interval <ms>", "how often to look for new points", "1000")
     .option("--filter <text>", "only keys containing this text")
-    .option("--rank <n>", "a per-rank series instead of the global one")
+    .option("--rank <n>", "a per-rank series instead of the global one: a rank number, or controller for the controller's own values")
     .option("--no-follow", "print the latest values and exit")
     .option("--internal", "also show rankscope's own keys (…__count, rankscope/…), hidden by default")
     .action(async (run: string, options: TailOptions) => {
       const intervalMs = positiveInteger("--interval", options.interval);
-      let rank: number | undefined;
-      if (options.rank !== undefined) {
-        rank = Number(options.rank);
-        if (!Number.isInteger(rank) || rank < -1) throw new Error(`--rank must be a rank number (-1 for the global series), got ${JSON.stringify(options.rank)}`);
-      }
+      const rank = options.rank === undefined ? undefined : rankOption(options.rank);
       const runDir = resolveRunArg(run, options.root);
       const info = runInfo(runDir);
       process.stdout.write(`${info.experiment ?? "?"}/${info.trial ?? "?"} (${info.status}) ${runDir}\n`);

@@ -6,6 +6,7 @@
  * largest double, and 0 — so states from any rank merge by adding counts, exactly.
  */
 import type { Accumulator, AccumulatorState, HistogramData, NumericReduceDefinition } from "../reduce.js";
+import { counts, describe, firstProblem, isCount, numbers, versionOne } from "./state-check.js";
 
 function defaultEdges(): Float64Array {
   const positive: number[] = [];
@@ -141,15 +142,93 @@ class HistogramAccumulator implements Accumulator<HistogramState> {
  * values are counted in `count` but sit in no bucket.
  */
 function histogramData(s: HistogramState): HistogramData {
+  // `+ 0`: −0 is reported as 0, as every reduced value is.
   return {
     count: s.count,
-    min: s.min,
-    max: s.max,
-    sum: s.sum,
+    min: s.min + 0,
+    max: s.max + 0,
+    sum: s.sum + 0,
     sumSquares: s.sumSquares,
     bucketLimits: s.buckets.map((b) => HISTOGRAM_EDGES[b] ?? NaN),
     bucketCounts: [...s.counts],
   };
+}
+
+/**
+ * A valid `HistogramState`: its numbers, bucket indexes among the shared edges in ascending order
+ * with one count each, and as many values in its buckets and `nan` as `count` says.
+ */
+function checkHistogram(s: Readonly<Record<string, unknown>>): string | undefined {
+  const problem = firstProblem(versionOne(s), numbers(s, ["min", "max", "sum", "sumSquares"]), counts(s, ["nan"]));
+  if (problem !== undefined) return problem;
+  const buckets = s["buckets"];
+  const bucketCounts = s["counts"];
+  if (!Array.isArray(buckets) || !Array.isArray(bucketCounts) || buckets.length !== bucketCounts.length) return "buckets and counts must be lists of one length";
+  const indexes: readonly unknown[] = buckets;
+  const values: readonly unknown[] = bucketCounts;
+  let previous = -1;
+  let held = Number(s["nan"]);
+  for (let i = 0; i < indexes.length; i++) {
+    const b = indexes[i];
+    const n = values[i];
+    if (!Number.isInteger(b) || Number(b) <= previous || Number(b) >= EDGE_COUNT) return `bucket ${describe(b)} is not an ascending index below ${EDGE_COUNT}`;
+    if (!isCount(n)) return `bucket counts must be finite numbers ≥ 0, got ${describe(n)}`;
+    previous = Number(b);
+    held += n;
+  }
+  const count = Number(s["count"]);
+  // Counts may be weights: allow the rounding of their sum.
+  return Math.abs(held - count) <= 1e-9 * Math.max(1, count) ? undefined : `its buckets and nan hold ${held} values, but count is ${count}`;
+}
+
+let edgeIndex: Map<number, number> | null = null;
+
+/** Index of each default edge, to find the empty buckets between two and a bucket's lower edge. */
+function defaultEdgeIndex(): Map<number, number> {
+  if (edgeIndex === null) {
+    edgeIndex = new Map();
+    HISTOGRAM_EDGES.forEach((edge, i) => edgeIndex?.set(edge, i));
+  }
+  return edgeIndex;
+}
+
+/**
+ * The lower edge of the default bucket whose upper edge is `limit`; undefined when `limit` is
+ * not a default edge (a custom reduction's limits) or is the lowest one (its bucket reaches −∞).
+ */
+export function lowerEdgeOf(limit: number): number | undefined {
+  const at = defaultEdgeIndex().get(limit);
+  return at === undefined || at === 0 ? undefined : HISTOGRAM_EDGES[at - 1];
+}
+
+/**
+ * Buckets for readers that take bucket i as (limit[i-1], limit[i]] (TensorBoard's
+ * `HistogramProto`, W&B's bins). rankscope keeps only non-empty buckets, so an empty stretch
+ * between two kept buckets gets one empty bucket (as TensorFlow's own encoder writes), else the
+ * next bucket would seem to span it. Limits that are not the default edges (a custom reduction)
+ * are taken as given.
+ */
+export function contiguousBuckets(data: HistogramData): { limits: number[]; counts: number[] } {
+  const index = defaultEdgeIndex();
+  const limits: number[] = [];
+  const counts: number[] = [];
+  let previous = -1;
+  for (const [i, limit] of data.bucketLimits.entries()) {
+    const at = index.get(limit);
+    if (at === undefined) {
+      previous = -1;
+    } else {
+      const emptyBelow = HISTOGRAM_EDGES[at - 1];
+      if (previous >= 0 && at - 1 > previous && emptyBelow !== undefined) {
+        limits.push(emptyBelow);
+        counts.push(0);
+      }
+      previous = at;
+    }
+    limits.push(limit);
+    counts.push(data.bucketCounts[i] ?? 0);
+  }
+  return { limits, counts };
 }
 
 /** `Reduce.HISTOGRAM`. */
@@ -163,4 +242,5 @@ export const histogramReduce: NumericReduceDefinition<HistogramState> = {
   },
   value: summary,
   histogram: histogramData,
+  check: checkHistogram,
 };

@@ -5,6 +5,7 @@
  * and MIN use `Math.max`/`Math.min`, which return NaN when any input is NaN.
  */
 import type { Accumulator, AccumulatorState, NumericReduceDefinition } from "../reduce.js";
+import { firstProblem, numbers, versionOne } from "./state-check.js";
 
 /** State of MEAN and SUM: the running sum and how many values it holds. */
 export interface SumState extends AccumulatorState {
@@ -45,12 +46,16 @@ function mergeSums(states: readonly SumState[]): SumState {
   return { v: 1, count, sum };
 }
 
+/** A valid `SumState`: version 1 with a number `sum` (checked for every key of every answer: no allocation). */
+const checkSum = (s: Readonly<Record<string, unknown>>): string | undefined => (s["v"] !== 1 ? versionOne(s) : typeof s["sum"] !== "number" ? numbers(s, ["sum"]) : undefined);
+
 /** `Reduce.MEAN`: arithmetic mean (0 when nothing was recorded). */
 export const meanReduce: NumericReduceDefinition<SumState> = {
   name: "mean",
   create: () => new SumAccumulator(true),
   merge: mergeSums,
   value: meanOf,
+  check: checkSum,
 };
 
 /** `Reduce.SUM`: the sum of every value. */
@@ -59,6 +64,7 @@ export const sumReduce: NumericReduceDefinition<SumState> = {
   create: () => new SumAccumulator(false),
   merge: mergeSums,
   value: (s) => s.sum,
+  check: checkSum,
 };
 
 /** State of MAX and MIN: the extreme so far. */
@@ -114,12 +120,16 @@ function mergeExtremes(states: readonly ExtremeState[], pick: (a: number, b: num
   return { v: 1, count, value };
 }
 
+/** A valid `ExtremeState`: version 1 with a number `value`. */
+const checkExtreme = (s: Readonly<Record<string, unknown>>): string | undefined => (s["v"] !== 1 ? versionOne(s) : typeof s["value"] !== "number" ? numbers(s, ["value"]) : undefined);
+
 /** `Reduce.MAX`: the largest value. */
 export const maxReduce: NumericReduceDefinition<ExtremeState> = {
   name: "max",
   create: () => new MaxAccumulator(),
   merge: (states) => mergeExtremes(states, Math.max, -Infinity),
   value: (s) => s.value,
+  check: checkExtreme,
 };
 
 /** `Reduce.MIN`: the smallest value. */
@@ -128,6 +138,7 @@ export const minReduce: NumericReduceDefinition<ExtremeState> = {
   create: () => new MinAccumulator(),
   merge: (states) => mergeExtremes(states, Math.min, Infinity),
   value: (s) => s.value,
+  check: checkExtreme,
 };
 
 /**
@@ -184,12 +195,20 @@ export function mergeMoments(states: readonly MomentsState[]): MomentsState {
   return { v: 1, count, mean, m2 };
 }
 
+/** A valid `MomentsState`: version 1, numbers `mean` and `m2`, and M2 — a sum of squares — never negative (NaN when a value was). */
+function checkMoments(s: Readonly<Record<string, unknown>>): string | undefined {
+  const m2 = s["m2"];
+  if (s["v"] !== 1 || typeof s["mean"] !== "number" || typeof m2 !== "number") return firstProblem(versionOne(s), numbers(s, ["mean", "m2"]));
+  return m2 < 0 ? "m2 must not be negative" : undefined;
+}
+
 /** `Reduce.STD`: population standard deviation; 0 for fewer than two values. */
 export const stdReduce: NumericReduceDefinition<MomentsState> = {
   name: "std",
   create: () => new StdAccumulator(),
   merge: mergeMoments,
   value: populationStd,
+  check: checkMoments,
 };
 
 /** The accumulator classes, for readers of their fields (the wire encoder takes their states without a state object). */

@@ -1,17 +1,28 @@
 /**
  * `Reduce.QUANTILES`: a mergeable relative-error quantile sketch (the DDSketch algorithm).
  *
- * A value v > 0 goes to bucket ceil(log_γ v) with γ = (1 + α) / (1 − α), so any quantile is
- * answered within relative error α (1% by default) and two sketches merge exactly by adding
- * bucket counts — which is what makes p99 across ranks meaningful. Buckets live in a dense
+ * A value v > 0 goes to bucket ceil(log_γ v) with γ = (1 + α) / (1 − α), so the value at any rank
+ * is answered within relative error α (1%), and two sketches merge exactly by adding bucket
+ * counts — which is what makes p99 across ranks meaningful. Buckets live in a dense
  * `Float64Array` that grows only when a value lands outside the range seen so far, so appending
  * does not allocate in steady state.
+ *
+ * **Which quantile**: numpy's default (`np.quantile(x, q)`, method "linear", Hyndman and Fan's
+ * type 7): with the n values sorted, h = q·(n − 1), and the quantile interpolates linearly between
+ * the values at ranks ⌊h⌋ and ⌊h⌋ + 1 (numpy's own `_lerp`). The sketch gives those two values,
+ * each within 1% (the smallest and largest exactly: min and max are kept; values within 1e-12 of 0
+ * count as 0), so the result is within 1% of |x⌊h⌋|·(1 − t) + |x⌊h⌋₊₁|·t of numpy's (t = h − ⌊h⌋):
+ * within 1% of numpy's value whenever the two neighbours have the same sign. Any NaN makes every
+ * quantile NaN, as in numpy. With ±Infinity among the values, numpy's arithmetic gives NaN
+ * wherever an infinite neighbour enters the interpolation, even at t = 0; here a whole rank
+ * (t = 0) is its value (`[-∞, 1, ∞]`: p0 −∞, p50 1, p100 ∞) and the rest is numpy's `_lerp`.
  *
  * Why not `@datadog/sketches-js`: its `merge` drops the negative store (merging sketches of
  * [-5,-4,-3] and [-2,-1,1] reports 3 negative values instead of 5) and `accept(Infinity)` asks for
  * an infinite store (both seen with version 2.1.1). See docs/DESIGN.md.
  */
 import type { Accumulator, AccumulatorState, NumericReduceDefinition } from "../reduce.js";
+import { counts, describe, firstProblem, isCount, numbers, versionOne } from "./state-check.js";
 
 /** Relative accuracy of every quantile sketch. */
 export const QUANTILE_RELATIVE_ACCURACY = 0.01;
@@ -173,27 +184,36 @@ class Sketch {
     this.negative.addRun(s.negative);
   }
 
+  /** The q-quantile as numpy's default ("linear") computes it, from the sketch (see the module comment). */
   quantile(q: number): number {
     if (this.nan > 0) return NaN;
     const ordered = this.count - this.nan;
     if (ordered === 0) return NaN;
-    // The extremes are known exactly: p0 and p100 are the min and the max.
-    if (q <= 0) return this.negInf > 0 ? -Infinity : this.min;
-    if (q >= 1) return this.posInf > 0 ? Infinity : this.max;
-    let rank = q * (ordered - 1);
-    let result: number;
+    const h = (ordered - 1) * Math.min(Math.max(q, 0), 1);
+    const below = Math.floor(h);
+    const t = h - below;
+    const a = this.valueAtRank(below);
+    return t === 0 ? a : lerp(a, this.valueAtRank(below + 1), t);
+  }
+
+  /** The value at a 0-based rank of the sorted values (NaN left out): exact at the ends, else within 1%. */
+  private valueAtRank(rank: number): number {
     if (rank < this.negInf) return -Infinity;
-    rank -= this.negInf;
-    if (rank < this.negative.total) {
-      result = -bucketValue(this.negative.keyAtRank(this.negative.total - 1 - rank));
-    } else if ((rank -= this.negative.total) < this.zeros) {
+    let r = rank - this.negInf;
+    const finite = this.negative.total + this.zeros + this.positive.total;
+    if (r >= finite) return Infinity;
+    // The smallest and largest values are kept exactly (min and max, when no ±Infinity was recorded).
+    if (r === 0 && this.negInf === 0) return this.min;
+    if (r === finite - 1 && this.posInf === 0) return this.max;
+    let result: number;
+    if (r < this.negative.total) {
+      result = -bucketValue(this.negative.keyAtRank(this.negative.total - 1 - r));
+    } else if ((r -= this.negative.total) < this.zeros) {
       result = 0;
-    } else if ((rank -= this.zeros) < this.positive.total) {
-      result = bucketValue(this.positive.keyAtRank(rank));
     } else {
-      return Infinity;
+      result = bucketValue(this.positive.keyAtRank(r - this.zeros));
     }
-    // The exact extremes are known: never report a quantile outside them.
+    // Never outside the exact extremes.
     return Math.min(Math.max(result, this.min), this.max);
   }
 
@@ -225,6 +245,12 @@ class Sketch {
     this.positive.reset();
     this.negative.reset();
   }
+}
+
+/** numpy's `_lerp(a, b, t)`: a + (b − a)·t, computed from b's end for t ≥ 0.5, as numpy does. */
+function lerp(a: number, b: number, t: number): number {
+  const difference = b - a;
+  return t >= 0.5 ? b - difference * (1 - t) : a + difference * t;
 }
 
 /** `p50` for 0.5, `p99.9` for 0.999. */
@@ -267,6 +293,44 @@ function sketchOf(states: readonly QuantilesState[]): Sketch {
   return sketch;
 }
 
+/** The lowest and highest bucket keys a finite value can have (one more either side for rounding). */
+const LOWEST_KEY = bucketKey(MIN_INDEXABLE) - 1;
+const HIGHEST_KEY = bucketKey(Number.MAX_VALUE) + 1;
+
+/** What is wrong with one sign's buckets: keys outside what a double can reach, or a count that is not one. */
+function runProblem(name: string, run: unknown): { problem?: string; total: number } {
+  if (run === null || typeof run !== "object" || Array.isArray(run)) return { problem: `${name} must be { offset, counts }`, total: 0 };
+  const offset: unknown = "offset" in run ? run.offset : undefined;
+  const values: unknown = "counts" in run ? run.counts : undefined;
+  if (!Number.isSafeInteger(offset) || !Array.isArray(values)) return { problem: `${name} must carry an integer offset and a list of counts`, total: 0 };
+  const list: readonly unknown[] = values;
+  const first = Number(offset);
+  if (list.length > 0 && (first < LOWEST_KEY || first + list.length - 1 > HIGHEST_KEY)) {
+    return { problem: `${name} buckets ${first}..${first + list.length - 1} lie outside ${LOWEST_KEY}..${HIGHEST_KEY}, the keys of finite numbers`, total: 0 };
+  }
+  let total = 0;
+  for (const n of list) {
+    if (!isCount(n)) return { problem: `${name} counts must be finite numbers ≥ 0, got ${describe(n)}`, total: 0 };
+    total += n;
+  }
+  return { total };
+}
+
+/**
+ * A valid `QuantilesState`: its numbers and counts, buckets within the keys a double can reach (a
+ * run far outside would make `merge` allocate without bound), and as many values in its buckets
+ * and special counts as `count` says.
+ */
+function checkQuantiles(s: Readonly<Record<string, unknown>>): string | undefined {
+  const problem = firstProblem(versionOne(s), numbers(s, ["sum", "min", "max"]), counts(s, ["zeros", "nan", "posInf", "negInf"]));
+  if (problem !== undefined) return problem;
+  const positive = runProblem("positive", s["positive"]);
+  const negative = runProblem("negative", s["negative"]);
+  if (positive.problem !== undefined || negative.problem !== undefined) return positive.problem ?? negative.problem;
+  const held = positive.total + negative.total + Number(s["zeros"]) + Number(s["nan"]) + Number(s["posInf"]) + Number(s["negInf"]);
+  return held === s["count"] ? undefined : `its buckets and special counts hold ${held} values, but count is ${describe(s["count"])}`;
+}
+
 /** A quantiles reduction reporting the given quantiles (each in [0, 1]) under `name`. */
 export function quantilesReduce(name: string, quantiles: readonly number[] = DEFAULT_QUANTILES): NumericReduceDefinition<QuantilesState> {
   for (const q of quantiles) {
@@ -278,5 +342,6 @@ export function quantilesReduce(name: string, quantiles: readonly number[] = DEF
     create: () => new QuantilesAccumulator(outputs),
     merge: (states) => sketchOf(states).toState(),
     value: (state) => quantileValues(sketchOf([state]), outputs),
+    check: checkQuantiles,
   };
 }

@@ -6,6 +6,7 @@
  * recording it.
  */
 import type { Accumulator, AccumulatorState, RecordReduceDefinition, SampleRecord } from "../reduce.js";
+import { firstProblem, versionOne } from "./state-check.js";
 
 /** Options of a sample reduction. */
 export interface SampleOptions {
@@ -85,6 +86,14 @@ function recordsOf(s: SampleState): SampleRecord[] {
   return [...s.top, ...s.bottom.slice(0, s.bottom.length - overlap)];
 }
 
+/** What is wrong with a state's list of records: not a list of at most `k` plain objects. */
+function recordList(name: string, list: unknown, k: number): string | undefined {
+  if (!Array.isArray(list)) return `${name} must be a list of records`;
+  const records: readonly unknown[] = list;
+  if (records.length > k) return `${name} holds ${records.length} records, more than k = ${k}`;
+  return records.every((r) => r !== null && typeof r === "object" && !Array.isArray(r)) ? undefined : `${name} must hold plain objects`;
+}
+
 /** A sample reduction named `name`, keeping k best and k worst records by `by`. */
 export function sampleReduce(name: string, options: SampleOptions = {}): RecordReduceDefinition<SampleState> {
   const k = options.k ?? 1;
@@ -108,5 +117,6 @@ export function sampleReduce(name: string, options: SampleOptions = {}): RecordR
     },
     value: () => ({}),
     samples: recordsOf,
+    check: (s) => firstProblem(versionOne(s), recordList("top", s["top"], k), recordList("bottom", s["bottom"], k)),
   };
 }

@@ -27,6 +27,7 @@ import { rankNameFor, shortId, checkIdentity } from "../protocol/identity.js";
 import type { RankAssignment } from "../protocol/assignment.js";
 import type { NatsAuthOptions } from "../protocol/nats-auth.js";
 import { RemoteRankHandle, waitAtMost } from "./remote-rank.js";
+import { childColorEnv } from "../../textlog/color.js";
 import { entryUrl, needsTsx, registerExitDrain, startError, startProcess, startThread, type SpawnedRank, type Starting } from "./rank-start.js";
 
 /** A controller-side server ranks can join over (NATS: `serveRanksOverNats`). */
@@ -34,6 +35,8 @@ export interface RankServer {
   readonly runId: string;
   /** The server's URL, without credentials. */
   readonly url: string;
+  /** The run secret messages are sealed with: `spawnRanks` hands it to the ranks it starts (in their environment). */
+  readonly runSecret: string;
   /** The environment a spawned rank needs to connect (credentials, TLS files): `natsAuth`'s, else the server's own. */
   rankEnv(natsAuth?: NatsAuthOptions): Readonly<Record<string, string>>;
   /** The handle of a rank once it registered through this server. */
@@ -172,6 +175,13 @@ function quietWhileEnding<T>(call: Promise<T>): Promise<T> {
 /** Replica indexes handed out per process name, so two groups of one name get distinct ids. */
 const replicaCounters = new Map<string, number>();
 
+/**
+ * Rank numbers handed out per controller: a job's ranks are numbered across its spawnRanks calls
+ * (a group of trainers 0–3, then a group of rollout workers 4–7), so every rank of a job has a
+ * number of its own in every per-rank sink (docs/DESIGN.md, "Identity").
+ */
+const nextRanks = new WeakMap<MetricLogger, number>();
+
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
   const v = value ?? fallback;
   if (!Number.isInteger(v) || v < 1) throw new TypeError(`spawnRanks: ${name} must be a positive integer, got ${String(value)}`);
@@ -207,7 +217,8 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   const startDeadlineMs = options.startDeadlineMs ?? 30_000;
   if (options.natsAuth !== undefined && options.nats === undefined) throw new TypeError("spawnRanks: natsAuth goes with nats (the ranks' NATS credentials)");
   // Credentials reach a rank in its environment (readable by its user only), never its command line.
-  const env = { ...(options.nats?.rankEnv(options.natsAuth) ?? {}), ...options.env };
+  // A rank's output is forwarded to this process's stdout: it colours its text logs when this process does.
+  const env = { ...childColorEnv(), ...(options.nats?.rankEnv(options.natsAuth) ?? {}), ...options.env };
   const module = moduleHref(options.module);
   const entry = entryUrl();
   const tsx = needsTsx(entry, module);
@@ -215,13 +226,15 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
 
   const firstReplica = replicaCounters.get(processName) ?? 0;
   replicaCounters.set(processName, firstReplica + replicas);
+  const firstRank = nextRanks.get(logger) ?? 0;
+  nextRanks.set(logger, firstRank + replicas * ranksPerReplica);
   const identities: RankIdentity[] = [];
   for (let r = 0; r < replicas; r++) {
     const replicaId = shortId(`${processName}:${firstReplica + r}`);
     for (let local = 0; local < ranksPerReplica; local++) {
       identities.push(
         checkIdentity({
-          rank: r * ranksPerReplica + local,
+          rank: firstRank + r * ranksPerReplica + local,
           rankName: rankNameFor(processName, replicaId, local),
           processName,
           localRank: local,
@@ -239,7 +252,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
       runId,
       module,
       carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
-      ...(options.nats !== undefined ? { natsUrl: options.nats.url } : {}),
+      ...(options.nats !== undefined ? { natsUrl: options.nats.url, runSecret: options.nats.runSecret } : {}),
     };
     return kind === "thread" ? startThread(assignment, entry, tsx, env, hold) : startProcess(assignment, entry, tsx, env, hold);
   });
@@ -283,7 +296,8 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
     const { identity, handle } = rank.spawned;
     void rank.exited.then((reason) => {
       if (logger.deregisterRank(identity.rankName, handle) && !handle.shutdownRequested) {
-        warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush`);
+        warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush (counted as lost: rankscope/ranks_lost)`);
+        logger.rankLost(identity, reason);
       }
     });
   }

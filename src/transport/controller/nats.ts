@@ -10,15 +10,16 @@
  * after the reconnect are complete again. Loaded only by `serveRanksOverNats` and by `joinRun`
  * with a NATS URL, so `import { recordMetric } from "rankscope"` never loads the NATS client.
  */
-import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import { assertSubjectToken } from "../protocol/identity.js";
-import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type RankMessage } from "../protocol/messages.js";
+import { decodeProtocolMessage, encodeProtocolMessage, MAX_ACKED_PER_RANK, reportIgnored, type RankMessage } from "../protocol/messages.js";
 import { isWireFrame, WIRE_VERSION } from "../wire/codec.js";
 import { MAX_ORPHAN_RANKS, RankFrames } from "./rank-frames.js";
 import { subjects } from "../protocol/nats.js";
+import { RunKey } from "../protocol/seal.js";
+import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
 import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
 import { connectTo, rankAuthEnv, unrefSocket, unrefWhileIdle } from "./nats-connection.js";
 import type { RankServer } from "./launcher.js";
@@ -47,6 +48,10 @@ export interface ServeRanksOverNatsOptions {
 export interface RankRegistry {
   registerRank(handle: RemoteRankHandle): Promise<void>;
   deregisterRank(rankName: string, handle?: RemoteRankHandle): boolean;
+  /** A rank fell silent (the controller counts it as lost until it answers again). */
+  rankLost?(identity: RankIdentity, reason: string): void;
+  /** A silent rank answered or registered again. */
+  rankBack?(identity: RankIdentity): void;
 }
 
 /** A rank registered over NATS: its handle and the process behind it. */
@@ -55,6 +60,9 @@ interface Registration {
   readonly pid: number;
   readonly host: string;
 }
+
+/** Ranks one server registers at most: a register beyond is refused and counted (`refused`), so registrations cannot grow without bound. */
+export const MAX_REGISTERED_RANKS = 100_000;
 
 /** A rank this controller does not know is told `hello` at most this often. */
 const HELLO_EVERY_MS = 1000;
@@ -78,6 +86,9 @@ export class NatsRankServer implements RankServer {
   private readonly missed = new Map<string, number>();
   /** Flush answers of ranks not registered here (yet), merged per rank, for their next flush. */
   private readonly orphans = new Map<string, RankSnapshot>();
+  /** The last flush ids this server broadcast (an orphan's answer must be to one), and the orphan answers used (`rank:id`, once each). */
+  private readonly recentFlushIds = new Set<number>();
+  private readonly orphanAnswers = new Set<string>();
   private readonly helloSent = new Map<string, number>();
   private readonly waiters = new Map<string, Array<(handle: RemoteRankHandle) => void>>();
   private readonly inbox: string;
@@ -87,6 +98,8 @@ export class NatsRankServer implements RankServer {
    */
   private readonly frames: RankFrames;
   private currentFlush: { step: number; id: number } | null = null;
+  /** Answers logged since the last `ack` message, by rank; sent as one message on the next microtask. */
+  private pendingAcks: Map<string, number[]> | null = null;
   private closing = false;
   private forgotten = 0;
 
@@ -94,7 +107,9 @@ export class NatsRankServer implements RankServer {
   constructor(
     readonly url: string,
     readonly runId: string,
-    private readonly nc: NatsConnection,
+    /** The run secret its messages are sealed with (handed to the ranks `spawnRanks` starts over NATS). */
+    readonly runSecret: string,
+    private readonly nc: SealedNats,
     private readonly logger: RankRegistry,
     private readonly maxMissedFlushes: number,
     /** A host agent's scope (its host id): serve that host's subjects (docs/scale.md). */
@@ -103,15 +118,15 @@ export class NatsRankServer implements RankServer {
     const s = subjects(runId, scope);
     this.inbox = s.inbox();
     this.frames = new RankFrames(runId, (rankName) => this.ranks.has(rankName), () => this.ranks.size, (rankName, id, seq) =>
-      assertSubjectTokenSafe(rankName, (name) => this.nc.publish(s.rank(name), encodeProtocolMessage(runId, { t: "resend", id, seq }), { reply: this.inbox })),
+      assertSubjectTokenSafe(rankName, (name) => this.nc.publish(s.rank(name), encodeProtocolMessage(runId, { t: "resend", id, seq }), this.inbox)),
     );
     // A host agent (scope) is a daemon: its connection is what keeps it alive.
-    if (scope === undefined && !unrefWhileIdle(nc)) {
+    if (scope === undefined && !unrefWhileIdle(nc.nc)) {
       warn("transport.nats.unref", "this NATS client version does not let rankscope unref its connection: a controller that forgets logger.shutdown() will not end by itself while ranks are served over NATS");
     }
-    nc.subscribe(s.register, { callback: (err, msg) => void (err === null && this.onRegister(msg)) });
-    nc.subscribe(s.deregister, { callback: (err, msg) => void (err === null && this.onDeregister(msg)) });
-    nc.subscribe(this.inbox, { callback: (err, msg) => void (err === null && this.onReply(msg)) });
+    nc.subscribe(s.register, (msg) => void this.onRegister(msg));
+    nc.subscribe(s.deregister, (msg) => this.onDeregister(msg));
+    nc.subscribe(this.inbox, (msg) => this.onReply(msg));
     void this.watchStatus();
     // Ranks of a previous controller of this run (it crashed, or was restarted) register here now.
     this.sayHello(s.hello);
@@ -119,7 +134,7 @@ export class NatsRankServer implements RankServer {
 
   /** @internal The environment of a rank `spawnRanks` starts to join here: the credentials it connects with (`natsAuth`, else this connection's). */
   rankEnv(natsAuth?: NatsAuthOptions): Record<string, string> {
-    return rankAuthEnv(this.nc, natsAuth);
+    return rankAuthEnv(this.nc.nc, natsAuth);
   }
 
   /** A host agent's server: say hello on the host's subjects, so ranks that joined an earlier agent register with this one. */
@@ -139,7 +154,7 @@ export class NatsRankServer implements RankServer {
 
   /** Bytes this connection sent and received so far (NATS protocol included). */
   get stats(): { inBytes: number; outBytes: number; inMsgs: number; outMsgs: number } {
-    return this.nc.stats();
+    return this.nc.nc.stats();
   }
 
   waitForRank(rankName: string, deadlineMs: number, signal?: AbortSignal): Promise<RemoteRankHandle> {
@@ -179,13 +194,13 @@ export class NatsRankServer implements RankServer {
       handle.close("was disconnected: the controller closed its NATS connection");
     }
     try {
-      await this.nc.drain();
+      await this.nc.nc.drain();
     } catch {
-      await this.nc.close().catch(() => undefined);
+      await this.nc.nc.close().catch(() => undefined);
     }
   }
 
-  private async onRegister(msg: Msg): Promise<void> {
+  private async onRegister(msg: OpenedMessage): Promise<void> {
     const message = decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
     if (message === undefined) return;
     if (message.t !== "register") {
@@ -197,7 +212,7 @@ export class NatsRankServer implements RankServer {
       if (msg.reply === undefined) return;
       const text = encodeProtocolMessage(this.runId, { t: "registered", rankName: identity.rankName, ok, ...(error === undefined ? {} : { error }) });
       try {
-        msg.respond(text);
+        this.nc.respond(msg, text);
       } catch (err) {
         reportError("transport.nats.respond", `could not answer the registration of ${identity.rankName}: ${describeError(err)}`);
       }
@@ -209,9 +224,15 @@ export class NatsRankServer implements RankServer {
       try {
         await this.readmit(identity.rankName, known.handle);
         answer(true);
+        this.takeUnacked(known.handle, message.unacked);
       } catch (error) {
         answer(false, describeError(error));
       }
+      return;
+    }
+    if (known === undefined && this.ranks.size >= MAX_REGISTERED_RANKS) {
+      reportIgnored("refused", `rank ${identity.rankName} asked to register while ${MAX_REGISTERED_RANKS} ranks are registered here, the most one server takes`);
+      answer(false, `this server already has ${MAX_REGISTERED_RANKS} ranks registered`);
       return;
     }
     let handle: RemoteRankHandle | undefined;
@@ -231,10 +252,44 @@ export class NatsRankServer implements RankServer {
       known?.handle.close("registered again");
       await this.logger.registerRank(handle);
       answer(true);
+      this.takeUnacked(handle, message.unacked);
       for (const waiter of this.waiters.get(identity.rankName)?.splice(0) ?? []) waiter(handle);
     } catch (error) {
       if (handle !== undefined && this.ranks.get(identity.rankName)?.handle === handle) this.ranks.delete(identity.rankName);
       answer(false, describeError(error));
+    }
+  }
+
+  /**
+   * A rank registered listing answers no controller acknowledged: take those this controller never
+   * saw (an earlier controller of the run took them and died before logging them). A host agent
+   * (scope) does not acknowledge answers, so it takes none.
+   */
+  private takeUnacked(handle: RemoteRankHandle, unacked: readonly number[] | undefined): void {
+    if (this.scope === undefined && unacked !== undefined && unacked.length > 0) handle.recoverUnacked(unacked);
+  }
+
+  /** Tell the ranks which of their answers were logged: one `ack` message per flush on the run's flush subject. */
+  private queueAck(rankName: string, seqs: readonly number[]): void {
+    if (this.pendingAcks === null) {
+      this.pendingAcks = new Map();
+      queueMicrotask(() => this.sendAcks());
+    }
+    const list = this.pendingAcks.get(rankName) ?? [];
+    list.push(...seqs);
+    this.pendingAcks.set(rankName, list);
+  }
+
+  private sendAcks(): void {
+    const pending = this.pendingAcks;
+    this.pendingAcks = null;
+    if (pending === null || this.closing) return;
+    const acks = Object.fromEntries([...pending].map(([rankName, seqs]) => [rankName, seqs.slice(-MAX_ACKED_PER_RANK)]));
+    try {
+      this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "ack", acks }));
+    } catch (error) {
+      // Not a loss: the ranks keep those answers, and this controller will not take them twice.
+      reportError("transport.nats.ack", `the controller could not tell its ranks which answers it logged: ${describeError(error)}`);
     }
   }
 
@@ -243,10 +298,11 @@ export class NatsRankServer implements RankServer {
     if (!this.silent.delete(rankName)) return;
     this.missed.set(rankName, 0);
     warn(`rank.back:${rankName}`, `NATS rank ${rankName} is back; it is expected at flush again, and what it recorded meanwhile goes into its next flush`);
+    this.logger.rankBack?.(handle.identity);
     await this.logger.registerRank(handle);
   }
 
-  private onDeregister(msg: Msg): void {
+  private onDeregister(msg: OpenedMessage): void {
     const message = decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
     if (message === undefined) return;
     if (message.t !== "deregister") {
@@ -262,7 +318,7 @@ export class NatsRankServer implements RankServer {
     known.handle.close(`left the run (${message.reason})`);
   }
 
-  private onReply(msg: Msg): void {
+  private onReply(msg: OpenedMessage): void {
     const message = isWireFrame(msg.data) ? this.frames.reply(msg.data, `NATS subject ${msg.subject}`) : decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
     if (message === undefined) return;
     if (message.t !== "reply") {
@@ -290,6 +346,18 @@ export class NatsRankServer implements RankServer {
    */
   private keepOrphan(message: RankMessage & { t: "reply" }): void {
     const rankName = message.rankName;
+    const answer = `${rankName}:${message.id}`;
+    if (!this.recentFlushIds.has(message.id)) {
+      // An answer to a request of a handle that is gone (a shutdown answered after its deadline).
+      reportIgnored("late", `a reply came from ${rankName}, not registered here, to request ${message.id}, which is not one of this server's recent flushes`);
+      return;
+    }
+    if (this.orphanAnswers.has(answer)) {
+      reportIgnored("replayed", `${rankName}'s answer to flush request ${message.id} came again; an answer is used once`);
+      return;
+    }
+    this.orphanAnswers.add(answer);
+    if (this.orphanAnswers.size > MAX_ORPHAN_RANKS) this.orphanAnswers.delete(this.orphanAnswers.values().next().value ?? answer);
     if (message.ok && message.snapshot !== undefined && message.snapshot.rankName === rankName) {
       const kept = this.orphans.get(rankName);
       if (kept === undefined && this.orphans.size >= MAX_ORPHAN_RANKS) {
@@ -326,8 +394,9 @@ export class NatsRankServer implements RankServer {
     const carrier: RankCarrier = {
       description,
       closesWithRank: false,
-      post: (text) => this.nc.publish(s.rank(identity.rankName), text, { reply: this.inbox }),
+      post: (text) => this.nc.publish(s.rank(identity.rankName), text, this.inbox),
       broadcastFlush: (step) => this.broadcastFlush(step, identity.rankName),
+      acknowledge: (seqs) => this.queueAck(identity.rankName, seqs),
     };
     const handle = new RemoteRankHandle(identity, this.runId, carrier);
     handle.onClose(() => {
@@ -355,18 +424,21 @@ export class NatsRankServer implements RankServer {
         this.silent.add(rankName);
         warn(
           `rank.silent:${rankName}`,
-          `NATS rank ${rankName} missed ${this.maxMissedFlushes} flushes in a row; it is no longer expected at flush until it answers or registers again (what it records meanwhile is kept for its next flush)`,
+          `NATS rank ${rankName} missed ${this.maxMissedFlushes} flushes in a row; it is no longer expected at flush until it answers or registers again (what it records meanwhile is kept for its next flush; counted as lost meanwhile: rankscope/ranks_lost)`,
         );
+        this.logger.rankLost?.(known.handle.identity, `silent: missed ${this.maxMissedFlushes} flushes in a row`);
       }
     }
     if (this.currentFlush === null || this.currentFlush.step !== step) {
       const id = nextRequestId();
       this.currentFlush = { step, id };
+      this.recentFlushIds.add(id);
+      if (this.recentFlushIds.size > 64) this.recentFlushIds.delete(this.recentFlushIds.values().next().value ?? id);
       queueMicrotask(() => (this.currentFlush = null));
       // A host agent asks for wire frames, naming the ranks that must start a new key table.
       const resync = this.frames.takeResync();
       const frames = this.scope === undefined ? {} : { wire: WIRE_VERSION, ...(resync.length > 0 ? { resync } : {}) };
-      this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "flush", id, step, ...frames }), { reply: this.inbox });
+      this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "flush", id, step, ...frames }), this.inbox);
     }
     return this.currentFlush.id;
   }
@@ -392,11 +464,11 @@ export class NatsRankServer implements RankServer {
   }
 
   private async watchStatus(): Promise<void> {
-    for await (const status of this.nc.status()) {
+    for await (const status of this.nc.nc.status()) {
       if (status.type === "disconnect") {
         warn("transport.nats.disconnect", `the controller lost its NATS connection to ${this.url}; reconnecting (flushes meanwhile report the ranks they miss)`);
       } else if (status.type === "reconnect") {
-        if (this.scope === undefined) unrefSocket(this.nc);
+        if (this.scope === undefined) unrefSocket(this.nc.nc);
         warn("transport.nats.reconnect", `the controller reconnected to NATS at ${this.url}`);
         this.sayHello(subjects(this.runId, this.scope).hello);
       }
@@ -428,7 +500,7 @@ export async function serveRanksOverNats(options: ServeRanksOverNatsOptions): Pr
   if (!Number.isInteger(maxMissed) || maxMissed < 1) throw new TypeError(`maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
   const auth = resolveNatsAuth("serveRanksOverNats", options.url, options.auth);
   const nc = await connectTo(auth, { name: `rankscope-controller-${logger.runId}`, runId: logger.runId, role: "controller", timeoutMs: options.connectTimeoutMs ?? 5000 });
-  const server = new NatsRankServer(auth.url, logger.runId, nc, logger, maxMissed);
+  const server = new NatsRankServer(auth.url, logger.runId, logger.runSecret, new SealedNats(nc, RunKey.derive(logger.runSecret, logger.runId)), logger, maxMissed);
   logger.onShutdown(() => server.close());
   return server;
 }

@@ -78,7 +78,7 @@ export class RankFrames {
       return { t: "reply", id: header.id, rankName, ok: true, snapshot: new FramedSnapshot(rankName, header.step, header.seq, header.dropped, frame) };
     } catch (error) {
       if (!(error instanceof WireFormatError)) throw error;
-      reportIgnored("malformed", `a flush-answer frame from ${from} cannot be read (${error.message})`);
+      reportIgnored(error.kind, `a flush-answer frame from ${from} ${error.kind === "malformed" ? "cannot be read" : "is refused"} (${error.message})`);
       return undefined;
     }
   }

@@ -13,7 +13,8 @@ import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
-import { encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankReply } from "../protocol/messages.js";
+import { encodeProtocolMessage, reportIgnored, transportStats, type ControllerRequest, type RankReply } from "../protocol/messages.js";
+import { KEPT_FLUSH_ANSWERS } from "../rank/rank-agent.js";
 
 /** Default deadline of requests other than flush and shutdown (start, call, init). */
 export const DEFAULT_REQUEST_DEADLINE_MS = 30_000;
@@ -36,6 +37,11 @@ export interface RankCarrier {
   readonly closesWithRank: boolean;
   /** Force the rank to stop (kill the process, terminate the worker). */
   terminate?(): Promise<void> | void;
+  /**
+   * Tell the rank that the controller logged these answers of its (by `seq`). Only carriers whose
+   * ranks outlive their controller have it (NATS): see `RankHandle.acknowledge`.
+   */
+  acknowledge?(seqs: readonly number[]): void;
 }
 
 /** An error for a request that got no answer by its deadline. */
@@ -60,12 +66,36 @@ let lastRequestId = 0;
 /** At most this many off-cycle logs are carried per rank; older ones are dropped and counted. */
 const MAX_CARRIED_OFF_CYCLE = 1000;
 
+/** The flush-answer numbers a merged snapshot holds (`carrySnapshot` notes them), to acknowledge them all once logged. */
+const mergedSeqs = new WeakMap<RankSnapshot, readonly number[]>();
+
+/** The numbers (`seq`) of the flush answers a snapshot holds: its own, or all those `carrySnapshot` merged into it. */
+export function answerSeqs(snapshot: RankSnapshot): readonly number[] {
+  return mergedSeqs.get(snapshot) ?? (snapshot.seq === undefined ? [] : [snapshot.seq]);
+}
+
+/**
+ * Answers asked for again per gap in a rank's answer numbers, and at most at once: a rank keeps its
+ * last `KEPT_FLUSH_ANSWERS`, so older ones of a gap cannot be had and are counted as lost at once
+ * (a gap of 100,000 costs 16 requests, not 100,000).
+ */
+export const MAX_RESENDS = KEPT_FLUSH_ANSWERS;
+
+/** Requests whose deadline passed that a late answer may still be carried for (the most recent). */
+const REMEMBERED_EXPIRED = 64;
+
 /**
  * One snapshot holding both `earlier`'s values and `later`'s (exact: accumulator states merge), at
  * `later`'s step. Used for flush answers that arrived after their deadline: they join the next one.
  */
 export function carrySnapshot(earlier: RankSnapshot | null, later: RankSnapshot): RankSnapshot {
   if (earlier === null) return later;
+  const merged = mergeSnapshots(earlier, later);
+  mergedSeqs.set(merged, [...answerSeqs(earlier), ...answerSeqs(later)]);
+  return merged;
+}
+
+function mergeSnapshots(earlier: RankSnapshot, later: RankSnapshot): RankSnapshot {
   let offCycle: OffCycleLog[] = [...(earlier.offCycle ?? []), ...(later.offCycle ?? [])];
   if (offCycle.length > MAX_CARRIED_OFF_CYCLE) {
     const dropped = offCycle.length - MAX_CARRIED_OFF_CYCLE;
@@ -85,6 +115,17 @@ export function carrySnapshot(earlier: RankSnapshot | null, later: RankSnapshot)
     droppedKeyRecords: Math.max(earlier.droppedKeyRecords, later.droppedKeyRecords),
     ...(offCycle.length > 0 ? { offCycle } : {}),
   };
+}
+
+/** How many answer numbers a handle remembers as seen or logged (a rank keeps at most 16 answers). */
+const MAX_REMEMBERED_SEQS = 256;
+
+/** Add `seq` to a bounded set of answer numbers, forgetting the oldest past `MAX_REMEMBERED_SEQS`. */
+function remember(set: Set<number>, seq: number): void {
+  set.add(seq);
+  if (set.size <= MAX_REMEMBERED_SEQS) return;
+  const oldest = set.values().next();
+  if (oldest.done !== true) set.delete(oldest.value);
 }
 
 /** A process-wide unique request id (NATS flushes share one id across ranks). */
@@ -109,6 +150,12 @@ export class RemoteRankHandle implements RankHandle {
   /** The highest flush-answer number (`seq`) seen from this rank, and the recent ones seen. */
   private lastSeq: number | null = null;
   private readonly seenSeqs = new Set<number>();
+  /** Answer numbers being asked for again (`resend`), at most `MAX_RESENDS`. */
+  private readonly recovering = new Set<number>();
+  /** Ids of flush and resend requests that passed their deadline: a late answer is carried once, for one of these only. */
+  private readonly expired = new Set<number>();
+  /** Answers this controller logged (acknowledged), the most recent `MAX_REMEMBERED_SEQS`. */
+  private readonly loggedSeqs = new Set<number>();
 
   constructor(
     readonly identity: RankIdentity,
@@ -143,7 +190,51 @@ export class RemoteRankHandle implements RankHandle {
   /** Keep a flush answer that came too late; it is merged into this rank's next flush in time. */
   carry(snapshot: RankSnapshot): void {
     this.noteSeq(snapshot);
+    // An orphan's merged answers (NATS, before registering) are all taken: none is asked for again.
+    for (const seq of answerSeqs(snapshot)) remember(this.seenSeqs, seq);
     this.carried = carrySnapshot(this.carried, snapshot);
+  }
+
+  /** The controller logged this answer (a `flush` result): tell the rank, over a carrier that can (NATS). */
+  acknowledge(snapshot: RankSnapshot): void {
+    const seqs = answerSeqs(snapshot);
+    if (seqs.length === 0 || this.carrier.acknowledge === undefined) return;
+    for (const seq of seqs) remember(this.loggedSeqs, seq);
+    this.carrier.acknowledge(seqs);
+  }
+
+  /**
+   * The rank (re)registered listing the answers no controller acknowledged (`register.unacked`).
+   * Those this controller logged are acknowledged again (that ack was lost); those it took and has
+   * not logged yet will be; the others were taken by an earlier controller of the run that died
+   * before logging them: asked for again (`resend`) and carried into this rank's next flush.
+   */
+  recoverUnacked(seqs: readonly number[]): void {
+    const again = seqs.filter((seq) => this.loggedSeqs.has(seq));
+    if (again.length > 0) this.carrier.acknowledge?.(again);
+    for (const seq of seqs) {
+      if (this.seenSeqs.has(seq)) continue;
+      remember(this.seenSeqs, seq);
+      void this.takeUnacked(seq);
+    }
+  }
+
+  private async takeUnacked(seq: number): Promise<void> {
+    try {
+      const reply = await this.request({ t: "resend", id: nextRequestId(), seq }, DEFAULT_REQUEST_DEADLINE_MS);
+      const snapshot = reply.snapshot;
+      if (snapshot === undefined || snapshot.seq !== seq || snapshot.rankName !== this.rankName) throw new Error("the rank answered without that flush answer");
+      warn(
+        `transport.recovered:${this.rankName}`,
+        `rank ${this.rankName}: its answer to flush(${snapshot.step}) was taken by an earlier controller of this run that never logged it; it was sent again, and its values go into this rank's next flush`,
+      );
+      this.carried = carrySnapshot(this.carried, snapshot);
+    } catch (error) {
+      reportError(
+        `transport.lostAnswer:${this.rankName}`,
+        `rank ${this.rankName}: flush answer ${seq}, taken by an earlier controller that never logged it, could not be sent again (${describeError(error)}); its values are not logged`,
+      );
+    }
   }
 
   /**
@@ -159,10 +250,29 @@ export class RemoteRankHandle implements RankHandle {
       const oldest = this.seenSeqs.values().next();
       if (oldest.done !== true) this.seenSeqs.delete(oldest.value);
     }
-    if (this.lastSeq !== null && seq > this.lastSeq + 1) {
-      for (let lost = this.lastSeq + 1; lost < seq; lost++) void this.recover(lost);
-    }
+    if (this.lastSeq !== null && seq > this.lastSeq + 1) this.recoverGap(this.lastSeq + 1, seq);
     if (this.lastSeq === null || seq > this.lastSeq) this.lastSeq = seq;
+  }
+
+  /** Ask again for answers `from` … `to - 1`: the last `MAX_RESENDS` of them at most; the others are lost (counted). */
+  private recoverGap(from: number, to: number): void {
+    const first = Math.max(from, to - MAX_RESENDS);
+    const asked: number[] = [];
+    for (let seq = first; seq < to; seq++) {
+      if (this.recovering.size >= MAX_RESENDS) break;
+      if (this.recovering.has(seq)) continue;
+      this.recovering.add(seq);
+      asked.push(seq);
+    }
+    const lost = to - from - asked.length;
+    if (lost > 0) {
+      transportStats().lostAnswers += lost;
+      reportError(
+        `transport.lostAnswer:${this.rankName}`,
+        `rank ${this.rankName}: ${lost} flush answer(s) between ${from} and ${to - 1} were lost in transit, beyond the last ${MAX_RESENDS} a rank keeps to send again; their values are not logged (counted in transportStats().lostAnswers)`,
+      );
+    }
+    for (const seq of asked) void this.recover(seq).finally(() => this.recovering.delete(seq));
   }
 
   private async recover(seq: number): Promise<void> {
@@ -177,6 +287,7 @@ export class RemoteRankHandle implements RankHandle {
       this.seenSeqs.add(seq);
     } catch (error) {
       if (this.seenSeqs.has(seq)) return;
+      transportStats().lostAnswers++;
       reportError(`transport.lostAnswer:${this.rankName}`, `rank ${this.rankName}: flush answer ${seq} was lost in transit and could not be sent again (${describeError(error)}); its values are not logged`);
     }
   }
@@ -206,8 +317,12 @@ export class RemoteRankHandle implements RankHandle {
     } catch {
       // Dead or stuck: it is killed below either way.
     }
-    if (this.closedReason === null) await this.carrier.terminate?.();
+    if (this.closedReason !== null) return;
+    // Once it is being killed the rank is gone: a terminate that takes long on a loaded machine
+    // must not leave it counted as live when the caller's deadline returns.
+    const killed = this.carrier.terminate?.();
     this.close("shut down");
+    await killed;
   }
 
   /** Import the rank module in the rank; resolves with the names of its exported functions. */
@@ -228,19 +343,33 @@ export class RemoteRankHandle implements RankHandle {
     await this.request({ t: "sync", id: nextRequestId(), marker }, deadlineMs);
   }
 
-  /** A reply arrived from this rank (already validated). */
+  /**
+   * A reply arrived from this rank (already validated). Each answer is used at most once: one whose
+   * number was seen already is a replay, and one for a request that is not waiting is carried
+   * only if that request passed its deadline (a late answer) — once.
+   */
   receive(reply: RankReply): void {
     const pending = this.pending.get(reply.id);
-    if (reply.ok && reply.snapshot !== undefined && reply.snapshot.rankName === this.rankName && pending?.request.t !== "resend") this.noteSeq(reply.snapshot);
+    const snapshot = reply.ok && reply.snapshot !== undefined && reply.snapshot.rankName === this.rankName ? reply.snapshot : undefined;
+    if (snapshot?.seq !== undefined && pending?.request.t !== "resend" && this.seenSeqs.has(snapshot.seq)) {
+      reportIgnored("replayed", `rank ${this.rankName}'s flush answer ${snapshot.seq} arrived again; an answer is used once`);
+      return;
+    }
     if (pending === undefined) {
-      if (reply.ok && reply.snapshot !== undefined && reply.snapshot.rankName === this.rankName) {
-        this.carried = carrySnapshot(this.carried, reply.snapshot);
-        reportIgnored("late", `rank ${this.rankName} answered flush(${reply.snapshot.step}) after the flush deadline; its values are carried into its next flush`);
+      if (!this.expired.delete(reply.id)) {
+        reportIgnored("replayed", `rank ${this.rankName} answered request ${reply.id}, which is not waiting for an answer (answered already, or never asked)`);
+        return;
+      }
+      if (snapshot !== undefined) {
+        this.noteSeq(snapshot);
+        this.carried = carrySnapshot(this.carried, snapshot);
+        reportIgnored("late", `rank ${this.rankName} answered flush(${snapshot.step}) after the flush deadline; its values are carried into its next flush`);
       } else {
         reportIgnored("late", `rank ${this.rankName} answered request ${reply.id} after its deadline`);
       }
       return;
     }
+    if (snapshot !== undefined && pending.request.t !== "resend") this.noteSeq(snapshot);
     this.pending.delete(reply.id);
     clearTimeout(pending.timer);
     if (reply.ok) pending.resolve(reply);
@@ -265,11 +394,20 @@ export class RemoteRankHandle implements RankHandle {
     else this.closeListeners.push(listener);
   }
 
+  private rememberExpired(id: number): void {
+    this.expired.add(id);
+    if (this.expired.size > REMEMBERED_EXPIRED) {
+      const oldest = this.expired.values().next();
+      if (oldest.done !== true) this.expired.delete(oldest.value);
+    }
+  }
+
   private request(request: ControllerRequest, deadlineMs: number, broadcast = false): Promise<RankReply & { ok: true }> {
     if (this.closedReason !== null) return Promise.reject(new RankClosedError(`rank ${this.rankName} ${this.closedReason}`));
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(request.id);
+        if (request.t === "flush" || request.t === "resend") this.rememberExpired(request.id);
         reject(new RankDeadlineError(`rank ${this.rankName} did not answer "${request.t}" within ${deadlineMs} ms`));
       }, deadlineMs);
       this.pending.set(request.id, { request, resolve, reject, timer });

@@ -10,16 +10,20 @@
  * The controller's work per flush is then O(hosts × keys) instead of O(ranks × keys). See
  * docs/scale.md for the topology, and how a deeper tree would stack agents.
  */
-import type { Msg, NatsConnection } from "@nats-io/transport-node";
 import { describeError, reportError } from "../../core/diagnostics.js";
+import { resolveSetting } from "../../core/settings.js";
+import { runSecretSetting } from "../../core/run-secret.js";
+import { RunKey } from "../protocol/seal.js";
+import { SealedNats, SealedRequestError, type OpenedMessage } from "../protocol/sealed-nats.js";
 import type { OffCycleLog, RankInit, RankSnapshot } from "../protocol/types.js";
-import { mergeRankKeyStates } from "../../controller/reduce-states.js";
+import { mergeRankKeyStates, singleValueState } from "../../controller/reduce-states.js";
+import { REJECTED_KEY_PREFIX } from "../../core/internal-keys.js";
 import { assertSubjectToken } from "../protocol/identity.js";
 import { NatsRankServer, type RankRegistry } from "../controller/nats.js";
 import { connectTo } from "../controller/nats-connection.js";
 import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
 import { FramedSnapshot } from "../controller/rank-frames.js";
-import { reportIgnored } from "../protocol/messages.js";
+import { reportIgnored, takeRejectionsSinceLastFlush } from "../protocol/messages.js";
 import type { RemoteRankHandle } from "../controller/remote-rank.js";
 import { FrameMerger, StateEncoder } from "../wire/codec.js";
 import type { KeyState } from "../../core/collector.js";
@@ -35,6 +39,11 @@ export interface HostAgentOptions {
   readonly runId: string;
   /** This host's id (letters, digits, `_`, `-`): its ranks join with the same `RANKSCOPE_HOST_ID`. */
   readonly hostId: string;
+  /**
+   * The run secret (the controller's `runSecret`): every message is sealed with it. Default: env
+   * `RANKSCOPE_RUN_SECRET`; required.
+   */
+  readonly runSecret?: string;
   /** How long to keep trying to register with the controller (default 30 s). */
   readonly joinDeadlineMs?: number;
   /**
@@ -75,7 +84,8 @@ export class HostAgent implements RankRegistry {
   /** @internal use `startHostAgent` */
   constructor(
     readonly options: HostAgentOptions,
-    private readonly nc: NatsConnection,
+    private readonly nc: SealedNats,
+    private readonly runSecret: string,
   ) {}
 
   get hostId(): string {
@@ -95,10 +105,10 @@ export class HostAgent implements RankRegistry {
   /** @internal called by `startHostAgent` */
   async start(): Promise<void> {
     const { runId, hostId } = this.options;
-    this.server = new NatsRankServer(this.options.url, runId, this.nc, this, this.options.maxMissedFlushes ?? DEFAULT_AGENT_MAX_MISSED, hostId);
+    this.server = new NatsRankServer(this.options.url, runId, this.runSecret, this.nc, this, this.options.maxMissedFlushes ?? DEFAULT_AGENT_MAX_MISSED, hostId);
     const s = hostSubjects(runId);
-    this.nc.subscribe(s.flush, { callback: (err, msg) => void (err === null && this.onFlush(msg)) });
-    this.nc.subscribe(s.control(hostId), { callback: (err, msg) => void (err === null && this.onControl(msg)) });
+    this.nc.subscribe(s.flush, (msg) => void this.onFlush(msg));
+    this.nc.subscribe(s.control(hostId), (msg) => void this.onControl(msg));
     await this.register();
     // Ranks of this host that joined an earlier agent (this one replaces it) register again.
     this.server.announce();
@@ -144,21 +154,21 @@ export class HostAgent implements RankRegistry {
         throw new Error(`host agent ${hostId}: no controller of run ${runId} answered on NATS at ${url} within ${deadlineMs} ms (${describeError(lastError)}); is it serving hosts (serveHostsOverNats)?`);
       }
       try {
-        const answer = await this.nc.request(hostSubjects(runId).register, text, { timeout: Math.min(left, 2000) });
+        const answer = await this.nc.request(hostSubjects(runId).register, text, Math.min(left, 2000));
         const message = decodeHostMessage(runId, answer.data, "the controller");
         if (message?.t === "hostRegistered" && message.host === hostId) {
           if (!message.ok) throw new Error(`host agent ${hostId}: the controller refused it: ${message.error ?? "no reason given"}`);
           return;
         }
       } catch (error) {
-        if (error instanceof Error && error.message.startsWith(`host agent ${hostId}:`)) throw error;
+        if (!(error instanceof SealedRequestError)) throw error;
         lastError = error; // no controller yet, or a timeout: try again until the deadline
       }
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
   }
 
-  private async onFlush(msg: Msg): Promise<void> {
+  private async onFlush(msg: OpenedMessage): Promise<void> {
     const { runId, hostId } = this.options;
     const request = decodeHostMessage(runId, msg.data, `NATS subject ${msg.subject}`);
     if (request === undefined || msg.reply === undefined) return;
@@ -192,7 +202,7 @@ export class HostAgent implements RankRegistry {
       if (answer.offCycle !== undefined) offCycle.push(...answer.offCycle);
     }
     if (missing.length > 0) this.stats.incompleteFlushes++;
-    const states = this.merge(snapshots, request.step);
+    const states = this.withRejections(this.merge(snapshots, request.step), request.step);
     const sendMembers = this.sentMembersVersion !== version;
     const header: Omit<HostStatesHeader, "session"> = {
       ...hostEnvelope(runId),
@@ -218,6 +228,14 @@ export class HostAgent implements RankRegistry {
     }
   }
 
+  /** The agent process's own rejections since the last flush (`rankscope/rejected/{kind}`), added to its answer. */
+  private withRejections(states: KeyState[], step: number): KeyState[] {
+    const rejected = takeRejectionsSinceLastFlush();
+    if (rejected.length === 0) return states;
+    const own = rejected.map(([kind, count]): KeyState => ({ key: `${REJECTED_KEY_PREFIX}${kind}`, reduce: "sum", state: singleValueState(count) }));
+    return mergeRankKeyStates([{ rankName: `host agent ${this.hostId}`, states }, { rankName: `host agent ${this.hostId}`, states: own }], step);
+  }
+
   /**
    * The ranks' states merged exactly: straight from their frames' columns when every answer came
    * as a frame (`FrameMerger`), else (a JSON answer, a carried late one, a key in two reductions)
@@ -233,13 +251,13 @@ export class HostAgent implements RankRegistry {
     return mergeRankKeyStates(snapshots, step);
   }
 
-  private async onControl(msg: Msg): Promise<void> {
+  private async onControl(msg: OpenedMessage): Promise<void> {
     const { runId, hostId } = this.options;
     const request = decodeHostMessage(runId, msg.data, `NATS subject ${msg.subject}`);
     if (request === undefined) return;
     const reply = (id: number, error?: string): void => {
       const answer: HostMessage = { t: "hostReply", id, host: hostId, ok: error === undefined, ...(error === undefined ? {} : { error }) };
-      if (msg.reply !== undefined) this.nc.publish(msg.reply, encodeHostMessage(runId, answer));
+      this.nc.respond(msg, encodeHostMessage(runId, answer));
     };
     if (request.t === "hostInit") {
       this.rankInit = request.init;
@@ -275,11 +293,15 @@ export async function startHostAgent(options: HostAgentOptions): Promise<HostAge
   }
   assertSubjectToken("runId", options.runId);
   assertSubjectToken("hostId", options.hostId);
+  const runSecret = resolveSetting(runSecretSetting("startHostAgent"), options.runSecret);
+  if (runSecret === undefined) {
+    throw new TypeError(`startHostAgent: run ${options.runId}'s messages are sealed with its run secret: pass { runSecret } or set RANKSCOPE_RUN_SECRET to the controller's (its runSecret option or RANKSCOPE_RUN_SECRET)`);
+  }
   const auth = resolveNatsAuth("startHostAgent", options.url, options.auth);
   const nc = await connectTo(auth, { name: `rankscope-host-${options.runId}-${options.hostId}`, runId: options.runId, role: "host", timeoutMs: options.joinDeadlineMs ?? 30_000 });
   // The agent keeps the URL without credentials (its messages show it) and not the settings.
   const { auth: _settings, ...rest } = options;
-  const agent = new HostAgent({ ...rest, url: auth.url }, nc);
+  const agent = new HostAgent({ ...rest, url: auth.url }, new SealedNats(nc, RunKey.derive(runSecret, options.runId)), runSecret);
   try {
     await agent.start();
   } catch (error) {

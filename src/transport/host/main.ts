@@ -2,7 +2,8 @@
  * `node …/transport/host/main.js`: run the host agent of this host as its own small process, the
  * way a launcher starts it (one per machine, before or beside the ranks). Configured by
  * environment: `RANKSCOPE_NATS_URL` (one URL or every cluster node, comma-separated),
- * `RANKSCOPE_RUN_ID`, `RANKSCOPE_HOST_ID` (default: the machine's host name, made a subject token),
+ * `RANKSCOPE_RUN_ID`, `RANKSCOPE_RUN_SECRET` (the controller's run secret: every message is sealed
+ * with it), `RANKSCOPE_HOST_ID` (default: the machine's host name, made a subject token),
  * `RANKSCOPE_JOIN_DEADLINE_MS`, and the NATS credentials (`RANKSCOPE_NATS_USER`, `…_PASSWORD`,
  * `…_TOKEN`, `…_NKEY_SEED(_FILE)`, `…_CREDS_FILE`, `…_TLS*`: docs/security.md). Prints
  * `host agent <id> ready` once registered; exits when the controller shuts the run down.

@@ -15,7 +15,7 @@
  */
 import { encodeMessage } from "../../core/json.js";
 import type { OffCycleLog, RankInit } from "../protocol/types.js";
-import { PROTOCOL_VERSION, decodeChecked, transportStats } from "../protocol/messages.js";
+import { PROTOCOL_VERSION, decodeChecked, isId, nameProblem, offCycleProblem, namesProblem, shortText, transportStats, type MessageProblem } from "../protocol/messages.js";
 
 const PROTO = "rankscope";
 
@@ -83,46 +83,45 @@ export function hostEnvelope(run: string): { proto: string; v: number; run: stri
   return { proto: PROTO, v: PROTOCOL_VERSION, run };
 }
 
-const isId = (value: unknown): boolean => typeof value === "number" && Number.isInteger(value) && value >= 0;
-const isName = (value: unknown): value is string => typeof value === "string" && value.length > 0;
-const isNames = (value: unknown): boolean => Array.isArray(value) && value.every(isName);
-
 /** Decode and validate a JSON host message; undefined (counted, reported) when it is not a valid one. */
 export function decodeHostMessage(run: string, data: Uint8Array | string, from: string): HostMessage | undefined {
   return decodeChecked<HostMessage>(run, data, from, validateHostMessage);
 }
 
-function validateHostMessage(m: Record<string, unknown>): string | undefined {
+/** Longest deadline a host message may carry (the logger's deadlines are at most an hour). */
+const MAX_DEADLINE_MS = 3_600_000;
+const isDeadline = (value: unknown): boolean => isId(value) && Number(value) <= MAX_DEADLINE_MS;
+const isText = (value: unknown): boolean => typeof value === "string" && value.length <= 16_384;
+
+function validateHostMessage(m: Record<string, unknown>): MessageProblem {
   switch (m["t"]) {
     case "hostRegister":
-      return isName(m["host"]) && Number.isInteger(m["pid"]) ? undefined : "host and pid are required";
+      return nameProblem("host", m["host"]) ?? (isId(m["pid"]) ? undefined : "pid is required");
     case "hostRegistered":
-      return isName(m["host"]) && typeof m["ok"] === "boolean" ? undefined : "host and ok are required";
+      return nameProblem("host", m["host"]) ?? (typeof m["ok"] === "boolean" && (m["error"] === undefined || isText(m["error"])) ? undefined : "ok is required");
     case "hostDeregister":
-      return isName(m["host"]) && typeof m["reason"] === "string" ? undefined : "host and reason are required";
+      return nameProblem("host", m["host"]) ?? (isText(m["reason"]) ? undefined : "reason is required");
     case "hostFlush":
-      return isId(m["id"]) && isId(m["step"]) && isId(m["deadlineMs"]) && isNames(m["resync"]) ? undefined : "id, step, deadlineMs and resync are required";
+      return isId(m["id"]) && isId(m["step"]) && isDeadline(m["deadlineMs"]) ? namesProblem("resync", m["resync"]) : "id, step, deadlineMs (at most an hour) and resync are required";
     case "hostInit": {
-      const init = m["init"] as Record<string, unknown> | undefined;
-      return isId(m["id"]) && init !== null && typeof init === "object" && typeof init["backends"] === "object" && typeof init["run"] === "object" ? undefined : "id and init are required";
+      const init = m["init"];
+      return isId(m["id"]) && init !== null && typeof init === "object" && !Array.isArray(init) && "backends" in init && "run" in init && typeof init.backends === "object" && typeof init.run === "object" ? undefined : "id and init are required";
     }
     case "hostShutdown":
-      return isId(m["id"]) && isId(m["deadlineMs"]) ? undefined : "id and deadlineMs are required";
+      return isId(m["id"]) && isDeadline(m["deadlineMs"]) ? undefined : "id and deadlineMs (at most an hour) are required";
     case "hostReply":
-      return isId(m["id"]) && isName(m["host"]) && typeof m["ok"] === "boolean" ? undefined : "id, host and ok are required";
+      return isId(m["id"]) && typeof m["ok"] === "boolean" && (m["error"] === undefined || isText(m["error"])) ? nameProblem("host", m["host"]) : "id, host and ok are required";
     default:
-      return `unknown message type ${JSON.stringify(m["t"])}`;
+      return `unknown message type ${shortText(m["t"])}`;
   }
 }
 
 /** What is wrong with a host-states frame header, or undefined when it is well formed. */
-export function validateHostStatesHeader(h: Record<string, unknown>): string | undefined {
-  if (h["t"] !== "hostStates") return `a "${String(h["t"])}" frame where only "hostStates" is taken`;
-  if (!isId(h["id"]) || !isId(h["step"]) || !isName(h["host"])) return "id, step and host are required";
-  if (!isId(h["reporting"]) || !isNames(h["missing"]) || !isId(h["mv"]) || !isId(h["dropped"]) ) return "reporting, missing, mv and dropped are required";
-  if (h["ranks"] !== undefined && !isNames(h["ranks"])) return "ranks must be a list of rank names";
-  if (h["offCycle"] !== undefined && !Array.isArray(h["offCycle"])) return "offCycle must be a list";
-  return undefined;
+export function validateHostStatesHeader(h: Record<string, unknown>): MessageProblem {
+  if (h["t"] !== "hostStates") return `a ${shortText(h["t"])} frame where only "hostStates" is taken`;
+  if (!isId(h["id"]) || !isId(h["step"])) return "id and step are required";
+  if (!isId(h["reporting"]) || !isId(h["mv"]) || !isId(h["dropped"])) return "reporting, missing, mv and dropped are required";
+  return offCycleProblem(h["offCycle"], "a host's frame") ?? nameProblem("host", h["host"]) ?? namesProblem("missing", h["missing"]) ?? (h["ranks"] === undefined ? undefined : namesProblem("ranks", h["ranks"]));
 }
 
 /**

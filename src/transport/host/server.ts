@@ -5,7 +5,7 @@
  * hosts × keys states, not ranks × keys. The logger counts a host's ranks one by one and names the
  * missing ones: those the agent named, or every rank of a host whose agent did not answer.
  */
-import { createInbox, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { createInbox } from "@nats-io/transport-node";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import type { KeyState } from "../../core/collector.js";
@@ -14,6 +14,8 @@ import type { OffCycleLog, RankGroupHandle, RankGroupSnapshot, RankInit } from "
 import { connectTo, unrefSocket, unrefWhileIdle } from "../controller/nats-connection.js";
 import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
 import { checkEnvelope, reportIgnored } from "../protocol/messages.js";
+import { RunKey } from "../protocol/seal.js";
+import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
 import { DEFAULT_REQUEST_DEADLINE_MS, nextRequestId, RankClosedError, RankDeadlineError } from "../controller/remote-rank.js";
 import { isWireFrame, StateDecoder, WireFormatError } from "../wire/codec.js";
 import { decodeHostMessage, encodeHostMessage, hostSubjects, validateHostStatesHeader, type HostMessage, type HostStatesHeader } from "./messages.js";
@@ -51,6 +53,9 @@ export interface HostServerStats {
   goneHosts: number;
 }
 
+/** Hosts one controller registers at most: a register beyond is refused and counted (`refused`). */
+export const MAX_HOSTS = 10_000;
+
 /** The ranks of one host, reached through its agent. */
 export class HostHandle implements RankGroupHandle {
   readonly rankName: string;
@@ -61,6 +66,8 @@ export class HostHandle implements RankGroupHandle {
   private closedReason: string | null = null;
   /** States of frames that came too late, merged, waiting for the next flush in time. */
   private carried: KeyState[] | null = null;
+  /** Ids of flushes that passed their deadline unanswered: a late frame is carried once, for one of these only. */
+  private readonly expired = new Set<number>();
   private readonly carriedOffCycle: OffCycleLog[] = [];
 
   constructor(
@@ -84,6 +91,8 @@ export class HostHandle implements RankGroupHandle {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
+        this.expired.add(id);
+        if (this.expired.size > 64) this.expired.delete(this.expired.values().next().value ?? id);
         this.server.missedFlush(this);
         reject(new RankDeadlineError(`host ${this.hostId} did not answer flush(${step}) within ${deadlineMs} ms`));
       }, deadlineMs);
@@ -111,8 +120,18 @@ export class HostHandle implements RankGroupHandle {
     }
   }
 
-  /** @internal a frame from this host's agent, already checked. */
+  /**
+   * @internal a frame from this host's agent, already checked. Each answer is used once: a frame
+   * for a flush that is not waiting is used only if that flush passed its deadline (carried, once);
+   * any other (answered already, or never asked: a replay) is dropped and counted.
+   */
   receive(data: Uint8Array, header: HostStatesHeader): void {
+    const waiting = this.pending.get(header.id);
+    const late = waiting === undefined && this.expired.delete(header.id);
+    if (waiting === undefined && !late) {
+      reportIgnored("replayed", `host ${this.hostId} answered flush ${header.id} (step ${header.step}), which is not waiting for an answer (answered already, or never asked)`);
+      return;
+    }
     // Decoding absorbs the frame's key definitions even when its values come too late.
     const frame = this.decoder.decode(data);
     const stats = this.server.stats;
@@ -177,7 +196,7 @@ export class HostServer {
   constructor(
     readonly url: string,
     readonly runId: string,
-    private readonly nc: NatsConnection,
+    private readonly nc: SealedNats,
     private readonly logger: MetricLogger,
     private readonly maxMissedFlushes = 10,
   ) {
@@ -185,13 +204,13 @@ export class HostServer {
     this.inbox = createInbox(`rankscope.${runId}.ctlh`);
     // Like the rank server's: the connection alone does not keep the controller alive (a job that
     // forgets shutdown() reaches beforeExit); flushes in flight have referenced deadline timers.
-    if (!unrefWhileIdle(nc)) warn("transport.nats.unref", "this NATS client version does not let rankscope unref its connection: a controller that forgets logger.shutdown() will not end by itself while hosts are served over NATS");
+    if (!unrefWhileIdle(nc.nc)) warn("transport.nats.unref", "this NATS client version does not let rankscope unref its connection: a controller that forgets logger.shutdown() will not end by itself while hosts are served over NATS");
     void (async () => {
-      for await (const status of nc.status()) if (status.type === "reconnect") unrefSocket(nc);
+      for await (const status of nc.nc.status()) if (status.type === "reconnect") unrefSocket(nc.nc);
     })();
-    nc.subscribe(s.register, { callback: (err, msg) => void (err === null && this.onRegister(msg)) });
-    nc.subscribe(s.deregister, { callback: (err, msg) => void (err === null && this.onDeregister(msg)) });
-    nc.subscribe(this.inbox, { callback: (err, msg) => void (err === null && this.onFrame(msg)) });
+    nc.subscribe(s.register, (msg) => void this.onRegister(msg));
+    nc.subscribe(s.deregister, (msg) => this.onDeregister(msg));
+    nc.subscribe(this.inbox, (msg) => this.onFrame(msg));
   }
 
   /** Ids of the hosts registered. */
@@ -242,7 +261,7 @@ export class HostServer {
 
   /** Bytes this connection sent and received so far (NATS protocol included). */
   get connectionStats(): { inBytes: number; outBytes: number; inMsgs: number; outMsgs: number } {
-    return this.nc.stats();
+    return this.nc.nc.stats();
   }
 
   /** @internal the next flush asks this host to resend its key table and rank list. */
@@ -261,16 +280,16 @@ export class HostServer {
       queueMicrotask(() => (this.currentFlush = null));
       const resync = [...this.resync];
       this.resync.clear();
-      this.nc.publish(hostSubjects(this.runId).flush, encodeHostMessage(this.runId, { t: "hostFlush", id, step, deadlineMs, resync }), { reply: this.inbox });
+      this.nc.publish(hostSubjects(this.runId).flush, encodeHostMessage(this.runId, { t: "hostFlush", id, step, deadlineMs, resync }), this.inbox);
     }
     return this.currentFlush.id;
   }
 
   /** @internal a request to one agent, answered by "hostReply" within `deadlineMs`. */
   async control(hostId: string, message: HostMessage, deadlineMs: number): Promise<void> {
-    let answer: Msg;
+    let answer: OpenedMessage;
     try {
-      answer = await this.nc.request(hostSubjects(this.runId).control(hostId), encodeHostMessage(this.runId, message), { timeout: deadlineMs });
+      answer = await this.nc.request(hostSubjects(this.runId).control(hostId), encodeHostMessage(this.runId, message), deadlineMs);
     } catch (error) {
       throw new RankDeadlineError(`host ${hostId} did not answer "${message.t}" within ${deadlineMs} ms: ${describeError(error)}`);
     }
@@ -288,13 +307,13 @@ export class HostServer {
       handle.close(`was disconnected: the controller closed its NATS connection (host ${hostId})`);
     }
     try {
-      await this.nc.drain();
+      await this.nc.nc.drain();
     } catch {
-      await this.nc.close().catch(() => undefined);
+      await this.nc.nc.close().catch(() => undefined);
     }
   }
 
-  private async onRegister(msg: Msg): Promise<void> {
+  private async onRegister(msg: OpenedMessage): Promise<void> {
     const message = decodeHostMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
     if (message === undefined) return;
     if (message.t !== "hostRegister") {
@@ -302,14 +321,18 @@ export class HostServer {
       return;
     }
     const answer = (ok: boolean, error?: string): void => {
-      if (msg.reply === undefined) return;
-      msg.respond(encodeHostMessage(this.runId, { t: "hostRegistered", host: message.host, ok, ...(error === undefined ? {} : { error }) }));
+      this.nc.respond(msg, encodeHostMessage(this.runId, { t: "hostRegistered", host: message.host, ok, ...(error === undefined ? {} : { error }) }));
     };
     // A host that registers again (its agent restarted) keeps its handle: the logger still knows it,
     // and the new agent's frames start a new key-table session by themselves.
+    let handle = this.hosts.get(message.host);
+    if (handle === undefined && this.hosts.size >= MAX_HOSTS) {
+      reportIgnored("refused", `host ${message.host} asked to register while ${MAX_HOSTS} hosts are registered, the most a controller takes`);
+      answer(false, `this controller already has ${MAX_HOSTS} hosts registered`);
+      return;
+    }
     this.gone.delete(message.host);
     this.missed.set(message.host, 0);
-    let handle = this.hosts.get(message.host);
     if (handle === undefined) {
       handle = new HostHandle(message.host, this);
       this.hosts.set(message.host, handle);
@@ -324,7 +347,7 @@ export class HostServer {
     }
   }
 
-  private onDeregister(msg: Msg): void {
+  private onDeregister(msg: OpenedMessage): void {
     const message = decodeHostMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
     if (message === undefined || message.t !== "hostDeregister") return;
     const handle = this.hosts.get(message.host);
@@ -336,7 +359,7 @@ export class HostServer {
     handle.close(`left the run (${message.reason})`);
   }
 
-  private onFrame(msg: Msg): void {
+  private onFrame(msg: OpenedMessage): void {
     const from = `NATS subject ${msg.subject}`;
     if (!isWireFrame(msg.data)) {
       reportIgnored("malformed", `a message from ${from} is not a host states frame`);
@@ -352,7 +375,8 @@ export class HostServer {
     if (!checkEnvelope(this.runId, header, from)) return;
     const problem = validateHostStatesHeader(header);
     if (problem !== undefined) {
-      reportIgnored("malformed", `a frame from ${from} is malformed (${problem})`);
+      const { kind, detail } = typeof problem === "string" ? { kind: "malformed" as const, detail: problem } : problem;
+      reportIgnored(kind, `a frame from ${from} is ${kind === "malformed" ? "malformed" : "refused"} (${detail})`);
       return;
     }
     const states = header as unknown as HostStatesHeader;
@@ -365,7 +389,7 @@ export class HostServer {
       handle.receive(msg.data, states);
     } catch (error) {
       if (!(error instanceof WireFormatError)) throw error;
-      reportIgnored("malformed", `a frame from host ${states.host} is malformed (${error.message})`);
+      reportIgnored(error.kind, `a frame from host ${states.host} is ${error.kind === "malformed" ? "malformed" : "refused"} (${error.message})`);
     }
   }
 }
@@ -397,7 +421,7 @@ export async function serveHostsOverNats(options: ServeHostsOverNatsOptions): Pr
   if (!Number.isInteger(maxMissed) || maxMissed < 1) throw new TypeError(`serveHostsOverNats: maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
   const auth = resolveNatsAuth("serveHostsOverNats", options.url, options.auth);
   const nc = await connectTo(auth, { name: `rankscope-controller-hosts-${logger.runId}`, runId: logger.runId, role: "controller", timeoutMs: options.connectTimeoutMs ?? 5000 });
-  const server = new HostServer(auth.url, logger.runId, nc, logger, maxMissed);
+  const server = new HostServer(auth.url, logger.runId, new SealedNats(nc, RunKey.derive(logger.runSecret, logger.runId)), logger, maxMissed);
   logger.onShutdown(() => server.close());
   return server;
 }

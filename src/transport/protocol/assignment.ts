@@ -12,7 +12,9 @@ export interface RankAssignment {
   readonly runId: string;
   readonly carrier: "worker" | "ipc" | "nats";
   readonly natsUrl?: string;
-  /** The rank module (file URL), imported before the rank registers. */
+  /** Over NATS: the run secret messages are sealed with (in the assignment's environment variable, never on a command line). */
+  readonly runSecret?: string;
+  /** The rank module (file URL), imported before the rank registers: the one module a `start` request may name. */
   readonly module?: string;
 }
 

@@ -31,10 +31,24 @@ export function rankNameFor(processName: string, replicaId: string, localRank: n
 
 const TOKEN = /^[A-Za-z0-9_-]+$/;
 
+/**
+ * Longest run id, rank name, process name or host id. Each is a token of NATS subjects, and a
+ * subject must fit the server's control line (4 KB by default): a longer name would make the
+ * server drop the connection that publishes to it.
+ */
+export const MAX_NAME_LENGTH = 128;
+
+/** True if `value` can be one token of a NATS subject: letters, digits, `_`, `-`, at most `MAX_NAME_LENGTH`. */
+export function isSubjectToken(value: unknown): value is string {
+  return typeof value === "string" && value.length <= MAX_NAME_LENGTH && TOKEN.test(value);
+}
+
 /** Throw a TypeError unless `value` can be one token of a NATS subject (a run id, a rank name). */
-export function assertSubjectToken(what: string, value: string): void {
-  if (typeof value !== "string" || !TOKEN.test(value)) {
-    throw new TypeError(`${what} must be letters, digits, "_" or "-" (it is part of NATS subjects), got ${JSON.stringify(value)}`);
+export function assertSubjectToken(what: string, given: string): void {
+  const value: unknown = given;
+  if (!isSubjectToken(value)) {
+    const shown = typeof value === "string" && value.length > 60 ? `${JSON.stringify(value.slice(0, 60))}… (${value.length} characters)` : JSON.stringify(value);
+    throw new TypeError(`${what} must be 1 to ${MAX_NAME_LENGTH} letters, digits, "_" or "-" (it is part of NATS subjects), got ${shown}`);
   }
 }
 

@@ -4,22 +4,29 @@
  *
  * Every message is one JSON text written by `encodeMessage` (so NaN and ±Infinity survive) with an
  * envelope `{ proto: "rankscope", v: 1, run, t, ... }`. A receiver validates the envelope and the
- * fields its handler reads before acting; anything else — another program's message, another
- * run's, a newer protocol version, a truncated text — is counted (`transport.malformed` /
- * `transport.foreign`) and ignored, never thrown into the controller or the rank.
+ * fields its handler reads before acting (`validate.ts`: names bounded, states checked against
+ * their reductions); anything else — another program's message, another run's, a newer protocol
+ * version, a truncated text — is counted by kind (`ignored.ts`) and ignored, never thrown into
+ * the controller or the rank. Over NATS every message is also sealed with the run secret
+ * (`seal.ts`).
  *
  * Controller → rank: `init`, `flush`, `shutdown`, `start` (import the rank module), `call` (run one
  * of its exported functions), `sync` (write a marker line to stdout, for ordered output), `resend`
  * (a flush answer, by its `seq`, that never arrived), and over
- * NATS `hello` (a controller announcing itself: every rank that hears it registers again).
+ * NATS `hello` (a controller announcing itself: every rank that hears it registers again) and
+ * `ack` (the flush answers it logged, so ranks know which a dead controller never did).
  * Rank → controller: `register`, `reply` (to any request; a flush reply carries its step),
  * `deregister`.
  */
 import type { RankIdentity } from "../../core/rank-identity.js";
-import { warn } from "../../core/diagnostics.js";
+import { processWide } from "../../core/process-wide.js";
+import { reportIgnored, shortText } from "./ignored.js";
+import { isId, nameProblem, validateProtocolMessage, type MessageProblem } from "./validate.js";
 import { decodeMessage, encodeMessage } from "../../core/json.js";
 import type { RankInit, RankSnapshot } from "./types.js";
-import { processWide } from "../../core/process-wide.js";
+
+export { ignoredMessageCounts, reportIgnored, shortText, takeRejectionsSinceLastFlush, REJECTION_KINDS, IGNORED_REPORT_INTERVAL_MS, type IgnoredKind, type IgnoredMessageCounts } from "./ignored.js";
+export { isId, keepValidStates, nameProblem, namesProblem, offCycleProblem, MAX_NAMES, type MessageProblem } from "./validate.js";
 
 /** The protocol version this build speaks. A message with another version is ignored and counted. */
 export const PROTOCOL_VERSION = 1;
@@ -56,7 +63,18 @@ export type ControllerRequest =
 
 /** What a rank sends the controller. */
 export type RankMessage =
-  | { readonly t: "register"; readonly identity: RankIdentity; readonly pid: number; readonly host: string }
+  | {
+      readonly t: "register";
+      readonly identity: RankIdentity;
+      readonly pid: number;
+      readonly host: string;
+      /**
+       * The numbers (`seq`) of the flush answers this rank keeps that no controller acknowledged
+       * (over NATS): a controller that did not take them itself — a new one, after the one that
+       * took them died before logging them — asks for them again (`resend`).
+       */
+      readonly unacked?: readonly number[];
+    }
   | { readonly t: "deregister"; readonly rankName: string; readonly reason: string }
   | RankReply;
 
@@ -100,26 +118,21 @@ export interface HelloMessage {
   readonly controller: string;
 }
 
+/**
+ * The controller logged these flush answers (over NATS, one message per flush for every rank, on
+ * the run's flush subject): by rank name, their numbers (`seq`). A rank keeps its answers until
+ * they are acknowledged, so a controller that dies before logging what it took loses nothing: the
+ * next one asks for the unacknowledged ones (`register.unacked`). Not a request: no reply.
+ */
+export interface AckMessage {
+  readonly t: "ack";
+  readonly acks: Readonly<Record<string, readonly number[]>>;
+}
+
+export { MAX_ACKED_PER_RANK } from "./validate.js";
+
 /** Either direction. */
-export type ProtocolMessage = ControllerRequest | RankMessage | RegisteredMessage | HelloMessage;
-
-/** Counts of messages ignored by this process, by reason (also reported through diagnostics). */
-export interface IgnoredMessageCounts {
-  malformed: number;
-  foreign: number;
-  late: number;
-}
-
-/** How many messages this process has ignored since it started, by reason. */
-export function ignoredMessageCounts(): IgnoredMessageCounts {
-  return processWide("transport.ignored", (): IgnoredMessageCounts => ({ malformed: 0, foreign: 0, late: 0 }));
-}
-
-/** Count and report a message that was ignored. */
-export function reportIgnored(reason: keyof IgnoredMessageCounts, detail: string): void {
-  ignoredMessageCounts()[reason]++;
-  warn(`transport.${reason}`, `${detail}; the message was ignored (counted in ignoredMessageCounts().${reason})`);
-}
+export type ProtocolMessage = ControllerRequest | RankMessage | RegisteredMessage | HelloMessage | AckMessage;
 
 /** Messages and bytes this process encoded and decoded (bytes are UTF-16 code units of the JSON text, i.e. bytes for ASCII). */
 export interface TransportStats {
@@ -127,11 +140,13 @@ export interface TransportStats {
   bytesOut: number;
   messagesIn: number;
   bytesIn: number;
+  /** Flush answers lost in transit that could not be sent again (their values are not logged). */
+  lostAnswers: number;
 }
 
 /** Counts of protocol messages this process sent and received (for benchmarks and health pages). */
 export function transportStats(): TransportStats {
-  return processWide("transport.stats", (): TransportStats => ({ messagesOut: 0, bytesOut: 0, messagesIn: 0, bytesIn: 0 }));
+  return processWide("transport.stats.v2", (): TransportStats => ({ messagesOut: 0, bytesOut: 0, messagesIn: 0, bytesIn: 0, lostAnswers: 0 }));
 }
 
 /** Serialise a message for the wire. */
@@ -149,15 +164,15 @@ export function encodeProtocolMessage(run: string, message: ProtocolMessage): st
  * `from` names the sender in the report.
  */
 export function decodeProtocolMessage(run: string, data: unknown, from: string): (ProtocolMessage & Envelope) | undefined {
-  return decodeChecked<ProtocolMessage & Envelope>(run, data, from, validate);
+  return decodeChecked<ProtocolMessage & Envelope>(run, data, from, (m) => validateProtocolMessage(m, from));
 }
 
 /**
  * The one receive path of every JSON message (rank protocol and host messages alike): decode,
- * count, check the envelope, then `validate` (what is wrong, or undefined). Anything that fails is
- * counted and reported, and undefined is returned.
+ * count, check the envelope, then `validate`. Anything that fails is counted by kind and reported,
+ * and undefined is returned.
  */
-export function decodeChecked<T>(run: string, data: unknown, from: string, validate: (m: Record<string, unknown>) => string | undefined): T | undefined {
+export function decodeChecked<T>(run: string, data: unknown, from: string, validate: (m: Record<string, unknown>) => MessageProblem): T | undefined {
   let value: unknown;
   try {
     const text = typeof data === "string" ? data : data instanceof Uint8Array ? Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("utf8") : undefined;
@@ -174,7 +189,8 @@ export function decodeChecked<T>(run: string, data: unknown, from: string, valid
   if (!checkEnvelope(run, value, from)) return undefined;
   const problem = validate(value);
   if (problem !== undefined) {
-    reportIgnored("malformed", `a "${String(value["t"])}" message from ${from} is malformed (${problem})`);
+    const { kind, detail } = typeof problem === "string" ? { kind: "malformed" as const, detail: problem } : problem;
+    reportIgnored(kind, `a "${shortText(value["t"])}" message from ${from} is ${kind === "malformed" ? "malformed" : "refused"} (${detail})`);
     return undefined;
   }
   return value as unknown as T;
@@ -187,11 +203,13 @@ export function decodeChecked<T>(run: string, data: unknown, from: string, valid
 export function checkReplyFrameHeader(run: string, header: unknown, from: string): RankReplyFrameHeader | undefined {
   if (!checkEnvelope(run, header, from)) return undefined;
   const h = header;
-  let problem: string | undefined;
-  if (h["t"] !== "reply" || h["ok"] !== true) problem = `a frame with t ${JSON.stringify(h["t"])} and ok ${JSON.stringify(h["ok"])} where only successful flush replies travel as frames`;
-  else if (!isId(h["id"]) || !isString(h["rankName"]) || !isId(h["step"]) || !isId(h["seq"]) || !isId(h["dropped"])) problem = "id, rankName, step, seq and dropped are required";
+  let problem: MessageProblem;
+  if (h["t"] !== "reply" || h["ok"] !== true) problem = `a frame with t ${shortText(h["t"])} and ok ${shortText(h["ok"])} where only successful flush replies travel as frames`;
+  else if (!isId(h["id"]) || !isId(h["step"]) || !isId(h["seq"]) || !isId(h["dropped"])) problem = "id, step, seq and dropped are required";
+  else problem = nameProblem("rankName", h["rankName"]);
   if (problem !== undefined) {
-    reportIgnored("malformed", `a flush-answer frame from ${from} is malformed (${problem})`);
+    const { kind, detail } = typeof problem === "string" ? { kind: "malformed" as const, detail: problem } : problem;
+    reportIgnored(kind, `a flush-answer frame from ${from} is ${kind === "malformed" ? "malformed" : "refused"} (${detail})`);
     return undefined;
   }
   return h as unknown as RankReplyFrameHeader;
@@ -204,11 +222,11 @@ export function checkEnvelope(run: string, value: unknown, from: string): value 
     return false;
   }
   if (value["v"] !== PROTOCOL_VERSION) {
-    reportIgnored("foreign", `a message from ${from} speaks rankscope protocol ${JSON.stringify(value["v"])}, this process speaks ${PROTOCOL_VERSION}`);
+    reportIgnored("foreign", `a message from ${from} speaks rankscope protocol ${shortText(value["v"])}, this process speaks ${PROTOCOL_VERSION}`);
     return false;
   }
   if (value["run"] !== run) {
-    reportIgnored("foreign", `a message from ${from} belongs to run ${JSON.stringify(value["run"])}, not ${JSON.stringify(run)}`);
+    reportIgnored("foreign", `a message from ${from} belongs to run ${shortText(value["run"])}, not ${JSON.stringify(run)}`);
     return false;
   }
   return true;
@@ -217,105 +235,3 @@ export function checkEnvelope(run: string, value: unknown, from: string): value 
 function isObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === "object" && !Array.isArray(value);
 }
-
-function isId(value: unknown): value is number {
-  return typeof value === "number" && Number.isInteger(value) && value >= 0;
-}
-
-function isString(value: unknown): value is string {
-  return typeof value === "string" && value.length > 0;
-}
-
-/** What is wrong with a message, or undefined when it is well formed. */
-function validate(m: Record<string, unknown>): string | undefined {
-  switch (m["t"]) {
-    case "init": {
-      if (!isId(m["id"])) return "id must be a non-negative integer";
-      const init = m["init"];
-      if (!isObject(init) || !isObject(init["backends"]) || !isObject(init["primaryMetadata"]) || !isObject(init["run"])) {
-        return "init must carry backends, primaryMetadata and run";
-      }
-      const run = init["run"];
-      if (!isString(run["runDir"]) || typeof run["experiment"] !== "string" || typeof run["trial"] !== "string" || !isId(run["resumeStep"])) {
-        return "init.run must carry runDir, experiment, trial and resumeStep";
-      }
-      return undefined;
-    }
-    case "flush":
-      if (!isId(m["id"])) return "id must be a non-negative integer";
-      if (!isId(m["step"])) return "step must be a non-negative integer";
-      if (m["wire"] !== undefined && !isId(m["wire"])) return "wire must be a wire-format version";
-      return m["resync"] === undefined || (Array.isArray(m["resync"]) && m["resync"].every(isString)) ? undefined : "resync must be a list of rank names";
-    case "shutdown":
-      return isId(m["id"]) ? undefined : "id must be a non-negative integer";
-    case "start":
-      return !isId(m["id"]) ? "id must be a non-negative integer" : !isString(m["module"]) ? "module must be a non-empty string" : undefined;
-    case "call":
-      if (!isId(m["id"])) return "id must be a non-negative integer";
-      return !isString(m["fn"]) ? "fn must be a non-empty string" : !Array.isArray(m["args"]) ? "args must be an array" : undefined;
-    case "sync":
-      return !isId(m["id"]) ? "id must be a non-negative integer" : !isString(m["marker"]) ? "marker must be a non-empty string" : undefined;
-    case "resend":
-      return !isId(m["id"]) ? "id must be a non-negative integer" : !isId(m["seq"]) ? "seq must be a non-negative integer" : undefined;
-    case "register":
-      if (!isIdentity(m["identity"])) return "identity must carry rank, rankName, processName, localRank and localWorldSize";
-      return Number.isInteger(m["pid"]) && typeof m["host"] === "string" ? undefined : "pid and host are required";
-    case "deregister":
-      return isString(m["rankName"]) && typeof m["reason"] === "string" ? undefined : "rankName and reason are required";
-    case "hello":
-      return isString(m["controller"]) ? undefined : "controller is required";
-    case "registered":
-      return isString(m["rankName"]) && typeof m["ok"] === "boolean" ? undefined : "rankName and ok are required";
-    case "reply":
-      if (!isId(m["id"]) || !isString(m["rankName"])) return "id and rankName are required";
-      if (m["ok"] === false) return typeof m["error"] === "string" ? undefined : "a failed reply must carry error";
-      if (m["ok"] !== true) return "ok must be true or false";
-      return m["snapshot"] === undefined ? undefined : validateSnapshot(m["snapshot"]);
-    default:
-      return `unknown message type ${JSON.stringify(m["t"])}`;
-  }
-}
-
-function isIdentity(value: unknown): value is RankIdentity {
-  return (
-    isObject(value) &&
-    isId(value["rank"]) &&
-    isString(value["rankName"]) &&
-    isString(value["processName"]) &&
-    isId(value["localRank"]) &&
-    isId(value["localWorldSize"]) &&
-    value["localWorldSize"] >= 1
-  );
-}
-
-function validateSnapshot(snapshot: unknown): string | undefined {
-  if (!isObject(snapshot)) return "snapshot must be an object";
-  if (!isString(snapshot["rankName"]) || !isId(snapshot["step"]) || !isId(snapshot["droppedKeyRecords"])) {
-    return "snapshot must carry rankName, step and droppedKeyRecords";
-  }
-  if (snapshot["seq"] !== undefined && !isId(snapshot["seq"])) return "snapshot.seq must be a non-negative integer";
-  const states = snapshot["states"];
-  if (!Array.isArray(states)) return "snapshot.states must be an array";
-  const list: readonly unknown[] = states;
-  for (const s of list) {
-    if (!isObject(s) || !isString(s["key"]) || !isString(s["reduce"])) return "every state must carry key and reduce";
-    const state = s["state"];
-    if (!isObject(state) || typeof state["v"] !== "number" || typeof state["count"] !== "number") {
-      return `state of "${String(s["key"])}" must carry v and count`;
-    }
-  }
-  return validateOffCycle(snapshot["offCycle"]);
-}
-
-function validateOffCycle(offCycle: unknown): string | undefined {
-  if (offCycle === undefined) return undefined;
-  if (!Array.isArray(offCycle)) return "snapshot.offCycle must be an array";
-  const logs: readonly unknown[] = offCycle;
-  for (const log of logs) {
-    if (!isObject(log) || !isString(log["axis"]) || !isId(log["step"]) || typeof log["timestamp"] !== "number" || !Array.isArray(log["states"])) {
-      return "every off-cycle log must carry axis, step, timestamp and states";
-    }
-  }
-  return undefined;
-}
-

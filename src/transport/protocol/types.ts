@@ -67,6 +67,12 @@ export interface RankHandle {
   flush(step: number, deadlineMs?: number): Promise<RankSnapshot>;
   /** Stop the rank within `deadlineMs`; a remote rank that does not finish by then is killed. */
   shutdown(deadlineMs?: number): Promise<void>;
+  /**
+   * The controller logged this answer (a `flush` result) to its backends. Over a carrier whose
+   * ranks outlive their controller (NATS), the rank is told, so it no longer offers the answer to
+   * a later controller of the run (docs/lifecycle.md, "A controller restarted").
+   */
+  acknowledge?(snapshot: RankSnapshot): void;
 }
 
 /**

@@ -21,6 +21,9 @@ import { readAssignment } from "../protocol/assignment.js";
 import type { NatsAuthOptions } from "../protocol/nats-auth.js";
 import { assertSubjectToken, checkIdentity, rankNameFor, shortId } from "../protocol/identity.js";
 import { RankAgent } from "./rank-agent.js";
+import { moduleUrl, originOf, type RankPolicy } from "./policy.js";
+import { runSecretSetting } from "../../core/run-secret.js";
+import type { SettingKind } from "../../core/settings.js";
 import { RankRuntime, setCurrentRank } from "./runtime.js";
 
 export { ASSIGNMENT_ENV, readAssignment, type RankAssignment } from "../protocol/assignment.js";
@@ -52,6 +55,24 @@ export interface JoinRunOptions {
    * Over NATS only.
    */
   hostId?: string;
+  /**
+   * The run secret (the controller's `runSecret`; env `RANKSCOPE_RUN_SECRET`): over NATS every
+   * message is sealed with it (docs/security.md). Required over NATS; give it through the
+   * environment, never on a command line.
+   */
+  runSecret?: string;
+  /**
+   * Modules (paths or file URLs) the controller may ask this rank to import with a `start`
+   * request (`spawnRanks` gives its ranks theirs). Default none: no path from the wire is imported.
+   */
+  modules?: readonly (string | URL)[];
+  /**
+   * URL origins per-rank backends configured by the controller over NATS may send data to (a
+   * wandb `baseUrl`, an otlp `url`), e.g. `["https://wandb.example.com"]` (env
+   * `RANKSCOPE_ALLOWED_DESTINATIONS`, comma-separated). Default none: such an option from the
+   * wire is refused, and the rank's own settings (`WANDB_BASE_URL`, …) or the defaults apply.
+   */
+  allowedDestinations?: readonly string[];
 }
 
 /** This process's membership in a run. */
@@ -132,7 +153,7 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
   const onShutdown = (): void => {
     void self.connection?.leave("shut down by the controller").finally(() => exitSoon());
   };
-  const agent = new RankAgent({ runId, runtime, onShutdown });
+  const agent = new RankAgent({ runId, runtime, onShutdown, policy: policyFor(carrier, assigned?.module, options) });
 
   if (carrier === "worker") leave = joinOverPort(agent);
   else if (carrier === "ipc") leave = joinOverIpc(agent);
@@ -143,7 +164,11 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
     // Scale edit: with a host id, the rank joins its host agent's subjects (docs/scale.md).
     const hostId = joinText("hostId", "RANKSCOPE_HOST_ID", options.hostId);
     if (hostId !== undefined && hostId !== "") assertSubjectToken("hostId", hostId);
-    leave = await joinOverNats(agent, { url: auth.url, auth, runId, joinDeadlineMs, ...(hostId === undefined || hostId === "" ? {} : { scope: hostId }) });
+    const runSecret = assigned?.runSecret ?? resolveSetting(runSecretSetting("joinRun"), options.runSecret);
+    if (runSecret === undefined) {
+      throw new Error(`joinRun(): run ${runId}'s messages are sealed with its run secret: pass { runSecret } or set RANKSCOPE_RUN_SECRET to the controller's (its runSecret option or RANKSCOPE_RUN_SECRET)`);
+    }
+    leave = await joinOverNats(agent, { url: auth.url, auth, runId, joinDeadlineMs, runSecret, ...(hostId === undefined || hostId === "" ? {} : { scope: hostId }) });
   }
 
   let left = false;
@@ -169,6 +194,32 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
   };
   self.connection = connection;
   return connection;
+}
+
+/** URL origins, comma-separated in the environment; every entry must be a URL. */
+const originsKind: SettingKind<readonly string[]> = {
+  valid: "URLs such as https://wandb.example.com (comma-separated in the environment)",
+  fromOption: (v) => {
+    if (!Array.isArray(v)) return undefined;
+    const list: readonly unknown[] = v;
+    const origins = list.map((u) => (typeof u === "string" ? originOf(u) : undefined));
+    return origins.every((o): o is string => o !== undefined) ? origins : undefined;
+  },
+  fromEnv: (raw) => {
+    const origins = raw.split(",").map((u) => originOf(u.trim()));
+    return origins.every((o): o is string => o !== undefined) ? origins : undefined;
+  },
+};
+
+/**
+ * What this rank's own side allows the wire (never read from the wire): the module it was started
+ * with and those of `options.modules`; over a worker's port or IPC (the channel of the process that
+ * started it) per-rank configs are taken as sent, over NATS only to allowed destinations.
+ */
+function policyFor(carrier: RankConnection["carrier"], assignedModule: string | undefined, options: JoinRunOptions): RankPolicy {
+  const modules = [...(assignedModule === undefined ? [] : [moduleUrl(assignedModule)]), ...(options.modules ?? []).map((m) => moduleUrl(m))];
+  const destinations = resolveSetting({ owner: "joinRun", option: "allowedDestinations", env: "RANKSCOPE_ALLOWED_DESTINATIONS", kind: originsKind, fallback: [] }, options.allowedDestinations);
+  return { modules, trustInit: carrier !== "nats", destinations };
 }
 
 /** A spawned rank exits shortly after shutdown; a ref'd timer so leftover user timers cannot keep it. */

@@ -7,9 +7,11 @@
  * longer knows this rank). Meanwhile its collector keeps accumulating, so what it records during
  * an outage of any length goes into its next flush.
  */
-import { connect, type Msg, type NatsConnection } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { describeError, warn } from "../../core/diagnostics.js";
 import { decodeProtocolMessage } from "../protocol/messages.js";
+import { RunKey } from "../protocol/seal.js";
+import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
 import { backoffDelay, sleep } from "../../core/retry.js";
 import { subjects } from "../protocol/nats.js";
 import { isNatsAuthError, natsConnectError, natsConnectionOptions, reportNatsRefusals, resolveNatsAuth, type NatsAuth } from "../protocol/nats-auth.js";
@@ -27,6 +29,8 @@ export interface NatsJoinOptions {
   readonly auth?: NatsAuth;
   readonly runId: string;
   readonly joinDeadlineMs: number;
+  /** The run secret every message is sealed with (the controller's `runSecret`). */
+  readonly runSecret: string;
   /** Join the agent of this host (its host id) instead of the controller (docs/scale.md). */
   readonly scope?: string;
 }
@@ -61,32 +65,27 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   }
   reportNatsRefusals(nc, client);
   const conn = nc;
-  const onRequest = (err: Error | null, msg: Msg): void => {
-    if (err !== null) return;
-    const reply = (text: string): void => {
-      if (msg.reply !== undefined) conn.publish(msg.reply, text);
-    };
-    const replyFrame = (frame: Uint8Array): void => {
-      if (msg.reply !== undefined) conn.publish(msg.reply, frame);
-    };
-    void agent.receive(msg.data, reply, `NATS subject ${msg.subject}`, replyFrame);
+  const sealed = new SealedNats(conn, RunKey.derive(options.runSecret, runId));
+  const onRequest = (msg: OpenedMessage): void => {
+    const reply = (payload: string | Uint8Array): void => void sealed.respond(msg, payload);
+    void agent.receive(msg.data, reply, `NATS subject ${msg.subject}`, reply);
   };
-  conn.subscribe(s.rank(agent.rankName), { callback: onRequest });
-  conn.subscribe(s.flush, { callback: onRequest });
+  sealed.subscribe(s.rank(agent.rankName), onRequest);
+  sealed.subscribe(s.flush, onRequest);
 
-  const register = agent.registerMessage();
   /**
    * One registration attempt, the same for the first join and every later one: "ok", "refused"
    * (with the controller's reason), or "retry" (no controller answered yet; `lastError` says why).
    */
   const attempt = async (timeoutMs: number): Promise<{ outcome: "ok" | "retry" } | { outcome: "refused"; error: string }> => {
     try {
-      const answer = await conn.request(s.register, register, { timeout: timeoutMs });
+      // Built at each try: it lists the answers no controller acknowledged yet (a new controller asks for them).
+      const answer = await sealed.request(s.register, agent.registerMessage(), timeoutMs);
       const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
       if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) return { outcome: "retry" };
       return message.ok ? { outcome: "ok" } : { outcome: "refused", error: message.error ?? "no reason given" };
     } catch (error) {
-      // No controller yet (no responders) or a timeout.
+      // No controller yet (no responders), a timeout, or the connection is closing.
       lastError = error;
       return { outcome: "retry" };
     }
@@ -128,7 +127,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
     }
   };
   agent.onHello((controller) => void registerAgain(`${controller} said hello`));
-  conn.subscribe(s.hello, { callback: onRequest });
+  sealed.subscribe(s.hello, onRequest);
   void (async () => {
     for await (const status of conn.status()) {
       if (status.type === "reconnect") void registerAgain("its NATS connection came back");
@@ -138,7 +137,7 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   return async (reason) => {
     left = true;
     try {
-      conn.publish(s.deregister, agent.deregisterMessage(reason));
+      sealed.publish(s.deregister, agent.deregisterMessage(reason));
       await conn.drain();
     } catch {
       await conn.close().catch(() => undefined);

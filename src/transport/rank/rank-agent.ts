@@ -5,8 +5,8 @@
  * own code.
  */
 import { hostname } from "node:os";
-import { pathToFileURL } from "node:url";
 import { describeError, reportError } from "../../core/diagnostics.js";
+import { allowedModule, checkWireBackends, type RankPolicy } from "./policy.js";
 import type { RankSnapshot } from "../protocol/types.js";
 import type { RankRuntime } from "./runtime.js";
 import { decodeProtocolMessage, encodeProtocolMessage, PROTOCOL_VERSION, reportIgnored, type ControllerRequest, type RankMessage } from "../protocol/messages.js";
@@ -24,7 +24,14 @@ export interface RankAgentOptions {
   readonly runtime: RankRuntime;
   /** Called after the rank answered `shutdown` (a spawned rank exits here). */
   readonly onShutdown?: () => void;
+  /**
+   * What this rank's own side allows requests to do (`policy.ts`). Default: nothing from the wire —
+   * no module to import, per-rank configs checked, no destination allowed.
+   */
+  readonly policy?: RankPolicy;
 }
+
+const NOTHING_ALLOWED: RankPolicy = { modules: [], trustInit: false, destinations: [] };
 
 /**
  * How many of its last flush answers a rank keeps, to send again one that was lost in transit, and
@@ -51,6 +58,10 @@ export class RankAgent {
   private seq = 0;
   private readonly kept: Array<RankSnapshot | KeptFrame> = [];
   private keptStates = 0;
+  /** Kept answers a controller acknowledged (logged); see `AckMessage`. */
+  private readonly acked = new Set<number>();
+  /** Whether a controller of this rank acknowledges answers (then dropping an unacknowledged one is a possible loss). */
+  private acksSeen = false;
   private module: Record<string, unknown> = {};
   private shuttingDown = false;
   private helloListener: ((controller: string) => void) | undefined;
@@ -70,9 +81,25 @@ export class RankAgent {
     this.helloListener = listener;
   }
 
-  /** The `register` message this rank sends first. */
+  /**
+   * The `register` message this rank sends (built at each registration): with the numbers of the
+   * kept answers no controller acknowledged, which a controller that never took them asks for.
+   */
   registerMessage(): string {
-    return this.encode({ t: "register", identity: this.options.runtime.identity, pid: process.pid, host: hostname() });
+    const unacked = this.unacknowledged();
+    return this.encode({ t: "register", identity: this.options.runtime.identity, pid: process.pid, host: hostname(), ...(unacked.length > 0 ? { unacked } : {}) });
+  }
+
+  /** Numbers of the kept flush answers no controller acknowledged, oldest first. */
+  unacknowledged(): number[] {
+    return this.kept.flatMap((k) => (k.seq === undefined || this.acked.has(k.seq) ? [] : [k.seq]));
+  }
+
+  /** A controller logged these answers of this rank: they need not be sent to another one. */
+  private acknowledge(seqs: readonly number[] | undefined): void {
+    if (seqs === undefined) return;
+    this.acksSeen = true;
+    for (const seq of seqs) if (this.kept.some((k) => k.seq === seq)) this.acked.add(seq);
   }
 
   /** The `deregister` message this rank sends when it leaves. */
@@ -92,6 +119,10 @@ export class RankAgent {
     if (message === undefined) return;
     if (message.t === "hello") {
       this.helloListener?.(message.controller);
+      return;
+    }
+    if (message.t === "ack") {
+      this.acknowledge(message.acks[this.rankName]);
       return;
     }
     if (message.t === "register" || message.t === "deregister" || message.t === "reply" || message.t === "registered") {
@@ -122,9 +153,11 @@ export class RankAgent {
     const runtime = this.options.runtime;
     const ok = { t: "reply", id: request.id, rankName: this.rankName, ok: true } as const;
     switch (request.t) {
-      case "init":
-        await runtime.init(request.init);
+      case "init": {
+        const policy = this.options.policy ?? NOTHING_ALLOWED;
+        await runtime.init(request.init, (validated) => checkWireBackends(validated, request.init.run.runDir, policy, this.rankName));
         return ok;
+      }
       case "flush": {
         const snapshot: RankSnapshot = { ...(await runtime.flush(request.step)), seq: ++this.seq };
         this.keep(snapshot, snapshot.states.length);
@@ -139,7 +172,8 @@ export class RankAgent {
         await runtime.shutdown();
         return ok;
       case "start": {
-        const url = request.module.startsWith("file:") ? request.module : pathToFileURL(request.module).href;
+        // Only the module this rank was given at its own start, never a path from the wire.
+        const url = allowedModule(this.options.policy ?? NOTHING_ALLOWED, request.module, this.rankName);
         this.module = (await import(url)) as Record<string, unknown>;
         return { ...ok, result: Object.keys(this.module).filter((k) => typeof this.module[k] === "function") };
       }
@@ -187,7 +221,14 @@ export class RankAgent {
     this.keptStates += states;
     while (this.kept.length > 1 && (this.kept.length > KEPT_FLUSH_ANSWERS || this.keptStates > KEPT_FLUSH_STATES)) {
       const dropped = this.kept.shift();
-      if (dropped !== undefined) this.keptStates -= "bytes" in dropped ? dropped.stateCount : dropped.states.length;
+      if (dropped === undefined) break;
+      this.keptStates -= "bytes" in dropped ? dropped.stateCount : dropped.states.length;
+      if (dropped.seq !== undefined && !this.acked.delete(dropped.seq) && this.acksSeen) {
+        reportError(
+          `transport.unackedDropped:${this.rankName}`,
+          `rank ${this.rankName}: flush answer ${dropped.seq} (flush(${dropped.step})) was never acknowledged by a controller and is no longer kept (a rank keeps ${KEPT_FLUSH_ANSWERS}); if the controller that took it died before logging it, its values are lost (counted here)`,
+        );
+      }
     }
   }
 

@@ -8,7 +8,7 @@
  */
 import { registerDrain } from "../../core/lifecycle.js";
 import type { BackendContext } from "../../backends/backend.js";
-import { DEFAULT_PROCESS_NAME, type RankIdentity } from "../../core/rank-identity.js";
+import { DEFAULT_PROCESS_NAME, roleOf, type RankIdentity } from "../../core/rank-identity.js";
 import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../../core/collector.js";
 import type { StreamRecord } from "../../core/metric.js";
 import { reportError } from "../../core/diagnostics.js";
@@ -20,6 +20,8 @@ import { attachStreamBackends, detachStreamBackends, handStreamToBackends, recor
 import { BackendSet } from "../../controller/backend-set.js";
 import { validateBackendsConfig, type ValidatedBackend } from "../../controller/config.js";
 import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
+import { takeRejectionsSinceLastFlush } from "../protocol/messages.js";
+import { REJECTED_KEY_PREFIX } from "../../core/internal-keys.js";
 
 export type { OffCycleLog, RankHandle, RankInit, RankSnapshot, RunInfo } from "../protocol/types.js";
 
@@ -56,6 +58,14 @@ export function queueOffCycleLog(log: OffCycleLog): void {
 }
 
 /**
+ * The messages this process rejected since its last flush, into its own collector as
+ * `rankscope/rejected/{kind}` (a `sum`): they reach the controller with the rank's other values.
+ */
+export function recordRejections(collector: Collector): void {
+  for (const [kind, count] of takeRejectionsSinceLastFlush()) collector.numericEntryFor(`${REJECTED_KEY_PREFIX}${kind}`, "sum", "recordRejections")?.accumulator.append(count);
+}
+
+/**
  * How long a flush waits for raw values already recorded to be written and queued for the stream
  * backends (the stream's own writer thread; the backends' calls are not waited for).
  */
@@ -70,6 +80,11 @@ export const WORKER_FLUSH_DEADLINE_MS = 1000;
 /** The identity of a process that nobody told who it is: rank 0 of one. */
 export function standaloneIdentity(processName: string): RankIdentity {
   return { rank: 0, rankName: processName, processName, localRank: 0, localWorldSize: 1 };
+}
+
+/** The controller's own identity: its collector's values are a line of their own, never rank 0's. */
+export function controllerIdentity(processName: string): RankIdentity {
+  return { ...standaloneIdentity(processName), role: "controller" };
 }
 
 /**
@@ -93,7 +108,7 @@ class DirectStreamProducer implements StreamProducer {
     private readonly identity: RankIdentity,
   ) {}
   record(entry: MetricEntry, value: number, step: number): void {
-    const record: StreamRecord = { key: entry.key, value, step, timestamp: Date.now(), rank: this.identity.rank, rankName: this.identity.rankName };
+    const record: StreamRecord = { key: entry.key, value, step, timestamp: Date.now(), rank: this.identity.rank, rankName: this.identity.rankName, role: roleOf(this.identity), thread: 0 };
     this.backends.logStream([record]);
   }
 }
@@ -115,10 +130,18 @@ export class RankRuntime {
   ) {
     // A worker thread serving as a rank is flushed by its controller, not by the main thread.
     if (collector === getCollector()) markThreadAsRank();
+    // Its values are logged: no "recorded with no logger" warning for this collector.
+    collector.hasFlusher = true;
   }
 
-  /** Start the per-rank backends this rank was sent (replacing any it had). */
-  async init(message: RankInit): Promise<void> {
+  /**
+   * Start the per-rank backends this rank was sent (replacing any it had). `accept` sees the
+   * validated configs first and may throw to refuse them (the rank's policy for configs from the
+   * wire): the rank then keeps the backends it had.
+   */
+  async init(message: RankInit, accept?: (validated: readonly ValidatedBackend[]) => void): Promise<void> {
+    const validated = await validateBackendsConfig(message.backends);
+    accept?.(validated);
     await this.stopBackends();
     if (currentRun()?.role !== "controller") {
       setCurrentRun({ runDir: message.run.runDir, experiment: message.run.experiment, trial: message.run.trial, identity: this.identity, role: "rank" });
@@ -132,7 +155,6 @@ export class RankRuntime {
         drain: ({ reason }) => (reason === "SIGINT" || reason === "SIGTERM" ? this.shutdown() : undefined),
       });
     }
-    const validated = await validateBackendsConfig(message.backends);
     const context = (v: ValidatedBackend): BackendContext => this.contextFor(v, message);
     this.reduceBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_reduce"), context);
     this.streamBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_no_reduce"), context);
@@ -160,6 +182,7 @@ export class RankRuntime {
     const draining = this.drainStream();
     if (draining !== undefined) await draining;
     recordStreamDropped(this.collector);
+    if (this.collector === getCollector()) recordRejections(this.collector);
     return this.flushTaken(step, deadlineMs, this.collector.takeStates(), this.takeUndelivered());
   }
 
@@ -175,6 +198,7 @@ export class RankRuntime {
     const draining = this.drainStream();
     if (draining !== undefined) await draining;
     recordStreamDropped(this.collector);
+    if (this.collector === getCollector()) recordRejections(this.collector);
     const undelivered = this.takeUndelivered();
     const own = this.collector === getCollector();
     const gatherer = own ? workerGatherer() : undefined;
@@ -223,7 +247,7 @@ export class RankRuntime {
     const gatherer = this.collector === getCollector() ? workerGatherer() : undefined;
     if (gatherer !== undefined) {
       const wait = Math.min(WORKER_FLUSH_DEADLINE_MS, deadlineMs === undefined ? WORKER_FLUSH_DEADLINE_MS : Math.max(1, Math.floor(deadlineMs / 2)));
-      const workers = await gatherer.collect(wait);
+      const workers = await gatherer.collect(wait, step);
       droppedKeyRecords += workers.droppedKeyRecords;
       if (workers.states.length > 0) {
         const rankName = this.identity.rankName;

@@ -6,7 +6,8 @@ import type { KeyState } from "../../core/collector.js";
 import { decodeMessage } from "../../core/json.js";
 import type { AccumulatorState } from "../../core/reduce.js";
 import { readSketches } from "./sketch.js";
-import { FIXED, FLAG_F64_COUNTS, FLAG_U32_IDS, isWireFrame, pad8, parseHeader, SectionKind, sectionKindOf, utf8Decoder, WIRE_VERSION, WireFormatError, type FrameHeader, type KeyTable } from "./format.js";
+import { keyNameProblem, ReceivedStates, reduceNameProblem } from "../../core/key-state-check.js";
+import { FIXED, FLAG_F64_COUNTS, FLAG_U32_IDS, isWireFrame, pad8, parseHeader, SectionKind, sectionKindForReduce, sectionKindOf, utf8Decoder, WIRE_VERSION, WireFormatError, type FrameHeader, type KeyTable } from "./format.js";
 
 /** One decoded frame: its header and its states, in columns. */
 export interface DecodedFrame {
@@ -45,6 +46,8 @@ function isAccumulatorState(value: unknown): value is AccumulatorState {
 export class StateDecoder {
   private keyList: string[] = [];
   private reduceList: string[] = [];
+  /** Per key id, the section its reduction's states travel in (`sectionKindForReduce`): a state in another (but JSON) is refused. */
+  private kindList: SectionKind[] = [];
   private sessionId: string | undefined;
 
   /**
@@ -56,6 +59,7 @@ export class StateDecoder {
     decoder.sessionId = table.session;
     decoder.keyList = [...table.keys];
     decoder.reduceList = [...table.reduces];
+    decoder.kindList = table.reduces.map(sectionKindForReduce);
     return decoder;
   }
 
@@ -96,6 +100,17 @@ export class StateDecoder {
     return frameKeyStates(frame, sort);
   }
 
+  /** Check the states a JSON or SKETCH section carries against their reductions' shapes (their ids known). */
+  private checkStates(rawIds: ArrayLike<number>, states: readonly AccumulatorState[]): void {
+    const checker = new ReceivedStates();
+    for (let i = 0; i < states.length; i++) {
+      const id = rawIds[i] ?? 0;
+      if (id >= this.keyList.length) continue;
+      const problem = checker.problem(this.keyList[id], this.reduceList[id], states[i]);
+      if (problem !== undefined) throw new WireFormatError(`the state of "${this.keyList[id] ?? ""}" is refused: ${problem.problem}`, problem.kind);
+    }
+  }
+
   private read(data: Uint8Array): DecodedFrame {
     if (!isWireFrame(data)) throw new WireFormatError("not a rankscope wire frame (bad magic)");
     if (data.length < FIXED) throw new WireFormatError(`frame of ${data.length} bytes is shorter than its fixed header (${FIXED})`);
@@ -123,6 +138,7 @@ export class StateDecoder {
       this.sessionId = header.session;
       this.keyList = [];
       this.reduceList = [];
+      this.kindList = [];
     }
     let offset = FIXED + headerLength;
     const definitions: Array<[string, string]> = [];
@@ -136,7 +152,8 @@ export class StateDecoder {
       need(offset + 1, reduceLength, "a reduce name");
       const reduce = utf8(new Uint8Array(buffer, start + offset + 1, reduceLength), "a reduce name");
       offset += 1 + reduceLength;
-      if (key.length === 0 || reduce.length === 0) throw new WireFormatError("a key definition has an empty key or reduce name");
+      const nameProblem = keyNameProblem(key) ?? reduceNameProblem(reduce);
+      if (nameProblem !== undefined) throw new WireFormatError(`a key definition is refused: ${nameProblem}`, "invalidName");
       definitions.push([key, reduce]);
     }
     // Definitions continue the table; ones we already hold (a resent frame) are skipped.
@@ -147,6 +164,7 @@ export class StateDecoder {
         const [key, reduce] = definitions[i] ?? ["", ""];
         keys.push(key);
         this.reduceList.push(reduce);
+        this.kindList.push(sectionKindForReduce(reduce));
       }
     }
     offset = pad8(offset);
@@ -201,6 +219,7 @@ export class StateDecoder {
       // Keep only states whose key we know (after a lost frame some may be unknown: counted).
       const ids = new Uint32Array(m);
       const counts = new Float64Array(m);
+      const kinds = this.kindList;
       let known = 0;
       for (let i = 0; i < m; i++) {
         const id = rawIds[i] ?? 0;
@@ -208,10 +227,13 @@ export class StateDecoder {
           unknownKeys++;
           continue;
         }
+        if (kind !== SectionKind.Json && kinds[id] !== kind) throw new WireFormatError(`the state of "${keys[id] ?? ""}" (${this.reduceList[id] ?? ""}) is in a section of kind ${kind}, which does not carry that reduction's states`, "invalidState");
         ids[known] = id;
         counts[known] = rawCounts[i] ?? 0;
         known++;
       }
+      checkColumns(kind, counts, b, countBytes === 8);
+      if (states.length > 0) this.checkStates(rawIds, states);
       stateCount += m;
       if (known === m) {
         sections.push({ kind, ids, counts, a, b, states });
@@ -225,6 +247,22 @@ export class StateDecoder {
     if (offset !== end) throw new WireFormatError(`the frame is ${end} bytes but its sections end at byte ${offset}`);
     const table: KeyTable = { session: header.session, keys, reduces: this.reduceList };
     return { header, sections, table, unknownKeys, stateCount, tableGap: tableGap || unknownKeys > 0 };
+  }
+}
+
+/**
+ * The numbers of a section's columns that a state of its kind may not hold: a count that is not a
+ * finite number ≥ 0 (only f64 counts can be one), a negative M2 (a sum of squares).
+ */
+function checkColumns(kind: SectionKind, counts: Float64Array, m2: Float64Array<ArrayBufferLike>, f64Counts: boolean): void {
+  if (f64Counts) {
+    for (let i = 0; i < counts.length; i++) {
+      const c = counts[i] ?? 0;
+      if (!(c >= 0 && c < Infinity)) throw new WireFormatError(`a state's count is ${c}; counts are finite numbers ≥ 0`, "invalidState");
+    }
+  }
+  if (kind === SectionKind.Moments) {
+    for (let i = 0; i < m2.length; i++) if ((m2[i] ?? 0) < 0) throw new WireFormatError("a std state's M2 is negative; it is a sum of squares", "invalidState");
   }
 }
 

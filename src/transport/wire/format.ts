@@ -78,9 +78,27 @@ export function sectionKindOf(byte: number): SectionKind | undefined {
   }
 }
 
-/** A frame that cannot be read. */
+/**
+ * A frame that cannot be read, or that carries what a receiver refuses: `kind` is what the receiver
+ * counts it as (`malformed`, or `invalidName` / `invalidState` for a name out of bounds or a state
+ * that does not fit its reduction).
+ */
 export class WireFormatError extends Error {
   override name = "WireFormatError";
+  constructor(
+    message: string,
+    readonly kind: "malformed" | "invalidName" | "invalidState" = "malformed",
+  ) {
+    super(message);
+  }
+}
+
+/** The section a key's states travel in when they fit one (any key may also travel as JSON). */
+export function sectionKindForReduce(reduce: string): SectionKind {
+  if (reduce === "mean" || reduce === "sum") return SectionKind.Sum;
+  if (reduce === "max" || reduce === "min") return SectionKind.Extreme;
+  if (reduce === "std") return SectionKind.Moments;
+  return isSketchReduce(reduce) ? SectionKind.Sketch : SectionKind.Json;
 }
 
 /** True if `data` starts like a wire frame (and not like a JSON protocol message). */

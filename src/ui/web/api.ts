@@ -5,8 +5,9 @@
 import { isRecord } from "../../core/json.js";
 import type { LogLine, LogWindow } from "../log-reader.js";
 import type { DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
+import type { LostRank } from "../../backends/store/read-types.js";
 
-export type { DashboardRun, HistogramEntry, KeyInfo, LogLine, LogWindow, SampleRow, SeriesData, StreamData };
+export type { DashboardRun, HistogramEntry, KeyInfo, LogLine, LogWindow, LostRank, SampleRow, SeriesData, StreamData };
 
 /** A hyperparameter value as `/api/runs` flattens them. */
 export type ParamValue = string | number | boolean | null;
@@ -37,8 +38,10 @@ export interface RunKeys {
   system: string[];
   /** Keys of `Reduce.HISTOGRAM` metrics. */
   histograms: string[];
-  /** Rank number → the name its process registered (`Trainer_0_r1`), when known. */
+  /** Line → the name its process registered (`Trainer_0_r1`, `Controller`), when known. */
   rankNames: Record<string, string>;
+  /** Line → its label (`rank 1 (Trainer_0_r1)`, `controller (Controller)`, `rank 1 · thread 7 (Trainer_0_r1)`). */
+  rankLabels?: Record<string, string>;
 }
 
 export interface ConfigView {

@@ -12,7 +12,7 @@ import { visibleName } from "./names.js";
 import { poll } from "./polling.js";
 import { refreshRuns, renderRunsList } from "./runs.js";
 import { TABS, hooks, isLive, state } from "./state.js";
-import { loadKeys, settingsFor } from "./tabs/common.js";
+import { loadKeys, lostRanksNote, settingsFor } from "./tabs/common.js";
 import { renderConfig } from "./tabs/config.js";
 import { renderHistograms } from "./tabs/histograms.js";
 import { renderLogs, stopFollowing } from "./tabs/logs.js";
@@ -137,6 +137,9 @@ async function renderView(): Promise<void> {
     view.appendChild(el("p", { className: "muted" }, "Select a run on the left."));
     return;
   }
+  // Ranks a selected run lost are named over every view (their lines are marked in the charts).
+  const lostNote = lostRanksNote();
+  if (lostNote !== null) view.appendChild(lostNote);
   try {
     if (state.tab === "metrics") await renderMetrics(generation);
     else if (state.tab === "runs") await renderRunsTable(generation);

@@ -20,6 +20,14 @@ function tagChips(run: RunInfo): HTMLElement {
   return box;
 }
 
+/** `1 rank lost` under a run's status when it lost ranks (crashed, or silent over NATS); its title names them. */
+function lostChip(run: RunInfo): HTMLElement | string {
+  const lost = (run.lostRanks ?? []).filter((l) => l.backStep === null);
+  if (lost.length === 0) return "";
+  const names = lost.map((l) => `rank ${l.rank} (${visibleName(l.rankName)})${l.step === null ? "" : ` after step ${l.step}`}: ${visibleName(l.reason)}`).join("\n");
+  return el("span", { className: "chip lost", title: names, "data-lost": String(lost.length) }, `${lost.length} rank${lost.length === 1 ? "" : "s"} lost`);
+}
+
 /** Select exactly this run, or toggle it in the overlay. */
 export function selectRun(id: string, overlay: boolean): void {
   if (overlay) state.selected = state.selected.includes(id) ? state.selected.filter((r) => r !== id) : [...state.selected, id];
@@ -60,7 +68,7 @@ export function renderRunsList(body: HTMLTableSectionElement, filterText: string
       el("td", {}, box, swatch),
       el("td", { className: "name" }, visibleName(run.experiment)),
       el("td", { className: "name" }, visibleName(run.trial), tagChips(run)),
-      el("td", { className: `status status-${run.status.toLowerCase().replace(/[^a-z]/g, "")}` }, run.status),
+      el("td", { className: `status status-${run.status.toLowerCase().replace(/[^a-z]/g, "")}` }, run.status, lostChip(run)),
       el("td", { title: formatTime(run.startedAt) }, formatStart(run.startedAt)),
       el("td", {}, duration),
     );

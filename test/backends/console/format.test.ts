@@ -150,8 +150,8 @@ test("stream lines: [localRank] [Process-localRank/localWorldSize] local time IN
   const backend = await consoleBackend();
   const at = new Date(2026, 0, 2, 3, 4, 5).getTime();
   const records: StreamRecord[] = [
-    { key: "loss", value: 0.1 + 0.2, step: 7, timestamp: at, rank: 1, rankName: "Trainer_AAAA_r1" },
-    { key: "reward", value: 3, step: 7, timestamp: at, rank: 1, rankName: "Trainer_AAAA_r1" },
+    { key: "loss", value: 0.1 + 0.2, step: 7, timestamp: at, rank: 1, rankName: "Trainer_AAAA_r1", role: "rank", thread: 0 },
+    { key: "reward", value: 3, step: 7, timestamp: at, rank: 1, rankName: "Trainer_AAAA_r1", role: "rank", thread: 0 },
   ];
   assert.equal(
     await captureStdout(() => backend.logStream?.(records)),

@@ -1,7 +1,7 @@
 // The jsonl backend as a user reads its file: one JSON object per line, the fields docs/jsonl.md
 // lists for each kind of line, NaN kept as "NaN", one file per rank in a per-rank mode.
 import assert from "node:assert/strict";
-import { existsSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
 import { getCollector, getOrCreateMetricLogger, isInternalKey, parseNumber, recordMetric, Reduce } from "../../../src/index.js";
@@ -111,4 +111,23 @@ test("an unknown jsonl option is a TypeError naming it and the valid ones", asyn
     return true;
   });
   await logger.shutdown();
+});
+
+test("a jsonl file option that is not a path is a TypeError saying what is valid, before anything starts", async () => {
+  for (const file of [42, "", "  ", null, { path: "x" }]) {
+    const dir = runDir();
+    const logger = await getOrCreateMetricLogger({ runDir: dir, quiet: true });
+    // From JavaScript or a config file: TypeScript rejects these already (BackendOptionsMap).
+    const unchecked = { jsonl: { loggingMode: "global_reduce", file } };
+    await assert.rejects(logger.initBackends(
+      // @ts-expect-error -- not a valid value of this option
+      unchecked,
+    ), (error: unknown) => {
+      assert.ok(error instanceof TypeError, `file: ${JSON.stringify(file)}`);
+      assert.match(error.message, /backend "jsonl": file must be a non-empty path \(relative to the run directory, or absolute\), e\.g\. "metrics\.jsonl", got /);
+      return true;
+    });
+    await logger.shutdown();
+    assert.deepEqual(readdirSync(dir).filter((f) => f.endsWith(".jsonl")), [], "no file was written");
+  }
 });

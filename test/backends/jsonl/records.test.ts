@@ -54,7 +54,7 @@ test("the file option takes an absolute path as given", async () => {
   assert.deepEqual(readLines(elsewhere).filter((l) => l["key"] === "reward").map((l) => [l["value"], l["step"]]), [[0.25, 2]]);
 });
 
-test("per_rank_no_reduce writes every raw value with its step, rank and rank name", async () => {
+test("per_rank_no_reduce writes every raw value with its step and who recorded it (the controller's own: role, no rank)", async () => {
   const runDir = tempDir();
   const logger = new MetricLogger({ runDir, processName: "Actor" });
   await logger.initBackends({ jsonl: { loggingMode: "per_rank_no_reduce" } });
@@ -66,12 +66,12 @@ test("per_rank_no_reduce writes every raw value with its step, rank and rank nam
   await logger.shutdown();
   const lines = readLines(join(runDir, "metrics-Actor.jsonl")).filter((l) => l["key"] === "score");
   assert.deepEqual(
-    lines.map((l) => [parseNumber(l["value"]), l["step"], l["rank"], l["rankName"], typeof l["timestamp"]]),
+    lines.map((l) => [parseNumber(l["value"]), l["step"], l["role"], "rank" in l, l["rankName"], typeof l["timestamp"]]),
     [
-      [0.5, 0, 0, "Actor", "number"],
-      [NaN, 0, 0, "Actor", "number"],
-      [-Infinity, 0, 0, "Actor", "number"],
-      [4, 1, 0, "Actor", "number"],
+      [0.5, 0, "controller", false, "Actor", "number"],
+      [NaN, 0, "controller", false, "Actor", "number"],
+      [-Infinity, 0, "controller", false, "Actor", "number"],
+      [4, 1, "controller", false, "Actor", "number"],
     ],
   );
   assert.ok(lines.every((l) => !("reduce" in l)), "raw values have no reduction");

@@ -126,14 +126,20 @@ describe("otlp backend against an OTLP/HTTP receiver", () => {
         assert.equal(resource["host.name"], hostname());
         assert.equal(resource["rankscope.run"], `${resource["rankscope.experiment"]}/${resource["rankscope.trial"]}`);
         if (loggingMode === "per_rank_reduce") {
-          assert.equal(resource["rankscope.rank"], 0);
+          // The controller's own values: role controller, no rank number (never rank 0's).
+          assert.equal(resource["rankscope.role"], "controller");
+          assert.equal(resource["rankscope.rank"], undefined);
           assert.equal(resource["rankscope.rank_name"], "Controller");
         } else {
           assert.equal(resource["rankscope.rank"], undefined, "global_reduce: no rank attribute");
         }
         assert.equal(rm!.scope_metrics[0]!.scope.name, "rankscope");
         const metrics = new Map(rm!.scope_metrics[0]!.metrics.map((m) => [m.name, m]));
-        const flushed = logged.metrics.filter((m) => m.step === step);
+        const all = logged.metrics.filter((m) => m.step === step);
+        // A histogram's per-flush count and mean are in its own data point, not gauges of their own.
+        const flushed = all.filter((m) => !(m.reduce === "histogram" && /\/(count|mean)$/.test(m.key)));
+        assert.equal(all.length - flushed.length, 2);
+        for (const m of all) if (!flushed.includes(m)) assert.equal(metrics.get(m.key), undefined, `${m.key} is not a gauge`);
         for (const m of flushed) {
           const got = metrics.get(m.key);
           assert.ok(got !== undefined, `${m.key} exported at step ${step}`);
@@ -227,5 +233,42 @@ describe("otlp backend against an OTLP/HTTP receiver", () => {
       await logger.shutdown();
     });
     assert.ok(seen.some((d) => d.code === "otlp.export"), `reported: ${JSON.stringify(seen.map((d) => d.code))}`);
+  });
+
+  it("instrument names follow OpenTelemetry's syntax (ASCII, a leading letter, [A-Za-z0-9_./-], ≤ 255), case-insensitive clashes are refused and counted, internal keys only with internal: true", { timeout: 60_000 }, async () => {
+    const long = `k/${"x".repeat(300)}`;
+    const expected: Record<string, string> = {
+      "train/loss": "train/loss",
+      "1st/loss": "k_1st/loss",
+      "eval/acc@1": "eval/acc_40_1",
+      "ü/é": "k__fc_/_e9_",
+      "rate 50%": "rate_20_50_25_",
+      Loss: "Loss",
+    };
+    for (const internal of [false, true]) {
+      receiver.requests.length = 0;
+      const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+      await logger.initBackends({ otlp: { loggingMode: "global_reduce", url: receiver.url, ...(internal ? { internal } : {}) } });
+      const seen = await collectDiagnostics(async () => {
+        for (const key of [...Object.keys(expected), long]) recordMetric(key, 1, Reduce.MEAN);
+        recordMetric("loss", 2, Reduce.MEAN); // "Loss" has the instrument name already (names are case-insensitive)
+        recordMetric("reward__count", 8, Reduce.SUM);
+        recordMetric("rankscope/own_note", 3, Reduce.MAX);
+        await logger.flush(1);
+        await logger.shutdown();
+      });
+      await waitFor(() => receiver.requests.length >= 1, { timeoutMs: 10_000, what: "the OTLP export" });
+      const metrics = receiver.requests[0]!.resource_metrics[0]!.scope_metrics[0]!.metrics;
+      const byKey = new Map(metrics.map((m) => [/^rankscope key "(.*)" \(\w+\)$/s.exec(m.description)?.[1], m]));
+      for (const m of metrics) assert.match(m.name, /^[A-Za-z][A-Za-z0-9_./-]{0,254}$/, `${m.description}: ${m.name}`);
+      for (const [key, name] of Object.entries(expected)) assert.equal(byKey.get(key)?.name, name, key);
+      const longName = byKey.get(long)?.name ?? "";
+      assert.equal(longName.length, 255);
+      assert.match(longName, /^k\/x{244}_[0-9a-f]{8}$/);
+      assert.equal(byKey.get("loss"), undefined, "loss clashes with Loss and is not sent");
+      assert.ok(seen.some((d) => d.code === "otlp.nameClash:loss" && /key "loss" would be the instrument loss, which key "Loss" already is \(OpenTelemetry names are case-insensitive\)/.test(d.message)), JSON.stringify(seen));
+      assert.equal(byKey.has("reward__count"), internal, `reward__count exported: ${internal}`);
+      assert.equal(byKey.has("rankscope/own_note"), internal, `rankscope/own_note exported: ${internal}`);
+    }
   });
 });

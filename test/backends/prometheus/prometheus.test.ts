@@ -72,6 +72,11 @@ async function checkAll(prom: PrometheusServer, selector: string, step: number, 
   const last = logged.metrics.filter((m) => m.step === step);
   for (const m of last) {
     if (m.reduce === "sum" || m.reduce.startsWith("quantiles")) continue;
+    if (m.reduce === "histogram" && /\/(count|mean)$/.test(m.key)) {
+      // The histogram's own latency_count and latency_sum carry these; no latency:count beside them.
+      assert.deepEqual(await at(prometheusName(m.key)), [], `${m.key} is not a gauge`);
+      continue;
+    }
     sameNumber(single(await at(prometheusName(m.key)), m.key), m.value, `${m.key} (gauge)`);
   }
   const tokens = logged.metrics.filter((m) => m.key === "tokens").reduce((a, m) => a + m.value, 0);
@@ -255,7 +260,8 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
         });
         await waitFor(async () => (await prom.query(`tokens_total{job="ranks"} == ${total}`)).length === 1, { timeoutMs: 30_000, what: `Prometheus to scrape the rank's step ${step}` });
         await checkAll(prom, `job="global"`, step, step);
-        await checkAll(prom, `job="ranks",rank="0",host="${hostname()}"`, step, step);
+        // The controller's own per-rank values: rank="controller", never rank="0".
+        await checkAll(prom, `job="ranks",rank="controller",host="${hostname()}"`, step, step);
       }
       const global = await prom.query(`{__name__="train:loss",job="global"}`);
       assert.deepEqual(Object.keys(global[0]!.metric).sort(), ["__name__", "instance", "job"], "global_reduce: no rank labels");
@@ -361,5 +367,58 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
     assert.ok(sendFailure !== undefined, `a send failure was reported: ${JSON.stringify(seen)}`);
     assert.match(sendFailure.message, /samples were not written: POST http:\/\/127\.0\.0\.1:\d+\/api\/v1\/write/);
     assert.equal((diagnosticCounts()["prometheus_remote_write.send"] ?? 0) - before, 1);
+  });
+
+  it("one naming rule for the scrape and remote write: a gauge lat_count beside a histogram lat is refused and counted, rankscope's own keys stay out unless internal: true, big integers in exponent form, −0 as 0", { timeout: 120_000 }, async () => {
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    await logger.initBackends({
+      prometheus: { loggingMode: "global_reduce", port: globalPort },
+      with_internal: { type: "prometheus", loggingMode: "global_reduce", port: rankPort, internal: true },
+      prometheus_remote_write: { loggingMode: "global_reduce", url: `${prom.url}/api/v1/write`, labels: { run: "names" } },
+    });
+    let text = "";
+    const seen = await collectDiagnostics(async () => {
+      try {
+        // Step 1: the gauge lat_count and the histogram lat are new together: the flush's scalars come first, so the gauge keeps the name.
+        recordMetric("lat_count", 42, Reduce.MEAN);
+        for (const v of [1, 2, 3]) recordMetric("lat", v, Reduce.HISTOGRAM);
+        // The histogram size is first; a gauge size_sum arrives a flush later and is refused.
+        recordMetric("size", 5, Reduce.HISTOGRAM);
+        recordMetric("w__count", 3, Reduce.SUM);
+        recordMetric("rankscope/own_note", 1, Reduce.MAX);
+        recordMetric("big", 2n ** 63n - 1n, Reduce.MAX);
+        recordMetric("negz", -0, Reduce.MAX);
+        await logger.flush(1);
+        recordMetric("size_sum", 7, Reduce.MEAN);
+        recordMetric("lat_count", 42, Reduce.MEAN);
+        recordMetric("size", 5, Reduce.HISTOGRAM);
+        await logger.flush(2);
+        text = await (await fetch(`http://127.0.0.1:${globalPort}/metrics`)).text();
+        await waitFor(async () => (await prom.query(`size_count{job=~"global|ranks"} == 2`)).length === 2 && (await prom.query(`size_count{run="names"} == 2`)).length === 1, {
+          timeoutMs: 30_000,
+          what: "Prometheus to scrape step 2 from both backends and receive its remote write",
+        });
+      } finally {
+        await logger.shutdown();
+      }
+    });
+    for (const selector of [`job="global"`, `run="names"`]) {
+      sameNumber(single(await prom.query(`lat_count{${selector}}`), `lat_count ${selector}`), 42, `lat_count (${selector}) is the gauge's`);
+      assert.deepEqual(await prom.query(`{__name__=~"lat_bucket|lat_sum",${selector}}`), [], `the histogram lat is not exported (${selector})`);
+      assert.deepEqual(await prom.query(`{__name__=~"lat:count|lat:mean|size:count|size:mean",${selector}}`), [], `a histogram's count and mean are not gauges (${selector})`);
+      sameNumber(single(await prom.query(`lat:max{${selector}}`), "lat:max"), 3, "a histogram's max is a gauge");
+      sameNumber(single(await prom.query(`size_sum{${selector}}`), `size_sum ${selector}`), 10, `size_sum is the histogram's running sum, not the gauge's 7 (${selector})`);
+      assert.deepEqual(await prom.query(`{__name__=~"rankscope:.*|.*__count.*",${selector}}`), [], `no internal key (${selector})`);
+      sameNumber(single(await prom.query(`big{${selector}}`), "big"), 2 ** 63, "2^63 − 1 recorded: the nearest double");
+      const negz = single(await prom.query(`negz{${selector}}`), "negz");
+      assert.ok(Object.is(negz, 0), `−0 arrives as 0 (${selector}): ${negz}`);
+    }
+    assert.ok((await prom.query(`{__name__=~"rankscope:own_note|w__count_total",job="ranks"}`)).length === 2, "internal: true exports them");
+    assert.match(text, /^big 9\.223372036854776e\+18$/m, "exponent form, not an integer literal beyond int64");
+    assert.match(text, /^negz 0$/m);
+    const clashes = seen.filter((d) => d.code.startsWith("prometheus.nameClash:"));
+    assert.ok(clashes.some((d) => d.code === "prometheus.nameClash:lat_count" && /key "lat" \(histogram\) would write the metric name lat_count as a histogram, already written by key "lat_count" \(a gauge lat_count\)/.test(d.message)), JSON.stringify(clashes));
+    assert.ok(clashes.some((d) => d.code === "prometheus.nameClash:size_sum" && /key "size_sum" \(mean\) would write the metric name size_sum as a gauge, already written by key "size" \(a histogram size\)/.test(d.message)), JSON.stringify(clashes));
+    assert.ok(clashes.length >= 4, "reported by both backends");
   });
 });

@@ -6,7 +6,7 @@ import { after, describe, test } from "node:test";
 import { DEFAULT_BACKENDS, getOrCreateMetricLogger } from "../../../src/controller/metric-logger.js";
 import { recordMetric } from "../../../src/core/collector.js";
 import { Reduce } from "../../../src/core/registry.js";
-import { closeStores, config, histograms, keys, runInfo, samples, series } from "../../../src/backends/store/reader.js";
+import { CONTROLLER_RANK, closeStores, config, histograms, keys, runInfo, samples, series } from "../../../src/backends/store/reader.js";
 import { captureStdout, collectDiagnostics, tempDir } from "../../helpers.js";
 
 after(() => closeStores());
@@ -50,7 +50,7 @@ describe("store backend", () => {
     assert.deepEqual(config(runDir), { batch: 8, password: "***REDACTED***", version_info: version, lr: 0.01 });
   });
 
-  test("per-rank modes write the rank's number; streams go in as raw values; resume replaces later steps", async () => {
+  test("per-rank modes write the recorder's line; streams go in as raw values; resume replaces later steps", async () => {
     const root = tempDir();
     const opts = { root, experiment: "exp", trial: "ranks" };
     const runDir = join(root, "exp", "ranks");
@@ -65,7 +65,7 @@ describe("store backend", () => {
       await logger.shutdown();
     }
     const loss = series(runDir, "loss");
-    assert.equal(loss.rank, 0, "the controller's own rank is rank 0");
+    assert.equal(loss.rank, CONTROLLER_RANK, "the controller's own values are its own line, never rank 0's");
     assert.equal(loss.points.length, 10);
     assert.ok(loss.points.every((p) => p.value === 2));
     const raw = series(runDir, "loss", { kind: "stream", maxPoints: Infinity });

@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
 import { SCHEMA_VERSION } from "../../../src/backends/store/schema.js";
+import { closeStores, ranks } from "../../../src/backends/store/reader.js";
 import { StoreWriter } from "../../../src/backends/store/writer.js";
 import { tempDir } from "../../helpers.js";
 
@@ -25,4 +26,36 @@ test("metrics.db has the documented tables, indexes and schema version", () => {
   const text = `-- metrics.db, schema version ${SCHEMA_VERSION}\n${rows.map((r) => `${r.sql};`).join("\n")}\n`;
   if (process.env["RANKSCOPE_UPDATE_GOLDEN"] === "1") writeFileSync(GOLDEN, text);
   assert.equal(text, readFileSync(GOLDEN, "utf8"));
+});
+
+test("a version-1 store (before lines were named) is read as it is and migrated when opened for writing", () => {
+  const dir = tempDir();
+  // A file as version 1 wrote it: its schema (golden/schema-v1.sql) and a global and a rank line.
+  const v1 = new Database(join(dir, "metrics.db"));
+  v1.exec(readFileSync(fileURLToPath(new URL("./golden/schema-v1.sql", import.meta.url)), "utf8").replace(/^--.*$/gm, ""));
+  v1.pragma("user_version = 1");
+  v1.exec("INSERT INTO run (id, experiment, trial, status, started_at) VALUES (1, 'e', 't', 'finished', 1); INSERT INTO ranks VALUES (-1, 'global'), (0, 'Trainer_0_r0')");
+  v1.close();
+  assert.deepEqual(
+    ranks(dir).map((r) => [r.rank, r.rankName, r.role, r.thread, r.host, r.label]),
+    [
+      [-1, "global", "global", 0, null, "global"],
+      [0, "Trainer_0_r0", "rank", 0, null, "rank 0"],
+    ],
+    "read as version 1: role and thread from the line",
+  );
+  closeStores();
+  StoreWriter.open({ runDir: dir, role: "rank", rank: 1, rankName: "Trainer_0_r1", host: "h1", experiment: "e", trial: "t" }).finish();
+  const db = new Database(join(dir, "metrics.db"), { readonly: true });
+  assert.equal(db.pragma("user_version", { simple: true }), SCHEMA_VERSION);
+  db.close();
+  assert.deepEqual(
+    ranks(dir).map((r) => [r.rank, r.rankName, r.role, r.host]),
+    [
+      [-1, "global", "global", null],
+      [0, "Trainer_0_r0", "rank", null],
+      [1, "Trainer_0_r1", "rank", "h1"],
+    ],
+  );
+  closeStores();
 });

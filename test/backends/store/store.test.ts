@@ -277,8 +277,8 @@ describe("store: runs, keys, records", () => {
       ],
     );
     assert.deepEqual(ranks(dir), [
-      { rank: -1, rankName: "global" },
-      { rank: 1, rankName: "Trainer_0_r1" },
+      { rank: -1, rankName: "global", role: "global", thread: 0, host: null, label: "global" },
+      { rank: 1, rankName: "Trainer_0_r1", role: "rank", thread: 0, host: null, label: "rank 1" },
     ]);
     assert.deepEqual(
       series(dir, "loss", { rank: 1 }).points.map((p) => p.value),

@@ -76,7 +76,7 @@ describe("store: windows", () => {
 });
 
 describe("store: rank names", () => {
-  test("the writer that writes data names its rank; one that may not claim (the controller's own rank 0) names it only when no one else does", () => {
+  test("the writer that writes data names its rank; one that may not claim (claimRankName: false) names it only when no one else does", () => {
     for (const order of ["weak first", "weak last"] as const) {
       const dir = tempDir("rankscope-names-");
       dirs.push(dir);
@@ -98,14 +98,14 @@ describe("store: rank names", () => {
         weak.finish();
         real.finish();
       }
-      assert.deepEqual(ranks(dir), [{ rank: 0, rankName: "Trainer_0_r0" }], order);
+      assert.deepEqual(ranks(dir), [{ rank: 0, rankName: "Trainer_0_r0", role: "rank", thread: 0, host: null, label: "rank 0" }], order);
     }
     // Alone, even a writer that may not claim names its rank.
     const { dir: alone, w } = run();
     w.finish();
     const weak = StoreWriter.open({ runDir: alone, role: "rank", rank: 0, rankName: "Controller", experiment: "e", trial: "t", claimRankName: false });
     weak.finish();
-    assert.deepEqual(ranks(alone).find((r) => r.rank === 0), { rank: 0, rankName: "Controller" });
+    assert.deepEqual(ranks(alone).find((r) => r.rank === 0), { rank: 0, rankName: "Controller", role: "rank", thread: 0, host: null, label: "rank 0" });
   });
 });
 

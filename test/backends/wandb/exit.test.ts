@@ -68,8 +68,10 @@ test("process.exit() right after the last flush, without shutdown(), in offline 
 });
 
 test("process.exit() right after a shutdown() whose W&B finish was cut by its deadline: the run files it queued are on disk", async () => {
-  // A 1 ms backend deadline: shutdown() returns before the spool's writes of finish() are done.
-  const { spool, files } = await spoolAfter("await logger.shutdown();", { JOB_BACKEND_DEADLINE_MS: "1" });
+  // A 1 ms shutdown deadline: shutdown() returns before the spool's writes of finish() are done.
+  // (Not a 1 ms backend deadline: in offline mode each flush waits for its row to be on disk, so
+  // that would cut the flushes too.)
+  const { spool, files } = await spoolAfter("await logger.shutdown({ deadlineMs: 1 });");
   assert.ok(files.includes("config.yaml"), `config.yaml is not in the spool's files/: ${JSON.stringify(files)}`);
   assert.equal(readFileSync(join(spool, "files", "config.yaml"), "utf8"), readFileSync(join(spool, "..", "..", "config.yaml"), "utf8"));
   assert.ok(files.includes("wandb-summary.json"), `wandb-summary.json is not in the spool's files/: ${JSON.stringify(files)}`);

@@ -96,7 +96,7 @@ describe("wandb under faults", () => {
       return original(...items);
     };
     backend.logBatch([{ key: "x", value: 1, reduce: "mean", step: 0, timestamp: Date.now() }], 0);
-    backend.flushed();
+    await backend.flushed();
     await backend.finish();
     assert.ok(times.length >= 2);
     assert.ok((times[1] as number) - (times[0] as number) >= 950, `the retry came ${(times[1] as number) - (times[0] as number)} ms after the 429 with Retry-After: 1`);
@@ -259,7 +259,7 @@ describe("wandb under faults", () => {
     await backend.init(context(runDir));
     for (let step = 0; step < 500; step++) {
       backend.logBatch([{ key: "metric/with/a/longish/name", value: step, reduce: "mean", step, timestamp: Date.now() }], step);
-      backend.flushed();
+      await backend.flushed();
       assert.ok((backend.runWriter?.pendingBytes ?? 0) <= 5000);
     }
     assert.ok((backend.runWriter?.stats.maxQueuedBytes ?? Infinity) <= 5000);

@@ -137,7 +137,8 @@ function checkRecords(records: Json[], rows: readonly Row[], version: unknown): 
   assert.ok(Object.is(summary["special"], last.values["special"] === 0 ? 0 : last.values["special"]));
   assert.equal(summary["loss"], last.values["loss"]);
   assert.equal(records.at(-2)?.["exit"].exit_code ?? 0, 0);
-  const files = (records.find((r) => "files" in r)?.["files"].files as { path: string }[]).map((f) => f.path);
+  // One files record per run file, as they were written (the SDK, too, writes them as files are saved).
+  const files = records.filter((r) => "files" in r).flatMap((r) => (r["files"].files as { path: string }[]).map((f) => f.path)).sort();
   assert.deepEqual(files, [...history.map((h) => (h.item as Json[]).find((it) => it.key === "episode").value.path), "version.json"].sort(), "this attempt's tables and version.json");
 }
 

@@ -55,6 +55,7 @@ describe("wandb history encoding", () => {
 
   it("turns bucket limits into n + 1 finite, ascending bin edges", () => {
     const json = histogramJson({ count: 6, min: -2, max: 9, sum: 10, sumSquares: 90, bucketLimits: [0, 5, Infinity], bucketCounts: [2, 3, 1] });
+    assert.ok(json !== null);
     const h = JSON.parse(json) as { values: number[]; bins: number[] };
     assert.deepEqual(h.values, [2, 3, 1]);
     assert.deepEqual(h.bins, [-2, 0, 5, 9]);

@@ -344,8 +344,8 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
       primaryMetadata: {},
     });
     backend.logStream([
-      { key: "probe", value: 1.5, step: 7, timestamp: 1_600_000_000_123, rank: 0, rankName: "Trainer_0_r0" },
-      { key: "probe", value: -Infinity, step: 7, timestamp: 1_600_000_000_456, rank: 0, rankName: "Trainer_0_r0" },
+      { key: "probe", value: 1.5, step: 7, timestamp: 1_600_000_000_123, rank: 0, rankName: "Trainer_0_r0", role: "rank", thread: 0 },
+      { key: "probe", value: -Infinity, step: 7, timestamp: 1_600_000_000_456, rank: 0, rankName: "Trainer_0_r0", role: "rank", thread: 0 },
     ]);
     await backend.finish();
     const rows = server.history("stream-ts_Trainer_0_r0");
@@ -449,13 +449,13 @@ describe("wandb metrics on an axis of their own", () => {
     const now = Date.now();
     const seen = await collectDiagnostics(async () => {
       backend.logBatch([{ key: "loss", value: 1, reduce: "mean", step: 0, timestamp: now }], 0);
-      backend.flushed();
+      await backend.flushed();
       // The system monitor's metrics carry `axis` (Metric.axis): their step is not the training step.
       const system = [0, 1].map((s) => ({ key: "system/gpu_util", value: 50 + s, reduce: "mean", step: s, timestamp: now, axis: "system/step" }));
       backend.logBatch(system, 0);
-      backend.flushed();
+      await backend.flushed();
       backend.logBatch([{ key: "loss", value: 2, reduce: "mean", step: 1, timestamp: now }], 1);
-      backend.flushed();
+      await backend.flushed();
       await backend.finish();
     });
     const rows = server.history("axis-run");

@@ -8,8 +8,31 @@ import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { spawnSync } from "node:child_process";
+import { series } from "../../../src/backends/store/reader.js";
 import { startDashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
+import { pythonKit } from "../../helpers/python.js";
+
+const tensorboard = pythonKit("tensorboard");
+/** An ANSI colour code (text logs keep AReaL's colours in their files). */
+const ANSI_COLOUR = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g");
+
+/** What TensorBoard's own reader (`EventAccumulator`, as its Python loader reads a run) finds in `dir`. */
+function tensorBoardSees(dir: string): { scalars: Record<string, [number, number][]>; histograms: Record<string, [number, number][]> } {
+  const script = [
+    "import json, sys",
+    "from tensorboard.backend.event_processing.event_accumulator import EventAccumulator",
+    "acc = EventAccumulator(sys.argv[1], size_guidance={'scalars': 0, 'histograms': 0})",
+    "acc.Reload()",
+    "tags = acc.Tags()",
+    "print(json.dumps({'scalars': {t: [[e.step, e.value] for e in acc.Scalars(t)] for t in tags['scalars']},",
+    "                  'histograms': {t: [[e.step, e.histogram_value.num] for e in acc.Histograms(t)] for t in tags['histograms']}}))",
+  ].join("\n");
+  const read = spawnSync(tensorboard.python ?? "python3", ["-c", script, dir], { encoding: "utf8", timeout: 120_000 });
+  assert.equal(read.status, 0, read.stderr);
+  return JSON.parse(read.stdout) as ReturnType<typeof tensorBoardSees>;
+}
 
 const MAIN = fileURLToPath(new URL("../../../src/cli/main.ts", import.meta.url));
 
@@ -20,11 +43,15 @@ async function json<T>(base: string, path: string): Promise<T> {
   return JSON.parse(text) as T;
 }
 
-test("the demo leaves no dashboard tab empty: per-rank lines, a stream, system metrics, samples, histograms, config, version, tags, traces", async () => {
+test("the demo leaves no dashboard tab empty (per-rank lines, a stream, system metrics, samples, histograms, config, version, tags, traces) and writes text logs and TensorBoard files", async (t) => {
   const root = tempDir("rankscope-demo-");
   try {
     const child = spawn(process.execPath, ["--import", "tsx", MAIN, "demo", "--steps", "2"], {
-      env: { ...process.env, RANKSCOPE_ROOT: root },
+      // Each rank's per-rank stores start a writer thread under tsx, which on a loaded 2-core test
+      // machine can take longer than a rank's backend deadline (half the flush deadline, 2.5 s by
+      // default) — then that store is skipped, and its lines are missing. A longer flush deadline
+      // lets a slow start finish; a fast machine waits no longer.
+      env: { ...process.env, RANKSCOPE_ROOT: root, RANKSCOPE_FLUSH_DEADLINE_MS: "30000" },
       // A deadline on the exit awaited below: a hung demo is killed (exit code null).
       timeout: 120_000,
       killSignal: "SIGKILL",
@@ -60,9 +87,10 @@ test("the demo leaves no dashboard tab empty: per-rank lines, a stream, system m
       const reward = keys.metrics.find((k) => k.key === "rollout/reward");
       assert.deepEqual({ ranks: reward?.ranks, internal: reward?.internal }, { ranks: [-1, 0, 1, 2, 3], internal: false }, "a global line (rank -1) and one per rank");
       assert.ok(keys.metrics.some((k) => k.internal), "the internal keys are there, flagged");
-      // Rank 0 is the spawned rank, not the controller's own collector (which is rank 0 too).
-      assert.deepEqual(Object.keys(keys.rankNames), ["0", "1", "2", "3"]);
-      for (const name of Object.values(keys.rankNames)) assert.match(name, /^MyActor_\w{4}_r[01]$/);
+      // Rank 0 is the spawned rank; the controller's own collector is a line of its own (−2).
+      assert.deepEqual(Object.keys(keys.rankNames), ["0", "1", "2", "3", "-2"]);
+      for (const r of ["0", "1", "2", "3"]) assert.match(keys.rankNames[r] ?? "", /^MyActor_\w{4}_r[01]$/);
+      assert.equal(keys.rankNames["-2"], "Controller");
       assert.ok(keys.streams.includes("rollout/reward"), `streams: ${keys.streams.join(", ")}`);
       assert.ok(keys.system.some((k) => k.startsWith("system/demo/cpu/")), `system: ${keys.system.join(", ")}`);
       assert.deepEqual(keys.histograms, ["rollout/response_len"]);
@@ -85,6 +113,31 @@ test("the demo leaves no dashboard tab empty: per-rank lines, a stream, system m
       assert.match(readFileSync(join(root, ...run.id.split("/"), "traces", "controller.jsonl"), "utf8"), /"name":"train.step"/);
       const trace = readFileSync(join(root, ...run.id.split("/"), "traces", "rank-2.jsonl"), "utf8");
       assert.match(trace, /"name":"rollout"/);
+
+      // Text logs: the controller's own lines in main.log, every process's in merged.log.
+      const runDir = join(root, ...run.id.split("/"));
+      const plain = (text: string): string => text.replaceAll(ANSI_COLOUR, "");
+      const main = plain(readFileSync(join(runDir, "logs", "main.log"), "utf8"));
+      assert.deepEqual([...main.matchAll(/Trainer INFO: step done step=(\d+) loss=[\d.]+ ranks=4\/4$/gm)].map((m) => Number(m[1])), [3, 4], main);
+      const merged = plain(readFileSync(join(runDir, "logs", "merged.log"), "utf8"));
+      for (const name of Object.values(keys.rankNames)) {
+        const mine = [...merged.matchAll(new RegExp(`^\\[${name}\\] +\\d{8}-[\\d:.]+ RolloutWorker INFO: rollout done step=(\\d) episodes=8$`, "gm"))].map((m) => Number(m[1]));
+        assert.deepEqual(mine, [0, 1], `${name}'s lines in merged.log:\n${merged}`);
+      }
+      assert.equal([...merged.matchAll(/^\[Controller\] +\d{8}-[\d:.]+ Trainer INFO: step done/gm)].length, 2, merged);
+
+      // TensorBoard's own reader finds the values reduced across ranks, the histogram, no internal key.
+      if (tensorboard.skip !== false) {
+        t.diagnostic(`TensorBoard's reader not checked: ${tensorboard.skip}`);
+      } else {
+        const seen = tensorBoardSees(join(runDir, "tensorboard"));
+        const stored = series(runDir, "rollout/reward", { rank: -1 }).points;
+        assert.deepEqual(seen.scalars["rollout/reward"]?.map(([step]) => step), [3, 4]);
+        seen.scalars["rollout/reward"]?.forEach(([, value], i) => assert.equal(value, Math.fround(stored[i]?.value ?? NaN), "float32, as TensorBoard stores scalars"));
+        assert.deepEqual(seen.histograms["rollout/response_len"], [[3, 32], [4, 32]], "4 ranks × 8 episodes per step");
+        assert.ok(seen.scalars["train/loss"] !== undefined && seen.scalars["rollout/latency_ms/p99"] !== undefined);
+        assert.deepEqual(Object.keys(seen.scalars).filter((k) => k.startsWith("rankscope/") || k.endsWith("__count")), [], "internal keys stay out of TensorBoard");
+      }
     } finally {
       await dashboard.close();
     }

@@ -16,7 +16,7 @@ import { workerExecArgv } from "../../../src/core/module-worker.js";
 import { runNode, tempDir, waitFor, type ChildResult } from "../../helpers.js";
 import { eventFiles, readEvents, scalarPoints } from "../../backends/tensorboard/tfevents-reader.js";
 import { readStream, ROOT } from "../../stream/helpers.js";
-import { isAlive, NatsServer } from "../../transport/support.js";
+import { isAlive, NatsServer, TEST_RUN_SECRET } from "../../transport/support.js";
 
 const CONTROLLER = join(ROOT, "test", "core", "lifecycle", "fixtures", "controller.ts");
 const DRAINS = join(ROOT, "test", "core", "lifecycle", "fixtures", "drains.ts");
@@ -107,7 +107,7 @@ function assertInEverySink(run: Run, key = "loss"): void {
 /** The stream, trace and session files hold at least one record per flushed step. */
 function assertFaceFiles(run: Run, streamEnd: string): void {
   const { runDir, flushed } = run;
-  const { records, ends } = readStream(join(runDir, "streams", "rank-0.jsonl"));
+  const { records, ends } = readStream(join(runDir, "streams", "controller.jsonl"));
   // The stream's bound: nothing pushed before the signal is lost unless counted in the final line.
   const end = ends[0] as { stream_end: string; written: number; dropped: number } | undefined;
   assert.equal(end?.stream_end, streamEnd, `the stream's final line: ${JSON.stringify(ends)}`);
@@ -260,7 +260,7 @@ describe("issue 12 case 6: a job that forgets shutdown()", () => {
     const server = await NatsServer.start();
     try {
       const runId = `lifecycle${process.pid}`;
-      const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId };
+      const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET };
       const ranks = [0, 1].map((rank) =>
         runJob([join(ROOT, "test", "fixtures", "external-rank.ts")], { ...env, RANK: String(rank), LOCAL_RANK: String(rank), EXTERNAL_VALUE: "7", RANKSCOPE_PROCESS_NAME: "Worker" }),
       );
@@ -317,7 +317,7 @@ describe("issue 12 case 10: worker threads start with the user's flags", () => {
       [0, 1, 2],
     );
     assert.equal(runStatus(runDir), "finished");
-    assert.equal(readStream(join(runDir, "streams", "rank-0.jsonl")).records.length, 3);
+    assert.equal(readStream(join(runDir, "streams", "controller.jsonl")).records.length, 3);
   });
 
   it("workerExecArgv keeps the user's flags and drops those of the main entry only", () => {

@@ -14,7 +14,7 @@ test("spawnRanks rejects bad options with what was wrong and what is valid", asy
   const logger = new MetricLogger({ runDir: tempDir() });
   await assert.rejects(spawnRanks({ module: SUM_RANK, kind: "gpu" as "thread", logger }), /kind must be "process" or "thread", got "gpu"/);
   await assert.rejects(spawnRanks({ module: SUM_RANK, replicas: 0, logger }), /replicas must be a positive integer, got 0/);
-  await assert.rejects(spawnRanks({ module: SUM_RANK, processName: "my actor", logger }), /processName must be letters, digits/);
+  await assert.rejects(spawnRanks({ module: SUM_RANK, processName: "my actor", logger }), /processName must be 1 to 128 letters, digits/);
   await assert.rejects(spawnRanks({ module: SUM_RANK, output: "loud" as "ordered", logger }), /output must be "immediate" or "ordered"/);
   await assert.rejects(spawnRanks({} as never), /spawnRanks takes \{ module/);
   await logger.shutdown();

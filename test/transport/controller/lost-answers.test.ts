@@ -9,8 +9,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Collector, type KeyState } from "../../../src/core/collector.js";
-import { RemoteRankHandle, type RankCarrier } from "../../../src/transport/controller/remote-rank.js";
-import { decodeProtocolMessage, type RankReply } from "../../../src/transport/protocol/messages.js";
+import { MAX_RESENDS, RemoteRankHandle, type RankCarrier } from "../../../src/transport/controller/remote-rank.js";
+import { decodeProtocolMessage, ignoredMessageCounts, transportStats, type ControllerRequest, type RankReply } from "../../../src/transport/protocol/messages.js";
 import { KEPT_FLUSH_ANSWERS, RankAgent } from "../../../src/transport/rank/rank-agent.js";
 import { RankRuntime } from "../../../src/transport/rank/runtime.js";
 import { diagnosticCounts } from "../../../src/core/diagnostics.js";
@@ -87,4 +87,63 @@ test("an answer the rank no longer keeps is reported and counted as lost", async
   assert.equal(logged, 10_000 + (KEPT_FLUSH_ANSWERS - 1) + 1000, "everything but the lost answer (100)");
   const lost = seen.find((d) => d.code === lostCode);
   assert.match(lost?.message ?? "", /flush answer 2 was lost in transit and could not be sent again .*no longer kept/);
+});
+
+/** A handle whose carrier answers each flush itself, through `answer` (the test plays the rank), recording what was posted. */
+function scripted(answer: (request: ControllerRequest, handle: RemoteRankHandle) => void): { handle: RemoteRankHandle; posted: ControllerRequest[] } {
+  const posted: ControllerRequest[] = [];
+  const carrier: RankCarrier = {
+    description: "a scripted test carrier",
+    closesWithRank: false,
+    post: (_text, request) => {
+      posted.push(request);
+      setImmediate(() => answer(request, handle));
+    },
+  };
+  const handle = new RemoteRankHandle(IDENTITY, "run-1", carrier);
+  return { handle, posted };
+}
+
+const snapshotReply = (id: number, step: number, seq: number, sum: number): RankReply => ({
+  t: "reply",
+  id,
+  rankName: IDENTITY.rankName,
+  ok: true,
+  snapshot: { rankName: IDENTITY.rankName, step, seq, droppedKeyRecords: 0, states: [{ key: "values", reduce: "sum", state: { v: 1, count: 1, sum } as KeyState["state"] }] },
+});
+
+test("a gap of 100,000 in a rank's answer numbers costs at most 16 requests to send again; the others are counted as lost at once", async () => {
+  let seq = 1;
+  const { handle, posted } = scripted((request, h) => {
+    if (request.t === "flush") h.receive(snapshotReply(request.id, request.step, seq, 1));
+  });
+  const before = transportStats().lostAnswers;
+  await collectDiagnostics(async () => {
+    await handle.flush(0, 1000);
+    seq = 100_001;
+    await handle.flush(1, 1000);
+    const resends = posted.flatMap((r) => (r.t === "resend" ? [r.seq] : []));
+    assert.equal(resends.length, MAX_RESENDS);
+    assert.deepEqual(resends, Array.from({ length: MAX_RESENDS }, (_v, i) => 100_001 - MAX_RESENDS + i), "the newest, which a rank may still keep");
+    assert.equal(transportStats().lostAnswers - before, 99_999 - MAX_RESENDS);
+    handle.close("the test is over");
+  });
+});
+
+test("each answer is used once: a duplicate, and an answer to a request never asked, are counted as replayed and not logged", async () => {
+  const { handle } = scripted((request, h) => {
+    if (request.t !== "flush") return;
+    const reply = snapshotReply(request.id, request.step, request.step + 1, 5);
+    h.receive(reply);
+    h.receive(reply); // the same answer again (a replay)
+    h.receive({ ...reply, id: 999_999 }); // an answer to nothing this controller asked
+  });
+  const before = ignoredMessageCounts().replayed;
+  let logged = 0;
+  await collectDiagnostics(async () => {
+    for (let step = 0; step < 3; step++) logged += sumOf((await handle.flush(step, 1000)).states);
+    await new Promise((resolve) => setImmediate(resolve));
+  });
+  assert.equal(logged, 15, "5 per flush, once each");
+  assert.equal(ignoredMessageCounts().replayed - before, 6);
 });

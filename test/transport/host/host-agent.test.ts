@@ -33,7 +33,7 @@ test("two hosts × two ranks through host agents: complete flushes, per-rank bac
   const runDir = tempDir();
   const logger = new MetricLogger({ processName: "Controller", runDir, flushDeadlineMs: 2000 });
   const hosts = await serveHostsOverNats({ url: server.url, logger });
-  const env = (hostId: string): Record<string, string> => ({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_HOST_ID: hostId });
+  const env = (hostId: string): Record<string, string> => ({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_RUN_SECRET: logger.runSecret, RANKSCOPE_HOST_ID: hostId });
   const agents = { h0: start(AGENT_MAIN, env("h0")), h1: start(AGENT_MAIN, env("h1")) };
   await waitFor(() => hosts.hostIds.length === 2, { timeoutMs: 20_000, what: "both host agents to register" });
   const ranks: TestChild[] = [];

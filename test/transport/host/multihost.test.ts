@@ -88,7 +88,7 @@ test("3 hosts in network namespaces, a 3-node NATS cluster: node killed, host cu
   }, { timeoutMs: 20_000, what: "the NATS cluster to accept the controller" });
   const server = hosts as HostServer;
   await logger.initBackends({});
-  const env = (n: number): Record<string, string> => ({ RANKSCOPE_NATS_URL: urls, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_HOST_ID: `h${n}` });
+  const env = (n: number): Record<string, string> => ({ RANKSCOPE_NATS_URL: urls, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_RUN_SECRET: logger.runSecret, RANKSCOPE_HOST_ID: `h${n}` });
   const agentEnv = (n: number): Record<string, string> => ({ ...env(n), ...roleEnv("host") });
   const agents = Array.from({ length: HOSTS }, (_v, i) => startNode(i + 1, AGENT_MAIN, agentEnv(i + 1)));
   const ranks: HostProcess[] = [];

@@ -48,13 +48,13 @@ test("ranks answer their agent in frames; a lost frame that defined keys costs a
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 1500 });
   await logger.initBackends({});
   await serveHostsOverNats({ url: server.url, logger });
-  const agent = await startHostAgent({ url: server.url, runId: logger.runId, hostId: "scale2h0", joinDeadlineMs: 20_000 });
+  const agent = await startHostAgent({ url: server.url, runId: logger.runId, runSecret: logger.runSecret, hostId: "scale2h0", joinDeadlineMs: 20_000 });
   const ranks = [0, 1, 2].map((r) => {
     const collector = new Collector();
     const runtime = new RankRuntime({ rank: r, rankName: `Frames_r${r}`, processName: "Frames", localRank: r, localWorldSize: 3 }, collector);
     return { collector, agent: new LossyRankAgent({ runId: logger.runId, runtime }) };
   });
-  const leaves = await Promise.all(ranks.map((r) => joinOverNats(r.agent, { url: server.url, runId: logger.runId, joinDeadlineMs: 20_000, scope: "scale2h0" })));
+  const leaves = await Promise.all(ranks.map((r) => joinOverNats(r.agent, { url: server.url, runId: logger.runId, runSecret: logger.runSecret, joinDeadlineMs: 20_000, scope: "scale2h0" })));
   try {
     let step = 0;
     let recorded = 0;

@@ -31,7 +31,7 @@ test("a host gone for good is no longer expected after maxMissedFlushes, named a
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 1000 });
   const hosts = await serveHostsOverNats({ url: server.url, logger, maxMissedFlushes: 2 });
   await assert.rejects(serveHostsOverNats({ url: server.url, logger, maxMissedFlushes: 0 }), /maxMissedFlushes must be a positive integer/);
-  const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_HOST_ID: "hgone" };
+  const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_RUN_SECRET: logger.runSecret, RANKSCOPE_HOST_ID: "hgone" };
   const agent = start(AGENT_MAIN, env);
   await waitFor(() => hosts.hostIds.includes("hgone"), { timeoutMs: 20_000, what: "the host agent to register" });
   const rank = start(HOST_RANK, { ...env, RANK: "0", LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "1", RANKSCOPE_REPLICA_ID: "hgone" });

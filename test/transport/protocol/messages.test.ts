@@ -11,6 +11,7 @@ import type { AccumulatorState } from "../../../src/core/reduce.js";
 import { RankRuntime } from "../../../src/transport/rank/runtime.js";
 import { decodeProtocolMessage, encodeProtocolMessage, ignoredMessageCounts, type ProtocolMessage } from "../../../src/transport/protocol/messages.js";
 import { RankAgent } from "../../../src/transport/rank/rank-agent.js";
+import { decodeHostMessage } from "../../../src/transport/host/messages.js";
 import { collectDiagnostics } from "../../helpers.js";
 
 const IDENTITY = { rank: 1, rankName: "MyActor_KbWR_r1", processName: "MyActor", localRank: 1, localWorldSize: 2 };
@@ -38,7 +39,7 @@ const GOLDEN: Record<string, ProtocolMessage> = {
       droppedKeyRecords: 0,
       states: [
         { key: "loss", reduce: "mean", state: { v: 1, count: 2, sum: NaN } as AccumulatorState },
-        { key: "reward_max", reduce: "max", state: { v: 1, count: 1, max: Infinity } as AccumulatorState },
+        { key: "reward_max", reduce: "max", state: { v: 1, count: 1, value: Infinity } as AccumulatorState },
         { key: "tokens", reduce: "sum", state: { v: 1, count: 2, sum: 256 } as AccumulatorState },
       ],
     },
@@ -47,6 +48,8 @@ const GOLDEN: Record<string, ProtocolMessage> = {
   deregister: { t: "deregister", rankName: "MyActor_KbWR_r1", reason: "left the run" },
   hello: { t: "hello", controller: "rankscope.run-1.ctl.Hx3kQ9" },
   resend: { t: "resend", id: 9, seq: 4 },
+  ack: { t: "ack", acks: { MyActor_KbWR_r0: [4], MyActor_KbWR_r1: [3, 4] } },
+  registerUnacked: { t: "register", identity: IDENTITY, pid: 4242, host: "node-a", unacked: [3, 4] },
 };
 
 test("messages on the wire match the golden file", () => {
@@ -74,7 +77,6 @@ test("malformed and foreign messages are counted by reason and ignored", async (
     [JSON.stringify({ ...good, step: -1 }), "malformed"],
     [JSON.stringify({ ...good, id: "1" }), "malformed"],
     [JSON.stringify({ ...good, t: "explode" }), "malformed"],
-    [JSON.stringify({ ...good, t: "reply", id: 1, rankName: "r", ok: true, snapshot: { rankName: "r", step: 0, droppedKeyRecords: 0, states: [{ key: "k" }] } }), "malformed"],
     [JSON.stringify({ ...good, t: "register", identity: { rank: 0 }, pid: 1, host: "h" }), "malformed"],
     [JSON.stringify({ jsonrpc: "2.0", method: "flush" }), "foreign"],
     [JSON.stringify({ ...good, v: 2 }), "foreign"],
@@ -89,6 +91,53 @@ test("malformed and foreign messages are counted by reason and ignored", async (
   assert.equal(after.foreign - before.foreign, cases.filter(([, r]) => r === "foreign").length);
   assert.ok(seen.some((d) => /speaks rankscope protocol 2, this process speaks 1/.test(d.message)));
   assert.ok(seen.some((d) => /belongs to run "run-2", not "run-1"/.test(d.message)));
+});
+
+/** A flush reply of rank `r` at step 0 carrying `states` (as an attacker or a broken rank would write them). */
+function replyWith(states: unknown[], rankName: unknown = "r"): string {
+  return JSON.stringify({ proto: "rankscope", v: 1, run: "run-1", t: "reply", id: 1, rankName, ok: true, snapshot: { rankName, step: 0, droppedKeyRecords: 0, states } });
+}
+
+test("a state that does not fit its reduction is left out of the answer and counted by kind; the answer's other states are used", async () => {
+  const before = { ...ignoredMessageCounts() };
+  const good = { key: "ones", reduce: "sum", state: { v: 1, count: 4, sum: 4 } };
+  const bad: Array<[unknown, "invalidState" | "invalidName" | "malformed"]> = [
+    [{ key: "ones", reduce: "sum", state: { v: 1, count: 1 } }, "invalidState"], // no sum: was logged as NaN
+    [{ key: "ones", reduce: "sum", state: { v: 1, count: 1, sum: "5" } }, "invalidState"], // a string sum: was ones/0…ones/10
+    [{ key: "ones", reduce: "sum", state: { v: 1, count: -3, sum: 5 } }, "invalidState"],
+    [{ key: "ones", reduce: "sum", state: { v: 1, count: Infinity, sum: 5 } }, "invalidState"],
+    [{ key: "lat", reduce: "std", state: { v: 1, count: 2, mean: 1, m2: -4 } }, "invalidState"],
+    [{ key: "q", reduce: "quantiles", state: { v: 1, count: 1, sum: 1, min: 1, max: 1, zeros: 0, nan: 0, posInf: 0, negInf: 0, positive: { offset: 1e9, counts: [1] }, negative: { offset: 0, counts: [] } } }, "invalidState"],
+    [{ key: "q", reduce: "quantiles", state: { v: 1, count: 5, sum: 1, min: 1, max: 1, zeros: 0, nan: 0, posInf: 0, negInf: 0, positive: { offset: 0, counts: [1] }, negative: { offset: 0, counts: [] } } }, "invalidState"],
+    [{ key: "h", reduce: "histogram", state: { v: 1, count: 1, min: 1, max: 1, sum: 1, sumSquares: 1, nan: 0, buckets: [999_999], counts: [1] } }, "invalidState"],
+    [{ key: "s", reduce: "sample", state: { v: 1, count: 3, top: [{}, {}, {}], bottom: [] } }, "invalidState"],
+    [{ key: "x".repeat(200_000), reduce: "sum", state: { v: 1, count: 1, sum: 1 } }, "invalidName"],
+    [{ key: "ones", reduce: "quantiles(\u0000)", state: { v: 1, count: 1, sum: 1 } }, "invalidName"],
+    [{ key: "k" }, "malformed"],
+    ["not a state", "malformed"],
+  ];
+  await collectDiagnostics(() => {
+    const reply = decodeProtocolMessage("run-1", replyWith([good, ...bad.map(([s]) => s)]), "test");
+    assert.ok(reply?.t === "reply" && reply.ok && reply.snapshot !== undefined);
+    assert.deepEqual(reply.snapshot.states, [good], "only the valid state is kept");
+  });
+  const after = ignoredMessageCounts();
+  for (const kind of ["invalidState", "invalidName", "malformed"] as const) {
+    assert.equal(after[kind] - before[kind], bad.filter(([, k]) => k === kind).length, kind);
+  }
+});
+
+test("names out of bounds are refused and counted as invalidName: a 200 KB rank name, a host id with subject wildcards", async () => {
+  const before = ignoredMessageCounts().invalidName;
+  const identity = { rank: 0, rankName: "r".repeat(200_000), processName: "P", localRank: 0, localWorldSize: 1 };
+  await collectDiagnostics(() => {
+    assert.equal(decodeProtocolMessage("run-1", JSON.stringify({ proto: "rankscope", v: 1, run: "run-1", t: "register", identity, pid: 1, host: "h" }), "test"), undefined);
+    assert.equal(decodeProtocolMessage("run-1", JSON.stringify({ proto: "rankscope", v: 1, run: "run-1", t: "register", identity: { ...identity, rankName: "h1.*" }, pid: 1, host: "h" }), "test"), undefined);
+    assert.equal(decodeProtocolMessage("run-1", replyWith([], "a.>"), "test"), undefined);
+    assert.equal(decodeHostMessage("run-1", JSON.stringify({ proto: "rankscope", v: 1, run: "run-1", t: "hostRegister", host: "h1.*", pid: 1 }), "test"), undefined);
+    assert.equal(decodeHostMessage("run-1", JSON.stringify({ proto: "rankscope", v: 1, run: "run-1", t: "hostRegister", host: "h".repeat(100_000), pid: 1 }), "test"), undefined);
+  });
+  assert.equal(ignoredMessageCounts().invalidName - before, 5);
 });
 
 test("a rank agent answers requests, reports failures as replies, and ignores garbage", async () => {

@@ -110,14 +110,16 @@ test("a frame header that is not a successful flush reply of this run and versio
   const good = { proto: "rankscope", v: 1, run: RUN, t: "reply", id: 1, rankName: "Sim_r0", ok: true, step: 0, seq: 1, dropped: 0, session: "s" };
   assert.ok(checkReplyFrameHeader(RUN, good, "the test") !== undefined);
   const counts = ignoredMessageCounts();
-  const cases: Array<[Record<string, unknown>, "malformed" | "foreign"]> = [
+  const cases: Array<[Record<string, unknown>, "malformed" | "foreign" | "invalidName"]> = [
     [{ ...good, run: "other" }, "foreign"],
     [{ ...good, v: 2 }, "foreign"],
     [{ ...good, proto: "x" }, "foreign"],
     [{ ...good, ok: false }, "malformed"],
     [{ ...good, t: "register" }, "malformed"],
     [{ ...good, seq: -1 }, "malformed"],
-    [{ ...good, rankName: "" }, "malformed"],
+    [{ ...good, rankName: "" }, "invalidName"],
+    [{ ...good, rankName: "Sim.*" }, "invalidName"],
+    [{ ...good, rankName: "r".repeat(200_000) }, "invalidName"],
     [{ ...good, dropped: undefined }, "malformed"],
   ];
   for (const [header, reason] of cases) {
@@ -127,7 +129,9 @@ test("a frame header that is not a successful flush reply of this run and versio
   }
   // A flush request's new fields are validated like the rest.
   const malformed = counts.malformed;
+  const invalidName = counts.invalidName;
   assert.equal(decodeProtocolMessage(RUN, encodeProtocolMessage(RUN, { t: "flush", id: 1, step: 0, wire: -1 } as never), "the test"), undefined);
   assert.equal(decodeProtocolMessage(RUN, encodeProtocolMessage(RUN, { t: "flush", id: 1, step: 0, resync: [3] } as never), "the test"), undefined);
-  assert.equal(counts.malformed, malformed + 2);
+  assert.equal(counts.malformed, malformed + 1);
+  assert.equal(counts.invalidName, invalidName + 1);
 });

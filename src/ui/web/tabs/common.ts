@@ -1,7 +1,8 @@
 /** What the chart tabs share: labels, new lines, the view container, empty notes, keys. */
-import { api, type RunKeys } from "../api.js";
+import { api, type LostRank, type RunKeys } from "../api.js";
 import type { Line, ViewSettings } from "../chart-data.js";
 import { el } from "../dom.js";
+import { lineDisplayLabel } from "../../../core/rank-identity.js";
 import { visibleName } from "../names.js";
 import { rankColour } from "../colours.js";
 import { runById, runColour, state, type Tab } from "../state.js";
@@ -22,11 +23,45 @@ export function runLabel(run: string, extra?: string): string {
   return [base, extra].filter((s) => s !== undefined && s !== "").join(" · ") || "value";
 }
 
-/** `rank 1`, or `rank 1 (Trainer_0_r1)` when the rank's process registered a name. */
-export function rankLabel(keys: RunKeys | undefined, rank: number): string {
-  const name = keys?.rankNames[String(rank)];
-  return name === undefined || name === "" || name === `rank${rank}` ? `rank ${rank}` : `rank ${rank} (${visibleName(name)})`;
+/** The loss of `rank` in `run`, when the run lost it (the latest, if it was lost more than once). */
+export function lostRankOf(run: string, rank: number): LostRank | undefined {
+  return runById(run)?.lostRanks?.filter((l) => l.rank === rank).at(-1);
 }
+
+/** How a lost rank's lines and notes say it: `lost after step 12`, `lost after step 12, back at step 20`. */
+export function lostText(lost: LostRank): string {
+  return `lost${lost.step === null ? "" : ` after step ${lost.step}`}${lost.backStep === null ? "" : `, back at step ${lost.backStep}`}`;
+}
+
+/**
+ * A line's label (docs/DESIGN.md, "Identity"): `rank 1`, `rank 1 (Trainer_0_r1)` when the rank's
+ * process registered a name, `controller (Controller)`, `rank 1 · thread 7` for a worker's raw
+ * values; with `run`, ` · lost after step 12` for a rank the run lost (a crash: the line ends there).
+ */
+export function rankLabel(keys: RunKeys | undefined, rank: number, run?: string): string {
+  const name = keys?.rankNames[String(rank)];
+  const label = lineDisplayLabel(rank, name === undefined ? undefined : visibleName(name));
+  const lost = run === undefined ? undefined : lostRankOf(run, rank);
+  return lost === undefined ? label : `${label} · ${lostText(lost)}`;
+}
+
+/**
+ * A note over the view for each selected run that lost ranks: which, after which step, and why
+ * (`lost rank 1 (Lossy_ab12_r1) after step 3: exited (killed by SIGKILL)`). Null when none did.
+ */
+export function lostRanksNote(): HTMLElement | null {
+  const notes = state.selected.flatMap((run) => (runById(run)?.lostRanks ?? []).map((lost) => ({ run, lost })));
+  if (notes.length === 0) return null;
+  const box = el("div", { className: "lost-note", role: "note" });
+  for (const { run, lost } of notes) {
+    const who = `rank ${lost.rank} (${visibleName(lost.rankName)})`;
+    box.appendChild(el("p", { "data-run": run, "data-rank": String(lost.rank) }, `⚠ ${state.selected.length > 1 ? `${visibleName(run)}: ` : ""}${who} ${lostText(lost)}: ${visibleName(lost.reason)}`));
+  }
+  return box;
+}
+
+/** How a lost rank's line is drawn in a single run's charts. */
+const LOST_DASH = [3, 3];
 
 /** Dash patterns telling ranks apart when colours tell runs apart. */
 const DASHES = [[6, 3], [2, 3], [10, 3, 2, 3], [4, 4], [1, 2], [12, 4]];
@@ -41,14 +76,21 @@ export function newLine(id: string, label: string, run: string, rank?: number): 
   const colour = runColour(run);
   if (state.selected.length > 1) {
     line.colour = colour;
-    if (rank !== undefined) line.dash = DASHES[rank % DASHES.length] ?? [];
+    if (rank !== undefined) line.dash = DASHES[slot(rank, DASHES.length)] ?? [];
   } else if (rank === undefined) {
     line.colour = colour;
   } else {
-    // One run: its global line in the run's colour, each rank in a colour no run has.
+    // One run: its global line in the run's colour, each rank in a colour no run has; a rank the
+    // run lost is dashed (its label says when).
     line.colour = rankColour(rank, colour);
+    if (lostRankOf(run, rank) !== undefined) line.dash = LOST_DASH;
   }
   return line;
+}
+
+/** A line's place among `n` styles: ranks in order, the controller's (−2) and thread lines' (negative) too. */
+function slot(line: number, n: number): number {
+  return ((line % n) + n) % n;
 }
 
 export async function loadKeys(): Promise<Map<string, RunKeys>> {

@@ -155,7 +155,7 @@ export async function renderMetrics(generation: number): Promise<void> {
           lines.push({ kind: "series", run, key: name, rank, cursor: null, card, line });
         };
         if (global) add(undefined, newLine(`${run}\u0000${name}\u0000global`, runLabel(run, ranks.length > 0 && showRanks ? "all ranks" : undefined), run));
-        if (showRanks) for (const rank of ranks) add(rank, newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank)), run, rank));
+        if (showRanks) for (const rank of ranks) add(rank, newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank, run)), run, rank));
       }
       const spec: CardSpec = { card, lines };
       if (settings.xMode === "metric" && settings.xKey !== "") {

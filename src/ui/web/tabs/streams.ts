@@ -19,7 +19,7 @@ export function addStreamPoints(card: ChartCard, source: LineSource, data: Strea
     const id = `${source.run}\u0000${source.key}\u0000stream\u0000${rank}`;
     let line = byRank.get(rank) ?? lines.find((l) => l.id === id);
     if (line === undefined) {
-      line = { ...newLine(id, runLabel(source.run, rankLabel(state.keysByRun.get(source.run), rank)), source.run, rank), scatter: true };
+      line = { ...newLine(id, runLabel(source.run, rankLabel(state.keysByRun.get(source.run), rank, source.run)), source.run, rank), scatter: true };
       lines.push(line);
     }
     byRank.set(rank, line);

@@ -1,4 +1,4 @@
--- metrics.db, schema version 1
+-- metrics.db, schema version 2
 CREATE TABLE chunks (
   id INTEGER PRIMARY KEY, key_id INTEGER NOT NULL, rank INTEGER NOT NULL,
   first_step INTEGER NOT NULL, last_step INTEGER NOT NULL, n INTEGER NOT NULL,
@@ -20,12 +20,16 @@ CREATE TABLE histograms (
 CREATE TABLE keys (
   id INTEGER PRIMARY KEY, key TEXT NOT NULL, kind TEXT NOT NULL, reduce TEXT, UNIQUE (key, kind)
 );
+CREATE TABLE lost_ranks (
+  id INTEGER PRIMARY KEY, rank INTEGER NOT NULL, rank_name TEXT NOT NULL, step INTEGER, wall REAL NOT NULL,
+  reason TEXT NOT NULL, back_step INTEGER, back_wall REAL
+);
 CREATE TABLE points (
   key_id INTEGER NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL, wall REAL NOT NULL,
   value REAL, -- NULL stands for NaN (SQLite cannot store NaN); ±Infinity are stored as themselves
   PRIMARY KEY (key_id, rank, step)
 ) WITHOUT ROWID;
-CREATE TABLE ranks (rank INTEGER PRIMARY KEY, rank_name TEXT);
+CREATE TABLE ranks (rank INTEGER PRIMARY KEY, rank_name TEXT, role TEXT, thread INTEGER, host TEXT);
 CREATE TABLE run (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   experiment TEXT, trial TEXT, status TEXT NOT NULL,
@@ -44,7 +48,7 @@ CREATE TABLE stream_points (
 );
 CREATE TABLE writers (
   id TEXT PRIMARY KEY, role TEXT NOT NULL, rank INTEGER NOT NULL, rank_name TEXT,
-  pid INTEGER, started_at REAL, ended_at REAL, status TEXT NOT NULL
+  pid INTEGER, started_at REAL, ended_at REAL, status TEXT NOT NULL, host TEXT, heartbeat_at REAL
 );
 CREATE INDEX chunks_series ON chunks (key_id, rank, first_step);
 CREATE INDEX chunks_stream ON chunks (key_id, rank, first_seq) WHERE first_seq IS NOT NULL;

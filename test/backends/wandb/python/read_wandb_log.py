@@ -61,15 +61,20 @@ def safe(v):
     return v
 
 
-out = []
-for raw in records(open(sys.argv[1], "rb").read()):
-    record = wandb_internal_pb2.Record()
-    record.ParseFromString(raw)
-    message = json_format.MessageToDict(record, preserving_proto_field_name=True)
-    for kind, field in (("history", "item"), ("summary", "update"), ("config", "update")):
-        for it in message.get(kind, {}).get(field, []):
+def main():
+    out = []
+    for raw in records(open(sys.argv[1], "rb").read()):
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(raw)
+        message = json_format.MessageToDict(record, preserving_proto_field_name=True)
+        for kind, field in (("history", "item"), ("summary", "update"), ("config", "update")):
+            for it in message.get(kind, {}).get(field, []):
+                it["value"] = safe(json.loads(it.pop("value_json")))
+        for it in message.get("run", {}).get("config", {}).get("update", []):
             it["value"] = safe(json.loads(it.pop("value_json")))
-    for it in message.get("run", {}).get("config", {}).get("update", []):
-        it["value"] = safe(json.loads(it.pop("value_json")))
-    out.append(message)
-print(json.dumps(out))
+        out.append(message)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

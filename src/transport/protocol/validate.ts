@@ -1,0 +1,193 @@
+/**
+ * Validation of what arrives from another process: every field a handler reads, names and ids
+ * bounded in length and characters, and each state checked against its reduction's shape (an
+ * invalid state is left out of its answer and counted; the rest of the answer is used).
+ */
+import { ReceivedStates } from "../../core/key-state-check.js";
+import { isSubjectToken, MAX_NAME_LENGTH } from "./identity.js";
+import { reportIgnored, shortText, type IgnoredKind } from "./ignored.js";
+
+/**
+ * What is wrong with a received message: a sentence (the message is `malformed`), or a sentence
+ * with the kind it is counted as (`invalidName`, …). Undefined when the message is valid.
+ */
+export type MessageProblem = string | { readonly kind: IgnoredKind; readonly detail: string } | undefined;
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+/** A request id, step, sequence number or count: a safe integer ≥ 0. */
+export function isId(value: unknown): value is number {
+  return Number.isSafeInteger(value) && typeof value === "number" && value >= 0;
+}
+
+/** A string of 1 to `max` characters. */
+function isText(value: unknown, max: number): value is string {
+  return typeof value === "string" && value.length > 0 && value.length <= max;
+}
+
+/** Most numbers one rank's entry of an `ack` or its `register.unacked` may hold (a rank keeps at most 16 answers). */
+export const MAX_ACKED_PER_RANK = 64;
+
+/** Longest free text accepted in a message (a reason, an error), a module path, a function name. */
+const MAX_TEXT = 16_384;
+const MAX_PATH = 4096;
+const MAX_FN = 256;
+/** Most names in one list (ranks to resync, a host's ranks). */
+export const MAX_NAMES = 1_000_000;
+
+/** A problem (counted as `invalidName`) unless `value` is a subject token within bounds. */
+export function nameProblem(what: string, value: unknown): MessageProblem {
+  if (isSubjectToken(value)) return undefined;
+  return { kind: "invalidName", detail: `${what} must be 1 to ${MAX_NAME_LENGTH} letters, digits, "_" or "-", got ${shortText(value)}` };
+}
+
+/** A problem unless `value` is a list of at most `MAX_NAMES` subject tokens. */
+export function namesProblem(what: string, value: unknown): MessageProblem {
+  if (!Array.isArray(value) || value.length > MAX_NAMES) return `${what} must be a list of at most ${MAX_NAMES} names`;
+  const list: readonly unknown[] = value;
+  for (const name of list) {
+    const problem = nameProblem(`every name in ${what}`, name);
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
+
+/** What is wrong with a protocol message (rank ↔ controller), or undefined when it is well formed. */
+export function validateProtocolMessage(m: Record<string, unknown>, from: string): MessageProblem {
+  const t = m["t"];
+  if (t !== "register" && t !== "deregister" && t !== "hello" && t !== "registered" && t !== "ack" && !isId(m["id"])) {
+    return KNOWN_TYPES.has(String(t)) ? "id must be a non-negative integer" : `unknown message type ${shortText(t)}`;
+  }
+  switch (t) {
+    case "init":
+      return validateInit(m["init"]);
+    case "flush":
+      if (!isId(m["step"])) return "step must be a non-negative integer";
+      if (m["wire"] !== undefined && !isId(m["wire"])) return "wire must be a wire-format version";
+      return m["resync"] === undefined ? undefined : namesProblem("resync", m["resync"]);
+    case "shutdown":
+      return undefined;
+    case "start":
+      return isText(m["module"], MAX_PATH) ? undefined : `module must be a path of 1 to ${MAX_PATH} characters`;
+    case "call":
+      return !isText(m["fn"], MAX_FN) ? `fn must be a name of 1 to ${MAX_FN} characters` : !Array.isArray(m["args"]) ? "args must be an array" : undefined;
+    case "sync":
+      return isText(m["marker"], MAX_FN) ? undefined : `marker must be 1 to ${MAX_FN} characters`;
+    case "resend":
+      return isId(m["seq"]) ? undefined : "seq must be a non-negative integer";
+    case "register":
+      if (m["unacked"] !== undefined && !isSeqList(m["unacked"])) return `unacked must be a list of at most ${MAX_ACKED_PER_RANK} answer numbers`;
+      return validateIdentity(m["identity"]) ?? (isId(m["pid"]) && isText(m["host"], 255) ? undefined : "pid and host (1 to 255 characters) are required");
+    case "ack":
+      return validateAcks(m["acks"]);
+    case "deregister":
+      return nameProblem("rankName", m["rankName"]) ?? (isText(m["reason"], MAX_TEXT) || m["reason"] === "" ? undefined : "reason is required");
+    case "hello":
+      return isText(m["controller"], MAX_FN) ? undefined : "controller is required";
+    case "registered":
+      return nameProblem("rankName", m["rankName"]) ?? (typeof m["ok"] === "boolean" && (m["error"] === undefined || isText(m["error"], MAX_TEXT)) ? undefined : "ok is required");
+    case "reply":
+      return validateReply(m, from);
+    default:
+      return `unknown message type ${shortText(t)}`;
+  }
+}
+
+const KNOWN_TYPES: ReadonlySet<string> = new Set(["init", "flush", "shutdown", "start", "call", "sync", "resend", "reply"]);
+
+/** A list of flush-answer numbers, bounded (see `MAX_ACKED_PER_RANK`). */
+function isSeqList(value: unknown): value is number[] {
+  return Array.isArray(value) && value.length <= MAX_ACKED_PER_RANK && value.every(isId);
+}
+
+/** An `ack`'s map: rank names (subject tokens, at most `MAX_NAMES`) to bounded lists of answer numbers. */
+function validateAcks(acks: unknown): MessageProblem {
+  if (!isObject(acks)) return "acks must map rank names to answer numbers";
+  const names = Object.keys(acks);
+  if (names.length > MAX_NAMES) return `acks must name at most ${MAX_NAMES} ranks`;
+  for (const name of names) {
+    const problem = nameProblem("every rank name in acks", name);
+    if (problem !== undefined) return problem;
+    if (!isSeqList(acks[name])) return `every rank's acks must be a list of at most ${MAX_ACKED_PER_RANK} answer numbers`;
+  }
+  return undefined;
+}
+
+function validateInit(init: unknown): MessageProblem {
+  if (!isObject(init) || !isObject(init["backends"]) || !isObject(init["primaryMetadata"]) || !isObject(init["run"])) {
+    return "init must carry backends, primaryMetadata and run";
+  }
+  const run = init["run"];
+  if (!isText(run["runDir"], MAX_PATH) || typeof run["experiment"] !== "string" || typeof run["trial"] !== "string" || !isId(run["resumeStep"])) {
+    return "init.run must carry runDir, experiment, trial and resumeStep";
+  }
+  return init["hyperparams"] === undefined || isObject(init["hyperparams"]) ? undefined : "init.hyperparams must be an object";
+}
+
+function validateReply(m: Record<string, unknown>, from: string): MessageProblem {
+  const name = nameProblem("rankName", m["rankName"]);
+  if (name !== undefined) return name;
+  if (m["ok"] === false) return isText(m["error"], MAX_TEXT) || m["error"] === "" ? undefined : "a failed reply must carry error";
+  if (m["ok"] !== true) return "ok must be true or false";
+  return m["snapshot"] === undefined ? undefined : validateSnapshot(m["snapshot"], from);
+}
+
+function validateIdentity(value: unknown): MessageProblem {
+  if (!isObject(value) || !isId(value["rank"]) || !isId(value["localRank"]) || !isId(value["localWorldSize"]) || value["localWorldSize"] < 1) {
+    return "identity must carry rank, rankName, processName, localRank and localWorldSize";
+  }
+  return nameProblem("identity.rankName", value["rankName"]) ?? nameProblem("identity.processName", value["processName"]);
+}
+
+function validateSnapshot(snapshot: unknown, from: string): MessageProblem {
+  if (!isObject(snapshot)) return "snapshot must be an object";
+  if (!isId(snapshot["step"]) || !isId(snapshot["droppedKeyRecords"])) return "snapshot must carry rankName, step and droppedKeyRecords";
+  const name = nameProblem("snapshot.rankName", snapshot["rankName"]);
+  if (name !== undefined) return name;
+  if (snapshot["seq"] !== undefined && !isId(snapshot["seq"])) return "snapshot.seq must be a non-negative integer";
+  const states = keepValidStates(snapshot["states"], `${from}'s answer`);
+  if (states === undefined) return "snapshot.states must be a list of { key, reduce, state }";
+  snapshot["states"] = states;
+  return offCycleProblem(snapshot["offCycle"], from);
+}
+
+/**
+ * The valid states of a received list: each checked against its reduction's shape, names bounded
+ * (`ReceivedStates`). One that fails is left out — the answer's other states are still used — and
+ * counted by kind. Undefined when `states` is not a list at all.
+ */
+export function keepValidStates(states: unknown, where: string): readonly unknown[] | undefined {
+  if (!Array.isArray(states)) return undefined;
+  const list: readonly unknown[] = states;
+  const checker = new ReceivedStates();
+  let kept: unknown[] | undefined;
+  for (let i = 0; i < list.length; i++) {
+    const s = list[i];
+    const problem = isObject(s) ? checker.problem(s["key"], s["reduce"], s["state"]) : { kind: "malformed" as const, problem: "a state must be { key, reduce, state }" };
+    if (problem === undefined) {
+      kept?.push(s);
+      continue;
+    }
+    kept ??= list.slice(0, i);
+    reportIgnored(problem.kind, `a state in ${where} (key ${shortText(isObject(s) ? s["key"] : s)}) is left out: ${problem.problem}`);
+  }
+  return kept ?? list;
+}
+
+/** What is wrong with a list of off-cycle logs (each log's invalid states are left out and counted). */
+export function offCycleProblem(offCycle: unknown, from: string): MessageProblem {
+  if (offCycle === undefined) return undefined;
+  if (!Array.isArray(offCycle)) return "snapshot.offCycle must be an array";
+  const logs: readonly unknown[] = offCycle;
+  for (const log of logs) {
+    if (!isObject(log) || !isText(log["axis"], MAX_FN) || !isId(log["step"]) || typeof log["timestamp"] !== "number") {
+      return "every off-cycle log must carry axis, step, timestamp and states";
+    }
+    const states = keepValidStates(log["states"], `${from}'s off-cycle log`);
+    if (states === undefined) return "every off-cycle log must carry axis, step, timestamp and states";
+    log["states"] = states;
+  }
+  return undefined;
+}

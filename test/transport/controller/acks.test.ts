@@ -1,0 +1,107 @@
+/**
+ * Acknowledged flush answers (issue 24, item 2): a rank keeps its answers until a controller says
+ * it logged them, and a controller that did not take an answer itself asks for it again — once.
+ * The real controller-side handles and the real rank agent and runtime, joined by a carrier that
+ * delivers in order and acknowledges the way the NATS carrier does (an `ack` message to the rank).
+ * The end-to-end drill with a SIGKILLed controller is test/transport/controller-restart.test.ts.
+ */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Collector, type KeyState } from "../../../src/core/collector.js";
+import { RemoteRankHandle, type RankCarrier } from "../../../src/transport/controller/remote-rank.js";
+import { decodeProtocolMessage, encodeProtocolMessage, type RankReply } from "../../../src/transport/protocol/messages.js";
+import { KEPT_FLUSH_ANSWERS, RankAgent } from "../../../src/transport/rank/rank-agent.js";
+import { RankRuntime } from "../../../src/transport/rank/runtime.js";
+import { diagnosticCounts } from "../../../src/core/diagnostics.js";
+import { collectDiagnostics, waitFor } from "../../helpers.js";
+
+const IDENTITY = { rank: 1, rankName: "Acked_AAAA_r1", processName: "Acked", localRank: 1, localWorldSize: 2 };
+
+/** A controller-side handle talking to `agent` (answers delivered on the next turn, acks as messages). */
+function controllerOf(agent: RankAgent, options: { acks?: boolean } = {}): RemoteRankHandle {
+  const carrier: RankCarrier = {
+    description: "a test carrier",
+    closesWithRank: false,
+    post: (text) => {
+      void agent.receive(text, (answer) => {
+        const reply = decodeProtocolMessage("run-1", answer, "the rank") as RankReply | undefined;
+        if (reply === undefined) return;
+        setImmediate(() => handle.receive(reply));
+      });
+    },
+    ...(options.acks === false ? {} : { acknowledge: (seqs) => void agent.receive(encodeProtocolMessage("run-1", { t: "ack", acks: { [IDENTITY.rankName]: seqs } }), () => undefined) }),
+  };
+  const handle = new RemoteRankHandle(IDENTITY, "run-1", carrier);
+  return handle;
+}
+
+function sumOf(states: readonly KeyState[]): number {
+  return states.filter((s) => s.key === "values").reduce((n, s) => n + ((s.state as { sum?: number }).sum ?? 0), 0);
+}
+
+test("an answer the controller logged is acknowledged; the ones a dead controller took but never logged go to the next controller, once", async () => {
+  const collector = new Collector();
+  const agent = new RankAgent({ runId: "run-1", runtime: new RankRuntime(IDENTITY, collector) });
+  const dead = controllerOf(agent);
+  let logged = 0;
+  const seen = await collectDiagnostics(async () => {
+    collector.recordSlow("values", 1, "sum");
+    const first = await dead.flush(0, 1000);
+    logged += sumOf(first.states);
+    dead.acknowledge(first);
+    assert.deepEqual(agent.unacknowledged(), [], "logged and acknowledged: nothing to offer a later controller");
+    // The dead controller takes two more answers and dies before logging them.
+    collector.recordSlow("values", 2, "sum");
+    await dead.flush(1, 1000);
+    collector.recordSlow("values", 4, "sum");
+    await dead.flush(2, 1000);
+    assert.deepEqual(agent.unacknowledged(), [2, 3]);
+
+    const next = controllerOf(agent);
+    next.recoverUnacked(agent.unacknowledged());
+    await waitFor(() => next.carriedStates > 0 && (diagnosticCounts()[`transport.recovered:${IDENTITY.rankName}`] ?? 0) >= 2, { timeoutMs: 5000, what: "both answers to be sent again" });
+    // Registering again (a reconnect) lists them again: the controller that took them does not take them twice.
+    next.recoverUnacked(agent.unacknowledged());
+    collector.recordSlow("values", 8, "sum");
+    const merged = await next.flush(3, 1000);
+    logged += sumOf(merged.states);
+    next.acknowledge(merged);
+    assert.deepEqual(agent.unacknowledged(), [], "the recovered answers and the new one, all acknowledged with the flush that logged them");
+    // An ack that got lost: the rank lists a logged answer again; it is acknowledged again, not taken again.
+    collector.recordSlow("values", 16, "sum");
+    const again = controllerOf(agent);
+    const answer = await again.flush(4, 1000);
+    logged += sumOf(answer.states);
+    again.acknowledge(answer);
+    again.recoverUnacked([5]);
+    collector.recordSlow("values", 32, "sum");
+    logged += sumOf((await again.flush(5, 1000)).states);
+  });
+  assert.equal(logged, 1 + 2 + 4 + 8 + 16 + 32, "every value once");
+  assert.equal(seen.filter((d) => d.code === `transport.recovered:${IDENTITY.rankName}`).length, 2);
+});
+
+test("a rank whose controller acknowledges counts an unacknowledged answer it can no longer keep; without acks (spawned ranks) nothing is reported", async () => {
+  const collector = new Collector();
+  const agent = new RankAgent({ runId: "run-1", runtime: new RankRuntime(IDENTITY, collector) });
+  const handle = controllerOf(agent);
+  const code = `transport.unackedDropped:${IDENTITY.rankName}`;
+  const seen = await collectDiagnostics(async () => {
+    const first = await handle.flush(0, 1000);
+    handle.acknowledge(first);
+    // Answers taken and never logged, past what a rank keeps.
+    for (let step = 1; step <= KEPT_FLUSH_ANSWERS + 1; step++) {
+      collector.recordSlow("values", 1, "sum");
+      await handle.flush(step, 1000);
+    }
+  });
+  assert.equal(diagnosticCounts()[code], 1, "one unacknowledged answer dropped, counted");
+  assert.match(seen.find((d) => d.code === code)?.message ?? "", /flush answer 2 \(flush\(1\)\) was never acknowledged by a controller and is no longer kept/);
+
+  const plain = new RankAgent({ runId: "run-1", runtime: new RankRuntime(IDENTITY, new Collector()) });
+  const spawned = controllerOf(plain, { acks: false });
+  const quiet = await collectDiagnostics(async () => {
+    for (let step = 0; step <= KEPT_FLUSH_ANSWERS + 2; step++) spawned.acknowledge(await spawned.flush(step, 1000));
+  });
+  assert.deepEqual(quiet.filter((d) => d.code === code), []);
+});
