@@ -62,7 +62,8 @@ async function lockRun(client: pg.ClientBase, projectId: number, run: string, me
 async function applyMeta(client: pg.ClientBase, runId: number, meta: RunMeta): Promise<void> {
   await client.query(
     `UPDATE runs SET experiment = $2, trial = $3, status = $4, started_at = $5, ended_at = $6, updated_at = $7, resume_step = $8,
-       tags = $9, grp = $10, params = $11, hparams = $12, rank_names = $13, config_yaml = $14, version_json = $15, meta_hash = $16, received_at = now()
+       tags = $9, grp = $10, params = $11, hparams = $12, rank_names = $13, config_yaml = $14, version_json = $15, meta_hash = $16,
+       lost_ranks = $17, received_at = now()
      WHERE id = $1`,
     [
       runId,
@@ -81,6 +82,7 @@ async function applyMeta(client: pg.ClientBase, runId: number, meta: RunMeta): P
       meta.configYaml,
       meta.versionJson,
       metaHash(meta),
+      JSON.stringify(meta.lostRanks ?? []),
     ],
   );
 }

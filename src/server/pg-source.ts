@@ -8,7 +8,7 @@
 import { Readable } from "node:stream";
 import type pg from "pg";
 import { compareLines } from "../core/rank-identity.js";
-import { GLOBAL_RANK, SERIES_KINDS, type HistogramEntry, type KeyInfo, type KeyKind, type SeriesResult } from "../backends/store/read-types.js";
+import { GLOBAL_RANK, SERIES_KINDS, type HistogramEntry, type LostRank, type KeyInfo, type KeyKind, type SeriesResult } from "../backends/store/read-types.js";
 import type { ChunkMeta } from "../backends/store/reader-statements.js";
 import { readChunkedSeries, type ChunkReads } from "../backends/store/series-read.js";
 import { BLOCK_POINTS } from "../backends/store/schema.js";
@@ -59,6 +59,26 @@ function toLabelled(r: RunRow): LabelledRun {
     group: r.grp,
     params,
   };
+}
+
+/** A stored `lost_ranks` entry (written from a checked batch), or null when it is not one. */
+function lostRankOf(v: unknown): LostRank | null {
+  if (!isRecord(v)) return null;
+  const { rank, rankName, step, wall, reason, backStep } = v;
+  const nullableNumber = (x: unknown): x is number | null => x === null || typeof x === "number";
+  if (typeof rank !== "number" || typeof rankName !== "string" || typeof wall !== "number" || typeof reason !== "string" || !nullableNumber(step) || !nullableNumber(backStep)) return null;
+  return { rank, rankName, step, wall, reason, backStep };
+}
+
+/** The page's runs with the ranks each lost (one query for the page, by the project's unique run names). */
+async function withLostRanks(pool: pg.Pool, projectId: number, runs: LabelledRun[]): Promise<LabelledRun[]> {
+  if (runs.length === 0) return runs;
+  const result = await pool.query<{ run_key: string; lost_ranks: unknown }>("SELECT run_key, lost_ranks FROM runs WHERE project_id = $1 AND run_key = ANY($2::text[])", [
+    projectId,
+    runs.map((r) => r.id),
+  ]);
+  const byRun = new Map(result.rows.map((r) => [r.run_key, Array.isArray(r.lost_ranks) ? r.lost_ranks.map(lostRankOf).filter((l) => l !== null) : []]));
+  return runs.map((r) => ({ ...r, lostRanks: byRun.get(r.id) ?? [] }));
 }
 
 function numericCursor(raw: string | undefined, name: string): number | undefined {
@@ -193,7 +213,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     async listRuns(query: RunQuery): Promise<RunsPage> {
       const { sql, countSql, params } = runsSql(projectId, query);
       const [rows, count] = await Promise.all([pool.query<RunRow>(sql, params), pool.query<{ n: number }>(countSql, params.slice(0, params.length - 2))]);
-      return { runs: rows.rows.map(toLabelled), total: count.rows[0]?.n ?? 0 };
+      return { runs: await withLostRanks(pool, projectId, rows.rows.map(toLabelled)), total: count.rows[0]?.n ?? 0 };
     },
 
     keys: (handle) => keysOf(handle, "scalar"),

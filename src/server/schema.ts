@@ -114,6 +114,11 @@ END
 $$;
 `,
   },
+  {
+    version: 3,
+    name: "runs.lost_ranks: the ranks a run lost, as its store reports them",
+    sql: `ALTER TABLE runs ADD COLUMN lost_ranks jsonb NOT NULL DEFAULT '[]';`,
+  },
 ];
 
 /** The schema version this code needs. */

@@ -131,6 +131,7 @@ export function readMeta(runDir: string, runId: string): RunMeta {
     rankNames,
     configYaml: textFile(runDir, "config.yaml"),
     versionJson: textFile(runDir, "version.json", 1_000_000),
+    lostRanks: [...(info.lostRanks ?? [])],
   };
 }
 

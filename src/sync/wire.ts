@@ -18,6 +18,7 @@
 import { createHash } from "node:crypto";
 import { isRecord } from "../core/json.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
+import type { LostRank } from "../backends/store/read-types.js";
 
 /** Format version; the header's `v`. */
 export const WIRE_VERSION = 1;
@@ -102,6 +103,8 @@ export interface RunMeta {
   readonly rankNames: Record<string, string>;
   readonly configYaml: string | null;
   readonly versionJson: string | null;
+  /** Ranks the run lost, oldest first, as the store's reader reports them (absent from older syncs: none). */
+  readonly lostRanks?: LostRank[];
 }
 
 /** The JSON part of a batch. */
@@ -276,6 +279,23 @@ function scalarParams(v: unknown): Record<string, string | number | boolean | nu
   return out;
 }
 
+/** Lost ranks at most in one run's metadata. */
+const MAX_LOST_RANKS = 10_000;
+
+function lostRanks(v: unknown): LostRank[] {
+  return list(v, "meta.lostRanks", MAX_LOST_RANKS).map((item, i) => {
+    const l = rec(item, `meta.lostRanks[${i}]`);
+    return {
+      rank: int(l["rank"], `meta.lostRanks[${i}].rank`, RANK_MIN, RANK_MAX),
+      rankName: str(l["rankName"], `meta.lostRanks[${i}].rankName`),
+      step: nullableNum(l["step"], `meta.lostRanks[${i}].step`),
+      wall: num(l["wall"], `meta.lostRanks[${i}].wall`),
+      reason: str(l["reason"], `meta.lostRanks[${i}].reason`, 10_000),
+      backStep: nullableNum(l["backStep"], `meta.lostRanks[${i}].backStep`),
+    };
+  });
+}
+
 function meta(v: unknown): RunMeta {
   const m = rec(v, "meta");
   const tags = list(m["tags"], "meta.tags", 1000).map((t, i) => str(t, `meta.tags[${i}]`));
@@ -300,6 +320,7 @@ function meta(v: unknown): RunMeta {
     rankNames,
     configYaml: nullableStr(m["configYaml"], "meta.configYaml", 10_000_000),
     versionJson: nullableStr(m["versionJson"], "meta.versionJson", 1_000_000),
+    ...(m["lostRanks"] === undefined ? {} : { lostRanks: lostRanks(m["lostRanks"]) }),
   };
 }
 
