@@ -11,6 +11,11 @@
  * two, alternately (open, with auth, open, …: three rounds at 16 ranks), for the pair's ratio;
  * `RANKS_BENCH_AUTH=open` the open rounds alone.
  *
+ * One host: 32 process ranks (IPC) and 32 thread ranks × 1,000 keys, flush answers as wire frames
+ * (the default) and as JSON snapshots (`spawnRanks({ answers: "json" })`, the format before frames),
+ * alternately in the same run: the controller's CPU per rank·key of each, and their ratio.
+ * `RANKS_BENCH_ONE_HOST=1` measures only those.
+ *
  * Uses the compiled package (`npm run build` first; `npm run bench` does).
  * Run: `npm run bench -- ranks`, or `RANKS_BENCH_QUICK=1` for a smaller grid.
  */
@@ -37,7 +42,17 @@ const AUTH_ONLY = process.env["RANKS_BENCH_AUTH"] === "1";
 const OPEN_ONLY = process.env["RANKS_BENCH_AUTH"] === "open";
 const PASSWORD = "bench-Pw";
 
-type Carrier = "thread (MessagePort)" | "process (IPC)" | "process (NATS)" | "process (NATS, TLS + auth)";
+type Carrier = "thread (MessagePort)" | "process (IPC)" | "thread (MessagePort, JSON)" | "process (IPC, JSON)" | "process (NATS)" | "process (NATS, TLS + auth)";
+const ONE_HOST = process.env["RANKS_BENCH_ONE_HOST"] === "1";
+/** The one-host comparison: ranks, rounds (frames and JSON alternately), and its carriers paired (frames, JSON). */
+const ONE_HOST_RANKS = 32;
+const ONE_HOST_ROUNDS = 2;
+/** Flushes per one-host row (main-thread CPU comes in 10 ms ticks: enough flushes to average them). */
+const ONE_HOST_REPEATS = 20;
+const ONE_HOST_PAIRS: ReadonlyArray<readonly [Carrier, Carrier]> = [
+  ["process (IPC)", "process (IPC, JSON)"],
+  ["thread (MessagePort)", "thread (MessagePort, JSON)"],
+];
 
 /** The authenticated server's settings: its certificates, and the run ids it has users for. */
 interface AuthSetup {
@@ -55,16 +70,18 @@ interface Row {
   usPerRankKey: number;
   /** CPU ms per flush (mean of the timed flushes): the controller, its nats-server, the rank processes, and all together. */
   controllerCpuMs: number;
+  /** CPU ms per flush of the controller's main thread alone (/proc: thread ranks' own work excluded). */
+  mainThreadCpuMs: number;
   natsCpuMs: number;
   ranksCpuMs: number;
   totalCpuMs: number;
 }
 
 /** CPU ms a process used so far, from /proc (0 where there is none): utime + stime, in clock ticks of 10 ms. */
-function processCpuMs(pid: number | undefined): number {
+function processCpuMs(pid: number | undefined, path = `/proc/${pid ?? 0}/stat`): number {
   if (pid === undefined) return 0;
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+    const fields = readFileSync(path, "utf8").split(") ")[1]?.split(" ") ?? [];
     return (Number(fields[11]) + Number(fields[12])) * 10;
   } catch {
     return 0;
@@ -75,7 +92,12 @@ function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
 }
 
-async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId: string, auth: AuthSetup): Promise<Row[]> {
+/** CPU ms this process's main thread used so far (/proc/self/task/<pid>; 0 where there is none). */
+function mainThreadCpuMs(): number {
+  return processCpuMs(process.pid, `/proc/self/task/${process.pid}/stat`);
+}
+
+async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId: string, auth: AuthSetup, keyCounts = KEY_COUNTS, repeats = REPEATS): Promise<Row[]> {
   const logger = new MetricLogger({ processName: "Controller", runDir: join(tmpdir(), "rankscope-bench"), runId, flushDeadlineMs: 30_000, shutdownDeadlineMs: 20_000 });
   await logger.initBackends({});
   const { certs } = auth;
@@ -96,30 +118,32 @@ async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId:
     startDeadlineMs: 120_000,
     ...(nats !== undefined ? { nats } : {}),
     ...(carrier === "process (NATS, TLS + auth)" ? { natsAuth: { user: `${runId}-rank`, password: PASSWORD } } : {}),
+    answers: carrier.endsWith("JSON)") ? "json" : "frames",
   });
   const rows: Row[] = [];
   const natsPid = carrier === "process (NATS)" ? open.pid : carrier === "process (NATS, TLS + auth)" ? auth.server.pid : undefined;
   const ranksCpu = (): number => (carrier.startsWith("thread") ? 0 : group.rankNames.reduce((sum, name) => sum + processCpuMs(group.pid(name)), 0));
   let step = 0;
-  for (const keys of KEY_COUNTS) {
+  for (const keys of keyCounts) {
     const times: number[] = [];
     let bytes = 0;
-    const cpu = { controller: 0, nats: 0, ranks: 0 };
-    for (let i = 0; i <= REPEATS; i++) {
+    const cpu = { controller: 0, main: 0, nats: 0, ranks: 0 };
+    for (let i = 0; i <= repeats; i++) {
       await group.fanout("recordMany", keys, 2, i);
       const before = nats !== undefined ? nats.stats.inBytes : transportStats().bytesIn;
-      const [c0, n0, r0] = [process.cpuUsage(), processCpuMs(natsPid), ranksCpu()];
+      const [c0, m0, n0, r0] = [process.cpuUsage(), mainThreadCpuMs(), processCpuMs(natsPid), ranksCpu()];
       const t0 = performance.now();
       const result = await logger.flush(step++);
       const elapsed = performance.now() - t0;
       const c1 = process.cpuUsage(c0);
-      const [n1, r1] = [processCpuMs(natsPid), ranksCpu()];
+      const [m1, n1, r1] = [mainThreadCpuMs(), processCpuMs(natsPid), ranksCpu()];
       const after = nats !== undefined ? nats.stats.inBytes : transportStats().bytesIn;
       if (result.missingRanks.length > 0) throw new Error(`flush missed ${result.missingRanks.join(", ")}`);
       if (i === 0) continue; // warm-up
       times.push(elapsed);
       bytes += after - before;
       cpu.controller += (c1.user + c1.system) / 1000;
+      cpu.main += m1 - m0;
       cpu.nats += n1 - n0;
       cpu.ranks += r1 - r0;
     }
@@ -131,12 +155,13 @@ async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId:
       keys,
       medianMs,
       p90Ms: quantile(times, 0.9),
-      bytesPerKeyPerRank: bytes / REPEATS / (ranks * keys),
+      bytesPerKeyPerRank: bytes / repeats / (ranks * keys),
       usPerRankKey: (medianMs * 1000) / (ranks * keys),
-      controllerCpuMs: cpu.controller / REPEATS,
-      natsCpuMs: cpu.nats / REPEATS,
-      ranksCpuMs: cpu.ranks / REPEATS,
-      totalCpuMs: (cpu.controller + cpu.nats + cpu.ranks) / REPEATS,
+      controllerCpuMs: cpu.controller / repeats,
+      mainThreadCpuMs: cpu.main / repeats,
+      natsCpuMs: cpu.nats / repeats,
+      ranksCpuMs: cpu.ranks / repeats,
+      totalCpuMs: (cpu.controller + cpu.nats + cpu.ranks) / repeats,
     });
   }
   await logger.shutdown();
@@ -148,12 +173,23 @@ const nats = await NatsServer.start();
 // TLS with client certificates the server verifies, and per-run users with the template's permissions.
 const certs = makeCertificates();
 const plan: Array<[Carrier, number, string]> = [];
-if (AUTH_ONLY || OPEN_ONLY) {
+if (ONE_HOST) {
+  // Only the one-host pairs (below).
+} else if (AUTH_ONLY || OPEN_ONLY) {
   const carriers: Carrier[] = OPEN_ONLY ? ["process (NATS)"] : ["process (NATS)", "process (NATS, TLS + auth)"];
   for (let round = 0; round < 3; round++) for (const carrier of carriers) plan.push([carrier, 16, `benchR${round}x16`]);
 } else {
   for (const carrier of ["thread (MessagePort)", "process (IPC)", "process (NATS)", "process (NATS, TLS + auth)"] as Carrier[]) {
     for (const ranks of RANK_COUNTS) plan.push([carrier, ranks, `bench${ranks}`]);
+  }
+}
+if (!AUTH_ONLY && !OPEN_ONLY) {
+  for (let round = 0; round < ONE_HOST_ROUNDS; round++) {
+    for (const [frames, json] of ONE_HOST_PAIRS) {
+      // JSON first in even rounds, frames first in odd ones: neither always runs on a warmer machine.
+      const pair = round % 2 === 0 ? [json, frames] : [frames, json];
+      for (const carrier of pair) plan.push([carrier, ONE_HOST_RANKS, `oneHost${round}`]);
+    }
   }
 }
 const tlsBlock = `tls: { cert_file: ${JSON.stringify(certs.serverCert)}, key_file: ${JSON.stringify(certs.serverKey)}, ca_file: ${JSON.stringify(certs.ca)}, verify: true }\n`;
@@ -165,7 +201,8 @@ const rows: Row[] = [];
 try {
   for (const [carrier, ranks, runId] of plan) {
     const t0 = performance.now();
-    rows.push(...(await measure(carrier, ranks, nats, runId, { server: secure, certs })));
+    const oneHost = ranks === ONE_HOST_RANKS;
+    rows.push(...(await measure(carrier, ranks, nats, runId, { server: secure, certs }, oneHost ? [1000] : KEY_COUNTS, oneHost ? ONE_HOST_REPEATS : REPEATS)));
     process.stderr.write(`  ${carrier}, ${ranks} ranks: done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
   }
 } finally {
@@ -174,6 +211,10 @@ try {
 }
 
 const fmt = (n: number, d = 1): string => n.toFixed(d);
+/** Rows of the main grid: the one-host rounds are summed up in their own table. */
+const oneHostRow = (r: Row): boolean => r.ranks === ONE_HOST_RANKS;
+const oneHostRows = rows.filter(oneHostRow);
+rows.splice(0, rows.length, ...rows.filter((r) => !oneHostRow(r)));
 process.stdout.write("| carrier | ranks | keys | ranks×keys | flush median (ms) | flush p90 (ms) | µs per rank·key | bytes in per key per rank |\n");
 process.stdout.write("|---|---:|---:|---:|---:|---:|---:|---:|\n");
 for (const r of rows) {
@@ -193,6 +234,32 @@ for (const ranks of [...new Set(rows.map((r) => r.ranks))]) {
     const [openCpu, securedCpu] = [of("process (NATS)", (r) => r.totalCpuMs), of("process (NATS, TLS + auth)", (r) => r.totalCpuMs)];
     if (Number.isFinite(open) && Number.isFinite(secured)) {
       process.stdout.write(`| ${ranks} × ${keys} | ${fmt(open)} | ${fmt(secured)} | ${fmt(secured / open, 2)}× | ${fmt(openCpu, 0)} | ${fmt(securedCpu, 0)} | ${fmt(securedCpu / openCpu, 2)}× |\n`);
+    }
+  }
+}
+/** The median, the two middle values' mean for an even count. */
+const middleOf = (xs: number[]): number => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const half = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[half] ?? NaN) : ((sorted[half - 1] ?? NaN) + (sorted[half] ?? NaN)) / 2;
+};
+if (oneHostRows.length > 0) {
+  process.stdout.write(
+    `\nOne host, ${ONE_HOST_RANKS} ranks × 1,000 keys: flush answers as wire frames vs JSON snapshots in the same run (${ONE_HOST_REPEATS} flushes per round, ${ONE_HOST_ROUNDS} rounds alternating, median of the rounds). ` +
+      "Controller CPU per flush: its main thread (/proc), and the whole process (process.cpuUsage: for thread ranks that includes the ranks' own work):\n\n" +
+      "| carrier | answers | controller main thread CPU ms | µs per rank·key | whole process CPU ms | flush median ms | bytes in per key per rank | JSON ÷ frames (main thread CPU) |\n|---|---|---:|---:|---:|---:|---:|---:|\n",
+  );
+  for (const [frames, json] of ONE_HOST_PAIRS) {
+    const of = (carrier: Carrier, f: (r: Row) => number): number => middleOf(oneHostRows.filter((r) => r.carrier === carrier).map(f));
+    const ratio = of(json, (r) => r.mainThreadCpuMs) / of(frames, (r) => r.mainThreadCpuMs);
+    for (const [carrier, answers] of [
+      [json, "JSON (before)"],
+      [frames, "wire frames"],
+    ] as const) {
+      const main = of(carrier, (r) => r.mainThreadCpuMs);
+      process.stdout.write(
+        `| ${frames} | ${answers} | ${fmt(main)} | ${fmt((main * 1000) / (ONE_HOST_RANKS * 1000), 3)} | ${fmt(of(carrier, (r) => r.controllerCpuMs))} | ${fmt(of(carrier, (r) => r.medianMs))} | ${fmt(of(carrier, (r) => r.bytesPerKeyPerRank), 0)} | ${carrier === frames ? `${fmt(ratio, 1)}×` : ""} |\n`,
+      );
     }
   }
 }

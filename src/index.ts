@@ -14,6 +14,7 @@
  *   SystemMonitor           → system/             (CPU, memory, GPUs via nvidia-smi, on its own x-axis)
  *   writeRunFiles           → run/                (config.yaml with secrets redacted, version.json)
  *   spawnRanks / joinRun    → transport/          (ranks as threads, processes, or over NATS: "rankscope/nats")
+ *   alert / alerts option   → alerts/             (rules on the reduced values, a watchdog, a webhook)
  */
 export {
   recordMetric,
@@ -97,6 +98,11 @@ export type {
   TensorboardBackendOptions,
   WandbBackendOptions,
 } from "./backends/options.js";
+export { alert } from "./alerts/user-alert.js";
+export { ALERT_LEVELS, type AlertEvent, type AlertLevel, type AlertState } from "./core/alert.js";
+export { BUILTIN_RULES, type AlertOptions, type AlertRuleConfig, type AlertRuleBase, type BuiltinRuleName, type NonfiniteRule, type RankLostRule, type StalledRule, type StragglerRule, type ThresholdRule, type SpikeRule, type RateDropRule } from "./alerts/options.js";
+export type { AlertStats } from "./alerts/controller-alerts.js";
+export type { WebhookStats } from "./alerts/webhook.js";
 export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./transport/rank/runtime.js";
 export { resolveRunLocation, pathSegmentProblem, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
 export { currentMetricLogger, type FlushOptions, type LogDirectOptions } from "./controller/metric-logger.js";

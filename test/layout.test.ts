@@ -35,9 +35,6 @@ const CROSS_CUTTING = new Set(["helpers", "fixtures"]);
  * then the folder comes off this list.
  */
 const UNTESTED: Record<string, string> = {
-  "backends": "backend.ts, builtin.ts and options.ts are exercised by every backend's tests and test/controller",
-  "core/accumulators": "tested through test/core/reduce.test.ts",
-  "transport/rank": "tested from both ends in test/transport (protocol, controller, host, wire)",
   "ui/web/tabs": "pure parts in test/ui/web/web-helpers.test.ts, the tabs in the browser tests of test/ui/web",
 };
 

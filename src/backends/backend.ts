@@ -6,6 +6,7 @@
  * the logging mode; only where it lives differs (the controller for `global_reduce`, every rank
  * for the per-rank modes).
  */
+import type { AlertEvent } from "../core/alert.js";
 import type { HistogramMetric, LoggingMode, Metric, RankLoss, SampleBatch, StreamRecord } from "../core/metric.js";
 import { processWide } from "../core/process-wide.js";
 import type { RankIdentity } from "../core/rank-identity.js";
@@ -48,6 +49,8 @@ export interface Backend {
   logHistograms?(histograms: readonly HistogramMetric[], step: number): Promise<void> | void;
   /** Run configuration / hyperparameters. */
   logHyperparams?(params: Readonly<Record<string, unknown>>): Promise<void> | void;
+  /** On the controller: an alert fired or resolved (docs/alerts.md); the store records it for the dashboard. */
+  logAlert?(alert: AlertEvent): Promise<void> | void;
   /** On the controller: a rank was lost (or came back); the store records it for the dashboard. */
   logRankLoss?(loss: RankLoss): Promise<void> | void;
   /** On the controller: what per-rank instances of this backend need (e.g. a shared run id). */

@@ -10,6 +10,7 @@
  * promise and memory stays bounded.
  */
 import type { Backend, BackendContext } from "../backends/backend.js";
+import type { AlertEvent } from "../core/alert.js";
 import type { KeyState } from "../core/collector.js";
 import { DEADLINE, isPromiseLike, withDeadline } from "../core/deadline.js";
 import { describeError, reportError } from "../core/diagnostics.js";
@@ -213,6 +214,14 @@ export class BackendSet {
   /** Hand the run's hyperparameters to every backend that takes them. */
   logHyperparams(params: Readonly<Record<string, unknown>>): Promise<void> {
     return this.each("logHyperparams", (b) => b.logHyperparams?.(params));
+  }
+
+  /**
+   * Hand an alert event to every backend that records alerts (each call isolated, with its
+   * deadline, like every other call). Not awaited by a flush: the caller may `void` it.
+   */
+  logAlert(alert: AlertEvent): Promise<void> {
+    return this.each("logAlert", (b) => b.logAlert?.(alert));
   }
 
   /** Tell the backends that keep rank losses (the store) that a rank was lost or came back. */

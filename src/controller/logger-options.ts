@@ -6,6 +6,9 @@
  */
 import { randomBytes } from "node:crypto";
 import { resolve as resolvePath } from "node:path";
+import { isDeepStrictEqual } from "node:util";
+import type { AlertOptions } from "../alerts/options.js";
+import type { AlertEvent } from "../core/alert.js";
 import type { Metric } from "../core/metric.js";
 import { DEFAULT_PROCESS_NAME } from "../core/rank-identity.js";
 import { describeValue, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
@@ -55,6 +58,13 @@ export interface MetricLoggerOptions extends RunDirOptions {
    * two lines on stderr at `shutdown()`). Default false; env RANKSCOPE_QUIET.
    */
   quiet?: boolean;
+  /**
+   * Alerts (docs/alerts.md): rules judged at every flush on the reduced values and by a watchdog
+   * between flushes, recorded in the run (console and text log, the store's Alerts) and POSTed to
+   * a webhook. On when this is given or `RANKSCOPE_ALERT_WEBHOOK` is set (with no `rules`: the
+   * built-in ones); `false` turns them off. The user's own `alert()` calls are recorded either way.
+   */
+  alerts?: AlertOptions | false;
 }
 
 /** Options of `initBackends`. */
@@ -129,6 +139,8 @@ export interface FlushResult {
   readonly undelivered: Readonly<Record<string, BackendDeliveryStats>>;
   /** True if backends were not initialised yet: the values wait for the first flush after `initBackends`. */
   readonly beforeInit?: boolean;
+  /** The alerts this flush raised (episodes that started or ended), when any (docs/alerts.md). */
+  readonly alerts?: readonly AlertEvent[];
 }
 
 /**
@@ -161,7 +173,7 @@ export const LOGGER_SETTINGS = {
 } satisfies Record<string, Setting<unknown>>;
 
 /** Every option `getOrCreateMetricLogger` takes (others are a TypeError naming them). */
-const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "runSecret", "quiet", "root", "experiment", "trial", "runDir"];
+const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "runSecret", "quiet", "alerts", "root", "experiment", "trial", "runDir"];
 
 /** The logger's options as resolved at creation (what a later call is compared with). */
 export interface ResolvedLoggerOptions {
@@ -172,6 +184,8 @@ export interface ResolvedLoggerOptions {
   readonly backendDeadlineMs: number;
   readonly quiet: boolean;
   readonly runId: string;
+  /** The `alerts` option as given (compared as a value with a later call's). */
+  readonly alertOptions: AlertOptions | false | undefined;
   readonly runSecret: string;
 }
 
@@ -190,6 +204,7 @@ export function resolveLoggerOptions(options: MetricLoggerOptions): ResolvedLogg
     backendDeadlineMs: resolveSetting(LOGGER_SETTINGS.backendDeadlineMs, options.backendDeadlineMs),
     quiet: resolveSetting(LOGGER_SETTINGS.quiet, options.quiet),
     runId: resolveSetting<string | undefined>(LOGGER_SETTINGS.runId, options.runId) ?? randomBytes(6).toString("hex"),
+    alertOptions: options.alerts,
     runSecret: resolveSetting(runSecretSetting(OWNER), options.runSecret) ?? newRunSecret(),
   };
 }
@@ -209,12 +224,13 @@ export function conflictingOptions(existing: ResolvedLoggerOptions, options: Met
     trial: existing.run.trial,
     root: existing.run.root,
     runDir: existing.run.runDir,
+    alerts: existing.alertOptions,
   };
   const conflicts: string[] = [];
   for (const [key, value] of Object.entries(options)) {
     if (value === undefined) continue;
     const wanted = (key === "root" || key === "runDir") && typeof value === "string" ? resolvePath(value) : value;
-    if (wanted === has[key]) continue;
+    if (key === "alerts" ? isDeepStrictEqual(value, has[key]) : wanted === has[key]) continue;
     conflicts.push(key === "runSecret" ? "runSecret: another secret (not shown)" : `${key}: ${describeValue(value)} (the logger has ${describeValue(has[key])})`);
   }
   return conflicts;

@@ -38,11 +38,13 @@ import {
   type ShutdownOptions,
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
-import { askRanks, droppedKeyStates, rankCountStates } from "./rank-answers.js";
+import { alertStates, askRanks, droppedKeyStates, mergeAnswers, rankCountStates, rankRefs } from "./rank-answers.js";
 import { LostRanks } from "./lost-ranks.js";
-import type { RankIdentity } from "../core/rank-identity.js";
 import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
-import { mergeRankKeyStates, reduceStates } from "./reduce-states.js";
+import { reduceStates } from "./reduce-states.js";
+import { ControllerAlerts, type AlertStats } from "../alerts/controller-alerts.js";
+import type { StragglerInput } from "../alerts/engine.js";
+import type { RankIdentity } from "../core/rank-identity.js";
 
 export {
   DEFAULT_BACKENDS,
@@ -71,6 +73,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
   readonly options: Readonly<MetricLoggerOptions>;
   /** This run's id in transport messages (see `MetricLoggerOptions.runId`). */
   readonly runId: string;
+  /** The `alerts` option as given. */
+  readonly alertOptions: MetricLoggerOptions["alerts"];
   /**
    * The secret sealing this run's NATS messages (see `MetricLoggerOptions.runSecret`): hand it to
    * ranks and host agents you start yourself in their environment (`RANKSCOPE_RUN_SECRET`), never
@@ -92,6 +96,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
   private readonly flushesInFlight = new Set<Promise<FlushResult>>();
   /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
   private readonly ownRank: RankHandle;
+  /** Rules judged at every flush and by a watchdog, and the user's `alert()` calls (src/alerts). */
+  private readonly alerts: ControllerAlerts;
   /** Ranks lost so far (crashed, or silent over NATS), for the rest of the run. */
   private readonly lost = new LostRanks();
 
@@ -105,6 +111,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
     this.backendDeadlineMs = resolved.backendDeadlineMs;
     this.quiet = resolved.quiet;
     this.runId = resolved.runId;
+    this.alertOptions = resolved.alertOptions;
+    this.alerts = ControllerAlerts.create(options.alerts, this.run);
     this.runSecret = resolved.runSecret;
     // A new logger after a shutdown(): recording is logged again, and raw values belong to its steps
     // (the last flushed step + 1 of this run, not of a run before it in this process).
@@ -173,6 +181,8 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const run = { runDir: this.run.runDir, experiment: this.run.experiment, trial: this.run.trial, resumeStep };
     const global = validated.filter((v) => v.loggingMode === "global_reduce");
     this.globalBackends = await BackendSet.start(global, (v) => this.globalContext(v, run.resumeStep), this.backendDeadlineMs);
+    // Alerts are recorded by the global backends that take them (the store), never awaited by a flush.
+    this.alerts.recordWith((event) => void this.globalBackends.logAlert(event));
     // Forge's primary: a per-rank backend whose ranks share one run gets a controller-side instance
     // that creates it and hands its id to the ranks as primary metadata.
     const shared = validated.filter((v) => v.loggingMode !== "global_reduce" && v.options.perRankShareRun === true);
@@ -228,10 +238,11 @@ export class MetricLogger implements ResolvedLoggerOptions {
   /**
    * A rank was lost: its process or thread ended without being shut down, or (NATS) it fell
    * silent. The transport that saw it has warned; from now on every flush counts it
-   * (`rankscope/ranks_lost`, `FlushResult.lostRanks`) and the store records it for the dashboard.
+   * (`rankscope/ranks_lost`, `FlushResult.lostRanks`), the store records it for the dashboard, and
+   * the `rank_lost` alert names it (with `host`, when the transport knows it) until it is back.
    */
-  rankLost(identity: RankIdentity, reason: string): void {
-    const loss = this.lost.lose(identity, reason, this.lastStep >= 0 ? this.lastStep : null);
+  rankLost(identity: RankIdentity, reason: string, host?: string): void {
+    const loss = this.lost.lose(identity, reason, this.lastStep >= 0 ? this.lastStep : null, host);
     if (loss !== undefined && !this.closed) void this.globalBackends.logRankLoss(loss);
   }
 
@@ -239,6 +250,11 @@ export class MetricLogger implements ResolvedLoggerOptions {
   rankBack(identity: RankIdentity): void {
     const back = this.lost.back(identity, this.lastStep >= 0 ? this.lastStep : null);
     if (back !== undefined && !this.closed) void this.globalBackends.logRankLoss(back);
+  }
+
+  /** What the alerts did since the logger started: firings, resolves, suppressed, user alerts, the webhook's counts. */
+  alertStats(): AlertStats {
+    return this.alerts.stats();
   }
 
   /**
@@ -278,18 +294,21 @@ export class MetricLogger implements ResolvedLoggerOptions {
     // What ranks logged on axes of their own since the last flush (a rank's system monitor).
     for (const snapshot of snapshots) {
       for (const log of snapshot.offCycle ?? []) await this.logDirect(log.states, { step: log.step, axis: log.axis, timestamp: log.timestamp });
+      if (snapshot.alerts !== undefined) this.alerts.userCalls(snapshot.alerts);
     }
-    const states = mergeRankKeyStates(snapshots, step);
+    const states = mergeAnswers(snapshots, step);
     states.push(...this.globalBackends.takeUndeliveredStates(), ...this.primaryBackends.takeUndeliveredStates());
     if (ranksExpected > 0) states.push(...rankCountStates({ ranksExpected, ranksReporting }));
     states.push(...this.lost.states());
     states.push(...droppedKeyStates(snapshots, step));
+    states.push(...alertStates(this.alerts.takeUndelivered()));
     states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     const lostRanks = this.lost.names;
     const result = { step, ranksExpected, ranksReporting, missingRanks: missing, ...(lostRanks.length > 0 ? { lostRanks } : {}) };
     if (this.rankInit === null) {
       this.beforeInit.keep({ states, ...target, acknowledge: answers.acknowledge });
-      return { ...result, metrics: reduceStates(states, target).metrics, undelivered: {}, beforeInit: true };
+      const { metrics } = reduceStates(states, target);
+      return { ...result, metrics, undelivered: {}, beforeInit: true, ...this.judgeAlerts(target, metrics, missing) };
     }
     for (const kept of this.beforeInit.takeAll()) {
       await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
@@ -298,7 +317,18 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
     // Logged: ranks over NATS may forget these answers now (a later controller need not ask for them).
     answers.acknowledge();
-    return { ...result, metrics: merged.metrics, undelivered: this.undelivered() };
+    return { ...result, metrics: merged.metrics, undelivered: this.undelivered(), ...this.judgeAlerts(target, merged.metrics, missing) };
+  }
+
+  /**
+   * The alert rules on one flush (src/alerts), synchronously beside the flush's delivery: no flush
+   * waits for an alert. `stragglers`: the straggler attribution's ranks at this flush, with their
+   * chronic flag (absent: no attribution was made, no evidence for the `straggler` rule).
+   */
+  private judgeAlerts(target: { step: number; timestamp: number }, metrics: readonly Metric[], missing: readonly string[], stragglers?: readonly StragglerInput[]): Pick<FlushResult, "alerts"> {
+    const ranks = { missing: rankRefs(missing, this.ranks), lost: this.lost.refs() };
+    const alerts = this.alerts.observeFlush({ step: target.step, at: target.timestamp, metrics, ranks, ...(stragglers === undefined ? {} : { stragglers }) });
+    return alerts.length === 0 ? {} : { alerts };
   }
 
   /** What each controller-side backend did not get (only backends that missed something). */
@@ -352,7 +382,9 @@ export class MetricLogger implements ResolvedLoggerOptions {
     const ranks = [...this.ranks.values()];
     const ranksDone = flushed.then(() => Promise.all(ranks.map((r) => r.shutdown(Math.max(1, rankDeadline - (Date.now() - started))).catch(() => undefined))));
     // Primaries finish after their ranks: a shared run is marked complete once the ranks are done.
-    const all = [flushed.then(() => this.globalBackends.finish()), ranksDone.then(() => this.primaryBackends.finish())];
+    // The webhook gets what is left of the deadline for its queue (the rest is counted undelivered).
+    const alertsDone = flushed.then(() => this.alerts.close(Math.max(1, rankDeadline - (Date.now() - started))));
+    const all = [flushed.then(() => this.globalBackends.finish()), ranksDone.then(() => this.primaryBackends.finish()), alertsDone];
     const done = await withDeadline(Promise.all(all), deadlineMs);
     if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${deadlineMs} ms; stopped waiting`);
     // Transports close even after a missed deadline, so no connection keeps the process alive.

@@ -6,10 +6,11 @@
  */
 import type { KeyState } from "../core/collector.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
+import type { RankRef } from "../alerts/engine.js";
 import { warn } from "../core/diagnostics.js";
-import { DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
-import { singleValueState } from "./reduce-states.js";
-import type { RankGroupHandle, RankGroupSnapshot, RankHandle, RankSnapshot } from "../transport/protocol/types.js";
+import { ALERTS_UNDELIVERED_KEY, DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
+import { mergeRankKeyStates, singleValueState } from "./reduce-states.js";
+import { isMergeableSnapshot, type RankGroupHandle, type RankGroupSnapshot, type RankHandle, type RankSnapshot } from "../transport/protocol/types.js";
 
 /** What the ranks answered to one flush. */
 export interface RankAnswers {
@@ -65,6 +66,17 @@ export async function askRanks(handles: readonly RankHandle[], own: RankHandle, 
 }
 
 /**
+ * The answers' states merged key by key, sorted by key. When an answer came as a wire frame
+ * (`MergeableSnapshot`) every answer is merged from columns, no state object per rank·key; the
+ * result is `mergeRankKeyStates`' bit for bit, which merges them otherwise (and reports a key
+ * recorded with two reductions).
+ */
+export function mergeAnswers(snapshots: readonly RankSnapshot[], step: number): KeyState[] {
+  const columns = snapshots.find(isMergeableSnapshot);
+  return columns?.mergeAll(snapshots) ?? mergeRankKeyStates(snapshots, step);
+}
+
+/**
  * How many ranks a step's values come from, as states (means), so a chart of it shows when ranks
  * went missing and a backend with `every: N` averages them over its window.
  */
@@ -73,6 +85,30 @@ export function rankCountStates(answers: Pick<RankAnswers, "ranksExpected" | "ra
     { key: RANKS_EXPECTED_KEY, reduce: "mean", state: singleValueState(answers.ranksExpected) },
     { key: RANKS_REPORTING_KEY, reduce: "mean", state: singleValueState(answers.ranksReporting) },
   ];
+}
+
+/**
+ * Ranks named by `names` as alerts name them: number and host from their handle, or from the host
+ * agent's handle that answers for them (its host; their numbers are not known there).
+ */
+export function rankRefs(names: readonly string[], handles: ReadonlyMap<string, RankHandle>): RankRef[] {
+  if (names.length === 0) return [];
+  const hostOf = new Map<string, string>();
+  for (const handle of handles.values()) {
+    if (!isRankGroupHandle(handle) || handle.host === undefined) continue;
+    for (const member of handle.memberRanks()) hostOf.set(member, handle.host);
+  }
+  return names.map((rankName) => {
+    const handle = handles.get(rankName);
+    const host = handle?.host ?? hostOf.get(rankName);
+    const rank = handle?.identity?.rank;
+    return { rankName, ...(rank === undefined ? {} : { rank }), ...(host === undefined ? {} : { host }) };
+  });
+}
+
+/** `rankscope/alerts_undelivered` for a flush: logged from the first flush the webhook missed an alert. */
+export function alertStates(undelivered: number | undefined): KeyState[] {
+  return undelivered === undefined ? [] : [{ key: ALERTS_UNDELIVERED_KEY, reduce: "sum", state: singleValueState(undelivered) }];
 }
 
 /** Ranks named at most in the dropped-keys warning. */

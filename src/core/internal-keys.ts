@@ -53,6 +53,9 @@ export const STREAM_BACKLOG_KEY_PREFIX = "rankscope/stream_backlog/";
 /** Followed by such a backend's config name: the records dropped for it since the last flush because its backlog was full. */
 export const STREAM_BACKEND_DROPPED_KEY_PREFIX = "rankscope/stream_backend_dropped/";
 
+/** Alerts the webhook did not get since the last flush (a `sum`; logged from the first one it missed; docs/alerts.md). */
+export const ALERTS_UNDELIVERED_KEY = "rankscope/alerts_undelivered";
+
 /** The suffix of the weight `stats.scalar` logs beside each mean. */
 export const COUNT_KEY_SUFFIX = "__count";
 

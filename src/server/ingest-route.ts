@@ -102,6 +102,7 @@ export interface RunState {
   /** `metaHash` of the metadata last applied (null: none yet). */
   readonly metaHash: string | null;
   readonly series: { kind: string; key: string; rank: number; cursor: number | null; n: number }[];
+  /** The store's sequence number of the last sample, histogram and alert event applied, by kind (`sample`, `histogram`, `alert`). */
   readonly records: Record<string, number>;
   readonly files: Record<string, number>;
 }

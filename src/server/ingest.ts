@@ -16,6 +16,7 @@ import type pg from "pg";
 import { CHUNK_POINTS } from "../backends/store/schema.js";
 import { concatSeries, sliceSeries, type SeriesColumns } from "../backends/store/columns.js";
 import { metaHash, type Batch, type RunMeta, type SegmentHeader } from "../sync/wire.js";
+import { parseAlertEvent } from "../core/alert-json.js";
 import { decodeChunkBlobs, insertChunks, type ChunkRow } from "./chunks.js";
 import { truncateRun } from "./truncate.js";
 
@@ -30,6 +31,7 @@ export interface IngestResult {
   readonly runId: number;
   /** Points stored (points already applied are not counted). */
   readonly points: number;
+  /** Samples, histograms and alert events stored (those already applied are not counted). */
   readonly records: number;
   readonly fileBytes: number;
 }
@@ -62,8 +64,7 @@ async function lockRun(client: pg.ClientBase, projectId: number, run: string, me
 async function applyMeta(client: pg.ClientBase, runId: number, meta: RunMeta): Promise<void> {
   await client.query(
     `UPDATE runs SET experiment = $2, trial = $3, status = $4, started_at = $5, ended_at = $6, updated_at = $7, resume_step = $8,
-       tags = $9, grp = $10, params = $11, hparams = $12, rank_names = $13, config_yaml = $14, version_json = $15, meta_hash = $16,
-       lost_ranks = $17, received_at = now()
+       tags = $9, grp = $10, params = $11, hparams = $12, rank_names = $13, config_yaml = $14, version_json = $15, meta_hash = $16, lost_ranks = $17, received_at = now()
      WHERE id = $1`,
     [
       runId,
@@ -82,7 +83,7 @@ async function applyMeta(client: pg.ClientBase, runId: number, meta: RunMeta): P
       meta.configYaml,
       meta.versionJson,
       metaHash(meta),
-      JSON.stringify(meta.lostRanks ?? []),
+      JSON.stringify(meta.lostRanks),
     ],
   );
 }
@@ -306,6 +307,40 @@ async function storeRecords(client: pg.ClientBase, runId: number, batch: Batch, 
   return result.rowCount ?? 0;
 }
 
+/**
+ * Alert events by the store's sequence number (one sent twice is kept once), and the run's `alert`
+ * cursor. The columns are taken from the event the wire check parsed, never from the batch beside it.
+ */
+async function storeAlerts(client: pg.ClientBase, runId: number, batch: Batch): Promise<number> {
+  const alerts = batch.header.alerts ?? [];
+  if (alerts.length === 0) return 0;
+  const events = alerts.map((a) => {
+    const event = parseAlertEvent(a.event);
+    if (typeof event === "string") throw new Error(`alert ${a.seq} passed the wire check but is not an event: ${event}`);
+    return event;
+  });
+  const result = await client.query(
+    `INSERT INTO alerts (run_id, src_seq, alert_id, rule, state, level, step, wall, event)
+     SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::float8[], $8::float8[], $9::text[]) ON CONFLICT DO NOTHING`,
+    [
+      runId,
+      alerts.map((a) => a.seq),
+      events.map((e) => e.id),
+      events.map((e) => e.rule),
+      events.map((e) => e.state),
+      events.map((e) => e.level),
+      events.map((e) => e.step),
+      events.map((e) => e.at),
+      alerts.map((a) => a.event),
+    ],
+  );
+  await client.query(
+    `INSERT INTO run_cursors (run_id, name, value) VALUES ($1, 'alert', $2) ON CONFLICT (run_id, name) DO UPDATE SET value = GREATEST(run_cursors.value, EXCLUDED.value)`,
+    [runId, Math.max(...alerts.map((a) => a.seq))],
+  );
+  return result.rowCount ?? 0;
+}
+
 async function storeFiles(client: pg.ClientBase, runId: number, batch: Batch): Promise<number> {
   let stored = 0;
   for (const [i, f] of batch.header.files.entries()) {
@@ -365,7 +400,7 @@ export async function applyBatch(client: pg.ClientBase, projectId: number, batch
   }
   await replacePoints(client, replacements);
   const points = await storeSeries(client, plans);
-  const records = await storeRecords(client, run.id, batch, ids);
+  const records = (await storeRecords(client, run.id, batch, ids)) + (await storeAlerts(client, run.id, batch));
   const fileBytes = await storeFiles(client, run.id, batch);
   return { runId: run.id, points, records, fileBytes };
 }

@@ -8,22 +8,25 @@
 import { Readable } from "node:stream";
 import type pg from "pg";
 import { compareLines } from "../core/rank-identity.js";
-import { GLOBAL_RANK, SERIES_KINDS, type HistogramEntry, type LostRank, type KeyInfo, type KeyKind, type SeriesResult } from "../backends/store/read-types.js";
+import { GLOBAL_RANK, SERIES_KINDS, type AlertEntry, type HistogramEntry, type LostRank, type KeyInfo, type KeyKind, type SeriesResult } from "../backends/store/read-types.js";
 import type { ChunkMeta } from "../backends/store/reader-statements.js";
 import { readChunkedSeries, type ChunkReads } from "../backends/store/series-read.js";
 import { BLOCK_POINTS } from "../backends/store/schema.js";
 import { DEFAULT_MAX_POINTS } from "../backends/store/store-reader.js";
 import { isRecord, parseNumber } from "../core/json.js";
+import { parseAlertEvent } from "../core/alert-json.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 import { HttpError } from "../ui/security.js";
 import type { DashboardSource, LabelledRun, RunBytes, RunDetails, RunQuery, RunsPage, SampleRow, SeriesData, StreamData, TraceFile, TraceFileEntry } from "../ui/source.js";
-import { runsSql } from "./run-filter.js";
+import { summaryOf } from "../ui/run-query.js";
+import { LAST_VALUES_SQL, runsSql } from "./run-filter.js";
 
 const POINTS_PER_BUCKET = 3;
 const BLOCKS_PER_BUCKET = 8;
 const KINDS: readonly KeyKind[] = [...SERIES_KINDS, "sample", "histogram"];
 
 interface RunRow {
+  id: number;
   run_key: string;
   experiment: string;
   trial: string;
@@ -35,6 +38,18 @@ interface RunRow {
   tags: string[];
   grp: string | null;
   params: unknown;
+  lost_ranks: unknown;
+}
+
+/** The lost ranks a run row holds (written by ingest from a checked batch; anything else is left out). */
+function lostRanksOf(value: unknown): LostRank[] {
+  if (!Array.isArray(value)) return [];
+  const rows: readonly unknown[] = value;
+  return rows.flatMap((l) =>
+    isRecord(l) && typeof l["rank"] === "number" && typeof l["rankName"] === "string" && typeof l["wall"] === "number" && typeof l["reason"] === "string"
+      ? [{ rank: l["rank"], rankName: l["rankName"], step: typeof l["step"] === "number" ? l["step"] : null, wall: l["wall"], reason: l["reason"], backStep: typeof l["backStep"] === "number" ? l["backStep"] : null }]
+      : [],
+  );
 }
 
 function isKind(kind: string): kind is KeyKind {
@@ -55,30 +70,11 @@ function toLabelled(r: RunRow): LabelledRun {
     endedAt: r.ended_at,
     updatedAt: r.updated_at,
     resumeStep: r.resume_step,
+    lostRanks: lostRanksOf(r.lost_ranks),
     tags: r.tags,
     group: r.grp,
     params,
   };
-}
-
-/** A stored `lost_ranks` entry (written from a checked batch), or null when it is not one. */
-function lostRankOf(v: unknown): LostRank | null {
-  if (!isRecord(v)) return null;
-  const { rank, rankName, step, wall, reason, backStep } = v;
-  const nullableNumber = (x: unknown): x is number | null => x === null || typeof x === "number";
-  if (typeof rank !== "number" || typeof rankName !== "string" || typeof wall !== "number" || typeof reason !== "string" || !nullableNumber(step) || !nullableNumber(backStep)) return null;
-  return { rank, rankName, step, wall, reason, backStep };
-}
-
-/** The page's runs with the ranks each lost (one query for the page, by the project's unique run names). */
-async function withLostRanks(pool: pg.Pool, projectId: number, runs: LabelledRun[]): Promise<LabelledRun[]> {
-  if (runs.length === 0) return runs;
-  const result = await pool.query<{ run_key: string; lost_ranks: unknown }>("SELECT run_key, lost_ranks FROM runs WHERE project_id = $1 AND run_key = ANY($2::text[])", [
-    projectId,
-    runs.map((r) => r.id),
-  ]);
-  const byRun = new Map(result.rows.map((r) => [r.run_key, Array.isArray(r.lost_ranks) ? r.lost_ranks.map(lostRankOf).filter((l) => l !== null) : []]));
-  return runs.map((r) => ({ ...r, lostRanks: byRun.get(r.id) ?? [] }));
 }
 
 function numericCursor(raw: string | undefined, name: string): number | undefined {
@@ -211,9 +207,19 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     },
 
     async listRuns(query: RunQuery): Promise<RunsPage> {
-      const { sql, countSql, params } = runsSql(projectId, query);
-      const [rows, count] = await Promise.all([pool.query<RunRow>(sql, params), pool.query<{ n: number }>(countSql, params.slice(0, params.length - 2))]);
-      return { runs: await withLostRanks(pool, projectId, rows.rows.map(toLabelled)), total: count.rows[0]?.n ?? 0 };
+      const { sql, params, countSql, countParams } = runsSql(projectId, query);
+      const [rows, count] = await Promise.all([pool.query<RunRow>(sql, params), pool.query<{ n: number }>(countSql, countParams)]);
+      const runs = rows.rows.map(toLabelled);
+      const total = count.rows[0]?.n ?? 0;
+      if (query.summary !== true || runs.length === 0) return { runs, total };
+      const last = await pool.query<{ run_id: number; key: string; last_value: number | null }>(LAST_VALUES_SQL, [rows.rows.map((r) => r.id)]);
+      const byRun = new Map<number, Record<string, number>>();
+      for (const r of last.rows) {
+        const values = byRun.get(r.run_id) ?? {};
+        values[r.key] = r.last_value ?? NaN;
+        byRun.set(r.run_id, values);
+      }
+      return { runs: runs.map((run, i) => ({ ...run, summary: summaryOf(byRun.get(rows.rows[i]?.id ?? -1) ?? {}, query.internal === true) })), total };
     },
 
     keys: (handle) => keysOf(handle, "scalar"),
@@ -306,6 +312,18 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       } catch {
         return {};
       }
+    },
+
+    async alerts(handle: string, query: { after?: number; limit: number }): Promise<AlertEntry[]> {
+      // The job's store numbers a run's events (`seq`); the server keeps those numbers, so both sources page alike.
+      const result = await pool.query<{ src_seq: number; event: string }>(
+        "SELECT src_seq, event FROM alerts WHERE run_id = $1 AND src_seq > $2 ORDER BY src_seq DESC LIMIT $3",
+        [runId(handle), query.after ?? 0, query.limit],
+      );
+      return result.rows.reverse().flatMap((r) => {
+        const event = parseAlertEvent(r.event);
+        return typeof event === "string" ? [] : [{ seq: r.src_seq, ...event }];
+      });
     },
 
     systemKeys: async (handle) => (await keysOf(handle, "system")).map((k) => k.key),

@@ -18,6 +18,8 @@
  * - `records`: samples and histograms (JSON) by the job's sequence number; `run_cursors`: how far
  *   a run's records and files have been applied; `run_files`: text logs and trace files, appended
  *   by byte offset.
+ * - Migration 3: `alerts`: a run's alert events (docs/alerts.md) by the job's store sequence
+ *   number, with the columns to find them by and the whole event as JSON, as the store keeps them.
  */
 import type pg from "pg";
 
@@ -99,6 +101,23 @@ CREATE TABLE run_files (
   },
   {
     version: 2,
+    name: "lost ranks of a run",
+    sql: `ALTER TABLE runs ADD COLUMN lost_ranks jsonb NOT NULL DEFAULT '[]';`,
+  },
+  {
+    version: 3,
+    name: "alerts",
+    sql: `
+CREATE TABLE alerts (
+  run_id bigint NOT NULL REFERENCES runs ON DELETE CASCADE, src_seq bigint NOT NULL,
+  alert_id text NOT NULL, rule text NOT NULL, state text NOT NULL, level text NOT NULL,
+  step double precision, wall double precision NOT NULL, event text NOT NULL,
+  PRIMARY KEY (run_id, src_seq)
+);
+`,
+  },
+  {
+    version: 4,
     name: "chunk blobs compressed with lz4 (pglz cost the server most of its ingest CPU)",
     // pglz compressing steps, walls and blocks took ~90 % of PostgreSQL's CPU in a batch's COPY;
     // lz4 stores them as small for a tenth of it. PostgreSQL 14+ built with lz4 (Debian's, the
@@ -113,11 +132,6 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 `,
-  },
-  {
-    version: 3,
-    name: "runs.lost_ranks: the ranks a run lost, as its store reports them",
-    sql: `ALTER TABLE runs ADD COLUMN lost_ranks jsonb NOT NULL DEFAULT '[]';`,
   },
 ];
 

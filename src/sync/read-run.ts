@@ -1,20 +1,20 @@
 /**
  * What the sync reads from a run: each series past a cursor, records past a sequence number, the
  * run's metadata and its text files past a byte offset — all through the store's reading API
- * (`rankscope/store`: `series`, `samples`, `histograms`, `runInfo`, `ranks`, `config`) and the run
+ * (`rankscope/store`: `series`, `samples`, `histograms`, `alerts`, `runInfo`, `ranks`, `config`) and the run
  * directory's files, never the store's tables, so the store may change its layout (or add
  * identities to its series) without the sync knowing.
  *
  * Every read is bounded: a series is read at most `READ_POINTS` points at a time, as columns
- * (`seriesColumns`: no object per point), records `READ_RECORDS` at a time, files
+ * (`seriesColumns`: no object per point), records and alert events `READ_RECORDS` at a time, files
  * `READ_FILE_BYTES` at a time.
  */
 import { closeSync, existsSync, openSync, readSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { join } from "node:path";
 import * as store from "../backends/store/reader.js";
-import { nonFiniteReplacer } from "../core/json.js";
+import { jsonText, nonFiniteReplacer } from "../core/json.js";
 import { RunLabelReader } from "../ui/run-labels.js";
-import type { RecordHeader, RunMeta, WireSeriesKind } from "./wire.js";
+import type { AlertHeader, RecordHeader, RunMeta, WireSeriesKind } from "./wire.js";
 
 /** Points of one series read at most at a time. */
 export const READ_POINTS = 65_536;
@@ -96,6 +96,11 @@ export function readRecords(runDir: string, cursors: Readonly<Record<string, num
   return out;
 }
 
+/** Alert events past `after` (the store's sequence number; 0: from the first), oldest first, as the store keeps them. */
+export function readAlerts(runDir: string, after: number): AlertHeader[] {
+  return store.alerts(runDir, { after, limit: READ_RECORDS, oldest: true }).map(({ seq, ...event }) => ({ seq, event: jsonText(event) }));
+}
+
 function textFile(runDir: string, name: string, limit = 10_000_000): string | null {
   const path = join(runDir, name);
   try {
@@ -129,9 +134,9 @@ export function readMeta(runDir: string, runId: string): RunMeta {
     params: labels.params,
     hparamsJson: JSON.stringify(hparams, nonFiniteReplacer),
     rankNames,
+    lostRanks: info.lostRanks ?? [],
     configYaml: textFile(runDir, "config.yaml"),
     versionJson: textFile(runDir, "version.json", 1_000_000),
-    lostRanks: [...(info.lostRanks ?? [])],
   };
 }
 

@@ -17,8 +17,8 @@ import { gzip } from "node:zlib";
 import { concatSeries } from "../backends/store/columns.js";
 import { runInfo } from "../backends/store/reader.js";
 import { SyncClient, SyncConflict, type SyncTarget } from "./client.js";
-import { listFiles, listSeries, readFileBytes, readMeta, readPiece, readRange, readRecords, type SeriesPiece, type SeriesRef } from "./read-run.js";
-import { WIRE_VERSION, encodeBatch, metaHash, type Batch, type FileSegment, type RecordHeader, type RunMeta, type SegmentHeader } from "./wire.js";
+import { listFiles, listSeries, readAlerts, readFileBytes, readMeta, readPiece, readRange, readRecords, type SeriesPiece, type SeriesRef } from "./read-run.js";
+import { WIRE_VERSION, encodeBatch, metaHash, type AlertHeader, type Batch, type FileSegment, type RecordHeader, type RunMeta, type SegmentHeader } from "./wire.js";
 
 const gzipAsync = promisify(gzip);
 
@@ -42,6 +42,7 @@ export interface RunSyncOptions extends SyncTarget {
 export interface PassResult {
   readonly batches: number;
   readonly points: number;
+  /** Samples, histograms and alert events sent. */
   readonly records: number;
   readonly fileBytes: number;
   /** True when nothing the store had at the pass's start is left unsent. */
@@ -93,6 +94,7 @@ class BatchBuilder {
   series: SegmentHeader[] = [];
   columns: Batch["columns"] = [];
   records: RecordHeader[] = [];
+  alerts: AlertHeader[] = [];
   files: FileSegment[] = [];
   fileBytes: Buffer[] = [];
   meta: RunMeta | undefined;
@@ -102,7 +104,7 @@ class BatchBuilder {
   points = 0;
 
   get empty(): boolean {
-    return this.series.length === 0 && this.records.length === 0 && this.files.length === 0 && this.meta === undefined;
+    return this.series.length === 0 && this.records.length === 0 && this.alerts.length === 0 && this.files.length === 0 && this.meta === undefined;
   }
 }
 
@@ -185,6 +187,7 @@ export class RunSync {
     if (storeChanged) {
       await this.addSeriesPieces(batch, cursors);
       await this.addRecords(batch, cursors);
+      await this.addAlerts(batch, cursors);
     }
     if (filesChanged) await this.addFiles(batch, cursors, files);
     await batch.flush();
@@ -261,6 +264,20 @@ export class RunSync {
     }
   }
 
+  /** Alert events past their sequence cursor. */
+  private async addAlerts(batch: Filling, cursors: Cursors): Promise<void> {
+    for (;;) {
+      const alerts = readAlerts(this.options.runDir, cursors.records["alert"] ?? 0);
+      if (alerts.length === 0) break;
+      for (const a of alerts) {
+        batch.b.alerts.push(a);
+        batch.b.bytes += a.event.length + 32;
+        cursors.records["alert"] = Math.max(cursors.records["alert"] ?? 0, a.seq);
+        if (batch.b.bytes >= this.maxBatchBytes) await batch.flush();
+      }
+    }
+  }
+
   /** The text files' bytes past what the server has, 4 MiB at a time. */
   private async addFiles(batch: Filling, cursors: Cursors, files: Map<string, number>): Promise<void> {
     for (const [path, size] of files) {
@@ -320,7 +337,15 @@ export class RunSync {
    */
   private async send(b: BatchBuilder): Promise<void> {
     const raw = encodeBatch({
-      header: { v: WIRE_VERSION, run: this.runId, ...(b.meta !== undefined ? { meta: b.meta } : {}), series: b.series, records: b.records, files: b.files },
+      header: {
+        v: WIRE_VERSION,
+        run: this.runId,
+        ...(b.meta !== undefined ? { meta: b.meta } : {}),
+        series: b.series,
+        records: b.records,
+        ...(b.alerts.length > 0 ? { alerts: b.alerts } : {}),
+        files: b.files,
+      },
       columns: b.columns,
       fileBytes: b.fileBytes,
     });
@@ -339,7 +364,7 @@ export class RunSync {
     }
     this.totals.batches++;
     this.totals.points += b.points;
-    this.totals.records += b.records.length;
+    this.totals.records += b.records.length + b.alerts.length;
     this.totals.fileBytes += b.fileBytes.reduce((n, x) => n + x.length, 0);
   }
 }

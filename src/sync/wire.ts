@@ -10,15 +10,16 @@
  *
  * Idempotency rides on positions, not on batch ids: each segment says from which cursor it
  * continues (`after`) and where it ends (`cursor`), in the job's store's own positions (a step for
- * scalars, an arrival number for streams and system metrics); records carry the store's sequence
- * numbers; file segments their byte offset. The server applies what lies past its own cursor, in
+ * scalars, an arrival number for streams and system metrics); records and alert events carry the
+ * store's sequence numbers; file segments their byte offset. The server applies what lies past its own cursor, in
  * one transaction per batch, so a batch re-sent after a timeout, a restart or a crash changes
  * nothing the second time.
  */
 import { createHash } from "node:crypto";
 import { isRecord } from "../core/json.js";
-import { pathSegmentProblem } from "../run/run-dir.js";
+import { MAX_ALERT_JSON, parseAlertEvent } from "../core/alert-json.js";
 import type { LostRank } from "../backends/store/read-types.js";
+import { pathSegmentProblem } from "../run/run-dir.js";
 
 /** Format version; the header's `v`. */
 export const WIRE_VERSION = 1;
@@ -31,6 +32,8 @@ export const WIRE_LIMITS = {
   /** Points per batch, all segments together. */
   points: 2_000_000,
   records: 20_000,
+  /** Alert events per batch. */
+  alerts: 20_000,
   /** Characters of one record's JSON. */
   recordChars: 1_000_000,
   files: 1_000,
@@ -77,6 +80,13 @@ export interface RecordHeader {
   readonly data: string;
 }
 
+/** One alert event (docs/alerts.md), by the store's sequence number among the run's events. */
+export interface AlertHeader {
+  readonly seq: number;
+  /** The event as the store keeps it (JSON); the server checks it is one (`parseAlertEvent`). */
+  readonly event: string;
+}
+
 /** Bytes of a run file (a text log, a trace) from `offset`; its bytes follow the columns. */
 export interface FileSegment {
   /** Relative to the run directory: `logs/main.log`, `traces/rank-0.jsonl`. */
@@ -101,10 +111,10 @@ export interface RunMeta {
   /** The logged hyperparameters as the store keeps them (JSON text). */
   readonly hparamsJson: string;
   readonly rankNames: Record<string, string>;
+  /** Ranks the run lost (the store's `lost_ranks`, and writers a reader saw die): the dashboard marks them. */
+  readonly lostRanks: readonly LostRank[];
   readonly configYaml: string | null;
   readonly versionJson: string | null;
-  /** Ranks the run lost, oldest first, as the store's reader reports them (absent from older syncs: none). */
-  readonly lostRanks?: LostRank[];
 }
 
 /** The JSON part of a batch. */
@@ -115,6 +125,8 @@ export interface BatchHeader {
   readonly meta?: RunMeta;
   readonly series: SegmentHeader[];
   readonly records: RecordHeader[];
+  /** Alert events past the server's `alert` cursor (absent: none; a sync from before alerts sends none). */
+  readonly alerts?: AlertHeader[];
   readonly files: FileSegment[];
 }
 
@@ -196,6 +208,19 @@ function nullableStr(v: unknown, what: string, max?: number): string | null {
   return v === null ? null : str(v, what, max);
 }
 
+/** A lost rank as `LostRank` (rankscope/store) describes it. */
+function lostRank(v: unknown, what: string): LostRank {
+  const l = rec(v, what);
+  return {
+    rank: int(l["rank"], `${what}.rank`, RANK_MIN, RANK_MAX),
+    rankName: str(l["rankName"], `${what}.rankName`),
+    step: l["step"] === null ? null : int(l["step"], `${what}.step`, 0, Number.MAX_SAFE_INTEGER),
+    wall: num(l["wall"], `${what}.wall`),
+    reason: str(l["reason"], `${what}.reason`, 10_000),
+    backStep: l["backStep"] === null ? null : int(l["backStep"], `${what}.backStep`, 0, Number.MAX_SAFE_INTEGER),
+  };
+}
+
 function list(v: unknown, what: string, max: number): unknown[] {
   if (!Array.isArray(v)) fail(`${what} must be an array`);
   if (v.length > max) fail(`${what} holds ${v.length} entries, at most ${max} per batch`);
@@ -256,6 +281,18 @@ function record(v: unknown, i: number): RecordHeader {
   };
 }
 
+function alertHeader(v: unknown, i: number): AlertHeader {
+  const a = rec(v, `alerts[${i}]`);
+  const seq = int(a["seq"], `alerts[${i}].seq`, 1, Number.MAX_SAFE_INTEGER);
+  const event = str(a["event"], `alerts[${i}].event`, MAX_ALERT_JSON);
+  const checked = parseAlertEvent(event);
+  if (typeof checked === "string") fail(`alerts[${i}].event: ${checked}`);
+  // The id and rule become columns of their own (the rest stays in the JSON text, escaped).
+  str(checked.id, `alerts[${i}].event's id`);
+  str(checked.rule, `alerts[${i}].event's rule`);
+  return { seq, event };
+}
+
 function fileSegment(v: unknown, i: number): FileSegment {
   const f = rec(v, `files[${i}]`);
   const path = nonEmpty(f["path"], `files[${i}].path`);
@@ -277,23 +314,6 @@ function scalarParams(v: unknown): Record<string, string | number | boolean | nu
     else out[k] = str(value, `meta.params[${JSON.stringify(k.slice(0, 40))}]`, 10_000);
   }
   return out;
-}
-
-/** Lost ranks at most in one run's metadata. */
-const MAX_LOST_RANKS = 10_000;
-
-function lostRanks(v: unknown): LostRank[] {
-  return list(v, "meta.lostRanks", MAX_LOST_RANKS).map((item, i) => {
-    const l = rec(item, `meta.lostRanks[${i}]`);
-    return {
-      rank: int(l["rank"], `meta.lostRanks[${i}].rank`, RANK_MIN, RANK_MAX),
-      rankName: str(l["rankName"], `meta.lostRanks[${i}].rankName`),
-      step: nullableNum(l["step"], `meta.lostRanks[${i}].step`),
-      wall: num(l["wall"], `meta.lostRanks[${i}].wall`),
-      reason: str(l["reason"], `meta.lostRanks[${i}].reason`, 10_000),
-      backStep: nullableNum(l["backStep"], `meta.lostRanks[${i}].backStep`),
-    };
-  });
 }
 
 function meta(v: unknown): RunMeta {
@@ -318,9 +338,9 @@ function meta(v: unknown): RunMeta {
     params: scalarParams(m["params"]),
     hparamsJson: str(m["hparamsJson"], "meta.hparamsJson", 10_000_000),
     rankNames,
+    lostRanks: m["lostRanks"] === undefined ? [] : list(m["lostRanks"], "meta.lostRanks", 100_000).map((l, i) => lostRank(l, `meta.lostRanks[${i}]`)),
     configYaml: nullableStr(m["configYaml"], "meta.configYaml", 10_000_000),
     versionJson: nullableStr(m["versionJson"], "meta.versionJson", 1_000_000),
-    ...(m["lostRanks"] === undefined ? {} : { lostRanks: lostRanks(m["lostRanks"]) }),
   };
 }
 
@@ -341,7 +361,8 @@ export function decodeBatch(body: Buffer): Batch {
   const series = list(h["series"], "series", WIRE_LIMITS.segments).map(segment);
   const records = list(h["records"], "records", WIRE_LIMITS.records).map(record);
   const files = list(h["files"], "files", WIRE_LIMITS.files).map(fileSegment);
-  const header: BatchHeader = { v: WIRE_VERSION, run, series, records, files, ...(h["meta"] !== undefined ? { meta: meta(h["meta"]) } : {}) };
+  const alerts = h["alerts"] === undefined ? undefined : list(h["alerts"], "alerts", WIRE_LIMITS.alerts).map(alertHeader);
+  const header: BatchHeader = { v: WIRE_VERSION, run, series, records, files, ...(alerts === undefined ? {} : { alerts }), ...(h["meta"] !== undefined ? { meta: meta(h["meta"]) } : {}) };
   const points = series.reduce((n, s) => n + s.n, 0);
   if (points > WIRE_LIMITS.points) fail(`the batch holds ${points} points, at most ${WIRE_LIMITS.points}`);
   const headEnd = 8 + headerLength;

@@ -2,6 +2,7 @@
  * How the dashboard answers: the security headers every response carries, JSON with the
  * non-finite number convention, and compression (gzip) when the client accepts it.
  */
+import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { promisify } from "node:util";
 import { constants, gzip } from "node:zlib";
@@ -107,6 +108,26 @@ export class JsonPieces {
 export function sendJson(req: IncomingMessage, res: ServerResponse, status: number, body: unknown): Promise<void> {
   const bytes = body instanceof JsonPieces ? body.bytes() : Buffer.from(JSON.stringify(body, nonFiniteReplacer));
   return sendBody(req, res, status, { "Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-store" }, bytes);
+}
+
+/**
+ * Send JSON with an `ETag` (a hash of the body), or `304 Not Modified` without a body when the
+ * request's `If-None-Match` names it: a client polling for a list learns that nothing changed
+ * without downloading it again.
+ */
+export function sendJsonRevalidated(req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
+  const bytes = Buffer.from(JSON.stringify(body, nonFiniteReplacer));
+  const etag = `"${createHash("sha1").update(bytes).digest("base64url")}"`;
+  const headers = { "Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-cache", ETag: etag };
+  const known = req.headers["if-none-match"];
+  if (known !== undefined && known.split(",").some((tag) => tag.trim().replace(/^W\//, "") === etag)) {
+    if (!res.destroyed) {
+      res.writeHead(304, { ...SECURITY_HEADERS, ETag: etag, "Cache-Control": "no-cache", Vary: "Accept-Encoding" });
+      res.end();
+    }
+    return Promise.resolve();
+  }
+  return sendBody(req, res, 200, headers, bytes);
 }
 
 /** The request's path and query for a log line, with the value of `token` replaced: a log must never hold the secret. */

@@ -13,12 +13,16 @@ import { createGzip } from "node:zlib";
 import { warn } from "../core/diagnostics.js";
 import { isInternalKey } from "../core/internal-keys.js";
 import { errorCode, storeFault } from "../backends/store/store-file.js";
-import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip } from "./http.js";
-import { flagParam, intParam, maxPointsParam, parseLines, requiredParam } from "./params.js";
+import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip, sendJsonRevalidated } from "./http.js";
+import { type GroupValue, type RunLine, compareGroupValues, fieldLabel, groupBand, parseGroupField } from "./group-bands.js";
+import { MAX_BATCH_POINTS, flagParam, intParam, maxPointsParam, parseLines, requiredParam } from "./params.js";
 import { LOG_MAX_LINES, LOG_MAX_WINDOW, readLogWindow } from "./log-reader.js";
-import { parseRunQuery } from "./run-query.js";
+import { MAX_RUN_IDS, parseRunQuery } from "./run-query.js";
 import { HttpError } from "./security.js";
-import type { DashboardSource, TraceFileEntry } from "./source.js";
+import type { DashboardSource, LabelledRun, TraceFileEntry } from "./source.js";
+
+/** Most fields one `/api/groups` request groups by. */
+export const MAX_GROUP_FIELDS = 5;
 
 /** A header parameter value in RFC 5987's `attr-char`s: UTF-8, percent-encoded. */
 function rfc5987(text: string): string {
@@ -66,7 +70,7 @@ export class DashboardApi {
   ) {
     this.routes = new Map<string, Handler>([
       ["/api/version", () => ({ rankscope: this.version, node: process.version })],
-      ["/api/runs", (c) => this.source.listRuns(parseRunQuery(c.params))],
+      ["/api/runs", (c) => this.runs(c)],
       ["/api/keys", (c) => this.keys(c)],
       ["/api/summary", (c) => this.summary(c)],
       ["/api/series", (c) => this.series(c)],
@@ -76,10 +80,12 @@ export class DashboardApi {
       ["/api/histograms", (c) => this.histograms(c)],
       ["/api/samples", (c) => this.withRun(c, async (runDir) => ({ samples: await this.source.samples(runDir) }))],
       ["/api/config", (c) => this.config(c)],
+      ["/api/alerts", (c) => this.alerts(c)],
       ["/api/traces", (c) => this.withRun(c, async (runDir) => ({ files: await this.source.traceFiles(runDir) }), false)],
       ["/api/trace", (c) => this.trace(c)],
       ["/api/logs", (c) => this.withRun(c, async (runDir) => ({ files: logFiles(await this.source.logFiles(runDir)) }), false)],
       ["/api/log", (c) => this.log(c)],
+      ["/api/groups", (c) => this.groups(c)],
     ]);
   }
 
@@ -97,7 +103,7 @@ export class DashboardApi {
    * Have the source resolve the request's run, and run `read`; a store SQLite cannot read
    * (damaged, not a database) becomes a 500 naming the run and the fault.
    */
-  private async withRun<T>(ctx: ApiContext, read: (runDir: string) => Promise<T> | T, needsStore = true): Promise<T> {
+  private async withRun<T>(ctx: Pick<ApiContext, "params">, read: (runDir: string) => Promise<T> | T, needsStore = true): Promise<T> {
     const run = ctx.params.get("run");
     const runDir = await this.source.resolveRun(run, needsStore);
     try {
@@ -109,6 +115,79 @@ export class DashboardApi {
       warn(`ui.store:${runDir}`, `dashboard: ${message}`);
       throw new HttpError(500, message);
     }
+  }
+
+  /**
+   * `/api/groups?key=&by=…&run=…[&maxPoints=]`: the runs named (`run`, repeatable) grouped by the
+   * fields `by` names (repeatable: `param:NAME`, `group`, `experiment`, `status`), and for each
+   * group the mean, standard deviation, min and max of the key's global line across its runs,
+   * aligned by step (group-bands.ts). Lines are read one run at a time with a turn of the event
+   * loop between, each run's at most `MAX_BATCH_POINTS / runs` points.
+   */
+  private async groups(ctx: ApiContext): Promise<unknown> {
+    const key = requiredParam(ctx.params, "key");
+    const maxPoints = maxPointsParam(ctx.params);
+    const by = ctx.params.getAll("by").filter((b) => b !== "");
+    if (by.length === 0 || by.length > MAX_GROUP_FIELDS) throw new HttpError(400, `by must be given 1 to ${MAX_GROUP_FIELDS} times: param:NAME, group, experiment or status`);
+    const fields = by.map((raw) => {
+      const field = parseGroupField(raw);
+      if (field === null || raw.length > 200) throw new HttpError(400, `by must be param:NAME, group, experiment or status, got ${JSON.stringify(raw.slice(0, 80))}`);
+      return field;
+    });
+    const ids = [...new Set(ctx.params.getAll("run").filter((r) => r !== ""))];
+    if (ids.length === 0 || ids.length > MAX_RUN_IDS) throw new HttpError(400, `run must be given 1 to ${MAX_RUN_IDS} times (experiment/trial as /api/runs lists it)`);
+    const perRun = Math.max(3, Math.min(maxPoints, Math.floor(MAX_BATCH_POINTS / ids.length)));
+    const { runs } = await this.source.listRuns({ ids, sort: { field: "name" } });
+    const groups = new Map<string, { values: GroupValue[]; runs: LabelledRun[] }>();
+    for (const run of runs) {
+      const values = fields.map((f): GroupValue => (f.kind === "param" ? (run.params[f.name] ?? null) : f.kind === "group" ? run.group : f.kind === "experiment" ? run.experiment : run.status));
+      const id = JSON.stringify(values);
+      const group = groups.get(id) ?? { values, runs: [] };
+      group.runs.push(run);
+      groups.set(id, group);
+    }
+    const found = new Set(runs.map((r) => r.id));
+    const missing = ids.filter((id) => !found.has(id));
+    const out = [];
+    for (const group of [...groups.values()].sort((a, b) => compareGroupValues(a.values, b.values))) {
+      const lines: RunLine[] = [];
+      const members: string[] = [];
+      for (const run of group.runs) {
+        if (ctx.res.destroyed) return { key, groups: [], missing: [] };
+        await yieldToEventLoop();
+        const line = await this.groupLine(run.id, key, perRun);
+        if (line === null) missing.push(run.id);
+        else {
+          lines.push(line);
+          members.push(run.id);
+        }
+      }
+      if (members.length === 0) continue;
+      const label = fields.map((f, i) => `${fieldLabel(f)}=${group.values[i] === null || group.values[i] === undefined ? "–" : String(group.values[i])}`).join(" · ");
+      out.push({ values: group.values, label, runs: members, ...groupBand(lines, maxPoints) });
+    }
+    return { key, by, groups: out, missing };
+  }
+
+  /** A run's global line of `key` for a group, or null when it has none. */
+  private async groupLine(id: string, key: string, maxPoints: number): Promise<RunLine | null> {
+    const params = new URLSearchParams({ run: id });
+    try {
+      return await this.withRun({ params }, async (handle) => {
+        const data = await this.source.series(handle, key, { maxPoints });
+        return data.values.length === 0 ? null : { steps: data.steps, values: data.values };
+      });
+    } catch (error) {
+      if (error instanceof HttpError && error.status === 404) return null;
+      throw error;
+    }
+  }
+
+  /** `/api/runs`: one page of the runs matching the query, with an ETag so an unchanged page costs a 304. */
+  private async runs(ctx: ApiContext): Promise<undefined> {
+    const page = await this.source.listRuns(parseRunQuery(ctx.params));
+    await sendJsonRevalidated(ctx.req, ctx.res, page);
+    return undefined;
   }
 
   private keys(ctx: ApiContext): Promise<unknown> {
@@ -127,6 +206,13 @@ export class DashboardApi {
       }
       return { metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })), streams, system, histograms, rankNames, rankLabels };
     });
+  }
+
+  /** `/api/alerts?run=[&after=seq][&limit=n]`: the run's alert events in order (at most 1000, the newest). */
+  private alerts(ctx: ApiContext): Promise<unknown> {
+    const after = intParam(ctx.params, "after", 0, Number.MAX_SAFE_INTEGER);
+    const limit = intParam(ctx.params, "limit", 1, 1000) ?? 1000;
+    return this.withRun(ctx, async (runDir) => ({ alerts: await this.source.alerts(runDir, { ...(after === undefined ? {} : { after }), limit }) }));
   }
 
   /** `/api/summary?run=[&keys=a,b][&internal=1]`: the last value of each scalar key. */

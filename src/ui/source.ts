@@ -11,10 +11,10 @@
  * src/backends/store/read-types.ts), sent as they are.
  */
 import type { Readable } from "node:stream";
-import type { HistogramEntry, KeyInfo, RunSummary } from "../backends/store/read-types.js";
+import type { AlertEntry, HistogramEntry, KeyInfo, RunSummary } from "../backends/store/read-types.js";
 import type { RunQuery } from "./run-query.js";
 
-export type { HistogramEntry, KeyInfo, RunSummary, RunQuery };
+export type { AlertEntry, HistogramEntry, KeyInfo, RunSummary, RunQuery };
 
 /**
  * One run under the root, as `/api/runs` lists it: the store's `RunSummary` (same fields, same
@@ -81,14 +81,22 @@ export interface SampleRow {
   readonly record: unknown;
 }
 
-/** A run of `/api/runs`: the summary and its labels. */
-export type LabelledRun = DashboardRun & RunLabels;
+/**
+ * A run of `/api/runs`: the summary and its labels; with `summary=1`, the last value of each of
+ * its scalar keys (as `/api/summary` answers them).
+ */
+export type LabelledRun = DashboardRun & RunLabels & { readonly summary?: Record<string, number> };
 
 /** One page of `/api/runs`: the runs matching the query, in its order, and how many matched in all. */
 export interface RunsPage {
   readonly runs: LabelledRun[];
   /** Runs matching the filters (before `offset`/`limit`). */
   readonly total: number;
+  /**
+   * While a local root's first read is not done (a root of thousands of runs takes seconds): how
+   * many runs are read of those found so far. The page then holds only the runs read.
+   */
+  readonly indexing?: { readonly runsRead: number; readonly runsFound: number };
 }
 
 /** What `/api/config` shows beside the hyperparameters: the run's files as written. */
@@ -159,6 +167,12 @@ export interface DashboardSource {
   config(runDir: string): Promise<Record<string, unknown>> | Record<string, unknown>;
   systemKeys(runDir: string): Promise<string[]> | string[];
   system(runDir: string, key: string, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesData> | SeriesData;
+  /**
+   * The run's alert events (firing and resolved, docs/alerts.md) in the order they happened, after
+   * `after` (a `seq` of an earlier answer), the newest `limit`: the dashboard's banner and Alerts
+   * tab. `seq` orders a run's events and is the cursor; its values are the source's own.
+   */
+  alerts(runDir: string, query: { after?: number; limit: number }): Promise<AlertEntry[]> | AlertEntry[];
   /** The last value of every scalar key (its global line, else its lowest rank's). */
   lastValues?(runDir: string): Promise<Record<string, number>> | Record<string, number>;
   /** config.yaml, version.json, tags and group of a run. */

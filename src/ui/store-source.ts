@@ -6,12 +6,13 @@
  */
 import { createReadStream, existsSync, realpathSync, statSync } from "node:fs";
 import { open, stat } from "node:fs/promises";
-import { join, relative, resolve, sep } from "node:path";
+import { join, resolve, sep } from "node:path";
 import * as store from "../backends/store/reader.js";
 import { applyRunQuery } from "./run-query.js";
+import { RunIndex } from "./run-index.js";
 import { RunLabelReader } from "./run-labels.js";
 import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile } from "./security.js";
-import type { DashboardRun, DashboardSource, HistogramEntry, KeyInfo, LabelledRun, RunBytes, RunDetails, SampleRow, SeriesData, StreamData, TraceFile } from "./source.js";
+import type { AlertEntry, DashboardSource, HistogramEntry, KeyInfo, RunBytes, RunDetails, RunsPage, SampleRow, SeriesData, StreamData, TraceFile } from "./source.js";
 
 const GLOBAL = store.GLOBAL_RANK;
 
@@ -76,26 +77,6 @@ function decodeRankCursors(after: string | undefined): Map<number, number> {
   return cursors;
 }
 
-/** The runs under a root with a store, as the dashboard names them. */
-function storeRuns(base: string): DashboardRun[] {
-  const runs: DashboardRun[] = [];
-  for (const run of store.listRuns(base, { withinRoot: true })) {
-    const id = relative(base, run.runDir).split(sep).join("/");
-    // The root itself can hold a store, but every request names runs below it.
-    if (id === "" || id.startsWith("..")) continue;
-    const parts = id.split("/");
-    const { runDir: _absolute, ...summary } = run;
-    runs.push({
-      ...summary,
-      id,
-      experiment: run.experiment ?? (parts.length > 1 ? parts.slice(0, -1).join("/") : ""),
-      trial: run.trial ?? parts[parts.length - 1] ?? id,
-    });
-  }
-  return runs;
-}
-
-/** A source reading the runs under `root`: each run's `metrics.db` through the store's reader, its files from its directory. */
 /** Up to `length` bytes of `file` from `from`. */
 async function readBytes(file: string, from: number, length: number): Promise<Buffer> {
   const handle = await open(file, "r");
@@ -108,31 +89,29 @@ async function readBytes(file: string, from: number, length: number): Promise<Bu
   }
 }
 
-export function createStoreSource(root: string): DashboardSource {
+/** The local source, with the index its runs list answers from (tests and benchmarks refresh it at known points). */
+export type StoreSource = DashboardSource & { readonly index: RunIndex };
+
+/**
+ * A source reading the runs under `root`: the runs list from an index kept up to date
+ * (`run-index.ts`), each run's data from its `metrics.db` through the store's reader, its files
+ * from its directory.
+ */
+export function createStoreSource(root: string): StoreSource {
   const realRoot = realpathSync(resolve(root));
   const labels = new RunLabelReader(realRoot);
+  const index = new RunIndex(realRoot, labels);
   return {
+    index,
     resolveRun(run: string | null, needsStore: boolean): string {
       const runDir = resolveRunDir(realRoot, run);
       if (needsStore) realPathInside(realRoot, join(runDir, store.STORE_FILE), `run ${JSON.stringify(run)}'s ${store.STORE_FILE}`);
       return runDir;
     },
 
-    listRuns(query) {
-      const out: LabelledRun[] = [];
-      for (const run of storeRuns(realRoot)) {
-        const runDir = join(realRoot, ...run.id.split("/"));
-        let hyperparams: Record<string, unknown> = {};
-        if (run.error === undefined) {
-          try {
-            hyperparams = store.config(runDir);
-          } catch {
-            // A store that cannot be read still lists, with its directory's labels.
-          }
-        }
-        out.push({ ...run, ...labels.labels(runDir, hyperparams) });
-      }
-      return applyRunQuery(out, query);
+    async listRuns(query): Promise<RunsPage> {
+      const { runs, indexing } = await index.current();
+      return { ...applyRunQuery(runs, query), ...(indexing !== undefined ? { indexing } : {}) };
     },
 
     runDetails(runDir: string): RunDetails {
@@ -245,6 +224,11 @@ export function createStoreSource(root: string): DashboardSource {
       );
     },
 
+    alerts(runDir: string, query: { after?: number; limit: number }): AlertEntry[] {
+      requireStore(runDir);
+      return store.alerts(runDir, query);
+    },
+
     lastValues(runDir: string): Record<string, number> {
       requireStore(runDir);
       const out: Record<string, number> = {};
@@ -253,6 +237,7 @@ export function createStoreSource(root: string): DashboardSource {
     },
 
     close(): void {
+      index.close();
       store.closeStores();
     },
   };

@@ -21,7 +21,7 @@ import { Reduce } from "../../src/core/registry.js";
 import { series } from "../../src/backends/store/reader.js";
 import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 import { pythonKit } from "../helpers/python.js";
-import { resetProcess } from "./wandb/wandb-helpers.js";
+import { resetProcess, wandbSdkEnv } from "./wandb/wandb-helpers.js";
 import { StrictWandbServer } from "./wandb/wandb-server.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -218,19 +218,7 @@ describe("values in every sink, read with each format's own reader", { skip }, (
     const home = tempDir("rankscope-wandb-home-");
     scratch.push(home);
     try {
-      const env = {
-        PATH: process.env["PATH"] ?? "",
-        HOME: home,
-        WANDB_BASE_URL: server.baseUrl,
-        WANDB_API_KEY: key,
-        WANDB_CONFIG_DIR: join(home, "config"),
-        WANDB_CACHE_DIR: join(home, "cache"),
-        WANDB_DATA_DIR: join(home, "data"),
-        WANDB_DIR: home,
-        WANDB_ERROR_REPORTING: "false",
-        WANDB_SILENT: "true",
-        NO_PROXY: "127.0.0.1",
-      };
+      const env = wandbSdkEnv(home, server.baseUrl, key);
       const dirs = readdirSync(join(run.runDir, "wandb"))
         .filter((d) => d.startsWith("offline-run-"))
         .map((d) => join(run.runDir, "wandb", d));

@@ -14,6 +14,7 @@ import { createToken } from "../../src/server/tokens.js";
 import { createStoreSource } from "../../src/ui/store-source.js";
 import type { DashboardSource } from "../../src/ui/source.js";
 import type { Postgres } from "./postgres.js";
+import type { ManyRunSpec } from "../ui/seed.js";
 
 let databases = 0;
 
@@ -45,7 +46,7 @@ function same(a: readonly number[], b: readonly number[], what: string): void {
   }
 }
 
-/** Every point of every series, every record, the run's labels and files: the server's equal the store's. */
+/** Every point of every series, every record and alert event, the run's labels and files: the server's equal the store's. */
 export async function assertRunEqual(server: TeamServer, runDir: string, project = "proj"): Promise<{ points: number }> {
   const real = realpathSync(runDir);
   const local: DashboardSource = createStoreSource(dirname(dirname(real)));
@@ -93,10 +94,16 @@ export async function assertRunEqual(server: TeamServer, runDir: string, project
       assert.deepEqual(await remote.histograms?.(handle, key, 3, rank), await local.histograms?.(real, key, 3, rank), `${runId}: rank ${rank}'s newest histograms of ${key}`);
     }
   }
+  const localAlerts = await local.alerts(real, { limit: 1000 });
+  assert.deepEqual(await remote.alerts(handle, { limit: 1000 }), localAlerts, `${runId}: alert events`);
+  // Paged as the banner polls: after an event's seq, and the newest few.
+  const middle = localAlerts[Math.floor(localAlerts.length / 2)]?.seq ?? 0;
+  assert.deepEqual(await remote.alerts(handle, { after: middle, limit: 1000 }), await local.alerts(real, { after: middle, limit: 1000 }), `${runId}: alert events after ${middle}`);
+  assert.deepEqual(await remote.alerts(handle, { limit: 2 }), await local.alerts(real, { limit: 2 }), `${runId}: the newest two alert events`);
   assert.deepEqual(await remote.config(handle), await local.config(real), `${runId}: hyperparameters`);
   assert.deepEqual(await remote.rankNames?.(handle), await local.rankNames?.(real), `${runId}: rank names`);
   assert.deepEqual(await remote.lastValues?.(handle), await local.lastValues?.(real), `${runId}: last values`);
-  const { runs } = await remote.listRuns({ text: runId });
+  const { runs } = await remote.listRuns({ ids: [runId] });
   const { runs: localRuns } = await local.listRuns({});
   const mineRun = localRuns.find((r) => r.id === runId);
   const theirRun = runs.find((r) => r.id === runId);
@@ -116,4 +123,20 @@ export async function assertRunEqual(server: TeamServer, runDir: string, project
     assert.deepEqual(await readLogWindow(theirs, { before, maxBytes: 4096 }), await readLogWindow(mine, { before, maxBytes: 4096 }), `${runId}: logs/${name} window`);
   }
   return { points };
+}
+
+/**
+ * Run rows of `seedManyRuns`' specs straight into the server's `runs` table (what the sync's
+ * `applyMeta` writes: name, status, times, tags, group, parameters), for the list at scale:
+ * syncing thousands of runs one by one takes minutes. No series: only the runs list reads them.
+ */
+export async function insertRunRows(server: TeamServer, specs: readonly ManyRunSpec[], project = "proj"): Promise<void> {
+  const id = await projectId(server, project);
+  const now = Date.now();
+  await server.pool.query(
+    `INSERT INTO runs (project_id, run_key, experiment, trial, status, started_at, ended_at, updated_at, tags, grp, params)
+     SELECT $1, r.experiment || '/' || r.trial, r.experiment, r.trial, 'finished', $2::double precision - r.i, $2::double precision - r.i + 500, $2::double precision - r.i + 500, ARRAY(SELECT jsonb_array_elements_text(r.tags)), r.grp, r.params
+     FROM jsonb_to_recordset($3::jsonb) AS r(i int, experiment text, trial text, tags jsonb, grp text, params jsonb)`,
+    [id, now - 3_600_000, JSON.stringify(specs.map((s, i) => ({ i, experiment: s.experiment, trial: s.trial, tags: s.tags, grp: s.group, params: s.params })))],
+  );
 }

@@ -22,16 +22,18 @@ describe("RunSync to a team server", { skip }, () => {
     await pg?.close();
   });
 
-  it("sends every kind of data of a run, equal value by value, and a second sync changes nothing", async () => {
+  it("sends every kind of data of a run (alert events too), equal value by value, and a second sync changes nothing", async () => {
     const { server, write } = await serverWithTokens(pg);
     try {
       const root = tempDir("rankscope-sync-");
-      const runDir = seedFinishedRun(root);
+      const runDir = seedFinishedRun(root, "exp", "base", 120, true);
       const sync = new RunSync({ runDir, url: server.url, token: write });
       const first = await sync.pass(true);
       assert.ok(first.points > 0 && first.records > 0 && first.fileBytes > 0, JSON.stringify(first));
       const { points } = await assertRunEqual(server, runDir);
       assert.ok(points > 600, `compared ${points} points`);
+      const alerts = await server.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM alerts");
+      assert.equal(alerts.rows[0]?.n, 4, "the run's four alert events are on the server");
       const chunks = await server.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM chunks");
       const again = await new RunSync({ runDir, url: server.url, token: write }).pass(true);
       assert.deepEqual(again, { batches: 0, points: 0, records: 0, fileBytes: 0, complete: true }, "a second sync sends nothing");

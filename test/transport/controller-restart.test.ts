@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { closeStores, series } from "../../src/backends/store/reader.js";
 import { tempDir, waitFor, within } from "../helpers.js";
-import { killChildren, NatsServer, startChild, type TestChild } from "./support.js";
+import { killChildren, NatsServer, startChild, TEST_RUN_SECRET, type TestChild } from "./support.js";
 
 const CONTROLLER = new URL("../fixtures/restart-controller.ts", import.meta.url);
 const RANK = new URL("../fixtures/restart-rank.ts", import.meta.url);
@@ -60,7 +60,8 @@ function countedLosses(output: string): number {
 test("SIGKILL the controller 300 ms into a flush that waits for a busy rank, start a new one: logged + counted = recorded, exactly", { timeout: 180_000 }, async () => {
   const runId = `restart-${process.pid}`;
   const runDir = tempDir();
-  const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, CONTROLLER_RUN_DIR: runDir };
+  // One run secret for the run (both controllers and every rank): messages are sealed with it.
+  const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET, CONTROLLER_RUN_DIR: runDir };
   const first = startChild(CONTROLLER, { ...env, CONTROLLER_FIRST_STEP: "0" }, children);
   const ranks = [0, 1, 2, 3].map((rank) =>
     startChild(RANK, { ...env, RANK: String(rank), RESTART_VALUES: String(VALUES_PER_RANK), ...(rank === 3 ? { RESTART_BUSY_MS: "4000" } : {}) }, children),

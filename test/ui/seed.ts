@@ -1,10 +1,14 @@
 /**
  * Run directories for the dashboard's tests and benchmark, written by the real store writer.
  */
-import { mkdirSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { GLOBAL_RANK } from "../../src/backends/store/schema.js";
 import { StoreWriter, type ScalarPoint } from "../../src/backends/store/writer.js";
+import type { AlertEvent } from "../../src/core/alert.js";
+import { Database } from "../../src/backends/store/sqlite.js";
+import { STORE_FILE } from "../../src/backends/store/store-file.js";
+import { RUN_META_FILE } from "../../src/run/run-files.js";
 
 /** A metric key that is also an HTML injection attempt. */
 export const XSS_KEY = "<img src=x onerror=alert(1)>";
@@ -34,11 +38,25 @@ export function trainingPoints(from: number, to: number, t0: number): ScalarPoin
 }
 
 /**
+ * Alert events as the controller records them (docs/alerts.md): a `nonfinite` episode that fired
+ * with NaN and resolved, a rank lost for good, and a user's `alert()` whose text looks like HTML.
+ */
+export function seedAlerts(run: string, t0: number): AlertEvent[] {
+  const base = { run, level: "error" as const };
+  return [
+    { ...base, id: "nonfinite:loss#1", rule: "nonfinite", step: 40, key: "loss", value: NaN, message: "loss became NaN at step 40 (it was finite before)", state: "firing", at: t0 + 40_000 },
+    { ...base, id: "rank_lost:Trainer_0_r1#2", rule: "rank_lost", step: 55, rank: 1, rankName: "Trainer_0_r1", host: "node-ä", message: "rank 1 (Trainer_0_r1) on node-ä was lost at step 55", state: "firing", at: t0 + 55_000 },
+    { ...base, id: "nonfinite:loss#1", rule: "nonfinite", step: 41, key: "loss", value: 0.5, message: "loss is finite again at step 41 (0.5)", state: "resolved", at: t0 + 41_000 },
+    { ...base, id: "user#3", rule: "user", level: "info", step: 60, rankName: "Trainer_0_r0", message: "<b>eval</b>: accuracy 0.93 ✓", title: "<b>eval</b>", state: "firing", at: t0 + 60_000 },
+  ];
+}
+
+/**
  * A finished run with everything the dashboard shows: scalars (global and per rank), a stream of
  * two ranks, a system metric, samples whose text looks like HTML, hyperparameters, config.yaml,
- * version.json and a trace file. Returns the run directory.
+ * version.json and a trace file, and with `withAlerts` alert events (`seedAlerts`). Returns the run directory.
  */
-export function seedFinishedRun(root: string, experiment = "exp", trial = "base", steps = 120): string {
+export function seedFinishedRun(root: string, experiment = "exp", trial = "base", steps = 120, withAlerts = false): string {
   const t0 = Date.now() - 3_600_000;
   const writer = openRun(root, experiment, trial);
   const points = trainingPoints(0, steps, t0);
@@ -57,6 +75,7 @@ export function seedFinishedRun(root: string, experiment = "exp", trial = "base"
       histogram: { count: 10 + step, min: -2, max: 3.5, sum: 1, sumSquares: 20, bucketLimits: [-1, 0, 1, 2, Infinity], bucketCounts: [1, 3 + step, 4, 1, 1] },
     })),
     samples: [{ key: "generations", step: 10, wall: t0 + 10_000, records: [{ prompt: "<script>alert(2)</script>", reward: 0.5 }, { prompt: "plain", reward: 1 }] }],
+    ...(withAlerts ? { alerts: seedAlerts(`${experiment}/${trial}`, t0) } : {}),
   });
   writer.finish("finished");
   const runDir = join(root, experiment, trial);
@@ -65,4 +84,60 @@ export function seedFinishedRun(root: string, experiment = "exp", trial = "base"
   mkdirSync(join(runDir, "traces"), { recursive: true });
   writeFileSync(join(runDir, "traces", "rank-0.jsonl"), '{"name":"step","ph":"X","ts":0,"dur":10,"pid":0,"tid":0}\n');
   return runDir;
+}
+
+/** What run `i` of `seedManyRuns` holds: its name, labels, hyperparameters and last `loss`. */
+export interface ManyRunSpec {
+  readonly experiment: string;
+  readonly trial: string;
+  readonly tags: string[];
+  readonly group: string;
+  readonly params: { lr: number; opt: string };
+  readonly loss: number;
+}
+
+/** Run `i` of `seedManyRuns`: 8 kinds of run (lr × optimizer), tag `rare` on every 10th, group `g{i % 5}`. */
+export function manyRunSpec(i: number): ManyRunSpec {
+  const kind = i % 8;
+  return {
+    experiment: "sweep",
+    trial: `r${String(i).padStart(5, "0")}`,
+    tags: i % 10 === 0 ? ["common", "rare"] : ["common"],
+    group: `g${i % 5}`,
+    params: { lr: [0.1, 0.01, 0.001, 0.0001][kind % 4] ?? 0, opt: kind < 4 ? "adam" : "sgd" },
+    loss: kind,
+  };
+}
+
+/**
+ * `n` runs under `root/sweep/` for the scale tests and the runs benchmark: each of the 8 kinds of
+ * `manyRunSpec` written once by the real store writer, then its store copied for every run of
+ * that kind (writing 10,000 stores one by one takes minutes) with the copy's name and start time
+ * set in its `run` row, and each run's own `run.json` (tags and group) written beside it.
+ */
+export function seedManyRuns(root: string, n: number): void {
+  const templates = tempTemplates(root);
+  for (let i = 0; i < n; i++) {
+    const spec = manyRunSpec(i);
+    const dir = join(root, spec.experiment, spec.trial);
+    mkdirSync(dir, { recursive: true });
+    copyFileSync(join(templates, String(i % 8), "t", STORE_FILE), join(dir, STORE_FILE));
+    // The copy's own name and start (a second apart, newest last), as its writer would have set them.
+    const db = new Database(join(dir, STORE_FILE));
+    db.prepare("UPDATE run SET experiment = ?, trial = ?, started_at = started_at - ?").run(spec.experiment, spec.trial, (n - i) * 1000);
+    db.close();
+    writeFileSync(join(dir, RUN_META_FILE), JSON.stringify({ tags: spec.tags, group: spec.group }));
+  }
+  rmSync(templates, { recursive: true, force: true });
+}
+
+function tempTemplates(root: string): string {
+  const templates = `${root}.templates`;
+  for (let kind = 0; kind < 8; kind++) {
+    const spec = manyRunSpec(kind);
+    const writer = openRun(templates, String(kind), "t");
+    writer.write({ hyperparams: spec.params, scalars: [0, 1, 2].map((step) => ({ key: "loss", step, wall: Date.now() - 60_000 + step, value: spec.loss + 2 - step, reduce: "mean" as const })) });
+    writer.finish();
+  }
+  return templates;
 }

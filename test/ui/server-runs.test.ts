@@ -102,7 +102,7 @@ describe("dashboard server: runs table and zoom", () => {
       ["param=lr~3", /param filters are NAME OP VALUE/],
       ["param=lr<abc", /compares numbers/],
       ["status=done", /status must be one of/],
-      ["sort=size", /sort must be started, updated or name/],
+      ["sort=size", /sort must be started, updated, name, status, group, param:NAME or metric:KEY/],
       ["limit=0", /limit must be an integer from 1 to 1000/],
     ] as const) {
       const answer = await fetch(new URL(`/api/runs?${query}`, dashboard.url));

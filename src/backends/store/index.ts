@@ -26,6 +26,7 @@
 import type { Worker } from "node:worker_threads";
 import { siblingModule, startModuleWorker } from "../../core/module-worker.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
+import type { AlertEvent } from "../../core/alert.js";
 import type { HistogramMetric, Metric, RankLoss, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
@@ -49,6 +50,7 @@ interface PendingBatch {
   samples?: SampleWrite[];
   histograms?: HistogramWrite[];
   hyperparams?: Record<string, unknown>;
+  alerts?: AlertEvent[];
   lostRanks?: LostRankWrite[];
   lines?: LineWrite[];
 }
@@ -293,6 +295,12 @@ export class StoreBackend implements Backend {
 
   logHyperparams(params: Readonly<Record<string, unknown>>): void {
     this.batch.hyperparams = mergeHyperparams(this.batch.hyperparams ?? {}, params);
+    this.added(1);
+  }
+
+  /** An alert fired or resolved (the controller's store only): the dashboard's banner and Alerts tab read them. */
+  logAlert(alert: AlertEvent): void {
+    (this.batch.alerts ??= []).push(alert);
     this.added(1);
   }
 

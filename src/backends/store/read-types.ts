@@ -3,7 +3,10 @@
  * dashboard server sends as JSON and what its web app reads (`src/ui/web` imports this file; it is
  * bundled separately, so this file imports types only and holds no code but constants).
  */
+import type { AlertEvent } from "../../core/alert.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
+
+export type { AlertEvent };
 
 /**
  * The rank column holds a series' *line* (docs/DESIGN.md, "Identity"): `GLOBAL_RANK` for values
@@ -180,6 +183,13 @@ export interface LastValue {
   readonly value: number;
 }
 
+/** What an index of many runs keeps of each: `runOverview`. */
+export interface RunOverview {
+  readonly summary: RunSummary;
+  readonly hyperparams: Record<string, unknown>;
+  readonly lastValues: LastValue[];
+}
+
 /** Options of `samples` and `histograms`. */
 export interface RecordsOptions {
   /** Only this rank's entries (default: all ranks). */
@@ -208,4 +218,19 @@ export interface HistogramEntry {
   readonly step: number;
   readonly wall: number;
   readonly histogram: HistogramData;
+}
+
+/** One alert event of a run (docs/alerts.md), with its position among the run's alert events. */
+export interface AlertEntry extends AlertEvent {
+  readonly seq: number;
+}
+
+/** Options of `alerts`. */
+export interface AlertsOptions {
+  /** Only events after this position (`seq` of an earlier answer). */
+  readonly after?: number;
+  /** At most this many, the newest (default 1000). */
+  readonly limit?: number;
+  /** The oldest `limit` after `after` instead of the newest (a reader paging forward, as the sync does). */
+  readonly oldest?: boolean;
 }

@@ -31,6 +31,11 @@ export function cachedReader(runDir: string): RunReader {
   return reader;
 }
 
+/** The cached reader of a run when one is open, without opening one or changing the recency order. */
+export function openReader(runDir: string): RunReader | undefined {
+  return cache.get(resolve(runDir));
+}
+
 /** Close every cached reader (e.g. before deleting run directories). */
 export function closeStores(): void {
   for (const reader of cache.values()) reader.close();

@@ -209,3 +209,25 @@ export function prepareReaderStatements(db: Database.Database, version = 2): Rea
       .raw(true),
   };
 }
+
+/** An alert event row: its position and the event as JSON. */
+export interface AlertRow {
+  readonly seq: number;
+  readonly event: string;
+}
+
+/** The alerts statements: the newest events after a position (the reader reverses them), and the oldest (a reader paging forward). */
+export interface AlertsStatements {
+  readonly newest: Statement<[after: number, limit: number], AlertRow>;
+  readonly oldest: Statement<[after: number, limit: number], AlertRow>;
+}
+
+/** The alerts statements, prepared only once the table exists (a store written before alerts has none). */
+export function prepareAlertsStatements(db: Database.Database): AlertsStatements | null {
+  const table = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'alerts'").get();
+  if (table === undefined || table.n === 0) return null;
+  return {
+    newest: db.prepare("SELECT seq, event FROM alerts WHERE seq > ? ORDER BY seq DESC LIMIT ?"),
+    oldest: db.prepare("SELECT seq, event FROM alerts WHERE seq > ? ORDER BY seq LIMIT ?"),
+  };
+}

@@ -18,12 +18,15 @@
 import { existsSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import type {
+  AlertEntry,
+  AlertsOptions,
   HistogramEntry,
   KeyInfo,
   KeyKind,
   LastValue,
   RankInfo,
   RecordsOptions,
+  RunOverview,
   RunSummary,
   SampleEntry,
   SeriesColumnsOptions,
@@ -31,9 +34,9 @@ import type {
   SeriesOptions,
   SeriesResult,
 } from "./read-types.js";
-import { cachedReader, closeStores } from "./reader-cache.js";
+import { cachedReader, closeStores, openReader } from "./reader-cache.js";
 import { STORE_FILE } from "./schema.js";
-import { storeFault } from "./store-file.js";
+import { errorCode, storeFault } from "./store-file.js";
 import { RunReader } from "./store-reader.js";
 
 export * from "./read-types.js";
@@ -169,5 +172,38 @@ export function config(runDir: string): Record<string, unknown> {
   return cachedReader(runDir).config();
 }
 
+/**
+ * A run's alert events (firing and resolved) in order, the newest `limit` (1000) after `after`.
+ * An episode's events share an `id`; it is firing while its last event is. A store written
+ * before alerts existed has none.
+ */
+export function alerts(runDir: string, options: AlertsOptions = {}): AlertEntry[] {
+  return cachedReader(runDir).alerts(options);
+}
+
 /** Same as `config`. */
 export const hparams = config;
+
+/**
+ * A run's metadata, hyperparameters and last values in one go, for an index of many runs (the
+ * dashboard's): through the run's cached reader when one is open, else through a connection
+ * opened and closed for it, so reading thousands of runs never evicts the readers in use.
+ * Hyperparameters that are not valid JSON read as none (as the runs list has always shown such a
+ * run); a store SQLite cannot read throws.
+ */
+export function runOverview(runDir: string): RunOverview {
+  const cached = openReader(runDir);
+  const reader = cached ?? new RunReader(runDir);
+  try {
+    const summary = reader.runInfo();
+    let hyperparams: Record<string, unknown> = {};
+    try {
+      hyperparams = reader.config();
+    } catch (error) {
+      if (errorCode(error).startsWith("SQLITE_")) throw error;
+    }
+    return { summary, hyperparams, lastValues: reader.lastValues() };
+  } finally {
+    if (cached === undefined) reader.close();
+  }
+}

@@ -20,6 +20,8 @@
  *   numbered by arrival (`first_seq`..`last_seq`) instead of keyed by step.
  * - `samples`, `histograms`: JSON per key per flush.
  * - `config`: the run's hyperparameters and other documents, JSON by name.
+ * - `alerts`: the run's alert events (firing and resolved), in order: a few columns to find them
+ *   by, and the whole event as JSON (docs/alerts.md).
  */
 import { join } from "node:path";
 import { STORE_FILE, errorCode } from "./store-file.js";
@@ -32,7 +34,8 @@ export { STORE_FILE, GLOBAL_RANK, SERIES_KINDS, type KeyKind, type SeriesKind };
  * Version of the schema below; written to `PRAGMA user_version`. 2: `ranks` names every line
  * (`role`, `thread`, `host`; the controller's own line is `CONTROLLER_RANK`, −2, and a user worker's
  * raw values have thread lines, see `lineOf`), the writers' `host` and `heartbeat_at`, and the
- * `lost_ranks` table. A version-1 file is migrated when opened for writing.
+ * `lost_ranks` and `alerts` tables. A version-1 file is migrated when opened for writing (new
+ * tables come from `SCHEMA`; a reader of a file without `alerts` finds no alerts).
  */
 export const SCHEMA_VERSION = 2;
 
@@ -119,6 +122,10 @@ CREATE TABLE IF NOT EXISTS histograms (
 );
 CREATE INDEX IF NOT EXISTS histograms_series ON histograms (key_id, rank, seq);
 CREATE TABLE IF NOT EXISTS config (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS alerts (
+  seq INTEGER PRIMARY KEY, alert_id TEXT NOT NULL, rule TEXT NOT NULL, state TEXT NOT NULL,
+  level TEXT NOT NULL, step INTEGER, wall REAL NOT NULL, event TEXT NOT NULL
+);
 `;
 
 /** Columns added to `ranks` by schema version 2, for a version-1 file opened for writing. */

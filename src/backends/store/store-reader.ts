@@ -6,12 +6,15 @@
 import type Database from "better-sqlite3";
 import { resolve } from "node:path";
 import { isRecord, parseNumber, parseRecord } from "../../core/json.js";
+import { parseAlertEvent } from "../../core/alert-json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { fromSqlReal } from "./codec.js";
 import { openForReading } from "./connection.js";
 import { POINTS_PER_BUCKET } from "./downsample.js";
 import { compareLines, lineLabel, recorderOfLine } from "../../core/rank-identity.js";
 import {
+  type AlertEntry,
+  type AlertsOptions,
   GLOBAL_RANK,
   KEY_KINDS,
   SERIES_KINDS,
@@ -30,7 +33,16 @@ import {
   type SeriesOptions,
   type SeriesResult,
 } from "./read-types.js";
-import { prepareLivenessStatements, prepareReaderStatements, type LivenessStatements, type ReaderStatements, type RecordRow, type RunningWriterRow } from "./reader-statements.js";
+import {
+  prepareAlertsStatements,
+  prepareLivenessStatements,
+  prepareReaderStatements,
+  type AlertsStatements,
+  type LivenessStatements,
+  type ReaderStatements,
+  type RecordRow,
+  type RunningWriterRow,
+} from "./reader-statements.js";
 import { writerGone } from "./liveness.js";
 import { withBusyRetry } from "./schema.js";
 import { readChunkedSeries, readRawSeries, readSeriesColumns } from "./series-read.js";
@@ -83,6 +95,8 @@ export class RunReader {
   private readonly db: Database.Database;
   /** Prepared once a writer has created the tables (see `ready`). */
   private sql: ReaderStatements | null = null;
+  /** The alerts statement, once the table exists (`null` until then: asked again next time). */
+  private alertsSql: AlertsStatements | null = null;
   /** Prepared once the file has schema version 2 (heartbeats, lost ranks). */
   private live: LivenessStatements | null = null;
 
@@ -115,8 +129,9 @@ export class RunReader {
 
   /**
    * The run's metadata. A run still marked `running` whose writers' processes are all gone (see
-   * `liveness.ts`) reads `crashed` when the controller's was among them, else as its other writers
-   * ended (a rank whose process died is then a lost rank); the file is not changed.
+   * `liveness.ts`) reads `crashed` when the controller's was among them or when no writer of the
+   * run ever ended, else as its other writers ended (a rank whose process died is then a lost
+   * rank); the file is not changed.
    */
   runInfo(): RunSummary {
     const sql = this.ready();
@@ -150,7 +165,8 @@ export class RunReader {
     }
     if (running.length === 0 || dead.length < running.length) return { ...summary, lostRanks };
     const ended = new Map(withBusyRetry(() => live.endedWriters.all()).map((r) => [r.status, r.n] as const));
-    const status: RunStatus = dead.some((w) => w.role === "controller") || (ended.get("crashed") ?? 0) > 0 ? "crashed" : (ended.get("failed") ?? 0) > 0 ? "failed" : "finished";
+    // Crashed: the controller died, a writer ended by a signal, or no writer ever ended (every process of the run died).
+    const status: RunStatus = dead.some((w) => w.role === "controller") || (ended.get("crashed") ?? 0) > 0 || ended.size === 0 ? "crashed" : (ended.get("failed") ?? 0) > 0 ? "failed" : "finished";
     const endedAt = Math.max(summary.updatedAt ?? 0, ...dead.map((w) => lastSign(w) ?? 0));
     return { ...summary, status, endedAt: endedAt > 0 ? endedAt : null, lostRanks };
   }
@@ -258,6 +274,26 @@ export class RunReader {
     const sql = this.ready();
     const row = sql === null ? undefined : withBusyRetry(() => sql.config.get("hparams"));
     return row === undefined ? {} : parseRecord(row.value, `the hyperparameters of ${this.runDir}`);
+  }
+
+  /**
+   * The run's alert events after `options.after`, in order: the newest `options.limit` (1000), or
+   * with `oldest` the oldest (a reader paging forward). A stored event that is not one is left out.
+   */
+  alerts(options: AlertsOptions = {}): AlertEntry[] {
+    if (this.ready() === null) return [];
+    this.alertsSql ??= withBusyRetry(() => prepareAlertsStatements(this.db));
+    const sql = this.alertsSql;
+    if (sql === null) return [];
+    const statement = options.oldest === true ? sql.oldest : sql.newest;
+    const rows = withBusyRetry(() => statement.all(options.after ?? 0, options.limit ?? 1000));
+    if (options.oldest !== true) rows.reverse();
+    const out: AlertEntry[] = [];
+    for (const row of rows) {
+      const event = parseAlertEvent(row.event);
+      if (typeof event !== "string") out.push({ seq: row.seq, ...event });
+    }
+    return out;
   }
 
   /** Close the connection. */

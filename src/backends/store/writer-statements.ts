@@ -102,6 +102,7 @@ export interface WriterStatements {
   readonly histogramInsert: Statement<RecordParams>;
   readonly configSelect: Statement<[name: string], { value: string }>;
   readonly configUpsert: Statement<[name: string, value: string]>;
+  readonly alertInsert: Statement<[alertId: string, rule: string, state: string, level: string, step: number | null, wall: number, event: string]>;
   // A resume: this writer's rows at or after a step.
   readonly pointsDeleteFrom: Statement<[rank: number, step: number]>;
   readonly samplesDeleteFrom: Statement<[rank: number, step: number]>;
@@ -155,6 +156,7 @@ export function prepareWriterStatements(db: Database.Database): WriterStatements
     sampleInsert: db.prepare("INSERT INTO samples (key_id, rank, step, wall, records) VALUES (?, ?, ?, ?, ?)"),
     histogramInsert: db.prepare("INSERT INTO histograms (key_id, rank, step, wall, data) VALUES (?, ?, ?, ?, ?)"),
     configSelect: db.prepare("SELECT value FROM config WHERE name = ?"),
+    alertInsert: db.prepare("INSERT INTO alerts (alert_id, rule, state, level, step, wall, event) VALUES (?, ?, ?, ?, ?, ?, ?)"),
     configUpsert: db.prepare("INSERT OR REPLACE INTO config (name, value) VALUES (?, ?)"),
     pointsDeleteFrom: db.prepare("DELETE FROM points WHERE rank = ? AND step >= ?"),
     samplesDeleteFrom: db.prepare("DELETE FROM samples WHERE rank = ? AND step >= ?"),

@@ -15,6 +15,7 @@
  * never waits for SQLite.
  */
 import type Database from "better-sqlite3";
+import type { AlertEvent } from "../../core/alert.js";
 import { isRecord, jsonText, parseRecord } from "../../core/json.js";
 import type { HistogramData, SampleRecord } from "../../core/reduce.js";
 import { toSqlReal } from "./codec.js";
@@ -92,6 +93,8 @@ export interface WriteBatch {
   histograms?: readonly HistogramWrite[];
   /** Merged into the run's hyperparameters at every depth (`mergeHyperparams`: a name given again replaces the earlier value). */
   hyperparams?: Readonly<Record<string, unknown>>;
+  /** Alert events, in the order they happened. */
+  alerts?: readonly AlertEvent[];
   /** Ranks lost (or back) since the last batch. */
   lostRanks?: readonly LostRankWrite[];
   /** Lines this batch's records use besides the writer's own (a user worker's raw values), named in `ranks`. */
@@ -264,6 +267,7 @@ export class StoreWriter {
       this.sql.histogramInsert.run(id, histogramRank, h.step, h.wall, jsonText(h.histogram));
     }
     if (batch.hyperparams !== undefined) this.mergeConfig("hparams", batch.hyperparams);
+    for (const a of batch.alerts ?? []) this.sql.alertInsert.run(a.id, a.rule, a.state, a.level, a.step, a.at, jsonText(a));
     for (const line of batch.lines ?? []) this.nameLine(this.sql.rankReplace, line.line, line.name, line.host);
     for (const lost of batch.lostRanks ?? []) {
       if (lost.back === true) this.sql.lostRankBack.run(lost.step, lost.wall, lost.rankName);

@@ -14,8 +14,9 @@
  */
 import { join } from "node:path";
 import { describeError, reportError } from "../../core/diagnostics.js";
+import { jsonText } from "../../core/json.js";
 import { AppendFile } from "../../io/append-file.js";
-import { writeFileAtomic, writeFileAtomicSync } from "../../io/atomic-write.js";
+import { LatestFileWrites } from "../../io/latest-files.js";
 import { CONFIG_FILE } from "../../run/run-files.js";
 import { SUMMARY_FILE } from "./api.js";
 import { parseHistoryObject } from "./history.js";
@@ -32,8 +33,8 @@ export class OfflineRunLog {
   /** Run files that came before the first row (written once the directory exists). */
   private readonly early = new Map<string, string>();
   /** Run files not on disk yet (path → content), for `writeSync` at exit. */
-  private readonly pendingFiles = new Map<string, string>();
-  private fileWrites: Promise<void> = Promise.resolve();
+  /** Run files written in the background, the rest by `writeSync` at exit. */
+  private readonly files = new LatestFileWrites((path, error) => reportError(`wandb.offlineRun.file:${path}`, `could not write ${path}: ${describeError(error)}; "wandb sync" will not upload this run file`));
   private ended = false;
 
   constructor(
@@ -52,7 +53,8 @@ export class OfflineRunLog {
 
   /** The run's config or names changed (`logHyperparams`): a config record follows. */
   setHead(head: OfflineRunHead): void {
-    const configChanged = JSON.stringify(head.config) !== JSON.stringify(this.head.config);
+    // jsonText, not JSON.stringify: a config may hold bigints (kept exact, docs/wandb.md).
+    const configChanged = jsonText(head.config) !== jsonText(this.head.config);
     this.head = head;
     if (configChanged && this.log !== null) this.append([headRecords(head, this.producer, 0)[2] ?? {}]);
   }
@@ -78,19 +80,7 @@ export class OfflineRunLog {
       this.early.set(name, content);
       return;
     }
-    const path = join(this.runPath, "files", ...name.split("/"));
-    this.pendingFiles.set(path, content);
-    this.fileWrites = this.fileWrites.then(async () => {
-      const latest = this.pendingFiles.get(path);
-      if (latest === undefined) return;
-      try {
-        await writeFileAtomic(path, latest);
-      } catch (error) {
-        reportError(`wandb.offlineRun.file:${path}`, `could not write ${path}: ${describeError(error)}; "wandb sync" will not upload this run file`);
-      } finally {
-        if (this.pendingFiles.get(path) === latest) this.pendingFiles.delete(path);
-      }
-    });
+    this.files.write(join(this.runPath, "files", ...name.split("/")), content);
     this.append([filesRecord([name])]);
   }
 
@@ -108,20 +98,13 @@ export class OfflineRunLog {
 
   /** Wait until everything written so far is on disk. */
   async drain(): Promise<void> {
-    await this.fileWrites;
+    await this.files.drain();
     await this.log?.drain();
   }
 
   /** The exit path: the run files and the log's queued bytes, synchronously. */
   writeSync(): void {
-    for (const [path, content] of this.pendingFiles) {
-      try {
-        writeFileAtomicSync(path, content);
-      } catch (error) {
-        reportError(`wandb.offlineRun.file:${path}`, `could not write ${path}: ${describeError(error)}; "wandb sync" will not upload this run file`);
-      }
-    }
-    this.pendingFiles.clear();
+    this.files.writeSync();
     this.log?.writeQueuedSync();
   }
 

@@ -22,6 +22,7 @@ import { join } from "node:path";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { AppendFile } from "../../io/append-file.js";
 import { writeFileAtomic, writeFileAtomicSync } from "../../io/atomic-write.js";
+import { LatestFileWrites } from "../../io/latest-files.js";
 import { isRecord } from "../../core/json.js";
 import { HISTORY_FILE, isUpsertVariables, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
 import { splitByBytes } from "./history-queue.js";
@@ -103,14 +104,7 @@ export class SpoolWriter {
    * counted like the async ones.
    */
   writeSync(): void {
-    for (const [path, content] of this.pendingFiles) {
-      try {
-        writeFileAtomicSync(path, content);
-      } catch (error) {
-        reportError(`wandb.spool.file:${path}`, `could not write ${path}: ${describeError(error)}; this run file is lost`);
-      }
-    }
-    this.pendingFiles.clear();
+    this.files.writeSync();
     if (this.runInfoText !== null) {
       const path = join(this.dir, SPOOL_INFO_FILE);
       try {
@@ -128,25 +122,11 @@ export class SpoolWriter {
    * file not on disk yet when the process exits is written by `writeSync`. Failures are reported.
    */
   writeFile(name: string, content: string): void {
-    const path = join(this.dir, "files", ...name.split("/"));
-    this.pendingFiles.set(path, content);
-    this.fileWrites = this.fileWrites.then(async () => {
-      // The latest content of this path (a later call replaced it), unless already written.
-      const latest = this.pendingFiles.get(path);
-      if (latest === undefined) return;
-      try {
-        await writeFileAtomic(path, latest);
-      } catch (error) {
-        reportError(`wandb.spool.file:${path}`, `could not write ${path}: ${describeError(error)}; this run file is lost`);
-      } finally {
-        if (this.pendingFiles.get(path) === latest) this.pendingFiles.delete(path);
-      }
-    });
+    this.files.write(join(this.dir, "files", ...name.split("/")), content);
   }
 
-  private fileWrites: Promise<void> = Promise.resolve();
-  /** Run files not written yet (path → content), for `writeSync` at exit. */
-  private readonly pendingFiles = new Map<string, string>();
+  /** Run files written in the background, the rest by `writeSync` at exit. */
+  private readonly files = new LatestFileWrites((path, error) => reportError(`wandb.spool.file:${path}`, `could not write ${path}: ${describeError(error)}; this run file is lost`));
 
   /** Append request bodies (the header goes first, once). */
   append(bodies: readonly FileStreamBody[], absoluteOffsets: boolean): void {
@@ -179,7 +159,7 @@ export class SpoolWriter {
   /** Wait for everything appended so far to reach the disk. */
   async drain(): Promise<void> {
     await this.runInfoWrite;
-    await this.fileWrites;
+    await this.files.drain();
     await this.file.drain();
   }
 }

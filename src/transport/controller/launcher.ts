@@ -28,7 +28,7 @@ import type { RankAssignment } from "../protocol/assignment.js";
 import type { NatsAuthOptions } from "../protocol/nats-auth.js";
 import { RemoteRankHandle, waitAtMost } from "./remote-rank.js";
 import { childColorEnv } from "../../textlog/color.js";
-import { entryUrl, needsTsx, registerExitDrain, startError, startProcess, startThread, type SpawnedRank, type Starting } from "./rank-start.js";
+import { entryUrl, needsTsx, registerExitDrain, startError, startProcess, startThread, type ChannelAnswers, type SpawnedRank, type Starting } from "./rank-start.js";
 
 /** A controller-side server ranks can join over (NATS: `serveRanksOverNats`). */
 export interface RankServer {
@@ -75,6 +75,12 @@ export interface SpawnRanksOptions {
    * per-rank tables; streams then appear at each sync).
    */
   output?: "immediate" | "ordered";
+  /**
+   * How ranks over their parent's channel (without `nats`) answer flushes: `frames` (default),
+   * binary wire frames the controller merges from their columns (docs/ranks.md, "Flush answers");
+   * `json`, JSON snapshots, as before frames — to compare the two.
+   */
+  answers?: ChannelAnswers;
 }
 
 /** The ranks one `spawnRanks` call started. */
@@ -212,6 +218,8 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
     throw new TypeError(`spawnRanks: output must be "immediate" or "ordered", got ${JSON.stringify(options.output)}`);
   }
   if (kind === "thread" && options.nats !== undefined) throw new TypeError(`spawnRanks: NATS carries ranks of other processes; use kind "process" with nats`);
+  const answers = options.answers ?? "frames";
+  if (answers !== "frames" && answers !== "json") throw new TypeError(`spawnRanks: answers must be "frames" or "json", got ${JSON.stringify(answers)}`);
   const processName = options.processName ?? "Rank";
   const logger = options.logger ?? (await getOrCreateMetricLogger());
   const startDeadlineMs = options.startDeadlineMs ?? 30_000;
@@ -254,7 +262,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
       carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
       ...(options.nats !== undefined ? { natsUrl: options.nats.url, runSecret: options.nats.runSecret } : {}),
     };
-    return kind === "thread" ? startThread(assignment, entry, tsx, env, hold) : startProcess(assignment, entry, tsx, env, hold);
+    return kind === "thread" ? startThread(assignment, entry, tsx, env, hold, answers) : startProcess(assignment, entry, tsx, env, hold, answers);
   });
   const started = starting.map((s) => s.spawned);
   let startedUp = false;
@@ -297,7 +305,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
     void rank.exited.then((reason) => {
       if (logger.deregisterRank(identity.rankName, handle) && !handle.shutdownRequested) {
         warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush (counted as lost: rankscope/ranks_lost)`);
-        logger.rankLost(identity, reason);
+        logger.rankLost(identity, reason, handle.host);
       }
     });
   }

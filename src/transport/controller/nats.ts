@@ -48,8 +48,8 @@ export interface ServeRanksOverNatsOptions {
 export interface RankRegistry {
   registerRank(handle: RemoteRankHandle): Promise<void>;
   deregisterRank(rankName: string, handle?: RemoteRankHandle): boolean;
-  /** A rank fell silent (the controller counts it as lost until it answers again). */
-  rankLost?(identity: RankIdentity, reason: string): void;
+  /** A rank fell silent (the controller counts it as lost, and its `rank_lost` alert names it with `host`, until it answers again). */
+  rankLost?(identity: RankIdentity, reason: string, host?: string): void;
   /** A silent rank answered or registered again. */
   rankBack?(identity: RankIdentity): void;
 }
@@ -238,7 +238,7 @@ export class NatsRankServer implements RankServer {
     let handle: RemoteRankHandle | undefined;
     try {
       assertSubjectToken("rankName", identity.rankName);
-      handle = this.makeHandle(identity, `NATS rank ${identity.rankName} (pid ${message.pid} on ${message.host})`);
+      handle = this.makeHandle(identity, `NATS rank ${identity.rankName} (pid ${message.pid} on ${message.host})`, message.host);
       const orphan = this.orphans.get(identity.rankName);
       if (orphan !== undefined) {
         this.orphans.delete(identity.rankName);
@@ -389,10 +389,11 @@ export class NatsRankServer implements RankServer {
     }
   }
 
-  private makeHandle(identity: RankIdentity, description: string): RemoteRankHandle {
+  private makeHandle(identity: RankIdentity, description: string, host: string): RemoteRankHandle {
     const s = subjects(this.runId, this.scope);
     const carrier: RankCarrier = {
       description,
+      host,
       closesWithRank: false,
       post: (text) => this.nc.publish(s.rank(identity.rankName), text, this.inbox),
       broadcastFlush: (step) => this.broadcastFlush(step, identity.rankName),
@@ -426,7 +427,7 @@ export class NatsRankServer implements RankServer {
           `rank.silent:${rankName}`,
           `NATS rank ${rankName} missed ${this.maxMissedFlushes} flushes in a row; it is no longer expected at flush until it answers or registers again (what it records meanwhile is kept for its next flush; counted as lost meanwhile: rankscope/ranks_lost)`,
         );
-        this.logger.rankLost?.(known.handle.identity, `silent: missed ${this.maxMissedFlushes} flushes in a row`);
+        this.logger.rankLost?.(known.handle.identity, `silent: missed ${this.maxMissedFlushes} flushes in a row`, known.host);
       }
     }
     if (this.currentFlush === null || this.currentFlush.step !== step) {

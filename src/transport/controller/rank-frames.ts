@@ -1,13 +1,16 @@
 /**
- * A host agent's side of its ranks' binary flush answers (wire frames, docs/scale.md): one key
- * table (`StateDecoder`) per rank, the ranks that must start a new one at the next flush, and a
- * frame turned into the reply it stands for. Its states stay in the frame's columns
- * (`RankSnapshot.frame`), for the agent's column merge.
+ * The receiving side of ranks' binary flush answers (wire frames, docs/scale.md): a host agent's
+ * NATS ranks (`RankFrames`: one key table per rank, the ranks that must start a new one at the
+ * next flush) and one rank over the controller's parent channel (`ChannelRankFrames`). A frame
+ * becomes the reply it stands for; its states stay in the frame's columns (`FramedSnapshot`),
+ * merged from there with the flush's other answers (`mergeAll`).
  */
-import type { KeyState } from "../../core/collector.js";
-import { checkReplyFrameHeader, reportIgnored, transportStats, type RankMessage } from "../protocol/messages.js";
-import type { RankSnapshot } from "../protocol/types.js";
-import { frameKeyStates, readFrameHeader, StateDecoder, WireFormatError, type DecodedFrame } from "../wire/codec.js";
+import { DEFAULT_MAX_KEYS, type KeyState } from "../../core/collector.js";
+import { envInteger } from "../../core/env.js";
+import { processWide } from "../../core/process-wide.js";
+import { checkReplyFrameHeader, reportIgnored, transportStats, type RankMessage, type RankReply, type RankReplyFrameHeader } from "../protocol/messages.js";
+import type { MergeableSnapshot, RankSnapshot } from "../protocol/types.js";
+import { FrameMerger, frameKeyStates, readFrameHeader, StateDecoder, WIRE_VERSION, WireFormatError, type DecodedFrame } from "../wire/codec.js";
 
 /** Ranks this server does not know whose flush answers (or key tables) are kept for them (beyond: dropped, counted). */
 export const MAX_ORPHAN_RANKS = 4096;
@@ -88,7 +91,7 @@ export class RankFrames {
  * A flush answer that came as a wire frame: its states stay in the frame's columns (a host agent
  * merges them as they are, `FrameMerger`) until someone reads `states`.
  */
-export class FramedSnapshot implements RankSnapshot {
+export class FramedSnapshot implements MergeableSnapshot {
   private built: readonly KeyState[] | undefined;
   constructor(
     readonly rankName: string,
@@ -99,5 +102,98 @@ export class FramedSnapshot implements RankSnapshot {
   ) {}
   get states(): readonly KeyState[] {
     return (this.built ??= frameKeyStates(this.frame, false));
+  }
+
+  mergeAll(snapshots: readonly RankSnapshot[]): KeyState[] | undefined {
+    return processWide("transport.answerMerger", () => new AnswerMerger()).mergeAll(snapshots);
+  }
+}
+
+/** Most (key, reduce) slots the answer merger holds before it starts afresh: its memory stays bounded whatever keys come and go. */
+export const MAX_MERGER_SLOTS = 1_000_000;
+
+/**
+ * Merges the answers of one flush, those that came as frames straight from their columns and the
+ * others (JSON answers, late answers carried into one) from their states, in the answers' order:
+ * one `FrameMerger` per process, reused from flush to flush (its keys stay interned).
+ */
+class AnswerMerger {
+  private merger = new FrameMerger();
+
+  mergeAll(snapshots: readonly RankSnapshot[]): KeyState[] | undefined {
+    if (this.merger.size > MAX_MERGER_SLOTS) this.merger = new FrameMerger();
+    this.merger.begin();
+    for (const snapshot of snapshots) {
+      if (snapshot instanceof FramedSnapshot) this.merger.add(snapshot.frame);
+      else this.merger.addStates(snapshot.states);
+    }
+    return this.merger.result();
+  }
+}
+
+/**
+ * The flush answers of one rank over its parent's channel (a worker thread's port, a child
+ * process's IPC), sent as wire frames: the rank's key table (at most `RANKSCOPE_MAX_KEYS` keys),
+ * and whether the next flush asks it to start a new one. Frames are held to the rules JSON answers
+ * are (`StateDecoder`: names bounded, states checked against their reductions): one that cannot
+ * be read or is refused is counted (`rankscope/rejected/{kind}`), never logged, and — when its
+ * header names the request — fails that flush for this rank at once instead of at the deadline.
+ */
+export class ChannelRankFrames {
+  private readonly decoder: StateDecoder;
+  private resync = false;
+
+  constructor(
+    private readonly runId: string,
+    private readonly rankName: string,
+    /** Ask the rank to send an answer again, in JSON, under its request id. */
+    private readonly askResend: (id: number, seq: number) => void,
+    maxKeys = envInteger("RANKSCOPE_MAX_KEYS", DEFAULT_MAX_KEYS, 1),
+  ) {
+    this.decoder = new StateDecoder(maxKeys);
+  }
+
+  /** The fields of the next flush request: frames of this wire version, and once after a gap a new key table. */
+  flushFields(): { readonly wire: number; readonly resync?: readonly string[] } {
+    if (!this.resync) return { wire: WIRE_VERSION };
+    this.resync = false;
+    return { wire: WIRE_VERSION, resync: [this.rankName] };
+  }
+
+  /** A frame from the rank as the reply it stands for; undefined when it is foreign, unreadable or its keys' definitions are lost (counted). */
+  reply(data: Uint8Array, from: string): RankReply | undefined {
+    const stats = transportStats();
+    stats.messagesIn++;
+    stats.bytesIn += data.length;
+    let header: RankReplyFrameHeader | undefined;
+    try {
+      header = checkReplyFrameHeader(this.runId, readFrameHeader(data), from);
+    } catch (error) {
+      if (!(error instanceof WireFormatError)) throw error;
+      reportIgnored(error.kind, `a flush-answer frame from ${from} cannot be read (${error.message})`);
+      return undefined;
+    }
+    if (header === undefined) return undefined;
+    if (header.rankName !== this.rankName) {
+      reportIgnored("foreign", `${from} sent a flush-answer frame as rank ${header.rankName}`);
+      return undefined;
+    }
+    try {
+      const frame = this.decoder.decode(data);
+      if (frame.tableGap) this.resync = true;
+      if (frame.unknownKeys > 0) {
+        reportIgnored("late", `rank ${this.rankName}'s answer to flush(${header.step}) names ${frame.unknownKeys} keys whose definitions were refused with an earlier frame; it is asked to send that answer again, in JSON`);
+        this.askResend(header.id, header.seq);
+        return undefined;
+      }
+      return { t: "reply", id: header.id, rankName: this.rankName, ok: true, snapshot: new FramedSnapshot(this.rankName, header.step, header.seq, header.dropped, frame) };
+    } catch (error) {
+      if (!(error instanceof WireFormatError)) throw error;
+      const refused = error.kind === "malformed" ? "cannot be read" : "is refused";
+      reportIgnored(error.kind, `a flush-answer frame from ${from} ${refused} (${error.message})`);
+      // Its key definitions may not be held here: the rank starts a new table at the next flush.
+      this.resync = true;
+      return { t: "reply", id: header.id, rankName: this.rankName, ok: false, error: `its answer to flush(${header.step}) ${refused}; none of its values are logged (${error.message})` };
+    }
   }
 }

@@ -6,14 +6,17 @@
 import { registerDrain } from "../../core/lifecycle.js";
 import { fork, type ChildProcess } from "node:child_process";
 import { Socket } from "node:net";
+import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
 import type { Worker } from "node:worker_threads";
 import { isTypeScript, siblingModule, startModuleWorker, tsxUrl } from "../../core/module-worker.js";
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { ASSIGNMENT_ENV, type RankAssignment } from "../protocol/assignment.js";
 import { OutputForwarder } from "./output.js";
-import { decodeProtocolMessage, reportIgnored } from "../protocol/messages.js";
+import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type ControllerRequest } from "../protocol/messages.js";
 import { RemoteRankHandle, waitAtMost, type RankCarrier } from "./remote-rank.js";
+import { ChannelRankFrames } from "./rank-frames.js";
+import { isWireFrame } from "../wire/codec.js";
 
 /** One started rank. */
 export interface SpawnedRank {
@@ -89,13 +92,43 @@ export interface Starting {
 }
 
 /**
- * Route messages from a rank's parent channel: the first `register`, then replies and
- * `deregister`. Invalid messages are counted and ignored by the protocol layer.
+ * How a rank over its parent's channel answers flushes: `frames` (default), binary wire frames
+ * merged from their columns; `json`, JSON snapshots as every carrier takes (the format before
+ * frames; kept to compare the two, e.g. in `npm run bench -- ranks`).
  */
-function portRouter(identity: RankIdentity, runId: string, handle: RemoteRankHandle, from: string) {
+export type ChannelAnswers = "frames" | "json";
+
+/**
+ * The frames of a rank over its parent's channel; none when it answers in JSON. Definitions of its
+ * key table that were lost are made good by asking for that answer again, in JSON (`post`).
+ */
+function channelFrames(answers: ChannelAnswers, runId: string, identity: RankIdentity, post: () => RankCarrier["post"]): ChannelRankFrames | undefined {
+  if (answers === "json") return undefined;
+  return new ChannelRankFrames(runId, identity.rankName, (id, seq) => {
+    const request: ControllerRequest = { t: "resend", id, seq };
+    try {
+      post()(encodeProtocolMessage(runId, request), request);
+    } catch {
+      // The rank is gone: its pending flush fails when its channel closes.
+    }
+  });
+}
+
+/**
+ * Route messages from a rank's parent channel: the first `register`, then replies (flush answers
+ * as wire frames when `frames` reads them) and `deregister`. Invalid messages are counted and
+ * ignored by the protocol layer.
+ */
+function portRouter(identity: RankIdentity, runId: string, handle: RemoteRankHandle, from: string, frames: ChannelRankFrames | undefined) {
   let onRegister: ((handle: RemoteRankHandle) => void) | undefined;
   const registered = new Promise<RemoteRankHandle>((resolve) => (onRegister = resolve));
   const route = (data: unknown): void => {
+    if (isWireFrame(data)) {
+      const reply = frames?.reply(data, from);
+      if (frames === undefined) reportIgnored("malformed", `${from} sent a wire frame, which this rank's flushes did not ask for`);
+      else if (reply !== undefined) handle.receive(reply);
+      return;
+    }
     const message = decodeProtocolMessage(runId, data, from);
     if (message === undefined) return;
     if (message.t === "register") {
@@ -118,13 +151,14 @@ function portRouter(identity: RankIdentity, runId: string, handle: RemoteRankHan
   return { route, waitRegistered };
 }
 
-export function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env: Readonly<Record<string, string>>, hold: boolean): Starting {
+export function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env: Readonly<Record<string, string>>, hold: boolean, answers: ChannelAnswers): Starting {
   const { identity } = assignment;
   const child = fork(fileURLToPath(entry), [], {
     env: { ...process.env, ...env, [ASSIGNMENT_ENV]: JSON.stringify(assignment) },
     execArgv: tsx ? ["--import", tsxUrl("tsx", RANK_MODULE)] : [],
     stdio: ["ignore", "pipe", "pipe", "ipc"],
-    serialization: "json",
+    // Structured clone (V8's serializer): flush answers travel as bytes (wire frames), requests as text.
+    serialization: "advanced",
   });
   liveChildren.add(child);
   // An idle rank does not keep the controller alive: every request to it has a referenced
@@ -136,9 +170,12 @@ export function startProcess(assignment: RankAssignment, entry: URL, tsx: boolea
   const { stdout, stderr } = child;
   if (stdout === null || stderr === null) throw new Error(`rank ${identity.rankName}: its child process has no stdout/stderr pipe`);
   const from = `rank ${identity.rankName} (child process ${child.pid ?? "?"})`;
+  const frames = channelFrames(answers, assignment.runId, identity, () => carrier.post);
   const carrier: RankCarrier = {
     description: `child process ${child.pid ?? "?"}`,
     closesWithRank: true,
+    host: hostname(),
+    ...(frames !== undefined ? { flushFields: () => frames.flushFields() } : {}),
     post: (text) => {
       if (!child.connected) throw new Error("its IPC channel is closed");
       child.send(text);
@@ -155,7 +192,7 @@ export function startProcess(assignment: RankAssignment, entry: URL, tsx: boolea
     stdout: new OutputForwarder(stdout, (t) => process.stdout.write(t), hold),
     stderr: new OutputForwarder(stderr, (t) => process.stderr.write(t)),
   };
-  const router = portRouter(identity, assignment.runId, handle, from);
+  const router = portRouter(identity, assignment.runId, handle, from, frames);
   child.on("message", router.route);
   // Sending to a child that just died raises EPIPE here; the exit handler below reports it.
   child.on("error", () => undefined);
@@ -172,16 +209,19 @@ export function startProcess(assignment: RankAssignment, entry: URL, tsx: boolea
   return { spawned, registered: router.waitRegistered, exited, gone };
 }
 
-export function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, env: Readonly<Record<string, string>>, hold: boolean): Starting {
+export function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, env: Readonly<Record<string, string>>, hold: boolean, answers: ChannelAnswers): Starting {
   const { identity } = assignment;
   const workerData = { rankscopeRank: assignment };
   const worker = startModuleWorker(entry, { typeScript: tsx, what: RANK_MODULE, workerData, env: { ...process.env, ...env }, stdout: true, stderr: true });
   for (const stream of [worker.stdout, worker.stderr]) readWithoutKeepingAlive(stream);
   const from = `rank ${identity.rankName} (worker thread ${worker.threadId})`;
   let running = true;
+  const frames = channelFrames(answers, assignment.runId, identity, () => carrier.post);
   const carrier: RankCarrier = {
     description: `worker thread ${worker.threadId}`,
     closesWithRank: true,
+    host: hostname(),
+    ...(frames !== undefined ? { flushFields: () => frames.flushFields() } : {}),
     post: (text) => {
       if (!running) throw new Error("the worker has exited");
       worker.postMessage(text);
@@ -198,7 +238,7 @@ export function startThread(assignment: RankAssignment, entry: URL, tsx: boolean
     stdout: new OutputForwarder(worker.stdout, (t) => process.stdout.write(t), hold),
     stderr: new OutputForwarder(worker.stderr, (t) => process.stderr.write(t)),
   };
-  const router = portRouter(identity, assignment.runId, handle, from);
+  const router = portRouter(identity, assignment.runId, handle, from, frames);
   worker.on("message", router.route);
   let failure = "";
   worker.on("error", (error) => {

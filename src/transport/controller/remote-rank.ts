@@ -11,6 +11,7 @@
  */
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
+import { newestAlerts } from "../../alerts/user-alert.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
 import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
 import { encodeProtocolMessage, reportIgnored, transportStats, type ControllerRequest, type RankReply } from "../protocol/messages.js";
@@ -31,10 +32,17 @@ export interface RankCarrier {
    */
   broadcastFlush?(step: number): number;
   /**
+   * Fields the next flush request carries: a carrier that reads wire frames (a worker's port, a
+   * child's IPC) asks for them (`wire`), naming this rank in `resync` when it lost its key table.
+   */
+  flushFields?(): { readonly wire: number; readonly resync?: readonly string[] };
+  /**
    * Set when the carrier ends with the rank (a worker, a child's IPC channel): after answering
    * shutdown the rank exits, and the handle waits for that before killing it.
    */
   readonly closesWithRank: boolean;
+  /** The host the rank runs on, when known (a child or worker runs on this one; a NATS rank says at register). */
+  readonly host?: string;
   /** Force the rank to stop (kill the process, terminate the worker). */
   terminate?(): Promise<void> | void;
   /**
@@ -102,6 +110,8 @@ function mergeSnapshots(earlier: RankSnapshot, later: RankSnapshot): RankSnapsho
     offCycle = offCycle.slice(dropped);
     reportError("rank.offCycleFull", `rank ${later.rankName}: ${dropped} off-cycle logs (system monitor) carried over late flushes exceeded ${MAX_CARRIED_OFF_CYCLE}; the oldest are dropped and counted`);
   }
+  // The user's alert() calls of both: the newest that one answer may carry.
+  const alerts = newestAlerts(earlier.alerts, later.alerts, `rank ${later.rankName}'s late answers`);
   return {
     rankName: later.rankName,
     step: later.step,
@@ -114,6 +124,7 @@ function mergeSnapshots(earlier: RankSnapshot, later: RankSnapshot): RankSnapsho
     ),
     droppedKeyRecords: Math.max(earlier.droppedKeyRecords, later.droppedKeyRecords),
     ...(offCycle.length > 0 ? { offCycle } : {}),
+    ...(alerts.length > 0 ? { alerts } : {}),
   };
 }
 
@@ -165,6 +176,10 @@ export class RemoteRankHandle implements RankHandle {
 
   get rankName(): string {
     return this.identity.rankName;
+  }
+
+  get host(): string | undefined {
+    return this.carrier.host;
   }
 
   /** Why the rank went away, or null while it is connected. */
@@ -294,7 +309,7 @@ export class RemoteRankHandle implements RankHandle {
 
   async flush(step: number, deadlineMs = DEFAULT_REQUEST_DEADLINE_MS): Promise<RankSnapshot> {
     const id = this.carrier.broadcastFlush?.(step);
-    const request: ControllerRequest = { t: "flush", id: id ?? nextRequestId(), step };
+    const request: ControllerRequest = { t: "flush", id: id ?? nextRequestId(), step, ...this.carrier.flushFields?.() };
     const reply = await this.request(request, deadlineMs, id !== undefined);
     if (reply.snapshot === undefined || reply.snapshot.step !== step || reply.snapshot.rankName !== this.rankName) {
       throw new Error(`rank ${this.rankName} answered flush(${step}) without its states for that step`);

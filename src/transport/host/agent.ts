@@ -11,6 +11,8 @@
  * docs/scale.md for the topology, and how a deeper tree would stack agents.
  */
 import { describeError, reportError } from "../../core/diagnostics.js";
+import type { UserAlertCall } from "../../core/alert.js";
+import { newestAlerts } from "../../alerts/user-alert.js";
 import { resolveSetting } from "../../core/settings.js";
 import { runSecretSetting } from "../../core/run-secret.js";
 import { RunKey } from "../protocol/seal.js";
@@ -192,6 +194,7 @@ export class HostAgent implements RankRegistry {
     const missing: string[] = [];
     let dropped = 0;
     const offCycle: OffCycleLog[] = [];
+    const alerts: UserAlertCall[] = [];
     for (const { handle, answer } of answers) {
       if (answer === undefined) {
         missing.push(handle.rankName);
@@ -200,6 +203,7 @@ export class HostAgent implements RankRegistry {
       snapshots.push(answer);
       dropped += answer.droppedKeyRecords;
       if (answer.offCycle !== undefined) offCycle.push(...answer.offCycle);
+      if (answer.alerts !== undefined) alerts.push(...answer.alerts);
     }
     if (missing.length > 0) this.stats.incompleteFlushes++;
     const states = this.withRejections(this.merge(snapshots, request.step), request.step);
@@ -216,6 +220,8 @@ export class HostAgent implements RankRegistry {
       ...(sendMembers ? { ranks: handles.map((h) => h.rankName) } : {}),
       dropped,
       ...(offCycle.length > 0 ? { offCycle } : {}),
+      // A host's answer carries at most what one rank's may (the newest).
+      ...(alerts.length > 0 ? { alerts: newestAlerts(undefined, alerts, `host ${this.hostId}'s ranks`) } : {}),
     };
     try {
       const frame = this.encoder.encode(header, states);

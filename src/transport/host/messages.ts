@@ -14,8 +14,9 @@
  * malformed, foreign or of another version is counted and ignored like every protocol message.
  */
 import { encodeMessage } from "../../core/json.js";
+import type { UserAlertCall } from "../../core/alert.js";
 import type { OffCycleLog, RankInit } from "../protocol/types.js";
-import { PROTOCOL_VERSION, decodeChecked, isId, nameProblem, offCycleProblem, namesProblem, shortText, transportStats, type MessageProblem } from "../protocol/messages.js";
+import { PROTOCOL_VERSION, alertsProblem, decodeChecked, isId, nameProblem, offCycleProblem, namesProblem, shortText, transportStats, type MessageProblem } from "../protocol/messages.js";
 
 const PROTO = "rankscope";
 
@@ -67,6 +68,8 @@ export interface HostStatesHeader {
   /** Sum of the reporting ranks' dropped-key counts (since they started). */
   readonly dropped: number;
   readonly offCycle?: readonly OffCycleLog[];
+  /** The host's ranks' `alert()` calls since their last answer. */
+  readonly alerts?: readonly UserAlertCall[];
 }
 
 /** Encode a host message in the protocol envelope. */
@@ -121,7 +124,13 @@ export function validateHostStatesHeader(h: Record<string, unknown>): MessagePro
   if (h["t"] !== "hostStates") return `a ${shortText(h["t"])} frame where only "hostStates" is taken`;
   if (!isId(h["id"]) || !isId(h["step"])) return "id and step are required";
   if (!isId(h["reporting"]) || !isId(h["mv"]) || !isId(h["dropped"])) return "reporting, missing, mv and dropped are required";
-  return offCycleProblem(h["offCycle"], "a host's frame") ?? nameProblem("host", h["host"]) ?? namesProblem("missing", h["missing"]) ?? (h["ranks"] === undefined ? undefined : namesProblem("ranks", h["ranks"]));
+  return (
+    offCycleProblem(h["offCycle"], "a host's frame") ??
+    nameProblem("host", h["host"]) ??
+    namesProblem("missing", h["missing"]) ??
+    (h["ranks"] === undefined ? undefined : namesProblem("ranks", h["ranks"])) ??
+    alertsProblem(h, "a host's frame")
+  );
 }
 
 /**

@@ -10,6 +10,8 @@ import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
 import type { KeyState } from "../../core/collector.js";
 import { mergeRankKeyStates } from "../../controller/reduce-states.js";
+import type { UserAlertCall } from "../../core/alert.js";
+import { newestAlerts } from "../../alerts/user-alert.js";
 import type { OffCycleLog, RankGroupHandle, RankGroupSnapshot, RankInit } from "../protocol/types.js";
 import { connectTo, unrefSocket, unrefWhileIdle } from "../controller/nats-connection.js";
 import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
@@ -69,12 +71,19 @@ export class HostHandle implements RankGroupHandle {
   /** Ids of flushes that passed their deadline unanswered: a late frame is carried once, for one of these only. */
   private readonly expired = new Set<number>();
   private readonly carriedOffCycle: OffCycleLog[] = [];
+  /** The user's `alert()` calls of late answers, for the next answer in time. */
+  private carriedAlerts: UserAlertCall[] = [];
 
   constructor(
     readonly hostId: string,
     private readonly server: HostServer,
   ) {
     this.rankName = `host:${hostId}`;
+  }
+
+  /** Its ranks run on this host (named by its agent's id). */
+  get host(): string {
+    return this.hostId;
   }
 
   memberRanks(): readonly string[] {
@@ -161,6 +170,7 @@ export class HostHandle implements RankGroupHandle {
       for (const s of states) stats.lateValues += s.state.count;
       this.carried = this.carried === null ? states : mergeRankKeyStates([{ rankName: this.rankName, states: this.carried }, { rankName: this.rankName, states }], header.step);
       if (header.offCycle !== undefined) this.carriedOffCycle.push(...header.offCycle);
+      if (header.alerts !== undefined) this.carriedAlerts = newestAlerts(this.carriedAlerts, header.alerts, `host ${this.hostId}'s late answers`);
       reportIgnored("late", `host ${this.hostId} answered flush(${header.step}) after the flush deadline; its values are carried into its next flush`);
       return;
     }
@@ -169,12 +179,15 @@ export class HostHandle implements RankGroupHandle {
     const carried = this.carried;
     this.carried = null;
     const offCycle = [...this.carriedOffCycle.splice(0), ...(header.offCycle ?? [])];
+    const alerts = newestAlerts(this.carriedAlerts, header.alerts, `host ${this.hostId}'s answers`);
+    this.carriedAlerts = [];
     pending.resolve({
       rankName: this.rankName,
       step: header.step,
       states: carried === null ? states : mergeRankKeyStates([{ rankName: this.rankName, states: carried }, { rankName: this.rankName, states }], header.step),
       droppedKeyRecords: header.dropped,
       ...(offCycle.length === 0 ? {} : { offCycle }),
+      ...(alerts.length === 0 ? {} : { alerts }),
       group: { reporting: header.reporting, missing: header.missing },
     });
   }

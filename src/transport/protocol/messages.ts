@@ -26,7 +26,7 @@ import { decodeMessage, encodeMessage } from "../../core/json.js";
 import type { RankInit, RankSnapshot } from "./types.js";
 
 export { ignoredMessageCounts, reportIgnored, shortText, takeRejectionsSinceLastFlush, REJECTION_KINDS, IGNORED_REPORT_INTERVAL_MS, type IgnoredKind, type IgnoredMessageCounts } from "./ignored.js";
-export { isId, keepValidStates, nameProblem, namesProblem, offCycleProblem, MAX_NAMES, type MessageProblem } from "./validate.js";
+export { alertsProblem, isId, keepValidStates, nameProblem, namesProblem, offCycleProblem, MAX_NAMES, type MessageProblem } from "./validate.js";
 
 /** The protocol version this build speaks. A message with another version is ignored and counted. */
 export const PROTOCOL_VERSION = 1;
@@ -47,9 +47,10 @@ export type ControllerRequest =
       readonly id: number;
       readonly step: number;
       /**
-       * Set by a receiver that reads wire frames (`wire/codec.ts`) of this version, a host agent:
-       * a rank whose carrier can send bytes answers with a frame (`RankReplyFrameHeader`) instead
-       * of JSON. Absent: JSON, as every carrier and older receiver takes.
+       * Set by a receiver that reads wire frames (`wire/codec.ts`) of this version — a host agent,
+       * and the controller for the ranks on its parent channels (worker ports, IPC): the rank
+       * answers with a frame (`RankReplyFrameHeader`) instead of JSON. Absent: JSON, as every
+       * carrier and older receiver takes.
        */
       readonly wire?: number;
       /** Ranks whose key table the receiver lost: they start a new key-table session. */

@@ -4,7 +4,9 @@
  * Shared by both sides (the rank side never imports the controller side, nor the reverse).
  */
 import type { UncheckedBackendsConfig } from "../../backends/options.js";
+import type { UserAlertCall } from "../../core/alert.js";
 import type { KeyState } from "../../core/collector.js";
+import type { RankIdentity } from "../../core/rank-identity.js";
 /** Where a run's files go and where it starts. */
 export interface RunInfo {
   readonly runDir: string;
@@ -40,6 +42,26 @@ export interface RankSnapshot {
   readonly droppedKeyRecords: number;
   /** Values logged on this rank since the last flush on axes of their own (see `OffCycleLog`). */
   readonly offCycle?: readonly OffCycleLog[];
+  /** The user's `alert()` calls made in the rank's process since its last answer (src/alerts/user-alert.ts). */
+  readonly alerts?: readonly UserAlertCall[];
+}
+
+/**
+ * A flush answer whose states merge with the other answers of a flush without a state object per
+ * rank·key (one that came as a wire frame, its states still in the frame's columns).
+ */
+export interface MergeableSnapshot extends RankSnapshot {
+  /**
+   * Merge every answer of a flush (this one among them), in their order: exactly what
+   * `mergeRankKeyStates` gives for their `states`, sorted by key. Undefined where it cannot (a key
+   * recorded with two reductions): then merge the states, which reports the conflict by rank.
+   */
+  mergeAll(snapshots: readonly RankSnapshot[]): KeyState[] | undefined;
+}
+
+/** True for an answer that merges from its columns (`MergeableSnapshot`); a decoded JSON answer never is (JSON holds no function). */
+export function isMergeableSnapshot(snapshot: RankSnapshot): snapshot is MergeableSnapshot {
+  return "mergeAll" in snapshot && typeof snapshot.mergeAll === "function";
 }
 
 /**
@@ -59,6 +81,10 @@ export interface OffCycleLog {
 /** How the controller reaches one rank, whatever carries the messages. */
 export interface RankHandle {
   readonly rankName: string;
+  /** The host the rank runs on, when the transport knows it (alerts name it). */
+  readonly host?: string;
+  /** Who the rank is, when the handle is one rank's (a host agent's answers for several). */
+  readonly identity?: RankIdentity;
   init(message: RankInit): Promise<void>;
   /**
    * The rank's states at `step`. `deadlineMs` is how long the controller will wait: a remote

@@ -3,6 +3,7 @@
  * bounded in length and characters, and each state checked against its reduction's shape (an
  * invalid state is left out of its answer and counted; the rest of the answer is used).
  */
+import { ALERT_LEVELS, MAX_ALERT_TEXT, MAX_ALERT_TITLE, MAX_QUEUED_ALERTS } from "../../core/alert.js";
 import { ReceivedStates } from "../../core/key-state-check.js";
 import { isSubjectToken, MAX_NAME_LENGTH } from "./identity.js";
 import { reportIgnored, shortText, type IgnoredKind } from "./ignored.js";
@@ -150,7 +151,7 @@ function validateSnapshot(snapshot: unknown, from: string): MessageProblem {
   const states = keepValidStates(snapshot["states"], `${from}'s answer`);
   if (states === undefined) return "snapshot.states must be a list of { key, reduce, state }";
   snapshot["states"] = states;
-  return offCycleProblem(snapshot["offCycle"], from);
+  return offCycleProblem(snapshot["offCycle"], from) ?? alertsProblem(snapshot, `${from}'s answer`);
 }
 
 /**
@@ -174,6 +175,43 @@ export function keepValidStates(states: unknown, where: string): readonly unknow
     reportIgnored(problem.kind, `a state in ${where} (key ${shortText(isObject(s) ? s["key"] : s)}) is left out: ${problem.problem}`);
   }
   return kept ?? list;
+}
+
+/**
+ * What is wrong with the user's `alert()` calls an answer carries (`holder.alerts`): not a list, or
+ * more than a rank queues (`MAX_QUEUED_ALERTS`), is a problem of the whole message. Each call is
+ * then checked — a known level, a title of 1 to `MAX_ALERT_TITLE` characters, a text of at most
+ * `MAX_ALERT_TEXT`, a finite time, a rank name that is a name — and one that fails is left out and
+ * counted (`rankscope/rejected/malformed`, or `invalidName` for its rank name), the others kept.
+ * A refused call is never delivered, recorded or quoted: its title and text appear nowhere.
+ */
+export function alertsProblem(holder: Record<string, unknown>, where: string): MessageProblem {
+  const alerts = holder["alerts"];
+  if (alerts === undefined) return undefined;
+  if (!Array.isArray(alerts) || alerts.length > MAX_QUEUED_ALERTS) return `alerts must be a list of at most ${MAX_QUEUED_ALERTS} alert() calls`;
+  const list: readonly unknown[] = alerts;
+  const kept = list.filter((call) => {
+    const problem = alertCallProblem(call);
+    if (problem === undefined) return true;
+    const kind = typeof problem === "string" ? "malformed" : problem.kind;
+    reportIgnored(kind, `an alert() call in ${where} is left out: ${typeof problem === "string" ? problem : problem.detail}`);
+    return false;
+  });
+  if (kept.length === 0) delete holder["alerts"];
+  else if (kept.length < list.length) holder["alerts"] = kept;
+  return undefined;
+}
+
+/** What is wrong with one received `alert()` call (without quoting its title or text), or undefined. */
+function alertCallProblem(call: unknown): MessageProblem {
+  if (!isObject(call)) return "an alert() call must be { title, text, level, at }";
+  if (!ALERT_LEVELS.some((l) => l === call["level"])) return `its level must be one of ${ALERT_LEVELS.join(", ")}`;
+  if (!isText(call["title"], MAX_ALERT_TITLE)) return `its title must be 1 to ${MAX_ALERT_TITLE} characters`;
+  if (typeof call["text"] !== "string" || call["text"].length > MAX_ALERT_TEXT) return `its text must be at most ${MAX_ALERT_TEXT} characters`;
+  if (typeof call["at"] !== "number" || !Number.isFinite(call["at"])) return "its time (at) must be a finite number";
+  if (call["rankName"] !== undefined && !isSubjectToken(call["rankName"])) return { kind: "invalidName", detail: `its rankName must be 1 to ${MAX_NAME_LENGTH} letters, digits, "_" or "-"` };
+  const known = new Set(["title", "text", "level", "at", "rankName"]);
+  return Object.keys(call).every((k) => known.has(k)) ? undefined : "it carries fields an alert() call does not have";
 }
 
 /** What is wrong with a list of off-cycle logs (each log's invalid states are left out and counted). */

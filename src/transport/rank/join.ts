@@ -231,7 +231,9 @@ function joinOverPort(agent: RankAgent): (reason: string) => Promise<void> {
   const port = parentPort;
   if (port === null) throw new Error("joinRun(): carrier worker needs to run in a worker thread started by spawnRanks");
   const send = (text: string): void => port.postMessage(text);
-  port.on("message", (data: unknown) => void agent.receive(data, send, "the controller (worker port)"));
+  // A frame is copied, not transferred: the rank keeps its last answers to send again.
+  const sendFrame = (frame: Uint8Array): void => port.postMessage(frame);
+  port.on("message", (data: unknown) => void agent.receive(data, send, "the controller (worker port)", sendFrame));
   send(agent.registerMessage());
   return async (reason) => {
     send(agent.deregisterMessage(reason));
@@ -245,7 +247,12 @@ function joinOverIpc(agent: RankAgent): (reason: string) => Promise<void> {
   const send = (text: string): void => {
     if (process.connected) process.send?.(text);
   };
-  process.on("message", (data: unknown) => void agent.receive(data, send, "the controller (IPC)"));
+  // Bytes cross IPC as they are with the "advanced" serialization spawnRanks starts ranks with
+  // (under "json" a frame would arrive as an object: such a parent never asks for frames).
+  const sendFrame = (frame: Uint8Array): void => {
+    if (process.connected) process.send?.(frame);
+  };
+  process.on("message", (data: unknown) => void agent.receive(data, send, "the controller (IPC)", sendFrame));
   send(agent.registerMessage());
   return async (reason) => {
     send(agent.deregisterMessage(reason));

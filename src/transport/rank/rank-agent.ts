@@ -15,7 +15,7 @@ import { frameKeyStates, StateDecoder, StateEncoder, WIRE_VERSION, type FrameHea
 /** Sends one encoded message; the carrier decides where (a port, IPC, a NATS reply subject). */
 export type SendText = (text: string) => void;
 
-/** Sends one wire frame (binary); only carriers that move bytes as they are (NATS) have one. */
+/** Sends one wire frame (binary): every carrier moves bytes as they are (a worker's port, IPC with "advanced" serialization, NATS). */
 export type SendFrame = (frame: Uint8Array) => void;
 
 /** Options of a `RankAgent`. */
@@ -259,7 +259,7 @@ export class RankAgent {
   private frameOf(request: FlushRequest, answer: RankMessage): Uint8Array | undefined {
     if (request.wire !== WIRE_VERSION || answer.t !== "reply" || !answer.ok || answer.snapshot === undefined) return undefined;
     const snapshot = answer.snapshot;
-    if (snapshot.offCycle !== undefined && snapshot.offCycle.length > 0) return undefined;
+    if ((snapshot.offCycle !== undefined && snapshot.offCycle.length > 0) || (snapshot.alerts !== undefined && snapshot.alerts.length > 0)) return undefined;
     const encoder = this.encoderFor(request);
     try {
       return encoder.encode(this.frameHeader(answer.id, snapshot.step, snapshot.seq ?? 0, snapshot.droppedKeyRecords), snapshot.states);

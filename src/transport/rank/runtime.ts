@@ -6,6 +6,8 @@
  * init (the per-rank backend configs and the primary backends' metadata), flush(step) → states,
  * and shutdown.
  */
+import { hostname } from "node:os";
+import { hasQueuedAlerts, takeQueuedAlerts } from "../../alerts/user-alert.js";
 import { registerDrain } from "../../core/lifecycle.js";
 import type { BackendContext } from "../../backends/backend.js";
 import { DEFAULT_PROCESS_NAME, roleOf, type RankIdentity } from "../../core/rank-identity.js";
@@ -202,7 +204,7 @@ export class RankRuntime {
     const undelivered = this.takeUndelivered();
     const own = this.collector === getCollector();
     const gatherer = own ? workerGatherer() : undefined;
-    if (undelivered.length === 0 && this.reduceBackends.size === 0 && (gatherer === undefined || gatherer.quiet) && (!own || offCycleQueue().length === 0)) {
+    if (undelivered.length === 0 && this.reduceBackends.size === 0 && (gatherer === undefined || gatherer.quiet) && (!own || (offCycleQueue().length === 0 && !hasQueuedAlerts()))) {
       const droppedKeyRecords = this.collector.droppedKeyRecords + (gatherer?.droppedKeyRecords ?? 0);
       let frame: Uint8Array | undefined;
       try {
@@ -258,10 +260,12 @@ export class RankRuntime {
       await this.reduceBackends.logStates(states, { step, timestamp: Date.now(), rankName: this.identity.rankName });
     }
     const snapshot: RankSnapshot = { rankName: this.identity.rankName, step, states, droppedKeyRecords };
-    // Off-cycle logs belong to the process: only its own collector's runtime carries them.
+    // Off-cycle logs and the user's alert() calls belong to the process: only its own collector's runtime carries them.
+    if (this.collector !== getCollector()) return snapshot;
     const queue = offCycleQueue();
-    if (queue.length === 0 || this.collector !== getCollector()) return snapshot;
-    return { ...snapshot, offCycle: queue.splice(0, queue.length) };
+    const rankName = this.identity.rankName;
+    const alerts = takeQueuedAlerts().map((call) => ({ ...call, rankName }));
+    return { ...snapshot, ...(queue.length === 0 ? {} : { offCycle: queue.splice(0, queue.length) }), ...(alerts.length === 0 ? {} : { alerts }) };
   }
 
   /** Finish the per-rank backends. */
@@ -315,7 +319,12 @@ export class RankRuntime {
 
 /** A rank in the controller's own process: requests are plain calls. */
 export class LocalRankHandle implements RankHandle {
+  /** In this process: this host. */
+  readonly host = hostname();
   constructor(readonly runtime: RankRuntime) {}
+  get identity(): RankIdentity {
+    return this.runtime.identity;
+  }
   get rankName(): string {
     return this.runtime.identity.rankName;
   }

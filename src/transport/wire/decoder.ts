@@ -51,6 +51,13 @@ export class StateDecoder {
   private sessionId: string | undefined;
 
   /**
+   * `maxKeys` bounds the sender's key table held here: a frame whose definitions would grow it
+   * past that is refused as a whole (counted by the caller) and the table stays as it was, so the
+   * sender's next frames show a gap and it is asked to start a new table.
+   */
+  constructor(private readonly maxKeys = Number.POSITIVE_INFINITY) {}
+
+  /**
    * A decoder that already holds `table` (e.g. to read again a frame its own sender kept: the
    * sender's `StateEncoder.table`).
    */
@@ -159,6 +166,9 @@ export class StateDecoder {
     // Definitions continue the table; ones we already hold (a resent frame) are skipped.
     const keys = this.keyList;
     const tableGap = base > keys.length;
+    if (!tableGap && base + definitions.length > this.maxKeys) {
+      throw new WireFormatError(`the sender's key table would hold ${base + definitions.length} keys; this receiver holds at most ${this.maxKeys} per sender (RANKSCOPE_MAX_KEYS)`);
+    }
     if (!tableGap) {
       for (let i = keys.length - base; i < definitions.length; i++) {
         const [key, reduce] = definitions[i] ?? ["", ""];

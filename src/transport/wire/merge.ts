@@ -15,7 +15,7 @@ import type { AccumulatorState } from "../../core/reduce.js";
 import { getReduceDefinition } from "../../core/registry.js";
 import type { DecodedFrame } from "./decoder.js";
 import { extremeState, momentsState, sumState } from "./decoder.js";
-import { isSketchReduce, SectionKind } from "./format.js";
+import { isSketchReduce, SectionKind, sectionKindForReduce } from "./format.js";
 
 /** How the binary layouts of the built-in reductions merge (any other pairing is merged by its definition). */
 const enum Op {
@@ -73,6 +73,37 @@ export class FrameMerger {
     this.conflict = false;
   }
 
+  /** Number of (key, reduce) slots held (a caller bounds its memory by starting a new merger past a limit). */
+  get size(): number {
+    return this.slotKeys.length;
+  }
+
+  /**
+   * Merge one answer's states given as objects (a JSON answer, or late answers carried into this
+   * one), in the same rank order as frames: a version-1 state of a built-in arithmetic reduction
+   * joins its column, any other state its key's list (merged by its definition).
+   */
+  addStates(states: readonly KeyState[]): void {
+    for (const { key, reduce, state } of states) {
+      const kind = sectionKindForReduce(reduce);
+      if (state.v === 1 && typeof state.count === "number") {
+        if (kind === SectionKind.Sum && "sum" in state && typeof state.sum === "number") {
+          this.fold(this.slotOf(key, reduce), kind, state.count, state.sum, 0, undefined);
+          continue;
+        }
+        if (kind === SectionKind.Extreme && "value" in state && typeof state.value === "number") {
+          this.fold(this.slotOf(key, reduce), kind, state.count, state.value, 0, undefined);
+          continue;
+        }
+        if (kind === SectionKind.Moments && "mean" in state && "m2" in state && typeof state.mean === "number" && typeof state.m2 === "number") {
+          this.fold(this.slotOf(key, reduce), kind, state.count, state.mean, state.m2, undefined);
+          continue;
+        }
+      }
+      this.fold(this.slotOf(key, reduce), SectionKind.Json, state.count, 0, 0, state);
+    }
+  }
+
   /** Merge one frame's states (call in the order `mergeRankKeyStates` would see the ranks). */
   add(frame: DecodedFrame): void {
     const { keys, reduces } = frame.table;
@@ -92,60 +123,62 @@ export class FrameMerger {
           slot = this.slotOf(keys[id] ?? "", reduces[id] ?? "");
           slots[id] = slot;
         }
-        const c = counts[i] ?? 0;
-        const x = a[i] ?? 0;
-        const y = b[i] ?? 0;
-        const seen = this.n[slot] ?? 0;
-        const op = seen === 0 ? opOf(kind, this.slotReduces[slot] ?? "") : (this.op[slot] ?? Op.Json);
-        if (op === undefined || (seen > 0 && opOf(kind, this.slotReduces[slot] ?? "") !== op)) {
-          this.conflict = true;
-          continue;
-        }
-        if (seen === 0) {
-          this.touched.push(slot);
-          this.op[slot] = op;
-          this.firstCount[slot] = c;
-          this.firstA[slot] = x;
-          this.firstB[slot] = y;
-          this.count[slot] = 0;
-          this.a[slot] = op === Op.Max ? -Infinity : op === Op.Min ? Infinity : 0;
-          this.b[slot] = 0;
-        }
-        this.n[slot] = seen + 1;
-        switch (op) {
-          case Op.Sum:
-            this.a[slot] = (this.a[slot] ?? 0) + x;
-            this.count[slot] = (this.count[slot] ?? 0) + c;
-            break;
-          case Op.Max:
-            this.a[slot] = Math.max(this.a[slot] ?? 0, x);
-            this.count[slot] = (this.count[slot] ?? 0) + c;
-            break;
-          case Op.Min:
-            this.a[slot] = Math.min(this.a[slot] ?? 0, x);
-            this.count[slot] = (this.count[slot] ?? 0) + c;
-            break;
-          case Op.Moments: {
-            // Chan et al., as `mergeMoments` (which skips empty states).
-            if (c === 0) break;
-            const before = this.count[slot] ?? 0;
-            const total = before + c;
-            const mean = this.a[slot] ?? 0;
-            const delta = x - mean;
-            this.a[slot] = mean + (delta * c) / total;
-            this.b[slot] = (this.b[slot] ?? 0) + y + (delta * delta * before * c) / total;
-            this.count[slot] = total;
-            break;
-          }
-          case Op.Json: {
-            const state = section.states[i];
-            if (state === undefined) break;
-            const list = this.json[slot];
-            if (list === undefined) this.json[slot] = [state];
-            else list.push(state);
-            break;
-          }
-        }
+        this.fold(slot, kind, counts[i] ?? 0, a[i] ?? 0, b[i] ?? 0, section.states[i]);
+      }
+    }
+  }
+
+  /** Fold one state (its layout `kind`, count, columns a and b, or the state itself for JSON) into its slot. */
+  private fold(slot: number, kind: SectionKind, c: number, x: number, y: number, jsonState: AccumulatorState | undefined): void {
+    const seen = this.n[slot] ?? 0;
+    const op = seen === 0 ? opOf(kind, this.slotReduces[slot] ?? "") : (this.op[slot] ?? Op.Json);
+    if (op === undefined || (seen > 0 && opOf(kind, this.slotReduces[slot] ?? "") !== op)) {
+      this.conflict = true;
+      return;
+    }
+    if (seen === 0) {
+      this.touched.push(slot);
+      this.op[slot] = op;
+      this.firstCount[slot] = c;
+      this.firstA[slot] = x;
+      this.firstB[slot] = y;
+      this.count[slot] = 0;
+      this.a[slot] = op === Op.Max ? -Infinity : op === Op.Min ? Infinity : 0;
+      this.b[slot] = 0;
+    }
+    this.n[slot] = seen + 1;
+    switch (op) {
+      case Op.Sum:
+        this.a[slot] = (this.a[slot] ?? 0) + x;
+        this.count[slot] = (this.count[slot] ?? 0) + c;
+        break;
+      case Op.Max:
+        this.a[slot] = Math.max(this.a[slot] ?? 0, x);
+        this.count[slot] = (this.count[slot] ?? 0) + c;
+        break;
+      case Op.Min:
+        this.a[slot] = Math.min(this.a[slot] ?? 0, x);
+        this.count[slot] = (this.count[slot] ?? 0) + c;
+        break;
+      case Op.Moments: {
+        // Chan et al., as `mergeMoments` (which skips empty states).
+        if (c === 0) break;
+        const before = this.count[slot] ?? 0;
+        const total = before + c;
+        const mean = this.a[slot] ?? 0;
+        const delta = x - mean;
+        this.a[slot] = mean + (delta * c) / total;
+        this.b[slot] = (this.b[slot] ?? 0) + y + (delta * delta * before * c) / total;
+        this.count[slot] = total;
+        break;
+      }
+      case Op.Json: {
+        const state = jsonState;
+        if (state === undefined) break;
+        const list = this.json[slot];
+        if (list === undefined) this.json[slot] = [state];
+        else list.push(state);
+        break;
       }
     }
   }

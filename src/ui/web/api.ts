@@ -4,10 +4,10 @@
  */
 import { isRecord } from "../../core/json.js";
 import type { LogLine, LogWindow } from "../log-reader.js";
-import type { DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
+import type { AlertEntry, DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
 import type { LostRank } from "../../backends/store/read-types.js";
 
-export type { DashboardRun, HistogramEntry, KeyInfo, LogLine, LogWindow, LostRank, SampleRow, SeriesData, StreamData };
+export type { AlertEntry, DashboardRun, HistogramEntry, KeyInfo, LogLine, LogWindow, LostRank, SampleRow, SeriesData, StreamData };
 
 /** A hyperparameter value as `/api/runs` flattens them. */
 export type ParamValue = string | number | boolean | null;
@@ -20,6 +20,70 @@ export interface RunInfo extends DashboardRun {
   tags?: string[];
   group?: string | null;
   params?: Record<string, ParamValue>;
+  /** The last value of each scalar key, when asked for (`summary=1`). */
+  summary?: Record<string, number>;
+}
+
+/** One page of `/api/runs`. */
+export interface RunsPage {
+  runs: RunInfo[];
+  total: number;
+  /** While a large local root is first read: how far it has come. */
+  indexing?: { runsRead: number; runsFound: number };
+}
+
+/** What `/api/runs` is asked: its filters, sort and page (see the server's run-query.ts). */
+export interface RunsQuery {
+  /** Texts each run must contain (id, group or a tag). */
+  q?: string[];
+  tags?: string[];
+  group?: string;
+  statuses?: string[];
+  /** `NAME OP VALUE` each. */
+  params?: string[];
+  /** `KEY OP NUMBER` each. */
+  metrics?: string[];
+  runs?: string[];
+  /** `started`, `name`, `param:lr`, `-metric:loss`, … */
+  sort?: string;
+  offset?: number;
+  limit?: number;
+  summary?: boolean;
+  internal?: boolean;
+}
+
+/** The query string of a runs query (repeated parameters for lists). */
+export function runsSearch(query: RunsQuery): URLSearchParams {
+  const search = new URLSearchParams();
+  const one = (name: string, value: string | number | undefined): void => {
+    if (value !== undefined && value !== "") search.append(name, String(value));
+  };
+  for (const q of query.q ?? []) one("q", q);
+  for (const t of query.tags ?? []) one("tag", t);
+  one("group", query.group);
+  for (const s of query.statuses ?? []) one("status", s);
+  for (const p of query.params ?? []) one("param", p);
+  for (const m of query.metrics ?? []) one("metric", m);
+  for (const r of query.runs ?? []) one("run", r);
+  one("sort", query.sort);
+  one("offset", query.offset);
+  one("limit", query.limit);
+  if (query.summary === true) one("summary", 1);
+  if (query.internal === true) one("internal", 1);
+  return search;
+}
+
+/** A group's line (`/api/groups`): the mean across its runs, with the band's figures per step. */
+export interface GroupLine {
+  values: (string | number | boolean | null)[];
+  label: string;
+  runs: string[];
+  steps: number[];
+  mean: number[];
+  std: number[];
+  min: number[];
+  max: number[];
+  count: number[];
 }
 
 /**
@@ -75,8 +139,50 @@ export function apiUrl(path: string, params: Record<string, string | number | un
   return `api/${path}${q === "" ? "" : `?${q}`}`;
 }
 
-async function getJson<T>(path: string, params: Record<string, string | number | undefined> = {}): Promise<T> {
-  const response = await fetch(apiUrl(path, params), { credentials: "same-origin", cache: "no-store" });
+async function getJson<T>(path: string, params: Record<string, string | number | undefined> | URLSearchParams = {}): Promise<T> {
+  const url = params instanceof URLSearchParams ? `api/${path}?${params.toString()}` : apiUrl(path, params);
+  const response = await fetch(url, { credentials: "same-origin", cache: "no-store" });
+  await failUnlessOk(response);
+  const text = await response.text();
+  received += text.length;
+  // The one unchecked type in the app: the answer of this package's own server, whose types
+  // (source.ts, the store's read-types.ts) are the ones named here.
+  return JSON.parse(text) as T;
+}
+
+/** The last answer of each revalidated URL and its ETag. */
+const revalidated = new Map<string, { etag: string; value: unknown }>();
+
+/**
+ * GET JSON that is asked for again and again (the runs list, every few seconds): the request
+ * names the ETag of the last answer, and a `304 Not Modified` (nothing downloaded) returns the
+ * same object as before, so callers can tell "unchanged" by identity.
+ */
+async function getRevalidated<T>(path: string, params: URLSearchParams): Promise<T> {
+  const url = `api/${path}?${params.toString()}`;
+  const known = revalidated.get(url);
+  const response = await fetch(url, { credentials: "same-origin", cache: "no-store", headers: known === undefined ? {} : { "If-None-Match": known.etag } });
+  if (response.status === 304 && known !== undefined) {
+    notModified++;
+    // This URL's last answer, parsed from this server's JSON: the type it was asked as.
+    return known.value as T;
+  }
+  await failUnlessOk(response);
+  const text = await response.text();
+  received += text.length;
+  const value: unknown = JSON.parse(text);
+  const etag = response.headers.get("etag");
+  if (etag !== null) {
+    if (revalidated.size > 200) revalidated.clear();
+    revalidated.set(url, { etag, value });
+  }
+  return value as T;
+}
+
+/** Answers that came back 304 (for tests and the benchmark). */
+let notModified = 0;
+
+async function failUnlessOk(response: Response): Promise<void> {
   if (!response.ok) {
     let message = `${response.status} ${response.statusText}`;
     try {
@@ -87,11 +193,6 @@ async function getJson<T>(path: string, params: Record<string, string | number |
     }
     throw new ApiError(message, response.status);
   }
-  const text = await response.text();
-  received += text.length;
-  // The one unchecked type in the app: the answer of this package's own server, whose types
-  // (source.ts, the store's read-types.ts) are the ones named here.
-  return JSON.parse(text) as T;
 }
 
 /** Characters of JSON received so far (what polls cost, for the live benchmark). */
@@ -123,7 +224,7 @@ export class ApiError extends Error {
 }
 
 /** What this server turned out not to support (an older server than the app). */
-const unsupported = { before: false, summary: false };
+const unsupported = { before: false, summary: false, alerts: false };
 
 export const api = {
   /**
@@ -173,11 +274,37 @@ export const api = {
       throw error;
     }
   },
+  /** A run's alert events in order (the newest 1000); none from a server without `/api/alerts`. */
+  alerts: async (run: string): Promise<AlertEntry[]> => {
+    if (unsupported.alerts) return [];
+    try {
+      const { alerts } = await getJson<{ alerts: AlertEntry[] }>("alerts", { run });
+      return alerts.map((a) => (a.value === undefined ? a : { ...a, value: toNumber(a.value) }));
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404 && /endpoint/.test(error.message)) {
+        unsupported.alerts = true;
+        return [];
+      }
+      throw error;
+    }
+  },
   version: () => getJson<{ rankscope: string; node: string }>("version"),
-  runs: async () => {
-    const runs = (await getJson<{ runs: RunInfo[] }>("runs")).runs;
-    api.learnFrom(runs);
-    return runs;
+  /** One page of runs; the same object as last time when the server says it did not change (304). */
+  runs: async (query: RunsQuery = {}): Promise<RunsPage> => {
+    const page = await getRevalidated<RunsPage>("runs", runsSearch(query));
+    api.learnFrom(page.runs);
+    return page;
+  },
+  notModified: () => notModified,
+  /** The runs named grouped by `by` (`param:NAME`, `group`, …): each group's mean, std, min and max of `key` by step. */
+  groups: (key: string, by: string[], runs: string[], maxPoints: number): Promise<{ groups: GroupLine[]; missing: string[] }> => {
+    const search = new URLSearchParams({ key, maxPoints: String(maxPoints) });
+    for (const b of by) search.append("by", b);
+    for (const r of runs) search.append("run", r);
+    return getJson<{ groups: GroupLine[]; missing: string[] }>("groups", search).then((answer) => ({
+      missing: answer.missing,
+      groups: answer.groups.map((g) => ({ ...g, mean: decodeNumbers(g.mean), std: decodeNumbers(g.std), min: decodeNumbers(g.min), max: decodeNumbers(g.max) })),
+    }));
   },
   keys: (run: string) => getJson<RunKeys>("keys", { run }),
   /** One key's newest `limit` histograms (of one line when `rank` is given; -1: the global one), and the lines there are. */

@@ -36,6 +36,31 @@ export interface Line {
   dash?: number[];
   /** For an x-axis by metric: that metric's (step, value) points of the line's run, in step order. */
   xMap?: { steps: number[]; values: number[] };
+  /** A group's mean line: the band drawn around it and the figures the tooltip shows, by point. */
+  band?: LineBand;
+}
+
+/** The band around a group's mean (`values`): its edges and the group's figures at each point. */
+export interface LineBand {
+  /** What the edges are: mean ± std, or min and max. */
+  readonly kind: "std" | "minmax";
+  readonly lo: number[];
+  readonly hi: number[];
+  readonly std: number[];
+  readonly min: number[];
+  readonly max: number[];
+  /** Runs the point's figures come from. */
+  readonly count: number[];
+}
+
+/** A band's edges as drawn: [x, low, high] in the order of the line's table (smoothed like the line when it is). */
+export function bandTable(line: Line, settings: ViewSettings): [number[], (number | null)[], (number | null)[]] | null {
+  const band = line.band;
+  if (band === undefined) return null;
+  const pick = settings.smoothing > 0 ? 2 : 1;
+  const lo = lineTable({ ...line, values: band.lo, band: undefined }, settings).table;
+  const hi = lineTable({ ...line, values: band.hi, band: undefined }, settings).table;
+  return [lo[0], lo[pick], hi[pick]];
 }
 
 /** Linear interpolation of `map` (ascending steps) at `step`; NaN outside its range. */
@@ -102,12 +127,21 @@ export function lineTable(line: Line, settings: ViewSettings): { table: [number[
   return { table: [x, y, line.scatter === true ? y : smoothDebiasedEma(y, settings.smoothing)], markers, index };
 }
 
-/** The points of lines as CSV: one row per point, `line,step,time_ms,value`. */
+/**
+ * The points of lines as CSV: one row per point, `line,step,time_ms,value`; a chart of groups adds
+ * each point's `std,min,max,runs` (its value is the group's mean).
+ */
 export function linesToCsv(lines: readonly Line[]): string {
   const quote = (s: string): string => (/[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
-  const rows = ["line,step,time_ms,value"];
+  const number = (v: number | undefined): string => (v === undefined || formatValue(v) === "" ? "" : String(v));
+  const banded = lines.some((l) => l.band !== undefined);
+  const rows = [banded ? "line,step,time_ms,value,std,min,max,runs" : "line,step,time_ms,value"];
   for (const line of lines) {
-    for (let i = 0; i < line.values.length; i++) rows.push(`${quote(line.label)},${line.steps[i] ?? ""},${line.times[i] ?? ""},${formatValue(line.values[i] ?? NaN) === "" ? "" : String(line.values[i])}`);
+    const b = line.band;
+    for (let i = 0; i < line.values.length; i++) {
+      const figures = banded ? `,${number(b?.std[i])},${number(b?.min[i])},${number(b?.max[i])},${b?.count[i] ?? ""}` : "";
+      rows.push(`${quote(line.label)},${line.steps[i] ?? ""},${line.times[i] ?? ""},${number(line.values[i] ?? NaN)}${figures}`);
+    }
   }
   return `${rows.join("\n")}\n`;
 }

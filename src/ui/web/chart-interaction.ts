@@ -52,8 +52,17 @@ export function drawMarkers(u: uPlot, markers: readonly Marker[]): void {
 
 /** The tooltip's first row: the step (on a step axis) and the point's date and time, in full. */
 export function tooltipHead(line: Line, point: number, xMode: XMode): HTMLElement {
-  const step = xMode === "step" ? `step ${line.steps[point] ?? ""} · ` : "";
-  return el("div", { className: "tip-head" }, `${step}${formatTime(line.times[point] ?? null)}`);
+  const time = formatTime(line.times[point] ?? null);
+  const step = xMode === "step" ? `step ${line.steps[point] ?? ""}${time === "" ? "" : " · "}` : "";
+  return el("div", { className: "tip-head" }, `${step}${time}`);
+}
+
+/** A group's figures at a point: `± std · min … max · n runs`. */
+function bandText(line: Line, point: number): string {
+  const b = line.band;
+  if (b === undefined) return "";
+  const n = b.count[point] ?? 0;
+  return ` ± ${formatValue(b.std[point] ?? NaN)} · min ${formatValue(b.min[point] ?? NaN)} · max ${formatValue(b.max[point] ?? NaN)} · ${n} run${n === 1 ? "" : "s"}`;
 }
 
 /**
@@ -72,6 +81,7 @@ export function tooltipRow(line: Line, colour: string, point: number, smoothed: 
     swatch,
     el("span", { className: "tip-label" }, line.label),
     ` ${formatValue(line.values[point] ?? NaN)}`,
+    bandText(line, point),
     smoothed !== null ? ` (smoothed ${formatValue(smoothed)})` : "",
     xMode !== "step" ? ` · step ${line.steps[point] ?? ""}` : "",
     ownTime ? ` · ${formatTime(time)}` : "",

@@ -16,7 +16,7 @@
  */
 import uPlot from "uplot";
 import { axesOf, formatValue, scalesOf, xLabelOf } from "./chart-axes.js";
-import { lineTable, linesToCsv, type Line, type Marker, type ViewSettings } from "./chart-data.js";
+import { bandTable, lineTable, linesToCsv, type Line, type Marker, type ViewSettings } from "./chart-data.js";
 import { ChartLegend } from "./chart-legend.js";
 import { download, drawMarkers, fileNameOf, placeTooltip, tooltipHead, tooltipRow } from "./chart-interaction.js";
 import { append, clear, el } from "./dom.js";
@@ -59,6 +59,8 @@ export class ChartCard {
   /** Index into uPlot's series of each line's top (smoothed or only) series, and its raw one. */
   private topSeries: number[] = [];
   private rawSeries: (number | null)[] = [];
+  /** Each line's band edges (low, high) among uPlot's series, or null. */
+  private bandSeries: ([number, number] | null)[] = [];
   private indexes: Map<number, number>[] = [];
   private markers: Marker[] = [];
   /** Lines the user hid from the legend, by id. */
@@ -193,14 +195,23 @@ export class ChartCard {
   }
 
   private structure(): string {
-    return `${this.settings.smoothing > 0}|${this.lines.map((l) => `${l.id}:${l.scatter === true}`).join(",")}`;
+    return `${this.settings.smoothing > 0}|${this.lines.map((l) => `${l.id}:${l.scatter === true}:${l.band?.kind ?? ""}`).join(",")}`;
   }
 
   private colourOf(i: number): string {
     return this.lines[i]?.colour ?? lineColour(i);
   }
 
-  private buildData(): { data: uPlot.AlignedData; series: uPlot.Series[]; topSeries: number[]; rawSeries: (number | null)[]; markers: Marker[]; indexes: Map<number, number>[] } {
+  private buildData(): {
+    data: uPlot.AlignedData;
+    series: uPlot.Series[];
+    topSeries: number[];
+    rawSeries: (number | null)[];
+    bandSeries: ([number, number] | null)[];
+    bands: uPlot.Band[];
+    markers: Marker[];
+    indexes: Map<number, number>[];
+  } {
     const { settings } = this;
     const built = this.lines.map((l) => lineTable(l, settings));
     const smoothing = settings.smoothing > 0;
@@ -208,6 +219,8 @@ export class ChartCard {
     const series: uPlot.Series[] = [{}];
     const topSeries: number[] = [];
     const rawSeries: (number | null)[] = [];
+    const bandSeries: ([number, number] | null)[] = [];
+    const bands: uPlot.Band[] = [];
     this.lines.forEach((line, i) => {
       const table = built[i]?.table;
       if (table === undefined) return;
@@ -229,10 +242,22 @@ export class ChartCard {
         rawSeries.push(null);
       }
       topSeries.push(series.length - 1);
+      // A group's band: its low and high edges as two undrawn series, the space between filled.
+      const edges = bandTable(line, settings);
+      if (edges === null) {
+        bandSeries.push(null);
+        return;
+      }
+      joinInput.push(edges);
+      series.push({ label: `${line.label} (low)`, show, stroke: "transparent", width: 0, spanGaps: false, points: { show: false } });
+      series.push({ label: `${line.label} (high)`, show, stroke: "transparent", width: 0, spanGaps: false, points: { show: false } });
+      const pair: [number, number] = [series.length - 2, series.length - 1];
+      bandSeries.push(pair);
+      bands.push({ series: [pair[1], pair[0]], fill: `${colour}33` });
     });
     const [only, ...more] = joinInput;
     const data: uPlot.AlignedData = only === undefined ? [[]] : more.length === 0 ? only : uPlot.join(joinInput);
-    return { data, series, topSeries, rawSeries, markers: built.flatMap((b) => b.markers), indexes: built.map((b) => b.index) };
+    return { data, series, topSeries, rawSeries, bandSeries, bands, markers: built.flatMap((b) => b.markers), indexes: built.map((b) => b.index) };
   }
 
   /** Redraw from the lines and settings (only while on screen). */
@@ -243,9 +268,11 @@ export class ChartCard {
     }
     this.dirty = false;
     const { settings } = this;
-    const { data, series, topSeries, rawSeries, markers, indexes } = this.buildData();
+    const { data, series, topSeries, rawSeries, bandSeries, bands, markers, indexes } = this.buildData();
     this.topSeries = topSeries;
     this.rawSeries = rawSeries;
+    this.bandSeries = bandSeries;
+    this.root.dataset["bands"] = String(bands.length);
     this.markers = markers;
     this.indexes = indexes;
     this.builtFor = this.structure();
@@ -263,6 +290,7 @@ export class ChartCard {
       width: this.width(),
       height: 190,
       series,
+      bands,
       legend: { show: false },
       cursor: { drag: { x: true, y: false, setScale: false }, sync: { key: "rankscope", setSeries: false } },
       select: { show: true, left: 0, top: 0, width: 0, height: 0 },
@@ -336,9 +364,11 @@ export class ChartCard {
       if (this.plot === null) return;
       const top = this.topSeries[i];
       const raw = this.rawSeries[i];
+      const band = this.bandSeries[i];
       this.plot.batch(() => {
         if (top !== undefined) this.plot?.setSeries(top, { show });
         if (raw !== undefined && raw !== null) this.plot?.setSeries(raw, { show });
+        for (const edge of band ?? []) this.plot?.setSeries(edge, { show });
       });
     });
     this.root.dataset["hidden"] = String(this.hidden.size);

@@ -8,6 +8,7 @@
  * free one. A run that appears later therefore never changes the colours of the runs before it.
  * Past 20 runs, slots are shared.
  */
+import { compareCodePoints } from "../../core/code-points.js";
 
 /** 20 run colours that stay apart on white and on the dark theme. */
 export const RUN_PALETTE: readonly string[] = [
@@ -57,7 +58,7 @@ export interface ColouredRun {
  * run holds it (runs without a start time come last, then by id).
  */
 export function assignRunColours(runs: readonly ColouredRun[]): Map<string, string> {
-  const order = [...runs].sort((a, b) => (a.startedAt ?? Infinity) - (b.startedAt ?? Infinity) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const order = [...runs].sort((a, b) => (a.startedAt ?? Infinity) - (b.startedAt ?? Infinity) || compareCodePoints(a.id, b.id));
   const taken = new Set<number>();
   const colours = new Map<string, string>();
   const n = RUN_PALETTE.length;
@@ -68,6 +69,16 @@ export function assignRunColours(runs: readonly ColouredRun[]): Map<string, stri
     colours.set(run.id, RUN_PALETTE[slot] ?? "#333");
   }
   return colours;
+}
+
+/**
+ * A run's colour knowing only the `RUN_PALETTE.length` earliest-started runs of the root (the
+ * runs list asked for `sort=-started&limit=20`): each run adds one slot to those taken, so past
+ * the 20th every run has its id's own slot, and this is what `assignRunColours` of every run
+ * gives — without loading every run.
+ */
+export function colourFromEarliest(id: string, earliest: readonly ColouredRun[], assigned: ReadonlyMap<string, string> = assignRunColours(earliest)): string {
+  return assigned.get(id) ?? RUN_PALETTE[fnv1a(id) % RUN_PALETTE.length] ?? "#333";
 }
 
 /**

@@ -50,6 +50,8 @@ export interface CardSpec {
   lines: LineSource[];
   /** Called once the card's lines are in (to add the x-axis metric's points, etc.). */
   prepare?: () => Promise<void>;
+  /** Fetches and draws the card itself instead (a chart of groups, `/api/groups`), at most `maxPoints` per line. */
+  load?: (maxPoints: number) => Promise<void>;
 }
 
 /** Turns stream answers into per-rank scatter lines (set by the streams tab). */
@@ -128,7 +130,16 @@ export class LazyGrid {
 }
 
 /** Fetch every line of the given cards and draw each card as soon as it has all its lines. */
-export async function fillCards(generation: number, specs: CardSpec[], maxPoints: number): Promise<void> {
+export async function fillCards(generation: number, all: CardSpec[], maxPoints: number): Promise<void> {
+  const own = all.filter((spec) => spec.load !== undefined);
+  const specs = all.filter((spec) => spec.load === undefined);
+  await pool(own, FETCH_CONCURRENCY, async (spec) => {
+    try {
+      await spec.load?.(maxPoints);
+    } catch (error) {
+      if (generation === state.generation) hooks.showError(error);
+    }
+  });
   const jobs = specs.flatMap((spec) => spec.lines.map((l) => ({ spec, l })));
   const pending = new Map(specs.map((s) => [s, s.lines.length]));
   const done = async (spec: CardSpec): Promise<void> => {

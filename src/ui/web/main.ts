@@ -10,20 +10,22 @@ import { api } from "./api.js";
 import { clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
 import { poll } from "./polling.js";
-import { refreshRuns, renderRunsList } from "./runs.js";
-import { TABS, hooks, isLive, state } from "./state.js";
+import { refreshRuns, renderRunsList, setupRunsList } from "./runs.js";
+import { TABS, hooks, isLive, state, type Band } from "./state.js";
 import { loadKeys, lostRanksNote, settingsFor } from "./tabs/common.js";
+import { renderAlertBanner, renderAlerts } from "./tabs/alerts.js";
 import { renderConfig } from "./tabs/config.js";
 import { renderHistograms } from "./tabs/histograms.js";
 import { renderLogs, stopFollowing } from "./tabs/logs.js";
 import { allMetricKeys, disconnectGrid, keySignature, renderMetrics } from "./tabs/metrics.js";
-import { renderRunsTable } from "./tabs/runs-table.js";
+import { detachRunsTable, refreshRunsTable, renderRunsTable } from "./tabs/runs-table.js";
 import { renderSamples } from "./tabs/samples.js";
 import { renderStreams, renderSystem } from "./tabs/streams.js";
 import { renderTraces } from "./tabs/traces.js";
 import { readHash, writeHash } from "./url.js";
 
 const POLL_MS = 1000;
+const BANDS: readonly Band[] = ["std", "minmax", "none"];
 const RUNS_REFRESH_MS = 5000;
 
 /** The page's element `#id`, checked to be a `type` (HTMLElement, HTMLSelectElement, …). */
@@ -35,7 +37,6 @@ const $ = <T extends HTMLElement>(id: string, type: abstract new () => T): T => 
 
 const view = $("view", HTMLElement);
 const runsTable = $("runs", HTMLTableElement);
-const runsBody = runsTable.tBodies[0] ?? runsTable.createTBody();
 const errorBox = $("error", HTMLElement);
 const liveBox = $("live", HTMLElement);
 const searchBox = $("key-search", HTMLInputElement);
@@ -49,18 +50,27 @@ const perRankInput = $("per-rank", HTMLInputElement);
 const internalInput = $("show-internal", HTMLInputElement);
 const themeButton = $("theme", HTMLButtonElement);
 const resetZoom = $("reset-zoom", HTMLButtonElement);
+const alertBanner = $("alert-banner", HTMLElement);
+const groupByInput = $("group-by", HTMLInputElement);
+const bandSelect = $("band", HTMLSelectElement);
 
 performance.mark("rankscope:app-start");
 
 hooks.showError = (error: unknown): void => {
   errorBox.textContent = visibleName(error instanceof Error ? error.message : String(error));
 };
-hooks.renderRuns = (): void => renderRunsList(runsBody, runFilter.value);
+hooks.renderRuns = renderRunsList;
 hooks.writeUrl = (): void => {
   writeHash();
   resetZoom.classList.toggle("hidden", state.settings.zoom === null);
 };
 hooks.renderView = renderView;
+hooks.switchTab = (tab): void => switchTab(tab);
+
+/** The banner of alerts firing in the selected runs (a failure to read them is shown like any other). */
+function refreshBanner(): void {
+  renderAlertBanner(alertBanner).catch((error: unknown) => hooks.showError(error));
+}
 
 function renderTabs(): void {
   const nav = $("tabs", HTMLElement);
@@ -91,6 +101,7 @@ function switchTab(tab: (typeof TABS)[number][0]): void {
 
 function resetView(): number {
   disconnectGrid();
+  detachRunsTable();
   stopFollowing();
   for (const card of state.cards) card.destroy();
   state.cards = [];
@@ -127,9 +138,11 @@ function fillXOptions(): void {
 
 async function renderView(): Promise<void> {
   const generation = resetView();
+  refreshBanner();
   const chartsTab = state.tab === "metrics" || state.tab === "streams" || state.tab === "system";
   $("toolbar", HTMLElement).classList.toggle("hidden", !chartsTab && state.tab !== "runs" && state.tab !== "histograms" && state.tab !== "samples");
   for (const id of ["x-control", "log-control", "smoothing-control", "rank-control"]) $(id, HTMLElement).classList.toggle("hidden", !chartsTab);
+  $("group-control", HTMLElement).classList.toggle("hidden", state.tab !== "metrics");
   // Raw stream values are shown as they are: smoothing them would invent a trend.
   if (state.tab === "streams") $("smoothing-control", HTMLElement).classList.add("hidden");
   searchBox.placeholder = state.tab === "runs" ? "Summary columns (regex)" : "Search metrics (regex)";
@@ -148,6 +161,7 @@ async function renderView(): Promise<void> {
     else if (state.tab === "histograms") await renderHistograms(generation);
     else if (state.tab === "samples") await renderSamples(generation);
     else if (state.tab === "logs") await renderLogs(generation);
+    else if (state.tab === "alerts") await renderAlerts(generation);
     else if (state.tab === "config") await renderConfig(generation);
     else await renderTraces(generation);
     if (generation === state.generation) fillXOptions();
@@ -159,6 +173,8 @@ async function renderView(): Promise<void> {
 async function refreshPeriodically(): Promise<void> {
   try {
     await refreshRuns();
+    if (state.selected.some(isLive)) refreshBanner();
+    if (state.tab === "runs") await refreshRunsTable();
     if (state.tab === "metrics" && state.selected.some(isLive) && state.keySignature !== "") {
       // New keys appear while a run goes on: rebuild the grid when the set of lines changed.
       const signature = keySignature(await loadKeys());
@@ -196,6 +212,8 @@ function controlsFromState(): void {
   perRankInput.checked = state.perRank;
   internalInput.checked = state.showInternal;
   searchBox.value = state.search;
+  groupByInput.value = state.groupBy.join(" ");
+  bandSelect.value = state.band;
   applyTheme();
 }
 
@@ -256,7 +274,16 @@ async function start(): Promise<void> {
       void renderView();
     }, 200);
   });
-  runFilter.addEventListener("input", () => hooks.renderRuns());
+  groupByInput.addEventListener("change", () => {
+    state.groupBy = groupByInput.value.split(/[\s,]+/).filter((f) => f !== "");
+    settingsChanged(true);
+  });
+  bandSelect.addEventListener("change", () => {
+    const band = BANDS.find((b) => b === bandSelect.value);
+    if (band !== undefined) state.band = band;
+    settingsChanged(true);
+  });
+  setupRunsList($("sidebar", HTMLElement), runsTable, runFilter, $("runs-count", HTMLElement), $("select-all", HTMLButtonElement));
   window.addEventListener("hashchange", () => {
     readHash();
     controlsFromState();

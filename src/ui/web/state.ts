@@ -6,9 +6,12 @@ import type { RunInfo, RunKeys } from "./api.js";
 import type { ChartCard } from "./chart.js";
 import type { Line, ViewSettings } from "./chart-data.js";
 import type { HistogramCard } from "./histogram.js";
-import { assignRunColours } from "./colours.js";
+import { assignRunColours, colourFromEarliest } from "./colours.js";
 
-export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "logs" | "config" | "traces";
+/** The band drawn around a group's mean: ± one standard deviation, min to max, or none. */
+export type Band = "std" | "minmax" | "none";
+
+export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "logs" | "alerts" | "config" | "traces";
 export const TABS: [Tab, string][] = [
   ["metrics", "Metrics"],
   ["runs", "Runs table"],
@@ -17,6 +20,7 @@ export const TABS: [Tab, string][] = [
   ["histograms", "Histograms"],
   ["samples", "Samples"],
   ["logs", "Logs"],
+  ["alerts", "Alerts"],
   ["config", "Config"],
   ["traces", "Traces"],
 ];
@@ -36,7 +40,10 @@ export interface LineSource {
 
 /** The app's state: the view (what the URL says) and what it has loaded. */
 export interface AppState {
-  runs: RunInfo[];
+  /** Every run the app has a row of (pages of the runs list and table, the selected runs), by id. */
+  knownRuns: Map<string, RunInfo>;
+  /** The earliest-started runs of the root, which decide the run colours (colours.ts). */
+  earliestRuns: RunInfo[];
   selected: string[];
   tab: Tab;
   settings: ViewSettings;
@@ -52,6 +59,10 @@ export interface AppState {
   metric: string;
   /** Runs table: the summary columns the user picked, or null for the default rule (summary-columns.ts). */
   summaryColumns: string[] | null;
+  /** Metrics tab: group the selected runs by these fields (`param:lr`, `group`, …): a line per group. */
+  groupBy: string[];
+  /** What the band around a group's mean shows. */
+  band: Band;
   /** Logs tab: the file, the lowest level and the component shown ("" for all), and whether new lines are followed. */
   logs: { file: string; level: string; component: string; follow: boolean };
   /** Bumped on every view change so late answers for an old view are dropped. */
@@ -68,7 +79,8 @@ export interface AppState {
 }
 
 export const state: AppState = {
-  runs: [],
+  knownRuns: new Map(),
+  earliestRuns: [],
   selected: [],
   tab: "metrics",
   settings: { xMode: "step", xKey: "", smoothing: 0.6, logScale: false, logX: false, zoom: null },
@@ -83,6 +95,8 @@ export const state: AppState = {
   filter: "",
   metric: "",
   summaryColumns: null,
+  groupBy: [],
+  band: "std",
   logs: { file: "", level: "", component: "", follow: false },
   /** Bumped on every view change so late answers for an old view are dropped. */
   generation: 0,
@@ -102,13 +116,21 @@ export const hooks = {
   renderView: (): Promise<void> => Promise.resolve(),
   renderRuns: (): void => undefined,
   writeUrl: (): void => undefined,
+  switchTab: (tab: Tab): void => {
+    void tab;
+  },
   showError: (error: unknown): void => {
     void error;
   },
 };
 
 export function runById(id: string): RunInfo | undefined {
-  return state.runs.find((r) => r.id === id);
+  return state.knownRuns.get(id);
+}
+
+/** Remember rows the server sent. */
+export function knowRuns(rows: readonly RunInfo[]): void {
+  for (const row of rows) state.knownRuns.set(row.id, row);
 }
 
 export function isLive(runId: string): boolean {
@@ -116,12 +138,11 @@ export function isLive(runId: string): boolean {
   return run === undefined || !DONE_STATUSES.has(run.status.toLowerCase());
 }
 
-/** The runs' colours, worked out again only when the list of runs changes. */
-let colourCache: { signature: string; colours: Map<string, string> } = { signature: "", colours: new Map() };
+/** The earliest runs' colours, worked out again only when those runs change. */
+let colourCache: { of: RunInfo[] | null; colours: Map<string, string> } = { of: null, colours: new Map() };
 
 /** One colour per run, the same in the runs list, the table and every chart, from the run's id (colours.ts). */
 export function runColour(run: string): string {
-  const signature = state.runs.map((r) => `${r.id}\u0000${r.startedAt ?? ""}`).join("\u0001");
-  if (signature !== colourCache.signature) colourCache = { signature, colours: assignRunColours(state.runs) };
-  return colourCache.colours.get(run) ?? assignRunColours([{ id: run, startedAt: null }]).get(run) ?? "#333";
+  if (colourCache.of !== state.earliestRuns) colourCache = { of: state.earliestRuns, colours: assignRunColours(state.earliestRuns) };
+  return colourFromEarliest(run, state.earliestRuns, colourCache.colours);
 }

@@ -1,7 +1,7 @@
 /**
  * The view in the URL's fragment, so a link opens the same view: runs, tab, search, smoothing, log
  * scales, x-axis, zoom, pinned charts, collapsed sections, internal keys, theme, and the runs
- * table's sort, filter, metric and summary columns, and the Logs tab's file, filters and follow mode. Run names are encoded by URLSearchParams (any UTF-8 survives).
+ * table's sort, filter, metric and summary columns, the metrics' grouping (fields and band), and the Logs tab's file, filters and follow mode. Run names are encoded by URLSearchParams (any UTF-8 survives).
  */
 import { TABS, state } from "./state.js";
 import { loadChosenColumns } from "./summary-columns.js";
@@ -39,6 +39,9 @@ export function readHash(hash = location.hash): void {
   // The runs table's columns: the address's, else the browser's remembered choice.
   const columns = params.getAll("col");
   state.summaryColumns = columns.length > 0 ? columns : loadChosenColumns();
+  state.groupBy = params.getAll("groupby").filter((g) => g !== "");
+  const band = params.get("band");
+  state.band = band === "minmax" || band === "none" ? band : "std";
   state.logs = { file: params.get("logfile") ?? "", level: params.get("level") ?? "", component: params.get("component") ?? "", follow: params.get("follow") === "1" };
 }
 
@@ -63,6 +66,8 @@ export function hashOf(): string {
   if (state.filter !== "") params.set("filter", state.filter);
   if (state.metric !== "") params.set("metric", state.metric);
   for (const column of state.summaryColumns ?? []) params.append("col", column);
+  for (const field of state.groupBy) params.append("groupby", field);
+  if (state.band !== "std") params.set("band", state.band);
   if (state.logs.file !== "") params.set("logfile", state.logs.file);
   if (state.logs.level !== "") params.set("level", state.logs.level);
   if (state.logs.component !== "") params.set("component", state.logs.component);

@@ -63,7 +63,7 @@ describe("store: values", () => {
     // The first attempt: another process that writes 3,000 steps and dies without finishing.
     const child = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./fixtures/rank-writer.ts", import.meta.url)), dir, "3", "3000", "crash"], { encoding: "utf8" });
     assert.equal(child.status, 0, child.stderr);
-    assert.equal(runInfo(dir).status, "running", "the crashed attempt left the run running");
+    assert.equal(runInfo(dir).status, "crashed", "the attempt whose only process died without finishing reads crashed");
 
     const second = writerFor(dir, { role: "rank", rank: 3, rankName: "Trainer_0_r3", resumeStep: 1000 });
     writeSteps(second, "loss", 1000, 1500, () => 2, 3);

@@ -19,6 +19,7 @@ import { after, describe, it } from "node:test";
 import { runNode, tempDir } from "../../helpers.js";
 import { pythonKit } from "../../helpers/python.js";
 import { StrictWandbServer } from "./wandb-server.js";
+import { wandbSdkEnv } from "./wandb-helpers.js";
 
 const JOB = fileURLToPath(new URL("./fixtures/crash-job.ts", import.meta.url));
 const KEY = "0123456789abcdef0123456789abcdef01234567"; // 40 characters, as W&B keys are
@@ -51,19 +52,7 @@ function offlineRuns(runDir: string): string[] {
 async function officialSync(server: StrictWandbServer, dirs: readonly string[]): Promise<string> {
   const home = tempDir("rankscope-wandb-home-");
   scratch.push(home);
-  const env = {
-    PATH: process.env["PATH"] ?? "",
-    HOME: home,
-    WANDB_BASE_URL: server.baseUrl,
-    WANDB_API_KEY: KEY,
-    WANDB_CONFIG_DIR: join(home, "config"),
-    WANDB_CACHE_DIR: join(home, "cache"),
-    WANDB_DATA_DIR: join(home, "data"),
-    WANDB_DIR: home,
-    WANDB_ERROR_REPORTING: "false",
-    WANDB_SILENT: "true",
-    NO_PROXY: "127.0.0.1",
-  };
+  const env = wandbSdkEnv(home, server.baseUrl, KEY);
   const result = await promisify(execFile)(join(dirname(kit.python as string), "wandb"), ["sync", ...dirs], { env, timeout: 120_000 }).catch((error: Error & { stdout?: string; stderr?: string }) =>
     assert.fail(`wandb sync failed: ${error.message}\n${error.stdout ?? ""}\n${error.stderr ?? ""}`),
   );

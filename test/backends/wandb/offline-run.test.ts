@@ -26,7 +26,7 @@ import { parseHistoryJson } from "../../../src/backends/wandb/history.js";
 import { WandbRecord } from "../../../src/backends/wandb/offline-run.js";
 import { tempDir } from "../../helpers.js";
 import { pythonKit } from "../../helpers/python.js";
-import { decodeTransactionLog, resetProcess } from "./wandb-helpers.js";
+import { decodeTransactionLog, resetProcess, wandbSdkEnv } from "./wandb-helpers.js";
 import { StrictWandbServer } from "./wandb-server.js";
 
 const execFileAsync = promisify(execFile);
@@ -167,19 +167,7 @@ it(`the official \`wandb sync\` (wandb ${kit.version ?? "not installed"}) upload
   const home = tempDir("rankscope-wandb-home-");
   try {
     // Everything the SDK writes for itself goes to a scratch home; the only server is 127.0.0.1.
-    const env = {
-      PATH: process.env["PATH"] ?? "",
-      HOME: home,
-      WANDB_BASE_URL: server.baseUrl,
-      WANDB_API_KEY: key,
-      WANDB_CONFIG_DIR: join(home, "config"),
-      WANDB_CACHE_DIR: join(home, "cache"),
-      WANDB_DATA_DIR: join(home, "data"),
-      WANDB_DIR: home,
-      WANDB_ERROR_REPORTING: "false",
-      WANDB_SILENT: "true",
-      NO_PROXY: "127.0.0.1",
-    };
+    const env = wandbSdkEnv(home, server.baseUrl, key);
     const result = await execFileAsync(join(dirname(kit.python as string), "wandb"), ["sync", ...runs.map((r) => r.dir)], { env, timeout: 120_000 }).catch((error: Error & { stdout?: string; stderr?: string }) => {
       assert.fail(`wandb sync failed: ${error.message}\n${error.stdout ?? ""}\n${error.stderr ?? ""}`);
     });

@@ -97,3 +97,23 @@ export function decodeTransactionLog(data: Buffer): { records: Buffer[]; spanned
   assert.equal(pending, null, "the last record is complete");
   return { records, spanned, padded };
 }
+
+/**
+ * The environment the official `wandb` CLI runs in for a test: everything the SDK writes for itself
+ * goes to the scratch `home`, and its only server is `baseUrl` (the strict local one).
+ */
+export function wandbSdkEnv(home: string, baseUrl: string, apiKey: string): Record<string, string> {
+  return {
+    PATH: process.env["PATH"] ?? "",
+    HOME: home,
+    WANDB_BASE_URL: baseUrl,
+    WANDB_API_KEY: apiKey,
+    WANDB_CONFIG_DIR: join(home, "config"),
+    WANDB_CACHE_DIR: join(home, "cache"),
+    WANDB_DATA_DIR: join(home, "data"),
+    WANDB_DIR: home,
+    WANDB_ERROR_REPORTING: "false",
+    WANDB_SILENT: "true",
+    NO_PROXY: "127.0.0.1",
+  };
+}

@@ -120,7 +120,10 @@ test("the demo leaves no dashboard tab empty (per-rank lines, a stream, system m
       const main = plain(readFileSync(join(runDir, "logs", "main.log"), "utf8"));
       assert.deepEqual([...main.matchAll(/Trainer INFO: step done step=(\d+) loss=[\d.]+ ranks=4\/4$/gm)].map((m) => Number(m[1])), [3, 4], main);
       const merged = plain(readFileSync(join(runDir, "logs", "merged.log"), "utf8"));
-      for (const name of Object.values(keys.rankNames)) {
+      // Every rank's lines (the controller's own line, −2, is checked below).
+      const rankNames = Object.entries(keys.rankNames).filter(([line]) => Number(line) >= 0).map(([, name]) => name);
+      assert.equal(rankNames.length, 4, JSON.stringify(keys.rankNames));
+      for (const name of rankNames) {
         const mine = [...merged.matchAll(new RegExp(`^\\[${name}\\] +\\d{8}-[\\d:.]+ RolloutWorker INFO: rollout done step=(\\d) episodes=8$`, "gm"))].map((m) => Number(m[1]));
         assert.deepEqual(mine, [0, 1], `${name}'s lines in merged.log:\n${merged}`);
       }

@@ -53,12 +53,16 @@ interface Run {
   endedInMs: number;
 }
 
-/** Run the controller fixture; with `signal`, send it after `flushed <afterStep>`. */
+/**
+ * Run the controller fixture; with `signal`, send it after `flushed <afterStep>`. The stream may
+ * wait at exit as long as the drain deadline (its writer thread may still be starting on a loaded
+ * machine; the stream's own bound is tested in test/stream).
+ */
 async function runController(args: string[], signal?: NodeJS.Signals, afterStep = 20, env: Record<string, string> = {}): Promise<Run> {
   const runDir = runDirFor();
   let flushedAtSignal: number[] | null = null;
   let signalledAt = 0;
-  const result = await runJob([CONTROLLER, ...args], { CHILD_RUN_DIR: runDir, RANKSCOPE_DRAIN_DEADLINE_MS: String(DRAIN_DEADLINE_MS), ...env }, (out, child) => {
+  const result = await runJob([CONTROLLER, ...args], { CHILD_RUN_DIR: runDir, RANKSCOPE_DRAIN_DEADLINE_MS: String(DRAIN_DEADLINE_MS), RANKSCOPE_STREAM_EXIT_WAIT_MS: String(DRAIN_DEADLINE_MS), ...env }, (out, child) => {
     if (signal !== undefined && flushedAtSignal === null && out.includes(`flushed ${afterStep}\n`)) {
       flushedAtSignal = flushedSteps(out);
       signalledAt = Date.now();

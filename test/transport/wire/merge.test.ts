@@ -42,6 +42,27 @@ test("merging frames column by column equals mergeRankKeyStates of their states,
   );
 });
 
+test("answers as frames and as states (JSON, carried) merged in one rank order equal mergeRankKeyStates, bit for bit", () => {
+  fc.assert(
+    fc.property(fc.array(fc.tuple(records, fc.boolean()), { minLength: 1, maxLength: 6 }), (perRank) => {
+      const merger = new FrameMerger();
+      const answers = perRank.map(([recorded, asFrame], r) => {
+        const collector = new Collector();
+        for (const { key, value: v } of recorded) collector.recordSlow(`k/${key}`, v, REDUCES[key % REDUCES.length]);
+        const frame = new StateDecoder().decode(new StateEncoder().encodeTaking(HEADER, collector.entriesInKeyOrder()));
+        return { rankName: `r${r}`, frame: asFrame ? frame : undefined, states: frameKeyStates(frame, false) };
+      });
+      merger.begin();
+      for (const answer of answers) {
+        if (answer.frame !== undefined) merger.add(answer.frame);
+        else merger.addStates(answer.states);
+      }
+      assert.deepStrictEqual(merger.result(), mergeRankKeyStates(answers, 0));
+    }),
+    { numRuns: 200 },
+  );
+});
+
 test("a key recorded with two reductions in one flush: the merger gives up, mergeRankKeyStates reports it", () => {
   const frameOf = (record: (c: Collector) => void): DecodedFrame => {
     const c = new Collector();

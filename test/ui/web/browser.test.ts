@@ -20,6 +20,7 @@ import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { XSS_KEY, openRun, seedFinishedRun, trainingPoints } from "../seed.js";
 import { Postgres, postgresMissing } from "../../server/postgres.js";
 import { serverWithTokens } from "../../server/support.js";
+import { filterRunsList } from "./support.js";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 const artifacts = join(repo, "test-artifacts");
@@ -132,7 +133,7 @@ describe(`dashboard in Chromium (${name})`, { skip }, () => {
     await base.waitFor();
     assert.match(await base.innerText(), /exp\s+base\s+finished/);
     assert.match(await page.locator('tr[data-run="exp/live"]').innerText(), /exp\s+live\s+running/);
-    await page.fill("#run-filter", "live");
+    await filterRunsList(page, "live", 1);
     assert.equal(await page.locator("tr[data-run]").count(), 1);
     await page.fill("#run-filter", "");
   });

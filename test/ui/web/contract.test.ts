@@ -14,7 +14,7 @@ import { RUN_META_FILE } from "../../../src/run/run-files.js";
 import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
-import { card, ensureWebBuilt, shot, writeRun } from "./support.js";
+import { card, ensureWebBuilt, filterRunsList, shot, waitForTableRuns, writeRun } from "./support.js";
 
 /** Names W&B and AReaL users give runs; the last one holds a right-to-left override. */
 const HOSTILE = ["café", "lr=3e-4,bs=256", "2026-11-24T00:45:00", "ablation (v2)", "run+1", "实验1", "tri\u202Eal"];
@@ -64,7 +64,7 @@ describe("dashboard against the issue-14 API in Chromium", () => {
     assert.match(await b.innerText(), /sweep-1/);
     assert.match(await b.innerText(), /wide/);
     assert.match(await b.innerText(), /fp8/);
-    await page.fill("#run-filter", "fp8");
+    await filterRunsList(page, "fp8", 1);
     assert.equal(await page.locator("#runs tr[data-run]").count(), 1);
     await page.fill("#run-filter", "");
   });
@@ -86,8 +86,9 @@ describe("dashboard against the issue-14 API in Chromium", () => {
     await page.fill("#table-filter", "sweep/");
     await page.waitForSelector('table.runs-table[data-rows="3"]');
     await page.click('button.sort[data-col="p:model.width"]');
+    await waitForTableRuns(page, ["sweep/a", "sweep/b", "sweep/c"]);
     await page.click('button.sort[data-col="p:model.width"]');
-    assert.deepEqual(await page.$$eval("table.runs-table tbody tr", (r) => r.map((x) => x.getAttribute("data-run"))), ["sweep/c", "sweep/b", "sweep/a"]);
+    await waitForTableRuns(page, ["sweep/c", "sweep/b", "sweep/a"]);
   });
 
   it("shows the last value of each metric as summary columns and plots it in parallel coordinates", async () => {

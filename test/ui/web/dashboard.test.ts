@@ -15,7 +15,7 @@ import { LIVE_POINT_CAP } from "../../../src/ui/web/thin.js";
 import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { openRun, seedFinishedRun } from "../seed.js";
-import { canvasOf, card, ensureWebBuilt, pixelsNear, shot, writeRun } from "./support.js";
+import { canvasOf, card, ensureWebBuilt, pixelsNear, shot, tableRuns, waitForTableRuns, writeRun } from "./support.js";
 
 const LAZY_KEYS = 120;
 
@@ -287,15 +287,16 @@ describe("dashboard features in Chromium", () => {
     assert.ok(Number(await table.getAttribute("data-rows")) >= 7);
     await page.fill("#table-filter", "lr<0.05 batch>=64");
     await page.waitForSelector('table.runs-table[data-rows="2"]');
-    assert.deepEqual((await page.$$eval("table.runs-table tbody tr", (r) => r.map((x) => x.getAttribute("data-run")))).sort(), ["sweep/lr1", "sweep/lr2"]);
+    await page.waitForFunction(() => document.querySelectorAll("table.runs-table tbody tr[data-run]").length === 2);
+    assert.deepEqual((await tableRuns(page)).sort(), ["sweep/lr1", "sweep/lr2"]);
     await page.fill("#table-filter", "optimizer=adam");
     await page.waitForSelector('table.runs-table[data-rows="2"]');
     await page.fill("#table-filter", "sweep");
     await page.waitForSelector('table.runs-table[data-rows="3"]');
     await page.click('button.sort[data-col="p:lr"]');
-    assert.deepEqual(await page.$$eval("table.runs-table tbody tr", (r) => r.map((x) => x.getAttribute("data-run"))), ["sweep/lr2", "sweep/lr1", "sweep/lr0"]);
+    await waitForTableRuns(page, ["sweep/lr2", "sweep/lr1", "sweep/lr0"]);
     await page.click('button.sort[data-col="p:lr"]');
-    assert.deepEqual(await page.$$eval("table.runs-table tbody tr", (r) => r.map((x) => x.getAttribute("data-run"))), ["sweep/lr0", "sweep/lr1", "sweep/lr2"]);
+    await waitForTableRuns(page, ["sweep/lr0", "sweep/lr1", "sweep/lr2"]);
     assert.match(page.url(), /sort=-p%3Alr|sort=-p:lr/);
     const coords = page.locator("svg.parcoords");
     await coords.waitFor();

@@ -62,3 +62,20 @@ export async function pixelsNear(page: Page, key: string, rgb: [number, number, 
     rgb,
   );
 }
+
+/** The runs the runs table shows now (rows in view; spacer rows left out), in order. */
+export function tableRuns(page: Page): Promise<string[]> {
+  return page.$$eval("table.runs-table tbody tr[data-run]", (rows) => rows.map((r) => r.getAttribute("data-run") ?? ""));
+}
+
+/** Wait until the runs table shows exactly `ids`, in order (sorting and filtering are a server round trip). */
+export async function waitForTableRuns(page: Page, ids: readonly string[]): Promise<void> {
+  await page.waitForFunction((want) => JSON.stringify([...document.querySelectorAll("table.runs-table tbody tr[data-run]")].map((r) => r.getAttribute("data-run"))) === JSON.stringify(want), ids, { timeout: 20_000 });
+}
+
+/** Type into the runs list's filter box and wait until the server's answer shows `n` runs. */
+export async function filterRunsList(page: Page, text: string, n: number): Promise<void> {
+  await page.fill("#run-filter", text);
+  await page.waitForSelector(`#runs-count[data-total="${n}"]`, { timeout: 20_000 });
+  await page.waitForFunction((want) => document.querySelectorAll("#runs tbody tr.run[data-run]").length === want, Math.min(n, 20), { timeout: 20_000 });
+}

@@ -1,7 +1,7 @@
 /**
  * The dashboard's pure helpers: TensorBoard's debiased EMA smoothing, tick labels, histogram steps
  * and heatmap cells, visible names, internal keys, regex search, live thinning, the x-by-metric
- * join, CSV, runs-table filter terms and the URL round trip.
+ * join, CSV, the runs filter box as a server query and the URL round trip.
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
@@ -13,8 +13,13 @@ import { interpolate, linesToCsv } from "../../../src/ui/web/chart-data.js";
 import { heatmapGrid, histogramSteps } from "../../../src/ui/web/histogram.js";
 import { isInternalKey, searchMatcher, sectionOf, visibleName } from "../../../src/ui/web/names.js";
 import { smoothDebiasedEma } from "../../../src/ui/web/smooth.js";
-import { termMatches } from "../../../src/ui/web/tabs/runs-table.js";
+import { filterQuery } from "../../../src/ui/web/run-filter.js";
+import { runsSearch } from "../../../src/ui/web/api.js";
+import { parseRunQuery } from "../../../src/ui/run-query.js";
+import { serverSort } from "../../../src/ui/web/tabs/runs-table.js";
 import { thinPoints } from "../../../src/ui/web/thin.js";
+import { alertEpisodes, alertSubject } from "../../../src/ui/web/alerts.js";
+import type { AlertEntry } from "../../../src/ui/web/api.js";
 
 describe("smoothDebiasedEma", () => {
   it("leaves values alone at weight 0", () => {
@@ -123,20 +128,32 @@ describe("linesToCsv", () => {
   });
 });
 
-describe("runs table filter terms", () => {
-  const run = { id: "sweep/a", experiment: "sweep", trial: "a", status: "finished" as const, startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0, tags: ["wide"], group: "g1" };
-  const params = { lr: 0.01, optimizer: "adam" };
-  it("matches tags, groups, comparisons and text", () => {
-    assert.equal(termMatches("tag:wide", run, params, {}), true);
-    assert.equal(termMatches("tag:narrow", run, params, {}), false);
-    assert.equal(termMatches("group:g1", run, params, {}), true);
-    assert.equal(termMatches("lr<0.1", run, params, {}), true);
-    assert.equal(termMatches("lr>=0.1", run, params, {}), false);
-    assert.equal(termMatches("optimizer=adam", run, params, {}), true);
-    assert.equal(termMatches("optimizer!=adam", run, params, {}), false);
-    assert.equal(termMatches("loss<1", run, params, { loss: 0.5 }), true);
-    assert.equal(termMatches("missing=1", run, params, {}), false);
-    assert.equal(termMatches("^sweep/", run, params, {}), true);
+describe("runs filter box → server query", () => {
+  it("turns tags, group, status, comparisons and text into the query /api/runs parses", () => {
+    const query = filterQuery("tag:wide group:g1 status:Running lr<0.1 optimizer!=adam loss<1 sweep/ 2026", new Set(["loss"]), new Set(["lr", "optimizer"]));
+    assert.deepEqual(query, { q: ["sweep/", "2026"], tags: ["wide"], group: "g1", statuses: ["running"], params: ["lr<0.1", "optimizer!=adam"], metrics: ["loss<1"] });
+    const parsed = parseRunQuery(runsSearch({ ...query, sort: "-param:lr", offset: 200, limit: 100 }));
+    assert.deepEqual(parsed.texts, ["sweep/", "2026"]);
+    assert.deepEqual(parsed.tags, ["wide"]);
+    assert.equal(parsed.group, "g1");
+    assert.deepEqual(parsed.statuses, ["running"]);
+    assert.deepEqual(parsed.params?.map((p) => [p.name, p.op, p.value]), [["lr", "<", 0.1], ["optimizer", "!=", "adam"]]);
+    assert.deepEqual(parsed.metrics?.map((m) => [m.key, m.op, m.value]), [["loss", "<", 1]]);
+    assert.equal(parsed.offset, 200);
+    assert.equal(parsed.limit, 100);
+  });
+
+  it("a comparison on a name that is a hyperparameter stays a parameter even when it is a metric too", () => {
+    assert.deepEqual(filterQuery("loss<1", new Set(["loss"]), new Set(["loss"])), { params: ["loss<1"] });
+    assert.deepEqual(filterQuery("x=", new Set(), new Set()), { q: ["x="] });
+  });
+
+  it("maps the table's column sorts to the server's", () => {
+    assert.equal(serverSort("p:lr"), "param:lr");
+    assert.equal(serverSort("-s:loss"), "-metric:loss");
+    assert.equal(serverSort("start"), "-started");
+    assert.equal(serverSort("-start"), "started");
+    assert.equal(serverSort("tags"), undefined);
   });
 });
 
@@ -224,5 +241,21 @@ describe("summary columns", () => {
     assert.deepEqual(orderSummaryKeys(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"]), ["loss", "eval/reward", "z/common", "a/x", "b/y"]);
     assert.deepEqual(summaryColumns(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"], null, 2), ["loss", "eval/reward"]);
     assert.deepEqual(summaryColumns(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"], ["b/y", "gone", "loss"]), ["loss", "b/y"]);
+  });
+});
+
+describe("alert episodes", () => {
+  const entry = (seq: number, id: string, state: AlertEntry["state"], extra: Partial<AlertEntry> = {}): AlertEntry => ({ seq, id, rule: id.split(":")[0] ?? id, level: "error", run: "e/t", step: seq, message: `${id} ${state}`, state, at: seq, ...extra });
+
+  it("pairs each firing with its resolve; firing ones first, newest first; a resolve without its firing is left out", () => {
+    const episodes = alertEpisodes([entry(1, "nonfinite:a#1", "firing"), entry(2, "rank_lost:r1#2", "firing"), entry(3, "nonfinite:a#1", "resolved"), entry(4, "stalled:job#3", "firing"), entry(5, "old#0", "resolved")]);
+    assert.deepEqual(episodes.map((e) => [e.id, e.resolved?.seq ?? null]), [["stalled:job#3", null], ["rank_lost:r1#2", null], ["nonfinite:a#1", 3]]);
+  });
+
+  it("names what an alert is about: its key, its rank with host, or the job", () => {
+    assert.equal(alertSubject(entry(1, "nonfinite:loss#1", "firing", { key: "loss" })), "loss");
+    assert.equal(alertSubject(entry(1, "rank_lost:r#1", "firing", { rank: 3, rankName: "T_r3", host: "h" })), "rank 3 (T_r3) on h");
+    assert.equal(alertSubject(entry(1, "stalled:job#1", "firing")), "the job");
+    assert.equal(alertSubject(entry(1, "user#1", "firing", { rule: "user", title: "hi" })), "hi");
   });
 });

@@ -5,6 +5,7 @@ import { el } from "../dom.js";
 import { lineDisplayLabel } from "../../../core/rank-identity.js";
 import { visibleName } from "../names.js";
 import { rankColour } from "../colours.js";
+import { FETCH_CONCURRENCY, pool } from "../fetching.js";
 import { runById, runColour, state, type Tab } from "../state.js";
 
 export function viewBox(): HTMLElement {
@@ -93,8 +94,16 @@ function slot(line: number, n: number): number {
   return ((line % n) + n) % n;
 }
 
+/** The keys of every selected run (a few requests at a time: a selection can hold hundreds). */
 export async function loadKeys(): Promise<Map<string, RunKeys>> {
-  const entries = await Promise.all(state.selected.map(async (run) => [run, await api.keys(run)] as const));
+  const found = new Map<string, RunKeys>();
+  await pool([...state.selected], FETCH_CONCURRENCY * 2, async (run) => {
+    found.set(run, await api.keys(run));
+  });
+  const entries = state.selected.flatMap((run) => {
+    const keys = found.get(run);
+    return keys === undefined ? [] : [[run, keys] as const];
+  });
   for (const [run, keys] of entries) state.keysByRun.set(run, keys);
   return new Map(entries);
 }

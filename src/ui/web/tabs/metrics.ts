@@ -8,8 +8,8 @@
  * navigation start to that point (body's `data-charts-rendered` says how many charts that was).
  */
 import { GLOBAL_RANK } from "../../../backends/store/read-types.js";
-import { api, type RunKeys, type SeriesData } from "../api.js";
-import { ChartCard } from "../chart.js";
+import { api, type GroupLine, type RunKeys, type SeriesData } from "../api.js";
+import { ChartCard, lineColour } from "../chart.js";
 import type { Line } from "../chart-data.js";
 import { append, el } from "../dom.js";
 import { refineWindow, LazyGrid, type CardSpec } from "../fetching.js";
@@ -82,6 +82,28 @@ function togglePin(key: string): void {
   state.pinned = state.pinned.includes(key) ? state.pinned.filter((k) => k !== key) : [...state.pinned, key];
   hooks.writeUrl();
   void hooks.renderView();
+}
+
+/**
+ * A group's line: the mean across its runs, in the group's colour, with the band the view asks for
+ * (± std or min–max) and the group's figures for the tooltip and the CSV.
+ */
+export function groupLine(key: string, group: GroupLine, index: number): Line {
+  const kind = state.band === "minmax" ? "minmax" : "std";
+  const line: Line = { id: `group\u0000${key}\u0000${group.label}`, label: `${visibleName(group.label)} (${group.runs.length} run${group.runs.length === 1 ? "" : "s"})`, runStart: null, steps: group.steps, times: [], values: group.mean, colour: lineColour(index) };
+  if (state.band !== "none") {
+    const lo = kind === "std" ? group.mean.map((m, i) => m - (group.std[i] ?? NaN)) : group.min;
+    const hi = kind === "std" ? group.mean.map((m, i) => m + (group.std[i] ?? NaN)) : group.max;
+    line.band = { kind, lo, hi, std: group.std, min: group.min, max: group.max, count: group.count };
+  }
+  return line;
+}
+
+/** Draw a chart of groups: the selected runs grouped by the view's fields, a line per group (`/api/groups`). */
+async function loadGroups(card: ChartCard, key: string, generation: number, maxPoints: number): Promise<void> {
+  const answer = await api.groups(key, state.groupBy, state.selected, maxPoints);
+  if (generation !== state.generation) return;
+  card.setLines(answer.groups.map((group, i) => groupLine(key, group, i)));
 }
 
 export async function renderMetrics(generation: number): Promise<void> {
@@ -158,6 +180,7 @@ export async function renderMetrics(generation: number): Promise<void> {
         if (showRanks) for (const rank of ranks) add(rank, newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank, run)), run, rank));
       }
       const spec: CardSpec = { card, lines };
+      if (state.groupBy.length > 0) spec.load = (maxPoints) => loadGroups(card, name, generation, maxPoints);
       if (settings.xMode === "metric" && settings.xKey !== "") {
         spec.prepare = async () => {
           await Promise.all(

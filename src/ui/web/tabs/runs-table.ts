@@ -1,64 +1,40 @@
 /**
  * The runs table: every run with its colour, group, tags, status, hyperparameters and the last
  * value of its metrics (summary), sortable by any column and filterable (`tag:x`, `group:x`,
- * `lr<0.01`, `model.name=gpt`, or text/regex over names, groups and tags). Ticking runs selects
- * them for the charts. Below it, parallel coordinates of the hyperparameters against a chosen
- * summary metric across the shown runs.
+ * `lr<0.01`, `loss<0.5`, `model.name=gpt`, or text over names, groups and tags) — both done by the
+ * server (`/api/runs`), rows fetched a page at a time as they come into view and only the rows on
+ * screen in the page, so it holds ten thousand runs. Ticking runs selects them for the charts.
+ * Below it, parallel coordinates of the hyperparameters against a chosen summary metric across the
+ * runs loaded (at most `MAX_COORDS_RUNS`).
  */
-import { api, type ParamValue, type RunInfo } from "../api.js";
+import { api, type ParamValue, type RunInfo, type RunsQuery } from "../api.js";
 import { formatValue } from "../chart-axes.js";
 import { append, clear, el, formatStart } from "../dom.js";
 import { isInternalKey, searchMatcher, visibleName } from "../names.js";
-import { runText, selectRun } from "../runs.js";
-import { hooks, runColour, state } from "../state.js";
-import { flatten } from "./config.js";
-import { FETCH_CONCURRENCY, pool } from "../fetching.js";
+import { filterQuery } from "../run-filter.js";
+import { RunPages } from "../run-pages.js";
+import { selectRun } from "../runs.js";
+import { hooks, knowRuns, runColour, state } from "../state.js";
+import { VirtualRows } from "../virtual.js";
 import { viewBox } from "./common.js";
 import { orderSummaryKeys, saveChosenColumns, summaryColumns } from "../summary-columns.js";
 
 type Cell = string | number | boolean | null;
 
-/** Hyperparameters of a run: from `/api/runs`, or (older servers) its config. */
-const paramsCache = new Map<string, Record<string, ParamValue>>();
+/** Height of a row of the runs table (the CSS holds rows to it). */
+export const TABLE_ROW_HEIGHT = 26;
+/** Runs drawn in the parallel coordinates at most (the loaded ones, in the table's order). */
+export const MAX_COORDS_RUNS = 500;
 
-async function paramsOf(run: RunInfo): Promise<Record<string, ParamValue>> {
-  if (run.params !== undefined) return run.params;
-  const cached = paramsCache.get(run.id);
-  if (cached !== undefined) return cached;
-  const rows: [string, string][] = [];
-  flatten((await api.config(run.id)).params, "", rows);
-  const out: Record<string, ParamValue> = {};
-  for (const [k, v] of rows) out[k] = v !== "" && Number.isFinite(Number(v)) ? Number(v) : v;
-  paramsCache.set(run.id, out);
-  return out;
-}
-
-/** Does a run pass one filter term? */
-export function termMatches(term: string, run: RunInfo, params: Record<string, Cell>, summary: Record<string, number>): boolean {
-  const lower = term.toLowerCase();
-  if (lower.startsWith("tag:")) return (run.tags ?? []).some((t) => t.toLowerCase() === lower.slice(4));
-  if (lower.startsWith("group:")) return (run.group ?? "").toLowerCase() === lower.slice(6);
-  const cmp = /^([^<>=!]+)(<=|>=|!=|=|<|>)(.*)$/.exec(term);
-  if (cmp !== null) {
-    const [, name = "", op = "=", raw = ""] = cmp;
-    const value: Cell | undefined = name in params ? params[name] : name in summary ? (summary[name] ?? null) : undefined;
-    if (value === undefined) return false;
-    const n = Number(raw);
-    if (typeof value === "number" && raw !== "" && Number.isFinite(n)) {
-      return op === "<" ? value < n : op === ">" ? value > n : op === "<=" ? value <= n : op === ">=" ? value >= n : op === "!=" ? value !== n : value === n;
-    }
-    const text = String(value);
-    return op === "!=" ? text !== raw : op === "=" ? text === raw : false;
-  }
-  return searchMatcher(term).test(runText(run));
-}
-
-function compare(a: Cell | undefined, b: Cell | undefined): number {
-  if (a === b) return 0;
-  if (a === null || a === undefined || (typeof a === "number" && Number.isNaN(a))) return 1;
-  if (b === null || b === undefined || (typeof b === "number" && Number.isNaN(b))) return -1;
-  if (typeof a === "number" && typeof b === "number") return a - b;
-  return String(a).localeCompare(String(b), undefined, { numeric: true });
+/** The server's sort for a column id of the table (`p:lr`, `-s:loss`, `start`, …); undefined for the default. */
+export function serverSort(sort: string): string | undefined {
+  const desc = sort.startsWith("-");
+  const col = desc ? sort.slice(1) : sort;
+  const by = col === "run" ? "name" : col === "status" ? "status" : col === "group" ? "group" : col.startsWith("p:") ? `param:${col.slice(2)}` : col.startsWith("s:") ? `metric:${col.slice(2)}` : col === "start" ? "started" : undefined;
+  if (by === undefined) return undefined;
+  // The table's ascending start is oldest first; the server's natural order of times is newest first.
+  const reverse = by === "started" ? !desc : desc;
+  return `${reverse ? "-" : ""}${by}`;
 }
 
 function cellText(v: Cell | undefined): string {
@@ -67,114 +43,178 @@ function cellText(v: Cell | undefined): string {
   return visibleName(String(v));
 }
 
+function valueOf(run: RunInfo, c: string): Cell | undefined {
+  if (c === "run") return run.id;
+  if (c === "status") return run.status;
+  if (c === "group") return run.group ?? null;
+  if (c === "start") return run.startedAt;
+  if (c.startsWith("p:")) return run.params?.[c.slice(2)];
+  if (c.startsWith("s:")) return run.summary?.[c.slice(2)];
+  return null;
+}
+
+/** The view's table: its pages and rows, and the columns they are drawn with. */
+let current: { rows: VirtualRows; pages: RunPages } | null = null;
+
+/** Stop following the old table's scrolling (the view is being replaced). */
+export function detachRunsTable(): void {
+  current?.rows.detach();
+  current = null;
+}
+
+/** The keys the table knows of: hyperparameters and summary keys of the rows loaded. */
+function keysOf(rows: readonly RunInfo[]): { params: string[]; summary: string[] } {
+  const params = new Set<string>();
+  const summary = new Set<string>();
+  for (const run of rows) {
+    for (const k of Object.keys(run.params ?? {})) params.add(k);
+    for (const k of Object.keys(run.summary ?? {})) summary.add(k);
+  }
+  return { params: [...params].sort(), summary: [...summary].sort() };
+}
+
 export async function renderRunsTable(generation: number): Promise<void> {
   const view = viewBox();
-  const runs = state.runs;
-  const params = new Map<string, Record<string, ParamValue>>();
-  await pool(runs, FETCH_CONCURRENCY, async (run) => {
-    params.set(run.id, await paramsOf(run));
-    // A server that lists no params with its runs predates /api/summary: don't ask it.
-    if (run.params !== undefined) state.summaries.set(run.id, await api.summary(run.id, { internal: state.showInternal }));
-  });
+  detachRunsTable();
+  // One page of every run first: the hyperparameter and summary names a filter's comparisons refer to.
+  const sample = await api.runs({ limit: 100, summary: true, internal: state.showInternal });
   if (generation !== state.generation) return;
-  const paramKeys = [...new Set([...params.values()].flatMap((p) => Object.keys(p)))].sort();
-  const columnMatcher = searchMatcher(state.search);
-  const summaries = runs.map((run) => state.summaries.get(run.id) ?? {});
-  const candidates = [...new Set(summaries.flatMap((s) => Object.keys(s)))].filter((k) => (state.showInternal || !isInternalKey(k)) && columnMatcher.test(k));
-  const summaryKeys = (): string[] => summaryColumns(summaries, candidates, state.summaryColumns);
-
-  const filterBox = el("input", { type: "search", id: "table-filter", placeholder: "Filter: text or regex, tag:x, group:x, lr<0.01, name=value", "aria-label": "Filter runs table", value: state.filter });
+  knowRuns(sample.runs);
+  let known = keysOf(sample.runs);
+  const query = (): RunsQuery => {
+    const sort = serverSort(state.sort);
+    return { ...filterQuery(state.filter, new Set(known.summary), new Set(known.params)), ...(sort !== undefined ? { sort } : {}), summary: true, internal: state.showInternal };
+  };
+  const filterBox = el("input", { type: "search", id: "table-filter", placeholder: "Filter: text, tag:x, group:x, status:x, lr<0.01, loss<0.5, name=value", "aria-label": "Filter runs table", value: state.filter });
   const metricPicker = el("select", { id: "pc-metric", "aria-label": "metric for parallel coordinates" });
-  const allSummary = [...new Set([...state.summaries.values()].flatMap((s) => Object.keys(s)))].filter((k) => state.showInternal || !isInternalKey(k)).sort();
-  for (const key of allSummary) metricPicker.appendChild(el("option", { value: key }, visibleName(key)));
-  if (state.metric === "" || !allSummary.includes(state.metric)) state.metric = allSummary.find((k) => /loss/i.test(k)) ?? allSummary[0] ?? "";
-  metricPicker.value = state.metric;
   const tableBox = el("div", { className: "table-wrap runs-table-wrap" });
+  const head = el("thead");
+  const body = el("tbody");
+  const table = el("table", { className: "runs-table" }, head, body);
+  tableBox.appendChild(table);
   const coords = el("div", { className: "parcoords-box" });
-  const chooser = columnChooser(orderSummaryKeys(summaries, candidates), summaryKeys, () => draw());
+  const count = el("span", { className: "muted", id: "table-count" });
+  let columns: [string, string][] = [];
+  let summaryKeys: string[] = [];
+  const loadedSummaries = (): Record<string, number>[] => [...sample.runs, ...pages.loaded()].map((r) => r.summary ?? {});
+  const candidates = (): string[] => known.summary.filter((k) => (state.showInternal || !isInternalKey(k)) && searchMatcher(state.search).test(k));
+  const chooser = columnChooser(
+    () => orderSummaryKeys(loadedSummaries(), candidates()),
+    () => summaryKeys,
+    () => {
+      drawHead();
+      rows.render(true);
+    },
+  );
   append(
     view,
-    el("div", { className: "table-tools" }, filterBox, chooser, el("span", { className: "muted", id: "table-count" })),
+    el("div", { className: "table-tools" }, filterBox, chooser, count),
     tableBox,
     el("h3", {}, "Parallel coordinates: hyperparameters → ", el("label", {}, metricPicker)),
     coords,
   );
-  if (candidates.length === 0 && allSummary.length === 0) tableBox.before(el("p", { className: "muted" }, "No summary values: this server does not serve /api/summary, or the runs logged no metrics."));
 
-  const draw = (): void => {
-    const terms = state.filter.split(/\s+/).filter((t) => t !== "");
-    const shown = runs.filter((run) => terms.every((t) => termMatches(t, run, params.get(run.id) ?? {}, state.summaries.get(run.id) ?? {})));
+  const drawHead = (): void => {
+    summaryKeys = summaryColumns(loadedSummaries(), candidates(), state.summaryColumns);
+    columns = [["run", "run"], ["status", "status"], ["group", "group"], ["tags", "tags"], ["start", "start"], ...known.params.map((k): [string, string] => [`p:${k}`, k]), ...summaryKeys.map((k): [string, string] => [`s:${k}`, k])];
     const desc = state.sort.startsWith("-");
     const col = desc ? state.sort.slice(1) : state.sort;
-    const valueOf = (run: RunInfo, c: string): Cell | undefined => {
-      if (c === "run") return run.id;
-      if (c === "status") return run.status;
-      if (c === "group") return run.group ?? null;
-      if (c === "start") return run.startedAt;
-      if (c.startsWith("p:")) return params.get(run.id)?.[c.slice(2)];
-      if (c.startsWith("s:")) return state.summaries.get(run.id)?.[c.slice(2)];
-      return null;
-    };
-    if (col !== "") shown.sort((a, b) => (desc ? -1 : 1) * compare(valueOf(a, col), valueOf(b, col)));
-    const columns: [string, string][] = [
-      ["run", "run"],
-      ["status", "status"],
-      ["group", "group"],
-      ["tags", "tags"],
-      ["start", "start"],
-      ...paramKeys.map((k): [string, string] => [`p:${k}`, k]),
-      ...summaryKeys().map((k): [string, string] => [`s:${k}`, k]),
-    ];
-    const head = el("tr", {}, el("th", {}, ""));
+    const tr = el("tr", {}, el("th", {}, ""));
     for (const [id, label] of columns) {
-      const sorted = col === id ? (desc ? "descending" : "ascending") : "none";
       const button = el("button", { type: "button", className: "sort", "data-col": id }, visibleName(label), col === id ? (desc ? " ▼" : " ▲") : "");
       button.addEventListener("click", () => {
-        state.sort = col === id && !desc ? `-${id}` : id;
+        // The sort now (not when the head was drawn): a second click on a column reverses it.
+        const [nowCol, nowDesc] = state.sort.startsWith("-") ? [state.sort.slice(1), true] : [state.sort, false];
+        state.sort = nowCol === id && !nowDesc ? `-${id}` : id;
         hooks.writeUrl();
-        draw();
+        drawHead();
+        reload();
       });
-      head.appendChild(el("th", { "aria-sort": sorted, className: id.startsWith("p:") ? "param" : id.startsWith("s:") ? "summary" : "" }, button));
+      tr.appendChild(el("th", { "aria-sort": col === id ? (desc ? "descending" : "ascending") : "none", className: id.startsWith("p:") ? "param" : id.startsWith("s:") ? "summary" : "" }, button));
     }
-    const body = el("tbody");
-    for (const run of shown) {
-      const box = el("input", { type: "checkbox", "aria-label": `select ${visibleName(run.id)}` });
-      box.checked = state.selected.includes(run.id);
-      box.addEventListener("change", () => {
-        selectRun(run.id, true);
-      });
-      const swatch = el("span", { className: "swatch run-swatch" });
-      swatch.style.background = runColour(run.id);
-      const cells = columns.map(([id]) => {
-        if (id === "tags") return el("td", {}, ...(run.tags ?? []).map((t) => el("span", { className: "chip tag" }, visibleName(t))));
-        if (id === "start") return el("td", {}, formatStart(run.startedAt));
-        return el("td", { className: id.startsWith("s:") || id.startsWith("p:") ? "num" : "" }, cellText(valueOf(run, id)));
-      });
-      body.appendChild(el("tr", { "data-run": run.id, className: state.selected.includes(run.id) ? "selected" : "" }, el("td", {}, box, swatch), ...cells));
-    }
-    clear(tableBox);
-    tableBox.appendChild(el("table", { className: "runs-table", "data-rows": shown.length }, el("thead", {}, head), body));
-    const count = document.getElementById("table-count");
-    if (count !== null) count.textContent = `${shown.length} of ${runs.length} runs`;
+    clear(head);
+    head.appendChild(tr);
     chooser.dispatchEvent(new Event("columns"));
-    clear(coords);
-    coords.appendChild(parallelCoordinates(shown, paramKeys, params, state.metric, Math.max(400, tableBox.clientWidth || 800)));
+    const all = known.summary.filter((k) => state.showInternal || !isInternalKey(k));
+    clear(metricPicker);
+    for (const key of all) metricPicker.appendChild(el("option", { value: key }, visibleName(key)));
+    if (state.metric === "" || !all.includes(state.metric)) state.metric = all.find((k) => /loss/i.test(k)) ?? all[0] ?? "";
+    metricPicker.value = state.metric;
   };
+
+  const rowOf = (i: number): HTMLTableRowElement => {
+    const run = pages.row(i);
+    if (run === undefined) return el("tr", { className: "loading" }, el("td", { colspan: columns.length + 1, className: "muted" }, "…"));
+    const box = el("input", { type: "checkbox", "aria-label": `select ${visibleName(run.id)}` });
+    box.checked = state.selected.includes(run.id);
+    box.addEventListener("change", () => selectRun(run.id, true));
+    const swatch = el("span", { className: "swatch run-swatch" });
+    swatch.style.background = runColour(run.id);
+    const cells = columns.map(([id]) => {
+      if (id === "tags") return el("td", {}, ...(run.tags ?? []).map((t) => el("span", { className: "chip tag" }, visibleName(t))));
+      if (id === "start") return el("td", {}, formatStart(run.startedAt));
+      return el("td", { className: id.startsWith("s:") || id.startsWith("p:") ? "num" : "" }, cellText(valueOf(run, id)));
+    });
+    return el("tr", { "data-run": run.id, className: state.selected.includes(run.id) ? "selected" : "" }, el("td", {}, box, swatch), ...cells);
+  };
+
+  const drawCoords = (): void => {
+    const loaded = pages.loaded().slice(0, MAX_COORDS_RUNS);
+    clear(coords);
+    coords.appendChild(parallelCoordinates(loaded, known.params, state.metric, Math.max(400, tableBox.clientWidth || 800)));
+  };
+
+  const pages = new RunPages(query(), (arrived) => {
+    knowRuns(arrived);
+    const more = keysOf([...sample.runs, ...pages.loaded()]);
+    const grew = more.params.length !== known.params.length || more.summary.length !== known.summary.length;
+    known = more;
+    if (grew) drawHead();
+    const total = pages.total ?? 0;
+    table.dataset["rows"] = String(total);
+    count.textContent = `${total.toLocaleString("en-US")} of ${sample.total.toLocaleString("en-US")} runs`;
+    rows.setCount(total);
+    drawCoords();
+  });
+  const rows = new VirtualRows({
+    scroller: tableBox,
+    body,
+    rowHeight: TABLE_ROW_HEIGHT,
+    columns: () => columns.length + 1,
+    row: rowOf,
+    range: (from, to) => {
+      pages.ensure(from, to).catch((error: unknown) => hooks.showError(error));
+    },
+  });
+  current = { rows, pages };
+  const reload = (): void => {
+    pages.setQuery(query());
+    tableBox.scrollTop = 0;
+    pages.refresh(0, 0).catch((error: unknown) => hooks.showError(error));
+  };
+  drawHead();
   let timer: ReturnType<typeof setTimeout> | undefined;
   filterBox.addEventListener("input", () => {
     clearTimeout(timer);
     timer = setTimeout(() => {
       state.filter = filterBox.value;
       hooks.writeUrl();
-      draw();
+      reload();
     }, 150);
   });
   metricPicker.addEventListener("change", () => {
     state.metric = metricPicker.value;
     hooks.writeUrl();
-    draw();
+    drawCoords();
   });
-  draw();
+  await pages.refresh(0, 0);
+}
+
+/** The shown table's rows again (the selection changed), and its pages asked for again (the periodic refresh). */
+export async function refreshRunsTable(): Promise<void> {
+  if (current === null) return;
+  const [from, to] = current.rows.rendered();
+  if (!(await current.pages.refresh(from, Math.max(to, from + 1)))) current.rows.render(true);
 }
 
 /**
@@ -182,7 +222,7 @@ export async function renderRunsTable(generation: number): Promise<void> {
  * Ticking or unticking makes the shown set the user's choice (remembered, see summary-columns.ts);
  * *default* goes back to the rule. The picker redraws its boxes on a `columns` event.
  */
-function columnChooser(keys: readonly string[], shown: () => string[], redraw: () => void): HTMLElement {
+function columnChooser(keysNow: () => string[], shown: () => string[], redraw: () => void): HTMLElement {
   const title = el("summary", {});
   const list = el("div", { className: "column-list" });
   const reset = el("button", { type: "button", className: "reset-columns" }, "default");
@@ -195,6 +235,7 @@ function columnChooser(keys: readonly string[], shown: () => string[], redraw: (
   };
   reset.addEventListener("click", () => choose(null));
   chooser.addEventListener("columns", () => {
+    const keys = keysNow();
     const current = new Set(shown());
     title.textContent = `Columns (${current.size} of ${keys.length}${state.summaryColumns === null ? ", default" : ""})`;
     clear(list);
@@ -245,15 +286,16 @@ function axisFor(name: string, values: (Cell | undefined)[]): Axis | null {
 }
 
 /** Parallel coordinates: an axis per hyperparameter that varies, then the metric; a line per run in its colour. */
-export function parallelCoordinates(runs: RunInfo[], paramKeys: string[], params: Map<string, Record<string, ParamValue>>, metric: string, width: number): Element {
+export function parallelCoordinates(runs: RunInfo[], paramKeys: string[], metric: string, width: number): Element {
   const axes: Axis[] = [];
+  const paramsOf = (r: RunInfo): Record<string, ParamValue> => r.params ?? {};
   for (const key of paramKeys) {
-    const values = runs.map((r) => params.get(r.id)?.[key]);
+    const values = runs.map((r) => paramsOf(r)[key]);
     if (new Set(values.map((v) => String(v))).size < 2 && runs.length > 1) continue;
     const axis = axisFor(key, values);
     if (axis !== null) axes.push(axis);
   }
-  const metricAxis = metric === "" ? null : axisFor(metric, runs.map((r) => state.summaries.get(r.id)?.[metric]));
+  const metricAxis = metric === "" ? null : axisFor(metric, runs.map((r) => r.summary?.[metric]));
   if (metricAxis !== null) axes.push(metricAxis);
   if (axes.length < 2 || runs.length === 0) return el("p", { className: "muted", id: "parcoords-empty" }, "Parallel coordinates need runs with at least one hyperparameter that varies and a summary metric.");
   const height = 260;
@@ -274,7 +316,7 @@ export function parallelCoordinates(runs: RunInfo[], paramKeys: string[], params
   for (const run of runs) {
     const points: string[] = [];
     axes.forEach((axis, i) => {
-      const value = i === axes.length - 1 && metricAxis !== null ? state.summaries.get(run.id)?.[metric] : params.get(run.id)?.[axis.name];
+      const value = i === axes.length - 1 && metricAxis !== null ? run.summary?.[metric] : paramsOf(run)[axis.name];
       const p = axis.pos(value);
       if (p !== null) points.push(`${(left + i * gap).toFixed(1)},${(top + plotH - p * plotH).toFixed(1)}`);
     });

@@ -1,4 +1,8 @@
 -- metrics.db, schema version 2
+CREATE TABLE alerts (
+  seq INTEGER PRIMARY KEY, alert_id TEXT NOT NULL, rule TEXT NOT NULL, state TEXT NOT NULL,
+  level TEXT NOT NULL, step INTEGER, wall REAL NOT NULL, event TEXT NOT NULL
+);
 CREATE TABLE chunks (
   id INTEGER PRIMARY KEY, key_id INTEGER NOT NULL, rank INTEGER NOT NULL,
   first_step INTEGER NOT NULL, last_step INTEGER NOT NULL, n INTEGER NOT NULL,
