@@ -143,82 +143,110 @@ interface SeriesPlan {
   readonly points: SeriesColumns;
 }
 
-/** Merge small tails where due, cut chunks, insert them, and move each series' cursor. */
-async function storeSeries(client: pg.ClientBase, plans: readonly SeriesPlan[]): Promise<number> {
+/** A series' trailing small chunks, read back to be merged with new points. */
+interface Tail {
+  readonly ids: number[];
+  readonly points: SeriesColumns[];
+  readonly firstPos: number;
+}
+
+/** How a series row moves once a batch's points are stored. */
+interface SeriesUpdate {
+  readonly key: number;
+  readonly rank: number;
+  readonly cursor: number;
+  readonly nextPos: number;
+  readonly n: number;
+  readonly small: number;
+  readonly smallPoints: number;
+  readonly lastStep: number | null;
+  readonly lastValue: number | null;
+}
+
+/** The small trailing chunks of the series due for a merge, read and deleted (their points are written again). */
+async function takeTails(client: pg.ClientBase, plans: readonly SeriesPlan[]): Promise<Map<string, Tail>> {
   const merging = plans.filter((p) => p.row.small_chunks > 0 && (p.row.small_chunks + 1 >= MAX_SMALL_CHUNKS || p.row.small_points + p.points.steps.length >= CHUNK_POINTS));
-  const tails = new Map<string, { ids: number[]; points: SeriesColumns[]; firstPos: number }>();
-  if (merging.length > 0) {
-    const result = await client.query<{ id: number; key_id: number; rank: number; first_pos: number; steps: Buffer; walls: Buffer; vals: Buffer }>(
-      `SELECT c.id, c.key_id, c.rank, c.first_pos, c.steps, c.walls, c.vals FROM unnest($1::bigint[], $2::int[], $3::int[]) AS u(k, r, lim)
-       CROSS JOIN LATERAL (SELECT id, key_id, rank, first_pos, steps, walls, vals FROM chunks WHERE key_id = u.k AND rank = u.r ORDER BY first_pos DESC LIMIT u.lim) c`,
-      [merging.map((p) => p.row.key_id), merging.map((p) => p.row.rank), merging.map((p) => p.row.small_chunks)],
-    );
-    for (const c of [...result.rows].sort((a, b) => a.first_pos - b.first_pos)) {
-      const k = `${c.key_id}:${c.rank}`;
-      const tail = tails.get(k) ?? { ids: [], points: [], firstPos: c.first_pos };
-      tail.ids.push(c.id);
-      tail.points.push(decodeChunkBlobs(c));
-      tails.set(k, tail);
-    }
-    const ids = [...tails.values()].flatMap((t) => t.ids);
-    if (ids.length > 0) await client.query("DELETE FROM chunks WHERE id = ANY($1::bigint[])", [ids]);
+  const tails = new Map<string, Tail>();
+  if (merging.length === 0) return tails;
+  const result = await client.query<{ id: number; key_id: number; rank: number; first_pos: number; steps: Buffer; walls: Buffer; vals: Buffer }>(
+    `SELECT c.id, c.key_id, c.rank, c.first_pos, c.steps, c.walls, c.vals FROM unnest($1::bigint[], $2::int[], $3::int[]) AS u(k, r, lim)
+     CROSS JOIN LATERAL (SELECT id, key_id, rank, first_pos, steps, walls, vals FROM chunks WHERE key_id = u.k AND rank = u.r ORDER BY first_pos DESC LIMIT u.lim) c`,
+    [merging.map((p) => p.row.key_id), merging.map((p) => p.row.rank), merging.map((p) => p.row.small_chunks)],
+  );
+  for (const c of [...result.rows].sort((x, y) => x.first_pos - y.first_pos)) {
+    const k = `${c.key_id}:${c.rank}`;
+    const tail = tails.get(k) ?? { ids: [], points: [], firstPos: c.first_pos };
+    tail.ids.push(c.id);
+    tail.points.push(decodeChunkBlobs(c));
+    tails.set(k, tail);
   }
+  const ids = [...tails.values()].flatMap((t) => t.ids);
+  if (ids.length > 0) await client.query("DELETE FROM chunks WHERE id = ANY($1::bigint[])", [ids]);
+  return tails;
+}
+
+/** One series' new points (after its merged tail, if any) cut into chunks, and how its row moves. */
+function cutSeries({ row, segment, points }: SeriesPlan, tail: Tail | undefined, chunks: ChunkRow[]): SeriesUpdate {
+  const byStep = segment.kind === "scalar";
+  const all = tail === undefined ? points : concatSeries([...tail.points, points]);
+  let firstPos = byStep ? (all.steps[0] ?? 0) : tail !== undefined ? tail.firstPos : row.next_pos;
+  let small = tail === undefined ? row.small_chunks : 0;
+  let smallPoints = tail === undefined ? row.small_points : 0;
+  for (let start = 0; start < all.steps.length; start += CHUNK_POINTS) {
+    const piece = sliceSeries(all, start, Math.min(all.steps.length, start + CHUNK_POINTS));
+    chunks.push({ keyId: row.key_id, rank: row.rank, firstPos: byStep ? (piece.steps[0] ?? 0) : firstPos, points: piece, byStep });
+    firstPos += piece.steps.length;
+    if (piece.steps.length < CHUNK_POINTS) {
+      small++;
+      smallPoints += piece.steps.length;
+    } else {
+      small = 0;
+      smallPoints = 0;
+    }
+  }
+  const n = points.steps.length;
+  return {
+    key: row.key_id,
+    rank: row.rank,
+    cursor: byStep ? (points.steps[n - 1] ?? segment.cursor) : segment.cursor,
+    nextPos: byStep ? row.next_pos : row.next_pos + n,
+    n: row.n + n,
+    small,
+    smallPoints,
+    lastStep: points.steps[n - 1] ?? null,
+    lastValue: points.values[n - 1] ?? null,
+  };
+}
+
+/** Move the series rows: cursors, counts, small-chunk counts, last values (one statement). */
+async function updateSeriesRows(client: pg.ClientBase, updates: readonly SeriesUpdate[]): Promise<void> {
+  if (updates.length === 0) return;
+  await client.query(
+    `UPDATE series s SET src_cursor = u.cursor, next_pos = u.next_pos, n = u.n, small_chunks = u.small, small_points = u.small_points, last_step = u.last_step, last_value = u.last_value
+     FROM unnest($1::bigint[], $2::int[], $3::float8[], $4::bigint[], $5::bigint[], $6::int[], $7::int[], $8::float8[], $9::float8[]) AS u(k, r, cursor, next_pos, n, small, small_points, last_step, last_value)
+     WHERE s.key_id = u.k AND s.rank = u.r`,
+    [
+      updates.map((u) => u.key),
+      updates.map((u) => u.rank),
+      updates.map((u) => u.cursor),
+      updates.map((u) => u.nextPos),
+      updates.map((u) => u.n),
+      updates.map((u) => u.small),
+      updates.map((u) => u.smallPoints),
+      updates.map((u) => u.lastStep),
+      updates.map((u) => (u.lastValue === null || Number.isNaN(u.lastValue) ? "NaN" : u.lastValue)),
+    ],
+  );
+}
+
+/** Merge small tails where due, cut chunks, insert them (one COPY), and move each series' cursor. */
+async function storeSeries(client: pg.ClientBase, plans: readonly SeriesPlan[]): Promise<number> {
+  const tails = await takeTails(client, plans);
   const chunks: ChunkRow[] = [];
-  const updates: { key: number; rank: number; cursor: number; nextPos: number; n: number; small: number; smallPoints: number; lastStep: number | null; lastValue: number | null }[] = [];
-  let stored = 0;
-  for (const { row, segment, points } of plans) {
-    const byStep = segment.kind === "scalar";
-    const tail = tails.get(`${row.key_id}:${row.rank}`);
-    const all = tail === undefined ? points : concatSeries([...tail.points, points]);
-    let firstPos = byStep ? (all.steps[0] ?? 0) : tail !== undefined ? tail.firstPos : row.next_pos;
-    let small = tail === undefined ? row.small_chunks : 0;
-    let smallPoints = tail === undefined ? row.small_points : 0;
-    for (let start = 0; start < all.steps.length; start += CHUNK_POINTS) {
-      const piece = sliceSeries(all, start, Math.min(all.steps.length, start + CHUNK_POINTS));
-      chunks.push({ keyId: row.key_id, rank: row.rank, firstPos: byStep ? (piece.steps[0] ?? 0) : firstPos, points: piece, byStep });
-      firstPos += piece.steps.length;
-      if (piece.steps.length < CHUNK_POINTS) {
-        small++;
-        smallPoints += piece.steps.length;
-      } else {
-        small = 0;
-        smallPoints = 0;
-      }
-    }
-    const n = points.steps.length;
-    stored += n;
-    updates.push({
-      key: row.key_id,
-      rank: row.rank,
-      cursor: byStep ? (points.steps[n - 1] ?? segment.cursor) : segment.cursor,
-      nextPos: byStep ? row.next_pos : row.next_pos + n,
-      n: row.n + n,
-      small,
-      smallPoints,
-      lastStep: points.steps[n - 1] ?? null,
-      lastValue: points.values[n - 1] ?? null,
-    });
-  }
+  const updates = plans.map((plan) => cutSeries(plan, tails.get(`${plan.row.key_id}:${plan.row.rank}`), chunks));
   await insertChunks(client, chunks);
-  if (updates.length > 0) {
-    await client.query(
-      `UPDATE series s SET src_cursor = u.cursor, next_pos = u.next_pos, n = u.n, small_chunks = u.small, small_points = u.small_points, last_step = u.last_step, last_value = u.last_value
-       FROM unnest($1::bigint[], $2::int[], $3::float8[], $4::bigint[], $5::bigint[], $6::int[], $7::int[], $8::float8[], $9::float8[]) AS u(k, r, cursor, next_pos, n, small, small_points, last_step, last_value)
-       WHERE s.key_id = u.k AND s.rank = u.r`,
-      [
-        updates.map((u) => u.key),
-        updates.map((u) => u.rank),
-        updates.map((u) => u.cursor),
-        updates.map((u) => u.nextPos),
-        updates.map((u) => u.n),
-        updates.map((u) => u.small),
-        updates.map((u) => u.smallPoints),
-        updates.map((u) => u.lastStep),
-        updates.map((u) => (u.lastValue === null || Number.isNaN(u.lastValue) ? "NaN" : u.lastValue)),
-      ],
-    );
-  }
-  return stored;
+  await updateSeriesRows(client, updates);
+  return plans.reduce((n, p) => n + p.points.steps.length, 0);
 }
 
 /**

@@ -89,6 +89,154 @@ function kindOf(path: string): string {
   return "static";
 }
 
+/** Counts a failed request under its reason (`ServerMetrics`). */
+function countFailure(metrics: ServerMetrics, status: number): void {
+  if (status === 500) metrics.errors.inc();
+  else if (status === 400 || status === 413 || status === 415) metrics.rejected.inc({ reason: status === 400 ? "malformed" : "size" });
+  else if (status === 401 || status === 403) metrics.rejected.inc({ reason: "auth" });
+  else if (status === 409) metrics.rejected.inc({ reason: "conflict" });
+}
+
+/** What a request is routed with: the pool and everything built once per server. */
+class Router {
+  /** Set by `close`: `/readyz` answers 503 so a load balancer stops sending. */
+  stopping = false;
+  private readonly limits: IngestLimits;
+  private readonly files: StaticFiles;
+  private readonly version = packageVersion();
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly metrics: ServerMetrics,
+    private readonly auth: ServerAuth,
+    private readonly limiter: RateLimiter,
+    private readonly log: pino.Logger,
+    options: TeamServerOptions,
+  ) {
+    this.limits = options.ingestLimits ?? DEFAULT_INGEST_LIMITS;
+    this.files = new StaticFiles(options.webDir ?? defaultWebDir());
+  }
+
+  /** The Node request listener: route, then log and count the outcome. */
+  readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
+    const started = performance.now();
+    const url = new URL(req.url ?? "/", "http://server.invalid");
+    const kind = kindOf(url.pathname);
+    const done = (status: number, principal: Principal | undefined, error?: unknown): void => {
+      this.metrics.requests.inc({ kind, status: `${Math.floor(status / 100)}xx` });
+      const line = { method: req.method, path: redactedRequestPath(req.url), status, ms: Math.round(performance.now() - started), ...(principal !== undefined ? { project: principal.project } : {}) };
+      if (error !== undefined) this.log.error({ ...line, error: describeError(error) }, "request failed");
+      else if (status >= 400 || kind === "ingest") this.log.info(line, "request");
+    };
+    this.route(req, res, url).then(
+      (principal) => done(res.statusCode, principal),
+      (error: unknown) => {
+        const status = error instanceof HttpError ? error.status : 500;
+        countFailure(this.metrics, status);
+        done(status, undefined, status === 500 ? error : undefined);
+        const message = error instanceof HttpError ? error.message : "internal error; the server's log says more";
+        if (res.headersSent) res.destroy();
+        else sendJson(req, res, status, { error: message }).catch(() => res.destroy());
+      },
+    );
+  };
+
+  /** `/healthz`, `/readyz`, `/metrics` (no token needed); false for any other path. */
+  private async operations(req: IncomingMessage, res: ServerResponse, path: string): Promise<boolean> {
+    if (path === "/healthz") {
+      await sendJson(req, res, 200, { ok: true });
+      return true;
+    }
+    if (path === "/readyz") {
+      if (this.stopping) throw new HttpError(503, "shutting down");
+      try {
+        const r = await this.pool.query<{ v: number | null }>("SELECT max(version) AS v FROM schema_migrations");
+        if ((r.rows[0]?.v ?? 0) < SCHEMA_VERSION) throw new Error("schema behind");
+      } catch {
+        throw new HttpError(503, "the database is not reachable or not migrated");
+      }
+      await sendJson(req, res, 200, { ok: true, schema: SCHEMA_VERSION });
+      return true;
+    }
+    if (path === "/metrics") {
+      const text = await this.metrics.registry.metrics();
+      await sendBody(req, res, 200, { "Content-Type": this.metrics.registry.contentType, "Cache-Control": "no-store" }, Buffer.from(text));
+      return true;
+    }
+    return false;
+  }
+
+  /** The rate limit, then the credentials: the caller, or undefined when the login page was sent. */
+  private async authenticate(req: IncomingMessage, res: ServerResponse, url: URL): Promise<Principal | undefined> {
+    const wait = this.limiter.take(clientOf(req));
+    if (wait > 0) {
+      this.metrics.rejected.inc({ reason: "rate" });
+      res.setHeader("Retry-After", String(Math.ceil(wait / 1000)));
+      throw new HttpError(429, `too many requests from this client; retry after ${wait} ms`);
+    }
+    let principal: Principal;
+    try {
+      principal = await this.auth.principal(req, res, url);
+    } catch (error) {
+      if (error instanceof HttpError && error.status === 401 && req.method === "GET" && (url.pathname === "/" || url.pathname === "/index.html")) {
+        this.metrics.rejected.inc({ reason: "auth" });
+        sendLoginPage(res, url.searchParams.has("token") ? "That token is not valid here." : "This dashboard needs a project token.");
+        return undefined;
+      }
+      throw error;
+    }
+    checkProject(principal, url);
+    return principal;
+  }
+
+  /** The ingest API (write tokens only); false for any other path. */
+  private async ingest(req: IncomingMessage, res: ServerResponse, url: URL, principal: Principal): Promise<boolean> {
+    if (url.pathname === "/api/ingest/v1/batch") {
+      if (req.method !== "POST") throw new HttpError(405, "send batches with POST");
+      requireWrite(principal);
+      const result = await ingestBatch(req, this.pool, principal.projectId, this.limits, this.metrics);
+      await sendJson(req, res, 200, { points: result.points, records: result.records, fileBytes: result.fileBytes });
+      return true;
+    }
+    if (url.pathname === "/api/ingest/v1/state") {
+      requireWrite(principal);
+      await sendJson(req, res, 200, await runState(this.pool, principal.projectId, url.searchParams.get("run")));
+      return true;
+    }
+    return false;
+  }
+
+  private async route(req: IncomingMessage, res: ServerResponse, url: URL): Promise<Principal | undefined> {
+    if (await this.operations(req, res, url.pathname)) return undefined;
+    const principal = await this.authenticate(req, res, url);
+    if (principal === undefined || (await this.ingest(req, res, url, principal))) return principal;
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      res.setHeader("Allow", "GET, HEAD");
+      throw new HttpError(405, "the dashboard is read-only: only GET and HEAD are allowed");
+    }
+    if (!url.pathname.startsWith("/api/")) {
+      await this.files.send(req, res, url.pathname);
+      return principal;
+    }
+    const api = new DashboardApi(createPostgresSource(this.pool, principal.projectId), this.version);
+    const body = await api.handle(url.pathname, { req, res, params: url.searchParams });
+    if (body !== undefined) await sendJson(req, res, 200, body);
+    return principal;
+  }
+}
+
+/** Listen on host:port; the URL the server answers on. */
+async function listen(server: Server, host: string, port: number, tls: boolean): Promise<{ url: string; port: number }> {
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (error: NodeJS.ErrnoException) => reject(error.code === "EADDRINUSE" ? new Error(`port ${port} on ${host} is in use; pick another with --port N`) : error));
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address();
+  if (address === null || typeof address === "string") throw new Error(`the server on ${host}:${port} has no TCP address after listening`);
+  const urlHost = host.includes(":") ? `[${host}]` : host;
+  return { url: `${tls ? "https" : "http"}://${urlHost}:${address.port}`, port: address.port };
+}
+
 /** Start the server: connect, migrate, listen. */
 export async function startTeamServer(options: TeamServerOptions): Promise<TeamServer> {
   const pool = createPool({ url: options.db, max: options.poolSize ?? 10, statementTimeoutMs: options.statementTimeoutMs ?? 30_000 });
@@ -103,101 +251,10 @@ export async function startTeamServer(options: TeamServerOptions): Promise<TeamS
   const tls = options.tlsCert !== undefined && options.tlsKey !== undefined;
   const auth = new ServerAuth(new TokenChecker(pool), options.proxy, tls);
   const limiter = new RateLimiter(options.rateLimit ?? 200, (options.rateLimit ?? 200) * 2);
-  const limits = options.ingestLimits ?? DEFAULT_INGEST_LIMITS;
-  const files = new StaticFiles(options.webDir ?? defaultWebDir());
-  const version = packageVersion();
-  let stopping = false;
-
-  const route = async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<Principal | undefined> => {
-    const path = url.pathname;
-    if (path === "/healthz") return void (await sendJson(req, res, 200, { ok: true }));
-    if (path === "/readyz") {
-      if (stopping) throw new HttpError(503, "shutting down");
-      try {
-        const r = await pool.query<{ v: number | null }>("SELECT max(version) AS v FROM schema_migrations");
-        if ((r.rows[0]?.v ?? 0) < SCHEMA_VERSION) throw new Error("schema behind");
-      } catch {
-        throw new HttpError(503, "the database is not reachable or not migrated");
-      }
-      return void (await sendJson(req, res, 200, { ok: true, schema: SCHEMA_VERSION }));
-    }
-    if (path === "/metrics") {
-      const text = await metrics.registry.metrics();
-      return void (await sendBody(req, res, 200, { "Content-Type": metrics.registry.contentType, "Cache-Control": "no-store" }, Buffer.from(text)));
-    }
-    const wait = limiter.take(clientOf(req));
-    if (wait > 0) {
-      metrics.rejected.inc({ reason: "rate" });
-      res.setHeader("Retry-After", String(Math.ceil(wait / 1000)));
-      throw new HttpError(429, `too many requests from this client; retry after ${wait} ms`);
-    }
-    let principal: Principal;
-    try {
-      principal = await auth.principal(req, res, url);
-    } catch (error) {
-      if (error instanceof HttpError && error.status === 401 && req.method === "GET" && (path === "/" || path === "/index.html")) {
-        metrics.rejected.inc({ reason: "auth" });
-        sendLoginPage(res, url.searchParams.has("token") ? "That token is not valid here." : "This dashboard needs a project token.");
-        return undefined;
-      }
-      throw error;
-    }
-    checkProject(principal, url);
-    if (path === "/api/ingest/v1/batch") {
-      if (req.method !== "POST") throw new HttpError(405, "send batches with POST");
-      requireWrite(principal);
-      const result = await ingestBatch(req, pool, principal.projectId, limits, metrics);
-      await sendJson(req, res, 200, { points: result.points, records: result.records, fileBytes: result.fileBytes });
-      return principal;
-    }
-    if (path === "/api/ingest/v1/state") {
-      requireWrite(principal);
-      await sendJson(req, res, 200, await runState(pool, principal.projectId, url.searchParams.get("run")));
-      return principal;
-    }
-    if (req.method !== "GET" && req.method !== "HEAD") {
-      res.setHeader("Allow", "GET, HEAD");
-      throw new HttpError(405, "the dashboard is read-only: only GET and HEAD are allowed");
-    }
-    if (!path.startsWith("/api/")) {
-      await files.send(req, res, path);
-      return principal;
-    }
-    const api = new DashboardApi(createPostgresSource(pool, principal.projectId), version);
-    const body = await api.handle(path, { req, res, params: url.searchParams });
-    if (body !== undefined) await sendJson(req, res, 200, body);
-    return principal;
-  };
-
-  const handler = (req: IncomingMessage, res: ServerResponse): void => {
-    const started = performance.now();
-    const url = new URL(req.url ?? "/", "http://server.invalid");
-    const kind = kindOf(url.pathname);
-    const done = (status: number, principal: Principal | undefined, error?: unknown): void => {
-      metrics.requests.inc({ kind, status: `${Math.floor(status / 100)}xx` });
-      const line = { method: req.method, path: redactedRequestPath(req.url), status, ms: Math.round(performance.now() - started), ...(principal !== undefined ? { project: principal.project } : {}) };
-      if (error !== undefined) log.error({ ...line, error: describeError(error) }, "request failed");
-      else if (status >= 400 || kind === "ingest") log.info(line, "request");
-    };
-    route(req, res, url).then(
-      (principal) => done(res.statusCode, principal),
-      (error: unknown) => {
-        const status = error instanceof HttpError ? error.status : 500;
-        if (status === 500) metrics.errors.inc();
-        else if (status === 400 || status === 413 || status === 415) metrics.rejected.inc({ reason: status === 400 ? "malformed" : "size" });
-        else if (status === 401 || status === 403) metrics.rejected.inc({ reason: "auth" });
-        else if (status === 409) metrics.rejected.inc({ reason: "conflict" });
-        done(status, undefined, status === 500 ? error : undefined);
-        const message = error instanceof HttpError ? error.message : "internal error; the server's log says more";
-        if (res.headersSent) res.destroy();
-        else sendJson(req, res, status, { error: message }).catch(() => res.destroy());
-      },
-    );
-  };
-
+  const router = new Router(pool, metrics, auth, limiter, log, options);
   const server: Server = tls
-    ? createHttpsServer({ cert: readFileSync(options.tlsCert ?? ""), key: readFileSync(options.tlsKey ?? "") }, handler)
-    : createHttpServer(handler);
+    ? createHttpsServer({ cert: readFileSync(options.tlsCert ?? ""), key: readFileSync(options.tlsKey ?? "") }, router.handle)
+    : createHttpServer(router.handle);
   server.requestTimeout = 120_000;
   server.headersTimeout = 30_000;
   const sockets = new Set<Socket>();
@@ -205,24 +262,15 @@ export async function startTeamServer(options: TeamServerOptions): Promise<TeamS
     sockets.add(s);
     s.once("close", () => sockets.delete(s));
   });
-  const host = options.host ?? "127.0.0.1";
-  const port = options.port ?? DEFAULT_SERVER_PORT;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", (error: NodeJS.ErrnoException) => reject(error.code === "EADDRINUSE" ? new Error(`port ${port} on ${host} is in use; pick another with --port N`) : error));
-    server.listen(port, host, () => resolve());
-  });
-  const address = server.address();
-  if (address === null || typeof address === "string") throw new Error(`the server on ${host}:${port} has no TCP address after listening`);
-  const urlHost = host.includes(":") ? `[${host}]` : host;
-  const url = `${tls ? "https" : "http"}://${urlHost}:${address.port}`;
+  const { url, port } = await listen(server, options.host ?? "127.0.0.1", options.port ?? DEFAULT_SERVER_PORT, tls);
   log.info({ url, schema: SCHEMA_VERSION }, "listening");
   return {
     url,
-    port: address.port,
+    port,
     pool,
     metrics,
     close: async (graceMs = 10_000) => {
-      stopping = true;
+      router.stopping = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeIdleConnections();
       const timer = setTimeout(() => {

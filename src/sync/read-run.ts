@@ -5,9 +5,9 @@
  * directory's files, never the store's tables, so the store may change its layout (or add
  * identities to its series) without the sync knowing.
  *
- * Every read is bounded: a series is read at most `READ_POINTS` positions at a time (scalar steps
- * and arrival numbers are unique per series, so a window of that width holds at most that many
- * points), records and alert events `READ_RECORDS` at a time, files `READ_FILE_BYTES` at a time.
+ * Every read is bounded: a series is read at most `READ_POINTS` points at a time, as columns
+ * (`seriesColumns`: no object per point), records and alert events `READ_RECORDS` at a time, files
+ * `READ_FILE_BYTES` at a time.
  */
 import { closeSync, existsSync, openSync, readSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { join } from "node:path";
@@ -16,7 +16,7 @@ import { jsonText, nonFiniteReplacer } from "../core/json.js";
 import { RunLabelReader } from "../ui/run-labels.js";
 import type { AlertHeader, RecordHeader, RunMeta, WireSeriesKind } from "./wire.js";
 
-/** Positions of one series read at most at a time. */
+/** Points of one series read at most at a time. */
 export const READ_POINTS = 65_536;
 /** Samples or histograms read at most at a time. */
 export const READ_RECORDS = 10_000;
@@ -51,55 +51,11 @@ export function listSeries(runDir: string): SeriesRef[] {
   return out;
 }
 
-/** Points of a scalar series in (after, before), counted without reading them. */
-function countScalar(runDir: string, ref: SeriesRef, after: number, before: number): number {
-  return store.series(runDir, ref.key, { kind: "scalar", rank: ref.rank, after, before, maxPoints: 3 }).total;
-}
-
-/**
- * Where a window of a scalar series that starts at its beginning should end: a series read for the
- * first time may start anywhere (steps are any numbers), so a long one is cut by bisecting counts.
- */
-function firstScalarWindow(runDir: string, ref: SeriesRef): number | undefined {
-  const all = store.series(runDir, ref.key, { kind: "scalar", rank: ref.rank, maxPoints: 3 });
-  if (all.total <= READ_POINTS || all.cursor === null) return undefined;
-  let lo = -Number.MAX_SAFE_INTEGER;
-  let hi = all.cursor;
-  while (hi - lo > 1) {
-    const mid = Math.floor((lo + hi) / 2);
-    if (countScalar(runDir, ref, -Infinity, mid) > READ_POINTS / 2) hi = mid;
-    else lo = mid;
-  }
-  return hi;
-}
-
 /** The next piece of a series past `after` (null: from its start), or null when there is nothing new. */
 export function readPiece(runDir: string, ref: SeriesRef, after: number | null): SeriesPiece | null {
-  let before: number | undefined;
-  if (ref.kind === "scalar") before = after === null ? firstScalarWindow(runDir, ref) : after + READ_POINTS;
-  else before = (after ?? -1) + 1 + READ_POINTS;
-  const result = store.series(runDir, ref.key, {
-    kind: ref.kind,
-    rank: ref.rank,
-    // Arrival order: streams are step-ordered per rank, system rows are kept in arrival order by wall.
-    x: ref.kind === "system" ? "wall" : "step",
-    maxPoints: Infinity,
-    ...(after !== null ? { after } : {}),
-    ...(before !== undefined ? { before } : {}),
-  });
-  const n = result.points.length;
-  if (n === 0 || result.cursor === null) return null;
-  const steps = new Float64Array(n);
-  const walls = new Float64Array(n);
-  const values = new Float64Array(n);
-  for (let i = 0; i < n; i++) {
-    const p = result.points[i];
-    if (p === undefined) break;
-    steps[i] = p.step;
-    walls[i] = p.wall;
-    values[i] = p.value;
-  }
-  return { steps, walls, values, cursor: result.cursor };
+  const { steps, walls, values, cursor } = store.seriesColumns(runDir, ref.key, { kind: ref.kind, rank: ref.rank, limit: READ_POINTS, ...(after !== null ? { after } : {}) });
+  if (steps.length === 0 || cursor === null) return null;
+  return { steps, walls, values, cursor };
 }
 
 /** The largest double below `x` (for an exclusive `after` that still includes `x`). */

@@ -50,6 +50,12 @@ export interface PassResult {
 }
 
 /** What the server has, as the sync keeps it between passes. */
+/** The batch a pass is filling; `flush` sends it and starts a new one in `b`. */
+interface Filling {
+  b: BatchBuilder;
+  flush(): Promise<void>;
+}
+
 interface Cursors {
   resumeStep: number;
   metaHash: string | null;
@@ -171,84 +177,20 @@ export class RunSync {
 
   private async tryPass(full: boolean): Promise<PassResult> {
     const start = { ...this.totals };
-    let cursors = await this.state();
     const meta = readMeta(this.options.runDir, this.runId);
-    const metaJson = JSON.stringify(meta);
-    if (meta.resumeStep > 0 && meta.resumeStep !== cursors.resumeStep) {
-      // A resume: the server drops what comes at or after the step, then we continue from what it kept.
-      const b = new BatchBuilder();
-      b.meta = meta;
-      await this.send(b);
-      this.sentMetaJson = metaJson;
-      this.cursors = null;
-      cursors = await this.state();
-    }
+    const cursors = await this.resumeIfNeeded(meta);
     const files = listFiles(this.options.runDir);
     const filesChanged = [...files].some(([path, size]) => size > (cursors.files.get(path) ?? 0));
     const storeChanged = full || meta.updatedAt !== this.lastUpdatedAt;
-    let b = new BatchBuilder();
-    if (metaJson !== this.sentMetaJson && metaHash(meta) !== cursors.metaHash) b.meta = meta;
-    const flush = async (): Promise<void> => {
-      if (b.empty) return;
-      await this.send(b);
-      if (b.meta !== undefined) {
-        this.sentMetaJson = JSON.stringify(b.meta);
-        if (this.cursors !== null) this.cursors.metaHash = metaHash(b.meta);
-      }
-      b = new BatchBuilder();
-    };
+    const batch = this.filling();
+    if (JSON.stringify(meta) !== this.sentMetaJson && metaHash(meta) !== cursors.metaHash) batch.b.meta = meta;
     if (storeChanged) {
-      for (const ref of listSeries(this.options.runDir)) {
-        const k = seriesKey(ref.kind, ref.key, ref.rank);
-        if (ref.kind === "scalar") this.checkTail(b, ref, k);
-        for (let pieces = 0; ; pieces++) {
-          const after = cursors.series.get(k) ?? null;
-          const piece = readPiece(this.options.runDir, ref, after);
-          if (piece === null) break;
-          // One segment per series per batch: a long series' next piece goes in the next batch.
-          if (pieces > 0) await flush();
-          this.addSeries(b, ref, after, piece);
-          cursors.series.set(k, piece.cursor);
-          if (ref.kind === "scalar") b.tails.set(k, this.tailAfter(b.tails.get(k) ?? this.sentTails.get(k), piece));
-          if (b.bytes >= this.maxBatchBytes) await flush();
-        }
-      }
-      for (;;) {
-        const records = readRecords(this.options.runDir, cursors.records);
-        if (records.length === 0) break;
-        for (const r of records) {
-          b.records.push(r);
-          b.bytes += r.data.length + r.key.length + 64;
-          cursors.records[r.kind] = Math.max(cursors.records[r.kind] ?? -1, r.seq);
-          if (b.bytes >= this.maxBatchBytes) await flush();
-        }
-      }
-      for (;;) {
-        const alerts = readAlerts(this.options.runDir, cursors.records["alert"] ?? 0);
-        if (alerts.length === 0) break;
-        for (const a of alerts) {
-          b.alerts.push(a);
-          b.bytes += a.event.length + 32;
-          cursors.records["alert"] = Math.max(cursors.records["alert"] ?? 0, a.seq);
-          if (b.bytes >= this.maxBatchBytes) await flush();
-        }
-      }
+      await this.addSeriesPieces(batch, cursors);
+      await this.addRecords(batch, cursors);
+      await this.addAlerts(batch, cursors);
     }
-    if (filesChanged) {
-      for (const [path, size] of files) {
-        for (let offset = cursors.files.get(path) ?? 0; offset < size; ) {
-          const bytes = readFileBytes(this.options.runDir, path, offset, Math.min(size - offset, 4 * 1024 * 1024));
-          if (bytes.length === 0) break;
-          b.files.push({ path, offset, length: bytes.length });
-          b.fileBytes.push(bytes);
-          b.bytes += bytes.length;
-          offset += bytes.length;
-          cursors.files.set(path, offset);
-          if (b.bytes >= this.maxBatchBytes) await flush();
-        }
-      }
-    }
-    await flush();
+    if (filesChanged) await this.addFiles(batch, cursors, files);
+    await batch.flush();
     this.lastUpdatedAt = meta.updatedAt;
     return {
       batches: this.totals.batches - start.batches,
@@ -257,6 +199,99 @@ export class RunSync {
       fileBytes: this.totals.fileBytes - start.fileBytes,
       complete: true,
     };
+  }
+
+  /** The server's cursors; after a resume (a new `resumeStep`), once the server dropped what comes at or after it. */
+  private async resumeIfNeeded(meta: RunMeta): Promise<Cursors> {
+    const cursors = await this.state();
+    if (meta.resumeStep <= 0 || meta.resumeStep === cursors.resumeStep) return cursors;
+    const b = new BatchBuilder();
+    b.meta = meta;
+    await this.send(b);
+    this.sentMetaJson = JSON.stringify(meta);
+    this.cursors = null;
+    return this.state();
+  }
+
+  /** The batch a pass fills, and `flush` to send it (when not empty) and start the next. */
+  private filling(): Filling {
+    const filling: Filling = {
+      b: new BatchBuilder(),
+      flush: async () => {
+        const b = filling.b;
+        if (b.empty) return;
+        await this.send(b);
+        if (b.meta !== undefined) {
+          this.sentMetaJson = JSON.stringify(b.meta);
+          if (this.cursors !== null) this.cursors.metaHash = metaHash(b.meta);
+        }
+        filling.b = new BatchBuilder();
+      },
+    };
+    return filling;
+  }
+
+  /** Every series' points past its cursor, one segment per series per batch. */
+  private async addSeriesPieces(batch: Filling, cursors: Cursors): Promise<void> {
+    for (const ref of listSeries(this.options.runDir)) {
+      const k = seriesKey(ref.kind, ref.key, ref.rank);
+      if (ref.kind === "scalar") this.checkTail(batch.b, ref, k);
+      for (let pieces = 0; ; pieces++) {
+        const after = cursors.series.get(k) ?? null;
+        const piece = readPiece(this.options.runDir, ref, after);
+        if (piece === null) break;
+        // One segment per series per batch: a long series' next piece goes in the next batch.
+        if (pieces > 0) await batch.flush();
+        this.addSeries(batch.b, ref, after, piece);
+        cursors.series.set(k, piece.cursor);
+        if (ref.kind === "scalar") batch.b.tails.set(k, this.tailAfter(batch.b.tails.get(k) ?? this.sentTails.get(k), piece));
+        if (batch.b.bytes >= this.maxBatchBytes) await batch.flush();
+      }
+    }
+  }
+
+  /** Samples and histograms past their sequence cursors. */
+  private async addRecords(batch: Filling, cursors: Cursors): Promise<void> {
+    for (;;) {
+      const records = readRecords(this.options.runDir, cursors.records);
+      if (records.length === 0) break;
+      for (const r of records) {
+        batch.b.records.push(r);
+        batch.b.bytes += r.data.length + r.key.length + 64;
+        cursors.records[r.kind] = Math.max(cursors.records[r.kind] ?? -1, r.seq);
+        if (batch.b.bytes >= this.maxBatchBytes) await batch.flush();
+      }
+    }
+  }
+
+  /** Alert events past their sequence cursor. */
+  private async addAlerts(batch: Filling, cursors: Cursors): Promise<void> {
+    for (;;) {
+      const alerts = readAlerts(this.options.runDir, cursors.records["alert"] ?? 0);
+      if (alerts.length === 0) break;
+      for (const a of alerts) {
+        batch.b.alerts.push(a);
+        batch.b.bytes += a.event.length + 32;
+        cursors.records["alert"] = Math.max(cursors.records["alert"] ?? 0, a.seq);
+        if (batch.b.bytes >= this.maxBatchBytes) await batch.flush();
+      }
+    }
+  }
+
+  /** The text files' bytes past what the server has, 4 MiB at a time. */
+  private async addFiles(batch: Filling, cursors: Cursors, files: Map<string, number>): Promise<void> {
+    for (const [path, size] of files) {
+      for (let offset = cursors.files.get(path) ?? 0; offset < size; ) {
+        const bytes = readFileBytes(this.options.runDir, path, offset, Math.min(size - offset, 4 * 1024 * 1024));
+        if (bytes.length === 0) break;
+        batch.b.files.push({ path, offset, length: bytes.length });
+        batch.b.fileBytes.push(bytes);
+        batch.b.bytes += bytes.length;
+        offset += bytes.length;
+        cursors.files.set(path, offset);
+        if (batch.b.bytes >= this.maxBatchBytes) await batch.flush();
+      }
+    }
   }
 
   /** The last points sent of a scalar series once `piece` is sent after `old`. */

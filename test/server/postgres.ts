@@ -4,12 +4,19 @@
  * unix socket in that folder. PostgreSQL refuses to run as root, so as root it runs as the
  * `postgres` user (`runuser -u postgres --`); the folder is handed to that user. It can be killed
  * and started again on the same port and data (a database restart).
+ *
+ * Never orphaned: PostgreSQL runs as the leader of a process group of its own (`detached`: the
+ * postmaster and every backend in it), and until `close` a lifecycle drain (`registerDrain`, run
+ * at exit, after SIGINT/SIGTERM and after an uncaught exception — a test that fails or times out
+ * included) kills that whole group with SIGKILL and removes the temporary folder.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
+import { registerDrain } from "../../src/core/lifecycle.js";
 import { waitFor, within } from "../helpers.js";
 import { freePort } from "../transport/support.js";
 
@@ -58,12 +65,34 @@ export class Postgres {
   private child: ChildProcess | null = null;
   private exited: Promise<unknown> = Promise.resolve();
   output = "";
+  /** The process groups of every start (a postmaster killed with SIGKILL may leave backends in its group). */
+  private readonly groups = new Set<number>();
+  /** Removes the exit drain (at `close`). */
+  private readonly unregister: () => void;
 
   private constructor(
     readonly dir: string,
     readonly port: number,
     private readonly bin: string,
-  ) {}
+  ) {
+    this.unregister = registerDrain({ name: `PostgreSQL of a test (${dir})`, exit: () => this.killNow() });
+  }
+
+  /**
+   * Synchronously: SIGKILL to every process PostgreSQL's group holds (the postmaster, its
+   * backends, any left by a killed postmaster) and remove the folder. What the exit drain runs.
+   */
+  killNow(): void {
+    for (const pgid of this.groups) {
+      try {
+        process.kill(-pgid, "SIGKILL");
+      } catch {
+        // The group is gone already.
+      }
+    }
+    this.groups.clear();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
 
   /** initdb and start; `settings` are extra `-c name=value` server settings. */
   static async start(settings: Record<string, string> = {}): Promise<Postgres> {
@@ -94,8 +123,14 @@ export class Postgres {
   async startServer(): Promise<void> {
     const extra = Object.entries({ fsync: "off", synchronous_commit: "off", full_page_writes: "off", max_connections: "200", ...this.settings }).flatMap(([k, v]) => ["-c", `${k}=${v}`]);
     const [cmd, args] = asPostgres(join(this.bin, "postgres"), ["-D", join(this.dir, "data"), "-p", String(this.port), "-k", this.dir, "-c", "listen_addresses=127.0.0.1", ...extra]);
-    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"] });
+    // A process group of its own, so that `killNow` reaches every process PostgreSQL forks.
+    const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
     this.child = child;
+    if (child.pid !== undefined) this.groups.add(child.pid);
+    // Never what keeps a test's process alive: a test that timed out leaves its process free to
+    // end, and the exit drain then kills the group.
+    child.unref();
+    for (const stream of [child.stdout, child.stderr]) if (stream instanceof Socket) stream.unref();
     this.exited = new Promise((resolve) => child.once("exit", resolve));
     child.stdout?.on("data", (d: Buffer) => (this.output = (this.output + d.toString()).slice(-20_000)));
     child.stderr?.on("data", (d: Buffer) => (this.output = (this.output + d.toString()).slice(-20_000)));
@@ -151,9 +186,11 @@ export class Postgres {
     this.child = null;
   }
 
-  /** Stop and remove the data folder. */
+  /** Stop, remove the data folder, and drop the exit drain. */
   async close(): Promise<void> {
     await this.stopServer("fast").catch(() => undefined);
-    rmSync(this.dir, { recursive: true, force: true });
+    // Whatever a fast shutdown left (backends of a postmaster killed earlier), and the folder.
+    this.killNow();
+    this.unregister();
   }
 }

@@ -151,6 +151,30 @@ export interface SeriesResult {
   readonly downsampled: boolean;
 }
 
+/** Options of `seriesColumns`: the next points of one series past a cursor, every one, as columns. */
+export interface SeriesColumnsOptions {
+  /** `scalar` (default), `stream` or `system`. */
+  kind?: SeriesKind;
+  /** Which rank's series; default: the global one (-1) if present, else the lowest rank. */
+  rank?: number;
+  /** A cursor from `series` or `seriesColumns`: only points after it. */
+  after?: number;
+  /** At most this many points (default 65,536): the first ones past `after`, in position order. */
+  limit?: number;
+}
+
+/**
+ * What `seriesColumns` returns: points in position order (steps for scalars, arrival for streams
+ * and system metrics) as float64 columns, and the cursor of the last one (`after` as given, or
+ * null, when there are none). Fewer than `limit` points: nothing more is stored yet.
+ */
+export interface SeriesColumnsResult {
+  readonly steps: Float64Array;
+  readonly walls: Float64Array;
+  readonly values: Float64Array;
+  readonly cursor: number | null;
+}
+
 /** The last point of a scalar key (`lastValues`). */
 export interface LastValue {
   readonly key: string;

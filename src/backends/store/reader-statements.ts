@@ -106,6 +106,8 @@ export interface ReaderStatements {
   readonly chunkBlocks: Statement<[id: number], Buffer>;
   /** A system metric's rows: `[seq, step, wall, value]`. */
   readonly rawPoints: Statement<WindowParams, [seq: number, step: number, wall: number, value: number | null]>;
+  /** A system metric's first `limit` rows past a sequence number: `[seq, step, wall, value]`. */
+  readonly rawPointsAfter: Statement<[keyId: number, rank: number, after: number, limit: number], [seq: number, step: number, wall: number, value: number | null]>;
 }
 
 /** A writer still marked running (what a reader needs to judge whether its process lives). */
@@ -201,6 +203,9 @@ export function prepareReaderStatements(db: Database.Database, version = 2): Rea
     chunkBlocks: db.prepare<[number], Buffer>("SELECT blocks FROM chunks WHERE id = ?").pluck(true),
     rawPoints: db
       .prepare<WindowParams, [number, number, number, number | null]>("SELECT seq, step, wall, value FROM stream_points WHERE key_id = ? AND rank = ? AND seq > ? AND seq < ? ORDER BY seq")
+      .raw(true),
+    rawPointsAfter: db
+      .prepare<[number, number, number, number], [number, number, number, number | null]>("SELECT seq, step, wall, value FROM stream_points WHERE key_id = ? AND rank = ? AND seq > ? ORDER BY seq LIMIT ?")
       .raw(true),
   };
 }

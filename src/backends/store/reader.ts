@@ -31,6 +31,8 @@ import type {
   RunOverview,
   RunSummary,
   SampleEntry,
+  SeriesColumnsOptions,
+  SeriesColumnsResult,
   SeriesOptions,
   SeriesResult,
 } from "./read-types.js";
@@ -131,6 +133,15 @@ export function ranks(runDir: string): RankInfo[] {
  */
 export function series(runDir: string, key: string, options: SeriesOptions = {}): SeriesResult {
   return cachedReader(runDir).series(key, options);
+}
+
+/**
+ * The next points of one series past a cursor, every one (at most `limit`), as float64 columns,
+ * with the cursor of the last: reading a whole series a window at a time without building a point
+ * object per point (what `rankscope sync` and the live sync read). Throws when the run has no such key.
+ */
+export function seriesColumns(runDir: string, key: string, options: SeriesColumnsOptions = {}): SeriesColumnsResult {
+  return cachedReader(runDir).seriesColumns(key, options);
 }
 
 /** The stream keys of a run (raw values of `per_rank_no_reduce`); read them with `series(..., { kind: "stream" })`. */

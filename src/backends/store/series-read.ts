@@ -4,9 +4,9 @@
  * the recent rows); system metrics from their rows.
  */
 import { fromSqlReal, unpackFloat64 } from "./codec.js";
-import { f64 } from "./columns.js";
+import { concatSeries, f64, sliceSeries, type SeriesColumns } from "./columns.js";
 import { Downsampler, POINTS_PER_BUCKET } from "./downsample.js";
-import type { SeriesKind, SeriesPoint, SeriesResult, XAxis } from "./read-types.js";
+import type { SeriesColumnsResult, SeriesKind, SeriesPoint, SeriesResult, XAxis } from "./read-types.js";
 import type { ChunkMeta, ReaderStatements } from "./reader-statements.js";
 
 /** `(key_id, rank, from, to)`: a series' positions inside an open window. */
@@ -197,4 +197,86 @@ export function readRawSeries(sql: ReaderStatements, kind: SeriesKind, read: Ser
   const ds = new Downsampler(x0, x1, Math.floor(maxPoints / POINTS_PER_BUCKET), x === "step");
   for (const [, step, wall, value] of rows) ds.add(step, wall, fromSqlReal(value), x === "step" ? step : wall);
   return { key, kind, rank, points: ds.result(maxPoints), cursor, total: rows.length, downsampled: true };
+}
+
+/** Which series `readSeriesColumns` reads, past which cursor, how many points at most. */
+export interface ColumnsRead {
+  readonly key: string;
+  readonly keyId: number;
+  readonly rank: number;
+  readonly after: number | undefined;
+  readonly limit: number;
+}
+
+/** Columns gathered up to a limit: views of decoded chunks, then single points. */
+class ColumnsOut {
+  private readonly parts: SeriesColumns[] = [];
+  private readonly rows: { steps: number[]; walls: number[]; values: number[] } = { steps: [], walls: [], values: [] };
+  n = 0;
+  cursor: number | null;
+
+  constructor(
+    readonly limit: number,
+    after: number | undefined,
+  ) {
+    this.cursor = after ?? null;
+  }
+
+  get full(): boolean {
+    return this.n >= this.limit;
+  }
+
+  /** Points `[start, end)` of decoded columns (as many as fit); positions `pos0 + i`, or the steps when `pos0` is null. */
+  addRange(part: SeriesColumns, start: number, end: number, pos0: number | null): void {
+    const take = Math.min(end - start, this.limit - this.n);
+    if (take <= 0) return;
+    this.parts.push(sliceSeries(part, start, start + take));
+    this.n += take;
+    this.cursor = pos0 === null ? f64(part.steps, start + take - 1) : pos0 + start + take - 1;
+  }
+
+  add(step: number, wall: number, value: number, position: number): void {
+    if (this.full) return;
+    this.rows.steps.push(step);
+    this.rows.walls.push(wall);
+    this.rows.values.push(value);
+    this.n++;
+    this.cursor = position;
+  }
+
+  result(): SeriesColumnsResult {
+    const { steps, walls, values } = this.rows;
+    if (steps.length > 0) this.parts.push({ steps: Float64Array.from(steps), walls: Float64Array.from(walls), values: Float64Array.from(values) });
+    const all = this.parts.length === 1 && this.parts[0] !== undefined ? this.parts[0] : concatSeries(this.parts);
+    return { ...all, cursor: this.cursor };
+  }
+}
+
+/**
+ * The first `limit` points of a series past `after`, every one, as columns (what a sync sends):
+ * chunks are decoded one after another until the limit is reached, never turned into point
+ * objects; a scalar's recent rows follow its chunks (the store keeps them past the packed steps).
+ */
+export function readSeriesColumns(sql: ReaderStatements, kind: SeriesKind, read: ColumnsRead): SeriesColumnsResult {
+  const { key, keyId, rank, after, limit } = read;
+  const from = after ?? -Infinity;
+  const out = new ColumnsOut(limit, after);
+  if (kind === "system") {
+    for (const [seq, step, wall, value] of sql.rawPointsAfter.all(keyId, rank, after ?? -1, limit)) out.add(step, wall, fromSqlReal(value), seq);
+    return out.result();
+  }
+  const scalar = kind === "scalar";
+  for (const c of (scalar ? sql.scalarChunks : sql.streamChunks).all(keyId, rank, from, Infinity)) {
+    if (out.full) break;
+    const b = sql.chunkBlobs.get(c.id);
+    if (b === undefined) throw new Error(`store chunk ${c.id} of ${JSON.stringify(key)} vanished inside a read transaction`);
+    const steps = unpackFloat64(b.steps);
+    let start = 0;
+    if (scalar) {
+      while (start < steps.length && f64(steps, start) <= from) start++;
+    } else if (c.pos_first <= from) start = Math.min(steps.length, from - c.pos_first + 1);
+    out.addRange({ steps, walls: unpackFloat64(b.walls), values: unpackFloat64(b.vals) }, start, steps.length, scalar ? null : c.pos_first);
+  }
+  if (scalar && !out.full) for (const [step, wall, value] of sql.points.all(keyId, rank, from, Infinity)) out.add(step, wall, fromSqlReal(value), step);
+  return out.result();
 }

@@ -30,6 +30,8 @@ import {
   type RunStatus,
   type RunSummary,
   type SampleEntry,
+  type SeriesColumnsOptions,
+  type SeriesColumnsResult,
   type SeriesOptions,
   type SeriesResult,
 } from "./read-types.js";
@@ -45,7 +47,7 @@ import {
 } from "./reader-statements.js";
 import { writerGone } from "./liveness.js";
 import { withBusyRetry } from "./schema.js";
-import { readChunkedSeries, readRawSeries } from "./series-read.js";
+import { readChunkedSeries, readRawSeries, readSeriesColumns } from "./series-read.js";
 import { readRankTiming } from "./rank-timing.js";
 
 /** Default `maxPoints` of `series`. */
@@ -225,6 +227,22 @@ export class RunReader {
     const rank = options.rank ?? withBusyRetry(() => sql.lowestRank.get(keyId))?.r ?? GLOBAL_RANK;
     const read = { key, keyId, rank, x, window, maxPoints };
     return withBusyRetry(() => this.db.transaction(() => (kind === "system" ? readRawSeries(sql, kind, read) : readChunkedSeries(sql, kind, read)))());
+  }
+
+  /** The next points of one series past a cursor, every one, as float64 columns (see `SeriesColumnsOptions`). */
+  seriesColumns(key: string, options: SeriesColumnsOptions = {}): SeriesColumnsResult {
+    const kind = options.kind ?? "scalar";
+    if (!SERIES_KINDS.includes(kind)) throw new TypeError(`series kind ${JSON.stringify(kind)} is not valid; valid: ${SERIES_KINDS.join(", ")}`);
+    const limit = options.limit ?? 65_536;
+    if (!Number.isInteger(limit) || limit < 1) throw new TypeError(`limit must be a positive integer, got ${String(limit)}`);
+    if (options.after !== undefined && (typeof options.after !== "number" || Number.isNaN(options.after))) throw new TypeError(`after must be a cursor number, got ${String(options.after)}`);
+    const sql = this.ready();
+    const keyRow = sql === null ? undefined : withBusyRetry(() => sql.keyId.get(key, kind));
+    if (sql === null || keyRow === undefined) throw new Error(`run ${this.runDir} has no ${kind} key ${JSON.stringify(key)}`);
+    const keyId = keyRow.id;
+    const rank = options.rank ?? withBusyRetry(() => sql.lowestRank.get(keyId))?.r ?? GLOBAL_RANK;
+    const read = { key, keyId, rank, after: options.after, limit };
+    return withBusyRetry(() => this.db.transaction(() => readSeriesColumns(sql, kind, read))());
   }
 
   /**
