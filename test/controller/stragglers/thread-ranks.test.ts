@@ -33,7 +33,8 @@ describe("straggler attribution with real thread ranks", () => {
 
   it("names a chronic and a transient straggler among 8 ranks, with their host, and nobody else", async () => {
     const runDir = tempDir("rankscope-stragglers-");
-    const logger = await getOrCreateMetricLogger({ runDir, quiet: true, stragglers: STRAGGLERS });
+    // Alerts on with the built-in rules (no webhook): the straggler rule reads the same report.
+    const logger = await getOrCreateMetricLogger({ runDir, quiet: true, stragglers: STRAGGLERS, alerts: {} });
     await logger.initBackends({ store: { loggingMode: "global_reduce" } });
     const group = await spawnRanks({ module: RANK_MODULE, ranksPerReplica: 8, kind: "thread", processName: "Trainer", logger });
     const chronic = 5;
@@ -70,6 +71,9 @@ describe("straggler attribution with real thread ranks", () => {
     assert.deepEqual(last?.chronic.map((c) => [c.rankName, c.host, c.slowFlushes, c.window]), [[chronicName, hostname(), 10, 10]]);
     assert.deepEqual(reports.map((r) => r.chronic.length > 0), reports.map((r) => r.step >= 4));
     assert.ok(reports.every((r) => r.chronic.every((c) => c.rankName === chronicName)), "the transient straggler is never chronic");
+    // The alerts' straggler rule fires once, for the chronic rank, at the flush it became chronic; never for the transient one.
+    const stragglerAlerts = results.flatMap((r) => r.alerts ?? []).filter((a) => a.rule === "straggler");
+    assert.deepEqual(stragglerAlerts.map((a) => [a.state, a.rank, a.rankName, a.host, a.step]), [["firing", chronic, chronicName, hostname(), 4]]);
     // Internal keys name the rank with its host.
     const keys = new Set(results[19]?.metrics.map((m) => m.key));
     assert.ok(keys.has(`rankscope/stragglers/chronic/${chronicName}@${hostname()}`));
