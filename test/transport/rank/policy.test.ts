@@ -6,6 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import "../../../src/backends/builtin.js";
@@ -60,13 +61,15 @@ test("a rank imports only the module it was given at its start, never a path fro
 
 test("over NATS, per-rank configs cannot send to a destination the rank did not allow, nor write outside the run directory", async () => {
   const runDir = tempDir();
+  // An absolute path outside the run directory that the attacker would like written.
+  const outside = join(tmpdir(), `rankscope-pwned-${process.pid}.jsonl`);
   const { ask } = rankWith({ modules: [], trustInit: false, destinations: ["http://wandb.allowed.example:8080"] });
   const before = ignoredMessageCounts().refused;
   await collectDiagnostics(async () => {
     const refusals: Array<[UncheckedBackendsConfig, RegExp]> = [
       [{ wandb: { loggingMode: "per_rank_reduce", mode: "offline", baseUrl: "http://attacker.example" } }, /baseUrl "http:\/\/attacker\.example", a destination this rank does not allow/],
       [{ otlp: { loggingMode: "per_rank_reduce", url: "http://attacker.example/v1/metrics" } }, /url "http:\/\/attacker\.example\/v1\/metrics", a destination this rank does not allow/],
-      [{ jsonl: { loggingMode: "per_rank_reduce", file: "/tmp/pwned.jsonl" } }, /file "\/tmp\/pwned\.jsonl"; from the wire a rank writes only inside the run directory/],
+      [{ jsonl: { loggingMode: "per_rank_reduce", file: outside } }, new RegExp(`file "${outside.replaceAll(/[.*+?^${}()|[\]\\]/g, "\\$&")}"; from the wire a rank writes only inside the run directory`)],
       [{ jsonl: { loggingMode: "per_rank_reduce", file: "../../pwned.jsonl" } }, /writes only inside the run directory/],
       [{ tensorboard: { loggingMode: "per_rank_reduce", dir: "/etc" } }, /writes only inside the run directory/],
     ];
@@ -81,7 +84,7 @@ test("over NATS, per-rank configs cannot send to a destination the rank did not 
     assert.ok(allowed.ok, allowed.ok ? "" : allowed.error);
   });
   assert.equal(ignoredMessageCounts().refused - before, 6);
-  assert.ok(!existsSync("/tmp/pwned.jsonl") && !existsSync(join(runDir, "..", "..", "pwned.jsonl")));
+  assert.ok(!existsSync(outside) && !existsSync(join(runDir, "..", "..", "pwned.jsonl")));
 });
 
 test("over a parent channel (worker port, IPC) the rank takes the configs of the process that started it", async () => {
