@@ -392,6 +392,9 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
         recordMetric("size_sum", 7, Reduce.MEAN);
         recordMetric("lat_count", 42, Reduce.MEAN);
         recordMetric("size", 5, Reduce.HISTOGRAM);
+        // Again at step 2: the scrape the test waits for may be the first after step 2 (a gauge shows its latest flush's value).
+        recordMetric("w__count", 3, Reduce.SUM);
+        recordMetric("rankscope/own_note", 1, Reduce.MAX);
         await logger.flush(2);
         text = await (await fetch(`http://127.0.0.1:${globalPort}/metrics`)).text();
         await waitFor(async () => (await prom.query(`size_count{job=~"global|ranks"} == 2`)).length === 2 && (await prom.query(`size_count{run="names"} == 2`)).length === 1, {
