@@ -109,6 +109,16 @@ interface WindowState {
   open: boolean;
 }
 
+/** A key's rolling window and episode flag, made on its first value. */
+function windowState(keys: Map<string, WindowState>, key: string, size: number): WindowState {
+  let state = keys.get(key);
+  if (state === undefined) {
+    state = { window: new RollingWindow(size), open: false };
+    keys.set(key, state);
+  }
+  return state;
+}
+
 /**
  * `spike`: |value − median| > k × MAD of the key's previous `window` values. Every finite value
  * joins the window, spikes included: a lasting change of level becomes the new normal and the
@@ -129,11 +139,7 @@ class SpikeRule implements KeyRule {
 
   observe(key: string, value: number, context: RuleContext): void {
     if (!Number.isFinite(value)) return;
-    let state = this.keys.get(key);
-    if (state === undefined) {
-      state = { window: new RollingWindow(this.size), open: false };
-      this.keys.set(key, state);
-    }
+    const state = windowState(this.keys, key, this.size);
     const { window } = state;
     if (window.size >= this.minPoints) {
       const median = window.median();
@@ -172,11 +178,7 @@ class RateDropRule implements KeyRule {
 
   observe(key: string, value: number, context: RuleContext): void {
     if (!Number.isFinite(value)) return;
-    let state = this.keys.get(key);
-    if (state === undefined) {
-      state = { window: new RollingWindow(this.size), open: false };
-      this.keys.set(key, state);
-    }
+    const state = windowState(this.keys, key, this.size);
     const { window } = state;
     const median = window.size >= this.minPoints ? window.median() : NaN;
     const floor = this.fraction * median;
