@@ -69,6 +69,27 @@ test("states are plain JSON with a version", () => {
   assert.deepEqual(JSON.parse(JSON.stringify(sample)), sample);
 });
 
+test("STD of two finite values whose difference overflows: a finite mean, M2 +Infinity (never negative), on one rank and merged", () => {
+  // The counterexample fast-check found on the wire: 1.7976931348623133e308 − (−2.49e293) is
+  // past the largest double, so the Welford step made the mean +Infinity and M2 −Infinity, and
+  // the rank's own frame was refused as corrupt by its controller.
+  const values = [-2.4948003869183998e293, 1.7976931348623133e308];
+  const std = getReduceDefinition(Reduce.STD);
+  const check = std.check ?? assert.fail("std checks its states");
+  for (const state of [accumulate(Reduce.STD, values), std.merge(values.map((v) => accumulate(Reduce.STD, [v])))]) {
+    const { mean, m2 } = state as unknown as { mean: number; m2: number };
+    assert.ok(Number.isFinite(mean) && Math.abs(mean - (values[0]! / 2 + values[1]! / 2)) <= Math.abs(mean) * 1e-15, `mean ${mean}`);
+    assert.equal(m2, Infinity);
+    assert.equal(check(state as unknown as Record<string, unknown>), undefined, "a state made from finite values passes the check");
+    assert.equal(std.value(state), Infinity);
+  }
+  const opposite = accumulate(Reduce.STD, [1.7e308, -1.7e308]) as unknown as { mean: number; m2: number };
+  assert.deepEqual([opposite.mean, opposite.m2], [0, Infinity]);
+  // Merging large means whose squares overflow: M2 0·∞ was NaN for the first state.
+  const large = std.merge([1e200, 1e200, 1e200].map((v) => accumulate(Reduce.STD, [v])));
+  assert.deepEqual([std.value(large), (large as unknown as { mean: number }).mean], [0, 1e200]);
+});
+
 test("STD merges exactly (Chan) where sum-of-squares loses everything: 1e9 + {0, 1, 2}", () => {
   const values = [1e9, 1e9 + 1, 1e9 + 2];
   const exact = Math.sqrt(2 / 3);

@@ -159,7 +159,7 @@ class StdAccumulator implements Accumulator<MomentsState> {
   append(value: number): void {
     this.count++;
     const delta = value - this.mean;
-    this.mean += delta / this.count;
+    this.mean = chanMean(this.mean, this.count - 1, delta, value, 1, this.count);
     this.m2 += delta * (value - this.mean);
   }
   value(): number {
@@ -179,6 +179,30 @@ function populationStd(s: { count: number; m2: number }): number {
   return s.count < 2 ? 0 : Math.sqrt(s.m2 / s.count);
 }
 
+/**
+ * The mean of `count` values averaging `mean` and `addedCount` more averaging `addedMean` (`delta`
+ * = addedMean − mean, `total` their count): `mean + delta·addedCount/total`, the Welford and Chan
+ * step. When two finite means are so far apart that `delta` overflows (1.8e308 and −2e293), that
+ * step would give ±Infinity, and then a negative M2; the weighted sum stays finite, so it is used
+ * instead. Both merges (this module's and the wire's column merge) go through here, so they agree
+ * bit for bit.
+ */
+export function chanMean(mean: number, count: number, delta: number, addedMean: number, addedCount: number, total: number): number {
+  if (count === 0) return addedMean;
+  const next = mean + (delta * addedCount) / total;
+  if (Number.isFinite(next) || !Number.isFinite(mean) || !Number.isFinite(addedMean)) return next;
+  return mean * (count / total) + addedMean * (addedCount / total);
+}
+
+/**
+ * M2 of the same union as `chanMean`: `m2 + addedM2 + delta²·count·addedCount/total`. The first
+ * state is taken as it is: with `count` 0 the term is 0·delta², which is NaN once delta² overflows
+ * (a mean past 1.3e154), and made every merged std of such values NaN.
+ */
+export function chanM2(m2: number, addedM2: number, delta: number, count: number, addedCount: number, total: number): number {
+  return count === 0 ? addedM2 : m2 + addedM2 + (delta * delta * count * addedCount) / total;
+}
+
 /** Chan et al.'s parallel merge of (count, mean, M2) states. */
 export function mergeMoments(states: readonly MomentsState[]): MomentsState {
   let count = 0;
@@ -188,8 +212,8 @@ export function mergeMoments(states: readonly MomentsState[]): MomentsState {
     if (s.count === 0) continue;
     const total = count + s.count;
     const delta = s.mean - mean;
-    mean += (delta * s.count) / total;
-    m2 += s.m2 + (delta * delta * count * s.count) / total;
+    mean = chanMean(mean, count, delta, s.mean, s.count, total);
+    m2 = chanM2(m2, s.m2, delta, count, s.count, total);
     count = total;
   }
   return { v: 1, count, mean, m2 };

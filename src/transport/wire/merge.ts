@@ -12,6 +12,7 @@
 import type { KeyState } from "../../core/collector.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import type { AccumulatorState } from "../../core/reduce.js";
+import { chanM2, chanMean } from "../../core/accumulators/moments.js";
 import { getReduceDefinition } from "../../core/registry.js";
 import type { DecodedFrame } from "./decoder.js";
 import { extremeState, momentsState, sumState } from "./decoder.js";
@@ -167,8 +168,8 @@ export class FrameMerger {
         const total = before + c;
         const mean = this.a[slot] ?? 0;
         const delta = x - mean;
-        this.a[slot] = mean + (delta * c) / total;
-        this.b[slot] = (this.b[slot] ?? 0) + y + (delta * delta * before * c) / total;
+        this.a[slot] = chanMean(mean, before, delta, x, c, total);
+        this.b[slot] = chanM2(this.b[slot] ?? 0, y, delta, before, c, total);
         this.count[slot] = total;
         break;
       }

@@ -16,7 +16,7 @@ const HEADER = { proto: "rankscope", v: 1, run: "r1", t: "reply" };
 const value = fc.oneof(
   { weight: 8, arbitrary: fc.double({ noNaN: false }) },
   { weight: 2, arbitrary: fc.integer({ min: -50, max: 50 }) },
-  { weight: 1, arbitrary: fc.constantFrom(NaN, Infinity, -Infinity, 0, -0, 1e308, -5e-324) },
+  { weight: 1, arbitrary: fc.constantFrom(NaN, Infinity, -Infinity, 0, -0, 1e308, -5e-324, Number.MAX_VALUE, -1e300, 2e154) },
 );
 const records = fc.array(fc.record({ key: fc.integer({ min: 0, max: 25 }), value }), { maxLength: 40 });
 
@@ -90,4 +90,19 @@ test("a key recorded with two reductions in one flush: the merger gives up, merg
     { key: "loss", reduce: "max", state: { v: 1, count: 2, value: 2 } },
     { key: "lr", reduce: "max", state: { v: 1, count: 2, value: 3 } },
   ]);
+});
+
+test("a std of finite values whose spread overflows crosses the wire: the rank's frame decodes and merges to a finite mean, M2 +Infinity", () => {
+  // CI's counterexample: the frame was refused as corrupt ("M2 is negative") by the controller.
+  const collector = new Collector();
+  collector.recordSlow("spread", -2.4948003869183998e293, "std");
+  collector.recordSlow("spread", 1.7976931348623133e308, "std");
+  const frame = new StateDecoder().decode(new StateEncoder().encodeTaking(HEADER, collector.entriesInKeyOrder()));
+  const merger = new FrameMerger();
+  merger.begin();
+  merger.add(frame);
+  const [merged] = merger.result() ?? assert.fail("one std key merges in the columns");
+  const state = merged?.state as { mean: number; m2: number } | undefined;
+  assert.ok(state !== undefined && Number.isFinite(state.mean), `mean ${String(state?.mean)}`);
+  assert.equal(state.m2, Infinity);
 });
