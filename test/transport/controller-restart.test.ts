@@ -57,18 +57,7 @@ function countedLosses(output: string): number {
   return n;
 }
 
-/**
- * Known to fail since the sealed control plane and binary frames were merged (issue 24 stays open):
- * the busy rank, unblocked after the restart, answers ~20 queued flushes of the new controller
- * before it is registered again; the new controller takes an unregistered rank's answer only to a
- * recent flush, once, and the rank's ring of 16 drops the dead controller's unacknowledged answer
- * before the new controller can ask for it — 100–250 of 12,000 values lost, reported but not
- * counted in values. Fix next: the rank registers before it answers a controller it has not
- * registered with (or keeps those answers out of the ring), then re-enable.
- */
-const RESTART_LOSS = "issue 24 item 2 regressed after the sealed-transport merge: see the comment above";
-
-test("SIGKILL the controller 300 ms into a flush that waits for a busy rank, start a new one: logged + counted = recorded, exactly", { timeout: 180_000, skip: RESTART_LOSS }, async () => {
+test("SIGKILL the controller 300 ms into a flush that waits for a busy rank, start a new one: logged + counted = recorded, exactly", { timeout: 180_000 }, async () => {
   const runId = `restart-${process.pid}`;
   const runDir = tempDir();
   // One run secret for the run (both controllers and every rank): messages are sealed with it.

@@ -24,7 +24,7 @@ import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js"
 import { connectTo, rankAuthEnv, unrefSocket, unrefWhileIdle } from "./nats-connection.js";
 import type { RankServer } from "./launcher.js";
 import type { RankSnapshot } from "../protocol/types.js";
-import { carrySnapshot, nextRequestId, RemoteRankHandle, type RankCarrier } from "./remote-rank.js";
+import { carrySnapshot, isHeldAnswer, nextRequestId, RemoteRankHandle, type RankCarrier } from "./remote-rank.js";
 
 /** Options of `serveRanksOverNats`. */
 export interface ServeRanksOverNatsOptions {
@@ -358,7 +358,9 @@ export class NatsRankServer implements RankServer {
     }
     this.orphanAnswers.add(answer);
     if (this.orphanAnswers.size > MAX_ORPHAN_RANKS) this.orphanAnswers.delete(this.orphanAnswers.values().next().value ?? answer);
-    if (message.ok && message.snapshot !== undefined && message.snapshot.rankName === rankName) {
+    if (message.ok && message.snapshot !== undefined && message.snapshot.rankName === rankName && isHeldAnswer(message.snapshot)) {
+      // A rank registering with this server answers its flushes empty until it is registered (`RankAgent.holdFlushes`).
+    } else if (message.ok && message.snapshot !== undefined && message.snapshot.rankName === rankName) {
       const kept = this.orphans.get(rankName);
       if (kept === undefined && this.orphans.size >= MAX_ORPHAN_RANKS) {
         const values = message.snapshot.states.reduce((n, s) => n + s.state.count, 0);
@@ -505,3 +507,4 @@ export async function serveRanksOverNats(options: ServeRanksOverNatsOptions): Pr
   logger.onShutdown(() => server.close());
   return server;
 }
+

@@ -75,6 +75,15 @@ let lastRequestId = 0;
 /** At most this many off-cycle logs are carried per rank; older ones are dropped and counted. */
 const MAX_CARRIED_OFF_CYCLE = 1000;
 
+/**
+ * The empty answer of a rank that is registering (`RankAgent.holdFlushes`): no number, no states,
+ * nothing else. Its values are still in the rank's collector, so it is dropped without a word
+ * when no request waits for it (a flush broadcast before the rank registered).
+ */
+export function isHeldAnswer(snapshot: RankSnapshot): boolean {
+  return snapshot.seq === undefined && snapshot.states.length === 0 && snapshot.offCycle === undefined && snapshot.alerts === undefined && snapshot.timing === undefined;
+}
+
 /** The flush-answer numbers a merged snapshot holds (`carrySnapshot` notes them), to acknowledge them all once logged. */
 const mergedSeqs = new WeakMap<RankSnapshot, readonly number[]>();
 
@@ -380,6 +389,7 @@ export class RemoteRankHandle implements RankHandle {
       return;
     }
     if (pending === undefined) {
+      if (snapshot !== undefined && isHeldAnswer(snapshot)) return;
       if (!this.expired.delete(reply.id)) {
         reportIgnored("replayed", `rank ${this.rankName} answered request ${reply.id}, which is not waiting for an answer (answered already, or never asked)`);
         return;

@@ -19,6 +19,8 @@ import type { RankAgent } from "./rank-agent.js";
 
 /** Waits between a joining rank's tries (jittered, so ranks started together spread out). */
 const JOIN_BACKOFF = { initialMs: 100, maxMs: 1000 };
+/** How long a registration waits for the flush answers being made, so that it lists them (`RankAgent.answersSettled`). */
+const ANSWERS_SETTLE_MS = 5000;
 /** Waits between a joined rank's tries to register again (no deadline: until it is answered or leaves). */
 const REJOIN_BACKOFF = { initialMs: 250, maxMs: 5000 };
 
@@ -79,7 +81,11 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
    */
   const attempt = async (timeoutMs: number): Promise<{ outcome: "ok" | "retry" } | { outcome: "refused"; error: string }> => {
     try {
-      // Built at each try: it lists the answers no controller acknowledged yet (a new controller asks for them).
+      // Built at each try: it lists the answers no controller acknowledged yet (a new controller asks
+      // for them), once the answers being made are kept.
+      if (!(await agent.answersSettled(ANSWERS_SETTLE_MS))) {
+        warn(`rank.answersUnsettled:${agent.rankName}`, `rank ${agent.rankName}: a flush answer was still being made ${ANSWERS_SETTLE_MS} ms into a registration; the registration goes without it, so if its controller is gone its values may be lost (the rank reports it if it is never acknowledged)`);
+      }
       const answer = await sealed.request(s.register, agent.registerMessage(), timeoutMs);
       const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
       if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) return { outcome: "retry" };
@@ -124,9 +130,14 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
       }
     } finally {
       registering = false;
+      agent.holdFlushes(false);
     }
   };
-  agent.onHello((controller) => void registerAgain(`${controller} said hello`));
+  agent.onHello((controller) => {
+    // That controller does not know this rank: its flushes are answered empty until it does.
+    agent.holdFlushes(true);
+    void registerAgain(`${controller} said hello`);
+  });
   sealed.subscribe(s.hello, onRequest);
   void (async () => {
     for await (const status of conn.status()) {

@@ -5,6 +5,7 @@
  * own code.
  */
 import { hostname } from "node:os";
+import { DEADLINE, withDeadline } from "../../core/deadline.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { allowedModule, checkWireBackends, type RankPolicy } from "./policy.js";
 import type { RankSnapshot } from "../protocol/types.js";
@@ -71,6 +72,12 @@ export class RankAgent {
   private frameEncoder: StateEncoder | undefined;
   /** The request whose `resync` reset the key table last (a request resets it once). */
   private resetFor = -1;
+  /** Whether this rank is registering with a controller that said `hello` (see `holdFlushes`). */
+  private holding = false;
+  /** Flush broadcasts answered empty while registering (`holdFlushes`). */
+  private heldFlushes = 0;
+  /** Flush answers being made (each settles when its answer was kept and sent). */
+  private readonly answering = new Set<Promise<void>>();
 
   constructor(private readonly options: RankAgentOptions) {}
 
@@ -84,12 +91,42 @@ export class RankAgent {
   }
 
   /**
+   * While a controller that said `hello` (one that does not know this rank: a restarted one, or a
+   * host agent that forgot it) registers it, its flush broadcasts are answered empty: the values stay
+   * in the collector for the first flush after registration, and no answer numbered here pushes
+   * out of the kept ring the answers the registration lists as unacknowledged before the new
+   * controller can ask for them. (A rank busy through a restart finds ~20 of the new controller's
+   * flushes queued; answering them fully dropped the dead controller's last answer, issue 24.)
+   * An empty answer, not none: a flush sent just after the registration, read before the
+   * registration's answer, is then answered at once instead of at its deadline.
+   */
+  holdFlushes(hold: boolean): void {
+    this.holding = hold;
+  }
+
+  /** Flush broadcasts answered empty while this rank was registering (`holdFlushes`). */
+  get flushesHeld(): number {
+    return this.heldFlushes;
+  }
+
+  /**
    * The `register` message this rank sends (built at each registration): with the numbers of the
    * kept answers no controller acknowledged, which a controller that never took them asks for.
    */
   registerMessage(): string {
     const unacked = this.unacknowledged();
     return this.encode({ t: "register", identity: this.options.runtime.identity, pid: process.pid, host: hostname(), ...(unacked.length > 0 ? { unacked } : {}) });
+  }
+
+  /**
+   * Wait (at most `deadlineMs`) for the flush answers being made to be kept, so that a registration
+   * built next lists them: a flush that arrived just before a controller's `hello` is still being
+   * answered when the rank registers, and its answer, sent to a controller that is gone, would
+   * otherwise be listed nowhere. Says whether they all settled in time.
+   */
+  async answersSettled(deadlineMs: number): Promise<boolean> {
+    if (this.answering.size === 0) return true;
+    return (await withDeadline(Promise.all(this.answering), deadlineMs)) !== DEADLINE;
   }
 
   /** Numbers of the kept flush answers no controller acknowledged, oldest first. */
@@ -132,6 +169,23 @@ export class RankAgent {
       return;
     }
     const request: ControllerRequest = message;
+    if (request.t === "flush" && this.holding) {
+      this.heldFlushes++;
+      reply(this.encode({ t: "reply", id: request.id, rankName: this.rankName, ok: true, snapshot: this.heldSnapshot(request.step) }));
+      return;
+    }
+    if (request.t !== "flush") {
+      await this.respond(request, reply, replyFrame);
+      return;
+    }
+    const answered = this.respond(request, reply, replyFrame);
+    this.answering.add(answered);
+    await answered;
+    this.answering.delete(answered);
+  }
+
+  /** Answer one request (never rejects: a failure is the answer, or reported when it cannot be sent). */
+  private async respond(request: ControllerRequest, reply: SendText, replyFrame: SendFrame | undefined): Promise<void> {
     let answer: RankMessage | Uint8Array;
     try {
       answer = replyFrame !== undefined && request.t === "flush" && request.wire === WIRE_VERSION ? await this.flushFrame(request) : await this.answer(request);
@@ -233,6 +287,14 @@ export class RankAgent {
         );
       }
     }
+  }
+
+  /**
+   * The empty answer to a flush held while registering: no states and no number (it is not kept,
+   * and nothing is asked for again); the key-bound count is the last one sent.
+   */
+  private heldSnapshot(step: number): RankSnapshot {
+    return { rankName: this.rankName, step, states: [], droppedKeyRecords: this.kept.at(-1)?.droppedKeyRecords ?? 0 };
   }
 
   /** A kept frame as the snapshot it stands for (read with the key table it was written with). */

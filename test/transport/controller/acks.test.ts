@@ -105,3 +105,59 @@ test("a rank whose controller acknowledges counts an unacknowledged answer it ca
   });
   assert.deepEqual(quiet.filter((d) => d.code === code), []);
 });
+
+test("a rank registering with a controller that said hello answers its flushes empty: the dead controller's unacknowledged answer stays kept, and every value is logged once", async () => {
+  const collector = new Collector();
+  const agent = new RankAgent({ runId: "run-1", runtime: new RankRuntime(IDENTITY, collector) });
+  const dead = controllerOf(agent);
+  let recorded = 0;
+  let logged = 0;
+  const record = (v: number): void => {
+    collector.recordSlow("values", v, "sum");
+    recorded += v;
+  };
+  const seen = await collectDiagnostics(async () => {
+    record(1);
+    const first = await dead.flush(0, 1000);
+    logged += sumOf(first.states);
+    dead.acknowledge(first);
+    record(2);
+    await dead.flush(1, 1000);
+    assert.deepEqual(agent.unacknowledged(), [2], "the dead controller took answer 2 and never logged it");
+
+    // A restarted controller says hello; before the rank is registered, twice the ring's worth of its flushes arrive.
+    agent.holdFlushes(true);
+    const next = controllerOf(agent);
+    for (let step = 100; step < 100 + 2 * KEPT_FLUSH_ANSWERS; step++) {
+      record(1);
+      const held = await next.flush(step, 1000);
+      assert.deepEqual([held.states.length, held.seq], [0, undefined], "a held flush is answered at once, empty and unnumbered");
+    }
+    assert.equal(agent.flushesHeld, 2 * KEPT_FLUSH_ANSWERS);
+    assert.deepEqual(agent.unacknowledged(), [2], "answer 2 is still kept and listed for the new controller");
+    agent.holdFlushes(false);
+    next.recoverUnacked(agent.unacknowledged());
+    await waitFor(() => next.carriedStates > 0, { timeoutMs: 5000, what: "answer 2 to be sent again" });
+    const merged = await next.flush(200, 1000);
+    logged += sumOf(merged.states);
+    next.acknowledge(merged);
+    assert.deepEqual(agent.unacknowledged(), []);
+  });
+  assert.equal(logged, recorded, "the values recorded while held go into the first flush after registration");
+  assert.deepEqual(seen.filter((d) => d.code.startsWith("transport.unackedDropped") || d.code.startsWith("transport.lostAnswer")), []);
+});
+
+test("a registration waits for the flush answer being made, so it lists it", async () => {
+  const collector = new Collector();
+  const agent = new RankAgent({ runId: "run-1", runtime: new RankRuntime(IDENTITY, collector) });
+  collector.recordSlow("values", 1, "sum");
+  // A flush that arrived just before the hello: its answer is still being made.
+  const answering = agent.receive(encodeProtocolMessage("run-1", { t: "flush", id: 7, step: 0 }), () => undefined);
+  assert.deepEqual(agent.unacknowledged(), [], "not kept yet: a registration built now would not list it");
+  assert.equal(await agent.answersSettled(5000), true);
+  assert.deepEqual(agent.unacknowledged(), [1]);
+  const register = decodeProtocolMessage("run-1", agent.registerMessage(), "the rank");
+  assert.ok(register?.t === "register");
+  assert.deepEqual(register.unacked, [1]);
+  await answering;
+});
