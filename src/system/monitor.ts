@@ -131,10 +131,14 @@ export class SystemMonitor {
     }
     this.lastCpu = cpu;
     this.lastCpuTime = now;
+    // The machine's CPU times move in clock ticks (10 ms): a sample taken within one tick of the
+    // last has nothing to measure yet and leaves the window open, so the next one measures both.
     const machine = machineTimes();
     const total = machine.total - this.lastMachine.total;
-    if (total > 0) this.record("cpu/machine_percent", ((total - (machine.idle - this.lastMachine.idle)) / total) * 100, "mean");
-    this.lastMachine = machine;
+    if (total > 0) {
+      this.record("cpu/machine_percent", ((total - (machine.idle - this.lastMachine.idle)) / total) * 100, "mean");
+      this.lastMachine = machine;
+    }
     const memory = process.memoryUsage();
     this.record("memory/process_rss_mib", memory.rss / MIB, "max");
     this.record("memory/process_heap_used_mib", memory.heapUsed / MIB, "max");

@@ -32,6 +32,8 @@ test("multi-GPU stand-in: one set of keys per GPU under system/{label}/, on the 
   const monitor = new SystemMonitor({ logger, label: "node0", collectionInterval: 1, flushInterval: 1 });
   recordMetric("loss", 0.5, "mean");
   await monitor.sample();
+  // The machine's CPU times move in 10 ms ticks: the samples are apart by more than a few.
+  await new Promise((resolve) => setTimeout(resolve, 50));
   await monitor.sample();
   const logged = await monitor.flush();
   const v = values(logged);
