@@ -93,8 +93,8 @@ export class NatsRankServer implements RankServer {
   private readonly waiters = new Map<string, Array<(handle: RemoteRankHandle) => void>>();
   private readonly inbox: string;
   /**
-   * A host agent (scope) asks its ranks for binary flush answers (wire frames): their key tables.
-   * The controller itself keeps JSON with ranks joined directly.
+   * The key tables of its ranks' binary flush answers (wire frames): the controller asks the ranks
+   * joined to it directly for frames, as a host agent asks its host's ranks.
    */
   private readonly frames: RankFrames;
   private currentFlush: { step: number; id: number } | null = null;
@@ -245,8 +245,8 @@ export class NatsRankServer implements RankServer {
         handle.carry(orphan);
       }
       this.ranks.set(identity.rankName, { handle, pid: message.pid, host: message.host });
-      // Its frames may continue a key table an earlier agent held: it starts a new one.
-      if (this.scope !== undefined) this.frames.joined(identity.rankName);
+      // Its frames may continue a key table an earlier controller or agent held: it starts a new one.
+      this.frames.joined(identity.rankName);
       this.silent.delete(identity.rankName);
       this.missed.set(identity.rankName, 0);
       known?.handle.close("registered again");
@@ -438,9 +438,9 @@ export class NatsRankServer implements RankServer {
       this.recentFlushIds.add(id);
       if (this.recentFlushIds.size > 64) this.recentFlushIds.delete(this.recentFlushIds.values().next().value ?? id);
       queueMicrotask(() => (this.currentFlush = null));
-      // A host agent asks for wire frames, naming the ranks that must start a new key table.
+      // Answers as wire frames, naming the ranks that must start a new key table.
       const resync = this.frames.takeResync();
-      const frames = this.scope === undefined ? {} : { wire: WIRE_VERSION, ...(resync.length > 0 ? { resync } : {}) };
+      const frames = { wire: WIRE_VERSION, ...(resync.length > 0 ? { resync } : {}) };
       this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "flush", id, step, ...frames }), this.inbox);
     }
     return this.currentFlush.id;

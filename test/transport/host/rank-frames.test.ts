@@ -1,6 +1,6 @@
 /**
- * Ranks answer their host agent in wire frames over a real nats-server (in-process ranks and
- * agent, as in the scale harness): merged values are exact, and a frame lost between a rank and
+ * Ranks answer their host agent — or the controller, when joined to it directly — in wire frames
+ * over a real nats-server (in-process ranks and agent, as in the scale harness): merged values are exact, and a frame lost between a rank and
  * its agent — one that defined new keys — costs a late answer, never values: the agent asks for
  * that answer again and the rank starts a new key table, and every recorded value is logged.
  */
@@ -11,6 +11,7 @@ import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { startHostAgent } from "../../../src/transport/host/agent.js";
 import { serveHostsOverNats } from "../../../src/transport/host/server.js";
 import { joinOverNats } from "../../../src/transport/rank/nats.js";
+import { serveRanksOverNats } from "../../../src/transport/controller/nats.js";
 import { RankAgent, type SendFrame, type SendText } from "../../../src/transport/rank/rank-agent.js";
 import { RankRuntime } from "../../../src/transport/rank/runtime.js";
 import { tempDir, waitFor } from "../../helpers.js";
@@ -44,17 +45,26 @@ after(async () => {
   await server.stop();
 });
 
-test("ranks answer their agent in frames; a lost frame that defined keys costs a late answer, not values", async () => {
+/**
+ * Three ranks answering in frames, to a host agent (`scope`) or to the controller directly; rank
+ * 1's frame that defines a key is lost once.
+ */
+async function framesDrill(via: "host agent" | "controller"): Promise<void> {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 1500 });
   await logger.initBackends({});
-  await serveHostsOverNats({ url: server.url, logger });
-  const agent = await startHostAgent({ url: server.url, runId: logger.runId, runSecret: logger.runSecret, hostId: "scale2h0", joinDeadlineMs: 20_000 });
+  const scope = via === "host agent" ? "scale2h0" : undefined;
+  let agent: { close(reason: string): Promise<void> } | undefined;
+  if (scope === undefined) await serveRanksOverNats({ url: server.url, logger });
+  else {
+    await serveHostsOverNats({ url: server.url, logger });
+    agent = await startHostAgent({ url: server.url, runId: logger.runId, runSecret: logger.runSecret, hostId: scope, joinDeadlineMs: 20_000 });
+  }
   const ranks = [0, 1, 2].map((r) => {
     const collector = new Collector();
     const runtime = new RankRuntime({ rank: r, rankName: `Frames_r${r}`, processName: "Frames", localRank: r, localWorldSize: 3 }, collector);
     return { collector, agent: new LossyRankAgent({ runId: logger.runId, runtime }) };
   });
-  const leaves = await Promise.all(ranks.map((r) => joinOverNats(r.agent, { url: server.url, runId: logger.runId, runSecret: logger.runSecret, joinDeadlineMs: 20_000, scope: "scale2h0" })));
+  const leaves = await Promise.all(ranks.map((r) => joinOverNats(r.agent, { url: server.url, runId: logger.runId, runSecret: logger.runSecret, joinDeadlineMs: 20_000, ...(scope === undefined ? {} : { scope }) })));
   try {
     let step = 0;
     let recorded = 0;
@@ -110,7 +120,11 @@ test("ranks answer their agent in frames; a lost frame that defined keys costs a
     assert.equal(complete.ranksReporting, 3, "after the resync the rank answers in time again");
   } finally {
     await Promise.all(leaves.map((leave) => leave("test done")));
-    await agent.close("test done");
+    await agent?.close("test done");
     await logger.shutdown();
   }
-});
+}
+
+test("ranks answer their agent in frames; a lost frame that defined keys costs a late answer, not values", () => framesDrill("host agent"));
+
+test("ranks joined to the controller directly answer it in frames too; a lost frame costs a late answer, not values", () => framesDrill("controller"));
