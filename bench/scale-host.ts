@@ -31,10 +31,10 @@ const hostIds = env("SCALE_HOSTS").split(",");
 const ranksPerHost = Number(env("SCALE_RANKS_PER_HOST"));
 let nextRank = Number(env("SCALE_FIRST_RANK"));
 const keys = scaleKeys(Number(env("SCALE_KEYS")));
-// SCALE_AUTH (JSON: the test certificates and the users' password): TLS with a client certificate, each role as its user.
-const secure = process.env["SCALE_AUTH"] === undefined ? undefined : (JSON.parse(process.env["SCALE_AUTH"]) as { ca: string; clientCert: string; clientKey: string; password: string });
+// SCALE_AUTH (JSON: the test certificates, the users' password, whether TLS): each role as its user, with TLS and a client certificate when `tls`.
+const secure = process.env["SCALE_AUTH"] === undefined ? undefined : (JSON.parse(process.env["SCALE_AUTH"]) as { ca: string; clientCert: string; clientKey: string; password: string; tls: boolean });
 const authAs = (user: string): NatsAuthOptions =>
-  secure === undefined ? {} : { tlsCaFile: secure.ca, tlsCertFile: secure.clientCert, tlsKeyFile: secure.clientKey, user, password: secure.password };
+  secure === undefined ? {} : secure.tls ? { tlsCaFile: secure.ca, tlsCertFile: secure.clientCert, tlsKeyFile: secure.clientKey, user, password: secure.password } : { user, password: secure.password };
 const rankAuth = resolveNatsAuth("bench rank", url, authAs(`${runId}-rank`), {});
 
 const ranks: Array<{ entries: MetricEntry[]; leave: (reason: string) => Promise<void> }> = [];

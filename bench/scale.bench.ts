@@ -12,9 +12,10 @@
  * CPU profiles there, for `node --cpu-prof`-style analysis).
  *
  * `SCALE_BENCH_AUTH=1`: what authentication costs at scale. The row of `SCALE_BENCH_ONLY` (default
- * 1024x16) twice over, alternately on an open nats-server and on one that requires TLS with client
- * certificates and docs/security.md's per-run users (controller, host agents and ranks each with
- * their role's user and permissions), and the ratio.
+ * 1024x16) twice over, alternately on an open nats-server, on one that requires docs/security.md's
+ * per-run users (controller, host agents and ranks each with their role's user and permissions),
+ * and on one that requires TLS with client certificates too; the ratios to open (median and best of
+ * `SCALE_BENCH_ROUNDS` rounds, default 2, each starting with another variant).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -74,12 +75,15 @@ interface Secure {
   readonly certs: TestCertificates;
   readonly runId: string;
   readonly password: string;
+  /** TLS with a client certificate on top of the users (false: the users alone, on plain TCP). */
+  readonly tls: boolean;
 }
 
-/** The settings of `role`'s user on the authenticated server (TLS with a client certificate). */
+/** The settings of `role`'s user on the authenticated server (with TLS and a client certificate when it requires them). */
 function roleAuth(secure: Secure, role: "controller" | "bench") {
   const { certs, runId, password } = secure;
-  return { tlsCaFile: certs.ca, tlsCertFile: certs.clientCert, tlsKeyFile: certs.clientKey, user: role === "bench" ? "bench" : `${runId}-${role}`, password };
+  const user = { user: role === "bench" ? "bench" : `${runId}-${role}`, password };
+  return secure.tls ? { tlsCaFile: certs.ca, tlsCertFile: certs.clientCert, tlsKeyFile: certs.clientKey, ...user } : user;
 }
 
 async function measure(server: NatsServer, nc: NatsConnection, ranks: number, hosts: number | "direct", flushes: number, secure?: Secure): Promise<Row> {
@@ -108,7 +112,7 @@ async function measure(server: NatsServer, nc: NatsConnection, ranks: number, ho
         SCALE_KEYS: String(KEYS),
         SCALE_PROCESS: String(p),
         ...(direct ? { SCALE_DIRECT: "1" } : {}),
-        ...(secure === undefined ? {} : { SCALE_AUTH: JSON.stringify({ ...secure.certs, password: secure.password }) }),
+        ...(secure === undefined ? {} : { SCALE_AUTH: JSON.stringify({ ...secure.certs, password: secure.password, tls: secure.tls }) }),
       },
       stdio: ["ignore", "pipe", "inherit"],
     });
@@ -208,44 +212,56 @@ const benchConnection = (server: NatsServer, secure?: Secure): Promise<NatsConne
 if (process.env["SCALE_BENCH_AUTH"] === "1") {
   const [ranks, hosts] = (ONLY ?? "1024x16").split("x").map(Number) as [number, number];
   const certs = makeCertificates();
-  const secure: Secure = { certs, runId: "scaleauth", password: "bench-Pw" };
+  const withTls: Secure = { certs, runId: "scaleauth", password: "bench-Pw", tls: true };
+  const usersOnly: Secure = { ...withTls, tls: false };
   const tls = `tls: { cert_file: ${JSON.stringify(certs.serverCert)}, key_file: ${JSON.stringify(certs.serverKey)}, ca_file: ${JSON.stringify(certs.ca)}, verify: true }\n`;
   // The template's run account, plus the bench's own user (requests to the host processes) in it.
-  const accounts = accountsFor([secure.runId]).replace("users: [", `users: [\n    { user: "bench", password: "${secure.password}" },`);
-  const env = { [ROLE_PASSWORD_ENV.controller]: secure.password, [ROLE_PASSWORD_ENV.host]: secure.password, [ROLE_PASSWORD_ENV.rank]: secure.password };
-  const open = await NatsServer.start();
-  const authenticated = await NatsServer.start({ config: tls + accounts, env });
-  const pairs: Array<{ open: Row; secured: Row }> = [];
+  const accounts = accountsFor([withTls.runId]).replace("users: [", `users: [\n    { user: "bench", password: "${withTls.password}" },`);
+  const env = { [ROLE_PASSWORD_ENV.controller]: withTls.password, [ROLE_PASSWORD_ENV.host]: withTls.password, [ROLE_PASSWORD_ENV.rank]: withTls.password };
+  const variants = [
+    { name: "open", server: await NatsServer.start(), secure: undefined },
+    { name: "auth (users, no TLS)", server: await NatsServer.start({ config: accounts, env }), secure: usersOnly },
+    { name: "TLS + auth", server: await NatsServer.start({ config: tls + accounts, env }), secure: withTls },
+  ] as const;
+  const rounds: Row[][] = [];
+  const roundCount = Number(process.env["SCALE_BENCH_ROUNDS"] ?? "2");
   try {
-    for (let round = 0; round < 2; round++) {
-      const rowOf = async (server: NatsServer, s?: Secure): Promise<Row> => {
-        const client = await benchConnection(server, s);
+    for (let round = 0; round < roundCount; round++) {
+      const rows: Row[] = [];
+      // Each round starts with another variant, so none is always measured first.
+      for (let k = 0; k < variants.length; k++) {
+        const j = (round + k) % variants.length;
+        const { server, secure } = variants[j] as (typeof variants)[number];
+        const client = await benchConnection(server, secure);
         try {
-          return await measure(server, client, ranks, hosts, FLUSHES, s);
+          rows[j] = await measure(server, client, ranks, hosts, FLUSHES, secure);
         } finally {
           await client.close();
         }
-      };
-      const openRow = await rowOf(open);
-      const securedRow = await rowOf(authenticated, secure);
-      pairs.push({ open: openRow, secured: securedRow });
-      process.stdout.write(`  round ${round + 1}: open ${openRow.cpuMs.toFixed(1)} ms CPU, ${openRow.wallMs.toFixed(1)} ms wall; TLS + auth ${securedRow.cpuMs.toFixed(1)} ms CPU, ${securedRow.wallMs.toFixed(1)} ms wall\n`);
+      }
+      rounds.push(rows);
+      process.stdout.write(`  round ${round + 1}: ${variants.map((v, i) => `${v.name} ${rows[i]?.cpuMs.toFixed(1) ?? "?"} ms CPU, ${rows[i]?.wallMs.toFixed(1) ?? "?"} ms wall`).join("; ")}\n`);
     }
   } finally {
-    await open.stop();
-    await authenticated.stop();
+    for (const { server } of variants) await server.stop();
     rmSync(scratch, { recursive: true, force: true });
   }
-  process.stdout.write(`\n${ranks} ranks × ${hosts} hosts × ${KEYS} keys, per flush (median of ${FLUSHES} per round), open nats-server vs TLS (client certificates) + per-run users:\n\n`);
+  process.stdout.write(`\n${ranks} ranks × ${hosts} hosts × ${KEYS} keys, per flush (median of ${FLUSHES} per round): an open nats-server, one requiring docs/security.md's per-run users, and one requiring TLS (client certificates) too:\n\n`);
   process.stdout.write("| round | server | controller CPU ms | flush wall ms | all processes CPU ms | nats-server CPU ms | ranks reporting |\n|---:|---|---:|---:|---:|---:|---:|\n");
-  pairs.forEach(({ open: o, secured: a }, i) => {
-    for (const [name, r] of [["open", o], ["TLS + auth", a]] as const) {
-      process.stdout.write(`| ${i + 1} | ${name} | ${r.cpuMs.toFixed(1)} | ${r.wallMs.toFixed(1)} | ${r.totalCpuMs.toFixed(0)} | ${r.natsCpuMs.toFixed(0)} | ${r.reporting} |\n`);
-    }
+  rounds.forEach((rows, i) => {
+    variants.forEach((v, j) => {
+      const r = rows[j];
+      if (r !== undefined) process.stdout.write(`| ${i + 1} | ${v.name} | ${r.cpuMs.toFixed(1)} | ${r.wallMs.toFixed(1)} | ${r.totalCpuMs.toFixed(0)} | ${r.natsCpuMs.toFixed(0)} | ${r.reporting} |\n`);
+    });
   });
-  // The best of the rounds: the one least disturbed by the machine's other load, on each side.
-  const ratio = (f: (r: Row) => number): string => (Math.min(...pairs.map((p) => f(p.secured))) / Math.min(...pairs.map((p) => f(p.open)))).toFixed(2);
-  process.stdout.write(`\nTLS + auth ÷ open (best of the rounds): controller CPU ${ratio((r) => r.cpuMs)}×, flush wall ${ratio((r) => r.wallMs)}×, all processes' CPU ${ratio((r) => r.totalCpuMs)}×\n`);
+  // The median and the best of the rounds (the one least disturbed by the machine's other load), on each side.
+  const of = (j: number, f: (r: Row) => number): number[] => rounds.map((rows) => f(rows[j] as Row));
+  const ratios = (j: number, f: (r: Row) => number): string =>
+    `${(median(of(j, f)) / median(of(0, f))).toFixed(2)}× (best ${(Math.min(...of(j, f)) / Math.min(...of(0, f))).toFixed(2)}×)`;
+  for (const j of [1, 2]) {
+    process.stdout.write(`\n${variants[j]?.name ?? ""} ÷ open, median of ${roundCount} rounds: controller CPU ${ratios(j, (r) => r.cpuMs)}, flush wall ${ratios(j, (r) => r.wallMs)}, all processes' CPU ${ratios(j, (r) => r.totalCpuMs)}`);
+  }
+  process.stdout.write("\n");
   process.exit(0);
 }
 
