@@ -341,6 +341,36 @@ async function storeAlerts(client: pg.ClientBase, runId: number, batch: Batch): 
   return result.rowCount ?? 0;
 }
 
+/**
+ * Per-rank timings: the window's rank list once per run (by its text), then one row per flush,
+ * replacing a flush sent again (the store replaces it too), and the run's `timing` cursor.
+ */
+async function storeTimings(client: pg.ClientBase, runId: number, batch: Batch): Promise<number> {
+  const t = batch.header.timings;
+  if (t === undefined || t.steps.length === 0) return 0;
+  const list = await client.query<{ id: string }>(
+    `INSERT INTO rank_timing_lists (run_id, ranks) VALUES ($1, $2) ON CONFLICT (run_id, md5(ranks)) DO UPDATE SET ranks = EXCLUDED.ranks RETURNING id`,
+    [runId, JSON.stringify(t.ranks)],
+  );
+  const listId = list.rows[0]?.id;
+  if (listId === undefined) throw new Error("the rank list was not stored");
+  const cols = t.steps.length;
+  const column = (matrix: ReadonlyArray<number | null>, col: number): Array<number | null> => t.ranks.map((_r, row) => matrix[row * cols + col] ?? null);
+  for (let col = 0; col < cols; col++) {
+    await client.query(
+      `INSERT INTO rank_timing (run_id, step, wall, list_id, report, step_ms, lateness_ms, wait_ms) VALUES ($1, $2, $3, $4, $5, $6::real[], $7::real[], $8::real[])
+       ON CONFLICT (run_id, step) DO UPDATE SET wall = EXCLUDED.wall, list_id = EXCLUDED.list_id, report = EXCLUDED.report,
+         step_ms = EXCLUDED.step_ms, lateness_ms = EXCLUDED.lateness_ms, wait_ms = EXCLUDED.wait_ms`,
+      [runId, t.steps[col], t.walls[col], listId, t.reports[col], column(t.stepMs, col), column(t.latenessMs, col), column(t.waitMs, col)],
+    );
+  }
+  await client.query(
+    `INSERT INTO run_cursors (run_id, name, value) VALUES ($1, 'timing', $2) ON CONFLICT (run_id, name) DO UPDATE SET value = GREATEST(run_cursors.value, EXCLUDED.value)`,
+    [runId, t.steps[cols - 1]],
+  );
+  return cols;
+}
+
 async function storeFiles(client: pg.ClientBase, runId: number, batch: Batch): Promise<number> {
   let stored = 0;
   for (const [i, f] of batch.header.files.entries()) {
@@ -400,7 +430,7 @@ export async function applyBatch(client: pg.ClientBase, projectId: number, batch
   }
   await replacePoints(client, replacements);
   const points = await storeSeries(client, plans);
-  const records = (await storeRecords(client, run.id, batch, ids)) + (await storeAlerts(client, run.id, batch));
+  const records = (await storeRecords(client, run.id, batch, ids)) + (await storeAlerts(client, run.id, batch)) + (await storeTimings(client, run.id, batch));
   const fileBytes = await storeFiles(client, run.id, batch);
   return { runId: run.id, points, records, fileBytes };
 }

@@ -8,7 +8,7 @@
 import { Readable } from "node:stream";
 import type pg from "pg";
 import { compareLines } from "../core/rank-identity.js";
-import { GLOBAL_RANK, SERIES_KINDS, type AlertEntry, type HistogramEntry, type LostRank, type KeyInfo, type KeyKind, type SeriesResult } from "../backends/store/read-types.js";
+import { GLOBAL_RANK, SERIES_KINDS, type AlertEntry, type HistogramEntry, type LostRank, type KeyInfo, type KeyKind, type RankTimingWindow, type SeriesResult } from "../backends/store/read-types.js";
 import type { ChunkMeta } from "../backends/store/reader-statements.js";
 import { readChunkedSeries, type ChunkReads } from "../backends/store/series-read.js";
 import { BLOCK_POINTS } from "../backends/store/schema.js";
@@ -20,7 +20,9 @@ import { HttpError } from "../ui/security.js";
 import type { DashboardSource, LabelledRun, RunBytes, RunDetails, RunQuery, RunsPage, SampleRow, SeriesData, StreamData, TraceFile, TraceFileEntry } from "../ui/source.js";
 import { summaryOf } from "../ui/run-query.js";
 import { LAST_VALUES_SQL, runsSql } from "./run-filter.js";
-import { emptyRanksView, type RanksView } from "../ui/ranks-view.js";
+import { ranksView, type RanksView } from "../ui/ranks-view.js";
+import { assembleRankTiming, parseRankList } from "../backends/store/rank-timing.js";
+import type { RankRef } from "../core/straggler-report.js";
 
 const POINTS_PER_BUCKET = 3;
 const BLOCKS_PER_BUCKET = 8;
@@ -158,10 +160,26 @@ async function listFiles(pool: pg.Pool, id: number, folder: string): Promise<Tra
 }
 
 /**
- * Why the team server's Ranks view is empty: the sync protocol (src/sync) does not carry the
- * store's per-rank timings (`rank_timing`, `rank_lists`), so the server has none to show.
+ * The newest `maxFlushes` flushes of a run's per-rank timings, as the store reads its own
+ * (`assembleRankTiming`: the same window, the same rank rows).
  */
-export const NO_RANK_TIMINGS = "this team server does not receive per-rank timings yet (rankscope sync sends metrics, files and logs, not the Ranks view's rank_timing); open the run with rankscope ui on the machine that ran it";
+async function readRankTiming(pool: pg.Pool, id: number, maxFlushes: number): Promise<RankTimingWindow> {
+  const rows = await pool.query<{ step: number; wall: number; list_id: string; report: string; step_ms: Array<number | null>; lateness_ms: Array<number | null>; wait_ms: Array<number | null> }>(
+    "SELECT step, wall, list_id, report, step_ms, lateness_ms, wait_ms FROM rank_timing WHERE run_id = $1 ORDER BY step DESC LIMIT $2",
+    [id, maxFlushes],
+  );
+  // PostgreSQL writes a real as the shortest decimal that reads back as it: Math.fround turns
+  // that into the float32 itself, as the store's blobs give it.
+  const real = (values: ReadonlyArray<number | null>): Array<number | null> => values.map((v) => (v === null ? null : Math.fround(v)));
+  const flushes = rows.rows.reverse().map((r) => ({ step: r.step, wall: r.wall, listId: Number(r.list_id), report: r.report, stepMs: real(r.step_ms), latenessMs: real(r.lateness_ms), waitMs: real(r.wait_ms) }));
+  const ids = [...new Set(flushes.map((f) => f.listId))];
+  const lists = new Map<number, RankRef[]>();
+  if (ids.length > 0) {
+    const found = await pool.query<{ id: string; ranks: string }>("SELECT id, ranks FROM rank_timing_lists WHERE run_id = $1 AND id = ANY($2::bigint[])", [id, ids]);
+    for (const l of found.rows) lists.set(Number(l.id), parseRankList(l.ranks));
+  }
+  return assembleRankTiming(flushes, lists);
+}
 
 export function createPostgresSource(pool: pg.Pool, projectId: number): DashboardSource {
   const runId = (handle: string): number => Number(handle);
@@ -363,9 +381,8 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       return listFiles(pool, runId(handle), "traces");
     },
 
-    /** Not synced yet: `rankscope sync` sends metrics, files and logs, not the store's `rank_timing` (see `NO_RANK_TIMINGS`). */
-    ranks(): RanksView {
-      return emptyRanksView(NO_RANK_TIMINGS);
+    async ranks(handle: string, query: { maxFlushes: number }): Promise<RanksView> {
+      return ranksView(await readRankTiming(pool, runId(handle), query.maxFlushes));
     },
 
     logFiles(handle: string): Promise<TraceFileEntry[]> {

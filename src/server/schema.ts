@@ -18,6 +18,8 @@
  * - `records`: samples and histograms (JSON) by the job's sequence number; `run_cursors`: how far
  *   a run's records and files have been applied; `run_files`: text logs and trace files, appended
  *   by byte offset.
+ * - Migration 5: `rank_timing`, `rank_timing_lists`: per-rank step time, lateness and wait per
+ *   flush, as the job's store keeps them (the Ranks view).
  * - Migration 3: `alerts`: a run's alert events (docs/alerts.md) by the job's store sequence
  *   number, with the columns to find them by and the whole event as JSON, as the store keeps them.
  */
@@ -131,6 +133,24 @@ EXCEPTION WHEN OTHERS THEN
   ALTER TABLE chunks ALTER COLUMN steps SET STORAGE EXTERNAL, ALTER COLUMN walls SET STORAGE EXTERNAL, ALTER COLUMN blocks SET STORAGE EXTERNAL;
 END
 $$;
+`,
+  },
+  {
+    version: 5,
+    name: "per-rank timings (the Ranks view)",
+    // As the job's store keeps them (docs/stragglers.md): a flush's columns in the order of a rank
+    // list, each list stored once per run.
+    sql: `
+CREATE TABLE rank_timing_lists (
+  id bigserial PRIMARY KEY, run_id bigint NOT NULL REFERENCES runs ON DELETE CASCADE, ranks text NOT NULL
+);
+CREATE UNIQUE INDEX rank_timing_lists_ranks ON rank_timing_lists (run_id, md5(ranks));
+CREATE TABLE rank_timing (
+  run_id bigint NOT NULL REFERENCES runs ON DELETE CASCADE, step double precision NOT NULL,
+  wall double precision NOT NULL, list_id bigint NOT NULL REFERENCES rank_timing_lists ON DELETE CASCADE,
+  report text NOT NULL, step_ms real[] NOT NULL, lateness_ms real[] NOT NULL, wait_ms real[] NOT NULL,
+  PRIMARY KEY (run_id, step)
+);
 `,
   },
 ];

@@ -1,6 +1,6 @@
 /**
  * A resumed run on the server: the job restarted from step R and its store removed its scalar
- * points, stream values, samples and histograms at or after R (they are logged again), so the
+ * points, stream values, samples, histograms and per-rank timings at or after R (they are logged again), so the
  * server does the same before the batch that announces the new resume step, and the sync's cursors
  * move back with it. System metrics are kept (the store keeps them too).
  */
@@ -51,4 +51,11 @@ export async function truncateRun(client: pg.ClientBase, runId: number, step: nu
       [runId, kind],
     );
   }
+  // Per-rank timings of those flushes go too (the store deletes them from the resume step on).
+  await client.query("DELETE FROM rank_timing WHERE run_id = $1 AND step >= $2", [runId, step]);
+  await client.query(
+    `INSERT INTO run_cursors (run_id, name, value) SELECT $1, 'timing', COALESCE((SELECT max(step) FROM rank_timing WHERE run_id = $1), -1)
+     ON CONFLICT (run_id, name) DO UPDATE SET value = EXCLUDED.value`,
+    [runId],
+  );
 }

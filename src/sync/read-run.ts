@@ -14,7 +14,7 @@ import { join } from "node:path";
 import * as store from "../backends/store/reader.js";
 import { jsonText, nonFiniteReplacer } from "../core/json.js";
 import { RunLabelReader } from "../ui/run-labels.js";
-import type { AlertHeader, RecordHeader, RunMeta, WireSeriesKind } from "./wire.js";
+import type { AlertHeader, RecordHeader, RunMeta, TimingHeader, WireSeriesKind } from "./wire.js";
 
 /** Points of one series read at most at a time. */
 export const READ_POINTS = 65_536;
@@ -99,6 +99,28 @@ export function readRecords(runDir: string, cursors: Readonly<Record<string, num
 /** Alert events past `after` (the store's sequence number; 0: from the first), oldest first, as the store keeps them. */
 export function readAlerts(runDir: string, after: number): AlertHeader[] {
   return store.alerts(runDir, { after, limit: READ_RECORDS, oldest: true }).map(({ seq, ...event }) => ({ seq, event: jsonText(event) }));
+}
+
+/** Flushes of per-rank timings read per batch. */
+const READ_TIMING_FLUSHES = 200;
+
+/**
+ * The per-rank timings of the oldest flushes after step `after` (undefined: from the first), as
+ * the wire carries them (NaN as null); undefined when there are none.
+ */
+export function readTimings(runDir: string, after: number | undefined): TimingHeader | undefined {
+  const window = store.rankTiming(runDir, { ...(after === undefined ? {} : { after }), maxFlushes: READ_TIMING_FLUSHES, oldest: true });
+  if (window.steps.length === 0) return undefined;
+  const cells = (values: readonly number[]): Array<number | null> => values.map((v) => (Number.isNaN(v) ? null : v));
+  return {
+    ranks: window.ranks.map((r) => [r.rank, r.rankName, r.host] as const),
+    steps: window.steps,
+    walls: window.walls,
+    reports: window.reports.map((r) => JSON.stringify(r)),
+    stepMs: cells(window.stepMs),
+    latenessMs: cells(window.latenessMs),
+    waitMs: cells(window.waitMs),
+  };
 }
 
 function textFile(runDir: string, name: string, limit = 10_000_000): string | null {

@@ -17,8 +17,8 @@ import { gzip } from "node:zlib";
 import { concatSeries } from "../backends/store/columns.js";
 import { runInfo } from "../backends/store/reader.js";
 import { SyncClient, SyncConflict, type SyncTarget } from "./client.js";
-import { listFiles, listSeries, readAlerts, readFileBytes, readMeta, readPiece, readRange, readRecords, type SeriesPiece, type SeriesRef } from "./read-run.js";
-import { WIRE_VERSION, encodeBatch, metaHash, type AlertHeader, type Batch, type FileSegment, type RecordHeader, type RunMeta, type SegmentHeader } from "./wire.js";
+import { listFiles, listSeries, readAlerts, readFileBytes, readMeta, readPiece, readRange, readRecords, readTimings, type SeriesPiece, type SeriesRef } from "./read-run.js";
+import { WIRE_VERSION, encodeBatch, metaHash, type AlertHeader, type Batch, type FileSegment, type RecordHeader, type RunMeta, type SegmentHeader, type TimingHeader } from "./wire.js";
 
 const gzipAsync = promisify(gzip);
 
@@ -95,6 +95,8 @@ class BatchBuilder {
   columns: Batch["columns"] = [];
   records: RecordHeader[] = [];
   alerts: AlertHeader[] = [];
+  /** Per-rank timings of consecutive flushes (one window per batch). */
+  timings: TimingHeader | undefined;
   files: FileSegment[] = [];
   fileBytes: Buffer[] = [];
   meta: RunMeta | undefined;
@@ -104,7 +106,7 @@ class BatchBuilder {
   points = 0;
 
   get empty(): boolean {
-    return this.series.length === 0 && this.records.length === 0 && this.alerts.length === 0 && this.files.length === 0 && this.meta === undefined;
+    return this.series.length === 0 && this.records.length === 0 && this.alerts.length === 0 && this.timings === undefined && this.files.length === 0 && this.meta === undefined;
   }
 }
 
@@ -188,6 +190,7 @@ export class RunSync {
       await this.addSeriesPieces(batch, cursors);
       await this.addRecords(batch, cursors);
       await this.addAlerts(batch, cursors);
+      await this.addTimings(batch, cursors);
     }
     if (filesChanged) await this.addFiles(batch, cursors, files);
     await batch.flush();
@@ -278,6 +281,20 @@ export class RunSync {
     }
   }
 
+  /** Per-rank timings of the flushes past the `timing` cursor (a step), a window of them per batch. */
+  private async addTimings(batch: Filling, cursors: Cursors): Promise<void> {
+    for (;;) {
+      const after = cursors.records["timing"];
+      const timings = readTimings(this.options.runDir, after);
+      if (timings === undefined) break;
+      if (batch.b.timings !== undefined) await batch.flush();
+      batch.b.timings = timings;
+      batch.b.bytes += timings.stepMs.length * 30 + timings.reports.reduce((n, r) => n + r.length, 0);
+      cursors.records["timing"] = timings.steps[timings.steps.length - 1] ?? after ?? -1;
+      if (batch.b.bytes >= this.maxBatchBytes) await batch.flush();
+    }
+  }
+
   /** The text files' bytes past what the server has, 4 MiB at a time. */
   private async addFiles(batch: Filling, cursors: Cursors, files: Map<string, number>): Promise<void> {
     for (const [path, size] of files) {
@@ -344,6 +361,7 @@ export class RunSync {
         series: b.series,
         records: b.records,
         ...(b.alerts.length > 0 ? { alerts: b.alerts } : {}),
+        ...(b.timings !== undefined ? { timings: b.timings } : {}),
         files: b.files,
       },
       columns: b.columns,
@@ -364,7 +382,7 @@ export class RunSync {
     }
     this.totals.batches++;
     this.totals.points += b.points;
-    this.totals.records += b.records.length + b.alerts.length;
+    this.totals.records += b.records.length + b.alerts.length + (b.timings?.steps.length ?? 0);
     this.totals.fileBytes += b.fileBytes.reduce((n, x) => n + x.length, 0);
   }
 }

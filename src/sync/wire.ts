@@ -19,6 +19,7 @@ import { createHash } from "node:crypto";
 import { isRecord } from "../core/json.js";
 import { MAX_ALERT_JSON, parseAlertEvent } from "../core/alert-json.js";
 import type { LostRank } from "../backends/store/read-types.js";
+import { parseStragglerReport } from "../backends/store/rank-timing.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 
 /** Format version; the header's `v`. */
@@ -34,6 +35,11 @@ export const WIRE_LIMITS = {
   records: 20_000,
   /** Alert events per batch. */
   alerts: 20_000,
+  /** Flushes of per-rank timings per batch (one window), and the ranks it names. */
+  timingFlushes: 2_000,
+  timingRanks: 100_000,
+  /** Characters of one flush's straggler report (JSON). */
+  reportChars: 1_000_000,
   /** Characters of one record's JSON. */
   recordChars: 1_000_000,
   files: 1_000,
@@ -87,6 +93,23 @@ export interface AlertHeader {
   readonly event: string;
 }
 
+/**
+ * Per-rank timings of consecutive flushes (the store's `rank_timing`, docs/stragglers.md): the ranks
+ * that appear in them as `[rank, rankName, host]`, and three ranks × flushes matrices, row-major
+ * (`value[row * steps.length + column]`), ms, null where a rank has no figure.
+ */
+export interface TimingHeader {
+  readonly ranks: Array<readonly [number, string, string]>;
+  /** The flushes' steps, increasing. */
+  readonly steps: number[];
+  readonly walls: number[];
+  /** Each flush's straggler report (JSON, as the store keeps it). */
+  readonly reports: string[];
+  readonly stepMs: Array<number | null>;
+  readonly latenessMs: Array<number | null>;
+  readonly waitMs: Array<number | null>;
+}
+
 /** Bytes of a run file (a text log, a trace) from `offset`; its bytes follow the columns. */
 export interface FileSegment {
   /** Relative to the run directory: `logs/main.log`, `traces/rank-0.jsonl`. */
@@ -127,6 +150,8 @@ export interface BatchHeader {
   readonly records: RecordHeader[];
   /** Alert events past the server's `alert` cursor (absent: none; a sync from before alerts sends none). */
   readonly alerts?: AlertHeader[];
+  /** Per-rank timings of the flushes past the server's `timing` cursor (absent: none). */
+  readonly timings?: TimingHeader;
   readonly files: FileSegment[];
 }
 
@@ -293,6 +318,40 @@ function alertHeader(v: unknown, i: number): AlertHeader {
   return { seq, event };
 }
 
+/** A timing matrix: ranks × flushes numbers or nulls. */
+function timingMatrix(v: unknown, what: string, cells: number): Array<number | null> {
+  const values = list(v, what, cells);
+  if (values.length !== cells) fail(`${what} holds ${values.length} values; ranks × flushes is ${cells}`);
+  return values.map((x, i) => nullableNum(x, `${what}[${i}]`));
+}
+
+function timingHeader(v: unknown): TimingHeader {
+  const t = rec(v, "timings");
+  const ranks = list(t["ranks"], "timings.ranks", WIRE_LIMITS.timingRanks).map((entry, i): readonly [number, string, string] => {
+    const what = `timings.ranks[${i}]`;
+    const fields = list(entry, what, 3);
+    if (fields.length !== 3) fail(`${what} must be [rank, rankName, host]`);
+    return [int(fields[0], `${what}'s rank`, RANK_MIN, RANK_MAX), nonEmpty(fields[1], `${what}'s rankName`), str(fields[2], `${what}'s host`)];
+  });
+  if (new Set(ranks.map((r) => r[1])).size !== ranks.length) fail("timings.ranks names a rank twice");
+  const steps = list(t["steps"], "timings.steps", WIRE_LIMITS.timingFlushes).map((x, i) => num(x, `timings.steps[${i}]`));
+  for (let i = 1; i < steps.length; i++) if ((steps[i] ?? NaN) <= (steps[i - 1] ?? NaN)) fail("timings.steps must increase strictly");
+  const walls = list(t["walls"], "timings.walls", steps.length).map((x, i) => num(x, `timings.walls[${i}]`));
+  const reports = list(t["reports"], "timings.reports", steps.length).map((x, i) => {
+    const report = str(x, `timings.reports[${i}]`, WIRE_LIMITS.reportChars);
+    try {
+      parseStragglerReport(report);
+    } catch (error) {
+      fail(`timings.reports[${i}] is not a straggler report (${error instanceof Error ? error.message : String(error)})`);
+    }
+    return report;
+  });
+  if (walls.length !== steps.length || reports.length !== steps.length) fail("timings.walls and timings.reports must hold one entry per step");
+  const cells = ranks.length * steps.length;
+  if (cells > WIRE_LIMITS.points) fail(`timings hold ${cells} values, at most ${WIRE_LIMITS.points}`);
+  return { ranks, steps, walls, reports, stepMs: timingMatrix(t["stepMs"], "timings.stepMs", cells), latenessMs: timingMatrix(t["latenessMs"], "timings.latenessMs", cells), waitMs: timingMatrix(t["waitMs"], "timings.waitMs", cells) };
+}
+
 function fileSegment(v: unknown, i: number): FileSegment {
   const f = rec(v, `files[${i}]`);
   const path = nonEmpty(f["path"], `files[${i}].path`);
@@ -362,7 +421,17 @@ export function decodeBatch(body: Buffer): Batch {
   const records = list(h["records"], "records", WIRE_LIMITS.records).map(record);
   const files = list(h["files"], "files", WIRE_LIMITS.files).map(fileSegment);
   const alerts = h["alerts"] === undefined ? undefined : list(h["alerts"], "alerts", WIRE_LIMITS.alerts).map(alertHeader);
-  const header: BatchHeader = { v: WIRE_VERSION, run, series, records, files, ...(alerts === undefined ? {} : { alerts }), ...(h["meta"] !== undefined ? { meta: meta(h["meta"]) } : {}) };
+  const timings = h["timings"] === undefined ? undefined : timingHeader(h["timings"]);
+  const header: BatchHeader = {
+    v: WIRE_VERSION,
+    run,
+    series,
+    records,
+    files,
+    ...(alerts === undefined ? {} : { alerts }),
+    ...(timings === undefined ? {} : { timings }),
+    ...(h["meta"] !== undefined ? { meta: meta(h["meta"]) } : {}),
+  };
   const points = series.reduce((n, s) => n + s.n, 0);
   if (points > WIRE_LIMITS.points) fail(`the batch holds ${points} points, at most ${WIRE_LIMITS.points}`);
   const headEnd = 8 + headerLength;

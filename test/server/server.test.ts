@@ -17,13 +17,12 @@ import { MIGRATIONS, migrate } from "../../src/server/schema.js";
 import { startTeamServer } from "../../src/server/server.js";
 import { createToken, tokenHash } from "../../src/server/tokens.js";
 import { RunSync } from "../../src/sync/run-sync.js";
-import { WIRE_VERSION, encodeBatch, type Batch, type BatchHeader } from "../../src/sync/wire.js";
+import { WIRE_VERSION, encodeBatch, type Batch, type BatchHeader, type TimingHeader } from "../../src/sync/wire.js";
 import { REPO_ROOT, tempDir, waitFor, within } from "../helpers.js";
 import { freePort } from "../transport/support.js";
 import { openRun } from "../ui/seed.js";
 import { Postgres, postgresMissing } from "./postgres.js";
 import { assertRunEqual, serverWithTokens } from "./support.js";
-import { NO_RANK_TIMINGS } from "../../src/server/pg-source.js";
 
 const skip = postgresMissing() ?? false;
 
@@ -38,6 +37,12 @@ function scalarBatch(run: string, key: string, steps: number[]): Buffer {
     { run, series: [{ kind: "scalar", key, reduce: "mean", rank: -1, after: null, cursor: steps[steps.length - 1] ?? 0, n: steps.length }] },
     [{ steps: s, walls: s.map((x) => 1_700_000_000_000 + x), values: s.map((x) => x / 10) }],
   );
+}
+
+/** Per-rank timings of one flush of two ranks, with `change` applied: what a sync sends (docs/stragglers.md). */
+function timingsOf(change: Partial<TimingHeader>): TimingHeader {
+  const report = { step: 0, ranks: 2, tracer: "train_step", medianStepMs: 50, skew: 1, medianWaitMs: 0, slowest: [], chronic: [] };
+  return { ranks: [[0, "r0", "h"], [1, "r1", "h"]], steps: [0], walls: [1_700_000_000_000], reports: [JSON.stringify(report)], stepMs: [50, 51], latenessMs: [0, 1], waitMs: [0, 0], ...change };
 }
 
 async function post(url: string, token: string | undefined, body: Buffer | string, extra: Record<string, string> = {}): Promise<{ status: number; text: string }> {
@@ -62,7 +67,7 @@ async function metric(url: string, name: string): Promise<number> {
 }
 
 async function counts(pool: pg.Pool): Promise<string> {
-  const r = await pool.query("SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM keys) AS keys, (SELECT count(*) FROM chunks) AS chunks, (SELECT count(*) FROM records) AS records, (SELECT count(*) FROM tokens) AS tokens, (SELECT count(*) FROM projects) AS projects");
+  const r = await pool.query("SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM keys) AS keys, (SELECT count(*) FROM chunks) AS chunks, (SELECT count(*) FROM records) AS records, (SELECT count(*) FROM rank_timing) AS timings, (SELECT count(*) FROM rank_timing_lists) AS rank_lists, (SELECT count(*) FROM tokens) AS tokens, (SELECT count(*) FROM projects) AS projects");
   return JSON.stringify(r.rows[0]);
 }
 
@@ -164,6 +169,10 @@ describe("team server", { skip }, () => {
         ["steps out of order", batchOf({ run: "exp/x", series: [{ kind: "scalar", key: "k", reduce: null, rank: -1, after: null, cursor: 1, n: 2 }] }, [{ steps: Float64Array.of(2, 1), walls: Float64Array.of(1, 2), values: Float64Array.of(1, 2) }]), {}, 400, /increase strictly/],
         ["NUL in a key", batchOf({ run: "exp/x", series: [{ kind: "scalar", key: "a\u0000b", reduce: null, rank: -1, after: null, cursor: 0, n: 1 }] }, [{ steps: Float64Array.of(0), walls: Float64Array.of(1), values: Float64Array.of(1) }]), {}, 400, /NUL/],
         ["unknown kind", batchOf({ run: "exp/x", series: [{ kind: "evil" as "scalar", key: "k", reduce: null, rank: -1, after: null, cursor: 0, n: 1 }] }, [{ steps: Float64Array.of(0), walls: Float64Array.of(1), values: Float64Array.of(1) }]), {}, 400, /kind must be one of/],
+        ["timings: a matrix short of ranks × flushes", batchOf({ run: "exp/x", timings: timingsOf({ stepMs: [1] }) }), {}, 400, /timings.stepMs holds 1 values; ranks × flushes is 2/],
+        ["timings: a report that is not one", batchOf({ run: "exp/x", timings: timingsOf({ reports: ["[1, 2]"] }) }), {}, 400, /timings.reports\[0\] is not a straggler report/],
+        ["timings: a rank named twice", batchOf({ run: "exp/x", timings: timingsOf({ ranks: [[0, "r0", "h"], [1, "r0", "h"]] }) }), {}, 400, /names a rank twice/],
+        ["timings: a value that is not a number", batchOf({ run: "exp/x", timings: timingsOf({ waitMs: ["1; DROP TABLE runs" as unknown as number, 2] }) }), {}, 400, /timings.waitMs\[0\] must be a finite number/],
         ["over the body limit", Buffer.alloc(100 * 1024, 1), {}, 413, /at most 65536/],
         ["a zip bomb", gzipSync(Buffer.alloc(10 * 1024 * 1024)), {}, 413, /inflates to more than/],
         ["another encoding", gzipSync("x"), { encoding: "br" }, 415, /gzip or identity/],
@@ -175,7 +184,7 @@ describe("team server", { skip }, () => {
         assert.doesNotMatch(answer.text, /at .*\.(ts|js):\d+/, `${what}: no stack trace`);
       }
       assert.equal(await counts(server.pool), before, "nothing of a refused batch is stored");
-      assert.equal(await metric(server.url, 'rankscope_server_rejected_total{reason="malformed"}'), 10);
+      assert.equal(await metric(server.url, 'rankscope_server_rejected_total{reason="malformed"}'), 14);
       assert.equal(await metric(server.url, 'rankscope_server_rejected_total{reason="size"}'), 3);
     } finally {
       await server.close();
@@ -211,7 +220,7 @@ describe("team server", { skip }, () => {
       assert.deepEqual(hit.runs.map((r) => r.id), [`exp'; DELETE FROM chunks; --/trial" OR 1=1 --`]);
       assert.equal(await counts(server.pool), before);
       const tables = await server.pool.query("SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'");
-      assert.equal(tables.rows[0].n, 11, "the schema's tables (alerts included), none dropped");
+      assert.equal(tables.rows[0].n, 13, "the schema's tables (alerts and per-rank timings included), none dropped");
     } finally {
       await server.close();
     }
@@ -261,9 +270,9 @@ describe("team server", { skip }, () => {
       assert.deepEqual(await runs(`param=${encodeURIComponent("lr<0.05")}`), { ids: ["sweep/b", "sweep/c"], total: 2 });
       assert.deepEqual(await runs("q=SWEEP/C"), { ids: ["sweep/c"], total: 1 });
       assert.deepEqual(await runs("sort=name&limit=2&offset=1"), { ids: ["sweep/b", "sweep/c"], total: 3 });
-      // The Ranks view: the server keeps no per-rank timings (sync does not send them) and says so.
-      const ranksView = JSON.parse((await get(server.url, "/api/ranks?run=sweep/a", read)).text) as { available: boolean; reason: string; rows: unknown[] };
-      assert.deepEqual([ranksView.available, ranksView.reason, ranksView.rows], [false, NO_RANK_TIMINGS, []]);
+      // The Ranks view of a run that traced nothing: there, and empty (a run with timings: test/sync/timings.test.ts).
+      const ranksView = JSON.parse((await get(server.url, "/api/ranks?run=sweep/a", read)).text) as { available: boolean; rows: unknown[] };
+      assert.deepEqual([ranksView.available, ranksView.rows], [true, []]);
       assert.equal((await get(server.url, "/api/ranks?run=sweep/zz", read)).status, 404);
       assert.equal((await get(server.url, "/api/runs?param=lr~1", read)).status, 400);
       assert.equal((await get(server.url, "/api/runs?limit=5000", read)).status, 400);

@@ -100,6 +100,10 @@ export async function assertRunEqual(server: TeamServer, runDir: string, project
   const middle = localAlerts[Math.floor(localAlerts.length / 2)]?.seq ?? 0;
   assert.deepEqual(await remote.alerts(handle, { after: middle, limit: 1000 }), await local.alerts(real, { after: middle, limit: 1000 }), `${runId}: alert events after ${middle}`);
   assert.deepEqual(await remote.alerts(handle, { limit: 2 }), await local.alerts(real, { limit: 2 }), `${runId}: the newest two alert events`);
+  // The Ranks view, whole and its newest few flushes: the server's per-rank timings equal the store's, bit for bit.
+  for (const maxFlushes of [2000, 3]) {
+    assert.deepEqual(await remote.ranks(handle, { maxFlushes }), await local.ranks(real, { maxFlushes }), `${runId}: the Ranks view of the newest ${maxFlushes} flushes`);
+  }
   assert.deepEqual(await remote.config(handle), await local.config(real), `${runId}: hyperparameters`);
   assert.deepEqual(await remote.rankNames?.(handle), await local.rankNames?.(real), `${runId}: rank names`);
   assert.deepEqual(await remote.lastValues?.(handle), await local.lastValues?.(real), `${runId}: last values`);

@@ -101,7 +101,8 @@ export function parseStragglerReport(json: string): StragglerReport {
   };
 }
 
-function parseRankList(json: string): RankRef[] {
+/** A stored rank list (`[[rank, rankName, host], …]`) as `RankRef`s. */
+export function parseRankList(json: string): RankRef[] {
   const value: unknown = JSON.parse(json);
   if (!Array.isArray(value)) throw new TypeError(`a stored rank list is not a JSON array: ${json.slice(0, 80)}`);
   const list: readonly unknown[] = value;
@@ -122,29 +123,51 @@ function checkOptions(options: RankTimingOptions): { after: number; before: numb
   return { after: options.after ?? -Infinity, before: options.before ?? Infinity, limit };
 }
 
+/** One stored flush of timings, its columns in the order of its rank list `listId` (NaN or null: no figure). */
+export interface TimingFlushRow {
+  readonly step: number;
+  readonly wall: number;
+  readonly listId: number;
+  readonly report: string;
+  readonly stepMs: ArrayLike<number | null>;
+  readonly latenessMs: ArrayLike<number | null>;
+  readonly waitMs: ArrayLike<number | null>;
+}
+
+const EMPTY_WINDOW: RankTimingWindow = { ranks: [], steps: [], walls: [], stepMs: [], latenessMs: [], waitMs: [], reports: [] };
+
 /**
- * The newest `maxFlushes` flushes with steps in (after, before): every rank that appears in them
- * (rows, by rank), their step time, lateness and wait per flush (columns), and each flush's report.
+ * The newest `maxFlushes` flushes with steps in (after, before) — the oldest ones with `oldest` —
+ * every rank that appears in them (rows, by rank), their step time, lateness and wait per flush
+ * (columns), and each flush's report.
  */
 export function readRankTiming(db: Database.Database, options: RankTimingOptions = {}): RankTimingWindow {
   const { after, before, limit } = checkOptions(options);
-  const empty: RankTimingWindow = { ranks: [], steps: [], walls: [], stepMs: [], latenessMs: [], waitMs: [], reports: [] };
   const exists = withBusyRetry(() => db.prepare<[], { n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'rank_timing'").get());
-  if ((exists?.n ?? 0) === 0) return empty;
+  if ((exists?.n ?? 0) === 0) return EMPTY_WINDOW;
+  const order = options.oldest === true ? "ASC" : "DESC";
   const { rows, lists } = withBusyRetry(() =>
     db.transaction(() => {
-      const rows = db
-        .prepare<[number, number, number], TimingRow>("SELECT step, wall, list_id, report, step_ms, lateness_ms, wait_ms FROM rank_timing WHERE step > ? AND step < ? ORDER BY step DESC LIMIT ?")
-        .all(after, before, limit)
-        .reverse();
+      const found = db
+        .prepare<[number, number, number], TimingRow>(`SELECT step, wall, list_id, report, step_ms, lateness_ms, wait_ms FROM rank_timing WHERE step > ? AND step < ? ORDER BY step ${order} LIMIT ?`)
+        .all(after, before, limit);
+      const rows = options.oldest === true ? found : found.reverse();
       const listOf = db.prepare<[number], { ranks: string }>("SELECT ranks FROM rank_lists WHERE id = ?");
       const lists = new Map<number, RankRef[]>();
       for (const r of rows) if (!lists.has(r.list_id)) lists.set(r.list_id, parseRankList(listOf.get(r.list_id)?.ranks ?? "[]"));
       return { rows, lists };
     })(),
   );
-  if (rows.length === 0) return empty;
-  // One row per rank name across the window's lists, ordered by rank.
+  const flushes = rows.map((r) => ({ step: r.step, wall: r.wall, listId: r.list_id, report: r.report, stepMs: unpackFloat32(r.step_ms), latenessMs: unpackFloat32(r.lateness_ms), waitMs: unpackFloat32(r.wait_ms) }));
+  return assembleRankTiming(flushes, lists);
+}
+
+/**
+ * The Ranks view's window from stored flushes (ascending) and their rank lists: the store's and the
+ * team server's one assembly. One row per rank name across the lists, ordered by rank.
+ */
+export function assembleRankTiming(rows: readonly TimingFlushRow[], lists: ReadonlyMap<number, readonly RankRef[]>): RankTimingWindow {
+  if (rows.length === 0) return EMPTY_WINDOW;
   const byName = new Map<string, RankRef>();
   for (const list of lists.values()) for (const ref of list) if (!byName.has(ref.rankName)) byName.set(ref.rankName, ref);
   const ranks = [...byName.values()].sort((a, b) => a.rank - b.rank || (a.rankName < b.rankName ? -1 : 1));
@@ -152,11 +175,11 @@ export function readRankTiming(db: Database.Database, options: RankTimingOptions
   const cols = rows.length;
   const matrices = { stepMs: new Array<number>(ranks.length * cols).fill(NaN), latenessMs: new Array<number>(ranks.length * cols).fill(NaN), waitMs: new Array<number>(ranks.length * cols).fill(NaN) };
   rows.forEach((r, col) => {
-    const list = lists.get(r.list_id) ?? [];
+    const list = lists.get(r.listId) ?? [];
     const columns = [
-      [matrices.stepMs, unpackFloat32(r.step_ms)],
-      [matrices.latenessMs, unpackFloat32(r.lateness_ms)],
-      [matrices.waitMs, unpackFloat32(r.wait_ms)],
+      [matrices.stepMs, r.stepMs],
+      [matrices.latenessMs, r.latenessMs],
+      [matrices.waitMs, r.waitMs],
     ] as const;
     list.forEach((ref, i) => {
       const row = rowOf.get(ref.rankName);

@@ -242,8 +242,10 @@ export interface RankTimingOptions {
   after?: number;
   /** Only flushes at steps before this one (exclusive): with `after`, a window; alone, a page back. */
   before?: number;
-  /** The newest this many flushes of the range (default 200, at most 2,000). */
+  /** The newest this many flushes of the range (default 200, at most 2,000); the oldest with `oldest`. */
   maxFlushes?: number;
+  /** Take the oldest flushes of the range instead of the newest (a reader that follows the run: sync). */
+  oldest?: boolean;
 }
 
 /**
