@@ -15,6 +15,11 @@ export class RollingWindow {
     this.sorted = new Float64Array(capacity);
   }
 
+  /** The values held, ascending, in `[0, size)` (read only: `madVerdict`). */
+  get sortedValues(): Float64Array {
+    return this.sorted;
+  }
+
   /** How many values it holds (at most `capacity`). */
   get size(): number {
     return this.count;
@@ -74,6 +79,53 @@ export class RollingWindow {
     }
     return n % 2 === 1 ? current : (previous + current) / 2;
   }
+}
+
+/**
+ * How a window's MAD compares with a threshold, found by counting instead of computing it:
+ * `below` (MAD > 0 and MAD < t), `above` (MAD ≥ t, or MAD is 0), or `unsure` (too close to tell
+ * without the exact MAD).
+ */
+export type MadVerdict = "below" | "above" | "unsure";
+
+/** The relative margin the counting test keeps from `t` (with the median's rounding), so rounding never decides a verdict. */
+const MARGIN = 1e-9;
+
+/**
+ * Compare the MAD about `median` with `t` in O(log N): the MAD is the middle order statistic of
+ * the deviations, so it is below `t` when more than half the values lie within `t` of the median,
+ * and at least `t` when fewer than half do — two binary searches each, on the sorted values.
+ * Within a relative 1e-9 of the edge (and the median's rounding) the answer is `unsure` (compute `mad`). A MAD of 0 (more
+ * than half the values equal to the median) is `above`: such a window judges nothing.
+ */
+export function madVerdict(window: { readonly sortedValues: Float64Array; readonly size: number }, median: number, t: number): MadVerdict {
+  const s = window.sortedValues;
+  const n = window.size;
+  const h = n >> 1;
+  if (n === 0 || !(t > 0)) return "above";
+  // Values equal to the median: past half of them, the MAD is 0.
+  if (upperBound(s, n, median) - lowerBound(s, n, median) > h) return "above";
+  // Values strictly within `radius` of the median. `median ± radius` is rounded, and the exact
+  // MAD's deviations are too: the margin covers both, relative to t and to the median's size.
+  const near = (radius: number): number => lowerBound(s, n, median + radius) - upperBound(s, n, median - radius);
+  const margin = MARGIN * t + 8 * Number.EPSILON * (Math.abs(median) + t);
+  if (near(t - margin) >= h + 1) return "below";
+  // Odd N: the MAD is the (h+1)-th deviation. Even N: the mean of the h-th and (h+1)-th, so it
+  // is at least t only when the h-th is.
+  if (near(t + margin) <= (n % 2 === 1 ? h : h - 1)) return "above";
+  return "unsure";
+}
+
+/** The first index in `sorted[0..n)` whose value is > `value`. */
+function upperBound(sorted: Float64Array, n: number, value: number): number {
+  let lo = 0;
+  let hi = n;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if ((sorted[mid] ?? 0) <= value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }
 
 /** The first index in `sorted[0..n)` whose value is ≥ `value`. */

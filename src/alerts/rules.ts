@@ -8,7 +8,7 @@
 import type { AlertEvent } from "../core/alert.js";
 import type { AlertSubject, EpisodeDetail, EpisodeRule, Episodes } from "./episodes.js";
 import type { ResolvedRule } from "./options.js";
-import { RollingWindow } from "./rolling.js";
+import { madVerdict, RollingWindow } from "./rolling.js";
 
 /** Where a rule's transitions go: the episodes, and the events of this flush. */
 export interface RuleContext {
@@ -143,11 +143,13 @@ class SpikeRule implements KeyRule {
     const { window } = state;
     if (window.size >= this.minPoints) {
       const median = window.median();
-      const mad = window.mad(median);
-      const deviations = mad > 0 ? Math.abs(value - median) / mad : 0;
-      const spike = deviations > this.k;
+      // Whether MAD < |value − median| / k, by counting (O(log N)); the MAD itself only when too
+      // close to tell, and for the message of a firing.
+      const verdict = madVerdict(window, median, Math.abs(value - median) / this.k);
+      const spike = verdict === "unsure" ? this.deviations(window, median, value) > this.k : verdict === "below";
       if (spike && !state.open) {
         state.open = true;
+        const deviations = this.deviations(window, median, value);
         const message = `${key} = ${formatValue(value)} at step ${context.step}: a spike, ${formatValue(deviations)} MADs from the rolling median ${formatValue(median)} of its last ${window.size} values (k = ${this.k})`;
         start(this, key, context, { value, message });
       } else if (!spike && state.open) {
@@ -156,6 +158,12 @@ class SpikeRule implements KeyRule {
       }
     }
     window.push(value);
+  }
+
+  /** |value − median| in MADs of the window (0 when the MAD is 0). */
+  private deviations(window: RollingWindow, median: number, value: number): number {
+    const mad = window.mad(median);
+    return mad > 0 ? Math.abs(value - median) / mad : 0;
   }
 }
 
@@ -183,15 +191,18 @@ class RateDropRule implements KeyRule {
     const median = window.size >= this.minPoints ? window.median() : NaN;
     const floor = this.fraction * median;
     const dropped = value < floor;
-    const percent = `${formatValue(this.fraction * 100)}%`;
     if (dropped && !state.open) {
       state.open = true;
-      start(this, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: below ${percent} of its rolling median ${formatValue(median)} (last ${window.size} values)` });
+      start(this, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: below ${this.percent()} of its rolling median ${formatValue(median)} (last ${window.size} values)` });
     } else if (!dropped && state.open && !Number.isNaN(median)) {
       state.open = false;
-      end(this, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: back above ${percent} of ${formatValue(median)}` });
+      end(this, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: back above ${this.percent()} of ${formatValue(median)}` });
     }
     if (!state.open) window.push(value);
+  }
+
+  private percent(): string {
+    return `${formatValue(this.fraction * 100)}%`;
   }
 }
 

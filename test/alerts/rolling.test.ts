@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
-import { RollingWindow } from "../../src/alerts/rolling.js";
+import { madVerdict, RollingWindow } from "../../src/alerts/rolling.js";
 
 function median(values: readonly number[]): number {
   const s = [...values].sort((a, b) => a - b);
@@ -32,4 +32,44 @@ test("an empty window has no median", () => {
   const window = new RollingWindow(5);
   assert.ok(Number.isNaN(window.median()));
   assert.ok(Number.isNaN(window.mad(0)));
+});
+
+test("madVerdict agrees with the exact MAD whenever it is sure, and is sure almost always (fast-check)", () => {
+  let sure = 0;
+  let runs = 0;
+  fc.assert(
+    fc.property(
+      fc.integer({ min: 1, max: 60 }),
+      // Around a large mean with a small spread too, where median ± t rounds.
+      fc.oneof(fc.constant(0), fc.constant(1e9), fc.double({ min: -1e6, max: 1e6, noNaN: true })),
+      fc.array(fc.oneof(fc.double({ min: -1e3, max: 1e3, noNaN: true }), fc.integer({ min: -3, max: 3 })), { minLength: 1, maxLength: 120 }),
+      fc.double({ min: 0, max: 2e3, noNaN: true }),
+      (capacity, offset, values, t) => {
+        const window = new RollingWindow(capacity);
+        for (const v of values) window.push(offset + v);
+        const m = window.median();
+        const mad = window.mad(m);
+        const verdict = madVerdict(window, m, t);
+        runs++;
+        if (verdict === "unsure") return;
+        sure++;
+        assert.equal(verdict, mad > 0 && mad < t ? "below" : "above", `MAD ${mad}, t ${t}`);
+      },
+    ),
+    { numRuns: 3000 },
+  );
+  assert.ok(sure > runs * 0.9, `sure in ${sure} of ${runs}`);
+});
+
+test("madVerdict at the edge: a threshold equal to the MAD is unsure, a hair either side is not", () => {
+  const window = new RollingWindow(5);
+  for (const v of [1, 2, 3, 4, 10]) window.push(v);
+  const m = window.median();
+  assert.equal(window.mad(m), 1);
+  assert.equal(madVerdict(window, m, 1), "unsure");
+  assert.equal(madVerdict(window, m, 1.01), "below");
+  assert.equal(madVerdict(window, m, 0.99), "above");
+  const flat = new RollingWindow(5);
+  for (const v of [7, 7, 7, 8, 9]) flat.push(v);
+  assert.equal(madVerdict(flat, flat.median(), 100), "above", "MAD 0: a window with no spread judges nothing");
 });
