@@ -9,7 +9,10 @@
  *   computing 300 ms longer at every flush, its step time equalised by the all-reduce): the
  *   heatmap's rows are the 16 hosts, and the table still names the rank, from the others' wait,
  *   with its host.
- * Screenshot: test-artifacts/dashboard-ranks.png (8 ranks), dashboard-ranks-1024.png.
+ * Both served by `rankscope ui` over the root and by a team server they were synced to (over a real
+ * PostgreSQL): the same tab, the same names.
+ * Screenshots: test-artifacts/dashboard-ranks.png (8 ranks), dashboard-ranks-1024.png, and
+ * dashboard-ranks-server.png, dashboard-ranks-1024-server.png from the team server.
  */
 import assert from "node:assert/strict";
 import { hostname } from "node:os";
@@ -23,6 +26,9 @@ import { appendRankTiming, emptyTimingColumns } from "../../../src/core/step-tim
 import type { RankGroupHandle, RankGroupSnapshot } from "../../../src/transport/protocol/types.js";
 import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
+import { Postgres, postgresMissing } from "../../server/postgres.js";
+import { serverWithTokens } from "../../server/support.js";
+import { RunSync } from "../../../src/sync/run-sync.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { ensureWebBuilt, shot } from "./support.js";
 import type { StepPlan } from "../../controller/stragglers/fixtures/straggler-rank.js";
@@ -84,10 +90,39 @@ async function manyRanks(runDir: string): Promise<void> {
   await logger.shutdown();
 }
 
-describe("the Ranks tab in Chromium", () => {
+/** Where the tab is served from: `rankscope ui` over the root, or a team server the runs were synced to. */
+interface Served {
+  /** The dashboard's address; `#…` is appended (with the read token before it, if any). */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+async function serveLocal(root: string): Promise<Served> {
+  const dashboard: Dashboard = await startDashboard({ root, port: 0 });
+  return { url: dashboard.url, close: () => dashboard.close() };
+}
+
+/** Both runs synced to a team server over a fresh PostgreSQL (their per-rank timings with them), opened with a read token. */
+async function serveTeam(root: string): Promise<Served> {
+  const pg = await Postgres.start();
+  const { server, write, read } = await serverWithTokens(pg);
+  for (const trial of ["eight", "many"]) await new RunSync({ runDir: join(root, "ranks", trial), url: server.url, token: write }).pass(true);
+  return {
+    url: `${server.url}/?token=${encodeURIComponent(read)}`,
+    close: async () => {
+      await server.close();
+      await pg.close();
+    },
+  };
+}
+
+for (const [name, serve, skip] of [
+  ["local root", serveLocal, false],
+  ["team server over PostgreSQL", serveTeam, postgresMissing() ?? false],
+] as const) describe(`the Ranks tab in Chromium: ${name}`, { skip }, () => {
   let root: string;
   let names: { chronic: string; transient: string };
-  let dashboard: Dashboard;
+  let dashboard: Served;
   let launched: LaunchedBrowser;
   let page: Page;
   const errors: string[] = [];
@@ -98,7 +133,7 @@ describe("the Ranks tab in Chromium", () => {
     names = await eightRanks(join(root, "ranks", "eight"));
     await manyRanks(join(root, "ranks", "many"));
     closeStores();
-    dashboard = await startDashboard({ root, port: 0 });
+    dashboard = await serve(root);
     launched = await launchChromium();
     page = await launched.context.newPage();
     page.on("pageerror", (e) => errors.push(e.message));
@@ -124,7 +159,7 @@ describe("the Ranks tab in Chromium", () => {
     assert.deepEqual(await page.locator(".heatmap-label.slow").allInnerTexts(), [`${names.chronic} · ${hostname()}`]);
     await page.selectOption("#ranks-measure", "latenessMs");
     await page.waitForSelector('#ranks-body[data-drawn="latenessMs"]', { timeout: 5000 });
-    await shot(page, "dashboard-ranks.png");
+    await shot(page, name === "local root" ? "dashboard-ranks.png" : "dashboard-ranks-server.png");
     assert.deepEqual(errors, []);
   });
 
@@ -143,7 +178,7 @@ describe("the Ranks tab in Chromium", () => {
     assert.deepEqual((await page.locator(".heatmap-label").allInnerTexts()).slice(0, 3), ["node-0 (64 ranks)", "node-1 (64 ranks)", "node-2 (64 ranks)"], "hosts in natural order");
     await page.selectOption("#ranks-measure", "waitMs");
     await page.waitForSelector('#ranks-body[data-drawn="waitMs"]', { timeout: 5000 });
-    await shot(page, "dashboard-ranks-1024.png");
+    await shot(page, name === "local root" ? "dashboard-ranks-1024.png" : "dashboard-ranks-1024-server.png");
     assert.deepEqual(errors, []);
   });
 });
