@@ -32,8 +32,14 @@ import { median, printTable } from "./harness.js";
 const KEYS = 1000;
 /** Distinct flushes of values, cycled (built before timing, so the loop allocates nothing of its own). */
 const FLUSHES = 64;
-/** Timed rounds of FLUSHES flushes each (after two rounds of warm-up). */
+/** Timed rounds of FLUSHES flushes each, after WARMUP_ROUNDS untimed ones. */
 const ROUNDS = 15;
+/**
+ * Untimed rounds first: V8 optimises a rule set's code only after some hundreds of flushes (every
+ * rule on every key ran at ~600 µs for its first ~1,300 flushes, then ~330 µs), and a run flushes
+ * for hours: the steady state is what a flush pays.
+ */
+const WARMUP_ROUNDS = 30;
 
 const keys = Array.from({ length: KEYS }, (_, i) => `train/layer_${Math.floor(i / 10)}/metric_${i % 10}`);
 /** A value around 1 + i/1000 with noise of ±2 % (never a spike, a drop or a NaN). */
@@ -47,7 +53,7 @@ const flushes: Metric[][] = Array.from({ length: FLUSHES }, (_, f) => keys.map((
  */
 function usPerFlush(observe: (metrics: readonly Metric[], step: number) => void): { median: number; best: number } {
   let step = 0;
-  for (let r = 0; r < 2; r++) for (const m of flushes) observe(m, step++);
+  for (let r = 0; r < WARMUP_ROUNDS; r++) for (const m of flushes) observe(m, step++);
   const samples: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
     const start = process.hrtime.bigint();

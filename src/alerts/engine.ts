@@ -11,7 +11,7 @@ import { isInternalKey } from "../core/internal-keys.js";
 import type { Metric } from "../core/metric.js";
 import { Episodes, type EpisodeCounts, type EpisodeRule } from "./episodes.js";
 import type { ResolvedAlertOptions, ResolvedRule } from "./options.js";
-import { describeRank, judgeRanks, keyRules, type KeyRule, type RankRef, type RuleContext } from "./rules.js";
+import { describeRank, judgeRanks, keyRules, type KeyJudge, type KeyRule, type RankRef, type RuleContext } from "./rules.js";
 
 export type { RankRef };
 
@@ -57,8 +57,8 @@ type StalledRule = Extract<ResolvedRule, { kind: "stalled" }>;
 export class AlertEngine {
   private readonly episodes: Episodes;
   private readonly keyRules: KeyRule[];
-  /** Key → the key rules that apply to it (found on the key's first flush). */
-  private readonly matching = new Map<string, readonly KeyRule[]>();
+  /** Key → the judges of the key rules that apply to it (made on the key's first flush). */
+  private readonly matching = new Map<string, readonly KeyJudge[]>();
   private readonly rankLost: EpisodeRule | undefined;
   private readonly straggler: EpisodeRule | undefined;
   private readonly stalled: (StalledRule & EpisodeRule) | undefined;
@@ -96,8 +96,8 @@ export class AlertEngine {
     if (this.keyRules.length > 0) {
       for (const metric of observation.metrics) {
         if (metric.axis !== undefined) continue;
-        const rules = this.matching.get(metric.key) ?? this.match(metric.key);
-        for (const rule of rules) rule.observe(metric.key, metric.value, context);
+        const judges = this.matching.get(metric.key) ?? this.match(metric.key);
+        for (const judge of judges) judge.observe(metric.value, context);
       }
     }
     this.judgeRanksLost(observation, context);
@@ -145,11 +145,12 @@ export class AlertEngine {
   }
 
   /** The key rules that apply to `key`: `*` patterns never match rankscope's own keys, exact names do. */
-  private match(key: string): readonly KeyRule[] {
+  private match(key: string): readonly KeyJudge[] {
     const internal = isInternalKey(key);
     const rules = this.keyRules.filter((rule) => (rule.pattern === key ? true : rule.pattern.includes("*") && (!internal || rule.pattern.startsWith("rankscope/")) && globMatches(rule.pattern, key)));
-    this.matching.set(key, rules);
-    return rules;
+    const judges = rules.map((rule) => rule.judge(key));
+    this.matching.set(key, judges);
+    return judges;
   }
 
   /** A flush ends a stall; the watchdog is set again from the recent flush intervals. */

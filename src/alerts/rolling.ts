@@ -28,16 +28,24 @@ export class RollingWindow {
   /** Add a finite value; the oldest leaves once the window is full. */
   push(value: number): void {
     const sorted = this.sorted;
-    if (this.count === this.capacity) {
-      const leaving = this.ring[this.next] ?? 0;
-      const at = lowerBound(sorted, this.count, leaving);
-      sorted.copyWithin(at, at + 1, this.count);
-      this.count--;
+    const n = this.count;
+    const at = lowerBound(sorted, n, value);
+    if (n === this.capacity) {
+      // The oldest leaves from `out` and the value goes in at `at`: one shift of the values between
+      // (a plain loop: for windows of tens of values it beats two typed-array copies).
+      const out = lowerBound(sorted, n, this.ring[this.next] ?? 0);
+      if (at > out) {
+        for (let i = out; i < at - 1; i++) sorted[i] = sorted[i + 1] ?? 0;
+        sorted[at - 1] = value;
+      } else {
+        for (let i = out; i > at; i--) sorted[i] = sorted[i - 1] ?? 0;
+        sorted[at] = value;
+      }
+    } else {
+      for (let i = n; i > at; i--) sorted[i] = sorted[i - 1] ?? 0;
+      sorted[at] = value;
+      this.count++;
     }
-    const at = lowerBound(sorted, this.count, value);
-    sorted.copyWithin(at + 1, at, this.count);
-    sorted[at] = value;
-    this.count++;
     this.ring[this.next] = value;
     this.next = (this.next + 1) % this.capacity;
   }
@@ -107,13 +115,17 @@ export function madVerdict(window: { readonly sortedValues: Float64Array; readon
   if (upperBound(s, n, median) - lowerBound(s, n, median) > h) return "above";
   // Values strictly within `radius` of the median. `median ± radius` is rounded, and the exact
   // MAD's deviations are too: the margin covers both, relative to t and to the median's size.
-  const near = (radius: number): number => lowerBound(s, n, median + radius) - upperBound(s, n, median - radius);
   const margin = MARGIN * t + 8 * Number.EPSILON * (Math.abs(median) + t);
-  if (near(t - margin) >= h + 1) return "below";
+  if (countWithin(s, n, median, t - margin) >= h + 1) return "below";
   // Odd N: the MAD is the (h+1)-th deviation. Even N: the mean of the h-th and (h+1)-th, so it
   // is at least t only when the h-th is.
-  if (near(t + margin) <= (n % 2 === 1 ? h : h - 1)) return "above";
+  if (countWithin(s, n, median, t + margin) <= (n % 2 === 1 ? h : h - 1)) return "above";
   return "unsure";
+}
+
+/** How many of `sorted[0..n)` lie strictly within `radius` of `center`. */
+function countWithin(sorted: Float64Array, n: number, center: number, radius: number): number {
+  return lowerBound(sorted, n, center + radius) - upperBound(sorted, n, center - radius);
 }
 
 /** The first index in `sorted[0..n)` whose value is > `value`. */

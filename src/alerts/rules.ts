@@ -18,12 +18,18 @@ export interface RuleContext {
   readonly at: number;
 }
 
+/** A rule's judge of one key: the rule and that key's state (found once, so a flush looks nothing up). */
+export interface KeyJudge {
+  /** Judge the key's reduced value at this flush. */
+  observe(value: number, context: RuleContext): void;
+}
+
 /** A rule about the reduced value of matching keys. */
 export interface KeyRule extends EpisodeRule {
   /** The key or `*` pattern it applies to. */
   readonly pattern: string;
-  /** Judge `value`, the reduced value of `key` at this flush. */
-  observe(key: string, value: number, context: RuleContext): void;
+  /** The judge of `key`, made on the key's first flush. */
+  judge(key: string): KeyJudge;
 }
 
 /** Open an episode about `key`, noting the event if one is sent. */
@@ -43,14 +49,8 @@ export function formatValue(value: number): string {
   return Number.isFinite(value) ? String(Number(value.toPrecision(6))) : String(value);
 }
 
-/** A key's state for `nonfinite`: never seen finite (becoming NaN is then no change), seen finite, or in an open episode. */
-const NEVER_FINITE = 0;
-const SEEN_FINITE = 1;
-const OPEN = 2;
-
 /** `nonfinite`: a key that was finite becomes NaN or ±Infinity; resolves when it is finite again. */
 class NonfiniteRule implements KeyRule {
-  private readonly keys = new Map<string, number>();
   constructor(
     readonly index: number,
     readonly name: string,
@@ -58,65 +58,77 @@ class NonfiniteRule implements KeyRule {
     readonly pattern: string,
   ) {}
 
-  observe(key: string, value: number, context: RuleContext): void {
-    const was = this.keys.get(key) ?? NEVER_FINITE;
+  judge(key: string): KeyJudge {
+    return new NonfiniteJudge(this, key);
+  }
+}
+
+class NonfiniteJudge implements KeyJudge {
+  /** Seen finite (becoming NaN before that is no change), and whether its episode is open. */
+  private seenFinite = false;
+  private open = false;
+  constructor(
+    private readonly rule: NonfiniteRule,
+    private readonly key: string,
+  ) {}
+
+  observe(value: number, context: RuleContext): void {
+    const key = this.key;
     if (Number.isFinite(value)) {
-      if (was === OPEN) end(this, key, context, { value, message: `${key} is finite again at step ${context.step} (${formatValue(value)})` });
-      if (was !== SEEN_FINITE) this.keys.set(key, SEEN_FINITE);
-    } else if (was === SEEN_FINITE) {
-      this.keys.set(key, OPEN);
-      start(this, key, context, { value, message: `${key} became ${String(value)} at step ${context.step} (it was finite before)` });
+      if (this.open) end(this.rule, key, context, { value, message: `${key} is finite again at step ${context.step} (${formatValue(value)})` });
+      this.open = false;
+      this.seenFinite = true;
+    } else if (this.seenFinite && !this.open) {
+      this.open = true;
+      start(this.rule, key, context, { value, message: `${key} became ${String(value)} at step ${context.step} (it was finite before)` });
     }
   }
 }
 
 /** `threshold`: a value above `above` or below `below`; resolves when one is back inside. */
 class ThresholdRule implements KeyRule {
-  private readonly open = new Set<string>();
   constructor(
     readonly index: number,
     readonly name: string,
     readonly level: AlertEvent["level"],
     readonly pattern: string,
-    private readonly above: number | undefined,
-    private readonly below: number | undefined,
+    readonly above: number | undefined,
+    readonly below: number | undefined,
   ) {}
 
-  observe(key: string, value: number, context: RuleContext): void {
-    if (Number.isNaN(value)) return;
-    const high = this.above !== undefined && value > this.above;
-    const low = this.below !== undefined && value < this.below;
-    const isOpen = this.open.has(key);
-    if ((high || low) && !isOpen) {
-      this.open.add(key);
-      const bound = high ? `above ${formatValue(this.above ?? NaN)}` : `below ${formatValue(this.below ?? NaN)}`;
-      start(this, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}, ${bound}` });
-    } else if (!high && !low && isOpen) {
-      this.open.delete(key);
-      end(this, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}, ${this.inside()}` });
-    }
+  judge(key: string): KeyJudge {
+    return new ThresholdJudge(this, key);
   }
 
-  private inside(): string {
+  /** How a value back inside is worded. */
+  inside(): string {
     if (this.above !== undefined && this.below !== undefined) return `back within [${formatValue(this.below)}, ${formatValue(this.above)}]`;
     return this.above !== undefined ? `no longer above ${formatValue(this.above)}` : `no longer below ${formatValue(this.below ?? NaN)}`;
   }
 }
 
-/** A key's rolling window and whether its episode is open. */
-interface WindowState {
-  readonly window: RollingWindow;
-  open: boolean;
-}
+class ThresholdJudge implements KeyJudge {
+  private open = false;
+  constructor(
+    private readonly rule: ThresholdRule,
+    private readonly key: string,
+  ) {}
 
-/** A key's rolling window and episode flag, made on its first value. */
-function windowState(keys: Map<string, WindowState>, key: string, size: number): WindowState {
-  let state = keys.get(key);
-  if (state === undefined) {
-    state = { window: new RollingWindow(size), open: false };
-    keys.set(key, state);
+  observe(value: number, context: RuleContext): void {
+    if (Number.isNaN(value)) return;
+    const { above, below } = this.rule;
+    const high = above !== undefined && value > above;
+    const low = below !== undefined && value < below;
+    const key = this.key;
+    if ((high || low) && !this.open) {
+      this.open = true;
+      const bound = high ? `above ${formatValue(above ?? NaN)}` : `below ${formatValue(below ?? NaN)}`;
+      start(this.rule, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}, ${bound}` });
+    } else if (!high && !low && this.open) {
+      this.open = false;
+      end(this.rule, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}, ${this.rule.inside()}` });
+    }
   }
-  return state;
 }
 
 /**
@@ -126,45 +138,57 @@ function windowState(keys: Map<string, WindowState>, key: string, size: number):
  * series) judges nothing.
  */
 class SpikeRule implements KeyRule {
-  private readonly keys = new Map<string, WindowState>();
   constructor(
     readonly index: number,
     readonly name: string,
     readonly level: AlertEvent["level"],
     readonly pattern: string,
-    private readonly k: number,
-    private readonly size: number,
-    private readonly minPoints: number,
+    readonly k: number,
+    readonly size: number,
+    readonly minPoints: number,
   ) {}
 
-  observe(key: string, value: number, context: RuleContext): void {
+  judge(key: string): KeyJudge {
+    return new SpikeJudge(this, key);
+  }
+}
+
+class SpikeJudge implements KeyJudge {
+  private readonly window: RollingWindow;
+  private open = false;
+  constructor(
+    private readonly rule: SpikeRule,
+    private readonly key: string,
+  ) {
+    this.window = new RollingWindow(rule.size);
+  }
+
+  observe(value: number, context: RuleContext): void {
     if (!Number.isFinite(value)) return;
-    const state = windowState(this.keys, key, this.size);
-    const { window } = state;
-    if (window.size >= this.minPoints) {
+    const { window, rule, key } = this;
+    if (window.size >= rule.minPoints) {
       const median = window.median();
       // Whether MAD < |value − median| / k, by counting (O(log N)); the MAD itself only when too
       // close to tell, and for the message of a firing.
-      const verdict = madVerdict(window, median, Math.abs(value - median) / this.k);
-      const spike = verdict === "unsure" ? this.deviations(window, median, value) > this.k : verdict === "below";
-      if (spike && !state.open) {
-        state.open = true;
-        const deviations = this.deviations(window, median, value);
-        const message = `${key} = ${formatValue(value)} at step ${context.step}: a spike, ${formatValue(deviations)} MADs from the rolling median ${formatValue(median)} of its last ${window.size} values (k = ${this.k})`;
-        start(this, key, context, { value, message });
-      } else if (!spike && state.open) {
-        state.open = false;
-        end(this, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: within ${this.k} MADs of the rolling median ${formatValue(median)} again` });
+      const verdict = madVerdict(window, median, Math.abs(value - median) / rule.k);
+      const spike = verdict === "unsure" ? deviations(window, median, value) > rule.k : verdict === "below";
+      if (spike && !this.open) {
+        this.open = true;
+        const message = `${key} = ${formatValue(value)} at step ${context.step}: a spike, ${formatValue(deviations(window, median, value))} MADs from the rolling median ${formatValue(median)} of its last ${window.size} values (k = ${rule.k})`;
+        start(rule, key, context, { value, message });
+      } else if (!spike && this.open) {
+        this.open = false;
+        end(rule, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: within ${rule.k} MADs of the rolling median ${formatValue(median)} again` });
       }
     }
     window.push(value);
   }
+}
 
-  /** |value − median| in MADs of the window (0 when the MAD is 0). */
-  private deviations(window: RollingWindow, median: number, value: number): number {
-    const mad = window.mad(median);
-    return mad > 0 ? Math.abs(value - median) / mad : 0;
-  }
+/** |value − median| in MADs of the window (0 when the MAD is 0). */
+function deviations(window: RollingWindow, median: number, value: number): number {
+  const mad = window.mad(median);
+  return mad > 0 ? Math.abs(value - median) / mad : 0;
 }
 
 /**
@@ -173,36 +197,48 @@ class SpikeRule implements KeyRule {
  * stays low stays one open episode until it recovers.
  */
 class RateDropRule implements KeyRule {
-  private readonly keys = new Map<string, WindowState>();
   constructor(
     readonly index: number,
     readonly name: string,
     readonly level: AlertEvent["level"],
     readonly pattern: string,
-    private readonly fraction: number,
-    private readonly size: number,
-    private readonly minPoints: number,
+    readonly fraction: number,
+    readonly size: number,
+    readonly minPoints: number,
   ) {}
 
-  observe(key: string, value: number, context: RuleContext): void {
-    if (!Number.isFinite(value)) return;
-    const state = windowState(this.keys, key, this.size);
-    const { window } = state;
-    const median = window.size >= this.minPoints ? window.median() : NaN;
-    const floor = this.fraction * median;
-    const dropped = value < floor;
-    if (dropped && !state.open) {
-      state.open = true;
-      start(this, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: below ${this.percent()} of its rolling median ${formatValue(median)} (last ${window.size} values)` });
-    } else if (!dropped && state.open && !Number.isNaN(median)) {
-      state.open = false;
-      end(this, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: back above ${this.percent()} of ${formatValue(median)}` });
-    }
-    if (!state.open) window.push(value);
+  judge(key: string): KeyJudge {
+    return new RateDropJudge(this, key);
   }
 
-  private percent(): string {
+  percent(): string {
     return `${formatValue(this.fraction * 100)}%`;
+  }
+}
+
+class RateDropJudge implements KeyJudge {
+  private readonly window: RollingWindow;
+  private open = false;
+  constructor(
+    private readonly rule: RateDropRule,
+    private readonly key: string,
+  ) {
+    this.window = new RollingWindow(rule.size);
+  }
+
+  observe(value: number, context: RuleContext): void {
+    if (!Number.isFinite(value)) return;
+    const { window, rule, key } = this;
+    const median = window.size >= rule.minPoints ? window.median() : NaN;
+    const dropped = value < rule.fraction * median;
+    if (dropped && !this.open) {
+      this.open = true;
+      start(rule, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: below ${rule.percent()} of its rolling median ${formatValue(median)} (last ${window.size} values)` });
+    } else if (!dropped && this.open && !Number.isNaN(median)) {
+      this.open = false;
+      end(rule, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: back above ${rule.percent()} of ${formatValue(median)}` });
+    }
+    if (!this.open) window.push(value);
   }
 }
 
