@@ -13,14 +13,11 @@ import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import type { StoreWriter } from "../../../src/backends/store/writer.js";
-import { RunSync } from "../../../src/sync/run-sync.js";
 import { defaultWebDir, startDashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { XSS_KEY, openRun, seedFinishedRun, trainingPoints } from "../seed.js";
-import { Postgres, postgresMissing } from "../../server/postgres.js";
-import { serverWithTokens } from "../../server/support.js";
-import { filterRunsList } from "./support.js";
+import { filterRunsList, SOURCES, type Served } from "./support.js";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 const artifacts = join(repo, "test-artifacts");
@@ -42,44 +39,7 @@ async function waitForGrid(page: Page): Promise<void> {
   await page.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
 }
 
-/** Where the page is served from: the local root's dashboard, or a team server the runs were synced to. */
-interface Served {
-  /** The page's address (with the token the dashboard needs, if any). */
-  readonly url: string;
-  /** After the test wrote to the local store: make the source see it (the server: sync). */
-  readonly wrote: () => Promise<void>;
-  close(): Promise<void>;
-}
-
-/** The local root, served by `rankscope ui`'s dashboard. */
-async function serveLocal(root: string): Promise<Served> {
-  const dashboard = await startDashboard({ root, port: 0 });
-  return { url: dashboard.url, wrote: async () => undefined, close: () => dashboard.close() };
-}
-
-/** The runs under the root synced to a team server over a fresh PostgreSQL, opened with a read token. */
-async function serveTeam(root: string): Promise<Served> {
-  const pg = await Postgres.start();
-  const { server, write, read } = await serverWithTokens(pg);
-  const syncs = ["base", "big", "live"].map((trial) => new RunSync({ runDir: join(root, "exp", trial), url: server.url, token: write }));
-  const wrote = async (): Promise<void> => {
-    for (const s of syncs) await s.pass();
-  };
-  await wrote();
-  return {
-    url: `${server.url}/?token=${encodeURIComponent(read)}`,
-    wrote,
-    close: async () => {
-      await server.close();
-      await pg.close();
-    },
-  };
-}
-
-for (const [name, serve, skip] of [
-  ["local root", serveLocal, false],
-  ["team server", serveTeam, postgresMissing() ?? false],
-] as const) {
+for (const [name, serve, skip] of SOURCES) {
 describe(`dashboard in Chromium (${name})`, { skip }, () => {
   let root: string;
   let dashboard: Served;

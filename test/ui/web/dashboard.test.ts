@@ -3,25 +3,25 @@
  * regex search, pins, internal keys, lazy drawing, legend toggles, tooltip and synced cursor, any
  * metric as x, log x, zoom in the URL, CSV/PNG download, dark theme, NaN marks, histograms over
  * time, the runs table with parallel coordinates, narrow layouts, keyboard use and contrast,
- * and a live line that stays bounded. Screenshots go to test-artifacts/.
+ * and a live line that stays bounded — served by `rankscope ui` over the root and by a team server
+ * the root's runs were synced to (over a real PostgreSQL). Screenshots go to test-artifacts/.
  */
 import assert from "node:assert/strict";
 import { readFileSync, rmSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import type { Page } from "playwright-core";
 import type { StoreWriter } from "../../../src/backends/store/writer.js";
-import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { LIVE_POINT_CAP } from "../../../src/ui/web/thin.js";
 import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { openRun, seedFinishedRun } from "../seed.js";
-import { canvasOf, card, ensureWebBuilt, pixelsNear, shot, tableRuns, waitForTableRuns, writeRun } from "./support.js";
+import { canvasOf, card, ensureWebBuilt, pixelsNear, shot, SOURCES, tableRuns, waitForTableRuns, writeRun, type Served } from "./support.js";
 
 const LAZY_KEYS = 120;
 
-describe("dashboard features in Chromium", () => {
+for (const [name, serve, skip] of SOURCES) describe(`dashboard features in Chromium: ${name}`, { skip }, () => {
   let root: string;
-  let dashboard: Dashboard;
+  let dashboard: Served;
   let launched: LaunchedBrowser;
   let page: Page;
   let live: StoreWriter;
@@ -32,6 +32,8 @@ describe("dashboard features in Chromium", () => {
     await page.reload();
   };
   const grid = (): Promise<unknown> => page.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
+  /** A screenshot's file name: the team server's get `-server`. */
+  const named = (base: string): string => `${base}${name === "local root" ? "" : "-server"}.png`;
 
   before(async () => {
     ensureWebBuilt();
@@ -55,7 +57,7 @@ describe("dashboard features in Chromium", () => {
     for (let k = 0; k < LAZY_KEYS; k++) many[`group${k % 6}/metric_${String(k).padStart(3, "0")}`] = (s) => Math.sin(s / 10 + k);
     writeRun(root, "exp", "many", 100, many);
     live = openRun(root, "exp", "stream");
-    dashboard = await startDashboard({ root, port: 0 });
+    dashboard = await serve(root);
     launched = await launchChromium();
     page = await launched.context.newPage();
     // tsx names the functions a test hands to page.evaluate with a helper the page lacks.
@@ -118,7 +120,7 @@ describe("dashboard features in Chromium", () => {
     assert.equal(await page.getAttribute(card("train/loss"), "data-nonfinite"), "2");
     assert.ok((await pixelsNear(page, "train/loss", [220, 38, 38])) > 50, "red NaN/Inf marks are drawn");
     assert.equal(await pixelsNear(page, "eval/loss", [220, 38, 38]), 0, "a finite line has none");
-    await shot(page, "dashboard-nan-marks.png", card("train/loss"));
+    await shot(page, named("dashboard-nan-marks"), card("train/loss"));
   });
 
   it("hides a line on legend click and isolates it on shift-click", async () => {
@@ -151,7 +153,7 @@ describe("dashboard features in Chromium", () => {
     const left = await page.$eval(`${card("lr")} .u-cursor-x`, (n) => (n as HTMLElement).style.transform);
     assert.match(left, /translate/);
     assert.doesNotMatch(left, /translate\(-10px/);
-    await shot(page, "dashboard-tooltip.png", card("loss"));
+    await shot(page, named("dashboard-tooltip"), card("loss"));
     await page.mouse.move(0, 0);
   });
 
@@ -166,7 +168,7 @@ describe("dashboard features in Chromium", () => {
     await page.check("#log-x");
     await page.waitForSelector(`${card("train/acc")}[data-log-x="1"][data-drawn]`);
     assert.match(page.url(), /logx=1/);
-    await shot(page, "dashboard-x-by-tokens-log.png");
+    await shot(page, named("dashboard-x-by-tokens-log"));
     await page.uncheck("#log-x");
     await page.selectOption("#x-mode", "step");
     await page.waitForSelector(`${card("train/acc")}[data-x-mode="step"][data-drawn]`);
@@ -195,7 +197,7 @@ describe("dashboard features in Chromium", () => {
     const canvasBox = await page.locator(`${acc} canvas`).boundingBox();
     const legendBox = await page.locator(`${acc} .legend`).boundingBox();
     assert.ok(canvasBox !== null && legendBox !== null && canvasBox.y + canvasBox.height <= legendBox.y + 1, "the legend starts below the axis");
-    await shot(page, "dashboard-wall-axis.png", acc);
+    await shot(page, named("dashboard-wall-axis"), acc);
     await page.selectOption("#x-mode", "step");
     await page.waitForSelector(`${acc}[data-x-mode="step"][data-drawn]`);
   });
@@ -222,7 +224,7 @@ describe("dashboard features in Chromium", () => {
     await page.waitForFunction(() => !location.hash.includes("zoom=10%2C40") && location.hash.includes("zoom="));
     await page.click("#reset-zoom");
     await page.waitForFunction(() => !location.hash.includes("zoom="));
-    await shot(page, "dashboard-dark.png");
+    await shot(page, named("dashboard-dark"));
   });
 
   it("gives each run one colour in the runs list and in every chart", async () => {
@@ -304,7 +306,7 @@ describe("dashboard features in Chromium", () => {
     // Ticking a run in the table selects it for the charts.
     await page.check('table.runs-table tr[data-run="sweep/lr2"] input[type="checkbox"]');
     await page.waitForFunction(() => location.hash.includes("run=sweep%2Flr2"));
-    await shot(page, "dashboard-runs-table.png");
+    await shot(page, named("dashboard-runs-table"));
   });
 
   it("has tabs with role=tab and aria-selected, run rows reachable by keyboard, and text contrast of at least 4.5:1", async () => {
@@ -384,6 +386,7 @@ describe("dashboard features in Chromium", () => {
       live.writeSeries("fast", steps, steps.map((s) => t0 + s * 100), steps.map((s) => Math.sin(s / 300) + (s === 1234 ? 50 : 0)));
     };
     write(0, 300);
+    await dashboard.wrote();
     await open("run=exp/stream&tab=metrics&smooth=0");
     await grid();
     const fast = card("fast");
@@ -398,6 +401,7 @@ describe("dashboard features in Chromium", () => {
     let most = 0;
     for (let round = 0; round < 8; round++) {
       write(next, next + 1500);
+      await dashboard.wrote();
       next += 1500;
       // Each poll's points arrive and the chart's x-axis reaches the newest step.
       await reached(next - 1);

@@ -24,13 +24,9 @@ import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { closeStores } from "../../../src/backends/store/reader.js";
 import { appendRankTiming, emptyTimingColumns } from "../../../src/core/step-timing.js";
 import type { RankGroupHandle, RankGroupSnapshot } from "../../../src/transport/protocol/types.js";
-import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
-import { Postgres, postgresMissing } from "../../server/postgres.js";
-import { serverWithTokens } from "../../server/support.js";
-import { RunSync } from "../../../src/sync/run-sync.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
-import { ensureWebBuilt, shot } from "./support.js";
+import { ensureWebBuilt, shot, SOURCES, type Served } from "./support.js";
 import type { StepPlan } from "../../controller/stragglers/fixtures/straggler-rank.js";
 
 const RANK_MODULE = new URL("../../controller/stragglers/fixtures/straggler-rank.ts", import.meta.url);
@@ -90,36 +86,7 @@ async function manyRanks(runDir: string): Promise<void> {
   await logger.shutdown();
 }
 
-/** Where the tab is served from: `rankscope ui` over the root, or a team server the runs were synced to. */
-interface Served {
-  /** The dashboard's address; `#…` is appended (with the read token before it, if any). */
-  readonly url: string;
-  close(): Promise<void>;
-}
-
-async function serveLocal(root: string): Promise<Served> {
-  const dashboard: Dashboard = await startDashboard({ root, port: 0 });
-  return { url: dashboard.url, close: () => dashboard.close() };
-}
-
-/** Both runs synced to a team server over a fresh PostgreSQL (their per-rank timings with them), opened with a read token. */
-async function serveTeam(root: string): Promise<Served> {
-  const pg = await Postgres.start();
-  const { server, write, read } = await serverWithTokens(pg);
-  for (const trial of ["eight", "many"]) await new RunSync({ runDir: join(root, "ranks", trial), url: server.url, token: write }).pass(true);
-  return {
-    url: `${server.url}/?token=${encodeURIComponent(read)}`,
-    close: async () => {
-      await server.close();
-      await pg.close();
-    },
-  };
-}
-
-for (const [name, serve, skip] of [
-  ["local root", serveLocal, false],
-  ["team server over PostgreSQL", serveTeam, postgresMissing() ?? false],
-] as const) describe(`the Ranks tab in Chromium: ${name}`, { skip }, () => {
+for (const [name, serve, skip] of SOURCES) describe(`the Ranks tab in Chromium: ${name}`, { skip }, () => {
   let root: string;
   let names: { chronic: string; transient: string };
   let dashboard: Served;

@@ -1,14 +1,18 @@
 /**
  * What the dashboard's browser tests share: building the web app, seeding runs with the real
- * store writer, card selectors, reading canvases, screenshots into test-artifacts/.
+ * store writer, card selectors, reading canvases, screenshots into test-artifacts/, and the two
+ * sources a test serves its root from (`SOURCES`: `rankscope ui`, and a team server synced to).
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import { defaultWebDir } from "../../../src/ui/server.js";
+import { RunSync } from "../../../src/sync/run-sync.js";
+import { defaultWebDir, startDashboard } from "../../../src/ui/server.js";
+import { Postgres, postgresMissing } from "../../server/postgres.js";
+import { serverWithTokens } from "../../server/support.js";
 import { openRun } from "../seed.js";
 
 export const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
@@ -78,4 +82,48 @@ export async function filterRunsList(page: Page, text: string, n: number): Promi
   await page.fill("#run-filter", text);
   await page.waitForSelector(`#runs-count[data-total="${n}"]`, { timeout: 20_000 });
   await page.waitForFunction((want) => document.querySelectorAll("#runs tbody tr.run[data-run]").length === want, Math.min(n, 20), { timeout: 20_000 });
+}
+
+/** Where a browser test's page is served from: the local root's dashboard, or a team server the root's runs were synced to. */
+export interface Served {
+  /** The dashboard's address (with the read token the team server needs); a test appends `#…`. */
+  readonly url: string;
+  /** After the test wrote to a local store: make the source see it (the team server: sync every run again). */
+  readonly wrote: () => Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The sources every dashboard test in Chromium runs against, and why one is skipped where it is. */
+export const SOURCES = [
+  ["local root", serveLocal, false],
+  ["team server over PostgreSQL", serveTeam, postgresMissing() ?? false],
+] as const;
+
+/** The root served by `rankscope ui`'s dashboard. */
+export async function serveLocal(root: string): Promise<Served> {
+  const dashboard = await startDashboard({ root, port: 0 });
+  return { url: dashboard.url, wrote: async () => undefined, close: () => dashboard.close() };
+}
+
+/** Every run under the root (`experiment/trial` folders holding a store) synced to a team server over a fresh PostgreSQL, opened with a read token. */
+export async function serveTeam(root: string): Promise<Served> {
+  const pg = await Postgres.start();
+  const { server, write, read } = await serverWithTokens(pg);
+  const runDirs = readdirSync(root, { withFileTypes: true })
+    .filter((e) => e.isDirectory())
+    .flatMap((e) => readdirSync(join(root, e.name), { withFileTypes: true }).filter((t) => t.isDirectory()).map((t) => join(root, e.name, t.name)))
+    .filter((dir) => existsSync(join(dir, "metrics.db")));
+  const syncs = runDirs.map((runDir) => new RunSync({ runDir, url: server.url, token: write }));
+  const wrote = async (): Promise<void> => {
+    for (const s of syncs) await s.pass(true);
+  };
+  await wrote();
+  return {
+    url: `${server.url}/?token=${encodeURIComponent(read)}`,
+    wrote,
+    close: async () => {
+      await server.close();
+      await pg.close();
+    },
+  };
 }
