@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { gzipSync } from "node:zlib";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import type pg from "pg";
 import { createPool } from "../../src/server/db.js";
 import { MIGRATIONS, migrate } from "../../src/server/schema.js";
@@ -19,7 +19,7 @@ import { WIRE_VERSION, type AlertHeader } from "../../src/sync/wire.js";
 import { jsonText } from "../../src/core/json.js";
 import { tempDir } from "../helpers.js";
 import { openRun, seedAlerts } from "../ui/seed.js";
-import { Postgres, postgresMissing } from "./postgres.js";
+import { postgresForSuite, postgresMissing } from "./postgres.js";
 import { assertRunEqual, serverWithTokens } from "./support.js";
 
 const skip = postgresMissing() ?? false;
@@ -58,16 +58,10 @@ function runWithAlerts(root: string, trial: string): string {
 }
 
 describe("alerts on the team server", { skip }, () => {
-  let pgServer: Postgres;
-  before(async () => {
-    pgServer = await Postgres.start();
-  });
-  after(async () => {
-    await pgServer?.close();
-  });
+  const postgres = postgresForSuite();
 
   it("a run's alert events arrive by its sync equal to the store's, through both sources and /api/alerts; sent twice, kept once", async () => {
-    const { server, write, read } = await serverWithTokens(pgServer);
+    const { server, write, read } = await serverWithTokens(postgres.server);
     try {
       const runDir = runWithAlerts(tempDir("rankscope-server-alerts-"), "a");
       const first = await new RunSync({ runDir, url: server.url, token: write }).pass(true);
@@ -99,7 +93,7 @@ describe("alerts on the team server", { skip }, () => {
   });
 
   it("a database migrated before alerts existed gains the table at the next start, its runs show none, and a sync then sends them", async () => {
-    const db = await pgServer.createDatabase(`before_alerts_${process.pid}`);
+    const db = await postgres.server.createDatabase(`before_alerts_${process.pid}`);
     const old = createPool({ url: db, max: 2, statementTimeoutMs: 30_000 });
     try {
       assert.deepEqual(await migrate(old, MIGRATIONS.filter((m) => m.version <= 2)), [1, 2]);
@@ -123,7 +117,7 @@ describe("alerts on the team server", { skip }, () => {
   });
 
   it("refuses forged alert events with a 400 saying why, stores nothing of the batch, counts each", async () => {
-    const { server, write } = await serverWithTokens(pgServer);
+    const { server, write } = await serverWithTokens(postgres.server);
     try {
       const good = { ...seedAlerts("exp/f", 1)[0] };
       const event = (change: Record<string, unknown>): string => JSON.stringify({ ...good, value: "NaN", ...change });

@@ -15,6 +15,7 @@ import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, readdirSyn
 import { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { after, before } from "node:test";
 import pg from "pg";
 import { registerDrain } from "../../src/core/lifecycle.js";
 import { waitFor, within } from "../helpers.js";
@@ -193,4 +194,24 @@ export class Postgres {
     this.killNow();
     this.unregister();
   }
+}
+
+/**
+ * One PostgreSQL for the tests of a `describe` (call it inside one): started before them and
+ * stopped after. `pg.server` is the running server.
+ */
+export function postgresForSuite(): { readonly server: Postgres } {
+  let running: Postgres | undefined;
+  before(async () => {
+    running = await Postgres.start();
+  });
+  after(async () => {
+    await running?.close();
+  });
+  return {
+    get server(): Postgres {
+      if (running === undefined) throw new Error("the suite's PostgreSQL is not started yet (use pg.server inside a test)");
+      return running;
+    },
+  };
 }

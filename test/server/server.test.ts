@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { get as httpsGet } from "node:https";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
 import pg from "pg";
 import { MIGRATIONS, migrate } from "../../src/server/schema.js";
@@ -21,7 +21,7 @@ import { WIRE_VERSION, encodeBatch, type Batch, type BatchHeader, type TimingHea
 import { REPO_ROOT, tempDir, waitFor, within } from "../helpers.js";
 import { freePort } from "../transport/support.js";
 import { openRun } from "../ui/seed.js";
-import { Postgres, postgresMissing } from "./postgres.js";
+import { postgresForSuite, postgresMissing } from "./postgres.js";
 import { assertRunEqual, serverWithTokens } from "./support.js";
 
 const skip = postgresMissing() ?? false;
@@ -72,16 +72,10 @@ async function counts(pool: pg.Pool): Promise<string> {
 }
 
 describe("team server", { skip }, () => {
-  let pgServer: Postgres;
-  before(async () => {
-    pgServer = await Postgres.start();
-  });
-  after(async () => {
-    await pgServer?.close();
-  });
+  const postgres = postgresForSuite();
 
   it("migrates once when two servers start on one database at the same time", async () => {
-    const db = await pgServer.createDatabase("two_servers");
+    const db = await postgres.server.createDatabase("two_servers");
     const [a, b] = await Promise.all([startTeamServer({ db, port: 0, log: false }), startTeamServer({ db, port: 0, log: false })]);
     try {
       const r = await a.pool.query<{ version: number }>("SELECT version FROM schema_migrations");
@@ -96,7 +90,7 @@ describe("team server", { skip }, () => {
   });
 
   it("asks for a token: none 401, another project's 403, a read token writing 403; only hashes stored", async () => {
-    const { server, write, read } = await serverWithTokens(pgServer);
+    const { server, write, read } = await serverWithTokens(postgres.server);
     try {
       const other = await createToken(server.pool, "other", "write");
       const stored = await server.pool.query<{ hash: Buffer }>("SELECT hash FROM tokens");
@@ -138,7 +132,7 @@ describe("team server", { skip }, () => {
   });
 
   it("trusts a reverse proxy's user header only when configured, for reading one project", async () => {
-    const { server, write, db } = await serverWithTokens(pgServer);
+    const { server, write, db } = await serverWithTokens(postgres.server);
     const proxied = await startTeamServer({ db, port: 0, log: false, proxy: { header: "x-forwarded-user", project: "proj" } });
     try {
       assert.equal((await post(server.url, write, scalarBatch("exp/p", "loss", [1]))).status, 200);
@@ -153,7 +147,7 @@ describe("team server", { skip }, () => {
   });
 
   it("refuses malformed and oversized batches with a 4xx saying why, stores nothing of them, counts each", async () => {
-    const { server, write } = await serverWithTokens(pgServer, { ingestLimits: { maxBodyBytes: 64 * 1024, maxBatchBytes: 256 * 1024 } });
+    const { server, write } = await serverWithTokens(postgres.server, { ingestLimits: { maxBodyBytes: 64 * 1024, maxBatchBytes: 256 * 1024 } });
     try {
       assert.equal((await post(server.url, write, scalarBatch("exp/ok", "loss", [0]))).status, 200);
       const before = await counts(server.pool);
@@ -192,7 +186,7 @@ describe("team server", { skip }, () => {
   });
 
   it("stores injection attempts in names, keys, params and filters as text, and nothing else changes", async () => {
-    const { server, write, read } = await serverWithTokens(pgServer);
+    const { server, write, read } = await serverWithTokens(postgres.server);
     try {
       const evil = "x'); DROP TABLE runs; --";
       const root = tempDir("rankscope-server-evil-");
@@ -227,7 +221,7 @@ describe("team server", { skip }, () => {
   });
 
   it("limits requests per client: past the burst a 429 with Retry-After, counted; another client is not held back", async () => {
-    const { server, read, write } = await serverWithTokens(pgServer, { rateLimit: 2 });
+    const { server, read, write } = await serverWithTokens(postgres.server, { rateLimit: 2 });
     try {
       const statuses: number[] = [];
       for (let i = 0; i < 8; i++) statuses.push((await get(server.url, "/api/runs", read)).status);
@@ -244,7 +238,7 @@ describe("team server", { skip }, () => {
   });
 
   it("answers /healthz, /readyz and /metrics, and filters and pages the runs list on the server", async () => {
-    const { server, write, read } = await serverWithTokens(pgServer);
+    const { server, write, read } = await serverWithTokens(postgres.server);
     try {
       assert.equal((await get(server.url, "/healthz")).status, 200);
       assert.equal((await get(server.url, "/readyz")).status, 200);
@@ -286,7 +280,7 @@ describe("team server", { skip }, () => {
   });
 
   it("serves HTTPS with --tls-cert/--tls-key and stops cleanly on SIGTERM (exit 0), logging without secrets", async () => {
-    const db = await pgServer.createDatabase("tls");
+    const db = await postgres.server.createDatabase("tls");
     const dir = tempDir("rankscope-server-tls-");
     const cert = join(dir, "cert.pem");
     const key = join(dir, "key.pem");

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { StoreWriter } from "../../src/backends/store/writer.js";
 import { sleep } from "../../src/core/retry.js";
 import { createPool } from "../../src/server/db.js";
@@ -13,7 +13,7 @@ import { migrate } from "../../src/server/schema.js";
 import { startTeamServer, type TeamServer } from "../../src/server/server.js";
 import { createToken } from "../../src/server/tokens.js";
 import { runNode, tempDir, waitFor, within } from "../helpers.js";
-import { Postgres, postgresMissing } from "../server/postgres.js";
+import { postgresForSuite, postgresMissing } from "../server/postgres.js";
 import { assertRunEqual, serverWithTokens } from "../server/support.js";
 import { freePort } from "../transport/support.js";
 import { CLI, JOB, ServerProcess, points } from "./support.js";
@@ -21,18 +21,12 @@ import { CLI, JOB, ServerProcess, points } from "./support.js";
 const skip = postgresMissing() ?? false;
 
 describe("live sync through server and database faults", { skip }, () => {
-  let pgServer: Postgres;
-  before(async () => {
-    pgServer = await Postgres.start();
-  });
-  after(async () => {
-    await pgServer?.close();
-  });
+  const pg = postgresForSuite();
 
   const LONG = { timeout: 170_000 };
 
   it("an interrupted rankscope sync (killed -9 after its first batch) completes when run again", LONG, async () => {
-    const { server, write } = await serverWithTokens(pgServer);
+    const { server, write } = await serverWithTokens(pg.server);
     try {
       const root = tempDir("rankscope-sync-cut-");
       const w = StoreWriter.open({ runDir: join(root, "big", "run"), role: "controller", rank: -1, rankName: "controller", experiment: "big", trial: "run" });
@@ -58,7 +52,7 @@ describe("live sync through server and database faults", { skip }, () => {
   });
 
   it("the server killed -9 mid-ingest, unreachable for 60 s and restarted; PostgreSQL restarted: the job goes on, the database ends equal", LONG, async () => {
-    const db = await pgServer.createDatabase("faults");
+    const db = await pg.server.createDatabase("faults");
     const pool = createPool({ url: db, max: 2 });
     await migrate(pool);
     const write = await createToken(pool, "proj", "write");
@@ -80,9 +74,9 @@ describe("live sync through server and database faults", { skip }, () => {
       await server.start();
       await waitFor(async () => stepSeen() >= atKill + 200, { timeoutMs: 200_000, what: "the job to go on after the server came back" });
       // PostgreSQL restarted under the server and the sync.
-      await pgServer.stopServer("fast");
+      await pg.server.stopServer("fast");
       await sleep(3_000);
-      await pgServer.startServer();
+      await pg.server.startServer();
       const ended = await within(running, { timeoutMs: 400_000, what: "the job to finish" });
       assert.equal(ended.code, 0, ended.stderr.slice(-3000));
       assert.match(ended.stdout, /"steps":800/);

@@ -7,10 +7,10 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { StoreWriter } from "../../src/backends/store/writer.js";
 import { runNode, tempDir, waitFor, within } from "../helpers.js";
-import { Postgres, postgresMissing } from "../server/postgres.js";
+import { postgresForSuite, postgresMissing } from "../server/postgres.js";
 import { assertRunEqual, serverWithTokens } from "../server/support.js";
 import { freePort } from "../transport/support.js";
 import { CLI, job, points } from "./support.js";
@@ -18,18 +18,12 @@ import { CLI, job, points } from "./support.js";
 const skip = postgresMissing() ?? false;
 
 describe("live sync: the server gone, rankscope sync", { skip }, () => {
-  let pgServer: Postgres;
-  before(async () => {
-    pgServer = await Postgres.start();
-  });
-  after(async () => {
-    await pgServer?.close();
-  });
+  const pg = postgresForSuite();
 
   const LONG = { timeout: 170_000 };
 
   it("the server gone at the job's end: the job finishes, the rest is counted and left for rankscope sync, which completes it once", async () => {
-    const { server, write } = await serverWithTokens(pgServer);
+    const { server, write } = await serverWithTokens(pg.server);
     try {
       const root = tempDir("rankscope-sync-gone-");
       const nobody = `http://127.0.0.1:${await freePort()}`;
@@ -55,7 +49,7 @@ describe("live sync: the server gone, rankscope sync", { skip }, () => {
   });
 
   it("an interrupted rankscope sync (killed -9 after its first batch) completes when run again", LONG, async () => {
-    const { server, write } = await serverWithTokens(pgServer);
+    const { server, write } = await serverWithTokens(pg.server);
     try {
       const root = tempDir("rankscope-sync-cut-");
       const w = StoreWriter.open({ runDir: join(root, "big", "run"), role: "controller", rank: -1, rankName: "controller", experiment: "big", trial: "run" });

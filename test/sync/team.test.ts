@@ -5,28 +5,22 @@
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { CONTROLLER_RANK, GLOBAL_RANK } from "../../src/backends/store/read-types.js";
 import { runNode, tempDir, waitFor } from "../helpers.js";
-import { Postgres, postgresMissing } from "../server/postgres.js";
+import { postgresForSuite, postgresMissing } from "../server/postgres.js";
 import { assertRunEqual, serverWithTokens } from "../server/support.js";
 import { TEAM_JOB } from "./support.js";
 
 const skip = postgresMissing() ?? false;
 
 describe("16 jobs syncing to one team server", { skip }, () => {
-  let pgServer: Postgres;
-  before(async () => {
-    pgServer = await Postgres.start();
-  });
-  after(async () => {
-    await pgServer?.close();
-  });
+  const pg = postgresForSuite();
 
   const LONG = { timeout: 170_000 };
 
   it("16 jobs of 4 process ranks each sync to one server: every series equals the job's store", LONG, async () => {
-    const { server, write } = await serverWithTokens(pgServer);
+    const { server, write } = await serverWithTokens(pg.server);
     try {
       const root = tempDir("rankscope-sync-16-");
       const env = { RANKSCOPE_ROOT: root, RANKSCOPE_EXPERIMENT: "team", RANKSCOPE_SERVER_URL: server.url, RANKSCOPE_SERVER_TOKEN: write, RANKSCOPE_SYNC_INTERVAL_MS: "500", RANKSCOPE_SYNC_FINISH_DEADLINE_MS: "120000", NO_COLOR: "1" };

@@ -7,12 +7,12 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import { getOrCreateMetricLogger, spawnRanks } from "../../src/index.js";
 import { closeStores, rankTiming } from "../../src/backends/store/reader.js";
 import { RunSync } from "../../src/sync/run-sync.js";
 import { tempDir } from "../helpers.js";
-import { Postgres, postgresMissing } from "../server/postgres.js";
+import { postgresForSuite, postgresMissing } from "../server/postgres.js";
 import { assertRunEqual, serverWithTokens } from "../server/support.js";
 import type { StepPlan } from "../controller/stragglers/fixtures/straggler-rank.js";
 
@@ -20,16 +20,10 @@ const RANK_MODULE = new URL("../controller/stragglers/fixtures/straggler-rank.ts
 const skip = postgresMissing() ?? false;
 
 describe("per-rank timings on the team server", { skip }, () => {
-  let pgServer: Postgres;
-  before(async () => {
-    pgServer = await Postgres.start();
-  });
-  after(async () => {
-    await pgServer?.close();
-  });
+  const pg = postgresForSuite();
 
   it("a job's Ranks view on the server equals its store's, bit for bit, and names the same slow rank", { timeout: 150_000 }, async () => {
-    const { server, write, read } = await serverWithTokens(pgServer);
+    const { server, write, read } = await serverWithTokens(pg.server);
     try {
       // As a run lies under a root (root/experiment/trial), so the local runs list finds it.
       const runDir = join(tempDir("rankscope-sync-timings-"), "ranks", "t1");
