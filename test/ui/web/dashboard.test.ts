@@ -286,7 +286,8 @@ for (const [name, serve, skip] of SOURCES) describe(`dashboard features in Chrom
     await open("tab=runs&run=sweep/lr0");
     const table = page.locator("table.runs-table");
     await table.waitFor();
-    assert.ok(Number(await table.getAttribute("data-rows")) >= 7);
+    // The table is drawn before the source's runs page answers (the team server's later than the local index's).
+    await page.waitForFunction(() => Number(document.querySelector("table.runs-table")?.getAttribute("data-rows")) >= 7, undefined, { timeout: 20_000 });
     await page.fill("#table-filter", "lr<0.05 batch>=64");
     await page.waitForSelector('table.runs-table[data-rows="2"]');
     await page.waitForFunction(() => document.querySelectorAll("table.runs-table tbody tr[data-run]").length === 2);
