@@ -227,7 +227,7 @@ async function reads(): Promise<void> {
         const t0 = performance.now();
         page.on("requestfinished", (r) => {
           const timing = r.timing();
-          requests.push(`${(timing.startTime - t0 + performance.timeOrigin).toFixed(0)}–${(performance.now() - t0).toFixed(0)} ms ${r.url().replace(url, "").slice(0, 120)}`);
+          requests.push(`${(timing.startTime - performance.timeOrigin - t0).toFixed(0)}–${(performance.now() - t0).toFixed(0)} ms ${r.url().replace(url, "").slice(0, 120)}`);
         });
       }
       await page.goto(view);

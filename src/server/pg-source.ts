@@ -203,15 +203,31 @@ async function readRankTiming(pool: pg.Pool, id: number, maxFlushes: number): Pr
 export function createPostgresSource(pool: pg.Pool, projectId: number): DashboardSource {
   const runId = (handle: string): number => Number(handle);
 
-  async function keysOf(handle: string, kind: KeyKind): Promise<KeyInfo[]> {
-    const result = await pool.query<{ key: string; kind: string; reduce: string | null; ranks: number[] }>(
-      `SELECT k.key, k.kind, k.reduce, array_agg(s.rank ORDER BY s.rank) AS ranks FROM keys k JOIN series s ON s.key_id = k.id
-       WHERE k.run_id = $1 AND k.kind = $2 GROUP BY k.id ORDER BY k.key`,
-      [runId(handle), kind],
-    );
-    // Lines in the store's order (docs/DESIGN.md, "Identity"): global, ranks, controller, threads.
-    return result.rows.flatMap((r) => (isKind(r.kind) ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) }] : []));
+  /**
+   * Every key of a run, all kinds, in one query; the calls of one turn of the event loop share it
+   * (`/api/keys` asks for four kinds at once: one query, not four).
+   */
+  const keysThisTurn = new Map<string, Promise<KeyInfo[]>>();
+  function allKeys(handle: string): Promise<KeyInfo[]> {
+    const known = keysThisTurn.get(handle);
+    if (known !== undefined) return known;
+    const query = pool
+      .query<{ key: string; kind: string; reduce: string | null; ranks: number[] }>(
+        `SELECT k.key, k.kind, k.reduce, array_agg(s.rank ORDER BY s.rank) AS ranks FROM keys k JOIN series s ON s.key_id = k.id
+         WHERE k.run_id = $1 GROUP BY k.id ORDER BY k.key`,
+        [runId(handle)],
+      )
+      // Lines in the store's order (docs/DESIGN.md, "Identity"): global, ranks, controller, threads.
+      .then((result) => result.rows.flatMap((r) => (isKind(r.kind) ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) }] : [])));
+    if (keysThisTurn.size === 0) setImmediate(() => keysThisTurn.clear());
+    keysThisTurn.set(handle, query);
+    return query;
   }
+
+  async function keysOf(handle: string, kind: KeyKind): Promise<KeyInfo[]> {
+    return (await allKeys(handle)).filter((k) => k.kind === kind);
+  }
+
 
   async function read(handle: string, key: string, kind: "scalar" | "stream" | "system", rank: number | undefined, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesResult> {
     const after = numericCursor(query.after, "after");
