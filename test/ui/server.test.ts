@@ -144,6 +144,23 @@ describe("dashboard server", () => {
     }
   });
 
+  it("sends −0 as 0, NaN and ±Infinity as their strings, and doubles beyond 2^53 as JavaScript reads them back exactly", async () => {
+    const odd = [-0, NaN, Infinity, -Infinity, 2 ** 60, 2 ** 53 + 2, -(2 ** 63)];
+    const run = openRun(root, "exp", "values");
+    run.writeSeries("odd", Float64Array.from(odd, (_, i) => i), Float64Array.from(odd, (_, i) => 1_700_000_000_000 + i), Float64Array.from(odd));
+    run.finish();
+    const texts = [
+      (await get(dashboard.url, { path: "/api/series?run=exp/values&key=odd" })).body,
+      (await get(dashboard.url, { path: `/api/lines?run=exp/values&lines=${encodeURIComponent(JSON.stringify([["odd", null, null]]))}` })).body,
+      (await get(dashboard.url, { path: `/api/lines?lines=${encodeURIComponent(JSON.stringify([["exp/values", "odd", null, null]]))}` })).body,
+    ];
+    for (const text of texts) {
+      assert.match(text, /"values":\[0,"NaN","Infinity","-Infinity",1152921504606847000,9007199254740994,-9223372036854776000\]/);
+      const values = [...text.matchAll(/"values":\[([^\]]*)\]/g)].flatMap((m) => JSON.parse(`[${m[1]}]`) as unknown[]);
+      assert.deepEqual(values.map((v) => (typeof v === "string" ? Number(v) : v)), odd.map((v) => (Object.is(v, -0) ? 0 : v)));
+    }
+  });
+
   it("serves lines, keys and alerts of many runs in one request, each run's as asking for it alone gives", async () => {
     type Line = { steps: number[] } | { error: string; status: number };
     const one = async (run: string, line: unknown[]): Promise<Line> =>
