@@ -21,9 +21,9 @@ import type { Metric } from "../core/metric.js";
 import { setCurrentRun } from "../run/current.js";
 import { releaseUnusedRunLocation, type RunLocation } from "../run/run-dir.js";
 import { runHyperparams, validateRunMeta, writeRunFiles } from "../run/run-files.js";
-import { runLocationNote } from "../run/where.js";
-import { BackendSet, type BackendDeliveryStats } from "./backend-set.js";
-import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
+import { runLocationNote } from "./where.js";
+import { BackendSet, type BackendDeliveryStats } from "../pipeline/backend-set.js";
+import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "../pipeline/config.js";
 import { GLOBAL_DISPLAY_NAME } from "../core/rank-identity.js";
 import {
   conflictingOptions,
@@ -42,8 +42,8 @@ import { alertStates, answersTiming, askRanks, droppedKeyStates, mergeAnswers, r
 import { LostRanks } from "./lost-ranks.js";
 import { StragglerTracker, type ResolvedStragglerOptions } from "./stragglers.js";
 import type { RankIdentity } from "../core/rank-identity.js";
-import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
-import { reduceStates } from "./reduce-states.js";
+import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../pipeline/runtime.js";
+import { reduceStates } from "../pipeline/reduce-states.js";
 import { ControllerAlerts, type AlertStats } from "../alerts/controller-alerts.js";
 import type { StragglerInput } from "../alerts/engine.js";
 

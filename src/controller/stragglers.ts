@@ -23,7 +23,7 @@ import { describeValue, rejectUnknownOptions } from "../core/settings.js";
 import { STRAGGLER_KEY_PREFIX } from "../core/internal-keys.js";
 import type { ChronicRank, RankRef, RankTimingRecord, SlowRank, StragglerMeasure, StragglerReport } from "../core/straggler-report.js";
 import { timingRows, type TimingColumns, type TracerColumns } from "../core/step-timing.js";
-import { singleValueState } from "./reduce-states.js";
+import { singleValueState } from "../pipeline/reduce-states.js";
 
 export type { ChronicRank, RankTimingRecord, SlowRank, StragglerMeasure, StragglerReport } from "../core/straggler-report.js";
 

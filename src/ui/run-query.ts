@@ -27,7 +27,7 @@
  * Text compares by Unicode code point (PostgreSQL's `COLLATE "C"`), so both sources order names
  * alike whatever the database's locale.
  */
-import type { RunStatus } from "../backends/store/read-types.js";
+import type { RunStatus } from "../store/read-types.js";
 import { compareCodePoints } from "../core/code-points.js";
 import { isInternalKey } from "../core/internal-keys.js";
 

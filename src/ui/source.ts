@@ -8,10 +8,10 @@
  * read-only. A run is named on the wire by its id (`experiment/trial`); `resolveRun` turns it into
  * the source's own handle (a run directory, a database row), which the other methods take. Runs,
  * keys and histograms are the store's own types (`RunSummary`, `KeyInfo`, `HistogramEntry` from
- * src/backends/store/read-types.ts), sent as they are.
+ * src/store/read-types.ts), sent as they are.
  */
 import type { Readable } from "node:stream";
-import type { AlertEntry, HistogramEntry, KeyInfo, RunSummary } from "../backends/store/read-types.js";
+import type { AlertEntry, HistogramEntry, KeyInfo, RunSummary } from "../store/read-types.js";
 import type { RunQuery } from "./run-query.js";
 import type { RanksView } from "./ranks-view.js";
 

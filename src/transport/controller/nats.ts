@@ -23,7 +23,7 @@ import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
 import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
 import { connectTo, rankAuthEnv, unrefSocket, unrefWhileIdle } from "./nats-connection.js";
 import type { RankServer } from "./launcher.js";
-import type { RankSnapshot } from "../protocol/types.js";
+import type { RankSnapshot } from "../../pipeline/rank-handle.js";
 import { carrySnapshot, isHeldAnswer, nextRequestId, RemoteRankHandle, type RankCarrier } from "./remote-rank.js";
 
 /** Options of `serveRanksOverNats`. */

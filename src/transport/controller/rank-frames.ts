@@ -9,7 +9,7 @@ import { DEFAULT_MAX_KEYS, type KeyState } from "../../core/collector.js";
 import { envInteger } from "../../core/env.js";
 import { processWide } from "../../core/process-wide.js";
 import { checkReplyFrameHeader, reportIgnored, transportStats, type RankMessage, type RankReply, type RankReplyFrameHeader } from "../protocol/messages.js";
-import type { MergeableSnapshot, RankSnapshot } from "../protocol/types.js";
+import type { MergeableSnapshot, RankSnapshot } from "../../pipeline/rank-handle.js";
 import { FrameMerger, frameKeyStates, readFrameHeader, StateDecoder, WIRE_VERSION, WireFormatError, type DecodedFrame } from "../wire/codec.js";
 import type { RankTiming } from "../../core/step-timing.js";
 

@@ -3,7 +3,7 @@
  * dashboard server names and explains store files without loading the database driver.
  */
 
-import { errorCode } from "../../core/errors.js";
+import { errorCode } from "../core/errors.js";
 
 export { errorCode };
 

@@ -1,8 +1,8 @@
-// The store's pure columnar algorithms (src/backends/store/columns.ts), without SQLite.
+// The store's pure columnar algorithms (src/store/columns.ts), without SQLite.
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { blockSummaries, f64, mergeByStep, sortDedupe } from "../../../src/backends/store/columns.js";
-import { BLOCK_FIELDS, BLOCK_POINTS } from "../../../src/backends/store/schema.js";
+import { blockSummaries, f64, mergeByStep, sortDedupe } from "../../src/store/columns.js";
+import { BLOCK_FIELDS, BLOCK_POINTS } from "../../src/store/schema.js";
 
 const f = (xs: number[]): Float64Array => Float64Array.from(xs);
 

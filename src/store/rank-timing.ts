@@ -5,8 +5,8 @@
  * dashboard's Ranks view. A store written before these tables existed reads as having none.
  */
 import type Database from "better-sqlite3";
-import { isRecord } from "../../core/json.js";
-import { STRAGGLER_MEASURES, type ChronicRank, type RankRef, type RankTimingRecord, type SlowRank, type StragglerMeasure, type StragglerReport } from "../../core/straggler-report.js";
+import { isRecord } from "../core/json.js";
+import { STRAGGLER_MEASURES, type ChronicRank, type RankRef, type RankTimingRecord, type SlowRank, type StragglerMeasure, type StragglerReport } from "../core/straggler-report.js";
 import { unpackFloat32 } from "./codec.js";
 import type { RankTimingOptions, RankTimingWindow } from "./read-types.js";
 import { withBusyRetry } from "./schema.js";

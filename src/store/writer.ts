@@ -15,17 +15,17 @@
  * never waits for SQLite.
  */
 import type Database from "better-sqlite3";
-import type { AlertEvent } from "../../core/alert.js";
-import { isRecord, jsonText, parseRecord } from "../../core/json.js";
-import type { HistogramData, SampleRecord } from "../../core/reduce.js";
+import type { AlertEvent } from "../core/alert.js";
+import { isRecord, jsonText, parseRecord } from "../core/json.js";
+import type { HistogramData, SampleRecord } from "../core/reduce.js";
 import { packFloat32, toSqlReal } from "./codec.js";
 import { ChunkPacker } from "./chunk-packer.js";
 import { ColumnBuilder, groupColumns, sortDedupe, type PointColumns } from "./columns.js";
 import { hostname } from "node:os";
-import { recorderOfLine } from "../../core/rank-identity.js";
+import { recorderOfLine } from "../core/rank-identity.js";
 import { GLOBAL_RANK, HEARTBEAT_MS, isBusyError, withBusyRetry, type KeyKind } from "./schema.js";
-import { describeError, reportError } from "../../core/diagnostics.js";
-import { mergeHyperparams } from "../../core/hyperparams.js";
+import { describeError, reportError } from "../core/diagnostics.js";
+import { mergeHyperparams } from "../core/hyperparams.js";
 import { openForWriting } from "./connection.js";
 import { prepareWriterStatements, type WriterStatements } from "./writer-statements.js";
 

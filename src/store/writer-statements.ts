@@ -1,7 +1,7 @@
 /**
  * Every SQL statement the store's writer runs, prepared once per writer, each typed with its
  * parameters and its row. The set is an object type, not a string map: a misspelt statement name
- * is a compile error (test/backends/store/writer-statements.test.ts), and so is a wrong parameter
+ * is a compile error (test/store/statements.test.ts), and so is a wrong parameter
  * count or a row field the query does not select.
  */
 import type Database from "better-sqlite3";

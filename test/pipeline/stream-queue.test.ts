@@ -1,14 +1,14 @@
 /**
- * A stream backend's queue (src/controller/stream-queue.ts) and its counts in a `BackendSet`: in
+ * A stream backend's queue (src/pipeline/stream-queue.ts) and its counts in a `BackendSet`: in
  * order, one call at a time, waiting batches sent together, bounded with every drop counted, and
  * a settle that waits only for what came before it (issue 24 case 4).
  */
 import assert from "node:assert/strict";
 import { describe, it, mock } from "node:test";
 import type { BackendContext } from "../../src/backends/backend.js";
-import { BackendSet } from "../../src/controller/backend-set.js";
-import { validateBackendsConfig } from "../../src/controller/config.js";
-import { MAX_BACKLOG_RECORDS, MAX_CALL_RECORDS, StreamQueue } from "../../src/controller/stream-queue.js";
+import { BackendSet } from "../../src/pipeline/backend-set.js";
+import { validateBackendsConfig } from "../../src/pipeline/config.js";
+import { MAX_BACKLOG_RECORDS, MAX_CALL_RECORDS, StreamQueue } from "../../src/pipeline/stream-queue.js";
 import type { KeyState } from "../../src/core/collector.js";
 import type { StreamRecord } from "../../src/core/metric.js";
 import { registerBackend } from "../../src/index.js";

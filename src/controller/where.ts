@@ -5,8 +5,8 @@
  */
 import { existsSync } from "node:fs";
 import { isAbsolute, join, relative } from "node:path";
-import { STORE_FILE } from "../backends/store/store-file.js";
-import type { RunLocation } from "./run-dir.js";
+import { STORE_FILE } from "../store/store-file.js";
+import type { RunLocation } from "../run/run-dir.js";
 
 /** A path as the user would type it from `cwd`: relative when inside it, absolute otherwise. */
 function shown(path: string, cwd: string): string {

@@ -28,7 +28,7 @@
  */
 import { join } from "node:path";
 import { STORE_FILE, errorCode } from "./store-file.js";
-import { retrySync } from "../../core/retry.js";
+import { retrySync } from "../core/retry.js";
 import { GLOBAL_RANK, SERIES_KINDS, type KeyKind, type SeriesKind } from "./read-types.js";
 
 export { STORE_FILE, GLOBAL_RANK, SERIES_KINDS, type KeyKind, type SeriesKind };

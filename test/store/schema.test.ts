@@ -3,15 +3,15 @@
  * a diff of `golden/schema.sql`. Regenerate with `RANKSCOPE_UPDATE_GOLDEN=1`.
  */
 import assert from "node:assert/strict";
-import { Database } from "../../../src/backends/store/sqlite.js";
+import { Database } from "../../src/store/sqlite.js";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { test } from "node:test";
-import { SCHEMA_VERSION } from "../../../src/backends/store/schema.js";
-import { closeStores, rankTiming, ranks } from "../../../src/backends/store/reader.js";
-import { StoreWriter } from "../../../src/backends/store/writer.js";
-import { tempDir } from "../../helpers.js";
+import { SCHEMA_VERSION } from "../../src/store/schema.js";
+import { closeStores, rankTiming, ranks } from "../../src/store/reader.js";
+import { StoreWriter } from "../../src/store/writer.js";
+import { tempDir } from "../helpers.js";
 
 const GOLDEN = fileURLToPath(new URL("./golden/schema.sql", import.meta.url));
 

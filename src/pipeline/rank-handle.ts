@@ -3,11 +3,11 @@
  * init, what it answers a flush with, and the handle through which the controller asks it.
  * Shared by both sides (the rank side never imports the controller side, nor the reverse).
  */
-import type { UncheckedBackendsConfig } from "../../backends/options.js";
-import type { UserAlertCall } from "../../core/alert.js";
-import type { KeyState } from "../../core/collector.js";
-import type { RankIdentity } from "../../core/rank-identity.js";
-import type { RankTiming, TimingColumns } from "../../core/step-timing.js";
+import type { UncheckedBackendsConfig } from "../backends/options.js";
+import type { UserAlertCall } from "../core/alert.js";
+import type { KeyState } from "../core/collector.js";
+import type { RankIdentity } from "../core/rank-identity.js";
+import type { RankTiming, TimingColumns } from "../core/step-timing.js";
 /** Where a run's files go and where it starts. */
 export interface RunInfo {
   readonly runDir: string;

@@ -10,7 +10,7 @@
  */
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
-import { errorCode } from "../../core/errors.js";
+import { errorCode } from "../core/errors.js";
 import { HEARTBEAT_STALE_MS } from "./schema.js";
 
 /** What a reader knows of a writer still marked running. */

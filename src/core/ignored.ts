@@ -2,8 +2,8 @@
  * What a process ignored of what it received, by kind: counted (`ignoredMessageCounts()`),
  * reported at a bounded rate, and logged per flush as `rankscope/rejected/{kind}`.
  */
-import { warnAtBoundedRate } from "../../core/diagnostics.js";
-import { processWide } from "../../core/process-wide.js";
+import { warnAtBoundedRate } from "./diagnostics.js";
+import { processWide } from "./process-wide.js";
 
 /**
  * Counts of messages (or parts of them) this process ignored, by kind. Every kind but `late` is a

@@ -2,10 +2,10 @@
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, describe, test } from "node:test";
-import { closeStores, lastValues, ranks, series } from "../../../src/backends/store/reader.js";
-import { CHUNK_POINTS, GLOBAL_RANK } from "../../../src/backends/store/schema.js";
-import { StoreWriter } from "../../../src/backends/store/writer.js";
-import { tempDir } from "../../helpers.js";
+import { closeStores, lastValues, ranks, series } from "../../src/store/reader.js";
+import { CHUNK_POINTS, GLOBAL_RANK } from "../../src/store/schema.js";
+import { StoreWriter } from "../../src/store/writer.js";
+import { tempDir } from "../helpers.js";
 
 const dirs: string[] = [];
 after(() => {

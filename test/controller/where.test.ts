@@ -1,5 +1,5 @@
 // Every job says where its data went, once, from the controller: the run directory and how to open
-// the dashboard (src/run/where.ts), printed on stderr at shutdown; `quiet` / RANKSCOPE_QUIET silence it.
+// the dashboard (src/controller/where.ts), printed on stderr at shutdown; `quiet` / RANKSCOPE_QUIET silence it.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";

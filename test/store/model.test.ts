@@ -6,10 +6,10 @@
 import assert from "node:assert/strict";
 import { after, test } from "node:test";
 import fc from "fast-check";
-import { closeStores, series } from "../../../src/backends/store/reader.js";
-import { CHUNK_POINTS, GLOBAL_RANK } from "../../../src/backends/store/schema.js";
-import { StoreWriter, type WriteBatch } from "../../../src/backends/store/writer.js";
-import { tempDir } from "../../helpers.js";
+import { closeStores, series } from "../../src/store/reader.js";
+import { CHUNK_POINTS, GLOBAL_RANK } from "../../src/store/schema.js";
+import { StoreWriter, type WriteBatch } from "../../src/store/writer.js";
+import { tempDir } from "../helpers.js";
 
 after(() => closeStores());
 

@@ -7,26 +7,26 @@
  * and shutdown.
  */
 import { hostname } from "node:os";
-import { hasQueuedAlerts, takeQueuedAlerts } from "../../alerts/user-alert.js";
-import { registerDrain } from "../../core/lifecycle.js";
-import type { BackendContext } from "../../backends/backend.js";
-import { DEFAULT_PROCESS_NAME, roleOf, type RankIdentity } from "../../core/rank-identity.js";
-import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../../core/collector.js";
-import type { StreamRecord } from "../../core/metric.js";
-import type { RankTiming } from "../../core/step-timing.js";
-import { reportError } from "../../core/diagnostics.js";
-import { peekProcessWide, processWide, setProcessWide } from "../../core/process-wide.js";
-import { markThreadAsRank, workerGatherer } from "../../core/worker-link.js";
-import { mergeRankKeyStates } from "../../controller/reduce-states.js";
-import { currentRun, setCurrentRun } from "../../run/current.js";
-import { attachStreamBackends, detachStreamBackends, handStreamToBackends, recordStreamDropped } from "../../stream/stream.js";
-import { BackendSet } from "../../controller/backend-set.js";
-import { validateBackendsConfig, type ValidatedBackend } from "../../controller/config.js";
-import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
-import { takeRejectionsSinceLastFlush } from "../protocol/messages.js";
-import { REJECTED_KEY_PREFIX } from "../../core/internal-keys.js";
+import { hasQueuedAlerts, takeQueuedAlerts } from "../alerts/user-alert.js";
+import { registerDrain } from "../core/lifecycle.js";
+import type { BackendContext } from "../backends/backend.js";
+import { DEFAULT_PROCESS_NAME, roleOf, type RankIdentity } from "../core/rank-identity.js";
+import { getCollector, type Collector, type KeyState, type MetricEntry, type StreamProducer } from "../core/collector.js";
+import type { StreamRecord } from "../core/metric.js";
+import type { RankTiming } from "../core/step-timing.js";
+import { reportError } from "../core/diagnostics.js";
+import { peekProcessWide, processWide, setProcessWide } from "../core/process-wide.js";
+import { markThreadAsRank, workerGatherer } from "../core/worker-link.js";
+import { mergeRankKeyStates } from "./reduce-states.js";
+import { currentRun, setCurrentRun } from "../run/current.js";
+import { attachStreamBackends, detachStreamBackends, handStreamToBackends, recordStreamDropped } from "../stream/stream.js";
+import { BackendSet } from "./backend-set.js";
+import { validateBackendsConfig, type ValidatedBackend } from "./config.js";
+import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "./rank-handle.js";
+import { takeRejectionsSinceLastFlush } from "../core/ignored.js";
+import { REJECTED_KEY_PREFIX } from "../core/internal-keys.js";
 
-export type { OffCycleLog, RankHandle, RankInit, RankSnapshot, RunInfo } from "../protocol/types.js";
+export type { OffCycleLog, RankHandle, RankInit, RankSnapshot, RunInfo } from "./rank-handle.js";
 
 /**
  * Writes a flush answer straight from the collector's entries (see `RankRuntime.flushFrame`):

@@ -42,7 +42,7 @@ import { errorCode, storeFault } from "./store-file.js";
 import { RunReader } from "./store-reader.js";
 
 export * from "./read-types.js";
-export { lineOf, lineLabel, recorderOfLine, compareLines, type Recorder, type RecorderRole, type LineOwner } from "../../core/rank-identity.js";
+export { lineOf, lineLabel, recorderOfLine, compareLines, type Recorder, type RecorderRole, type LineOwner } from "../core/rank-identity.js";
 export { STORE_FILE, storeFault, closeStores };
 export { DEFAULT_MAX_POINTS } from "./store-reader.js";
 

@@ -4,10 +4,10 @@
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, describe, it } from "node:test";
-import { openForReading, openForWriting } from "../../../src/backends/store/connection.js";
-import { prepareReaderStatements, type ReaderStatements } from "../../../src/backends/store/reader-statements.js";
-import { prepareWriterStatements, type WriterStatements } from "../../../src/backends/store/writer-statements.js";
-import { tempDir } from "../../helpers.js";
+import { openForReading, openForWriting } from "../../src/store/connection.js";
+import { prepareReaderStatements, type ReaderStatements } from "../../src/store/reader-statements.js";
+import { prepareWriterStatements, type WriterStatements } from "../../src/store/writer-statements.js";
+import { tempDir } from "../helpers.js";
 
 const dir = tempDir("rankscope-statements-");
 after(() => rmSync(dir, { recursive: true, force: true }));

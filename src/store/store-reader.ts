@@ -5,13 +5,13 @@
  */
 import type Database from "better-sqlite3";
 import { resolve } from "node:path";
-import { isRecord, parseNumber, parseRecord } from "../../core/json.js";
-import { parseAlertEvent } from "../../core/alert-json.js";
-import type { HistogramData, SampleRecord } from "../../core/reduce.js";
+import { isRecord, parseNumber, parseRecord } from "../core/json.js";
+import { parseAlertEvent } from "../core/alert-json.js";
+import type { HistogramData, SampleRecord } from "../core/reduce.js";
 import { fromSqlReal } from "./codec.js";
 import { openForReading } from "./connection.js";
 import { POINTS_PER_BUCKET } from "./downsample.js";
-import { compareLines, lineLabel, recorderOfLine } from "../../core/rank-identity.js";
+import { compareLines, lineLabel, recorderOfLine } from "../core/rank-identity.js";
 import {
   type AlertEntry,
   type AlertsOptions,

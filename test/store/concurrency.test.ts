@@ -6,9 +6,9 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { after, test } from "node:test";
-import { closeStores, keys, runInfo, series } from "../../../src/backends/store/reader.js";
-import { CHUNK_POINTS } from "../../../src/backends/store/schema.js";
-import { tempDir } from "../../helpers.js";
+import { closeStores, keys, runInfo, series } from "../../src/store/reader.js";
+import { CHUNK_POINTS } from "../../src/store/schema.js";
+import { tempDir } from "../helpers.js";
 
 after(() => closeStores());
 

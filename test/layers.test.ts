@@ -14,7 +14,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
 
-const SRC = resolve(dirname(fileURLToPath(import.meta.url)), "../../src");
+const SRC = resolve(dirname(fileURLToPath(import.meta.url)), "../src");
 const TRANSPORT = join(SRC, "transport");
 
 function sourceFiles(dir: string): string[] {

@@ -10,19 +10,19 @@ import { existsSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Database } from "../../../src/backends/store/sqlite.js";
+import { Database } from "../../src/store/sqlite.js";
 import { before, describe, test } from "node:test";
-import { closeStores, runInfo } from "../../../src/backends/store/reader.js";
-import { writerGone } from "../../../src/backends/store/liveness.js";
-import { GLOBAL_RANK, HEARTBEAT_STALE_MS, SCHEMA_VERSION } from "../../../src/backends/store/schema.js";
-import { StoreWriter } from "../../../src/backends/store/writer.js";
-import { startDashboard } from "../../../src/ui/server.js";
-import { runNode, tempDir, waitFor } from "../../helpers.js";
-import { isAlive } from "../../transport/support.js";
+import { closeStores, runInfo } from "../../src/store/reader.js";
+import { writerGone } from "../../src/store/liveness.js";
+import { GLOBAL_RANK, HEARTBEAT_STALE_MS, SCHEMA_VERSION } from "../../src/store/schema.js";
+import { StoreWriter } from "../../src/store/writer.js";
+import { startDashboard } from "../../src/ui/server.js";
+import { runNode, tempDir, waitFor } from "../helpers.js";
+import { isAlive } from "../transport/support.js";
 
-const REPO = fileURLToPath(new URL("../../..", import.meta.url));
+const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const CLI = join(REPO, "dist", "cli", "main.js");
-const KILLED_JOB = fileURLToPath(new URL("./fixtures/killed-job.ts", import.meta.url));
+const KILLED_JOB = fileURLToPath(new URL("../backends/store/fixtures/killed-job.ts", import.meta.url));
 
 before(() => {
   if (!existsSync(CLI)) spawnSync("npm", ["run", "build", "--silent"], { cwd: REPO, stdio: "inherit" });

@@ -3,9 +3,9 @@
  * dashboard server sends as JSON and what its web app reads (`src/ui/web` imports this file; it is
  * bundled separately, so this file imports types only and holds no code but constants).
  */
-import type { AlertEvent } from "../../core/alert.js";
-import type { HistogramData, SampleRecord } from "../../core/reduce.js";
-import type { RankRef, StragglerReport } from "../../core/straggler-report.js";
+import type { AlertEvent } from "../core/alert.js";
+import type { HistogramData, SampleRecord } from "../core/reduce.js";
+import type { RankRef, StragglerReport } from "../core/straggler-report.js";
 
 export type { AlertEvent };
 

@@ -1,14 +1,14 @@
 /** The store's writer and read API on real SQLite files. */
 import assert from "node:assert/strict";
-import { Database } from "../../../src/backends/store/sqlite.js";
+import { Database } from "../../src/store/sqlite.js";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, describe, test } from "node:test";
-import { closeStores, config, histograms, keys, listRuns, ranks, runInfo, samples, series } from "../../../src/backends/store/reader.js";
-import { CHUNK_POINTS, GLOBAL_RANK } from "../../../src/backends/store/schema.js";
-import { StoreWriter, type StoreWriterOptions } from "../../../src/backends/store/writer.js";
-import { tempDir } from "../../helpers.js";
+import { closeStores, config, histograms, keys, listRuns, ranks, runInfo, samples, series } from "../../src/store/reader.js";
+import { CHUNK_POINTS, GLOBAL_RANK } from "../../src/store/schema.js";
+import { StoreWriter, type StoreWriterOptions } from "../../src/store/writer.js";
+import { tempDir } from "../helpers.js";
 
 after(() => closeStores());
 
