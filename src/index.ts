@@ -21,13 +21,13 @@ export {
   metric,
   getCollector,
   type MetricHandle,
-  type KeyState,
   type StreamProducer,
   type MetricEntry,
   type MetricEntryBase,
   type NumericEntry,
   type RecordEntry,
 } from "./core/collector.js";
+export type { KeyState } from "./core/key-state.js";
 export { Reduce, registerReduce, getReduceDefinition } from "./core/registry.js";
 export type {
   Accumulator,

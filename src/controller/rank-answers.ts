@@ -4,7 +4,7 @@
  * agent's handle answers for the ranks of its host (src/transport/host): they are counted one by
  * one, and named when missing.
  */
-import type { KeyState } from "../core/collector.js";
+import type { KeyState } from "../core/key-state.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
 import type { RankRef } from "../alerts/engine.js";
 import { warn } from "../core/diagnostics.js";

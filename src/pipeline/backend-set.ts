@@ -11,7 +11,7 @@
  */
 import type { Backend, BackendContext } from "../backends/backend.js";
 import type { AlertEvent } from "../core/alert.js";
-import type { KeyState } from "../core/collector.js";
+import type { KeyState } from "../core/key-state.js";
 import { DEADLINE, isPromiseLike, withDeadline } from "../core/deadline.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import type { RankLoss, StreamRecord } from "../core/metric.js";

@@ -5,7 +5,7 @@
  */
 import type { UncheckedBackendsConfig } from "../backends/options.js";
 import type { UserAlertCall } from "../core/alert.js";
-import type { KeyState } from "../core/collector.js";
+import type { KeyState } from "../core/key-state.js";
 import type { RankIdentity } from "../core/rank-identity.js";
 import type { RankTiming, TimingColumns } from "../core/step-timing.js";
 /** Where a run's files go and where it starts. */

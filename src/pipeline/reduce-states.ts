@@ -4,7 +4,7 @@
  * rank's states (`global_reduce`).
  */
 import type { SumState } from "../core/accumulators/moments.js";
-import type { KeyState } from "../core/collector.js";
+import type { KeyState } from "../core/key-state.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import type { HistogramMetric, Metric } from "../core/metric.js";
 import type { AccumulatorState, SampleRecord } from "../core/reduce.js";

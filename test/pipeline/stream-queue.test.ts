@@ -9,7 +9,7 @@ import type { BackendContext } from "../../src/backends/backend.js";
 import { BackendSet } from "../../src/pipeline/backend-set.js";
 import { validateBackendsConfig } from "../../src/pipeline/config.js";
 import { MAX_BACKLOG_RECORDS, MAX_CALL_RECORDS, StreamQueue } from "../../src/pipeline/stream-queue.js";
-import type { KeyState } from "../../src/core/collector.js";
+import type { KeyState } from "../../src/core/key-state.js";
 import type { StreamRecord } from "../../src/core/metric.js";
 import { registerBackend } from "../../src/index.js";
 import { collectDiagnostics } from "../helpers.js";

@@ -7,7 +7,8 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Collector, type KeyState } from "../../../src/core/collector.js";
+import { Collector } from "../../../src/core/collector.js";
+import type { KeyState } from "../../../src/core/key-state.js";
 import { RemoteRankHandle, type RankCarrier } from "../../../src/transport/controller/remote-rank.js";
 import { decodeProtocolMessage, encodeProtocolMessage, type RankReply } from "../../../src/transport/protocol/messages.js";
 import { KEPT_FLUSH_ANSWERS, RankAgent } from "../../../src/transport/rank/rank-agent.js";
