@@ -1,7 +1,7 @@
 /**
  * The shapes the controller and its ranks exchange, whatever carries them: what a rank is sent at
  * init, what it answers a flush with, and the handle through which the controller asks it.
- * Shared by both sides (the rank side never imports the controller side, nor the reverse).
+ * The pipeline's, below the transport that carries them and the controller that asks.
  */
 import type { UncheckedBackendsConfig } from "../backends/options.js";
 import type { UserAlertCall } from "../core/alert.js";
