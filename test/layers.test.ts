@@ -1,5 +1,5 @@
 /**
- * The layers of `src/` (docs/DESIGN.md, "Layers"), enforced over every file of it:
+ * The layers of `src/` (docs/DESIGN.md, "Layout"), enforced over every file of it:
  *
  * - each top-level folder of `src/` (and each entry-point file at its root) sits in one layer of
  *   `LAYERS`, and imports only from layers below its own — never up, never sideways into another
@@ -139,7 +139,7 @@ test("every top-level folder and root file of src/ has a layer", () => {
   assert.ok(files.length > 200, `src/'s modules were found (${files.length})`);
   const units = new Set(files.map((file) => name(file).split("/")[0] ?? ""));
   const placed = new Set(LAYERS.flatMap((layer) => layer.units));
-  assert.deepEqual([...units].filter((u) => !placed.has(u)).sort(), [], "add the new folder to LAYERS in test/layers.test.ts and to DESIGN.md's \"Layers\"");
+  assert.deepEqual([...units].filter((u) => !placed.has(u)).sort(), [], "add the new folder to LAYERS in test/layers.test.ts and to DESIGN.md's layer table (\"Layout\")");
   assert.deepEqual([...placed].filter((u) => !units.has(u)).sort(), [], "these units of LAYERS no longer exist in src/");
 });
 

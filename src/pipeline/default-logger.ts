@@ -2,7 +2,7 @@
  * The controller's logger as the carriers use it, and the one lookup of this process's default
  * logger. `spawnRanks`, `serveRanksOverNats` and `serveHostsOverNats` register ranks with the
  * logger they are given, else with `getOrCreateMetricLogger()`'s. They live in `src/transport/`,
- * which does not import `src/controller/` (docs/DESIGN.md, "Layers"), so the controller provides
+ * which does not import `src/controller/` (docs/DESIGN.md, "Layout"), so the controller provides
  * its lookup here when `controller/metric-logger.ts` loads, and every entry point that exports a
  * carrier loads it first (`src/index.ts`, `src/nats.ts`, `src/host.ts`).
  *
