@@ -13,8 +13,8 @@
  * worth) they are merged into full `CHUNK_POINTS` chunks, as the local store does.
  */
 import type pg from "pg";
-import { CHUNK_POINTS } from "../backends/store/schema.js";
-import { concatSeries, sliceSeries, type SeriesColumns } from "../backends/store/columns.js";
+import { CHUNK_POINTS } from "../store/schema.js";
+import { concatSeries, sliceSeries, type SeriesColumns } from "../store/columns.js";
 import { metaHash, type Batch, type RunMeta, type SegmentHeader } from "../sync/wire.js";
 import { parseAlertEvent } from "../core/alert-json.js";
 import { decodeChunkBlobs, insertChunks, type ChunkRow } from "./chunks.js";

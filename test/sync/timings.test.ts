@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { getOrCreateMetricLogger, spawnRanks } from "../../src/index.js";
-import { closeStores, rankTiming } from "../../src/backends/store/reader.js";
+import { closeStores, rankTiming } from "../../src/store/reader.js";
 import { RunSync } from "../../src/sync/run-sync.js";
 import { tempDir } from "../helpers.js";
 import { postgresForSuite, postgresMissing } from "../server/postgres.js";

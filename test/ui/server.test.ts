@@ -7,7 +7,7 @@ import { mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { GLOBAL_RANK } from "../../src/backends/store/read-types.js";
+import { GLOBAL_RANK } from "../../src/store/read-types.js";
 import { startDashboard, type Dashboard, type DashboardRun, type KeyInfo } from "../../src/ui/server.js";
 import { tempDir } from "../helpers.js";
 import { XSS_KEY, openRun, seedFinishedRun } from "./seed.js";
