@@ -58,9 +58,63 @@ interface PendingBatch {
   lines?: LineWrite[];
 }
 
-export * from "./reader.js";
+export {
+  listRuns,
+  runInfo,
+  runOverview,
+  keys,
+  ranks,
+  series,
+  seriesColumns,
+  streams,
+  systemMetrics,
+  samples,
+  histograms,
+  lastValues,
+  rankTiming,
+  config,
+  hparams,
+  alerts,
+  openStore,
+  StoreReader,
+  closeStores,
+  storeFault,
+  lineOf,
+  lineLabel,
+  recorderOfLine,
+  compareLines,
+  GLOBAL_RANK,
+  CONTROLLER_RANK,
+  type ListRunsOptions,
+  type Recorder,
+  type RecorderRole,
+  type LineOwner,
+  type AlertEvent,
+  type SeriesKind,
+  type KeyKind,
+  type SeriesPoint,
+  type XAxis,
+  type RunStatus,
+  type LostRank,
+  type RunSummary,
+  type KeyInfo,
+  type RankInfo,
+  type SeriesOptions,
+  type SeriesResult,
+  type SeriesColumnsOptions,
+  type SeriesColumnsResult,
+  type LastValue,
+  type RunOverview,
+  type RecordsOptions,
+  type SampleEntry,
+  type HistogramEntry,
+  type AlertEntry,
+  type AlertsOptions,
+  type RankTimingOptions,
+  type RankTimingWindow,
+} from "./reader.js";
 export { StoreWriter, type LostRankWrite, type RankTimingWrite, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type LineWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
-export { storePath, CHUNK_POINTS } from "./schema.js";
+export { storePath } from "./schema.js";
 
 /** Where a batch goes: a worker thread or the calling thread. */
 interface WriterChannel {
@@ -179,7 +233,7 @@ function booleanOption(options: BackendOptions, name: string, fallback: boolean)
 }
 
 /** The store's own options, checked; throws a TypeError saying what is valid (at `initBackends`, before anything starts). */
-export function parseStoreOptions(options: BackendOptions): { useWorker: boolean; waitForWrites: boolean; maxPendingBatches: number; commitIntervalMs: number } {
+function parseStoreOptions(options: BackendOptions): { useWorker: boolean; waitForWrites: boolean; maxPendingBatches: number; commitIntervalMs: number } {
   const useWorker = booleanOption(options, "worker", true);
   const waitForWrites = booleanOption(options, "waitForWrites", false);
   const max = options["maxPendingBatches"] ?? 256;

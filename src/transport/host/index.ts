@@ -5,4 +5,3 @@
  */
 export { HostAgent, startHostAgent, type HostAgentOptions, type HostAgentStats } from "./agent.js";
 export { HostHandle, HostServer, serveHostsOverNats, type HostServerStats, type ServeHostsOverNatsOptions } from "./server.js";
-export { StateDecoder, StateEncoder, WireFormatError, WIRE_VERSION, type DecodedFrame } from "../wire/codec.js";
