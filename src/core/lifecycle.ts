@@ -24,7 +24,7 @@
  *   reason `beforeExit`; they may schedule more work (the loop then goes on), at most a few rounds.
  * - **exit** (`process.exit()`, the end of the loop): the sync parts run once, each bounded.
  */
-import { reportError, warn } from "./diagnostics.js";
+import { describeError, reportError, warn } from "./diagnostics.js";
 import { startEndWatchdog } from "./end-watchdog.js";
 import { processWide } from "./process-wide.js";
 import { integerKind, resolveSetting, type Setting } from "./settings.js";
@@ -153,7 +153,7 @@ export function drainDeadlineMs(): number {
   try {
     return resolveSetting(DRAIN_DEADLINE_SETTING, undefined);
   } catch (error) {
-    reportError("lifecycle.deadlineSetting", `${error instanceof Error ? error.message : String(error)}; using ${DEFAULT_DRAIN_DEADLINE_MS} ms`);
+    reportError("lifecycle.deadlineSetting", `${describeError(error)}; using ${DEFAULT_DRAIN_DEADLINE_MS} ms`);
     return DEFAULT_DRAIN_DEADLINE_MS;
   }
 }
@@ -177,11 +177,6 @@ export function endingReason(): EndReason | null {
 /** Did the process end (or is it ending) by a signal or an uncaught exception? */
 export function endingAbnormally(): boolean {
   return state.crashed;
-}
-
-/** The registered drains' names (for tests and diagnostics). */
-export function drainNames(): string[] {
-  return [...state.drains].map((d) => d.name);
 }
 
 function install(): void {
@@ -311,13 +306,13 @@ async function runDrains(context: DrainContext): Promise<boolean> {
               },
               (error: unknown) => {
                 entry.done = true;
-                reportError(`lifecycle.drain:${drain.name}`, `${drain.name}: failed while draining at ${context.reason}: ${error instanceof Error ? error.message : String(error)}`);
+                reportError(`lifecycle.drain:${drain.name}`, `${drain.name}: failed while draining at ${context.reason}: ${describeError(error)}`);
               },
             );
             running.push(entry);
           }
         } catch (error) {
-          reportError(`lifecycle.drain:${drain.name}`, `${drain.name}: failed while draining at ${context.reason}: ${error instanceof Error ? error.message : String(error)}`);
+          reportError(`lifecycle.drain:${drain.name}`, `${drain.name}: failed while draining at ${context.reason}: ${describeError(error)}`);
         }
       }
       if (running.length === 0) continue;
@@ -354,7 +349,7 @@ function runExit(reason: EndReason, deadline = Date.now() + drainDeadlineMs()): 
         drain.exit(context);
       } catch (error) {
         // Exit must finish; the part reports what it lost.
-        warn(`lifecycle.exit:${drain.name}`, `${drain.name}: failed at ${reason}: ${error instanceof Error ? error.message : String(error)}`);
+        warn(`lifecycle.exit:${drain.name}`, `${drain.name}: failed at ${reason}: ${describeError(error)}`);
       }
     }
   }

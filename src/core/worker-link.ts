@@ -20,7 +20,7 @@
 import { registerDrain } from "./lifecycle.js";
 import { BroadcastChannel, isMainThread, threadId, workerData } from "node:worker_threads";
 import type { KeyState } from "./collector.js";
-import { reportError, warn } from "./diagnostics.js";
+import { describeError, reportError, warn } from "./diagnostics.js";
 import { processWide } from "./process-wide.js";
 
 /** The process's channel between collectors (versioned: two rankscope copies of one version share it). */
@@ -155,7 +155,7 @@ export function linkWorkerCollector(collector: LinkableCollector): void {
     try {
       listener();
     } catch (error) {
-      reportError("collector.linkListener", `worker thread ${threadId}: linking its stream failed: ${error instanceof Error ? error.message : String(error)}`);
+      reportError("collector.linkListener", `worker thread ${threadId}: linking its stream failed: ${describeError(error)}`);
     }
   }
   // What was recorded since the last flush leaves with the worker (not possible after terminate()):

@@ -74,10 +74,7 @@ export const CONTROL = {
   /** 1 once the writer's file thread runs (the file's writes are made there). */
   FILE_THREAD: 10,
 } as const;
-/** Int32 words of the control buffer. */
-export const CONTROL_WORDS = 16;
-
-/** Float64 indices (in the same control buffer, after the int32 words) of the writer's counters. */
+/** Float64 indices (in the same control buffer, after its first 16 int32 words) of the writer's counters. */
 export const COUNTERS = {
   WRITTEN: 8,
   WRITE_FAILED: 9,

@@ -21,6 +21,7 @@ import { MAX_ALERT_JSON, parseAlertEvent } from "../core/alert-json.js";
 import type { LostRank } from "../backends/store/read-types.js";
 import { parseStragglerReport } from "../backends/store/rank-timing.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
+import { describeError } from "../core/diagnostics.js";
 
 /** Format version; the header's `v`. */
 export const WIRE_VERSION = 1;
@@ -342,7 +343,7 @@ function timingHeader(v: unknown): TimingHeader {
     try {
       parseStragglerReport(report);
     } catch (error) {
-      fail(`timings.reports[${i}] is not a straggler report (${error instanceof Error ? error.message : String(error)})`);
+      fail(`timings.reports[${i}] is not a straggler report (${describeError(error)})`);
     }
     return report;
   });

@@ -38,7 +38,8 @@ import type {
 } from "./read-types.js";
 import { cachedReader, closeStores, openReader } from "./reader-cache.js";
 import { STORE_FILE } from "./schema.js";
-import { errorCode, storeFault } from "./store-file.js";
+import { storeFault } from "./store-file.js";
+import { errorCode } from "../../core/errors.js";
 import { RunReader } from "./store-reader.js";
 
 export * from "./read-types.js";
