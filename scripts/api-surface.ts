@@ -63,7 +63,8 @@ export function apiSurface(): string {
     const types: string[] = [];
     for (const exported of checker.getExportsOfModule(module)) {
       const target = exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported;
-      (target.flags & ts.SymbolFlags.Value ? values : types).push(exported.name);
+      const typeOnly = (exported.declarations ?? []).some((d) => ts.isExportSpecifier(d) && (d.isTypeOnly || d.parent.parent.isTypeOnly));
+      (target.flags & ts.SymbolFlags.Value && !typeOnly ? values : types).push(exported.name);
     }
     lines.push(`${entry.name} (${values.length} values, ${types.length} types)`);
     for (const name of values.sort(byCodePoint)) lines.push(`  value ${name}`);

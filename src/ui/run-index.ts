@@ -32,6 +32,7 @@ import { readdirSync, realpathSync, statSync, watch, type Dirent, type FSWatcher
 import { basename, dirname, join, relative, sep } from "node:path";
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import * as store from "../backends/store/reader.js";
+import { STORE_FILE } from "../backends/store/store-file.js";
 import { CONFIG_FILE, RUN_META_FILE } from "../run/run-files.js";
 import { withDeadline } from "../core/deadline.js";
 import type { IndexedRun } from "./run-query.js";
@@ -260,7 +261,7 @@ export class RunIndex {
     } catch {
       entries = [];
     }
-    const hasStore = entries.some((e) => e.name === store.STORE_FILE && !e.isDirectory()) && this.storeInside(dir.path);
+    const hasStore = entries.some((e) => e.name === STORE_FILE && !e.isDirectory()) && this.storeInside(dir.path);
     if (hasStore && dir.run === null) {
       dir.run = { stamp: "", readAt: -Infinity, entry: null };
     } else if (!hasStore && dir.run !== null) {
@@ -315,7 +316,7 @@ export class RunIndex {
 
   private storeInside(dirPath: string): boolean {
     try {
-      return isInside(this.realRoot, realpathSync(join(dirPath, store.STORE_FILE)));
+      return isInside(this.realRoot, realpathSync(join(dirPath, STORE_FILE)));
     } catch {
       return false;
     }
@@ -328,9 +329,9 @@ export class RunIndex {
       const s = statOrNull(join(dir.path, name));
       return s === null ? "-" : `${s.size}:${s.mtimeMs}`;
     };
-    const wal = statOrNull(join(dir.path, `${store.STORE_FILE}-wal`));
+    const wal = statOrNull(join(dir.path, `${STORE_FILE}-wal`));
     const walStamp = wal === null || wal.size === 0 ? "0" : `${wal.size}:${wal.mtimeMs}`;
-    const stamp = `${of(store.STORE_FILE)}|${walStamp}|${of(RUN_META_FILE)}|${of(CONFIG_FILE)}`;
+    const stamp = `${of(STORE_FILE)}|${walStamp}|${of(RUN_META_FILE)}|${of(CONFIG_FILE)}`;
     const now = this.now();
     const stillRunning = run.entry?.row.status === "running" && now - run.readAt >= LIVE_READ_MS;
     if (stamp === run.stamp && run.entry !== null && !stillRunning) return;

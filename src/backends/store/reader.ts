@@ -44,8 +44,7 @@ import { RunReader } from "./store-reader.js";
 
 export * from "./read-types.js";
 export { lineOf, lineLabel, recorderOfLine, compareLines, type Recorder, type RecorderRole, type LineOwner } from "../../core/rank-identity.js";
-export { STORE_FILE, storeFault, closeStores };
-export { DEFAULT_MAX_POINTS } from "./store-reader.js";
+export { storeFault, closeStores };
 
 /**
  * @deprecated Use the functions of this module, which take the run directory (`series(runDir,
