@@ -30,29 +30,28 @@ import { processWide } from "./process-wide.js";
 import { integerKind, resolveSetting, type Setting } from "./settings.js";
 
 /** Why the process is ending. */
-export type EndReason = "SIGINT" | "SIGTERM" | "uncaughtException" | "beforeExit" | "exit";
+type EndReason = "SIGINT" | "SIGTERM" | "uncaughtException" | "beforeExit" | "exit";
 
 /** The signals rankscope drains on. */
-export const DRAINED_SIGNALS = ["SIGINT", "SIGTERM"] as const;
-export type DrainedSignal = (typeof DRAINED_SIGNALS)[number];
+type DrainedSignal = "SIGINT" | "SIGTERM";
 
 /**
  * When a drain runs relative to the others: `producer` parts (the stream ring, trace buffers) hand
  * their data on first, then the `logger` (final flush, ranks stopped, backends finished), then
  * `sink`s (store writer, files) write what reached them.
  */
-export type DrainStage = "producer" | "logger" | "sink";
+type DrainStage = "producer" | "logger" | "sink";
 const STAGES: readonly DrainStage[] = ["producer", "logger", "sink"];
 
 /** What a drain is told. */
-export interface DrainContext {
+interface DrainContext {
   readonly reason: EndReason;
   /** When the total drain deadline passes (ms since the epoch); a drain should be done by then. */
   readonly deadline: number;
 }
 
 /** A part that holds data, and how it writes it out at the end. */
-export interface Drain {
+interface Drain {
   /** Shown when the drain misses the deadline, e.g. `store writer (runs/x/y)`. */
   readonly name: string;
   /** Default `sink`. */
@@ -76,7 +75,7 @@ export interface Drain {
 }
 
 /** Default of `drainDeadlineMs`. */
-export const DEFAULT_DRAIN_DEADLINE_MS = 5000;
+const DEFAULT_DRAIN_DEADLINE_MS = 5000;
 /** At most this much of the drain deadline (and at most a fifth of it) is kept for the sync parts after a signal. */
 const SYNC_RESERVE_MS = 1000;
 /** beforeExit rounds allowed in a row before the registry stops draining there (each may schedule work). */
@@ -134,7 +133,7 @@ export function registerDrain(drain: Drain): () => void {
 }
 
 /** The drain deadline, resolved by the one settings resolver (option → environment → default). */
-export const DRAIN_DEADLINE_SETTING: Setting<number> = {
+const DRAIN_DEADLINE_SETTING: Setting<number> = {
   owner: "getOrCreateMetricLogger",
   option: "drainDeadlineMs",
   env: "RANKSCOPE_DRAIN_DEADLINE_MS",
@@ -148,7 +147,7 @@ export const DRAIN_DEADLINE_SETTING: Setting<number> = {
  * Never throws (it runs in signal handlers): an invalid variable here is reported and the default
  * used; the logger's creation has already rejected it with a TypeError.
  */
-export function drainDeadlineMs(): number {
+function drainDeadlineMs(): number {
   if (state.deadlineMs !== null) return state.deadlineMs;
   try {
     return resolveSetting(DRAIN_DEADLINE_SETTING, undefined);

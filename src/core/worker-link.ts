@@ -75,7 +75,7 @@ function isLinkMessage(m: unknown): m is LinkMessage {
 }
 
 /** What a thread's collector must offer to be linked. */
-export interface LinkableCollector {
+interface LinkableCollector {
   takeStates(): KeyState[];
   droppedKeyRecords: number;
   /** The step raw values recorded now belong to (the main thread's last flushed step + 1). */
@@ -98,7 +98,7 @@ export function onWorkerCollectorLinked(listener: LinkListener): void {
 }
 
 /** What the main thread's flush got from the worker threads. */
-export interface WorkerStates {
+interface WorkerStates {
   /** States per answer (one per worker that answered in time, plus late answers carried over). */
   readonly states: readonly KeyState[][];
   /** Records dropped in workers because of their key bound, since they started (summed over workers). */

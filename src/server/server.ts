@@ -68,7 +68,7 @@ export interface TeamServer {
   close(graceMs?: number): Promise<void>;
 }
 
-export const DEFAULT_SERVER_PORT = 7008;
+const DEFAULT_SERVER_PORT = 7008;
 
 /** A request's client for rate limiting: its token's hash, else its address. */
 function clientOf(req: IncomingMessage): string {

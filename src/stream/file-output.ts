@@ -25,7 +25,7 @@ export const BYTES_PER_WRITE = 1 << 20;
 const FILE_THREAD_BYTES = 128 * 1024;
 
 /** What the file output is given by the writer. */
-export interface FileOutputOptions {
+interface FileOutputOptions {
   readonly file: string;
   /** The shortest time between two attempts to open the file, ms (the writer's flush interval). */
   readonly reopenMs: number;

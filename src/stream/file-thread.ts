@@ -57,7 +57,7 @@ export interface FileThreadBuffer {
 }
 
 /** A failed write, posted on `errors` before the write is flagged done. */
-export interface FileThreadError {
+interface FileThreadError {
   readonly code: string;
   readonly message: string;
 }

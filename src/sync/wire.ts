@@ -28,7 +28,7 @@ export const WIRE_VERSION = 1;
 const MAGIC = 0x31425352; // "RSB1" little-endian
 
 /** Caps a batch must respect (the server refuses more with a 413 or 400). */
-export const WIRE_LIMITS = {
+const WIRE_LIMITS = {
   /** Series segments per batch. */
   segments: 20_000,
   /** Points per batch, all segments together. */
@@ -53,7 +53,7 @@ export const WIRE_LIMITS = {
 /** A series kind as stored. */
 export type WireSeriesKind = "scalar" | "stream" | "system";
 /** A record kind as stored. */
-export type WireRecordKind = "sample" | "histogram";
+type WireRecordKind = "sample" | "histogram";
 
 /** Points of one series past `after`, up to `cursor` (positions of the job's store). */
 export interface SegmentHeader {

@@ -24,7 +24,7 @@ import type { DashboardSource, LabelledRun, TraceFileEntry } from "./source.js";
 import { DEFAULT_TIMING_FLUSHES, MAX_TIMING_FLUSHES } from "../backends/store/rank-timing.js";
 
 /** Most fields one `/api/groups` request groups by. */
-export const MAX_GROUP_FIELDS = 5;
+const MAX_GROUP_FIELDS = 5;
 
 /** A header parameter value in RFC 5987's `attr-char`s: UTF-8, percent-encoded. */
 function rfc5987(text: string): string {
@@ -53,7 +53,7 @@ function logFiles(files: TraceFileEntry[]): TraceFileEntry[] {
 }
 
 /** What every handler may use. */
-export interface ApiContext {
+interface ApiContext {
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
   readonly params: URLSearchParams;

@@ -36,7 +36,7 @@ import { HttpError } from "./security.js";
 import type { LabelledRun } from "./source.js";
 
 /** How a parameter filter compares. */
-export type ParamOp = "=" | "!=" | "<" | "<=" | ">" | ">=";
+type ParamOp = "=" | "!=" | "<" | "<=" | ">" | ">=";
 
 /** One `param=` filter. */
 export interface ParamFilter {
@@ -54,7 +54,7 @@ export interface MetricFilter {
 }
 
 /** The orders of `/api/runs`: a run field, or a parameter's or a metric's value (`by` names which). */
-export type RunSort =
+type RunSort =
   | { readonly field: "started" | "updated" | "name" | "status" | "group" }
   | { readonly field: "param" | "metric"; readonly name: string };
 
@@ -81,11 +81,11 @@ export interface RunQuery {
 }
 
 /** Most runs one page may hold. */
-export const MAX_RUNS_LIMIT = 1_000;
+const MAX_RUNS_LIMIT = 1_000;
 /** Longest text, tag, group or parameter filter accepted. */
-export const MAX_FILTER_TEXT = 200;
+const MAX_FILTER_TEXT = 200;
 /** Most `tag`, `status`, `param` and `metric` filters of one request. */
-export const MAX_FILTERS = 20;
+const MAX_FILTERS = 20;
 /** Most `run` ids of one request. */
 export const MAX_RUN_IDS = 1_000;
 
@@ -131,7 +131,7 @@ function flag(params: URLSearchParams, name: string): boolean {
 }
 
 /** One `param=` filter, parsed; a 400 saying the form when it is not one. */
-export function parseParamFilter(raw: string): ParamFilter {
+function parseParamFilter(raw: string): ParamFilter {
   const m = FILTER_RE.exec(raw);
   const name = m?.[1]?.trim() ?? "";
   const op = m?.[2];
@@ -146,7 +146,7 @@ export function parseParamFilter(raw: string): ParamFilter {
 }
 
 /** One `metric=` filter, parsed: KEY OP NUMBER. */
-export function parseMetricFilter(raw: string): MetricFilter {
+function parseMetricFilter(raw: string): MetricFilter {
   const m = FILTER_RE.exec(raw);
   const key = m?.[1]?.trim() ?? "";
   const op = m?.[2];
@@ -159,7 +159,7 @@ export function parseMetricFilter(raw: string): MetricFilter {
 }
 
 /** `sort`, parsed: a field, `param:NAME` or `metric:KEY`, `-` before it to reverse. */
-export function parseRunSort(raw: string): { sort: RunSort; reverse: boolean } {
+function parseRunSort(raw: string): { sort: RunSort; reverse: boolean } {
   const reverse = raw.startsWith("-");
   const body = reverse ? raw.slice(1) : raw;
   const field = FIELD_SORTS.find((f) => f === body);
@@ -239,7 +239,7 @@ export interface IndexedRun {
 }
 
 /** The query's filters (not its paging) as a test of one run. */
-export function runFilter(query: RunQuery): (run: IndexedRun) => boolean {
+function runFilter(query: RunQuery): (run: IndexedRun) => boolean {
   const ids = query.ids === undefined ? undefined : new Set(query.ids);
   return (run) => (ids === undefined || ids.has(run.row.id)) && runMatches(run, query);
 }
@@ -300,7 +300,7 @@ function valueOrder(a: string | number | boolean | null | undefined, b: string |
 }
 
 /** The order of `query.sort`, as a comparison of two runs; ties by id (A→Z) either way. */
-export function runOrder(query: RunQuery): (a: IndexedRun, b: IndexedRun) => number {
+function runOrder(query: RunQuery): (a: IndexedRun, b: IndexedRun) => number {
   const sign = query.reverse === true ? -1 : 1;
   const sort = query.sort ?? { field: "started" };
   const then = (cmp: (a: IndexedRun, b: IndexedRun) => number) => (a: IndexedRun, b: IndexedRun) => cmp(a, b) || byId(a, b);

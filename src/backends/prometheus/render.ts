@@ -72,12 +72,12 @@ export async function renderMetrics(expositions: Iterable<Exposition> = liveExpo
 }
 
 /** The content type of a rendering. */
-export function metricsContentType(openMetrics: boolean): client.RegistryContentType {
+function metricsContentType(openMetrics: boolean): client.RegistryContentType {
   return openMetrics ? client.Registry.OPENMETRICS_CONTENT_TYPE : client.Registry.PROMETHEUS_CONTENT_TYPE;
 }
 
 /** Whether a scrape asked for OpenMetrics (its `Accept` header names `application/openmetrics-text`). */
-export function wantsOpenMetrics(accept: string | undefined): boolean {
+function wantsOpenMetrics(accept: string | undefined): boolean {
   return accept !== undefined && accept.includes("application/openmetrics-text");
 }
 

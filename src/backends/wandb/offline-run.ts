@@ -86,7 +86,7 @@ const root = protobuf.Root.fromJSON(descriptor);
 export const WandbRecord = root.lookupType("wandb_internal.Record");
 
 /** The W&B header at the start of a `.wandb` file: ident, magic 0xBEE1 (LE), store version 0. */
-export const WANDB_HEADER = Buffer.from([0x3a, 0x57, 0x26, 0x42, 0xe1, 0xbe, 0x00]);
+const WANDB_HEADER = Buffer.from([0x3a, 0x57, 0x26, 0x42, 0xe1, 0xbe, 0x00]);
 const BLOCK_SIZE = 32 * 1024;
 const CHUNK_HEADER = 7;
 const FULL = 1;
@@ -156,7 +156,7 @@ export function wandbValueJson(value: unknown): string {
 }
 
 /** What an offline run holds. */
-export interface OfflineRun {
+interface OfflineRun {
   readonly runId: string;
   readonly entity: string | null;
   readonly project: string;
@@ -247,7 +247,7 @@ export function attemptOf(dir: string): number | undefined {
 }
 
 /** `offline-run-YYYYMMDD_HHMMSS-{runId}`, the time in UTC. */
-export function offlineRunDirName(runId: string, startMs: number): string {
+function offlineRunDirName(runId: string, startMs: number): string {
   const d = new Date(startMs);
   const pad = (n: number): string => String(n).padStart(2, "0");
   return `offline-run-${d.getUTCFullYear()}${pad(d.getUTCMonth() + 1)}${pad(d.getUTCDate())}_${pad(d.getUTCHours())}${pad(d.getUTCMinutes())}${pad(d.getUTCSeconds())}-${runId}`;
