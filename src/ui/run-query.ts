@@ -4,28 +4,10 @@
  * to SQL (the server's PostgreSQL source, `src/server/run-filter.ts`). Both sources give the same
  * answer for the same query, so the web app need not know which it talks to.
  *
- * Parameters (all optional; an empty query lists every run, newest first):
- * - `q=text` (repeatable, all must hold): runs whose id, experiment, trial, group or a tag contains
- *   `text` (case-insensitive).
- * - `tag=t` (repeatable): runs carrying every tag given.
- * - `group=g`: runs of that group.
- * - `status=s` (repeatable): runs in any of these statuses (`running`, `finished`, `failed`, `crashed`, `unknown`).
- * - `run=experiment/trial` (repeatable): only these runs.
- * - `param=NAME OP VALUE` (repeatable, all must hold): a parameter compared with a value, `OP` one
- *   of `=`, `!=`, `<`, `<=`, `>`, `>=` (`lr<=0.001`, `model.act=gelu`). Numbers compare as
- *   numbers (a run whose parameter is not a number does not match `<`…`>=`), anything else as text.
- * - `metric=KEY OP NUMBER` (repeatable): the last value of a scalar key (its global line, else its
- *   lowest rank's) compared with a number; a run without the key, or whose last value is NaN,
- *   matches only `!=`.
- * - `sort`: `started` (default, newest first), `updated`, `name`, `status`, `group`,
- *   `param:NAME`, `metric:KEY`; `-` before it reverses (`-name`, `-metric:loss`). Runs without
- *   the value sort last either way; ties go by id.
- * - `offset` (default 0) and `limit` (1 to 1,000; default: every match).
- * - `summary=1`: each run also carries `summary`, the last value of each scalar key (internal
- *   keys only with `internal=1`), as `/api/summary` answers it.
- *
- * Text compares by Unicode code point (PostgreSQL's `COLLATE "C"`), so both sources order names
- * alike whatever the database's locale.
+ * The parameters and what each matches are described once, in docs/server.md ("The API", the
+ * `/api/runs` table); a change here changes that table with it. Text compares by Unicode code
+ * point (PostgreSQL's `COLLATE "C"`), so both sources order names alike whatever the database's
+ * locale.
  */
 import type { RunStatus } from "../backends/store/read-types.js";
 import { compareCodePoints } from "../core/code-points.js";
