@@ -1,7 +1,7 @@
 /**
  * The stream's JSONL lines, one per record, written by the writer worker. What a line holds, in
- * which key order, and how numbers are written is described once, in docs/stream.md ("Format"); a change
- * here changes that page with it.
+ * which key order, and how numbers are written is described once, in docs/stream.md ("Format");
+ * a change here changes that page with it.
  *
  * Lines are written as bytes into a `LineBuffer`: the parts that repeat (a key's middle, the
  * timestamp of the current millisecond, the current step's tail) are encoded once and copied.
