@@ -218,7 +218,7 @@ function decodeLine<T extends { values: unknown[] }>(line: LineAnswer<T>): LineA
 }
 
 /** An answer with an HTTP status, so callers can tell "not supported here" (400/404) from a fault. */
-class ApiError extends Error {
+export class ApiError extends Error {
   constructor(
     message: string,
     readonly status: number,
