@@ -5,7 +5,8 @@
 import { metrics as otelApi } from "@opentelemetry/api";
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
 import client from "prom-client";
-import { getCollector, metric, recordMetric, Reduce } from "../src/index.js";
+import { metric, recordMetric, Reduce } from "../src/index.js";
+import { getCollector } from "../src/core/collector.js";
 import { bytesPerCall, nsPerCall, printTable } from "./harness.js";
 
 void otelApi;

@@ -12,7 +12,8 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { PerformanceObserver } from "node:perf_hooks";
 import pino from "pino";
-import { getCollector, recordMetric, Reduce } from "../src/index.js";
+import { recordMetric, Reduce } from "../src/index.js";
+import { getCollector } from "../src/core/collector.js";
 import { flushStream, metricStreamProducer, startStream, stopStream, streamStats, streamValues } from "../src/stream/stream.js";
 
 const dir = mkdtempSync(join(tmpdir(), "rankscope-bench-stream-"));

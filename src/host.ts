@@ -8,4 +8,3 @@
 import "./controller/metric-logger.js";
 export { HostAgent, startHostAgent, type HostAgentOptions, type HostAgentStats } from "./transport/host/agent.js";
 export { HostHandle, HostServer, serveHostsOverNats, type HostServerStats, type ServeHostsOverNatsOptions } from "./transport/host/server.js";
-export { StateDecoder, StateEncoder, WireFormatError, WIRE_VERSION, type DecodedFrame } from "./transport/wire/codec.js";

@@ -16,19 +16,8 @@
  *   spawnRanks / joinRun    → transport/          (ranks as threads, processes, or over NATS: "rankscope/nats")
  *   alert / alerts option   → alerts/             (rules on the reduced values, a watchdog, a webhook)
  */
-export {
-  recordMetric,
-  metric,
-  getCollector,
-  type MetricHandle,
-  type StreamProducer,
-  type MetricEntry,
-  type MetricEntryBase,
-  type NumericEntry,
-  type RecordEntry,
-} from "./core/collector.js";
-export type { KeyState } from "./core/key-state.js";
-export { Reduce, registerReduce, getReduceDefinition } from "./core/registry.js";
+export { recordMetric, metric, type MetricHandle } from "./core/collector.js";
+export { Reduce, registerReduce } from "./core/registry.js";
 export type {
   Accumulator,
   AccumulatorState,
@@ -48,40 +37,20 @@ export type {
 } from "./core/reduce.js";
 export type { SampleOptions } from "./core/accumulators/sample.js";
 export { LOGGING_MODES, type LoggingMode, type Metric, type HistogramMetric, type SampleBatch, type StreamRecord } from "./core/metric.js";
-export { setDiagnosticHandler, diagnosticCounts, resetDiagnostics, type Diagnostic, type DiagnosticHandler } from "./core/diagnostics.js";
+export { setDiagnosticHandler, diagnosticCounts, type Diagnostic, type DiagnosticHandler } from "./core/diagnostics.js";
 export { jsonNumber, parseNumber } from "./core/json.js";
-export { isInternalKey, INTERNAL_KEY_PREFIX, COUNT_KEY_SUFFIX, DROPPED_KEY_RECORDS_KEY } from "./core/internal-keys.js";
-export {
-  CONTROLLER_LINE,
-  GLOBAL_LINE,
-  lineOf,
-  lineLabel,
-  recorderOf,
-  recorderOfLine,
-  type Recorder,
-  type RecorderRole,
-  type LineOwner,
-} from "./core/rank-identity.js";
-export {
-  registerBackend,
-  registerLazyBackend,
-  registeredBackends,
-  type Backend,
-  type BackendContext,
-  type BackendFactory,
-  type BackendOptions,
-  type CommonBackendOptions,
-  type RankIdentity,
-} from "./backends/backend.js";
+export { isInternalKey } from "./core/internal-keys.js";
+export { registerBackend, type Backend, type BackendContext, type BackendFactory, type BackendOptions, type CommonBackendOptions, type RankIdentity } from "./backends/backend.js";
 export {
   getOrCreateMetricLogger,
   MetricLogger,
-  DEFAULT_BACKENDS,
+  type FlushOptions,
   type FlushResult,
   type InitBackendsOptions,
+  type LogDirectOptions,
   type MetricLoggerOptions,
 } from "./controller/metric-logger.js";
-export { DEFAULT_STRAGGLER_OPTIONS, type StragglerOptions } from "./controller/stragglers.js";
+export type { StragglerOptions } from "./controller/stragglers.js";
 export type { ChronicRank, RankRef, RankTimingRecord, SlowRank, StragglerMeasure, StragglerReport } from "./core/straggler-report.js";
 export type {
   BackendsConfig,
@@ -99,37 +68,24 @@ export type {
   StoreBackendOptions,
   TensorboardBackendOptions,
   WandbBackendOptions,
+  PrometheusBackendOptions,
+  PrometheusRemoteWriteBackendOptions,
+  OtlpBackendOptions,
 } from "./backends/options.js";
 export { alert } from "./alerts/user-alert.js";
-export { ALERT_LEVELS, type AlertEvent, type AlertLevel, type AlertState } from "./core/alert.js";
-export { BUILTIN_RULES, type AlertOptions, type AlertRuleConfig, type AlertRuleBase, type BuiltinRuleName, type NonfiniteRule, type RankLostRule, type StalledRule, type StragglerRule, type ThresholdRule, type SpikeRule, type RateDropRule } from "./alerts/options.js";
+export type { AlertEvent, AlertLevel, AlertState } from "./core/alert.js";
+export type { AlertOptions, AlertRuleConfig, AlertRuleBase, BuiltinRuleName, NonfiniteRule, RankLostRule, StalledRule, StragglerRule, ThresholdRule, SpikeRule, RateDropRule } from "./alerts/options.js";
 export type { AlertStats } from "./alerts/controller-alerts.js";
 export type { WebhookStats } from "./alerts/webhook.js";
-export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./pipeline/runtime.js";
-export { resolveRunLocation, pathSegmentProblem, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
-export { currentMetricLogger, type FlushOptions, type LogDirectOptions } from "./controller/metric-logger.js";
+export type { RankHandle, RunInfo } from "./pipeline/runtime.js";
+export { resolveRunLocation, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
 export { monotonicCommitStep, MonotonicStep } from "./core/step.js";
 export { stats, StatsTracker, StatReduce, AVG_MIN_MAX, type StatReduceName, type Mask, type StatValues, type StatOptions, type ScopeHandle } from "./stats/index.js";
-export {
-  writeRunFiles,
-  redactSecrets,
-  versionInfo,
-  gitVersion,
-  REDACTED,
-  DEFAULT_SECRET_KEY_PATTERNS,
-  RUN_META_FILE,
-  type RunMeta,
-  type RunFilesOptions,
-  type RunFiles,
-  type VersionInfo,
-  type GitVersion,
-} from "./run/run-files.js";
+export { writeRunFiles, redactSecrets, REDACTED, type RunFilesOptions, type RunFiles } from "./run/run-files.js";
 export {
   getLogger,
   configureTextLogs,
   setupFileLogging,
-  closeTextLogFiles,
-  DEFAULT_COMPONENT_COLORS,
   type TextLogger,
   type TextLogOptions,
   type LineSink,
@@ -138,18 +94,15 @@ export {
 } from "./textlog/index.js";
 export {
   Logger,
-  flattenWithSlash,
   printValidationSamples,
-  formatValidationSamples,
-  selectValidationSamples,
   type LoggerOptions,
   type LogMetricsOptions,
   type BackendSwitch,
   type ValidationSample,
   type ValidationSampleOptions,
 } from "./facade/index.js";
-export { SystemMonitor, startSystemMonitor, SYSTEM_AXIS, parseNvidiaSmi, type SystemMonitorOptions, type GpuSample } from "./system/index.js";
-export { Tracer, trace, traced, TIMER_KINDS, type TimerKind, type TracerOptions } from "./trace/tracer.js";
+export { SystemMonitor, startSystemMonitor, type SystemMonitorOptions, type GpuSample } from "./system/index.js";
+export { Tracer, trace, traced, type TimerKind, type TracerOptions } from "./trace/tracer.js";
 export {
   traceScope,
   traceInstant,
@@ -162,14 +115,14 @@ export {
   type PerfTracerStats,
   type TraceScopeOptions,
 } from "./trace/perf-tracer.js";
-export { TRACE_CATEGORIES, type TraceCategory, type TraceEvent } from "./trace/trace-events.js";
-export { SessionTracer, SESSION_STATUSES, type SessionStatus, type SessionTracerOptions, type SessionRecord, type SessionSpan } from "./trace/session-tracer.js";
+export type { TraceCategory, TraceEvent } from "./trace/trace-events.js";
+export { SessionTracer, type SessionStatus, type SessionTracerOptions, type SessionRecord, type SessionSpan } from "./trace/session-tracer.js";
 export { parseTraceText, readTraceFile, type ParsedTrace } from "./trace/trace-file.js";
 export { mergeTraces, type MergeTracesOptions, type MergeTracesResult } from "./trace/merge.js";
 export { spawnRanks, RankGroup, type SpawnRanksOptions, type RankServer } from "./transport/controller/launcher.js";
 export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/rank/join.js";
 export { currentRank } from "./pipeline/runtime.js";
-export { ignoredMessageCounts, transportStats, PROTOCOL_VERSION, type IgnoredMessageCounts, type TransportStats } from "./transport/protocol/messages.js";
+export { ignoredMessageCounts, transportStats, type IgnoredMessageCounts, type TransportStats } from "./transport/protocol/messages.js";
 export {
   streamValues,
   startStream,

@@ -29,7 +29,7 @@ export interface AlertStats {
 }
 
 /** The component alerts are written under in the text log. */
-export const ALERTS_LOG_COMPONENT = "rankscope.alerts";
+const ALERTS_LOG_COMPONENT = "rankscope.alerts";
 
 /** Events kept for the backends until they start (more are in the text log and the webhook only). */
 const MAX_UNRECORDED = 1000;

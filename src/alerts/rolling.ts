@@ -94,7 +94,7 @@ export class RollingWindow {
  * `below` (MAD > 0 and MAD < t), `above` (MAD ≥ t, or MAD is 0), or `unsure` (too close to tell
  * without the exact MAD).
  */
-export type MadVerdict = "below" | "above" | "unsure";
+type MadVerdict = "below" | "above" | "unsure";
 
 /** The relative margin the counting test keeps from `t` (with the median's rounding), so rounding never decides a verdict. */
 const MARGIN = 1e-9;

@@ -262,7 +262,7 @@ export interface RankRef {
 }
 
 /** The subject of an episode about a rank. */
-export function rankSubject(ref: RankRef): AlertSubject {
+function rankSubject(ref: RankRef): AlertSubject {
   return { rankName: ref.rankName, ...(ref.rank === undefined ? {} : { rank: ref.rank }), ...(ref.host === undefined ? {} : { host: ref.host }) };
 }
 

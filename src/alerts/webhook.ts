@@ -12,7 +12,7 @@ import { jsonNumber } from "../core/json.js";
 import { retry, type AttemptOutcome } from "../core/retry.js";
 
 /** How the webhook is reached. */
-export interface WebhookOptions {
+interface WebhookOptions {
   readonly url: string;
   /** `slack` adds `text`, the line Slack's incoming webhooks show. */
   readonly format: "json" | "slack";
@@ -41,7 +41,7 @@ export interface WebhookStats {
 const EMOJI: Record<AlertEvent["level"], string> = { info: "ℹ️", warning: "⚠️", error: "🚨" };
 
 /** The body POSTed for an alert: the event (NaN and ±Infinity as strings), plus `text` in the Slack format. */
-export function webhookBody(event: AlertEvent, format: "json" | "slack"): string {
+function webhookBody(event: AlertEvent, format: "json" | "slack"): string {
   const body: Record<string, unknown> = { ...event };
   if (event.value !== undefined) body["value"] = jsonNumber(event.value);
   if (format === "slack") body["text"] = `${EMOJI[event.level]} [${event.run}] ${event.state === "firing" ? "FIRING" : "resolved"} ${event.rule}: ${event.message}`;

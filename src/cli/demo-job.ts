@@ -25,7 +25,7 @@ import { spawnRanks } from "../transport/controller/launcher.js";
  * across ranks, each rank's own line, and each rank's raw values (the dashboard's Streams tab);
  * TensorBoard's event files beside it (`tensorboard --logdir {run}/tensorboard`).
  */
-export const DEMO_BACKENDS: BackendsConfig = {
+const DEMO_BACKENDS: BackendsConfig = {
   console: { loggingMode: "global_reduce" },
   tensorboard: { loggingMode: "global_reduce" },
   store: { loggingMode: "global_reduce" },
@@ -34,7 +34,7 @@ export const DEMO_BACKENDS: BackendsConfig = {
 };
 
 /** The demo's run config (`config.yaml`, the dashboard's Config tab and runs table). */
-export const DEMO_RUN_CONFIG = {
+const DEMO_RUN_CONFIG = {
   algorithm: "toy-rl",
   model: { name: "tiny-policy", layers: 4, hidden: 256 },
   optimizer: { name: "adam", lr: 3e-4, betas: [0.9, 0.999] },
@@ -42,7 +42,7 @@ export const DEMO_RUN_CONFIG = {
 };
 
 /** Options of the demo. */
-export interface DemoOptions {
+interface DemoOptions {
   /** Steps of part 2. */
   steps: number;
   /** Ranks as child processes (default) or worker threads. */

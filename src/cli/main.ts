@@ -13,6 +13,7 @@ import { registerTailCommand } from "./commands/tail.js";
 import { registerUiCommand } from "./commands/ui.js";
 import { registerServerCommand } from "./commands/server.js";
 import { registerSyncCommand } from "./commands/sync.js";
+import { describeError } from "../core/diagnostics.js";
 
 
 const program = new Command()
@@ -38,7 +39,7 @@ try {
   if (error instanceof CommanderError) {
     process.exitCode = error.exitCode === 0 ? 0 : 2;
   } else {
-    process.stderr.write(`rankscope: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`rankscope: ${describeError(error)}\n`);
     process.exitCode = 1;
   }
 }

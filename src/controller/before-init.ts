@@ -8,7 +8,7 @@ import { reportError, warn } from "../core/diagnostics.js";
 import { MAX_FLUSHES_BEFORE_INIT } from "./logger-options.js";
 
 /** A flush made before `initBackends`, kept for the first flush after it. */
-export interface FlushBeforeInit {
+interface FlushBeforeInit {
   readonly states: readonly KeyState[];
   readonly step: number;
   readonly timestamp: number;

@@ -14,7 +14,7 @@ import "../stats/reductions.js";
 import { getCollector, pendingValues as pendingValuesOf } from "../core/collector.js";
 import type { KeyState } from "../core/key-state.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
-import { warn } from "../core/diagnostics.js";
+import { describeError, warn } from "../core/diagnostics.js";
 import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
 import { redactRecord } from "../core/redact.js";
 import { configureLifecycle, endingBySignal, endingReason, registerDrain, untilTheEnd } from "../core/lifecycle.js";
@@ -430,7 +430,7 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
       `the job ended without logger.shutdown(): ${values > 0 || withRanks ? `flushing what is left at step ${step}, then ` : ""}shutting down${withRanks ? ` ${this.ranks.size - 1} rank(s)` : ""}; call shutdown() at the end of the job`,
     );
     if (values > 0 || withRanks) {
-      await withDeadline(this.flush(step, { allowRepeatedStep: true }).catch((error: unknown) => warn("shutdown.finalFlush", `final flush failed: ${error instanceof Error ? error.message : String(error)}`)), Math.min(this.flushDeadlineMs, deadlineMs / 2));
+      await withDeadline(this.flush(step, { allowRepeatedStep: true }).catch((error: unknown) => warn("shutdown.finalFlush", `final flush failed: ${describeError(error)}`)), Math.min(this.flushDeadlineMs, deadlineMs / 2));
     }
     await this.shutdown({ deadlineMs: Math.max(1, deadlineMs - (Date.now() - started)) });
   }
@@ -448,7 +448,7 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
       try {
         await hook();
       } catch (error) {
-        warn("shutdown.hook", `shutdown(): a transport failed to close: ${error instanceof Error ? error.message : String(error)}`);
+        warn("shutdown.hook", `shutdown(): a transport failed to close: ${describeError(error)}`);
       }
     }
   }

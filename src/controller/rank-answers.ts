@@ -14,7 +14,7 @@ import { mergeRankKeyStates, singleValueState } from "../pipeline/reduce-states.
 import { isMergeableSnapshot, type RankGroupHandle, type RankGroupSnapshot, type RankHandle, type RankSnapshot } from "../pipeline/rank-handle.js";
 
 /** What the ranks answered to one flush. */
-export interface RankAnswers {
+interface RankAnswers {
   /** The answers that came in time, for this step. */
   readonly snapshots: RankSnapshot[];
   /** Ranks that did not answer in time (a host's ranks one by one). */
@@ -30,12 +30,12 @@ export interface RankAnswers {
 }
 
 /** A handle answering for several ranks (a host agent's). */
-export function isRankGroupHandle(handle: RankHandle): handle is RankGroupHandle {
+function isRankGroupHandle(handle: RankHandle): handle is RankGroupHandle {
   return "memberRanks" in handle && typeof handle.memberRanks === "function";
 }
 
 /** The answer of such a handle, which says which of its ranks answered. */
-export function isRankGroupSnapshot(snapshot: RankSnapshot): snapshot is RankGroupSnapshot {
+function isRankGroupSnapshot(snapshot: RankSnapshot): snapshot is RankGroupSnapshot {
   return "group" in snapshot && typeof snapshot.group === "object" && snapshot.group !== null;
 }
 

@@ -47,10 +47,10 @@ export type ResolvedStragglerOptions = Required<Omit<StragglerOptions, "tracer">
 export const DEFAULT_STRAGGLER_OPTIONS: ResolvedStragglerOptions = { topK: 3, tolerance: 0.25, minExcessMs: 20, chronicWindow: 10 };
 
 /** Robust standard deviations (MAD × 1.4826) an excess must pass as well. */
-export const MAD_K = 5;
+const MAD_K = 5;
 const MAD_TO_SIGMA = 1.4826;
 /** Fewer ranks than this with a figure cannot name anyone on it (no median worth comparing with). */
-export const MIN_RANKS_COMPARED = 3;
+const MIN_RANKS_COMPARED = 3;
 const MAX_WINDOW = 30;
 
 const OPTIONS = ["topK", "tolerance", "minExcessMs", "chronicWindow", "tracer"];
@@ -83,7 +83,7 @@ export function resolveStragglerOptions(value: unknown): ResolvedStragglerOption
 }
 
 /** One flush's attribution: the report, its internal keys, and the per-rank record for the backends. */
-export interface StragglerFlush {
+interface StragglerFlush {
   readonly report: StragglerReport;
   readonly states: KeyState[];
   readonly record: RankTimingRecord;
@@ -352,7 +352,7 @@ function finiteOrNull(v: number | undefined): number | null {
 }
 
 /** `{rankName}@{host}`: how a rank is named in its internal keys. */
-export function rankKeyName(ref: RankRef): string {
+function rankKeyName(ref: RankRef): string {
   return ref.host === "" ? ref.rankName : `${ref.rankName}@${ref.host}`;
 }
 

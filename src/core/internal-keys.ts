@@ -10,7 +10,7 @@
  */
 
 /** The prefix of the keys rankscope records about itself. */
-export const INTERNAL_KEY_PREFIX = "rankscope/";
+const INTERNAL_KEY_PREFIX = "rankscope/";
 
 /** How many ranks the controller expected at a flush (recorded at every flush of a job with ranks). */
 export const RANKS_EXPECTED_KEY = "rankscope/ranks_expected";
@@ -57,7 +57,7 @@ export const STREAM_BACKEND_DROPPED_KEY_PREFIX = "rankscope/stream_backend_dropp
 export const ALERTS_UNDELIVERED_KEY = "rankscope/alerts_undelivered";
 
 /** The suffix of the weight `stats.scalar` logs beside each mean. */
-export const COUNT_KEY_SUFFIX = "__count";
+const COUNT_KEY_SUFFIX = "__count";
 
 /** True for a key rankscope records for itself (see the module comment). */
 export function isInternalKey(key: string): boolean {

@@ -53,12 +53,12 @@ const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 
 /** A bigint as JSON: its digits as an integer literal within int64, else a string of them (no reader overflows). */
-export function bigintText(value: bigint): string {
+function bigintText(value: bigint): string {
   return value >= INT64_MIN && value <= INT64_MAX ? value.toString() : `"${value.toString()}"`;
 }
 
 /** How `jsonText` writes NaN and ±Infinity. */
-export type NonFiniteStyle =
+type NonFiniteStyle =
   /** The proto3-JSON strings `"NaN"`, `"Infinity"`, `"-Infinity"` (valid JSON). */
   | "string"
   /** The bare tokens `NaN`, `Infinity`, `-Infinity`, as W&B's and Python's JSON write them. */

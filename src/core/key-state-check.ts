@@ -9,12 +9,12 @@ import { describe, isCount } from "./accumulators/state-check.js";
 import { isRecord } from "./json.js";
 
 /** Longest metric key accepted from another process (characters). */
-export const MAX_KEY_LENGTH = 4096;
+const MAX_KEY_LENGTH = 4096;
 /** Longest reduce name accepted from another process (`quantiles(0.5,0.9,…)` included). */
-export const MAX_REDUCE_NAME_LENGTH = 256;
+const MAX_REDUCE_NAME_LENGTH = 256;
 
 /** Why a received state is refused: a name out of bounds, or a state that does not fit its reduction. */
-export interface StateProblem {
+interface StateProblem {
   readonly kind: "invalidName" | "invalidState" | "malformed";
   readonly problem: string;
 }

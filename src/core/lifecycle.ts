@@ -24,35 +24,34 @@
  *   reason `beforeExit`; they may schedule more work (the loop then goes on), at most a few rounds.
  * - **exit** (`process.exit()`, the end of the loop): the sync parts run once, each bounded.
  */
-import { reportError, warn } from "./diagnostics.js";
+import { describeError, reportError, warn } from "./diagnostics.js";
 import { startEndWatchdog } from "./end-watchdog.js";
 import { processWide } from "./process-wide.js";
 import { integerKind, resolveSetting, type Setting } from "./settings.js";
 
 /** Why the process is ending. */
-export type EndReason = "SIGINT" | "SIGTERM" | "uncaughtException" | "beforeExit" | "exit";
+type EndReason = "SIGINT" | "SIGTERM" | "uncaughtException" | "beforeExit" | "exit";
 
 /** The signals rankscope drains on. */
-export const DRAINED_SIGNALS = ["SIGINT", "SIGTERM"] as const;
-export type DrainedSignal = (typeof DRAINED_SIGNALS)[number];
+type DrainedSignal = "SIGINT" | "SIGTERM";
 
 /**
  * When a drain runs relative to the others: `producer` parts (the stream ring, trace buffers) hand
  * their data on first, then the `logger` (final flush, ranks stopped, backends finished), then
  * `sink`s (store writer, files) write what reached them.
  */
-export type DrainStage = "producer" | "logger" | "sink";
+type DrainStage = "producer" | "logger" | "sink";
 const STAGES: readonly DrainStage[] = ["producer", "logger", "sink"];
 
 /** What a drain is told. */
-export interface DrainContext {
+interface DrainContext {
   readonly reason: EndReason;
   /** When the total drain deadline passes (ms since the epoch); a drain should be done by then. */
   readonly deadline: number;
 }
 
 /** A part that holds data, and how it writes it out at the end. */
-export interface Drain {
+interface Drain {
   /** Shown when the drain misses the deadline, e.g. `store writer (runs/x/y)`. */
   readonly name: string;
   /** Default `sink`. */
@@ -76,7 +75,7 @@ export interface Drain {
 }
 
 /** Default of `drainDeadlineMs`. */
-export const DEFAULT_DRAIN_DEADLINE_MS = 5000;
+const DEFAULT_DRAIN_DEADLINE_MS = 5000;
 /** At most this much of the drain deadline (and at most a fifth of it) is kept for the sync parts after a signal. */
 const SYNC_RESERVE_MS = 1000;
 /** beforeExit rounds allowed in a row before the registry stops draining there (each may schedule work). */
@@ -134,7 +133,7 @@ export function registerDrain(drain: Drain): () => void {
 }
 
 /** The drain deadline, resolved by the one settings resolver (option → environment → default). */
-export const DRAIN_DEADLINE_SETTING: Setting<number> = {
+const DRAIN_DEADLINE_SETTING: Setting<number> = {
   owner: "getOrCreateMetricLogger",
   option: "drainDeadlineMs",
   env: "RANKSCOPE_DRAIN_DEADLINE_MS",
@@ -148,12 +147,12 @@ export const DRAIN_DEADLINE_SETTING: Setting<number> = {
  * Never throws (it runs in signal handlers): an invalid variable here is reported and the default
  * used; the logger's creation has already rejected it with a TypeError.
  */
-export function drainDeadlineMs(): number {
+function drainDeadlineMs(): number {
   if (state.deadlineMs !== null) return state.deadlineMs;
   try {
     return resolveSetting(DRAIN_DEADLINE_SETTING, undefined);
   } catch (error) {
-    reportError("lifecycle.deadlineSetting", `${error instanceof Error ? error.message : String(error)}; using ${DEFAULT_DRAIN_DEADLINE_MS} ms`);
+    reportError("lifecycle.deadlineSetting", `${describeError(error)}; using ${DEFAULT_DRAIN_DEADLINE_MS} ms`);
     return DEFAULT_DRAIN_DEADLINE_MS;
   }
 }
@@ -177,11 +176,6 @@ export function endingReason(): EndReason | null {
 /** Did the process end (or is it ending) by a signal or an uncaught exception? */
 export function endingAbnormally(): boolean {
   return state.crashed;
-}
-
-/** The registered drains' names (for tests and diagnostics). */
-export function drainNames(): string[] {
-  return [...state.drains].map((d) => d.name);
 }
 
 function install(): void {
@@ -311,13 +305,13 @@ async function runDrains(context: DrainContext): Promise<boolean> {
               },
               (error: unknown) => {
                 entry.done = true;
-                reportError(`lifecycle.drain:${drain.name}`, `${drain.name}: failed while draining at ${context.reason}: ${error instanceof Error ? error.message : String(error)}`);
+                reportError(`lifecycle.drain:${drain.name}`, `${drain.name}: failed while draining at ${context.reason}: ${describeError(error)}`);
               },
             );
             running.push(entry);
           }
         } catch (error) {
-          reportError(`lifecycle.drain:${drain.name}`, `${drain.name}: failed while draining at ${context.reason}: ${error instanceof Error ? error.message : String(error)}`);
+          reportError(`lifecycle.drain:${drain.name}`, `${drain.name}: failed while draining at ${context.reason}: ${describeError(error)}`);
         }
       }
       if (running.length === 0) continue;
@@ -354,7 +348,7 @@ function runExit(reason: EndReason, deadline = Date.now() + drainDeadlineMs()): 
         drain.exit(context);
       } catch (error) {
         // Exit must finish; the part reports what it lost.
-        warn(`lifecycle.exit:${drain.name}`, `${drain.name}: failed at ${reason}: ${error instanceof Error ? error.message : String(error)}`);
+        warn(`lifecycle.exit:${drain.name}`, `${drain.name}: failed at ${reason}: ${describeError(error)}`);
       }
     }
   }

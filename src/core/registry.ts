@@ -35,13 +35,15 @@ function registry(): Map<string, AnyDefinition> {
 
 const PARAMETERISED = /^(quantiles|sample)\((.*)\)$/;
 
-/** Parameterised definitions kept for reuse; beyond, a new name's definition is built for each lookup. */
+/**
+ * Parameterised definitions kept for reuse, apart from the named ones. Names arrive from other
+ * processes, so the table is bounded: beyond its size, a new name's definition is built for each
+ * lookup (a known name is still found at once).
+ */
 const MAX_PARAMETERISED = 1024;
 
-function parameterisedCount(table: ReadonlyMap<string, AnyDefinition>): number {
-  let n = 0;
-  for (const name of table.keys()) if (name.endsWith(")")) n++;
-  return n;
+function parameterisedTable(): Map<string, AnyDefinition> {
+  return processWide("reduceParameterised", () => new Map<string, AnyDefinition>());
 }
 
 function parseParameterised(name: string): AnyDefinition | undefined {
@@ -67,9 +69,12 @@ export function getReduceDefinition(name: string): AnyDefinition {
   const table = registry();
   let definition = table.get(name);
   if (definition === undefined && typeof name === "string") {
-    definition = parseParameterised(name);
-    // Names arrive from other processes: the table of parameterised forms stays bounded.
-    if (definition !== undefined && parameterisedCount(table) < MAX_PARAMETERISED) table.set(name, definition);
+    const parameterised = parameterisedTable();
+    definition = parameterised.get(name);
+    if (definition === undefined) {
+      definition = parseParameterised(name);
+      if (definition !== undefined && parameterised.size < MAX_PARAMETERISED) parameterised.set(name, definition);
+    }
   }
   if (definition === undefined) {
     throw new TypeError(

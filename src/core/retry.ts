@@ -5,7 +5,7 @@
  */
 
 /** How retries are spaced: exponential from `initialMs`, capped at `maxMs`. */
-export interface BackoffPolicy {
+interface BackoffPolicy {
   readonly initialMs: number;
   readonly maxMs: number;
 }
@@ -39,7 +39,7 @@ export function sleep(ms: number, stop?: AbortSignal): Promise<void> {
 const sleeper = new Int32Array(new SharedArrayBuffer(4));
 
 /** Block this thread for `ms`: only for threads of our own whose work is synchronous anyway (SQLite). */
-export function sleepSync(ms: number): void {
+function sleepSync(ms: number): void {
   Atomics.wait(sleeper, 0, 0, ms);
 }
 
@@ -49,7 +49,7 @@ export type AttemptOutcome<T> =
   | { readonly ok: false; readonly retryable: boolean; readonly reason: string; readonly retryAfterMs?: number | undefined };
 
 /** Options of `retry`. */
-export interface RetryOptions extends BackoffPolicy {
+interface RetryOptions extends BackoffPolicy {
   /** Total time the retries may take (attempts included); a retry that would end past it is not made. */
   readonly deadlineMs: number;
   /** Stops the waiting (and the loop) early. */
@@ -59,7 +59,7 @@ export interface RetryOptions extends BackoffPolicy {
 }
 
 /** Why `retry` gave up, with the last failed attempt. */
-export interface GaveUp<F> {
+interface GaveUp<F> {
   readonly ok: false;
   readonly last: F;
   /** `refused`: not retryable; `deadline`: the budget is spent; `stopped`: `stop` was signalled. */

@@ -11,7 +11,7 @@ import { randomBytes } from "node:crypto";
 import type { Setting, SettingKind } from "./settings.js";
 
 /** The environment variable carrying the run secret. */
-export const RUN_SECRET_ENV = "RANKSCOPE_RUN_SECRET";
+const RUN_SECRET_ENV = "RANKSCOPE_RUN_SECRET";
 
 /** At least 128 bits as text: 32 printable characters (`openssl rand -hex 16`), no spaces. */
 const SECRET = /^[\x21-\x7e]{32,1024}$/;

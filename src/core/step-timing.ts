@@ -18,7 +18,7 @@
 export type PhaseKind = "phase" | "barrier";
 
 /** One phase (or barrier) of a Tracer at one rank since the last flush. */
-export interface PhaseTiming {
+interface PhaseTiming {
   readonly name: string;
   readonly kind: PhaseKind;
   /** How many times it was marked. */
@@ -47,7 +47,7 @@ export interface RankTiming {
 }
 
 /** At most this many (prefix, name, kind) slots are timed per thread; later ones are not (their metrics still are). */
-export const MAX_TIMING_SLOTS = 4096;
+const MAX_TIMING_SLOTS = 4096;
 
 interface SlotInfo {
   readonly prefix: string;
@@ -151,7 +151,7 @@ export function mergeTracerTimings(a: readonly TracerTiming[], b: readonly Trace
 }
 
 /** One phase of one Tracer across the ranks of a `TimingColumns` (NaN/0 where a rank had none). */
-export interface PhaseColumns {
+interface PhaseColumns {
   readonly name: string;
   readonly kind: PhaseKind;
   readonly count: number[];
@@ -273,7 +273,7 @@ export const MAX_TRACER_PHASES = 64;
 export const MAX_TIMING_NAME = 256;
 
 /** `tracers` within the bounds a receiver accepts: Tracers and phases past them are left out (the metrics still have them). */
-export function boundedTracerTimings(tracers: TracerTiming[]): TracerTiming[] {
+function boundedTracerTimings(tracers: TracerTiming[]): TracerTiming[] {
   const kept = tracers.filter((t) => t.prefix.length <= MAX_TIMING_NAME).slice(0, MAX_ANSWER_TRACERS);
   return kept.map((t) => (t.phases.length <= MAX_TRACER_PHASES && t.phases.every((p) => p.name.length <= MAX_TIMING_NAME) ? t : { ...t, phases: t.phases.filter((p) => p.name.length <= MAX_TIMING_NAME).slice(0, MAX_TRACER_PHASES) }));
 }

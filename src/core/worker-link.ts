@@ -20,7 +20,7 @@
 import { registerDrain } from "./lifecycle.js";
 import { BroadcastChannel, isMainThread, threadId, workerData } from "node:worker_threads";
 import type { KeyState } from "./key-state.js";
-import { reportError, warn } from "./diagnostics.js";
+import { describeError, reportError, warn } from "./diagnostics.js";
 import { processWide } from "./process-wide.js";
 
 /** The process's channel between collectors (versioned: two rankscope copies of one version share it). */
@@ -75,7 +75,7 @@ function isLinkMessage(m: unknown): m is LinkMessage {
 }
 
 /** What a thread's collector must offer to be linked. */
-export interface LinkableCollector {
+interface LinkableCollector {
   takeStates(): KeyState[];
   droppedKeyRecords: number;
   /** The step raw values recorded now belong to (the main thread's last flushed step + 1). */
@@ -98,7 +98,7 @@ export function onWorkerCollectorLinked(listener: LinkListener): void {
 }
 
 /** What the main thread's flush got from the worker threads. */
-export interface WorkerStates {
+interface WorkerStates {
   /** States per answer (one per worker that answered in time, plus late answers carried over). */
   readonly states: readonly KeyState[][];
   /** Records dropped in workers because of their key bound, since they started (summed over workers). */
@@ -155,7 +155,7 @@ export function linkWorkerCollector(collector: LinkableCollector): void {
     try {
       listener();
     } catch (error) {
-      reportError("collector.linkListener", `worker thread ${threadId}: linking its stream failed: ${error instanceof Error ? error.message : String(error)}`);
+      reportError("collector.linkListener", `worker thread ${threadId}: linking its stream failed: ${describeError(error)}`);
     }
   }
   // What was recorded since the last flush leaves with the worker (not possible after terminate()):

@@ -205,8 +205,7 @@ export class Logger {
     }
     const prefix = options.prefix === undefined || options.prefix === "" ? "" : `${options.prefix}/`;
     for (const [key, value] of Object.entries(flat)) {
-      if (typeof value === "number") recordMetric(`${prefix}${key}`, value, "mean");
-      else if (typeof value === "bigint") recordMetric(`${prefix}${key}`, value, "mean");
+      if (typeof value === "number" || typeof value === "bigint") recordMetric(`${prefix}${key}`, value, "mean");
       else {
         this.skippedValues++;
         warn("facade.nonNumeric", `logMetrics: "${prefix}${key}" is not a number (${typeof value}); non-numeric values are skipped and counted (Logger.skippedValues)`);

@@ -40,7 +40,7 @@ function markBusy(file: AppendFile): void {
 }
 
 /** Default bound on queued bytes per file. */
-export const DEFAULT_MAX_QUEUED_BYTES = 64 * 1024 * 1024;
+const DEFAULT_MAX_QUEUED_BYTES = 64 * 1024 * 1024;
 
 export class AppendFile {
   private queue: (string | Uint8Array)[] = [];

@@ -71,10 +71,10 @@ export function createFileOnce(path: string, header: string | Uint8Array, what: 
 }
 
 /** At most this many names are tried by `claimDirectory` (`name`, `name-2`, … `name-1000`). */
-export const MAX_CLAIM_TRIES = 1000;
+const MAX_CLAIM_TRIES = 1000;
 
 /** A directory `claimDirectory` created: its path, and the parents it had to create (to remove them if left empty). */
-export interface ClaimedDirectory {
+interface ClaimedDirectory {
   readonly path: string;
   readonly name: string;
   /** The first parent folder this call created (`mkdir -p`'s answer), if any. */

@@ -62,11 +62,14 @@ interface LiveBackend {
   faulted: boolean;
   /** Log every N-th flush (the `every` option; 1 = every flush). */
   readonly every: number;
-  /** Flushes seen since the last one logged. */
-  skipped: number;
-  /** States of the skipped flushes, merged into the next one logged. */
+  /**
+   * Flushes held back by `every` since the last one logged (not `BackendDeliveryStats.skipped`,
+   * which counts calls not made to a hung backend).
+   */
+  heldFlushes: number;
+  /** States of the held flushes, merged into the next one logged. */
   pending: (readonly KeyState[])[];
-  /** Where the last skipped flush was going (for a final log at finish). */
+  /** Where the last held flush was going (for a final log at finish). */
   pendingTarget: ReduceTarget | null;
   /** Its queue of raw stream records, when it takes `logStream` (stream-queue.ts). */
   stream: StreamQueue | null;
@@ -110,7 +113,7 @@ export class BackendSet {
           const context = contextFor(v);
           const every = typeof v.options.every === "number" ? v.options.every : 1;
           const deadlineMs = typeof v.options.deadlineMs === "number" ? v.options.deadlineMs : defaultDeadlineMs;
-          entry = { name: v.name, backend, context, every, deadlineMs, stuck: null, dead: false, late: 0, skippedCalls: 0, failed: 0, undeliveredSinceTaken: 0, faulted: false, skipped: 0, pending: [], pendingTarget: null, stream: null };
+          entry = { name: v.name, backend, context, every, deadlineMs, stuck: null, dead: false, late: 0, skippedCalls: 0, failed: 0, undeliveredSinceTaken: 0, faulted: false, heldFlushes: 0, pending: [], pendingTarget: null, stream: null };
           const live = entry;
           if (backend.logStream !== undefined) live.stream = new StreamQueue(v.name, (batch) => startCall(live, "logStream", () => live.backend.logStream?.(batch)));
         } catch (error) {
@@ -138,7 +141,7 @@ export class BackendSet {
   /**
    * One `sum` state per backend that has ever missed a call: how many calls it missed since the
    * last time this was taken (`rankscope/backend_undelivered/{name}`), so a chart shows when and
-   * how much, and summing over ranks or skipped flushes stays exact. Resets the per-flush counts.
+   * how much, and summing over ranks or held flushes (`every`) stays exact. Resets the per-flush counts.
    */
   takeUndeliveredStates(): KeyState[] {
     const states: KeyState[] = [];
@@ -180,8 +183,8 @@ export class BackendSet {
         if (live.every <= 1) return deliver(live, reduced, target.step);
         live.pending.push(states);
         live.pendingTarget = target;
-        live.skipped++;
-        if (live.skipped < live.every) return undefined;
+        live.heldFlushes++;
+        if (live.heldFlushes < live.every) return undefined;
         return deliver(live, takePending(live, target), target.step);
       }),
     );
@@ -252,7 +255,7 @@ export class BackendSet {
 
   /**
    * Finish every backend (each independently). A backend with `every: N` first logs the flushes it
-   * skipped since its last log, at the last of their steps, so nothing recorded is lost.
+   * held since its last log, at the last of their steps, so nothing recorded is lost.
    */
   async finish(): Promise<void> {
     await Promise.all(
@@ -298,7 +301,7 @@ function takePending(live: LiveBackend, target: ReduceTarget): ReducedFlush {
   );
   live.pending = [];
   live.pendingTarget = null;
-  live.skipped = 0;
+  live.heldFlushes = 0;
   return reduceStates(merged, target);
 }
 

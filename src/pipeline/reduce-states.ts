@@ -34,18 +34,11 @@ export interface ReduceTarget {
 }
 
 /**
- * Merge the states of several ranks key by key and reduce them. A key recorded with different
- * reductions on different ranks is reported (naming the key and the ranks) and left out; every
- * other key is still logged.
- */
-export function mergeRankStates(ranks: readonly RankStates[], target: ReduceTarget): ReducedFlush {
-  return reduceStates(mergeRankKeyStates(ranks, target.step), target);
-}
-
-/**
  * Merge the states of several ranks (or of several flushes of one place) key by key, without
  * reducing them: the merged states can be merged again later (a backend with `every: N` keeps
- * them until its N-th flush). Sorted by key. Conflicts are reported as in `mergeRankStates`.
+ * them until its N-th flush). Sorted by key. A key recorded with different reductions on
+ * different ranks is reported (naming the key and the ranks) and left out; every other key is
+ * still logged.
  */
 export function mergeRankKeyStates(ranks: readonly RankStates[], step: number): KeyState[] {
   // One group per key: its reduction and states. Which rank used which reduction is looked up

@@ -18,7 +18,7 @@ export { DEFAULT_SECRET_KEY_PATTERNS, REDACTED, redactSecrets } from "../core/re
 import { DEFAULT_SECRET_KEY_PATTERNS, redactSecrets } from "../core/redact.js";
 
 /** Git facts of a working directory. */
-export interface GitVersion {
+interface GitVersion {
   readonly branch: string | null;
   readonly commit: string;
   readonly dirty: boolean;
@@ -44,7 +44,7 @@ function git(args: string[], cwd: string): Promise<string | null> {
 }
 
 /** Branch, commit and dirty flag of `cwd`'s git repository; null when it is none (never throws). */
-export async function gitVersion(cwd: string = process.cwd()): Promise<GitVersion | null> {
+async function gitVersion(cwd: string = process.cwd()): Promise<GitVersion | null> {
   const commit = await git(["rev-parse", "HEAD"], cwd);
   if (commit === null || commit.length === 0) return null;
   const [branch, status] = await Promise.all([git(["rev-parse", "--abbrev-ref", "HEAD"], cwd), git(["status", "--porcelain", "--untracked-files=no"], cwd)]);
@@ -68,7 +68,7 @@ export function rankscopeVersion(): string {
 }
 
 /** The version facts of this process, for `version.json`. */
-export async function versionInfo(cwd: string = process.cwd()): Promise<VersionInfo> {
+async function versionInfo(cwd: string = process.cwd()): Promise<VersionInfo> {
   return {
     rankscope: { version: rankscopeVersion() },
     git: await gitVersion(cwd),
@@ -80,7 +80,7 @@ export async function versionInfo(cwd: string = process.cwd()): Promise<VersionI
 }
 
 /** What `run.json` holds: how the user labelled the run. */
-export interface RunMeta {
+interface RunMeta {
   readonly tags: readonly string[];
   readonly group: string | null;
 }

@@ -6,7 +6,7 @@
 import pg from "pg";
 
 /** How the pool is sized and bounded. */
-export interface PoolOptions {
+interface PoolOptions {
   /** `postgres://user:password@host:port/database` (also `RANKSCOPE_DB_URL`). */
   readonly url: string;
   /** Connections at most (default 10). */

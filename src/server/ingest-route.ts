@@ -28,7 +28,7 @@ export interface IngestLimits {
 export const DEFAULT_INGEST_LIMITS: IngestLimits = { maxBodyBytes: 32 * 1024 * 1024, maxBatchBytes: 128 * 1024 * 1024 };
 
 /** The request's body, refused with a 413 past `max` bytes (by Content-Length at once, else as it arrives). */
-export async function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
+async function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
   const declared = Number(req.headers["content-length"] ?? NaN);
   if (Number.isFinite(declared) && declared > max) throw new HttpError(413, `the body is ${declared} bytes; this server takes at most ${max} per request (split the batch)`);
   const parts: Buffer[] = [];
@@ -96,7 +96,7 @@ export async function ingestBatch(req: IncomingMessage, pool: pg.Pool, projectId
 }
 
 /** What the server has of a run: where each series, the records and each file continue from. */
-export interface RunState {
+interface RunState {
   readonly exists: boolean;
   readonly resumeStep: number;
   /** `metaHash` of the metadata last applied (null: none yet). */

@@ -21,7 +21,7 @@ import { decodeChunkBlobs, insertChunks, type ChunkRow } from "./chunks.js";
 import { truncateRun } from "./truncate.js";
 
 /** Small trailing chunks of a series before they are merged into full ones. */
-export const MAX_SMALL_CHUNKS = 16;
+const MAX_SMALL_CHUNKS = 16;
 
 /** A batch that does not continue from where the server is; the sync should re-read the state. */
 export class ConflictError extends Error {}

@@ -10,7 +10,7 @@
 import type { ParamFilter, MetricFilter, RunQuery } from "../ui/source.js";
 
 /** The columns a page selects (`id` for reading the page's last values after). */
-export const RUN_COLUMNS = "runs.id, run_key, experiment, trial, status, started_at, ended_at, updated_at, resume_step, tags, grp, params, lost_ranks";
+const RUN_COLUMNS = "runs.id, run_key, experiment, trial, status, started_at, ended_at, updated_at, resume_step, tags, grp, params, lost_ranks";
 
 /**
  * The last values a query compares or sorts by, one lateral join per key (each an index lookup

@@ -26,14 +26,14 @@
 import type pg from "pg";
 
 /** One migration: applied once, in order, never edited after release. */
-export interface Migration {
+interface Migration {
   readonly version: number;
   readonly name: string;
   readonly sql: string;
 }
 
 /** Advisory lock key of migrations ("rankscope" in ASCII, truncated to 63 bits). */
-export const MIGRATION_LOCK_KEY = "7020098440451383151";
+const MIGRATION_LOCK_KEY = "7020098440451383151";
 
 export const MIGRATIONS: readonly Migration[] = [
   {

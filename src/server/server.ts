@@ -22,7 +22,8 @@ import { describeError } from "../core/diagnostics.js";
 import { redactedRequestPath, sendBody, sendJson } from "../ui/http.js";
 import { DashboardApi } from "../ui/routes.js";
 import { HttpError } from "../ui/security.js";
-import { defaultWebDir, packageVersion } from "../ui/server.js";
+import { defaultWebDir } from "../ui/server.js";
+import { rankscopeVersion } from "../run/run-files.js";
 import { StaticFiles } from "../ui/static.js";
 import { ServerAuth, requireWrite, sendLoginPage, type ProxyAuth } from "./auth.js";
 import { createPool } from "./db.js";
@@ -67,7 +68,7 @@ export interface TeamServer {
   close(graceMs?: number): Promise<void>;
 }
 
-export const DEFAULT_SERVER_PORT = 7008;
+const DEFAULT_SERVER_PORT = 7008;
 
 /** A request's client for rate limiting: its token's hash, else its address. */
 function clientOf(req: IncomingMessage): string {
@@ -103,7 +104,7 @@ class Router {
   stopping = false;
   private readonly limits: IngestLimits;
   private readonly files: StaticFiles;
-  private readonly version = packageVersion();
+  private readonly version = rankscopeVersion();
 
   constructor(
     private readonly pool: pg.Pool,

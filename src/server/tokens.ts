@@ -8,7 +8,7 @@ import { createHash, randomBytes } from "node:crypto";
 import type pg from "pg";
 
 /** What a token may do. */
-export type TokenScope = "read" | "write";
+type TokenScope = "read" | "write";
 
 /** Who a request is, once its token is checked. */
 export interface Principal {
@@ -18,7 +18,7 @@ export interface Principal {
 }
 
 /** A project name: letters, digits, `.`, `_`, `-`, 1 to 100 characters. */
-export const PROJECT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+const PROJECT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 
 const TOKEN_PREFIX = "rsk_";
 
@@ -28,7 +28,7 @@ export function tokenHash(token: string): Buffer {
 }
 
 /** Check a project name; a TypeError saying what is valid. */
-export function checkProjectName(name: string): string {
+function checkProjectName(name: string): string {
   if (!PROJECT_NAME.test(name)) throw new TypeError(`project names are 1 to 100 letters, digits, '.', '_' or '-' (starting with a letter or digit), got ${JSON.stringify(name.slice(0, 120))}`);
   return name;
 }

@@ -18,10 +18,10 @@ import { CHUNK_POINTS } from "./schema.js";
 import type { WriterStatements } from "./writer-statements.js";
 
 /** A write with this many new points of one series packs them (with the series' rows) into a chunk. */
-export const MIN_CHUNK_RUN = 16;
+const MIN_CHUNK_RUN = 16;
 
 /** Small trailing chunks of a series allowed before they are merged into full ones. */
-export const MAX_SMALL_CHUNKS = 16;
+const MAX_SMALL_CHUNKS = 16;
 
 interface SeriesState {
   /** Highest step packed into chunks (-Infinity when none). */

@@ -35,7 +35,7 @@ export function int(a: Uint32Array | Int32Array, i: number): number {
 }
 
 /** `f64` for any array of numbers (what `writeSeries` accepts). */
-export function num(a: ArrayLike<number>, i: number): number {
+function num(a: ArrayLike<number>, i: number): number {
   const v = a[i];
   if (v === undefined) throw new RangeError(`index ${i} is outside an array of ${a.length} values`);
   return v;
@@ -55,7 +55,7 @@ export interface PointColumns {
 }
 
 /** Columns made by `ColumnBuilder`: arrays of their own (not views of shared memory), so transferable. */
-export interface BuiltColumns extends PointColumns {
+interface BuiltColumns extends PointColumns {
   readonly keyIndex: Uint32Array<ArrayBuffer>;
   readonly ranks: Float64Array<ArrayBuffer>;
   readonly steps: Float64Array<ArrayBuffer>;
@@ -128,7 +128,7 @@ export function columnBuffers(columns: BuiltColumns): ArrayBuffer[] {
 }
 
 /** One series of a batch: its key, rank and points, in batch order. */
-export interface SeriesGroup {
+interface SeriesGroup {
   readonly key: string;
   readonly reduce: string | null;
   readonly rank: number;
@@ -231,7 +231,7 @@ export function groupColumns(sets: readonly PointColumns[]): SeriesGroup[] {
 }
 
 /** Concatenate columns. */
-export function concat(parts: readonly Float64Array[]): Float64Array {
+function concat(parts: readonly Float64Array[]): Float64Array {
   let n = 0;
   for (const p of parts) n += p.length;
   const out = new Float64Array(n);
@@ -315,7 +315,7 @@ export function sliceSeries(s: SeriesColumns, start: number, end = s.steps.lengt
 }
 
 /** Where a chunk's min and max values are (-1 when every value is NaN), and how many values are NaN. */
-export interface Extremes {
+interface Extremes {
   readonly minAt: number;
   readonly maxAt: number;
   readonly nans: number;

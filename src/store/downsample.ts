@@ -208,7 +208,7 @@ export class Downsampler {
 }
 
 /** What a packed chunk row says about its points without decoding them. */
-export interface ChunkSummary {
+interface ChunkSummary {
   readonly min: number | null;
   readonly minStep: number;
   readonly minWall: number;

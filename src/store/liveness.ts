@@ -14,7 +14,7 @@ import { errorCode } from "../core/errors.js";
 import { HEARTBEAT_STALE_MS } from "./schema.js";
 
 /** What a reader knows of a writer still marked running. */
-export interface WriterTrace {
+interface WriterTrace {
   readonly pid: number | null;
   readonly host: string | null;
   /** Milliseconds since the epoch. */

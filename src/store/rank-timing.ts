@@ -124,7 +124,7 @@ function checkOptions(options: RankTimingOptions): { after: number; before: numb
 }
 
 /** One stored flush of timings, its columns in the order of its rank list `listId` (NaN or null: no figure). */
-export interface TimingFlushRow {
+interface TimingFlushRow {
   readonly step: number;
   readonly wall: number;
   readonly listId: number;

@@ -9,7 +9,7 @@ import type { KeyKind } from "./read-types.js";
 type Statement<P extends unknown[], R> = Database.Statement<P, R>;
 
 /** The `run` row. */
-export interface RunRow {
+interface RunRow {
   readonly experiment: string | null;
   readonly trial: string | null;
   readonly status: string;
@@ -20,7 +20,7 @@ export interface RunRow {
 }
 
 /** A key with its ranks, comma-separated (`group_concat`). */
-export interface KeyRow {
+interface KeyRow {
   readonly key: string;
   readonly kind: string;
   readonly reduce: string | null;
@@ -28,7 +28,7 @@ export interface KeyRow {
 }
 
 /** The last point of a scalar key, from its rows (`p…`) and from its last chunk (`c…`). */
-export interface LastValueRow {
+interface LastValueRow {
   readonly key: string;
   readonly rank: number;
   readonly pstep: number | null;
@@ -69,7 +69,7 @@ export interface RecordRow {
 }
 
 /** What `samples`/`histograms` filter on (`rank` null: every rank; the `…OfKey` statements take a `key` too). */
-export interface RecordParams {
+interface RecordParams {
   readonly kind: KeyKind;
   readonly after: number;
   readonly rank: number | null;
@@ -122,7 +122,7 @@ export interface RunningWriterRow {
 }
 
 /** A row of `lost_ranks`. */
-export interface LostRankRow {
+interface LostRankRow {
   readonly rank: number;
   readonly rank_name: string;
   readonly step: number | null;
@@ -211,7 +211,7 @@ export function prepareReaderStatements(db: Database.Database, version = 2): Rea
 }
 
 /** An alert event row: its position and the event as JSON. */
-export interface AlertRow {
+interface AlertRow {
   readonly seq: number;
   readonly event: string;
 }

@@ -38,13 +38,13 @@ import type {
 } from "./read-types.js";
 import { cachedReader, closeStores, openReader } from "./reader-cache.js";
 import { STORE_FILE } from "./schema.js";
-import { errorCode, storeFault } from "./store-file.js";
+import { storeFault } from "./store-file.js";
+import { errorCode } from "../../core/errors.js";
 import { RunReader } from "./store-reader.js";
 
 export * from "./read-types.js";
 export { lineOf, lineLabel, recorderOfLine, compareLines, type Recorder, type RecorderRole, type LineOwner } from "../core/rank-identity.js";
-export { STORE_FILE, storeFault, closeStores };
-export { DEFAULT_MAX_POINTS } from "./store-reader.js";
+export { storeFault, closeStores };
 
 /**
  * @deprecated Use the functions of this module, which take the run directory (`series(runDir,

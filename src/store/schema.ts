@@ -27,7 +27,8 @@
  *   Ranks view (docs/stragglers.md); `rank_lists`: the ranks those blobs follow, written when they change.
  */
 import { join } from "node:path";
-import { STORE_FILE, errorCode } from "./store-file.js";
+import { STORE_FILE } from "./store-file.js";
+import { errorCode } from "../core/errors.js";
 import { retrySync } from "../core/retry.js";
 import { GLOBAL_RANK, SERIES_KINDS, type KeyKind, type SeriesKind } from "./read-types.js";
 

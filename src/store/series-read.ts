@@ -29,14 +29,14 @@ import { BLOCK_FIELDS, BLOCK_POINTS } from "./schema.js";
 const BLOCKS_PER_BUCKET = 8;
 
 /** The positions a read covers: (from, to), exclusive; `after` as given (the cursor when nothing is newer). */
-export interface Window {
+interface Window {
   readonly from: number;
   readonly to: number;
   readonly after: number | undefined;
 }
 
 /** Which series to read and how. */
-export interface SeriesRead {
+interface SeriesRead {
   readonly key: string;
   readonly keyId: number;
   readonly rank: number;
@@ -200,7 +200,7 @@ export function readRawSeries(sql: ReaderStatements, kind: SeriesKind, read: Ser
 }
 
 /** Which series `readSeriesColumns` reads, past which cursor, how many points at most. */
-export interface ColumnsRead {
+interface ColumnsRead {
   readonly key: string;
   readonly keyId: number;
   readonly rank: number;

@@ -4,8 +4,7 @@
  */
 
 import { errorCode } from "../core/errors.js";
-
-export { errorCode };
+import { describeError } from "../core/diagnostics.js";
 
 /** The store's file name inside a run directory. */
 export const STORE_FILE = "metrics.db";
@@ -16,7 +15,7 @@ export const STORE_FILE = "metrics.db";
  */
 export function storeFault(error: unknown): string {
   const code = errorCode(error);
-  const detail = error instanceof Error ? error.message : String(error);
+  const detail = describeError(error);
   if (code === "SQLITE_NOTADB") return `${STORE_FILE} is not a SQLite database (damaged, or not written by rankscope): ${detail}`;
   if (code.startsWith("SQLITE_CORRUPT")) return `${STORE_FILE} is damaged (SQLite reports corruption): ${detail}`;
   if (code.startsWith("SQLITE_IOERR")) return `${STORE_FILE} could not be read (I/O error): ${detail}`;

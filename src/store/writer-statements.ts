@@ -11,7 +11,7 @@ import type { KeyKind } from "./schema.js";
 type Statement<P extends unknown[], R = never> = Database.Statement<P, R>;
 
 /** A packed chunk's blobs (see `chunks` in schema.ts). */
-export interface ChunkBlobs {
+interface ChunkBlobs {
   readonly id: number;
   readonly steps: Buffer;
   readonly walls: Buffer;
@@ -19,7 +19,7 @@ export interface ChunkBlobs {
 }
 
 /** A chunk with its series and its arrival numbering (null for scalar chunks). */
-export interface ChunkOfSeries extends ChunkBlobs {
+interface ChunkOfSeries extends ChunkBlobs {
   readonly key_id: number;
   readonly first_seq: number | null;
 }
@@ -31,7 +31,7 @@ type SeriesParams = [keyId: number, rank: number];
 type SmallChunkParams = [keyId: number, rank: number, chunkPoints: number, keyId: number, rank: number, chunkPoints: number];
 
 /** The columns of a `chunks` row, in `chunkInsert`'s order. */
-export type ChunkInsertParams = [
+type ChunkInsertParams = [
   keyId: number,
   rank: number,
   firstStep: number,

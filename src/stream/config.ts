@@ -49,7 +49,7 @@ export interface StreamConfig {
 type NumericOption = "batchSize" | "flushMs" | "values" | "capacity" | "exitWaitMs";
 
 /** Each numeric option: its variable, default and valid range. */
-export const STREAM_SETTINGS: Readonly<Record<NumericOption, { env: string; fallback: number; min: number; max: number }>> = {
+const STREAM_SETTINGS: Readonly<Record<NumericOption, { env: string; fallback: number; min: number; max: number }>> = {
   batchSize: { env: "RANKSCOPE_STREAM_BATCH", fallback: 100, min: 1, max: 1 << 20 },
   flushMs: { env: "RANKSCOPE_STREAM_FLUSH_MS", fallback: 1000, min: 1, max: 3_600_000 },
   values: { env: "RANKSCOPE_STREAM_VALUES", fallback: 10, min: 0, max: 4096 },

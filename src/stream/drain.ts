@@ -7,7 +7,7 @@ import { registerDrain } from "../core/lifecycle.js";
 import type { StopReason } from "./ring.js";
 
 /** What the drain drives: the stream's synchronous flush and stop (bounded, never throwing). */
-export interface DrainableStream {
+interface DrainableStream {
   flushSync(waitMs: number): void;
   stopSync(reason: StopReason, waitMs: number): void;
 }

@@ -14,6 +14,7 @@ import { FILE_STATE, FILE_STATE_WORDS, isFileThreadError, type FileThreadBuffer,
 import { LineBuffer } from "./line-buffer.js";
 import { CLOCK_TICK_MS, CONTROL, COUNTERS, type SharedCounters } from "./ring.js";
 import { startStreamWorker } from "./workers.js";
+import { describeError } from "../core/diagnostics.js";
 
 /** Bytes after which a write is made whatever the line count (probes of many values are long). */
 export const BYTES_PER_WRITE = 1 << 20;
@@ -24,7 +25,7 @@ export const BYTES_PER_WRITE = 1 << 20;
 const FILE_THREAD_BYTES = 128 * 1024;
 
 /** What the file output is given by the writer. */
-export interface FileOutputOptions {
+interface FileOutputOptions {
   readonly file: string;
   /** The shortest time between two attempts to open the file, ms (the writer's flush interval). */
   readonly reopenMs: number;
@@ -200,7 +201,7 @@ export class FileOutput {
   }
 
   private writeFailed(error: unknown): void {
-    this.options.report(this.errorCode, `stream: could not write ${this.options.file}: ${describe(error)}; stream records are dropped and counted (rankscope/stream_dropped), the job goes on`);
+    this.options.report(this.errorCode, `stream: could not write ${this.options.file}: ${describeError(error)}; stream records are dropped and counted (rankscope/stream_dropped), the job goes on`);
     // A descriptor closed under us may already be reused by someone else: never close it again.
     if (errorCode(error) === "EBADF") this.fd = -1;
     else this.close();
@@ -217,7 +218,7 @@ export class FileOutput {
       this.blockingSink = !fstatSync(this.fd).isFile();
       return true;
     } catch (error) {
-      this.options.report(this.errorCode, `stream: could not open ${this.options.file}: ${describe(error)}; stream records are dropped and counted (rankscope/stream_dropped) until it can be opened, the job goes on`);
+      this.options.report(this.errorCode, `stream: could not open ${this.options.file}: ${describeError(error)}; stream records are dropped and counted (rankscope/stream_dropped) until it can be opened, the job goes on`);
       return false;
     }
   }
@@ -306,9 +307,6 @@ export class FileOutput {
   }
 }
 
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 /** The `code` of a Node system error (`EBADF`, `ENOSPC`), if it has one. */
 function errorCode(error: unknown): unknown {

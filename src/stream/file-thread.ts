@@ -12,6 +12,7 @@
 import { writeSync } from "node:fs";
 import { parentPort, receiveMessageOnPort, workerData, type MessagePort } from "node:worker_threads";
 import { COUNTERS, SharedCounters } from "./ring.js";
+import { describeError } from "../core/diagnostics.js";
 
 /** Int32 indices of the file thread's shared state. */
 export const FILE_STATE = {
@@ -56,7 +57,7 @@ export interface FileThreadBuffer {
 }
 
 /** A failed write, posted on `errors` before the write is flagged done. */
-export interface FileThreadError {
+interface FileThreadError {
   readonly code: string;
   readonly message: string;
 }
@@ -107,7 +108,7 @@ function run(data: FileThreadData): void {
     } catch (error) {
       const failure: FileThreadError = {
         code: isRecord(error) && typeof error["code"] === "string" ? error["code"] : "",
-        message: error instanceof Error ? error.message : String(error),
+        message: describeError(error),
       };
       data.errors.postMessage(failure);
       failed = 1;

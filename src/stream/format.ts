@@ -1,14 +1,7 @@
 /**
- * The stream's JSONL lines, one per record, written by the writer worker.
- *
- * ```
- * {"ts":"2026-11-22T01:50:00.123Z","rank":0,"key":"loss","value":0.25,"step":3}
- * {"ts":"2026-11-22T01:50:00.124Z","rank":0,"checkpoint":"logits","index":5,"dtype":"f32","length":151936,"values":[0.5,-1.25]}
- * {"ts":"2026-11-22T01:50:01.000Z","rank":0,"stream_end":"exit","written":2,"dropped":0,"ringFull":0,"writeFailed":0,"backendDropped":0}
- * ```
- * NaN and ±Infinity are written as the strings "NaN", "Infinity", "-Infinity" (as every rankscope
- * JSONL file). Values from a Float32Array are written in the shortest form that reads back as the
- * same float32 (`0.1`, not `0.10000000149011612`).
+ * The stream's JSONL lines, one per record, written by the writer worker. What a line holds, in
+ * which key order, and how numbers are written is described once, in docs/stream.md ("Format");
+ * a change here changes that page with it.
  *
  * Lines are written as bytes into a `LineBuffer`: the parts that repeat (a key's middle, the
  * timestamp of the current millisecond, the current step's tail) are encoded once and copied.

@@ -367,7 +367,7 @@ function readsBack(a: number, k: number, f32: boolean): boolean {
 }
 
 /** The float32 text for values outside the fast path (tiny or huge magnitudes): by string search. */
-export function float32TextSlow(value: number): string {
+function float32TextSlow(value: number): string {
   if (!Number.isFinite(value)) return jsonNumberText(value);
   for (let digits = 1; digits < 9; digits++) {
     const candidate = Number(value.toPrecision(digits));

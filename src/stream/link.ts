@@ -13,7 +13,7 @@ import { isRingAttachment, type RingAttachment } from "./messages.js";
 import { createRing, type RingShape } from "./ring.js";
 
 /** Step 1: what the worker needs to build its ring. */
-export interface LinkOffer {
+interface LinkOffer {
   readonly type: "control";
   readonly control: Int32Array;
   readonly capacity: number;
@@ -21,13 +21,13 @@ export interface LinkOffer {
 }
 
 /** Step 2: the worker's ring, the port its key registrations arrive on, and its thread id. */
-export interface LinkRing extends RingAttachment {
+interface LinkRing extends RingAttachment {
   readonly type: "ring";
   readonly thread: number;
 }
 
 /** What the worker streams into: the shared control words, its ring, and its key port. */
-export interface AcceptedLink {
+interface AcceptedLink {
   readonly control: Int32Array;
   readonly shape: RingShape;
   readonly keys: MessagePort;

@@ -6,7 +6,7 @@ import type { MetricEntry, StreamProducer } from "../core/collector.js";
 import type { RingProducer } from "./ring.js";
 
 /** What the producer needs of the thread's stream. */
-export interface RingOwner {
+interface RingOwner {
   /** The ring's writing end while the stream runs, else null (values are then not recorded). */
   readonly producer: RingProducer | null;
   /** A ring id for a key name; the writer learns the name before it sees the id. */

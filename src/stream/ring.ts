@@ -25,15 +25,15 @@
  */
 
 /** Int32 index of head in the ring header. */
-export const HEAD = 0;
+const HEAD = 0;
 /** Int32 index of tail in the ring header. */
 export const TAIL = 16;
 /** Float64 index of the ring-full drop counter. */
-export const RING_FULL = 16;
+const RING_FULL = 16;
 /** Bytes before the first slot. */
-export const HEADER_BYTES = 256;
+const HEADER_BYTES = 256;
 /** Float64 words of a slot before the probe values. */
-export const SLOT_FIXED_WORDS = 6;
+const SLOT_FIXED_WORDS = 6;
 /** Float64 index of the first slot. */
 const FIRST_SLOT = HEADER_BYTES / 8;
 
@@ -42,7 +42,7 @@ export const KIND_METRIC = 1;
 export const KIND_PROBE = 2;
 
 /** Element types a probe can come from, as written in the `dtype` field. */
-export const DTYPES = ["number", "f32", "f64"] as const;
+const DTYPES = ["number", "f32", "f64"] as const;
 export type Dtype = (typeof DTYPES)[number];
 const DTYPE_NUMBER = 0;
 const DTYPE_F32 = 1;
@@ -74,10 +74,7 @@ export const CONTROL = {
   /** 1 once the writer's file thread runs (the file's writes are made there). */
   FILE_THREAD: 10,
 } as const;
-/** Int32 words of the control buffer. */
-export const CONTROL_WORDS = 16;
-
-/** Float64 indices (in the same control buffer, after the int32 words) of the writer's counters. */
+/** Float64 indices (in the same control buffer, after its first 16 int32 words) of the writer's counters. */
 export const COUNTERS = {
   WRITTEN: 8,
   WRITE_FAILED: 9,
@@ -90,10 +87,10 @@ export const CLOCK_TICK_MS = 1;
 /** How long after the last record the writer stops ticking the clock, ms. */
 export const CLOCK_IDLE_MS = 250;
 /** Bytes of the control buffer. */
-export const CONTROL_BYTES = 128;
+const CONTROL_BYTES = 128;
 
 /** A float64 index of `COUNTERS`. */
-export type CounterIndex = (typeof COUNTERS)[keyof typeof COUNTERS];
+type CounterIndex = (typeof COUNTERS)[keyof typeof COUNTERS];
 
 /**
  * The writer's counters in a control buffer, read and added to by name. The buffer is fixed in

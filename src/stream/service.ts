@@ -57,7 +57,7 @@ interface Waiter {
 
 
 /** Who started the stream: one the runtime started for its backends it also stops. */
-export type StartedBy = "user" | "runtime";
+type StartedBy = "user" | "runtime";
 
 /** The process's (this thread's) stream: config, ring, writer, drain. One per thread. */
 export class StreamService {

@@ -30,14 +30,14 @@ import { createRing, type RingShape } from "./ring.js";
 /** The process's channel for worker streams (versioned with the state's shape). */
 const CHANNEL = "rankscope.stream.v1";
 /** Raw values a worker keeps while it waits for the main thread's answer; beyond, counted as dropped. */
-export const MAX_PENDING_VALUES = 4096;
+const MAX_PENDING_VALUES = 4096;
 /** Key names the main thread keeps for a worker ring it has not seen yet. */
 const MAX_EARLY_KEYS = 4096;
 /** A worker whose question nobody answered within this long stops keeping its raw values (no main thread streams). */
 const ANSWER_WITHIN_MS = 5000;
 
 /** What the main thread offers a worker: where its ring goes and whose it is. */
-export interface StreamOffer {
+interface StreamOffer {
   readonly control: Int32Array;
   readonly capacity: number;
   readonly values: number;
@@ -84,7 +84,7 @@ function messageOf(event: unknown): StreamLinkMessage | undefined {
  * each worker's `want` — an offer while this thread streams metric values (`start`…`end`), `none`
  * otherwise — hands their rings to the writer and forwards their key names.
  */
-export class WorkerStreamHost {
+class WorkerStreamHost {
   private readonly channel = new BroadcastChannel(CHANNEL);
   private readonly keyPorts = new Map<number, MessagePort>();
   private readonly earlyKeys = new Map<number, KeyRegistration[]>();
@@ -201,7 +201,7 @@ class PendingValues implements StreamProducer {
 }
 
 /** What the worker's side needs of its thread's stream service. */
-export interface WorkerStreamTarget {
+interface WorkerStreamTarget {
   /** Start producing into `shape` under `control`, key names going to `postKey`; returns the metric producer. */
   beginLinked(control: Int32Array, shape: RingShape, postKey: (registration: KeyRegistration) => void): WorkerRingProducer;
   /** This thread already streams through a link of its own (`attachStreamLink`): its producer. */
@@ -211,7 +211,7 @@ export interface WorkerStreamTarget {
 }
 
 /** The worker's producer once linked: records, replays waiting values with their own times, counts drops. */
-export interface WorkerRingProducer extends StreamProducer {
+interface WorkerRingProducer extends StreamProducer {
   recordAt(entry: NumericEntry, value: number, step: number, timestamp: number): void;
   countDropped(n: number): void;
 }

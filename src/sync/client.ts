@@ -20,7 +20,7 @@ export interface SyncTarget {
 }
 
 /** A refusal retrying cannot fix. */
-export class SyncRefused extends Error {
+class SyncRefused extends Error {
   constructor(
     readonly status: number,
     message: string,
@@ -33,7 +33,7 @@ export class SyncRefused extends Error {
 export class SyncConflict extends Error {}
 
 /** The calls could not get through within their deadline (network, server down, 5xx). */
-export class SyncUnreachable extends Error {}
+class SyncUnreachable extends Error {}
 
 type Attempt<T> = { ok: true; value: T } | { ok: false; retryable: boolean; reason: string; retryAfterMs?: number; status?: number };
 

@@ -16,7 +16,7 @@ import { storeWritersDone } from "./writers.js";
 import type { SyncReport, SyncThreadData } from "./sync-worker.js";
 
 /** The process's sync counters (tests and the job's end read them). */
-export interface SyncCounters {
+interface SyncCounters {
   /** Passes that failed (the server unreachable or refusing), each reported. */
   failedPasses: number;
   /** Runs whose end came before everything reached the server: left for `rankscope sync`. */
@@ -27,7 +27,7 @@ export interface SyncCounters {
 }
 
 /** The process-wide sync counters. */
-export function syncCounters(): SyncCounters {
+function syncCounters(): SyncCounters {
   return processWide("syncCounters", () => ({ failedPasses: 0, undeliveredRuns: 0, deliveredPoints: 0, deliveredBatches: 0 }));
 }
 

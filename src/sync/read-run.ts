@@ -17,13 +17,13 @@ import { RunLabelReader } from "../ui/run-labels.js";
 import type { AlertHeader, RecordHeader, RunMeta, TimingHeader, WireSeriesKind } from "./wire.js";
 
 /** Points of one series read at most at a time. */
-export const READ_POINTS = 65_536;
+const READ_POINTS = 65_536;
 /** Samples or histograms read at most at a time. */
-export const READ_RECORDS = 10_000;
+const READ_RECORDS = 10_000;
 /** Bytes of one file read at most at a time. */
-export const READ_FILE_BYTES = 4 * 1024 * 1024;
+const READ_FILE_BYTES = 4 * 1024 * 1024;
 /** The run folders whose files are sent (text logs, traces, session traces). */
-export const FILE_FOLDERS = ["logs", "traces", "sessions"] as const;
+const FILE_FOLDERS = ["logs", "traces", "sessions"] as const;
 
 /** A series of the run. */
 export interface SeriesRef {
@@ -59,7 +59,7 @@ export function readPiece(runDir: string, ref: SeriesRef, after: number | null):
 }
 
 /** The largest double below `x` (for an exclusive `after` that still includes `x`). */
-export function nextDown(x: number): number {
+function nextDown(x: number): number {
   if (!Number.isFinite(x)) return x;
   if (x === 0) return -Number.MIN_VALUE;
   const f = new Float64Array([x]);
@@ -69,7 +69,7 @@ export function nextDown(x: number): number {
 }
 
 /** The largest double above `x`. */
-export function nextUp(x: number): number {
+function nextUp(x: number): number {
   return -nextDown(-x);
 }
 

@@ -26,7 +26,7 @@ const gzipAsync = promisify(gzip);
 const LOOKBACK_POINTS = 8;
 
 /** Options of a run's sync. */
-export interface RunSyncOptions extends SyncTarget {
+interface RunSyncOptions extends SyncTarget {
   /** The run directory (holding `metrics.db`). */
   readonly runDir: string;
   /** The run's id on the server, `experiment/trial` (default: from the store, else the directory's last two names). */
@@ -39,7 +39,7 @@ export interface RunSyncOptions extends SyncTarget {
 }
 
 /** What a pass did. */
-export interface PassResult {
+interface PassResult {
   readonly batches: number;
   readonly points: number;
   /** Samples, histograms and alert events sent. */

@@ -19,7 +19,7 @@ export interface SyncThreadData {
 }
 
 /** Messages from the job's thread. */
-export type SyncRequest = { readonly op: "finish"; readonly deadlineMs: number };
+type SyncRequest = { readonly op: "finish"; readonly deadlineMs: number };
 
 /** Messages to the job's thread. */
 export type SyncReport =

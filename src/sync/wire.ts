@@ -21,13 +21,14 @@ import { MAX_ALERT_JSON, parseAlertEvent } from "../core/alert-json.js";
 import type { LostRank } from "../store/read-types.js";
 import { parseStragglerReport } from "../store/rank-timing.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
+import { describeError } from "../core/diagnostics.js";
 
 /** Format version; the header's `v`. */
 export const WIRE_VERSION = 1;
 const MAGIC = 0x31425352; // "RSB1" little-endian
 
 /** Caps a batch must respect (the server refuses more with a 413 or 400). */
-export const WIRE_LIMITS = {
+const WIRE_LIMITS = {
   /** Series segments per batch. */
   segments: 20_000,
   /** Points per batch, all segments together. */
@@ -52,7 +53,7 @@ export const WIRE_LIMITS = {
 /** A series kind as stored. */
 export type WireSeriesKind = "scalar" | "stream" | "system";
 /** A record kind as stored. */
-export type WireRecordKind = "sample" | "histogram";
+type WireRecordKind = "sample" | "histogram";
 
 /** Points of one series past `after`, up to `cursor` (positions of the job's store). */
 export interface SegmentHeader {
@@ -342,7 +343,7 @@ function timingHeader(v: unknown): TimingHeader {
     try {
       parseStragglerReport(report);
     } catch (error) {
-      fail(`timings.reports[${i}] is not a straggler report (${error instanceof Error ? error.message : String(error)})`);
+      fail(`timings.reports[${i}] is not a straggler report (${describeError(error)})`);
     }
     return report;
   });

@@ -25,7 +25,7 @@ const forceColorKind: SettingKind<boolean | undefined> = {
 };
 
 /** What decides the colour of console lines, besides the environment. */
-export interface ColorChoice {
+interface ColorChoice {
   /** Colour on the console. */
   readonly console: boolean;
   /** Set when code or the environment said so (`color`, `FORCE_COLOR`, `NO_COLOR`); undefined when the terminal decided. */

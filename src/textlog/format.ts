@@ -55,7 +55,7 @@ export function formatLogTime(ms: number): string {
 }
 
 /** The colour of a component's info lines. */
-export function componentColor(component: string, colors: readonly ComponentColor[]): ColorName {
+function componentColor(component: string, colors: readonly ComponentColor[]): ColorName {
   for (const c of colors) {
     c.pattern.lastIndex = 0;
     if (c.pattern.test(component)) return c.color;
@@ -75,7 +75,7 @@ export function colorLine(line: string, level: number, component: string, colors
 }
 
 /** The fields of one pino record that are not the message, as ` key=value` pairs. */
-export function formatFields(record: Readonly<Record<string, unknown>>): string {
+function formatFields(record: Readonly<Record<string, unknown>>): string {
   let out = "";
   for (const [key, value] of Object.entries(record)) {
     if (key === "level" || key === "msg" || key === "component" || key === "time" || key === "err") continue;

@@ -25,7 +25,7 @@ import { runAround } from "./around.js";
 import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type RankFileOptions, type RankFileTarget } from "./rank-file.js";
 
 /** How a session ended. */
-export const SESSION_STATUSES = ["accepted", "rejected", "failed", "dropped"] as const;
+const SESSION_STATUSES = ["accepted", "rejected", "failed", "dropped"] as const;
 export type SessionStatus = (typeof SESSION_STATUSES)[number];
 
 const SESSION_STATUS_SET: ReadonlySet<unknown> = new Set(SESSION_STATUSES);

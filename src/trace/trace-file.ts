@@ -21,7 +21,7 @@ function isTraceEvent(value: unknown): value is TraceEvent {
 }
 
 /** Incremental parser: feed lines, then `finish()`. */
-export class TraceLineParser {
+class TraceLineParser {
   readonly events: TraceEvent[] = [];
   badLines = 0;
   private pendingBad = false;

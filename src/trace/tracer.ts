@@ -32,7 +32,7 @@ import { runAround } from "./around.js";
 import { residentSetSize } from "./rss.js";
 
 /** The timers a Tracer can use. Node has one clock worth measuring with: the monotonic one. */
-export const TIMER_KINDS = ["cpu"] as const;
+const TIMER_KINDS = ["cpu"] as const;
 /** `"cpu"`: `performance.now()`, monotonic, sub-microsecond resolution. */
 export type TimerKind = (typeof TIMER_KINDS)[number];
 
@@ -56,7 +56,7 @@ const MAX_CACHED_PREFIXES = 10_000;
 const MAX_CACHED_STEPS = 10_000;
 
 /** Process-wide switches, read once: `RANKSCOPE_DISABLE_TRACING` turns every Tracer into a no-op. */
-export const tracingSettings = { disabled: envFlag("RANKSCOPE_DISABLE_TRACING") };
+const tracingSettings = { disabled: envFlag("RANKSCOPE_DISABLE_TRACING") };
 
 /** A step's (or barrier's) two keys and its step-timing slot. */
 interface MarkKeys {

@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { HttpError, generateToken, hostHeaderAllowed, tokenMatches } from "./security.js";
 
 /** Whether a bind address is one of the defaults that need no token. */
-export function isDefaultLocalBind(host: string): boolean {
+function isDefaultLocalBind(host: string): boolean {
   return host === "127.0.0.1" || host === "::1" || host === "localhost";
 }
 

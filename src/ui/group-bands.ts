@@ -21,7 +21,7 @@ export interface RunLine {
 }
 
 /** A group's band: arrays of equal length, one entry per x position (step). */
-export interface GroupBand {
+interface GroupBand {
   readonly steps: number[];
   readonly mean: number[];
   readonly std: number[];
@@ -109,7 +109,7 @@ export function groupBand(lines: readonly RunLine[], maxPoints: number): GroupBa
 export type GroupValue = string | number | boolean | null;
 
 /** What runs are grouped by: `param:NAME`, or the run's `group`, `experiment` or `status`. */
-export type GroupField = { readonly kind: "param"; readonly name: string } | { readonly kind: "group" | "experiment" | "status" };
+type GroupField = { readonly kind: "param"; readonly name: string } | { readonly kind: "group" | "experiment" | "status" };
 
 /** `by` of `/api/groups`, parsed; null when it is not one of the forms. */
 export function parseGroupField(raw: string): GroupField | null {

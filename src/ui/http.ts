@@ -11,7 +11,7 @@ import { nonFiniteReplacer, stringifyNonFinite } from "../core/json.js";
 const gzipAsync = promisify(gzip);
 
 /** Bodies smaller than this go uncompressed: the gzip header and the work would not pay off. */
-export const COMPRESS_MIN_BYTES = 1024;
+const COMPRESS_MIN_BYTES = 1024;
 
 /**
  * gzip level. Level 6 (zlib's default) compresses the API's number arrays to about a fifth; it runs
@@ -49,7 +49,7 @@ export function gzipBytes(body: Buffer): Promise<Buffer> {
 }
 
 /** How `sendBody` may compress. */
-export interface CompressOptions {
+interface CompressOptions {
   /** False sends the body as it is (images, tiny files). Default true. */
   compress?: boolean;
   /** The body gzipped, when it is kept compressed already (static files). */

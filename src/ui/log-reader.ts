@@ -16,15 +16,15 @@ import type { RunBytes } from "./source.js";
 /** Bytes one request scans at most, and by default (more with a filter, whose matches can be sparse). */
 export const LOG_MAX_WINDOW = 4 * 1024 * 1024;
 export const LOG_DEFAULT_WINDOW = 64 * 1024;
-export const LOG_DEFAULT_FILTERED_WINDOW = 1024 * 1024;
+const LOG_DEFAULT_FILTERED_WINDOW = 1024 * 1024;
 /** Lines one answer holds at most, and by default. */
 export const LOG_MAX_LINES = 5000;
-export const LOG_DEFAULT_LINES = 1000;
+const LOG_DEFAULT_LINES = 1000;
 /** A line longer than this is cut (the rest is skipped, said by `cut`). */
 const MAX_LINE_CHARS = 8192;
 
 /** The level names a filter takes, lowest first, with pino's numbers (src/textlog/format.ts). */
-export const LOG_LEVELS: Readonly<Record<string, number>> = Object.fromEntries(Object.entries(LEVEL_NAMES).map(([n, name]) => [name.toLowerCase(), Number(n)]));
+const LOG_LEVELS: Readonly<Record<string, number>> = Object.fromEntries(Object.entries(LEVEL_NAMES).map(([n, name]) => [name.toLowerCase(), Number(n)]));
 
 /** One line of a log file, as the text log wrote it. */
 export interface LogLine {
@@ -59,7 +59,7 @@ export interface LogWindow {
 }
 
 /** Which window, and which of its lines. */
-export interface LogQuery {
+interface LogQuery {
   readonly after?: number;
   readonly before?: number;
   readonly maxBytes?: number;
@@ -76,7 +76,7 @@ const RANK_PREFIX = /^\[([^\]]*)\] ?/;
 const MERGED_PREFIX_WIDTH = 16;
 
 /** Parse lines (colour codes removed); a line without a header continues the record above it. */
-export function parseLogLines(texts: readonly string[], offsets: readonly number[]): LogLine[] {
+function parseLogLines(texts: readonly string[], offsets: readonly number[]): LogLine[] {
   const out: LogLine[] = [];
   const lastOfRank = new Map<string | null, LogLine>();
   texts.forEach((raw, i) => {

@@ -6,8 +6,8 @@ import { CONTROLLER_LINE } from "../core/rank-identity.js";
 import { HttpError } from "./security.js";
 
 /** Points per line per request at most; the store downsamples beyond it. */
-export const MAX_POINTS_CAP = 2_000;
-export const DEFAULT_MAX_POINTS = 2_000;
+const MAX_POINTS_CAP = 2_000;
+const DEFAULT_MAX_POINTS = 2_000;
 
 /** Lines of one `/api/lines` request at most. */
 export const MAX_BATCH_LINES = 200;
@@ -50,7 +50,7 @@ export function flagParam(params: URLSearchParams, name: string): boolean {
 }
 
 /** One line of `/api/lines`: key, rank (null: the global line), after and before (null: open). */
-export type LineRequest = readonly [key: string, rank: number | null, after: string | null, before: string | null];
+type LineRequest = readonly [key: string, rank: number | null, after: string | null, before: string | null];
 
 /** One line of `/api/lines` without `run`: the run it is of, then as `LineRequest`. */
 export type RunLineRequest = readonly [run: string, ...line: LineRequest];

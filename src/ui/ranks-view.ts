@@ -13,10 +13,10 @@ import type { RankTimingWindow } from "../store/read-types.js";
 import type { ChronicRank, SlowRank } from "../core/straggler-report.js";
 
 /** Above this many ranks, rows are hosts. */
-export const MAX_RANK_ROWS = 64;
+const MAX_RANK_ROWS = 64;
 
 /** One row of the heatmap: a rank, or a host's ranks together. */
-export interface RanksViewRow {
+interface RanksViewRow {
   /** The rank's name, or the host's. */
   readonly label: string;
   readonly host: string;

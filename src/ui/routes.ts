@@ -12,7 +12,8 @@ import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { createGzip } from "node:zlib";
 import { warn } from "../core/diagnostics.js";
 import { isInternalKey } from "../core/internal-keys.js";
-import { errorCode, storeFault } from "../store/store-file.js";
+import { storeFault } from "../store/store-file.js";
+import { errorCode } from "../core/errors.js";
 import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip, sendJsonRevalidated } from "./http.js";
 import { type GroupValue, type RunLine, compareGroupValues, fieldLabel, groupBand, parseGroupField } from "./group-bands.js";
 import { MAX_BATCH_POINTS, type RunLineRequest, flagParam, intParam, maxPointsParam, parseLines, parseRuns, requiredParam } from "./params.js";
@@ -23,7 +24,7 @@ import type { DashboardSource, LabelledRun, TraceFileEntry } from "./source.js";
 import { DEFAULT_TIMING_FLUSHES, MAX_TIMING_FLUSHES } from "../store/rank-timing.js";
 
 /** Most fields one `/api/groups` request groups by. */
-export const MAX_GROUP_FIELDS = 5;
+const MAX_GROUP_FIELDS = 5;
 
 /** A header parameter value in RFC 5987's `attr-char`s: UTF-8, percent-encoded. */
 function rfc5987(text: string): string {
@@ -81,7 +82,7 @@ async function readAhead(n: number, read: (i: number) => Promise<unknown>, gone:
 }
 
 /** What every handler may use. */
-export interface ApiContext {
+interface ApiContext {
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
   readonly params: URLSearchParams;

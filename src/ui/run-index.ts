@@ -32,6 +32,7 @@ import { readdirSync, realpathSync, statSync, watch, type Dirent, type FSWatcher
 import { basename, dirname, join, relative, sep } from "node:path";
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import * as store from "../store/reader.js";
+import { STORE_FILE } from "../store/store-file.js";
 import { CONFIG_FILE, RUN_META_FILE } from "../run/run-files.js";
 import { withDeadline } from "../core/deadline.js";
 import type { IndexedRun } from "./run-query.js";
@@ -39,17 +40,17 @@ import type { RunLabelReader } from "./run-labels.js";
 import type { LabelledRun } from "./source.js";
 
 /** Deepest run directory below the root, as `listRuns` of the store finds them. */
-export const MAX_DEPTH = 3;
+const MAX_DEPTH = 3;
 /** Longest stretch of indexing work between two turns of the event loop. */
-export const SLICE_MS = 8;
+const SLICE_MS = 8;
 /** A request starts a new pass only when the last one began this long ago. */
 export const PASS_GAP_MS = 1_000;
 /** How long a request waits for the pass it started before answering from the index. */
-export const AWAIT_PASS_MS = 100;
+const AWAIT_PASS_MS = 100;
 /** How long the first request waits for the first full read before answering with what is read. */
-export const AWAIT_BUILD_MS = 2_000;
+const AWAIT_BUILD_MS = 2_000;
 /** A run changed this recently is checked on every pass. */
-export const HOT_MS = 60_000;
+const HOT_MS = 60_000;
 /** Everything else is checked at least this often (while requests come). */
 export const COLD_CHECK_MS = 30_000;
 /**
@@ -59,10 +60,10 @@ export const COLD_CHECK_MS = 30_000;
  */
 export const LIVE_READ_MS = 5_000;
 /** Directories watched at most (one inotify watch each); past it, polling alone. */
-export const MAX_WATCHES = 20_000;
+const MAX_WATCHES = 20_000;
 
 /** How far the first read of the root has come. */
-export interface IndexProgress {
+interface IndexProgress {
   /** Runs read. */
   readonly runsRead: number;
   /** Runs found so far (directories with a store). */
@@ -70,7 +71,7 @@ export interface IndexProgress {
 }
 
 /** How a `RunIndex` keeps time and learns of changes. */
-export interface RunIndexOptions {
+interface RunIndexOptions {
   /** The clock its cadences run on (milliseconds); default `Date.now`. */
   readonly now?: () => number;
   /** Ask the kernel to report changes (`fs.watch`); false: polling alone, as on a network filesystem. Default true. */
@@ -260,7 +261,7 @@ export class RunIndex {
     } catch {
       entries = [];
     }
-    const hasStore = entries.some((e) => e.name === store.STORE_FILE && !e.isDirectory()) && this.storeInside(dir.path);
+    const hasStore = entries.some((e) => e.name === STORE_FILE && !e.isDirectory()) && this.storeInside(dir.path);
     if (hasStore && dir.run === null) {
       dir.run = { stamp: "", readAt: -Infinity, entry: null };
     } else if (!hasStore && dir.run !== null) {
@@ -315,7 +316,7 @@ export class RunIndex {
 
   private storeInside(dirPath: string): boolean {
     try {
-      return isInside(this.realRoot, realpathSync(join(dirPath, store.STORE_FILE)));
+      return isInside(this.realRoot, realpathSync(join(dirPath, STORE_FILE)));
     } catch {
       return false;
     }
@@ -328,9 +329,9 @@ export class RunIndex {
       const s = statOrNull(join(dir.path, name));
       return s === null ? "-" : `${s.size}:${s.mtimeMs}`;
     };
-    const wal = statOrNull(join(dir.path, `${store.STORE_FILE}-wal`));
+    const wal = statOrNull(join(dir.path, `${STORE_FILE}-wal`));
     const walStamp = wal === null || wal.size === 0 ? "0" : `${wal.size}:${wal.mtimeMs}`;
-    const stamp = `${of(store.STORE_FILE)}|${walStamp}|${of(RUN_META_FILE)}|${of(CONFIG_FILE)}`;
+    const stamp = `${of(STORE_FILE)}|${walStamp}|${of(RUN_META_FILE)}|${of(CONFIG_FILE)}`;
     const now = this.now();
     const stillRunning = run.entry?.row.status === "running" && now - run.readAt >= LIVE_READ_MS;
     if (stamp === run.stamp && run.entry !== null && !stillRunning) return;

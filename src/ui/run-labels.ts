@@ -14,8 +14,8 @@ import { readRunText, realPathInside } from "./security.js";
 import type { RunLabels } from "./source.js";
 
 /** Parameters per run at most, and characters per string value: the runs list stays small. */
-export const MAX_PARAMS = 200;
-export const MAX_PARAM_TEXT = 200;
+const MAX_PARAMS = 200;
+const MAX_PARAM_TEXT = 200;
 
 type ParamValue = string | number | boolean | null;
 
@@ -23,7 +23,7 @@ type ParamValue = string | number | boolean | null;
  * `{ a: { b: 1 }, c: [1, 2] }` → `{ "a.b": 1, "c": "[1,2]" }`: nested objects become dotted keys,
  * arrays and other values their JSON text, long text cut.
  */
-export function flattenParams(value: unknown, into: Record<string, ParamValue> = {}, prefix = ""): Record<string, ParamValue> {
+function flattenParams(value: unknown, into: Record<string, ParamValue> = {}, prefix = ""): Record<string, ParamValue> {
   if (!isRecord(value)) {
     if (prefix !== "") into[prefix] = paramValue(value);
     return into;

@@ -4,28 +4,10 @@
  * to SQL (the server's PostgreSQL source, `src/server/run-filter.ts`). Both sources give the same
  * answer for the same query, so the web app need not know which it talks to.
  *
- * Parameters (all optional; an empty query lists every run, newest first):
- * - `q=text` (repeatable, all must hold): runs whose id, experiment, trial, group or a tag contains
- *   `text` (case-insensitive).
- * - `tag=t` (repeatable): runs carrying every tag given.
- * - `group=g`: runs of that group.
- * - `status=s` (repeatable): runs in any of these statuses (`running`, `finished`, `failed`, `crashed`, `unknown`).
- * - `run=experiment/trial` (repeatable): only these runs.
- * - `param=NAME OP VALUE` (repeatable, all must hold): a parameter compared with a value, `OP` one
- *   of `=`, `!=`, `<`, `<=`, `>`, `>=` (`lr<=0.001`, `model.act=gelu`). Numbers compare as
- *   numbers (a run whose parameter is not a number does not match `<`…`>=`), anything else as text.
- * - `metric=KEY OP NUMBER` (repeatable): the last value of a scalar key (its global line, else its
- *   lowest rank's) compared with a number; a run without the key, or whose last value is NaN,
- *   matches only `!=`.
- * - `sort`: `started` (default, newest first), `updated`, `name`, `status`, `group`,
- *   `param:NAME`, `metric:KEY`; `-` before it reverses (`-name`, `-metric:loss`). Runs without
- *   the value sort last either way; ties go by id.
- * - `offset` (default 0) and `limit` (1 to 1,000; default: every match).
- * - `summary=1`: each run also carries `summary`, the last value of each scalar key (internal
- *   keys only with `internal=1`), as `/api/summary` answers it.
- *
- * Text compares by Unicode code point (PostgreSQL's `COLLATE "C"`), so both sources order names
- * alike whatever the database's locale.
+ * The parameters and what each matches are described once, in docs/server.md ("The API", the
+ * `/api/runs` table); a change here changes that table with it. Text compares by Unicode code
+ * point (PostgreSQL's `COLLATE "C"`), so both sources order names alike whatever the database's
+ * locale.
  */
 import type { RunStatus } from "../store/read-types.js";
 import { compareCodePoints } from "../core/code-points.js";
@@ -36,11 +18,11 @@ import { HttpError } from "./security.js";
 import type { LabelledRun, MetricFilter, ParamFilter, ParamOp, RunQuery, RunSort } from "./source.js";
 
 /** Most runs one page may hold. */
-export const MAX_RUNS_LIMIT = 1_000;
+const MAX_RUNS_LIMIT = 1_000;
 /** Longest text, tag, group or parameter filter accepted. */
-export const MAX_FILTER_TEXT = 200;
+const MAX_FILTER_TEXT = 200;
 /** Most `tag`, `status`, `param` and `metric` filters of one request. */
-export const MAX_FILTERS = 20;
+const MAX_FILTERS = 20;
 /** Most `run` ids of one request. */
 export const MAX_RUN_IDS = 1_000;
 
@@ -86,7 +68,7 @@ function flag(params: URLSearchParams, name: string): boolean {
 }
 
 /** One `param=` filter, parsed; a 400 saying the form when it is not one. */
-export function parseParamFilter(raw: string): ParamFilter {
+function parseParamFilter(raw: string): ParamFilter {
   const m = FILTER_RE.exec(raw);
   const name = m?.[1]?.trim() ?? "";
   const op = m?.[2];
@@ -101,7 +83,7 @@ export function parseParamFilter(raw: string): ParamFilter {
 }
 
 /** One `metric=` filter, parsed: KEY OP NUMBER. */
-export function parseMetricFilter(raw: string): MetricFilter {
+function parseMetricFilter(raw: string): MetricFilter {
   const m = FILTER_RE.exec(raw);
   const key = m?.[1]?.trim() ?? "";
   const op = m?.[2];
@@ -114,7 +96,7 @@ export function parseMetricFilter(raw: string): MetricFilter {
 }
 
 /** `sort`, parsed: a field, `param:NAME` or `metric:KEY`, `-` before it to reverse. */
-export function parseRunSort(raw: string): { sort: RunSort; reverse: boolean } {
+function parseRunSort(raw: string): { sort: RunSort; reverse: boolean } {
   const reverse = raw.startsWith("-");
   const body = reverse ? raw.slice(1) : raw;
   const field = FIELD_SORTS.find((f) => f === body);
@@ -194,7 +176,7 @@ export interface IndexedRun {
 }
 
 /** The query's filters (not its paging) as a test of one run. */
-export function runFilter(query: RunQuery): (run: IndexedRun) => boolean {
+function runFilter(query: RunQuery): (run: IndexedRun) => boolean {
   const ids = query.ids === undefined ? undefined : new Set(query.ids);
   return (run) => (ids === undefined || ids.has(run.row.id)) && runMatches(run, query);
 }
@@ -255,7 +237,7 @@ function valueOrder(a: string | number | boolean | null | undefined, b: string |
 }
 
 /** The order of `query.sort`, as a comparison of two runs; ties by id (A→Z) either way. */
-export function runOrder(query: RunQuery): (a: IndexedRun, b: IndexedRun) => number {
+function runOrder(query: RunQuery): (a: IndexedRun, b: IndexedRun) => number {
   const sign = query.reverse === true ? -1 : 1;
   const sort = query.sort ?? { field: "started" };
   const then = (cmp: (a: IndexedRun, b: IndexedRun) => number) => (a: IndexedRun, b: IndexedRun) => cmp(a, b) || byId(a, b);

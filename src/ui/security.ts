@@ -18,7 +18,7 @@ export class HttpError extends Error {
 }
 
 /** Whether a bind address only accepts connections from this machine. */
-export function isLoopbackHost(host: string): boolean {
+function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, "").toLowerCase();
   return h === "localhost" || h === "::1" || /^127(\.\d{1,3}){3}$/.test(h);
 }
@@ -134,7 +134,7 @@ export function resolveRunFile(realRoot: string, runDir: string, folder: string,
 }
 
 /** A file of a run's sub-folder as the list shows it. */
-export interface RunFileEntry {
+interface RunFileEntry {
   readonly name: string;
   readonly size: number;
   readonly modified: number;

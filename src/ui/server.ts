@@ -11,12 +11,12 @@
  * accepts it (`http.ts`). The API is a route table (`routes.ts`); the app's files come from
  * `static.ts`.
  */
-import { existsSync, readFileSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeError, warn } from "../core/diagnostics.js";
-import { isRecord } from "../core/json.js";
+import { rankscopeVersion } from "../run/run-files.js";
 import { DashboardAuth, requiredToken } from "./auth.js";
 import { redactedRequestPath, sendJson } from "./http.js";
 import { DashboardApi } from "./routes.js";
@@ -54,22 +54,10 @@ export interface Dashboard {
 /** The default port (TensorBoard's 6006 is often taken by TensorBoard itself). */
 export const DEFAULT_UI_PORT = 7007;
 
-export { MAX_BATCH_LINES, MAX_BATCH_POINTS, MAX_POINTS_CAP } from "./params.js";
-
 /** The built app: `dist/ui/web` (beside this file when running from dist, under the repo from src). */
 export function defaultWebDir(): string {
   const here = dirname(fileURLToPath(import.meta.url));
   return import.meta.url.endsWith(".ts") ? resolve(here, "../../dist/ui/web") : join(here, "web");
-}
-
-/** The package's version, for `/api/version`. */
-export function packageVersion(): string {
-  try {
-    const pkg: unknown = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
-    return isRecord(pkg) && typeof pkg["version"] === "string" ? pkg["version"] : "unknown";
-  } catch {
-    return "unknown";
-  }
 }
 
 async function loadStoreSource(root: string): Promise<DashboardSource> {
@@ -89,7 +77,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const auth = new DashboardAuth(requiredToken(host, options.token));
   const files = new StaticFiles(options.webDir ?? defaultWebDir());
   const source = options.source ?? (await loadStoreSource(root));
-  const api = new DashboardApi(source, packageVersion());
+  const api = new DashboardApi(source, rankscopeVersion());
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? "/", "http://dashboard.invalid");
@@ -143,4 +131,3 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   };
 }
 
-export type { DashboardRun, DashboardSource, HistogramEntry, KeyInfo, LabelledRun, RunDetails, RunLabels, RunQuery, RunsPage, RunSummary, SampleRow, SeriesData, SeriesQuery, StreamData, TraceFile, TraceFileEntry } from "./source.js";

@@ -8,6 +8,8 @@ import { createReadStream, existsSync, realpathSync, statSync } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { join, resolve, sep } from "node:path";
 import * as store from "../store/reader.js";
+import { STORE_FILE } from "../store/store-file.js";
+import { DEFAULT_MAX_POINTS } from "../store/store-reader.js";
 import { applyRunQuery } from "./run-query.js";
 import { ranksView, type RanksView } from "./ranks-view.js";
 import { RunIndex } from "./run-index.js";
@@ -18,7 +20,7 @@ import type { AlertEntry, DashboardSource, HistogramEntry, KeyInfo, RunBytes, Ru
 const GLOBAL = store.GLOBAL_RANK;
 
 function requireStore(runDir: string): void {
-  if (!existsSync(join(runDir, store.STORE_FILE))) throw new HttpError(404, `this run has no ${store.STORE_FILE} (it was not written with the store backend)`);
+  if (!existsSync(join(runDir, STORE_FILE))) throw new HttpError(404, `this run has no ${STORE_FILE} (it was not written with the store backend)`);
 }
 
 function numericCursor(after: string | undefined, name = "after"): number | undefined {
@@ -106,7 +108,7 @@ export function createStoreSource(root: string): StoreSource {
     index,
     resolveRun(run: string | null, needsStore: boolean): string {
       const runDir = resolveRunDir(realRoot, run);
-      if (needsStore) realPathInside(realRoot, join(runDir, store.STORE_FILE), `run ${JSON.stringify(run)}'s ${store.STORE_FILE}`);
+      if (needsStore) realPathInside(realRoot, join(runDir, STORE_FILE), `run ${JSON.stringify(run)}'s ${STORE_FILE}`);
       return runDir;
     },
 
@@ -170,7 +172,7 @@ export function createStoreSource(root: string): StoreSource {
       const info = store.keys(runDir, "stream").find((k) => k.key === key);
       if (info === undefined) throw new HttpError(404, `this run has no stream key ${JSON.stringify(key)}`);
       const cursors = decodeRankCursors(query.after);
-      const perRank = Math.max(store.SERIES_KINDS.length, Math.floor((query.maxPoints ?? store.DEFAULT_MAX_POINTS) / Math.max(1, info.ranks.length)));
+      const perRank = Math.max(store.SERIES_KINDS.length, Math.floor((query.maxPoints ?? DEFAULT_MAX_POINTS) / Math.max(1, info.ranks.length)));
       const out: StreamData = { key, ranks: [], steps: [], times: [], values: [], cursor: null };
       for (const rank of info.ranks) {
         const after = cursors.get(rank);

@@ -11,16 +11,8 @@ import { after, test } from "node:test";
 import { closeStores, config, listRuns } from "../../src/store/reader.js";
 import { resolveWandbOptions } from "../../src/backends/wandb/options.js";
 import { formatRunsTable } from "../../src/cli/commands/runs.js";
-import {
-  configureTextLogs,
-  getCollector,
-  getLogger,
-  getOrCreateMetricLogger,
-  recordMetric,
-  registerBackend,
-  type FlushResult,
-  type Metric,
-} from "../../src/index.js";
+import { configureTextLogs, getLogger, getOrCreateMetricLogger, recordMetric, registerBackend, type FlushResult, type Metric } from "../../src/index.js";
+import { getCollector } from "../../src/core/collector.js";
 import { startDashboard } from "../../src/ui/server.js";
 import { collectDiagnostics, tempDir } from "../helpers.js";
 

@@ -1,17 +1,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import {
-  getCollector,
-  getOrCreateMetricLogger,
-  recordMetric,
-  Reduce,
-  registerBackend,
-  type Backend,
-  type FlushResult,
-  type Metric,
-  type StreamRecord,
-} from "../../src/index.js";
+import { getOrCreateMetricLogger, recordMetric, Reduce, registerBackend, type Backend, type FlushResult, type Metric, type StreamRecord } from "../../src/index.js";
+import { getCollector } from "../../src/core/collector.js";
 import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 
 const collector = getCollector();

@@ -1,7 +1,8 @@
 /** processWide: every process-wide slot under one versioned key, shared by every copy of the package. */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { currentRank, getCollector, getOrCreateMetricLogger } from "../../src/index.js";
+import { currentRank, getOrCreateMetricLogger } from "../../src/index.js";
+import { getCollector } from "../../src/core/collector.js";
 import { peekProcessWide, processWide, setProcessWide } from "../../src/core/process-wide.js";
 import { tempDir } from "../helpers.js";
 

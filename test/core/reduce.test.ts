@@ -5,6 +5,7 @@ import { getReduceDefinition, Reduce, registerReduce } from "../../src/core/regi
 import type { Accumulator, AccumulatorState, ReduceDefinition, SampleRecord } from "../../src/core/reduce.js";
 import { HISTOGRAM_EDGES } from "../../src/core/accumulators/histogram.js";
 import { recordMetric } from "../../src/core/collector.js";
+import { peekProcessWide } from "../../src/core/process-wide.js";
 
 type Def = ReduceDefinition<AccumulatorState>;
 
@@ -327,4 +328,20 @@ test("property: SAMPLE merge keeps the same best and worst scores as one stream"
     }),
     { numRuns: 200 },
   );
+});
+
+test("parameterised reductions named by other processes are kept in a bounded table, and every name still resolves", () => {
+  // A controller merges whatever names ranks send: 3,000 distinct quantile sets must not grow memory without bound.
+  const names = Array.from({ length: 3000 }, (_, i) => `quantiles(0.${String(i + 1).padStart(4, "0")})`);
+  for (const name of names) assert.equal(getReduceDefinition(name).name, name);
+  const kept = peekProcessWide<Map<string, unknown>>("reduceParameterised");
+  assert.ok(kept !== undefined && kept.size <= 1024, `the table of parameterised definitions holds ${kept?.size} names`);
+  // Past the bound a name is built again for each lookup, and works the same.
+  const last = names[names.length - 1] ?? "";
+  assert.equal(kept.has(last), false);
+  const median = valueOf("quantiles(0.5)", [1, 2, 3, 4, 5]);
+  assert.ok(typeof median === "object" && Math.abs((median["p50"] ?? NaN) - 3) < 0.05, `quantiles(0.5) of 1..5: ${JSON.stringify(median)}`);
+  const lastValue = valueOf(last, [1, 2, 3, 4, 5]);
+  assert.equal(typeof lastValue, "object", `${last} reduces past the bound: ${JSON.stringify(lastValue)}`);
+  assert.throws(() => getReduceDefinition("quantiles(2)"), RangeError);
 });

@@ -6,7 +6,8 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { getCollector, getOrCreateMetricLogger, recordMetric, Reduce, registerBackend, streamStats, type StreamRecord } from "../../src/index.js";
+import { getOrCreateMetricLogger, recordMetric, Reduce, registerBackend, streamStats, type StreamRecord } from "../../src/index.js";
+import { getCollector } from "../../src/core/collector.js";
 import { captureStdout, tempDir } from "../helpers.js";
 import { readStream } from "./helpers.js";
 

@@ -8,7 +8,7 @@ import { request } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { GLOBAL_RANK } from "../../src/store/read-types.js";
-import { startDashboard, type Dashboard, type DashboardRun, type KeyInfo } from "../../src/ui/server.js";
+import { startDashboard, type Dashboard, type DashboardRun, type KeyInfo } from "../../src/ui/index.js";
 import { tempDir } from "../helpers.js";
 import { XSS_KEY, openRun, seedFinishedRun } from "./seed.js";
 

@@ -25,7 +25,7 @@ import { DROPPED_KEY_RECORDS_KEY, isInternalKey, RANKS_EXPECTED_KEY, RANKS_REPOR
  * Python's floats; others show 6 significant digits, so columns stay readable. The exact value is
  * in every other backend.
  */
-export function formatReducedValue(value: number): string {
+function formatReducedValue(value: number): string {
   if (Number.isInteger(value) && Math.abs(value) < 2 ** 53) return value.toFixed(1);
   if (!Number.isFinite(value)) return String(value);
   // From 2^53 up in exponent form (`9.22337e+18`): zero-padded digits would read as an exact integer.
@@ -33,7 +33,7 @@ export function formatReducedValue(value: number): string {
 }
 
 /** `YYYY-MM-DD HH:MM:SS` in local time, as Python's logging prints it. */
-export function formatLocalTime(ms: number): string {
+function formatLocalTime(ms: number): string {
   const d = new Date(ms);
   const pad = (n: number): string => String(n).padStart(2, "0");
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
@@ -51,7 +51,7 @@ function allRanksReported(metrics: readonly Metric[]): boolean {
 }
 
 /** The table printed for one flush. */
-export function formatMetricsTable(displayName: string, step: number, metrics: readonly Metric[]): string {
+function formatMetricsTable(displayName: string, step: number, metrics: readonly Metric[]): string {
   const width = metrics.reduce((w, m) => Math.max(w, m.key.length + 1), 0);
   const lines = [`=== [${displayName}] - METRICS STEP ${step} ===`];
   for (const m of metrics) lines.push(`${`${m.key}:`.padEnd(width)} ${formatReducedValue(m.value)}`);

@@ -24,7 +24,7 @@ import { registerBackend } from "../backend.js";
 import { enumOption, numberOption, stringOption, stringRecordOption } from "../option-values.js";
 import { OtlpMetricBuilder, type Temporality } from "./metrics.js";
 
-export { OtlpMetricBuilder, hrTime, otlpInstrumentName, type Temporality } from "./metrics.js";
+export { otlpInstrumentName, type Temporality } from "./metrics.js";
 
 /** OpenTelemetry's default OTLP/HTTP metrics endpoint. */
 export const DEFAULT_OTLP_METRICS_URL = "http://127.0.0.1:4318/v1/metrics";
@@ -56,7 +56,7 @@ export interface OtlpStats {
 }
 
 /** The resource of a backend instance: service, run, rank and host. */
-export function otlpResource(options: BackendOptions, context: BackendContext): Resource {
+function otlpResource(options: BackendOptions, context: BackendContext): Resource {
   const attributes: Record<string, string | number> = {
     [ATTR_SERVICE_NAME]: stringOption(options, "serviceName", "rankscope"),
     [ATTR_SERVICE_VERSION]: rankscopeVersion(),

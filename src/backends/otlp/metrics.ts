@@ -17,7 +17,7 @@ import { warn } from "../../core/diagnostics.js";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
 
 /** Milliseconds since the epoch as OpenTelemetry's `[seconds, nanoseconds]`. */
-export function hrTime(ms: number): HrTime {
+function hrTime(ms: number): HrTime {
   const seconds = Math.floor(ms / 1000);
   return [seconds, Math.round((ms - seconds * 1000) * 1e6)];
 }

@@ -29,7 +29,7 @@ import { warn } from "../../core/diagnostics.js";
 import { prometheusName } from "./names.js";
 
 /** The Prometheus type of a family. */
-export type FamilyType = "gauge" | "counter" | "histogram" | "summary";
+type FamilyType = "gauge" | "counter" | "histogram" | "summary";
 
 /** Label names and values, e.g. `{ rank: "3", host: "node-1" }`. */
 export type Labels = Readonly<Record<string, string>>;
@@ -76,7 +76,7 @@ function labelKey(labels: Labels): string {
 }
 
 /** Label value text of a bucket edge, as Prometheus' own clients format `le`. */
-export function leText(edge: number): string {
+function leText(edge: number): string {
   return edge === Infinity ? "+Inf" : String(edge);
 }
 
@@ -229,7 +229,7 @@ export class Exposition {
 }
 
 /** One line of a family's exposition: name (with `_bucket`, `_sum`… where it applies), labels, value. */
-export interface SeriesValue {
+interface SeriesValue {
   readonly metricName: string;
   readonly labels: Labels;
   readonly value: number;

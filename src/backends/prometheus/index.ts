@@ -19,9 +19,9 @@ import { liveExpositions } from "./render.js";
 import { leaseMetricsServer, type MetricsServerLease } from "./server.js";
 
 export { prometheusName, keyFromPrometheusName } from "./names.js";
-export { renderMetrics, metricsHandler, metricsContentType } from "./render.js";
-export { encodeWriteRequest, snappyCompress, RemoteWriter, type RemoteWriterOptions, type RemoteWriterStats } from "./remote-write.js";
-export { Exposition, type Labels, type Sample, type FamilyType } from "./exposition.js";
+export { metricsHandler } from "./render.js";
+export type { RemoteWriterStats } from "./remote-write.js";
+export type { Labels } from "./exposition.js";
 
 /** Default `/metrics` port (the one OpenTelemetry's Prometheus exporter uses). */
 export const DEFAULT_PROMETHEUS_PORT = 9464;

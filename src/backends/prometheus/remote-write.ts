@@ -78,7 +78,7 @@ export function snappyCompress(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
 }
 
 /** Options of a `RemoteWriter`. */
-export interface RemoteWriterOptions {
+interface RemoteWriterOptions {
   /** The receiver, e.g. `http://127.0.0.1:9090/api/v1/write`. */
   readonly url: string;
   /** Extra request headers (e.g. `Authorization`); never logged. */

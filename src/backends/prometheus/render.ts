@@ -16,6 +16,7 @@ import client from "prom-client";
 import { numberText } from "../../core/json.js";
 import { processWide } from "../../core/process-wide.js";
 import { seriesValues, type Exposition, type Family } from "./exposition.js";
+import { describeError } from "../../core/diagnostics.js";
 
 /** A value of 16 or more integer digits at the end of a line (from 2^53 up, `String` writes those). */
 const LONG_INTEGER = / -?\d{16,}$/m;
@@ -71,12 +72,12 @@ export async function renderMetrics(expositions: Iterable<Exposition> = liveExpo
 }
 
 /** The content type of a rendering. */
-export function metricsContentType(openMetrics: boolean): client.RegistryContentType {
+function metricsContentType(openMetrics: boolean): client.RegistryContentType {
   return openMetrics ? client.Registry.OPENMETRICS_CONTENT_TYPE : client.Registry.PROMETHEUS_CONTENT_TYPE;
 }
 
 /** Whether a scrape asked for OpenMetrics (its `Accept` header names `application/openmetrics-text`). */
-export function wantsOpenMetrics(accept: string | undefined): boolean {
+function wantsOpenMetrics(accept: string | undefined): boolean {
   return accept !== undefined && accept.includes("application/openmetrics-text");
 }
 
@@ -95,7 +96,7 @@ export function metricsHandler(expositions: Iterable<Exposition> = liveExpositio
       },
       (error: unknown) => {
         response.writeHead(500, { "content-type": "text/plain; charset=utf-8" });
-        response.end(`rendering /metrics failed: ${error instanceof Error ? error.message : String(error)}\n`);
+        response.end(`rendering /metrics failed: ${describeError(error)}\n`);
       },
     );
   };

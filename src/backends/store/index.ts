@@ -60,7 +60,7 @@ interface PendingBatch {
 
 export * from "../../store/reader.js";
 export { StoreWriter, type LostRankWrite, type RankTimingWrite, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type LineWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "../../store/writer.js";
-export { storePath, CHUNK_POINTS } from "../../store/schema.js";
+export { storePath } from "../../store/schema.js";
 
 /** Where a batch goes: a worker thread or the calling thread. */
 interface WriterChannel {
@@ -179,7 +179,7 @@ function booleanOption(options: BackendOptions, name: string, fallback: boolean)
 }
 
 /** The store's own options, checked; throws a TypeError saying what is valid (at `initBackends`, before anything starts). */
-export function parseStoreOptions(options: BackendOptions): { useWorker: boolean; waitForWrites: boolean; maxPendingBatches: number; commitIntervalMs: number } {
+function parseStoreOptions(options: BackendOptions): { useWorker: boolean; waitForWrites: boolean; maxPendingBatches: number; commitIntervalMs: number } {
   const useWorker = booleanOption(options, "worker", true);
   const waitForWrites = booleanOption(options, "waitForWrites", false);
   const max = options["maxPendingBatches"] ?? 256;

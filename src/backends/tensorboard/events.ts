@@ -26,7 +26,7 @@ export interface ScalarPoint {
 }
 
 /** Tag under which the hparams plugin looks for a session's start info. */
-export const SESSION_START_INFO_TAG = "_hparams_/session_start_info";
+const SESSION_START_INFO_TAG = "_hparams_/session_start_info";
 
 const textPluginMetadata = { plugin_data: { plugin_name: "text", content: new Uint8Array(0) } };
 
@@ -101,7 +101,7 @@ export function cellText(value: unknown): string {
  * Records as a table: the first row names the fields (in the order they first appear), then one
  * row per record. Returned row-major with its shape, as a rank-2 string tensor wants it.
  */
-export function sampleTable(records: readonly SampleRecord[]): { rows: number; columns: number; cells: string[] } {
+function sampleTable(records: readonly SampleRecord[]): { rows: number; columns: number; cells: string[] } {
   const fields: string[] = [];
   const seen = new Set<string>();
   for (const r of records) {

@@ -31,7 +31,7 @@ import { hparamsEvent, histogramEvent, scalarEvents, textEvent } from "./events.
 import { TfEventsWriter } from "./writer.js";
 
 export { TfEventsWriter, eventFileName, type TfEventsWriterOptions } from "./writer.js";
-export { frameRecord, frameRecords, maskedCrc32c } from "./record.js";
+export { frameRecords, maskedCrc32c } from "./record.js";
 export { fileVersionEvent, histogramEvent, hparamsEvent, scalarEvents, sessionStartEvent, textEvent, type ScalarPoint } from "./events.js";
 
 /** The default directory of event files, relative to the run directory. */

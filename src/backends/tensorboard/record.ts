@@ -17,7 +17,7 @@ export function maskedCrc32c(bytes: Uint8Array): number {
 }
 
 /** Bytes a record of `dataLength` bytes takes in a file. */
-export function framedLength(dataLength: number): number {
+function framedLength(dataLength: number): number {
   return dataLength + 16;
 }
 
@@ -25,7 +25,7 @@ export function framedLength(dataLength: number): number {
  * Write one framed record holding `data` into `target` at `offset`; returns the offset after it.
  * `target` must have `framedLength(data.length)` bytes free from `offset`.
  */
-export function writeRecord(target: Buffer, offset: number, data: Uint8Array): number {
+function writeRecord(target: Buffer, offset: number, data: Uint8Array): number {
   const length = data.length;
   // A u64 length: records here are far below 2^32 bytes, so the high word is 0.
   target.writeUInt32LE(length >>> 0, offset);

@@ -11,7 +11,7 @@ import { isRecord, jsonText } from "../../core/json.js";
 import { parseHistoryJson } from "./history.js";
 import { postJson, type Attempt, type Endpoint } from "./http.js";
 
-export const CREATE_RUN_FILES = `mutation CreateRunFiles($entity: String!, $project: String!, $run: String!, $files: [String!]!) {
+const CREATE_RUN_FILES = `mutation CreateRunFiles($entity: String!, $project: String!, $run: String!, $files: [String!]!) {
   createRunFiles(input: {entityName: $entity, projectName: $project, runName: $run, files: $files}) {
     runID
     uploadHeaders
@@ -20,7 +20,7 @@ export const CREATE_RUN_FILES = `mutation CreateRunFiles($entity: String!, $proj
 }`;
 
 /** Where to upload run files: per file name its URL, and the headers to send with every upload. */
-export interface RunFileUploads {
+interface RunFileUploads {
   readonly urls: ReadonlyMap<string, string>;
   readonly headers: Readonly<Record<string, string>>;
 }
@@ -40,21 +40,21 @@ export interface UpsertVariables {
   readonly config: string;
 }
 
-export const UPSERT_BUCKET = `mutation UpsertBucket($name: String, $project: String, $entity: String, $displayName: String, $groupName: String, $jobType: String, $notes: String, $tags: [String!], $config: JSONString) {
+const UPSERT_BUCKET = `mutation UpsertBucket($name: String, $project: String, $entity: String, $displayName: String, $groupName: String, $jobType: String, $notes: String, $tags: [String!], $config: JSONString) {
   upsertBucket(input: {name: $name, modelName: $project, entityName: $entity, displayName: $displayName, groupName: $groupName, jobType: $jobType, notes: $notes, tags: $tags, config: $config}) {
     bucket { id name displayName project { name entity { name } } }
     inserted
   }
 }`;
 
-export const RUN_RESUME_STATUS = `query RunResumeStatus($project: String, $entity: String, $name: String!) {
+const RUN_RESUME_STATUS = `query RunResumeStatus($project: String, $entity: String, $name: String!) {
   model(name: $project, entityName: $entity) {
     bucket(name: $name, missingOk: true) { id name historyLineCount historyTail }
   }
 }`;
 
 /** What the server said about an upserted run. */
-export interface UpsertedRun {
+interface UpsertedRun {
   /** The server's storage id of the run. */
   readonly storageId: string;
   /** The run id (URL segment). */
@@ -217,7 +217,7 @@ export interface FileStreamBody {
 }
 
 /** What one file-stream request carries; absent parts are left out of its body. */
-export interface FileStreamParts {
+interface FileStreamParts {
   /** History lines, the first at `offset`. */
   readonly lines?: readonly string[];
   readonly offset?: number;

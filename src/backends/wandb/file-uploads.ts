@@ -43,7 +43,7 @@ export class PendingFiles {
 }
 
 /** Where an upload goes and what stops it. */
-export interface UploadSession {
+interface UploadSession {
   readonly endpoint: Endpoint;
   readonly run: { readonly entity: string; readonly project: string; readonly name: string };
   readonly limits: SenderLimits;
@@ -56,7 +56,7 @@ export interface UploadSession {
 }
 
 /** How an upload of the waiting files ended. */
-export type UploadOutcome =
+type UploadOutcome =
   | { readonly kind: "uploaded" }
   /** The writer stopped sending meanwhile; the files not uploaded are back in the queue. */
   | { readonly kind: "stopped" }

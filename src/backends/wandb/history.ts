@@ -80,7 +80,7 @@ export function parseHistoryObject(text: string): Record<string, unknown> {
 }
 
 /** Seconds, with millisecond precision, from milliseconds since the epoch. */
-export function seconds(ms: number): string {
+function seconds(ms: number): string {
   return String(ms / 1000);
 }
 
@@ -104,7 +104,7 @@ export function historyLine(step: number, timestampMs: number, runtimeMs: number
  * finite bucket and +Infinity in the highest (their edges ±`Number.MAX_VALUE`). Null when no
  * value has a bucket (every value NaN): W&B gets no histogram then.
  */
-export function wandbHistogramBins(h: HistogramData): { values: number[]; bins: number[] } | null {
+function wandbHistogramBins(h: HistogramData): { values: number[]; bins: number[] } | null {
   const { limits, counts } = contiguousBuckets(withoutInfiniteBucket(h));
   const n = counts.length;
   const last = limits[n - 1];

@@ -134,7 +134,7 @@ export interface RetryObserver {
 }
 
 /** Why a retried request gave up. */
-export type GiveUp = { readonly ok: false; readonly reason: string; readonly retryable: boolean; readonly status: number | undefined };
+type GiveUp = { readonly ok: false; readonly reason: string; readonly retryable: boolean; readonly status: number | undefined };
 
 /**
  * Run `attempt` until it succeeds, fails for good (not retryable), the retry budget is spent, or

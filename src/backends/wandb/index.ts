@@ -9,19 +9,8 @@ import { WandbBackend } from "./wandb-backend.js";
 
 registerBackend("wandb", (options) => new WandbBackend(options), { knownOptions: WANDB_OPTION_NAMES, validate: validateWandbOptions, destinationOptions: ["baseUrl"] });
 
-export { WandbBackend, type SharedRunMetadata } from "./wandb-backend.js";
-export { RunWriter, type RunTarget, type WriterStats } from "./run-writer.js";
+export { WandbBackend } from "./wandb-backend.js";
+export type { WriterStats } from "./run-writer.js";
 export { syncSpool, type SyncOptions, type SyncProgress, type SyncResult } from "./sync.js";
-export { findSpools, readSpool, spoolDirFor, type SpoolRunInfo, type SpooledRun } from "./spool.js";
-export { historyLine, historyNumber, histogramJson } from "./history.js";
-export { PRIMARY_CLIENT_ID, UPSERT_BUCKET, RUN_RESUME_STATUS, HISTORY_FILE, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
-export {
-  DEFAULT_BASE_URL,
-  DEFAULT_LIMITS,
-  resolveWandbOptions,
-  validateWandbOptions,
-  type SenderLimits,
-  type WandbMode,
-  type WandbOptions,
-  type WandbResume,
-} from "./options.js";
+export { findSpools, readSpool, type SpoolRunInfo, type SpooledRun } from "./spool.js";
+export type { WandbMode, WandbOptions, WandbResume } from "./options.js";

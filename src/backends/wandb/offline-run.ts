@@ -18,15 +18,14 @@
  * (every top-level key an item with its JSON, `_step` also as the step number), summary, exit,
  * final. Values keep W&B's JSON, with NaN and ±Infinity as the bare tokens its SDK writes.
  */
-import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { crc32 } from "node:zlib";
 import protobuf from "protobufjs/light.js";
 import { isRecord, jsonText } from "../../core/json.js";
-import { CONFIG_FILE } from "../../run/run-files.js";
+import { writeFileAtomicSync } from "../../io/atomic-write.js";
 import { parseHistoryObject } from "./history.js";
-import { SUMMARY_FILE } from "./api.js";
-import { readSpool, spooledFiles, type SpooledRun, type SpoolRunInfo } from "./spool.js";
+import type { SpoolRunInfo } from "./spool.js";
 
 const item = { fields: { key: { type: "string", id: 1 }, nested_key: { rule: "repeated", type: "string", id: 2 }, value_json: { type: "string", id: 16 } } };
 
@@ -87,7 +86,7 @@ const root = protobuf.Root.fromJSON(descriptor);
 export const WandbRecord = root.lookupType("wandb_internal.Record");
 
 /** The W&B header at the start of a `.wandb` file: ident, magic 0xBEE1 (LE), store version 0. */
-export const WANDB_HEADER = Buffer.from([0x3a, 0x57, 0x26, 0x42, 0xe1, 0xbe, 0x00]);
+const WANDB_HEADER = Buffer.from([0x3a, 0x57, 0x26, 0x42, 0xe1, 0xbe, 0x00]);
 const BLOCK_SIZE = 32 * 1024;
 const CHUNK_HEADER = 7;
 const FULL = 1;
@@ -157,7 +156,7 @@ export function wandbValueJson(value: unknown): string {
 }
 
 /** What an offline run holds. */
-export interface OfflineRun {
+interface OfflineRun {
   readonly runId: string;
   readonly entity: string | null;
   readonly project: string;
@@ -233,17 +232,6 @@ export function endRecords(summary: string | undefined, exitcode: number | undef
   return out;
 }
 
-/** The protobuf records of an offline run, in the SDK's order. */
-export function offlineRunRecords(run: OfflineRun, producer: string): Uint8Array[] {
-  const rows = run.history.map(parseHistoryObject);
-  const firstTime = rows.map((r) => r["_timestamp"]).find((t): t is number => typeof t === "number");
-  const lastRuntime = rows.length === 0 ? 0 : Number(rows[rows.length - 1]?.["_runtime"] ?? 0);
-  const messages = [...headRecords(run, producer, firstTime ?? Date.now() / 1000), ...rows.map(historyRecord)];
-  if (run.files !== undefined && run.files.names.length > 0) messages.push(filesRecord(run.files.names));
-  messages.push(...endRecords(run.summary, run.exitcode, lastRuntime));
-  return messages.map((m, i) => encodeRecord(i + 1, m));
-}
-
 /** rankscope's note in an offline run directory: which attempt of the spool it holds (its first history offset). */
 export const ATTEMPT_FILE = "rankscope-attempt.json";
 
@@ -259,7 +247,7 @@ export function attemptOf(dir: string): number | undefined {
 }
 
 /** `offline-run-YYYYMMDD_HHMMSS-{runId}`, the time in UTC. */
-export function offlineRunDirName(runId: string, startMs: number): string {
+function offlineRunDirName(runId: string, startMs: number): string {
   const d = new Date(startMs);
   const pad = (n: number): string => String(n).padStart(2, "0");
   return `offline-run-${d.getUTCFullYear()}${pad(d.getUTCMonth() + 1)}${pad(d.getUTCDate())}_${pad(d.getUTCHours())}${pad(d.getUTCMinutes())}${pad(d.getUTCSeconds())}-${runId}`;
@@ -273,8 +261,7 @@ export function offlineRunDirName(runId: string, startMs: number): string {
 export function makeAttemptDir(wandbDir: string, runId: string, startMs: number, attempt: number): string {
   let dir = join(wandbDir, offlineRunDirName(runId, startMs));
   for (let k = 1; existsSync(dir) && attemptOf(dir) !== attempt; k++) dir = join(wandbDir, offlineRunDirName(runId, startMs + k * 1000));
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, ATTEMPT_FILE), `${JSON.stringify({ firstOffset: attempt })}\n`);
+  writeFileAtomicSync(join(dir, ATTEMPT_FILE), `${JSON.stringify({ firstOffset: attempt })}\n`);
   return dir;
 }
 
@@ -292,24 +279,6 @@ export function offlineRunDirs(wandbDir: string, runId: string): string[] {
     .map((d) => d.dir);
 }
 
-/**
- * Write `{wandbDir}/offline-run-…-{runId}/run-{runId}.wandb` (replacing an earlier export of the
- * same run and start time). Returns the run directory's path.
- */
-export function writeOfflineRun(wandbDir: string, run: OfflineRun, producer: string, attempt = 0): string {
-  const first = run.history[0] === undefined ? undefined : parseHistoryObject(run.history[0])["_timestamp"];
-  const dir = makeAttemptDir(wandbDir, run.runId, typeof first === "number" && Number.isFinite(first) ? first * 1000 : Date.now(), attempt);
-  // The SDK's layout: run files under `files/`, where `wandb sync` uploads them from.
-  const files = run.files ?? { dir, names: [] };
-  for (const name of files.names) {
-    const target = join(dir, "files", ...name.split("/"));
-    mkdirSync(dirname(target), { recursive: true });
-    copyFileSync(join(files.dir, ...name.split("/")), target);
-  }
-  writeFileSync(join(dir, `run-${run.runId}.wandb`), frameTransactionLog(offlineRunRecords(run, producer)));
-  return dir;
-}
-
 /** The run an offline run describes, from the spool's `run.json` (W&B's `{"key": {"value": v}}` config unwrapped). */
 export function offlineRunHeadOf(info: SpoolRunInfo): OfflineRunHead {
   const config: Record<string, unknown> = {};
@@ -325,46 +294,4 @@ export function offlineRunHeadOf(info: SpoolRunInfo): OfflineRunHead {
     tags: info.upsert.tags,
     config,
   };
-}
-
-/**
- * The offline run of a spool directory (`wandb/{runId}` of `rankscope wandb sync`), for
- * `wandb sync`. A run shared by ranks (several clients, W&B's shared mode) has no single-writer
- * form and is refused with a message.
- */
-export function offlineRunOfSpool(spool: SpooledRun, fromOffset = 0): OfflineRun {
-  const { info } = spool;
-  const [client, ...others] = spool.clients;
-  if (info.shared || client === undefined || others.length > 0) {
-    throw new Error(`${spool.dir}: a run shared by ranks (${spool.clients.length} clients) has no offline-run form for "wandb sync"; use "rankscope wandb sync"`);
-  }
-  const history = client.lines.slice(Math.max(0, fromOffset - client.firstOffset));
-  const referenced = new Set<string>();
-  for (const line of history) {
-    if (!line.includes('"table-file"')) continue;
-    for (const ref of Object.values(parseHistoryObject(line))) {
-      if (isRecord(ref) && ref["_type"] === "table-file" && typeof ref["path"] === "string") referenced.add(ref["path"]);
-    }
-  }
-  return {
-    ...offlineRunHeadOf(info),
-    history,
-    summary: client.summary,
-    exitcode: client.exitcode,
-    // This attempt's tables, and the other run files.
-    // `config.yaml` and `wandb-summary.json` are left to `wandb sync`, which writes and uploads its own from the config and summary records.
-    files: {
-      dir: join(spool.dir, "files"),
-      names: spooledFiles(spool.dir).filter((n) => n !== CONFIG_FILE && n !== SUMMARY_FILE && (!n.startsWith("media/") || referenced.has(n))),
-    },
-  };
-}
-
-/**
- * Write the offline run of the spool at `spoolDir` beside it (under the same `wandb/`); returns its
- * directory. `fromOffset`: the first history line of the attempt to write (a resumed offline run
- * writes one offline run per attempt, as W&B's SDK does; `wandb sync` replays them in start order).
- */
-export function exportSpoolAsOfflineRun(spoolDir: string, producer: string, fromOffset = 0): string {
-  return writeOfflineRun(dirname(spoolDir), offlineRunOfSpool(readSpool(spoolDir), fromOffset), producer, fromOffset);
 }

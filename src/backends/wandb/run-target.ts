@@ -35,7 +35,7 @@ export interface WriterStats {
 }
 
 /** Whether a writer may write to its run, and from where. */
-export type ResumeDecision =
+type ResumeDecision =
   /** Write from `offset`; `lastStep` is the run's last `_step` on the server (-1 for a new run). */
   | { readonly ok: true; readonly offset: number; readonly lastStep: number }
   /** The `resume` option forbids this run as it is on the server. */

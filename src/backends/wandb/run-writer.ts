@@ -43,7 +43,7 @@ export function exitCodeOf(reason: string | null): number {
 type State = "connecting" | "live" | "spooling" | "finished";
 
 /** Smallest bound of the spool's disk-write buffer (it is `max(maxQueuedBytes, this)`). */
-export const SPOOL_BUFFER_MIN_BYTES = 16 * 1024 * 1024;
+const SPOOL_BUFFER_MIN_BYTES = 16 * 1024 * 1024;
 
 export class RunWriter {
   /** Unsent history lines and the offset of the first (absolute once connected; from 0 in offline mode). */

@@ -36,7 +36,7 @@ export function previousOfflineAttempts(spoolDir: string, clientId: string | nul
 }
 
 /** What `settleSpool` needs to know about a finished writer. */
-export interface SpooledWriter {
+interface SpooledWriter {
   readonly target: Pick<RunTarget, "spoolDir" | "runDir" | "shared" | "sendsComplete">;
   readonly endpoint: Endpoint;
   readonly limits: SenderLimits;
@@ -86,7 +86,7 @@ function removeOfflineRun(dir: string, label: string): void {
  * After an outage that ended before the run did: send the spool now (what `rankscope wandb sync`
  * would do) by `deadline`. True when it was sent.
  */
-export async function sendSpoolNow(spoolDir: string, endpoint: Endpoint, limits: SenderLimits, deadline: number, label: string): Promise<boolean> {
+async function sendSpoolNow(spoolDir: string, endpoint: Endpoint, limits: SenderLimits, deadline: number, label: string): Promise<boolean> {
   const left = deadline - Date.now();
   if (left <= 0) return false;
   try {

@@ -45,7 +45,7 @@ export interface SpoolRunInfo {
 }
 
 /** The header line of a `file_stream*.jsonl`. */
-export interface SpoolHeader {
+interface SpoolHeader {
   readonly spool: 1;
   readonly clientId: string | null;
   readonly absoluteOffsets: boolean;
@@ -198,7 +198,7 @@ function parseJsonLine(file: string, n: number, line: string): unknown {
 const RESUMES: readonly WandbResume[] = ["allow", "must", "never"];
 
 /** `run.json` as read back, checked field by field (an Error naming the file and the field otherwise). */
-export function spoolRunInfoOf(value: unknown, path: string): SpoolRunInfo {
+function spoolRunInfoOf(value: unknown, path: string): SpoolRunInfo {
   const bad = (what: string): Error => new Error(`${path}: ${what}; the spool's run.json is damaged or from another program`);
   if (!isRecord(value)) throw bad("not a JSON object");
   const { format, version, baseUrl, resume, shared, upsert } = value;

@@ -39,7 +39,7 @@ import { wandbValueJson } from "./offline-run.js";
 import { mergeHyperparams } from "../../core/hyperparams.js";
 
 /** What the primary of a shared run hands to the ranks: the run exactly as it created it. */
-export interface SharedRunMetadata {
+interface SharedRunMetadata {
   readonly upsert: UpsertVariables;
   readonly resume: string;
 }
@@ -58,7 +58,7 @@ function safePathKey(key: string): string {
  * union of the records' fields, in first-seen order; a missing field is null), and the history
  * value that points to it.
  */
-export function tableFile(key: string, step: number, records: readonly SampleRecord[]): { path: string; content: string; ref: string } {
+function tableFile(key: string, step: number, records: readonly SampleRecord[]): { path: string; content: string; ref: string } {
   const columns: string[] = [];
   const seen = new Set<string>();
   for (const r of records) {

@@ -12,7 +12,7 @@ function formatTime(ms: number | null): string {
 }
 
 /** A duration for people: `42s`, `3m05s`, `2h07m`. */
-export function formatDuration(ms: number | null): string {
+function formatDuration(ms: number | null): string {
   if (ms === null || !Number.isFinite(ms) || ms < 0) return "-";
   const s = Math.round(ms / 1000);
   if (s < 60) return `${s}s`;
@@ -27,7 +27,7 @@ function displayPath(runDir: string): string {
 }
 
 /** A lost rank as a line under its run: `lost rank 1 (Rank_ab12_r1) after step 3: exited (killed by SIGKILL)`. */
-export function formatLostRank(lost: LostRank): string {
+function formatLostRank(lost: LostRank): string {
   const after = lost.step === null ? "" : ` after step ${lost.step}`;
   const back = lost.backStep === null ? "" : ` (back at step ${lost.backStep})`;
   return `lost rank ${lost.rank} (${lost.rankName})${after}: ${lost.reason}${back}`;

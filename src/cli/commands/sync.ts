@@ -6,6 +6,7 @@
 import type { Command } from "commander";
 import { resolveSetting, textKind } from "../../core/settings.js";
 import { resolveRunArg } from "../run-arg.js";
+import { describeError } from "../../core/diagnostics.js";
 
 interface SyncOptions {
   server?: string;
@@ -39,7 +40,7 @@ export function registerSyncCommand(program: Command): void {
           process.stdout.write(`${sync.runId}: ${result.points} point(s), ${result.records} record(s), ${result.fileBytes} file byte(s) sent in ${result.batches} batch(es)${result.batches === 0 ? " (the server had it all)" : ""}\n`);
         } catch (error) {
           failed++;
-          process.stderr.write(`rankscope sync: ${runDir}: ${error instanceof Error ? error.message : String(error)}\n`);
+          process.stderr.write(`rankscope sync: ${runDir}: ${describeError(error)}\n`);
         }
       }
       closeStores();

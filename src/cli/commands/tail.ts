@@ -23,7 +23,7 @@ interface Followed {
 }
 
 /** The line `--rank` names: a rank number, `controller` (or −2), `global` (or −1). */
-export function rankOption(text: string): number {
+function rankOption(text: string): number {
   if (text === "controller") return CONTROLLER_RANK;
   if (text === "global") return GLOBAL_RANK;
   const rank = Number(text);

@@ -33,7 +33,7 @@ function bucketIndex(value: number): number {
 }
 
 /** Plain state: summary numbers and the non-empty buckets as parallel arrays. */
-export interface HistogramState extends AccumulatorState {
+interface HistogramState extends AccumulatorState {
   readonly min: number;
   readonly max: number;
   readonly sum: number;

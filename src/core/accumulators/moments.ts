@@ -68,7 +68,7 @@ export const sumReduce: NumericReduceDefinition<SumState> = {
 };
 
 /** State of MAX and MIN: the extreme so far. */
-export interface ExtremeState extends AccumulatorState {
+interface ExtremeState extends AccumulatorState {
   readonly value: number;
 }
 
@@ -147,7 +147,7 @@ export const minReduce: NumericReduceDefinition<ExtremeState> = {
  * result exact for values with a large mean and a small spread (1e9 + {0, 1, 2}), where
  * `E[x²] − E[x]²` cancels catastrophically.
  */
-export interface MomentsState extends AccumulatorState {
+interface MomentsState extends AccumulatorState {
   readonly mean: number;
   readonly m2: number;
 }
@@ -204,7 +204,7 @@ export function chanM2(m2: number, addedM2: number, delta: number, count: number
 }
 
 /** Chan et al.'s parallel merge of (count, mean, M2) states. */
-export function mergeMoments(states: readonly MomentsState[]): MomentsState {
+function mergeMoments(states: readonly MomentsState[]): MomentsState {
   let count = 0;
   let mean = 0;
   let m2 = 0;

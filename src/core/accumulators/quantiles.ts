@@ -25,7 +25,7 @@ import type { Accumulator, AccumulatorState, NumericReduceDefinition } from "../
 import { counts, describe, firstProblem, isCount, numbers, versionOne } from "./state-check.js";
 
 /** Relative accuracy of every quantile sketch. */
-export const QUANTILE_RELATIVE_ACCURACY = 0.01;
+const QUANTILE_RELATIVE_ACCURACY = 0.01;
 const GAMMA = (1 + QUANTILE_RELATIVE_ACCURACY) / (1 - QUANTILE_RELATIVE_ACCURACY);
 const LOG_GAMMA = Math.log(GAMMA);
 /** Magnitudes below this are counted as zero (the sketch cannot tell them apart usefully). */
@@ -254,7 +254,7 @@ function lerp(a: number, b: number, t: number): number {
 }
 
 /** `p50` for 0.5, `p99.9` for 0.999. */
-export function quantileSuffix(q: number): string {
+function quantileSuffix(q: number): string {
   return `p${Number((q * 100).toFixed(6))}`;
 }
 

@@ -17,7 +17,7 @@ export interface SampleOptions {
 }
 
 /** Plain state: the best records (descending) and the worst (ascending). */
-export interface SampleState extends AccumulatorState {
+interface SampleState extends AccumulatorState {
   readonly top: readonly SampleRecord[];
   readonly bottom: readonly SampleRecord[];
 }

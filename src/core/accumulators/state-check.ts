@@ -4,7 +4,7 @@
  */
 
 /** A number of any value (NaN and ±Infinity included: recorded values may be those). */
-export const isNumber = (value: unknown): value is number => typeof value === "number";
+const isNumber = (value: unknown): value is number => typeof value === "number";
 
 /** A count: a finite number ≥ 0. */
 export const isCount = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value) && value >= 0;

@@ -62,7 +62,7 @@ interface Registration {
 }
 
 /** Ranks one server registers at most: a register beyond is refused and counted (`refused`), so registrations cannot grow without bound. */
-export const MAX_REGISTERED_RANKS = 100_000;
+const MAX_REGISTERED_RANKS = 100_000;
 
 /** A rank this controller does not know is told `hello` at most this often. */
 const HELLO_EVERY_MS = 1000;
@@ -480,7 +480,7 @@ export class NatsRankServer implements RankServer {
 }
 
 /** Run `use` with `rankName` if it can be part of a NATS subject (a reply's name is not trusted). */
-export function assertSubjectTokenSafe(rankName: string, use: (name: string) => void): void {
+function assertSubjectTokenSafe(rankName: string, use: (name: string) => void): void {
   try {
     assertSubjectToken("rankName", rankName);
   } catch {

@@ -113,7 +113,7 @@ export class FramedSnapshot implements MergeableSnapshot {
 }
 
 /** Most (key, reduce) slots the answer merger holds before it starts afresh: its memory stays bounded whatever keys come and go. */
-export const MAX_MERGER_SLOTS = 1_000_000;
+const MAX_MERGER_SLOTS = 1_000_000;
 
 /**
  * Merges the answers of one flush, those that came as frames straight from their columns and the

@@ -88,7 +88,7 @@ export function isHeldAnswer(snapshot: RankSnapshot): boolean {
 const mergedSeqs = new WeakMap<RankSnapshot, readonly number[]>();
 
 /** The numbers (`seq`) of the flush answers a snapshot holds: its own, or all those `carrySnapshot` merged into it. */
-export function answerSeqs(snapshot: RankSnapshot): readonly number[] {
+function answerSeqs(snapshot: RankSnapshot): readonly number[] {
   return mergedSeqs.get(snapshot) ?? (snapshot.seq === undefined ? [] : [snapshot.seq]);
 }
 

@@ -61,7 +61,7 @@ export interface HostAgentOptions {
 }
 
 /** Flushes a rank may miss in a row before its host agent forgets it. */
-export const DEFAULT_AGENT_MAX_MISSED = 1000;
+const DEFAULT_AGENT_MAX_MISSED = 1000;
 
 /** What one host agent did (for health pages and tests). */
 export interface HostAgentStats {

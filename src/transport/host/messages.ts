@@ -139,7 +139,7 @@ export function validateHostStatesHeader(h: Record<string, unknown>): MessagePro
 }
 
 /** The most ranks one host's answer may name (a bound for checking a frame's timing rows). */
-export const MAX_HOST_RANKS = 65_536;
+const MAX_HOST_RANKS = 65_536;
 
 /**
  * The agent's own deadline for a flush whose controller deadline is `controllerMs`: shorter by a

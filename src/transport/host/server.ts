@@ -57,7 +57,7 @@ export interface HostServerStats {
 }
 
 /** Hosts one controller registers at most: a register beyond is refused and counted (`refused`). */
-export const MAX_HOSTS = 10_000;
+const MAX_HOSTS = 10_000;
 
 /** The ranks of one host, reached through its agent. */
 export class HostHandle implements RankGroupHandle {

@@ -105,7 +105,7 @@ export interface RankReplyFrameHeader extends Envelope {
 }
 
 /** The controller's answer to a rank's `register` over NATS (on other carriers, `init` follows directly). */
-export interface RegisteredMessage {
+interface RegisteredMessage {
   readonly t: "registered";
   readonly rankName: string;
   readonly ok: boolean;
@@ -116,7 +116,7 @@ export interface RegisteredMessage {
  * A controller announcing itself to the run's ranks over NATS (when it starts, after it reconnects,
  * or to one rank it does not know): a rank that hears it registers again. Not a request: no reply.
  */
-export interface HelloMessage {
+interface HelloMessage {
   readonly t: "hello";
   /** Who says hello (a unique id of the controller's connection), for diagnostics. */
   readonly controller: string;
@@ -128,7 +128,7 @@ export interface HelloMessage {
  * they are acknowledged, so a controller that dies before logging what it took loses nothing: the
  * next one asks for the unacknowledged ones (`register.unacked`). Not a request: no reply.
  */
-export interface AckMessage {
+interface AckMessage {
   readonly t: "ack";
   readonly acks: Readonly<Record<string, readonly number[]>>;
 }

@@ -71,13 +71,13 @@ const TEXT_OPTIONS = Object.keys(TEXT_SETTINGS).filter((k): k is TextOption => k
 const FILE_OPTIONS: readonly TextOption[] = ["nkeySeedFile", "credsFile", "tlsCaFile", "tlsCertFile", "tlsKeyFile"];
 
 /** The option names of `NatsAuthOptions` (unknown keys are a TypeError). */
-export const NATS_AUTH_OPTIONS: readonly string[] = [...TEXT_OPTIONS, "tls"];
+const NATS_AUTH_OPTIONS: readonly string[] = [...TEXT_OPTIONS, "tls"];
 
 /** Every environment variable of `NatsAuthOptions`. */
 export const NATS_AUTH_ENV: readonly string[] = [...TEXT_OPTIONS.map((o) => TEXT_SETTINGS[o].env), TLS_ENV];
 
 /** How a connection authenticates: for messages (never a credential). */
-export type NatsAuthMethod = "none" | "user/password" | "token" | "nkey" | "creds file";
+type NatsAuthMethod = "none" | "user/password" | "token" | "nkey" | "creds file";
 
 /** The resolved, checked settings of one NATS connection. Holds secrets: never log it. */
 export interface NatsAuth {

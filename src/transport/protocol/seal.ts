@@ -42,13 +42,13 @@ export const MAX_SEAL_AGE_MS = 5 * 60_000;
 /** Sequence numbers remembered per sender: a replay within them is `replayed`, one below them `stale`. */
 export const REPLAY_WINDOW = 1024;
 /** Senders whose window a receiver keeps (the oldest is forgotten beyond; the age bound still holds). */
-export const MAX_SENDERS = 16_384;
+const MAX_SENDERS = 16_384;
 
 /** Why a message was not opened. */
-export type SealRejection = "unauthenticated" | "replayed" | "stale";
+type SealRejection = "unauthenticated" | "replayed" | "stale";
 
 /** The result of opening a message. */
-export type Opened = { readonly ok: true; readonly data: Uint8Array; readonly sender: string } | { readonly ok: false; readonly kind: SealRejection; readonly detail: string };
+type Opened = { readonly ok: true; readonly data: Uint8Array; readonly sender: string } | { readonly ok: false; readonly kind: SealRejection; readonly detail: string };
 
 /** True if `data` starts like a sealed message. */
 export function isSealed(data: Uint8Array): boolean {

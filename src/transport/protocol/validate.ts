@@ -236,7 +236,7 @@ export function offCycleProblem(offCycle: unknown, from: string): MessageProblem
 }
 
 /** Longest duration or arrival a step timing may carry, in ms (100 days: anything longer is forged). */
-export const MAX_TIMING_MS = 8.64e9;
+const MAX_TIMING_MS = 8.64e9;
 /** Longest host name in a step timing (as in `register`). */
 const MAX_HOST = 255;
 

@@ -25,7 +25,7 @@ const ANSWERS_SETTLE_MS = 5000;
 const REJOIN_BACKOFF = { initialMs: 250, maxMs: 5000 };
 
 /** Options of the rank side. */
-export interface NatsJoinOptions {
+interface NatsJoinOptions {
   readonly url: string;
   /** The NATS settings (`resolveNatsAuth`); default: those of `url` and the environment. */
   readonly auth?: NatsAuth;

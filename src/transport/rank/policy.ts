@@ -25,7 +25,7 @@ export interface RankPolicy {
 }
 
 /** A request refused by the rank's own policy (counted as `refused`). */
-export class RefusedRequestError extends Error {
+class RefusedRequestError extends Error {
   override name = "RefusedRequestError";
 }
 
@@ -47,7 +47,7 @@ export function originOf(url: string): string | undefined {
 }
 
 /** Refuse (count, report, throw) a request the rank's policy does not allow. */
-export function refuse(what: string): never {
+function refuse(what: string): never {
   reportIgnored("refused", what);
   throw new RefusedRequestError(what);
 }

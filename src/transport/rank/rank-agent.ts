@@ -21,7 +21,7 @@ export type SendText = (text: string) => void;
 export type SendFrame = (frame: Uint8Array) => void;
 
 /** Options of a `RankAgent`. */
-export interface RankAgentOptions {
+interface RankAgentOptions {
   readonly runId: string;
   readonly runtime: RankRuntime;
   /** Called after the rank answered `shutdown` (a spawned rank exits here). */
@@ -40,7 +40,7 @@ const NOTHING_ALLOWED: RankPolicy = { modules: [], trustInit: false, destination
  * how many key states they may hold together (the newest answer is always kept).
  */
 export const KEPT_FLUSH_ANSWERS = 16;
-export const KEPT_FLUSH_STATES = 20_000;
+const KEPT_FLUSH_STATES = 20_000;
 
 /** A flush answer kept as the frame it was sent as (read again with its key table only if asked to resend it). */
 interface KeptFrame {

@@ -8,6 +8,7 @@ import type { AccumulatorState } from "../../core/reduce.js";
 import { readSketches } from "./sketch.js";
 import { keyNameProblem, ReceivedStates, reduceNameProblem } from "../../core/key-state-check.js";
 import { FIXED, FLAG_F64_COUNTS, FLAG_U32_IDS, isWireFrame, pad8, parseHeader, SectionKind, sectionKindForReduce, sectionKindOf, utf8Decoder, WIRE_VERSION, WireFormatError, type FrameHeader, type KeyTable } from "./format.js";
+import { describeError } from "../../core/diagnostics.js";
 
 /** One decoded frame: its header and its states, in columns. */
 export interface DecodedFrame {
@@ -95,7 +96,7 @@ export class StateDecoder {
     } catch (error) {
       if (error instanceof WireFormatError) throw error;
       // Whatever else a corrupted frame trips over is still a malformed frame, never a crash.
-      throw new WireFormatError(`the frame cannot be read (${error instanceof Error ? error.message : String(error)})`);
+      throw new WireFormatError(`the frame cannot be read (${describeError(error)})`);
     }
   }
 

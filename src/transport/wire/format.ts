@@ -2,42 +2,9 @@
  * The compact binary wire format for accumulator states (wire version 1): what encoder and decoder
  * share — the byte layout's constants, the section kinds, the frame header and its errors.
  *
- * A sender (a host agent; a rank answering its agent) keeps a `StateEncoder` per receiver; the
- * receiver keeps a `StateDecoder` per sender. Keys travel once: the first frame that carries a key
- * defines its id (the key table), later frames name it by id. A frame carries only the keys it has
- * states for — what was recorded since the last flush. Numbers travel as little-endian typed
- * arrays, one section per state layout, so the receiver reads columns and merges them without
- * building an object per key (`FrameMerger`).
- *
- * Byte layout (every offset from the frame's first byte; numbers little-endian):
- *
- * ```
- *  0  u8[4]  magic "RSWF"
- *  4  u8     wire version (1)
- *  5  u8     flags: bit 0 = key ids are u32 (else u16), bit 1 = counts are f64 (else u32)
- *  6  u16    number of sections S
- *  8  u32    table base B: ids below B were defined by earlier frames of this session
- * 12  u32    new keys K (ids B .. B+K-1, defined in this frame)
- * 16  u32    header length H
- * 20  u8[H]  header: JSON (protocol envelope: proto, v, run, t, session, from, and the message's fields)
- *     then K key definitions: u16 length + UTF-8 key, u8 length + UTF-8 reduce name
- *     then S sections, each starting at a multiple of 8:
- *       u8 kind, u8[3] zero, u32 n,
- *       ids[n] (u16|u32), padded to 8; counts[n] (u32|f64), padded to 8;
- *       kind 1 SUM (mean, sum):      f64 sum[n]
- *       kind 2 EXTREME (max, min):   f64 value[n]
- *       kind 3 MOMENTS (std):        f64 mean[n], f64 m2[n]
- *       kind 4 JSON (anything else): u32 length L, u8[L] JSON array of the states (encodeMessage), padded to 8
- *       kind 5 SKETCH (quantiles):   f64 sum[n], min[n], max[n], zeros[n], nan[n], posInf[n], negInf[n];
- *                                    i32 positive offset[n], u32 positive length[n], i32 negative offset[n],
- *                                    u32 negative length[n] (each padded to 8); f64 bucket counts (every
- *                                    state's positive run, then its negative run, state after state)
- * ```
- *
- * A MEAN/SUM key costs 2 + 4 + 8 = 14 bytes per frame (u16 ids, u32 counts); MAX/MIN the same.
- * States of another version, or of any other reduction, go to the JSON section, so every
- * reduction — histograms, samples, user reductions — arrives as JSON carries it (NaN and
- * ±Infinity included): merges on the receiver stay exact.
+ * The format — byte layout, key table, which states go to a binary section and which to JSON,
+ * sizes, versioning — is described once, in docs/scale.md ("Wire format (version 1)"); a change
+ * to the constants here changes that page with it.
  *
  * Malformed input (wrong magic, a section running past the end, an unknown kind, an id outside the
  * table) throws `WireFormatError`; the receiver counts it (`transport.malformed`) and ignores it.

@@ -91,10 +91,10 @@ export interface GroupLine {
  * A scalar key as the store describes it (`ranks` includes `GLOBAL_RANK` when it has a global
  * line); `internal` (rankscope's own bookkeeping) when the server says so.
  */
-export type MetricKey = KeyInfo & { internal?: boolean };
+type MetricKey = KeyInfo & { internal?: boolean };
 
 /** One requested line of `/api/lines`: key, rank, `after` cursor, and `before` (exclusive upper step bound). */
-export type LineRequest = [string, number | null, string | null] | [string, number | null, string | null, number | null];
+type LineRequest = [string, number | null, string | null] | [string, number | null, string | null, number | null];
 
 /** One requested line of many runs' `/api/lines`: the run, then as `LineRequest`. */
 export type RunLineRequest = [string, ...LineRequest];
@@ -112,13 +112,13 @@ export interface RunKeys {
   rankLabels?: Record<string, string>;
 }
 
-export interface ConfigView {
+interface ConfigView {
   params: Record<string, unknown>;
   configYaml: string | null;
   version: unknown;
 }
 
-export interface TraceFile {
+interface TraceFile {
   name: string;
   size: number;
   modified: number;
@@ -136,7 +136,7 @@ function decodeNumbers(values: unknown[]): number[] {
 }
 
 /** Build an API URL with query parameters. */
-export function apiUrl(path: string, params: Record<string, string | number | undefined> = {}): string {
+function apiUrl(path: string, params: Record<string, string | number | undefined> = {}): string {
   const search = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) if (v !== undefined) search.set(k, String(v));
   const q = search.toString();
@@ -206,7 +206,7 @@ let received = 0;
 export type LineAnswer<T> = T | { error: string; status: number };
 
 /** The kinds of line `/api/lines` serves. */
-export type LineKind = "scalar" | "stream" | "system";
+type LineKind = "scalar" | "stream" | "system";
 
 /** Whether a line's answer is a stream's (per-rank points) rather than a series'. */
 export function isStreamData(data: SeriesData | StreamData): data is StreamData {

@@ -38,7 +38,7 @@ export function formatValue(v: number | null | undefined): string {
 }
 
 /** Colours of axes and grid from the page's theme. */
-export function themeColours(): { axis: string; grid: string } {
+function themeColours(): { axis: string; grid: string } {
   const style = getComputedStyle(document.documentElement);
   return { axis: style.getPropertyValue("--muted").trim() || "#555", grid: style.getPropertyValue("--grid").trim() || "#0000001a" };
 }

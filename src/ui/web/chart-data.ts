@@ -40,7 +40,7 @@ export interface Line {
 }
 
 /** The band around a group's mean (`values`): its edges and the group's figures at each point. */
-export interface LineBand {
+interface LineBand {
   /** What the edges are: mean ± std, or min and max. */
   readonly kind: "std" | "minmax";
   readonly lo: number[];

@@ -34,7 +34,7 @@ function faint(colour: string): string {
 }
 
 /** What a card tells its owner. */
-export interface ChartEvents {
+interface ChartEvents {
   onFirstDraw?: () => void;
   /** The user dragged a zoom (an x range) or double-clicked it away (null). */
   onZoom?: (range: [number, number] | null) => void;

@@ -38,7 +38,7 @@ export function colourDistance(a: string, b: string): number {
 }
 
 /** 32-bit FNV-1a of a string's UTF-16 code units. */
-export function fnv1a(text: string): number {
+function fnv1a(text: string): number {
   let hash = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     hash ^= text.charCodeAt(i);
@@ -48,7 +48,7 @@ export function fnv1a(text: string): number {
 }
 
 /** What a run's colour depends on. */
-export interface ColouredRun {
+interface ColouredRun {
   readonly id: string;
   readonly startedAt: number | null;
 }

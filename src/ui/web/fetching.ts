@@ -9,7 +9,7 @@ import { isLive, state, hooks, type LineSource } from "./state.js";
 
 export const FETCH_CONCURRENCY = 4;
 /** Lines per request on a first load: small enough that the first charts draw early. */
-export const FIRST_LOAD_BATCH = 8;
+const FIRST_LOAD_BATCH = 8;
 export const API_KIND = { series: "scalar", stream: "stream", system: "system" } as const;
 
 /** Run tasks with at most `limit` in flight. */
@@ -40,7 +40,7 @@ export function batches<T>(items: T[], keyOf: (item: T) => string, size: number)
  * Points to ask for per line: the server keeps min, max and last per bucket, so about one bucket
  * per two pixels already shows every spike. Capped by the server's default of 2,000.
  */
-export function pointsForWidth(width: number): number {
+function pointsForWidth(width: number): number {
   return Math.max(300, Math.min(2000, Math.round(width * 1.5)));
 }
 
@@ -130,7 +130,7 @@ export class LazyGrid {
 }
 
 /** Fetch every line of the given cards and draw each card as soon as it has all its lines. */
-export async function fillCards(generation: number, all: CardSpec[], maxPoints: number): Promise<void> {
+async function fillCards(generation: number, all: CardSpec[], maxPoints: number): Promise<void> {
   const own = all.filter((spec) => spec.load !== undefined);
   const specs = all.filter((spec) => spec.load === undefined);
   await pool(own, FETCH_CONCURRENCY, async (spec) => {

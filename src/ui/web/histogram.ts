@@ -70,7 +70,7 @@ export function heatmapGrid(rows: (Pick<HistogramData, "min" | "max" | "bucketLi
 const HEAT_BINS = 48;
 
 /** Where a card's histograms come from: one line of a key, newest first by the caller's limit. */
-export type HistogramLoader = (rank: number) => Promise<HistogramEntry[]>;
+type HistogramLoader = (rank: number) => Promise<HistogramEntry[]>;
 
 /**
  * One key's histograms, one line at a time (the global line by default, or a rank's from the

@@ -15,7 +15,7 @@ const POLL_BATCH = 100;
 let polling = false;
 
 /** Bytes of JSON the last poll downloaded and points it brought (for the benchmark and the live badge). */
-export const pollStats = { polls: 0, bytes: 0, points: 0, lastBytes: 0, lastPoints: 0 };
+const pollStats = { polls: 0, bytes: 0, points: 0, lastBytes: 0, lastPoints: 0 };
 
 export async function poll(liveBox: HTMLElement): Promise<void> {
   if (polling || document.hidden) return;

@@ -7,7 +7,7 @@
 import { api, type RunInfo, type RunsPage, type RunsQuery } from "./api.js";
 
 /** Rows per request. */
-export const PAGE_ROWS = 100;
+const PAGE_ROWS = 100;
 /** Pages kept around the view; the others are dropped. */
 const KEEP_PAGES = 6;
 

@@ -19,15 +19,10 @@ import { hooks, isLive, knowRuns, runColour, state } from "./state.js";
 import { VirtualRows } from "./virtual.js";
 
 /** Height of a row of the runs list (the CSS holds rows to it). */
-export const RUN_ROW_HEIGHT = 26;
+const RUN_ROW_HEIGHT = 26;
 /** Runs *select all* ticks at most. */
-export const MAX_SELECT_ALL = 300;
+const MAX_SELECT_ALL = 300;
 const COLUMNS = 6;
-
-/** A run's text for filters: id, group, tags. */
-export function runText(run: RunInfo): string {
-  return [run.id, run.status, run.group ?? "", ...(run.tags ?? [])].join(" ");
-}
 
 function tagChips(run: RunInfo): HTMLElement {
   const box = el("span", { className: "chips" });
@@ -51,7 +46,7 @@ export function selectRun(id: string, overlay: boolean): void {
   selectionChanged();
 }
 
-export function selectionChanged(): void {
+function selectionChanged(): void {
   state.settings.zoom = null;
   hooks.renderRuns();
   hooks.writeUrl();

@@ -26,7 +26,7 @@ export const TABS: [Tab, string][] = [
   ["traces", "Traces"],
 ];
 
-export const DONE_STATUSES = new Set(["finished", "failed", "crashed", "killed", "completed", "done"]);
+const DONE_STATUSES = new Set(["finished", "failed", "crashed", "killed", "completed", "done"]);
 
 /** Where a drawn line's points come from, so polling can ask for what came after. */
 export interface LineSource {
@@ -40,7 +40,7 @@ export interface LineSource {
 }
 
 /** The app's state: the view (what the URL says) and what it has loaded. */
-export interface AppState {
+interface AppState {
   /** Every run the app has a row of (pages of the runs list and table, the selected runs), by id. */
   knownRuns: Map<string, RunInfo>;
   /** The earliest-started runs of the root, which decide the run colours (colours.ts). */

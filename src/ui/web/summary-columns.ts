@@ -12,7 +12,7 @@
  */
 
 /** Summary columns shown at most by default (narrow or change them with the search or the picker). */
-export const MAX_SUMMARY_COLUMNS = 16;
+const MAX_SUMMARY_COLUMNS = 16;
 
 /** The names watched first, most important first; matched against a key's last `/` part. */
 const WATCHED = ["loss", "reward", "return", "score", "accuracy|acc", "perplexity|ppl", "kl", "entropy", "lr|learning_rate"];

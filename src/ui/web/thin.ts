@@ -7,11 +7,11 @@
 /** Points a live line may hold before it is thinned. */
 export const LIVE_POINT_CAP = 6000;
 /** What a thinned line keeps, about: `keep` thinned older points plus the newest `rawTail` raw ones. */
-export const THINNED_KEEP = 2000;
-export const RAW_TAIL = 1000;
+const THINNED_KEEP = 2000;
+const RAW_TAIL = 1000;
 
 /** Arrays of one line, same length. */
-export interface Points {
+interface Points {
   steps: number[];
   times: number[];
   values: number[];

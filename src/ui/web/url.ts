@@ -46,7 +46,7 @@ export function readHash(hash = location.hash): void {
 }
 
 /** The fragment for the current state. */
-export function hashOf(): string {
+function hashOf(): string {
   const params = new URLSearchParams();
   params.set("tab", state.tab);
   for (const run of state.selected) params.append("run", run);

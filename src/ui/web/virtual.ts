@@ -7,10 +7,10 @@
 import { clear, el } from "./dom.js";
 
 /** Rows rendered beyond each edge of the view. */
-export const OVERSCAN = 8;
+const OVERSCAN = 8;
 
 /** How a virtual body gets its rows. */
-export interface VirtualRowsOptions {
+interface VirtualRowsOptions {
   readonly scroller: HTMLElement;
   readonly body: HTMLTableSectionElement;
   /** Every row's height in CSS pixels, as the CSS holds rows to it; corrected to the height measured once rows are drawn. */

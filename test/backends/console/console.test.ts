@@ -3,7 +3,8 @@
 import assert from "node:assert/strict";
 import { rmSync } from "node:fs";
 import { after, test } from "node:test";
-import { getCollector, getOrCreateMetricLogger, recordMetric, Reduce, type RankHandle } from "../../../src/index.js";
+import { getOrCreateMetricLogger, recordMetric, Reduce, type RankHandle } from "../../../src/index.js";
+import { getCollector } from "../../../src/core/collector.js";
 import { tempDir } from "../../helpers.js";
 
 const collector = getCollector();

@@ -10,7 +10,8 @@ import { getBackendRegistration, type Backend } from "../../../src/backends/back
 import { formatMetricsGrid, formatScientific } from "../../../src/backends/console/index.js";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import type { Metric, StreamRecord } from "../../../src/core/metric.js";
-import { getCollector, getOrCreateMetricLogger, recordMetric, Reduce } from "../../../src/index.js";
+import { getOrCreateMetricLogger, recordMetric, Reduce } from "../../../src/index.js";
+import { getCollector } from "../../../src/core/collector.js";
 import { stats } from "../../../src/stats/index.js";
 import { captureStdout, tempDir } from "../../helpers.js";
 

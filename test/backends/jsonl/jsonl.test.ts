@@ -4,7 +4,8 @@ import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { getCollector, getOrCreateMetricLogger, isInternalKey, parseNumber, recordMetric, Reduce } from "../../../src/index.js";
+import { getOrCreateMetricLogger, isInternalKey, parseNumber, recordMetric, Reduce } from "../../../src/index.js";
+import { getCollector } from "../../../src/core/collector.js";
 import { tempDir } from "../../helpers.js";
 
 const collector = getCollector();

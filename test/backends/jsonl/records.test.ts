@@ -8,7 +8,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
-import { getCollector, getOrCreateMetricLogger, parseNumber, recordMetric, Reduce } from "../../../src/index.js";
+import { getOrCreateMetricLogger, parseNumber, recordMetric, Reduce } from "../../../src/index.js";
+import { getCollector } from "../../../src/core/collector.js";
 import { tempDir } from "../../helpers.js";
 
 const collector = getCollector();

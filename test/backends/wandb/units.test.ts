@@ -5,7 +5,10 @@ import { authHeader, backoffDelay, parseRetryAfter } from "../../../src/backends
 import { histogramJson, historyLine, historyNumber } from "../../../src/backends/wandb/history.js";
 import { resolveWandbOptions, sanitiseRunId } from "../../../src/backends/wandb/options.js";
 import { configJson, lastStepOf } from "../../../src/backends/wandb/api.js";
-import { frameTransactionLog } from "../../../src/backends/wandb/offline-run.js";
+import { closeSync, fstatSync, openSync, readdirSync, readFileSync, readSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { ATTEMPT_FILE, attemptOf, frameTransactionLog, makeAttemptDir, offlineRunDirs } from "../../../src/backends/wandb/offline-run.js";
+import { tempDir } from "../../helpers.js";
 import { decodeTransactionLog } from "./wandb-helpers.js";
 import { parseWandbJson } from "./wandb-server.js";
 
@@ -110,5 +113,35 @@ describe("wandb transaction log framing", () => {
     decoded.records.forEach((r, i) => assert.ok(r.equals(records[i] as Buffer), `record ${i} (${sizes[i]} bytes) comes back`));
     assert.ok(decoded.spanned >= 2, "records span blocks");
     assert.ok(decoded.padded >= 1, "a block end with under 7 bytes left is padded");
+  });
+});
+
+describe("wandb offline run directories", () => {
+  it("replaces an attempt's note whole (src/io's atomic write): a reader that opened the old note reads it in full, and no temporary file is left", () => {
+    const wandbDir = tempDir("offline-note-");
+    const dir = makeAttemptDir(wandbDir, "run1", Date.UTC(2026, 0, 1), 0);
+    const note = join(dir, ATTEMPT_FILE);
+    const before = readFileSync(note, "utf8");
+    const fd = openSync(note, "r");
+    try {
+      // The same attempt again (a restarted writer): the same directory, its note written anew —
+      // into a new file renamed over the old, never by truncating the file a reader has open.
+      assert.equal(makeAttemptDir(wandbDir, "run1", Date.UTC(2026, 0, 1), 0), dir);
+      assert.notEqual(statSync(note).ino, fstatSync(fd).ino, "the note was rewritten in place, not replaced");
+      const size = fstatSync(fd).size;
+      const buffer = Buffer.alloc(size);
+      readSync(fd, buffer, 0, size, 0);
+      assert.equal(buffer.toString("utf8"), before, "the old note, read through a descriptor opened before the rewrite, is whole");
+    } finally {
+      closeSync(fd);
+    }
+    assert.equal(attemptOf(dir), 0);
+    assert.deepEqual(readdirSync(dir), [ATTEMPT_FILE]);
+    // Another attempt in the same second takes the next second's directory; the first keeps its note.
+    const second = makeAttemptDir(wandbDir, "run1", Date.UTC(2026, 0, 1), 40);
+    assert.notEqual(second, dir);
+    assert.equal(attemptOf(second), 40);
+    assert.equal(attemptOf(dir), 0);
+    assert.deepEqual(offlineRunDirs(wandbDir, "run1"), [dir, second]);
   });
 });

@@ -24,12 +24,12 @@ export function runLabel(run: string, extra?: string): string {
 }
 
 /** The loss of `rank` in `run`, when the run lost it (the latest, if it was lost more than once). */
-export function lostRankOf(run: string, rank: number): LostRank | undefined {
+function lostRankOf(run: string, rank: number): LostRank | undefined {
   return runById(run)?.lostRanks?.filter((l) => l.rank === rank).at(-1);
 }
 
 /** How a lost rank's lines and notes say it: `lost after step 12`, `lost after step 12, back at step 20`. */
-export function lostText(lost: LostRank): string {
+function lostText(lost: LostRank): string {
   return `lost${lost.step === null ? "" : ` after step ${lost.step}`}${lost.backStep === null ? "" : `, back at step ${lost.backStep}`}`;
 }
 

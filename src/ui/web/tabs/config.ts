@@ -6,7 +6,7 @@ import { state } from "../state.js";
 import { viewBox } from "./common.js";
 
 /** Nested values as `a.b.c` rows. */
-export function flatten(value: unknown, prefix: string, out: [string, string][]): void {
+function flatten(value: unknown, prefix: string, out: [string, string][]): void {
   if (value !== null && typeof value === "object" && !Array.isArray(value)) {
     for (const [k, v] of Object.entries(value)) flatten(v, prefix === "" ? k : `${prefix}.${k}`, out);
   } else {

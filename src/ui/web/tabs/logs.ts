@@ -14,7 +14,7 @@ import { hooks, state } from "../state.js";
 import { viewBox } from "./common.js";
 
 /** Lines kept on the page at most. */
-export const MAX_SHOWN_LINES = 5000;
+const MAX_SHOWN_LINES = 5000;
 const FOLLOW_MS = 1000;
 
 /** Level filter choices: the lowest level shown. */

@@ -88,7 +88,7 @@ function togglePin(key: string): void {
  * A group's line: the mean across its runs, in the group's colour, with the band the view asks for
  * (± std or min–max) and the group's figures for the tooltip and the CSV.
  */
-export function groupLine(key: string, group: GroupLine, index: number): Line {
+function groupLine(key: string, group: GroupLine, index: number): Line {
   const kind = state.band === "minmax" ? "minmax" : "std";
   const line: Line = { id: `group\u0000${key}\u0000${group.label}`, label: `${visibleName(group.label)} (${group.runs.length} run${group.runs.length === 1 ? "" : "s"})`, runStart: null, steps: group.steps, times: [], values: group.mean, colour: lineColour(index) };
   if (state.band !== "none") {

@@ -22,9 +22,9 @@ import { orderSummaryKeys, saveChosenColumns, summaryColumns } from "../summary-
 type Cell = string | number | boolean | null;
 
 /** Height of a row of the runs table (the CSS holds rows to it). */
-export const TABLE_ROW_HEIGHT = 26;
+const TABLE_ROW_HEIGHT = 26;
 /** Runs drawn in the parallel coordinates at most (the loaded ones, in the table's order). */
-export const MAX_COORDS_RUNS = 500;
+const MAX_COORDS_RUNS = 500;
 
 /** The server's sort for a column id of the table (`p:lr`, `-s:loss`, `start`, …); undefined for the default. */
 export function serverSort(sort: string): string | undefined {
@@ -286,7 +286,7 @@ function axisFor(name: string, values: (Cell | undefined)[]): Axis | null {
 }
 
 /** Parallel coordinates: an axis per hyperparameter that varies, then the metric; a line per run in its colour. */
-export function parallelCoordinates(runs: RunInfo[], paramKeys: string[], metric: string, width: number): Element {
+function parallelCoordinates(runs: RunInfo[], paramKeys: string[], metric: string, width: number): Element {
   const axes: Axis[] = [];
   const paramsOf = (r: RunInfo): Record<string, ParamValue> => r.params ?? {};
   for (const key of paramKeys) {

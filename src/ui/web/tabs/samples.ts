@@ -16,14 +16,14 @@ import { state } from "../state.js";
 import { rankLabel, viewBox } from "./common.js";
 
 /** Rows on one page of a table. */
-export const SAMPLE_PAGE_ROWS = 25;
+const SAMPLE_PAGE_ROWS = 25;
 
 /** Field names whose larger values are better, then those whose smaller ones are. */
 const HIGHER_IS_BETTER = /reward|score|return|acc|success|pass|win/i;
 const LOWER_IS_BETTER = /loss|err|perplexity|ppl|regret|cost|latency/i;
 
 /** How records are ranked within a group: by a numeric field, larger or smaller first. */
-export interface ScoreRule {
+interface ScoreRule {
   readonly field: string;
   readonly higherIsBetter: boolean;
 }
@@ -45,7 +45,7 @@ export function defaultScoreRule(numericFields: readonly string[]): ScoreRule | 
 }
 
 /** Fields whose values are numbers in every record that has them (and in at least one). */
-export function numericFieldsOf(records: readonly unknown[], fields: readonly string[]): string[] {
+function numericFieldsOf(records: readonly unknown[], fields: readonly string[]): string[] {
   return fields.filter((f) => {
     const values = records.map((r) => fieldsOf(r)[f]).filter((v) => v !== undefined && v !== null);
     return values.length > 0 && values.every((v) => typeof v === "number");

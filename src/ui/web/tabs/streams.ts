@@ -10,7 +10,7 @@ import { emptyNote, loadKeys, newLine, rankLabel, runLabel, settingsFor, viewBox
 import { setGrid, setInternalNote } from "./metrics.js";
 
 /** Add a stream answer's values to the card's per-rank scatter lines (made on first sight of a rank). */
-export function addStreamPoints(card: ChartCard, source: LineSource, data: StreamData): boolean {
+function addStreamPoints(card: ChartCard, source: LineSource, data: StreamData): boolean {
   if (data.values.length === 0) return false;
   const lines = card.getLines();
   const byRank = new Map<number, Line>();
