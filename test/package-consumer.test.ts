@@ -132,9 +132,16 @@ test("config typos, unknown backends and reduce names are compile errors; a regi
 
 test("every field of the public option types keeps its doc comment for a consumer's editor (declared once, in a zod shape)", async () => {
   const ts = (await import("typescript")).default;
-  const names = ["CommonBackendOptions", "BackendConfigBase", "ConsoleBackendOptions", "JsonlBackendOptions", "StoreBackendOptions", "TensorboardBackendOptions", "WandbBackendOptions"];
+  const named = ["CommonBackendOptions", "BackendConfigBase", "ConsoleBackendOptions", "JsonlBackendOptions", "StoreBackendOptions", "TensorboardBackendOptions", "WandbBackendOptions"];
+  // Every built-in backend's entry of BackendOptionsMap (what a config literal's hover shows).
+  const mapped = ["console", "jsonl", "store", "tensorboard", "wandb", "prometheus", "prometheus_remote_write", "otlp"];
+  const names = [...named, ...mapped];
   const file = join(project, "index.ts");
-  writeFileSync(file, `import type { ${names.join(", ")} } from "rankscope";\n${names.map((n) => `export declare const v${n}: ${n};`).join("\n")}\n`);
+  writeFileSync(
+    file,
+    `import type { BackendOptionsMap, ${named.join(", ")} } from "rankscope";\n${named.map((n) => `export declare const v${n}: ${n};`).join("\n")}\n` +
+      `${mapped.map((n) => `export declare const v${n}: BackendOptionsMap["${n}"];`).join("\n")}\n`,
+  );
   const program = ts.createProgram([file], { strict: true, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, noEmit: true, types: ["node"] });
   const checker = program.getTypeChecker();
   const source = program.getSourceFile(file);

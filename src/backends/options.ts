@@ -18,7 +18,9 @@
  *
  * A config entry whose key is not a backend name (an alias, `store_per_rank`) must say `type`.
  */
+import type { BUILTIN_BACKENDS, BuiltinBackend } from "./builtin.js";
 import type { CommonBackendOptions } from "./common-options.js";
+import type { OptionShape, OptionsOf } from "./option-schema.js";
 import type { ConsoleBackendOptions } from "./console/options.js";
 import type { JsonlBackendOptions } from "./jsonl/options.js";
 import type { OtlpBackendOptions } from "./otlp/options.js";
@@ -33,21 +35,21 @@ export type { ConsoleBackendOptions, JsonlBackendOptions, OtlpBackendOptions, Pr
 /** Options of the `wandb` backend. */
 export type WandbBackendOptions = WandbOptions;
 
+/** The shape a built-in backend's table line names (`builtin.ts`). */
+type BuiltinShape<N extends keyof typeof BUILTIN_BACKENDS> =
+  (typeof BUILTIN_BACKENDS)[N] extends BuiltinBackend<infer M, infer K> ? (M[K] extends OptionShape ? M[K] : never) : never;
+
+/** The built-in backends' options, by name: from their lines in `builtin.ts`, declared in their folders. */
+export type BuiltinBackendOptionsMap = { [N in keyof typeof BUILTIN_BACKENDS]: OptionsOf<BuiltinShape<N>> };
+
 /**
  * Each registered backend's own options, by name. Built-in: `console`, `jsonl`, `store`,
- * `tensorboard`, `wandb`, `prometheus`, `prometheus_remote_write`, `otlp`. Add yours with declaration merging (see the module comment); a backend
- * not listed here can still be used from JavaScript or through a `BackendsConfig` cast.
+ * `tensorboard`, `wandb`, `prometheus`, `prometheus_remote_write`, `otlp` (`BuiltinBackendOptionsMap`).
+ * Add yours with declaration merging (see the module comment); a backend not listed here can still
+ * be used from JavaScript or through a `BackendsConfig` cast.
  */
-export interface BackendOptionsMap {
-  console: ConsoleBackendOptions;
-  jsonl: JsonlBackendOptions;
-  store: StoreBackendOptions;
-  tensorboard: TensorboardBackendOptions;
-  wandb: WandbBackendOptions;
-  prometheus: PrometheusBackendOptions;
-  prometheus_remote_write: PrometheusRemoteWriteBackendOptions;
-  otlp: OtlpBackendOptions;
-}
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- an interface, so users add their backends by declaration merging
+export interface BackendOptionsMap extends BuiltinBackendOptionsMap {}
 
 /** The name of a backend known to the compiler (a key of `BackendOptionsMap`). */
 export type BackendName = keyof BackendOptionsMap & string;
