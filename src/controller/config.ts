@@ -7,7 +7,7 @@ import { z } from "zod";
 import { warn } from "../core/diagnostics.js";
 import type { LoggingMode } from "../core/metric.js";
 import { COMMON_OPTIONS_SCHEMA, COMMON_OPTION_NAMES } from "../backends/common-options.js";
-import { checkOptions } from "../backends/option-schema.js";
+import { checkOptions, type OptionShape } from "../backends/option-schema.js";
 import { knownBackendNames, resolveBackendRegistration, type BackendOptions, type BackendRegistration } from "../backends/backend.js";
 
 import type { UncheckedBackendsConfig } from "../backends/options.js";
@@ -22,6 +22,14 @@ export interface ValidatedBackend {
   readonly loggingMode: LoggingMode;
   readonly options: BackendOptions;
   readonly registration: BackendRegistration;
+}
+
+/** Each backend's options schema, built once from its shape. */
+const schemas = new WeakMap<OptionShape, z.AnyZodObject>();
+function schemaOf(shape: OptionShape): z.AnyZodObject {
+  let schema = schemas.get(shape);
+  if (schema === undefined) schemas.set(shape, (schema = z.object(shape)));
+  return schema;
 }
 
 /**
@@ -75,7 +83,7 @@ export async function validateBackendsConfig(config: UncheckedBackendsConfig): P
       );
     }
     // Each value against the backend's declared options, then what the declaration cannot say.
-    if (registration.optionShape !== undefined) checkOptions(`backend "${name}"`, z.object(registration.optionShape), raw);
+    if (registration.optionShape !== undefined) checkOptions(`backend "${name}"`, schemaOf(registration.optionShape), raw);
     registration.validate?.(options);
     validated.push({ name, type, loggingMode: parsed.data.loggingMode, options, registration });
   }
