@@ -3,8 +3,9 @@
  *
  * Types only (no runtime code): each option set is declared once, as a zod shape in its backend's
  * folder (`<name>/options.ts`, common ones in `common-options.ts`); its type comes from there, and
- * config validation checks JavaScript callers and configs read from files against the same shape.
- * These types make the same mistakes compile errors for TypeScript callers: a `loggingMode` that is not one of the three, an option a backend
+ * config validation (`pipeline/config.ts`) checks JavaScript callers and configs read from files
+ * against the same shape. These types make the same mistakes compile errors for TypeScript
+ * callers: a `loggingMode` that is not one of the three, an option a backend
  * does not know (`evrey`), a backend name that is not registered (`tensorbaord`).
  *
  * Each backend's own options live in `BackendOptionsMap`, keyed by its registered name. A backend

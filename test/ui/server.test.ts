@@ -7,7 +7,7 @@ import { mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { GLOBAL_RANK } from "../../src/backends/store/read-types.js";
+import { GLOBAL_RANK } from "../../src/store/read-types.js";
 import { startDashboard, type Dashboard, type DashboardRun, type KeyInfo } from "../../src/ui/server.js";
 import { tempDir } from "../helpers.js";
 import { XSS_KEY, openRun, seedFinishedRun } from "./seed.js";
@@ -141,6 +141,67 @@ describe("dashboard server", () => {
       const answer = await get(dashboard.url, { path: `/api/lines?run=exp/base&lines=${encodeURIComponent(bad)}` });
       assert.equal(answer.status, 400, bad);
       assert.match(JSON.parse(answer.body).error, /lines must be JSON \[\[key, rank or null, cursor or null, before or null\]/);
+    }
+  });
+
+  it("sends −0 as 0, NaN and ±Infinity as their strings, and doubles beyond 2^53 as JavaScript reads them back exactly", async () => {
+    const odd = [-0, NaN, Infinity, -Infinity, 2 ** 60, 2 ** 53 + 2, -(2 ** 63)];
+    const run = openRun(root, "exp", "values");
+    run.writeSeries("odd", Float64Array.from(odd, (_, i) => i), Float64Array.from(odd, (_, i) => 1_700_000_000_000 + i), Float64Array.from(odd));
+    run.finish();
+    const texts = [
+      (await get(dashboard.url, { path: "/api/series?run=exp/values&key=odd" })).body,
+      (await get(dashboard.url, { path: `/api/lines?run=exp/values&lines=${encodeURIComponent(JSON.stringify([["odd", null, null]]))}` })).body,
+      (await get(dashboard.url, { path: `/api/lines?lines=${encodeURIComponent(JSON.stringify([["exp/values", "odd", null, null]]))}` })).body,
+    ];
+    for (const text of texts) {
+      assert.match(text, /"values":\[0,"NaN","Infinity","-Infinity",1152921504606847000,9007199254740994,-9223372036854776000\]/);
+      const values = [...text.matchAll(/"values":\[([^\]]*)\]/g)].flatMap((m) => JSON.parse(`[${m[1]}]`) as unknown[]);
+      assert.deepEqual(values.map((v) => (typeof v === "string" ? Number(v) : v)), odd.map((v) => (Object.is(v, -0) ? 0 : v)));
+    }
+  });
+
+  it("serves lines, keys and alerts of many runs in one request, each run's as asking for it alone gives", async () => {
+    type Line = { steps: number[] } | { error: string; status: number };
+    const one = async (run: string, line: unknown[]): Promise<Line> =>
+      (await json<{ lines: Line[] }>(dashboard.url, `/api/lines?run=${encodeURIComponent(run)}&kind=scalar&maxPoints=500&lines=${encodeURIComponent(JSON.stringify([line]))}`)).lines[0] ?? { error: "none", status: 0 };
+    const asked: [string, string, number | null, string | null][] = [
+      ["exp/base", "loss", null, null],
+      ["exp/big", "signal", null, null],
+      ["exp/base", "loss", 1, "100"],
+      ["exp/nope", "loss", null, null],
+      ["escape/secret", "loss", null, null],
+      ["exp/big", "nope", null, null],
+    ];
+    const { lines } = await json<{ lines: Line[] }>(dashboard.url, `/api/lines?kind=scalar&maxPoints=500&lines=${encodeURIComponent(JSON.stringify(asked))}`);
+    assert.equal(lines.length, asked.length);
+    for (const [i, [run, ...line]] of asked.entries()) {
+      if (i < 3) assert.deepEqual(lines[i], await one(run, line), `line ${i}`);
+      else assert.ok(lines[i] !== undefined && "error" in lines[i], `line ${i} has an error, not data`);
+    }
+    assert.deepEqual(lines.slice(3).map((l) => ("status" in l ? l.status : 200)), [404, 404, 404]);
+    // Nothing of the file outside the root is read: the symlinked run is refused before any read.
+    assert.doesNotMatch(JSON.stringify(lines), /not yours/);
+
+    const runs = ["exp/base", "exp/big", "exp/nope"];
+    const keys = await json<{ runs: unknown[] }>(dashboard.url, `/api/keys?runs=${encodeURIComponent(JSON.stringify(runs))}`);
+    assert.deepEqual(keys.runs.slice(0, 2), [await json(dashboard.url, "/api/keys?run=exp/base"), await json(dashboard.url, "/api/keys?run=exp/big")]);
+    assert.equal((keys.runs[2] as { status: number }).status, 404);
+    const alerts = await json<{ runs: unknown[] }>(dashboard.url, `/api/alerts?runs=${encodeURIComponent(JSON.stringify(runs.slice(0, 2)))}`);
+    assert.deepEqual(alerts.runs, [await json(dashboard.url, "/api/alerts?run=exp/base"), await json(dashboard.url, "/api/alerts?run=exp/big")]);
+
+    const refused: [string, RegExp][] = [
+      ["/api/keys?runs=not-json", /runs is not JSON; runs must be a JSON array of 1 to 200 run ids/],
+      ["/api/keys?runs=%5B%5D", /runs must be a JSON array of 1 to 200 run ids/],
+      [`/api/alerts?runs=${encodeURIComponent(JSON.stringify([1]))}`, /runs must be a JSON array/],
+      [`/api/keys?runs=${encodeURIComponent(JSON.stringify(Array.from({ length: 201 }, (_, i) => `exp/r${i}`)))}`, /too many runs in one request: 201, at most 200/],
+      [`/api/lines?lines=${encodeURIComponent(JSON.stringify([["loss", null, null]]))}`, /each line starts with its run/],
+      [`/api/lines?lines=${encodeURIComponent(JSON.stringify([["", "loss", null, null]]))}`, /a line's run is not a non-empty string/],
+    ];
+    for (const [path, message] of refused) {
+      const answer = await get(dashboard.url, { path });
+      assert.equal(answer.status, 400, path);
+      assert.match(JSON.parse(answer.body).error, message, path);
     }
   });
 

@@ -22,7 +22,7 @@ import { isAbsolute, resolve as resolvePath } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { warn } from "../../core/diagnostics.js";
-import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
+import { defaultLogger, type RankController } from "../../pipeline/default-logger.js";
 import { rankNameFor, shortId, checkIdentity } from "../protocol/identity.js";
 import type { RankAssignment } from "../protocol/assignment.js";
 import type { NatsAuthOptions } from "../protocol/nats-auth.js";
@@ -58,7 +58,7 @@ export interface SpawnRanksOptions {
   /** Extra environment variables of the ranks (a thread gets its own copy of this process's environment plus these). */
   env?: Readonly<Record<string, string>>;
   /** The controller (default: `getOrCreateMetricLogger()`). */
-  logger?: MetricLogger;
+  logger?: RankController;
   /** Carry messages over NATS instead of the parent channel (from `serveRanksOverNats`). */
   nats?: RankServer;
   /**
@@ -88,7 +88,7 @@ export class RankGroup {
   /** @internal */
   constructor(
     private readonly spawned: readonly SpawnedRank[],
-    private readonly logger: MetricLogger,
+    private readonly logger: RankController,
   ) {}
 
   /** Who the ranks are, in rank order. */
@@ -186,7 +186,7 @@ const replicaCounters = new Map<string, number>();
  * (a group of trainers 0–3, then a group of rollout workers 4–7), so every rank of a job has a
  * number of its own in every per-rank sink (docs/DESIGN.md, "Identity").
  */
-const nextRanks = new WeakMap<MetricLogger, number>();
+const nextRanks = new WeakMap<RankController, number>();
 
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
   const v = value ?? fallback;
@@ -221,7 +221,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   const answers = options.answers ?? "frames";
   if (answers !== "frames" && answers !== "json") throw new TypeError(`spawnRanks: answers must be "frames" or "json", got ${JSON.stringify(answers)}`);
   const processName = options.processName ?? "Rank";
-  const logger = options.logger ?? (await getOrCreateMetricLogger());
+  const logger = options.logger ?? (await defaultLogger());
   const startDeadlineMs = options.startDeadlineMs ?? 30_000;
   if (options.natsAuth !== undefined && options.nats === undefined) throw new TypeError("spawnRanks: natsAuth goes with nats (the ranks' NATS credentials)");
   // Credentials reach a rank in its environment (readable by its user only), never its command line.
