@@ -129,3 +129,33 @@ test("config typos, unknown backends and reduce names are compile errors; a regi
   assert.doesNotMatch(errors.get(misspelt[0]) ?? "", /wandb|Wandb/, "the error for a misspelt backend mentions wandb's options");
   assert.deepEqual([...errors.keys()].filter((l) => !expected.has(l)), [], `unexpected errors:\n${output}`);
 });
+
+test("every field of the public option types keeps its doc comment for a consumer's editor (declared once, in a zod shape)", async () => {
+  const ts = (await import("typescript")).default;
+  const named = ["CommonBackendOptions", "BackendConfigBase", "ConsoleBackendOptions", "JsonlBackendOptions", "StoreBackendOptions", "TensorboardBackendOptions", "WandbBackendOptions"];
+  // Every built-in backend's entry of BackendOptionsMap (what a config literal's hover shows).
+  const mapped = ["console", "jsonl", "store", "tensorboard", "wandb", "prometheus", "prometheus_remote_write", "otlp"];
+  const names = [...named, ...mapped];
+  const file = join(project, "index.ts");
+  writeFileSync(
+    file,
+    `import type { BackendOptionsMap, ${named.join(", ")} } from "rankscope";\n${named.map((n) => `export declare const v${n}: ${n};`).join("\n")}\n` +
+      `${mapped.map((n) => `export declare const v${n}: BackendOptionsMap["${n}"];`).join("\n")}\n`,
+  );
+  const program = ts.createProgram([file], { strict: true, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, noEmit: true, types: ["node"] });
+  const checker = program.getTypeChecker();
+  const source = program.getSourceFile(file);
+  assert.ok(source !== undefined);
+  const module = checker.getSymbolAtLocation(source);
+  assert.ok(module !== undefined);
+  for (const name of names) {
+    const value = checker.getExportsOfModule(module).find((s) => s.name === `v${name}`);
+    assert.ok(value !== undefined, name);
+    const fields = checker.getTypeOfSymbol(value).getProperties();
+    assert.ok(fields.length >= 1, `${name} has fields`);
+    for (const field of fields) {
+      const doc = ts.displayPartsToString(field.getDocumentationComment(checker));
+      assert.ok(doc.length > 10, `${name}.${field.name} has no doc comment in the published types`);
+    }
+  }
+});

@@ -11,6 +11,8 @@ import type { HistogramMetric, LoggingMode, Metric, RankLoss, SampleBatch, Strea
 import { processWide } from "../core/process-wide.js";
 import type { RankIdentity } from "../core/rank-identity.js";
 import type { RankTimingRecord } from "../core/straggler-report.js";
+import type { CommonBackendOptions } from "./common-options.js";
+import type { OptionShape } from "./option-schema.js";
 
 /** Who a rank is (a contract every side reads: it lives in `core/rank-identity.ts`). */
 export type { RankIdentity };
@@ -67,42 +69,32 @@ export interface Backend {
   finish?(): Promise<void> | void;
 }
 
-/** Options every backend accepts, besides its own. */
-export interface CommonBackendOptions {
-  /** Required: how this backend sees the ranks. */
-  loggingMode: LoggingMode;
-  /** With a per-rank mode: ranks share one run (e.g. one W&B run) instead of one each. */
-  perRankShareRun?: boolean;
-  /** Log only every N-th flush (values of the skipped flushes are merged into the one logged). */
-  every?: number;
-  /** The registered backend to use, when the config key is an alias (two `jsonl` backends, say). */
-  type?: string;
-  /**
-   * How long one call of this backend (`init`, `logBatch`, `logStream`, `logSamples`,
-   * `logHistograms`, `logHyperparams`, `flushed`, `finish`) may take before the caller goes on
-   * without it (reported and counted). Default: the logger's `backendDeadlineMs` (10 000 ms).
-   */
-  deadlineMs?: number;
-}
+/** Options every backend accepts, besides its own (declared once, in `common-options.ts`). */
+export type { CommonBackendOptions };
 
 /** A backend's config: the common options plus its own. */
 export type BackendOptions = CommonBackendOptions & Record<string, unknown>;
 
-/** Creates a backend from its options (already checked against `knownOptions`). */
+/** Creates a backend from its options (already checked against its declared options). */
 export type BackendFactory = (options: BackendOptions) => Backend;
 
-/** A registered backend: its factory and the options it understands (others are warned about). */
+/** A registered backend: its factory and the options it understands. */
 export interface BackendRegistration {
   readonly factory: BackendFactory;
   /**
-   * Option names besides the common ones. When the backend declared them (every built-in one
-   * does), an option not listed is a TypeError naming it; a backend registered without
-   * `knownOptions` gets a warning instead (its options are unknown to us).
+   * Its own options, declared once (`registerBackend`'s `options`): every built-in backend has one,
+   * and config validation checks each value against it.
+   */
+  readonly optionShape?: OptionShape;
+  /**
+   * Option names besides the common ones: the keys of `optionShape`, or the `knownOptions` a user
+   * backend gave instead. When declared, an option not listed is a TypeError naming it; a backend
+   * registered with neither gets a warning instead (its options are unknown to us).
    */
   readonly knownOptions: readonly string[];
-  /** True when `knownOptions` was declared: unknown options are errors. */
+  /** True when the options were declared (`options` or `knownOptions`): unknown options are errors. */
   readonly strictOptions?: boolean;
-  /** Extra validation of the options; throw a TypeError that says what was wrong and what is valid. */
+  /** Checks the shape cannot say (across options, the environment); throw a TypeError that says what was wrong and what is valid. */
   readonly validate?: (options: BackendOptions) => void;
   /**
    * Options naming where the backend sends data (a server's URL): a rank refuses such an option
@@ -116,7 +108,15 @@ export interface BackendRegistration {
 
 /** What `registerBackend` takes besides the name and factory. */
 export interface RegisterBackendOptions {
+  /**
+   * The backend's own options, declared once as a zod shape (`{ file: z.string().optional() }`,
+   * each with its doc comment): their names, their checks, and with `OptionsOf<typeof shape>` their
+   * type. Every built-in backend declares one (CONTRIBUTING.md, "Adding a backend").
+   */
+  options?: OptionShape;
+  /** Names only, for a backend that does not use zod: unknown options are errors, values are left to `validate`. */
   knownOptions?: readonly string[];
+  /** Checks the shape cannot say (across options, the environment), run after it. */
   validate?: (options: BackendOptions) => void;
   /** See `BackendRegistration.destinationOptions`. */
   destinationOptions?: readonly string[];
@@ -139,11 +139,13 @@ export function registerBackend(
 ): void {
   if (typeof name !== "string" || name.length === 0) throw new TypeError(`registerBackend needs a non-empty name, got ${String(name)}`);
   if (typeof factory !== "function") throw new TypeError(`registerBackend("${name}", factory): factory must be a function returning a backend`);
-  const { validate, destinationOptions, pathOptions } = options;
+  const { options: optionShape, validate, destinationOptions, pathOptions } = options;
+  const knownOptions = optionShape === undefined ? options.knownOptions : Object.keys(optionShape);
   registry().set(name, {
     factory,
-    knownOptions: options.knownOptions ?? [],
-    strictOptions: options.knownOptions !== undefined,
+    knownOptions: knownOptions ?? [],
+    strictOptions: knownOptions !== undefined,
+    ...(optionShape === undefined ? {} : { optionShape }),
     ...(validate === undefined ? {} : { validate }),
     ...(destinationOptions === undefined ? {} : { destinationOptions }),
     ...(pathOptions === undefined ? {} : { pathOptions }),

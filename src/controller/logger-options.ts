@@ -183,10 +183,7 @@ export const LOGGER_SETTINGS = {
     kind: textKind(/^[A-Za-z0-9_-]{1,128}$/, '1 to 128 letters, digits, "_" or "-" (it is part of NATS subjects)'),
     fallback: undefined,
   },
-} satisfies Record<string, Setting<unknown>>;
-
-/** Every option `getOrCreateMetricLogger` takes (others are a TypeError naming them). */
-const LOGGER_OPTIONS = ["processName", "flushDeadlineMs", "shutdownDeadlineMs", "backendDeadlineMs", "drainDeadlineMs", "runId", "runSecret", "quiet", "alerts", "stragglers", "root", "experiment", "trial", "runDir"];
+} satisfies { readonly [K in keyof MetricLoggerOptions]?: Setting<unknown> & { option: K } };
 
 /** The logger's options as resolved at creation (what a later call is compared with). */
 export interface ResolvedLoggerOptions {
@@ -225,30 +222,47 @@ export function resolveLoggerOptions(options: MetricLoggerOptions): ResolvedLogg
   };
 }
 
+/**
+ * Every option of `getOrCreateMetricLogger`, once: what the existing logger holds for it, which a
+ * later call's value must agree with. Typed by `MetricLoggerOptions`' keys, so an option added to
+ * the interface and not here (or here and not there) is a compile error; the known names (others
+ * are a TypeError naming them) come from this table.
+ */
+const LOGGER_OPTION_TABLE: { readonly [K in keyof Required<MetricLoggerOptions>]: (existing: ResolvedLoggerOptions) => unknown } = {
+  processName: (e) => e.processName,
+  flushDeadlineMs: (e) => e.flushDeadlineMs,
+  shutdownDeadlineMs: (e) => e.shutdownDeadlineMs,
+  backendDeadlineMs: (e) => e.backendDeadlineMs,
+  // Process-wide (core/lifecycle.ts), not kept by the logger: given again, it is a conflict.
+  drainDeadlineMs: () => undefined,
+  runId: (e) => e.runId,
+  runSecret: (e) => e.runSecret,
+  quiet: (e) => e.quiet,
+  alerts: (e) => e.alertOptions,
+  stragglers: (e) => JSON.stringify(e.stragglers),
+  root: (e) => e.run.root,
+  experiment: (e) => e.run.experiment,
+  trial: (e) => e.run.trial,
+  runDir: (e) => e.run.runDir,
+};
+
+/** Every option `getOrCreateMetricLogger` takes. */
+const LOGGER_OPTIONS = Object.keys(LOGGER_OPTION_TABLE);
+
+function isLoggerOption(key: string): key is keyof MetricLoggerOptions {
+  return LOGGER_OPTIONS.includes(key);
+}
+
 /** Options that must agree with the existing logger's when given again. */
 export function conflictingOptions(existing: ResolvedLoggerOptions, options: MetricLoggerOptions): string[] {
-  // Compared with what the existing logger resolved, so `{ runDir }` naming its directory agrees.
-  const has: Record<string, unknown> = {
-    processName: existing.processName,
-    flushDeadlineMs: existing.flushDeadlineMs,
-    shutdownDeadlineMs: existing.shutdownDeadlineMs,
-    backendDeadlineMs: existing.backendDeadlineMs,
-    quiet: existing.quiet,
-    runId: existing.runId,
-    runSecret: existing.runSecret,
-    experiment: existing.run.experiment,
-    trial: existing.run.trial,
-    root: existing.run.root,
-    runDir: existing.run.runDir,
-    alerts: existing.alertOptions,
-    stragglers: JSON.stringify(existing.stragglers),
-  };
   const conflicts: string[] = [];
   for (const [key, value] of Object.entries(options)) {
     if (value === undefined) continue;
+    // Compared with what the existing logger resolved, so `{ runDir }` naming its directory agrees.
+    const has = isLoggerOption(key) ? LOGGER_OPTION_TABLE[key](existing) : undefined;
     const wanted = (key === "root" || key === "runDir") && typeof value === "string" ? resolvePath(value) : key === "stragglers" ? JSON.stringify(resolveStragglerOptions(value)) : value;
-    if (key === "alerts" ? isDeepStrictEqual(value, has[key]) : wanted === has[key]) continue;
-    conflicts.push(key === "runSecret" ? "runSecret: another secret (not shown)" : `${key}: ${describeValue(value)} (the logger has ${describeValue(has[key])})`);
+    if (key === "alerts" ? isDeepStrictEqual(value, has) : wanted === has) continue;
+    conflicts.push(key === "runSecret" ? "runSecret: another secret (not shown)" : `${key}: ${describeValue(value)} (the logger has ${describeValue(has)})`);
   }
   return conflicts;
 }

@@ -79,10 +79,3 @@ export function withoutInternalKeys<T extends { readonly key: string }>(items: r
   if (include || !items.some((item) => isInternalKey(item.key))) return items;
   return items.filter((item) => !isInternalKey(item.key));
 }
-
-/** Check a backend's `internal` option: true or false; a TypeError saying so otherwise. */
-export function checkInternalOption(backend: string, value: unknown): void {
-  if (value !== undefined && typeof value !== "boolean") {
-    throw new TypeError(`backend "${backend}": internal must be true or false (true also exports rankscope's own keys, …__count and rankscope/…; default false), got ${JSON.stringify(value)}`);
-  }
-}

@@ -5,7 +5,9 @@
  */
 import { z } from "zod";
 import { warn } from "../core/diagnostics.js";
-import { LOGGING_MODES, type LoggingMode } from "../core/metric.js";
+import type { LoggingMode } from "../core/metric.js";
+import { COMMON_OPTIONS_SCHEMA, COMMON_OPTION_NAMES } from "../backends/common-options.js";
+import { checkOptions, type OptionShape } from "../backends/option-schema.js";
 import { knownBackendNames, resolveBackendRegistration, type BackendOptions, type BackendRegistration } from "../backends/backend.js";
 
 import type { UncheckedBackendsConfig } from "../backends/options.js";
@@ -22,30 +24,13 @@ export interface ValidatedBackend {
   readonly registration: BackendRegistration;
 }
 
-const COMMON_OPTIONS = ["loggingMode", "perRankShareRun", "every", "type", "deadlineMs"];
-
-const commonSchema = z.object({
-  loggingMode: z.enum(LOGGING_MODES, {
-    errorMap: (issue, ctx) => ({
-      message:
-        ctx.data === undefined
-          ? `loggingMode is required; valid: ${LOGGING_MODES.join(", ")}`
-          : `loggingMode ${JSON.stringify(ctx.data)} is not valid; valid: ${LOGGING_MODES.join(", ")}`,
-    }),
-  }),
-  perRankShareRun: z.boolean({ invalid_type_error: "perRankShareRun must be true or false" }).optional(),
-  every: z
-    .number({ invalid_type_error: "every must be a positive integer (log every N-th flush)" })
-    .int("every must be a positive integer (log every N-th flush)")
-    .min(1, "every must be a positive integer (log every N-th flush)")
-    .optional(),
-  type: z.string().min(1, "type must name a registered backend").optional(),
-  deadlineMs: z
-    .number({ invalid_type_error: "deadlineMs must be a positive integer (milliseconds one call of this backend may take)" })
-    .int("deadlineMs must be a positive integer (milliseconds one call of this backend may take)")
-    .min(1, "deadlineMs must be a positive integer (milliseconds one call of this backend may take)")
-    .optional(),
-});
+/** Each backend's options schema, built once from its shape. */
+const schemas = new WeakMap<OptionShape, z.AnyZodObject>();
+function schemaOf(shape: OptionShape): z.AnyZodObject {
+  let schema = schemas.get(shape);
+  if (schema === undefined) schemas.set(shape, (schema = z.object(shape)));
+  return schema;
+}
 
 /**
  * Check a backends config and resolve each backend's registration (loading lazily declared
@@ -62,7 +47,7 @@ export async function validateBackendsConfig(config: UncheckedBackendsConfig): P
     if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
       throw new TypeError(`backend "${name}": config must be an object such as { loggingMode: "global_reduce" }, got ${JSON.stringify(raw)}`);
     }
-    const parsed = commonSchema.safeParse(raw);
+    const parsed = COMMON_OPTIONS_SCHEMA.safeParse(raw);
     if (!parsed.success) {
       const messages = parsed.error.issues.map((i) => i.message);
       throw new TypeError(`backend "${name}": ${messages.join("; ")}`);
@@ -74,14 +59,14 @@ export async function validateBackendsConfig(config: UncheckedBackendsConfig): P
     }
     const options: BackendOptions = { ...raw, ...parsed.data };
     for (const key of Object.keys(raw)) {
-      if (!COMMON_OPTIONS.includes(key) && !registration.knownOptions.includes(key)) {
+      if (!COMMON_OPTION_NAMES.includes(key) && !registration.knownOptions.includes(key)) {
         // The settings policy (core/settings.ts): a typo in a declared option set is an error.
         if (registration.strictOptions === true) {
-          throw new TypeError(`backend "${name}": unknown option "${key}"; valid: ${[...COMMON_OPTIONS, ...registration.knownOptions].join(", ")}`);
+          throw new TypeError(`backend "${name}": unknown option "${key}"; valid: ${[...COMMON_OPTION_NAMES, ...registration.knownOptions].join(", ")}`);
         }
         warn(
           `config.unknownOption:${name}.${key}`,
-          `backend "${name}": unknown option "${key}" is ignored; options: ${[...COMMON_OPTIONS, ...registration.knownOptions].join(", ")}`,
+          `backend "${name}": unknown option "${key}" is ignored; options: ${[...COMMON_OPTION_NAMES, ...registration.knownOptions].join(", ")}`,
         );
       }
     }
@@ -97,6 +82,8 @@ export async function validateBackendsConfig(config: UncheckedBackendsConfig): P
         `backend "${name}": every only applies to reduced flushes (global_reduce, per_rank_reduce); raw streams are logged as they come, so it is ignored`,
       );
     }
+    // Each value against the backend's declared options, then what the declaration cannot say.
+    if (registration.optionShape !== undefined) checkOptions(`backend "${name}"`, schemaOf(registration.optionShape), raw);
     registration.validate?.(options);
     validated.push({ name, type, loggingMode: parsed.data.loggingMode, options, registration });
   }

@@ -6,7 +6,7 @@
 import { Database } from "./sqlite.js";
 import { mkdirSync } from "node:fs";
 import { BUSY_TIMEOUT_MS, RANKS_V2_COLUMNS, SCHEMA, SCHEMA_VERSION, STORE_FILE, storePath, withBusyRetry } from "./schema.js";
-import { errorCode } from "../../core/errors.js";
+import { errorCode } from "../core/errors.js";
 
 /** Open (creating when missing) a run's store for writing: WAL, the schema, the busy timeout. */
 export function openForWriting(runDir: string): Database {

@@ -39,7 +39,7 @@ import type {
 import { cachedReader, closeStores, openReader } from "./reader-cache.js";
 import { STORE_FILE } from "./schema.js";
 import { storeFault } from "./store-file.js";
-import { errorCode } from "../../core/errors.js";
+import { errorCode } from "../core/errors.js";
 import { RunReader } from "./store-reader.js";
 
 export * from "./read-types.js";

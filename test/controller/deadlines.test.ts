@@ -167,7 +167,7 @@ test("an invalid store option makes initBackends throw the TypeError, before any
   // @ts-expect-error -- a wrong option type is a compile error too; this checks the runtime error
   await assert.rejects(logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: "yes" } }), {
     name: "TypeError",
-    message: 'store option waitForWrites must be true or false, got "yes"',
+    message: 'backend "store": waitForWrites must be true or false, got "yes"',
   });
   await logger.shutdown();
 });

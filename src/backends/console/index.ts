@@ -18,6 +18,7 @@ import type { Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import { GLOBAL_DISPLAY_NAME, roleOf } from "../../core/rank-identity.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
+import { CONSOLE_OPTIONS } from "./options.js";
 import { DROPPED_KEY_RECORDS_KEY, isInternalKey, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY, STREAM_DROPPED_KEY } from "../../core/internal-keys.js";
 
 /**
@@ -108,17 +109,6 @@ function consoleLayout(options: BackendOptions): { grid: boolean; pairsPerRow: n
   return { grid: options["layout"] === "grid", pairsPerRow: typeof options["pairsPerRow"] === "number" ? options["pairsPerRow"] : 4 };
 }
 
-function validateConsoleOptions(options: BackendOptions): void {
-  const layout = options["layout"];
-  if (layout !== undefined && layout !== "list" && layout !== "grid") {
-    throw new TypeError(`backend "console": layout ${JSON.stringify(layout)} is not valid; valid: "list" (one key per line), "grid" (AReaL's table)`);
-  }
-  const pairs = options["pairsPerRow"];
-  if (pairs !== undefined && (typeof pairs !== "number" || !Number.isInteger(pairs) || pairs < 1)) {
-    throw new TypeError(`backend "console": pairsPerRow must be a positive integer (key/value pairs per grid row), got ${JSON.stringify(pairs)}`);
-  }
-}
-
 class ConsoleBackend implements Backend {
   private displayName = GLOBAL_DISPLAY_NAME;
   private streamPrefix = "";
@@ -168,4 +158,4 @@ class ConsoleBackend implements Backend {
   }
 }
 
-registerBackend("console", (options) => new ConsoleBackend(options), { knownOptions: ["layout", "pairsPerRow"], validate: validateConsoleOptions });
+registerBackend("console", (options) => new ConsoleBackend(options), { options: CONSOLE_OPTIONS });

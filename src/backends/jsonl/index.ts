@@ -20,6 +20,7 @@ import { AppendFile } from "../../io/append-file.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 import { stringOption } from "../option-values.js";
+import { JSONL_OPTIONS } from "./options.js";
 
 class JsonlBackend implements Backend {
   private file: AppendFile | null = null;
@@ -73,13 +74,4 @@ class JsonlBackend implements Backend {
   }
 }
 
-registerBackend("jsonl", (options) => new JsonlBackend(options), {
-  knownOptions: ["file"],
-  pathOptions: ["file"],
-  validate(options) {
-    const file = options["file"];
-    if (file !== undefined && (typeof file !== "string" || file.trim().length === 0 || file.includes("\0"))) {
-      throw new TypeError(`backend "jsonl": file must be a non-empty path (relative to the run directory, or absolute), e.g. "metrics.jsonl", got ${JSON.stringify(file)}`);
-    }
-  },
-});
+registerBackend("jsonl", (options) => new JsonlBackend(options), { options: JSONL_OPTIONS, pathOptions: ["file"] });

@@ -17,17 +17,17 @@ import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic
 import { DEADLINE, withDeadline } from "../../core/deadline.js";
 import { reportError } from "../../core/diagnostics.js";
 import { rankscopeVersion } from "../../run/run-files.js";
-import { checkInternalOption, withoutInternalKeys } from "../../core/internal-keys.js";
+import { withoutInternalKeys } from "../../core/internal-keys.js";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 import { enumOption, numberOption, stringOption, stringRecordOption } from "../option-values.js";
 import { OtlpMetricBuilder, type Temporality } from "./metrics.js";
+import { DEFAULT_OTLP_METRICS_URL, OTLP_OPTIONS } from "./options.js";
 
 export { otlpInstrumentName, type Temporality } from "./metrics.js";
 
-/** OpenTelemetry's default OTLP/HTTP metrics endpoint. */
-export const DEFAULT_OTLP_METRICS_URL = "http://127.0.0.1:4318/v1/metrics";
+export { DEFAULT_OTLP_METRICS_URL };
 
 /** `ExportResultCode.SUCCESS` of `@opentelemetry/core`. */
 const EXPORT_SUCCESS = 0;
@@ -186,31 +186,7 @@ function rejectStreamMode(backend: string, options: BackendOptions): void {
 }
 
 registerBackend("otlp", (options) => new OtlpBackend(options), {
+  options: OTLP_OPTIONS,
   destinationOptions: ["url"],
-  knownOptions: ["url", "headers", "serviceName", "resourceAttributes", "temporality", "timeoutMs", "maxQueuedExports", "finishDeadlineMs", "internal"],
-  validate(options) {
-    rejectStreamMode("otlp", options);
-    const url = options["url"];
-    if (url !== undefined) {
-      let ok: boolean;
-      try {
-        ok = typeof url === "string" && ["http:", "https:"].includes(new URL(url).protocol);
-      } catch {
-        ok = false;
-      }
-      if (!ok) throw new TypeError(`backend "otlp": url must be an OTLP/HTTP metrics endpoint such as "${DEFAULT_OTLP_METRICS_URL}", got ${JSON.stringify(url)}`);
-    }
-    const temporality = options["temporality"];
-    if (temporality !== undefined && !TEMPORALITIES.some((t) => t === temporality)) throw new TypeError(`backend "otlp": temporality must be "cumulative" or "delta", got ${JSON.stringify(temporality)}`);
-    for (const name of ["headers", "resourceAttributes"]) {
-      const v = options[name];
-      if (v !== undefined && (v === null || typeof v !== "object" || Object.values(v).some((x) => typeof x !== "string"))) throw new TypeError(`backend "otlp": ${name} must be an object of names to string values`);
-    }
-    if (options["serviceName"] !== undefined && (typeof options["serviceName"] !== "string" || options["serviceName"].length === 0)) throw new TypeError(`backend "otlp": serviceName must be a non-empty string`);
-    for (const name of ["timeoutMs", "maxQueuedExports", "finishDeadlineMs"]) {
-      const v = options[name];
-      if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < 1)) throw new TypeError(`backend "otlp": ${name} must be an integer ≥ 1, got ${JSON.stringify(v)}`);
-    }
-    checkInternalOption("otlp", options["internal"]);
-  },
+  validate: (options) => rejectStreamMode("otlp", options),
 });

@@ -7,13 +7,14 @@
  */
 import { roleOf } from "../../core/rank-identity.js";
 import { hostname } from "node:os";
-import { checkInternalOption, withoutInternalKeys } from "../../core/internal-keys.js";
+import { withoutInternalKeys } from "../../core/internal-keys.js";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
 import { currentRun } from "../../run/current.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 import { numberOption, stringOption, stringRecordOption } from "../option-values.js";
 import { Exposition, type Labels } from "./exposition.js";
+import { PROMETHEUS_OPTIONS, PROMETHEUS_REMOTE_WRITE_OPTIONS } from "./options.js";
 import { RemoteWriter, type RemoteWriterStats, type SeriesMetadata } from "./remote-write.js";
 import { liveExpositions } from "./render.js";
 import { leaseMetricsServer, type MetricsServerLease } from "./server.js";
@@ -25,8 +26,6 @@ export type { Labels } from "./exposition.js";
 
 /** Default `/metrics` port (the one OpenTelemetry's Prometheus exporter uses). */
 export const DEFAULT_PROMETHEUS_PORT = 9464;
-
-const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
 /**
  * The labels of a backend instance: the user's, plus rank, rank_name and host in per-rank modes.
@@ -41,22 +40,6 @@ function instanceLabels(options: BackendOptions, context: BackendContext): Label
   }
   return labels;
 }
-
-function checkLabels(backend: string, labels: unknown): void {
-  if (labels === undefined) return;
-  if (labels === null || typeof labels !== "object" || Array.isArray(labels)) throw new TypeError(`backend "${backend}": labels must be an object of label names to string values, got ${JSON.stringify(labels)}`);
-  for (const [name, value] of Object.entries(labels)) {
-    if (!LABEL_NAME.test(name) || name.startsWith("__")) throw new TypeError(`backend "${backend}": label name ${JSON.stringify(name)} is not valid: use letters, digits and "_", not starting with a digit or "__"`);
-    if (["rank", "rank_name", "host", "le", "quantile"].includes(name)) throw new TypeError(`backend "${backend}": label "${name}" is set by rankscope; choose another name`);
-    if (typeof value !== "string") throw new TypeError(`backend "${backend}": label "${name}" must be a string, got ${JSON.stringify(value)}`);
-  }
-}
-
-function nonNegativeInteger(backend: string, options: BackendOptions, name: string, min = 0): void {
-  const v = options[name];
-  if (v !== undefined && (typeof v !== "number" || !Number.isInteger(v) || v < min)) throw new TypeError(`backend "${backend}": ${name} must be an integer ≥ ${min}, got ${JSON.stringify(v)}`);
-}
-
 
 /** Collects each flush into an `Exposition`; the two backends differ in where it goes. */
 abstract class PrometheusBackendBase implements Backend {
@@ -157,42 +140,12 @@ function rejectStreamMode(backend: string, options: BackendOptions): void {
 }
 
 registerBackend("prometheus", (options) => new PrometheusBackend(options), {
-  knownOptions: ["host", "port", "path", "serve", "labels", "listenDeadlineMs", "internal"],
-  validate(options) {
-    rejectStreamMode("prometheus", options);
-    const { host, path, serve } = options;
-    if (host !== undefined && (typeof host !== "string" || host.length === 0)) throw new TypeError(`backend "prometheus": host must be an address to listen on such as "127.0.0.1" or "0.0.0.0", got ${JSON.stringify(host)}`);
-    if (path !== undefined && (typeof path !== "string" || !path.startsWith("/"))) throw new TypeError(`backend "prometheus": path must start with "/", e.g. "/metrics", got ${JSON.stringify(path)}`);
-    if (serve !== undefined && typeof serve !== "boolean") throw new TypeError(`backend "prometheus": serve must be true (listen on host:port) or false (mount metricsHandler() yourself), got ${JSON.stringify(serve)}`);
-    nonNegativeInteger("prometheus", options, "port");
-    if (typeof options["port"] === "number" && options["port"] > 65535) throw new TypeError(`backend "prometheus": port must be 0-65535, got ${options["port"]}`);
-    nonNegativeInteger("prometheus", options, "listenDeadlineMs", 1);
-    checkLabels("prometheus", options["labels"]);
-    checkInternalOption("prometheus", options["internal"]);
-  },
+  options: PROMETHEUS_OPTIONS,
+  validate: (options) => rejectStreamMode("prometheus", options),
 });
 
 registerBackend("prometheus_remote_write", (options) => new PrometheusRemoteWriteBackend(options), {
+  options: PROMETHEUS_REMOTE_WRITE_OPTIONS,
   destinationOptions: ["url"],
-  knownOptions: ["url", "headers", "labels", "timeoutMs", "retryBudgetMs", "maxQueuedSamples", "maxSamplesPerSend", "finishDeadlineMs", "internal"],
-  validate(options) {
-    rejectStreamMode("prometheus_remote_write", options);
-    const url = options["url"];
-    let parsed: URL | undefined;
-    try {
-      parsed = typeof url === "string" ? new URL(url) : undefined;
-    } catch {
-      parsed = undefined;
-    }
-    if (parsed === undefined || (parsed.protocol !== "http:" && parsed.protocol !== "https:")) {
-      throw new TypeError(`backend "prometheus_remote_write": url must be the receiver's http(s) URL, e.g. "http://127.0.0.1:9090/api/v1/write", got ${JSON.stringify(url)}`);
-    }
-    const headers = options["headers"];
-    if (headers !== undefined && (headers === null || typeof headers !== "object" || Object.values(headers).some((v) => typeof v !== "string"))) {
-      throw new TypeError(`backend "prometheus_remote_write": headers must be an object of header names to string values`);
-    }
-    for (const name of ["timeoutMs", "retryBudgetMs", "maxQueuedSamples", "maxSamplesPerSend", "finishDeadlineMs"]) nonNegativeInteger("prometheus_remote_write", options, name, 1);
-    checkLabels("prometheus_remote_write", options["labels"]);
-    checkInternalOption("prometheus_remote_write", options["internal"]);
-  },
+  validate: (options) => rejectStreamMode("prometheus_remote_write", options),
 });

@@ -40,7 +40,10 @@ import { toRankTimingWrite, type TimingRanks } from "../../store/rank-timing.js"
 import { StoreWriter, type HistogramWrite, type LineWrite, type LostRankWrite, type RankTimingWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "../../store/writer.js";
 import { hostname } from "node:os";
 import { lineOf, recorderOf, recorderPath } from "../../core/rank-identity.js";
-import { SYNC_OPTIONS, resolveSyncSettings, type LiveSyncSettings } from "../../sync/settings.js";
+import { resolveSyncSettings, type LiveSyncSettings } from "../../sync/settings.js";
+import { checkOptions } from "../option-schema.js";
+import { STORE_OPTIONS } from "./options.js";
+import { z } from "zod";
 import type { LiveSync } from "../../sync/live.js";
 import { trackStoreWriter } from "../../sync/writers.js";
 
@@ -171,24 +174,12 @@ class InlineChannel implements WriterChannel {
   }
 }
 
-function booleanOption(options: BackendOptions, name: string, fallback: boolean): boolean {
-  const v = options[name];
-  if (v === undefined) return fallback;
-  if (typeof v !== "boolean") throw new TypeError(`store option ${name} must be true or false, got ${JSON.stringify(v)}`);
-  return v;
-}
+const STORE_SCHEMA = z.object(STORE_OPTIONS);
 
-/** The store's own options, checked; throws a TypeError saying what is valid (at `initBackends`, before anything starts). */
+/** The store's own options with their defaults; a TypeError saying what is valid (config validation ran the same check at `initBackends`). */
 function parseStoreOptions(options: BackendOptions): { useWorker: boolean; waitForWrites: boolean; maxPendingBatches: number; commitIntervalMs: number } {
-  const useWorker = booleanOption(options, "worker", true);
-  const waitForWrites = booleanOption(options, "waitForWrites", false);
-  const max = options["maxPendingBatches"] ?? 256;
-  if (typeof max !== "number" || !Number.isInteger(max) || max < 1) throw new TypeError(`store option maxPendingBatches must be a positive integer, got ${JSON.stringify(max)}`);
-  const interval = options["commitIntervalMs"] ?? 200;
-  if (typeof interval !== "number" || !Number.isFinite(interval) || interval < 0) {
-    throw new TypeError(`store option commitIntervalMs must be a number of milliseconds >= 0, got ${JSON.stringify(interval)}`);
-  }
-  return { useWorker, waitForWrites, maxPendingBatches: max, commitIntervalMs: interval };
+  const o = checkOptions('backend "store"', STORE_SCHEMA, options);
+  return { useWorker: o.worker ?? true, waitForWrites: o.waitForWrites ?? false, maxPendingBatches: o.maxPendingBatches ?? 256, commitIntervalMs: o.commitIntervalMs ?? 200 };
 }
 
 /** The `store` backend. Besides the Backend methods, `logSystem` stores system-monitor samples. */
@@ -453,9 +444,7 @@ export class StoreBackend implements Backend {
 }
 
 registerBackend("store", (options) => new StoreBackend(options), {
-  knownOptions: ["worker", "waitForWrites", "maxPendingBatches", "commitIntervalMs", ...SYNC_OPTIONS],
-  validate: (options) => {
-    parseStoreOptions(options);
-    resolveSyncSettings(options);
-  },
+  options: STORE_OPTIONS,
+  // The sync's settings from the environment too, and a server without a token.
+  validate: (options) => void resolveSyncSettings(options),
 });

@@ -22,7 +22,8 @@
  * is in the file, and in the store and JSONL backends.
  */
 import { isAbsolute, join } from "node:path";
-import { checkInternalOption, withoutInternalKeys } from "../../core/internal-keys.js";
+import { withoutInternalKeys } from "../../core/internal-keys.js";
+import { TENSORBOARD_OPTIONS } from "./options.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
@@ -199,14 +200,4 @@ class TensorBoardBackend implements Backend {
   }
 }
 
-registerBackend("tensorboard", (options) => new TensorBoardBackend(options), {
-  knownOptions: ["dir", "internal"],
-  pathOptions: ["dir"],
-  validate(options) {
-    checkInternalOption("tensorboard", options["internal"]);
-    const dir = options["dir"];
-    if (dir !== undefined && (typeof dir !== "string" || dir.length === 0)) {
-      throw new TypeError(`backend "tensorboard": dir must be a non-empty path (relative to the run directory, or absolute), got ${JSON.stringify(dir)}`);
-    }
-  },
-});
+registerBackend("tensorboard", (options) => new TensorBoardBackend(options), { options: TENSORBOARD_OPTIONS, pathOptions: ["dir"] });

@@ -4,10 +4,10 @@
  * not load it; a config that names `wandb` does.
  */
 import { registerBackend } from "../backend.js";
-import { validateWandbOptions, WANDB_OPTION_NAMES } from "./options.js";
+import { validateWandbOptions, WANDB_OPTIONS } from "./options.js";
 import { WandbBackend } from "./wandb-backend.js";
 
-registerBackend("wandb", (options) => new WandbBackend(options), { knownOptions: WANDB_OPTION_NAMES, validate: validateWandbOptions, destinationOptions: ["baseUrl"] });
+registerBackend("wandb", (options) => new WandbBackend(options), { options: WANDB_OPTIONS, validate: validateWandbOptions, destinationOptions: ["baseUrl"] });
 
 export { WandbBackend } from "./wandb-backend.js";
 export type { WriterStats } from "./run-writer.js";

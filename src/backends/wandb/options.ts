@@ -10,6 +10,7 @@ import { redactRecord } from "../../core/redact.js";
 import { enumKind, resolveSetting, textKind, type Setting, type SettingKind } from "../../core/settings.js";
 import { z } from "zod";
 import type { BackendOptions } from "../backend.js";
+import { checkOptions, internalOption, says, type OptionsOf } from "../option-schema.js";
 
 /** `online` sends live (spooling what cannot be sent), `offline` spools everything, `disabled` does nothing. */
 export type WandbMode = "online" | "offline" | "disabled";
@@ -17,148 +18,82 @@ export type WandbMode = "online" | "offline" | "disabled";
 /** W&B's resume policies: `allow` resumes a run that exists, `must` fails if it does not, `never` fails if it does. */
 export type WandbResume = "allow" | "must" | "never";
 
-/** The options a `wandb` backend config may carry besides the common ones. */
-export interface WandbOptions {
-  /** W&B entity (user or team); default `WANDB_ENTITY`, else the API key's default entity. */
-  entity?: string;
-  /** Project; default `WANDB_PROJECT`, else the experiment name. */
-  project?: string;
-  /** Display name; default the trial name. Per-rank runs are named `{name}_{rankName}`. */
-  name?: string;
-  /** Group; default `{experiment}_{trial}` (AReaL's). Per-rank runs always share it. */
-  group?: string;
-  /** Job type, e.g. `train`. */
-  jobType?: string;
-  /** Tags of the run. */
-  tags?: string[];
-  /** Notes of the run. */
-  notes?: string;
-  /** Run config (hyperparameters) sent with the run; `logHyperparams` adds to it. */
-  config?: Record<string, unknown>;
-  /** The run id; default derived from experiment and trial (and the rank name per rank). */
-  runId?: string;
-  /** Resume policy (default `allow`, as AReaL). */
-  resume?: WandbResume;
-  /** Default `WANDB_MODE` (`offline`/`dryrun` → offline, `disabled`), else `online`. */
-  mode?: WandbMode;
-  /** Server base URL; default `WANDB_BASE_URL`, else `https://api.wandb.ai` (AReaL's `wandb_base_url`). */
-  baseUrl?: string;
-  /** API key; default `WANDB_API_KEY`. Prefer the environment: config files get written to disk. */
-  apiKey?: string;
-  /** Bound on history bytes waiting to be sent; past it the writer spools to disk (default 32 MiB). */
-  maxQueuedBytes?: number;
-  /** Largest file-stream request body in bytes (default 1 MiB). */
-  maxRequestBytes?: number;
-  /** Timeout of one HTTP request (default 30 000 ms). */
-  requestTimeoutMs?: number;
-  /** First retry delay (default 500 ms); doubled per attempt, with jitter. */
-  retryInitialMs?: number;
-  /** Longest retry delay (default 30 000 ms). */
-  retryMaxMs?: number;
-  /** How long one request may keep failing before the writer spools instead (default 120 000 ms). */
-  retryBudgetMs?: number;
-  /** How long `finish()` waits for unsent data before spooling it (default 4 000 ms). */
-  finishTimeoutMs?: number;
-  /** Least time between two file-stream requests, so lines batch up (default 1 000 ms; 0 sends at once). */
-  sendIntervalMs?: number;
-  /** Also chart rankscope's own keys (`…__count`, `rankscope/…`); default false. */
-  internal?: boolean;
-}
+const positiveInt = (): z.ZodOptional<z.ZodNumber> => z.number(says((_got, name) => `${name} must be a positive integer`)).int().positive().optional();
 
-/** Option names the backend understands (others are warned about by config validation). */
-export const WANDB_OPTION_NAMES: readonly (keyof WandbOptions)[] = [
-  "entity",
-  "project",
-  "name",
-  "group",
-  "jobType",
-  "tags",
-  "notes",
-  "config",
-  "runId",
-  "resume",
-  "mode",
-  "baseUrl",
-  "apiKey",
-  "maxQueuedBytes",
-  "maxRequestBytes",
-  "requestTimeoutMs",
-  "retryInitialMs",
-  "retryMaxMs",
-  "retryBudgetMs",
-  "finishTimeoutMs",
-  "sendIntervalMs",
-  "internal",
-];
-
-export const DEFAULT_BASE_URL = "https://api.wandb.ai";
-
-const positiveInt = (name: string): z.ZodOptional<z.ZodNumber> =>
-  z
-    .number({ invalid_type_error: `${name} must be a positive integer` })
-    .int(`${name} must be a positive integer`)
-    .positive(`${name} must be a positive integer`)
-    .optional();
-
-const text = (name: string): z.ZodOptional<z.ZodString> => z.string({ invalid_type_error: `${name} must be a string` }).min(1, `${name} must not be empty`).optional();
+const text = (): z.ZodOptional<z.ZodString> =>
+  z.string({ errorMap: (issue) => ({ message: `${String(issue.path[0])} must ${issue.code === "invalid_type" ? "be a string" : "not be empty"}` }) }).min(1).optional();
 
 const RUN_ID = /^[A-Za-z0-9_.-]+$/;
 
-const schema = z.object({
-  entity: text("entity"),
-  project: text("project"),
-  name: text("name"),
-  group: text("group"),
-  jobType: text("jobType"),
-  notes: z.string({ invalid_type_error: "notes must be a string" }).optional(),
-  tags: z.array(z.string(), { invalid_type_error: "tags must be an array of strings" }).optional(),
-  config: z.record(z.unknown(), { invalid_type_error: "config must be an object of hyperparameters" }).optional(),
+/** The options a `wandb` backend config may carry besides the common ones, declared once (type, names and checks; `option-schema.ts`). */
+export const WANDB_OPTIONS = {
+  /** W&B entity (user or team); default `WANDB_ENTITY`, else the API key's default entity. */
+  entity: text(),
+  /** Project; default `WANDB_PROJECT`, else the experiment name. */
+  project: text(),
+  /** Display name; default the trial name. Per-rank runs are named `{name}_{rankName}`. */
+  name: text(),
+  /** Group; default `{experiment}_{trial}` (AReaL's). Per-rank runs always share it. */
+  group: text(),
+  /** Job type, e.g. `train`. */
+  jobType: text(),
+  /** Tags of the run. */
+  tags: z.array(z.string(says(() => "tags must be an array of strings")), says(() => "tags must be an array of strings")).optional(),
+  /** Notes of the run. */
+  notes: z.string(says(() => "notes must be a string")).optional(),
+  /** Run config (hyperparameters) sent with the run; `logHyperparams` adds to it. */
+  config: z.record(z.unknown(), says(() => "config must be an object of hyperparameters")).optional(),
+  /** The run id; default derived from experiment and trial (and the rank name per rank). */
   runId: z
-    .string({ invalid_type_error: "runId must be a string" })
+    .string(says(() => "runId must be a string"))
     .regex(RUN_ID, "runId may contain only letters, digits, '_', '-' and '.' (W&B run ids are URL path segments)")
     .optional(),
-  resume: z.enum(["allow", "must", "never"], { errorMap: () => ({ message: "resume must be one of: allow, must, never" }) }).optional(),
-  mode: z.enum(["online", "offline", "disabled"], { errorMap: () => ({ message: "mode must be one of: online, offline, disabled" }) }).optional(),
+  /** Resume policy (default `allow`, as AReaL). */
+  resume: z.enum(["allow", "must", "never"], says(() => "resume must be one of: allow, must, never")).optional(),
+  /** Default `WANDB_MODE` (`offline`/`dryrun` → offline, `disabled`), else `online`. */
+  mode: z.enum(["online", "offline", "disabled"], says(() => "mode must be one of: online, offline, disabled")).optional(),
+  /** Server base URL; default `WANDB_BASE_URL`, else `https://api.wandb.ai` (AReaL's `wandb_base_url`). */
   baseUrl: z
-    .string({ invalid_type_error: "baseUrl must be a string" })
+    .string(says(() => "baseUrl must be a string"))
     .regex(/^https?:\/\/[^/\s]+/, "baseUrl must be an http(s) URL such as https://api.wandb.ai or http://wandb.internal:8080")
     .optional(),
-  apiKey: text("apiKey"),
-  maxQueuedBytes: positiveInt("maxQueuedBytes"),
-  maxRequestBytes: positiveInt("maxRequestBytes"),
-  requestTimeoutMs: positiveInt("requestTimeoutMs"),
-  retryInitialMs: positiveInt("retryInitialMs"),
-  retryMaxMs: positiveInt("retryMaxMs"),
-  retryBudgetMs: positiveInt("retryBudgetMs"),
-  finishTimeoutMs: positiveInt("finishTimeoutMs"),
-  sendIntervalMs: z
-    .number({ invalid_type_error: "sendIntervalMs must be a non-negative integer" })
-    .int("sendIntervalMs must be a non-negative integer")
-    .min(0, "sendIntervalMs must be a non-negative integer")
-    .optional(),
-  internal: z.boolean({ invalid_type_error: "internal must be true or false (true also charts rankscope's own keys, …__count and rankscope/…; default false)" }).optional(),
-});
+  /** API key; default `WANDB_API_KEY`. Prefer the environment: config files get written to disk. */
+  apiKey: text(),
+  /** Bound on history bytes waiting to be sent; past it the writer spools to disk (default 32 MiB). */
+  maxQueuedBytes: positiveInt(),
+  /** Largest file-stream request body in bytes (default 1 MiB). */
+  maxRequestBytes: positiveInt(),
+  /** Timeout of one HTTP request (default 30 000 ms). */
+  requestTimeoutMs: positiveInt(),
+  /** First retry delay (default 500 ms); doubled per attempt, with jitter. */
+  retryInitialMs: positiveInt(),
+  /** Longest retry delay (default 30 000 ms). */
+  retryMaxMs: positiveInt(),
+  /** How long one request may keep failing before the writer spools instead (default 120 000 ms). */
+  retryBudgetMs: positiveInt(),
+  /** How long `finish()` waits for unsent data before spooling it (default 4 000 ms). */
+  finishTimeoutMs: positiveInt(),
+  /** Least time between two file-stream requests, so lines batch up (default 1 000 ms; 0 sends at once). */
+  sendIntervalMs: z.number(says(() => "sendIntervalMs must be a non-negative integer")).int().min(0).optional(),
+  /** Also chart rankscope's own keys (`…__count`, `rankscope/…`); default false. */
+  internal: internalOption("charts"),
+};
 
-/** Check a `wandb` config; throws a TypeError that lists every problem. Never echoes the API key. */
+/** The options a `wandb` backend config may carry besides the common ones. */
+export type WandbOptions = OptionsOf<typeof WANDB_OPTIONS>;
+
+const WANDB_SCHEMA = z.object(WANDB_OPTIONS);
+
+export const DEFAULT_BASE_URL = "https://api.wandb.ai";
+
+/** Check a `wandb` config beyond its declared options: W&B's environment variables (a bad WANDB_MODE is a TypeError at initBackends, not a backend left out). */
 export function validateWandbOptions(options: BackendOptions): void {
-  parseWandbOptions(options);
-  // W&B's environment variables too, at initBackends (a bad WANDB_MODE is a TypeError, not a backend left out).
   resolveWandbOptions(options);
 }
 
-/** The backend's own options, checked against the schema; a TypeError listing every problem otherwise. */
+/** The backend's own options, checked against their declaration; a TypeError listing every problem (never echoing the API key). */
 function parseWandbOptions(options: BackendOptions): WandbOptions {
-  const parsed = schema.safeParse(pickKnown(options));
-  if (!parsed.success) {
-    throw new TypeError(`backend "wandb": ${parsed.error.issues.map((i) => `${i.path.join(".") || "options"}: ${i.message}`).join("; ")}`);
-  }
-  return parsed.data;
-}
-
-function pickKnown(options: BackendOptions): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const key of WANDB_OPTION_NAMES) if (options[key] !== undefined) out[key] = options[key];
-  return out;
+  return checkOptions('backend "wandb"', WANDB_SCHEMA, options);
 }
 
 /** Timing and size limits of the sender, resolved. */

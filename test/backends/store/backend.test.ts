@@ -138,7 +138,7 @@ describe("store backend", () => {
     // @ts-expect-error -- a wrong option type is a compile error too; this checks the runtime error
     await assert.rejects(logger.initBackends({ store: { loggingMode: "global_reduce", worker: "yes" } }), {
       name: "TypeError",
-      message: 'store option worker must be true or false, got "yes"',
+      message: 'backend "store": worker must be true or false, got "yes"',
     });
     await logger.shutdown();
   });
