@@ -72,7 +72,12 @@ function addLineSeries(out: BuiltData, joinInput: uPlot.AlignedData[], line: Lin
     rawSeries.push(null);
   }
   out.topSeries.push(series.length - 1);
-  // A group's band: its low and high edges as two undrawn series, the space between filled.
+  addBand(out, joinInput, line, colour, show, settings);
+}
+
+/** A group's band: its low and high edges as two undrawn series, the space between filled (null in `bandSeries` when the line has none). */
+function addBand(out: BuiltData, joinInput: uPlot.AlignedData[], line: Line, colour: string, show: boolean, settings: ViewSettings): void {
+  const { series } = out;
   const edges = bandTable(line, settings);
   if (edges === null) {
     out.bandSeries.push(null);
