@@ -181,43 +181,46 @@ async function readRankTiming(pool: pg.Pool, id: number, maxFlushes: number): Pr
   return assembleRankTiming(flushes, lists);
 }
 
+const runId = (handle: string): number => Number(handle);
+
+/** The id of a run's key of `kind`; 404 when the run has none. */
+async function keyId(pool: pg.Pool, handle: string, key: string, kind: KeyKind): Promise<number> {
+  const result = await pool.query<{ id: number }>("SELECT id FROM keys WHERE run_id = $1 AND kind = $2 AND key = $3", [runId(handle), kind, key]);
+  const id = result.rows[0]?.id;
+  if (id === undefined) throw new HttpError(404, `this run has no ${kind} key ${JSON.stringify(key)}`);
+  return id;
+}
+
+/** A run's keys of `kind`, each with its lines. */
+async function keysOf(pool: pg.Pool, handle: string, kind: KeyKind): Promise<KeyInfo[]> {
+  const result = await pool.query<{ key: string; kind: string; reduce: string | null; ranks: number[] }>(
+    `SELECT k.key, k.kind, k.reduce, array_agg(s.rank ORDER BY s.rank) AS ranks FROM keys k JOIN series s ON s.key_id = k.id
+     WHERE k.run_id = $1 AND k.kind = $2 GROUP BY k.id ORDER BY k.key`,
+    [runId(handle), kind],
+  );
+  // Lines in the store's order (docs/DESIGN.md, "Identity"): global, ranks, controller, threads.
+  return result.rows.flatMap((r) => (isKind(r.kind) ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) }] : []));
+}
+
+/** One line of a series (its lowest line when `rank` is undefined), a window read the way the local store reads it. */
+async function read(pool: pg.Pool, handle: string, key: string, kind: "scalar" | "stream" | "system", rank: number | undefined, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesResult> {
+  const id = await keyId(pool, handle, key, kind);
+  let r = rank;
+  if (r === undefined) {
+    const lowest = await pool.query<{ r: number | null }>("SELECT min(rank) AS r FROM series WHERE key_id = $1", [id]);
+    r = lowest.rows[0]?.r ?? GLOBAL_RANK;
+  }
+  const after = numericCursor(query.after, "after");
+  const before = numericCursor(query.before, "before");
+  const maxPoints = query.maxPoints ?? DEFAULT_MAX_POINTS;
+  const from = after ?? -Infinity;
+  const to = before ?? Infinity;
+  const reads = await fetchChunks(pool, id, r, from, to, maxPoints);
+  const x = kind === "scalar" ? "step" : "wall";
+  return readChunkedSeries(reads, kind === "scalar" ? "scalar" : "stream", { key, keyId: id, rank: r, x, window: { from, to, after }, maxPoints });
+}
+
 export function createPostgresSource(pool: pg.Pool, projectId: number): DashboardSource {
-  const runId = (handle: string): number => Number(handle);
-
-  async function keyId(handle: string, key: string, kind: KeyKind): Promise<number> {
-    const result = await pool.query<{ id: number }>("SELECT id FROM keys WHERE run_id = $1 AND kind = $2 AND key = $3", [runId(handle), kind, key]);
-    const id = result.rows[0]?.id;
-    if (id === undefined) throw new HttpError(404, `this run has no ${kind} key ${JSON.stringify(key)}`);
-    return id;
-  }
-
-  async function keysOf(handle: string, kind: KeyKind): Promise<KeyInfo[]> {
-    const result = await pool.query<{ key: string; kind: string; reduce: string | null; ranks: number[] }>(
-      `SELECT k.key, k.kind, k.reduce, array_agg(s.rank ORDER BY s.rank) AS ranks FROM keys k JOIN series s ON s.key_id = k.id
-       WHERE k.run_id = $1 AND k.kind = $2 GROUP BY k.id ORDER BY k.key`,
-      [runId(handle), kind],
-    );
-    // Lines in the store's order (docs/DESIGN.md, "Identity"): global, ranks, controller, threads.
-    return result.rows.flatMap((r) => (isKind(r.kind) ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) }] : []));
-  }
-
-  async function read(handle: string, key: string, kind: "scalar" | "stream" | "system", rank: number | undefined, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesResult> {
-    const id = await keyId(handle, key, kind);
-    let r = rank;
-    if (r === undefined) {
-      const lowest = await pool.query<{ r: number | null }>("SELECT min(rank) AS r FROM series WHERE key_id = $1", [id]);
-      r = lowest.rows[0]?.r ?? GLOBAL_RANK;
-    }
-    const after = numericCursor(query.after, "after");
-    const before = numericCursor(query.before, "before");
-    const maxPoints = query.maxPoints ?? DEFAULT_MAX_POINTS;
-    const from = after ?? -Infinity;
-    const to = before ?? Infinity;
-    const reads = await fetchChunks(pool, id, r, from, to, maxPoints);
-    const x = kind === "scalar" ? "step" : "wall";
-    return readChunkedSeries(reads, kind === "scalar" ? "scalar" : "stream", { key, keyId: id, rank: r, x, window: { from, to, after }, maxPoints });
-  }
-
   return {
     async resolveRun(run: string | null): Promise<string> {
       if (run === null || run === "") throw new HttpError(400, "missing the run parameter (experiment/trial, as /api/runs lists it)");
@@ -247,7 +250,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       return { runs: runs.map((run, i) => ({ ...run, summary: summaryOf(byRun.get(rows.rows[i]?.id ?? -1) ?? {}, query.internal === true) })), total };
     },
 
-    keys: (handle) => keysOf(handle, "scalar"),
+    keys: (handle) => keysOf(pool, handle, "scalar"),
 
     async rankNames(handle: string): Promise<Record<string, string>> {
       const result = await pool.query<{ rank_names: unknown }>("SELECT rank_names FROM runs WHERE id = $1", [runId(handle)]);
@@ -258,13 +261,13 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     },
 
     async series(handle, key, query): Promise<SeriesData> {
-      return toSeriesData(await read(handle, key, "scalar", query.rank ?? GLOBAL_RANK, query));
+      return toSeriesData(await read(pool, handle, key, "scalar", query.rank ?? GLOBAL_RANK, query));
     },
 
-    streamKeys: async (handle) => (await keysOf(handle, "stream")).map((k) => k.key),
+    streamKeys: async (handle) => (await keysOf(pool, handle, "stream")).map((k) => k.key),
 
     async stream(handle, key, query): Promise<StreamData> {
-      const info = (await keysOf(handle, "stream")).find((k) => k.key === key);
+      const info = (await keysOf(pool, handle, "stream")).find((k) => k.key === key);
       if (info === undefined) throw new HttpError(404, `this run has no stream key ${JSON.stringify(key)}`);
       const cursors = new Map<number, number>();
       for (const part of (query.after ?? "").split(",").filter((p) => p !== "")) {
@@ -276,7 +279,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       const out: StreamData = { key, ranks: [], steps: [], times: [], values: [], cursor: null };
       for (const rank of info.ranks) {
         const after = cursors.get(rank);
-        const result = await read(handle, key, "stream", rank, { maxPoints: perRank, ...(after !== undefined ? { after: String(after) } : {}) });
+        const result = await read(pool, handle, key, "stream", rank, { maxPoints: perRank, ...(after !== undefined ? { after: String(after) } : {}) });
         for (const p of result.points) {
           out.ranks.push(rank);
           out.steps.push(p.step);
@@ -308,7 +311,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       return rows;
     },
 
-    histogramKeys: async (handle) => (await keysOf(handle, "histogram")).map((k) => k.key),
+    histogramKeys: async (handle) => (await keysOf(pool, handle, "histogram")).map((k) => k.key),
 
     async histograms(handle: string, key: string, limit: number, rank?: number): Promise<HistogramEntry[]> {
       const result = await pool.query<{ src_seq: number; rank: number; step: number; wall: number; data: string }>(
@@ -326,7 +329,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     },
 
     async histogramRanks(handle: string, key: string): Promise<number[]> {
-      return [...((await keysOf(handle, "histogram")).find((k) => k.key === key)?.ranks ?? [])];
+      return [...((await keysOf(pool, handle, "histogram")).find((k) => k.key === key)?.ranks ?? [])];
     },
 
     async config(handle: string): Promise<Record<string, unknown>> {
@@ -351,10 +354,10 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       });
     },
 
-    systemKeys: async (handle) => (await keysOf(handle, "system")).map((k) => k.key),
+    systemKeys: async (handle) => (await keysOf(pool, handle, "system")).map((k) => k.key),
 
     async system(handle, key, query): Promise<SeriesData> {
-      return toSeriesData(await read(handle, key, "system", undefined, query));
+      return toSeriesData(await read(pool, handle, key, "system", undefined, query));
     },
 
     async lastValues(handle: string): Promise<Record<string, number>> {
