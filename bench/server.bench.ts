@@ -76,7 +76,9 @@ function postgresCpuMs(postmaster: number): number {
 }
 
 async function startServer(db: string, port: number): Promise<{ stop: () => void; cpuMs: () => number }> {
-  const child = spawn(process.execPath, [CLI, "server", "--db", db, "--port", String(port), "--rate-limit", "100000", "--pool-size", "20"], { stdio: ["ignore", "ignore", "inherit"] });
+  // `SERVER_BENCH_PROFILE=DIR`: the server's CPU profile, written into DIR when it stops.
+  const profile = process.env.SERVER_BENCH_PROFILE;
+  const child = spawn(process.execPath, [...(profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", profile]), CLI, "server", "--db", db, "--port", String(port), "--rate-limit", "100000", "--pool-size", "20"], { stdio: ["ignore", "ignore", "inherit"] });
   await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null))?.ok === true, { timeoutMs: 60_000, what: "the server" });
   return { stop: () => child.kill("SIGTERM"), cpuMs: () => (child.pid === undefined ? 0 : procCpuMs(child.pid, false)) };
 }
@@ -122,8 +124,20 @@ const row = (...cells: (string | number)[]): void => {
   rows.push(cells);
   process.stderr.write(`${cells.join(" | ")}\n`);
 };
+/** `SERVER_BENCH_READS=1`: only part 3, the reads (quick when working on the dashboard). */
+const readsOnly = process.env.SERVER_BENCH_READS === "1";
 try {
-  // 1. Ingest from 16 jobs at once.
+  if (!readsOnly) await ingestAndSync();
+  await reads();
+} finally {
+  server.stop();
+  await pool.end();
+  await pg.close();
+}
+printTable(["what", "measured", "against"], rows);
+
+/** 1 and 2: ingest from 16 jobs at once, and the sync's CPU against the store's. */
+async function ingestAndSync(): Promise<void> {
   const root = tempDir("rankscope-bench-server-");
   const jobs = Array.from({ length: 16 }, (_, i) => ({ trial: `job${i}`, runDir: join(root, "bench", `job${i}`) }));
   let storeCpu = 0;
@@ -148,6 +162,10 @@ try {
     `${((total / Math.max(ingestCpu.totalMs / 2, ingestCpu.serverMs)) * 1000 / 1e6).toFixed(2)} M points/s if the machine's 2 cores did nothing else (points ÷ max(CPU ÷ 2, server's CPU))`,
   );
   row("sync's CPU on the jobs' side against the store's own (same points)", `sync ${syncCpu.toFixed(0)} ms, store ${storeCpu.toFixed(0)} ms`, `${((syncCpu / storeCpu) * 100).toFixed(1)} % (target ≤ 10 %)`);
+}
+
+/** 3. A project's reads. */
+async function reads(): Promise<void> {
 
   // 3. A project's reads: 1,000 runs, 50 runs × 10,000 steps, one 1 M-point series.
   const proj = await pool.query<{ id: number }>("SELECT id FROM projects WHERE name = 'bench'");
@@ -203,8 +221,18 @@ try {
     let lines = 0;
     for (let round = 0; round < 3; round++) {
       const page = await browser.context.newPage();
+      const requests: string[] = [];
+      // `SERVER_BENCH_TRACE=1`: the cold load's requests, each with its start and end (ms from navigation).
+      if (round === 0 && process.env.SERVER_BENCH_TRACE === "1") {
+        const t0 = performance.now();
+        page.on("requestfinished", (r) => {
+          const timing = r.timing();
+          requests.push(`${(timing.startTime - performance.timeOrigin - t0).toFixed(0)}–${(performance.now() - t0).toFixed(0)} ms ${r.url().replace(url, "").slice(0, 120)}`);
+        });
+      }
       await page.goto(view);
       await page.waitForSelector("body[data-charts-rendered]", { timeout: 60_000 });
+      for (const line of requests) process.stderr.write(`  ${line}\n`);
       const drawn = await page.evaluate(() => ({ ms: performance.getEntriesByName("rankscope:first-render")[0]?.duration ?? NaN, lines: document.querySelectorAll(".chart").length }));
       loads.push(drawn.ms);
       lines = drawn.lines;
@@ -221,9 +249,4 @@ try {
   }
   const big = `/api/series?run=sweep/run1000&key=train/loss&maxPoints=2000`;
   row("1 M-point series downsampled to 2,000 points", `${(await timed(() => get(big), 20)).toFixed(1)} ms median of 20`, "target ≤ 100 ms");
-} finally {
-  server.stop();
-  await pool.end();
-  await pg.close();
 }
-printTable(["what", "measured", "against"], rows);

@@ -9,7 +9,7 @@ import { Readable } from "node:stream";
 import type pg from "pg";
 import { compareLines } from "../core/rank-identity.js";
 import { GLOBAL_RANK, SERIES_KINDS, type AlertEntry, type HistogramEntry, type LostRank, type KeyInfo, type KeyKind, type RankTimingWindow, type SeriesResult } from "../backends/store/read-types.js";
-import type { ChunkMeta } from "../backends/store/reader-statements.js";
+import { LINE_ORDER, type ChunkMeta } from "../backends/store/reader-statements.js";
 import { readChunkedSeries, type ChunkReads } from "../backends/store/series-read.js";
 import { BLOCK_POINTS } from "../backends/store/schema.js";
 import { DEFAULT_MAX_POINTS } from "../backends/store/store-reader.js";
@@ -97,15 +97,33 @@ function toSeriesData(result: SeriesResult): SeriesData {
   };
 }
 
-/** The chunks a read needs, fetched up front so the store's synchronous read can fold them. */
-async function fetchChunks(pool: pg.Pool, keyId: number, rank: number, from: number, to: number, maxPoints: number): Promise<ChunkReads> {
-  const metas = await pool.query<ChunkMeta>(
-    `SELECT id, first_step, last_step, n, first_wall, last_wall, min, min_step, min_wall, max, max_step, max_wall, last, nan_count,
-       first_pos AS pos_first, last_pos AS pos_last
-     FROM chunks WHERE key_id = $1 AND rank = $2 AND last_pos > $3 AND first_pos < $4 ORDER BY first_pos`,
-    [keyId, rank, from, to],
+/** Which line of which key a read is of: the run, the key, and the line (undefined: the key's first, in the store's order). */
+interface LineLookup {
+  readonly runId: number;
+  readonly kind: KeyKind;
+  readonly key: string;
+  readonly rank: number | undefined;
+}
+
+/**
+ * The chunks a read needs, fetched up front so the store's synchronous read can fold them: one
+ * query finds the key, its line and the chunks' summaries, a second their blobs (or blocks). A
+ * key the run does not have is a 404.
+ */
+async function fetchChunks(pool: pg.Pool, line: LineLookup, from: number, to: number, maxPoints: number): Promise<{ keyId: number; rank: number; reads: ChunkReads }> {
+  const metas = await pool.query<ChunkMeta & { key_id: number; line: number; chunk: number | null }>(
+    `SELECT k.id AS key_id, l.rank AS line, c.id AS chunk, c.id, c.first_step, c.last_step, c.n, c.first_wall, c.last_wall, c.min, c.min_step, c.min_wall,
+       c.max, c.max_step, c.max_wall, c.last, c.nan_count, c.first_pos AS pos_first, c.last_pos AS pos_last
+     FROM keys k
+     CROSS JOIN LATERAL (SELECT coalesce($4::int, (SELECT rank FROM series s WHERE s.key_id = k.id ORDER BY ${LINE_ORDER("rank")} LIMIT 1), $7::int) AS rank) l
+     LEFT JOIN chunks c ON c.key_id = k.id AND c.rank = l.rank AND c.last_pos > $5 AND c.first_pos < $6
+     WHERE k.run_id = $1 AND k.kind = $2 AND k.key = $3
+     ORDER BY c.first_pos`,
+    [line.runId, line.kind, line.key, line.rank ?? null, from, to, GLOBAL_RANK],
   );
-  const chunks = metas.rows;
+  const first = metas.rows[0];
+  if (first === undefined) throw new HttpError(404, `this run has no ${line.kind} key ${JSON.stringify(line.key)}`);
+  const chunks = metas.rows.filter((c) => c.chunk !== null);
   const total = chunks.reduce((n, c) => n + c.n, 0);
   const buckets = Math.max(1, Math.floor(maxPoints / POINTS_PER_BUCKET));
   const useBlocks = total > maxPoints && total / buckets >= BLOCKS_PER_BUCKET * BLOCK_POINTS;
@@ -118,13 +136,14 @@ async function fetchChunks(pool: pg.Pool, keyId: number, rank: number, from: num
   ]);
   const blobById = new Map((blobs?.rows ?? []).map((r) => [r.id, r]));
   const blocksById = new Map((blocks?.rows ?? []).map((r) => [r.id, r.blocks]));
-  return {
+  const reads: ChunkReads = {
     scalarChunks: { all: () => chunks },
     streamChunks: { all: () => chunks },
     points: { all: () => [] },
     chunkBlobs: { get: (id) => blobById.get(id) },
     chunkBlocks: { get: (id) => blocksById.get(id) },
   };
+  return { keyId: first.key_id, rank: first.line, reads };
 }
 
 /** A histogram as stored (JSON, non-finite numbers as strings), or null when it is not one. */
@@ -181,46 +200,46 @@ async function readRankTiming(pool: pg.Pool, id: number, maxFlushes: number): Pr
   return assembleRankTiming(flushes, lists);
 }
 
-const runId = (handle: string): number => Number(handle);
-
-/** The id of a run's key of `kind`; 404 when the run has none. */
-async function keyId(pool: pg.Pool, handle: string, key: string, kind: KeyKind): Promise<number> {
-  const result = await pool.query<{ id: number }>("SELECT id FROM keys WHERE run_id = $1 AND kind = $2 AND key = $3", [runId(handle), kind, key]);
-  const id = result.rows[0]?.id;
-  if (id === undefined) throw new HttpError(404, `this run has no ${kind} key ${JSON.stringify(key)}`);
-  return id;
-}
-
-/** A run's keys of `kind`, each with its lines. */
-async function keysOf(pool: pg.Pool, handle: string, kind: KeyKind): Promise<KeyInfo[]> {
-  const result = await pool.query<{ key: string; kind: string; reduce: string | null; ranks: number[] }>(
-    `SELECT k.key, k.kind, k.reduce, array_agg(s.rank ORDER BY s.rank) AS ranks FROM keys k JOIN series s ON s.key_id = k.id
-     WHERE k.run_id = $1 AND k.kind = $2 GROUP BY k.id ORDER BY k.key`,
-    [runId(handle), kind],
-  );
-  // Lines in the store's order (docs/DESIGN.md, "Identity"): global, ranks, controller, threads.
-  return result.rows.flatMap((r) => (isKind(r.kind) ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) }] : []));
-}
-
 /** One line of a series (its lowest line when `rank` is undefined), a window read the way the local store reads it. */
 async function read(pool: pg.Pool, handle: string, key: string, kind: "scalar" | "stream" | "system", rank: number | undefined, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesResult> {
-  const id = await keyId(pool, handle, key, kind);
-  let r = rank;
-  if (r === undefined) {
-    const lowest = await pool.query<{ r: number | null }>("SELECT min(rank) AS r FROM series WHERE key_id = $1", [id]);
-    r = lowest.rows[0]?.r ?? GLOBAL_RANK;
-  }
   const after = numericCursor(query.after, "after");
   const before = numericCursor(query.before, "before");
   const maxPoints = query.maxPoints ?? DEFAULT_MAX_POINTS;
   const from = after ?? -Infinity;
   const to = before ?? Infinity;
-  const reads = await fetchChunks(pool, id, r, from, to, maxPoints);
+  const { keyId: id, rank: r, reads } = await fetchChunks(pool, { runId: Number(handle), kind, key, rank }, from, to, maxPoints);
   const x = kind === "scalar" ? "step" : "wall";
   return readChunkedSeries(reads, kind === "scalar" ? "scalar" : "stream", { key, keyId: id, rank: r, x, window: { from, to, after }, maxPoints });
 }
 
 export function createPostgresSource(pool: pg.Pool, projectId: number): DashboardSource {
+  const runId = (handle: string): number => Number(handle);
+
+  /**
+   * Every key of a run, all kinds, in one query; the calls of one turn of the event loop share it
+   * (`/api/keys` asks for four kinds at once: one query, not four).
+   */
+  const keysThisTurn = new Map<string, Promise<KeyInfo[]>>();
+  function allKeys(handle: string): Promise<KeyInfo[]> {
+    const known = keysThisTurn.get(handle);
+    if (known !== undefined) return known;
+    const query = pool
+      .query<{ key: string; kind: string; reduce: string | null; ranks: number[] }>(
+        `SELECT k.key, k.kind, k.reduce, array_agg(s.rank ORDER BY s.rank) AS ranks FROM keys k JOIN series s ON s.key_id = k.id
+         WHERE k.run_id = $1 GROUP BY k.id ORDER BY k.key`,
+        [runId(handle)],
+      )
+      // Lines in the store's order (docs/DESIGN.md, "Identity"): global, ranks, controller, threads.
+      .then((result) => result.rows.flatMap((r) => (isKind(r.kind) ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) }] : [])));
+    if (keysThisTurn.size === 0) setImmediate(() => keysThisTurn.clear());
+    keysThisTurn.set(handle, query);
+    return query;
+  }
+
+  async function keysOf(handle: string, kind: KeyKind): Promise<KeyInfo[]> {
+    return (await allKeys(handle)).filter((k) => k.kind === kind);
+  }
+
   return {
     async resolveRun(run: string | null): Promise<string> {
       if (run === null || run === "") throw new HttpError(400, "missing the run parameter (experiment/trial, as /api/runs lists it)");
@@ -250,7 +269,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       return { runs: runs.map((run, i) => ({ ...run, summary: summaryOf(byRun.get(rows.rows[i]?.id ?? -1) ?? {}, query.internal === true) })), total };
     },
 
-    keys: (handle) => keysOf(pool, handle, "scalar"),
+    keys: (handle) => keysOf(handle, "scalar"),
 
     async rankNames(handle: string): Promise<Record<string, string>> {
       const result = await pool.query<{ rank_names: unknown }>("SELECT rank_names FROM runs WHERE id = $1", [runId(handle)]);
@@ -264,10 +283,10 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       return toSeriesData(await read(pool, handle, key, "scalar", query.rank ?? GLOBAL_RANK, query));
     },
 
-    streamKeys: async (handle) => (await keysOf(pool, handle, "stream")).map((k) => k.key),
+    streamKeys: async (handle) => (await keysOf(handle, "stream")).map((k) => k.key),
 
     async stream(handle, key, query): Promise<StreamData> {
-      const info = (await keysOf(pool, handle, "stream")).find((k) => k.key === key);
+      const info = (await keysOf(handle, "stream")).find((k) => k.key === key);
       if (info === undefined) throw new HttpError(404, `this run has no stream key ${JSON.stringify(key)}`);
       const cursors = new Map<number, number>();
       for (const part of (query.after ?? "").split(",").filter((p) => p !== "")) {
@@ -311,7 +330,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       return rows;
     },
 
-    histogramKeys: async (handle) => (await keysOf(pool, handle, "histogram")).map((k) => k.key),
+    histogramKeys: async (handle) => (await keysOf(handle, "histogram")).map((k) => k.key),
 
     async histograms(handle: string, key: string, limit: number, rank?: number): Promise<HistogramEntry[]> {
       const result = await pool.query<{ src_seq: number; rank: number; step: number; wall: number; data: string }>(
@@ -329,7 +348,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     },
 
     async histogramRanks(handle: string, key: string): Promise<number[]> {
-      return [...((await keysOf(pool, handle, "histogram")).find((k) => k.key === key)?.ranks ?? [])];
+      return [...((await keysOf(handle, "histogram")).find((k) => k.key === key)?.ranks ?? [])];
     },
 
     async config(handle: string): Promise<Record<string, unknown>> {
@@ -354,7 +373,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       });
     },
 
-    systemKeys: async (handle) => (await keysOf(pool, handle, "system")).map((k) => k.key),
+    systemKeys: async (handle) => (await keysOf(handle, "system")).map((k) => k.key),
 
     async system(handle, key, query): Promise<SeriesData> {
       return toSeriesData(await read(pool, handle, key, "system", undefined, query));

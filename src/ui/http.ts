@@ -6,7 +6,7 @@ import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { promisify } from "node:util";
 import { constants, gzip } from "node:zlib";
-import { nonFiniteReplacer } from "../core/json.js";
+import { nonFiniteReplacer, stringifyNonFinite } from "../core/json.js";
 
 const gzipAsync = promisify(gzip);
 
@@ -96,7 +96,7 @@ export class JsonPieces {
 
   /** Append a value as JSON (non-finite numbers as strings). */
   value(value: unknown): this {
-    return this.raw(JSON.stringify(value, nonFiniteReplacer));
+    return this.raw(stringifyNonFinite(value) ?? "null");
   }
 
   bytes(): Buffer {
@@ -106,7 +106,7 @@ export class JsonPieces {
 
 /** Send JSON (NaN and ±Infinity as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`). */
 export function sendJson(req: IncomingMessage, res: ServerResponse, status: number, body: unknown): Promise<void> {
-  const bytes = body instanceof JsonPieces ? body.bytes() : Buffer.from(JSON.stringify(body, nonFiniteReplacer));
+  const bytes = body instanceof JsonPieces ? body.bytes() : Buffer.from(stringifyNonFinite(body) ?? "null");
   return sendBody(req, res, status, { "Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-store" }, bytes);
 }
 

@@ -52,36 +52,66 @@ export function flagParam(params: URLSearchParams, name: string): boolean {
 /** One line of `/api/lines`: key, rank (null: the global line), after and before (null: open). */
 export type LineRequest = readonly [key: string, rank: number | null, after: string | null, before: string | null];
 
-const LINES_USAGE = `lines must be JSON [[key, rank or null, cursor or null, before or null], …] with at most ${MAX_BATCH_LINES} entries (the 4th element, an exclusive upper bound on the step, is optional)`;
+/** One line of `/api/lines` without `run`: the run it is of, then as `LineRequest`. */
+export type RunLineRequest = readonly [run: string, ...line: LineRequest];
 
-/** `lines` of `/api/lines`, checked against the caps. */
-export function parseLines(raw: string | null, maxPoints: number): LineRequest[] {
-  if (raw === null || raw === "") throw new HttpError(400, `missing the lines parameter; ${LINES_USAGE}`);
+/** Runs one `runs` parameter (of `/api/keys`, `/api/alerts`) may name at most. */
+export const MAX_BATCH_RUNS = 200;
+
+const LINES_USAGE = `lines must be JSON [[key, rank or null, cursor or null, before or null], …] with at most ${MAX_BATCH_LINES} entries (the 4th element, an exclusive upper bound on the step, is optional); without the run parameter each line starts with its run: [[run, key, rank or null, cursor or null, before or null], …]`;
+
+/** A parameter that must be a JSON array, with at most `max` entries. */
+function jsonArrayParam(raw: string | null, name: string, usage: string, max: number): unknown[] {
+  if (raw === null || raw === "") throw new HttpError(400, `missing the ${name} parameter; ${usage}`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(raw);
   } catch {
-    throw new HttpError(400, `lines is not JSON; ${LINES_USAGE}`);
+    throw new HttpError(400, `${name} is not JSON; ${usage}`);
   }
-  if (!Array.isArray(parsed)) throw new HttpError(400, LINES_USAGE);
-  if (parsed.length > MAX_BATCH_LINES) {
-    throw new HttpError(400, `too many lines in one request: ${parsed.length}, at most ${MAX_BATCH_LINES}; split them over several requests. ${LINES_USAGE}`);
-  }
+  if (!Array.isArray(parsed)) throw new HttpError(400, usage);
+  if (parsed.length > max) throw new HttpError(400, `too many ${name} in one request: ${parsed.length}, at most ${max}; split them over several requests. ${usage}`);
+  return parsed;
+}
+
+/** `lines` of `/api/lines`, checked against the caps; `withRun`: each line starts with its run (no `run` parameter). */
+export function parseLines(raw: string | null, maxPoints: number): LineRequest[];
+export function parseLines(raw: string | null, maxPoints: number, withRun: true): RunLineRequest[];
+export function parseLines(raw: string | null, maxPoints: number, withRun = false): Array<LineRequest | RunLineRequest> {
+  const parsed = jsonArrayParam(raw, "lines", LINES_USAGE, MAX_BATCH_LINES);
   if (parsed.length * maxPoints > MAX_BATCH_POINTS) {
     throw new HttpError(
       400,
       `this request asks for up to ${parsed.length} lines × ${maxPoints} points = ${(parsed.length * maxPoints).toLocaleString("en-US")} points, more than the ${MAX_BATCH_POINTS.toLocaleString("en-US")} one request may return; ask fewer lines per request or a smaller maxPoints`,
     );
   }
-  return parsed.map((entry: unknown): LineRequest => {
-    if (!Array.isArray(entry) || entry.length < 3 || entry.length > 4) throw new HttpError(400, LINES_USAGE);
-    const [key, rank, after, before = null]: unknown[] = entry;
-    if (typeof key !== "string" || key === "") throw new HttpError(400, `${LINES_USAGE}; a key is not a non-empty string`);
-    if (rank !== null && !(typeof rank === "number" && Number.isInteger(rank) && rank >= CONTROLLER_LINE)) {
-      throw new HttpError(400, `${LINES_USAGE}; a rank is not a line (r for rank r, -1 the global line, -2 the controller's own) or null`);
-    }
-    if (after !== null && typeof after !== "string") throw new HttpError(400, `${LINES_USAGE}; a cursor is not a string or null`);
-    if (before !== null && typeof before !== "string" && typeof before !== "number") throw new HttpError(400, `${LINES_USAGE}; a before is not a step (number or string) or null`);
-    return [key, rank, after, before === null ? null : String(before)];
+  return parsed.map((entry: unknown) => {
+    if (!Array.isArray(entry)) throw new HttpError(400, LINES_USAGE);
+    if (!withRun) return lineRequest(entry);
+    const [run, ...line]: unknown[] = entry;
+    if (typeof run !== "string" || run === "") throw new HttpError(400, `${LINES_USAGE}; a line's run is not a non-empty string (the run parameter is absent, so each line names its run first)`);
+    return [run, ...lineRequest(line)] as const;
   });
+}
+
+/** One entry of `lines` (without its run). */
+function lineRequest(entry: unknown[]): LineRequest {
+  if (entry.length < 3 || entry.length > 4) throw new HttpError(400, LINES_USAGE);
+  const [key, rank, after, before = null]: unknown[] = entry;
+  if (typeof key !== "string" || key === "") throw new HttpError(400, `${LINES_USAGE}; a key is not a non-empty string`);
+  if (rank !== null && !(typeof rank === "number" && Number.isInteger(rank) && rank >= CONTROLLER_LINE)) {
+    throw new HttpError(400, `${LINES_USAGE}; a rank is not a line (r for rank r, -1 the global line, -2 the controller's own) or null`);
+  }
+  if (after !== null && typeof after !== "string") throw new HttpError(400, `${LINES_USAGE}; a cursor is not a string or null`);
+  if (before !== null && typeof before !== "string" && typeof before !== "number") throw new HttpError(400, `${LINES_USAGE}; a before is not a step (number or string) or null`);
+  return [key, rank, after, before === null ? null : String(before)];
+}
+
+const RUNS_USAGE = `runs must be a JSON array of 1 to ${MAX_BATCH_RUNS} run ids (experiment/trial as /api/runs lists them)`;
+
+/** `runs` of a many-runs request: distinct, non-empty ids, at most `MAX_BATCH_RUNS`. */
+export function parseRuns(raw: string | null): string[] {
+  const parsed = jsonArrayParam(raw, "runs", RUNS_USAGE, MAX_BATCH_RUNS);
+  if (parsed.length === 0 || !parsed.every((r): r is string => typeof r === "string" && r !== "")) throw new HttpError(400, RUNS_USAGE);
+  return [...new Set(parsed)];
 }

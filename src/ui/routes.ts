@@ -15,7 +15,7 @@ import { isInternalKey } from "../core/internal-keys.js";
 import { errorCode, storeFault } from "../backends/store/store-file.js";
 import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip, sendJsonRevalidated } from "./http.js";
 import { type GroupValue, type RunLine, compareGroupValues, fieldLabel, groupBand, parseGroupField } from "./group-bands.js";
-import { MAX_BATCH_POINTS, flagParam, intParam, maxPointsParam, parseLines, requiredParam } from "./params.js";
+import { MAX_BATCH_POINTS, type RunLineRequest, flagParam, intParam, maxPointsParam, parseLines, parseRuns, requiredParam } from "./params.js";
 import { LOG_MAX_LINES, LOG_MAX_WINDOW, readLogWindow } from "./log-reader.js";
 import { MAX_RUN_IDS, parseRunQuery } from "./run-query.js";
 import { HttpError } from "./security.js";
@@ -49,6 +49,35 @@ function keysParam(raw: string | null): Set<string> | undefined {
 function logFiles(files: TraceFileEntry[]): TraceFileEntry[] {
   const order = (name: string): number => (name === "merged.log" ? 0 : name === "main.log" ? 1 : 2);
   return [...files].sort((a, b) => order(a.name) - order(b.name) || (a.name < b.name ? -1 : 1));
+}
+
+/** How many reads of one request run at once (a team server's wait on the database; the local store's do not overlap). */
+const READ_AHEAD = 4;
+
+/** One read's outcome: its value, or the HTTP error that says why there is none. */
+type ReadOutcome = { ok: true; value: unknown } | { ok: false; error: HttpError };
+
+/**
+ * `n` reads, at most `READ_AHEAD` in flight, with a turn of the event loop between starts; each
+ * `HttpError` kept as that read's outcome (any other error fails the request). Stops starting
+ * reads once `gone()` (the client left).
+ */
+async function readAhead(n: number, read: (i: number) => Promise<unknown>, gone: () => boolean): Promise<ReadOutcome[]> {
+  const outcomes: ReadOutcome[] = new Array<ReadOutcome>(n);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    for (let i = next++; i < n && !gone(); i = next++) {
+      if (i >= READ_AHEAD) await yieldToEventLoop();
+      try {
+        outcomes[i] = { ok: true, value: await read(i) };
+      } catch (error) {
+        if (!(error instanceof HttpError)) throw error;
+        outcomes[i] = { ok: false, error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(READ_AHEAD, n) }, worker));
+  return gone() ? [] : outcomes;
 }
 
 /** What every handler may use. */
@@ -105,8 +134,12 @@ export class DashboardApi {
    * Have the source resolve the request's run, and run `read`; a store SQLite cannot read
    * (damaged, not a database) becomes a 500 naming the run and the fault.
    */
-  private async withRun<T>(ctx: Pick<ApiContext, "params">, read: (runDir: string) => Promise<T> | T, needsStore = true): Promise<T> {
-    const run = ctx.params.get("run");
+  private withRun<T>(ctx: Pick<ApiContext, "params">, read: (runDir: string) => Promise<T> | T, needsStore = true): Promise<T> {
+    return this.inRun(ctx.params.get("run"), read, needsStore);
+  }
+
+  /** `withRun` for a run named otherwise (a line's, one of `runs`). */
+  private async inRun<T>(run: string | null, read: (runDir: string) => Promise<T> | T, needsStore = true): Promise<T> {
     const runDir = await this.source.resolveRun(run, needsStore);
     try {
       return await read(runDir);
@@ -192,29 +225,49 @@ export class DashboardApi {
     return undefined;
   }
 
-  private keys(ctx: ApiContext): Promise<unknown> {
-    return this.withRun(ctx, async (runDir) => {
-      const [metrics, streams, system, histograms, rankNames] = await Promise.all([
-        this.source.keys(runDir),
-        this.source.streamKeys(runDir),
-        this.source.systemKeys(runDir),
-        this.source.histogramKeys?.(runDir) ?? [],
-        this.source.rankNames?.(runDir) ?? {},
-      ]);
-      // Every line's label, by the one naming rule (docs/DESIGN.md, "Identity").
-      const rankLabels: Record<string, string> = {};
-      for (const line of [...Object.keys(rankNames).map(Number), ...metrics.flatMap((k) => k.ranks)]) {
-        if (Number.isInteger(line)) rankLabels[String(line)] = lineDisplayLabel(line, rankNames[String(line)]);
-      }
-      return { metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })), streams, system, histograms, rankNames, rankLabels };
-    });
+  /**
+   * Each of `runs` (a JSON array) through `read`, in order: a run's answer, or `{error, status}`
+   * for a run that has none (one missing run must not blank the others). A few runs are read at
+   * once (a team server's reads wait on the database), with a turn of the event loop between.
+   */
+  private async perRun(ctx: ApiContext, read: (runDir: string) => Promise<unknown>): Promise<{ runs: unknown[] }> {
+    const runs = parseRuns(ctx.params.get("runs"));
+    const answers = await readAhead(runs.length, (i) => this.inRun(runs[i] ?? null, read), () => ctx.res.destroyed);
+    return { runs: answers.map((a) => (a.ok ? a.value : { error: a.error.message, status: a.error.status })) };
   }
 
-  /** `/api/alerts?run=[&after=seq][&limit=n]`: the run's alert events in order (at most 1000, the newest). */
+  /** `/api/keys?run=`: a run's keys and lines; `?runs=[…]`: many runs' in one answer (`{runs: […]}`). */
+  private keys(ctx: ApiContext): Promise<unknown> {
+    if (ctx.params.has("runs")) return this.perRun(ctx, (runDir) => this.runKeys(runDir));
+    return this.withRun(ctx, (runDir) => this.runKeys(runDir));
+  }
+
+  /** A run's keys, and every line's label. */
+  private async runKeys(runDir: string): Promise<unknown> {
+    const [metrics, streams, system, histograms, rankNames] = await Promise.all([
+      this.source.keys(runDir),
+      this.source.streamKeys(runDir),
+      this.source.systemKeys(runDir),
+      this.source.histogramKeys?.(runDir) ?? [],
+      this.source.rankNames?.(runDir) ?? {},
+    ]);
+    // Every line's label, by the one naming rule (docs/DESIGN.md, "Identity").
+    const rankLabels: Record<string, string> = {};
+    for (const line of [...Object.keys(rankNames).map(Number), ...metrics.flatMap((k) => k.ranks)]) {
+      if (Number.isInteger(line)) rankLabels[String(line)] = lineDisplayLabel(line, rankNames[String(line)]);
+    }
+    return { metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })), streams, system, histograms, rankNames, rankLabels };
+  }
+
+  /**
+   * `/api/alerts?run=[&after=seq][&limit=n]`: the run's alert events in order (at most 1000, the
+   * newest); `?runs=[…]`: many runs' in one answer (`{runs: [{alerts}, …]}`).
+   */
   private alerts(ctx: ApiContext): Promise<unknown> {
     const after = intParam(ctx.params, "after", 0, Number.MAX_SAFE_INTEGER);
     const limit = intParam(ctx.params, "limit", 1, 1000) ?? 1000;
-    return this.withRun(ctx, async (runDir) => ({ alerts: await this.source.alerts(runDir, { ...(after === undefined ? {} : { after }), limit }) }));
+    const read = async (runDir: string): Promise<unknown> => ({ alerts: await this.source.alerts(runDir, { ...(after === undefined ? {} : { after }), limit }) });
+    return ctx.params.has("runs") ? this.perRun(ctx, read) : this.withRun(ctx, read);
   }
 
   /** `/api/summary?run=[&keys=a,b][&internal=1]`: the last value of each scalar key. */
@@ -259,39 +312,37 @@ export class DashboardApi {
   }
 
   /**
-   * Many lines of one run in one request: a grid's first load and every live poll. Lines are read
-   * one at a time with a turn of the event loop in between, so a request for many long series
-   * never holds the server from answering others for longer than one line's read.
+   * Many lines in one request: of one run (`run=`), or each line naming its run (no `run`: an
+   * overlay of many runs in one request). A few lines are read at once (a team server's reads
+   * wait on the database) and each is serialised as soon as its turn comes, with a turn of the
+   * event loop in between, so a request for many long series never holds the server from
+   * answering others for longer than one line's read.
    */
-  private lines(ctx: ApiContext): Promise<unknown> {
+  private async lines(ctx: ApiContext): Promise<unknown> {
     const kind = ctx.params.get("kind") ?? "scalar";
     if (kind !== "scalar" && kind !== "stream" && kind !== "system") throw new HttpError(400, `kind must be scalar, stream or system, got ${JSON.stringify(kind)}`);
     const maxPoints = maxPointsParam(ctx.params);
-    const lines = parseLines(ctx.params.get("lines"), maxPoints);
-    return this.withRun(ctx, async (runDir) => {
-      // Each line is serialised as soon as it is read, so no one call serialises megabytes.
-      const out = new JsonPieces().raw('{"lines":[');
-      for (const [i, [key, rank, after, before]] of lines.entries()) {
-        if (i > 0) {
-          await yieldToEventLoop();
-          out.raw(",");
-        }
-        if (ctx.res.destroyed) return { lines: [] };
+    const run = ctx.params.get("run");
+    const lines: RunLineRequest[] = run === null ? parseLines(ctx.params.get("lines"), maxPoints, true) : parseLines(ctx.params.get("lines"), maxPoints).map((l) => [run, ...l] as const);
+    const readLine = ([lineRun, key, rank, after, before]: RunLineRequest): Promise<unknown> =>
+      this.inRun(lineRun, (runDir) => {
         const query = { ...(after !== null ? { after } : {}), maxPoints };
-        try {
-          if (before !== null && kind === "stream") throw new HttpError(400, "before applies to scalar and system lines, not to streams");
-          const window = before !== null ? { ...query, before } : query;
-          if (kind === "scalar") out.value(await this.source.series(runDir, key, { ...window, ...(rank !== null ? { rank } : {}) }));
-          else if (kind === "stream") out.value(await this.source.stream(runDir, key, query));
-          else out.value(await this.source.system(runDir, key, window));
-        } catch (error) {
-          // One missing line must not blank the others.
-          if (!(error instanceof HttpError)) throw error;
-          out.value({ error: error.message, status: error.status });
-        }
+        if (before !== null && kind === "stream") throw new HttpError(400, "before applies to scalar and system lines, not to streams");
+        const window = before !== null ? { ...query, before } : query;
+        if (kind === "scalar") return this.source.series(runDir, key, { ...window, ...(rank !== null ? { rank } : {}) });
+        return kind === "stream" ? this.source.stream(runDir, key, query) : this.source.system(runDir, key, window);
+      });
+    const answers = await readAhead(lines.length, (i) => readLine(lines[i] ?? ["", "", null, null, null]), () => ctx.res.destroyed);
+    // Each line is serialised on its own, so no one call serialises megabytes.
+    const out = new JsonPieces().raw('{"lines":[');
+    for (const [i, answer] of answers.entries()) {
+      if (i > 0) {
+        await yieldToEventLoop();
+        out.raw(",");
       }
-      return out.raw("]}");
-    });
+      out.value(answer.ok ? answer.value : { error: answer.error.message, status: answer.error.status });
+    }
+    return out.raw("]}");
   }
 
   /**

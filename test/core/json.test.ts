@@ -1,8 +1,9 @@
 // JSON that every reader reads right: numbers from 2^53 up in exponent form, bigints exact in user
 // data and across the transport, and a forged bigint tag that cannot make decoding slow.
 import assert from "node:assert/strict";
-import { test } from "node:test";
-import { decodeMessage, encodeMessage, jsonNumberText, jsonText, numberText } from "../../src/core/json.js";
+import { describe, it, test } from "node:test";
+import fc from "fast-check";
+import { decodeMessage, encodeMessage, jsonNumberText, jsonText, nonFiniteReplacer, numberText, stringifyNonFinite } from "../../src/core/json.js";
 
 test("numberText: String(v), except 2^53 ≤ |v| < 1e21 in exponent form that reads back as the same double", () => {
   assert.equal(numberText(2 ** 53 - 1), "9007199254740991");
@@ -36,4 +37,35 @@ test("messages carry bigints exactly; a forged bigint tag of more than 1,000 dig
   const forged = `{"x":{"$b":"${"9".repeat(100_000)}"}}`;
   const kept = decodeMessage(forged) as { x: unknown };
   assert.equal(typeof kept.x, "object", "not parsed into a 100,000-digit bigint");
+});
+
+describe("stringifyNonFinite", () => {
+  it("writes exactly what JSON.stringify with nonFiniteReplacer writes, for any JSON-like value", () => {
+    const number = fc.oneof(fc.double(), fc.constantFrom(-0, NaN, Infinity, -Infinity, Number.MAX_VALUE, 5e-324, 2 ** 53 + 2));
+    const value = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: "small" },
+        number,
+        fc.string(),
+        fc.boolean(),
+        fc.constant(null),
+        fc.constant(undefined),
+        fc.array(number),
+        fc.array(tie("value"), { maxLength: 4 }),
+        fc.dictionary(fc.string(), tie("value"), { maxKeys: 4 }),
+        fc.date({ noInvalidDate: true }),
+      ),
+    })).value;
+    fc.assert(
+      fc.property(value, (v) => {
+        assert.equal(stringifyNonFinite(v), JSON.stringify(v, nonFiniteReplacer));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it("writes a series' number arrays with non-finite values as their strings", () => {
+    const text = stringifyNonFinite({ steps: [0, 1, 2], values: [-0, NaN, Infinity], cursor: null, skipped: undefined });
+    assert.equal(text, '{"steps":[0,1,2],"values":[0,"NaN","Infinity"],"cursor":null}');
+  });
 });

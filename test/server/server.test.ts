@@ -111,6 +111,19 @@ describe("team server", { skip }, () => {
       const theirs = JSON.parse((await get(server.url, "/api/runs", other)).text) as { runs: unknown[] };
       assert.deepEqual(theirs.runs, []);
       assert.equal((await get(server.url, "/api/keys?run=exp/a", other)).status, 404);
+      // Nor through the many-runs forms: each of this project's runs is a 404 to them, and the same
+      // requests with this project's token give the run's answers.
+      const many = `?runs=${encodeURIComponent(JSON.stringify(["exp/a"]))}`;
+      const manyLines = `?kind=scalar&lines=${encodeURIComponent(JSON.stringify([["exp/a", "loss", null, null]]))}`;
+      for (const path of [`/api/keys${many}`, `/api/alerts${many}`, `/api/lines${manyLines}`]) {
+        const theirView = await get(server.url, path, other);
+        assert.equal(theirView.status, 200, path);
+        assert.doesNotMatch(theirView.text, /"steps"|"metrics"|"alerts"/, path);
+        assert.match(theirView.text, /"status":404/, path);
+        assert.doesNotMatch((await get(server.url, path, read)).text, /"status":404/, path);
+      }
+      const ours = JSON.parse((await get(server.url, `/api/lines${manyLines}`, read)).text) as { lines: { values: number[] }[] };
+      assert.deepEqual(ours.lines[0]?.values, [0, 0.1, 0.2]);
       assert.equal((await get(server.url, "/api/runs?project=proj", other)).status, 403);
       assert.equal((await post(server.url, other, body, { query: "?project=proj" })).status, 403);
       const mine = JSON.parse((await get(server.url, "/api/runs", read)).text) as { runs: { id: string }[] };

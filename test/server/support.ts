@@ -63,6 +63,12 @@ export async function assertRunEqual(server: TeamServer, runDir: string, project
     if (kind === "stream") assert.deepEqual(await remote.streamKeys(handle), keys.map((k) => k.key), `${runId}: stream keys`);
     if (kind === "system") assert.deepEqual(await remote.systemKeys(handle), keys.map((k) => k.key), `${runId}: system keys`);
     for (const k of keys) {
+      if (kind === "scalar") {
+        // Without a rank, the line a chart draws: the key's first in the store's order (the global
+        // line before ranks, the controller's and threads').
+        const [mine, theirs] = [await local.series(real, k.key, all), await remote.series(handle, k.key, all)];
+        same(mine.values, theirs.values, `${runId} scalar ${JSON.stringify(k.key)} without a rank`);
+      }
       for (const rank of k.ranks) {
         const what = `${runId} ${kind} ${JSON.stringify(k.key)} rank ${rank}`;
         const mine = kind === "scalar" ? await local.series(real, k.key, { rank, ...all }) : kind === "system" ? await local.system(real, k.key, all) : null;

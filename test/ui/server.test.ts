@@ -144,6 +144,50 @@ describe("dashboard server", () => {
     }
   });
 
+  it("serves lines, keys and alerts of many runs in one request, each run's as asking for it alone gives", async () => {
+    type Line = { steps: number[] } | { error: string; status: number };
+    const one = async (run: string, line: unknown[]): Promise<Line> =>
+      (await json<{ lines: Line[] }>(dashboard.url, `/api/lines?run=${encodeURIComponent(run)}&kind=scalar&maxPoints=500&lines=${encodeURIComponent(JSON.stringify([line]))}`)).lines[0] ?? { error: "none", status: 0 };
+    const asked: [string, string, number | null, string | null][] = [
+      ["exp/base", "loss", null, null],
+      ["exp/big", "signal", null, null],
+      ["exp/base", "loss", 1, "100"],
+      ["exp/nope", "loss", null, null],
+      ["escape/secret", "loss", null, null],
+      ["exp/big", "nope", null, null],
+    ];
+    const { lines } = await json<{ lines: Line[] }>(dashboard.url, `/api/lines?kind=scalar&maxPoints=500&lines=${encodeURIComponent(JSON.stringify(asked))}`);
+    assert.equal(lines.length, asked.length);
+    for (const [i, [run, ...line]] of asked.entries()) {
+      if (i < 3) assert.deepEqual(lines[i], await one(run, line), `line ${i}`);
+      else assert.ok(lines[i] !== undefined && "error" in lines[i], `line ${i} has an error, not data`);
+    }
+    assert.deepEqual(lines.slice(3).map((l) => ("status" in l ? l.status : 200)), [404, 404, 404]);
+    // Nothing of the file outside the root is read: the symlinked run is refused before any read.
+    assert.doesNotMatch(JSON.stringify(lines), /not yours/);
+
+    const runs = ["exp/base", "exp/big", "exp/nope"];
+    const keys = await json<{ runs: unknown[] }>(dashboard.url, `/api/keys?runs=${encodeURIComponent(JSON.stringify(runs))}`);
+    assert.deepEqual(keys.runs.slice(0, 2), [await json(dashboard.url, "/api/keys?run=exp/base"), await json(dashboard.url, "/api/keys?run=exp/big")]);
+    assert.equal((keys.runs[2] as { status: number }).status, 404);
+    const alerts = await json<{ runs: unknown[] }>(dashboard.url, `/api/alerts?runs=${encodeURIComponent(JSON.stringify(runs.slice(0, 2)))}`);
+    assert.deepEqual(alerts.runs, [await json(dashboard.url, "/api/alerts?run=exp/base"), await json(dashboard.url, "/api/alerts?run=exp/big")]);
+
+    const refused: [string, RegExp][] = [
+      ["/api/keys?runs=not-json", /runs is not JSON; runs must be a JSON array of 1 to 200 run ids/],
+      ["/api/keys?runs=%5B%5D", /runs must be a JSON array of 1 to 200 run ids/],
+      [`/api/alerts?runs=${encodeURIComponent(JSON.stringify([1]))}`, /runs must be a JSON array/],
+      [`/api/keys?runs=${encodeURIComponent(JSON.stringify(Array.from({ length: 201 }, (_, i) => `exp/r${i}`)))}`, /too many runs in one request: 201, at most 200/],
+      [`/api/lines?lines=${encodeURIComponent(JSON.stringify([["loss", null, null]]))}`, /each line starts with its run/],
+      [`/api/lines?lines=${encodeURIComponent(JSON.stringify([["", "loss", null, null]]))}`, /a line's run is not a non-empty string/],
+    ];
+    for (const [path, message] of refused) {
+      const answer = await get(dashboard.url, { path });
+      assert.equal(answer.status, 400, path);
+      assert.match(JSON.parse(answer.body).error, message, path);
+    }
+  });
+
   it("downsamples a 100k-point series to at most maxPoints, keeping the spike", async () => {
     const data = await json<{ steps: number[]; values: number[]; downsampled: boolean }>(dashboard.url, "/api/series?run=exp/big&key=signal&maxPoints=2000");
     assert.equal(data.downsampled, true);

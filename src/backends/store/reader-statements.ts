@@ -160,7 +160,7 @@ const RECORDS = (table: "samples" | "histograms", column: "records" | "data", of
   ORDER BY t.seq DESC LIMIT @limit`;
 
 /** Line order in SQL: the global line, ranks ascending, the controller, then thread lines (by owner and thread). */
-const LINE_ORDER = (column: string): string => `CASE WHEN ${column} = -1 THEN 0 WHEN ${column} >= 0 THEN 1 WHEN ${column} = -2 THEN 2 ELSE 3 END, abs(${column})`;
+export const LINE_ORDER = (column: string): string => `CASE WHEN ${column} = -1 THEN 0 WHEN ${column} >= 0 THEN 1 WHEN ${column} = -2 THEN 2 ELSE 3 END, abs(${column})`;
 
 /** Prepare the reader's statements (the tables must exist); `version` is the file's schema version. */
 export function prepareReaderStatements(db: Database.Database, version = 2): ReaderStatements {

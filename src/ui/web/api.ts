@@ -96,6 +96,9 @@ export type MetricKey = KeyInfo & { internal?: boolean };
 /** One requested line of `/api/lines`: key, rank, `after` cursor, and `before` (exclusive upper step bound). */
 export type LineRequest = [string, number | null, string | null] | [string, number | null, string | null, number | null];
 
+/** One requested line of many runs' `/api/lines`: the run, then as `LineRequest`. */
+export type RunLineRequest = [string, ...LineRequest];
+
 /** Keys of one run, by kind. */
 export interface RunKeys {
   metrics: MetricKey[];
@@ -225,7 +228,90 @@ export class ApiError extends Error {
 }
 
 /** What this server turned out not to support (an older server than the app). */
-const unsupported = { before: false, summary: false, alerts: false };
+const unsupported = { before: false, summary: false, alerts: false, runs: false };
+
+/** JSON of one many-runs request at most (its URL stays well under servers' header limits). */
+const MANY_RUNS_CHARS = 4_000;
+
+/** Cut `items` into chunks whose JSON stays under `MANY_RUNS_CHARS` (and `most` items). */
+function chunksOf<T>(items: readonly T[], most: number): T[][] {
+  const out: T[][] = [];
+  let chunk: T[] = [];
+  let chars = 0;
+  for (const item of items) {
+    const size = JSON.stringify(item).length + 1;
+    if (chunk.length > 0 && (chunk.length >= most || chars + size > MANY_RUNS_CHARS)) {
+      out.push(chunk);
+      chunk = [];
+      chars = 0;
+    }
+    chunk.push(item);
+    chars += size;
+  }
+  if (chunk.length > 0) out.push(chunk);
+  return out;
+}
+
+/** A many-runs answer's entry for a run that had none: why. */
+function isErrorAnswer<T>(answer: T | { error: string; status: number }): answer is { error: string; status: number } {
+  return isRecord(answer) && typeof answer["error"] === "string" && typeof answer["status"] === "number";
+}
+
+/**
+ * `path` of many runs, a request per chunk of runs (`runs=[…]`): each run's answer, or the error
+ * the server gave for it. A server without `runs` (older than the app) is asked run by run.
+ */
+async function perRun<T>(path: string, runs: readonly string[], one: (run: string) => Promise<T>): Promise<Map<string, T | ApiError>> {
+  const found = new Map<string, T | ApiError>();
+  const single = async (run: string): Promise<void> => {
+    try {
+      found.set(run, await one(run));
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      found.set(run, error);
+    }
+  };
+  for (const chunk of chunksOf([...new Set(runs)], 100)) {
+    if (unsupported.runs) {
+      for (const run of chunk) await single(run);
+      continue;
+    }
+    try {
+      const { runs: answers } = await getJson<{ runs: Array<T | { error: string; status: number }> }>(path, { runs: JSON.stringify(chunk) });
+      for (const [i, run] of chunk.entries()) {
+        const answer = answers[i];
+        if (answer === undefined) found.set(run, new ApiError("the server gave no answer for this run", 502));
+        else found.set(run, isErrorAnswer(answer) ? new ApiError(answer.error, answer.status) : answer);
+      }
+    } catch (error) {
+      if (!(error instanceof ApiError && error.status === 400)) throw error;
+      unsupported.runs = true;
+      for (const run of chunk) await single(run);
+    }
+  }
+  return found;
+}
+
+/** An alert event as JSON carries it: its value may be a non-finite number's name. */
+function decodeAlert(a: AlertEntry): AlertEntry {
+  return a.value === undefined ? a : { ...a, value: toNumber(a.value) };
+}
+
+/** `api.runLines` one run at a time, answers in the order asked. */
+async function linesRunByRun<T extends SeriesData | StreamData>(kind: LineKind, lines: RunLineRequest[], maxPoints?: number): Promise<LineAnswer<T>[]> {
+  const byRun = new Map<string, number[]>();
+  for (const [i, [run]] of lines.entries()) byRun.set(run, [...(byRun.get(run) ?? []), i]);
+  const out = new Array<LineAnswer<T>>(lines.length);
+  for (const [run, at] of byRun) {
+    const own = at.map((i): LineRequest => {
+      const [, key, rank, after, before] = lines[i] ?? [run, "", null, null];
+      return before === undefined ? [key, rank, after] : [key, rank, after, before];
+    });
+    const answers = await api.lines<T>(run, kind, own, maxPoints);
+    for (const [j, i] of at.entries()) out[i] = answers[j] ?? { error: "the server gave no answer for this line", status: 502 };
+  }
+  return out;
+}
 
 export const api = {
   /**
@@ -243,6 +329,22 @@ export const api = {
         return api.lines(run, kind, lines, maxPoints);
       }
       throw error;
+    }
+  },
+  /**
+   * Lines of many runs at once (an overlay): `[run, key, rank, after, before?]` each, in one
+   * request; from a server that does not take lines naming their runs, one request per run.
+   */
+  runLines: async <T extends SeriesData | StreamData>(kind: LineKind, lines: RunLineRequest[], maxPoints?: number): Promise<LineAnswer<T>[]> => {
+    if (unsupported.runs) return linesRunByRun<T>(kind, lines, maxPoints);
+    const wire = lines.map(([run, ...line]) => [run, ...(unsupported.before ? line.slice(0, 3) : line.length === 4 && line[3] === null ? line.slice(0, 3) : line)]);
+    try {
+      const data = await getJson<{ lines: LineAnswer<T>[] }>("lines", { kind, lines: JSON.stringify(wire), maxPoints });
+      return data.lines.map((l) => decodeLine(l));
+    } catch (error) {
+      if (!(error instanceof ApiError && error.status === 400)) throw error;
+      unsupported.runs = true;
+      return linesRunByRun<T>(kind, lines, maxPoints);
     }
   },
   bytesReceived: () => received,
@@ -280,7 +382,7 @@ export const api = {
     if (unsupported.alerts) return [];
     try {
       const { alerts } = await getJson<{ alerts: AlertEntry[] }>("alerts", { run });
-      return alerts.map((a) => (a.value === undefined ? a : { ...a, value: toNumber(a.value) }));
+      return alerts.map(decodeAlert);
     } catch (error) {
       if (error instanceof ApiError && error.status === 404 && /endpoint/.test(error.message)) {
         unsupported.alerts = true;
@@ -308,6 +410,14 @@ export const api = {
     }));
   },
   keys: (run: string) => getJson<RunKeys>("keys", { run }),
+  /** The keys of many runs, a request per 100 runs (each run's keys, or the error it had). */
+  keysOf: (runs: readonly string[]): Promise<Map<string, RunKeys | ApiError>> => perRun("keys", runs, api.keys),
+  /** The alert events of many runs, a request per 100 runs (each run's, or the error it had). */
+  alertsOf: async (runs: readonly string[]): Promise<Map<string, AlertEntry[] | ApiError>> => {
+    if (unsupported.alerts) return new Map();
+    const found = await perRun<{ alerts: AlertEntry[] }>("alerts", runs, async (run) => ({ alerts: await api.alerts(run) }));
+    return new Map([...found].map(([run, answer]) => [run, answer instanceof ApiError ? answer : answer.alerts.map(decodeAlert)]));
+  },
   /** One key's newest `limit` histograms (of one line when `rank` is given; -1: the global one), and the lines there are. */
   histograms: async (run: string, key: string, limit?: number, rank?: number): Promise<{ histograms: HistogramEntry[]; ranks: number[] }> => {
     const answer = await getJson<{ histograms: HistogramEntry[]; ranks?: number[] }>("histograms", { run, key, limit, rank });

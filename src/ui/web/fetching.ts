@@ -1,5 +1,5 @@
 /**
- * Getting lines' points: a few lines per request, a few requests at a time, only for cards that
+ * Getting lines' points: a few lines per request (of any runs), a few requests at a time, only for cards that
  * came on screen (an IntersectionObserver per grid), and again for a zoomed window.
  */
 import { api, isStreamData, type LineAnswer, type SeriesData, type StreamData } from "./api.js";
@@ -149,13 +149,14 @@ export async function fillCards(generation: number, all: CardSpec[], maxPoints: 
     else spec.card.setLines(spec.lines.map((x) => x.line));
   };
   const zoom = state.settings.zoom;
-  const groups = batches(jobs, (j) => `${j.l.run}\u0000${j.l.kind}`, FIRST_LOAD_BATCH);
+  // Lines of one kind, whichever runs they are of: an overlay of 50 runs is a few requests, not 50.
+  const groups = batches(jobs, (j) => j.l.kind, FIRST_LOAD_BATCH);
   await pool(groups, FETCH_CONCURRENCY, async (group) => {
     const first = group[0];
     if (first === undefined) return;
     let answers: LineAnswer<SeriesData | StreamData>[] = [];
     try {
-      answers = await api.lines(first.l.run, API_KIND[first.l.kind], group.map(({ l }) => [l.key, l.rank ?? null, null]), maxPoints);
+      answers = await api.runLines(API_KIND[first.l.kind], group.map(({ l }) => [l.run, l.key, l.rank ?? null, null]), maxPoints);
     } catch (error) {
       if (generation === state.generation) hooks.showError(error);
     }

@@ -4,7 +4,7 @@
  * The banner, above every tab, names the alerts firing now in the selected runs.
  */
 import { alertEpisodes, alertSubject, type AlertEpisode } from "../alerts.js";
-import { api, type AlertEntry } from "../api.js";
+import { api, ApiError, type AlertEntry } from "../api.js";
 import { clear, el, formatTime } from "../dom.js";
 import { visibleName } from "../names.js";
 import { hooks, state } from "../state.js";
@@ -35,12 +35,14 @@ function episodeRow(episode: AlertEpisode): HTMLTableRowElement {
 
 export async function renderAlerts(generation: number): Promise<void> {
   const view = viewBox();
+  const byRun = await api.alertsOf(state.selected);
+  if (generation !== state.generation) return;
   for (const run of state.selected) {
-    const entries = await api.alerts(run);
-    if (generation !== state.generation) return;
+    const entries = byRun.get(run) ?? [];
     const section = el("section", { className: "run-section" }, el("h2", {}, visibleName(run)));
-    const episodes = alertEpisodes(entries);
-    if (episodes.length === 0) section.appendChild(el("p", { className: "muted" }, "No alerts in this run."));
+    const episodes = alertEpisodes(alertsIn(entries));
+    if (entries instanceof ApiError) section.appendChild(el("p", { className: "error" }, `Alerts could not be read: ${visibleName(entries.message)}`));
+    else if (episodes.length === 0) section.appendChild(el("p", { className: "muted" }, "No alerts in this run."));
     else {
       const head = el("tr", {}, ...["state", "rule", "level", "about", "started", "resolved", "message"].map((h) => el("th", {}, h)));
       section.appendChild(el("table", { className: "alerts" }, el("thead", {}, head), el("tbody", {}, ...episodes.map(episodeRow))));
@@ -49,11 +51,17 @@ export async function renderAlerts(generation: number): Promise<void> {
   }
 }
 
+/** A run's alert events, none when they could not be read (the Alerts tab says why). */
+function alertsIn(entries: AlertEntry[] | ApiError | undefined): AlertEntry[] {
+  return entries === undefined || entries instanceof ApiError ? [] : entries;
+}
+
 /** Show the alerts firing now in the selected runs above the view (hidden when none). */
 export async function renderAlertBanner(banner: HTMLElement): Promise<void> {
   const firing: { run: string; episode: AlertEpisode }[] = [];
+  const byRun = await api.alertsOf(state.selected);
   for (const run of state.selected) {
-    for (const episode of alertEpisodes(await api.alerts(run))) if (episode.resolved === null) firing.push({ run, episode });
+    for (const episode of alertEpisodes(alertsIn(byRun.get(run)))) if (episode.resolved === null) firing.push({ run, episode });
   }
   clear(banner);
   banner.classList.toggle("hidden", firing.length === 0);

@@ -1,11 +1,10 @@
 /** What the chart tabs share: labels, new lines, the view container, empty notes, keys. */
-import { api, type LostRank, type RunKeys } from "../api.js";
+import { api, ApiError, type LostRank, type RunKeys } from "../api.js";
 import type { Line, ViewSettings } from "../chart-data.js";
 import { el } from "../dom.js";
 import { lineDisplayLabel } from "../../../core/rank-identity.js";
 import { visibleName } from "../names.js";
 import { rankColour } from "../colours.js";
-import { FETCH_CONCURRENCY, pool } from "../fetching.js";
 import { runById, runColour, state, type Tab } from "../state.js";
 
 export function viewBox(): HTMLElement {
@@ -94,14 +93,15 @@ function slot(line: number, n: number): number {
   return ((line % n) + n) % n;
 }
 
-/** The keys of every selected run (a few requests at a time: a selection can hold hundreds). */
+/**
+ * The keys of every selected run (one request per 100 runs: a selection can hold hundreds). A
+ * run whose keys cannot be read fails the view with its error, as asking for it alone does.
+ */
 export async function loadKeys(): Promise<Map<string, RunKeys>> {
-  const found = new Map<string, RunKeys>();
-  await pool([...state.selected], FETCH_CONCURRENCY * 2, async (run) => {
-    found.set(run, await api.keys(run));
-  });
+  const found = await api.keysOf(state.selected);
   const entries = state.selected.flatMap((run) => {
     const keys = found.get(run);
+    if (keys instanceof ApiError) throw keys;
     return keys === undefined ? [] : [[run, keys] as const];
   });
   for (const [run, keys] of entries) state.keysByRun.set(run, keys);
