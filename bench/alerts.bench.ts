@@ -24,9 +24,9 @@ import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { resolveAlertOptions, type AlertRuleConfig } from "../src/alerts/options.js";
-import type { KeyState } from "../src/core/collector.js";
+import type { KeyState } from "../src/core/key-state.js";
 import type { Metric } from "../src/core/metric.js";
-import { reduceStates } from "../src/controller/reduce-states.js";
+import { reduceStates } from "../src/pipeline/reduce-states.js";
 import { median, printTable } from "./harness.js";
 
 const KEYS = 1000;

@@ -13,7 +13,7 @@
 import { connect } from "@nats-io/transport-node";
 import { authConnectionOptions, resolveNatsAuth, type NatsAuthOptions } from "../src/transport/protocol/nats-auth.js";
 import { Collector, type MetricEntry } from "../src/core/collector.js";
-import { RankRuntime } from "../src/transport/rank/runtime.js";
+import { RankRuntime } from "../src/pipeline/runtime.js";
 import { startHostAgent, type HostAgent } from "../src/transport/host/agent.js";
 import { joinOverNats } from "../src/transport/rank/nats.js";
 import { RankAgent } from "../src/transport/rank/rank-agent.js";

@@ -6,14 +6,14 @@
  * in <= 100 ms. Ingest figures are the median (and best) of 3 runs, reads the median of 15: the
  * machines this runs on are shared. Run: `npm run bench -- store`.
  */
-import { Database, sqlitePackage, sqliteVersion } from "../src/backends/store/sqlite.js";
+import { Database, sqlitePackage, sqliteVersion } from "../src/store/sqlite.js";
 import { rmSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { StoreBackend } from "../src/backends/store/index.js";
-import { closeStores, series } from "../src/backends/store/reader.js";
-import { GLOBAL_RANK } from "../src/backends/store/schema.js";
-import { StoreWriter } from "../src/backends/store/writer.js";
+import { closeStores, series } from "../src/store/reader.js";
+import { GLOBAL_RANK } from "../src/store/schema.js";
+import { StoreWriter } from "../src/store/writer.js";
 import { tempDir } from "../test/helpers.js";
 
 const N = 1_000_000;

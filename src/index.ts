@@ -21,13 +21,13 @@ export {
   metric,
   getCollector,
   type MetricHandle,
-  type KeyState,
   type StreamProducer,
   type MetricEntry,
   type MetricEntryBase,
   type NumericEntry,
   type RecordEntry,
 } from "./core/collector.js";
+export type { KeyState } from "./core/key-state.js";
 export { Reduce, registerReduce, getReduceDefinition } from "./core/registry.js";
 export type {
   Accumulator,
@@ -105,7 +105,7 @@ export { ALERT_LEVELS, type AlertEvent, type AlertLevel, type AlertState } from 
 export { BUILTIN_RULES, type AlertOptions, type AlertRuleConfig, type AlertRuleBase, type BuiltinRuleName, type NonfiniteRule, type RankLostRule, type StalledRule, type StragglerRule, type ThresholdRule, type SpikeRule, type RateDropRule } from "./alerts/options.js";
 export type { AlertStats } from "./alerts/controller-alerts.js";
 export type { WebhookStats } from "./alerts/webhook.js";
-export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./transport/rank/runtime.js";
+export { RankRuntime, type RankHandle, type RankInit, type RankSnapshot, type RunInfo } from "./pipeline/runtime.js";
 export { resolveRunLocation, pathSegmentProblem, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
 export { currentMetricLogger, type FlushOptions, type LogDirectOptions } from "./controller/metric-logger.js";
 export { monotonicCommitStep, MonotonicStep } from "./core/step.js";
@@ -168,7 +168,7 @@ export { parseTraceText, readTraceFile, type ParsedTrace } from "./trace/trace-f
 export { mergeTraces, type MergeTracesOptions, type MergeTracesResult } from "./trace/merge.js";
 export { spawnRanks, RankGroup, type SpawnRanksOptions, type RankServer } from "./transport/controller/launcher.js";
 export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/rank/join.js";
-export { currentRank } from "./transport/rank/runtime.js";
+export { currentRank } from "./pipeline/runtime.js";
 export { ignoredMessageCounts, transportStats, PROTOCOL_VERSION, type IgnoredMessageCounts, type TransportStats } from "./transport/protocol/messages.js";
 export {
   streamValues,

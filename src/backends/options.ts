@@ -1,7 +1,7 @@
 /**
  * The compile-time shape of a backends config: `initBackends({ console: { loggingMode: "global_reduce" } })`.
  *
- * Types only (no runtime code): the runtime checks stay in `controller/config.ts` (zod, for
+ * Types only (no runtime code): the runtime checks stay in `pipeline/config.ts` (zod, for
  * JavaScript callers and configs read from files). These types make the same mistakes compile
  * errors for TypeScript callers: a `loggingMode` that is not one of the three, an option a backend
  * does not know (`evrey`), a backend name that is not registered (`tensorbaord`).

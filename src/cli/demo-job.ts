@@ -13,7 +13,7 @@
  * (`logs/main.log`, `logs/merged.log`).
  */
 import { LOGGING_MODES } from "../core/metric.js";
-import type { BackendsConfig } from "../controller/config.js";
+import type { BackendsConfig } from "../pipeline/config.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
 import { SystemMonitor } from "../system/monitor.js";
 import { getLogger } from "../textlog/logger.js";

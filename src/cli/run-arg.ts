@@ -4,7 +4,7 @@
  */
 import { existsSync } from "node:fs";
 import { isAbsolute, join, resolve } from "node:path";
-import { STORE_FILE } from "../backends/store/schema.js";
+import { STORE_FILE } from "../store/schema.js";
 import { resolveSetting, textKind } from "../core/settings.js";
 import { DEFAULT_RUNS_ROOT, RUNS_ROOT_ENV } from "../run/run-dir.js";
 

@@ -3,7 +3,7 @@
  * `MAX_FLUSHES_BEFORE_INIT`, the oldest dropped and counted) and logged at their own steps by the
  * first flush after it.
  */
-import type { KeyState } from "../core/collector.js";
+import type { KeyState } from "../core/key-state.js";
 import { reportError, warn } from "../core/diagnostics.js";
 import { MAX_FLUSHES_BEFORE_INIT } from "./logger-options.js";
 

@@ -14,8 +14,8 @@ import { DEFAULT_PROCESS_NAME } from "../core/rank-identity.js";
 import { describeValue, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
 import { claimRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
 import { newRunSecret, runSecretSetting } from "../core/run-secret.js";
-import { DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "./backend-set.js";
-import type { BackendsConfig } from "./config.js";
+import { DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "../pipeline/backend-set.js";
+import type { BackendsConfig } from "../pipeline/config.js";
 import type { StragglerReport } from "../core/straggler-report.js";
 import { resolveStragglerOptions, type ResolvedStragglerOptions, type StragglerOptions } from "./stragglers.js";
 

@@ -7,12 +7,12 @@
  * NATS rank that answers again is back: no longer counted, its loss marked as ended. The `rank_lost`
  * alert reads the ranks lost now (`refs`) at every flush.
  */
-import type { KeyState } from "../core/collector.js";
+import type { KeyState } from "../core/key-state.js";
 import { RANKS_LOST_KEY } from "../core/internal-keys.js";
 import type { RankLoss } from "../core/metric.js";
 import type { RankIdentity } from "../core/rank-identity.js";
 import type { LostRankRef } from "../alerts/engine.js";
-import { singleValueState } from "./reduce-states.js";
+import { singleValueState } from "../pipeline/reduce-states.js";
 
 /** The ranks lost so far and what to tell the backends. */
 export class LostRanks {

@@ -11,7 +11,8 @@ import type { BackendContext } from "../backends/backend.js";
 import "../backends/builtin.js";
 // The controller merges states of every reduction its ranks may send, stats' avg_min_max included.
 import "../stats/reductions.js";
-import { getCollector, pendingValues as pendingValuesOf, type KeyState } from "../core/collector.js";
+import { getCollector, pendingValues as pendingValuesOf } from "../core/collector.js";
+import type { KeyState } from "../core/key-state.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
 import { warn } from "../core/diagnostics.js";
 import { peekProcessWide, setProcessWide } from "../core/process-wide.js";
@@ -21,9 +22,9 @@ import type { Metric } from "../core/metric.js";
 import { setCurrentRun } from "../run/current.js";
 import { releaseUnusedRunLocation, type RunLocation } from "../run/run-dir.js";
 import { runHyperparams, validateRunMeta, writeRunFiles } from "../run/run-files.js";
-import { runLocationNote } from "../run/where.js";
-import { BackendSet, type BackendDeliveryStats } from "./backend-set.js";
-import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "./config.js";
+import { runLocationNote } from "./where.js";
+import { BackendSet, type BackendDeliveryStats } from "../pipeline/backend-set.js";
+import { validateBackendsConfig, type BackendsConfig, type ValidatedBackend } from "../pipeline/config.js";
 import { GLOBAL_DISPLAY_NAME } from "../core/rank-identity.js";
 import {
   conflictingOptions,
@@ -42,8 +43,9 @@ import { alertStates, answersTiming, askRanks, droppedKeyStates, mergeAnswers, r
 import { LostRanks } from "./lost-ranks.js";
 import { StragglerTracker, type ResolvedStragglerOptions } from "./stragglers.js";
 import type { RankIdentity } from "../core/rank-identity.js";
-import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../transport/rank/runtime.js";
-import { reduceStates } from "./reduce-states.js";
+import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../pipeline/runtime.js";
+import { reduceStates } from "../pipeline/reduce-states.js";
+import { provideDefaultLogger, type RankController } from "../pipeline/default-logger.js";
 import { ControllerAlerts, type AlertStats } from "../alerts/controller-alerts.js";
 import type { StragglerInput } from "../alerts/engine.js";
 
@@ -62,7 +64,7 @@ export {
 export { DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
 
 /** The controller-side logger. Get it with `getOrCreateMetricLogger`. */
-export class MetricLogger implements ResolvedLoggerOptions {
+export class MetricLogger implements ResolvedLoggerOptions, RankController {
   readonly processName: string;
   readonly run: RunLocation;
   readonly flushDeadlineMs: number;
@@ -512,6 +514,9 @@ export async function getOrCreateMetricLogger(options: MetricLoggerOptions = {})
   }
   return logger;
 }
+
+// The carriers (spawnRanks, serveRanksOverNats, serveHostsOverNats) fall back to this logger.
+provideDefaultLogger(() => getOrCreateMetricLogger());
 
 /** The controller's logger if one exists in this process (created and not shut down), else undefined. */
 export function currentMetricLogger(): MetricLogger | undefined {

@@ -4,14 +4,14 @@
  * agent's handle answers for the ranks of its host (src/transport/host): they are counted one by
  * one, and named when missing.
  */
-import type { KeyState } from "../core/collector.js";
+import type { KeyState } from "../core/key-state.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
 import type { RankRef } from "../alerts/engine.js";
 import { warn } from "../core/diagnostics.js";
 import { ALERTS_UNDELIVERED_KEY, DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
 import { appendRankTiming, appendTimingColumns, emptyTimingColumns, type TimingColumns } from "../core/step-timing.js";
-import { mergeRankKeyStates, singleValueState } from "./reduce-states.js";
-import { isMergeableSnapshot, type RankGroupHandle, type RankGroupSnapshot, type RankHandle, type RankSnapshot } from "../transport/protocol/types.js";
+import { mergeRankKeyStates, singleValueState } from "../pipeline/reduce-states.js";
+import { isMergeableSnapshot, type RankGroupHandle, type RankGroupSnapshot, type RankHandle, type RankSnapshot } from "../pipeline/rank-handle.js";
 
 /** What the ranks answered to one flush. */
 export interface RankAnswers {

@@ -18,12 +18,12 @@
  * The work is O(ranks) per flush (medians by selection, not sorting) with a few typed arrays:
  * `npm run bench -- stragglers` measures 1,024 ranks.
  */
-import type { KeyState } from "../core/collector.js";
+import type { KeyState } from "../core/key-state.js";
 import { describeValue, rejectUnknownOptions } from "../core/settings.js";
 import { STRAGGLER_KEY_PREFIX } from "../core/internal-keys.js";
 import type { ChronicRank, RankRef, RankTimingRecord, SlowRank, StragglerMeasure, StragglerReport } from "../core/straggler-report.js";
 import { timingRows, type TimingColumns, type TracerColumns } from "../core/step-timing.js";
-import { singleValueState } from "./reduce-states.js";
+import { singleValueState } from "../pipeline/reduce-states.js";
 
 export type { ChronicRank, RankTimingRecord, SlowRank, StragglerMeasure, StragglerReport } from "../core/straggler-report.js";
 

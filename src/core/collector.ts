@@ -26,6 +26,7 @@ import { getReduceDefinition } from "./registry.js";
 import { processWide } from "./process-wide.js";
 import { StepTimings } from "./step-timing.js";
 import { watchForNoLogger } from "./no-logger.js";
+import type { KeyState } from "./key-state.js";
 import { isReportingWorker, linkWorkerCollector, workerGatherer } from "./worker-link.js";
 
 /** What every key's entry has, whatever its reduction accepts (see `MetricEntry`). */
@@ -57,13 +58,6 @@ export interface RecordEntry extends MetricEntryBase {
 
 /** One key's accumulator in this process; `numeric` tells what its accumulator accepts. */
 export type MetricEntry = NumericEntry | RecordEntry;
-
-/** The state of one key at a flush, as sent to the controller. */
-export interface KeyState {
-  readonly key: string;
-  readonly reduce: string;
-  readonly state: AccumulatorState;
-}
 
 /**
  * Receives every raw numeric value as it is recorded, for `per_rank_no_reduce` backends. It runs on

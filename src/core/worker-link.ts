@@ -19,7 +19,7 @@
  */
 import { registerDrain } from "./lifecycle.js";
 import { BroadcastChannel, isMainThread, threadId, workerData } from "node:worker_threads";
-import type { KeyState } from "./collector.js";
+import type { KeyState } from "./key-state.js";
 import { reportError, warn } from "./diagnostics.js";
 import { processWide } from "./process-wide.js";
 

@@ -12,7 +12,7 @@ import { warn } from "../core/diagnostics.js";
 import { histogramReduce } from "../core/accumulators/histogram.js";
 import { isRecord } from "../core/json.js";
 import type { Metric } from "../core/metric.js";
-import type { BackendsConfig, UncheckedBackendsConfig } from "../controller/config.js";
+import type { BackendsConfig, UncheckedBackendsConfig } from "../pipeline/config.js";
 import type { BackendSwitchOf } from "../backends/options.js";
 import { currentMetricLogger, getOrCreateMetricLogger, type FlushResult, type MetricLogger } from "../controller/metric-logger.js";
 import { SystemMonitor } from "../system/monitor.js";

@@ -12,8 +12,8 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type pg from "pg";
 import { from as copyFrom } from "pg-copy-streams";
-import { packFloat64, unpackFloat64 } from "../backends/store/codec.js";
-import { blockSummaries, extremes, f64, type SeriesColumns } from "../backends/store/columns.js";
+import { packFloat64, unpackFloat64 } from "../store/codec.js";
+import { blockSummaries, extremes, f64, type SeriesColumns } from "../store/columns.js";
 
 /** One chunk to insert. `firstPos`: its first point's position (a step for scalars, the server's arrival number otherwise). */
 export interface ChunkRow {

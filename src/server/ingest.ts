@@ -13,8 +13,8 @@
  * worth) they are merged into full `CHUNK_POINTS` chunks, as the local store does.
  */
 import type pg from "pg";
-import { CHUNK_POINTS } from "../backends/store/schema.js";
-import { concatSeries, sliceSeries, type SeriesColumns } from "../backends/store/columns.js";
+import { CHUNK_POINTS } from "../store/schema.js";
+import { concatSeries, sliceSeries, type SeriesColumns } from "../store/columns.js";
 import { metaHash, type Batch, type RunMeta, type SegmentHeader } from "../sync/wire.js";
 import { parseAlertEvent } from "../core/alert-json.js";
 import { decodeChunkBlobs, insertChunks, type ChunkRow } from "./chunks.js";
@@ -356,14 +356,20 @@ async function storeTimings(client: pg.ClientBase, runId: number, batch: Batch):
   if (listId === undefined) throw new Error("the rank list was not stored");
   const cols = t.steps.length;
   const column = (matrix: ReadonlyArray<number | null>, col: number): Array<number | null> => t.ranks.map((_r, row) => matrix[row * cols + col] ?? null);
+  // Every flush of the window in one statement (steps increase strictly, so no row is hit twice).
+  const rows: string[] = [];
+  const values: unknown[] = [runId, listId];
   for (let col = 0; col < cols; col++) {
-    await client.query(
-      `INSERT INTO rank_timing (run_id, step, wall, list_id, report, step_ms, lateness_ms, wait_ms) VALUES ($1, $2, $3, $4, $5, $6::real[], $7::real[], $8::real[])
-       ON CONFLICT (run_id, step) DO UPDATE SET wall = EXCLUDED.wall, list_id = EXCLUDED.list_id, report = EXCLUDED.report,
-         step_ms = EXCLUDED.step_ms, lateness_ms = EXCLUDED.lateness_ms, wait_ms = EXCLUDED.wait_ms`,
-      [runId, t.steps[col], t.walls[col], listId, t.reports[col], column(t.stepMs, col), column(t.latenessMs, col), column(t.waitMs, col)],
-    );
+    const at = values.length;
+    rows.push(`($1, $${at + 1}, $${at + 2}, $2, $${at + 3}, $${at + 4}::real[], $${at + 5}::real[], $${at + 6}::real[])`);
+    values.push(t.steps[col], t.walls[col], t.reports[col], column(t.stepMs, col), column(t.latenessMs, col), column(t.waitMs, col));
   }
+  await client.query(
+    `INSERT INTO rank_timing (run_id, step, wall, list_id, report, step_ms, lateness_ms, wait_ms) VALUES ${rows.join(", ")}
+     ON CONFLICT (run_id, step) DO UPDATE SET wall = EXCLUDED.wall, list_id = EXCLUDED.list_id, report = EXCLUDED.report,
+       step_ms = EXCLUDED.step_ms, lateness_ms = EXCLUDED.lateness_ms, wait_ms = EXCLUDED.wait_ms`,
+    values,
+  );
   await client.query(
     `INSERT INTO run_cursors (run_id, name, value) VALUES ($1, 'timing', $2) ON CONFLICT (run_id, name) DO UPDATE SET value = GREATEST(run_cursors.value, EXCLUDED.value)`,
     [runId, t.steps[cols - 1]],

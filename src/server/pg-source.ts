@@ -8,11 +8,11 @@
 import { Readable } from "node:stream";
 import type pg from "pg";
 import { compareLines } from "../core/rank-identity.js";
-import { GLOBAL_RANK, SERIES_KINDS, type AlertEntry, type HistogramEntry, type LostRank, type KeyInfo, type KeyKind, type RankTimingWindow, type SeriesResult } from "../backends/store/read-types.js";
-import { LINE_ORDER, type ChunkMeta } from "../backends/store/reader-statements.js";
-import { readChunkedSeries, type ChunkReads } from "../backends/store/series-read.js";
-import { BLOCK_POINTS } from "../backends/store/schema.js";
-import { DEFAULT_MAX_POINTS } from "../backends/store/store-reader.js";
+import { GLOBAL_RANK, SERIES_KINDS, type AlertEntry, type HistogramEntry, type LostRank, type KeyInfo, type KeyKind, type RankTimingWindow, type SeriesResult } from "../store/read-types.js";
+import { LINE_ORDER, type ChunkMeta } from "../store/reader-statements.js";
+import { readChunkedSeries, type ChunkReads } from "../store/series-read.js";
+import { BLOCK_POINTS } from "../store/schema.js";
+import { DEFAULT_MAX_POINTS } from "../store/store-reader.js";
 import { isRecord, parseNumber } from "../core/json.js";
 import { parseAlertEvent } from "../core/alert-json.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
@@ -21,7 +21,7 @@ import type { DashboardSource, LabelledRun, RunBytes, RunDetails, RunQuery, Runs
 import { summaryOf } from "../ui/run-query.js";
 import { LAST_VALUES_SQL, runsSql } from "./run-filter.js";
 import { ranksView, type RanksView } from "../ui/ranks-view.js";
-import { assembleRankTiming, parseRankList } from "../backends/store/rank-timing.js";
+import { assembleRankTiming, parseRankList } from "../store/rank-timing.js";
 import type { RankRef } from "../core/straggler-report.js";
 
 const POINTS_PER_BUCKET = 3;

@@ -7,7 +7,7 @@
  * A run's last value of a key (`metric=`, `sort=metric:`) is its global line's, else its lowest
  * rank's (`series.last_value`, NULL there meaning NaN), as `/api/summary` answers it.
  */
-import type { ParamFilter, MetricFilter, RunQuery } from "../ui/run-query.js";
+import type { ParamFilter, MetricFilter, RunQuery } from "../ui/source.js";
 
 /** The columns a page selects (`id` for reading the page's last values after). */
 export const RUN_COLUMNS = "runs.id, run_key, experiment, trial, status, started_at, ended_at, updated_at, resume_step, tags, grp, params, lost_ranks";

@@ -5,7 +5,7 @@
  * move back with it. System metrics are kept (the store keeps them too).
  */
 import type pg from "pg";
-import { sliceSeries } from "../backends/store/columns.js";
+import { sliceSeries } from "../store/columns.js";
 import { decodeChunkBlobs, insertChunks } from "./chunks.js";
 
 /** Remove everything of run `runId` logged at or after `step` and reset the cursors to what remains. */

@@ -1,7 +1,7 @@
 /**
  * Handing the writer's decoded metric batches to the `logStream` backends (`StreamBatchSink`), on
  * the stream's thread, off any recording call. The sink queues them per backend (in order, one call
- * at a time, bounded: src/controller/stream-queue.ts); a failure is reported and the stream goes on.
+ * at a time, bounded: src/pipeline/stream-queue.ts); a failure is reported and the stream goes on.
  */
 import { describeError, reportError } from "../core/diagnostics.js";
 import type { StreamRecord } from "../core/metric.js";

@@ -11,7 +11,7 @@
  */
 import { closeSync, existsSync, openSync, readSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { join } from "node:path";
-import * as store from "../backends/store/reader.js";
+import * as store from "../store/reader.js";
 import { jsonText, nonFiniteReplacer } from "../core/json.js";
 import { RunLabelReader } from "../ui/run-labels.js";
 import type { AlertHeader, RecordHeader, RunMeta, TimingHeader, WireSeriesKind } from "./wire.js";

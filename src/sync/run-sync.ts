@@ -14,8 +14,8 @@
  */
 import { promisify } from "node:util";
 import { gzip } from "node:zlib";
-import { concatSeries } from "../backends/store/columns.js";
-import { runInfo } from "../backends/store/reader.js";
+import { concatSeries } from "../store/columns.js";
+import { runInfo } from "../store/reader.js";
 import { SyncClient, SyncConflict, type SyncTarget } from "./client.js";
 import { listFiles, listSeries, readAlerts, readFileBytes, readMeta, readPiece, readRange, readRecords, readTimings, type SeriesPiece, type SeriesRef } from "./read-run.js";
 import { WIRE_VERSION, encodeBatch, metaHash, type AlertHeader, type Batch, type FileSegment, type RecordHeader, type RunMeta, type SegmentHeader, type TimingHeader } from "./wire.js";

@@ -6,7 +6,7 @@
  * At `finish`, one last full pass within the deadline given, then it answers and stops.
  */
 import { parentPort, workerData } from "node:worker_threads";
-import { closeStores, runInfo } from "../backends/store/reader.js";
+import { closeStores, runInfo } from "../store/reader.js";
 import { describeError } from "../core/diagnostics.js";
 import { sleep } from "../core/retry.js";
 import { RunSync } from "./run-sync.js";

@@ -18,8 +18,8 @@
 import { createHash } from "node:crypto";
 import { isRecord } from "../core/json.js";
 import { MAX_ALERT_JSON, parseAlertEvent } from "../core/alert-json.js";
-import type { LostRank } from "../backends/store/read-types.js";
-import { parseStragglerReport } from "../backends/store/rank-timing.js";
+import type { LostRank } from "../store/read-types.js";
+import { parseStragglerReport } from "../store/rank-timing.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 
 /** Format version; the header's `v`. */

@@ -15,8 +15,8 @@ import { reportError, warn } from "../core/diagnostics.js";
 import type { Metric } from "../core/metric.js";
 import type { MetricLogger } from "../controller/metric-logger.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
-import { queueOffCycleLog } from "../transport/rank/runtime.js";
-import { reduceStates } from "../controller/reduce-states.js";
+import { queueOffCycleLog } from "../pipeline/runtime.js";
+import { reduceStates } from "../pipeline/reduce-states.js";
 import { currentRun } from "../run/current.js";
 import { queryNvidiaSmi, type GpuSample } from "./nvidia-smi.js";
 

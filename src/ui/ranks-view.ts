@@ -9,7 +9,7 @@
  * that flush: the largest step time and lateness, and the smallest barrier wait (the rank the
  * others wait for waits least).
  */
-import type { RankTimingWindow } from "../backends/store/read-types.js";
+import type { RankTimingWindow } from "../store/read-types.js";
 import type { ChronicRank, SlowRank } from "../core/straggler-report.js";
 
 /** Above this many ranks, rows are hosts. */

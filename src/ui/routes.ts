@@ -12,7 +12,7 @@ import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { createGzip } from "node:zlib";
 import { warn } from "../core/diagnostics.js";
 import { isInternalKey } from "../core/internal-keys.js";
-import { errorCode, storeFault } from "../backends/store/store-file.js";
+import { errorCode, storeFault } from "../store/store-file.js";
 import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip, sendJsonRevalidated } from "./http.js";
 import { type GroupValue, type RunLine, compareGroupValues, fieldLabel, groupBand, parseGroupField } from "./group-bands.js";
 import { MAX_BATCH_POINTS, type RunLineRequest, flagParam, intParam, maxPointsParam, parseLines, parseRuns, requiredParam } from "./params.js";
@@ -20,7 +20,7 @@ import { LOG_MAX_LINES, LOG_MAX_WINDOW, readLogWindow } from "./log-reader.js";
 import { MAX_RUN_IDS, parseRunQuery } from "./run-query.js";
 import { HttpError } from "./security.js";
 import type { DashboardSource, LabelledRun, TraceFileEntry } from "./source.js";
-import { DEFAULT_TIMING_FLUSHES, MAX_TIMING_FLUSHES } from "../backends/store/rank-timing.js";
+import { DEFAULT_TIMING_FLUSHES, MAX_TIMING_FLUSHES } from "../store/rank-timing.js";
 
 /** Most fields one `/api/groups` request groups by. */
 export const MAX_GROUP_FIELDS = 5;

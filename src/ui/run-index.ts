@@ -31,7 +31,7 @@
 import { readdirSync, realpathSync, statSync, watch, type Dirent, type FSWatcher } from "node:fs";
 import { basename, dirname, join, relative, sep } from "node:path";
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
-import * as store from "../backends/store/reader.js";
+import * as store from "../store/reader.js";
 import { CONFIG_FILE, RUN_META_FILE } from "../run/run-files.js";
 import { withDeadline } from "../core/deadline.js";
 import type { IndexedRun } from "./run-query.js";

@@ -27,58 +27,13 @@
  * Text compares by Unicode code point (PostgreSQL's `COLLATE "C"`), so both sources order names
  * alike whatever the database's locale.
  */
-import type { RunStatus } from "../backends/store/read-types.js";
+import type { RunStatus } from "../store/read-types.js";
 import { compareCodePoints } from "../core/code-points.js";
 import { isInternalKey } from "../core/internal-keys.js";
 
 export { compareCodePoints };
 import { HttpError } from "./security.js";
-import type { LabelledRun } from "./source.js";
-
-/** How a parameter filter compares. */
-export type ParamOp = "=" | "!=" | "<" | "<=" | ">" | ">=";
-
-/** One `param=` filter. */
-export interface ParamFilter {
-  readonly name: string;
-  readonly op: ParamOp;
-  /** A number when the value reads as one, else the text. */
-  readonly value: number | string;
-}
-
-/** One `metric=` filter: a key's last value against a number. */
-export interface MetricFilter {
-  readonly key: string;
-  readonly op: ParamOp;
-  readonly value: number;
-}
-
-/** The orders of `/api/runs`: a run field, or a parameter's or a metric's value (`by` names which). */
-export type RunSort =
-  | { readonly field: "started" | "updated" | "name" | "status" | "group" }
-  | { readonly field: "param" | "metric"; readonly name: string };
-
-/** A checked `/api/runs` query. */
-export interface RunQuery {
-  /** Texts a run's id, experiment, trial, group or a tag must each contain. */
-  readonly texts?: readonly string[];
-  readonly tags?: readonly string[];
-  readonly group?: string;
-  readonly statuses?: readonly RunStatus[];
-  /** Only runs with these ids. */
-  readonly ids?: readonly string[];
-  readonly params?: readonly ParamFilter[];
-  readonly metrics?: readonly MetricFilter[];
-  /** Default: started. */
-  readonly sort?: RunSort;
-  /** Reverse `sort`'s natural order (newest first for times, A→Z for text, low→high for values). */
-  readonly reverse?: boolean;
-  readonly offset?: number;
-  readonly limit?: number;
-  /** Add each run's last values (`summary`); with `internal`, rankscope's own keys too. */
-  readonly summary?: boolean;
-  readonly internal?: boolean;
-}
+import type { LabelledRun, MetricFilter, ParamFilter, ParamOp, RunQuery, RunSort } from "./source.js";
 
 /** Most runs one page may hold. */
 export const MAX_RUNS_LIMIT = 1_000;

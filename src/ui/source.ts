@@ -8,14 +8,58 @@
  * read-only. A run is named on the wire by its id (`experiment/trial`); `resolveRun` turns it into
  * the source's own handle (a run directory, a database row), which the other methods take. Runs,
  * keys and histograms are the store's own types (`RunSummary`, `KeyInfo`, `HistogramEntry` from
- * src/backends/store/read-types.ts), sent as they are.
+ * src/store/read-types.ts), sent as they are.
  */
 import type { Readable } from "node:stream";
-import type { AlertEntry, HistogramEntry, KeyInfo, RunSummary } from "../backends/store/read-types.js";
-import type { RunQuery } from "./run-query.js";
+import type { AlertEntry, HistogramEntry, KeyInfo, RunStatus, RunSummary } from "../store/read-types.js";
 import type { RanksView } from "./ranks-view.js";
 
-export type { AlertEntry, HistogramEntry, KeyInfo, RanksView, RunSummary, RunQuery };
+export type { AlertEntry, HistogramEntry, KeyInfo, RanksView, RunSummary };
+
+/** How a parameter filter compares. */
+export type ParamOp = "=" | "!=" | "<" | "<=" | ">" | ">=";
+
+/** One `param=` filter. */
+export interface ParamFilter {
+  readonly name: string;
+  readonly op: ParamOp;
+  /** A number when the value reads as one, else the text. */
+  readonly value: number | string;
+}
+
+/** One `metric=` filter: a key's last value against a number. */
+export interface MetricFilter {
+  readonly key: string;
+  readonly op: ParamOp;
+  readonly value: number;
+}
+
+/** The orders of `/api/runs`: a run field, or a parameter's or a metric's value (`by` names which). */
+export type RunSort =
+  | { readonly field: "started" | "updated" | "name" | "status" | "group" }
+  | { readonly field: "param" | "metric"; readonly name: string };
+
+/** A checked `/api/runs` query (parsed and applied in memory by `run-query.ts`, as SQL by `src/server/run-filter.ts`). */
+export interface RunQuery {
+  /** Texts a run's id, experiment, trial, group or a tag must each contain. */
+  readonly texts?: readonly string[];
+  readonly tags?: readonly string[];
+  readonly group?: string;
+  readonly statuses?: readonly RunStatus[];
+  /** Only runs with these ids. */
+  readonly ids?: readonly string[];
+  readonly params?: readonly ParamFilter[];
+  readonly metrics?: readonly MetricFilter[];
+  /** Default: started. */
+  readonly sort?: RunSort;
+  /** Reverse `sort`'s natural order (newest first for times, A→Z for text, low→high for values). */
+  readonly reverse?: boolean;
+  readonly offset?: number;
+  readonly limit?: number;
+  /** Add each run's last values (`summary`); with `internal`, rankscope's own keys too. */
+  readonly summary?: boolean;
+  readonly internal?: boolean;
+}
 
 /**
  * One run under the root, as `/api/runs` lists it: the store's `RunSummary` (same fields, same

@@ -1,13 +1,13 @@
 /**
  * The dashboard's data from a local runs root: a thin adapter from the store's read API
- * (`src/backends/store/reader.ts`) and the run directories' files to the JSON the web app expects.
+ * (`src/store/reader.ts`) and the run directories' files to the JSON the web app expects.
  * Cursors become opaque strings (a step for scalars; per-rank arrival numbers for streams, so no
  * rank's newer points are missed). A run's handle is its real directory, always inside the root.
  */
 import { createReadStream, existsSync, realpathSync, statSync } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { join, resolve, sep } from "node:path";
-import * as store from "../backends/store/reader.js";
+import * as store from "../store/reader.js";
 import { applyRunQuery } from "./run-query.js";
 import { ranksView, type RanksView } from "./ranks-view.js";
 import { RunIndex } from "./run-index.js";

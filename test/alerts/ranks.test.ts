@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { ControllerAlerts } from "../../src/alerts/controller-alerts.js";
-import { alerts as storedAlerts } from "../../src/backends/store/reader.js";
+import { alerts as storedAlerts } from "../../src/store/reader.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import type { FlushResult } from "../../src/controller/logger-options.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";

@@ -10,10 +10,10 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { alert, hasQueuedAlerts, takeQueuedAlerts } from "../../src/alerts/user-alert.js";
 import { MAX_QUEUED_ALERTS } from "../../src/core/alert.js";
-import { alerts as storedAlerts, closeStores } from "../../src/backends/store/reader.js";
+import { alerts as storedAlerts, closeStores } from "../../src/store/reader.js";
 import { Collector } from "../../src/core/collector.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
-import { LocalRankHandle, RankRuntime } from "../../src/transport/rank/runtime.js";
+import { LocalRankHandle, RankRuntime } from "../../src/pipeline/runtime.js";
 import { decodeProtocolMessage, encodeProtocolMessage, ignoredMessageCounts } from "../../src/transport/protocol/messages.js";
 import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 

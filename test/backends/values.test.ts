@@ -18,7 +18,7 @@ import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { recordMetric } from "../../src/core/collector.js";
 import { Reduce } from "../../src/core/registry.js";
-import { series } from "../../src/backends/store/reader.js";
+import { series } from "../../src/store/reader.js";
 import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 import { pythonKit } from "../helpers/python.js";
 import { resetProcess, wandbSdkEnv } from "./wandb/wandb-helpers.js";

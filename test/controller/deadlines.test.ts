@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { get } from "node:http";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { closeStores, config, listRuns } from "../../src/backends/store/reader.js";
+import { closeStores, config, listRuns } from "../../src/store/reader.js";
 import { resolveWandbOptions } from "../../src/backends/wandb/options.js";
 import { formatRunsTable } from "../../src/cli/commands/runs.js";
 import {

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { before, test } from "node:test";
 import { MetricLogger, type FlushResult } from "../../src/controller/metric-logger.js";
-import { closeStores, runInfo, series } from "../../src/backends/store/reader.js";
+import { closeStores, runInfo, series } from "../../src/store/reader.js";
 import { RANKS_LOST_KEY } from "../../src/core/internal-keys.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";

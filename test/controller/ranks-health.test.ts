@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { Collector } from "../../src/core/collector.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
-import { LocalRankHandle, RankRuntime, type RankHandle, type RankSnapshot } from "../../src/transport/rank/runtime.js";
+import { LocalRankHandle, RankRuntime, type RankHandle, type RankSnapshot } from "../../src/pipeline/runtime.js";
 import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 
 function localRank(name: string, localRank: number): { handle: LocalRankHandle; collector: Collector } {

@@ -11,7 +11,7 @@ import { spawnSync } from "node:child_process";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { config as storeConfig } from "../../src/backends/store/reader.js";
+import { config as storeConfig } from "../../src/store/reader.js";
 import { VERSION_INFO_KEY } from "../../src/run/run-files.js";
 import { Logger } from "../../src/facade/index.js";
 import { startDashboard } from "../../src/ui/server.js";

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { series } from "../../src/backends/store/reader.js";
+import { series } from "../../src/store/reader.js";
 import { claimRunLocation, releaseUnusedRunLocation, resolveRunLocation } from "../../src/run/run-dir.js";
 import { collectDiagnostics, runNode, tempDir, waitFor, type ChildResult } from "../helpers.js";
 

@@ -7,7 +7,7 @@ import { readLogWindow } from "../../src/ui/log-reader.js";
 import assert from "node:assert/strict";
 import { realpathSync } from "node:fs";
 import { dirname } from "node:path";
-import * as store from "../../src/backends/store/reader.js";
+import * as store from "../../src/store/reader.js";
 import { createPostgresSource } from "../../src/server/pg-source.js";
 import { startTeamServer, type TeamServer, type TeamServerOptions } from "../../src/server/server.js";
 import { createToken } from "../../src/server/tokens.js";

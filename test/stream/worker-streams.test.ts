@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { CONTROLLER_RANK, lineOf, ranks, series } from "../../src/backends/store/reader.js";
+import { CONTROLLER_RANK, lineOf, ranks, series } from "../../src/store/reader.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { record, startWorkers, stopWorkers, workerRecord, workerStreaming } from "../core/rank-identity/fixtures/recorder.js";

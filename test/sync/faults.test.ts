@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { StoreWriter } from "../../src/backends/store/writer.js";
+import { StoreWriter } from "../../src/store/writer.js";
 import { sleep } from "../../src/core/retry.js";
 import { createPool } from "../../src/server/db.js";
 import { migrate } from "../../src/server/schema.js";

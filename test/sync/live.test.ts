@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { StoreWriter } from "../../src/backends/store/writer.js";
+import { StoreWriter } from "../../src/store/writer.js";
 import { runNode, tempDir, waitFor, within } from "../helpers.js";
 import { postgresForSuite, postgresMissing } from "../server/postgres.js";
 import { assertRunEqual, serverWithTokens } from "../server/support.js";

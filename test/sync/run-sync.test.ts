@@ -61,7 +61,7 @@ describe("RunSync to a team server", { skip }, () => {
       // The job restarts from step 2: the store drops steps >= 2, the run logs them again.
       const again = openRun(root, "exp", "rewrite");
       again.close();
-      const { StoreWriter } = await import("../../src/backends/store/writer.js");
+      const { StoreWriter } = await import("../../src/store/writer.js");
       const resumed = StoreWriter.open({ runDir: w.options.runDir, role: "controller", rank: -1, rankName: "controller", experiment: "exp", trial: "rewrite", resumeStep: 2 });
       resumed.write({ scalars: [2, 3].map((step) => ({ key: "loss", step, wall: 3000 + step, value: 10 * step })) });
       resumed.finish();

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { CONTROLLER_RANK, GLOBAL_RANK } from "../../src/backends/store/read-types.js";
+import { CONTROLLER_RANK, GLOBAL_RANK } from "../../src/store/read-types.js";
 import { runNode, tempDir, waitFor } from "../helpers.js";
 import { postgresForSuite, postgresMissing } from "../server/postgres.js";
 import { assertRunEqual, serverWithTokens } from "../server/support.js";

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { getOrCreateMetricLogger, spawnRanks } from "../../src/index.js";
-import { closeStores, rankTiming } from "../../src/backends/store/reader.js";
+import { closeStores, rankTiming } from "../../src/store/reader.js";
 import { RunSync } from "../../src/sync/run-sync.js";
 import { tempDir } from "../helpers.js";
 import { postgresForSuite, postgresMissing } from "../server/postgres.js";
@@ -61,6 +61,26 @@ describe("per-rank timings on the team server", { skip }, () => {
       assert.equal(again.records, 0);
       const stored = await server.pool.query<{ n: string }>("SELECT count(*) AS n FROM rank_timing");
       assert.equal(Number(stored.rows[0]?.n), 12, "one row per flush, none twice");
+
+      // Restarted from a checkpoint at step 8, another rank now slow: steps 8–9 again, then 10.
+      const resumed = await getOrCreateMetricLogger({ runDir, experiment: "ranks", trial: "t1", quiet: true, stragglers: { tolerance: 0.5, minExcessMs: 150 } });
+      await resumed.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } }, { resumeStep: 8 });
+      const again2 = await spawnRanks({ module: RANK_MODULE, ranksPerReplica: 4, kind: "thread", processName: "Trainer", logger: resumed });
+      for (let step = 8; step < 11; step++) {
+        await again2.fanout("trainStep", step, { baseMs: 30, slowMs: 400, slow: [1] } satisfies StepPlan);
+        await resumed.flush(step);
+      }
+      await resumed.shutdown();
+      const afterResume = rankTiming(runDir, { maxFlushes: 2000 });
+      assert.deepEqual(afterResume.steps, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10], "the store: steps 8 and 9 replaced, 10 new, 11 gone");
+      await new RunSync({ runDir, url: server.url, token: write }).pass(true);
+      // The server dropped its timings at and after step 8 and holds the resumed ones: the Ranks
+      // view equals the store's again, and names the new slow rank.
+      await assertRunEqual(server, runDir);
+      const steps = await server.pool.query<{ step: number }>("SELECT step FROM rank_timing ORDER BY step");
+      assert.deepEqual(steps.rows.map((r) => Number(r.step)), afterResume.steps);
+      const resumedView = (await (await fetch(`${server.url}/api/ranks?run=ranks/t1`, { headers: { Authorization: `Bearer ${read}` } })).json()) as { slowest: { rankName: string }[] };
+      assert.deepEqual(resumedView.slowest.map((s) => s.rankName), [again2.rankNames[1]], "the resumed run's slow rank");
     } finally {
       closeStores();
       await server.close();

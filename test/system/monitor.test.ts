@@ -139,7 +139,7 @@ test("the monitor's metrics land in the store as system metrics, apart from the 
   await logger.flush(7);
   await monitor.stop();
   await logger.shutdown();
-  const store = await import("../../src/backends/store/reader.js");
+  const store = await import("../../src/store/reader.js");
   const system = store.systemMetrics(runDir).map((k) => k.key);
   assert.ok(system.includes("system/node0/gpu/0/utilization_percent"), system.join(", "));
   const gpu = store.series(runDir, "system/node0/gpu/0/utilization_percent", { kind: "system" });

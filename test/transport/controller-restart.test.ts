@@ -12,7 +12,7 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
-import { closeStores, series } from "../../src/backends/store/reader.js";
+import { closeStores, series } from "../../src/store/reader.js";
 import { tempDir, waitFor, within } from "../helpers.js";
 import { killChildren, NatsServer, startChild, TEST_RUN_SECRET, type TestChild } from "./support.js";
 

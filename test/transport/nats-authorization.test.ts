@@ -21,7 +21,7 @@ import { serveHostsOverNats } from "../../src/transport/host/server.js";
 import { resolveNatsAuth } from "../../src/transport/protocol/nats-auth.js";
 import { joinOverNats } from "../../src/transport/rank/nats.js";
 import { RankAgent } from "../../src/transport/rank/rank-agent.js";
-import { RankRuntime } from "../../src/transport/rank/runtime.js";
+import { RankRuntime } from "../../src/pipeline/runtime.js";
 import { tempDir, waitFor } from "../helpers.js";
 import { accountsFor, plainClient, ROLE_PASSWORD_ENV, type PlainClient } from "./auth-support.js";
 import { NatsServer } from "./support.js";

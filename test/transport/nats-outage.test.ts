@@ -11,7 +11,7 @@ import { after, before, describe, test } from "node:test";
 import { MetricLogger, type FlushResult } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
-import { closeStores, runInfo } from "../../src/backends/store/reader.js";
+import { closeStores, runInfo } from "../../src/store/reader.js";
 import { RANKS_LOST_KEY } from "../../src/core/internal-keys.js";
 import { collectDiagnostics, tempDir, waitFor, within } from "../helpers.js";
 import { NatsServer, SUM_RANK, TEST_RUN_SECRET } from "./support.js";

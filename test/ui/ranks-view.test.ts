@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import type { RankTimingWindow } from "../../src/backends/store/read-types.js";
+import type { RankTimingWindow } from "../../src/store/read-types.js";
 import type { StragglerReport } from "../../src/core/straggler-report.js";
 import { emptyRanksView, ranksView } from "../../src/ui/ranks-view.js";
 

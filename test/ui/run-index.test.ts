@@ -10,8 +10,8 @@ import assert from "node:assert/strict";
 import { realpathSync, rmSync, unlinkSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { closeStores } from "../../src/backends/store/reader.js";
-import type { StoreWriter } from "../../src/backends/store/writer.js";
+import { closeStores } from "../../src/store/reader.js";
+import type { StoreWriter } from "../../src/store/writer.js";
 import { recordMetric } from "../../src/core/collector.js";
 import { Reduce } from "../../src/core/registry.js";
 import { getOrCreateMetricLogger } from "../../src/controller/metric-logger.js";
@@ -182,7 +182,7 @@ describe("runs index: a job killed with every process", () => {
     let now = 1_000_000;
     const index = new RunIndex(root, new RunLabelReader(root), { now: () => now, watch: false });
     const writer = [
-      `import { StoreWriter } from "./src/backends/store/writer.ts";`,
+      `import { StoreWriter } from "./src/store/writer.ts";`,
       `const w = StoreWriter.open({ runDir: ${JSON.stringify(join(root, "job", "killed"))}, role: "controller", rank: -1, rankName: "controller", experiment: "job", trial: "killed" });`,
       `w.write({ scalars: [{ key: "loss", step: 0, wall: Date.now(), value: 1 }] });`,
       `console.log("ready");`,

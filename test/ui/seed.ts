@@ -3,11 +3,11 @@
  */
 import { copyFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { GLOBAL_RANK } from "../../src/backends/store/schema.js";
-import { StoreWriter, type ScalarPoint } from "../../src/backends/store/writer.js";
+import { GLOBAL_RANK } from "../../src/store/schema.js";
+import { StoreWriter, type ScalarPoint } from "../../src/store/writer.js";
 import type { AlertEvent } from "../../src/core/alert.js";
-import { Database } from "../../src/backends/store/sqlite.js";
-import { STORE_FILE } from "../../src/backends/store/store-file.js";
+import { Database } from "../../src/store/sqlite.js";
+import { STORE_FILE } from "../../src/store/store-file.js";
 import { RUN_META_FILE } from "../../src/run/run-files.js";
 
 /** A metric key that is also an HTML injection attempt. */

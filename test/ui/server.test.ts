@@ -7,7 +7,7 @@ import { mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { GLOBAL_RANK } from "../../src/backends/store/read-types.js";
+import { GLOBAL_RANK } from "../../src/store/read-types.js";
 import { startDashboard, type Dashboard, type DashboardRun, type KeyInfo } from "../../src/ui/server.js";
 import { tempDir } from "../helpers.js";
 import { XSS_KEY, openRun, seedFinishedRun } from "./seed.js";
@@ -141,6 +141,23 @@ describe("dashboard server", () => {
       const answer = await get(dashboard.url, { path: `/api/lines?run=exp/base&lines=${encodeURIComponent(bad)}` });
       assert.equal(answer.status, 400, bad);
       assert.match(JSON.parse(answer.body).error, /lines must be JSON \[\[key, rank or null, cursor or null, before or null\]/);
+    }
+  });
+
+  it("sends −0 as 0, NaN and ±Infinity as their strings, and doubles beyond 2^53 as JavaScript reads them back exactly", async () => {
+    const odd = [-0, NaN, Infinity, -Infinity, 2 ** 60, 2 ** 53 + 2, -(2 ** 63)];
+    const run = openRun(root, "exp", "values");
+    run.writeSeries("odd", Float64Array.from(odd, (_, i) => i), Float64Array.from(odd, (_, i) => 1_700_000_000_000 + i), Float64Array.from(odd));
+    run.finish();
+    const texts = [
+      (await get(dashboard.url, { path: "/api/series?run=exp/values&key=odd" })).body,
+      (await get(dashboard.url, { path: `/api/lines?run=exp/values&lines=${encodeURIComponent(JSON.stringify([["odd", null, null]]))}` })).body,
+      (await get(dashboard.url, { path: `/api/lines?lines=${encodeURIComponent(JSON.stringify([["exp/values", "odd", null, null]]))}` })).body,
+    ];
+    for (const text of texts) {
+      assert.match(text, /"values":\[0,"NaN","Infinity","-Infinity",1152921504606847000,9007199254740994,-9223372036854776000\]/);
+      const values = [...text.matchAll(/"values":\[([^\]]*)\]/g)].flatMap((m) => JSON.parse(`[${m[1]}]`) as unknown[]);
+      assert.deepEqual(values.map((v) => (typeof v === "string" ? Number(v) : v)), odd.map((v) => (Object.is(v, -0) ? 0 : v)));
     }
   });
 

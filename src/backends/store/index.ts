@@ -31,13 +31,13 @@ import type { HistogramMetric, Metric, RankLoss, SampleBatch, StreamRecord } fro
 import type { RankTimingRecord } from "../../core/straggler-report.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
-import { GLOBAL_RANK, storePath } from "./schema.js";
+import { GLOBAL_RANK, storePath } from "../../store/schema.js";
 import type { WorkerReply, WorkerRequest, WriterThreadData } from "./writer-worker.js";
 import { endingAbnormally, registerDrain } from "../../core/lifecycle.js";
 import { mergeHyperparams } from "../../core/hyperparams.js";
-import { ColumnBuilder, columnBuffers } from "./columns.js";
-import { toRankTimingWrite, type TimingRanks } from "./rank-timing.js";
-import { StoreWriter, type HistogramWrite, type LineWrite, type LostRankWrite, type RankTimingWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
+import { ColumnBuilder, columnBuffers } from "../../store/columns.js";
+import { toRankTimingWrite, type TimingRanks } from "../../store/rank-timing.js";
+import { StoreWriter, type HistogramWrite, type LineWrite, type LostRankWrite, type RankTimingWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "../../store/writer.js";
 import { hostname } from "node:os";
 import { lineOf, recorderOf, recorderPath } from "../../core/rank-identity.js";
 import { SYNC_OPTIONS, resolveSyncSettings, type LiveSyncSettings } from "../../sync/settings.js";
@@ -58,9 +58,9 @@ interface PendingBatch {
   lines?: LineWrite[];
 }
 
-export * from "./reader.js";
-export { StoreWriter, type LostRankWrite, type RankTimingWrite, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type LineWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "./writer.js";
-export { storePath, CHUNK_POINTS } from "./schema.js";
+export * from "../../store/reader.js";
+export { StoreWriter, type LostRankWrite, type RankTimingWrite, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type LineWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "../../store/writer.js";
+export { storePath, CHUNK_POINTS } from "../../store/schema.js";
 
 /** Where a batch goes: a worker thread or the calling thread. */
 interface WriterChannel {

@@ -5,7 +5,7 @@
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { describeError } from "../../core/diagnostics.js";
-import { StoreWriter, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "./writer.js";
+import { StoreWriter, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "../../store/writer.js";
 
 /** A request to the writer thread. */
 export type WorkerRequest =

@@ -12,8 +12,8 @@ import { createWriteStream, type WriteStream } from "node:fs";
 import { once } from "node:events";
 import { isInternalKey } from "../../core/internal-keys.js";
 import { jsonNumberText, numberText } from "../../core/json.js";
-import * as store from "../../backends/store/reader.js";
-import type { SeriesKind } from "../../backends/store/reader.js";
+import * as store from "../../store/reader.js";
+import type { SeriesKind } from "../../store/reader.js";
 import { resolveRunArg, ROOT_OPTION_HELP } from "../run-arg.js";
 import { ProgressLine, progressBar } from "../progress.js";
 

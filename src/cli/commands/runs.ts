@@ -1,7 +1,7 @@
 /** `rankscope runs`: list the runs under a root, newest first. */
 import type { Command } from "commander";
 import { isAbsolute, relative } from "node:path";
-import { listRuns, type LostRank, type RunSummary } from "../../backends/store/reader.js";
+import { listRuns, type LostRank, type RunSummary } from "../../store/reader.js";
 import { defaultRoot } from "../run-arg.js";
 
 function formatTime(ms: number | null): string {

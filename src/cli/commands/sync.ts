@@ -29,7 +29,7 @@ export function registerSyncCommand(program: Command): void {
       const project = resolveSetting<string | undefined>({ owner: "rankscope sync", option: "--project", env: "RANKSCOPE_SERVER_PROJECT", kind: textKind(), fallback: undefined }, options.project);
       if (url === undefined || token === undefined) throw new Error("rankscope sync needs --server URL and --token T (or RANKSCOPE_SERVER_URL and RANKSCOPE_SERVER_TOKEN)");
       const { RunSync } = await import("../../sync/run-sync.js");
-      const { closeStores } = await import("../../backends/store/reader.js");
+      const { closeStores } = await import("../../store/reader.js");
       let failed = 0;
       for (const run of runs) {
         const runDir = resolveRunArg(run, options.root);

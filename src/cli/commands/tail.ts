@@ -3,7 +3,7 @@
  * scalar key, then, by cursor, only the points written since, until the run ends (or Ctrl-C).
  */
 import type { Command } from "commander";
-import { CONTROLLER_RANK, GLOBAL_RANK, keys, lineLabel, runInfo, series } from "../../backends/store/reader.js";
+import { CONTROLLER_RANK, GLOBAL_RANK, keys, lineLabel, runInfo, series } from "../../store/reader.js";
 import { isInternalKey } from "../../core/internal-keys.js";
 import { registerDrain } from "../../core/lifecycle.js";
 import { sleep } from "../../core/retry.js";

@@ -22,7 +22,7 @@ import { isAbsolute, resolve as resolvePath } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { warn } from "../../core/diagnostics.js";
-import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
+import { defaultLogger, type RankController } from "../../pipeline/default-logger.js";
 import { rankNameFor, shortId, checkIdentity } from "../protocol/identity.js";
 import type { RankAssignment } from "../protocol/assignment.js";
 import type { NatsAuthOptions } from "../protocol/nats-auth.js";
@@ -58,7 +58,7 @@ export interface SpawnRanksOptions {
   /** Extra environment variables of the ranks (a thread gets its own copy of this process's environment plus these). */
   env?: Readonly<Record<string, string>>;
   /** The controller (default: `getOrCreateMetricLogger()`). */
-  logger?: MetricLogger;
+  logger?: RankController;
   /** Carry messages over NATS instead of the parent channel (from `serveRanksOverNats`). */
   nats?: RankServer;
   /**
@@ -88,7 +88,7 @@ export class RankGroup {
   /** @internal */
   constructor(
     private readonly spawned: readonly SpawnedRank[],
-    private readonly logger: MetricLogger,
+    private readonly logger: RankController,
   ) {}
 
   /** Who the ranks are, in rank order. */
@@ -186,7 +186,7 @@ const replicaCounters = new Map<string, number>();
  * (a group of trainers 0–3, then a group of rollout workers 4–7), so every rank of a job has a
  * number of its own in every per-rank sink (docs/DESIGN.md, "Identity").
  */
-const nextRanks = new WeakMap<MetricLogger, number>();
+const nextRanks = new WeakMap<RankController, number>();
 
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
   const v = value ?? fallback;
@@ -209,7 +209,7 @@ function moduleHref(module: string | URL): string {
 export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup> {
   const { replicas, ranksPerReplica, kind, answers } = checkSpawnOptions(options);
   const processName = options.processName ?? "Rank";
-  const logger = options.logger ?? (await getOrCreateMetricLogger());
+  const logger = options.logger ?? (await defaultLogger());
   const startDeadlineMs = options.startDeadlineMs ?? 30_000;
   // Credentials reach a rank in its environment (readable by its user only), never its command line.
   // A rank's output is forwarded to this process's stdout: it colours its text logs when this process does.
@@ -265,7 +265,7 @@ function checkSpawnOptions(options: SpawnRanksOptions): { replicas: number; rank
 }
 
 /** The identities of the next `replicas × ranksPerReplica` ranks of `processName` under `logger` (replica and rank numbers continue from earlier calls). */
-function nextIdentities(processName: string, replicas: number, ranksPerReplica: number, logger: MetricLogger): RankIdentity[] {
+function nextIdentities(processName: string, replicas: number, ranksPerReplica: number, logger: RankController): RankIdentity[] {
   const firstReplica = replicaCounters.get(processName) ?? 0;
   replicaCounters.set(processName, firstReplica + replicas);
   const firstRank = nextRanks.get(logger) ?? 0;
@@ -293,7 +293,7 @@ function nextIdentities(processName: string, replicas: number, ranksPerReplica: 
  * and the module's import, every rank one phase at a time. A rank that exits meanwhile fails the
  * start: then every rank of the call is deregistered and shut down, and the error is thrown.
  */
-async function startUp(starting: readonly Starting[], nats: SpawnRanksOptions["nats"], logger: MetricLogger, module: string, startDeadlineMs: number): Promise<void> {
+async function startUp(starting: readonly Starting[], nats: SpawnRanksOptions["nats"], logger: RankController, module: string, startDeadlineMs: number): Promise<void> {
   let startedUp = false;
   // Rejects when a rank exits before the start is over (and never settles after that).
   const exitedEarly = starting.map((rank) =>

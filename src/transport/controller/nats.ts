@@ -12,7 +12,7 @@
  */
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
-import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
+import { defaultLogger, type RankController } from "../../pipeline/default-logger.js";
 import { assertSubjectToken } from "../protocol/identity.js";
 import { decodeProtocolMessage, encodeProtocolMessage, MAX_ACKED_PER_RANK, reportIgnored, type RankMessage } from "../protocol/messages.js";
 import { isWireFrame, WIRE_VERSION } from "../wire/codec.js";
@@ -23,7 +23,7 @@ import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
 import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
 import { connectTo, rankAuthEnv, unrefSocket, unrefWhileIdle } from "./nats-connection.js";
 import type { RankServer } from "./launcher.js";
-import type { RankSnapshot } from "../protocol/types.js";
+import type { RankSnapshot } from "../../pipeline/rank-handle.js";
 import { carrySnapshot, isHeldAnswer, nextRequestId, RemoteRankHandle, type RankCarrier } from "./remote-rank.js";
 
 /** Options of `serveRanksOverNats`. */
@@ -33,7 +33,7 @@ export interface ServeRanksOverNatsOptions {
   /** How the controller authenticates (each setting also from its `RANKSCOPE_NATS_*` variable; docs/security.md). */
   auth?: NatsAuthOptions;
   /** The controller (default `getOrCreateMetricLogger()`); its `runId` names the run. */
-  logger?: MetricLogger;
+  logger?: RankController;
   /** How long to try the first connection (default 5 s). */
   connectTimeoutMs?: number;
   /**
@@ -498,7 +498,7 @@ export async function serveRanksOverNats(options: ServeRanksOverNatsOptions): Pr
   if (options === null || typeof options !== "object" || typeof options.url !== "string" || options.url.length === 0) {
     throw new TypeError(`serveRanksOverNats takes { url: "nats://host:port", logger? }`);
   }
-  const logger = options.logger ?? (await getOrCreateMetricLogger());
+  const logger = options.logger ?? (await defaultLogger());
   const maxMissed = options.maxMissedFlushes ?? 3;
   if (!Number.isInteger(maxMissed) || maxMissed < 1) throw new TypeError(`maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
   const auth = resolveNatsAuth("serveRanksOverNats", options.url, options.auth);

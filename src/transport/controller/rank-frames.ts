@@ -5,11 +5,12 @@
  * becomes the reply it stands for; its states stay in the frame's columns (`FramedSnapshot`),
  * merged from there with the flush's other answers (`mergeAll`).
  */
-import { DEFAULT_MAX_KEYS, type KeyState } from "../../core/collector.js";
+import { DEFAULT_MAX_KEYS } from "../../core/collector.js";
+import type { KeyState } from "../../core/key-state.js";
 import { envInteger } from "../../core/env.js";
 import { processWide } from "../../core/process-wide.js";
 import { checkReplyFrameHeader, reportIgnored, transportStats, type RankMessage, type RankReply, type RankReplyFrameHeader } from "../protocol/messages.js";
-import type { MergeableSnapshot, RankSnapshot } from "../protocol/types.js";
+import type { MergeableSnapshot, RankSnapshot } from "../../pipeline/rank-handle.js";
 import { FrameMerger, frameKeyStates, readFrameHeader, StateDecoder, WIRE_VERSION, WireFormatError, type DecodedFrame } from "../wire/codec.js";
 import type { RankTiming } from "../../core/step-timing.js";
 

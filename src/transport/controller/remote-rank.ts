@@ -12,9 +12,9 @@
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { newestAlerts } from "../../alerts/user-alert.js";
-import { mergeRankKeyStates } from "../../controller/reduce-states.js";
+import { mergeRankKeyStates } from "../../pipeline/reduce-states.js";
 import { mergeTracerTimings, type RankTiming } from "../../core/step-timing.js";
-import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../protocol/types.js";
+import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
 import { encodeProtocolMessage, reportIgnored, transportStats, type ControllerRequest, type RankReply } from "../protocol/messages.js";
 import { KEPT_FLUSH_ANSWERS } from "../rank/rank-agent.js";
 

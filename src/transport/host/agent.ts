@@ -17,8 +17,10 @@ import { resolveSetting } from "../../core/settings.js";
 import { runSecretSetting } from "../../core/run-secret.js";
 import { RunKey } from "../protocol/seal.js";
 import { SealedNats, SealedRequestError, type OpenedMessage } from "../protocol/sealed-nats.js";
-import type { OffCycleLog, RankInit, RankSnapshot } from "../protocol/types.js";
-import { mergeRankKeyStates, singleValueState } from "../../controller/reduce-states.js";
+import type { OffCycleLog, RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
+import { mergeRankKeyStates, singleValueState } from "../../pipeline/reduce-states.js";
+// An agent merges states of every reduction its ranks may send, stats' avg_min_max included.
+import "../../stats/reductions.js";
 import { REJECTED_KEY_PREFIX } from "../../core/internal-keys.js";
 import { assertSubjectToken } from "../protocol/identity.js";
 import { NatsRankServer, type RankRegistry } from "../controller/nats.js";
@@ -28,7 +30,7 @@ import { FramedSnapshot } from "../controller/rank-frames.js";
 import { reportIgnored, takeRejectionsSinceLastFlush } from "../protocol/messages.js";
 import type { RemoteRankHandle } from "../controller/remote-rank.js";
 import { FrameMerger, StateEncoder } from "../wire/codec.js";
-import type { KeyState } from "../../core/collector.js";
+import type { KeyState } from "../../core/key-state.js";
 import { appendRankTiming, emptyTimingColumns, roundMs } from "../../core/step-timing.js";
 import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostEnvelope, hostSubjects, type HostMessage, type HostStatesHeader } from "./messages.js";
 

@@ -15,7 +15,7 @@
  */
 import { encodeMessage } from "../../core/json.js";
 import type { UserAlertCall } from "../../core/alert.js";
-import type { OffCycleLog, RankInit } from "../protocol/types.js";
+import type { OffCycleLog, RankInit } from "../../pipeline/rank-handle.js";
 import type { HostTiming } from "../../core/step-timing.js";
 import { PROTOCOL_VERSION, alertsProblem, decodeChecked, hostTimingProblem, isId, nameProblem, offCycleProblem, namesProblem, shortText, transportStats, type MessageProblem } from "../protocol/messages.js";
 

@@ -7,13 +7,13 @@
  */
 import { createInbox } from "@nats-io/transport-node";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
-import { getOrCreateMetricLogger, type MetricLogger } from "../../controller/metric-logger.js";
-import type { KeyState } from "../../core/collector.js";
+import { defaultLogger, type RankController } from "../../pipeline/default-logger.js";
+import type { KeyState } from "../../core/key-state.js";
 import type { TimingColumns } from "../../core/step-timing.js";
-import { mergeRankKeyStates } from "../../controller/reduce-states.js";
+import { mergeRankKeyStates } from "../../pipeline/reduce-states.js";
 import type { UserAlertCall } from "../../core/alert.js";
 import { newestAlerts } from "../../alerts/user-alert.js";
-import type { OffCycleLog, RankGroupHandle, RankGroupSnapshot, RankInit } from "../protocol/types.js";
+import type { OffCycleLog, RankGroupHandle, RankGroupSnapshot, RankInit } from "../../pipeline/rank-handle.js";
 import { connectTo, unrefSocket, unrefWhileIdle } from "../controller/nats-connection.js";
 import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
 import { checkEnvelope, reportIgnored } from "../protocol/messages.js";
@@ -30,7 +30,7 @@ export interface ServeHostsOverNatsOptions {
   /** How the controller authenticates (each setting also from its `RANKSCOPE_NATS_*` variable; docs/security.md). */
   auth?: NatsAuthOptions;
   /** The controller (default `getOrCreateMetricLogger()`). */
-  logger?: MetricLogger;
+  logger?: RankController;
   /** How long to try the first connection (default 5 s). */
   connectTimeoutMs?: number;
   /**
@@ -240,7 +240,7 @@ export class HostServer {
     readonly url: string,
     readonly runId: string,
     private readonly nc: SealedNats,
-    private readonly logger: MetricLogger,
+    private readonly logger: RankController,
     private readonly maxMissedFlushes = 10,
   ) {
     const s = hostSubjects(runId);
@@ -459,7 +459,7 @@ export async function serveHostsOverNats(options: ServeHostsOverNatsOptions): Pr
   if (options === null || typeof options !== "object" || typeof options.url !== "string" || options.url.length === 0) {
     throw new TypeError(`serveHostsOverNats takes { url: "nats://host:port[,nats://…]", logger? }`);
   }
-  const logger = options.logger ?? (await getOrCreateMetricLogger());
+  const logger = options.logger ?? (await defaultLogger());
   const maxMissed = options.maxMissedFlushes ?? 10;
   if (!Number.isInteger(maxMissed) || maxMissed < 1) throw new TypeError(`serveHostsOverNats: maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
   const auth = resolveNatsAuth("serveHostsOverNats", options.url, options.auth);

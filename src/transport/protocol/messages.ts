@@ -20,13 +20,13 @@
  */
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { processWide } from "../../core/process-wide.js";
-import { reportIgnored, shortText } from "./ignored.js";
+import { reportIgnored, shortText } from "../../core/ignored.js";
 import { isId, nameProblem, rankTimingProblem, validateProtocolMessage, type MessageProblem } from "./validate.js";
 import { decodeMessage, encodeMessage } from "../../core/json.js";
-import type { RankInit, RankSnapshot } from "./types.js";
+import type { RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
 import type { RankTiming } from "../../core/step-timing.js";
 
-export { ignoredMessageCounts, reportIgnored, shortText, takeRejectionsSinceLastFlush, REJECTION_KINDS, IGNORED_REPORT_INTERVAL_MS, type IgnoredKind, type IgnoredMessageCounts } from "./ignored.js";
+export { ignoredMessageCounts, reportIgnored, shortText, takeRejectionsSinceLastFlush, REJECTION_KINDS, IGNORED_REPORT_INTERVAL_MS, type IgnoredKind, type IgnoredMessageCounts } from "../../core/ignored.js";
 export { alertsProblem, hostTimingProblem, isId, keepValidStates, nameProblem, rankTimingProblem, namesProblem, offCycleProblem, MAX_NAMES, type MessageProblem } from "./validate.js";
 
 /** The protocol version this build speaks. A message with another version is ignored and counted. */

@@ -6,7 +6,7 @@
 import { ALERT_LEVELS, MAX_ALERT_TEXT, MAX_ALERT_TITLE, MAX_QUEUED_ALERTS } from "../../core/alert.js";
 import { ReceivedStates } from "../../core/key-state-check.js";
 import { isSubjectToken, MAX_NAME_LENGTH } from "./identity.js";
-import { reportIgnored, shortText, type IgnoredKind } from "./ignored.js";
+import { reportIgnored, shortText, type IgnoredKind } from "../../core/ignored.js";
 import { MAX_ANSWER_TRACERS, MAX_TIMING_NAME, MAX_TRACER_PHASES } from "../../core/step-timing.js";
 
 /**

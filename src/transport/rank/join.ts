@@ -24,7 +24,7 @@ import { RankAgent } from "./rank-agent.js";
 import { moduleUrl, originOf, type RankPolicy } from "./policy.js";
 import { runSecretSetting } from "../../core/run-secret.js";
 import type { SettingKind } from "../../core/settings.js";
-import { RankRuntime, setCurrentRank } from "./runtime.js";
+import { RankRuntime, setCurrentRank } from "../../pipeline/runtime.js";
 
 export { ASSIGNMENT_ENV, readAssignment, type RankAssignment } from "../protocol/assignment.js";
 

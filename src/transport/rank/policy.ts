@@ -11,7 +11,7 @@
  */
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { ValidatedBackend } from "../../controller/config.js";
+import type { ValidatedBackend } from "../../pipeline/config.js";
 import { reportIgnored } from "../protocol/messages.js";
 
 /** What a rank's own side allows (its assignment, `joinRun` options or environment; never the wire). */

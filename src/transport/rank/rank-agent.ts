@@ -8,9 +8,9 @@ import { hostname } from "node:os";
 import { DEADLINE, withDeadline } from "../../core/deadline.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { allowedModule, checkWireBackends, type RankPolicy } from "./policy.js";
-import type { RankSnapshot } from "../protocol/types.js";
+import type { RankSnapshot } from "../../pipeline/rank-handle.js";
 import type { RankTiming } from "../../core/step-timing.js";
-import type { RankRuntime } from "./runtime.js";
+import type { RankRuntime } from "../../pipeline/runtime.js";
 import { decodeProtocolMessage, encodeProtocolMessage, PROTOCOL_VERSION, reportIgnored, type ControllerRequest, type RankMessage } from "../protocol/messages.js";
 import { frameKeyStates, StateDecoder, StateEncoder, WIRE_VERSION, type FrameHeader, type KeyTable } from "../wire/codec.js";
 

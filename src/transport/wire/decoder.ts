@@ -2,7 +2,7 @@
  * The receiver's side of the wire format (see `format.ts`): the sender's key table, and frame
  * decoding into columns (typed arrays over the frame's own bytes where they are aligned).
  */
-import type { KeyState } from "../../core/collector.js";
+import type { KeyState } from "../../core/key-state.js";
 import { decodeMessage } from "../../core/json.js";
 import type { AccumulatorState } from "../../core/reduce.js";
 import { readSketches } from "./sketch.js";

@@ -4,7 +4,8 @@
  * rank's flush answer: no state object per key, see `encodeTaking`).
  */
 import { MaxAccumulator, MinAccumulator, StdAccumulator, SumAccumulator } from "../../core/accumulators/moments.js";
-import type { KeyState, MetricEntry } from "../../core/collector.js";
+import type { MetricEntry } from "../../core/collector.js";
+import type { KeyState } from "../../core/key-state.js";
 import { encodeMessage } from "../../core/json.js";
 import type { QuantilesState } from "../../core/accumulators/quantiles.js";
 import type { AccumulatorState } from "../../core/reduce.js";

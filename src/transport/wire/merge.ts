@@ -9,7 +9,7 @@
  * definition. A key recorded with two reductions (or sent in two layouts) in one flush is not
  * merged here: the caller then merges the states themselves, which names the ranks in conflict.
  */
-import type { KeyState } from "../../core/collector.js";
+import type { KeyState } from "../../core/key-state.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import type { AccumulatorState } from "../../core/reduce.js";
 import { chanM2, chanMean } from "../../core/accumulators/moments.js";

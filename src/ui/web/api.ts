@@ -5,7 +5,7 @@
 import { isRecord } from "../../core/json.js";
 import type { LogLine, LogWindow } from "../log-reader.js";
 import type { AlertEntry, DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
-import type { LostRank } from "../../backends/store/read-types.js";
+import type { LostRank } from "../../store/read-types.js";
 import type { RanksView } from "../ranks-view.js";
 
 export type { AlertEntry, DashboardRun, RanksView, HistogramEntry, KeyInfo, LogLine, LogWindow, LostRank, SampleRow, SeriesData, StreamData };

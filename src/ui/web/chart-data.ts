@@ -4,7 +4,6 @@
  * points to mark. No DOM here.
  */
 import { smoothDebiasedEma } from "./smooth.js";
-import { formatValue } from "./chart-axes.js";
 
 export type XMode = "step" | "wall" | "relative" | "metric";
 
@@ -133,7 +132,8 @@ export function lineTable(line: Line, settings: ViewSettings): { table: [number[
  */
 export function linesToCsv(lines: readonly Line[]): string {
   const quote = (s: string): string => (/[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
-  const number = (v: number | undefined): string => (v === undefined || formatValue(v) === "" ? "" : String(v));
+  // Numbers as JavaScript writes them (full precision, NaN, Infinity), not as the axes show them.
+  const number = (v: number | undefined): string => (v === undefined ? "" : String(v));
   const banded = lines.some((l) => l.band !== undefined);
   const rows = [banded ? "line,step,time_ms,value,std,min,max,runs" : "line,step,time_ms,value"];
   for (const line of lines) {

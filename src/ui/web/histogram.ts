@@ -6,7 +6,7 @@
  */
 import uPlot from "uplot";
 import type { HistogramData } from "../../core/reduce.js";
-import { GLOBAL_RANK, type HistogramEntry } from "../../backends/store/read-types.js";
+import { GLOBAL_RANK, type HistogramEntry } from "../../store/read-types.js";
 import { formatTicks } from "./chart-axes.js";
 import { append, clear, el } from "./dom.js";
 import { visibleName } from "./names.js";

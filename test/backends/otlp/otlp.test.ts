@@ -85,6 +85,9 @@ function record(step: number): void {
   recordMetric("tokens", 10 * step + 1, Reduce.SUM);
   for (const v of [0.001 * step, 0.25, 3, 1e6, NaN, -2]) recordMetric("latency", v, Reduce.HISTOGRAM);
   for (let i = 1; i <= 50; i++) recordMetric("ttft", i * step, Reduce.quantiles([0.5, 0.95]));
+  // −0 (a MEAN of it) and an integer beyond 2^53: the value rules of every sink (docs/DESIGN.md).
+  recordMetric("negz", -0, Reduce.MEAN);
+  recordMetric("big", 2n ** 63n - 1n, Reduce.MAX);
 }
 
 const nanos = (ms: number): string => String(BigInt(Math.round(ms * 1000)) * 1000n);
@@ -135,6 +138,9 @@ describe("otlp backend against an OTLP/HTTP receiver", () => {
         }
         assert.equal(rm!.scope_metrics[0]!.scope.name, "rankscope");
         const metrics = new Map(rm!.scope_metrics[0]!.metrics.map((m) => [m.name, m]));
+        const negz = metrics.get("negz")?.gauge?.data_points[0]?.as_double;
+        assert.ok(Object.is(negz, 0), `the MEAN of −0 arrives as 0: ${negz}`);
+        assert.equal(metrics.get("big")?.gauge?.data_points[0]?.as_double, 2 ** 63, "2^63 − 1 recorded: the nearest double");
         const all = logged.metrics.filter((m) => m.step === step);
         // A histogram's per-flush count and mean are in its own data point, not gauges of their own.
         const flushed = all.filter((m) => !(m.reduce === "histogram" && /\/(count|mean)$/.test(m.key)));

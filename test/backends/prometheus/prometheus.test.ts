@@ -388,6 +388,7 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
         recordMetric("rankscope/own_note", 1, Reduce.MAX);
         recordMetric("big", 2n ** 63n - 1n, Reduce.MAX);
         recordMetric("negz", -0, Reduce.MAX);
+        recordMetric("negz_mean", -0, Reduce.MEAN);
         await logger.flush(1);
         recordMetric("size_sum", 7, Reduce.MEAN);
         recordMetric("lat_count", 42, Reduce.MEAN);
@@ -415,6 +416,8 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
       sameNumber(single(await prom.query(`big{${selector}}`), "big"), 2 ** 63, "2^63 − 1 recorded: the nearest double");
       const negz = single(await prom.query(`negz{${selector}}`), "negz");
       assert.ok(Object.is(negz, 0), `−0 arrives as 0 (${selector}): ${negz}`);
+      const negzMean = single(await prom.query(`negz_mean{${selector}}`), "negz_mean");
+      assert.ok(Object.is(negzMean, 0), `the MEAN of −0 arrives as 0 (${selector}): ${negzMean}`);
     }
     assert.ok((await prom.query(`{__name__=~"rankscope:own_note|w__count_total",job="ranks"}`)).length === 2, "internal: true exports them");
     assert.match(text, /^big 9\.223372036854776e\+18$/m, "exponent form, not an integer literal beyond int64");

@@ -8,10 +8,10 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
 import type { AlertEvent } from "../../../src/core/alert.js";
-import { alerts, closeStores } from "../../../src/backends/store/reader.js";
+import { alerts, closeStores } from "../../../src/store/reader.js";
 import { StoreBackend } from "../../../src/backends/store/index.js";
-import { Database } from "../../../src/backends/store/sqlite.js";
-import { storePath } from "../../../src/backends/store/schema.js";
+import { Database } from "../../../src/store/sqlite.js";
+import { storePath } from "../../../src/store/schema.js";
 import { openRun } from "../../ui/seed.js";
 import { tempDir } from "../../helpers.js";
 

@@ -6,7 +6,7 @@ import { after, describe, test } from "node:test";
 import { DEFAULT_BACKENDS, getOrCreateMetricLogger } from "../../../src/controller/metric-logger.js";
 import { recordMetric } from "../../../src/core/collector.js";
 import { Reduce } from "../../../src/core/registry.js";
-import { CONTROLLER_RANK, closeStores, config, histograms, keys, runInfo, samples, series } from "../../../src/backends/store/reader.js";
+import { CONTROLLER_RANK, closeStores, config, histograms, keys, runInfo, samples, series } from "../../../src/store/reader.js";
 import { captureStdout, collectDiagnostics, tempDir } from "../../helpers.js";
 
 after(() => closeStores());

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
-import { LocalRankHandle, RankRuntime } from "../../../src/transport/rank/runtime.js";
+import { LocalRankHandle, RankRuntime } from "../../../src/pipeline/runtime.js";
 import { Collector, recordMetric } from "../../../src/core/collector.js";
 import { diagnosticCounts } from "../../../src/core/diagnostics.js";
 import { Reduce } from "../../../src/core/registry.js";

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, beforeEach, describe, it } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
-import { LocalRankHandle, RankRuntime } from "../../../src/transport/rank/runtime.js";
+import { LocalRankHandle, RankRuntime } from "../../../src/pipeline/runtime.js";
 import { Collector, recordMetric } from "../../../src/core/collector.js";
 import { diagnosticCounts } from "../../../src/core/diagnostics.js";
 import { Reduce } from "../../../src/core/registry.js";

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { spawnSync } from "node:child_process";
-import { series } from "../../../src/backends/store/reader.js";
+import { series } from "../../../src/store/reader.js";
 import { startDashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
 import { pythonKit } from "../../helpers/python.js";

@@ -9,8 +9,8 @@ import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
-import { GLOBAL_RANK } from "../../../src/backends/store/schema.js";
-import { StoreWriter } from "../../../src/backends/store/writer.js";
+import { GLOBAL_RANK } from "../../../src/store/schema.js";
+import { StoreWriter } from "../../../src/store/writer.js";
 import { tempDir } from "../../helpers.js";
 import { seedFinishedRun } from "../../ui/seed.js";
 

@@ -5,8 +5,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { before, describe, test } from "node:test";
-import { GLOBAL_RANK } from "../../../src/backends/store/schema.js";
-import { StoreWriter } from "../../../src/backends/store/writer.js";
+import { GLOBAL_RANK } from "../../../src/store/schema.js";
+import { StoreWriter } from "../../../src/store/writer.js";
 import { tempDir } from "../../helpers.js";
 
 const REPO = fileURLToPath(new URL("../../..", import.meta.url));

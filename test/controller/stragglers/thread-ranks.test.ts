@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { hostname } from "node:os";
 import { afterEach, describe, it } from "node:test";
 import { getOrCreateMetricLogger, spawnRanks, type FlushResult, type StragglerReport } from "../../../src/index.js";
-import { rankTiming } from "../../../src/backends/store/reader.js";
+import { rankTiming } from "../../../src/store/reader.js";
 import { tempDir } from "../../helpers.js";
 import type { StepPlan } from "./fixtures/straggler-rank.js";
 

@@ -12,7 +12,7 @@ import { test } from "node:test";
 import { getReduceDefinition } from "../../../src/core/registry.js";
 import type { AccumulatorState } from "../../../src/core/reduce.js";
 import { getCollector, getOrCreateMetricLogger, recordMetric, Reduce } from "../../../src/index.js";
-import { series } from "../../../src/backends/store/reader.js";
+import { series } from "../../../src/store/reader.js";
 import { tempDir } from "../../helpers.js";
 import { pythonKit } from "../../helpers/python.js";
 

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { CONTROLLER_RANK, GLOBAL_RANK, keys, series } from "../../../src/backends/store/reader.js";
+import { CONTROLLER_RANK, GLOBAL_RANK, keys, series } from "../../../src/store/reader.js";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { recordMetric, Reduce } from "../../../src/index.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";

@@ -20,7 +20,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
-import { keys, ranks, series } from "../../../src/backends/store/reader.js";
+import { keys, ranks, series } from "../../../src/store/reader.js";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { CONTROLLER_LINE, GLOBAL_LINE, lineDisplayLabel, lineOf, recorderPath, type RecorderRole } from "../../../src/core/rank-identity.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";

@@ -8,11 +8,12 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Collector, type KeyState } from "../../../src/core/collector.js";
+import { Collector } from "../../../src/core/collector.js";
+import type { KeyState } from "../../../src/core/key-state.js";
 import { MAX_RESENDS, RemoteRankHandle, type RankCarrier } from "../../../src/transport/controller/remote-rank.js";
 import { decodeProtocolMessage, ignoredMessageCounts, transportStats, type ControllerRequest, type RankReply } from "../../../src/transport/protocol/messages.js";
 import { KEPT_FLUSH_ANSWERS, RankAgent } from "../../../src/transport/rank/rank-agent.js";
-import { RankRuntime } from "../../../src/transport/rank/runtime.js";
+import { RankRuntime } from "../../../src/pipeline/runtime.js";
 import { diagnosticCounts } from "../../../src/core/diagnostics.js";
 import { collectDiagnostics, waitFor } from "../../helpers.js";
 

@@ -13,7 +13,7 @@ import { serveHostsOverNats } from "../../../src/transport/host/server.js";
 import { joinOverNats } from "../../../src/transport/rank/nats.js";
 import { serveRanksOverNats } from "../../../src/transport/controller/nats.js";
 import { RankAgent, type SendFrame, type SendText } from "../../../src/transport/rank/rank-agent.js";
-import { RankRuntime } from "../../../src/transport/rank/runtime.js";
+import { RankRuntime } from "../../../src/pipeline/runtime.js";
 import { tempDir, waitFor } from "../../helpers.js";
 import { NatsServer } from "../support.js";
 

@@ -8,7 +8,7 @@ import { test } from "node:test";
 import fc from "fast-check";
 import { Collector } from "../../../src/core/collector.js";
 import type { AccumulatorState } from "../../../src/core/reduce.js";
-import { RankRuntime } from "../../../src/transport/rank/runtime.js";
+import { RankRuntime } from "../../../src/pipeline/runtime.js";
 import { decodeProtocolMessage, encodeProtocolMessage, ignoredMessageCounts, type ProtocolMessage } from "../../../src/transport/protocol/messages.js";
 import { RankAgent } from "../../../src/transport/rank/rank-agent.js";
 import { decodeHostMessage } from "../../../src/transport/host/messages.js";

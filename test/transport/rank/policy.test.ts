@@ -14,7 +14,7 @@ import { Collector } from "../../../src/core/collector.js";
 import { decodeProtocolMessage, encodeProtocolMessage, ignoredMessageCounts, type ControllerRequest, type RankReply } from "../../../src/transport/protocol/messages.js";
 import type { RankPolicy } from "../../../src/transport/rank/policy.js";
 import { RankAgent } from "../../../src/transport/rank/rank-agent.js";
-import { RankRuntime } from "../../../src/transport/rank/runtime.js";
+import { RankRuntime } from "../../../src/pipeline/runtime.js";
 import type { UncheckedBackendsConfig } from "../../../src/backends/options.js";
 import { collectDiagnostics, tempDir } from "../../helpers.js";
 

@@ -6,8 +6,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
-import { Collector, type KeyState } from "../../../src/core/collector.js";
-import { mergeRankKeyStates } from "../../../src/controller/reduce-states.js";
+import { Collector } from "../../../src/core/collector.js";
+import type { KeyState } from "../../../src/core/key-state.js";
+import { mergeRankKeyStates } from "../../../src/pipeline/reduce-states.js";
 import { StateDecoder, StateEncoder, WireFormatError, isWireFrame } from "../../../src/transport/wire/codec.js";
 
 const NUMERIC = ["mean", "sum", "max", "min", "std", "quantiles", "histogram", "quantiles(0.5,0.99)"] as const;

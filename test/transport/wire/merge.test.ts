@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
 import { Collector } from "../../../src/core/collector.js";
-import { mergeRankKeyStates } from "../../../src/controller/reduce-states.js";
+import { mergeRankKeyStates } from "../../../src/pipeline/reduce-states.js";
 import { FrameMerger, frameKeyStates, StateDecoder, StateEncoder, type DecodedFrame } from "../../../src/transport/wire/codec.js";
 
 const REDUCES = ["mean", "sum", "max", "min", "std", "quantiles", "histogram"] as const;

@@ -9,10 +9,10 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
 import { Collector } from "../../../src/core/collector.js";
-import { mergeRankKeyStates } from "../../../src/controller/reduce-states.js";
+import { mergeRankKeyStates } from "../../../src/pipeline/reduce-states.js";
 import { checkReplyFrameHeader, decodeProtocolMessage, encodeProtocolMessage, ignoredMessageCounts, type RankReply } from "../../../src/transport/protocol/messages.js";
 import { RankAgent } from "../../../src/transport/rank/rank-agent.js";
-import { RankRuntime } from "../../../src/transport/rank/runtime.js";
+import { RankRuntime } from "../../../src/pipeline/runtime.js";
 import { isWireFrame, readFrameHeader, StateDecoder, WIRE_VERSION } from "../../../src/transport/wire/codec.js";
 
 const RUN = "run1";

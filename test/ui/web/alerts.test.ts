@@ -9,7 +9,7 @@ import { rmSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import type { Page } from "playwright-core";
 import type { AlertEvent } from "../../../src/core/alert.js";
-import type { StoreWriter } from "../../../src/backends/store/writer.js";
+import type { StoreWriter } from "../../../src/store/writer.js";
 import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";

@@ -12,7 +12,7 @@ import { dirname, join, resolve } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
-import type { StoreWriter } from "../../../src/backends/store/writer.js";
+import type { StoreWriter } from "../../../src/store/writer.js";
 import { defaultWebDir, startDashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { readFileSync, rmSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
 import type { Page } from "playwright-core";
-import type { StoreWriter } from "../../../src/backends/store/writer.js";
+import type { StoreWriter } from "../../../src/store/writer.js";
 import { LIVE_POINT_CAP } from "../../../src/ui/web/thin.js";
 import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";

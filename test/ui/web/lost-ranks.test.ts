@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { after, before, describe, it } from "node:test";
 import type { Page } from "playwright-core";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
-import { closeStores, series } from "../../../src/backends/store/reader.js";
+import { closeStores, series } from "../../../src/store/reader.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { collectDiagnostics, runNode, tempDir, waitFor } from "../../helpers.js";

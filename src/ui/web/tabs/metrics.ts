@@ -7,7 +7,7 @@
  * once every chart on screen at load has drawn, and the measure `rankscope:first-render` from
  * navigation start to that point (body's `data-charts-rendered` says how many charts that was).
  */
-import { GLOBAL_RANK } from "../../../backends/store/read-types.js";
+import { GLOBAL_RANK } from "../../../store/read-types.js";
 import { api, type GroupLine, type RunKeys, type SeriesData } from "../api.js";
 import { ChartCard, lineColour } from "../chart.js";
 import type { Line } from "../chart-data.js";
