@@ -1,7 +1,9 @@
 // Lint: typescript-eslint's recommended rules over sources, tests and benchmarks, plus the
 // type-aware promise rules (a promise nobody awaits or handles loses its error silently), with
-// Node's globals for Node code and the browser's for the dashboard's web app.
+// Node's globals for Node code and the browser's for the dashboard's web app. Layout is Prettier's
+// (.prettierrc.json): eslint-config-prettier, last, turns off any rule that would fight it.
 import js from "@eslint/js";
+import eslintConfigPrettier from "eslint-config-prettier/flat";
 import globals from "globals";
 import tseslint from "typescript-eslint";
 
@@ -60,4 +62,5 @@ export default tseslint.config(
     files: ["**/*.js", "**/*.mjs", "**/*.cjs", "test/fixtures/consumer/**"],
     ...tseslint.configs.disableTypeChecked,
   },
+  eslintConfigPrettier,
 );

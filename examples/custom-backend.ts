@@ -1,4 +1,12 @@
-import { getOrCreateMetricLogger, recordMetric, Reduce, registerBackend, type Backend, type BackendContext, type Metric } from "rankscope";
+import {
+  getOrCreateMetricLogger,
+  recordMetric,
+  Reduce,
+  registerBackend,
+  type Backend,
+  type BackendContext,
+  type Metric,
+} from "rankscope";
 
 // A backend that alerts when a metric crosses a threshold (think Slack, PagerDuty, a file).
 class ThresholdAlertBackend implements Backend {
@@ -11,12 +19,15 @@ class ThresholdAlertBackend implements Backend {
 
   logBatch(metrics: readonly Metric[], step: number): void {
     for (const m of metrics) {
-      if (m.value > this.threshold) console.log(`[${this.source}] step ${step}: ${m.key} = ${m.value} > ${this.threshold}`);
+      if (m.value > this.threshold)
+        console.log(`[${this.source}] step ${step}: ${m.key} = ${m.value} > ${this.threshold}`);
     }
   }
 }
 
-registerBackend("alert", (options) => new ThresholdAlertBackend(Number(options["threshold"])), { knownOptions: ["threshold"] });
+registerBackend("alert", (options) => new ThresholdAlertBackend(Number(options["threshold"])), {
+  knownOptions: ["threshold"],
+});
 // Its options, for the compiler: `{ alert: { loggingMode: "global_reduce", treshold: 10 } }` is then a compile error.
 declare module "rankscope" {
   interface BackendOptionsMap {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test run: install the system packages the tests drive when they are missing
 # (Debian's chromium for the dashboard, nats-server for the multi-host transport), build,
-# lint, the cast budget, type-check, then every test file with Node's test runner.
+# lint, the formatter's check, the cast budget, type-check, then every test file with Node's test runner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +9,8 @@ bash scripts/install-system-deps.sh
 
 npm run build --silent
 npx eslint .
+# Code is laid out by Prettier (.prettierrc.json); `npm run format` rewrites what this refuses.
+npx prettier --check --cache --cache-strategy content --log-level warn .
 # Type assertions per 1,000 lines of src may only go down (docs/DESIGN.md, "Types, casts and lint").
 node scripts/count-casts.mjs --max-per-1000 0.9
 npx tsc -p tsconfig.json --noEmit

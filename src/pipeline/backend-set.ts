@@ -178,6 +178,9 @@ export class BackendSet {
    */
   async logStates(states: readonly KeyState[], target: ReduceTarget): Promise<ReducedFlush> {
     const reduced = reduceStates(states, target);
+    // Backends with the same `every` keep the same flushes (they start together and skip in step):
+    // their kept states are merged and reduced once, and the result handed to each.
+    const kept = new PendingByEvery();
     await Promise.all(
       this.live.map(async (live) => {
         if (live.every <= 1) return deliver(live, reduced, target.step);
@@ -185,7 +188,7 @@ export class BackendSet {
         live.pendingTarget = target;
         live.heldFlushes++;
         if (live.heldFlushes < live.every) return undefined;
-        return deliver(live, takePending(live, target), target.step);
+        return deliver(live, kept.take(live, target), target.step);
       }),
     );
     return reduced;
@@ -258,10 +261,11 @@ export class BackendSet {
    * held since its last log, at the last of their steps, so nothing recorded is lost.
    */
   async finish(): Promise<void> {
+    const kept = new PendingByEvery();
     await Promise.all(
       this.live.map(async (live) => {
         const target = live.pendingTarget;
-        if (live.pending.length > 0 && target !== null) await deliver(live, takePending(live, target), target.step);
+        if (live.pending.length > 0 && target !== null) await deliver(live, kept.take(live, target), target.step);
         // Its stream backlog first, within its deadline; what is still queued after it is counted.
         if (live.stream !== null && !(await live.stream.settled(live.deadlineMs))) {
           reportError(`backend.streamBacklog:${live.name}`, `backend "${live.name}" still had ${live.stream.backlog} stream record(s) to take when it was finished (its deadline is ${live.deadlineMs} ms); they are not delivered to it`);
@@ -291,6 +295,35 @@ function streamQueueStates(live: LiveBackend): KeyState[] {
     { key: `${STREAM_BACKLOG_KEY_PREFIX}${live.name}`, reduce: "sum", state: singleValueState(backlog) },
     { key: `${STREAM_BACKEND_DROPPED_KEY_PREFIX}${live.name}`, reduce: "sum", state: singleValueState(queue.takeDropped()) },
   ];
+}
+
+/**
+ * The kept states of the backends with `every: N` at one flush, merged and reduced once per
+ * distinct kept list: backends that kept the same flushes (the same states, in the same order: all
+ * those with the same `every`) get the same reduced flush, which backends only read.
+ */
+class PendingByEvery {
+  private readonly taken: { pending: readonly (readonly KeyState[])[]; target: ReduceTarget; flush: ReducedFlush }[] = [];
+
+  /** `live`'s kept states reduced (by an earlier backend with the same ones, or now), and forgotten. */
+  take(live: LiveBackend, target: ReduceTarget): ReducedFlush {
+    const same = this.taken.find((t) => t.target === target && samePending(t.pending, live.pending));
+    if (same === undefined) {
+      const pending = live.pending;
+      const flush = takePending(live, target);
+      this.taken.push({ pending, target, flush });
+      return flush;
+    }
+    live.pending = [];
+    live.pendingTarget = null;
+    live.heldFlushes = 0;
+    return same.flush;
+  }
+}
+
+/** True when two backends kept the very same flushes' states (the same arrays, in the same order). */
+function samePending(a: readonly (readonly KeyState[])[], b: readonly (readonly KeyState[])[]): boolean {
+  return a.length === b.length && a.every((states, i) => states === b[i]);
 }
 
 /** Merge and reduce the states a backend kept for its `every: N`, and forget them. */

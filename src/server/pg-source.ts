@@ -200,6 +200,18 @@ async function readRankTiming(pool: pg.Pool, id: number, maxFlushes: number): Pr
   return assembleRankTiming(flushes, lists);
 }
 
+/** One line of a series (its lowest line when `rank` is undefined), a window read the way the local store reads it. */
+async function read(pool: pg.Pool, handle: string, key: string, kind: "scalar" | "stream" | "system", rank: number | undefined, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesResult> {
+  const after = numericCursor(query.after, "after");
+  const before = numericCursor(query.before, "before");
+  const maxPoints = query.maxPoints ?? DEFAULT_MAX_POINTS;
+  const from = after ?? -Infinity;
+  const to = before ?? Infinity;
+  const { keyId: id, rank: r, reads } = await fetchChunks(pool, { runId: Number(handle), kind, key, rank }, from, to, maxPoints);
+  const x = kind === "scalar" ? "step" : "wall";
+  return readChunkedSeries(reads, kind === "scalar" ? "scalar" : "stream", { key, keyId: id, rank: r, x, window: { from, to, after }, maxPoints });
+}
+
 export function createPostgresSource(pool: pg.Pool, projectId: number): DashboardSource {
   const runId = (handle: string): number => Number(handle);
 
@@ -226,18 +238,6 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
 
   async function keysOf(handle: string, kind: KeyKind): Promise<KeyInfo[]> {
     return (await allKeys(handle)).filter((k) => k.kind === kind);
-  }
-
-
-  async function read(handle: string, key: string, kind: "scalar" | "stream" | "system", rank: number | undefined, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesResult> {
-    const after = numericCursor(query.after, "after");
-    const before = numericCursor(query.before, "before");
-    const maxPoints = query.maxPoints ?? DEFAULT_MAX_POINTS;
-    const from = after ?? -Infinity;
-    const to = before ?? Infinity;
-    const { keyId: id, rank: r, reads } = await fetchChunks(pool, { runId: runId(handle), kind, key, rank }, from, to, maxPoints);
-    const x = kind === "scalar" ? "step" : "wall";
-    return readChunkedSeries(reads, kind === "scalar" ? "scalar" : "stream", { key, keyId: id, rank: r, x, window: { from, to, after }, maxPoints });
   }
 
   return {
@@ -280,7 +280,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     },
 
     async series(handle, key, query): Promise<SeriesData> {
-      return toSeriesData(await read(handle, key, "scalar", query.rank ?? GLOBAL_RANK, query));
+      return toSeriesData(await read(pool, handle, key, "scalar", query.rank ?? GLOBAL_RANK, query));
     },
 
     streamKeys: async (handle) => (await keysOf(handle, "stream")).map((k) => k.key),
@@ -298,7 +298,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       const out: StreamData = { key, ranks: [], steps: [], times: [], values: [], cursor: null };
       for (const rank of info.ranks) {
         const after = cursors.get(rank);
-        const result = await read(handle, key, "stream", rank, { maxPoints: perRank, ...(after !== undefined ? { after: String(after) } : {}) });
+        const result = await read(pool, handle, key, "stream", rank, { maxPoints: perRank, ...(after !== undefined ? { after: String(after) } : {}) });
         for (const p of result.points) {
           out.ranks.push(rank);
           out.steps.push(p.step);
@@ -376,7 +376,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     systemKeys: async (handle) => (await keysOf(handle, "system")).map((k) => k.key),
 
     async system(handle, key, query): Promise<SeriesData> {
-      return toSeriesData(await read(handle, key, "system", undefined, query));
+      return toSeriesData(await read(pool, handle, key, "system", undefined, query));
     },
 
     async lastValues(handle: string): Promise<Record<string, number>> {

@@ -146,73 +146,99 @@ const LINE_SPAN = 1 << 20;
  * point each cost a thousand small groups, not a string and an array per point.
  */
 export function groupColumns(sets: readonly PointColumns[]): SeriesGroup[] {
-  const keyIds = new Map<string, number>();
-  const keyNames: string[] = [];
-  const keyReduces: (string | null)[] = [];
-  const groupOf = new Map<number, number>();
-  const groupKey: number[] = [];
-  const groupRank: number[] = [];
-  const counts: number[] = [];
-  const assigned: Int32Array[] = [];
+  const keys: GroupKeys = { ids: new Map(), names: [], reduces: [] };
+  const found: FoundGroups = { byId: new Map(), key: [], rank: [], counts: [] };
   // Lines numbered in the order they appear (a batch mostly holds one: the last is kept at hand).
   const lineIds = new Map<number, number>();
   let lastLine = Number.NaN;
   let lastLineId = 0;
+  const assigned: Int32Array[] = [];
   for (const set of sets) {
-    const local = Uint32Array.from(set.keys, (key, k) => {
-      let id = keyIds.get(key);
-      if (id === undefined) {
-        id = keyNames.length;
-        keyIds.set(key, id);
-        keyNames.push(key);
-        keyReduces.push(null);
-      }
-      const reduce = set.reduces?.[k] ?? null;
-      if (reduce !== null) keyReduces[id] = reduce;
-      return id;
-    });
+    const local = localKeyIds(set, keys);
     const n = set.steps.length;
     const groups = new Int32Array(n);
     for (let i = 0; i < n; i++) {
       const key = int(local, int(set.keyIndex, i));
       const rank = f64(set.ranks, i);
       if (rank !== lastLine) {
-        if (!Number.isSafeInteger(rank)) throw new RangeError(`line ${rank} is not an integer`);
-        let lineId = lineIds.get(rank);
-        if (lineId === undefined) {
-          lineId = lineIds.size;
-          if (lineId >= LINE_SPAN) throw new RangeError(`a batch holds more than ${LINE_SPAN} lines`);
-          lineIds.set(rank, lineId);
-        }
+        lastLineId = lineIdOf(lineIds, rank);
         lastLine = rank;
-        lastLineId = lineId;
       }
       const id = key * LINE_SPAN + lastLineId;
-      let g = groupOf.get(id);
+      let g = found.byId.get(id);
       if (g === undefined) {
-        g = counts.length;
-        groupOf.set(id, g);
-        groupKey.push(key);
-        groupRank.push(rank);
-        counts.push(0);
+        g = found.counts.length;
+        found.byId.set(id, g);
+        found.key.push(key);
+        found.rank.push(rank);
+        found.counts.push(0);
       }
-      counts[g] = (counts[g] ?? 0) + 1;
+      found.counts[g] = (found.counts[g] ?? 0) + 1;
       groups[i] = g;
     }
     assigned.push(groups);
   }
-  const groups = counts.map((count, g): SeriesGroup => {
-    const key = groupKey[g] ?? 0;
+  const groups = found.counts.map((count, g): SeriesGroup => {
+    const key = found.key[g] ?? 0;
     return {
-      key: keyNames[key] ?? "",
-      reduce: keyReduces[key] ?? null,
-      rank: groupRank[g] ?? 0,
+      key: keys.names[key] ?? "",
+      reduce: keys.reduces[key] ?? null,
+      rank: found.rank[g] ?? 0,
       steps: new Float64Array(count),
       walls: new Float64Array(count),
       values: new Float64Array(count),
     };
   });
-  const filled = new Int32Array(counts.length);
+  fillGroups(sets, assigned, groups);
+  return groups;
+}
+
+/** The keys met so far while grouping: numbered in the order they appear, with their reduce (the last one given). */
+interface GroupKeys {
+  readonly ids: Map<string, number>;
+  readonly names: string[];
+  readonly reduces: (string | null)[];
+}
+
+/** The groups met so far: by packed (key, line) id, with each group's key, rank and point count. */
+interface FoundGroups {
+  readonly byId: Map<number, number>;
+  readonly key: number[];
+  readonly rank: number[];
+  readonly counts: number[];
+}
+
+/** A batch's key indexes mapped to the grouping's key numbers (new keys numbered as they come). */
+function localKeyIds(set: PointColumns, keys: GroupKeys): Uint32Array {
+  return Uint32Array.from(set.keys, (key, k) => {
+    let id = keys.ids.get(key);
+    if (id === undefined) {
+      id = keys.names.length;
+      keys.ids.set(key, id);
+      keys.names.push(key);
+      keys.reduces.push(null);
+    }
+    const reduce = set.reduces?.[k] ?? null;
+    if (reduce !== null) keys.reduces[id] = reduce;
+    return id;
+  });
+}
+
+/** The number of line `rank` (numbered as lines appear); throws past `LINE_SPAN` lines or for a line that is not an integer. */
+function lineIdOf(lineIds: Map<number, number>, rank: number): number {
+  if (!Number.isSafeInteger(rank)) throw new RangeError(`line ${rank} is not an integer`);
+  let lineId = lineIds.get(rank);
+  if (lineId === undefined) {
+    lineId = lineIds.size;
+    if (lineId >= LINE_SPAN) throw new RangeError(`a batch holds more than ${LINE_SPAN} lines`);
+    lineIds.set(rank, lineId);
+  }
+  return lineId;
+}
+
+/** The second pass: each point copied into its group's arrays, in order. */
+function fillGroups(sets: readonly PointColumns[], assigned: readonly Int32Array[], groups: SeriesGroup[]): void {
+  const filled = new Int32Array(groups.length);
   sets.forEach((set, s) => {
     const of = assigned[s];
     if (of === undefined) return;
@@ -227,7 +253,6 @@ export function groupColumns(sets: readonly PointColumns[]): SeriesGroup[] {
       group.values[at] = f64(set.values, i);
     }
   });
-  return groups;
 }
 
 /** Concatenate columns. */

@@ -66,21 +66,7 @@ export function readChunkedSeries(sql: ChunkReads, kind: "scalar" | "stream", re
   const scalar = kind === "scalar";
   const chunks = (scalar ? sql.scalarChunks : sql.streamChunks).all(keyId, rank, from, to);
   const rows = scalar ? sql.points.all(keyId, rank, from, to) : [];
-  const decode = (c: ChunkMeta): Decoded => {
-    const b = sql.chunkBlobs.get(c.id);
-    if (b === undefined) throw new Error(`store chunk ${c.id} of ${JSON.stringify(key)} vanished inside a read transaction`);
-    const steps = unpackFloat64(b.steps);
-    let start = 0;
-    let end = steps.length;
-    if (scalar) {
-      if (c.pos_first <= from) while (start < end && f64(steps, start) <= from) start++;
-      if (c.pos_last >= to) while (end > start && f64(steps, end - 1) >= to) end--;
-    } else {
-      if (c.pos_first <= from) start = Math.min(end, from - c.pos_first + 1);
-      if (c.pos_last >= to) end = Math.max(start, Math.min(end, to - c.pos_first));
-    }
-    return { steps, walls: unpackFloat64(b.walls), values: unpackFloat64(b.vals), start, end };
-  };
+  const decode = (c: ChunkMeta): Decoded => decodeChunk(sql, key, scalar, window, c);
   // Chunks across an edge of the window are decoded now: their count in the window is exact.
   const edges = new Map<ChunkMeta, Decoded>();
   let total = rows.length;
@@ -99,25 +85,63 @@ export function readChunkedSeries(sql: ChunkReads, kind: "scalar" | "stream", re
   const lastRow = rows[rows.length - 1];
   if (lastRow !== undefined) lastPosition = lastRow[0];
   const cursor = lastPosition ?? window.after ?? null;
-
+  const parts: SeriesParts = { chunks, rows, edges, decode };
   if (total <= maxPoints) {
-    const points: SeriesPoint[] = [];
-    for (const c of chunks) {
-      const d = edges.get(c) ?? decode(c);
-      for (let i = d.start; i < d.end; i++) points.push({ step: f64(d.steps, i), wall: f64(d.walls, i), value: f64(d.values, i) });
-    }
-    for (const [step, wall, value] of rows) points.push({ step, wall, value: fromSqlReal(value) });
-    if (x === "wall") points.sort((p, q) => p.wall - q.wall || p.step - q.step);
-    else if (!scalar) points.sort((p, q) => p.step - q.step);
+    const points = everyPoint(parts, x, scalar);
     return { key, kind, rank, points, cursor, total: points.length, downsampled: false };
   }
+  const points = downsampleParts(sql, parts, x, total, maxPoints);
+  return { key, kind, rank, points, cursor, total, downsampled: true };
+}
 
-  // The x range, from chunk summaries, the edge chunks' points in the window, and rows (walls
-  // within a chunk are close to monotone).
+/** A window's chunks, rows and the chunks across its edges (decoded already), and how to decode any other. */
+interface SeriesParts {
+  readonly chunks: readonly ChunkMeta[];
+  readonly rows: readonly [step: number, wall: number, value: number | null][];
+  readonly edges: ReadonlyMap<ChunkMeta, Decoded>;
+  readonly decode: (c: ChunkMeta) => Decoded;
+}
+
+/** Decode chunk `c` and find the part of it inside the window (by step for scalars, by arrival position for streams). */
+function decodeChunk(sql: ChunkReads, key: string, scalar: boolean, window: Window, c: ChunkMeta): Decoded {
+  const { from, to } = window;
+  const b = sql.chunkBlobs.get(c.id);
+  if (b === undefined) throw new Error(`store chunk ${c.id} of ${JSON.stringify(key)} vanished inside a read transaction`);
+  const steps = unpackFloat64(b.steps);
+  let start = 0;
+  let end = steps.length;
+  if (scalar) {
+    if (c.pos_first <= from) while (start < end && f64(steps, start) <= from) start++;
+    if (c.pos_last >= to) while (end > start && f64(steps, end - 1) >= to) end--;
+  } else {
+    if (c.pos_first <= from) start = Math.min(end, from - c.pos_first + 1);
+    if (c.pos_last >= to) end = Math.max(start, Math.min(end, to - c.pos_first));
+  }
+  return { steps, walls: unpackFloat64(b.walls), values: unpackFloat64(b.vals), start, end };
+}
+
+/** Every point of the window, in x order. */
+function everyPoint(parts: SeriesParts, x: XAxis, scalar: boolean): SeriesPoint[] {
+  const points: SeriesPoint[] = [];
+  for (const c of parts.chunks) {
+    const d = parts.edges.get(c) ?? parts.decode(c);
+    for (let i = d.start; i < d.end; i++) points.push({ step: f64(d.steps, i), wall: f64(d.walls, i), value: f64(d.values, i) });
+  }
+  for (const [step, wall, value] of parts.rows) points.push({ step, wall, value: fromSqlReal(value) });
+  if (x === "wall") points.sort((p, q) => p.wall - q.wall || p.step - q.step);
+  else if (!scalar) points.sort((p, q) => p.step - q.step);
+  return points;
+}
+
+/**
+ * The x range, from chunk summaries, the edge chunks' points in the window, and rows (walls
+ * within a chunk are close to monotone).
+ */
+function xRange(parts: SeriesParts, x: XAxis): [x0: number, x1: number] {
   let x0 = Infinity;
   let x1 = -Infinity;
-  for (const c of chunks) {
-    const d = edges.get(c);
+  for (const c of parts.chunks) {
+    const d = parts.edges.get(c);
     if (d !== undefined) {
       const xs = x === "step" ? d.steps : d.walls;
       for (let i = d.start; i < d.end; i++) {
@@ -132,17 +156,26 @@ export function readChunkedSeries(sql: ChunkReads, kind: "scalar" | "stream", re
     if (a < x0) x0 = a;
     if (b > x1) x1 = b;
   }
-  for (const [step, wall] of rows) {
+  for (const [step, wall] of parts.rows) {
     const v = x === "step" ? step : wall;
     if (v < x0) x0 = v;
     if (v > x1) x1 = v;
   }
+  return [x0, x1];
+}
+
+/**
+ * The window downsampled to about `maxPoints`: edge chunks by their points, inner chunks by their
+ * pre-aggregated blocks (many blocks per bucket), their summary (wholly in one bucket) or their points.
+ */
+function downsampleParts(sql: ChunkReads, parts: SeriesParts, x: XAxis, total: number, maxPoints: number): SeriesPoint[] {
+  const [x0, x1] = xRange(parts, x);
   const buckets = Math.floor(maxPoints / POINTS_PER_BUCKET);
   const ds = new Downsampler(x0, x1, buckets, x === "step");
   // With many blocks per bucket, fold the chunks' pre-aggregated blocks instead of their points.
   const useBlocks = total / buckets >= BLOCKS_PER_BUCKET * BLOCK_POINTS;
-  for (const c of chunks) {
-    const d = edges.get(c);
+  for (const c of parts.chunks) {
+    const d = parts.edges.get(c);
     if (d !== undefined) {
       ds.addArrays(d.steps, d.walls, d.values, d.start, d.end);
       continue;
@@ -169,12 +202,12 @@ export function readChunkedSeries(sql: ChunkReads, kind: "scalar" | "stream", re
         lastWall: c.last_wall,
       });
     } else {
-      const full = decode(c);
+      const full = parts.decode(c);
       ds.addArrays(full.steps, full.walls, full.values, full.start, full.end);
     }
   }
-  for (const [step, wall, value] of rows) ds.add(step, wall, fromSqlReal(value), x === "step" ? step : wall);
-  return { key, kind, rank, points: ds.result(maxPoints), cursor, total, downsampled: true };
+  for (const [step, wall, value] of parts.rows) ds.add(step, wall, fromSqlReal(value), x === "step" ? step : wall);
+  return ds.result(maxPoints);
 }
 
 /** A series kept as rows (system metrics), in arrival order. */

@@ -19,7 +19,8 @@ test("config errors name the backend and list what is valid", async () => {
     message: 'backend "console": loggingMode "global" is not valid; valid: global_reduce, per_rank_reduce, per_rank_no_reduce',
   });
   // @ts-expect-error -- an unknown backend is a compile error too; this checks the runtime error
-  await assert.rejects(logger.initBackends({ mlflow: { loggingMode: "global_reduce" } }), /unknown backend "mlflow"; registered: .*console.*jsonl/);
+  const unknownBackend = logger.initBackends({ mlflow: { loggingMode: "global_reduce" } });
+  await assert.rejects(unknownBackend, /unknown backend "mlflow"; registered: .*console.*jsonl/);
   await assert.rejects(logger.initBackends({ console: "yes" } as never), /backend "console": config must be an object/);
   await assert.rejects(logger.initBackends({ console: { loggingMode: "global_reduce", every: 0 } }), /every must be a positive integer/);
   await logger.shutdown();

@@ -53,13 +53,16 @@ test("bad keys and values get TypeErrors that say what was given and what is acc
   assert.throws(() => recordMetric("c/v", "3" as unknown as number), /takes a number or a bigint, got the string "3"; for records \(objects\) use Reduce.SAMPLE/);
   recordMetric("c/v2", 1);
   assert.throws(() => recordMetric("c/v2", null as unknown as number), /takes a number or a bigint, got null/);
+  // Each refused call short enough to stay on the line below its directive once formatted.
+  const notARecord = /takes a plain object record \(e\.g\. \{ prompt, reward \}\), got number 3/;
   // @ts-expect-error -- a number for a reduction of records is a compile error too; this checks the runtime error
-  assert.throws(() => recordMetric("c/s", 3, Reduce.SAMPLE), /takes a plain object record \(e.g. \{ prompt, reward \}\), got number 3/);
+  assert.throws(() => recordMetric("c/s", 3, Reduce.SAMPLE), notARecord);
   recordMetric("c/s", { reward: 1 }, Reduce.SAMPLE);
   // @ts-expect-error -- as above, once the key is known (the hot path sends it to the same error)
-  assert.throws(() => recordMetric("c/s", 3, Reduce.SAMPLE), /takes a plain object record \(e\.g\. \{ prompt, reward \}\), got number 3/, "the same error once the key is known");
+  assert.throws(() => recordMetric("c/s", 3, Reduce.SAMPLE), notARecord, "the same error once the key is known");
+  const notANumber = /takes a number or a bigint, got an object \(Object\)/;
   // @ts-expect-error -- and a record for a reduction of numbers
-  assert.throws(() => recordMetric("c/o", { reward: 1 }, Reduce.MEAN), /takes a number or a bigint, got an object \(Object\)/);
+  assert.throws(() => recordMetric("c/o", { reward: 1 }, Reduce.MEAN), notANumber);
   // @ts-expect-error -- an unknown reduce is a compile error too; this checks the runtime error (JavaScript callers)
   assert.throws(() => recordMetric("c/r", 1, "median"), /unknown reduce "median"; valid: mean, sum/);
 });

@@ -19,7 +19,7 @@ import { isRecord } from "../../core/json.js";
 import { splitByBytes } from "./history-queue.js";
 import { putFile, withRetry, type Endpoint } from "./http.js";
 import { DEFAULT_LIMITS, normaliseBaseUrl, type SenderLimits } from "./options.js";
-import { findSpools, readSpool, SPOOL_INFO_FILE, spooledFiles, type SpooledClient } from "./spool.js";
+import { findSpools, readSpool, SPOOL_INFO_FILE, spooledFiles, type SpooledClient, type SpooledRun } from "./spool.js";
 
 /** Progress of a sync, reported after every request. */
 export interface SyncProgress {
@@ -128,114 +128,172 @@ export async function syncSpool(path: string, options: SyncOptions = {}): Promis
   if (apiKey === undefined) throw new Error("no W&B API key: set WANDB_API_KEY (the key is never written to the spool)");
   const limits: SenderLimits = { ...DEFAULT_LIMITS, retryBudgetMs: 600_000, ...options.limits };
   const spools = dirs.map((d) => readSpool(d));
-  const total = spools.reduce((n, s) => n + s.clients.reduce((m, c) => m + c.lines.length, 0), 0);
-  let done = 0;
+  const progress = { done: 0, total: spools.reduce((n, s) => n + s.clients.reduce((m, c) => m + c.lines.length, 0), 0) };
   const runs: SyncResult["runs"][number][] = [];
-  for (const spool of spools) {
-    const { info } = spool;
-    const endpoint: Endpoint = { baseUrl: normaliseBaseUrl(options.baseUrl ?? info.baseUrl), apiKey };
-    const runId = info.upsert.name;
-    const state = readState(spool.dir);
-    const must = <T>(result: { ok: true; value: T } | { ok: false; reason: string }, what: string): T => {
+  for (const spool of spools) runs.push(await syncOneSpool(spool, apiKey, limits, options, progress));
+  return { runs };
+}
+
+/** What a result of the W&B API is when it succeeded; throws, naming `what`, when it failed. */
+type Must = <T>(result: { ok: true; value: T } | { ok: false; reason: string }, what: string) => T;
+
+/** One spool's sync, and the counts of it `syncSpool` returns. */
+class SpoolSync {
+  linesSent = 0;
+  linesSkipped = 0;
+  requests = 0;
+  completed = false;
+  readonly state: SyncState;
+  readonly must: Must;
+
+  constructor(
+    readonly spool: SpooledRun,
+    readonly endpoint: Endpoint,
+    readonly limits: SenderLimits,
+    private readonly options: SyncOptions,
+    private readonly progress: { done: number; total: number },
+  ) {
+    this.state = readState(spool.dir);
+    this.must = (result, what) => {
       if (!result.ok) throw new Error(`sync of ${basename(spool.dir)}: ${what} failed: ${result.reason}; nothing after it was sent, run sync again`);
       return result.value;
     };
-    const status = must(
-      await withRetry(() => runResumeStatus(endpoint, { name: runId, project: info.upsert.project, entity: info.upsert.entity }, limits.requestTimeoutMs), limits),
-      "RunResumeStatus",
-    );
-    const firstSync = Object.keys(state.bases).length === 0 && Object.keys(state.sent).length === 0;
-    const relative = spool.clients.some((c) => !c.absoluteOffsets);
-    if (firstSync && relative && !info.shared) {
-      if (status.exists && status.historyLineCount > 0 && info.resume === "never") {
-        throw new Error(`run ${runId} already exists on ${endpoint.baseUrl} and the spool says resume "never"; sync into another run by editing runId in ${join(spool.dir, SPOOL_INFO_FILE)}`);
-      }
-      if (!status.exists && info.resume === "must") {
-        throw new Error(`run ${runId} does not exist on ${endpoint.baseUrl} and the spool says resume "must"`);
-      }
-    }
-    const files = pendingFiles(spool.dir, state);
-    const allDone =
-      files.length === 0 &&
-      state.completed === spool.clients.some((c) => c.exitcode !== undefined) &&
-      spool.clients.every((c) => (state.sent[clientKey(c)] ?? -1) >= (state.bases[clientKey(c)] ?? 0) + c.firstOffset + c.lines.length && (c.summary === undefined || state.summaries[clientKey(c)] === c.summary));
-    let linesSent = 0;
-    let linesSkipped = 0;
-    let requests = 0;
-    let completed = false;
-    if (allDone && (info.shared || status.historyLineCount >= Math.max(...spool.clients.map((c) => (state.bases[clientKey(c)] ?? 0) + c.firstOffset + c.lines.length)))) {
-      // Everything is on the server already: a second sync is a no-op.
-      for (const c of spool.clients) done += c.lines.length;
-      options.onProgress?.({ runId, done, total });
-      runs.push({ dir: spool.dir, runId, linesSent, linesSkipped: spool.clients.reduce((n, c) => n + c.lines.length, 0), completed, requests });
-      continue;
-    }
-    const upsertHeaders = info.shared ? sharedModeHeaders(PRIMARY_CLIENT_ID) : {};
-    const upserted = must(await withRetry(() => upsertRun(endpoint, info.upsert, limits.requestTimeoutMs, upsertHeaders), limits), "UpsertBucket");
-    const run = { entity: upserted.entity, project: upserted.project, name: upserted.name };
-    let completeBy: SpooledClient | undefined;
-    for (const client of spool.clients) {
-      const key = clientKey(client);
-      let base = state.bases[key];
-      if (base === undefined) {
-        base = client.absoluteOffsets ? 0 : client.clientId === null ? status.historyLineCount : 0;
-        state.bases[key] = base;
-        writeState(spool.dir, state);
-      }
-      const start = base + client.firstOffset;
-      const serverHas = Math.max(client.clientId === null ? status.historyLineCount : 0, state.sent[key] ?? 0);
-      if (serverHas < start && client.absoluteOffsets && client.firstOffset > 0) {
-        throw new Error(`sync of ${runId}: the server has ${serverHas} history lines but the spool starts at line ${start}; lines in between were lost on the server`);
-      }
-      let next = Math.max(start, serverHas);
-      const skipped = Math.min(client.lines.length, next - start);
-      linesSkipped += skipped;
-      done += skipped;
-      options.onProgress?.({ runId, done, total });
-      const end = start + client.lines.length;
-      while (next < end || (client.summary !== undefined && state.summaries[key] !== client.summary)) {
-        const from = next - start;
-        const count = (splitByBytes(client.lines, limits.maxRequestBytes, from, 1)[0] ?? from) - from;
-        const last = next + count >= end;
-        const parts = { lines: client.lines.slice(from, from + count), offset: next, summary: last ? client.summary : undefined };
-        const body = JSON.stringify(fileStreamBody(parts) ?? { files: {} });
-        must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, client.clientId), limits), "file_stream");
-        requests++;
-        next += count;
-        linesSent += count;
-        done += count;
-        state.sent[key] = next;
-        if (last && client.summary !== undefined) state.summaries[key] = client.summary;
-        writeState(spool.dir, state);
-        options.onProgress?.({ runId, done, total });
-      }
-      if (client.exitcode !== undefined) completeBy = client;
-    }
-    if (files.length > 0) {
-      // Run files (tables, config.yaml, version.json, the summary) as the SDK uploads them.
-      const uploads = must(await withRetry(() => createRunFiles(endpoint, run, files.map((f) => f.name), limits.requestTimeoutMs), limits), "CreateRunFiles");
-      const uploaded: string[] = [];
-      for (const f of files) {
-        const url = uploads.urls.get(f.name);
-        if (url === undefined) throw new Error(`sync of ${basename(spool.dir)}: the server gave no upload URL for ${f.name}; run sync again`);
-        must(await withRetry(() => putFile(url, f.content, limits.requestTimeoutMs, uploads.headers), limits), `upload of ${f.name}`);
-        uploaded.push(f.name);
-      }
-      const body = JSON.stringify({ uploaded });
-      must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, info.shared ? PRIMARY_CLIENT_ID : null), limits), "file_stream uploaded");
-      requests++;
-      for (const f of files) state.files[f.name] = f.sha256;
-      writeState(spool.dir, state);
-    }
-    if (completeBy !== undefined && !state.completed) {
-      const body = JSON.stringify({ complete: true, exitcode: completeBy.exitcode });
-      must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, completeBy.clientId), limits), "file_stream complete");
-      requests++;
-      state.completed = true;
-      completed = true;
-      writeState(spool.dir, state);
-    }
-    runs.push({ dir: spool.dir, runId, linesSent, linesSkipped, completed, requests });
   }
-  return { runs };
+
+  get runId(): string {
+    return this.spool.info.upsert.name;
+  }
+
+  /** Count `lines` more as done (sent or already on the server) and tell the caller. */
+  advance(lines: number): void {
+    this.progress.done += lines;
+    this.options.onProgress?.({ runId: this.runId, done: this.progress.done, total: this.progress.total });
+  }
+
+  save(): void {
+    writeState(this.spool.dir, this.state);
+  }
+
+  result(): SyncResult["runs"][number] {
+    const { linesSent, linesSkipped, completed, requests } = this;
+    return { dir: this.spool.dir, runId: this.runId, linesSent, linesSkipped, completed, requests };
+  }
+}
+
+/** Sync one spool: resume checks, then each client's history lines, the run files, and the run's end. */
+async function syncOneSpool(spool: SpooledRun, apiKey: string, limits: SenderLimits, options: SyncOptions, progress: { done: number; total: number }): Promise<SyncResult["runs"][number]> {
+  const { info } = spool;
+  const endpoint: Endpoint = { baseUrl: normaliseBaseUrl(options.baseUrl ?? info.baseUrl), apiKey };
+  const sync = new SpoolSync(spool, endpoint, limits, options, progress);
+  const { state, must } = sync;
+  const status = must(
+    await withRetry(() => runResumeStatus(endpoint, { name: sync.runId, project: info.upsert.project, entity: info.upsert.entity }, limits.requestTimeoutMs), limits),
+    "RunResumeStatus",
+  );
+  checkResumePolicy(sync, status);
+  const files = pendingFiles(spool.dir, state);
+  if (files.length === 0 && isOnServer(spool, state, status.historyLineCount)) {
+    // Everything is on the server already: a second sync is a no-op.
+    sync.linesSkipped = spool.clients.reduce((n, c) => n + c.lines.length, 0);
+    sync.advance(sync.linesSkipped);
+    return sync.result();
+  }
+  const upsertHeaders = info.shared ? sharedModeHeaders(PRIMARY_CLIENT_ID) : {};
+  const upserted = must(await withRetry(() => upsertRun(endpoint, info.upsert, limits.requestTimeoutMs, upsertHeaders), limits), "UpsertBucket");
+  const run = { entity: upserted.entity, project: upserted.project, name: upserted.name };
+  let completeBy: SpooledClient | undefined;
+  for (const client of spool.clients) {
+    await sendClientLines(sync, run, client, status.historyLineCount);
+    if (client.exitcode !== undefined) completeBy = client;
+  }
+  if (files.length > 0) await uploadRunFiles(sync, run, files);
+  if (completeBy !== undefined && !state.completed) {
+    const { clientId, exitcode } = completeBy;
+    const body = JSON.stringify({ complete: true, exitcode });
+    must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, clientId), limits), "file_stream complete");
+    sync.requests++;
+    state.completed = true;
+    sync.completed = true;
+    sync.save();
+  }
+  return sync.result();
+}
+
+/** On a first sync of relative offsets into a run of its own, the spool's resume policy against what the server holds. */
+function checkResumePolicy(sync: SpoolSync, status: { exists: boolean; historyLineCount: number }): void {
+  const { spool, state, endpoint, runId } = sync;
+  const { info } = spool;
+  const firstSync = Object.keys(state.bases).length === 0 && Object.keys(state.sent).length === 0;
+  const relative = spool.clients.some((c) => !c.absoluteOffsets);
+  if (!firstSync || !relative || info.shared) return;
+  if (status.exists && status.historyLineCount > 0 && info.resume === "never") {
+    throw new Error(`run ${runId} already exists on ${endpoint.baseUrl} and the spool says resume "never"; sync into another run by editing runId in ${join(spool.dir, SPOOL_INFO_FILE)}`);
+  }
+  if (!status.exists && info.resume === "must") {
+    throw new Error(`run ${runId} does not exist on ${endpoint.baseUrl} and the spool says resume "must"`);
+  }
+}
+
+/** True when the sync state says every line, summary and the run's end were sent, and the server holds the lines. */
+function isOnServer(spool: SpooledRun, state: SyncState, historyLineCount: number): boolean {
+  const endOf = (c: SpooledClient): number => (state.bases[clientKey(c)] ?? 0) + c.firstOffset + c.lines.length;
+  const allSent =
+    state.completed === spool.clients.some((c) => c.exitcode !== undefined) &&
+    spool.clients.every((c) => (state.sent[clientKey(c)] ?? -1) >= endOf(c) && (c.summary === undefined || state.summaries[clientKey(c)] === c.summary));
+  return allSent && (spool.info.shared || historyLineCount >= Math.max(...spool.clients.map(endOf)));
+}
+
+/** Send one client's history lines the server lacks (and its summary), a request of at most `maxRequestBytes` at a time. */
+async function sendClientLines(sync: SpoolSync, run: { entity: string; project: string; name: string }, client: SpooledClient, historyLineCount: number): Promise<void> {
+  const { state, endpoint, limits, must, runId } = sync;
+  const key = clientKey(client);
+  let base = state.bases[key];
+  if (base === undefined) {
+    base = client.absoluteOffsets ? 0 : client.clientId === null ? historyLineCount : 0;
+    state.bases[key] = base;
+    sync.save();
+  }
+  const start = base + client.firstOffset;
+  const serverHas = Math.max(client.clientId === null ? historyLineCount : 0, state.sent[key] ?? 0);
+  if (serverHas < start && client.absoluteOffsets && client.firstOffset > 0) {
+    throw new Error(`sync of ${runId}: the server has ${serverHas} history lines but the spool starts at line ${start}; lines in between were lost on the server`);
+  }
+  let next = Math.max(start, serverHas);
+  const skipped = Math.min(client.lines.length, next - start);
+  sync.linesSkipped += skipped;
+  sync.advance(skipped);
+  const end = start + client.lines.length;
+  while (next < end || (client.summary !== undefined && state.summaries[key] !== client.summary)) {
+    const from = next - start;
+    const count = (splitByBytes(client.lines, limits.maxRequestBytes, from, 1)[0] ?? from) - from;
+    const last = next + count >= end;
+    const parts = { lines: client.lines.slice(from, from + count), offset: next, summary: last ? client.summary : undefined };
+    const body = JSON.stringify(fileStreamBody(parts) ?? { files: {} });
+    must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, client.clientId), limits), "file_stream");
+    sync.requests++;
+    next += count;
+    sync.linesSent += count;
+    state.sent[key] = next;
+    if (last && client.summary !== undefined) state.summaries[key] = client.summary;
+    sync.save();
+    sync.advance(count);
+  }
+}
+
+/** Upload run files (tables, config.yaml, version.json, the summary) as the SDK does, then tell the run they were uploaded. */
+async function uploadRunFiles(sync: SpoolSync, run: { entity: string; project: string; name: string }, files: ReturnType<typeof pendingFiles>): Promise<void> {
+  const { state, endpoint, limits, must, spool } = sync;
+  const uploads = must(await withRetry(() => createRunFiles(endpoint, run, files.map((f) => f.name), limits.requestTimeoutMs), limits), "CreateRunFiles");
+  const uploaded: string[] = [];
+  for (const f of files) {
+    const url = uploads.urls.get(f.name);
+    if (url === undefined) throw new Error(`sync of ${basename(spool.dir)}: the server gave no upload URL for ${f.name}; run sync again`);
+    must(await withRetry(() => putFile(url, f.content, limits.requestTimeoutMs, uploads.headers), limits), `upload of ${f.name}`);
+    uploaded.push(f.name);
+  }
+  const body = JSON.stringify({ uploaded });
+  must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, spool.info.shared ? PRIMARY_CLIENT_ID : null), limits), "file_stream uploaded");
+  sync.requests++;
+  for (const f of files) state.files[f.name] = f.sha256;
+  sync.save();
 }

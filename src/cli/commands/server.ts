@@ -61,7 +61,11 @@ export function registerServerCommand(program: Command): void {
       registerDrain({ name: "rankscope server", stopsCleanlyOnSignal: true, drain: (context) => (context.reason === "beforeExit" ? undefined : running.close()) });
       process.stderr.write(`rankscope server: ${running.url} (press Ctrl-C to stop)\n`);
     });
-  const token = server.command("token").description("project tokens: write (jobs, rankscope sync) or read (the dashboard)");
+  registerTokenCommands(server.command("token").description("project tokens: write (jobs, rankscope sync) or read (the dashboard)"));
+}
+
+/** `rankscope server token create` and `… revoke`. */
+function registerTokenCommands(token: Command): void {
   token
     .command("create")
     .description("create a token of a project (the project too when new); prints it once: the server keeps only its hash")

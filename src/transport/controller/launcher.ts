@@ -207,6 +207,46 @@ function moduleHref(module: string | URL): string {
  * error names the rank and what it printed.
  */
 export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup> {
+  const { replicas, ranksPerReplica, kind, answers } = checkSpawnOptions(options);
+  const processName = options.processName ?? "Rank";
+  const logger = options.logger ?? (await defaultLogger());
+  const startDeadlineMs = options.startDeadlineMs ?? 30_000;
+  // Credentials reach a rank in its environment (readable by its user only), never its command line.
+  // A rank's output is forwarded to this process's stdout: it colours its text logs when this process does.
+  const env = { ...childColorEnv(), ...(options.nats?.rankEnv(options.natsAuth) ?? {}), ...options.env };
+  const module = moduleHref(options.module);
+  const entry = entryUrl();
+  const tsx = needsTsx(entry, module);
+  registerExitDrain();
+
+  const identities = nextIdentities(processName, replicas, ranksPerReplica, logger);
+  const runId = options.nats?.runId ?? logger.runId;
+  const hold = options.output === "ordered";
+  const starting = identities.map((identity) => {
+    const assignment: RankAssignment = {
+      identity,
+      runId,
+      module,
+      carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
+      ...(options.nats !== undefined ? { natsUrl: options.nats.url, runSecret: options.nats.runSecret } : {}),
+    };
+    return kind === "thread" ? startThread(assignment, entry, tsx, env, hold, answers) : startProcess(assignment, entry, tsx, env, hold, answers);
+  });
+  await startUp(starting, options.nats, logger, module, startDeadlineMs);
+  for (const rank of starting) {
+    const { identity, handle } = rank.spawned;
+    void rank.exited.then((reason) => {
+      if (logger.deregisterRank(identity.rankName, handle) && !handle.shutdownRequested) {
+        warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush (counted as lost: rankscope/ranks_lost)`);
+        logger.rankLost(identity, reason, handle.host);
+      }
+    });
+  }
+  return new RankGroup(starting.map((s) => s.spawned), logger);
+}
+
+/** `spawnRanks`'s options checked, with their defaults: a TypeError says which is wrong and what is valid. */
+function checkSpawnOptions(options: SpawnRanksOptions): { replicas: number; ranksPerReplica: number; kind: "process" | "thread"; answers: ChannelAnswers } {
   if (options === null || typeof options !== "object" || (typeof options.module !== "string" && !(options.module instanceof URL))) {
     throw new TypeError(`spawnRanks takes { module, replicas, ranksPerReplica, kind, processName }, with module a path or file URL`);
   }
@@ -220,18 +260,12 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   if (kind === "thread" && options.nats !== undefined) throw new TypeError(`spawnRanks: NATS carries ranks of other processes; use kind "process" with nats`);
   const answers = options.answers ?? "frames";
   if (answers !== "frames" && answers !== "json") throw new TypeError(`spawnRanks: answers must be "frames" or "json", got ${JSON.stringify(answers)}`);
-  const processName = options.processName ?? "Rank";
-  const logger = options.logger ?? (await defaultLogger());
-  const startDeadlineMs = options.startDeadlineMs ?? 30_000;
   if (options.natsAuth !== undefined && options.nats === undefined) throw new TypeError("spawnRanks: natsAuth goes with nats (the ranks' NATS credentials)");
-  // Credentials reach a rank in its environment (readable by its user only), never its command line.
-  // A rank's output is forwarded to this process's stdout: it colours its text logs when this process does.
-  const env = { ...childColorEnv(), ...(options.nats?.rankEnv(options.natsAuth) ?? {}), ...options.env };
-  const module = moduleHref(options.module);
-  const entry = entryUrl();
-  const tsx = needsTsx(entry, module);
-  registerExitDrain();
+  return { replicas, ranksPerReplica, kind, answers };
+}
 
+/** The identities of the next `replicas × ranksPerReplica` ranks of `processName` under `logger` (replica and rank numbers continue from earlier calls). */
+function nextIdentities(processName: string, replicas: number, ranksPerReplica: number, logger: RankController): RankIdentity[] {
   const firstReplica = replicaCounters.get(processName) ?? 0;
   replicaCounters.set(processName, firstReplica + replicas);
   const firstRank = nextRanks.get(logger) ?? 0;
@@ -251,20 +285,15 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
       );
     }
   }
+  return identities;
+}
 
-  const runId = options.nats?.runId ?? logger.runId;
-  const hold = options.output === "ordered";
-  const starting = identities.map((identity) => {
-    const assignment: RankAssignment = {
-      identity,
-      runId,
-      module,
-      carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
-      ...(options.nats !== undefined ? { natsUrl: options.nats.url, runSecret: options.nats.runSecret } : {}),
-    };
-    return kind === "thread" ? startThread(assignment, entry, tsx, env, hold, answers) : startProcess(assignment, entry, tsx, env, hold, answers);
-  });
-  const started = starting.map((s) => s.spawned);
+/**
+ * Take the started ranks through registration (with the controller, or the NATS server's handles)
+ * and the module's import, every rank one phase at a time. A rank that exits meanwhile fails the
+ * start: then every rank of the call is deregistered and shut down, and the error is thrown.
+ */
+async function startUp(starting: readonly Starting[], nats: SpawnRanksOptions["nats"], logger: RankController, module: string, startDeadlineMs: number): Promise<void> {
   let startedUp = false;
   // Rejects when a rank exits before the start is over (and never settles after that).
   const exitedEarly = starting.map((rank) =>
@@ -279,11 +308,9 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
   };
   try {
     const handles = await phase((rank) =>
-      options.nats !== undefined
-        ? options.nats.waitForRank(rank.spawned.identity.rankName, startDeadlineMs, rank.gone.signal)
-        : rank.registered(startDeadlineMs, rank.gone.signal),
+      nats !== undefined ? nats.waitForRank(rank.spawned.identity.rankName, startDeadlineMs, rank.gone.signal) : rank.registered(startDeadlineMs, rank.gone.signal),
     );
-    if (options.nats !== undefined) {
+    if (nats !== undefined) {
       // The NATS server made and registered the handles; liveness still comes from the child process.
       starting.forEach((rank, i) => {
         const handle = handles[i] as RemoteRankHandle;
@@ -297,17 +324,7 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
     await phase((rank) => rank.spawned.handle.start(module, startDeadlineMs));
     startedUp = true;
   } catch (error) {
-    await Promise.all(started.map((s) => (logger.deregisterRank(s.identity.rankName), s.handle.shutdown(1000))));
+    await Promise.all(starting.map(({ spawned: s }) => (logger.deregisterRank(s.identity.rankName), s.handle.shutdown(1000))));
     throw error;
   }
-  for (const rank of starting) {
-    const { identity, handle } = rank.spawned;
-    void rank.exited.then((reason) => {
-      if (logger.deregisterRank(identity.rankName, handle) && !handle.shutdownRequested) {
-        warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush (counted as lost: rankscope/ranks_lost)`);
-        logger.rankLost(identity, reason, handle.host);
-      }
-    });
-  }
-  return new RankGroup(started, logger);
 }

@@ -71,6 +71,33 @@ export interface HostAgentStats {
   incompleteFlushes: number;
 }
 
+/** The ranks' answers to one flush gathered for the host's answer: who answered, who did not, and what their answers carry. */
+function gatherAnswers(answers: readonly { handle: { readonly rankName: string }; answer: RankSnapshot | undefined; arrivalMs: number }[], hostId: string) {
+  const snapshots: RankSnapshot[] = [];
+  const missing: string[] = [];
+  let dropped = 0;
+  const offCycle: OffCycleLog[] = [];
+  const alerts: UserAlertCall[] = [];
+  const timing = emptyTimingColumns();
+  /** The answers' rows (indexes in `answers`) that carry step timings. */
+  const rows: number[] = [];
+  for (const [row, { handle, answer, arrivalMs }] of answers.entries()) {
+    if (answer === undefined) {
+      missing.push(handle.rankName);
+      continue;
+    }
+    if (answer.timing !== undefined) {
+      rows.push(row);
+      appendRankTiming(timing, handle.rankName, answer.timing.rank, hostId, arrivalMs, answer.timing.tracers);
+    }
+    snapshots.push(answer);
+    dropped += answer.droppedKeyRecords;
+    if (answer.offCycle !== undefined) offCycle.push(...answer.offCycle);
+    if (answer.alerts !== undefined) alerts.push(...answer.alerts);
+  }
+  return { snapshots, missing, dropped, offCycle, alerts, timing, rows };
+}
+
 /** A running host agent. */
 export class HostAgent implements RankRegistry {
   private readonly ranks = new Map<string, RemoteRankHandle>();
@@ -199,27 +226,7 @@ export class HostAgent implements RankRegistry {
         return { handle, answer, arrivalMs: roundMs(performance.now() - asked) };
       }),
     );
-    const snapshots: RankSnapshot[] = [];
-    const missing: string[] = [];
-    let dropped = 0;
-    const offCycle: OffCycleLog[] = [];
-    const alerts: UserAlertCall[] = [];
-    const timing = emptyTimingColumns();
-    const rows: number[] = [];
-    for (const [row, { handle, answer, arrivalMs }] of answers.entries()) {
-      if (answer === undefined) {
-        missing.push(handle.rankName);
-        continue;
-      }
-      if (answer.timing !== undefined) {
-        rows.push(row);
-        appendRankTiming(timing, handle.rankName, answer.timing.rank, hostId, arrivalMs, answer.timing.tracers);
-      }
-      snapshots.push(answer);
-      dropped += answer.droppedKeyRecords;
-      if (answer.offCycle !== undefined) offCycle.push(...answer.offCycle);
-      if (answer.alerts !== undefined) alerts.push(...answer.alerts);
-    }
+    const { snapshots, missing, dropped, offCycle, alerts, timing, rows } = gatherAnswers(answers, hostId);
     if (missing.length > 0) this.stats.incompleteFlushes++;
     const states = this.withRejections(this.merge(snapshots, request.step), request.step);
     const sendMembers = this.sentMembersVersion !== version;

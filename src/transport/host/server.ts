@@ -20,7 +20,7 @@ import { checkEnvelope, reportIgnored } from "../protocol/messages.js";
 import { RunKey } from "../protocol/seal.js";
 import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
 import { DEFAULT_REQUEST_DEADLINE_MS, nextRequestId, RankClosedError, RankDeadlineError } from "../controller/remote-rank.js";
-import { isWireFrame, StateDecoder, WireFormatError } from "../wire/codec.js";
+import { isWireFrame, StateDecoder, WireFormatError, type DecodedFrame } from "../wire/codec.js";
 import { decodeHostMessage, encodeHostMessage, hostSubjects, validateHostStatesHeader, type HostMessage, type HostStatesHeader } from "./messages.js";
 
 /** Options of `serveHostsOverNats`. */
@@ -144,35 +144,12 @@ export class HostHandle implements RankGroupHandle {
     }
     // Decoding absorbs the frame's key definitions even when its values come too late.
     const frame = this.decoder.decode(data);
-    const stats = this.server.stats;
-    stats.frames++;
-    stats.frameBytes += data.length;
-    if (header.ranks !== undefined) {
-      this.members = header.ranks;
-      this.membersVersion = header.mv;
-    } else if (header.mv !== this.membersVersion) {
-      this.server.requestResync(this.hostId);
-    }
-    if (frame.tableGap) {
-      this.server.requestResync(this.hostId);
-      stats.lostStates += frame.unknownKeys;
-      reportError(
-        `host.tableGap:${this.hostId}`,
-        `host ${this.hostId}: flush(${header.step}) carried ${frame.unknownKeys} state(s) for keys whose definitions were lost with an earlier frame; they are not logged (counted in lostStates) and the host resends its key table`,
-      );
-    }
+    this.noteFrame(data.length, header, frame);
     const pending = this.pending.get(header.id);
     const states = this.decoder.toKeyStates(frame);
     this.server.answered(this);
     if (pending === undefined || pending.step !== header.step) {
-      // Too late for its flush: carried into this host's next flush (exact merges make that
-      // correct), as a rank's late answer is (RemoteRankHandle).
-      stats.lateFrames++;
-      for (const s of states) stats.lateValues += s.state.count;
-      this.carried = this.carried === null ? states : mergeRankKeyStates([{ rankName: this.rankName, states: this.carried }, { rankName: this.rankName, states }], header.step);
-      if (header.offCycle !== undefined) this.carriedOffCycle.push(...header.offCycle);
-      if (header.alerts !== undefined) this.carriedAlerts = newestAlerts(this.carriedAlerts, header.alerts, `host ${this.hostId}'s late answers`);
-      reportIgnored("late", `host ${this.hostId} answered flush(${header.step}) after the flush deadline; its values are carried into its next flush`);
+      this.carryLate(header, states);
       return;
     }
     this.pending.delete(header.id);
@@ -192,6 +169,41 @@ export class HostHandle implements RankGroupHandle {
       ...(alerts.length === 0 ? {} : { alerts }),
       group: { reporting: header.reporting, missing: header.missing, ...(timing === undefined ? {} : { timing }) },
     });
+  }
+
+  /** Count a decoded frame, take its rank list (or ask for it again), and report states lost with an earlier frame. */
+  private noteFrame(bytes: number, header: HostStatesHeader, frame: DecodedFrame): void {
+    const stats = this.server.stats;
+    stats.frames++;
+    stats.frameBytes += bytes;
+    if (header.ranks !== undefined) {
+      this.members = header.ranks;
+      this.membersVersion = header.mv;
+    } else if (header.mv !== this.membersVersion) {
+      this.server.requestResync(this.hostId);
+    }
+    if (frame.tableGap) {
+      this.server.requestResync(this.hostId);
+      stats.lostStates += frame.unknownKeys;
+      reportError(
+        `host.tableGap:${this.hostId}`,
+        `host ${this.hostId}: flush(${header.step}) carried ${frame.unknownKeys} state(s) for keys whose definitions were lost with an earlier frame; they are not logged (counted in lostStates) and the host resends its key table`,
+      );
+    }
+  }
+
+  /**
+   * A frame too late for its flush: carried into this host's next flush (exact merges make that
+   * correct), as a rank's late answer is (RemoteRankHandle).
+   */
+  private carryLate(header: HostStatesHeader, states: KeyState[]): void {
+    const stats = this.server.stats;
+    stats.lateFrames++;
+    for (const s of states) stats.lateValues += s.state.count;
+    this.carried = this.carried === null ? states : mergeRankKeyStates([{ rankName: this.rankName, states: this.carried }, { rankName: this.rankName, states }], header.step);
+    if (header.offCycle !== undefined) this.carriedOffCycle.push(...header.offCycle);
+    if (header.alerts !== undefined) this.carriedAlerts = newestAlerts(this.carriedAlerts, header.alerts, `host ${this.hostId}'s late answers`);
+    reportIgnored("late", `host ${this.hostId} answered flush(${header.step}) after the flush deadline; its values are carried into its next flush`);
   }
 
   /**

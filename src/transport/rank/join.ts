@@ -157,24 +157,33 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
 
   if (carrier === "worker") leave = joinOverPort(agent);
   else if (carrier === "ipc") leave = joinOverIpc(agent);
-  else {
-    if (natsUrl === undefined) throw new Error("joinRun(): carrier nats needs a natsUrl");
-    const [{ joinOverNats }, { resolveNatsAuth }] = await Promise.all([import("./nats.js"), import("../protocol/nats-auth.js")]);
-    const auth = resolveNatsAuth("joinRun", natsUrl, options.natsAuth);
-    // Scale edit: with a host id, the rank joins its host agent's subjects (docs/scale.md).
-    const hostId = joinText("hostId", "RANKSCOPE_HOST_ID", options.hostId);
-    if (hostId !== undefined && hostId !== "") assertSubjectToken("hostId", hostId);
-    const runSecret = assigned?.runSecret ?? resolveSetting(runSecretSetting("joinRun"), options.runSecret);
-    if (runSecret === undefined) {
-      throw new Error(`joinRun(): run ${runId}'s messages are sealed with its run secret: pass { runSecret } or set RANKSCOPE_RUN_SECRET to the controller's (its runSecret option or RANKSCOPE_RUN_SECRET)`);
-    }
-    leave = await joinOverNats(agent, { url: auth.url, auth, runId, joinDeadlineMs, runSecret, ...(hostId === undefined || hostId === "" ? {} : { scope: hostId }) });
-  }
+  else leave = await joinNats(agent, natsUrl, runId, joinDeadlineMs, assigned?.runSecret, options);
+  const connection = connectionOf(identity, runId, carrier, runtime, leave, forget);
+  self.connection = connection;
+  return connection;
+}
 
+/** Join over NATS: the rank's credentials and run secret, and its host agent's subjects when it has a host id. */
+async function joinNats(agent: RankAgent, natsUrl: string | undefined, runId: string, joinDeadlineMs: number, assignedSecret: string | undefined, options: JoinRunOptions): Promise<(reason: string) => Promise<void>> {
+  if (natsUrl === undefined) throw new Error("joinRun(): carrier nats needs a natsUrl");
+  const [{ joinOverNats }, { resolveNatsAuth }] = await Promise.all([import("./nats.js"), import("../protocol/nats-auth.js")]);
+  const auth = resolveNatsAuth("joinRun", natsUrl, options.natsAuth);
+  // Scale edit: with a host id, the rank joins its host agent's subjects (docs/scale.md).
+  const hostId = joinText("hostId", "RANKSCOPE_HOST_ID", options.hostId);
+  if (hostId !== undefined && hostId !== "") assertSubjectToken("hostId", hostId);
+  const runSecret = assignedSecret ?? resolveSetting(runSecretSetting("joinRun"), options.runSecret);
+  if (runSecret === undefined) {
+    throw new Error(`joinRun(): run ${runId}'s messages are sealed with its run secret: pass { runSecret } or set RANKSCOPE_RUN_SECRET to the controller's (its runSecret option or RANKSCOPE_RUN_SECRET)`);
+  }
+  return joinOverNats(agent, { url: auth.url, auth, runId, joinDeadlineMs, runSecret, ...(hostId === undefined || hostId === "" ? {} : { scope: hostId }) });
+}
+
+/** The joined rank's connection: leaving (once) finishes its per-rank backends, then leaves the carrier. */
+function connectionOf(identity: RankIdentity, runId: string, carrier: RankConnection["carrier"], runtime: RankRuntime, leave: (reason: string) => Promise<void>, forget: () => void): RankConnection {
   let left = false;
   let markClosed: (reason: string) => void = () => undefined;
   const closed = new Promise<string>((resolve) => (markClosed = resolve));
-  const connection: RankConnection = {
+  return {
     identity,
     runId,
     carrier,
@@ -192,8 +201,6 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
       markClosed(reason);
     },
   };
-  self.connection = connection;
-  return connection;
 }
 
 /** URL origins, comma-separated in the environment; every entry must be a URL. */

@@ -44,114 +44,143 @@ interface NatsJoinOptions {
 export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): Promise<(reason: string) => Promise<void>> {
   const { runId, joinDeadlineMs } = options;
   const auth = options.auth ?? resolveNatsAuth("joinRun", options.url);
-  const url = auth.url;
   const client = { name: `rankscope-${runId}-${agent.rankName}`, runId, role: "rank", timeoutMs: 2000 } as const;
   const deadline = Date.now() + joinDeadlineMs;
-  const s = subjects(runId, options.scope);
-  let nc: NatsConnection | undefined;
-  let lastError: unknown;
+  let tries = 0;
   // Waits between tries use the one backoff (jittered); the sleep is ref'd, so a retrying rank's
   // process stays alive. The first join is bounded by the join deadline.
-  const pause = (attempt: number): Promise<void> => sleep(Math.min(backoffDelay(attempt, JOIN_BACKOFF), Math.max(0, deadline - Date.now())));
-  let tries = 0;
-  while (nc === undefined) {
+  const pause = (): Promise<void> => sleep(Math.min(backoffDelay(tries++, JOIN_BACKOFF), Math.max(0, deadline - Date.now())));
+  const { conn, lastError } = await connectUntil(auth, client, deadline, joinDeadlineMs, pause);
+  reportNatsRefusals(conn, client);
+  const rank = new NatsRank(agent, conn, new SealedNats(conn, RunKey.derive(options.runSecret, runId)), runId, subjects(runId, options.scope));
+  rank.lastError = lastError;
+  for (;;) {
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) {
+      await conn.close();
+      throw new Error(`joinRun(): no controller of run ${runId} answered on NATS at ${auth.url} within ${joinDeadlineMs} ms (${describeError(rank.lastError)}); is the controller serving ranks (serveRanksOverNats) with this run id?`);
+    }
+    const result = await rank.attempt(remaining);
+    if (result.outcome === "ok") break;
+    if (result.outcome === "refused") {
+      await conn.close();
+      throw new Error(`joinRun(): the controller refused rank ${agent.rankName}: ${result.error}`);
+    }
+    await pause();
+  }
+  rank.keepRegistered();
+  return (reason) => rank.leave(reason);
+}
+
+/**
+ * Connect to NATS, trying again (with `pause` between tries) until `deadline`; refused credentials
+ * fail at once. Returns the connection and why the last failed try failed (undefined if none did).
+ */
+async function connectUntil(auth: NatsAuth, client: NatsClientName, deadline: number, joinDeadlineMs: number, pause: () => Promise<void>): Promise<{ conn: NatsConnection; lastError: unknown }> {
+  let lastError: unknown;
+  for (;;) {
     try {
-      nc = await connect(natsConnectionOptions(auth, { ...client, timeoutMs: Math.max(100, Math.min(2000, deadline - Date.now())) }));
+      return { conn: await connect(natsConnectionOptions(auth, { ...client, timeoutMs: Math.max(100, Math.min(2000, deadline - Date.now())) })), lastError };
     } catch (error) {
       lastError = error;
       // Refused credentials stay refused: say so now rather than at the deadline.
       if (isNatsAuthError(error)) throw natsConnectError("joinRun()", auth, error);
       if (Date.now() >= deadline) throw natsConnectError(`joinRun() (within ${joinDeadlineMs} ms)`, auth, error);
-      await pause(tries++);
+      await pause();
     }
   }
-  reportNatsRefusals(nc, client);
-  const conn = nc;
-  const sealed = new SealedNats(conn, RunKey.derive(options.runSecret, runId));
-  const onRequest = (msg: OpenedMessage): void => {
-    const reply = (payload: string | Uint8Array): void => void sealed.respond(msg, payload);
-    void agent.receive(msg.data, reply, `NATS subject ${msg.subject}`, reply);
-  };
-  sealed.subscribe(s.rank(agent.rankName), onRequest);
-  sealed.subscribe(s.flush, onRequest);
+}
 
-  /**
-   * One registration attempt, the same for the first join and every later one: "ok", "refused"
-   * (with the controller's reason), or "retry" (no controller answered yet; `lastError` says why).
-   */
-  const attempt = async (timeoutMs: number): Promise<{ outcome: "ok" | "retry" } | { outcome: "refused"; error: string }> => {
+type NatsClientName = { readonly name: string; readonly runId: string; readonly role: "rank"; readonly timeoutMs: number };
+
+/** A registration attempt's outcome: "ok", "refused" (with the controller's reason), or "retry" (no controller answered yet). */
+type Registered = { outcome: "ok" | "retry" } | { outcome: "refused"; error: string };
+
+/** A rank connected to NATS: its subscriptions, its registrations, and its leaving. */
+class NatsRank {
+  /** Why the last registration attempt got no answer. */
+  lastError: unknown;
+  private left = false;
+  private registering = false;
+  private readonly onRequest = (msg: OpenedMessage): void => {
+    const reply = (payload: string | Uint8Array): void => void this.sealed.respond(msg, payload);
+    void this.agent.receive(msg.data, reply, `NATS subject ${msg.subject}`, reply);
+  };
+
+  constructor(
+    private readonly agent: RankAgent,
+    private readonly conn: NatsConnection,
+    private readonly sealed: SealedNats,
+    private readonly runId: string,
+    private readonly s: ReturnType<typeof subjects>,
+  ) {
+    sealed.subscribe(s.rank(agent.rankName), this.onRequest);
+    sealed.subscribe(s.flush, this.onRequest);
+  }
+
+  /** One registration attempt, the same for the first join and every later one (`lastError` says why of a "retry"). */
+  async attempt(timeoutMs: number): Promise<Registered> {
+    const { agent, s } = this;
     try {
       // Built at each try: it lists the answers no controller acknowledged yet (a new controller asks
       // for them), once the answers being made are kept.
       if (!(await agent.answersSettled(ANSWERS_SETTLE_MS))) {
         warn(`rank.answersUnsettled:${agent.rankName}`, `rank ${agent.rankName}: a flush answer was still being made ${ANSWERS_SETTLE_MS} ms into a registration; the registration goes without it, so if its controller is gone its values may be lost (the rank reports it if it is never acknowledged)`);
       }
-      const answer = await sealed.request(s.register, agent.registerMessage(), timeoutMs);
-      const message = decodeProtocolMessage(runId, answer.data, `NATS subject ${s.register}`);
+      const answer = await this.sealed.request(s.register, agent.registerMessage(), timeoutMs);
+      const message = decodeProtocolMessage(this.runId, answer.data, `NATS subject ${s.register}`);
       if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) return { outcome: "retry" };
       return message.ok ? { outcome: "ok" } : { outcome: "refused", error: message.error ?? "no reason given" };
     } catch (error) {
       // No controller yet (no responders), a timeout, or the connection is closing.
-      lastError = error;
+      this.lastError = error;
       return { outcome: "retry" };
     }
-  };
-
-  for (;;) {
-    const remaining = deadline - Date.now();
-    if (remaining <= 0) {
-      await conn.close();
-      throw new Error(`joinRun(): no controller of run ${runId} answered on NATS at ${url} within ${joinDeadlineMs} ms (${describeError(lastError)}); is the controller serving ranks (serveRanksOverNats) with this run id?`);
-    }
-    const result = await attempt(remaining);
-    if (result.outcome === "ok") break;
-    if (result.outcome === "refused") {
-      await conn.close();
-      throw new Error(`joinRun(): the controller refused rank ${agent.rankName}: ${result.error}`);
-    }
-    await pause(tries++);
   }
 
-  let left = false;
-  let registering = false;
+  /** Once joined: register again when a controller says hello and when the connection comes back. */
+  keepRegistered(): void {
+    const { agent, conn } = this;
+    agent.onHello((controller) => {
+      // That controller does not know this rank: its flushes are answered empty until it does.
+      agent.holdFlushes(true);
+      void this.registerAgain(`${controller} said hello`);
+    });
+    this.sealed.subscribe(this.s.hello, this.onRequest);
+    void (async () => {
+      for await (const status of conn.status()) {
+        if (status.type === "reconnect") void this.registerAgain("its NATS connection came back");
+      }
+    })();
+  }
+
   /** Register again until a controller answers (single flight; backs off to 5 s; stops when the rank leaves). */
-  const registerAgain = async (why: string): Promise<void> => {
-    if (registering || left) return;
-    registering = true;
+  private async registerAgain(why: string): Promise<void> {
+    if (this.registering || this.left) return;
+    this.registering = true;
     let again = 0;
     try {
-      while (!left && !conn.isClosed()) {
-        const result = await attempt(10_000);
+      while (!this.left && !this.conn.isClosed()) {
+        const result = await this.attempt(10_000);
         if (result.outcome === "ok") return;
         if (result.outcome === "refused") {
-          warn(`rank.refused:${agent.rankName}`, `rank ${agent.rankName} registered again (${why}) and the controller refused it: ${result.error}; trying again`);
+          warn(`rank.refused:${this.agent.rankName}`, `rank ${this.agent.rankName} registered again (${why}) and the controller refused it: ${result.error}; trying again`);
         }
         await sleep(backoffDelay(again++, REJOIN_BACKOFF));
       }
     } finally {
-      registering = false;
-      agent.holdFlushes(false);
+      this.registering = false;
+      this.agent.holdFlushes(false);
     }
-  };
-  agent.onHello((controller) => {
-    // That controller does not know this rank: its flushes are answered empty until it does.
-    agent.holdFlushes(true);
-    void registerAgain(`${controller} said hello`);
-  });
-  sealed.subscribe(s.hello, onRequest);
-  void (async () => {
-    for await (const status of conn.status()) {
-      if (status.type === "reconnect") void registerAgain("its NATS connection came back");
-    }
-  })();
+  }
 
-  return async (reason) => {
-    left = true;
+  async leave(reason: string): Promise<void> {
+    this.left = true;
     try {
-      sealed.publish(s.deregister, agent.deregisterMessage(reason));
-      await conn.drain();
+      this.sealed.publish(this.s.deregister, this.agent.deregisterMessage(reason));
+      await this.conn.drain();
     } catch {
-      await conn.close().catch(() => undefined);
+      await this.conn.close().catch(() => undefined);
     }
-  };
+  }
 }

@@ -120,14 +120,8 @@ export class StateDecoder {
   }
 
   private read(data: Uint8Array): DecodedFrame {
-    if (!isWireFrame(data)) throw new WireFormatError("not a rankscope wire frame (bad magic)");
-    if (data.length < FIXED) throw new WireFormatError(`frame of ${data.length} bytes is shorter than its fixed header (${FIXED})`);
-    // Work on an 8-aligned copy so the columns can be read as typed arrays (`new Uint8Array(x)`
-    // copies; a Node Buffer's `slice` would not).
-    const buffer = data.byteOffset % 8 === 0 ? data.buffer : new Uint8Array(data).buffer;
-    const start = data.byteOffset % 8 === 0 ? data.byteOffset : 0;
-    const view = new DataView(buffer, start, data.length);
-    const end = data.length;
+    const cursor = FrameCursor.over(data);
+    const { view } = cursor;
     const version = view.getUint8(4);
     if (version !== WIRE_VERSION) throw new WireFormatError(`wire version ${version}; this process reads version ${WIRE_VERSION}`);
     const flags = view.getUint8(5);
@@ -135,130 +129,214 @@ export class StateDecoder {
     const base = view.getUint32(8, true);
     const newKeys = view.getUint32(12, true);
     const headerLength = view.getUint32(16, true);
-    const need = (offset: number, bytes: number, what: string): void => {
-      if (offset + bytes > end) throw new WireFormatError(`${what} runs past the end of the frame (${offset + bytes} > ${end} bytes)`);
-    };
-    need(FIXED, headerLength, "the header");
-    const header = parseHeader(new Uint8Array(buffer, start + FIXED, headerLength));
-    if (header.session !== this.sessionId) {
-      // A new session (a restarted sender, or a table reset): a fresh table from id 0 (new arrays,
-      // so frames decoded earlier keep theirs).
-      this.sessionId = header.session;
-      this.keyList = [];
-      this.reduceList = [];
-      this.kindList = [];
-    }
-    let offset = FIXED + headerLength;
-    const definitions: Array<[string, string]> = [];
-    for (let i = 0; i < newKeys; i++) {
-      need(offset, 2, "a key definition");
-      const keyLength = view.getUint16(offset, true);
-      need(offset + 2, keyLength + 1, "a key definition");
-      const key = utf8(new Uint8Array(buffer, start + offset + 2, keyLength), "a key");
-      offset += 2 + keyLength;
-      const reduceLength = view.getUint8(offset);
-      need(offset + 1, reduceLength, "a reduce name");
-      const reduce = utf8(new Uint8Array(buffer, start + offset + 1, reduceLength), "a reduce name");
-      offset += 1 + reduceLength;
-      const nameProblem = keyNameProblem(key) ?? reduceNameProblem(reduce);
-      if (nameProblem !== undefined) throw new WireFormatError(`a key definition is refused: ${nameProblem}`, "invalidName");
-      definitions.push([key, reduce]);
-    }
-    // Definitions continue the table; ones we already hold (a resent frame) are skipped.
-    const keys = this.keyList;
-    const tableGap = base > keys.length;
-    if (!tableGap && base + definitions.length > this.maxKeys) {
-      throw new WireFormatError(`the sender's key table would hold ${base + definitions.length} keys; this receiver holds at most ${this.maxKeys} per sender (RANKSCOPE_MAX_KEYS)`);
-    }
-    if (!tableGap) {
-      for (let i = keys.length - base; i < definitions.length; i++) {
-        const [key, reduce] = definitions[i] ?? ["", ""];
-        keys.push(key);
-        this.reduceList.push(reduce);
-        this.kindList.push(sectionKindForReduce(reduce));
-      }
-    }
-    offset = pad8(offset);
+    cursor.need(FIXED, headerLength, "the header");
+    const header = parseHeader(cursor.bytes(FIXED, headerLength));
+    if (header.session !== this.sessionId) this.startSession(header.session);
+    cursor.offset = FIXED + headerLength;
+    const tableGap = this.absorbDefinitions(base, readKeyDefinitions(cursor, newKeys));
+    cursor.offset = pad8(cursor.offset);
     const idBytes = (flags & FLAG_U32_IDS) !== 0 ? 4 : 2;
     const countBytes = (flags & FLAG_F64_COUNTS) !== 0 ? 8 : 4;
     const sections: DecodedSection[] = [];
     let unknownKeys = 0;
     let stateCount = 0;
     for (let s = 0; s < sectionCount; s++) {
-      need(offset, 8, "a section header");
-      const kindByte = view.getUint8(offset);
-      const kind = sectionKindOf(kindByte);
-      if (kind === undefined) throw new WireFormatError(`unknown section kind ${kindByte}`);
-      const m = view.getUint32(offset + 4, true);
-      offset += 8;
-      need(offset, pad8(m * idBytes) + pad8(m * countBytes), "a section's ids and counts");
-      const rawIds = idBytes === 4 ? new Uint32Array(buffer, start + offset, m) : new Uint16Array(buffer, start + offset, m);
-      offset += pad8(m * idBytes);
-      const rawCounts = countBytes === 8 ? new Float64Array(buffer, start + offset, m) : new Uint32Array(buffer, start + offset, m);
-      offset += pad8(m * countBytes);
-      let a = EMPTY_F64;
-      let b = EMPTY_F64;
-      const states: AccumulatorState[] = [];
-      if (kind === SectionKind.Json) {
-        need(offset, 4, "a JSON section's length");
-        const length = view.getUint32(offset, true);
-        need(offset + 4, length, "a JSON section");
-        let parsed: unknown;
-        try {
-          parsed = decodeMessage(utf8Decoder.decode(new Uint8Array(buffer, start + offset + 4, length)));
-        } catch {
-          throw new WireFormatError("a JSON section is not valid JSON");
-        }
-        if (!Array.isArray(parsed) || parsed.length !== m) throw new WireFormatError(`a JSON section must hold ${m} states`);
-        for (const state of parsed) {
-          if (!isAccumulatorState(state)) throw new WireFormatError("a JSON state must carry v and count");
-          states.push(state);
-        }
-        offset += pad8(4 + length);
-      } else if (kind === SectionKind.Sketch) {
-        offset = readSketches(buffer, start, offset, m, rawCounts, states, need);
-      } else {
-        const columns = kind === SectionKind.Moments ? 2 : 1;
-        need(offset, m * 8 * columns, "a section's values");
-        a = new Float64Array(buffer, start + offset, m);
-        offset += m * 8;
-        if (columns === 2) {
-          b = new Float64Array(buffer, start + offset, m);
-          offset += m * 8;
-        }
-      }
-      // Keep only states whose key we know (after a lost frame some may be unknown: counted).
-      const ids = new Uint32Array(m);
-      const counts = new Float64Array(m);
-      const kinds = this.kindList;
-      let known = 0;
-      for (let i = 0; i < m; i++) {
-        const id = rawIds[i] ?? 0;
-        if (id >= keys.length) {
-          unknownKeys++;
-          continue;
-        }
-        if (kind !== SectionKind.Json && kinds[id] !== kind) throw new WireFormatError(`the state of "${keys[id] ?? ""}" (${this.reduceList[id] ?? ""}) is in a section of kind ${kind}, which does not carry that reduction's states`, "invalidState");
-        ids[known] = id;
-        counts[known] = rawCounts[i] ?? 0;
-        known++;
-      }
-      checkColumns(kind, counts, b, countBytes === 8);
-      if (states.length > 0) this.checkStates(rawIds, states);
-      stateCount += m;
-      if (known === m) {
-        sections.push({ kind, ids, counts, a, b, states });
-        continue;
-      }
-      const kept: number[] = [];
-      for (let i = 0; i < m; i++) if ((rawIds[i] ?? 0) < keys.length) kept.push(i);
-      const pick = (column: Float64Array<ArrayBufferLike>): Float64Array<ArrayBufferLike> => (column.length === 0 ? column : Float64Array.from(kept, (i) => column[i] ?? 0));
-      sections.push({ kind, ids: ids.slice(0, known), counts: counts.slice(0, known), a: pick(a), b: pick(b), states: states.filter((_s, i) => (rawIds[i] ?? 0) < keys.length) });
+      const raw = readSection(cursor, idBytes, countBytes);
+      const known = this.knownStates(raw);
+      checkColumns(raw.kind, known.counts, raw.b, countBytes === 8);
+      if (raw.states.length > 0) this.checkStates(raw.rawIds, raw.states);
+      stateCount += raw.rawIds.length;
+      unknownKeys += raw.rawIds.length - known.ids.length;
+      sections.push(known);
     }
-    if (offset !== end) throw new WireFormatError(`the frame is ${end} bytes but its sections end at byte ${offset}`);
-    const table: KeyTable = { session: header.session, keys, reduces: this.reduceList };
+    if (cursor.offset !== cursor.end) throw new WireFormatError(`the frame is ${cursor.end} bytes but its sections end at byte ${cursor.offset}`);
+    const table: KeyTable = { session: header.session, keys: this.keyList, reduces: this.reduceList };
     return { header, sections, table, unknownKeys, stateCount, tableGap: tableGap || unknownKeys > 0 };
   }
+
+  /**
+   * A new session (a restarted sender, or a table reset): a fresh table from id 0 (new arrays, so
+   * frames decoded earlier keep theirs).
+   */
+  private startSession(session: string): void {
+    this.sessionId = session;
+    this.keyList = [];
+    this.reduceList = [];
+    this.kindList = [];
+  }
+
+  /**
+   * Continue the table with a frame's definitions from id `base`; ones already held (a resent
+   * frame) are skipped. Returns true when `base` is past the table's end (a frame was lost): then
+   * nothing is added.
+   */
+  private absorbDefinitions(base: number, definitions: ReadonlyArray<readonly [string, string]>): boolean {
+    const keys = this.keyList;
+    if (base > keys.length) return true;
+    if (base + definitions.length > this.maxKeys) {
+      throw new WireFormatError(`the sender's key table would hold ${base + definitions.length} keys; this receiver holds at most ${this.maxKeys} per sender (RANKSCOPE_MAX_KEYS)`);
+    }
+    for (let i = keys.length - base; i < definitions.length; i++) {
+      const [key, reduce] = definitions[i] ?? ["", ""];
+      keys.push(key);
+      this.reduceList.push(reduce);
+      this.kindList.push(sectionKindForReduce(reduce));
+    }
+    return false;
+  }
+
+  /**
+   * A section's states whose key this decoder knows (after a lost frame some may be unknown: the
+   * caller counts them), with each id's reduction checked against the section's kind.
+   */
+  private knownStates(raw: RawSection): DecodedSection {
+    const { kind, rawIds, rawCounts, a, b, states } = raw;
+    const m = rawIds.length;
+    const keys = this.keyList;
+    const kinds = this.kindList;
+    const ids = new Uint32Array(m);
+    const counts = new Float64Array(m);
+    let known = 0;
+    for (let i = 0; i < m; i++) {
+      const id = rawIds[i] ?? 0;
+      if (id >= keys.length) continue;
+      if (kind !== SectionKind.Json && kinds[id] !== kind) throw new WireFormatError(`the state of "${keys[id] ?? ""}" (${this.reduceList[id] ?? ""}) is in a section of kind ${kind}, which does not carry that reduction's states`, "invalidState");
+      ids[known] = id;
+      counts[known] = rawCounts[i] ?? 0;
+      known++;
+    }
+    if (known === m) return { kind, ids, counts, a, b, states };
+    const kept: number[] = [];
+    for (let i = 0; i < m; i++) if ((rawIds[i] ?? 0) < keys.length) kept.push(i);
+    const pick = (column: Float64Array<ArrayBufferLike>): Float64Array<ArrayBufferLike> => (column.length === 0 ? column : Float64Array.from(kept, (i) => column[i] ?? 0));
+    return { kind, ids: ids.slice(0, known), counts: counts.slice(0, known), a: pick(a), b: pick(b), states: states.filter((_s, i) => (rawIds[i] ?? 0) < keys.length) };
+  }
+}
+
+/**
+ * A frame's bytes and the reading position in them. The frame is read from an 8-aligned copy so
+ * the columns can be read as typed arrays (`new Uint8Array(x)` copies; a Node Buffer's `slice`
+ * would not).
+ */
+class FrameCursor {
+  offset = 0;
+
+  private constructor(
+    readonly buffer: ArrayBufferLike,
+    readonly start: number,
+    readonly view: DataView,
+    readonly end: number,
+  ) {}
+
+  static over(data: Uint8Array): FrameCursor {
+    if (!isWireFrame(data)) throw new WireFormatError("not a rankscope wire frame (bad magic)");
+    if (data.length < FIXED) throw new WireFormatError(`frame of ${data.length} bytes is shorter than its fixed header (${FIXED})`);
+    const aligned = data.byteOffset % 8 === 0;
+    const buffer = aligned ? data.buffer : new Uint8Array(data).buffer;
+    const start = aligned ? data.byteOffset : 0;
+    return new FrameCursor(buffer, start, new DataView(buffer, start, data.length), data.length);
+  }
+
+  /** Throws unless `bytes` bytes from `offset` lie inside the frame. */
+  readonly need = (offset: number, bytes: number, what: string): void => {
+    if (offset + bytes > this.end) throw new WireFormatError(`${what} runs past the end of the frame (${offset + bytes} > ${this.end} bytes)`);
+  };
+
+  /** The frame's bytes `[offset, offset + length)` (a view, not a copy). */
+  bytes(offset: number, length: number): Uint8Array {
+    return new Uint8Array(this.buffer, this.start + offset, length);
+  }
+
+  /** A column of `m` f64 values at the cursor, which moves past it. */
+  f64(m: number): Float64Array<ArrayBufferLike> {
+    const column = new Float64Array(this.buffer, this.start + this.offset, m);
+    this.offset += m * 8;
+    return column;
+  }
+}
+
+/** The `[key, reduce]` definitions at the cursor (`count` of them), each name checked. */
+function readKeyDefinitions(cursor: FrameCursor, count: number): Array<[string, string]> {
+  const { view, need } = cursor;
+  const definitions: Array<[string, string]> = [];
+  for (let i = 0; i < count; i++) {
+    let offset = cursor.offset;
+    need(offset, 2, "a key definition");
+    const keyLength = view.getUint16(offset, true);
+    need(offset + 2, keyLength + 1, "a key definition");
+    const key = utf8(cursor.bytes(offset + 2, keyLength), "a key");
+    offset += 2 + keyLength;
+    const reduceLength = view.getUint8(offset);
+    need(offset + 1, reduceLength, "a reduce name");
+    const reduce = utf8(cursor.bytes(offset + 1, reduceLength), "a reduce name");
+    cursor.offset = offset + 1 + reduceLength;
+    const nameProblem = keyNameProblem(key) ?? reduceNameProblem(reduce);
+    if (nameProblem !== undefined) throw new WireFormatError(`a key definition is refused: ${nameProblem}`, "invalidName");
+    definitions.push([key, reduce]);
+  }
+  return definitions;
+}
+
+/** One section as sent: ids the decoder may not know yet, and its columns or states. */
+interface RawSection {
+  readonly kind: SectionKind;
+  readonly rawIds: Uint32Array<ArrayBufferLike> | Uint16Array<ArrayBufferLike>;
+  readonly rawCounts: Float64Array<ArrayBufferLike> | Uint32Array<ArrayBufferLike>;
+  readonly a: Float64Array<ArrayBufferLike>;
+  readonly b: Float64Array<ArrayBufferLike>;
+  readonly states: AccumulatorState[];
+}
+
+/** The section at the cursor (its header, ids, counts, then values or states); the cursor moves past it. */
+function readSection(cursor: FrameCursor, idBytes: number, countBytes: number): RawSection {
+  const { buffer, start, view, need } = cursor;
+  need(cursor.offset, 8, "a section header");
+  const kindByte = view.getUint8(cursor.offset);
+  const kind = sectionKindOf(kindByte);
+  if (kind === undefined) throw new WireFormatError(`unknown section kind ${kindByte}`);
+  const m = view.getUint32(cursor.offset + 4, true);
+  let offset = cursor.offset + 8;
+  need(offset, pad8(m * idBytes) + pad8(m * countBytes), "a section's ids and counts");
+  const rawIds = idBytes === 4 ? new Uint32Array(buffer, start + offset, m) : new Uint16Array(buffer, start + offset, m);
+  offset += pad8(m * idBytes);
+  const rawCounts = countBytes === 8 ? new Float64Array(buffer, start + offset, m) : new Uint32Array(buffer, start + offset, m);
+  cursor.offset = offset + pad8(m * countBytes);
+  let a = EMPTY_F64;
+  let b = EMPTY_F64;
+  let states: AccumulatorState[] = [];
+  if (kind === SectionKind.Json) {
+    states = readJsonStates(cursor, m);
+  } else if (kind === SectionKind.Sketch) {
+    cursor.offset = readSketches(buffer, start, cursor.offset, m, rawCounts, states, need);
+  } else {
+    const columns = kind === SectionKind.Moments ? 2 : 1;
+    need(cursor.offset, m * 8 * columns, "a section's values");
+    a = cursor.f64(m);
+    if (columns === 2) b = cursor.f64(m);
+  }
+  return { kind, rawIds, rawCounts, a, b, states };
+}
+
+/** A JSON section's `m` states at the cursor (a length, then a JSON array), each shaped as a state. */
+function readJsonStates(cursor: FrameCursor, m: number): AccumulatorState[] {
+  const { offset, need } = cursor;
+  need(offset, 4, "a JSON section's length");
+  const length = cursor.view.getUint32(offset, true);
+  need(offset + 4, length, "a JSON section");
+  let parsed: unknown;
+  try {
+    parsed = decodeMessage(utf8Decoder.decode(cursor.bytes(offset + 4, length)));
+  } catch {
+    throw new WireFormatError("a JSON section is not valid JSON");
+  }
+  if (!Array.isArray(parsed) || parsed.length !== m) throw new WireFormatError(`a JSON section must hold ${m} states`);
+  const states: AccumulatorState[] = [];
+  for (const state of parsed) {
+    if (!isAccumulatorState(state)) throw new WireFormatError("a JSON state must carry v and count");
+    states.push(state);
+  }
+  cursor.offset = offset + pad8(4 + length);
+  return states;
 }
 
 /**

@@ -92,6 +92,28 @@ interface PendingKey {
   readonly reduce: Uint8Array;
 }
 
+/** How a frame's sections are laid out: id and count widths, and the JSON section's text (empty when none). */
+interface FrameLayout {
+  readonly wideIds: boolean;
+  readonly idBytes: number;
+  readonly countBytes: number;
+  readonly jsonText: Uint8Array;
+}
+
+/** Write the key definitions from `at` (u16 key length, key, u8 reduce length, reduce); returns the offset after them. */
+function writeDefinitions(bytes: Uint8Array, view: DataView, at: number, definitions: readonly PendingKey[]): number {
+  let offset = at;
+  for (const d of definitions) {
+    view.setUint16(offset, d.key.length, true);
+    bytes.set(d.key, offset + 2);
+    offset += 2 + d.key.length;
+    view.setUint8(offset, d.reduce.length);
+    bytes.set(d.reduce, offset + 1);
+    offset += 1 + d.reduce.length;
+  }
+  return offset;
+}
+
 /** The sender's side of one connection: interns keys and writes frames. */
 export class StateEncoder {
   /** Key ids by reduce name, then key (two lookups on the collector's own strings: no string is built per key). */
@@ -230,98 +252,88 @@ export class StateEncoder {
 
   /** Lay out the columns as one frame. */
   private write(header: Omit<FrameHeader, "session">): Uint8Array {
-    const { n, ids, kinds, counts, a: va, b: vb, perKind, f64Counts } = this.columns;
+    const { perKind, f64Counts } = this.columns;
     const wideIds = this.keys.length > 0xffff;
-    const idBytes = wideIds ? 4 : 2;
-    const countBytes = f64Counts ? 8 : 4;
     const headerBytes = utf8Encoder.encode(JSON.stringify({ ...header, session: this.sessionId }));
-    const base = this.defined;
     const definitions = this.pending;
     // JSON sections hold arbitrary states: encode them first to know their length.
-    const jsonText = this.columns.json.length > 0 ? utf8Encoder.encode(encodeMessage(this.columns.json)) : undefined;
-    let size = FIXED + headerBytes.length;
-    for (const d of definitions) size += 3 + d.key.length + d.reduce.length;
-    size = pad8(size);
+    const jsonText = this.columns.json.length > 0 ? utf8Encoder.encode(encodeMessage(this.columns.json)) : new Uint8Array(0);
+    const layout: FrameLayout = { wideIds, idBytes: wideIds ? 4 : 2, countBytes: f64Counts ? 8 : 4, jsonText };
     let sections = 0;
-    for (let kind = FIRST_KIND; kind <= LAST_KIND; kind++) {
-      const m = perKind[kind] ?? 0;
-      if (m === 0) continue;
-      sections++;
-      size += 8 + pad8(m * idBytes) + pad8(m * countBytes);
-      if (kind === SectionKind.Json) size += pad8(4 + (jsonText?.length ?? 0));
-      else if (kind === SectionKind.Sketch) size += m * 8 * 7 + 4 * pad8(m * 4) + this.columns.buckets * 8;
-      else size += m * 8 * (kind === SectionKind.Moments ? 2 : 1);
-    }
-    const buffer = new ArrayBuffer(size);
+    for (let kind = FIRST_KIND; kind <= LAST_KIND; kind++) if ((perKind[kind] ?? 0) > 0) sections++;
+    const buffer = new ArrayBuffer(this.frameSize(headerBytes.length, definitions, layout));
     const bytes = new Uint8Array(buffer);
     const view = new DataView(buffer);
     bytes.set(MAGIC, 0);
     view.setUint8(4, WIRE_VERSION);
     view.setUint8(5, (wideIds ? FLAG_U32_IDS : 0) | (f64Counts ? FLAG_F64_COUNTS : 0));
     view.setUint16(6, sections, true);
-    view.setUint32(8, base, true);
+    view.setUint32(8, this.defined, true);
     view.setUint32(12, definitions.length, true);
     view.setUint32(16, headerBytes.length, true);
     bytes.set(headerBytes, FIXED);
-    let offset = FIXED + headerBytes.length;
-    for (const d of definitions) {
-      view.setUint16(offset, d.key.length, true);
-      bytes.set(d.key, offset + 2);
-      offset += 2 + d.key.length;
-      view.setUint8(offset, d.reduce.length);
-      bytes.set(d.reduce, offset + 1);
-      offset += 1 + d.reduce.length;
-    }
-    offset = pad8(offset);
+    let offset = pad8(writeDefinitions(bytes, view, FIXED + headerBytes.length, definitions));
     for (let kind = FIRST_KIND; kind <= LAST_KIND; kind++) {
       const m = perKind[kind] ?? 0;
-      if (m === 0) continue;
-      view.setUint8(offset, kind);
-      view.setUint32(offset + 4, m, true);
-      offset += 8;
-      const idArray = wideIds ? new Uint32Array(buffer, offset, m) : new Uint16Array(buffer, offset, m);
-      offset += pad8(m * idBytes);
-      const countArray = f64Counts ? new Float64Array(buffer, offset, m) : new Uint32Array(buffer, offset, m);
-      offset += pad8(m * countBytes);
-      if (kind === SectionKind.Json) {
-        let j = 0;
-        for (let i = 0; i < n; i++) if (kinds[i] === kind) idArray[j++] = ids[i] ?? 0;
-        const text = jsonText ?? new Uint8Array(0);
-        view.setUint32(offset, text.length, true);
-        bytes.set(text, offset + 4);
-        offset += pad8(4 + text.length);
-        continue;
-      }
-      if (kind === SectionKind.Sketch) {
-        let j = 0;
-        for (let i = 0; i < n; i++) {
-          if (kinds[i] !== kind) continue;
-          idArray[j] = ids[i] ?? 0;
-          countArray[j] = counts[i] ?? 0;
-          j++;
-        }
-        offset = writeSketches(buffer, offset, this.columns.sketches);
-        continue;
-      }
-      const a = new Float64Array(buffer, offset, m);
-      offset += m * 8;
-      const b = kind === SectionKind.Moments ? new Float64Array(buffer, offset, m) : undefined;
-      if (b !== undefined) offset += m * 8;
-      let j = 0;
-      for (let i = 0; i < n; i++) {
-        if (kinds[i] !== kind) continue;
-        idArray[j] = ids[i] ?? 0;
-        countArray[j] = counts[i] ?? 0;
-        a[j] = va[i] ?? 0;
-        if (b !== undefined) b[j] = vb[i] ?? 0;
-        j++;
-      }
+      if (m > 0) offset = this.writeSection(bytes, view, offset, kind, m, layout);
     }
     this.defined += definitions.length;
     this.pending = [];
     this.columns.json = [];
     this.columns.sketches = [];
     return bytes;
+  }
+
+  /** The bytes of the frame `write` lays out: fixed header, JSON header, definitions, then each section. */
+  private frameSize(headerLength: number, definitions: readonly PendingKey[], layout: FrameLayout): number {
+    const { perKind } = this.columns;
+    let size = FIXED + headerLength;
+    for (const d of definitions) size += 3 + d.key.length + d.reduce.length;
+    size = pad8(size);
+    for (let kind = FIRST_KIND; kind <= LAST_KIND; kind++) {
+      const m = perKind[kind] ?? 0;
+      if (m === 0) continue;
+      size += 8 + pad8(m * layout.idBytes) + pad8(m * layout.countBytes);
+      if (kind === SectionKind.Json) size += pad8(4 + layout.jsonText.length);
+      else if (kind === SectionKind.Sketch) size += m * 8 * 7 + 4 * pad8(m * 4) + this.columns.buckets * 8;
+      else size += m * 8 * (kind === SectionKind.Moments ? 2 : 1);
+    }
+    return size;
+  }
+
+  /** Write the section of `kind` (its `m` states picked from the columns in order) at `offset`; returns the offset after it. */
+  private writeSection(bytes: Uint8Array<ArrayBuffer>, view: DataView, at: number, kind: SectionKind, m: number, layout: FrameLayout): number {
+    const { n, ids, kinds, counts, a: va, b: vb } = this.columns;
+    const buffer = bytes.buffer;
+    let offset = at;
+    view.setUint8(offset, kind);
+    view.setUint32(offset + 4, m, true);
+    offset += 8;
+    const idArray = layout.wideIds ? new Uint32Array(buffer, offset, m) : new Uint16Array(buffer, offset, m);
+    offset += pad8(m * layout.idBytes);
+    const countArray = layout.countBytes === 8 ? new Float64Array(buffer, offset, m) : new Uint32Array(buffer, offset, m);
+    offset += pad8(m * layout.countBytes);
+    if (kind === SectionKind.Json) {
+      let j = 0;
+      for (let i = 0; i < n; i++) if (kinds[i] === kind) idArray[j++] = ids[i] ?? 0;
+      view.setUint32(offset, layout.jsonText.length, true);
+      bytes.set(layout.jsonText, offset + 4);
+      return offset + pad8(4 + layout.jsonText.length);
+    }
+    const a = kind === SectionKind.Sketch ? undefined : new Float64Array(buffer, offset, m);
+    if (a !== undefined) offset += m * 8;
+    const b = kind === SectionKind.Moments ? new Float64Array(buffer, offset, m) : undefined;
+    if (b !== undefined) offset += m * 8;
+    let j = 0;
+    for (let i = 0; i < n; i++) {
+      if (kinds[i] !== kind) continue;
+      idArray[j] = ids[i] ?? 0;
+      countArray[j] = counts[i] ?? 0;
+      if (a !== undefined) a[j] = va[i] ?? 0;
+      if (b !== undefined) b[j] = vb[i] ?? 0;
+      j++;
+    }
+    return kind === SectionKind.Sketch ? writeSketches(buffer, offset, this.columns.sketches) : offset;
   }
 
   /** The wire id of a collector entry if it is interned in this session (cached by its entry id), else -1. */

@@ -41,6 +41,56 @@ interface ChartEvents {
   onPin?: (key: string) => void;
 }
 
+/** What a chart draws: the joined table, its series (and which are lines, raw lines, band edges), bands, markers and point indexes. */
+interface BuiltData {
+  data: uPlot.AlignedData;
+  series: uPlot.Series[];
+  topSeries: number[];
+  rawSeries: (number | null)[];
+  bandSeries: ([number, number] | null)[];
+  bands: uPlot.Band[];
+  markers: Marker[];
+  indexes: Map<number, number>[];
+}
+
+/** Add one line's series to `out` and its table's columns to `joinInput`: scatter, smoothed (with its raw line faint) or plain, then its group band if it has one. */
+function addLineSeries(out: BuiltData, joinInput: uPlot.AlignedData[], line: Line, table: ReturnType<typeof lineTable>["table"], colour: string, show: boolean, settings: ViewSettings): void {
+  const { series, rawSeries } = out;
+  const dash = line.dash !== undefined ? { dash: line.dash } : {};
+  if (line.scatter === true) {
+    joinInput.push([table[0], table[1]]);
+    series.push({ label: line.label, show, stroke: colour, fill: colour, paths: () => null, points: { show: true, size: 4, stroke: colour, fill: colour } });
+    rawSeries.push(null);
+  } else if (settings.smoothing > 0) {
+    joinInput.push([table[0], table[1], table[2]]);
+    series.push({ label: `${line.label} (raw)`, show, stroke: faint(colour), width: 1, spanGaps: false, points: { show: false }, ...dash });
+    rawSeries.push(series.length - 1);
+    series.push({ label: line.label, show, stroke: colour, width: 1.5, spanGaps: false, points: { show: false }, ...dash });
+  } else {
+    joinInput.push([table[0], table[1]]);
+    series.push({ label: line.label, show, stroke: colour, width: 1.5, spanGaps: false, points: { show: false }, ...dash });
+    rawSeries.push(null);
+  }
+  out.topSeries.push(series.length - 1);
+  addBand(out, joinInput, line, colour, show, settings);
+}
+
+/** A group's band: its low and high edges as two undrawn series, the space between filled (null in `bandSeries` when the line has none). */
+function addBand(out: BuiltData, joinInput: uPlot.AlignedData[], line: Line, colour: string, show: boolean, settings: ViewSettings): void {
+  const { series } = out;
+  const edges = bandTable(line, settings);
+  if (edges === null) {
+    out.bandSeries.push(null);
+    return;
+  }
+  joinInput.push(edges);
+  series.push({ label: `${line.label} (low)`, show, stroke: "transparent", width: 0, spanGaps: false, points: { show: false } });
+  series.push({ label: `${line.label} (high)`, show, stroke: "transparent", width: 0, spanGaps: false, points: { show: false } });
+  const pair: [number, number] = [series.length - 2, series.length - 1];
+  out.bandSeries.push(pair);
+  out.bands.push({ series: [pair[1], pair[0]], fill: `${colour}33` });
+}
+
 /** A chart of several lines. */
 export class ChartCard {
   readonly root: HTMLElement;
@@ -202,62 +252,21 @@ export class ChartCard {
     return this.lines[i]?.colour ?? lineColour(i);
   }
 
-  private buildData(): {
-    data: uPlot.AlignedData;
-    series: uPlot.Series[];
-    topSeries: number[];
-    rawSeries: (number | null)[];
-    bandSeries: ([number, number] | null)[];
-    bands: uPlot.Band[];
-    markers: Marker[];
-    indexes: Map<number, number>[];
-  } {
+  private buildData(): BuiltData {
     const { settings } = this;
     const built = this.lines.map((l) => lineTable(l, settings));
-    const smoothing = settings.smoothing > 0;
     const joinInput: uPlot.AlignedData[] = [];
-    const series: uPlot.Series[] = [{}];
-    const topSeries: number[] = [];
-    const rawSeries: (number | null)[] = [];
-    const bandSeries: ([number, number] | null)[] = [];
-    const bands: uPlot.Band[] = [];
+    const out: BuiltData = { data: [[]], series: [{}], topSeries: [], rawSeries: [], bandSeries: [], bands: [], markers: [], indexes: [] };
     this.lines.forEach((line, i) => {
       const table = built[i]?.table;
       if (table === undefined) return;
-      const colour = this.colourOf(i);
-      const show = !this.hidden.has(line.id);
-      const dash = line.dash !== undefined ? { dash: line.dash } : {};
-      if (line.scatter === true) {
-        joinInput.push([table[0], table[1]]);
-        series.push({ label: line.label, show, stroke: colour, fill: colour, paths: () => null, points: { show: true, size: 4, stroke: colour, fill: colour } });
-        rawSeries.push(null);
-      } else if (smoothing) {
-        joinInput.push([table[0], table[1], table[2]]);
-        series.push({ label: `${line.label} (raw)`, show, stroke: faint(colour), width: 1, spanGaps: false, points: { show: false }, ...dash });
-        rawSeries.push(series.length - 1);
-        series.push({ label: line.label, show, stroke: colour, width: 1.5, spanGaps: false, points: { show: false }, ...dash });
-      } else {
-        joinInput.push([table[0], table[1]]);
-        series.push({ label: line.label, show, stroke: colour, width: 1.5, spanGaps: false, points: { show: false }, ...dash });
-        rawSeries.push(null);
-      }
-      topSeries.push(series.length - 1);
-      // A group's band: its low and high edges as two undrawn series, the space between filled.
-      const edges = bandTable(line, settings);
-      if (edges === null) {
-        bandSeries.push(null);
-        return;
-      }
-      joinInput.push(edges);
-      series.push({ label: `${line.label} (low)`, show, stroke: "transparent", width: 0, spanGaps: false, points: { show: false } });
-      series.push({ label: `${line.label} (high)`, show, stroke: "transparent", width: 0, spanGaps: false, points: { show: false } });
-      const pair: [number, number] = [series.length - 2, series.length - 1];
-      bandSeries.push(pair);
-      bands.push({ series: [pair[1], pair[0]], fill: `${colour}33` });
+      addLineSeries(out, joinInput, line, table, this.colourOf(i), !this.hidden.has(line.id), settings);
     });
     const [only, ...more] = joinInput;
-    const data: uPlot.AlignedData = only === undefined ? [[]] : more.length === 0 ? only : uPlot.join(joinInput);
-    return { data, series, topSeries, rawSeries, bandSeries, bands, markers: built.flatMap((b) => b.markers), indexes: built.map((b) => b.index) };
+    out.data = only === undefined ? [[]] : more.length === 0 ? only : uPlot.join(joinInput);
+    out.markers = built.flatMap((b) => b.markers);
+    out.indexes = built.map((b) => b.index);
+    return out;
   }
 
   /** Redraw from the lines and settings (only while on screen). */

@@ -219,12 +219,8 @@ function controlsFromState(): void {
   applyTheme();
 }
 
-async function start(): Promise<void> {
-  // The token, when there is one, is now a cookie; keep it out of the address bar and history.
-  if (new URLSearchParams(location.search).has("token")) history.replaceState(null, "", `${location.pathname}${location.hash}`);
-  readHash();
-  if (!location.hash.includes("theme=") && matchMedia("(prefers-color-scheme: dark)").matches) state.theme = "dark";
-  controlsFromState();
+/** The view controls' changes: each sets the state, writes the URL and redraws what it affects. */
+function listenToControls(): void {
   xModeSelect.addEventListener("change", () => {
     const value = xModeSelect.value;
     if (value.startsWith("metric:")) {
@@ -285,6 +281,15 @@ async function start(): Promise<void> {
     if (band !== undefined) state.band = band;
     settingsChanged(true);
   });
+}
+
+async function start(): Promise<void> {
+  // The token, when there is one, is now a cookie; keep it out of the address bar and history.
+  if (new URLSearchParams(location.search).has("token")) history.replaceState(null, "", `${location.pathname}${location.hash}`);
+  readHash();
+  if (!location.hash.includes("theme=") && matchMedia("(prefers-color-scheme: dark)").matches) state.theme = "dark";
+  controlsFromState();
+  listenToControls();
   setupRunsList($("sidebar", HTMLElement), runsTable, runFilter, $("runs-count", HTMLElement), $("select-all", HTMLButtonElement));
   window.addEventListener("hashchange", () => {
     readHash();

@@ -298,7 +298,8 @@ describe("tensorboard backend (global_reduce)", () => {
   it("rejects a dir option that is not a path, saying what is valid", async () => {
     const logger = new MetricLogger({ runDir: tempDir() });
     // @ts-expect-error -- a wrong option type is a compile error too; this checks the runtime error
-    await assert.rejects(logger.initBackends({ tensorboard: { loggingMode: "global_reduce", dir: 42 } }), /dir must be a non-empty path/);
+    const badDir = logger.initBackends({ tensorboard: { loggingMode: "global_reduce", dir: 42 } });
+    await assert.rejects(badDir, /dir must be a non-empty path/);
     await logger.shutdown();
   });
 });
@@ -323,7 +324,8 @@ describe("tensorboard backend (internal keys)", () => {
     assert.deepEqual(await tagsWritten({ internal: true }), ["acc__count", "loss", "rankscope/stream_dropped"]);
     const logger = new MetricLogger({ runDir: tempDir() });
     // @ts-expect-error -- a wrong option type is a compile error too; this checks the runtime error
-    await assert.rejects(logger.initBackends({ tensorboard: { loggingMode: "global_reduce", internal: "yes" } }), /internal must be true or false/);
+    const badInternal = logger.initBackends({ tensorboard: { loggingMode: "global_reduce", internal: "yes" } });
+    await assert.rejects(badInternal, /internal must be true or false/);
     await logger.shutdown();
   });
 });

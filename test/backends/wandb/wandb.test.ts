@@ -220,7 +220,8 @@ describe("wandb global_reduce", () => {
   it("rejects invalid options with a message that lists what is valid", async () => {
     const logger = new MetricLogger({ runDir: tempDir() });
     // @ts-expect-error -- an invalid mode is a compile error too; this checks the runtime error
-    await assert.rejects(logger.initBackends({ wandb: { loggingMode: "global_reduce", mode: "sometimes" } }), /mode must be one of: online, offline, disabled/);
+    const badMode = logger.initBackends({ wandb: { loggingMode: "global_reduce", mode: "sometimes" } });
+    await assert.rejects(badMode, /mode must be one of: online, offline, disabled/);
     await assert.rejects(logger.initBackends({ wandb: { loggingMode: "global_reduce", runId: "a/b" } }), /runId may contain only/);
     await assert.rejects(logger.initBackends({ wandb: { loggingMode: "global_reduce", baseUrl: "wandb.ai" } }), /baseUrl must be an http\(s\) URL/);
     await logger.shutdown();

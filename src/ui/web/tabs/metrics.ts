@@ -113,72 +113,34 @@ export async function renderMetrics(generation: number): Promise<void> {
   if (generation !== state.generation) return;
   state.keySignature = keySignature(keys);
   hooks.renderRuns();
-  const byKey = new Map<string, { run: string; info: RunKeys["metrics"][number] }[]>();
-  let internal = 0;
-  for (const [run, k] of keys) {
-    for (const info of k.metrics) {
-      const list = byKey.get(info.key) ?? [];
-      list.push({ run, info });
-      byKey.set(info.key, list);
-    }
-  }
+  const byKey = runsByKey(keys);
   const matcher = searchMatcher(state.search);
   document.getElementById("key-search")?.classList.toggle("invalid", matcher.error !== null);
+  let internal = 0;
   const names = [...byKey.keys()].sort().filter((name) => {
     const hiddenInternal = !state.showInternal && (byKey.get(name) ?? []).every(({ info }) => isInternalKey(info.key, info.internal));
     if (hiddenInternal) internal++;
     return !hiddenInternal && matcher.test(name);
   });
   setInternalNote(internal);
-  const markEmpty = (): void => {
+  if (names.length === 0) {
+    emptyNote(byKey.size === 0 ? "This run has no metrics yet." : matcher.error !== null ? `No metric matches; the search is not a valid regular expression (${matcher.error}).` : "No metric matches the search.");
     if (!state.firstGridMarked) {
       state.firstGridMarked = true;
       document.body.dataset["chartsRendered"] = "0";
     }
-  };
-  if (names.length === 0) {
-    emptyNote(byKey.size === 0 ? "This run has no metrics yet." : matcher.error !== null ? `No metric matches; the search is not a valid regular expression (${matcher.error}).` : "No metric matches the search.");
-    markEmpty();
     return;
   }
   const grid = new LazyGrid(generation);
   setGrid(grid);
   const settings = settingsFor("metrics");
-  const pinned = names.filter((n) => state.pinned.includes(n));
-  const sections = new Map<string, string[]>();
-  if (pinned.length > 0) sections.set("\u0000pinned", pinned);
-  for (const name of names) {
-    if (state.pinned.includes(name)) continue;
-    const section = sectionOf(name);
-    sections.set(section, [...(sections.get(section) ?? []), name]);
-  }
-  const order = (s: string): string => (s === "\u0000pinned" ? "0" : s === "" ? "1" : `2${s}`);
-  for (const [section, list] of [...sections].sort(([a], [b]) => order(a).localeCompare(order(b)))) {
-    const title = section === "\u0000pinned" ? "Pinned" : section === "" ? "Charts" : visibleName(section);
-    const details = el("details", { className: "section", "data-section": section === "\u0000pinned" ? "pinned" : section });
-    details.open = !state.collapsed.includes(section);
-    details.addEventListener("toggle", () => {
-      state.collapsed = details.open ? state.collapsed.filter((s) => s !== section) : [...state.collapsed.filter((s) => s !== section), section];
-      hooks.writeUrl();
-    });
-    const g = el("div", { className: "grid" });
-    append(details, el("summary", {}, title, el("span", { className: "muted count" }, ` ${list.length}`)), g);
-    view.appendChild(details);
+  for (const [section, list] of sectionsOf(names)) {
+    const g = sectionBox(view, section, list.length);
     for (const name of list) {
       const card = new ChartCard(name, settings, { onFirstDraw: () => allDrawnCheck(generation, grid), onZoom, onPin: togglePin }, "", state.pinned.includes(name));
       state.cards.push(card);
       g.appendChild(card.root);
-      const lines: LineSource[] = [];
-      for (const { run, info } of byKey.get(name) ?? []) {
-        const global = info.ranks.includes(GLOBAL_RANK);
-        const ranks = info.ranks.filter((r) => r !== GLOBAL_RANK);
-        const showRanks = state.perRank || !global;
-        const add = (rank: number | undefined, line: Line): void => {
-          lines.push({ kind: "series", run, key: name, rank, cursor: null, card, line });
-        };
-        if (global) add(undefined, newLine(`${run}\u0000${name}\u0000global`, runLabel(run, ranks.length > 0 && showRanks ? "all ranks" : undefined), run));
-        if (showRanks) for (const rank of ranks) add(rank, newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank, run)), run, rank));
-      }
+      const lines = cardLines(card, name, byKey.get(name) ?? [], keys);
       const spec: CardSpec = { card, lines };
       if (state.groupBy.length > 0) spec.load = (maxPoints) => loadGroups(card, name, generation, maxPoints);
       if (settings.xMode === "metric" && settings.xKey !== "") {
@@ -193,4 +155,66 @@ export async function renderMetrics(generation: number): Promise<void> {
       grid.add(spec);
     }
   }
+}
+
+type KeyOfRun = { run: string; info: RunKeys["metrics"][number] };
+
+/** Each metric key, with the runs (and their key info) that have it. */
+function runsByKey(keys: Map<string, RunKeys>): Map<string, KeyOfRun[]> {
+  const byKey = new Map<string, KeyOfRun[]>();
+  for (const [run, k] of keys) {
+    for (const info of k.metrics) {
+      const list = byKey.get(info.key) ?? [];
+      list.push({ run, info });
+      byKey.set(info.key, list);
+    }
+  }
+  return byKey;
+}
+
+const PINNED = "\u0000pinned";
+
+/** The charts' sections in page order (pinned, then unsectioned, then by name), each with its metric names. */
+function sectionsOf(names: readonly string[]): [string, string[]][] {
+  const pinned = names.filter((n) => state.pinned.includes(n));
+  const sections = new Map<string, string[]>();
+  if (pinned.length > 0) sections.set(PINNED, pinned);
+  for (const name of names) {
+    if (state.pinned.includes(name)) continue;
+    const section = sectionOf(name);
+    sections.set(section, [...(sections.get(section) ?? []), name]);
+  }
+  const order = (s: string): string => (s === PINNED ? "0" : s === "" ? "1" : `2${s}`);
+  return [...sections].sort(([a], [b]) => order(a).localeCompare(order(b)));
+}
+
+/** A collapsible section of `count` charts in `view` (its open state kept in the URL); returns the grid its cards go in. */
+function sectionBox(view: HTMLElement, section: string, count: number): HTMLElement {
+  const title = section === PINNED ? "Pinned" : section === "" ? "Charts" : visibleName(section);
+  const details = el("details", { className: "section", "data-section": section === PINNED ? "pinned" : section });
+  details.open = !state.collapsed.includes(section);
+  details.addEventListener("toggle", () => {
+    state.collapsed = details.open ? state.collapsed.filter((s) => s !== section) : [...state.collapsed.filter((s) => s !== section), section];
+    hooks.writeUrl();
+  });
+  const g = el("div", { className: "grid" });
+  append(details, el("summary", {}, title, el("span", { className: "muted count" }, ` ${count}`)), g);
+  view.appendChild(details);
+  return g;
+}
+
+/** A card's lines: per run, its global line and (per rank or when there is no global one) its ranks' lines. */
+function cardLines(card: ChartCard, name: string, runs: readonly KeyOfRun[], keys: Map<string, RunKeys>): LineSource[] {
+  const lines: LineSource[] = [];
+  for (const { run, info } of runs) {
+    const global = info.ranks.includes(GLOBAL_RANK);
+    const ranks = info.ranks.filter((r) => r !== GLOBAL_RANK);
+    const showRanks = state.perRank || !global;
+    const add = (rank: number | undefined, line: Line): void => {
+      lines.push({ kind: "series", run, key: name, rank, cursor: null, card, line });
+    };
+    if (global) add(undefined, newLine(`${run}\u0000${name}\u0000global`, runLabel(run, ranks.length > 0 && showRanks ? "all ranks" : undefined), run));
+    if (showRanks) for (const rank of ranks) add(rank, newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank, run)), run, rank));
+  }
+  return lines;
 }

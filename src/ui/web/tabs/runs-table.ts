@@ -80,134 +80,177 @@ export async function renderRunsTable(generation: number): Promise<void> {
   const sample = await api.runs({ limit: 100, summary: true, internal: state.showInternal });
   if (generation !== state.generation) return;
   knowRuns(sample.runs);
-  let known = keysOf(sample.runs);
-  const query = (): RunsQuery => {
-    const sort = serverSort(state.sort);
-    return { ...filterQuery(state.filter, new Set(known.summary), new Set(known.params)), ...(sort !== undefined ? { sort } : {}), summary: true, internal: state.showInternal };
-  };
-  const filterBox = el("input", { type: "search", id: "table-filter", placeholder: "Filter: text, tag:x, group:x, status:x, lr<0.01, loss<0.5, name=value", "aria-label": "Filter runs table", value: state.filter });
-  const metricPicker = el("select", { id: "pc-metric", "aria-label": "metric for parallel coordinates" });
-  const tableBox = el("div", { className: "table-wrap runs-table-wrap" });
-  const head = el("thead");
-  const body = el("tbody");
-  const table = el("table", { className: "runs-table" }, head, body);
-  tableBox.appendChild(table);
-  const coords = el("div", { className: "parcoords-box" });
-  const count = el("span", { className: "muted", id: "table-count" });
-  let columns: [string, string][] = [];
-  let summaryKeys: string[] = [];
-  const loadedSummaries = (): Record<string, number>[] => [...sample.runs, ...pages.loaded()].map((r) => r.summary ?? {});
-  const candidates = (): string[] => known.summary.filter((k) => (state.showInternal || !isInternalKey(k)) && searchMatcher(state.search).test(k));
-  const chooser = columnChooser(
-    () => orderSummaryKeys(loadedSummaries(), candidates()),
-    () => summaryKeys,
-    () => {
-      drawHead();
-      rows.render(true);
-    },
-  );
-  append(
-    view,
-    el("div", { className: "table-tools" }, filterBox, chooser, count),
-    tableBox,
-    el("h3", {}, "Parallel coordinates: hyperparameters → ", el("label", {}, metricPicker)),
-    coords,
-  );
+  const table = new RunsTable(view, sample);
+  current = { rows: table.rows, pages: table.pages };
+  table.drawHead();
+  table.listen();
+  await table.pages.refresh(0, 0);
+}
 
-  const drawHead = (): void => {
-    summaryKeys = summaryColumns(loadedSummaries(), candidates(), state.summaryColumns);
-    columns = [["run", "run"], ["status", "status"], ["group", "group"], ["tags", "tags"], ["start", "start"], ...known.params.map((k): [string, string] => [`p:${k}`, k]), ...summaryKeys.map((k): [string, string] => [`s:${k}`, k])];
+/** The runs table's parts in the page, and how each is drawn again as pages arrive and the user sorts, filters or picks. */
+class RunsTable {
+  /** The hyperparameter and summary names of the rows loaded. */
+  private known: { params: string[]; summary: string[] };
+  private readonly filterBox = el("input", { type: "search", id: "table-filter", placeholder: "Filter: text, tag:x, group:x, status:x, lr<0.01, loss<0.5, name=value", "aria-label": "Filter runs table", value: state.filter });
+  private readonly metricPicker = el("select", { id: "pc-metric", "aria-label": "metric for parallel coordinates" });
+  private readonly tableBox = el("div", { className: "table-wrap runs-table-wrap" });
+  private readonly head = el("thead");
+  private readonly body = el("tbody");
+  private readonly table = el("table", { className: "runs-table" }, this.head, this.body);
+  private readonly coords = el("div", { className: "parcoords-box" });
+  private readonly count = el("span", { className: "muted", id: "table-count" });
+  private readonly chooser: HTMLElement;
+  private columns: [string, string][] = [];
+  private summaryKeys: string[] = [];
+  readonly pages: RunPages;
+  readonly rows: VirtualRows;
+
+  constructor(
+    view: HTMLElement,
+    private readonly sample: Awaited<ReturnType<typeof api.runs>>,
+  ) {
+    this.known = keysOf(sample.runs);
+    this.tableBox.appendChild(this.table);
+    this.chooser = columnChooser(
+      () => orderSummaryKeys(this.loadedSummaries(), this.candidates()),
+      () => this.summaryKeys,
+      () => {
+        this.drawHead();
+        this.rows.render(true);
+      },
+    );
+    append(
+      view,
+      el("div", { className: "table-tools" }, this.filterBox, this.chooser, this.count),
+      this.tableBox,
+      el("h3", {}, "Parallel coordinates: hyperparameters → ", el("label", {}, this.metricPicker)),
+      this.coords,
+    );
+    this.pages = new RunPages(this.query(), (arrived) => this.arrived(arrived));
+    this.rows = new VirtualRows({
+      scroller: this.tableBox,
+      body: this.body,
+      rowHeight: TABLE_ROW_HEIGHT,
+      columns: () => this.columns.length + 1,
+      row: (i) => this.rowOf(i),
+      range: (from, to) => {
+        this.pages.ensure(from, to).catch((error: unknown) => hooks.showError(error));
+      },
+    });
+  }
+
+  /** The server's query for the table's filter and sort now. */
+  private query(): RunsQuery {
+    const sort = serverSort(state.sort);
+    const filter = filterQuery(state.filter, new Set(this.known.summary), new Set(this.known.params));
+    return { ...filter, ...(sort !== undefined ? { sort } : {}), summary: true, internal: state.showInternal };
+  }
+
+  private loadedSummaries(): Record<string, number>[] {
+    return [...this.sample.runs, ...this.pages.loaded()].map((r) => r.summary ?? {});
+  }
+
+  private candidates(): string[] {
+    return this.known.summary.filter((k) => (state.showInternal || !isInternalKey(k)) && searchMatcher(state.search).test(k));
+  }
+
+  /** A page of rows arrived: new names redraw the head; the count, the rows and the coordinates follow. */
+  private arrived(arrived: readonly RunInfo[]): void {
+    knowRuns(arrived);
+    const more = keysOf([...this.sample.runs, ...this.pages.loaded()]);
+    const grew = more.params.length !== this.known.params.length || more.summary.length !== this.known.summary.length;
+    this.known = more;
+    if (grew) this.drawHead();
+    const total = this.pages.total ?? 0;
+    this.table.dataset["rows"] = String(total);
+    this.count.textContent = `${total.toLocaleString("en-US")} of ${this.sample.total.toLocaleString("en-US")} runs`;
+    this.rows.setCount(total);
+    this.drawCoords();
+  }
+
+  /** The head's sortable columns (fixed, hyperparameters, chosen summaries) and the metric picker's choices. */
+  drawHead(): void {
+    this.summaryKeys = summaryColumns(this.loadedSummaries(), this.candidates(), state.summaryColumns);
+    const params = this.known.params.map((k): [string, string] => [`p:${k}`, k]);
+    const summaries = this.summaryKeys.map((k): [string, string] => [`s:${k}`, k]);
+    this.columns = [["run", "run"], ["status", "status"], ["group", "group"], ["tags", "tags"], ["start", "start"], ...params, ...summaries];
     const desc = state.sort.startsWith("-");
     const col = desc ? state.sort.slice(1) : state.sort;
     const tr = el("tr", {}, el("th", {}, ""));
-    for (const [id, label] of columns) {
+    for (const [id, label] of this.columns) {
       const button = el("button", { type: "button", className: "sort", "data-col": id }, visibleName(label), col === id ? (desc ? " ▼" : " ▲") : "");
       button.addEventListener("click", () => {
         // The sort now (not when the head was drawn): a second click on a column reverses it.
         const [nowCol, nowDesc] = state.sort.startsWith("-") ? [state.sort.slice(1), true] : [state.sort, false];
         state.sort = nowCol === id && !nowDesc ? `-${id}` : id;
         hooks.writeUrl();
-        drawHead();
-        reload();
+        this.drawHead();
+        this.reload();
       });
       tr.appendChild(el("th", { "aria-sort": col === id ? (desc ? "descending" : "ascending") : "none", className: id.startsWith("p:") ? "param" : id.startsWith("s:") ? "summary" : "" }, button));
     }
-    clear(head);
-    head.appendChild(tr);
-    chooser.dispatchEvent(new Event("columns"));
-    const all = known.summary.filter((k) => state.showInternal || !isInternalKey(k));
-    clear(metricPicker);
-    for (const key of all) metricPicker.appendChild(el("option", { value: key }, visibleName(key)));
-    if (state.metric === "" || !all.includes(state.metric)) state.metric = all.find((k) => /loss/i.test(k)) ?? all[0] ?? "";
-    metricPicker.value = state.metric;
-  };
+    clear(this.head);
+    this.head.appendChild(tr);
+    this.chooser.dispatchEvent(new Event("columns"));
+    this.drawMetricPicker();
+  }
 
-  const rowOf = (i: number): HTMLTableRowElement => {
-    const run = pages.row(i);
-    if (run === undefined) return el("tr", { className: "loading" }, el("td", { colspan: columns.length + 1, className: "muted" }, "…"));
+  /** The summary metrics the coordinates can be drawn against, a loss first when none is chosen. */
+  private drawMetricPicker(): void {
+    const all = this.known.summary.filter((k) => state.showInternal || !isInternalKey(k));
+    clear(this.metricPicker);
+    for (const key of all) this.metricPicker.appendChild(el("option", { value: key }, visibleName(key)));
+    if (state.metric === "" || !all.includes(state.metric)) state.metric = all.find((k) => /loss/i.test(k)) ?? all[0] ?? "";
+    this.metricPicker.value = state.metric;
+  }
+
+  /** Row `i` of the table: a placeholder until its page arrived. */
+  private rowOf(i: number): HTMLTableRowElement {
+    const run = this.pages.row(i);
+    if (run === undefined) return el("tr", { className: "loading" }, el("td", { colspan: this.columns.length + 1, className: "muted" }, "…"));
     const box = el("input", { type: "checkbox", "aria-label": `select ${visibleName(run.id)}` });
     box.checked = state.selected.includes(run.id);
     box.addEventListener("change", () => selectRun(run.id, true));
     const swatch = el("span", { className: "swatch run-swatch" });
     swatch.style.background = runColour(run.id);
-    const cells = columns.map(([id]) => {
+    const cells = this.columns.map(([id]) => {
       if (id === "tags") return el("td", {}, ...(run.tags ?? []).map((t) => el("span", { className: "chip tag" }, visibleName(t))));
       if (id === "start") return el("td", {}, formatStart(run.startedAt));
       return el("td", { className: id.startsWith("s:") || id.startsWith("p:") ? "num" : "" }, cellText(valueOf(run, id)));
     });
     return el("tr", { "data-run": run.id, className: state.selected.includes(run.id) ? "selected" : "" }, el("td", {}, box, swatch), ...cells);
-  };
+  }
 
-  const drawCoords = (): void => {
-    const loaded = pages.loaded().slice(0, MAX_COORDS_RUNS);
-    clear(coords);
-    coords.appendChild(parallelCoordinates(loaded, known.params, state.metric, Math.max(400, tableBox.clientWidth || 800)));
-  };
+  private drawCoords(): void {
+    const loaded = this.pages.loaded().slice(0, MAX_COORDS_RUNS);
+    clear(this.coords);
+    this.coords.appendChild(parallelCoordinates(loaded, this.known.params, state.metric, Math.max(400, this.tableBox.clientWidth || 800)));
+  }
 
-  const pages = new RunPages(query(), (arrived) => {
-    knowRuns(arrived);
-    const more = keysOf([...sample.runs, ...pages.loaded()]);
-    const grew = more.params.length !== known.params.length || more.summary.length !== known.summary.length;
-    known = more;
-    if (grew) drawHead();
-    const total = pages.total ?? 0;
-    table.dataset["rows"] = String(total);
-    count.textContent = `${total.toLocaleString("en-US")} of ${sample.total.toLocaleString("en-US")} runs`;
-    rows.setCount(total);
-    drawCoords();
-  });
-  const rows = new VirtualRows({
-    scroller: tableBox,
-    body,
-    rowHeight: TABLE_ROW_HEIGHT,
-    columns: () => columns.length + 1,
-    row: rowOf,
-    range: (from, to) => {
-      pages.ensure(from, to).catch((error: unknown) => hooks.showError(error));
-    },
-  });
-  current = { rows, pages };
-  const reload = (): void => {
-    pages.setQuery(query());
-    tableBox.scrollTop = 0;
-    pages.refresh(0, 0).catch((error: unknown) => hooks.showError(error));
-  };
-  drawHead();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  filterBox.addEventListener("input", () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => {
-      state.filter = filterBox.value;
+  /** The rows again from the first page, for the filter or sort now. */
+  private reload(): void {
+    this.pages.setQuery(this.query());
+    this.tableBox.scrollTop = 0;
+    this.pages.refresh(0, 0).catch((error: unknown) => hooks.showError(error));
+  }
+
+  /** The filter box (debounced) and the metric picker. */
+  listen(): void {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    this.filterBox.addEventListener("input", () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        state.filter = this.filterBox.value;
+        hooks.writeUrl();
+        this.reload();
+      }, 150);
+    });
+    this.metricPicker.addEventListener("change", () => {
+      state.metric = this.metricPicker.value;
       hooks.writeUrl();
-      reload();
-    }, 150);
-  });
-  metricPicker.addEventListener("change", () => {
-    state.metric = metricPicker.value;
-    hooks.writeUrl();
-    drawCoords();
-  });
-  await pages.refresh(0, 0);
+      this.drawCoords();
+    });
+  }
 }
 
 /** The shown table's rows again (the selection changed), and its pages asked for again (the periodic refresh). */
