@@ -16,7 +16,10 @@ const browserExceptions = ["src/ui/web/vite.config.ts"];
 // by name on the other side.
 const nodeOnly = Object.keys(globals.node).filter((name) => !(name in globals.browser));
 const browserOnly = Object.keys(globals.browser).filter((name) => !(name in globals.node));
-const refuse = (names, where) => ["error", ...names.map((name) => ({ name, message: `${name} does not exist in ${where}` }))];
+const refuse = (names, where) => [
+  "error",
+  ...names.map((name) => ({ name, message: `${name} does not exist in ${where}` })),
+];
 
 export default tseslint.config(
   { ignores: ["dist/**", "dist-check/**", "node_modules/**", "runs/**", "test-artifacts/**", "src/ui/web/dist/**"] },
@@ -35,7 +38,15 @@ export default tseslint.config(
       // node:test's test/describe/it return promises the runner itself awaits and reports.
       "@typescript-eslint/no-floating-promises": [
         "error",
-        { allowForKnownSafeCalls: [{ from: "package", package: "node:test", name: ["test", "describe", "it", "suite", "before", "after", "beforeEach", "afterEach"] }] },
+        {
+          allowForKnownSafeCalls: [
+            {
+              from: "package",
+              package: "node:test",
+              name: ["test", "describe", "it", "suite", "before", "after", "beforeEach", "afterEach"],
+            },
+          ],
+        },
       ],
       "@typescript-eslint/no-misused-promises": "error",
       "@typescript-eslint/await-thenable": "error",
@@ -49,7 +60,9 @@ export default tseslint.config(
   {
     files: ["src/**/*.ts"],
     ignores: browser,
-    rules: { "no-restricted-globals": refuse(browserOnly, "Node (this file runs in Node; the browser's code is src/ui/web)") },
+    rules: {
+      "no-restricted-globals": refuse(browserOnly, "Node (this file runs in Node; the browser's code is src/ui/web)"),
+    },
   },
   {
     files: browser,

@@ -44,7 +44,9 @@ const WARMUP_ROUNDS = 30;
 const keys = Array.from({ length: KEYS }, (_, i) => `train/layer_${Math.floor(i / 10)}/metric_${i % 10}`);
 /** A value around 1 + i/1000 with noise of ±2 % (never a spike, a drop or a NaN). */
 const valueOf = (i: number, flush: number): number => (1 + i / 1000) * (1 + 0.02 * Math.sin(flush * 1.3 + i));
-const flushes: Metric[][] = Array.from({ length: FLUSHES }, (_, f) => keys.map((key, i) => ({ key, value: valueOf(i, f), reduce: "mean", step: f, timestamp: f })));
+const flushes: Metric[][] = Array.from({ length: FLUSHES }, (_, f) =>
+  keys.map((key, i) => ({ key, value: valueOf(i, f), reduce: "mean", step: f, timestamp: f })),
+);
 
 /**
  * µs per flush of `observe` over rounds of FLUSHES flushes each, after a warm-up: the median round
@@ -69,13 +71,18 @@ function engineFor(rules: readonly AlertRuleConfig[]): (metrics: readonly Metric
   const stragglers = [{ rank: 3, rankName: "Trainer_0_r3", host: "node-0", chronic: false }];
   return (metrics, step) => {
     const events = engine.observeFlush({ step, at: step, metrics, ranks, stragglers });
-    if (events.length > 0) throw new Error(`the benchmark's values raised ${events.length} alert(s): ${events[0]?.message ?? ""}`);
+    if (events.length > 0)
+      throw new Error(`the benchmark's values raised ${events.length} alert(s): ${events[0]?.message ?? ""}`);
   };
 }
 
 /** The flush's own reduction of the same keys: 1,000 `mean` states reduced to metrics. */
 function reducePeer(): (metrics: readonly Metric[], step: number) => void {
-  const states: KeyState[] = keys.map((key, i) => ({ key, reduce: "mean", state: { v: 1, count: 4, sum: 4 * valueOf(i, 0) } }));
+  const states: KeyState[] = keys.map((key, i) => ({
+    key,
+    reduce: "mean",
+    state: { v: 1, count: 4, sum: 4 * valueOf(i, 0) },
+  }));
   return (_metrics, step) => {
     if (reduceStates(states, { step, timestamp: step }).metrics.length !== KEYS) throw new Error("reduce");
   };
@@ -106,23 +113,46 @@ const every: AlertRuleConfig[] = [
   { rule: "rate_drop", key: "*", fraction: 0.1, window: 20 },
 ];
 const typical: AlertRuleConfig[] = [
-  ...["train/layer_0/metric_0", "train/layer_1/metric_0", "train/layer_2/metric_0", "train/layer_3/metric_0", "train/layer_4/metric_0"].map((key) => ({ rule: "threshold" as const, key, above: 1e6 })),
+  ...[
+    "train/layer_0/metric_0",
+    "train/layer_1/metric_0",
+    "train/layer_2/metric_0",
+    "train/layer_3/metric_0",
+    "train/layer_4/metric_0",
+  ].map((key) => ({ rule: "threshold" as const, key, above: 1e6 })),
   { rule: "spike", key: "train/layer_9*", window: 50 },
   { rule: "rate_drop", key: "train/layer_99/metric_9", fraction: 0.1 },
 ];
 
 const reduce = usPerFlush(reducePeer());
 const rows: [string, { median: number; best: number }][] = [
-  ["built-in rules (nonfinite on every key, rank_lost, straggler, stalled)", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled"]))],
-  ["built-in + a typical set (5 thresholds, spike on 110 keys: train/layer_9*, a rate drop)", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled", ...typical]))],
-  ["built-in + threshold, spike and rate_drop on every key", usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled", ...every]))],
-  ["spike alone on every key (sorted window kept)", usPerFlush(engineFor([{ rule: "spike", key: "*", k: 6, window: 50 }]))],
+  [
+    "built-in rules (nonfinite on every key, rank_lost, straggler, stalled)",
+    usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled"])),
+  ],
+  [
+    "built-in + a typical set (5 thresholds, spike on 110 keys: train/layer_9*, a rate drop)",
+    usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled", ...typical])),
+  ],
+  [
+    "built-in + threshold, spike and rate_drop on every key",
+    usPerFlush(engineFor(["nonfinite", "rank_lost", "straggler", "stalled", ...every])),
+  ],
+  [
+    "spike alone on every key (sorted window kept)",
+    usPerFlush(engineFor([{ rule: "spike", key: "*", k: 6, window: 50 }])),
+  ],
 ];
 const naive = usPerFlush(naiveSpike());
 
 /** µs per `flush` of a logger with `alerts` (median over `rounds` of `FLUSHES` flushes, after a warm-up round), 1,000 keys recorded before each. */
 async function loggerRound(alerts: MetricLoggerOptions["alerts"], rounds: number): Promise<number> {
-  const logger = new MetricLogger({ processName: "Controller", quiet: true, runDir: join(tmpdir(), `rankscope-bench-alerts-${process.pid}`), alerts });
+  const logger = new MetricLogger({
+    processName: "Controller",
+    quiet: true,
+    runDir: join(tmpdir(), `rankscope-bench-alerts-${process.pid}`),
+    alerts,
+  });
   await logger.initBackends({});
   let step = 0;
   const samples: number[] = [];
@@ -133,7 +163,8 @@ async function loggerRound(alerts: MetricLoggerOptions["alerts"], rounds: number
       const start = process.hrtime.bigint();
       const result = await logger.flush(step++);
       total += Number(process.hrtime.bigint() - start) / 1000;
-      if (result.alerts !== undefined) throw new Error(`the benchmark's values raised ${result.alerts.length} alert(s)`);
+      if (result.alerts !== undefined)
+        throw new Error(`the benchmark's values raised ${result.alerts.length} alert(s)`);
     }
     if (r > 0) samples.push(total / FLUSHES);
   }
@@ -141,7 +172,10 @@ async function loggerRound(alerts: MetricLoggerOptions["alerts"], rounds: number
   return median(samples);
 }
 
-const withRules = { rules: ["nonfinite", "rank_lost", "straggler", "stalled", ...typical] as AlertRuleConfig[], minIntervalMs: 0 };
+const withRules = {
+  rules: ["nonfinite", "rank_lost", "straggler", "stalled", ...typical] as AlertRuleConfig[],
+  minIntervalMs: 0,
+};
 const off: number[] = [];
 const on: number[] = [];
 for (let r = 0; r < 5; r++) {
@@ -152,9 +186,24 @@ const flushOff = median(off);
 const flushOn = median(on);
 
 /** µs per flush (median of rounds) while key 0 turns NaN every 4th flush and finite again the next: two alerts per 4 flushes. */
-async function alertingRound(webhook: string | undefined, rounds: number): Promise<{ us: number; raised: number; undelivered: number; queued: number }> {
-  const alerts = { rules: ["nonfinite"] as AlertRuleConfig[], minIntervalMs: 0, maxPerMinute: 100_000, webhookQueue: 64, webhookDeadlineMs: 600_000, ...(webhook === undefined ? {} : { webhook }) };
-  const logger = new MetricLogger({ processName: "Controller", quiet: true, runDir: join(tmpdir(), `rankscope-bench-alerts-${process.pid}`), alerts });
+async function alertingRound(
+  webhook: string | undefined,
+  rounds: number,
+): Promise<{ us: number; raised: number; undelivered: number; queued: number }> {
+  const alerts = {
+    rules: ["nonfinite"] as AlertRuleConfig[],
+    minIntervalMs: 0,
+    maxPerMinute: 100_000,
+    webhookQueue: 64,
+    webhookDeadlineMs: 600_000,
+    ...(webhook === undefined ? {} : { webhook }),
+  };
+  const logger = new MetricLogger({
+    processName: "Controller",
+    quiet: true,
+    runDir: join(tmpdir(), `rankscope-bench-alerts-${process.pid}`),
+    alerts,
+  });
   await logger.initBackends({});
   let step = 0;
   let raised = 0;
@@ -162,7 +211,8 @@ async function alertingRound(webhook: string | undefined, rounds: number): Promi
   for (let r = 0; r < rounds + 1; r++) {
     let total = 0;
     for (let f = 0; f < FLUSHES; f++) {
-      for (let i = 0; i < KEYS; i++) recordMetric(keys[i] ?? "", i === 0 && step % 4 === 1 ? NaN : valueOf(i, step), "mean");
+      for (let i = 0; i < KEYS; i++)
+        recordMetric(keys[i] ?? "", i === 0 && step % 4 === 1 ? NaN : valueOf(i, step), "mean");
       const start = process.hrtime.bigint();
       const result = await logger.flush(step++);
       total += Number(process.hrtime.bigint() - start) / 1000;
@@ -172,7 +222,12 @@ async function alertingRound(webhook: string | undefined, rounds: number): Promi
   }
   const stats = logger.alertStats().webhook;
   await logger.shutdown({ deadlineMs: 200 });
-  return { us: median(samples), raised, undelivered: logger.alertStats().webhook?.undelivered ?? 0, queued: stats?.queued ?? 0 };
+  return {
+    us: median(samples),
+    raised,
+    undelivered: logger.alertStats().webhook?.undelivered ?? 0,
+    queued: stats?.queued ?? 0,
+  };
 }
 
 // The alerts' text log lines stay off the console (the run directory's logs still get them):
@@ -196,21 +251,59 @@ hanging.close();
 const flushNoHook = median(noHook);
 const flushHang = median(hangHook);
 
-process.stdout.write(`Rule evaluation per flush at ${KEYS} keys (Node ${process.version}; median of ${ROUNDS} rounds of ${FLUSHES} flushes; target ≤ 500 µs)\n\n`);
+process.stdout.write(
+  `Rule evaluation per flush at ${KEYS} keys (Node ${process.version}; median of ${ROUNDS} rounds of ${FLUSHES} flushes; target ≤ 500 µs)\n\n`,
+);
 printTable(
-  ["what", "µs per flush (median round)", "µs (best round)", "ns per key (best)", "÷ reduceStates (median; same run)", "target ≤ 500 µs (median)"],
   [
-    ...rows.map(([what, us]): (string | number)[] => [what, us.median, us.best, (us.best * 1000) / KEYS, us.median / reduce.median, us.median <= 500 ? "met" : "MISSED"]),
-    ["peer: reduceStates of the flush's 1,000 mean states", reduce.median, reduce.best, (reduce.best * 1000) / KEYS, 1, "—"],
-    ["peer: spike on every key, window sorted each flush", naive.median, naive.best, (naive.best * 1000) / KEYS, naive.median / reduce.median, "—"],
+    "what",
+    "µs per flush (median round)",
+    "µs (best round)",
+    "ns per key (best)",
+    "÷ reduceStates (median; same run)",
+    "target ≤ 500 µs (median)",
+  ],
+  [
+    ...rows.map(([what, us]): (string | number)[] => [
+      what,
+      us.median,
+      us.best,
+      (us.best * 1000) / KEYS,
+      us.median / reduce.median,
+      us.median <= 500 ? "met" : "MISSED",
+    ]),
+    [
+      "peer: reduceStates of the flush's 1,000 mean states",
+      reduce.median,
+      reduce.best,
+      (reduce.best * 1000) / KEYS,
+      1,
+      "—",
+    ],
+    [
+      "peer: spike on every key, window sorted each flush",
+      naive.median,
+      naive.best,
+      (naive.best * 1000) / KEYS,
+      naive.median / reduce.median,
+      "—",
+    ],
   ],
 );
-process.stdout.write(`\nA whole MetricLogger.flush of ${KEYS} recorded keys (no backends), alerts off vs. built-in + typical rules (median of 5 alternating rounds)\n\n`);
+process.stdout.write(
+  `\nA whole MetricLogger.flush of ${KEYS} recorded keys (no backends), alerts off vs. built-in + typical rules (median of 5 alternating rounds)\n\n`,
+);
 printTable(
   ["flush", "µs per flush", "÷ flush without rules (same run)", "rules' share, µs", "target ≤ 500 µs"],
   [
     ["alerts off (no rules)", flushOff, 1, 0, "—"],
-    ["built-in + typical rules", flushOn, flushOn / flushOff, flushOn - flushOff, flushOn - flushOff <= 500 ? "met" : "MISSED"],
+    [
+      "built-in + typical rules",
+      flushOn,
+      flushOn / flushOff,
+      flushOn - flushOff,
+      flushOn - flushOff <= 500 ? "met" : "MISSED",
+    ],
   ],
 );
 process.stdout.write(

@@ -3,21 +3,34 @@
  * ratio to each peer, bytes allocated per call, and memory per key.
  */
 import { metrics as otelApi } from "@opentelemetry/api";
-import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics";
+import {
+  AggregationTemporality,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from "@opentelemetry/sdk-metrics";
 import client from "prom-client";
 import { metric, recordMetric, Reduce } from "../src/index.js";
 import { getCollector } from "../src/core/collector.js";
 import { bytesPerCall, nsPerCall, printTable } from "./harness.js";
 
 void otelApi;
-const reader = new PeriodicExportingMetricReader({ exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE), exportIntervalMillis: 3_600_000 });
+const reader = new PeriodicExportingMetricReader({
+  exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE),
+  exportIntervalMillis: 3_600_000,
+});
 const meter = new MeterProvider({ readers: [reader] }).getMeter("bench");
 const otelCounter = meter.createCounter("otel_counter");
 const otelHistogram = meter.createHistogram("otel_histogram");
 const registry = new client.Registry();
 const promCounter = new client.Counter({ name: "prom_counter", help: "c", registers: [registry] });
 const promHistogram = new client.Histogram({ name: "prom_histogram", help: "h", registers: [registry] });
-const promSummary = new client.Summary({ name: "prom_summary", help: "s", registers: [registry], percentiles: [0.5, 0.9, 0.99] });
+const promSummary = new client.Summary({
+  name: "prom_summary",
+  help: "s",
+  registers: [registry],
+  percentiles: [0.5, 0.9, 0.99],
+});
 
 const map = new Map<string, { sum: number; count: number }>([["loss", { sum: 0, count: 0 }]]);
 const handle = metric("bench/handle", Reduce.MEAN);
@@ -82,11 +95,31 @@ printTable(
   ["comparison", "ratio", "target"],
   [
     ["recordMetric / bare Map add", `${r("recordMetric (MEAN, known key)", "bare Map.get + add").toFixed(2)}×`, "≤ 2×"],
-    ["OTel Counter.add / recordMetric", `${r("OpenTelemetry Counter.add", "recordMetric (MEAN, known key)").toFixed(1)}× faster`, "≥ 3×"],
-    ["OTel Histogram.record / recordMetric", `${r("OpenTelemetry Histogram.record", "recordMetric (MEAN, known key)").toFixed(1)}× faster`, "—"],
-    ["prom-client Histogram.observe / recordMetric", `${r("prom-client Histogram.observe", "recordMetric (MEAN, known key)").toFixed(1)}× faster`, "—"],
-    ["handle / prom-client Counter.inc", `${r("metric() handle .record", "prom-client Counter.inc").toFixed(2)}×`, "≤ 2×"],
-    ["prom-client Summary / QUANTILES", `${r("prom-client Summary.observe", "recordMetric (QUANTILES)").toFixed(1)}× faster`, "≥ 8×"],
+    [
+      "OTel Counter.add / recordMetric",
+      `${r("OpenTelemetry Counter.add", "recordMetric (MEAN, known key)").toFixed(1)}× faster`,
+      "≥ 3×",
+    ],
+    [
+      "OTel Histogram.record / recordMetric",
+      `${r("OpenTelemetry Histogram.record", "recordMetric (MEAN, known key)").toFixed(1)}× faster`,
+      "—",
+    ],
+    [
+      "prom-client Histogram.observe / recordMetric",
+      `${r("prom-client Histogram.observe", "recordMetric (MEAN, known key)").toFixed(1)}× faster`,
+      "—",
+    ],
+    [
+      "handle / prom-client Counter.inc",
+      `${r("metric() handle .record", "prom-client Counter.inc").toFixed(2)}×`,
+      "≤ 2×",
+    ],
+    [
+      "prom-client Summary / QUANTILES",
+      `${r("prom-client Summary.observe", "recordMetric (QUANTILES)").toFixed(1)}× faster`,
+      "≥ 8×",
+    ],
   ],
 );
 

@@ -6,7 +6,11 @@
 import { getCollector, recordMetric } from "../src/core/collector.js";
 import { stats, StatReduce } from "../src/stats/index.js";
 
-function measure(name: string, iterations: number, fn: (i: number) => void): { name: string; nsPerOp: number; opsPerSec: number } {
+function measure(
+  name: string,
+  iterations: number,
+  fn: (i: number) => void,
+): { name: string; nsPerOp: number; opsPerSec: number } {
   for (let i = 0; i < Math.min(iterations, 10_000); i++) fn(i); // warm-up
   const start = process.hrtime.bigint();
   for (let i = 0; i < iterations; i++) fn(i);
@@ -48,4 +52,7 @@ const rows = [
 ];
 
 process.stdout.write("| operation | ns/op | ops/s |\n|---|---:|---:|\n");
-for (const r of rows) process.stdout.write(`| ${r.name} | ${r.nsPerOp.toFixed(1)} | ${Math.round(r.opsPerSec).toLocaleString("en-US")} |\n`);
+for (const r of rows)
+  process.stdout.write(
+    `| ${r.name} | ${r.nsPerOp.toFixed(1)} | ${Math.round(r.opsPerSec).toLocaleString("en-US")} |\n`,
+  );

@@ -6,7 +6,10 @@
  */
 
 /** Runs `loop(n)` (which must do n calls) and returns the median ns per call over `runs` runs. */
-export function nsPerCall(loop: (n: number) => void, options: { n?: number; runs?: number; warmup?: number } = {}): number {
+export function nsPerCall(
+  loop: (n: number) => void,
+  options: { n?: number; runs?: number; warmup?: number } = {},
+): number {
   const n = options.n ?? 2_000_000;
   const runs = options.runs ?? 7;
   loop(options.warmup ?? Math.min(n, 500_000));

@@ -18,7 +18,14 @@ import { median, printTable } from "./harness.js";
 
 const KEYS = 1000;
 const keys = Array.from({ length: KEYS }, (_, i) => `group${i % 20}/metric_${i}`);
-const batch = (step: number): Metric[] => keys.map((key, i) => ({ key, value: step + i / 7, reduce: i % 10 === 0 ? "sum" : "mean", step, timestamp: Date.now() }));
+const batch = (step: number): Metric[] =>
+  keys.map((key, i) => ({
+    key,
+    value: step + i / 7,
+    reduce: i % 10 === 0 ? "sum" : "mean",
+    step,
+    timestamp: Date.now(),
+  }));
 
 /** Median CPU µs per call of `fn` over `runs` runs of `n` calls (after a warm-up run). */
 async function cpuMicros(fn: (i: number) => unknown, n: number, runs = 7): Promise<number> {
@@ -43,8 +50,24 @@ const ours = await cpuMicros((i) => exposition.addMetrics(batch(i)), 200);
 const registry = new client.Registry();
 const direct = keys.map((key, i) =>
   i % 10 === 0
-    ? { kind: "counter" as const, m: new client.Counter({ name: `${prometheusName(key)}_total`, help: key, labelNames: ["rank", "host"], registers: [registry] }) }
-    : { kind: "gauge" as const, m: new client.Gauge({ name: prometheusName(key), help: key, labelNames: ["rank", "host"], registers: [registry] }) },
+    ? {
+        kind: "counter" as const,
+        m: new client.Counter({
+          name: `${prometheusName(key)}_total`,
+          help: key,
+          labelNames: ["rank", "host"],
+          registers: [registry],
+        }),
+      }
+    : {
+        kind: "gauge" as const,
+        m: new client.Gauge({
+          name: prometheusName(key),
+          help: key,
+          labelNames: ["rank", "host"],
+          registers: [registry],
+        }),
+      },
 );
 const labels = { rank: "0", host: "h" };
 const promSet = await cpuMicros((step) => {
@@ -67,7 +90,11 @@ const promRender = median(promRenders);
 rows.push(["logBatch of 1,000 keys → Prometheus families (rankscope)", ours, "—"]);
 rows.push(["1,000 × Gauge.set / Counter.inc (prom-client directly)", promSet, `${(ours / promSet).toFixed(2)}×`]);
 rows.push(["/metrics render, 1,000 series (rankscope, via prom-client's Registry)", oursRender, "—"]);
-rows.push(["/metrics render, 1,000 series (prom-client registry directly)", promRender, `${(oursRender / promRender).toFixed(2)}×`]);
+rows.push([
+  "/metrics render, 1,000 series (prom-client registry directly)",
+  promRender,
+  `${(oursRender / promRender).toFixed(2)}×`,
+]);
 
 // Remote write: 1,000 changed series → WriteRequest → Snappy.
 const rw = new Exposition({ rank: "0" });
@@ -76,7 +103,11 @@ const rwCost = await cpuMicros((i) => {
   return snappyCompress(encodeWriteRequest(rw.takeChanged(0)));
 }, 100);
 const body = encodeWriteRequest((rw.addMetrics(batch(1)), rw.takeChanged(0)));
-rows.push([`remote write: 1,000 samples → protobuf (${body.length} B) + Snappy (${snappyCompress(body).length} B)`, rwCost, "—"]);
+rows.push([
+  `remote write: 1,000 samples → protobuf (${body.length} B) + Snappy (${snappyCompress(body).length} B)`,
+  rwCost,
+  "—",
+]);
 
 // OTLP: 1,000 keys → ResourceMetrics → protobuf (the exporter's own serializer).
 const builder = new OtlpMetricBuilder("cumulative", Date.now());
@@ -84,7 +115,10 @@ const resource = resourceFromAttributes({ "service.name": "bench" });
 let otlpBytes = 0;
 const otlpCost = await cpuMicros((i) => {
   builder.addMetrics(batch(i));
-  const bytes = ProtobufMetricsSerializer.serializeRequest({ resource, scopeMetrics: [{ scope: { name: "rankscope" }, metrics: builder.take(Date.now()) }] });
+  const bytes = ProtobufMetricsSerializer.serializeRequest({
+    resource,
+    scopeMetrics: [{ scope: { name: "rankscope" }, metrics: builder.take(Date.now()) }],
+  });
   otlpBytes = bytes?.length ?? 0;
 }, 100);
 rows.push([`OTLP export encode: 1,000 keys → ResourceMetrics → protobuf (${otlpBytes} B)`, otlpCost, "—"]);

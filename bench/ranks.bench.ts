@@ -29,8 +29,12 @@ import { accountsFor, makeCertificates, ROLE_PASSWORD_ENV } from "../test/transp
 // type-checking does not need a build.
 const dist = (path: string): URL => new URL(`../dist/${path}`, import.meta.url);
 const { MetricLogger, spawnRanks } = (await import(dist("index.js").href)) as typeof import("../src/index.js");
-const { serveRanksOverNats } = (await import(dist("transport/controller/nats.js").href)) as typeof import("../src/transport/controller/nats.js");
-const { transportStats } = (await import(dist("transport/protocol/messages.js").href)) as typeof import("../src/transport/protocol/messages.js");
+const { serveRanksOverNats } = (await import(
+  dist("transport/controller/nats.js").href
+)) as typeof import("../src/transport/controller/nats.js");
+const { transportStats } = (await import(
+  dist("transport/protocol/messages.js").href
+)) as typeof import("../src/transport/protocol/messages.js");
 
 const RANK_MODULE = new URL("./ranks-rank.mjs", import.meta.url);
 const QUICK = process.env["RANKS_BENCH_QUICK"] === "1";
@@ -42,7 +46,13 @@ const AUTH_ONLY = process.env["RANKS_BENCH_AUTH"] === "1";
 const OPEN_ONLY = process.env["RANKS_BENCH_AUTH"] === "open";
 const PASSWORD = "bench-Pw";
 
-type Carrier = "thread (MessagePort)" | "process (IPC)" | "thread (MessagePort, JSON)" | "process (IPC, JSON)" | "process (NATS)" | "process (NATS, TLS + auth)";
+type Carrier =
+  | "thread (MessagePort)"
+  | "process (IPC)"
+  | "thread (MessagePort, JSON)"
+  | "process (IPC, JSON)"
+  | "process (NATS)"
+  | "process (NATS, TLS + auth)";
 const ONE_HOST = process.env["RANKS_BENCH_ONE_HOST"] === "1";
 /** The one-host comparison: ranks, rounds (frames and JSON alternately), and its carriers paired (frames, JSON). */
 const ONE_HOST_RANKS = 32;
@@ -97,8 +107,22 @@ function mainThreadCpuMs(): number {
   return processCpuMs(process.pid, `/proc/self/task/${process.pid}/stat`);
 }
 
-async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId: string, auth: AuthSetup, keyCounts = KEY_COUNTS, repeats = REPEATS): Promise<Row[]> {
-  const logger = new MetricLogger({ processName: "Controller", runDir: join(tmpdir(), "rankscope-bench"), runId, flushDeadlineMs: 30_000, shutdownDeadlineMs: 20_000 });
+async function measure(
+  carrier: Carrier,
+  ranks: number,
+  open: NatsServer,
+  runId: string,
+  auth: AuthSetup,
+  keyCounts = KEY_COUNTS,
+  repeats = REPEATS,
+): Promise<Row[]> {
+  const logger = new MetricLogger({
+    processName: "Controller",
+    runDir: join(tmpdir(), "rankscope-bench"),
+    runId,
+    flushDeadlineMs: 30_000,
+    shutdownDeadlineMs: 20_000,
+  });
   await logger.initBackends({});
   const { certs } = auth;
   const tls = { tlsCaFile: certs.ca, tlsCertFile: certs.clientCert, tlsKeyFile: certs.clientKey };
@@ -106,7 +130,11 @@ async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId:
     carrier === "process (NATS)"
       ? await serveRanksOverNats({ url: open.url, logger })
       : carrier === "process (NATS, TLS + auth)"
-        ? await serveRanksOverNats({ url: auth.server.url, logger, auth: { ...tls, user: `${runId}-controller`, password: PASSWORD } })
+        ? await serveRanksOverNats({
+            url: auth.server.url,
+            logger,
+            auth: { ...tls, user: `${runId}-controller`, password: PASSWORD },
+          })
         : undefined;
   const group = await spawnRanks({
     module: RANK_MODULE,
@@ -121,8 +149,10 @@ async function measure(carrier: Carrier, ranks: number, open: NatsServer, runId:
     answers: carrier.endsWith("JSON)") ? "json" : "frames",
   });
   const rows: Row[] = [];
-  const natsPid = carrier === "process (NATS)" ? open.pid : carrier === "process (NATS, TLS + auth)" ? auth.server.pid : undefined;
-  const ranksCpu = (): number => (carrier.startsWith("thread") ? 0 : group.rankNames.reduce((sum, name) => sum + processCpuMs(group.pid(name)), 0));
+  const natsPid =
+    carrier === "process (NATS)" ? open.pid : carrier === "process (NATS, TLS + auth)" ? auth.server.pid : undefined;
+  const ranksCpu = (): number =>
+    carrier.startsWith("thread") ? 0 : group.rankNames.reduce((sum, name) => sum + processCpuMs(group.pid(name)), 0);
   let step = 0;
   for (const keys of keyCounts) {
     const times: number[] = [];
@@ -179,7 +209,12 @@ if (ONE_HOST) {
   const carriers: Carrier[] = OPEN_ONLY ? ["process (NATS)"] : ["process (NATS)", "process (NATS, TLS + auth)"];
   for (let round = 0; round < 3; round++) for (const carrier of carriers) plan.push([carrier, 16, `benchR${round}x16`]);
 } else {
-  for (const carrier of ["thread (MessagePort)", "process (IPC)", "process (NATS)", "process (NATS, TLS + auth)"] as Carrier[]) {
+  for (const carrier of [
+    "thread (MessagePort)",
+    "process (IPC)",
+    "process (NATS)",
+    "process (NATS, TLS + auth)",
+  ] as Carrier[]) {
     for (const ranks of RANK_COUNTS) plan.push([carrier, ranks, `bench${ranks}`]);
   }
 }
@@ -195,14 +230,28 @@ if (!AUTH_ONLY && !OPEN_ONLY) {
 const tlsBlock = `tls: { cert_file: ${JSON.stringify(certs.serverCert)}, key_file: ${JSON.stringify(certs.serverKey)}, ca_file: ${JSON.stringify(certs.ca)}, verify: true }\n`;
 const secure = await NatsServer.start({
   config: tlsBlock + accountsFor([...new Set(plan.map(([, , runId]) => runId))]),
-  env: { [ROLE_PASSWORD_ENV.controller]: PASSWORD, [ROLE_PASSWORD_ENV.host]: PASSWORD, [ROLE_PASSWORD_ENV.rank]: PASSWORD },
+  env: {
+    [ROLE_PASSWORD_ENV.controller]: PASSWORD,
+    [ROLE_PASSWORD_ENV.host]: PASSWORD,
+    [ROLE_PASSWORD_ENV.rank]: PASSWORD,
+  },
 });
 const rows: Row[] = [];
 try {
   for (const [carrier, ranks, runId] of plan) {
     const t0 = performance.now();
     const oneHost = ranks === ONE_HOST_RANKS;
-    rows.push(...(await measure(carrier, ranks, nats, runId, { server: secure, certs }, oneHost ? [1000] : KEY_COUNTS, oneHost ? ONE_HOST_REPEATS : REPEATS)));
+    rows.push(
+      ...(await measure(
+        carrier,
+        ranks,
+        nats,
+        runId,
+        { server: secure, certs },
+        oneHost ? [1000] : KEY_COUNTS,
+        oneHost ? ONE_HOST_REPEATS : REPEATS,
+      )),
+    );
     process.stderr.write(`  ${carrier}, ${ranks} ranks: done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
   }
 } finally {
@@ -215,7 +264,9 @@ const fmt = (n: number, d = 1): string => n.toFixed(d);
 const oneHostRow = (r: Row): boolean => r.ranks === ONE_HOST_RANKS;
 const oneHostRows = rows.filter(oneHostRow);
 rows.splice(0, rows.length, ...rows.filter((r) => !oneHostRow(r)));
-process.stdout.write("| carrier | ranks | keys | ranks×keys | flush median (ms) | flush p90 (ms) | µs per rank·key | bytes in per key per rank |\n");
+process.stdout.write(
+  "| carrier | ranks | keys | ranks×keys | flush median (ms) | flush p90 (ms) | µs per rank·key | bytes in per key per rank |\n",
+);
 process.stdout.write("|---|---:|---:|---:|---:|---:|---:|---:|\n");
 for (const r of rows) {
   process.stdout.write(
@@ -224,16 +275,32 @@ for (const r of rows) {
 }
 // What authentication costs: the flush median with TLS + auth over the open server's, per rank and key count (medians of the rounds).
 const medianOf = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
-process.stdout.write("\nCPU per flush (mean of the timed flushes; ranks and nats-server from /proc):\n\n| carrier | ranks | keys | controller ms | nats-server ms | ranks ms | all ms |\n|---|---:|---:|---:|---:|---:|---:|\n");
-for (const r of rows) process.stdout.write(`| ${r.carrier} | ${r.ranks} | ${r.keys} | ${fmt(r.controllerCpuMs)} | ${fmt(r.natsCpuMs, 0)} | ${fmt(r.ranksCpuMs, 0)} | ${fmt(r.totalCpuMs, 0)} |\n`);
-process.stdout.write("\nNATS with TLS (client certificates) + per-run users ÷ open NATS (medians of the rounds):\n\n| ranks × keys | open: flush median ms | TLS + auth | ratio | open: all CPU ms | TLS + auth | ratio |\n|---|---:|---:|---:|---:|---:|---:|\n");
+process.stdout.write(
+  "\nCPU per flush (mean of the timed flushes; ranks and nats-server from /proc):\n\n| carrier | ranks | keys | controller ms | nats-server ms | ranks ms | all ms |\n|---|---:|---:|---:|---:|---:|---:|\n",
+);
+for (const r of rows)
+  process.stdout.write(
+    `| ${r.carrier} | ${r.ranks} | ${r.keys} | ${fmt(r.controllerCpuMs)} | ${fmt(r.natsCpuMs, 0)} | ${fmt(r.ranksCpuMs, 0)} | ${fmt(r.totalCpuMs, 0)} |\n`,
+  );
+process.stdout.write(
+  "\nNATS with TLS (client certificates) + per-run users ÷ open NATS (medians of the rounds):\n\n| ranks × keys | open: flush median ms | TLS + auth | ratio | open: all CPU ms | TLS + auth | ratio |\n|---|---:|---:|---:|---:|---:|---:|\n",
+);
 for (const ranks of [...new Set(rows.map((r) => r.ranks))]) {
   for (const keys of KEY_COUNTS) {
-    const of = (carrier: Carrier, f: (r: Row) => number): number => medianOf(rows.filter((r) => r.carrier === carrier && r.ranks === ranks && r.keys === keys).map(f));
-    const [open, secured] = [of("process (NATS)", (r) => r.medianMs), of("process (NATS, TLS + auth)", (r) => r.medianMs)];
-    const [openCpu, securedCpu] = [of("process (NATS)", (r) => r.totalCpuMs), of("process (NATS, TLS + auth)", (r) => r.totalCpuMs)];
+    const of = (carrier: Carrier, f: (r: Row) => number): number =>
+      medianOf(rows.filter((r) => r.carrier === carrier && r.ranks === ranks && r.keys === keys).map(f));
+    const [open, secured] = [
+      of("process (NATS)", (r) => r.medianMs),
+      of("process (NATS, TLS + auth)", (r) => r.medianMs),
+    ];
+    const [openCpu, securedCpu] = [
+      of("process (NATS)", (r) => r.totalCpuMs),
+      of("process (NATS, TLS + auth)", (r) => r.totalCpuMs),
+    ];
     if (Number.isFinite(open) && Number.isFinite(secured)) {
-      process.stdout.write(`| ${ranks} × ${keys} | ${fmt(open)} | ${fmt(secured)} | ${fmt(secured / open, 2)}× | ${fmt(openCpu, 0)} | ${fmt(securedCpu, 0)} | ${fmt(securedCpu / openCpu, 2)}× |\n`);
+      process.stdout.write(
+        `| ${ranks} × ${keys} | ${fmt(open)} | ${fmt(secured)} | ${fmt(secured / open, 2)}× | ${fmt(openCpu, 0)} | ${fmt(securedCpu, 0)} | ${fmt(securedCpu / openCpu, 2)}× |\n`,
+      );
     }
   }
 }
@@ -250,7 +317,8 @@ if (oneHostRows.length > 0) {
       "| carrier | answers | controller main thread CPU ms | µs per rank·key | whole process CPU ms | flush median ms | bytes in per key per rank | JSON ÷ frames (main thread CPU) |\n|---|---|---:|---:|---:|---:|---:|---:|\n",
   );
   for (const [frames, json] of ONE_HOST_PAIRS) {
-    const of = (carrier: Carrier, f: (r: Row) => number): number => middleOf(oneHostRows.filter((r) => r.carrier === carrier).map(f));
+    const of = (carrier: Carrier, f: (r: Row) => number): number =>
+      middleOf(oneHostRows.filter((r) => r.carrier === carrier).map(f));
     const ratio = of(json, (r) => r.mainThreadCpuMs) / of(frames, (r) => r.mainThreadCpuMs);
     for (const [carrier, answers] of [
       [json, "JSON (before)"],
@@ -258,9 +326,14 @@ if (oneHostRows.length > 0) {
     ] as const) {
       const main = of(carrier, (r) => r.mainThreadCpuMs);
       process.stdout.write(
-        `| ${frames} | ${answers} | ${fmt(main)} | ${fmt((main * 1000) / (ONE_HOST_RANKS * 1000), 3)} | ${fmt(of(carrier, (r) => r.controllerCpuMs))} | ${fmt(of(carrier, (r) => r.medianMs))} | ${fmt(of(carrier, (r) => r.bytesPerKeyPerRank), 0)} | ${carrier === frames ? `${fmt(ratio, 1)}×` : ""} |\n`,
+        `| ${frames} | ${answers} | ${fmt(main)} | ${fmt((main * 1000) / (ONE_HOST_RANKS * 1000), 3)} | ${fmt(of(carrier, (r) => r.controllerCpuMs))} | ${fmt(of(carrier, (r) => r.medianMs))} | ${fmt(
+          of(carrier, (r) => r.bytesPerKeyPerRank),
+          0,
+        )} | ${carrier === frames ? `${fmt(ratio, 1)}×` : ""} |\n`,
       );
     }
   }
 }
-process.stdout.write(`\n${REPEATS} flushes per row after one warm-up; every key gets 2 values per rank per step. Whole run: ${fmt((performance.now() - started) / 1000)} s.\n`);
+process.stdout.write(
+  `\n${REPEATS} flushes per row after one warm-up; every key gets 2 values per rank per step. Whole run: ${fmt((performance.now() - started) / 1000)} s.\n`,
+);

@@ -18,7 +18,11 @@ const files = readdirSync(here)
 let failed = 0;
 for (const file of files) {
   process.stdout.write(`\n## ${file.replace(/\.bench\.ts$/, "")}\n\n`);
-  const result = spawnSync(process.execPath, ["--expose-gc", "--max-semi-space-size=128", "--import", "tsx", join(here, file)], { stdio: "inherit" });
+  const result = spawnSync(
+    process.execPath,
+    ["--expose-gc", "--max-semi-space-size=128", "--import", "tsx", join(here, file)],
+    { stdio: "inherit" },
+  );
   if (result.status !== 0) {
     failed++;
     process.stdout.write(`(${file} exited with ${String(result.status ?? result.signal)})\n`);

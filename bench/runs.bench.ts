@@ -32,7 +32,9 @@ const QUERIES: [string, string][] = [
   ["no filter, newest first", "limit=100"],
   ["filter + sort by param, page 50", "param=opt%3Dadam&sort=-param:lr&offset=5000&limit=100"],
 ];
-const LOCAL_ONLY: [string, string][] = [["filter: metric + summary", "metric=loss%3C2&sort=metric:loss&summary=1&limit=100"]];
+const LOCAL_ONLY: [string, string][] = [
+  ["filter: metric + summary", "metric=loss%3C2&sort=metric:loss&summary=1&limit=100"],
+];
 
 /**
  * The longest hold of this process's event loop while `work` runs, in ms: by the wall clock
@@ -41,7 +43,9 @@ const LOCAL_ONLY: [string, string][] = [["filter: metric + summary", "metric=los
  * i.e. the longest stretch of work that did not yield, whatever the load (it counts libuv's
  * threads too, so it can only overstate).
  */
-async function longestHold<T>(work: () => Promise<T>): Promise<{ value: T; holdMs: number; cpuHoldMs: number; cpuMs: number }> {
+async function longestHold<T>(
+  work: () => Promise<T>,
+): Promise<{ value: T; holdMs: number; cpuHoldMs: number; cpuMs: number }> {
   const h = monitorEventLoopDelay({ resolution: 5 });
   const start = process.cpuUsage();
   let last = start;
@@ -70,10 +74,20 @@ async function timed(url: string, headers: Record<string, string>): Promise<{ ms
   return { ms: performance.now() - t0, total: body.total };
 }
 
-async function measureQueries(base: string, queries: [string, string][], headers: Record<string, string>, source: string): Promise<(string | number)[][]> {
+async function measureQueries(
+  base: string,
+  queries: [string, string][],
+  headers: Record<string, string>,
+  source: string,
+): Promise<(string | number)[][]> {
   const rows: (string | number)[][] = [];
   for (const [name, query] of queries) {
-    const { value: times, holdMs, cpuHoldMs, cpuMs } = await longestHold(async () => {
+    const {
+      value: times,
+      holdMs,
+      cpuHoldMs,
+      cpuMs,
+    } = await longestHold(async () => {
       const out: number[] = [];
       let total = 0;
       for (let i = 0; i < REPEATS; i++) {
@@ -84,7 +98,16 @@ async function measureQueries(base: string, queries: [string, string][], headers
       return { out, total };
     });
     const sorted = [...times.out].sort((a, b) => a - b);
-    rows.push([source, name, times.total, median(sorted), sorted[sorted.length - 1] ?? NaN, cpuMs / REPEATS, holdMs, cpuHoldMs]);
+    rows.push([
+      source,
+      name,
+      times.total,
+      median(sorted),
+      sorted[sorted.length - 1] ?? NaN,
+      cpuMs / REPEATS,
+      holdMs,
+      cpuHoldMs,
+    ]);
   }
   return rows;
 }
@@ -117,7 +140,14 @@ async function local(): Promise<{ rows: (string | number)[][]; holds: (string | 
       const rows = await measureQueries(base, [...QUERIES, ...LOCAL_ONLY], {}, "local root");
       const holds = [
         ["local root", `seed ${RUNS} runs (copies)`, seedS * 1000, "—", "—", "—"],
-        ["local root", "first read of every store (the peer: a request before the index)", first.value, first.cpuMs, first.holdMs, first.cpuHoldMs],
+        [
+          "local root",
+          "first read of every store (the peer: a request before the index)",
+          first.value,
+          first.cpuMs,
+          first.holdMs,
+          first.cpuHoldMs,
+        ],
         ["local root", "full refresh pass (stat every run)", full.value, full.cpuMs, full.holdMs, full.cpuHoldMs],
       ];
       return { rows, holds };
@@ -134,9 +164,17 @@ async function team(): Promise<(string | number)[][]> {
   try {
     const t = await serverWithTokens(pg);
     try {
-      await insertRunRows(t.server, Array.from({ length: RUNS }, (_, i) => manyRunSpec(i)));
+      await insertRunRows(
+        t.server,
+        Array.from({ length: RUNS }, (_, i) => manyRunSpec(i)),
+      );
       await t.server.pool.query("ANALYZE runs");
-      return await measureQueries(t.server.url, QUERIES, { Authorization: `Bearer ${t.read}` }, "team server (PostgreSQL)");
+      return await measureQueries(
+        t.server.url,
+        QUERIES,
+        { Authorization: `Bearer ${t.read}` },
+        "team server (PostgreSQL)",
+      );
     } finally {
       await t.server.close();
     }
@@ -145,14 +183,30 @@ async function team(): Promise<(string | number)[][]> {
   }
 }
 
-process.stdout.write(`${RUNS.toLocaleString("en-US")} runs; ${REPEATS} requests per query; ${cpus().length} CPUs, load ${loadavg()[0]?.toFixed(2)}\n\n`);
+process.stdout.write(
+  `${RUNS.toLocaleString("en-US")} runs; ${REPEATS} requests per query; ${cpus().length} CPUs, load ${loadavg()[0]?.toFixed(2)}\n\n`,
+);
 const l = await local();
 printTable(["source", "phase", "wall ms", "CPU ms", "longest hold, wall ms", "longest hold, CPU ms"], l.holds);
 const rows = [...l.rows];
 const missing = postgresMissing();
 if (missing === null) rows.push(...(await team()));
 else process.stdout.write(`(team server skipped: ${missing})\n`);
-printTable(["source", "/api/runs", "runs matched", "median wall ms", "max wall ms", "CPU ms / request (this process)", "longest hold, wall ms", "longest hold, CPU ms"], rows);
+printTable(
+  [
+    "source",
+    "/api/runs",
+    "runs matched",
+    "median wall ms",
+    "max wall ms",
+    "CPU ms / request (this process)",
+    "longest hold, wall ms",
+    "longest hold, CPU ms",
+  ],
+  rows,
+);
 const firstReadCpu = Number(l.holds[1]?.[3]);
 const filteredCpu = Number(l.rows[0]?.[5]);
-process.stdout.write(`A filtered page from the index vs. reading every store, in CPU: ${(firstReadCpu / filteredCpu).toFixed(0)}× less (targets: ≤ 200 ms a list, no hold over 100 ms). Wall figures count the time waiting for a CPU: compare them only on a quiet machine.\n`);
+process.stdout.write(
+  `A filtered page from the index vs. reading every store, in CPU: ${(firstReadCpu / filteredCpu).toFixed(0)}× less (targets: ≤ 200 ms a list, no hold over 100 ms). Wall figures count the time waiting for a CPU: compare them only on a quiet machine.\n`,
+);

@@ -36,12 +36,25 @@ export function measureFloor(ranks: number, hosts: number, keyCount: number, flu
   const hostEncoders = Array.from({ length: hosts }, () => new StateEncoder());
   const mergers = Array.from({ length: hosts }, () => new FrameMerger());
   const header = { proto: "rankscope", v: 1, run: "r", t: "reply" };
-  const samples: Record<keyof ScaleFloor, number[]> = { record: [], rankTakeEncode: [], agentDecode: [], agentMerge: [], agentEncode: [] };
+  const samples: Record<keyof ScaleFloor, number[]> = {
+    record: [],
+    rankTakeEncode: [],
+    agentDecode: [],
+    agentMerge: [],
+    agentEncode: [],
+  };
   for (let flush = 0; flush < flushes + 2; flush++) {
-    const t: Record<keyof ScaleFloor, number> = { record: 0, rankTakeEncode: 0, agentDecode: 0, agentMerge: 0, agentEncode: 0 };
+    const t: Record<keyof ScaleFloor, number> = {
+      record: 0,
+      rankTakeEncode: 0,
+      agentDecode: 0,
+      agentMerge: 0,
+      agentEncode: 0,
+    };
     let t0 = cpuNow();
     entries.forEach((es, r) => {
-      for (let k = 0; k < es.length; k++) (es[k] as MetricEntry).accumulator.append((((r * 7 + k * 13 + flush) % 101) / 10) as never);
+      for (let k = 0; k < es.length; k++)
+        (es[k] as MetricEntry).accumulator.append((((r * 7 + k * 13 + flush) % 101) / 10) as never);
     });
     t.record = cpuNow() - t0;
     for (let h = 0; h < hosts; h++) {

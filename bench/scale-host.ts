@@ -32,9 +32,28 @@ const ranksPerHost = Number(env("SCALE_RANKS_PER_HOST"));
 let nextRank = Number(env("SCALE_FIRST_RANK"));
 const keys = scaleKeys(Number(env("SCALE_KEYS")));
 // SCALE_AUTH (JSON: the test certificates, the users' password, whether TLS): each role as its user, with TLS and a client certificate when `tls`.
-const secure = process.env["SCALE_AUTH"] === undefined ? undefined : (JSON.parse(process.env["SCALE_AUTH"]) as { ca: string; clientCert: string; clientKey: string; password: string; tls: boolean });
+const secure =
+  process.env["SCALE_AUTH"] === undefined
+    ? undefined
+    : (JSON.parse(process.env["SCALE_AUTH"]) as {
+        ca: string;
+        clientCert: string;
+        clientKey: string;
+        password: string;
+        tls: boolean;
+      });
 const authAs = (user: string): NatsAuthOptions =>
-  secure === undefined ? {} : secure.tls ? { tlsCaFile: secure.ca, tlsCertFile: secure.clientCert, tlsKeyFile: secure.clientKey, user, password: secure.password } : { user, password: secure.password };
+  secure === undefined
+    ? {}
+    : secure.tls
+      ? {
+          tlsCaFile: secure.ca,
+          tlsCertFile: secure.clientCert,
+          tlsKeyFile: secure.clientKey,
+          user,
+          password: secure.password,
+        }
+      : { user, password: secure.password };
 const rankAuth = resolveNatsAuth("bench rank", url, authAs(`${runId}-rank`), {});
 
 const ranks: Array<{ entries: MetricEntry[]; leave: (reason: string) => Promise<void> }> = [];
@@ -42,25 +61,45 @@ const agents: HostAgent[] = [];
 // SCALE_DIRECT=1: no agents, every rank joins the controller itself (today's path, for comparison).
 const direct = process.env["SCALE_DIRECT"] === "1";
 for (const hostId of hostIds) {
-  if (!direct) agents.push(await startHostAgent({ url, runId, runSecret, hostId, joinDeadlineMs: 60_000, auth: authAs(`${runId}-host`) }));
+  if (!direct)
+    agents.push(
+      await startHostAgent({ url, runId, runSecret, hostId, joinDeadlineMs: 60_000, auth: authAs(`${runId}-host`) }),
+    );
   for (let local = 0; local < ranksPerHost; local++) {
     const rank = nextRank++;
-    const identity = { rank, rankName: `Sim_${hostId}_r${local}`, processName: "Sim", localRank: local, localWorldSize: ranksPerHost };
+    const identity = {
+      rank,
+      rankName: `Sim_${hostId}_r${local}`,
+      processName: "Sim",
+      localRank: local,
+      localWorldSize: ranksPerHost,
+    };
     const collector = new Collector();
     const runtime = new RankRuntime(identity, collector);
-    const leave = await joinOverNats(new RankAgent({ runId, runtime }), { url, auth: rankAuth, runId, runSecret, joinDeadlineMs: 60_000, ...(direct ? {} : { scope: hostId }) });
+    const leave = await joinOverNats(new RankAgent({ runId, runtime }), {
+      url,
+      auth: rankAuth,
+      runId,
+      runSecret,
+      joinDeadlineMs: 60_000,
+      ...(direct ? {} : { scope: hostId }),
+    });
     // Bound once, like `metric(key, reduce)`: recording is one append per value.
     const entries = keys.map(({ key, reduce }) => collector.entryFor(key, reduce) as MetricEntry);
     ranks.push({ entries, leave });
   }
 }
 
-const nc = await connect({ ...authConnectionOptions(resolveNatsAuth("bench", url, secure === undefined ? {} : authAs("bench"), {})), name: `scale-host-${hostIds[0] ?? ""}` });
+const nc = await connect({
+  ...authConnectionOptions(resolveNatsAuth("bench", url, secure === undefined ? {} : authAs("bench"), {})),
+  name: `scale-host-${hostIds[0] ?? ""}`,
+});
 nc.subscribe(`bench.${runId}.record.${env("SCALE_PROCESS")}`, {
   callback: (_err, msg) => {
     const step = Number(new TextDecoder().decode(msg.data));
     ranks.forEach((rank, r) => {
-      for (let k = 0; k < rank.entries.length; k++) (rank.entries[k] as MetricEntry).accumulator.append(((r * 7 + k * 13 + step) % 101) / 10 as never);
+      for (let k = 0; k < rank.entries.length; k++)
+        (rank.entries[k] as MetricEntry).accumulator.append((((r * 7 + k * 13 + step) % 101) / 10) as never);
     });
     msg.respond("recorded");
   },

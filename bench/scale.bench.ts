@@ -23,7 +23,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { authConnectionOptions, resolveNatsAuth } from "../src/transport/protocol/nats-auth.js";
-import { accountsFor, makeCertificates, ROLE_PASSWORD_ENV, type TestCertificates } from "../test/transport/auth-support.js";
+import {
+  accountsFor,
+  makeCertificates,
+  ROLE_PASSWORD_ENV,
+  type TestCertificates,
+} from "../test/transport/auth-support.js";
 import { Collector } from "../src/core/collector.js";
 import { MetricLogger } from "../src/controller/metric-logger.js";
 import { serveHostsOverNats } from "../src/transport/host/server.js";
@@ -83,45 +88,76 @@ interface Secure {
 function roleAuth(secure: Secure, role: "controller" | "bench") {
   const { certs, runId, password } = secure;
   const user = { user: role === "bench" ? "bench" : `${runId}-${role}`, password };
-  return secure.tls ? { tlsCaFile: certs.ca, tlsCertFile: certs.clientCert, tlsKeyFile: certs.clientKey, ...user } : user;
+  return secure.tls
+    ? { tlsCaFile: certs.ca, tlsCertFile: certs.clientCert, tlsKeyFile: certs.clientKey, ...user }
+    : user;
 }
 
-async function measure(server: NatsServer, nc: NatsConnection, ranks: number, hosts: number | "direct", flushes: number, secure?: Secure): Promise<Row> {
-  const logger = new MetricLogger({ processName: "Controller", runDir: join(scratch, "run"), flushDeadlineMs: 60_000, shutdownDeadlineMs: 20_000, ...(secure === undefined ? {} : { runId: secure.runId }) });
+async function measure(
+  server: NatsServer,
+  nc: NatsConnection,
+  ranks: number,
+  hosts: number | "direct",
+  flushes: number,
+  secure?: Secure,
+): Promise<Row> {
+  const logger = new MetricLogger({
+    processName: "Controller",
+    runDir: join(scratch, "run"),
+    flushDeadlineMs: 60_000,
+    shutdownDeadlineMs: 20_000,
+    ...(secure === undefined ? {} : { runId: secure.runId }),
+  });
   await logger.initBackends({});
   const direct = hosts === "direct";
   const hostCount = direct ? 16 : hosts;
   const auth = secure === undefined ? {} : { auth: roleAuth(secure, "controller") };
   const hostServer = direct ? undefined : await serveHostsOverNats({ url: server.url, logger, ...auth });
-  const rankServer = direct ? await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 1000, ...auth }) : undefined;
+  const rankServer = direct
+    ? await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 1000, ...auth })
+    : undefined;
   const processes = Math.min(hostCount, 4);
   const children: ChildProcess[] = [];
   let ready = 0;
   const perHost = ranks / hostCount;
   for (let p = 0; p < processes; p++) {
     const ids = Array.from({ length: hostCount / processes }, (_v, i) => `h${p * (hostCount / processes) + i}`);
-    const child = spawn(process.execPath, [...(CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`]), "--import", "tsx", HOST_FILE.pathname], {
-      env: {
-        ...process.env,
-        SCALE_NATS_URL: server.url,
-        SCALE_RUN_ID: logger.runId,
-        SCALE_RUN_SECRET: logger.runSecret,
-        SCALE_HOSTS: ids.join(","),
-        SCALE_RANKS_PER_HOST: String(perHost),
-        SCALE_FIRST_RANK: String(p * (hostCount / processes) * perHost),
-        SCALE_KEYS: String(KEYS),
-        SCALE_PROCESS: String(p),
-        ...(direct ? { SCALE_DIRECT: "1" } : {}),
-        ...(secure === undefined ? {} : { SCALE_AUTH: JSON.stringify({ ...secure.certs, password: secure.password, tls: secure.tls }) }),
+    const child = spawn(
+      process.execPath,
+      [
+        ...(CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`]),
+        "--import",
+        "tsx",
+        HOST_FILE.pathname,
+      ],
+      {
+        env: {
+          ...process.env,
+          SCALE_NATS_URL: server.url,
+          SCALE_RUN_ID: logger.runId,
+          SCALE_RUN_SECRET: logger.runSecret,
+          SCALE_HOSTS: ids.join(","),
+          SCALE_RANKS_PER_HOST: String(perHost),
+          SCALE_FIRST_RANK: String(p * (hostCount / processes) * perHost),
+          SCALE_KEYS: String(KEYS),
+          SCALE_PROCESS: String(p),
+          ...(direct ? { SCALE_DIRECT: "1" } : {}),
+          ...(secure === undefined
+            ? {}
+            : { SCALE_AUTH: JSON.stringify({ ...secure.certs, password: secure.password, tls: secure.tls }) }),
+        },
+        stdio: ["ignore", "pipe", "inherit"],
       },
-      stdio: ["ignore", "pipe", "inherit"],
-    });
+    );
     child.stdout?.on("data", (d: Buffer) => {
       if (d.toString().includes("ready")) ready++;
     });
     children.push(child);
   }
-  await waitFor(() => ready === processes, { timeoutMs: 180_000, what: `${processes} host processes to start ${ranks} ranks` });
+  await waitFor(() => ready === processes, {
+    timeoutMs: 180_000,
+    what: `${processes} host processes to start ${ranks} ranks`,
+  });
   // A host process whose connection the nats-server dropped (a stall under the machine's load)
   // reconnects by itself: ask it again until it answers, within a minute.
   const ask = async (subject: string, data: string): Promise<Uint8Array> => {
@@ -186,7 +222,17 @@ async function measure(server: NatsServer, nc: NatsConnection, ranks: number, ho
     ),
   );
   const total = cpu.map((c, i) => c + (hostsCpu[i] ?? 0) + (natsCpu[i] ?? 0));
-  return { ranks, hosts, cpuMs: median(cpu), wallMs: median(wall), bytesPerKeyPerRank: bytes / flushes / KEYS / ranks, reporting, hostsCpuMs: median(hostsCpu), natsCpuMs: median(natsCpu), totalCpuMs: median(total) };
+  return {
+    ranks,
+    hosts,
+    cpuMs: median(cpu),
+    wallMs: median(wall),
+    bytesPerKeyPerRank: bytes / flushes / KEYS / ranks,
+    reporting,
+    hostsCpuMs: median(hostsCpu),
+    natsCpuMs: median(natsCpu),
+    totalCpuMs: median(total),
+  };
 }
 
 /** Bytes per key of one rank's flush, binary (key table already sent) vs the JSON protocol reply, for the same states. */
@@ -200,14 +246,24 @@ function formatBytes(reductions: readonly string[]): { wire: number; json: numbe
     keys.forEach(({ key, reduce }, k) => collector.recordSlow(key, (k * 0.37 + flush) % 11, reduce));
     const states = collector.takeStates();
     wire = encoder.encode({ proto: "rankscope", v: 1, run: "r", t: "reply", step: flush }, states).length;
-    json = encodeProtocolMessage("r", { t: "reply", id: flush + 1, rankName: "Trainer_ab12_r0", ok: true, snapshot: { rankName: "Trainer_ab12_r0", step: flush, states, droppedKeyRecords: 0 } }).length;
+    json = encodeProtocolMessage("r", {
+      t: "reply",
+      id: flush + 1,
+      rankName: "Trainer_ab12_r0",
+      ok: true,
+      snapshot: { rankName: "Trainer_ab12_r0", step: flush, states, droppedKeyRecords: 0 },
+    }).length;
   }
   return { wire: wire / keys.length, json: json / keys.length };
 }
 
 /** A bench process's own connection (its requests to the host processes): on the authenticated server, as the bench user. */
 const benchConnection = (server: NatsServer, secure?: Secure): Promise<NatsConnection> =>
-  connect(secure === undefined ? { servers: server.url } : authConnectionOptions(resolveNatsAuth("bench", server.url, roleAuth(secure, "bench"), {})));
+  connect(
+    secure === undefined
+      ? { servers: server.url }
+      : authConnectionOptions(resolveNatsAuth("bench", server.url, roleAuth(secure, "bench"), {})),
+  );
 
 if (process.env["SCALE_BENCH_AUTH"] === "1") {
   const [ranks, hosts] = (ONLY ?? "1024x16").split("x").map(Number) as [number, number];
@@ -216,8 +272,15 @@ if (process.env["SCALE_BENCH_AUTH"] === "1") {
   const usersOnly: Secure = { ...withTls, tls: false };
   const tls = `tls: { cert_file: ${JSON.stringify(certs.serverCert)}, key_file: ${JSON.stringify(certs.serverKey)}, ca_file: ${JSON.stringify(certs.ca)}, verify: true }\n`;
   // The template's run account, plus the bench's own user (requests to the host processes) in it.
-  const accounts = accountsFor([withTls.runId]).replace("users: [", `users: [\n    { user: "bench", password: "${withTls.password}" },`);
-  const env = { [ROLE_PASSWORD_ENV.controller]: withTls.password, [ROLE_PASSWORD_ENV.host]: withTls.password, [ROLE_PASSWORD_ENV.rank]: withTls.password };
+  const accounts = accountsFor([withTls.runId]).replace(
+    "users: [",
+    `users: [\n    { user: "bench", password: "${withTls.password}" },`,
+  );
+  const env = {
+    [ROLE_PASSWORD_ENV.controller]: withTls.password,
+    [ROLE_PASSWORD_ENV.host]: withTls.password,
+    [ROLE_PASSWORD_ENV.rank]: withTls.password,
+  };
   const variants = [
     { name: "open", server: await NatsServer.start(), secure: undefined },
     { name: "auth (users, no TLS)", server: await NatsServer.start({ config: accounts, env }), secure: usersOnly },
@@ -240,18 +303,27 @@ if (process.env["SCALE_BENCH_AUTH"] === "1") {
         }
       }
       rounds.push(rows);
-      process.stdout.write(`  round ${round + 1}: ${variants.map((v, i) => `${v.name} ${rows[i]?.cpuMs.toFixed(1) ?? "?"} ms CPU, ${rows[i]?.wallMs.toFixed(1) ?? "?"} ms wall`).join("; ")}\n`);
+      process.stdout.write(
+        `  round ${round + 1}: ${variants.map((v, i) => `${v.name} ${rows[i]?.cpuMs.toFixed(1) ?? "?"} ms CPU, ${rows[i]?.wallMs.toFixed(1) ?? "?"} ms wall`).join("; ")}\n`,
+      );
     }
   } finally {
     for (const { server } of variants) await server.stop();
     rmSync(scratch, { recursive: true, force: true });
   }
-  process.stdout.write(`\n${ranks} ranks × ${hosts} hosts × ${KEYS} keys, per flush (median of ${FLUSHES} per round): an open nats-server, one requiring docs/security.md's per-run users, and one requiring TLS (client certificates) too:\n\n`);
-  process.stdout.write("| round | server | controller CPU ms | flush wall ms | all processes CPU ms | nats-server CPU ms | ranks reporting |\n|---:|---|---:|---:|---:|---:|---:|\n");
+  process.stdout.write(
+    `\n${ranks} ranks × ${hosts} hosts × ${KEYS} keys, per flush (median of ${FLUSHES} per round): an open nats-server, one requiring docs/security.md's per-run users, and one requiring TLS (client certificates) too:\n\n`,
+  );
+  process.stdout.write(
+    "| round | server | controller CPU ms | flush wall ms | all processes CPU ms | nats-server CPU ms | ranks reporting |\n|---:|---|---:|---:|---:|---:|---:|\n",
+  );
   rounds.forEach((rows, i) => {
     variants.forEach((v, j) => {
       const r = rows[j];
-      if (r !== undefined) process.stdout.write(`| ${i + 1} | ${v.name} | ${r.cpuMs.toFixed(1)} | ${r.wallMs.toFixed(1)} | ${r.totalCpuMs.toFixed(0)} | ${r.natsCpuMs.toFixed(0)} | ${r.reporting} |\n`);
+      if (r !== undefined)
+        process.stdout.write(
+          `| ${i + 1} | ${v.name} | ${r.cpuMs.toFixed(1)} | ${r.wallMs.toFixed(1)} | ${r.totalCpuMs.toFixed(0)} | ${r.natsCpuMs.toFixed(0)} | ${r.reporting} |\n`,
+        );
     });
   });
   // The median and the best of the rounds (the one least disturbed by the machine's other load), on each side.
@@ -259,7 +331,9 @@ if (process.env["SCALE_BENCH_AUTH"] === "1") {
   const ratios = (j: number, f: (r: Row) => number): string =>
     `${(median(of(j, f)) / median(of(0, f))).toFixed(2)}× (best ${(Math.min(...of(j, f)) / Math.min(...of(0, f))).toFixed(2)}×)`;
   for (const j of [1, 2]) {
-    process.stdout.write(`\n${variants[j]?.name ?? ""} ÷ open, median of ${roundCount} rounds: controller CPU ${ratios(j, (r) => r.cpuMs)}, flush wall ${ratios(j, (r) => r.wallMs)}, all processes' CPU ${ratios(j, (r) => r.totalCpuMs)}`);
+    process.stdout.write(
+      `\n${variants[j]?.name ?? ""} ÷ open, median of ${roundCount} rounds: controller CPU ${ratios(j, (r) => r.cpuMs)}, flush wall ${ratios(j, (r) => r.wallMs)}, all processes' CPU ${ratios(j, (r) => r.totalCpuMs)}`,
+    );
   }
   process.stdout.write("\n");
   process.exit(0);
@@ -278,7 +352,9 @@ try {
     if (ONLY !== undefined && ONLY !== `${ranks}x${hosts}`) continue;
     const row = await measure(server, nc, ranks, hosts, flushes);
     rows.push(row);
-    process.stdout.write(`  measured ${ranks} ranks, ${hosts} hosts: ${row.cpuMs.toFixed(1)} ms CPU, ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)})\n`);
+    process.stdout.write(
+      `  measured ${ranks} ranks, ${hosts} hosts: ${row.cpuMs.toFixed(1)} ms CPU, ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)})\n`,
+    );
   }
 } finally {
   await nc.close();
@@ -286,30 +362,52 @@ try {
   rmSync(scratch, { recursive: true, force: true });
 }
 
-process.stdout.write(`\nController per flush, ${KEYS} keys per rank (mixed: 40% mean, 20% sum, 15% max, 15% min, 5% std, 5% quantiles), median of ${FLUSHES} (3 for direct):\n\n`);
-process.stdout.write("| ranks | hosts (agents) | controller CPU ms | flush wall ms | controller bytes / key / rank | ranks reporting |\n|---:|---:|---:|---:|---:|---:|\n");
+process.stdout.write(
+  `\nController per flush, ${KEYS} keys per rank (mixed: 40% mean, 20% sum, 15% max, 15% min, 5% std, 5% quantiles), median of ${FLUSHES} (3 for direct):\n\n`,
+);
+process.stdout.write(
+  "| ranks | hosts (agents) | controller CPU ms | flush wall ms | controller bytes / key / rank | ranks reporting |\n|---:|---:|---:|---:|---:|---:|\n",
+);
 for (const r of rows) {
-  process.stdout.write(`| ${r.ranks} | ${r.hosts === "direct" ? "none (direct)" : r.hosts} | ${r.cpuMs.toFixed(1)} | ${r.wallMs.toFixed(1)} | ${r.bytesPerKeyPerRank.toFixed(2)} | ${r.reporting} |\n`);
+  process.stdout.write(
+    `| ${r.ranks} | ${r.hosts === "direct" ? "none (direct)" : r.hosts} | ${r.cpuMs.toFixed(1)} | ${r.wallMs.toFixed(1)} | ${r.bytesPerKeyPerRank.toFixed(2)} | ${r.reporting} |\n`,
+  );
 }
 // The wall above is inflated by whatever else runs on the machine; CPU time is not. Every process's
 // CPU per flush, divided by the cores, is what the flush needs of this machine when it is quiet.
-process.stdout.write(`\nCPU per flush of every process (median of ${FLUSHES}; ${availableParallelism()} cores):\n\n| ranks | hosts | ranks + agents (host processes) ms | nats-server ms | controller ms | all ms | all ÷ cores ms |\n|---:|---:|---:|---:|---:|---:|---:|\n`);
+process.stdout.write(
+  `\nCPU per flush of every process (median of ${FLUSHES}; ${availableParallelism()} cores):\n\n| ranks | hosts | ranks + agents (host processes) ms | nats-server ms | controller ms | all ms | all ÷ cores ms |\n|---:|---:|---:|---:|---:|---:|---:|\n`,
+);
 for (const r of rows) {
-  process.stdout.write(`| ${r.ranks} | ${r.hosts === "direct" ? "none (direct)" : r.hosts} | ${r.hostsCpuMs.toFixed(0)} | ${r.natsCpuMs.toFixed(0)} | ${r.cpuMs.toFixed(1)} | ${r.totalCpuMs.toFixed(0)} | ${(r.totalCpuMs / availableParallelism()).toFixed(0)} |\n`);
+  process.stdout.write(
+    `| ${r.ranks} | ${r.hosts === "direct" ? "none (direct)" : r.hosts} | ${r.hostsCpuMs.toFixed(0)} | ${r.natsCpuMs.toFixed(0)} | ${r.cpuMs.toFixed(1)} | ${r.totalCpuMs.toFixed(0)} | ${(r.totalCpuMs / availableParallelism()).toFixed(0)} |\n`,
+  );
 }
 const arithmetic = formatBytes(["mean", "sum", "max", "min"]);
 const mixed = formatBytes(["mean", "sum", "max", "min", "std", "quantiles"]);
-process.stdout.write("\nBytes per key per rank on the wire, one rank's flush (key table already sent):\n\n| keys | binary frame | JSON protocol reply | ratio |\n|---|---:|---:|---:|\n");
-process.stdout.write(`| MEAN/SUM/MAX/MIN | ${arithmetic.wire.toFixed(1)} | ${arithmetic.json.toFixed(1)} | ${(arithmetic.json / arithmetic.wire).toFixed(1)}× |\n`);
-process.stdout.write(`| mixed (with std, quantiles) | ${mixed.wire.toFixed(1)} | ${mixed.json.toFixed(1)} | ${(mixed.json / mixed.wire).toFixed(1)}× |\n`);
+process.stdout.write(
+  "\nBytes per key per rank on the wire, one rank's flush (key table already sent):\n\n| keys | binary frame | JSON protocol reply | ratio |\n|---|---:|---:|---:|\n",
+);
+process.stdout.write(
+  `| MEAN/SUM/MAX/MIN | ${arithmetic.wire.toFixed(1)} | ${arithmetic.json.toFixed(1)} | ${(arithmetic.json / arithmetic.wire).toFixed(1)}× |\n`,
+);
+process.stdout.write(
+  `| mixed (with std, quantiles) | ${mixed.wire.toFixed(1)} | ${mixed.json.toFixed(1)} | ${(mixed.json / mixed.wire).toFixed(1)}× |\n`,
+);
 const target = rows.find((r) => r.ranks === 1024 && r.hosts === 16);
 if (target !== undefined) {
-  process.stdout.write(`\nTarget 1,024 ranks × 16 hosts × ${KEYS} keys: controller CPU ${target.cpuMs.toFixed(1)} ms (≤ 100), flush wall ${target.wallMs.toFixed(1)} ms (≤ 500)\n`);
+  process.stdout.write(
+    `\nTarget 1,024 ranks × 16 hosts × ${KEYS} keys: controller CPU ${target.cpuMs.toFixed(1)} ms (≤ 100), flush wall ${target.wallMs.toFixed(1)} ms (≤ 500)\n`,
+  );
   // What the simulated ranks and agents cost by themselves (one thread, no NATS): their CPU divided
   // by the cores is a floor for the flush wall on this machine.
   const floor = measureFloor(1024, 16, KEYS);
   const total = Object.values(floor).reduce((a, b) => a + b, 0);
   const cores = availableParallelism();
-  process.stdout.write(`\nCPU per flush of the 1,024 simulated ranks and 16 agents themselves (one thread, no NATS, median of 5), ms:\n\n| ranks record | ranks take states into frames | agents decode | agents merge | agents encode | total | ÷ ${cores} cores |\n|---:|---:|---:|---:|---:|---:|---:|\n`);
-  process.stdout.write(`| ${[floor.record, floor.rankTakeEncode, floor.agentDecode, floor.agentMerge, floor.agentEncode, total, total / cores].map((x) => x.toFixed(1)).join(" | ")} |\n`);
+  process.stdout.write(
+    `\nCPU per flush of the 1,024 simulated ranks and 16 agents themselves (one thread, no NATS, median of 5), ms:\n\n| ranks record | ranks take states into frames | agents decode | agents merge | agents encode | total | ÷ ${cores} cores |\n|---:|---:|---:|---:|---:|---:|---:|\n`,
+  );
+  process.stdout.write(
+    `| ${[floor.record, floor.rankTakeEncode, floor.agentDecode, floor.agentMerge, floor.agentEncode, total, total / cores].map((x) => x.toFixed(1)).join(" | ")} |\n`,
+  );
 }

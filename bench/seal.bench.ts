@@ -29,7 +29,9 @@ function measure(fn: () => void, bytes: number): number {
   return best;
 }
 
-process.stdout.write("| message | seal + open (AES-256-GCM) µs | HMAC-SHA256 sign + verify µs | GCM ÷ HMAC | GCM GB/s (both ends) |\n|---|---:|---:|---:|---:|\n");
+process.stdout.write(
+  "| message | seal + open (AES-256-GCM) µs | HMAC-SHA256 sign + verify µs | GCM ÷ HMAC | GCM GB/s (both ends) |\n|---|---:|---:|---:|---:|\n",
+);
 for (const [name, size] of SIZES) {
   const payload = randomBytes(size);
   const sealer = new Sealer(key);
@@ -46,6 +48,8 @@ for (const [name, size] of SIZES) {
   };
   const gcm = measure(sealed, size);
   const mac = measure(hmac, size);
-  process.stdout.write(`| ${name} | ${gcm.toFixed(1)} | ${mac.toFixed(1)} | ${(gcm / mac).toFixed(2)} | ${((2 * size) / gcm / 1000).toFixed(2)} |\n`);
+  process.stdout.write(
+    `| ${name} | ${gcm.toFixed(1)} | ${mac.toFixed(1)} | ${(gcm / mac).toFixed(2)} | ${((2 * size) / gcm / 1000).toFixed(2)} |\n`,
+  );
 }
 process.stdout.write(`\nBest of 7 rounds each; Node ${process.versions.node}, OpenSSL ${process.versions.openssl}.\n`);

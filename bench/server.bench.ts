@@ -36,12 +36,26 @@ const cpuMs = (): number => {
 };
 
 /** A job's run: `keys` scalar keys × `ranks` ranks × `steps` steps, one transaction per step as the store's writer thread does. */
-function writeJob(runDir: string, trial: string, keys: number, ranks: number, steps: number): { points: number; cpuMs: number } {
-  const w = StoreWriter.open({ runDir, role: "controller", rank: GLOBAL_RANK, rankName: "controller", experiment: "bench", trial });
+function writeJob(
+  runDir: string,
+  trial: string,
+  keys: number,
+  ranks: number,
+  steps: number,
+): { points: number; cpuMs: number } {
+  const w = StoreWriter.open({
+    runDir,
+    role: "controller",
+    rank: GLOBAL_RANK,
+    rankName: "controller",
+    experiment: "bench",
+    trial,
+  });
   const flushes: ReturnType<ColumnBuilder["build"]>[] = [];
   for (let s = 0; s < steps; s++) {
     const b = new ColumnBuilder();
-    for (let r = 0; r < ranks; r++) for (let k = 0; k < keys; k++) b.add(`train/k${k}`, r, s, 1.7e12 + s * 100, Math.sin(s / 50 + k) + r, "mean");
+    for (let r = 0; r < ranks; r++)
+      for (let k = 0; k < keys; k++) b.add(`train/k${k}`, r, s, 1.7e12 + s * 100, Math.sin(s / 50 + k) + r, "mean");
     flushes.push(b.build());
   }
   const start = cpuMs();
@@ -67,7 +81,8 @@ function postgresCpuMs(postmaster: number): number {
   for (const name of readdirSync("/proc")) {
     if (!/^\d+$/.test(name)) continue;
     try {
-      if (readFileSync(`/proc/${name}/stat`, "utf8").split(") ")[1]?.split(" ")[1] === String(postmaster)) total += procCpuMs(Number(name), false);
+      if (readFileSync(`/proc/${name}/stat`, "utf8").split(") ")[1]?.split(" ")[1] === String(postmaster))
+        total += procCpuMs(Number(name), false);
     } catch {
       // Ended meanwhile: counted in the postmaster's children.
     }
@@ -78,9 +93,31 @@ function postgresCpuMs(postmaster: number): number {
 async function startServer(db: string, port: number): Promise<{ stop: () => void; cpuMs: () => number }> {
   // `SERVER_BENCH_PROFILE=DIR`: the server's CPU profile, written into DIR when it stops.
   const profile = process.env.SERVER_BENCH_PROFILE;
-  const child = spawn(process.execPath, [...(profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", profile]), CLI, "server", "--db", db, "--port", String(port), "--rate-limit", "100000", "--pool-size", "20"], { stdio: ["ignore", "ignore", "inherit"] });
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null))?.ok === true, { timeoutMs: 60_000, what: "the server" });
-  return { stop: () => child.kill("SIGTERM"), cpuMs: () => (child.pid === undefined ? 0 : procCpuMs(child.pid, false)) };
+  const child = spawn(
+    process.execPath,
+    [
+      ...(profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", profile]),
+      CLI,
+      "server",
+      "--db",
+      db,
+      "--port",
+      String(port),
+      "--rate-limit",
+      "100000",
+      "--pool-size",
+      "20",
+    ],
+    { stdio: ["ignore", "ignore", "inherit"] },
+  );
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null))?.ok === true, {
+    timeoutMs: 60_000,
+    what: "the server",
+  });
+  return {
+    stop: () => child.kill("SIGTERM"),
+    cpuMs: () => (child.pid === undefined ? 0 : procCpuMs(child.pid, false)),
+  };
 }
 
 /** CPU (ms) of the three parts, read together. */
@@ -115,7 +152,11 @@ const cpuSince = (from: PartsCpu): { text: string; totalMs: number; serverMs: nu
   const jobs = now.jobs - from.jobs;
   const srv = now.server - from.server;
   const pgMs = now.postgres - from.postgres;
-  return { text: `CPU: jobs ${jobs.toFixed(0)} ms, server ${srv.toFixed(0)} ms, PostgreSQL ${pgMs.toFixed(0)} ms`, totalMs: jobs + srv + pgMs, serverMs: srv };
+  return {
+    text: `CPU: jobs ${jobs.toFixed(0)} ms, server ${srv.toFixed(0)} ms, PostgreSQL ${pgMs.toFixed(0)} ms`,
+    totalMs: jobs + srv + pgMs,
+    serverMs: srv,
+  };
 };
 const url = `http://127.0.0.1:${port}`;
 const rows: (string | number)[][] = [];
@@ -154,19 +195,26 @@ async function ingestAndSync(): Promise<void> {
   const wall = performance.now() - t0;
   const syncCpu = cpuMs() - c0;
   const ingestCpu = cpuSince(parts0);
-  row("ingest: 16 jobs × 200 series × 2,500 steps, synced at once", `${(total / 1e6).toFixed(1)} M points in ${(wall / 1000).toFixed(1)} s`, `${((total / wall) * 1000 / 1e6).toFixed(2)} M points/s (target ≥ 1)`);
+  row(
+    "ingest: 16 jobs × 200 series × 2,500 steps, synced at once",
+    `${(total / 1e6).toFixed(1)} M points in ${(wall / 1000).toFixed(1)} s`,
+    `${(((total / wall) * 1000) / 1e6).toFixed(2)} M points/s (target ≥ 1)`,
+  );
   row(
     "ingest's CPU, all three parts (jobs' syncs, server, PostgreSQL)",
     ingestCpu.text,
     // Two cores share the total; the server is one thread, so it alone bounds the rate too.
-    `${((total / Math.max(ingestCpu.totalMs / 2, ingestCpu.serverMs)) * 1000 / 1e6).toFixed(2)} M points/s if the machine's 2 cores did nothing else (points ÷ max(CPU ÷ 2, server's CPU))`,
+    `${(((total / Math.max(ingestCpu.totalMs / 2, ingestCpu.serverMs)) * 1000) / 1e6).toFixed(2)} M points/s if the machine's 2 cores did nothing else (points ÷ max(CPU ÷ 2, server's CPU))`,
   );
-  row("sync's CPU on the jobs' side against the store's own (same points)", `sync ${syncCpu.toFixed(0)} ms, store ${storeCpu.toFixed(0)} ms`, `${((syncCpu / storeCpu) * 100).toFixed(1)} % (target ≤ 10 %)`);
+  row(
+    "sync's CPU on the jobs' side against the store's own (same points)",
+    `sync ${syncCpu.toFixed(0)} ms, store ${storeCpu.toFixed(0)} ms`,
+    `${((syncCpu / storeCpu) * 100).toFixed(1)} % (target ≤ 10 %)`,
+  );
 }
 
 /** 3. A project's reads. */
 async function reads(): Promise<void> {
-
   // 3. A project's reads: 1,000 runs, 50 runs × 10,000 steps, one 1 M-point series.
   const proj = await pool.query<{ id: number }>("SELECT id FROM projects WHERE name = 'bench'");
   const projectId = proj.rows[0]?.id ?? 0;
@@ -178,13 +226,26 @@ async function reads(): Promise<void> {
   );
   const series = async (run: string, n: number): Promise<void> => {
     const r = await pool.query<{ id: number }>("SELECT id FROM runs WHERE run_key = $1", [run]);
-    const k = await pool.query<{ id: number }>("INSERT INTO keys (run_id, kind, key, reduce) VALUES ($1, 'scalar', 'train/loss', 'mean') RETURNING id", [r.rows[0]?.id]);
+    const k = await pool.query<{ id: number }>(
+      "INSERT INTO keys (run_id, kind, key, reduce) VALUES ($1, 'scalar', 'train/loss', 'mean') RETURNING id",
+      [r.rows[0]?.id],
+    );
     const keyId = k.rows[0]?.id ?? 0;
     const chunks: ChunkRow[] = [];
     for (let start = 0; start < n; start += 2048) {
       const m = Math.min(2048, n - start);
       const steps = Float64Array.from({ length: m }, (_, i) => start + i);
-      chunks.push({ keyId, rank: GLOBAL_RANK, firstPos: start, points: { steps, walls: steps.map((s) => 1.7e12 + s), values: steps.map((s) => Math.sin(s / 300) + Math.random() * 0.1) }, byStep: true });
+      chunks.push({
+        keyId,
+        rank: GLOBAL_RANK,
+        firstPos: start,
+        points: {
+          steps,
+          walls: steps.map((s) => 1.7e12 + s),
+          values: steps.map((s) => Math.sin(s / 300) + Math.random() * 0.1),
+        },
+        byStep: true,
+      });
     }
     const client = await pool.connect();
     try {
@@ -199,20 +260,40 @@ async function reads(): Promise<void> {
   await pool.query("ANALYZE");
   const read = await createToken(pool, "bench", "read");
   const get = async (path: string): Promise<void> => {
-    const answer = await fetch(`${url}${path}`, { headers: { Authorization: `Bearer ${read}`, "Accept-Encoding": "gzip" } });
+    const answer = await fetch(`${url}${path}`, {
+      headers: { Authorization: `Bearer ${read}`, "Accept-Encoding": "gzip" },
+    });
     if (!answer.ok) throw new Error(`${path}: ${answer.status} ${await answer.text()}`);
     await answer.arrayBuffer();
   };
   const filter = `/api/runs?param=${encodeURIComponent("lr<0.005")}&tag=t3&limit=50`;
-  row("runs list of 1,000 runs, filtered (param and tag), one page", `${(await timed(() => get(filter), 20)).toFixed(1)} ms median of 20`, "target ≤ 200 ms");
+  row(
+    "runs list of 1,000 runs, filtered (param and tag), one page",
+    `${(await timed(() => get(filter), 20)).toFixed(1)} ms median of 20`,
+    "target ≤ 200 ms",
+  );
   const overlay = async (): Promise<void> => {
-    await Promise.all(Array.from({ length: 50 }, (_, i) => get(`/api/lines?run=sweep/run${i + 1}&maxPoints=2000&lines=${encodeURIComponent(JSON.stringify([["train/loss", null, null]]))}`)));
+    await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        get(
+          `/api/lines?run=sweep/run${i + 1}&maxPoints=2000&lines=${encodeURIComponent(JSON.stringify([["train/loss", null, null]]))}`,
+        ),
+      ),
+    );
   };
   const overlayCpu0 = partsCpu();
   const overlayMs = await timed(overlay, 5);
   const overlayCpu = cpuSince(overlayCpu0);
-  row("one chart overlaying 50 runs × 10,000 steps: its 50 /api/lines answers", `${overlayMs.toFixed(0)} ms median of 5`, "server side of the ≤ 1 s target (Chromium below)");
-  row("… its CPU per chart (5 charts measured)", `${(overlayCpu.totalMs / 5).toFixed(0)} ms: ${overlayCpu.text} for 5`, `${(overlayCpu.totalMs / 5 / 2).toFixed(0)} ms per chart if the 2 cores did nothing else`);
+  row(
+    "one chart overlaying 50 runs × 10,000 steps: its 50 /api/lines answers",
+    `${overlayMs.toFixed(0)} ms median of 5`,
+    "server side of the ≤ 1 s target (Chromium below)",
+  );
+  row(
+    "… its CPU per chart (5 charts measured)",
+    `${(overlayCpu.totalMs / 5).toFixed(0)} ms: ${overlayCpu.text} for 5`,
+    `${(overlayCpu.totalMs / 5 / 2).toFixed(0)} ms per chart if the 2 cores did nothing else`,
+  );
   // The same chart as a user opens it: the dashboard in Chromium, the 50 runs ticked, one key.
   const browser = await launchChromium();
   try {
@@ -227,13 +308,18 @@ async function reads(): Promise<void> {
         const t0 = performance.now();
         page.on("requestfinished", (r) => {
           const timing = r.timing();
-          requests.push(`${(timing.startTime - performance.timeOrigin - t0).toFixed(0)}–${(performance.now() - t0).toFixed(0)} ms ${r.url().replace(url, "").slice(0, 120)}`);
+          requests.push(
+            `${(timing.startTime - performance.timeOrigin - t0).toFixed(0)}–${(performance.now() - t0).toFixed(0)} ms ${r.url().replace(url, "").slice(0, 120)}`,
+          );
         });
       }
       await page.goto(view);
       await page.waitForSelector("body[data-charts-rendered]", { timeout: 60_000 });
       for (const line of requests) process.stderr.write(`  ${line}\n`);
-      const drawn = await page.evaluate(() => ({ ms: performance.getEntriesByName("rankscope:first-render")[0]?.duration ?? NaN, lines: document.querySelectorAll(".chart").length }));
+      const drawn = await page.evaluate(() => ({
+        ms: performance.getEntriesByName("rankscope:first-render")[0]?.duration ?? NaN,
+        lines: document.querySelectorAll(".chart").length,
+      }));
       loads.push(drawn.ms);
       lines = drawn.lines;
       await page.close();
@@ -248,5 +334,9 @@ async function reads(): Promise<void> {
     await browser.close();
   }
   const big = `/api/series?run=sweep/run1000&key=train/loss&maxPoints=2000`;
-  row("1 M-point series downsampled to 2,000 points", `${(await timed(() => get(big), 20)).toFixed(1)} ms median of 20`, "target ≤ 100 ms");
+  row(
+    "1 M-point series downsampled to 2,000 points",
+    `${(await timed(() => get(big), 20)).toFixed(1)} ms median of 20`,
+    "target ≤ 100 ms",
+  );
 }

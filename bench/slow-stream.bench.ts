@@ -32,9 +32,21 @@ function quantile(sorted: readonly number[], q: number): number {
 function soak(minMs: number, maxMs: number): Soak {
   const runDir = mkdtempSync(join(tmpdir(), "rankscope-bench-slow-stream-"));
   try {
-    const env = { ...process.env, CHILD_RUN_DIR: runDir, SOAK_MS: String(SOAK_MS), FLUSH_EVERY_MS: "500", SLOW_STREAM_MIN_MS: String(minMs), SLOW_STREAM_MAX_MS: String(maxMs) };
-    const result = spawnSync(process.execPath, ["--import", "tsx", JOB], { env, encoding: "utf8", timeout: SOAK_MS + 120_000 });
-    if (result.status !== 0) throw new Error(`the soak failed (${String(result.status ?? result.signal)}): ${result.stderr}`);
+    const env = {
+      ...process.env,
+      CHILD_RUN_DIR: runDir,
+      SOAK_MS: String(SOAK_MS),
+      FLUSH_EVERY_MS: "500",
+      SLOW_STREAM_MIN_MS: String(minMs),
+      SLOW_STREAM_MAX_MS: String(maxMs),
+    };
+    const result = spawnSync(process.execPath, ["--import", "tsx", JOB], {
+      env,
+      encoding: "utf8",
+      timeout: SOAK_MS + 120_000,
+    });
+    if (result.status !== 0)
+      throw new Error(`the soak failed (${String(result.status ?? result.signal)}): ${result.stderr}`);
     const flushes = result.stdout
       .split("\n")
       .filter((l) => l.startsWith('{"flush"'))
@@ -70,8 +82,20 @@ const row = (name: string, s: Soak, base: Soak): (string | number)[] => {
     s.maxBacklog,
   ];
 };
-process.stdout.write(`Soak of ${SOAK_MS / 1000} s per run, 2 child ranks, flush every 500 ms (ms per flush, the first left out)\n\n`);
+process.stdout.write(
+  `Soak of ${SOAK_MS / 1000} s per run, 2 child ranks, flush every 500 ms (ms per flush, the first left out)\n\n`,
+);
 printTable(
-  ["logStream", "flushes", "p50 ms", "p95 ms", "max ms", "p50 / healthy p50", "max / healthy max", "flushes naming a rank missing", "largest backlog (records)"],
+  [
+    "logStream",
+    "flushes",
+    "p50 ms",
+    "p95 ms",
+    "max ms",
+    "p50 / healthy p50",
+    "max / healthy max",
+    "flushes naming a rank missing",
+    "largest backlog (records)",
+  ],
   [row("healthy (at once)", healthy, healthy), row("slow (20–200 ms)", slow, healthy)],
 );

@@ -43,14 +43,27 @@ for (let i = 0; i < N; i++) {
 values[654_321] = 100; // a spike the downsampled read must keep
 
 function openWriter(runDir: string): StoreWriter {
-  return StoreWriter.open({ runDir, role: "controller", rank: GLOBAL_RANK, rankName: "bench", experiment: "bench", trial: "bench" });
+  return StoreWriter.open({
+    runDir,
+    role: "controller",
+    rank: GLOBAL_RANK,
+    rankName: "bench",
+    experiment: "bench",
+    trial: "bench",
+  });
 }
 
 /** Bulk: one series, batches of 10k points, one transaction per batch. Returns ms. */
 function ingestBulk(runDir: string): number {
   const w = openWriter(runDir);
   const t0 = performance.now();
-  for (let at = 0; at < N; at += BATCH) w.writeSeries("loss", steps.subarray(at, at + BATCH), walls.subarray(at, at + BATCH), values.subarray(at, at + BATCH));
+  for (let at = 0; at < N; at += BATCH)
+    w.writeSeries(
+      "loss",
+      steps.subarray(at, at + BATCH),
+      walls.subarray(at, at + BATCH),
+      values.subarray(at, at + BATCH),
+    );
   const ms = performance.now() - t0;
   w.finish();
   return ms;
@@ -94,7 +107,10 @@ async function ingestFlushesBackend(runDir: string): Promise<{ ms: number; loopM
   for (let step = 0; step < FLUSHES; step++) {
     const timestamp = 1.7e12 + step;
     const l0 = performance.now();
-    backend.logBatch(KEYS.map((key, i) => ({ key, value: i + step / 1000, reduce: "mean", step, timestamp })), step);
+    backend.logBatch(
+      KEYS.map((key, i) => ({ key, value: i + step / 1000, reduce: "mean", step, timestamp })),
+      step,
+    );
     await backend.flushed();
     loopMs += performance.now() - l0;
   }
@@ -107,7 +123,16 @@ async function ingestFlushesBackend(runDir: string): Promise<{ ms: number; loopM
 /** Stream records through the backend, batches of 10k as the stream ring drains them. Returns ms. */
 async function ingestStreams(runDir: string): Promise<number> {
   const backend = await startBackend(runDir);
-  const batch = Array.from({ length: BATCH }, (_, i) => ({ key: "probe/activation", value: i / BATCH, step: 0, timestamp: 1.7e12 + i, rank: 0, rankName: "bench", role: "rank" as const, thread: 0 }));
+  const batch = Array.from({ length: BATCH }, (_, i) => ({
+    key: "probe/activation",
+    value: i / BATCH,
+    step: 0,
+    timestamp: 1.7e12 + i,
+    rank: 0,
+    rankName: "bench",
+    role: "rank" as const,
+    thread: 0,
+  }));
   const t0 = performance.now();
   for (let b = 0; b < N / BATCH; b++) {
     backend.logStream(batch);
@@ -120,7 +145,8 @@ async function ingestStreams(runDir: string): Promise<number> {
 }
 
 const rate = (points: number, ms: number): number => points / ms / 1000;
-const fmt = (rates: readonly number[]): string => `${median(rates).toFixed(2)} M/s (best ${Math.max(...rates).toFixed(2)})`;
+const fmt = (rates: readonly number[]): string =>
+  `${median(rates).toFixed(2)} M/s (best ${Math.max(...rates).toFixed(2)})`;
 
 const bulk: number[] = [];
 const flush: number[] = [];
@@ -142,7 +168,9 @@ for (let r = 0; r < RUNS; r++) {
 const base = new Database(join(freshDir() + ".db"));
 base.pragma("journal_mode = WAL");
 base.pragma("synchronous = NORMAL");
-base.exec("CREATE TABLE baseline (key_id INTEGER NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL, wall REAL NOT NULL, value REAL, PRIMARY KEY (key_id, rank, step)) WITHOUT ROWID");
+base.exec(
+  "CREATE TABLE baseline (key_id INTEGER NOT NULL, rank INTEGER NOT NULL, step INTEGER NOT NULL, wall REAL NOT NULL, value REAL, PRIMARY KEY (key_id, rank, step)) WITHOUT ROWID",
+);
 const insert = base.prepare("INSERT OR REPLACE INTO baseline VALUES (1, -1, ?, ?, ?)");
 const insertBatch = base.transaction((from: number) => {
   for (let i = from; i < from + BATCH; i++) insert.run(steps[i], walls[i], values[i]);
@@ -167,7 +195,9 @@ const readStep = timed(() => series(readDir, "loss", { maxPoints: 2000 }), READS
 const readWall = timed(() => series(readDir, "loss", { maxPoints: 2000, x: "wall" }), READS);
 const readCursor = timed(() => series(readDir, "loss", { after: N - 101 }), READS);
 const buckets = Math.floor(2000 / 3);
-const groupBy = base.prepare(`SELECT CAST(step * ${buckets} / ${N} AS INTEGER) AS b, min(value), max(value), max(step) FROM baseline WHERE key_id = 1 AND rank = -1 GROUP BY b`);
+const groupBy = base.prepare(
+  `SELECT CAST(step * ${buckets} / ${N} AS INTEGER) AS b, min(value), max(value), max(step) FROM baseline WHERE key_id = 1 AND rank = -1 GROUP BY b`,
+);
 const baseGroupBy = timed(() => groupBy.raw(true).all(), 5);
 const scan = base.prepare("SELECT step, wall, value FROM baseline WHERE key_id = 1 AND rank = -1 ORDER BY step");
 const baseScan = timed(() => scan.raw(true).all(), 5);
@@ -178,12 +208,29 @@ const rows: [string, string, string, string][] = [
   ["ingest, 1 series, batches of 10k", fmt(bulk), `${baselineRate.toFixed(2)} M/s`, ">= 1 M/s"],
   ["ingest, stream values, batches of 10k, through the backend", fmt(stream), "", ">= 1 M/s"],
   ["ingest, 1,000 keys x 1 point per flush, one transaction each", fmt(flush), "", ""],
-  ["ingest, 1,000 keys x 1 point per flush, through the backend", `${fmt(flushBackend)}; user loop ${median(loop).toFixed(2)} ms per flush`, "", ""],
-  [`read 1M points → ${sample.points.length} (x = step), median of ${READS}`, `${readStep.toFixed(1)} ms${spikeKept ? ", spike kept" : ", SPIKE LOST"}`, `${baseGroupBy.toFixed(1)} ms (GROUP BY)`, "<= 100 ms"],
-  [`read 1M points → 2,000 (x = wall), median of ${READS}`, `${readWall.toFixed(1)} ms`, `${baseScan.toFixed(1)} ms (all rows, no downsampling)`, "<= 100 ms"],
+  [
+    "ingest, 1,000 keys x 1 point per flush, through the backend",
+    `${fmt(flushBackend)}; user loop ${median(loop).toFixed(2)} ms per flush`,
+    "",
+    "",
+  ],
+  [
+    `read 1M points → ${sample.points.length} (x = step), median of ${READS}`,
+    `${readStep.toFixed(1)} ms${spikeKept ? ", spike kept" : ", SPIKE LOST"}`,
+    `${baseGroupBy.toFixed(1)} ms (GROUP BY)`,
+    "<= 100 ms",
+  ],
+  [
+    `read 1M points → 2,000 (x = wall), median of ${READS}`,
+    `${readWall.toFixed(1)} ms`,
+    `${baseScan.toFixed(1)} ms (all rows, no downsampling)`,
+    "<= 100 ms",
+  ],
   ["live read: last 100 points by cursor", `${readCursor.toFixed(2)} ms`, "", ""],
 ];
 process.stdout.write("| measurement | store | row-per-point baseline | target |\n|---|---|---|---|\n");
 for (const r of rows) process.stdout.write(`| ${r.join(" | ")} |\n`);
-process.stdout.write(`\nNode ${process.version}, ${sqlitePackage} ${sqliteVersion()}, WAL, synchronous=NORMAL, load average ${loadavg()[0]?.toFixed(1)} at the end.\n`);
+process.stdout.write(
+  `\nNode ${process.version}, ${sqlitePackage} ${sqliteVersion()}, WAL, synchronous=NORMAL, load average ${loadavg()[0]?.toFixed(1)} at the end.\n`,
+);
 rmSync(root, { recursive: true, force: true });

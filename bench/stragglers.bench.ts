@@ -21,7 +21,13 @@ import { MetricLogger } from "../src/controller/metric-logger.js";
 import { answersTiming } from "../src/controller/rank-answers.js";
 import { StragglerTracker } from "../src/controller/stragglers.js";
 import type { KeyState } from "../src/core/key-state.js";
-import { appendRankTiming, emptyTimingColumns, type HostTiming, type RankTiming, type TimingColumns } from "../src/core/step-timing.js";
+import {
+  appendRankTiming,
+  emptyTimingColumns,
+  type HostTiming,
+  type RankTiming,
+  type TimingColumns,
+} from "../src/core/step-timing.js";
 import { toRankTimingWrite } from "../src/store/rank-timing.js";
 import type { RankGroupHandle, RankGroupSnapshot, RankSnapshot } from "../src/pipeline/rank-handle.js";
 import { median } from "./harness.js";
@@ -61,17 +67,48 @@ function hostTiming(h: number, f: number): { columns: TimingColumns; json: strin
   const columns = emptyTimingColumns();
   for (let i = 0; i < PER_HOST; i++) {
     const r = h * PER_HOST + i;
-    appendRankTiming(columns, `Trainer_${h}_r${i}`, r, `node-${h}`, 0.3 + ((r * 31 + f) % 17) / 10, rankTiming(r, f).tracers);
+    appendRankTiming(
+      columns,
+      `Trainer_${h}_r${i}`,
+      r,
+      `node-${h}`,
+      0.3 + ((r * 31 + f) % 17) / 10,
+      rankTiming(r, f).tracers,
+    );
   }
-  const forwarded: HostTiming = { rows: columns.ranks.map((_, i) => i), ranks: columns.ranks, arrivalMs: columns.arrivalMs, tracers: columns.tracers };
+  const forwarded: HostTiming = {
+    rows: columns.ranks.map((_, i) => i),
+    ranks: columns.ranks,
+    arrivalMs: columns.arrivalMs,
+    tracers: columns.tracers,
+  };
   return { columns, json: JSON.stringify(forwarded) };
 }
 
-const own = { rankName: "Controller", init: async () => undefined, flush: () => Promise.reject(new Error("not asked")), shutdown: async () => undefined };
+const own = {
+  rankName: "Controller",
+  init: async () => undefined,
+  flush: () => Promise.reject(new Error("not asked")),
+  shutdown: async () => undefined,
+};
 const hostFlushes = Array.from({ length: 8 }, (_, f) => Array.from({ length: HOSTS }, (_, h) => hostTiming(h, f)));
 const groupSnapshots = (f: number): RankGroupSnapshot[] =>
-  (hostFlushes[f % hostFlushes.length] ?? []).map(({ columns }, h) => ({ rankName: `host:h${h}`, step: f, states: [], droppedKeyRecords: 0, group: { reporting: PER_HOST, missing: [], timing: columns } }));
-const directSnapshots = Array.from({ length: 8 }, (_, f) => Array.from({ length: RANKS }, (_, r): RankSnapshot => ({ rankName: `Trainer_r${r}`, step: f, states: [], droppedKeyRecords: 0, timing: rankTiming(r, f) })));
+  (hostFlushes[f % hostFlushes.length] ?? []).map(({ columns }, h) => ({
+    rankName: `host:h${h}`,
+    step: f,
+    states: [],
+    droppedKeyRecords: 0,
+    group: { reporting: PER_HOST, missing: [], timing: columns },
+  }));
+const directSnapshots = Array.from({ length: 8 }, (_, f) =>
+  Array.from({ length: RANKS }, (_, r): RankSnapshot => ({
+    rankName: `Trainer_r${r}`,
+    step: f,
+    states: [],
+    droppedKeyRecords: 0,
+    timing: rankTiming(r, f),
+  })),
+);
 const arrivals = (n: number): number[] => Array.from({ length: n }, (_, i) => 0.5 + (i % 13) / 10);
 const hostArrivals = arrivals(HOSTS);
 const directArrivals = arrivals(RANKS);
@@ -96,15 +133,27 @@ function perFlush(one: (f: number) => void): number {
 let named = 0;
 const viaAgents = new StragglerTracker();
 const attributionAgents = perFlush((f) => {
-  const flushed = viaAgents.observe(f, 0, answersTiming({ snapshots: groupSnapshots(f), arrivalMs: hostArrivals }, own));
+  const flushed = viaAgents.observe(
+    f,
+    0,
+    answersTiming({ snapshots: groupSnapshots(f), arrivalMs: hostArrivals }, own),
+  );
   named += flushed?.report.slowest.length ?? 0;
 });
 const direct = new StragglerTracker();
 const attributionDirect = perFlush((f) => {
-  const flushed = direct.observe(f, 0, answersTiming({ snapshots: directSnapshots[f % directSnapshots.length] ?? [], arrivalMs: directArrivals }, own));
+  const flushed = direct.observe(
+    f,
+    0,
+    answersTiming({ snapshots: directSnapshots[f % directSnapshots.length] ?? [], arrivalMs: directArrivals }, own),
+  );
   named += flushed?.report.slowest.length ?? 0;
 });
-const records = Array.from({ length: 8 }, (_, f) => viaAgents.observe(f, 0, answersTiming({ snapshots: groupSnapshots(f), arrivalMs: hostArrivals }, own))?.record);
+const records = Array.from(
+  { length: 8 },
+  (_, f) =>
+    viaAgents.observe(f, 0, answersTiming({ snapshots: groupSnapshots(f), arrivalMs: hostArrivals }, own))?.record,
+);
 let last = records[0] ?? null;
 const storeHandOff = perFlush((f) => {
   const record = records[f % records.length];
@@ -113,12 +162,17 @@ const storeHandOff = perFlush((f) => {
   last = record;
 });
 const parseHeaders = perFlush((f) => {
-  for (const { json } of hostFlushes[f % hostFlushes.length] ?? []) named += (JSON.parse(json) as HostTiming).rows.length > 0 ? 0 : 1;
+  for (const { json } of hostFlushes[f % hostFlushes.length] ?? [])
+    named += (JSON.parse(json) as HostTiming).rows.length > 0 ? 0 : 1;
 });
 
 /** 16 in-process host handles answering with 100 keys each and their ranks' timings. */
 function hostHandles(): RankGroupHandle[] {
-  const states: KeyState[] = Array.from({ length: 100 }, (_, k) => ({ key: `train/key_${k}`, reduce: "mean", state: { v: 1, count: PER_HOST, sum: k * PER_HOST } }));
+  const states: KeyState[] = Array.from({ length: 100 }, (_, k) => ({
+    key: `train/key_${k}`,
+    reduce: "mean",
+    state: { v: 1, count: PER_HOST, sum: k * PER_HOST },
+  }));
   return Array.from({ length: HOSTS }, (_, h) => ({
     rankName: `host:h${h}`,
     memberRanks: () => Array.from({ length: PER_HOST }, (_, i) => `Trainer_${h}_r${i}`),
@@ -129,14 +183,22 @@ function hostHandles(): RankGroupHandle[] {
       step,
       states,
       droppedKeyRecords: 0,
-      group: { reporting: PER_HOST, missing: [], timing: hostFlushes[step % hostFlushes.length]?.[h]?.columns ?? emptyTimingColumns() },
+      group: {
+        reporting: PER_HOST,
+        missing: [],
+        timing: hostFlushes[step % hostFlushes.length]?.[h]?.columns ?? emptyTimingColumns(),
+      },
     }),
   }));
 }
 
 const runsDir = mkdtempSync(join(tmpdir(), "rankscope-bench-stragglers-"));
 async function flushCpu(stragglers: boolean): Promise<number> {
-  const logger = new MetricLogger({ runDir: join(runsDir, String(stragglers)), quiet: true, ...(stragglers ? {} : { stragglers: false }) });
+  const logger = new MetricLogger({
+    runDir: join(runsDir, String(stragglers)),
+    quiet: true,
+    ...(stragglers ? {} : { stragglers: false }),
+  });
   await logger.initBackends({});
   for (const handle of hostHandles()) await logger.registerRank(handle);
   const flushes = 100;
@@ -161,11 +223,16 @@ rmSync(runsDir, { recursive: true, force: true });
 const flushOff = Math.min(...off);
 const flushOn = Math.min(...on);
 
-const load = loadavg().map((l) => l.toFixed(1)).join(", ");
-process.stdout.write(`Node ${process.version}; ${RANKS} ranks (${HOSTS} hosts × ${PER_HOST}); median of ${ROUNDS} rounds of ${FLUSHES} flushes; load average ${load}.\n`);
+const load = loadavg()
+  .map((l) => l.toFixed(1))
+  .join(", ");
+process.stdout.write(
+  `Node ${process.version}; ${RANKS} ranks (${HOSTS} hosts × ${PER_HOST}); median of ${ROUNDS} rounds of ${FLUSHES} flushes; load average ${load}.\n`,
+);
 process.stdout.write("Controller CPU (this thread) per flush, ms; ratio to the 1 ms target.\n\n");
 process.stdout.write("| work per flush | CPU ms | ÷ target (1 ms) |\n|---|---:|---:|\n");
-const row = (name: string, ms: number, target = true): void => void process.stdout.write(`| ${name} | ${ms.toFixed(3)} | ${target ? (ms / 1).toFixed(2) : "—"} |\n`);
+const row = (name: string, ms: number, target = true): void =>
+  void process.stdout.write(`| ${name} | ${ms.toFixed(3)} | ${target ? (ms / 1).toFixed(2) : "—"} |\n`);
 row("attribution, 1,024 ranks through 16 host agents (gather columns + analyse + keys)", attributionAgents);
 row("attribution, 1,024 direct ranks (one RankTiming each)", attributionDirect);
 row("store backend: the record as its writer's batch (float32 columns, ranks when changed)", storeHandOff, false);
@@ -173,5 +240,7 @@ row("reference: JSON.parse of the 16 agents' forwarded timings (transport)", par
 row(`whole MetricLogger.flush, 16 hosts × 100 keys, attribution off (best of ${off.length})`, flushOff, false);
 row(`whole MetricLogger.flush, same, attribution on (best of ${on.length})`, flushOn, false);
 row("  difference: what attribution adds to the flush", flushOn - flushOff);
-process.stdout.write(`\nWhole flush with attribution ÷ the same flush without it (paired, this run): ${(flushOn / flushOff).toFixed(2)}×.\n`);
+process.stdout.write(
+  `\nWhole flush with attribution ÷ the same flush without it (paired, this run): ${(flushOn / flushOff).toFixed(2)}×.\n`,
+);
 if (named < 0) process.stdout.write("unreachable\n");

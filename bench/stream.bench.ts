@@ -14,13 +14,21 @@ import { PerformanceObserver } from "node:perf_hooks";
 import pino from "pino";
 import { recordMetric, Reduce } from "../src/index.js";
 import { getCollector } from "../src/core/collector.js";
-import { flushStream, metricStreamProducer, startStream, stopStream, streamStats, streamValues } from "../src/stream/stream.js";
+import {
+  flushStream,
+  metricStreamProducer,
+  startStream,
+  stopStream,
+  streamStats,
+  streamValues,
+} from "../src/stream/stream.js";
 
 const dir = mkdtempSync(join(tmpdir(), "rankscope-bench-stream-"));
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
 const now = (): number => performance.now();
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
-const fmt = (x: number, digits = 1): string => x.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const fmt = (x: number, digits = 1): string =>
+  x.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 /** CPU time of the whole process (every thread, the writer's included), ms. */
 function processCpuMs(): number {
@@ -46,7 +54,12 @@ const metricHandle = (i: number): void => recordMetric("bench/loss", i * 0.001, 
  * ns per call of `fn`: many short rounds, flushing the ring every few rounds (not timed). The
  * minimum is the cost without interference (the machine is shared); the median is reported too.
  */
-async function nsPerCall(fn: (i: number) => void, calls: number, rounds: number, between: () => Promise<void>): Promise<{ min: number; median: number }> {
+async function nsPerCall(
+  fn: (i: number) => void,
+  calls: number,
+  rounds: number,
+  between: () => Promise<void>,
+): Promise<{ min: number; median: number }> {
   const samples: number[] = [];
   for (let r = 0; r < rounds; r++) {
     if (r % 10 === 0) await between();
@@ -83,18 +96,42 @@ const dest = pino.destination({ dest: pinoFile, sync: false, minLength: 4096 });
 const logger = pino(dest);
 const pinoCall = (i: number): void => logger.info({ k: "bench/loss", v: i * 0.001, step: i });
 for (let i = 0; i < 20_000; i++) pinoCall(i);
-const pinoNs = await nsPerCall(pinoCall, 1000, ROUNDS, () => new Promise<void>((resolve) => dest.flush(() => resolve())));
+const pinoNs = await nsPerCall(
+  pinoCall,
+  1000,
+  ROUNDS,
+  () => new Promise<void>((resolve) => dest.flush(() => resolve())),
+);
 
 const ns = (x: { min: number; median: number }): string => `${fmt(x.min)} ns (median ${fmt(x.median)})`;
-row("producer: `streamValues(\"logits\", Float32Array(151936), i)` (10 values copied)", ns(probeNs), `${fmt(pinoNs.min / probeNs.min)}× faster than pino`);
-row("producer: `recordMetric` with the value streamed (per_rank_no_reduce path)", ns(metricNs), `${fmt(pinoNs.min / metricNs.min)}× faster than pino`);
-row("  of which the stream push (streamed − plain `recordMetric`)", `${fmt(metricNs.min - plainMetricNs.min)} ns`, `${fmt(pinoNs.min / (metricNs.min - plainMetricNs.min))}× faster than pino`);
+row(
+  'producer: `streamValues("logits", Float32Array(151936), i)` (10 values copied)',
+  ns(probeNs),
+  `${fmt(pinoNs.min / probeNs.min)}× faster than pino`,
+);
+row(
+  "producer: `recordMetric` with the value streamed (per_rank_no_reduce path)",
+  ns(metricNs),
+  `${fmt(pinoNs.min / metricNs.min)}× faster than pino`,
+);
+row(
+  "  of which the stream push (streamed − plain `recordMetric`)",
+  `${fmt(metricNs.min - plainMetricNs.min)} ns`,
+  `${fmt(pinoNs.min / (metricNs.min - plainMetricNs.min))}× faster than pino`,
+);
 row("`pino.info({ k, v, step })` to a file (async destination)", ns(pinoNs), "");
-row("records dropped while measuring the producer", String(streamStats().dropped - droppedBefore), "ring sized to hold every round");
+row(
+  "records dropped while measuring the producer",
+  String(streamStats().dropped - droppedBefore),
+  "ring sized to hold every round",
+);
 
 // ---------------------------------------------------------------------------------------------
 // End to end: events/s until the last one is on disk.
-async function streamEndToEnd(events: number, push: (i: number) => void): Promise<{ perSecond: number; perCpuSecond: number; dropped: number }> {
+async function streamEndToEnd(
+  events: number,
+  push: (i: number) => void,
+): Promise<{ perSecond: number; perCpuSecond: number; dropped: number }> {
   await flushStream();
   const before = streamStats();
   const cpu0 = process.cpuUsage();
@@ -102,14 +139,19 @@ async function streamEndToEnd(events: number, push: (i: number) => void): Promis
   for (let i = 0; i < events; i++) {
     push(i);
     // Leave the writer room instead of dropping: this measures how fast records reach the disk.
-    if ((i & 4095) === 4095) while (streamStats().pending > CAPACITY / 2) await new Promise((resolve) => setTimeout(resolve, 1));
+    if ((i & 4095) === 4095)
+      while (streamStats().pending > CAPACITY / 2) await new Promise((resolve) => setTimeout(resolve, 1));
   }
   await flushStream();
   const seconds = (now() - t0) / 1000;
   const cpu = process.cpuUsage(cpu0);
   const after = streamStats();
   const written = after.written - before.written;
-  return { perSecond: written / seconds, perCpuSecond: written / ((cpu.user + cpu.system) / 1e6), dropped: after.dropped - before.dropped };
+  return {
+    perSecond: written / seconds,
+    perCpuSecond: written / ((cpu.user + cpu.system) / 1e6),
+    dropped: after.dropped - before.dropped,
+  };
 }
 
 const E2E = 2_000_000;
@@ -139,11 +181,21 @@ async function pinoEndToEnd(lines: number): Promise<{ perSecond: number; perCpuS
   return { perSecond: lines / seconds, perCpuSecond: lines / ((cpu.user + cpu.system) / 1e6) };
 }
 const pinoLines = await pinoEndToEnd(E2E / 4);
-const e2e = (r: { perSecond: number; perCpuSecond: number }): string => `${fmt(r.perSecond / 1e6, 2)} M/s wall, ${fmt(r.perCpuSecond / 1e6, 2)} M per CPU-second`;
-const vsPino = (r: { perSecond: number; perCpuSecond: number }): string => `${fmt(r.perSecond / pinoLines.perSecond)}× pino wall, ${fmt(r.perCpuSecond / pinoLines.perCpuSecond)}× per CPU-second`;
+const e2e = (r: { perSecond: number; perCpuSecond: number }): string =>
+  `${fmt(r.perSecond / 1e6, 2)} M/s wall, ${fmt(r.perCpuSecond / 1e6, 2)} M per CPU-second`;
+const vsPino = (r: { perSecond: number; perCpuSecond: number }): string =>
+  `${fmt(r.perSecond / pinoLines.perSecond)}× pino wall, ${fmt(r.perCpuSecond / pinoLines.perCpuSecond)}× per CPU-second`;
 row("end to end, metric records → JSONL file", e2e(e2eMetric), `${vsPino(e2eMetric)} (dropped ${e2eMetric.dropped})`);
-row("end to end, metric records of 17-digit doubles (`2 + Math.sin(i)`) → JSONL file", e2e(e2eFull), `${vsPino(e2eFull)} (dropped ${e2eFull.dropped})`);
-row("end to end, probes (10 float32 values) → JSONL file", e2e(e2eProbe), `${vsPino(e2eProbe)} (dropped ${e2eProbe.dropped})`);
+row(
+  "end to end, metric records of 17-digit doubles (`2 + Math.sin(i)`) → JSONL file",
+  e2e(e2eFull),
+  `${vsPino(e2eFull)} (dropped ${e2eFull.dropped})`,
+);
+row(
+  "end to end, probes (10 float32 values) → JSONL file",
+  e2e(e2eProbe),
+  `${vsPino(e2eProbe)} (dropped ${e2eProbe.dropped})`,
+);
 row("end to end, pino lines → file", e2e(pinoLines), "");
 
 // ---------------------------------------------------------------------------------------------
@@ -167,7 +219,9 @@ async function bytesPerCall(fn: (i: number) => void, calls: number): Promise<{ l
     await new Promise((resolve) => setTimeout(resolve, 20)); // let the observer report a GC in the window
     if (gcs === gcBefore) samples.push(Math.max(0, after - before) / calls);
   }
-  return samples.length > 0 ? { least: Math.min(...samples), median: median(samples) } : { least: Number.NaN, median: Number.NaN };
+  return samples.length > 0
+    ? { least: Math.min(...samples), median: median(samples) }
+    : { least: Number.NaN, median: Number.NaN };
 }
 // 250k calls: a fixed few KB per window (not per call) would otherwise show up as a fraction of a byte.
 const ALLOC_CALLS = CAPACITY - 10_000;
@@ -176,8 +230,14 @@ const allocMetric = await bytesPerCall(metricHandle, ALLOC_CALLS);
 const allocPino = await bytesPerCall(pinoCall, 500);
 observer.disconnect();
 const bytes = (x: { least: number; median: number }, digits: number): string =>
-  Number.isNaN(x.least) ? "n/a (a GC ran in every window)" : `${fmt(x.least, digits)} (median ${fmt(x.median, digits)})`;
-row("bytes allocated per `streamValues` call (steady state; heap growth over 252k calls, least of 5 windows without a GC)", bytes(allocProbe, 2), "");
+  Number.isNaN(x.least)
+    ? "n/a (a GC ran in every window)"
+    : `${fmt(x.least, digits)} (median ${fmt(x.median, digits)})`;
+row(
+  "bytes allocated per `streamValues` call (steady state; heap growth over 252k calls, least of 5 windows without a GC)",
+  bytes(allocProbe, 2),
+  "",
+);
 row("bytes allocated per streamed `recordMetric` call", bytes(allocMetric, 2), "");
 row("bytes allocated per `pino.info` call", bytes(allocPino, 0), "");
 
@@ -253,7 +313,11 @@ const perToken = (ms: number): number => (ms * 1000) / TOKENS;
 const pairedOverhead = (times: Record<Variant, number[]>, name: Variant): number =>
   median(times[name].map((t, r) => (t / (times.none[r] as number) - 1) * 100));
 const pct = (x: number): string => `${fmt(x, 2)} %`;
-row("realistic loop: µs per token without recording (wall)", fmt(perToken(median(wallTimes.none)), 1), `${TOKENS} tokens × ${iterations} work iterations, ${ROUNDS_LOOP} rounds; the stream's default configuration`);
+row(
+  "realistic loop: µs per token without recording (wall)",
+  fmt(perToken(median(wallTimes.none)), 1),
+  `${TOKENS} tokens × ${iterations} work iterations, ${ROUNDS_LOOP} rounds; the stream's default configuration`,
+);
 for (const [name, label] of [
   ["probe", "one 10-value probe per token (seed 004's case)"],
   ["metrics", "10 streamed metric values per token"],
@@ -275,4 +339,8 @@ rmSync(dir, { recursive: true, force: true });
 
 process.stdout.write(`| measure | result | comparison |\n|---|---|---|\n`);
 for (const r of rows) process.stdout.write(`| ${r.join(" | ")} |\n`);
-process.stdout.write(`\nstream totals: written ${(firstTotals?.written ?? 0) + (final?.written ?? 0)}, dropped ${(firstTotals?.dropped ?? 0) + (final?.dropped ?? 0)}; node ${process.version}, ${process.arch}, ${cpus().length} CPUs, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")}\n`);
+process.stdout.write(
+  `\nstream totals: written ${(firstTotals?.written ?? 0) + (final?.written ?? 0)}, dropped ${(firstTotals?.dropped ?? 0) + (final?.dropped ?? 0)}; node ${process.version}, ${process.arch}, ${cpus().length} CPUs, load average ${loadavg()
+    .map((x) => x.toFixed(1))
+    .join(" ")}\n`,
+);

@@ -17,7 +17,8 @@ const MIN_MS = 1500;
 
 function flushBatch(keys: number, step: number, timestamp: number): Metric[] {
   const out: Metric[] = [];
-  for (let k = 0; k < keys; k++) out.push({ key: `train/metric_${k}`, value: Math.sin(step + k), reduce: "mean", step, timestamp });
+  for (let k = 0; k < keys; k++)
+    out.push({ key: `train/metric_${k}`, value: Math.sin(step + k), reduce: "mean", step, timestamp });
   return out;
 }
 
@@ -26,7 +27,10 @@ function flushBatch(keys: number, step: number, timestamp: number): Metric[] {
  * of wall time, and per second of this process's CPU time (all its threads, so file writes on
  * libuv's pool count): on a shared, busy machine the second is the steadier figure.
  */
-async function measure(perCall: number, body: (i: number) => unknown): Promise<{ rate: number; cpuRate: number; calls: number }> {
+async function measure(
+  perCall: number,
+  body: (i: number) => unknown,
+): Promise<{ rate: number; cpuRate: number; calls: number }> {
   for (let i = 0; i < 50; i++) await body(i);
   let calls = 0;
   const cpuStart = process.cpuUsage();
@@ -53,7 +57,12 @@ for (const keys of [100, 1000]) {
 
 {
   // Stream records each carry their own timestamp: one event (and one record) per value.
-  const records: ScalarPoint[] = Array.from({ length: 1000 }, (_, i) => ({ key: `probe/${i % 8}`, value: i * 0.5, step: 7, timestamp: 1_700_000_000_000 + i }));
+  const records: ScalarPoint[] = Array.from({ length: 1000 }, (_, i) => ({
+    key: `probe/${i % 8}`,
+    value: i * 0.5,
+    step: 7,
+    timestamp: 1_700_000_000_000 + i,
+  }));
   const m = await measure(records.length, () => frameRecords(scalarEvents(records)));
   rows.push(["encode + frame, stream values (one event per value)", ...both(m)]);
 }
@@ -84,8 +93,13 @@ for (const keys of [100, 1000]) {
   await backend.finish?.();
   const tbDir = join(dir, "tensorboard");
   const size = readdirSync(tbDir).reduce((n, f) => n + statSync(join(tbDir, f)).size, 0);
-  rows.push([`end to end to a file, ${keys} scalars per flush (logBatch + flushed; ${(size / 1e6).toFixed(0)} MB in ${m.calls + 50} flushes)`, ...both(m)]);
+  rows.push([
+    `end to end to a file, ${keys} scalars per flush (logBatch + flushed; ${(size / 1e6).toFixed(0)} MB in ${m.calls + 50} flushes)`,
+    ...both(m),
+  ]);
   rmSync(dir, { recursive: true, force: true });
 }
 
-process.stdout.write(`| tfevents scalars | per wall second | per CPU second |\n| --- | --- | --- |\n${rows.map((r) => `| ${r.join(" | ")} |`).join("\n")}\n`);
+process.stdout.write(
+  `| tfevents scalars | per wall second | per CPU second |\n| --- | --- | --- |\n${rows.map((r) => `| ${r.join(" | ")} |`).join("\n")}\n`,
+);

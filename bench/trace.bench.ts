@@ -30,7 +30,11 @@ function cpuMicros(): number {
 }
 
 /** ns per operation of `body(n)` over rounds; `between` runs untimed after each round. */
-async function measure(n: number, body: (n: number) => void | Promise<void>, between?: () => Promise<void> | void): Promise<Figure> {
+async function measure(
+  n: number,
+  body: (n: number) => void | Promise<void>,
+  between?: () => Promise<void> | void,
+): Promise<Figure> {
   await body(Math.min(n, 10_000)); // warm up
   if (between) await between();
   const wall: number[] = [];
@@ -54,25 +58,111 @@ const rows: [string, Figure, string][] = [];
 let sink = 0;
 const work = (): number => sink++;
 
-const perf = new PerfTracer({ runDir, rank: 0, role: "Bench", enabled: true, ranks: "all", saveIntervalMs: 600_000, maxBufferedEvents: 1_000_000 });
+const perf = new PerfTracer({
+  runDir,
+  rank: 0,
+  role: "Bench",
+  enabled: true,
+  ranks: "all",
+  saveIntervalMs: 600_000,
+  maxBufferedEvents: 1_000_000,
+});
 const save = (): Promise<void> => perf.save();
 const N = 100_000;
 
 let clock = 0;
-rows.push(["reference: two performance.now() reads (a span's clock cost)", await measure(N, (n) => { for (let i = 0; i < n; i++) clock += performance.now() + performance.now(); }), "—"]);
-rows.push(["baseline: call the function directly", await measure(N, (n) => { for (let i = 0; i < n; i++) work(); }), "—"]);
-configurePerfTracer({ runDir, rank: 2, role: "Bench", enabled: true, ranks: "all", saveIntervalMs: 600_000, maxBufferedEvents: 1_000_000 });
-rows.push(["traceScope(name, fn), sync span (the exported function)", await measure(N, (n) => { for (let i = 0; i < n; i++) traceScope("step", work); }, savePerfTracer), "≤ 1000"]);
-rows.push(["PerfTracer.scope, sync span", await measure(N, (n) => { for (let i = 0; i < n; i++) perf.scope("step", undefined, work); }, save), "≤ 1000"]);
+rows.push([
+  "reference: two performance.now() reads (a span's clock cost)",
+  await measure(N, (n) => {
+    for (let i = 0; i < n; i++) clock += performance.now() + performance.now();
+  }),
+  "—",
+]);
+rows.push([
+  "baseline: call the function directly",
+  await measure(N, (n) => {
+    for (let i = 0; i < n; i++) work();
+  }),
+  "—",
+]);
+configurePerfTracer({
+  runDir,
+  rank: 2,
+  role: "Bench",
+  enabled: true,
+  ranks: "all",
+  saveIntervalMs: 600_000,
+  maxBufferedEvents: 1_000_000,
+});
+rows.push([
+  "traceScope(name, fn), sync span (the exported function)",
+  await measure(
+    N,
+    (n) => {
+      for (let i = 0; i < n; i++) traceScope("step", work);
+    },
+    savePerfTracer,
+  ),
+  "≤ 1000",
+]);
+rows.push([
+  "PerfTracer.scope, sync span",
+  await measure(
+    N,
+    (n) => {
+      for (let i = 0; i < n; i++) perf.scope("step", undefined, work);
+    },
+    save,
+  ),
+  "≤ 1000",
+]);
 const opts = { category: "compute" as const, args: { step: 1 } };
-rows.push(["traceScope, sync span with category and args", await measure(N, (n) => { for (let i = 0; i < n; i++) perf.scope("step", opts, work); }, save), "≤ 1000"]);
-rows.push(["traceScope, nested sync span (depth 2)", await measure(N, (n) => { for (let i = 0; i < n; i++) perf.scope("outer", undefined, () => perf.scope("inner", undefined, work)); }, save).then(half), "≤ 1000"]);
+rows.push([
+  "traceScope, sync span with category and args",
+  await measure(
+    N,
+    (n) => {
+      for (let i = 0; i < n; i++) perf.scope("step", opts, work);
+    },
+    save,
+  ),
+  "≤ 1000",
+]);
+rows.push([
+  "traceScope, nested sync span (depth 2)",
+  await measure(
+    N,
+    (n) => {
+      for (let i = 0; i < n; i++) perf.scope("outer", undefined, () => perf.scope("inner", undefined, work));
+    },
+    save,
+  ).then(half),
+  "≤ 1000",
+]);
 const asyncWork = async (): Promise<number> => sink++;
-const asyncBase = await measure(N, async (n) => { for (let i = 0; i < n; i++) await asyncWork(); });
+const asyncBase = await measure(N, async (n) => {
+  for (let i = 0; i < n; i++) await asyncWork();
+});
 rows.push(["baseline: await an async function", asyncBase, "—"]);
-rows.push(["traceScope, async span (awaited)", await measure(N, async (n) => { for (let i = 0; i < n; i++) await perf.scope("step", undefined, asyncWork); }, save), "≤ 1000 over baseline"]);
+rows.push([
+  "traceScope, async span (awaited)",
+  await measure(
+    N,
+    async (n) => {
+      for (let i = 0; i < n; i++) await perf.scope("step", undefined, asyncWork);
+    },
+    save,
+  ),
+  "≤ 1000 over baseline",
+]);
 const off = new PerfTracer({ runDir, rank: 1, role: "Bench", enabled: true, ranks: "0", saveIntervalMs: 600_000 });
-rows.push(["traceScope, rank not selected (RANKSCOPE_TRACE_RANKS)", await measure(N, (n) => { for (let i = 0; i < n; i++) off.scope("step", undefined, work); }), "—"]);
+rows.push([
+  "traceScope, rank not selected (RANKSCOPE_TRACE_RANKS)",
+  await measure(N, (n) => {
+    for (let i = 0; i < n; i++) off.scope("step", undefined, work);
+  }),
+  "—",
+]);
 
 // Writer: serialise and append what the caller buffered, per event (off the caller's path).
 const writerWall: number[] = [];
@@ -87,26 +177,96 @@ for (let r = 0; r < 5; r++) {
 }
 writerWall.sort((x, y) => x - y);
 writerCpu.sort((x, y) => x - y);
-rows.push(["writer: serialise + append + wait for the disk, per event (at save, not on the caller)", { cpu: writerCpu[2]!, wall: writerWall[0]! }, "—"]);
+rows.push([
+  "writer: serialise + append + wait for the disk, per event (at save, not on the caller)",
+  { cpu: writerCpu[2]!, wall: writerWall[0]! },
+  "—",
+]);
 
 const collector = getCollector();
 const stepTracer = new Tracer("bench");
-rows.push(["Tracer.step (trackMemory off)", await measure(N, (n) => { stepTracer.start(); for (let i = 0; i < n; i++) stepTracer.step("fwd"); stepTracer.stop(); }, () => void collector.takeStates()), "≤ 1000"]);
-rows.push(["Tracer.start + step + stop", await measure(N, (n) => { for (let i = 0; i < n; i++) { stepTracer.start(); stepTracer.step("fwd"); stepTracer.stop(); } }, () => void collector.takeStates()), "—"]);
+rows.push([
+  "Tracer.step (trackMemory off)",
+  await measure(
+    N,
+    (n) => {
+      stepTracer.start();
+      for (let i = 0; i < n; i++) stepTracer.step("fwd");
+      stepTracer.stop();
+    },
+    () => void collector.takeStates(),
+  ),
+  "≤ 1000",
+]);
+rows.push([
+  "Tracer.start + step + stop",
+  await measure(
+    N,
+    (n) => {
+      for (let i = 0; i < n; i++) {
+        stepTracer.start();
+        stepTracer.step("fwd");
+        stepTracer.stop();
+      }
+    },
+    () => void collector.takeStates(),
+  ),
+  "—",
+]);
 const memTracer = new Tracer("bench_mem", { trackMemory: true });
-rows.push(["Tracer.step (trackMemory on: V8 heap + RSS sample)", await measure(N, (n) => { memTracer.start(); for (let i = 0; i < n; i++) memTracer.step("fwd"); memTracer.stop(); }, () => void collector.takeStates()), "—"]);
-rows.push(["Tracer.start + stop (trackMemory on: heap + RSS at both ends)", await measure(5_000, (n) => { for (let i = 0; i < n; i++) { memTracer.start(); memTracer.stop(); } }, () => void collector.takeStates()), "—"]);
+rows.push([
+  "Tracer.step (trackMemory on: V8 heap + RSS sample)",
+  await measure(
+    N,
+    (n) => {
+      memTracer.start();
+      for (let i = 0; i < n; i++) memTracer.step("fwd");
+      memTracer.stop();
+    },
+    () => void collector.takeStates(),
+  ),
+  "—",
+]);
+rows.push([
+  "Tracer.start + stop (trackMemory on: heap + RSS at both ends)",
+  await measure(
+    5_000,
+    (n) => {
+      for (let i = 0; i < n; i++) {
+        memTracer.start();
+        memTracer.stop();
+      }
+    },
+    () => void collector.takeStates(),
+  ),
+  "—",
+]);
 
 const otel = otelTrace.getTracer("bench");
-rows.push(["peer: OpenTelemetry API span, no SDK (no-op floor)", await measure(N, (n) => { for (let i = 0; i < n; i++) otel.startActiveSpan("step", (span) => { work(); span.end(); }); }), "—"]);
+rows.push([
+  "peer: OpenTelemetry API span, no SDK (no-op floor)",
+  await measure(N, (n) => {
+    for (let i = 0; i < n; i++)
+      otel.startActiveSpan("step", (span) => {
+        work();
+        span.end();
+      });
+  }),
+  "—",
+]);
 
 await perf.close();
 await off.close();
 rmSync(runDir, { recursive: true, force: true });
 
-const load = loadavg().map((l) => l.toFixed(1)).join(", ");
+const load = loadavg()
+  .map((l) => l.toFixed(1))
+  .join(", ");
 process.stdout.write(`Node ${process.version}, ${ROUNDS} rounds of ${N} operations; load average ${load}.\n`);
-process.stdout.write("CPU: the process's CPU time per operation, median of rounds. Wall: elapsed time per operation, best round.\n\n");
+process.stdout.write(
+  "CPU: the process's CPU time per operation, median of rounds. Wall: elapsed time per operation, best round.\n\n",
+);
 process.stdout.write("| operation | CPU ns/op | wall ns/op | target ns |\n|---|---:|---:|---:|\n");
-for (const [name, f, target] of rows) process.stdout.write(`| ${name} | ${f.cpu.toFixed(0)} | ${f.wall.toFixed(0)} | ${target} |\n`);
+for (const [name, f, target] of rows)
+  process.stdout.write(`| ${name} | ${f.cpu.toFixed(0)} | ${f.wall.toFixed(0)} | ${target} |\n`);
 if (sink < 0 || clock < 0) process.stdout.write("unreachable\n");

@@ -30,21 +30,31 @@ interface Answer {
 
 function get(port: number, path: string, gzip: boolean): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port, path, headers: gzip ? { "Accept-Encoding": "gzip" } : {} }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => {
-        const body = Buffer.concat(chunks);
-        resolve({ status: res.statusCode ?? 0, bytes: body.length, encoding: res.headers["content-encoding"], body });
-      });
-    });
+    const req = request(
+      { host: "127.0.0.1", port, path, headers: gzip ? { "Accept-Encoding": "gzip" } : {} },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => {
+          const body = Buffer.concat(chunks);
+          resolve({ status: res.statusCode ?? 0, bytes: body.length, encoding: res.headers["content-encoding"], body });
+        });
+      },
+    );
     req.on("error", reject);
     req.end();
   });
 }
 
 function seed(root: string): void {
-  const writer = StoreWriter.open({ runDir: join(root, "bench", "long"), role: "controller", rank: GLOBAL_RANK, rankName: "controller", experiment: "bench", trial: "long" });
+  const writer = StoreWriter.open({
+    runDir: join(root, "bench", "long"),
+    role: "controller",
+    rank: GLOBAL_RANK,
+    rankName: "controller",
+    experiment: "bench",
+    trial: "long",
+  });
   const steps = new Float64Array(POINTS);
   const walls = new Float64Array(POINTS);
   const values = new Float64Array(POINTS);
@@ -57,7 +67,12 @@ function seed(root: string): void {
   writer.writeSeries("train/loss", steps, walls, values);
   for (let k = 0; k < 20; k++) {
     const n = 20_000;
-    writer.writeSeries(`eval/metric_${k}`, steps.subarray(0, n), walls.subarray(0, n), values.subarray(k * 1000, k * 1000 + n));
+    writer.writeSeries(
+      `eval/metric_${k}`,
+      steps.subarray(0, n),
+      walls.subarray(0, n),
+      values.subarray(k * 1000, k * 1000 + n),
+    );
   }
   writer.finish();
 }
@@ -74,11 +89,31 @@ const dashboard = await startDashboard({ root, port: 0 });
 const rows: string[] = [];
 try {
   const cases = [
-    { label: "200 lines × 1,000 points of the 1M-point key (at the caps)", lines: Array.from({ length: 200 }, () => ["train/loss", null, null]), maxPoints: 1000 },
-    { label: "100 lines × 2,000 points of the 1M-point key (at the caps)", lines: Array.from({ length: 100 }, () => ["train/loss", null, null]), maxPoints: 2000 },
-    { label: "a zoom: 1 line, steps 500,000–502,000 raw (before)", lines: [["train/loss", null, "499999", 502000]], maxPoints: 2000 },
-    { label: "20 keys × 20,000 points, a grid's first load", lines: Array.from({ length: 20 }, (_, k) => [`eval/metric_${k}`, null, null]), maxPoints: 2000 },
-    { label: "200 lines × 2,000 points of the 1M-point key (the issue's request)", lines: Array.from({ length: 200 }, () => ["train/loss", null, null]), maxPoints: 2000 },
+    {
+      label: "200 lines × 1,000 points of the 1M-point key (at the caps)",
+      lines: Array.from({ length: 200 }, () => ["train/loss", null, null]),
+      maxPoints: 1000,
+    },
+    {
+      label: "100 lines × 2,000 points of the 1M-point key (at the caps)",
+      lines: Array.from({ length: 100 }, () => ["train/loss", null, null]),
+      maxPoints: 2000,
+    },
+    {
+      label: "a zoom: 1 line, steps 500,000–502,000 raw (before)",
+      lines: [["train/loss", null, "499999", 502000]],
+      maxPoints: 2000,
+    },
+    {
+      label: "20 keys × 20,000 points, a grid's first load",
+      lines: Array.from({ length: 20 }, (_, k) => [`eval/metric_${k}`, null, null]),
+      maxPoints: 2000,
+    },
+    {
+      label: "200 lines × 2,000 points of the 1M-point key (the issue's request)",
+      lines: Array.from({ length: 200 }, () => ["train/loss", null, null]),
+      maxPoints: 2000,
+    },
   ];
   for (const c of cases) {
     const path = `/api/lines?run=bench/long&maxPoints=${c.maxPoints}&lines=${encodeURIComponent(JSON.stringify(c.lines))}`;
@@ -103,10 +138,16 @@ try {
     await prober;
     loop.disable();
     const plain = await get(dashboard.port, path, false);
-    if (zipped.status === 200 && gunzipSync(zipped.body).length !== plain.bytes) throw new Error("gzip answer does not decompress to the plain one");
+    if (zipped.status === 200 && gunzipSync(zipped.body).length !== plain.bytes)
+      throw new Error("gzip answer does not decompress to the plain one");
     const held = loop.max / 1e6;
-    const answer = zipped.status === 200 ? `${(plain.bytes / 1e6).toFixed(2)} MB → ${(zipped.bytes / 1e6).toFixed(2)} MB gzip (${(plain.bytes / zipped.bytes).toFixed(1)}×)` : `${zipped.status}: ${JSON.parse(zipped.body.toString()).error.slice(0, 80)}…`;
-    rows.push(`| ${c.label} | ${wall.toFixed(0)} | ${held.toFixed(0)} | ${percentile(probes, 50).toFixed(1)} / ${Math.max(...probes).toFixed(1)} | ${answer} |`);
+    const answer =
+      zipped.status === 200
+        ? `${(plain.bytes / 1e6).toFixed(2)} MB → ${(zipped.bytes / 1e6).toFixed(2)} MB gzip (${(plain.bytes / zipped.bytes).toFixed(1)}×)`
+        : `${zipped.status}: ${JSON.parse(zipped.body.toString()).error.slice(0, 80)}…`;
+    rows.push(
+      `| ${c.label} | ${wall.toFixed(0)} | ${held.toFixed(0)} | ${percentile(probes, 50).toFixed(1)} / ${Math.max(...probes).toFixed(1)} | ${answer} |`,
+    );
   }
   // What the server did before: every line read and the whole answer serialised in one go, the
   // event loop held throughout (measured here as one synchronous block).
@@ -121,7 +162,9 @@ try {
     for (let i = 0; i < lines; i++) out.push(await source.series(runDir, "train/loss", { maxPoints }));
     const bytes = Buffer.byteLength(JSON.stringify({ lines: out }, nonFiniteReplacer));
     const held = performance.now() - start;
-    rows.push(`| former server, ${lines} lines × ${maxPoints.toLocaleString("en-US")} points read back to back | ${held.toFixed(0)} | ${held.toFixed(0)} (all of it) | — | ${(bytes / 1e6).toFixed(2)} MB, not compressed |`);
+    rows.push(
+      `| former server, ${lines} lines × ${maxPoints.toLocaleString("en-US")} points read back to back | ${held.toFixed(0)} | ${held.toFixed(0)} (all of it) | — | ${(bytes / 1e6).toFixed(2)} MB, not compressed |`,
+    );
   }
 } finally {
   await dashboard.close();
@@ -130,5 +173,7 @@ try {
 process.stdout.write(
   `One process (server and client), ${cpus().length} CPUs, load average ${loadBefore.toFixed(1)} → ${(loadavg()[0] ?? NaN).toFixed(1)}. Target: no request holds the event loop more than ~100 ms.\n\n`,
 );
-process.stdout.write("| request | wall ms | longest event-loop hold ms | /api/version meanwhile, median / max ms | answer |\n|---|---:|---:|---:|---|\n");
+process.stdout.write(
+  "| request | wall ms | longest event-loop hold ms | /api/version meanwhile, median / max ms | answer |\n|---|---:|---:|---:|---|\n",
+);
 process.stdout.write(`${rows.join("\n")}\n`);

@@ -16,14 +16,25 @@ import { launchChromium } from "../test/ui/browser.js";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 if (!existsSync(join(defaultWebDir(), "index.html"))) {
-  spawnSync(process.execPath, [join(repo, "node_modules/vite/bin/vite.js"), "build", "--config", "src/ui/web/vite.config.ts"], { cwd: repo, stdio: "inherit" });
+  spawnSync(
+    process.execPath,
+    [join(repo, "node_modules/vite/bin/vite.js"), "build", "--config", "src/ui/web/vite.config.ts"],
+    { cwd: repo, stdio: "inherit" },
+  );
 }
 
 const KEYS = 50;
 const ROUNDS = 7;
 
 function seed(root: string, trial: string, pointsPerKey: number, ranks: number[]): void {
-  const writer = StoreWriter.open({ runDir: join(root, "bench", trial), role: "controller", rank: GLOBAL_RANK, rankName: "controller", experiment: "bench", trial });
+  const writer = StoreWriter.open({
+    runDir: join(root, "bench", trial),
+    role: "controller",
+    rank: GLOBAL_RANK,
+    rankName: "controller",
+    experiment: "bench",
+    trial,
+  });
   const t0 = Date.now() - pointsPerKey * 1000;
   for (let k = 0; k < KEYS; k++) {
     for (const rank of ranks) {
@@ -50,7 +61,12 @@ const loadBefore = loadavg()[0] ?? NaN;
 const root = tempDir("rankscope-bench-ui-");
 const cases = [
   { trial: "k50-p2000", label: "50 charts × 1 line × 2,000 points", points: 2000, ranks: [GLOBAL_RANK] },
-  { trial: "k50-p20000", label: "50 charts × 1 line × 20,000 points (downsampled on the server)", points: 20_000, ranks: [GLOBAL_RANK] },
+  {
+    trial: "k50-p20000",
+    label: "50 charts × 1 line × 20,000 points (downsampled on the server)",
+    points: 20_000,
+    ranks: [GLOBAL_RANK],
+  },
   { trial: "k50-r4", label: "50 charts × 4 per-rank lines × 2,000 points", points: 2000, ranks: [0, 1, 2, 3] },
 ];
 for (const c of cases) seed(root, c.trial, c.points, c.ranks);

@@ -66,7 +66,18 @@ async function sinkServer(): Promise<{ server: Server; url: string; lines: () =>
       if (req.url === "/graphql") {
         const v = body["variables"] as { name: string; project: string; files?: string[] };
         const files = (v.files ?? []).map((name) => ({ name, uploadUrl: `${url}/upload/${encodeURIComponent(name)}` }));
-        res.end(JSON.stringify({ data: { model: { bucket: null }, upsertBucket: { bucket: { id: "1", name: v.name, project: { name: v.project, entity: { name: "e" } } }, inserted: true }, createRunFiles: { runID: "1", uploadHeaders: [], files } } }));
+        res.end(
+          JSON.stringify({
+            data: {
+              model: { bucket: null },
+              upsertBucket: {
+                bucket: { id: "1", name: v.name, project: { name: v.project, entity: { name: "e" } } },
+                inserted: true,
+              },
+              createRunFiles: { runID: "1", uploadHeaders: [], files },
+            },
+          }),
+        );
         return;
       }
       const files = body["files"] as Record<string, { content: string[] }> | undefined;
@@ -91,7 +102,13 @@ async function outageServer(): Promise<{ server: Server; url: string }> {
 }
 
 function metrics(n: number, step: number, now: number): Metric[] {
-  return Array.from({ length: n }, (_, i) => ({ key: `train/metric_${i}`, value: step * 0.001 + i, reduce: "mean", step, timestamp: now }));
+  return Array.from({ length: n }, (_, i) => ({
+    key: `train/metric_${i}`,
+    value: step * 0.001 + i,
+    reduce: "mean",
+    step,
+    timestamp: now,
+  }));
 }
 
 const runDir = mkdtempSync(join(tmpdir(), "rankscope-bench-wandb-"));
@@ -99,7 +116,14 @@ const sink = await sinkServer();
 
 // 1. Encoding: rows of 20 scalars per flush, queued for a server that answers (no waiting on it).
 {
-  const backend = new WandbBackend({ loggingMode: "global_reduce", baseUrl: sink.url, apiKey: "bench", runId: "enc-flush", maxQueuedBytes: 1 << 30, sendIntervalMs: 60_000 });
+  const backend = new WandbBackend({
+    loggingMode: "global_reduce",
+    baseUrl: sink.url,
+    apiKey: "bench",
+    runId: "enc-flush",
+    maxQueuedBytes: 1 << 30,
+    sendIntervalMs: 60_000,
+  });
   await backend.init(context(runDir, "global_reduce"));
   const batches = Array.from({ length: 1000 }, (_, s) => metrics(20, s, Date.now()));
   const steps = 100_000;
@@ -119,24 +143,61 @@ const sink = await sinkServer();
 
 // 2. Encoding: stream rows (one raw value per row, with global_step and its own _timestamp).
 {
-  const backend = new WandbBackend({ loggingMode: "per_rank_no_reduce", baseUrl: sink.url, apiKey: "bench", runId: "enc-stream", maxQueuedBytes: 1 << 30, sendIntervalMs: 60_000 });
+  const backend = new WandbBackend({
+    loggingMode: "per_rank_no_reduce",
+    baseUrl: sink.url,
+    apiKey: "bench",
+    runId: "enc-stream",
+    maxQueuedBytes: 1 << 30,
+    sendIntervalMs: 60_000,
+  });
   await backend.init(context(runDir, "per_rank_no_reduce"));
   const now = Date.now();
-  const batch: StreamRecord[] = Array.from({ length: 1000 }, (_, i) => ({ key: "probe/latency", value: i * 0.5, step: 3, timestamp: now + i, rank: 0, rankName: "bench_r0", role: "rank", thread: 0 }));
+  const batch: StreamRecord[] = Array.from({ length: 1000 }, (_, i) => ({
+    key: "probe/latency",
+    value: i * 0.5,
+    step: 3,
+    timestamp: now + i,
+    rank: 0,
+    rankName: "bench_r0",
+    role: "rank",
+    thread: 0,
+  }));
   const batches = 1000;
   const t = timed(() => {
     for (let b = 0; b < batches; b++) backend.logStream(batch);
   });
-  rows.push(["history lines encoded (stream, 1 value/line)", `${rate(batches * 1000, t.cpu)} lines per CPU-s`, `wall: ${rate(batches * 1000, t.wall)} lines/s`]);
+  rows.push([
+    "history lines encoded (stream, 1 value/line)",
+    `${rate(batches * 1000, t.cpu)} lines per CPU-s`,
+    `wall: ${rate(batches * 1000, t.wall)} lines/s`,
+  ]);
   await backend.finish();
 }
 
 // 3. Delivery to a local server: encode, batch, POST, until everything is acknowledged.
 {
-  const backend = new WandbBackend({ loggingMode: "per_rank_no_reduce", baseUrl: sink.url, apiKey: "bench", runId: "deliver", sendIntervalMs: 0, finishTimeoutMs: 300_000, maxQueuedBytes: 1 << 30 });
+  const backend = new WandbBackend({
+    loggingMode: "per_rank_no_reduce",
+    baseUrl: sink.url,
+    apiKey: "bench",
+    runId: "deliver",
+    sendIntervalMs: 0,
+    finishTimeoutMs: 300_000,
+    maxQueuedBytes: 1 << 30,
+  });
   await backend.init(context(runDir, "per_rank_no_reduce"));
   const now = Date.now();
-  const batch: StreamRecord[] = Array.from({ length: 1000 }, (_, i) => ({ key: "probe/latency", value: i * 0.5, step: 3, timestamp: now + i, rank: 0, rankName: "bench_r0", role: "rank", thread: 0 }));
+  const batch: StreamRecord[] = Array.from({ length: 1000 }, (_, i) => ({
+    key: "probe/latency",
+    value: i * 0.5,
+    step: 3,
+    timestamp: now + i,
+    rank: 0,
+    rankName: "bench_r0",
+    role: "rank",
+    thread: 0,
+  }));
   const start = sink.lines();
   const c0 = process.cpuUsage();
   const t0 = performance.now();
@@ -150,7 +211,9 @@ const sink = await sinkServer();
   const delivered = sink.lines() - start;
   if (delivered !== 200 * batch.length) {
     // A figure of a delivery that did not happen would read as a (slow) success: fail the bench.
-    process.stderr.write(`wandb bench: the local server received ${delivered} of ${200 * batch.length} history lines\n`);
+    process.stderr.write(
+      `wandb bench: the local server received ${delivered} of ${200 * batch.length} history lines\n`,
+    );
     process.exitCode = 1;
   }
   rows.push([
@@ -164,7 +227,15 @@ const sink = await sinkServer();
 {
   const bound = 8 * 1024 * 1024;
   const outage = await outageServer();
-  const backend = new WandbBackend({ loggingMode: "global_reduce", baseUrl: outage.url, apiKey: "bench", runId: "outage", maxQueuedBytes: bound, retryBudgetMs: 600_000, finishTimeoutMs: 100 });
+  const backend = new WandbBackend({
+    loggingMode: "global_reduce",
+    baseUrl: outage.url,
+    apiKey: "bench",
+    runId: "outage",
+    maxQueuedBytes: bound,
+    retryBudgetMs: 600_000,
+    finishTimeoutMs: 100,
+  });
   await backend.init(context(runDir, "global_reduce"));
   gc();
   const heap0 = process.memoryUsage().heapUsed;

@@ -13,12 +13,16 @@ for (let step = 0; step < 2; step++) {
     // Rollout: four sessions of one task, generated concurrently (each gets its own trace row).
     const task = sessions.registerTask();
     await traceScope("rollout", { category: "scheduler" }, () =>
-      Promise.all([0, 1, 2, 3].map(async (i) => {
-        const session = sessions.registerSession(task);
-        await traceScope("generate", { category: "compute" }, () => sessions.tracePhase(session, "generate", () => sleep(10 + 5 * i)));
-        sessions.addCounter(session, "tokens", 100 + i);
-        sessions.finalize(session, i === 3 ? "rejected" : "accepted", i === 3 ? "reward below threshold" : undefined);
-      })),
+      Promise.all(
+        [0, 1, 2, 3].map(async (i) => {
+          const session = sessions.registerSession(task);
+          await traceScope("generate", { category: "compute" }, () =>
+            sessions.tracePhase(session, "generate", () => sleep(10 + 5 * i)),
+          );
+          sessions.addCounter(session, "tokens", 100 + i);
+          sessions.finalize(session, i === 3 ? "rejected" : "accepted", i === 3 ? "reward below threshold" : undefined);
+        }),
+      ),
     );
 
     // Training: a Tracer records durations as metrics.

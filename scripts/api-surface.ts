@@ -26,11 +26,13 @@ export interface EntryPoint {
 /** Every entry point of package.json's `exports` that has types. */
 export function entryPoints(): EntryPoint[] {
   const manifest: unknown = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
-  const exportsMap = typeof manifest === "object" && manifest !== null && "exports" in manifest ? manifest.exports : undefined;
+  const exportsMap =
+    typeof manifest === "object" && manifest !== null && "exports" in manifest ? manifest.exports : undefined;
   if (typeof exportsMap !== "object" || exportsMap === null) throw new Error("package.json has no exports map");
   const entries: EntryPoint[] = [];
   for (const [name, target] of Object.entries(exportsMap)) {
-    if (typeof target !== "object" || target === null || !("types" in target) || typeof target.types !== "string") continue;
+    if (typeof target !== "object" || target === null || !("types" in target) || typeof target.types !== "string")
+      continue;
     const source = target.types.replace(/^\.\/dist\//, "src/").replace(/\.d\.ts$/, ".ts");
     entries.push({ name, source: join(ROOT, source) });
   }
@@ -63,7 +65,9 @@ export function apiSurface(): string {
     const types: string[] = [];
     for (const exported of checker.getExportsOfModule(module)) {
       const target = exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported;
-      const typeOnly = (exported.declarations ?? []).some((d) => ts.isExportSpecifier(d) && (d.isTypeOnly || d.parent.parent.isTypeOnly));
+      const typeOnly = (exported.declarations ?? []).some(
+        (d) => ts.isExportSpecifier(d) && (d.isTypeOnly || d.parent.parent.isTypeOnly),
+      );
       (target.flags & ts.SymbolFlags.Value && !typeOnly ? values : types).push(exported.name);
     }
     lines.push(`${entry.name} (${values.length} values, ${types.length} types)`);

@@ -10,7 +10,8 @@ import ts from "typescript";
 const args = process.argv.slice(2);
 const maxIndex = args.indexOf("--max-per-1000");
 const max = maxIndex >= 0 ? Number(args.splice(maxIndex, 2)[1]) : undefined;
-if (max !== undefined && !Number.isFinite(max)) throw new TypeError("--max-per-1000 needs a number, e.g. --max-per-1000 5");
+if (max !== undefined && !Number.isFinite(max))
+  throw new TypeError("--max-per-1000 needs a number, e.g. --max-per-1000 5");
 const listIndex = args.indexOf("--list");
 const list = listIndex >= 0;
 if (list) args.splice(listIndex, 1);
@@ -44,7 +45,10 @@ for (const file of files) {
   const visit = (node) => {
     if (isCast(node)) {
       n++;
-      if (list) console.log(`${file}:${source.getLineAndCharacterOfPosition(node.getStart()).line + 1}: ${node.getText().replace(/\s+/g, " ").slice(0, 120)}`);
+      if (list)
+        console.log(
+          `${file}:${source.getLineAndCharacterOfPosition(node.getStart()).line + 1}: ${node.getText().replace(/\s+/g, " ").slice(0, 120)}`,
+        );
     }
     ts.forEachChild(node, visit);
   };
@@ -55,9 +59,12 @@ for (const file of files) {
 }
 
 const ratio = (casts * 1000) / Math.max(1, lines);
-for (const [folder, n] of [...byFolder].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1])) console.log(`${String(n).padStart(5)}  ${folder}`);
+for (const [folder, n] of [...byFolder].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]))
+  console.log(`${String(n).padStart(5)}  ${folder}`);
 console.log(`${casts} casts in ${lines} lines: ${ratio.toFixed(2)} per 1,000 lines`);
 if (max !== undefined && ratio > max) {
-  console.error(`count-casts: ${ratio.toFixed(2)} casts per 1,000 lines is over the budget of ${max}; type the value instead of asserting it`);
+  console.error(
+    `count-casts: ${ratio.toFixed(2)} casts per 1,000 lines is over the budget of ${max}; type the value instead of asserting it`,
+  );
   process.exit(1);
 }

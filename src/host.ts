@@ -7,4 +7,10 @@
 // the controller provides when it loads (src/pipeline/default-logger.ts).
 import "./controller/metric-logger.js";
 export { HostAgent, startHostAgent, type HostAgentOptions, type HostAgentStats } from "./transport/host/agent.js";
-export { HostHandle, HostServer, serveHostsOverNats, type HostServerStats, type ServeHostsOverNatsOptions } from "./transport/host/server.js";
+export {
+  HostHandle,
+  HostServer,
+  serveHostsOverNats,
+  type HostServerStats,
+  type ServeHostsOverNatsOptions,
+} from "./transport/host/server.js";

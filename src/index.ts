@@ -36,11 +36,26 @@ export type {
   SampleRecord,
 } from "./core/reduce.js";
 export type { SampleOptions } from "./core/accumulators/sample.js";
-export { LOGGING_MODES, type LoggingMode, type Metric, type HistogramMetric, type SampleBatch, type StreamRecord } from "./core/metric.js";
+export {
+  LOGGING_MODES,
+  type LoggingMode,
+  type Metric,
+  type HistogramMetric,
+  type SampleBatch,
+  type StreamRecord,
+} from "./core/metric.js";
 export { setDiagnosticHandler, diagnosticCounts, type Diagnostic, type DiagnosticHandler } from "./core/diagnostics.js";
 export { jsonNumber, parseNumber } from "./core/json.js";
 export { isInternalKey } from "./core/internal-keys.js";
-export { registerBackend, type Backend, type BackendContext, type BackendFactory, type BackendOptions, type CommonBackendOptions, type RankIdentity } from "./backends/backend.js";
+export {
+  registerBackend,
+  type Backend,
+  type BackendContext,
+  type BackendFactory,
+  type BackendOptions,
+  type CommonBackendOptions,
+  type RankIdentity,
+} from "./backends/backend.js";
 export {
   getOrCreateMetricLogger,
   MetricLogger,
@@ -51,7 +66,14 @@ export {
   type MetricLoggerOptions,
 } from "./controller/metric-logger.js";
 export type { StragglerOptions } from "./controller/stragglers.js";
-export type { ChronicRank, RankRef, RankTimingRecord, SlowRank, StragglerMeasure, StragglerReport } from "./core/straggler-report.js";
+export type {
+  ChronicRank,
+  RankRef,
+  RankTimingRecord,
+  SlowRank,
+  StragglerMeasure,
+  StragglerReport,
+} from "./core/straggler-report.js";
 export type {
   BackendsConfig,
   BackendOptionsMap,
@@ -74,13 +96,35 @@ export type {
 } from "./backends/options.js";
 export { alert } from "./alerts/user-alert.js";
 export type { AlertEvent, AlertLevel, AlertState } from "./core/alert.js";
-export type { AlertOptions, AlertRuleConfig, AlertRuleBase, BuiltinRuleName, NonfiniteRule, RankLostRule, StalledRule, StragglerRule, ThresholdRule, SpikeRule, RateDropRule } from "./alerts/options.js";
+export type {
+  AlertOptions,
+  AlertRuleConfig,
+  AlertRuleBase,
+  BuiltinRuleName,
+  NonfiniteRule,
+  RankLostRule,
+  StalledRule,
+  StragglerRule,
+  ThresholdRule,
+  SpikeRule,
+  RateDropRule,
+} from "./alerts/options.js";
 export type { AlertStats } from "./alerts/controller-alerts.js";
 export type { WebhookStats } from "./alerts/webhook.js";
 export type { RankHandle, RunInfo } from "./pipeline/runtime.js";
 export { resolveRunLocation, type RunDirOptions, type RunLocation } from "./run/run-dir.js";
 export { monotonicCommitStep, MonotonicStep } from "./core/step.js";
-export { stats, StatsTracker, StatReduce, AVG_MIN_MAX, type StatReduceName, type Mask, type StatValues, type StatOptions, type ScopeHandle } from "./stats/index.js";
+export {
+  stats,
+  StatsTracker,
+  StatReduce,
+  AVG_MIN_MAX,
+  type StatReduceName,
+  type Mask,
+  type StatValues,
+  type StatOptions,
+  type ScopeHandle,
+} from "./stats/index.js";
 export { writeRunFiles, redactSecrets, REDACTED, type RunFilesOptions, type RunFiles } from "./run/run-files.js";
 export {
   getLogger,
@@ -116,13 +160,24 @@ export {
   type TraceScopeOptions,
 } from "./trace/perf-tracer.js";
 export type { TraceCategory, TraceEvent } from "./trace/trace-events.js";
-export { SessionTracer, type SessionStatus, type SessionTracerOptions, type SessionRecord, type SessionSpan } from "./trace/session-tracer.js";
+export {
+  SessionTracer,
+  type SessionStatus,
+  type SessionTracerOptions,
+  type SessionRecord,
+  type SessionSpan,
+} from "./trace/session-tracer.js";
 export { parseTraceText, readTraceFile, type ParsedTrace } from "./trace/trace-file.js";
 export { mergeTraces, type MergeTracesOptions, type MergeTracesResult } from "./trace/merge.js";
 export { spawnRanks, RankGroup, type SpawnRanksOptions, type RankServer } from "./transport/controller/launcher.js";
 export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/rank/join.js";
 export { currentRank } from "./pipeline/runtime.js";
-export { ignoredMessageCounts, transportStats, type IgnoredMessageCounts, type TransportStats } from "./transport/protocol/messages.js";
+export {
+  ignoredMessageCounts,
+  transportStats,
+  type IgnoredMessageCounts,
+  type TransportStats,
+} from "./transport/protocol/messages.js";
 export {
   streamValues,
   startStream,

@@ -13,13 +13,13 @@ import { setDiagnosticHandler, resetDiagnostics, type Diagnostic } from "../src/
 export async function captureStdout(fn: () => unknown): Promise<string> {
   const original = process.stdout.write.bind(process.stdout);
   let out = "";
-  process.stdout.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
+  process.stdout.write = (chunk: string | Uint8Array, ...rest: never[]) => {
     // Bytes are the test runner's own reports (its serialised events, piped to stdout when
     // `node --test` runs this file in a child): passed on, or a test that ends meanwhile is lost.
     if (typeof chunk !== "string") return original(chunk, ...rest);
     out += chunk;
     return true;
-  });
+  };
   try {
     await fn();
   } finally {
@@ -80,9 +80,18 @@ export interface RunNodeOptions {
  * `env` added; resolves with its exit and output once it closed. The one child runner of the
  * tests: every child has a deadline, so a hung one cannot hang the test.
  */
-export function runNode(args: readonly string[], env: Record<string, string>, { onStdout, raw = false, deadlineMs = 90_000, detached = false }: RunNodeOptions = {}): Promise<ChildResult> {
+export function runNode(
+  args: readonly string[],
+  env: Record<string, string>,
+  { onStdout, raw = false, deadlineMs = 90_000, detached = false }: RunNodeOptions = {},
+): Promise<ChildResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, raw ? args : ["--import", "tsx", ...args], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached });
+    const child = spawn(process.execPath, raw ? args : ["--import", "tsx", ...args], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+      detached,
+    });
     const killer = setTimeout(() => {
       try {
         if (detached && child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
@@ -112,7 +121,10 @@ export function runNode(args: readonly string[], env: Record<string, string>, { 
  * Run a TypeScript snippet (ESM, through tsx) in a child process with `env` added; resolves with
  * its exit code and output. Killed after 60 s, so a hung snippet cannot hang the test.
  */
-export async function runSnippet(code: string, env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export async function runSnippet(
+  code: string,
+  env: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const result = await runNode(["--input-type=module", "-e", code], env, { deadlineMs: 60_000 });
   return { code: result.code, stdout: result.stdout, stderr: result.stderr };
 }
@@ -133,7 +145,10 @@ export interface WaitForOptions {
  * wait with that error. The only wait-until helper of the tests: no poll without a deadline.
  * It sleeps on the real `setTimeout`, so it cannot run while `mock.timers` mocks it.
  */
-export async function waitFor<T>(condition: () => T | Promise<T>, { timeoutMs, what, intervalMs = 50 }: WaitForOptions): Promise<NonNullable<Awaited<T>>> {
+export async function waitFor<T>(
+  condition: () => T | Promise<T>,
+  { timeoutMs, what, intervalMs = 50 }: WaitForOptions,
+): Promise<NonNullable<Awaited<T>>> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     const value = await condition();
@@ -148,7 +163,10 @@ export async function waitFor<T>(condition: () => T | Promise<T>, { timeoutMs, w
  * the test's control (a child's or worker's exit, a server's answer). The promise's own rejection
  * passes through.
  */
-export async function within<T>(promise: Promise<T>, { timeoutMs, what }: { timeoutMs: number; what: string }): Promise<T> {
+export async function within<T>(
+  promise: Promise<T>,
+  { timeoutMs, what }: { timeoutMs: number; what: string },
+): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)), timeoutMs);

@@ -37,19 +37,34 @@ const SRC = resolve(dirname(fileURLToPath(import.meta.url)), "../src");
  * import that goes up means the code is in the wrong place, or the table (and DESIGN.md) changes.
  */
 const LAYERS: ReadonlyArray<{ readonly units: readonly string[]; readonly what: string }> = [
-  { units: ["core"], what: "recording (collector, reductions, accumulators, KeyState) and the one mechanism per job (settings, lifecycle, deadlines, diagnostics, process-wide state)" },
+  {
+    units: ["core"],
+    what: "recording (collector, reductions, accumulators, KeyState) and the one mechanism per job (settings, lifecycle, deadlines, diagnostics, process-wide state)",
+  },
   { units: ["io"], what: "the file writers" },
   { units: ["run"], what: "run directories and run files" },
-  { units: ["store", "stream", "stats", "trace", "textlog"], what: "the store's file format, writer and reading API; the raw stream; AReaL stats; tracers; text logs" },
+  {
+    units: ["store", "stream", "stats", "trace", "textlog"],
+    what: "the store's file format, writer and reading API; the raw stream; AReaL stats; tracers; text logs",
+  },
   { units: ["alerts", "ui"], what: "alert rules and delivery; the dashboard server and web app (over the store)" },
   { units: ["sync"], what: "sending a run's store to a team server" },
   { units: ["backends", "server"], what: "the backends (the store backend starts the live sync); the team server" },
-  { units: ["pipeline"], what: "what both ends of a flush share: RankRuntime, BackendSet, merge and reduce, config checks, the rank handle, the default-logger lookup" },
-  { units: ["transport", "controller"], what: "carrying messages between controller and ranks; the MetricLogger — neither imports the other" },
+  {
+    units: ["pipeline"],
+    what: "what both ends of a flush share: RankRuntime, BackendSet, merge and reduce, config checks, the rank handle, the default-logger lookup",
+  },
+  {
+    units: ["transport", "controller"],
+    what: "carrying messages between controller and ranks; the MetricLogger — neither imports the other",
+  },
   { units: ["system"], what: "the GPU/CPU monitor (logs through the MetricLogger)" },
   { units: ["facade"], what: "NeMo's Logger face" },
   { units: ["cli"], what: "the rankscope command" },
-  { units: ["index.ts", "nats.ts", "host.ts"], what: "the package's entry points (rankscope, rankscope/nats, rankscope/host): re-exports, and loading the controller the carriers fall back to" },
+  {
+    units: ["index.ts", "nats.ts", "host.ts"],
+    what: "the package's entry points (rankscope, rankscope/nats, rankscope/host): re-exports, and loading the controller the carriers fall back to",
+  },
 ];
 
 function sourceFiles(dir: string): string[] {
@@ -133,14 +148,24 @@ function edgesAgainst(edges: ReadonlyArray<readonly [string, string]>, layers: t
 const name = (file: string): string => relative(SRC, file).split(sep).join("/");
 const files = sourceFiles(SRC);
 const graph = new Map(files.map((file) => [file, importsOf(file).filter((f) => f.startsWith(SRC + sep))]));
-const edges = [...graph].flatMap(([file, imports]) => imports.map((target): [string, string] => [name(file), name(target)]));
+const edges = [...graph].flatMap(([file, imports]) =>
+  imports.map((target): [string, string] => [name(file), name(target)]),
+);
 
 test("every top-level folder and root file of src/ has a layer", () => {
   assert.ok(files.length > 200, `src/'s modules were found (${files.length})`);
   const units = new Set(files.map((file) => name(file).split("/")[0] ?? ""));
   const placed = new Set(LAYERS.flatMap((layer) => layer.units));
-  assert.deepEqual([...units].filter((u) => !placed.has(u)).sort(), [], "add the new folder to LAYERS in test/layers.test.ts and to DESIGN.md's layer table (\"Layout\")");
-  assert.deepEqual([...placed].filter((u) => !units.has(u)).sort(), [], "these units of LAYERS no longer exist in src/");
+  assert.deepEqual(
+    [...units].filter((u) => !placed.has(u)).sort(),
+    [],
+    'add the new folder to LAYERS in test/layers.test.ts and to DESIGN.md\'s layer table ("Layout")',
+  );
+  assert.deepEqual(
+    [...placed].filter((u) => !units.has(u)).sort(),
+    [],
+    "these units of LAYERS no longer exist in src/",
+  );
 });
 
 test("no import goes up a layer or sideways into a peer", () => {
@@ -148,7 +173,10 @@ test("no import goes up a layer or sideways into a peer", () => {
 });
 
 test("no cycle between files of src/ (type-only imports included)", () => {
-  assert.deepEqual(cycles(graph).map((c) => c.map(name).sort()), []);
+  assert.deepEqual(
+    cycles(graph).map((c) => c.map(name).sort()),
+    [],
+  );
 });
 
 test("no cycle between folders of src/ (a folder and its own subfolders aside)", () => {
@@ -163,7 +191,10 @@ test("no cycle between folders of src/ (a folder and its own subfolders aside)",
     if (!nested(a, b)) out.add(b);
   }
   assert.ok(folders.size > 30, `src/'s folders were found (${folders.size})`);
-  assert.deepEqual(cycles(new Map([...folders].map(([k, v]) => [k, [...v]]))).map((c) => c.sort()), []);
+  assert.deepEqual(
+    cycles(new Map([...folders].map(([k, v]) => [k, [...v]]))).map((c) => c.sort()),
+    [],
+  );
 });
 
 test("in src/transport the rank side never imports the controller side, and the protocol imports neither", () => {
@@ -179,9 +210,20 @@ test("in src/transport the rank side never imports the controller side, and the 
 });
 
 test("the checks find what they look for: a cycle, a self-import, an edge up and one between peers", () => {
-  const found = cycles(new Map([["a", ["b"]], ["b", ["a", "c"]], ["c", []], ["d", ["d"]]]));
+  const found = cycles(
+    new Map([
+      ["a", ["b"]],
+      ["b", ["a", "c"]],
+      ["c", []],
+      ["d", ["d"]],
+    ]),
+  );
   assert.deepEqual(found.map((c) => c.sort()).sort(), [["a", "b"], ["d"]]);
-  const layers = [{ units: ["low"], what: "" }, { units: ["mid", "peer"], what: "" }, { units: ["top"], what: "" }];
+  const layers = [
+    { units: ["low"], what: "" },
+    { units: ["mid", "peer"], what: "" },
+    { units: ["top"], what: "" },
+  ];
   const against = edgesAgainst(
     [
       ["top/x.ts", "low/y.ts"],
@@ -191,5 +233,8 @@ test("the checks find what they look for: a cycle, a self-import, an edge up and
     ],
     layers,
   );
-  assert.deepEqual(against, ["mid/x.ts → top/y.ts (top is above mid)", "mid/x.ts → peer/y.ts (mid and peer are peers in one layer)"]);
+  assert.deepEqual(against, [
+    "mid/x.ts → top/y.ts (top is above mid)",
+    "mid/x.ts → peer/y.ts (mid and peer are peers in one layer)",
+  ]);
 });

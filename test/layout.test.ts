@@ -86,9 +86,15 @@ test("every test folder mirrors a src/ folder or module (or is a named support f
 
 test("no test file hides in a support folder (fixtures, golden, python, helpers)", () => {
   const misplaced = folders(TEST)
-    .filter((rel) => rel.split("/").some((part, i, all) => SUPPORT_FOLDERS.has(part) || (i === 0 && CROSS_CUTTING.has(all[0] ?? ""))))
+    .filter((rel) =>
+      rel.split("/").some((part, i, all) => SUPPORT_FOLDERS.has(part) || (i === 0 && CROSS_CUTTING.has(all[0] ?? ""))),
+    )
     .flatMap((rel) => filesIn(join(TEST, rel), TEST_FILE).map((name) => `test/${rel}/${name}`));
-  assert.deepEqual(misplaced, [], "the test runner runs every *.test.ts: a test file belongs in the folder mirroring its source");
+  assert.deepEqual(
+    misplaced,
+    [],
+    "the test runner runs every *.test.ts: a test file belongs in the folder mirroring its source",
+  );
 });
 
 test("the src/ folders without a test of their own are exactly the listed ones", (t) => {
@@ -96,11 +102,21 @@ test("the src/ folders without a test of their own are exactly the listed ones",
   /** A test of the folder itself: a test file in its mirror, or in the mirror of one of its modules. */
   const hasOwnTest = (rel: string): boolean =>
     filesIn(join(TEST, rel), TEST_FILE).length > 0 ||
-    filesIn(join(SRC, rel), SOURCE_FILE).some((module) => filesIn(join(TEST, rel, module.replace(/\.ts$/, "")), TEST_FILE).length > 0);
+    filesIn(join(SRC, rel), SOURCE_FILE).some(
+      (module) => filesIn(join(TEST, rel, module.replace(/\.ts$/, "")), TEST_FILE).length > 0,
+    );
   const untested = sourceFolders.filter((rel) => !hasOwnTest(rel));
   t.diagnostic(`src/ folders with no test of their own: ${untested.map((u) => `src/${u}`).join(", ") || "none"}`);
   const unlisted = untested.filter((rel) => !(rel in UNTESTED));
-  assert.deepEqual(unlisted, [], `src/ folders with no test in their mirrored test/ folder: add one there (or, with the reason, to UNTESTED in test/layout.test.ts)`);
+  assert.deepEqual(
+    unlisted,
+    [],
+    `src/ folders with no test in their mirrored test/ folder: add one there (or, with the reason, to UNTESTED in test/layout.test.ts)`,
+  );
   const stale = Object.keys(UNTESTED).filter((rel) => !untested.includes(rel));
-  assert.deepEqual(stale, [], "these folders have tests now (or no longer exist): remove them from UNTESTED in test/layout.test.ts");
+  assert.deepEqual(
+    stale,
+    [],
+    "these folders have tests now (or no longer exist): remove them from UNTESTED in test/layout.test.ts",
+  );
 });

@@ -33,10 +33,31 @@ test("each entry point exports exactly the names in test/golden/api-surface.txt"
 
 test("internals stay out of the package root, and every built-in backend's option type is in it", () => {
   const root = namesOf(".");
-  for (const internal of ["getCollector", "KeyState", "MetricEntry", "RankRuntime", "RankSnapshot", "getReduceDefinition", "PROTOCOL_VERSION", "parseNvidiaSmi"]) {
-    assert.ok(!root.includes(internal), `"${internal}" is exported from "rankscope"; tests import internals from their src/ file`);
+  for (const internal of [
+    "getCollector",
+    "KeyState",
+    "MetricEntry",
+    "RankRuntime",
+    "RankSnapshot",
+    "getReduceDefinition",
+    "PROTOCOL_VERSION",
+    "parseNvidiaSmi",
+  ]) {
+    assert.ok(
+      !root.includes(internal),
+      `"${internal}" is exported from "rankscope"; tests import internals from their src/ file`,
+    );
   }
-  for (const options of ["ConsoleBackendOptions", "JsonlBackendOptions", "StoreBackendOptions", "TensorboardBackendOptions", "WandbBackendOptions", "PrometheusBackendOptions", "PrometheusRemoteWriteBackendOptions", "OtlpBackendOptions"]) {
+  for (const options of [
+    "ConsoleBackendOptions",
+    "JsonlBackendOptions",
+    "StoreBackendOptions",
+    "TensorboardBackendOptions",
+    "WandbBackendOptions",
+    "PrometheusBackendOptions",
+    "PrometheusRemoteWriteBackendOptions",
+    "OtlpBackendOptions",
+  ]) {
     assert.ok(root.includes(options), `"${options}" is not exported from "rankscope"`);
   }
 });

@@ -6,7 +6,16 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,7 +27,14 @@ const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
 let scratch = "";
 let project = "";
 
-const EXPORTS = ["rankscope", "rankscope/store", "rankscope/ui", "rankscope/tensorboard", "rankscope/wandb", "rankscope/nats"];
+const EXPORTS = [
+  "rankscope",
+  "rankscope/store",
+  "rankscope/ui",
+  "rankscope/tensorboard",
+  "rankscope/wandb",
+  "rankscope/nats",
+];
 
 function typecheck(): { status: number | null; output: string } {
   const run = spawnSync(process.execPath, [tsc, "-p", project], { cwd: project, encoding: "utf8", timeout: 120_000 });
@@ -26,9 +42,16 @@ function typecheck(): { status: number | null; output: string } {
 }
 
 before(() => {
-  assert.ok(existsSync(join(root, "dist", "index.d.ts")), "dist/ is missing: run `npm run build` first (npm test does)");
+  assert.ok(
+    existsSync(join(root, "dist", "index.d.ts")),
+    "dist/ is missing: run `npm run build` first (npm test does)",
+  );
   scratch = mkdtempSync(join(tmpdir(), "rankscope-consumer-"));
-  const pack = spawnSync("npm", ["pack", "--ignore-scripts", "--silent", "--pack-destination", scratch], { cwd: root, encoding: "utf8", timeout: 120_000 });
+  const pack = spawnSync("npm", ["pack", "--ignore-scripts", "--silent", "--pack-destination", scratch], {
+    cwd: root,
+    encoding: "utf8",
+    timeout: 120_000,
+  });
   assert.equal(pack.status, 0, pack.stderr);
   const tarball = readdirSync(scratch).find((f) => f.endsWith(".tgz"));
   assert.ok(tarball !== undefined, `npm pack wrote no tarball: ${pack.stdout}`);
@@ -36,20 +59,35 @@ before(() => {
   project = join(scratch, "app");
   const installed = join(project, "node_modules", "rankscope");
   mkdirSync(installed, { recursive: true });
-  const untar = spawnSync("tar", ["-xzf", join(scratch, tarball), "-C", installed, "--strip-components=1"], { encoding: "utf8" });
+  const untar = spawnSync("tar", ["-xzf", join(scratch, tarball), "-C", installed, "--strip-components=1"], {
+    encoding: "utf8",
+  });
   assert.equal(untar.status, 0, untar.stderr);
   // What `npm install <tarball>` would bring: the runtime dependencies, plus the user's @types/node.
-  const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { dependencies: Record<string, string> };
+  const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+    dependencies: Record<string, string>;
+  };
   for (const dep of [...Object.keys(manifest.dependencies), "@types/node"]) {
     const link = join(project, "node_modules", dep);
     mkdirSync(dirname(link), { recursive: true });
     symlinkSync(join(root, "node_modules", dep), link, "dir");
   }
-  writeFileSync(join(project, "package.json"), JSON.stringify({ name: "app", version: "1.0.0", private: true, type: "module" }));
+  writeFileSync(
+    join(project, "package.json"),
+    JSON.stringify({ name: "app", version: "1.0.0", private: true, type: "module" }),
+  );
   writeFileSync(
     join(project, "tsconfig.json"),
     JSON.stringify({
-      compilerOptions: { strict: true, skipLibCheck: false, module: "NodeNext", moduleResolution: "NodeNext", target: "ES2022", noEmit: true, types: ["node"] },
+      compilerOptions: {
+        strict: true,
+        skipLibCheck: false,
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        target: "ES2022",
+        noEmit: true,
+        types: ["node"],
+      },
       files: ["index.ts"],
     }),
   );
@@ -60,7 +98,10 @@ after(() => {
 });
 
 test("the tarball holds no devDependency's types, and every subpath export type-checks for a strict NodeNext consumer with skipLibCheck: false", () => {
-  writeFileSync(join(project, "index.ts"), `${EXPORTS.map((e, i) => `import * as m${i} from "${e}";`).join("\n")}\nexport const modules = [${EXPORTS.map((_, i) => `m${i}`).join(", ")}];\n`);
+  writeFileSync(
+    join(project, "index.ts"),
+    `${EXPORTS.map((e, i) => `import * as m${i} from "${e}";`).join("\n")}\nexport const modules = [${EXPORTS.map((_, i) => `m${i}`).join(", ")}];\n`,
+  );
   const { status, output } = typecheck();
   assert.equal(output.trim(), "", "tsc reported errors");
   assert.equal(status, 0);
@@ -71,7 +112,8 @@ test("the package ships what its README links, and no source maps naming files i
   const readme = readFileSync(join(installed, "README.md"), "utf8");
   const linked = [...new Set([...readme.matchAll(/\bexamples\/[\w./-]+\.ts\b/g)].map((m) => m[0]))];
   assert.ok(linked.length >= 3, `the README links ${linked.length} examples`);
-  for (const file of linked) assert.ok(existsSync(join(installed, file)), `the README links ${file}, which is not in the package`);
+  for (const file of linked)
+    assert.ok(existsSync(join(installed, file)), `the README links ${file}, which is not in the package`);
   // Stack traces must name code the user has: the package ships no source maps (they would name
   // src/*.ts, which is not shipped, and under --enable-source-maps or tsx every stack trace pays
   // for parsing them), and no compiled file points at one.
@@ -85,8 +127,13 @@ test("the package ships what its README links, and no source maps naming files i
   walk(join(installed, "dist"));
   const scripts = compiled.filter((p) => p.endsWith(".js"));
   assert.ok(scripts.length > 50, `found ${scripts.length} compiled files`);
-  assert.deepEqual(compiled.filter((p) => p.endsWith(".map")), [], "the package ships source maps");
-  for (const path of scripts) assert.ok(!readFileSync(path, "utf8").includes("sourceMappingURL="), `${path} points at a source map`);
+  assert.deepEqual(
+    compiled.filter((p) => p.endsWith(".map")),
+    [],
+    "the package ships source maps",
+  );
+  for (const path of scripts)
+    assert.ok(!readFileSync(path, "utf8").includes("sourceMappingURL="), `${path} points at a source map`);
 });
 
 test("config typos, unknown backends and reduce names are compile errors; a registered backend's options are typed", () => {
@@ -124,15 +171,31 @@ test("config typos, unknown backends and reduce names are compile errors; a regi
     assert.ok(error.includes(text), `line ${line}: the error does not mention ${text}:\n${error}`);
   }
   // A misspelt backend name is named by the error, which points at no other backend's options.
-  const misspelt = [...expected].find(([, text]) => text.includes("tensorbaord\\\" is not a backend name"));
+  const misspelt = [...expected].find(([, text]) => text.includes('tensorbaord\\" is not a backend name'));
   assert.ok(misspelt !== undefined, "the fixture has the misspelt backend line");
-  assert.doesNotMatch(errors.get(misspelt[0]) ?? "", /wandb|Wandb/, "the error for a misspelt backend mentions wandb's options");
-  assert.deepEqual([...errors.keys()].filter((l) => !expected.has(l)), [], `unexpected errors:\n${output}`);
+  assert.doesNotMatch(
+    errors.get(misspelt[0]) ?? "",
+    /wandb|Wandb/,
+    "the error for a misspelt backend mentions wandb's options",
+  );
+  assert.deepEqual(
+    [...errors.keys()].filter((l) => !expected.has(l)),
+    [],
+    `unexpected errors:\n${output}`,
+  );
 });
 
 test("every field of the public option types keeps its doc comment for a consumer's editor (declared once, in a zod shape)", async () => {
   const ts = (await import("typescript")).default;
-  const named = ["CommonBackendOptions", "BackendConfigBase", "ConsoleBackendOptions", "JsonlBackendOptions", "StoreBackendOptions", "TensorboardBackendOptions", "WandbBackendOptions"];
+  const named = [
+    "CommonBackendOptions",
+    "BackendConfigBase",
+    "ConsoleBackendOptions",
+    "JsonlBackendOptions",
+    "StoreBackendOptions",
+    "TensorboardBackendOptions",
+    "WandbBackendOptions",
+  ];
   // Every built-in backend's entry of BackendOptionsMap (what a config literal's hover shows).
   const mapped = ["console", "jsonl", "store", "tensorboard", "wandb", "prometheus", "prometheus_remote_write", "otlp"];
   const names = [...named, ...mapped];
@@ -142,7 +205,14 @@ test("every field of the public option types keeps its doc comment for a consume
     `import type { BackendOptionsMap, ${named.join(", ")} } from "rankscope";\n${named.map((n) => `export declare const v${n}: ${n};`).join("\n")}\n` +
       `${mapped.map((n) => `export declare const v${n}: BackendOptionsMap["${n}"];`).join("\n")}\n`,
   );
-  const program = ts.createProgram([file], { strict: true, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, noEmit: true, types: ["node"] });
+  const program = ts.createProgram([file], {
+    strict: true,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    target: ts.ScriptTarget.ES2022,
+    noEmit: true,
+    types: ["node"],
+  });
   const checker = program.getTypeChecker();
   const source = program.getSourceFile(file);
   assert.ok(source !== undefined);

@@ -16,7 +16,17 @@ console.log(JSON.stringify(Object.keys(require.cache)));`;
   return JSON.parse(run.stdout) as string[];
 }
 
-const HEAVY = ["better-sqlite3", "protobufjs", "@nats-io", "pino", "playwright-core", "vite", "prom-client", "@opentelemetry", "snappyjs"];
+const HEAVY = [
+  "better-sqlite3",
+  "protobufjs",
+  "@nats-io",
+  "pino",
+  "playwright-core",
+  "vite",
+  "prom-client",
+  "@opentelemetry",
+  "snappyjs",
+];
 
 test('import { recordMetric } from "rankscope" loads none of the heavy optional parts', () => {
   const loaded = loadedModules('import { recordMetric } from "rankscope"; recordMetric("x", 1);');
@@ -25,7 +35,10 @@ test('import { recordMetric } from "rankscope" loads none of the heavy optional 
   }
   // The check can see CommonJS modules loaded through ESM (control: pino is one).
   const control = loadedModules('import "pino";');
-  assert.ok(control.some((m) => m.includes("node_modules/pino")), "control: pino shows up when imported");
+  assert.ok(
+    control.some((m) => m.includes("node_modules/pino")),
+    "control: pino shows up when imported",
+  );
 });
 
 test("the rankscope bin prints help and rejects unknown commands with a non-zero exit", () => {
@@ -40,14 +53,28 @@ test("the rankscope bin prints help and rejects unknown commands with a non-zero
 
 test("installing the package runs no script of its, and engines names the Node.js majors CI tests", async () => {
   const { readFileSync } = await import("node:fs");
-  const manifest = JSON.parse(readFileSync(`${root}/package.json`, "utf8")) as { scripts: Record<string, string>; engines: { node: string } };
+  const manifest = JSON.parse(readFileSync(`${root}/package.json`, "utf8")) as {
+    scripts: Record<string, string>;
+    engines: { node: string };
+  };
   // npm runs these when a user installs the package (prepare: also from git); npm 11 warns about each.
   for (const hook of ["preinstall", "install", "postinstall", "prepare"]) {
-    assert.equal(manifest.scripts[hook], undefined, `package.json has a "${hook}" script, which runs on the user's install`);
+    assert.equal(
+      manifest.scripts[hook],
+      undefined,
+      `package.json has a "${hook}" script, which runs on the user's install`,
+    );
   }
   assert.ok(manifest.scripts["prepack"]?.includes("build"), "npm pack builds dist/ through prepack");
   const ci = readFileSync(`${root}/.ci/run`, "utf8");
-  const majors = ["20", ...[...ci.matchAll(/for major in ([\d ]+);/g)].flatMap((m) => (m[1] ?? "").trim().split(/\s+/))];
+  const majors = [
+    "20",
+    ...[...ci.matchAll(/for major in ([\d ]+);/g)].flatMap((m) => (m[1] ?? "").trim().split(/\s+/)),
+  ];
   assert.deepEqual(majors, ["20", "22", "24"], ".ci/run runs the suite on the machine's Node (20), 22 and 24");
-  assert.equal(manifest.engines.node, majors.map((m) => `^${m}`).join(" || "), "engines lists exactly the majors CI tests");
+  assert.equal(
+    manifest.engines.node,
+    majors.map((m) => `^${m}`).join(" || "),
+    "engines lists exactly the majors CI tests",
+  );
 });

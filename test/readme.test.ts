@@ -8,7 +8,11 @@ import { fileURLToPath } from "node:url";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const readme = readFileSync(`${root}README.md`, "utf8");
 const EXAMPLE = /<!-- example: (\S+) -->\n```ts\n([\s\S]*?)```\n\nOutput:\n\n```text\n([\s\S]*?)```/g;
-const examples = [...readme.matchAll(EXAMPLE)].map((m) => ({ file: m[1] as string, code: m[2] as string, output: m[3] as string }));
+const examples = [...readme.matchAll(EXAMPLE)].map((m) => ({
+  file: m[1] as string,
+  code: m[2] as string,
+  output: m[3] as string,
+}));
 
 test("the README has examples with their output", () => {
   assert.ok(examples.length >= 2, `found ${examples.length}`);
@@ -16,9 +20,17 @@ test("the README has examples with their output", () => {
 
 for (const example of examples) {
   test(`README example ${example.file} is the file, runs, and prints what the README shows`, () => {
-    assert.equal(readFileSync(`${root}${example.file}`, "utf8"), example.code, "the README shows the example file as it is");
+    assert.equal(
+      readFileSync(`${root}${example.file}`, "utf8"),
+      example.code,
+      "the README shows the example file as it is",
+    );
     // Examples import "rankscope" itself, which resolves to the built package (npm test builds first).
-    const run = spawnSync(process.execPath, ["--import", "tsx", example.file], { cwd: root, encoding: "utf8", timeout: 60_000 });
+    const run = spawnSync(process.execPath, ["--import", "tsx", example.file], {
+      cwd: root,
+      encoding: "utf8",
+      timeout: 60_000,
+    });
     assert.equal(run.status, 0, run.stderr);
     assert.equal(run.stdout, example.output);
   });

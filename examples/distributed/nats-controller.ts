@@ -15,6 +15,8 @@ console.log(`serving ranks on ${url}, run id ${mlogger.runId}`);
 for (let step = 0; step < 10; step++) {
   await new Promise((resolve) => setTimeout(resolve, 2000));
   const result = await mlogger.flush(step);
-  console.log(`step ${step}: ${result.ranksReporting} of ${result.ranksExpected} collectors reported (${server.rankNames.join(", ") || "no remote ranks yet"})`);
+  console.log(
+    `step ${step}: ${result.ranksReporting} of ${result.ranksExpected} collectors reported (${server.rankNames.join(", ") || "no remote ranks yet"})`,
+  );
 }
 await mlogger.shutdown();

@@ -55,7 +55,13 @@ export class ControllerAlerts {
     this.webhook =
       options.webhook === undefined
         ? null
-        : new WebhookSender({ url: options.webhook, format: options.webhookFormat, deadlineMs: options.webhookDeadlineMs, retryMs: options.webhookRetryMs, capacity: options.webhookQueue });
+        : new WebhookSender({
+            url: options.webhook,
+            format: options.webhookFormat,
+            deadlineMs: options.webhookDeadlineMs,
+            retryMs: options.webhookRetryMs,
+            capacity: options.webhookQueue,
+          });
     this.stopUserAlerts = handleUserAlerts((call) => this.user(call));
     // Through the lifecycle: at a signal or beforeExit the watchdog stops and the webhook gets the
     // time left to send what is queued; at exit what is still queued is counted undelivered.
@@ -71,7 +77,10 @@ export class ControllerAlerts {
   }
 
   /** Alerts for a logger: its `alerts` option (see `resolveAlertOptions`) and its run's name. */
-  static create(options: AlertOptions | false | undefined, run: { readonly experiment: string; readonly trial: string }): ControllerAlerts {
+  static create(
+    options: AlertOptions | false | undefined,
+    run: { readonly experiment: string; readonly trial: string },
+  ): ControllerAlerts {
     return new ControllerAlerts(resolveAlertOptions(options), `${run.experiment}/${run.trial}`);
   }
 
@@ -101,7 +110,13 @@ export class ControllerAlerts {
 
   stats(): AlertStats {
     const counts = this.engine.counts;
-    return { fired: counts.fired, resolved: counts.resolved, suppressed: counts.suppressed, user: this.userAlerts, ...(this.webhook === null ? {} : { webhook: this.webhook.stats }) };
+    return {
+      fired: counts.fired,
+      resolved: counts.resolved,
+      suppressed: counts.suppressed,
+      user: this.userAlerts,
+      ...(this.webhook === null ? {} : { webhook: this.webhook.stats }),
+    };
   }
 
   /** Stop judging, and give the webhook up to `deadlineMs` to send what is queued (the rest is counted). */
@@ -130,7 +145,10 @@ export class ControllerAlerts {
         ...(event.host === undefined ? {} : { host: event.host }),
         ...(event.value === undefined ? {} : { value: formatValue(event.value) }),
       };
-      log[textLogLevel(event.level)](fields, `alert ${event.state === "firing" ? "FIRING" : "resolved"} ${event.id}: ${event.message}`);
+      log[textLogLevel(event.level)](
+        fields,
+        `alert ${event.state === "firing" ? "FIRING" : "resolved"} ${event.id}: ${event.message}`,
+      );
       if (this.record !== null) this.record(event);
       else if (this.unrecorded.length < MAX_UNRECORDED) this.unrecorded.push(event);
       this.webhook?.push(event);

@@ -11,7 +11,15 @@ import { isInternalKey } from "../core/internal-keys.js";
 import type { Metric } from "../core/metric.js";
 import { Episodes, type EpisodeCounts, type EpisodeRule } from "./episodes.js";
 import type { ResolvedAlertOptions, ResolvedRule } from "./options.js";
-import { describeRank, judgeRanks, keyRules, type KeyJudge, type KeyRule, type RankRef, type RuleContext } from "./rules.js";
+import {
+  describeRank,
+  judgeRanks,
+  keyRules,
+  type KeyJudge,
+  type KeyRule,
+  type RankRef,
+  type RuleContext,
+} from "./rules.js";
 
 export type { RankRef };
 
@@ -102,10 +110,17 @@ export class AlertEngine {
     }
     this.judgeRanksLost(observation, context);
     if (this.straggler !== undefined && observation.stragglers !== undefined) {
-      judgeRanks(this.straggler, observation.stragglers.filter((r) => r.chronic), context, {
-        start: (ref) => `${describeRank(ref)} is a chronic straggler at step ${observation.step} (among the slowest ranks in most recent flushes)`,
-        end: (subject) => `${describeRank({ rankName: subject.rankName ?? "?", ...subject })} is no longer a chronic straggler at step ${observation.step}`,
-      });
+      judgeRanks(
+        this.straggler,
+        observation.stragglers.filter((r) => r.chronic),
+        context,
+        {
+          start: (ref) =>
+            `${describeRank(ref)} is a chronic straggler at step ${observation.step} (among the slowest ranks in most recent flushes)`,
+          end: (subject) =>
+            `${describeRank({ rankName: subject.rankName ?? "?", ...subject })} is no longer a chronic straggler at step ${observation.step}`,
+        },
+      );
     }
     return context.events;
   }
@@ -118,10 +133,12 @@ export class AlertEngine {
     judgeRanks(this.rankLost, [...ranks.lost, ...ranks.missing.filter((r) => !lost.has(r.rankName))], context, {
       start: (ref) => {
         const loss = lost.get(ref.rankName);
-        const what = loss === undefined ? "did not answer the flush" : `was lost (${loss.reason ?? "it stopped answering"})`;
+        const what =
+          loss === undefined ? "did not answer the flush" : `was lost (${loss.reason ?? "it stopped answering"})`;
         return `${describeRank(ref)} ${what} at step ${observation.step}`;
       },
-      end: (subject) => `${describeRank({ rankName: subject.rankName ?? "?", ...subject })} answers again at step ${observation.step}`,
+      end: (subject) =>
+        `${describeRank({ rankName: subject.rankName ?? "?", ...subject })} answers again at step ${observation.step}`,
     });
   }
 
@@ -129,7 +146,12 @@ export class AlertEngine {
   userAlert(call: UserAlertCall): AlertEvent {
     const message = call.text === "" ? call.title : `${call.title}: ${call.text}`;
     const subject = call.rankName === undefined ? {} : { rankName: call.rankName };
-    return this.episodes.single({ name: "user", level: call.level }, subject, { step: this.lastStep, at: call.at, message, title: call.title });
+    return this.episodes.single({ name: "user", level: call.level }, subject, {
+      step: this.lastStep,
+      at: call.at,
+      message,
+      title: call.title,
+    });
   }
 
   /** The step of the last flush observed (null before the first). */
@@ -147,7 +169,13 @@ export class AlertEngine {
   /** The key rules that apply to `key`: `*` patterns never match rankscope's own keys, exact names do. */
   private match(key: string): readonly KeyJudge[] {
     const internal = isInternalKey(key);
-    const rules = this.keyRules.filter((rule) => (rule.pattern === key ? true : rule.pattern.includes("*") && (!internal || rule.pattern.startsWith("rankscope/")) && globMatches(rule.pattern, key)));
+    const rules = this.keyRules.filter((rule) =>
+      rule.pattern === key
+        ? true
+        : rule.pattern.includes("*") &&
+          (!internal || rule.pattern.startsWith("rankscope/")) &&
+          globMatches(rule.pattern, key),
+    );
     const judges = rules.map((rule) => rule.judge(key));
     this.matching.set(key, judges);
     return judges;
@@ -161,7 +189,11 @@ export class AlertEngine {
     if (previous !== null) {
       this.intervals.push(Math.max(0, observation.at - previous));
       if (this.intervals.length > STALL_HISTORY) this.intervals.shift();
-      const event = this.episodes.end(rule, "", { step: observation.step, at: observation.at, message: `flushing again: step ${observation.step}, ${seconds(observation.at - previous)} after the last flush` });
+      const event = this.episodes.end(rule, "", {
+        step: observation.step,
+        at: observation.at,
+        message: `flushing again: step ${observation.step}, ${seconds(observation.at - previous)} after the last flush`,
+      });
       if (event !== undefined) context.events.push(event);
     }
     this.lastFlushAt = observation.at;

@@ -109,7 +109,11 @@ export class Episodes {
   }
 
   /** A one-off event (a user's `alert()`): no episode, never rate limited (the user asked for it). */
-  single(rule: Omit<EpisodeRule, "index">, subject: AlertSubject, detail: EpisodeDetail & { readonly title?: string }): AlertEvent {
+  single(
+    rule: Omit<EpisodeRule, "index">,
+    subject: AlertSubject,
+    detail: EpisodeDetail & { readonly title?: string },
+  ): AlertEvent {
     const id = `${rule.name}#${++this.sequence}`;
     const event = this.event(id, { ...rule, index: -1 }, subject, detail, "firing");
     return detail.title === undefined ? event : { ...event, title: detail.title };
@@ -127,7 +131,13 @@ export class Episodes {
     return true;
   }
 
-  private event(id: string, rule: EpisodeRule, subject: AlertSubject, detail: EpisodeDetail, state: AlertEvent["state"]): AlertEvent {
+  private event(
+    id: string,
+    rule: EpisodeRule,
+    subject: AlertSubject,
+    detail: EpisodeDetail,
+    state: AlertEvent["state"],
+  ): AlertEvent {
     return {
       id,
       rule: rule.name,

@@ -5,13 +5,26 @@
  * what was wrong and what is valid.
  */
 import { ALERT_LEVELS, type AlertLevel } from "../core/alert.js";
-import { describeValue, enumKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
+import {
+  describeValue,
+  enumKind,
+  integerKind,
+  rejectUnknownOptions,
+  resolveSetting,
+  textKind,
+  type Setting,
+} from "../core/settings.js";
 
 /** The rules rankscope has built in. */
 export type BuiltinRuleName = "nonfinite" | "rank_lost" | "stalled" | "straggler";
 
 /** The built-in rules, in the order docs and messages list them (all on by default). */
-export const BUILTIN_RULES = ["nonfinite", "rank_lost", "stalled", "straggler"] as const satisfies readonly BuiltinRuleName[];
+export const BUILTIN_RULES = [
+  "nonfinite",
+  "rank_lost",
+  "stalled",
+  "straggler",
+] as const satisfies readonly BuiltinRuleName[];
 
 /** What every rule config may say. */
 export interface AlertRuleBase {
@@ -81,7 +94,15 @@ export interface RateDropRule extends AlertRuleBase {
 }
 
 /** One rule: a built-in rule by name, or a rule config. */
-export type AlertRuleConfig = BuiltinRuleName | NonfiniteRule | RankLostRule | StalledRule | StragglerRule | ThresholdRule | SpikeRule | RateDropRule;
+export type AlertRuleConfig =
+  | BuiltinRuleName
+  | NonfiniteRule
+  | RankLostRule
+  | StalledRule
+  | StragglerRule
+  | ThresholdRule
+  | SpikeRule
+  | RateDropRule;
 
 /** The kinds of rule a config can name. */
 export type AlertRuleKind = Exclude<AlertRuleConfig, string>["rule"];
@@ -127,8 +148,19 @@ export const ALERT_SETTINGS = {
     fallback: undefined,
     secret: true,
   },
-  webhookFormat: { owner: OWNER, option: "webhookFormat", kind: enumKind<"json" | "slack">(["json", "slack"]), fallback: "json" },
-  webhookDeadlineMs: { owner: OWNER, option: "webhookDeadlineMs", env: "RANKSCOPE_ALERT_WEBHOOK_DEADLINE_MS", kind: integerKind(1, 600_000), fallback: 5000 },
+  webhookFormat: {
+    owner: OWNER,
+    option: "webhookFormat",
+    kind: enumKind<"json" | "slack">(["json", "slack"]),
+    fallback: "json",
+  },
+  webhookDeadlineMs: {
+    owner: OWNER,
+    option: "webhookDeadlineMs",
+    env: "RANKSCOPE_ALERT_WEBHOOK_DEADLINE_MS",
+    kind: integerKind(1, 600_000),
+    fallback: 5000,
+  },
   webhookRetryMs: { owner: OWNER, option: "webhookRetryMs", kind: integerKind(0, 3_600_000), fallback: 30_000 },
   webhookQueue: { owner: OWNER, option: "webhookQueue", kind: integerKind(1, 100_000), fallback: 256 },
   minIntervalMs: { owner: OWNER, option: "minIntervalMs", kind: integerKind(0, 86_400_000), fallback: 60_000 },
@@ -142,10 +174,39 @@ const ALERT_OPTION_NAMES = [...Object.keys(ALERT_SETTINGS), "rules"];
 export type ResolvedRule =
   | { readonly kind: "nonfinite"; readonly name: string; readonly level: AlertLevel; readonly key: string }
   | { readonly kind: "rank_lost" | "straggler"; readonly name: string; readonly level: AlertLevel }
-  | { readonly kind: "stalled"; readonly name: string; readonly level: AlertLevel; readonly factor: number; readonly minMs: number }
-  | { readonly kind: "threshold"; readonly name: string; readonly level: AlertLevel; readonly key: string; readonly above?: number; readonly below?: number }
-  | { readonly kind: "spike"; readonly name: string; readonly level: AlertLevel; readonly key: string; readonly k: number; readonly window: number; readonly minPoints: number }
-  | { readonly kind: "rate_drop"; readonly name: string; readonly level: AlertLevel; readonly key: string; readonly fraction: number; readonly window: number; readonly minPoints: number };
+  | {
+      readonly kind: "stalled";
+      readonly name: string;
+      readonly level: AlertLevel;
+      readonly factor: number;
+      readonly minMs: number;
+    }
+  | {
+      readonly kind: "threshold";
+      readonly name: string;
+      readonly level: AlertLevel;
+      readonly key: string;
+      readonly above?: number;
+      readonly below?: number;
+    }
+  | {
+      readonly kind: "spike";
+      readonly name: string;
+      readonly level: AlertLevel;
+      readonly key: string;
+      readonly k: number;
+      readonly window: number;
+      readonly minPoints: number;
+    }
+  | {
+      readonly kind: "rate_drop";
+      readonly name: string;
+      readonly level: AlertLevel;
+      readonly key: string;
+      readonly fraction: number;
+      readonly window: number;
+      readonly minPoints: number;
+    };
 
 /** The alerts' options as resolved. */
 export interface ResolvedAlertOptions {
@@ -171,20 +232,44 @@ interface NumberField {
 }
 
 /** Each kind's fields besides `rule`, `name`, `level`: `key` (true: required), numbers, and its default level. */
-const RULE_FIELDS: Record<AlertRuleKind, { readonly key?: boolean; readonly numbers: Readonly<Record<string, NumberField>>; readonly level: AlertLevel }> = {
+const RULE_FIELDS: Record<
+  AlertRuleKind,
+  { readonly key?: boolean; readonly numbers: Readonly<Record<string, NumberField>>; readonly level: AlertLevel }
+> = {
   nonfinite: { key: false, numbers: {}, level: "error" },
   rank_lost: { numbers: {}, level: "error" },
-  stalled: { numbers: { factor: { min: 1, max: 1e6, integer: false, fallback: 10, above: true }, minMs: { min: 0, max: 86_400_000, integer: true, fallback: 1000 } }, level: "error" },
+  stalled: {
+    numbers: {
+      factor: { min: 1, max: 1e6, integer: false, fallback: 10, above: true },
+      minMs: { min: 0, max: 86_400_000, integer: true, fallback: 1000 },
+    },
+    level: "error",
+  },
   straggler: { numbers: {}, level: "warning" },
-  threshold: { key: true, numbers: { above: { min: -Infinity, max: Infinity, integer: false }, below: { min: -Infinity, max: Infinity, integer: false } }, level: "warning" },
+  threshold: {
+    key: true,
+    numbers: {
+      above: { min: -Infinity, max: Infinity, integer: false },
+      below: { min: -Infinity, max: Infinity, integer: false },
+    },
+    level: "warning",
+  },
   spike: {
     key: true,
-    numbers: { k: { min: 0, max: 1e6, integer: false, fallback: 6, above: true }, window: { min: 3, max: 10_000, integer: true, fallback: 50 }, minPoints: { min: 3, max: 10_000, integer: true, fallback: 10 } },
+    numbers: {
+      k: { min: 0, max: 1e6, integer: false, fallback: 6, above: true },
+      window: { min: 3, max: 10_000, integer: true, fallback: 50 },
+      minPoints: { min: 3, max: 10_000, integer: true, fallback: 10 },
+    },
     level: "warning",
   },
   rate_drop: {
     key: true,
-    numbers: { fraction: { min: 0, max: 1, integer: false, fallback: 0.5, above: true }, window: { min: 1, max: 10_000, integer: true, fallback: 20 }, minPoints: { min: 1, max: 10_000, integer: true, fallback: 5 } },
+    numbers: {
+      fraction: { min: 0, max: 1, integer: false, fallback: 0.5, above: true },
+      window: { min: 1, max: 10_000, integer: true, fallback: 20 },
+      minPoints: { min: 1, max: 10_000, integer: true, fallback: 5 },
+    },
     level: "warning",
   },
 };
@@ -208,7 +293,11 @@ function describeField(field: NumberField): string {
 function checkNumber(where: string, name: string, value: unknown, field: NumberField): number | undefined {
   if (value === undefined) return field.fallback;
   const ok =
-    typeof value === "number" && Number.isFinite(value) && (!field.integer || Number.isInteger(value)) && (field.above === true ? value > field.min : value >= field.min) && value <= field.max;
+    typeof value === "number" &&
+    Number.isFinite(value) &&
+    (!field.integer || Number.isInteger(value)) &&
+    (field.above === true ? value > field.min : value >= field.min) &&
+    value <= field.max;
   if (!ok) throw new TypeError(`${where}: ${name} must be ${describeField(field)}, got ${describeValue(value)}`);
   return value;
 }
@@ -218,20 +307,34 @@ export function resolveRule(config: unknown, index: number): ResolvedRule {
   const where = `alerts.rules[${index}]`;
   const object: unknown = typeof config === "string" ? { rule: config } : config;
   if (object === null || typeof object !== "object" || Array.isArray(object)) {
-    throw new TypeError(`${where} must be a built-in rule's name (${BUILTIN_RULES.join(", ")}) or an object { rule, … }, got ${describeValue(config)}`);
+    throw new TypeError(
+      `${where} must be a built-in rule's name (${BUILTIN_RULES.join(", ")}) or an object { rule, … }, got ${describeValue(config)}`,
+    );
   }
   const fields: Record<string, unknown> = { ...object };
   const kind = fields["rule"];
-  if (!isRuleKind(kind)) throw new TypeError(`${where}: rule must be one of ${RULE_KINDS.join(", ")}, got ${describeValue(kind)}`);
+  if (!isRuleKind(kind))
+    throw new TypeError(`${where}: rule must be one of ${RULE_KINDS.join(", ")}, got ${describeValue(kind)}`);
   const spec = RULE_FIELDS[kind];
   const at = `${where} (${kind})`;
-  rejectUnknownOptions(at, fields, ["rule", "name", "level", ...(spec.key === undefined ? [] : ["key"]), ...Object.keys(spec.numbers)]);
+  rejectUnknownOptions(at, fields, [
+    "rule",
+    "name",
+    "level",
+    ...(spec.key === undefined ? [] : ["key"]),
+    ...Object.keys(spec.numbers),
+  ]);
   const name = fields["name"] ?? kind;
-  if (typeof name !== "string" || !/^[A-Za-z0-9_.:/-]{1,100}$/.test(name)) throw new TypeError(`${at}: name must be 1 to 100 letters, digits or _ . : / -, got ${describeValue(name)}`);
+  if (typeof name !== "string" || !/^[A-Za-z0-9_.:/-]{1,100}$/.test(name))
+    throw new TypeError(`${at}: name must be 1 to 100 letters, digits or _ . : / -, got ${describeValue(name)}`);
   const level = fields["level"] ?? spec.level;
-  if (!isLevel(level)) throw new TypeError(`${at}: level must be one of ${ALERT_LEVELS.join(", ")}, got ${describeValue(level)}`);
+  if (!isLevel(level))
+    throw new TypeError(`${at}: level must be one of ${ALERT_LEVELS.join(", ")}, got ${describeValue(level)}`);
   const key = fields["key"] ?? (spec.key === false ? "*" : undefined);
-  if (spec.key !== undefined && (typeof key !== "string" || key.length === 0)) throw new TypeError(`${at}: key must be a metric key or a pattern with * (e.g. "loss", "grad_norm/*"), got ${describeValue(key)}`);
+  if (spec.key !== undefined && (typeof key !== "string" || key.length === 0))
+    throw new TypeError(
+      `${at}: key must be a metric key or a pattern with * (e.g. "loss", "grad_norm/*"), got ${describeValue(key)}`,
+    );
   const numbers: Record<string, number> = {};
   for (const [field, rule] of Object.entries(spec.numbers)) {
     const value = checkNumber(at, field, fields[field], rule);
@@ -241,7 +344,11 @@ export function resolveRule(config: unknown, index: number): ResolvedRule {
 }
 
 /** The resolved rule of a kind, from its checked fields. */
-function buildRule(kind: AlertRuleKind, at: string, f: { name: string; level: AlertLevel; key: string; numbers: Record<string, number> }): ResolvedRule {
+function buildRule(
+  kind: AlertRuleKind,
+  at: string,
+  f: { name: string; level: AlertLevel; key: string; numbers: Record<string, number> },
+): ResolvedRule {
   const n = (field: string): number => f.numbers[field] ?? NaN;
   const base = { name: f.name, level: f.level };
   switch (kind) {
@@ -254,15 +361,27 @@ function buildRule(kind: AlertRuleKind, at: string, f: { name: string; level: Al
       return { kind, ...base, factor: n("factor"), minMs: n("minMs") };
     case "threshold": {
       const { above, below } = f.numbers;
-      if (above === undefined && below === undefined) throw new TypeError(`${at}: give above, below or both (the value it alerts past)`);
-      if (above !== undefined && below !== undefined && below > above) throw new TypeError(`${at}: below (${below}) is above above (${above}); the alert fires outside [below, above]`);
-      return { kind, ...base, key: f.key, ...(above === undefined ? {} : { above }), ...(below === undefined ? {} : { below }) };
+      if (above === undefined && below === undefined)
+        throw new TypeError(`${at}: give above, below or both (the value it alerts past)`);
+      if (above !== undefined && below !== undefined && below > above)
+        throw new TypeError(
+          `${at}: below (${below}) is above above (${above}); the alert fires outside [below, above]`,
+        );
+      return {
+        kind,
+        ...base,
+        key: f.key,
+        ...(above === undefined ? {} : { above }),
+        ...(below === undefined ? {} : { below }),
+      };
     }
     case "spike":
-      if (n("minPoints") > n("window")) throw new TypeError(`${at}: minPoints (${n("minPoints")}) cannot exceed window (${n("window")})`);
+      if (n("minPoints") > n("window"))
+        throw new TypeError(`${at}: minPoints (${n("minPoints")}) cannot exceed window (${n("window")})`);
       return { kind, ...base, key: f.key, k: n("k"), window: n("window"), minPoints: n("minPoints") };
     case "rate_drop":
-      if (n("minPoints") > n("window")) throw new TypeError(`${at}: minPoints (${n("minPoints")}) cannot exceed window (${n("window")})`);
+      if (n("minPoints") > n("window"))
+        throw new TypeError(`${at}: minPoints (${n("minPoints")}) cannot exceed window (${n("window")})`);
       return { kind, ...base, key: f.key, fraction: n("fraction"), window: n("window"), minPoints: n("minPoints") };
   }
 }
@@ -272,21 +391,37 @@ function buildRule(kind: AlertRuleKind, at: string, f: { name: string; level: Al
  * RANKSCOPE_ALERT_WEBHOOK set). Rules run when the option is given or a webhook is set; with no
  * `rules`, the built-in ones. Throws a TypeError naming what was wrong and what is valid.
  */
-export function resolveAlertOptions(options: AlertOptions | false | undefined, env: NodeJS.ProcessEnv = process.env): ResolvedAlertOptions {
-  if (options !== undefined && options !== false && (options === null || typeof options !== "object" || Array.isArray(options))) {
-    throw new TypeError(`getOrCreateMetricLogger: alerts must be an object of alert options or false, got ${describeValue(options)}`);
+export function resolveAlertOptions(
+  options: AlertOptions | false | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): ResolvedAlertOptions {
+  if (
+    options !== undefined &&
+    options !== false &&
+    (options === null || typeof options !== "object" || Array.isArray(options))
+  ) {
+    throw new TypeError(
+      `getOrCreateMetricLogger: alerts must be an object of alert options or false, got ${describeValue(options)}`,
+    );
   }
   const given: AlertOptions = options === false || options === undefined ? {} : options;
   rejectUnknownOptions(OWNER, given, ALERT_OPTION_NAMES);
-  const webhook = options === false ? undefined : resolveSetting<string | undefined>(ALERT_SETTINGS.webhook, given.webhook, env);
+  const webhook =
+    options === false ? undefined : resolveSetting<string | undefined>(ALERT_SETTINGS.webhook, given.webhook, env);
   const on = options !== false && (options !== undefined || webhook !== undefined);
-  if (given.rules !== undefined && !Array.isArray(given.rules)) throw new TypeError(`alerts.rules must be a list of rules (built-in names or { rule, … } objects), got ${describeValue(given.rules)}`);
+  if (given.rules !== undefined && !Array.isArray(given.rules))
+    throw new TypeError(
+      `alerts.rules must be a list of rules (built-in names or { rule, … } objects), got ${describeValue(given.rules)}`,
+    );
   const configs: readonly unknown[] = given.rules ?? BUILTIN_RULES;
   const rules = on ? configs.map((config, i) => resolveRule(config, i)) : [];
   const names = new Map<string, string>();
   for (const rule of rules) {
     const identity = `${rule.name}\u0000${"key" in rule ? rule.key : ""}`;
-    if (names.has(identity)) throw new TypeError(`alerts.rules: two rules are named ${JSON.stringify(rule.name)}${"key" in rule ? ` for key ${JSON.stringify(rule.key)}` : ""}; give one a name of its own`);
+    if (names.has(identity))
+      throw new TypeError(
+        `alerts.rules: two rules are named ${JSON.stringify(rule.name)}${"key" in rule ? ` for key ${JSON.stringify(rule.key)}` : ""}; give one a name of its own`,
+      );
     names.set(identity, rule.name);
   }
   return {

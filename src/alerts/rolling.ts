@@ -106,7 +106,11 @@ const MARGIN = 1e-9;
  * Within a relative 1e-9 of the edge (and the median's rounding) the answer is `unsure` (compute `mad`). A MAD of 0 (more
  * than half the values equal to the median) is `above`: such a window judges nothing.
  */
-export function madVerdict(window: { readonly sortedValues: Float64Array; readonly size: number }, median: number, t: number): MadVerdict {
+export function madVerdict(
+  window: { readonly sortedValues: Float64Array; readonly size: number },
+  median: number,
+  t: number,
+): MadVerdict {
   const s = window.sortedValues;
   const n = window.size;
   const h = n >> 1;

@@ -75,12 +75,19 @@ class NonfiniteJudge implements KeyJudge {
   observe(value: number, context: RuleContext): void {
     const key = this.key;
     if (Number.isFinite(value)) {
-      if (this.open) end(this.rule, key, context, { value, message: `${key} is finite again at step ${context.step} (${formatValue(value)})` });
+      if (this.open)
+        end(this.rule, key, context, {
+          value,
+          message: `${key} is finite again at step ${context.step} (${formatValue(value)})`,
+        });
       this.open = false;
       this.seenFinite = true;
     } else if (this.seenFinite && !this.open) {
       this.open = true;
-      start(this.rule, key, context, { value, message: `${key} became ${String(value)} at step ${context.step} (it was finite before)` });
+      start(this.rule, key, context, {
+        value,
+        message: `${key} became ${String(value)} at step ${context.step} (it was finite before)`,
+      });
     }
   }
 }
@@ -102,8 +109,11 @@ class ThresholdRule implements KeyRule {
 
   /** How a value back inside is worded. */
   inside(): string {
-    if (this.above !== undefined && this.below !== undefined) return `back within [${formatValue(this.below)}, ${formatValue(this.above)}]`;
-    return this.above !== undefined ? `no longer above ${formatValue(this.above)}` : `no longer below ${formatValue(this.below ?? NaN)}`;
+    if (this.above !== undefined && this.below !== undefined)
+      return `back within [${formatValue(this.below)}, ${formatValue(this.above)}]`;
+    return this.above !== undefined
+      ? `no longer above ${formatValue(this.above)}`
+      : `no longer below ${formatValue(this.below ?? NaN)}`;
   }
 }
 
@@ -123,10 +133,16 @@ class ThresholdJudge implements KeyJudge {
     if ((high || low) && !this.open) {
       this.open = true;
       const bound = high ? `above ${formatValue(above ?? NaN)}` : `below ${formatValue(below ?? NaN)}`;
-      start(this.rule, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}, ${bound}` });
+      start(this.rule, key, context, {
+        value,
+        message: `${key} = ${formatValue(value)} at step ${context.step}, ${bound}`,
+      });
     } else if (!high && !low && this.open) {
       this.open = false;
-      end(this.rule, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}, ${this.rule.inside()}` });
+      end(this.rule, key, context, {
+        value,
+        message: `${key} = ${formatValue(value)} at step ${context.step}, ${this.rule.inside()}`,
+      });
     }
   }
 }
@@ -178,7 +194,10 @@ class SpikeJudge implements KeyJudge {
         start(rule, key, context, { value, message });
       } else if (!spike && this.open) {
         this.open = false;
-        end(rule, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: within ${rule.k} MADs of the rolling median ${formatValue(median)} again` });
+        end(rule, key, context, {
+          value,
+          message: `${key} = ${formatValue(value)} at step ${context.step}: within ${rule.k} MADs of the rolling median ${formatValue(median)} again`,
+        });
       }
     }
     window.push(value);
@@ -233,10 +252,16 @@ class RateDropJudge implements KeyJudge {
     const dropped = value < rule.fraction * median;
     if (dropped && !this.open) {
       this.open = true;
-      start(rule, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: below ${rule.percent()} of its rolling median ${formatValue(median)} (last ${window.size} values)` });
+      start(rule, key, context, {
+        value,
+        message: `${key} = ${formatValue(value)} at step ${context.step}: below ${rule.percent()} of its rolling median ${formatValue(median)} (last ${window.size} values)`,
+      });
     } else if (!dropped && this.open && !Number.isNaN(median)) {
       this.open = false;
-      end(rule, key, context, { value, message: `${key} = ${formatValue(value)} at step ${context.step}: back above ${rule.percent()} of ${formatValue(median)}` });
+      end(rule, key, context, {
+        value,
+        message: `${key} = ${formatValue(value)} at step ${context.step}: back above ${rule.percent()} of ${formatValue(median)}`,
+      });
     }
     if (!this.open) window.push(value);
   }
@@ -249,7 +274,8 @@ export function keyRules(rules: readonly ResolvedRule[]): KeyRule[] {
     if (r.kind === "nonfinite") out.push(new NonfiniteRule(index, r.name, r.level, r.key));
     else if (r.kind === "threshold") out.push(new ThresholdRule(index, r.name, r.level, r.key, r.above, r.below));
     else if (r.kind === "spike") out.push(new SpikeRule(index, r.name, r.level, r.key, r.k, r.window, r.minPoints));
-    else if (r.kind === "rate_drop") out.push(new RateDropRule(index, r.name, r.level, r.key, r.fraction, r.window, r.minPoints));
+    else if (r.kind === "rate_drop")
+      out.push(new RateDropRule(index, r.name, r.level, r.key, r.fraction, r.window, r.minPoints));
   });
   return out;
 }
@@ -263,7 +289,11 @@ export interface RankRef {
 
 /** The subject of an episode about a rank. */
 function rankSubject(ref: RankRef): AlertSubject {
-  return { rankName: ref.rankName, ...(ref.rank === undefined ? {} : { rank: ref.rank }), ...(ref.host === undefined ? {} : { host: ref.host }) };
+  return {
+    rankName: ref.rankName,
+    ...(ref.rank === undefined ? {} : { rank: ref.rank }),
+    ...(ref.host === undefined ? {} : { host: ref.host }),
+  };
 }
 
 /** `rank 3 (Trainer_ab_r3) on host-a` */
@@ -285,7 +315,11 @@ export function judgeRanks(
   const names = new Set<string>();
   for (const ref of active) {
     names.add(ref.rankName);
-    const event = context.episodes.start(rule, ref.rankName, rankSubject(ref), { step: context.step, at: context.at, message: say.start(ref) });
+    const event = context.episodes.start(rule, ref.rankName, rankSubject(ref), {
+      step: context.step,
+      at: context.at,
+      message: say.start(ref),
+    });
     if (event !== undefined) context.events.push(event);
   }
   for (const subject of context.episodes.openSubjects(rule)) {

@@ -4,11 +4,17 @@
  * process and reaches the controller with the rank's next flush answer, which delivers it like
  * its own. Either way it is recorded and sent the way rule alerts are (docs/alerts.md).
  */
-import { ALERT_LEVELS, MAX_ALERT_TEXT, MAX_ALERT_TITLE, MAX_QUEUED_ALERTS, type AlertLevel, type UserAlertCall } from "../core/alert.js";
+import {
+  ALERT_LEVELS,
+  MAX_ALERT_TEXT,
+  MAX_ALERT_TITLE,
+  MAX_QUEUED_ALERTS,
+  type AlertLevel,
+  type UserAlertCall,
+} from "../core/alert.js";
 import { reportError } from "../core/diagnostics.js";
 import { peekProcessWide, processWide, setProcessWide } from "../core/process-wide.js";
 import { describeValue } from "../core/settings.js";
-
 
 /** The slot of the controller's handler, set while a logger with its alerts runs in this process. */
 const HANDLER = "alerts.userHandler";
@@ -37,10 +43,20 @@ function cut(text: string, max: number): string {
  * @throws TypeError when `title` is not a non-empty string, `text` not a string, or `level` not a level.
  */
 export function alert(title: string, text = "", level: AlertLevel = "info"): void {
-  if (typeof title !== "string" || title.trim() === "") throw new TypeError(`alert(title, text, level): title must be a non-empty string, got ${describeValue(title)}`);
-  if (typeof text !== "string") throw new TypeError(`alert(title, text, level): text must be a string, got ${describeValue(text)}`);
-  if (!ALERT_LEVELS.some((l) => l === level)) throw new TypeError(`alert(title, text, level): level must be one of ${ALERT_LEVELS.join(", ")}, got ${describeValue(level)}`);
-  const call: UserAlertCall = { title: cut(title, MAX_ALERT_TITLE), text: cut(text, MAX_ALERT_TEXT), level, at: Date.now() };
+  if (typeof title !== "string" || title.trim() === "")
+    throw new TypeError(`alert(title, text, level): title must be a non-empty string, got ${describeValue(title)}`);
+  if (typeof text !== "string")
+    throw new TypeError(`alert(title, text, level): text must be a string, got ${describeValue(text)}`);
+  if (!ALERT_LEVELS.some((l) => l === level))
+    throw new TypeError(
+      `alert(title, text, level): level must be one of ${ALERT_LEVELS.join(", ")}, got ${describeValue(level)}`,
+    );
+  const call: UserAlertCall = {
+    title: cut(title, MAX_ALERT_TITLE),
+    text: cut(text, MAX_ALERT_TEXT),
+    level,
+    at: Date.now(),
+  };
   const handler = peekProcessWide<(call: UserAlertCall) => void>(HANDLER);
   if (handler !== undefined) {
     handler(call);
@@ -49,7 +65,10 @@ export function alert(title: string, text = "", level: AlertLevel = "info"): voi
   const waiting = queue();
   if (waiting.length >= MAX_QUEUED_ALERTS) {
     waiting.shift();
-    reportError("alerts.userQueueFull", `more than ${MAX_QUEUED_ALERTS} alert() calls waited in this process for its next flush; the oldest are dropped and counted`);
+    reportError(
+      "alerts.userQueueFull",
+      `more than ${MAX_QUEUED_ALERTS} alert() calls waited in this process for its next flush; the oldest are dropped and counted`,
+    );
   }
   waiting.push(call);
 }
@@ -59,10 +78,17 @@ export function alert(title: string, text = "", level: AlertLevel = "info"): voi
  * newest `MAX_QUEUED_ALERTS` of them: what one answer may carry. Older ones are dropped and counted
  * (`alerts.carriedFull` in the diagnostics, named by `where`).
  */
-export function newestAlerts(earlier: readonly UserAlertCall[] | undefined, later: readonly UserAlertCall[] | undefined, where: string): UserAlertCall[] {
+export function newestAlerts(
+  earlier: readonly UserAlertCall[] | undefined,
+  later: readonly UserAlertCall[] | undefined,
+  where: string,
+): UserAlertCall[] {
   const all = [...(earlier ?? []), ...(later ?? [])];
   if (all.length <= MAX_QUEUED_ALERTS) return all;
-  reportError("alerts.carriedFull", `${where}: ${all.length - MAX_QUEUED_ALERTS} alert() calls beyond the ${MAX_QUEUED_ALERTS} one answer carries were dropped (the oldest) and counted`);
+  reportError(
+    "alerts.carriedFull",
+    `${where}: ${all.length - MAX_QUEUED_ALERTS} alert() calls beyond the ${MAX_QUEUED_ALERTS} one answer carries were dropped (the oldest) and counted`,
+  );
   return all.slice(-MAX_QUEUED_ALERTS);
 }
 

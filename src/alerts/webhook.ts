@@ -44,7 +44,9 @@ const EMOJI: Record<AlertEvent["level"], string> = { info: "ℹ️", warning: "�
 function webhookBody(event: AlertEvent, format: "json" | "slack"): string {
   const body: Record<string, unknown> = { ...event };
   if (event.value !== undefined) body["value"] = jsonNumber(event.value);
-  if (format === "slack") body["text"] = `${EMOJI[event.level]} [${event.run}] ${event.state === "firing" ? "FIRING" : "resolved"} ${event.rule}: ${event.message}`;
+  if (format === "slack")
+    body["text"] =
+      `${EMOJI[event.level]} [${event.run}] ${event.state === "firing" ? "FIRING" : "resolved"} ${event.rule}: ${event.message}`;
   return JSON.stringify(body);
 }
 
@@ -63,7 +65,13 @@ export class WebhookSender {
   constructor(private readonly options: WebhookOptions) {}
 
   get stats(): WebhookStats {
-    return { delivered: this.delivered, undelivered: this.undelivered, dropped: this.dropped, queued: this.queue.length + (this.sending === null ? 0 : 1), retries: this.retries };
+    return {
+      delivered: this.delivered,
+      undelivered: this.undelivered,
+      dropped: this.dropped,
+      queued: this.queue.length + (this.sending === null ? 0 : 1),
+      retries: this.retries,
+    };
   }
 
   /** Alerts not delivered since the last call (for `rankscope/alerts_undelivered`). */
@@ -84,7 +92,11 @@ export class WebhookSender {
       const oldest = this.queue.shift();
       if (oldest !== undefined) {
         this.dropped++;
-        this.lose(oldest, "queueFull", `the webhook queue was full (${this.options.capacity} alerts waiting: the receiver is slow or down); the oldest was dropped`);
+        this.lose(
+          oldest,
+          "queueFull",
+          `the webhook queue was full (${this.options.capacity} alerts waiting: the receiver is slow or down); the oldest was dropped`,
+        );
       }
     }
     this.sending ??= this.sendAll().finally(() => {
@@ -145,7 +157,12 @@ export class WebhookSender {
       });
       if (result.ok) this.delivered++;
       else {
-        const why = result.why === "deadline" ? ` (retried for ${this.options.retryMs} ms)` : result.why === "stopped" ? " (the logger shut down meanwhile)" : "";
+        const why =
+          result.why === "deadline"
+            ? ` (retried for ${this.options.retryMs} ms)`
+            : result.why === "stopped"
+              ? " (the logger shut down meanwhile)"
+              : "";
         this.lose(event, result.why === "stopped" ? "shutdown" : result.why, `${result.last.reason}${why}`);
       }
     }
@@ -165,11 +182,23 @@ export class WebhookSender {
       if (response.ok) return { ok: true, value: undefined };
       const retryable = response.status >= 500 || response.status === 429 || response.status === 408;
       const retryAfter = Number(response.headers.get("retry-after"));
-      return { ok: false, retryable, reason: `the webhook answered HTTP ${response.status}`, ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: retryAfter * 1000 } : {}) };
+      return {
+        ok: false,
+        retryable,
+        reason: `the webhook answered HTTP ${response.status}`,
+        ...(Number.isFinite(retryAfter) && retryAfter > 0 ? { retryAfterMs: retryAfter * 1000 } : {}),
+      };
     } catch (error) {
-      if (this.stop.signal.aborted) return { ok: false, retryable: false, reason: "the logger shut down before the webhook answered" };
+      if (this.stop.signal.aborted)
+        return { ok: false, retryable: false, reason: "the logger shut down before the webhook answered" };
       const timedOut = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
-      return { ok: false, retryable: true, reason: timedOut ? `the webhook did not answer within ${deadlineMs} ms` : `the webhook could not be reached: ${describeError(error)}` };
+      return {
+        ok: false,
+        retryable: true,
+        reason: timedOut
+          ? `the webhook did not answer within ${deadlineMs} ms`
+          : `the webhook could not be reached: ${describeError(error)}`,
+      };
     }
   }
 }

@@ -132,13 +132,11 @@ function registry(): Map<string, BackendRegistration> {
  * Register a backend under `name`, so `initBackends({ [name]: { loggingMode, ...options } })`
  * creates it. Registering a name again replaces the earlier factory.
  */
-export function registerBackend(
-  name: string,
-  factory: BackendFactory,
-  options: RegisterBackendOptions = {},
-): void {
-  if (typeof name !== "string" || name.length === 0) throw new TypeError(`registerBackend needs a non-empty name, got ${String(name)}`);
-  if (typeof factory !== "function") throw new TypeError(`registerBackend("${name}", factory): factory must be a function returning a backend`);
+export function registerBackend(name: string, factory: BackendFactory, options: RegisterBackendOptions = {}): void {
+  if (typeof name !== "string" || name.length === 0)
+    throw new TypeError(`registerBackend needs a non-empty name, got ${String(name)}`);
+  if (typeof factory !== "function")
+    throw new TypeError(`registerBackend("${name}", factory): factory must be a function returning a backend`);
   const { options: optionShape, validate, destinationOptions, pathOptions } = options;
   const knownOptions = optionShape === undefined ? options.knownOptions : Object.keys(optionShape);
   registry().set(name, {

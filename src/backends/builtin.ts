@@ -27,10 +27,16 @@ export const BUILTIN_BACKENDS = {
   console: builtin<typeof import("./console/options.js"), "CONSOLE_OPTIONS">(() => import("./console/index.js")),
   jsonl: builtin<typeof import("./jsonl/options.js"), "JSONL_OPTIONS">(() => import("./jsonl/index.js")),
   store: builtin<typeof import("./store/options.js"), "STORE_OPTIONS">(() => import("./store/index.js")),
-  tensorboard: builtin<typeof import("./tensorboard/options.js"), "TENSORBOARD_OPTIONS">(() => import("./tensorboard/index.js")),
+  tensorboard: builtin<typeof import("./tensorboard/options.js"), "TENSORBOARD_OPTIONS">(
+    () => import("./tensorboard/index.js"),
+  ),
   wandb: builtin<typeof import("./wandb/options.js"), "WANDB_OPTIONS">(() => import("./wandb/index.js")),
-  prometheus: builtin<typeof import("./prometheus/options.js"), "PROMETHEUS_OPTIONS">(() => import("./prometheus/index.js")),
-  prometheus_remote_write: builtin<typeof import("./prometheus/options.js"), "PROMETHEUS_REMOTE_WRITE_OPTIONS">(() => import("./prometheus/index.js")),
+  prometheus: builtin<typeof import("./prometheus/options.js"), "PROMETHEUS_OPTIONS">(
+    () => import("./prometheus/index.js"),
+  ),
+  prometheus_remote_write: builtin<typeof import("./prometheus/options.js"), "PROMETHEUS_REMOTE_WRITE_OPTIONS">(
+    () => import("./prometheus/index.js"),
+  ),
   otlp: builtin<typeof import("./otlp/options.js"), "OTLP_OPTIONS">(() => import("./otlp/index.js")),
 };
 

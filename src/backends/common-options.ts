@@ -26,15 +26,26 @@ export const COMMON_OPTION_SHAPE = {
    * Log only every N-th flush. The skipped flushes are not lost: their values are merged into the
    * one that is logged (a `mean` over all N flushes, a `sum` of all of them).
    */
-  every: z.number(says(() => EVERY)).int().min(1).optional(),
+  every: z
+    .number(says(() => EVERY))
+    .int()
+    .min(1)
+    .optional(),
   /** The registered backend to use, when the config key is an alias (two `jsonl` backends, say). */
-  type: z.string(says(() => "type must name a registered backend")).min(1).optional(),
+  type: z
+    .string(says(() => "type must name a registered backend"))
+    .min(1)
+    .optional(),
   /**
    * How long one call of this backend (`init`, `logBatch`, `logStream`, `logSamples`,
    * `logHistograms`, `logHyperparams`, `flushed`, `finish`) may take before the caller goes on
    * without it (reported and counted). Default: the logger's `backendDeadlineMs` (10 000 ms).
    */
-  deadlineMs: z.number(says(() => DEADLINE)).int().min(1).optional(),
+  deadlineMs: z
+    .number(says(() => DEADLINE))
+    .int()
+    .min(1)
+    .optional(),
 };
 
 /** The common options' schema (config validation parses every entry with it first). */

@@ -20,12 +20,18 @@ export type OptionsOf<S extends OptionShape> = z.input<z.ZodObject<S>>;
  * the value as messages show it, `name` the option's (the first part of the path). One sentence per option saying what is valid.
  */
 export function says(message: (got: string, name: string) => string): { errorMap: z.ZodErrorMap } {
-  return { errorMap: (issue, ctx) => ({ message: message(describeValue(ctx.data), String(issue.path[0] ?? "value")) }) };
+  return {
+    errorMap: (issue, ctx) => ({ message: message(describeValue(ctx.data), String(issue.path[0] ?? "value")) }),
+  };
 }
 
 /** An integer option from `min`: "`name` must be an integer ≥ `min`, got …". */
 export function integerOption(min: number): z.ZodOptional<z.ZodNumber> {
-  return z.number(says((got, name) => `${name} must be an integer ≥ ${min}, got ${got}`)).int().min(min).optional();
+  return z
+    .number(says((got, name) => `${name} must be an integer ≥ ${min}, got ${got}`))
+    .int()
+    .min(min)
+    .optional();
 }
 
 /** True for an http: or https: URL. */
@@ -51,16 +57,20 @@ export function stringMapOption(what: string): z.ZodOptional<z.ZodRecord<z.ZodSt
 export function settingOption<T>(setting: Setting<T>): z.ZodOptional<z.ZodType<NonNullable<T>>> {
   const { option, kind } = setting;
   return z
-    .custom<NonNullable<T>>((value) => kind.fromOption(value) !== undefined, (value: unknown) => ({
-      message: `${option} must be ${kind.valid}, got ${setting.secret === true ? "another value (not shown: it is a secret)" : describeValue(value)}`,
-    }))
+    .custom<NonNullable<T>>(
+      (value) => kind.fromOption(value) !== undefined,
+      (value: unknown) => ({
+        message: `${option} must be ${kind.valid}, got ${setting.secret === true ? "another value (not shown: it is a secret)" : describeValue(value)}`,
+      }),
+    )
     .optional();
 }
 
 /** A message for one issue that names its option (a schema without `says` gets zod's sentence after the name). */
 function issueText(issue: z.ZodIssue): string {
   const name = issue.path.join(".");
-  if (issue.code === "unrecognized_keys") return `unknown option${issue.keys.length === 1 ? "" : "s"} ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
+  if (issue.code === "unrecognized_keys")
+    return `unknown option${issue.keys.length === 1 ? "" : "s"} ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
   return name === "" || issue.message.startsWith(name) ? issue.message : `${name}: ${issue.message}`;
 }
 
@@ -68,7 +78,11 @@ function issueText(issue: z.ZodIssue): string {
  * Check `options` against `schema` (other keys are left to the caller: a backend's config also holds
  * the common options). Returns the parsed values; a TypeError `${owner}: …` listing every problem.
  */
-export function checkOptions<S extends OptionShape>(owner: string, schema: z.ZodObject<S>, options: Readonly<Record<string, unknown>>): z.output<z.ZodObject<S>> {
+export function checkOptions<S extends OptionShape>(
+  owner: string,
+  schema: z.ZodObject<S>,
+  options: Readonly<Record<string, unknown>>,
+): z.output<z.ZodObject<S>> {
   const parsed = schema.safeParse(options);
   if (!parsed.success) throw new TypeError(`${owner}: ${parsed.error.issues.map(issueText).join("; ")}`);
   return parsed.data;
@@ -76,5 +90,12 @@ export function checkOptions<S extends OptionShape>(owner: string, schema: z.Zod
 
 /** The `internal` option of the exporting backends: also send rankscope's own keys (default false). */
 export function internalOption(verb: "exports" | "writes" | "charts"): z.ZodOptional<z.ZodBoolean> {
-  return z.boolean(says((got) => `internal must be true or false (true also ${verb} rankscope's own keys, …__count and rankscope/…; default false), got ${got}`)).optional();
+  return z
+    .boolean(
+      says(
+        (got) =>
+          `internal must be true or false (true also ${verb} rankscope's own keys, …__count and rankscope/…; default false), got ${got}`,
+      ),
+    )
+    .optional();
 }

@@ -12,13 +12,22 @@ export function numberOption(options: BackendOptions, name: string, fallback: nu
 }
 
 /** A string option, or `fallback`. */
-export function stringOption<F extends string | undefined>(options: BackendOptions, name: string, fallback: F): string | F {
+export function stringOption<F extends string | undefined>(
+  options: BackendOptions,
+  name: string,
+  fallback: F,
+): string | F {
   const value = options[name];
   return typeof value === "string" ? value : fallback;
 }
 
 /** One of `values`, or `fallback`. */
-export function enumOption<T extends string>(options: BackendOptions, name: string, values: readonly T[], fallback: T): T {
+export function enumOption<T extends string>(
+  options: BackendOptions,
+  name: string,
+  values: readonly T[],
+  fallback: T,
+): T {
   const value = options[name];
   return values.find((v) => v === value) ?? fallback;
 }

@@ -31,14 +31,26 @@ import type { TensorboardBackendOptions } from "./tensorboard/options.js";
 import type { WandbOptions } from "./wandb/options.js";
 
 // Each backend's options are declared once, in its own folder (`<name>/options.ts`).
-export type { ConsoleBackendOptions, JsonlBackendOptions, OtlpBackendOptions, PrometheusBackendOptions, PrometheusRemoteWriteBackendOptions, StoreBackendOptions, TensorboardBackendOptions };
+export type {
+  ConsoleBackendOptions,
+  JsonlBackendOptions,
+  OtlpBackendOptions,
+  PrometheusBackendOptions,
+  PrometheusRemoteWriteBackendOptions,
+  StoreBackendOptions,
+  TensorboardBackendOptions,
+};
 
 /** Options of the `wandb` backend. */
 export type WandbBackendOptions = WandbOptions;
 
 /** The shape a built-in backend's table line names (`builtin.ts`). */
 type BuiltinShape<N extends keyof typeof BUILTIN_BACKENDS> =
-  (typeof BUILTIN_BACKENDS)[N] extends BuiltinBackend<infer M, infer K> ? (M[K] extends OptionShape ? M[K] : never) : never;
+  (typeof BUILTIN_BACKENDS)[N] extends BuiltinBackend<infer M, infer K>
+    ? M[K] extends OptionShape
+      ? M[K]
+      : never
+    : never;
 
 /** The built-in backends' options, by name: from their lines in `builtin.ts`, declared in their folders. */
 export type BuiltinBackendOptionsMap = { [N in keyof typeof BUILTIN_BACKENDS]: OptionsOf<BuiltinShape<N>> };
@@ -62,7 +74,9 @@ export type BackendConfigBase = Omit<CommonBackendOptions, "type">;
 export type BackendConfigOf<N extends BackendName> = BackendConfigBase & BackendOptionsMap[N] & { type?: N };
 
 /** A config entry under an alias key: `type` names the backend, whose options it takes. */
-export type AliasedBackendConfig = { [N in BackendName]: BackendConfigBase & BackendOptionsMap[N] & { type: N } }[BackendName];
+export type AliasedBackendConfig = {
+  [N in BackendName]: BackendConfigBase & BackendOptionsMap[N] & { type: N };
+}[BackendName];
 
 /** Any one backend's config (for a key the compiler cannot see, e.g. `Record<string, …>`). */
 export type AnyBackendConfig = { [N in BackendName]: BackendConfigOf<N> }[BackendName];
@@ -72,10 +86,15 @@ export type AnyBackendConfig = { [N in BackendName]: BackendConfigOf<N> }[Backen
  * `type`. For such a key the union also holds `UnknownBackendName<K>`, a sentence naming the key,
  * so the compiler's error for a misspelt backend (`tensorbaord`) names it and says what to do.
  */
-export type BackendConfigFor<K> = string extends K ? AnyBackendConfig : K extends BackendName ? BackendConfigOf<K> | AliasedBackendConfig : AliasedBackendConfig | UnknownBackendName<K>;
+export type BackendConfigFor<K> = string extends K
+  ? AnyBackendConfig
+  : K extends BackendName
+    ? BackendConfigOf<K> | AliasedBackendConfig
+    : AliasedBackendConfig | UnknownBackendName<K>;
 
 /** What the compiler shows for a config key that is neither a backend name nor an alias with `type`. */
-export type UnknownBackendName<K> = `"${K & string}" is not a backend name: use a registered backend (a key of BackendOptionsMap), or give this entry type: "<backend>"`;
+export type UnknownBackendName<K> =
+  `"${K & string}" is not a backend name: use a registered backend (a key of BackendOptionsMap), or give this entry type: "<backend>"`;
 
 /**
  * The config of every backend, by name: `{ console: { loggingMode: "global_reduce" } }`.
@@ -84,10 +103,13 @@ export type UnknownBackendName<K> = `"${K & string}" is not a backend name: use 
  * value must be some backend's config. Functions that take a config (`initBackends`, `Logger`)
  * infer `C` from the literal, so a key must be a backend name or carry `type`.
  */
-export type BackendsConfig<C extends object = Readonly<Record<string, AnyBackendConfig>>> = { readonly [K in keyof C]: Readonly<BackendConfigFor<K>> };
+export type BackendsConfig<C extends object = Readonly<Record<string, AnyBackendConfig>>> = {
+  readonly [K in keyof C]: Readonly<BackendConfigFor<K>>;
+};
 
 /** A backends config as the runtime sees it before validation (from JavaScript, a file, or a rank's init message). */
 export type UncheckedBackendsConfig = Readonly<Record<string, Readonly<Record<string, unknown>>>>;
 
 /** A `Logger` switch for a built-in backend: `true` for its defaults, or its options (`loggingMode` defaults to `global_reduce`). */
-export type BackendSwitchOf<N extends BackendName> = boolean | Readonly<Partial<BackendConfigBase> & BackendOptionsMap[N]>;
+export type BackendSwitchOf<N extends BackendName> =
+  boolean | Readonly<Partial<BackendConfigBase> & BackendOptionsMap[N]>;

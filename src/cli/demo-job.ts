@@ -66,7 +66,10 @@ export async function runDemo(options: DemoOptions): Promise<void> {
   let monitor: SystemMonitor | undefined;
   try {
     // Loaded only when asked for, like any user of the NATS carrier would.
-    const nats = options.natsUrl === undefined ? undefined : await (await import("../transport/controller/nats.js")).serveRanksOverNats({ url: options.natsUrl, logger });
+    const nats =
+      options.natsUrl === undefined
+        ? undefined
+        : await (await import("../transport/controller/nats.js")).serveRanksOverNats({ url: options.natsUrl, logger });
     const actors = await spawnRanks({
       module: demoRankModule(),
       replicas: 2,
@@ -77,8 +80,15 @@ export async function runDemo(options: DemoOptions): Promise<void> {
       output: "ordered",
       ...(nats === undefined ? {} : { nats }),
     });
-    const carrier = nats !== undefined ? `child processes over NATS (${nats.url}, run ${nats.runId})` : kind === "process" ? "child processes" : "worker threads";
-    process.stdout.write(`rankscope demo: ${actors.rankNames.length} ranks as ${carrier}: ${actors.rankNames.join(", ")}\n`);
+    const carrier =
+      nats !== undefined
+        ? `child processes over NATS (${nats.url}, run ${nats.runId})`
+        : kind === "process"
+          ? "child processes"
+          : "worker threads";
+    process.stdout.write(
+      `rankscope demo: ${actors.rankNames.length} ranks as ${carrier}: ${actors.rankNames.join(", ")}\n`,
+    );
     let step = 0;
 
     for (const loggingMode of LOGGING_MODES) {
@@ -93,7 +103,12 @@ export async function runDemo(options: DemoOptions): Promise<void> {
     }
 
     heading(`a toy RL job: every reduction, merged across the ${actors.rankNames.length} ranks (global_reduce)`);
-    await logger.initBackends(DEMO_BACKENDS, { runConfig: { ...DEMO_RUN_CONFIG, steps: options.steps }, tags: ["demo", "toy-rl"], group: "demo", replace: true });
+    await logger.initBackends(DEMO_BACKENDS, {
+      runConfig: { ...DEMO_RUN_CONFIG, steps: options.steps },
+      tags: ["demo", "toy-rl"],
+      group: "demo",
+      replace: true,
+    });
     // Sampled at every step here, not on timers, so a short demo still has a system chart.
     monitor = new SystemMonitor({ logger, gpus: false, label: "demo" });
     const log = getLogger("Trainer");

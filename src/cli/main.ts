@@ -15,7 +15,6 @@ import { registerServerCommand } from "./commands/server.js";
 import { registerSyncCommand } from "./commands/sync.js";
 import { describeError } from "../core/diagnostics.js";
 
-
 const program = new Command()
   .name("rankscope")
   .description("Observability for distributed training and inference jobs")

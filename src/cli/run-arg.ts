@@ -13,7 +13,16 @@ export const ROOT_OPTION_HELP = `the runs root for experiment/trial (default: $$
 
 /** The runs root a command uses when `--root` is not given (the same setting as the logger's `root`). */
 export function defaultRoot(): string {
-  return resolveSetting({ owner: "rankscope", option: "--root", env: RUNS_ROOT_ENV, kind: textKind(undefined, "a non-empty path"), fallback: DEFAULT_RUNS_ROOT }, undefined);
+  return resolveSetting(
+    {
+      owner: "rankscope",
+      option: "--root",
+      env: RUNS_ROOT_ENV,
+      kind: textKind(undefined, "a non-empty path"),
+      fallback: DEFAULT_RUNS_ROOT,
+    },
+    undefined,
+  );
 }
 
 /**

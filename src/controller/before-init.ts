@@ -28,7 +28,10 @@ export class FlushesBeforeInit {
     );
     if (this.kept.length >= MAX_FLUSHES_BEFORE_INIT) {
       this.kept.shift();
-      reportError("flush.beforeInitDropped", `more than ${MAX_FLUSHES_BEFORE_INIT} flushes before initBackends(): the oldest are dropped and counted; call initBackends() before flushing`);
+      reportError(
+        "flush.beforeInitDropped",
+        `more than ${MAX_FLUSHES_BEFORE_INIT} flushes before initBackends(): the oldest are dropped and counted; call initBackends() before flushing`,
+      );
     }
     this.kept.push(flush);
   }

@@ -11,7 +11,15 @@ import type { AlertOptions } from "../alerts/options.js";
 import type { AlertEvent } from "../core/alert.js";
 import type { Metric } from "../core/metric.js";
 import { DEFAULT_PROCESS_NAME } from "../core/rank-identity.js";
-import { describeValue, flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting } from "../core/settings.js";
+import {
+  describeValue,
+  flagKind,
+  integerKind,
+  rejectUnknownOptions,
+  resolveSetting,
+  textKind,
+  type Setting,
+} from "../core/settings.js";
 import { claimRunLocation, type RunDirOptions, type RunLocation } from "../run/run-dir.js";
 import { newRunSecret, runSecretSetting } from "../core/run-secret.js";
 import { DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "../pipeline/backend-set.js";
@@ -160,7 +168,10 @@ export interface FlushResult {
  * The backends used when `initBackends()` gets no config: the console, and the embedded store
  * (`metrics.db` in the run directory, what `rankscope ui` shows) with the values reduced across ranks.
  */
-export const DEFAULT_BACKENDS: BackendsConfig = { console: { loggingMode: "global_reduce" }, store: { loggingMode: "global_reduce" } };
+export const DEFAULT_BACKENDS: BackendsConfig = {
+  console: { loggingMode: "global_reduce" },
+  store: { loggingMode: "global_reduce" },
+};
 
 export { GLOBAL_DISPLAY_NAME } from "../core/rank-identity.js";
 
@@ -172,10 +183,28 @@ export const OWNER = "getOrCreateMetricLogger";
 const DEADLINE_KIND = integerKind(1, 3_600_000);
 /** The logger's settings (the one resolver: option → environment → default). */
 export const LOGGER_SETTINGS = {
-  flushDeadlineMs: { owner: OWNER, option: "flushDeadlineMs", env: "RANKSCOPE_FLUSH_DEADLINE_MS", kind: DEADLINE_KIND, fallback: 5000 },
-  shutdownDeadlineMs: { owner: OWNER, option: "shutdownDeadlineMs", env: "RANKSCOPE_SHUTDOWN_DEADLINE_MS", kind: DEADLINE_KIND, fallback: 5000 },
+  flushDeadlineMs: {
+    owner: OWNER,
+    option: "flushDeadlineMs",
+    env: "RANKSCOPE_FLUSH_DEADLINE_MS",
+    kind: DEADLINE_KIND,
+    fallback: 5000,
+  },
+  shutdownDeadlineMs: {
+    owner: OWNER,
+    option: "shutdownDeadlineMs",
+    env: "RANKSCOPE_SHUTDOWN_DEADLINE_MS",
+    kind: DEADLINE_KIND,
+    fallback: 5000,
+  },
   quiet: { owner: OWNER, option: "quiet", env: "RANKSCOPE_QUIET", kind: flagKind, fallback: false },
-  backendDeadlineMs: { owner: OWNER, option: "backendDeadlineMs", env: "RANKSCOPE_BACKEND_DEADLINE_MS", kind: DEADLINE_KIND, fallback: DEFAULT_BACKEND_DEADLINE_MS },
+  backendDeadlineMs: {
+    owner: OWNER,
+    option: "backendDeadlineMs",
+    env: "RANKSCOPE_BACKEND_DEADLINE_MS",
+    kind: DEADLINE_KIND,
+    fallback: DEFAULT_BACKEND_DEADLINE_MS,
+  },
   runId: {
     owner: OWNER,
     option: "runId",
@@ -206,7 +235,8 @@ export interface ResolvedLoggerOptions {
  * what was wrong otherwise) and resolve each from the option, the environment, or its default.
  */
 export function resolveLoggerOptions(options: MetricLoggerOptions): ResolvedLoggerOptions {
-  if (options === null || typeof options !== "object") throw new TypeError(`${OWNER}(options) takes an object of options, got ${describeValue(options)}`);
+  if (options === null || typeof options !== "object")
+    throw new TypeError(`${OWNER}(options) takes an object of options, got ${describeValue(options)}`);
   rejectUnknownOptions(OWNER, options, LOGGER_OPTIONS);
   return {
     processName: options.processName ?? DEFAULT_PROCESS_NAME,
@@ -228,7 +258,9 @@ export function resolveLoggerOptions(options: MetricLoggerOptions): ResolvedLogg
  * the interface and not here (or here and not there) is a compile error; the known names (others
  * are a TypeError naming them) come from this table.
  */
-const LOGGER_OPTION_TABLE: { readonly [K in keyof Required<MetricLoggerOptions>]: (existing: ResolvedLoggerOptions) => unknown } = {
+const LOGGER_OPTION_TABLE: {
+  readonly [K in keyof Required<MetricLoggerOptions>]: (existing: ResolvedLoggerOptions) => unknown;
+} = {
   processName: (e) => e.processName,
   flushDeadlineMs: (e) => e.flushDeadlineMs,
   shutdownDeadlineMs: (e) => e.shutdownDeadlineMs,
@@ -260,9 +292,18 @@ export function conflictingOptions(existing: ResolvedLoggerOptions, options: Met
     if (value === undefined) continue;
     // Compared with what the existing logger resolved, so `{ runDir }` naming its directory agrees.
     const has = isLoggerOption(key) ? LOGGER_OPTION_TABLE[key](existing) : undefined;
-    const wanted = (key === "root" || key === "runDir") && typeof value === "string" ? resolvePath(value) : key === "stragglers" ? JSON.stringify(resolveStragglerOptions(value)) : value;
+    const wanted =
+      (key === "root" || key === "runDir") && typeof value === "string"
+        ? resolvePath(value)
+        : key === "stragglers"
+          ? JSON.stringify(resolveStragglerOptions(value))
+          : value;
     if (key === "alerts" ? isDeepStrictEqual(value, has) : wanted === has) continue;
-    conflicts.push(key === "runSecret" ? "runSecret: another secret (not shown)" : `${key}: ${describeValue(value)} (the logger has ${describeValue(has)})`);
+    conflicts.push(
+      key === "runSecret"
+        ? "runSecret: another secret (not shown)"
+        : `${key}: ${describeValue(value)} (the logger has ${describeValue(has)})`,
+    );
   }
   return conflicts;
 }

@@ -27,7 +27,13 @@ export class LostRanks {
    */
   lose(identity: RankIdentity, reason: string, lastStep: number | null, host?: string): RankLoss | undefined {
     if (this.lost.has(identity.rankName)) return undefined;
-    const loss: RankLoss = { rank: identity.rank, rankName: identity.rankName, step: lastStep, timestamp: Date.now(), reason };
+    const loss: RankLoss = {
+      rank: identity.rank,
+      rankName: identity.rankName,
+      step: lastStep,
+      timestamp: Date.now(),
+      reason,
+    };
     this.lost.set(identity.rankName, loss);
     if (host !== undefined) this.hosts.set(identity.rankName, host);
     this.everLost = true;

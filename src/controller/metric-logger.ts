@@ -39,11 +39,25 @@ import {
   type ShutdownOptions,
 } from "./logger-options.js";
 import { FlushesBeforeInit } from "./before-init.js";
-import { alertStates, answersTiming, askRanks, droppedKeyStates, mergeAnswers, rankCountStates, rankRefs } from "./rank-answers.js";
+import {
+  alertStates,
+  answersTiming,
+  askRanks,
+  droppedKeyStates,
+  mergeAnswers,
+  rankCountStates,
+  rankRefs,
+} from "./rank-answers.js";
 import { LostRanks } from "./lost-ranks.js";
 import { StragglerTracker, type ResolvedStragglerOptions } from "./stragglers.js";
 import type { RankIdentity } from "../core/rank-identity.js";
-import { controllerIdentity, LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../pipeline/runtime.js";
+import {
+  controllerIdentity,
+  LocalRankHandle,
+  RankRuntime,
+  type RankHandle,
+  type RankInit,
+} from "../pipeline/runtime.js";
 import { reduceStates } from "../pipeline/reduce-states.js";
 import { provideDefaultLogger, type RankController } from "../pipeline/default-logger.js";
 import { ControllerAlerts, type AlertStats } from "../alerts/controller-alerts.js";
@@ -149,7 +163,10 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
         releaseUnusedRunLocation(this.run);
         const { keys, values } = pendingValues();
         if (values > 0) {
-          warn("exit.unflushed", `${reason}: ${values} value(s) in ${keys} key(s) recorded since the last flush were never logged (the process ended without flush(step) and shutdown())`);
+          warn(
+            "exit.unflushed",
+            `${reason}: ${values} value(s) in ${keys} key(s) recorded since the last flush were never logged (the process ended without flush(step) and shutdown())`,
+          );
         }
       },
     });
@@ -172,7 +189,10 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
    * were already initialised, unless `options.replace` asks for that (replacing them in the middle
    * of a run splits its data between two sets of backends, so it is never silent).
    */
-  async initBackends<C extends object = BackendsConfig>(config?: BackendsConfig<C>, options: InitBackendsOptions = {}): Promise<void> {
+  async initBackends<C extends object = BackendsConfig>(
+    config?: BackendsConfig<C>,
+    options: InitBackendsOptions = {},
+  ): Promise<void> {
     this.assertOpen("initBackends");
     if (this.rankInit !== null && options.replace !== true) {
       throw new Error(
@@ -182,36 +202,54 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
     const validated = await validateBackendsConfig(config ?? DEFAULT_BACKENDS);
     const runMeta = validateRunMeta(options);
     const resumeStep = options.resumeStep ?? 0;
-    if (!Number.isInteger(resumeStep) || resumeStep < 0) throw new TypeError(`resumeStep must be a non-negative integer, got ${String(resumeStep)}`);
+    if (!Number.isInteger(resumeStep) || resumeStep < 0)
+      throw new TypeError(`resumeStep must be a non-negative integer, got ${String(resumeStep)}`);
     if (this.rankInit !== null) {
       await this.globalBackends.finish();
       await this.primaryBackends.finish();
     }
     const run = { runDir: this.run.runDir, experiment: this.run.experiment, trial: this.run.trial, resumeStep };
     const global = validated.filter((v) => v.loggingMode === "global_reduce");
-    this.globalBackends = await BackendSet.start(global, (v) => this.globalContext(v, run.resumeStep), this.backendDeadlineMs);
+    this.globalBackends = await BackendSet.start(
+      global,
+      (v) => this.globalContext(v, run.resumeStep),
+      this.backendDeadlineMs,
+    );
     // Alerts are recorded by the global backends that take them (the store), never awaited by a flush.
     this.alerts.recordWith((event) => void this.globalBackends.logAlert(event));
     // Forge's primary: a per-rank backend whose ranks share one run gets a controller-side instance
     // that creates it and hands its id to the ranks as primary metadata.
     const shared = validated.filter((v) => v.loggingMode !== "global_reduce" && v.options.perRankShareRun === true);
-    this.primaryBackends = await BackendSet.start(shared, (v) => this.globalContext(v, run.resumeStep), this.backendDeadlineMs);
+    this.primaryBackends = await BackendSet.start(
+      shared,
+      (v) => this.globalContext(v, run.resumeStep),
+      this.backendDeadlineMs,
+    );
     const perRank: Record<string, Record<string, unknown>> = {};
     // Ranks apply the controller's backend deadline unless the backend has its own, capped at half
     // the flush deadline: a rank logs its per-rank backends before it answers a flush, and a hung
     // one must not make the rank miss the flush (its states would be lost for every backend).
     const rankDeadlineMs = Math.min(this.backendDeadlineMs, Math.max(1, Math.floor(this.flushDeadlineMs / 2)));
-    for (const v of validated) if (v.loggingMode !== "global_reduce") perRank[v.name] = { deadlineMs: rankDeadlineMs, ...v.options };
+    for (const v of validated)
+      if (v.loggingMode !== "global_reduce") perRank[v.name] = { deadlineMs: rankDeadlineMs, ...v.options };
     const primaryMetadata = { ...this.globalBackends.metadataForRanks(), ...this.primaryBackends.metadataForRanks() };
     if (resumeStep > 0) this.lastStep = resumeStep - 1;
     const files =
       options.runConfig === undefined && runMeta === undefined
         ? undefined
-        : await writeRunFiles(this.run.runDir, { ...(options.runConfig === undefined ? {} : { config: options.runConfig }), ...(runMeta === undefined ? {} : { meta: runMeta }) });
+        : await writeRunFiles(this.run.runDir, {
+            ...(options.runConfig === undefined ? {} : { config: options.runConfig }),
+            ...(runMeta === undefined ? {} : { meta: runMeta }),
+          });
     // The run's config and version info are its hyperparameters in every backend that has them:
     // the global and primary ones here, the per-rank ones through the ranks' init.
     const hyperparams = files !== undefined && options.runConfig !== undefined ? runHyperparams(files) : undefined;
-    const rankInit: RankInit = { backends: perRank, primaryMetadata, run, ...(hyperparams === undefined ? {} : { hyperparams }) };
+    const rankInit: RankInit = {
+      backends: perRank,
+      primaryMetadata,
+      run,
+      ...(hyperparams === undefined ? {} : { hyperparams }),
+    };
     this.rankInit = rankInit;
     await Promise.all([...this.ranks.values()].map((r) => r.init(rankInit)));
     if (hyperparams !== undefined) await this.logHyperparams(hyperparams);
@@ -224,11 +262,16 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
   async registerRank(handle: RankHandle): Promise<void> {
     this.assertOpen("registerRank");
     if (handle.rankName === this.ownRank.rankName && handle !== this.ownRank) {
-      throw new TypeError(`a rank cannot be named "${handle.rankName}": that is the controller's own name (its processName)`);
+      throw new TypeError(
+        `a rank cannot be named "${handle.rankName}": that is the controller's own name (its processName)`,
+      );
     }
     const previous = this.ranks.get(handle.rankName);
     if (previous !== undefined && previous !== handle) {
-      warn(`rank.reregistered:${handle.rankName}`, `rank ${handle.rankName} registered again; the new registration replaces the old one`);
+      warn(
+        `rank.reregistered:${handle.rankName}`,
+        `rank ${handle.rankName} registered again; the new registration replaces the old one`,
+      );
     }
     this.ranks.set(handle.rankName, handle);
     if (this.rankInit !== null) await handle.init(this.rankInit);
@@ -284,9 +327,13 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
 
   private async flushRanks(step: number, options: FlushOptions): Promise<FlushResult> {
     this.assertOpen("flush");
-    if (!Number.isInteger(step) || step < 0) throw new TypeError(`flush(step) takes a non-negative integer step, got ${String(step)}`);
+    if (!Number.isInteger(step) || step < 0)
+      throw new TypeError(`flush(step) takes a non-negative integer step, got ${String(step)}`);
     if (step < this.lastStep || (step === this.lastStep && options.allowRepeatedStep !== true)) {
-      warn("flush.stepNotIncreasing", `flush(${step}) after flush(${this.lastStep}): steps should increase; the values are logged at step ${step} as asked`);
+      warn(
+        "flush.stepNotIncreasing",
+        `flush(${step}) after flush(${this.lastStep}): steps should increase; the values are logged at step ${step} as asked`,
+      );
     }
     this.lastStep = Math.max(this.lastStep, step);
     const answers = await askRanks([...this.ranks.values()], this.ownRank, step, this.flushDeadlineMs);
@@ -303,7 +350,8 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
     const stragglers = this.stragglerTracker?.observe(step, timestamp, answersTiming(answers, this.ownRank));
     // What ranks logged on axes of their own since the last flush (a rank's system monitor).
     for (const snapshot of snapshots) {
-      for (const log of snapshot.offCycle ?? []) await this.logDirect(log.states, { step: log.step, axis: log.axis, timestamp: log.timestamp });
+      for (const log of snapshot.offCycle ?? [])
+        await this.logDirect(log.states, { step: log.step, axis: log.axis, timestamp: log.timestamp });
       if (snapshot.alerts !== undefined) this.alerts.userCalls(snapshot.alerts);
     }
     const states = mergeAnswers(snapshots, step);
@@ -316,22 +364,46 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
     states.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     const lostRanks = this.lost.names;
     // The alerts' straggler rule reads the chronic stragglers (docs/alerts.md, docs/stragglers.md).
-    const chronic = stragglers?.report.chronic.map((c): StragglerInput => ({ rank: c.rank, rankName: c.rankName, host: c.host, chronic: true }));
-    const result = { step, ranksExpected, ranksReporting, missingRanks: missing, ...(lostRanks.length > 0 ? { lostRanks } : {}), ...(stragglers === undefined ? {} : { stragglers: stragglers.report }) };
+    const chronic = stragglers?.report.chronic.map((c): StragglerInput => ({
+      rank: c.rank,
+      rankName: c.rankName,
+      host: c.host,
+      chronic: true,
+    }));
+    const result = {
+      step,
+      ranksExpected,
+      ranksReporting,
+      missingRanks: missing,
+      ...(lostRanks.length > 0 ? { lostRanks } : {}),
+      ...(stragglers === undefined ? {} : { stragglers: stragglers.report }),
+    };
     if (this.rankInit === null) {
       this.beforeInit.keep({ states, ...target, acknowledge: answers.acknowledge });
       const { metrics } = reduceStates(states, target);
-      return { ...result, metrics, undelivered: {}, beforeInit: true, ...this.judgeAlerts(target, metrics, missing, chronic) };
+      return {
+        ...result,
+        metrics,
+        undelivered: {},
+        beforeInit: true,
+        ...this.judgeAlerts(target, metrics, missing, chronic),
+      };
     }
     for (const kept of this.beforeInit.takeAll()) {
       await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
       kept.acknowledge?.();
     }
-    const merged = this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
+    const merged =
+      this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
     if (stragglers !== undefined) await this.globalBackends.logRankTiming(stragglers.record);
     // Logged: ranks over NATS may forget these answers now (a later controller need not ask for them).
     answers.acknowledge();
-    return { ...result, metrics: merged.metrics, undelivered: this.undelivered(), ...this.judgeAlerts(target, merged.metrics, missing, chronic) };
+    return {
+      ...result,
+      metrics: merged.metrics,
+      undelivered: this.undelivered(),
+      ...this.judgeAlerts(target, merged.metrics, missing, chronic),
+    };
   }
 
   /**
@@ -339,9 +411,20 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
    * waits for an alert. `stragglers`: the straggler attribution's ranks at this flush, with their
    * chronic flag (absent: no attribution was made, no evidence for the `straggler` rule).
    */
-  private judgeAlerts(target: { step: number; timestamp: number }, metrics: readonly Metric[], missing: readonly string[], stragglers?: readonly StragglerInput[]): Pick<FlushResult, "alerts"> {
+  private judgeAlerts(
+    target: { step: number; timestamp: number },
+    metrics: readonly Metric[],
+    missing: readonly string[],
+    stragglers?: readonly StragglerInput[],
+  ): Pick<FlushResult, "alerts"> {
     const ranks = { missing: rankRefs(missing, this.ranks), lost: this.lost.refs() };
-    const alerts = this.alerts.observeFlush({ step: target.step, at: target.timestamp, metrics, ranks, ...(stragglers === undefined ? {} : { stragglers }) });
+    const alerts = this.alerts.observeFlush({
+      step: target.step,
+      at: target.timestamp,
+      metrics,
+      ranks,
+      ...(stragglers === undefined ? {} : { stragglers }),
+    });
     return alerts.length === 0 ? {} : { alerts };
   }
 
@@ -359,7 +442,11 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
   async logDirect(states: readonly KeyState[], options: LogDirectOptions): Promise<readonly Metric[]> {
     if (this.parkedWhileEnding("logDirect")) return untilTheEnd();
     this.assertOpen("logDirect");
-    const target = { step: options.step, timestamp: options.timestamp ?? Date.now(), ...(options.axis === undefined ? {} : { axis: options.axis }) };
+    const target = {
+      step: options.step,
+      timestamp: options.timestamp ?? Date.now(),
+      ...(options.axis === undefined ? {} : { axis: options.axis }),
+    };
     const reduced = reduceStates(states, target);
     if (this.globalBackends.size > 0) await this.globalBackends.logFlush(reduced, options.step);
     return reduced.metrics;
@@ -381,26 +468,47 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
     this.unregisterDrain?.();
     this.unregisterDrain = null;
     const deadlineMs = options.deadlineMs ?? this.shutdownDeadlineMs;
-    if (!Number.isFinite(deadlineMs) || deadlineMs <= 0) throw new TypeError(`shutdown({ deadlineMs }) takes a positive number of milliseconds, got ${String(deadlineMs)}`);
+    if (!Number.isFinite(deadlineMs) || deadlineMs <= 0)
+      throw new TypeError(
+        `shutdown({ deadlineMs }) takes a positive number of milliseconds, got ${String(deadlineMs)}`,
+      );
     const { keys, values } = pendingValues();
     if (values > 0) {
-      warn("shutdown.unflushed", `shutdown(): ${values} value(s) in ${keys} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`);
+      warn(
+        "shutdown.unflushed",
+        `shutdown(): ${values} value(s) in ${keys} key(s) recorded since the last flush were not logged; call flush(step) before shutdown()`,
+      );
     }
     const started = Date.now();
     // A flush still running (called before a signal that shuts the logger down) logs its step
     // before the backends finish, within half the deadline, instead of logging into finished ones.
     const inFlight = [...this.flushesInFlight];
-    const flushed = inFlight.length === 0 ? Promise.resolve() : withDeadline(Promise.allSettled(inFlight), deadlineMs / 2).then(() => undefined);
+    const flushed =
+      inFlight.length === 0
+        ? Promise.resolve()
+        : withDeadline(Promise.allSettled(inFlight), deadlineMs / 2).then(() => undefined);
     // Ranks get a little less than the whole deadline, so one that must be killed is killed in time.
     const rankDeadline = Math.max(1, deadlineMs - Math.min(500, deadlineMs / 5));
     const ranks = [...this.ranks.values()];
-    const ranksDone = flushed.then(() => Promise.all(ranks.map((r) => r.shutdown(Math.max(1, rankDeadline - (Date.now() - started))).catch(() => undefined))));
+    const ranksDone = flushed.then(() =>
+      Promise.all(
+        ranks.map((r) => r.shutdown(Math.max(1, rankDeadline - (Date.now() - started))).catch(() => undefined)),
+      ),
+    );
     // Primaries finish after their ranks: a shared run is marked complete once the ranks are done.
     // The webhook gets what is left of the deadline for its queue (the rest is counted undelivered).
     const alertsDone = flushed.then(() => this.alerts.close(Math.max(1, rankDeadline - (Date.now() - started))));
-    const all = [flushed.then(() => this.globalBackends.finish()), ranksDone.then(() => this.primaryBackends.finish()), alertsDone];
+    const all = [
+      flushed.then(() => this.globalBackends.finish()),
+      ranksDone.then(() => this.primaryBackends.finish()),
+      alertsDone,
+    ];
     const done = await withDeadline(Promise.all(all), deadlineMs);
-    if (done === DEADLINE) warn("shutdown.deadline", `shutdown(): ranks or backends did not finish within ${deadlineMs} ms; stopped waiting`);
+    if (done === DEADLINE)
+      warn(
+        "shutdown.deadline",
+        `shutdown(): ranks or backends did not finish within ${deadlineMs} ms; stopped waiting`,
+      );
     // Transports close even after a missed deadline, so no connection keeps the process alive.
     await withDeadline(this.runShutdownHooks(), Math.max(200, deadlineMs - (Date.now() - started)));
     this.ranks.clear();
@@ -430,7 +538,12 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
       `the job ended without logger.shutdown(): ${values > 0 || withRanks ? `flushing what is left at step ${step}, then ` : ""}shutting down${withRanks ? ` ${this.ranks.size - 1} rank(s)` : ""}; call shutdown() at the end of the job`,
     );
     if (values > 0 || withRanks) {
-      await withDeadline(this.flush(step, { allowRepeatedStep: true }).catch((error: unknown) => warn("shutdown.finalFlush", `final flush failed: ${describeError(error)}`)), Math.min(this.flushDeadlineMs, deadlineMs / 2));
+      await withDeadline(
+        this.flush(step, { allowRepeatedStep: true }).catch((error: unknown) =>
+          warn("shutdown.finalFlush", `final flush failed: ${describeError(error)}`),
+        ),
+        Math.min(this.flushDeadlineMs, deadlineMs / 2),
+      );
     }
     await this.shutdown({ deadlineMs: Math.max(1, deadlineMs - (Date.now() - started)) });
   }
@@ -461,7 +574,10 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
    */
   private parkedWhileEnding(call: string): boolean {
     if (!endingBySignal()) return false;
-    warn("lifecycle.ending", `${call}() while the process is ending (${String(endingReason())}): not logged, and it does not return (the process ends by the signal); rankscope is writing what was flushed before`);
+    warn(
+      "lifecycle.ending",
+      `${call}() while the process is ending (${String(endingReason())}): not logged, and it does not return (the process ends by the signal); rankscope is writing what was flushed before`,
+    );
     return true;
   }
 

@@ -8,10 +8,21 @@ import type { KeyState } from "../core/key-state.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
 import type { RankRef } from "../alerts/engine.js";
 import { warn } from "../core/diagnostics.js";
-import { ALERTS_UNDELIVERED_KEY, DROPPED_KEY_RECORDS_KEY, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY } from "../core/internal-keys.js";
+import {
+  ALERTS_UNDELIVERED_KEY,
+  DROPPED_KEY_RECORDS_KEY,
+  RANKS_EXPECTED_KEY,
+  RANKS_REPORTING_KEY,
+} from "../core/internal-keys.js";
 import { appendRankTiming, appendTimingColumns, emptyTimingColumns, type TimingColumns } from "../core/step-timing.js";
 import { mergeRankKeyStates, singleValueState } from "../pipeline/reduce-states.js";
-import { isMergeableSnapshot, type RankGroupHandle, type RankGroupSnapshot, type RankHandle, type RankSnapshot } from "../pipeline/rank-handle.js";
+import {
+  isMergeableSnapshot,
+  type RankGroupHandle,
+  type RankGroupSnapshot,
+  type RankHandle,
+  type RankSnapshot,
+} from "../pipeline/rank-handle.js";
 
 /** What the ranks answered to one flush. */
 interface RankAnswers {
@@ -40,7 +51,12 @@ function isRankGroupSnapshot(snapshot: RankSnapshot): snapshot is RankGroupSnaps
 }
 
 /** Ask every handle for its states at `step`, waiting at most `deadlineMs`. `own` is the controller's own handle (never counted). */
-export async function askRanks(handles: readonly RankHandle[], own: RankHandle, step: number, deadlineMs: number): Promise<RankAnswers> {
+export async function askRanks(
+  handles: readonly RankHandle[],
+  own: RankHandle,
+  step: number,
+  deadlineMs: number,
+): Promise<RankAnswers> {
   const asked = performance.now();
   const arrived = new Float64Array(handles.length);
   const answers = await Promise.all(
@@ -144,7 +160,9 @@ export function rankRefs(names: readonly string[], handles: ReadonlyMap<string, 
 
 /** `rankscope/alerts_undelivered` for a flush: logged from the first flush the webhook missed an alert. */
 export function alertStates(undelivered: number | undefined): KeyState[] {
-  return undelivered === undefined ? [] : [{ key: ALERTS_UNDELIVERED_KEY, reduce: "sum", state: singleValueState(undelivered) }];
+  return undelivered === undefined
+    ? []
+    : [{ key: ALERTS_UNDELIVERED_KEY, reduce: "sum", state: singleValueState(undelivered) }];
 }
 
 /** Ranks named at most in the dropped-keys warning. */
@@ -164,7 +182,10 @@ export function droppedKeyStates(snapshots: readonly RankSnapshot[], step: numbe
     ranks.push(`${s.rankName} (${s.droppedKeyRecords})`);
   }
   if (total === 0) return [];
-  const named = ranks.length > NAMED_RANKS ? `${ranks.slice(0, NAMED_RANKS).join(", ")} and ${ranks.length - NAMED_RANKS} more` : ranks.join(", ");
+  const named =
+    ranks.length > NAMED_RANKS
+      ? `${ranks.slice(0, NAMED_RANKS).join(", ")} and ${ranks.length - NAMED_RANKS} more`
+      : ranks.join(", ");
   warn(
     "flush.droppedKeys",
     `flush(${step}): ${total} recorded value(s) were dropped because their key was new past a process's key bound (RANKSCOPE_MAX_KEYS): ${named}; logged as ${DROPPED_KEY_RECORDS_KEY}. Keys that embed ids are the usual cause; raise the bound if the keys are real.`,

@@ -21,11 +21,24 @@
 import type { KeyState } from "../core/key-state.js";
 import { describeValue, rejectUnknownOptions } from "../core/settings.js";
 import { STRAGGLER_KEY_PREFIX } from "../core/internal-keys.js";
-import type { ChronicRank, RankRef, RankTimingRecord, SlowRank, StragglerMeasure, StragglerReport } from "../core/straggler-report.js";
+import type {
+  ChronicRank,
+  RankRef,
+  RankTimingRecord,
+  SlowRank,
+  StragglerMeasure,
+  StragglerReport,
+} from "../core/straggler-report.js";
 import { timingRows, type TimingColumns, type TracerColumns } from "../core/step-timing.js";
 import { singleValueState } from "../pipeline/reduce-states.js";
 
-export type { ChronicRank, RankTimingRecord, SlowRank, StragglerMeasure, StragglerReport } from "../core/straggler-report.js";
+export type {
+  ChronicRank,
+  RankTimingRecord,
+  SlowRank,
+  StragglerMeasure,
+  StragglerReport,
+} from "../core/straggler-report.js";
 
 /** Options of straggler attribution (`MetricLoggerOptions.stragglers`; `false` turns it off). */
 export interface StragglerOptions {
@@ -44,7 +57,12 @@ export interface StragglerOptions {
 /** The options with every default filled in. */
 export type ResolvedStragglerOptions = Required<Omit<StragglerOptions, "tracer">> & Pick<StragglerOptions, "tracer">;
 
-export const DEFAULT_STRAGGLER_OPTIONS: ResolvedStragglerOptions = { topK: 3, tolerance: 0.25, minExcessMs: 20, chronicWindow: 10 };
+export const DEFAULT_STRAGGLER_OPTIONS: ResolvedStragglerOptions = {
+  topK: 3,
+  tolerance: 0.25,
+  minExcessMs: 20,
+  chronicWindow: 10,
+};
 
 /** Robust standard deviations (MAD × 1.4826) an excess must pass as well. */
 const MAD_K = 5;
@@ -57,8 +75,16 @@ const OPTIONS = ["topK", "tolerance", "minExcessMs", "chronicWindow", "tracer"];
 
 function numberIn(name: string, value: unknown, fallback: number, min: number, max: number, integer: boolean): number {
   if (value === undefined) return fallback;
-  if (typeof value !== "number" || !Number.isFinite(value) || value < min || value > max || (integer && !Number.isInteger(value))) {
-    throw new TypeError(`stragglers.${name} must be ${integer ? "an integer" : "a number"} from ${min} to ${max}, got ${describeValue(value)}`);
+  if (
+    typeof value !== "number" ||
+    !Number.isFinite(value) ||
+    value < min ||
+    value > max ||
+    (integer && !Number.isInteger(value))
+  ) {
+    throw new TypeError(
+      `stragglers.${name} must be ${integer ? "an integer" : "a number"} from ${min} to ${max}, got ${describeValue(value)}`,
+    );
   }
   return value;
 }
@@ -67,11 +93,17 @@ function numberIn(name: string, value: unknown, fallback: number, min: number, m
 export function resolveStragglerOptions(value: unknown): ResolvedStragglerOptions | null {
   if (value === false) return null;
   if (value === undefined || value === true) return DEFAULT_STRAGGLER_OPTIONS;
-  if (value === null || typeof value !== "object") throw new TypeError(`stragglers must be false or an object of options (${OPTIONS.join(", ")}), got ${describeValue(value)}`);
+  if (value === null || typeof value !== "object")
+    throw new TypeError(
+      `stragglers must be false or an object of options (${OPTIONS.join(", ")}), got ${describeValue(value)}`,
+    );
   rejectUnknownOptions("stragglers", value, OPTIONS);
   const v: Record<string, unknown> = { ...value };
   const tracer = v["tracer"];
-  if (tracer !== undefined && (typeof tracer !== "string" || tracer.length === 0)) throw new TypeError(`stragglers.tracer must be a Tracer's prefix (a non-empty string), got ${describeValue(tracer)}`);
+  if (tracer !== undefined && (typeof tracer !== "string" || tracer.length === 0))
+    throw new TypeError(
+      `stragglers.tracer must be a Tracer's prefix (a non-empty string), got ${describeValue(tracer)}`,
+    );
   const d = DEFAULT_STRAGGLER_OPTIONS;
   return {
     topK: numberIn("topK", v["topK"], d.topK, 1, 100, true),
@@ -238,8 +270,15 @@ export class StragglerTracker {
     ];
     const slowRows = this.slowRows(scores);
     const named = new Set([...slowRows.keys()].map((i) => columns.rankNames[i] ?? ""));
-    const refOf = (i: number): RankRef => ({ rank: columns.ranks[i] ?? -1, rankName: columns.rankNames[i] ?? "", host: columns.hosts[i] ?? "" });
-    const chronic = this.advance(named, new Map([...slowRows.keys()].map((i) => [columns.rankNames[i] ?? "", refOf(i)])));
+    const refOf = (i: number): RankRef => ({
+      rank: columns.ranks[i] ?? -1,
+      rankName: columns.rankNames[i] ?? "",
+      host: columns.hosts[i] ?? "",
+    });
+    const chronic = this.advance(
+      named,
+      new Map([...slowRows.keys()].map((i) => [columns.rankNames[i] ?? "", refOf(i)])),
+    );
     const chronicNames = new Set(chronic.map((c) => c.rankName));
     const phaseOf = this.phaseHints(figures, [...slowRows.keys()]);
     const slowest: SlowRank[] = [...slowRows.entries()]
@@ -266,15 +305,36 @@ export class StragglerTracker {
       slowest,
       chronic,
     };
-    const record: RankTimingRecord = { step, timestamp, ranks: columns.ranks, rankNames: columns.rankNames, hosts: columns.hosts, stepMs: figures.stepMs, latenessMs, waitMs: figures.waitMs, report };
+    const record: RankTimingRecord = {
+      step,
+      timestamp,
+      ranks: columns.ranks,
+      rankNames: columns.rankNames,
+      hosts: columns.hosts,
+      stepMs: figures.stepMs,
+      latenessMs,
+      waitMs: figures.waitMs,
+      report,
+    };
     return { report, states: stragglerStates(report), record };
   }
 
   /** Each rank's excess on one measure, and the bar: max(minExcessMs, tolerance × median step, MAD_K robust σ). */
-  private scores(measure: StragglerMeasure, excess: Float64Array, values: Float64Array, median: number, scale: number): MeasureScores {
+  private scores(
+    measure: StragglerMeasure,
+    excess: Float64Array,
+    values: Float64Array,
+    median: number,
+    scale: number,
+  ): MeasureScores {
     const { median: mad, n } = this.scratch.median(values, median);
     const spread = Number.isFinite(mad) ? MAD_K * MAD_TO_SIGMA * mad : 0;
-    return { measure, excess, n, threshold: Math.max(this.options.minExcessMs, this.options.tolerance * scale, spread) };
+    return {
+      measure,
+      excess,
+      n,
+      threshold: Math.max(this.options.minExcessMs, this.options.tolerance * scale, spread),
+    };
   }
 
   /** The rows named on some measure (at most topK per measure), with their measures and a score (excess / bar, at most). */
@@ -313,7 +373,8 @@ export class StragglerTracker {
       for (const i of rows) {
         const ms = perStep[i] ?? NaN;
         const best = hints.get(i);
-        if (Number.isFinite(ms) && ms - median > 0 && (best === undefined || ms - median > best.ms - best.medianMs)) hints.set(i, { name: p.name, ms, medianMs: median });
+        if (Number.isFinite(ms) && ms - median > 0 && (best === undefined || ms - median > best.ms - best.medianMs))
+          hints.set(i, { name: p.name, ms, medianMs: median });
       }
     }
     return hints;
@@ -370,14 +431,16 @@ const MEASURE_KEYS: Record<StragglerMeasure, [key: string, value: (s: SlowRank) 
 export function stragglerStates(report: StragglerReport): KeyState[] {
   const states: KeyState[] = [];
   const add = (key: string, value: number | null): void => {
-    if (value !== null && Number.isFinite(value)) states.push({ key: `${STRAGGLER_KEY_PREFIX}${key}`, reduce: "mean", state: singleValueState(value) });
+    if (value !== null && Number.isFinite(value))
+      states.push({ key: `${STRAGGLER_KEY_PREFIX}${key}`, reduce: "mean", state: singleValueState(value) });
   };
   add("skew", report.skew);
   add("median_step_ms", report.medianStepMs);
   add("median_wait_ms", report.medianWaitMs);
   add("slow_ranks", report.slowest.length);
   add("chronic_ranks", report.chronic.length);
-  for (const s of report.slowest) for (const m of s.by) add(`${MEASURE_KEYS[m][0]}/${rankKeyName(s)}`, MEASURE_KEYS[m][1](s));
+  for (const s of report.slowest)
+    for (const m of s.by) add(`${MEASURE_KEYS[m][0]}/${rankKeyName(s)}`, MEASURE_KEYS[m][1](s));
   for (const c of report.chronic) add(`chronic/${rankKeyName(c)}`, c.slowFlushes);
   return states;
 }

@@ -19,6 +19,7 @@ function shown(path: string, cwd: string): string {
 export function runLocationNote(run: RunLocation, cwd: string = process.cwd()): string | undefined {
   if (!existsSync(run.runDir)) return undefined;
   let note = `rankscope: this run's data is in ${shown(run.runDir, cwd)}\n`;
-  if (existsSync(join(run.runDir, STORE_FILE))) note += `rankscope: open the dashboard with: npx rankscope ui --root ${shown(run.root, cwd)}\n`;
+  if (existsSync(join(run.runDir, STORE_FILE)))
+    note += `rankscope: open the dashboard with: npx rankscope ui --root ${shown(run.root, cwd)}\n`;
   return note;
 }

@@ -35,7 +35,8 @@ function valueOf(v: unknown): number | undefined | null {
  * `rank`, `rankName`, `host`, `value`, `title`) absent or of their type. Other fields are dropped.
  */
 export function parseAlertEvent(json: string): AlertEvent | string {
-  if (json.length > MAX_ALERT_JSON) return `an alert event's JSON is ${json.length} characters, at most ${MAX_ALERT_JSON}`;
+  if (json.length > MAX_ALERT_JSON)
+    return `an alert event's JSON is ${json.length} characters, at most ${MAX_ALERT_JSON}`;
   let e: Record<string, unknown>;
   try {
     e = parseRecord(json, "an alert event");
@@ -44,12 +45,16 @@ export function parseAlertEvent(json: string): AlertEvent | string {
   }
   const { id, rule, level, run, step, key, rank, rankName, host, value, message, state, at, title } = e;
   const level_ = levelOf(level);
-  if (!text(id) || id === "" || !text(rule) || rule === "" || !text(run) || !text(message)) return `an alert event needs id, rule, run and message (strings of at most ${MAX_FIELD} characters)`;
+  if (!text(id) || id === "" || !text(rule) || rule === "" || !text(run) || !text(message))
+    return `an alert event needs id, rule, run and message (strings of at most ${MAX_FIELD} characters)`;
   if (level_ === undefined) return `an alert event's level must be one of ${ALERT_LEVELS.join(", ")}`;
   if (state !== "firing" && state !== "resolved") return 'an alert event\'s state must be "firing" or "resolved"';
-  if (step !== null && (typeof step !== "number" || !Number.isFinite(step))) return "an alert event's step must be a number or null";
-  if (typeof at !== "number" || !Number.isFinite(at)) return "an alert event's at must be a finite number (ms since the epoch)";
-  if ([key, rankName, host, title].some((v) => v !== undefined && !text(v))) return `an alert event's key, rankName, host and title must be strings of at most ${MAX_FIELD} characters`;
+  if (step !== null && (typeof step !== "number" || !Number.isFinite(step)))
+    return "an alert event's step must be a number or null";
+  if (typeof at !== "number" || !Number.isFinite(at))
+    return "an alert event's at must be a finite number (ms since the epoch)";
+  if ([key, rankName, host, title].some((v) => v !== undefined && !text(v)))
+    return `an alert event's key, rankName, host and title must be strings of at most ${MAX_FIELD} characters`;
   if (rank !== undefined && !Number.isSafeInteger(rank)) return "an alert event's rank must be an integer";
   const number = valueOf(value);
   if (number === null) return 'an alert event\'s value must be a number, "NaN", "Infinity" or "-Infinity"';

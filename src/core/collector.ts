@@ -177,7 +177,9 @@ export class Collector {
       return existing;
     }
     if (typeof reduce !== "string") {
-      throw new TypeError(`recordMetric("${key}", ...) reduce must be a Reduce name such as Reduce.MEAN, got ${describeValue(reduce)}`);
+      throw new TypeError(
+        `recordMetric("${key}", ...) reduce must be a Reduce name such as Reduce.MEAN, got ${describeValue(reduce)}`,
+      );
     }
     const definition = getReduceDefinition(reduce);
     if (this.entries.size >= this.maxKeys) {
@@ -193,8 +195,26 @@ export class Collector {
     // Both literals list the same fields in the same order, so every entry has one shape.
     const entry: MetricEntry =
       definition.input === "object"
-        ? { id, key, reduce, definition, accumulator: definition.create(), numeric: false, streamId: -1, streamGeneration: 0 }
-        : { id, key, reduce, definition, accumulator: definition.create(), numeric: true, streamId: -1, streamGeneration: 0 };
+        ? {
+            id,
+            key,
+            reduce,
+            definition,
+            accumulator: definition.create(),
+            numeric: false,
+            streamId: -1,
+            streamGeneration: 0,
+          }
+        : {
+            id,
+            key,
+            reduce,
+            definition,
+            accumulator: definition.create(),
+            numeric: true,
+            streamId: -1,
+            streamGeneration: 0,
+          };
     this.entries.set(key, entry);
     this.sortedEntries = null;
     if (this.onFirstKey !== null) {
@@ -213,7 +233,9 @@ export class Collector {
   numericEntryFor(key: unknown, reduce: unknown, caller = "metric"): NumericEntry | undefined {
     const entry = this.entryFor(key, reduce);
     if (entry === undefined || entry.numeric) return entry;
-    throw new TypeError(`${caller}("${entry.key}", "${entry.reduce}") binds numeric reductions only; record samples with recordMetric`);
+    throw new TypeError(
+      `${caller}("${entry.key}", "${entry.reduce}") binds numeric reductions only; record samples with recordMetric`,
+    );
   }
 
   /**
@@ -236,7 +258,9 @@ export class Collector {
    * cost more than taking their states. Do not modify the array.
    */
   entriesInKeyOrder(): readonly MetricEntry[] {
-    return (this.sortedEntries ??= [...this.entries.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)));
+    return (this.sortedEntries ??= [...this.entries.values()].sort((a, b) =>
+      a.key < b.key ? -1 : a.key > b.key ? 1 : 0,
+    ));
   }
 
   /** Forget every key and count (tests, and a process that starts a new run). Invalidates handles. */
@@ -275,7 +299,10 @@ class ClosedAccumulator<In> implements Accumulator<AccumulatorState, In> {
 }
 
 /** Put `stand-in` in place of an entry's accumulator; returns what puts the real one back. */
-function swapAccumulator<In>(entry: { accumulator: Accumulator<AccumulatorState, In> }, standIn: Accumulator<AccumulatorState, In>): () => void {
+function swapAccumulator<In>(
+  entry: { accumulator: Accumulator<AccumulatorState, In> },
+  standIn: Accumulator<AccumulatorState, In>,
+): () => void {
   const real = entry.accumulator;
   entry.accumulator = standIn;
   return () => {
@@ -289,7 +316,9 @@ function toNumber(key: string, value: unknown): number {
     // Reductions are float64 arithmetic: a bigint becomes the nearest double, exact up to ±2^53.
     const number = Number(value);
     if (!Number.isFinite(number)) {
-      throw new RangeError(`recordMetric("${key}", value): the bigint ${value} is beyond the range of a float64 (about ±1.8e308) and would become ${number}; scale it down first`);
+      throw new RangeError(
+        `recordMetric("${key}", value): the bigint ${value} is beyond the range of a float64 (about ±1.8e308) and would become ${number}; scale it down first`,
+      );
     }
     if (BigInt(number) !== value) {
       warn(
@@ -309,7 +338,8 @@ function toNumber(key: string, value: unknown): number {
 export function describeValue(value: unknown): string {
   if (value === null) return "null";
   if (value === undefined) return "undefined";
-  if (typeof value === "string") return `the string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
+  if (typeof value === "string")
+    return `the string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
   if (Array.isArray(value)) return `an array of length ${value.length}`;
   if (typeof value === "object") return `an object (${value.constructor?.name ?? "Object"})`;
   return `${typeof value} ${String(value)}`;

@@ -21,5 +21,10 @@ export function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T | ty
 
 /** True for a value `await` would wait for (a promise or any thenable). */
 export function isPromiseLike(value: unknown): value is PromiseLike<unknown> {
-  return value !== null && (typeof value === "object" || typeof value === "function") && "then" in value && typeof value.then === "function";
+  return (
+    value !== null &&
+    (typeof value === "object" || typeof value === "function") &&
+    "then" in value &&
+    typeof value.then === "function"
+  );
 }

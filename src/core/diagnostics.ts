@@ -77,7 +77,12 @@ export function warnAtBoundedRate(code: string, message: string, intervalMs = 60
     const since = shown === undefined ? 0 : count - shown.count - 1;
     lastShown().set(code, { at: now, count });
     s.counts.set(code, count - 1);
-    report("warning", code, since > 0 ? `${message} (${since} more since the last report, ${count} in all)` : message, true);
+    report(
+      "warning",
+      code,
+      since > 0 ? `${message} (${since} more since the last report, ${count} in all)` : message,
+      true,
+    );
   } else {
     s.counts.set(code, count);
   }

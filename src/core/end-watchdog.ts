@@ -40,7 +40,14 @@ export function startEndWatchdog(at: number, message: string): boolean {
   const workerData: WatchdogData = { at, pid: process.pid, message: message.endsWith("\n") ? message : `${message}\n` };
   try {
     // No flags of the user's (`--import tsx`, …): the watchdog needs none, and starts faster.
-    const worker = new Worker(WATCHDOG_SOURCE, { eval: true, workerData, execArgv: [], stdin: false, stdout: true, stderr: true });
+    const worker = new Worker(WATCHDOG_SOURCE, {
+      eval: true,
+      workerData,
+      execArgv: [],
+      stdin: false,
+      stdout: true,
+      stderr: true,
+    });
     worker.unref();
     // Its failure must not become the process's: the lifecycle's timer still bounds the end.
     worker.on("error", () => undefined);

@@ -17,7 +17,10 @@ function isPlainRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /** `earlier` with `later` merged in at every depth; neither is changed. */
-export function mergeHyperparams(earlier: Readonly<Record<string, unknown>>, later: Readonly<Record<string, unknown>>): Record<string, unknown> {
+export function mergeHyperparams(
+  earlier: Readonly<Record<string, unknown>>,
+  later: Readonly<Record<string, unknown>>,
+): Record<string, unknown> {
   const out: Record<string, unknown> = { ...earlier };
   for (const [name, value] of Object.entries(later)) {
     const before = out[name];

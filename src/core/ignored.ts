@@ -34,14 +34,30 @@ export interface IgnoredMessageCounts {
 export type IgnoredKind = keyof IgnoredMessageCounts;
 
 /** The kinds that are rejections (every kind but `late`), in the order they are logged. */
-export const REJECTION_KINDS: readonly IgnoredKind[] = ["unauthenticated", "replayed", "stale", "malformed", "foreign", "invalidState", "invalidName", "refused"];
+export const REJECTION_KINDS: readonly IgnoredKind[] = [
+  "unauthenticated",
+  "replayed",
+  "stale",
+  "malformed",
+  "foreign",
+  "invalidState",
+  "invalidName",
+  "refused",
+];
 
 /** How many messages this process has ignored since it started, by kind. */
 export function ignoredMessageCounts(): IgnoredMessageCounts {
-  return processWide(
-    "transport.ignoredByKind",
-    (): IgnoredMessageCounts => ({ malformed: 0, foreign: 0, late: 0, unauthenticated: 0, replayed: 0, stale: 0, invalidState: 0, invalidName: 0, refused: 0 }),
-  );
+  return processWide("transport.ignoredByKind", (): IgnoredMessageCounts => ({
+    malformed: 0,
+    foreign: 0,
+    late: 0,
+    unauthenticated: 0,
+    replayed: 0,
+    stale: 0,
+    invalidState: 0,
+    invalidName: 0,
+    refused: 0,
+  }));
 }
 
 /** How often each kind is reported again while it keeps happening (the first is reported at once). */
@@ -50,7 +66,11 @@ export const IGNORED_REPORT_INTERVAL_MS = 60_000;
 /** Count and report a message (or a part of one) that was ignored; reports are bounded in rate per kind. */
 export function reportIgnored(reason: IgnoredKind, detail: string): void {
   ignoredMessageCounts()[reason]++;
-  warnAtBoundedRate(`transport.${reason}`, `${detail}; ignored (counted in ignoredMessageCounts().${reason})`, IGNORED_REPORT_INTERVAL_MS);
+  warnAtBoundedRate(
+    `transport.${reason}`,
+    `${detail}; ignored (counted in ignoredMessageCounts().${reason})`,
+    IGNORED_REPORT_INTERVAL_MS,
+  );
 }
 
 /**

@@ -75,7 +75,10 @@ export const STRAGGLER_KEY_PREFIX = "rankscope/stragglers/";
  * `items` without rankscope's own keys, unless `include` (a backend's `internal: true`). Returns
  * `items` itself when there is nothing to leave out, so the common flush allocates nothing.
  */
-export function withoutInternalKeys<T extends { readonly key: string }>(items: readonly T[], include: boolean): readonly T[] {
+export function withoutInternalKeys<T extends { readonly key: string }>(
+  items: readonly T[],
+  include: boolean,
+): readonly T[] {
   if (include || !items.some((item) => isInternalKey(item.key))) return items;
   return items.filter((item) => !isInternalKey(item.key));
 }

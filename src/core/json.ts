@@ -74,11 +74,22 @@ export function jsonText(value: unknown, nonFinite: NonFiniteStyle = "string", i
   return writeJson(value, nonFinite, indent, "", new Set()) ?? "null";
 }
 
-function writeJson(value: unknown, nonFinite: NonFiniteStyle, indent: string, at: string, open: Set<object>): string | undefined {
-  if (value !== null && typeof value === "object" && "toJSON" in value && typeof value.toJSON === "function") value = value.toJSON();
+function writeJson(
+  value: unknown,
+  nonFinite: NonFiniteStyle,
+  indent: string,
+  at: string,
+  open: Set<object>,
+): string | undefined {
+  if (value !== null && typeof value === "object" && "toJSON" in value && typeof value.toJSON === "function")
+    value = value.toJSON();
   switch (typeof value) {
     case "number":
-      return Number.isFinite(value) ? numberText(value) : nonFinite === "string" ? `"${nonFiniteName(value)}"` : nonFiniteName(value);
+      return Number.isFinite(value)
+        ? numberText(value)
+        : nonFinite === "string"
+          ? `"${nonFiniteName(value)}"`
+          : nonFiniteName(value);
     case "bigint":
       return bigintText(value);
     case "string":
@@ -140,7 +151,11 @@ export function encodeMessage(message: unknown): string {
   }
   if (plain === undefined || !plain.includes("null")) return plain;
   return JSON.stringify(message, (_key, value: unknown) =>
-    typeof value === "number" && !Number.isFinite(value) ? { [TAG]: jsonNumber(value) } : typeof value === "bigint" ? { [BIGINT_TAG]: value.toString() } : value,
+    typeof value === "number" && !Number.isFinite(value)
+      ? { [TAG]: jsonNumber(value) }
+      : typeof value === "bigint"
+        ? { [BIGINT_TAG]: value.toString() }
+        : value,
   );
 }
 
@@ -151,7 +166,8 @@ export function decodeMessage(text: string): unknown {
     if (value !== null && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 1) {
       if (TAG in value) return parseNumber(value[TAG]);
       // At most 1,000 digits: a forged huge one must not make parsing slow.
-      if (BIGINT_TAG in value && typeof value[BIGINT_TAG] === "string" && /^-?\d{1,1000}$/.test(value[BIGINT_TAG])) return BigInt(value[BIGINT_TAG]);
+      if (BIGINT_TAG in value && typeof value[BIGINT_TAG] === "string" && /^-?\d{1,1000}$/.test(value[BIGINT_TAG]))
+        return BigInt(value[BIGINT_TAG]);
     }
     return value;
   });
@@ -172,7 +188,8 @@ export function stringifyNonFinite(value: unknown): string | undefined {
   if (isPlainData(value)) {
     const parts: string[] = [];
     for (const [k, v] of Object.entries(value)) {
-      const text = v === undefined || typeof v === "function" || typeof v === "symbol" ? undefined : stringifyNonFinite(v);
+      const text =
+        v === undefined || typeof v === "function" || typeof v === "symbol" ? undefined : stringifyNonFinite(v);
       if (text !== undefined) parts.push(`${JSON.stringify(k)}:${text}`);
     }
     return `{${parts.join(",")}}`;
@@ -199,7 +216,11 @@ export function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /** Parse JSON text that must be an object; a TypeError naming `what` when it is not. */
-export function parseRecord(text: string, what: string, reviver?: (key: string, value: unknown) => unknown): Record<string, unknown> {
+export function parseRecord(
+  text: string,
+  what: string,
+  reviver?: (key: string, value: unknown) => unknown,
+): Record<string, unknown> {
   const value: unknown = JSON.parse(text, reviver);
   if (!isRecord(value)) throw new TypeError(`${what} is not a JSON object: ${text.slice(0, 80)}`);
   return value;

@@ -27,13 +27,16 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 /** What is wrong with a key name received from another process, or undefined. */
 export function keyNameProblem(key: unknown): string | undefined {
   if (typeof key !== "string" || key.length === 0) return "its key must be a non-empty string";
-  return key.length > MAX_KEY_LENGTH ? `its key is ${key.length} characters long (at most ${MAX_KEY_LENGTH})` : undefined;
+  return key.length > MAX_KEY_LENGTH
+    ? `its key is ${key.length} characters long (at most ${MAX_KEY_LENGTH})`
+    : undefined;
 }
 
 /** What is wrong with a reduce name received from another process, or undefined (unknown names are the reduce step's to report). */
 export function reduceNameProblem(reduce: unknown): string | undefined {
   if (typeof reduce !== "string" || reduce.length === 0) return "its reduce must be a non-empty string";
-  if (reduce.length > MAX_REDUCE_NAME_LENGTH) return `its reduce name is ${reduce.length} characters long (at most ${MAX_REDUCE_NAME_LENGTH})`;
+  if (reduce.length > MAX_REDUCE_NAME_LENGTH)
+    return `its reduce name is ${reduce.length} characters long (at most ${MAX_REDUCE_NAME_LENGTH})`;
   return CONTROL.test(reduce) ? "its reduce name contains a control character" : undefined;
 }
 
@@ -48,16 +51,24 @@ export class ReceivedStates {
 
   /** What is wrong with one received `{ key, reduce, state }`, or undefined when it is valid. */
   problem(key: unknown, reduce: unknown, state: unknown): StateProblem | undefined {
-    if (typeof key !== "string" || typeof reduce !== "string") return { kind: "malformed", problem: "a state must carry a key and a reduce name" };
+    if (typeof key !== "string" || typeof reduce !== "string")
+      return { kind: "malformed", problem: "a state must carry a key and a reduce name" };
     const keyProblem = keyNameProblem(key);
     if (keyProblem !== undefined) return { kind: "invalidName", problem: keyProblem };
     const check = this.checkOf(reduce);
     if (typeof check === "string") return { kind: "invalidName", problem: check };
     if (!isRecord(state)) return { kind: "invalidState", problem: "its state must be an object" };
-    if (typeof state["v"] !== "number") return { kind: "invalidState", problem: `its state's v must be a number, got ${describe(state["v"])}` };
-    if (!isCount(state["count"])) return { kind: "invalidState", problem: `its state's count must be a finite number ≥ 0, got ${describe(state["count"])}` };
+    if (typeof state["v"] !== "number")
+      return { kind: "invalidState", problem: `its state's v must be a number, got ${describe(state["v"])}` };
+    if (!isCount(state["count"]))
+      return {
+        kind: "invalidState",
+        problem: `its state's count must be a finite number ≥ 0, got ${describe(state["count"])}`,
+      };
     const problem = check === null ? undefined : check(state);
-    return problem === undefined ? undefined : { kind: "invalidState", problem: `its ${String(reduce)} state is not valid: ${problem}` };
+    return problem === undefined
+      ? undefined
+      : { kind: "invalidState", problem: `its ${String(reduce)} state is not valid: ${problem}` };
   }
 
   private checkOf(reduce: string): Check | null | string {

@@ -123,7 +123,8 @@ const state: LifecycleState = processWide("lifecycle", () => {
  * at least one drain is registered, and removed with the last one.
  */
 export function registerDrain(drain: Drain): () => void {
-  if (typeof drain.name !== "string" || drain.name === "") throw new TypeError("registerDrain: a drain needs a non-empty name");
+  if (typeof drain.name !== "string" || drain.name === "")
+    throw new TypeError("registerDrain: a drain needs a non-empty name");
   state.drains.add(drain);
   install();
   return () => {
@@ -305,13 +306,19 @@ async function runDrains(context: DrainContext): Promise<boolean> {
               },
               (error: unknown) => {
                 entry.done = true;
-                reportError(`lifecycle.drain:${drain.name}`, `${drain.name}: failed while draining at ${context.reason}: ${describeError(error)}`);
+                reportError(
+                  `lifecycle.drain:${drain.name}`,
+                  `${drain.name}: failed while draining at ${context.reason}: ${describeError(error)}`,
+                );
               },
             );
             running.push(entry);
           }
         } catch (error) {
-          reportError(`lifecycle.drain:${drain.name}`, `${drain.name}: failed while draining at ${context.reason}: ${describeError(error)}`);
+          reportError(
+            `lifecycle.drain:${drain.name}`,
+            `${drain.name}: failed while draining at ${context.reason}: ${describeError(error)}`,
+          );
         }
       }
       if (running.length === 0) continue;

@@ -6,7 +6,11 @@ import type { HistogramData, SampleRecord } from "./reduce.js";
 export type LoggingMode = "global_reduce" | "per_rank_reduce" | "per_rank_no_reduce";
 
 /** The valid logging modes, in the order error messages list them. */
-export const LOGGING_MODES = ["global_reduce", "per_rank_reduce", "per_rank_no_reduce"] as const satisfies readonly LoggingMode[];
+export const LOGGING_MODES = [
+  "global_reduce",
+  "per_rank_reduce",
+  "per_rank_no_reduce",
+] as const satisfies readonly LoggingMode[];
 
 /** One reduced scalar at a flush. */
 export interface Metric {

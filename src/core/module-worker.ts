@@ -27,12 +27,24 @@ export function tsxUrl(specifier: "tsx" | "tsx/esm/api", what: string): string {
   try {
     return import.meta.resolve(specifier);
   } catch {
-    throw new Error(`${what} is TypeScript, which needs the "tsx" package to run; install it (npm install tsx) or use compiled JavaScript`);
+    throw new Error(
+      `${what} is TypeScript, which needs the "tsx" package to run; install it (npm install tsx) or use compiled JavaScript`,
+    );
   }
 }
 
 /** Flags of the main process that only make sense for its own entry (string input, REPL, syntax check). */
-const ENTRY_ONLY_FLAGS = new Set(["-e", "--eval", "-p", "--print", "--input-type", "-i", "--interactive", "-c", "--check"]);
+const ENTRY_ONLY_FLAGS = new Set([
+  "-e",
+  "--eval",
+  "-p",
+  "--print",
+  "--input-type",
+  "-i",
+  "--interactive",
+  "-c",
+  "--check",
+]);
 /** Of those, the ones whose value may follow as the next argument. */
 const ENTRY_ONLY_WITH_VALUE = new Set(["-e", "--eval", "-p", "--print", "--input-type"]);
 
@@ -67,7 +79,10 @@ export function workerExecArgv(execArgv: readonly string[] = process.execArgv): 
  * `entry` is a `.ts` file) says the worker needs tsx — also when the entry is JavaScript that
  * imports a user's TypeScript module.
  */
-export function startModuleWorker(entry: URL, options: WorkerOptions & { typeScript?: boolean; what?: string } = {}): Worker {
+export function startModuleWorker(
+  entry: URL,
+  options: WorkerOptions & { typeScript?: boolean; what?: string } = {},
+): Worker {
   const { typeScript = isTypeScript(entry), what = `the module ${entry.pathname}`, ...workerOptions } = options;
   if (workerOptions.execArgv === undefined) {
     const kept = workerExecArgv();
@@ -85,7 +100,8 @@ function newWorker(entry: URL | string, options: WorkerOptions): Worker {
     return new Worker(entry, options);
   } catch (error) {
     const execArgv = options.execArgv;
-    if (errorCode(error) !== "ERR_WORKER_INVALID_EXEC_ARGV" || !(error instanceof Error) || execArgv === undefined) throw error;
+    if (errorCode(error) !== "ERR_WORKER_INVALID_EXEC_ARGV" || !(error instanceof Error) || execArgv === undefined)
+      throw error;
     // "Initiated Worker with invalid execArgv flags: --expose-gc, --max-semi-space-size=128"
     const listed = /flags: (.*)$/.exec(error.message)?.[1]?.split(", ") ?? [];
     const refused = new Set(listed);

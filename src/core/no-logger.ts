@@ -34,7 +34,8 @@ export function pendingValues(collector: WatchedCollector): { keys: number; valu
   return { keys, values };
 }
 
-const NO_LOGGER_HINT = "create one in the controller (getOrCreateMetricLogger, then initBackends and flush), or make this process a rank (joinRun, spawnRanks)";
+const NO_LOGGER_HINT =
+  "create one in the controller (getOrCreateMetricLogger, then initBackends and flush), or make this process a rank (joinRun, spawnRanks)";
 
 /** Watch `collector` from its first key: warn if no logger flushes it (counted in `neverLogged` at exit). */
 export function watchForNoLogger(collector: WatchedCollector): void {
@@ -42,7 +43,10 @@ export function watchForNoLogger(collector: WatchedCollector): void {
     if (collector.hasFlusher) return;
     const { keys, values } = pendingValues(collector);
     if (values === 0) return;
-    warn("collector.noLogger", `${values} value(s) in ${keys} key(s) were recorded in this process and no logger exists to flush them; they are kept until one is: ${NO_LOGGER_HINT}`);
+    warn(
+      "collector.noLogger",
+      `${values} value(s) in ${keys} key(s) were recorded in this process and no logger exists to flush them; they are kept until one is: ${NO_LOGGER_HINT}`,
+    );
   }, NO_LOGGER_WARN_MS);
   timer.unref();
   registerDrain({
@@ -54,7 +58,10 @@ export function watchForNoLogger(collector: WatchedCollector): void {
       const { keys, values } = pendingValues(collector);
       if (values === 0) return;
       collector.neverLogged += values;
-      warn("collector.noLoggerAtExit", `the process ended with ${values} value(s) in ${keys} key(s) recorded and no logger: they were never logged; ${NO_LOGGER_HINT}`);
+      warn(
+        "collector.noLoggerAtExit",
+        `the process ended with ${values} value(s) in ${keys} key(s) recorded and no logger: they were never logged; ${NO_LOGGER_HINT}`,
+      );
     },
   });
 }

@@ -75,7 +75,9 @@ export function lineOf(recorder: Pick<Recorder, "role" | "rank" | "thread">): nu
   const owner = recorder.role === "controller" ? CONTROLLER_LINE : recorder.rank;
   if (recorder.thread === 0) return owner;
   if (!Number.isInteger(recorder.thread) || recorder.thread < 0 || recorder.thread >= THREAD_LINE_SPAN) {
-    throw new RangeError(`a recorder's thread must be an integer in [0, ${THREAD_LINE_SPAN}), got ${String(recorder.thread)}`);
+    throw new RangeError(
+      `a recorder's thread must be an integer in [0, ${THREAD_LINE_SPAN}), got ${String(recorder.thread)}`,
+    );
   }
   return -((owner + 3) * THREAD_LINE_SPAN + recorder.thread);
 }
@@ -83,12 +85,19 @@ export function lineOf(recorder: Pick<Recorder, "role" | "rank" | "thread">): nu
 /** What a line stands for. */
 export type LineOwner =
   | { readonly kind: "global" }
-  | { readonly kind: "recorder"; readonly role: RecorderRole; readonly rank: number; readonly thread: number; readonly ownerLine: number };
+  | {
+      readonly kind: "recorder";
+      readonly role: RecorderRole;
+      readonly rank: number;
+      readonly thread: number;
+      readonly ownerLine: number;
+    };
 
 /** Decode a line (`lineOf`'s inverse; the controller's rank reads as 0). */
 export function recorderOfLine(line: number): LineOwner {
   if (line === GLOBAL_LINE) return { kind: "global" };
-  if (line === CONTROLLER_LINE) return { kind: "recorder", role: "controller", rank: 0, thread: 0, ownerLine: CONTROLLER_LINE };
+  if (line === CONTROLLER_LINE)
+    return { kind: "recorder", role: "controller", rank: 0, thread: 0, ownerLine: CONTROLLER_LINE };
   if (line >= 0) return { kind: "recorder", role: "rank", rank: line, thread: 0, ownerLine: line };
   const n = -line;
   const thread = n % THREAD_LINE_SPAN;

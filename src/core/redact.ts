@@ -49,9 +49,11 @@ export function redactSecrets(value: unknown, patterns: readonly RegExp[] = DEFA
   return walk(value);
 }
 
-
 /** `redactSecrets` of a record of fields (a config, hyperparameters, a log record): a record again. */
-export function redactRecord(record: Readonly<Record<string, unknown>>, patterns: readonly RegExp[] = DEFAULT_SECRET_KEY_PATTERNS): Record<string, unknown> {
+export function redactRecord(
+  record: Readonly<Record<string, unknown>>,
+  patterns: readonly RegExp[] = DEFAULT_SECRET_KEY_PATTERNS,
+): Record<string, unknown> {
   const redacted = redactSecrets(record, patterns);
   return isRecord(redacted) ? redacted : {};
 }
@@ -75,7 +77,9 @@ const URL_QUERY_PARAM = /([?&])([^=&#\s]+)=([^&#\s]*)/g;
 export function redactUrlCredentials(text: string, patterns: readonly RegExp[] = DEFAULT_SECRET_KEY_PATTERNS): string {
   let out = text.includes("@") ? text.replace(URL_USERINFO, `$1${REDACTED}@`) : text;
   if (out.includes("=") && out.includes("://")) {
-    out = out.replace(URL_QUERY_PARAM, (whole, sep: string, name: string) => (patterns.some((p) => p.test(safeDecode(name))) ? `${sep}${name}=${REDACTED}` : whole));
+    out = out.replace(URL_QUERY_PARAM, (whole, sep: string, name: string) =>
+      patterns.some((p) => p.test(safeDecode(name))) ? `${sep}${name}=${REDACTED}` : whole,
+    );
   }
   return out;
 }

@@ -74,7 +74,9 @@ export interface ReduceDefinitionBase<S extends AccumulatorState = AccumulatorSt
 }
 
 /** A reduction of numbers (and bigints, converted): every built-in but `SAMPLE`. */
-export interface NumericReduceDefinition<S extends AccumulatorState = AccumulatorState> extends ReduceDefinitionBase<S> {
+export interface NumericReduceDefinition<
+  S extends AccumulatorState = AccumulatorState,
+> extends ReduceDefinitionBase<S> {
   /** Numbers: the default, so a user-defined reduction may leave it out. */
   readonly input?: "number";
   /** A new, empty accumulator. */
@@ -97,12 +99,12 @@ export interface RecordReduceDefinition<S extends AccumulatorState = Accumulator
  * ranks with only a reduce name, so which state type a definition takes is known at run time (by
  * that name), not to the compiler — the one place where `S` is erased.
  */
-export type ReduceDefinition<S extends AccumulatorState = AccumulatorState> = NumericReduceDefinition<S> | RecordReduceDefinition<S>;
+export type ReduceDefinition<S extends AccumulatorState = AccumulatorState> =
+  NumericReduceDefinition<S> | RecordReduceDefinition<S>;
 
 /** A definition as `registerReduce` takes it: a `ReduceDefinition` without its name. */
 export type ReduceDefinitionInput<S extends AccumulatorState = AccumulatorState> =
-  | Omit<NumericReduceDefinition<S>, "name">
-  | Omit<RecordReduceDefinition<S>, "name">;
+  Omit<NumericReduceDefinition<S>, "name"> | Omit<RecordReduceDefinition<S>, "name">;
 
 /** The built-in reduction names. */
 export type BuiltinReduce = "mean" | "sum" | "max" | "min" | "std" | "quantiles" | "histogram" | "sample";
@@ -125,7 +127,8 @@ export interface RegisteredReduces {
 }
 
 /** A reduction name: a built-in, a parameterised built-in (`Reduce.quantiles([...])`), or a registered one (`RegisteredReduces`). */
-export type ReduceName = BuiltinReduce | `quantiles(${string})` | `sample(${string})` | (keyof RegisteredReduces & string);
+export type ReduceName =
+  BuiltinReduce | `quantiles(${string})` | `sample(${string})` | (keyof RegisteredReduces & string);
 
 /**
  * The reductions that take records (plain objects) instead of numbers: `sample`, its parameterised
@@ -134,7 +137,9 @@ export type ReduceName = BuiltinReduce | `quantiles(${string})` | `sample(${stri
 export type RecordReduceName =
   | "sample"
   | `sample(${string})`
-  | { [K in keyof RegisteredReduces]: RegisteredReduces[K] extends "object" ? K & string : never }[keyof RegisteredReduces];
+  | {
+      [K in keyof RegisteredReduces]: RegisteredReduces[K] extends "object" ? K & string : never;
+    }[keyof RegisteredReduces];
 
 /** The reductions that take numbers: every other name. */
 export type NumericReduceName = Exclude<ReduceName, RecordReduceName>;

@@ -10,7 +10,14 @@ import { DEFAULT_QUANTILES, quantilesReduce } from "./accumulators/quantiles.js"
 import { histogramReduce } from "./accumulators/histogram.js";
 import { maxReduce, meanReduce, minReduce, stdReduce, sumReduce } from "./accumulators/moments.js";
 import { sampleReduce, type SampleOptions } from "./accumulators/sample.js";
-import type { AccumulatorState, BuiltinReduce, NumericReduceName, RecordReduceName, ReduceDefinition, ReduceDefinitionInput } from "./reduce.js";
+import type {
+  AccumulatorState,
+  BuiltinReduce,
+  NumericReduceName,
+  RecordReduceName,
+  ReduceDefinition,
+  ReduceDefinitionInput,
+} from "./reduce.js";
 import { processWide } from "./process-wide.js";
 
 type AnyDefinition = ReduceDefinition<AccumulatorState>;
@@ -102,7 +109,9 @@ export function hasReduce(name: string): boolean {
  */
 export function registerReduce<S extends AccumulatorState>(name: string, definition: ReduceDefinitionInput<S>): void {
   if (typeof name !== "string" || name.length === 0 || PARAMETERISED.test(name)) {
-    throw new TypeError(`registerReduce needs a non-empty name that is not a built-in parameterised form, got ${JSON.stringify(name)}`);
+    throw new TypeError(
+      `registerReduce needs a non-empty name that is not a built-in parameterised form, got ${JSON.stringify(name)}`,
+    );
   }
   const table = registry();
   const existing = table.get(name);
@@ -117,7 +126,16 @@ export function registerReduce<S extends AccumulatorState>(name: string, definit
   table.set(name, { ...definition, name });
 }
 
-const BUILTIN_NAMES: ReadonlySet<string> = new Set<BuiltinReduce>(["mean", "sum", "max", "min", "std", "quantiles", "histogram", "sample"]);
+const BUILTIN_NAMES: ReadonlySet<string> = new Set<BuiltinReduce>([
+  "mean",
+  "sum",
+  "max",
+  "min",
+  "std",
+  "quantiles",
+  "histogram",
+  "sample",
+]);
 
 function formatQuantile(q: number): string {
   return String(q);
@@ -147,9 +165,10 @@ export const Reduce = {
   /** Quantiles of your choice, e.g. `Reduce.quantiles([0.5, 0.95, 0.999])` → `key/p50`, `key/p95`, `key/p99.9`. */
   quantiles(quantiles: readonly number[]): NumericReduceName {
     if (quantiles.length === 0) throw new RangeError("Reduce.quantiles needs at least one quantile in [0, 1]");
-    const name: NumericReduceName = quantiles.length === DEFAULT_QUANTILES.length && quantiles.every((q, i) => q === DEFAULT_QUANTILES[i])
-      ? "quantiles"
-      : `quantiles(${quantiles.map(formatQuantile).join(",")})`;
+    const name: NumericReduceName =
+      quantiles.length === DEFAULT_QUANTILES.length && quantiles.every((q, i) => q === DEFAULT_QUANTILES[i])
+        ? "quantiles"
+        : `quantiles(${quantiles.map(formatQuantile).join(",")})`;
     getReduceDefinition(name);
     return name;
   },

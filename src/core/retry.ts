@@ -46,7 +46,12 @@ function sleepSync(ms: number): void {
 /** One attempt's outcome. */
 export type AttemptOutcome<T> =
   | { readonly ok: true; readonly value: T }
-  | { readonly ok: false; readonly retryable: boolean; readonly reason: string; readonly retryAfterMs?: number | undefined };
+  | {
+      readonly ok: false;
+      readonly retryable: boolean;
+      readonly reason: string;
+      readonly retryAfterMs?: number | undefined;
+    };
 
 /** Options of `retry`. */
 interface RetryOptions extends BackoffPolicy {
@@ -81,7 +86,8 @@ export async function retry<T, F extends Extract<AttemptOutcome<T>, { ok: false 
     if (result.ok) return result;
     if (!result.retryable) return { ok: false, last: result, why: "refused" };
     const backoff = backoffDelay(n, options);
-    const delay = result.retryAfterMs !== undefined ? Math.max(result.retryAfterMs, Math.min(backoff, options.initialMs)) : backoff;
+    const delay =
+      result.retryAfterMs !== undefined ? Math.max(result.retryAfterMs, Math.min(backoff, options.initialMs)) : backoff;
     if (stopped(options.stop)) return { ok: false, last: result, why: "stopped" };
     if (Date.now() - started + delay > options.deadlineMs) return { ok: false, last: result, why: "deadline" };
     options.onRetry?.(result.reason, delay, n);
@@ -98,7 +104,10 @@ function stopped(stop: AbortSignal | undefined): boolean {
  * The synchronous form, for a thread of our own doing synchronous work (SQLite): run `fn`,
  * retrying while `shouldRetry(error)` up to `attempts` times with jittered backoff, then throw.
  */
-export function retrySync<T>(fn: () => T, options: BackoffPolicy & { readonly attempts: number; readonly shouldRetry: (error: unknown) => boolean }): T {
+export function retrySync<T>(
+  fn: () => T,
+  options: BackoffPolicy & { readonly attempts: number; readonly shouldRetry: (error: unknown) => boolean },
+): T {
   for (let n = 0; ; n++) {
     try {
       return fn();

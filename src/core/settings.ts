@@ -67,13 +67,21 @@ export const flagKind: SettingKind<boolean> = {
  * counts): in the environment it means `whenSet`; in code it is a boolean.
  */
 export function presenceKind(whenSet: boolean): SettingKind<boolean> {
-  return { valid: "true or false (the variable: any non-empty value)", fromOption: (v) => (typeof v === "boolean" ? v : undefined), fromEnv: () => whenSet };
+  return {
+    valid: "true or false (the variable: any non-empty value)",
+    fromOption: (v) => (typeof v === "boolean" ? v : undefined),
+    fromEnv: () => whenSet,
+  };
 }
 
 /** A non-empty string, matching `pattern` when given (`valid` says what it must look like). */
 export function textKind(pattern?: RegExp, valid = "a non-empty string"): SettingKind<string> {
   const ok = (v: string): boolean => v.length > 0 && (pattern === undefined || pattern.test(v));
-  return { valid, fromOption: (v) => (typeof v === "string" && ok(v) ? v : undefined), fromEnv: (raw) => (ok(raw) ? raw : undefined) };
+  return {
+    valid,
+    fromOption: (v) => (typeof v === "string" && ok(v) ? v : undefined),
+    fromEnv: (raw) => (ok(raw) ? raw : undefined),
+  };
 }
 
 /** One of `values` (the environment's value is matched case-insensitively). */
@@ -89,7 +97,8 @@ export function enumKind<T extends string>(values: readonly T[]): SettingKind<T>
 export function describeValue(value: unknown): string {
   if (typeof value === "bigint") return `${value}n`;
   if (typeof value === "string") return JSON.stringify(value);
-  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined) return String(value);
+  if (typeof value === "number" || typeof value === "boolean" || value === null || value === undefined)
+    return String(value);
   try {
     return JSON.stringify(value) ?? String(value);
   } catch {
@@ -108,16 +117,25 @@ export function resolveSetting<T>(setting: Setting<T>, option: unknown, env: Nod
   if (raw !== undefined && raw.trim() !== "") {
     fromEnv = kind.fromEnv(raw.trim());
     if (fromEnv === undefined) {
-      if (setting.secret === true) throw new TypeError(`${setting.env} is not valid (its value is not shown: it is a secret); valid: ${kind.valid}`);
+      if (setting.secret === true)
+        throw new TypeError(
+          `${setting.env} is not valid (its value is not shown: it is a secret); valid: ${kind.valid}`,
+        );
       const sets = setting.option === setting.env ? "" : ` (it sets ${owner}'s ${setting.option})`;
       throw new TypeError(`${setting.env}=${JSON.stringify(raw)} is not valid${sets}; valid: ${kind.valid}`);
     }
   }
   if (option === undefined) return fromEnv ?? setting.fallback;
   const fromOption = kind.fromOption(option);
-  if (fromOption === undefined) throw new TypeError(`${owner}: ${setting.option} must be ${kind.valid}, got ${setting.secret === true ? "another value (not shown: it is a secret)" : describeValue(option)}`);
+  if (fromOption === undefined)
+    throw new TypeError(
+      `${owner}: ${setting.option} must be ${kind.valid}, got ${setting.secret === true ? "another value (not shown: it is a secret)" : describeValue(option)}`,
+    );
   if (fromEnv !== undefined && fromEnv !== fromOption && setting.secret !== true) {
-    warn(`settings.override:${owner}.${setting.option}`, `${owner}: option ${setting.option}=${describeValue(fromOption)} overrides ${setting.env}=${raw}; the option given in code wins`);
+    warn(
+      `settings.override:${owner}.${setting.option}`,
+      `${owner}: option ${setting.option}=${describeValue(fromOption)} overrides ${setting.env}=${raw}; the option given in code wins`,
+    );
   }
   return fromOption;
 }

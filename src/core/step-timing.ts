@@ -117,7 +117,9 @@ export class StepTimings {
       } else tracer.phases.push({ name: info.name, kind: info.kind, count, totalMs: roundMs(totalMs) });
     }
     this.used = 0;
-    return boundedTracerTimings([...byPrefix].map(([prefix, t]) => ({ prefix, steps: t.steps, totalMs: t.totalMs, phases: t.phases })));
+    return boundedTracerTimings(
+      [...byPrefix].map(([prefix, t]) => ({ prefix, steps: t.steps, totalMs: t.totalMs, phases: t.phases })),
+    );
   }
 
   private grow(slot: number): void {
@@ -143,11 +145,19 @@ export function mergeTracerTimings(a: readonly TracerTiming[], b: readonly Trace
     for (const p of t.phases) {
       const id = `${p.kind}:${p.name}`;
       const seen = into.phases.get(id);
-      into.phases.set(id, seen === undefined ? p : { ...p, count: seen.count + p.count, totalMs: seen.totalMs + p.totalMs });
+      into.phases.set(
+        id,
+        seen === undefined ? p : { ...p, count: seen.count + p.count, totalMs: seen.totalMs + p.totalMs },
+      );
     }
     out.set(t.prefix, into);
   }
-  return [...out].map(([prefix, t]) => ({ prefix, steps: t.steps, totalMs: t.totalMs, phases: [...t.phases.values()] }));
+  return [...out].map(([prefix, t]) => ({
+    prefix,
+    steps: t.steps,
+    totalMs: t.totalMs,
+    phases: [...t.phases.values()],
+  }));
 }
 
 /** One phase of one Tracer across the ranks of a `TimingColumns` (NaN/0 where a rank had none). */
@@ -221,7 +231,14 @@ function padColumns(columns: TimingColumns, rows: number): void {
 }
 
 /** Append one rank (its answer's arrival and timings) to `columns`. */
-export function appendRankTiming(columns: TimingColumns, rankName: string, rank: number, host: string, arrivalMs: number, tracers: readonly TracerTiming[]): void {
+export function appendRankTiming(
+  columns: TimingColumns,
+  rankName: string,
+  rank: number,
+  host: string,
+  arrivalMs: number,
+  tracers: readonly TracerTiming[],
+): void {
   const row = timingRows(columns);
   columns.rankNames.push(rankName);
   columns.ranks.push(rank);
@@ -275,7 +292,11 @@ export const MAX_TIMING_NAME = 256;
 /** `tracers` within the bounds a receiver accepts: Tracers and phases past them are left out (the metrics still have them). */
 function boundedTracerTimings(tracers: TracerTiming[]): TracerTiming[] {
   const kept = tracers.filter((t) => t.prefix.length <= MAX_TIMING_NAME).slice(0, MAX_ANSWER_TRACERS);
-  return kept.map((t) => (t.phases.length <= MAX_TRACER_PHASES && t.phases.every((p) => p.name.length <= MAX_TIMING_NAME) ? t : { ...t, phases: t.phases.filter((p) => p.name.length <= MAX_TIMING_NAME).slice(0, MAX_TRACER_PHASES) }));
+  return kept.map((t) =>
+    t.phases.length <= MAX_TRACER_PHASES && t.phases.every((p) => p.name.length <= MAX_TIMING_NAME)
+      ? t
+      : { ...t, phases: t.phases.filter((p) => p.name.length <= MAX_TIMING_NAME).slice(0, MAX_TRACER_PHASES) },
+  );
 }
 
 /**

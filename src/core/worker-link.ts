@@ -38,7 +38,13 @@ type LinkMessage =
   | { readonly t: "here"; readonly thread: number }
   | { readonly t: "welcome"; readonly thread: number }
   | { readonly t: "collect"; readonly id: number; readonly step: number }
-  | { readonly t: "states"; readonly id: number; readonly thread: number; readonly states: KeyState[]; readonly droppedKeyRecords: number }
+  | {
+      readonly t: "states";
+      readonly id: number;
+      readonly thread: number;
+      readonly states: KeyState[];
+      readonly droppedKeyRecords: number;
+    }
   | { readonly t: "bye"; readonly thread: number; readonly states: KeyState[]; readonly droppedKeyRecords: number };
 
 /**
@@ -56,7 +62,8 @@ function isLinkMessage(m: unknown): m is LinkMessage {
   if (m === null || typeof m !== "object" || !("t" in m)) return false;
   const thread = "thread" in m && typeof m.thread === "number";
   const id = "id" in m && typeof m.id === "number";
-  const states = "states" in m && Array.isArray(m.states) && "droppedKeyRecords" in m && typeof m.droppedKeyRecords === "number";
+  const states =
+    "states" in m && Array.isArray(m.states) && "droppedKeyRecords" in m && typeof m.droppedKeyRecords === "number";
   switch (m.t) {
     case "who":
       return true;
@@ -143,7 +150,13 @@ export function linkWorkerCollector(collector: LinkableCollector): void {
       clearTimeout(unwelcome);
     } else if (message?.t === "collect") {
       clearTimeout(unwelcome);
-      post({ t: "states", id: message.id, thread: threadId, states: collector.takeStates(), droppedKeyRecords: collector.droppedKeyRecords });
+      post({
+        t: "states",
+        id: message.id,
+        thread: threadId,
+        states: collector.takeStates(),
+        droppedKeyRecords: collector.droppedKeyRecords,
+      });
       // Raw values recorded from now on belong to the next step, as in the main thread.
       collector.step = message.step + 1;
     } else if (message?.t === "who") {
@@ -155,7 +168,10 @@ export function linkWorkerCollector(collector: LinkableCollector): void {
     try {
       listener();
     } catch (error) {
-      reportError("collector.linkListener", `worker thread ${threadId}: linking its stream failed: ${describeError(error)}`);
+      reportError(
+        "collector.linkListener",
+        `worker thread ${threadId}: linking its stream failed: ${describeError(error)}`,
+      );
     }
   }
   // What was recorded since the last flush leaves with the worker (not possible after terminate()):
@@ -165,7 +181,12 @@ export function linkWorkerCollector(collector: LinkableCollector): void {
     stage: "producer",
     exit: () => {
       if (state.rank) return;
-      post({ t: "bye", thread: threadId, states: collector.takeStates(), droppedKeyRecords: collector.droppedKeyRecords });
+      post({
+        t: "bye",
+        thread: threadId,
+        states: collector.takeStates(),
+        droppedKeyRecords: collector.droppedKeyRecords,
+      });
     },
   });
 }
@@ -305,7 +326,10 @@ class WorkerGatherer {
     if (this.carried.length > MAX_CARRIED) {
       const lost = this.carried.shift() ?? [];
       const values = lost.reduce((n, s) => n + s.state.count, 0);
-      reportError("collector.workerCarriedFull", `more than ${MAX_CARRIED} late answers of worker threads waited for a flush; ${values} values of the oldest are dropped and counted. Flush more often.`);
+      reportError(
+        "collector.workerCarriedFull",
+        `more than ${MAX_CARRIED} late answers of worker threads waited for a flush; ${values} values of the oldest are dropped and counted. Flush more often.`,
+      );
     }
   }
 }

@@ -1,5 +1,12 @@
 /** NeMo-RL's Logger facade and validation sample printing. */
-export { Logger, flattenWithSlash, backendsFromOptions, type LoggerOptions, type LogMetricsOptions, type BackendSwitch } from "./logger.js";
+export {
+  Logger,
+  flattenWithSlash,
+  backendsFromOptions,
+  type LoggerOptions,
+  type LogMetricsOptions,
+  type BackendSwitch,
+} from "./logger.js";
 export {
   printValidationSamples,
   formatValidationSamples,

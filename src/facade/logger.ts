@@ -14,12 +14,22 @@ import { isRecord } from "../core/json.js";
 import type { Metric } from "../core/metric.js";
 import type { BackendsConfig, UncheckedBackendsConfig } from "../pipeline/config.js";
 import type { BackendSwitchOf } from "../backends/options.js";
-import { currentMetricLogger, getOrCreateMetricLogger, type FlushResult, type MetricLogger } from "../controller/metric-logger.js";
+import {
+  currentMetricLogger,
+  getOrCreateMetricLogger,
+  type FlushResult,
+  type MetricLogger,
+} from "../controller/metric-logger.js";
 import { SystemMonitor } from "../system/monitor.js";
 import { printValidationSamples, type ValidationSample, type ValidationSampleOptions } from "./validation-samples.js";
 
 /** A backend switch: `true` for its defaults, an object for its options (`loggingMode` defaults to `global_reduce`). */
-export type BackendSwitch = BackendSwitchOf<"console"> | BackendSwitchOf<"jsonl"> | BackendSwitchOf<"store"> | BackendSwitchOf<"tensorboard"> | BackendSwitchOf<"wandb">;
+export type BackendSwitch =
+  | BackendSwitchOf<"console">
+  | BackendSwitchOf<"jsonl">
+  | BackendSwitchOf<"store">
+  | BackendSwitchOf<"tensorboard">
+  | BackendSwitchOf<"wandb">;
 
 /** Options of `Logger` (NeMo-RL's logger config, camelCased). */
 export interface LoggerOptions {
@@ -83,12 +93,15 @@ export function backendsFromOptions(options: LoggerOptions): UncheckedBackendsCo
     const value = options[name] ?? (name === "console" ? true : false);
     if (value === false) continue;
     if (value !== true && (value === null || typeof value !== "object" || Array.isArray(value))) {
-      throw new TypeError(`Logger option "${name}" must be true, false or an object of ${name} options, got ${JSON.stringify(value)}`);
+      throw new TypeError(
+        `Logger option "${name}" must be true, false or an object of ${name} options, got ${JSON.stringify(value)}`,
+      );
     }
     config[name] = { loggingMode: "global_reduce", ...(value === true ? {} : value) };
   }
   for (const [name, value] of Object.entries(options.backends ?? {})) {
-    if (name in config) throw new TypeError(`backend "${name}" is configured twice: by the "${name}" option and in "backends"; keep one`);
+    if (name in config)
+      throw new TypeError(`backend "${name}" is configured twice: by the "${name}" option and in "backends"; keep one`);
     config[name] = value;
   }
   return config;
@@ -109,7 +122,10 @@ export class Logger {
   /** Starts the backends in the background; methods wait for them. Use `Logger.create` to see config errors at once. */
   constructor(readonly options: LoggerOptions = {}) {
     const n = options.numValSamplesToPrint ?? 0;
-    if (!Number.isInteger(n) || n < 0) throw new TypeError(`numValSamplesToPrint must be a non-negative integer, got ${String(options.numValSamplesToPrint)}`);
+    if (!Number.isInteger(n) || n < 0)
+      throw new TypeError(
+        `numValSamplesToPrint must be a non-negative integer, got ${String(options.numValSamplesToPrint)}`,
+      );
     this.numValSamplesToPrint = n;
     const backends = backendsFromOptions(options);
     this.ready = this.start(backends);
@@ -127,7 +143,9 @@ export class Logger {
   private async start(backends: UncheckedBackendsConfig): Promise<void> {
     const existed = currentMetricLogger() !== undefined;
     // An existing logger is taken as it is (a differing logDir is warned about below, not an error).
-    const logger = await getOrCreateMetricLogger(existed || this.options.logDir === undefined ? {} : { runDir: this.options.logDir });
+    const logger = await getOrCreateMetricLogger(
+      existed || this.options.logDir === undefined ? {} : { runDir: this.options.logDir },
+    );
     if (this.options.logDir !== undefined && logger.run.runDir !== resolve(this.options.logDir)) {
       warn(
         "facade.logDir",
@@ -141,7 +159,11 @@ export class Logger {
     }
     try {
       const { tags, group } = this.options;
-      await logger.initBackends(backends as BackendsConfig, { runConfig: this.options.runConfig ?? this.options, ...(tags !== undefined ? { tags } : {}), ...(group !== undefined ? { group } : {}) });
+      await logger.initBackends(backends as BackendsConfig, {
+        runConfig: this.options.runConfig ?? this.options,
+        ...(tags !== undefined ? { tags } : {}),
+        ...(group !== undefined ? { group } : {}),
+      });
     } catch (error) {
       // A logger this facade created for a config that turned out invalid must not linger as the process's logger.
       if (!existed) await logger.shutdown();
@@ -179,7 +201,8 @@ export class Logger {
 
   private async logger(): Promise<MetricLogger> {
     await this.ready;
-    if (this.metricLogger === null) throw new Error("Logger: the metric logger did not start (see the error of Logger.create or ready)");
+    if (this.metricLogger === null)
+      throw new Error("Logger: the metric logger did not start (see the error of Logger.create or ready)");
     return this.metricLogger;
   }
 
@@ -192,14 +215,20 @@ export class Logger {
    * Log a dict of metrics at `step`: nested objects are flattened with `/`, `prefix` is put in
    * front, numbers are logged and anything else is skipped and counted (`skippedValues`).
    */
-  async logMetrics(metrics: Readonly<Record<string, unknown>>, step: number, options: LogMetricsOptions = {}): Promise<FlushResult> {
+  async logMetrics(
+    metrics: Readonly<Record<string, unknown>>,
+    step: number,
+    options: LogMetricsOptions = {},
+  ): Promise<FlushResult> {
     const logger = await this.logger();
     const flat = flattenWithSlash(metrics);
     let x = step;
     if (options.stepMetric !== undefined) {
       const value = flat[options.stepMetric];
       if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
-        throw new TypeError(`logMetrics: stepMetric "${options.stepMetric}" must be a key of metrics with a non-negative integer value, got ${JSON.stringify(value)}`);
+        throw new TypeError(
+          `logMetrics: stepMetric "${options.stepMetric}" must be a key of metrics with a non-negative integer value, got ${JSON.stringify(value)}`,
+        );
       }
       x = value;
     }
@@ -208,7 +237,10 @@ export class Logger {
       if (typeof value === "number" || typeof value === "bigint") recordMetric(`${prefix}${key}`, value, "mean");
       else {
         this.skippedValues++;
-        warn("facade.nonNumeric", `logMetrics: "${prefix}${key}" is not a number (${typeof value}); non-numeric values are skipped and counted (Logger.skippedValues)`);
+        warn(
+          "facade.nonNumeric",
+          `logMetrics: "${prefix}${key}" is not a number (${typeof value}); non-numeric values are skipped and counted (Logger.skippedValues)`,
+        );
       }
     }
     return logger.flush(x, { allowRepeatedStep: true });
@@ -225,8 +257,10 @@ export class Logger {
 
   /** Log the distribution of `values` as a histogram named `name` at `step` (outside the flush cycle). */
   async logHistogram(values: ArrayLike<number>, step: number, name: string): Promise<readonly Metric[]> {
-    if (typeof name !== "string" || name.length === 0) throw new TypeError(`logHistogram(values, step, name) needs a non-empty name, got ${String(name)}`);
-    if (!Number.isInteger(step) || step < 0) throw new TypeError(`logHistogram: step must be a non-negative integer, got ${String(step)}`);
+    if (typeof name !== "string" || name.length === 0)
+      throw new TypeError(`logHistogram(values, step, name) needs a non-empty name, got ${String(name)}`);
+    if (!Number.isInteger(step) || step < 0)
+      throw new TypeError(`logHistogram: step must be a non-negative integer, got ${String(step)}`);
     const logger = await this.logger();
     const accumulator = histogramReduce.create();
     for (let i = 0; i < values.length; i++) accumulator.append(Number(values[i]));
@@ -234,7 +268,11 @@ export class Logger {
   }
 
   /** Print validation samples (default `numValSamplesToPrint` of them); returns the text. */
-  printValidationSamples(samples: readonly ValidationSample[], n: number = this.numValSamplesToPrint, options: ValidationSampleOptions = {}): string {
+  printValidationSamples(
+    samples: readonly ValidationSample[],
+    n: number = this.numValSamplesToPrint,
+    options: ValidationSampleOptions = {},
+  ): string {
     return printValidationSamples(samples, n, options);
   }
 

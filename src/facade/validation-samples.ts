@@ -29,8 +29,13 @@ export interface ValidationSampleOptions {
  * The `n` samples to show, in the order shown: the top ⌊n/2⌋ by reward (best first), the median
  * when `n` is odd, then the bottom ⌊n/2⌋. All of them, best first, when there are no more than `n`.
  */
-export function selectValidationSamples<T extends ValidationSample>(samples: readonly T[], n: number, rewardKey = "reward"): T[] {
-  if (!Number.isInteger(n) || n < 0) throw new TypeError(`the number of validation samples to print must be a non-negative integer, got ${String(n)}`);
+export function selectValidationSamples<T extends ValidationSample>(
+  samples: readonly T[],
+  n: number,
+  rewardKey = "reward",
+): T[] {
+  if (!Number.isInteger(n) || n < 0)
+    throw new TypeError(`the number of validation samples to print must be a non-negative integer, got ${String(n)}`);
   const ranked = samples.map((sample, i) => ({ sample, reward: rewardOf(sample, rewardKey, i) }));
   const sorted = ranked.sort((a, b) => b.reward - a.reward).map((r) => r.sample);
   if (n >= sorted.length) return sorted;
@@ -46,18 +51,24 @@ export function selectValidationSamples<T extends ValidationSample>(samples: rea
 function rewardOf(sample: ValidationSample | undefined, rewardKey: string, index: number): number {
   const reward = sample?.[rewardKey];
   if (typeof reward !== "number") {
-    throw new TypeError(`validation sample ${index} has no numeric "${rewardKey}" field (got ${describeValue(reward)}); each sample needs one to be ranked`);
+    throw new TypeError(
+      `validation sample ${index} has no numeric "${rewardKey}" field (got ${describeValue(reward)}); each sample needs one to be ranked`,
+    );
   }
   return reward;
 }
 
 function valueLines(value: unknown): string[] {
-  const text = typeof value === "string" ? value : JSON.stringify(value, null, 2) ?? String(value);
+  const text = typeof value === "string" ? value : (JSON.stringify(value, null, 2) ?? String(value));
   return text.split(/\r?\n/);
 }
 
 /** The text `printValidationSamples` prints. */
-export function formatValidationSamples(samples: readonly ValidationSample[], n: number, options: ValidationSampleOptions = {}): string {
+export function formatValidationSamples(
+  samples: readonly ValidationSample[],
+  n: number,
+  options: ValidationSampleOptions = {},
+): string {
   const rewardKey = options.rewardKey ?? "reward";
   const width = options.width ?? 80;
   const picked = selectValidationSamples(samples, n, rewardKey);
@@ -86,7 +97,11 @@ export function formatValidationSamples(samples: readonly ValidationSample[], n:
 }
 
 /** Print `n` validation samples (top and bottom halves by reward, plus the median for odd `n`) to stdout; returns the text. */
-export function printValidationSamples(samples: readonly ValidationSample[], n: number, options: ValidationSampleOptions = {}): string {
+export function printValidationSamples(
+  samples: readonly ValidationSample[],
+  n: number,
+  options: ValidationSampleOptions = {},
+): string {
   const text = formatValidationSamples(samples, n, options);
   if (text.length > 0) process.stdout.write(text);
   return text;

@@ -69,7 +69,10 @@ export class AppendFile {
     if (text.length === 0) return;
     if (this.queuedBytes + text.length > this.maxQueuedBytes) {
       this.lostChars += text.length;
-      reportError(`file.queueFull:${this.path}`, `writes to ${this.path} are falling behind; text beyond ${this.maxQueuedBytes} queued bytes is dropped and counted`);
+      reportError(
+        `file.queueFull:${this.path}`,
+        `writes to ${this.path} are falling behind; text beyond ${this.maxQueuedBytes} queued bytes is dropped and counted`,
+      );
       return;
     }
     this.queue.push(text);
@@ -102,7 +105,10 @@ export class AppendFile {
       this.close();
       this.errors++;
       this.lostChars += text.length;
-      reportError(`file.write:${this.path}`, `could not write ${this.path}: ${describeError(error)}; the lines are dropped and counted, the job goes on`);
+      reportError(
+        `file.write:${this.path}`,
+        `could not write ${this.path}: ${describeError(error)}; the lines are dropped and counted, the job goes on`,
+      );
     }
   }
 
@@ -137,14 +143,18 @@ export class AppendFile {
     if ((first === undefined || first.length === 0) && this.queue.length === 0 && more.length === 0) return;
     this.queue.push(more);
     const rest = this.takeQueue();
-    const text = first === undefined ? rest : Buffer.concat([first, typeof rest === "string" ? Buffer.from(rest) : rest]);
+    const text =
+      first === undefined ? rest : Buffer.concat([first, typeof rest === "string" ? Buffer.from(rest) : rest]);
     try {
       mkdirSync(dirname(this.path), { recursive: true });
       appendFileSync(this.path, text);
     } catch (error) {
       this.errors++;
       this.lostChars += text.length;
-      reportError(`file.write:${this.path}`, `could not write ${this.path}: ${describeError(error)}; the lines are dropped and counted, the job goes on`);
+      reportError(
+        `file.write:${this.path}`,
+        `could not write ${this.path}: ${describeError(error)}; the lines are dropped and counted, the job goes on`,
+      );
     }
   }
 
@@ -159,7 +169,10 @@ export class AppendFile {
             await mkdir(dirname(this.path), { recursive: true });
             this.dirReady = true;
           }
-          flight.sizeBefore = await stat(this.path).then((st) => st.size, () => 0);
+          flight.sizeBefore = await stat(this.path).then(
+            (st) => st.size,
+            () => 0,
+          );
           if (flight.taken) continue;
           flight.issued = true;
           await appendFile(this.path, text);
@@ -168,7 +181,10 @@ export class AppendFile {
           this.errors++;
           this.lostChars += text.length;
           this.dirReady = false;
-          reportError(`file.write:${this.path}`, `could not write ${this.path}: ${describeError(error)}; the lines are dropped and counted, the job goes on`);
+          reportError(
+            `file.write:${this.path}`,
+            `could not write ${this.path}: ${describeError(error)}; the lines are dropped and counted, the job goes on`,
+          );
         }
       }
     } finally {

@@ -17,8 +17,18 @@ import { describeError, reportError } from "../core/diagnostics.js";
 import type { RankLoss, StreamRecord } from "../core/metric.js";
 import type { RankTimingRecord } from "../core/straggler-report.js";
 import type { ValidatedBackend } from "./config.js";
-import { mergeRankKeyStates, reduceStates, singleValueState, type ReducedFlush, type ReduceTarget } from "./reduce-states.js";
-import { BACKEND_UNDELIVERED_KEY_PREFIX, STREAM_BACKEND_DROPPED_KEY_PREFIX, STREAM_BACKLOG_KEY_PREFIX } from "../core/internal-keys.js";
+import {
+  mergeRankKeyStates,
+  reduceStates,
+  singleValueState,
+  type ReducedFlush,
+  type ReduceTarget,
+} from "./reduce-states.js";
+import {
+  BACKEND_UNDELIVERED_KEY_PREFIX,
+  STREAM_BACKEND_DROPPED_KEY_PREFIX,
+  STREAM_BACKLOG_KEY_PREFIX,
+} from "../core/internal-keys.js";
 import { StreamQueue } from "./stream-queue.js";
 
 /** Default deadline of one backend call (ms): `backendDeadlineMs` / `RANKSCOPE_BACKEND_DEADLINE_MS` override it. */
@@ -81,7 +91,10 @@ function errorKind(error: unknown): string {
 
 /** Report a backend failure: once per backend, method and kind of error; always counted. */
 export function reportBackendError(name: string, method: string, error: unknown): void {
-  reportError(`backend.${method}:${name}:${errorKind(error)}`, `backend "${name}" failed in ${method}: ${describeError(error)}; the other backends still get their data`);
+  reportError(
+    `backend.${method}:${name}:${errorKind(error)}`,
+    `backend "${name}" failed in ${method}: ${describeError(error)}; the other backends still get their data`,
+  );
 }
 
 /** Backends of one place (the controller, or one rank), created from validated configs. */
@@ -113,14 +126,36 @@ export class BackendSet {
           const context = contextFor(v);
           const every = typeof v.options.every === "number" ? v.options.every : 1;
           const deadlineMs = typeof v.options.deadlineMs === "number" ? v.options.deadlineMs : defaultDeadlineMs;
-          entry = { name: v.name, backend, context, every, deadlineMs, stuck: null, dead: false, late: 0, skippedCalls: 0, failed: 0, undeliveredSinceTaken: 0, faulted: false, heldFlushes: 0, pending: [], pendingTarget: null, stream: null };
+          entry = {
+            name: v.name,
+            backend,
+            context,
+            every,
+            deadlineMs,
+            stuck: null,
+            dead: false,
+            late: 0,
+            skippedCalls: 0,
+            failed: 0,
+            undeliveredSinceTaken: 0,
+            faulted: false,
+            heldFlushes: 0,
+            pending: [],
+            pendingTarget: null,
+            stream: null,
+          };
           const live = entry;
-          if (backend.logStream !== undefined) live.stream = new StreamQueue(v.name, (batch) => startCall(live, "logStream", () => live.backend.logStream?.(batch)));
+          if (backend.logStream !== undefined)
+            live.stream = new StreamQueue(v.name, (batch) =>
+              startCall(live, "logStream", () => live.backend.logStream?.(batch)),
+            );
         } catch (error) {
           reportBackendError(v.name, "init", error);
           return;
         }
-        const outcome = await call(entry, "init", () => entry.backend.init?.(entry.context), { onLateFailure: () => (entry.dead = true) });
+        const outcome = await call(entry, "init", () => entry.backend.init?.(entry.context), {
+          onLateFailure: () => (entry.dead = true),
+        });
         if (outcome !== "failed") live.push(entry);
       }),
     );
@@ -132,8 +167,14 @@ export class BackendSet {
   deliveryStats(): Record<string, BackendDeliveryStats> {
     const out: Record<string, BackendDeliveryStats> = {};
     for (const l of this.live) {
-      const calls = { late: l.late, skipped: l.skippedCalls, failed: l.failed, undelivered: l.late + l.skippedCalls + l.failed };
-      out[l.name] = l.stream === null ? calls : { ...calls, streamBacklog: l.stream.backlog, streamDropped: l.stream.dropped };
+      const calls = {
+        late: l.late,
+        skipped: l.skippedCalls,
+        failed: l.failed,
+        undelivered: l.late + l.skippedCalls + l.failed,
+      };
+      out[l.name] =
+        l.stream === null ? calls : { ...calls, streamBacklog: l.stream.backlog, streamDropped: l.stream.dropped };
     }
     return out;
   }
@@ -147,7 +188,11 @@ export class BackendSet {
     const states: KeyState[] = [];
     for (const l of this.live) {
       if (l.faulted) {
-        states.push({ key: `${BACKEND_UNDELIVERED_KEY_PREFIX}${l.name}`, reduce: "sum", state: singleValueState(l.undeliveredSinceTaken) });
+        states.push({
+          key: `${BACKEND_UNDELIVERED_KEY_PREFIX}${l.name}`,
+          reduce: "sum",
+          state: singleValueState(l.undeliveredSinceTaken),
+        });
         l.undeliveredSinceTaken = 0;
       }
       states.push(...streamQueueStates(l));
@@ -220,7 +265,11 @@ export class BackendSet {
 
   /** Hand one flush's per-rank timings and straggler report to every backend that takes them (the store). */
   async logRankTiming(record: RankTimingRecord): Promise<void> {
-    await Promise.all(this.live.filter((l) => l.backend.logRankTiming !== undefined).map((live) => call(live, "logRankTiming", () => live.backend.logRankTiming?.(record))));
+    await Promise.all(
+      this.live
+        .filter((l) => l.backend.logRankTiming !== undefined)
+        .map((live) => call(live, "logRankTiming", () => live.backend.logRankTiming?.(record))),
+    );
   }
 
   /** Hand the run's hyperparameters to every backend that takes them. */
@@ -268,7 +317,10 @@ export class BackendSet {
         if (live.pending.length > 0 && target !== null) await deliver(live, kept.take(live, target), target.step);
         // Its stream backlog first, within its deadline; what is still queued after it is counted.
         if (live.stream !== null && !(await live.stream.settled(live.deadlineMs))) {
-          reportError(`backend.streamBacklog:${live.name}`, `backend "${live.name}" still had ${live.stream.backlog} stream record(s) to take when it was finished (its deadline is ${live.deadlineMs} ms); they are not delivered to it`);
+          reportError(
+            `backend.streamBacklog:${live.name}`,
+            `backend "${live.name}" still had ${live.stream.backlog} stream record(s) to take when it was finished (its deadline is ${live.deadlineMs} ms); they are not delivered to it`,
+          );
         }
       }),
     );
@@ -293,7 +345,11 @@ function streamQueueStates(live: LiveBackend): KeyState[] {
   if (!queue.seen) return [];
   return [
     { key: `${STREAM_BACKLOG_KEY_PREFIX}${live.name}`, reduce: "sum", state: singleValueState(backlog) },
-    { key: `${STREAM_BACKEND_DROPPED_KEY_PREFIX}${live.name}`, reduce: "sum", state: singleValueState(queue.takeDropped()) },
+    {
+      key: `${STREAM_BACKEND_DROPPED_KEY_PREFIX}${live.name}`,
+      reduce: "sum",
+      state: singleValueState(queue.takeDropped()),
+    },
   ];
 }
 
@@ -303,7 +359,8 @@ function streamQueueStates(live: LiveBackend): KeyState[] {
  * those with the same `every`) get the same reduced flush, which backends only read.
  */
 class PendingByEvery {
-  private readonly taken: { pending: readonly (readonly KeyState[])[]; target: ReduceTarget; flush: ReducedFlush }[] = [];
+  private readonly taken: { pending: readonly (readonly KeyState[])[]; target: ReduceTarget; flush: ReducedFlush }[] =
+    [];
 
   /** `live`'s kept states reduced (by an earlier backend with the same ones, or now), and forgotten. */
   take(live: LiveBackend, target: ReduceTarget): ReducedFlush {
@@ -376,13 +433,23 @@ interface CallHooks {
  * `call`, with the outcome of a synchronous backend (or a skipped call) returned synchronously, so
  * a stream queue hands a synchronous backend its batches without yielding.
  */
-function startCall(live: LiveBackend, method: string, fn: () => unknown, hooks: CallHooks = {}): CallOutcome | Promise<CallOutcome> {
+function startCall(
+  live: LiveBackend,
+  method: string,
+  fn: () => unknown,
+  hooks: CallHooks = {},
+): CallOutcome | Promise<CallOutcome> {
   const { name } = live;
   if (live.dead || (live.stuck !== null && method !== "finish")) {
     live.skippedCalls++;
     missed(live);
-    const why = live.dead ? "its init failed after its deadline" : `its ${live.stuck?.method} call has not answered for ${Date.now() - (live.stuck?.since ?? 0)} ms`;
-    reportError(`backend.skipped:${name}`, `backend "${name}" did not get a ${method} call: ${why}; its calls are skipped and counted (rankscope/backend_undelivered/${name}) until it answers`);
+    const why = live.dead
+      ? "its init failed after its deadline"
+      : `its ${live.stuck?.method} call has not answered for ${Date.now() - (live.stuck?.since ?? 0)} ms`;
+    reportError(
+      `backend.skipped:${name}`,
+      `backend "${name}" did not get a ${method} call: ${why}; its calls are skipped and counted (rankscope/backend_undelivered/${name}) until it answers`,
+    );
     return "skipped";
   }
   let result: unknown;
@@ -399,7 +466,12 @@ function startCall(live: LiveBackend, method: string, fn: () => unknown, hooks: 
 }
 
 /** The asynchronous end of `startCall`: the backend's promise, within its deadline. */
-async function settleCall(live: LiveBackend, method: string, result: PromiseLike<unknown>, hooks: CallHooks): Promise<CallOutcome> {
+async function settleCall(
+  live: LiveBackend,
+  method: string,
+  result: PromiseLike<unknown>,
+  hooks: CallHooks,
+): Promise<CallOutcome> {
   const { name } = live;
   let failed = false;
   const settled = Promise.resolve(result).then(

@@ -8,7 +8,12 @@ import { warn } from "../core/diagnostics.js";
 import type { LoggingMode } from "../core/metric.js";
 import { COMMON_OPTIONS_SCHEMA, COMMON_OPTION_NAMES } from "../backends/common-options.js";
 import { checkOptions, type OptionShape } from "../backends/option-schema.js";
-import { knownBackendNames, resolveBackendRegistration, type BackendOptions, type BackendRegistration } from "../backends/backend.js";
+import {
+  knownBackendNames,
+  resolveBackendRegistration,
+  type BackendOptions,
+  type BackendRegistration,
+} from "../backends/backend.js";
 
 import type { UncheckedBackendsConfig } from "../backends/options.js";
 export type { BackendsConfig, UncheckedBackendsConfig } from "../backends/options.js";
@@ -40,12 +45,16 @@ function schemaOf(shape: OptionShape): z.AnyZodObject {
  */
 export async function validateBackendsConfig(config: UncheckedBackendsConfig): Promise<ValidatedBackend[]> {
   if (config === null || typeof config !== "object" || Array.isArray(config)) {
-    throw new TypeError(`initBackends takes an object of backend configs, e.g. { console: { loggingMode: "global_reduce" } }, got ${String(config)}`);
+    throw new TypeError(
+      `initBackends takes an object of backend configs, e.g. { console: { loggingMode: "global_reduce" } }, got ${String(config)}`,
+    );
   }
   const validated: ValidatedBackend[] = [];
   for (const [name, raw] of Object.entries(config)) {
     if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
-      throw new TypeError(`backend "${name}": config must be an object such as { loggingMode: "global_reduce" }, got ${JSON.stringify(raw)}`);
+      throw new TypeError(
+        `backend "${name}": config must be an object such as { loggingMode: "global_reduce" }, got ${JSON.stringify(raw)}`,
+      );
     }
     const parsed = COMMON_OPTIONS_SCHEMA.safeParse(raw);
     if (!parsed.success) {
@@ -55,14 +64,18 @@ export async function validateBackendsConfig(config: UncheckedBackendsConfig): P
     const type = parsed.data.type ?? name;
     const registration = await resolveBackendRegistration(type);
     if (registration === undefined) {
-      throw new TypeError(`unknown backend "${type}"${type === name ? "" : ` (config "${name}")`}; registered: ${knownBackendNames().join(", ")}`);
+      throw new TypeError(
+        `unknown backend "${type}"${type === name ? "" : ` (config "${name}")`}; registered: ${knownBackendNames().join(", ")}`,
+      );
     }
     const options: BackendOptions = { ...raw, ...parsed.data };
     for (const key of Object.keys(raw)) {
       if (!COMMON_OPTION_NAMES.includes(key) && !registration.knownOptions.includes(key)) {
         // The settings policy (core/settings.ts): a typo in a declared option set is an error.
         if (registration.strictOptions === true) {
-          throw new TypeError(`backend "${name}": unknown option "${key}"; valid: ${[...COMMON_OPTION_NAMES, ...registration.knownOptions].join(", ")}`);
+          throw new TypeError(
+            `backend "${name}": unknown option "${key}"; valid: ${[...COMMON_OPTION_NAMES, ...registration.knownOptions].join(", ")}`,
+          );
         }
         warn(
           `config.unknownOption:${name}.${key}`,
@@ -83,7 +96,8 @@ export async function validateBackendsConfig(config: UncheckedBackendsConfig): P
       );
     }
     // Each value against the backend's declared options, then what the declaration cannot say.
-    if (registration.optionShape !== undefined) checkOptions(`backend "${name}"`, schemaOf(registration.optionShape), raw);
+    if (registration.optionShape !== undefined)
+      checkOptions(`backend "${name}"`, schemaOf(registration.optionShape), raw);
     registration.validate?.(options);
     validated.push({ name, type, loggingMode: parsed.data.loggingMode, options, registration });
   }

@@ -44,7 +44,9 @@ export function provideDefaultLogger(get: () => Promise<RankController>): void {
  */
 export async function defaultLogger(): Promise<RankController> {
   if (lookup === undefined) {
-    throw new Error('rankscope: no MetricLogger in this process to register ranks with: pass { logger } (from getOrCreateMetricLogger() of "rankscope"), or import the carrier from "rankscope", "rankscope/nats" or "rankscope/host"');
+    throw new Error(
+      'rankscope: no MetricLogger in this process to register ranks with: pass { logger } (from getOrCreateMetricLogger() of "rankscope"), or import the carrier from "rankscope", "rankscope/nats" or "rankscope/host"',
+    );
   }
   return lookup();
 }

@@ -79,7 +79,10 @@ export function mergeRankKeyStates(ranks: readonly RankStates[], step: number): 
       const only = group.states.length === 1 ? group.states[0] : undefined;
       merged.push({ key, reduce: group.reduce, state: only ?? definition.merge(group.states) });
     } catch (error) {
-      reportError(`reduce.merge:${key}`, `could not merge metric "${key}" (reduce "${group.reduce}"): ${describeError(error)}`);
+      reportError(
+        `reduce.merge:${key}`,
+        `could not merge metric "${key}" (reduce "${group.reduce}"): ${describeError(error)}`,
+      );
     }
   }
   merged.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
@@ -106,7 +109,10 @@ export function reduceStates(states: readonly KeyState[], target: ReduceTarget):
     try {
       definition = getReduceDefinition(reduce);
     } catch (error) {
-      reportError(`reduce.unknown:${reduce}`, `metric "${key}": ${describeError(error)}; register it on the controller too`);
+      reportError(
+        `reduce.unknown:${reduce}`,
+        `metric "${key}": ${describeError(error)}; register it on the controller too`,
+      );
       continue;
     }
     const value = definition.value(state);
@@ -116,11 +122,24 @@ export function reduceStates(states: readonly KeyState[], target: ReduceTarget):
       metrics.push({ key, value: value + 0, reduce, step: target.step, timestamp: target.timestamp, ...rank });
     } else {
       for (const [suffix, scalar] of Object.entries(value)) {
-        metrics.push({ key: `${key}/${suffix}`, value: scalar + 0, reduce, step: target.step, timestamp: target.timestamp, ...rank });
+        metrics.push({
+          key: `${key}/${suffix}`,
+          value: scalar + 0,
+          reduce,
+          step: target.step,
+          timestamp: target.timestamp,
+          ...rank,
+        });
       }
     }
     if (definition.histogram !== undefined) {
-      histograms.push({ key, step: target.step, timestamp: target.timestamp, histogram: definition.histogram(state), ...rank });
+      histograms.push({
+        key,
+        step: target.step,
+        timestamp: target.timestamp,
+        histogram: definition.histogram(state),
+        ...rank,
+      });
     }
     if (definition.samples !== undefined) samples[key] = definition.samples(state);
   }

@@ -20,7 +20,12 @@ import { peekProcessWide, processWide, setProcessWide } from "../core/process-wi
 import { markThreadAsRank, workerGatherer } from "../core/worker-link.js";
 import { mergeRankKeyStates } from "./reduce-states.js";
 import { currentRun, setCurrentRun } from "../run/current.js";
-import { attachStreamBackends, detachStreamBackends, handStreamToBackends, recordStreamDropped } from "../stream/stream.js";
+import {
+  attachStreamBackends,
+  detachStreamBackends,
+  handStreamToBackends,
+  recordStreamDropped,
+} from "../stream/stream.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type ValidatedBackend } from "./config.js";
 import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "./rank-handle.js";
@@ -33,7 +38,11 @@ export type { OffCycleLog, RankHandle, RankInit, RankSnapshot, RunInfo } from ".
  * Writes a flush answer straight from the collector's entries (see `RankRuntime.flushFrame`):
  * takes every entry with values, or throws having taken nothing.
  */
-export type FrameWriter = (entries: readonly MetricEntry[], droppedKeyRecords: number, timing: RankTiming | undefined) => Uint8Array;
+export type FrameWriter = (
+  entries: readonly MetricEntry[],
+  droppedKeyRecords: number,
+  timing: RankTiming | undefined,
+) => Uint8Array;
 
 /** A flush answered as a wire frame (`RankRuntime.flushFrame`). */
 export interface FramedFlush {
@@ -58,7 +67,10 @@ export function queueOffCycleLog(log: OffCycleLog): void {
   const queue = offCycleQueue();
   if (queue.length >= MAX_PENDING_OFF_CYCLE) {
     queue.shift();
-    reportError("rank.offCycleFull", `more than ${MAX_PENDING_OFF_CYCLE} off-cycle logs (system monitor) waited for a flush; the oldest are dropped and counted. Flush more often, or log less often.`);
+    reportError(
+      "rank.offCycleFull",
+      `more than ${MAX_PENDING_OFF_CYCLE} off-cycle logs (system monitor) waited for a flush; the oldest are dropped and counted. Flush more often, or log less often.`,
+    );
   }
   queue.push(log);
 }
@@ -68,7 +80,8 @@ export function queueOffCycleLog(log: OffCycleLog): void {
  * `rankscope/rejected/{kind}` (a `sum`): they reach the controller with the rank's other values.
  */
 export function recordRejections(collector: Collector): void {
-  for (const [kind, count] of takeRejectionsSinceLastFlush()) collector.numericEntryFor(`${REJECTED_KEY_PREFIX}${kind}`, "sum", "recordRejections")?.accumulator.append(count);
+  for (const [kind, count] of takeRejectionsSinceLastFlush())
+    collector.numericEntryFor(`${REJECTED_KEY_PREFIX}${kind}`, "sum", "recordRejections")?.accumulator.append(count);
 }
 
 /**
@@ -102,7 +115,9 @@ export function controllerIdentity(processName: string): RankIdentity {
  * the run's controller, or rank 0 of one.
  */
 export function currentRank(): RankIdentity {
-  return peekProcessWide<RankIdentity>("rankIdentity") ?? currentRun()?.identity ?? standaloneIdentity(DEFAULT_PROCESS_NAME);
+  return (
+    peekProcessWide<RankIdentity>("rankIdentity") ?? currentRun()?.identity ?? standaloneIdentity(DEFAULT_PROCESS_NAME)
+  );
 }
 
 /** Record who this process is (the transports call this when a rank joins a run). */
@@ -117,7 +132,16 @@ class DirectStreamProducer implements StreamProducer {
     private readonly identity: RankIdentity,
   ) {}
   record(entry: MetricEntry, value: number, step: number): void {
-    const record: StreamRecord = { key: entry.key, value, step, timestamp: Date.now(), rank: this.identity.rank, rankName: this.identity.rankName, role: roleOf(this.identity), thread: 0 };
+    const record: StreamRecord = {
+      key: entry.key,
+      value,
+      step,
+      timestamp: Date.now(),
+      rank: this.identity.rank,
+      rankName: this.identity.rankName,
+      role: roleOf(this.identity),
+      thread: 0,
+    };
     this.backends.logStream([record]);
   }
 }
@@ -153,7 +177,13 @@ export class RankRuntime {
     accept?.(validated);
     await this.stopBackends();
     if (currentRun()?.role !== "controller") {
-      setCurrentRun({ runDir: message.run.runDir, experiment: message.run.experiment, trial: message.run.trial, identity: this.identity, role: "rank" });
+      setCurrentRun({
+        runDir: message.run.runDir,
+        experiment: message.run.experiment,
+        trial: message.run.trial,
+        identity: this.identity,
+        role: "rank",
+      });
     }
     if (message.run.resumeStep > 0) this.collector.step = message.run.resumeStep;
     if (currentRun()?.role === "rank" && this.unregisterDrain === null) {
@@ -165,13 +195,23 @@ export class RankRuntime {
       });
     }
     const context = (v: ValidatedBackend): BackendContext => this.contextFor(v, message);
-    this.reduceBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_reduce"), context);
-    this.streamBackends = await BackendSet.start(validated.filter((v) => v.loggingMode === "per_rank_no_reduce"), context);
+    this.reduceBackends = await BackendSet.start(
+      validated.filter((v) => v.loggingMode === "per_rank_reduce"),
+      context,
+    );
+    this.streamBackends = await BackendSet.start(
+      validated.filter((v) => v.loggingMode === "per_rank_no_reduce"),
+      context,
+    );
     if (this.streamBackends.wantsStream) {
       const backends = this.streamBackends;
       if (this.collector === getCollector()) {
         // Raw values go through this thread's stream ring; the writer hands decoded batches back to these backends.
-        this.collector.stream = attachStreamBackends({ deliver: (batch) => backends.logStream(batch), settle: (waitMs) => backends.settleStream(waitMs) }, this.identity, message.run.runDir);
+        this.collector.stream = attachStreamBackends(
+          { deliver: (batch) => backends.logStream(batch), settle: (waitMs) => backends.settleStream(waitMs) },
+          this.identity,
+          message.run.runDir,
+        );
         this.usesStreamRing = true;
       } else {
         // A second rank hosted in the same thread (its own collector): the thread's ring belongs to
@@ -180,7 +220,11 @@ export class RankRuntime {
       }
     }
     const hyperparams = message.hyperparams;
-    if (hyperparams !== undefined) await Promise.all([this.reduceBackends.logHyperparams(hyperparams), this.streamBackends.logHyperparams(hyperparams)]);
+    if (hyperparams !== undefined)
+      await Promise.all([
+        this.reduceBackends.logHyperparams(hyperparams),
+        this.streamBackends.logHyperparams(hyperparams),
+      ]);
   }
 
   /**
@@ -203,7 +247,11 @@ export class RankRuntime {
    * or when `write` throws (it must take nothing then), it flushes as `flush` does and returns the
    * snapshot.
    */
-  async flushFrame(step: number, deadlineMs: number | undefined, write: FrameWriter): Promise<RankSnapshot | FramedFlush> {
+  async flushFrame(
+    step: number,
+    deadlineMs: number | undefined,
+    write: FrameWriter,
+  ): Promise<RankSnapshot | FramedFlush> {
     const draining = this.drainStream();
     if (draining !== undefined) await draining;
     recordStreamDropped(this.collector);
@@ -211,7 +259,12 @@ export class RankRuntime {
     const undelivered = this.takeUndelivered();
     const own = this.collector === getCollector();
     const gatherer = own ? workerGatherer() : undefined;
-    if (undelivered.length === 0 && this.reduceBackends.size === 0 && (gatherer === undefined || gatherer.quiet) && (!own || (offCycleQueue().length === 0 && !hasQueuedAlerts()))) {
+    if (
+      undelivered.length === 0 &&
+      this.reduceBackends.size === 0 &&
+      (gatherer === undefined || gatherer.quiet) &&
+      (!own || (offCycleQueue().length === 0 && !hasQueuedAlerts()))
+    ) {
       const droppedKeyRecords = this.collector.droppedKeyRecords + (gatherer?.droppedKeyRecords ?? 0);
       const timing = this.takeTiming();
       let frame: Uint8Array | undefined;
@@ -222,7 +275,13 @@ export class RankRuntime {
       }
       if (frame !== undefined) {
         this.collector.step = step + 1;
-        return { rankName: this.identity.rankName, step, droppedKeyRecords, bytes: frame, ...(timing === undefined ? {} : { timing }) };
+        return {
+          rankName: this.identity.rankName,
+          step,
+          droppedKeyRecords,
+          bytes: frame,
+          ...(timing === undefined ? {} : { timing }),
+        };
       }
       return this.flushTaken(step, deadlineMs, this.collector.takeStates(), undelivered, timing);
     }
@@ -256,7 +315,13 @@ export class RankRuntime {
     return [...this.reduceBackends.takeUndeliveredStates(), ...this.streamBackends.takeUndeliveredStates()];
   }
 
-  private async flushTaken(step: number, deadlineMs: number | undefined, taken: KeyState[], undelivered: readonly KeyState[], timing: RankTiming | undefined): Promise<RankSnapshot> {
+  private async flushTaken(
+    step: number,
+    deadlineMs: number | undefined,
+    taken: KeyState[],
+    undelivered: readonly KeyState[],
+    timing: RankTiming | undefined,
+  ): Promise<RankSnapshot> {
     let states = taken;
     if (undelivered.length > 0) {
       states.push(...undelivered);
@@ -267,24 +332,43 @@ export class RankRuntime {
     // The process's own collector also speaks for the user's worker threads (record from anywhere).
     const gatherer = this.collector === getCollector() ? workerGatherer() : undefined;
     if (gatherer !== undefined) {
-      const wait = Math.min(WORKER_FLUSH_DEADLINE_MS, deadlineMs === undefined ? WORKER_FLUSH_DEADLINE_MS : Math.max(1, Math.floor(deadlineMs / 2)));
+      const wait = Math.min(
+        WORKER_FLUSH_DEADLINE_MS,
+        deadlineMs === undefined ? WORKER_FLUSH_DEADLINE_MS : Math.max(1, Math.floor(deadlineMs / 2)),
+      );
       const workers = await gatherer.collect(wait, step);
       droppedKeyRecords += workers.droppedKeyRecords;
       if (workers.states.length > 0) {
         const rankName = this.identity.rankName;
-        states = mergeRankKeyStates([{ rankName, states }, ...workers.states.map((s) => ({ rankName: `${rankName} (worker thread)`, states: s }))], step);
+        states = mergeRankKeyStates(
+          [
+            { rankName, states },
+            ...workers.states.map((s) => ({ rankName: `${rankName} (worker thread)`, states: s })),
+          ],
+          step,
+        );
       }
     }
     if (this.reduceBackends.size > 0 && states.length > 0) {
       await this.reduceBackends.logStates(states, { step, timestamp: Date.now(), rankName: this.identity.rankName });
     }
-    const snapshot: RankSnapshot = { rankName: this.identity.rankName, step, states, droppedKeyRecords, ...(timing === undefined ? {} : { timing }) };
+    const snapshot: RankSnapshot = {
+      rankName: this.identity.rankName,
+      step,
+      states,
+      droppedKeyRecords,
+      ...(timing === undefined ? {} : { timing }),
+    };
     // Off-cycle logs and the user's alert() calls belong to the process: only its own collector's runtime carries them.
     if (this.collector !== getCollector()) return snapshot;
     const queue = offCycleQueue();
     const rankName = this.identity.rankName;
     const alerts = takeQueuedAlerts().map((call) => ({ ...call, rankName }));
-    return { ...snapshot, ...(queue.length === 0 ? {} : { offCycle: queue.splice(0, queue.length) }), ...(alerts.length === 0 ? {} : { alerts }) };
+    return {
+      ...snapshot,
+      ...(queue.length === 0 ? {} : { offCycle: queue.splice(0, queue.length) }),
+      ...(alerts.length === 0 ? {} : { alerts }),
+    };
   }
 
   /** Finish the per-rank backends. */

@@ -143,7 +143,11 @@ export class StreamQueue {
       return first;
     }
     const joined = first.slice();
-    for (let next = this.batches[0]; next !== undefined && size + next.length <= MAX_CALL_RECORDS; next = this.batches[0]) {
+    for (
+      let next = this.batches[0];
+      next !== undefined && size + next.length <= MAX_CALL_RECORDS;
+      next = this.batches[0]
+    ) {
       this.batches.shift();
       for (const record of next) joined.push(record);
       size += next.length;

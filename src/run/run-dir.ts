@@ -60,7 +60,10 @@ export function pathSegmentProblem(name: string): string | null {
 
 function checkName(what: string, value: string): string {
   const problem = pathSegmentProblem(value);
-  if (problem !== null) throw new TypeError(`${what} ${JSON.stringify(value)} ${problem}; it must be one folder name (any text without '/', '\\', NUL or control characters, not '.' or '..')`);
+  if (problem !== null)
+    throw new TypeError(
+      `${what} ${JSON.stringify(value)} ${problem}; it must be one folder name (any text without '/', '\\', NUL or control characters, not '.' or '..')`,
+    );
   return value;
 }
 
@@ -69,24 +72,47 @@ export const RUNS_ROOT_ENV = "RANKSCOPE_ROOT";
 export const DEFAULT_RUNS_ROOT = "runs";
 
 /** Resolve a run's location from options, then the environment, then defaults. */
-export function resolveRunLocation(options: RunDirOptions = {}, env: NodeJS.ProcessEnv = process.env, now = new Date()): RunLocation {
+export function resolveRunLocation(
+  options: RunDirOptions = {},
+  env: NodeJS.ProcessEnv = process.env,
+  now = new Date(),
+): RunLocation {
   // The one settings resolver: option → environment → default, an invalid value a TypeError naming its source.
   const setting = <T>(option: keyof RunDirOptions, variable: string, kind: SettingKind<T>, fallback: T): T =>
     resolveSetting({ owner: "run directory", option, env: variable, kind, fallback }, options[option], env);
   const path = textKind(undefined, "a non-empty path");
   // Any string here; `checkName` says precisely what is wrong with one that is not a folder name.
-  const name: SettingKind<string> = { valid: "one folder name", fromOption: (v) => (typeof v === "string" ? v : undefined), fromEnv: (raw) => raw };
+  const name: SettingKind<string> = {
+    valid: "one folder name",
+    fromOption: (v) => (typeof v === "string" ? v : undefined),
+    fromEnv: (raw) => raw,
+  };
   const root = resolve(setting("root", RUNS_ROOT_ENV, path, DEFAULT_RUNS_ROOT));
   const experiment = checkName("experiment", setting("experiment", "RANKSCOPE_EXPERIMENT", name, "default"));
   const trial = checkName("trial", setting("trial", "RANKSCOPE_TRIAL", name, timestampTrial(now)));
   const explicit = setting<string | undefined>("runDir", "RANKSCOPE_RUN_DIR", path, undefined);
-  return { runDir: explicit !== undefined ? resolve(explicit) : join(root, experiment, trial), root, experiment, trial };
+  return {
+    runDir: explicit !== undefined ? resolve(explicit) : join(root, experiment, trial),
+    root,
+    experiment,
+    trial,
+  };
 }
 
 /** True when neither a trial nor a run directory was given (in code or the environment): the trial is the start time. */
 function trialDefaulted(options: RunDirOptions, env: NodeJS.ProcessEnv): boolean {
   const given = (option: keyof RunDirOptions, variable: string): boolean =>
-    resolveSetting<string | undefined>({ owner: "run directory", option, env: variable, kind: textKind(undefined, "a non-empty text"), fallback: undefined }, options[option], env) !== undefined;
+    resolveSetting<string | undefined>(
+      {
+        owner: "run directory",
+        option,
+        env: variable,
+        kind: textKind(undefined, "a non-empty text"),
+        fallback: undefined,
+      },
+      options[option],
+      env,
+    ) !== undefined;
   return !given("trial", "RANKSCOPE_TRIAL") && !given("runDir", "RANKSCOPE_RUN_DIR");
 }
 
@@ -95,12 +121,19 @@ function trialDefaulted(options: RunDirOptions, env: NodeJS.ProcessEnv): boolean
  * atomically (`claimDirectory`): a job that finds it taken — another job started in the same
  * second on this root — takes `{trial}-2` (then `-3`, …), with a warning naming both.
  */
-export function claimRunLocation(options: RunDirOptions = {}, env: NodeJS.ProcessEnv = process.env, now = new Date()): RunLocation {
+export function claimRunLocation(
+  options: RunDirOptions = {},
+  env: NodeJS.ProcessEnv = process.env,
+  now = new Date(),
+): RunLocation {
   const location = resolveRunLocation(options, env, now);
   if (!trialDefaulted(options, env)) return location;
   const claimed = claimDirectory(join(location.root, location.experiment), location.trial);
   if (claimed.name !== location.trial) {
-    warn("run.dirTaken", `run directory ${location.runDir} already exists (another job started in the same second on this root); this run writes to ${claimed.path}`);
+    warn(
+      "run.dirTaken",
+      `run directory ${location.runDir} already exists (another job started in the same second on this root); this run writes to ${claimed.path}`,
+    );
   }
   return { ...location, trial: claimed.name, runDir: claimed.path, claimed: { createdParent: claimed.createdParent } };
 }

@@ -47,8 +47,15 @@ function git(args: string[], cwd: string): Promise<string | null> {
 async function gitVersion(cwd: string = process.cwd()): Promise<GitVersion | null> {
   const commit = await git(["rev-parse", "HEAD"], cwd);
   if (commit === null || commit.length === 0) return null;
-  const [branch, status] = await Promise.all([git(["rev-parse", "--abbrev-ref", "HEAD"], cwd), git(["status", "--porcelain", "--untracked-files=no"], cwd)]);
-  return { branch: branch === null || branch === "HEAD" ? null : branch, commit, dirty: status !== null && status.length > 0 };
+  const [branch, status] = await Promise.all([
+    git(["rev-parse", "--abbrev-ref", "HEAD"], cwd),
+    git(["status", "--porcelain", "--untracked-files=no"], cwd),
+  ]);
+  return {
+    branch: branch === null || branch === "HEAD" ? null : branch,
+    commit,
+    dirty: status !== null && status.length > 0,
+  };
 }
 
 let packageVersion: string | undefined;
@@ -105,14 +112,18 @@ export function validateRunMeta(options: { tags?: unknown; group?: unknown }): R
   let tagList: readonly string[] = [];
   if (tags !== undefined) {
     if (!Array.isArray(tags) || tags.length > 100 || !tags.every(isTag)) {
-      throw new TypeError(`tags must be an array of at most 100 non-empty strings (up to 256 characters each), e.g. ["baseline", "lr-sweep"]; got ${JSON.stringify(tags)}`);
+      throw new TypeError(
+        `tags must be an array of at most 100 non-empty strings (up to 256 characters each), e.g. ["baseline", "lr-sweep"]; got ${JSON.stringify(tags)}`,
+      );
     }
     tagList = tags;
   }
   let groupName: string | null = null;
   if (group !== undefined && group !== null) {
     if (typeof group !== "string" || group.length === 0 || group.length > 256) {
-      throw new TypeError(`group must be a non-empty string of up to 256 characters, e.g. "sweep-3"; got ${JSON.stringify(group)}`);
+      throw new TypeError(
+        `group must be a non-empty string of up to 256 characters, e.g. "sweep-3"; got ${JSON.stringify(group)}`,
+      );
     }
     groupName = group;
   }
@@ -156,7 +167,10 @@ export async function writeRunFiles(runDir: string, options: RunFilesOptions = {
       await writeFileAtomic(path, text);
       return path;
     } catch (error) {
-      reportError(`runFiles.write:${name}`, `could not write ${path}: ${describeError(error)}; the run goes on without it`);
+      reportError(
+        `runFiles.write:${name}`,
+        `could not write ${path}: ${describeError(error)}; the run goes on without it`,
+      );
       return null;
     }
   };
@@ -167,7 +181,8 @@ export async function writeRunFiles(runDir: string, options: RunFilesOptions = {
     const { stringify } = await import("yaml");
     configPath = await write(CONFIG_FILE, stringify(config ?? null));
   }
-  const metaPath = options.meta === undefined ? undefined : await write(RUN_META_FILE, `${JSON.stringify(options.meta, null, 2)}\n`);
+  const metaPath =
+    options.meta === undefined ? undefined : await write(RUN_META_FILE, `${JSON.stringify(options.meta, null, 2)}\n`);
   const version = await versionInfo(options.cwd);
   const versionPath = await write(VERSION_FILE, `${JSON.stringify(version, null, 2)}\n`);
   return { configPath, versionPath, config, version, ...(metaPath === undefined ? {} : { metaPath }) };
@@ -183,8 +198,7 @@ export const VERSION_INFO_KEY = "version_info";
  */
 export function runHyperparams(files: Pick<RunFiles, "config" | "version">): Record<string, unknown> {
   const config = files.config;
-  const base: Record<string, unknown> =
-    config === undefined ? {} : isRecord(config) ? { ...config } : { config };
+  const base: Record<string, unknown> = config === undefined ? {} : isRecord(config) ? { ...config } : { config };
   base[VERSION_INFO_KEY] = files.version;
   return base;
 }

@@ -70,16 +70,27 @@ export class ServerAuth {
         const p = await this.tokens.project(this.proxy.project);
         if (p !== null) return p;
       }
-      throw new HttpError(401, "this server needs a project token: send Authorization: Bearer TOKEN, or open the dashboard with ?token=TOKEN (rankscope server token create --project P --scope read)");
+      throw new HttpError(
+        401,
+        "this server needs a project token: send Authorization: Bearer TOKEN, or open the dashboard with ?token=TOKEN (rankscope server token create --project P --scope read)",
+      );
     }
     const p = await this.tokens.check(token);
     if (p === null) throw new HttpError(401, "the token is not valid here (unknown or revoked)");
-    if (fromQuery) res.setHeader("Set-Cookie", `${COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${this.secureCookie ? "; Secure" : ""}`);
+    if (fromQuery)
+      res.setHeader(
+        "Set-Cookie",
+        `${COOKIE}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/${this.secureCookie ? "; Secure" : ""}`,
+      );
     return p;
   }
 }
 
 /** A 403 unless the principal may write. */
 export function requireWrite(p: Principal): void {
-  if (p.scope !== "write") throw new HttpError(403, `this is a read token of project ${p.project}; sending runs needs a write token (rankscope server token create --project ${p.project} --scope write)`);
+  if (p.scope !== "write")
+    throw new HttpError(
+      403,
+      `this is a read token of project ${p.project}; sending runs needs a write token (rankscope server token create --project ${p.project} --scope write)`,
+    );
 }

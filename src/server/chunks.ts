@@ -87,7 +87,15 @@ function summarise(c: ChunkRow): RowSummary {
       if (s > lastStep) lastStep = s;
     }
   }
-  return { lastPos: c.byStep ? lastStep : c.firstPos + n - 1, firstStep, lastStep, minAt, maxAt, nans, blocks: blockSummaries(c.points) };
+  return {
+    lastPos: c.byStep ? lastStep : c.firstPos + n - 1,
+    firstStep,
+    lastStep,
+    minAt,
+    maxAt,
+    nans,
+    blocks: blockSummaries(c.points),
+  };
 }
 
 /** Writes COPY binary fields into a buffer. */

@@ -30,7 +30,11 @@ export const DEFAULT_INGEST_LIMITS: IngestLimits = { maxBodyBytes: 32 * 1024 * 1
 /** The request's body, refused with a 413 past `max` bytes (by Content-Length at once, else as it arrives). */
 async function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
   const declared = Number(req.headers["content-length"] ?? NaN);
-  if (Number.isFinite(declared) && declared > max) throw new HttpError(413, `the body is ${declared} bytes; this server takes at most ${max} per request (split the batch)`);
+  if (Number.isFinite(declared) && declared > max)
+    throw new HttpError(
+      413,
+      `the body is ${declared} bytes; this server takes at most ${max} per request (split the batch)`,
+    );
   const parts: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -38,7 +42,10 @@ async function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
     size += b.length;
     if (size > max) {
       req.resume();
-      throw new HttpError(413, `the body is over ${max} bytes; this server takes at most ${max} per request (split the batch)`);
+      throw new HttpError(
+        413,
+        `the body is over ${max} bytes; this server takes at most ${max} per request (split the batch)`,
+      );
     }
     parts.push(b);
   }
@@ -52,11 +59,15 @@ async function inflate(body: Buffer, req: IncomingMessage, limits: IngestLimits)
     if (body.length > limits.maxBatchBytes) throw new HttpError(413, `the batch is over ${limits.maxBatchBytes} bytes`);
     return body;
   }
-  if (encoding !== "gzip") throw new HttpError(415, `Content-Encoding must be gzip or identity, got ${JSON.stringify(encoding.slice(0, 40))}`);
+  if (encoding !== "gzip")
+    throw new HttpError(415, `Content-Encoding must be gzip or identity, got ${JSON.stringify(encoding.slice(0, 40))}`);
   try {
     return await gunzipAsync(body, { maxOutputLength: limits.maxBatchBytes });
   } catch (error) {
-    if (error instanceof RangeError || (error instanceof Error && "code" in error && error.code === "ERR_BUFFER_TOO_LARGE")) {
+    if (
+      error instanceof RangeError ||
+      (error instanceof Error && "code" in error && error.code === "ERR_BUFFER_TOO_LARGE")
+    ) {
       throw new HttpError(413, `the batch inflates to more than ${limits.maxBatchBytes} bytes`);
     }
     throw new HttpError(400, "the body is not valid gzip");
@@ -64,7 +75,13 @@ async function inflate(body: Buffer, req: IncomingMessage, limits: IngestLimits)
 }
 
 /** Read, check and apply one batch for a project. */
-export async function ingestBatch(req: IncomingMessage, pool: pg.Pool, projectId: number, limits: IngestLimits, metrics: ServerMetrics): Promise<IngestResult> {
+export async function ingestBatch(
+  req: IncomingMessage,
+  pool: pg.Pool,
+  projectId: number,
+  limits: IngestLimits,
+  metrics: ServerMetrics,
+): Promise<IngestResult> {
   const body = await readBody(req, limits.maxBodyBytes);
   metrics.bodyBytes.inc(body.length);
   const raw = await inflate(body, req, limits);
@@ -80,9 +97,11 @@ export async function ingestBatch(req: IncomingMessage, pool: pg.Pool, projectId
   try {
     result = await inTransaction(pool, (client) => applyBatch(client, projectId, batch));
   } catch (error) {
-    if (error instanceof ConflictError) throw new HttpError(409, `${error.message}; read GET /api/ingest/v1/state and continue from there`);
+    if (error instanceof ConflictError)
+      throw new HttpError(409, `${error.message}; read GET /api/ingest/v1/state and continue from there`);
     // Two first batches of one new run racing: the loser retries and finds the run.
-    if (sqlState(error) === "23505" || sqlState(error) === "40P01") throw new HttpError(503, "a concurrent batch of this run won a race; send again");
+    if (sqlState(error) === "23505" || sqlState(error) === "40P01")
+      throw new HttpError(503, "a concurrent batch of this run won a race; send again");
     throw error;
   }
   metrics.applySeconds.observe((performance.now() - started) / 1000);
@@ -91,7 +110,8 @@ export async function ingestBatch(req: IncomingMessage, pool: pg.Pool, projectId
   metrics.records.inc(result.records);
   metrics.fileBytes.inc(result.fileBytes);
   const updatedAt = batch.header.meta?.updatedAt;
-  if (updatedAt !== undefined && updatedAt !== null) metrics.syncLag.observe(Math.max(0, (Date.now() - updatedAt) / 1000));
+  if (updatedAt !== undefined && updatedAt !== null)
+    metrics.syncLag.observe(Math.max(0, (Date.now() - updatedAt) / 1000));
   return result;
 }
 
@@ -116,7 +136,10 @@ export async function runState(pool: pg.Pool, projectId: number, run: string | n
     if (error instanceof WireError) throw new HttpError(400, error.message);
     throw error;
   }
-  const found = await pool.query<{ id: number; resume_step: number; meta_hash: string | null }>("SELECT id, resume_step, meta_hash FROM runs WHERE project_id = $1 AND run_key = $2", [projectId, run]);
+  const found = await pool.query<{ id: number; resume_step: number; meta_hash: string | null }>(
+    "SELECT id, resume_step, meta_hash FROM runs WHERE project_id = $1 AND run_key = $2",
+    [projectId, run],
+  );
   const row = found.rows[0];
   if (row === undefined) return { exists: false, resumeStep: 0, metaHash: null, series: [], records: {}, files: {} };
   const [series, cursors] = await Promise.all([
@@ -132,5 +155,12 @@ export async function runState(pool: pg.Pool, projectId: number, run: string | n
     if (c.name.startsWith("file:")) files[c.name.slice(5)] = c.value;
     else records[c.name] = c.value;
   }
-  return { exists: true, resumeStep: row.resume_step, metaHash: row.meta_hash, series: series.rows.map((s) => ({ kind: s.kind, key: s.key, rank: s.rank, cursor: s.src_cursor, n: s.n })), records, files };
+  return {
+    exists: true,
+    resumeStep: row.resume_step,
+    metaHash: row.meta_hash,
+    series: series.rows.map((s) => ({ kind: s.kind, key: s.key, rank: s.rank, cursor: s.src_cursor, n: s.n })),
+    records,
+    files,
+  };
 }

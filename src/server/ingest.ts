@@ -47,7 +47,12 @@ interface SeriesRow {
 }
 
 /** The run's row, created when new, locked for the transaction. */
-async function lockRun(client: pg.ClientBase, projectId: number, run: string, meta: RunMeta | undefined): Promise<{ id: number; resume_step: number }> {
+async function lockRun(
+  client: pg.ClientBase,
+  projectId: number,
+  run: string,
+  meta: RunMeta | undefined,
+): Promise<{ id: number; resume_step: number }> {
   const parts = run.split("/");
   const experiment = meta?.experiment ?? (parts.length > 1 ? parts.slice(0, -1).join("/") : "");
   const trial = meta?.trial ?? parts[parts.length - 1] ?? run;
@@ -89,7 +94,11 @@ async function applyMeta(client: pg.ClientBase, runId: number, meta: RunMeta): P
 }
 
 /** Key ids of (kind, key) pairs of a run, registering new ones. */
-async function keyIds(client: pg.ClientBase, runId: number, wanted: readonly { kind: string; key: string; reduce: string | null }[]): Promise<Map<string, number>> {
+async function keyIds(
+  client: pg.ClientBase,
+  runId: number,
+  wanted: readonly { kind: string; key: string; reduce: string | null }[],
+): Promise<Map<string, number>> {
   const unique = new Map<string, { kind: string; key: string; reduce: string | null }>();
   for (const w of wanted) if (!unique.has(`${w.kind}\0${w.key}`)) unique.set(`${w.kind}\0${w.key}`, w);
   const ids = new Map<string, number>();
@@ -110,7 +119,10 @@ async function seriesRows(client: pg.ClientBase, pairs: readonly [number, number
   if (pairs.length === 0) return rows;
   const keys = pairs.map((p) => p[0]);
   const ranks = pairs.map((p) => p[1]);
-  await client.query("INSERT INTO series (key_id, rank) SELECT * FROM unnest($1::bigint[], $2::int[]) ON CONFLICT DO NOTHING", [keys, ranks]);
+  await client.query(
+    "INSERT INTO series (key_id, rank) SELECT * FROM unnest($1::bigint[], $2::int[]) ON CONFLICT DO NOTHING",
+    [keys, ranks],
+  );
   const result = await client.query<SeriesRow>(
     `SELECT s.key_id, s.rank, s.src_cursor, s.next_pos, s.n, s.small_chunks, s.small_points FROM series s
      JOIN unnest($1::bigint[], $2::int[]) AS u(k, r) ON s.key_id = u.k AND s.rank = u.r ORDER BY s.key_id, s.rank FOR UPDATE OF s`,
@@ -124,16 +136,19 @@ async function seriesRows(client: pg.ClientBase, pairs: readonly [number, number
 function newPoints(s: SegmentHeader, cols: SeriesColumns, row: SeriesRow): SeriesColumns | null {
   const have = row.src_cursor;
   const where = `${s.kind} series ${JSON.stringify(s.key.slice(0, 80))} rank ${s.rank}`;
-  if (s.replace === true && (have === null || s.cursor > have)) throw new ConflictError(`${where}: a replacement reaches step ${s.cursor}, past the server's ${String(have)}`);
+  if (s.replace === true && (have === null || s.cursor > have))
+    throw new ConflictError(`${where}: a replacement reaches step ${s.cursor}, past the server's ${String(have)}`);
   if (s.kind === "scalar") {
-    if (s.after !== null && (have === null || s.after > have)) throw new ConflictError(`${where} continues from step ${s.after}, but the server has only up to ${String(have)}`);
+    if (s.after !== null && (have === null || s.after > have))
+      throw new ConflictError(`${where} continues from step ${s.after}, but the server has only up to ${String(have)}`);
     if (have === null) return cols;
     let start = 0;
     while (start < cols.steps.length && (cols.steps[start] ?? NaN) <= have) start++;
     return start === cols.steps.length ? null : sliceSeries(cols, start);
   }
   if (have !== null && s.cursor <= have) return null;
-  if (s.after !== have) throw new ConflictError(`${where} continues from ${String(s.after)}, but the server is at ${String(have)}`);
+  if (s.after !== have)
+    throw new ConflictError(`${where} continues from ${String(s.after)}, but the server is at ${String(have)}`);
   return cols;
 }
 
@@ -165,10 +180,22 @@ interface SeriesUpdate {
 
 /** The small trailing chunks of the series due for a merge, read and deleted (their points are written again). */
 async function takeTails(client: pg.ClientBase, plans: readonly SeriesPlan[]): Promise<Map<string, Tail>> {
-  const merging = plans.filter((p) => p.row.small_chunks > 0 && (p.row.small_chunks + 1 >= MAX_SMALL_CHUNKS || p.row.small_points + p.points.steps.length >= CHUNK_POINTS));
+  const merging = plans.filter(
+    (p) =>
+      p.row.small_chunks > 0 &&
+      (p.row.small_chunks + 1 >= MAX_SMALL_CHUNKS || p.row.small_points + p.points.steps.length >= CHUNK_POINTS),
+  );
   const tails = new Map<string, Tail>();
   if (merging.length === 0) return tails;
-  const result = await client.query<{ id: number; key_id: number; rank: number; first_pos: number; steps: Buffer; walls: Buffer; vals: Buffer }>(
+  const result = await client.query<{
+    id: number;
+    key_id: number;
+    rank: number;
+    first_pos: number;
+    steps: Buffer;
+    walls: Buffer;
+    vals: Buffer;
+  }>(
     `SELECT c.id, c.key_id, c.rank, c.first_pos, c.steps, c.walls, c.vals FROM unnest($1::bigint[], $2::int[], $3::int[]) AS u(k, r, lim)
      CROSS JOIN LATERAL (SELECT id, key_id, rank, first_pos, steps, walls, vals FROM chunks WHERE key_id = u.k AND rank = u.r ORDER BY first_pos DESC LIMIT u.lim) c`,
     [merging.map((p) => p.row.key_id), merging.map((p) => p.row.rank), merging.map((p) => p.row.small_chunks)],
@@ -194,7 +221,13 @@ function cutSeries({ row, segment, points }: SeriesPlan, tail: Tail | undefined,
   let smallPoints = tail === undefined ? row.small_points : 0;
   for (let start = 0; start < all.steps.length; start += CHUNK_POINTS) {
     const piece = sliceSeries(all, start, Math.min(all.steps.length, start + CHUNK_POINTS));
-    chunks.push({ keyId: row.key_id, rank: row.rank, firstPos: byStep ? (piece.steps[0] ?? 0) : firstPos, points: piece, byStep });
+    chunks.push({
+      keyId: row.key_id,
+      rank: row.rank,
+      firstPos: byStep ? (piece.steps[0] ?? 0) : firstPos,
+      points: piece,
+      byStep,
+    });
     firstPos += piece.steps.length;
     if (piece.steps.length < CHUNK_POINTS) {
       small++;
@@ -287,14 +320,26 @@ async function replacePoints(client: pg.ClientBase, plans: readonly SeriesPlan[]
   }
 }
 
-async function storeRecords(client: pg.ClientBase, runId: number, batch: Batch, ids: Map<string, number>): Promise<number> {
+async function storeRecords(
+  client: pg.ClientBase,
+  runId: number,
+  batch: Batch,
+  ids: Map<string, number>,
+): Promise<number> {
   const records = batch.header.records;
   if (records.length === 0) return 0;
   const keyOf = (kind: string, key: string): number => ids.get(`${kind}\0${key}`) ?? -1;
   const result = await client.query(
     `INSERT INTO records (key_id, rank, src_seq, step, wall, data) SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[], $4::float8[], $5::float8[], $6::text[])
      ON CONFLICT DO NOTHING`,
-    [records.map((r) => keyOf(r.kind, r.key)), records.map((r) => r.rank), records.map((r) => r.seq), records.map((r) => r.step), records.map((r) => r.wall), records.map((r) => r.data)],
+    [
+      records.map((r) => keyOf(r.kind, r.key)),
+      records.map((r) => r.rank),
+      records.map((r) => r.seq),
+      records.map((r) => r.step),
+      records.map((r) => r.wall),
+      records.map((r) => r.data),
+    ],
   );
   for (const kind of ["sample", "histogram"] as const) {
     const seqs = records.filter((r) => r.kind === kind).map((r) => r.seq);
@@ -316,7 +361,8 @@ async function storeAlerts(client: pg.ClientBase, runId: number, batch: Batch): 
   if (alerts.length === 0) return 0;
   const events = alerts.map((a) => {
     const event = parseAlertEvent(a.event);
-    if (typeof event === "string") throw new Error(`alert ${a.seq} passed the wire check but is not an event: ${event}`);
+    if (typeof event === "string")
+      throw new Error(`alert ${a.seq} passed the wire check but is not an event: ${event}`);
     return event;
   });
   const result = await client.query(
@@ -355,14 +401,24 @@ async function storeTimings(client: pg.ClientBase, runId: number, batch: Batch):
   const listId = list.rows[0]?.id;
   if (listId === undefined) throw new Error("the rank list was not stored");
   const cols = t.steps.length;
-  const column = (matrix: ReadonlyArray<number | null>, col: number): Array<number | null> => t.ranks.map((_r, row) => matrix[row * cols + col] ?? null);
+  const column = (matrix: ReadonlyArray<number | null>, col: number): Array<number | null> =>
+    t.ranks.map((_r, row) => matrix[row * cols + col] ?? null);
   // Every flush of the window in one statement (steps increase strictly, so no row is hit twice).
   const rows: string[] = [];
   const values: unknown[] = [runId, listId];
   for (let col = 0; col < cols; col++) {
     const at = values.length;
-    rows.push(`($1, $${at + 1}, $${at + 2}, $2, $${at + 3}, $${at + 4}::real[], $${at + 5}::real[], $${at + 6}::real[])`);
-    values.push(t.steps[col], t.walls[col], t.reports[col], column(t.stepMs, col), column(t.latenessMs, col), column(t.waitMs, col));
+    rows.push(
+      `($1, $${at + 1}, $${at + 2}, $2, $${at + 3}, $${at + 4}::real[], $${at + 5}::real[], $${at + 6}::real[])`,
+    );
+    values.push(
+      t.steps[col],
+      t.walls[col],
+      t.reports[col],
+      column(t.stepMs, col),
+      column(t.latenessMs, col),
+      column(t.waitMs, col),
+    );
   }
   await client.query(
     `INSERT INTO rank_timing (run_id, step, wall, list_id, report, step_ms, lateness_ms, wait_ms) VALUES ${rows.join(", ")}
@@ -382,13 +438,25 @@ async function storeFiles(client: pg.ClientBase, runId: number, batch: Batch): P
   for (const [i, f] of batch.header.files.entries()) {
     const bytes = batch.fileBytes[i] ?? Buffer.alloc(0);
     const name = `file:${f.path}`;
-    const result = await client.query<{ value: number }>("SELECT value FROM run_cursors WHERE run_id = $1 AND name = $2 FOR UPDATE", [runId, name]);
+    const result = await client.query<{ value: number }>(
+      "SELECT value FROM run_cursors WHERE run_id = $1 AND name = $2 FOR UPDATE",
+      [runId, name],
+    );
     const size = result.rows[0]?.value ?? 0;
-    if (f.offset > size) throw new ConflictError(`file ${f.path} continues from byte ${f.offset}, but the server has ${size} bytes of it`);
+    if (f.offset > size)
+      throw new ConflictError(`file ${f.path} continues from byte ${f.offset}, but the server has ${size} bytes of it`);
     const skip = size - f.offset;
     if (skip >= bytes.length) continue;
-    await client.query("INSERT INTO run_files (run_id, path, file_offset, data) VALUES ($1, $2, $3, $4)", [runId, f.path, size, bytes.subarray(skip)]);
-    await client.query("INSERT INTO run_cursors (run_id, name, value) VALUES ($1, $2, $3) ON CONFLICT (run_id, name) DO UPDATE SET value = EXCLUDED.value", [runId, name, f.offset + bytes.length]);
+    await client.query("INSERT INTO run_files (run_id, path, file_offset, data) VALUES ($1, $2, $3, $4)", [
+      runId,
+      f.path,
+      size,
+      bytes.subarray(skip),
+    ]);
+    await client.query(
+      "INSERT INTO run_cursors (run_id, name, value) VALUES ($1, $2, $3) ON CONFLICT (run_id, name) DO UPDATE SET value = EXCLUDED.value",
+      [runId, name, f.offset + bytes.length],
+    );
     stored += bytes.length - skip;
   }
   return stored;
@@ -399,7 +467,8 @@ export async function applyBatch(client: pg.ClientBase, projectId: number, batch
   const { header } = batch;
   const run = await lockRun(client, projectId, header.run, header.meta);
   if (header.meta !== undefined) {
-    if (header.meta.resumeStep !== run.resume_step && header.meta.resumeStep > 0) await truncateRun(client, run.id, header.meta.resumeStep);
+    if (header.meta.resumeStep !== run.resume_step && header.meta.resumeStep > 0)
+      await truncateRun(client, run.id, header.meta.resumeStep);
     await applyMeta(client, run.id, header.meta);
   }
   const ids = await keyIds(client, run.id, [
@@ -409,7 +478,8 @@ export async function applyBatch(client: pg.ClientBase, projectId: number, batch
   const pairs = new Map<string, [number, number]>();
   const idOf = (kind: string, key: string): number => {
     const id = ids.get(`${kind}\0${key}`);
-    if (id === undefined) throw new Error(`key ${JSON.stringify(key)} (${kind}) was not registered in its own transaction`);
+    if (id === undefined)
+      throw new Error(`key ${JSON.stringify(key)} (${kind}) was not registered in its own transaction`);
     return id;
   };
   for (const s of header.series) pairs.set(`${idOf(s.kind, s.key)}:${s.rank}`, [idOf(s.kind, s.key), s.rank]);
@@ -421,7 +491,10 @@ export async function applyBatch(client: pg.ClientBase, projectId: number, batch
   for (const [i, s] of header.series.entries()) {
     const k = `${idOf(s.kind, s.key)}:${s.rank}`;
     const once = `${k}:${s.replace === true ? "replace" : "append"}`;
-    if (seen.has(once)) throw new ConflictError(`series ${JSON.stringify(s.key.slice(0, 80))} rank ${s.rank} appears twice in one batch; send one segment per series`);
+    if (seen.has(once))
+      throw new ConflictError(
+        `series ${JSON.stringify(s.key.slice(0, 80))} rank ${s.rank} appears twice in one batch; send one segment per series`,
+      );
     seen.add(once);
     const row = rows.get(k);
     const cols = batch.columns[i];
@@ -436,7 +509,10 @@ export async function applyBatch(client: pg.ClientBase, projectId: number, batch
   }
   await replacePoints(client, replacements);
   const points = await storeSeries(client, plans);
-  const records = (await storeRecords(client, run.id, batch, ids)) + (await storeAlerts(client, run.id, batch)) + (await storeTimings(client, run.id, batch));
+  const records =
+    (await storeRecords(client, run.id, batch, ids)) +
+    (await storeAlerts(client, run.id, batch)) +
+    (await storeTimings(client, run.id, batch));
   const fileBytes = await storeFiles(client, run.id, batch);
   return { runId: run.id, points, records, fileBytes };
 }

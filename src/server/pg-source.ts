@@ -8,7 +8,17 @@
 import { Readable } from "node:stream";
 import type pg from "pg";
 import { compareLines } from "../core/rank-identity.js";
-import { GLOBAL_RANK, SERIES_KINDS, type AlertEntry, type HistogramEntry, type LostRank, type KeyInfo, type KeyKind, type RankTimingWindow, type SeriesResult } from "../store/read-types.js";
+import {
+  GLOBAL_RANK,
+  SERIES_KINDS,
+  type AlertEntry,
+  type HistogramEntry,
+  type LostRank,
+  type KeyInfo,
+  type KeyKind,
+  type RankTimingWindow,
+  type SeriesResult,
+} from "../store/read-types.js";
 import { LINE_ORDER, type ChunkMeta } from "../store/reader-statements.js";
 import { readChunkedSeries, type ChunkReads } from "../store/series-read.js";
 import { BLOCK_POINTS } from "../store/schema.js";
@@ -17,7 +27,19 @@ import { isRecord, parseNumber } from "../core/json.js";
 import { parseAlertEvent } from "../core/alert-json.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 import { HttpError } from "../ui/security.js";
-import type { DashboardSource, LabelledRun, RunBytes, RunDetails, RunQuery, RunsPage, SampleRow, SeriesData, StreamData, TraceFile, TraceFileEntry } from "../ui/source.js";
+import type {
+  DashboardSource,
+  LabelledRun,
+  RunBytes,
+  RunDetails,
+  RunQuery,
+  RunsPage,
+  SampleRow,
+  SeriesData,
+  StreamData,
+  TraceFile,
+  TraceFileEntry,
+} from "../ui/source.js";
 import { summaryOf } from "../ui/run-query.js";
 import { LAST_VALUES_SQL, runsSql } from "./run-filter.js";
 import { ranksView, type RanksView } from "../ui/ranks-view.js";
@@ -49,8 +71,21 @@ function lostRanksOf(value: unknown): LostRank[] {
   if (!Array.isArray(value)) return [];
   const rows: readonly unknown[] = value;
   return rows.flatMap((l) =>
-    isRecord(l) && typeof l["rank"] === "number" && typeof l["rankName"] === "string" && typeof l["wall"] === "number" && typeof l["reason"] === "string"
-      ? [{ rank: l["rank"], rankName: l["rankName"], step: typeof l["step"] === "number" ? l["step"] : null, wall: l["wall"], reason: l["reason"], backStep: typeof l["backStep"] === "number" ? l["backStep"] : null }]
+    isRecord(l) &&
+    typeof l["rank"] === "number" &&
+    typeof l["rankName"] === "string" &&
+    typeof l["wall"] === "number" &&
+    typeof l["reason"] === "string"
+      ? [
+          {
+            rank: l["rank"],
+            rankName: l["rankName"],
+            step: typeof l["step"] === "number" ? l["step"] : null,
+            wall: l["wall"],
+            reason: l["reason"],
+            backStep: typeof l["backStep"] === "number" ? l["backStep"] : null,
+          },
+        ]
       : [],
   );
 }
@@ -62,13 +97,17 @@ function isKind(kind: string): kind is KeyKind {
 function toLabelled(r: RunRow): LabelledRun {
   const params: Record<string, string | number | boolean | null> = {};
   if (isRecord(r.params)) {
-    for (const [k, v] of Object.entries(r.params)) if (v === null || typeof v === "string" || typeof v === "number" || typeof v === "boolean") params[k] = v;
+    for (const [k, v] of Object.entries(r.params))
+      if (v === null || typeof v === "string" || typeof v === "number" || typeof v === "boolean") params[k] = v;
   }
   return {
     id: r.run_key,
     experiment: r.experiment,
     trial: r.trial,
-    status: r.status === "running" || r.status === "finished" || r.status === "failed" || r.status === "crashed" ? r.status : "unknown",
+    status:
+      r.status === "running" || r.status === "finished" || r.status === "failed" || r.status === "crashed"
+        ? r.status
+        : "unknown",
     startedAt: r.started_at,
     endedAt: r.ended_at,
     updatedAt: r.updated_at,
@@ -83,7 +122,11 @@ function toLabelled(r: RunRow): LabelledRun {
 function numericCursor(raw: string | undefined, name: string): number | undefined {
   if (raw === undefined) return undefined;
   const n = Number(raw);
-  if (raw.trim() === "" || !Number.isFinite(n)) throw new HttpError(400, `${name} must be ${name === "after" ? "a cursor from an earlier answer" : "a step number"}, got ${JSON.stringify(raw.slice(0, 40))}`);
+  if (raw.trim() === "" || !Number.isFinite(n))
+    throw new HttpError(
+      400,
+      `${name} must be ${name === "after" ? "a cursor from an earlier answer" : "a step number"}, got ${JSON.stringify(raw.slice(0, 40))}`,
+    );
   return n;
 }
 
@@ -110,7 +153,13 @@ interface LineLookup {
  * query finds the key, its line and the chunks' summaries, a second their blobs (or blocks). A
  * key the run does not have is a 404.
  */
-async function fetchChunks(pool: pg.Pool, line: LineLookup, from: number, to: number, maxPoints: number): Promise<{ keyId: number; rank: number; reads: ChunkReads }> {
+async function fetchChunks(
+  pool: pg.Pool,
+  line: LineLookup,
+  from: number,
+  to: number,
+  maxPoints: number,
+): Promise<{ keyId: number; rank: number; reads: ChunkReads }> {
   const metas = await pool.query<ChunkMeta & { key_id: number; line: number; chunk: number | null }>(
     `SELECT k.id AS key_id, l.rank AS line, c.id AS chunk, c.id, c.first_step, c.last_step, c.n, c.first_wall, c.last_wall, c.min, c.min_step, c.min_wall,
        c.max, c.max_step, c.max_wall, c.last, c.nan_count, c.first_pos AS pos_first, c.last_pos AS pos_last
@@ -131,8 +180,17 @@ async function fetchChunks(pool: pg.Pool, line: LineLookup, from: number, to: nu
   const blobIds = chunks.filter((c) => !useBlocks || edge(c)).map((c) => c.id);
   const blockIds = useBlocks ? chunks.filter((c) => !edge(c)).map((c) => c.id) : [];
   const [blobs, blocks] = await Promise.all([
-    blobIds.length === 0 ? null : pool.query<{ id: number; steps: Buffer; walls: Buffer; vals: Buffer }>("SELECT id, steps, walls, vals FROM chunks WHERE id = ANY($1::bigint[])", [blobIds]),
-    blockIds.length === 0 ? null : pool.query<{ id: number; blocks: Buffer }>("SELECT id, blocks FROM chunks WHERE id = ANY($1::bigint[])", [blockIds]),
+    blobIds.length === 0
+      ? null
+      : pool.query<{ id: number; steps: Buffer; walls: Buffer; vals: Buffer }>(
+          "SELECT id, steps, walls, vals FROM chunks WHERE id = ANY($1::bigint[])",
+          [blobIds],
+        ),
+    blockIds.length === 0
+      ? null
+      : pool.query<{ id: number; blocks: Buffer }>("SELECT id, blocks FROM chunks WHERE id = ANY($1::bigint[])", [
+          blockIds,
+        ]),
   ]);
   const blobById = new Map((blobs?.rows ?? []).map((r) => [r.id, r]));
   const blocksById = new Map((blocks?.rows ?? []).map((r) => [r.id, r.blocks]));
@@ -150,22 +208,42 @@ async function fetchChunks(pool: pg.Pool, line: LineLookup, from: number, to: nu
 function histogramOf(json: string): HistogramEntry["histogram"] | null {
   let h: unknown;
   try {
-    h = JSON.parse(json, (_k, v: unknown) => (v === "NaN" || v === "Infinity" || v === "-Infinity" ? parseNumber(v) : v));
+    h = JSON.parse(json, (_k, v: unknown) =>
+      v === "NaN" || v === "Infinity" || v === "-Infinity" ? parseNumber(v) : v,
+    );
   } catch {
     return null;
   }
   if (!isRecord(h)) return null;
   const numbers = (v: unknown): v is number[] => Array.isArray(v) && v.every((n) => typeof n === "number");
   const { count, min, max, sum, sumSquares, bucketLimits, bucketCounts } = h;
-  if (typeof count !== "number" || typeof min !== "number" || typeof max !== "number" || !numbers(bucketLimits) || !numbers(bucketCounts)) return null;
-  return { count, min, max, sum: typeof sum === "number" ? sum : NaN, sumSquares: typeof sumSquares === "number" ? sumSquares : NaN, bucketLimits, bucketCounts };
+  if (
+    typeof count !== "number" ||
+    typeof min !== "number" ||
+    typeof max !== "number" ||
+    !numbers(bucketLimits) ||
+    !numbers(bucketCounts)
+  )
+    return null;
+  return {
+    count,
+    min,
+    max,
+    sum: typeof sum === "number" ? sum : NaN,
+    sumSquares: typeof sumSquares === "number" ? sumSquares : NaN,
+    bucketLimits,
+    bucketCounts,
+  };
 }
 
 /** A source over the runs of project `projectId`. */
 /** A file parameter must be one file name, as the dashboard's lists give it. */
 function checkFileName(name: string | null): asserts name is string {
   if (name === null || name === "" || pathSegmentProblem(name) !== null) {
-    throw new HttpError(400, "the file parameter must be one file name (no '/', '\\', NUL, not '.' or '..') as the list gives it");
+    throw new HttpError(
+      400,
+      "the file parameter must be one file name (no '/', '\\', NUL, not '.' or '..') as the list gives it",
+    );
   }
 }
 
@@ -175,7 +253,11 @@ async function listFiles(pool: pg.Pool, id: number, folder: string): Promise<Tra
     "SELECT path, sum(length(data))::bigint AS size, max(received_at) AS modified FROM run_files WHERE run_id = $1 AND starts_with(path, $2) GROUP BY path ORDER BY path",
     [id, `${folder}/`],
   );
-  return result.rows.map((r) => ({ name: r.path.slice(folder.length + 1), size: Number(r.size), modified: r.modified.getTime() }));
+  return result.rows.map((r) => ({
+    name: r.path.slice(folder.length + 1),
+    size: Number(r.size),
+    modified: r.modified.getTime(),
+  }));
 }
 
 /**
@@ -183,33 +265,71 @@ async function listFiles(pool: pg.Pool, id: number, folder: string): Promise<Tra
  * (`assembleRankTiming`: the same window, the same rank rows).
  */
 async function readRankTiming(pool: pg.Pool, id: number, maxFlushes: number): Promise<RankTimingWindow> {
-  const rows = await pool.query<{ step: number; wall: number; list_id: string; report: string; step_ms: Array<number | null>; lateness_ms: Array<number | null>; wait_ms: Array<number | null> }>(
+  const rows = await pool.query<{
+    step: number;
+    wall: number;
+    list_id: string;
+    report: string;
+    step_ms: Array<number | null>;
+    lateness_ms: Array<number | null>;
+    wait_ms: Array<number | null>;
+  }>(
     "SELECT step, wall, list_id, report, step_ms, lateness_ms, wait_ms FROM rank_timing WHERE run_id = $1 ORDER BY step DESC LIMIT $2",
     [id, maxFlushes],
   );
   // PostgreSQL writes a real as the shortest decimal that reads back as it: Math.fround turns
   // that into the float32 itself, as the store's blobs give it.
-  const real = (values: ReadonlyArray<number | null>): Array<number | null> => values.map((v) => (v === null ? null : Math.fround(v)));
-  const flushes = rows.rows.reverse().map((r) => ({ step: r.step, wall: r.wall, listId: Number(r.list_id), report: r.report, stepMs: real(r.step_ms), latenessMs: real(r.lateness_ms), waitMs: real(r.wait_ms) }));
+  const real = (values: ReadonlyArray<number | null>): Array<number | null> =>
+    values.map((v) => (v === null ? null : Math.fround(v)));
+  const flushes = rows.rows.reverse().map((r) => ({
+    step: r.step,
+    wall: r.wall,
+    listId: Number(r.list_id),
+    report: r.report,
+    stepMs: real(r.step_ms),
+    latenessMs: real(r.lateness_ms),
+    waitMs: real(r.wait_ms),
+  }));
   const ids = [...new Set(flushes.map((f) => f.listId))];
   const lists = new Map<number, RankRef[]>();
   if (ids.length > 0) {
-    const found = await pool.query<{ id: string; ranks: string }>("SELECT id, ranks FROM rank_timing_lists WHERE run_id = $1 AND id = ANY($2::bigint[])", [id, ids]);
+    const found = await pool.query<{ id: string; ranks: string }>(
+      "SELECT id, ranks FROM rank_timing_lists WHERE run_id = $1 AND id = ANY($2::bigint[])",
+      [id, ids],
+    );
     for (const l of found.rows) lists.set(Number(l.id), parseRankList(l.ranks));
   }
   return assembleRankTiming(flushes, lists);
 }
 
 /** One line of a series (its lowest line when `rank` is undefined), a window read the way the local store reads it. */
-async function read(pool: pg.Pool, handle: string, key: string, kind: "scalar" | "stream" | "system", rank: number | undefined, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesResult> {
+async function read(
+  pool: pg.Pool,
+  handle: string,
+  key: string,
+  kind: "scalar" | "stream" | "system",
+  rank: number | undefined,
+  query: { after?: string; before?: string; maxPoints?: number },
+): Promise<SeriesResult> {
   const after = numericCursor(query.after, "after");
   const before = numericCursor(query.before, "before");
   const maxPoints = query.maxPoints ?? DEFAULT_MAX_POINTS;
   const from = after ?? -Infinity;
   const to = before ?? Infinity;
-  const { keyId: id, rank: r, reads } = await fetchChunks(pool, { runId: Number(handle), kind, key, rank }, from, to, maxPoints);
+  const {
+    keyId: id,
+    rank: r,
+    reads,
+  } = await fetchChunks(pool, { runId: Number(handle), kind, key, rank }, from, to, maxPoints);
   const x = kind === "scalar" ? "step" : "wall";
-  return readChunkedSeries(reads, kind === "scalar" ? "scalar" : "stream", { key, keyId: id, rank: r, x, window: { from, to, after }, maxPoints });
+  return readChunkedSeries(reads, kind === "scalar" ? "scalar" : "stream", {
+    key,
+    keyId: id,
+    rank: r,
+    x,
+    window: { from, to, after },
+    maxPoints,
+  });
 }
 
 export function createPostgresSource(pool: pg.Pool, projectId: number): DashboardSource {
@@ -230,7 +350,13 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
         [runId(handle)],
       )
       // Lines in the store's order (docs/DESIGN.md, "Identity"): global, ranks, controller, threads.
-      .then((result) => result.rows.flatMap((r) => (isKind(r.kind) ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) }] : [])));
+      .then((result) =>
+        result.rows.flatMap((r) =>
+          isKind(r.kind)
+            ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) }]
+            : [],
+        ),
+      );
     if (keysThisTurn.size === 0) setImmediate(() => keysThisTurn.clear());
     keysThisTurn.set(handle, query);
     return query;
@@ -242,12 +368,19 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
 
   return {
     async resolveRun(run: string | null): Promise<string> {
-      if (run === null || run === "") throw new HttpError(400, "missing the run parameter (experiment/trial, as /api/runs lists it)");
+      if (run === null || run === "")
+        throw new HttpError(400, "missing the run parameter (experiment/trial, as /api/runs lists it)");
       const parts = run.split("/");
       if (parts.length > 3 || parts.some((p) => pathSegmentProblem(p) !== null)) {
-        throw new HttpError(400, "the run parameter must be experiment/trial as /api/runs lists it: one to three folder names joined by '/', URL-encoded as UTF-8");
+        throw new HttpError(
+          400,
+          "the run parameter must be experiment/trial as /api/runs lists it: one to three folder names joined by '/', URL-encoded as UTF-8",
+        );
       }
-      const result = await pool.query<{ id: number }>("SELECT id FROM runs WHERE project_id = $1 AND run_key = $2", [projectId, run]);
+      const result = await pool.query<{ id: number }>("SELECT id FROM runs WHERE project_id = $1 AND run_key = $2", [
+        projectId,
+        run,
+      ]);
       const id = result.rows[0]?.id;
       if (id === undefined) throw new HttpError(404, `no run ${JSON.stringify(run)} in this project`);
       return String(id);
@@ -255,27 +388,41 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
 
     async listRuns(query: RunQuery): Promise<RunsPage> {
       const { sql, params, countSql, countParams } = runsSql(projectId, query);
-      const [rows, count] = await Promise.all([pool.query<RunRow>(sql, params), pool.query<{ n: number }>(countSql, countParams)]);
+      const [rows, count] = await Promise.all([
+        pool.query<RunRow>(sql, params),
+        pool.query<{ n: number }>(countSql, countParams),
+      ]);
       const runs = rows.rows.map(toLabelled);
       const total = count.rows[0]?.n ?? 0;
       if (query.summary !== true || runs.length === 0) return { runs, total };
-      const last = await pool.query<{ run_id: number; key: string; last_value: number | null }>(LAST_VALUES_SQL, [rows.rows.map((r) => r.id)]);
+      const last = await pool.query<{ run_id: number; key: string; last_value: number | null }>(LAST_VALUES_SQL, [
+        rows.rows.map((r) => r.id),
+      ]);
       const byRun = new Map<number, Record<string, number>>();
       for (const r of last.rows) {
         const values = byRun.get(r.run_id) ?? {};
         values[r.key] = r.last_value ?? NaN;
         byRun.set(r.run_id, values);
       }
-      return { runs: runs.map((run, i) => ({ ...run, summary: summaryOf(byRun.get(rows.rows[i]?.id ?? -1) ?? {}, query.internal === true) })), total };
+      return {
+        runs: runs.map((run, i) => ({
+          ...run,
+          summary: summaryOf(byRun.get(rows.rows[i]?.id ?? -1) ?? {}, query.internal === true),
+        })),
+        total,
+      };
     },
 
     keys: (handle) => keysOf(handle, "scalar"),
 
     async rankNames(handle: string): Promise<Record<string, string>> {
-      const result = await pool.query<{ rank_names: unknown }>("SELECT rank_names FROM runs WHERE id = $1", [runId(handle)]);
+      const result = await pool.query<{ rank_names: unknown }>("SELECT rank_names FROM runs WHERE id = $1", [
+        runId(handle),
+      ]);
       const names = result.rows[0]?.rank_names;
       const out: Record<string, string> = {};
-      if (isRecord(names)) for (const [k, v] of Object.entries(names)) if (k !== String(GLOBAL_RANK) && typeof v === "string") out[k] = v;
+      if (isRecord(names))
+        for (const [k, v] of Object.entries(names)) if (k !== String(GLOBAL_RANK) && typeof v === "string") out[k] = v;
       return out;
     },
 
@@ -291,14 +438,24 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       const cursors = new Map<number, number>();
       for (const part of (query.after ?? "").split(",").filter((p) => p !== "")) {
         const [r, seq] = part.split(":").map(Number);
-        if (r === undefined || seq === undefined || !Number.isInteger(r) || !Number.isFinite(seq)) throw new HttpError(400, `after must be a cursor from an earlier answer (rank:seq,…), got ${JSON.stringify(query.after?.slice(0, 80))}`);
+        if (r === undefined || seq === undefined || !Number.isInteger(r) || !Number.isFinite(seq))
+          throw new HttpError(
+            400,
+            `after must be a cursor from an earlier answer (rank:seq,…), got ${JSON.stringify(query.after?.slice(0, 80))}`,
+          );
         cursors.set(r, seq);
       }
-      const perRank = Math.max(SERIES_KINDS.length, Math.floor((query.maxPoints ?? DEFAULT_MAX_POINTS) / Math.max(1, info.ranks.length)));
+      const perRank = Math.max(
+        SERIES_KINDS.length,
+        Math.floor((query.maxPoints ?? DEFAULT_MAX_POINTS) / Math.max(1, info.ranks.length)),
+      );
       const out: StreamData = { key, ranks: [], steps: [], times: [], values: [], cursor: null };
       for (const rank of info.ranks) {
         const after = cursors.get(rank);
-        const result = await read(pool, handle, key, "stream", rank, { maxPoints: perRank, ...(after !== undefined ? { after: String(after) } : {}) });
+        const result = await read(pool, handle, key, "stream", rank, {
+          maxPoints: perRank,
+          ...(after !== undefined ? { after: String(after) } : {}),
+        });
         for (const p of result.points) {
           out.ranks.push(rank);
           out.steps.push(p.step);
@@ -325,7 +482,8 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
         } catch {
           records = [];
         }
-        for (const record of Array.isArray(records) ? records.filter(isRecord) : []) rows.push({ key: r.key, step: r.step, rank: r.rank === GLOBAL_RANK ? null : r.rank, record });
+        for (const record of Array.isArray(records) ? records.filter(isRecord) : [])
+          rows.push({ key: r.key, step: r.step, rank: r.rank === GLOBAL_RANK ? null : r.rank, record });
       }
       return rows;
     },
@@ -391,12 +549,19 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     },
 
     async runDetails(handle: string): Promise<RunDetails> {
-      const result = await pool.query<{ config_yaml: string | null; version_json: string | null; tags: string[]; grp: string | null }>(
-        "SELECT config_yaml, version_json, tags, grp FROM runs WHERE id = $1",
-        [runId(handle)],
-      );
+      const result = await pool.query<{
+        config_yaml: string | null;
+        version_json: string | null;
+        tags: string[];
+        grp: string | null;
+      }>("SELECT config_yaml, version_json, tags, grp FROM runs WHERE id = $1", [runId(handle)]);
       const r = result.rows[0];
-      return { configYaml: r?.config_yaml ?? null, versionJson: r?.version_json ?? null, tags: r?.tags ?? [], group: r?.grp ?? null };
+      return {
+        configYaml: r?.config_yaml ?? null,
+        versionJson: r?.version_json ?? null,
+        tags: r?.tags ?? [],
+        group: r?.grp ?? null,
+      };
     },
 
     traceFiles(handle: string): Promise<TraceFileEntry[]> {
@@ -418,7 +583,10 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       return {
         name,
         size: async () => {
-          const size = await pool.query<{ size: number | null }>("SELECT sum(length(data))::bigint AS size FROM run_files WHERE run_id = $1 AND path = $2", [id, path]);
+          const size = await pool.query<{ size: number | null }>(
+            "SELECT sum(length(data))::bigint AS size FROM run_files WHERE run_id = $1 AND path = $2",
+            [id, path],
+          );
           const total = size.rows[0]?.size ?? null;
           if (total === null) throw new HttpError(404, "no such file in this run");
           return Number(total);
@@ -446,7 +614,10 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     async traceFile(handle: string, name: string | null): Promise<TraceFile> {
       checkFileName(name);
       const path = `traces/${name}`;
-      const size = await pool.query<{ size: number | null }>("SELECT sum(length(data))::bigint AS size FROM run_files WHERE run_id = $1 AND path = $2", [runId(handle), path]);
+      const size = await pool.query<{ size: number | null }>(
+        "SELECT sum(length(data))::bigint AS size FROM run_files WHERE run_id = $1 AND path = $2",
+        [runId(handle), path],
+      );
       const total = size.rows[0]?.size ?? null;
       if (total === null) throw new HttpError(404, "no such file in this run");
       const id = runId(handle);

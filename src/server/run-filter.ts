@@ -10,7 +10,8 @@
 import type { ParamFilter, MetricFilter, RunQuery } from "../ui/source.js";
 
 /** The columns a page selects (`id` for reading the page's last values after). */
-const RUN_COLUMNS = "runs.id, run_key, experiment, trial, status, started_at, ended_at, updated_at, resume_step, tags, grp, params, lost_ranks";
+const RUN_COLUMNS =
+  "runs.id, run_key, experiment, trial, status, started_at, ended_at, updated_at, resume_step, tags, grp, params, lost_ranks";
 
 /**
  * The last values a query compares or sorts by, one lateral join per key (each an index lookup
@@ -29,7 +30,8 @@ class LastValueJoins {
     if (alias === undefined) {
       alias = `m${this.aliases.size}`;
       this.aliases.set(key, alias);
-      this.joins.push(`LEFT JOIN LATERAL (SELECT COALESCE(s.last_value, 'NaN'::float8) AS v FROM keys k JOIN series s ON s.key_id = k.id
+      this.joins
+        .push(`LEFT JOIN LATERAL (SELECT COALESCE(s.last_value, 'NaN'::float8) AS v FROM keys k JOIN series s ON s.key_id = k.id
         WHERE k.run_id = runs.id AND k.kind = 'scalar' AND k.key = ${this.p(key)} AND s.n > 0 ORDER BY s.rank LIMIT 1) ${alias} ON true`);
     }
     return `${alias}.v`;
@@ -98,7 +100,10 @@ function orderBy(query: RunQuery, p: (value: unknown) => string, last: LastValue
 }
 
 /** The page's SELECT with its parameters, and the COUNT of the matching runs with its own. */
-export function runsSql(projectId: number, query: RunQuery): { sql: string; params: unknown[]; countSql: string; countParams: unknown[] } {
+export function runsSql(
+  projectId: number,
+  query: RunQuery,
+): { sql: string; params: unknown[]; countSql: string; countParams: unknown[] } {
   const params: unknown[] = [projectId];
   const p = (value: unknown): string => {
     params.push(value);
@@ -112,7 +117,9 @@ export function runsSql(projectId: number, query: RunQuery): { sql: string; para
   if (query.tags !== undefined) where.push(`tags @> ${p(query.tags)}::text[]`);
   for (const text of query.texts ?? []) {
     const like = p(`%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
-    where.push(`(run_key ILIKE ${like} OR experiment ILIKE ${like} OR trial ILIKE ${like} OR grp ILIKE ${like} OR EXISTS (SELECT 1 FROM unnest(tags) t WHERE t ILIKE ${like}))`);
+    where.push(
+      `(run_key ILIKE ${like} OR experiment ILIKE ${like} OR trial ILIKE ${like} OR grp ILIKE ${like} OR EXISTS (SELECT 1 FROM unnest(tags) t WHERE t ILIKE ${like}))`,
+    );
   }
   for (const f of query.params ?? []) where.push(paramCondition(f, p));
   for (const f of query.metrics ?? []) where.push(metricCondition(f, p, last));

@@ -167,13 +167,17 @@ export async function migrate(pool: pg.Pool, migrations: readonly Migration[] = 
   try {
     await client.query("BEGIN");
     await client.query("SELECT pg_advisory_xact_lock($1::bigint)", [MIGRATION_LOCK_KEY]);
-    await client.query("CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())");
+    await client.query(
+      "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+    );
     const done = await client.query<{ version: number }>("SELECT version FROM schema_migrations ORDER BY version");
     const have = new Set(done.rows.map((r) => r.version));
     const newest = Math.max(0, ...have);
     const known = Math.max(0, ...migrations.map((m) => m.version));
     if (newest > known) {
-      throw new Error(`the database's schema is version ${newest}, newer than this rankscope server's ${known}; upgrade the server (docs/server.md, "Upgrades")`);
+      throw new Error(
+        `the database's schema is version ${newest}, newer than this rankscope server's ${known}; upgrade the server (docs/server.md, "Upgrades")`,
+      );
     }
     const applied: number[] = [];
     for (const m of [...migrations].sort((a, b) => a.version - b.version)) {

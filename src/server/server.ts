@@ -80,7 +80,11 @@ function clientOf(req: IncomingMessage): string {
 /** The project a request names (`?project=`) must be its token's. */
 function checkProject(p: Principal, url: URL): void {
   const named = url.searchParams.get("project");
-  if (named !== null && named !== "" && named !== p.project) throw new HttpError(403, `this token belongs to another project; it cannot read or write project ${JSON.stringify(named.slice(0, 100))}`);
+  if (named !== null && named !== "" && named !== p.project)
+    throw new HttpError(
+      403,
+      `this token belongs to another project; it cannot read or write project ${JSON.stringify(named.slice(0, 100))}`,
+    );
 }
 
 function kindOf(path: string): string {
@@ -93,7 +97,8 @@ function kindOf(path: string): string {
 /** Counts a failed request under its reason (`ServerMetrics`). */
 function countFailure(metrics: ServerMetrics, status: number): void {
   if (status === 500) metrics.errors.inc();
-  else if (status === 400 || status === 413 || status === 415) metrics.rejected.inc({ reason: status === 400 ? "malformed" : "size" });
+  else if (status === 400 || status === 413 || status === 415)
+    metrics.rejected.inc({ reason: status === 400 ? "malformed" : "size" });
   else if (status === 401 || status === 403) metrics.rejected.inc({ reason: "auth" });
   else if (status === 409) metrics.rejected.inc({ reason: "conflict" });
 }
@@ -125,7 +130,13 @@ class Router {
     const kind = kindOf(url.pathname);
     const done = (status: number, principal: Principal | undefined, error?: unknown): void => {
       this.metrics.requests.inc({ kind, status: `${Math.floor(status / 100)}xx` });
-      const line = { method: req.method, path: redactedRequestPath(req.url), status, ms: Math.round(performance.now() - started), ...(principal !== undefined ? { project: principal.project } : {}) };
+      const line = {
+        method: req.method,
+        path: redactedRequestPath(req.url),
+        status,
+        ms: Math.round(performance.now() - started),
+        ...(principal !== undefined ? { project: principal.project } : {}),
+      };
       if (error !== undefined) this.log.error({ ...line, error: describeError(error) }, "request failed");
       else if (status >= 400 || kind === "ingest") this.log.info(line, "request");
     };
@@ -161,7 +172,13 @@ class Router {
     }
     if (path === "/metrics") {
       const text = await this.metrics.registry.metrics();
-      await sendBody(req, res, 200, { "Content-Type": this.metrics.registry.contentType, "Cache-Control": "no-store" }, Buffer.from(text));
+      await sendBody(
+        req,
+        res,
+        200,
+        { "Content-Type": this.metrics.registry.contentType, "Cache-Control": "no-store" },
+        Buffer.from(text),
+      );
       return true;
     }
     return false;
@@ -179,9 +196,17 @@ class Router {
     try {
       principal = await this.auth.principal(req, res, url);
     } catch (error) {
-      if (error instanceof HttpError && error.status === 401 && req.method === "GET" && (url.pathname === "/" || url.pathname === "/index.html")) {
+      if (
+        error instanceof HttpError &&
+        error.status === 401 &&
+        req.method === "GET" &&
+        (url.pathname === "/" || url.pathname === "/index.html")
+      ) {
         this.metrics.rejected.inc({ reason: "auth" });
-        sendLoginPage(res, url.searchParams.has("token") ? "That token is not valid here." : "This dashboard needs a project token.");
+        sendLoginPage(
+          res,
+          url.searchParams.has("token") ? "That token is not valid here." : "This dashboard needs a project token.",
+        );
         return undefined;
       }
       throw error;
@@ -227,34 +252,56 @@ class Router {
 }
 
 /** Listen on host:port; the URL the server answers on. */
-async function listen(server: Server, host: string, port: number, tls: boolean): Promise<{ url: string; port: number }> {
+async function listen(
+  server: Server,
+  host: string,
+  port: number,
+  tls: boolean,
+): Promise<{ url: string; port: number }> {
   await new Promise<void>((resolve, reject) => {
-    server.once("error", (error: NodeJS.ErrnoException) => reject(error.code === "EADDRINUSE" ? new Error(`port ${port} on ${host} is in use; pick another with --port N`) : error));
+    server.once("error", (error: NodeJS.ErrnoException) =>
+      reject(
+        error.code === "EADDRINUSE"
+          ? new Error(`port ${port} on ${host} is in use; pick another with --port N`)
+          : error,
+      ),
+    );
     server.listen(port, host, () => resolve());
   });
   const address = server.address();
-  if (address === null || typeof address === "string") throw new Error(`the server on ${host}:${port} has no TCP address after listening`);
+  if (address === null || typeof address === "string")
+    throw new Error(`the server on ${host}:${port} has no TCP address after listening`);
   const urlHost = host.includes(":") ? `[${host}]` : host;
   return { url: `${tls ? "https" : "http"}://${urlHost}:${address.port}`, port: address.port };
 }
 
 /** Start the server: connect, migrate, listen. */
 export async function startTeamServer(options: TeamServerOptions): Promise<TeamServer> {
-  const pool = createPool({ url: options.db, max: options.poolSize ?? 10, statementTimeoutMs: options.statementTimeoutMs ?? 30_000 });
+  const pool = createPool({
+    url: options.db,
+    max: options.poolSize ?? 10,
+    statementTimeoutMs: options.statementTimeoutMs ?? 30_000,
+  });
   try {
     await migrate(pool);
   } catch (error) {
     await pool.end().catch(() => undefined);
     throw new Error(`could not prepare the database: ${describeError(error)}`, { cause: error });
   }
-  const log = options.log === false ? pino({ enabled: false }) : pino({ base: { service: "rankscope-server" } }, options.log ?? process.stdout);
+  const log =
+    options.log === false
+      ? pino({ enabled: false })
+      : pino({ base: { service: "rankscope-server" } }, options.log ?? process.stdout);
   const metrics = new ServerMetrics(pool);
   const tls = options.tlsCert !== undefined && options.tlsKey !== undefined;
   const auth = new ServerAuth(new TokenChecker(pool), options.proxy, tls);
   const limiter = new RateLimiter(options.rateLimit ?? 200, (options.rateLimit ?? 200) * 2);
   const router = new Router(pool, metrics, auth, limiter, log, options);
   const server: Server = tls
-    ? createHttpsServer({ cert: readFileSync(options.tlsCert ?? ""), key: readFileSync(options.tlsKey ?? "") }, router.handle)
+    ? createHttpsServer(
+        { cert: readFileSync(options.tlsCert ?? ""), key: readFileSync(options.tlsKey ?? "") },
+        router.handle,
+      )
     : createHttpServer(router.handle);
   server.requestTimeout = 120_000;
   server.headersTimeout = 30_000;

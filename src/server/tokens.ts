@@ -29,20 +29,27 @@ export function tokenHash(token: string): Buffer {
 
 /** Check a project name; a TypeError saying what is valid. */
 function checkProjectName(name: string): string {
-  if (!PROJECT_NAME.test(name)) throw new TypeError(`project names are 1 to 100 letters, digits, '.', '_' or '-' (starting with a letter or digit), got ${JSON.stringify(name.slice(0, 120))}`);
+  if (!PROJECT_NAME.test(name))
+    throw new TypeError(
+      `project names are 1 to 100 letters, digits, '.', '_' or '-' (starting with a letter or digit), got ${JSON.stringify(name.slice(0, 120))}`,
+    );
   return name;
 }
 
 /** Create a token for `project` (creating the project if new); returns the token, which is not stored. */
 export async function createToken(pool: pg.Pool, project: string, scope: TokenScope, label?: string): Promise<string> {
   checkProjectName(project);
-  if (scope !== "read" && scope !== "write") throw new TypeError(`scope must be read or write, got ${JSON.stringify(scope)}`);
+  if (scope !== "read" && scope !== "write")
+    throw new TypeError(`scope must be read or write, got ${JSON.stringify(scope)}`);
   const token = TOKEN_PREFIX + randomBytes(32).toString("base64url");
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
     await client.query("INSERT INTO projects (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", [project]);
-    await client.query("INSERT INTO tokens (project_id, scope, hash, label) SELECT id, $2, $3, $4 FROM projects WHERE name = $1", [project, scope, tokenHash(token), label ?? null]);
+    await client.query(
+      "INSERT INTO tokens (project_id, scope, hash, label) SELECT id, $2, $3, $4 FROM projects WHERE name = $1",
+      [project, scope, tokenHash(token), label ?? null],
+    );
     await client.query("COMMIT");
   } catch (error) {
     await client.query("ROLLBACK").catch(() => undefined);
@@ -55,7 +62,9 @@ export async function createToken(pool: pg.Pool, project: string, scope: TokenSc
 
 /** Revoke every token whose hash matches; returns how many were revoked. */
 export async function revokeToken(pool: pg.Pool, token: string): Promise<number> {
-  const result = await pool.query("UPDATE tokens SET revoked_at = now() WHERE hash = $1 AND revoked_at IS NULL", [tokenHash(token)]);
+  const result = await pool.query("UPDATE tokens SET revoked_at = now() WHERE hash = $1 AND revoked_at IS NULL", [
+    tokenHash(token),
+  ]);
   return result.rowCount ?? 0;
 }
 
@@ -84,7 +93,10 @@ export class TokenChecker {
       [tokenHash(token)],
     );
     const row = result.rows[0];
-    const principal: Principal | null = row === undefined ? null : { projectId: row.project_id, project: row.name, scope: row.scope === "write" ? "write" : "read" };
+    const principal: Principal | null =
+      row === undefined
+        ? null
+        : { projectId: row.project_id, project: row.name, scope: row.scope === "write" ? "write" : "read" };
     if (this.cache.size >= CACHE_MAX) this.cache.clear();
     this.cache.set(key, { principal, until: now + CACHE_MS });
     return principal;

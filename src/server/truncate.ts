@@ -15,7 +15,16 @@ export async function truncateRun(client: pg.ClientBase, runId: number, step: nu
     `DELETE FROM chunks c USING keys k WHERE c.key_id = k.id AND k.run_id = $1 AND k.kind IN ('scalar', 'stream') AND c.first_step >= $2`,
     [runId, step],
   );
-  const across = await client.query<{ id: number; key_id: number; rank: number; kind: string; first_pos: number; steps: Buffer; walls: Buffer; vals: Buffer }>(
+  const across = await client.query<{
+    id: number;
+    key_id: number;
+    rank: number;
+    kind: string;
+    first_pos: number;
+    steps: Buffer;
+    walls: Buffer;
+    vals: Buffer;
+  }>(
     `SELECT c.id, c.key_id, c.rank, k.kind, c.first_pos, c.steps, c.walls, c.vals FROM chunks c JOIN keys k ON k.id = c.key_id
      WHERE k.run_id = $1 AND k.kind IN ('scalar', 'stream') AND c.last_step >= $2`,
     [runId, step],
@@ -26,7 +35,17 @@ export async function truncateRun(client: pg.ClientBase, runId: number, step: nu
       const points = decodeChunkBlobs(r);
       let n = 0;
       while (n < points.steps.length && (points.steps[n] ?? Infinity) < step) n++;
-      return n === 0 ? [] : [{ keyId: r.key_id, rank: r.rank, firstPos: r.first_pos, points: sliceSeries(points, 0, n), byStep: r.kind === "scalar" }];
+      return n === 0
+        ? []
+        : [
+            {
+              keyId: r.key_id,
+              rank: r.rank,
+              firstPos: r.first_pos,
+              points: sliceSeries(points, 0, n),
+              byStep: r.kind === "scalar",
+            },
+          ];
     });
     await insertChunks(client, keep);
   }
@@ -41,8 +60,14 @@ export async function truncateRun(client: pg.ClientBase, runId: number, step: nu
        src_cursor = (SELECT max(c.last_pos) FROM chunks c WHERE c.key_id = s.key_id AND c.rank = s.rank) ${mine}`,
     [runId],
   );
-  await client.query(`UPDATE series s SET next_pos = s.n, src_cursor = CASE WHEN s.n = 0 THEN NULL WHEN k.kind = 'scalar' THEN s.src_cursor ELSE s.n - 1 END ${mine}`, [runId]);
-  await client.query(`DELETE FROM records r USING keys k WHERE r.key_id = k.id AND k.run_id = $1 AND r.step >= $2`, [runId, step]);
+  await client.query(
+    `UPDATE series s SET next_pos = s.n, src_cursor = CASE WHEN s.n = 0 THEN NULL WHEN k.kind = 'scalar' THEN s.src_cursor ELSE s.n - 1 END ${mine}`,
+    [runId],
+  );
+  await client.query(`DELETE FROM records r USING keys k WHERE r.key_id = k.id AND k.run_id = $1 AND r.step >= $2`, [
+    runId,
+    step,
+  ]);
   for (const kind of ["sample", "histogram"]) {
     await client.query(
       `INSERT INTO run_cursors (run_id, name, value)

@@ -92,7 +92,10 @@ export class StatsTracker {
     readonly name: string = "",
     trackers?: Map<string, StatsTracker>,
   ) {
-    if (name !== "" && !SCOPE_NAME.test(name)) throw new TypeError(`stats tracker name must be a non-empty key segment without leading or trailing "/", got ${describeValue(name)}`);
+    if (name !== "" && !SCOPE_NAME.test(name))
+      throw new TypeError(
+        `stats tracker name must be a non-empty key segment without leading or trailing "/", got ${describeValue(name)}`,
+      );
     this.root = this.cacheFor(name === "" ? "" : `${name}/`);
     this.trackers = trackers ?? new Map();
   }
@@ -121,10 +124,16 @@ export class StatsTracker {
   scope(name: string): ScopeHandle;
   scope<T>(name: string, fn?: () => T): T | ScopeHandle {
     if (typeof name !== "string" || !SCOPE_NAME.test(name)) {
-      throw new TypeError(`stats.scope(name) takes a non-empty name without leading or trailing "/", e.g. "ppo_actor", got ${describeValue(name)}`);
+      throw new TypeError(
+        `stats.scope(name) takes a non-empty name without leading or trailing "/", e.g. "ppo_actor", got ${describeValue(name)}`,
+      );
     }
     const parent = this.currentFrame();
-    const frame: Frame = { cache: this.cacheFor(`${parent?.cache.prefix ?? this.root.prefix}${name}/`), parent, open: true };
+    const frame: Frame = {
+      cache: this.cacheFor(`${parent?.cache.prefix ?? this.root.prefix}${name}/`),
+      parent,
+      open: true,
+    };
     if (fn !== undefined) return this.storage.run(frame, fn);
     this.storage.enterWith(frame);
     return {
@@ -146,7 +155,8 @@ export class StatsTracker {
     const cache = this.current();
     for (const name in values) {
       const value = values[name];
-      if (typeof value !== "number") throw new TypeError(`stats.scalar({ ${name} }) takes numbers, got ${describeValue(value)}`);
+      if (typeof value !== "number")
+        throw new TypeError(`stats.scalar({ ${name} }) takes numbers, got ${describeValue(value)}`);
       recordMetric(keyOf(cache, name), value, "mean");
       recordMetric(countKeyOf(cache, name), 1, "sum");
     }
@@ -162,7 +172,9 @@ export class StatsTracker {
     for (const name in masks) {
       const mask = masks[name];
       if (!Array.isArray(mask) && !(mask instanceof Uint8Array)) {
-        throw new TypeError(`stats.denominator({ ${name} }) takes a boolean[] or a Uint8Array mask, got ${describeValue(mask)}`);
+        throw new TypeError(
+          `stats.denominator({ ${name} }) takes a boolean[] or a Uint8Array mask, got ${describeValue(mask)}`,
+        );
       }
       const key = keyOf(cache, name);
       this.masks.set(key, mask);
@@ -177,12 +189,16 @@ export class StatsTracker {
    */
   stat(values: Readonly<Record<string, StatValues>>, options: StatOptions): void {
     if (options === null || typeof options !== "object" || typeof options.denominator !== "string") {
-      throw new TypeError(`stats.stat(values, { denominator }) needs the name of a mask set with stats.denominator(), got ${describeValue(options)}`);
+      throw new TypeError(
+        `stats.stat(values, { denominator }) needs the name of a mask set with stats.denominator(), got ${describeValue(options)}`,
+      );
     }
     const reduceName = options.reduce ?? StatReduce.AVG_MIN_MAX;
     const reduce = STAT_REDUCE_TO_CORE[reduceName];
     if (reduce === undefined) {
-      throw new TypeError(`stats.stat reduce ${describeValue(reduceName)} is not valid; valid: ${Object.keys(STAT_REDUCE_TO_CORE).join(", ")} (StatReduce.*)`);
+      throw new TypeError(
+        `stats.stat reduce ${describeValue(reduceName)} is not valid; valid: ${Object.keys(STAT_REDUCE_TO_CORE).join(", ")} (StatReduce.*)`,
+      );
     }
     const cache = this.current();
     const mask = this.findMask(cache.prefix, options.denominator);
@@ -190,7 +206,9 @@ export class StatsTracker {
     for (const name in values) {
       const array = values[name];
       if (!Array.isArray(array) && !(array instanceof Float32Array) && !(array instanceof Float64Array)) {
-        throw new TypeError(`stats.stat({ ${name} }) takes a Float32Array, Float64Array or number[], got ${describeValue(array)}`);
+        throw new TypeError(
+          `stats.stat({ ${name} }) takes a Float32Array, Float64Array or number[], got ${describeValue(array)}`,
+        );
       }
       if (array.length !== mask.length) {
         throw new TypeError(
@@ -205,7 +223,8 @@ export class StatsTracker {
       // One pass over the mask, then one append per array (per entry only for AVG, whose mean
       // must weigh every entry).
       const accumulator = entry.accumulator;
-      if (accumulator instanceof AvgMinMaxAccumulator) accumulator.appendMoments(moments.sum, count, moments.min, moments.max);
+      if (accumulator instanceof AvgMinMaxAccumulator)
+        accumulator.appendMoments(moments.sum, count, moments.min, moments.max);
       else if (reduceName === "sum") accumulator.append(moments.sum);
       else if (reduceName === "min") accumulator.append(moments.min);
       else if (reduceName === "max") accumulator.append(moments.max);
@@ -221,7 +240,8 @@ export class StatsTracker {
   recordTiming<T>(name: string, fn: () => T): T;
   recordTiming(name: string): Disposable;
   recordTiming<T>(name: string, fn?: () => T): T | Disposable {
-    if (typeof name !== "string" || !SCOPE_NAME.test(name)) throw new TypeError(`stats.recordTiming(name) takes a non-empty key name, got ${describeValue(name)}`);
+    if (typeof name !== "string" || !SCOPE_NAME.test(name))
+      throw new TypeError(`stats.recordTiming(name) takes a non-empty key name, got ${describeValue(name)}`);
     const start = performance.now();
     const key = `timeperf/${name}`;
     const done = (): void => {

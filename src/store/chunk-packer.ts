@@ -13,7 +13,15 @@
  * (`begin`, then `committed` after the commit; a rolled-back attempt just calls `begin` again).
  */
 import { packFloat64, toSqlReal, unpackFloat64 } from "./codec.js";
-import { blockSummaries, concatSeries, extremes, f64, mergeByStep, sliceSeries, type SeriesColumns } from "./columns.js";
+import {
+  blockSummaries,
+  concatSeries,
+  extremes,
+  f64,
+  mergeByStep,
+  sliceSeries,
+  type SeriesColumns,
+} from "./columns.js";
 import { CHUNK_POINTS } from "./schema.js";
 import type { WriterStatements } from "./writer-statements.js";
 
@@ -83,7 +91,8 @@ export class ChunkPacker {
     }
     if (state.rows + n < CHUNK_POINTS && n < MIN_CHUNK_RUN) {
       const upsert = this.sql.pointUpsert;
-      for (let i = start; i < steps.length; i++) upsert.run(keyId, rank, f64(steps, i), f64(walls, i), toSqlReal(f64(values, i)));
+      for (let i = start; i < steps.length; i++)
+        upsert.run(keyId, rank, f64(steps, i), f64(walls, i), toSqlReal(f64(values, i)));
       this.pendingStates.set(k, { ...state, rows: state.rows + n });
       return;
     }
@@ -120,7 +129,8 @@ export class ChunkPacker {
   /** Stream values of one series, in arrival order: packed into chunks numbered by arrival. */
   appendStream(keyId: number, rank: number, points: SeriesColumns): void {
     const k = `${keyId}:${rank}`;
-    const next = this.pendingStreamNext.get(k) ?? this.streamNext.get(k) ?? (this.sql.streamNext.get(keyId, rank)?.s ?? -1) + 1;
+    const next =
+      this.pendingStreamNext.get(k) ?? this.streamNext.get(k) ?? (this.sql.streamNext.get(keyId, rank)?.s ?? -1) + 1;
     const n = points.steps.length;
     for (let start = 0; start < n; start += CHUNK_POINTS) {
       this.insertChunk(keyId, rank, sliceSeries(points, start, Math.min(n, start + CHUNK_POINTS)), next + start);
@@ -137,7 +147,17 @@ export class ChunkPacker {
       while (keep < points.steps.length && f64(points.steps, keep) < step) keep++;
       this.sql.chunkDelete.run(c.id);
       // Copies: the decoded arrays are views of the blobs being deleted.
-      if (keep > 0) this.insertChunk(c.key_id, rank, { steps: points.steps.slice(0, keep), walls: points.walls.slice(0, keep), values: points.values.slice(0, keep) }, c.first_seq);
+      if (keep > 0)
+        this.insertChunk(
+          c.key_id,
+          rank,
+          {
+            steps: points.steps.slice(0, keep),
+            walls: points.walls.slice(0, keep),
+            values: points.values.slice(0, keep),
+          },
+          c.first_seq,
+        );
     }
     this.forget();
   }
@@ -160,7 +180,8 @@ export class ChunkPacker {
 
   private insertChunks(keyId: number, rank: number, points: SeriesColumns): void {
     const n = points.steps.length;
-    for (let start = 0; start < n; start += CHUNK_POINTS) this.insertChunk(keyId, rank, sliceSeries(points, start, Math.min(n, start + CHUNK_POINTS)));
+    for (let start = 0; start < n; start += CHUNK_POINTS)
+      this.insertChunk(keyId, rank, sliceSeries(points, start, Math.min(n, start + CHUNK_POINTS)));
   }
 
   private insertChunk(keyId: number, rank: number, points: SeriesColumns, firstSeq: number | null = null): void {

@@ -124,7 +124,13 @@ export class ColumnBuilder {
 
 /** The buffers of columns, to transfer them to a worker instead of copying. */
 export function columnBuffers(columns: BuiltColumns): ArrayBuffer[] {
-  return [columns.keyIndex.buffer, columns.ranks.buffer, columns.steps.buffer, columns.walls.buffer, columns.values.buffer];
+  return [
+    columns.keyIndex.buffer,
+    columns.ranks.buffer,
+    columns.steps.buffer,
+    columns.walls.buffer,
+    columns.values.buffer,
+  ];
 }
 
 /** One series of a batch: its key, rank and points, in batch order. */
@@ -270,7 +276,11 @@ function concat(parts: readonly Float64Array[]): Float64Array {
 
 /** Concatenate series. */
 export function concatSeries(parts: readonly SeriesColumns[]): SeriesColumns {
-  return { steps: concat(parts.map((p) => p.steps)), walls: concat(parts.map((p) => p.walls)), values: concat(parts.map((p) => p.values)) };
+  return {
+    steps: concat(parts.map((p) => p.steps)),
+    walls: concat(parts.map((p) => p.walls)),
+    values: concat(parts.map((p) => p.values)),
+  };
 }
 
 /** The values as a Float64Array: the array itself when it is one (it is only read), else a copy. */
@@ -279,7 +289,11 @@ function toFloat64(a: ArrayLike<number>): Float64Array {
 }
 
 /** Points sorted by step, one per step (the last given wins). */
-export function sortDedupe(steps: ArrayLike<number>, walls: ArrayLike<number>, values: ArrayLike<number>): SeriesColumns {
+export function sortDedupe(
+  steps: ArrayLike<number>,
+  walls: ArrayLike<number>,
+  values: ArrayLike<number>,
+): SeriesColumns {
   const n = steps.length;
   let ordered = true;
   for (let i = 1; i < n; i++) {
@@ -336,7 +350,11 @@ export function mergeByStep(a: SeriesColumns, b: SeriesColumns): SeriesColumns {
 
 /** The part `[start, end)` of a series (views, no copy). */
 export function sliceSeries(s: SeriesColumns, start: number, end = s.steps.length): SeriesColumns {
-  return { steps: s.steps.subarray(start, end), walls: s.walls.subarray(start, end), values: s.values.subarray(start, end) };
+  return {
+    steps: s.steps.subarray(start, end),
+    walls: s.walls.subarray(start, end),
+    values: s.values.subarray(start, end),
+  };
 }
 
 /** Where a chunk's min and max values are (-1 when every value is NaN), and how many values are NaN. */

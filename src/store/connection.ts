@@ -5,7 +5,15 @@
  */
 import { Database } from "./sqlite.js";
 import { mkdirSync } from "node:fs";
-import { BUSY_TIMEOUT_MS, RANKS_V2_COLUMNS, SCHEMA, SCHEMA_VERSION, STORE_FILE, storePath, withBusyRetry } from "./schema.js";
+import {
+  BUSY_TIMEOUT_MS,
+  RANKS_V2_COLUMNS,
+  SCHEMA,
+  SCHEMA_VERSION,
+  STORE_FILE,
+  storePath,
+  withBusyRetry,
+} from "./schema.js";
 import { errorCode } from "../core/errors.js";
 
 /** Open (creating when missing) a run's store for writing: WAL, the schema, the busy timeout. */
@@ -16,11 +24,13 @@ export function openForWriting(runDir: string): Database {
     withBusyRetry(() => db.pragma("journal_mode = WAL"));
     db.pragma("synchronous = NORMAL");
     withBusyRetry(() =>
-      db.transaction(() => {
-        db.exec(SCHEMA);
-        migrate(db);
-        db.pragma(`user_version = ${SCHEMA_VERSION}`);
-      }).immediate(),
+      db
+        .transaction(() => {
+          db.exec(SCHEMA);
+          migrate(db);
+          db.pragma(`user_version = ${SCHEMA_VERSION}`);
+        })
+        .immediate(),
     );
   } catch (error) {
     db.close();
@@ -30,13 +40,22 @@ export function openForWriting(runDir: string): Database {
 }
 
 /** Columns added after version 1, by table: a file written by an older version gets them here. */
-const ADDED_COLUMNS: Readonly<Record<string, readonly string[]>> = { ranks: RANKS_V2_COLUMNS, writers: ["host TEXT", "heartbeat_at REAL"] };
+const ADDED_COLUMNS: Readonly<Record<string, readonly string[]>> = {
+  ranks: RANKS_V2_COLUMNS,
+  writers: ["host TEXT", "heartbeat_at REAL"],
+};
 
 /** Bring a store written by an older version up to this schema (inside the opening transaction; new tables come from SCHEMA). */
 function migrate(db: Database): void {
   for (const [table, columns] of Object.entries(ADDED_COLUMNS)) {
-    const have = new Set(db.prepare<[], { name: string }>(`SELECT name FROM pragma_table_info('${table}')`).all().map((c) => c.name));
-    for (const column of columns) if (!have.has(column.split(" ")[0] ?? "")) db.exec(`ALTER TABLE ${table} ADD COLUMN ${column}`);
+    const have = new Set(
+      db
+        .prepare<[], { name: string }>(`SELECT name FROM pragma_table_info('${table}')`)
+        .all()
+        .map((c) => c.name),
+    );
+    for (const column of columns)
+      if (!have.has(column.split(" ")[0] ?? "")) db.exec(`ALTER TABLE ${table} ADD COLUMN ${column}`);
   }
 }
 
@@ -50,7 +69,11 @@ export function openForReading(runDir: string): Database {
   try {
     db = new Database(path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
   } catch (error) {
-    if (errorCode(error) === "SQLITE_CANTOPEN") throw new Error(`no rankscope store in ${runDir}: ${STORE_FILE} is missing (is it a run directory written with the "store" backend?)`, { cause: error });
+    if (errorCode(error) === "SQLITE_CANTOPEN")
+      throw new Error(
+        `no rankscope store in ${runDir}: ${STORE_FILE} is missing (is it a run directory written with the "store" backend?)`,
+        { cause: error },
+      );
     throw error;
   }
   return db;

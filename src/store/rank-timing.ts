@@ -6,7 +6,15 @@
  */
 import type Database from "better-sqlite3";
 import { isRecord } from "../core/json.js";
-import { STRAGGLER_MEASURES, type ChronicRank, type RankRef, type RankTimingRecord, type SlowRank, type StragglerMeasure, type StragglerReport } from "../core/straggler-report.js";
+import {
+  STRAGGLER_MEASURES,
+  type ChronicRank,
+  type RankRef,
+  type RankTimingRecord,
+  type SlowRank,
+  type StragglerMeasure,
+  type StragglerReport,
+} from "../core/straggler-report.js";
 import { unpackFloat32 } from "./codec.js";
 import type { RankTimingOptions, RankTimingWindow } from "./read-types.js";
 import { withBusyRetry } from "./schema.js";
@@ -20,7 +28,12 @@ function sameRanks(last: TimingRanks, record: TimingRanks): boolean {
   const n = record.rankNames.length;
   if (last.rankNames.length !== n) return false;
   for (let i = 0; i < n; i++) {
-    if (last.rankNames[i] !== record.rankNames[i] || last.ranks[i] !== record.ranks[i] || last.hosts[i] !== record.hosts[i]) return false;
+    if (
+      last.rankNames[i] !== record.rankNames[i] ||
+      last.ranks[i] !== record.ranks[i] ||
+      last.hosts[i] !== record.hosts[i]
+    )
+      return false;
   }
   return true;
 }
@@ -31,7 +44,9 @@ export function toRankTimingWrite(record: RankTimingRecord, last: TimingRanks | 
   return {
     step: record.step,
     wall: record.timestamp,
-    ...(same ? {} : { ranks: record.ranks.map((rank, i) => [rank, record.rankNames[i] ?? "", record.hosts[i] ?? ""] as const) }),
+    ...(same
+      ? {}
+      : { ranks: record.ranks.map((rank, i) => [rank, record.rankNames[i] ?? "", record.hosts[i] ?? ""] as const) }),
     report: JSON.stringify(record.report),
     stepMs: Float32Array.from(record.stepMs),
     latenessMs: Float32Array.from(record.latenessMs),
@@ -74,7 +89,9 @@ function slowRankOf(v: Record<string, unknown>): SlowRank {
     waitMs: num(v["waitMs"]),
     causedWaitMs: num(v["causedWaitMs"]),
     by: Array.isArray(v["by"]) ? v["by"].filter(isMeasure) : [],
-    phase: isRecord(phase) ? { name: str(phase["name"]), ms: num(phase["ms"]) ?? NaN, medianMs: num(phase["medianMs"]) ?? NaN } : null,
+    phase: isRecord(phase)
+      ? { name: str(phase["name"]), ms: num(phase["ms"]) ?? NaN, medianMs: num(phase["medianMs"]) ?? NaN }
+      : null,
     chronic: v["chronic"] === true,
   };
 }
@@ -107,7 +124,8 @@ export function parseRankList(json: string): RankRef[] {
   if (!Array.isArray(value)) throw new TypeError(`a stored rank list is not a JSON array: ${json.slice(0, 80)}`);
   const list: readonly unknown[] = value;
   return list.map((entry) => {
-    if (!Array.isArray(entry)) throw new TypeError("a stored rank list holds something other than [rank, rankName, host]");
+    if (!Array.isArray(entry))
+      throw new TypeError("a stored rank list holds something other than [rank, rankName, host]");
     const fields: readonly unknown[] = entry;
     return { rank: num(fields[0]) ?? -1, rankName: str(fields[1]), host: str(fields[2]) };
   });
@@ -116,9 +134,14 @@ export function parseRankList(json: string): RankRef[] {
 /** Check `RankTimingOptions` (a TypeError saying what is valid). */
 function checkOptions(options: RankTimingOptions): { after: number; before: number; limit: number } {
   const limit = options.maxFlushes ?? DEFAULT_TIMING_FLUSHES;
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_TIMING_FLUSHES) throw new TypeError(`maxFlushes must be an integer from 1 to ${MAX_TIMING_FLUSHES}, got ${String(limit)}`);
-  for (const [name, v] of [["after", options.after], ["before", options.before]] as const) {
-    if (v !== undefined && (typeof v !== "number" || Number.isNaN(v))) throw new TypeError(`${name} must be a step number, got ${String(v)}`);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_TIMING_FLUSHES)
+    throw new TypeError(`maxFlushes must be an integer from 1 to ${MAX_TIMING_FLUSHES}, got ${String(limit)}`);
+  for (const [name, v] of [
+    ["after", options.after],
+    ["before", options.before],
+  ] as const) {
+    if (v !== undefined && (typeof v !== "number" || Number.isNaN(v)))
+      throw new TypeError(`${name} must be a step number, got ${String(v)}`);
   }
   return { after: options.after ?? -Infinity, before: options.before ?? Infinity, limit };
 }
@@ -134,7 +157,15 @@ interface TimingFlushRow {
   readonly waitMs: ArrayLike<number | null>;
 }
 
-const EMPTY_WINDOW: RankTimingWindow = { ranks: [], steps: [], walls: [], stepMs: [], latenessMs: [], waitMs: [], reports: [] };
+const EMPTY_WINDOW: RankTimingWindow = {
+  ranks: [],
+  steps: [],
+  walls: [],
+  stepMs: [],
+  latenessMs: [],
+  waitMs: [],
+  reports: [],
+};
 
 /**
  * The newest `maxFlushes` flushes with steps in (after, before) — the oldest ones with `oldest` —
@@ -143,22 +174,39 @@ const EMPTY_WINDOW: RankTimingWindow = { ranks: [], steps: [], walls: [], stepMs
  */
 export function readRankTiming(db: Database.Database, options: RankTimingOptions = {}): RankTimingWindow {
   const { after, before, limit } = checkOptions(options);
-  const exists = withBusyRetry(() => db.prepare<[], { n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'rank_timing'").get());
+  const exists = withBusyRetry(() =>
+    db
+      .prepare<[], { n: number }>(
+        "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'rank_timing'",
+      )
+      .get(),
+  );
   if ((exists?.n ?? 0) === 0) return EMPTY_WINDOW;
   const order = options.oldest === true ? "ASC" : "DESC";
   const { rows, lists } = withBusyRetry(() =>
     db.transaction(() => {
       const found = db
-        .prepare<[number, number, number], TimingRow>(`SELECT step, wall, list_id, report, step_ms, lateness_ms, wait_ms FROM rank_timing WHERE step > ? AND step < ? ORDER BY step ${order} LIMIT ?`)
+        .prepare<[number, number, number], TimingRow>(
+          `SELECT step, wall, list_id, report, step_ms, lateness_ms, wait_ms FROM rank_timing WHERE step > ? AND step < ? ORDER BY step ${order} LIMIT ?`,
+        )
         .all(after, before, limit);
       const rows = options.oldest === true ? found : found.reverse();
       const listOf = db.prepare<[number], { ranks: string }>("SELECT ranks FROM rank_lists WHERE id = ?");
       const lists = new Map<number, RankRef[]>();
-      for (const r of rows) if (!lists.has(r.list_id)) lists.set(r.list_id, parseRankList(listOf.get(r.list_id)?.ranks ?? "[]"));
+      for (const r of rows)
+        if (!lists.has(r.list_id)) lists.set(r.list_id, parseRankList(listOf.get(r.list_id)?.ranks ?? "[]"));
       return { rows, lists };
     })(),
   );
-  const flushes = rows.map((r) => ({ step: r.step, wall: r.wall, listId: r.list_id, report: r.report, stepMs: unpackFloat32(r.step_ms), latenessMs: unpackFloat32(r.lateness_ms), waitMs: unpackFloat32(r.wait_ms) }));
+  const flushes = rows.map((r) => ({
+    step: r.step,
+    wall: r.wall,
+    listId: r.list_id,
+    report: r.report,
+    stepMs: unpackFloat32(r.step_ms),
+    latenessMs: unpackFloat32(r.lateness_ms),
+    waitMs: unpackFloat32(r.wait_ms),
+  }));
   return assembleRankTiming(flushes, lists);
 }
 
@@ -166,14 +214,22 @@ export function readRankTiming(db: Database.Database, options: RankTimingOptions
  * The Ranks view's window from stored flushes (ascending) and their rank lists: the store's and the
  * team server's one assembly. One row per rank name across the lists, ordered by rank.
  */
-export function assembleRankTiming(rows: readonly TimingFlushRow[], lists: ReadonlyMap<number, readonly RankRef[]>): RankTimingWindow {
+export function assembleRankTiming(
+  rows: readonly TimingFlushRow[],
+  lists: ReadonlyMap<number, readonly RankRef[]>,
+): RankTimingWindow {
   if (rows.length === 0) return EMPTY_WINDOW;
   const byName = new Map<string, RankRef>();
-  for (const list of lists.values()) for (const ref of list) if (!byName.has(ref.rankName)) byName.set(ref.rankName, ref);
+  for (const list of lists.values())
+    for (const ref of list) if (!byName.has(ref.rankName)) byName.set(ref.rankName, ref);
   const ranks = [...byName.values()].sort((a, b) => a.rank - b.rank || (a.rankName < b.rankName ? -1 : 1));
   const rowOf = new Map(ranks.map((r, i) => [r.rankName, i]));
   const cols = rows.length;
-  const matrices = { stepMs: new Array<number>(ranks.length * cols).fill(NaN), latenessMs: new Array<number>(ranks.length * cols).fill(NaN), waitMs: new Array<number>(ranks.length * cols).fill(NaN) };
+  const matrices = {
+    stepMs: new Array<number>(ranks.length * cols).fill(NaN),
+    latenessMs: new Array<number>(ranks.length * cols).fill(NaN),
+    waitMs: new Array<number>(ranks.length * cols).fill(NaN),
+  };
   rows.forEach((r, col) => {
     const list = lists.get(r.listId) ?? [];
     const columns = [
@@ -187,5 +243,11 @@ export function assembleRankTiming(rows: readonly TimingFlushRow[], lists: Reado
       for (const [matrix, values] of columns) matrix[row * cols + col] = values[i] ?? NaN;
     });
   });
-  return { ranks, steps: rows.map((r) => r.step), walls: rows.map((r) => r.wall), ...matrices, reports: rows.map((r) => parseStragglerReport(r.report)) };
+  return {
+    ranks,
+    steps: rows.map((r) => r.step),
+    walls: rows.map((r) => r.wall),
+    ...matrices,
+    reports: rows.map((r) => parseStragglerReport(r.report)),
+  };
 }

@@ -85,7 +85,10 @@ export interface ReaderStatements {
   readonly keys: Statement<[], KeyRow>;
   readonly keysOfKind: Statement<[kind: KeyKind], KeyRow>;
   /** Every line's row (`role`, `thread`, `host` are NULL in a version-1 file, which lacks them). */
-  readonly ranks: Statement<[], { rank: number; rank_name: string | null; role: string | null; thread: number | null; host: string | null }>;
+  readonly ranks: Statement<
+    [],
+    { rank: number; rank_name: string | null; role: string | null; thread: number | null; host: string | null }
+  >;
   readonly keyId: Statement<[key: string, kind: KeyKind], { id: number }>;
   /** A key's first line in line order (global, ranks ascending, the controller, thread lines). */
   readonly lowestRank: Statement<[keyId: number], { r: number | null }>;
@@ -107,7 +110,10 @@ export interface ReaderStatements {
   /** A system metric's rows: `[seq, step, wall, value]`. */
   readonly rawPoints: Statement<WindowParams, [seq: number, step: number, wall: number, value: number | null]>;
   /** A system metric's first `limit` rows past a sequence number: `[seq, step, wall, value]`. */
-  readonly rawPointsAfter: Statement<[keyId: number, rank: number, after: number, limit: number], [seq: number, step: number, wall: number, value: number | null]>;
+  readonly rawPointsAfter: Statement<
+    [keyId: number, rank: number, after: number, limit: number],
+    [seq: number, step: number, wall: number, value: number | null]
+  >;
 }
 
 /** A writer still marked running (what a reader needs to judge whether its process lives). */
@@ -142,30 +148,42 @@ export interface LivenessStatements {
 /** Prepare the liveness statements (the file must have `writers.heartbeat_at` and `lost_ranks`). */
 export function prepareLivenessStatements(db: Database.Database): LivenessStatements {
   return {
-    runningWriters: db.prepare("SELECT role, rank, rank_name, pid, host, started_at, heartbeat_at FROM writers WHERE status = 'running'"),
+    runningWriters: db.prepare(
+      "SELECT role, rank, rank_name, pid, host, started_at, heartbeat_at FROM writers WHERE status = 'running'",
+    ),
     endedWriters: db.prepare("SELECT status, count(*) AS n FROM writers WHERE status != 'running' GROUP BY status"),
     lostRanks: db.prepare("SELECT rank, rank_name, step, wall, reason, back_step FROM lost_ranks ORDER BY id"),
   };
 }
 
-const CHUNK_META = "id, first_step, last_step, n, first_wall, last_wall, min, min_step, min_wall, max, max_step, max_wall, last, nan_count";
+const CHUNK_META =
+  "id, first_step, last_step, n, first_wall, last_wall, min, min_step, min_wall, max, max_step, max_wall, last, nan_count";
 
-const KEYS = (where: string): string => `SELECT k.key AS key, k.kind AS kind, k.reduce AS reduce, group_concat(s.rank) AS ranks
+const KEYS = (
+  where: string,
+): string => `SELECT k.key AS key, k.kind AS kind, k.reduce AS reduce, group_concat(s.rank) AS ranks
   FROM keys k JOIN series s ON s.key_id = k.id ${where} GROUP BY k.id ORDER BY k.key, k.kind`;
 
 /** Newest first (the reader reverses them); one key's through its index when `ofKey`. */
-const RECORDS = (table: "samples" | "histograms", column: "records" | "data", ofKey: boolean): string => `SELECT t.seq AS seq, k.key AS key, t.rank AS rank, t.step AS step, t.wall AS wall, t.${column} AS json
+const RECORDS = (
+  table: "samples" | "histograms",
+  column: "records" | "data",
+  ofKey: boolean,
+): string => `SELECT t.seq AS seq, k.key AS key, t.rank AS rank, t.step AS step, t.wall AS wall, t.${column} AS json
   FROM ${table} t JOIN keys k ON k.id = t.key_id
   WHERE k.kind = @kind AND t.seq > @after ${ofKey ? "AND k.key = @key" : ""} AND (@rank IS NULL OR t.rank = @rank)
   ORDER BY t.seq DESC LIMIT @limit`;
 
 /** Line order in SQL: the global line, ranks ascending, the controller, then thread lines (by owner and thread). */
-export const LINE_ORDER = (column: string): string => `CASE WHEN ${column} = -1 THEN 0 WHEN ${column} >= 0 THEN 1 WHEN ${column} = -2 THEN 2 ELSE 3 END, abs(${column})`;
+export const LINE_ORDER = (column: string): string =>
+  `CASE WHEN ${column} = -1 THEN 0 WHEN ${column} >= 0 THEN 1 WHEN ${column} = -2 THEN 2 ELSE 3 END, abs(${column})`;
 
 /** Prepare the reader's statements (the tables must exist); `version` is the file's schema version. */
 export function prepareReaderStatements(db: Database.Database, version = 2): ReaderStatements {
   return {
-    run: db.prepare("SELECT experiment, trial, status, started_at, ended_at, updated_at, resume_step FROM run WHERE id = 1"),
+    run: db.prepare(
+      "SELECT experiment, trial, status, started_at, ended_at, updated_at, resume_step FROM run WHERE id = 1",
+    ),
     keys: db.prepare(KEYS("")),
     keysOfKind: db.prepare(KEYS("WHERE k.kind = ?")),
     ranks: db.prepare(
@@ -198,14 +216,22 @@ export function prepareReaderStatements(db: Database.Database, version = 2): Rea
       `SELECT ${CHUNK_META}, first_seq AS pos_first, last_seq AS pos_last FROM chunks
        WHERE key_id = ? AND rank = ? AND last_seq > ? AND first_seq < ? ORDER BY first_seq`,
     ),
-    points: db.prepare<WindowParams, [number, number, number | null]>("SELECT step, wall, value FROM points WHERE key_id = ? AND rank = ? AND step > ? AND step < ? ORDER BY step").raw(true),
+    points: db
+      .prepare<WindowParams, [number, number, number | null]>(
+        "SELECT step, wall, value FROM points WHERE key_id = ? AND rank = ? AND step > ? AND step < ? ORDER BY step",
+      )
+      .raw(true),
     chunkBlobs: db.prepare("SELECT steps, walls, vals FROM chunks WHERE id = ?"),
     chunkBlocks: db.prepare<[number], Buffer>("SELECT blocks FROM chunks WHERE id = ?").pluck(true),
     rawPoints: db
-      .prepare<WindowParams, [number, number, number, number | null]>("SELECT seq, step, wall, value FROM stream_points WHERE key_id = ? AND rank = ? AND seq > ? AND seq < ? ORDER BY seq")
+      .prepare<WindowParams, [number, number, number, number | null]>(
+        "SELECT seq, step, wall, value FROM stream_points WHERE key_id = ? AND rank = ? AND seq > ? AND seq < ? ORDER BY seq",
+      )
       .raw(true),
     rawPointsAfter: db
-      .prepare<[number, number, number, number], [number, number, number, number | null]>("SELECT seq, step, wall, value FROM stream_points WHERE key_id = ? AND rank = ? AND seq > ? ORDER BY seq LIMIT ?")
+      .prepare<[number, number, number, number], [number, number, number, number | null]>(
+        "SELECT seq, step, wall, value FROM stream_points WHERE key_id = ? AND rank = ? AND seq > ? ORDER BY seq LIMIT ?",
+      )
       .raw(true),
   };
 }
@@ -224,7 +250,9 @@ export interface AlertsStatements {
 
 /** The alerts statements, prepared only once the table exists (a store written before alerts has none). */
 export function prepareAlertsStatements(db: Database.Database): AlertsStatements | null {
-  const table = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'alerts'").get();
+  const table = db
+    .prepare<[], { n: number }>("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'alerts'")
+    .get();
   if (table === undefined || table.n === 0) return null;
   return {
     newest: db.prepare("SELECT seq, event FROM alerts WHERE seq > ? ORDER BY seq DESC LIMIT ?"),

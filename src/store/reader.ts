@@ -43,7 +43,15 @@ import { errorCode } from "../core/errors.js";
 import { RunReader } from "./store-reader.js";
 
 export * from "./read-types.js";
-export { lineOf, lineLabel, recorderOfLine, compareLines, type Recorder, type RecorderRole, type LineOwner } from "../core/rank-identity.js";
+export {
+  lineOf,
+  lineLabel,
+  recorderOfLine,
+  compareLines,
+  type Recorder,
+  type RecorderRole,
+  type LineOwner,
+} from "../core/rank-identity.js";
 export { storeFault, closeStores };
 
 /**
@@ -86,7 +94,11 @@ export function listRuns(root: string, options: ListRunsOptions = {}): RunSummar
   const realBase = options.withinRoot === true ? realpathSync(base) : base;
   const found: string[] = [];
   const walk = (dir: string, depth: number): void => {
-    if (existsSync(join(dir, STORE_FILE)) && (options.withinRoot !== true || isInside(realBase, realpathSync(join(dir, STORE_FILE))))) found.push(dir);
+    if (
+      existsSync(join(dir, STORE_FILE)) &&
+      (options.withinRoot !== true || isInside(realBase, realpathSync(join(dir, STORE_FILE))))
+    )
+      found.push(dir);
     if (depth === 3) return;
     let entries: string[];
     try {
@@ -105,7 +117,17 @@ export function listRuns(root: string, options: ListRunsOptions = {}): RunSummar
       runs.push(cachedReader(dir).runInfo());
     } catch (error) {
       // Named from its path ({root}/{experiment}/{trial}), with the reason instead of a guess.
-      runs.push({ runDir: dir, experiment: basename(dirname(dir)), trial: basename(dir), status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0, error: storeFault(error) });
+      runs.push({
+        runDir: dir,
+        experiment: basename(dirname(dir)),
+        trial: basename(dir),
+        status: "unknown",
+        startedAt: null,
+        endedAt: null,
+        updatedAt: null,
+        resumeStep: 0,
+        error: storeFault(error),
+      });
     }
   }
   return runs.sort((a, b) => (b.startedAt ?? 0) - (a.startedAt ?? 0) || (a.runDir < b.runDir ? -1 : 1));

@@ -54,7 +54,22 @@ export const BLOCK_POINTS = 64;
  * The float64 fields of one block summary, in order. `min*`/`max*` are NaN when every value of the
  * block is NaN; `nanStep`/`nanWall` are NaN when none is.
  */
-export const BLOCK_FIELDS = ["n", "firstStep", "firstWall", "lastStep", "lastWall", "last", "min", "minStep", "minWall", "max", "maxStep", "maxWall", "nanStep", "nanWall"] as const;
+export const BLOCK_FIELDS = [
+  "n",
+  "firstStep",
+  "firstWall",
+  "lastStep",
+  "lastWall",
+  "last",
+  "min",
+  "minStep",
+  "minWall",
+  "max",
+  "maxStep",
+  "maxWall",
+  "nanStep",
+  "nanWall",
+] as const;
 
 /** How often a writer notes that its process is alive (`writers.heartbeat_at`). */
 export const HEARTBEAT_MS = 5000;

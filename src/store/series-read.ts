@@ -20,7 +20,9 @@ export interface ChunkReads {
   readonly scalarChunks: { all(...args: WindowArgs): ChunkMeta[] };
   readonly streamChunks: { all(...args: WindowArgs): ChunkMeta[] };
   readonly points: { all(...args: WindowArgs): [step: number, wall: number, value: number | null][] };
-  readonly chunkBlobs: { get(id: number): { steps: Buffer | Uint8Array; walls: Buffer | Uint8Array; vals: Buffer | Uint8Array } | undefined };
+  readonly chunkBlobs: {
+    get(id: number): { steps: Buffer | Uint8Array; walls: Buffer | Uint8Array; vals: Buffer | Uint8Array } | undefined;
+  };
   readonly chunkBlocks: { get(id: number): Buffer | Uint8Array | undefined };
 }
 import { BLOCK_FIELDS, BLOCK_POINTS } from "./schema.js";
@@ -106,7 +108,8 @@ interface SeriesParts {
 function decodeChunk(sql: ChunkReads, key: string, scalar: boolean, window: Window, c: ChunkMeta): Decoded {
   const { from, to } = window;
   const b = sql.chunkBlobs.get(c.id);
-  if (b === undefined) throw new Error(`store chunk ${c.id} of ${JSON.stringify(key)} vanished inside a read transaction`);
+  if (b === undefined)
+    throw new Error(`store chunk ${c.id} of ${JSON.stringify(key)} vanished inside a read transaction`);
   const steps = unpackFloat64(b.steps);
   let start = 0;
   let end = steps.length;
@@ -125,7 +128,8 @@ function everyPoint(parts: SeriesParts, x: XAxis, scalar: boolean): SeriesPoint[
   const points: SeriesPoint[] = [];
   for (const c of parts.chunks) {
     const d = parts.edges.get(c) ?? parts.decode(c);
-    for (let i = d.start; i < d.end; i++) points.push({ step: f64(d.steps, i), wall: f64(d.walls, i), value: f64(d.values, i) });
+    for (let i = d.start; i < d.end; i++)
+      points.push({ step: f64(d.steps, i), wall: f64(d.walls, i), value: f64(d.values, i) });
   }
   for (const [step, wall, value] of parts.rows) points.push({ step, wall, value: fromSqlReal(value) });
   if (x === "wall") points.sort((p, q) => p.wall - q.wall || p.step - q.step);
@@ -168,7 +172,13 @@ function xRange(parts: SeriesParts, x: XAxis): [x0: number, x1: number] {
  * The window downsampled to about `maxPoints`: edge chunks by their points, inner chunks by their
  * pre-aggregated blocks (many blocks per bucket), their summary (wholly in one bucket) or their points.
  */
-function downsampleParts(sql: ChunkReads, parts: SeriesParts, x: XAxis, total: number, maxPoints: number): SeriesPoint[] {
+function downsampleParts(
+  sql: ChunkReads,
+  parts: SeriesParts,
+  x: XAxis,
+  total: number,
+  maxPoints: number,
+): SeriesPoint[] {
   const [x0, x1] = xRange(parts, x);
   const buckets = Math.floor(maxPoints / POINTS_PER_BUCKET);
   const ds = new Downsampler(x0, x1, buckets, x === "step");
@@ -279,7 +289,12 @@ class ColumnsOut {
 
   result(): SeriesColumnsResult {
     const { steps, walls, values } = this.rows;
-    if (steps.length > 0) this.parts.push({ steps: Float64Array.from(steps), walls: Float64Array.from(walls), values: Float64Array.from(values) });
+    if (steps.length > 0)
+      this.parts.push({
+        steps: Float64Array.from(steps),
+        walls: Float64Array.from(walls),
+        values: Float64Array.from(values),
+      });
     const all = this.parts.length === 1 && this.parts[0] !== undefined ? this.parts[0] : concatSeries(this.parts);
     return { ...all, cursor: this.cursor };
   }
@@ -295,21 +310,30 @@ export function readSeriesColumns(sql: ReaderStatements, kind: SeriesKind, read:
   const from = after ?? -Infinity;
   const out = new ColumnsOut(limit, after);
   if (kind === "system") {
-    for (const [seq, step, wall, value] of sql.rawPointsAfter.all(keyId, rank, after ?? -1, limit)) out.add(step, wall, fromSqlReal(value), seq);
+    for (const [seq, step, wall, value] of sql.rawPointsAfter.all(keyId, rank, after ?? -1, limit))
+      out.add(step, wall, fromSqlReal(value), seq);
     return out.result();
   }
   const scalar = kind === "scalar";
   for (const c of (scalar ? sql.scalarChunks : sql.streamChunks).all(keyId, rank, from, Infinity)) {
     if (out.full) break;
     const b = sql.chunkBlobs.get(c.id);
-    if (b === undefined) throw new Error(`store chunk ${c.id} of ${JSON.stringify(key)} vanished inside a read transaction`);
+    if (b === undefined)
+      throw new Error(`store chunk ${c.id} of ${JSON.stringify(key)} vanished inside a read transaction`);
     const steps = unpackFloat64(b.steps);
     let start = 0;
     if (scalar) {
       while (start < steps.length && f64(steps, start) <= from) start++;
     } else if (c.pos_first <= from) start = Math.min(steps.length, from - c.pos_first + 1);
-    out.addRange({ steps, walls: unpackFloat64(b.walls), values: unpackFloat64(b.vals) }, start, steps.length, scalar ? null : c.pos_first);
+    out.addRange(
+      { steps, walls: unpackFloat64(b.walls), values: unpackFloat64(b.vals) },
+      start,
+      steps.length,
+      scalar ? null : c.pos_first,
+    );
   }
-  if (scalar && !out.full) for (const [step, wall, value] of sql.points.all(keyId, rank, from, Infinity)) out.add(step, wall, fromSqlReal(value), step);
+  if (scalar && !out.full)
+    for (const [step, wall, value] of sql.points.all(keyId, rank, from, Infinity))
+      out.add(step, wall, fromSqlReal(value), step);
   return out.result();
 }

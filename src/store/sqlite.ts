@@ -41,5 +41,10 @@ export type Database = BetterSqlite3.Database;
 /** The version of the better-sqlite3 build in use. */
 export function sqliteVersion(): string {
   const manifest: unknown = require(`${sqlitePackage}/package.json`);
-  return typeof manifest === "object" && manifest !== null && "version" in manifest && typeof manifest.version === "string" ? manifest.version : "unknown";
+  return typeof manifest === "object" &&
+    manifest !== null &&
+    "version" in manifest &&
+    typeof manifest.version === "string"
+    ? manifest.version
+    : "unknown";
 }

@@ -16,10 +16,12 @@ export const STORE_FILE = "metrics.db";
 export function storeFault(error: unknown): string {
   const code = errorCode(error);
   const detail = describeError(error);
-  if (code === "SQLITE_NOTADB") return `${STORE_FILE} is not a SQLite database (damaged, or not written by rankscope): ${detail}`;
+  if (code === "SQLITE_NOTADB")
+    return `${STORE_FILE} is not a SQLite database (damaged, or not written by rankscope): ${detail}`;
   if (code.startsWith("SQLITE_CORRUPT")) return `${STORE_FILE} is damaged (SQLite reports corruption): ${detail}`;
   if (code.startsWith("SQLITE_IOERR")) return `${STORE_FILE} could not be read (I/O error): ${detail}`;
   if (code.startsWith("SQLITE_CANTOPEN")) return `${STORE_FILE} could not be opened: ${detail}`;
-  if (code === "SQLITE_ERROR" && /no such (table|column)/.test(detail)) return `${STORE_FILE} does not have the store's tables (an older or foreign file): ${detail}`;
+  if (code === "SQLITE_ERROR" && /no such (table|column)/.test(detail))
+    return `${STORE_FILE} does not have the store's tables (an older or foreign file): ${detail}`;
   return detail;
 }

@@ -66,21 +66,40 @@ function isRunStatus(status: string): status is RunStatus {
 /** Sample records as stored: a JSON array of records (objects or values). */
 function parseSampleRecords(json: string, key: string): SampleRecord[] {
   const value: unknown = JSON.parse(json);
-  if (!Array.isArray(value)) throw new TypeError(`the stored samples of ${JSON.stringify(key)} are not a JSON array: ${json.slice(0, 80)}`);
+  if (!Array.isArray(value))
+    throw new TypeError(`the stored samples of ${JSON.stringify(key)} are not a JSON array: ${json.slice(0, 80)}`);
   return value.filter((r): r is SampleRecord => isRecord(r));
 }
 
 /** A histogram as stored (non-finite numbers as their proto3-JSON strings), checked. */
 function parseHistogram(json: string, key: string): HistogramData {
   // Histograms hold only numbers, so the proto3-JSON strings "NaN"/"Infinity" are numbers here.
-  const h = parseRecord(json, `the stored histogram of ${JSON.stringify(key)}`, (_k, v: unknown) => (v === "NaN" || v === "Infinity" || v === "-Infinity" ? parseNumber(v) : v));
+  const h = parseRecord(json, `the stored histogram of ${JSON.stringify(key)}`, (_k, v: unknown) =>
+    v === "NaN" || v === "Infinity" || v === "-Infinity" ? parseNumber(v) : v,
+  );
   const numbers = (v: unknown): v is number[] => Array.isArray(v) && v.every((n) => typeof n === "number");
   const { count, min, max, sum, sumSquares, bucketLimits, bucketCounts } = h;
-  if (typeof count !== "number" || typeof min !== "number" || typeof max !== "number" || !numbers(bucketLimits) || !numbers(bucketCounts)) {
-    throw new TypeError(`the stored histogram of ${JSON.stringify(key)} is not one (count, min, max, bucketLimits, bucketCounts): ${json.slice(0, 80)}`);
+  if (
+    typeof count !== "number" ||
+    typeof min !== "number" ||
+    typeof max !== "number" ||
+    !numbers(bucketLimits) ||
+    !numbers(bucketCounts)
+  ) {
+    throw new TypeError(
+      `the stored histogram of ${JSON.stringify(key)} is not one (count, min, max, bucketLimits, bucketCounts): ${json.slice(0, 80)}`,
+    );
   }
   // sum and sumSquares: NaN where a store written before they were kept lacks them.
-  return { count, min, max, sum: typeof sum === "number" ? sum : NaN, sumSquares: typeof sumSquares === "number" ? sumSquares : NaN, bucketLimits, bucketCounts };
+  return {
+    count,
+    min,
+    max,
+    sum: typeof sum === "number" ? sum : NaN,
+    sumSquares: typeof sumSquares === "number" ? sumSquares : NaN,
+    bucketLimits,
+    bucketCounts,
+  };
 }
 
 /** 2 when the file has the writers' heartbeat column and the `lost_ranks` table. */
@@ -140,7 +159,17 @@ export class RunReader {
     const sql = this.ready();
     const row = sql === null ? undefined : withBusyRetry(() => sql.run.get());
     if (row === undefined) {
-      return { runDir: this.runDir, experiment: null, trial: null, status: "unknown", startedAt: null, endedAt: null, updatedAt: null, resumeStep: 0, lostRanks: [] };
+      return {
+        runDir: this.runDir,
+        experiment: null,
+        trial: null,
+        status: "unknown",
+        startedAt: null,
+        endedAt: null,
+        updatedAt: null,
+        resumeStep: 0,
+        lostRanks: [],
+      };
     }
     const summary: RunSummary = {
       runDir: this.runDir,
@@ -154,22 +183,50 @@ export class RunReader {
     };
     const live = this.liveness();
     if (live === null) return { ...summary, lostRanks: [] };
-    const lostRanks: LostRank[] = withBusyRetry(() => live.lostRanks.all()).map((r) => ({ rank: r.rank, rankName: r.rank_name, step: r.step, wall: r.wall, reason: r.reason, backStep: r.back_step }));
+    const lostRanks: LostRank[] = withBusyRetry(() => live.lostRanks.all()).map((r) => ({
+      rank: r.rank,
+      rankName: r.rank_name,
+      step: r.step,
+      wall: r.wall,
+      reason: r.reason,
+      backStep: r.back_step,
+    }));
     if (summary.status !== "running") return { ...summary, lostRanks };
     const running = withBusyRetry(() => live.runningWriters.all());
     const now = Date.now();
-    const dead = running.filter((w) => writerGone({ pid: w.pid, host: w.host, startedAt: w.started_at, heartbeatAt: w.heartbeat_at }, now));
+    const dead = running.filter((w) =>
+      writerGone({ pid: w.pid, host: w.host, startedAt: w.started_at, heartbeatAt: w.heartbeat_at }, now),
+    );
     // A rank writer in the controller's own process (its per-rank backends) is the controller, not a lost rank.
-    const controllers = new Set(running.filter((w) => w.role === "controller").map((w) => `${w.pid ?? ""}@${w.host ?? ""}`));
+    const controllers = new Set(
+      running.filter((w) => w.role === "controller").map((w) => `${w.pid ?? ""}@${w.host ?? ""}`),
+    );
     for (const w of dead) {
       const rankName = w.rank_name ?? `rank${w.rank}`;
-      if (w.role !== "rank" || controllers.has(`${w.pid ?? ""}@${w.host ?? ""}`) || lostRanks.some((l) => l.rankName === rankName && l.backStep === null)) continue;
-      lostRanks.push({ rank: w.rank, rankName, step: null, wall: lastSign(w) ?? now, reason: "its process ended without finishing (seen by the reader)", backStep: null });
+      if (
+        w.role !== "rank" ||
+        controllers.has(`${w.pid ?? ""}@${w.host ?? ""}`) ||
+        lostRanks.some((l) => l.rankName === rankName && l.backStep === null)
+      )
+        continue;
+      lostRanks.push({
+        rank: w.rank,
+        rankName,
+        step: null,
+        wall: lastSign(w) ?? now,
+        reason: "its process ended without finishing (seen by the reader)",
+        backStep: null,
+      });
     }
     if (running.length === 0 || dead.length < running.length) return { ...summary, lostRanks };
     const ended = new Map(withBusyRetry(() => live.endedWriters.all()).map((r) => [r.status, r.n] as const));
     // Crashed: the controller died, a writer ended by a signal, or no writer ever ended (every process of the run died).
-    const status: RunStatus = dead.some((w) => w.role === "controller") || (ended.get("crashed") ?? 0) > 0 || ended.size === 0 ? "crashed" : (ended.get("failed") ?? 0) > 0 ? "failed" : "finished";
+    const status: RunStatus =
+      dead.some((w) => w.role === "controller") || (ended.get("crashed") ?? 0) > 0 || ended.size === 0
+        ? "crashed"
+        : (ended.get("failed") ?? 0) > 0
+          ? "failed"
+          : "finished";
     const endedAt = Math.max(summary.updatedAt ?? 0, ...dead.map((w) => lastSign(w) ?? 0));
     return { ...summary, status, endedAt: endedAt > 0 ? endedAt : null, lostRanks };
   }
@@ -199,8 +256,16 @@ export class RunReader {
     if (sql === null) return [];
     return withBusyRetry(() => sql.ranks.all()).map((r) => {
       const owner = recorderOfLine(r.rank);
-      const role = r.role === "controller" || r.role === "rank" ? r.role : owner.kind === "global" ? "global" : owner.role;
-      return { rank: r.rank, rankName: r.rank_name ?? `rank${r.rank}`, role, thread: r.thread ?? (owner.kind === "global" ? 0 : owner.thread), host: r.host, label: lineLabel(r.rank) };
+      const role =
+        r.role === "controller" || r.role === "rank" ? r.role : owner.kind === "global" ? "global" : owner.role;
+      return {
+        rank: r.rank,
+        rankName: r.rank_name ?? `rank${r.rank}`,
+        role,
+        thread: r.thread ?? (owner.kind === "global" ? 0 : owner.thread),
+        host: r.host,
+        label: lineLabel(r.rank),
+      };
     });
   }
 
@@ -210,35 +275,48 @@ export class RunReader {
    */
   series(key: string, options: SeriesOptions = {}): SeriesResult {
     const kind = options.kind ?? "scalar";
-    if (!SERIES_KINDS.includes(kind)) throw new TypeError(`series kind ${JSON.stringify(kind)} is not valid; valid: ${SERIES_KINDS.join(", ")}`);
+    if (!SERIES_KINDS.includes(kind))
+      throw new TypeError(`series kind ${JSON.stringify(kind)} is not valid; valid: ${SERIES_KINDS.join(", ")}`);
     const x = options.x ?? (kind === "scalar" ? "step" : "wall");
-    if (x !== "step" && x !== "wall") throw new TypeError(`series x ${JSON.stringify(x)} is not valid; valid: step, wall`);
+    if (x !== "step" && x !== "wall")
+      throw new TypeError(`series x ${JSON.stringify(x)} is not valid; valid: step, wall`);
     const maxPoints = options.maxPoints ?? DEFAULT_MAX_POINTS;
     if (!(maxPoints === Infinity || (Number.isInteger(maxPoints) && maxPoints >= POINTS_PER_BUCKET))) {
       throw new TypeError(`maxPoints must be an integer >= ${POINTS_PER_BUCKET} or Infinity, got ${String(maxPoints)}`);
     }
-    if (options.after !== undefined && typeof options.after !== "number") throw new TypeError(`after must be a cursor number from an earlier series() call, got ${String(options.after)}`);
-    if (options.before !== undefined && (typeof options.before !== "number" || Number.isNaN(options.before))) throw new TypeError(`before must be a number (a step for scalars), got ${String(options.before)}`);
+    if (options.after !== undefined && typeof options.after !== "number")
+      throw new TypeError(`after must be a cursor number from an earlier series() call, got ${String(options.after)}`);
+    if (options.before !== undefined && (typeof options.before !== "number" || Number.isNaN(options.before)))
+      throw new TypeError(`before must be a number (a step for scalars), got ${String(options.before)}`);
     const window = { from: options.after ?? -Infinity, to: options.before ?? Infinity, after: options.after };
     const sql = this.ready();
     const keyRow = sql === null ? undefined : withBusyRetry(() => sql.keyId.get(key, kind));
-    if (sql === null || keyRow === undefined) throw new Error(`run ${this.runDir} has no ${kind} key ${JSON.stringify(key)}`);
+    if (sql === null || keyRow === undefined)
+      throw new Error(`run ${this.runDir} has no ${kind} key ${JSON.stringify(key)}`);
     const keyId = keyRow.id;
     const rank = options.rank ?? withBusyRetry(() => sql.lowestRank.get(keyId))?.r ?? GLOBAL_RANK;
     const read = { key, keyId, rank, x, window, maxPoints };
-    return withBusyRetry(() => this.db.transaction(() => (kind === "system" ? readRawSeries(sql, kind, read) : readChunkedSeries(sql, kind, read)))());
+    return withBusyRetry(() =>
+      this.db.transaction(() =>
+        kind === "system" ? readRawSeries(sql, kind, read) : readChunkedSeries(sql, kind, read),
+      )(),
+    );
   }
 
   /** The next points of one series past a cursor, every one, as float64 columns (see `SeriesColumnsOptions`). */
   seriesColumns(key: string, options: SeriesColumnsOptions = {}): SeriesColumnsResult {
     const kind = options.kind ?? "scalar";
-    if (!SERIES_KINDS.includes(kind)) throw new TypeError(`series kind ${JSON.stringify(kind)} is not valid; valid: ${SERIES_KINDS.join(", ")}`);
+    if (!SERIES_KINDS.includes(kind))
+      throw new TypeError(`series kind ${JSON.stringify(kind)} is not valid; valid: ${SERIES_KINDS.join(", ")}`);
     const limit = options.limit ?? 65_536;
-    if (!Number.isInteger(limit) || limit < 1) throw new TypeError(`limit must be a positive integer, got ${String(limit)}`);
-    if (options.after !== undefined && (typeof options.after !== "number" || Number.isNaN(options.after))) throw new TypeError(`after must be a cursor number, got ${String(options.after)}`);
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new TypeError(`limit must be a positive integer, got ${String(limit)}`);
+    if (options.after !== undefined && (typeof options.after !== "number" || Number.isNaN(options.after)))
+      throw new TypeError(`after must be a cursor number, got ${String(options.after)}`);
     const sql = this.ready();
     const keyRow = sql === null ? undefined : withBusyRetry(() => sql.keyId.get(key, kind));
-    if (sql === null || keyRow === undefined) throw new Error(`run ${this.runDir} has no ${kind} key ${JSON.stringify(key)}`);
+    if (sql === null || keyRow === undefined)
+      throw new Error(`run ${this.runDir} has no ${kind} key ${JSON.stringify(key)}`);
     const keyId = keyRow.id;
     const rank = options.rank ?? withBusyRetry(() => sql.lowestRank.get(keyId))?.r ?? GLOBAL_RANK;
     const read = { key, keyId, rank, after: options.after, limit };
@@ -264,12 +342,18 @@ export class RunReader {
 
   /** Sample records (`Reduce.SAMPLE`), newest last; all keys unless `key` is given. */
   samples(key?: string, options: RecordsOptions = {}): SampleEntry[] {
-    return this.records("sample", key, options).map(({ json, ...base }) => ({ ...base, records: parseSampleRecords(json, base.key) }));
+    return this.records("sample", key, options).map(({ json, ...base }) => ({
+      ...base,
+      records: parseSampleRecords(json, base.key),
+    }));
   }
 
   /** Histograms (`Reduce.HISTOGRAM`), newest last; all keys unless `key` is given. */
   histograms(key?: string, options: RecordsOptions = {}): HistogramEntry[] {
-    return this.records("histogram", key, options).map(({ json, ...base }) => ({ ...base, histogram: parseHistogram(json, base.key) }));
+    return this.records("histogram", key, options).map(({ json, ...base }) => ({
+      ...base,
+      histogram: parseHistogram(json, base.key),
+    }));
   }
 
   /** Per-rank timings of the newest flushes (the Ranks view); empty when the run has none. */
@@ -311,7 +395,8 @@ export class RunReader {
 
   private records(kind: "sample" | "histogram", key: string | undefined, options: RecordsOptions): RecordRow[] {
     const limit = options.limit ?? 100;
-    if (!Number.isInteger(limit) || limit < 1) throw new TypeError(`limit must be a positive integer, got ${String(limit)}`);
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new TypeError(`limit must be a positive integer, got ${String(limit)}`);
     const sql = this.ready();
     if (sql === null) return [];
     const params = { kind, after: options.after ?? -1, rank: options.rank ?? null, limit };

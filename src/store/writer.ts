@@ -235,9 +235,14 @@ export class StoreWriter {
       const streams: PointColumns[] = [];
       for (const batch of batches) this.apply(pending, batch, scalars, streams);
       for (const g of scalars.length > 0 ? groupColumns(scalars) : []) {
-        this.packer.appendScalars(this.seriesId(pending, g.key, "scalar", g.rank, g.reduce), g.rank, sortDedupe(g.steps, g.walls, g.values));
+        this.packer.appendScalars(
+          this.seriesId(pending, g.key, "scalar", g.rank, g.reduce),
+          g.rank,
+          sortDedupe(g.steps, g.walls, g.values),
+        );
       }
-      for (const g of streams.length > 0 ? groupColumns(streams) : []) this.packer.appendStream(this.seriesId(pending, g.key, "stream", g.rank, null), g.rank, g);
+      for (const g of streams.length > 0 ? groupColumns(streams) : [])
+        this.packer.appendStream(this.seriesId(pending, g.key, "stream", g.rank, null), g.rank, g);
       if (claim) this.claimRankName();
     });
     if (claim) this.rankNameClaimed = true;
@@ -254,10 +259,21 @@ export class StoreWriter {
   }
 
   /** Name a line in `ranks` (its role and thread decoded from the line itself). */
-  private nameLine(statement: WriterStatements["rankInsert"], line: number, name: string, host: string | undefined): void {
+  private nameLine(
+    statement: WriterStatements["rankInsert"],
+    line: number,
+    name: string,
+    host: string | undefined,
+  ): void {
     const owner = recorderOfLine(line);
     const global = owner.kind === "global";
-    statement.run(line, line === GLOBAL_RANK ? "global" : name, global ? "global" : owner.role, global ? 0 : owner.thread, host ?? null);
+    statement.run(
+      line,
+      line === GLOBAL_RANK ? "global" : name,
+      global ? "global" : owner.role,
+      global ? 0 : owner.thread,
+      host ?? null,
+    );
   }
 
   /** Write a batch's records, and collect its scalar and stream points by series. */
@@ -277,7 +293,13 @@ export class StoreWriter {
     if (batch.streamColumns !== undefined) streams.push(batch.streamColumns);
     for (const r of batch.system ?? []) {
       const systemRank = r.rank ?? rank;
-      this.sql.rawInsert.run(this.seriesId(pending, r.key, "system", systemRank, null), systemRank, r.step, r.wall, toSqlReal(r.value));
+      this.sql.rawInsert.run(
+        this.seriesId(pending, r.key, "system", systemRank, null),
+        systemRank,
+        r.step,
+        r.wall,
+        toSqlReal(r.value),
+      );
     }
     for (const s of batch.samples ?? []) {
       const sampleRank = s.rank ?? rank;
@@ -290,7 +312,8 @@ export class StoreWriter {
       this.sql.histogramInsert.run(id, histogramRank, h.step, h.wall, jsonText(h.histogram));
     }
     if (batch.hyperparams !== undefined) this.mergeConfig("hparams", batch.hyperparams);
-    for (const a of batch.alerts ?? []) this.sql.alertInsert.run(a.id, a.rule, a.state, a.level, a.step, a.at, jsonText(a));
+    for (const a of batch.alerts ?? [])
+      this.sql.alertInsert.run(a.id, a.rule, a.state, a.level, a.step, a.at, jsonText(a));
     for (const line of batch.lines ?? []) this.nameLine(this.sql.rankReplace, line.line, line.name, line.host);
     for (const lost of batch.lostRanks ?? []) {
       if (lost.back === true) this.sql.lostRankBack.run(lost.step, lost.wall, lost.rankName);
@@ -301,10 +324,20 @@ export class StoreWriter {
 
   /** One flush's per-rank timings: a new `rank_lists` row when its ranks changed, then its row. */
   private writeRankTiming(pending: Pending, t: RankTimingWrite): void {
-    if (t.ranks !== undefined) pending.rankList = Number(this.sql.rankListInsert.run(JSON.stringify(t.ranks)).lastInsertRowid);
+    if (t.ranks !== undefined)
+      pending.rankList = Number(this.sql.rankListInsert.run(JSON.stringify(t.ranks)).lastInsertRowid);
     const list = pending.rankList ?? this.rankList;
-    if (list === undefined) throw new Error(`per-rank timings of step ${t.step} follow a rank list this writer never wrote`);
-    this.sql.rankTimingUpsert.run(t.step, t.wall, list, t.report, packFloat32(t.stepMs), packFloat32(t.latenessMs), packFloat32(t.waitMs));
+    if (list === undefined)
+      throw new Error(`per-rank timings of step ${t.step} follow a rank list this writer never wrote`);
+    this.sql.rankTimingUpsert.run(
+      t.step,
+      t.wall,
+      list,
+      t.report,
+      packFloat32(t.stepMs),
+      packFloat32(t.latenessMs),
+      packFloat32(t.waitMs),
+    );
   }
 
   /**
@@ -317,7 +350,11 @@ export class StoreWriter {
     try {
       this.sql.writerBeat.run(Date.now(), this.writerId);
     } catch (error) {
-      if (!isBusyError(error)) reportError(`store.heartbeat:${this.options.runDir}`, `could not note the writer's heartbeat in ${this.options.runDir}: ${describeError(error)}`);
+      if (!isBusyError(error))
+        reportError(
+          `store.heartbeat:${this.options.runDir}`,
+          `could not note the writer's heartbeat in ${this.options.runDir}: ${describeError(error)}`,
+        );
     }
   }
 
@@ -325,9 +362,17 @@ export class StoreWriter {
    * Store many points of one scalar series at once (arrays of equal length, in any order; a step
    * given twice keeps its last value). The fast path for bulk writes and imports.
    */
-  writeSeries(key: string, steps: ArrayLike<number>, walls: ArrayLike<number>, values: ArrayLike<number>, options: { rank?: number; reduce?: string } = {}): void {
+  writeSeries(
+    key: string,
+    steps: ArrayLike<number>,
+    walls: ArrayLike<number>,
+    values: ArrayLike<number>,
+    options: { rank?: number; reduce?: string } = {},
+  ): void {
     if (steps.length !== walls.length || steps.length !== values.length) {
-      throw new TypeError(`writeSeries("${key}"): steps, walls and values must have the same length, got ${steps.length}, ${walls.length}, ${values.length}`);
+      throw new TypeError(
+        `writeSeries("${key}"): steps, walls and values must have the same length, got ${steps.length}, ${walls.length}, ${values.length}`,
+      );
     }
     const rank = options.rank ?? this.options.rank;
     const claim = !this.rankNameClaimed && this.options.claimRankName !== false && steps.length > 0;
@@ -356,7 +401,8 @@ export class StoreWriter {
         const now = Date.now();
         this.sql.writerEnd.run(now, status, this.writerId);
         const count = (s: string): number => this.sql.writersWithStatus.get(s)?.n ?? 0;
-        if (count("running") === 0) this.sql.runEnd.run(count("failed") > 0 ? "failed" : count("crashed") > 0 ? "crashed" : "finished", now, now);
+        if (count("running") === 0)
+          this.sql.runEnd.run(count("failed") > 0 ? "failed" : count("crashed") > 0 ? "crashed" : "finished", now, now);
       });
     } finally {
       this.close();
@@ -424,7 +470,8 @@ export class StoreWriter {
     if (id === undefined) {
       this.sql.keyInsert.run(key, kind, reduce);
       const row = this.sql.keySelect.get(key, kind);
-      if (row === undefined) throw new Error(`the store lost key ${JSON.stringify(key)} (${kind}) inside its own transaction`);
+      if (row === undefined)
+        throw new Error(`the store lost key ${JSON.stringify(key)} (${kind}) inside its own transaction`);
       if (row.reduce === null && reduce !== null) this.sql.keySetReduce.run(reduce, row.id);
       id = row.id;
       pending.keys.set(cacheKey, id);
@@ -439,7 +486,9 @@ export class StoreWriter {
 
   private mergeConfig(name: string, params: Readonly<Record<string, unknown>>): void {
     if (!isRecord(params)) {
-      throw new TypeError(`hyperparameters must be a plain object such as { lr: 0.001 }, got ${JSON.stringify(params)}`);
+      throw new TypeError(
+        `hyperparameters must be a plain object such as { lr: 0.001 }, got ${JSON.stringify(params)}`,
+      );
     }
     const row = this.sql.configSelect.get(name);
     const earlier = row === undefined ? {} : parseRecord(row.value, `the stored ${name}`);

@@ -5,7 +5,15 @@
  */
 import type { Recorder } from "../core/rank-identity.js";
 import { resolve } from "node:path";
-import { flagKind, integerKind, rejectUnknownOptions, resolveSetting, textKind, type Setting, type SettingKind } from "../core/settings.js";
+import {
+  flagKind,
+  integerKind,
+  rejectUnknownOptions,
+  resolveSetting,
+  textKind,
+  type Setting,
+  type SettingKind,
+} from "../core/settings.js";
 
 /** Options of `startStream`. Every one has an environment variable and a default. */
 export interface StreamOptions {
@@ -75,7 +83,8 @@ export function streamFileFromEnv(env: NodeJS.ProcessEnv = process.env): string 
 
 /** Resolve options against the environment. Throws a TypeError for an invalid option or variable. */
 export function resolveStreamConfig(options: StreamOptions = {}, env: NodeJS.ProcessEnv = process.env): StreamConfig {
-  if (options === null || typeof options !== "object") throw new TypeError(`startStream(options) takes an object of options, got ${String(options)}`);
+  if (options === null || typeof options !== "object")
+    throw new TypeError(`startStream(options) takes an object of options, got ${String(options)}`);
   rejectUnknownOptions("startStream", options, KNOWN_OPTIONS);
   const numeric = (name: NumericOption): number => {
     const { env: variable, fallback, min, max } = STREAM_SETTINGS[name];

@@ -10,7 +10,13 @@
 import { closeSync, fstatSync, mkdirSync, openSync, unlinkSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
 import { MessageChannel, receiveMessageOnPort, type MessagePort, type Worker } from "node:worker_threads";
-import { FILE_STATE, FILE_STATE_WORDS, isFileThreadError, type FileThreadBuffer, type FileThreadData } from "./file-thread.js";
+import {
+  FILE_STATE,
+  FILE_STATE_WORDS,
+  isFileThreadError,
+  type FileThreadBuffer,
+  type FileThreadData,
+} from "./file-thread.js";
 import { LineBuffer } from "./line-buffer.js";
 import { CLOCK_TICK_MS, CONTROL, COUNTERS, type SharedCounters } from "./ring.js";
 import { startStreamWorker } from "./workers.js";
@@ -42,7 +48,10 @@ export class FileOutput {
    * Two buffers of lines: one is filled while the file thread writes the other. Shared memory, so
    * the file thread reads them in place.
    */
-  private readonly buffers: readonly [LineBuffer, LineBuffer] = [new LineBuffer(BYTES_PER_WRITE + (1 << 16), true), new LineBuffer(BYTES_PER_WRITE + (1 << 16), true)];
+  private readonly buffers: readonly [LineBuffer, LineBuffer] = [
+    new LineBuffer(BYTES_PER_WRITE + (1 << 16), true),
+    new LineBuffer(BYTES_PER_WRITE + (1 << 16), true),
+  ];
   /** The buffer being filled (an index of `buffers`). */
   private current: 0 | 1 = 0;
   /** The file thread, once started; its state; what it knows of each buffer. */
@@ -99,13 +108,15 @@ export class FileOutput {
   /** Is the file thread running? Published in CONTROL.FILE_THREAD (`streamStats().fileThread`). */
   noteFileThread(): boolean {
     const running = this.fileThread !== null && Atomics.load(this.fileState, FILE_STATE.READY) === 1;
-    if (running !== (this.control[CONTROL.FILE_THREAD] === 1)) Atomics.store(this.control, CONTROL.FILE_THREAD, running ? 1 : 0);
+    if (running !== (this.control[CONTROL.FILE_THREAD] === 1))
+      Atomics.store(this.control, CONTROL.FILE_THREAD, running ? 1 : 0);
     return running;
   }
 
   /** Take the result of the write in flight if it has finished (without waiting). */
   pollWrite(): void {
-    if (this.inFlightRecords >= 0 && Atomics.load(this.fileState, FILE_STATE.DONE) === this.requests) this.completeWrite();
+    if (this.inFlightRecords >= 0 && Atomics.load(this.fileState, FILE_STATE.DONE) === this.requests)
+      this.completeWrite();
   }
 
   /**
@@ -184,7 +195,10 @@ export class FileOutput {
         this.fileThread = null;
         this.inFlightRecords = -1;
         this.counters.add(COUNTERS.WRITE_FAILED, lost);
-        this.options.report("stream.fileThread", `stream: the stream's file thread stopped; its last ${lost} records are counted as not written, and the writer writes the file itself from now on`);
+        this.options.report(
+          "stream.fileThread",
+          `stream: the stream's file thread stopped; its last ${lost} records are counted as not written, and the writer writes the file itself from now on`,
+        );
         return;
       }
       Atomics.wait(state, FILE_STATE.DONE, done, CLOCK_TICK_MS);
@@ -201,7 +215,10 @@ export class FileOutput {
   }
 
   private writeFailed(error: unknown): void {
-    this.options.report(this.errorCode, `stream: could not write ${this.options.file}: ${describeError(error)}; stream records are dropped and counted (rankscope/stream_dropped), the job goes on`);
+    this.options.report(
+      this.errorCode,
+      `stream: could not write ${this.options.file}: ${describeError(error)}; stream records are dropped and counted (rankscope/stream_dropped), the job goes on`,
+    );
     // A descriptor closed under us may already be reused by someone else: never close it again.
     if (errorCode(error) === "EBADF") this.fd = -1;
     else this.close();
@@ -218,7 +235,10 @@ export class FileOutput {
       this.blockingSink = !fstatSync(this.fd).isFile();
       return true;
     } catch (error) {
-      this.options.report(this.errorCode, `stream: could not open ${this.options.file}: ${describeError(error)}; stream records are dropped and counted (rankscope/stream_dropped) until it can be opened, the job goes on`);
+      this.options.report(
+        this.errorCode,
+        `stream: could not open ${this.options.file}: ${describeError(error)}; stream records are dropped and counted (rankscope/stream_dropped) until it can be opened, the job goes on`,
+      );
       return false;
     }
   }
@@ -229,7 +249,10 @@ export class FileOutput {
     if (this.fd < 0) return;
     try {
       if (fstatSync(this.fd).nlink === 0) {
-        this.options.report(this.errorCode, `stream: ${this.options.file} was deleted (or its directory removed) while being written; stream records are dropped and counted (rankscope/stream_dropped) until it can be reopened, the job goes on`);
+        this.options.report(
+          this.errorCode,
+          `stream: ${this.options.file} was deleted (or its directory removed) while being written; stream records are dropped and counted (rankscope/stream_dropped) until it can be reopened, the job goes on`,
+        );
         this.close();
         this.lastOpenAttempt = -Infinity;
       }
@@ -306,7 +329,6 @@ export class FileOutput {
     this.fd = -1;
   }
 }
-
 
 /** The `code` of a Node system error (`EBADF`, `ENOSPC`), if it has one. */
 function errorCode(error: unknown): unknown {

@@ -67,7 +67,12 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 function isFileThreadData(value: unknown): value is FileThreadData {
-  return isRecord(value) && value["fileState"] instanceof Int32Array && value["control"] instanceof Int32Array && Array.isArray(value["initialBuffers"]);
+  return (
+    isRecord(value) &&
+    value["fileState"] instanceof Int32Array &&
+    value["control"] instanceof Int32Array &&
+    Array.isArray(value["initialBuffers"])
+  );
 }
 
 function isFileThreadBuffer(value: unknown): value is FileThreadBuffer {
@@ -101,7 +106,8 @@ function run(data: FileThreadData): void {
     const bytes = views[buffer];
     let failed = 0;
     try {
-      if (bytes === undefined) throw new RangeError(`the writer named line buffer ${buffer}, which this thread was never given`);
+      if (bytes === undefined)
+        throw new RangeError(`the writer named line buffer ${buffer}, which this thread was never given`);
       let offset = 0;
       while (offset < length) offset += writeSync(fd, bytes, offset, length - offset);
       counters.add(COUNTERS.WRITTEN, records);

@@ -78,7 +78,8 @@ export class LineBuffer {
   /** The SharedArrayBuffer under `bytes` (of a buffer made `shared`), for another thread to read. */
   sharedBuffer(): SharedArrayBuffer {
     const buffer = this.bytes.buffer;
-    if (!(buffer instanceof SharedArrayBuffer)) throw new TypeError("LineBuffer.sharedBuffer(): this buffer was not made with shared = true");
+    if (!(buffer instanceof SharedArrayBuffer))
+      throw new TypeError("LineBuffer.sharedBuffer(): this buffer was not made with shared = true");
     return buffer;
   }
 

@@ -38,7 +38,13 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 function isLinkOffer(value: unknown): value is LinkOffer {
-  return isRecord(value) && value["type"] === "control" && value["control"] instanceof Int32Array && typeof value["capacity"] === "number" && typeof value["values"] === "number";
+  return (
+    isRecord(value) &&
+    value["type"] === "control" &&
+    value["control"] instanceof Int32Array &&
+    typeof value["capacity"] === "number" &&
+    typeof value["values"] === "number"
+  );
 }
 
 function isLinkRing(value: unknown): value is LinkRing {
@@ -69,7 +75,8 @@ export function offerLink(offer: Omit<LinkOffer, "type">, forward: (ring: LinkRi
  */
 export function acceptLink(port: MessagePort): AcceptedLink {
   const offer: unknown = receiveMessageOnPort(port)?.message;
-  if (!isLinkOffer(offer)) throw new TypeError("attachStreamLink(port) takes the port returned by streamLinkForWorker() in the main thread");
+  if (!isLinkOffer(offer))
+    throw new TypeError("attachStreamLink(port) takes the port returned by streamLinkForWorker() in the main thread");
   const shape = createRing(offer.capacity, offer.values);
   const keys = new MessageChannel();
   const answer: LinkRing = { type: "ring", shape, keys: keys.port2, thread: threadId };

@@ -64,7 +64,13 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 /** Is `value` the writer's start data? (A worker module runs only when its data says it is its own.) */
 export function isWriterData(value: unknown): value is WriterData {
-  return isRecord(value) && value["control"] instanceof Int32Array && Array.isArray(value["rings"]) && typeof value["file"] === "string" && isRecorder(value["recorder"]);
+  return (
+    isRecord(value) &&
+    value["control"] instanceof Int32Array &&
+    Array.isArray(value["rings"]) &&
+    typeof value["file"] === "string" &&
+    isRecorder(value["recorder"])
+  );
 }
 
 /** Is `value` a `Recorder` (a structured clone of one)? */
@@ -91,7 +97,12 @@ export function isRingAttachment(value: unknown): value is RingAttachment {
 
 /** Is `value` a ring's shape (a structured clone of a `RingShape`)? */
 export function isRingShape(value: unknown): value is RingShape {
-  return isRecord(value) && value["buffer"] instanceof SharedArrayBuffer && typeof value["capacity"] === "number" && typeof value["values"] === "number";
+  return (
+    isRecord(value) &&
+    value["buffer"] instanceof SharedArrayBuffer &&
+    typeof value["capacity"] === "number" &&
+    typeof value["values"] === "number"
+  );
 }
 
 export function isWriterCommand(value: unknown): value is WriterCommand {

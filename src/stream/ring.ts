@@ -361,5 +361,16 @@ export function readSlot(view: RingView, sequence: number, out: SlotRecord): Slo
 
 /** An empty SlotRecord to decode into. */
 export function emptySlot(): SlotRecord {
-  return { kind: 0, keyId: 0, timestamp: 0, value: 0, step: 0, index: 0, length: 0, dtype: "number", valuesAt: 0, count: 0 };
+  return {
+    kind: 0,
+    keyId: 0,
+    timestamp: 0,
+    value: 0,
+    step: 0,
+    index: 0,
+    length: 0,
+    dtype: "number",
+    valuesAt: 0,
+    count: 0,
+  };
 }

@@ -13,15 +13,40 @@ import { recorderOf, type RankIdentity, type Recorder } from "../core/rank-ident
 import { describeError, reportError, warn } from "../core/diagnostics.js";
 import { envFlag } from "../core/env.js";
 import { currentRun } from "../run/current.js";
-import { resolveStreamConfig, streamFileFromEnv, streamFileName, type StreamConfig, type StreamOptions } from "./config.js";
+import {
+  resolveStreamConfig,
+  streamFileFromEnv,
+  streamFileName,
+  type StreamConfig,
+  type StreamOptions,
+} from "./config.js";
 import { registerStreamDrain } from "./drain.js";
 import type { StreamCounts } from "./format.js";
 import { acceptLink, offerLink } from "./link.js";
-import { isWriterEvent, type KeyPoster, type KeyRegistration, type RingAttachment, type WriterCommand, type WriterData, type WriterEvent } from "./messages.js";
+import {
+  isWriterEvent,
+  type KeyPoster,
+  type KeyRegistration,
+  type RingAttachment,
+  type WriterCommand,
+  type WriterData,
+  type WriterEvent,
+} from "./messages.js";
 import { workerStreamHost } from "./worker-streams.js";
 import { MetricStreamProducer } from "./metric-producer.js";
 import { BatchDelivery, type StreamBatchSink } from "./sink.js";
-import { CONTROL, COUNTERS, createControl, createRing, RingProducer, RingView, SharedCounters, STOP_REASONS, type RingShape, type StopReason } from "./ring.js";
+import {
+  CONTROL,
+  COUNTERS,
+  createControl,
+  createRing,
+  RingProducer,
+  RingView,
+  SharedCounters,
+  STOP_REASONS,
+  type RingShape,
+  type StopReason,
+} from "./ring.js";
 import { pollUntil, waitAtMost, waitUntil } from "./wait.js";
 import { startStreamWorker } from "./workers.js";
 
@@ -54,7 +79,6 @@ interface Waiter {
   readonly request: number;
   readonly resolve: () => void;
 }
-
 
 /** Who started the stream: one the runtime started for its backends it also stops. */
 type StartedBy = "user" | "runtime";
@@ -110,14 +134,18 @@ export class StreamService {
     if (this.disabled || this.endedBy !== null) return;
     if (this.running) {
       if (Object.keys(options).length > 0 && startedBy === "user") {
-        warn("stream.alreadyRunning", `startStream: the stream is already running (writing ${this.file}); the new options are ignored, call stopStream() first to change them`);
+        warn(
+          "stream.alreadyRunning",
+          `startStream: the stream is already running (writing ${this.file}); the new options are ignored, call stopStream() first to change them`,
+        );
       }
       return;
     }
     const config = resolveStreamConfig(options);
     const run = currentRun();
     const who = identity ?? run?.identity;
-    const recorder: Recorder = who === undefined ? { role: "rank", rank: 0, rankName: "rank0", thread: 0 } : recorderOf(who);
+    const recorder: Recorder =
+      who === undefined ? { role: "rank", rank: 0, rankName: "rank0", thread: 0 } : recorderOf(who);
     const dir = runDir ?? run?.runDir;
     const file = config.file ?? (dir !== undefined ? join(dir, "streams", streamFileName(recorder)) : undefined);
     if (file === undefined) {
@@ -141,7 +169,12 @@ export class StreamService {
     };
     const worker = startStreamWorker("writer", data, [keys.port2, events.port1]);
     worker.unref();
-    worker.on("error", (error) => reportError("stream.writer", `stream: the writer thread failed: ${describeError(error)}; stream records are dropped and counted, the job goes on`));
+    worker.on("error", (error) =>
+      reportError(
+        "stream.writer",
+        `stream: the writer thread failed: ${describeError(error)}; stream records are dropped and counted, the job goes on`,
+      ),
+    );
     // A writer that died cannot answer: nobody may wait for it (the ring just fills and counts).
     this.writerExited = new Promise<void>((resolve) =>
       worker.once("exit", () => {
@@ -187,7 +220,10 @@ export class StreamService {
     } catch (error) {
       // Never throw a start failure into the loop that happened to stream first.
       this.noDestination++;
-      reportError("stream.start", `streamValues: the stream could not start: ${describeError(error)}; values are dropped and counted`);
+      reportError(
+        "stream.start",
+        `streamValues: the stream could not start: ${describeError(error)}; values are dropped and counted`,
+      );
       return null;
     }
     return this.producer;
@@ -200,7 +236,10 @@ export class StreamService {
   droppedAfterEnd(): void {
     if (this.endedBy === null) return;
     this.afterEnd++;
-    warn("stream.afterEnd", `stream: values streamed after the stream ended at ${this.endedBy} are not written; they are counted (streamStats().afterEnd)`);
+    warn(
+      "stream.afterEnd",
+      `stream: values streamed after the stream ended at ${this.endedBy} are not written; they are counted (streamStats().afterEnd)`,
+    );
   }
 
   /**
@@ -211,7 +250,9 @@ export class StreamService {
     const control = this.control;
     const config = this.config;
     if (control === null || config === null || !this.running) {
-      throw new Error("streamLinkForWorker: start the stream first (startStream, or a logger with a per_rank_no_reduce backend)");
+      throw new Error(
+        "streamLinkForWorker: start the stream first (startStream, or a logger with a per_rank_no_reduce backend)",
+      );
     }
     return offerLink({ control, capacity: config.capacity, values: config.values }, ({ shape, keys, thread }) => {
       const recorder = this.recorder;
@@ -238,7 +279,13 @@ export class StreamService {
       () => {
         const { control, config, recorder } = this;
         if (control === null || config === null || recorder === null || !this.running) return null;
-        return { control, capacity: config.capacity, values: config.values, owner: recorder, step: getCollector().step };
+        return {
+          control,
+          capacity: config.capacity,
+          values: config.values,
+          owner: recorder,
+          step: getCollector().step,
+        };
       },
       (ring) => this.attachRing(ring),
     );
@@ -257,7 +304,11 @@ export class StreamService {
   }
 
   /** Worker side (worker-streams.ts): produce into a ring drained by the main thread's writer. */
-  beginLinked(control: Int32Array, shape: RingShape, postKey: (registration: KeyRegistration) => void): MetricStreamProducer {
+  beginLinked(
+    control: Int32Array,
+    shape: RingShape,
+    postKey: (registration: KeyRegistration) => void,
+  ): MetricStreamProducer {
     this.beginProducing(control, shape, { postMessage: postKey }, true);
     return this.metricProducer;
   }
@@ -275,7 +326,8 @@ export class StreamService {
   /** Worker side: stream into a ring of this thread's own, drained by the writer behind `port`. */
   attachLink(port: MessagePort): void {
     if (this.disabled) return;
-    if (this.running) throw new Error("attachStreamLink: this thread already streams; call it before the first streamValues");
+    if (this.running)
+      throw new Error("attachStreamLink: this thread already streams; call it before the first streamValues");
     const { control, shape, keys } = acceptLink(port);
     this.beginProducing(control, shape, keys, true);
     this.explicitLink = true;
@@ -411,10 +463,17 @@ export class StreamService {
 
   private liveCounts(): StreamCounts {
     const counters = this.counters;
-    if (counters === null || this.producer === null) return { written: 0, dropped: 0, ringFull: 0, writeFailed: 0, backendDropped: 0 };
+    if (counters === null || this.producer === null)
+      return { written: 0, dropped: 0, ringFull: 0, writeFailed: 0, backendDropped: 0 };
     const ringFull = this.producer.ringFull;
     const writeFailed = counters.get(COUNTERS.WRITE_FAILED);
-    return { written: counters.get(COUNTERS.WRITTEN), dropped: ringFull + writeFailed, ringFull, writeFailed, backendDropped: counters.get(COUNTERS.BACKEND_DROPPED) };
+    return {
+      written: counters.get(COUNTERS.WRITTEN),
+      dropped: ringFull + writeFailed,
+      ringFull,
+      writeFailed,
+      backendDropped: counters.get(COUNTERS.BACKEND_DROPPED),
+    };
   }
 
   private wake(): void {
@@ -428,7 +487,8 @@ export class StreamService {
   private takeEvents(): void {
     const events = this.events;
     if (events === null) return;
-    for (let m = receiveMessageOnPort(events); m !== undefined; m = receiveMessageOnPort(events)) this.onMessage(m.message);
+    for (let m = receiveMessageOnPort(events); m !== undefined; m = receiveMessageOnPort(events))
+      this.onMessage(m.message);
   }
 
   private onMessage(message: unknown): void {

@@ -42,7 +42,11 @@ const service = processWide("stream", () => new StreamService());
 // A user's worker thread streams its raw values when its collector links to a main thread that
 // streams metric values (worker-streams.ts); registered once per thread.
 // The main thread answers them (with `none` while it does not stream), so they stop buffering.
-if (!isMainThread) processWide("workerStreamLink", () => (onWorkerCollectorLinked(() => linkWorkerStream(getCollector(), service)), true));
+if (!isMainThread)
+  processWide(
+    "workerStreamLink",
+    () => (onWorkerCollectorLinked(() => linkWorkerStream(getCollector(), service)), true),
+  );
 else workerStreamHost();
 
 const DTYPE_HINT = "a Float32Array, a Float64Array or an array of numbers";
@@ -61,15 +65,22 @@ const DTYPE_HINT = "a Float32Array, a Float64Array or an array of numbers";
  * @param index the position in the loop, e.g. the token index
  * @throws TypeError for a checkpoint that is not a non-empty string, values that are not array-like, or an index that is not a number
  */
-export function streamValues(checkpoint: string, values: Float32Array | Float64Array | ArrayLike<number>, index: number): void {
+export function streamValues(
+  checkpoint: string,
+  values: Float32Array | Float64Array | ArrayLike<number>,
+  index: number,
+): void {
   const producer = service.producer ?? service.startLazily();
   if (producer === null) return;
   if (typeof index !== "number" || values === null || typeof values !== "object" || typeof values.length !== "number") {
-    throw new TypeError(`streamValues("${String(checkpoint)}", values, index) takes ${DTYPE_HINT} and a numeric index, got ${typeof values} values and a ${typeof index} index`);
+    throw new TypeError(
+      `streamValues("${String(checkpoint)}", values, index) takes ${DTYPE_HINT} and a numeric index, got ${typeof values} values and a ${typeof index} index`,
+    );
   }
   let id = service.probeIds.get(checkpoint);
   if (id === undefined) {
-    if (typeof checkpoint !== "string" || checkpoint.length === 0) throw new TypeError(`streamValues checkpoint must be a non-empty string, got ${String(checkpoint)}`);
+    if (typeof checkpoint !== "string" || checkpoint.length === 0)
+      throw new TypeError(`streamValues checkpoint must be a non-empty string, got ${String(checkpoint)}`);
     id = service.internKey(checkpoint);
     service.probeIds.set(checkpoint, id);
   }
@@ -118,7 +129,10 @@ export function streamStats(): StreamStats {
  */
 export function attachStreamBackends(sink: StreamBatchSink, identity: RankIdentity, runDir: string): StreamProducer {
   if (service.disabled) {
-    warn("stream.disabled", "RANKSCOPE_DISABLE_STREAM is set, so per_rank_no_reduce backends receive no values; unset it to stream them");
+    warn(
+      "stream.disabled",
+      "RANKSCOPE_DISABLE_STREAM is set, so per_rank_no_reduce backends receive no values; unset it to stream them",
+    );
   } else if (!service.running) {
     service.start({}, "runtime", identity, runDir);
   }

@@ -22,7 +22,12 @@ export function waitAtMost(waitMs: number, register: (settle: () => void) => voi
  * Block this thread on `control[index]` until `ready(value)` or `waitMs` passes (exit paths,
  * where nothing can be awaited). True when ready.
  */
-export function waitUntil(control: Int32Array, index: number, ready: (value: number) => boolean, waitMs: number): boolean {
+export function waitUntil(
+  control: Int32Array,
+  index: number,
+  ready: (value: number) => boolean,
+  waitMs: number,
+): boolean {
   const deadline = Date.now() + waitMs;
   for (;;) {
     const value = Atomics.load(control, index);
@@ -37,7 +42,12 @@ export function waitUntil(control: Int32Array, index: number, ready: (value: num
  * Poll `control[index]` every few ms, without blocking the event loop, until `ready(value)` or
  * `waitMs` passes (a linked thread waits on a writer another thread owns). True when ready.
  */
-export async function pollUntil(control: Int32Array, index: number, ready: (value: number) => boolean, waitMs: number): Promise<boolean> {
+export async function pollUntil(
+  control: Int32Array,
+  index: number,
+  ready: (value: number) => boolean,
+  waitMs: number,
+): Promise<boolean> {
   const deadline = Date.now() + waitMs;
   while (!ready(Atomics.load(control, index))) {
     if (Date.now() >= deadline) return false;

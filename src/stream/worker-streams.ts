@@ -69,7 +69,15 @@ function messageOf(event: unknown): StreamLinkMessage | undefined {
   if (t === "end") return { t };
   if (t === "offer") {
     const { control, capacity, values, owner, step } = m;
-    if ((thread !== null && typeof thread !== "number") || !(control instanceof Int32Array) || typeof capacity !== "number" || typeof values !== "number" || !isRecorder(owner) || typeof step !== "number") return undefined;
+    if (
+      (thread !== null && typeof thread !== "number") ||
+      !(control instanceof Int32Array) ||
+      typeof capacity !== "number" ||
+      typeof values !== "number" ||
+      !isRecorder(owner) ||
+      typeof step !== "number"
+    )
+      return undefined;
     return { t, thread, control, capacity, values, owner, step };
   }
   if (typeof thread !== "number") return undefined;
@@ -159,7 +167,10 @@ class WorkerStreamHost {
   private keepEarly(thread: number, registration: KeyRegistration): void {
     const kept = this.earlyKeys.get(thread) ?? [];
     if (kept.length >= MAX_EARLY_KEYS) {
-      reportError("stream.workerKeys", `stream: worker thread ${thread} named more than ${MAX_EARLY_KEYS} keys before its ring arrived; its values under the others are not written`);
+      reportError(
+        "stream.workerKeys",
+        `stream: worker thread ${thread} named more than ${MAX_EARLY_KEYS} keys before its ring arrived; its values under the others are not written`,
+      );
       return;
     }
     kept.push(registration);
@@ -203,7 +214,11 @@ class PendingValues implements StreamProducer {
 /** What the worker's side needs of its thread's stream service. */
 interface WorkerStreamTarget {
   /** Start producing into `shape` under `control`, key names going to `postKey`; returns the metric producer. */
-  beginLinked(control: Int32Array, shape: RingShape, postKey: (registration: KeyRegistration) => void): WorkerRingProducer;
+  beginLinked(
+    control: Int32Array,
+    shape: RingShape,
+    postKey: (registration: KeyRegistration) => void,
+  ): WorkerRingProducer;
   /** This thread already streams through a link of its own (`attachStreamLink`): its producer. */
   linkedProducer(): StreamProducer | null;
   /** Stop producing (the main thread's stream ended). */
@@ -235,10 +250,13 @@ export function linkWorkerStream(collector: Collector, target: WorkerStreamTarge
     } else {
       const shape = createRing(offer.capacity, offer.values);
       channel.postMessage({ t: "ring", thread: threadId, shape } satisfies StreamLinkMessage);
-      const ring = target.beginLinked(offer.control, shape, (r) => channel.postMessage({ t: "key", thread: threadId, id: r.id, name: r.name } satisfies StreamLinkMessage));
+      const ring = target.beginLinked(offer.control, shape, (r) =>
+        channel.postMessage({ t: "key", thread: threadId, id: r.id, name: r.name } satisfies StreamLinkMessage),
+      );
       for (let i = 0; i < pending.entries.length; i++) {
         const entry = pending.entries[i];
-        if (entry !== undefined) ring.recordAt(entry, pending.values[i] ?? 0, pending.steps[i] ?? 0, pending.times[i] ?? 0);
+        if (entry !== undefined)
+          ring.recordAt(entry, pending.values[i] ?? 0, pending.steps[i] ?? 0, pending.times[i] ?? 0);
       }
       if (pending.dropped > 0) ring.countDropped(pending.dropped);
       producer = ring;

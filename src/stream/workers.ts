@@ -2,6 +2,15 @@
 import type { TransferListItem, Worker } from "node:worker_threads";
 import { siblingModule, startModuleWorker } from "../core/module-worker.js";
 
-export function startStreamWorker(module: "writer" | "file-thread", workerData: unknown, transferList: readonly TransferListItem[]): Worker {
-  return startModuleWorker(siblingModule(import.meta.url, module), { workerData, transferList: [...transferList], stdout: false, stderr: false });
+export function startStreamWorker(
+  module: "writer" | "file-thread",
+  workerData: unknown,
+  transferList: readonly TransferListItem[],
+): Worker {
+  return startModuleWorker(siblingModule(import.meta.url, module), {
+    workerData,
+    transferList: [...transferList],
+    stdout: false,
+    stderr: false,
+  });
 }

@@ -14,8 +14,27 @@ import type { StreamRecord } from "../core/metric.js";
 import type { Recorder } from "../core/rank-identity.js";
 import { BYTES_PER_WRITE, FileOutput } from "./file-output.js";
 import { endLine, isoTime, recorderFields, StreamLineFormat, type StreamCounts } from "./format.js";
-import { isKeyRegistration, isWriterCommand, isWriterData, type RingAttachment, type WriterData, type WriterEvent } from "./messages.js";
-import { CLOCK_IDLE_MS, CLOCK_TICK_MS, CONTROL, COUNTERS, emptySlot, KIND_METRIC, readSlot, RingView, SharedCounters, STOP_REASONS, TAIL } from "./ring.js";
+import {
+  isKeyRegistration,
+  isWriterCommand,
+  isWriterData,
+  type RingAttachment,
+  type WriterData,
+  type WriterEvent,
+} from "./messages.js";
+import {
+  CLOCK_IDLE_MS,
+  CLOCK_TICK_MS,
+  CONTROL,
+  COUNTERS,
+  emptySlot,
+  KIND_METRIC,
+  readSlot,
+  RingView,
+  SharedCounters,
+  STOP_REASONS,
+  TAIL,
+} from "./ring.js";
 
 export type { RingAttachment, WriterData, WriterEvent } from "./messages.js";
 
@@ -56,7 +75,13 @@ class Writer {
     this.control = data.control;
     this.counters = new SharedCounters(data.control);
     this.format = new StreamLineFormat(data.recorder);
-    this.output = new FileOutput({ file: data.file, reopenMs: data.flushMs, control: data.control, counters: this.counters, report: (code, message) => this.report(code, message) });
+    this.output = new FileOutput({
+      file: data.file,
+      reopenMs: data.flushMs,
+      control: data.control,
+      counters: this.counters,
+      report: (code, message) => this.report(code, message),
+    });
     for (const ring of data.rings) this.attach(ring);
   }
 
@@ -119,7 +144,14 @@ class Writer {
 
   private attach(ring: RingAttachment): void {
     const recorder = ring.recorder ?? this.data.recorder;
-    this.rings.push({ view: new RingView(ring.shape), keys: ring.keys, recorder, fields: recorderFields(recorder), names: [], middles: [] });
+    this.rings.push({
+      view: new RingView(ring.shape),
+      keys: ring.keys,
+      recorder,
+      fields: recorderFields(recorder),
+      names: [],
+      middles: [],
+    });
   }
 
   /** Rings attached after start (other producing threads). */
@@ -197,7 +229,8 @@ class Writer {
         const value = (f64[base + 1] ?? 0) + 0;
         const step = f64[base + 2] ?? 0;
         format.putMetric(out, timestamp, middle, value, step);
-        if (wantBatches) records.push({ key: ring.names[keyId] ?? `#${keyId}`, value, step, timestamp, rank, rankName, role, thread });
+        if (wantBatches)
+          records.push({ key: ring.names[keyId] ?? `#${keyId}`, value, step, timestamp, rank, rankName, role, thread });
       } else {
         format.putProbe(out, middle, readSlot(view, tail, this.slot), f64);
       }
@@ -228,7 +261,10 @@ class Writer {
   /** The encoded middle of a key's lines (metric or probe, as its first record says). */
   private middleFor(ring: LiveRing, keyId: number, kindWord: number): Uint8Array {
     const name = ring.names[keyId] ?? `#${keyId}`;
-    const middle = (kindWord & 15) === KIND_METRIC ? this.format.metricMiddle(name, ring.fields) : this.format.probeMiddle(name, ring.fields);
+    const middle =
+      (kindWord & 15) === KIND_METRIC
+        ? this.format.metricMiddle(name, ring.fields)
+        : this.format.probeMiddle(name, ring.fields);
     ring.middles[keyId] = middle;
     return middle;
   }
@@ -237,7 +273,10 @@ class Writer {
     const inFlight = (Atomics.load(this.control, CONTROL.POSTED) - Atomics.load(this.control, CONTROL.CONSUMED)) | 0;
     if (inFlight >= this.data.maxBatchesInFlight) {
       this.counters.add(COUNTERS.BACKEND_DROPPED, records.length);
-      this.report("stream.backendBehind", `stream: the main thread is not taking stream batches fast enough for logStream backends; records beyond ${this.data.maxBatchesInFlight} batches in flight are dropped for those backends and counted (the stream file still gets them)`);
+      this.report(
+        "stream.backendBehind",
+        `stream: the main thread is not taking stream batches fast enough for logStream backends; records beyond ${this.data.maxBatchesInFlight} batches in flight are dropped for those backends and counted (the stream file still gets them)`,
+      );
       return;
     }
     Atomics.add(this.control, CONTROL.POSTED, 1);

@@ -35,7 +35,8 @@ export class SyncConflict extends Error {}
 /** The calls could not get through within their deadline (network, server down, 5xx). */
 class SyncUnreachable extends Error {}
 
-type Attempt<T> = { ok: true; value: T } | { ok: false; retryable: boolean; reason: string; retryAfterMs?: number; status?: number };
+type Attempt<T> =
+  { ok: true; value: T } | { ok: false; retryable: boolean; reason: string; retryAfterMs?: number; status?: number };
 
 /** The server's ingest API. */
 export class SyncClient {
@@ -52,7 +53,13 @@ export class SyncClient {
   }
 
   /** One request, retried until `totalMs` is spent; returns the JSON body of a 2xx. */
-  async call(method: "GET" | "POST", path: string, params: Record<string, string>, body: Buffer | undefined, totalMs: number): Promise<unknown> {
+  async call(
+    method: "GET" | "POST",
+    path: string,
+    params: Record<string, string>,
+    body: Buffer | undefined,
+    totalMs: number,
+  ): Promise<unknown> {
     const perAttempt = this.target.requestDeadlineMs ?? 30_000;
     const attempt = async (): Promise<Attempt<unknown>> => {
       let answer: Response;
@@ -61,13 +68,22 @@ export class SyncClient {
           method,
           headers: {
             Authorization: `Bearer ${this.target.token}`,
-            ...(body !== undefined ? { "Content-Type": "application/x-rankscope-batch", "Content-Encoding": "gzip" } : {}),
+            ...(body !== undefined
+              ? { "Content-Type": "application/x-rankscope-batch", "Content-Encoding": "gzip" }
+              : {}),
           },
           ...(body !== undefined ? { body: new Uint8Array(body) } : {}),
-          signal: this.stop === undefined ? AbortSignal.timeout(perAttempt) : AbortSignal.any([AbortSignal.timeout(perAttempt), this.stop]),
+          signal:
+            this.stop === undefined
+              ? AbortSignal.timeout(perAttempt)
+              : AbortSignal.any([AbortSignal.timeout(perAttempt), this.stop]),
         });
       } catch (error) {
-        return { ok: false, retryable: true, reason: `no answer from ${new URL(this.target.url).host}: ${error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error)}` };
+        return {
+          ok: false,
+          retryable: true,
+          reason: `no answer from ${new URL(this.target.url).host}: ${error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error)}`,
+        };
       }
       const text = await answer.text().catch(() => "");
       if (answer.ok) {
@@ -80,13 +96,26 @@ export class SyncClient {
       const reason = `${answer.status}: ${text.slice(0, 500)}`;
       const retryAfter = Number(answer.headers.get("retry-after") ?? NaN);
       const retryable = answer.status >= 500 || answer.status === 429 || answer.status === 408;
-      return { ok: false, retryable, reason, status: answer.status, ...(Number.isFinite(retryAfter) ? { retryAfterMs: retryAfter * 1000 } : {}) };
+      return {
+        ok: false,
+        retryable,
+        reason,
+        status: answer.status,
+        ...(Number.isFinite(retryAfter) ? { retryAfterMs: retryAfter * 1000 } : {}),
+      };
     };
-    const result = await retry(attempt, { initialMs: 200, maxMs: 5_000, deadlineMs: totalMs, ...(this.stop !== undefined ? { stop: this.stop } : {}) });
+    const result = await retry(attempt, {
+      initialMs: 200,
+      maxMs: 5_000,
+      deadlineMs: totalMs,
+      ...(this.stop !== undefined ? { stop: this.stop } : {}),
+    });
     if (result.ok) return result.value;
     const last = result.last;
     if (last.status === 409) throw new SyncConflict(last.reason);
     if (result.why === "refused" && last.status !== undefined) throw new SyncRefused(last.status, last.reason);
-    throw new SyncUnreachable(`${result.why === "stopped" ? "stopped" : `gave up after ${totalMs} ms`}: ${last.reason}`);
+    throw new SyncUnreachable(
+      `${result.why === "stopped" ? "stopped" : `gave up after ${totalMs} ms`}: ${last.reason}`,
+    );
   }
 }

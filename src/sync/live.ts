@@ -28,7 +28,12 @@ interface SyncCounters {
 
 /** The process-wide sync counters. */
 function syncCounters(): SyncCounters {
-  return processWide("syncCounters", () => ({ failedPasses: 0, undeliveredRuns: 0, deliveredPoints: 0, deliveredBatches: 0 }));
+  return processWide("syncCounters", () => ({
+    failedPasses: 0,
+    undeliveredRuns: 0,
+    deliveredPoints: 0,
+    deliveredBatches: 0,
+  }));
 }
 
 function isReport(v: unknown): v is SyncReport {
@@ -45,17 +50,24 @@ export class LiveSync {
     private readonly runDir: string,
     private readonly settings: LiveSyncSettings,
   ) {
-    this.worker = startModuleWorker(siblingModule(import.meta.url, "sync-worker"), { workerData: { runDir, settings } satisfies SyncThreadData });
+    this.worker = startModuleWorker(siblingModule(import.meta.url, "sync-worker"), {
+      workerData: { runDir, settings } satisfies SyncThreadData,
+    });
     // The sync never keeps a job alive: its end waits for it explicitly, with a deadline.
     this.worker.unref();
     this.worker.on("message", (m: unknown) => {
       if (!isReport(m)) return;
       if (m.op === "failed") {
         syncCounters().failedPasses++;
-        warn(`sync.failed:${runDir}`, `the sync of ${runDir} to ${new URL(settings.url).host} failed (${m.passes} in a row; the store keeps everything and the next pass tries again): ${m.message}`);
+        warn(
+          `sync.failed:${runDir}`,
+          `the sync of ${runDir} to ${new URL(settings.url).host} failed (${m.passes} in a row; the store keeps everything and the next pass tries again): ${m.message}`,
+        );
       } else this.resolveFinished?.(m);
     });
-    this.worker.on("error", (error) => reportError(`sync.thread:${runDir}`, `the sync thread of ${runDir} failed: ${error.message}`));
+    this.worker.on("error", (error) =>
+      reportError(`sync.thread:${runDir}`, `the sync thread of ${runDir} failed: ${error.message}`),
+    );
     this.worker.on("exit", () => this.resolveFinished?.(null));
   }
 
@@ -91,6 +103,9 @@ export class LiveSync {
 
   private leftBehind(why: string): void {
     syncCounters().undeliveredRuns++;
-    reportError(`sync.undelivered:${this.runDir}`, `not everything of ${this.runDir} reached ${new URL(this.settings.url).host} (${why}); the local store has it all: send it with rankscope sync ${this.runDir} --server ${this.settings.url}`);
+    reportError(
+      `sync.undelivered:${this.runDir}`,
+      `not everything of ${this.runDir} reached ${new URL(this.settings.url).host} (${why}); the local store has it all: send it with rankscope sync ${this.runDir} --server ${this.settings.url}`,
+    );
   }
 }

@@ -46,14 +46,20 @@ export interface SeriesPiece {
 export function listSeries(runDir: string): SeriesRef[] {
   const out: SeriesRef[] = [];
   for (const kind of ["scalar", "stream", "system"] as const) {
-    for (const k of store.keys(runDir, kind)) for (const rank of k.ranks) out.push({ kind, key: k.key, reduce: k.reduce, rank });
+    for (const k of store.keys(runDir, kind))
+      for (const rank of k.ranks) out.push({ kind, key: k.key, reduce: k.reduce, rank });
   }
   return out;
 }
 
 /** The next piece of a series past `after` (null: from its start), or null when there is nothing new. */
 export function readPiece(runDir: string, ref: SeriesRef, after: number | null): SeriesPiece | null {
-  const { steps, walls, values, cursor } = store.seriesColumns(runDir, ref.key, { kind: ref.kind, rank: ref.rank, limit: READ_POINTS, ...(after !== null ? { after } : {}) });
+  const { steps, walls, values, cursor } = store.seriesColumns(runDir, ref.key, {
+    kind: ref.kind,
+    rank: ref.rank,
+    limit: READ_POINTS,
+    ...(after !== null ? { after } : {}),
+  });
   if (steps.length === 0 || cursor === null) return null;
   return { steps, walls, values, cursor };
 }
@@ -75,7 +81,14 @@ function nextUp(x: number): number {
 
 /** A scalar series' points from `first` to `last` (both included), as the store has them now. */
 export function readRange(runDir: string, ref: SeriesRef, first: number, last: number): SeriesPiece | null {
-  const result = store.series(runDir, ref.key, { kind: "scalar", rank: ref.rank, x: "step", maxPoints: Infinity, after: nextDown(first), before: nextUp(last) });
+  const result = store.series(runDir, ref.key, {
+    kind: "scalar",
+    rank: ref.rank,
+    x: "step",
+    maxPoints: Infinity,
+    after: nextDown(first),
+    before: nextUp(last),
+  });
   const n = result.points.length;
   if (n === 0) return null;
   return {
@@ -90,15 +103,35 @@ export function readRange(runDir: string, ref: SeriesRef, first: number, last: n
 export function readRecords(runDir: string, cursors: Readonly<Record<string, number>>): RecordHeader[] {
   const out: RecordHeader[] = [];
   const samples = store.samples(runDir, undefined, { after: cursors["sample"] ?? -1, limit: READ_RECORDS });
-  for (const s of samples) out.push({ kind: "sample", key: s.key, rank: s.rank, seq: s.seq, step: s.step, wall: s.wall, data: JSON.stringify(s.records, nonFiniteReplacer) });
+  for (const s of samples)
+    out.push({
+      kind: "sample",
+      key: s.key,
+      rank: s.rank,
+      seq: s.seq,
+      step: s.step,
+      wall: s.wall,
+      data: JSON.stringify(s.records, nonFiniteReplacer),
+    });
   const histograms = store.histograms(runDir, undefined, { after: cursors["histogram"] ?? -1, limit: READ_RECORDS });
-  for (const h of histograms) out.push({ kind: "histogram", key: h.key, rank: h.rank, seq: h.seq, step: h.step, wall: h.wall, data: JSON.stringify(h.histogram, nonFiniteReplacer) });
+  for (const h of histograms)
+    out.push({
+      kind: "histogram",
+      key: h.key,
+      rank: h.rank,
+      seq: h.seq,
+      step: h.step,
+      wall: h.wall,
+      data: JSON.stringify(h.histogram, nonFiniteReplacer),
+    });
   return out;
 }
 
 /** Alert events past `after` (the store's sequence number; 0: from the first), oldest first, as the store keeps them. */
 export function readAlerts(runDir: string, after: number): AlertHeader[] {
-  return store.alerts(runDir, { after, limit: READ_RECORDS, oldest: true }).map(({ seq, ...event }) => ({ seq, event: jsonText(event) }));
+  return store
+    .alerts(runDir, { after, limit: READ_RECORDS, oldest: true })
+    .map(({ seq, ...event }) => ({ seq, event: jsonText(event) }));
 }
 
 /** Flushes of per-rank timings read per batch. */
@@ -109,7 +142,11 @@ const READ_TIMING_FLUSHES = 200;
  * the wire carries them (NaN as null); undefined when there are none.
  */
 export function readTimings(runDir: string, after: number | undefined): TimingHeader | undefined {
-  const window = store.rankTiming(runDir, { ...(after === undefined ? {} : { after }), maxFlushes: READ_TIMING_FLUSHES, oldest: true });
+  const window = store.rankTiming(runDir, {
+    ...(after === undefined ? {} : { after }),
+    maxFlushes: READ_TIMING_FLUSHES,
+    oldest: true,
+  });
   if (window.steps.length === 0) return undefined;
   const cells = (values: readonly number[]): Array<number | null> => values.map((v) => (Number.isNaN(v) ? null : v));
   return {

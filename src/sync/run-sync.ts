@@ -17,8 +17,31 @@ import { gzip } from "node:zlib";
 import { concatSeries } from "../store/columns.js";
 import { runInfo } from "../store/reader.js";
 import { SyncClient, SyncConflict, type SyncTarget } from "./client.js";
-import { listFiles, listSeries, readAlerts, readFileBytes, readMeta, readPiece, readRange, readRecords, readTimings, type SeriesPiece, type SeriesRef } from "./read-run.js";
-import { WIRE_VERSION, encodeBatch, metaHash, type AlertHeader, type Batch, type FileSegment, type RecordHeader, type RunMeta, type SegmentHeader, type TimingHeader } from "./wire.js";
+import {
+  listFiles,
+  listSeries,
+  readAlerts,
+  readFileBytes,
+  readMeta,
+  readPiece,
+  readRange,
+  readRecords,
+  readTimings,
+  type SeriesPiece,
+  type SeriesRef,
+} from "./read-run.js";
+import {
+  WIRE_VERSION,
+  encodeBatch,
+  metaHash,
+  type AlertHeader,
+  type Batch,
+  type FileSegment,
+  type RecordHeader,
+  type RunMeta,
+  type SegmentHeader,
+  type TimingHeader,
+} from "./wire.js";
 
 const gzipAsync = promisify(gzip);
 
@@ -79,7 +102,8 @@ function parseState(body: unknown): Cursors {
   if (typeof body["resumeStep"] === "number") out.resumeStep = body["resumeStep"];
   if (typeof body["metaHash"] === "string") out.metaHash = body["metaHash"];
   for (const s of Array.isArray(body["series"]) ? body["series"] : []) {
-    if (!isObject(s) || typeof s["kind"] !== "string" || typeof s["key"] !== "string" || typeof s["rank"] !== "number") continue;
+    if (!isObject(s) || typeof s["kind"] !== "string" || typeof s["key"] !== "string" || typeof s["rank"] !== "number")
+      continue;
     out.series.set(seriesKey(s["kind"], s["key"], s["rank"]), typeof s["cursor"] === "number" ? s["cursor"] : null);
   }
   const records = body["records"];
@@ -106,7 +130,14 @@ class BatchBuilder {
   points = 0;
 
   get empty(): boolean {
-    return this.series.length === 0 && this.records.length === 0 && this.alerts.length === 0 && this.timings === undefined && this.files.length === 0 && this.meta === undefined;
+    return (
+      this.series.length === 0 &&
+      this.records.length === 0 &&
+      this.alerts.length === 0 &&
+      this.timings === undefined &&
+      this.files.length === 0 &&
+      this.meta === undefined
+    );
   }
 }
 
@@ -161,7 +192,9 @@ export class RunSync {
 
   private async state(): Promise<Cursors> {
     if (this.cursors !== null) return this.cursors;
-    const fresh = parseState(await this.client.call("GET", "api/ingest/v1/state", { run: this.runId }, undefined, this.sendDeadlineMs));
+    const fresh = parseState(
+      await this.client.call("GET", "api/ingest/v1/state", { run: this.runId }, undefined, this.sendDeadlineMs),
+    );
     // What we remember having sent holds only where the server's cursor is still where we left it.
     // A batch sent without an answer was applied or not: the server's cursor says which tail holds.
     for (const k of new Set([...this.sentTails.keys(), ...this.unacked.keys()])) {
@@ -247,7 +280,8 @@ export class RunSync {
         if (pieces > 0) await batch.flush();
         this.addSeries(batch.b, ref, after, piece);
         cursors.series.set(k, piece.cursor);
-        if (ref.kind === "scalar") batch.b.tails.set(k, this.tailAfter(batch.b.tails.get(k) ?? this.sentTails.get(k), piece));
+        if (ref.kind === "scalar")
+          batch.b.tails.set(k, this.tailAfter(batch.b.tails.get(k) ?? this.sentTails.get(k), piece));
         if (batch.b.bytes >= this.maxBatchBytes) await batch.flush();
       }
     }
@@ -298,7 +332,7 @@ export class RunSync {
   /** The text files' bytes past what the server has, 4 MiB at a time. */
   private async addFiles(batch: Filling, cursors: Cursors, files: Map<string, number>): Promise<void> {
     for (const [path, size] of files) {
-      for (let offset = cursors.files.get(path) ?? 0; offset < size; ) {
+      for (let offset = cursors.files.get(path) ?? 0; offset < size;) {
         const bytes = readFileBytes(this.options.runDir, path, offset, Math.min(size - offset, 4 * 1024 * 1024));
         if (bytes.length === 0) break;
         batch.b.files.push({ path, offset, length: bytes.length });
@@ -315,7 +349,12 @@ export class RunSync {
   private tailAfter(old: SeriesPiece | undefined, piece: SeriesPiece): SeriesPiece {
     const all = old === undefined ? piece : { ...concatSeries([old, piece]), cursor: piece.cursor };
     const from = Math.max(0, all.steps.length - LOOKBACK_POINTS);
-    return { steps: all.steps.slice(from), walls: all.walls.slice(from), values: all.values.slice(from), cursor: piece.cursor };
+    return {
+      steps: all.steps.slice(from),
+      walls: all.walls.slice(from),
+      values: all.values.slice(from),
+      cursor: piece.cursor,
+    };
   }
 
   /** Take over what another sync of this run remembers having sent (the live sync's last pass). */
@@ -332,17 +371,44 @@ export class RunSync {
     if (now === null) return;
     const same =
       now.steps.length === tail.steps.length &&
-      now.steps.every((s, i) => Object.is(s, tail.steps[i]) && Object.is(now.walls[i], tail.walls[i]) && Object.is(now.values[i], tail.values[i]));
+      now.steps.every(
+        (s, i) =>
+          Object.is(s, tail.steps[i]) &&
+          Object.is(now.walls[i], tail.walls[i]) &&
+          Object.is(now.values[i], tail.values[i]),
+      );
     if (same) return;
-    b.series.push({ kind: "scalar", key: ref.key, reduce: ref.reduce, rank: ref.rank, after: null, cursor: now.steps[now.steps.length - 1] ?? tail.cursor, n: now.steps.length, replace: true });
+    b.series.push({
+      kind: "scalar",
+      key: ref.key,
+      reduce: ref.reduce,
+      rank: ref.rank,
+      after: null,
+      cursor: now.steps[now.steps.length - 1] ?? tail.cursor,
+      n: now.steps.length,
+      replace: true,
+    });
     b.columns.push({ steps: now.steps, walls: now.walls, values: now.values });
     b.bytes += now.steps.length * 24 + ref.key.length + 80;
     b.points += now.steps.length;
     b.tails.set(k, now);
   }
 
-  private addSeries(b: BatchBuilder, ref: SeriesRef, after: number | null, piece: { steps: Float64Array; walls: Float64Array; values: Float64Array; cursor: number }): void {
-    b.series.push({ kind: ref.kind, key: ref.key, reduce: ref.reduce, rank: ref.rank, after, cursor: piece.cursor, n: piece.steps.length });
+  private addSeries(
+    b: BatchBuilder,
+    ref: SeriesRef,
+    after: number | null,
+    piece: { steps: Float64Array; walls: Float64Array; values: Float64Array; cursor: number },
+  ): void {
+    b.series.push({
+      kind: ref.kind,
+      key: ref.key,
+      reduce: ref.reduce,
+      rank: ref.rank,
+      after,
+      cursor: piece.cursor,
+      n: piece.steps.length,
+    });
     b.columns.push({ steps: piece.steps, walls: piece.walls, values: piece.values });
     b.bytes += piece.steps.length * 24 + ref.key.length + 80;
     b.points += piece.steps.length;

@@ -22,12 +22,49 @@ const OWNER = "store backend";
 
 /** Each sync setting: its store option, variable, kind and default. */
 export const SYNC_SETTINGS = {
-  server: { owner: OWNER, option: "server", env: "RANKSCOPE_SERVER_URL", kind: textKind(/^https?:\/\/\S+$/, "an http:// or https:// URL"), fallback: undefined },
-  serverToken: { owner: OWNER, option: "serverToken", env: "RANKSCOPE_SERVER_TOKEN", kind: textKind(), fallback: undefined, secret: true },
-  serverProject: { owner: OWNER, option: "serverProject", env: "RANKSCOPE_SERVER_PROJECT", kind: textKind(), fallback: undefined },
-  syncIntervalMs: { owner: OWNER, option: "syncIntervalMs", env: "RANKSCOPE_SYNC_INTERVAL_MS", kind: integerKind(10, 3_600_000), fallback: 1000 },
-  syncFinishDeadlineMs: { owner: OWNER, option: "syncFinishDeadlineMs", env: "RANKSCOPE_SYNC_FINISH_DEADLINE_MS", kind: integerKind(0, 3_600_000), fallback: 10_000 },
-  syncSendDeadlineMs: { owner: OWNER, option: "syncSendDeadlineMs", env: "RANKSCOPE_SYNC_SEND_DEADLINE_MS", kind: integerKind(100, 3_600_000), fallback: 30_000 },
+  server: {
+    owner: OWNER,
+    option: "server",
+    env: "RANKSCOPE_SERVER_URL",
+    kind: textKind(/^https?:\/\/\S+$/, "an http:// or https:// URL"),
+    fallback: undefined,
+  },
+  serverToken: {
+    owner: OWNER,
+    option: "serverToken",
+    env: "RANKSCOPE_SERVER_TOKEN",
+    kind: textKind(),
+    fallback: undefined,
+    secret: true,
+  },
+  serverProject: {
+    owner: OWNER,
+    option: "serverProject",
+    env: "RANKSCOPE_SERVER_PROJECT",
+    kind: textKind(),
+    fallback: undefined,
+  },
+  syncIntervalMs: {
+    owner: OWNER,
+    option: "syncIntervalMs",
+    env: "RANKSCOPE_SYNC_INTERVAL_MS",
+    kind: integerKind(10, 3_600_000),
+    fallback: 1000,
+  },
+  syncFinishDeadlineMs: {
+    owner: OWNER,
+    option: "syncFinishDeadlineMs",
+    env: "RANKSCOPE_SYNC_FINISH_DEADLINE_MS",
+    kind: integerKind(0, 3_600_000),
+    fallback: 10_000,
+  },
+  syncSendDeadlineMs: {
+    owner: OWNER,
+    option: "syncSendDeadlineMs",
+    env: "RANKSCOPE_SYNC_SEND_DEADLINE_MS",
+    kind: integerKind(100, 3_600_000),
+    fallback: 30_000,
+  },
 } satisfies Record<string, Setting<string | undefined> | Setting<number>>;
 
 /** The live sync's settings, or null when no server is configured; a TypeError for an invalid value. */
@@ -35,7 +72,10 @@ export function resolveSyncSettings(options: Readonly<Record<string, unknown>>):
   const url = resolveSetting<string | undefined>(SYNC_SETTINGS.server, options["server"]);
   if (url === undefined) return null;
   const token = resolveSetting<string | undefined>(SYNC_SETTINGS.serverToken, options["serverToken"]);
-  if (token === undefined) throw new TypeError(`${OWNER}: a server is set (${url}) but no token; set serverToken or RANKSCOPE_SERVER_TOKEN to a write token of the project (rankscope server token create --project P --scope write)`);
+  if (token === undefined)
+    throw new TypeError(
+      `${OWNER}: a server is set (${url}) but no token; set serverToken or RANKSCOPE_SERVER_TOKEN to a write token of the project (rankscope server token create --project P --scope write)`,
+    );
   const project = resolveSetting<string | undefined>(SYNC_SETTINGS.serverProject, options["serverProject"]);
   const intervalMs = resolveSetting(SYNC_SETTINGS.syncIntervalMs, options["syncIntervalMs"]);
   const finishDeadlineMs = resolveSetting(SYNC_SETTINGS.syncFinishDeadlineMs, options["syncFinishDeadlineMs"]);

@@ -24,20 +24,41 @@ type SyncRequest = { readonly op: "finish"; readonly deadlineMs: number };
 /** Messages to the job's thread. */
 export type SyncReport =
   | { readonly op: "failed"; readonly message: string; readonly passes: number }
-  | { readonly op: "finished"; readonly delivered: boolean; readonly message: string; readonly totals: RunSync["totals"] };
+  | {
+      readonly op: "finished";
+      readonly delivered: boolean;
+      readonly message: string;
+      readonly totals: RunSync["totals"];
+    };
 
 function isThreadData(v: unknown): v is SyncThreadData {
-  return typeof v === "object" && v !== null && "runDir" in v && typeof v.runDir === "string" && "settings" in v && typeof v.settings === "object";
+  return (
+    typeof v === "object" &&
+    v !== null &&
+    "runDir" in v &&
+    typeof v.runDir === "string" &&
+    "settings" in v &&
+    typeof v.settings === "object"
+  );
 }
 
-if (parentPort === null || !isThreadData(workerData)) throw new Error("the sync thread must be started by startLiveSync");
+if (parentPort === null || !isThreadData(workerData))
+  throw new Error("the sync thread must be started by startLiveSync");
 const port = parentPort;
 const { runDir, settings } = workerData;
 const stop = new AbortController();
 let finishing = false;
 
 function newSync(signal: AbortSignal, sendDeadlineMs: number): RunSync {
-  return new RunSync({ runDir, url: settings.url, token: settings.token, ...(settings.project !== undefined ? { project: settings.project } : {}), sendDeadlineMs, requestDeadlineMs: Math.min(sendDeadlineMs, 30_000), stop: signal });
+  return new RunSync({
+    runDir,
+    url: settings.url,
+    token: settings.token,
+    ...(settings.project !== undefined ? { project: settings.project } : {}),
+    sendDeadlineMs,
+    requestDeadlineMs: Math.min(sendDeadlineMs, 30_000),
+    stop: signal,
+  });
 }
 
 const live = newSync(stop.signal, settings.sendDeadlineMs);
@@ -60,7 +81,13 @@ async function loop(): Promise<void> {
 const running = loop();
 
 function sum(a: RunSync["totals"], b: RunSync["totals"]): RunSync["totals"] {
-  return { batches: a.batches + b.batches, points: a.points + b.points, records: a.records + b.records, fileBytes: a.fileBytes + b.fileBytes, conflicts: a.conflicts + b.conflicts };
+  return {
+    batches: a.batches + b.batches,
+    points: a.points + b.points,
+    records: a.records + b.records,
+    fileBytes: a.fileBytes + b.fileBytes,
+    conflicts: a.conflicts + b.conflicts,
+  };
 }
 
 port.on("message", (request: SyncRequest) => {
@@ -91,7 +118,12 @@ port.on("message", (request: SyncRequest) => {
       }
       report = { op: "finished", delivered: true, message: "", totals: sum(live.totals, last.totals) };
     } catch (error) {
-      report = { op: "finished", delivered: false, message: describeError(error), totals: sum(live.totals, last.totals) };
+      report = {
+        op: "finished",
+        delivered: false,
+        message: describeError(error),
+        totals: sum(live.totals, last.totals),
+      };
     }
     closeStores();
     port.postMessage(report);

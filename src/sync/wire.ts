@@ -222,7 +222,8 @@ function num(v: unknown, what: string): number {
 }
 
 function int(v: unknown, what: string, min: number, max: number): number {
-  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) fail(`${what} must be an integer from ${min} to ${max}`);
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max)
+    fail(`${what} must be an integer from ${min} to ${max}`);
   return v;
 }
 
@@ -262,7 +263,9 @@ function rec(v: unknown, what: string): Record<string, unknown> {
 export function checkRunId(run: string): string {
   const parts = run.split("/");
   if (parts.length < 1 || parts.length > 3 || parts.some((p) => pathSegmentProblem(p) !== null)) {
-    fail(`run must be experiment/trial: one to three folder names joined by '/' (no '\\', NUL, control characters, '.' or '..'), got ${JSON.stringify(run.slice(0, 200))}`);
+    fail(
+      `run must be experiment/trial: one to three folder names joined by '/' (no '\\', NUL, control characters, '.' or '..'), got ${JSON.stringify(run.slice(0, 200))}`,
+    );
   }
   return run;
 }
@@ -279,7 +282,8 @@ const SERIES_KIND = new Set(["scalar", "stream", "system"]);
 function segment(v: unknown, i: number): SegmentHeader {
   const s = rec(v, `series[${i}]`);
   const kind = str(s["kind"], `series[${i}].kind`);
-  if (kind !== "scalar" && kind !== "stream" && kind !== "system") fail(`series[${i}].kind must be one of ${[...SERIES_KIND].join(", ")}`);
+  if (kind !== "scalar" && kind !== "stream" && kind !== "system")
+    fail(`series[${i}].kind must be one of ${[...SERIES_KIND].join(", ")}`);
   return {
     kind,
     key: nonEmpty(s["key"], `series[${i}].key`),
@@ -328,15 +332,24 @@ function timingMatrix(v: unknown, what: string, cells: number): Array<number | n
 
 function timingHeader(v: unknown): TimingHeader {
   const t = rec(v, "timings");
-  const ranks = list(t["ranks"], "timings.ranks", WIRE_LIMITS.timingRanks).map((entry, i): readonly [number, string, string] => {
-    const what = `timings.ranks[${i}]`;
-    const fields = list(entry, what, 3);
-    if (fields.length !== 3) fail(`${what} must be [rank, rankName, host]`);
-    return [int(fields[0], `${what}'s rank`, RANK_MIN, RANK_MAX), nonEmpty(fields[1], `${what}'s rankName`), str(fields[2], `${what}'s host`)];
-  });
+  const ranks = list(t["ranks"], "timings.ranks", WIRE_LIMITS.timingRanks).map(
+    (entry, i): readonly [number, string, string] => {
+      const what = `timings.ranks[${i}]`;
+      const fields = list(entry, what, 3);
+      if (fields.length !== 3) fail(`${what} must be [rank, rankName, host]`);
+      return [
+        int(fields[0], `${what}'s rank`, RANK_MIN, RANK_MAX),
+        nonEmpty(fields[1], `${what}'s rankName`),
+        str(fields[2], `${what}'s host`),
+      ];
+    },
+  );
   if (new Set(ranks.map((r) => r[1])).size !== ranks.length) fail("timings.ranks names a rank twice");
-  const steps = list(t["steps"], "timings.steps", WIRE_LIMITS.timingFlushes).map((x, i) => num(x, `timings.steps[${i}]`));
-  for (let i = 1; i < steps.length; i++) if ((steps[i] ?? NaN) <= (steps[i - 1] ?? NaN)) fail("timings.steps must increase strictly");
+  const steps = list(t["steps"], "timings.steps", WIRE_LIMITS.timingFlushes).map((x, i) =>
+    num(x, `timings.steps[${i}]`),
+  );
+  for (let i = 1; i < steps.length; i++)
+    if ((steps[i] ?? NaN) <= (steps[i - 1] ?? NaN)) fail("timings.steps must increase strictly");
   const walls = list(t["walls"], "timings.walls", steps.length).map((x, i) => num(x, `timings.walls[${i}]`));
   const reports = list(t["reports"], "timings.reports", steps.length).map((x, i) => {
     const report = str(x, `timings.reports[${i}]`, WIRE_LIMITS.reportChars);
@@ -347,20 +360,37 @@ function timingHeader(v: unknown): TimingHeader {
     }
     return report;
   });
-  if (walls.length !== steps.length || reports.length !== steps.length) fail("timings.walls and timings.reports must hold one entry per step");
+  if (walls.length !== steps.length || reports.length !== steps.length)
+    fail("timings.walls and timings.reports must hold one entry per step");
   const cells = ranks.length * steps.length;
   if (cells > WIRE_LIMITS.points) fail(`timings hold ${cells} values, at most ${WIRE_LIMITS.points}`);
-  return { ranks, steps, walls, reports, stepMs: timingMatrix(t["stepMs"], "timings.stepMs", cells), latenessMs: timingMatrix(t["latenessMs"], "timings.latenessMs", cells), waitMs: timingMatrix(t["waitMs"], "timings.waitMs", cells) };
+  return {
+    ranks,
+    steps,
+    walls,
+    reports,
+    stepMs: timingMatrix(t["stepMs"], "timings.stepMs", cells),
+    latenessMs: timingMatrix(t["latenessMs"], "timings.latenessMs", cells),
+    waitMs: timingMatrix(t["waitMs"], "timings.waitMs", cells),
+  };
 }
 
 function fileSegment(v: unknown, i: number): FileSegment {
   const f = rec(v, `files[${i}]`);
   const path = nonEmpty(f["path"], `files[${i}].path`);
   const parts = path.split("/");
-  if (parts.length !== 2 || !["logs", "traces", "sessions"].includes(parts[0] ?? "") || pathSegmentProblem(parts[1] ?? "") !== null) {
+  if (
+    parts.length !== 2 ||
+    !["logs", "traces", "sessions"].includes(parts[0] ?? "") ||
+    pathSegmentProblem(parts[1] ?? "") !== null
+  ) {
     fail(`files[${i}].path must be logs/NAME, traces/NAME or sessions/NAME`);
   }
-  return { path, offset: int(f["offset"], `files[${i}].offset`, 0, Number.MAX_SAFE_INTEGER), length: int(f["length"], `files[${i}].length`, 1, 64 * 1024 * 1024) };
+  return {
+    path,
+    offset: int(f["offset"], `files[${i}].offset`, 0, Number.MAX_SAFE_INTEGER),
+    length: int(f["length"], `files[${i}].length`, 1, 64 * 1024 * 1024),
+  };
 }
 
 function scalarParams(v: unknown): Record<string, string | number | boolean | null> {
@@ -370,7 +400,8 @@ function scalarParams(v: unknown): Record<string, string | number | boolean | nu
   if (entries.length > 1000) fail("meta.params holds more than 1000 parameters");
   for (const [k, value] of entries) {
     str(k, "a meta.params name");
-    if (value === null || typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value))) out[k] = value;
+    if (value === null || typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value)))
+      out[k] = value;
     else out[k] = str(value, `meta.params[${JSON.stringify(k.slice(0, 40))}]`, 10_000);
   }
   return out;
@@ -398,7 +429,10 @@ function meta(v: unknown): RunMeta {
     params: scalarParams(m["params"]),
     hparamsJson: str(m["hparamsJson"], "meta.hparamsJson", 10_000_000),
     rankNames,
-    lostRanks: m["lostRanks"] === undefined ? [] : list(m["lostRanks"], "meta.lostRanks", 100_000).map((l, i) => lostRank(l, `meta.lostRanks[${i}]`)),
+    lostRanks:
+      m["lostRanks"] === undefined
+        ? []
+        : list(m["lostRanks"], "meta.lostRanks", 100_000).map((l, i) => lostRank(l, `meta.lostRanks[${i}]`)),
     configYaml: nullableStr(m["configYaml"], "meta.configYaml", 10_000_000),
     versionJson: nullableStr(m["versionJson"], "meta.versionJson", 1_000_000),
   };
@@ -406,9 +440,11 @@ function meta(v: unknown): RunMeta {
 
 /** Decode and check a batch (already decompressed); a `WireError` saying what is wrong. */
 export function decodeBatch(body: Buffer): Batch {
-  if (body.length < 8 || body.readUInt32LE(0) !== MAGIC) fail("not a rankscope ingest batch (it does not start with RSB1)");
+  if (body.length < 8 || body.readUInt32LE(0) !== MAGIC)
+    fail("not a rankscope ingest batch (it does not start with RSB1)");
   const headerLength = body.readUInt32LE(4);
-  if (headerLength > WIRE_LIMITS.header || 8 + headerLength > body.length) fail(`the header length ${headerLength} runs past the body (${body.length} bytes)`);
+  if (headerLength > WIRE_LIMITS.header || 8 + headerLength > body.length)
+    fail(`the header length ${headerLength} runs past the body (${body.length} bytes)`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString("utf8", 8, 8 + headerLength));
@@ -416,12 +452,14 @@ export function decodeBatch(body: Buffer): Batch {
     fail("the header is not JSON");
   }
   const h = rec(parsed, "the header");
-  if (h["v"] !== WIRE_VERSION) fail(`the header's v must be ${WIRE_VERSION} (this server's format), got ${JSON.stringify(h["v"])}`);
+  if (h["v"] !== WIRE_VERSION)
+    fail(`the header's v must be ${WIRE_VERSION} (this server's format), got ${JSON.stringify(h["v"])}`);
   const run = checkRunId(nonEmpty(h["run"], "run"));
   const series = list(h["series"], "series", WIRE_LIMITS.segments).map(segment);
   const records = list(h["records"], "records", WIRE_LIMITS.records).map(record);
   const files = list(h["files"], "files", WIRE_LIMITS.files).map(fileSegment);
-  const alerts = h["alerts"] === undefined ? undefined : list(h["alerts"], "alerts", WIRE_LIMITS.alerts).map(alertHeader);
+  const alerts =
+    h["alerts"] === undefined ? undefined : list(h["alerts"], "alerts", WIRE_LIMITS.alerts).map(alertHeader);
   const timings = h["timings"] === undefined ? undefined : timingHeader(h["timings"]);
   const header: BatchHeader = {
     v: WIRE_VERSION,
@@ -439,7 +477,10 @@ export function decodeBatch(body: Buffer): Batch {
   let o = headEnd + ((8 - (headEnd % 8)) % 8);
   const fileTotal = files.reduce((n, f) => n + f.length, 0);
   const expected = o + points * 24 + fileTotal;
-  if (body.length !== expected) fail(`the body is ${body.length} bytes; its header announces ${expected} (${points} points, ${fileTotal} file bytes)`);
+  if (body.length !== expected)
+    fail(
+      `the body is ${body.length} bytes; its header announces ${expected} (${points} points, ${fileTotal} file bytes)`,
+    );
   // One aligned copy of the columns; segments are views into it.
   const floats = new Float64Array(points * 3);
   new Uint8Array(floats.buffer).set(body.subarray(o, o + points * 24));
@@ -467,12 +508,15 @@ function checkSegment(s: SegmentHeader, steps: Float64Array, walls: Float64Array
   const what = `series ${JSON.stringify(s.key.slice(0, 80))} (${s.kind}, rank ${s.rank})`;
   for (let i = 0; i < steps.length; i++) {
     const step = steps[i] ?? NaN;
-    if (!Number.isFinite(step) || !Number.isFinite(walls[i] ?? NaN)) fail(`${what}: point ${i} has a step or wall time that is not a finite number`);
-    if (s.kind === "scalar" && i > 0 && step <= (steps[i - 1] ?? NaN)) fail(`${what}: steps must increase strictly within a segment`);
+    if (!Number.isFinite(step) || !Number.isFinite(walls[i] ?? NaN))
+      fail(`${what}: point ${i} has a step or wall time that is not a finite number`);
+    if (s.kind === "scalar" && i > 0 && step <= (steps[i - 1] ?? NaN))
+      fail(`${what}: steps must increase strictly within a segment`);
   }
   if (s.replace === true && s.kind !== "scalar") fail(`${what}: only scalar segments can replace points`);
   if (s.kind === "scalar") {
-    if (s.after !== null && (steps[0] ?? NaN) <= s.after) fail(`${what}: the first step must lie after the segment's after (${s.after})`);
+    if (s.after !== null && (steps[0] ?? NaN) <= s.after)
+      fail(`${what}: the first step must lie after the segment's after (${s.after})`);
     if (steps[steps.length - 1] !== s.cursor) fail(`${what}: cursor must be the last step`);
   } else if (s.after !== null && s.cursor <= s.after) fail(`${what}: cursor must lie after after`);
 }

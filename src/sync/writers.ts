@@ -12,7 +12,10 @@ interface OpenWriters {
 }
 
 function open(): OpenWriters {
-  return processWide("syncOpenWriters", () => ({ counts: new Map<string, number>(), waiters: new Map<string, (() => void)[]>() }));
+  return processWide("syncOpenWriters", () => ({
+    counts: new Map<string, number>(),
+    waiters: new Map<string, (() => void)[]>(),
+  }));
 }
 
 /** A store writer of `runDir` opened; call the function returned once it has finished. */
@@ -35,6 +38,8 @@ export function trackStoreWriter(runDir: string): () => void {
 export async function storeWritersDone(runDir: string, ms: number): Promise<boolean> {
   const state = open();
   if ((state.counts.get(runDir) ?? 0) === 0) return true;
-  const done = new Promise<void>((resolve) => state.waiters.set(runDir, [...(state.waiters.get(runDir) ?? []), resolve]));
+  const done = new Promise<void>((resolve) =>
+    state.waiters.set(runDir, [...(state.waiters.get(runDir) ?? []), resolve]),
+  );
   return (await withDeadline(done, ms)) !== DEADLINE;
 }

@@ -41,7 +41,8 @@ export interface SystemMonitorOptions {
 
 function positiveSeconds(name: string, value: number | undefined, fallback: number): number {
   const v = value ?? fallback;
-  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) throw new TypeError(`${name} must be a positive number of seconds, got ${String(value)}`);
+  if (typeof v !== "number" || !Number.isFinite(v) || v <= 0)
+    throw new TypeError(`${name} must be a positive number of seconds, got ${String(value)}`);
   return v;
 }
 
@@ -76,7 +77,10 @@ export class SystemMonitor {
     this.collectionInterval = positiveSeconds("gpuMonitoring.collectionInterval", options.collectionInterval, 10);
     this.flushInterval = positiveSeconds("gpuMonitoring.flushInterval", options.flushInterval, 10);
     this.label = options.label ?? hostname();
-    if (this.label.length === 0 || this.label.includes("/")) throw new TypeError(`system monitor label must be a non-empty name without "/", got ${JSON.stringify(this.label)}`);
+    if (this.label.length === 0 || this.label.includes("/"))
+      throw new TypeError(
+        `system monitor label must be a non-empty name without "/", got ${JSON.stringify(this.label)}`,
+      );
     this.gpuAvailable = options.gpus ?? true;
     this.nvidiaSmi = options.nvidiaSmi ?? "nvidia-smi";
     this.loggerPromise = options.logger === undefined ? null : Promise.resolve(options.logger);
@@ -153,12 +157,18 @@ export class SystemMonitor {
     const result = await queryNvidiaSmi(this.nvidiaSmi);
     if (result.kind === "missing") {
       this.gpuAvailable = false;
-      warn("system.nvidiaSmiMissing", `${this.nvidiaSmi} was not found on PATH; the system monitor logs CPU and memory only (no GPU metrics)`);
+      warn(
+        "system.nvidiaSmiMissing",
+        `${this.nvidiaSmi} was not found on PATH; the system monitor logs CPU and memory only (no GPU metrics)`,
+      );
       return;
     }
     if (result.kind === "failed") {
       this.gpuFailures++;
-      reportError("system.nvidiaSmiFailed", `${result.message}; GPU metrics are missing from this sample (tried again at the next one, failures counted)`);
+      reportError(
+        "system.nvidiaSmiFailed",
+        `${result.message}; GPU metrics are missing from this sample (tried again at the next one, failures counted)`,
+      );
       return;
     }
     for (const gpu of result.gpus) this.recordGpu(gpu);
@@ -167,7 +177,8 @@ export class SystemMonitor {
   private recordGpu(gpu: GpuSample): void {
     this.gpuNames.set(gpu.index, gpu.name);
     const prefix = `gpu/${gpu.index}`;
-    if (gpu.utilizationPercent !== undefined) this.record(`${prefix}/utilization_percent`, gpu.utilizationPercent, "mean");
+    if (gpu.utilizationPercent !== undefined)
+      this.record(`${prefix}/utilization_percent`, gpu.utilizationPercent, "mean");
     if (gpu.memoryUsedMiB !== undefined) this.record(`${prefix}/memory_used_mib`, gpu.memoryUsedMiB, "max");
     if (gpu.memoryTotalMiB !== undefined) this.record(`${prefix}/memory_total_mib`, gpu.memoryTotalMiB, "max");
     if (gpu.memoryUsedMiB !== undefined && gpu.memoryTotalMiB !== undefined && gpu.memoryTotalMiB > 0) {

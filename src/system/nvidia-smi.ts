@@ -8,7 +8,10 @@
 import { execFile } from "node:child_process";
 
 /** The arguments rankscope passes to nvidia-smi. */
-export const NVIDIA_SMI_ARGS: readonly string[] = ["--query-gpu=index,name,utilization.gpu,memory.used,memory.total", "--format=csv,noheader,nounits"];
+export const NVIDIA_SMI_ARGS: readonly string[] = [
+  "--query-gpu=index,name,utilization.gpu,memory.used,memory.total",
+  "--format=csv,noheader,nounits",
+];
 
 /** One GPU in one sample; a field the GPU did not report is undefined. */
 export interface GpuSample {
@@ -68,7 +71,10 @@ export function queryNvidiaSmi(command = "nvidia-smi", timeoutMs = 10_000): Prom
         return;
       }
       const detail = `${String(stderr).trim() || String(stdout).trim() || error.message}`.split("\n")[0] ?? "";
-      resolvePromise({ kind: "failed", message: `${command} exited with ${String(error.code ?? error.signal)}: ${detail}` });
+      resolvePromise({
+        kind: "failed",
+        message: `${command} exited with ${String(error.code ?? error.signal)}: ${detail}`,
+      });
     });
   });
 }

@@ -38,8 +38,14 @@ interface ColorChoice {
  */
 export function resolveColor(option: boolean | undefined, sink: { readonly isTTY?: boolean } | false): ColorChoice {
   const owner = "configureTextLogs";
-  const forced = resolveSetting<boolean | undefined>({ owner, option: "color", env: "FORCE_COLOR", kind: forceColorKind, fallback: undefined }, option);
-  const noColor = resolveSetting<boolean | undefined>({ owner, option: "color", env: "NO_COLOR", kind: presenceKind(false), fallback: undefined }, option);
+  const forced = resolveSetting<boolean | undefined>(
+    { owner, option: "color", env: "FORCE_COLOR", kind: forceColorKind, fallback: undefined },
+    option,
+  );
+  const noColor = resolveSetting<boolean | undefined>(
+    { owner, option: "color", env: "NO_COLOR", kind: presenceKind(false), fallback: undefined },
+    option,
+  );
   const explicit = option ?? forced ?? noColor;
   return { console: explicit ?? (sink !== false && sink.isTTY === true), explicit };
 }

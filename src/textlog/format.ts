@@ -6,7 +6,18 @@
 import { isRecord } from "../core/json.js";
 
 /** The valid colour names, for error messages. */
-export const COLOR_NAMES = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white", "gray", "none"] as const;
+export const COLOR_NAMES = [
+  "black",
+  "red",
+  "green",
+  "yellow",
+  "blue",
+  "magenta",
+  "cyan",
+  "white",
+  "gray",
+  "none",
+] as const;
 
 /** ANSI colours a component pattern can use. */
 export type ColorName = (typeof COLOR_NAMES)[number];
@@ -26,7 +37,6 @@ const ANSI: Readonly<Record<ColorName, string>> = {
 const RESET = "\u001b[0m";
 const BOLD = "\u001b[1m";
 
-
 /** A colour for the components whose name matches `pattern` (first match wins). */
 export interface ComponentColor {
   readonly pattern: RegExp;
@@ -45,7 +55,14 @@ export const DEFAULT_COMPONENT_COLORS: readonly ComponentColor[] = [
 ];
 
 /** pino's numeric levels and the names AReaL prints. */
-export const LEVEL_NAMES: Readonly<Record<number, string>> = { 10: "TRACE", 20: "DEBUG", 30: "INFO", 40: "WARNING", 50: "ERROR", 60: "CRITICAL" };
+export const LEVEL_NAMES: Readonly<Record<number, string>> = {
+  10: "TRACE",
+  20: "DEBUG",
+  30: "INFO",
+  40: "WARNING",
+  50: "ERROR",
+  60: "CRITICAL",
+};
 
 /** `YYYYMMDD-HH:MM:SS.mmm` in local time (AReaL's datefmt plus milliseconds). */
 export function formatLogTime(ms: number): string {
@@ -85,7 +102,10 @@ function formatFields(record: Readonly<Record<string, unknown>>): string {
 }
 
 /** One uncoloured line (without newline) for a pino record, stack traces on following lines. */
-export function formatRecord(record: Readonly<Record<string, unknown>>, time: number): { line: string; level: number; component: string } {
+export function formatRecord(
+  record: Readonly<Record<string, unknown>>,
+  time: number,
+): { line: string; level: number; component: string } {
   const level = typeof record["level"] === "number" ? record["level"] : 30;
   const component = typeof record["component"] === "string" ? record["component"] : "root";
   const levelName = LEVEL_NAMES[level] ?? `LEVEL${level}`;

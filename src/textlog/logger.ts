@@ -17,7 +17,14 @@ import { redactRecord } from "../core/redact.js";
 import { enumKind, resolveSetting } from "../core/settings.js";
 import { resolveColor } from "./color.js";
 import { currentRun, onRunChange, type CurrentRun } from "../run/current.js";
-import { colorLine, COLOR_NAMES, DEFAULT_COMPONENT_COLORS, formatRecord, type ColorName, type ComponentColor } from "./format.js";
+import {
+  colorLine,
+  COLOR_NAMES,
+  DEFAULT_COMPONENT_COLORS,
+  formatRecord,
+  type ColorName,
+  type ComponentColor,
+} from "./format.js";
 import { processWide } from "../core/process-wide.js";
 
 /** A component's logger: pino's API (`info(msg)`, `info({ step }, msg)`, `warn`, `error(err)`, `child`). */
@@ -66,11 +73,20 @@ const MAX_EARLY_LINES = 1000;
 
 const LEVELS: readonly Level[] = ["trace", "debug", "info", "warn", "error", "fatal"];
 
-
 function resolve(options: TextLogOptions): Resolved {
-  const level = resolveSetting<Level>({ owner: "configureTextLogs", option: "level", env: "RANKSCOPE_LOG_LEVEL", kind: enumKind(LEVELS), fallback: "info" }, options.level);
+  const level = resolveSetting<Level>(
+    {
+      owner: "configureTextLogs",
+      option: "level",
+      env: "RANKSCOPE_LOG_LEVEL",
+      kind: enumKind(LEVELS),
+      fallback: "info",
+    },
+    options.level,
+  );
   const colors = (options.componentColors ?? DEFAULT_COMPONENT_COLORS).map((c) => {
-    if (!COLOR_NAMES.includes(c.color)) throw new TypeError(`component colour ${JSON.stringify(c.color)} is not valid; valid: ${COLOR_NAMES.join(", ")}`);
+    if (!COLOR_NAMES.includes(c.color))
+      throw new TypeError(`component colour ${JSON.stringify(c.color)} is not valid; valid: ${COLOR_NAMES.join(", ")}`);
     return { pattern: typeof c.pattern === "string" ? new RegExp(c.pattern) : c.pattern, color: c.color };
   });
   const sink = options.console ?? process.stdout;
@@ -180,7 +196,8 @@ function textLogs(): TextLogs {
  * first use. Lines: `20261122-01:52:03.123 Trainer INFO: message key=value`.
  */
 export function getLogger(component: string): TextLogger {
-  if (typeof component !== "string" || component.length === 0) throw new TypeError(`getLogger(component) takes a non-empty name such as "Trainer", got ${String(component)}`);
+  if (typeof component !== "string" || component.length === 0)
+    throw new TypeError(`getLogger(component) takes a non-empty name such as "Trainer", got ${String(component)}`);
   const logs = textLogs();
   let logger = logs.loggers.get(component);
   if (logger === undefined) {
@@ -207,7 +224,13 @@ export function configureTextLogs(options: TextLogOptions = {}): void {
 /** Write text logs under `runDir/logs/` from now on, as `role` (`controller` writes main.log too), without a MetricLogger. */
 export function setupFileLogging(runDir: string, rankName = "main", role: "controller" | "rank" = "controller"): void {
   const logs = textLogs();
-  logs.attach({ runDir, experiment: "", trial: "", role, identity: { rank: 0, rankName, processName: rankName, localRank: 0, localWorldSize: 1 } });
+  logs.attach({
+    runDir,
+    experiment: "",
+    trial: "",
+    role,
+    identity: { rank: 0, rankName, processName: rankName, localRank: 0, localWorldSize: 1 },
+  });
 }
 
 /** Close the log files (they reopen on the next run); for tests and a process starting a new run. */

@@ -34,8 +34,16 @@ export function runAround<T>(fn: () => T, done: (failed: boolean, error: unknown
  * wrapped function's `T`: a caller awaits it exactly as it would have awaited `result` (a custom
  * thenable comes back as a native promise, which is the one difference).
  */
-export function settleAfter<T>(result: T & PromiseLike<unknown>, ended: () => void, failed: (error: unknown) => void): T;
-export function settleAfter(result: PromiseLike<unknown>, ended: () => void, failed: (error: unknown) => void): unknown {
+export function settleAfter<T>(
+  result: T & PromiseLike<unknown>,
+  ended: () => void,
+  failed: (error: unknown) => void,
+): T;
+export function settleAfter(
+  result: PromiseLike<unknown>,
+  ended: () => void,
+  failed: (error: unknown) => void,
+): unknown {
   return Promise.resolve(result).then(
     (value) => {
       ended();

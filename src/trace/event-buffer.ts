@@ -29,7 +29,16 @@ export class EventBuffer {
   constructor(readonly maxEvents: number) {}
 
   /** Append one event; false when the buffer is at its bound (the caller counts the drop). */
-  push(ph: number, name: string, cat: string, args: Record<string, unknown> | undefined, start: number, end: number, lane: number, error: string | undefined): boolean {
+  push(
+    ph: number,
+    name: string,
+    cat: string,
+    args: Record<string, unknown> | undefined,
+    start: number,
+    end: number,
+    lane: number,
+    error: string | undefined,
+  ): boolean {
     const i = this.length;
     if (i === this.capacity && !this.grow()) return false;
     this.ph[i] = ph;

@@ -54,7 +54,9 @@ export async function mergeTraces(runDir: string, options: MergeTracesOptions = 
   try {
     names = await readdir(dir);
   } catch {
-    throw new Error(`no traces folder in ${runDir}: expected per-rank files ${join("traces", "rank-{r}.jsonl")} (is this a run directory, and did it use traceScope?)`);
+    throw new Error(
+      `no traces folder in ${runDir}: expected per-rank files ${join("traces", "rank-{r}.jsonl")} (is this a run directory, and did it use traceScope?)`,
+    );
   }
   const files = names
     .filter((name) => name === CONTROLLER_FILE || RANK_FILE.test(name))
@@ -90,7 +92,9 @@ export async function mergeTraces(runDir: string, options: MergeTracesOptions = 
   const write = async (text: string): Promise<void> => {
     await handle.write(text);
   };
-  const ranks = [...new Set(events.map((e) => e.pid))].filter((pid) => pid !== CONTROLLER_TRACE_PID).sort((a, b) => a - b);
+  const ranks = [...new Set(events.map((e) => e.pid))]
+    .filter((pid) => pid !== CONTROLLER_TRACE_PID)
+    .sort((a, b) => a - b);
   try {
     await write('{"traceEvents":[\n');
     let chunk = "";
@@ -101,7 +105,9 @@ export async function mergeTraces(runDir: string, options: MergeTracesOptions = 
         chunk = "";
       }
     }
-    await write(`${chunk}\n],"displayTimeUnit":"ms","otherData":${JSON.stringify({ originEpochUs: originUs, ranks })}}\n`);
+    await write(
+      `${chunk}\n],"displayTimeUnit":"ms","otherData":${JSON.stringify({ originEpochUs: originUs, ranks })}}\n`,
+    );
   } finally {
     await handle.close();
   }

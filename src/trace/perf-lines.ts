@@ -113,7 +113,10 @@ function argsText(args: Record<string, unknown> | undefined, name: string): stri
   try {
     json = JSON.stringify(args);
   } catch (error) {
-    warn("trace.args", `the args of trace event "${name}" are not JSON-serialisable (${describeError(error)}); the event is written without them`);
+    warn(
+      "trace.args",
+      `the args of trace event "${name}" are not JSON-serialisable (${describeError(error)}); the event is written without them`,
+    );
     return `"argsError":${JSON.stringify(describeError(error))},`;
   }
   if (json === undefined || json[0] !== "{") {

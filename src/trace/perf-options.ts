@@ -52,29 +52,60 @@ export interface PerfTracerSettings {
 }
 
 /** The settings of a tracer made without options and without environment variables. */
-export const DEFAULT_PERF_SETTINGS: PerfTracerSettings = { enabled: true, selection: "all", saveIntervalMs: 1000, maxBufferedEvents: 100_000, target: {} };
+export const DEFAULT_PERF_SETTINGS: PerfTracerSettings = {
+  enabled: true,
+  selection: "all",
+  saveIntervalMs: 1000,
+  maxBufferedEvents: 100_000,
+  target: {},
+};
 
 /**
  * `options` applied over `current`: every option is checked first (a TypeError for the first bad
  * one, `current` unchanged). With `fromEnv` (at construction) unset options come from the
  * environment; otherwise they keep their current value.
  */
-export function resolvePerfSettings(options: PerfTracerOptions, current: PerfTracerSettings, fromEnv: boolean): PerfTracerSettings {
-  if (options === null || typeof options !== "object") throw new TypeError(`perf tracer options must be an object, got ${describeValue(options)}`);
+export function resolvePerfSettings(
+  options: PerfTracerOptions,
+  current: PerfTracerSettings,
+  fromEnv: boolean,
+): PerfTracerSettings {
+  if (options === null || typeof options !== "object")
+    throw new TypeError(`perf tracer options must be an object, got ${describeValue(options)}`);
   const { runDir, rank, role } = options;
-  if (rank !== undefined && (!Number.isInteger(rank) || rank < 0)) throw new TypeError(`perf tracer rank must be an integer ≥ 0, got ${describeValue(rank)}`);
-  if (runDir !== undefined && (typeof runDir !== "string" || runDir.length === 0)) throw new TypeError(`perf tracer runDir must be a non-empty path, got ${describeValue(runDir)}`);
-  if (role !== undefined && typeof role !== "string") throw new TypeError(`perf tracer role must be a string such as "Trainer", got ${describeValue(role)}`);
-  const selection = options.ranks !== undefined ? parseRankSelection(options.ranks, "perf tracer ranks") : fromEnv ? rankSelectionFromEnv() : current.selection;
+  if (rank !== undefined && (!Number.isInteger(rank) || rank < 0))
+    throw new TypeError(`perf tracer rank must be an integer ≥ 0, got ${describeValue(rank)}`);
+  if (runDir !== undefined && (typeof runDir !== "string" || runDir.length === 0))
+    throw new TypeError(`perf tracer runDir must be a non-empty path, got ${describeValue(runDir)}`);
+  if (role !== undefined && typeof role !== "string")
+    throw new TypeError(`perf tracer role must be a string such as "Trainer", got ${describeValue(role)}`);
+  const selection =
+    options.ranks !== undefined
+      ? parseRankSelection(options.ranks, "perf tracer ranks")
+      : fromEnv
+        ? rankSelectionFromEnv()
+        : current.selection;
   const saveIntervalMs =
     options.saveIntervalMs !== undefined
       ? positiveInteger(options.saveIntervalMs, "saveIntervalMs")
       : fromEnv
         ? envInteger("RANKSCOPE_TRACE_SAVE_INTERVAL_MS", 1000, 1)
         : current.saveIntervalMs;
-  const maxBufferedEvents = options.maxBufferedEvents !== undefined ? positiveInteger(options.maxBufferedEvents, "maxBufferedEvents") : current.maxBufferedEvents;
-  const enabled = options.enabled !== undefined ? options.enabled === true : fromEnv ? !envFlag("RANKSCOPE_DISABLE_TRACING") : current.enabled;
-  const target = { runDir: runDir ?? current.target.runDir, rank: rank ?? current.target.rank, role: role ?? current.target.role };
+  const maxBufferedEvents =
+    options.maxBufferedEvents !== undefined
+      ? positiveInteger(options.maxBufferedEvents, "maxBufferedEvents")
+      : current.maxBufferedEvents;
+  const enabled =
+    options.enabled !== undefined
+      ? options.enabled === true
+      : fromEnv
+        ? !envFlag("RANKSCOPE_DISABLE_TRACING")
+        : current.enabled;
+  const target = {
+    runDir: runDir ?? current.target.runDir,
+    rank: rank ?? current.target.rank,
+    role: role ?? current.target.role,
+  };
   return { enabled, selection, saveIntervalMs, maxBufferedEvents, target };
 }
 
@@ -88,11 +119,14 @@ function isTraceCategory(value: unknown): value is TraceCategory {
 export function checkCategory(category: unknown, name: string): TraceCategory {
   if (category === undefined) return "misc";
   if (isTraceCategory(category)) return category;
-  throw new TypeError(`traceScope("${name}") category ${describeValue(category)} is not valid; valid: ${TRACE_CATEGORIES.join(", ")}`);
+  throw new TypeError(
+    `traceScope("${name}") category ${describeValue(category)} is not valid; valid: ${TRACE_CATEGORIES.join(", ")}`,
+  );
 }
 
 function positiveInteger(value: unknown, name: string): number {
-  if (typeof value !== "number" || !Number.isInteger(value) || value < 1) throw new TypeError(`perf tracer ${name} must be an integer ≥ 1, got ${describeValue(value)}`);
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 1)
+    throw new TypeError(`perf tracer ${name} must be an integer ≥ 1, got ${describeValue(value)}`);
   return value;
 }
 
@@ -110,5 +144,8 @@ const RANK_SELECTION_KIND: SettingKind<RankSelection> = {
 };
 
 function rankSelectionFromEnv(): RankSelection {
-  return resolveSetting<RankSelection>({ owner: "perf tracer", option: "ranks", env: "RANKSCOPE_TRACE_RANKS", kind: RANK_SELECTION_KIND, fallback: "all" }, undefined);
+  return resolveSetting<RankSelection>(
+    { owner: "perf tracer", option: "ranks", env: "RANKSCOPE_TRACE_RANKS", kind: RANK_SELECTION_KIND, fallback: "all" },
+    undefined,
+  );
 }

@@ -23,7 +23,15 @@ import { settleAfter } from "./around.js";
 import { EventBuffer, PH_COMPLETE, PH_COUNTER, PH_INSTANT } from "./event-buffer.js";
 import { Lanes, OpenSpan } from "./lanes.js";
 import { PerfTraceFiles } from "./perf-file.js";
-import { checkCategory, DEFAULT_PERF_SETTINGS, resolvePerfSettings, type PerfTracerOptions, type PerfTracerSettings, type PerfTracerStats, type TraceScopeOptions } from "./perf-options.js";
+import {
+  checkCategory,
+  DEFAULT_PERF_SETTINGS,
+  resolvePerfSettings,
+  type PerfTracerOptions,
+  type PerfTracerSettings,
+  type PerfTracerStats,
+  type TraceScopeOptions,
+} from "./perf-options.js";
 import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type RankFileTarget } from "./rank-file.js";
 import { rankSelected } from "./rank-selection.js";
 
@@ -60,7 +68,8 @@ export class PerfTracer {
   /** Validate every option first, then apply; at construction unset ones come from the environment. */
   private apply(options: PerfTracerOptions, fromEnv: boolean): void {
     const settings = resolvePerfSettings(options, this.settings, fromEnv);
-    if (settings.maxBufferedEvents !== this.settings.maxBufferedEvents && this.buffer.length === 0) this.buffer = new EventBuffer(settings.maxBufferedEvents);
+    if (settings.maxBufferedEvents !== this.settings.maxBufferedEvents && this.buffer.length === 0)
+      this.buffer = new EventBuffer(settings.maxBufferedEvents);
     this.settings = settings;
     this.refreshActive();
     if (this.timer !== undefined) {
@@ -91,7 +100,12 @@ export class PerfTracer {
       this.endSpan(span, error, true);
       throw error;
     }
-    if (isPromiseLike(result)) return settleAfter(result, () => this.endSpan(span, undefined, false), (error) => this.endSpan(span, error, true));
+    if (isPromiseLike(result))
+      return settleAfter(
+        result,
+        () => this.endSpan(span, undefined, false),
+        (error) => this.endSpan(span, error, true),
+      );
     this.endSpan(span, undefined, false);
     return result;
   }
@@ -137,14 +151,35 @@ export class PerfTracer {
   private endSpan(span: OpenSpan, error: unknown, threw: boolean): void {
     const end = performance.now();
     const lane = this.lanes.close(span, end);
-    this.push(PH_COMPLETE, span.name, span.cat, span.args, span.start, end, lane, threw ? describeError(error) : undefined);
+    this.push(
+      PH_COMPLETE,
+      span.name,
+      span.cat,
+      span.args,
+      span.start,
+      end,
+      lane,
+      threw ? describeError(error) : undefined,
+    );
   }
 
-  private push(ph: number, name: string, cat: string, args: Record<string, unknown> | undefined, start: number, end: number, lane: number, error: string | undefined): void {
+  private push(
+    ph: number,
+    name: string,
+    cat: string,
+    args: Record<string, unknown> | undefined,
+    start: number,
+    end: number,
+    lane: number,
+    error: string | undefined,
+  ): void {
     this.stats.recorded++;
     if (!this.buffer.push(ph, name, cat, args, start, end, lane, error)) {
       this.stats.dropped++;
-      reportError("trace.bufferFull", `the perf tracer's buffer of ${this.settings.maxBufferedEvents} events is full (the trace file is not being written: run directory unknown, or a slow disk); events are dropped and counted`);
+      reportError(
+        "trace.bufferFull",
+        `the perf tracer's buffer of ${this.settings.maxBufferedEvents} events is full (the trace file is not being written: run directory unknown, or a slow disk); events are dropped and counted`,
+      );
       return;
     }
     if (!this.started) this.startWriting();
@@ -210,7 +245,10 @@ export function traceScope<T>(name: string, fn: () => T): T;
 export function traceScope<T>(name: string, options: TraceScopeOptions, fn: () => T): T;
 export function traceScope<T>(name: string, optionsOrFn: TraceScopeOptions | (() => T), maybeFn?: () => T): T {
   if (typeof optionsOrFn === "function") return perfTracer.scope(name, undefined, optionsOrFn);
-  if (typeof maybeFn !== "function") throw new TypeError(`traceScope("${name}", options, fn) needs a function to run as its last argument, got ${describeValue(maybeFn)}`);
+  if (typeof maybeFn !== "function")
+    throw new TypeError(
+      `traceScope("${name}", options, fn) needs a function to run as its last argument, got ${describeValue(maybeFn)}`,
+    );
   return perfTracer.scope(name, optionsOrFn, maybeFn);
 }
 

@@ -13,11 +13,13 @@ const VALID = `valid: "all", a list like "0,2", a range like "0-3", or a mix lik
 export function parseRankSelection(spec: string | readonly number[], where = "ranks"): RankSelection {
   if (Array.isArray(spec)) {
     for (const r of spec) {
-      if (!Number.isInteger(r) || r < 0) throw new TypeError(`${where}: ${describeValue(r)} is not a rank number (an integer ≥ 0); ${VALID}`);
+      if (!Number.isInteger(r) || r < 0)
+        throw new TypeError(`${where}: ${describeValue(r)} is not a rank number (an integer ≥ 0); ${VALID}`);
     }
     return new Set(spec);
   }
-  if (typeof spec !== "string") throw new TypeError(`${where} must be a string or an array of rank numbers, got ${describeValue(spec)}; ${VALID}`);
+  if (typeof spec !== "string")
+    throw new TypeError(`${where} must be a string or an array of rank numbers, got ${describeValue(spec)}; ${VALID}`);
   const text = spec.trim().toLowerCase();
   if (text === "all" || text === "*") return "all";
   const ranks = new Set<number>();
@@ -27,13 +29,17 @@ export function parseRankSelection(spec: string | readonly number[], where = "ra
     if (range !== null) {
       const from = Number(range[1]);
       const to = Number(range[2]);
-      if (from > to) throw new TypeError(`${where}: range "${item}" runs backwards; write the smaller rank first (e.g. "0-3")`);
-      if (to - from > 1_000_000) throw new TypeError(`${where}: range "${item}" is too large (more than a million ranks)`);
+      if (from > to)
+        throw new TypeError(`${where}: range "${item}" runs backwards; write the smaller rank first (e.g. "0-3")`);
+      if (to - from > 1_000_000)
+        throw new TypeError(`${where}: range "${item}" is too large (more than a million ranks)`);
       for (let r = from; r <= to; r++) ranks.add(r);
     } else if (/^\d+$/.test(item)) {
       ranks.add(Number(item));
     } else {
-      throw new TypeError(`${where}: ${JSON.stringify(spec)} is not a rank selection (bad part ${JSON.stringify(item)}); ${VALID}`);
+      throw new TypeError(
+        `${where}: ${JSON.stringify(spec)} is not a rank selection (bad part ${JSON.stringify(item)}); ${VALID}`,
+      );
     }
   }
   return ranks;

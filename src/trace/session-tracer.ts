@@ -22,7 +22,14 @@ import { describeValue } from "../core/collector.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import { envFlag, envInteger } from "../core/env.js";
 import { runAround } from "./around.js";
-import { appendFileFor, onExitWriteSync, resolveRankFile, whenRunKnown, type RankFileOptions, type RankFileTarget } from "./rank-file.js";
+import {
+  appendFileFor,
+  onExitWriteSync,
+  resolveRankFile,
+  whenRunKnown,
+  type RankFileOptions,
+  type RankFileTarget,
+} from "./rank-file.js";
 
 /** How a session ended. */
 const SESSION_STATUSES = ["accepted", "rejected", "failed", "dropped"] as const;
@@ -102,14 +109,19 @@ export class SessionTracer {
   private readonly disabled = envFlag("RANKSCOPE_DISABLE_TRACING");
 
   constructor(options: SessionTracerOptions = {}) {
-    if (options === null || typeof options !== "object") throw new TypeError(`SessionTracer options must be an object, got ${describeValue(options)}`);
+    if (options === null || typeof options !== "object")
+      throw new TypeError(`SessionTracer options must be an object, got ${describeValue(options)}`);
     this.flushThreshold = options.flushThreshold ?? envInteger("RANKSCOPE_SESSION_FLUSH_THRESHOLD", 64, 1);
     if (!Number.isInteger(this.flushThreshold) || this.flushThreshold < 1) {
-      throw new TypeError(`SessionTracer flushThreshold must be an integer ≥ 1, got ${describeValue(options.flushThreshold)}`);
+      throw new TypeError(
+        `SessionTracer flushThreshold must be an integer ≥ 1, got ${describeValue(options.flushThreshold)}`,
+      );
     }
     this.maxBuffered = options.maxBufferedSessions ?? 100_000;
     if (!Number.isInteger(this.maxBuffered) || this.maxBuffered < 1) {
-      throw new TypeError(`SessionTracer maxBufferedSessions must be an integer ≥ 1, got ${describeValue(options.maxBufferedSessions)}`);
+      throw new TypeError(
+        `SessionTracer maxBufferedSessions must be an integer ≥ 1, got ${describeValue(options.maxBufferedSessions)}`,
+      );
     }
     this.target = { runDir: options.runDir, rank: options.rank, role: options.role };
     this.unregisterExit = onExitWriteSync(() => this.write(true));
@@ -122,7 +134,10 @@ export class SessionTracer {
 
   /** Register a session of a task (submitted now); returns its id (sequential across tasks). */
   registerSession(taskId: number): number {
-    if (!Number.isInteger(taskId) || taskId < 0 || taskId >= this.nextTaskId) throw new Error(`SessionTracer.registerSession(${describeValue(taskId)}): no such task; register it with registerTask() first`);
+    if (!Number.isInteger(taskId) || taskId < 0 || taskId >= this.nextTaskId)
+      throw new Error(
+        `SessionTracer.registerSession(${describeValue(taskId)}): no such task; register it with registerTask() first`,
+      );
     const sessionId = this.nextSessionId++;
     this.sessions.set(sessionId, { taskId, sessionId, submitMs: nowMs(), open: new Map(), spans: [], counters: {} });
     return sessionId;
@@ -131,9 +146,12 @@ export class SessionTracer {
   /** Open a phase of a session (e.g. `generate`). */
   startPhase(sessionId: number, phase: string): void {
     const session = this.session(sessionId, `startPhase(${sessionId}, ${JSON.stringify(phase)})`);
-    if (typeof phase !== "string" || phase.length === 0) throw new TypeError(`SessionTracer.startPhase: phase must be a non-empty string, got ${describeValue(phase)}`);
+    if (typeof phase !== "string" || phase.length === 0)
+      throw new TypeError(`SessionTracer.startPhase: phase must be a non-empty string, got ${describeValue(phase)}`);
     if (session.open.has(phase)) {
-      throw new Error(`SessionTracer.startPhase(${sessionId}, ${JSON.stringify(phase)}): the phase is already open; end it with endPhase before starting it again`);
+      throw new Error(
+        `SessionTracer.startPhase(${sessionId}, ${JSON.stringify(phase)}): the phase is already open; end it with endPhase before starting it again`,
+      );
     }
     session.open.set(phase, nowMs());
   }
@@ -143,7 +161,9 @@ export class SessionTracer {
     const session = this.session(sessionId, `endPhase(${sessionId}, ${JSON.stringify(phase)})`);
     const start = session.open.get(phase);
     if (start === undefined) {
-      throw new Error(`SessionTracer.endPhase(${sessionId}, ${JSON.stringify(phase)}): the phase is not open; call startPhase first`);
+      throw new Error(
+        `SessionTracer.endPhase(${sessionId}, ${JSON.stringify(phase)}): the phase is not open; call startPhase first`,
+      );
     }
     session.open.delete(phase);
     session.spans.push({ phase, start, end: nowMs() });
@@ -158,7 +178,8 @@ export class SessionTracer {
   /** Add `delta` (default 1) to a counter of the session, e.g. `tokens`. */
   addCounter(sessionId: number, name: string, delta = 1): void {
     const session = this.session(sessionId, `addCounter(${sessionId}, ${JSON.stringify(name)})`);
-    if (typeof delta !== "number" || !Number.isFinite(delta)) throw new TypeError(`SessionTracer.addCounter: delta must be a finite number, got ${describeValue(delta)}`);
+    if (typeof delta !== "number" || !Number.isFinite(delta))
+      throw new TypeError(`SessionTracer.addCounter: delta must be a finite number, got ${describeValue(delta)}`);
     session.counters[name] = (session.counters[name] ?? 0) + delta;
   }
 
@@ -169,7 +190,9 @@ export class SessionTracer {
   finalize(sessionId: number, status: SessionStatus, reason?: string): void {
     const session = this.session(sessionId, `finalize(${sessionId}, ${JSON.stringify(status)})`);
     if (!isSessionStatus(status)) {
-      throw new TypeError(`SessionTracer.finalize(${sessionId}): status ${describeValue(status)} is not valid; valid: ${SESSION_STATUSES.join(", ")}`);
+      throw new TypeError(
+        `SessionTracer.finalize(${sessionId}): status ${describeValue(status)} is not valid; valid: ${SESSION_STATUSES.join(", ")}`,
+      );
     }
     const end = nowMs();
     for (const [phase, start] of session.open) session.spans.push({ phase, start, end });
@@ -184,7 +207,10 @@ export class SessionTracer {
     if (this.disabled) return;
     if (this.finished.length >= this.maxBuffered) {
       this.dropped++;
-      reportError("sessions.bufferFull", `the session tracer holds ${this.maxBuffered} finished sessions and cannot write them (run directory unknown?); further sessions are dropped and counted`);
+      reportError(
+        "sessions.bufferFull",
+        `the session tracer holds ${this.maxBuffered} finished sessions and cannot write them (run directory unknown?); further sessions are dropped and counted`,
+      );
       return;
     }
     this.finished.push({
@@ -224,7 +250,9 @@ export class SessionTracer {
   private session(sessionId: number, call: string): OpenSession {
     const session = this.sessions.get(sessionId);
     if (session === undefined) {
-      throw new Error(`SessionTracer.${call}: no open session ${describeValue(sessionId)} (never registered, or already finalized)`);
+      throw new Error(
+        `SessionTracer.${call}: no open session ${describeValue(sessionId)} (never registered, or already finalized)`,
+      );
     }
     return session;
   }
@@ -240,7 +268,20 @@ export class SessionTracer {
     this.finished = [];
     let text = "";
     for (const s of batch) {
-      const record: SessionRecord = { taskId: s.taskId, sessionId: s.sessionId, rank: target.rank, role: target.role, status: s.status, reason: s.reason, submitTime: s.submitTime, finalizeTime: s.finalizeTime, totalS: s.totalS, phases: s.phases, spans: s.spans, counters: s.counters };
+      const record: SessionRecord = {
+        taskId: s.taskId,
+        sessionId: s.sessionId,
+        rank: target.rank,
+        role: target.role,
+        status: s.status,
+        reason: s.reason,
+        submitTime: s.submitTime,
+        finalizeTime: s.finalizeTime,
+        totalS: s.totalS,
+        phases: s.phases,
+        spans: s.spans,
+        counters: s.counters,
+      };
       try {
         text += `${JSON.stringify(record)}\n`;
       } catch (error) {

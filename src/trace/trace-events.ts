@@ -43,10 +43,21 @@ export function traceEventLine(event: TraceEvent): string {
  * The metadata events that name a process in a viewer: `[role] Rank r` sorted by rank, or
  * `[role] Controller` sorted first.
  */
-export function processMetadata(target: { readonly pid: number; readonly rank: number; readonly role: string; readonly controller: boolean }): TraceEvent[] {
+export function processMetadata(target: {
+  readonly pid: number;
+  readonly rank: number;
+  readonly role: string;
+  readonly controller: boolean;
+}): TraceEvent[] {
   const { pid, rank, role, controller } = target;
   return [
-    { name: "process_name", ph: "M", pid, tid: 0, args: { name: controller ? `[${role}] Controller` : `[${role}] Rank ${rank}` } },
+    {
+      name: "process_name",
+      ph: "M",
+      pid,
+      tid: 0,
+      args: { name: controller ? `[${role}] Controller` : `[${role}] Rank ${rank}` },
+    },
     { name: "process_sort_index", ph: "M", pid, tid: 0, args: { sort_index: controller ? -1 : rank } },
   ];
 }

@@ -17,7 +17,13 @@ export interface ParsedTrace {
 
 /** An event as far as reading needs: a JSON object with a string `ph` (other fields are read where used). */
 function isTraceEvent(value: unknown): value is TraceEvent {
-  return value !== null && typeof value === "object" && !Array.isArray(value) && "ph" in value && typeof value.ph === "string";
+  return (
+    value !== null &&
+    typeof value === "object" &&
+    !Array.isArray(value) &&
+    "ph" in value &&
+    typeof value.ph === "string"
+  );
 }
 
 /** Incremental parser: feed lines, then `finish()`. */

@@ -105,7 +105,11 @@ function markKeys(keys: PrefixKeys, prefix: string, name: string, kind: PhaseKin
   const cached = cache.get(name);
   if (cached !== undefined) return cached;
   const caching = cache.size < MAX_CACHED_STEPS && keys.slot >= 0;
-  const mark = { avg: `${prefix}/${name}/duration_avg_s`, max: `${prefix}/${name}/duration_max_s`, slot: caching ? timingSlot(prefix, name, kind) : -1 };
+  const mark = {
+    avg: `${prefix}/${name}/duration_avg_s`,
+    max: `${prefix}/${name}/duration_max_s`,
+    slot: caching ? timingSlot(prefix, name, kind) : -1,
+  };
   if (caching) cache.set(name, mark);
   return mark;
 }
@@ -167,14 +171,20 @@ export class Tracer implements Disposable {
 
   constructor(prefix: string, options: TracerOptions = {}) {
     if (typeof prefix !== "string" || prefix.length === 0) {
-      throw new TypeError(`Tracer prefix must be a non-empty string such as "train_step", got ${describeValue(prefix)}`);
+      throw new TypeError(
+        `Tracer prefix must be a non-empty string such as "train_step", got ${describeValue(prefix)}`,
+      );
     }
     if (options === null || typeof options !== "object") {
-      throw new TypeError(`Tracer("${prefix}") options must be an object like { trackMemory: true, timer: "cpu" }, got ${describeValue(options)}`);
+      throw new TypeError(
+        `Tracer("${prefix}") options must be an object like { trackMemory: true, timer: "cpu" }, got ${describeValue(options)}`,
+      );
     }
     const timer = options.timer ?? "cpu";
     if (!isTimerKind(timer)) {
-      throw new TypeError(`Tracer("${prefix}") timer ${describeValue(timer)} is not valid; valid timers: ${TIMER_KINDS.map((t) => `"${t}"`).join(", ")}`);
+      throw new TypeError(
+        `Tracer("${prefix}") timer ${describeValue(timer)} is not valid; valid timers: ${TIMER_KINDS.map((t) => `"${t}"`).join(", ")}`,
+      );
     }
     this.prefix = prefix;
     this.trackMemory = options.trackMemory === true;
@@ -190,7 +200,9 @@ export class Tracer implements Disposable {
   /** Start timing (and sampling memory). Returns the tracer, for `using t = tracer.start()`. */
   start(): this {
     if (this.running) {
-      throw new Error(`Tracer("${this.prefix}").start() was called while it is already running; call stop() before starting it again`);
+      throw new Error(
+        `Tracer("${this.prefix}").start() was called while it is already running; call stop() before starting it again`,
+      );
     }
     this.running = true;
     this.recording = !tracingSettings.disabled && !getCollector().disabled;
@@ -203,7 +215,9 @@ export class Tracer implements Disposable {
   /** Record the time since the previous step (or start) under `{prefix}/{name}/duration_*_s`. */
   step(name: string): void {
     if (!this.running) {
-      throw new Error(`Tracer("${this.prefix}").step(${JSON.stringify(name)}) was called before start(); call start() first`);
+      throw new Error(
+        `Tracer("${this.prefix}").step(${JSON.stringify(name)}) was called before start(); call start() first`,
+      );
     }
     if (this.recording) this.mark(name, "phase");
   }
@@ -218,7 +232,9 @@ export class Tracer implements Disposable {
    */
   barrier(name: string): void {
     if (!this.running) {
-      throw new Error(`Tracer("${this.prefix}").barrier(${JSON.stringify(name)}) was called before start(); call start() first`);
+      throw new Error(
+        `Tracer("${this.prefix}").barrier(${JSON.stringify(name)}) was called before start(); call start() first`,
+      );
     }
     if (this.recording) this.mark(name, "barrier");
   }
@@ -304,11 +320,17 @@ export class Tracer implements Disposable {
  */
 export function trace<T>(prefix: string, fn: (tracer: Tracer) => T): T;
 export function trace<T>(prefix: string, options: TracerOptions, fn: (tracer: Tracer) => T): T;
-export function trace<T>(prefix: string, optionsOrFn: TracerOptions | ((tracer: Tracer) => T), maybeFn?: (tracer: Tracer) => T): T {
+export function trace<T>(
+  prefix: string,
+  optionsOrFn: TracerOptions | ((tracer: Tracer) => T),
+  maybeFn?: (tracer: Tracer) => T,
+): T {
   const options = typeof optionsOrFn === "function" ? {} : optionsOrFn;
   const fn = typeof optionsOrFn === "function" ? optionsOrFn : maybeFn;
   if (typeof fn !== "function") {
-    throw new TypeError(`trace("${prefix}", options, fn) needs a function to run as its last argument, got ${describeValue(fn)}`);
+    throw new TypeError(
+      `trace("${prefix}", options, fn) needs a function to run as its last argument, got ${describeValue(fn)}`,
+    );
   }
   const tracer = new Tracer(prefix, options);
   return memoryOwner.run({ tracer: memoryOwner.getStore()?.tracer }, () => {

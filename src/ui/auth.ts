@@ -43,15 +43,24 @@ export class DashboardAuth {
   check(req: IncomingMessage, res: ServerResponse, url: URL): void {
     const token = this.token;
     if (token === undefined) {
-      if (!hostHeaderAllowed(req.headers.host)) throw new HttpError(403, "this dashboard answers only requests addressed to localhost / 127.0.0.1 / [::1]");
+      if (!hostHeaderAllowed(req.headers.host))
+        throw new HttpError(403, "this dashboard answers only requests addressed to localhost / 127.0.0.1 / [::1]");
       return;
     }
     const auth = req.headers.authorization;
     const bearer = auth !== undefined && auth.startsWith("Bearer ") ? auth.slice(7) : undefined;
     const fromQuery = url.searchParams.get("token") ?? undefined;
-    const ok = tokenMatches(token, bearer) || tokenMatches(token, parseCookies(req.headers.cookie).get(this.cookieName)) || tokenMatches(token, fromQuery);
-    if (!ok) throw new HttpError(401, "this dashboard needs its token: open the URL rankscope ui printed (…?token=…) or send Authorization: Bearer TOKEN");
+    const ok =
+      tokenMatches(token, bearer) ||
+      tokenMatches(token, parseCookies(req.headers.cookie).get(this.cookieName)) ||
+      tokenMatches(token, fromQuery);
+    if (!ok)
+      throw new HttpError(
+        401,
+        "this dashboard needs its token: open the URL rankscope ui printed (…?token=…) or send Authorization: Bearer TOKEN",
+      );
     // Later requests (scripts, API calls, downloads) carry the token as a cookie.
-    if (tokenMatches(token, fromQuery)) res.setHeader("Set-Cookie", `${this.cookieName}=${token}; HttpOnly; SameSite=Strict; Path=/`);
+    if (tokenMatches(token, fromQuery))
+      res.setHeader("Set-Cookie", `${this.cookieName}=${token}; HttpOnly; SameSite=Strict; Path=/`);
   }
 }

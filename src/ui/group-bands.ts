@@ -109,12 +109,14 @@ export function groupBand(lines: readonly RunLine[], maxPoints: number): GroupBa
 export type GroupValue = string | number | boolean | null;
 
 /** What runs are grouped by: `param:NAME`, or the run's `group`, `experiment` or `status`. */
-type GroupField = { readonly kind: "param"; readonly name: string } | { readonly kind: "group" | "experiment" | "status" };
+type GroupField =
+  { readonly kind: "param"; readonly name: string } | { readonly kind: "group" | "experiment" | "status" };
 
 /** `by` of `/api/groups`, parsed; null when it is not one of the forms. */
 export function parseGroupField(raw: string): GroupField | null {
   if (raw === "group" || raw === "experiment" || raw === "status") return { kind: raw };
-  if (raw.startsWith("param:") && raw.length > "param:".length) return { kind: "param", name: raw.slice("param:".length) };
+  if (raw.startsWith("param:") && raw.length > "param:".length)
+    return { kind: "param", name: raw.slice("param:".length) };
   return null;
 }
 

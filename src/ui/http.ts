@@ -107,7 +107,13 @@ export class JsonPieces {
 /** Send JSON (NaN and ±Infinity as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`). */
 export function sendJson(req: IncomingMessage, res: ServerResponse, status: number, body: unknown): Promise<void> {
   const bytes = body instanceof JsonPieces ? body.bytes() : Buffer.from(stringifyNonFinite(body) ?? "null");
-  return sendBody(req, res, status, { "Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-store" }, bytes);
+  return sendBody(
+    req,
+    res,
+    status,
+    { "Content-Type": "application/json; charset=utf-8", "Cache-Control": "no-store" },
+    bytes,
+  );
 }
 
 /**

@@ -24,7 +24,9 @@ const LOG_DEFAULT_LINES = 1000;
 const MAX_LINE_CHARS = 8192;
 
 /** The level names a filter takes, lowest first, with pino's numbers (src/textlog/format.ts). */
-const LOG_LEVELS: Readonly<Record<string, number>> = Object.fromEntries(Object.entries(LEVEL_NAMES).map(([n, name]) => [name.toLowerCase(), Number(n)]));
+const LOG_LEVELS: Readonly<Record<string, number>> = Object.fromEntries(
+  Object.entries(LEVEL_NAMES).map(([n, name]) => [name.toLowerCase(), Number(n)]),
+);
 
 /** One line of a log file, as the text log wrote it. */
 export interface LogLine {
@@ -94,7 +96,15 @@ function parseLogLines(texts: readonly string[], offsets: readonly number[]): Lo
       line = { offset, rank, time, component, level: levelName.toLowerCase(), message, continued: false };
     } else {
       const owner = lastOfRank.get(rank);
-      line = { offset, rank, time: null, component: owner?.component ?? null, level: owner?.level ?? null, message: rest, continued: true };
+      line = {
+        offset,
+        rank,
+        time: null,
+        component: owner?.component ?? null,
+        level: owner?.level ?? null,
+        message: rest,
+        continued: true,
+      };
     }
     if (!line.continued) lastOfRank.set(rank, line);
     out.push(line);
@@ -107,14 +117,23 @@ function levelNumber(level: string | null): number | undefined {
 }
 
 /** The byte range to read for a query over a file of `size` bytes. */
-function rangeOf(size: number, query: LogQuery, window: number): { from: number; to: number; forward: boolean; reset: boolean } {
-  if (query.after !== undefined && query.after <= size) return { from: query.after, to: Math.min(size, query.after + window), forward: true, reset: false };
+function rangeOf(
+  size: number,
+  query: LogQuery,
+  window: number,
+): { from: number; to: number; forward: boolean; reset: boolean } {
+  if (query.after !== undefined && query.after <= size)
+    return { from: query.after, to: Math.min(size, query.after + window), forward: true, reset: false };
   const to = query.before !== undefined ? Math.min(query.before, size) : size;
   return { from: Math.max(0, to - window), to, forward: false, reset: query.after !== undefined };
 }
 
 /** The bytes of the range a query asks for, and the file's size when read. */
-async function readRange(file: RunBytes, query: LogQuery, window: number): Promise<{ bytes: Buffer; size: number; range: ReturnType<typeof rangeOf> }> {
+async function readRange(
+  file: RunBytes,
+  query: LogQuery,
+  window: number,
+): Promise<{ bytes: Buffer; size: number; range: ReturnType<typeof rangeOf> }> {
   const size = await file.size();
   const range = rangeOf(size, query, window);
   const bytes = await file.read(range.from, range.to - range.from);
@@ -126,16 +145,27 @@ async function readRange(file: RunBytes, query: LogQuery, window: number): Promi
  * window may start inside one (`skipFirst`), a partial last one dropped; a line longer than the
  * whole window is taken cut, so paging always moves on.
  */
-function wholeLines(bytes: Buffer, from: number, skipFirst: boolean, window: number): { texts: string[]; offsets: number[]; head: number; tail: number } {
+function wholeLines(
+  bytes: Buffer,
+  from: number,
+  skipFirst: boolean,
+  window: number,
+): { texts: string[]; offsets: number[]; head: number; tail: number } {
   const head = skipFirst ? bytes.indexOf(0x0a) + 1 : 0;
   let tail = bytes.lastIndexOf(0x0a) + 1;
   if (tail <= head && bytes.length === window) tail = bytes.length;
   const texts: string[] = [];
   const offsets: number[] = [];
-  for (let at = head; at < tail; ) {
+  for (let at = head; at < tail;) {
     const nl = bytes.indexOf(0x0a, at);
     const stop = nl === -1 || nl >= tail ? tail : nl;
-    texts.push(bytes.subarray(at, Math.min(stop, at + MAX_LINE_CHARS * 4)).toString("utf8").replace(/\r$/, "").slice(0, MAX_LINE_CHARS));
+    texts.push(
+      bytes
+        .subarray(at, Math.min(stop, at + MAX_LINE_CHARS * 4))
+        .toString("utf8")
+        .replace(/\r$/, "")
+        .slice(0, MAX_LINE_CHARS),
+    );
     offsets.push(from + at);
     at = stop + 1;
   }
@@ -151,9 +181,17 @@ function wholeLines(bytes: Buffer, from: number, skipFirst: boolean, window: num
 export async function readLogWindow(source: RunBytes, query: LogQuery): Promise<LogWindow> {
   const file = source.name;
   const minLevel = query.level === undefined || query.level === "" ? undefined : LOG_LEVELS[query.level];
-  if (query.level !== undefined && query.level !== "" && minLevel === undefined) throw new HttpError(400, `level must be one of ${Object.keys(LOG_LEVELS).join(", ")}, got ${JSON.stringify(query.level)}`);
+  if (query.level !== undefined && query.level !== "" && minLevel === undefined)
+    throw new HttpError(
+      400,
+      `level must be one of ${Object.keys(LOG_LEVELS).join(", ")}, got ${JSON.stringify(query.level)}`,
+    );
   const component = query.component === "" ? undefined : query.component;
-  const window = Math.min(LOG_MAX_WINDOW, query.maxBytes ?? (minLevel !== undefined || component !== undefined ? LOG_DEFAULT_FILTERED_WINDOW : LOG_DEFAULT_WINDOW));
+  const window = Math.min(
+    LOG_MAX_WINDOW,
+    query.maxBytes ??
+      (minLevel !== undefined || component !== undefined ? LOG_DEFAULT_FILTERED_WINDOW : LOG_DEFAULT_WINDOW),
+  );
   const limit = Math.min(LOG_MAX_LINES, query.limit ?? LOG_DEFAULT_LINES);
   const { bytes, size, range } = await readRange(source, query, window);
   const { texts, offsets, head, tail } = wholeLines(bytes, range.from, range.from > 0 && !range.forward, window);
@@ -168,7 +206,11 @@ export async function readLogWindow(source: RunBytes, query: LogQuery): Promise<
     start = parsed[0]?.offset ?? start;
   }
   const components = [...new Set(parsed.flatMap((l) => (l.component === null ? [] : [l.component])))].sort();
-  let lines = parsed.filter((l) => (minLevel === undefined || (levelNumber(l.level) ?? 0) >= minLevel) && (component === undefined || l.component === component));
+  let lines = parsed.filter(
+    (l) =>
+      (minLevel === undefined || (levelNumber(l.level) ?? 0) >= minLevel) &&
+      (component === undefined || l.component === component),
+  );
   if (lines.length > limit && range.forward) {
     lines = lines.slice(0, limit);
     end = parsed.find((l) => l.offset > (lines[lines.length - 1]?.offset ?? 0))?.offset ?? end;

@@ -25,7 +25,8 @@ export function intParam(params: URLSearchParams, name: string, min: number, max
   const raw = params.get(name);
   if (raw === null || raw === "") return undefined;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max) throw new HttpError(400, `${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new HttpError(400, `${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw)}`);
   return n;
 }
 
@@ -70,14 +71,22 @@ function jsonArrayParam(raw: string | null, name: string, usage: string, max: nu
     throw new HttpError(400, `${name} is not JSON; ${usage}`);
   }
   if (!Array.isArray(parsed)) throw new HttpError(400, usage);
-  if (parsed.length > max) throw new HttpError(400, `too many ${name} in one request: ${parsed.length}, at most ${max}; split them over several requests. ${usage}`);
+  if (parsed.length > max)
+    throw new HttpError(
+      400,
+      `too many ${name} in one request: ${parsed.length}, at most ${max}; split them over several requests. ${usage}`,
+    );
   return parsed;
 }
 
 /** `lines` of `/api/lines`, checked against the caps; `withRun`: each line starts with its run (no `run` parameter). */
 export function parseLines(raw: string | null, maxPoints: number): LineRequest[];
 export function parseLines(raw: string | null, maxPoints: number, withRun: true): RunLineRequest[];
-export function parseLines(raw: string | null, maxPoints: number, withRun = false): Array<LineRequest | RunLineRequest> {
+export function parseLines(
+  raw: string | null,
+  maxPoints: number,
+  withRun = false,
+): Array<LineRequest | RunLineRequest> {
   const parsed = jsonArrayParam(raw, "lines", LINES_USAGE, MAX_BATCH_LINES);
   if (parsed.length * maxPoints > MAX_BATCH_POINTS) {
     throw new HttpError(
@@ -89,7 +98,11 @@ export function parseLines(raw: string | null, maxPoints: number, withRun = fals
     if (!Array.isArray(entry)) throw new HttpError(400, LINES_USAGE);
     if (!withRun) return lineRequest(entry);
     const [run, ...line]: unknown[] = entry;
-    if (typeof run !== "string" || run === "") throw new HttpError(400, `${LINES_USAGE}; a line's run is not a non-empty string (the run parameter is absent, so each line names its run first)`);
+    if (typeof run !== "string" || run === "")
+      throw new HttpError(
+        400,
+        `${LINES_USAGE}; a line's run is not a non-empty string (the run parameter is absent, so each line names its run first)`,
+      );
     return [run, ...lineRequest(line)] as const;
   });
 }
@@ -98,12 +111,18 @@ export function parseLines(raw: string | null, maxPoints: number, withRun = fals
 function lineRequest(entry: unknown[]): LineRequest {
   if (entry.length < 3 || entry.length > 4) throw new HttpError(400, LINES_USAGE);
   const [key, rank, after, before = null]: unknown[] = entry;
-  if (typeof key !== "string" || key === "") throw new HttpError(400, `${LINES_USAGE}; a key is not a non-empty string`);
+  if (typeof key !== "string" || key === "")
+    throw new HttpError(400, `${LINES_USAGE}; a key is not a non-empty string`);
   if (rank !== null && !(typeof rank === "number" && Number.isInteger(rank) && rank >= CONTROLLER_LINE)) {
-    throw new HttpError(400, `${LINES_USAGE}; a rank is not a line (r for rank r, -1 the global line, -2 the controller's own) or null`);
+    throw new HttpError(
+      400,
+      `${LINES_USAGE}; a rank is not a line (r for rank r, -1 the global line, -2 the controller's own) or null`,
+    );
   }
-  if (after !== null && typeof after !== "string") throw new HttpError(400, `${LINES_USAGE}; a cursor is not a string or null`);
-  if (before !== null && typeof before !== "string" && typeof before !== "number") throw new HttpError(400, `${LINES_USAGE}; a before is not a step (number or string) or null`);
+  if (after !== null && typeof after !== "string")
+    throw new HttpError(400, `${LINES_USAGE}; a cursor is not a string or null`);
+  if (before !== null && typeof before !== "string" && typeof before !== "number")
+    throw new HttpError(400, `${LINES_USAGE}; a before is not a step (number or string) or null`);
   return [key, rank, after, before === null ? null : String(before)];
 }
 
@@ -112,6 +131,7 @@ const RUNS_USAGE = `runs must be a JSON array of 1 to ${MAX_BATCH_RUNS} run ids 
 /** `runs` of a many-runs request: distinct, non-empty ids, at most `MAX_BATCH_RUNS`. */
 export function parseRuns(raw: string | null): string[] {
   const parsed = jsonArrayParam(raw, "runs", RUNS_USAGE, MAX_BATCH_RUNS);
-  if (parsed.length === 0 || !parsed.every((r): r is string => typeof r === "string" && r !== "")) throw new HttpError(400, RUNS_USAGE);
+  if (parsed.length === 0 || !parsed.every((r): r is string => typeof r === "string" && r !== ""))
+    throw new HttpError(400, RUNS_USAGE);
   return [...new Set(parsed)];
 }

@@ -75,7 +75,13 @@ export function emptyRanksView(reason?: string): RanksView {
 const finite = (v: number | undefined): number | null => (v !== undefined && Number.isFinite(v) ? v : null);
 
 /** `matrix` (ranks × cols) with rows merged by `groupOf[rank row]`: per column, the largest finite figure of each group's ranks (the smallest with `smallest`). */
-function byGroup(matrix: readonly number[], cols: number, groupOf: readonly number[], groups: number, smallest = false): (number | null)[] {
+function byGroup(
+  matrix: readonly number[],
+  cols: number,
+  groupOf: readonly number[],
+  groups: number,
+  smallest = false,
+): (number | null)[] {
   const out = new Array<number | null>(groups * cols).fill(null);
   for (let r = 0; r < groupOf.length; r++) {
     const g = groupOf[r] ?? 0;
@@ -114,7 +120,9 @@ export function ranksView(window: RankTimingWindow, maxRankRows = MAX_RANK_ROWS)
       waitMs: window.waitMs.map((v) => finite(v)),
     };
   }
-  const hosts = [...new Set(window.ranks.map((r) => r.host))].sort((a, b) => a.localeCompare(b, "en", { numeric: true }));
+  const hosts = [...new Set(window.ranks.map((r) => r.host))].sort((a, b) =>
+    a.localeCompare(b, "en", { numeric: true }),
+  );
   const hostIndex = new Map(hosts.map((h, i) => [h, i]));
   const groupOf = window.ranks.map((r) => hostIndex.get(r.host) ?? 0);
   const counts = new Array<number>(hosts.length).fill(0);

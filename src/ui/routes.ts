@@ -15,8 +15,24 @@ import { isInternalKey } from "../core/internal-keys.js";
 import { storeFault } from "../store/store-file.js";
 import { errorCode } from "../core/errors.js";
 import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip, sendJsonRevalidated } from "./http.js";
-import { type GroupValue, type RunLine, compareGroupValues, fieldLabel, groupBand, parseGroupField } from "./group-bands.js";
-import { MAX_BATCH_POINTS, type RunLineRequest, flagParam, intParam, maxPointsParam, parseLines, parseRuns, requiredParam } from "./params.js";
+import {
+  type GroupValue,
+  type RunLine,
+  compareGroupValues,
+  fieldLabel,
+  groupBand,
+  parseGroupField,
+} from "./group-bands.js";
+import {
+  MAX_BATCH_POINTS,
+  type RunLineRequest,
+  flagParam,
+  intParam,
+  maxPointsParam,
+  parseLines,
+  parseRuns,
+  requiredParam,
+} from "./params.js";
 import { LOG_MAX_LINES, LOG_MAX_WINDOW, readLogWindow } from "./log-reader.js";
 import { MAX_RUN_IDS, parseRunQuery } from "./run-query.js";
 import { HttpError } from "./security.js";
@@ -42,7 +58,11 @@ function keysParam(raw: string | null): Set<string> | undefined {
     parsed = undefined;
   }
   const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((k) => typeof k === "string");
-  if (!isStrings(parsed)) throw new HttpError(400, `keys must be key,key,… or a JSON array of strings, got ${JSON.stringify(raw.slice(0, 100))}`);
+  if (!isStrings(parsed))
+    throw new HttpError(
+      400,
+      `keys must be key,key,… or a JSON array of strings, got ${JSON.stringify(raw.slice(0, 100))}`,
+    );
   return new Set(parsed);
 }
 
@@ -63,7 +83,11 @@ type ReadOutcome = { ok: true; value: unknown } | { ok: false; error: HttpError 
  * `HttpError` kept as that read's outcome (any other error fails the request). Stops starting
  * reads once `gone()` (the client left).
  */
-async function readAhead(n: number, read: (i: number) => Promise<unknown>, gone: () => boolean): Promise<ReadOutcome[]> {
+async function readAhead(
+  n: number,
+  read: (i: number) => Promise<unknown>,
+  gone: () => boolean,
+): Promise<ReadOutcome[]> {
   const outcomes: ReadOutcome[] = new Array<ReadOutcome>(n);
   let next = 0;
   const worker = async (): Promise<void> => {
@@ -112,11 +136,25 @@ export class DashboardApi {
       ["/api/samples", (c) => this.withRun(c, async (runDir) => ({ samples: await this.source.samples(runDir) }))],
       ["/api/config", (c) => this.config(c)],
       ["/api/alerts", (c) => this.alerts(c)],
-      ["/api/traces", (c) => this.withRun(c, async (runDir) => ({ files: await this.source.traceFiles(runDir) }), false)],
+      [
+        "/api/traces",
+        (c) => this.withRun(c, async (runDir) => ({ files: await this.source.traceFiles(runDir) }), false),
+      ],
       ["/api/trace", (c) => this.trace(c)],
-      ["/api/logs", (c) => this.withRun(c, async (runDir) => ({ files: logFiles(await this.source.logFiles(runDir)) }), false)],
+      [
+        "/api/logs",
+        (c) => this.withRun(c, async (runDir) => ({ files: logFiles(await this.source.logFiles(runDir)) }), false),
+      ],
       ["/api/log", (c) => this.log(c)],
-      ["/api/ranks", (c) => this.withRun(c, (runDir) => this.source.ranks(runDir, { maxFlushes: intParam(c.params, "flushes", 1, MAX_TIMING_FLUSHES) ?? DEFAULT_TIMING_FLUSHES }))],
+      [
+        "/api/ranks",
+        (c) =>
+          this.withRun(c, (runDir) =>
+            this.source.ranks(runDir, {
+              maxFlushes: intParam(c.params, "flushes", 1, MAX_TIMING_FLUSHES) ?? DEFAULT_TIMING_FLUSHES,
+            }),
+          ),
+      ],
       ["/api/groups", (c) => this.groups(c)],
     ]);
   }
@@ -135,7 +173,11 @@ export class DashboardApi {
    * Have the source resolve the request's run, and run `read`; a store SQLite cannot read
    * (damaged, not a database) becomes a 500 naming the run and the fault.
    */
-  private withRun<T>(ctx: Pick<ApiContext, "params">, read: (runDir: string) => Promise<T> | T, needsStore = true): Promise<T> {
+  private withRun<T>(
+    ctx: Pick<ApiContext, "params">,
+    read: (runDir: string) => Promise<T> | T,
+    needsStore = true,
+  ): Promise<T> {
     return this.inRun(ctx.params.get("run"), read, needsStore);
   }
 
@@ -164,19 +206,36 @@ export class DashboardApi {
     const key = requiredParam(ctx.params, "key");
     const maxPoints = maxPointsParam(ctx.params);
     const by = ctx.params.getAll("by").filter((b) => b !== "");
-    if (by.length === 0 || by.length > MAX_GROUP_FIELDS) throw new HttpError(400, `by must be given 1 to ${MAX_GROUP_FIELDS} times: param:NAME, group, experiment or status`);
+    if (by.length === 0 || by.length > MAX_GROUP_FIELDS)
+      throw new HttpError(
+        400,
+        `by must be given 1 to ${MAX_GROUP_FIELDS} times: param:NAME, group, experiment or status`,
+      );
     const fields = by.map((raw) => {
       const field = parseGroupField(raw);
-      if (field === null || raw.length > 200) throw new HttpError(400, `by must be param:NAME, group, experiment or status, got ${JSON.stringify(raw.slice(0, 80))}`);
+      if (field === null || raw.length > 200)
+        throw new HttpError(
+          400,
+          `by must be param:NAME, group, experiment or status, got ${JSON.stringify(raw.slice(0, 80))}`,
+        );
       return field;
     });
     const ids = [...new Set(ctx.params.getAll("run").filter((r) => r !== ""))];
-    if (ids.length === 0 || ids.length > MAX_RUN_IDS) throw new HttpError(400, `run must be given 1 to ${MAX_RUN_IDS} times (experiment/trial as /api/runs lists it)`);
+    if (ids.length === 0 || ids.length > MAX_RUN_IDS)
+      throw new HttpError(400, `run must be given 1 to ${MAX_RUN_IDS} times (experiment/trial as /api/runs lists it)`);
     const perRun = Math.max(3, Math.min(maxPoints, Math.floor(MAX_BATCH_POINTS / ids.length)));
     const { runs } = await this.source.listRuns({ ids, sort: { field: "name" } });
     const groups = new Map<string, { values: GroupValue[]; runs: LabelledRun[] }>();
     for (const run of runs) {
-      const values = fields.map((f): GroupValue => (f.kind === "param" ? (run.params[f.name] ?? null) : f.kind === "group" ? run.group : f.kind === "experiment" ? run.experiment : run.status));
+      const values = fields.map((f): GroupValue =>
+        f.kind === "param"
+          ? (run.params[f.name] ?? null)
+          : f.kind === "group"
+            ? run.group
+            : f.kind === "experiment"
+              ? run.experiment
+              : run.status,
+      );
       const id = JSON.stringify(values);
       const group = groups.get(id) ?? { values, runs: [] };
       group.runs.push(run);
@@ -199,7 +258,12 @@ export class DashboardApi {
         }
       }
       if (members.length === 0) continue;
-      const label = fields.map((f, i) => `${fieldLabel(f)}=${group.values[i] === null || group.values[i] === undefined ? "–" : String(group.values[i])}`).join(" · ");
+      const label = fields
+        .map(
+          (f, i) =>
+            `${fieldLabel(f)}=${group.values[i] === null || group.values[i] === undefined ? "–" : String(group.values[i])}`,
+        )
+        .join(" · ");
       out.push({ values: group.values, label, runs: members, ...groupBand(lines, maxPoints) });
     }
     return { key, by, groups: out, missing };
@@ -233,7 +297,11 @@ export class DashboardApi {
    */
   private async perRun(ctx: ApiContext, read: (runDir: string) => Promise<unknown>): Promise<{ runs: unknown[] }> {
     const runs = parseRuns(ctx.params.get("runs"));
-    const answers = await readAhead(runs.length, (i) => this.inRun(runs[i] ?? null, read), () => ctx.res.destroyed);
+    const answers = await readAhead(
+      runs.length,
+      (i) => this.inRun(runs[i] ?? null, read),
+      () => ctx.res.destroyed,
+    );
     return { runs: answers.map((a) => (a.ok ? a.value : { error: a.error.message, status: a.error.status })) };
   }
 
@@ -257,7 +325,14 @@ export class DashboardApi {
     for (const line of [...Object.keys(rankNames).map(Number), ...metrics.flatMap((k) => k.ranks)]) {
       if (Number.isInteger(line)) rankLabels[String(line)] = lineDisplayLabel(line, rankNames[String(line)]);
     }
-    return { metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })), streams, system, histograms, rankNames, rankLabels };
+    return {
+      metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })),
+      streams,
+      system,
+      histograms,
+      rankNames,
+      rankLabels,
+    };
   }
 
   /**
@@ -267,7 +342,9 @@ export class DashboardApi {
   private alerts(ctx: ApiContext): Promise<unknown> {
     const after = intParam(ctx.params, "after", 0, Number.MAX_SAFE_INTEGER);
     const limit = intParam(ctx.params, "limit", 1, 1000) ?? 1000;
-    const read = async (runDir: string): Promise<unknown> => ({ alerts: await this.source.alerts(runDir, { ...(after === undefined ? {} : { after }), limit }) });
+    const read = async (runDir: string): Promise<unknown> => ({
+      alerts: await this.source.alerts(runDir, { ...(after === undefined ? {} : { after }), limit }),
+    });
     return ctx.params.has("runs") ? this.perRun(ctx, read) : this.withRun(ctx, read);
   }
 
@@ -294,7 +371,12 @@ export class DashboardApi {
     const after = ctx.params.get("after") ?? undefined;
     const before = ctx.params.get("before") ?? undefined;
     return this.withRun(ctx, (runDir) =>
-      this.source.series(runDir, key, { ...(rank !== undefined ? { rank } : {}), ...(after !== undefined ? { after } : {}), ...(before !== undefined ? { before } : {}), maxPoints }),
+      this.source.series(runDir, key, {
+        ...(rank !== undefined ? { rank } : {}),
+        ...(after !== undefined ? { after } : {}),
+        ...(before !== undefined ? { before } : {}),
+        maxPoints,
+      }),
     );
   }
 
@@ -302,14 +384,18 @@ export class DashboardApi {
     const key = requiredParam(ctx.params, "key");
     const maxPoints = maxPointsParam(ctx.params);
     const after = ctx.params.get("after") ?? undefined;
-    return this.withRun(ctx, (runDir) => this.source.stream(runDir, key, { ...(after !== undefined ? { after } : {}), maxPoints }));
+    return this.withRun(ctx, (runDir) =>
+      this.source.stream(runDir, key, { ...(after !== undefined ? { after } : {}), maxPoints }),
+    );
   }
 
   private system(ctx: ApiContext): Promise<unknown> {
     const key = requiredParam(ctx.params, "key");
     const maxPoints = maxPointsParam(ctx.params);
     const after = ctx.params.get("after") ?? undefined;
-    return this.withRun(ctx, (runDir) => this.source.system(runDir, key, { ...(after !== undefined ? { after } : {}), maxPoints }));
+    return this.withRun(ctx, (runDir) =>
+      this.source.system(runDir, key, { ...(after !== undefined ? { after } : {}), maxPoints }),
+    );
   }
 
   /**
@@ -321,19 +407,29 @@ export class DashboardApi {
    */
   private async lines(ctx: ApiContext): Promise<unknown> {
     const kind = ctx.params.get("kind") ?? "scalar";
-    if (kind !== "scalar" && kind !== "stream" && kind !== "system") throw new HttpError(400, `kind must be scalar, stream or system, got ${JSON.stringify(kind)}`);
+    if (kind !== "scalar" && kind !== "stream" && kind !== "system")
+      throw new HttpError(400, `kind must be scalar, stream or system, got ${JSON.stringify(kind)}`);
     const maxPoints = maxPointsParam(ctx.params);
     const run = ctx.params.get("run");
-    const lines: RunLineRequest[] = run === null ? parseLines(ctx.params.get("lines"), maxPoints, true) : parseLines(ctx.params.get("lines"), maxPoints).map((l) => [run, ...l] as const);
+    const lines: RunLineRequest[] =
+      run === null
+        ? parseLines(ctx.params.get("lines"), maxPoints, true)
+        : parseLines(ctx.params.get("lines"), maxPoints).map((l) => [run, ...l] as const);
     const readLine = ([lineRun, key, rank, after, before]: RunLineRequest): Promise<unknown> =>
       this.inRun(lineRun, (runDir) => {
         const query = { ...(after !== null ? { after } : {}), maxPoints };
-        if (before !== null && kind === "stream") throw new HttpError(400, "before applies to scalar and system lines, not to streams");
+        if (before !== null && kind === "stream")
+          throw new HttpError(400, "before applies to scalar and system lines, not to streams");
         const window = before !== null ? { ...query, before } : query;
-        if (kind === "scalar") return this.source.series(runDir, key, { ...window, ...(rank !== null ? { rank } : {}) });
+        if (kind === "scalar")
+          return this.source.series(runDir, key, { ...window, ...(rank !== null ? { rank } : {}) });
         return kind === "stream" ? this.source.stream(runDir, key, query) : this.source.system(runDir, key, window);
       });
-    const answers = await readAhead(lines.length, (i) => readLine(lines[i] ?? ["", "", null, null, null]), () => ctx.res.destroyed);
+    const answers = await readAhead(
+      lines.length,
+      (i) => readLine(lines[i] ?? ["", "", null, null, null]),
+      () => ctx.res.destroyed,
+    );
     // Each line is serialised on its own, so no one call serialises megabytes.
     const out = new JsonPieces().raw('{"lines":[');
     for (const [i, answer] of answers.entries()) {
@@ -357,8 +453,11 @@ export class DashboardApi {
     // A line as the store keeps it: -1 global, other negative lines (the controller's, a worker's) included.
     const rank = intParam(ctx.params, "rank", Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
     return this.withRun(ctx, async (runDir) => {
-      const histograms = this.source.histograms === undefined ? [] : await this.source.histograms(runDir, key, limit, rank);
-      const ranks = (await this.source.histogramRanks?.(runDir, key)) ?? [...new Set(histograms.map((h) => h.rank))].sort((a, b) => a - b);
+      const histograms =
+        this.source.histograms === undefined ? [] : await this.source.histograms(runDir, key, limit, rank);
+      const ranks =
+        (await this.source.histogramRanks?.(runDir, key)) ??
+        [...new Set(histograms.map((h) => h.rank))].sort((a, b) => a - b);
       return { histograms, ranks };
     });
   }
@@ -389,13 +488,22 @@ export class DashboardApi {
     const p = ctx.params;
     const after = intParam(p, "after", 0, Number.MAX_SAFE_INTEGER);
     const before = intParam(p, "before", 0, Number.MAX_SAFE_INTEGER);
-    if (after !== undefined && before !== undefined) throw new HttpError(400, "give after (newer lines) or before (older lines), not both");
+    if (after !== undefined && before !== undefined)
+      throw new HttpError(400, "give after (newer lines) or before (older lines), not both");
     const maxBytes = intParam(p, "maxBytes", 1024, LOG_MAX_WINDOW);
     const limit = intParam(p, "limit", 1, LOG_MAX_LINES);
     const level = p.get("level") ?? undefined;
     const component = p.get("component") ?? undefined;
-    if (component !== undefined && component.length > 200) throw new HttpError(400, "component must be at most 200 characters");
-    const query = { ...(after !== undefined ? { after } : {}), ...(before !== undefined ? { before } : {}), ...(maxBytes !== undefined ? { maxBytes } : {}), ...(limit !== undefined ? { limit } : {}), ...(level !== undefined ? { level } : {}), ...(component !== undefined ? { component } : {}) };
+    if (component !== undefined && component.length > 200)
+      throw new HttpError(400, "component must be at most 200 characters");
+    const query = {
+      ...(after !== undefined ? { after } : {}),
+      ...(before !== undefined ? { before } : {}),
+      ...(maxBytes !== undefined ? { maxBytes } : {}),
+      ...(limit !== undefined ? { limit } : {}),
+      ...(level !== undefined ? { level } : {}),
+      ...(component !== undefined ? { component } : {}),
+    };
     return this.withRun(
       ctx,
       async (runDir) => readLogWindow(await this.source.logFile(runDir, p.get("file")), query),
@@ -434,5 +542,4 @@ export class DashboardApi {
       false,
     );
   }
-
 }

@@ -170,7 +170,8 @@ export class RunIndex {
 
   private runs(): IndexedRun[] {
     const out: IndexedRun[] = [];
-    for (const dir of this.dirs.values()) if (dir.run?.entry !== null && dir.run?.entry !== undefined && dir.depth > 0) out.push(dir.run.entry);
+    for (const dir of this.dirs.values())
+      if (dir.run?.entry !== null && dir.run?.entry !== undefined && dir.depth > 0) out.push(dir.run.entry);
     return out;
   }
 
@@ -228,7 +229,18 @@ export class RunIndex {
 
   private newDir(path: string, depth: number, inRun: boolean): DirNode {
     // Found by the first read, a directory is not news; found later, it is watched closely for a while.
-    return { path, depth, inRun, mtime: -1, children: new Set(), run: null, checkedAt: -Infinity, changedAt: this.built ? this.now() : -Infinity, dirty: false, watcher: null };
+    return {
+      path,
+      depth,
+      inRun,
+      mtime: -1,
+      children: new Set(),
+      run: null,
+      checkedAt: -Infinity,
+      changedAt: this.built ? this.now() : -Infinity,
+      dirty: false,
+      watcher: null,
+    };
   }
 
   /** Check one directory: list it again when its mtime changed, read its run when its stamp did. Returns directories it found. */
@@ -268,7 +280,10 @@ export class RunIndex {
       dir.run = null;
       this.changes++;
     }
-    const names = dir.depth < MAX_DEPTH ? entries.filter((e) => e.isDirectory() && !e.name.startsWith(".")).map((e) => join(dir.path, e.name)) : [];
+    const names =
+      dir.depth < MAX_DEPTH
+        ? entries.filter((e) => e.isDirectory() && !e.name.startsWith(".")).map((e) => join(dir.path, e.name))
+        : [];
     const now = new Set(names);
     for (const child of dir.children) {
       const node = this.dirs.get(child);
@@ -354,7 +369,10 @@ export class RunIndex {
   private read(runDir: string): IndexedRun {
     const id = relative(this.realRoot, runDir).split(sep).join("/");
     const parts = id.split("/");
-    const name = (experiment: string | null, trial: string | null): { id: string; experiment: string; trial: string } => ({
+    const name = (
+      experiment: string | null,
+      trial: string | null,
+    ): { id: string; experiment: string; trial: string } => ({
       id,
       experiment: experiment ?? (parts.length > 1 ? parts.slice(0, -1).join("/") : ""),
       trial: trial ?? parts[parts.length - 1] ?? id,
@@ -362,7 +380,11 @@ export class RunIndex {
     try {
       const { summary, hyperparams, lastValues } = store.runOverview(runDir);
       const { runDir: _absolute, ...fields } = summary;
-      const row: LabelledRun = { ...fields, ...name(summary.experiment, summary.trial), ...this.labels.labels(runDir, hyperparams) };
+      const row: LabelledRun = {
+        ...fields,
+        ...name(summary.experiment, summary.trial),
+        ...this.labels.labels(runDir, hyperparams),
+      };
       const last: Record<string, number> = {};
       for (const v of lastValues) last[v.key] = v.value;
       return { row, lastValues: last };

@@ -38,7 +38,7 @@ function flattenParams(value: unknown, into: Record<string, ParamValue> = {}, pr
 function paramValue(value: unknown): ParamValue {
   if (value === null || value === undefined) return null;
   if (typeof value === "number" || typeof value === "boolean") return value;
-  const text = typeof value === "string" ? value : JSON.stringify(value) ?? String(value);
+  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
   return text.length > MAX_PARAM_TEXT ? `${text.slice(0, MAX_PARAM_TEXT)}…` : text;
 }
 

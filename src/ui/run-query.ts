@@ -48,7 +48,9 @@ function text(params: URLSearchParams, name: string): string | undefined {
 function all(params: URLSearchParams, name: string, max = MAX_FILTERS): string[] {
   const values = params.getAll(name).filter((v) => v !== "");
   if (values.length > max) throw new HttpError(400, `at most ${max} ${name} filters per request, got ${values.length}`);
-  for (const v of values) if (v.length > MAX_FILTER_TEXT) throw new HttpError(400, `a ${name} filter is longer than ${MAX_FILTER_TEXT} characters`);
+  for (const v of values)
+    if (v.length > MAX_FILTER_TEXT)
+      throw new HttpError(400, `a ${name} filter is longer than ${MAX_FILTER_TEXT} characters`);
   return values;
 }
 
@@ -56,7 +58,11 @@ function integer(params: URLSearchParams, name: string, min: number, max: number
   const raw = params.get(name);
   if (raw === null || raw === "") return undefined;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max) throw new HttpError(400, `${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw.slice(0, 40))}`);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new HttpError(
+      400,
+      `${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(raw.slice(0, 40))}`,
+    );
   return n;
 }
 
@@ -73,12 +79,19 @@ function parseParamFilter(raw: string): ParamFilter {
   const name = m?.[1]?.trim() ?? "";
   const op = m?.[2];
   if (m === null || name === "" || !isOp(op)) {
-    throw new HttpError(400, `param filters are NAME OP VALUE with OP one of = != < <= > >= (e.g. param=lr<=0.001), got ${JSON.stringify(raw.slice(0, 80))}`);
+    throw new HttpError(
+      400,
+      `param filters are NAME OP VALUE with OP one of = != < <= > >= (e.g. param=lr<=0.001), got ${JSON.stringify(raw.slice(0, 80))}`,
+    );
   }
   const valueText = m[3] ?? "";
   const asNumber = Number(valueText);
   const value = valueText.trim() !== "" && Number.isFinite(asNumber) ? asNumber : valueText;
-  if (typeof value === "string" && op !== "=" && op !== "!=") throw new HttpError(400, `param filter ${JSON.stringify(raw.slice(0, 80))}: ${op} compares numbers; the value is not one`);
+  if (typeof value === "string" && op !== "=" && op !== "!=")
+    throw new HttpError(
+      400,
+      `param filter ${JSON.stringify(raw.slice(0, 80))}: ${op} compares numbers; the value is not one`,
+    );
   return { name, op, value };
 }
 
@@ -90,7 +103,10 @@ function parseMetricFilter(raw: string): MetricFilter {
   const valueText = m?.[3] ?? "";
   const value = Number(valueText);
   if (m === null || key === "" || !isOp(op) || valueText.trim() === "" || !Number.isFinite(value)) {
-    throw new HttpError(400, `metric filters are KEY OP NUMBER with OP one of = != < <= > >= (e.g. metric=train/loss<0.5), got ${JSON.stringify(raw.slice(0, 80))}`);
+    throw new HttpError(
+      400,
+      `metric filters are KEY OP NUMBER with OP one of = != < <= > >= (e.g. metric=train/loss<0.5), got ${JSON.stringify(raw.slice(0, 80))}`,
+    );
   }
   return { key, op, value };
 }
@@ -104,14 +120,20 @@ function parseRunSort(raw: string): { sort: RunSort; reverse: boolean } {
   const colon = body.indexOf(":");
   const kind = body.slice(0, colon);
   const name = body.slice(colon + 1);
-  if (colon > 0 && name !== "" && (kind === "param" || kind === "metric")) return { sort: { field: kind, name }, reverse };
-  throw new HttpError(400, `sort must be started, updated, name, status, group, param:NAME or metric:KEY (with - before it to reverse), got ${JSON.stringify(raw.slice(0, 60))}`);
+  if (colon > 0 && name !== "" && (kind === "param" || kind === "metric"))
+    return { sort: { field: kind, name }, reverse };
+  throw new HttpError(
+    400,
+    `sort must be started, updated, name, status, group, param:NAME or metric:KEY (with - before it to reverse), got ${JSON.stringify(raw.slice(0, 60))}`,
+  );
 }
 
 /** The checked query of an `/api/runs` request. */
 export function parseRunQuery(params: URLSearchParams): RunQuery {
   const statuses = all(params, "status");
-  for (const s of statuses) if (!isStatus(s)) throw new HttpError(400, `status must be one of ${STATUSES.join(", ")}, got ${JSON.stringify(s.slice(0, 40))}`);
+  for (const s of statuses)
+    if (!isStatus(s))
+      throw new HttpError(400, `status must be one of ${STATUSES.join(", ")}, got ${JSON.stringify(s.slice(0, 40))}`);
   const sortRaw = params.get("sort") ?? "";
   if (sortRaw.length > MAX_FILTER_TEXT) throw new HttpError(400, `sort is longer than ${MAX_FILTER_TEXT} characters`);
   const sorted = sortRaw === "" ? undefined : parseRunSort(sortRaw);
@@ -229,7 +251,10 @@ function missingLast<T>(rank: (v: T) => Rank, cmp: (a: T, b: T) => number, sign:
   };
 }
 
-function valueOrder(a: string | number | boolean | null | undefined, b: string | number | boolean | null | undefined): number {
+function valueOrder(
+  a: string | number | boolean | null | undefined,
+  b: string | number | boolean | null | undefined,
+): number {
   if (typeof a === "number" && typeof b === "number") return a - b;
   if (typeof a === "string" && typeof b === "string") return compareCodePoints(a, b);
   if (typeof a === "boolean" && typeof b === "boolean") return Number(a) - Number(b);
@@ -240,9 +265,18 @@ function valueOrder(a: string | number | boolean | null | undefined, b: string |
 function runOrder(query: RunQuery): (a: IndexedRun, b: IndexedRun) => number {
   const sign = query.reverse === true ? -1 : 1;
   const sort = query.sort ?? { field: "started" };
-  const then = (cmp: (a: IndexedRun, b: IndexedRun) => number) => (a: IndexedRun, b: IndexedRun) => cmp(a, b) || byId(a, b);
-  const time = missingLast<number | null>((v) => (v === null ? MISSING : 0), (x, y) => (y ?? 0) - (x ?? 0), sign);
-  const label = missingLast<string | null>((v) => (v === null ? MISSING : 0), (x, y) => compareCodePoints(x ?? "", y ?? ""), sign);
+  const then = (cmp: (a: IndexedRun, b: IndexedRun) => number) => (a: IndexedRun, b: IndexedRun) =>
+    cmp(a, b) || byId(a, b);
+  const time = missingLast<number | null>(
+    (v) => (v === null ? MISSING : 0),
+    (x, y) => (y ?? 0) - (x ?? 0),
+    sign,
+  );
+  const label = missingLast<string | null>(
+    (v) => (v === null ? MISSING : 0),
+    (x, y) => compareCodePoints(x ?? "", y ?? ""),
+    sign,
+  );
   switch (sort.field) {
     case "name":
       return (a, b) => sign * byId(a, b);
@@ -278,7 +312,9 @@ export function applyRunQuery(runs: readonly IndexedRun[], query: RunQuery): { r
   const offset = query.offset ?? 0;
   const page = matching.slice(offset, query.limit === undefined ? undefined : offset + query.limit);
   return {
-    runs: page.map((r) => (query.summary === true ? { ...r.row, summary: summaryOf(r.lastValues, query.internal === true) } : r.row)),
+    runs: page.map((r) =>
+      query.summary === true ? { ...r.row, summary: summaryOf(r.lastValues, query.internal === true) } : r.row,
+    ),
     total: matching.length,
   };
 }

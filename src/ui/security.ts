@@ -70,7 +70,11 @@ export function realPathInside(realRoot: string, path: string, what: string): st
   } catch {
     return null;
   }
-  if (!inside(realRoot, real)) throw new HttpError(403, `${what} resolves (through a symlink) outside the runs root; the dashboard serves nothing outside it`);
+  if (!inside(realRoot, real))
+    throw new HttpError(
+      403,
+      `${what} resolves (through a symlink) outside the runs root; the dashboard serves nothing outside it`,
+    );
   return real;
 }
 
@@ -99,10 +103,14 @@ export function readRunText(realRoot: string, runDir: string, name: string, limi
  * (after symlinks) leaves the root, is refused with a 4xx.
  */
 export function resolveRunDir(realRoot: string, run: string | null): string {
-  if (run === null || run === "") throw new HttpError(400, "missing the run parameter (experiment/trial, as /api/runs lists it)");
+  if (run === null || run === "")
+    throw new HttpError(400, "missing the run parameter (experiment/trial, as /api/runs lists it)");
   const parts = run.split("/");
   if (parts.length > 3 || parts.some((p) => pathSegmentProblem(p) !== null)) {
-    throw new HttpError(400, "the run parameter must be experiment/trial as /api/runs lists it: one to three folder names joined by '/' (any text but '/', '\\', NUL or control characters; not '.' or '..'), URL-encoded as UTF-8");
+    throw new HttpError(
+      400,
+      "the run parameter must be experiment/trial as /api/runs lists it: one to three folder names joined by '/' (any text but '/', '\\', NUL or control characters; not '.' or '..'), URL-encoded as UTF-8",
+    );
   }
   const candidate = resolve(realRoot, ...parts);
   let real: string;
@@ -111,7 +119,8 @@ export function resolveRunDir(realRoot: string, run: string | null): string {
   } catch {
     throw new HttpError(404, `no run ${JSON.stringify(run)} under the root`);
   }
-  if (!inside(realRoot, real) || !statSync(real).isDirectory()) throw new HttpError(404, `no run ${JSON.stringify(run)} under the root`);
+  if (!inside(realRoot, real) || !statSync(real).isDirectory())
+    throw new HttpError(404, `no run ${JSON.stringify(run)} under the root`);
   return real;
 }
 
@@ -121,7 +130,10 @@ export function resolveRunDir(realRoot: string, run: string | null): string {
  */
 export function resolveRunFile(realRoot: string, runDir: string, folder: string, name: string | null): string {
   if (name === null || name === "" || pathSegmentProblem(name) !== null) {
-    throw new HttpError(400, "the file parameter must be one file name (no '/', '\\', NUL, not '.' or '..') as the list gives it");
+    throw new HttpError(
+      400,
+      "the file parameter must be one file name (no '/', '\\', NUL, not '.' or '..') as the list gives it",
+    );
   }
   let real: string | null;
   try {

@@ -69,11 +69,14 @@ async function loadStoreSource(root: string): Promise<DashboardSource> {
 export async function startDashboard(options: DashboardOptions): Promise<Dashboard> {
   const root = resolve(options.root);
   if (!existsSync(root) || !statSync(root).isDirectory()) {
-    throw new Error(`the runs root ${root} is not a directory; pass --root DIR pointing at the folder that holds {experiment}/{trial} run directories`);
+    throw new Error(
+      `the runs root ${root} is not a directory; pass --root DIR pointing at the folder that holds {experiment}/{trial} run directories`,
+    );
   }
   const host = options.host ?? "127.0.0.1";
   const port = options.port ?? DEFAULT_UI_PORT;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`port must be an integer from 0 to 65535, got ${String(port)}`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error(`port must be an integer from 0 to 65535, got ${String(port)}`);
   const auth = new DashboardAuth(requiredToken(host, options.token));
   const files = new StaticFiles(options.webDir ?? defaultWebDir());
   const source = options.source ?? (await loadStoreSource(root));
@@ -95,7 +98,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     handle(req, res).catch((error: unknown) => {
       const status = error instanceof HttpError ? error.status : 500;
       // The path without the token's value: a log must never hold the secret.
-      if (!(error instanceof HttpError)) warn("ui.request", `dashboard request ${redactedRequestPath(req.url)} failed: ${describeError(error)}`);
+      if (!(error instanceof HttpError))
+        warn("ui.request", `dashboard request ${redactedRequestPath(req.url)} failed: ${describeError(error)}`);
       const message = error instanceof HttpError ? error.message : "internal error; the server's log says more";
       if (res.headersSent) res.destroy();
       else sendJson(req, res, status, { error: message }).catch(() => res.destroy());
@@ -104,13 +108,18 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
 
   await new Promise<void>((resolvePromise, reject) => {
     server.once("error", (error: NodeJS.ErrnoException) => {
-      reject(error.code === "EADDRINUSE" ? new Error(`port ${port} on ${host} is in use; pick another with --port N (0 picks a free one)`) : error);
+      reject(
+        error.code === "EADDRINUSE"
+          ? new Error(`port ${port} on ${host} is in use; pick another with --port N (0 picks a free one)`)
+          : error,
+      );
     });
     server.listen(port, host, () => resolvePromise());
   });
   const address = server.address();
   // A TCP server (not a pipe) that is listening has an AddressInfo.
-  if (address === null || typeof address === "string") throw new Error(`the dashboard server on ${host}:${port} has no TCP address after listening`);
+  if (address === null || typeof address === "string")
+    throw new Error(`the dashboard server on ${host}:${port} has no TCP address after listening`);
   const actualPort = address.port;
   auth.port = actualPort;
   const token = auth.token;
@@ -130,4 +139,3 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       }),
   };
 }
-

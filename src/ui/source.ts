@@ -211,7 +211,11 @@ export interface DashboardSource {
   /** Hyperparameters / config as the store keeps them (config.yaml is read by the server). */
   config(runDir: string): Promise<Record<string, unknown>> | Record<string, unknown>;
   systemKeys(runDir: string): Promise<string[]> | string[];
-  system(runDir: string, key: string, query: { after?: string; before?: string; maxPoints?: number }): Promise<SeriesData> | SeriesData;
+  system(
+    runDir: string,
+    key: string,
+    query: { after?: string; before?: string; maxPoints?: number },
+  ): Promise<SeriesData> | SeriesData;
   /**
    * The run's alert events (firing and resolved, docs/alerts.md) in the order they happened, after
    * `after` (a `seq` of an earlier answer), the newest `limit`: the dashboard's banner and Alerts

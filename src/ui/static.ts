@@ -52,9 +52,11 @@ export class StaticFiles {
     let real: string;
     try {
       real = realpathSync(file);
-      if (!inside(realpathSync(this.webDir), real) || !statSync(real).isFile()) throw new Error("not a file of the app");
+      if (!inside(realpathSync(this.webDir), real) || !statSync(real).isFile())
+        throw new Error("not a file of the app");
     } catch {
-      if (path === "/") throw new HttpError(500, `the web app is not built (no ${join(this.webDir, "index.html")}); run npm run build`);
+      if (path === "/")
+        throw new HttpError(500, `the web app is not built (no ${join(this.webDir, "index.html")}); run npm run build`);
       throw new HttpError(404, "not found");
     }
     const cached = this.load(real);

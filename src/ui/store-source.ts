@@ -15,18 +15,35 @@ import { ranksView, type RanksView } from "./ranks-view.js";
 import { RunIndex } from "./run-index.js";
 import { RunLabelReader } from "./run-labels.js";
 import { HttpError, listRunFiles, readRunText, realPathInside, resolveRunDir, resolveRunFile } from "./security.js";
-import type { AlertEntry, DashboardSource, HistogramEntry, KeyInfo, RunBytes, RunDetails, RunsPage, SampleRow, SeriesData, StreamData, TraceFile } from "./source.js";
+import type {
+  AlertEntry,
+  DashboardSource,
+  HistogramEntry,
+  KeyInfo,
+  RunBytes,
+  RunDetails,
+  RunsPage,
+  SampleRow,
+  SeriesData,
+  StreamData,
+  TraceFile,
+} from "./source.js";
 
 const GLOBAL = store.GLOBAL_RANK;
 
 function requireStore(runDir: string): void {
-  if (!existsSync(join(runDir, STORE_FILE))) throw new HttpError(404, `this run has no ${STORE_FILE} (it was not written with the store backend)`);
+  if (!existsSync(join(runDir, STORE_FILE)))
+    throw new HttpError(404, `this run has no ${STORE_FILE} (it was not written with the store backend)`);
 }
 
 function numericCursor(after: string | undefined, name = "after"): number | undefined {
   if (after === undefined) return undefined;
   const n = Number(after);
-  if (after.trim() === "" || !Number.isFinite(n)) throw new HttpError(400, `${name} must be ${name === "after" ? "a cursor from an earlier answer" : "a step number"}, got ${JSON.stringify(after)}`);
+  if (after.trim() === "" || !Number.isFinite(n))
+    throw new HttpError(
+      400,
+      `${name} must be ${name === "after" ? "a cursor from an earlier answer" : "a step number"}, got ${JSON.stringify(after)}`,
+    );
   return n;
 }
 
@@ -49,7 +66,8 @@ function readSeries(runDir: string, key: string, options: store.SeriesOptions): 
     return store.series(runDir, key, options);
   } catch (error) {
     const kind = options.kind ?? "scalar";
-    if (!store.keys(runDir, kind).some((k) => k.key === key)) throw new HttpError(404, `this run has no ${kind} key ${JSON.stringify(key)}`);
+    if (!store.keys(runDir, kind).some((k) => k.key === key))
+      throw new HttpError(404, `this run has no ${kind} key ${JSON.stringify(key)}`);
     throw error;
   }
 }
@@ -64,7 +82,13 @@ function toSeriesData(result: store.SeriesResult): SeriesData {
     times[i] = p.wall;
     values[i] = p.value;
   });
-  return { steps, times, values, cursor: result.cursor === null ? null : String(result.cursor), downsampled: result.downsampled };
+  return {
+    steps,
+    times,
+    values,
+    cursor: result.cursor === null ? null : String(result.cursor),
+    downsampled: result.downsampled,
+  };
 }
 
 function decodeRankCursors(after: string | undefined): Map<number, number> {
@@ -73,7 +97,10 @@ function decodeRankCursors(after: string | undefined): Map<number, number> {
   for (const part of after.split(",")) {
     const [rank, seq] = part.split(":").map(Number);
     if (rank === undefined || seq === undefined || !Number.isInteger(rank) || !Number.isFinite(seq)) {
-      throw new HttpError(400, `after must be a cursor from an earlier answer (rank:seq,…), got ${JSON.stringify(after)}`);
+      throw new HttpError(
+        400,
+        `after must be a cursor from an earlier answer (rank:seq,…), got ${JSON.stringify(after)}`,
+      );
     }
     cursors.set(rank, seq);
   }
@@ -119,7 +146,12 @@ export function createStoreSource(root: string): StoreSource {
 
     runDetails(runDir: string): RunDetails {
       const { tags, group } = labels.labels(runDir, {});
-      return { configYaml: readRunText(realRoot, runDir, "config.yaml"), versionJson: readRunText(realRoot, runDir, "version.json"), tags, group };
+      return {
+        configYaml: readRunText(realRoot, runDir, "config.yaml"),
+        versionJson: readRunText(realRoot, runDir, "version.json"),
+        tags,
+        group,
+      };
     },
 
     traceFiles(runDir: string) {
@@ -128,7 +160,11 @@ export function createStoreSource(root: string): StoreSource {
 
     traceFile(runDir: string, name: string | null): TraceFile {
       const file = resolveRunFile(realRoot, runDir, "traces", name);
-      return { name: file.slice(file.lastIndexOf(sep) + 1), size: statSync(file).size, open: () => createReadStream(file) };
+      return {
+        name: file.slice(file.lastIndexOf(sep) + 1),
+        size: statSync(file).size,
+        open: () => createReadStream(file),
+      };
     },
 
     logFiles(runDir: string) {
@@ -137,7 +173,11 @@ export function createStoreSource(root: string): StoreSource {
 
     logFile(runDir: string, name: string | null): RunBytes {
       const file = resolveRunFile(realRoot, runDir, "logs", name);
-      return { name: file.slice(file.lastIndexOf(sep) + 1), size: async () => (await stat(file)).size, read: (from, length) => readBytes(file, from, length) };
+      return {
+        name: file.slice(file.lastIndexOf(sep) + 1),
+        size: async () => (await stat(file)).size,
+        read: (from, length) => readBytes(file, from, length),
+      };
     },
 
     keys(runDir: string): KeyInfo[] {
@@ -172,11 +212,20 @@ export function createStoreSource(root: string): StoreSource {
       const info = store.keys(runDir, "stream").find((k) => k.key === key);
       if (info === undefined) throw new HttpError(404, `this run has no stream key ${JSON.stringify(key)}`);
       const cursors = decodeRankCursors(query.after);
-      const perRank = Math.max(store.SERIES_KINDS.length, Math.floor((query.maxPoints ?? DEFAULT_MAX_POINTS) / Math.max(1, info.ranks.length)));
+      const perRank = Math.max(
+        store.SERIES_KINDS.length,
+        Math.floor((query.maxPoints ?? DEFAULT_MAX_POINTS) / Math.max(1, info.ranks.length)),
+      );
       const out: StreamData = { key, ranks: [], steps: [], times: [], values: [], cursor: null };
       for (const rank of info.ranks) {
         const after = cursors.get(rank);
-        const result = store.series(runDir, key, { kind: "stream", rank, x: "wall", maxPoints: perRank, ...(after !== undefined ? { after } : {}) });
+        const result = store.series(runDir, key, {
+          kind: "stream",
+          rank,
+          x: "wall",
+          maxPoints: perRank,
+          ...(after !== undefined ? { after } : {}),
+        });
         for (const p of result.points) {
           out.ranks.push(rank);
           out.steps.push(p.step);
@@ -193,7 +242,8 @@ export function createStoreSource(root: string): StoreSource {
       requireStore(runDir);
       const rows: SampleRow[] = [];
       for (const entry of store.samples(runDir, undefined, { limit: 200 })) {
-        for (const record of entry.records) rows.push({ key: entry.key, step: entry.step, rank: entry.rank === GLOBAL ? null : entry.rank, record });
+        for (const record of entry.records)
+          rows.push({ key: entry.key, step: entry.step, rank: entry.rank === GLOBAL ? null : entry.rank, record });
       }
       return rows;
     },
@@ -205,7 +255,9 @@ export function createStoreSource(root: string): StoreSource {
     histograms(runDir: string, key: string, limit: number, rank?: number): HistogramEntry[] {
       requireStore(runDir);
       // The store keeps arrival order; a line's histograms are drawn by step.
-      return store.histograms(runDir, key, { limit, ...(rank !== undefined ? { rank } : {}) }).sort((a, b) => a.step - b.step || a.seq - b.seq);
+      return store
+        .histograms(runDir, key, { limit, ...(rank !== undefined ? { rank } : {}) })
+        .sort((a, b) => a.step - b.step || a.seq - b.seq);
     },
 
     histogramRanks(runDir: string, key: string): number[] {
@@ -223,7 +275,12 @@ export function createStoreSource(root: string): StoreSource {
 
     system(runDir, key, query): SeriesData {
       return toSeriesData(
-        readSeries(runDir, key, { kind: "system", x: "wall", ...window(query), ...(query.maxPoints !== undefined ? { maxPoints: query.maxPoints } : {}) }),
+        readSeries(runDir, key, {
+          kind: "system",
+          x: "wall",
+          ...window(query),
+          ...(query.maxPoints !== undefined ? { maxPoints: query.maxPoints } : {}),
+        }),
       );
     },
 

@@ -9,11 +9,27 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import type { AlertEvent } from "../../src/core/alert.js";
 import type { Metric } from "../../src/core/metric.js";
-import { AlertEngine, globMatches, type FlushObservation, type RankRef, type StragglerInput } from "../../src/alerts/engine.js";
+import {
+  AlertEngine,
+  globMatches,
+  type FlushObservation,
+  type RankRef,
+  type StragglerInput,
+} from "../../src/alerts/engine.js";
 import { resolveAlertOptions, type AlertRuleConfig } from "../../src/alerts/options.js";
 
-function engine(rules: readonly AlertRuleConfig[], limits: { minIntervalMs?: number; maxPerMinute?: number } = {}): AlertEngine {
-  const options = resolveAlertOptions({ rules, minIntervalMs: limits.minIntervalMs ?? 0, ...(limits.maxPerMinute === undefined ? {} : { maxPerMinute: limits.maxPerMinute }) }, {});
+function engine(
+  rules: readonly AlertRuleConfig[],
+  limits: { minIntervalMs?: number; maxPerMinute?: number } = {},
+): AlertEngine {
+  const options = resolveAlertOptions(
+    {
+      rules,
+      minIntervalMs: limits.minIntervalMs ?? 0,
+      ...(limits.maxPerMinute === undefined ? {} : { maxPerMinute: limits.maxPerMinute }),
+    },
+    {},
+  );
   return new AlertEngine("exp/trial", options, () => assert.fail("no watchdog in these tests"));
 }
 
@@ -22,7 +38,11 @@ function metrics(values: Record<string, number>, step: number): Metric[] {
 }
 
 /** Feed one series of values per key, a flush per step; the events per step. */
-function feed(e: AlertEngine, series: Record<string, readonly number[]>, extra: (step: number) => Partial<FlushObservation> = () => ({})): AlertEvent[][] {
+function feed(
+  e: AlertEngine,
+  series: Record<string, readonly number[]>,
+  extra: (step: number) => Partial<FlushObservation> = () => ({}),
+): AlertEvent[][] {
   const steps = Math.max(...Object.values(series).map((s) => s.length));
   const out: AlertEvent[][] = [];
   for (let step = 0; step < steps; step++) {
@@ -41,8 +61,16 @@ function timeline(events: AlertEvent[][]): string[] {
 describe("built-in rules", () => {
   it("nonfinite: a finite key that becomes NaN or ±Infinity fires once per episode and resolves when finite again", () => {
     const e = engine(["nonfinite"]);
-    const events = feed(e, { loss: [1, 0.5, NaN, NaN, Infinity, 0.4, 0.3, -Infinity, 0.2], fine: [1, 2, 3, 4, 5, 6, 7, 8, 9] });
-    assert.deepEqual(timeline(events), ["2: firing nonfinite:loss#1", "5: resolved nonfinite:loss#1", "7: firing nonfinite:loss#2", "8: resolved nonfinite:loss#2"]);
+    const events = feed(e, {
+      loss: [1, 0.5, NaN, NaN, Infinity, 0.4, 0.3, -Infinity, 0.2],
+      fine: [1, 2, 3, 4, 5, 6, 7, 8, 9],
+    });
+    assert.deepEqual(timeline(events), [
+      "2: firing nonfinite:loss#1",
+      "5: resolved nonfinite:loss#1",
+      "7: firing nonfinite:loss#2",
+      "8: resolved nonfinite:loss#2",
+    ]);
     const [firing] = events[2] ?? [];
     assert.equal(firing?.key, "loss");
     assert.ok(Number.isNaN(firing?.value));
@@ -55,7 +83,11 @@ describe("built-in rules", () => {
 
   it("nonfinite: a key NaN from its first value was never finite (no alert), and `*` leaves rankscope's own keys alone", () => {
     const e = engine(["nonfinite"]);
-    const events = feed(e, { nan_from_start: [NaN, NaN, 1, NaN], "rankscope/alerts_undelivered": [0, NaN, 1, Infinity], "acc__count": [1, NaN] });
+    const events = feed(e, {
+      nan_from_start: [NaN, NaN, 1, NaN],
+      "rankscope/alerts_undelivered": [0, NaN, 1, Infinity],
+      acc__count: [1, NaN],
+    });
     assert.deepEqual(timeline(events), ["3: firing nonfinite:nan_from_start#1"]);
   });
 
@@ -70,17 +102,29 @@ describe("built-in rules", () => {
       4: { missing: [r2], lost: [r1] },
       5: { missing: [], lost: [] },
     };
-    const events = feed(e, { loss: [1, 1, 1, 1, 1, 1, 1] }, (step) => ({ ranks: presence[step] ?? { missing: [], lost: [] } }));
-    assert.deepEqual(timeline(events), ["1: firing rank_lost:Trainer_a_r1#1", "4: firing rank_lost:Trainer_a_r2#2", "5: resolved rank_lost:Trainer_a_r1#1", "5: resolved rank_lost:Trainer_a_r2#2"]);
+    const events = feed(e, { loss: [1, 1, 1, 1, 1, 1, 1] }, (step) => ({
+      ranks: presence[step] ?? { missing: [], lost: [] },
+    }));
+    assert.deepEqual(timeline(events), [
+      "1: firing rank_lost:Trainer_a_r1#1",
+      "4: firing rank_lost:Trainer_a_r2#2",
+      "5: resolved rank_lost:Trainer_a_r1#1",
+      "5: resolved rank_lost:Trainer_a_r2#2",
+    ]);
     const fired = events[1]?.[0];
-    assert.deepEqual([fired?.rank, fired?.rankName, fired?.host, fired?.message], [1, "Trainer_a_r1", "node-a", "rank 1 (Trainer_a_r1) on node-a did not answer the flush at step 1"]);
+    assert.deepEqual(
+      [fired?.rank, fired?.rankName, fired?.host, fired?.message],
+      [1, "Trainer_a_r1", "node-a", "rank 1 (Trainer_a_r1) on node-a did not answer the flush at step 1"],
+    );
     assert.equal(events[5]?.[0]?.host, "node-a", "the resolve names the rank as the firing did");
   });
 
   it("rank_lost: a flush without rank information is no evidence (an open episode stays open)", () => {
     const e = engine(["rank_lost"]);
     const r1: RankRef = { rankName: "r1" };
-    const events = feed(e, { x: [1, 1, 1, 1] }, (step) => (step === 0 ? { ranks: { missing: [r1], lost: [] } } : step === 3 ? { ranks: { missing: [], lost: [] } } : {}));
+    const events = feed(e, { x: [1, 1, 1, 1] }, (step) =>
+      step === 0 ? { ranks: { missing: [r1], lost: [] } } : step === 3 ? { ranks: { missing: [], lost: [] } } : {},
+    );
     assert.deepEqual(timeline(events), ["0: firing rank_lost:r1#1", "3: resolved rank_lost:r1#1"]);
   });
 
@@ -91,11 +135,16 @@ describe("built-in rules", () => {
     const transient: StragglerInput = { rankName: "Trainer_a_r2", rank: 2, host: "node-b", chronic: false };
     const chronic: Record<number, boolean> = { 1: false, 2: true, 3: true, 4: true, 5: false };
     const events = feed(e, { x: [1, 1, 1, 1, 1, 1, 1] }, (step) =>
-      step === 6 ? {} : { stragglers: [transient, ...(chronic[step] === undefined ? [] : [{ ...slow, chronic: chronic[step] }])] },
+      step === 6
+        ? {}
+        : { stragglers: [transient, ...(chronic[step] === undefined ? [] : [{ ...slow, chronic: chronic[step] }])] },
     );
     assert.deepEqual(timeline(events), ["2: firing straggler:Trainer_a_r5#1", "5: resolved straggler:Trainer_a_r5#1"]);
     const fired = events[2]?.[0];
-    assert.deepEqual([fired?.level, fired?.rank, fired?.rankName, fired?.host], ["warning", 5, "Trainer_a_r5", "node-c"]);
+    assert.deepEqual(
+      [fired?.level, fired?.rank, fired?.rankName, fired?.host],
+      ["warning", 5, "Trainer_a_r5", "node-c"],
+    );
     assert.match(fired?.message ?? "", /^rank 5 \(Trainer_a_r5\) on node-c is a chronic straggler at step 2/);
   });
 });
@@ -103,8 +152,17 @@ describe("built-in rules", () => {
 describe("user rules", () => {
   it("threshold: above and below, each key its own episode; NaN is no evidence", () => {
     const e = engine([{ rule: "threshold", key: "grad_norm/*", above: 10, below: 0.01 }]);
-    const events = feed(e, { "grad_norm/a": [1, 12, 15, NaN, 3, 0.001, 1], "grad_norm/b": [1, 1, 1, 1, 1, 1, 1], other: [100, 100] });
-    assert.deepEqual(timeline(events), ["1: firing threshold:grad_norm/a#1", "4: resolved threshold:grad_norm/a#1", "5: firing threshold:grad_norm/a#2", "6: resolved threshold:grad_norm/a#2"]);
+    const events = feed(e, {
+      "grad_norm/a": [1, 12, 15, NaN, 3, 0.001, 1],
+      "grad_norm/b": [1, 1, 1, 1, 1, 1, 1],
+      other: [100, 100],
+    });
+    assert.deepEqual(timeline(events), [
+      "1: firing threshold:grad_norm/a#1",
+      "4: resolved threshold:grad_norm/a#1",
+      "5: firing threshold:grad_norm/a#2",
+      "6: resolved threshold:grad_norm/a#2",
+    ]);
     assert.equal(events[1]?.[0]?.message, "grad_norm/a = 12 at step 1, above 10");
     assert.equal(events[4]?.[0]?.message, "grad_norm/a = 3 at step 4, back within [0.01, 10]");
   });
@@ -116,7 +174,10 @@ describe("user rules", () => {
     const series = [...noise.slice(0, 15), 5, 4, ...noise.slice(15)];
     const events = feed(e, { loss: series });
     assert.deepEqual(timeline(events), ["15: firing spike:loss#1", "17: resolved spike:loss#1"]);
-    assert.match(events[15]?.[0]?.message ?? "", /^loss = 5 at step 15: a spike, \d+(\.\d+)? MADs from the rolling median 1(\.\d+)? of its last 15 values \(k = 6\)$/);
+    assert.match(
+      events[15]?.[0]?.message ?? "",
+      /^loss = 5 at step 15: a spike, \d+(\.\d+)? MADs from the rolling median 1(\.\d+)? of its last 15 values \(k = 6\)$/,
+    );
   });
 
   it("spike: nothing is judged before minPoints values, or when the window has no spread", () => {
@@ -130,13 +191,22 @@ describe("user rules", () => {
     const series = [100, 102, 98, 101, 40, 38, 41, 39, 37, 40, 42, 95, 99];
     const events = feed(e, { tokens_per_s: series });
     assert.deepEqual(timeline(events), ["4: firing rate_drop:tokens_per_s#1", "11: resolved rate_drop:tokens_per_s#1"]);
-    assert.equal(events[4]?.[0]?.message, "tokens_per_s = 40 at step 4: below 50% of its rolling median 100.5 (last 4 values)");
+    assert.equal(
+      events[4]?.[0]?.message,
+      "tokens_per_s = 40 at step 4: below 50% of its rolling median 100.5 (last 4 values)",
+    );
   });
 
   it("a rule on an exact internal key applies to it (`rankscope/…`); `*` patterns do not", () => {
-    const e = engine([{ rule: "threshold", key: "rankscope/ranks_reporting", below: 4 }, { rule: "threshold", name: "any_high", key: "*", above: 100 }]);
+    const e = engine([
+      { rule: "threshold", key: "rankscope/ranks_reporting", below: 4 },
+      { rule: "threshold", name: "any_high", key: "*", above: 100 },
+    ]);
     const events = feed(e, { "rankscope/ranks_reporting": [4, 3, 4], "rankscope/ranks_expected": [400, 400, 400] });
-    assert.deepEqual(timeline(events), ["1: firing threshold:rankscope/ranks_reporting#1", "2: resolved threshold:rankscope/ranks_reporting#1"]);
+    assert.deepEqual(timeline(events), [
+      "1: firing threshold:rankscope/ranks_reporting#1",
+      "2: resolved threshold:rankscope/ranks_reporting#1",
+    ]);
   });
 
   it("glob patterns: * matches any run of characters, the rest literally", () => {
@@ -155,20 +225,35 @@ describe("rate limits", () => {
     const e = engine(["nonfinite"], { minIntervalMs: 500 });
     // Flushes 100 ms apart: NaN at 1 (sent), at 3 (held back: 200 ms after), at 8 (700 ms: sent).
     const events = feed(e, { loss: [1, NaN, 1, NaN, 1, 1, 1, 1, NaN, 1] });
-    assert.deepEqual(timeline(events), ["1: firing nonfinite:loss#1", "2: resolved nonfinite:loss#1", "8: firing nonfinite:loss#3", "9: resolved nonfinite:loss#3"]);
+    assert.deepEqual(timeline(events), [
+      "1: firing nonfinite:loss#1",
+      "2: resolved nonfinite:loss#1",
+      "8: firing nonfinite:loss#3",
+      "9: resolved nonfinite:loss#3",
+    ]);
     assert.deepEqual({ ...e.counts }, { fired: 2, resolved: 2, suppressed: 1 });
   });
 
   it("maxPerMinute: firings past the limit (all rules together) are held back and counted", () => {
     const e = engine(["nonfinite"], { maxPerMinute: 2 });
     const events = feed(e, { a: [1, NaN, 1], b: [1, NaN, 1], c: [1, NaN, 1] });
-    assert.deepEqual(timeline(events), ["1: firing nonfinite:a#1", "1: firing nonfinite:b#2", "2: resolved nonfinite:a#1", "2: resolved nonfinite:b#2"]);
+    assert.deepEqual(timeline(events), [
+      "1: firing nonfinite:a#1",
+      "1: firing nonfinite:b#2",
+      "2: resolved nonfinite:a#1",
+      "2: resolved nonfinite:b#2",
+    ]);
     assert.equal(e.counts.suppressed, 1);
   });
 
   it("user alerts are never rate limited", () => {
     const e = engine(["nonfinite"], { maxPerMinute: 1 });
-    const events = Array.from({ length: 5 }, (_, i) => e.userAlert({ title: `t${i}`, text: "x", level: "info", at: 1 }));
-    assert.deepEqual(events.map((x) => [x.rule, x.state, x.title, x.message]), [0, 1, 2, 3, 4].map((i) => ["user", "firing", `t${i}`, `t${i}: x`]));
+    const events = Array.from({ length: 5 }, (_, i) =>
+      e.userAlert({ title: `t${i}`, text: "x", level: "info", at: 1 }),
+    );
+    assert.deepEqual(
+      events.map((x) => [x.rule, x.state, x.title, x.message]),
+      [0, 1, 2, 3, 4].map((i) => ["user", "firing", `t${i}`, `t${i}: x`]),
+    );
   });
 });

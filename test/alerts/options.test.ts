@@ -29,7 +29,10 @@ describe("when alerts are on", () => {
 
   it("the option given without rules: the built-in rules; with rules: exactly those", () => {
     assert.equal(resolveAlertOptions({}, {}).rules.length, 4);
-    const only = resolveAlertOptions({ rules: [{ rule: "threshold", key: "loss", above: 3 }] }, { RANKSCOPE_ALERT_WEBHOOK: HOOK });
+    const only = resolveAlertOptions(
+      { rules: [{ rule: "threshold", key: "loss", above: 3 }] },
+      { RANKSCOPE_ALERT_WEBHOOK: HOOK },
+    );
     assert.deepEqual(only.rules, [{ kind: "threshold", name: "threshold", level: "warning", key: "loss", above: 3 }]);
   });
 
@@ -39,7 +42,17 @@ describe("when alerts are on", () => {
   });
 
   it("defaults of every rule's numbers", () => {
-    const rules = resolveAlertOptions({ rules: [{ rule: "stalled" }, { rule: "spike", key: "loss" }, { rule: "rate_drop", key: "tps" }, { rule: "nonfinite" }] }, {}).rules;
+    const rules = resolveAlertOptions(
+      {
+        rules: [
+          { rule: "stalled" },
+          { rule: "spike", key: "loss" },
+          { rule: "rate_drop", key: "tps" },
+          { rule: "nonfinite" },
+        ],
+      },
+      {},
+    ).rules;
     assert.deepEqual(rules, [
       { kind: "stalled", name: "stalled", level: "error", factor: 10, minMs: 1000 },
       { kind: "spike", name: "spike", level: "warning", key: "loss", k: 6, window: 50, minPoints: 10 },
@@ -52,36 +65,91 @@ describe("when alerts are on", () => {
 describe("bad input is an error saying what is valid", () => {
   const cases: [string, unknown, RegExp][] = [
     ["an unknown option", { webhok: HOOK }, /alerts: unknown option "webhok"; valid: webhook, webhookFormat, /],
-    ["a webhook that is not a URL", { webhook: "hooks.example.com" }, /alerts: webhook must be an http:\/\/ or https:\/\/ URL, got another value \(not shown: it is a secret\)/],
-    ["an unknown rule", { rules: ["nan"] }, /alerts\.rules\[0\]: rule must be one of nonfinite, rank_lost, stalled, straggler, threshold, spike, rate_drop, got "nan"/],
-    ["a threshold without a bound", { rules: [{ rule: "threshold", key: "loss" }] }, /alerts\.rules\[0\] \(threshold\): give above, below or both/],
-    ["a threshold without a key", { rules: [{ rule: "threshold", above: 1 }] }, /alerts\.rules\[0\] \(threshold\): key must be a metric key or a pattern with \*/],
-    ["a field of another rule", { rules: [{ rule: "spike", key: "x", above: 3 }] }, /alerts\.rules\[0\] \(spike\): unknown option "above"; valid: rule, name, level, key, k, window, minPoints/],
-    ["a bad level", { rules: [{ rule: "nonfinite", level: "critical" }] }, /alerts\.rules\[0\] \(nonfinite\): level must be one of info, warning, error, got "critical"/],
-    ["a bad number", { rules: [{ rule: "spike", key: "x", window: 2.5 }] }, /alerts\.rules\[0\] \(spike\): window must be an integer from 3 to 10000, got 2\.5/],
+    [
+      "a webhook that is not a URL",
+      { webhook: "hooks.example.com" },
+      /alerts: webhook must be an http:\/\/ or https:\/\/ URL, got another value \(not shown: it is a secret\)/,
+    ],
+    [
+      "an unknown rule",
+      { rules: ["nan"] },
+      /alerts\.rules\[0\]: rule must be one of nonfinite, rank_lost, stalled, straggler, threshold, spike, rate_drop, got "nan"/,
+    ],
+    [
+      "a threshold without a bound",
+      { rules: [{ rule: "threshold", key: "loss" }] },
+      /alerts\.rules\[0\] \(threshold\): give above, below or both/,
+    ],
+    [
+      "a threshold without a key",
+      { rules: [{ rule: "threshold", above: 1 }] },
+      /alerts\.rules\[0\] \(threshold\): key must be a metric key or a pattern with \*/,
+    ],
+    [
+      "a field of another rule",
+      { rules: [{ rule: "spike", key: "x", above: 3 }] },
+      /alerts\.rules\[0\] \(spike\): unknown option "above"; valid: rule, name, level, key, k, window, minPoints/,
+    ],
+    [
+      "a bad level",
+      { rules: [{ rule: "nonfinite", level: "critical" }] },
+      /alerts\.rules\[0\] \(nonfinite\): level must be one of info, warning, error, got "critical"/,
+    ],
+    [
+      "a bad number",
+      { rules: [{ rule: "spike", key: "x", window: 2.5 }] },
+      /alerts\.rules\[0\] \(spike\): window must be an integer from 3 to 10000, got 2\.5/,
+    ],
     ["k of 0", { rules: [{ rule: "spike", key: "x", k: 0 }] }, /k must be a number above 0 up to 1000000, got 0/],
-    ["two rules with one name for one key", { rules: [{ rule: "threshold", key: "loss", above: 1 }, { rule: "threshold", key: "loss", below: 0 }] }, /two rules are named "threshold" for key "loss"; give one a name of its own/],
+    [
+      "two rules with one name for one key",
+      {
+        rules: [
+          { rule: "threshold", key: "loss", above: 1 },
+          { rule: "threshold", key: "loss", below: 0 },
+        ],
+      },
+      /two rules are named "threshold" for key "loss"; give one a name of its own/,
+    ],
     ["rules that are not a list", { rules: "nonfinite" }, /alerts\.rules must be a list of rules/],
-    ["a rate limit out of range", { maxPerMinute: 0 }, /alerts: maxPerMinute must be an integer from 1 to 100000, got 0/],
+    [
+      "a rate limit out of range",
+      { maxPerMinute: 0 },
+      /alerts: maxPerMinute must be an integer from 1 to 100000, got 0/,
+    ],
   ];
   for (const [what, options, message] of cases) {
-    it(what, () => assert.throws(() => resolveAlertOptions(options as never, {}), (error: unknown) => error instanceof TypeError && message.test(error.message)));
+    it(what, () =>
+      assert.throws(
+        () => resolveAlertOptions(options as never, {}),
+        (error: unknown) => error instanceof TypeError && message.test(error.message),
+      ),
+    );
   }
 
   it("a bad webhook in the environment names the variable, never its value", () => {
     assert.throws(
       () => resolveAlertOptions(undefined, { RANKSCOPE_ALERT_WEBHOOK: "ftp://secret-token@x" }),
-      (error: unknown) => error instanceof TypeError && /RANKSCOPE_ALERT_WEBHOOK is not valid \(its value is not shown: it is a secret\)/.test(error.message) && !error.message.includes("secret-token"),
+      (error: unknown) =>
+        error instanceof TypeError &&
+        /RANKSCOPE_ALERT_WEBHOOK is not valid \(its value is not shown: it is a secret\)/.test(error.message) &&
+        !error.message.includes("secret-token"),
     );
   });
 
   it("the logger rejects a bad alerts option before it starts, and a second getOrCreateMetricLogger compares alerts by value", async () => {
-    assert.throws(() => new MetricLogger({ runDir: tempDir(), alerts: { rules: [{ rule: "threshold", key: "x" }] } }), /give above, below or both/);
+    assert.throws(
+      () => new MetricLogger({ runDir: tempDir(), alerts: { rules: [{ rule: "threshold", key: "x" }] } }),
+      /give above, below or both/,
+    );
     const { getOrCreateMetricLogger } = await import("../../src/controller/metric-logger.js");
     const logger = await getOrCreateMetricLogger({ runDir: tempDir(), alerts: { rules: ["nonfinite"] } });
     try {
       assert.equal(await getOrCreateMetricLogger({ alerts: { rules: ["nonfinite"] } }), logger);
-      await assert.rejects(getOrCreateMetricLogger({ alerts: { rules: ["stalled"] } }), /these options differ from it: alerts: \{"rules":\["stalled"\]\}/);
+      await assert.rejects(
+        getOrCreateMetricLogger({ alerts: { rules: ["stalled"] } }),
+        /these options differ from it: alerts: \{"rules":\["stalled"\]\}/,
+      );
     } finally {
       await logger.shutdown();
     }

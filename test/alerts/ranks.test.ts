@@ -43,7 +43,11 @@ test("nonfinite, rank_lost (SIGSTOP then SIGCONT; SIGKILL) and stalled fire once
     processName: "Controller",
     runDir,
     flushDeadlineMs: 2000,
-    alerts: { webhook: receiver.url, rules: ["nonfinite", "rank_lost", { rule: "stalled", minMs: 4000 }], minIntervalMs: 0 },
+    alerts: {
+      webhook: receiver.url,
+      rules: ["nonfinite", "rank_lost", { rule: "stalled", minMs: 4000 }],
+      minIntervalMs: 0,
+    },
   });
   const results: FlushResult[] = [];
   let step = 0;
@@ -65,10 +69,20 @@ test("nonfinite, rank_lost (SIGSTOP then SIGCONT; SIGKILL) and stalled fire once
       await everyRank(1 / (i + 1));
       assert.equal((await flush()).alerts, undefined);
     }
-    await Promise.all([group.call(r0, "recordLoss", null), group.call(r1, "recordLoss", 0.2), group.call(r2, "recordLoss", 0.2)]);
-    assert.deepEqual((await flush()).alerts?.map((a) => [a.rule, a.state, a.key]), [["nonfinite", "firing", "loss"]]);
+    await Promise.all([
+      group.call(r0, "recordLoss", null),
+      group.call(r1, "recordLoss", 0.2),
+      group.call(r2, "recordLoss", 0.2),
+    ]);
+    assert.deepEqual(
+      (await flush()).alerts?.map((a) => [a.rule, a.state, a.key]),
+      [["nonfinite", "firing", "loss"]],
+    );
     await everyRank(0.2);
-    assert.deepEqual((await flush()).alerts?.map((a) => [a.rule, a.state]), [["nonfinite", "resolved"]]);
+    assert.deepEqual(
+      (await flush()).alerts?.map((a) => [a.rule, a.state]),
+      [["nonfinite", "resolved"]],
+    );
 
     // r1 stops (SIGSTOP): missing at the next flushes, one alert; continued, it answers again: resolved.
     const pid1 = group.pid(r1) as number;
@@ -76,30 +90,48 @@ test("nonfinite, rank_lost (SIGSTOP then SIGCONT; SIGKILL) and stalled fire once
     try {
       const stopped = await flush();
       assert.deepEqual(stopped.missingRanks, [r1]);
-      assert.deepEqual(stopped.alerts?.map((a) => [a.rule, a.state, a.rankName, a.rank, typeof a.host]), [["rank_lost", "firing", r1, 1, "string"]]);
+      assert.deepEqual(
+        stopped.alerts?.map((a) => [a.rule, a.state, a.rankName, a.rank, typeof a.host]),
+        [["rank_lost", "firing", r1, 1, "string"]],
+      );
       assert.equal((await flush()).alerts, undefined, "still missing: the same episode");
     } finally {
       process.kill(pid1, "SIGCONT");
     }
-    await waitFor(async () => (await flush()).alerts?.some((a) => a.rule === "rank_lost" && a.state === "resolved"), { timeoutMs: 30_000, what: `${r1} to answer a flush again` });
+    await waitFor(async () => (await flush()).alerts?.some((a) => a.rule === "rank_lost" && a.state === "resolved"), {
+      timeoutMs: 30_000,
+      what: `${r1} to answer a flush again`,
+    });
 
     // r2's own alert() reaches the controller with its next answer.
     await group.call(r2, "raiseAlert", "checkpoint", "saved at step 10", "info");
     const carried = await flush();
     assert.deepEqual(carried.alerts, undefined, "user alerts are delivered as they arrive, not as a rule's events");
-    await waitFor(() => receiver.bodies().some((b) => b["rule"] === "user"), { timeoutMs: 10_000, what: "the rank's alert at the webhook" });
+    await waitFor(() => receiver.bodies().some((b) => b["rule"] === "user"), {
+      timeoutMs: 10_000,
+      what: "the rank's alert at the webhook",
+    });
 
     // r0 is killed: lost for good, one alert however many flushes follow.
     process.kill(group.pid(r0) as number, "SIGKILL");
     await waitFor(() => !logger.rankNames.includes(r0), { timeoutMs: 10_000, what: `${r0} to be deregistered` });
     const lost = await flush();
-    assert.deepEqual(lost.alerts?.map((a) => [a.rule, a.state, a.rankName]), [["rank_lost", "firing", r0]]);
+    assert.deepEqual(
+      lost.alerts?.map((a) => [a.rule, a.state, a.rankName]),
+      [["rank_lost", "firing", r0]],
+    );
     assert.match(lost.alerts?.[0]?.message ?? "", /was lost \(exited \(killed by SIGKILL\)\) at step \d+/);
     for (let i = 0; i < 3; i++) assert.equal((await flush()).alerts, undefined);
 
     // The loop stops flushing: the watchdog fires once; the next flush resolves it.
-    await waitFor(() => receiver.bodies().some((b) => b["rule"] === "stalled"), { timeoutMs: 30_000, what: "the stalled alert" });
-    assert.deepEqual((await flush()).alerts?.map((a) => [a.rule, a.state]), [["stalled", "resolved"]]);
+    await waitFor(() => receiver.bodies().some((b) => b["rule"] === "stalled"), {
+      timeoutMs: 30_000,
+      what: "the stalled alert",
+    });
+    assert.deepEqual(
+      (await flush()).alerts?.map((a) => [a.rule, a.state]),
+      [["stalled", "resolved"]],
+    );
     await logger.shutdown();
   });
 
@@ -128,17 +160,29 @@ test("nonfinite, rank_lost (SIGSTOP then SIGCONT; SIGKILL) and stalled fire once
   );
   // And the text log: one line per event in logs/main.log.
   const log = readFileSync(join(runDir, "logs", "main.log"), "utf8");
-  for (const a of stored) assert.ok(log.includes(`${a.state === "firing" ? "FIRING" : "resolved"} ${a.id}: `), `main.log has ${a.id} ${a.state}`);
+  for (const a of stored)
+    assert.ok(
+      log.includes(`${a.state === "firing" ? "FIRING" : "resolved"} ${a.id}: `),
+      `main.log has ${a.id} ${a.state}`,
+    );
   assert.equal(logger.alertStats().webhook?.delivered, stored.length);
 });
 
 test("straggler: the chronic ranks straggler attribution reports at a flush fire once and resolve, at the webhook with rank, name and host", async () => {
   receiver.received.length = 0;
-  const alerts = ControllerAlerts.create({ webhook: receiver.url, rules: ["straggler"] }, { experiment: "exp", trial: "t" });
+  const alerts = ControllerAlerts.create(
+    { webhook: receiver.url, rules: ["straggler"] },
+    { experiment: "exp", trial: "t" },
+  );
   const slow = { rankName: "Trainer_ab_r6", rank: 6, host: "node-7" };
   const chronic = [false, true, true, true, false];
-  chronic.forEach((isChronic, step) => alerts.observeFlush({ step, at: Date.now(), metrics: [], stragglers: [{ ...slow, chronic: isChronic }] }));
-  await waitFor(() => receiver.received.length === 2, { timeoutMs: 10_000, what: "two straggler alerts at the webhook" });
+  chronic.forEach((isChronic, step) =>
+    alerts.observeFlush({ step, at: Date.now(), metrics: [], stragglers: [{ ...slow, chronic: isChronic }] }),
+  );
+  await waitFor(() => receiver.received.length === 2, {
+    timeoutMs: 10_000,
+    what: "two straggler alerts at the webhook",
+  });
   await alerts.close(1000);
   assert.deepEqual(
     receiver.bodies().map((b) => [b["rule"], b["state"], b["step"], b["rank"], b["rankName"], b["host"], b["level"]]),

@@ -59,7 +59,11 @@ export class WebhookReceiver {
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
       const parsed: unknown = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-      const entry: Received = { body: parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) ? { ...parsed } : {}, contentType: req.headers["content-type"], answered: false };
+      const entry: Received = {
+        body: parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) ? { ...parsed } : {},
+        contentType: req.headers["content-type"],
+        answered: false,
+      };
       this.received.push(entry);
       const answer = this.answers.shift() ?? this.fallback;
       if (answer === "hang") {

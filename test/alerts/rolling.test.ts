@@ -15,15 +15,19 @@ function median(values: readonly number[]): number {
 
 test("median and MAD equal those of the last N values, for any values and any N", () => {
   fc.assert(
-    fc.property(fc.integer({ min: 1, max: 40 }), fc.array(fc.double({ min: -1e6, max: 1e6, noNaN: true }), { minLength: 1, maxLength: 200 }), (capacity, values) => {
-      const window = new RollingWindow(capacity);
-      for (const v of values) window.push(v);
-      const last = values.slice(-capacity);
-      const m = median(last);
-      assert.equal(window.size, last.length);
-      assert.equal(window.median(), m);
-      assert.equal(window.mad(m), median(last.map((v) => Math.abs(v - m))));
-    }),
+    fc.property(
+      fc.integer({ min: 1, max: 40 }),
+      fc.array(fc.double({ min: -1e6, max: 1e6, noNaN: true }), { minLength: 1, maxLength: 200 }),
+      (capacity, values) => {
+        const window = new RollingWindow(capacity);
+        for (const v of values) window.push(v);
+        const last = values.slice(-capacity);
+        const m = median(last);
+        assert.equal(window.size, last.length);
+        assert.equal(window.median(), m);
+        assert.equal(window.mad(m), median(last.map((v) => Math.abs(v - m))));
+      },
+    ),
     { numRuns: 500 },
   );
 });
@@ -42,7 +46,10 @@ test("madVerdict agrees with the exact MAD whenever it is sure, and is sure almo
       fc.integer({ min: 1, max: 60 }),
       // Around a large mean with a small spread too, where median ± t rounds.
       fc.oneof(fc.constant(0), fc.constant(1e9), fc.double({ min: -1e6, max: 1e6, noNaN: true })),
-      fc.array(fc.oneof(fc.double({ min: -1e3, max: 1e3, noNaN: true }), fc.integer({ min: -3, max: 3 })), { minLength: 1, maxLength: 120 }),
+      fc.array(fc.oneof(fc.double({ min: -1e3, max: 1e3, noNaN: true }), fc.integer({ min: -3, max: 3 })), {
+        minLength: 1,
+        maxLength: 120,
+      }),
       fc.double({ min: 0, max: 2e3, noNaN: true }),
       (capacity, offset, values, t) => {
         const window = new RollingWindow(capacity);

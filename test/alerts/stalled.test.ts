@@ -10,9 +10,17 @@ import type { AlertEvent } from "../../src/core/alert.js";
 import { AlertEngine } from "../../src/alerts/engine.js";
 import { resolveAlertOptions, type StalledRule } from "../../src/alerts/options.js";
 
-function stalledEngine(rule: Partial<StalledRule> = {}): { engine: AlertEngine; emitted: AlertEvent[]; flush: (step: number) => AlertEvent[] } {
+function stalledEngine(rule: Partial<StalledRule> = {}): {
+  engine: AlertEngine;
+  emitted: AlertEvent[];
+  flush: (step: number) => AlertEvent[];
+} {
   const emitted: AlertEvent[] = [];
-  const engine = new AlertEngine("exp/t", resolveAlertOptions({ rules: [{ rule: "stalled", ...rule }], minIntervalMs: 0 }, {}), (events) => emitted.push(...events));
+  const engine = new AlertEngine(
+    "exp/t",
+    resolveAlertOptions({ rules: [{ rule: "stalled", ...rule }], minIntervalMs: 0 }, {}),
+    (events) => emitted.push(...events),
+  );
   return { engine, emitted, flush: (step) => engine.observeFlush({ step, at: Date.now(), metrics: [] }) };
 }
 
@@ -32,12 +40,21 @@ describe("stalled", () => {
     mock.timers.tick(1);
     assert.equal(emitted.length, 1);
     const [firing] = emitted;
-    assert.deepEqual([firing?.rule, firing?.state, firing?.level, firing?.step, firing?.id], ["stalled", "firing", "error", 4, "stalled:job#1"]);
-    assert.equal(firing?.message, "no flush for 2.0 s after step 4 (10× the median flush interval of 0.20 s, at least 0.10 s)");
+    assert.deepEqual(
+      [firing?.rule, firing?.state, firing?.level, firing?.step, firing?.id],
+      ["stalled", "firing", "error", 4, "stalled:job#1"],
+    );
+    assert.equal(
+      firing?.message,
+      "no flush for 2.0 s after step 4 (10× the median flush interval of 0.20 s, at least 0.10 s)",
+    );
     mock.timers.tick(60_000);
     assert.equal(emitted.length, 1, "one alert per episode however long it lasts");
     const resolved = flush(5);
-    assert.deepEqual(resolved.map((e) => [e.state, e.id, e.step, e.message]), [["resolved", "stalled:job#1", 5, "flushing again: step 5, 62 s after the last flush"]]);
+    assert.deepEqual(
+      resolved.map((e) => [e.state, e.id, e.step, e.message]),
+      [["resolved", "stalled:job#1", 5, "flushing again: step 5, 62 s after the last flush"]],
+    );
     engine.close();
   });
 

@@ -40,20 +40,35 @@ test("every registered backend declares its options and refuses an unknown one a
   for (const name of BUILT_IN) assert.ok(names.includes(name), `built-in backend ${name} is registered`);
   for (const name of names) {
     const registration = await resolveBackendRegistration(name);
-    assert.ok(registration?.optionShape !== undefined, `backend "${name}" declares its options (registerBackend's options)`);
+    assert.ok(
+      registration?.optionShape !== undefined,
+      `backend "${name}" declares its options (registerBackend's options)`,
+    );
     const own = Object.keys(registration.optionShape);
     assert.deepEqual([...registration.knownOptions], own, `${name}: its known names are the declaration's`);
 
     const unknown = await refusal(name, { notAnOption: 1 });
-    assert.match(unknown, new RegExp(`^backend "${name}": unknown option "notAnOption"; valid: loggingMode, perRankShareRun, every, type, deadlineMs`));
-    for (const option of own) assert.ok(unknown.includes(option), `${name}: the unknown-option error lists ${option}: ${unknown}`);
+    assert.match(
+      unknown,
+      new RegExp(
+        `^backend "${name}": unknown option "notAnOption"; valid: loggingMode, perRankShareRun, every, type, deadlineMs`,
+      ),
+    );
+    for (const option of own)
+      assert.ok(unknown.includes(option), `${name}: the unknown-option error lists ${option}: ${unknown}`);
 
     // A value no option takes (not a string, number, boolean, list or object): every option refuses it by name.
     for (const option of own) {
       const wrong = await refusal(name, { [option]: Symbol("wrong") });
-      assert.match(wrong, new RegExp(`^backend "${name}": (label )?${option}\\b`), `${name}.${option}: the error starts with the option: ${wrong}`);
+      assert.match(
+        wrong,
+        new RegExp(`^backend "${name}": (label )?${option}\\b`),
+        `${name}.${option}: the error starts with the option: ${wrong}`,
+      );
       assert.match(wrong, /must|valid/, `${name}.${option}: the error says what is valid: ${wrong}`);
-      for (const other of own) if (other !== option) assert.ok(!wrong.includes(`; ${other} `), `${name}.${option}: only the wrong option is refused: ${wrong}`);
+      for (const other of own)
+        if (other !== option)
+          assert.ok(!wrong.includes(`; ${other} `), `${name}.${option}: only the wrong option is refused: ${wrong}`);
     }
   }
   await (await getOrCreateMetricLogger()).shutdown();
@@ -61,8 +76,14 @@ test("every registered backend declares its options and refuses an unknown one a
 
 test("a wrong common option is refused for every backend with what is valid", async () => {
   for (const name of knownBackendNames()) {
-    assert.equal(await refusal(name, { every: 0 }), `backend "${name}": every must be a positive integer (log every N-th flush)`);
-    assert.equal(await refusal(name, { deadlineMs: "soon" }), `backend "${name}": deadlineMs must be a positive integer (milliseconds one call of this backend may take)`);
+    assert.equal(
+      await refusal(name, { every: 0 }),
+      `backend "${name}": every must be a positive integer (log every N-th flush)`,
+    );
+    assert.equal(
+      await refusal(name, { deadlineMs: "soon" }),
+      `backend "${name}": deadlineMs must be a positive integer (milliseconds one call of this backend may take)`,
+    );
   }
   await (await getOrCreateMetricLogger()).shutdown();
 });

@@ -42,7 +42,11 @@ type Typed = [string, string];
 type Json = any;
 
 function python(reader: string, path: string): Json {
-  const run = spawnSync(kit.python ?? "python3", [join(here, "python", "values_readers.py"), reader, path], { encoding: "utf8", timeout: 120_000, maxBuffer: 64 * 1024 * 1024 });
+  const run = spawnSync(kit.python ?? "python3", [join(here, "python", "values_readers.py"), reader, path], {
+    encoding: "utf8",
+    timeout: 120_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
   assert.equal(run.status, 0, run.stderr);
   return JSON.parse(run.stdout);
 }
@@ -116,9 +120,23 @@ describe("values in every sink, read with each format's own reader", { skip }, (
   });
 
   it("a bigint metric is recorded as the nearest double, with a warning naming the key and what it became", () => {
-    assert.ok(run.warnings.some((w) => w.startsWith("recordMetric.bigintRounded:big63: ") && w.includes("9223372036854775807n") && w.includes("9.223372036854776e+18 (off by 1)")), run.warnings.join("\n"));
-    assert.ok(run.warnings.some((w) => w.startsWith("recordMetric.bigintRounded:big53: ")), "2^53 + 1 has no double either");
-    assert.ok(!run.warnings.some((w) => /backend .* failed|Do not know how to serialize a BigInt/.test(w)), `no sink fails on a bigint: ${run.warnings.join("\n")}`);
+    assert.ok(
+      run.warnings.some(
+        (w) =>
+          w.startsWith("recordMetric.bigintRounded:big63: ") &&
+          w.includes("9223372036854775807n") &&
+          w.includes("9.223372036854776e+18 (off by 1)"),
+      ),
+      run.warnings.join("\n"),
+    );
+    assert.ok(
+      run.warnings.some((w) => w.startsWith("recordMetric.bigintRounded:big53: ")),
+      "2^53 + 1 has no double either",
+    );
+    assert.ok(
+      !run.warnings.some((w) => /backend .* failed|Do not know how to serialize a BigInt/.test(w)),
+      `no sink fails on a bigint: ${run.warnings.join("\n")}`,
+    );
   });
 
   it("jsonl and the stream file: Python's json reads floats from 2^53 up (never an integer literal), NaN/±Infinity as strings, −0 as 0, a sample's bigints exactly", () => {
@@ -129,17 +147,28 @@ describe("values in every sink, read with each format's own reader", { skip }, (
     assert.equal(value("pinf"), "Infinity");
     assert.equal(value("ninf"), "-Infinity");
     const sample = lines.find((l) => l.key === "episode")?.samples?.[0];
-    assert.deepEqual(sample, { reward: ["int", "1"], tokens: ["int", "9223372036854775807"], huge: "1180591620717411303424", negz: ["int", "0"] }, "bigints exact: an integer within int64, digits in a string beyond");
+    assert.deepEqual(
+      sample,
+      {
+        reward: ["int", "1"],
+        tokens: ["int", "9223372036854775807"],
+        huge: "1180591620717411303424",
+        negz: ["int", "0"],
+      },
+      "bigints exact: an integer within int64, digits in a string beyond",
+    );
     const raw = python("jsonl", join(run.runDir, "raw.jsonl")) as Json[];
     const rawValue = (key: string): unknown => raw.find((l) => l.key === key)?.value;
-    for (const key of ["negz", "negz_mean", "small", "big53", "big63", "f60"]) assert.deepEqual(rawValue(key), EXPECTED[key], `raw.jsonl ${key}`);
+    for (const key of ["negz", "negz_mean", "small", "big53", "big63", "f60"])
+      assert.deepEqual(rawValue(key), EXPECTED[key], `raw.jsonl ${key}`);
     assert.equal(rawValue("nan"), "NaN");
   });
 
   it("the store: SQLite REALs as the doubles (NaN stored as NULL), −0 as 0, samples' and config's bigints exact in their JSON", () => {
     const store = python("store", join(run.runDir, "metrics.db"));
     const point = (key: string): unknown => store.points.find((p: Json) => p[0] === key)?.[2];
-    for (const key of ["negz", "negz_mean", "big63", "f60"]) assert.deepEqual(point(key), key.startsWith("negz") ? ["float", "0.0"] : EXPECTED[key], `store ${key}`);
+    for (const key of ["negz", "negz_mean", "big63", "f60"])
+      assert.deepEqual(point(key), key.startsWith("negz") ? ["float", "0.0"] : EXPECTED[key], `store ${key}`);
     assert.equal(point("nan"), null);
     assert.deepEqual(point("pinf"), ["float", "inf"]);
     assert.deepEqual(store.samples[0][2][0].tokens, ["int", "9223372036854775807"]);
@@ -178,8 +207,13 @@ describe("values in every sink, read with each format's own reader", { skip }, (
     const history = read.history as Record<string, [string, Json]>[];
     assert.equal(history.length, 2);
     const first = history[0] as Record<string, [string, Json]>;
-    for (const [key, typed] of Object.entries(EXPECTED)) assert.deepEqual(first[key]?.[1], typed, `history ${key}: ${first[key]?.[0]}`);
-    assert.equal(first["big63"]?.[0], "9.223372036854776e+18", "value_json: exponent form, no integer literal beyond int64");
+    for (const [key, typed] of Object.entries(EXPECTED))
+      assert.deepEqual(first[key]?.[1], typed, `history ${key}: ${first[key]?.[0]}`);
+    assert.equal(
+      first["big63"]?.[0],
+      "9.223372036854776e+18",
+      "value_json: exponent form, no integer literal beyond int64",
+    );
     assert.deepEqual(first["nan"]?.[1], ["float", "nan"]);
     assert.equal(first["w__count"], undefined, "internal keys are not charted");
     assert.equal(history[1]?.["w__count"], undefined, "internal keys are not charted");
@@ -193,75 +227,119 @@ describe("values in every sink, read with each format's own reader", { skip }, (
       const values = (h.values as Typed[]).map((v) => Number(v[1]));
       const bins = (h.bins as Typed[]).map((v) => Number(v[1]));
       const buckets = (tb.histograms["h"][i][1] as Typed[][]).map((b) => b.map((x) => Number(x[1])));
-      assert.equal(values.reduce((a, b) => a + b, 0), (i === 0 ? H1 : H2).length, "every value in a bin");
-      assert.deepEqual(values, buckets.map((b) => b[2]), `step ${i + 1}: W&B's counts are TensorBoard's, empty bins included`);
+      assert.equal(
+        values.reduce((a, b) => a + b, 0),
+        (i === 0 ? H1 : H2).length,
+        "every value in a bin",
+      );
+      assert.deepEqual(
+        values,
+        buckets.map((b) => b[2]),
+        `step ${i + 1}: W&B's counts are TensorBoard's, empty bins included`,
+      );
       assert.equal(bins.length, values.length + 1);
       for (let j = 0; j < values.length; j++) {
-        assert.ok((bins[j] as number) < (bins[j + 1] as number), `step ${i + 1}: bin ${j} [${bins[j]}, ${bins[j + 1]}] has a width`);
-        assert.equal(Math.fround(bins[j + 1] as number), buckets[j]?.[1], `step ${i + 1}: bin ${j}'s right edge is TensorBoard's (float32)`);
+        assert.ok(
+          (bins[j] as number) < (bins[j + 1] as number),
+          `step ${i + 1}: bin ${j} [${bins[j]}, ${bins[j + 1]}] has a width`,
+        );
+        assert.equal(
+          Math.fround(bins[j + 1] as number),
+          buckets[j]?.[1],
+          `step ${i + 1}: bin ${j}'s right edge is TensorBoard's (float32)`,
+        );
         if (j > 0 || Math.fround(bins[0] as number) === buckets[0]?.[0]) continue;
         // TensorBoard starts the first bin at the min; where that gives it no width (a 0 on its bucket's edge), W&B's starts at the bucket's lower edge.
         assert.equal(buckets[0]?.[0], buckets[0]?.[1], "only a zero-width first bin differs");
       }
     }
     const first0 = (history[0]?.["h"]?.[1].bins as Typed[]).map((v) => Number(v[1]));
-    assert.deepEqual(first0.slice(0, 4), [-5, first0[1], -1e-12, 0], "the 0 in (−1e-12, 0], not drawn across [−4.6, 0]");
+    assert.deepEqual(
+      first0.slice(0, 4),
+      [-5, first0[1], -1e-12, 0],
+      "the 0 in (−1e-12, 0], not drawn across [−4.6, 0]",
+    );
     const summary = read.summary["h"]?.[1];
     assert.equal(summary?._type, "histogram", "the summary holds the latest histogram, as the SDK's does");
     assert.deepEqual(summary.values, history[1]?.["h"]?.[1].values);
   });
 
-  it(`W&B: the official \`wandb sync\` (${kit.version ?? "not installed"}) delivers the same values to the strict local server`, { timeout: 180_000 }, async () => {
-    const key = "0123456789abcdef0123456789abcdef01234567";
-    const server = new StrictWandbServer(key, "team");
-    await server.start();
-    const home = tempDir("rankscope-wandb-home-");
-    scratch.push(home);
-    try {
-      const env = wandbSdkEnv(home, server.baseUrl, key);
-      const dirs = readdirSync(join(run.runDir, "wandb"))
-        .filter((d) => d.startsWith("offline-run-"))
-        .map((d) => join(run.runDir, "wandb", d));
-      await promisify(execFile)(join(dirname(kit.python as string), "wandb"), ["sync", ...dirs], { env, timeout: 120_000 });
-      assert.deepEqual(server.violations, []);
-      const rows = server.history("values_t1");
-      assert.equal(rows.length, 2);
-      const first = rows[0] as Record<string, unknown>;
-      assert.ok(Object.is(first["negz"], 0) && Object.is(first["negz_mean"], 0), "−0 arrives as 0");
-      assert.equal(first["big63"], 2 ** 63);
-      assert.equal(first["f60"], 2 ** 60);
-      assert.ok(Number.isNaN(first["nan"]));
-      assert.equal(first["pinf"], Infinity);
-      const lines = [...(server.run("values_t1")?.history.values() ?? [])].flat();
-      assert.ok(lines.length === 2 && !lines.some((l) => /[:,[]-?\d{20,}[,}\]]/.test(l)), `no integer literal beyond int64 in what wandb-core sent: ${lines.join("\n")}`);
-      const summary = server.run("values_t1")?.summary["h"] as { _type: string; values: number[]; bins: number[] } | undefined;
-      assert.equal(summary?._type, "histogram");
-      assert.deepEqual(summary?.values, (rows[1]?.["h"] as { values: number[] }).values);
-      assert.equal(summary?.bins.length, (summary?.values.length ?? 0) + 1);
-    } finally {
-      await server.stop();
-    }
-  });
+  it(
+    `W&B: the official \`wandb sync\` (${kit.version ?? "not installed"}) delivers the same values to the strict local server`,
+    { timeout: 180_000 },
+    async () => {
+      const key = "0123456789abcdef0123456789abcdef01234567";
+      const server = new StrictWandbServer(key, "team");
+      await server.start();
+      const home = tempDir("rankscope-wandb-home-");
+      scratch.push(home);
+      try {
+        const env = wandbSdkEnv(home, server.baseUrl, key);
+        const dirs = readdirSync(join(run.runDir, "wandb"))
+          .filter((d) => d.startsWith("offline-run-"))
+          .map((d) => join(run.runDir, "wandb", d));
+        await promisify(execFile)(join(dirname(kit.python as string), "wandb"), ["sync", ...dirs], {
+          env,
+          timeout: 120_000,
+        });
+        assert.deepEqual(server.violations, []);
+        const rows = server.history("values_t1");
+        assert.equal(rows.length, 2);
+        const first = rows[0] as Record<string, unknown>;
+        assert.ok(Object.is(first["negz"], 0) && Object.is(first["negz_mean"], 0), "−0 arrives as 0");
+        assert.equal(first["big63"], 2 ** 63);
+        assert.equal(first["f60"], 2 ** 60);
+        assert.ok(Number.isNaN(first["nan"]));
+        assert.equal(first["pinf"], Infinity);
+        const lines = [...(server.run("values_t1")?.history.values() ?? [])].flat();
+        assert.ok(
+          lines.length === 2 && !lines.some((l) => /[:,[]-?\d{20,}[,}\]]/.test(l)),
+          `no integer literal beyond int64 in what wandb-core sent: ${lines.join("\n")}`,
+        );
+        const summary = server.run("values_t1")?.summary["h"] as
+          { _type: string; values: number[]; bins: number[] } | undefined;
+        assert.equal(summary?._type, "histogram");
+        assert.deepEqual(summary?.values, (rows[1]?.["h"] as { values: number[] }).values);
+        assert.equal(summary?.bins.length, (summary?.values.length ?? 0) + 1);
+      } finally {
+        await server.stop();
+      }
+    },
+  );
 
-  it("a bigint in a rank's sample record crosses the transport exactly (child processes, JSON messages)", { timeout: 120_000 }, async () => {
-    resetProcess();
-    const runDir = tempDir("rankscope-values-ranks-");
-    scratch.push(runDir);
-    const logger = new MetricLogger({ runDir, experiment: "values", trial: "ranks", quiet: true });
-    const ranks = await spawnRanks({ module: new URL("../fixtures/sum-rank.ts", import.meta.url), ranksPerReplica: 2, kind: "process", processName: "Big", logger });
-    try {
-      await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
-      await ranks.fanout("record", "episode", { reward: 1, tokens: BIG63, huge: HUGE }, "sample");
-      await ranks.fanout("record", "tokens_total", BIG63, "max");
-      const flushed = await logger.flush(1);
-      assert.equal(flushed.ranksReporting, 2, "both ranks answered");
-    } finally {
-      await logger.shutdown();
-    }
-    const lines = python("jsonl", join(runDir, "metrics.jsonl")) as Json[];
-    const samples = lines.find((l) => l.key === "episode")?.samples as Json[];
-    assert.equal(samples.length, 2);
-    for (const sample of samples) assert.deepEqual({ tokens: sample.tokens, huge: sample.huge }, { tokens: ["int", "9223372036854775807"], huge: "1180591620717411303424" });
-    assert.deepEqual(lines.find((l) => l.key === "tokens_total")?.value, ["float", "9.223372036854776e+18"]);
-  });
+  it(
+    "a bigint in a rank's sample record crosses the transport exactly (child processes, JSON messages)",
+    { timeout: 120_000 },
+    async () => {
+      resetProcess();
+      const runDir = tempDir("rankscope-values-ranks-");
+      scratch.push(runDir);
+      const logger = new MetricLogger({ runDir, experiment: "values", trial: "ranks", quiet: true });
+      const ranks = await spawnRanks({
+        module: new URL("../fixtures/sum-rank.ts", import.meta.url),
+        ranksPerReplica: 2,
+        kind: "process",
+        processName: "Big",
+        logger,
+      });
+      try {
+        await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+        await ranks.fanout("record", "episode", { reward: 1, tokens: BIG63, huge: HUGE }, "sample");
+        await ranks.fanout("record", "tokens_total", BIG63, "max");
+        const flushed = await logger.flush(1);
+        assert.equal(flushed.ranksReporting, 2, "both ranks answered");
+      } finally {
+        await logger.shutdown();
+      }
+      const lines = python("jsonl", join(runDir, "metrics.jsonl")) as Json[];
+      const samples = lines.find((l) => l.key === "episode")?.samples as Json[];
+      assert.equal(samples.length, 2);
+      for (const sample of samples)
+        assert.deepEqual(
+          { tokens: sample.tokens, huge: sample.huge },
+          { tokens: ["int", "9223372036854775807"], huge: "1180591620717411303424" },
+        );
+      assert.deepEqual(lines.find((l) => l.key === "tokens_total")?.value, ["float", "9.223372036854776e+18"]);
+    },
+  );
 });

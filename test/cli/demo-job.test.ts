@@ -28,8 +28,20 @@ test("rankscope demo: 2 replicas × 2 child processes, the three logging modes, 
   assert.equal(out.match(/=== \[MyActor_\w{4}_r1\] - METRICS STEP 1 ===\nmy_sum_rank_metric: 2\.0\n/g)?.length, 2, out);
   assert.equal(out.match(/^\[0\] \[MyActor-0\/2\] .* INFO my_sum_rank_metric: 0$/gm)?.length, 4, out);
   assert.equal(out.match(/^\[1\] \[MyActor-1\/2\] .* INFO my_sum_rank_metric: 1$/gm)?.length, 4, out);
-  assert.ok(out.lastIndexOf(" INFO my_sum_rank_metric") < out.indexOf("# a toy RL job"), "the stream lines print with their step, before the next part starts");
-  for (const key of ["rollout/reward", "rollout/reward_std", "rollout/reward_max", "rollout/reward_min", "rollout/latency_ms/p99", "rollout/response_len/mean", "rollout/tokens", "train/loss"]) {
+  assert.ok(
+    out.lastIndexOf(" INFO my_sum_rank_metric") < out.indexOf("# a toy RL job"),
+    "the stream lines print with their step, before the next part starts",
+  );
+  for (const key of [
+    "rollout/reward",
+    "rollout/reward_std",
+    "rollout/reward_max",
+    "rollout/reward_min",
+    "rollout/latency_ms/p99",
+    "rollout/response_len/mean",
+    "rollout/tokens",
+    "train/loss",
+  ]) {
     assert.match(out, new RegExp(`^${key}: +\\S+$`, "m"), `${key} in the RL part`);
   }
   assert.match(out, /rollout\/tokens: +4096\.0/, "SUM over 4 ranks × 8 episodes × 128 tokens");

@@ -49,7 +49,8 @@ function flagsOf(text: string): Set<string> {
     // `  -o, --out <file>  output file …`: the flags are before the description's two spaces.
     if (!/^ {2}-/.test(line)) continue;
     const spec = line.trim().split(/\s{2,}/)[0] ?? "";
-    for (const token of spec.split(/,?\s+/)) if (token.startsWith("-") && token !== "-h" && token !== "--help") flags.add(token);
+    for (const token of spec.split(/,?\s+/))
+      if (token.startsWith("-") && token !== "-h" && token !== "--help") flags.add(token);
   }
   return flags;
 }
@@ -109,19 +110,29 @@ function markdownFiles(): { file: string; text: string }[] {
 
 test("the README's command table lists every command and flag of the CLI, and nothing else", () => {
   const commands = cliCommands();
-  assert.ok(commands.has("export") && commands.has("traces merge") && commands.has("wandb sync"), `the CLI's --help lists ${[...commands.keys()].join(", ")}`);
+  assert.ok(
+    commands.has("export") && commands.has("traces merge") && commands.has("wandb sync"),
+    `the CLI's --help lists ${[...commands.keys()].join(", ")}`,
+  );
   const readme = readFileSync(join(REPO, "README.md"), "utf8");
   const rows = readme.split("\n").filter((line) => line.startsWith("| `rankscope "));
   const table = new Map<string, Set<string>>();
   for (const row of rows) {
     const cell = /^\| `([^`]+)`/.exec(row)?.[1] ?? "";
     const name = commandOf(cell, commands);
-    assert.ok(name !== undefined, `README row "${cell}" names no command of the CLI (it has: ${[...commands.keys()].join(", ")})`);
+    assert.ok(
+      name !== undefined,
+      `README row "${cell}" names no command of the CLI (it has: ${[...commands.keys()].join(", ")})`,
+    );
     table.set(name, new Set([...cell.matchAll(FLAG)].map((m) => m[1] ?? "")));
   }
   assert.deepEqual([...table.keys()].sort(), [...commands.keys()].sort(), "the README table has one row per command");
   for (const [name, flags] of commands) {
-    assert.deepEqual([...(table.get(name) ?? [])].sort(), [...flags].sort(), `README row of "rankscope ${name}" against its --help`);
+    assert.deepEqual(
+      [...(table.get(name) ?? [])].sort(),
+      [...flags].sort(),
+      `README row of "rankscope ${name}" against its --help`,
+    );
   }
 });
 
@@ -138,7 +149,8 @@ test("every rankscope command line quoted in the README and docs/ names a real c
     }
     const known = commands.get(name) ?? new Set<string>();
     for (const [, flag] of line.matchAll(FLAG)) {
-      if (flag !== undefined && !known.has(flag)) problems.push(`${where}: "rankscope ${name}" has no ${flag} (it has ${[...known].join(", ")})`);
+      if (flag !== undefined && !known.has(flag))
+        problems.push(`${where}: "rankscope ${name}" has no ${flag} (it has ${[...known].join(", ")})`);
     }
   }
   assert.deepEqual(problems, []);
@@ -148,10 +160,18 @@ test("export's formats are the ones documented, and the docs say why there is no
   assert.match(help("export"), new RegExp(`--format <format>\\s+output format: ${EXPORT_FORMATS.join(" or ")}`));
   assert.ok(!EXPORT_FORMATS.map(String).includes("tensorboard"));
   const readme = readFileSync(join(REPO, "README.md"), "utf8");
-  assert.ok(readme.includes(`\`rankscope export RUN --format ${EXPORT_FORMATS.join("\\|")} `), "the README's export row lists the formats the CLI takes");
+  assert.ok(
+    readme.includes(`\`rankscope export RUN --format ${EXPORT_FORMATS.join("\\|")} `),
+    "the README's export row lists the formats the CLI takes",
+  );
   for (const file of ["README.md", join("docs", "DESIGN.md"), join("docs", "tensorboard.md")]) {
     const text = readFileSync(join(REPO, file), "utf8").replace(/\s+/g, " ");
     assert.match(text, /tensorboard` backend/, `${file} says TensorBoard's files come from the tensorboard backend`);
-    assert.ok(/no (`rankscope export )?`?--format tensorboard|export --format csv\|jsonl` \(for TensorBoard use the `tensorboard` backend/i.test(text), `${file} says export has no tensorboard format`);
+    assert.ok(
+      /no (`rankscope export )?`?--format tensorboard|export --format csv\|jsonl` \(for TensorBoard use the `tensorboard` backend/i.test(
+        text,
+      ),
+      `${file} says export has no tensorboard format`,
+    );
   }
 });

@@ -17,7 +17,10 @@ interface Line {
 }
 
 function read(path: string): Line[] {
-  return readFileSync(path, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Line);
+  return readFileSync(path, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as Line);
 }
 
 function byStep(lines: Line[]): Map<number, Record<string, number>> {
@@ -56,18 +59,32 @@ test("every: 3 logs every third flush with the skipped flushes merged in, equal 
   const sparse = byStep(read(join(runDir, "every3.jsonl")));
   assert.deepEqual([...sparse.keys()], [2, 5, 6], "logged at the 3rd and 6th flush, and the rest at shutdown");
 
-  for (const [logged, covered] of [[2, [0, 1, 2]], [5, [3, 4, 5]], [6, [6]]] as const) {
+  for (const [logged, covered] of [
+    [2, [0, 1, 2]],
+    [5, [3, 4, 5]],
+    [6, [6]],
+  ] as const) {
     const row = sparse.get(logged) as Record<string, number>;
     const perStepRows = covered.map((s) => perStep.get(s) as Record<string, number>);
     const all = covered.flatMap((s) => raw[s] as number[]);
-    assert.equal(row["tokens"], perStepRows.reduce((s, r) => s + (r["tokens"] as number), 0), `sum at ${logged}`);
+    assert.equal(
+      row["tokens"],
+      perStepRows.reduce((s, r) => s + (r["tokens"] as number), 0),
+      `sum at ${logged}`,
+    );
     assert.equal(row["peak"], Math.max(...perStepRows.map((r) => r["peak"] as number)), `max at ${logged}`);
-    assert.ok(Math.abs((row["loss"] as number) - all.reduce((s, v) => s + v, 0) / all.length) < 1e-12, `mean at ${logged}`);
+    assert.ok(
+      Math.abs((row["loss"] as number) - all.reduce((s, v) => s + v, 0) / all.length) < 1e-12,
+      `mean at ${logged}`,
+    );
   }
 
   const rank = byStep(read(join(runDir, "rank-every2.jsonl")));
   assert.deepEqual([...rank.keys()], [1, 3, 5, 6], "per-rank mode: every second flush, the rest at shutdown");
-  assert.equal(rank.get(1)?.["tokens"], (perStep.get(0)?.["tokens"] as number) + (perStep.get(1)?.["tokens"] as number));
+  assert.equal(
+    rank.get(1)?.["tokens"],
+    (perStep.get(0)?.["tokens"] as number) + (perStep.get(1)?.["tokens"] as number),
+  );
 });
 
 // The counting reduction below, declared so recordMetric takes numbers for it.
@@ -99,7 +116,11 @@ test("backends with the same every: N get one reduction of their kept flushes, i
         },
       };
     },
-    merge: (states) => ({ v: 1, count: states.reduce((n, s) => n + s.count, 0), sum: states.reduce((n, s) => n + ("sum" in s && typeof s.sum === "number" ? s.sum : 0), 0) }),
+    merge: (states) => ({
+      v: 1,
+      count: states.reduce((n, s) => n + s.count, 0),
+      sum: states.reduce((n, s) => n + ("sum" in s && typeof s.sum === "number" ? s.sum : 0), 0),
+    }),
     value: (state) => {
       values++;
       return "sum" in state && typeof state.sum === "number" ? state.sum : 0;
@@ -109,7 +130,11 @@ test("backends with the same every: N get one reduction of their kept flushes, i
   const run = async (names: readonly string[]): Promise<{ values: number; files: string[] }> => {
     const runDir = tempDir();
     const logger = new MetricLogger({ runDir });
-    await logger.initBackends(Object.fromEntries(names.map((name) => [name, { type: "jsonl", loggingMode: "global_reduce", file: `${name}.jsonl`, every: 2 }])));
+    await logger.initBackends(
+      Object.fromEntries(
+        names.map((name) => [name, { type: "jsonl", loggingMode: "global_reduce", file: `${name}.jsonl`, every: 2 }]),
+      ),
+    );
     values = 0;
     for (let step = 0; step < 5; step++) {
       recordMetric("tokens", step * 3 + 1, "every_counted_sum");
@@ -118,7 +143,10 @@ test("backends with the same every: N get one reduction of their kept flushes, i
     }
     await logger.shutdown();
     getCollector().clear();
-    return { values, files: names.map((name) => readFileSync(join(runDir, `${name}.jsonl`), "utf8").replace(/"timestamp":\d+/g, "")) };
+    return {
+      values,
+      files: names.map((name) => readFileSync(join(runDir, `${name}.jsonl`), "utf8").replace(/"timestamp":\d+/g, "")),
+    };
   };
   const one = await run(["a"]);
   const three = await run(["a", "b", "c"]);

@@ -1,7 +1,16 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { getOrCreateMetricLogger, recordMetric, Reduce, registerBackend, type Backend, type FlushResult, type Metric, type StreamRecord } from "../../src/index.js";
+import {
+  getOrCreateMetricLogger,
+  recordMetric,
+  Reduce,
+  registerBackend,
+  type Backend,
+  type FlushResult,
+  type Metric,
+  type StreamRecord,
+} from "../../src/index.js";
 import { getCollector } from "../../src/core/collector.js";
 import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 
@@ -16,13 +25,17 @@ test("config errors name the backend and list what is valid", async () => {
   });
   // @ts-expect-error -- an invalid loggingMode is a compile error too; this checks the runtime error
   await assert.rejects(logger.initBackends({ console: { loggingMode: "global" } }), {
-    message: 'backend "console": loggingMode "global" is not valid; valid: global_reduce, per_rank_reduce, per_rank_no_reduce',
+    message:
+      'backend "console": loggingMode "global" is not valid; valid: global_reduce, per_rank_reduce, per_rank_no_reduce',
   });
   // @ts-expect-error -- an unknown backend is a compile error too; this checks the runtime error
   const unknownBackend = logger.initBackends({ mlflow: { loggingMode: "global_reduce" } });
   await assert.rejects(unknownBackend, /unknown backend "mlflow"; registered: .*console.*jsonl/);
   await assert.rejects(logger.initBackends({ console: "yes" } as never), /backend "console": config must be an object/);
-  await assert.rejects(logger.initBackends({ console: { loggingMode: "global_reduce", every: 0 } }), /every must be a positive integer/);
+  await assert.rejects(
+    logger.initBackends({ console: { loggingMode: "global_reduce", every: 0 } }),
+    /every must be a positive integer/,
+  );
   await logger.shutdown();
 });
 
@@ -30,12 +43,17 @@ test("an unknown option of a built-in backend is a TypeError; perRankShareRun un
   const logger = await getOrCreateMetricLogger();
   await assert.rejects(logger.initBackends({ console: { loggingMode: "global_reduce", colour: true } }), {
     name: "TypeError",
-    message: 'backend "console": unknown option "colour"; valid: loggingMode, perRankShareRun, every, type, deadlineMs, layout, pairsPerRow',
+    message:
+      'backend "console": unknown option "colour"; valid: loggingMode, perRankShareRun, every, type, deadlineMs, layout, pairsPerRow',
   });
-  const seen = await collectDiagnostics(() => logger.initBackends({ console: { loggingMode: "global_reduce", perRankShareRun: true } }));
+  const seen = await collectDiagnostics(() =>
+    logger.initBackends({ console: { loggingMode: "global_reduce", perRankShareRun: true } }),
+  );
   assert.deepEqual(
     seen.map((d) => d.message),
-    ['backend "console": perRankShareRun only applies to per-rank modes; under global_reduce there is one run already, so it is ignored'],
+    [
+      'backend "console": perRankShareRun only applies to per-rank modes; under global_reduce there is one run already, so it is ignored',
+    ],
   );
   await logger.shutdown();
 });
@@ -59,16 +77,28 @@ test("a failing backend is reported by name once, counted, and the others still 
     }
   });
   // Every value, and from the step after the first failure, how many calls "broken" missed per flush.
-  assert.deepEqual(received.map((batch) => batch.map((m) => [m.key, m.value, m.step])), [
-    [["loss", 0, 0]],
-    [["loss", 1, 1], ["rankscope/backend_undelivered/broken", 1, 1]],
-    [["loss", 2, 2], ["rankscope/backend_undelivered/broken", 1, 2]],
-  ]);
+  assert.deepEqual(
+    received.map((batch) => batch.map((m) => [m.key, m.value, m.step])),
+    [
+      [["loss", 0, 0]],
+      [
+        ["loss", 1, 1],
+        ["rankscope/backend_undelivered/broken", 1, 1],
+      ],
+      [
+        ["loss", 2, 2],
+        ["rankscope/backend_undelivered/broken", 1, 2],
+      ],
+    ],
+  );
   assert.deepEqual(last?.undelivered, { broken: { late: 0, skipped: 0, failed: 3, undelivered: 3 } });
   const errors = seen.filter((d) => d.code.startsWith("backend.logBatch:broken"));
   assert.equal(errors.length, 3);
   assert.equal(errors[2]?.count, 3);
-  assert.match(errors[0]?.message ?? "", /backend "broken" failed in logBatch: disk on fire; the other backends still get their data/);
+  assert.match(
+    errors[0]?.message ?? "",
+    /backend "broken" failed in logBatch: disk on fire; the other backends still get their data/,
+  );
   await logger.shutdown();
 });
 
@@ -81,9 +111,13 @@ test("a backend whose init fails is left out; the others start", async () => {
     },
     logBatch() {},
   }));
-  registerBackend("capture2", () => ({ logBatch: (metrics: readonly Metric[]) => void got.push(...metrics.map((m) => m.value)) }));
+  registerBackend("capture2", () => ({
+    logBatch: (metrics: readonly Metric[]) => void got.push(...metrics.map((m) => m.value)),
+  }));
   const logger = await getOrCreateMetricLogger();
-  const seen = await collectDiagnostics(() => logger.initBackends({ failsInit: { loggingMode: "global_reduce" }, capture2: { loggingMode: "global_reduce" } }));
+  const seen = await collectDiagnostics(() =>
+    logger.initBackends({ failsInit: { loggingMode: "global_reduce" }, capture2: { loggingMode: "global_reduce" } }),
+  );
   assert.match(seen[0]?.message ?? "", /backend "failsInit" failed in init: no credentials/);
   recordMetric("x", 7);
   await logger.flush(0);
@@ -100,7 +134,10 @@ test("values recorded before initBackends are logged at the first flush after it
   await logger.initBackends({ capture3: { loggingMode: "global_reduce" } });
   recordMetric("early", 6, Reduce.SUM);
   await logger.flush(0);
-  assert.deepEqual(got.map((m) => [m.key, m.value]), [["early", 11]]);
+  assert.deepEqual(
+    got.map((m) => [m.key, m.value]),
+    [["early", 11]],
+  );
   await logger.shutdown();
 });
 
@@ -109,7 +146,8 @@ test("streamed values carry step N + 1 after flush(N), and their own timestamp",
   const stream: StreamRecord[] = [];
   const batches: string[] = [];
   registerBackend("streamCapture", () => ({
-    logBatch: (metrics: readonly Metric[]) => void batches.push(metrics.map((m) => `${m.key}@${m.step}=${m.value}`).join(",")),
+    logBatch: (metrics: readonly Metric[]) =>
+      void batches.push(metrics.map((m) => `${m.key}@${m.step}=${m.value}`).join(",")),
     logStream: (records: readonly StreamRecord[]) => void stream.push(...records),
   }));
   const logger = await getOrCreateMetricLogger({ processName: "Trainer" });
@@ -122,7 +160,14 @@ test("streamed values carry step N + 1 after flush(N), and their own timestamp",
   await logger.flush(5);
   // Stream records reach backends from the writer thread, asynchronously; shutdown drains them.
   await logger.shutdown();
-  assert.deepEqual(stream.map((r) => [r.key, r.value, r.step, r.rankName]), [["v", 1, 0, "Trainer"], ["v", 2, 5, "Trainer"], ["v", 3, 5, "Trainer"]]);
+  assert.deepEqual(
+    stream.map((r) => [r.key, r.value, r.step, r.rankName]),
+    [
+      ["v", 1, 0, "Trainer"],
+      ["v", 2, 5, "Trainer"],
+      ["v", 3, 5, "Trainer"],
+    ],
+  );
   for (const r of stream) assert.ok(r.timestamp >= before && r.timestamp <= Date.now());
   assert.deepEqual(batches, [], "a per_rank_no_reduce backend gets no reduced batches");
 });
@@ -146,7 +191,10 @@ test("flush checks its step; shutdown reports values that were never flushed", a
   await assert.rejects(logger.flush(1.5), /got 1.5/);
   recordMetric("late", 1);
   const seen = await collectDiagnostics(() => logger.shutdown());
-  assert.match(seen.map((d) => d.message).join("\n"), /1 key\(s\) recorded since the last flush were not logged; call flush\(step\) before shutdown\(\)/);
+  assert.match(
+    seen.map((d) => d.message).join("\n"),
+    /1 key\(s\) recorded since the last flush were not logged; call flush\(step\) before shutdown\(\)/,
+  );
   await assert.rejects(logger.flush(2), /flush\(\) after shutdown\(\)/);
 });
 
@@ -179,7 +227,8 @@ test("a backend sees each flush's metrics sorted by key, with the backend interf
   const backend: Backend = {
     init: (ctx) => void calls.push(`init ${ctx.displayName} ${ctx.loggingMode}`),
     logBatch: (metrics, step) => void calls.push(`batch ${step} ${metrics.map((m) => m.key).join(",")}`),
-    logHistograms: (hs, step) => void calls.push(`hist ${step} ${hs.map((h) => `${h.key}:${h.histogram.count}`).join(",")}`),
+    logHistograms: (hs, step) =>
+      void calls.push(`hist ${step} ${hs.map((h) => `${h.key}:${h.histogram.count}`).join(",")}`),
     logSamples: (s, step) => void calls.push(`samples ${step} ${Object.keys(s).join(",")}`),
     flushed: () => void calls.push("flushed"),
     finish: () => void calls.push("finish"),

@@ -32,7 +32,10 @@ test("kill -9 one spawned rank, then a normal shutdown(): the run is finished, t
   let victim = "";
   const flushes: FlushResult[] = [];
   const seen = await collectDiagnostics(async () => {
-    await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true }, rankStore: { type: "store", loggingMode: "per_rank_reduce" } });
+    await logger.initBackends({
+      store: { loggingMode: "global_reduce", waitForWrites: true },
+      rankStore: { type: "store", loggingMode: "per_rank_reduce" },
+    });
     const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 3, processName: "Lossy", logger });
     victim = ranks.rankNames[1] as string;
     for (let step = 0; step < 2; step++) {
@@ -40,7 +43,10 @@ test("kill -9 one spawned rank, then a normal shutdown(): the run is finished, t
       flushes.push(await logger.flush(step));
     }
     process.kill(ranks.pid(victim) as number, "SIGKILL");
-    await waitFor(() => !logger.rankNames.includes(victim), { timeoutMs: 20_000, what: `${victim} to be deregistered after its SIGKILL` });
+    await waitFor(() => !logger.rankNames.includes(victim), {
+      timeoutMs: 20_000,
+      what: `${victim} to be deregistered after its SIGKILL`,
+    });
     for (let step = 2; step < 4; step++) {
       await ranks.fanout("myFn");
       flushes.push(await logger.flush(step));
@@ -61,7 +67,13 @@ test("kill -9 one spawned rank, then a normal shutdown(): the run is finished, t
   const run = runInfo(runDir);
   assert.equal(run.status, "finished", "the job shut down normally; its lost rank does not leave it running");
   assert.deepEqual(
-    run.lostRanks?.map((l) => ({ rank: l.rank, rankName: l.rankName, step: l.step, reason: l.reason, backStep: l.backStep })),
+    run.lostRanks?.map((l) => ({
+      rank: l.rank,
+      rankName: l.rankName,
+      step: l.step,
+      reason: l.reason,
+      backStep: l.backStep,
+    })),
     [{ rank: 1, rankName: victim, step: 1, reason: "exited (killed by SIGKILL)", backStep: null }],
     "recorded once by the controller (its dead store writer is the same rank, not a second one)",
   );

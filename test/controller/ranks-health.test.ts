@@ -15,7 +15,10 @@ import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 
 function localRank(name: string, localRank: number): { handle: LocalRankHandle; collector: Collector } {
   const collector = new Collector();
-  const runtime = new RankRuntime({ rank: localRank, rankName: name, processName: "Worker", localRank, localWorldSize: 2 }, collector);
+  const runtime = new RankRuntime(
+    { rank: localRank, rankName: name, processName: "Worker", localRank, localWorldSize: 2 },
+    collector,
+  );
   return { handle: new LocalRankHandle(runtime), collector };
 }
 
@@ -55,13 +58,23 @@ test("ranks_expected and ranks_reporting are logged every step; the console show
   });
 
   const warning = seen.find((d) => d.code.startsWith("flush.missingRanks:"));
-  assert.match(warning?.message ?? "", /flush\(0\): 1 of 2 ranks did not answer within 300 ms \(Worker_aaaa_r1\); logged what arrived/);
+  assert.match(
+    warning?.message ?? "",
+    /flush\(0\): 1 of 2 ranks did not answer within 300 ms \(Worker_aaaa_r1\); logged what arrived/,
+  );
 
   const tables = out.split("===============\n").filter((t) => t.includes("METRICS STEP"));
   assert.match(tables[0] ?? "", /loss: +0\.5\nrankscope\/ranks_expected: +2\.0\nrankscope\/ranks_reporting: +1\.0\n$/);
-  assert.match(tables[1] ?? "", /=== \[GlobalReduce\] - METRICS STEP 1 ===\nloss: 0\.25\n$/, "complete step: no rank counts on the console");
+  assert.match(
+    tables[1] ?? "",
+    /=== \[GlobalReduce\] - METRICS STEP 1 ===\nloss: 0\.25\n$/,
+    "complete step: no rank counts on the console",
+  );
 
-  const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { key: string; value: number; step: number });
+  const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { key: string; value: number; step: number });
   const counts = lines.filter((l) => l.key.startsWith("rankscope/")).map((l) => [l.step, l.key, l.value]);
   assert.deepEqual(counts, [
     [0, "rankscope/ranks_expected", 2],
@@ -81,12 +94,18 @@ test("a single-process job logs no rank counts", async () => {
 
 test("runId: letters, digits, _ and -; anything else is a clear error", () => {
   assert.equal(new MetricLogger({ runId: "exp-1_a", runDir: tempDir() }).runId, "exp-1_a");
-  assert.throws(() => new MetricLogger({ runId: "exp.1", runDir: tempDir() }), /runId must be 1 to 128 letters, digits, "_" or "-" \(it is part of NATS subjects\), got "exp.1"/);
+  assert.throws(
+    () => new MetricLogger({ runId: "exp.1", runDir: tempDir() }),
+    /runId must be 1 to 128 letters, digits, "_" or "-" \(it is part of NATS subjects\), got "exp.1"/,
+  );
 });
 
 test("a rank cannot take the controller's own name", async () => {
   const logger = new MetricLogger({ processName: "Trainer", runDir: tempDir() });
-  await assert.rejects(logger.registerRank(localRank("Trainer", 0).handle), /a rank cannot be named "Trainer": that is the controller's own name/);
+  await assert.rejects(
+    logger.registerRank(localRank("Trainer", 0).handle),
+    /a rank cannot be named "Trainer": that is the controller's own name/,
+  );
   assert.deepEqual(logger.rankNames, ["Trainer"]);
   await logger.shutdown();
 });

@@ -12,7 +12,11 @@ const INDEX = new URL("../../src/index.js", import.meta.url).href;
 const SUM_RANK = new URL("../fixtures/sum-rank.ts", import.meta.url).href;
 
 /** Run a job with 2 thread ranks in a fresh directory; its stderr. */
-function job(backends: string, env: Record<string, string> = {}, loggerOptions = "{}"): { stderr: string; cwd: string } {
+function job(
+  backends: string,
+  env: Record<string, string> = {},
+  loggerOptions = "{}",
+): { stderr: string; cwd: string } {
   const cwd = tempDir();
   const script = join(cwd, "job.mts");
   writeFileSync(
@@ -26,7 +30,12 @@ await logger.flush(0);
 await logger.shutdown();
 `,
   );
-  const run = spawnSync(process.execPath, ["--import", TSX, script], { cwd, encoding: "utf8", timeout: 90_000, env: { ...process.env, RANKSCOPE_QUIET: "", ...env } });
+  const run = spawnSync(process.execPath, ["--import", TSX, script], {
+    cwd,
+    encoding: "utf8",
+    timeout: 90_000,
+    env: { ...process.env, RANKSCOPE_QUIET: "", ...env },
+  });
   assert.equal(run.status, 0, run.stderr);
   return { stderr: run.stderr, cwd };
 }
@@ -34,7 +43,10 @@ await logger.shutdown();
 test("a job with the store prints its run directory and the dashboard command once, from the controller", () => {
   const { stderr, cwd } = job(`{ store: { loggingMode: "global_reduce" }, jsonl: { loggingMode: "per_rank_reduce" } }`);
   try {
-    assert.equal(stderr, `rankscope: this run's data is in ${join("out", "exp", "t1")}\nrankscope: open the dashboard with: npx rankscope ui --root out\n`);
+    assert.equal(
+      stderr,
+      `rankscope: this run's data is in ${join("out", "exp", "t1")}\nrankscope: open the dashboard with: npx rankscope ui --root out\n`,
+    );
   } finally {
     rmSync(cwd, { recursive: true, force: true });
   }

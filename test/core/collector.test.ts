@@ -23,8 +23,15 @@ test("recordMetric accumulates per key until the states are taken, then starts a
     recordMetric("c/mean", n);
   }
   const states = collector.takeStates();
-  assert.deepEqual(states.map((s) => s.key), ["c/mean", "c/sum"], "sorted by key");
-  assert.deepEqual(states.map((s) => s.state.count), [3, 3]);
+  assert.deepEqual(
+    states.map((s) => s.key),
+    ["c/mean", "c/sum"],
+    "sorted by key",
+  );
+  assert.deepEqual(
+    states.map((s) => s.state.count),
+    [3, 3],
+  );
   assert.deepEqual(collector.takeStates(), [], "nothing recorded since: nothing to report");
   recordMetric("c/sum", 10, Reduce.SUM);
   assert.equal(reducedValue("c/sum"), 10);
@@ -50,7 +57,10 @@ test("bad keys and values get TypeErrors that say what was given and what is acc
   collector.clear();
   assert.throws(() => recordMetric("", 1), /key must be a non-empty string, got the string ""/);
   assert.throws(() => recordMetric(42 as unknown as string, 1), /key must be a non-empty string, got number 42/);
-  assert.throws(() => recordMetric("c/v", "3" as unknown as number), /takes a number or a bigint, got the string "3"; for records \(objects\) use Reduce.SAMPLE/);
+  assert.throws(
+    () => recordMetric("c/v", "3" as unknown as number),
+    /takes a number or a bigint, got the string "3"; for records \(objects\) use Reduce.SAMPLE/,
+  );
   recordMetric("c/v2", 1);
   assert.throws(() => recordMetric("c/v2", null as unknown as number), /takes a number or a bigint, got null/);
   // Each refused call short enough to stay on the line below its directive once formatted.
@@ -134,15 +144,23 @@ test("recording a known key does not allocate", () => {
 test("RANKSCOPE_DISABLE_METRICS (true/1/yes, any case) makes recording a no-op", () => {
   const script = fileURLToPath(new URL("../fixtures/disabled-metrics.ts", import.meta.url));
   for (const value of ["true", "1", "YES", "Yes"]) {
-    const out = spawnSync(process.execPath, ["--import", "tsx", script], { env: { ...process.env, RANKSCOPE_DISABLE_METRICS: value }, encoding: "utf8" });
+    const out = spawnSync(process.execPath, ["--import", "tsx", script], {
+      env: { ...process.env, RANKSCOPE_DISABLE_METRICS: value },
+      encoding: "utf8",
+    });
     assert.equal(out.status, 0, out.stderr);
     assert.equal(out.stdout.trim(), "entries=0 states=0", `RANKSCOPE_DISABLE_METRICS=${value}`);
   }
-  const on = spawnSync(process.execPath, ["--import", "tsx", script], { env: { ...process.env, RANKSCOPE_DISABLE_METRICS: "false" }, encoding: "utf8" });
+  const on = spawnSync(process.execPath, ["--import", "tsx", script], {
+    env: { ...process.env, RANKSCOPE_DISABLE_METRICS: "false" },
+    encoding: "utf8",
+  });
   assert.equal(on.stdout.trim(), "entries=3 states=3", "with the switch off, all three keys record");
 });
 
 test("two copies of the module share one collector (globalThis + Symbol.for)", async () => {
-  const copy = (await import(`../../src/core/collector.ts?copy=${Date.now()}`)) as typeof import("../../src/core/collector.js");
+  const copy = (await import(
+    `../../src/core/collector.ts?copy=${Date.now()}`
+  )) as typeof import("../../src/core/collector.js");
   assert.equal(copy.getCollector(), collector);
 });

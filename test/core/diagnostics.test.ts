@@ -4,7 +4,13 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { diagnosticCounts, resetDiagnostics, setDiagnosticHandler, warnAtBoundedRate, type Diagnostic } from "../../src/core/diagnostics.js";
+import {
+  diagnosticCounts,
+  resetDiagnostics,
+  setDiagnosticHandler,
+  warnAtBoundedRate,
+  type Diagnostic,
+} from "../../src/core/diagnostics.js";
 
 test("warnAtBoundedRate counts every occurrence, prints the first, then at most one line per interval with the count since", () => {
   resetDiagnostics();
@@ -14,7 +20,10 @@ test("warnAtBoundedRate counts every occurrence, prints the first, then at most 
     const t0 = 1_000_000;
     for (let i = 0; i < 1000; i++) warnAtBoundedRate("test.flood", "a forged message was dropped", 60_000, t0 + i);
     assert.equal(diagnosticCounts()["test.flood"], 1000);
-    assert.deepEqual(printed.map((d) => d.message), ["a forged message was dropped"]);
+    assert.deepEqual(
+      printed.map((d) => d.message),
+      ["a forged message was dropped"],
+    );
     warnAtBoundedRate("test.flood", "a forged message was dropped", 60_000, t0 + 60_000);
     assert.equal(printed.length, 2);
     assert.equal(printed[1]?.message, "a forged message was dropped (999 more since the last report, 1001 in all)");

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { errorCode } from "../../src/core/errors.js";
 
-test("errorCode reads the code of whatever was thrown, and \"\" from what has none", () => {
+test('errorCode reads the code of whatever was thrown, and "" from what has none', () => {
   let thrown: unknown;
   try {
     readFileSync(new URL("./no-such-file.txt", import.meta.url));

@@ -3,7 +3,15 @@
 import assert from "node:assert/strict";
 import { describe, it, test } from "node:test";
 import fc from "fast-check";
-import { decodeMessage, encodeMessage, jsonNumberText, jsonText, nonFiniteReplacer, numberText, stringifyNonFinite } from "../../src/core/json.js";
+import {
+  decodeMessage,
+  encodeMessage,
+  jsonNumberText,
+  jsonText,
+  nonFiniteReplacer,
+  numberText,
+  stringifyNonFinite,
+} from "../../src/core/json.js";
 
 test("numberText: String(v), except 2^53 ≤ |v| < 1e21 in exponent form that reads back as the same double", () => {
   assert.equal(numberText(2 ** 53 - 1), "9007199254740991");
@@ -16,12 +24,23 @@ test("numberText: String(v), except 2^53 ≤ |v| < 1e21 in exponent form that re
 });
 
 test("jsonText writes what JSON.stringify writes, with bigints exact (int64 as literals, beyond as strings) and NaN kept", () => {
-  const value = { a: [1, 0.5, "x", null, true, undefined], b: { c: new Date(0) }, skip: undefined, big: 2n ** 63n - 1n, huge: -(2n ** 70n), nan: NaN, f: 2 ** 60 };
+  const value = {
+    a: [1, 0.5, "x", null, true, undefined],
+    b: { c: new Date(0) },
+    skip: undefined,
+    big: 2n ** 63n - 1n,
+    huge: -(2n ** 70n),
+    nan: NaN,
+    f: 2 ** 60,
+  };
   assert.equal(
     jsonText(value),
     '{"a":[1,0.5,"x",null,true,null],"b":{"c":"1970-01-01T00:00:00.000Z"},"big":9223372036854775807,"huge":"-1180591620717411303424","nan":"NaN","f":1.152921504606847e+18}',
   );
-  assert.equal(jsonText({ a: [1, { b: 2 }], c: {} }, "token", "  "), JSON.stringify({ a: [1, { b: 2 }], c: {} }, null, 2));
+  assert.equal(
+    jsonText({ a: [1, { b: 2 }], c: {} }, "token", "  "),
+    JSON.stringify({ a: [1, { b: 2 }], c: {} }, null, 2),
+  );
   assert.equal(jsonText([Infinity], "token"), "[Infinity]");
   const cyclic: Record<string, unknown> = {};
   cyclic["self"] = cyclic;
@@ -41,7 +60,10 @@ test("messages carry bigints exactly; a forged bigint tag of more than 1,000 dig
 
 describe("stringifyNonFinite", () => {
   it("writes exactly what JSON.stringify with nonFiniteReplacer writes, for any JSON-like value", () => {
-    const number = fc.oneof(fc.double(), fc.constantFrom(-0, NaN, Infinity, -Infinity, Number.MAX_VALUE, 5e-324, 2 ** 53 + 2));
+    const number = fc.oneof(
+      fc.double(),
+      fc.constantFrom(-0, NaN, Infinity, -Infinity, Number.MAX_VALUE, 5e-324, 2 ** 53 + 2),
+    );
     const value = fc.letrec((tie) => ({
       value: fc.oneof(
         { depthSize: "small" },
@@ -65,7 +87,12 @@ describe("stringifyNonFinite", () => {
   });
 
   it("writes a series' number arrays with non-finite values as their strings", () => {
-    const text = stringifyNonFinite({ steps: [0, 1, 2], values: [-0, NaN, Infinity], cursor: null, skipped: undefined });
+    const text = stringifyNonFinite({
+      steps: [0, 1, 2],
+      values: [-0, NaN, Infinity],
+      cursor: null,
+      skipped: undefined,
+    });
     assert.equal(text, '{"steps":[0,1,2],"values":[0,"NaN","Infinity"],"cursor":null}');
   });
 });

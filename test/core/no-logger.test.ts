@@ -25,7 +25,10 @@ test("a process that records with no logger is told at exit how many values were
   assert.equal(result.code, 0, result.stderr);
   const warnings = result.stderr.split("\n").filter((l) => l.includes("[rankscope]"));
   assert.equal(warnings.length, 1, result.stderr);
-  assert.match(warnings[0] ?? "", /the process ended with 5 value\(s\) in 2 key\(s\) recorded and no logger: they were never logged; create one in the controller \(getOrCreateMetricLogger/);
+  assert.match(
+    warnings[0] ?? "",
+    /the process ended with 5 value\(s\) in 2 key\(s\) recorded and no logger: they were never logged; create one in the controller \(getOrCreateMetricLogger/,
+  );
   assert.match(result.stdout, /^neverLogged=5$/m, "counted");
 });
 
@@ -54,13 +57,20 @@ test("while no logger exists, one warning some seconds after the first key (neve
       recordMetric("early/loss", 1, Reduce.MEAN);
       recordMetric("early/loss", 3, Reduce.MEAN);
       mock.timers.tick(NO_LOGGER_WARN_MS - 1);
-      assert.equal(diagnosticCounts()["collector.noLogger"], undefined, "not before the grace period: a logger may still come");
+      assert.equal(
+        diagnosticCounts()["collector.noLogger"],
+        undefined,
+        "not before the grace period: a logger may still come",
+      );
       mock.timers.tick(1);
       for (let i = 0; i < 1000; i++) recordMetric("early/loss", i, Reduce.MEAN);
     });
     const noLogger = seen.filter((d) => d.code === "collector.noLogger");
     assert.equal(noLogger.length, 1, JSON.stringify(seen));
-    assert.match(noLogger[0]?.message ?? "", /^2 value\(s\) in 1 key\(s\) were recorded in this process and no logger exists to flush them; they are kept until one is/);
+    assert.match(
+      noLogger[0]?.message ?? "",
+      /^2 value\(s\) in 1 key\(s\) were recorded in this process and no logger exists to flush them; they are kept until one is/,
+    );
     assert.equal(getCollector().hasFlusher, false);
   } finally {
     mock.timers.reset();

@@ -6,7 +6,8 @@ import { getCollector } from "../../src/core/collector.js";
 import { peekProcessWide, processWide, setProcessWide } from "../../src/core/process-wide.js";
 import { tempDir } from "../helpers.js";
 
-const slot = (name: string): unknown => (globalThis as unknown as Record<symbol, unknown>)[Symbol.for(`rankscope.v1.${name}`)];
+const slot = (name: string): unknown =>
+  (globalThis as unknown as Record<symbol, unknown>)[Symbol.for(`rankscope.v1.${name}`)];
 
 test("state lives under Symbol.for('rankscope.v1.{name}'): the collector, the logger, the rank identity", async () => {
   assert.equal(slot("collector"), getCollector());
@@ -20,7 +21,10 @@ test("state lives under Symbol.for('rankscope.v1.{name}'): the collector, the lo
 
 test("a second copy of the package (same key) sees the same values; set and peek never create", () => {
   const made = processWide("testSlot", () => ({ n: 1 }));
-  assert.equal(processWide("testSlot", () => ({ n: 2 })), made);
+  assert.equal(
+    processWide("testSlot", () => ({ n: 2 })),
+    made,
+  );
   assert.equal(slot("testSlot"), made);
   assert.equal(peekProcessWide("testMissing"), undefined);
   setProcessWide("testSlot", undefined);

@@ -12,7 +12,10 @@ test("a URL's user part goes whole: user and password, a token, a password holdi
   assert.equal(redactUrlCredentials("nats://run-7:s3cret@n1:4222"), `nats://${REDACTED}@n1:4222`);
   assert.equal(redactUrlCredentials("nats://tok3n@127.0.0.1:4222"), `nats://${REDACTED}@127.0.0.1:4222`);
   assert.equal(redactUrlCredentials("nats://u:p@ss@n1:4222/x"), `nats://${REDACTED}@n1:4222/x`);
-  assert.equal(redactUrlCredentials("nats://u:a@n1:4222,nats://u:a@n2:4222"), `nats://${REDACTED}@n1:4222,nats://${REDACTED}@n2:4222`);
+  assert.equal(
+    redactUrlCredentials("nats://u:a@n1:4222,nats://u:a@n2:4222"),
+    `nats://${REDACTED}@n1:4222,nats://${REDACTED}@n2:4222`,
+  );
   assert.equal(
     redactUrlCredentials("cannot reach NATS at tls://u:pw@n1:4222 (retrying); see https://docs.example/x"),
     `cannot reach NATS at tls://${REDACTED}@n1:4222 (retrying); see https://docs.example/x`,
@@ -21,8 +24,12 @@ test("a URL's user part goes whole: user and password, a token, a password holdi
 
 test("secret-looking query parameters lose their values, by the same key patterns as configs; the rest is untouched", () => {
   assert.equal(redactUrlCredentials("http://h:8080/?token=abc&step=3"), `http://h:8080/?token=${REDACTED}&step=3`);
-  assert.equal(redactUrlCredentials("https://h/write?api_key=k1&password=p2#frag"), `https://h/write?api_key=${REDACTED}&password=${REDACTED}#frag`);
-  for (const text of ["nats://n1:4222", "mail me at someone@example.com", "step=3 of 5", "http://h/?step=3"]) assert.equal(redactUrlCredentials(text), text);
+  assert.equal(
+    redactUrlCredentials("https://h/write?api_key=k1&password=p2#frag"),
+    `https://h/write?api_key=${REDACTED}&password=${REDACTED}#frag`,
+  );
+  for (const text of ["nats://n1:4222", "mail me at someone@example.com", "step=3 of 5", "http://h/?step=3"])
+    assert.equal(redactUrlCredentials(text), text);
 });
 
 test("every diagnostic is redacted before anyone sees it", async () => {

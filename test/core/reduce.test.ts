@@ -47,7 +47,15 @@ test("merging mean states (sum 10, count 2) and (sum 20, count 3) gives 6", () =
 });
 
 test("accumulator value() equals the value of its state, and reset() empties it", () => {
-  for (const reduce of [Reduce.MEAN, Reduce.SUM, Reduce.MAX, Reduce.MIN, Reduce.STD, Reduce.QUANTILES, Reduce.HISTOGRAM]) {
+  for (const reduce of [
+    Reduce.MEAN,
+    Reduce.SUM,
+    Reduce.MAX,
+    Reduce.MIN,
+    Reduce.STD,
+    Reduce.QUANTILES,
+    Reduce.HISTOGRAM,
+  ]) {
     const def = getReduceDefinition(reduce);
     assert.notEqual(def.input, "object", reduce);
     if (def.input === "object") continue;
@@ -61,7 +69,15 @@ test("accumulator value() equals the value of its state, and reset() empties it"
 });
 
 test("states are plain JSON with a version", () => {
-  for (const reduce of [Reduce.MEAN, Reduce.SUM, Reduce.MAX, Reduce.MIN, Reduce.STD, Reduce.QUANTILES, Reduce.HISTOGRAM]) {
+  for (const reduce of [
+    Reduce.MEAN,
+    Reduce.SUM,
+    Reduce.MAX,
+    Reduce.MIN,
+    Reduce.STD,
+    Reduce.QUANTILES,
+    Reduce.HISTOGRAM,
+  ]) {
     const state = accumulate(reduce, [1, 2, 3]);
     assert.equal(state.v, 1, reduce);
     assert.deepEqual(JSON.parse(JSON.stringify(state)), state, `${reduce} state survives JSON`);
@@ -79,9 +95,16 @@ test("STD of two finite values whose difference overflows: a finite mean, M2 +In
   const check = std.check ?? assert.fail("std checks its states");
   for (const state of [accumulate(Reduce.STD, values), std.merge(values.map((v) => accumulate(Reduce.STD, [v])))]) {
     const { mean, m2 } = state as unknown as { mean: number; m2: number };
-    assert.ok(Number.isFinite(mean) && Math.abs(mean - (values[0]! / 2 + values[1]! / 2)) <= Math.abs(mean) * 1e-15, `mean ${mean}`);
+    assert.ok(
+      Number.isFinite(mean) && Math.abs(mean - (values[0]! / 2 + values[1]! / 2)) <= Math.abs(mean) * 1e-15,
+      `mean ${mean}`,
+    );
     assert.equal(m2, Infinity);
-    assert.equal(check(state as unknown as Record<string, unknown>), undefined, "a state made from finite values passes the check");
+    assert.equal(
+      check(state as unknown as Record<string, unknown>),
+      undefined,
+      "a state made from finite values passes the check",
+    );
     assert.equal(std.value(state), Infinity);
   }
   const opposite = accumulate(Reduce.STD, [1.7e308, -1.7e308]) as unknown as { mean: number; m2: number };
@@ -103,7 +126,10 @@ test("STD merges exactly (Chan) where sum-of-squares loses everything: 1e9 + {0,
   const sum = values.reduce((a, b) => a + b, 0);
   const sumSq = values.reduce((a, b) => a + b * b, 0);
   const naive = Math.sqrt(Math.max(0, sumSq / n - (sum / n) ** 2));
-  assert.ok(Math.abs(naive - exact) > 0.1, `sum-of-squares formula is off by more than 0.1 (got ${naive}, exact ${exact})`);
+  assert.ok(
+    Math.abs(naive - exact) > 0.1,
+    `sum-of-squares formula is off by more than 0.1 (got ${naive}, exact ${exact})`,
+  );
 });
 
 test("NaN and ±Infinity propagate as IEEE arithmetic does", () => {
@@ -128,7 +154,11 @@ test("QUANTILES reports p50/p90/p99 within 1% relative error", () => {
   const q = valueOf(Reduce.QUANTILES, values) as Record<string, number>;
   assert.deepEqual(Object.keys(q), ["p50", "p90", "p99"]);
   const exact = (p: number): number => values[Math.floor(p * (values.length - 1))] as number;
-  for (const [suffix, p] of [["p50", 0.5], ["p90", 0.9], ["p99", 0.99]] as const) {
+  for (const [suffix, p] of [
+    ["p50", 0.5],
+    ["p90", 0.9],
+    ["p99", 0.99],
+  ] as const) {
     const rel = Math.abs((q[suffix] as number) - exact(p)) / exact(p);
     assert.ok(rel <= 0.0101, `${suffix}: ${q[suffix]} vs ${exact(p)} (rel ${rel})`);
   }
@@ -162,7 +192,10 @@ test("HISTOGRAM reports count/min/max/mean and keeps mergeable buckets", () => {
   assert.deepEqual(def.value(merged), { count: 5, min: -4, max: 10, mean: 12 / 5 });
   const h = def.histogram?.(merged);
   assert.ok(h !== undefined);
-  assert.equal(h.bucketCounts.reduce((x, y) => x + y, 0), 5);
+  assert.equal(
+    h.bucketCounts.reduce((x, y) => x + y, 0),
+    5,
+  );
   // Each value sits in the bucket whose upper limit is the first edge ≥ the value.
   for (const v of [1, 2, 3, 10, -4]) {
     const limit = h.bucketLimits.find((l) => l >= v);
@@ -173,27 +206,66 @@ test("HISTOGRAM reports count/min/max/mean and keeps mergeable buckets", () => {
 
 test("SAMPLE keeps the best and the worst record by reward, and merges across ranks", () => {
   const def = getReduceDefinition(Reduce.SAMPLE);
-  const a = accumulate(Reduce.SAMPLE, [{ id: "a1", reward: 0.2 }, { id: "a2", reward: 0.9 }, { id: "a3", reward: 0.5 }]);
-  const b = accumulate(Reduce.SAMPLE, [{ id: "b1", reward: -1 }, { id: "b2", reward: 0.4 }]);
+  const a = accumulate(Reduce.SAMPLE, [
+    { id: "a1", reward: 0.2 },
+    { id: "a2", reward: 0.9 },
+    { id: "a3", reward: 0.5 },
+  ]);
+  const b = accumulate(Reduce.SAMPLE, [
+    { id: "b1", reward: -1 },
+    { id: "b2", reward: 0.4 },
+  ]);
   const records = def.samples?.(def.merge([a, b])) ?? [];
-  assert.deepEqual(records.map((r) => r["id"]), ["a2", "b1"]);
+  assert.deepEqual(
+    records.map((r) => r["id"]),
+    ["a2", "b1"],
+  );
   const one = def.samples?.(accumulate(Reduce.SAMPLE, [{ id: "only", reward: 1 }])) ?? [];
-  assert.deepEqual(one.map((r) => r["id"]), ["only"], "a single record is reported once");
+  assert.deepEqual(
+    one.map((r) => r["id"]),
+    ["only"],
+    "a single record is reported once",
+  );
 });
 
 test("Reduce.sample({ k, by }) keeps k each way and reports each record once", () => {
   const name = Reduce.sample({ k: 2, by: "score" });
   assert.equal(name, "sample(k=2,by=score)");
   const def = getReduceDefinition(name);
-  const records = def.samples?.(accumulate(name, [{ n: 1, score: 1 }, { n: 2, score: 2 }, { n: 3, score: 3 }])) ?? [];
-  assert.deepEqual(records.map((r) => r["n"]), [3, 2, 1]);
-  const many = def.samples?.(accumulate(name, [1, 5, 3, 9, 7].map((score) => ({ score })))) ?? [];
-  assert.deepEqual(many.map((r) => r["score"]), [9, 7, 1, 3]);
-  assert.throws(() => accumulate(name, [{ reward: 1 }]), /ranks records by the numeric field "score", but a record has score = undefined/);
+  const records =
+    def.samples?.(
+      accumulate(name, [
+        { n: 1, score: 1 },
+        { n: 2, score: 2 },
+        { n: 3, score: 3 },
+      ]),
+    ) ?? [];
+  assert.deepEqual(
+    records.map((r) => r["n"]),
+    [3, 2, 1],
+  );
+  const many =
+    def.samples?.(
+      accumulate(
+        name,
+        [1, 5, 3, 9, 7].map((score) => ({ score })),
+      ),
+    ) ?? [];
+  assert.deepEqual(
+    many.map((r) => r["score"]),
+    [9, 7, 1, 3],
+  );
+  assert.throws(
+    () => accumulate(name, [{ reward: 1 }]),
+    /ranks records by the numeric field "score", but a record has score = undefined/,
+  );
 });
 
 test("an unknown reduce lists the valid ones", () => {
-  assert.throws(() => getReduceDefinition("median"), /unknown reduce "median"; valid: mean, sum, max, min, std, quantiles, histogram, sample/);
+  assert.throws(
+    () => getReduceDefinition("median"),
+    /unknown reduce "median"; valid: mean, sum, max, min, std, quantiles, histogram, sample/,
+  );
 });
 
 test("registerReduce: a user-defined reduction works like a built-in", () => {
@@ -227,12 +299,28 @@ test("registerReduce: a user-defined reduction works like a built-in", () => {
     value: (s) => s.last,
   });
   assert.equal(valueOf("last", [1, 2, 7]), 7);
-  assert.throws(() => registerReduce("mean", { create: () => { throw new Error(); }, merge: (s) => s[0] as AccumulatorState, value: () => 0 }), /built-in reduction and cannot be replaced/);
+  assert.throws(
+    () =>
+      registerReduce("mean", {
+        create: () => {
+          throw new Error();
+        },
+        merge: (s) => s[0] as AccumulatorState,
+        value: () => 0,
+      }),
+    /built-in reduction and cannot be replaced/,
+  );
   assert.throws(() => registerReduce("broken", {} as never), /needs a create\(\) function/);
 });
 
 test("a reduction's input kind and its accumulator agree, checked by the compiler", () => {
-  const numbers = (): Accumulator<AccumulatorState, number> => ({ count: 0, append: () => {}, value: () => 0, state: () => ({ v: 1, count: 0 }), reset: () => {} });
+  const numbers = (): Accumulator<AccumulatorState, number> => ({
+    count: 0,
+    append: () => {},
+    value: () => 0,
+    state: () => ({ v: 1, count: 0 }),
+    reset: () => {},
+  });
   const base = { merge: (s: readonly AccumulatorState[]) => s[0] ?? { v: 1, count: 0 }, value: () => 0 };
   // Compiled, never run: a reduction of records must create an accumulator of records.
   const _mismatched = (): void =>
@@ -257,7 +345,7 @@ declare module "../../src/core/reduce.js" {
   }
 }
 
-test("recordMetric takes records for a reduction declared as \"object\", and numbers for the others", () => {
+test('recordMetric takes records for a reduction declared as "object", and numbers for the others', () => {
   let kept: SampleRecord | undefined;
   registerReduce("typed_best", {
     input: "object",
@@ -293,12 +381,23 @@ function close(a: unknown, b: unknown): boolean {
   }
   if (a !== null && b !== null && typeof a === "object" && typeof b === "object") {
     const ka = Object.keys(a);
-    return ka.length === Object.keys(b).length && ka.every((k) => close((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+    return (
+      ka.length === Object.keys(b).length &&
+      ka.every((k) => close((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]))
+    );
   }
   return a === b;
 }
 
-for (const reduce of [Reduce.MEAN, Reduce.SUM, Reduce.MAX, Reduce.MIN, Reduce.STD, Reduce.QUANTILES, Reduce.HISTOGRAM]) {
+for (const reduce of [
+  Reduce.MEAN,
+  Reduce.SUM,
+  Reduce.MAX,
+  Reduce.MIN,
+  Reduce.STD,
+  Reduce.QUANTILES,
+  Reduce.HISTOGRAM,
+]) {
   test(`property: ${reduce} merge equals the single-stream result, in any grouping and order`, () => {
     const def = getReduceDefinition(reduce);
     fc.assert(
@@ -335,12 +434,18 @@ test("parameterised reductions named by other processes are kept in a bounded ta
   const names = Array.from({ length: 3000 }, (_, i) => `quantiles(0.${String(i + 1).padStart(4, "0")})`);
   for (const name of names) assert.equal(getReduceDefinition(name).name, name);
   const kept = peekProcessWide<Map<string, unknown>>("reduceParameterised");
-  assert.ok(kept !== undefined && kept.size <= 1024, `the table of parameterised definitions holds ${kept?.size} names`);
+  assert.ok(
+    kept !== undefined && kept.size <= 1024,
+    `the table of parameterised definitions holds ${kept?.size} names`,
+  );
   // Past the bound a name is built again for each lookup, and works the same.
   const last = names[names.length - 1] ?? "";
   assert.equal(kept.has(last), false);
   const median = valueOf("quantiles(0.5)", [1, 2, 3, 4, 5]);
-  assert.ok(typeof median === "object" && Math.abs((median["p50"] ?? NaN) - 3) < 0.05, `quantiles(0.5) of 1..5: ${JSON.stringify(median)}`);
+  assert.ok(
+    typeof median === "object" && Math.abs((median["p50"] ?? NaN) - 3) < 0.05,
+    `quantiles(0.5) of 1..5: ${JSON.stringify(median)}`,
+  );
   const lastValue = valueOf(last, [1, 2, 3, 4, 5]);
   assert.equal(typeof lastValue, "object", `${last} reduces past the bound: ${JSON.stringify(lastValue)}`);
   assert.throws(() => getReduceDefinition("quantiles(2)"), RangeError);

@@ -5,8 +5,14 @@ import { backoffDelay, retry, retrySync, type AttemptOutcome } from "../../src/c
 
 test("backoff doubles from initialMs to maxMs, with half of each delay random", () => {
   const policy = { initialMs: 100, maxMs: 1000 };
-  assert.deepEqual([0, 1, 2, 3, 4, 10].map((n) => backoffDelay(n, policy, () => 0)), [50, 100, 200, 400, 500, 500]);
-  assert.deepEqual([0, 1, 4].map((n) => backoffDelay(n, policy, () => 1)), [100, 200, 1000]);
+  assert.deepEqual(
+    [0, 1, 2, 3, 4, 10].map((n) => backoffDelay(n, policy, () => 0)),
+    [50, 100, 200, 400, 500, 500],
+  );
+  assert.deepEqual(
+    [0, 1, 4].map((n) => backoffDelay(n, policy, () => 1)),
+    [100, 200, 1000],
+  );
 });
 
 test("retry retries what is retryable until it succeeds, and reports every wait", async () => {
@@ -22,7 +28,11 @@ test("retry retries what is retryable until it succeeds, and reports every wait"
 });
 
 test("retry gives up at once on a refusal, at its deadline, and when stopped", async () => {
-  const refused = await retry(async () => ({ ok: false as const, retryable: false, reason: "401" }), { initialMs: 1, maxMs: 1, deadlineMs: 10_000 });
+  const refused = await retry(async () => ({ ok: false as const, retryable: false, reason: "401" }), {
+    initialMs: 1,
+    maxMs: 1,
+    deadlineMs: 10_000,
+  });
   assert.deepEqual(refused, { ok: false, last: { ok: false, retryable: false, reason: "401" }, why: "refused" });
   let calls = 0;
   const late = await retry(
@@ -72,5 +82,8 @@ test("retrySync retries while asked, a bounded number of times, then throws the 
     /database is locked/,
   );
   assert.equal(calls, 3);
-  assert.throws(() => retrySync(() => JSON.parse("{"), { attempts: 3, initialMs: 1, maxMs: 1, shouldRetry: () => false }), SyntaxError);
+  assert.throws(
+    () => retrySync(() => JSON.parse("{"), { attempts: 3, initialMs: 1, maxMs: 1, shouldRetry: () => false }),
+    SyntaxError,
+  );
 });

@@ -24,7 +24,9 @@ const kit = pythonKit("tensorboard");
 
 /** Every hyperparameter name of each `session_start_info` in the event files under `dir`, by TensorBoard's own reader. */
 function tensorBoardHparamNames(python: string, dir: string): string[][] {
-  const files = readdirSync(dir, { recursive: true, encoding: "utf8" }).filter((f) => f.includes("tfevents")).map((f) => join(dir, f));
+  const files = readdirSync(dir, { recursive: true, encoding: "utf8" })
+    .filter((f) => f.includes("tfevents"))
+    .map((f) => join(dir, f));
   const script = `
 import json, sys
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
@@ -76,9 +78,16 @@ test("the store keeps them nested and merged at every depth; the dashboard's run
   assert.deepEqual(stored, { model: { layers: 4, width: 8 }, lr: 0.1, seed: 1 });
   const dashboard = await startDashboard({ root, port: 0 });
   try {
-    const answer = (await (await fetch(`${dashboard.url}api/runs`)).json()) as { runs: { id: string; params: Record<string, unknown> }[] };
+    const answer = (await (await fetch(`${dashboard.url}api/runs`)).json()) as {
+      runs: { id: string; params: Record<string, unknown> }[];
+    };
     const params = answer.runs.find((r) => r.id === "hp/run")?.params ?? {};
-    assert.deepEqual(Object.keys(params).filter((k) => !k.startsWith(VERSION_INFO_KEY)).sort(), NAMES);
+    assert.deepEqual(
+      Object.keys(params)
+        .filter((k) => !k.startsWith(VERSION_INFO_KEY))
+        .sort(),
+      NAMES,
+    );
   } finally {
     await dashboard.close();
   }
@@ -91,8 +100,16 @@ test("W&B's run config is nested, as W&B keeps one (shown there as model.layers)
   assert.deepEqual(config, { model: { value: { layers: 4, width: 8 } }, lr: { value: 0.1 }, seed: { value: 1 } });
 });
 
-test(`TensorBoard ${kit.version ?? ""}'s event reader finds each name once in the HParams session`, { skip: kit.skip, timeout: 120_000 }, () => {
-  const sessions = tensorBoardHparamNames(kit.python ?? "python3", runDir);
-  assert.ok(sessions.length > 0, "TensorBoard read a session_start_info");
-  for (const names of sessions) assert.deepEqual(names.filter((n) => !n.startsWith(VERSION_INFO_KEY)), NAMES);
-});
+test(
+  `TensorBoard ${kit.version ?? ""}'s event reader finds each name once in the HParams session`,
+  { skip: kit.skip, timeout: 120_000 },
+  () => {
+    const sessions = tensorBoardHparamNames(kit.python ?? "python3", runDir);
+    assert.ok(sessions.length > 0, "TensorBoard read a session_start_info");
+    for (const names of sessions)
+      assert.deepEqual(
+        names.filter((n) => !n.startsWith(VERSION_INFO_KEY)),
+        NAMES,
+      );
+  },
+);

@@ -23,7 +23,9 @@ import { fileURLToPath } from "node:url";
 export type PythonKitName = "tensorboard" | "wandb";
 
 /** A Python with a kit, or why there is none. */
-export type PythonKit = { readonly python: string; readonly version: string; readonly skip: false } | { readonly python: null; readonly version: null; readonly skip: string };
+export type PythonKit =
+  | { readonly python: string; readonly version: string; readonly skip: false }
+  | { readonly python: null; readonly version: null; readonly skip: string };
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = resolve(here, "..", "..");
@@ -39,8 +41,24 @@ interface KitRecipe {
   readonly repair?: (python: string) => void;
 }
 
-const OTEL = ["opentelemetry-api", "opentelemetry-sdk", "opentelemetry-proto", "opentelemetry-exporter-otlp-proto-common", "opentelemetry-exporter-otlp-proto-http"];
-const WANDB_DEPS = ["click>=8.2", "packaging", "platformdirs", "protobuf>=5,<8", "pydantic>=2.6,<3", "pyyaml", "requests>=2,<3", "typing-extensions>=4.8,<5", "xxhash>=3"];
+const OTEL = [
+  "opentelemetry-api",
+  "opentelemetry-sdk",
+  "opentelemetry-proto",
+  "opentelemetry-exporter-otlp-proto-common",
+  "opentelemetry-exporter-otlp-proto-http",
+];
+const WANDB_DEPS = [
+  "click>=8.2",
+  "packaging",
+  "platformdirs",
+  "protobuf>=5,<8",
+  "pydantic>=2.6,<3",
+  "pyyaml",
+  "requests>=2,<3",
+  "typing-extensions>=4.8,<5",
+  "xxhash>=3",
+];
 
 const RECIPES: Record<PythonKitName, KitRecipe> = {
   tensorboard: {
@@ -53,7 +71,10 @@ const RECIPES: Record<PythonKitName, KitRecipe> = {
     repair: (python) => {
       const check = run(python, ["-c", "import opentelemetry.semconv"]);
       if (check.status === 0) return;
-      const site = run(python, ["-c", "import opentelemetry, os; print(os.path.dirname(opentelemetry.__path__[0]))"]).stdout.trim();
+      const site = run(python, [
+        "-c",
+        "import opentelemetry, os; print(os.path.dirname(opentelemetry.__path__[0]))",
+      ]).stdout.trim();
       const target = join(site, "opentelemetry", "semconv");
       mkdirSync(target, { recursive: true });
       copyFileSync(join(here, "otel-semconv-standin.py"), join(target, "__init__.py"));
@@ -62,12 +83,16 @@ const RECIPES: Record<PythonKitName, KitRecipe> = {
 };
 
 function run(command: string, args: readonly string[], timeoutMs = 600_000): SpawnSyncReturns<string> {
-  return spawnSync(command, args, { encoding: "utf8", timeout: timeoutMs, env: { ...process.env, PIP_DISABLE_PIP_VERSION_CHECK: "1" } });
+  return spawnSync(command, args, {
+    encoding: "utf8",
+    timeout: timeoutMs,
+    env: { ...process.env, PIP_DISABLE_PIP_VERSION_CHECK: "1" },
+  });
 }
 
 function probe(python: string, kit: PythonKitName): string | null {
   const result = run(python, ["-c", RECIPES[kit].probe], 120_000);
-  return result.status === 0 ? result.stdout.trim().split("\n").pop() ?? "" : null;
+  return result.status === 0 ? (result.stdout.trim().split("\n").pop() ?? "") : null;
 }
 
 /** pip's local (`file://`) package indexes from its configuration: use only those when there are any. */
@@ -76,7 +101,9 @@ function localIndexArgs(python: string): string[] {
   const urls: string[] = [];
   for (const line of config.split("\n")) {
     const match = /^[\w.-]+\.(?:extra-index-url|index-url)='(.*)'$/.exec(line.trim());
-    if (match !== null) for (const url of (match[1] as string).split(/\s+/)) if (url.startsWith("file://") && existsSync(fileURLToPath(url))) urls.push(url);
+    if (match !== null)
+      for (const url of (match[1] as string).split(/\s+/))
+        if (url.startsWith("file://") && existsSync(fileURLToPath(url))) urls.push(url);
   }
   if (urls.length === 0) return ["--retries", "1"];
   const [first, ...rest] = urls;
@@ -99,10 +126,14 @@ export function pythonKit(kit: PythonKitName): PythonKit {
 }
 
 function setUp(kit: PythonKitName): PythonKit {
-  const override = process.env["RANKSCOPE_PYTHON"] ?? (kit === "tensorboard" ? process.env["RANKSCOPE_TENSORBOARD_PYTHON"] : undefined);
+  const override =
+    process.env["RANKSCOPE_PYTHON"] ??
+    (kit === "tensorboard" ? process.env["RANKSCOPE_TENSORBOARD_PYTHON"] : undefined);
   if (override !== undefined && override !== "") {
     const version = probe(override, kit);
-    return version === null ? { python: null, version: null, skip: `${override} (RANKSCOPE_PYTHON) cannot import ${kit}` } : { python: override, version, skip: false };
+    return version === null
+      ? { python: null, version: null, skip: `${override} (RANKSCOPE_PYTHON) cannot import ${kit}` }
+      : { python: override, version, skip: false };
   }
   const marker = join(venvDir, `rankscope-${kit}.ok`);
   if (existsSync(marker) && existsSync(venvPython)) {
@@ -111,7 +142,8 @@ function setUp(kit: PythonKitName): PythonKit {
   }
   // Test files run in parallel: one process sets the venv up, the others wait for it.
   const lock = lockVenv();
-  if (typeof lock === "string") return { python: null, version: null, skip: `cannot set up a Python with ${kit}: ${lock}` };
+  if (typeof lock === "string")
+    return { python: null, version: null, skip: `cannot set up a Python with ${kit}: ${lock}` };
   try {
     if (existsSync(marker) && existsSync(venvPython)) {
       const version = probe(venvPython, kit);
@@ -168,17 +200,24 @@ function install(kit: PythonKitName, marker: string): PythonKit {
     rmSync(venvDir, { recursive: true, force: true });
     mkdirSync(dirname(venvDir), { recursive: true });
     const made = run("python3", ["-m", "venv", venvDir]);
-    if (made.status !== 0) return failed(`python3 -m venv failed: ${(made.stderr || made.error?.message || "").trim().slice(-500)}`);
+    if (made.status !== 0)
+      return failed(`python3 -m venv failed: ${(made.stderr || made.error?.message || "").trim().slice(-500)}`);
   }
   const index = localIndexArgs(venvPython);
   for (const args of RECIPES[kit].install) {
     const installed = run(venvPython, ["-m", "pip", "install", "--quiet", ...index, ...args]);
     steps.push(args.join(" "));
-    if (installed.status !== 0) return failed(`pip install ${args.join(" ")} failed: ${(installed.stderr || installed.error?.message || "").trim().slice(-800)}`);
+    if (installed.status !== 0)
+      return failed(
+        `pip install ${args.join(" ")} failed: ${(installed.stderr || installed.error?.message || "").trim().slice(-800)}`,
+      );
   }
   RECIPES[kit].repair?.(venvPython);
   const version = probe(venvPython, kit);
-  if (version === null) return failed(`the ${kit} package does not import after installing (${steps.join("; ")}): ${run(venvPython, ["-c", RECIPES[kit].probe]).stderr.trim().slice(-800)}`);
+  if (version === null)
+    return failed(
+      `the ${kit} package does not import after installing (${steps.join("; ")}): ${run(venvPython, ["-c", RECIPES[kit].probe]).stderr.trim().slice(-800)}`,
+    );
   writeFileSync(marker, `${version}\n`);
   return { python: venvPython, version, skip: false };
 }

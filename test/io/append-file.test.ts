@@ -49,7 +49,9 @@ describe("AppendFile.writeQueuedSync", () => {
     const path = join(tempDir(), "f.jsonl");
     writeFileSync(path, "");
     const file = new AppendFile(path);
-    const internals = file as unknown as { inFlight: { text: string; issued: boolean; sizeBefore: number; taken: boolean } | null };
+    const internals = file as unknown as {
+      inFlight: { text: string; issued: boolean; sizeBefore: number; taken: boolean } | null;
+    };
     // As if the process were exiting while the OS had written 4 of the batch's bytes.
     internals.inFlight = { text: "12345678\n", issued: true, sizeBefore: 0, taken: false };
     writeFileSync(path, "1234");

@@ -15,7 +15,16 @@ import { registerBackend } from "../../src/index.js";
 import { collectDiagnostics } from "../helpers.js";
 
 function records(from: number, count: number): StreamRecord[] {
-  return Array.from({ length: count }, (_, i) => ({ key: "k", value: from + i, step: 0, timestamp: 0, rank: 0, rankName: "r0", role: "rank" as const, thread: 0 }));
+  return Array.from({ length: count }, (_, i) => ({
+    key: "k",
+    value: from + i,
+    step: 0,
+    timestamp: 0,
+    rank: 0,
+    rankName: "r0",
+    role: "rank" as const,
+    thread: 0,
+  }));
 }
 
 /** A backend whose calls end when the test says so. */
@@ -54,7 +63,14 @@ describe("StreamQueue", () => {
     assert.deepEqual(backend.calls, [[0, 1]], "one call runs; the others wait for it");
     assert.equal(queue.backlog, 6);
     await backend.releaseOne();
-    assert.deepEqual(backend.calls, [[0, 1], [2, 3, 4, 5]], "the two waiting batches go out in one call");
+    assert.deepEqual(
+      backend.calls,
+      [
+        [0, 1],
+        [2, 3, 4, 5],
+      ],
+      "the two waiting batches go out in one call",
+    );
     await backend.releaseOne();
     assert.equal(queue.backlog, 0);
     assert.equal(backend.maxRunning, 1);
@@ -74,7 +90,10 @@ describe("StreamQueue", () => {
       backend.calls.map((c) => c.length),
       [1, MAX_CALL_RECORDS, MAX_CALL_RECORDS + 5],
     );
-    assert.deepEqual(backend.calls.flat(), Array.from({ length: 2 * MAX_CALL_RECORDS + 6 }, (_, i) => i));
+    assert.deepEqual(
+      backend.calls.flat(),
+      Array.from({ length: 2 * MAX_CALL_RECORDS + 6 }, (_, i) => i),
+    );
   });
 
   it("a synchronous backend gets each batch within push", () => {
@@ -106,7 +125,11 @@ describe("StreamQueue", () => {
     );
     await backend.releaseOne();
     await backend.releaseOne();
-    assert.deepEqual(backend.calls.flat(), Array.from({ length: 10 }, (_, i) => i), "what was kept arrives in order");
+    assert.deepEqual(
+      backend.calls.flat(),
+      Array.from({ length: 10 }, (_, i) => i),
+      "what was kept arrives in order",
+    );
   });
 
   it("settled() waits for what was pushed before it, not for what comes after", async () => {
@@ -168,8 +191,14 @@ describe("BackendSet stream queues", () => {
         return new Promise<void>((resolve) => releases.push(resolve));
       },
     }));
-    registerBackend("streamFast", () => ({ logBatch() {}, logStream: (batch: readonly StreamRecord[]) => void fast.push(...batch.map((r) => r.value)) }));
-    const validated = await validateBackendsConfig({ streamHung: { loggingMode: "per_rank_no_reduce" }, streamFast: { loggingMode: "per_rank_no_reduce" } });
+    registerBackend("streamFast", () => ({
+      logBatch() {},
+      logStream: (batch: readonly StreamRecord[]) => void fast.push(...batch.map((r) => r.value)),
+    }));
+    const validated = await validateBackendsConfig({
+      streamHung: { loggingMode: "per_rank_no_reduce" },
+      streamFast: { loggingMode: "per_rank_no_reduce" },
+    });
     const set = await BackendSet.start(validated, (v) => context(v.type), 60_000);
 
     const value = (states: KeyState[], key: string): number | undefined => {
@@ -189,9 +218,24 @@ describe("BackendSet stream queues", () => {
     const states = set.takeUndeliveredStates();
     assert.equal(value(states, "rankscope/stream_backlog/streamHung"), big + 5);
     assert.equal(value(states, "rankscope/stream_backend_dropped/streamHung"), big);
-    assert.equal(value(states, "rankscope/stream_backlog/streamFast"), undefined, "a backend never behind logs no counts");
-    assert.deepEqual(set.deliveryStats()["streamHung"], { late: 0, skipped: 0, failed: 0, undelivered: 0, streamBacklog: big + 5, streamDropped: big });
-    assert.equal(value(set.takeUndeliveredStates(), "rankscope/stream_backend_dropped/streamHung"), 0, "drops are counted once, at the next flush");
+    assert.equal(
+      value(states, "rankscope/stream_backlog/streamFast"),
+      undefined,
+      "a backend never behind logs no counts",
+    );
+    assert.deepEqual(set.deliveryStats()["streamHung"], {
+      late: 0,
+      skipped: 0,
+      failed: 0,
+      undelivered: 0,
+      streamBacklog: big + 5,
+      streamDropped: big,
+    });
+    assert.equal(
+      value(set.takeUndeliveredStates(), "rankscope/stream_backend_dropped/streamHung"),
+      0,
+      "drops are counted once, at the next flush",
+    );
 
     // Released: the backlog goes out (in one more call) and a settle returns.
     releases.shift()?.();
@@ -199,7 +243,11 @@ describe("BackendSet stream queues", () => {
     releases.shift()?.();
     await set.settleStream(60_000);
     assert.equal(hung, big + 5);
-    assert.equal(value(set.takeUndeliveredStates(), "rankscope/stream_backlog/streamHung"), 0, "once behind, its backlog is logged at every flush, back to 0");
+    assert.equal(
+      value(set.takeUndeliveredStates(), "rankscope/stream_backlog/streamHung"),
+      0,
+      "once behind, its backlog is logged at every flush, back to 0",
+    );
     await set.finish();
   });
 });

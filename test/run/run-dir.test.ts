@@ -13,12 +13,19 @@ import { collectDiagnostics, runNode, tempDir, waitFor, type ChildResult } from 
 const CHILD = join(import.meta.dirname, "fixtures", "same-moment.ts");
 
 /** Start `n` children of the fixture, wait until each is ready, and give them one start time. */
-async function startTogether(n: number, args: string[]): Promise<{ runDir: string; trial: string; result: ChildResult }[]> {
+async function startTogether(
+  n: number,
+  args: string[],
+): Promise<{ runDir: string; trial: string; result: ChildResult }[]> {
   const dir = tempDir();
   const goFile = join(dir, "go");
   const ready = new Set<number>();
   const runs = Array.from({ length: n }, (_, i) =>
-    runNode([CHILD, ...args], { GO_FILE: goFile }, { onStdout: (text) => void (text.startsWith("ready\n") && ready.add(i)) }),
+    runNode(
+      [CHILD, ...args],
+      { GO_FILE: goFile },
+      { onStdout: (text) => void (text.startsWith("ready\n") && ready.add(i)) },
+    ),
   );
   await waitFor(() => ready.size === n, { timeoutMs: 60_000, what: `${n} children to be ready` });
   writeFileSync(goFile, String(Date.now() + 300));
@@ -42,7 +49,10 @@ describe("run directories", () => {
     assert.deepEqual(trials, ["20261124-093005", "20261124-093005-2"]);
     assert.deepEqual(readdirSync(join(root, "dup")).sort(), trials);
     const second = got.find((g) => g.trial.endsWith("-2"));
-    assert.match(second?.result.stderr ?? "", /run directory .*20261124-093005 already exists .* this run writes to .*20261124-093005-2/);
+    assert.match(
+      second?.result.stderr ?? "",
+      /run directory .*20261124-093005 already exists .* this run writes to .*20261124-093005-2/,
+    );
   });
 
   it("two jobs started together on one root write two runs, each with exactly its own steps", async () => {
@@ -50,8 +60,14 @@ describe("run directories", () => {
     const got = await startTogether(2, ["job", root]);
     assert.notEqual(got[0]?.runDir, got[1]?.runDir);
     for (const { runDir } of got) {
-      assert.equal(series(runDir, "loss", { maxPoints: Infinity }).points.length, 300, `${runDir}: 300 steps, not another job's too`);
-      const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8").split("\n").filter((l) => l.includes('"key":"loss"'));
+      assert.equal(
+        series(runDir, "loss", { maxPoints: Infinity }).points.length,
+        300,
+        `${runDir}: 300 steps, not another job's too`,
+      );
+      const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8")
+        .split("\n")
+        .filter((l) => l.includes('"key":"loss"'));
       assert.equal(lines.length, 300);
     }
   });
@@ -71,7 +87,11 @@ describe("run directories", () => {
       assert.equal(second.trial, `${first.trial}-2`);
     });
     assert.ok(seen.some((d) => d.code === "run.dirTaken"));
-    assert.equal(resolveRunLocation({ root, experiment: "e" }, {}, now).trial, first.trial, "resolving alone creates and renames nothing");
+    assert.equal(
+      resolveRunLocation({ root, experiment: "e" }, {}, now).trial,
+      first.trial,
+      "resolving alone creates and renames nothing",
+    );
   });
 
   it("a claimed directory nobody wrote into is removed again, with the parents the claim created", () => {

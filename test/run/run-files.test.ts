@@ -8,7 +8,9 @@ import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { redactSecrets, REDACTED, writeRunFiles, type VersionInfo } from "../../src/run/run-files.js";
 import { tempDir } from "../helpers.js";
 
-const packageVersion = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+const packageVersion = (
+  JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
+).version;
 
 test("initBackends({ runConfig }) writes config.yaml with secrets redacted and version.json, in {root}/{experiment}/{trial}", async () => {
   const root = tempDir();
@@ -48,7 +50,11 @@ test("without a runConfig, initBackends writes no files (a console-only job leav
 test("version.json records branch, commit and dirty flag of a git working directory", async () => {
   const repo = tempDir();
   const git = (...args: string[]): string =>
-    execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main", ...args], { cwd: repo, encoding: "utf8" }).trim();
+    execFileSync(
+      "git",
+      ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main", ...args],
+      { cwd: repo, encoding: "utf8" },
+    ).trim();
   git("init", "-q");
   git("checkout", "-q", "-b", "exp/lr-sweep");
   writeFileSync(join(repo, "train.py"), "print(1)\n");
@@ -80,8 +86,22 @@ test("outside a git repository version.json has git: null and nothing fails", as
 
 test("redaction: nested, in arrays, case-insensitive; ordinary keys such as maxTokens are kept", () => {
   assert.deepEqual(
-    redactSecrets({ runs: [{ API_KEY: "x", tokens: 5 }], Secret: "s", authToken: "t", max_tokens: 9, auth: "a", empty: { apiKey: "" } }),
-    { runs: [{ API_KEY: REDACTED, tokens: 5 }], Secret: REDACTED, authToken: REDACTED, max_tokens: 9, auth: REDACTED, empty: { apiKey: "" } },
+    redactSecrets({
+      runs: [{ API_KEY: "x", tokens: 5 }],
+      Secret: "s",
+      authToken: "t",
+      max_tokens: 9,
+      auth: "a",
+      empty: { apiKey: "" },
+    }),
+    {
+      runs: [{ API_KEY: REDACTED, tokens: 5 }],
+      Secret: REDACTED,
+      authToken: REDACTED,
+      max_tokens: 9,
+      auth: REDACTED,
+      empty: { apiKey: "" },
+    },
   );
   assert.deepEqual(redactSecrets({ custom: "v" }, [/custom/]), { custom: REDACTED });
 });

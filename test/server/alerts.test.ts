@@ -37,7 +37,10 @@ async function rejected(url: string): Promise<number> {
 
 /** A batch without columns, its header built by hand: what an attacker with a write token could send, past the sync's own checks. */
 function alertBatch(run: string, alerts: unknown): Buffer {
-  const header = Buffer.from(JSON.stringify({ v: WIRE_VERSION, run, series: [], records: [], files: [], alerts }), "utf8");
+  const header = Buffer.from(
+    JSON.stringify({ v: WIRE_VERSION, run, series: [], records: [], files: [], alerts }),
+    "utf8",
+  );
   const head = Buffer.alloc(8);
   head.writeUInt32LE(0x31425352, 0); // "RSB1"
   head.writeUInt32LE(header.length, 4);
@@ -45,14 +48,21 @@ function alertBatch(run: string, alerts: unknown): Buffer {
 }
 
 async function post(url: string, token: string, body: Buffer): Promise<{ status: number; text: string }> {
-  const answer = await fetch(`${url}/api/ingest/v1/batch`, { method: "POST", headers: { Authorization: `Bearer ${token}`, "Content-Encoding": "gzip" }, body: new Uint8Array(body) });
+  const answer = await fetch(`${url}/api/ingest/v1/batch`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${token}`, "Content-Encoding": "gzip" },
+    body: new Uint8Array(body),
+  });
   return { status: answer.status, text: await answer.text() };
 }
 
 /** A run of the controller's store with the seeded alert events and a scalar; its run directory. */
 function runWithAlerts(root: string, trial: string): string {
   const w = openRun(root, "exp", trial);
-  w.write({ scalars: [0, 1, 2].map((step) => ({ key: "loss", step, wall: 1000 + step, value: step })), alerts: seedAlerts(`exp/${trial}`, 1_700_000_000_000) });
+  w.write({
+    scalars: [0, 1, 2].map((step) => ({ key: "loss", step, wall: 1000 + step, value: step })),
+    alerts: seedAlerts(`exp/${trial}`, 1_700_000_000_000),
+  });
   w.finish("finished");
   return w.options.runDir;
 }
@@ -68,7 +78,9 @@ describe("alerts on the team server", { skip }, () => {
       assert.equal(first.records, 4, "the four events are records of the pass");
       await assertRunEqual(server, runDir);
       // The web app's request, with a read token: NaN survives, the HTML is text.
-      const answer = await fetch(`${server.url}/api/alerts?run=${encodeURIComponent("exp/a")}`, { headers: { Authorization: `Bearer ${read}` } });
+      const answer = await fetch(`${server.url}/api/alerts?run=${encodeURIComponent("exp/a")}`, {
+        headers: { Authorization: `Bearer ${read}` },
+      });
       assert.equal(answer.status, 200);
       const body = (await answer.json()) as { alerts: Record<string, unknown>[] };
       assert.deepEqual(
@@ -82,10 +94,19 @@ describe("alerts on the team server", { skip }, () => {
       );
       assert.equal(body.alerts[3]?.["title"], "<b>eval</b>");
       // A batch of the same events again (a retry after a lost answer) changes nothing.
-      const again = alertBatch("exp/a", seedAlerts("exp/a", 1_700_000_000_000).map((e, i): AlertHeader => ({ seq: i + 1, event: jsonText(e) })));
+      const again = alertBatch(
+        "exp/a",
+        seedAlerts("exp/a", 1_700_000_000_000).map((e, i): AlertHeader => ({ seq: i + 1, event: jsonText(e) })),
+      );
       assert.equal((await post(server.url, write, again)).status, 200);
       assert.equal(await alertRows(server.pool), 4);
-      assert.deepEqual(await new RunSync({ runDir, url: server.url, token: write }).pass(true), { batches: 0, points: 0, records: 0, fileBytes: 0, complete: true });
+      assert.deepEqual(await new RunSync({ runDir, url: server.url, token: write }).pass(true), {
+        batches: 0,
+        points: 0,
+        records: 0,
+        fileBytes: 0,
+        complete: true,
+      });
       await assertRunEqual(server, runDir);
     } finally {
       await server.close();
@@ -96,7 +117,13 @@ describe("alerts on the team server", { skip }, () => {
     const db = await postgres.server.createDatabase(`before_alerts_${process.pid}`);
     const old = createPool({ url: db, max: 2, statementTimeoutMs: 30_000 });
     try {
-      assert.deepEqual(await migrate(old, MIGRATIONS.filter((m) => m.version <= 2)), [1, 2]);
+      assert.deepEqual(
+        await migrate(
+          old,
+          MIGRATIONS.filter((m) => m.version <= 2),
+        ),
+        [1, 2],
+      );
       const table = await old.query("SELECT to_regclass('alerts') AS t");
       assert.equal(table.rows[0]?.t, null, "version 2 has no alerts table");
     } finally {
@@ -104,8 +131,14 @@ describe("alerts on the team server", { skip }, () => {
     }
     const server = await startTeamServer({ db, port: 0, log: false });
     try {
-      const versions = await server.pool.query<{ version: number }>("SELECT version FROM schema_migrations ORDER BY version");
-      assert.deepEqual(versions.rows.map((r) => r.version), MIGRATIONS.map((m) => m.version), "every migration applied, alerts (3) among them");
+      const versions = await server.pool.query<{ version: number }>(
+        "SELECT version FROM schema_migrations ORDER BY version",
+      );
+      assert.deepEqual(
+        versions.rows.map((r) => r.version),
+        MIGRATIONS.map((m) => m.version),
+        "every migration applied, alerts (3) among them",
+      );
       const write = await createToken(server.pool, "proj", "write");
       const runDir = runWithAlerts(tempDir("rankscope-server-alerts-old-"), "b");
       await new RunSync({ runDir, url: server.url, token: write }).pass(true);
@@ -124,9 +157,17 @@ describe("alerts on the team server", { skip }, () => {
       const cases: [string, unknown, RegExp][] = [
         ["not a list", { seq: 1, event: event({}) }, /alerts must be an array/],
         ["a sequence number of 0", [{ seq: 0, event: event({}) }], /alerts\[0\]\.seq must be an integer from 1/],
-        ["an unknown level", [{ seq: 1, event: event({ level: "fatal" }) }], /level must be one of info, warning, error/],
+        [
+          "an unknown level",
+          [{ seq: 1, event: event({ level: "fatal" }) }],
+          /level must be one of info, warning, error/,
+        ],
         ["no message", [{ seq: 1, event: event({ message: undefined }) }], /needs id, rule, run and message/],
-        ["a state of its own", [{ seq: 1, event: event({ state: "exploded" }) }], /state must be \\"firing\\" or \\"resolved\\"/],
+        [
+          "a state of its own",
+          [{ seq: 1, event: event({ state: "exploded" }) }],
+          /state must be \\"firing\\" or \\"resolved\\"/,
+        ],
         ["a value that is an object", [{ seq: 1, event: event({ value: { $where: "1" } }) }], /value must be a number/],
         ["not JSON", [{ seq: 1, event: "{'level':" }], /must be a JSON object/],
         ["NUL in the id", [{ seq: 1, event: event({ id: "a\u0000b" }) }], /event's id holds a NUL/],

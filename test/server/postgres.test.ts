@@ -23,19 +23,42 @@ function alive(pid: number): boolean {
 }
 
 /** Run the fixture; once it has said where its PostgreSQL is, `poke` it; wait for it to end. */
-async function endBadly(how: string, poke?: (pid: number) => void): Promise<{ dir: string; postmaster: number; code: number | null; signal: string | null }> {
-  const child = spawn(process.execPath, ["--import", "tsx", ...(how === "timeout" ? ["--test-force-exit"] : []), FIXTURE, how], { stdio: ["ignore", "pipe", "pipe"] });
+async function endBadly(
+  how: string,
+  poke?: (pid: number) => void,
+): Promise<{ dir: string; postmaster: number; code: number | null; signal: string | null }> {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", ...(how === "timeout" ? ["--test-force-exit"] : []), FIXTURE, how],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
   let out = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
   child.stderr.on("data", (d: Buffer) => (out += d.toString()));
-  const ended = new Promise<[number | null, string | null]>((resolve) => child.once("exit", (code, signal) => resolve([code, signal])));
-  await waitFor(() => /PG-HOLDER \{.*\}\n/.test(out), { timeoutMs: 60_000, what: `the ${how} fixture to start PostgreSQL (${out.slice(-500)})` });
+  const ended = new Promise<[number | null, string | null]>((resolve) =>
+    child.once("exit", (code, signal) => resolve([code, signal])),
+  );
+  await waitFor(() => /PG-HOLDER \{.*\}\n/.test(out), {
+    timeoutMs: 60_000,
+    what: `the ${how} fixture to start PostgreSQL (${out.slice(-500)})`,
+  });
   const line = /PG-HOLDER (\{.*\})\n/.exec(out)?.[1] ?? "";
   const where: unknown = JSON.parse(line);
-  assert.ok(typeof where === "object" && where !== null && "dir" in where && "postmaster" in where && typeof where.dir === "string" && typeof where.postmaster === "number", line);
+  assert.ok(
+    typeof where === "object" &&
+      where !== null &&
+      "dir" in where &&
+      "postmaster" in where &&
+      typeof where.dir === "string" &&
+      typeof where.postmaster === "number",
+    line,
+  );
   assert.ok(alive(where.postmaster), "PostgreSQL runs while the test does");
   if (child.pid !== undefined) poke?.(child.pid);
-  const [code, signal] = await within(ended, { timeoutMs: 60_000, what: `the ${how} fixture to end (${out.slice(-500)})` });
+  const [code, signal] = await within(ended, {
+    timeoutMs: 60_000,
+    what: `the ${how} fixture to end (${out.slice(-500)})`,
+  });
   return { dir: where.dir, postmaster: where.postmaster, code, signal };
 }
 
@@ -48,8 +71,14 @@ describe("a test's PostgreSQL is never orphaned", { skip: postgresMissing() ?? u
   ] as const) {
     it(`when the test process ${how === "hang" ? "is sent SIGTERM" : how === "timeout" ? "has a test fail by its timeout" : how === "throw" ? "throws" : "exits mid-test"}`, async () => {
       const { dir, postmaster, code, signal } = await endBadly(how, poke);
-      assert.ok(code !== 0 || signal !== null, `the ${how} fixture failed (code ${String(code)}, signal ${String(signal)})`);
-      await waitFor(() => !alive(postmaster), { timeoutMs: 10_000, what: `PostgreSQL (pid ${postmaster}) to be gone after its test process ended` });
+      assert.ok(
+        code !== 0 || signal !== null,
+        `the ${how} fixture failed (code ${String(code)}, signal ${String(signal)})`,
+      );
+      await waitFor(() => !alive(postmaster), {
+        timeoutMs: 10_000,
+        what: `PostgreSQL (pid ${postmaster}) to be gone after its test process ended`,
+      });
       assert.equal(existsSync(dir), false, `the temporary folder ${dir} is removed`);
     });
   }

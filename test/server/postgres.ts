@@ -44,7 +44,8 @@ export function postgresBinDir(): string | null {
 
 /** Why PostgreSQL cannot run here, or null when it can (tests skip with this message). */
 export function postgresMissing(): string | null {
-  if (postgresBinDir() === null) return "PostgreSQL is not installed (Debian: apt-get install postgresql, or bash scripts/install-system-deps.sh)";
+  if (postgresBinDir() === null)
+    return "PostgreSQL is not installed (Debian: apt-get install postgresql, or bash scripts/install-system-deps.sh)";
   return null;
 }
 
@@ -105,7 +106,17 @@ export class Postgres {
       const { uid, gid } = postgresUser();
       chownSync(dir, uid, gid);
     }
-    const [cmd, args] = asPostgres(join(bin, "initdb"), ["-D", join(dir, "data"), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--no-instructions"]);
+    const [cmd, args] = asPostgres(join(bin, "initdb"), [
+      "-D",
+      join(dir, "data"),
+      "-U",
+      "postgres",
+      "--auth=trust",
+      "-E",
+      "UTF8",
+      "--no-sync",
+      "--no-instructions",
+    ]);
     execFileSync(cmd, args, { stdio: ["ignore", "ignore", "pipe"], timeout: 60_000 });
     const server = new Postgres(dir, await freePort(), bin);
     server.settings = settings;
@@ -122,8 +133,24 @@ export class Postgres {
 
   /** Start the server process (again) on the same port and data, and wait until it answers. */
   async startServer(): Promise<void> {
-    const extra = Object.entries({ fsync: "off", synchronous_commit: "off", full_page_writes: "off", max_connections: "200", ...this.settings }).flatMap(([k, v]) => ["-c", `${k}=${v}`]);
-    const [cmd, args] = asPostgres(join(this.bin, "postgres"), ["-D", join(this.dir, "data"), "-p", String(this.port), "-k", this.dir, "-c", "listen_addresses=127.0.0.1", ...extra]);
+    const extra = Object.entries({
+      fsync: "off",
+      synchronous_commit: "off",
+      full_page_writes: "off",
+      max_connections: "200",
+      ...this.settings,
+    }).flatMap(([k, v]) => ["-c", `${k}=${v}`]);
+    const [cmd, args] = asPostgres(join(this.bin, "postgres"), [
+      "-D",
+      join(this.dir, "data"),
+      "-p",
+      String(this.port),
+      "-k",
+      this.dir,
+      "-c",
+      "listen_addresses=127.0.0.1",
+      ...extra,
+    ]);
     // A process group of its own, so that `killNow` reaches every process PostgreSQL forks.
     const child = spawn(cmd, args, { stdio: ["ignore", "pipe", "pipe"], detached: true });
     this.child = child;
@@ -135,7 +162,11 @@ export class Postgres {
     this.exited = new Promise((resolve) => child.once("exit", resolve));
     child.stdout?.on("data", (d: Buffer) => (this.output = (this.output + d.toString()).slice(-20_000)));
     child.stderr?.on("data", (d: Buffer) => (this.output = (this.output + d.toString()).slice(-20_000)));
-    await waitFor(() => this.answers(), { timeoutMs: 30_000, what: `PostgreSQL on port ${this.port} to accept connections (${this.output.slice(-500)})`, intervalMs: 100 });
+    await waitFor(() => this.answers(), {
+      timeoutMs: 30_000,
+      what: `PostgreSQL on port ${this.port} to accept connections (${this.output.slice(-500)})`,
+      intervalMs: 100,
+    });
   }
 
   private async answers(): Promise<boolean> {
@@ -210,7 +241,8 @@ export function postgresForSuite(): { readonly server: Postgres } {
   });
   return {
     get server(): Postgres {
-      if (running === undefined) throw new Error("the suite's PostgreSQL is not started yet (use pg.server inside a test)");
+      if (running === undefined)
+        throw new Error("the suite's PostgreSQL is not started yet (use pg.server inside a test)");
       return running;
     },
   };

@@ -36,15 +36,43 @@ interface Spec {
 
 // Names whose orders differ: by UTF-16 unit "\u{1D4B3}" (a surrogate pair) sorts before "\uFFFD", by code point after it.
 const SPECS: Spec[] = [
-  { trial: "alpha", tags: ["a", "b"], group: "g0", params: { lr: 0.001, act: "gelu", flag: true }, loss: [3, 2, 1], status: "finished" },
-  { trial: "Beta", tags: ["a"], group: "g0", params: { lr: 0.01, act: "relu", flag: false }, loss: [3, 2.5], status: "finished" },
-  { trial: "gamma", tags: ["b", "c"], group: "g1", params: { lr: 0.01, act: "gelu" }, loss: [1, NaN], status: "failed" },
+  {
+    trial: "alpha",
+    tags: ["a", "b"],
+    group: "g0",
+    params: { lr: 0.001, act: "gelu", flag: true },
+    loss: [3, 2, 1],
+    status: "finished",
+  },
+  {
+    trial: "Beta",
+    tags: ["a"],
+    group: "g0",
+    params: { lr: 0.01, act: "relu", flag: false },
+    loss: [3, 2.5],
+    status: "finished",
+  },
+  {
+    trial: "gamma",
+    tags: ["b", "c"],
+    group: "g1",
+    params: { lr: 0.01, act: "gelu" },
+    loss: [1, NaN],
+    status: "failed",
+  },
   { trial: "delta", tags: [], params: { lr: "auto", act: "tanh" }, loss: [2, Infinity], status: "finished" },
   { trial: "émile", tags: ["c"], group: "g1", params: { lr: 0.1 }, status: "running" },
   { trial: "zeta", group: "g2", params: { act: "gelu", batch: 64 }, loss: [0.5], status: "finished" },
   { trial: "\u{1D4B3}-astral", tags: ["a", "c"], params: { lr: 0.001, batch: 32 }, loss: [4, 0.25], status: "running" },
   { trial: "\uFFFD-replacement", params: { lr: 1e-4, act: "GELU" }, loss: [0.75], status: "finished" },
-  { trial: "实验", tags: ["b"], group: "g0", params: { lr: 0.01, act: "gelu", batch: 32 }, loss: [5, 1.5], status: "failed" },
+  {
+    trial: "实验",
+    tags: ["b"],
+    group: "g0",
+    params: { lr: 0.01, act: "gelu", batch: 32 },
+    loss: [5, 1.5],
+    status: "failed",
+  },
   { trial: "omega", tags: ["a", "b", "c"], params: {}, loss: [-1], status: "finished" },
 ];
 
@@ -119,7 +147,13 @@ function writeRuns(root: string): void {
       ],
     });
     if (spec.tags !== undefined || spec.group !== undefined) {
-      writeFileAtomicSync(join(root, "q", spec.trial, "run.json"), JSON.stringify({ ...(spec.tags !== undefined ? { tags: spec.tags } : {}), ...(spec.group !== undefined ? { group: spec.group } : {}) }));
+      writeFileAtomicSync(
+        join(root, "q", spec.trial, "run.json"),
+        JSON.stringify({
+          ...(spec.tags !== undefined ? { tags: spec.tags } : {}),
+          ...(spec.group !== undefined ? { group: spec.group } : {}),
+        }),
+      );
     }
     if (spec.status === "running") writer.close();
     else writer.finish(spec.status);
@@ -139,7 +173,8 @@ describe("/api/runs: both sources answer every query alike", { skip }, () => {
     pgServer = await Postgres.start();
     const team = await serverWithTokens(pgServer);
     server = team.server;
-    for (const spec of SPECS) await new RunSync({ runDir: join(root, "q", spec.trial), url: server.url, token: team.write }).pass();
+    for (const spec of SPECS)
+      await new RunSync({ runDir: join(root, "q", spec.trial), url: server.url, token: team.write }).pass();
     local = createStoreSource(root);
     await local.index.refreshAll();
     remote = createPostgresSource(server.pool, await projectId(server));
@@ -177,10 +212,25 @@ describe("/api/runs: both sources answer every query alike", { skip }, () => {
     assert.ok(names.indexOf("\uFFFD-replacement") < names.indexOf("\u{1D4B3}-astral"), names.join(" "));
     assert.ok(names.indexOf("Beta") < names.indexOf("alpha"));
     for (const sort of ["param:lr", "-param:lr"]) {
-      const trials = (await local.listRuns(parseRunQuery(new URLSearchParams(`sort=${sort}`)))).runs.map((r) => r.trial);
+      const trials = (await local.listRuns(parseRunQuery(new URLSearchParams(`sort=${sort}`)))).runs.map(
+        (r) => r.trial,
+      );
       assert.deepEqual(trials.slice(-2).sort(), ["omega", "zeta"], `${sort}: runs without lr come last`);
     }
-    const byLoss = (await local.listRuns(parseRunQuery(new URLSearchParams("sort=metric:loss")))).runs.map((r) => r.trial);
-    assert.deepEqual(byLoss, ["omega", "\u{1D4B3}-astral", "zeta", "\uFFFD-replacement", "alpha", "实验", "Beta", "delta", "gamma", "émile"]);
+    const byLoss = (await local.listRuns(parseRunQuery(new URLSearchParams("sort=metric:loss")))).runs.map(
+      (r) => r.trial,
+    );
+    assert.deepEqual(byLoss, [
+      "omega",
+      "\u{1D4B3}-astral",
+      "zeta",
+      "\uFFFD-replacement",
+      "alpha",
+      "实验",
+      "Beta",
+      "delta",
+      "gamma",
+      "émile",
+    ]);
   });
 });

@@ -27,47 +27,105 @@ import { assertRunEqual, serverWithTokens } from "./support.js";
 const skip = postgresMissing() ?? false;
 
 /** A batch of one scalar series, gzipped. */
-function batchOf(header: Partial<BatchHeader> & { run: string }, columns: Batch["columns"] = [], fileBytes: Buffer[] = []): Buffer {
-  return gzipSync(encodeBatch({ header: { v: WIRE_VERSION, series: [], records: [], files: [], ...header }, columns, fileBytes }));
+function batchOf(
+  header: Partial<BatchHeader> & { run: string },
+  columns: Batch["columns"] = [],
+  fileBytes: Buffer[] = [],
+): Buffer {
+  return gzipSync(
+    encodeBatch({ header: { v: WIRE_VERSION, series: [], records: [], files: [], ...header }, columns, fileBytes }),
+  );
 }
 
 function scalarBatch(run: string, key: string, steps: number[]): Buffer {
   const s = Float64Array.from(steps);
   return batchOf(
-    { run, series: [{ kind: "scalar", key, reduce: "mean", rank: -1, after: null, cursor: steps[steps.length - 1] ?? 0, n: steps.length }] },
+    {
+      run,
+      series: [
+        {
+          kind: "scalar",
+          key,
+          reduce: "mean",
+          rank: -1,
+          after: null,
+          cursor: steps[steps.length - 1] ?? 0,
+          n: steps.length,
+        },
+      ],
+    },
     [{ steps: s, walls: s.map((x) => 1_700_000_000_000 + x), values: s.map((x) => x / 10) }],
   );
 }
 
 /** Per-rank timings of one flush of two ranks, with `change` applied: what a sync sends (docs/stragglers.md). */
 function timingsOf(change: Partial<TimingHeader>): TimingHeader {
-  const report = { step: 0, ranks: 2, tracer: "train_step", medianStepMs: 50, skew: 1, medianWaitMs: 0, slowest: [], chronic: [] };
-  return { ranks: [[0, "r0", "h"], [1, "r1", "h"]], steps: [0], walls: [1_700_000_000_000], reports: [JSON.stringify(report)], stepMs: [50, 51], latenessMs: [0, 1], waitMs: [0, 0], ...change };
+  const report = {
+    step: 0,
+    ranks: 2,
+    tracer: "train_step",
+    medianStepMs: 50,
+    skew: 1,
+    medianWaitMs: 0,
+    slowest: [],
+    chronic: [],
+  };
+  return {
+    ranks: [
+      [0, "r0", "h"],
+      [1, "r1", "h"],
+    ],
+    steps: [0],
+    walls: [1_700_000_000_000],
+    reports: [JSON.stringify(report)],
+    stepMs: [50, 51],
+    latenessMs: [0, 1],
+    waitMs: [0, 0],
+    ...change,
+  };
 }
 
-async function post(url: string, token: string | undefined, body: Buffer | string, extra: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+async function post(
+  url: string,
+  token: string | undefined,
+  body: Buffer | string,
+  extra: Record<string, string> = {},
+): Promise<{ status: number; text: string }> {
   const answer = await fetch(`${url}/api/ingest/v1/batch${extra["query"] ?? ""}`, {
     method: "POST",
-    headers: { ...(token !== undefined ? { Authorization: `Bearer ${token}` } : {}), "Content-Encoding": extra["encoding"] ?? "gzip" },
+    headers: {
+      ...(token !== undefined ? { Authorization: `Bearer ${token}` } : {}),
+      "Content-Encoding": extra["encoding"] ?? "gzip",
+    },
     body: typeof body === "string" ? body : new Uint8Array(body),
   });
   return { status: answer.status, text: await answer.text() };
 }
 
-async function get(url: string, path: string, token?: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string; headers: Headers }> {
-  const answer = await fetch(`${url}${path}`, { headers: { ...(token !== undefined ? { Authorization: `Bearer ${token}` } : {}), ...headers } });
+async function get(
+  url: string,
+  path: string,
+  token?: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; text: string; headers: Headers }> {
+  const answer = await fetch(`${url}${path}`, {
+    headers: { ...(token !== undefined ? { Authorization: `Bearer ${token}` } : {}), ...headers },
+  });
   return { status: answer.status, text: await answer.text(), headers: answer.headers };
 }
 
 async function metric(url: string, name: string): Promise<number> {
   const text = (await get(url, "/metrics")).text;
   let total = 0;
-  for (const line of text.split("\n")) if (line.startsWith(name)) total += Number(line.slice(line.lastIndexOf(" ") + 1));
+  for (const line of text.split("\n"))
+    if (line.startsWith(name)) total += Number(line.slice(line.lastIndexOf(" ") + 1));
   return total;
 }
 
 async function counts(pool: pg.Pool): Promise<string> {
-  const r = await pool.query("SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM keys) AS keys, (SELECT count(*) FROM chunks) AS chunks, (SELECT count(*) FROM records) AS records, (SELECT count(*) FROM rank_timing) AS timings, (SELECT count(*) FROM rank_timing_lists) AS rank_lists, (SELECT count(*) FROM tokens) AS tokens, (SELECT count(*) FROM projects) AS projects");
+  const r = await pool.query(
+    "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM keys) AS keys, (SELECT count(*) FROM chunks) AS chunks, (SELECT count(*) FROM records) AS records, (SELECT count(*) FROM rank_timing) AS timings, (SELECT count(*) FROM rank_timing_lists) AS rank_lists, (SELECT count(*) FROM tokens) AS tokens, (SELECT count(*) FROM projects) AS projects",
+  );
   return JSON.stringify(r.rows[0]);
 }
 
@@ -76,10 +134,16 @@ describe("team server", { skip }, () => {
 
   it("migrates once when two servers start on one database at the same time", async () => {
     const db = await postgres.server.createDatabase("two_servers");
-    const [a, b] = await Promise.all([startTeamServer({ db, port: 0, log: false }), startTeamServer({ db, port: 0, log: false })]);
+    const [a, b] = await Promise.all([
+      startTeamServer({ db, port: 0, log: false }),
+      startTeamServer({ db, port: 0, log: false }),
+    ]);
     try {
       const r = await a.pool.query<{ version: number }>("SELECT version FROM schema_migrations");
-      assert.deepEqual(r.rows.map((x) => x.version), MIGRATIONS.map((m) => m.version));
+      assert.deepEqual(
+        r.rows.map((x) => x.version),
+        MIGRATIONS.map((m) => m.version),
+      );
       assert.deepEqual(await migrate(b.pool), [], "nothing left to apply");
       // A database migrated by a newer server is refused, saying what to do.
       await a.pool.query("INSERT INTO schema_migrations (version, name) VALUES (999, 'from the future')");
@@ -97,7 +161,9 @@ describe("team server", { skip }, () => {
       assert.ok(stored.rows.some((r) => r.hash.equals(tokenHash(write))));
       assert.ok(!(await counts(server.pool)).includes(write.slice(4, 20)));
       const dump = await server.pool.query<{ t: string }>("SELECT row_to_json(t)::text AS t FROM tokens t");
-      for (const row of dump.rows) for (const token of [write, read, other]) assert.ok(!row.t.includes(token.slice(4)), "no token in the tokens table");
+      for (const row of dump.rows)
+        for (const token of [write, read, other])
+          assert.ok(!row.t.includes(token.slice(4)), "no token in the tokens table");
 
       const body = scalarBatch("exp/a", "loss", [0, 1, 2]);
       assert.equal((await post(server.url, undefined, body)).status, 401);
@@ -122,12 +188,17 @@ describe("team server", { skip }, () => {
         assert.match(theirView.text, /"status":404/, path);
         assert.doesNotMatch((await get(server.url, path, read)).text, /"status":404/, path);
       }
-      const ours = JSON.parse((await get(server.url, `/api/lines${manyLines}`, read)).text) as { lines: { values: number[] }[] };
+      const ours = JSON.parse((await get(server.url, `/api/lines${manyLines}`, read)).text) as {
+        lines: { values: number[] }[];
+      };
       assert.deepEqual(ours.lines[0]?.values, [0, 0.1, 0.2]);
       assert.equal((await get(server.url, "/api/runs?project=proj", other)).status, 403);
       assert.equal((await post(server.url, other, body, { query: "?project=proj" })).status, 403);
       const mine = JSON.parse((await get(server.url, "/api/runs", read)).text) as { runs: { id: string }[] };
-      assert.deepEqual(mine.runs.map((r) => r.id), ["exp/a"]);
+      assert.deepEqual(
+        mine.runs.map((r) => r.id),
+        ["exp/a"],
+      );
       // The dashboard: the page asks for the token, then keeps it in a cookie.
       const login = await get(server.url, "/");
       assert.equal(login.status, 401);
@@ -146,7 +217,12 @@ describe("team server", { skip }, () => {
 
   it("trusts a reverse proxy's user header only when configured, for reading one project", async () => {
     const { server, write, db } = await serverWithTokens(postgres.server);
-    const proxied = await startTeamServer({ db, port: 0, log: false, proxy: { header: "x-forwarded-user", project: "proj" } });
+    const proxied = await startTeamServer({
+      db,
+      port: 0,
+      log: false,
+      proxy: { header: "x-forwarded-user", project: "proj" },
+    });
     try {
       assert.equal((await post(server.url, write, scalarBatch("exp/p", "loss", [1]))).status, 200);
       const seen = await get(proxied.url, "/api/runs", undefined, { "X-Forwarded-User": "alice@example.org" });
@@ -160,26 +236,124 @@ describe("team server", { skip }, () => {
   });
 
   it("refuses malformed and oversized batches with a 4xx saying why, stores nothing of them, counts each", async () => {
-    const { server, write } = await serverWithTokens(postgres.server, { ingestLimits: { maxBodyBytes: 64 * 1024, maxBatchBytes: 256 * 1024 } });
+    const { server, write } = await serverWithTokens(postgres.server, {
+      ingestLimits: { maxBodyBytes: 64 * 1024, maxBatchBytes: 256 * 1024 },
+    });
     try {
       assert.equal((await post(server.url, write, scalarBatch("exp/ok", "loss", [0]))).status, 200);
       const before = await counts(server.pool);
-      const good = encodeBatch({ header: { v: WIRE_VERSION, run: "exp/x", series: [{ kind: "scalar", key: "k", reduce: null, rank: -1, after: null, cursor: 1, n: 2 }], records: [], files: [] }, columns: [{ steps: Float64Array.of(0, 1), walls: Float64Array.of(1, 2), values: Float64Array.of(3, 4) }], fileBytes: [] });
+      const good = encodeBatch({
+        header: {
+          v: WIRE_VERSION,
+          run: "exp/x",
+          series: [{ kind: "scalar", key: "k", reduce: null, rank: -1, after: null, cursor: 1, n: 2 }],
+          records: [],
+          files: [],
+        },
+        columns: [{ steps: Float64Array.of(0, 1), walls: Float64Array.of(1, 2), values: Float64Array.of(3, 4) }],
+        fileBytes: [],
+      });
       const cases: [string, Buffer | string, Record<string, string>, number, RegExp][] = [
         ["not gzip", "plain text", {}, 400, /not valid gzip/],
         ["not a batch", gzipSync("hello"), {}, 400, /does not start with RSB1/],
-        ["header not JSON", gzipSync(Buffer.concat([good.subarray(0, 8), Buffer.from("{oops"), good.subarray(13)])), {}, 400, /header is not JSON/],
+        [
+          "header not JSON",
+          gzipSync(Buffer.concat([good.subarray(0, 8), Buffer.from("{oops"), good.subarray(13)])),
+          {},
+          400,
+          /header is not JSON/,
+        ],
         ["truncated columns", gzipSync(good.subarray(0, good.length - 8)), {}, 400, /header announces/],
         ["wrong version", batchOf({ run: "exp/x", v: 7 }), {}, 400, /v must be 1/],
         ["bad run name", batchOf({ run: "../etc" }), {}, 400, /run must be experiment\/trial/],
-        ["NaN step", batchOf({ run: "exp/x", series: [{ kind: "scalar", key: "k", reduce: null, rank: -1, after: null, cursor: 0, n: 1 }] }, [{ steps: Float64Array.of(NaN), walls: Float64Array.of(1), values: Float64Array.of(1) }]), {}, 400, /not a finite number/],
-        ["steps out of order", batchOf({ run: "exp/x", series: [{ kind: "scalar", key: "k", reduce: null, rank: -1, after: null, cursor: 1, n: 2 }] }, [{ steps: Float64Array.of(2, 1), walls: Float64Array.of(1, 2), values: Float64Array.of(1, 2) }]), {}, 400, /increase strictly/],
-        ["NUL in a key", batchOf({ run: "exp/x", series: [{ kind: "scalar", key: "a\u0000b", reduce: null, rank: -1, after: null, cursor: 0, n: 1 }] }, [{ steps: Float64Array.of(0), walls: Float64Array.of(1), values: Float64Array.of(1) }]), {}, 400, /NUL/],
-        ["unknown kind", batchOf({ run: "exp/x", series: [{ kind: "evil" as "scalar", key: "k", reduce: null, rank: -1, after: null, cursor: 0, n: 1 }] }, [{ steps: Float64Array.of(0), walls: Float64Array.of(1), values: Float64Array.of(1) }]), {}, 400, /kind must be one of/],
-        ["timings: a matrix short of ranks × flushes", batchOf({ run: "exp/x", timings: timingsOf({ stepMs: [1] }) }), {}, 400, /timings.stepMs holds 1 values; ranks × flushes is 2/],
-        ["timings: a report that is not one", batchOf({ run: "exp/x", timings: timingsOf({ reports: ["[1, 2]"] }) }), {}, 400, /timings.reports\[0\] is not a straggler report/],
-        ["timings: a rank named twice", batchOf({ run: "exp/x", timings: timingsOf({ ranks: [[0, "r0", "h"], [1, "r0", "h"]] }) }), {}, 400, /names a rank twice/],
-        ["timings: a value that is not a number", batchOf({ run: "exp/x", timings: timingsOf({ waitMs: ["1; DROP TABLE runs" as unknown as number, 2] }) }), {}, 400, /timings.waitMs\[0\] must be a finite number/],
+        [
+          "NaN step",
+          batchOf(
+            {
+              run: "exp/x",
+              series: [{ kind: "scalar", key: "k", reduce: null, rank: -1, after: null, cursor: 0, n: 1 }],
+            },
+            [{ steps: Float64Array.of(NaN), walls: Float64Array.of(1), values: Float64Array.of(1) }],
+          ),
+          {},
+          400,
+          /not a finite number/,
+        ],
+        [
+          "steps out of order",
+          batchOf(
+            {
+              run: "exp/x",
+              series: [{ kind: "scalar", key: "k", reduce: null, rank: -1, after: null, cursor: 1, n: 2 }],
+            },
+            [{ steps: Float64Array.of(2, 1), walls: Float64Array.of(1, 2), values: Float64Array.of(1, 2) }],
+          ),
+          {},
+          400,
+          /increase strictly/,
+        ],
+        [
+          "NUL in a key",
+          batchOf(
+            {
+              run: "exp/x",
+              series: [{ kind: "scalar", key: "a\u0000b", reduce: null, rank: -1, after: null, cursor: 0, n: 1 }],
+            },
+            [{ steps: Float64Array.of(0), walls: Float64Array.of(1), values: Float64Array.of(1) }],
+          ),
+          {},
+          400,
+          /NUL/,
+        ],
+        [
+          "unknown kind",
+          batchOf(
+            {
+              run: "exp/x",
+              series: [{ kind: "evil" as "scalar", key: "k", reduce: null, rank: -1, after: null, cursor: 0, n: 1 }],
+            },
+            [{ steps: Float64Array.of(0), walls: Float64Array.of(1), values: Float64Array.of(1) }],
+          ),
+          {},
+          400,
+          /kind must be one of/,
+        ],
+        [
+          "timings: a matrix short of ranks × flushes",
+          batchOf({ run: "exp/x", timings: timingsOf({ stepMs: [1] }) }),
+          {},
+          400,
+          /timings.stepMs holds 1 values; ranks × flushes is 2/,
+        ],
+        [
+          "timings: a report that is not one",
+          batchOf({ run: "exp/x", timings: timingsOf({ reports: ["[1, 2]"] }) }),
+          {},
+          400,
+          /timings.reports\[0\] is not a straggler report/,
+        ],
+        [
+          "timings: a rank named twice",
+          batchOf({
+            run: "exp/x",
+            timings: timingsOf({
+              ranks: [
+                [0, "r0", "h"],
+                [1, "r0", "h"],
+              ],
+            }),
+          }),
+          {},
+          400,
+          /names a rank twice/,
+        ],
+        [
+          "timings: a value that is not a number",
+          batchOf({ run: "exp/x", timings: timingsOf({ waitMs: ["1; DROP TABLE runs" as unknown as number, 2] }) }),
+          {},
+          400,
+          /timings.waitMs\[0\] must be a finite number/,
+        ],
         ["over the body limit", Buffer.alloc(100 * 1024, 1), {}, 413, /at most 65536/],
         ["a zip bomb", gzipSync(Buffer.alloc(10 * 1024 * 1024)), {}, 413, /inflates to more than/],
         ["another encoding", gzipSync("x"), { encoding: "br" }, 415, /gzip or identity/],
@@ -204,7 +378,13 @@ describe("team server", { skip }, () => {
       const evil = "x'); DROP TABLE runs; --";
       const root = tempDir("rankscope-server-evil-");
       const w = openRun(root, "exp'; DELETE FROM chunks; --", `trial" OR 1=1 --`);
-      w.write({ scalars: [{ key: evil, step: 0, wall: 1, value: 1 }, { key: "robert'); DROP TABLE keys;--", step: 0, wall: 1, value: 2 }], hyperparams: { [evil]: evil, lr: 0.1 } });
+      w.write({
+        scalars: [
+          { key: evil, step: 0, wall: 1, value: 1 },
+          { key: "robert'); DROP TABLE keys;--", step: 0, wall: 1, value: 2 },
+        ],
+        hyperparams: { [evil]: evil, lr: 0.1 },
+      });
       w.finish();
       const runDir = w.options.runDir;
       await new RunSync({ runDir, url: server.url, token: write }).pass(true);
@@ -220,13 +400,21 @@ describe("team server", { skip }, () => {
       ]) {
         const answer = await get(server.url, `/api/runs?${query}`, read);
         assert.ok(answer.status === 200 || answer.status === 400, `${query}: ${answer.status} ${answer.text}`);
-        if (answer.status === 200 && !query.startsWith("param=x")) assert.deepEqual((JSON.parse(answer.text) as { runs: unknown[] }).runs, [], query);
+        if (answer.status === 200 && !query.startsWith("param=x"))
+          assert.deepEqual((JSON.parse(answer.text) as { runs: unknown[] }).runs, [], query);
       }
       // The hyperparameter named like an injection matches as plain text.
-      const hit = JSON.parse((await get(server.url, `/api/runs?param=${encodeURIComponent(`${evil}=${evil}`)}`, read)).text) as { runs: { id: string }[] };
-      assert.deepEqual(hit.runs.map((r) => r.id), [`exp'; DELETE FROM chunks; --/trial" OR 1=1 --`]);
+      const hit = JSON.parse(
+        (await get(server.url, `/api/runs?param=${encodeURIComponent(`${evil}=${evil}`)}`, read)).text,
+      ) as { runs: { id: string }[] };
+      assert.deepEqual(
+        hit.runs.map((r) => r.id),
+        [`exp'; DELETE FROM chunks; --/trial" OR 1=1 --`],
+      );
       assert.equal(await counts(server.pool), before);
-      const tables = await server.pool.query("SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'");
+      const tables = await server.pool.query(
+        "SELECT count(*)::int AS n FROM information_schema.tables WHERE table_schema = 'public'",
+      );
       assert.equal(tables.rows[0].n, 13, "the schema's tables (alerts and per-rank timings included), none dropped");
     } finally {
       await server.close();
@@ -269,7 +457,10 @@ describe("team server", { skip }, () => {
         await new RunSync({ runDir: w.options.runDir, url: server.url, token: write }).pass(true);
       }
       const runs = async (query: string): Promise<{ ids: string[]; total: number }> => {
-        const page = JSON.parse((await get(server.url, `/api/runs?${query}`, read)).text) as { runs: { id: string }[]; total: number };
+        const page = JSON.parse((await get(server.url, `/api/runs?${query}`, read)).text) as {
+          runs: { id: string }[];
+          total: number;
+        };
         return { ids: page.runs.map((r) => r.id).sort(), total: page.total };
       };
       assert.deepEqual(await runs("tag=sweep"), { ids: ["sweep/b", "sweep/c"], total: 2 });
@@ -278,7 +469,10 @@ describe("team server", { skip }, () => {
       assert.deepEqual(await runs("q=SWEEP/C"), { ids: ["sweep/c"], total: 1 });
       assert.deepEqual(await runs("sort=name&limit=2&offset=1"), { ids: ["sweep/b", "sweep/c"], total: 3 });
       // The Ranks view of a run that traced nothing: there, and empty (a run with timings: test/sync/timings.test.ts).
-      const ranksView = JSON.parse((await get(server.url, "/api/ranks?run=sweep/a", read)).text) as { available: boolean; rows: unknown[] };
+      const ranksView = JSON.parse((await get(server.url, "/api/ranks?run=sweep/a", read)).text) as {
+        available: boolean;
+        rows: unknown[];
+      };
       assert.deepEqual([ranksView.available, ranksView.rows], [true, []]);
       assert.equal((await get(server.url, "/api/ranks?run=sweep/zz", read)).status, 404);
       assert.equal((await get(server.url, "/api/runs?param=lr~1", read)).status, 400);
@@ -297,12 +491,34 @@ describe("team server", { skip }, () => {
     const dir = tempDir("rankscope-server-tls-");
     const cert = join(dir, "cert.pem");
     const key = join(dir, "key.pem");
-    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"], { stdio: "ignore" });
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+        "-days",
+        "1",
+        "-subj",
+        "/CN=127.0.0.1",
+      ],
+      { stdio: "ignore" },
+    );
     const port = await freePort();
-    const child = spawn(process.execPath, [join(REPO_ROOT, "dist/cli/main.js"), "server", "--port", String(port), "--tls-cert", cert, "--tls-key", key], {
-      env: { ...process.env, RANKSCOPE_DB_URL: db },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      [join(REPO_ROOT, "dist/cli/main.js"), "server", "--port", String(port), "--tls-cert", cert, "--tls-key", key],
+      {
+        env: { ...process.env, RANKSCOPE_DB_URL: db },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let out = "";
     child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
     child.stderr?.on("data", (d: Buffer) => (out += d.toString()));
@@ -316,12 +532,23 @@ describe("team server", { skip }, () => {
         req.on("error", () => resolve(0));
       });
     try {
-      await waitFor(async () => (await healthz()) === 200, { timeoutMs: 60_000, what: `the HTTPS server to answer (${out.slice(-300)})` });
-      assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.status, undefined, "no plain HTTP on the TLS port");
+      await waitFor(async () => (await healthz()) === 200, {
+        timeoutMs: 60_000,
+        what: `the HTTPS server to answer (${out.slice(-300)})`,
+      });
+      assert.equal(
+        (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.status,
+        undefined,
+        "no plain HTTP on the TLS port",
+      );
       child.kill("SIGTERM");
       assert.equal(await within(exited, { timeoutMs: 30_000, what: "the server to stop on SIGTERM" }), 0);
       assert.match(out, /"msg":"stopped"/);
-      assert.doesNotMatch(out, new RegExp(db.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")), "the database URL is never logged");
+      assert.doesNotMatch(
+        out,
+        new RegExp(db.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")),
+        "the database URL is never logged",
+      );
     } finally {
       child.kill("SIGKILL");
     }

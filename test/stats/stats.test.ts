@@ -31,7 +31,10 @@ test("scalar: A records 0.5 and 1.0, B records 0.0 → 0.5 with count 3 through 
     assert.equal(result.ranksExpected, 1);
     assert.deepEqual(valuesOf(result.metrics), { reward: 0.5, reward__count: 3 });
     await logger.shutdown();
-    const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { key: string; value: number });
+    const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { key: string; value: number });
     assert.deepEqual(valuesOf(lines), { reward: 0.5, reward__count: 3 }, "the store-like backend keeps __count");
   } finally {
     await b.terminate();
@@ -98,7 +101,10 @@ test("masked stats match a direct computation over many random arrays and flushe
     }
     const got = valuesOf((await logger.flush(step)).metrics);
     const expectedAvg = all.reduce((s, v) => s + v, 0) / all.length;
-    assert.ok(Math.abs((got["v/avg"] as number) - expectedAvg) < 1e-12, `step ${step}: avg ${got["v/avg"]} vs ${expectedAvg}`);
+    assert.ok(
+      Math.abs((got["v/avg"] as number) - expectedAvg) < 1e-12,
+      `step ${step}: avg ${got["v/avg"]} vs ${expectedAvg}`,
+    );
     assert.equal(got["v/min"], Math.min(...all));
     assert.equal(got["v/max"], Math.max(...all));
     assert.equal(got["tokens"], all.length);
@@ -118,9 +124,18 @@ test("a key whose denominator totals 0 is omitted", async () => {
 
 test("bad input: length mismatch names both lengths; unknown denominator and reduce say what is valid", () => {
   stats.denominator({ m: [true, false, true] });
-  assert.throws(() => stats.stat({ loss: [1, 2] }, { denominator: "m" }), /"loss" has 2 values but denominator "m" has 3 entries/);
-  assert.throws(() => stats.stat({ loss: [1, 2] }, { denominator: "nope" }), /denominator "nope" is not set.*stats\.denominator/);
-  assert.throws(() => stats.stat({ loss: [1, 2, 3] }, { denominator: "m", reduce: "median" as never }), /valid: avg_min_max, avg, sum, min, max/);
+  assert.throws(
+    () => stats.stat({ loss: [1, 2] }, { denominator: "m" }),
+    /"loss" has 2 values but denominator "m" has 3 entries/,
+  );
+  assert.throws(
+    () => stats.stat({ loss: [1, 2] }, { denominator: "nope" }),
+    /denominator "nope" is not set.*stats\.denominator/,
+  );
+  assert.throws(
+    () => stats.stat({ loss: [1, 2, 3] }, { denominator: "m", reduce: "median" as never }),
+    /valid: avg_min_max, avg, sum, min, max/,
+  );
   assert.throws(() => stats.scope("/bad", () => 0), /without leading or trailing/);
   assert.throws(() => stats.scalar({ x: "1" as unknown as number }), /takes numbers/);
 });
@@ -169,7 +184,11 @@ test("scopes are per async context: concurrent tasks never see each other's scop
   await Promise.all([task("a", 1), task("b", 2), task("c", 3)]);
   stats.scalar({ root: 0 });
   const values = valuesOf((await logger.flush(0)).metrics);
-  for (const [name, v] of [["a", 1], ["b", 2], ["c", 3]] as const) {
+  for (const [name, v] of [
+    ["a", 1],
+    ["b", 2],
+    ["c", 3],
+  ] as const) {
     assert.equal(values[`${name}/inner/v`], v);
     assert.equal(values[`${name}/inner/v__count`], 20);
     assert.equal(values[`${name}/deep/v`], v);
@@ -211,14 +230,25 @@ test("recordTiming records seconds as a scalar under timeperf/, for sync, async 
   const out = stats.recordTiming("sync", () => 42);
   assert.equal(out, 42);
   assert.equal(await stats.recordTiming("rollout", async () => "done"), "done");
-  assert.throws(() => stats.recordTiming("fails", () => {
-    throw new Error("boom");
-  }), /boom/);
-  await assert.rejects(stats.recordTiming("rejects", async () => {
-    throw new Error("late boom");
-  }), /late boom/);
+  assert.throws(
+    () =>
+      stats.recordTiming("fails", () => {
+        throw new Error("boom");
+      }),
+    /boom/,
+  );
+  await assert.rejects(
+    stats.recordTiming("rejects", async () => {
+      throw new Error("late boom");
+    }),
+    /late boom/,
+  );
   const own = Promise.resolve(7);
-  assert.equal(stats.recordTiming("same", () => own), own, "the caller gets its own promise back");
+  assert.equal(
+    stats.recordTiming("same", () => own),
+    own,
+    "the caller gets its own promise back",
+  );
   await own;
   stats.scope("actor", () => {
     using _t = stats.recordTiming("inScope");

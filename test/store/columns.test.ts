@@ -20,7 +20,10 @@ describe("store columns", () => {
   });
 
   it("mergeByStep interleaves two series and the second wins a shared step", () => {
-    const m = mergeByStep({ steps: f([1, 3, 5]), walls: f([1, 3, 5]), values: f([1, 3, 5]) }, { steps: f([2, 3]), walls: f([2, 30]), values: f([2, 30]) });
+    const m = mergeByStep(
+      { steps: f([1, 3, 5]), walls: f([1, 3, 5]), values: f([1, 3, 5]) },
+      { steps: f([2, 3]), walls: f([2, 30]), values: f([2, 30]) },
+    );
     assert.deepEqual([...m.steps], [1, 2, 3, 5]);
     assert.deepEqual([...m.values], [1, 2, 30, 5]);
   });
@@ -33,7 +36,8 @@ describe("store columns", () => {
     const out = blockSummaries({ steps, walls, values });
     const w = BLOCK_FIELDS.length;
     assert.equal(out.length, 2 * w);
-    const field = (b: number, name: (typeof BLOCK_FIELDS)[number]): number => f64(out, b * w + BLOCK_FIELDS.indexOf(name));
+    const field = (b: number, name: (typeof BLOCK_FIELDS)[number]): number =>
+      f64(out, b * w + BLOCK_FIELDS.indexOf(name));
     assert.equal(field(0, "n"), BLOCK_POINTS);
     assert.equal(field(0, "min"), -5);
     assert.equal(field(0, "minStep"), 9);

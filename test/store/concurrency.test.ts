@@ -17,9 +17,17 @@ const CHILD = fileURLToPath(new URL("./fixtures/rank-writer.ts", import.meta.url
 /** Longest a writer child may run: past it it is killed (exit code null), so the reader's poll below ends too. */
 const CHILD_TIMEOUT_MS = 120_000;
 
-function runChild(runDir: string, rank: number, steps: number): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runChild(
+  runDir: string,
+  rank: number,
+  steps: number,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", CHILD, runDir, String(rank), String(steps)], { stdio: ["ignore", "pipe", "pipe"], timeout: CHILD_TIMEOUT_MS, killSignal: "SIGKILL" });
+    const child = spawn(process.execPath, ["--import", "tsx", CHILD, runDir, String(rank), String(steps)], {
+      stdio: ["ignore", "pipe", "pipe"],
+      timeout: CHILD_TIMEOUT_MS,
+      killSignal: "SIGKILL",
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));

@@ -33,22 +33,33 @@ describe("a killed run", () => {
     const root = tempDir();
     const runDir = join(root, "killed", "t");
     let pids: number[] = [];
-    const result = await runNode([KILLED_JOB, runDir], {}, {
-      onStdout: (out, child) => {
-        const ready = /ready (\{.*\})\n/.exec(out);
-        if (ready === null || pids.length > 0) return;
-        pids = (JSON.parse(ready[1] as string) as { ranks: number[] }).ranks;
-        child.kill("SIGKILL");
+    const result = await runNode(
+      [KILLED_JOB, runDir],
+      {},
+      {
+        onStdout: (out, child) => {
+          const ready = /ready (\{.*\})\n/.exec(out);
+          if (ready === null || pids.length > 0) return;
+          pids = (JSON.parse(ready[1] as string) as { ranks: number[] }).ranks;
+          child.kill("SIGKILL");
+        },
       },
-    });
+    );
     assert.equal(result.signal, "SIGKILL", `the job was killed (it printed: ${result.stdout}${result.stderr})`);
     assert.equal(pids.length, 2);
     // Its ranks exit when their IPC channel closes; the run is dead once they are gone.
-    await waitFor(() => pids.every((pid) => !isAlive(pid)), { timeoutMs: 20_000, what: "the killed controller's ranks to exit" });
+    await waitFor(() => pids.every((pid) => !isAlive(pid)), {
+      timeoutMs: 20_000,
+      what: "the killed controller's ranks to exit",
+    });
 
     const run = runInfo(runDir);
     assert.equal(run.status, "crashed");
-    assert.deepEqual(run.lostRanks, [], "the ranks ended by themselves; the controller's own per-rank writer is not a lost rank");
+    assert.deepEqual(
+      run.lostRanks,
+      [],
+      "the ranks ended by themselves; the controller's own per-rank writer is not a lost rank",
+    );
     assert.ok(run.endedAt !== null && run.startedAt !== null && run.endedAt >= run.startedAt);
     closeStores();
 
@@ -58,7 +69,9 @@ describe("a killed run", () => {
 
     const dashboard = await startDashboard({ root, port: 0 });
     try {
-      const answer = (await (await fetch(new URL("/api/runs", dashboard.url))).json()) as { runs: { id: string; status: string }[] };
+      const answer = (await (await fetch(new URL("/api/runs", dashboard.url))).json()) as {
+        runs: { id: string; status: string }[];
+      };
       assert.deepEqual(
         answer.runs.map((r) => `${r.id}:${r.status}`),
         ["killed/t:crashed"],
@@ -70,8 +83,18 @@ describe("a killed run", () => {
 
   test("a rank writer whose process died is a lost rank; the run stays running while another writer lives", async () => {
     const runDir = tempDir();
-    const controller = StoreWriter.open({ runDir, role: "controller", rank: GLOBAL_RANK, rankName: "Controller", experiment: "e", trial: "t" });
-    const crashed = await runNode([fileURLToPath(new URL("./fixtures/rank-writer.ts", import.meta.url)), runDir, "3", "2", "crash"], {});
+    const controller = StoreWriter.open({
+      runDir,
+      role: "controller",
+      rank: GLOBAL_RANK,
+      rankName: "Controller",
+      experiment: "e",
+      trial: "t",
+    });
+    const crashed = await runNode(
+      [fileURLToPath(new URL("./fixtures/rank-writer.ts", import.meta.url)), runDir, "3", "2", "crash"],
+      {},
+    );
     assert.equal(crashed.code, 0, crashed.stderr);
     const live = runInfo(runDir);
     assert.equal(live.status, "running", "the controller (this process) is alive");
@@ -92,7 +115,11 @@ describe("a killed run", () => {
     assert.equal(writerGone(elsewhere, beat + HEARTBEAT_STALE_MS), false, "within the bound");
     assert.equal(writerGone(elsewhere, beat + HEARTBEAT_STALE_MS + 1), true, "past the bound");
     const here = { pid: process.pid, host: hostname(), startedAt: Date.now(), heartbeatAt: beat };
-    assert.equal(writerGone(here, beat + 10 * HEARTBEAT_STALE_MS), false, "this process lives, whatever its heartbeat says");
+    assert.equal(
+      writerGone(here, beat + 10 * HEARTBEAT_STALE_MS),
+      false,
+      "this process lives, whatever its heartbeat says",
+    );
     // A pid that now belongs to a process started after the writer registered (reused): dead.
     assert.equal(writerGone({ ...here, startedAt: Date.now() - 3_600_000 * 24 * 365 }), true);
     // An older writer (no host, no heartbeat): never judged dead.
@@ -101,19 +128,40 @@ describe("a killed run", () => {
 
   test("a live writer notes its heartbeat; a version-1 store gets the new columns and tables from the next writer", async () => {
     const runDir = tempDir();
-    const writer = StoreWriter.open({ runDir, role: "controller", rank: GLOBAL_RANK, rankName: "Controller", experiment: "e", trial: "t" });
+    const writer = StoreWriter.open({
+      runDir,
+      role: "controller",
+      rank: GLOBAL_RANK,
+      rankName: "Controller",
+      experiment: "e",
+      trial: "t",
+    });
     const db = new Database(join(runDir, "metrics.db"), { readonly: true });
     const first = db.prepare("SELECT heartbeat_at AS h FROM writers").get() as { h: number };
     writer.heartbeat();
-    await waitFor(() => (db.prepare("SELECT heartbeat_at AS h FROM writers").get() as { h: number }).h > first.h || (writer.heartbeat(), false), { timeoutMs: 5000, what: "a newer heartbeat" });
+    await waitFor(
+      () =>
+        (db.prepare("SELECT heartbeat_at AS h FROM writers").get() as { h: number }).h > first.h ||
+        (writer.heartbeat(), false),
+      { timeoutMs: 5000, what: "a newer heartbeat" },
+    );
     db.close();
     writer.finish();
 
     // A store as version 1 wrote it: no host, no heartbeat, no lost_ranks.
     const old = tempDir();
-    StoreWriter.open({ runDir: old, role: "controller", rank: GLOBAL_RANK, rankName: "Controller", experiment: "e", trial: "t" }).close();
+    StoreWriter.open({
+      runDir: old,
+      role: "controller",
+      rank: GLOBAL_RANK,
+      rankName: "Controller",
+      experiment: "e",
+      trial: "t",
+    }).close();
     const raw = new Database(join(old, "metrics.db"));
-    raw.exec("DROP TABLE lost_ranks; ALTER TABLE writers DROP COLUMN host; ALTER TABLE writers DROP COLUMN heartbeat_at; PRAGMA user_version = 1");
+    raw.exec(
+      "DROP TABLE lost_ranks; ALTER TABLE writers DROP COLUMN host; ALTER TABLE writers DROP COLUMN heartbeat_at; PRAGMA user_version = 1",
+    );
     raw.close();
     assert.equal(runInfo(old).status, "running", "a version-1 writer that did not finish: no heartbeat to judge it by");
     closeStores();
@@ -121,7 +169,9 @@ describe("a killed run", () => {
     const upgraded = new Database(join(old, "metrics.db"), { readonly: true });
     assert.equal(upgraded.pragma("user_version", { simple: true }), SCHEMA_VERSION);
     assert.deepEqual(
-      (upgraded.prepare("SELECT name FROM pragma_table_info('writers')").all() as { name: string }[]).map((c) => c.name).slice(-2),
+      (upgraded.prepare("SELECT name FROM pragma_table_info('writers')").all() as { name: string }[])
+        .map((c) => c.name)
+        .slice(-2),
       ["host", "heartbeat_at"],
     );
     upgraded.close();

@@ -26,15 +26,29 @@ test("any sequence of writes reads back as one point per step, last write wins",
   fc.assert(
     fc.property(fc.array(writeArb, { minLength: 1, maxLength: 12 }), (writes) => {
       const dir = tempDir();
-      const w = StoreWriter.open({ runDir: dir, role: "controller", rank: GLOBAL_RANK, rankName: "model", experiment: "e", trial: "t" });
+      const w = StoreWriter.open({
+        runDir: dir,
+        role: "controller",
+        rank: GLOBAL_RANK,
+        rankName: "model",
+        experiment: "e",
+        trial: "t",
+      });
       const model = new Map<number, number>();
       writes.forEach((op, n) => {
         const steps = Array.from({ length: op.length }, (_, i) => op.start + i * op.stride);
         const valueOf = (step: number): number => (Number.isFinite(op.value) ? op.value + step + n : op.value);
         if (op.how === "writeSeries") {
-          w.writeSeries("k", steps, steps.map((s) => 1000 + s), steps.map(valueOf));
+          w.writeSeries(
+            "k",
+            steps,
+            steps.map((s) => 1000 + s),
+            steps.map(valueOf),
+          );
         } else {
-          const batch: WriteBatch = { scalars: steps.map((s) => ({ key: "k", step: s, wall: 1000 + s, value: valueOf(s) })) };
+          const batch: WriteBatch = {
+            scalars: steps.map((s) => ({ key: "k", step: s, wall: 1000 + s, value: valueOf(s) })),
+          };
           if (op.how === "write") w.write(batch);
           else w.writeAll([batch, { scalars: [] }]);
         }
@@ -47,7 +61,10 @@ test("any sequence of writes reads back as one point per step, last write wins",
       points.forEach((p, i) => {
         const [step, value] = expected[i] as [number, number];
         assert.equal(p.step, step);
-        assert.ok(Object.is(p.value, value) || (Number.isNaN(p.value) && Number.isNaN(value)), `step ${step}: ${p.value} != ${value}`);
+        assert.ok(
+          Object.is(p.value, value) || (Number.isNaN(p.value) && Number.isNaN(value)),
+          `step ${step}: ${p.value} != ${value}`,
+        );
       });
       // Downsampled: the global max and min of the finite values are among the points kept.
       const finite = expected.map(([, v]) => v).filter((v) => !Number.isNaN(v));

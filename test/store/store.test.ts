@@ -5,7 +5,17 @@ import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, describe, test } from "node:test";
-import { closeStores, config, histograms, keys, listRuns, ranks, runInfo, samples, series } from "../../src/store/reader.js";
+import {
+  closeStores,
+  config,
+  histograms,
+  keys,
+  listRuns,
+  ranks,
+  runInfo,
+  samples,
+  series,
+} from "../../src/store/reader.js";
 import { CHUNK_POINTS, GLOBAL_RANK } from "../../src/store/schema.js";
 import { StoreWriter, type StoreWriterOptions } from "../../src/store/writer.js";
 import { tempDir } from "../helpers.js";
@@ -13,12 +23,30 @@ import { tempDir } from "../helpers.js";
 after(() => closeStores());
 
 function writerFor(runDir: string, extra: Partial<StoreWriterOptions> = {}): StoreWriter {
-  return StoreWriter.open({ runDir, role: "controller", rank: GLOBAL_RANK, rankName: "Controller", experiment: "exp", trial: "t", ...extra });
+  return StoreWriter.open({
+    runDir,
+    role: "controller",
+    rank: GLOBAL_RANK,
+    rankName: "Controller",
+    experiment: "exp",
+    trial: "t",
+    ...extra,
+  });
 }
 
 /** Steps 0..n-1 with wall = 1000 + step and value = f(step), written one flush per step. */
-function writeSteps(w: StoreWriter, key: string, from: number, to: number, f: (step: number) => number, rank?: number): void {
-  for (let s = from; s < to; s++) w.write({ scalars: [{ key, step: s, wall: 1000 + s, value: f(s), reduce: "mean", ...(rank === undefined ? {} : { rank }) }] });
+function writeSteps(
+  w: StoreWriter,
+  key: string,
+  from: number,
+  to: number,
+  f: (step: number) => number,
+  rank?: number,
+): void {
+  for (let s = from; s < to; s++)
+    w.write({
+      scalars: [{ key, step: s, wall: 1000 + s, value: f(s), reduce: "mean", ...(rank === undefined ? {} : { rank }) }],
+    });
 }
 
 describe("store: values", () => {
@@ -28,8 +56,15 @@ describe("store: values", () => {
     const special = [NaN, Infinity, -Infinity, 0, -0.5];
     writeSteps(w, "rows", 0, special.length, (s) => special[s] as number);
     const n = CHUNK_POINTS * 2 + 10;
-    const values = Float64Array.from({ length: n }, (_, i) => (i % 7 === 0 ? NaN : i % 11 === 0 ? Infinity : i % 13 === 0 ? -Infinity : i));
-    w.writeSeries("packed", Float64Array.from({ length: n }, (_, i) => i), Float64Array.from({ length: n }, (_, i) => 1000 + i), values);
+    const values = Float64Array.from({ length: n }, (_, i) =>
+      i % 7 === 0 ? NaN : i % 11 === 0 ? Infinity : i % 13 === 0 ? -Infinity : i,
+    );
+    w.writeSeries(
+      "packed",
+      Float64Array.from({ length: n }, (_, i) => i),
+      Float64Array.from({ length: n }, (_, i) => 1000 + i),
+      values,
+    );
     w.finish();
 
     const rows = series(dir, "rows", { maxPoints: Infinity }).points.map((p) => p.value);
@@ -44,8 +79,18 @@ describe("store: values", () => {
     const w = writerFor(dir);
     writeSteps(w, "loss", 0, CHUNK_POINTS + 100, (s) => s);
     // Step 5 is packed by now, step CHUNK_POINTS + 50 is a row: rewrite both.
-    w.write({ scalars: [{ key: "loss", step: 5, wall: 1, value: -5 }, { key: "loss", step: CHUNK_POINTS + 50, wall: 2, value: -50 }] });
-    w.write({ scalars: [{ key: "loss", step: 7, wall: 3, value: 1 }, { key: "loss", step: 7, wall: 4, value: 2 }] });
+    w.write({
+      scalars: [
+        { key: "loss", step: 5, wall: 1, value: -5 },
+        { key: "loss", step: CHUNK_POINTS + 50, wall: 2, value: -50 },
+      ],
+    });
+    w.write({
+      scalars: [
+        { key: "loss", step: 7, wall: 3, value: 1 },
+        { key: "loss", step: 7, wall: 4, value: 2 },
+      ],
+    });
     w.finish();
     const points = series(dir, "loss", { maxPoints: Infinity }).points;
     assert.equal(points.length, CHUNK_POINTS + 100);
@@ -61,7 +106,19 @@ describe("store: values", () => {
   test("resuming from a step replaces the later steps of the earlier (crashed) attempt and keeps the earlier ones", () => {
     const dir = tempDir();
     // The first attempt: another process that writes 3,000 steps and dies without finishing.
-    const child = spawnSync(process.execPath, ["--import", "tsx", fileURLToPath(new URL("./fixtures/rank-writer.ts", import.meta.url)), dir, "3", "3000", "crash"], { encoding: "utf8" });
+    const child = spawnSync(
+      process.execPath,
+      [
+        "--import",
+        "tsx",
+        fileURLToPath(new URL("./fixtures/rank-writer.ts", import.meta.url)),
+        dir,
+        "3",
+        "3000",
+        "crash",
+      ],
+      { encoding: "utf8" },
+    );
     assert.equal(child.status, 0, child.stderr);
     assert.equal(runInfo(dir).status, "crashed", "the attempt whose only process died without finishing reads crashed");
 
@@ -75,10 +132,24 @@ describe("store: values", () => {
       points.map((p) => p.step),
       Array.from({ length: 1500 }, (_, i) => i),
     );
-    assert.ok(points.slice(0, 1000).every((p) => p.value === 3e6 + p.step * 10), "steps before the resume kept");
-    assert.ok(points.slice(1000).every((p) => p.value === 2), "resumed steps replaced");
-    assert.equal(series(dir, "reward", { rank: 3, maxPoints: Infinity }).points.length, 1000, "keys not rewritten are cut at the resume step");
-    assert.equal(series(dir, "latency", { kind: "stream", rank: 3, maxPoints: Infinity }).points.length, 4000, "stream values of steps >= 1000 removed");
+    assert.ok(
+      points.slice(0, 1000).every((p) => p.value === 3e6 + p.step * 10),
+      "steps before the resume kept",
+    );
+    assert.ok(
+      points.slice(1000).every((p) => p.value === 2),
+      "resumed steps replaced",
+    );
+    assert.equal(
+      series(dir, "reward", { rank: 3, maxPoints: Infinity }).points.length,
+      1000,
+      "keys not rewritten are cut at the resume step",
+    );
+    assert.equal(
+      series(dir, "latency", { kind: "stream", rank: 3, maxPoints: Infinity }).points.length,
+      4000,
+      "stream values of steps >= 1000 removed",
+    );
     assert.deepEqual(samples(dir), []);
     const run = runInfo(dir);
     assert.equal(run.resumeStep, 1000);
@@ -96,21 +167,41 @@ describe("store: downsampling", () => {
     values[123_457] = 1e6;
     values[54_321] = -1e6;
     values[77_777] = NaN;
-    w.writeSeries("loss", steps, Float64Array.from(steps, (s) => 1000 + s), values);
+    w.writeSeries(
+      "loss",
+      steps,
+      Float64Array.from(steps, (s) => 1000 + s),
+      values,
+    );
     writeSteps(w, "loss", n, n + 10, () => 0.25); // a few rows after the chunks
     w.finish();
 
     // 2000 points fold the chunks' points; 300 points (2,000 per bucket) fold their pre-aggregated blocks.
-    for (const [x, maxPoints] of [["step", 2000], ["wall", 2000], ["step", 300], ["wall", 300]] as const) {
+    for (const [x, maxPoints] of [
+      ["step", 2000],
+      ["wall", 2000],
+      ["step", 300],
+      ["wall", 300],
+    ] as const) {
       const r = series(dir, "loss", { maxPoints, x });
       assert.equal(r.downsampled, true);
       assert.equal(r.total, n + 10);
       assert.ok(r.points.length <= maxPoints && r.points.length > maxPoints / 2, `${r.points.length} points`);
-      assert.ok(r.points.some((p) => p.step === 123_457 && p.value === 1e6), `spike kept (x=${x})`);
-      assert.ok(r.points.some((p) => p.step === 54_321 && p.value === -1e6), `dip kept (x=${x})`);
-      assert.ok(r.points.some((p) => p.step === 77_777 && Number.isNaN(p.value)), `NaN kept (x=${x})`);
+      assert.ok(
+        r.points.some((p) => p.step === 123_457 && p.value === 1e6),
+        `spike kept (x=${x})`,
+      );
+      assert.ok(
+        r.points.some((p) => p.step === 54_321 && p.value === -1e6),
+        `dip kept (x=${x})`,
+      );
+      assert.ok(
+        r.points.some((p) => p.step === 77_777 && Number.isNaN(p.value)),
+        `NaN kept (x=${x})`,
+      );
       assert.deepEqual(r.points.at(-1), { step: n + 9, wall: 1000 + n + 9, value: 0.25 });
-      for (let i = 1; i < r.points.length; i++) assert.ok((r.points[i]?.step as number) > (r.points[i - 1]?.step as number), "in x order, no duplicates");
+      for (let i = 1; i < r.points.length; i++)
+        assert.ok((r.points[i]?.step as number) > (r.points[i - 1]?.step as number), "in x order, no duplicates");
     }
   });
 
@@ -162,8 +253,18 @@ describe("store: batches", () => {
     const dir = tempDir();
     const w = writerFor(dir);
     w.writeAll([
-      { scalars: [{ key: "loss", step: 0, wall: 1, value: 1 }, { key: "loss", step: 1, wall: 1, value: 1 }], streams: [{ key: "raw", step: 0, wall: 1, value: 1 }] },
-      { scalars: [{ key: "loss", step: 1, wall: 2, value: 2 }], streams: [{ key: "raw", step: 0, wall: 2, value: 2 }], hyperparams: { a: 1 } },
+      {
+        scalars: [
+          { key: "loss", step: 0, wall: 1, value: 1 },
+          { key: "loss", step: 1, wall: 1, value: 1 },
+        ],
+        streams: [{ key: "raw", step: 0, wall: 1, value: 1 }],
+      },
+      {
+        scalars: [{ key: "loss", step: 1, wall: 2, value: 2 }],
+        streams: [{ key: "raw", step: 0, wall: 2, value: 2 }],
+        hyperparams: { a: 1 },
+      },
       { hyperparams: { a: 2, b: 3 } },
     ]);
     w.finish();
@@ -191,7 +292,12 @@ describe("store: packing", () => {
     const expected = new Map<number, number>();
     const put = (from: number, count: number, value: (s: number) => number): void => {
       const steps = Float64Array.from({ length: count }, (_, i) => from + i);
-      w.writeSeries("loss", steps, Float64Array.from(steps, (s) => 1000 + s), Float64Array.from(steps, value));
+      w.writeSeries(
+        "loss",
+        steps,
+        Float64Array.from(steps, (s) => 1000 + s),
+        Float64Array.from(steps, value),
+      );
       for (const s of steps) expected.set(s, value(s));
     };
     for (let t = 0; t < 60; t++) put(t * 20, 20, (s) => s); // 60 small runs
@@ -223,7 +329,14 @@ describe("store: streams", () => {
     const n = 3 * CHUNK_POINTS + 17;
     const value = (i: number): number => (i === 4321 ? 1e9 : i % 10);
     for (let at = 0; at < n; at += 1000) {
-      w.write({ streams: Array.from({ length: Math.min(1000, n - at) }, (_, j) => ({ key: "probe", step: Math.floor((at + j) / 100), wall: 1000 + at + j, value: value(at + j) })) });
+      w.write({
+        streams: Array.from({ length: Math.min(1000, n - at) }, (_, j) => ({
+          key: "probe",
+          step: Math.floor((at + j) / 100),
+          wall: 1000 + at + j,
+          value: value(at + j),
+        })),
+      });
     }
     w.finish();
     const all = series(dir, "probe", { kind: "stream", maxPoints: Infinity });
@@ -236,7 +349,10 @@ describe("store: streams", () => {
     assert.equal(tail.points[0]?.wall, 1000 + 2501);
     const small = series(dir, "probe", { kind: "stream", maxPoints: 90 });
     assert.ok(small.downsampled && small.points.length <= 90);
-    assert.ok(small.points.some((p) => p.value === 1e9), "the spike survives downsampling");
+    assert.ok(
+      small.points.some((p) => p.value === 1e9),
+      "the spike survives downsampling",
+    );
   });
 });
 
@@ -245,12 +361,34 @@ describe("store: runs, keys, records", () => {
     const root = tempDir();
     const dir = join(root, "ppo", "seed1");
     const w = writerFor(dir, { experiment: "ppo", trial: "seed1" });
-    const rank1 = StoreWriter.open({ runDir: dir, role: "rank", rank: 1, rankName: "Trainer_0_r1", experiment: "ppo", trial: "seed1" });
+    const rank1 = StoreWriter.open({
+      runDir: dir,
+      role: "rank",
+      rank: 1,
+      rankName: "Trainer_0_r1",
+      experiment: "ppo",
+      trial: "seed1",
+    });
     writeSteps(w, "loss", 0, 3, (s) => s);
     writeSteps(rank1, "loss", 0, 3, (s) => s * 10);
     w.write({
       samples: [{ key: "rollout/sample", step: 2, wall: 10, records: [{ prompt: "<b>hi</b>", reward: NaN }] }],
-      histograms: [{ key: "len", step: 2, wall: 11, histogram: { count: 2, min: 1, max: 3, sum: 4, sumSquares: 10, bucketLimits: [2, Infinity], bucketCounts: [1, 1] } }],
+      histograms: [
+        {
+          key: "len",
+          step: 2,
+          wall: 11,
+          histogram: {
+            count: 2,
+            min: 1,
+            max: 3,
+            sum: 4,
+            sumSquares: 10,
+            bucketLimits: [2, Infinity],
+            bucketCounts: [1, 1],
+          },
+        },
+      ],
       system: [{ key: "gpu0/util", step: 0, wall: 12, value: 97 }],
       hyperparams: { lr: 3e-4, model: { layers: 2 } },
     });

@@ -16,16 +16,33 @@ after(() => {
 function run(): { dir: string; w: StoreWriter } {
   const dir = tempDir("rankscope-window-");
   dirs.push(dir);
-  return { dir, w: StoreWriter.open({ runDir: dir, role: "controller", rank: GLOBAL_RANK, rankName: "Controller", experiment: "e", trial: "t" }) };
+  return {
+    dir,
+    w: StoreWriter.open({
+      runDir: dir,
+      role: "controller",
+      rank: GLOBAL_RANK,
+      rankName: "Controller",
+      experiment: "e",
+      trial: "t",
+    }),
+  };
 }
 
 describe("store: windows", () => {
   // Packed chunks (steps 0..N-1) then recent rows (N..N+99): a window can cut both.
   const N = CHUNK_POINTS * 10;
   const { dir, w } = run();
-  w.writeSeries("long", Float64Array.from({ length: N }, (_, i) => i), Float64Array.from({ length: N }, (_, i) => 1000 + i), Float64Array.from({ length: N }, (_, i) => Math.sin(i / 50) + (i === 7777 ? 100 : 0)));
+  w.writeSeries(
+    "long",
+    Float64Array.from({ length: N }, (_, i) => i),
+    Float64Array.from({ length: N }, (_, i) => 1000 + i),
+    Float64Array.from({ length: N }, (_, i) => Math.sin(i / 50) + (i === 7777 ? 100 : 0)),
+  );
   for (let s = N; s < N + 100; s++) w.write({ scalars: [{ key: "long", step: s, wall: 1000 + s, value: -s }] });
-  w.write({ streams: Array.from({ length: 500 }, (_, i) => ({ key: "probe", step: i >> 2, wall: 5000 + i, value: i, rank: 0 })) });
+  w.write({
+    streams: Array.from({ length: 500 }, (_, i) => ({ key: "probe", step: i >> 2, wall: 5000 + i, value: i, rank: 0 })),
+  });
   w.finish();
 
   test("before bounds a read from above: the raw points of a window anywhere in a long series", () => {
@@ -55,8 +72,14 @@ describe("store: windows", () => {
     assert.equal(r.downsampled, true);
     assert.equal(r.total, 8000);
     assert.ok(r.points.length <= 300 && r.points.length > 100, `${r.points.length}`);
-    assert.ok(r.points.every((p) => p.step >= 1000 && p.step < 9000), "nothing outside the window");
-    assert.ok(r.points.some((p) => p.step === 7777 && p.value > 99), "the spike kept");
+    assert.ok(
+      r.points.every((p) => p.step >= 1000 && p.step < 9000),
+      "nothing outside the window",
+    );
+    assert.ok(
+      r.points.some((p) => p.step === 7777 && p.value > 99),
+      "the spike kept",
+    );
     // Without a window the whole series (chunks folded by their blocks) still ends at its last step.
     const all = series(dir, "long", { maxPoints: 300 });
     assert.equal(all.points.at(-1)?.step, N + 99);
@@ -98,21 +121,41 @@ describe("store: rank names", () => {
         weak.finish();
         real.finish();
       }
-      assert.deepEqual(ranks(dir), [{ rank: 0, rankName: "Trainer_0_r0", role: "rank", thread: 0, host: null, label: "rank 0" }], order);
+      assert.deepEqual(
+        ranks(dir),
+        [{ rank: 0, rankName: "Trainer_0_r0", role: "rank", thread: 0, host: null, label: "rank 0" }],
+        order,
+      );
     }
     // Alone, even a writer that may not claim names its rank.
     const { dir: alone, w } = run();
     w.finish();
-    const weak = StoreWriter.open({ runDir: alone, role: "rank", rank: 0, rankName: "Controller", experiment: "e", trial: "t", claimRankName: false });
+    const weak = StoreWriter.open({
+      runDir: alone,
+      role: "rank",
+      rank: 0,
+      rankName: "Controller",
+      experiment: "e",
+      trial: "t",
+      claimRankName: false,
+    });
     weak.finish();
-    assert.deepEqual(ranks(alone).find((r) => r.rank === 0), { rank: 0, rankName: "Controller", role: "rank", thread: 0, host: null, label: "rank 0" });
+    assert.deepEqual(
+      ranks(alone).find((r) => r.rank === 0),
+      { rank: 0, rankName: "Controller", role: "rank", thread: 0, host: null, label: "rank 0" },
+    );
   });
 });
 
 describe("store: last values", () => {
   test("the last point of each scalar key: the global line, else the lowest rank; from rows or chunks", () => {
     const { dir, w } = run();
-    w.writeSeries("packed", Float64Array.from({ length: 3000 }, (_, i) => i), Float64Array.from({ length: 3000 }, (_, i) => i), Float64Array.from({ length: 3000 }, (_, i) => i * 2));
+    w.writeSeries(
+      "packed",
+      Float64Array.from({ length: 3000 }, (_, i) => i),
+      Float64Array.from({ length: 3000 }, (_, i) => i),
+      Float64Array.from({ length: 3000 }, (_, i) => i * 2),
+    );
     w.write({
       scalars: [
         { key: "rows", step: 0, wall: 1, value: 1 },
@@ -125,6 +168,11 @@ describe("store: last values", () => {
     });
     w.finish();
     const got = Object.fromEntries(lastValues(dir).map((v) => [v.key, [v.rank, v.step, v.value]]));
-    assert.deepEqual(got, { both: [GLOBAL_RANK, 3, 5], packed: [GLOBAL_RANK, 2999, 5998], ranked: [1, 4, 20], rows: [GLOBAL_RANK, 1, NaN] });
+    assert.deepEqual(got, {
+      both: [GLOBAL_RANK, 3, 5],
+      packed: [GLOBAL_RANK, 2999, 5998],
+      ranked: [1, 4, 20],
+      rows: [GLOBAL_RANK, 1, NaN],
+    });
   });
 });

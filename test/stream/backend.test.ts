@@ -6,7 +6,14 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { getOrCreateMetricLogger, recordMetric, Reduce, registerBackend, streamStats, type StreamRecord } from "../../src/index.js";
+import {
+  getOrCreateMetricLogger,
+  recordMetric,
+  Reduce,
+  registerBackend,
+  streamStats,
+  type StreamRecord,
+} from "../../src/index.js";
 import { getCollector } from "../../src/core/collector.js";
 import { captureStdout, tempDir } from "../helpers.js";
 import { readStream } from "./helpers.js";
@@ -18,12 +25,19 @@ describe("per_rank_no_reduce backends", () => {
     collector.clear();
     const out = await captureStdout(async () => {
       const logger = await getOrCreateMetricLogger({ runDir, processName: "Trainer" });
-      await logger.initBackends({ console: { loggingMode: "per_rank_no_reduce" }, jsonl: { loggingMode: "global_reduce" } });
+      await logger.initBackends({
+        console: { loggingMode: "per_rank_no_reduce" },
+        jsonl: { loggingMode: "global_reduce" },
+      });
       assert.ok(streamStats().running, "a per_rank_no_reduce backend starts the stream");
       for (let i = 0; i < 3; i++) recordMetric("loss", i / 2, Reduce.MEAN);
       recordMetric("reward", 7, Reduce.SUM);
       const result = await logger.flush(0);
-      assert.equal(result.metrics.find((m) => m.key === "rankscope/stream_dropped")?.value, 0, "the drop count is reported at each flush");
+      assert.equal(
+        result.metrics.find((m) => m.key === "rankscope/stream_dropped")?.value,
+        0,
+        "the drop count is reported at each flush",
+      );
       recordMetric("loss", 2, Reduce.MEAN);
       await logger.flush(1);
       await logger.shutdown();
@@ -33,10 +47,25 @@ describe("per_rank_no_reduce backends", () => {
     const streamLines = out.match(/\[controller\] \[Trainer\] [\d-]+ [\d:]+ INFO [^\n]*/g) ?? [];
     assert.deepEqual(
       streamLines.map((l) => l.replace(/\d{4}-\d\d-\d\d \d\d:\d\d:\d\d/, "TIME")),
-      ["[controller] [Trainer] TIME INFO loss: 0", "[controller] [Trainer] TIME INFO loss: 0.5", "[controller] [Trainer] TIME INFO loss: 1", "[controller] [Trainer] TIME INFO reward: 7", "[controller] [Trainer] TIME INFO loss: 2"],
+      [
+        "[controller] [Trainer] TIME INFO loss: 0",
+        "[controller] [Trainer] TIME INFO loss: 0.5",
+        "[controller] [Trainer] TIME INFO loss: 1",
+        "[controller] [Trainer] TIME INFO reward: 7",
+        "[controller] [Trainer] TIME INFO loss: 2",
+      ],
     );
     const { records, ends } = readStream(join(runDir, "streams", "controller.jsonl"));
-    assert.deepEqual(records.map((r) => [r["key"], r["value"], r["step"]]), [["loss", 0, 0], ["loss", 0.5, 0], ["loss", 1, 0], ["reward", 7, 0], ["loss", 2, 1]]);
+    assert.deepEqual(
+      records.map((r) => [r["key"], r["value"], r["step"]]),
+      [
+        ["loss", 0, 0],
+        ["loss", 0.5, 0],
+        ["loss", 1, 0],
+        ["reward", 7, 0],
+        ["loss", 2, 1],
+      ],
+    );
     assert.equal(ends[0]?.["written"], 5);
     assert.equal(streamStats().running, false, "shutdown stops the stream it started");
     const global = readFileSync(join(runDir, "metrics.jsonl"), "utf8");
@@ -77,8 +106,16 @@ describe("a main thread too busy for logStream backends", () => {
     const { records, ends } = readStream(join(runDir, "streams", "controller.jsonl"));
     const end = ends[0] ?? {};
     assert.equal(records.length, end["written"]);
-    assert.equal((end["written"] as number) + (end["ringFull"] as number), N, "every record is written or counted at the ring");
-    assert.equal(delivered + (end["backendDropped"] as number), end["written"], "the backend got every written record or it was counted");
+    assert.equal(
+      (end["written"] as number) + (end["ringFull"] as number),
+      N,
+      "every record is written or counted at the ring",
+    );
+    assert.equal(
+      delivered + (end["backendDropped"] as number),
+      end["written"],
+      "the backend got every written record or it was counted",
+    );
     assert.ok((end["backendDropped"] as number) > 0, "the bound on batches in flight was reached");
     assert.ok(delivered > 0);
   });

@@ -25,7 +25,12 @@ async function streamThenEnd(mode: string) {
   return { result, ...readStream(file) };
 }
 
-function assertComplete(records: Record<string, unknown>[], ends: Record<string, unknown>[], count: number, reason: string): void {
+function assertComplete(
+  records: Record<string, unknown>[],
+  ends: Record<string, unknown>[],
+  count: number,
+  reason: string,
+): void {
   assert.equal(records.length, count, "every streamed probe is in the file");
   assert.deepEqual(
     records.filter((r) => r["checkpoint"] === "logits").map((r) => r["index"]),
@@ -62,12 +67,17 @@ describe("stream drains at exit", () => {
     it(`on ${signal}, and the process still ends by ${signal}`, async () => {
       const file = join(tempDir(), "stream.jsonl");
       let sent = false;
-      const result = await runChild(STREAM_CHILD, ["signal", String(N)], { ...PATIENT, RANKSCOPE_STREAM_FILE: file }, (out, child) => {
-        if (!sent && out.includes("ready\n")) {
-          sent = true;
-          child.kill(signal);
-        }
-      });
+      const result = await runChild(
+        STREAM_CHILD,
+        ["signal", String(N)],
+        { ...PATIENT, RANKSCOPE_STREAM_FILE: file },
+        (out, child) => {
+          if (!sent && out.includes("ready\n")) {
+            sent = true;
+            child.kill(signal);
+          }
+        },
+      );
       assert.equal(result.signal, signal, `exited with code ${String(result.code)}: ${result.stderr}`);
       const { records, ends } = readStream(file);
       assertComplete(records, ends, N, signal);
@@ -80,12 +90,17 @@ describe("stream drains at exit", () => {
   it("on SIGINT with the user's own listener: the user's listener decides, the ring is written when it exits", async () => {
     const file = join(tempDir(), "stream.jsonl");
     let sent = false;
-    const result = await runChild(STREAM_CHILD, ["signal-own-handler", String(N)], { ...PATIENT, RANKSCOPE_STREAM_FILE: file }, (out, child) => {
-      if (!sent && out.includes("ready\n")) {
-        sent = true;
-        child.kill("SIGINT");
-      }
-    });
+    const result = await runChild(
+      STREAM_CHILD,
+      ["signal-own-handler", String(N)],
+      { ...PATIENT, RANKSCOPE_STREAM_FILE: file },
+      (out, child) => {
+        if (!sent && out.includes("ready\n")) {
+          sent = true;
+          child.kill("SIGINT");
+        }
+      },
+    );
     assert.equal(result.code, 7, result.stderr);
     assert.match(result.stdout, /handled/);
     const { records, ends } = readStream(file);
@@ -94,7 +109,10 @@ describe("stream drains at exit", () => {
 
   it("not at all with RANKSCOPE_DISABLE_STREAM=true: no file, no writer, the script unaffected", async () => {
     const file = join(tempDir(), "stream.jsonl");
-    const result = await runChild(STREAM_CHILD, ["normal", String(N)], { RANKSCOPE_STREAM_FILE: file, RANKSCOPE_DISABLE_STREAM: "true" });
+    const result = await runChild(STREAM_CHILD, ["normal", String(N)], {
+      RANKSCOPE_STREAM_FILE: file,
+      RANKSCOPE_DISABLE_STREAM: "true",
+    });
     assert.equal(result.code, 0, result.stderr);
     assert.equal(existsSync(file), false);
   });
@@ -109,10 +127,15 @@ describe("stream drains at exit", () => {
   for (const how of ["normal", "exit"]) {
     it(`hands what is in the ring to per_rank_no_reduce backends at ${how === "exit" ? "process.exit()" : "a normal end"}`, async () => {
       const runDir = tempDir();
-      const result = await runChild(join(ROOT, "test", "stream", "fixtures", "backend-child.ts"), ["50", how], { CHILD_RUN_DIR: runDir });
+      const result = await runChild(join(ROOT, "test", "stream", "fixtures", "backend-child.ts"), ["50", how], {
+        CHILD_RUN_DIR: runDir,
+      });
       assert.equal(result.code, 0, result.stderr);
       const lines = result.stdout.match(/^\[controller\] \[Exiting\] \S+ \S+ INFO tokens: \d+$/gm) ?? [];
-      assert.deepEqual(lines.map((l) => Number(l.split(": ")[1])), Array.from({ length: 50 }, (_, i) => i));
+      assert.deepEqual(
+        lines.map((l) => Number(l.split(": ")[1])),
+        Array.from({ length: 50 }, (_, i) => i),
+      );
       const { records, ends } = readStream(join(runDir, "streams", "controller.jsonl"));
       assert.equal(records.length, 50);
       // A normal end without shutdown(): the logger is shut down at beforeExit (with a warning),
@@ -123,14 +146,24 @@ describe("stream drains at exit", () => {
   }
 
   const dist = join(ROOT, "dist", "index.js");
-  it("from the built package (dist/, plain node): the writer starts from writer.js", { skip: !existsSync(dist) && "run npm run build first" }, () => {
-    const dir = tempDir();
-    const script = join(dir, "user.mjs");
-    writeFileSync(script, `import { streamValues } from ${JSON.stringify(pathToFileURL(dist).href)};\nfor (let i = 0; i < ${N}; i++) streamValues("logits", new Float32Array([i, 0.5]), i);\n`);
-    const file = join(dir, "stream.jsonl");
-    const result = spawnSync(process.execPath, [script], { env: { ...process.env, RANKSCOPE_STREAM_FILE: file }, encoding: "utf8" });
-    assert.equal(result.status, 0, result.stderr);
-    const { records, ends } = readStream(file);
-    assertComplete(records, ends, N, "exit");
-  });
+  it(
+    "from the built package (dist/, plain node): the writer starts from writer.js",
+    { skip: !existsSync(dist) && "run npm run build first" },
+    () => {
+      const dir = tempDir();
+      const script = join(dir, "user.mjs");
+      writeFileSync(
+        script,
+        `import { streamValues } from ${JSON.stringify(pathToFileURL(dist).href)};\nfor (let i = 0; i < ${N}; i++) streamValues("logits", new Float32Array([i, 0.5]), i);\n`,
+      );
+      const file = join(dir, "stream.jsonl");
+      const result = spawnSync(process.execPath, [script], {
+        env: { ...process.env, RANKSCOPE_STREAM_FILE: file },
+        encoding: "utf8",
+      });
+      assert.equal(result.status, 0, result.stderr);
+      const { records, ends } = readStream(file);
+      assertComplete(records, ends, N, "exit");
+    },
+  );
 });

@@ -31,24 +31,49 @@ describe("stream line format", () => {
       [1795406400127, "big", 123456789012.5, 7],
       [1795406400127, "tiny", 0.000012345678901234568, 7],
     ];
-    for (const [timestamp, key, value, step] of metrics) format.putMetric(out, timestamp, format.metricMiddle(key), value, step);
+    for (const [timestamp, key, value, step] of metrics)
+      format.putMetric(out, timestamp, format.metricMiddle(key), value, step);
     const values = new Float64Array(32);
     const probes: [number, string, number, Dtype, number, number[]][] = [
-      [1795406400200, "logits", 5, "f32", 151936, [0.1, -2.5, NaN, Infinity, 7, 1e-38, 3.4028234663852886e38, 1 / 3].map(Math.fround)],
+      [
+        1795406400200,
+        "logits",
+        5,
+        "f32",
+        151936,
+        [0.1, -2.5, NaN, Infinity, 7, 1e-38, 3.4028234663852886e38, 1 / 3].map(Math.fround),
+      ],
       [1795406400201, "hidden", 6, "f64", 2, [0.1, 1e-300]],
       [1795406400202, "plain", 7, "number", 3, [1, -0, 2.5]],
       [1795406400203, "empty", 8, "number", 0, []],
     ];
     for (const [timestamp, checkpoint, index, dtype, length, probeValues] of probes) {
       probeValues.forEach((v, i) => (values[6 + i] = v));
-      const slot = Object.assign(emptySlot(), { kind: 2, timestamp, index, length, dtype, valuesAt: 6, count: probeValues.length });
+      const slot = Object.assign(emptySlot(), {
+        kind: 2,
+        timestamp,
+        index,
+        length,
+        dtype,
+        valuesAt: 6,
+        count: probeValues.length,
+      });
       format.putProbe(out, format.probeMiddle(checkpoint), slot, values);
     }
-    const end = endLine(isoTime(1795406401000), 2, "SIGTERM", { written: 16, dropped: 3, ringFull: 2, writeFailed: 1, backendDropped: 0 });
+    const end = endLine(isoTime(1795406401000), 2, "SIGTERM", {
+      written: 16,
+      dropped: 3,
+      ringFull: 2,
+      writeFailed: 1,
+      backendDropped: 0,
+    });
     const written = `${out.bytes.toString("utf8", 0, out.length)}${end}\n`;
     assert.equal(written, golden);
     // Every line is JSON, with NaN and ±Infinity as strings.
-    const parsed = written.trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>);
+    const parsed = written
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
     assert.equal(parsed[5]?.["value"], "NaN");
     assert.equal(parsed[9]?.["key"], "ünï/ключ");
   });

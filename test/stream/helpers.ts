@@ -15,7 +15,10 @@ export type StreamLine = Record<string, unknown>;
 /** The lines of a stream file: records, and the writer's final line(s) (`stream_end`). */
 export function readStream(file: string): { records: StreamLine[]; ends: StreamLine[] } {
   if (!existsSync(file)) return { records: [], ends: [] };
-  const lines = readFileSync(file, "utf8").split("\n").filter((l) => l.length > 0).map((l) => JSON.parse(l) as StreamLine);
+  const lines = readFileSync(file, "utf8")
+    .split("\n")
+    .filter((l) => l.length > 0)
+    .map((l) => JSON.parse(l) as StreamLine);
   return { records: lines.filter((l) => !("stream_end" in l)), ends: lines.filter((l) => "stream_end" in l) };
 }
 
@@ -25,7 +28,12 @@ export type { ChildResult } from "../helpers.js";
  * Run a TypeScript file in a child process with `env` added (killed after 90 s); `onStdout` sees
  * its output so far (to send it a signal when it says it is ready).
  */
-export function runChild(file: string, args: string[], env: Record<string, string>, onStdout?: (text: string, child: ChildProcess) => void): Promise<ChildResult> {
+export function runChild(
+  file: string,
+  args: string[],
+  env: Record<string, string>,
+  onStdout?: (text: string, child: ChildProcess) => void,
+): Promise<ChildResult> {
   return runNode([file, ...args], env, onStdout === undefined ? {} : { onStdout });
 }
 

@@ -68,9 +68,38 @@ describe("LineBuffer numbers", () => {
       }
     }
     const edges = [
-      0, -0, NaN, Infinity, -Infinity, 1e-6, 1e-7, 1e-6 * (1 - 2 ** -53), 1.0000000000000002e-6, 1e15, 1e15 - 0.5, 999999999999999.9,
-      2 ** 53, 2 ** 53 - 1, 2 ** 53 + 2, 2 ** 31, 2 ** 31 - 1, 2 ** 32 + 0.5, 0.1, 0.2, 0.30000000000000004, 5e-324,
-      Number.MAX_VALUE, -Number.MIN_VALUE, 123.456, 1e21, 1e20 + 65536, 0.5, 1e8 - 1e-8, 100000000.1, 1e-5, 0.000123,
+      0,
+      -0,
+      NaN,
+      Infinity,
+      -Infinity,
+      1e-6,
+      1e-7,
+      1e-6 * (1 - 2 ** -53),
+      1.0000000000000002e-6,
+      1e15,
+      1e15 - 0.5,
+      999999999999999.9,
+      2 ** 53,
+      2 ** 53 - 1,
+      2 ** 53 + 2,
+      2 ** 31,
+      2 ** 31 - 1,
+      2 ** 32 + 0.5,
+      0.1,
+      0.2,
+      0.30000000000000004,
+      5e-324,
+      Number.MAX_VALUE,
+      -Number.MIN_VALUE,
+      123.456,
+      1e21,
+      1e20 + 65536,
+      0.5,
+      1e8 - 1e-8,
+      100000000.1,
+      1e-5,
+      0.000123,
     ];
     for (const v of edges) assert.equal(doubleText(v), jsonNumberText(v), `value ${v}`);
     assert.ok(checked > 1_000_000);
@@ -101,7 +130,8 @@ describe("LineBuffer numbers", () => {
         }
         if (Math.fround(Number(text)) !== v) assert.fail(`${text} does not read back as the float32 ${v}`);
         // Integers keep their exact digits (as String does); others are no longer than the shortest.
-        if (!Number.isInteger(v) && text.length > shortestFloat32(v).length) assert.fail(`${text} is longer than ${shortestFloat32(v)} for ${v}`);
+        if (!Number.isInteger(v) && text.length > shortestFloat32(v).length)
+          assert.fail(`${text} is longer than ${shortestFloat32(v)} for ${v}`);
       }
     }
     assert.equal(float32Text(Math.fround(0.1)), "0.1");

@@ -1,7 +1,17 @@
 /** The ring on its own: slots in and out in order, a full ring drops and counts, probes copy N values. */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { createControl, createRing, emptySlot, KIND_METRIC, KIND_PROBE, readSlot, RingProducer, RingView, TAIL } from "../../src/stream/ring.js";
+import {
+  createControl,
+  createRing,
+  emptySlot,
+  KIND_METRIC,
+  KIND_PROBE,
+  readSlot,
+  RingProducer,
+  RingView,
+  TAIL,
+} from "../../src/stream/ring.js";
 
 function take(view: RingView): ReturnType<typeof emptySlot>[] {
   const out = [];
@@ -35,7 +45,10 @@ describe("ring", () => {
         seen.push(slot.value);
       }
     }
-    assert.deepEqual(seen, Array.from({ length: 250 }, (_, i) => i));
+    assert.deepEqual(
+      seen,
+      Array.from({ length: 250 }, (_, i) => i),
+    );
     assert.equal(producer.ringFull, 0);
   });
 
@@ -48,7 +61,11 @@ describe("ring", () => {
     assert.equal(producer.ringFull, 84);
     const view = new RingView(shape);
     assert.equal(view.ringFull, 84, "the consumer sees the same count");
-    assert.deepEqual(take(view).map((s) => s.value), Array.from({ length: 16 }, (_, i) => i), "the oldest 16 survive");
+    assert.deepEqual(
+      take(view).map((s) => s.value),
+      Array.from({ length: 16 }, (_, i) => i),
+      "the oldest 16 survive",
+    );
     assert.equal(producer.pushValue(0, 1, 0, 0), true, "room again once the consumer has taken them");
   });
 
@@ -61,11 +78,14 @@ describe("ring", () => {
     const slots = take(new RingView(shape));
     const view = new RingView(shape);
     const valuesOf = (s: (typeof slots)[number]) => Array.from(view.f64.subarray(s.valuesAt, s.valuesAt + s.count));
-    assert.deepEqual(slots.map((s) => [s.kind, s.keyId, s.index, s.length, s.dtype]), [
-      [KIND_PROBE, 1, 7, 5, "f32"],
-      [KIND_PROBE, 2, 8, 1, "f64"],
-      [KIND_PROBE, 3, 9, 3, "number"],
-    ]);
+    assert.deepEqual(
+      slots.map((s) => [s.kind, s.keyId, s.index, s.length, s.dtype]),
+      [
+        [KIND_PROBE, 1, 7, 5, "f32"],
+        [KIND_PROBE, 2, 8, 1, "f64"],
+        [KIND_PROBE, 3, 9, 3, "number"],
+      ],
+    );
     assert.deepEqual(slots.map(valuesOf), [[0.5, 1.5, 2.5], [0.1], [1, 2, 3]]);
   });
 

@@ -36,29 +36,46 @@ function jsonlValues(runDir: string, key: string): number[] {
 }
 
 describe("a slow per_rank_no_reduce backend", () => {
-  it("a 15 s soak: no flush names a rank missing, the backend's backlog is counted at the flushes, and recorded = received + dropped, exactly", { timeout: 180_000 }, async () => {
-    const runDir = tempDir("rankscope-slow-stream-");
-    dirs.push(runDir);
-    const result = await runNode([JOB], { CHILD_RUN_DIR: runDir, SOAK_MS: "15000", FLUSH_EVERY_MS: "500" }, { deadlineMs: 150_000 });
-    assert.equal(result.code, 0, result.stderr);
-    const lines = result.stdout.split("\n").filter((l) => l.startsWith("{"));
-    const flushes = lines.map((l) => JSON.parse(l) as Partial<FlushLine>).filter((l): l is FlushLine => typeof l.flush === "number");
-    const missing = flushes.filter((f) => f.missing.length > 0);
-    assert.deepEqual(missing, [], `flushes that named a healthy rank missing (each waited for the flush deadline)`);
-    assert.ok(flushes.length >= 10, `only ${flushes.length} flushes in the soak: ${result.stdout.slice(-500)}`);
-    assert.doesNotMatch(result.stderr, /did not answer within/);
+  it(
+    "a 15 s soak: no flush names a rank missing, the backend's backlog is counted at the flushes, and recorded = received + dropped, exactly",
+    { timeout: 180_000 },
+    async () => {
+      const runDir = tempDir("rankscope-slow-stream-");
+      dirs.push(runDir);
+      const result = await runNode(
+        [JOB],
+        { CHILD_RUN_DIR: runDir, SOAK_MS: "15000", FLUSH_EVERY_MS: "500" },
+        { deadlineMs: 150_000 },
+      );
+      assert.equal(result.code, 0, result.stderr);
+      const lines = result.stdout.split("\n").filter((l) => l.startsWith("{"));
+      const flushes = lines
+        .map((l) => JSON.parse(l) as Partial<FlushLine>)
+        .filter((l): l is FlushLine => typeof l.flush === "number");
+      const missing = flushes.filter((f) => f.missing.length > 0);
+      assert.deepEqual(missing, [], `flushes that named a healthy rank missing (each waited for the flush deadline)`);
+      assert.ok(flushes.length >= 10, `only ${flushes.length} flushes in the soak: ${result.stdout.slice(-500)}`);
+      assert.doesNotMatch(result.stderr, /did not answer within/);
 
-    // The backend was behind at some flushes, and each flush said by how much.
-    const backlog = jsonlValues(runDir, "rankscope/stream_backlog/slowstream");
-    assert.ok(backlog.some((v) => v > 0), `the slow backend was never behind at a flush: ${JSON.stringify(backlog)}`);
-    const dropped = jsonlValues(runDir, "rankscope/stream_backend_dropped/slowstream").reduce((a, b) => a + b, 0);
-    const ringDropped = jsonlValues(runDir, "rankscope/stream_dropped").at(-1) ?? 0;
+      // The backend was behind at some flushes, and each flush said by how much.
+      const backlog = jsonlValues(runDir, "rankscope/stream_backlog/slowstream");
+      assert.ok(
+        backlog.some((v) => v > 0),
+        `the slow backend was never behind at a flush: ${JSON.stringify(backlog)}`,
+      );
+      const dropped = jsonlValues(runDir, "rankscope/stream_backend_dropped/slowstream").reduce((a, b) => a + b, 0);
+      const ringDropped = jsonlValues(runDir, "rankscope/stream_dropped").at(-1) ?? 0;
 
-    // Nothing lost silently: every recorded value reached the backend or was counted as dropped.
-    const end = JSON.parse(lines.at(-1) ?? "{}") as { recorded?: number[]; received?: number[] };
-    const recorded = (end.recorded ?? []).reduce((a, b) => a + b, 0);
-    const received = (end.received ?? []).reduce((a, b) => a + b, 0);
-    assert.ok(recorded > 0, `the ranks recorded nothing: ${result.stdout.slice(-500)}`);
-    assert.equal(received + dropped + ringDropped, recorded, `received ${received} + dropped ${dropped} + ring ${ringDropped} != recorded ${recorded}`);
-  });
+      // Nothing lost silently: every recorded value reached the backend or was counted as dropped.
+      const end = JSON.parse(lines.at(-1) ?? "{}") as { recorded?: number[]; received?: number[] };
+      const recorded = (end.recorded ?? []).reduce((a, b) => a + b, 0);
+      const received = (end.received ?? []).reduce((a, b) => a + b, 0);
+      assert.ok(recorded > 0, `the ranks recorded nothing: ${result.stdout.slice(-500)}`);
+      assert.equal(
+        received + dropped + ringDropped,
+        recorded,
+        `received ${received} + dropped ${dropped} + ring ${ringDropped} != recorded ${recorded}`,
+      );
+    },
+  );
 });

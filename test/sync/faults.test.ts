@@ -29,20 +29,42 @@ describe("live sync through server and database faults", { skip }, () => {
     const { server, write } = await serverWithTokens(pg.server);
     try {
       const root = tempDir("rankscope-sync-cut-");
-      const w = StoreWriter.open({ runDir: join(root, "big", "run"), role: "controller", rank: -1, rankName: "controller", experiment: "big", trial: "run" });
+      const w = StoreWriter.open({
+        runDir: join(root, "big", "run"),
+        role: "controller",
+        rank: -1,
+        rankName: "controller",
+        experiment: "big",
+        trial: "run",
+      });
       const n = 600_000;
       const steps = Float64Array.from({ length: n }, (_, i) => i);
-      for (const key of ["a", "b", "c"]) w.writeSeries(key, steps, steps.map((s) => 1e12 + s), steps.map((s) => Math.sin(s / 1000) + key.charCodeAt(0)));
+      for (const key of ["a", "b", "c"])
+        w.writeSeries(
+          key,
+          steps,
+          steps.map((s) => 1e12 + s),
+          steps.map((s) => Math.sin(s / 1000) + key.charCodeAt(0)),
+        );
       w.finish();
       const runDir = join(root, "big", "run");
-      const child = spawn(process.execPath, [CLI, "sync", runDir, "--server", server.url, "--token", write], { stdio: ["ignore", "pipe", "pipe"] });
+      const child = spawn(process.execPath, [CLI, "sync", runDir, "--server", server.url, "--token", write], {
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-      await waitFor(async () => (await points(server.pool)) > 0, { timeoutMs: 120_000, what: "the first batch of rankscope sync to be applied" });
+      await waitFor(async () => (await points(server.pool)) > 0, {
+        timeoutMs: 120_000,
+        what: "the first batch of rankscope sync to be applied",
+      });
       child.kill("SIGKILL");
       await within(exited, { timeoutMs: 10_000, what: "the killed sync to exit" });
       const partial = await points(server.pool);
       assert.ok(partial > 0 && partial < 3 * n, `the sync was cut half-way (${partial} of ${3 * n} points)`);
-      const again = await runNode([CLI, "sync", runDir, "--server", server.url, "--token", write], {}, { raw: true, deadlineMs: 300_000 });
+      const again = await runNode(
+        [CLI, "sync", runDir, "--server", server.url, "--token", write],
+        {},
+        { raw: true, deadlineMs: 300_000 },
+      );
       assert.equal(again.code, 0, again.stderr);
       assert.equal(await points(server.pool), 3 * n);
       await assertRunEqual(server, runDir);
@@ -51,42 +73,74 @@ describe("live sync through server and database faults", { skip }, () => {
     }
   });
 
-  it("the server killed -9 mid-ingest, unreachable for 60 s and restarted; PostgreSQL restarted: the job goes on, the database ends equal", LONG, async () => {
-    const db = await pg.server.createDatabase("faults");
-    const pool = createPool({ url: db, max: 2 });
-    await migrate(pool);
-    const write = await createToken(pool, "proj", "write");
-    const server = new ServerProcess(db, await freePort());
-    let check: TeamServer | null = null;
-    try {
-      await server.start();
-      const root = tempDir("rankscope-sync-faults-");
-      const env = { RANKSCOPE_SERVER_URL: server.url, RANKSCOPE_SERVER_TOKEN: write, RANKSCOPE_SYNC_INTERVAL_MS: "200", RANKSCOPE_SYNC_SEND_DEADLINE_MS: "2000", RANKSCOPE_SYNC_FINISH_DEADLINE_MS: "120000" };
-      let progress = "";
-      const running = runNode([JOB], { RANKSCOPE_ROOT: root, RANKSCOPE_EXPERIMENT: "faults", RANKSCOPE_TRIAL: "long", JOB_STEPS: "800", JOB_PAUSE_MS: "100", NO_COLOR: "1", ...env }, { raw: true, deadlineMs: 500_000, onStdout: (text) => (progress = text) });
-      const stepSeen = (): number => Math.max(-1, ...[...progress.matchAll(/^step (\d+)$/gm)].map((m) => Number(m[1])));
-      await waitFor(async () => stepSeen() >= 50 && (await points(pool)) > 0, { timeoutMs: 120_000, what: "the job to reach step 50 with points on the server" });
-      // Killed -9 while the sync sends a batch every 200 ms, and away for 60 s.
-      await server.kill();
-      const atKill = stepSeen();
-      await sleep(60_000);
-      assert.ok(stepSeen() >= atKill + 100, `the job's loop went on while the server was away (step ${atKill} → ${stepSeen()})`);
-      await server.start();
-      await waitFor(async () => stepSeen() >= atKill + 200, { timeoutMs: 200_000, what: "the job to go on after the server came back" });
-      // PostgreSQL restarted under the server and the sync.
-      await pg.server.stopServer("fast");
-      await sleep(3_000);
-      await pg.server.startServer();
-      const ended = await within(running, { timeoutMs: 400_000, what: "the job to finish" });
-      assert.equal(ended.code, 0, ended.stderr.slice(-3000));
-      assert.match(ended.stdout, /"steps":800/);
-      assert.match(ended.stderr, /the sync of .* failed/, "the outage was reported");
-      check = await startTeamServer({ db, port: 0, log: false });
-      await assertRunEqual(check, join(root, "faults", "long"));
-    } finally {
-      await server.kill();
-      await check?.close();
-      await pool.end();
-    }
-  });
+  it(
+    "the server killed -9 mid-ingest, unreachable for 60 s and restarted; PostgreSQL restarted: the job goes on, the database ends equal",
+    LONG,
+    async () => {
+      const db = await pg.server.createDatabase("faults");
+      const pool = createPool({ url: db, max: 2 });
+      await migrate(pool);
+      const write = await createToken(pool, "proj", "write");
+      const server = new ServerProcess(db, await freePort());
+      let check: TeamServer | null = null;
+      try {
+        await server.start();
+        const root = tempDir("rankscope-sync-faults-");
+        const env = {
+          RANKSCOPE_SERVER_URL: server.url,
+          RANKSCOPE_SERVER_TOKEN: write,
+          RANKSCOPE_SYNC_INTERVAL_MS: "200",
+          RANKSCOPE_SYNC_SEND_DEADLINE_MS: "2000",
+          RANKSCOPE_SYNC_FINISH_DEADLINE_MS: "120000",
+        };
+        let progress = "";
+        const running = runNode(
+          [JOB],
+          {
+            RANKSCOPE_ROOT: root,
+            RANKSCOPE_EXPERIMENT: "faults",
+            RANKSCOPE_TRIAL: "long",
+            JOB_STEPS: "800",
+            JOB_PAUSE_MS: "100",
+            NO_COLOR: "1",
+            ...env,
+          },
+          { raw: true, deadlineMs: 500_000, onStdout: (text) => (progress = text) },
+        );
+        const stepSeen = (): number =>
+          Math.max(-1, ...[...progress.matchAll(/^step (\d+)$/gm)].map((m) => Number(m[1])));
+        await waitFor(async () => stepSeen() >= 50 && (await points(pool)) > 0, {
+          timeoutMs: 120_000,
+          what: "the job to reach step 50 with points on the server",
+        });
+        // Killed -9 while the sync sends a batch every 200 ms, and away for 60 s.
+        await server.kill();
+        const atKill = stepSeen();
+        await sleep(60_000);
+        assert.ok(
+          stepSeen() >= atKill + 100,
+          `the job's loop went on while the server was away (step ${atKill} → ${stepSeen()})`,
+        );
+        await server.start();
+        await waitFor(async () => stepSeen() >= atKill + 200, {
+          timeoutMs: 200_000,
+          what: "the job to go on after the server came back",
+        });
+        // PostgreSQL restarted under the server and the sync.
+        await pg.server.stopServer("fast");
+        await sleep(3_000);
+        await pg.server.startServer();
+        const ended = await within(running, { timeoutMs: 400_000, what: "the job to finish" });
+        assert.equal(ended.code, 0, ended.stderr.slice(-3000));
+        assert.match(ended.stdout, /"steps":800/);
+        assert.match(ended.stderr, /the sync of .* failed/, "the outage was reported");
+        check = await startTeamServer({ db, port: 0, log: false });
+        await assertRunEqual(check, join(root, "faults", "long"));
+      } finally {
+        await server.kill();
+        await check?.close();
+        await pool.end();
+      }
+    },
+  );
 });

@@ -36,7 +36,11 @@ describe("RunSync to a team server", { skip }, () => {
       assert.equal(alerts.rows[0]?.n, 4, "the run's four alert events are on the server");
       const chunks = await server.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM chunks");
       const again = await new RunSync({ runDir, url: server.url, token: write }).pass(true);
-      assert.deepEqual(again, { batches: 0, points: 0, records: 0, fileBytes: 0, complete: true }, "a second sync sends nothing");
+      assert.deepEqual(
+        again,
+        { batches: 0, points: 0, records: 0, fileBytes: 0, complete: true },
+        "a second sync sends nothing",
+      );
       const after2 = await server.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM chunks");
       assert.equal(after2.rows[0]?.n, chunks.rows[0]?.n);
       await assertRunEqual(server, runDir);
@@ -50,7 +54,10 @@ describe("RunSync to a team server", { skip }, () => {
     try {
       const root = tempDir("rankscope-sync-rewrite-");
       const w = openRun(root, "exp", "rewrite");
-      w.write({ scalars: [0, 1, 2, 3].map((step) => ({ key: "loss", step, wall: 1000 + step, value: step, rank: 0 })), samples: [{ key: "s", step: 3, wall: 1, records: [{ reward: 1 }] }] });
+      w.write({
+        scalars: [0, 1, 2, 3].map((step) => ({ key: "loss", step, wall: 1000 + step, value: step, rank: 0 })),
+        samples: [{ key: "s", step: 3, wall: 1, records: [{ reward: 1 }] }],
+      });
       const sync = new RunSync({ runDir: w.options.runDir, url: server.url, token: write });
       await sync.pass();
       // Another writer of rank 0 writes step 2 and 3 again, and the run goes on.
@@ -62,7 +69,15 @@ describe("RunSync to a team server", { skip }, () => {
       const again = openRun(root, "exp", "rewrite");
       again.close();
       const { StoreWriter } = await import("../../src/store/writer.js");
-      const resumed = StoreWriter.open({ runDir: w.options.runDir, role: "controller", rank: -1, rankName: "controller", experiment: "exp", trial: "rewrite", resumeStep: 2 });
+      const resumed = StoreWriter.open({
+        runDir: w.options.runDir,
+        role: "controller",
+        rank: -1,
+        rankName: "controller",
+        experiment: "exp",
+        trial: "rewrite",
+        resumeStep: 2,
+      });
       resumed.write({ scalars: [2, 3].map((step) => ({ key: "loss", step, wall: 3000 + step, value: 10 * step })) });
       resumed.finish();
       await sync.pass(true);

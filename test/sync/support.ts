@@ -23,11 +23,17 @@ export class ServerProcess {
     return `http://127.0.0.1:${this.port}`;
   }
   async start(): Promise<void> {
-    const child = spawn(process.execPath, [CLI, "server", "--db", this.db, "--port", String(this.port)], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, [CLI, "server", "--db", this.db, "--port", String(this.port)], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     this.child = child;
     child.stdout?.on("data", (d: Buffer) => (this.output = (this.output + d.toString()).slice(-20_000)));
     child.stderr?.on("data", (d: Buffer) => (this.output = (this.output + d.toString()).slice(-20_000)));
-    await waitFor(async () => (await fetch(`${this.url}/readyz`).catch(() => null))?.ok === true, { timeoutMs: 60_000, what: `rankscope server on ${this.port} to be ready (${this.output.slice(-300)})`, intervalMs: 100 });
+    await waitFor(async () => (await fetch(`${this.url}/readyz`).catch(() => null))?.ok === true, {
+      timeoutMs: 60_000,
+      what: `rankscope server on ${this.port} to be ready (${this.output.slice(-300)})`,
+      intervalMs: 100,
+    });
   }
   async kill(): Promise<void> {
     const child = this.child;
@@ -40,8 +46,27 @@ export class ServerProcess {
 }
 
 /** Start the sync job fixture; resolves with its result line once it exits. */
-export function job(root: string, trial: string, env: Record<string, string>, steps: number, pauseMs: number, deadlineMs = 300_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return runNode([JOB], { RANKSCOPE_ROOT: root, RANKSCOPE_EXPERIMENT: "faults", RANKSCOPE_TRIAL: trial, JOB_STEPS: String(steps), JOB_PAUSE_MS: String(pauseMs), NO_COLOR: "1", ...env }, { raw: true, deadlineMs });
+export function job(
+  root: string,
+  trial: string,
+  env: Record<string, string>,
+  steps: number,
+  pauseMs: number,
+  deadlineMs = 300_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return runNode(
+    [JOB],
+    {
+      RANKSCOPE_ROOT: root,
+      RANKSCOPE_EXPERIMENT: "faults",
+      RANKSCOPE_TRIAL: trial,
+      JOB_STEPS: String(steps),
+      JOB_PAUSE_MS: String(pauseMs),
+      NO_COLOR: "1",
+      ...env,
+    },
+    { raw: true, deadlineMs },
+  );
 }
 
 export async function points(pool: pg.Pool): Promise<number> {

@@ -23,13 +23,27 @@ describe("16 jobs syncing to one team server", { skip }, () => {
     const { server, write } = await serverWithTokens(pg.server);
     try {
       const root = tempDir("rankscope-sync-16-");
-      const env = { RANKSCOPE_ROOT: root, RANKSCOPE_EXPERIMENT: "team", RANKSCOPE_SERVER_URL: server.url, RANKSCOPE_SERVER_TOKEN: write, RANKSCOPE_SYNC_INTERVAL_MS: "500", RANKSCOPE_SYNC_FINISH_DEADLINE_MS: "120000", NO_COLOR: "1" };
+      const env = {
+        RANKSCOPE_ROOT: root,
+        RANKSCOPE_EXPERIMENT: "team",
+        RANKSCOPE_SERVER_URL: server.url,
+        RANKSCOPE_SERVER_TOKEN: write,
+        RANKSCOPE_SYNC_INTERVAL_MS: "500",
+        RANKSCOPE_SYNC_FINISH_DEADLINE_MS: "120000",
+        NO_COLOR: "1",
+      };
       // Started one after another (each once its 4 ranks run), then all 16 run their steps together.
       const go = join(root, "go");
       const jobs: Promise<{ code: number | null; stderr: string }>[] = [];
       for (let i = 0; i < 16; i++) {
         let ready = false;
-        jobs.push(runNode([TEAM_JOB], { ...env, RANKSCOPE_TRIAL: `job${i}`, JOB_GO: go, JOB_STEPS: "4" }, { raw: true, deadlineMs: 900_000, onStdout: (text) => (ready = text.includes("ready")) }));
+        jobs.push(
+          runNode(
+            [TEAM_JOB],
+            { ...env, RANKSCOPE_TRIAL: `job${i}`, JOB_GO: go, JOB_STEPS: "4" },
+            { raw: true, deadlineMs: 900_000, onStdout: (text) => (ready = text.includes("ready")) },
+          ),
+        );
         await waitFor(() => ready, { timeoutMs: 300_000, what: `job ${i} to start its ranks` });
       }
       writeFileSync(go, "");
@@ -39,12 +53,18 @@ describe("16 jobs syncing to one team server", { skip }, () => {
       for (let i = 0; i < 16; i++) total += (await assertRunEqual(server, join(root, "team", `job${i}`))).points;
       assert.ok(total > 16 * 100, `compared ${total} points`);
       const kinds = await server.pool.query<{ kind: string }>("SELECT DISTINCT kind FROM keys ORDER BY kind");
-      assert.deepEqual(kinds.rows.map((r) => r.kind), ["histogram", "sample", "scalar", "stream", "system"]);
+      assert.deepEqual(
+        kinds.rows.map((r) => r.kind),
+        ["histogram", "sample", "scalar", "stream", "system"],
+      );
       const ranks = await server.pool.query<{ rank: number }>("SELECT DISTINCT rank FROM series ORDER BY rank");
-      assert.deepEqual(ranks.rows.map((r) => r.rank), [CONTROLLER_RANK, GLOBAL_RANK, 0, 1, 2, 3], "the controller's line, the global line and 4 ranks");
+      assert.deepEqual(
+        ranks.rows.map((r) => r.rank),
+        [CONTROLLER_RANK, GLOBAL_RANK, 0, 1, 2, 3],
+        "the controller's line, the global line and 4 ranks",
+      );
     } finally {
       await server.close();
     }
   });
-
 });

@@ -25,18 +25,35 @@ test("each rank's monitor reaches the controller's backends on system/step, neve
   });
   try {
     const logged = await ranks.fanout<number>("sampleAndLog");
-    assert.ok(logged.every((n) => n > 0), `each rank logged system metrics locally: ${logged.join(", ")}`);
+    assert.ok(
+      logged.every((n) => n > 0),
+      `each rank logged system metrics locally: ${logged.join(", ")}`,
+    );
     await logger.flush(5);
     await ranks.fanout("sampleAndLog");
     await logger.flush(6);
   } finally {
     await logger.shutdown();
   }
-  const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { key: string; step: number; value: number });
+  const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { key: string; step: number; value: number });
   for (const name of ranks.rankNames) {
     const gpu = lines.filter((l) => l.key === `system/${name}/gpu/0/utilization_percent`);
-    assert.deepEqual(gpu.map((l) => [l.step, l.value]), [[0, 87], [1, 87]], `${name}: one point per monitor flush, on the monitor's own steps`);
+    assert.deepEqual(
+      gpu.map((l) => [l.step, l.value]),
+      [
+        [0, 87],
+        [1, 87],
+      ],
+      `${name}: one point per monitor flush, on the monitor's own steps`,
+    );
   }
   const loss = lines.filter((l) => l.key === "loss");
-  assert.deepEqual(loss.map((l) => l.step), [5, 6], "the training values stay at the training steps");
+  assert.deepEqual(
+    loss.map((l) => l.step),
+    [5, 6],
+    "the training values stay at the training steps",
+  );
 });

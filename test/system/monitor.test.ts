@@ -45,7 +45,15 @@ test("multi-GPU stand-in: one set of keys per GPU under system/{label}/, on the 
   assert.ok((v["system/node0/memory/machine_total_mib"] as number) > 0);
   assert.ok("system/node0/cpu/process_percent" in v && "system/node0/cpu/machine_percent" in v);
   assert.ok(logged.every((m) => m.axis === "system/step" && m.step === 0));
-  assert.deepEqual([...monitor.gpus], [[0, "NVIDIA A100-SXM4-80GB"], [1, "NVIDIA A100-SXM4-80GB"], [2, "NVIDIA A100-SXM4-80GB"], [3, "NVIDIA A100-SXM4-80GB"]]);
+  assert.deepEqual(
+    [...monitor.gpus],
+    [
+      [0, "NVIDIA A100-SXM4-80GB"],
+      [1, "NVIDIA A100-SXM4-80GB"],
+      [2, "NVIDIA A100-SXM4-80GB"],
+      [3, "NVIDIA A100-SXM4-80GB"],
+    ],
+  );
 
   await monitor.sample();
   assert.equal((await monitor.flush())[0]?.step, 1, "system/step counts the monitor's own flushes");
@@ -53,9 +61,15 @@ test("multi-GPU stand-in: one set of keys per GPU under system/{label}/, on the 
   assert.deepEqual(values(training.metrics), { loss: 0.5 }, "the monitor neither flushed nor took the training values");
   await monitor.stop();
   await logger.shutdown();
-  const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as { key: string; step: number });
+  const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { key: string; step: number });
   assert.deepEqual([...new Set(lines.filter((l) => l.key.startsWith("system/")).map((l) => l.step))], [0, 1]);
-  assert.deepEqual(lines.filter((l) => !l.key.startsWith("system/")), [{ ...lines.find((l) => l.key === "loss"), key: "loss", step: 7 }]);
+  assert.deepEqual(
+    lines.filter((l) => !l.key.startsWith("system/")),
+    [{ ...lines.find((l) => l.key === "loss"), key: "loss", step: 7 }],
+  );
 });
 
 test("[N/A] and [Not Supported] fields are left out, not logged as 0", async () => {
@@ -65,7 +79,11 @@ test("[N/A] and [Not Supported] fields are left out, not logged as 0", async () 
   const monitor = new SystemMonitor({ logger, label: "n" });
   await monitor.sample();
   const keys = (await monitor.flush()).map((m) => m.key).filter((k) => k.includes("/gpu/"));
-  assert.deepEqual(keys.sort(), ["system/n/gpu/0/memory_total_mib", "system/n/gpu/0/memory_used_mib", "system/n/gpu/0/memory_used_percent"]);
+  assert.deepEqual(keys.sort(), [
+    "system/n/gpu/0/memory_total_mib",
+    "system/n/gpu/0/memory_used_mib",
+    "system/n/gpu/0/memory_used_percent",
+  ]);
   assert.deepEqual(parseNvidiaSmi("0, Name, With, Commas, 5, 10, 20\n\nnot a gpu line\n"), [
     { index: 0, name: "Name, With, Commas", utilizationPercent: 5, memoryUsedMiB: 10, memoryTotalMiB: 20 },
   ]);
@@ -82,7 +100,10 @@ test("nvidia-smi missing: warned once, CPU and memory still logged, no further c
     await monitor.sample();
   });
   assert.equal(monitor.gpuAvailable, false);
-  assert.deepEqual(seen.map((d) => d.code), ["system.nvidiaSmiMissing"]);
+  assert.deepEqual(
+    seen.map((d) => d.code),
+    ["system.nvidiaSmiMissing"],
+  );
   assert.match(seen[0]?.message ?? "", /not found on PATH; .*CPU and memory only/);
   const keys = (await monitor.flush()).map((m) => m.key);
   assert.ok(keys.includes("system/n/memory/process_rss_mib"));
@@ -101,8 +122,17 @@ test("nvidia-smi failing: reported with its message and counted, retried next sa
   });
   assert.equal(monitor.gpuFailures, 2);
   assert.equal(monitor.gpuAvailable, true);
-  assert.deepEqual(seen.map((d) => [d.code, d.level]), [["system.nvidiaSmiFailed", "error"], ["system.nvidiaSmiFailed", "error"]]);
-  assert.match(seen[0]?.message ?? "", /exited with 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver/);
+  assert.deepEqual(
+    seen.map((d) => [d.code, d.level]),
+    [
+      ["system.nvidiaSmiFailed", "error"],
+      ["system.nvidiaSmiFailed", "error"],
+    ],
+  );
+  assert.match(
+    seen[0]?.message ?? "",
+    /exited with 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver/,
+  );
   // The job goes on: the CPU and memory figures are still taken. (machine_percent needs a clock
   // tick between two samples, so it can be absent; the memory figures are taken at every sample.)
   assert.ok((await monitor.flush()).some((m) => m.key === "system/n/memory/process_rss_mib"));
@@ -114,13 +144,20 @@ test("on timers it samples and flushes by itself until stopped; bad intervals ar
   const logger = new MetricLogger({ runDir: tempDir() });
   await logger.initBackends({});
   const monitor = new SystemMonitor({ logger, collectionInterval: 0.02, flushInterval: 0.05 }).start();
-  await waitFor(() => monitor.step >= 2, { timeoutMs: 20_000, what: "two flushes of the monitor on its timers", intervalMs: 10 });
+  await waitFor(() => monitor.step >= 2, {
+    timeoutMs: 20_000,
+    what: "two flushes of the monitor on its timers",
+    intervalMs: 10,
+  });
   await monitor.stop();
   assert.ok(monitor.samples >= 1);
   const step = monitor.step;
   await new Promise((r) => setTimeout(r, 100));
   assert.equal(monitor.step, step, "no flush after stop()");
-  assert.throws(() => new SystemMonitor({ collectionInterval: 0 }), /collectionInterval must be a positive number of seconds/);
+  assert.throws(
+    () => new SystemMonitor({ collectionInterval: 0 }),
+    /collectionInterval must be a positive number of seconds/,
+  );
   assert.throws(() => new SystemMonitor({ label: "a/b" }), /label must be a non-empty name without "\/"/);
   await logger.shutdown();
 });
@@ -143,7 +180,14 @@ test("the monitor's metrics land in the store as system metrics, apart from the 
   const system = store.systemMetrics(runDir).map((k) => k.key);
   assert.ok(system.includes("system/node0/gpu/0/utilization_percent"), system.join(", "));
   const gpu = store.series(runDir, "system/node0/gpu/0/utilization_percent", { kind: "system" });
-  assert.deepEqual(gpu.points.map((p) => [p.step, p.value]), [[0, 87], [1, 87]], "one point per monitor flush, on the monitor's own steps");
+  assert.deepEqual(
+    gpu.points.map((p) => [p.step, p.value]),
+    [
+      [0, 87],
+      [1, 87],
+    ],
+    "one point per monitor flush, on the monitor's own steps",
+  );
   const scalars = store.keys(runDir, "scalar").map((k) => k.key);
   assert.deepEqual(scalars, ["loss"], "the training series holds only training values");
   store.closeStores();

@@ -61,12 +61,26 @@ test("NO_COLOR turns colour off; configurable patterns pick the colour of a comp
   assert.deepEqual(plain.lines, ["20261122-01:52:03.045 Trainer WARNING: slow\n"]);
   delete process.env["NO_COLOR"];
   const coloured = sink();
-  configureTextLogs({ console: coloured, files: false, clock: () => FIXED, componentColors: [{ pattern: "^judge", color: "yellow" }] });
+  configureTextLogs({
+    console: coloured,
+    files: false,
+    clock: () => FIXED,
+    componentColors: [{ pattern: "^judge", color: "yellow" }],
+  });
   getLogger("judge-0").info("scored");
   getLogger("Trainer").info("no pattern matches it now");
-  assert.deepEqual(coloured.lines, ["\u001b[33m20261122-01:52:03.045 judge-0 INFO: scored\u001b[0m\n", "20261122-01:52:03.045 Trainer INFO: no pattern matches it now\n"]);
-  assert.throws(() => configureTextLogs({ componentColors: [{ pattern: "x", color: "purple" as never }] }), /colour "purple" is not valid; valid: black, red/);
-  assert.throws(() => configureTextLogs({ level: "verbose" as never }), /configureTextLogs: level must be one of trace, debug, info, warn, error, fatal, got "verbose"/);
+  assert.deepEqual(coloured.lines, [
+    "\u001b[33m20261122-01:52:03.045 judge-0 INFO: scored\u001b[0m\n",
+    "20261122-01:52:03.045 Trainer INFO: no pattern matches it now\n",
+  ]);
+  assert.throws(
+    () => configureTextLogs({ componentColors: [{ pattern: "x", color: "purple" as never }] }),
+    /colour "purple" is not valid; valid: black, red/,
+  );
+  assert.throws(
+    () => configureTextLogs({ level: "verbose" as never }),
+    /configureTextLogs: level must be one of trace, debug, info, warn, error, fatal, got "verbose"/,
+  );
 });
 
 test("errors print their stack on the following lines", () => {
@@ -90,19 +104,29 @@ test("main.log holds the controller's lines, merged.log every process's lines pr
 
   const child = fileURLToPath(new URL("../fixtures/textlog-rank.ts", import.meta.url));
   const run = (rank: string): Promise<number | null> =>
-    new Promise((resolve) => spawn(process.execPath, ["--import", "tsx", child, runDir, rank, "50"], { stdio: "inherit", timeout: 60_000, killSignal: "SIGKILL" }).on("exit", resolve));
+    new Promise((resolve) =>
+      spawn(process.execPath, ["--import", "tsx", child, runDir, rank, "50"], {
+        stdio: "inherit",
+        timeout: 60_000,
+        killSignal: "SIGKILL",
+      }).on("exit", resolve),
+    );
   const codes = await Promise.all([run("Trainer_0_r0"), run("Trainer_0_r1")]);
   assert.deepEqual(codes, [0, 0]);
   log.warn("ranks done");
   await logger.shutdown();
 
-  const main = readFileSync(join(runDir, "logs", "main.log"), "utf8").split("\n").filter(Boolean);
+  const main = readFileSync(join(runDir, "logs", "main.log"), "utf8")
+    .split("\n")
+    .filter(Boolean);
   assert.deepEqual(main, [
     "20261122-01:52:03.045 Controller INFO: before the run is known",
     "20261122-01:52:03.045 Controller INFO: run started",
     "20261122-01:52:03.045 Controller WARNING: ranks done",
   ]);
-  const merged = readFileSync(join(runDir, "logs", "merged.log"), "utf8").split("\n").filter(Boolean);
+  const merged = readFileSync(join(runDir, "logs", "merged.log"), "utf8")
+    .split("\n")
+    .filter(Boolean);
   assert.equal(merged.length, 3 + 2 * 51, "every line of every process, none torn or lost");
   assert.equal(merged[0], "[Controller]     20261122-01:52:03.045 Controller INFO: before the run is known");
   for (const rank of ["Trainer_0_r0", "Trainer_0_r1"]) {
@@ -120,8 +144,14 @@ test("files keep colours like AReaL's unless NO_COLOR; setupFileLogging works wi
   configureTextLogs({ console: false, clock: () => FIXED });
   setupFileLogging(dir);
   getLogger("Trainer").warn("w");
-  assert.equal(readFileSync(join(dir, "logs", "main.log"), "utf8"), "\u001b[33m20261122-01:52:03.045 Trainer WARNING: w\u001b[0m\n");
-  assert.equal(readFileSync(join(dir, "logs", "merged.log"), "utf8"), "[main]           \u001b[33m20261122-01:52:03.045 Trainer WARNING: w\u001b[0m\n");
+  assert.equal(
+    readFileSync(join(dir, "logs", "main.log"), "utf8"),
+    "\u001b[33m20261122-01:52:03.045 Trainer WARNING: w\u001b[0m\n",
+  );
+  assert.equal(
+    readFileSync(join(dir, "logs", "merged.log"), "utf8"),
+    "[main]           \u001b[33m20261122-01:52:03.045 Trainer WARNING: w\u001b[0m\n",
+  );
   closeTextLogFiles();
   process.env["NO_COLOR"] = "1";
   const plainDir = tempDir();
@@ -148,7 +178,10 @@ test("a rank in a worker thread writes merged.log once the controller initialise
   const merged = readFileSync(join(runDir, "logs", "merged.log"), "utf8");
   assert.match(merged, /^\[Trainer_0_r1\] {3}\d{8}-\d\d:\d\d:\d\d\.\d{3} RolloutWorker INFO: hello from the worker$/m);
   assert.match(merged, /^\[Controller\] {5}20261122-01:52:03\.045 Controller INFO: hello from the controller$/m);
-  assert.ok(!readFileSync(join(runDir, "logs", "main.log"), "utf8").includes("worker"), "main.log is the controller's own");
+  assert.ok(
+    !readFileSync(join(runDir, "logs", "main.log"), "utf8").includes("worker"),
+    "main.log is the controller's own",
+  );
 });
 
 const ESC = "\u001b[";
@@ -158,11 +191,27 @@ const colorJob = fileURLToPath(new URL("fixtures/color-job.ts", import.meta.url)
  * Run the colour job with `env` (empty values clear a variable: the resolver reads them as unset),
  * its stdout a pipe or a real terminal (a pseudo-terminal from util-linux `script`).
  */
-function runColorJob(mode: "plain" | "ranks", stdout: "pipe" | "terminal", env: Record<string, string>): { status: number | null; out: string; err: string; runDir: string } {
+function runColorJob(
+  mode: "plain" | "ranks",
+  stdout: "pipe" | "terminal",
+  env: Record<string, string>,
+): { status: number | null; out: string; err: string; runDir: string } {
   const runDir = tempDir();
   const args = ["--import", "tsx", colorJob, mode, runDir];
-  const options = { cwd: REPO_ROOT, env: { ...process.env, NO_COLOR: "", FORCE_COLOR: "", ...env }, encoding: "utf8" as const, timeout: 90_000, killSignal: "SIGKILL" as const };
-  const run = stdout === "pipe" ? spawnSync(process.execPath, args, options) : spawnSync("script", ["-qec", [process.execPath, ...args].map((a) => `'${a}'`).join(" "), "/dev/null"], { ...options, input: "" });
+  const options = {
+    cwd: REPO_ROOT,
+    env: { ...process.env, NO_COLOR: "", FORCE_COLOR: "", ...env },
+    encoding: "utf8" as const,
+    timeout: 90_000,
+    killSignal: "SIGKILL" as const,
+  };
+  const run =
+    stdout === "pipe"
+      ? spawnSync(process.execPath, args, options)
+      : spawnSync("script", ["-qec", [process.execPath, ...args].map((a) => `'${a}'`).join(" "), "/dev/null"], {
+          ...options,
+          input: "",
+        });
   return { status: run.status, out: run.stdout, err: run.stderr, runDir };
 }
 
@@ -171,44 +220,71 @@ const visible = (text: string): string => text.replaceAll("\u001b", "<ESC>");
 
 const hasScript = spawnSync("script", ["--version"], { encoding: "utf8" }).status === 0;
 
-test("console lines carry no ANSI codes when stdout is not a terminal; a terminal gets colours; FORCE_COLOR, then NO_COLOR, decide over the terminal", { skip: hasScript ? false : "util-linux script (a pseudo-terminal) is missing" }, () => {
-  const cases: [stdout: "pipe" | "terminal", env: Record<string, string>, coloured: boolean][] = [
-    ["pipe", {}, false],
-    ["terminal", {}, true],
-    ["pipe", { FORCE_COLOR: "1" }, true],
-    ["pipe", { FORCE_COLOR: "3" }, true],
-    ["terminal", { FORCE_COLOR: "0" }, false],
-    ["terminal", { FORCE_COLOR: "false" }, false],
-    ["terminal", { NO_COLOR: "1" }, false],
-    ["pipe", { FORCE_COLOR: "1", NO_COLOR: "1" }, true],
-  ];
-  for (const [stdout, env, coloured] of cases) {
-    const { status, out, err } = runColorJob("plain", stdout, env);
-    const what = `${stdout} ${JSON.stringify(env)}`;
-    assert.equal(status, 0, `${what}: ${err}`);
-    assert.match(out, /Trainer WARNING: from the controller/, what);
-    assert.equal(out.includes(ESC), coloured, `${what}: ${JSON.stringify(out)}`);
-    if (coloured) assert.match(visible(out), /<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m/, what);
-  }
-  const invalid = runColorJob("plain", "pipe", { FORCE_COLOR: "maybe" });
-  assert.notEqual(invalid.status, 0);
-  assert.match(invalid.err, /FORCE_COLOR="maybe" is not valid \(it sets configureTextLogs's color\); valid: true or false \(the variable: 1, 2, 3, true, yes, on; or 0, false, no, off\)/);
-});
+test(
+  "console lines carry no ANSI codes when stdout is not a terminal; a terminal gets colours; FORCE_COLOR, then NO_COLOR, decide over the terminal",
+  { skip: hasScript ? false : "util-linux script (a pseudo-terminal) is missing" },
+  () => {
+    const cases: [stdout: "pipe" | "terminal", env: Record<string, string>, coloured: boolean][] = [
+      ["pipe", {}, false],
+      ["terminal", {}, true],
+      ["pipe", { FORCE_COLOR: "1" }, true],
+      ["pipe", { FORCE_COLOR: "3" }, true],
+      ["terminal", { FORCE_COLOR: "0" }, false],
+      ["terminal", { FORCE_COLOR: "false" }, false],
+      ["terminal", { NO_COLOR: "1" }, false],
+      ["pipe", { FORCE_COLOR: "1", NO_COLOR: "1" }, true],
+    ];
+    for (const [stdout, env, coloured] of cases) {
+      const { status, out, err } = runColorJob("plain", stdout, env);
+      const what = `${stdout} ${JSON.stringify(env)}`;
+      assert.equal(status, 0, `${what}: ${err}`);
+      assert.match(out, /Trainer WARNING: from the controller/, what);
+      assert.equal(out.includes(ESC), coloured, `${what}: ${JSON.stringify(out)}`);
+      if (coloured)
+        assert.match(visible(out), /<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m/, what);
+    }
+    const invalid = runColorJob("plain", "pipe", { FORCE_COLOR: "maybe" });
+    assert.notEqual(invalid.status, 0);
+    assert.match(
+      invalid.err,
+      /FORCE_COLOR="maybe" is not valid \(it sets configureTextLogs's color\); valid: true or false \(the variable: 1, 2, 3, true, yes, on; or 0, false, no, off\)/,
+    );
+  },
+);
 
-test("a spawned rank's lines, forwarded to the controller's stdout, are coloured exactly when the controller's are", { skip: hasScript ? false : "util-linux script (a pseudo-terminal) is missing" }, () => {
-  const piped = runColorJob("ranks", "pipe", {});
-  assert.equal(piped.status, 0, piped.err);
-  assert.match(piped.out, /RolloutWorker WARNING: from the rank/);
-  assert.ok(!piped.out.includes(ESC), `no ANSI codes in a piped job's output: ${JSON.stringify(piped.out)}`);
-  // merged.log keeps AReaL's colours for every process alike, whatever stdout is.
-  const merged = visible(readFileSync(join(piped.runDir, "logs", "merged.log"), "utf8"));
-  assert.match(merged, /^\[Controller\] +<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m$/m, merged);
-  assert.match(merged, /^\[Colour_\w+_r0\] +<ESC>\[33m\d{8}-[\d:.]+ RolloutWorker WARNING: from the rank<ESC>\[0m$/m, merged);
-  const noColor = runColorJob("ranks", "pipe", { NO_COLOR: "1" });
-  assert.equal(noColor.status, 0, noColor.err);
-  assert.ok(!readFileSync(join(noColor.runDir, "logs", "merged.log"), "utf8").includes(ESC), "NO_COLOR: no colour in any process's file lines");
-  const terminal = runColorJob("ranks", "terminal", {});
-  assert.equal(terminal.status, 0, terminal.err);
-  assert.match(visible(terminal.out), /<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m/);
-  assert.match(visible(terminal.out), /<ESC>\[33m\d{8}-[\d:.]+ RolloutWorker WARNING: from the rank<ESC>\[0m/, "the rank, whose stdout is a pipe, colours because the controller's is a terminal");
-});
+test(
+  "a spawned rank's lines, forwarded to the controller's stdout, are coloured exactly when the controller's are",
+  { skip: hasScript ? false : "util-linux script (a pseudo-terminal) is missing" },
+  () => {
+    const piped = runColorJob("ranks", "pipe", {});
+    assert.equal(piped.status, 0, piped.err);
+    assert.match(piped.out, /RolloutWorker WARNING: from the rank/);
+    assert.ok(!piped.out.includes(ESC), `no ANSI codes in a piped job's output: ${JSON.stringify(piped.out)}`);
+    // merged.log keeps AReaL's colours for every process alike, whatever stdout is.
+    const merged = visible(readFileSync(join(piped.runDir, "logs", "merged.log"), "utf8"));
+    assert.match(
+      merged,
+      /^\[Controller\] +<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m$/m,
+      merged,
+    );
+    assert.match(
+      merged,
+      /^\[Colour_\w+_r0\] +<ESC>\[33m\d{8}-[\d:.]+ RolloutWorker WARNING: from the rank<ESC>\[0m$/m,
+      merged,
+    );
+    const noColor = runColorJob("ranks", "pipe", { NO_COLOR: "1" });
+    assert.equal(noColor.status, 0, noColor.err);
+    assert.ok(
+      !readFileSync(join(noColor.runDir, "logs", "merged.log"), "utf8").includes(ESC),
+      "NO_COLOR: no colour in any process's file lines",
+    );
+    const terminal = runColorJob("ranks", "terminal", {});
+    assert.equal(terminal.status, 0, terminal.err);
+    assert.match(visible(terminal.out), /<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m/);
+    assert.match(
+      visible(terminal.out),
+      /<ESC>\[33m\d{8}-[\d:.]+ RolloutWorker WARNING: from the rank<ESC>\[0m/,
+      "the rank, whose stdout is a pipe, colours because the controller's is a terminal",
+    );
+  },
+);

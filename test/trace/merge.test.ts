@@ -22,17 +22,29 @@ function handWrittenRun(): string {
     line({ name: "process_sort_index", ph: "M", pid: rank, tid: 0, args: { sort_index: rank } }) +
     line({ name: "thread_name", ph: "M", pid: rank, tid: 0, args: { name: "main" } });
   const base = 1_763_776_115_000_000;
-  writeFileSync(join(runDir, "traces", "rank-0.jsonl"), "[\n" + meta(0, "Trainer") +
-    line({ name: "forward", cat: "compute", ph: "X", ts: base + 150, dur: 40, pid: 0, tid: 0, args: { rank: 0 } }) +
-    line({ name: "step", cat: "compute", ph: "X", ts: base + 100, dur: 200, pid: 0, tid: 0, args: { rank: 0 } }) +
-    line({ name: "loss", ph: "C", ts: base + 300, pid: 0, tid: 0, args: { value: 1.5 } }));
-  writeFileSync(join(runDir, "traces", "rank-1.jsonl"), "[\n" + meta(1, "Trainer") +
-    line({ name: "step", cat: "compute", ph: "X", ts: base + 20, dur: 250, pid: 1, tid: 0, args: { rank: 1 } }) +
-    line({ name: "allreduce", cat: "comm", ph: "X", ts: base + 200, dur: 60, pid: 1, tid: 0, args: { rank: 1 } }) +
-    // A crash cut this line short.
-    '{"name":"optimizer","cat":"compute","ph":"X","ts":');
-  writeFileSync(join(runDir, "traces", "rank-10.jsonl"), "[\n" + meta(10, "Rollout") +
-    line({ name: "generate", cat: "compute", ph: "i", s: "t", ts: base + 120, pid: 10, tid: 0, args: {} }));
+  writeFileSync(
+    join(runDir, "traces", "rank-0.jsonl"),
+    "[\n" +
+      meta(0, "Trainer") +
+      line({ name: "forward", cat: "compute", ph: "X", ts: base + 150, dur: 40, pid: 0, tid: 0, args: { rank: 0 } }) +
+      line({ name: "step", cat: "compute", ph: "X", ts: base + 100, dur: 200, pid: 0, tid: 0, args: { rank: 0 } }) +
+      line({ name: "loss", ph: "C", ts: base + 300, pid: 0, tid: 0, args: { value: 1.5 } }),
+  );
+  writeFileSync(
+    join(runDir, "traces", "rank-1.jsonl"),
+    "[\n" +
+      meta(1, "Trainer") +
+      line({ name: "step", cat: "compute", ph: "X", ts: base + 20, dur: 250, pid: 1, tid: 0, args: { rank: 1 } }) +
+      line({ name: "allreduce", cat: "comm", ph: "X", ts: base + 200, dur: 60, pid: 1, tid: 0, args: { rank: 1 } }) +
+      // A crash cut this line short.
+      '{"name":"optimizer","cat":"compute","ph":"X","ts":',
+  );
+  writeFileSync(
+    join(runDir, "traces", "rank-10.jsonl"),
+    "[\n" +
+      meta(10, "Rollout") +
+      line({ name: "generate", cat: "compute", ph: "i", s: "t", ts: base + 120, pid: 10, tid: 0, args: {} }),
+  );
   writeFileSync(join(runDir, "traces", "notes.txt"), "not a trace");
   return runDir;
 }
@@ -47,15 +59,24 @@ describe("traces merge", () => {
     assert.equal(result.originUs, 1_763_776_115_000_020);
     assert.deepEqual(result.truncatedFiles, [join(runDir, "traces", "rank-1.jsonl")]);
     assert.equal(progress.at(-1), 1);
-    assert.ok(progress.every((p, i) => i === 0 || p >= progress[i - 1]!), "progress only moves forward");
+    assert.ok(
+      progress.every((p, i) => i === 0 || p >= progress[i - 1]!),
+      "progress only moves forward",
+    );
     const text = readFileSync(result.out, "utf8");
     assertGolden("merged-trace.json", text);
     const merged = JSON.parse(text) as { traceEvents: TraceEvent[]; otherData: { ranks: number[] } };
     assert.deepEqual(merged.otherData.ranks, [0, 1, 10]);
     const timed = merged.traceEvents.filter((e) => e.ph !== "M");
     assert.equal(timed[0]!.ts, 0, "the earliest event is the origin");
-    assert.ok(timed.every((e, i) => i === 0 || e.ts! >= timed[i - 1]!.ts!), "sorted by time");
-    assert.ok(merged.traceEvents.slice(0, 9).every((e) => e.ph === "M"), "metadata first");
+    assert.ok(
+      timed.every((e, i) => i === 0 || e.ts! >= timed[i - 1]!.ts!),
+      "sorted by time",
+    );
+    assert.ok(
+      merged.traceEvents.slice(0, 9).every((e) => e.ph === "M"),
+      "metadata first",
+    );
     assertProperNesting(merged.traceEvents);
   });
 
@@ -65,7 +86,10 @@ describe("traces merge", () => {
       const t = new PerfTracer({ runDir, rank, role: "Trainer", enabled: true, ranks: "all", saveIntervalMs: 60_000 });
       await t.scope("step", { category: "compute" }, async () => {
         t.scope("forward", { category: "compute" }, () => {});
-        await Promise.all([t.scope("a", undefined, () => new Promise((r) => setTimeout(r, 2))), t.scope("b", undefined, () => new Promise((r) => setTimeout(r, 2)))]);
+        await Promise.all([
+          t.scope("a", undefined, () => new Promise((r) => setTimeout(r, 2))),
+          t.scope("b", undefined, () => new Promise((r) => setTimeout(r, 2))),
+        ]);
       });
       await t.close();
     }
@@ -78,7 +102,11 @@ describe("traces merge", () => {
 
   it("runs as `rankscope traces merge RUN` with a progress bar on stderr", () => {
     const runDir = handWrittenRun();
-    const cli = spawnSync(process.execPath, ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", runDir, "--progress"], { encoding: "utf8", cwd: root });
+    const cli = spawnSync(
+      process.execPath,
+      ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", runDir, "--progress"],
+      { encoding: "utf8", cwd: root },
+    );
     assert.equal(cli.status, 0, cli.stderr);
     assert.match(cli.stdout, /merged 15 events from 3 rank file\(s\) into .*trace\.json/);
     assert.match(cli.stderr, /merging traces \[#+\] 100%/);
@@ -90,17 +118,29 @@ describe("traces merge", () => {
     const runs = tempDir();
     mkdirSync(join(runs, "exp"));
     renameSync(handWrittenRun(), join(runs, "exp", "t1"));
-    const cli = spawnSync(process.execPath, ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", "exp/t1", "--root", runs], { encoding: "utf8", cwd: root });
+    const cli = spawnSync(
+      process.execPath,
+      ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", "exp/t1", "--root", runs],
+      { encoding: "utf8", cwd: root },
+    );
     assert.equal(cli.status, 0, cli.stderr);
     assert.match(cli.stdout, /merged 15 events from 3 rank file\(s\) into .*exp.t1.traces.trace\.json/);
-    const missing = spawnSync(process.execPath, ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", "exp/t2", "--root", runs], { encoding: "utf8", cwd: root });
+    const missing = spawnSync(
+      process.execPath,
+      ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", "exp/t2", "--root", runs],
+      { encoding: "utf8", cwd: root },
+    );
     assert.equal(missing.status, 1);
     assert.match(missing.stderr, /no run "exp\/t2": none of .*exp.t2.traces exists/);
   });
 
   it("says what is missing for a directory without traces", () => {
     const runDir = tempDir();
-    const cli = spawnSync(process.execPath, ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", runDir], { encoding: "utf8", cwd: root });
+    const cli = spawnSync(
+      process.execPath,
+      ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", runDir],
+      { encoding: "utf8", cwd: root },
+    );
     assert.equal(cli.status, 1);
     assert.match(cli.stderr, /no traces folder in .*: expected per-rank files traces\/rank-\{r\}\.jsonl/);
   });

@@ -19,7 +19,15 @@ function sleep(ms: number): Promise<void> {
 }
 
 function tracerIn(runDir: string, rank = 3, extra: ConstructorParameters<typeof PerfTracer>[0] = {}): PerfTracer {
-  return new PerfTracer({ runDir, rank, role: "Trainer", saveIntervalMs: 60_000, ranks: "all", enabled: true, ...extra });
+  return new PerfTracer({
+    runDir,
+    rank,
+    role: "Trainer",
+    saveIntervalMs: 60_000,
+    ranks: "all",
+    enabled: true,
+    ...extra,
+  });
 }
 
 function traceFile(runDir: string, rank = 3): string {
@@ -39,20 +47,33 @@ describe("perf tracer file", () => {
       t.instant("checkpoint.saved", { path: "ckpt-1" });
     });
     t.counter("queue", { depth: 3, inflight: 1 });
-    assert.throws(() => t.scope("allreduce", { category: "comm" }, () => {
-      throw new Error("rank 2 timed out");
-    }), /rank 2 timed out/);
+    assert.throws(
+      () =>
+        t.scope("allreduce", { category: "comm" }, () => {
+          throw new Error("rank 2 timed out");
+        }),
+      /rank 2 timed out/,
+    );
     await t.close();
     const text = readFileSync(traceFile(runDir), "utf8");
     assert.ok(text.startsWith("[\n"), "an unterminated JSON array");
     assert.ok(text.endsWith(",\n"), "every event line ends with a comma");
-    assertGolden("perf-trace.jsonl", text.split("\n").map((l) => normaliseTraceLine(l)).join("\n"));
+    assertGolden(
+      "perf-trace.jsonl",
+      text
+        .split("\n")
+        .map((l) => normaliseTraceLine(l))
+        .join("\n"),
+    );
     // Viewers read it as JSON once the array is closed, as they do.
     const events = JSON.parse(`${text.trimEnd().slice(0, -1)}]`) as TraceEvent[];
     const step = spans(events, "train.step")[0]!;
     assert.equal(step.pid, 3);
     assert.deepEqual(step.args, { step: 1, rank: 3, role: "Trainer" });
-    assert.ok(typeof step.ts === "number" && Math.abs(step.ts / 1000 - Date.now()) < 60_000, "ts is µs since the epoch");
+    assert.ok(
+      typeof step.ts === "number" && Math.abs(step.ts / 1000 - Date.now()) < 60_000,
+      "ts is µs since the epoch",
+    );
     assert.deepEqual(spans(events, "allreduce")[0]!.args, { rank: 3, role: "Trainer", error: "rank 2 timed out" });
   });
 
@@ -71,7 +92,10 @@ describe("perf tracer file", () => {
     const parsed = await readTraceFile(traceFile(runDir));
     assert.equal(parsed.truncated, true);
     assert.equal(parsed.badLines, 0);
-    assert.deepEqual(parsed.events.filter((e) => e.ph === "X").map((e) => e.name), Array.from({ length: 19 }, (_, i) => `s${i}`));
+    assert.deepEqual(
+      parsed.events.filter((e) => e.ph === "X").map((e) => e.name),
+      Array.from({ length: 19 }, (_, i) => `s${i}`),
+    );
   });
 
   it("appends to an existing file without a second '['", async () => {
@@ -84,7 +108,12 @@ describe("perf tracer file", () => {
     await b.close();
     const text = readFileSync(traceFile(runDir), "utf8");
     assert.equal(text.split("\n").filter((l) => l === "[").length, 1);
-    assert.deepEqual(parseTraceText(text).events.filter((e) => e.ph === "X").map((e) => e.name), ["first", "second"]);
+    assert.deepEqual(
+      parseTraceText(text)
+        .events.filter((e) => e.ph === "X")
+        .map((e) => e.name),
+      ["first", "second"],
+    );
   });
 });
 
@@ -107,7 +136,10 @@ describe("perf tracer in worker threads", () => {
     assert.equal(text.split("\n").filter((l) => l === "[").length, 1);
     const events = parseTraceText(text).events;
     const workerTids = new Set(events.filter((e) => e.ph === "X" && e.name.startsWith("worker.")).map((e) => e.tid));
-    assert.ok([...workerTids].every((tid) => tid >= 1000), `worker rows ${[...workerTids]} are apart from the main thread's`);
+    assert.ok(
+      [...workerTids].every((tid) => tid >= 1000),
+      `worker rows ${[...workerTids]} are apart from the main thread's`,
+    );
     assert.equal(spans(events, "main.step")[0]!.tid, 0);
     const names = new Map(events.filter((e) => e.name === "thread_name").map((e) => [e.tid, e.args!["name"]]));
     assert.equal(names.get(0), "main");
@@ -138,19 +170,24 @@ describe("perf tracer spans", () => {
   it("nests async scopes across awaits, and gives concurrent siblings rows of their own", async () => {
     const runDir = tempDir();
     const t = tracerIn(runDir);
-    const { value } = await onMockedTime(() =>
-      t.scope("rollout", { category: "scheduler" }, async () => {
-        await sleep(2);
-        await t.scope("generate", { category: "compute" }, async () => {
+    const { value } = await onMockedTime(
+      () =>
+        t.scope("rollout", { category: "scheduler" }, async () => {
           await sleep(2);
-          t.scope("tokenize", undefined, () => {});
-        });
-        await Promise.all([1, 2].map((i) => t.scope(`reward.${i}`, { category: "io" }, async () => {
-          await sleep(3);
-          await t.scope(`reward.${i}.call`, undefined, () => sleep(1));
-        })));
-        return "ok";
-      }),
+          await t.scope("generate", { category: "compute" }, async () => {
+            await sleep(2);
+            t.scope("tokenize", undefined, () => {});
+          });
+          await Promise.all(
+            [1, 2].map((i) =>
+              t.scope(`reward.${i}`, { category: "io" }, async () => {
+                await sleep(3);
+                await t.scope(`reward.${i}.call`, undefined, () => sleep(1));
+              }),
+            ),
+          );
+          return "ok";
+        }),
       { stepMs: 1 },
     );
     assert.equal(value, "ok");
@@ -167,22 +204,32 @@ describe("perf tracer spans", () => {
     }
     assert.notEqual(get("reward.1").tid, get("reward.2").tid, "overlapping siblings do not share a row");
     assertProperNesting(events);
-    const threadNames = events.filter((e) => e.name === "thread_name").map((e) => e.tid).sort();
-    assert.deepEqual(threadNames, [...new Set(events.filter((e) => e.ph === "X").map((e) => e.tid))].sort(), "every row is named");
+    const threadNames = events
+      .filter((e) => e.name === "thread_name")
+      .map((e) => e.tid)
+      .sort();
+    assert.deepEqual(
+      threadNames,
+      [...new Set(events.filter((e) => e.ph === "X").map((e) => e.tid))].sort(),
+      "every row is named",
+    );
   });
 
   it("keeps rows nested when a child is not awaited and outlives its parent", async () => {
     const runDir = tempDir();
     const t = tracerIn(runDir);
-    await onMockedTime(async () => {
-      let orphan: Promise<unknown> | undefined;
-      await t.scope("parent", undefined, async () => {
-        orphan = t.scope("orphan", undefined, () => sleep(15));
-        await sleep(2);
-      });
-      await t.scope("next", undefined, () => sleep(2));
-      await orphan;
-    }, { stepMs: 1 });
+    await onMockedTime(
+      async () => {
+        let orphan: Promise<unknown> | undefined;
+        await t.scope("parent", undefined, async () => {
+          orphan = t.scope("orphan", undefined, () => sleep(15));
+          await sleep(2);
+        });
+        await t.scope("next", undefined, () => sleep(2));
+        await orphan;
+      },
+      { stepMs: 1 },
+    );
     await t.close();
     const events = parseTraceText(readFileSync(traceFile(runDir), "utf8")).events;
     const [orphan, parent, next] = ["orphan", "parent", "next"].map((n) => spans(events, n)[0]!);
@@ -198,11 +245,15 @@ describe("perf tracer spans", () => {
   it("records an async rejection and rethrows it", async () => {
     const runDir = tempDir();
     const t = tracerIn(runDir);
-    await onMockedTime(() =>
-      assert.rejects(t.scope("load", { category: "io" }, async () => {
-        await sleep(2);
-        throw new TypeError("no such shard");
-      }), (e: unknown) => e instanceof TypeError && e.message === "no such shard"),
+    await onMockedTime(
+      () =>
+        assert.rejects(
+          t.scope("load", { category: "io" }, async () => {
+            await sleep(2);
+            throw new TypeError("no such shard");
+          }),
+          (e: unknown) => e instanceof TypeError && e.message === "no such shard",
+        ),
       { stepMs: 1 },
     );
     await t.close();
@@ -213,7 +264,10 @@ describe("perf tracer spans", () => {
 
   it("rejects an unknown category and lists the valid ones", () => {
     const t = tracerIn(tempDir());
-    assert.throws(() => t.scope("x", { category: "gpu" as never }, () => {}), /category the string "gpu" is not valid; valid: compute, comm, io, sync, scheduler, instr, misc/);
+    assert.throws(
+      () => t.scope("x", { category: "gpu" as never }, () => {}),
+      /category the string "gpu" is not valid; valid: compute, comm, io, sync, scheduler, instr, misc/,
+    );
   });
 
   it("rejects invalid options, changing nothing", async () => {
@@ -238,14 +292,21 @@ describe("perf tracer spans", () => {
     const runDir = tempDir();
     t.configure({ runDir, rank: 0, role: "Rollout" });
     await t.close();
-    assert.equal(parseTraceText(readFileSync(traceFile(runDir, 0), "utf8")).events.filter((e) => e.ph === "X").length, 5);
+    assert.equal(
+      parseTraceText(readFileSync(traceFile(runDir, 0), "utf8")).events.filter((e) => e.ph === "X").length,
+      5,
+    );
   });
 
   it("writes only the selected ranks", async () => {
     const runDir = tempDir();
     const off = tracerIn(runDir, 1, { ranks: "0,2" });
     const on = tracerIn(runDir, 2, { ranks: "0,2" });
-    assert.equal(off.scope("x", undefined, () => 7), 7, "an unselected rank still runs the function");
+    assert.equal(
+      off.scope("x", undefined, () => 7),
+      7,
+      "an unselected rank still runs the function",
+    );
     on.scope("x", undefined, () => 7);
     await off.close();
     await on.close();
@@ -265,7 +326,10 @@ describe("rank selection", () => {
   });
 
   it("says what is valid for bad input", () => {
-    assert.throws(() => parseRankSelection("zero"), /bad part "zero"\); valid: "all", a list like "0,2", a range like "0-3"/);
+    assert.throws(
+      () => parseRankSelection("zero"),
+      /bad part "zero"\); valid: "all", a list like "0,2", a range like "0-3"/,
+    );
     assert.throws(() => parseRankSelection("3-1"), /runs backwards/);
     assert.throws(() => parseRankSelection([-1]), /not a rank number/);
   });

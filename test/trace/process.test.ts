@@ -16,7 +16,14 @@ function runChild(mode: "natural" | "exit", env: Record<string, string> = {}): {
   const result = spawnSync(process.execPath, ["--import", "tsx", child, mode, runDir], {
     encoding: "utf8",
     // A long save interval: what is in the files was written at exit.
-    env: { ...process.env, RANKSCOPE_TRACE_SAVE_INTERVAL_MS: "600000", RANKSCOPE_DISABLE_TRACING: "", RANKSCOPE_DISABLE_METRICS: "", RANKSCOPE_TRACE_RANKS: "", ...env },
+    env: {
+      ...process.env,
+      RANKSCOPE_TRACE_SAVE_INTERVAL_MS: "600000",
+      RANKSCOPE_DISABLE_TRACING: "",
+      RANKSCOPE_DISABLE_METRICS: "",
+      RANKSCOPE_TRACE_RANKS: "",
+      ...env,
+    },
   });
   assert.equal(result.status, 0, result.stderr);
   return { runDir, keys: (JSON.parse(result.stdout) as { keys: string[] }).keys };
@@ -35,17 +42,30 @@ describe("trace files from a rank process", () => {
       assert.deepEqual(spanNames(runDir, 2).sort(), ["after.run", "before.run", "mark", "tokens"]);
       const header = parseTraceText(readFileSync(join(runDir, "traces", "rank-2.jsonl"), "utf8")).events[0]!;
       assert.deepEqual(header.args, { name: "[Trainer] Rank 2" });
-      const lines = readFileSync(join(runDir, "sessions", "rank-2.jsonl"), "utf8").trimEnd().split("\n");
+      const lines = readFileSync(join(runDir, "sessions", "rank-2.jsonl"), "utf8")
+        .trimEnd()
+        .split("\n");
       assert.equal(lines.length, 1);
       assert.equal(JSON.parse(lines[0]!).role, "Trainer");
-      assert.ok(keys.includes("child/s/duration_avg_s") && keys.includes("child/memory_peak_max_gb") && keys.includes("wrapped/total_duration_max_s"));
+      assert.ok(
+        keys.includes("child/s/duration_avg_s") &&
+          keys.includes("child/memory_peak_max_gb") &&
+          keys.includes("wrapped/total_duration_max_s"),
+      );
     });
   }
 
   it("writes what is buffered on SIGTERM, and the process still terminates by the signal", async () => {
     const runDir = tempDir();
     const proc = spawn(process.execPath, ["--import", "tsx", child, "signal", runDir], {
-      env: { ...process.env, RANK: "1", RANKSCOPE_TRACE_SAVE_INTERVAL_MS: "600000", RANKSCOPE_DISABLE_TRACING: "", RANKSCOPE_DISABLE_METRICS: "", RANKSCOPE_TRACE_RANKS: "" },
+      env: {
+        ...process.env,
+        RANK: "1",
+        RANKSCOPE_TRACE_SAVE_INTERVAL_MS: "600000",
+        RANKSCOPE_DISABLE_TRACING: "",
+        RANKSCOPE_DISABLE_METRICS: "",
+        RANKSCOPE_TRACE_RANKS: "",
+      },
       stdio: ["ignore", "pipe", "inherit"],
       // The deadline on the exit awaited below: a hung child is killed by SIGKILL, which fails the signal check.
       timeout: 60_000,
@@ -61,7 +81,12 @@ describe("trace files from a rank process", () => {
     assert.equal(code, null);
     assert.equal(signal, "SIGTERM");
     assert.deepEqual(spanNames(runDir, 1).sort(), ["after.run", "before.run", "mark", "tokens"]);
-    assert.equal(readFileSync(join(runDir, "sessions", "rank-1.jsonl"), "utf8").trimEnd().split("\n").length, 1);
+    assert.equal(
+      readFileSync(join(runDir, "sessions", "rank-1.jsonl"), "utf8")
+        .trimEnd()
+        .split("\n").length,
+      1,
+    );
   });
 
   it("RANKSCOPE_DISABLE_TRACING makes Tracer, traces and sessions no-ops", () => {

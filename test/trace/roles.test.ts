@@ -19,7 +19,12 @@ describe("trace processes by role", () => {
     const runDir = tempDir();
     const logger = await getOrCreateMetricLogger({ runDir, processName: "Controller" });
     await logger.initBackends({});
-    const ranks = await spawnRanks({ module: new URL("./fixtures/trace-rank.ts", import.meta.url), kind: "thread", processName: "Trainer", logger });
+    const ranks = await spawnRanks({
+      module: new URL("./fixtures/trace-rank.ts", import.meta.url),
+      kind: "thread",
+      processName: "Trainer",
+      logger,
+    });
     try {
       traceScope("controller.step", { category: "scheduler" }, () => {});
       await savePerfTracer();
@@ -29,7 +34,10 @@ describe("trace processes by role", () => {
     }
     assert.ok(existsSync(join(runDir, "traces", "controller.jsonl")), "the controller writes traces/controller.jsonl");
     assert.ok(existsSync(join(runDir, "traces", "rank-0.jsonl")), "rank 0 writes traces/rank-0.jsonl");
-    const merged = JSON.parse(readFileSync((await mergeTraces(runDir)).out, "utf8")) as { traceEvents: TraceEvent[]; otherData: { ranks: number[] } };
+    const merged = JSON.parse(readFileSync((await mergeTraces(runDir)).out, "utf8")) as {
+      traceEvents: TraceEvent[];
+      otherData: { ranks: number[] };
+    };
     const names = merged.traceEvents.filter((e) => e.name === "process_name");
     assert.deepEqual(
       names.map((e) => [e.pid, e.args!["name"]]).sort((a, b) => Number(a[0]) - Number(b[0])),

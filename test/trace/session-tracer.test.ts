@@ -16,24 +16,30 @@ function sessionsFile(runDir: string, rank = 1): string {
 }
 
 function readSessions(runDir: string, rank = 1): SessionRecord[] {
-  return readFileSync(sessionsFile(runDir, rank), "utf8").trimEnd().split("\n").map((l) => JSON.parse(l) as SessionRecord);
+  return readFileSync(sessionsFile(runDir, rank), "utf8")
+    .trimEnd()
+    .split("\n")
+    .map((l) => JSON.parse(l) as SessionRecord);
 }
 
 describe("SessionTracer", () => {
   it("writes a session's lifecycle with every field (golden)", async () => {
     const runDir = tempDir();
     const tracer = new SessionTracer({ runDir, rank: 1, role: "Rollout", flushThreshold: 10 });
-    await onMockedTime(async () => {
-      const session = tracer.registerSession(tracer.registerTask());
-      await tracer.tracePhase(session, "generate", () => sleep(5));
-      tracer.tracePhase(session, "reward", () => 1);
-      await tracer.tracePhase(session, "generate", () => sleep(5));
-      await sleep(2);
-      tracer.addCounter(session, "tokens", 512);
-      tracer.addCounter(session, "tokens", 128);
-      tracer.addCounter(session, "toolcalls");
-      tracer.finalize(session, "rejected", "reward below threshold");
-    }, { stepMs: 1 });
+    await onMockedTime(
+      async () => {
+        const session = tracer.registerSession(tracer.registerTask());
+        await tracer.tracePhase(session, "generate", () => sleep(5));
+        tracer.tracePhase(session, "reward", () => 1);
+        await tracer.tracePhase(session, "generate", () => sleep(5));
+        await sleep(2);
+        tracer.addCounter(session, "tokens", 512);
+        tracer.addCounter(session, "tokens", 128);
+        tracer.addCounter(session, "toolcalls");
+        tracer.finalize(session, "rejected", "reward below threshold");
+      },
+      { stepMs: 1 },
+    );
     await tracer.close();
     const [record] = readSessions(runDir);
     assert.ok(record);
@@ -41,7 +47,8 @@ describe("SessionTracer", () => {
     assert.equal(record.phases["generate"]!.totalS, 0.01, "two phases of 5 ms");
     assert.equal(record.totalS, 0.012, "submitted to finalized: the phases and 2 ms after them");
     assert.ok(record.finalizeTime >= record.submitTime && Math.abs(record.submitTime - Date.now()) < 60_000);
-    for (const span of record.spans) assert.ok(span.start >= record.submitTime && span.end <= record.finalizeTime && span.end >= span.start);
+    for (const span of record.spans)
+      assert.ok(span.start >= record.submitTime && span.end <= record.finalizeTime && span.end >= span.start);
     const normalised = JSON.stringify({
       ...record,
       submitTime: "<ms>",
@@ -58,18 +65,26 @@ describe("SessionTracer", () => {
     const tracer = new SessionTracer({ runDir, rank: 1, role: "Rollout", flushThreshold: 3 });
     const tasks = [tracer.registerTask(), tracer.registerTask()];
     assert.deepEqual(tasks, [0, 1]);
-    const ids = [tracer.registerSession(0), tracer.registerSession(1), tracer.registerSession(0), tracer.registerSession(1)];
+    const ids = [
+      tracer.registerSession(0),
+      tracer.registerSession(1),
+      tracer.registerSession(0),
+      tracer.registerSession(1),
+    ];
     assert.deepEqual(ids, [0, 1, 2, 3]);
     tracer.finalize(0, "accepted");
     tracer.finalize(1, "dropped", "stale weights");
     assert.equal(existsSync(sessionsFile(runDir)), false, "below the threshold nothing is written");
     tracer.finalize(3, "failed", "tool server 500");
     await tracer.save();
-    assert.deepEqual(readSessions(runDir).map((r) => [r.taskId, r.sessionId, r.status, r.reason]), [
-      [0, 0, "accepted", null],
-      [1, 1, "dropped", "stale weights"],
-      [1, 3, "failed", "tool server 500"],
-    ]);
+    assert.deepEqual(
+      readSessions(runDir).map((r) => [r.taskId, r.sessionId, r.status, r.reason]),
+      [
+        [0, 0, "accepted", null],
+        [1, 1, "dropped", "stale weights"],
+        [1, 3, "failed", "tool server 500"],
+      ],
+    );
     assert.equal(tracer.openSessions, 1);
     tracer.finalize(2, "accepted");
     await tracer.close();
@@ -80,17 +95,27 @@ describe("SessionTracer", () => {
     const runDir = tempDir();
     const tracer = new SessionTracer({ runDir, rank: 1, role: "Rollout", flushThreshold: 1 });
     const s = tracer.registerSession(tracer.registerTask());
-    assert.throws(() => tracer.tracePhase(s, "toolcall", () => {
-      throw new Error("tool crashed");
-    }), /tool crashed/);
-    await assert.rejects(tracer.tracePhase(s, "reward", async () => {
-      throw new Error("reward model down");
-    }), /reward model down/);
+    assert.throws(
+      () =>
+        tracer.tracePhase(s, "toolcall", () => {
+          throw new Error("tool crashed");
+        }),
+      /tool crashed/,
+    );
+    await assert.rejects(
+      tracer.tracePhase(s, "reward", async () => {
+        throw new Error("reward model down");
+      }),
+      /reward model down/,
+    );
     tracer.startPhase(s, "generate");
     tracer.finalize(s, "failed", "reward model down");
     await tracer.close();
     const [record] = readSessions(runDir);
-    assert.deepEqual(record!.spans.map((x) => x.phase), ["toolcall", "reward", "generate"]);
+    assert.deepEqual(
+      record!.spans.map((x) => x.phase),
+      ["toolcall", "reward", "generate"],
+    );
   });
 
   it("holds sessions until the run is known, bounded, counting drops", async () => {
@@ -111,9 +136,15 @@ describe("SessionTracer", () => {
     assert.throws(() => tracer.endPhase(s, "generate"), /the phase is not open; call startPhase first/);
     tracer.startPhase(s, "generate");
     assert.throws(() => tracer.startPhase(s, "generate"), /already open/);
-    assert.throws(() => tracer.finalize(s, "ok" as never), /status the string "ok" is not valid; valid: accepted, rejected, failed, dropped/);
+    assert.throws(
+      () => tracer.finalize(s, "ok" as never),
+      /status the string "ok" is not valid; valid: accepted, rejected, failed, dropped/,
+    );
     tracer.finalize(s, "accepted");
-    assert.throws(() => tracer.finalize(s, "accepted"), /no open session number 0 \(never registered, or already finalized\)/);
+    assert.throws(
+      () => tracer.finalize(s, "accepted"),
+      /no open session number 0 \(never registered, or already finalized\)/,
+    );
     assert.throws(() => new SessionTracer({ flushThreshold: 0 }), /flushThreshold must be an integer ≥ 1/);
   });
 });

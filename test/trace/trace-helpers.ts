@@ -12,11 +12,16 @@ const goldenDir = join(dirname(fileURLToPath(import.meta.url)), "golden");
 export function assertGolden(name: string, actual: string): void {
   const path = join(goldenDir, name);
   if (process.env["UPDATE_GOLDEN"] === "1" || !existsSync(path)) {
-    if (process.env["UPDATE_GOLDEN"] !== "1") assert.fail(`golden file ${name} is missing; run with UPDATE_GOLDEN=1 to create it`);
+    if (process.env["UPDATE_GOLDEN"] !== "1")
+      assert.fail(`golden file ${name} is missing; run with UPDATE_GOLDEN=1 to create it`);
     writeFileSync(path, actual);
     return;
   }
-  assert.equal(actual, readFileSync(path, "utf8"), `output differs from golden/${name} (UPDATE_GOLDEN=1 to accept a deliberate change)`);
+  assert.equal(
+    actual,
+    readFileSync(path, "utf8"),
+    `output differs from golden/${name} (UPDATE_GOLDEN=1 to accept a deliberate change)`,
+  );
 }
 
 /** Replace the fields that vary run to run (times, process ids) with placeholders, keeping line structure. */
@@ -43,7 +48,10 @@ export function assertProperNesting(events: readonly TraceEvent[]): void {
       while (stack.length > 0 && stack[stack.length - 1]!.ts! + stack[stack.length - 1]!.dur! <= s.ts!) stack.pop();
       const parent = stack[stack.length - 1];
       if (parent !== undefined) {
-        assert.ok(s.ts! + s.dur! <= parent.ts! + parent.dur!, `row ${row}: "${s.name}" overlaps "${parent.name}" without nesting in it`);
+        assert.ok(
+          s.ts! + s.dur! <= parent.ts! + parent.dur!,
+          `row ${row}: "${s.name}" overlaps "${parent.name}" without nesting in it`,
+        );
       }
       stack.push(s);
     }
@@ -79,7 +87,10 @@ export function handClock(): { advance(ms: number): void; restore(): void } {
  * (`setTimeout` from `node:timers/promises`, imported before the mock, is not replaced: sleep
  * through the global one.)
  */
-export async function onMockedTime<T>(work: () => Promise<T>, { stepMs = 5, limitMs = 60_000 } = {}): Promise<{ value: T; elapsedMs: number }> {
+export async function onMockedTime<T>(
+  work: () => Promise<T>,
+  { stepMs = 5, limitMs = 60_000 } = {},
+): Promise<{ value: T; elapsedMs: number }> {
   mock.timers.enable({ apis: ["setTimeout", "Date"], now: 0 });
   const clock = mock.method(performance, "now", () => Date.now());
   try {

@@ -82,7 +82,12 @@ describe("Tracer", () => {
       clock.restore();
     }
     const values = takeValues();
-    assert.deepEqual([...values.keys()].sort(), ["loop/mm/duration_avg_s", "loop/mm/duration_max_s", "loop/total_duration_avg_s", "loop/total_duration_max_s"]);
+    assert.deepEqual([...values.keys()].sort(), [
+      "loop/mm/duration_avg_s",
+      "loop/mm/duration_max_s",
+      "loop/total_duration_avg_s",
+      "loop/total_duration_max_s",
+    ]);
     assert.equal(values.get("loop/mm/duration_avg_s")!.reduce, "mean");
     assert.equal(values.get("loop/mm/duration_max_s")!.reduce, "max");
     assert.equal(values.get("loop/total_duration_avg_s")!.reduce, "mean");
@@ -90,7 +95,11 @@ describe("Tracer", () => {
     assert.equal(values.get("loop/mm/duration_avg_s")!.count, 4);
     assert.equal(values.get("loop/total_duration_avg_s")!.count, 2);
     // Stages of 2 ms and 1 ms, twice: each step is the time since the previous one.
-    const close = (key: string, expected: number): void => assert.ok(Math.abs(values.get(key)!.value - expected) < 1e-9, `${key} = ${values.get(key)!.value}, expected ${expected}`);
+    const close = (key: string, expected: number): void =>
+      assert.ok(
+        Math.abs(values.get(key)!.value - expected) < 1e-9,
+        `${key} = ${values.get(key)!.value}, expected ${expected}`,
+      );
     close("loop/mm/duration_avg_s", 0.0015);
     close("loop/mm/duration_max_s", 0.002);
     close("loop/total_duration_avg_s", 0.003);
@@ -145,7 +154,10 @@ describe("Tracer", () => {
   });
 
   it("rejects an unknown timer and lists the valid ones", () => {
-    assert.throws(() => new Tracer("p", { timer: "gpu" as never }), /timer the string "gpu" is not valid; valid timers: "cpu"/);
+    assert.throws(
+      () => new Tracer("p", { timer: "gpu" as never }),
+      /timer the string "gpu" is not valid; valid timers: "cpu"/,
+    );
     assert.throws(() => new Tracer(""), /prefix must be a non-empty string/);
     assert.throws(() => trace("p", { timer: "wall" as never }, () => 1), /valid timers: "cpu"/);
   });
@@ -158,8 +170,10 @@ describe("Tracer", () => {
     t.stop();
     assert.equal(keep.length, 100_000);
     const values = takeValues();
-    for (const key of ["mem/memory_delta_end_start_avg_gb", "mem/rss_delta_end_start_avg_gb"]) assert.equal(values.get(key)?.reduce, "mean", key);
-    for (const key of ["mem/memory_peak_max_gb", "mem/rss_peak_max_gb"]) assert.equal(values.get(key)?.reduce, "max", key);
+    for (const key of ["mem/memory_delta_end_start_avg_gb", "mem/rss_delta_end_start_avg_gb"])
+      assert.equal(values.get(key)?.reduce, "mean", key);
+    for (const key of ["mem/memory_peak_max_gb", "mem/rss_peak_max_gb"])
+      assert.equal(values.get(key)?.reduce, "max", key);
     const peak = values.get("mem/memory_peak_max_gb")!.value;
     assert.ok(peak > 0 && peak < 64, `heap peak ${peak} GiB`);
     assert.ok(values.get("mem/rss_peak_max_gb")!.value >= peak);
@@ -227,18 +241,29 @@ describe("trace() wrapper", () => {
     assert.equal(result, "done");
     const values = takeValues();
     assert.equal(values.get("async/wait/duration_avg_s")!.value, 0.02);
-    assert.equal(values.get("async/total_duration_avg_s")!.value, 0.03, "stopped when the promise settled, not when trace() returned");
+    assert.equal(
+      values.get("async/total_duration_avg_s")!.value,
+      0.03,
+      "stopped when the promise settled, not when trace() returned",
+    );
     assert.equal(values.get("async/wait/duration_avg_s")!.count, 1);
   });
 
   it("records and rethrows when the function throws or rejects", async () => {
-    assert.throws(() => trace("throws", () => {
-      throw new Error("boom");
-    }), /boom/);
-    await assert.rejects(trace("rejects", async () => {
-      await sleep(1);
-      throw new Error("async boom");
-    }), /async boom/);
+    assert.throws(
+      () =>
+        trace("throws", () => {
+          throw new Error("boom");
+        }),
+      /boom/,
+    );
+    await assert.rejects(
+      trace("rejects", async () => {
+        await sleep(1);
+        throw new Error("async boom");
+      }),
+      /async boom/,
+    );
     const values = takeValues();
     assert.equal(values.get("throws/total_duration_avg_s")!.count, 1);
     assert.equal(values.get("rejects/total_duration_avg_s")!.count, 1);
@@ -319,16 +344,19 @@ describe("Tracer through the logger", () => {
     await logger.shutdown();
     const lines = out.trim().split("\n");
     assert.equal(lines[0], "=== [GlobalReduce] - METRICS STEP 0 ===");
-    assert.deepEqual(lines.slice(1, -1).map((l) => l.split(":")[0]), [
-      "my_loop/memory_delta_end_start_avg_gb",
-      "my_loop/memory_peak_max_gb",
-      "my_loop/my_metric_mm/duration_avg_s",
-      "my_loop/my_metric_mm/duration_max_s",
-      "my_loop/rss_delta_end_start_avg_gb",
-      "my_loop/rss_peak_max_gb",
-      "my_loop/total_duration_avg_s",
-      "my_loop/total_duration_max_s",
-    ]);
+    assert.deepEqual(
+      lines.slice(1, -1).map((l) => l.split(":")[0]),
+      [
+        "my_loop/memory_delta_end_start_avg_gb",
+        "my_loop/memory_peak_max_gb",
+        "my_loop/my_metric_mm/duration_avg_s",
+        "my_loop/my_metric_mm/duration_max_s",
+        "my_loop/rss_delta_end_start_avg_gb",
+        "my_loop/rss_peak_max_gb",
+        "my_loop/total_duration_avg_s",
+        "my_loop/total_duration_max_s",
+      ],
+    );
     const duration = Number(lines.find((l) => l.startsWith("my_loop/my_metric_mm/duration_avg_s"))!.split(":")[1]);
     assert.ok(Math.abs(duration - 0.001) < 1e-6, `step duration ${duration} s, expected 0.001`);
   });

@@ -6,7 +6,15 @@
 import { execFileSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { encodeAccount, encodeOperator, encodeUser, fmtCreds, createAccount, createOperator, createUser } from "@nats-io/jwt";
+import {
+  encodeAccount,
+  encodeOperator,
+  encodeUser,
+  fmtCreds,
+  createAccount,
+  createOperator,
+  createUser,
+} from "@nats-io/jwt";
 import { connect, errors, nkeys, type NatsConnection } from "@nats-io/transport-node";
 import { REPO_ROOT, tempDir } from "../helpers.js";
 
@@ -27,16 +35,56 @@ function openssl(dir: string, ...args: string[]): void {
 export function makeCertificates(ips: readonly string[] = ["127.0.0.1"]): TestCertificates {
   const dir = tempDir("rankscope-certs-");
   const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-  openssl(dir, "req", "-x509", ...ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=rankscope-test-ca");
+  openssl(
+    dir,
+    "req",
+    "-x509",
+    ...ec,
+    "-keyout",
+    "ca.key",
+    "-out",
+    "ca.pem",
+    "-days",
+    "2",
+    "-subj",
+    "/CN=rankscope-test-ca",
+  );
   const sign = (name: string, subject: string, extensions: string): void => {
     openssl(dir, "req", ...ec, "-keyout", `${name}.key`, "-out", `${name}.csr`, "-subj", subject);
     writeFileSync(join(dir, `${name}.ext`), extensions);
-    openssl(dir, "x509", "-req", "-in", `${name}.csr`, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", `${name}.pem`, "-days", "2", "-extfile", `${name}.ext`);
+    openssl(
+      dir,
+      "x509",
+      "-req",
+      "-in",
+      `${name}.csr`,
+      "-CA",
+      "ca.pem",
+      "-CAkey",
+      "ca.key",
+      "-CAcreateserial",
+      "-out",
+      `${name}.pem`,
+      "-days",
+      "2",
+      "-extfile",
+      `${name}.ext`,
+    );
   };
-  sign("server", "/CN=nats-server", `subjectAltName=${ips.map((ip) => `IP:${ip}`).join(",")}\nextendedKeyUsage=serverAuth,clientAuth\n`);
+  sign(
+    "server",
+    "/CN=nats-server",
+    `subjectAltName=${ips.map((ip) => `IP:${ip}`).join(",")}\nextendedKeyUsage=serverAuth,clientAuth\n`,
+  );
   sign("client", "/CN=rankscope-client", "extendedKeyUsage=clientAuth\n");
   const path = (file: string): string => join(dir, file);
-  return { ca: path("ca.pem"), serverCert: path("server.pem"), serverKey: path("server.key"), clientCert: path("client.pem"), clientKey: path("client.key") };
+  return {
+    ca: path("ca.pem"),
+    serverCert: path("server.pem"),
+    serverKey: path("server.key"),
+    clientCert: path("client.pem"),
+    clientKey: path("client.key"),
+  };
 }
 
 /** A user nkey: its public key (for the server's configuration) and its seed, also in a file. */
@@ -64,7 +112,17 @@ export async function makeOperatorAccount(): Promise<{ config: string; credsFile
   const user = createUser();
   const operatorJwt = await encodeOperator("rankscope-test", operator);
   // Unlimited (-1) connections, subscriptions and data: an account without limits admits nobody.
-  const limits = { conn: -1, subs: -1, data: -1, payload: -1, imports: -1, exports: -1, leaf: -1, wildcards: true, disallow_bearer: false };
+  const limits = {
+    conn: -1,
+    subs: -1,
+    data: -1,
+    payload: -1,
+    imports: -1,
+    exports: -1,
+    leaf: -1,
+    wildcards: true,
+    disallow_bearer: false,
+  };
   const accountJwt = await encodeAccount("RANKSCOPE", account, { limits }, { signer: operator });
   const userJwt = await encodeUser("rankscope-user", user, account);
   const dir = tempDir("rankscope-jwt-");
@@ -85,7 +143,11 @@ export function authorizationTemplate(): string {
 }
 
 /** The passwords of one run's three roles, as the template reads them from nats-server's environment. */
-export const ROLE_PASSWORD_ENV = { controller: "RS_CONTROLLER_PASSWORD", host: "RS_HOST_PASSWORD", rank: "RS_RANK_PASSWORD" } as const;
+export const ROLE_PASSWORD_ENV = {
+  controller: "RS_CONTROLLER_PASSWORD",
+  host: "RS_HOST_PASSWORD",
+  rank: "RS_RANK_PASSWORD",
+} as const;
 
 /**
  * A server configuration with one account per run, each the template with `<run>` replaced —
@@ -103,13 +165,17 @@ export interface PlainClient {
   readonly violations: Array<{ operation: string; subject: string }>;
 }
 
-export async function plainClient(url: string, options: { user?: string; pass?: string; token?: string } = {}): Promise<PlainClient> {
+export async function plainClient(
+  url: string,
+  options: { user?: string; pass?: string; token?: string } = {},
+): Promise<PlainClient> {
   // noEcho: what it reads is what others sent, never its own publishes.
   const nc = await connect({ servers: url, timeout: 5000, maxReconnectAttempts: 0, noEcho: true, ...options });
   const violations: PlainClient["violations"] = [];
   void (async () => {
     for await (const status of nc.status()) {
-      if (status.type === "error" && status.error instanceof errors.PermissionViolationError) violations.push({ operation: status.error.operation, subject: status.error.subject });
+      if (status.type === "error" && status.error instanceof errors.PermissionViolationError)
+        violations.push({ operation: status.error.operation, subject: status.error.subject });
     }
   })();
   return { nc, violations };

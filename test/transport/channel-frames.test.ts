@@ -32,7 +32,16 @@ async function runJob(kind: "process" | "thread", answers: "frames" | "json"): P
   const logger = new MetricLogger({ processName: "Controller", runDir, flushDeadlineMs: 20_000 });
   await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
   // A bound of 20 keys per rank: each rank drops some `many/…` records, counted in every answer.
-  const ranks = await spawnRanks({ module: EVERY_REDUCE_RANK, replicas: 2, ranksPerReplica: 2, kind, logger, answers, processName: "Every", env: { RANKSCOPE_MAX_KEYS: "20" } });
+  const ranks = await spawnRanks({
+    module: EVERY_REDUCE_RANK,
+    replicas: 2,
+    ranksPerReplica: 2,
+    kind,
+    logger,
+    answers,
+    processName: "Every",
+    env: { RANKSCOPE_MAX_KEYS: "20" },
+  });
   let bytes: number;
   try {
     for (let step = 0; step < STEPS; step++) {
@@ -52,7 +61,13 @@ async function runJob(kind: "process" | "thread", answers: "frames" | "json"): P
     await logger.shutdown();
   }
   const text = readFileSync(join(runDir, "metrics.jsonl"), "utf8");
-  return { lines: text.trim().split("\n").map((line) => line.replace(/"timestamp":\d+,?/, "")), arithmeticBytes: bytes };
+  return {
+    lines: text
+      .trim()
+      .split("\n")
+      .map((line) => line.replace(/"timestamp":\d+,?/, "")),
+    arithmeticBytes: bytes,
+  };
 }
 
 for (const kind of ["process", "thread"] as const) {
@@ -61,19 +76,42 @@ for (const kind of ["process", "thread"] as const) {
     const json = await runJob(kind, "json");
     assert.deepEqual(framed.lines, json.lines);
     const logged = framed.lines.join("\n");
-    for (const key of ["all/mean", "all/sum", "all/max", "all/min", "all/std", "all/quantiles/p50", "all/quantiles_custom/p99.9", "all/histogram/mean", "special/max_inf", "special/mean_nan", "special/sum_negzero", "only/rank0", "rankscope/dropped_key_records"]) {
+    for (const key of [
+      "all/mean",
+      "all/sum",
+      "all/max",
+      "all/min",
+      "all/std",
+      "all/quantiles/p50",
+      "all/quantiles_custom/p99.9",
+      "all/histogram/mean",
+      "special/max_inf",
+      "special/mean_nan",
+      "special/sum_negzero",
+      "only/rank0",
+      "rankscope/dropped_key_records",
+    ]) {
       assert.ok(logged.includes(`"key":"${key}"`), `${key} is logged`);
     }
     assert.match(logged, /"samples":/, "samples are logged");
     assert.match(logged, /100000000000000000001/, "a sample's bigint arrives exactly");
     // Frames did carry the answers: far fewer bytes than JSON.
-    assert.ok(framed.arithmeticBytes < json.arithmeticBytes / 2, `frames ${framed.arithmeticBytes} B vs JSON ${json.arithmeticBytes} B for the arithmetic keys`);
+    assert.ok(
+      framed.arithmeticBytes < json.arithmeticBytes / 2,
+      `frames ${framed.arithmeticBytes} B vs JSON ${json.arithmeticBytes} B for the arithmetic keys`,
+    );
   });
 }
 
 /** The rejections of `kind` the controller logged (its own `rankscope/rejected/{kind}`) in these flushes. */
-function rejectedLogged(results: ReadonlyArray<{ metrics: ReadonlyArray<{ key: string; value: number }> }>, kind: IgnoredKind): number {
-  return results.reduce((sum, r) => sum + (r.metrics.find((m) => m.key === `rankscope/rejected/${kind}`)?.value ?? 0), 0);
+function rejectedLogged(
+  results: ReadonlyArray<{ metrics: ReadonlyArray<{ key: string; value: number }> }>,
+  kind: IgnoredKind,
+): number {
+  return results.reduce(
+    (sum, r) => sum + (r.metrics.find((m) => m.key === `rankscope/rejected/${kind}`)?.value ?? 0),
+    0,
+  );
 }
 
 const FORGERIES: ReadonlyArray<[Forgery, IgnoredKind, "missing" | "answers"]> = [
@@ -138,12 +176,19 @@ for (const kind of ["process", "thread"] as const) {
           await ranks.fanout("record", 1);
           const next = await flush();
           assert.deepEqual(next.missingRanks, [], `${forgery}: the next flush is whole`);
-          assert.equal(rejectedLogged([forged, next], rejection), 1, `${forgery}: logged as rankscope/rejected/${rejection}`);
+          assert.equal(
+            rejectedLogged([forged, next], rejection),
+            1,
+            `${forgery}: logged as rankscope/rejected/${rejection}`,
+          );
         }
         // The forger's genuine answers that a forgery displaced are sent again (a gap in its answer
         // numbers) and logged later: every genuine value exactly once, in the end.
         const recorded = 2 + 2 * 2 * FORGERIES.length;
-        await waitFor(async () => (await flush(), logged >= recorded), { timeoutMs: 20_000, what: "every genuine value to be logged" });
+        await waitFor(async () => (await flush(), logged >= recorded), {
+          timeoutMs: 20_000,
+          what: "every genuine value to be logged",
+        });
         assert.equal(logged, recorded, `${honest} and ${forger}'s genuine values, each once`);
       } finally {
         await logger.shutdown();

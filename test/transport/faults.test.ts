@@ -21,7 +21,13 @@ test("kill -9 of a child mid-run: the next flush logs the 3 live ranks of 4 and 
   const logger = newLogger({ flushDeadlineMs: 3000 });
   const seen = await collectDiagnostics(async () => {
     await logger.initBackends({});
-    const actors = await spawnRanks({ module: SUM_RANK, replicas: 2, ranksPerReplica: 2, processName: "MyActor", logger });
+    const actors = await spawnRanks({
+      module: SUM_RANK,
+      replicas: 2,
+      ranksPerReplica: 2,
+      processName: "MyActor",
+      logger,
+    });
     await actors.fanout("myFn");
     const first = await logger.flush(0);
     assert.deepEqual(first.missingRanks, []);
@@ -37,9 +43,16 @@ test("kill -9 of a child mid-run: the next flush logs the 3 live ranks of 4 and 
     assert.equal(second.ranksReporting, 3);
     assert.equal(second.metrics.find((m) => m.key === "rankscope/ranks_reporting")?.value, 3);
     assert.equal(second.metrics.find((m) => m.key === "rankscope/ranks_expected")?.value, 4);
-    assert.equal(second.metrics.find((m) => m.key === "my_sum_rank_metric")?.value, 1, "what arrived is logged: 0 + 0 + 1");
+    assert.equal(
+      second.metrics.find((m) => m.key === "my_sum_rank_metric")?.value,
+      1,
+      "what arrived is logged: 0 + 0 + 1",
+    );
 
-    await waitFor(() => !logger.rankNames.includes(victim), { timeoutMs: 10_000, what: `${victim} to be deregistered` });
+    await waitFor(() => !logger.rankNames.includes(victim), {
+      timeoutMs: 10_000,
+      what: `${victim} to be deregistered`,
+    });
     await actors.fanout("myFn");
     const third = await logger.flush(2);
     assert.deepEqual(third.missingRanks, []);
@@ -54,8 +67,14 @@ test("kill -9 of a child mid-run: the next flush logs the 3 live ranks of 4 and 
   });
   const missing = seen.find((d) => d.code.startsWith("flush.missingRanks:"));
   assert.ok(missing !== undefined, "a warning about the missing rank");
-  assert.match(missing.message, new RegExp(`flush\\(1\\): 1 of 4 ranks did not answer .*${victimPattern(missing.message)}`));
-  assert.ok(seen.some((d) => d.code.startsWith("rank.exited:") && /killed by SIGKILL/.test(d.message)), "the exit is reported with its signal");
+  assert.match(
+    missing.message,
+    new RegExp(`flush\\(1\\): 1 of 4 ranks did not answer .*${victimPattern(missing.message)}`),
+  );
+  assert.ok(
+    seen.some((d) => d.code.startsWith("rank.exited:") && /killed by SIGKILL/.test(d.message)),
+    "the exit is reported with its signal",
+  );
 });
 
 function victimPattern(message: string): string {
@@ -67,34 +86,64 @@ test("a rank slower than the flush deadline: the flush returns without it, and i
   const logger = newLogger({ flushDeadlineMs: 2000 });
   const seen = await collectDiagnostics(async () => {
     await logger.initBackends({});
-    const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, kind: "thread", processName: "Slow", logger });
+    const ranks = await spawnRanks({
+      module: SUM_RANK,
+      ranksPerReplica: 2,
+      kind: "thread",
+      processName: "Slow",
+      logger,
+    });
     await ranks.fanout("myFn");
     const [fast, slow] = ranks.rankNames as [string, string];
     const lateBefore = ignoredMessageCounts().late;
     const blocked = ranks.call(slow, "block", 5000).catch(() => undefined);
     const result = await logger.flush(0);
     assert.deepEqual(result.missingRanks, [slow]);
-    assert.equal(result.metrics.find((m) => m.key === "my_sum_rank_metric")?.value, 0, `only ${fast} (local rank 0) reported`);
+    assert.equal(
+      result.metrics.find((m) => m.key === "my_sum_rank_metric")?.value,
+      0,
+      `only ${fast} (local rank 0) reported`,
+    );
     await blocked;
-    await waitFor(() => ignoredMessageCounts().late > lateBefore, { timeoutMs: 10_000, what: "the late answer to arrive" });
+    await waitFor(() => ignoredMessageCounts().late > lateBefore, {
+      timeoutMs: 10_000,
+      what: "the late answer to arrive",
+    });
     await ranks.fanout("myFn");
     const next = await logger.flush(1);
     assert.deepEqual(next.missingRanks, []);
     // Step 1: fast 0 + slow 1, plus the slow rank's late step-0 value (1), once: nothing lost, nothing twice.
-    assert.equal(next.metrics.find((m) => m.key === "my_sum_rank_metric")?.value, 2, "the late step-0 value is carried into step 1, once");
+    assert.equal(
+      next.metrics.find((m) => m.key === "my_sum_rank_metric")?.value,
+      2,
+      "the late step-0 value is carried into step 1, once",
+    );
     await ranks.fanout("myFn");
     const third = await logger.flush(2);
     assert.equal(third.metrics.find((m) => m.key === "my_sum_rank_metric")?.value, 1, "and only once");
     await logger.shutdown();
   });
-  assert.ok(seen.some((d) => d.code === "transport.late" && /answered flush\(0\) after the flush deadline; its values are carried into its next flush/.test(d.message)));
+  assert.ok(
+    seen.some(
+      (d) =>
+        d.code === "transport.late" &&
+        /answered flush\(0\) after the flush deadline; its values are carried into its next flush/.test(d.message),
+    ),
+  );
 });
 
 test("a key reduced differently on different ranks: an error naming the key and the ranks; the other keys are logged", async () => {
   const logger = newLogger();
   const seen = await collectDiagnostics(async () => {
     await logger.initBackends({});
-    const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, kind: "thread", processName: "Mixed", logger, env: { MIXED_SETTING: "7" } });
+    const ranks = await spawnRanks({
+      module: SUM_RANK,
+      ranksPerReplica: 2,
+      kind: "thread",
+      processName: "Mixed",
+      logger,
+      env: { MIXED_SETTING: "7" },
+    });
     assert.deepEqual(await ranks.fanout("envValue", "MIXED_SETTING"), ["7", "7"], "env reaches worker threads");
     assert.equal(process.env["MIXED_SETTING"], undefined, "a thread's env is its own copy");
     const [a, b] = ranks.rankNames as [string, string];
@@ -102,7 +151,10 @@ test("a key reduced differently on different ranks: an error naming the key and 
     await ranks.call(b, "record", "loss", 3, "max");
     await ranks.fanout("record", "reward", 2, "mean");
     const result = await logger.flush(0);
-    assert.equal(result.metrics.find((m) => m.key === "loss"), undefined);
+    assert.equal(
+      result.metrics.find((m) => m.key === "loss"),
+      undefined,
+    );
     assert.equal(result.metrics.find((m) => m.key === "reward")?.value, 2);
     await logger.shutdown();
   });
@@ -147,9 +199,13 @@ for (const kind of ["process", "thread"] as const) {
 }
 
 test("a controller killed with SIGKILL leaves no rank running", async () => {
-  const controller = spawn(process.execPath, ["--import", "tsx", fileURLToPath(new URL("../fixtures/controller-job.ts", import.meta.url))], {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
+  const controller = spawn(
+    process.execPath,
+    ["--import", "tsx", fileURLToPath(new URL("../fixtures/controller-job.ts", import.meta.url))],
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
   let out = "";
   controller.stdout.on("data", (d: Buffer) => (out += d.toString()));
   await waitFor(() => out.includes("\n"), { timeoutMs: 60_000, what: "the controller to start its ranks" });
@@ -157,5 +213,6 @@ test("a controller killed with SIGKILL leaves no rank running", async () => {
   assert.equal(pids.length, 2);
   for (const pid of pids) assert.ok(isAlive(pid), `rank pid ${pid} runs`);
   controller.kill("SIGKILL");
-  for (const pid of pids) await waitFor(() => !isAlive(pid), { timeoutMs: 10_000, what: `orphaned rank pid ${pid} to exit` });
+  for (const pid of pids)
+    await waitFor(() => !isAlive(pid), { timeoutMs: 10_000, what: `orphaned rank pid ${pid} to exit` });
 });

@@ -34,7 +34,12 @@ test("the package's main entry does not statically import the NATS client", () =
   const entry = resolve(dirname(fileURLToPath(import.meta.url)), "../../src/index.ts");
   const graph = staticGraph(entry);
   assert.ok(graph.size > 10, "the graph was walked");
-  const offenders = [...graph].filter(([, specifiers]) => specifiers.some((s) => s.startsWith("@nats-io/"))).map(([file]) => file);
+  const offenders = [...graph]
+    .filter(([, specifiers]) => specifiers.some((s) => s.startsWith("@nats-io/")))
+    .map(([file]) => file);
   assert.deepEqual(offenders, []);
-  assert.ok(![...graph.keys()].some((f) => /transport\/(controller|rank|protocol)\/nats\.ts$/.test(f)), "the NATS carrier modules are loaded only on demand");
+  assert.ok(
+    ![...graph.keys()].some((f) => /transport\/(controller|rank|protocol)\/nats\.ts$/.test(f)),
+    "the NATS carrier modules are loaded only on demand",
+  );
 });

@@ -11,16 +11,30 @@ import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { captureStdout, tempDir } from "../helpers.js";
 import { consoleOutput, SUM_RANK } from "./support.js";
 
-async function runSeedJob(kind: "process" | "thread", loggingMode: LoggingMode): Promise<{ out: string; rankNames: string[] }> {
+async function runSeedJob(
+  kind: "process" | "thread",
+  loggingMode: LoggingMode,
+): Promise<{ out: string; rankNames: string[] }> {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir() });
   let rankNames: string[] = [];
   const out = await captureStdout(async () => {
     await logger.initBackends({ console: { loggingMode } });
-    const actors = await spawnRanks({ module: SUM_RANK, replicas: 2, ranksPerReplica: 2, kind, processName: "MyActor", logger });
+    const actors = await spawnRanks({
+      module: SUM_RANK,
+      replicas: 2,
+      ranksPerReplica: 2,
+      kind,
+      processName: "MyActor",
+      logger,
+    });
     rankNames = actors.rankNames;
     for (let i = 0; i < 2; i++) await actors.fanout("myFn");
     const result = await logger.flush(0);
-    assert.equal(result.ranksReporting, result.ranksExpected, `every rank answers: missing ${result.missingRanks.join(", ")}`);
+    assert.equal(
+      result.ranksReporting,
+      result.ranksExpected,
+      `every rank answers: missing ${result.missingRanks.join(", ")}`,
+    );
     await actors.syncOutput();
     await logger.shutdown();
   });
@@ -41,7 +55,10 @@ for (const kind of ["process", "thread"] as const) {
       const { out, rankNames } = await runSeedJob(kind, "per_rank_reduce");
       for (const name of rankNames) {
         const value = name.endsWith("_r0") ? "0.0" : "2.0";
-        assert.ok(out.includes(`=== [${name}] - METRICS STEP 0 ===\nmy_sum_rank_metric: ${value}\n===============\n`), `table of ${name} with ${value} in:\n${out}`);
+        assert.ok(
+          out.includes(`=== [${name}] - METRICS STEP 0 ===\nmy_sum_rank_metric: ${value}\n===============\n`),
+          `table of ${name} with ${value} in:\n${out}`,
+        );
       }
       assert.equal(out.match(/METRICS STEP 0/g)?.length, 4, "one table per rank, none from the controller");
     });

@@ -51,7 +51,10 @@ after(async () => {
 
 /** A client without credentials (with TLS: without a client certificate) is refused. */
 async function assertOutsiderRefused(server: NatsServer, outsider: ConnectionOptions = {}): Promise<void> {
-  await assert.rejects(connect({ servers: server.url, timeout: 5000, maxReconnectAttempts: 0, ...outsider }), "a client without credentials is refused");
+  await assert.rejects(
+    connect({ servers: server.url, timeout: 5000, maxReconnectAttempts: 0, ...outsider }),
+    "a client without credentials is refused",
+  );
 }
 
 /** The run: controller here, an agent and a host rank as processes, one spawned rank; complete, exact flushes. */
@@ -62,15 +65,45 @@ async function runWith(runId: string, method: Method): Promise<void> {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), runId, flushDeadlineMs: 5000 });
   await logger.initBackends({});
   const url = method.controllerUrl(server);
-  const ranks = await serveRanksOverNats({ url, logger, ...(method.controllerAuth === undefined ? {} : { auth: method.controllerAuth }) });
-  const hosts = await serveHostsOverNats({ url, logger, ...(method.controllerAuth === undefined ? {} : { auth: method.controllerAuth }) });
-  const base = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, RANKSCOPE_RUN_SECRET: logger.runSecret, RANKSCOPE_HOST_ID: "h0" };
+  const ranks = await serveRanksOverNats({
+    url,
+    logger,
+    ...(method.controllerAuth === undefined ? {} : { auth: method.controllerAuth }),
+  });
+  const hosts = await serveHostsOverNats({
+    url,
+    logger,
+    ...(method.controllerAuth === undefined ? {} : { auth: method.controllerAuth }),
+  });
+  const base = {
+    RANKSCOPE_NATS_URL: server.url,
+    RANKSCOPE_RUN_ID: runId,
+    RANKSCOPE_RUN_SECRET: logger.runSecret,
+    RANKSCOPE_HOST_ID: "h0",
+  };
   const agent = startChild(AGENT_MAIN, { ...base, ...method.agentEnv }, children);
-  await waitFor(() => hosts.hostIds.length === 1 || agent.process.exitCode !== null, { timeoutMs: 30_000, what: "the host agent to register" });
+  await waitFor(() => hosts.hostIds.length === 1 || agent.process.exitCode !== null, {
+    timeoutMs: 30_000,
+    what: "the host agent to register",
+  });
   assert.deepEqual(hosts.hostIds, ["h0"], agent.stderr);
-  const hostRank = startChild(HOST_RANK, { ...base, ...method.rankEnv, RANK: "1", LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "1", RANKSCOPE_REPLICA_ID: "h0" }, children);
-  const group = await spawnRanks({ module: SUM_RANK, nats: ranks, logger, processName: "Direct", startDeadlineMs: 60_000, ...(method.natsAuth === undefined ? {} : { natsAuth: method.natsAuth }) });
-  await waitFor(() => hostRank.stdout.includes("joined as") || hostRank.process.exitCode !== null, { timeoutMs: 30_000, what: "the host rank to join its agent" });
+  const hostRank = startChild(
+    HOST_RANK,
+    { ...base, ...method.rankEnv, RANK: "1", LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "1", RANKSCOPE_REPLICA_ID: "h0" },
+    children,
+  );
+  const group = await spawnRanks({
+    module: SUM_RANK,
+    nats: ranks,
+    logger,
+    processName: "Direct",
+    startDeadlineMs: 60_000,
+    ...(method.natsAuth === undefined ? {} : { natsAuth: method.natsAuth }),
+  });
+  await waitFor(() => hostRank.stdout.includes("joined as") || hostRank.process.exitCode !== null, {
+    timeoutMs: 30_000,
+    what: "the host rank to join its agent",
+  });
   assert.match(hostRank.stdout, /joined as/, hostRank.stderr);
 
   const [spawned] = group.rankNames;
@@ -79,8 +112,14 @@ async function runWith(runId: string, method: Method): Promise<void> {
   const pid = group.pid(spawned);
   assert.ok(pid !== undefined);
   const commandLine = readFileSync(`/proc/${pid}/cmdline`, "utf8");
-  for (const secret of method.secrets) assert.ok(!commandLine.includes(secret), "no secret on the spawned rank's command line");
-  if (method.natsAuth?.user !== undefined) assert.equal(await group.call(spawned, "envValue", "RANKSCOPE_NATS_USER"), method.natsAuth.user, "the spawned rank connects as natsAuth's user");
+  for (const secret of method.secrets)
+    assert.ok(!commandLine.includes(secret), "no secret on the spawned rank's command line");
+  if (method.natsAuth?.user !== undefined)
+    assert.equal(
+      await group.call(spawned, "envValue", "RANKSCOPE_NATS_USER"),
+      method.natsAuth.user,
+      "the spawned rank connects as natsAuth's user",
+    );
 
   await group.call(spawned, "record", "auth/value", 7, "sum");
   let step = 0;
@@ -101,56 +140,82 @@ async function runWith(runId: string, method: Method): Promise<void> {
   await within(hostRank.exited, { timeoutMs: 15_000, what: "the host rank to leave at shutdown" });
   for (const child of [agent, hostRank]) {
     assert.doesNotMatch(child.stderr, /refused|Permissions Violation/i, child.stderr);
-    for (const secret of method.secrets) assert.ok(!child.stdout.includes(secret) && !child.stderr.includes(secret), "no process printed a secret");
+    for (const secret of method.secrets)
+      assert.ok(!child.stdout.includes(secret) && !child.stderr.includes(secret), "no process printed a secret");
   }
   await server.stop();
 }
 
-const nkeyEnv = (name: "SEED" | "SEED_FILE", value: string): Record<string, string> => ({ [`RANKSCOPE_NATS_NKEY_${name}`]: value });
-
-test("user and password (docs/security.md's template): controller from the URL, agent and ranks as their own roles", { timeout: 180_000 }, async () => {
-  const runId = "authUser";
-  const passwords = { controller: "ctl-Pw-1", host: "host-Pw-2", rank: "rank-Pw-3" };
-  const server = { config: accountsFor([runId]), env: { [ROLE_PASSWORD_ENV.controller]: passwords.controller, [ROLE_PASSWORD_ENV.host]: passwords.host, [ROLE_PASSWORD_ENV.rank]: passwords.rank } };
-  const asUser = (role: "host" | "rank"): Record<string, string> => ({ RANKSCOPE_NATS_USER: `${runId}-${role}`, RANKSCOPE_NATS_PASSWORD: passwords[role] });
-  await runWith(runId, {
-    server,
-    controllerUrl: (s) => `nats://${runId}-controller:${passwords.controller}@127.0.0.1:${s.port}`,
-    agentEnv: asUser("host"),
-    rankEnv: asUser("rank"),
-    natsAuth: { user: `${runId}-rank`, password: passwords.rank },
-    secrets: Object.values(passwords),
-  });
-
-  // A controller given a wrong password fails at once, naming the method and user, not the password.
-  const again = await NatsServer.start(server);
-  servers.push(again);
-  const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), runId });
-  const refused = await serveRanksOverNats({ url: `nats://${runId}-controller:Wrong-Pw-9@127.0.0.1:${again.port}`, logger }).then(
-    () => assert.fail("a wrong password was accepted"),
-    (error: unknown) => (error instanceof Error ? error.message : String(error)),
-  );
-  assert.match(refused, /refused its credentials \(user\/password \(user "authUser-controller"\)\)/);
-  assert.ok(!refused.includes("Wrong-Pw-9"), refused);
-  await logger.shutdown();
+const nkeyEnv = (name: "SEED" | "SEED_FILE", value: string): Record<string, string> => ({
+  [`RANKSCOPE_NATS_NKEY_${name}`]: value,
 });
 
-test("a token: the controller's from its URL, passed on to the spawned rank in its environment", { timeout: 180_000 }, async () => {
-  const token = "tok-3b1f9c2e";
-  await runWith("authToken", {
-    server: { config: `authorization: { token: "${token}" }\n` },
-    controllerUrl: (s) => `nats://${token}@127.0.0.1:${s.port}`,
-    agentEnv: { RANKSCOPE_NATS_TOKEN: token },
-    rankEnv: { RANKSCOPE_NATS_TOKEN: token },
-    secrets: [token],
-  });
-});
+test(
+  "user and password (docs/security.md's template): controller from the URL, agent and ranks as their own roles",
+  { timeout: 180_000 },
+  async () => {
+    const runId = "authUser";
+    const passwords = { controller: "ctl-Pw-1", host: "host-Pw-2", rank: "rank-Pw-3" };
+    const server = {
+      config: accountsFor([runId]),
+      env: {
+        [ROLE_PASSWORD_ENV.controller]: passwords.controller,
+        [ROLE_PASSWORD_ENV.host]: passwords.host,
+        [ROLE_PASSWORD_ENV.rank]: passwords.rank,
+      },
+    };
+    const asUser = (role: "host" | "rank"): Record<string, string> => ({
+      RANKSCOPE_NATS_USER: `${runId}-${role}`,
+      RANKSCOPE_NATS_PASSWORD: passwords[role],
+    });
+    await runWith(runId, {
+      server,
+      controllerUrl: (s) => `nats://${runId}-controller:${passwords.controller}@127.0.0.1:${s.port}`,
+      agentEnv: asUser("host"),
+      rankEnv: asUser("rank"),
+      natsAuth: { user: `${runId}-rank`, password: passwords.rank },
+      secrets: Object.values(passwords),
+    });
+
+    // A controller given a wrong password fails at once, naming the method and user, not the password.
+    const again = await NatsServer.start(server);
+    servers.push(again);
+    const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), runId });
+    const refused = await serveRanksOverNats({
+      url: `nats://${runId}-controller:Wrong-Pw-9@127.0.0.1:${again.port}`,
+      logger,
+    }).then(
+      () => assert.fail("a wrong password was accepted"),
+      (error: unknown) => (error instanceof Error ? error.message : String(error)),
+    );
+    assert.match(refused, /refused its credentials \(user\/password \(user "authUser-controller"\)\)/);
+    assert.ok(!refused.includes("Wrong-Pw-9"), refused);
+    await logger.shutdown();
+  },
+);
+
+test(
+  "a token: the controller's from its URL, passed on to the spawned rank in its environment",
+  { timeout: 180_000 },
+  async () => {
+    const token = "tok-3b1f9c2e";
+    await runWith("authToken", {
+      server: { config: `authorization: { token: "${token}" }\n` },
+      controllerUrl: (s) => `nats://${token}@127.0.0.1:${s.port}`,
+      agentEnv: { RANKSCOPE_NATS_TOKEN: token },
+      rankEnv: { RANKSCOPE_NATS_TOKEN: token },
+      secrets: [token],
+    });
+  },
+);
 
 test("nkeys: a seed in code, a seed file, a seed in the environment", { timeout: 180_000 }, async () => {
   const [controller, host, rank] = [makeNkey(), makeNkey(), makeNkey()];
   assert.ok(controller !== undefined && host !== undefined && rank !== undefined);
   await runWith("authNkey", {
-    server: { config: `authorization: { users: [ ${[controller, host, rank].map((k) => `{ nkey: ${k.publicKey} }`).join(", ")} ] }\n` },
+    server: {
+      config: `authorization: { users: [ ${[controller, host, rank].map((k) => `{ nkey: ${k.publicKey} }`).join(", ")} ] }\n`,
+    },
     controllerUrl: (s) => s.url,
     controllerAuth: { nkeySeed: controller.seed },
     agentEnv: nkeyEnv("SEED_FILE", host.seedFile),
@@ -173,22 +238,47 @@ test("a creds file (operator mode: the user's JWT and seed)", { timeout: 180_000
   });
 });
 
-test("TLS: the server's CA, client certificates the server verifies, and the template's users", { timeout: 180_000 }, async () => {
-  const runId = "authTls";
-  const certs = makeCertificates();
-  const password = "tls-Pw-4";
-  const tlsBlock = `tls: { cert_file: ${JSON.stringify(certs.serverCert)}, key_file: ${JSON.stringify(certs.serverKey)}, ca_file: ${JSON.stringify(certs.ca)}, verify: true }\n`;
-  const tlsEnv = { RANKSCOPE_NATS_TLS_CA_FILE: certs.ca, RANKSCOPE_NATS_TLS_CERT_FILE: certs.clientCert, RANKSCOPE_NATS_TLS_KEY_FILE: certs.clientKey };
-  const asUser = (role: "host" | "rank"): Record<string, string> => ({ ...tlsEnv, RANKSCOPE_NATS_USER: `${runId}-${role}`, RANKSCOPE_NATS_PASSWORD: password });
-  await runWith(runId, {
-    server: { config: tlsBlock + accountsFor([runId]), env: { [ROLE_PASSWORD_ENV.controller]: password, [ROLE_PASSWORD_ENV.host]: password, [ROLE_PASSWORD_ENV.rank]: password } },
-    controllerUrl: (s) => s.url,
-    controllerAuth: { tlsCaFile: certs.ca, tlsCertFile: certs.clientCert, tlsKeyFile: certs.clientKey, user: `${runId}-controller`, password },
-    agentEnv: asUser("host"),
-    rankEnv: asUser("rank"),
-    // The rank's own user; the controller's TLS files are inherited.
-    natsAuth: { user: `${runId}-rank`, password },
-    secrets: [password],
-    outsider: { tls: { caFile: certs.ca }, user: `${runId}-rank`, pass: password },
-  });
-});
+test(
+  "TLS: the server's CA, client certificates the server verifies, and the template's users",
+  { timeout: 180_000 },
+  async () => {
+    const runId = "authTls";
+    const certs = makeCertificates();
+    const password = "tls-Pw-4";
+    const tlsBlock = `tls: { cert_file: ${JSON.stringify(certs.serverCert)}, key_file: ${JSON.stringify(certs.serverKey)}, ca_file: ${JSON.stringify(certs.ca)}, verify: true }\n`;
+    const tlsEnv = {
+      RANKSCOPE_NATS_TLS_CA_FILE: certs.ca,
+      RANKSCOPE_NATS_TLS_CERT_FILE: certs.clientCert,
+      RANKSCOPE_NATS_TLS_KEY_FILE: certs.clientKey,
+    };
+    const asUser = (role: "host" | "rank"): Record<string, string> => ({
+      ...tlsEnv,
+      RANKSCOPE_NATS_USER: `${runId}-${role}`,
+      RANKSCOPE_NATS_PASSWORD: password,
+    });
+    await runWith(runId, {
+      server: {
+        config: tlsBlock + accountsFor([runId]),
+        env: {
+          [ROLE_PASSWORD_ENV.controller]: password,
+          [ROLE_PASSWORD_ENV.host]: password,
+          [ROLE_PASSWORD_ENV.rank]: password,
+        },
+      },
+      controllerUrl: (s) => s.url,
+      controllerAuth: {
+        tlsCaFile: certs.ca,
+        tlsCertFile: certs.clientCert,
+        tlsKeyFile: certs.clientKey,
+        user: `${runId}-controller`,
+        password,
+      },
+      agentEnv: asUser("host"),
+      rankEnv: asUser("rank"),
+      // The rank's own user; the controller's TLS files are inherited.
+      natsAuth: { user: `${runId}-rank`, password },
+      secrets: [password],
+      outsider: { tls: { caFile: certs.ca }, user: `${runId}-rank`, pass: password },
+    });
+  },
+);

@@ -37,8 +37,14 @@ function jsonlSum(runDir: string, key: string): { sum: number; steps: number } {
 }
 
 /** A child process running a fixture with tsx; its output is kept. */
-function runFixture(url: URL, env: Record<string, string>): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, ["--import", "tsx", url.pathname], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+function runFixture(
+  url: URL,
+  env: Record<string, string>,
+): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ["--import", "tsx", url.pathname], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let output = "";
   child.stdout?.on("data", (d: Buffer) => (output += d.toString()));
   child.stderr?.on("data", (d: Buffer) => (output += d.toString()));
@@ -77,7 +83,8 @@ describe("NATS ranks that come back", () => {
       return false;
     };
     let outage = { from: 0, to: 0 };
-    let stopped: Array<{ recorded: number; iterations: number; maxGapMs: number; perSecond: Array<[number, number]> }> = [];
+    let stopped: Array<{ recorded: number; iterations: number; maxGapMs: number; perSecond: Array<[number, number]> }> =
+      [];
     let rankNames: string[] = [];
     const seen = await collectDiagnostics(async () => {
       await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
@@ -94,26 +101,40 @@ describe("NATS ranks that come back", () => {
       outage.to = Date.now();
 
       const complete = (r: FlushResult): boolean => r.ranksReporting === 3 && r.missingRanks.length === 0;
-      assert.ok(await flushFor(30_000, complete), "within 30 s of the server's return, a flush where every rank reports");
+      assert.ok(
+        await flushFor(30_000, complete),
+        "within 30 s of the server's return, a flush where every rank reports",
+      );
       await flushFor(2000);
       stopped = await ranks.fanout("stopLoop");
       // What was recorded before the stop reaches the next complete flushes (late answers included).
       let completeInARow = 0;
-      assert.ok(await flushFor(10_000, (r) => (completeInARow = complete(r) ? completeInARow + 1 : 0) >= 2), "two complete flushes after the stop");
+      assert.ok(
+        await flushFor(10_000, (r) => (completeInARow = complete(r) ? completeInARow + 1 : 0) >= 2),
+        "two complete flushes after the stop",
+      );
       await logger.shutdown();
     });
 
     // Every flush returned by its deadline (a generous margin for a loaded machine).
     const slowest = Math.max(...flushes.map((f) => f.ms));
-    assert.ok(slowest <= flushDeadlineMs + 2000, `the slowest flush took ${slowest} ms (deadline ${flushDeadlineMs} ms)`);
+    assert.ok(
+      slowest <= flushDeadlineMs + 2000,
+      `the slowest flush took ${slowest} ms (deadline ${flushDeadlineMs} ms)`,
+    );
     const during = flushes.filter((f) => f.at > outage.from + 1000 && f.at < outage.to);
     assert.ok(during.length >= 10, `flushes went on during the outage (${during.length})`);
-    assert.ok(during.every((f) => f.result.ranksReporting === 0), "no rank reported while the server was down");
+    assert.ok(
+      during.every((f) => f.result.ranksReporting === 0),
+      "no rank reported while the server was down",
+    );
 
     // The ranks' loops never stalled: they ran through the outage.
     assert.equal(stopped.length, 3);
     for (const [i, loop] of stopped.entries()) {
-      const inOutage = loop.perSecond.filter(([second]) => second * 1000 >= outage.from && (second + 1) * 1000 <= outage.to).reduce((n, [, count]) => n + count, 0);
+      const inOutage = loop.perSecond
+        .filter(([second]) => second * 1000 >= outage.from && (second + 1) * 1000 <= outage.to)
+        .reduce((n, [, count]) => n + count, 0);
       assert.ok(inOutage > 0, `rank ${rankNames[i]} kept recording during the outage`);
       assert.ok(loop.maxGapMs < 5000, `rank ${rankNames[i]}'s loop paused at most ${loop.maxGapMs} ms`);
     }
@@ -122,8 +143,14 @@ describe("NATS ranks that come back", () => {
     const recorded = stopped.reduce((n, loop) => n + loop.recorded, 0);
     const logged = jsonlSum(runDir, "outage/recorded");
     assert.equal(logged.sum, recorded, `metrics.jsonl holds ${logged.sum} of the ${recorded} values recorded`);
-    assert.ok(seen.some((d) => d.code.startsWith("rank.silent:")), "the ranks were named silent during the outage");
-    assert.ok(seen.some((d) => d.code.startsWith("rank.back:")), "and named back after it");
+    assert.ok(
+      seen.some((d) => d.code.startsWith("rank.silent:")),
+      "the ranks were named silent during the outage",
+    );
+    assert.ok(
+      seen.some((d) => d.code.startsWith("rank.back:")),
+      "and named back after it",
+    );
   });
 
   test("a rank no longer expected (it missed maxMissedFlushes) is admitted again, and what it recorded meanwhile is logged once", async () => {
@@ -131,21 +158,30 @@ describe("NATS ranks that come back", () => {
     dirs.push(runDir);
     const logger = new MetricLogger({ processName: "Controller", runDir, flushDeadlineMs: 800 });
     const seen = await collectDiagnostics(async () => {
-      await logger.initBackends({ jsonl: { loggingMode: "global_reduce" }, store: { loggingMode: "global_reduce", waitForWrites: true } });
+      await logger.initBackends({
+        jsonl: { loggingMode: "global_reduce" },
+        store: { loggingMode: "global_reduce", waitForWrites: true },
+      });
       const nats = await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 2 });
       const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "Sleepy", logger, nats });
       const [, sleepy] = ranks.rankNames as [string, string];
       await ranks.call(sleepy, "record", "readmit/value", 5, "sum");
       const blocked = ranks.call(sleepy, "block", 6000);
       let step = 0;
-      const silent = await waitFor(async () => {
-        const result = await logger.flush(step++);
-        return result.ranksExpected === 1 ? result : undefined;
-      }, { timeoutMs: 20_000, what: `${sleepy} to be no longer expected` });
+      const silent = await waitFor(
+        async () => {
+          const result = await logger.flush(step++);
+          return result.ranksExpected === 1 ? result : undefined;
+        },
+        { timeoutMs: 20_000, what: `${sleepy} to be no longer expected` },
+      );
       assert.deepEqual(nats.silentRankNames, [sleepy]);
       assert.deepEqual(silent.lostRanks, [sleepy], "a silent rank is counted as lost meanwhile");
       await blocked;
-      await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, { timeoutMs: 20_000, what: `${sleepy} to report again` });
+      await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, {
+        timeoutMs: 20_000,
+        what: `${sleepy} to report again`,
+      });
       assert.deepEqual(nats.silentRankNames, []);
       await ranks.call(sleepy, "record", "readmit/value", 1, "sum");
       const next = await logger.flush(step++);
@@ -159,9 +195,16 @@ describe("NATS ranks that come back", () => {
       closeStores();
       assert.equal(lost?.rankName, sleepy);
       assert.match(lost?.reason ?? "", /silent: missed 2 flushes in a row/);
-      assert.ok(lost !== undefined && lost.backStep !== null && lost.step !== null && lost.backStep > lost.step, JSON.stringify(lost));
+      assert.ok(
+        lost !== undefined && lost.backStep !== null && lost.step !== null && lost.backStep > lost.step,
+        JSON.stringify(lost),
+      );
     });
-    assert.equal(jsonlSum(runDir, "readmit/value").sum, 6, "the value recorded before the silence (5) and after (1), each once");
+    assert.equal(
+      jsonlSum(runDir, "readmit/value").sum,
+      6,
+      "the value recorded before the silence (5) and after (1), each once",
+    );
     assert.ok(seen.some((d) => d.code.startsWith("rank.silent:")));
     assert.ok(seen.some((d) => d.code.startsWith("rank.back:")));
   });
@@ -171,31 +214,57 @@ describe("NATS ranks that come back", () => {
     const firstDir = tempDir();
     const secondDir = tempDir();
     dirs.push(firstDir, secondDir);
-    const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET, EXTERNAL_LOOP: "1" };
+    const env = {
+      RANKSCOPE_NATS_URL: server.url,
+      RANKSCOPE_RUN_ID: runId,
+      RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET,
+      EXTERNAL_LOOP: "1",
+    };
     const first = runFixture(CONTROLLER, { ...env, CONTROLLER_RUN_DIR: firstDir, CONTROLLER_RANKS: "2" });
     children.push(first.child);
     const rankA = runFixture(EXTERNAL_RANK, { ...env, RANK: "0" });
     const rankB = runFixture(EXTERNAL_RANK, { ...env, RANK: "1" });
     children.push(rankA.child, rankB.child);
-    await waitFor(() => first.output().includes("flushed with 2 ranks"), { timeoutMs: 60_000, what: `the first controller to flush its 2 ranks (it printed: ${first.output()})` });
+    await waitFor(() => first.output().includes("flushed with 2 ranks"), {
+      timeoutMs: 60_000,
+      what: `the first controller to flush its 2 ranks (it printed: ${first.output()})`,
+    });
     first.child.kill("SIGKILL");
     await within(first.exited, { timeoutMs: 10_000, what: "the SIGKILLed first controller to exit" });
 
-    const logger = new MetricLogger({ processName: "Controller", runDir: secondDir, runId, runSecret: TEST_RUN_SECRET, flushDeadlineMs: 1500 });
+    const logger = new MetricLogger({
+      processName: "Controller",
+      runDir: secondDir,
+      runId,
+      runSecret: TEST_RUN_SECRET,
+      flushDeadlineMs: 1500,
+    });
     await collectDiagnostics(async () => {
       await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
       const nats = await serveRanksOverNats({ url: server.url, logger });
-      await waitFor(() => nats.rankNames.length === 2, { timeoutMs: 20_000, what: "the previous controller's ranks to register with the new one" });
+      await waitFor(() => nats.rankNames.length === 2, {
+        timeoutMs: 20_000,
+        what: "the previous controller's ranks to register with the new one",
+      });
       let step = 0;
-      await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, { timeoutMs: 20_000, what: "both ranks to report to the new controller" });
+      await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, {
+        timeoutMs: 20_000,
+        what: "both ranks to report to the new controller",
+      });
       await sleep(300);
       const result = await logger.flush(step++);
       assert.deepEqual(result.missingRanks, []);
-      assert.ok((result.metrics.find((m) => m.key === "outage/recorded")?.value ?? 0) > 0, "their loops' values reach the new controller");
+      assert.ok(
+        (result.metrics.find((m) => m.key === "outage/recorded")?.value ?? 0) > 0,
+        "their loops' values reach the new controller",
+      );
       await logger.shutdown();
     });
     // The ranks leave when the new controller shuts down (they were its ranks now).
-    const codes = await within(Promise.all([rankA.exited, rankB.exited]), { timeoutMs: 30_000, what: "both ranks to leave after the new controller shut down" });
+    const codes = await within(Promise.all([rankA.exited, rankB.exited]), {
+      timeoutMs: 30_000,
+      what: "both ranks to leave after the new controller shut down",
+    });
     assert.deepEqual(codes, [0, 0], `${rankA.output()}\n${rankB.output()}`);
     assert.ok(jsonlSum(secondDir, "outage/recorded").sum > 0);
   });

@@ -21,13 +21,22 @@ function newLogger(options: { flushDeadlineMs?: number; runId?: string } = {}): 
 }
 
 /** Run the external fixture with `node --import tsx`; resolves with its exit code and output. */
-function runExternal(env: Record<string, string>): { done: Promise<{ code: number | null; stdout: string; stderr: string }>; kill: () => void } {
-  const child = spawn(process.execPath, ["--import", "tsx", EXTERNAL_RANK.pathname], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+function runExternal(env: Record<string, string>): {
+  done: Promise<{ code: number | null; stdout: string; stderr: string }>;
+  kill: () => void;
+} {
+  const child = spawn(process.execPath, ["--import", "tsx", EXTERNAL_RANK.pathname], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
   child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
   child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-  return { done: new Promise((resolve) => child.once("exit", (code) => resolve({ code, stdout, stderr }))), kill: () => child.kill("SIGKILL") };
+  return {
+    done: new Promise((resolve) => child.once("exit", (code) => resolve({ code, stdout, stderr }))),
+    kill: () => child.kill("SIGKILL"),
+  };
 }
 
 test("NATS unreachable at start: a clear error naming the URL, on the controller and on a rank", async () => {
@@ -38,7 +47,15 @@ test("NATS unreachable at start: a clear error naming the URL, on the controller
     return true;
   });
   await logger.shutdown();
-  const rank = await within(runExternal({ RANKSCOPE_NATS_URL: url, RANKSCOPE_RUN_ID: "nobody", RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET, RANKSCOPE_JOIN_DEADLINE_MS: "600" }).done, { timeoutMs: 30_000, what: "a rank that cannot reach NATS to give up" });
+  const rank = await within(
+    runExternal({
+      RANKSCOPE_NATS_URL: url,
+      RANKSCOPE_RUN_ID: "nobody",
+      RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET,
+      RANKSCOPE_JOIN_DEADLINE_MS: "600",
+    }).done,
+    { timeoutMs: 30_000, what: "a rank that cannot reach NATS to give up" },
+  );
   assert.notEqual(rank.code, 0);
   assert.ok(rank.stderr.includes(`cannot reach the NATS server at ${url}`), rank.stderr);
 });
@@ -58,10 +75,25 @@ describe("with a nats-server", () => {
     const out = await captureStdout(async () => {
       await logger.initBackends({ console: { loggingMode: "global_reduce" } });
       const nats = await serveRanksOverNats({ url: server.url, logger });
-      const actors = await spawnRanks({ module: SUM_RANK, replicas: 2, ranksPerReplica: 2, processName: "MyActor", logger, nats });
+      const actors = await spawnRanks({
+        module: SUM_RANK,
+        replicas: 2,
+        ranksPerReplica: 2,
+        processName: "MyActor",
+        logger,
+        nats,
+      });
       for (let i = 0; i < 2; i++) await actors.fanout("myFn");
-      const external = runExternal({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_RUN_SECRET: logger.runSecret, EXTERNAL_VALUE: "5" });
-      await waitFor(() => nats.rankNames.some((n) => n.startsWith("External_")), { timeoutMs: 20_000, what: "the external rank to join" });
+      const external = runExternal({
+        RANKSCOPE_NATS_URL: server.url,
+        RANKSCOPE_RUN_ID: logger.runId,
+        RANKSCOPE_RUN_SECRET: logger.runSecret,
+        EXTERNAL_VALUE: "5",
+      });
+      await waitFor(() => nats.rankNames.some((n) => n.startsWith("External_")), {
+        timeoutMs: 20_000,
+        what: "the external rank to join",
+      });
       const result = await logger.flush(0);
       assert.deepEqual(result.missingRanks, []);
       assert.equal(result.ranksReporting, 5, "4 spawned ranks and the external one");
@@ -77,19 +109,38 @@ describe("with a nats-server", () => {
       await actors.syncOutput();
       rankNames = actors.rankNames;
       await logger.shutdown();
-      const exit = await within(external.done, { timeoutMs: 30_000, what: "the external rank to leave after shutdown" });
+      const exit = await within(external.done, {
+        timeoutMs: 30_000,
+        what: "the external rank to leave after shutdown",
+      });
       assert.equal(exit.code, 0, exit.stderr);
       assert.match(exit.stdout, /joined as External_\w{4}_r0/);
       assert.match(exit.stdout, /left: shut down by the controller/);
     });
     const printed = consoleOutput(out);
-    assert.ok(printed.startsWith("=== [GlobalReduce] - METRICS STEP 0 ===\nexternal/value:     5.0\nmy_sum_rank_metric: 4.0\n===============\n"), printed);
+    assert.ok(
+      printed.startsWith(
+        "=== [GlobalReduce] - METRICS STEP 0 ===\nexternal/value:     5.0\nmy_sum_rank_metric: 4.0\n===============\n",
+      ),
+      printed,
+    );
     for (const name of rankNames) {
       const value = name.endsWith("_r0") ? "0.0" : "2.0";
-      assert.ok(printed.includes(`=== [${name}] - METRICS STEP 1 ===\nmy_sum_rank_metric: ${value}\n===============\n`), `per_rank_reduce table of ${name}`);
+      assert.ok(
+        printed.includes(`=== [${name}] - METRICS STEP 1 ===\nmy_sum_rank_metric: ${value}\n===============\n`),
+        `per_rank_reduce table of ${name}`,
+      );
     }
-    assert.equal(printed.match(/\[0\] \[MyActor-0\/2\] \S+ \S+ INFO my_sum_rank_metric: 0\n/g)?.length, 4, "per_rank_no_reduce lines of local rank 0");
-    assert.equal(printed.match(/\[1\] \[MyActor-1\/2\] \S+ \S+ INFO my_sum_rank_metric: 1\n/g)?.length, 4, "per_rank_no_reduce lines of local rank 1");
+    assert.equal(
+      printed.match(/\[0\] \[MyActor-0\/2\] \S+ \S+ INFO my_sum_rank_metric: 0\n/g)?.length,
+      4,
+      "per_rank_no_reduce lines of local rank 0",
+    );
+    assert.equal(
+      printed.match(/\[1\] \[MyActor-1\/2\] \S+ \S+ INFO my_sum_rank_metric: 1\n/g)?.length,
+      4,
+      "per_rank_no_reduce lines of local rank 1",
+    );
   });
 
   test("server restarted mid-run: the flush during the outage returns naming the missing ranks; later flushes are complete", async () => {
@@ -97,7 +148,14 @@ describe("with a nats-server", () => {
     const seen = await collectDiagnostics(async () => {
       await logger.initBackends({});
       const nats = await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 10 });
-      const actors = await spawnRanks({ module: SUM_RANK, replicas: 1, ranksPerReplica: 2, processName: "Survivor", logger, nats });
+      const actors = await spawnRanks({
+        module: SUM_RANK,
+        replicas: 1,
+        ranksPerReplica: 2,
+        processName: "Survivor",
+        logger,
+        nats,
+      });
       await actors.fanout("myFn");
       assert.deepEqual((await logger.flush(0)).missingRanks, []);
 
@@ -109,10 +167,10 @@ describe("with a nats-server", () => {
 
       await server.restart();
       let step = 2;
-      await waitFor(
-        async () => (await logger.flush(step++)).missingRanks.length === 0,
-        { timeoutMs: 20_000, what: "a complete flush after the restart" },
-      );
+      await waitFor(async () => (await logger.flush(step++)).missingRanks.length === 0, {
+        timeoutMs: 20_000,
+        what: "a complete flush after the restart",
+      });
       await actors.fanout("myFn");
       const afterRestart = await logger.flush(step);
       assert.deepEqual(afterRestart.missingRanks, []);
@@ -120,7 +178,10 @@ describe("with a nats-server", () => {
       await logger.shutdown();
     });
     const missing = seen.find((d) => d.code.startsWith("flush.missingRanks:") && d.message.startsWith("flush(1)"));
-    assert.ok(missing !== undefined && /Survivor_\w{4}_r0/.test(missing.message) && /Survivor_\w{4}_r1/.test(missing.message), missing?.message);
+    assert.ok(
+      missing !== undefined && /Survivor_\w{4}_r0/.test(missing.message) && /Survivor_\w{4}_r1/.test(missing.message),
+      missing?.message,
+    );
   });
 
   test("a NATS rank that dies without leaving is no longer expected after maxMissedFlushes silent flushes", async () => {
@@ -128,19 +189,32 @@ describe("with a nats-server", () => {
     const seen = await collectDiagnostics(async () => {
       await logger.initBackends({});
       const nats = await serveRanksOverNats({ url: server.url, logger, maxMissedFlushes: 2 });
-      const external = runExternal({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_RUN_SECRET: logger.runSecret });
+      const external = runExternal({
+        RANKSCOPE_NATS_URL: server.url,
+        RANKSCOPE_RUN_ID: logger.runId,
+        RANKSCOPE_RUN_SECRET: logger.runSecret,
+      });
       await waitFor(() => nats.rankNames.length === 1, { timeoutMs: 20_000, what: "the external rank to join" });
       const [name] = nats.rankNames as [string];
       assert.deepEqual((await logger.flush(0)).missingRanks, []);
       external.kill();
       await within(external.done, { timeoutMs: 10_000, what: "the SIGKILLed external rank to exit" });
-      for (let step = 1; step <= 3; step++) assert.deepEqual((await logger.flush(step)).missingRanks, [name], `flush(${step})`);
+      for (let step = 1; step <= 3; step++)
+        assert.deepEqual((await logger.flush(step)).missingRanks, [name], `flush(${step})`);
       const after = await logger.flush(4);
       assert.deepEqual(after.missingRanks, []);
       assert.equal(after.ranksExpected, 0);
       await logger.shutdown();
     });
-    assert.ok(seen.some((d) => d.code.startsWith("rank.silent:") && /missed 2 flushes in a row; it is no longer expected at flush until it answers or registers again/.test(d.message)));
+    assert.ok(
+      seen.some(
+        (d) =>
+          d.code.startsWith("rank.silent:") &&
+          /missed 2 flushes in a row; it is no longer expected at flush until it answers or registers again/.test(
+            d.message,
+          ),
+      ),
+    );
   });
 
   test("two runs on one server never see each other's messages; garbage on a run's subjects is counted and ignored", async () => {
@@ -153,15 +227,33 @@ describe("with a nats-server", () => {
       const natsA = await serveRanksOverNats({ url: server.url, logger: loggerA });
       const natsB = await serveRanksOverNats({ url: server.url, logger: loggerB });
       // Same process name on purpose: the same rank names exist in both runs.
-      const a = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "Twin", logger: loggerA, nats: natsA });
-      const b = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "Twin", logger: loggerB, nats: natsB });
+      const a = await spawnRanks({
+        module: SUM_RANK,
+        ranksPerReplica: 2,
+        processName: "Twin",
+        logger: loggerA,
+        nats: natsA,
+      });
+      const b = await spawnRanks({
+        module: SUM_RANK,
+        ranksPerReplica: 2,
+        processName: "Twin",
+        logger: loggerB,
+        nats: natsB,
+      });
       await a.fanout("record", "only_a", 1, "sum");
       await b.fanout("record", "only_b", 10, "sum");
 
       const raw = await connect({ servers: server.url });
       raw.publish("rankscope.run-a.register", "{not json");
-      raw.publish("rankscope.run-a.register", JSON.stringify({ proto: "rankscope", v: 1, run: "run-b", t: "register" }));
-      raw.publish("rankscope.run-a.deregister", JSON.stringify({ proto: "rankscope", v: 1, run: "run-a", t: "deregister" }));
+      raw.publish(
+        "rankscope.run-a.register",
+        JSON.stringify({ proto: "rankscope", v: 1, run: "run-b", t: "register" }),
+      );
+      raw.publish(
+        "rankscope.run-a.deregister",
+        JSON.stringify({ proto: "rankscope", v: 1, run: "run-a", t: "deregister" }),
+      );
       raw.publish("rankscope.run-a.flush", "garbage for every rank of run a");
       await raw.flush();
       await raw.close();
@@ -171,13 +263,25 @@ describe("with a nats-server", () => {
       assert.deepEqual(flushB.missingRanks, []);
       assert.equal(flushA.ranksExpected, 2);
       assert.equal(flushB.ranksExpected, 2);
-      assert.deepEqual(flushA.metrics.filter((m) => !m.key.startsWith("rankscope/")).map((m) => [m.key, m.value]), [["only_a", 2]]);
+      assert.deepEqual(
+        flushA.metrics.filter((m) => !m.key.startsWith("rankscope/")).map((m) => [m.key, m.value]),
+        [["only_a", 2]],
+      );
       // Each rank of run a dropped the garbage flush and logged that it did.
-      assert.ok((flushA.metrics.find((m) => m.key === "rankscope/rejected/unauthenticated")?.value ?? 0) >= 2, JSON.stringify(flushA.metrics));
-      assert.deepEqual(flushB.metrics.filter((m) => !m.key.startsWith("rankscope/")).map((m) => [m.key, m.value]), [["only_b", 20]]);
+      assert.ok(
+        (flushA.metrics.find((m) => m.key === "rankscope/rejected/unauthenticated")?.value ?? 0) >= 2,
+        JSON.stringify(flushA.metrics),
+      );
+      assert.deepEqual(
+        flushB.metrics.filter((m) => !m.key.startsWith("rankscope/")).map((m) => [m.key, m.value]),
+        [["only_b", 20]],
+      );
       await Promise.all([loggerA.shutdown(), loggerB.shutdown()]);
     });
     const afterCounts = ignoredMessageCounts();
-    assert.ok(afterCounts.unauthenticated - before.unauthenticated >= 3, "not JSON, a message of run b, a deregister without a rank name: none sealed with run a's secret");
+    assert.ok(
+      afterCounts.unauthenticated - before.unauthenticated >= 3,
+      "not JSON, a message of run b, a deregister without a rank name: none sealed with run a's secret",
+    );
   });
 });

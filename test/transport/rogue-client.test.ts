@@ -96,18 +96,48 @@ for (const setup of SERVERS) {
           const nats = await serveRanksOverNats({ url: server.url, logger });
           const hosts = await serveHostsOverNats({ url: server.url, logger });
           const RUN = logger.runId;
-          const childEnv = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: RUN, RANKSCOPE_RUN_SECRET: logger.runSecret, WANDB_API_KEY: API_KEY, EVIL_MARKER_DIR: markers };
-          const group = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "Victim", logger, nats, env: { WANDB_API_KEY: API_KEY, EVIL_MARKER_DIR: markers } });
+          const childEnv = {
+            RANKSCOPE_NATS_URL: server.url,
+            RANKSCOPE_RUN_ID: RUN,
+            RANKSCOPE_RUN_SECRET: logger.runSecret,
+            WANDB_API_KEY: API_KEY,
+            EVIL_MARKER_DIR: markers,
+          };
+          const group = await spawnRanks({
+            module: SUM_RANK,
+            ranksPerReplica: 2,
+            processName: "Victim",
+            logger,
+            nats,
+            env: { WANDB_API_KEY: API_KEY, EVIL_MARKER_DIR: markers },
+          });
           const agent = startChild(AGENT_MAIN, { ...childEnv, RANKSCOPE_HOST_ID: "hv" }, children);
-          await waitFor(() => hosts.hostIds.includes("hv"), { timeoutMs: 30_000, what: `the host agent to register (it printed: ${agent.stderr})` });
-          const hostRank = startChild(HOST_RANK, { ...childEnv, RANKSCOPE_HOST_ID: "hv", RANK: "2", TICK_MS: "5", RANK_PROCESS_NAME: "HostVictim" }, children);
-          await waitFor(() => /joined as (\w+)/.exec(hostRank.stdout)?.[1], { timeoutMs: 30_000, what: `the host rank to join its agent (it printed: ${hostRank.stderr})` });
+          await waitFor(() => hosts.hostIds.includes("hv"), {
+            timeoutMs: 30_000,
+            what: `the host agent to register (it printed: ${agent.stderr})`,
+          });
+          const hostRank = startChild(
+            HOST_RANK,
+            { ...childEnv, RANKSCOPE_HOST_ID: "hv", RANK: "2", TICK_MS: "5", RANK_PROCESS_NAME: "HostVictim" },
+            children,
+          );
+          await waitFor(() => /joined as (\w+)/.exec(hostRank.stdout)?.[1], {
+            timeoutMs: 30_000,
+            what: `the host rank to join its agent (it printed: ${hostRank.stderr})`,
+          });
           const hostRankName = /joined as (\w+)/.exec(hostRank.stdout)?.[1] ?? "";
 
           // The rogue listens to everything of the run while the run works normally.
           rogue = await connect({ servers: server.rogueUrl, name: "rogue" });
           const captured: Array<{ subject: string; reply: string | undefined; data: Uint8Array }> = [];
-          const listening = rogue.subscribe(`rankscope.${RUN}.>`, { callback: (_err, msg) => void captured.push({ subject: msg.subject, reply: msg.reply === "" ? undefined : msg.reply, data: msg.data }) });
+          const listening = rogue.subscribe(`rankscope.${RUN}.>`, {
+            callback: (_err, msg) =>
+              void captured.push({
+                subject: msg.subject,
+                reply: msg.reply === "" ? undefined : msg.reply,
+                data: msg.data,
+              }),
+          });
           await rogue.flush();
           let step = 0;
           let ones = 0;
@@ -116,7 +146,10 @@ for (const setup of SERVERS) {
             ones += n * 2;
           };
           await record(5);
-          await waitFor(async () => (await logger.flush(step++)).ranksReporting === 3, { timeoutMs: 20_000, what: "a flush with the two ranks and the host's rank" });
+          await waitFor(async () => (await logger.flush(step++)).ranksReporting === 3, {
+            timeoutMs: 20_000,
+            what: "a flush with the two ranks and the host's rank",
+          });
           await record(5);
           await logger.flush(step++);
           listening.unsubscribe();
@@ -126,19 +159,35 @@ for (const setup of SERVERS) {
           for (const m of captured) {
             const text = Buffer.from(m.data).toString("latin1");
             assert.ok(isSealed(m.data), `a message on ${m.subject} is sealed`);
-            assert.ok(!text.includes("ones") && !text.includes("scale/values") && !text.includes(API_KEY) && !text.startsWith("RSWF") && !text.includes('"proto"'), `nothing readable on ${m.subject}`);
+            assert.ok(
+              !text.includes("ones") &&
+                !text.includes("scale/values") &&
+                !text.includes(API_KEY) &&
+                !text.startsWith("RSWF") &&
+                !text.includes('"proto"'),
+              `nothing readable on ${m.subject}`,
+            );
           }
           const controllerInbox = captured.find((m) => m.subject === `rankscope.${RUN}.flush`)?.reply ?? "";
-          assert.match(controllerInbox, new RegExp(`^rankscope\\.${RUN}\\.ctl\\.`), "the controller's inbox is visible as the reply-to of flush (which is why replies must prove themselves)");
+          assert.match(
+            controllerInbox,
+            new RegExp(`^rankscope\\.${RUN}\\.ctl\\.`),
+            "the controller's inbox is visible as the reply-to of flush (which is why replies must prove themselves)",
+          );
 
           const before = { ...ignoredMessageCounts() };
-          const forged = (t: string, fields: Record<string, unknown>): string => JSON.stringify({ proto: "rankscope", v: 1, run: RUN, t, ...fields });
-          const rankSubjects = [...group.rankNames.map((n) => `rankscope.${RUN}.rank.${n}`), `rankscope.${RUN}.host.hv.rank.${hostRankName}`];
+          const forged = (t: string, fields: Record<string, unknown>): string =>
+            JSON.stringify({ proto: "rankscope", v: 1, run: RUN, t, ...fields });
+          const rankSubjects = [
+            ...group.rankNames.map((n) => `rankscope.${RUN}.rank.${n}`),
+            `rankscope.${RUN}.host.hv.rank.${hostRankName}`,
+          ];
           const stealInbox = createInbox();
           const stolen: Uint8Array[] = [];
           rogue.subscribe(stealInbox, { callback: (_err, msg) => void stolen.push(msg.data) });
           let atControllers = 0;
-          const publish = (subject: string, data: string | Uint8Array, reply?: string): void => rogue?.publish(subject, data, reply === undefined ? undefined : { reply });
+          const publish = (subject: string, data: string | Uint8Array, reply?: string): void =>
+            rogue?.publish(subject, data, reply === undefined ? undefined : { reply });
 
           // Attack 2: make the ranks import a module, then call it.
           for (const subject of rankSubjects) {
@@ -148,30 +197,71 @@ for (const setup of SERVERS) {
           // Attack 3: a per-rank backend sending the ranks' WANDB_API_KEY to the attacker, a file where the attacker wants it.
           const pwned = join(markers, "pwned.jsonl");
           for (const subject of rankSubjects) {
-            publish(subject, forged("init", { id: 3, init: { backends: { wandb: { loggingMode: "per_rank_reduce", baseUrl: attacker.url }, jsonl: { loggingMode: "per_rank_reduce", file: pwned } }, primaryMetadata: {}, run: { runDir: markers, experiment: "x", trial: "y", resumeStep: 0 } } }), stealInbox);
+            publish(
+              subject,
+              forged("init", {
+                id: 3,
+                init: {
+                  backends: {
+                    wandb: { loggingMode: "per_rank_reduce", baseUrl: attacker.url },
+                    jsonl: { loggingMode: "per_rank_reduce", file: pwned },
+                  },
+                  primaryMetadata: {},
+                  run: { runDir: markers, experiment: "x", trial: "y", resumeStep: 0 },
+                },
+              }),
+              stealInbox,
+            );
           }
           // Attack 4: forged deregister, shutdown, hostShutdown; a flood of registers.
-          for (const name of [...group.rankNames, hostRankName]) publish(`rankscope.${RUN}.deregister`, forged("deregister", { rankName: name, reason: "forged" }));
+          for (const name of [...group.rankNames, hostRankName])
+            publish(`rankscope.${RUN}.deregister`, forged("deregister", { rankName: name, reason: "forged" }));
           atControllers += 3;
           for (const subject of rankSubjects) publish(subject, forged("shutdown", { id: 4 }), stealInbox);
           publish(`rankscope.${RUN}.hostctl.hv`, forged("hostShutdown", { id: 5, deadlineMs: 1000 }), stealInbox);
           publish(`rankscope.${RUN}.hosts.deregister`, forged("hostDeregister", { host: "hv", reason: "forged" }));
           atControllers += 1;
           for (let i = 0; i < 300; i++) {
-            publish(`rankscope.${RUN}.register`, forged("register", { identity: { rank: 100 + i, rankName: `Fake_r${i}`, processName: "Fake", localRank: 0, localWorldSize: 1 }, pid: 1, host: "rogue" }), createInbox());
+            publish(
+              `rankscope.${RUN}.register`,
+              forged("register", {
+                identity: {
+                  rank: 100 + i,
+                  rankName: `Fake_r${i}`,
+                  processName: "Fake",
+                  localRank: 0,
+                  localWorldSize: 1,
+                },
+                pid: 1,
+                host: "rogue",
+              }),
+              createInbox(),
+            );
           }
           atControllers += 300;
           // Attack 5: replies corrupting and diverting numbers, on the controller's inbox.
           const [victim] = group.rankNames;
-          const reply = (states: unknown[], seq: number): string => forged("reply", { id: 1, rankName: victim, ok: true, snapshot: { rankName: victim, step, seq, droppedKeyRecords: 0, states } });
+          const reply = (states: unknown[], seq: number): string =>
+            forged("reply", {
+              id: 1,
+              rankName: victim,
+              ok: true,
+              snapshot: { rankName: victim, step, seq, droppedKeyRecords: 0, states },
+            });
           publish(controllerInbox, reply([{ key: "ones", reduce: "sum", state: { v: 1, count: 1 } }], 100));
           publish(controllerInbox, reply([{ key: "ones", reduce: "sum", state: { v: 1, count: 1, sum: "5" } }], 101));
           publish(controllerInbox, reply([{ key: "ones", reduce: "mean", state: { v: 1, count: 1, sum: 5 } }], 102));
           atControllers += 3;
           // …flush requests with the rogue's own inbox, to take the ranks' values.
-          for (let i = 0; i < 20; i++) publish(`rankscope.${RUN}.flush`, forged("flush", { id: 10_000 + i, step }), stealInbox);
-          for (let i = 0; i < 5; i++) publish(`rankscope.${RUN}.host.hv.flush`, forged("flush", { id: 20_000 + i, step, wire: 1 }), stealInbox);
-          publish(`rankscope.${RUN}.hosts.flush`, forged("hostFlush", { id: 30_000, step, deadlineMs: 1000, resync: [] }), stealInbox);
+          for (let i = 0; i < 20; i++)
+            publish(`rankscope.${RUN}.flush`, forged("flush", { id: 10_000 + i, step }), stealInbox);
+          for (let i = 0; i < 5; i++)
+            publish(`rankscope.${RUN}.host.hv.flush`, forged("flush", { id: 20_000 + i, step, wire: 1 }), stealInbox);
+          publish(
+            `rankscope.${RUN}.hosts.flush`,
+            forged("hostFlush", { id: 30_000, step, deadlineMs: 1000, resync: [] }),
+            stealInbox,
+          );
           // …and every genuine message replayed: as it was, and with the rogue's inbox as its reply subject.
           for (const m of captured) {
             publish(m.subject, m.data, m.reply);
@@ -179,17 +269,41 @@ for (const setup of SERVERS) {
           }
           // Attack 6: a reply 100,000 answers ahead; a 200 KB rank name; host ids that are subject wildcards.
           publish(controllerInbox, reply([], 100_000));
-          publish(`rankscope.${RUN}.register`, forged("register", { identity: { rank: 9, rankName: "x".repeat(200_000), processName: "Fake", localRank: 0, localWorldSize: 1 }, pid: 1, host: "rogue" }), createInbox());
+          publish(
+            `rankscope.${RUN}.register`,
+            forged("register", {
+              identity: {
+                rank: 9,
+                rankName: "x".repeat(200_000),
+                processName: "Fake",
+                localRank: 0,
+                localWorldSize: 1,
+              },
+              pid: 1,
+              host: "rogue",
+            }),
+            createInbox(),
+          );
           publish(`rankscope.${RUN}.hosts.register`, forged("hostRegister", { host: "h1.*", pid: 1 }), createInbox());
-          publish(`rankscope.${RUN}.hosts.register`, forged("hostRegister", { host: "h".repeat(100_000), pid: 1 }), createInbox());
+          publish(
+            `rankscope.${RUN}.hosts.register`,
+            forged("hostRegister", { host: "h".repeat(100_000), pid: 1 }),
+            createInbox(),
+          );
           atControllers += 4;
           await rogue.flush();
-          await waitFor(() => ignoredMessageCounts().unauthenticated - before.unauthenticated >= atControllers, { timeoutMs: 20_000, what: "the controller to drop every forged message sent to it" });
+          await waitFor(() => ignoredMessageCounts().unauthenticated - before.unauthenticated >= atControllers, {
+            timeoutMs: 20_000,
+            what: "the controller to drop every forged message sent to it",
+          });
 
           // The run goes on: nobody exited, nothing was registered, nothing ran, nothing was sent.
           await record(5);
           hostRank.process.kill("SIGUSR2");
-          await waitFor(() => /stopped (\d+)/.exec(hostRank.stdout)?.[1], { timeoutMs: 10_000, what: "the host rank to stop recording" });
+          await waitFor(() => /stopped (\d+)/.exec(hostRank.stdout)?.[1], {
+            timeoutMs: 10_000,
+            what: "the host rank to stop recording",
+          });
           const hostRecorded = Number(/stopped (\d+)/.exec(hostRank.stdout)?.[1]);
           const last = await logger.flush(step++);
           await logger.flush(step++);
@@ -202,9 +316,17 @@ for (const setup of SERVERS) {
           for (const name of group.rankNames) assert.ok(isAlive(group.pid(name) ?? -1), `rank ${name} is alive`);
           assert.equal(agent.process.exitCode, null, "the host agent is alive");
           assert.equal(hostRank.process.exitCode, null, "the host rank is alive");
-          assert.deepEqual(readdirSync(markers), [], "the evil module never ran, and no file was written where the attacker chose");
+          assert.deepEqual(
+            readdirSync(markers),
+            [],
+            "the evil module never ran, and no file was written where the attacker chose",
+          );
           assert.deepEqual(attacker.requests, [], "nothing (and no API key) was sent to the attacker");
-          assert.deepEqual(stolen.filter((d) => !isSealed(d)), [], "no rank answered the rogue in the clear");
+          assert.deepEqual(
+            stolen.filter((d) => !isSealed(d)),
+            [],
+            "no rank answered the rogue in the clear",
+          );
           assert.equal(stolen.length, 0, "no rank answered the rogue's flushes and requests at all");
 
           // The numbers are what the ranks recorded, each once.
@@ -216,16 +338,28 @@ for (const setup of SERVERS) {
           // Every attack was counted, by kind: here, and in every process through the logged rejections.
           const after = ignoredMessageCounts();
           const here = (kind: IgnoredKind): number => after[kind] - before[kind];
-          assert.ok(here("unauthenticated") >= atControllers, `forged messages to the controller dropped here: ${here("unauthenticated")}`);
+          assert.ok(
+            here("unauthenticated") >= atControllers,
+            `forged messages to the controller dropped here: ${here("unauthenticated")}`,
+          );
           assert.ok(here("replayed") > 0, "genuine answers replayed to the controller were dropped as replays");
           const logged = (kind: IgnoredKind): number => sums.get(`rankscope/rejected/${kind}`) ?? 0;
           // Each rank got start, call, init and shutdown (4), the two joined directly 20 flushes more, the host's 5; the agent 2.
           const elsewhere = 3 * 4 + 2 * 20 + 5 + 2;
-          assert.ok(logged("unauthenticated") >= atControllers + elsewhere, `unauthenticated, logged by every process: ${logged("unauthenticated")}`);
+          assert.ok(
+            logged("unauthenticated") >= atControllers + elsewhere,
+            `unauthenticated, logged by every process: ${logged("unauthenticated")}`,
+          );
           assert.ok(logged("replayed") > 0, `replayed, logged: ${logged("replayed")}`);
         });
-        assert.ok(!seen.some((d) => d.code === "transport.nats.disconnect"), "the controller never lost its NATS connection (a 200 KB name never became a subject)");
-        assert.ok(seen.some((d) => d.code === "transport.unauthenticated"), "the rejections were reported");
+        assert.ok(
+          !seen.some((d) => d.code === "transport.nats.disconnect"),
+          "the controller never lost its NATS connection (a 200 KB name never became a subject)",
+        );
+        assert.ok(
+          seen.some((d) => d.code === "transport.unauthenticated"),
+          "the rejections were reported",
+        );
       } finally {
         await rogue?.close();
         killChildren(children);

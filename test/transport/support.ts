@@ -8,7 +8,9 @@ import { tempDir, waitFor } from "../helpers.js";
 /** The rank module every transport test spawns. */
 export const SUM_RANK = new URL("../fixtures/sum-rank.ts", import.meta.url);
 
-const NATS_SERVER = ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].find((p) => existsSync(p)) ?? "nats-server";
+const NATS_SERVER =
+  ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].find((p) => existsSync(p)) ??
+  "nats-server";
 
 /** A child process a test started: what it printed so far, and its exit code. */
 export interface TestChild {
@@ -23,8 +25,16 @@ export interface TestChild {
  * this process's environment, capturing its output, and add it to `children` for `killChildren`.
  */
 export function startChild(file: URL, env: Record<string, string>, children: TestChild[]): TestChild {
-  const child = spawn(process.execPath, ["--import", "tsx", file.pathname], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  const c: TestChild = { process: child, stdout: "", stderr: "", exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
+  const child = spawn(process.execPath, ["--import", "tsx", file.pathname], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const c: TestChild = {
+    process: child,
+    stdout: "",
+    stderr: "",
+    exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))),
+  };
   child.stdout?.on("data", (d: Buffer) => (c.stdout += d.toString()));
   child.stderr?.on("data", (d: Buffer) => (c.stderr += d.toString()));
   children.push(c);
@@ -103,10 +113,24 @@ export class NatsServer {
   /** Start (again) on the same port; resolves when it accepts connections. */
   async restart(): Promise<void> {
     const config = this.configFile === undefined ? [] : ["-c", this.configFile];
-    const child = spawn(NATS_SERVER, [...config, "-a", "127.0.0.1", "-p", String(this.port)], { stdio: "ignore", env: { ...process.env, ...this.options.env } });
-    const failed = new Promise<never>((_, reject) => child.once("error", (e) => reject(new Error(`cannot start nats-server (${NATS_SERVER}): ${e.message}; install it (Debian: apt-get install nats-server)`))));
+    const child = spawn(NATS_SERVER, [...config, "-a", "127.0.0.1", "-p", String(this.port)], {
+      stdio: "ignore",
+      env: { ...process.env, ...this.options.env },
+    });
+    const failed = new Promise<never>((_, reject) =>
+      child.once("error", (e) =>
+        reject(
+          new Error(
+            `cannot start nats-server (${NATS_SERVER}): ${e.message}; install it (Debian: apt-get install nats-server)`,
+          ),
+        ),
+      ),
+    );
     this.process = child;
-    await Promise.race([failed, waitFor(() => canConnect(this.port), { timeoutMs: 10_000, what: `nats-server on port ${this.port}` })]);
+    await Promise.race([
+      failed,
+      waitFor(() => canConnect(this.port), { timeoutMs: 10_000, what: `nats-server on port ${this.port}` }),
+    ]);
   }
 
   /** Stop the server and wait until it is gone. */
@@ -119,7 +143,6 @@ export class NatsServer {
     await exited;
   }
 }
-
 
 /** True if a process with this pid exists. */
 export function isAlive(pid: number): boolean {

@@ -84,7 +84,10 @@ test("metrics recorded in the user's own worker threads reach the main thread's 
   await a.send({ t: "record", key: "anywhere/sum", value: 2, reduce: "sum" }, "recorded");
   await b.send({ t: "record", key: "anywhere/sum", value: 3, reduce: "sum" }, "recorded");
   await b.send({ t: "record", key: "anywhere/max", value: 9, reduce: "max" }, "recorded");
-  await waitFor(() => knownWorkers() >= known + 2, { timeoutMs: 10_000, what: "both workers to link to the main thread" });
+  await waitFor(() => knownWorkers() >= known + 2, {
+    timeoutMs: 10_000,
+    what: "both workers to link to the main thread",
+  });
   recordMetric("anywhere/sum", 1, "sum");
   const first = await logger.flush(0);
   assert.equal(first.metrics.find((m) => m.key === "anywhere/sum")?.value, 6, "main 1 + worker 2 + worker 3");
@@ -92,13 +95,19 @@ test("metrics recorded in the user's own worker threads reach the main thread's 
   await logger.flush(1);
   await logger.flush(2);
   await logger.shutdown();
-  assert.deepEqual([...jsonlValues(runDir, "anywhere/sum")], [
-    [0, 6],
-    [1, 4],
-  ]);
+  assert.deepEqual(
+    [...jsonlValues(runDir, "anywhere/sum")],
+    [
+      [0, 6],
+      [1, 4],
+    ],
+  );
   assert.deepEqual([...jsonlValues(runDir, "anywhere/max")], [[0, 9]]);
   for (const w of [a, b]) w.worker.postMessage({ t: "exit" });
-  assert.deepEqual(await within(Promise.all([a.exited, b.exited]), { timeoutMs: 10_000, what: "both workers to exit" }), [0, 0]);
+  assert.deepEqual(
+    await within(Promise.all([a.exited, b.exited]), { timeoutMs: 10_000, what: "both workers to exit" }),
+    [0, 0],
+  );
 });
 
 test("a worker that exits after recording: what it recorded reaches the next flush", async () => {
@@ -108,9 +117,15 @@ test("a worker that exits after recording: what it recorded reaches the next flu
   await worker.send({ t: "record", key: "leaving/sum", value: 5, reduce: "sum" }, "recorded");
   worker.worker.postMessage({ t: "exit" });
   assert.equal(await within(worker.exited, { timeoutMs: 10_000, what: "the worker to exit" }), 0);
-  await waitFor(async () => (await logger.flush(0)).metrics.some((m) => m.key === "leaving/sum"), { timeoutMs: 10_000, what: "the exited worker's values" });
+  await waitFor(async () => (await logger.flush(0)).metrics.some((m) => m.key === "leaving/sum"), {
+    timeoutMs: 10_000,
+    what: "the exited worker's values",
+  });
   await logger.shutdown();
-  assert.equal([...jsonlValues(runDir, "leaving/sum").values()].reduce((n, v) => n + v, 0), 5);
+  assert.equal(
+    [...jsonlValues(runDir, "leaving/sum").values()].reduce((n, v) => n + v, 0),
+    5,
+  );
 });
 
 test("a worker too busy to answer: the flush keeps its deadline and names it; its values come once, later", async () => {
@@ -123,7 +138,9 @@ test("a worker too busy to answer: the flush keeps its deadline and names it; it
     threadId = worker.worker.threadId;
     await worker.send({ t: "record", key: "busy/sum", value: 7, reduce: "sum" }, "recorded");
     await waitFor(() => knownWorkers() >= known + 1, { timeoutMs: 10_000, what: "the worker to link" });
-    const blocking = new Promise<void>((resolve) => worker.worker.on("message", (m: { t: string }) => m.t === "blocking" && resolve()));
+    const blocking = new Promise<void>((resolve) =>
+      worker.worker.on("message", (m: { t: string }) => m.t === "blocking" && resolve()),
+    );
     const unblocked = worker.send({ t: "block", ms: 3000 }, "unblocked");
     // The flush's question travels on another channel than the block message: ask only once the worker is busy.
     await within(blocking, { timeoutMs: 10_000, what: "the worker to start its busy loop" });
@@ -131,17 +148,34 @@ test("a worker too busy to answer: the flush keeps its deadline and names it; it
     const during = await logger.flush(0);
     const took = Date.now() - started;
     assert.ok(took < 1000 + 2000, `the flush returned in ${took} ms (deadline 1000 ms)`);
-    assert.equal(during.metrics.find((m) => m.key === "busy/sum"), undefined, "the busy worker's value is not in this flush");
+    assert.equal(
+      during.metrics.find((m) => m.key === "busy/sum"),
+      undefined,
+      "the busy worker's value is not in this flush",
+    );
     await unblocked;
     let step = 1;
-    await waitFor(async () => (await logger.flush(step++)).metrics.some((m) => m.key === "busy/sum"), { timeoutMs: 10_000, what: "the busy worker's value in a later flush" });
+    await waitFor(async () => (await logger.flush(step++)).metrics.some((m) => m.key === "busy/sum"), {
+      timeoutMs: 10_000,
+      what: "the busy worker's value in a later flush",
+    });
     await logger.flush(step++);
     await logger.shutdown();
     worker.worker.postMessage({ t: "exit" });
     await within(worker.exited, { timeoutMs: 10_000, what: "the worker to exit" });
   });
-  assert.ok(seen.some((d) => d.code === `collector.workerMissing:${threadId}` && /did not answer the flush within 500 ms/.test(d.message)), "the worker is named");
-  assert.equal([...jsonlValues(runDir, "busy/sum").values()].reduce((n, v) => n + v, 0), 7, "logged once");
+  assert.ok(
+    seen.some(
+      (d) =>
+        d.code === `collector.workerMissing:${threadId}` && /did not answer the flush within 500 ms/.test(d.message),
+    ),
+    "the worker is named",
+  );
+  assert.equal(
+    [...jsonlValues(runDir, "busy/sum").values()].reduce((n, v) => n + v, 0),
+    7,
+    "logged once",
+  );
 });
 
 test("a worker thread started inside a rank process (a fetcher) reports through that rank to the controller", async () => {
@@ -151,7 +185,10 @@ test("a worker thread started inside a rank process (a fetcher) reports through 
   await ranks.fanout("fetchAndRecord", "fetcher/sum", 5);
   let step = 0;
   // The fetcher's first values may reach the rank one flush later (its link is announced asynchronously): wait, then check the total.
-  await waitFor(async () => [...fetcherValues(await logger.flush(step++))].length > 0, { timeoutMs: 20_000, what: "the fetchers' values at the controller" });
+  await waitFor(async () => [...fetcherValues(await logger.flush(step++))].length > 0, {
+    timeoutMs: 20_000,
+    what: "the fetchers' values at the controller",
+  });
   await ranks.fanout("fetchAndRecord", "fetcher/sum", 1);
   await logger.flush(step++);
   await logger.flush(step++);

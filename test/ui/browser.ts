@@ -20,14 +20,24 @@ export interface LaunchedBrowser {
 /** Launch Chromium headless with a fresh user-data-dir. */
 export async function launchChromium(): Promise<LaunchedBrowser> {
   if (!existsSync(CHROMIUM_PATH)) {
-    throw new Error(`Chromium is not installed at ${CHROMIUM_PATH}; install Debian's package (apt-get install chromium) or set RANKSCOPE_CHROMIUM`);
+    throw new Error(
+      `Chromium is not installed at ${CHROMIUM_PATH}; install Debian's package (apt-get install chromium) or set RANKSCOPE_CHROMIUM`,
+    );
   }
   const profile = mkdtempSync(join(tmpdir(), "rankscope-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM_PATH,
     headless: true,
     viewport: { width: 1400, height: 900 },
-    args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"],
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      "--no-first-run",
+      "--disable-dev-shm-usage",
+    ],
   });
   const browser = context.browser();
   return {

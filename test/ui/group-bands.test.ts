@@ -21,7 +21,9 @@ import { writeRun } from "./web/support.js";
 /** Close enough for sums of a few doubles; the expected values are exact fractions worked out by hand. */
 function near(actual: readonly number[], expected: readonly number[], what: string): void {
   assert.equal(actual.length, expected.length, `${what}: ${JSON.stringify(actual)}`);
-  actual.forEach((a, i) => assert.ok(Math.abs(a - (expected[i] ?? NaN)) < 1e-12, `${what}[${i}] = ${a}, expected ${expected[i]}`));
+  actual.forEach((a, i) =>
+    assert.ok(Math.abs(a - (expected[i] ?? NaN)) < 1e-12, `${what}[${i}] = ${a}, expected ${expected[i]}`),
+  );
 }
 
 describe("group bands: the figures", () => {
@@ -69,16 +71,35 @@ describe("group bands: the figures", () => {
 
   it("aligns at most maxPoints evenly spaced steps", () => {
     const steps = Array.from({ length: 1001 }, (_, i) => i);
-    const band = groupBand([{ steps, values: steps.map((s) => s * 2) }, { steps, values: steps.map(() => 0) }], 11);
+    const band = groupBand(
+      [
+        { steps, values: steps.map((s) => s * 2) },
+        { steps, values: steps.map(() => 0) },
+      ],
+      11,
+    );
     assert.deepEqual(band.steps, [0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000]);
     assert.deepEqual(band.mean, band.steps);
-    assert.deepEqual(band.max, band.steps.map((s) => 2 * s));
+    assert.deepEqual(
+      band.max,
+      band.steps.map((s) => 2 * s),
+    );
   });
 });
 
 interface GroupsAnswer {
   key: string;
-  groups: { values: unknown[]; label: string; runs: string[]; steps: number[]; mean: number[]; std: number[]; min: number[]; max: number[]; count: number[] }[];
+  groups: {
+    values: unknown[];
+    label: string;
+    runs: string[];
+    steps: number[];
+    mean: number[];
+    std: number[];
+    min: number[];
+    max: number[];
+    count: number[];
+  }[];
   missing: string[];
 }
 
@@ -105,7 +126,8 @@ describe("group bands: /api/groups over both sources", () => {
     if (skipTeam === false) {
       pg = await Postgres.start();
       const t = await serverWithTokens(pg);
-      for (const trial of [...runs.map((r) => r[0]), "other"]) await new RunSync({ runDir: join(root, "sweep", trial), url: t.server.url, token: t.write }).pass();
+      for (const trial of [...runs.map((r) => r[0]), "other"])
+        await new RunSync({ runDir: join(root, "sweep", trial), url: t.server.url, token: t.write }).pass();
       team = { server: t.server, read: t.read };
     }
   });
@@ -117,10 +139,14 @@ describe("group bands: /api/groups over both sources", () => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  const query = (by: string[]): string => `/api/groups?key=loss&${by.map((b) => `by=${encodeURIComponent(b)}`).join("&")}&${[...runs.map((r) => r[0]), "other", "nope"].map((t) => `run=sweep/${t}`).join("&")}`;
+  const query = (by: string[]): string =>
+    `/api/groups?key=loss&${by.map((b) => `by=${encodeURIComponent(b)}`).join("&")}&${[...runs.map((r) => r[0]), "other", "nope"].map((t) => `run=sweep/${t}`).join("&")}`;
 
   async function ask(base: string, path: string, token?: string): Promise<GroupsAnswer> {
-    const answer = await fetch(new URL(path, base), token === undefined ? {} : { headers: { Authorization: `Bearer ${token}` } });
+    const answer = await fetch(
+      new URL(path, base),
+      token === undefined ? {} : { headers: { Authorization: `Bearer ${token}` } },
+    );
     const text = await answer.text();
     assert.equal(answer.status, 200, text);
     return JSON.parse(text) as GroupsAnswer;
@@ -128,10 +154,13 @@ describe("group bands: /api/groups over both sources", () => {
 
   it("groups by a parameter: one band per value, with the hand-computed figures", async () => {
     const answer = await ask(dashboard.url, query(["param:lr"]));
-    assert.deepEqual(answer.groups.map((g) => [g.label, g.runs]), [
-      ["lr=0.1", ["sweep/s1", "sweep/s2", "sweep/s3"]],
-      ["lr=0.2", ["sweep/s4", "sweep/s5"]],
-    ]);
+    assert.deepEqual(
+      answer.groups.map((g) => [g.label, g.runs]),
+      [
+        ["lr=0.1", ["sweep/s1", "sweep/s2", "sweep/s3"]],
+        ["lr=0.2", ["sweep/s4", "sweep/s5"]],
+      ],
+    );
     const [first, second] = answer.groups;
     near(first?.mean ?? [], [2, 2, 2, 3], "lr=0.1 mean");
     near(first?.std ?? [], [0.816496580927726, 0, 0.816496580927726, 2.160246899469287], "lr=0.1 std");
@@ -140,16 +169,23 @@ describe("group bands: /api/groups over both sources", () => {
     // lr=0.2: 10+s and 20+s → mean 15+s, std 5, min 10+s, max 20+s.
     near(second?.mean ?? [], [15, 16, 17, 18], "lr=0.2 mean");
     near(second?.std ?? [], [5, 5, 5, 5], "lr=0.2 std");
-    assert.deepEqual(answer.missing.sort(), ["sweep/nope", "sweep/other"], "runs without the key or unknown are listed, not drawn");
+    assert.deepEqual(
+      answer.missing.sort(),
+      ["sweep/nope", "sweep/other"],
+      "runs without the key or unknown are listed, not drawn",
+    );
   });
 
   it("groups by two fields", async () => {
     const answer = await ask(dashboard.url, query(["param:lr", "param:opt"]));
-    assert.deepEqual(answer.groups.map((g) => [g.label, g.runs.length]), [
-      ["lr=0.1 · opt=adam", 3],
-      ["lr=0.2 · opt=adam", 1],
-      ["lr=0.2 · opt=sgd", 1],
-    ]);
+    assert.deepEqual(
+      answer.groups.map((g) => [g.label, g.runs.length]),
+      [
+        ["lr=0.1 · opt=adam", 3],
+        ["lr=0.2 · opt=adam", 1],
+        ["lr=0.2 · opt=sgd", 1],
+      ],
+    );
   });
 
   it("says what is wrong with a bad request", async () => {
@@ -168,7 +204,11 @@ describe("group bands: /api/groups over both sources", () => {
   it("answers the same groups from the team server", { skip: skipTeam }, async () => {
     assert.ok(team !== undefined);
     for (const by of [["param:lr"], ["param:lr", "param:opt"], ["group"]]) {
-      assert.deepEqual(await ask(team.server.url, query(by), team.read), await ask(dashboard.url, query(by)), by.join(","));
+      assert.deepEqual(
+        await ask(team.server.url, query(by), team.read),
+        await ask(dashboard.url, query(by)),
+        by.join(","),
+      );
     }
   });
 });

@@ -17,7 +17,18 @@ const report = (step: number, slow: string[]): StragglerReport => ({
   medianStepMs: 100,
   skew: 2,
   medianWaitMs: 50,
-  slowest: slow.map((rankName) => ({ rank: 3, rankName, host: "node-10", stepMs: 200, latenessMs: 1, waitMs: 0, causedWaitMs: 50, by: ["step", "wait"], phase: null, chronic: true })),
+  slowest: slow.map((rankName) => ({
+    rank: 3,
+    rankName,
+    host: "node-10",
+    stepMs: 200,
+    latenessMs: 1,
+    waitMs: 0,
+    causedWaitMs: 50,
+    by: ["step", "wait"],
+    phase: null,
+    chronic: true,
+  })),
   chronic: [],
 });
 
@@ -40,16 +51,37 @@ const window: RankTimingWindow = {
 test("up to the bound, one row per rank, missing figures null, the newest report's slow ranks", () => {
   const view = ranksView(window);
   assert.equal(view.rowsAre, "rank");
-  assert.deepEqual(view.rows.map((r) => [r.label, r.host, r.rank]), [["T_r0", "node-2", 0], ["T_r1", "node-2", 1], ["T_r2", "node-10", 2], ["T_r3", "node-10", 3]]);
+  assert.deepEqual(
+    view.rows.map((r) => [r.label, r.host, r.rank]),
+    [
+      ["T_r0", "node-2", 0],
+      ["T_r1", "node-2", 1],
+      ["T_r2", "node-10", 2],
+      ["T_r3", "node-10", 3],
+    ],
+  );
   assert.deepEqual(view.stepMs, [100, 101, null, 99, 100, 100, 200, 210]);
-  assert.deepEqual(view.slowest.map((s) => [s.rankName, s.host, s.chronic]), [["T_r3", "node-10", true]]);
-  assert.deepEqual([view.skew, view.medianStepMs, view.tracer, view.totalRanks, view.available], [2, 100, "train_step", 4, true]);
+  assert.deepEqual(
+    view.slowest.map((s) => [s.rankName, s.host, s.chronic]),
+    [["T_r3", "node-10", true]],
+  );
+  assert.deepEqual(
+    [view.skew, view.medianStepMs, view.tracer, view.totalRanks, view.available],
+    [2, 100, "train_step", 4, true],
+  );
 });
 
 test("past the bound, one row per host: the largest step time and lateness, the smallest wait", () => {
   const view = ranksView(window, 2);
   assert.equal(view.rowsAre, "host");
-  assert.deepEqual(view.rows.map((r) => [r.label, r.ranks, r.rank]), [["node-2", 2, null], ["node-10", 2, null]], "natural order: node-2 before node-10");
+  assert.deepEqual(
+    view.rows.map((r) => [r.label, r.ranks, r.rank]),
+    [
+      ["node-2", 2, null],
+      ["node-10", 2, null],
+    ],
+    "natural order: node-2 before node-10",
+  );
   assert.deepEqual(view.stepMs, [100, 101, 200, 210]);
   assert.deepEqual(view.latenessMs, [0, 0.1, 3, 4]);
   assert.deepEqual(view.waitMs, [50, 49, 0, 1]);
@@ -57,6 +89,12 @@ test("past the bound, one row per host: the largest step time and lateness, the 
 });
 
 test("a source without per-rank timings says why", () => {
-  assert.deepEqual([emptyRanksView("not synced").available, emptyRanksView("not synced").reason], [false, "not synced"]);
-  assert.deepEqual(ranksView({ ranks: [], steps: [], walls: [], stepMs: [], latenessMs: [], waitMs: [], reports: [] }), emptyRanksView());
+  assert.deepEqual(
+    [emptyRanksView("not synced").available, emptyRanksView("not synced").reason],
+    [false, "not synced"],
+  );
+  assert.deepEqual(
+    ranksView({ ranks: [], steps: [], walls: [], stepMs: [], latenessMs: [], waitMs: [], reports: [] }),
+    emptyRanksView(),
+  );
 });

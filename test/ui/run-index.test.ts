@@ -79,32 +79,47 @@ describe("runs index: a dashboard over a changing root", () => {
 
   it("shows a run added in a new folder three levels down", async () => {
     writeRun(root, "team/sweep", "t1", 3, { loss: () => 0.25 }, { lr: 0.01 });
-    const page = await waitFor(async () => {
-      const p = await runsOf(dashboard);
-      return find(p, "team/sweep/t1") !== undefined ? p : null;
-    }, { timeoutMs: 20_000, what: "the new run in the list" });
+    const page = await waitFor(
+      async () => {
+        const p = await runsOf(dashboard);
+        return find(p, "team/sweep/t1") !== undefined ? p : null;
+      },
+      { timeoutMs: 20_000, what: "the new run in the list" },
+    );
     const added = find(page, "team/sweep/t1");
-    assert.deepEqual([added?.experiment, added?.trial, added?.status, added?.params], ["team/sweep", "t1", "finished", { lr: 0.01 }]);
+    assert.deepEqual(
+      [added?.experiment, added?.trial, added?.status, added?.params],
+      ["team/sweep", "t1", "finished", { lr: 0.01 }],
+    );
     assert.deepEqual(added?.summary, { loss: 0.25 });
   });
 
   it("follows a live run's points and its finish", async () => {
     live.write({ scalars: trainingPoints(10, 20, t0).map((p) => (p.key === "lr" ? { ...p, value: 0.5 } : p)) });
-    await waitFor(async () => find(await runsOf(dashboard), "exp/live")?.summary?.["lr"] === 0.5, { timeoutMs: 20_000, what: "the live run's new last value" });
+    await waitFor(async () => find(await runsOf(dashboard), "exp/live")?.summary?.["lr"] === 0.5, {
+      timeoutMs: 20_000,
+      what: "the live run's new last value",
+    });
     live.finish("finished");
-    const done = await waitFor(async () => {
-      const run = find(await runsOf(dashboard), "exp/live");
-      return run?.status === "finished" ? run : null;
-    }, { timeoutMs: 20_000, what: "the live run finished" });
+    const done = await waitFor(
+      async () => {
+        const run = find(await runsOf(dashboard), "exp/live");
+        return run?.status === "finished" ? run : null;
+      },
+      { timeoutMs: 20_000, what: "the live run finished" },
+    );
     assert.ok(done.endedAt !== null);
   });
 
   it("shows new tags and group when run.json is rewritten", async () => {
     writeFileAtomicSync(join(root, "exp", "base", "run.json"), JSON.stringify({ tags: ["relabelled"], group: "g2" }));
-    const run = await waitFor(async () => {
-      const r = find(await runsOf(dashboard), "exp/base");
-      return r?.group === "g2" ? r : null;
-    }, { timeoutMs: 20_000, what: "the new labels" });
+    const run = await waitFor(
+      async () => {
+        const r = find(await runsOf(dashboard), "exp/base");
+        return r?.group === "g2" ? r : null;
+      },
+      { timeoutMs: 20_000, what: "the new labels" },
+    );
     assert.deepEqual(run.tags, ["relabelled"]);
   });
 
@@ -118,19 +133,25 @@ describe("runs index: a dashboard over a changing root", () => {
         // -wal and -shm are gone once the last connection closed
       }
     }
-    await waitFor(async () => {
-      const ids = (await runsOf(dashboard)).runs.map((r) => r.id);
-      return !ids.includes("exp/doomed") && !ids.includes("exp/headless");
-    }, { timeoutMs: 20_000, what: "the deleted runs to leave the list" });
+    await waitFor(
+      async () => {
+        const ids = (await runsOf(dashboard)).runs.map((r) => r.id);
+        return !ids.includes("exp/doomed") && !ids.includes("exp/headless");
+      },
+      { timeoutMs: 20_000, what: "the deleted runs to leave the list" },
+    );
   });
 
   it("ends equal to a fresh read of the root", async () => {
     // Every change above seen: the index answers exactly what reading every store again answers.
     const fresh = await freshList(root);
-    const page = await waitFor(async () => {
-      const p = await runsOf(dashboard);
-      return JSON.stringify(p) === JSON.stringify(fresh) ? p : null;
-    }, { timeoutMs: 20_000, what: "the index to equal a fresh read" });
+    const page = await waitFor(
+      async () => {
+        const p = await runsOf(dashboard);
+        return JSON.stringify(p) === JSON.stringify(fresh) ? p : null;
+      },
+      { timeoutMs: 20_000, what: "the index to equal a fresh read" },
+    );
     assert.deepEqual(page.runs.map((r) => r.id).sort(), ["exp/base", "exp/live", "team/sweep/t1"]);
   });
 
@@ -142,10 +163,13 @@ describe("runs index: a dashboard over a changing root", () => {
     assert.equal(again.status, 304);
     assert.equal((await again.text()).length, 0);
     writeRun(root, "exp", "late", 3, { loss: () => 1 });
-    const changed = await waitFor(async () => {
-      const r = await fetch(new URL("/api/runs?limit=10", dashboard.url), { headers: { "If-None-Match": etag } });
-      return r.status === 200 ? r : (await r.text(), null);
-    }, { timeoutMs: 20_000, what: "a 200 once a run was added" });
+    const changed = await waitFor(
+      async () => {
+        const r = await fetch(new URL("/api/runs?limit=10", dashboard.url), { headers: { "If-None-Match": etag } });
+        return r.status === 200 ? r : (await r.text(), null);
+      },
+      { timeoutMs: 20_000, what: "a 200 once a run was added" },
+    );
     assert.notEqual(changed.headers.get("etag"), etag);
     assert.ok(((await changed.json()) as Page).runs.some((r) => r.id === "exp/late"));
   });
@@ -157,18 +181,27 @@ describe("runs index: a real job's run", () => {
     const dashboard = await startDashboard({ root, port: 0 });
     try {
       const logger = await getOrCreateMetricLogger({ root, experiment: "job", trial: "t" });
-      await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } }, { runConfig: { lr: 0.003 }, tags: ["nightly"] });
+      await logger.initBackends(
+        { store: { loggingMode: "global_reduce", waitForWrites: true } },
+        { runConfig: { lr: 0.003 }, tags: ["nightly"] },
+      );
       for (let step = 0; step < 3; step++) {
         recordMetric("train/loss", 3 - step, Reduce.MEAN);
         await logger.flush(step);
       }
-      const running = await waitFor(async () => (await runsOf(dashboard)).runs.find((r) => r.id === "job/t" && r.summary?.["train/loss"] === 1), {
-        timeoutMs: 20_000,
-        what: "the job's run with its last loss",
-      });
+      const running = await waitFor(
+        async () => (await runsOf(dashboard)).runs.find((r) => r.id === "job/t" && r.summary?.["train/loss"] === 1),
+        {
+          timeoutMs: 20_000,
+          what: "the job's run with its last loss",
+        },
+      );
       assert.deepEqual([running.status, running.tags, running.params["lr"]], ["running", ["nightly"], 0.003]);
       await logger.shutdown();
-      await waitFor(async () => (await runsOf(dashboard)).runs.find((r) => r.id === "job/t")?.status === "finished", { timeoutMs: 20_000, what: "the job's run finished" });
+      await waitFor(async () => (await runsOf(dashboard)).runs.find((r) => r.id === "job/t")?.status === "finished", {
+        timeoutMs: 20_000,
+        what: "the job's run finished",
+      });
     } finally {
       await dashboard.close();
       rmSync(root, { recursive: true, force: true });
@@ -190,24 +223,32 @@ describe("runs index: a job killed with every process", () => {
     ].join("\n");
     try {
       let listedRunning = false;
-      const job = runNode(["--input-type=module", "-e", writer], {}, {
-        deadlineMs: 60_000,
-        onStdout: (text, child) => {
-          if (!text.includes("ready") || listedRunning) return;
-          listedRunning = true;
-          void index.update().then(async () => {
-            const run = (await index.current()).runs.find((r) => r.row.id === "job/killed");
-            assert.equal(run?.row.status, "running");
-            child.kill("SIGKILL");
-          });
+      const job = runNode(
+        ["--input-type=module", "-e", writer],
+        {},
+        {
+          deadlineMs: 60_000,
+          onStdout: (text, child) => {
+            if (!text.includes("ready") || listedRunning) return;
+            listedRunning = true;
+            void index.update().then(async () => {
+              const run = (await index.current()).runs.find((r) => r.row.id === "job/killed");
+              assert.equal(run?.row.status, "running");
+              child.kill("SIGKILL");
+            });
+          },
         },
-      });
+      );
       const result = await job;
       assert.equal(result.signal, "SIGKILL", result.stderr);
       now += LIVE_READ_MS;
       await index.update();
       const run = (await index.current()).runs.find((r) => r.row.id === "job/killed");
-      assert.equal(run?.row.status, "crashed", "a run whose processes are all gone reads crashed, with no file changed");
+      assert.equal(
+        run?.row.status,
+        "crashed",
+        "a run whose processes are all gone reads crashed, with no file changed",
+      );
     } finally {
       index.close();
       closeStores();
@@ -273,11 +314,14 @@ describe("runs index: bounded work", () => {
       const resumed = openRun(root, "done", "r1");
       resumed.write({ scalars: [{ key: "loss", step: 9, wall: t(9), value: 42 }] });
       resumed.finish("finished");
-      const seen = await waitFor(async () => {
-        now += PASS_GAP_MS;
-        await index.update();
-        return lastLoss(await index.current(), "done/r1") === 42;
-      }, { timeoutMs: 10_000, what: "the resumed run's new last value" });
+      const seen = await waitFor(
+        async () => {
+          now += PASS_GAP_MS;
+          await index.update();
+          return lastLoss(await index.current(), "done/r1") === 42;
+        },
+        { timeoutMs: 10_000, what: "the resumed run's new last value" },
+      );
       assert.ok(seen);
       assert.ok(now - 1_000_000 - COLD_CHECK_MS < COLD_CHECK_MS, "seen before its cold check was due");
       assert.equal(index.changeCount, reads + 1, "only that run was read again");
@@ -293,6 +337,9 @@ function t(step: number): number {
   return 1.7e12 + step * 1000;
 }
 
-function lastLoss(current: { runs: { row: LabelledRun; lastValues: Readonly<Record<string, number>> }[] }, id: string): number | undefined {
+function lastLoss(
+  current: { runs: { row: LabelledRun; lastValues: Readonly<Record<string, number>> }[] },
+  id: string,
+): number | undefined {
   return current.runs.find((r) => r.row.id === id)?.lastValues["loss"];
 }

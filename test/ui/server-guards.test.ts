@@ -48,7 +48,15 @@ async function json<T>(base: string, path: string): Promise<T> {
 }
 
 /** The names W&B and AReaL users give runs, each one folder. */
-const HOSTILE_NAMES = ["café", "lr=3e-4,bs=256", "2026-11-24T00:45:00", "ablation (v2)", "run+1", "实验1", "tri\u202Eal"];
+const HOSTILE_NAMES = [
+  "café",
+  "lr=3e-4,bs=256",
+  "2026-11-24T00:45:00",
+  "ablation (v2)",
+  "run+1",
+  "实验1",
+  "tri\u202Eal",
+];
 
 const SECRET = "root:x:0:0:the-outside-secret";
 
@@ -102,9 +110,14 @@ describe("dashboard server guards", () => {
   });
 
   it("accepts any one-folder name from the API, and refuses paths with a message", () => {
-    for (const trial of HOSTILE_NAMES) assert.equal(resolveRunLocation({ root, experiment: "hostile", trial }, {}).trial, trial);
+    for (const trial of HOSTILE_NAMES)
+      assert.equal(resolveRunLocation({ root, experiment: "hostile", trial }, {}).trial, trial);
     for (const bad of ["a/b", "..", ".", "", "x\u0000y", "a\\b", "line\nbreak"]) {
-      assert.throws(() => resolveRunLocation({ root, experiment: "e", trial: bad }, {}), /trial .* must be one folder name/, JSON.stringify(bad));
+      assert.throws(
+        () => resolveRunLocation({ root, experiment: "e", trial: bad }, {}),
+        /trial .* must be one folder name/,
+        JSON.stringify(bad),
+      );
     }
   });
 
@@ -112,10 +125,17 @@ describe("dashboard server guards", () => {
     const { runs } = await json<{ runs: { id: string; trial: string }[] }>(dashboard.url, "/api/runs");
     for (const trial of HOSTILE_NAMES) {
       const id = `hostile/${trial}`;
-      assert.ok(runs.some((r) => r.id === id && r.trial === trial), `${id} not listed: ${JSON.stringify(runs.map((r) => r.id))}`);
+      assert.ok(
+        runs.some((r) => r.id === id && r.trial === trial),
+        `${id} not listed: ${JSON.stringify(runs.map((r) => r.id))}`,
+      );
       const run = encodeURIComponent(id);
       const keys = await json<{ metrics: { key: string }[] }>(dashboard.url, `/api/keys?run=${run}`);
-      assert.deepEqual(keys.metrics.map((k) => k.key), ["loss"], id);
+      assert.deepEqual(
+        keys.metrics.map((k) => k.key),
+        ["loss"],
+        id,
+      );
       const series = await json<{ values: number[] }>(dashboard.url, `/api/series?run=${run}&key=loss`);
       assert.deepEqual(series.values, [1, 2, 3], id);
     }
@@ -123,12 +143,24 @@ describe("dashboard server guards", () => {
     const traces = join(root, "hostile", "实验1", "traces");
     mkdirSync(traces, { recursive: true });
     writeFileSync(join(traces, "rank 0 (é).jsonl"), "[\n");
-    const { files } = await json<{ files: { name: string }[] }>(dashboard.url, `/api/traces?run=${encodeURIComponent("hostile/实验1")}`);
-    assert.deepEqual(files.map((f) => f.name), ["rank 0 (é).jsonl"]);
-    const download = await get(dashboard.url, `/api/trace?run=${encodeURIComponent("hostile/实验1")}&file=${encodeURIComponent("rank 0 (é).jsonl")}`);
+    const { files } = await json<{ files: { name: string }[] }>(
+      dashboard.url,
+      `/api/traces?run=${encodeURIComponent("hostile/实验1")}`,
+    );
+    assert.deepEqual(
+      files.map((f) => f.name),
+      ["rank 0 (é).jsonl"],
+    );
+    const download = await get(
+      dashboard.url,
+      `/api/trace?run=${encodeURIComponent("hostile/实验1")}&file=${encodeURIComponent("rank 0 (é).jsonl")}`,
+    );
     assert.equal(download.status, 200, download.text);
     assert.equal(download.text, "[\n");
-    assert.equal(download.headers["content-disposition"], `attachment; filename="rank 0 (_).jsonl"; filename*=UTF-8''rank%200%20%28%C3%A9%29.jsonl`);
+    assert.equal(
+      download.headers["content-disposition"],
+      `attachment; filename="rank 0 (_).jsonl"; filename*=UTF-8''rank%200%20%28%C3%A9%29.jsonl`,
+    );
     // Still refused: anything that is not one to three folder names.
     for (const run of ["hostile/..", "../hostile", "hostile/caf%C3%A9%00", "hostile%5Ccaf%C3%A9", "a/b/c/d"]) {
       const answer = await get(dashboard.url, `/api/keys?run=${run}`);
@@ -145,13 +177,20 @@ describe("dashboard server guards", () => {
     assert.equal(passwd.status, 404, passwd.text);
     assert.doesNotMatch(passwd.text, /outside-secret/);
     // config.yaml and version.json linked out: not shown.
-    const config = await json<{ configYaml: string | null; version: unknown }>(dashboard.url, "/api/config?run=links/files-out");
+    const config = await json<{ configYaml: string | null; version: unknown }>(
+      dashboard.url,
+      "/api/config?run=links/files-out",
+    );
     assert.equal(config.configYaml, null);
     assert.equal(config.version, null);
     // metrics.db linked out: not listed, not opened.
     const { runs } = await json<{ runs: { id: string }[] }>(dashboard.url, "/api/runs");
     assert.ok(!runs.some((r) => r.id === "links/db-out"), JSON.stringify(runs.map((r) => r.id)));
-    for (const path of ["/api/keys?run=links/db-out", "/api/series?run=links/db-out&key=stolen", "/api/summary?run=links/db-out"]) {
+    for (const path of [
+      "/api/keys?run=links/db-out",
+      "/api/series?run=links/db-out&key=stolen",
+      "/api/summary?run=links/db-out",
+    ]) {
       const answer = await get(dashboard.url, path);
       assert.equal(answer.status, 403, `${path}: ${answer.text}`);
       assert.match(JSON.parse(answer.text).error, /metrics\.db resolves \(through a symlink\) outside the runs root/);
@@ -161,7 +200,10 @@ describe("dashboard server guards", () => {
 
   it("skips a broken symlink in traces/ and lists the other files", async () => {
     const { files } = await json<{ files: { name: string }[] }>(dashboard.url, "/api/traces?run=exp/base");
-    assert.deepEqual(files.map((f) => f.name), ["rank-0.jsonl"]);
+    assert.deepEqual(
+      files.map((f) => f.name),
+      ["rank-0.jsonl"],
+    );
     assert.equal((await get(dashboard.url, "/api/trace?run=exp/base&file=broken.jsonl")).status, 404);
   });
 
@@ -195,7 +237,10 @@ describe("dashboard server guards", () => {
     } finally {
       await exposed.close();
     }
-    assert.equal(redactedRequestPath("/a?x=1&TOKEN=abc&%74oken=def#frag"), "/a?x=1&TOKEN=[redacted]&%74oken=[redacted]");
+    assert.equal(
+      redactedRequestPath("/a?x=1&TOKEN=abc&%74oken=def#frag"),
+      "/a?x=1&TOKEN=[redacted]&%74oken=[redacted]",
+    );
   });
 
   it("caps lines and points per request with a 400 saying what is allowed", async () => {
@@ -203,14 +248,23 @@ describe("dashboard server guards", () => {
     const tooMany = JSON.stringify(Array.from({ length: MAX_BATCH_LINES + 1 }, () => line));
     const a = await get(dashboard.url, `/api/lines?run=exp/base&maxPoints=10&lines=${encodeURIComponent(tooMany)}`);
     assert.equal(a.status, 400);
-    assert.match(JSON.parse(a.text).error, new RegExp(`too many lines in one request: ${MAX_BATCH_LINES + 1}, at most ${MAX_BATCH_LINES}`));
+    assert.match(
+      JSON.parse(a.text).error,
+      new RegExp(`too many lines in one request: ${MAX_BATCH_LINES + 1}, at most ${MAX_BATCH_LINES}`),
+    );
     const heavy = JSON.stringify(Array.from({ length: MAX_BATCH_LINES }, () => ["loss", null, null]));
     const b = await get(dashboard.url, `/api/lines?run=exp/base&maxPoints=2000&lines=${encodeURIComponent(heavy)}`);
     assert.equal(b.status, 400);
-    assert.match(JSON.parse(b.text).error, new RegExp(`more than the ${MAX_BATCH_POINTS.toLocaleString("en-US")} one request may return`));
+    assert.match(
+      JSON.parse(b.text).error,
+      new RegExp(`more than the ${MAX_BATCH_POINTS.toLocaleString("en-US")} one request may return`),
+    );
     // At the caps: answered in full.
     const atCap = JSON.stringify(Array.from({ length: MAX_BATCH_POINTS / 2000 }, () => ["loss", null, null]));
-    const { lines } = await json<{ lines: { steps: number[] }[] }>(dashboard.url, `/api/lines?run=exp/base&maxPoints=2000&lines=${encodeURIComponent(atCap)}`);
+    const { lines } = await json<{ lines: { steps: number[] }[] }>(
+      dashboard.url,
+      `/api/lines?run=exp/base&maxPoints=2000&lines=${encodeURIComponent(atCap)}`,
+    );
     assert.equal(lines.length, MAX_BATCH_POINTS / 2000);
     assert.ok(lines.every((l) => l.steps.length === 120));
   });
@@ -230,7 +284,10 @@ describe("dashboard server guards", () => {
     assert.equal(trace.headers["content-encoding"], "gzip");
     assert.match(gunzipSync(trace.body).toString("utf8"), /"ph":"X"/);
     // gzip;q=0 is a refusal.
-    assert.equal((await get(dashboard.url, path, { "Accept-Encoding": "gzip;q=0" })).headers["content-encoding"], undefined);
+    assert.equal(
+      (await get(dashboard.url, path, { "Accept-Encoding": "gzip;q=0" })).headers["content-encoding"],
+      undefined,
+    );
     // Static files, from a web folder of our own.
     const web = tempDir("rankscope-ui-web-");
     const script = `console.log(${JSON.stringify("x".repeat(50))});\n`.repeat(100);

@@ -10,7 +10,13 @@ import assert from "node:assert/strict";
 import { appendFileSync, mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { LOG_DEFAULT_WINDOW, LOG_MAX_LINES, LOG_MAX_WINDOW, type LogLine, type LogWindow } from "../../src/ui/log-reader.js";
+import {
+  LOG_DEFAULT_WINDOW,
+  LOG_MAX_LINES,
+  LOG_MAX_WINDOW,
+  type LogLine,
+  type LogWindow,
+} from "../../src/ui/log-reader.js";
 import { startDashboard, type Dashboard } from "../../src/ui/server.js";
 import { tempDir } from "../helpers.js";
 import { seedFinishedRun } from "./seed.js";
@@ -65,7 +71,8 @@ describe("text logs through the dashboard API", () => {
     let bytes = 0;
     while (bytes < 20 * 1024 * 1024) {
       const r = record(records++);
-      for (const [j, message] of r.messages.entries()) expected.push({ rank: r.rank, component: r.component, level: r.level, message, continued: j > 0 });
+      for (const [j, message] of r.messages.entries())
+        expected.push({ rank: r.rank, component: r.component, level: r.level, message, continued: j > 0 });
       const text = `${r.lines.join("\n")}\n`;
       chunk.push(text);
       bytes += Buffer.byteLength(text);
@@ -90,13 +97,28 @@ describe("text logs through the dashboard API", () => {
   const same = (lines: LogLine[], from: number): void => {
     lines.forEach((line, k) => {
       const want = expected[from + k];
-      assert.deepEqual({ rank: line.rank, component: line.component, level: line.level, message: line.message, continued: line.continued }, want, `line ${from + k}`);
+      assert.deepEqual(
+        {
+          rank: line.rank,
+          component: line.component,
+          level: line.level,
+          message: line.message,
+          continued: line.continued,
+        },
+        want,
+        `line ${from + k}`,
+      );
     });
   };
 
   it("lists merged.log, then main.log; a file linking out of the root is not listed", async () => {
-    const { files } = JSON.parse((await get("/api/logs?run=exp/base")).body) as { files: { name: string; size: number }[] };
-    assert.deepEqual(files.map((f) => f.name), ["merged.log", "main.log"]);
+    const { files } = JSON.parse((await get("/api/logs?run=exp/base")).body) as {
+      files: { name: string; size: number }[];
+    };
+    assert.deepEqual(
+      files.map((f) => f.name),
+      ["merged.log", "main.log"],
+    );
     assert.equal(files[0]?.size, statSync(logPath).size);
     const linked = JSON.parse((await get("/api/logs?run=exp/logs-out")).body) as { files: unknown[] };
     assert.deepEqual(linked.files, []);
@@ -110,7 +132,10 @@ describe("text logs through the dashboard API", () => {
     assert.ok(tail.end - tail.start <= LOG_DEFAULT_WINDOW, `${tail.end - tail.start} bytes read`);
     assert.ok(tail.bytes < 400_000, `the answer is ${tail.bytes} bytes`);
     same(tail.lines, expected.length - tail.lines.length);
-    assert.ok(tail.lines.every((l) => !l.message.includes("\u001b")), "colour codes are removed");
+    assert.ok(
+      tail.lines.every((l) => !l.message.includes("\u001b")),
+      "colour codes are removed",
+    );
   });
 
   it("pages back by byte offset through the whole 20 MB file: every line once, in order, UTF-8 intact", async () => {
@@ -118,7 +143,9 @@ describe("text logs through the dashboard API", () => {
     let before = Number.MAX_SAFE_INTEGER;
     let reads = 0;
     for (;;) {
-      const page = await window(`&maxBytes=${512 * 1024}&limit=${LOG_MAX_LINES}${before === Number.MAX_SAFE_INTEGER ? "" : `&before=${before}`}`);
+      const page = await window(
+        `&maxBytes=${512 * 1024}&limit=${LOG_MAX_LINES}${before === Number.MAX_SAFE_INTEGER ? "" : `&before=${before}`}`,
+      );
       assert.ok(page.end - page.start <= 512 * 1024);
       pages.unshift(page.lines);
       reads++;
@@ -138,7 +165,10 @@ describe("text logs through the dashboard API", () => {
     const added = "[Trainer_0_r1]   20261122-02:00:00.000 Trainer INFO: appended\n";
     appendFileSync(logPath, added);
     const newer = await window(`&after=${tail.end}`);
-    assert.deepEqual(newer.lines.map((l) => l.message), ["appended"]);
+    assert.deepEqual(
+      newer.lines.map((l) => l.message),
+      ["appended"],
+    );
     assert.equal(newer.end, tail.end + Buffer.byteLength(added));
     const none = await window(`&after=${newer.end}`);
     assert.deepEqual(none.lines, []);
@@ -153,7 +183,10 @@ describe("text logs through the dashboard API", () => {
     const errors = await window("&level=error");
     assert.ok(errors.lines.length > 0);
     assert.ok(errors.lines.every((l) => l.level === "error"));
-    assert.ok(errors.lines.some((l) => l.continued && /at train \(train\.ts:\d+:7\)/.test(l.message)), "stack lines come with their error");
+    assert.ok(
+      errors.lines.some((l) => l.continued && /at train \(train\.ts:\d+:7\)/.test(l.message)),
+      "stack lines come with their error",
+    );
     assert.ok(errors.end - errors.start <= 1024 * 1024, "a filtered read scans one bounded window too");
     const warnings = await window("&level=warning&component=Trainer&limit=50");
     assert.equal(warnings.lines.length, 50);
@@ -161,7 +194,10 @@ describe("text logs through the dashboard API", () => {
     assert.ok(warnings.components.includes("Rollout café"), "the window's components are listed for the picker");
     // The last 50 of the window; the page before goes on from the first of them.
     const earlier = await window(`&level=warning&component=Trainer&limit=50&before=${warnings.start}`);
-    assert.ok(earlier.lines.length > 0 && (earlier.lines[earlier.lines.length - 1]?.offset ?? Infinity) < (warnings.lines[0]?.offset ?? 0));
+    assert.ok(
+      earlier.lines.length > 0 &&
+        (earlier.lines[earlier.lines.length - 1]?.offset ?? Infinity) < (warnings.lines[0]?.offset ?? 0),
+    );
   });
 
   it("refuses bad input with a 400 saying what is valid, and files outside logs/ or the root", async () => {
@@ -196,7 +232,9 @@ describe("text logs through the dashboard API", () => {
       const base = `http://127.0.0.2:${exposed.port}`;
       assert.equal((await fetch(`${base}/api/log?run=exp/base&file=merged.log`)).status, 401);
       assert.equal((await fetch(`${base}/api/logs?run=exp/base`)).status, 401);
-      const answer = await fetch(`${base}/api/log?run=exp/base&file=merged.log`, { headers: { Authorization: `Bearer ${token}` } });
+      const answer = await fetch(`${base}/api/log?run=exp/base&file=merged.log`, {
+        headers: { Authorization: `Bearer ${token}` },
+      });
       assert.equal(answer.status, 200);
     } finally {
       await exposed.close();

@@ -39,7 +39,17 @@ describe("dashboard server: runs table and zoom", () => {
     const logger = await getOrCreateMetricLogger({ root, experiment: "sweep", trial });
     await logger.initBackends(
       { store: { loggingMode: "global_reduce", waitForWrites: true } },
-      { runConfig: { lr: 3e-4, batch: 256, model: { layers: 4, act: "gelu" }, wandb: { api_key: "hush-hush" }, schedule: [1, 2] }, tags: ["baseline", "sweep"], group: "sweep-3" },
+      {
+        runConfig: {
+          lr: 3e-4,
+          batch: 256,
+          model: { layers: 4, act: "gelu" },
+          wandb: { api_key: "hush-hush" },
+          schedule: [1, 2],
+        },
+        tags: ["baseline", "sweep"],
+        group: "sweep-3",
+      },
     );
     for (let step = 0; step < 5; step++) {
       recordMetric("train/loss", 1 / (step + 1), Reduce.MEAN);
@@ -75,11 +85,22 @@ describe("dashboard server: runs table and zoom", () => {
     assert.ok(sweep !== undefined, JSON.stringify(runs.map((r) => r.id)));
     assert.deepEqual(sweep.tags, ["baseline", "sweep"]);
     assert.equal(sweep.group, "sweep-3");
-    assert.deepEqual(sweep.params, { lr: 3e-4, batch: 256, "model.layers": 4, "model.act": "gelu", "wandb.api_key": "***REDACTED***", schedule: "[1,2]" });
+    assert.deepEqual(sweep.params, {
+      lr: 3e-4,
+      batch: 256,
+      "model.layers": 4,
+      "model.act": "gelu",
+      "wandb.api_key": "***REDACTED***",
+      schedule: "[1,2]",
+    });
     const internal = runs.find((r) => r.id === "exp/internal");
     assert.deepEqual(internal?.tags, []);
     assert.equal(internal?.group, null);
-    assert.deepEqual(internal?.params, { "optimizer.name": "adam", "optimizer.beta": "[0.9,0.99]", secret_token: "***REDACTED***" });
+    assert.deepEqual(internal?.params, {
+      "optimizer.name": "adam",
+      "optimizer.beta": "[0.9,0.99]",
+      secret_token: "***REDACTED***",
+    });
   });
 
   it("/api/runs filters, sorts and pages on the server, and says what is wrong with a bad filter", async () => {
@@ -112,10 +133,20 @@ describe("dashboard server: runs table and zoom", () => {
   });
 
   it("refuses tags and groups that are not strings, saying what is valid", async () => {
-    const logger = await getOrCreateMetricLogger({ root: tempDir("rankscope-ui-runs-bad-"), experiment: "e", trial: "t" });
+    const logger = await getOrCreateMetricLogger({
+      root: tempDir("rankscope-ui-runs-bad-"),
+      experiment: "e",
+      trial: "t",
+    });
     try {
-      await assert.rejects(logger.initBackends({}, { tags: "baseline" as unknown as string[] }), /tags must be an array of at most 100 non-empty strings/);
-      await assert.rejects(logger.initBackends({}, { group: 3 as unknown as string }), /group must be a non-empty string/);
+      await assert.rejects(
+        logger.initBackends({}, { tags: "baseline" as unknown as string[] }),
+        /tags must be an array of at most 100 non-empty strings/,
+      );
+      await assert.rejects(
+        logger.initBackends({}, { group: 3 as unknown as string }),
+        /group must be a non-empty string/,
+      );
     } finally {
       await logger.shutdown();
     }
@@ -130,12 +161,18 @@ describe("dashboard server: runs table and zoom", () => {
     assert.equal(all["train/acc__count"], 8);
     const some = await json<Record<string, unknown>>(dashboard.url, `/api/summary?run=${run}&keys=train/loss,nope`);
     assert.deepEqual(some, { "train/loss": 0.2 });
-    const listed = await json<Record<string, unknown>>(dashboard.url, `/api/summary?run=${run}&keys=${encodeURIComponent(JSON.stringify(["eval/score", "train/acc__count"]))}`);
+    const listed = await json<Record<string, unknown>>(
+      dashboard.url,
+      `/api/summary?run=${run}&keys=${encodeURIComponent(JSON.stringify(["eval/score", "train/acc__count"]))}`,
+    );
     assert.deepEqual(listed, { "eval/score": "NaN", "train/acc__count": 8 });
   });
 
   it("/api/keys flags internal keys for the app's toggle", async () => {
-    const { metrics } = await json<{ metrics: { key: string; internal: boolean }[] }>(dashboard.url, "/api/keys?run=exp/internal");
+    const { metrics } = await json<{ metrics: { key: string; internal: boolean }[] }>(
+      dashboard.url,
+      "/api/keys?run=exp/internal",
+    );
     assert.deepEqual(
       metrics.map((k) => [k.key, k.internal]),
       [
@@ -147,7 +184,10 @@ describe("dashboard server: runs table and zoom", () => {
   });
 
   it("before bounds a series and a batch line from above", async () => {
-    const series = await json<{ steps: number[]; downsampled: boolean; cursor: string }>(dashboard.url, "/api/series?run=exp/base&key=loss&after=49&before=60");
+    const series = await json<{ steps: number[]; downsampled: boolean; cursor: string }>(
+      dashboard.url,
+      "/api/series?run=exp/base&key=loss&after=49&before=60",
+    );
     assert.deepEqual(series.steps, [50, 51, 52, 53, 54, 55, 56, 57, 58, 59]);
     assert.equal(series.cursor, "59");
     const lines = JSON.stringify([
@@ -156,7 +196,10 @@ describe("dashboard server: runs table and zoom", () => {
       ["loss", null, null, null],
       ["loss", null, null],
     ]);
-    const { lines: answers } = await json<{ lines: { steps: number[] }[] }>(dashboard.url, `/api/lines?run=exp/base&lines=${encodeURIComponent(lines)}`);
+    const { lines: answers } = await json<{ lines: { steps: number[] }[] }>(
+      dashboard.url,
+      `/api/lines?run=exp/base&lines=${encodeURIComponent(lines)}`,
+    );
     assert.deepEqual(answers[0]?.steps, [10, 11, 12, 13, 14, 15, 16, 17, 18, 19]);
     assert.deepEqual(answers[1]?.steps, [0, 1, 2]);
     assert.equal(answers[2]?.steps.length, 120);

@@ -19,7 +19,13 @@ import { GLOBAL_DISPLAY_NAME, roleOf } from "../../core/rank-identity.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
 import { registerBackend } from "../backend.js";
 import { CONSOLE_OPTIONS } from "./options.js";
-import { DROPPED_KEY_RECORDS_KEY, isInternalKey, RANKS_EXPECTED_KEY, RANKS_REPORTING_KEY, STREAM_DROPPED_KEY } from "../../core/internal-keys.js";
+import {
+  DROPPED_KEY_RECORDS_KEY,
+  isInternalKey,
+  RANKS_EXPECTED_KEY,
+  RANKS_REPORTING_KEY,
+  STREAM_DROPPED_KEY,
+} from "../../core/internal-keys.js";
 
 /**
  * A reduced value as the console prints it: integral values keep a decimal point (`4.0`), like
@@ -76,7 +82,12 @@ export function formatScientific(value: number): string {
  * AReaL's console table: `pairsPerRow` key/value pairs per row, filled column by column, in a
  * box-drawn grid (tabulate's `fancy_grid`), values in `.4e`.
  */
-export function formatMetricsGrid(displayName: string, step: number, metrics: readonly Metric[], pairsPerRow = 4): string {
+export function formatMetricsGrid(
+  displayName: string,
+  step: number,
+  metrics: readonly Metric[],
+  pairsPerRow = 4,
+): string {
   const rows = Math.ceil(metrics.length / pairsPerRow);
   const cells: string[][] = [];
   for (let r = 0; r < rows; r++) {
@@ -88,15 +99,22 @@ export function formatMetricsGrid(displayName: string, step: number, metrics: re
     cells.push(row);
   }
   const columns = pairsPerRow * 2;
-  const widths = Array.from({ length: columns }, (_, c) => cells.reduce((w, row) => Math.max(w, (row[c] ?? "").length), 0));
+  const widths = Array.from({ length: columns }, (_, c) =>
+    cells.reduce((w, row) => Math.max(w, (row[c] ?? "").length), 0),
+  );
   // Drop trailing columns that are empty in every row (fewer metrics than pairs per row).
   let used = columns;
   while (used > 2 && widths[used - 1] === 0 && widths[used - 2] === 0) used -= 2;
   const rule = (left: string, fill: string, mid: string, right: string): string =>
-    `${left}${widths.slice(0, used).map((w) => fill.repeat(w + 2)).join(mid)}${right}`;
+    `${left}${widths
+      .slice(0, used)
+      .map((w) => fill.repeat(w + 2))
+      .join(mid)}${right}`;
   const lines = [`=== [${displayName}] - METRICS STEP ${step} ===`, rule("╒", "═", "╤", "╕")];
   cells.forEach((row, r) => {
-    const text = row.slice(0, used).map((cell, c) => (c % 2 === 0 ? cell.padEnd(widths[c] ?? 0) : cell.padStart(widths[c] ?? 0)));
+    const text = row
+      .slice(0, used)
+      .map((cell, c) => (c % 2 === 0 ? cell.padEnd(widths[c] ?? 0) : cell.padStart(widths[c] ?? 0)));
     lines.push(`│ ${text.join(" │ ")} │`);
     if (r < cells.length - 1) lines.push(rule("├", "─", "┼", "┤"));
   });
@@ -106,7 +124,10 @@ export function formatMetricsGrid(displayName: string, step: number, metrics: re
 
 /** Console options: `layout: "list"` (default, Forge's) or `"grid"` (AReaL's), `pairsPerRow` for the grid (default 4). */
 function consoleLayout(options: BackendOptions): { grid: boolean; pairsPerRow: number } {
-  return { grid: options["layout"] === "grid", pairsPerRow: typeof options["pairsPerRow"] === "number" ? options["pairsPerRow"] : 4 };
+  return {
+    grid: options["layout"] === "grid",
+    pairsPerRow: typeof options["pairsPerRow"] === "number" ? options["pairsPerRow"] : 4,
+  };
 }
 
 class ConsoleBackend implements Backend {
@@ -123,24 +144,34 @@ class ConsoleBackend implements Backend {
     const id = context.identity;
     // The controller's own raw values are never shown as a rank's (docs/DESIGN.md, "Identity").
     // Forge's prefix for a rank (its place in its replica); the controller's own is never a rank's.
-    this.streamPrefix = roleOf(id) === "controller" ? `[controller] [${id.processName}]` : `[${id.localRank}] [${id.processName}-${id.localRank}/${id.localWorldSize}]`;
+    this.streamPrefix =
+      roleOf(id) === "controller"
+        ? `[controller] [${id.processName}]`
+        : `[${id.localRank}] [${id.processName}-${id.localRank}/${id.localWorldSize}]`;
   }
 
   logBatch(metrics: readonly Metric[], step: number): void {
     // Internal keys (the shared rule) are shown only when they say something: a missing rank, a drop.
     const visible = metrics.filter(
       // The stream's drop count is shown once something was dropped.
-      (m) => !isInternalKey(m.key) || (RANK_COUNT_KEYS.has(m.key) && !allRanksReported(metrics)) || (m.key === STREAM_DROPPED_KEY && m.value !== 0) || m.key === DROPPED_KEY_RECORDS_KEY,
+      (m) =>
+        !isInternalKey(m.key) ||
+        (RANK_COUNT_KEYS.has(m.key) && !allRanksReported(metrics)) ||
+        (m.key === STREAM_DROPPED_KEY && m.value !== 0) ||
+        m.key === DROPPED_KEY_RECORDS_KEY,
     );
     if (visible.length === 0) return;
     process.stdout.write(
-      this.layout.grid ? formatMetricsGrid(this.displayName, step, visible, this.layout.pairsPerRow) : formatMetricsTable(this.displayName, step, visible),
+      this.layout.grid
+        ? formatMetricsGrid(this.displayName, step, visible, this.layout.pairsPerRow)
+        : formatMetricsTable(this.displayName, step, visible),
     );
   }
 
   logStream(batch: readonly StreamRecord[]): void {
     let text = "";
-    for (const r of batch) text += `${this.streamPrefix}${r.thread === 0 ? "" : ` [thread ${r.thread}]`} ${formatLocalTime(r.timestamp)} INFO ${r.key}: ${numberText(r.value)}\n`;
+    for (const r of batch)
+      text += `${this.streamPrefix}${r.thread === 0 ? "" : ` [thread ${r.thread}]`} ${formatLocalTime(r.timestamp)} INFO ${r.key}: ${numberText(r.value)}\n`;
     if (text.length > 0) process.stdout.write(text);
   }
 

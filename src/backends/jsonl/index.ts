@@ -29,10 +29,17 @@ class JsonlBackend implements Backend {
   constructor(private readonly options: BackendOptions) {}
 
   init(context: BackendContext): void {
-    const name = stringOption(this.options, "file", context.role === "controller" ? "metrics.jsonl" : `metrics-${context.identity.rankName}.jsonl`);
+    const name = stringOption(
+      this.options,
+      "file",
+      context.role === "controller" ? "metrics.jsonl" : `metrics-${context.identity.rankName}.jsonl`,
+    );
     this.file = new AppendFile(isAbsolute(name) ? name : join(context.runDir, name));
     // Per-rank lines say whose they are; the controller's own are `"role":"controller"`, never rank 0's.
-    this.rankField = context.role === "rank" ? `,"rankName":${JSON.stringify(context.identity.rankName)}${roleOf(context.identity) === "controller" ? `,"role":"controller"` : ""}` : "";
+    this.rankField =
+      context.role === "rank"
+        ? `,"rankName":${JSON.stringify(context.identity.rankName)}${roleOf(context.identity) === "controller" ? `,"role":"controller"` : ""}`
+        : "";
   }
 
   logBatch(metrics: readonly Metric[], step: number): void {
@@ -61,7 +68,8 @@ class JsonlBackend implements Backend {
 
   logHistograms(histograms: readonly HistogramMetric[], step: number): void {
     let text = "";
-    for (const h of histograms) text += `${jsonText({ key: h.key, histogram: h.histogram, step, timestamp: h.timestamp })}\n`;
+    for (const h of histograms)
+      text += `${jsonText({ key: h.key, histogram: h.histogram, step, timestamp: h.timestamp })}\n`;
     this.file?.append(text);
   }
 

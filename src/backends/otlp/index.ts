@@ -79,7 +79,6 @@ function otlpResource(options: BackendOptions, context: BackendContext): Resourc
   return resourceFromAttributes({ ...attributes, ...stringRecordOption(options, "resourceAttributes") });
 }
 
-
 class OtlpBackend implements Backend {
   private exporter: OTLPMetricExporter | undefined;
   private resource: Resource | undefined;
@@ -96,7 +95,10 @@ class OtlpBackend implements Backend {
 
   init(context: BackendContext): void {
     this.resource = otlpResource(this.options, context);
-    this.builder = new OtlpMetricBuilder(enumOption(this.options, "temporality", TEMPORALITIES, "cumulative"), Date.now());
+    this.builder = new OtlpMetricBuilder(
+      enumOption(this.options, "temporality", TEMPORALITIES, "cumulative"),
+      Date.now(),
+    );
     this.exporter = new OTLPMetricExporter({
       url: stringOption(this.options, "url", DEFAULT_OTLP_METRICS_URL),
       headers: stringRecordOption(this.options, "headers"),
@@ -120,13 +122,19 @@ class OtlpBackend implements Backend {
   flushed(): void {
     const metrics = this.builder.take(this.lastFlushMs || Date.now());
     if (metrics.length === 0 || this.resource === undefined) return;
-    this.queue.push({ resource: this.resource, scopeMetrics: [{ scope: { name: "rankscope", version: rankscopeVersion() }, metrics }] });
+    this.queue.push({
+      resource: this.resource,
+      scopeMetrics: [{ scope: { name: "rankscope", version: rankscopeVersion() }, metrics }],
+    });
     const limit = numberOption(this.options, "maxQueuedExports", 100);
     while (this.queue.length > limit) {
       const dropped = this.queue.shift()!;
       const points = pointCount(dropped);
       this.stats.lostPoints += points;
-      reportError("otlp.queueFull", `otlp: ${limit} exports are waiting (the receiver is slow or down); dropped the oldest (${points} data points, counted in stats.lostPoints).`);
+      reportError(
+        "otlp.queueFull",
+        `otlp: ${limit} exports are waiting (the receiver is slow or down); dropped the oldest (${points} data points, counted in stats.lostPoints).`,
+      );
     }
     this.sending ??= this.sendAll().finally(() => {
       this.sending = null;
@@ -154,7 +162,10 @@ class OtlpBackend implements Backend {
     const exporter = this.exporter;
     if (exporter === undefined) return "the backend was not initialised";
     const deadlineMs = this.timeoutMs + 1000;
-    const result = await withDeadline(new Promise<ExportResult>((resolve) => exporter.export(batch, resolve)), deadlineMs);
+    const result = await withDeadline(
+      new Promise<ExportResult>((resolve) => exporter.export(batch, resolve)),
+      deadlineMs,
+    );
     if (result === DEADLINE) return `no answer within ${deadlineMs} ms`;
     return result.code === EXPORT_SUCCESS ? undefined : (result.error?.message ?? "the exporter reported a failure");
   }
@@ -166,7 +177,10 @@ class OtlpBackend implements Backend {
     if (this.sending !== null && (await withDeadline(this.sending, deadlineMs)) === DEADLINE) {
       const left = this.queue.splice(0).reduce((n, b) => n + pointCount(b), 0);
       this.stats.lostPoints += left;
-      reportError("otlp.finishDeadline", `otlp: exports were still pending at the finish deadline (${deadlineMs} ms); ${left} queued data points were not sent.`);
+      reportError(
+        "otlp.finishDeadline",
+        `otlp: exports were still pending at the finish deadline (${deadlineMs} ms); ${left} queued data points were not sent.`,
+      );
     }
     if (this.exporter !== undefined) await withDeadline(this.exporter.shutdown(), Math.max(0, end - Date.now()));
   }
@@ -181,7 +195,9 @@ function pointCount(batch: ResourceMetrics): number {
 /** These backends export reduced values: a raw stream (`per_rank_no_reduce`) would be lost silently. */
 function rejectStreamMode(backend: string, options: BackendOptions): void {
   if (options.loggingMode === "per_rank_no_reduce") {
-    throw new TypeError(`backend "${backend}" exports reduced values: use loggingMode "global_reduce" or "per_rank_reduce" (raw streams go to jsonl, store, tensorboard or wandb)`);
+    throw new TypeError(
+      `backend "${backend}" exports reduced values: use loggingMode "global_reduce" or "per_rank_reduce" (raw streams go to jsonl, store, tensorboard or wandb)`,
+    );
   }
 }
 

@@ -47,7 +47,8 @@ function fnv1a(text: string): string {
 export function otlpInstrumentName(key: string): string {
   if (INSTRUMENT_NAME.test(key)) return key;
   let name = "";
-  for (const char of key) name += /^[A-Za-z0-9_./-]$/.test(char) ? char : `_${(char.codePointAt(0) ?? 0).toString(16)}_`;
+  for (const char of key)
+    name += /^[A-Za-z0-9_./-]$/.test(char) ? char : `_${(char.codePointAt(0) ?? 0).toString(16)}_`;
   if (!/^[A-Za-z]/.test(name)) name = `k_${name}`;
   return name.length <= MAX_NAME ? name : `${name.slice(0, MAX_NAME - 9)}_${fnv1a(key)}`;
 }
@@ -95,7 +96,11 @@ export class OtlpMetricBuilder {
   private nameOf(key: string): string | null {
     const known = this.keyNames.get(key);
     if (known !== undefined) {
-      if (known === null) warn(`otlp.nameClash:${otlpInstrumentName(key)}`, `otlp: key "${key}" is not exported: its instrument name is taken by another key`);
+      if (known === null)
+        warn(
+          `otlp.nameClash:${otlpInstrumentName(key)}`,
+          `otlp: key "${key}" is not exported: its instrument name is taken by another key`,
+        );
       return known;
     }
     const name = otlpInstrumentName(key);
@@ -122,7 +127,12 @@ export class OtlpMetricBuilder {
       if (m.reduce === "histogram" && HISTOGRAM_POINT_OUTPUTS.some((suffix) => m.key.endsWith(suffix))) continue;
       const name = this.nameOf(m.key);
       if (name === null) continue;
-      const descriptor = { name, description: `rankscope key "${m.key}" (${m.reduce})`, unit: "", valueType: ValueType.DOUBLE };
+      const descriptor = {
+        name,
+        description: `rankscope key "${m.key}" (${m.reduce})`,
+        unit: "",
+        valueType: ValueType.DOUBLE,
+      };
       const point = { startTime: this.startTime(), endTime: hrTime(m.timestamp), attributes: {}, value: m.value };
       if (m.reduce === "sum") {
         let stream = this.sums.get(m.key);
@@ -132,13 +142,27 @@ export class OtlpMetricBuilder {
         }
         if (m.value < 0 && stream.monotonic) {
           stream.monotonic = false;
-          warn(`otlp.negativeSum:${m.key}`, `otlp: sum key "${m.key}" had a negative sum (${m.value}) at step ${m.step}; it is exported as a non-monotonic sum from now on.`);
+          warn(
+            `otlp.negativeSum:${m.key}`,
+            `otlp: sum key "${m.key}" had a negative sum (${m.value}) at step ${m.step}; it is exported as a non-monotonic sum from now on.`,
+          );
         }
         stream.total += m.value;
         const value = this.temporality === "cumulative" ? stream.total : m.value;
-        this.pending.push({ descriptor, aggregationTemporality: this.temporalityCode(), dataPointType: DataPointType.SUM, isMonotonic: stream.monotonic, dataPoints: [{ ...point, value }] });
+        this.pending.push({
+          descriptor,
+          aggregationTemporality: this.temporalityCode(),
+          dataPointType: DataPointType.SUM,
+          isMonotonic: stream.monotonic,
+          dataPoints: [{ ...point, value }],
+        });
       } else {
-        this.pending.push({ descriptor, aggregationTemporality: AggregationTemporality.CUMULATIVE, dataPointType: DataPointType.GAUGE, dataPoints: [point] });
+        this.pending.push({
+          descriptor,
+          aggregationTemporality: AggregationTemporality.CUMULATIVE,
+          dataPointType: DataPointType.GAUGE,
+          dataPoints: [point],
+        });
       }
     }
   }
@@ -153,7 +177,9 @@ export class OtlpMetricBuilder {
         stream = { counts: new Map(), count: 0, sum: 0, min: Infinity, max: -Infinity };
         this.histograms.set(h.key, stream);
       }
-      data.bucketLimits.forEach((edge, i) => stream.counts.set(edge, (stream.counts.get(edge) ?? 0) + data.bucketCounts[i]!));
+      data.bucketLimits.forEach((edge, i) =>
+        stream.counts.set(edge, (stream.counts.get(edge) ?? 0) + data.bucketCounts[i]!),
+      );
       stream.count += data.count;
       stream.sum += data.sum;
       if (data.min < stream.min) stream.min = data.min;
@@ -165,7 +191,12 @@ export class OtlpMetricBuilder {
       counts.push(stream.count - counts.reduce((a, b) => a + b, 0));
       const hasValues = stream.min <= stream.max;
       this.pending.push({
-        descriptor: { name, description: `rankscope key "${h.key}" (histogram)`, unit: "", valueType: ValueType.DOUBLE },
+        descriptor: {
+          name,
+          description: `rankscope key "${h.key}" (histogram)`,
+          unit: "",
+          valueType: ValueType.DOUBLE,
+        },
         aggregationTemporality: this.temporalityCode(),
         dataPointType: DataPointType.HISTOGRAM,
         dataPoints: [
@@ -173,7 +204,12 @@ export class OtlpMetricBuilder {
             startTime: this.startTime(),
             endTime: hrTime(h.timestamp),
             attributes: {},
-            value: { buckets: { boundaries, counts }, count: stream.count, sum: stream.sum, ...(hasValues ? { min: stream.min, max: stream.max } : {}) },
+            value: {
+              buckets: { boundaries, counts },
+              count: stream.count,
+              sum: stream.sum,
+              ...(hasValues ? { min: stream.min, max: stream.max } : {}),
+            },
           },
         ],
       });

@@ -103,7 +103,10 @@ export class Exposition {
   /** Which family writes each sample name (`claimedNames`). */
   private readonly claims = new Map<string, Family>();
   /** Where each key's values go, found once per key (`undefined`: a name clash, not exported). */
-  private readonly targets = new Map<string, { readonly reduce: string; readonly series: Series | undefined; readonly quantile?: string }>();
+  private readonly targets = new Map<
+    string,
+    { readonly reduce: string; readonly series: Series | undefined; readonly quantile?: string }
+  >();
 
   constructor(
     /** Labels every series of this instance carries (rank, host, user labels). */
@@ -141,19 +144,33 @@ export class Exposition {
     const id = labelKey(labels);
     let s = family.series.get(id);
     if (s === undefined) {
-      s = { labels, value: 0, buckets: new Map(), quantiles: new Map(), count: 0, sum: 0, timestamp: 0, changed: false };
+      s = {
+        labels,
+        value: 0,
+        buckets: new Map(),
+        quantiles: new Map(),
+        count: 0,
+        sum: 0,
+        timestamp: 0,
+        changed: false,
+      };
       family.series.set(id, s);
     }
     return s;
   }
 
   /** The series a key's values go to, found once per key and reduction. */
-  private target(m: Metric): { readonly reduce: string; readonly series: Series | undefined; readonly quantile?: string } {
+  private target(m: Metric): {
+    readonly reduce: string;
+    readonly series: Series | undefined;
+    readonly quantile?: string;
+  } {
     const found = this.targets.get(m.key);
     if (found !== undefined && found.reduce === m.reduce) return found;
     let made: { reduce: string; series: Series | undefined; quantile?: string };
     const slash = m.key.lastIndexOf("/");
-    const quantile = m.reduce.startsWith("quantiles") && slash > 0 ? quantileOfSuffix(m.key.slice(slash + 1)) : undefined;
+    const quantile =
+      m.reduce.startsWith("quantiles") && slash > 0 ? quantileOfSuffix(m.key.slice(slash + 1)) : undefined;
     if (m.reduce === "sum") {
       const family = this.family(`${prometheusName(m.key)}_total`, "counter", m.key, m.reduce);
       made = { reduce: m.reduce, series: family && this.series(family, this.labels) };
@@ -176,7 +193,11 @@ export class Exposition {
       const { series: s, quantile } = this.target(m);
       if (s === undefined) continue;
       if (m.reduce === "sum") {
-        if (m.value < 0) warn(`prometheus.counterDecrease:${m.key}`, `prometheus: sum key "${m.key}" had a negative sum (${m.value}) at step ${m.step}; its counter goes down, which Prometheus reads as a counter reset.`);
+        if (m.value < 0)
+          warn(
+            `prometheus.counterDecrease:${m.key}`,
+            `prometheus: sum key "${m.key}" had a negative sum (${m.value}) at step ${m.step}; its counter goes down, which Prometheus reads as a counter reset.`,
+          );
         s.value += m.value;
       } else if (quantile !== undefined) {
         s.quantiles.set(quantile, m.value);
@@ -221,7 +242,8 @@ export class Exposition {
         if (!s.changed) continue;
         s.changed = false;
         const timestamp = Math.max(s.timestamp, minTimestamp);
-        for (const v of seriesValues(family, s)) out.push({ labels: { __name__: v.metricName, ...v.labels }, value: v.value, timestamp });
+        for (const v of seriesValues(family, s))
+          out.push({ labels: { __name__: v.metricName, ...v.labels }, value: v.value, timestamp });
       }
     }
     return out;

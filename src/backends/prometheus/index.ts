@@ -77,10 +77,19 @@ class PrometheusBackend extends PrometheusBackendBase {
     // of its own collector, which is rank 0 of its job too); rank r on `port + 1 + r`, so ranks
     // of one host never collide with each other or the controller. Port 0: any free port.
     const run = currentRun();
-    const controllerProcess = context.role === "controller" || roleOf(context.identity) === "controller" || (run?.role === "controller" && run.identity.rankName === context.identity.rankName);
+    const controllerProcess =
+      context.role === "controller" ||
+      roleOf(context.identity) === "controller" ||
+      (run?.role === "controller" && run.identity.rankName === context.identity.rankName);
     const port = base === 0 || controllerProcess ? base : base + 1 + context.identity.rank;
     const path = stringOption(this.options, "path", "/metrics");
-    this.lease = await leaseMetricsServer(host, port, path, numberOption(this.options, "listenDeadlineMs", 5000), this.exposition);
+    this.lease = await leaseMetricsServer(
+      host,
+      port,
+      path,
+      numberOption(this.options, "listenDeadlineMs", 5000),
+      this.exposition,
+    );
   }
 
   async finish(): Promise<void> {
@@ -135,7 +144,9 @@ class PrometheusRemoteWriteBackend extends PrometheusBackendBase {
 /** These backends export reduced values: a raw stream (`per_rank_no_reduce`) would be lost silently. */
 function rejectStreamMode(backend: string, options: BackendOptions): void {
   if (options.loggingMode === "per_rank_no_reduce") {
-    throw new TypeError(`backend "${backend}" exports reduced values: use loggingMode "global_reduce" or "per_rank_reduce" (raw streams go to jsonl, store, tensorboard or wandb)`);
+    throw new TypeError(
+      `backend "${backend}" exports reduced values: use loggingMode "global_reduce" or "per_rank_reduce" (raw streams go to jsonl, store, tensorboard or wandb)`,
+    );
   }
 }
 

@@ -39,7 +39,8 @@ export function keyFromPrometheusName(name: string): string {
       i++;
     } else {
       const end = name.indexOf("_", i + 1);
-      if (end < 0) throw new TypeError(`"${name}" is not a name made by prometheusName: an escape "_hex_" is not closed`);
+      if (end < 0)
+        throw new TypeError(`"${name}" is not a name made by prometheusName: an escape "_hex_" is not closed`);
       key += String.fromCodePoint(Number.parseInt(name.slice(i + 1, end), 16));
       i = end;
     }

@@ -21,13 +21,41 @@ const descriptor = {
   nested: {
     prometheus: {
       nested: {
-        WriteRequest: { fields: { timeseries: { rule: "repeated", type: "TimeSeries", id: 1 }, metadata: { rule: "repeated", type: "MetricMetadata", id: 3 } } },
-        TimeSeries: { fields: { labels: { rule: "repeated", type: "Label", id: 1 }, samples: { rule: "repeated", type: "Sample", id: 2 } } },
+        WriteRequest: {
+          fields: {
+            timeseries: { rule: "repeated", type: "TimeSeries", id: 1 },
+            metadata: { rule: "repeated", type: "MetricMetadata", id: 3 },
+          },
+        },
+        TimeSeries: {
+          fields: {
+            labels: { rule: "repeated", type: "Label", id: 1 },
+            samples: { rule: "repeated", type: "Sample", id: 2 },
+          },
+        },
         Label: { fields: { name: { type: "string", id: 1 }, value: { type: "string", id: 2 } } },
         Sample: { fields: { value: { type: "double", id: 1 }, timestamp: { type: "int64", id: 2 } } },
         MetricMetadata: {
-          fields: { type: { type: "MetricType", id: 1 }, metric_family_name: { type: "string", id: 2 }, help: { type: "string", id: 4 }, unit: { type: "string", id: 5 } },
-          nested: { MetricType: { values: { UNKNOWN: 0, COUNTER: 1, GAUGE: 2, HISTOGRAM: 3, GAUGEHISTOGRAM: 4, SUMMARY: 5, INFO: 6, STATESET: 7 } } },
+          fields: {
+            type: { type: "MetricType", id: 1 },
+            metric_family_name: { type: "string", id: 2 },
+            help: { type: "string", id: 4 },
+            unit: { type: "string", id: 5 },
+          },
+          nested: {
+            MetricType: {
+              values: {
+                UNKNOWN: 0,
+                COUNTER: 1,
+                GAUGE: 2,
+                HISTOGRAM: 3,
+                GAUGEHISTOGRAM: 4,
+                SUMMARY: 5,
+                INFO: 6,
+                STATESET: 7,
+              },
+            },
+          },
         },
       },
     },
@@ -52,7 +80,10 @@ const METADATA_TYPE = { counter: 1, gauge: 2, histogram: 3, summary: 5 } as cons
 
 /** Encode samples as a `WriteRequest` (labels sorted by name, one series per label set, samples by time). */
 export function encodeWriteRequest(samples: readonly Sample[], metadata: readonly SeriesMetadata[] = []): Uint8Array {
-  const series = new Map<string, { labels: { name: string; value: string }[]; samples: { value: number; timestamp: number }[] }>();
+  const series = new Map<
+    string,
+    { labels: { name: string; value: string }[]; samples: { value: number; timestamp: number }[] }
+  >();
   for (const s of samples) {
     const labels = Object.entries(s.labels)
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
@@ -65,8 +96,16 @@ export function encodeWriteRequest(samples: readonly Sample[], metadata: readonl
     }
     entry.samples.push({ value: s.value, timestamp: s.timestamp });
   }
-  const timeseries = [...series.values()].map((t) => ({ labels: t.labels, samples: t.samples.sort((a, b) => a.timestamp - b.timestamp) }));
-  const meta = metadata.map((m) => ({ type: METADATA_TYPE[m.type], metric_family_name: m.name, help: m.help, unit: "" }));
+  const timeseries = [...series.values()].map((t) => ({
+    labels: t.labels,
+    samples: t.samples.sort((a, b) => a.timestamp - b.timestamp),
+  }));
+  const meta = metadata.map((m) => ({
+    type: METADATA_TYPE[m.type],
+    metric_family_name: m.name,
+    help: m.help,
+    unit: "",
+  }));
   return WriteRequest.encode(WriteRequest.create({ timeseries, metadata: meta })).finish();
 }
 
@@ -74,7 +113,9 @@ export function encodeWriteRequest(samples: readonly Sample[], metadata: readonl
 export function snappyCompress(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
   const out = compress(bytes);
   // snappyjs allocates a plain ArrayBuffer (what fetch takes as a body): a view of it, no copy.
-  return out.buffer instanceof ArrayBuffer ? new Uint8Array(out.buffer, out.byteOffset, out.byteLength) : Uint8Array.from(out);
+  return out.buffer instanceof ArrayBuffer
+    ? new Uint8Array(out.buffer, out.byteOffset, out.byteLength)
+    : Uint8Array.from(out);
 }
 
 /** Options of a `RemoteWriter`. */
@@ -111,7 +152,14 @@ export class RemoteWriter {
   private metadata = new Map<string, SeriesMetadata>();
   private sending: Promise<void> | null = null;
   private readonly stop = new AbortController();
-  readonly stats: RemoteWriterStats = { sentSamples: 0, requests: 0, failedRequests: 0, retries: 0, droppedSamples: 0, lostSamples: 0 };
+  readonly stats: RemoteWriterStats = {
+    sentSamples: 0,
+    requests: 0,
+    failedRequests: 0,
+    retries: 0,
+    droppedSamples: 0,
+    lostSamples: 0,
+  };
 
   constructor(private readonly options: RemoteWriterOptions) {}
 
@@ -154,8 +202,16 @@ export class RemoteWriter {
       } else {
         this.stats.failedRequests++;
         this.stats.lostSamples += batch.length;
-        const why = result.why === "deadline" ? ` (retried for ${this.options.retryBudgetMs} ms)` : result.why === "stopped" ? " (stopped at the finish deadline)" : "";
-        reportError(`${this.options.name}.send`, `${this.options.name}: ${batch.length} samples were not written: ${result.last.reason}${why}`);
+        const why =
+          result.why === "deadline"
+            ? ` (retried for ${this.options.retryBudgetMs} ms)`
+            : result.why === "stopped"
+              ? " (stopped at the finish deadline)"
+              : "";
+        reportError(
+          `${this.options.name}.send`,
+          `${this.options.name}: ${batch.length} samples were not written: ${result.last.reason}${why}`,
+        );
       }
     }
   }
@@ -177,7 +233,10 @@ export class RemoteWriter {
         signal: AbortSignal.any([AbortSignal.timeout(this.options.timeoutMs), this.stop.signal]),
       });
     } catch (error) {
-      const reason = error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError") ? `timed out after ${this.options.timeoutMs} ms` : describeError(error);
+      const reason =
+        error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError")
+          ? `timed out after ${this.options.timeoutMs} ms`
+          : describeError(error);
       return { ok: false, retryable: true, reason: `POST ${url}: ${reason}` };
     }
     const text = await response.text().catch(() => "");
@@ -196,7 +255,10 @@ export class RemoteWriter {
       this.queue = [];
       if (left > 0) {
         this.stats.lostSamples += left;
-        reportError(`${this.options.name}.finishDeadline`, `${this.options.name}: ${left} queued samples were not sent within the finish deadline (${deadlineMs} ms).`);
+        reportError(
+          `${this.options.name}.finishDeadline`,
+          `${this.options.name}: ${left} queued samples were not sent within the finish deadline (${deadlineMs} ms).`,
+        );
       }
       await this.sending?.catch(() => {});
     }

@@ -39,14 +39,21 @@ function valuesOf(family: Family): PromValue[] {
   for (const s of family.series.values()) {
     for (const v of seriesValues(family, s)) {
       // A counter's sample name is left to prom-client: `_total` in both formats.
-      out.push(family.type === "counter" ? { labels: v.labels, value: v.value } : { metricName: v.metricName, labels: v.labels, value: v.value });
+      out.push(
+        family.type === "counter"
+          ? { labels: v.labels, value: v.value }
+          : { metricName: v.metricName, labels: v.labels, value: v.value },
+      );
     }
   }
   return out;
 }
 
 /** Render expositions (default: every live one) as text; `openMetrics` selects OpenMetrics 1.0. */
-export async function renderMetrics(expositions: Iterable<Exposition> = liveExpositions(), openMetrics = false): Promise<string> {
+export async function renderMetrics(
+  expositions: Iterable<Exposition> = liveExpositions(),
+  openMetrics = false,
+): Promise<string> {
   const registry = new client.Registry<client.RegistryContentType>();
   registry.setContentType(metricsContentType(openMetrics));
   const byName = new Map<string, { name: string; help: string; type: string; values: PromValue[] }>();
@@ -54,7 +61,8 @@ export async function renderMetrics(expositions: Iterable<Exposition> = liveExpo
     for (const family of exposition.families.values()) {
       const found = byName.get(family.name);
       if (found !== undefined && found.type === family.type) found.values.push(...valuesOf(family));
-      else if (found === undefined) byName.set(family.name, { name: family.name, help: family.help, type: family.type, values: valuesOf(family) });
+      else if (found === undefined)
+        byName.set(family.name, { name: family.name, help: family.help, type: family.type, values: valuesOf(family) });
     }
   }
   for (const metric of [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) {
@@ -68,7 +76,9 @@ export async function renderMetrics(expositions: Iterable<Exposition> = liveExpo
   if (byName.size === 0) return openMetrics ? "# EOF\n" : "";
   const text = await registry.metrics();
   const spelled = text.includes(" Nan") ? text.replace(/ Nan$/gm, " NaN") : text;
-  return LONG_INTEGER.test(spelled) ? spelled.replace(LONG_INTEGERS, (_match, digits: string) => ` ${numberText(Number(digits))}`) : spelled;
+  return LONG_INTEGER.test(spelled)
+    ? spelled.replace(LONG_INTEGERS, (_match, digits: string) => ` ${numberText(Number(digits))}`)
+    : spelled;
 }
 
 /** The content type of a rendering. */
@@ -86,7 +96,9 @@ function wantsOpenMetrics(accept: string | undefined): boolean {
  * expositions), to mount in your own HTTP server (`prometheus: { loggingMode, serve: false }`).
  * Answers any path it is given.
  */
-export function metricsHandler(expositions: Iterable<Exposition> = liveExpositions()): (request: IncomingMessage, response: ServerResponse) => void {
+export function metricsHandler(
+  expositions: Iterable<Exposition> = liveExpositions(),
+): (request: IncomingMessage, response: ServerResponse) => void {
   return (request, response) => {
     const openMetrics = wantsOpenMetrics(request.headers.accept);
     renderMetrics(expositions, openMetrics).then(

@@ -29,7 +29,13 @@ export interface MetricsServerLease {
  * Listen on `host:port` (port 0: any free port) and serve `path`, or join the server already
  * listening there. Rejects when it cannot listen within `deadlineMs`.
  */
-export async function leaseMetricsServer(host: string, port: number, path: string, deadlineMs: number, exposition: Exposition): Promise<MetricsServerLease> {
+export async function leaseMetricsServer(
+  host: string,
+  port: number,
+  path: string,
+  deadlineMs: number,
+  exposition: Exposition,
+): Promise<MetricsServerLease> {
   const id = `${host}:${port}:${path}`;
   let shared = port === 0 ? undefined : servers().get(id);
   if (shared === undefined) {
@@ -40,7 +46,9 @@ export async function leaseMetricsServer(host: string, port: number, path: strin
       if (request.method !== "GET" && request.method !== "HEAD") {
         response.writeHead(405, { allow: "GET, HEAD" }).end();
       } else if (url.pathname !== path) {
-        response.writeHead(404, { "content-type": "text/plain; charset=utf-8" }).end(`rankscope serves metrics at ${path}\n`);
+        response
+          .writeHead(404, { "content-type": "text/plain; charset=utf-8" })
+          .end(`rankscope serves metrics at ${path}\n`);
       } else {
         handle(request, response);
       }

@@ -37,7 +37,18 @@ import { endingAbnormally, registerDrain } from "../../core/lifecycle.js";
 import { mergeHyperparams } from "../../core/hyperparams.js";
 import { ColumnBuilder, columnBuffers } from "../../store/columns.js";
 import { toRankTimingWrite, type TimingRanks } from "../../store/rank-timing.js";
-import { StoreWriter, type HistogramWrite, type LineWrite, type LostRankWrite, type RankTimingWrite, type RawPoint, type SampleWrite, type StoreWriterOptions, type WriteBatch, type WriterStatus } from "../../store/writer.js";
+import {
+  StoreWriter,
+  type HistogramWrite,
+  type LineWrite,
+  type LostRankWrite,
+  type RankTimingWrite,
+  type RawPoint,
+  type SampleWrite,
+  type StoreWriterOptions,
+  type WriteBatch,
+  type WriterStatus,
+} from "../../store/writer.js";
 import { hostname } from "node:os";
 import { lineOf, recorderOf, recorderPath } from "../../core/rank-identity.js";
 import { resolveSyncSettings, type LiveSyncSettings } from "../../sync/settings.js";
@@ -62,7 +73,20 @@ interface PendingBatch {
 }
 
 export * from "../../store/reader.js";
-export { StoreWriter, type LostRankWrite, type RankTimingWrite, type ScalarPoint, type RawPoint, type SampleWrite, type SamplesEntry, type HistogramWrite, type LineWrite, type WriteBatch, type StoreWriterOptions, type WriterStatus } from "../../store/writer.js";
+export {
+  StoreWriter,
+  type LostRankWrite,
+  type RankTimingWrite,
+  type ScalarPoint,
+  type RawPoint,
+  type SampleWrite,
+  type SamplesEntry,
+  type HistogramWrite,
+  type LineWrite,
+  type WriteBatch,
+  type StoreWriterOptions,
+  type WriterStatus,
+} from "../../store/writer.js";
 export { storePath } from "../../store/schema.js";
 
 /** Where a batch goes: a worker thread or the calling thread. */
@@ -93,7 +117,9 @@ class WorkerChannel implements WriterChannel {
   private readonly progress = new Int32Array(new SharedArrayBuffer(4));
 
   constructor() {
-    this.worker = startModuleWorker(siblingModule(import.meta.url, "writer-worker"), { workerData: { progress: this.progress } satisfies WriterThreadData });
+    this.worker = startModuleWorker(siblingModule(import.meta.url, "writer-worker"), {
+      workerData: { progress: this.progress } satisfies WriterThreadData,
+    });
     this.worker.unref();
     this.worker.on("message", (reply: WorkerReply) => {
       const w = this.waiting.get(reply.id);
@@ -164,7 +190,9 @@ class InlineChannel implements WriterChannel {
 
   requestSync(message: DistributiveOmit<WorkerRequest, "id">): boolean {
     // Inline requests run synchronously; a failure is reported like any other exit-path failure.
-    this.request(message).catch((error: unknown) => reportError("store.exit", `the store could not be finished at exit: ${describeError(error)}`));
+    this.request(message).catch((error: unknown) =>
+      reportError("store.exit", `the store could not be finished at exit: ${describeError(error)}`),
+    );
     return true;
   }
 
@@ -177,9 +205,19 @@ class InlineChannel implements WriterChannel {
 const STORE_SCHEMA = z.object(STORE_OPTIONS);
 
 /** The store's own options with their defaults; a TypeError saying what is valid (config validation ran the same check at `initBackends`). */
-function parseStoreOptions(options: BackendOptions): { useWorker: boolean; waitForWrites: boolean; maxPendingBatches: number; commitIntervalMs: number } {
+function parseStoreOptions(options: BackendOptions): {
+  useWorker: boolean;
+  waitForWrites: boolean;
+  maxPendingBatches: number;
+  commitIntervalMs: number;
+} {
   const o = checkOptions('backend "store"', STORE_SCHEMA, options);
-  return { useWorker: o.worker ?? true, waitForWrites: o.waitForWrites ?? false, maxPendingBatches: o.maxPendingBatches ?? 256, commitIntervalMs: o.commitIntervalMs ?? 200 };
+  return {
+    useWorker: o.worker ?? true,
+    waitForWrites: o.waitForWrites ?? false,
+    maxPendingBatches: o.maxPendingBatches ?? 256,
+    commitIntervalMs: o.commitIntervalMs ?? 200,
+  };
 }
 
 /** The `store` backend. Besides the Backend methods, `logSystem` stores system-monitor samples. */
@@ -210,7 +248,12 @@ export class StoreBackend implements Backend {
   private released: (() => void) | null = null;
 
   constructor(options: BackendOptions) {
-    ({ useWorker: this.useWorker, waitForWrites: this.waitForWrites, maxPendingBatches: this.maxPendingBatches, commitIntervalMs: this.commitIntervalMs } = parseStoreOptions(options));
+    ({
+      useWorker: this.useWorker,
+      waitForWrites: this.waitForWrites,
+      maxPendingBatches: this.maxPendingBatches,
+      commitIntervalMs: this.commitIntervalMs,
+    } = parseStoreOptions(options));
     this.syncSettings = resolveSyncSettings(options);
   }
 
@@ -230,11 +273,17 @@ export class StoreBackend implements Backend {
     };
     this.channel = this.useWorker ? new WorkerChannel() : new InlineChannel();
     try {
-      await this.channel.request({ op: "open", options, commitIntervalMs: this.waitForWrites ? 0 : this.commitIntervalMs });
+      await this.channel.request({
+        op: "open",
+        options,
+        commitIntervalMs: this.waitForWrites ? 0 : this.commitIntervalMs,
+      });
     } catch (error) {
       await this.channel.close();
       this.channel = null;
-      throw new Error(`could not open the store ${storePath(context.runDir)}: ${describeError(error)}`, { cause: error });
+      throw new Error(`could not open the store ${storePath(context.runDir)}: ${describeError(error)}`, {
+        cause: error,
+      });
     }
     this.released = trackStoreWriter(context.runDir);
     // The controller's store streams the run to a team server when one is configured.
@@ -258,7 +307,14 @@ export class StoreBackend implements Backend {
     for (const m of metrics) {
       // Metrics on an axis of their own (the system monitor's `system/step`) are system metrics:
       // stored apart, so they never mix with the training step's series.
-      if (m.axis !== undefined) (this.batch.system ??= []).push({ key: m.key, step: m.step, wall: m.timestamp, value: m.value, rank: this.rank });
+      if (m.axis !== undefined)
+        (this.batch.system ??= []).push({
+          key: m.key,
+          step: m.step,
+          wall: m.timestamp,
+          value: m.value,
+          rank: this.rank,
+        });
       else scalars.add(m.key, this.rank, step, m.timestamp, m.value, m.reduce);
     }
     this.added(metrics.length);
@@ -279,13 +335,15 @@ export class StoreBackend implements Backend {
   logSamples(samples: SampleBatch, step: number): void {
     const entries = (this.batch.samples ??= []);
     const wall = Date.now();
-    for (const key of Object.keys(samples).sort()) entries.push({ key, step, wall, records: samples[key] ?? [], rank: this.rank });
+    for (const key of Object.keys(samples).sort())
+      entries.push({ key, step, wall, records: samples[key] ?? [], rank: this.rank });
     this.added(1);
   }
 
   logHistograms(histograms: readonly HistogramMetric[], step: number): void {
     const entries = (this.batch.histograms ??= []);
-    for (const h of histograms) entries.push({ key: h.key, step, wall: h.timestamp, histogram: h.histogram, rank: this.rank });
+    for (const h of histograms)
+      entries.push({ key: h.key, step, wall: h.timestamp, histogram: h.histogram, rank: this.rank });
     this.added(histograms.length);
   }
 
@@ -312,7 +370,14 @@ export class StoreBackend implements Backend {
 
   /** A rank the controller lost, or one back (the dashboard marks the rank's lines and the run from these). */
   logRankLoss(loss: RankLoss): void {
-    (this.batch.lostRanks ??= []).push({ rank: loss.rank, rankName: loss.rankName, step: loss.step, wall: loss.timestamp, reason: loss.reason, ...(loss.back === true ? { back: true } : {}) });
+    (this.batch.lostRanks ??= []).push({
+      rank: loss.rank,
+      rankName: loss.rankName,
+      step: loss.step,
+      wall: loss.timestamp,
+      reason: loss.reason,
+      ...(loss.back === true ? { back: true } : {}),
+    });
     this.added(1);
   }
 
@@ -358,7 +423,10 @@ export class StoreBackend implements Backend {
     try {
       await channel.request({ op: "finish", status });
     } catch (error) {
-      reportError(`store.finish:${this.context?.runDir ?? ""}`, `could not mark the store of ${this.context?.runDir ?? "?"} finished: ${describeError(error)}`);
+      reportError(
+        `store.finish:${this.context?.runDir ?? ""}`,
+        `could not mark the store of ${this.context?.runDir ?? "?"} finished: ${describeError(error)}`,
+      );
     }
     await channel.close();
     this.released?.();
@@ -427,16 +495,24 @@ export class StoreBackend implements Backend {
       batch.streamColumns = columns;
       transfer.push(...columnBuffers(columns));
     }
-    for (const t of rest.rankTiming ?? []) for (const column of [t.stepMs, t.latenessMs, t.waitMs]) if (column.buffer instanceof ArrayBuffer) transfer.push(column.buffer);
+    for (const t of rest.rankTiming ?? [])
+      for (const column of [t.stepMs, t.latenessMs, t.waitMs])
+        if (column.buffer instanceof ArrayBuffer) transfer.push(column.buffer);
     const channel = this.channel;
     if (channel === null) {
       this.lostBatches++;
-      reportError("store.closed", "values were logged to the store backend after it finished (or failed to start); they are dropped and counted");
+      reportError(
+        "store.closed",
+        "values were logged to the store backend after it finished (or failed to start); they are dropped and counted",
+      );
       return;
     }
     const done = channel.request({ op: "write", batch }, transfer).catch((error: unknown) => {
       this.lostBatches++;
-      reportError(`store.write:${this.context?.runDir ?? ""}`, `could not write to ${storePath(this.context?.runDir ?? ".")}: ${describeError(error)}; the batch is dropped and counted, the job goes on`);
+      reportError(
+        `store.write:${this.context?.runDir ?? ""}`,
+        `could not write to ${storePath(this.context?.runDir ?? ".")}: ${describeError(error)}; the batch is dropped and counted, the job goes on`,
+      );
     });
     this.inFlight.add(done);
     void done.finally(() => this.inFlight.delete(done));

@@ -3,7 +3,8 @@ import { z } from "zod";
 import { SYNC_SETTINGS } from "../../sync/settings.js";
 import { says, settingOption, type OptionsOf } from "../option-schema.js";
 
-const flag = (): z.ZodOptional<z.ZodBoolean> => z.boolean(says((got, name) => `${name} must be true or false, got ${got}`)).optional();
+const flag = (): z.ZodOptional<z.ZodBoolean> =>
+  z.boolean(says((got, name) => `${name} must be true or false, got ${got}`)).optional();
 
 export const STORE_OPTIONS = {
   /** Write from a worker thread (default true), so SQLite never blocks the loop. */
@@ -11,9 +12,17 @@ export const STORE_OPTIONS = {
   /** `finish()` waits for every write (default false: bounded by the deadline). */
   waitForWrites: flag(),
   /** Batches queued for the writer before new ones are dropped and counted (default 256). */
-  maxPendingBatches: z.number(says((got) => `maxPendingBatches must be a positive integer, got ${got}`)).int().min(1).optional(),
+  maxPendingBatches: z
+    .number(says((got) => `maxPendingBatches must be a positive integer, got ${got}`))
+    .int()
+    .min(1)
+    .optional(),
   /** Milliseconds between commits (default 200). */
-  commitIntervalMs: z.number(says((got) => `commitIntervalMs must be a number of milliseconds >= 0, got ${got}`)).finite().min(0).optional(),
+  commitIntervalMs: z
+    .number(says((got) => `commitIntervalMs must be a number of milliseconds >= 0, got ${got}`))
+    .finite()
+    .min(0)
+    .optional(),
   /** A team server to stream the run to (`RANKSCOPE_SERVER_URL`; docs/server.md). */
   server: settingOption(SYNC_SETTINGS.server),
   /** A write token of the project (`RANKSCOPE_SERVER_TOKEN`). */

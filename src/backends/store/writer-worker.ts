@@ -9,7 +9,12 @@ import { StoreWriter, type StoreWriterOptions, type WriteBatch, type WriterStatu
 
 /** A request to the writer thread. */
 export type WorkerRequest =
-  | { readonly id: number; readonly op: "open"; readonly options: StoreWriterOptions; readonly commitIntervalMs: number }
+  | {
+      readonly id: number;
+      readonly op: "open";
+      readonly options: StoreWriterOptions;
+      readonly commitIntervalMs: number;
+    }
   | { readonly id: number; readonly op: "write"; readonly batch: WriteBatch }
   | { readonly id: number; readonly op: "finish"; readonly status: WriterStatus };
 
@@ -30,7 +35,11 @@ let writer: StoreWriter | null = null;
 const progress = isThreadData(workerData) ? workerData.progress : undefined;
 
 function isThreadData(data: unknown): data is WriterThreadData {
-  return typeof data === "object" && data !== null && (!("progress" in data) || data.progress === undefined || data.progress instanceof Int32Array);
+  return (
+    typeof data === "object" &&
+    data !== null &&
+    (!("progress" in data) || data.progress === undefined || data.progress instanceof Int32Array)
+  );
 }
 
 function handle(request: WorkerRequest): void {
@@ -82,7 +91,8 @@ function drainQueue(): void {
     } catch (e) {
       error = describeError(e);
     }
-    for (const r of requests) parentPort?.postMessage((error === undefined ? { id: r.id } : { id: r.id, error }) satisfies WorkerReply);
+    for (const r of requests)
+      parentPort?.postMessage((error === undefined ? { id: r.id } : { id: r.id, error }) satisfies WorkerReply);
     if (progress !== undefined) {
       Atomics.store(progress, 0, requests[requests.length - 1]?.id ?? head.id);
       Atomics.notify(progress, 0);

@@ -77,12 +77,24 @@ function identity(key: string): string {
 export const histogramBuckets = contiguousBuckets;
 
 /** One event holding the histograms of a flush (all at `step`, at `wallTimeMs`). */
-export function histogramEvent(histograms: readonly { tag: string; data: HistogramData }[], step: number, wallTimeMs: number): Uint8Array {
+export function histogramEvent(
+  histograms: readonly { tag: string; data: HistogramData }[],
+  step: number,
+  wallTimeMs: number,
+): Uint8Array {
   const value = histograms.map(({ tag, data }) => {
     const { limits, counts } = histogramBuckets(data);
     return {
       tag,
-      histo: { min: data.min, max: data.max, num: data.count, sum: data.sum, sum_squares: data.sumSquares, bucket_limit: limits, bucket: counts },
+      histo: {
+        min: data.min,
+        max: data.max,
+        num: data.count,
+        sum: data.sum,
+        sum_squares: data.sumSquares,
+        bucket_limit: limits,
+        bucket: counts,
+      },
     };
   });
   return encodeEvent({ wall_time: wallTimeMs / 1000, step, summary: { value } });
@@ -120,7 +132,11 @@ function sampleTable(records: readonly SampleRecord[]): { rows: number; columns:
 const utf8 = new TextEncoder();
 
 /** One event holding sample tables (text plugin), one value per key. Keys without records are left out. */
-export function textEvent(tables: readonly { tag: string; records: readonly SampleRecord[] }[], step: number, wallTimeMs: number): Uint8Array | null {
+export function textEvent(
+  tables: readonly { tag: string; records: readonly SampleRecord[] }[],
+  step: number,
+  wallTimeMs: number,
+): Uint8Array | null {
   const value = [];
   for (const { tag, records } of tables) {
     if (records.length === 0) continue;
@@ -158,7 +174,13 @@ export function flattenHyperparams(params: Readonly<Record<string, unknown>>): M
     if (value === undefined || typeof value === "function" || typeof value === "symbol") return;
     if (typeof value === "number") out.set(prefix, { number_value: value });
     // A double holds a bigint exactly up to 2^53; beyond, its digits, exactly, as text.
-    else if (typeof value === "bigint") out.set(prefix, -MAX_EXACT <= value && value <= MAX_EXACT ? { number_value: Number(value) } : { string_value: value.toString() });
+    else if (typeof value === "bigint")
+      out.set(
+        prefix,
+        -MAX_EXACT <= value && value <= MAX_EXACT
+          ? { number_value: Number(value) }
+          : { string_value: value.toString() },
+      );
     else if (typeof value === "boolean") out.set(prefix, { bool_value: value });
     else if (typeof value === "string") out.set(prefix, { string_value: value });
     else if (value === null) out.set(prefix, { string_value: "null" });

@@ -33,7 +33,15 @@ import { TfEventsWriter } from "./writer.js";
 
 export { TfEventsWriter, eventFileName, type TfEventsWriterOptions } from "./writer.js";
 export { frameRecords, maskedCrc32c } from "./record.js";
-export { fileVersionEvent, histogramEvent, hparamsEvent, scalarEvents, sessionStartEvent, textEvent, type ScalarPoint } from "./events.js";
+export {
+  fileVersionEvent,
+  histogramEvent,
+  hparamsEvent,
+  scalarEvents,
+  sessionStartEvent,
+  textEvent,
+  type ScalarPoint,
+} from "./events.js";
 
 /** The default directory of event files, relative to the run directory. */
 export const DEFAULT_TENSORBOARD_DIR = "tensorboard";
@@ -200,4 +208,7 @@ class TensorBoardBackend implements Backend {
   }
 }
 
-registerBackend("tensorboard", (options) => new TensorBoardBackend(options), { options: TENSORBOARD_OPTIONS, pathOptions: ["dir"] });
+registerBackend("tensorboard", (options) => new TensorBoardBackend(options), {
+  options: TENSORBOARD_OPTIONS,
+  pathOptions: ["dir"],
+});

@@ -4,7 +4,10 @@ import { internalOption, says, type OptionsOf } from "../option-schema.js";
 
 export const TENSORBOARD_OPTIONS = {
   /** The event-file directory, relative to the run directory (default `tensorboard`). */
-  dir: z.string(says((got) => `dir must be a non-empty path (relative to the run directory, or absolute), got ${got}`)).min(1).optional(),
+  dir: z
+    .string(says((got) => `dir must be a non-empty path (relative to the run directory, or absolute), got ${got}`))
+    .min(1)
+    .optional(),
   /** Also write rankscope's own keys (`…__count`, `rankscope/…`); default false. */
   internal: internalOption("writes"),
 };

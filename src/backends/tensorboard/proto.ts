@@ -40,7 +40,9 @@ const descriptor = {
             summary_description: { type: "string", id: 3 },
             data_class: { type: "int32", id: 4 },
           },
-          nested: { PluginData: { fields: { plugin_name: { type: "string", id: 1 }, content: { type: "bytes", id: 2 } } } },
+          nested: {
+            PluginData: { fields: { plugin_name: { type: "string", id: 1 }, content: { type: "bytes", id: 2 } } },
+          },
         },
         Summary: {
           fields: { value: { rule: "repeated", type: "Value", id: 1 } },

@@ -137,12 +137,23 @@ export async function upsertRun(
   const bucket = record(upsert?.["bucket"]);
   const project = record(bucket?.["project"]);
   const entity = record(project?.["entity"]);
-  if (bucket === undefined || typeof bucket["name"] !== "string" || typeof project?.["name"] !== "string" || typeof entity?.["name"] !== "string") {
+  if (
+    bucket === undefined ||
+    typeof bucket["name"] !== "string" ||
+    typeof project?.["name"] !== "string" ||
+    typeof entity?.["name"] !== "string"
+  ) {
     return fail("W&B upsertBucket answer lacks bucket { name project { name entity { name } } }");
   }
   return {
     ok: true,
-    value: { storageId: String(bucket["id"]), name: bucket["name"], project: project["name"], entity: entity["name"], inserted: upsert?.["inserted"] === true },
+    value: {
+      storageId: String(bucket["id"]),
+      name: bucket["name"],
+      project: project["name"],
+      entity: entity["name"],
+      inserted: upsert?.["inserted"] === true,
+    },
   };
 }
 
@@ -158,11 +169,19 @@ export async function createRunFiles(
   timeoutMs: number,
   stop?: AbortSignal,
 ): Promise<Attempt<RunFileUploads>> {
-  const answer = await graphql(endpoint, CREATE_RUN_FILES, { entity: run.entity, project: run.project, run: run.name, files }, timeoutMs, {}, stop);
+  const answer = await graphql(
+    endpoint,
+    CREATE_RUN_FILES,
+    { entity: run.entity, project: run.project, run: run.name, files },
+    timeoutMs,
+    {},
+    stop,
+  );
   if (!answer.ok) return answer;
   const created = record(answer.value["createRunFiles"]);
   const list = created?.["files"];
-  if (created === undefined || !Array.isArray(list)) return fail("W&B createRunFiles answer lacks files { name uploadUrl }");
+  if (created === undefined || !Array.isArray(list))
+    return fail("W&B createRunFiles answer lacks files { name uploadUrl }");
   const urls = new Map<string, string>();
   for (const entry of list) {
     const f = record(entry);
@@ -233,8 +252,10 @@ interface FileStreamParts {
 export function fileStreamBody(parts: FileStreamParts): FileStreamBody | null {
   const body: FileStreamBody = {};
   const files: NonNullable<FileStreamBody["files"]> = {};
-  if (parts.lines !== undefined && parts.lines.length > 0) files[HISTORY_FILE] = { offset: parts.offset ?? 0, content: [...parts.lines] };
-  if (parts.summary !== undefined && parts.summary !== null) files[SUMMARY_FILE] = { offset: 0, content: [parts.summary] };
+  if (parts.lines !== undefined && parts.lines.length > 0)
+    files[HISTORY_FILE] = { offset: parts.offset ?? 0, content: [...parts.lines] };
+  if (parts.summary !== undefined && parts.summary !== null)
+    files[SUMMARY_FILE] = { offset: 0, content: [parts.summary] };
   if (Object.keys(files).length > 0) body.files = files;
   if (parts.exitcode !== undefined && parts.exitcode !== null) {
     body.complete = true;

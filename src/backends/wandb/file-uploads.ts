@@ -68,7 +68,14 @@ export async function uploadPendingFiles(pending: PendingFiles, session: UploadS
   const batch = pending.takeAll();
   const { limits, stop, observer } = session;
   const created = await withRetry(
-    () => createRunFiles(session.endpoint, session.run, batch.map(([name]) => name), limits.requestTimeoutMs, stop),
+    () =>
+      createRunFiles(
+        session.endpoint,
+        session.run,
+        batch.map(([name]) => name),
+        limits.requestTimeoutMs,
+        stop,
+      ),
     limits,
     stop,
     observer,
@@ -87,7 +94,12 @@ export async function uploadPendingFiles(pending: PendingFiles, session: UploadS
       session.noUploadUrl(name, content);
       continue;
     }
-    const put = await withRetry(() => putFile(url, content, limits.requestTimeoutMs, created.value.headers, stop), limits, stop, observer);
+    const put = await withRetry(
+      () => putFile(url, content, limits.requestTimeoutMs, created.value.headers, stop),
+      limits,
+      stop,
+      observer,
+    );
     if (!session.live()) {
       pending.giveBack(batch.slice(i));
       return { kind: "stopped" };

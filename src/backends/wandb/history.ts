@@ -75,7 +75,8 @@ export function parseHistoryJson(text: string): unknown {
 /** `parseHistoryJson` of text that must hold one JSON object (a history row, a summary, a config); throws otherwise. */
 export function parseHistoryObject(text: string): Record<string, unknown> {
   const value = parseHistoryJson(text);
-  if (!isRecord(value)) throw new SyntaxError(`expected a JSON object, got ${text.length > 60 ? `${text.slice(0, 60)}…` : text}`);
+  if (!isRecord(value))
+    throw new SyntaxError(`expected a JSON object, got ${text.length > 60 ? `${text.slice(0, 60)}…` : text}`);
   return value;
 }
 
@@ -88,7 +89,13 @@ function seconds(ms: number): string {
  * One history line. `fields` is the already-encoded `"key":value` list (comma-separated, no
  * braces), or empty. `globalStep` is null for rows on an axis of their own (see `Metric.axis`).
  */
-export function historyLine(step: number, timestampMs: number, runtimeMs: number, globalStep: number | null, fields: string): string {
+export function historyLine(
+  step: number,
+  timestampMs: number,
+  runtimeMs: number,
+  globalStep: number | null,
+  fields: string,
+): string {
   const base = `{"_step":${step},"_runtime":${seconds(Math.max(0, runtimeMs))},"_timestamp":${seconds(timestampMs)}`;
   const head = globalStep === null ? base : `${base},"global_step":${globalStep}`;
   return fields.length === 0 ? `${head}}` : `${head},${fields}}`;

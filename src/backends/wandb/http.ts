@@ -71,16 +71,29 @@ export async function postJson(
   let response: Response;
   try {
     // `stop` (the writer switching to its spool, or finishing) cancels a request in flight.
-    const signal = stop === undefined ? AbortSignal.timeout(timeoutMs) : AbortSignal.any([AbortSignal.timeout(timeoutMs), stop]);
+    const signal =
+      stop === undefined ? AbortSignal.timeout(timeoutMs) : AbortSignal.any([AbortSignal.timeout(timeoutMs), stop]);
     response = await fetch(url, { method: "POST", headers: all, body, signal });
   } catch (error) {
-    return { ok: false, retryable: true, retryAfterMs: undefined, reason: `POST ${url}: ${describeFetchError(error)}`, status: undefined };
+    return {
+      ok: false,
+      retryable: true,
+      retryAfterMs: undefined,
+      reason: `POST ${url}: ${describeFetchError(error)}`,
+      status: undefined,
+    };
   }
   let text: string;
   try {
     text = await response.text();
   } catch (error) {
-    return { ok: false, retryable: true, retryAfterMs: undefined, reason: `POST ${url}: reading the answer failed: ${describeFetchError(error)}`, status: response.status };
+    return {
+      ok: false,
+      retryable: true,
+      retryAfterMs: undefined,
+      reason: `POST ${url}: reading the answer failed: ${describeFetchError(error)}`,
+      status: response.status,
+    };
   }
   if (!response.ok) {
     const retryable = response.status === 429 || response.status >= 500 || response.status === 408;
@@ -97,7 +110,13 @@ export async function postJson(
     const value: unknown = text.length === 0 ? {} : JSON.parse(text);
     return { ok: true, value };
   } catch {
-    return { ok: false, retryable: true, retryAfterMs: undefined, reason: `POST ${url}: the answer is not JSON`, status: response.status };
+    return {
+      ok: false,
+      retryable: true,
+      retryAfterMs: undefined,
+      reason: `POST ${url}: the answer is not JSON`,
+      status: response.status,
+    };
   }
 }
 
@@ -105,24 +124,47 @@ export async function postJson(
  * PUT a file's bytes to an upload URL (`CreateRunFiles` hands these out; in W&B's cloud they are
  * signed storage URLs, so no W&B auth header is sent), with the headers the server asked for.
  */
-export async function putFile(url: string, body: string, timeoutMs: number, headers: Readonly<Record<string, string>> = {}, stop?: AbortSignal): Promise<Attempt<null>> {
+export async function putFile(
+  url: string,
+  body: string,
+  timeoutMs: number,
+  headers: Readonly<Record<string, string>> = {},
+  stop?: AbortSignal,
+): Promise<Attempt<null>> {
   let response: Response;
   try {
-    const signal = stop === undefined ? AbortSignal.timeout(timeoutMs) : AbortSignal.any([AbortSignal.timeout(timeoutMs), stop]);
+    const signal =
+      stop === undefined ? AbortSignal.timeout(timeoutMs) : AbortSignal.any([AbortSignal.timeout(timeoutMs), stop]);
     response = await fetch(url, { method: "PUT", headers: { ...headers }, body, signal });
     await response.arrayBuffer();
   } catch (error) {
-    return { ok: false, retryable: true, retryAfterMs: undefined, reason: `PUT ${url}: ${describeFetchError(error)}`, status: undefined };
+    return {
+      ok: false,
+      retryable: true,
+      retryAfterMs: undefined,
+      reason: `PUT ${url}: ${describeFetchError(error)}`,
+      status: undefined,
+    };
   }
   if (!response.ok) {
     const retryable = response.status === 429 || response.status >= 500 || response.status === 408;
-    return { ok: false, retryable, retryAfterMs: parseRetryAfter(response.headers.get("retry-after")), reason: `PUT ${url}: HTTP ${response.status}`, status: response.status };
+    return {
+      ok: false,
+      retryable,
+      retryAfterMs: parseRetryAfter(response.headers.get("retry-after")),
+      reason: `PUT ${url}: HTTP ${response.status}`,
+      status: response.status,
+    };
   }
   return { ok: true, value: null };
 }
 
 /** The W&B limits as the one backoff policy (`core/retry.ts`). */
-export function backoffDelay(attempt: number, limits: Pick<SenderLimits, "retryInitialMs" | "retryMaxMs">, random: () => number = Math.random): number {
+export function backoffDelay(
+  attempt: number,
+  limits: Pick<SenderLimits, "retryInitialMs" | "retryMaxMs">,
+  random: () => number = Math.random,
+): number {
   return coreBackoffDelay(attempt, { initialMs: limits.retryInitialMs, maxMs: limits.retryMaxMs }, random);
 }
 
@@ -134,7 +176,12 @@ export interface RetryObserver {
 }
 
 /** Why a retried request gave up. */
-type GiveUp = { readonly ok: false; readonly reason: string; readonly retryable: boolean; readonly status: number | undefined };
+type GiveUp = {
+  readonly ok: false;
+  readonly reason: string;
+  readonly retryable: boolean;
+  readonly status: number | undefined;
+};
 
 /**
  * Run `attempt` until it succeeds, fails for good (not retryable), the retry budget is spent, or

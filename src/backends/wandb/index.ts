@@ -7,7 +7,11 @@ import { registerBackend } from "../backend.js";
 import { validateWandbOptions, WANDB_OPTIONS } from "./options.js";
 import { WandbBackend } from "./wandb-backend.js";
 
-registerBackend("wandb", (options) => new WandbBackend(options), { options: WANDB_OPTIONS, validate: validateWandbOptions, destinationOptions: ["baseUrl"] });
+registerBackend("wandb", (options) => new WandbBackend(options), {
+  options: WANDB_OPTIONS,
+  validate: validateWandbOptions,
+  destinationOptions: ["baseUrl"],
+});
 
 export { WandbBackend } from "./wandb-backend.js";
 export type { WriterStats } from "./run-writer.js";

@@ -20,7 +20,16 @@ import { LatestFileWrites } from "../../io/latest-files.js";
 import { CONFIG_FILE } from "../../run/run-files.js";
 import { SUMMARY_FILE } from "./api.js";
 import { parseHistoryObject } from "./history.js";
-import { encodeRecord, endRecords, filesRecord, headRecords, historyRecord, makeAttemptDir, TransactionLogFramer, type OfflineRunHead } from "./offline-run.js";
+import {
+  encodeRecord,
+  endRecords,
+  filesRecord,
+  headRecords,
+  historyRecord,
+  makeAttemptDir,
+  TransactionLogFramer,
+  type OfflineRunHead,
+} from "./offline-run.js";
 
 /** The offline run log of one attempt of one run, written as it goes. */
 export class OfflineRunLog {
@@ -34,7 +43,12 @@ export class OfflineRunLog {
   private readonly early = new Map<string, string>();
   /** Run files not on disk yet (path → content), for `writeSync` at exit. */
   /** Run files written in the background, the rest by `writeSync` at exit. */
-  private readonly files = new LatestFileWrites((path, error) => reportError(`wandb.offlineRun.file:${path}`, `could not write ${path}: ${describeError(error)}; "wandb sync" will not upload this run file`));
+  private readonly files = new LatestFileWrites((path, error) =>
+    reportError(
+      `wandb.offlineRun.file:${path}`,
+      `could not write ${path}: ${describeError(error)}; "wandb sync" will not upload this run file`,
+    ),
+  );
   private ended = false;
 
   constructor(
@@ -110,11 +124,15 @@ export class OfflineRunLog {
 
   /** Make the directory (named after the first row's time) and start the log: header, run, config, early files. */
   private open(firstTimestamp: unknown): void {
-    const startSeconds = typeof firstTimestamp === "number" && Number.isFinite(firstTimestamp) ? firstTimestamp : Date.now() / 1000;
+    const startSeconds =
+      typeof firstTimestamp === "number" && Number.isFinite(firstTimestamp) ? firstTimestamp : Date.now() / 1000;
     try {
       this.runPath = makeAttemptDir(this.wandbDir, this.head.runId, startSeconds * 1000, this.attempt);
     } catch (error) {
-      reportError(`wandb.offlineRun:${this.wandbDir}`, `W&B run ${this.head.runId}: could not make its offline run directory for "wandb sync": ${describeError(error)}; the spool is intact ("rankscope wandb sync")`);
+      reportError(
+        `wandb.offlineRun:${this.wandbDir}`,
+        `W&B run ${this.head.runId}: could not make its offline run directory for "wandb sync": ${describeError(error)}; the spool is intact ("rankscope wandb sync")`,
+      );
       this.ended = true;
       return;
     }

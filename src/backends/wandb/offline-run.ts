@@ -27,14 +27,22 @@ import { writeFileAtomicSync } from "../../io/atomic-write.js";
 import { parseHistoryObject } from "./history.js";
 import type { SpoolRunInfo } from "./spool.js";
 
-const item = { fields: { key: { type: "string", id: 1 }, nested_key: { rule: "repeated", type: "string", id: 2 }, value_json: { type: "string", id: 16 } } };
+const item = {
+  fields: {
+    key: { type: "string", id: 1 },
+    nested_key: { rule: "repeated", type: "string", id: 2 },
+    value_json: { type: "string", id: 16 },
+  },
+};
 
 const descriptor = {
   nested: {
     wandb_internal: {
       nested: {
         Record: {
-          oneofs: { record_type: { oneof: ["history", "summary", "config", "files", "run", "exit", "final", "header"] } },
+          oneofs: {
+            record_type: { oneof: ["history", "summary", "config", "files", "run", "exit", "final", "header"] },
+          },
           fields: {
             num: { type: "int64", id: 1 },
             history: { type: "HistoryRecord", id: 2 },
@@ -49,9 +57,13 @@ const descriptor = {
         },
         FilesRecord: { fields: { files: { rule: "repeated", type: "FilesItem", id: 1 } } },
         // policy (NOW 0, END 1, LIVE 2) and type (OTHER 0, WANDB 1, MEDIA 2, ARTIFACT 3) are enums there: same varint on the wire.
-        FilesItem: { fields: { path: { type: "string", id: 1 }, policy: { type: "int32", id: 2 }, type: { type: "int32", id: 3 } } },
+        FilesItem: {
+          fields: { path: { type: "string", id: 1 }, policy: { type: "int32", id: 2 }, type: { type: "int32", id: 3 } },
+        },
         HistoryStep: { fields: { num: { type: "int64", id: 1 } } },
-        HistoryRecord: { fields: { item: { rule: "repeated", type: "HistoryItem", id: 1 }, step: { type: "HistoryStep", id: 2 } } },
+        HistoryRecord: {
+          fields: { item: { rule: "repeated", type: "HistoryItem", id: 1 }, step: { type: "HistoryStep", id: 2 } },
+        },
         HistoryItem: item,
         SummaryRecord: { fields: { update: { rule: "repeated", type: "SummaryItem", id: 1 } } },
         SummaryItem: item,
@@ -224,10 +236,17 @@ export function filesRecord(names: readonly string[]): Record<string, unknown> {
 }
 
 /** The records a finished run's log ends with: its summary, its exit (code and runtime), final. */
-export function endRecords(summary: string | undefined, exitcode: number | undefined, runtimeSeconds: number): Record<string, unknown>[] {
+export function endRecords(
+  summary: string | undefined,
+  exitcode: number | undefined,
+  runtimeSeconds: number,
+): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = [];
   if (summary !== undefined) out.push({ summary: { update: items(parseHistoryObject(summary)) } });
-  if (exitcode !== undefined) out.push({ exit: { exit_code: exitcode, runtime: Math.round(Number.isFinite(runtimeSeconds) ? runtimeSeconds : 0) } });
+  if (exitcode !== undefined)
+    out.push({
+      exit: { exit_code: exitcode, runtime: Math.round(Number.isFinite(runtimeSeconds) ? runtimeSeconds : 0) },
+    });
   out.push({ final: {} });
   return out;
 }
@@ -260,7 +279,8 @@ function offlineRunDirName(runId: string, startMs: number): string {
  */
 export function makeAttemptDir(wandbDir: string, runId: string, startMs: number, attempt: number): string {
   let dir = join(wandbDir, offlineRunDirName(runId, startMs));
-  for (let k = 1; existsSync(dir) && attemptOf(dir) !== attempt; k++) dir = join(wandbDir, offlineRunDirName(runId, startMs + k * 1000));
+  for (let k = 1; existsSync(dir) && attemptOf(dir) !== attempt; k++)
+    dir = join(wandbDir, offlineRunDirName(runId, startMs + k * 1000));
   writeFileAtomicSync(join(dir, ATTEMPT_FILE), `${JSON.stringify({ firstOffset: attempt })}\n`);
   return dir;
 }
@@ -273,7 +293,10 @@ export function offlineRunDirs(wandbDir: string, runId: string): string[] {
   if (!existsSync(wandbDir)) return [];
   const suffix = `-${runId}`;
   return readdirSync(wandbDir)
-    .filter((name) => name.startsWith("offline-run-") && name.endsWith(suffix) && name.length === offlineRunDirName(runId, 0).length)
+    .filter(
+      (name) =>
+        name.startsWith("offline-run-") && name.endsWith(suffix) && name.length === offlineRunDirName(runId, 0).length,
+    )
     .map((name) => ({ dir: join(wandbDir, name), attempt: attemptOf(join(wandbDir, name)) ?? -1, name }))
     .sort((a, b) => a.attempt - b.attempt || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
     .map((d) => d.dir);
@@ -282,7 +305,8 @@ export function offlineRunDirs(wandbDir: string, runId: string): string[] {
 /** The run an offline run describes, from the spool's `run.json` (W&B's `{"key": {"value": v}}` config unwrapped). */
 export function offlineRunHeadOf(info: SpoolRunInfo): OfflineRunHead {
   const config: Record<string, unknown> = {};
-  for (const [key, entry] of Object.entries(parseHistoryObject(info.upsert.config))) config[key] = isRecord(entry) ? entry["value"] : undefined;
+  for (const [key, entry] of Object.entries(parseHistoryObject(info.upsert.config)))
+    config[key] = isRecord(entry) ? entry["value"] : undefined;
   return {
     runId: info.upsert.name,
     entity: info.upsert.entity,

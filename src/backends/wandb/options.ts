@@ -18,10 +18,22 @@ export type WandbMode = "online" | "offline" | "disabled";
 /** W&B's resume policies: `allow` resumes a run that exists, `must` fails if it does not, `never` fails if it does. */
 export type WandbResume = "allow" | "must" | "never";
 
-const positiveInt = (): z.ZodOptional<z.ZodNumber> => z.number(says((_got, name) => `${name} must be a positive integer`)).int().positive().optional();
+const positiveInt = (): z.ZodOptional<z.ZodNumber> =>
+  z
+    .number(says((_got, name) => `${name} must be a positive integer`))
+    .int()
+    .positive()
+    .optional();
 
 const text = (): z.ZodOptional<z.ZodString> =>
-  z.string({ errorMap: (issue) => ({ message: `${String(issue.path[0])} must ${issue.code === "invalid_type" ? "be a string" : "not be empty"}` }) }).min(1).optional();
+  z
+    .string({
+      errorMap: (issue) => ({
+        message: `${String(issue.path[0])} must ${issue.code === "invalid_type" ? "be a string" : "not be empty"}`,
+      }),
+    })
+    .min(1)
+    .optional();
 
 const RUN_ID = /^[A-Za-z0-9_.-]+$/;
 
@@ -38,24 +50,47 @@ export const WANDB_OPTIONS = {
   /** Job type, e.g. `train`. */
   jobType: text(),
   /** Tags of the run. */
-  tags: z.array(z.string(says(() => "tags must be an array of strings")), says(() => "tags must be an array of strings")).optional(),
+  tags: z
+    .array(
+      z.string(says(() => "tags must be an array of strings")),
+      says(() => "tags must be an array of strings"),
+    )
+    .optional(),
   /** Notes of the run. */
   notes: z.string(says(() => "notes must be a string")).optional(),
   /** Run config (hyperparameters) sent with the run; `logHyperparams` adds to it. */
-  config: z.record(z.unknown(), says(() => "config must be an object of hyperparameters")).optional(),
+  config: z
+    .record(
+      z.unknown(),
+      says(() => "config must be an object of hyperparameters"),
+    )
+    .optional(),
   /** The run id; default derived from experiment and trial (and the rank name per rank). */
   runId: z
     .string(says(() => "runId must be a string"))
     .regex(RUN_ID, "runId may contain only letters, digits, '_', '-' and '.' (W&B run ids are URL path segments)")
     .optional(),
   /** Resume policy (default `allow`, as AReaL). */
-  resume: z.enum(["allow", "must", "never"], says(() => "resume must be one of: allow, must, never")).optional(),
+  resume: z
+    .enum(
+      ["allow", "must", "never"],
+      says(() => "resume must be one of: allow, must, never"),
+    )
+    .optional(),
   /** Default `WANDB_MODE` (`offline`/`dryrun` → offline, `disabled`), else `online`. */
-  mode: z.enum(["online", "offline", "disabled"], says(() => "mode must be one of: online, offline, disabled")).optional(),
+  mode: z
+    .enum(
+      ["online", "offline", "disabled"],
+      says(() => "mode must be one of: online, offline, disabled"),
+    )
+    .optional(),
   /** Server base URL; default `WANDB_BASE_URL`, else `https://api.wandb.ai` (AReaL's `wandb_base_url`). */
   baseUrl: z
     .string(says(() => "baseUrl must be a string"))
-    .regex(/^https?:\/\/[^/\s]+/, "baseUrl must be an http(s) URL such as https://api.wandb.ai or http://wandb.internal:8080")
+    .regex(
+      /^https?:\/\/[^/\s]+/,
+      "baseUrl must be an http(s) URL such as https://api.wandb.ai or http://wandb.internal:8080",
+    )
     .optional(),
   /** API key; default `WANDB_API_KEY`. Prefer the environment: config files get written to disk. */
   apiKey: text(),
@@ -74,7 +109,11 @@ export const WANDB_OPTIONS = {
   /** How long `finish()` waits for unsent data before spooling it (default 4 000 ms). */
   finishTimeoutMs: positiveInt(),
   /** Least time between two file-stream requests, so lines batch up (default 1 000 ms; 0 sends at once). */
-  sendIntervalMs: z.number(says(() => "sendIntervalMs must be a non-negative integer")).int().min(0).optional(),
+  sendIntervalMs: z
+    .number(says(() => "sendIntervalMs must be a non-negative integer"))
+    .int()
+    .min(0)
+    .optional(),
   /** Also chart rankscope's own keys (`…__count`, `rankscope/…`); default false. */
   internal: internalOption("charts"),
 };
@@ -156,7 +195,10 @@ export function normaliseBaseUrl(url: string): string {
 }
 
 /** Resolve options against the environment (`WANDB_API_KEY`, `WANDB_BASE_URL`, `WANDB_ENTITY`, `WANDB_PROJECT`, `WANDB_MODE`). */
-export function resolveWandbOptions(options: BackendOptions, env: NodeJS.ProcessEnv = process.env): ResolvedWandbOptions {
+export function resolveWandbOptions(
+  options: BackendOptions,
+  env: NodeJS.ProcessEnv = process.env,
+): ResolvedWandbOptions {
   const o = parseWandbOptions(options);
   const limits: SenderLimits = {
     maxQueuedBytes: o.maxQueuedBytes ?? DEFAULT_LIMITS.maxQueuedBytes,
@@ -170,10 +212,28 @@ export function resolveWandbOptions(options: BackendOptions, env: NodeJS.Process
   };
   return {
     mode: modeOf(resolveSetting(wandbSetting("mode", "WANDB_MODE", enumKind(WANDB_MODES), "online"), o.mode, env)),
-    baseUrl: normaliseBaseUrl(resolveSetting(wandbSetting("baseUrl", "WANDB_BASE_URL", textKind(undefined, "a URL"), DEFAULT_BASE_URL), o.baseUrl, env)),
-    apiKey: resolveSetting(wandbSetting<string | undefined>("apiKey", "WANDB_API_KEY", textKind(), undefined, true), o.apiKey, env),
-    entity: resolveSetting(wandbSetting<string | undefined>("entity", "WANDB_ENTITY", textKind(), undefined), o.entity, env),
-    project: resolveSetting(wandbSetting<string | undefined>("project", "WANDB_PROJECT", textKind(), undefined), o.project, env),
+    baseUrl: normaliseBaseUrl(
+      resolveSetting(
+        wandbSetting("baseUrl", "WANDB_BASE_URL", textKind(undefined, "a URL"), DEFAULT_BASE_URL),
+        o.baseUrl,
+        env,
+      ),
+    ),
+    apiKey: resolveSetting(
+      wandbSetting<string | undefined>("apiKey", "WANDB_API_KEY", textKind(), undefined, true),
+      o.apiKey,
+      env,
+    ),
+    entity: resolveSetting(
+      wandbSetting<string | undefined>("entity", "WANDB_ENTITY", textKind(), undefined),
+      o.entity,
+      env,
+    ),
+    project: resolveSetting(
+      wandbSetting<string | undefined>("project", "WANDB_PROJECT", textKind(), undefined),
+      o.project,
+      env,
+    ),
     name: o.name,
     group: o.group,
     jobType: o.jobType,

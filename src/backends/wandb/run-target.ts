@@ -46,10 +46,16 @@ export function decideResume(target: RunTarget, status: ResumeStatus): ResumeDec
   const { exists, historyLineCount, lastStep } = status;
   const name = target.upsert.name;
   if (exists && target.resume === "never" && !target.shared) {
-    return { ok: false, reason: `run ${name} already exists and resume is "never"; pick another runId or trial, or set resume: "allow"` };
+    return {
+      ok: false,
+      reason: `run ${name} already exists and resume is "never"; pick another runId or trial, or set resume: "allow"`,
+    };
   }
   if (!exists && target.resume === "must") {
-    return { ok: false, reason: `run ${name} does not exist and resume is "must"; check runId/entity/project, or set resume: "allow"` };
+    return {
+      ok: false,
+      reason: `run ${name} does not exist and resume is "must"; check runId/entity/project, or set resume: "allow"`,
+    };
   }
   // Shared-mode clients keep their own offsets on the server, starting at 0.
   return { ok: true, offset: target.clientId === null ? historyLineCount : 0, lastStep: exists ? lastStep : -1 };

@@ -15,7 +15,15 @@
  */
 import { reportError, warn } from "../../core/diagnostics.js";
 import { registerDrain } from "../../core/lifecycle.js";
-import { fileStreamBody, PRIMARY_CLIENT_ID, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun, type UpsertVariables } from "./api.js";
+import {
+  fileStreamBody,
+  PRIMARY_CLIENT_ID,
+  runResumeStatus,
+  sendFileStream,
+  sharedModeHeaders,
+  upsertRun,
+  type UpsertVariables,
+} from "./api.js";
 import { PendingFiles, uploadPendingFiles } from "./file-uploads.js";
 import { HistoryQueue } from "./history-queue.js";
 import { sleep, withRetry, type Endpoint } from "./http.js";
@@ -102,7 +110,11 @@ export class RunWriter {
     this.entity = target.upsert.entity;
     this.project = target.upsert.project;
     // The disk buffer has its own bound: a disk slower than the job loses (and counts) what is past it.
-    this.spool = new SpoolWriter(target.spoolDir, target.clientId, Math.max(limits.maxQueuedBytes, SPOOL_BUFFER_MIN_BYTES));
+    this.spool = new SpoolWriter(
+      target.spoolDir,
+      target.clientId,
+      Math.max(limits.maxQueuedBytes, SPOOL_BUFFER_MIN_BYTES),
+    );
     if (offline) {
       this.state = "spooling";
       // A resumed offline run continues the spool of its earlier attempts: offsets and `_step` go on from there.
@@ -151,7 +163,13 @@ export class RunWriter {
   private startOfflineLog(): void {
     if (this.target.shared || this.offlineLog !== null) return;
     const attempt = this.absoluteOffsets ? 0 : this.attemptStartOffset;
-    this.offlineLog = new OfflineRunLog(dirname(this.target.spoolDir), offlineRunHeadOf(this.runInfo()), `rankscope ${rankscopeVersion()}`, attempt, Math.max(this.limits.maxQueuedBytes, SPOOL_BUFFER_MIN_BYTES));
+    this.offlineLog = new OfflineRunLog(
+      dirname(this.target.spoolDir),
+      offlineRunHeadOf(this.runInfo()),
+      `rankscope ${rankscopeVersion()}`,
+      attempt,
+      Math.max(this.limits.maxQueuedBytes, SPOOL_BUFFER_MIN_BYTES),
+    );
   }
 
   /**
@@ -234,7 +252,10 @@ export class RunWriter {
     // Files count against the same memory bound as history: past it, they go to the spool.
     const waiting = this.queue.bytes + this.files.bytesWithout(name);
     if (waiting + content.length > this.limits.maxQueuedBytes) {
-      this.toSpool(`more than ${this.limits.maxQueuedBytes} bytes of history and run files are waiting for the server`, true);
+      this.toSpool(
+        `more than ${this.limits.maxQueuedBytes} bytes of history and run files are waiting for the server`,
+        true,
+      );
       this.spool.writeFile(name, content);
       return;
     }
@@ -283,7 +304,10 @@ export class RunWriter {
       const summary = fileStreamBody({ summary: summaryLine ?? null });
       const complete = fileStreamBody({ exitcode: this.target.sendsComplete ? exitcode : null });
       this.spool.writeRunInfo(this.runInfo());
-      this.spool.append([summary, complete].filter((body) => body !== null), this.absoluteOffsets);
+      this.spool.append(
+        [summary, complete].filter((body) => body !== null),
+        this.absoluteOffsets,
+      );
       this.offlineLog?.end(summaryLine, exitcode);
       this.stop.abort();
       await this.sending;
@@ -348,7 +372,9 @@ export class RunWriter {
 
   /** Start connecting once (resume status, then upsert), in the background. */
   private startConnect(): void {
-    this.connecting ??= this.runConnect().catch((error: unknown) => this.toSpool(`unexpected failure while connecting: ${String(error)}`));
+    this.connecting ??= this.runConnect().catch((error: unknown) =>
+      this.toSpool(`unexpected failure while connecting: ${String(error)}`),
+    );
   }
 
   /** Move queued lines whose `_step` is not above `lastStep` up (AReaL's rule). */
@@ -368,7 +394,12 @@ export class RunWriter {
       return;
     }
     const run = { name: this.upsert.name, project: this.project, entity: this.entity };
-    const status = await withRetry(() => runResumeStatus(this.endpoint, run, this.limits.requestTimeoutMs, this.stop.signal), this.limits, this.stop.signal, this.observer);
+    const status = await withRetry(
+      () => runResumeStatus(this.endpoint, run, this.limits.requestTimeoutMs, this.stop.signal),
+      this.limits,
+      this.stop.signal,
+      this.observer,
+    );
     if (this.state !== "connecting") return;
     if (!status.ok) return this.toSpool(status.reason, status.retryable);
     const decision = decideResume({ ...this.target, upsert: this.upsert }, status.value);
@@ -387,7 +418,10 @@ export class RunWriter {
   private readonly observer = {
     onRetry: (reason: string, delayMs: number): void => {
       this.stats.retries++;
-      warn(`wandb.retry:${this.label}`, `W&B run ${this.label}: ${reason}; retrying in ${Math.round(delayMs)} ms (retries are counted)`);
+      warn(
+        `wandb.retry:${this.label}`,
+        `W&B run ${this.label}: ${reason}; retrying in ${Math.round(delayMs)} ms (retries are counted)`,
+      );
     },
   };
 
@@ -395,7 +429,12 @@ export class RunWriter {
     this.configDirty = false;
     const variables = this.upsert;
     const headers = this.target.shared ? sharedModeHeaders(this.target.clientId ?? PRIMARY_CLIENT_ID) : {};
-    const result = await withRetry(() => upsertRun(this.endpoint, variables, this.limits.requestTimeoutMs, headers, this.stop.signal), this.limits, this.stop.signal, this.observer);
+    const result = await withRetry(
+      () => upsertRun(this.endpoint, variables, this.limits.requestTimeoutMs, headers, this.stop.signal),
+      this.limits,
+      this.stop.signal,
+      this.observer,
+    );
     if (this.state === "spooling" || this.state === "finished") return false;
     if (!result.ok) {
       this.toSpool(result.reason, result.retryable);
@@ -444,7 +483,20 @@ export class RunWriter {
       if (summary !== null) this.summaryDirty = false;
       const text = JSON.stringify(body);
       this.lastSendAt = Date.now();
-      const result = await withRetry(() => sendFileStream(this.endpoint, run, text, this.limits.requestTimeoutMs, this.target.clientId, this.stop.signal), this.limits, this.stop.signal, this.observer);
+      const result = await withRetry(
+        () =>
+          sendFileStream(
+            this.endpoint,
+            run,
+            text,
+            this.limits.requestTimeoutMs,
+            this.target.clientId,
+            this.stop.signal,
+          ),
+        this.limits,
+        this.stop.signal,
+        this.observer,
+      );
       if (this.state !== "live") return; // spooled meanwhile: the spool holds these lines too
       if (!result.ok) {
         if (summary !== null) this.summaryDirty = true;
@@ -475,7 +527,10 @@ export class RunWriter {
       observer: this.observer,
       live: () => this.state === "live",
       noUploadUrl: (name, content) => {
-        reportError(`wandb.upload:${this.label}:${name}`, `W&B run ${this.label}: the server gave no upload URL for ${name}; it is written to the spool ${this.target.spoolDir}/files instead`);
+        reportError(
+          `wandb.upload:${this.label}:${name}`,
+          `W&B run ${this.label}: the server gave no upload URL for ${name}; it is written to the spool ${this.target.spoolDir}/files instead`,
+        );
         this.spool.writeFile(name, content);
       },
     });

@@ -19,7 +19,11 @@ import { syncSpool } from "./sync.js";
  * What earlier offline attempts of a run left in its spool: the next offset and the last `_step`
  * (0 and -1 when there is none, or when its offsets are absolute, i.e. it had reached the server).
  */
-export function previousOfflineAttempts(spoolDir: string, clientId: string | null, label: string): { nextOffset: number; lastStep: number } {
+export function previousOfflineAttempts(
+  spoolDir: string,
+  clientId: string | null,
+  label: string,
+): { nextOffset: number; lastStep: number } {
   const none = { nextOffset: 0, lastStep: -1 };
   if (!existsSync(join(spoolDir, spoolFileName(clientId))) || !existsSync(join(spoolDir, SPOOL_INFO_FILE))) return none;
   try {
@@ -30,7 +34,10 @@ export function previousOfflineAttempts(spoolDir: string, clientId: string | nul
     const lastStep = isRecord(last) && typeof last["_step"] === "number" ? last["_step"] : -1;
     return { nextOffset: client.firstOffset + client.lines.length, lastStep };
   } catch (error) {
-    reportError(`wandb.spool.previous:${spoolDir}`, `W&B run ${label}: the spool of earlier attempts in ${spoolDir} cannot be read (${describeError(error)}); this attempt starts its own offsets at 0`);
+    reportError(
+      `wandb.spool.previous:${spoolDir}`,
+      `W&B run ${label}: the spool of earlier attempts in ${spoolDir} cannot be read (${describeError(error)}); this attempt starts its own offsets at 0`,
+    );
     return none;
   }
 }
@@ -78,7 +85,10 @@ function removeOfflineRun(dir: string, label: string): void {
   try {
     rmSync(dir, { recursive: true, force: true });
   } catch (error) {
-    reportError(`wandb.offlineRun:${dir}`, `W&B run ${label}: the spool was sent, but its offline run ${dir} could not be removed (${describeError(error)}); do not "wandb sync" it, its rows are on the server`);
+    reportError(
+      `wandb.offlineRun:${dir}`,
+      `W&B run ${label}: the spool was sent, but its offline run ${dir} could not be removed (${describeError(error)}); do not "wandb sync" it, its rows are on the server`,
+    );
   }
 }
 
@@ -86,7 +96,13 @@ function removeOfflineRun(dir: string, label: string): void {
  * After an outage that ended before the run did: send the spool now (what `rankscope wandb sync`
  * would do) by `deadline`. True when it was sent.
  */
-async function sendSpoolNow(spoolDir: string, endpoint: Endpoint, limits: SenderLimits, deadline: number, label: string): Promise<boolean> {
+async function sendSpoolNow(
+  spoolDir: string,
+  endpoint: Endpoint,
+  limits: SenderLimits,
+  deadline: number,
+  label: string,
+): Promise<boolean> {
   const left = deadline - Date.now();
   if (left <= 0) return false;
   try {

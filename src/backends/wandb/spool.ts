@@ -93,7 +93,10 @@ export class SpoolWriter {
       try {
         await writeFileAtomic(path, text);
       } catch (error) {
-        reportError(`wandb.spool.runInfo:${path}`, `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`);
+        reportError(
+          `wandb.spool.runInfo:${path}`,
+          `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`,
+        );
       }
     });
   }
@@ -110,7 +113,10 @@ export class SpoolWriter {
       try {
         writeFileAtomicSync(path, this.runInfoText);
       } catch (error) {
-        reportError(`wandb.spool.runInfo:${path}`, `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`);
+        reportError(
+          `wandb.spool.runInfo:${path}`,
+          `could not write ${path}: ${describeError(error)}; "rankscope wandb sync" needs it to replay this run`,
+        );
       }
     }
     this.file.writeQueuedSync();
@@ -126,7 +132,9 @@ export class SpoolWriter {
   }
 
   /** Run files written in the background, the rest by `writeSync` at exit. */
-  private readonly files = new LatestFileWrites((path, error) => reportError(`wandb.spool.file:${path}`, `could not write ${path}: ${describeError(error)}; this run file is lost`));
+  private readonly files = new LatestFileWrites((path, error) =>
+    reportError(`wandb.spool.file:${path}`, `could not write ${path}: ${describeError(error)}; this run file is lost`),
+  );
 
   /** Append request bodies (the header goes first, once). */
   append(bodies: readonly FileStreamBody[], absoluteOffsets: boolean): void {
@@ -191,7 +199,9 @@ function parseJsonLine(file: string, n: number, line: string): unknown {
     const value: unknown = JSON.parse(line);
     return value;
   } catch {
-    throw new Error(`${file}:${n}: not a JSON line; the spool is damaged (a crash mid-write leaves at most the last line incomplete)`);
+    throw new Error(
+      `${file}:${n}: not a JSON line; the spool is damaged (a crash mid-write leaves at most the last line incomplete)`,
+    );
   }
 }
 
@@ -199,10 +209,12 @@ const RESUMES: readonly WandbResume[] = ["allow", "must", "never"];
 
 /** `run.json` as read back, checked field by field (an Error naming the file and the field otherwise). */
 function spoolRunInfoOf(value: unknown, path: string): SpoolRunInfo {
-  const bad = (what: string): Error => new Error(`${path}: ${what}; the spool's run.json is damaged or from another program`);
+  const bad = (what: string): Error =>
+    new Error(`${path}: ${what}; the spool's run.json is damaged or from another program`);
   if (!isRecord(value)) throw bad("not a JSON object");
   const { format, version, baseUrl, resume, shared, upsert } = value;
-  if (format !== SPOOL_FORMAT) throw new Error(`${path}: format is ${JSON.stringify(format)}, expected ${SPOOL_FORMAT}`);
+  if (format !== SPOOL_FORMAT)
+    throw new Error(`${path}: format is ${JSON.stringify(format)}, expected ${SPOOL_FORMAT}`);
   if (version !== 1) throw bad(`version is ${JSON.stringify(version)}, expected 1`);
   if (typeof baseUrl !== "string") throw bad("baseUrl is not a string");
   const policy = RESUMES.find((r) => r === resume);
@@ -217,7 +229,9 @@ function spoolHeaderOf(value: Readonly<Record<string, unknown>>, path: string): 
   const { spool, clientId, absoluteOffsets } = value;
   if (spool !== 1) throw new Error(`${path}: the first line must be the spool header {"spool":1,...}`);
   if (!(clientId === null || typeof clientId === "string") || typeof absoluteOffsets !== "boolean") {
-    throw new Error(`${path}: the spool header needs "clientId" (a string or null) and "absoluteOffsets" (true or false)`);
+    throw new Error(
+      `${path}: the spool header needs "clientId" (a string or null) and "absoluteOffsets" (true or false)`,
+    );
   }
   return { spool, clientId, absoluteOffsets };
 }
@@ -233,14 +247,19 @@ function fileStreamBodyOf(value: Readonly<Record<string, unknown>>, where: strin
     for (const [name, file] of Object.entries(files)) {
       const content = isRecord(file) ? file["content"] : undefined;
       const offset = isRecord(file) ? file["offset"] : undefined;
-      if (typeof offset !== "number" || !Array.isArray(content) || !content.every((line): line is string => typeof line === "string")) {
+      if (
+        typeof offset !== "number" ||
+        !Array.isArray(content) ||
+        !content.every((line): line is string => typeof line === "string")
+      ) {
         throw bad(`files["${name}"] needs a numeric offset and content as an array of strings`);
       }
       body.files[name] = { offset, content };
     }
   }
   if (uploaded !== undefined) {
-    if (!Array.isArray(uploaded) || !uploaded.every((name): name is string => typeof name === "string")) throw bad("uploaded is not an array of file names");
+    if (!Array.isArray(uploaded) || !uploaded.every((name): name is string => typeof name === "string"))
+      throw bad("uploaded is not an array of file names");
     body.uploaded = uploaded;
   }
   if (complete !== undefined) {
@@ -272,7 +291,10 @@ function readClient(dir: string, name: string): SpooledClient {
     } catch {
       // A crash can cut the last line short; everything before it is intact.
       if (i === lastNonEmpty) {
-        reportError(`wandb.spool.truncated:${path}`, `${path}: the last line is incomplete (the writer stopped mid-line); it is skipped`);
+        reportError(
+          `wandb.spool.truncated:${path}`,
+          `${path}: the last line is incomplete (the writer stopped mid-line); it is skipped`,
+        );
         return;
       }
       throw new Error(`${path}:${i + 1}: not a JSON line; the spool is damaged`);
@@ -288,12 +310,14 @@ function readClient(dir: string, name: string): SpooledClient {
       history.content.forEach((text, k) => {
         const offset = history.offset + k;
         const seen = byOffset.get(offset);
-        if (seen !== undefined && seen !== text) throw new Error(`${path}: two different history lines at offset ${offset}; the spool is inconsistent`);
+        if (seen !== undefined && seen !== text)
+          throw new Error(`${path}: two different history lines at offset ${offset}; the spool is inconsistent`);
         byOffset.set(offset, text);
       });
     }
     const summaryFile = body.files?.[SUMMARY_FILE];
-    if (summaryFile !== undefined && summaryFile.content.length > 0) summary = summaryFile.content[summaryFile.content.length - 1];
+    if (summaryFile !== undefined && summaryFile.content.length > 0)
+      summary = summaryFile.content[summaryFile.content.length - 1];
     if (body.complete === true) exitcode = body.exitcode ?? 0;
   });
   if (header === undefined) throw new Error(`${path}: empty spool file (no header)`);
@@ -302,7 +326,8 @@ function readClient(dir: string, name: string): SpooledClient {
   const lines: string[] = [];
   offsets.forEach((o, i) => {
     const line = byOffset.get(o);
-    if (o !== first + i || line === undefined) throw new Error(`${path}: history offsets jump from ${first + i - 1} to ${o}; lines are missing from the spool`);
+    if (o !== first + i || line === undefined)
+      throw new Error(`${path}: history offsets jump from ${first + i - 1} to ${o}; lines are missing from the spool`);
     lines.push(line);
   });
   return {
@@ -330,7 +355,8 @@ export function readSpool(dir: string): SpooledRun {
 
 /** Every spool directory of a run directory (or the directory itself when it is one). */
 export function findSpools(path: string): string[] {
-  if (existsSync(join(path, SPOOL_INFO_FILE)) && readdirSync(path).some((f) => f.startsWith("file_stream"))) return [path];
+  if (existsSync(join(path, SPOOL_INFO_FILE)) && readdirSync(path).some((f) => f.startsWith("file_stream")))
+    return [path];
   const root = existsSync(join(path, "wandb")) ? join(path, "wandb") : path;
   if (!existsSync(root)) return [];
   return readdirSync(root, { withFileTypes: true })

@@ -14,7 +14,15 @@ import { existsSync, readFileSync } from "node:fs";
 import { resolveSetting, textKind } from "../../core/settings.js";
 import { writeFileAtomicSync } from "../../io/atomic-write.js";
 import { basename, join } from "node:path";
-import { createRunFiles, fileStreamBody, PRIMARY_CLIENT_ID, runResumeStatus, sendFileStream, sharedModeHeaders, upsertRun } from "./api.js";
+import {
+  createRunFiles,
+  fileStreamBody,
+  PRIMARY_CLIENT_ID,
+  runResumeStatus,
+  sendFileStream,
+  sharedModeHeaders,
+  upsertRun,
+} from "./api.js";
 import { isRecord } from "../../core/json.js";
 import { splitByBytes } from "./history-queue.js";
 import { putFile, withRetry, type Endpoint } from "./http.js";
@@ -89,14 +97,16 @@ function readState(dir: string): SyncState {
 /** The numeric fields of a JSON object (a `sync.json` written by an older version may lack some). */
 function numberFields(value: unknown): Record<string, number> {
   const out: Record<string, number> = {};
-  if (isRecord(value)) for (const [key, field] of Object.entries(value)) if (typeof field === "number") out[key] = field;
+  if (isRecord(value))
+    for (const [key, field] of Object.entries(value)) if (typeof field === "number") out[key] = field;
   return out;
 }
 
 /** The string fields of a JSON object. */
 function stringFields(value: unknown): Record<string, string> {
   const out: Record<string, string> = {};
-  if (isRecord(value)) for (const [key, field] of Object.entries(value)) if (typeof field === "string") out[key] = field;
+  if (isRecord(value))
+    for (const [key, field] of Object.entries(value)) if (typeof field === "string") out[key] = field;
   return out;
 }
 
@@ -123,12 +133,20 @@ function writeState(dir: string, state: SyncState): void {
  */
 export async function syncSpool(path: string, options: SyncOptions = {}): Promise<SyncResult> {
   const dirs = findSpools(path);
-  if (dirs.length === 0) throw new Error(`no W&B spool under ${path}: expected ${join(path, "wandb", "<runId>", SPOOL_INFO_FILE)}`);
-  const apiKey = resolveSetting<string | undefined>({ owner: "syncSpool", option: "apiKey", env: "WANDB_API_KEY", kind: textKind(), fallback: undefined, secret: true }, options.apiKey);
-  if (apiKey === undefined) throw new Error("no W&B API key: set WANDB_API_KEY (the key is never written to the spool)");
+  if (dirs.length === 0)
+    throw new Error(`no W&B spool under ${path}: expected ${join(path, "wandb", "<runId>", SPOOL_INFO_FILE)}`);
+  const apiKey = resolveSetting<string | undefined>(
+    { owner: "syncSpool", option: "apiKey", env: "WANDB_API_KEY", kind: textKind(), fallback: undefined, secret: true },
+    options.apiKey,
+  );
+  if (apiKey === undefined)
+    throw new Error("no W&B API key: set WANDB_API_KEY (the key is never written to the spool)");
   const limits: SenderLimits = { ...DEFAULT_LIMITS, retryBudgetMs: 600_000, ...options.limits };
   const spools = dirs.map((d) => readSpool(d));
-  const progress = { done: 0, total: spools.reduce((n, s) => n + s.clients.reduce((m, c) => m + c.lines.length, 0), 0) };
+  const progress = {
+    done: 0,
+    total: spools.reduce((n, s) => n + s.clients.reduce((m, c) => m + c.lines.length, 0), 0),
+  };
   const runs: SyncResult["runs"][number][] = [];
   for (const spool of spools) runs.push(await syncOneSpool(spool, apiKey, limits, options, progress));
   return { runs };
@@ -155,7 +173,10 @@ class SpoolSync {
   ) {
     this.state = readState(spool.dir);
     this.must = (result, what) => {
-      if (!result.ok) throw new Error(`sync of ${basename(spool.dir)}: ${what} failed: ${result.reason}; nothing after it was sent, run sync again`);
+      if (!result.ok)
+        throw new Error(
+          `sync of ${basename(spool.dir)}: ${what} failed: ${result.reason}; nothing after it was sent, run sync again`,
+        );
       return result.value;
     };
   }
@@ -181,13 +202,27 @@ class SpoolSync {
 }
 
 /** Sync one spool: resume checks, then each client's history lines, the run files, and the run's end. */
-async function syncOneSpool(spool: SpooledRun, apiKey: string, limits: SenderLimits, options: SyncOptions, progress: { done: number; total: number }): Promise<SyncResult["runs"][number]> {
+async function syncOneSpool(
+  spool: SpooledRun,
+  apiKey: string,
+  limits: SenderLimits,
+  options: SyncOptions,
+  progress: { done: number; total: number },
+): Promise<SyncResult["runs"][number]> {
   const { info } = spool;
   const endpoint: Endpoint = { baseUrl: normaliseBaseUrl(options.baseUrl ?? info.baseUrl), apiKey };
   const sync = new SpoolSync(spool, endpoint, limits, options, progress);
   const { state, must } = sync;
   const status = must(
-    await withRetry(() => runResumeStatus(endpoint, { name: sync.runId, project: info.upsert.project, entity: info.upsert.entity }, limits.requestTimeoutMs), limits),
+    await withRetry(
+      () =>
+        runResumeStatus(
+          endpoint,
+          { name: sync.runId, project: info.upsert.project, entity: info.upsert.entity },
+          limits.requestTimeoutMs,
+        ),
+      limits,
+    ),
     "RunResumeStatus",
   );
   checkResumePolicy(sync, status);
@@ -199,7 +234,10 @@ async function syncOneSpool(spool: SpooledRun, apiKey: string, limits: SenderLim
     return sync.result();
   }
   const upsertHeaders = info.shared ? sharedModeHeaders(PRIMARY_CLIENT_ID) : {};
-  const upserted = must(await withRetry(() => upsertRun(endpoint, info.upsert, limits.requestTimeoutMs, upsertHeaders), limits), "UpsertBucket");
+  const upserted = must(
+    await withRetry(() => upsertRun(endpoint, info.upsert, limits.requestTimeoutMs, upsertHeaders), limits),
+    "UpsertBucket",
+  );
   const run = { entity: upserted.entity, project: upserted.project, name: upserted.name };
   let completeBy: SpooledClient | undefined;
   for (const client of spool.clients) {
@@ -210,7 +248,10 @@ async function syncOneSpool(spool: SpooledRun, apiKey: string, limits: SenderLim
   if (completeBy !== undefined && !state.completed) {
     const { clientId, exitcode } = completeBy;
     const body = JSON.stringify({ complete: true, exitcode });
-    must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, clientId), limits), "file_stream complete");
+    must(
+      await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, clientId), limits),
+      "file_stream complete",
+    );
     sync.requests++;
     state.completed = true;
     sync.completed = true;
@@ -227,7 +268,9 @@ function checkResumePolicy(sync: SpoolSync, status: { exists: boolean; historyLi
   const relative = spool.clients.some((c) => !c.absoluteOffsets);
   if (!firstSync || !relative || info.shared) return;
   if (status.exists && status.historyLineCount > 0 && info.resume === "never") {
-    throw new Error(`run ${runId} already exists on ${endpoint.baseUrl} and the spool says resume "never"; sync into another run by editing runId in ${join(spool.dir, SPOOL_INFO_FILE)}`);
+    throw new Error(
+      `run ${runId} already exists on ${endpoint.baseUrl} and the spool says resume "never"; sync into another run by editing runId in ${join(spool.dir, SPOOL_INFO_FILE)}`,
+    );
   }
   if (!status.exists && info.resume === "must") {
     throw new Error(`run ${runId} does not exist on ${endpoint.baseUrl} and the spool says resume "must"`);
@@ -239,12 +282,21 @@ function isOnServer(spool: SpooledRun, state: SyncState, historyLineCount: numbe
   const endOf = (c: SpooledClient): number => (state.bases[clientKey(c)] ?? 0) + c.firstOffset + c.lines.length;
   const allSent =
     state.completed === spool.clients.some((c) => c.exitcode !== undefined) &&
-    spool.clients.every((c) => (state.sent[clientKey(c)] ?? -1) >= endOf(c) && (c.summary === undefined || state.summaries[clientKey(c)] === c.summary));
+    spool.clients.every(
+      (c) =>
+        (state.sent[clientKey(c)] ?? -1) >= endOf(c) &&
+        (c.summary === undefined || state.summaries[clientKey(c)] === c.summary),
+    );
   return allSent && (spool.info.shared || historyLineCount >= Math.max(...spool.clients.map(endOf)));
 }
 
 /** Send one client's history lines the server lacks (and its summary), a request of at most `maxRequestBytes` at a time. */
-async function sendClientLines(sync: SpoolSync, run: { entity: string; project: string; name: string }, client: SpooledClient, historyLineCount: number): Promise<void> {
+async function sendClientLines(
+  sync: SpoolSync,
+  run: { entity: string; project: string; name: string },
+  client: SpooledClient,
+  historyLineCount: number,
+): Promise<void> {
   const { state, endpoint, limits, must, runId } = sync;
   const key = clientKey(client);
   let base = state.bases[key];
@@ -256,7 +308,9 @@ async function sendClientLines(sync: SpoolSync, run: { entity: string; project: 
   const start = base + client.firstOffset;
   const serverHas = Math.max(client.clientId === null ? historyLineCount : 0, state.sent[key] ?? 0);
   if (serverHas < start && client.absoluteOffsets && client.firstOffset > 0) {
-    throw new Error(`sync of ${runId}: the server has ${serverHas} history lines but the spool starts at line ${start}; lines in between were lost on the server`);
+    throw new Error(
+      `sync of ${runId}: the server has ${serverHas} history lines but the spool starts at line ${start}; lines in between were lost on the server`,
+    );
   }
   let next = Math.max(start, serverHas);
   const skipped = Math.min(client.lines.length, next - start);
@@ -267,9 +321,16 @@ async function sendClientLines(sync: SpoolSync, run: { entity: string; project: 
     const from = next - start;
     const count = (splitByBytes(client.lines, limits.maxRequestBytes, from, 1)[0] ?? from) - from;
     const last = next + count >= end;
-    const parts = { lines: client.lines.slice(from, from + count), offset: next, summary: last ? client.summary : undefined };
+    const parts = {
+      lines: client.lines.slice(from, from + count),
+      offset: next,
+      summary: last ? client.summary : undefined,
+    };
     const body = JSON.stringify(fileStreamBody(parts) ?? { files: {} });
-    must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, client.clientId), limits), "file_stream");
+    must(
+      await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, client.clientId), limits),
+      "file_stream",
+    );
     sync.requests++;
     next += count;
     sync.linesSent += count;
@@ -281,18 +342,44 @@ async function sendClientLines(sync: SpoolSync, run: { entity: string; project: 
 }
 
 /** Upload run files (tables, config.yaml, version.json, the summary) as the SDK does, then tell the run they were uploaded. */
-async function uploadRunFiles(sync: SpoolSync, run: { entity: string; project: string; name: string }, files: ReturnType<typeof pendingFiles>): Promise<void> {
+async function uploadRunFiles(
+  sync: SpoolSync,
+  run: { entity: string; project: string; name: string },
+  files: ReturnType<typeof pendingFiles>,
+): Promise<void> {
   const { state, endpoint, limits, must, spool } = sync;
-  const uploads = must(await withRetry(() => createRunFiles(endpoint, run, files.map((f) => f.name), limits.requestTimeoutMs), limits), "CreateRunFiles");
+  const uploads = must(
+    await withRetry(
+      () =>
+        createRunFiles(
+          endpoint,
+          run,
+          files.map((f) => f.name),
+          limits.requestTimeoutMs,
+        ),
+      limits,
+    ),
+    "CreateRunFiles",
+  );
   const uploaded: string[] = [];
   for (const f of files) {
     const url = uploads.urls.get(f.name);
-    if (url === undefined) throw new Error(`sync of ${basename(spool.dir)}: the server gave no upload URL for ${f.name}; run sync again`);
-    must(await withRetry(() => putFile(url, f.content, limits.requestTimeoutMs, uploads.headers), limits), `upload of ${f.name}`);
+    if (url === undefined)
+      throw new Error(`sync of ${basename(spool.dir)}: the server gave no upload URL for ${f.name}; run sync again`);
+    must(
+      await withRetry(() => putFile(url, f.content, limits.requestTimeoutMs, uploads.headers), limits),
+      `upload of ${f.name}`,
+    );
     uploaded.push(f.name);
   }
   const body = JSON.stringify({ uploaded });
-  must(await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, spool.info.shared ? PRIMARY_CLIENT_ID : null), limits), "file_stream uploaded");
+  must(
+    await withRetry(
+      () => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, spool.info.shared ? PRIMARY_CLIENT_ID : null),
+      limits,
+    ),
+    "file_stream uploaded",
+  );
   sync.requests++;
   for (const f of files) state.files[f.name] = f.sha256;
   sync.save();

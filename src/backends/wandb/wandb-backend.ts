@@ -44,12 +44,14 @@ interface SharedRunMetadata {
   readonly resume: string;
 }
 
-
 type Role = "run" | "primary" | "sharedRank";
 
 /** A key as a file path segment W&B accepts (slashes stay: they make subdirectories, as in the SDK). */
 function safePathKey(key: string): string {
-  const parts = key.split("/").map((p) => p.replace(/[^A-Za-z0-9_.-]+/g, "_").replace(/^\.+$/, "_")).filter((p) => p.length > 0);
+  const parts = key
+    .split("/")
+    .map((p) => p.replace(/[^A-Za-z0-9_.-]+/g, "_").replace(/^\.+$/, "_"))
+    .filter((p) => p.length > 0);
   return parts.length === 0 ? "_" : parts.join("/");
 }
 
@@ -58,7 +60,11 @@ function safePathKey(key: string): string {
  * union of the records' fields, in first-seen order; a missing field is null), and the history
  * value that points to it.
  */
-function tableFile(key: string, step: number, records: readonly SampleRecord[]): { path: string; content: string; ref: string } {
+function tableFile(
+  key: string,
+  step: number,
+  records: readonly SampleRecord[],
+): { path: string; content: string; ref: string } {
   const columns: string[] = [];
   const seen = new Set<string>();
   for (const r of records) {
@@ -160,7 +166,11 @@ export class WandbBackend implements Backend {
       }
     } else if (context.role === "rank") {
       const rankName = context.identity.rankName;
-      upsert = { ...upsert, name: sanitiseRunId(`${baseId}_${rankName}`), displayName: `${upsert.displayName}_${rankName}` };
+      upsert = {
+        ...upsert,
+        name: sanitiseRunId(`${baseId}_${rankName}`),
+        displayName: `${upsert.displayName}_${rankName}`,
+      };
     }
     const target: RunTarget = {
       upsert,
@@ -173,7 +183,13 @@ export class WandbBackend implements Backend {
       spoolDir: spoolDirFor(context.runDir, upsert.name),
     };
     this.label = clientId === null ? upsert.name : `${upsert.name} (${clientId})`;
-    this.writer = new RunWriter(target, { baseUrl: o.baseUrl, apiKey: o.apiKey }, o.limits, o.mode === "offline", this.label);
+    this.writer = new RunWriter(
+      target,
+      { baseUrl: o.baseUrl, apiKey: o.apiKey },
+      o.limits,
+      o.mode === "offline",
+      this.label,
+    );
     // An offline run resumed after earlier offline attempts continues their `_step` (the writer read the spool).
     this.lastStep = Math.max(context.resumeStep - 1, this.writer.resumedLastStep);
     this.lastTrainStep = context.resumeStep - 1;
@@ -322,7 +338,10 @@ export class WandbBackend implements Backend {
       let name = this.prefix + key;
       if (RESERVED_KEYS.has(name)) {
         // A metric named like a field of the row itself would make the line ambiguous.
-        warn(`wandb.reservedKey:${name}`, `wandb: metric "${name}" has the name of a W&B row field; it is logged as "metric/${name}"`);
+        warn(
+          `wandb.reservedKey:${name}`,
+          `wandb: metric "${name}" has the name of a W&B row field; it is logged as "metric/${name}"`,
+        );
         name = `metric/${name}`;
       }
       text = quotedKey(name);

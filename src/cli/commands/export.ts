@@ -46,7 +46,9 @@ export function registerExportCommand(program: Command): void {
     .action(async (run: string, options: { format: string; out?: string; root?: string; internal?: boolean }) => {
       const format = EXPORT_FORMATS.find((f) => f === options.format);
       if (format === undefined) {
-        throw new Error(`--format ${JSON.stringify(options.format)} is not supported; valid: ${EXPORT_FORMATS.join(", ")}`);
+        throw new Error(
+          `--format ${JSON.stringify(options.format)} is not supported; valid: ${EXPORT_FORMATS.join(", ")}`,
+        );
       }
       const runDir = resolveRunArg(run, options.root);
       const series: { key: string; kind: SeriesKind; rank: number }[] = [];
@@ -62,7 +64,12 @@ export function registerExportCommand(program: Command): void {
       if (format === "csv") await write(out, "key,kind,rank,step,wall,value\n");
       bar.update(exportProgress(0, series.length, 0));
       for (const [i, s] of series.entries()) {
-        const result = store.series(runDir, s.key, { kind: s.kind, rank: s.rank, maxPoints: Infinity, x: s.kind === "scalar" ? "step" : "wall" });
+        const result = store.series(runDir, s.key, {
+          kind: s.kind,
+          rank: s.rank,
+          maxPoints: Infinity,
+          x: s.kind === "scalar" ? "step" : "wall",
+        });
         const keyText = format === "csv" ? csvField(s.key) : JSON.stringify(s.key);
         let text = "";
         for (const p of result.points) {
@@ -83,7 +90,9 @@ export function registerExportCommand(program: Command): void {
       if (file !== undefined) {
         file.end();
         await once(file, "finish");
-        process.stderr.write(`wrote ${points.toLocaleString("en-US")} points of ${series.length} series to ${options.out ?? ""}\n`);
+        process.stderr.write(
+          `wrote ${points.toLocaleString("en-US")} points of ${series.length} series to ${options.out ?? ""}\n`,
+        );
       }
     });
 }

@@ -39,13 +39,25 @@ export function formatRunsTable(runs: readonly RunSummary[], now = Date.now()): 
     // A running run lasts until now; one that stopped without saying so, until its last write.
     const end = r.endedAt ?? (r.status === "running" ? now : r.updatedAt);
     const duration = r.startedAt !== null && end !== null ? end - r.startedAt : null;
-    return [r.experiment ?? "?", r.trial ?? "?", r.status, formatTime(r.startedAt), formatDuration(duration), displayPath(r.runDir)];
+    return [
+      r.experiment ?? "?",
+      r.trial ?? "?",
+      r.status,
+      formatTime(r.startedAt),
+      formatDuration(duration),
+      displayPath(r.runDir),
+    ];
   });
   const header = ["EXPERIMENT", "TRIAL", "STATUS", "STARTED", "DURATION", "PATH"];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: readonly string[]): string => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ");
+  const line = (cells: readonly string[]): string =>
+    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ");
   // A run that cannot be read says why, under its row; so does each rank it lost.
-  const lines = runs.flatMap((r, i) => [line(rows[i] ?? []), ...(r.error === undefined ? [] : [`  ${r.error}`]), ...(r.lostRanks ?? []).map((l) => `  ${formatLostRank(l)}`)]);
+  const lines = runs.flatMap((r, i) => [
+    line(rows[i] ?? []),
+    ...(r.error === undefined ? [] : [`  ${r.error}`]),
+    ...(r.lostRanks ?? []).map((l) => `  ${formatLostRank(l)}`),
+  ]);
   return [line(header), ...lines].join("\n") + "\n";
 }
 
@@ -62,7 +74,9 @@ export function registerRunsCommand(program: Command): void {
         return;
       }
       if (runs.length === 0) {
-        process.stdout.write(`no runs under ${options.root ?? defaultRoot()} (a run appears once the "store" backend writes its metrics.db)\n`);
+        process.stdout.write(
+          `no runs under ${options.root ?? defaultRoot()} (a run appears once the "store" backend writes its metrics.db)\n`,
+        );
         return;
       }
       process.stdout.write(formatRunsTable(runs));

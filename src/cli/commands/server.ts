@@ -20,14 +20,28 @@ interface ServerOptions {
 
 /** The database URL: `--db`, else `RANKSCOPE_DB_URL`. */
 function dbUrl(given: string | undefined): string {
-  const url = resolveSetting<string | undefined>({ owner: "rankscope server", option: "--db", env: "RANKSCOPE_DB_URL", kind: textKind(/^postgres(ql)?:\/\/\S+$/, "a postgres:// URL"), fallback: undefined, secret: true }, given);
-  if (url === undefined) throw new Error("rankscope server needs its database: --db postgres://user:password@host:5432/rankscope, or RANKSCOPE_DB_URL");
+  const url = resolveSetting<string | undefined>(
+    {
+      owner: "rankscope server",
+      option: "--db",
+      env: "RANKSCOPE_DB_URL",
+      kind: textKind(/^postgres(ql)?:\/\/\S+$/, "a postgres:// URL"),
+      fallback: undefined,
+      secret: true,
+    },
+    given,
+  );
+  if (url === undefined)
+    throw new Error(
+      "rankscope server needs its database: --db postgres://user:password@host:5432/rankscope, or RANKSCOPE_DB_URL",
+    );
   return url;
 }
 
 function integer(name: string, text: string, min: number, max: number): number {
   const n = Number(text);
-  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new Error(`${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`);
   return n;
 }
 
@@ -40,41 +54,59 @@ export function registerServerCommand(program: Command): void {
     .option("--port <n>", "TCP port (0 picks a free one)", "7008")
     .option("--tls-cert <file>", "PEM certificate: serve HTTPS (with --tls-key)")
     .option("--tls-key <file>", "PEM private key of --tls-cert")
-    .option("--proxy-user-header <name>", "trust this header, set by a reverse proxy after sign-on, as a reader of --proxy-project (off by default)")
+    .option(
+      "--proxy-user-header <name>",
+      "trust this header, set by a reverse proxy after sign-on, as a reader of --proxy-project (off by default)",
+    )
     .option("--proxy-project <name>", "the project that --proxy-user-header's users read")
     .option("--rate-limit <n>", "requests per second per client", "200")
     .option("--pool-size <n>", "PostgreSQL connections at most", "10")
     .action(async (options: ServerOptions) => {
       const { startTeamServer } = await import("../../server/server.js");
-      if ((options.tlsCert === undefined) !== (options.tlsKey === undefined)) throw new Error("--tls-cert and --tls-key go together");
-      if ((options.proxyUserHeader === undefined) !== (options.proxyProject === undefined)) throw new Error("--proxy-user-header and --proxy-project go together");
+      if ((options.tlsCert === undefined) !== (options.tlsKey === undefined))
+        throw new Error("--tls-cert and --tls-key go together");
+      if ((options.proxyUserHeader === undefined) !== (options.proxyProject === undefined))
+        throw new Error("--proxy-user-header and --proxy-project go together");
       const running = await startTeamServer({
         db: dbUrl(options.db),
         host: options.host,
         port: integer("--port", options.port, 0, 65535),
         rateLimit: integer("--rate-limit", options.rateLimit, 1, 1_000_000),
         poolSize: integer("--pool-size", options.poolSize, 1, 1000),
-        ...(options.tlsCert !== undefined && options.tlsKey !== undefined ? { tlsCert: options.tlsCert, tlsKey: options.tlsKey } : {}),
-        ...(options.proxyUserHeader !== undefined && options.proxyProject !== undefined ? { proxy: { header: options.proxyUserHeader.toLowerCase(), project: options.proxyProject } } : {}),
+        ...(options.tlsCert !== undefined && options.tlsKey !== undefined
+          ? { tlsCert: options.tlsCert, tlsKey: options.tlsKey }
+          : {}),
+        ...(options.proxyUserHeader !== undefined && options.proxyProject !== undefined
+          ? { proxy: { header: options.proxyUserHeader.toLowerCase(), project: options.proxyProject } }
+          : {}),
       });
       // SIGTERM / Ctrl-C: stop taking connections, let requests in flight finish, close the pool.
-      registerDrain({ name: "rankscope server", stopsCleanlyOnSignal: true, drain: (context) => (context.reason === "beforeExit" ? undefined : running.close()) });
+      registerDrain({
+        name: "rankscope server",
+        stopsCleanlyOnSignal: true,
+        drain: (context) => (context.reason === "beforeExit" ? undefined : running.close()),
+      });
       process.stderr.write(`rankscope server: ${running.url} (press Ctrl-C to stop)\n`);
     });
-  registerTokenCommands(server.command("token").description("project tokens: write (jobs, rankscope sync) or read (the dashboard)"));
+  registerTokenCommands(
+    server.command("token").description("project tokens: write (jobs, rankscope sync) or read (the dashboard)"),
+  );
 }
 
 /** `rankscope server token create` and `… revoke`. */
 function registerTokenCommands(token: Command): void {
   token
     .command("create")
-    .description("create a token of a project (the project too when new); prints it once: the server keeps only its hash")
+    .description(
+      "create a token of a project (the project too when new); prints it once: the server keeps only its hash",
+    )
     .requiredOption("--project <name>", "the project")
     .option("--scope <scope>", "write (send runs, and read) or read (the dashboard only)", "read")
     .option("--label <text>", "a note kept with the token's hash (who or what it is for)")
     .option("--db <url>", "PostgreSQL URL (default: $RANKSCOPE_DB_URL)")
     .action(async (options: { project: string; scope: string; label?: string; db?: string }) => {
-      if (options.scope !== "read" && options.scope !== "write") throw new Error(`--scope must be read or write, got ${JSON.stringify(options.scope)}`);
+      if (options.scope !== "read" && options.scope !== "write")
+        throw new Error(`--scope must be read or write, got ${JSON.stringify(options.scope)}`);
       const { createPool } = await import("../../server/db.js");
       const { migrate } = await import("../../server/schema.js");
       const { createToken } = await import("../../server/tokens.js");
@@ -93,7 +125,17 @@ function registerTokenCommands(token: Command): void {
     .option("--token <token>", "the token to revoke")
     .option("--db <url>", "PostgreSQL URL (default: $RANKSCOPE_DB_URL)")
     .action(async (options: { token?: string; db?: string }) => {
-      const value = resolveSetting<string | undefined>({ owner: "rankscope server token revoke", option: "--token", env: "RANKSCOPE_REVOKE_TOKEN", kind: textKind(), fallback: undefined, secret: true }, options.token);
+      const value = resolveSetting<string | undefined>(
+        {
+          owner: "rankscope server token revoke",
+          option: "--token",
+          env: "RANKSCOPE_REVOKE_TOKEN",
+          kind: textKind(),
+          fallback: undefined,
+          secret: true,
+        },
+        options.token,
+      );
       if (value === undefined) throw new Error("give the token to revoke with --token or RANKSCOPE_REVOKE_TOKEN");
       const { createPool } = await import("../../server/db.js");
       const { revokeToken } = await import("../../server/tokens.js");

@@ -25,10 +25,41 @@ export function registerSyncCommand(program: Command): void {
     .option("--project <name>", "the project the token must belong to (default: $RANKSCOPE_SERVER_PROJECT)")
     .option("--root <dir>", "runs root for experiment/trial (default: $RANKSCOPE_ROOT or ./runs)")
     .action(async (runs: string[], options: SyncOptions) => {
-      const url = resolveSetting<string | undefined>({ owner: "rankscope sync", option: "--server", env: "RANKSCOPE_SERVER_URL", kind: textKind(/^https?:\/\/\S+$/, "an http:// or https:// URL"), fallback: undefined }, options.server);
-      const token = resolveSetting<string | undefined>({ owner: "rankscope sync", option: "--token", env: "RANKSCOPE_SERVER_TOKEN", kind: textKind(), fallback: undefined, secret: true }, options.token);
-      const project = resolveSetting<string | undefined>({ owner: "rankscope sync", option: "--project", env: "RANKSCOPE_SERVER_PROJECT", kind: textKind(), fallback: undefined }, options.project);
-      if (url === undefined || token === undefined) throw new Error("rankscope sync needs --server URL and --token T (or RANKSCOPE_SERVER_URL and RANKSCOPE_SERVER_TOKEN)");
+      const url = resolveSetting<string | undefined>(
+        {
+          owner: "rankscope sync",
+          option: "--server",
+          env: "RANKSCOPE_SERVER_URL",
+          kind: textKind(/^https?:\/\/\S+$/, "an http:// or https:// URL"),
+          fallback: undefined,
+        },
+        options.server,
+      );
+      const token = resolveSetting<string | undefined>(
+        {
+          owner: "rankscope sync",
+          option: "--token",
+          env: "RANKSCOPE_SERVER_TOKEN",
+          kind: textKind(),
+          fallback: undefined,
+          secret: true,
+        },
+        options.token,
+      );
+      const project = resolveSetting<string | undefined>(
+        {
+          owner: "rankscope sync",
+          option: "--project",
+          env: "RANKSCOPE_SERVER_PROJECT",
+          kind: textKind(),
+          fallback: undefined,
+        },
+        options.project,
+      );
+      if (url === undefined || token === undefined)
+        throw new Error(
+          "rankscope sync needs --server URL and --token T (or RANKSCOPE_SERVER_URL and RANKSCOPE_SERVER_TOKEN)",
+        );
       const { RunSync } = await import("../../sync/run-sync.js");
       const { closeStores } = await import("../../store/reader.js");
       let failed = 0;
@@ -37,13 +68,18 @@ export function registerSyncCommand(program: Command): void {
         try {
           const sync = new RunSync({ runDir, url, token, ...(project !== undefined ? { project } : {}) });
           const result = await sync.pass(true);
-          process.stdout.write(`${sync.runId}: ${result.points} point(s), ${result.records} record(s), ${result.fileBytes} file byte(s) sent in ${result.batches} batch(es)${result.batches === 0 ? " (the server had it all)" : ""}\n`);
+          process.stdout.write(
+            `${sync.runId}: ${result.points} point(s), ${result.records} record(s), ${result.fileBytes} file byte(s) sent in ${result.batches} batch(es)${result.batches === 0 ? " (the server had it all)" : ""}\n`,
+          );
         } catch (error) {
           failed++;
           process.stderr.write(`rankscope sync: ${runDir}: ${describeError(error)}\n`);
         }
       }
       closeStores();
-      if (failed > 0) throw new Error(`${failed} of ${runs.length} run(s) could not be sent; run the same command again to continue where it stopped`);
+      if (failed > 0)
+        throw new Error(
+          `${failed} of ${runs.length} run(s) could not be sent; run the same command again to continue where it stopped`,
+        );
     });
 }

@@ -28,13 +28,21 @@ function rankOption(text: string): number {
   if (text === "global") return GLOBAL_RANK;
   const rank = Number(text);
   if (!Number.isInteger(rank) || rank < CONTROLLER_RANK) {
-    throw new Error(`--rank must be a rank number, controller (the controller's own values) or global (-1, the series reduced across ranks), got ${JSON.stringify(text)}`);
+    throw new Error(
+      `--rank must be a rank number, controller (the controller's own values) or global (-1, the series reduced across ranks), got ${JSON.stringify(text)}`,
+    );
   }
   return rank;
 }
 
 /** One poll: print every point of every (matching) scalar key after its cursor, by step. */
-function pollOnce(runDir: string, followed: Map<string, Followed>, options: TailOptions, rank: number | undefined, first: boolean): number {
+function pollOnce(
+  runDir: string,
+  followed: Map<string, Followed>,
+  options: TailOptions,
+  rank: number | undefined,
+  first: boolean,
+): number {
   const lines: { step: number; text: string }[] = [];
   const filter = options.filter;
   for (const k of keys(runDir, "scalar")) {
@@ -49,7 +57,11 @@ function pollOnce(runDir: string, followed: Map<string, Followed>, options: Tail
         followed.set(id, f);
       }
       // The first look shows only the latest value; later ones every new point.
-      const result = series(runDir, k.key, { rank: r, maxPoints: first ? 3 : Infinity, ...(f.cursor === null ? {} : { after: f.cursor }) });
+      const result = series(runDir, k.key, {
+        rank: r,
+        maxPoints: first ? 3 : Infinity,
+        ...(f.cursor === null ? {} : { after: f.cursor }),
+      });
       f.cursor = result.cursor;
       const points = first ? result.points.slice(-1) : result.points;
       const label = r === GLOBAL_RANK ? k.key : `${k.key} [${lineLabel(r)}]`;
@@ -71,7 +83,10 @@ export function registerTailCommand(program: Command): void {
     .option("--root <dir>", ROOT_OPTION_HELP)
     .option("--interval <ms>", "how often to look for new points", "1000")
     .option("--filter <text>", "only keys containing this text")
-    .option("--rank <n>", "a per-rank series instead of the global one: a rank number, or controller for the controller's own values")
+    .option(
+      "--rank <n>",
+      "a per-rank series instead of the global one: a rank number, or controller for the controller's own values",
+    )
     .option("--no-follow", "print the latest values and exit")
     .option("--internal", "also show rankscope's own keys (…__count, rankscope/…), hidden by default")
     .action(async (run: string, options: TailOptions) => {
@@ -109,7 +124,14 @@ export function registerTailCommand(program: Command): void {
 }
 
 /** Poll every `intervalMs` until the run ends or `stop` is aborted. */
-async function follow(runDir: string, followed: Map<string, Followed>, options: TailOptions, rank: number | undefined, intervalMs: number, stop: AbortSignal): Promise<void> {
+async function follow(
+  runDir: string,
+  followed: Map<string, Followed>,
+  options: TailOptions,
+  rank: number | undefined,
+  intervalMs: number,
+  stop: AbortSignal,
+): Promise<void> {
   while (!stop.aborted) {
     await sleep(intervalMs, stop);
     if (stop.aborted) break;

@@ -29,13 +29,21 @@ export function registerTracesCommand(program: Command): void {
       const runDir = existsSync(run) ? run : resolveRunArg(run, options.root, "traces");
       const bar = new ProgressLine();
       // --progress: always; by default only on a terminal and for large runs; --no-progress: never.
-      const show = (total: number): boolean => options.progress === true || (options.progress === undefined && process.stderr.isTTY && total >= AUTO_PROGRESS_BYTES);
-      const onProgress = options.progress === false ? undefined : (done: number, total: number): void => {
-        if (show(total)) bar.update(mergeProgress(done, total), done >= total);
-      };
+      const show = (total: number): boolean =>
+        options.progress === true ||
+        (options.progress === undefined && process.stderr.isTTY && total >= AUTO_PROGRESS_BYTES);
+      const onProgress =
+        options.progress === false
+          ? undefined
+          : (done: number, total: number): void => {
+              if (show(total)) bar.update(mergeProgress(done, total), done >= total);
+            };
       const result = await mergeTraces(runDir, { out: options.out, onProgress });
       bar.end();
-      for (const file of result.truncatedFiles) process.stderr.write(`rankscope: ${file} ends in a cut-off line (a crash?); merged up to its last full event\n`);
+      for (const file of result.truncatedFiles)
+        process.stderr.write(
+          `rankscope: ${file} ends in a cut-off line (a crash?); merged up to its last full event\n`,
+        );
       if (result.badLines > 0) process.stderr.write(`rankscope: skipped ${result.badLines} unreadable line(s)\n`);
       process.stdout.write(`merged ${result.events} events from ${result.files} rank file(s) into ${result.out}\n`);
     });

@@ -15,7 +15,9 @@ export function registerWandbCommand(program: Command): void {
   const wandb = program.command("wandb").description("Weights & Biases: replay offline spools");
   wandb
     .command("sync")
-    .description("send the W&B spool of a run directory (RUN/wandb/<runId>/) to the server; repeating it sends nothing twice")
+    .description(
+      "send the W&B spool of a run directory (RUN/wandb/<runId>/) to the server; repeating it sends nothing twice",
+    )
     .argument("<run>", "run directory (or its wandb/ folder, or one spool directory)")
     .option("--base-url <url>", "W&B server (default: the one the spool was written for)")
     .action(async (run: string, options: { baseUrl?: string }) => {

@@ -94,7 +94,17 @@ class Histogram {
         }
       }
     }
-    return { v: 1, count: this.count, min: this.min, max: this.max, sum: this.sum, sumSquares: this.sumSquares, nan: this.nan, buckets, counts };
+    return {
+      v: 1,
+      count: this.count,
+      min: this.min,
+      max: this.max,
+      sum: this.sum,
+      sumSquares: this.sumSquares,
+      nan: this.nan,
+      buckets,
+      counts,
+    };
   }
 
   reset(): void {
@@ -163,7 +173,8 @@ function checkHistogram(s: Readonly<Record<string, unknown>>): string | undefine
   if (problem !== undefined) return problem;
   const buckets = s["buckets"];
   const bucketCounts = s["counts"];
-  if (!Array.isArray(buckets) || !Array.isArray(bucketCounts) || buckets.length !== bucketCounts.length) return "buckets and counts must be lists of one length";
+  if (!Array.isArray(buckets) || !Array.isArray(bucketCounts) || buckets.length !== bucketCounts.length)
+    return "buckets and counts must be lists of one length";
   const indexes: readonly unknown[] = buckets;
   const values: readonly unknown[] = bucketCounts;
   let previous = -1;
@@ -171,14 +182,17 @@ function checkHistogram(s: Readonly<Record<string, unknown>>): string | undefine
   for (let i = 0; i < indexes.length; i++) {
     const b = indexes[i];
     const n = values[i];
-    if (!Number.isInteger(b) || Number(b) <= previous || Number(b) >= EDGE_COUNT) return `bucket ${describe(b)} is not an ascending index below ${EDGE_COUNT}`;
+    if (!Number.isInteger(b) || Number(b) <= previous || Number(b) >= EDGE_COUNT)
+      return `bucket ${describe(b)} is not an ascending index below ${EDGE_COUNT}`;
     if (!isCount(n)) return `bucket counts must be finite numbers ≥ 0, got ${describe(n)}`;
     previous = Number(b);
     held += n;
   }
   const count = Number(s["count"]);
   // Counts may be weights: allow the rounding of their sum.
-  return Math.abs(held - count) <= 1e-9 * Math.max(1, count) ? undefined : `its buckets and nan hold ${held} values, but count is ${count}`;
+  return Math.abs(held - count) <= 1e-9 * Math.max(1, count)
+    ? undefined
+    : `its buckets and nan hold ${held} values, but count is ${count}`;
 }
 
 let edgeIndex: Map<number, number> | null = null;

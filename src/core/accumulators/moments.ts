@@ -47,7 +47,8 @@ function mergeSums(states: readonly SumState[]): SumState {
 }
 
 /** A valid `SumState`: version 1 with a number `sum` (checked for every key of every answer: no allocation). */
-const checkSum = (s: Readonly<Record<string, unknown>>): string | undefined => (s["v"] !== 1 ? versionOne(s) : typeof s["sum"] !== "number" ? numbers(s, ["sum"]) : undefined);
+const checkSum = (s: Readonly<Record<string, unknown>>): string | undefined =>
+  s["v"] !== 1 ? versionOne(s) : typeof s["sum"] !== "number" ? numbers(s, ["sum"]) : undefined;
 
 /** `Reduce.MEAN`: arithmetic mean (0 when nothing was recorded). */
 export const meanReduce: NumericReduceDefinition<SumState> = {
@@ -110,7 +111,11 @@ class MinAccumulator implements Accumulator<ExtremeState> {
   }
 }
 
-function mergeExtremes(states: readonly ExtremeState[], pick: (a: number, b: number) => number, start: number): ExtremeState {
+function mergeExtremes(
+  states: readonly ExtremeState[],
+  pick: (a: number, b: number) => number,
+  start: number,
+): ExtremeState {
   let value = start;
   let count = 0;
   for (const s of states) {
@@ -121,7 +126,8 @@ function mergeExtremes(states: readonly ExtremeState[], pick: (a: number, b: num
 }
 
 /** A valid `ExtremeState`: version 1 with a number `value`. */
-const checkExtreme = (s: Readonly<Record<string, unknown>>): string | undefined => (s["v"] !== 1 ? versionOne(s) : typeof s["value"] !== "number" ? numbers(s, ["value"]) : undefined);
+const checkExtreme = (s: Readonly<Record<string, unknown>>): string | undefined =>
+  s["v"] !== 1 ? versionOne(s) : typeof s["value"] !== "number" ? numbers(s, ["value"]) : undefined;
 
 /** `Reduce.MAX`: the largest value. */
 export const maxReduce: NumericReduceDefinition<ExtremeState> = {
@@ -187,7 +193,14 @@ function populationStd(s: { count: number; m2: number }): number {
  * instead. Both merges (this module's and the wire's column merge) go through here, so they agree
  * bit for bit.
  */
-export function chanMean(mean: number, count: number, delta: number, addedMean: number, addedCount: number, total: number): number {
+export function chanMean(
+  mean: number,
+  count: number,
+  delta: number,
+  addedMean: number,
+  addedCount: number,
+  total: number,
+): number {
   if (count === 0) return addedMean;
   const next = mean + (delta * addedCount) / total;
   if (Number.isFinite(next) || !Number.isFinite(mean) || !Number.isFinite(addedMean)) return next;
@@ -199,7 +212,14 @@ export function chanMean(mean: number, count: number, delta: number, addedMean: 
  * state is taken as it is: with `count` 0 the term is 0·delta², which is NaN once delta² overflows
  * (a mean past 1.3e154), and made every merged std of such values NaN.
  */
-export function chanM2(m2: number, addedM2: number, delta: number, count: number, addedCount: number, total: number): number {
+export function chanM2(
+  m2: number,
+  addedM2: number,
+  delta: number,
+  count: number,
+  addedCount: number,
+  total: number,
+): number {
   return count === 0 ? addedM2 : m2 + addedM2 + (delta * delta * count * addedCount) / total;
 }
 
@@ -222,7 +242,8 @@ function mergeMoments(states: readonly MomentsState[]): MomentsState {
 /** A valid `MomentsState`: version 1, numbers `mean` and `m2`, and M2 — a sum of squares — never negative (NaN when a value was). */
 function checkMoments(s: Readonly<Record<string, unknown>>): string | undefined {
   const m2 = s["m2"];
-  if (s["v"] !== 1 || typeof s["mean"] !== "number" || typeof m2 !== "number") return firstProblem(versionOne(s), numbers(s, ["mean", "m2"]));
+  if (s["v"] !== 1 || typeof s["mean"] !== "number" || typeof m2 !== "number")
+    return firstProblem(versionOne(s), numbers(s, ["mean", "m2"]));
   return m2 < 0 ? "m2 must not be negative" : undefined;
 }
 

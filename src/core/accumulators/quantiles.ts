@@ -299,14 +299,19 @@ const HIGHEST_KEY = bucketKey(Number.MAX_VALUE) + 1;
 
 /** What is wrong with one sign's buckets: keys outside what a double can reach, or a count that is not one. */
 function runProblem(name: string, run: unknown): { problem?: string; total: number } {
-  if (run === null || typeof run !== "object" || Array.isArray(run)) return { problem: `${name} must be { offset, counts }`, total: 0 };
+  if (run === null || typeof run !== "object" || Array.isArray(run))
+    return { problem: `${name} must be { offset, counts }`, total: 0 };
   const offset: unknown = "offset" in run ? run.offset : undefined;
   const values: unknown = "counts" in run ? run.counts : undefined;
-  if (!Number.isSafeInteger(offset) || !Array.isArray(values)) return { problem: `${name} must carry an integer offset and a list of counts`, total: 0 };
+  if (!Number.isSafeInteger(offset) || !Array.isArray(values))
+    return { problem: `${name} must carry an integer offset and a list of counts`, total: 0 };
   const list: readonly unknown[] = values;
   const first = Number(offset);
   if (list.length > 0 && (first < LOWEST_KEY || first + list.length - 1 > HIGHEST_KEY)) {
-    return { problem: `${name} buckets ${first}..${first + list.length - 1} lie outside ${LOWEST_KEY}..${HIGHEST_KEY}, the keys of finite numbers`, total: 0 };
+    return {
+      problem: `${name} buckets ${first}..${first + list.length - 1} lie outside ${LOWEST_KEY}..${HIGHEST_KEY}, the keys of finite numbers`,
+      total: 0,
+    };
   }
   let total = 0;
   for (const n of list) {
@@ -322,17 +327,27 @@ function runProblem(name: string, run: unknown): { problem?: string; total: numb
  * and special counts as `count` says.
  */
 function checkQuantiles(s: Readonly<Record<string, unknown>>): string | undefined {
-  const problem = firstProblem(versionOne(s), numbers(s, ["sum", "min", "max"]), counts(s, ["zeros", "nan", "posInf", "negInf"]));
+  const problem = firstProblem(
+    versionOne(s),
+    numbers(s, ["sum", "min", "max"]),
+    counts(s, ["zeros", "nan", "posInf", "negInf"]),
+  );
   if (problem !== undefined) return problem;
   const positive = runProblem("positive", s["positive"]);
   const negative = runProblem("negative", s["negative"]);
   if (positive.problem !== undefined || negative.problem !== undefined) return positive.problem ?? negative.problem;
-  const held = positive.total + negative.total + Number(s["zeros"]) + Number(s["nan"]) + Number(s["posInf"]) + Number(s["negInf"]);
-  return held === s["count"] ? undefined : `its buckets and special counts hold ${held} values, but count is ${describe(s["count"])}`;
+  const held =
+    positive.total + negative.total + Number(s["zeros"]) + Number(s["nan"]) + Number(s["posInf"]) + Number(s["negInf"]);
+  return held === s["count"]
+    ? undefined
+    : `its buckets and special counts hold ${held} values, but count is ${describe(s["count"])}`;
 }
 
 /** A quantiles reduction reporting the given quantiles (each in [0, 1]) under `name`. */
-export function quantilesReduce(name: string, quantiles: readonly number[] = DEFAULT_QUANTILES): NumericReduceDefinition<QuantilesState> {
+export function quantilesReduce(
+  name: string,
+  quantiles: readonly number[] = DEFAULT_QUANTILES,
+): NumericReduceDefinition<QuantilesState> {
   for (const q of quantiles) {
     if (!(q >= 0 && q <= 1)) throw new RangeError(`quantiles must be numbers in [0, 1], got ${String(q)}`);
   }

@@ -29,7 +29,13 @@ function scoreOf(record: SampleRecord, by: string): number {
 }
 
 /** Insert `record` into `list` (kept sorted by `better`), keeping at most k entries. */
-function insertBounded(list: SampleRecord[], record: SampleRecord, k: number, by: string, better: (a: number, b: number) => boolean): void {
+function insertBounded(
+  list: SampleRecord[],
+  record: SampleRecord,
+  k: number,
+  by: string,
+  better: (a: number, b: number) => boolean,
+): void {
   const score = scoreOf(record, by);
   const last = list[k - 1];
   if (last !== undefined && !better(score, scoreOf(last, by))) return;
@@ -91,7 +97,9 @@ function recordList(name: string, list: unknown, k: number): string | undefined 
   if (!Array.isArray(list)) return `${name} must be a list of records`;
   const records: readonly unknown[] = list;
   if (records.length > k) return `${name} holds ${records.length} records, more than k = ${k}`;
-  return records.every((r) => r !== null && typeof r === "object" && !Array.isArray(r)) ? undefined : `${name} must hold plain objects`;
+  return records.every((r) => r !== null && typeof r === "object" && !Array.isArray(r))
+    ? undefined
+    : `${name} must hold plain objects`;
 }
 
 /** A sample reduction named `name`, keeping k best and k worst records by `by`. */

@@ -7,17 +7,20 @@
 const isNumber = (value: unknown): value is number => typeof value === "number";
 
 /** A count: a finite number ≥ 0. */
-export const isCount = (value: unknown): value is number => typeof value === "number" && Number.isFinite(value) && value >= 0;
+export const isCount = (value: unknown): value is number =>
+  typeof value === "number" && Number.isFinite(value) && value >= 0;
 
 /** The first of `fields` that is not a number, as a problem; undefined when all are. */
 export function numbers(state: Readonly<Record<string, unknown>>, fields: readonly string[]): string | undefined {
-  for (const field of fields) if (!isNumber(state[field])) return `${field} must be a number, got ${describe(state[field])}`;
+  for (const field of fields)
+    if (!isNumber(state[field])) return `${field} must be a number, got ${describe(state[field])}`;
   return undefined;
 }
 
 /** The first of `fields` that is not a count, as a problem; undefined when all are. */
 export function counts(state: Readonly<Record<string, unknown>>, fields: readonly string[]): string | undefined {
-  for (const field of fields) if (!isCount(state[field])) return `${field} must be a finite number ≥ 0, got ${describe(state[field])}`;
+  for (const field of fields)
+    if (!isCount(state[field])) return `${field} must be a finite number ≥ 0, got ${describe(state[field])}`;
   return undefined;
 }
 
@@ -35,7 +38,12 @@ export function firstProblem(...problems: Array<string | undefined>): string | u
 export function describe(value: unknown): string {
   let text: string;
   try {
-    text = typeof value === "string" ? JSON.stringify(value) : typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
+    text =
+      typeof value === "string"
+        ? JSON.stringify(value)
+        : typeof value === "object" && value !== null
+          ? JSON.stringify(value)
+          : String(value);
   } catch {
     text = String(value);
   }

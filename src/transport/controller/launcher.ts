@@ -28,7 +28,17 @@ import type { RankAssignment } from "../protocol/assignment.js";
 import type { NatsAuthOptions } from "../protocol/nats-auth.js";
 import { RemoteRankHandle, waitAtMost } from "./remote-rank.js";
 import { childColorEnv } from "../../textlog/color.js";
-import { entryUrl, needsTsx, registerExitDrain, startError, startProcess, startThread, type ChannelAnswers, type SpawnedRank, type Starting } from "./rank-start.js";
+import {
+  entryUrl,
+  needsTsx,
+  registerExitDrain,
+  startError,
+  startProcess,
+  startThread,
+  type ChannelAnswers,
+  type SpawnedRank,
+  type Starting,
+} from "./rank-start.js";
 
 /** A controller-side server ranks can join over (NATS: `serveRanksOverNats`). */
 export interface RankServer {
@@ -161,7 +171,8 @@ export class RankGroup {
 
   private find(rankName: string): SpawnedRank {
     const found = this.spawned.find((s) => s.identity.rankName === rankName);
-    if (found === undefined) throw new Error(`no rank named "${rankName}" in this group; ranks: ${this.rankNames.join(", ")}`);
+    if (found === undefined)
+      throw new Error(`no rank named "${rankName}" in this group; ranks: ${this.rankNames.join(", ")}`);
     return found;
   }
 }
@@ -190,7 +201,8 @@ const nextRanks = new WeakMap<RankController, number>();
 
 function positiveInteger(name: string, value: number | undefined, fallback: number): number {
   const v = value ?? fallback;
-  if (!Number.isInteger(v) || v < 1) throw new TypeError(`spawnRanks: ${name} must be a positive integer, got ${String(value)}`);
+  if (!Number.isInteger(v) || v < 1)
+    throw new TypeError(`spawnRanks: ${name} must be a positive integer, got ${String(value)}`);
   return v;
 }
 
@@ -230,42 +242,70 @@ export async function spawnRanks(options: SpawnRanksOptions): Promise<RankGroup>
       carrier: options.nats !== undefined ? "nats" : kind === "thread" ? "worker" : "ipc",
       ...(options.nats !== undefined ? { natsUrl: options.nats.url, runSecret: options.nats.runSecret } : {}),
     };
-    return kind === "thread" ? startThread(assignment, entry, tsx, env, hold, answers) : startProcess(assignment, entry, tsx, env, hold, answers);
+    return kind === "thread"
+      ? startThread(assignment, entry, tsx, env, hold, answers)
+      : startProcess(assignment, entry, tsx, env, hold, answers);
   });
   await startUp(starting, options.nats, logger, module, startDeadlineMs);
   for (const rank of starting) {
     const { identity, handle } = rank.spawned;
     void rank.exited.then((reason) => {
       if (logger.deregisterRank(identity.rankName, handle) && !handle.shutdownRequested) {
-        warn(`rank.exited:${identity.rankName}`, `rank ${identity.rankName} ${reason}; it is no longer expected at flush (counted as lost: rankscope/ranks_lost)`);
+        warn(
+          `rank.exited:${identity.rankName}`,
+          `rank ${identity.rankName} ${reason}; it is no longer expected at flush (counted as lost: rankscope/ranks_lost)`,
+        );
         logger.rankLost(identity, reason, handle.host);
       }
     });
   }
-  return new RankGroup(starting.map((s) => s.spawned), logger);
+  return new RankGroup(
+    starting.map((s) => s.spawned),
+    logger,
+  );
 }
 
 /** `spawnRanks`'s options checked, with their defaults: a TypeError says which is wrong and what is valid. */
-function checkSpawnOptions(options: SpawnRanksOptions): { replicas: number; ranksPerReplica: number; kind: "process" | "thread"; answers: ChannelAnswers } {
-  if (options === null || typeof options !== "object" || (typeof options.module !== "string" && !(options.module instanceof URL))) {
-    throw new TypeError(`spawnRanks takes { module, replicas, ranksPerReplica, kind, processName }, with module a path or file URL`);
+function checkSpawnOptions(options: SpawnRanksOptions): {
+  replicas: number;
+  ranksPerReplica: number;
+  kind: "process" | "thread";
+  answers: ChannelAnswers;
+} {
+  if (
+    options === null ||
+    typeof options !== "object" ||
+    (typeof options.module !== "string" && !(options.module instanceof URL))
+  ) {
+    throw new TypeError(
+      `spawnRanks takes { module, replicas, ranksPerReplica, kind, processName }, with module a path or file URL`,
+    );
   }
   const replicas = positiveInteger("replicas", options.replicas, 1);
   const ranksPerReplica = positiveInteger("ranksPerReplica", options.ranksPerReplica, 1);
   const kind = options.kind ?? "process";
-  if (kind !== "process" && kind !== "thread") throw new TypeError(`spawnRanks: kind must be "process" or "thread", got ${JSON.stringify(kind)}`);
+  if (kind !== "process" && kind !== "thread")
+    throw new TypeError(`spawnRanks: kind must be "process" or "thread", got ${JSON.stringify(kind)}`);
   if (options.output !== undefined && options.output !== "immediate" && options.output !== "ordered") {
     throw new TypeError(`spawnRanks: output must be "immediate" or "ordered", got ${JSON.stringify(options.output)}`);
   }
-  if (kind === "thread" && options.nats !== undefined) throw new TypeError(`spawnRanks: NATS carries ranks of other processes; use kind "process" with nats`);
+  if (kind === "thread" && options.nats !== undefined)
+    throw new TypeError(`spawnRanks: NATS carries ranks of other processes; use kind "process" with nats`);
   const answers = options.answers ?? "frames";
-  if (answers !== "frames" && answers !== "json") throw new TypeError(`spawnRanks: answers must be "frames" or "json", got ${JSON.stringify(answers)}`);
-  if (options.natsAuth !== undefined && options.nats === undefined) throw new TypeError("spawnRanks: natsAuth goes with nats (the ranks' NATS credentials)");
+  if (answers !== "frames" && answers !== "json")
+    throw new TypeError(`spawnRanks: answers must be "frames" or "json", got ${JSON.stringify(answers)}`);
+  if (options.natsAuth !== undefined && options.nats === undefined)
+    throw new TypeError("spawnRanks: natsAuth goes with nats (the ranks' NATS credentials)");
   return { replicas, ranksPerReplica, kind, answers };
 }
 
 /** The identities of the next `replicas × ranksPerReplica` ranks of `processName` under `logger` (replica and rank numbers continue from earlier calls). */
-function nextIdentities(processName: string, replicas: number, ranksPerReplica: number, logger: RankController): RankIdentity[] {
+function nextIdentities(
+  processName: string,
+  replicas: number,
+  ranksPerReplica: number,
+  logger: RankController,
+): RankIdentity[] {
   const firstReplica = replicaCounters.get(processName) ?? 0;
   replicaCounters.set(processName, firstReplica + replicas);
   const firstRank = nextRanks.get(logger) ?? 0;
@@ -293,22 +333,34 @@ function nextIdentities(processName: string, replicas: number, ranksPerReplica: 
  * and the module's import, every rank one phase at a time. A rank that exits meanwhile fails the
  * start: then every rank of the call is deregistered and shut down, and the error is thrown.
  */
-async function startUp(starting: readonly Starting[], nats: SpawnRanksOptions["nats"], logger: RankController, module: string, startDeadlineMs: number): Promise<void> {
+async function startUp(
+  starting: readonly Starting[],
+  nats: SpawnRanksOptions["nats"],
+  logger: RankController,
+  module: string,
+  startDeadlineMs: number,
+): Promise<void> {
   let startedUp = false;
   // Rejects when a rank exits before the start is over (and never settles after that).
   const exitedEarly = starting.map((rank) =>
-    rank.exited.then(async (reason) => (startedUp ? new Promise<never>(() => undefined) : Promise.reject(await startError(rank.spawned, reason)))),
+    rank.exited.then(async (reason) =>
+      startedUp ? new Promise<never>(() => undefined) : Promise.reject(await startError(rank.spawned, reason)),
+    ),
   );
   /** `step` for every rank, failing fast when a rank exits meanwhile; settles every rank before rejecting. */
   const phase = async <T>(step: (rank: Starting) => Promise<T>): Promise<T[]> => {
-    const results = await Promise.allSettled(starting.map((rank, i) => Promise.race([step(rank), exitedEarly[i] as Promise<never>])));
+    const results = await Promise.allSettled(
+      starting.map((rank, i) => Promise.race([step(rank), exitedEarly[i] as Promise<never>])),
+    );
     const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (failed !== undefined) throw failed.reason;
     return results.map((r) => (r as PromiseFulfilledResult<T>).value);
   };
   try {
     const handles = await phase((rank) =>
-      nats !== undefined ? nats.waitForRank(rank.spawned.identity.rankName, startDeadlineMs, rank.gone.signal) : rank.registered(startDeadlineMs, rank.gone.signal),
+      nats !== undefined
+        ? nats.waitForRank(rank.spawned.identity.rankName, startDeadlineMs, rank.gone.signal)
+        : rank.registered(startDeadlineMs, rank.gone.signal),
     );
     if (nats !== undefined) {
       // The NATS server made and registered the handles; liveness still comes from the child process.
@@ -324,7 +376,9 @@ async function startUp(starting: readonly Starting[], nats: SpawnRanksOptions["n
     await phase((rank) => rank.spawned.handle.start(module, startDeadlineMs));
     startedUp = true;
   } catch (error) {
-    await Promise.all(starting.map(({ spawned: s }) => (logger.deregisterRank(s.identity.rankName), s.handle.shutdown(1000))));
+    await Promise.all(
+      starting.map(({ spawned: s }) => (logger.deregisterRank(s.identity.rankName), s.handle.shutdown(1000))),
+    );
     throw error;
   }
 }

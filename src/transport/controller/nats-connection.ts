@@ -47,11 +47,16 @@ export function rankAuthEnv(nc: NatsConnection, natsAuth?: NatsAuthOptions): Rec
   if (natsAuth === undefined) return natsAuthEnv(own);
   const namesTls = Object.keys(natsAuth).some((key) => key.startsWith("tls"));
   const { tls, tlsCaFile, tlsCertFile, tlsKeyFile } = own.values;
-  const inherited: NatsAuthOptions = namesTls ? {} : { tls, ...(tlsCaFile !== undefined ? { tlsCaFile } : {}), ...(tlsCertFile !== undefined ? { tlsCertFile, tlsKeyFile } : {}) };
+  const inherited: NatsAuthOptions = namesTls
+    ? {}
+    : {
+        tls,
+        ...(tlsCaFile !== undefined ? { tlsCaFile } : {}),
+        ...(tlsCertFile !== undefined ? { tlsCertFile, tlsKeyFile } : {}),
+      };
   // The ranks' settings are exactly these (not this process's environment: the child gets them all).
   return natsAuthEnv(resolveNatsAuth("spawnRanks (natsAuth)", own.url, { ...inherited, ...natsAuth }, {}));
 }
-
 
 /** What `unrefWhileIdle` reaches inside the NATS client (`@nats-io/nats-core`'s ProtocolHandler). */
 interface NatsInternals {
@@ -76,7 +81,13 @@ export function unrefWhileIdle(nc: NatsConnection): boolean {
   const protocol = (nc as unknown as NatsInternals).protocol;
   const heartbeats = protocol?.heartbeats;
   const schedule = heartbeats?._schedule;
-  if (protocol === undefined || heartbeats === undefined || typeof schedule !== "function" || typeof protocol.transport?.socket?.unref !== "function") return false;
+  if (
+    protocol === undefined ||
+    heartbeats === undefined ||
+    typeof schedule !== "function" ||
+    typeof protocol.transport?.socket?.unref !== "function"
+  )
+    return false;
   // The heartbeat re-arms its timer on every beat (the beat's callback calls `this._schedule()`).
   heartbeats._schedule = () => {
     schedule.call(heartbeats);

@@ -14,7 +14,13 @@ import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { defaultLogger, type RankController } from "../../pipeline/default-logger.js";
 import { assertSubjectToken } from "../protocol/identity.js";
-import { decodeProtocolMessage, encodeProtocolMessage, MAX_ACKED_PER_RANK, reportIgnored, type RankMessage } from "../protocol/messages.js";
+import {
+  decodeProtocolMessage,
+  encodeProtocolMessage,
+  MAX_ACKED_PER_RANK,
+  reportIgnored,
+  type RankMessage,
+} from "../protocol/messages.js";
 import { isWireFrame, WIRE_VERSION } from "../wire/codec.js";
 import { MAX_ORPHAN_RANKS, RankFrames } from "./rank-frames.js";
 import { subjects } from "../protocol/nats.js";
@@ -117,12 +123,21 @@ export class NatsRankServer implements RankServer {
   ) {
     const s = subjects(runId, scope);
     this.inbox = s.inbox();
-    this.frames = new RankFrames(runId, (rankName) => this.ranks.has(rankName), () => this.ranks.size, (rankName, id, seq) =>
-      assertSubjectTokenSafe(rankName, (name) => this.nc.publish(s.rank(name), encodeProtocolMessage(runId, { t: "resend", id, seq }), this.inbox)),
+    this.frames = new RankFrames(
+      runId,
+      (rankName) => this.ranks.has(rankName),
+      () => this.ranks.size,
+      (rankName, id, seq) =>
+        assertSubjectTokenSafe(rankName, (name) =>
+          this.nc.publish(s.rank(name), encodeProtocolMessage(runId, { t: "resend", id, seq }), this.inbox),
+        ),
     );
     // A host agent (scope) is a daemon: its connection is what keeps it alive.
     if (scope === undefined && !unrefWhileIdle(nc.nc)) {
-      warn("transport.nats.unref", "this NATS client version does not let rankscope unref its connection: a controller that forgets logger.shutdown() will not end by itself while ranks are served over NATS");
+      warn(
+        "transport.nats.unref",
+        "this NATS client version does not let rankscope unref its connection: a controller that forgets logger.shutdown() will not end by itself while ranks are served over NATS",
+      );
     }
     nc.subscribe(s.register, (msg) => void this.onRegister(msg));
     nc.subscribe(s.deregister, (msg) => this.onDeregister(msg));
@@ -161,7 +176,15 @@ export class NatsRankServer implements RankServer {
     const found = this.ranks.get(rankName);
     if (found !== undefined) return Promise.resolve(found.handle);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`rank ${rankName} did not register over NATS (${this.url}, run ${this.runId}) within ${deadlineMs} ms`)), deadlineMs);
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `rank ${rankName} did not register over NATS (${this.url}, run ${this.runId}) within ${deadlineMs} ms`,
+            ),
+          ),
+        deadlineMs,
+      );
       const waiter = (handle: RemoteRankHandle): void => {
         clearTimeout(timer);
         resolve(handle);
@@ -210,15 +233,28 @@ export class NatsRankServer implements RankServer {
     const identity = message.identity;
     const answer = (ok: boolean, error?: string): void => {
       if (msg.reply === undefined) return;
-      const text = encodeProtocolMessage(this.runId, { t: "registered", rankName: identity.rankName, ok, ...(error === undefined ? {} : { error }) });
+      const text = encodeProtocolMessage(this.runId, {
+        t: "registered",
+        rankName: identity.rankName,
+        ok,
+        ...(error === undefined ? {} : { error }),
+      });
       try {
         this.nc.respond(msg, text);
       } catch (err) {
-        reportError("transport.nats.respond", `could not answer the registration of ${identity.rankName}: ${describeError(err)}`);
+        reportError(
+          "transport.nats.respond",
+          `could not answer the registration of ${identity.rankName}: ${describeError(err)}`,
+        );
       }
     };
     const known = this.ranks.get(identity.rankName);
-    if (known !== undefined && known.handle.closed === null && known.pid === message.pid && known.host === message.host) {
+    if (
+      known !== undefined &&
+      known.handle.closed === null &&
+      known.pid === message.pid &&
+      known.host === message.host
+    ) {
       // The same process again (its connection came back, or it heard a hello): same handle.
       this.missed.set(identity.rankName, 0);
       try {
@@ -231,14 +267,21 @@ export class NatsRankServer implements RankServer {
       return;
     }
     if (known === undefined && this.ranks.size >= MAX_REGISTERED_RANKS) {
-      reportIgnored("refused", `rank ${identity.rankName} asked to register while ${MAX_REGISTERED_RANKS} ranks are registered here, the most one server takes`);
+      reportIgnored(
+        "refused",
+        `rank ${identity.rankName} asked to register while ${MAX_REGISTERED_RANKS} ranks are registered here, the most one server takes`,
+      );
       answer(false, `this server already has ${MAX_REGISTERED_RANKS} ranks registered`);
       return;
     }
     let handle: RemoteRankHandle | undefined;
     try {
       assertSubjectToken("rankName", identity.rankName);
-      handle = this.makeHandle(identity, `NATS rank ${identity.rankName} (pid ${message.pid} on ${message.host})`, message.host);
+      handle = this.makeHandle(
+        identity,
+        `NATS rank ${identity.rankName} (pid ${message.pid} on ${message.host})`,
+        message.host,
+      );
       const orphan = this.orphans.get(identity.rankName);
       if (orphan !== undefined) {
         this.orphans.delete(identity.rankName);
@@ -255,7 +298,8 @@ export class NatsRankServer implements RankServer {
       this.takeUnacked(handle, message.unacked);
       for (const waiter of this.waiters.get(identity.rankName)?.splice(0) ?? []) waiter(handle);
     } catch (error) {
-      if (handle !== undefined && this.ranks.get(identity.rankName)?.handle === handle) this.ranks.delete(identity.rankName);
+      if (handle !== undefined && this.ranks.get(identity.rankName)?.handle === handle)
+        this.ranks.delete(identity.rankName);
       answer(false, describeError(error));
     }
   }
@@ -284,12 +328,17 @@ export class NatsRankServer implements RankServer {
     const pending = this.pendingAcks;
     this.pendingAcks = null;
     if (pending === null || this.closing) return;
-    const acks = Object.fromEntries([...pending].map(([rankName, seqs]) => [rankName, seqs.slice(-MAX_ACKED_PER_RANK)]));
+    const acks = Object.fromEntries(
+      [...pending].map(([rankName, seqs]) => [rankName, seqs.slice(-MAX_ACKED_PER_RANK)]),
+    );
     try {
       this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "ack", acks }));
     } catch (error) {
       // Not a loss: the ranks keep those answers, and this controller will not take them twice.
-      reportError("transport.nats.ack", `the controller could not tell its ranks which answers it logged: ${describeError(error)}`);
+      reportError(
+        "transport.nats.ack",
+        `the controller could not tell its ranks which answers it logged: ${describeError(error)}`,
+      );
     }
   }
 
@@ -297,7 +346,10 @@ export class NatsRankServer implements RankServer {
   private async readmit(rankName: string, handle: RemoteRankHandle): Promise<void> {
     if (!this.silent.delete(rankName)) return;
     this.missed.set(rankName, 0);
-    warn(`rank.back:${rankName}`, `NATS rank ${rankName} is back; it is expected at flush again, and what it recorded meanwhile goes into its next flush`);
+    warn(
+      `rank.back:${rankName}`,
+      `NATS rank ${rankName} is back; it is expected at flush again, and what it recorded meanwhile goes into its next flush`,
+    );
     this.logger.rankBack?.(handle.identity);
     await this.logger.registerRank(handle);
   }
@@ -319,10 +371,15 @@ export class NatsRankServer implements RankServer {
   }
 
   private onReply(msg: OpenedMessage): void {
-    const message = isWireFrame(msg.data) ? this.frames.reply(msg.data, `NATS subject ${msg.subject}`) : decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
+    const message = isWireFrame(msg.data)
+      ? this.frames.reply(msg.data, `NATS subject ${msg.subject}`)
+      : decodeProtocolMessage(this.runId, msg.data, `NATS subject ${msg.subject}`);
     if (message === undefined) return;
     if (message.t !== "reply") {
-      reportIgnored("malformed", `a "${message.t}" message arrived on the controller's inbox, which takes only replies`);
+      reportIgnored(
+        "malformed",
+        `a "${message.t}" message arrived on the controller's inbox, which takes only replies`,
+      );
       return;
     }
     const known = this.ranks.get(message.rankName);
@@ -333,7 +390,10 @@ export class NatsRankServer implements RankServer {
     if (message.ok && message.snapshot !== undefined) this.missed.set(message.rankName, 0);
     if (this.silent.has(message.rankName)) {
       void this.readmit(message.rankName, known.handle).catch((error: unknown) =>
-        reportError("transport.nats.readmit", `NATS rank ${message.rankName} answered again but could not be admitted again: ${describeError(error)}`),
+        reportError(
+          "transport.nats.readmit",
+          `NATS rank ${message.rankName} answered again but could not be admitted again: ${describeError(error)}`,
+        ),
       );
     }
     known.handle.receive(message);
@@ -349,25 +409,43 @@ export class NatsRankServer implements RankServer {
     const answer = `${rankName}:${message.id}`;
     if (!this.recentFlushIds.has(message.id)) {
       // An answer to a request of a handle that is gone (a shutdown answered after its deadline).
-      reportIgnored("late", `a reply came from ${rankName}, not registered here, to request ${message.id}, which is not one of this server's recent flushes`);
+      reportIgnored(
+        "late",
+        `a reply came from ${rankName}, not registered here, to request ${message.id}, which is not one of this server's recent flushes`,
+      );
       return;
     }
     if (this.orphanAnswers.has(answer)) {
-      reportIgnored("replayed", `${rankName}'s answer to flush request ${message.id} came again; an answer is used once`);
+      reportIgnored(
+        "replayed",
+        `${rankName}'s answer to flush request ${message.id} came again; an answer is used once`,
+      );
       return;
     }
     this.orphanAnswers.add(answer);
-    if (this.orphanAnswers.size > MAX_ORPHAN_RANKS) this.orphanAnswers.delete(this.orphanAnswers.values().next().value ?? answer);
-    if (message.ok && message.snapshot !== undefined && message.snapshot.rankName === rankName && isHeldAnswer(message.snapshot)) {
+    if (this.orphanAnswers.size > MAX_ORPHAN_RANKS)
+      this.orphanAnswers.delete(this.orphanAnswers.values().next().value ?? answer);
+    if (
+      message.ok &&
+      message.snapshot !== undefined &&
+      message.snapshot.rankName === rankName &&
+      isHeldAnswer(message.snapshot)
+    ) {
       // A rank registering with this server answers its flushes empty until it is registered (`RankAgent.holdFlushes`).
     } else if (message.ok && message.snapshot !== undefined && message.snapshot.rankName === rankName) {
       const kept = this.orphans.get(rankName);
       if (kept === undefined && this.orphans.size >= MAX_ORPHAN_RANKS) {
         const values = message.snapshot.states.reduce((n, s) => n + s.state.count, 0);
-        reportError("transport.nats.orphansFull", `flush answers of more than ${MAX_ORPHAN_RANKS} unregistered ranks are waiting; ${values} values of ${rankName} are dropped and counted`);
+        reportError(
+          "transport.nats.orphansFull",
+          `flush answers of more than ${MAX_ORPHAN_RANKS} unregistered ranks are waiting; ${values} values of ${rankName} are dropped and counted`,
+        );
       } else {
         this.orphans.set(rankName, carrySnapshot(kept ?? null, message.snapshot));
-        reportIgnored("late", `a flush answer came from ${rankName}, which is not registered with this controller yet; its values go into its first flush once it registers`);
+        reportIgnored(
+          "late",
+          `a flush answer came from ${rankName}, which is not registered with this controller yet; its values go into its first flush once it registers`,
+        );
       }
     } else {
       reportIgnored("foreign", `a reply came from ${rankName}, which is not registered with this controller`);
@@ -387,7 +465,10 @@ export class NatsRankServer implements RankServer {
     try {
       this.nc.publish(subject, encodeProtocolMessage(this.runId, { t: "hello", controller: this.inbox }));
     } catch (error) {
-      reportError("transport.nats.hello", `the controller could not announce itself on ${subject}: ${describeError(error)}`);
+      reportError(
+        "transport.nats.hello",
+        `the controller could not announce itself on ${subject}: ${describeError(error)}`,
+      );
     }
   }
 
@@ -429,7 +510,11 @@ export class NatsRankServer implements RankServer {
           `rank.silent:${rankName}`,
           `NATS rank ${rankName} missed ${this.maxMissedFlushes} flushes in a row; it is no longer expected at flush until it answers or registers again (what it records meanwhile is kept for its next flush; counted as lost meanwhile: rankscope/ranks_lost)`,
         );
-        this.logger.rankLost?.(known.handle.identity, `silent: missed ${this.maxMissedFlushes} flushes in a row`, known.host);
+        this.logger.rankLost?.(
+          known.handle.identity,
+          `silent: missed ${this.maxMissedFlushes} flushes in a row`,
+          known.host,
+        );
       }
     }
     if (this.currentFlush === null || this.currentFlush.step !== step) {
@@ -441,7 +526,11 @@ export class NatsRankServer implements RankServer {
       // Answers as wire frames, naming the ranks that must start a new key table.
       const resync = this.frames.takeResync();
       const frames = { wire: WIRE_VERSION, ...(resync.length > 0 ? { resync } : {}) };
-      this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "flush", id, step, ...frames }), this.inbox);
+      this.nc.publish(
+        subjects(this.runId, this.scope).flush,
+        encodeProtocolMessage(this.runId, { t: "flush", id, step, ...frames }),
+        this.inbox,
+      );
     }
     return this.currentFlush.id;
   }
@@ -457,7 +546,10 @@ export class NatsRankServer implements RankServer {
     this.missed.delete(rankName);
     this.frames.forget(rankName);
     this.forgotten++;
-    warn(`rank.forgotten:${rankName}`, `rank ${rankName} missed ${this.maxMissedFlushes} flushes of host agent ${this.scope ?? ""} in a row; the agent forgets it (if it answers again it is told to register again, and what it recorded goes into its next flush)`);
+    warn(
+      `rank.forgotten:${rankName}`,
+      `rank ${rankName} missed ${this.maxMissedFlushes} flushes of host agent ${this.scope ?? ""} in a row; the agent forgets it (if it answers again it is told to register again, and what it recorded goes into its next flush)`,
+    );
     handle.close(`was forgotten after ${this.maxMissedFlushes} missed flushes`);
   }
 
@@ -469,7 +561,10 @@ export class NatsRankServer implements RankServer {
   private async watchStatus(): Promise<void> {
     for await (const status of this.nc.nc.status()) {
       if (status.type === "disconnect") {
-        warn("transport.nats.disconnect", `the controller lost its NATS connection to ${this.url}; reconnecting (flushes meanwhile report the ranks they miss)`);
+        warn(
+          "transport.nats.disconnect",
+          `the controller lost its NATS connection to ${this.url}; reconnecting (flushes meanwhile report the ranks they miss)`,
+        );
       } else if (status.type === "reconnect") {
         if (this.scope === undefined) unrefSocket(this.nc.nc);
         warn("transport.nats.reconnect", `the controller reconnected to NATS at ${this.url}`);
@@ -500,11 +595,23 @@ export async function serveRanksOverNats(options: ServeRanksOverNatsOptions): Pr
   }
   const logger = options.logger ?? (await defaultLogger());
   const maxMissed = options.maxMissedFlushes ?? 3;
-  if (!Number.isInteger(maxMissed) || maxMissed < 1) throw new TypeError(`maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
+  if (!Number.isInteger(maxMissed) || maxMissed < 1)
+    throw new TypeError(`maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
   const auth = resolveNatsAuth("serveRanksOverNats", options.url, options.auth);
-  const nc = await connectTo(auth, { name: `rankscope-controller-${logger.runId}`, runId: logger.runId, role: "controller", timeoutMs: options.connectTimeoutMs ?? 5000 });
-  const server = new NatsRankServer(auth.url, logger.runId, logger.runSecret, new SealedNats(nc, RunKey.derive(logger.runSecret, logger.runId)), logger, maxMissed);
+  const nc = await connectTo(auth, {
+    name: `rankscope-controller-${logger.runId}`,
+    runId: logger.runId,
+    role: "controller",
+    timeoutMs: options.connectTimeoutMs ?? 5000,
+  });
+  const server = new NatsRankServer(
+    auth.url,
+    logger.runId,
+    logger.runSecret,
+    new SealedNats(nc, RunKey.derive(logger.runSecret, logger.runId)),
+    logger,
+    maxMissed,
+  );
   logger.onShutdown(() => server.close());
   return server;
 }
-

@@ -9,9 +9,24 @@ import { DEFAULT_MAX_KEYS } from "../../core/collector.js";
 import type { KeyState } from "../../core/key-state.js";
 import { envInteger } from "../../core/env.js";
 import { processWide } from "../../core/process-wide.js";
-import { checkReplyFrameHeader, reportIgnored, transportStats, type RankMessage, type RankReply, type RankReplyFrameHeader } from "../protocol/messages.js";
+import {
+  checkReplyFrameHeader,
+  reportIgnored,
+  transportStats,
+  type RankMessage,
+  type RankReply,
+  type RankReplyFrameHeader,
+} from "../protocol/messages.js";
 import type { MergeableSnapshot, RankSnapshot } from "../../pipeline/rank-handle.js";
-import { FrameMerger, frameKeyStates, readFrameHeader, StateDecoder, WIRE_VERSION, WireFormatError, type DecodedFrame } from "../wire/codec.js";
+import {
+  FrameMerger,
+  frameKeyStates,
+  readFrameHeader,
+  StateDecoder,
+  WIRE_VERSION,
+  WireFormatError,
+  type DecodedFrame,
+} from "../wire/codec.js";
 import type { RankTiming } from "../../core/step-timing.js";
 
 /** Ranks this server does not know whose flush answers (or key tables) are kept for them (beyond: dropped, counted). */
@@ -67,7 +82,10 @@ export class RankFrames {
       let decoder = this.decoders.get(rankName);
       if (decoder === undefined) {
         if (!this.isRegistered(rankName) && this.decoders.size >= this.registeredCount() + MAX_ORPHAN_RANKS) {
-          reportIgnored("foreign", `a flush-answer frame came from ${rankName}, which is not registered here, while the key tables of ${MAX_ORPHAN_RANKS} unregistered ranks are already held`);
+          reportIgnored(
+            "foreign",
+            `a flush-answer frame came from ${rankName}, which is not registered here, while the key tables of ${MAX_ORPHAN_RANKS} unregistered ranks are already held`,
+          );
           return undefined;
         }
         decoder = new StateDecoder();
@@ -76,14 +94,26 @@ export class RankFrames {
       const frame = decoder.decode(data);
       if (frame.tableGap) this.resync.add(rankName);
       if (frame.unknownKeys > 0) {
-        reportIgnored("late", `rank ${rankName}'s answer to flush(${header.step}) names ${frame.unknownKeys} keys whose definitions were lost with an earlier frame; it is asked to send that answer again, in JSON`);
+        reportIgnored(
+          "late",
+          `rank ${rankName}'s answer to flush(${header.step}) names ${frame.unknownKeys} keys whose definitions were lost with an earlier frame; it is asked to send that answer again, in JSON`,
+        );
         this.askResend(rankName, header.id, header.seq);
         return undefined;
       }
-      return { t: "reply", id: header.id, rankName, ok: true, snapshot: new FramedSnapshot(rankName, header.step, header.seq, header.dropped, frame, header.timing) };
+      return {
+        t: "reply",
+        id: header.id,
+        rankName,
+        ok: true,
+        snapshot: new FramedSnapshot(rankName, header.step, header.seq, header.dropped, frame, header.timing),
+      };
     } catch (error) {
       if (!(error instanceof WireFormatError)) throw error;
-      reportIgnored(error.kind, `a flush-answer frame from ${from} ${error.kind === "malformed" ? "cannot be read" : "is refused"} (${error.message})`);
+      reportIgnored(
+        error.kind,
+        `a flush-answer frame from ${from} ${error.kind === "malformed" ? "cannot be read" : "is refused"} (${error.message})`,
+      );
       return undefined;
     }
   }
@@ -185,18 +215,33 @@ export class ChannelRankFrames {
       const frame = this.decoder.decode(data);
       if (frame.tableGap) this.resync = true;
       if (frame.unknownKeys > 0) {
-        reportIgnored("late", `rank ${this.rankName}'s answer to flush(${header.step}) names ${frame.unknownKeys} keys whose definitions were refused with an earlier frame; it is asked to send that answer again, in JSON`);
+        reportIgnored(
+          "late",
+          `rank ${this.rankName}'s answer to flush(${header.step}) names ${frame.unknownKeys} keys whose definitions were refused with an earlier frame; it is asked to send that answer again, in JSON`,
+        );
         this.askResend(header.id, header.seq);
         return undefined;
       }
-      return { t: "reply", id: header.id, rankName: this.rankName, ok: true, snapshot: new FramedSnapshot(this.rankName, header.step, header.seq, header.dropped, frame, header.timing) };
+      return {
+        t: "reply",
+        id: header.id,
+        rankName: this.rankName,
+        ok: true,
+        snapshot: new FramedSnapshot(this.rankName, header.step, header.seq, header.dropped, frame, header.timing),
+      };
     } catch (error) {
       if (!(error instanceof WireFormatError)) throw error;
       const refused = error.kind === "malformed" ? "cannot be read" : "is refused";
       reportIgnored(error.kind, `a flush-answer frame from ${from} ${refused} (${error.message})`);
       // Its key definitions may not be held here: the rank starts a new table at the next flush.
       this.resync = true;
-      return { t: "reply", id: header.id, rankName: this.rankName, ok: false, error: `its answer to flush(${header.step}) ${refused}; none of its values are logged (${error.message})` };
+      return {
+        t: "reply",
+        id: header.id,
+        rankName: this.rankName,
+        ok: false,
+        error: `its answer to flush(${header.step}) ${refused}; none of its values are logged (${error.message})`,
+      };
     }
   }
 }

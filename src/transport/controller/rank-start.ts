@@ -13,7 +13,12 @@ import { isTypeScript, siblingModule, startModuleWorker, tsxUrl } from "../../co
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { ASSIGNMENT_ENV, type RankAssignment } from "../protocol/assignment.js";
 import { OutputForwarder } from "./output.js";
-import { decodeProtocolMessage, encodeProtocolMessage, reportIgnored, type ControllerRequest } from "../protocol/messages.js";
+import {
+  decodeProtocolMessage,
+  encodeProtocolMessage,
+  reportIgnored,
+  type ControllerRequest,
+} from "../protocol/messages.js";
 import { RemoteRankHandle, waitAtMost, type RankCarrier } from "./remote-rank.js";
 import { ChannelRankFrames } from "./rank-frames.js";
 import { isWireFrame } from "../wire/codec.js";
@@ -78,7 +83,9 @@ export function registerExitDrain(): void {
 export async function startError(rank: SpawnedRank, reason: string): Promise<Error> {
   await waitAtMost(rank.stderr.ended, 1000);
   const said = rank.stderr.lastLines();
-  return new Error(`rank ${rank.identity.rankName} ${reason} before it started${said.length > 0 ? `; it printed:\n${said}` : ""}`);
+  return new Error(
+    `rank ${rank.identity.rankName} ${reason} before it started${said.length > 0 ? `; it printed:\n${said}` : ""}`,
+  );
 }
 
 export interface Starting {
@@ -102,7 +109,12 @@ export type ChannelAnswers = "frames" | "json";
  * The frames of a rank over its parent's channel; none when it answers in JSON. Definitions of its
  * key table that were lost are made good by asking for that answer again, in JSON (`post`).
  */
-function channelFrames(answers: ChannelAnswers, runId: string, identity: RankIdentity, post: () => RankCarrier["post"]): ChannelRankFrames | undefined {
+function channelFrames(
+  answers: ChannelAnswers,
+  runId: string,
+  identity: RankIdentity,
+  post: () => RankCarrier["post"],
+): ChannelRankFrames | undefined {
   if (answers === "json") return undefined;
   return new ChannelRankFrames(runId, identity.rankName, (id, seq) => {
     const request: ControllerRequest = { t: "resend", id, seq };
@@ -119,13 +131,20 @@ function channelFrames(answers: ChannelAnswers, runId: string, identity: RankIde
  * as wire frames when `frames` reads them) and `deregister`. Invalid messages are counted and
  * ignored by the protocol layer.
  */
-function portRouter(identity: RankIdentity, runId: string, handle: RemoteRankHandle, from: string, frames: ChannelRankFrames | undefined) {
+function portRouter(
+  identity: RankIdentity,
+  runId: string,
+  handle: RemoteRankHandle,
+  from: string,
+  frames: ChannelRankFrames | undefined,
+) {
   let onRegister: ((handle: RemoteRankHandle) => void) | undefined;
   const registered = new Promise<RemoteRankHandle>((resolve) => (onRegister = resolve));
   const route = (data: unknown): void => {
     if (isWireFrame(data)) {
       const reply = frames?.reply(data, from);
-      if (frames === undefined) reportIgnored("malformed", `${from} sent a wire frame, which this rank's flushes did not ask for`);
+      if (frames === undefined)
+        reportIgnored("malformed", `${from} sent a wire frame, which this rank's flushes did not ask for`);
       else if (reply !== undefined) handle.receive(reply);
       return;
     }
@@ -145,13 +164,21 @@ function portRouter(identity: RankIdentity, runId: string, handle: RemoteRankHan
   };
   const waitRegistered = async (deadlineMs: number, signal?: AbortSignal): Promise<RemoteRankHandle> => {
     const handle = await waitAtMost(registered, deadlineMs, signal);
-    if (handle === undefined) throw new Error(`rank ${identity.rankName} did not register within ${deadlineMs} ms (${from})`);
+    if (handle === undefined)
+      throw new Error(`rank ${identity.rankName} did not register within ${deadlineMs} ms (${from})`);
     return handle;
   };
   return { route, waitRegistered };
 }
 
-export function startProcess(assignment: RankAssignment, entry: URL, tsx: boolean, env: Readonly<Record<string, string>>, hold: boolean, answers: ChannelAnswers): Starting {
+export function startProcess(
+  assignment: RankAssignment,
+  entry: URL,
+  tsx: boolean,
+  env: Readonly<Record<string, string>>,
+  hold: boolean,
+  answers: ChannelAnswers,
+): Starting {
   const { identity } = assignment;
   const child = fork(fileURLToPath(entry), [], {
     env: { ...process.env, ...env, [ASSIGNMENT_ENV]: JSON.stringify(assignment) },
@@ -168,7 +195,8 @@ export function startProcess(assignment: RankAssignment, entry: URL, tsx: boolea
   child.channel?.unref();
   for (const stream of [child.stdout, child.stderr]) if (stream instanceof Socket) stream.unref();
   const { stdout, stderr } = child;
-  if (stdout === null || stderr === null) throw new Error(`rank ${identity.rankName}: its child process has no stdout/stderr pipe`);
+  if (stdout === null || stderr === null)
+    throw new Error(`rank ${identity.rankName}: its child process has no stdout/stderr pipe`);
   const from = `rank ${identity.rankName} (child process ${child.pid ?? "?"})`;
   const frames = channelFrames(answers, assignment.runId, identity, () => carrier.post);
   const carrier: RankCarrier = {
@@ -209,10 +237,24 @@ export function startProcess(assignment: RankAssignment, entry: URL, tsx: boolea
   return { spawned, registered: router.waitRegistered, exited, gone };
 }
 
-export function startThread(assignment: RankAssignment, entry: URL, tsx: boolean, env: Readonly<Record<string, string>>, hold: boolean, answers: ChannelAnswers): Starting {
+export function startThread(
+  assignment: RankAssignment,
+  entry: URL,
+  tsx: boolean,
+  env: Readonly<Record<string, string>>,
+  hold: boolean,
+  answers: ChannelAnswers,
+): Starting {
   const { identity } = assignment;
   const workerData = { rankscopeRank: assignment };
-  const worker = startModuleWorker(entry, { typeScript: tsx, what: RANK_MODULE, workerData, env: { ...process.env, ...env }, stdout: true, stderr: true });
+  const worker = startModuleWorker(entry, {
+    typeScript: tsx,
+    what: RANK_MODULE,
+    workerData,
+    env: { ...process.env, ...env },
+    stdout: true,
+    stderr: true,
+  });
   for (const stream of [worker.stdout, worker.stderr]) readWithoutKeepingAlive(stream);
   const from = `rank ${identity.rankName} (worker thread ${worker.threadId})`;
   let running = true;

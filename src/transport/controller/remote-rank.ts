@@ -15,7 +15,13 @@ import { newestAlerts } from "../../alerts/user-alert.js";
 import { mergeRankKeyStates } from "../../pipeline/reduce-states.js";
 import { mergeTracerTimings, type RankTiming } from "../../core/step-timing.js";
 import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
-import { encodeProtocolMessage, reportIgnored, transportStats, type ControllerRequest, type RankReply } from "../protocol/messages.js";
+import {
+  encodeProtocolMessage,
+  reportIgnored,
+  transportStats,
+  type ControllerRequest,
+  type RankReply,
+} from "../protocol/messages.js";
 import { KEPT_FLUSH_ANSWERS } from "../rank/rank-agent.js";
 
 /** Default deadline of requests other than flush and shutdown (start, call, init). */
@@ -81,7 +87,13 @@ const MAX_CARRIED_OFF_CYCLE = 1000;
  * when no request waits for it (a flush broadcast before the rank registered).
  */
 export function isHeldAnswer(snapshot: RankSnapshot): boolean {
-  return snapshot.seq === undefined && snapshot.states.length === 0 && snapshot.offCycle === undefined && snapshot.alerts === undefined && snapshot.timing === undefined;
+  return (
+    snapshot.seq === undefined &&
+    snapshot.states.length === 0 &&
+    snapshot.offCycle === undefined &&
+    snapshot.alerts === undefined &&
+    snapshot.timing === undefined
+  );
 }
 
 /** The flush-answer numbers a merged snapshot holds (`carrySnapshot` notes them), to acknowledge them all once logged. */
@@ -118,7 +130,10 @@ function mergeSnapshots(earlier: RankSnapshot, later: RankSnapshot): RankSnapsho
   if (offCycle.length > MAX_CARRIED_OFF_CYCLE) {
     const dropped = offCycle.length - MAX_CARRIED_OFF_CYCLE;
     offCycle = offCycle.slice(dropped);
-    reportError("rank.offCycleFull", `rank ${later.rankName}: ${dropped} off-cycle logs (system monitor) carried over late flushes exceeded ${MAX_CARRIED_OFF_CYCLE}; the oldest are dropped and counted`);
+    reportError(
+      "rank.offCycleFull",
+      `rank ${later.rankName}: ${dropped} off-cycle logs (system monitor) carried over late flushes exceeded ${MAX_CARRIED_OFF_CYCLE}; the oldest are dropped and counted`,
+    );
   }
   // The user's alert() calls of both: the newest that one answer may carry.
   const alerts = newestAlerts(earlier.alerts, later.alerts, `rank ${later.rankName}'s late answers`);
@@ -256,7 +271,8 @@ export class RemoteRankHandle implements RankHandle {
     try {
       const reply = await this.request({ t: "resend", id: nextRequestId(), seq }, DEFAULT_REQUEST_DEADLINE_MS);
       const snapshot = reply.snapshot;
-      if (snapshot === undefined || snapshot.seq !== seq || snapshot.rankName !== this.rankName) throw new Error("the rank answered without that flush answer");
+      if (snapshot === undefined || snapshot.seq !== seq || snapshot.rankName !== this.rankName)
+        throw new Error("the rank answered without that flush answer");
       warn(
         `transport.recovered:${this.rankName}`,
         `rank ${this.rankName}: its answer to flush(${snapshot.step}) was taken by an earlier controller of this run that never logged it; it was sent again, and its values go into this rank's next flush`,
@@ -312,16 +328,23 @@ export class RemoteRankHandle implements RankHandle {
     try {
       const reply = await this.request({ t: "resend", id: nextRequestId(), seq }, DEFAULT_REQUEST_DEADLINE_MS);
       const snapshot = reply.snapshot;
-      if (snapshot === undefined || snapshot.seq !== seq || snapshot.rankName !== this.rankName) throw new Error("the rank answered without that flush answer");
+      if (snapshot === undefined || snapshot.seq !== seq || snapshot.rankName !== this.rankName)
+        throw new Error("the rank answered without that flush answer");
       // Seen meanwhile (it was not lost after all): never twice.
       if (this.seenSeqs.has(seq)) return;
-      warn(`transport.resent:${this.rankName}`, `rank ${this.rankName}: its answer to flush(${snapshot.step}) was lost in transit; it sent it again, and its values go into its next flush`);
+      warn(
+        `transport.resent:${this.rankName}`,
+        `rank ${this.rankName}: its answer to flush(${snapshot.step}) was lost in transit; it sent it again, and its values go into its next flush`,
+      );
       this.carried = carrySnapshot(this.carried, snapshot);
       this.seenSeqs.add(seq);
     } catch (error) {
       if (this.seenSeqs.has(seq)) return;
       transportStats().lostAnswers++;
-      reportError(`transport.lostAnswer:${this.rankName}`, `rank ${this.rankName}: flush answer ${seq} was lost in transit and could not be sent again (${describeError(error)}); its values are not logged`);
+      reportError(
+        `transport.lostAnswer:${this.rankName}`,
+        `rank ${this.rankName}: flush answer ${seq} was lost in transit and could not be sent again (${describeError(error)}); its values are not logged`,
+      );
     }
   }
 
@@ -361,7 +384,9 @@ export class RemoteRankHandle implements RankHandle {
   /** Import the rank module in the rank; resolves with the names of its exported functions. */
   async start(module: string, deadlineMs = DEFAULT_REQUEST_DEADLINE_MS): Promise<readonly string[]> {
     const reply = await this.request({ t: "start", id: nextRequestId(), module }, deadlineMs);
-    this.exports = Array.isArray(reply.result) ? reply.result.filter((name): name is string => typeof name === "string") : [];
+    this.exports = Array.isArray(reply.result)
+      ? reply.result.filter((name): name is string => typeof name === "string")
+      : [];
     return this.exports;
   }
 
@@ -383,21 +408,33 @@ export class RemoteRankHandle implements RankHandle {
    */
   receive(reply: RankReply): void {
     const pending = this.pending.get(reply.id);
-    const snapshot = reply.ok && reply.snapshot !== undefined && reply.snapshot.rankName === this.rankName ? reply.snapshot : undefined;
+    const snapshot =
+      reply.ok && reply.snapshot !== undefined && reply.snapshot.rankName === this.rankName
+        ? reply.snapshot
+        : undefined;
     if (snapshot?.seq !== undefined && pending?.request.t !== "resend" && this.seenSeqs.has(snapshot.seq)) {
-      reportIgnored("replayed", `rank ${this.rankName}'s flush answer ${snapshot.seq} arrived again; an answer is used once`);
+      reportIgnored(
+        "replayed",
+        `rank ${this.rankName}'s flush answer ${snapshot.seq} arrived again; an answer is used once`,
+      );
       return;
     }
     if (pending === undefined) {
       if (snapshot !== undefined && isHeldAnswer(snapshot)) return;
       if (!this.expired.delete(reply.id)) {
-        reportIgnored("replayed", `rank ${this.rankName} answered request ${reply.id}, which is not waiting for an answer (answered already, or never asked)`);
+        reportIgnored(
+          "replayed",
+          `rank ${this.rankName} answered request ${reply.id}, which is not waiting for an answer (answered already, or never asked)`,
+        );
         return;
       }
       if (snapshot !== undefined) {
         this.noteSeq(snapshot);
         this.carried = carrySnapshot(this.carried, snapshot);
-        reportIgnored("late", `rank ${this.rankName} answered flush(${snapshot.step}) after the flush deadline; its values are carried into its next flush`);
+        reportIgnored(
+          "late",
+          `rank ${this.rankName} answered flush(${snapshot.step}) after the flush deadline; its values are carried into its next flush`,
+        );
       } else {
         reportIgnored("late", `rank ${this.rankName} answered request ${reply.id} after its deadline`);
       }
@@ -436,8 +473,13 @@ export class RemoteRankHandle implements RankHandle {
     }
   }
 
-  private request(request: ControllerRequest, deadlineMs: number, broadcast = false): Promise<RankReply & { ok: true }> {
-    if (this.closedReason !== null) return Promise.reject(new RankClosedError(`rank ${this.rankName} ${this.closedReason}`));
+  private request(
+    request: ControllerRequest,
+    deadlineMs: number,
+    broadcast = false,
+  ): Promise<RankReply & { ok: true }> {
+    if (this.closedReason !== null)
+      return Promise.reject(new RankClosedError(`rank ${this.rankName} ${this.closedReason}`));
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(request.id);
@@ -451,7 +493,11 @@ export class RemoteRankHandle implements RankHandle {
       } catch (error) {
         this.pending.delete(request.id);
         clearTimeout(timer);
-        reject(new RankClosedError(`rank ${this.rankName}: could not send "${request.t}" over ${this.carrier.description}: ${String(error)}`));
+        reject(
+          new RankClosedError(
+            `rank ${this.rankName}: could not send "${request.t}" over ${this.carrier.description}: ${String(error)}`,
+          ),
+        );
       }
     });
   }

@@ -32,7 +32,15 @@ import type { RemoteRankHandle } from "../controller/remote-rank.js";
 import { FrameMerger, StateEncoder } from "../wire/codec.js";
 import type { KeyState } from "../../core/key-state.js";
 import { appendRankTiming, emptyTimingColumns, roundMs } from "../../core/step-timing.js";
-import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostEnvelope, hostSubjects, type HostMessage, type HostStatesHeader } from "./messages.js";
+import {
+  agentDeadlineMs,
+  decodeHostMessage,
+  encodeHostMessage,
+  hostEnvelope,
+  hostSubjects,
+  type HostMessage,
+  type HostStatesHeader,
+} from "./messages.js";
 
 /** Options of `startHostAgent`. */
 export interface HostAgentOptions {
@@ -72,7 +80,10 @@ export interface HostAgentStats {
 }
 
 /** The ranks' answers to one flush gathered for the host's answer: who answered, who did not, and what their answers carry. */
-function gatherAnswers(answers: readonly { handle: { readonly rankName: string }; answer: RankSnapshot | undefined; arrivalMs: number }[], hostId: string) {
+function gatherAnswers(
+  answers: readonly { handle: { readonly rankName: string }; answer: RankSnapshot | undefined; arrivalMs: number }[],
+  hostId: string,
+) {
   const snapshots: RankSnapshot[] = [];
   const missing: string[] = [];
   let dropped = 0;
@@ -137,7 +148,15 @@ export class HostAgent implements RankRegistry {
   /** @internal called by `startHostAgent` */
   async start(): Promise<void> {
     const { runId, hostId } = this.options;
-    this.server = new NatsRankServer(this.options.url, runId, this.runSecret, this.nc, this, this.options.maxMissedFlushes ?? DEFAULT_AGENT_MAX_MISSED, hostId);
+    this.server = new NatsRankServer(
+      this.options.url,
+      runId,
+      this.runSecret,
+      this.nc,
+      this,
+      this.options.maxMissedFlushes ?? DEFAULT_AGENT_MAX_MISSED,
+      hostId,
+    );
     const s = hostSubjects(runId);
     this.nc.subscribe(s.flush, (msg) => void this.onFlush(msg));
     this.nc.subscribe(s.control(hostId), (msg) => void this.onControl(msg));
@@ -164,7 +183,10 @@ export class HostAgent implements RankRegistry {
   close(reason = "the host agent stopped"): Promise<void> {
     this.closing ??= (async () => {
       try {
-        this.nc.publish(hostSubjects(this.options.runId).deregister, encodeHostMessage(this.options.runId, { t: "hostDeregister", host: this.hostId, reason }));
+        this.nc.publish(
+          hostSubjects(this.options.runId).deregister,
+          encodeHostMessage(this.options.runId, { t: "hostDeregister", host: this.hostId, reason }),
+        );
       } catch {
         // The connection is already gone: the controller names our ranks missing instead.
       }
@@ -183,13 +205,16 @@ export class HostAgent implements RankRegistry {
     for (;;) {
       const left = deadline - Date.now();
       if (left <= 0) {
-        throw new Error(`host agent ${hostId}: no controller of run ${runId} answered on NATS at ${url} within ${deadlineMs} ms (${describeError(lastError)}); is it serving hosts (serveHostsOverNats)?`);
+        throw new Error(
+          `host agent ${hostId}: no controller of run ${runId} answered on NATS at ${url} within ${deadlineMs} ms (${describeError(lastError)}); is it serving hosts (serveHostsOverNats)?`,
+        );
       }
       try {
         const answer = await this.nc.request(hostSubjects(runId).register, text, Math.min(left, 2000));
         const message = decodeHostMessage(runId, answer.data, "the controller");
         if (message?.t === "hostRegistered" && message.host === hostId) {
-          if (!message.ok) throw new Error(`host agent ${hostId}: the controller refused it: ${message.error ?? "no reason given"}`);
+          if (!message.ok)
+            throw new Error(`host agent ${hostId}: the controller refused it: ${message.error ?? "no reason given"}`);
           return;
         }
       } catch (error) {
@@ -244,7 +269,9 @@ export class HostAgent implements RankRegistry {
       ...(offCycle.length > 0 ? { offCycle } : {}),
       // A host's answer carries at most what one rank's may (the newest).
       ...(alerts.length > 0 ? { alerts: newestAlerts(undefined, alerts, `host ${this.hostId}'s ranks`) } : {}),
-      ...(rows.length > 0 ? { timing: { rows, ranks: timing.ranks, arrivalMs: timing.arrivalMs, tracers: timing.tracers } } : {}),
+      ...(rows.length > 0
+        ? { timing: { rows, ranks: timing.ranks, arrivalMs: timing.arrivalMs, tracers: timing.tracers } }
+        : {}),
     };
     try {
       const frame = this.encoder.encode(header, states);
@@ -253,7 +280,10 @@ export class HostAgent implements RankRegistry {
       this.stats.bytesOut += frame.length;
       if (sendMembers) this.sentMembersVersion = version;
     } catch (error) {
-      reportError("host.flushAnswer", `host agent ${hostId} could not answer flush(${request.step}): ${describeError(error)}`);
+      reportError(
+        "host.flushAnswer",
+        `host agent ${hostId} could not answer flush(${request.step}): ${describeError(error)}`,
+      );
     }
   }
 
@@ -261,8 +291,18 @@ export class HostAgent implements RankRegistry {
   private withRejections(states: KeyState[], step: number): KeyState[] {
     const rejected = takeRejectionsSinceLastFlush();
     if (rejected.length === 0) return states;
-    const own = rejected.map(([kind, count]): KeyState => ({ key: `${REJECTED_KEY_PREFIX}${kind}`, reduce: "sum", state: singleValueState(count) }));
-    return mergeRankKeyStates([{ rankName: `host agent ${this.hostId}`, states }, { rankName: `host agent ${this.hostId}`, states: own }], step);
+    const own = rejected.map(([kind, count]): KeyState => ({
+      key: `${REJECTED_KEY_PREFIX}${kind}`,
+      reduce: "sum",
+      state: singleValueState(count),
+    }));
+    return mergeRankKeyStates(
+      [
+        { rankName: `host agent ${this.hostId}`, states },
+        { rankName: `host agent ${this.hostId}`, states: own },
+      ],
+      step,
+    );
   }
 
   /**
@@ -285,7 +325,13 @@ export class HostAgent implements RankRegistry {
     const request = decodeHostMessage(runId, msg.data, `NATS subject ${msg.subject}`);
     if (request === undefined) return;
     const reply = (id: number, error?: string): void => {
-      const answer: HostMessage = { t: "hostReply", id, host: hostId, ok: error === undefined, ...(error === undefined ? {} : { error }) };
+      const answer: HostMessage = {
+        t: "hostReply",
+        id,
+        host: hostId,
+        ok: error === undefined,
+        ...(error === undefined ? {} : { error }),
+      };
       this.nc.respond(msg, encodeHostMessage(runId, answer));
     };
     if (request.t === "hostInit") {
@@ -295,18 +341,27 @@ export class HostAgent implements RankRegistry {
         [...this.ranks.values()].map((h) =>
           h.init(request.init).catch((error: unknown) => {
             failed.push(h.rankName);
-            reportError(`host.rankInit:${h.rankName}`, `host agent ${hostId}: rank ${h.rankName} did not start its per-rank backends: ${describeError(error)}`);
+            reportError(
+              `host.rankInit:${h.rankName}`,
+              `host agent ${hostId}: rank ${h.rankName} did not start its per-rank backends: ${describeError(error)}`,
+            );
           }),
         ),
       );
-      reply(request.id, failed.length === 0 ? undefined : `ranks ${failed.join(", ")} did not start their per-rank backends`);
+      reply(
+        request.id,
+        failed.length === 0 ? undefined : `ranks ${failed.join(", ")} did not start their per-rank backends`,
+      );
     } else if (request.t === "hostShutdown") {
       const deadline = agentDeadlineMs(request.deadlineMs);
       await Promise.all([...this.ranks.values()].map((h) => h.shutdown(deadline).catch(() => undefined)));
       reply(request.id);
       await this.close("shut down by the controller");
     } else {
-      reportIgnored("malformed", `a "${request.t}" message arrived on ${msg.subject}, which takes only "hostInit" and "hostShutdown"`);
+      reportIgnored(
+        "malformed",
+        `a "${request.t}" message arrived on ${msg.subject}, which takes only "hostInit" and "hostShutdown"`,
+      );
     }
   }
 }
@@ -324,13 +379,24 @@ export async function startHostAgent(options: HostAgentOptions): Promise<HostAge
   assertSubjectToken("hostId", options.hostId);
   const runSecret = resolveSetting(runSecretSetting("startHostAgent"), options.runSecret);
   if (runSecret === undefined) {
-    throw new TypeError(`startHostAgent: run ${options.runId}'s messages are sealed with its run secret: pass { runSecret } or set RANKSCOPE_RUN_SECRET to the controller's (its runSecret option or RANKSCOPE_RUN_SECRET)`);
+    throw new TypeError(
+      `startHostAgent: run ${options.runId}'s messages are sealed with its run secret: pass { runSecret } or set RANKSCOPE_RUN_SECRET to the controller's (its runSecret option or RANKSCOPE_RUN_SECRET)`,
+    );
   }
   const auth = resolveNatsAuth("startHostAgent", options.url, options.auth);
-  const nc = await connectTo(auth, { name: `rankscope-host-${options.runId}-${options.hostId}`, runId: options.runId, role: "host", timeoutMs: options.joinDeadlineMs ?? 30_000 });
+  const nc = await connectTo(auth, {
+    name: `rankscope-host-${options.runId}-${options.hostId}`,
+    runId: options.runId,
+    role: "host",
+    timeoutMs: options.joinDeadlineMs ?? 30_000,
+  });
   // The agent keeps the URL without credentials (its messages show it) and not the settings.
   const { auth: _settings, ...rest } = options;
-  const agent = new HostAgent({ ...rest, url: auth.url }, new SealedNats(nc, RunKey.derive(runSecret, options.runId)), runSecret);
+  const agent = new HostAgent(
+    { ...rest, url: auth.url },
+    new SealedNats(nc, RunKey.derive(runSecret, options.runId)),
+    runSecret,
+  );
   try {
     await agent.start();
   } catch (error) {

@@ -20,17 +20,32 @@ let runId: string | undefined;
 let hostId: string;
 let deadline: number;
 try {
-  const text = (env: string): string | undefined => resolveSetting<string | undefined>({ owner: OWNER, option: env, env, kind: textKind(), fallback: undefined }, undefined);
+  const text = (env: string): string | undefined =>
+    resolveSetting<string | undefined>(
+      { owner: OWNER, option: env, env, kind: textKind(), fallback: undefined },
+      undefined,
+    );
   url = text("RANKSCOPE_NATS_URL");
   runId = text("RANKSCOPE_RUN_ID");
   hostId = text("RANKSCOPE_HOST_ID") ?? hostname().replace(/[^A-Za-z0-9_-]/g, "_");
-  deadline = resolveSetting({ owner: OWNER, option: "RANKSCOPE_JOIN_DEADLINE_MS", env: "RANKSCOPE_JOIN_DEADLINE_MS", kind: integerKind(1), fallback: 30_000 }, undefined);
+  deadline = resolveSetting(
+    {
+      owner: OWNER,
+      option: "RANKSCOPE_JOIN_DEADLINE_MS",
+      env: "RANKSCOPE_JOIN_DEADLINE_MS",
+      kind: integerKind(1),
+      fallback: 30_000,
+    },
+    undefined,
+  );
 } catch (error) {
   process.stderr.write(`rankscope host agent: ${describeError(error)}\n`);
   process.exit(2);
 }
 if (url === undefined || runId === undefined) {
-  process.stderr.write("rankscope host agent: set RANKSCOPE_NATS_URL (nats://host:port[,…]) and RANKSCOPE_RUN_ID (the controller's run id)\n");
+  process.stderr.write(
+    "rankscope host agent: set RANKSCOPE_NATS_URL (nats://host:port[,…]) and RANKSCOPE_RUN_ID (the controller's run id)\n",
+  );
   process.exit(2);
 }
 try {

@@ -17,7 +17,19 @@ import { encodeMessage } from "../../core/json.js";
 import type { UserAlertCall } from "../../core/alert.js";
 import type { OffCycleLog, RankInit } from "../../pipeline/rank-handle.js";
 import type { HostTiming } from "../../core/step-timing.js";
-import { PROTOCOL_VERSION, alertsProblem, decodeChecked, hostTimingProblem, isId, nameProblem, offCycleProblem, namesProblem, shortText, transportStats, type MessageProblem } from "../protocol/messages.js";
+import {
+  PROTOCOL_VERSION,
+  alertsProblem,
+  decodeChecked,
+  hostTimingProblem,
+  isId,
+  nameProblem,
+  offCycleProblem,
+  namesProblem,
+  shortText,
+  transportStats,
+  type MessageProblem,
+} from "../protocol/messages.js";
 
 const PROTO = "rankscope";
 
@@ -48,7 +60,13 @@ export type HostMessage =
     }
   | { readonly t: "hostInit"; readonly id: number; readonly init: RankInit }
   | { readonly t: "hostShutdown"; readonly id: number; readonly deadlineMs: number }
-  | { readonly t: "hostReply"; readonly id: number; readonly host: string; readonly ok: boolean; readonly error?: string };
+  | {
+      readonly t: "hostReply";
+      readonly id: number;
+      readonly host: string;
+      readonly ok: boolean;
+      readonly error?: string;
+    };
 
 /** The header of a host's flush answer (a wire frame). */
 export interface HostStatesHeader {
@@ -104,19 +122,39 @@ function validateHostMessage(m: Record<string, unknown>): MessageProblem {
     case "hostRegister":
       return nameProblem("host", m["host"]) ?? (isId(m["pid"]) ? undefined : "pid is required");
     case "hostRegistered":
-      return nameProblem("host", m["host"]) ?? (typeof m["ok"] === "boolean" && (m["error"] === undefined || isText(m["error"])) ? undefined : "ok is required");
+      return (
+        nameProblem("host", m["host"]) ??
+        (typeof m["ok"] === "boolean" && (m["error"] === undefined || isText(m["error"]))
+          ? undefined
+          : "ok is required")
+      );
     case "hostDeregister":
       return nameProblem("host", m["host"]) ?? (isText(m["reason"]) ? undefined : "reason is required");
     case "hostFlush":
-      return isId(m["id"]) && isId(m["step"]) && isDeadline(m["deadlineMs"]) ? namesProblem("resync", m["resync"]) : "id, step, deadlineMs (at most an hour) and resync are required";
+      return isId(m["id"]) && isId(m["step"]) && isDeadline(m["deadlineMs"])
+        ? namesProblem("resync", m["resync"])
+        : "id, step, deadlineMs (at most an hour) and resync are required";
     case "hostInit": {
       const init = m["init"];
-      return isId(m["id"]) && init !== null && typeof init === "object" && !Array.isArray(init) && "backends" in init && "run" in init && typeof init.backends === "object" && typeof init.run === "object" ? undefined : "id and init are required";
+      return isId(m["id"]) &&
+        init !== null &&
+        typeof init === "object" &&
+        !Array.isArray(init) &&
+        "backends" in init &&
+        "run" in init &&
+        typeof init.backends === "object" &&
+        typeof init.run === "object"
+        ? undefined
+        : "id and init are required";
     }
     case "hostShutdown":
-      return isId(m["id"]) && isDeadline(m["deadlineMs"]) ? undefined : "id and deadlineMs (at most an hour) are required";
+      return isId(m["id"]) && isDeadline(m["deadlineMs"])
+        ? undefined
+        : "id and deadlineMs (at most an hour) are required";
     case "hostReply":
-      return isId(m["id"]) && typeof m["ok"] === "boolean" && (m["error"] === undefined || isText(m["error"])) ? nameProblem("host", m["host"]) : "id, host and ok are required";
+      return isId(m["id"]) && typeof m["ok"] === "boolean" && (m["error"] === undefined || isText(m["error"]))
+        ? nameProblem("host", m["host"])
+        : "id, host and ok are required";
     default:
       return `unknown message type ${shortText(m["t"])}`;
   }
@@ -126,7 +164,8 @@ function validateHostMessage(m: Record<string, unknown>): MessageProblem {
 export function validateHostStatesHeader(h: Record<string, unknown>): MessageProblem {
   if (h["t"] !== "hostStates") return `a ${shortText(h["t"])} frame where only "hostStates" is taken`;
   if (!isId(h["id"]) || !isId(h["step"])) return "id and step are required";
-  if (!isId(h["reporting"]) || !isId(h["mv"]) || !isId(h["dropped"])) return "reporting, missing, mv and dropped are required";
+  if (!isId(h["reporting"]) || !isId(h["mv"]) || !isId(h["dropped"]))
+    return "reporting, missing, mv and dropped are required";
   const names =
     offCycleProblem(h["offCycle"], "a host's frame") ??
     nameProblem("host", h["host"]) ??

@@ -19,9 +19,21 @@ import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js"
 import { checkEnvelope, reportIgnored } from "../protocol/messages.js";
 import { RunKey } from "../protocol/seal.js";
 import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
-import { DEFAULT_REQUEST_DEADLINE_MS, nextRequestId, RankClosedError, RankDeadlineError } from "../controller/remote-rank.js";
+import {
+  DEFAULT_REQUEST_DEADLINE_MS,
+  nextRequestId,
+  RankClosedError,
+  RankDeadlineError,
+} from "../controller/remote-rank.js";
 import { isWireFrame, StateDecoder, WireFormatError, type DecodedFrame } from "../wire/codec.js";
-import { decodeHostMessage, encodeHostMessage, hostSubjects, validateHostStatesHeader, type HostMessage, type HostStatesHeader } from "./messages.js";
+import {
+  decodeHostMessage,
+  encodeHostMessage,
+  hostSubjects,
+  validateHostStatesHeader,
+  type HostMessage,
+  type HostStatesHeader,
+} from "./messages.js";
 
 /** Options of `serveHostsOverNats`. */
 export interface ServeHostsOverNatsOptions {
@@ -65,7 +77,10 @@ export class HostHandle implements RankGroupHandle {
   readonly decoder = new StateDecoder();
   private members: readonly string[] = [];
   private membersVersion = -1;
-  private readonly pending = new Map<number, { step: number; resolve: (s: RankGroupSnapshot) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }>();
+  private readonly pending = new Map<
+    number,
+    { step: number; resolve: (s: RankGroupSnapshot) => void; reject: (e: Error) => void; timer: NodeJS.Timeout }
+  >();
   private closedReason: string | null = null;
   /** States of frames that came too late, merged, waiting for the next flush in time. */
   private carried: KeyState[] | null = null;
@@ -96,7 +111,8 @@ export class HostHandle implements RankGroupHandle {
   }
 
   flush(step: number, deadlineMs = DEFAULT_REQUEST_DEADLINE_MS): Promise<RankGroupSnapshot> {
-    if (this.closedReason !== null) return Promise.reject(new RankClosedError(`host ${this.hostId} ${this.closedReason}`));
+    if (this.closedReason !== null)
+      return Promise.reject(new RankClosedError(`host ${this.hostId} ${this.closedReason}`));
     const id = this.server.broadcastFlush(step, deadlineMs);
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
@@ -139,7 +155,10 @@ export class HostHandle implements RankGroupHandle {
     const waiting = this.pending.get(header.id);
     const late = waiting === undefined && this.expired.delete(header.id);
     if (waiting === undefined && !late) {
-      reportIgnored("replayed", `host ${this.hostId} answered flush ${header.id} (step ${header.step}), which is not waiting for an answer (answered already, or never asked)`);
+      reportIgnored(
+        "replayed",
+        `host ${this.hostId} answered flush ${header.id} (step ${header.step}), which is not waiting for an answer (answered already, or never asked)`,
+      );
       return;
     }
     // Decoding absorbs the frame's key definitions even when its values come too late.
@@ -163,7 +182,16 @@ export class HostHandle implements RankGroupHandle {
     pending.resolve({
       rankName: this.rankName,
       step: header.step,
-      states: carried === null ? states : mergeRankKeyStates([{ rankName: this.rankName, states: carried }, { rankName: this.rankName, states }], header.step),
+      states:
+        carried === null
+          ? states
+          : mergeRankKeyStates(
+              [
+                { rankName: this.rankName, states: carried },
+                { rankName: this.rankName, states },
+              ],
+              header.step,
+            ),
       droppedKeyRecords: header.dropped,
       ...(offCycle.length === 0 ? {} : { offCycle }),
       ...(alerts.length === 0 ? {} : { alerts }),
@@ -200,10 +228,23 @@ export class HostHandle implements RankGroupHandle {
     const stats = this.server.stats;
     stats.lateFrames++;
     for (const s of states) stats.lateValues += s.state.count;
-    this.carried = this.carried === null ? states : mergeRankKeyStates([{ rankName: this.rankName, states: this.carried }, { rankName: this.rankName, states }], header.step);
+    this.carried =
+      this.carried === null
+        ? states
+        : mergeRankKeyStates(
+            [
+              { rankName: this.rankName, states: this.carried },
+              { rankName: this.rankName, states },
+            ],
+            header.step,
+          );
     if (header.offCycle !== undefined) this.carriedOffCycle.push(...header.offCycle);
-    if (header.alerts !== undefined) this.carriedAlerts = newestAlerts(this.carriedAlerts, header.alerts, `host ${this.hostId}'s late answers`);
-    reportIgnored("late", `host ${this.hostId} answered flush(${header.step}) after the flush deadline; its values are carried into its next flush`);
+    if (header.alerts !== undefined)
+      this.carriedAlerts = newestAlerts(this.carriedAlerts, header.alerts, `host ${this.hostId}'s late answers`);
+    reportIgnored(
+      "late",
+      `host ${this.hostId} answered flush(${header.step}) after the flush deadline; its values are carried into its next flush`,
+    );
   }
 
   /**
@@ -219,7 +260,13 @@ export class HostHandle implements RankGroupHandle {
       if (name === undefined) return undefined;
       rankNames.push(name);
     }
-    return { rankNames, ranks: t.ranks, hosts: rankNames.map(() => this.hostId), arrivalMs: t.arrivalMs, tracers: t.tracers };
+    return {
+      rankNames,
+      ranks: t.ranks,
+      hosts: rankNames.map(() => this.hostId),
+      arrivalMs: t.arrivalMs,
+      tracers: t.tracers,
+    };
   }
 }
 
@@ -233,7 +280,14 @@ export class HostServer {
   /** Flushes missed in a row, by host; hosts gone for good (no longer asked). */
   private readonly missed = new Map<string, number>();
   private readonly gone = new Set<string>();
-  readonly stats: HostServerStats = { frames: 0, frameBytes: 0, lateFrames: 0, lateValues: 0, lostStates: 0, goneHosts: 0 };
+  readonly stats: HostServerStats = {
+    frames: 0,
+    frameBytes: 0,
+    lateFrames: 0,
+    lateValues: 0,
+    lostStates: 0,
+    goneHosts: 0,
+  };
 
   /** @internal use `serveHostsOverNats` */
   constructor(
@@ -247,7 +301,11 @@ export class HostServer {
     this.inbox = createInbox(`rankscope.${runId}.ctlh`);
     // Like the rank server's: the connection alone does not keep the controller alive (a job that
     // forgets shutdown() reaches beforeExit); flushes in flight have referenced deadline timers.
-    if (!unrefWhileIdle(nc.nc)) warn("transport.nats.unref", "this NATS client version does not let rankscope unref its connection: a controller that forgets logger.shutdown() will not end by itself while hosts are served over NATS");
+    if (!unrefWhileIdle(nc.nc))
+      warn(
+        "transport.nats.unref",
+        "this NATS client version does not let rankscope unref its connection: a controller that forgets logger.shutdown() will not end by itself while hosts are served over NATS",
+      );
     void (async () => {
       for await (const status of nc.nc.status()) if (status.type === "reconnect") unrefSocket(nc.nc);
     })();
@@ -270,7 +328,8 @@ export class HostServer {
   missedFlush(handle: HostHandle): void {
     const missed = (this.missed.get(handle.hostId) ?? 0) + 1;
     this.missed.set(handle.hostId, missed);
-    if (missed < this.maxMissedFlushes || this.gone.has(handle.hostId) || this.hosts.get(handle.hostId) !== handle) return;
+    if (missed < this.maxMissedFlushes || this.gone.has(handle.hostId) || this.hosts.get(handle.hostId) !== handle)
+      return;
     if (!this.logger.deregisterRank(handle.rankName, handle)) return;
     this.gone.add(handle.hostId);
     this.stats.goneHosts++;
@@ -293,7 +352,10 @@ export class HostServer {
     try {
       await this.logger.registerRank(handle);
     } catch (error) {
-      reportError(`host.readmit:${handle.hostId}`, `host ${handle.hostId} answered again but could not be admitted again: ${describeError(error)}`);
+      reportError(
+        `host.readmit:${handle.hostId}`,
+        `host ${handle.hostId} answered again but could not be admitted again: ${describeError(error)}`,
+      );
     }
   }
 
@@ -323,7 +385,11 @@ export class HostServer {
       queueMicrotask(() => (this.currentFlush = null));
       const resync = [...this.resync];
       this.resync.clear();
-      this.nc.publish(hostSubjects(this.runId).flush, encodeHostMessage(this.runId, { t: "hostFlush", id, step, deadlineMs, resync }), this.inbox);
+      this.nc.publish(
+        hostSubjects(this.runId).flush,
+        encodeHostMessage(this.runId, { t: "hostFlush", id, step, deadlineMs, resync }),
+        this.inbox,
+      );
     }
     return this.currentFlush.id;
   }
@@ -332,9 +398,15 @@ export class HostServer {
   async control(hostId: string, message: HostMessage, deadlineMs: number): Promise<void> {
     let answer: OpenedMessage;
     try {
-      answer = await this.nc.request(hostSubjects(this.runId).control(hostId), encodeHostMessage(this.runId, message), deadlineMs);
+      answer = await this.nc.request(
+        hostSubjects(this.runId).control(hostId),
+        encodeHostMessage(this.runId, message),
+        deadlineMs,
+      );
     } catch (error) {
-      throw new RankDeadlineError(`host ${hostId} did not answer "${message.t}" within ${deadlineMs} ms: ${describeError(error)}`);
+      throw new RankDeadlineError(
+        `host ${hostId} did not answer "${message.t}" within ${deadlineMs} ms: ${describeError(error)}`,
+      );
     }
     const reply = decodeHostMessage(this.runId, answer.data, `host ${hostId}`);
     if (reply?.t !== "hostReply") throw new Error(`host ${hostId} answered "${message.t}" with something else`);
@@ -364,13 +436,24 @@ export class HostServer {
       return;
     }
     const answer = (ok: boolean, error?: string): void => {
-      this.nc.respond(msg, encodeHostMessage(this.runId, { t: "hostRegistered", host: message.host, ok, ...(error === undefined ? {} : { error }) }));
+      this.nc.respond(
+        msg,
+        encodeHostMessage(this.runId, {
+          t: "hostRegistered",
+          host: message.host,
+          ok,
+          ...(error === undefined ? {} : { error }),
+        }),
+      );
     };
     // A host that registers again (its agent restarted) keeps its handle: the logger still knows it,
     // and the new agent's frames start a new key-table session by themselves.
     let handle = this.hosts.get(message.host);
     if (handle === undefined && this.hosts.size >= MAX_HOSTS) {
-      reportIgnored("refused", `host ${message.host} asked to register while ${MAX_HOSTS} hosts are registered, the most a controller takes`);
+      reportIgnored(
+        "refused",
+        `host ${message.host} asked to register while ${MAX_HOSTS} hosts are registered, the most a controller takes`,
+      );
       answer(false, `this controller already has ${MAX_HOSTS} hosts registered`);
       return;
     }
@@ -380,7 +463,10 @@ export class HostServer {
       handle = new HostHandle(message.host, this);
       this.hosts.set(message.host, handle);
     } else {
-      warn(`host.reregistered:${message.host}`, `host ${message.host} registered again (pid ${message.pid}); its agent was restarted`);
+      warn(
+        `host.reregistered:${message.host}`,
+        `host ${message.host} registered again (pid ${message.pid}); its agent was restarted`,
+      );
     }
     try {
       await this.logger.registerRank(handle);
@@ -432,7 +518,10 @@ export class HostServer {
       handle.receive(msg.data, states);
     } catch (error) {
       if (!(error instanceof WireFormatError)) throw error;
-      reportIgnored(error.kind, `a frame from host ${states.host} is ${error.kind === "malformed" ? "malformed" : "refused"} (${error.message})`);
+      reportIgnored(
+        error.kind,
+        `a frame from host ${states.host} is ${error.kind === "malformed" ? "malformed" : "refused"} (${error.message})`,
+      );
     }
   }
 }
@@ -444,7 +533,8 @@ function peekHeader(data: Uint8Array): Record<string, unknown> {
   const length = view.getUint32(16, true);
   if (20 + length > data.length) throw new WireFormatError("the header runs past the end of the frame");
   const value: unknown = JSON.parse(Buffer.from(data.buffer, data.byteOffset + 20, length).toString("utf8"));
-  if (value === null || typeof value !== "object" || Array.isArray(value)) throw new WireFormatError("the header is not an object");
+  if (value === null || typeof value !== "object" || Array.isArray(value))
+    throw new WireFormatError("the header is not an object");
   return value as Record<string, unknown>;
 }
 
@@ -461,10 +551,22 @@ export async function serveHostsOverNats(options: ServeHostsOverNatsOptions): Pr
   }
   const logger = options.logger ?? (await defaultLogger());
   const maxMissed = options.maxMissedFlushes ?? 10;
-  if (!Number.isInteger(maxMissed) || maxMissed < 1) throw new TypeError(`serveHostsOverNats: maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
+  if (!Number.isInteger(maxMissed) || maxMissed < 1)
+    throw new TypeError(`serveHostsOverNats: maxMissedFlushes must be a positive integer, got ${String(maxMissed)}`);
   const auth = resolveNatsAuth("serveHostsOverNats", options.url, options.auth);
-  const nc = await connectTo(auth, { name: `rankscope-controller-hosts-${logger.runId}`, runId: logger.runId, role: "controller", timeoutMs: options.connectTimeoutMs ?? 5000 });
-  const server = new HostServer(auth.url, logger.runId, new SealedNats(nc, RunKey.derive(logger.runSecret, logger.runId)), logger, maxMissed);
+  const nc = await connectTo(auth, {
+    name: `rankscope-controller-hosts-${logger.runId}`,
+    runId: logger.runId,
+    role: "controller",
+    timeoutMs: options.connectTimeoutMs ?? 5000,
+  });
+  const server = new HostServer(
+    auth.url,
+    logger.runId,
+    new SealedNats(nc, RunKey.derive(logger.runSecret, logger.runId)),
+    logger,
+    maxMissed,
+  );
   logger.onShutdown(() => server.close());
   return server;
 }

@@ -47,16 +47,23 @@ export function isSubjectToken(value: unknown): value is string {
 export function assertSubjectToken(what: string, given: string): void {
   const value: unknown = given;
   if (!isSubjectToken(value)) {
-    const shown = typeof value === "string" && value.length > 60 ? `${JSON.stringify(value.slice(0, 60))}… (${value.length} characters)` : JSON.stringify(value);
-    throw new TypeError(`${what} must be 1 to ${MAX_NAME_LENGTH} letters, digits, "_" or "-" (it is part of NATS subjects), got ${shown}`);
+    const shown =
+      typeof value === "string" && value.length > 60
+        ? `${JSON.stringify(value.slice(0, 60))}… (${value.length} characters)`
+        : JSON.stringify(value);
+    throw new TypeError(
+      `${what} must be 1 to ${MAX_NAME_LENGTH} letters, digits, "_" or "-" (it is part of NATS subjects), got ${shown}`,
+    );
   }
 }
 
 /** Check an identity received from a user or the environment, with errors that say what is wrong. */
 export function checkIdentity(identity: RankIdentity): RankIdentity {
   const { rank, localRank, localWorldSize } = identity;
-  if (!Number.isInteger(rank) || rank < 0) throw new TypeError(`rank must be a non-negative integer, got ${String(rank)}`);
-  if (!Number.isInteger(localWorldSize) || localWorldSize < 1) throw new TypeError(`localWorldSize must be a positive integer, got ${String(localWorldSize)}`);
+  if (!Number.isInteger(rank) || rank < 0)
+    throw new TypeError(`rank must be a non-negative integer, got ${String(rank)}`);
+  if (!Number.isInteger(localWorldSize) || localWorldSize < 1)
+    throw new TypeError(`localWorldSize must be a positive integer, got ${String(localWorldSize)}`);
   if (!Number.isInteger(localRank) || localRank < 0 || localRank >= localWorldSize) {
     throw new TypeError(`localRank must be an integer in [0, ${localWorldSize}), got ${String(localRank)}`);
   }

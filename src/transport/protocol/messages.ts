@@ -26,8 +26,28 @@ import { decodeMessage, encodeMessage } from "../../core/json.js";
 import type { RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
 import type { RankTiming } from "../../core/step-timing.js";
 
-export { ignoredMessageCounts, reportIgnored, shortText, takeRejectionsSinceLastFlush, REJECTION_KINDS, IGNORED_REPORT_INTERVAL_MS, type IgnoredKind, type IgnoredMessageCounts } from "../../core/ignored.js";
-export { alertsProblem, hostTimingProblem, isId, keepValidStates, nameProblem, rankTimingProblem, namesProblem, offCycleProblem, MAX_NAMES, type MessageProblem } from "./validate.js";
+export {
+  ignoredMessageCounts,
+  reportIgnored,
+  shortText,
+  takeRejectionsSinceLastFlush,
+  REJECTION_KINDS,
+  IGNORED_REPORT_INTERVAL_MS,
+  type IgnoredKind,
+  type IgnoredMessageCounts,
+} from "../../core/ignored.js";
+export {
+  alertsProblem,
+  hostTimingProblem,
+  isId,
+  keepValidStates,
+  nameProblem,
+  rankTimingProblem,
+  namesProblem,
+  offCycleProblem,
+  MAX_NAMES,
+  type MessageProblem,
+} from "./validate.js";
 
 /** The protocol version this build speaks. A message with another version is ignored and counted. */
 export const PROTOCOL_VERSION = 1;
@@ -82,7 +102,14 @@ export type RankMessage =
 
 /** A rank's answer to one request. A flush answer carries `snapshot` (with its step). */
 export type RankReply =
-  | { readonly t: "reply"; readonly id: number; readonly rankName: string; readonly ok: true; readonly result?: unknown; readonly snapshot?: RankSnapshot }
+  | {
+      readonly t: "reply";
+      readonly id: number;
+      readonly rankName: string;
+      readonly ok: true;
+      readonly result?: unknown;
+      readonly snapshot?: RankSnapshot;
+    }
   | { readonly t: "reply"; readonly id: number; readonly rankName: string; readonly ok: false; readonly error: string };
 
 /**
@@ -150,7 +177,13 @@ export interface TransportStats {
 
 /** Counts of protocol messages this process sent and received (for benchmarks and health pages). */
 export function transportStats(): TransportStats {
-  return processWide("transport.stats.v2", (): TransportStats => ({ messagesOut: 0, bytesOut: 0, messagesIn: 0, bytesIn: 0, lostAnswers: 0 }));
+  return processWide("transport.stats.v2", (): TransportStats => ({
+    messagesOut: 0,
+    bytesOut: 0,
+    messagesIn: 0,
+    bytesIn: 0,
+    lostAnswers: 0,
+  }));
 }
 
 /** Serialise a message for the wire. */
@@ -167,7 +200,11 @@ export function encodeProtocolMessage(run: string, message: ProtocolMessage): st
  * for anything that is not a well-formed rankscope message of this run and protocol version.
  * `from` names the sender in the report.
  */
-export function decodeProtocolMessage(run: string, data: unknown, from: string): (ProtocolMessage & Envelope) | undefined {
+export function decodeProtocolMessage(
+  run: string,
+  data: unknown,
+  from: string,
+): (ProtocolMessage & Envelope) | undefined {
   return decodeChecked<ProtocolMessage & Envelope>(run, data, from, (m) => validateProtocolMessage(m, from));
 }
 
@@ -176,10 +213,20 @@ export function decodeProtocolMessage(run: string, data: unknown, from: string):
  * count, check the envelope, then `validate`. Anything that fails is counted by kind and reported,
  * and undefined is returned.
  */
-export function decodeChecked<T>(run: string, data: unknown, from: string, validate: (m: Record<string, unknown>) => MessageProblem): T | undefined {
+export function decodeChecked<T>(
+  run: string,
+  data: unknown,
+  from: string,
+  validate: (m: Record<string, unknown>) => MessageProblem,
+): T | undefined {
   let value: unknown;
   try {
-    const text = typeof data === "string" ? data : data instanceof Uint8Array ? Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("utf8") : undefined;
+    const text =
+      typeof data === "string"
+        ? data
+        : data instanceof Uint8Array
+          ? Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString("utf8")
+          : undefined;
     if (text !== undefined) {
       const stats = transportStats();
       stats.messagesIn++;
@@ -194,7 +241,10 @@ export function decodeChecked<T>(run: string, data: unknown, from: string, valid
   const problem = validate(value);
   if (problem !== undefined) {
     const { kind, detail } = typeof problem === "string" ? { kind: "malformed" as const, detail: problem } : problem;
-    reportIgnored(kind, `a "${shortText(value["t"])}" message from ${from} is ${kind === "malformed" ? "malformed" : "refused"} (${detail})`);
+    reportIgnored(
+      kind,
+      `a "${shortText(value["t"])}" message from ${from} is ${kind === "malformed" ? "malformed" : "refused"} (${detail})`,
+    );
     return undefined;
   }
   return value as unknown as T;
@@ -208,12 +258,20 @@ export function checkReplyFrameHeader(run: string, header: unknown, from: string
   if (!checkEnvelope(run, header, from)) return undefined;
   const h = header;
   let problem: MessageProblem;
-  if (h["t"] !== "reply" || h["ok"] !== true) problem = `a frame with t ${shortText(h["t"])} and ok ${shortText(h["ok"])} where only successful flush replies travel as frames`;
-  else if (!isId(h["id"]) || !isId(h["step"]) || !isId(h["seq"]) || !isId(h["dropped"])) problem = "id, step, seq and dropped are required";
-  else problem = nameProblem("rankName", h["rankName"]) ?? (h["timing"] === undefined ? undefined : rankTimingProblem(h["timing"]));
+  if (h["t"] !== "reply" || h["ok"] !== true)
+    problem = `a frame with t ${shortText(h["t"])} and ok ${shortText(h["ok"])} where only successful flush replies travel as frames`;
+  else if (!isId(h["id"]) || !isId(h["step"]) || !isId(h["seq"]) || !isId(h["dropped"]))
+    problem = "id, step, seq and dropped are required";
+  else
+    problem =
+      nameProblem("rankName", h["rankName"]) ??
+      (h["timing"] === undefined ? undefined : rankTimingProblem(h["timing"]));
   if (problem !== undefined) {
     const { kind, detail } = typeof problem === "string" ? { kind: "malformed" as const, detail: problem } : problem;
-    reportIgnored(kind, `a flush-answer frame from ${from} is ${kind === "malformed" ? "malformed" : "refused"} (${detail})`);
+    reportIgnored(
+      kind,
+      `a flush-answer frame from ${from} is ${kind === "malformed" ? "malformed" : "refused"} (${detail})`,
+    );
     return undefined;
   }
   return h as unknown as RankReplyFrameHeader;
@@ -226,11 +284,17 @@ export function checkEnvelope(run: string, value: unknown, from: string): value 
     return false;
   }
   if (value["v"] !== PROTOCOL_VERSION) {
-    reportIgnored("foreign", `a message from ${from} speaks rankscope protocol ${shortText(value["v"])}, this process speaks ${PROTOCOL_VERSION}`);
+    reportIgnored(
+      "foreign",
+      `a message from ${from} speaks rankscope protocol ${shortText(value["v"])}, this process speaks ${PROTOCOL_VERSION}`,
+    );
     return false;
   }
   if (value["run"] !== run) {
-    reportIgnored("foreign", `a message from ${from} belongs to run ${shortText(value["run"])}, not ${JSON.stringify(run)}`);
+    reportIgnored(
+      "foreign",
+      `a message from ${from} belongs to run ${shortText(value["run"])}, not ${JSON.stringify(run)}`,
+    );
     return false;
   }
   return true;

@@ -13,7 +13,16 @@
  */
 import { accessSync, constants, readFileSync } from "node:fs";
 import { checkServerIdentity, type ConnectionOptions } from "node:tls";
-import { credsAuthenticator, errors, nkeyAuthenticator, nkeys, type Authenticator, type NatsConnection, type NodeConnectionOptions, type TlsOptions } from "@nats-io/transport-node";
+import {
+  credsAuthenticator,
+  errors,
+  nkeyAuthenticator,
+  nkeys,
+  type Authenticator,
+  type NatsConnection,
+  type NodeConnectionOptions,
+  type TlsOptions,
+} from "@nats-io/transport-node";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { flagKind, resolveSetting, textKind, type Setting, type SettingKind } from "../../core/settings.js";
 import { inboxPrefix, natsServers, RECONNECT, type NatsRole } from "./nats.js";
@@ -55,7 +64,9 @@ const SEED_KIND: SettingKind<string> = {
 };
 
 /** Every text setting: its environment variable, its kind, and whether it is a secret. */
-const TEXT_SETTINGS: Readonly<Record<TextOption, { readonly env: string; readonly kind: SettingKind<string>; readonly secret?: true }>> = {
+const TEXT_SETTINGS: Readonly<
+  Record<TextOption, { readonly env: string; readonly kind: SettingKind<string>; readonly secret?: true }>
+> = {
   user: { env: "RANKSCOPE_NATS_USER", kind: textKind() },
   password: { env: "RANKSCOPE_NATS_PASSWORD", kind: textKind(), secret: true },
   token: { env: "RANKSCOPE_NATS_TOKEN", kind: textKind(), secret: true },
@@ -109,9 +120,14 @@ function parseUrl(owner: string, url: string): ParsedUrl {
     if (userinfo !== undefined && userinfo !== "") userinfos.add(userinfo);
     servers.push(scheme === undefined ? rest : `${scheme}://${rest}`);
   }
-  if (servers.length === 0) throw new TypeError(`${owner}: the NATS URL names no server; give nats://host:port (several, comma-separated, for a cluster)`);
+  if (servers.length === 0)
+    throw new TypeError(
+      `${owner}: the NATS URL names no server; give nats://host:port (several, comma-separated, for a cluster)`,
+    );
   if (userinfos.size > 1) {
-    throw new TypeError(`${owner}: the NATS URLs carry different credentials (not shown); give every server the same user:password@ or token@, or none and set them once (docs/security.md)`);
+    throw new TypeError(
+      `${owner}: the NATS URLs carry different credentials (not shown); give every server the same user:password@ or token@, or none and set them once (docs/security.md)`,
+    );
   }
   const [userinfo] = userinfos;
   return { servers, tls, ...(userinfo === undefined ? {} : { userinfo }) };
@@ -138,26 +154,52 @@ function fromUserinfo(userinfo: string): Pick<NatsAuthOptions, "user" | "passwor
  * certificate without its key, a file that cannot be read, a seed that is not one) — never showing
  * a secret.
  */
-export function resolveNatsAuth(owner: string, url: string, options: NatsAuthOptions = {}, env: NodeJS.ProcessEnv = process.env): NatsAuth {
-  if (options === null || typeof options !== "object") throw new TypeError(`${owner}: auth must be an object of NATS settings (${NATS_AUTH_OPTIONS.join(", ")})`);
+export function resolveNatsAuth(
+  owner: string,
+  url: string,
+  options: NatsAuthOptions = {},
+  env: NodeJS.ProcessEnv = process.env,
+): NatsAuth {
+  if (options === null || typeof options !== "object")
+    throw new TypeError(`${owner}: auth must be an object of NATS settings (${NATS_AUTH_OPTIONS.join(", ")})`);
   for (const key of Object.keys(options)) {
-    if (!NATS_AUTH_OPTIONS.includes(key)) throw new TypeError(`${owner}: unknown NATS auth option "${key}"; valid: ${NATS_AUTH_OPTIONS.join(", ")}`);
+    if (!NATS_AUTH_OPTIONS.includes(key))
+      throw new TypeError(`${owner}: unknown NATS auth option "${key}"; valid: ${NATS_AUTH_OPTIONS.join(", ")}`);
   }
   const parsed = parseUrl(owner, url);
   const values: Partial<Record<TextOption, string>> = {};
   for (const option of TEXT_OPTIONS) {
     const { env: variable, kind, secret } = TEXT_SETTINGS[option];
-    const setting: Setting<string | undefined> = { owner, option, env: variable, kind, fallback: undefined, ...(secret === true ? { secret } : {}) };
+    const setting: Setting<string | undefined> = {
+      owner,
+      option,
+      env: variable,
+      kind,
+      fallback: undefined,
+      ...(secret === true ? { secret } : {}),
+    };
     const value = resolveSetting(setting, options[option], env);
     if (value !== undefined) values[option] = value;
   }
   if (parsed.userinfo !== undefined) {
     if (values.user === undefined && values.token === undefined) Object.assign(values, fromUserinfo(parsed.userinfo));
-    else warn(`nats.urlCredentials:${owner}`, `${owner}: the credentials in the NATS URL are ignored: a user or token was given as a setting, which wins`);
+    else
+      warn(
+        `nats.urlCredentials:${owner}`,
+        `${owner}: the credentials in the NATS URL are ignored: a user or token was given as a setting, which wins`,
+      );
   }
-  const tlsFiles = values.tlsCaFile !== undefined || values.tlsCertFile !== undefined || values.tlsKeyFile !== undefined;
-  const tlsSetting = resolveSetting({ owner, option: "tls", env: TLS_ENV, kind: flagKind, fallback: undefined }, options.tls, env);
-  if (tlsSetting === false && (parsed.tls || tlsFiles)) throw new TypeError(`${owner}: tls is false, but ${parsed.tls ? "the URL is tls://" : "TLS files are given"}; drop one of them`);
+  const tlsFiles =
+    values.tlsCaFile !== undefined || values.tlsCertFile !== undefined || values.tlsKeyFile !== undefined;
+  const tlsSetting = resolveSetting(
+    { owner, option: "tls", env: TLS_ENV, kind: flagKind, fallback: undefined },
+    options.tls,
+    env,
+  );
+  if (tlsSetting === false && (parsed.tls || tlsFiles))
+    throw new TypeError(
+      `${owner}: tls is false, but ${parsed.tls ? "the URL is tls://" : "TLS files are given"}; drop one of them`,
+    );
   const checked = { ...values, tls: tlsSetting ?? (parsed.tls || tlsFiles) };
   const method = checkCombination(owner, checked);
   for (const option of FILE_OPTIONS) checkReadable(owner, option, checked[option]);
@@ -173,11 +215,16 @@ function checkCombination(owner: string, values: Readonly<NatsAuthOptions>): Nat
   if (values.nkeySeed !== undefined || values.nkeySeedFile !== undefined) given.push("nkey");
   if (values.credsFile !== undefined) given.push("creds file");
   const where = `(options, RANKSCOPE_NATS_* variables and the URL's user part together)`;
-  if (given.length > 1) throw new TypeError(`${owner}: give one way to authenticate to NATS, got ${given.join(" and ")} ${where}`);
-  if (values.password !== undefined && values.user === undefined) throw new TypeError(`${owner}: a NATS password needs a user (user / RANKSCOPE_NATS_USER)`);
-  if (values.nkeySeed !== undefined && values.nkeySeedFile !== undefined) throw new TypeError(`${owner}: give the nkey seed or its file, not both (nkeySeed / nkeySeedFile)`);
+  if (given.length > 1)
+    throw new TypeError(`${owner}: give one way to authenticate to NATS, got ${given.join(" and ")} ${where}`);
+  if (values.password !== undefined && values.user === undefined)
+    throw new TypeError(`${owner}: a NATS password needs a user (user / RANKSCOPE_NATS_USER)`);
+  if (values.nkeySeed !== undefined && values.nkeySeedFile !== undefined)
+    throw new TypeError(`${owner}: give the nkey seed or its file, not both (nkeySeed / nkeySeedFile)`);
   if ((values.tlsCertFile === undefined) !== (values.tlsKeyFile === undefined)) {
-    throw new TypeError(`${owner}: a TLS client certificate needs its key and the key its certificate: give both tlsCertFile and tlsKeyFile (RANKSCOPE_NATS_TLS_CERT_FILE, RANKSCOPE_NATS_TLS_KEY_FILE)`);
+    throw new TypeError(
+      `${owner}: a TLS client certificate needs its key and the key its certificate: give both tlsCertFile and tlsKeyFile (RANKSCOPE_NATS_TLS_CERT_FILE, RANKSCOPE_NATS_TLS_KEY_FILE)`,
+    );
   }
   return given[0] ?? "none";
 }
@@ -187,20 +234,28 @@ function checkReadable(owner: string, option: TextOption, path: string | undefin
   try {
     accessSync(path, constants.R_OK);
   } catch (error) {
-    throw new TypeError(`${owner}: ${option} (${TEXT_SETTINGS[option].env}) names ${JSON.stringify(path)}, which cannot be read: ${describeError(error)}`, { cause: error });
+    throw new TypeError(
+      `${owner}: ${option} (${TEXT_SETTINGS[option].env}) names ${JSON.stringify(path)}, which cannot be read: ${describeError(error)}`,
+      { cause: error },
+    );
   }
 }
 
 /** A seed file must hold a user seed, and a creds file a JWT and seed the client can use (checked now, not at the first connection). */
 function checkKeyMaterial(owner: string, values: Readonly<NatsAuthOptions>): void {
   if (values.nkeySeedFile !== undefined && !isUserSeed(readFileSync(values.nkeySeedFile, "utf8").trim())) {
-    throw new TypeError(`${owner}: nkeySeedFile ${JSON.stringify(values.nkeySeedFile)} does not hold a user nkey seed (58 characters starting with SU; its content is not shown)`);
+    throw new TypeError(
+      `${owner}: nkeySeedFile ${JSON.stringify(values.nkeySeedFile)} does not hold a user nkey seed (58 characters starting with SU; its content is not shown)`,
+    );
   }
   if (values.credsFile !== undefined) {
     try {
       credsAuthenticator(readFileSync(values.credsFile))("rankscope-check");
     } catch (error) {
-      throw new TypeError(`${owner}: credsFile ${JSON.stringify(values.credsFile)} is not a NATS creds file (a user JWT and its nkey seed, as nsc writes it): ${describeError(error)}`, { cause: error });
+      throw new TypeError(
+        `${owner}: credsFile ${JSON.stringify(values.credsFile)} is not a NATS creds file (a user JWT and its nkey seed, as nsc writes it): ${describeError(error)}`,
+        { cause: error },
+      );
     }
   }
 }
@@ -219,7 +274,8 @@ function isUserSeed(text: string): boolean {
 function authenticatorOf(values: Readonly<NatsAuthOptions>): Authenticator | undefined {
   const { nkeySeed, nkeySeedFile, credsFile } = values;
   if (nkeySeed !== undefined) return nkeyAuthenticator(new TextEncoder().encode(nkeySeed));
-  if (nkeySeedFile !== undefined) return nkeyAuthenticator(() => new TextEncoder().encode(readFileSync(nkeySeedFile, "utf8").trim()));
+  if (nkeySeedFile !== undefined)
+    return nkeyAuthenticator(() => new TextEncoder().encode(readFileSync(nkeySeedFile, "utf8").trim()));
   if (credsFile !== undefined) return credsAuthenticator(() => readFileSync(credsFile));
   return undefined;
 }
@@ -262,7 +318,9 @@ export function authConnectionOptions(auth: NatsAuth): NodeConnectionOptions {
   const authenticator = authenticatorOf(values);
   return {
     servers: [...auth.servers],
-    ...(values.user !== undefined ? { user: values.user, ...(values.password !== undefined ? { pass: values.password } : {}) } : {}),
+    ...(values.user !== undefined
+      ? { user: values.user, ...(values.password !== undefined ? { pass: values.password } : {}) }
+      : {}),
     ...(values.token !== undefined ? { token: values.token } : {}),
     ...(authenticator !== undefined ? { authenticator } : {}),
     ...(values.tls ? { tls: tlsOf(values, auth.servers) } : {}),
@@ -284,7 +342,12 @@ export function natsAuthEnv(auth: NatsAuth): Record<string, string> {
 /** How `auth` authenticates, for messages: the method, the user name, TLS (never a secret). */
 export function describeNatsAuth(auth: NatsAuth): string {
   const { method, values } = auth;
-  const who = method === "user/password" && values.user !== undefined ? `user/password (user ${JSON.stringify(values.user)})` : method === "none" ? "no credentials" : method;
+  const who =
+    method === "user/password" && values.user !== undefined
+      ? `user/password (user ${JSON.stringify(values.user)})`
+      : method === "none"
+        ? "no credentials"
+        : method;
   return `${who}${values.tls ? `, TLS${values.tlsCertFile !== undefined ? " with a client certificate" : ""}` : ""}`;
 }
 
@@ -304,7 +367,13 @@ export interface NatsClientIdentity {
  * {role}`), so a server can limit each role to one run (docs/security.md, "Authorization templates").
  */
 export function natsConnectionOptions(auth: NatsAuth, client: NatsClientIdentity): NodeConnectionOptions {
-  return { ...authConnectionOptions(auth), name: client.name, timeout: client.timeoutMs, inboxPrefix: inboxPrefix(client.runId, client.role), ...RECONNECT };
+  return {
+    ...authConnectionOptions(auth),
+    name: client.name,
+    timeout: client.timeoutMs,
+    inboxPrefix: inboxPrefix(client.runId, client.role),
+    ...RECONNECT,
+  };
 }
 
 /** True when the server refused the credentials (retrying with the same ones cannot help). */
@@ -323,8 +392,13 @@ export function natsConnectError(who: string, auth: NatsAuth, error: unknown): E
       { cause: error },
     );
   }
-  const tls = auth.values.tls ? "; with TLS, check the server's certificate against tlsCaFile (RANKSCOPE_NATS_TLS_CA_FILE)" : "";
-  return new Error(`${who}: cannot reach the NATS server at ${auth.url}: ${describeError(error)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)${tls}`, { cause: error });
+  const tls = auth.values.tls
+    ? "; with TLS, check the server's certificate against tlsCaFile (RANKSCOPE_NATS_TLS_CA_FILE)"
+    : "";
+  return new Error(
+    `${who}: cannot reach the NATS server at ${auth.url}: ${describeError(error)}. Start nats-server there, or pass the right URL (RANKSCOPE_NATS_URL)${tls}`,
+    { cause: error },
+  );
 }
 
 /**
@@ -344,7 +418,10 @@ export function reportNatsRefusals(nc: NatsConnection, client: NatsClientIdentit
           `${client.name}: the NATS server refused to let it ${what} ${error.subject}; its user lacks the ${client.role} role's permissions for run ${client.runId} (docs/security.md, "Authorization templates")`,
         );
       } else if (isNatsAuthError(error)) {
-        reportError(`transport.nats.auth:${client.role}`, `${client.name}: the NATS server refused its credentials on reconnecting: ${describeError(error)}; it keeps trying`);
+        reportError(
+          `transport.nats.auth:${client.role}`,
+          `${client.name}: the NATS server refused its credentials on reconnecting: ${describeError(error)}; it keeps trying`,
+        );
       }
     }
   })();

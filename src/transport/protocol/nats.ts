@@ -45,7 +45,14 @@ export function natsServers(url: string): string[] {
  * refused the credentials twice (the client would otherwise give up: a server whose configuration
  * is being reloaded, or a creds file about to be replaced, must not end a run).
  */
-export const RECONNECT = { maxReconnectAttempts: -1, reconnectTimeWait: 250, reconnectJitter: 50, reconnectJitterTLS: 50, pingInterval: 5000, ignoreAuthErrorAbort: true } as const;
+export const RECONNECT = {
+  maxReconnectAttempts: -1,
+  reconnectTimeWait: 250,
+  reconnectJitter: 50,
+  reconnectJitterTLS: 50,
+  pingInterval: 5000,
+  ignoreAuthErrorAbort: true,
+} as const;
 
 /** The three kinds of NATS client of a run, each with its own permissions (docs/security.md). */
 export type NatsRole = "controller" | "host" | "rank";

@@ -48,11 +48,19 @@ const MAX_SENDERS = 16_384;
 type SealRejection = "unauthenticated" | "replayed" | "stale";
 
 /** The result of opening a message. */
-type Opened = { readonly ok: true; readonly data: Uint8Array; readonly sender: string } | { readonly ok: false; readonly kind: SealRejection; readonly detail: string };
+type Opened =
+  | { readonly ok: true; readonly data: Uint8Array; readonly sender: string }
+  | { readonly ok: false; readonly kind: SealRejection; readonly detail: string };
 
 /** True if `data` starts like a sealed message. */
 export function isSealed(data: Uint8Array): boolean {
-  return data.length >= SEAL_OVERHEAD && data[0] === MAGIC[0] && data[1] === MAGIC[1] && data[2] === MAGIC[2] && data[3] === MAGIC[3];
+  return (
+    data.length >= SEAL_OVERHEAD &&
+    data[0] === MAGIC[0] &&
+    data[1] === MAGIC[1] &&
+    data[2] === MAGIC[2] &&
+    data[3] === MAGIC[3]
+  );
 }
 
 /** The key of one run: HKDF-SHA256 of the run secret, salted with the run id (one secret reused by two runs gives two keys). */
@@ -63,7 +71,12 @@ export class RunKey {
   ) {}
 
   static derive(secret: string, runId: string): RunKey {
-    return new RunKey(runId, Buffer.from(hkdfSync("sha256", Buffer.from(secret, "utf8"), Buffer.from(runId, "utf8"), "rankscope run key v1", 32)));
+    return new RunKey(
+      runId,
+      Buffer.from(
+        hkdfSync("sha256", Buffer.from(secret, "utf8"), Buffer.from(runId, "utf8"), "rankscope run key v1", 32),
+      ),
+    );
   }
 
   /** The key one sender seals under. */
@@ -144,7 +157,8 @@ export class Opener {
     const senderId = view.toString("hex", 4, 20);
     const seqBig = view.readBigUInt64LE(20);
     const seq = Number(seqBig);
-    if (seq < 1 || !Number.isSafeInteger(seq)) return { ok: false, kind: "unauthenticated", detail: "its sequence number is out of range" };
+    if (seq < 1 || !Number.isSafeInteger(seq))
+      return { ok: false, kind: "unauthenticated", detail: "its sequence number is out of range" };
     const known = this.senders.get(senderId);
     const key = known?.key ?? this.runKey.senderKey(view.subarray(4, 20));
     let plain: Buffer;
@@ -156,15 +170,31 @@ export class Opener {
       const last = decipher.final();
       plain = last.length === 0 ? body : Buffer.concat([body, last]);
     } catch {
-      return { ok: false, kind: "unauthenticated", detail: "its authentication tag does not verify (another run secret, another subject, or altered bytes)" };
+      return {
+        ok: false,
+        kind: "unauthenticated",
+        detail: "its authentication tag does not verify (another run secret, another subject, or altered bytes)",
+      };
     }
     const sealedAt = view.readDoubleLE(28);
     if (!(Math.abs(now - sealedAt) <= MAX_SEAL_AGE_MS)) {
-      return { ok: false, kind: "stale", detail: `it was sealed ${Math.round((now - sealedAt) / 1000)} s from this clock (at most ${MAX_SEAL_AGE_MS / 1000} s either way; are the machines' clocks synchronised?)` };
+      return {
+        ok: false,
+        kind: "stale",
+        detail: `it was sealed ${Math.round((now - sealedAt) / 1000)} s from this clock (at most ${MAX_SEAL_AGE_MS / 1000} s either way; are the machines' clocks synchronised?)`,
+      };
     }
     const state = known ?? this.remember(senderId, key);
     const verdict = this.admit(state, seq);
-    if (verdict !== undefined) return { ok: false, kind: verdict, detail: verdict === "replayed" ? `message ${seq} of this sender was already received` : `message ${seq} is older than the last ${REPLAY_WINDOW} of this sender` };
+    if (verdict !== undefined)
+      return {
+        ok: false,
+        kind: verdict,
+        detail:
+          verdict === "replayed"
+            ? `message ${seq} of this sender was already received`
+            : `message ${seq} is older than the last ${REPLAY_WINDOW} of this sender`,
+      };
     return { ok: true, data: plain, sender: senderId };
   }
 

@@ -36,7 +36,8 @@ const NO_RESPONDERS = 503;
  */
 function inboxPrefixOf(nc: NatsConnection): string | undefined {
   const options: unknown = "options" in nc ? nc.options : undefined;
-  const prefix: unknown = options !== null && typeof options === "object" && "inboxPrefix" in options ? options.inboxPrefix : undefined;
+  const prefix: unknown =
+    options !== null && typeof options === "object" && "inboxPrefix" in options ? options.inboxPrefix : undefined;
   return typeof prefix === "string" && prefix.length > 0 ? prefix : undefined;
 }
 
@@ -84,7 +85,12 @@ export class SealedNats {
       reportIgnored(opened.kind, `a message on NATS subject ${msg.subject} is dropped: ${opened.detail}`);
       return undefined;
     }
-    return { subject: msg.subject, reply: msg.reply === "" ? undefined : msg.reply, data: opened.data, sender: opened.sender };
+    return {
+      subject: msg.subject,
+      reply: msg.reply === "" ? undefined : msg.reply,
+      data: opened.data,
+      sender: opened.sender,
+    };
   }
 
   /**
@@ -115,7 +121,10 @@ export class SealedNats {
           if (opened !== undefined) finish(() => resolve(opened));
         },
       });
-      const timer = setTimeout(() => finish(() => reject(new SealedRequestError(`no answer on ${subject} within ${timeoutMs} ms`))), timeoutMs);
+      const timer = setTimeout(
+        () => finish(() => reject(new SealedRequestError(`no answer on ${subject} within ${timeoutMs} ms`))),
+        timeoutMs,
+      );
       try {
         this.publish(subject, payload, inbox);
       } catch (error) {

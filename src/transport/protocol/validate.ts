@@ -42,7 +42,10 @@ export const MAX_NAMES = 1_000_000;
 /** A problem (counted as `invalidName`) unless `value` is a subject token within bounds. */
 export function nameProblem(what: string, value: unknown): MessageProblem {
   if (isSubjectToken(value)) return undefined;
-  return { kind: "invalidName", detail: `${what} must be 1 to ${MAX_NAME_LENGTH} letters, digits, "_" or "-", got ${shortText(value)}` };
+  return {
+    kind: "invalidName",
+    detail: `${what} must be 1 to ${MAX_NAME_LENGTH} letters, digits, "_" or "-", got ${shortText(value)}`,
+  };
 }
 
 /** A problem unless `value` is a list of at most `MAX_NAMES` subject tokens. */
@@ -74,22 +77,38 @@ export function validateProtocolMessage(m: Record<string, unknown>, from: string
     case "start":
       return isText(m["module"], MAX_PATH) ? undefined : `module must be a path of 1 to ${MAX_PATH} characters`;
     case "call":
-      return !isText(m["fn"], MAX_FN) ? `fn must be a name of 1 to ${MAX_FN} characters` : !Array.isArray(m["args"]) ? "args must be an array" : undefined;
+      return !isText(m["fn"], MAX_FN)
+        ? `fn must be a name of 1 to ${MAX_FN} characters`
+        : !Array.isArray(m["args"])
+          ? "args must be an array"
+          : undefined;
     case "sync":
       return isText(m["marker"], MAX_FN) ? undefined : `marker must be 1 to ${MAX_FN} characters`;
     case "resend":
       return isId(m["seq"]) ? undefined : "seq must be a non-negative integer";
     case "register":
-      if (m["unacked"] !== undefined && !isSeqList(m["unacked"])) return `unacked must be a list of at most ${MAX_ACKED_PER_RANK} answer numbers`;
-      return validateIdentity(m["identity"]) ?? (isId(m["pid"]) && isText(m["host"], 255) ? undefined : "pid and host (1 to 255 characters) are required");
+      if (m["unacked"] !== undefined && !isSeqList(m["unacked"]))
+        return `unacked must be a list of at most ${MAX_ACKED_PER_RANK} answer numbers`;
+      return (
+        validateIdentity(m["identity"]) ??
+        (isId(m["pid"]) && isText(m["host"], 255) ? undefined : "pid and host (1 to 255 characters) are required")
+      );
     case "ack":
       return validateAcks(m["acks"]);
     case "deregister":
-      return nameProblem("rankName", m["rankName"]) ?? (isText(m["reason"], MAX_TEXT) || m["reason"] === "" ? undefined : "reason is required");
+      return (
+        nameProblem("rankName", m["rankName"]) ??
+        (isText(m["reason"], MAX_TEXT) || m["reason"] === "" ? undefined : "reason is required")
+      );
     case "hello":
       return isText(m["controller"], MAX_FN) ? undefined : "controller is required";
     case "registered":
-      return nameProblem("rankName", m["rankName"]) ?? (typeof m["ok"] === "boolean" && (m["error"] === undefined || isText(m["error"], MAX_TEXT)) ? undefined : "ok is required");
+      return (
+        nameProblem("rankName", m["rankName"]) ??
+        (typeof m["ok"] === "boolean" && (m["error"] === undefined || isText(m["error"], MAX_TEXT))
+          ? undefined
+          : "ok is required")
+      );
     case "reply":
       return validateReply(m, from);
     default:
@@ -97,7 +116,16 @@ export function validateProtocolMessage(m: Record<string, unknown>, from: string
   }
 }
 
-const KNOWN_TYPES: ReadonlySet<string> = new Set(["init", "flush", "shutdown", "start", "call", "sync", "resend", "reply"]);
+const KNOWN_TYPES: ReadonlySet<string> = new Set([
+  "init",
+  "flush",
+  "shutdown",
+  "start",
+  "call",
+  "sync",
+  "resend",
+  "reply",
+]);
 
 /** A list of flush-answer numbers, bounded (see `MAX_ACKED_PER_RANK`). */
 function isSeqList(value: unknown): value is number[] {
@@ -112,7 +140,8 @@ function validateAcks(acks: unknown): MessageProblem {
   for (const name of names) {
     const problem = nameProblem("every rank name in acks", name);
     if (problem !== undefined) return problem;
-    if (!isSeqList(acks[name])) return `every rank's acks must be a list of at most ${MAX_ACKED_PER_RANK} answer numbers`;
+    if (!isSeqList(acks[name]))
+      return `every rank's acks must be a list of at most ${MAX_ACKED_PER_RANK} answer numbers`;
   }
   return undefined;
 }
@@ -122,30 +151,47 @@ function validateInit(init: unknown): MessageProblem {
     return "init must carry backends, primaryMetadata and run";
   }
   const run = init["run"];
-  if (!isText(run["runDir"], MAX_PATH) || typeof run["experiment"] !== "string" || typeof run["trial"] !== "string" || !isId(run["resumeStep"])) {
+  if (
+    !isText(run["runDir"], MAX_PATH) ||
+    typeof run["experiment"] !== "string" ||
+    typeof run["trial"] !== "string" ||
+    !isId(run["resumeStep"])
+  ) {
     return "init.run must carry runDir, experiment, trial and resumeStep";
   }
-  return init["hyperparams"] === undefined || isObject(init["hyperparams"]) ? undefined : "init.hyperparams must be an object";
+  return init["hyperparams"] === undefined || isObject(init["hyperparams"])
+    ? undefined
+    : "init.hyperparams must be an object";
 }
 
 function validateReply(m: Record<string, unknown>, from: string): MessageProblem {
   const name = nameProblem("rankName", m["rankName"]);
   if (name !== undefined) return name;
-  if (m["ok"] === false) return isText(m["error"], MAX_TEXT) || m["error"] === "" ? undefined : "a failed reply must carry error";
+  if (m["ok"] === false)
+    return isText(m["error"], MAX_TEXT) || m["error"] === "" ? undefined : "a failed reply must carry error";
   if (m["ok"] !== true) return "ok must be true or false";
   return m["snapshot"] === undefined ? undefined : validateSnapshot(m["snapshot"], from);
 }
 
 function validateIdentity(value: unknown): MessageProblem {
-  if (!isObject(value) || !isId(value["rank"]) || !isId(value["localRank"]) || !isId(value["localWorldSize"]) || value["localWorldSize"] < 1) {
+  if (
+    !isObject(value) ||
+    !isId(value["rank"]) ||
+    !isId(value["localRank"]) ||
+    !isId(value["localWorldSize"]) ||
+    value["localWorldSize"] < 1
+  ) {
     return "identity must carry rank, rankName, processName, localRank and localWorldSize";
   }
-  return nameProblem("identity.rankName", value["rankName"]) ?? nameProblem("identity.processName", value["processName"]);
+  return (
+    nameProblem("identity.rankName", value["rankName"]) ?? nameProblem("identity.processName", value["processName"])
+  );
 }
 
 function validateSnapshot(snapshot: unknown, from: string): MessageProblem {
   if (!isObject(snapshot)) return "snapshot must be an object";
-  if (!isId(snapshot["step"]) || !isId(snapshot["droppedKeyRecords"])) return "snapshot must carry rankName, step and droppedKeyRecords";
+  if (!isId(snapshot["step"]) || !isId(snapshot["droppedKeyRecords"]))
+    return "snapshot must carry rankName, step and droppedKeyRecords";
   const name = nameProblem("snapshot.rankName", snapshot["rankName"]);
   if (name !== undefined) return name;
   if (snapshot["seq"] !== undefined && !isId(snapshot["seq"])) return "snapshot.seq must be a non-negative integer";
@@ -171,13 +217,18 @@ export function keepValidStates(states: unknown, where: string): readonly unknow
   let kept: unknown[] | undefined;
   for (let i = 0; i < list.length; i++) {
     const s = list[i];
-    const problem = isObject(s) ? checker.problem(s["key"], s["reduce"], s["state"]) : { kind: "malformed" as const, problem: "a state must be { key, reduce, state }" };
+    const problem = isObject(s)
+      ? checker.problem(s["key"], s["reduce"], s["state"])
+      : { kind: "malformed" as const, problem: "a state must be { key, reduce, state }" };
     if (problem === undefined) {
       kept?.push(s);
       continue;
     }
     kept ??= list.slice(0, i);
-    reportIgnored(problem.kind, `a state in ${where} (key ${shortText(isObject(s) ? s["key"] : s)}) is left out: ${problem.problem}`);
+    reportIgnored(
+      problem.kind,
+      `a state in ${where} (key ${shortText(isObject(s) ? s["key"] : s)}) is left out: ${problem.problem}`,
+    );
   }
   return kept ?? list;
 }
@@ -193,13 +244,17 @@ export function keepValidStates(states: unknown, where: string): readonly unknow
 export function alertsProblem(holder: Record<string, unknown>, where: string): MessageProblem {
   const alerts = holder["alerts"];
   if (alerts === undefined) return undefined;
-  if (!Array.isArray(alerts) || alerts.length > MAX_QUEUED_ALERTS) return `alerts must be a list of at most ${MAX_QUEUED_ALERTS} alert() calls`;
+  if (!Array.isArray(alerts) || alerts.length > MAX_QUEUED_ALERTS)
+    return `alerts must be a list of at most ${MAX_QUEUED_ALERTS} alert() calls`;
   const list: readonly unknown[] = alerts;
   const kept = list.filter((call) => {
     const problem = alertCallProblem(call);
     if (problem === undefined) return true;
     const kind = typeof problem === "string" ? "malformed" : problem.kind;
-    reportIgnored(kind, `an alert() call in ${where} is left out: ${typeof problem === "string" ? problem : problem.detail}`);
+    reportIgnored(
+      kind,
+      `an alert() call in ${where} is left out: ${typeof problem === "string" ? problem : problem.detail}`,
+    );
     return false;
   });
   if (kept.length === 0) delete holder["alerts"];
@@ -212,9 +267,11 @@ function alertCallProblem(call: unknown): MessageProblem {
   if (!isObject(call)) return "an alert() call must be { title, text, level, at }";
   if (!ALERT_LEVELS.some((l) => l === call["level"])) return `its level must be one of ${ALERT_LEVELS.join(", ")}`;
   if (!isText(call["title"], MAX_ALERT_TITLE)) return `its title must be 1 to ${MAX_ALERT_TITLE} characters`;
-  if (typeof call["text"] !== "string" || call["text"].length > MAX_ALERT_TEXT) return `its text must be at most ${MAX_ALERT_TEXT} characters`;
+  if (typeof call["text"] !== "string" || call["text"].length > MAX_ALERT_TEXT)
+    return `its text must be at most ${MAX_ALERT_TEXT} characters`;
   if (typeof call["at"] !== "number" || !Number.isFinite(call["at"])) return "its time (at) must be a finite number";
-  if (call["rankName"] !== undefined && !isSubjectToken(call["rankName"])) return { kind: "invalidName", detail: `its rankName must be 1 to ${MAX_NAME_LENGTH} letters, digits, "_" or "-"` };
+  if (call["rankName"] !== undefined && !isSubjectToken(call["rankName"]))
+    return { kind: "invalidName", detail: `its rankName must be 1 to ${MAX_NAME_LENGTH} letters, digits, "_" or "-"` };
   const known = new Set(["title", "text", "level", "at", "rankName"]);
   return Object.keys(call).every((k) => known.has(k)) ? undefined : "it carries fields an alert() call does not have";
 }
@@ -243,7 +300,8 @@ const MAX_HOST = 255;
 const isDuration = (v: unknown): v is number => typeof v === "number" && v >= 0 && v <= MAX_TIMING_MS;
 const isTimingName = (v: unknown): v is string => isText(v, MAX_TIMING_NAME);
 const isIdColumn = (v: unknown, n: number): v is number[] => Array.isArray(v) && v.length === n && v.every(isId);
-const isDurationColumn = (v: unknown, n: number): v is number[] => Array.isArray(v) && v.length === n && v.every(isDuration);
+const isDurationColumn = (v: unknown, n: number): v is number[] =>
+  Array.isArray(v) && v.length === n && v.every(isDuration);
 
 /**
  * The shape shared by a rank's tracers (`rows` undefined: one number per field) and a host's
@@ -258,7 +316,14 @@ function tracersProblem(tracers: unknown, rows: number | undefined): MessageProb
   const durations = (v: unknown): boolean => (rows === undefined ? isDuration(v) : isDurationColumn(v, rows));
   const prefixes = new Set<string>();
   for (const t of list) {
-    if (!isObject(t) || !isTimingName(t["prefix"]) || prefixes.has(t["prefix"]) || !counts(t["steps"]) || !durations(t["totalMs"]) || !Array.isArray(t["phases"])) {
+    if (
+      !isObject(t) ||
+      !isTimingName(t["prefix"]) ||
+      prefixes.has(t["prefix"]) ||
+      !counts(t["steps"]) ||
+      !durations(t["totalMs"]) ||
+      !Array.isArray(t["phases"])
+    ) {
       return `every tracer must carry a unique prefix (1 to ${MAX_TIMING_NAME} characters), steps, totalMs (0 to ${MAX_TIMING_MS} ms)${rows === undefined ? "" : " per row"} and phases`;
     }
     prefixes.add(t["prefix"]);
@@ -266,7 +331,14 @@ function tracersProblem(tracers: unknown, rows: number | undefined): MessageProb
     if (phases.length > MAX_TRACER_PHASES) return `a tracer carries more than ${MAX_TRACER_PHASES} phases`;
     const names = new Set<string>();
     for (const p of phases) {
-      if (!isObject(p) || !isTimingName(p["name"]) || names.has(p["name"]) || (p["kind"] !== "phase" && p["kind"] !== "barrier") || !counts(p["count"]) || !durations(p["totalMs"])) {
+      if (
+        !isObject(p) ||
+        !isTimingName(p["name"]) ||
+        names.has(p["name"]) ||
+        (p["kind"] !== "phase" && p["kind"] !== "barrier") ||
+        !counts(p["count"]) ||
+        !durations(p["totalMs"])
+      ) {
         return `every phase must carry a unique name, kind (phase or barrier), count and totalMs${rows === undefined ? "" : " per row"}`;
       }
       names.add(p["name"]);
@@ -277,7 +349,8 @@ function tracersProblem(tracers: unknown, rows: number | undefined): MessageProb
 
 /** What is wrong with a rank's step timings (`RankSnapshot.timing`, a reply or a frame header), or undefined. */
 export function rankTimingProblem(value: unknown): MessageProblem {
-  if (!isObject(value) || !isId(value["rank"]) || !isText(value["host"], MAX_HOST)) return `timing must carry rank and host (1 to ${MAX_HOST} characters)`;
+  if (!isObject(value) || !isId(value["rank"]) || !isText(value["host"], MAX_HOST))
+    return `timing must carry rank and host (1 to ${MAX_HOST} characters)`;
   return tracersProblem(value["tracers"], undefined);
 }
 
@@ -292,8 +365,10 @@ export function hostTimingProblem(value: unknown, members: number): MessageProbl
   const n = rows.length;
   for (let i = 0; i < n; i++) {
     const row = rows[i];
-    if (!isId(row) || row >= members || (i > 0 && row <= Number(rows[i - 1]))) return "timing.rows must be increasing indexes of the answer's rank list";
+    if (!isId(row) || row >= members || (i > 0 && row <= Number(rows[i - 1])))
+      return "timing.rows must be increasing indexes of the answer's rank list";
   }
-  if (!isIdColumn(value["ranks"], n) || !isDurationColumn(value["arrivalMs"], n)) return "timing.ranks and timing.arrivalMs must have one number per row";
+  if (!isIdColumn(value["ranks"], n) || !isDurationColumn(value["arrivalMs"], n))
+    return "timing.ranks and timing.arrivalMs must have one number per row";
   return tracersProblem(value["tracers"], n);
 }

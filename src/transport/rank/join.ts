@@ -98,7 +98,10 @@ function joinText(option: string, env: string, given: string | undefined): strin
 
 /** A rank-numbering setting: the option, else its torchrun-style environment variable (one resolver for both). */
 function rankNumber(option: string, env: string, given: number | undefined): number | undefined {
-  return resolveSetting<number | undefined>({ owner: "joinRun", option, env, kind: integerKind(0), fallback: undefined }, given);
+  return resolveSetting<number | undefined>(
+    { owner: "joinRun", option, env, kind: integerKind(0), fallback: undefined },
+    given,
+  );
 }
 
 function identityFrom(options: JoinRunOptions): RankIdentity {
@@ -106,7 +109,8 @@ function identityFrom(options: JoinRunOptions): RankIdentity {
   const rank = rankNumber("rank", "RANK", options.rank) ?? 0;
   const localRank = rankNumber("localRank", "LOCAL_RANK", options.localRank) ?? rank;
   const localWorldSize = rankNumber("localWorldSize", "LOCAL_WORLD_SIZE", options.localWorldSize) ?? localRank + 1;
-  const replicaId = joinText("replicaId", "RANKSCOPE_REPLICA_ID", options.replicaId) ?? shortId(`${hostname()}:${rank - localRank}`);
+  const replicaId =
+    joinText("replicaId", "RANKSCOPE_REPLICA_ID", options.replicaId) ?? shortId(`${hostname()}:${rank - localRank}`);
   const rankName = options.rankName ?? rankNameFor(processName, replicaId, localRank);
   return checkIdentity({ rank, rankName, processName, localRank, localWorldSize });
 }
@@ -132,7 +136,8 @@ export function joinRun(options: JoinRunOptions = {}): Promise<RankConnection> {
 async function join(options: JoinRunOptions, forget: () => void): Promise<RankConnection> {
   const assigned = readAssignment();
   const identity = assigned !== undefined ? checkIdentity(assigned.identity) : identityFrom(options);
-  const natsUrl = assigned !== undefined ? assigned.natsUrl : joinText("natsUrl", "RANKSCOPE_NATS_URL", options.natsUrl);
+  const natsUrl =
+    assigned !== undefined ? assigned.natsUrl : joinText("natsUrl", "RANKSCOPE_NATS_URL", options.natsUrl);
   const carrier = assigned?.carrier ?? (natsUrl !== undefined ? "nats" : undefined);
   if (carrier === undefined) {
     throw new Error(
@@ -141,9 +146,21 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
     );
   }
   const runId = assigned?.runId ?? joinText("runId", "RANKSCOPE_RUN_ID", options.runId);
-  if (runId === undefined) throw new Error(`joinRun(): a run id is needed with natsUrl ${redactUrlCredentials(natsUrl ?? "")}: pass { runId } or set RANKSCOPE_RUN_ID to the controller's runId`);
+  if (runId === undefined)
+    throw new Error(
+      `joinRun(): a run id is needed with natsUrl ${redactUrlCredentials(natsUrl ?? "")}: pass { runId } or set RANKSCOPE_RUN_ID to the controller's runId`,
+    );
   assertSubjectToken("runId", runId);
-  const joinDeadlineMs = resolveSetting({ owner: "joinRun", option: "joinDeadlineMs", env: "RANKSCOPE_JOIN_DEADLINE_MS", kind: integerKind(1), fallback: 30_000 }, options.joinDeadlineMs);
+  const joinDeadlineMs = resolveSetting(
+    {
+      owner: "joinRun",
+      option: "joinDeadlineMs",
+      env: "RANKSCOPE_JOIN_DEADLINE_MS",
+      kind: integerKind(1),
+      fallback: 30_000,
+    },
+    options.joinDeadlineMs,
+  );
 
   setCurrentRank(identity);
   const runtime = new RankRuntime(identity, getCollector());
@@ -164,22 +181,48 @@ async function join(options: JoinRunOptions, forget: () => void): Promise<RankCo
 }
 
 /** Join over NATS: the rank's credentials and run secret, and its host agent's subjects when it has a host id. */
-async function joinNats(agent: RankAgent, natsUrl: string | undefined, runId: string, joinDeadlineMs: number, assignedSecret: string | undefined, options: JoinRunOptions): Promise<(reason: string) => Promise<void>> {
+async function joinNats(
+  agent: RankAgent,
+  natsUrl: string | undefined,
+  runId: string,
+  joinDeadlineMs: number,
+  assignedSecret: string | undefined,
+  options: JoinRunOptions,
+): Promise<(reason: string) => Promise<void>> {
   if (natsUrl === undefined) throw new Error("joinRun(): carrier nats needs a natsUrl");
-  const [{ joinOverNats }, { resolveNatsAuth }] = await Promise.all([import("./nats.js"), import("../protocol/nats-auth.js")]);
+  const [{ joinOverNats }, { resolveNatsAuth }] = await Promise.all([
+    import("./nats.js"),
+    import("../protocol/nats-auth.js"),
+  ]);
   const auth = resolveNatsAuth("joinRun", natsUrl, options.natsAuth);
   // Scale edit: with a host id, the rank joins its host agent's subjects (docs/scale.md).
   const hostId = joinText("hostId", "RANKSCOPE_HOST_ID", options.hostId);
   if (hostId !== undefined && hostId !== "") assertSubjectToken("hostId", hostId);
   const runSecret = assignedSecret ?? resolveSetting(runSecretSetting("joinRun"), options.runSecret);
   if (runSecret === undefined) {
-    throw new Error(`joinRun(): run ${runId}'s messages are sealed with its run secret: pass { runSecret } or set RANKSCOPE_RUN_SECRET to the controller's (its runSecret option or RANKSCOPE_RUN_SECRET)`);
+    throw new Error(
+      `joinRun(): run ${runId}'s messages are sealed with its run secret: pass { runSecret } or set RANKSCOPE_RUN_SECRET to the controller's (its runSecret option or RANKSCOPE_RUN_SECRET)`,
+    );
   }
-  return joinOverNats(agent, { url: auth.url, auth, runId, joinDeadlineMs, runSecret, ...(hostId === undefined || hostId === "" ? {} : { scope: hostId }) });
+  return joinOverNats(agent, {
+    url: auth.url,
+    auth,
+    runId,
+    joinDeadlineMs,
+    runSecret,
+    ...(hostId === undefined || hostId === "" ? {} : { scope: hostId }),
+  });
 }
 
 /** The joined rank's connection: leaving (once) finishes its per-rank backends, then leaves the carrier. */
-function connectionOf(identity: RankIdentity, runId: string, carrier: RankConnection["carrier"], runtime: RankRuntime, leave: (reason: string) => Promise<void>, forget: () => void): RankConnection {
+function connectionOf(
+  identity: RankIdentity,
+  runId: string,
+  carrier: RankConnection["carrier"],
+  runtime: RankRuntime,
+  leave: (reason: string) => Promise<void>,
+  forget: () => void,
+): RankConnection {
   let left = false;
   let markClosed: (reason: string) => void = () => undefined;
   const closed = new Promise<string>((resolve) => (markClosed = resolve));
@@ -195,7 +238,10 @@ function connectionOf(identity: RankIdentity, runId: string, carrier: RankConnec
       try {
         await runtime.shutdown();
       } catch (error) {
-        reportError("rank.shutdown", `rank ${identity.rankName}: finishing per-rank backends failed: ${describeError(error)}`);
+        reportError(
+          "rank.shutdown",
+          `rank ${identity.rankName}: finishing per-rank backends failed: ${describeError(error)}`,
+        );
       }
       await leave(reason);
       markClosed(reason);
@@ -223,9 +269,25 @@ const originsKind: SettingKind<readonly string[]> = {
  * with and those of `options.modules`; over a worker's port or IPC (the channel of the process that
  * started it) per-rank configs are taken as sent, over NATS only to allowed destinations.
  */
-function policyFor(carrier: RankConnection["carrier"], assignedModule: string | undefined, options: JoinRunOptions): RankPolicy {
-  const modules = [...(assignedModule === undefined ? [] : [moduleUrl(assignedModule)]), ...(options.modules ?? []).map((m) => moduleUrl(m))];
-  const destinations = resolveSetting({ owner: "joinRun", option: "allowedDestinations", env: "RANKSCOPE_ALLOWED_DESTINATIONS", kind: originsKind, fallback: [] }, options.allowedDestinations);
+function policyFor(
+  carrier: RankConnection["carrier"],
+  assignedModule: string | undefined,
+  options: JoinRunOptions,
+): RankPolicy {
+  const modules = [
+    ...(assignedModule === undefined ? [] : [moduleUrl(assignedModule)]),
+    ...(options.modules ?? []).map((m) => moduleUrl(m)),
+  ];
+  const destinations = resolveSetting(
+    {
+      owner: "joinRun",
+      option: "allowedDestinations",
+      env: "RANKSCOPE_ALLOWED_DESTINATIONS",
+      kind: originsKind,
+      fallback: [],
+    },
+    options.allowedDestinations,
+  );
   return { modules, trustInit: carrier !== "nats", destinations };
 }
 
@@ -250,7 +312,8 @@ function joinOverPort(agent: RankAgent): (reason: string) => Promise<void> {
 }
 
 function joinOverIpc(agent: RankAgent): (reason: string) => Promise<void> {
-  if (process.send === undefined) throw new Error("joinRun(): carrier ipc needs a process started by spawnRanks (it has no IPC channel)");
+  if (process.send === undefined)
+    throw new Error("joinRun(): carrier ipc needs a process started by spawnRanks (it has no IPC channel)");
   const send = (text: string): void => {
     if (process.connected) process.send?.(text);
   };

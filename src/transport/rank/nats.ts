@@ -14,7 +14,14 @@ import { RunKey } from "../protocol/seal.js";
 import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
 import { backoffDelay, sleep } from "../../core/retry.js";
 import { subjects } from "../protocol/nats.js";
-import { isNatsAuthError, natsConnectError, natsConnectionOptions, reportNatsRefusals, resolveNatsAuth, type NatsAuth } from "../protocol/nats-auth.js";
+import {
+  isNatsAuthError,
+  natsConnectError,
+  natsConnectionOptions,
+  reportNatsRefusals,
+  resolveNatsAuth,
+  type NatsAuth,
+} from "../protocol/nats-auth.js";
 import type { RankAgent } from "./rank-agent.js";
 
 /** Waits between a joining rank's tries (jittered, so ranks started together spread out). */
@@ -41,7 +48,10 @@ interface NatsJoinOptions {
  * The rank's side: connect, listen on this rank's subject and the run's flush subject, register
  * (retrying until the controller answers or the deadline passes). Returns the function that leaves.
  */
-export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): Promise<(reason: string) => Promise<void>> {
+export async function joinOverNats(
+  agent: RankAgent,
+  options: NatsJoinOptions,
+): Promise<(reason: string) => Promise<void>> {
   const { runId, joinDeadlineMs } = options;
   const auth = options.auth ?? resolveNatsAuth("joinRun", options.url);
   const client = { name: `rankscope-${runId}-${agent.rankName}`, runId, role: "rank", timeoutMs: 2000 } as const;
@@ -49,16 +59,25 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
   let tries = 0;
   // Waits between tries use the one backoff (jittered); the sleep is ref'd, so a retrying rank's
   // process stays alive. The first join is bounded by the join deadline.
-  const pause = (): Promise<void> => sleep(Math.min(backoffDelay(tries++, JOIN_BACKOFF), Math.max(0, deadline - Date.now())));
+  const pause = (): Promise<void> =>
+    sleep(Math.min(backoffDelay(tries++, JOIN_BACKOFF), Math.max(0, deadline - Date.now())));
   const { conn, lastError } = await connectUntil(auth, client, deadline, joinDeadlineMs, pause);
   reportNatsRefusals(conn, client);
-  const rank = new NatsRank(agent, conn, new SealedNats(conn, RunKey.derive(options.runSecret, runId)), runId, subjects(runId, options.scope));
+  const rank = new NatsRank(
+    agent,
+    conn,
+    new SealedNats(conn, RunKey.derive(options.runSecret, runId)),
+    runId,
+    subjects(runId, options.scope),
+  );
   rank.lastError = lastError;
   for (;;) {
     const remaining = deadline - Date.now();
     if (remaining <= 0) {
       await conn.close();
-      throw new Error(`joinRun(): no controller of run ${runId} answered on NATS at ${auth.url} within ${joinDeadlineMs} ms (${describeError(rank.lastError)}); is the controller serving ranks (serveRanksOverNats) with this run id?`);
+      throw new Error(
+        `joinRun(): no controller of run ${runId} answered on NATS at ${auth.url} within ${joinDeadlineMs} ms (${describeError(rank.lastError)}); is the controller serving ranks (serveRanksOverNats) with this run id?`,
+      );
     }
     const result = await rank.attempt(remaining);
     if (result.outcome === "ok") break;
@@ -76,11 +95,22 @@ export async function joinOverNats(agent: RankAgent, options: NatsJoinOptions): 
  * Connect to NATS, trying again (with `pause` between tries) until `deadline`; refused credentials
  * fail at once. Returns the connection and why the last failed try failed (undefined if none did).
  */
-async function connectUntil(auth: NatsAuth, client: NatsClientName, deadline: number, joinDeadlineMs: number, pause: () => Promise<void>): Promise<{ conn: NatsConnection; lastError: unknown }> {
+async function connectUntil(
+  auth: NatsAuth,
+  client: NatsClientName,
+  deadline: number,
+  joinDeadlineMs: number,
+  pause: () => Promise<void>,
+): Promise<{ conn: NatsConnection; lastError: unknown }> {
   let lastError: unknown;
   for (;;) {
     try {
-      return { conn: await connect(natsConnectionOptions(auth, { ...client, timeoutMs: Math.max(100, Math.min(2000, deadline - Date.now())) })), lastError };
+      return {
+        conn: await connect(
+          natsConnectionOptions(auth, { ...client, timeoutMs: Math.max(100, Math.min(2000, deadline - Date.now())) }),
+        ),
+        lastError,
+      };
     } catch (error) {
       lastError = error;
       // Refused credentials stay refused: say so now rather than at the deadline.
@@ -91,7 +121,12 @@ async function connectUntil(auth: NatsAuth, client: NatsClientName, deadline: nu
   }
 }
 
-type NatsClientName = { readonly name: string; readonly runId: string; readonly role: "rank"; readonly timeoutMs: number };
+type NatsClientName = {
+  readonly name: string;
+  readonly runId: string;
+  readonly role: "rank";
+  readonly timeoutMs: number;
+};
 
 /** A registration attempt's outcome: "ok", "refused" (with the controller's reason), or "retry" (no controller answered yet). */
 type Registered = { outcome: "ok" | "retry" } | { outcome: "refused"; error: string };
@@ -125,11 +160,15 @@ class NatsRank {
       // Built at each try: it lists the answers no controller acknowledged yet (a new controller asks
       // for them), once the answers being made are kept.
       if (!(await agent.answersSettled(ANSWERS_SETTLE_MS))) {
-        warn(`rank.answersUnsettled:${agent.rankName}`, `rank ${agent.rankName}: a flush answer was still being made ${ANSWERS_SETTLE_MS} ms into a registration; the registration goes without it, so if its controller is gone its values may be lost (the rank reports it if it is never acknowledged)`);
+        warn(
+          `rank.answersUnsettled:${agent.rankName}`,
+          `rank ${agent.rankName}: a flush answer was still being made ${ANSWERS_SETTLE_MS} ms into a registration; the registration goes without it, so if its controller is gone its values may be lost (the rank reports it if it is never acknowledged)`,
+        );
       }
       const answer = await this.sealed.request(s.register, agent.registerMessage(), timeoutMs);
       const message = decodeProtocolMessage(this.runId, answer.data, `NATS subject ${s.register}`);
-      if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName) return { outcome: "retry" };
+      if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName)
+        return { outcome: "retry" };
       return message.ok ? { outcome: "ok" } : { outcome: "refused", error: message.error ?? "no reason given" };
     } catch (error) {
       // No controller yet (no responders), a timeout, or the connection is closing.
@@ -164,7 +203,10 @@ class NatsRank {
         const result = await this.attempt(10_000);
         if (result.outcome === "ok") return;
         if (result.outcome === "refused") {
-          warn(`rank.refused:${this.agent.rankName}`, `rank ${this.agent.rankName} registered again (${why}) and the controller refused it: ${result.error}; trying again`);
+          warn(
+            `rank.refused:${this.agent.rankName}`,
+            `rank ${this.agent.rankName} registered again (${why}) and the controller refused it: ${result.error}; trying again`,
+          );
         }
         await sleep(backoffDelay(again++, REJOIN_BACKOFF));
       }

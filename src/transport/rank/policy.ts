@@ -61,8 +61,11 @@ export function allowedModule(policy: RankPolicy, requested: string, rankName: s
     url = undefined;
   }
   if (url !== undefined && policy.modules.includes(url)) return url;
-  const allowed = policy.modules.length === 0 ? "none (pass joinRun({ modules }) to allow one)" : policy.modules.join(", ");
-  return refuse(`rank ${rankName} was asked to import ${JSON.stringify(requested.slice(0, 200))}, which it was not given at its start (allowed: ${allowed})`);
+  const allowed =
+    policy.modules.length === 0 ? "none (pass joinRun({ modules }) to allow one)" : policy.modules.join(", ");
+  return refuse(
+    `rank ${rankName} was asked to import ${JSON.stringify(requested.slice(0, 200))}, which it was not given at its start (allowed: ${allowed})`,
+  );
 }
 
 /**
@@ -72,10 +75,17 @@ export function allowedModule(policy: RankPolicy, requested: string, rankName: s
  * directory, which must itself be an absolute path without `..`. Throws `RefusedRequestError`
  * (counted) naming the option and how to allow it.
  */
-export function checkWireBackends(validated: readonly ValidatedBackend[], runDir: string, policy: RankPolicy, rankName: string): void {
+export function checkWireBackends(
+  validated: readonly ValidatedBackend[],
+  runDir: string,
+  policy: RankPolicy,
+  rankName: string,
+): void {
   if (policy.trustInit) return;
   if (!isAbsolute(runDir) || resolve(runDir) !== runDir.replace(/[/\\]+$/, "")) {
-    refuse(`rank ${rankName} was sent run directory ${JSON.stringify(runDir.slice(0, 200))}; over NATS it must be an absolute path without "." or ".." segments`);
+    refuse(
+      `rank ${rankName} was sent run directory ${JSON.stringify(runDir.slice(0, 200))}; over NATS it must be an absolute path without "." or ".." segments`,
+    );
   }
   for (const backend of validated) {
     for (const option of backend.registration.destinationOptions ?? []) {
@@ -91,8 +101,14 @@ export function checkWireBackends(validated: readonly ValidatedBackend[], runDir
     for (const option of backend.registration.pathOptions ?? []) {
       const value = backend.options[option];
       if (value === undefined) continue;
-      const inside = typeof value === "string" && !isAbsolute(value) && relative(runDir, resolve(runDir, value)).split(sep)[0] !== "..";
-      if (!inside) refuse(`rank ${rankName} was sent backend "${backend.name}" with ${option} ${JSON.stringify(String(value).slice(0, 200))}; from the wire a rank writes only inside the run directory (a relative path without "..")`);
+      const inside =
+        typeof value === "string" &&
+        !isAbsolute(value) &&
+        relative(runDir, resolve(runDir, value)).split(sep)[0] !== "..";
+      if (!inside)
+        refuse(
+          `rank ${rankName} was sent backend "${backend.name}" with ${option} ${JSON.stringify(String(value).slice(0, 200))}; from the wire a rank writes only inside the run directory (a relative path without "..")`,
+        );
     }
   }
 }

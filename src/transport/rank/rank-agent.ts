@@ -11,8 +11,22 @@ import { allowedModule, checkWireBackends, type RankPolicy } from "./policy.js";
 import type { RankSnapshot } from "../../pipeline/rank-handle.js";
 import type { RankTiming } from "../../core/step-timing.js";
 import type { RankRuntime } from "../../pipeline/runtime.js";
-import { decodeProtocolMessage, encodeProtocolMessage, PROTOCOL_VERSION, reportIgnored, type ControllerRequest, type RankMessage } from "../protocol/messages.js";
-import { frameKeyStates, StateDecoder, StateEncoder, WIRE_VERSION, type FrameHeader, type KeyTable } from "../wire/codec.js";
+import {
+  decodeProtocolMessage,
+  encodeProtocolMessage,
+  PROTOCOL_VERSION,
+  reportIgnored,
+  type ControllerRequest,
+  type RankMessage,
+} from "../protocol/messages.js";
+import {
+  frameKeyStates,
+  StateDecoder,
+  StateEncoder,
+  WIRE_VERSION,
+  type FrameHeader,
+  type KeyTable,
+} from "../wire/codec.js";
 
 /** Sends one encoded message; the carrier decides where (a port, IPC, a NATS reply subject). */
 export type SendText = (text: string) => void;
@@ -115,7 +129,13 @@ export class RankAgent {
    */
   registerMessage(): string {
     const unacked = this.unacknowledged();
-    return this.encode({ t: "register", identity: this.options.runtime.identity, pid: process.pid, host: hostname(), ...(unacked.length > 0 ? { unacked } : {}) });
+    return this.encode({
+      t: "register",
+      identity: this.options.runtime.identity,
+      pid: process.pid,
+      host: hostname(),
+      ...(unacked.length > 0 ? { unacked } : {}),
+    });
   }
 
   /**
@@ -165,13 +185,24 @@ export class RankAgent {
       return;
     }
     if (message.t === "register" || message.t === "deregister" || message.t === "reply" || message.t === "registered") {
-      reportIgnored("malformed", `rank ${this.rankName} received a "${message.t}" message, which only the controller takes`);
+      reportIgnored(
+        "malformed",
+        `rank ${this.rankName} received a "${message.t}" message, which only the controller takes`,
+      );
       return;
     }
     const request: ControllerRequest = message;
     if (request.t === "flush" && this.holding) {
       this.heldFlushes++;
-      reply(this.encode({ t: "reply", id: request.id, rankName: this.rankName, ok: true, snapshot: this.heldSnapshot(request.step) }));
+      reply(
+        this.encode({
+          t: "reply",
+          id: request.id,
+          rankName: this.rankName,
+          ok: true,
+          snapshot: this.heldSnapshot(request.step),
+        }),
+      );
       return;
     }
     if (request.t !== "flush") {
@@ -188,16 +219,27 @@ export class RankAgent {
   private async respond(request: ControllerRequest, reply: SendText, replyFrame: SendFrame | undefined): Promise<void> {
     let answer: RankMessage | Uint8Array;
     try {
-      answer = replyFrame !== undefined && request.t === "flush" && request.wire === WIRE_VERSION ? await this.flushFrame(request) : await this.answer(request);
+      answer =
+        replyFrame !== undefined && request.t === "flush" && request.wire === WIRE_VERSION
+          ? await this.flushFrame(request)
+          : await this.answer(request);
     } catch (error) {
       answer = { t: "reply", id: request.id, rankName: this.rankName, ok: false, error: describeError(error) };
     }
     try {
-      const frame = answer instanceof Uint8Array ? answer : replyFrame !== undefined && request.t === "flush" ? this.frameOf(request, answer) : undefined;
+      const frame =
+        answer instanceof Uint8Array
+          ? answer
+          : replyFrame !== undefined && request.t === "flush"
+            ? this.frameOf(request, answer)
+            : undefined;
       if (frame !== undefined && replyFrame !== undefined) replyFrame(frame);
       else if (!(answer instanceof Uint8Array)) reply(this.encode(answer));
     } catch (error) {
-      reportError("transport.replyFailed", `rank ${this.rankName} could not answer "${request.t}": ${describeError(error)}`);
+      reportError(
+        "transport.replyFailed",
+        `rank ${this.rankName} could not answer "${request.t}": ${describeError(error)}`,
+      );
     }
     if (request.t === "shutdown" && !this.shuttingDown) {
       this.shuttingDown = true;
@@ -211,7 +253,9 @@ export class RankAgent {
     switch (request.t) {
       case "init": {
         const policy = this.options.policy ?? NOTHING_ALLOWED;
-        await runtime.init(request.init, (validated) => checkWireBackends(validated, request.init.run.runDir, policy, this.rankName));
+        await runtime.init(request.init, (validated) =>
+          checkWireBackends(validated, request.init.run.runDir, policy, this.rankName),
+        );
         return ok;
       }
       case "flush": {
@@ -221,7 +265,10 @@ export class RankAgent {
       }
       case "resend": {
         const kept = this.kept.find((s) => s.seq === request.seq);
-        if (kept === undefined) throw new Error(`flush answer ${request.seq} is no longer kept (a rank keeps its last ${KEPT_FLUSH_ANSWERS})`);
+        if (kept === undefined)
+          throw new Error(
+            `flush answer ${request.seq} is no longer kept (a rank keeps its last ${KEPT_FLUSH_ANSWERS})`,
+          );
         return { ...ok, snapshot: "bytes" in kept ? this.snapshotOf(kept) : kept };
       }
       case "shutdown":
@@ -237,7 +284,9 @@ export class RankAgent {
         const fn = this.module[request.fn];
         if (typeof fn !== "function") {
           const available = Object.keys(this.module).filter((k) => typeof this.module[k] === "function");
-          throw new Error(`the rank module exports no function "${request.fn}"; it exports: ${available.join(", ") || "(none)"}`);
+          throw new Error(
+            `the rank module exports no function "${request.fn}"; it exports: ${available.join(", ") || "(none)"}`,
+          );
         }
         const result: unknown = await (fn as (...args: unknown[]) => unknown)(...request.args);
         return result === undefined ? ok : { ...ok, result };
@@ -258,13 +307,27 @@ export class RankAgent {
     let seq = 0;
     const flushed = await this.options.runtime.flushFrame(request.step, undefined, (entries, dropped, timing) => {
       // Numbered when taken (synchronously), as the JSON answers are.
-      const frame = encoder.encodeTaking(this.frameHeader(request.id, request.step, this.seq + 1, dropped, timing), entries);
+      const frame = encoder.encodeTaking(
+        this.frameHeader(request.id, request.step, this.seq + 1, dropped, timing),
+        entries,
+      );
       seq = ++this.seq;
       return frame;
     });
     if ("bytes" in flushed) {
       const timing = flushed.timing;
-      this.keep({ seq, step: flushed.step, droppedKeyRecords: flushed.droppedKeyRecords, bytes: flushed.bytes, table: encoder.table, stateCount: encoder.lastFrameStates, ...(timing === undefined ? {} : { timing }) }, encoder.lastFrameStates);
+      this.keep(
+        {
+          seq,
+          step: flushed.step,
+          droppedKeyRecords: flushed.droppedKeyRecords,
+          bytes: flushed.bytes,
+          table: encoder.table,
+          stateCount: encoder.lastFrameStates,
+          ...(timing === undefined ? {} : { timing }),
+        },
+        encoder.lastFrameStates,
+      );
       return flushed.bytes;
     }
     const snapshot: RankSnapshot = { ...flushed, seq: ++this.seq };
@@ -300,7 +363,14 @@ export class RankAgent {
   /** A kept frame as the snapshot it stands for (read with the key table it was written with). */
   private snapshotOf(kept: KeptFrame): RankSnapshot {
     const states = frameKeyStates(StateDecoder.holding(kept.table).decode(kept.bytes));
-    return { rankName: this.rankName, step: kept.step, seq: kept.seq, states, droppedKeyRecords: kept.droppedKeyRecords, ...(kept.timing === undefined ? {} : { timing: kept.timing }) };
+    return {
+      rankName: this.rankName,
+      step: kept.step,
+      seq: kept.seq,
+      states,
+      droppedKeyRecords: kept.droppedKeyRecords,
+      ...(kept.timing === undefined ? {} : { timing: kept.timing }),
+    };
   }
 
   /** The key-table encoder of this rank's frames, reset when the request asks this rank to resync. */
@@ -313,8 +383,26 @@ export class RankAgent {
     return this.frameEncoder;
   }
 
-  private frameHeader(id: number, step: number, seq: number, dropped: number, timing: RankTiming | undefined): Omit<FrameHeader, "session"> {
-    return { proto: "rankscope", v: PROTOCOL_VERSION, run: this.options.runId, t: "reply", id, rankName: this.rankName, ok: true, step, seq, dropped, ...(timing === undefined ? {} : { timing }) };
+  private frameHeader(
+    id: number,
+    step: number,
+    seq: number,
+    dropped: number,
+    timing: RankTiming | undefined,
+  ): Omit<FrameHeader, "session"> {
+    return {
+      proto: "rankscope",
+      v: PROTOCOL_VERSION,
+      run: this.options.runId,
+      t: "reply",
+      id,
+      rankName: this.rankName,
+      ok: true,
+      step,
+      seq,
+      dropped,
+      ...(timing === undefined ? {} : { timing }),
+    };
   }
 
   /**
@@ -322,12 +410,20 @@ export class RankAgent {
    * (answer in JSON) otherwise, for off-cycle logs, or when a key cannot be framed.
    */
   private frameOf(request: FlushRequest, answer: RankMessage): Uint8Array | undefined {
-    if (request.wire !== WIRE_VERSION || answer.t !== "reply" || !answer.ok || answer.snapshot === undefined) return undefined;
+    if (request.wire !== WIRE_VERSION || answer.t !== "reply" || !answer.ok || answer.snapshot === undefined)
+      return undefined;
     const snapshot = answer.snapshot;
-    if ((snapshot.offCycle !== undefined && snapshot.offCycle.length > 0) || (snapshot.alerts !== undefined && snapshot.alerts.length > 0)) return undefined;
+    if (
+      (snapshot.offCycle !== undefined && snapshot.offCycle.length > 0) ||
+      (snapshot.alerts !== undefined && snapshot.alerts.length > 0)
+    )
+      return undefined;
     const encoder = this.encoderFor(request);
     try {
-      return encoder.encode(this.frameHeader(answer.id, snapshot.step, snapshot.seq ?? 0, snapshot.droppedKeyRecords, snapshot.timing), snapshot.states);
+      return encoder.encode(
+        this.frameHeader(answer.id, snapshot.step, snapshot.seq ?? 0, snapshot.droppedKeyRecords, snapshot.timing),
+        snapshot.states,
+      );
     } catch {
       // A key too long for the frame's length fields: this answer goes as JSON, which carries any key.
       return undefined;

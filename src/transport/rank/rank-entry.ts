@@ -20,13 +20,17 @@ try {
     await import(assignment.module);
   }
 } catch (error) {
-  process.stderr.write(`[rankscope] rank ${assignment?.identity.rankName ?? "?"}: its module failed to load: ${describeError(error)}\n`);
+  process.stderr.write(
+    `[rankscope] rank ${assignment?.identity.rankName ?? "?"}: its module failed to load: ${describeError(error)}\n`,
+  );
   process.exit(1);
 }
 
 try {
   await joinRun();
 } catch (error) {
-  process.stderr.write(`[rankscope] rank ${assignment?.identity.rankName ?? "?"} could not join the run: ${describeError(error)}\n`);
+  process.stderr.write(
+    `[rankscope] rank ${assignment?.identity.rankName ?? "?"} could not join the run: ${describeError(error)}\n`,
+  );
   process.exit(1);
 }

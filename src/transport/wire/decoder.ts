@@ -7,7 +7,22 @@ import { decodeMessage } from "../../core/json.js";
 import type { AccumulatorState } from "../../core/reduce.js";
 import { readSketches } from "./sketch.js";
 import { keyNameProblem, ReceivedStates, reduceNameProblem } from "../../core/key-state-check.js";
-import { FIXED, FLAG_F64_COUNTS, FLAG_U32_IDS, isWireFrame, pad8, parseHeader, SectionKind, sectionKindForReduce, sectionKindOf, utf8Decoder, WIRE_VERSION, WireFormatError, type FrameHeader, type KeyTable } from "./format.js";
+import {
+  FIXED,
+  FLAG_F64_COUNTS,
+  FLAG_U32_IDS,
+  isWireFrame,
+  pad8,
+  parseHeader,
+  SectionKind,
+  sectionKindForReduce,
+  sectionKindOf,
+  utf8Decoder,
+  WIRE_VERSION,
+  WireFormatError,
+  type FrameHeader,
+  type KeyTable,
+} from "./format.js";
 import { describeError } from "../../core/diagnostics.js";
 
 /** One decoded frame: its header and its states, in columns. */
@@ -40,7 +55,14 @@ export interface DecodedSection {
 const EMPTY_F64: Float64Array<ArrayBufferLike> = new Float64Array(0);
 
 function isAccumulatorState(value: unknown): value is AccumulatorState {
-  return value !== null && typeof value === "object" && "v" in value && "count" in value && typeof value.v === "number" && typeof value.count === "number";
+  return (
+    value !== null &&
+    typeof value === "object" &&
+    "v" in value &&
+    "count" in value &&
+    typeof value.v === "number" &&
+    typeof value.count === "number"
+  );
 }
 
 /** The receiver's side of one connection: the sender's key table, and frame decoding. */
@@ -115,7 +137,11 @@ export class StateDecoder {
       const id = rawIds[i] ?? 0;
       if (id >= this.keyList.length) continue;
       const problem = checker.problem(this.keyList[id], this.reduceList[id], states[i]);
-      if (problem !== undefined) throw new WireFormatError(`the state of "${this.keyList[id] ?? ""}" is refused: ${problem.problem}`, problem.kind);
+      if (problem !== undefined)
+        throw new WireFormatError(
+          `the state of "${this.keyList[id] ?? ""}" is refused: ${problem.problem}`,
+          problem.kind,
+        );
     }
   }
 
@@ -123,7 +149,8 @@ export class StateDecoder {
     const cursor = FrameCursor.over(data);
     const { view } = cursor;
     const version = view.getUint8(4);
-    if (version !== WIRE_VERSION) throw new WireFormatError(`wire version ${version}; this process reads version ${WIRE_VERSION}`);
+    if (version !== WIRE_VERSION)
+      throw new WireFormatError(`wire version ${version}; this process reads version ${WIRE_VERSION}`);
     const flags = view.getUint8(5);
     const sectionCount = view.getUint16(6, true);
     const base = view.getUint32(8, true);
@@ -149,7 +176,8 @@ export class StateDecoder {
       unknownKeys += raw.rawIds.length - known.ids.length;
       sections.push(known);
     }
-    if (cursor.offset !== cursor.end) throw new WireFormatError(`the frame is ${cursor.end} bytes but its sections end at byte ${cursor.offset}`);
+    if (cursor.offset !== cursor.end)
+      throw new WireFormatError(`the frame is ${cursor.end} bytes but its sections end at byte ${cursor.offset}`);
     const table: KeyTable = { session: header.session, keys: this.keyList, reduces: this.reduceList };
     return { header, sections, table, unknownKeys, stateCount, tableGap: tableGap || unknownKeys > 0 };
   }
@@ -174,7 +202,9 @@ export class StateDecoder {
     const keys = this.keyList;
     if (base > keys.length) return true;
     if (base + definitions.length > this.maxKeys) {
-      throw new WireFormatError(`the sender's key table would hold ${base + definitions.length} keys; this receiver holds at most ${this.maxKeys} per sender (RANKSCOPE_MAX_KEYS)`);
+      throw new WireFormatError(
+        `the sender's key table would hold ${base + definitions.length} keys; this receiver holds at most ${this.maxKeys} per sender (RANKSCOPE_MAX_KEYS)`,
+      );
     }
     for (let i = keys.length - base; i < definitions.length; i++) {
       const [key, reduce] = definitions[i] ?? ["", ""];
@@ -200,7 +230,11 @@ export class StateDecoder {
     for (let i = 0; i < m; i++) {
       const id = rawIds[i] ?? 0;
       if (id >= keys.length) continue;
-      if (kind !== SectionKind.Json && kinds[id] !== kind) throw new WireFormatError(`the state of "${keys[id] ?? ""}" (${this.reduceList[id] ?? ""}) is in a section of kind ${kind}, which does not carry that reduction's states`, "invalidState");
+      if (kind !== SectionKind.Json && kinds[id] !== kind)
+        throw new WireFormatError(
+          `the state of "${keys[id] ?? ""}" (${this.reduceList[id] ?? ""}) is in a section of kind ${kind}, which does not carry that reduction's states`,
+          "invalidState",
+        );
       ids[known] = id;
       counts[known] = rawCounts[i] ?? 0;
       known++;
@@ -208,8 +242,16 @@ export class StateDecoder {
     if (known === m) return { kind, ids, counts, a, b, states };
     const kept: number[] = [];
     for (let i = 0; i < m; i++) if ((rawIds[i] ?? 0) < keys.length) kept.push(i);
-    const pick = (column: Float64Array<ArrayBufferLike>): Float64Array<ArrayBufferLike> => (column.length === 0 ? column : Float64Array.from(kept, (i) => column[i] ?? 0));
-    return { kind, ids: ids.slice(0, known), counts: counts.slice(0, known), a: pick(a), b: pick(b), states: states.filter((_s, i) => (rawIds[i] ?? 0) < keys.length) };
+    const pick = (column: Float64Array<ArrayBufferLike>): Float64Array<ArrayBufferLike> =>
+      column.length === 0 ? column : Float64Array.from(kept, (i) => column[i] ?? 0);
+    return {
+      kind,
+      ids: ids.slice(0, known),
+      counts: counts.slice(0, known),
+      a: pick(a),
+      b: pick(b),
+      states: states.filter((_s, i) => (rawIds[i] ?? 0) < keys.length),
+    };
   }
 }
 
@@ -230,7 +272,8 @@ class FrameCursor {
 
   static over(data: Uint8Array): FrameCursor {
     if (!isWireFrame(data)) throw new WireFormatError("not a rankscope wire frame (bad magic)");
-    if (data.length < FIXED) throw new WireFormatError(`frame of ${data.length} bytes is shorter than its fixed header (${FIXED})`);
+    if (data.length < FIXED)
+      throw new WireFormatError(`frame of ${data.length} bytes is shorter than its fixed header (${FIXED})`);
     const aligned = data.byteOffset % 8 === 0;
     const buffer = aligned ? data.buffer : new Uint8Array(data).buffer;
     const start = aligned ? data.byteOffset : 0;
@@ -239,7 +282,8 @@ class FrameCursor {
 
   /** Throws unless `bytes` bytes from `offset` lie inside the frame. */
   readonly need = (offset: number, bytes: number, what: string): void => {
-    if (offset + bytes > this.end) throw new WireFormatError(`${what} runs past the end of the frame (${offset + bytes} > ${this.end} bytes)`);
+    if (offset + bytes > this.end)
+      throw new WireFormatError(`${what} runs past the end of the frame (${offset + bytes} > ${this.end} bytes)`);
   };
 
   /** The frame's bytes `[offset, offset + length)` (a view, not a copy). */
@@ -271,7 +315,8 @@ function readKeyDefinitions(cursor: FrameCursor, count: number): Array<[string, 
     const reduce = utf8(cursor.bytes(offset + 1, reduceLength), "a reduce name");
     cursor.offset = offset + 1 + reduceLength;
     const nameProblem = keyNameProblem(key) ?? reduceNameProblem(reduce);
-    if (nameProblem !== undefined) throw new WireFormatError(`a key definition is refused: ${nameProblem}`, "invalidName");
+    if (nameProblem !== undefined)
+      throw new WireFormatError(`a key definition is refused: ${nameProblem}`, "invalidName");
     definitions.push([key, reduce]);
   }
   return definitions;
@@ -297,9 +342,11 @@ function readSection(cursor: FrameCursor, idBytes: number, countBytes: number): 
   const m = view.getUint32(cursor.offset + 4, true);
   let offset = cursor.offset + 8;
   need(offset, pad8(m * idBytes) + pad8(m * countBytes), "a section's ids and counts");
-  const rawIds = idBytes === 4 ? new Uint32Array(buffer, start + offset, m) : new Uint16Array(buffer, start + offset, m);
+  const rawIds =
+    idBytes === 4 ? new Uint32Array(buffer, start + offset, m) : new Uint16Array(buffer, start + offset, m);
   offset += pad8(m * idBytes);
-  const rawCounts = countBytes === 8 ? new Float64Array(buffer, start + offset, m) : new Uint32Array(buffer, start + offset, m);
+  const rawCounts =
+    countBytes === 8 ? new Float64Array(buffer, start + offset, m) : new Uint32Array(buffer, start + offset, m);
   cursor.offset = offset + pad8(m * countBytes);
   let a = EMPTY_F64;
   let b = EMPTY_F64;
@@ -343,15 +390,23 @@ function readJsonStates(cursor: FrameCursor, m: number): AccumulatorState[] {
  * The numbers of a section's columns that a state of its kind may not hold: a count that is not a
  * finite number ≥ 0 (only f64 counts can be one), a negative M2 (a sum of squares).
  */
-function checkColumns(kind: SectionKind, counts: Float64Array, m2: Float64Array<ArrayBufferLike>, f64Counts: boolean): void {
+function checkColumns(
+  kind: SectionKind,
+  counts: Float64Array,
+  m2: Float64Array<ArrayBufferLike>,
+  f64Counts: boolean,
+): void {
   if (f64Counts) {
     for (let i = 0; i < counts.length; i++) {
       const c = counts[i] ?? 0;
-      if (!(c >= 0 && c < Infinity)) throw new WireFormatError(`a state's count is ${c}; counts are finite numbers ≥ 0`, "invalidState");
+      if (!(c >= 0 && c < Infinity))
+        throw new WireFormatError(`a state's count is ${c}; counts are finite numbers ≥ 0`, "invalidState");
     }
   }
   if (kind === SectionKind.Moments) {
-    for (let i = 0; i < m2.length; i++) if ((m2[i] ?? 0) < 0) throw new WireFormatError("a std state's M2 is negative; it is a sum of squares", "invalidState");
+    for (let i = 0; i < m2.length; i++)
+      if ((m2[i] ?? 0) < 0)
+        throw new WireFormatError("a std state's M2 is negative; it is a sum of squares", "invalidState");
   }
 }
 
@@ -391,9 +446,21 @@ export function frameKeyStates(frame: DecodedFrame, sort = true): KeyState[] {
 }
 
 /** The version-1 state of MEAN/SUM (`SumState`), of MAX/MIN (`ExtremeState`), of STD (`MomentsState`). */
-export const sumState = (count: number, sum: number): AccumulatorState & { readonly sum: number } => ({ v: 1, count, sum });
-export const extremeState = (count: number, value: number): AccumulatorState & { readonly value: number } => ({ v: 1, count, value });
-export const momentsState = (count: number, mean: number, m2: number): AccumulatorState & { readonly mean: number; readonly m2: number } => ({ v: 1, count, mean, m2 });
+export const sumState = (count: number, sum: number): AccumulatorState & { readonly sum: number } => ({
+  v: 1,
+  count,
+  sum,
+});
+export const extremeState = (count: number, value: number): AccumulatorState & { readonly value: number } => ({
+  v: 1,
+  count,
+  value,
+});
+export const momentsState = (
+  count: number,
+  mean: number,
+  m2: number,
+): AccumulatorState & { readonly mean: number; readonly m2: number } => ({ v: 1, count, mean, m2 });
 
 function utf8(bytes: Uint8Array, what: string): string {
   try {

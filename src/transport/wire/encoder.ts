@@ -10,7 +10,22 @@ import { encodeMessage } from "../../core/json.js";
 import type { QuantilesState } from "../../core/accumulators/quantiles.js";
 import type { AccumulatorState } from "../../core/reduce.js";
 import { isSketchState, writeSketches } from "./sketch.js";
-import { FIRST_KIND, FIXED, FLAG_F64_COUNTS, FLAG_U32_IDS, isSketchReduce, LAST_KIND, MAGIC, newSession, pad8, SectionKind, utf8Encoder, WIRE_VERSION, type FrameHeader, type KeyTable } from "./format.js";
+import {
+  FIRST_KIND,
+  FIXED,
+  FLAG_F64_COUNTS,
+  FLAG_U32_IDS,
+  isSketchReduce,
+  LAST_KIND,
+  MAGIC,
+  newSession,
+  pad8,
+  SectionKind,
+  utf8Encoder,
+  WIRE_VERSION,
+  type FrameHeader,
+  type KeyTable,
+} from "./format.js";
 
 /** A frame's states in columns, before they are laid out (reused from frame to frame). */
 class Columns {
@@ -69,9 +84,11 @@ class Columns {
       if (reduce === "mean" || reduce === "sum") {
         if ("sum" in state && typeof state.sum === "number") return this.push(id, SectionKind.Sum, c, state.sum, 0);
       } else if (reduce === "max" || reduce === "min") {
-        if ("value" in state && typeof state.value === "number") return this.push(id, SectionKind.Extreme, c, state.value, 0);
+        if ("value" in state && typeof state.value === "number")
+          return this.push(id, SectionKind.Extreme, c, state.value, 0);
       } else if (reduce === "std") {
-        if ("mean" in state && "m2" in state && typeof state.mean === "number" && typeof state.m2 === "number") return this.push(id, SectionKind.Moments, c, state.mean, state.m2);
+        if ("mean" in state && "m2" in state && typeof state.mean === "number" && typeof state.m2 === "number")
+          return this.push(id, SectionKind.Moments, c, state.mean, state.m2);
       } else if (isSketchReduce(reduce) && isSketchState(state)) {
         this.sketches.push(state);
         this.buckets += state.positive.counts.length + state.negative.counts.length;
@@ -189,7 +206,10 @@ export class StateEncoder {
       const before = last[i];
       // The same key at the same place as in the last frame (a loop recording the same keys each
       // step): its id without a lookup. Otherwise the table.
-      const id = before !== undefined && before.key === key && before.reduce === reduce ? (lastIds[i] ?? this.idOf(key, reduce)) : this.idOf(key, reduce);
+      const id =
+        before !== undefined && before.key === key && before.reduce === reduce
+          ? (lastIds[i] ?? this.idOf(key, reduce))
+          : this.idOf(key, reduce);
       ids[i] = id;
       columns.pushState(id, reduce, state);
     }
@@ -223,7 +243,8 @@ export class StateEncoder {
       if (accumulator instanceof SumAccumulator) {
         const count = accumulator.count;
         if (count === 0) continue;
-        if (reduce === "mean" || reduce === "sum") columns.push(this.idOfEntry(entry), SectionKind.Sum, count, accumulator.sum, 0);
+        if (reduce === "mean" || reduce === "sum")
+          columns.push(this.idOfEntry(entry), SectionKind.Sum, count, accumulator.sum, 0);
         else columns.pushState(this.idOfEntry(entry), reduce, accumulator.state());
       } else if (accumulator instanceof MaxAccumulator) {
         const count = accumulator.count;
@@ -238,7 +259,8 @@ export class StateEncoder {
       } else if (accumulator instanceof StdAccumulator) {
         const count = accumulator.count;
         if (count === 0) continue;
-        if (reduce === "std") columns.push(this.idOfEntry(entry), SectionKind.Moments, count, accumulator.mean, accumulator.m2);
+        if (reduce === "std")
+          columns.push(this.idOfEntry(entry), SectionKind.Moments, count, accumulator.mean, accumulator.m2);
         else columns.pushState(this.idOfEntry(entry), reduce, accumulator.state());
       } else {
         if (accumulator.count === 0) continue;
@@ -257,7 +279,8 @@ export class StateEncoder {
     const headerBytes = utf8Encoder.encode(JSON.stringify({ ...header, session: this.sessionId }));
     const definitions = this.pending;
     // JSON sections hold arbitrary states: encode them first to know their length.
-    const jsonText = this.columns.json.length > 0 ? utf8Encoder.encode(encodeMessage(this.columns.json)) : new Uint8Array(0);
+    const jsonText =
+      this.columns.json.length > 0 ? utf8Encoder.encode(encodeMessage(this.columns.json)) : new Uint8Array(0);
     const layout: FrameLayout = { wideIds, idBytes: wideIds ? 4 : 2, countBytes: f64Counts ? 8 : 4, jsonText };
     let sections = 0;
     for (let kind = FIRST_KIND; kind <= LAST_KIND; kind++) if ((perKind[kind] ?? 0) > 0) sections++;
@@ -302,7 +325,14 @@ export class StateEncoder {
   }
 
   /** Write the section of `kind` (its `m` states picked from the columns in order) at `offset`; returns the offset after it. */
-  private writeSection(bytes: Uint8Array<ArrayBuffer>, view: DataView, at: number, kind: SectionKind, m: number, layout: FrameLayout): number {
+  private writeSection(
+    bytes: Uint8Array<ArrayBuffer>,
+    view: DataView,
+    at: number,
+    kind: SectionKind,
+    m: number,
+    layout: FrameLayout,
+  ): number {
     const { n, ids, kinds, counts, a: va, b: vb } = this.columns;
     const buffer = bytes.buffer;
     let offset = at;
@@ -311,7 +341,8 @@ export class StateEncoder {
     offset += 8;
     const idArray = layout.wideIds ? new Uint32Array(buffer, offset, m) : new Uint16Array(buffer, offset, m);
     offset += pad8(m * layout.idBytes);
-    const countArray = layout.countBytes === 8 ? new Float64Array(buffer, offset, m) : new Uint32Array(buffer, offset, m);
+    const countArray =
+      layout.countBytes === 8 ? new Float64Array(buffer, offset, m) : new Uint32Array(buffer, offset, m);
     offset += pad8(m * layout.countBytes);
     if (kind === SectionKind.Json) {
       let j = 0;
@@ -378,7 +409,10 @@ export class StateEncoder {
 /** A key's definition as written in a frame; throws a RangeError for a key (or reduce name) too long for its length field. */
 function checkDefinition(key: string, reduce: string): PendingKey {
   const definition = { key: utf8Encoder.encode(key), reduce: utf8Encoder.encode(reduce) };
-  if (definition.key.length > 0xffff || definition.reduce.length > 0xff) throw new RangeError(`a metric key (or reduce name) is too long for the wire format (${definition.key.length} bytes)`);
+  if (definition.key.length > 0xffff || definition.reduce.length > 0xff)
+    throw new RangeError(
+      `a metric key (or reduce name) is too long for the wire format (${definition.key.length} bytes)`,
+    );
   return definition;
 }
 

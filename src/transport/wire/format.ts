@@ -70,7 +70,14 @@ export function sectionKindForReduce(reduce: string): SectionKind {
 
 /** True if `data` starts like a wire frame (and not like a JSON protocol message). */
 export function isWireFrame(data: unknown): data is Uint8Array {
-  return data instanceof Uint8Array && data.length >= 4 && data[0] === MAGIC[0] && data[1] === MAGIC[1] && data[2] === MAGIC[2] && data[3] === MAGIC[3];
+  return (
+    data instanceof Uint8Array &&
+    data.length >= 4 &&
+    data[0] === MAGIC[0] &&
+    data[1] === MAGIC[1] &&
+    data[2] === MAGIC[2] &&
+    data[3] === MAGIC[3]
+  );
 }
 
 /** The header of a frame: the protocol envelope and the message's own fields. */
@@ -120,10 +127,14 @@ export function parseHeader(bytes: Uint8Array): FrameHeader {
  */
 export function readFrameHeader(data: Uint8Array): FrameHeader {
   if (!isWireFrame(data)) throw new WireFormatError("not a rankscope wire frame (bad magic)");
-  if (data.length < FIXED) throw new WireFormatError(`frame of ${data.length} bytes is shorter than its fixed header (${FIXED})`);
+  if (data.length < FIXED)
+    throw new WireFormatError(`frame of ${data.length} bytes is shorter than its fixed header (${FIXED})`);
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   const headerLength = view.getUint32(16, true);
-  if (FIXED + headerLength > data.length) throw new WireFormatError(`the header runs past the end of the frame (${FIXED + headerLength} > ${data.length} bytes)`);
+  if (FIXED + headerLength > data.length)
+    throw new WireFormatError(
+      `the header runs past the end of the frame (${FIXED + headerLength} > ${data.length} bytes)`,
+    );
   return parseHeader(data.subarray(FIXED, FIXED + headerLength));
 }
 

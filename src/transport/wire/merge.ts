@@ -96,7 +96,13 @@ export class FrameMerger {
           this.fold(this.slotOf(key, reduce), kind, state.count, state.value, 0, undefined);
           continue;
         }
-        if (kind === SectionKind.Moments && "mean" in state && "m2" in state && typeof state.mean === "number" && typeof state.m2 === "number") {
+        if (
+          kind === SectionKind.Moments &&
+          "mean" in state &&
+          "m2" in state &&
+          typeof state.mean === "number" &&
+          typeof state.m2 === "number"
+        ) {
           this.fold(this.slotOf(key, reduce), kind, state.count, state.mean, state.m2, undefined);
           continue;
         }
@@ -130,7 +136,14 @@ export class FrameMerger {
   }
 
   /** Fold one state (its layout `kind`, count, columns a and b, or the state itself for JSON) into its slot. */
-  private fold(slot: number, kind: SectionKind, c: number, x: number, y: number, jsonState: AccumulatorState | undefined): void {
+  private fold(
+    slot: number,
+    kind: SectionKind,
+    c: number,
+    x: number,
+    y: number,
+    jsonState: AccumulatorState | undefined,
+  ): void {
     const seen = this.n[slot] ?? 0;
     const op = seen === 0 ? opOf(kind, this.slotReduces[slot] ?? "") : (this.op[slot] ?? Op.Json);
     if (op === undefined || (seen > 0 && opOf(kind, this.slotReduces[slot] ?? "") !== op)) {
@@ -213,16 +226,24 @@ export class FrameMerger {
           merged.push({ key, reduce, state: extremeState(count, a) });
           break;
         case Op.Moments:
-          merged.push({ key, reduce, state: momentsState(count, a, single ? (this.firstB[slot] ?? 0) : (this.b[slot] ?? 0)) });
+          merged.push({
+            key,
+            reduce,
+            state: momentsState(count, a, single ? (this.firstB[slot] ?? 0) : (this.b[slot] ?? 0)),
+          });
           break;
         default: {
           const states = this.json[slot] ?? [];
           try {
             const definition = getReduceDefinition(reduce);
             const first = states[0];
-            if (first !== undefined) merged.push({ key, reduce, state: states.length === 1 ? first : definition.merge(states) });
+            if (first !== undefined)
+              merged.push({ key, reduce, state: states.length === 1 ? first : definition.merge(states) });
           } catch (error) {
-            reportError(`reduce.merge:${key}`, `could not merge metric "${key}" (reduce "${reduce}"): ${describeError(error)}`);
+            reportError(
+              `reduce.merge:${key}`,
+              `could not merge metric "${key}" (reduce "${reduce}"): ${describeError(error)}`,
+            );
           }
         }
       }

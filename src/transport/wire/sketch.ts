@@ -63,7 +63,14 @@ export function writeSketches(buffer: ArrayBuffer, start: number, sketches: read
 function isRun(value: unknown): value is BucketRun {
   if (value === null || typeof value !== "object" || !("offset" in value) || !("counts" in value)) return false;
   const { offset, counts } = value;
-  if (typeof offset !== "number" || !Number.isInteger(offset) || offset < -0x80000000 || offset > 0x7fffffff || !Array.isArray(counts)) return false;
+  if (
+    typeof offset !== "number" ||
+    !Number.isInteger(offset) ||
+    offset < -0x80000000 ||
+    offset > 0x7fffffff ||
+    !Array.isArray(counts)
+  )
+    return false;
   for (const c of counts) if (typeof c !== "number") return false;
   return true;
 }
@@ -71,15 +78,24 @@ function isRun(value: unknown): value is BucketRun {
 /** A quantile sketch's version-1 state, exactly (what a SKETCH section can carry). */
 export function isSketchState(state: AccumulatorState): state is QuantilesState {
   return (
-    "sum" in state && typeof state.sum === "number" &&
-    "min" in state && typeof state.min === "number" &&
-    "max" in state && typeof state.max === "number" &&
-    "zeros" in state && typeof state.zeros === "number" &&
-    "nan" in state && typeof state.nan === "number" &&
-    "posInf" in state && typeof state.posInf === "number" &&
-    "negInf" in state && typeof state.negInf === "number" &&
-    "positive" in state && isRun(state.positive) &&
-    "negative" in state && isRun(state.negative)
+    "sum" in state &&
+    typeof state.sum === "number" &&
+    "min" in state &&
+    typeof state.min === "number" &&
+    "max" in state &&
+    typeof state.max === "number" &&
+    "zeros" in state &&
+    typeof state.zeros === "number" &&
+    "nan" in state &&
+    typeof state.nan === "number" &&
+    "posInf" in state &&
+    typeof state.posInf === "number" &&
+    "negInf" in state &&
+    typeof state.negInf === "number" &&
+    "positive" in state &&
+    isRun(state.positive) &&
+    "negative" in state &&
+    isRun(state.negative)
   );
 }
 
@@ -87,7 +103,15 @@ export function isSketchState(state: AccumulatorState): state is QuantilesState 
  * Read the SKETCH columns of `m` states at `at` (after the section's ids and counts) into `states`;
  * returns the offset after them. Throws `WireFormatError` past the end.
  */
-export function readSketches(buffer: ArrayBufferLike, start: number, at: number, m: number, countColumn: ArrayLike<number>, states: AccumulatorState[], need: (offset: number, bytes: number, what: string) => void): number {
+export function readSketches(
+  buffer: ArrayBufferLike,
+  start: number,
+  at: number,
+  m: number,
+  countColumn: ArrayLike<number>,
+  states: AccumulatorState[],
+  need: (offset: number, bytes: number, what: string) => void,
+): number {
   let offset = at;
   need(offset, m * 8 * 7 + 4 * pad8(m * 4), "a sketch section's columns");
   const f64 = (): Float64Array<ArrayBufferLike> => {
@@ -127,7 +151,19 @@ export function readSketches(buffer: ArrayBufferLike, start: number, at: number,
   for (let j = 0; j < m; j++) {
     const positive = run(positiveOffset[j] ?? 0, positiveLength[j] ?? 0);
     const negative = run(negativeOffset[j] ?? 0, negativeLength[j] ?? 0);
-    const state: QuantilesState = { v: 1, count: countColumn[j] ?? 0, sum: sum[j] ?? 0, min: min[j] ?? 0, max: max[j] ?? 0, zeros: zeros[j] ?? 0, nan: nan[j] ?? 0, posInf: posInf[j] ?? 0, negInf: negInf[j] ?? 0, positive, negative };
+    const state: QuantilesState = {
+      v: 1,
+      count: countColumn[j] ?? 0,
+      sum: sum[j] ?? 0,
+      min: min[j] ?? 0,
+      max: max[j] ?? 0,
+      zeros: zeros[j] ?? 0,
+      nan: nan[j] ?? 0,
+      posInf: posInf[j] ?? 0,
+      negInf: negInf[j] ?? 0,
+      positive,
+      negative,
+    };
     states.push(state);
   }
   return offset;

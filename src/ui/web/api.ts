@@ -4,11 +4,31 @@
  */
 import { isRecord } from "../../core/json.js";
 import type { LogLine, LogWindow } from "../log-reader.js";
-import type { AlertEntry, DashboardRun, HistogramEntry, KeyInfo, SampleRow, SeriesData, StreamData } from "../source.js";
+import type {
+  AlertEntry,
+  DashboardRun,
+  HistogramEntry,
+  KeyInfo,
+  SampleRow,
+  SeriesData,
+  StreamData,
+} from "../source.js";
 import type { LostRank } from "../../store/read-types.js";
 import type { RanksView } from "../ranks-view.js";
 
-export type { AlertEntry, DashboardRun, RanksView, HistogramEntry, KeyInfo, LogLine, LogWindow, LostRank, SampleRow, SeriesData, StreamData };
+export type {
+  AlertEntry,
+  DashboardRun,
+  RanksView,
+  HistogramEntry,
+  KeyInfo,
+  LogLine,
+  LogWindow,
+  LostRank,
+  SampleRow,
+  SeriesData,
+  StreamData,
+};
 
 /** A hyperparameter value as `/api/runs` flattens them. */
 export type ParamValue = string | number | boolean | null;
@@ -143,7 +163,10 @@ function apiUrl(path: string, params: Record<string, string | number | undefined
   return `api/${path}${q === "" ? "" : `?${q}`}`;
 }
 
-async function getJson<T>(path: string, params: Record<string, string | number | undefined> | URLSearchParams = {}): Promise<T> {
+async function getJson<T>(
+  path: string,
+  params: Record<string, string | number | undefined> | URLSearchParams = {},
+): Promise<T> {
   const url = params instanceof URLSearchParams ? `api/${path}?${params.toString()}` : apiUrl(path, params);
   const response = await fetch(url, { credentials: "same-origin", cache: "no-store" });
   await failUnlessOk(response);
@@ -165,7 +188,11 @@ const revalidated = new Map<string, { etag: string; value: unknown }>();
 async function getRevalidated<T>(path: string, params: URLSearchParams): Promise<T> {
   const url = `api/${path}?${params.toString()}`;
   const known = revalidated.get(url);
-  const response = await fetch(url, { credentials: "same-origin", cache: "no-store", headers: known === undefined ? {} : { "If-None-Match": known.etag } });
+  const response = await fetch(url, {
+    credentials: "same-origin",
+    cache: "no-store",
+    headers: known === undefined ? {} : { "If-None-Match": known.etag },
+  });
   if (response.status === 304 && known !== undefined) {
     notModified++;
     // This URL's last answer, parsed from this server's JSON: the type it was asked as.
@@ -261,7 +288,11 @@ function isErrorAnswer<T>(answer: T | { error: string; status: number }): answer
  * `path` of many runs, a request per chunk of runs (`runs=[…]`): each run's answer, or the error
  * the server gave for it. A server without `runs` (older than the app) is asked run by run.
  */
-async function perRun<T>(path: string, runs: readonly string[], one: (run: string) => Promise<T>): Promise<Map<string, T | ApiError>> {
+async function perRun<T>(
+  path: string,
+  runs: readonly string[],
+  one: (run: string) => Promise<T>,
+): Promise<Map<string, T | ApiError>> {
   const found = new Map<string, T | ApiError>();
   const single = async (run: string): Promise<void> => {
     try {
@@ -277,7 +308,9 @@ async function perRun<T>(path: string, runs: readonly string[], one: (run: strin
       continue;
     }
     try {
-      const { runs: answers } = await getJson<{ runs: Array<T | { error: string; status: number }> }>(path, { runs: JSON.stringify(chunk) });
+      const { runs: answers } = await getJson<{ runs: Array<T | { error: string; status: number }> }>(path, {
+        runs: JSON.stringify(chunk),
+      });
       for (const [i, run] of chunk.entries()) {
         const answer = answers[i];
         if (answer === undefined) found.set(run, new ApiError("the server gave no answer for this run", 502));
@@ -298,7 +331,11 @@ function decodeAlert(a: AlertEntry): AlertEntry {
 }
 
 /** `api.runLines` one run at a time, answers in the order asked. */
-async function linesRunByRun<T extends SeriesData | StreamData>(kind: LineKind, lines: RunLineRequest[], maxPoints?: number): Promise<LineAnswer<T>[]> {
+async function linesRunByRun<T extends SeriesData | StreamData>(
+  kind: LineKind,
+  lines: RunLineRequest[],
+  maxPoints?: number,
+): Promise<LineAnswer<T>[]> {
   const byRun = new Map<string, number[]>();
   for (const [i, [run]] of lines.entries()) byRun.set(run, [...(byRun.get(run) ?? []), i]);
   const out = new Array<LineAnswer<T>>(lines.length);
@@ -308,7 +345,8 @@ async function linesRunByRun<T extends SeriesData | StreamData>(kind: LineKind, 
       return before === undefined ? [key, rank, after] : [key, rank, after, before];
     });
     const answers = await api.lines<T>(run, kind, own, maxPoints);
-    for (const [j, i] of at.entries()) out[i] = answers[j] ?? { error: "the server gave no answer for this line", status: 502 };
+    for (const [j, i] of at.entries())
+      out[i] = answers[j] ?? { error: "the server gave no answer for this line", status: 502 };
   }
   return out;
 }
@@ -318,13 +356,30 @@ export const api = {
    * Many lines of one run at once: `[key, rank, after, before?]` each. A server that does not know
    * `before` yet refuses 4-element lines; the app then asks without it (and filters the window itself).
    */
-  lines: async <T extends SeriesData | StreamData>(run: string, kind: LineKind, lines: LineRequest[], maxPoints?: number): Promise<LineAnswer<T>[]> => {
-    const wire = unsupported.before ? lines.map((l) => l.slice(0, 3)) : lines.map((l) => (l.length === 4 && l[3] === null ? l.slice(0, 3) : l));
+  lines: async <T extends SeriesData | StreamData>(
+    run: string,
+    kind: LineKind,
+    lines: LineRequest[],
+    maxPoints?: number,
+  ): Promise<LineAnswer<T>[]> => {
+    const wire = unsupported.before
+      ? lines.map((l) => l.slice(0, 3))
+      : lines.map((l) => (l.length === 4 && l[3] === null ? l.slice(0, 3) : l));
     try {
-      const data = await getJson<{ lines: LineAnswer<T>[] }>("lines", { run, kind, lines: JSON.stringify(wire), maxPoints });
+      const data = await getJson<{ lines: LineAnswer<T>[] }>("lines", {
+        run,
+        kind,
+        lines: JSON.stringify(wire),
+        maxPoints,
+      });
       return data.lines.map((l) => decodeLine(l));
     } catch (error) {
-      if (error instanceof ApiError && error.status === 400 && !unsupported.before && wire.some((l) => l.length === 4)) {
+      if (
+        error instanceof ApiError &&
+        error.status === 400 &&
+        !unsupported.before &&
+        wire.some((l) => l.length === 4)
+      ) {
         unsupported.before = true;
         return api.lines(run, kind, lines, maxPoints);
       }
@@ -335,9 +390,16 @@ export const api = {
    * Lines of many runs at once (an overlay): `[run, key, rank, after, before?]` each, in one
    * request; from a server that does not take lines naming their runs, one request per run.
    */
-  runLines: async <T extends SeriesData | StreamData>(kind: LineKind, lines: RunLineRequest[], maxPoints?: number): Promise<LineAnswer<T>[]> => {
+  runLines: async <T extends SeriesData | StreamData>(
+    kind: LineKind,
+    lines: RunLineRequest[],
+    maxPoints?: number,
+  ): Promise<LineAnswer<T>[]> => {
     if (unsupported.runs) return linesRunByRun<T>(kind, lines, maxPoints);
-    const wire = lines.map(([run, ...line]) => [run, ...(unsupported.before ? line.slice(0, 3) : line.length === 4 && line[3] === null ? line.slice(0, 3) : line)]);
+    const wire = lines.map(([run, ...line]) => [
+      run,
+      ...(unsupported.before ? line.slice(0, 3) : line.length === 4 && line[3] === null ? line.slice(0, 3) : line),
+    ]);
     try {
       const data = await getJson<{ lines: LineAnswer<T>[] }>("lines", { kind, lines: JSON.stringify(wire), maxPoints });
       return data.lines.map((l) => decodeLine(l));
@@ -362,10 +424,17 @@ export const api = {
   /** Whether the server answered `before` (false once it refused it). */
   supportsBefore: () => !unsupported.before,
   /** The last value of every key of a run (or of `keys`); empty from a server without `/api/summary`. */
-  summary: async (run: string, options: { keys?: string[]; internal?: boolean } = {}): Promise<Record<string, number>> => {
+  summary: async (
+    run: string,
+    options: { keys?: string[]; internal?: boolean } = {},
+  ): Promise<Record<string, number>> => {
     if (unsupported.summary) return {};
     try {
-      const data = await getJson<Record<string, unknown>>("summary", { run, keys: options.keys?.join(","), internal: options.internal === true ? 1 : undefined });
+      const data = await getJson<Record<string, unknown>>("summary", {
+        run,
+        keys: options.keys?.join(","),
+        internal: options.internal === true ? 1 : undefined,
+      });
       const out: Record<string, number> = {};
       for (const [k, v] of Object.entries(data)) out[k] = toNumber(v);
       return out;
@@ -400,13 +469,24 @@ export const api = {
   },
   notModified: () => notModified,
   /** The runs named grouped by `by` (`param:NAME`, `group`, …): each group's mean, std, min and max of `key` by step. */
-  groups: (key: string, by: string[], runs: string[], maxPoints: number): Promise<{ groups: GroupLine[]; missing: string[] }> => {
+  groups: (
+    key: string,
+    by: string[],
+    runs: string[],
+    maxPoints: number,
+  ): Promise<{ groups: GroupLine[]; missing: string[] }> => {
     const search = new URLSearchParams({ key, maxPoints: String(maxPoints) });
     for (const b of by) search.append("by", b);
     for (const r of runs) search.append("run", r);
     return getJson<{ groups: GroupLine[]; missing: string[] }>("groups", search).then((answer) => ({
       missing: answer.missing,
-      groups: answer.groups.map((g) => ({ ...g, mean: decodeNumbers(g.mean), std: decodeNumbers(g.std), min: decodeNumbers(g.min), max: decodeNumbers(g.max) })),
+      groups: answer.groups.map((g) => ({
+        ...g,
+        mean: decodeNumbers(g.mean),
+        std: decodeNumbers(g.std),
+        min: decodeNumbers(g.min),
+        max: decodeNumbers(g.max),
+      })),
     }));
   },
   keys: (run: string) => getJson<RunKeys>("keys", { run }),
@@ -415,15 +495,36 @@ export const api = {
   /** The alert events of many runs, a request per 100 runs (each run's, or the error it had). */
   alertsOf: async (runs: readonly string[]): Promise<Map<string, AlertEntry[] | ApiError>> => {
     if (unsupported.alerts) return new Map();
-    const found = await perRun<{ alerts: AlertEntry[] }>("alerts", runs, async (run) => ({ alerts: await api.alerts(run) }));
-    return new Map([...found].map(([run, answer]) => [run, answer instanceof ApiError ? answer : answer.alerts.map(decodeAlert)]));
+    const found = await perRun<{ alerts: AlertEntry[] }>("alerts", runs, async (run) => ({
+      alerts: await api.alerts(run),
+    }));
+    return new Map(
+      [...found].map(([run, answer]) => [run, answer instanceof ApiError ? answer : answer.alerts.map(decodeAlert)]),
+    );
   },
   /** One key's newest `limit` histograms (of one line when `rank` is given; -1: the global one), and the lines there are. */
-  histograms: async (run: string, key: string, limit?: number, rank?: number): Promise<{ histograms: HistogramEntry[]; ranks: number[] }> => {
-    const answer = await getJson<{ histograms: HistogramEntry[]; ranks?: number[] }>("histograms", { run, key, limit, rank });
+  histograms: async (
+    run: string,
+    key: string,
+    limit?: number,
+    rank?: number,
+  ): Promise<{ histograms: HistogramEntry[]; ranks: number[] }> => {
+    const answer = await getJson<{ histograms: HistogramEntry[]; ranks?: number[] }>("histograms", {
+      run,
+      key,
+      limit,
+      rank,
+    });
     const histograms = answer.histograms.map(({ histogram: h, ...r }): HistogramEntry => ({
       ...r,
-      histogram: { ...h, min: toNumber(h.min), max: toNumber(h.max), sum: toNumber(h.sum), sumSquares: toNumber(h.sumSquares), bucketLimits: decodeNumbers([...h.bucketLimits]) },
+      histogram: {
+        ...h,
+        min: toNumber(h.min),
+        max: toNumber(h.max),
+        sum: toNumber(h.sum),
+        sumSquares: toNumber(h.sumSquares),
+        bucketLimits: decodeNumbers([...h.bucketLimits]),
+      },
     }));
     // An older server lists no ranks: the lines its answer holds.
     return { histograms, ranks: answer.ranks ?? [...new Set(histograms.map((h) => h.rank))].sort((a, b) => a - b) };
@@ -438,5 +539,12 @@ export const api = {
   logs: async (run: string) => (await getJson<{ files: TraceFile[] }>("logs", { run })).files,
   /** One window of a log file: the tail, or the lines before/after a byte offset, filtered. */
   log: (run: string, file: string, query: { after?: number; before?: number; level?: string; component?: string }) =>
-    getJson<LogWindow>("log", { run, file, after: query.after, before: query.before, level: query.level === "" ? undefined : query.level, component: query.component === "" ? undefined : query.component }),
+    getJson<LogWindow>("log", {
+      run,
+      file,
+      after: query.after,
+      before: query.before,
+      level: query.level === "" ? undefined : query.level,
+      component: query.component === "" ? undefined : query.component,
+    }),
 };

@@ -40,27 +40,44 @@ export function formatValue(v: number | null | undefined): string {
 /** Colours of axes and grid from the page's theme. */
 function themeColours(): { axis: string; grid: string } {
   const style = getComputedStyle(document.documentElement);
-  return { axis: style.getPropertyValue("--muted").trim() || "#555", grid: style.getPropertyValue("--grid").trim() || "#0000001a" };
+  return {
+    axis: style.getPropertyValue("--muted").trim() || "#555",
+    grid: style.getPropertyValue("--grid").trim() || "#0000001a",
+  };
 }
 
 /** uPlot's scales for the view settings: x by time for wall clock, log where asked, the zoom fixed. */
 export function scalesOf(settings: ViewSettings): uPlot.Scales {
   const wall = settings.xMode === "wall";
   return {
-    x: { time: wall, ...(settings.logX && !wall ? { distr: 3 } : {}), ...(settings.zoom !== null ? { min: settings.zoom[0], max: settings.zoom[1], auto: false } : {}) },
+    x: {
+      time: wall,
+      ...(settings.logX && !wall ? { distr: 3 } : {}),
+      ...(settings.zoom !== null ? { min: settings.zoom[0], max: settings.zoom[1], auto: false } : {}),
+    },
     y: settings.logScale ? { distr: 3 } : {},
   };
 }
 
 /** The x-axis label: what the x of a point is (wall time needs none: its ticks are clock times over dates). */
 export function xLabelOf(settings: ViewSettings): string {
-  return settings.xMode === "step" ? "step" : settings.xMode === "relative" ? "seconds since start" : settings.xMode === "metric" ? visibleName(settings.xKey) : "";
+  return settings.xMode === "step"
+    ? "step"
+    : settings.xMode === "relative"
+      ? "seconds since start"
+      : settings.xMode === "metric"
+        ? visibleName(settings.xKey)
+        : "";
 }
 
 /** uPlot's x and y axes for the view settings, labelled, in the theme's colours. */
 export function axesOf(settings: ViewSettings, yLabel: string): uPlot.Axis[] {
   const colours = themeColours();
-  const axis = { stroke: colours.axis, grid: { stroke: colours.grid, width: 1 }, ticks: { stroke: colours.grid, width: 1 } };
+  const axis = {
+    stroke: colours.axis,
+    grid: { stroke: colours.grid, width: 1 },
+    ticks: { stroke: colours.grid, width: 1 },
+  };
   const wall = settings.xMode === "wall";
   const xLabel = xLabelOf(settings);
   return [
@@ -73,6 +90,12 @@ export function axesOf(settings: ViewSettings, yLabel: string): uPlot.Axis[] {
       ...(settings.xMode === "step" && !settings.logX ? { incrs: STEP_INCREMENTS } : {}),
       ...(!wall && !settings.logX ? { values: (_u: uPlot, splits: number[]) => formatTicks(splits) } : {}),
     },
-    { ...axis, label: yLabel, size: 64, labelSize: yLabel === "" ? 0 : 14, ...(settings.logScale ? {} : { values: (_u: uPlot, splits: number[]) => formatTicks(splits) }) },
+    {
+      ...axis,
+      label: yLabel,
+      size: 64,
+      labelSize: yLabel === "" ? 0 : 14,
+      ...(settings.logScale ? {} : { values: (_u: uPlot, splits: number[]) => formatTicks(splits) }),
+    },
   ];
 }

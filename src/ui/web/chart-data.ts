@@ -97,7 +97,10 @@ export interface Marker {
 }
 
 /** A line's points in x order, as [xs, raw, smoothed] with nulls where nothing can be drawn, its markers, and x → point index. */
-export function lineTable(line: Line, settings: ViewSettings): { table: [number[], (number | null)[], (number | null)[]]; markers: Marker[]; index: Map<number, number> } {
+export function lineTable(
+  line: Line,
+  settings: ViewSettings,
+): { table: [number[], (number | null)[], (number | null)[]]; markers: Marker[]; index: Map<number, number> } {
   const n = line.values.length;
   const order = Array.from({ length: n }, (_, i) => i);
   const xs = order.map((i) => xOf(line, settings.xMode, i));
@@ -139,10 +142,13 @@ export function linesToCsv(lines: readonly Line[]): string {
   for (const line of lines) {
     const b = line.band;
     for (let i = 0; i < line.values.length; i++) {
-      const figures = banded ? `,${number(b?.std[i])},${number(b?.min[i])},${number(b?.max[i])},${b?.count[i] ?? ""}` : "";
-      rows.push(`${quote(line.label)},${line.steps[i] ?? ""},${line.times[i] ?? ""},${number(line.values[i] ?? NaN)}${figures}`);
+      const figures = banded
+        ? `,${number(b?.std[i])},${number(b?.min[i])},${number(b?.max[i])},${b?.count[i] ?? ""}`
+        : "";
+      rows.push(
+        `${quote(line.label)},${line.steps[i] ?? ""},${line.times[i] ?? ""},${number(line.values[i] ?? NaN)}${figures}`,
+      );
     }
   }
   return `${rows.join("\n")}\n`;
 }
-

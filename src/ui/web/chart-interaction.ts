@@ -44,7 +44,12 @@ export function drawMarkers(u: uPlot, markers: readonly Marker[]): void {
     ctx.stroke();
     if (x - lastX < 24 * devicePixelRatio) continue;
     lastX = x;
-    const y = m.kind === "+Inf" ? top + 10 * devicePixelRatio : m.kind === "-Inf" ? top + height - 3 * devicePixelRatio : top + height / 2;
+    const y =
+      m.kind === "+Inf"
+        ? top + 10 * devicePixelRatio
+        : m.kind === "-Inf"
+          ? top + height - 3 * devicePixelRatio
+          : top + height / 2;
     ctx.fillText(m.kind, x, y);
   }
   ctx.restore();
@@ -70,7 +75,14 @@ function bandText(line: Line, point: number): string {
  * x-axis is not the step, and its own time when it differs from the head's by a second or more.
  * Rows wrap rather than cut anything off.
  */
-export function tooltipRow(line: Line, colour: string, point: number, smoothed: number | null, xMode: XMode, headTime: number | null): HTMLElement {
+export function tooltipRow(
+  line: Line,
+  colour: string,
+  point: number,
+  smoothed: number | null,
+  xMode: XMode,
+  headTime: number | null,
+): HTMLElement {
   const swatch = el("span", { className: "swatch" });
   swatch.style.background = colour;
   const time = line.times[point] ?? null;

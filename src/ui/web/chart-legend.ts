@@ -39,12 +39,20 @@ export class ChartLegend {
       const off = hidden.has(line.id);
       const item = el(
         "button",
-        { type: "button", className: off ? "legend-item off" : "legend-item", "data-line": line.id, "aria-pressed": off ? "false" : "true", title: "click: hide or show · shift-click: show only this (again: all)" },
+        {
+          type: "button",
+          className: off ? "legend-item off" : "legend-item",
+          "data-line": line.id,
+          "aria-pressed": off ? "false" : "true",
+          title: "click: hide or show · shift-click: show only this (again: all)",
+        },
         swatch,
         el("span", { className: "legend-label" }, line.label),
         value,
       );
-      item.addEventListener("click", (event) => this.onPick(line.id, event.shiftKey || event.altKey || event.metaKey || event.ctrlKey));
+      item.addEventListener("click", (event) =>
+        this.onPick(line.id, event.shiftKey || event.altKey || event.metaKey || event.ctrlKey),
+      );
       this.values.push(value);
       this.items.push(item);
       this.box.appendChild(item);

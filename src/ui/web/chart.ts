@@ -22,7 +22,18 @@ import { download, drawMarkers, fileNameOf, placeTooltip, tooltipHead, tooltipRo
 import { append, clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
 
-const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+const PALETTE = [
+  "#1f77b4",
+  "#ff7f0e",
+  "#2ca02c",
+  "#d62728",
+  "#9467bd",
+  "#8c564b",
+  "#e377c2",
+  "#7f7f7f",
+  "#bcbd22",
+  "#17becf",
+];
 
 /** The colour of the i-th line of a chart without run colours. */
 export function lineColour(i: number): string {
@@ -54,21 +65,60 @@ interface BuiltData {
 }
 
 /** Add one line's series to `out` and its table's columns to `joinInput`: scatter, smoothed (with its raw line faint) or plain, then its group band if it has one. */
-function addLineSeries(out: BuiltData, joinInput: uPlot.AlignedData[], line: Line, table: ReturnType<typeof lineTable>["table"], colour: string, show: boolean, settings: ViewSettings): void {
+function addLineSeries(
+  out: BuiltData,
+  joinInput: uPlot.AlignedData[],
+  line: Line,
+  table: ReturnType<typeof lineTable>["table"],
+  colour: string,
+  show: boolean,
+  settings: ViewSettings,
+): void {
   const { series, rawSeries } = out;
   const dash = line.dash !== undefined ? { dash: line.dash } : {};
   if (line.scatter === true) {
     joinInput.push([table[0], table[1]]);
-    series.push({ label: line.label, show, stroke: colour, fill: colour, paths: () => null, points: { show: true, size: 4, stroke: colour, fill: colour } });
+    series.push({
+      label: line.label,
+      show,
+      stroke: colour,
+      fill: colour,
+      paths: () => null,
+      points: { show: true, size: 4, stroke: colour, fill: colour },
+    });
     rawSeries.push(null);
   } else if (settings.smoothing > 0) {
     joinInput.push([table[0], table[1], table[2]]);
-    series.push({ label: `${line.label} (raw)`, show, stroke: faint(colour), width: 1, spanGaps: false, points: { show: false }, ...dash });
+    series.push({
+      label: `${line.label} (raw)`,
+      show,
+      stroke: faint(colour),
+      width: 1,
+      spanGaps: false,
+      points: { show: false },
+      ...dash,
+    });
     rawSeries.push(series.length - 1);
-    series.push({ label: line.label, show, stroke: colour, width: 1.5, spanGaps: false, points: { show: false }, ...dash });
+    series.push({
+      label: line.label,
+      show,
+      stroke: colour,
+      width: 1.5,
+      spanGaps: false,
+      points: { show: false },
+      ...dash,
+    });
   } else {
     joinInput.push([table[0], table[1]]);
-    series.push({ label: line.label, show, stroke: colour, width: 1.5, spanGaps: false, points: { show: false }, ...dash });
+    series.push({
+      label: line.label,
+      show,
+      stroke: colour,
+      width: 1.5,
+      spanGaps: false,
+      points: { show: false },
+      ...dash,
+    });
     rawSeries.push(null);
   }
   out.topSeries.push(series.length - 1);
@@ -76,7 +126,14 @@ function addLineSeries(out: BuiltData, joinInput: uPlot.AlignedData[], line: Lin
 }
 
 /** A group's band: its low and high edges as two undrawn series, the space between filled (null in `bandSeries` when the line has none). */
-function addBand(out: BuiltData, joinInput: uPlot.AlignedData[], line: Line, colour: string, show: boolean, settings: ViewSettings): void {
+function addBand(
+  out: BuiltData,
+  joinInput: uPlot.AlignedData[],
+  line: Line,
+  colour: string,
+  show: boolean,
+  settings: ViewSettings,
+): void {
   const { series } = out;
   const edges = bandTable(line, settings);
   if (edges === null) {
@@ -84,8 +141,22 @@ function addBand(out: BuiltData, joinInput: uPlot.AlignedData[], line: Line, col
     return;
   }
   joinInput.push(edges);
-  series.push({ label: `${line.label} (low)`, show, stroke: "transparent", width: 0, spanGaps: false, points: { show: false } });
-  series.push({ label: `${line.label} (high)`, show, stroke: "transparent", width: 0, spanGaps: false, points: { show: false } });
+  series.push({
+    label: `${line.label} (low)`,
+    show,
+    stroke: "transparent",
+    width: 0,
+    spanGaps: false,
+    points: { show: false },
+  });
+  series.push({
+    label: `${line.label} (high)`,
+    show,
+    stroke: "transparent",
+    width: 0,
+    spanGaps: false,
+    points: { show: false },
+  });
   const pair: [number, number] = [series.length - 2, series.length - 1];
   out.bandSeries.push(pair);
   out.bands.push({ series: [pair[1], pair[0]], fill: `${colour}33` });
@@ -134,21 +205,50 @@ export class ChartCard {
     const shown = visibleName(title);
     const tools = el("span", { className: "chart-tools" });
     if (events.onPin !== undefined) {
-      const pin = el("button", { type: "button", className: pinned ? "icon pin on" : "icon pin", title: pinned ? "unpin" : "pin to the top", "aria-pressed": pinned ? "true" : "false", "aria-label": `pin ${shown}` }, pinned ? "★" : "☆");
+      const pin = el(
+        "button",
+        {
+          type: "button",
+          className: pinned ? "icon pin on" : "icon pin",
+          title: pinned ? "unpin" : "pin to the top",
+          "aria-pressed": pinned ? "true" : "false",
+          "aria-label": `pin ${shown}`,
+        },
+        pinned ? "★" : "☆",
+      );
       pin.addEventListener("click", () => events.onPin?.(title));
       tools.appendChild(pin);
     }
-    const csv = el("button", { type: "button", className: "icon csv", title: "download the points as CSV", "aria-label": `CSV of ${shown}` }, "CSV");
-    csv.addEventListener("click", () => download(`${fileNameOf(title)}.csv`, new Blob([linesToCsv(this.lines)], { type: "text/csv" })));
-    const png = el("button", { type: "button", className: "icon png", title: "download the chart as PNG", "aria-label": `PNG of ${shown}` }, "PNG");
+    const csv = el(
+      "button",
+      { type: "button", className: "icon csv", title: "download the points as CSV", "aria-label": `CSV of ${shown}` },
+      "CSV",
+    );
+    csv.addEventListener("click", () =>
+      download(`${fileNameOf(title)}.csv`, new Blob([linesToCsv(this.lines)], { type: "text/csv" })),
+    );
+    const png = el(
+      "button",
+      { type: "button", className: "icon png", title: "download the chart as PNG", "aria-label": `PNG of ${shown}` },
+      "PNG",
+    );
     png.addEventListener("click", () => this.downloadPng());
     append(tools, csv, png);
-    this.root = el("div", { className: "chart", "data-key": title }, el("div", { className: "chart-head" }, el("h3", { className: "chart-title", title: shown }, shown), tools), this.plotBox, this.tooltip, this.legend.box, this.legend.more);
+    this.root = el(
+      "div",
+      { className: "chart", "data-key": title },
+      el("div", { className: "chart-head" }, el("h3", { className: "chart-title", title: shown }, shown), tools),
+      this.plotBox,
+      this.tooltip,
+      this.legend.box,
+      this.legend.more,
+    );
     this.resizeObserver = new ResizeObserver((entries) => {
       const width = entries[entries.length - 1]?.contentRect.width;
       if (width === undefined || width <= 0) return;
       this.observedWidth = Math.max(200, Math.floor(width));
-      if (this.plot !== null && Math.abs(this.plot.width - this.observedWidth) >= 1) this.plot.setSize({ width: this.observedWidth, height: this.plot.height });
+      if (this.plot !== null && Math.abs(this.plot.width - this.observedWidth) >= 1)
+        this.plot.setSize({ width: this.observedWidth, height: this.plot.height });
       this.legend.scheduleFit();
     });
     this.resizeObserver.observe(this.plotBox);
@@ -241,7 +341,8 @@ export class ChartCard {
     this.indexes = built.indexes;
     this.root.dataset["nonfinite"] = String(this.markers.length);
     this.plot.setData(built.data, this.settings.zoom === null);
-    if (this.settings.zoom !== null) this.plot.setScale("x", { min: this.settings.zoom[0], max: this.settings.zoom[1] });
+    if (this.settings.zoom !== null)
+      this.plot.setScale("x", { min: this.settings.zoom[0], max: this.settings.zoom[1] });
   }
 
   private structure(): string {
@@ -256,7 +357,16 @@ export class ChartCard {
     const { settings } = this;
     const built = this.lines.map((l) => lineTable(l, settings));
     const joinInput: uPlot.AlignedData[] = [];
-    const out: BuiltData = { data: [[]], series: [{}], topSeries: [], rawSeries: [], bandSeries: [], bands: [], markers: [], indexes: [] };
+    const out: BuiltData = {
+      data: [[]],
+      series: [{}],
+      topSeries: [],
+      rawSeries: [],
+      bandSeries: [],
+      bands: [],
+      markers: [],
+      indexes: [],
+    };
     this.lines.forEach((line, i) => {
       const table = built[i]?.table;
       if (table === undefined) return;
@@ -412,7 +522,12 @@ export class ChartCard {
       return;
     }
     clear(this.tooltip);
-    append(this.tooltip, head, ...rows.slice(0, 12), rows.length > 12 ? el("div", { className: "muted" }, `… ${rows.length - 12} more`) : null);
+    append(
+      this.tooltip,
+      head,
+      ...rows.slice(0, 12),
+      rows.length > 12 ? el("div", { className: "muted" }, `… ${rows.length - 12} more`) : null,
+    );
     this.tooltip.classList.remove("hidden");
     placeTooltip(this.tooltip, this.root, u, left);
   }

@@ -12,8 +12,26 @@ import { compareCodePoints } from "../../core/code-points.js";
 
 /** 20 run colours that stay apart on white and on the dark theme. */
 export const RUN_PALETTE: readonly string[] = [
-  "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-  "#393b79", "#e6550d", "#31a354", "#ad494a", "#756bb1", "#c49c94", "#de9ed6", "#637939", "#fd8d3c", "#3182bd",
+  "#1f77b4",
+  "#ff7f0e",
+  "#2ca02c",
+  "#d62728",
+  "#9467bd",
+  "#8c564b",
+  "#e377c2",
+  "#7f7f7f",
+  "#bcbd22",
+  "#17becf",
+  "#393b79",
+  "#e6550d",
+  "#31a354",
+  "#ad494a",
+  "#756bb1",
+  "#c49c94",
+  "#de9ed6",
+  "#637939",
+  "#fd8d3c",
+  "#3182bd",
 ];
 
 /**
@@ -21,8 +39,23 @@ export const RUN_PALETTE: readonly string[] = [
  * that at least 12 stay once those close to any one run colour are left out.
  */
 export const RANK_PALETTE: readonly string[] = [
-  "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666", "#be123c",
-  "#0e7490", "#4d7c0f", "#7c3aed", "#9d174d", "#365314", "#38bdf8", "#c084fc", "#2563eb",
+  "#1b9e77",
+  "#d95f02",
+  "#7570b3",
+  "#e7298a",
+  "#66a61e",
+  "#e6ab02",
+  "#a6761d",
+  "#666666",
+  "#be123c",
+  "#0e7490",
+  "#4d7c0f",
+  "#7c3aed",
+  "#9d174d",
+  "#365314",
+  "#38bdf8",
+  "#c084fc",
+  "#2563eb",
 ];
 
 /** Rank colours closer than this to the run's own colour are left out (redmean distance, 0–765). */
@@ -58,7 +91,9 @@ interface ColouredRun {
  * run holds it (runs without a start time come last, then by id).
  */
 export function assignRunColours(runs: readonly ColouredRun[]): Map<string, string> {
-  const order = [...runs].sort((a, b) => (a.startedAt ?? Infinity) - (b.startedAt ?? Infinity) || compareCodePoints(a.id, b.id));
+  const order = [...runs].sort(
+    (a, b) => (a.startedAt ?? Infinity) - (b.startedAt ?? Infinity) || compareCodePoints(a.id, b.id),
+  );
   const taken = new Set<number>();
   const colours = new Map<string, string>();
   const n = RUN_PALETTE.length;
@@ -77,7 +112,11 @@ export function assignRunColours(runs: readonly ColouredRun[]): Map<string, stri
  * the 20th every run has its id's own slot, and this is what `assignRunColours` of every run
  * gives — without loading every run.
  */
-export function colourFromEarliest(id: string, earliest: readonly ColouredRun[], assigned: ReadonlyMap<string, string> = assignRunColours(earliest)): string {
+export function colourFromEarliest(
+  id: string,
+  earliest: readonly ColouredRun[],
+  assigned: ReadonlyMap<string, string> = assignRunColours(earliest),
+): string {
   return assigned.get(id) ?? RUN_PALETTE[fnv1a(id) % RUN_PALETTE.length] ?? "#333";
 }
 
@@ -87,7 +126,10 @@ export function colourFromEarliest(id: string, earliest: readonly ColouredRun[],
  * taken for the global one.
  */
 export function rankColour(rank: number, runColour?: string): string {
-  const palette = runColour === undefined ? RANK_PALETTE : RANK_PALETTE.filter((c) => colourDistance(c, runColour) >= MIN_RANK_DISTANCE);
+  const palette =
+    runColour === undefined
+      ? RANK_PALETTE
+      : RANK_PALETTE.filter((c) => colourDistance(c, runColour) >= MIN_RANK_DISTANCE);
   const n = palette.length;
   return palette[((rank % n) + n) % n] ?? "#333";
 }

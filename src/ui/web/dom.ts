@@ -26,7 +26,9 @@ export function el<K extends keyof HTMLElementTagNameMap>(
 export function append(parent: Node, ...children: Child[]): void {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
-    parent.appendChild(typeof child === "string" || typeof child === "number" ? document.createTextNode(String(child)) : child);
+    parent.appendChild(
+      typeof child === "string" || typeof child === "number" ? document.createTextNode(String(child)) : child,
+    );
   }
 }
 

@@ -100,7 +100,12 @@ export class LazyGrid {
       spec.card.setOnScreen(entry.isIntersecting);
       // A loaded card scrolled into view under a zoom made elsewhere: fetch its window too.
       const zoom = state.settings.zoom;
-      if (entry.isIntersecting && zoom !== null && entry.target.getAttribute("data-loaded") === "1" && entry.target.getAttribute("data-refined-zoom") !== String(zoom)) {
+      if (
+        entry.isIntersecting &&
+        zoom !== null &&
+        entry.target.getAttribute("data-loaded") === "1" &&
+        entry.target.getAttribute("data-refined-zoom") !== String(zoom)
+      ) {
         void refineWindow(this.generation, [spec.card]);
       }
       if (entry.isIntersecting && entry.target.getAttribute("data-requested") !== "1") {
@@ -156,7 +161,11 @@ async function fillCards(generation: number, all: CardSpec[], maxPoints: number)
     if (first === undefined) return;
     let answers: LineAnswer<SeriesData | StreamData>[] = [];
     try {
-      answers = await api.runLines(API_KIND[first.l.kind], group.map(({ l }) => [l.run, l.key, l.rank ?? null, null]), maxPoints);
+      answers = await api.runLines(
+        API_KIND[first.l.kind],
+        group.map(({ l }) => [l.run, l.key, l.rank ?? null, null]),
+        maxPoints,
+      );
     } catch (error) {
       if (generation === state.generation) hooks.showError(error);
     }
@@ -187,7 +196,11 @@ async function fillCards(generation: number, all: CardSpec[], maxPoints: number)
   if (generation !== state.generation) return;
   for (const spec of specs) if (spec.lines.length === 0) spec.card.setLines([]);
   // Charts loaded under a zoom (from the URL): fetch the window's raw points too.
-  if (zoom !== null) await refineWindow(generation, specs.map((s) => s.card));
+  if (zoom !== null)
+    await refineWindow(
+      generation,
+      specs.map((s) => s.card),
+    );
 }
 
 /**
@@ -219,7 +232,9 @@ export async function refineWindow(generation: number, cards: ChartCard[]): Prom
     cards.map(async (card) => {
       card.root.dataset["refinedZoom"] = String(zoom);
       const settings = card.getSettings();
-      const wanted = [...state.lineSources.values()].filter((s) => s.card === card && s.kind === "series" && s.line.downsampled === true);
+      const wanted = [...state.lineSources.values()].filter(
+        (s) => s.card === card && s.kind === "series" && s.line.downsampled === true,
+      );
       if (wanted.length === 0) return;
       const width = card.root.querySelector(".plot")?.clientWidth ?? 400;
       const maxPoints = pointsForWidth(width);
@@ -228,14 +243,24 @@ export async function refineWindow(generation: number, cards: ChartCard[]): Prom
         wanted.map(async (source) => {
           const { line } = source;
           const byStep: [number, number] = [Math.floor(zoom[0]) - 1, Math.ceil(zoom[1]) + 1];
-          const window = settings.xMode === "step" ? byStep : stepWindow(line, zoom, (i) => xOf(line, settings.xMode, i));
+          const window =
+            settings.xMode === "step" ? byStep : stepWindow(line, zoom, (i) => xOf(line, settings.xMode, i));
           if (window === null) return;
           const [from, to] = window;
           // Without `before` (an older server) the answer runs to the line's end: a budget that
           // gives the window about the chart's resolution, up to the server's 2,000.
           const lastStep = line.steps[line.steps.length - 1] ?? to;
-          const fallbackBudget = Math.min(2000, Math.ceil(maxPoints * Math.max(1, (lastStep - from + 1) / Math.max(1, to - from + 1))));
-          const ask = (budget: number): Promise<LineAnswer<SeriesData>[]> => api.lines<SeriesData>(source.run, "scalar", [[source.key, source.rank ?? null, String(from - 1), to + 1]], budget);
+          const fallbackBudget = Math.min(
+            2000,
+            Math.ceil(maxPoints * Math.max(1, (lastStep - from + 1) / Math.max(1, to - from + 1))),
+          );
+          const ask = (budget: number): Promise<LineAnswer<SeriesData>[]> =>
+            api.lines<SeriesData>(
+              source.run,
+              "scalar",
+              [[source.key, source.rank ?? null, String(from - 1), to + 1]],
+              budget,
+            );
           let answer: LineAnswer<SeriesData> | undefined;
           try {
             const knewBefore = api.supportsBefore();
@@ -273,5 +298,7 @@ export async function refineWindow(generation: number, cards: ChartCard[]): Prom
 
 /** Lines whose run is live or just ended: the ones a poll asks about. */
 export function pollable(): LineSource[] {
-  return [...state.lineSources.values()].filter((s) => s.card.isOnScreen() && (isLive(s.run) || state.finalPoll.has(s.run)));
+  return [...state.lineSources.values()].filter(
+    (s) => s.card.isOnScreen() && (isLive(s.run) || state.finalPoll.has(s.run)),
+  );
 }

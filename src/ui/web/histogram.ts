@@ -12,7 +12,9 @@ import { append, clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
 
 /** x (bucket edges) and y (counts) for a stepped path; the first edge is the histogram's min. */
-export function histogramSteps(h: Pick<HistogramData, "min" | "max" | "bucketLimits" | "bucketCounts">): [number[], number[]] {
+export function histogramSteps(
+  h: Pick<HistogramData, "min" | "max" | "bucketLimits" | "bucketCounts">,
+): [number[], number[]] {
   const xs: number[] = [];
   const ys: number[] = [];
   const first = h.bucketLimits[0];
@@ -40,7 +42,10 @@ export function histogramSteps(h: Pick<HistogramData, "min" | "max" | "bucketLim
  * lines (the global one and the ranks') must not be passed together. Returns the value range, the
  * grid and each column's step.
  */
-export function heatmapGrid(rows: (Pick<HistogramData, "min" | "max" | "bucketLimits" | "bucketCounts"> & { step?: number })[], bins: number): { low: number; high: number; columns: number[][]; steps: (number | undefined)[] } {
+export function heatmapGrid(
+  rows: (Pick<HistogramData, "min" | "max" | "bucketLimits" | "bucketCounts"> & { step?: number })[],
+  bins: number,
+): { low: number; high: number; columns: number[][]; steps: (number | undefined)[] } {
   const byColumn = new Map<string, (typeof rows)[number]>();
   rows.forEach((row, r) => byColumn.set(row.step === undefined ? `row${r}` : `step${row.step}`, row));
   const shown = [...byColumn.values()].sort((a, b) => (a.step ?? Infinity) - (b.step ?? Infinity));
@@ -97,12 +102,23 @@ export class HistogramCard {
     this.plotBox = el("div", { className: "plot" });
     const shown = visibleName(key);
     this.rankPicker = el("select", { className: "hist-rank", "aria-label": `line of ${shown}` });
-    for (const rank of ranks) this.rankPicker.appendChild(el("option", { value: String(rank) }, rank === GLOBAL_RANK ? "all ranks (global)" : rankName(rank)));
+    for (const rank of ranks)
+      this.rankPicker.appendChild(
+        el("option", { value: String(rank) }, rank === GLOBAL_RANK ? "all ranks (global)" : rankName(rank)),
+      );
     this.rankPicker.addEventListener("change", () => void this.showRank(Number(this.rankPicker.value)));
     this.picker = el("select", { className: "hist-step", "aria-label": `step of ${shown}` });
-    this.picker.addEventListener("change", () => (this.picker.value === "time" ? this.drawHeatmap() : this.draw(Number(this.picker.value))));
+    this.picker.addEventListener("change", () =>
+      this.picker.value === "time" ? this.drawHeatmap() : this.draw(Number(this.picker.value)),
+    );
     this.summary = el("span", { className: "muted" });
-    this.root = el("div", { className: "chart", "data-key": key }, el("h3", { className: "chart-title", title: shown }, shown), this.plotBox, el("div", { className: "legend" }, this.rankPicker, this.picker, this.summary));
+    this.root = el(
+      "div",
+      { className: "chart", "data-key": key },
+      el("h3", { className: "chart-title", title: shown }, shown),
+      this.plotBox,
+      el("div", { className: "legend" }, this.rankPicker, this.picker, this.summary),
+    );
   }
 
   /** Draw the global line's histograms over time (else the lowest rank's). */
@@ -123,7 +139,8 @@ export class HistogramCard {
     // One entry per step (a step written twice shows its last histogram), newest first.
     const lastOfStep = new Map<number, number>();
     this.rows.forEach((row, i) => lastOfStep.set(row.step, i));
-    for (const [step, i] of [...lastOfStep].sort((a, b) => b[0] - a[0])) this.picker.appendChild(el("option", { value: String(i) }, `step ${step}`));
+    for (const [step, i] of [...lastOfStep].sort((a, b) => b[0] - a[0]))
+      this.picker.appendChild(el("option", { value: String(i) }, `step ${step}`));
     this.picker.value = "time";
     this.drawHeatmap();
   }
@@ -144,13 +161,21 @@ export class HistogramCard {
   drawHeatmap(): void {
     this.reset();
     const rows = this.rows;
-    const { low, high, columns, steps } = heatmapGrid(rows.map((r) => ({ ...r.histogram, step: r.step })), HEAT_BINS);
+    const { low, high, columns, steps } = heatmapGrid(
+      rows.map((r) => ({ ...r.histogram, step: r.step })),
+      HEAT_BINS,
+    );
     const dpr = devicePixelRatio;
     const width = Math.max(200, this.width);
     const height = 190;
     const axisLeft = 56;
     const axisBottom = 22;
-    const canvas = el("canvas", { className: "heatmap", width: Math.round(width * dpr), height: Math.round(height * dpr), "aria-label": `histograms of ${visibleName(this.key)} over ${columns.length} steps` });
+    const canvas = el("canvas", {
+      className: "heatmap",
+      width: Math.round(width * dpr),
+      height: Math.round(height * dpr),
+      "aria-label": `histograms of ${visibleName(this.key)} over ${columns.length} steps`,
+    });
     canvas.style.width = `${width}px`;
     canvas.style.height = `${height}px`;
     this.plotBox.appendChild(canvas);
@@ -173,7 +198,11 @@ export class HistogramCard {
       ctx.font = "11px sans-serif";
       ctx.textAlign = "right";
       const ticks = [low, (low + high) / 2, high];
-      ticks.map((v) => String(Number(v.toPrecision(4)))).forEach((label, i) => ctx.fillText(label, axisLeft - 4, 6 + plotH - (i / 2) * plotH + (i === 0 ? 0 : i === 2 ? 9 : 4)));
+      ticks
+        .map((v) => String(Number(v.toPrecision(4))))
+        .forEach((label, i) =>
+          ctx.fillText(label, axisLeft - 4, 6 + plotH - (i / 2) * plotH + (i === 0 ? 0 : i === 2 ? 9 : 4)),
+        );
       ctx.textAlign = "left";
       ctx.fillText(`step ${steps[0] ?? ""}`, axisLeft, height - 6);
       ctx.textAlign = "right";
@@ -188,7 +217,12 @@ export class HistogramCard {
     data["high"] = String(high);
     delete data["step"];
     clear(this.summary);
-    append(this.summary, columns.length === 0 ? " no histograms on this line" : ` ${columns.length} steps · values ${low.toPrecision(4)} … ${high.toPrecision(4)}`);
+    append(
+      this.summary,
+      columns.length === 0
+        ? " no histograms on this line"
+        : ` ${columns.length} steps · values ${low.toPrecision(4)} … ${high.toPrecision(4)}`,
+    );
   }
 
   private draw(index: number): void {
@@ -201,7 +235,17 @@ export class HistogramCard {
         width: Math.max(200, this.width),
         height: 190,
         legend: { show: false },
-        series: [{}, { label: "count", stroke: "#2563eb", fill: "#2563eb33", width: 1.5, paths: uPlot.paths.stepped?.({ align: 1 }), points: { show: false } }],
+        series: [
+          {},
+          {
+            label: "count",
+            stroke: "#2563eb",
+            fill: "#2563eb33",
+            width: 1.5,
+            paths: uPlot.paths.stepped?.({ align: 1 }),
+            points: { show: false },
+          },
+        ],
         scales: { x: { time: false } },
         axes: [{ values: (_u, splits) => formatTicks(splits) }, { size: 56 }],
       },

@@ -78,7 +78,20 @@ function renderTabs(): void {
   clear(nav);
   for (const [tab, label] of TABS) {
     const active = tab === state.tab;
-    const button = el("button", { type: "button", role: "tab", id: `tab-${tab}`, "aria-selected": active ? "true" : "false", "aria-controls": "view", tabindex: active ? 0 : -1, className: active ? "tab active" : "tab", "data-tab": tab }, label);
+    const button = el(
+      "button",
+      {
+        type: "button",
+        role: "tab",
+        id: `tab-${tab}`,
+        "aria-selected": active ? "true" : "false",
+        "aria-controls": "view",
+        tabindex: active ? 0 : -1,
+        className: active ? "tab active" : "tab",
+        "data-tab": tab,
+      },
+      label,
+    );
     button.addEventListener("click", () => switchTab(tab));
     button.addEventListener("keydown", (event) => {
       if (event.key !== "ArrowRight" && event.key !== "ArrowLeft") return;
@@ -141,8 +154,12 @@ async function renderView(): Promise<void> {
   const generation = resetView();
   refreshBanner();
   const chartsTab = state.tab === "metrics" || state.tab === "streams" || state.tab === "system";
-  $("toolbar", HTMLElement).classList.toggle("hidden", !chartsTab && state.tab !== "runs" && state.tab !== "histograms" && state.tab !== "samples");
-  for (const id of ["x-control", "log-control", "smoothing-control", "rank-control"]) $(id, HTMLElement).classList.toggle("hidden", !chartsTab);
+  $("toolbar", HTMLElement).classList.toggle(
+    "hidden",
+    !chartsTab && state.tab !== "runs" && state.tab !== "histograms" && state.tab !== "samples",
+  );
+  for (const id of ["x-control", "log-control", "smoothing-control", "rank-control"])
+    $(id, HTMLElement).classList.toggle("hidden", !chartsTab);
   $("group-control", HTMLElement).classList.toggle("hidden", state.tab !== "metrics");
   // Raw stream values are shown as they are: smoothing them would invent a trend.
   if (state.tab === "streams") $("smoothing-control", HTMLElement).classList.add("hidden");
@@ -201,7 +218,11 @@ function settingsChanged(rerender = false): void {
     return;
   }
   for (const card of state.cards) {
-    const tabSettings = { ...card.getSettings(), smoothing: state.tab === "streams" ? 0 : state.settings.smoothing, logScale: state.settings.logScale };
+    const tabSettings = {
+      ...card.getSettings(),
+      smoothing: state.tab === "streams" ? 0 : state.settings.smoothing,
+      logScale: state.settings.logScale,
+    };
     card.setSettings(tabSettings);
   }
 }
@@ -285,12 +306,19 @@ function listenToControls(): void {
 
 async function start(): Promise<void> {
   // The token, when there is one, is now a cookie; keep it out of the address bar and history.
-  if (new URLSearchParams(location.search).has("token")) history.replaceState(null, "", `${location.pathname}${location.hash}`);
+  if (new URLSearchParams(location.search).has("token"))
+    history.replaceState(null, "", `${location.pathname}${location.hash}`);
   readHash();
   if (!location.hash.includes("theme=") && matchMedia("(prefers-color-scheme: dark)").matches) state.theme = "dark";
   controlsFromState();
   listenToControls();
-  setupRunsList($("sidebar", HTMLElement), runsTable, runFilter, $("runs-count", HTMLElement), $("select-all", HTMLButtonElement));
+  setupRunsList(
+    $("sidebar", HTMLElement),
+    runsTable,
+    runFilter,
+    $("runs-count", HTMLElement),
+    $("select-all", HTMLButtonElement),
+  );
   window.addEventListener("hashchange", () => {
     readHash();
     controlsFromState();

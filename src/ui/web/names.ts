@@ -31,7 +31,10 @@ export function searchMatcher(text: string): { test: (s: string) => boolean; err
     return { test: (s) => re.test(s), error: null };
   } catch (error) {
     const lower = q.toLowerCase();
-    return { test: (s) => s.toLowerCase().includes(lower), error: error instanceof Error ? error.message : String(error) };
+    return {
+      test: (s) => s.toLowerCase().includes(lower),
+      error: error instanceof Error ? error.message : String(error),
+    };
   }
 }
 

@@ -31,7 +31,11 @@ export async function poll(liveBox: HTMLElement): Promise<void> {
     await pool(groups, FETCH_CONCURRENCY, async (group) => {
       const first = group[0];
       if (first === undefined) return;
-      const answers = await api.lines(first.run, API_KIND[first.kind], group.map((s) => [s.key, s.rank ?? null, s.cursor]));
+      const answers = await api.lines(
+        first.run,
+        API_KIND[first.kind],
+        group.map((s) => [s.key, s.rank ?? null, s.cursor]),
+      );
       if (generation !== state.generation) return;
       group.forEach((source, i) => {
         const answer = answers[i];

@@ -13,7 +13,11 @@ import type { RunsQuery } from "./api.js";
 const COMPARISON = /^([^<>=!]+)(<=|>=|!=|=|<|>)(.*)$/;
 
 /** What the box says, as the part of a runs query it filters (no sort or page). */
-export function filterQuery(text: string, summaryKeys: ReadonlySet<string> = new Set(), paramKeys: ReadonlySet<string> = new Set()): RunsQuery {
+export function filterQuery(
+  text: string,
+  summaryKeys: ReadonlySet<string> = new Set(),
+  paramKeys: ReadonlySet<string> = new Set(),
+): RunsQuery {
   const tags: string[] = [];
   const statuses: string[] = [];
   const params: string[] = [];

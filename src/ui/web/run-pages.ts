@@ -61,8 +61,14 @@ export class RunPages {
    */
   async refresh(from: number, to: number): Promise<boolean> {
     const around = new Set<number>();
-    for (let page = Math.floor(from / PAGE_ROWS) - 1; page <= Math.floor(Math.max(from, to - 1) / PAGE_ROWS) + 1; page++) if (page >= 0) around.add(page);
-    for (const page of this.pages.keys()) if (!around.has(page) && this.pages.size > KEEP_PAGES) this.pages.delete(page);
+    for (
+      let page = Math.floor(from / PAGE_ROWS) - 1;
+      page <= Math.floor(Math.max(from, to - 1) / PAGE_ROWS) + 1;
+      page++
+    )
+      if (page >= 0) around.add(page);
+    for (const page of this.pages.keys())
+      if (!around.has(page) && this.pages.size > KEEP_PAGES) this.pages.delete(page);
     const pages = this.pages.size === 0 ? [0] : [...this.pages.keys()].filter((p) => around.has(p));
     const before = this.generation;
     const results = await Promise.all(pages.map((page) => this.load(page)));
@@ -76,7 +82,8 @@ export class RunPages {
       .runs({ ...this.query, offset: page * PAGE_ROWS, limit: PAGE_ROWS })
       .then((answer) => {
         if (generation !== this.generation) return false;
-        const same = this.pages.get(page) === answer.runs && this.total === answer.total && this.indexing === answer.indexing;
+        const same =
+          this.pages.get(page) === answer.runs && this.total === answer.total && this.indexing === answer.indexing;
         this.pages.set(page, answer.runs);
         this.total = answer.total;
         this.indexing = answer.indexing;

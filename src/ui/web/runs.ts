@@ -26,8 +26,10 @@ const COLUMNS = 6;
 
 function tagChips(run: RunInfo): HTMLElement {
   const box = el("span", { className: "chips" });
-  if (run.group !== undefined && run.group !== null && run.group !== "") box.appendChild(el("span", { className: "chip group", title: "group" }, visibleName(run.group)));
-  for (const tag of run.tags ?? []) box.appendChild(el("span", { className: "chip tag", title: "tag" }, visibleName(tag)));
+  if (run.group !== undefined && run.group !== null && run.group !== "")
+    box.appendChild(el("span", { className: "chip group", title: "group" }, visibleName(run.group)));
+  for (const tag of run.tags ?? [])
+    box.appendChild(el("span", { className: "chip tag", title: "tag" }, visibleName(tag)));
   return box;
 }
 
@@ -35,13 +37,23 @@ function tagChips(run: RunInfo): HTMLElement {
 function lostChip(run: RunInfo): HTMLElement | string {
   const lost = (run.lostRanks ?? []).filter((l) => l.backStep === null);
   if (lost.length === 0) return "";
-  const names = lost.map((l) => `rank ${l.rank} (${visibleName(l.rankName)})${l.step === null ? "" : ` after step ${l.step}`}: ${visibleName(l.reason)}`).join("\n");
-  return el("span", { className: "chip lost", title: names, "data-lost": String(lost.length) }, `${lost.length} rank${lost.length === 1 ? "" : "s"} lost`);
+  const names = lost
+    .map(
+      (l) =>
+        `rank ${l.rank} (${visibleName(l.rankName)})${l.step === null ? "" : ` after step ${l.step}`}: ${visibleName(l.reason)}`,
+    )
+    .join("\n");
+  return el(
+    "span",
+    { className: "chip lost", title: names, "data-lost": String(lost.length) },
+    `${lost.length} rank${lost.length === 1 ? "" : "s"} lost`,
+  );
 }
 
 /** Select exactly this run, or toggle it in the overlay. */
 export function selectRun(id: string, overlay: boolean): void {
-  if (overlay) state.selected = state.selected.includes(id) ? state.selected.filter((r) => r !== id) : [...state.selected, id];
+  if (overlay)
+    state.selected = state.selected.includes(id) ? state.selected.filter((r) => r !== id) : [...state.selected, id];
   else state.selected = [id];
   selectionChanged();
 }
@@ -65,7 +77,8 @@ let list: RunsList | null = null;
 
 function runRow(i: number): HTMLTableRowElement {
   const run = list?.pages.row(i);
-  if (run === undefined) return el("tr", { className: "run loading" }, el("td", { colspan: COLUMNS, className: "muted" }, "…"));
+  if (run === undefined)
+    return el("tr", { className: "run loading" }, el("td", { colspan: COLUMNS, className: "muted" }, "…"));
   const selected = state.selected.includes(run.id);
   const shown = visibleName(run.id);
   const box = el("input", { type: "checkbox", "aria-label": `overlay ${shown}`, tabindex: -1 });
@@ -80,11 +93,22 @@ function runRow(i: number): HTMLTableRowElement {
   const duration = run.startedAt !== null && end !== null ? formatDuration(end - run.startedAt) : "";
   const row = el(
     "tr",
-    { className: selected ? "run selected" : "run", "data-run": run.id, tabindex: 0, "aria-selected": selected ? "true" : "false", title: shown },
+    {
+      className: selected ? "run selected" : "run",
+      "data-run": run.id,
+      tabindex: 0,
+      "aria-selected": selected ? "true" : "false",
+      title: shown,
+    },
     el("td", {}, box, swatch),
     el("td", { className: "name" }, visibleName(run.experiment)),
     el("td", { className: "name" }, visibleName(run.trial), tagChips(run)),
-    el("td", { className: `status status-${run.status.toLowerCase().replace(/[^a-z]/g, "")}` }, run.status, lostChip(run)),
+    el(
+      "td",
+      { className: `status status-${run.status.toLowerCase().replace(/[^a-z]/g, "")}` },
+      run.status,
+      lostChip(run),
+    ),
     el("td", { title: formatTime(run.startedAt) }, formatStart(run.startedAt)),
     el("td", {}, duration),
   );
@@ -114,8 +138,14 @@ function renderCount(): void {
   const { pages, count, filter } = list;
   const total = pages.total ?? 0;
   const reading = pages.indexing;
-  const matched = filter.value.trim() === "" ? `${total.toLocaleString("en-US")} runs` : `${total.toLocaleString("en-US")} runs match`;
-  count.textContent = reading !== undefined ? `${matched} · reading runs: ${reading.runsRead.toLocaleString("en-US")} of ${reading.runsFound.toLocaleString("en-US")}…` : matched;
+  const matched =
+    filter.value.trim() === ""
+      ? `${total.toLocaleString("en-US")} runs`
+      : `${total.toLocaleString("en-US")} runs match`;
+  count.textContent =
+    reading !== undefined
+      ? `${matched} · reading runs: ${reading.runsRead.toLocaleString("en-US")} of ${reading.runsFound.toLocaleString("en-US")}…`
+      : matched;
   count.dataset["total"] = String(total);
 }
 
@@ -132,7 +162,13 @@ export function renderRunsList(): void {
 }
 
 /** Wire the runs list: its table, the element that scrolls it, its filter box, its count and *select all*. */
-export function setupRunsList(scroller: HTMLElement, table: HTMLTableElement, filter: HTMLInputElement, count: HTMLElement, selectAll: HTMLButtonElement): void {
+export function setupRunsList(
+  scroller: HTMLElement,
+  table: HTMLTableElement,
+  filter: HTMLInputElement,
+  count: HTMLElement,
+  selectAll: HTMLButtonElement,
+): void {
   const body = table.tBodies[0] ?? table.createTBody();
   const pages = new RunPages(filterQuery(filter.value), (rows) => {
     knowRuns(rows);
@@ -191,7 +227,8 @@ export async function refreshRuns(): Promise<void> {
   if (selected !== null) {
     knowRuns(selected.runs);
     // While a large root is first read, a selected run may just not be read yet: keep it.
-    if (selected.indexing === undefined) state.selected = state.selected.filter((id) => selected.runs.some((r) => r.id === id));
+    if (selected.indexing === undefined)
+      state.selected = state.selected.filter((id) => selected.runs.some((r) => r.id === id));
   }
   // A run that just ended may have written its last points after our last poll: poll it once more.
   for (const id of wasLive) if (!isLive(id)) state.finalPoll.add(id);

@@ -11,7 +11,18 @@ import { assignRunColours, colourFromEarliest } from "./colours.js";
 /** The band drawn around a group's mean: ± one standard deviation, min to max, or none. */
 export type Band = "std" | "minmax" | "none";
 
-export type Tab = "metrics" | "runs" | "streams" | "system" | "histograms" | "samples" | "logs" | "ranks" | "alerts" | "config" | "traces";
+export type Tab =
+  | "metrics"
+  | "runs"
+  | "streams"
+  | "system"
+  | "histograms"
+  | "samples"
+  | "logs"
+  | "ranks"
+  | "alerts"
+  | "config"
+  | "traces";
 export const TABS: [Tab, string][] = [
   ["metrics", "Metrics"],
   ["runs", "Runs table"],
@@ -144,6 +155,7 @@ let colourCache: { of: RunInfo[] | null; colours: Map<string, string> } = { of: 
 
 /** One colour per run, the same in the runs list, the table and every chart, from the run's id (colours.ts). */
 export function runColour(run: string): string {
-  if (colourCache.of !== state.earliestRuns) colourCache = { of: state.earliestRuns, colours: assignRunColours(state.earliestRuns) };
+  if (colourCache.of !== state.earliestRuns)
+    colourCache = { of: state.earliestRuns, colours: assignRunColours(state.earliestRuns) };
   return colourFromEarliest(run, state.earliestRuns, colourCache.colours);
 }

@@ -15,7 +15,17 @@
 const MAX_SUMMARY_COLUMNS = 16;
 
 /** The names watched first, most important first; matched against a key's last `/` part. */
-const WATCHED = ["loss", "reward", "return", "score", "accuracy|acc", "perplexity|ppl", "kl", "entropy", "lr|learning_rate"];
+const WATCHED = [
+  "loss",
+  "reward",
+  "return",
+  "score",
+  "accuracy|acc",
+  "perplexity|ppl",
+  "kl",
+  "entropy",
+  "lr|learning_rate",
+];
 const EXACT = WATCHED.map((names) => new RegExp(`^(${names})$`, "i"));
 const WORD = WATCHED.map((names) => new RegExp(`(^|[^a-z])(${names})($|[^a-z])`, "i"));
 
@@ -30,14 +40,24 @@ export function watchRank(key: string): number {
 }
 
 /** Keys in the order the rule puts them: watched names first, then the keys most runs have, then by name. */
-export function orderSummaryKeys(summaries: readonly Readonly<Record<string, number>>[], keys: readonly string[]): string[] {
+export function orderSummaryKeys(
+  summaries: readonly Readonly<Record<string, number>>[],
+  keys: readonly string[],
+): string[] {
   const runs = new Map<string, number>();
   for (const summary of summaries) for (const key of Object.keys(summary)) runs.set(key, (runs.get(key) ?? 0) + 1);
-  return [...keys].sort((a, b) => watchRank(a) - watchRank(b) || (runs.get(b) ?? 0) - (runs.get(a) ?? 0) || (a < b ? -1 : a > b ? 1 : 0));
+  return [...keys].sort(
+    (a, b) => watchRank(a) - watchRank(b) || (runs.get(b) ?? 0) - (runs.get(a) ?? 0) || (a < b ? -1 : a > b ? 1 : 0),
+  );
 }
 
 /** The columns to show: the user's choice (those of them still there) or the rule's first `max`. */
-export function summaryColumns(summaries: readonly Readonly<Record<string, number>>[], candidates: readonly string[], chosen: readonly string[] | null, max = MAX_SUMMARY_COLUMNS): string[] {
+export function summaryColumns(
+  summaries: readonly Readonly<Record<string, number>>[],
+  candidates: readonly string[],
+  chosen: readonly string[] | null,
+  max = MAX_SUMMARY_COLUMNS,
+): string[] {
   const ordered = orderSummaryKeys(summaries, candidates);
   if (chosen === null) return ordered.slice(0, max);
   const picked = new Set(chosen);

@@ -21,11 +21,15 @@ export function readHash(hash = location.hash): void {
     state.settings.xKey = x.slice(7);
   }
   const smoothing = Number(params.get("smooth"));
-  if (params.has("smooth") && Number.isFinite(smoothing) && smoothing >= 0 && smoothing < 1) state.settings.smoothing = smoothing;
+  if (params.has("smooth") && Number.isFinite(smoothing) && smoothing >= 0 && smoothing < 1)
+    state.settings.smoothing = smoothing;
   state.settings.logScale = params.get("logy") === "1";
   state.settings.logX = params.get("logx") === "1";
   const [z0, z1, ...extra] = (params.get("zoom") ?? "").split(",").map(Number);
-  state.settings.zoom = z0 !== undefined && z1 !== undefined && extra.length === 0 && Number.isFinite(z0) && Number.isFinite(z1) && z0 < z1 ? [z0, z1] : null;
+  state.settings.zoom =
+    z0 !== undefined && z1 !== undefined && extra.length === 0 && Number.isFinite(z0) && Number.isFinite(z1) && z0 < z1
+      ? [z0, z1]
+      : null;
   state.search = params.get("q") ?? "";
   state.perRank = params.get("ranks") !== "0";
   state.showInternal = params.get("internal") === "1";
@@ -42,7 +46,12 @@ export function readHash(hash = location.hash): void {
   state.groupBy = params.getAll("groupby").filter((g) => g !== "");
   const band = params.get("band");
   state.band = band === "minmax" || band === "none" ? band : "std";
-  state.logs = { file: params.get("logfile") ?? "", level: params.get("level") ?? "", component: params.get("component") ?? "", follow: params.get("follow") === "1" };
+  state.logs = {
+    file: params.get("logfile") ?? "",
+    level: params.get("level") ?? "",
+    component: params.get("component") ?? "",
+    follow: params.get("follow") === "1",
+  };
 }
 
 /** The fragment for the current state. */

@@ -88,7 +88,10 @@ export class VirtualRows {
     this.last = last;
     const { body } = this.options;
     const rowHeight = this.rowHeight;
-    const focused = document.activeElement instanceof HTMLElement && body.contains(document.activeElement) ? document.activeElement.closest("tr")?.getAttribute("data-index") : null;
+    const focused =
+      document.activeElement instanceof HTMLElement && body.contains(document.activeElement)
+        ? document.activeElement.closest("tr")?.getAttribute("data-index")
+        : null;
     clear(body);
     body.appendChild(this.spacer(first * rowHeight, "top"));
     for (let i = first; i < last; i++) {
@@ -118,10 +121,12 @@ export class VirtualRows {
   reveal(i: number): HTMLTableRowElement | null {
     const { scroller, body } = this.options;
     const rowHeight = this.rowHeight;
-    const top = body.getBoundingClientRect().top - scroller.getBoundingClientRect().top + scroller.scrollTop + i * rowHeight;
+    const top =
+      body.getBoundingClientRect().top - scroller.getBoundingClientRect().top + scroller.scrollTop + i * rowHeight;
     const head = body.parentElement?.querySelector("thead")?.getBoundingClientRect().height ?? 0;
     if (top < scroller.scrollTop + head) scroller.scrollTop = top - head;
-    else if (top + rowHeight > scroller.scrollTop + scroller.clientHeight) scroller.scrollTop = top + rowHeight - scroller.clientHeight;
+    else if (top + rowHeight > scroller.scrollTop + scroller.clientHeight)
+      scroller.scrollTop = top + rowHeight - scroller.clientHeight;
     this.render(false);
     const row = body.querySelector(`tr[data-index="${i}"]`);
     return row instanceof HTMLTableRowElement ? row : null;

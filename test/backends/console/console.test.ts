@@ -73,7 +73,10 @@ test("rankscope's rank counts appear only at a step where a rank did not answer"
   const rank: RankHandle = {
     rankName: "Trainer_0000_r0",
     init: async () => undefined,
-    flush: (step) => (answering ? Promise.resolve({ rankName: "Trainer_0000_r0", step, states: [], droppedKeyRecords: 0 }) : new Promise(() => undefined)),
+    flush: (step) =>
+      answering
+        ? Promise.resolve({ rankName: "Trainer_0000_r0", step, states: [], droppedKeyRecords: 0 })
+        : new Promise(() => undefined),
     shutdown: async () => undefined,
   };
   await logger.registerRank(rank);
@@ -103,10 +106,17 @@ test("a bad console option is a TypeError that lists what is valid", async () =>
   // From JavaScript or a config file: TypeScript rejects this config already (BackendOptionsMap).
   const unchecked = { console: { loggingMode: "global_reduce", layout: "table" } };
   await using _shutdown = { [Symbol.asyncDispose]: () => logger.shutdown() };
-  await assert.rejects(logger.initBackends(
+  await assert.rejects(
+    logger.initBackends(
       // @ts-expect-error -- not a valid option of this backend
       unchecked,
-    ), { name: "TypeError", message: 'backend "console": layout "table" is not valid; valid: "list" (one key per line), "grid" (AReaL\'s table)' });
+    ),
+    {
+      name: "TypeError",
+      message:
+        'backend "console": layout "table" is not valid; valid: "list" (one key per line), "grid" (AReaL\'s table)',
+    },
+  );
   await assert.rejects(logger.initBackends({ console: { loggingMode: "global_reduce", pairsPerRow: 0 } }), {
     name: "TypeError",
     message: 'backend "console": pairsPerRow must be a positive integer (key/value pairs per grid row), got 0',

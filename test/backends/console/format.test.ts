@@ -52,7 +52,14 @@ test("console prints Forge's table: header, sorted aligned keys, float values, r
   const out = await captureStdout(() => logger.flush(0));
   assert.equal(
     out,
-    ["=== [GlobalReduce] - METRICS STEP 0 ===", "my_max_metric:  3.0", "my_mean_metric: 2.0", "my_sum_metric:  6.0", "===============", ""].join("\n"),
+    [
+      "=== [GlobalReduce] - METRICS STEP 0 ===",
+      "my_max_metric:  3.0",
+      "my_mean_metric: 2.0",
+      "my_sum_metric:  6.0",
+      "===============",
+      "",
+    ].join("\n"),
   );
   await logger.shutdown();
 });
@@ -86,7 +93,13 @@ test("samples print as JSON under SAMPLE LOGS, quantiles as key/pNN", async () =
 });
 
 test("AReaL grid: up to 4 pairs per row, filled column by column (6 keys → 2 rows of 3 pairs), .4e values, golden", () => {
-  const metrics = ["a", "bb", "c", "d", "e", "f"].map((key, i) => ({ key, value: [0.25, 1, -3e-7, 12345.678, NaN, 2][i] as number, reduce: "mean", step: 3, timestamp: 0 }));
+  const metrics = ["a", "bb", "c", "d", "e", "f"].map((key, i) => ({
+    key,
+    value: [0.25, 1, -3e-7, 12345.678, NaN, 2][i] as number,
+    reduce: "mean",
+    step: 3,
+    timestamp: 0,
+  }));
   assert.equal(
     formatMetricsGrid("GlobalReduce", 3, metrics),
     [
@@ -125,15 +138,33 @@ test("console grid layout through a flush hides __count keys; bad layout options
   // @ts-expect-error -- an invalid layout is a compile error too; this checks the runtime error
   const badLayout = bad.initBackends({ console: { loggingMode: "global_reduce", layout: "table" } });
   await assert.rejects(badLayout, /layout "table" is not valid; valid: "list".*"grid"/);
-  await assert.rejects(bad.initBackends({ console: { loggingMode: "global_reduce", pairsPerRow: 0 } }), /pairsPerRow must be a positive integer/);
+  await assert.rejects(
+    bad.initBackends({ console: { loggingMode: "global_reduce", pairsPerRow: 0 } }),
+    /pairsPerRow must be a positive integer/,
+  );
   await bad.shutdown();
 });
 
 test("rankscope's own keys are printed only when they say something: a missing rank, a drop", async () => {
   const backend = await consoleBackend();
-  const complete = [metric("loss", 0.5), metric("loss__count", 4), metric("rankscope/ranks_expected", 4), metric("rankscope/ranks_reporting", 4), metric("rankscope/stream_dropped", 0)];
-  assert.equal(await captureStdout(() => backend.logBatch(complete, 3)), "=== [Trainer_AAAA_r1] - METRICS STEP 3 ===\nloss: 0.5\n===============\n");
-  const troubled = [metric("loss", 0.5), metric("loss__count", 3), metric("rankscope/ranks_expected", 4), metric("rankscope/ranks_reporting", 3), metric("rankscope/stream_dropped", 12)];
+  const complete = [
+    metric("loss", 0.5),
+    metric("loss__count", 4),
+    metric("rankscope/ranks_expected", 4),
+    metric("rankscope/ranks_reporting", 4),
+    metric("rankscope/stream_dropped", 0),
+  ];
+  assert.equal(
+    await captureStdout(() => backend.logBatch(complete, 3)),
+    "=== [Trainer_AAAA_r1] - METRICS STEP 3 ===\nloss: 0.5\n===============\n",
+  );
+  const troubled = [
+    metric("loss", 0.5),
+    metric("loss__count", 3),
+    metric("rankscope/ranks_expected", 4),
+    metric("rankscope/ranks_reporting", 3),
+    metric("rankscope/stream_dropped", 12),
+  ];
   assert.equal(
     await captureStdout(() => backend.logBatch(troubled, 4)),
     [
@@ -146,14 +177,27 @@ test("rankscope's own keys are printed only when they say something: a missing r
       "",
     ].join("\n"),
   );
-  assert.equal(await captureStdout(() => backend.logBatch([metric("rankscope/stream_dropped", 0)], 5)), "", "a flush with nothing to show prints nothing");
+  assert.equal(
+    await captureStdout(() => backend.logBatch([metric("rankscope/stream_dropped", 0)], 5)),
+    "",
+    "a flush with nothing to show prints nothing",
+  );
 });
 
 test("stream lines: [localRank] [Process-localRank/localWorldSize] local time INFO key: the value as recorded", async () => {
   const backend = await consoleBackend();
   const at = new Date(2026, 0, 2, 3, 4, 5).getTime();
   const records: StreamRecord[] = [
-    { key: "loss", value: 0.1 + 0.2, step: 7, timestamp: at, rank: 1, rankName: "Trainer_AAAA_r1", role: "rank", thread: 0 },
+    {
+      key: "loss",
+      value: 0.1 + 0.2,
+      step: 7,
+      timestamp: at,
+      rank: 1,
+      rankName: "Trainer_AAAA_r1",
+      role: "rank",
+      thread: 0,
+    },
     { key: "reward", value: 3, step: 7, timestamp: at, rank: 1, rankName: "Trainer_AAAA_r1", role: "rank", thread: 0 },
   ];
   assert.equal(

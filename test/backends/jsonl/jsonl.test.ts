@@ -27,12 +27,15 @@ function lines(file: string): Record<string, unknown>[] {
     .split("\n")
     .map((line) => {
       const value: unknown = JSON.parse(line);
-      assert.ok(value !== null && typeof value === "object" && !Array.isArray(value), `a line is a JSON object: ${line}`);
+      assert.ok(
+        value !== null && typeof value === "object" && !Array.isArray(value),
+        `a line is a JSON object: ${line}`,
+      );
       return { ...value };
     });
 }
 
-test("global_reduce: metrics.jsonl holds one line per reduced value, NaN as \"NaN\", samples and histograms as their own lines", async () => {
+test('global_reduce: metrics.jsonl holds one line per reduced value, NaN as "NaN", samples and histograms as their own lines', async () => {
   collector.clear();
   const dir = runDir();
   const logger = await getOrCreateMetricLogger({ runDir: dir, quiet: true });
@@ -63,18 +66,31 @@ test("global_reduce: metrics.jsonl holds one line per reduced value, NaN as \"Na
     "one line per value, sorted by key within a flush (a histogram's summary values included)",
   );
   for (const line of scalars) {
-    assert.deepEqual(Object.keys(line), ["key", "value", "reduce", "step", "timestamp"], "a reduced value's fields, in order");
+    assert.deepEqual(
+      Object.keys(line),
+      ["key", "value", "reduce", "step", "timestamp"],
+      "a reduced value's fields, in order",
+    );
     assert.equal(typeof line["timestamp"], "number");
   }
   assert.ok(Number.isNaN(parseNumber(scalars.at(-1)?.["value"])), "parseNumber reads the NaN back");
-  assert.ok(!all.some((l) => typeof l["key"] === "string" && isInternalKey(l["key"])), "a job without ranks writes no rankscope/ keys");
+  assert.ok(
+    !all.some((l) => typeof l["key"] === "string" && isInternalKey(l["key"])),
+    "a job without ranks writes no rankscope/ keys",
+  );
 
   const sample = all.find((l) => l["key"] === "rollout");
-  assert.deepEqual(sample && { samples: sample["samples"], step: sample["step"] }, { samples: [{ prompt: "2+2", reward: 1 }], step: 1 });
+  assert.deepEqual(sample && { samples: sample["samples"], step: sample["step"] }, {
+    samples: [{ prompt: "2+2", reward: 1 }],
+    step: 1,
+  });
   const histogram = all.find((l) => l["key"] === "latency");
   const data = histogram?.["histogram"];
   assert.ok(data !== null && typeof data === "object", "the histogram line carries its buckets");
-  assert.deepEqual({ ...data, bucketLimits: undefined, bucketCounts: undefined }, { count: 3, min: 1, max: 4, sum: 7, sumSquares: 21, bucketLimits: undefined, bucketCounts: undefined });
+  assert.deepEqual(
+    { ...data, bucketLimits: undefined, bucketCounts: undefined },
+    { count: 3, min: 1, max: 4, sum: 7, sumSquares: 21, bucketLimits: undefined, bucketCounts: undefined },
+  );
 });
 
 test("per_rank_reduce: each rank writes metrics-{rankName}.jsonl with its rankName on every line; `file` names the file", async () => {
@@ -103,14 +119,17 @@ test("an unknown jsonl option is a TypeError naming it and the valid ones", asyn
   const logger = await getOrCreateMetricLogger({ runDir: runDir(), quiet: true });
   // From JavaScript or a config file: TypeScript rejects this config already (BackendOptionsMap).
   const unchecked = { jsonl: { loggingMode: "global_reduce", path: "x.jsonl" } };
-  await assert.rejects(logger.initBackends(
+  await assert.rejects(
+    logger.initBackends(
       // @ts-expect-error -- not a valid option of this backend
       unchecked,
-    ), (error: unknown) => {
-    assert.ok(error instanceof TypeError);
-    assert.match(error.message, /backend "jsonl": unknown option "path"; valid: .*\bfile\b/);
-    return true;
-  });
+    ),
+    (error: unknown) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, /backend "jsonl": unknown option "path"; valid: .*\bfile\b/);
+      return true;
+    },
+  );
   await logger.shutdown();
 });
 
@@ -120,15 +139,25 @@ test("a jsonl file option that is not a path is a TypeError saying what is valid
     const logger = await getOrCreateMetricLogger({ runDir: dir, quiet: true });
     // From JavaScript or a config file: TypeScript rejects these already (BackendOptionsMap).
     const unchecked = { jsonl: { loggingMode: "global_reduce", file } };
-    await assert.rejects(logger.initBackends(
-      // @ts-expect-error -- not a valid value of this option
-      unchecked,
-    ), (error: unknown) => {
-      assert.ok(error instanceof TypeError, `file: ${JSON.stringify(file)}`);
-      assert.match(error.message, /backend "jsonl": file must be a non-empty path \(relative to the run directory, or absolute\), e\.g\. "metrics\.jsonl", got /);
-      return true;
-    });
+    await assert.rejects(
+      logger.initBackends(
+        // @ts-expect-error -- not a valid value of this option
+        unchecked,
+      ),
+      (error: unknown) => {
+        assert.ok(error instanceof TypeError, `file: ${JSON.stringify(file)}`);
+        assert.match(
+          error.message,
+          /backend "jsonl": file must be a non-empty path \(relative to the run directory, or absolute\), e\.g\. "metrics\.jsonl", got /,
+        );
+        return true;
+      },
+    );
     await logger.shutdown();
-    assert.deepEqual(readdirSync(dir).filter((f) => f.endsWith(".jsonl")), [], "no file was written");
+    assert.deepEqual(
+      readdirSync(dir).filter((f) => f.endsWith(".jsonl")),
+      [],
+      "no file was written",
+    );
   }
 });

@@ -17,7 +17,10 @@ afterEach(() => collector.clear());
 
 /** The lines of a jsonl file, parsed. */
 function readLines(file: string): Record<string, unknown>[] {
-  return readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+  return readFileSync(file, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
 test("jsonl writes one line per metric and NaN/±Infinity read back as themselves", async () => {
@@ -31,8 +34,14 @@ test("jsonl writes one line per metric and NaN/±Infinity read back as themselve
   recordMetric("reward", 0.5);
   await logger.flush(7);
   await logger.shutdown();
-  const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
-  assert.deepEqual(lines.map((l) => l["key"]), ["floor", "grad_norm", "loss", "reward"]);
+  const lines = readFileSync(join(runDir, "metrics.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+  assert.deepEqual(
+    lines.map((l) => l["key"]),
+    ["floor", "grad_norm", "loss", "reward"],
+  );
   const values = Object.fromEntries(lines.map((l) => [l["key"], parseNumber(l["value"])]));
   assert.equal(values["floor"], -Infinity);
   assert.equal(values["grad_norm"], Infinity);
@@ -52,7 +61,12 @@ test("the file option takes an absolute path as given", async () => {
   recordMetric("reward", 0.25);
   await logger.flush(2);
   await logger.shutdown();
-  assert.deepEqual(readLines(elsewhere).filter((l) => l["key"] === "reward").map((l) => [l["value"], l["step"]]), [[0.25, 2]]);
+  assert.deepEqual(
+    readLines(elsewhere)
+      .filter((l) => l["key"] === "reward")
+      .map((l) => [l["value"], l["step"]]),
+    [[0.25, 2]],
+  );
 });
 
 test("per_rank_no_reduce writes every raw value with its step and who recorded it (the controller's own: role, no rank)", async () => {
@@ -67,7 +81,14 @@ test("per_rank_no_reduce writes every raw value with its step and who recorded i
   await logger.shutdown();
   const lines = readLines(join(runDir, "metrics-Actor.jsonl")).filter((l) => l["key"] === "score");
   assert.deepEqual(
-    lines.map((l) => [parseNumber(l["value"]), l["step"], l["role"], "rank" in l, l["rankName"], typeof l["timestamp"]]),
+    lines.map((l) => [
+      parseNumber(l["value"]),
+      l["step"],
+      l["role"],
+      "rank" in l,
+      l["rankName"],
+      typeof l["timestamp"],
+    ]),
     [
       [0.5, 0, "controller", false, "Actor", "number"],
       [NaN, 0, "controller", false, "Actor", "number"],
@@ -75,6 +96,8 @@ test("per_rank_no_reduce writes every raw value with its step and who recorded i
       [4, 1, "controller", false, "Actor", "number"],
     ],
   );
-  assert.ok(lines.every((l) => !("reduce" in l)), "raw values have no reduction");
+  assert.ok(
+    lines.every((l) => !("reduce" in l)),
+    "raw values have no reduction",
+  );
 });
-

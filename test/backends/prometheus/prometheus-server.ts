@@ -13,7 +13,9 @@ import { waitFor } from "../../helpers.js";
 /** Why the Prometheus tests cannot run here, or undefined when the binary is there. */
 export function prometheusMissing(): string | undefined {
   const found = spawnSync("prometheus", ["--version"], { encoding: "utf8" });
-  return found.error === undefined && found.status === 0 ? undefined : "Debian's prometheus binary is not installed (scripts/install-system-deps.sh installs it)";
+  return found.error === undefined && found.status === 0
+    ? undefined
+    : "Debian's prometheus binary is not installed (scripts/install-system-deps.sh installs it)";
 }
 
 /** One value as Prometheus' API writes it: `NaN`, `+Inf`, `-Inf` or a decimal. */
@@ -43,12 +45,21 @@ export class PrometheusServer {
     const dir = mkdtempSync(join(tmpdir(), "openstd-prometheus-"));
     const port = await freePort();
     const jobs = Object.entries(targets)
-      .map(([job, target]) => `  - job_name: ${job}\n    scrape_interval: 1s\n    scrape_timeout: 1s\n    static_configs:\n      - targets: ["${target}"]\n`)
+      .map(
+        ([job, target]) =>
+          `  - job_name: ${job}\n    scrape_interval: 1s\n    scrape_timeout: 1s\n    static_configs:\n      - targets: ["${target}"]\n`,
+      )
       .join("");
     writeFileSync(join(dir, "prometheus.yml"), `global:\n  scrape_interval: 1s\nscrape_configs:\n${jobs || "  []\n"}`);
     const child = spawn(
       "prometheus",
-      [`--config.file=${join(dir, "prometheus.yml")}`, `--storage.tsdb.path=${join(dir, "data")}`, `--web.listen-address=127.0.0.1:${port}`, "--web.enable-remote-write-receiver", "--log.level=warn"],
+      [
+        `--config.file=${join(dir, "prometheus.yml")}`,
+        `--storage.tsdb.path=${join(dir, "data")}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+        "--web.enable-remote-write-receiver",
+        "--log.level=warn",
+      ],
       { stdio: ["ignore", "ignore", "pipe"] },
     );
     let stderr = "";
@@ -92,7 +103,9 @@ export class PrometheusServer {
 
   /** The scrape targets' health and last error, for failure messages. */
   async targets(): Promise<string> {
-    const body = (await (await fetch(`${this.url}/api/v1/targets`)).json()) as { data: { activeTargets: { scrapeUrl: string; health: string; lastError: string }[] } };
+    const body = (await (await fetch(`${this.url}/api/v1/targets`)).json()) as {
+      data: { activeTargets: { scrapeUrl: string; health: string; lastError: string }[] };
+    };
     return JSON.stringify(body.data.activeTargets.map((t) => [t.scrapeUrl, t.health, t.lastError]));
   }
 

@@ -6,7 +6,16 @@ import { after, describe, test } from "node:test";
 import { DEFAULT_BACKENDS, getOrCreateMetricLogger } from "../../../src/controller/metric-logger.js";
 import { recordMetric } from "../../../src/core/collector.js";
 import { Reduce } from "../../../src/core/registry.js";
-import { CONTROLLER_RANK, closeStores, config, histograms, keys, runInfo, samples, series } from "../../../src/store/reader.js";
+import {
+  CONTROLLER_RANK,
+  closeStores,
+  config,
+  histograms,
+  keys,
+  runInfo,
+  samples,
+  series,
+} from "../../../src/store/reader.js";
 import { captureStdout, collectDiagnostics, tempDir } from "../../helpers.js";
 
 after(() => closeStores());
@@ -56,7 +65,10 @@ describe("store backend", () => {
     const runDir = join(root, "exp", "ranks");
     {
       const logger = await getOrCreateMetricLogger(opts);
-      await logger.initBackends({ store: { loggingMode: "per_rank_reduce" }, raw: { type: "store", loggingMode: "per_rank_no_reduce" } });
+      await logger.initBackends({
+        store: { loggingMode: "per_rank_reduce" },
+        raw: { type: "store", loggingMode: "per_rank_no_reduce" },
+      });
       for (let step = 0; step < 10; step++) {
         recordMetric("loss", 1, Reduce.MEAN);
         recordMetric("loss", 3, Reduce.MEAN);
@@ -77,17 +89,23 @@ describe("store backend", () => {
       for (let step = 6; step < 8; step++) {
         recordMetric("loss", 5, Reduce.MEAN);
         await logger.flush(step);
-        assert.equal(series(runDir, "loss", { after: step - 1 }).points.length, 1, "waitForWrites: readable once flush resolves");
+        assert.equal(
+          series(runDir, "loss", { after: step - 1 }).points.length,
+          1,
+          "waitForWrites: readable once flush resolves",
+        );
       }
       await logger.shutdown();
     }
     const resumed = series(runDir, "loss", { maxPoints: Infinity });
     assert.deepEqual(
       resumed.points.map((p) => [p.step, p.value]),
-      [0, 1, 2, 3, 4, 5].map((s) => [s, 2]).concat([
-        [6, 5],
-        [7, 5],
-      ]),
+      [0, 1, 2, 3, 4, 5]
+        .map((s) => [s, 2])
+        .concat([
+          [6, 5],
+          [7, 5],
+        ]),
     );
     assert.equal(runInfo(runDir).resumeStep, 6);
   });
@@ -119,13 +137,20 @@ describe("store backend", () => {
     {
       const diagnostics = await collectDiagnostics(async () => {
         const logger = await getOrCreateMetricLogger({ root, experiment: "exp", trial: "ro" });
-        await logger.initBackends({ store: { loggingMode: "global_reduce" }, jsonl: { loggingMode: "global_reduce", file: join(other, "m.jsonl") } });
+        await logger.initBackends({
+          store: { loggingMode: "global_reduce" },
+          jsonl: { loggingMode: "global_reduce", file: join(other, "m.jsonl") },
+        });
         recordMetric("loss", 1, Reduce.MEAN);
         const result = await logger.flush(0);
         assert.equal(result.metrics.length, 1);
         await logger.shutdown();
       });
-      assert.match(readFileSync(join(other, "m.jsonl"), "utf8"), /"key":"loss"/, "the jsonl backend still got the flush");
+      assert.match(
+        readFileSync(join(other, "m.jsonl"), "utf8"),
+        /"key":"loss"/,
+        "the jsonl backend still got the flush",
+      );
       assert.ok(
         diagnostics.some((d) => /backend "store" failed in init: could not open the store/.test(d.message)),
         JSON.stringify(diagnostics),

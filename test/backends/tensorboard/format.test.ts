@@ -28,7 +28,10 @@ it("frames records as u64 length, masked CRC of the length, data, masked CRC of 
   assert.equal(framed.readUInt32LE(16), mask(crc32cBitwise(data)));
   fc.assert(
     fc.property(fc.array(fc.uint8Array({ maxLength: 70 }), { maxLength: 8 }), (records) => {
-      assert.deepEqual(readRecords(frameRecords(records)).map((r) => [...r]), records.map((r) => [...r]));
+      assert.deepEqual(
+        readRecords(frameRecords(records)).map((r) => [...r]),
+        records.map((r) => [...r]),
+      );
     }),
   );
 });
@@ -42,14 +45,30 @@ it("histogram buckets: an empty bucket marks each gap between kept default bucke
   const i = HISTOGRAM_EDGES.findIndex((edge) => edge > 1);
   assert.ok(i > 0);
   const e = (k: number): number => HISTOGRAM_EDGES[k] as number;
-  const data = { count: 6, min: 0.5, max: 100, sum: 0, sumSquares: 0, bucketLimits: [e(i), e(i + 1), e(i + 5)], bucketCounts: [2, 1, 3] };
+  const data = {
+    count: 6,
+    min: 0.5,
+    max: 100,
+    sum: 0,
+    sumSquares: 0,
+    bucketLimits: [e(i), e(i + 1), e(i + 5)],
+    bucketCounts: [2, 1, 3],
+  };
   assert.deepEqual(histogramBuckets(data), { limits: [e(i), e(i + 1), e(i + 4), e(i + 5)], counts: [2, 1, 0, 3] });
   const custom = { count: 3, min: 0, max: 9, sum: 0, sumSquares: 0, bucketLimits: [1.5, 7.25], bucketCounts: [1, 2] };
   assert.deepEqual(histogramBuckets(custom), { limits: [1.5, 7.25], counts: [1, 2] });
 });
 
 it("flattens a config into hyperparameters and sample fields into table text", () => {
-  const flat = flattenHyperparams({ a: { b: { c: 1 } }, nan: NaN, big: 5n, list: [1, "x"], when: new Date(0), fn: () => 1, skip: undefined });
+  const flat = flattenHyperparams({
+    a: { b: { c: 1 } },
+    nan: NaN,
+    big: 5n,
+    list: [1, "x"],
+    when: new Date(0),
+    fn: () => 1,
+    skip: undefined,
+  });
   assert.deepEqual(Object.fromEntries(flat), {
     "a.b.c": { number_value: 1 },
     nan: { number_value: NaN },

@@ -11,18 +11,32 @@ import { afterEach, describe, it } from "node:test";
 import { registerBackend, type Backend } from "../../../src/backends/backend.js";
 import { HISTOGRAM_EDGES } from "../../../src/core/accumulators/histogram.js";
 import { getCollector, recordMetric } from "../../../src/core/collector.js";
-import { diagnosticCounts, resetDiagnostics, setDiagnosticHandler, type Diagnostic } from "../../../src/core/diagnostics.js";
+import {
+  diagnosticCounts,
+  resetDiagnostics,
+  setDiagnosticHandler,
+  type Diagnostic,
+} from "../../../src/core/diagnostics.js";
 import type { Metric, StreamRecord } from "../../../src/core/metric.js";
 import { Reduce } from "../../../src/core/registry.js";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { tempDir } from "../../helpers.js";
-import { decodeHParams, decodeTextPluginData, eventFiles, readEvents, scalarPoints, type DecodedEvent } from "./tfevents-reader.js";
+import {
+  decodeHParams,
+  decodeTextPluginData,
+  eventFiles,
+  readEvents,
+  scalarPoints,
+  type DecodedEvent,
+} from "./tfevents-reader.js";
 
 afterEach(() => {
   getCollector().clear();
 });
 
-const FILE_NAME = new RegExp(`^events\\.out\\.tfevents\\.\\d{10}\\.${hostname().replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\.${process.pid}\\.\\d+$`);
+const FILE_NAME = new RegExp(
+  `^events\\.out\\.tfevents\\.\\d{10}\\.${hostname().replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\.${process.pid}\\.\\d+$`,
+);
 
 /** The single event file of a directory, checked to be named as TensorBoard's writers name them. */
 function onlyEventFile(dir: string): string {
@@ -60,7 +74,13 @@ describe("tensorboard backend (global_reduce)", () => {
     const runDir = tempDir();
     const logger = new MetricLogger({ runDir });
     await logger.initBackends({ tensorboard: { loggingMode: "global_reduce" } });
-    await logger.logHyperparams({ lr: 3e-4, model: { name: "tiny", layers: 4 }, amp: true, betas: [0.9, 0.95], note: null });
+    await logger.logHyperparams({
+      lr: 3e-4,
+      model: { name: "tiny", layers: 4 },
+      amp: true,
+      betas: [0.9, 0.95],
+      note: null,
+    });
 
     const flushed: Metric[] = [];
     const histogramValues: number[][] = [];
@@ -102,12 +122,27 @@ describe("tensorboard backend (global_reduce)", () => {
 
     // Scalars: every output of every reduction, in order, with the flush's step and time.
     assertPointsEqual(scalarPoints(events), expectedPoints(flushed));
-    assert.ok(flushed.some((m) => Number.isNaN(m.value)) && flushed.some((m) => m.value === Infinity), "the run recorded NaN and Infinity");
+    assert.ok(
+      flushed.some((m) => Number.isNaN(m.value)) && flushed.some((m) => m.value === Infinity),
+      "the run recorded NaN and Infinity",
+    );
     const keys = new Set(flushed.map((m) => m.key));
-    for (const k of ["loss", "tokens", "grad_norm", "special", "latency_ms/p50", "latency_ms/p99", "weights/count", "weights/mean"]) assert.ok(keys.has(k), `has ${k}`);
+    for (const k of [
+      "loss",
+      "tokens",
+      "grad_norm",
+      "special",
+      "latency_ms/p50",
+      "latency_ms/p99",
+      "weights/count",
+      "weights/mean",
+    ])
+      assert.ok(keys.has(k), `has ${k}`);
 
     // Histograms: one per flush, its buckets holding exactly the recorded values.
-    const histos = events.flatMap((e) => (e.summary?.value ?? []).filter((v) => v.histo !== undefined).map((v) => ({ e, v })));
+    const histos = events.flatMap((e) =>
+      (e.summary?.value ?? []).filter((v) => v.histo !== undefined).map((v) => ({ e, v })),
+    );
     assert.equal(histos.length, 6);
     histos.forEach(({ e, v }, step) => {
       assert.equal(v.tag, "weights");
@@ -119,8 +154,14 @@ describe("tensorboard backend (global_reduce)", () => {
       assert.equal(h.num, values.length);
       assert.equal(h.min, Math.min(...values));
       assert.equal(h.max, Math.max(...values));
-      assert.equal(h.sum, values.reduce((a, b) => a + b, 0));
-      assert.equal(h.sum_squares, values.reduce((a, b) => a + b * b, 0));
+      assert.equal(
+        h.sum,
+        values.reduce((a, b) => a + b, 0),
+      );
+      assert.equal(
+        h.sum_squares,
+        values.reduce((a, b) => a + b * b, 0),
+      );
       assert.equal(h.bucket_limit.length, h.bucket.length);
       // TensorBoard reads bucket i as (limit[i-1], limit[i]]: each must hold exactly the values in it.
       for (let i = 0; i < h.bucket.length; i++) {
@@ -133,19 +174,35 @@ describe("tensorboard backend (global_reduce)", () => {
     });
 
     // Text: the samples of each flush as a table (header row, then best and worst record).
-    const texts = events.flatMap((e) => (e.summary?.value ?? []).filter((v) => v.tensor?.dtype === 7).map((v) => ({ e, v })));
+    const texts = events.flatMap((e) =>
+      (e.summary?.value ?? []).filter((v) => v.tensor?.dtype === 7).map((v) => ({ e, v })),
+    );
     assert.equal(texts.length, 6);
     texts.forEach(({ e, v }, step) => {
       assert.equal(v.tag, "rollout");
       assert.equal(e.step ?? 0, step);
-      assert.equal(e.wall_time, (flushed.find((m) => m.step === step)?.timestamp as number) / 1000, "samples share the flush's wall time");
+      assert.equal(
+        e.wall_time,
+        (flushed.find((m) => m.step === step)?.timestamp as number) / 1000,
+        "samples share the flush's wall time",
+      );
       assert.equal(v.metadata?.plugin_data?.plugin_name, "text");
       assert.equal(decodeTextPluginData(v.metadata?.plugin_data?.content ?? new Uint8Array()).version, 0);
       const dims = (v.tensor?.tensor_shape?.dim ?? []).map((d) => d.size);
       assert.deepEqual(dims, [3, 3]);
       const cells = (v.tensor?.string_val ?? []).map((b) => Buffer.from(b).toString("utf8"));
       const [best, worst] = samples[step] as [{ prompt: string; reward: number }, { prompt: string; reward: number }];
-      assert.deepEqual(cells, ["prompt", "reward", "extra", best.prompt, String(best.reward), '{"ok":true}', worst.prompt, String(worst.reward), ""]);
+      assert.deepEqual(cells, [
+        "prompt",
+        "reward",
+        "extra",
+        best.prompt,
+        String(best.reward),
+        '{"ok":true}',
+        worst.prompt,
+        String(worst.reward),
+        "",
+      ]);
     });
 
     // Hyperparameters: the hparams plugin's session start info, config flattened.
@@ -153,7 +210,11 @@ describe("tensorboard backend (global_reduce)", () => {
     assert.equal(hp.length, 1);
     const value = hp[0] as NonNullable<(typeof hp)[number]>;
     assert.equal(value.metadata?.plugin_data?.plugin_name, "hparams");
-    assert.deepEqual(value.tensor?.tensor_shape?.dim?.map((d) => d.size ?? 0), [0], "the plugin's null tensor");
+    assert.deepEqual(
+      value.tensor?.tensor_shape?.dim?.map((d) => d.size ?? 0),
+      [0],
+      "the plugin's null tensor",
+    );
     const info = decodeHParams(value.metadata?.plugin_data?.content ?? new Uint8Array());
     assert.equal(info.version ?? 0, 0);
     assert.deepEqual(info.session_start_info?.hparams, {
@@ -191,7 +252,10 @@ describe("tensorboard backend (global_reduce)", () => {
     // Each attempt: file_version, SessionLog START at its first step, then its points.
     const attempts = files.map(readEvents).sort((a, b) => (a[1]?.step ?? 0) - (b[1]?.step ?? 0));
     const [firstEvents, events] = attempts as [DecodedEvent[], DecodedEvent[]];
-    for (const [attempt, startStep] of [[firstEvents, 0], [events, 5]] as const) {
+    for (const [attempt, startStep] of [
+      [firstEvents, 0],
+      [events, 5],
+    ] as const) {
       assert.equal(attempt[0]?.file_version, "brain.Event:2");
       assert.equal(attempt[1]?.session_log?.status, 1, "SessionLog.START");
       assert.equal(attempt[1]?.step ?? 0, startStep);
@@ -202,7 +266,10 @@ describe("tensorboard backend (global_reduce)", () => {
 
   it("an attempt that is not a resume starts its session at its first logged step, so it drops nothing before it", async () => {
     const runDir = tempDir();
-    for (const steps of [[0, 1, 2], [7, 8]]) {
+    for (const steps of [
+      [0, 1, 2],
+      [7, 8],
+    ]) {
       const logger = new MetricLogger({ runDir });
       await logger.initBackends({ tensorboard: { loggingMode: "global_reduce" } });
       for (const step of steps) {
@@ -227,7 +294,10 @@ describe("tensorboard backend (global_reduce)", () => {
     const restore = setDiagnosticHandler((d) => seen.push(d));
     try {
       const logger = new MetricLogger({ runDir });
-      await logger.initBackends({ tensorboard: { loggingMode: "global_reduce" }, jsonl: { loggingMode: "global_reduce", file: jsonlFile } });
+      await logger.initBackends({
+        tensorboard: { loggingMode: "global_reduce" },
+        jsonl: { loggingMode: "global_reduce", file: jsonlFile },
+      });
       for (let step = 0; step < 3; step++) {
         recordMetric("loss", step, Reduce.MEAN);
         const result = await logger.flush(step);
@@ -244,7 +314,10 @@ describe("tensorboard backend (global_reduce)", () => {
     const recovered = readEvents(onlyEventFile(join(runDir, "tensorboard")));
     assert.equal(recovered[0]?.file_version, "brain.Event:2");
     assert.equal(recovered[1]?.session_log?.status, 1);
-    assert.deepEqual(scalarPoints(recovered).map((p) => [p.step, p.value]), [[3, 3]]);
+    assert.deepEqual(
+      scalarPoints(recovered).map((p) => [p.step, p.value]),
+      [[3, 3]],
+    );
     const writeErrors = seen.filter((d) => d.code.startsWith("file.write:") && d.code.includes("tensorboard"));
     assert.equal(writeErrors.length, 1, `reported once: ${JSON.stringify(seen)}`);
     assert.equal(writeErrors[0]?.level, "error");
@@ -285,14 +358,34 @@ describe("tensorboard backend (global_reduce)", () => {
     }
     assert.equal(seen.filter((d) => d.code.startsWith("file.write:")).length, 1, "reported once");
     const first = readEvents(kept);
-    assert.deepEqual(first.slice(0, 2).map((e) => [e.file_version, e.session_log?.status]), [["brain.Event:2", undefined], [undefined, 1]]);
-    assert.deepEqual(scalarPoints(first).map((p) => [p.step, p.value]), [[0, 0.5]]);
+    assert.deepEqual(
+      first.slice(0, 2).map((e) => [e.file_version, e.session_log?.status]),
+      [
+        ["brain.Event:2", undefined],
+        [undefined, 1],
+      ],
+    );
+    assert.deepEqual(
+      scalarPoints(first).map((p) => [p.step, p.value]),
+      [[0, 0.5]],
+    );
     const next = eventFiles(tbDir).filter((f) => f !== original);
     assert.equal(next.length, 1, "one new file beside the unwritable path");
     const events = readEvents(next[0] as string);
     assert.equal(events[0]?.file_version, "brain.Event:2");
-    assert.equal(events.filter((e) => e.session_log !== undefined).length, 0, "no second START: it would read as a restart");
-    assert.deepEqual(scalarPoints(events).map((p) => [p.step, p.value]), [[2, 2.5], [3, 3.5]], "the failed flush's points are lost (and counted), later ones kept");
+    assert.equal(
+      events.filter((e) => e.session_log !== undefined).length,
+      0,
+      "no second START: it would read as a restart",
+    );
+    assert.deepEqual(
+      scalarPoints(events).map((p) => [p.step, p.value]),
+      [
+        [2, 2.5],
+        [3, 3.5],
+      ],
+      "the failed flush's points are lost (and counted), later ones kept",
+    );
   });
 
   it("rejects a dir option that is not a path, saying what is valid", async () => {
@@ -314,7 +407,9 @@ describe("tensorboard backend (internal keys)", () => {
     recordMetric("rankscope/stream_dropped", 0, Reduce.SUM);
     await logger.flush(0);
     await logger.shutdown();
-    const tags = [...new Set(scalarPoints(readEvents(onlyEventFile(join(runDir, "tensorboard")))).map((p) => p.tag))].sort();
+    const tags = [
+      ...new Set(scalarPoints(readEvents(onlyEventFile(join(runDir, "tensorboard")))).map((p) => p.tag)),
+    ].sort();
     rmSync(runDir, { recursive: true, force: true });
     return tags;
   }
@@ -344,8 +439,16 @@ describe("tensorboard backend (per-rank modes)", () => {
     await logger.shutdown();
     const events = readEvents(onlyEventFile(join(runDir, "tensorboard", "Trainer")));
     const points = scalarPoints(events);
-    assert.deepEqual(points.map((p) => [p.tag, p.value, p.step]), [["loss", 0, 0], ["loss", 0.25, 1], ["loss", 0.5, 2]]);
-    for (const p of points) assert.ok(p.wallTime * 1000 >= before && p.wallTime * 1000 <= after, "wall time is the flush's time");
+    assert.deepEqual(
+      points.map((p) => [p.tag, p.value, p.step]),
+      [
+        ["loss", 0, 0],
+        ["loss", 0.25, 1],
+        ["loss", 0.5, 2],
+      ],
+    );
+    for (const p of points)
+      assert.ok(p.wallTime * 1000 >= before && p.wallTime * 1000 <= after, "wall time is the flush's time");
   });
 
   it("perRankShareRun writes into tensorboard/ with tags prefixed by the rank name", async () => {
@@ -356,12 +459,18 @@ describe("tensorboard backend (per-rank modes)", () => {
     await logger.flush(0);
     await logger.shutdown();
     const points = scalarPoints(readEvents(onlyEventFile(join(runDir, "tensorboard"))));
-    assert.deepEqual(points.map((p) => [p.tag, p.value, p.step]), [["Trainer/loss", 1.5, 0]]);
+    assert.deepEqual(
+      points.map((p) => [p.tag, p.value, p.step]),
+      [["Trainer/loss", 1.5, 0]],
+    );
   });
 
   it("per_rank_no_reduce writes every streamed value at its own timestamp", async () => {
     const captured: StreamRecord[] = [];
-    registerBackend("test-stream-capture", (): Backend => ({ logBatch() {}, logStream: (batch) => void captured.push(...batch) }));
+    registerBackend("test-stream-capture", (): Backend => ({
+      logBatch() {},
+      logStream: (batch) => void captured.push(...batch),
+    }));
     const runDir = tempDir();
     const logger = new MetricLogger({ runDir, processName: "Worker" });
     await logger.initBackends({
@@ -380,6 +489,10 @@ describe("tensorboard backend (per-rank modes)", () => {
       points,
       captured.map((r) => ({ tag: r.key, value: f32(r.value), step: r.step, wallTime: r.timestamp / 1000 })),
     );
-    assert.deepEqual(points.map((p) => p.step), [0, 0, 0, 1, 1], "values recorded after flush(0) belong to step 1");
+    assert.deepEqual(
+      points.map((p) => p.step),
+      [0, 0, 0, 1, 1],
+      "values recorded after flush(0) belong to step 1",
+    );
   });
 });

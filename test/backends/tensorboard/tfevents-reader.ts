@@ -9,7 +9,9 @@ import { fileURLToPath } from "node:url";
 import protobuf from "protobufjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const root = protobuf.parse(readFileSync(join(here, "fixtures", "tensorboard-events.proto"), "utf8"), { keepCase: true }).root;
+const root = protobuf.parse(readFileSync(join(here, "fixtures", "tensorboard-events.proto"), "utf8"), {
+  keepCase: true,
+}).root;
 const EventType = root.lookupType("tensorboard.Event");
 const HParamsType = root.lookupType("tensorboard.HParamsPluginData");
 const TextPluginType = root.lookupType("tensorboard.TextPluginData");
@@ -42,7 +44,8 @@ export function readRecords(file: Uint8Array): Uint8Array[] {
     const start = at + 12;
     if (start + length + 4 > file.length) throw new Error(`truncated record at byte ${at}`);
     const data = file.subarray(start, start + length);
-    if (view.getUint32(start + length, true) !== mask(crc32cBitwise(data))) throw new Error(`bad data CRC at byte ${at}`);
+    if (view.getUint32(start + length, true) !== mask(crc32cBitwise(data)))
+      throw new Error(`bad data CRC at byte ${at}`);
     records.push(data);
     at = start + length + 4;
   }
@@ -61,8 +64,21 @@ export interface DecodedEvent {
 export interface DecodedValue {
   tag: string;
   simple_value?: number;
-  histo?: { min?: number; max?: number; num?: number; sum?: number; sum_squares?: number; bucket_limit?: number[]; bucket?: number[] };
-  tensor?: { dtype?: number; tensor_shape?: { dim?: { size?: number }[] }; string_val?: Uint8Array[]; float_val?: number[] };
+  histo?: {
+    min?: number;
+    max?: number;
+    num?: number;
+    sum?: number;
+    sum_squares?: number;
+    bucket_limit?: number[];
+    bucket?: number[];
+  };
+  tensor?: {
+    dtype?: number;
+    tensor_shape?: { dim?: { size?: number }[] };
+    string_val?: Uint8Array[];
+    float_val?: number[];
+  };
   metadata?: { plugin_data?: { plugin_name?: string; content?: Uint8Array }; data_class?: number };
 }
 
@@ -85,7 +101,11 @@ export function eventFiles(dir: string): string[] {
 
 export interface DecodedHParams {
   version?: number;
-  session_start_info?: { hparams?: Record<string, { number_value?: number; string_value?: string; bool_value?: boolean }>; start_time_secs?: number; group_name?: string };
+  session_start_info?: {
+    hparams?: Record<string, { number_value?: number; string_value?: string; bool_value?: boolean }>;
+    start_time_secs?: number;
+    group_name?: string;
+  };
 }
 
 export function decodeHParams(content: Uint8Array): DecodedHParams {
@@ -97,11 +117,14 @@ export function decodeTextPluginData(content: Uint8Array): { version?: number } 
 }
 
 /** Every scalar point of a list of events: tag, value, step, wall time. */
-export function scalarPoints(events: readonly DecodedEvent[]): { tag: string; value: number; step: number; wallTime: number }[] {
+export function scalarPoints(
+  events: readonly DecodedEvent[],
+): { tag: string; value: number; step: number; wallTime: number }[] {
   const out: { tag: string; value: number; step: number; wallTime: number }[] = [];
   for (const e of events) {
     for (const v of e.summary?.value ?? []) {
-      if (v.simple_value !== undefined) out.push({ tag: v.tag, value: v.simple_value, step: e.step ?? 0, wallTime: e.wall_time ?? 0 });
+      if (v.simple_value !== undefined)
+        out.push({ tag: v.tag, value: v.simple_value, step: e.step ?? 0, wallTime: e.wall_time ?? 0 });
     }
   }
   return out;

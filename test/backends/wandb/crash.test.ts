@@ -31,21 +31,34 @@ after(() => {
 });
 
 /** Run the job; with `killWith`, send that signal once it printed `flushed {after}`. */
-async function job(runDir: string, env: Record<string, string>, kill?: { signal: NodeJS.Signals; after: number }): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
+async function job(
+  runDir: string,
+  env: Record<string, string>,
+  kill?: { signal: NodeJS.Signals; after: number },
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
   let sent = false;
-  return runNode([JOB], { JOB_RUN_DIR: runDir, WANDB_API_KEY: KEY, ...env }, {
-    onStdout: (out, child) => {
-      if (kill === undefined || sent || !out.includes(`flushed ${kill.after}\n`)) return;
-      sent = true;
-      child.kill(kill.signal);
+  return runNode(
+    [JOB],
+    { JOB_RUN_DIR: runDir, WANDB_API_KEY: KEY, ...env },
+    {
+      onStdout: (out, child) => {
+        if (kill === undefined || sent || !out.includes(`flushed ${kill.after}\n`)) return;
+        sent = true;
+        child.kill(kill.signal);
+      },
     },
-  });
+  );
 }
 
 /** The offline run directories of the run, in name order. */
 function offlineRuns(runDir: string): string[] {
   const root = join(runDir, "wandb");
-  return existsSync(root) ? readdirSync(root).filter((d) => d.startsWith("offline-run-") && d.endsWith(`-${RUN_ID}`)).sort().map((d) => join(root, d)) : [];
+  return existsSync(root)
+    ? readdirSync(root)
+        .filter((d) => d.startsWith("offline-run-") && d.endsWith(`-${RUN_ID}`))
+        .sort()
+        .map((d) => join(root, d))
+    : [];
 }
 
 /** The official `wandb sync` of `dirs` to `server`; the SDK's own files go to a scratch home. */
@@ -53,7 +66,10 @@ async function officialSync(server: StrictWandbServer, dirs: readonly string[]):
   const home = tempDir("rankscope-wandb-home-");
   scratch.push(home);
   const env = wandbSdkEnv(home, server.baseUrl, KEY);
-  const result = await promisify(execFile)(join(dirname(kit.python as string), "wandb"), ["sync", ...dirs], { env, timeout: 120_000 }).catch((error: Error & { stdout?: string; stderr?: string }) =>
+  const result = await promisify(execFile)(join(dirname(kit.python as string), "wandb"), ["sync", ...dirs], {
+    env,
+    timeout: 120_000,
+  }).catch((error: Error & { stdout?: string; stderr?: string }) =>
     assert.fail(`wandb sync failed: ${error.message}\n${error.stdout ?? ""}\n${error.stderr ?? ""}`),
   );
   assert.deepEqual(server.violations, [], `the strict server refused part of what wandb sync sent (${result.stderr})`);
@@ -74,69 +90,121 @@ async function withServer<T>(fn: (server: StrictWandbServer) => Promise<T>): Pro
 async function killedAfterStep2(): Promise<string> {
   const runDir = tempDir("rankscope-wandb-crash-");
   scratch.push(runDir);
-  const killed = await job(runDir, { JOB_MODE: "offline", JOB_STEPS: "3", JOB_WAIT: "1" }, { signal: "SIGKILL", after: 2 });
+  const killed = await job(
+    runDir,
+    { JOB_MODE: "offline", JOB_STEPS: "3", JOB_WAIT: "1" },
+    { signal: "SIGKILL", after: 2 },
+  );
   assert.equal(killed.signal, "SIGKILL", killed.stderr);
   return runDir;
 }
 
 describe("W&B after a crash, read by the official wandb sync", { skip: kit.skip }, () => {
-  it("SIGKILL after step 2 (offline): wandb sync uploads steps 0-2, and the run is not reported as a success", { timeout: 180_000 }, async () => {
-    const runDir = await killedAfterStep2();
-    const dirs = offlineRuns(runDir);
-    assert.equal(dirs.length, 1, "the killed attempt's offline run is on disk");
-    await withServer(async (server) => {
-      await officialSync(server, dirs);
-      const rows = server.history(RUN_ID);
-      assert.deepEqual(rows.map((r) => r["global_step"]), [0, 1, 2], "every flushed step");
-      assert.deepEqual(rows.map((r) => r["loss"]), [1, 1 / 2, 1 / 3]);
-      assert.notEqual(server.run(RUN_ID)?.exitcode, 0, "a killed run is not a successful one");
-    });
-  });
+  it(
+    "SIGKILL after step 2 (offline): wandb sync uploads steps 0-2, and the run is not reported as a success",
+    { timeout: 180_000 },
+    async () => {
+      const runDir = await killedAfterStep2();
+      const dirs = offlineRuns(runDir);
+      assert.equal(dirs.length, 1, "the killed attempt's offline run is on disk");
+      await withServer(async (server) => {
+        await officialSync(server, dirs);
+        const rows = server.history(RUN_ID);
+        assert.deepEqual(
+          rows.map((r) => r["global_step"]),
+          [0, 1, 2],
+          "every flushed step",
+        );
+        assert.deepEqual(
+          rows.map((r) => r["loss"]),
+          [1, 1 / 2, 1 / 3],
+        );
+        assert.notEqual(server.run(RUN_ID)?.exitcode, 0, "a killed run is not a successful one");
+      });
+    },
+  );
 
-  it("then a resumed second attempt: its message offers wandb sync of both attempts, in order, which uploads every step", { timeout: 180_000 }, async () => {
-    const runDir = await killedAfterStep2();
-    const second = await job(runDir, { JOB_MODE: "offline", JOB_FIRST: "3", JOB_STEPS: "4", JOB_RESUME: "3" });
-    assert.equal(second.code, 0, second.stderr);
-    const offered = /W&B's own "wandb sync ([^"]+)"/.exec(second.stderr);
-    assert.ok(offered !== null, `the message offers wandb sync: ${second.stderr}`);
-    const dirs = (offered[1] as string).split(" ");
-    assert.deepEqual(dirs, offlineRuns(runDir), "both attempts' offline runs, the killed one first");
-    assert.equal(dirs.length, 2);
-    await withServer(async (server) => {
-      await officialSync(server, dirs);
-      const rows = server.history(RUN_ID);
-      assert.deepEqual(rows.map((r) => r["global_step"]), [0, 1, 2, 3, 4, 5, 6], "the killed attempt's steps, then the resumed one's");
-      assert.deepEqual(rows.map((r) => r["_step"]), [0, 1, 2, 3, 4, 5, 6]);
-      const run = server.run(RUN_ID);
-      assert.equal(run?.complete, true);
-      assert.equal(run?.exitcode, 0, "the resumed attempt ended normally");
-      for (const row of rows) assert.ok(run?.files.has((row["episode"] as { path: string }).path), `step ${String(row["global_step"])}'s table is uploaded`);
-    });
-  });
+  it(
+    "then a resumed second attempt: its message offers wandb sync of both attempts, in order, which uploads every step",
+    { timeout: 180_000 },
+    async () => {
+      const runDir = await killedAfterStep2();
+      const second = await job(runDir, { JOB_MODE: "offline", JOB_FIRST: "3", JOB_STEPS: "4", JOB_RESUME: "3" });
+      assert.equal(second.code, 0, second.stderr);
+      const offered = /W&B's own "wandb sync ([^"]+)"/.exec(second.stderr);
+      assert.ok(offered !== null, `the message offers wandb sync: ${second.stderr}`);
+      const dirs = (offered[1] as string).split(" ");
+      assert.deepEqual(dirs, offlineRuns(runDir), "both attempts' offline runs, the killed one first");
+      assert.equal(dirs.length, 2);
+      await withServer(async (server) => {
+        await officialSync(server, dirs);
+        const rows = server.history(RUN_ID);
+        assert.deepEqual(
+          rows.map((r) => r["global_step"]),
+          [0, 1, 2, 3, 4, 5, 6],
+          "the killed attempt's steps, then the resumed one's",
+        );
+        assert.deepEqual(
+          rows.map((r) => r["_step"]),
+          [0, 1, 2, 3, 4, 5, 6],
+        );
+        const run = server.run(RUN_ID);
+        assert.equal(run?.complete, true);
+        assert.equal(run?.exitcode, 0, "the resumed attempt ended normally");
+        for (const row of rows)
+          assert.ok(
+            run?.files.has((row["episode"] as { path: string }).path),
+            `step ${String(row["global_step"])}'s table is uploaded`,
+          );
+      });
+    },
+  );
 
-  it("SIGTERM online: the process exits by SIGTERM (143) and W&B is told exit code 143", { timeout: 120_000 }, async () => {
-    const dir = tempDir("rankscope-wandb-term-");
-    scratch.push(dir);
-    await withServer(async (server) => {
-      const ended = await job(dir, { JOB_MODE: "online", JOB_STEPS: "3", JOB_WAIT: "1", WANDB_BASE_URL: server.baseUrl }, { signal: "SIGTERM", after: 2 });
+  it(
+    "SIGTERM online: the process exits by SIGTERM (143) and W&B is told exit code 143",
+    { timeout: 120_000 },
+    async () => {
+      const dir = tempDir("rankscope-wandb-term-");
+      scratch.push(dir);
+      await withServer(async (server) => {
+        const ended = await job(
+          dir,
+          { JOB_MODE: "online", JOB_STEPS: "3", JOB_WAIT: "1", WANDB_BASE_URL: server.baseUrl },
+          { signal: "SIGTERM", after: 2 },
+        );
+        assert.equal(ended.signal, "SIGTERM", ended.stderr);
+        const run = server.run(RUN_ID);
+        assert.deepEqual(
+          server.history(RUN_ID).map((r) => r["global_step"]),
+          [0, 1, 2],
+        );
+        assert.equal(run?.complete, true, ended.stderr);
+        assert.equal(run?.exitcode, 143, "not a successful run");
+        assert.deepEqual(server.violations, []);
+      });
+    },
+  );
+
+  it(
+    "SIGTERM offline: the offline run's exit record says 143, and wandb sync reports it",
+    { timeout: 180_000 },
+    async () => {
+      const dir = tempDir("rankscope-wandb-term-");
+      scratch.push(dir);
+      const ended = await job(
+        dir,
+        { JOB_MODE: "offline", JOB_STEPS: "3", JOB_WAIT: "1" },
+        { signal: "SIGTERM", after: 2 },
+      );
       assert.equal(ended.signal, "SIGTERM", ended.stderr);
-      const run = server.run(RUN_ID);
-      assert.deepEqual(server.history(RUN_ID).map((r) => r["global_step"]), [0, 1, 2]);
-      assert.equal(run?.complete, true, ended.stderr);
-      assert.equal(run?.exitcode, 143, "not a successful run");
-      assert.deepEqual(server.violations, []);
-    });
-  });
-
-  it("SIGTERM offline: the offline run's exit record says 143, and wandb sync reports it", { timeout: 180_000 }, async () => {
-    const dir = tempDir("rankscope-wandb-term-");
-    scratch.push(dir);
-    const ended = await job(dir, { JOB_MODE: "offline", JOB_STEPS: "3", JOB_WAIT: "1" }, { signal: "SIGTERM", after: 2 });
-    assert.equal(ended.signal, "SIGTERM", ended.stderr);
-    await withServer(async (server) => {
-      await officialSync(server, offlineRuns(dir));
-      assert.deepEqual(server.history(RUN_ID).map((r) => r["global_step"]), [0, 1, 2]);
-      assert.equal(server.run(RUN_ID)?.exitcode, 143);
-    });
-  });
+      await withServer(async (server) => {
+        await officialSync(server, offlineRuns(dir));
+        assert.deepEqual(
+          server.history(RUN_ID).map((r) => r["global_step"]),
+          [0, 1, 2],
+        );
+        assert.equal(server.run(RUN_ID)?.exitcode, 143);
+      });
+    },
+  );
 });

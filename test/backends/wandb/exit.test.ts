@@ -18,7 +18,6 @@ after(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-
 /** Every file under `dir`, relative to it. */
 function filesUnder(dir: string): string[] {
   if (!existsSync(dir)) return [];
@@ -52,14 +51,25 @@ async function spoolAfter(end: string, env: Record<string, string> = {}): Promis
   const spool = join(runDir, "wandb", "wx_t");
   const files = filesUnder(join(spool, "files"));
   const tables = files.filter((f) => f.endsWith(".table.json"));
-  assert.equal(tables.length, 3, `one table per step in the spool's files/: ${JSON.stringify(files)}\n${result.stderr}`);
+  assert.equal(
+    tables.length,
+    3,
+    `one table per step in the spool's files/: ${JSON.stringify(files)}\n${result.stderr}`,
+  );
   for (const table of tables) {
-    const { columns, data } = JSON.parse(readFileSync(join(spool, "files", table), "utf8")) as { columns: string[]; data: unknown[][] };
+    const { columns, data } = JSON.parse(readFileSync(join(spool, "files", table), "utf8")) as {
+      columns: string[];
+      data: unknown[][];
+    };
     assert.deepEqual(columns, ["prompt", "reward"]);
     assert.equal(data.length, 1);
   }
   assert.ok(existsSync(join(spool, "run.json")), "run.json");
-  assert.match(readFileSync(join(spool, "file_stream.jsonl"), "utf8"), /wandb-history\.jsonl/, "the history is spooled");
+  assert.match(
+    readFileSync(join(spool, "file_stream.jsonl"), "utf8"),
+    /wandb-history\.jsonl/,
+    "the history is spooled",
+  );
   return { spool, files };
 }
 
@@ -73,6 +83,12 @@ test("process.exit() right after a shutdown() whose W&B finish was cut by its de
   // that would cut the flushes too.)
   const { spool, files } = await spoolAfter("await logger.shutdown({ deadlineMs: 1 });");
   assert.ok(files.includes("config.yaml"), `config.yaml is not in the spool's files/: ${JSON.stringify(files)}`);
-  assert.equal(readFileSync(join(spool, "files", "config.yaml"), "utf8"), readFileSync(join(spool, "..", "..", "config.yaml"), "utf8"));
-  assert.ok(files.includes("wandb-summary.json"), `wandb-summary.json is not in the spool's files/: ${JSON.stringify(files)}`);
+  assert.equal(
+    readFileSync(join(spool, "files", "config.yaml"), "utf8"),
+    readFileSync(join(spool, "..", "..", "config.yaml"), "utf8"),
+  );
+  assert.ok(
+    files.includes("wandb-summary.json"),
+    `wandb-summary.json is not in the spool's files/: ${JSON.stringify(files)}`,
+  );
 });

@@ -34,7 +34,14 @@ afterEach(async () => {
 });
 
 function config(extra: Partial<BackendConfigOf<"wandb">> = {}): BackendConfigOf<"wandb"> {
-  return { loggingMode: "global_reduce", baseUrl: server.baseUrl, apiKey: API_KEY, project: "faults", ...FAST, ...extra };
+  return {
+    loggingMode: "global_reduce",
+    baseUrl: server.baseUrl,
+    apiKey: API_KEY,
+    project: "faults",
+    ...FAST,
+    ...extra,
+  };
 }
 
 /** Record step-unique values of two keys and flush, for steps [from, to). */
@@ -49,9 +56,19 @@ async function steps(logger: MetricLogger, from: number, to: number): Promise<vo
 function assertExactlyOnce(runId: string, count: number): void {
   const rows = server.history(runId);
   const expectedSteps = Array.from({ length: count }, (_, s) => s);
-  assert.deepEqual(rows.map((r) => r["global_step"]), expectedSteps, "every step exactly once, in order");
-  assert.deepEqual(valuesOf(rows, "loss"), expectedSteps.map((s) => s + 0.25));
-  assert.deepEqual(valuesOf(rows, "count"), expectedSteps.map((s) => s * 2));
+  assert.deepEqual(
+    rows.map((r) => r["global_step"]),
+    expectedSteps,
+    "every step exactly once, in order",
+  );
+  assert.deepEqual(
+    valuesOf(rows, "loss"),
+    expectedSteps.map((s) => s + 0.25),
+  );
+  assert.deepEqual(
+    valuesOf(rows, "count"),
+    expectedSteps.map((s) => s * 2),
+  );
   const run = server.run(runId);
   assert.equal(run?.complete, true, "the run is marked complete");
   assert.equal(run?.exitcode, 0);
@@ -60,7 +77,10 @@ function assertExactlyOnce(runId: string, count: number): void {
 const cli = fileURLToPath(new URL("../../../src/cli/main.ts", import.meta.url));
 
 /** Run the CLI in a child process (asynchronously: the strict server lives in this process). */
-function runCli(args: string[], env: Record<string, string>): Promise<{ status: number | null; stdout: string; stderr: string }> {
+function runCli(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ["--import", "tsx", cli, ...args], { env: { ...process.env, ...env } });
     let stdout = "";
@@ -75,7 +95,12 @@ function runCli(args: string[], env: Record<string, string>): Promise<{ status: 
 describe("wandb under faults", () => {
   it("retries 500s and 429 (honouring Retry-After) and delivers every value once", async () => {
     server.injectFaults("graphql", { kind: "status", status: 503 });
-    server.injectFaults("file_stream", { kind: "status", status: 500 }, { kind: "status", status: 429, retryAfter: "1" }, { kind: "status", status: 502 });
+    server.injectFaults(
+      "file_stream",
+      { kind: "status", status: 500 },
+      { kind: "status", status: 429, retryAfter: "1" },
+      { kind: "status", status: 502 },
+    );
     const logger = new MetricLogger({ runDir: tempDir(), experiment: "f1", trial: "t" });
     await logger.initBackends({ wandb: config() });
     await steps(logger, 0, 8);
@@ -83,7 +108,10 @@ describe("wandb under faults", () => {
     assertExactlyOnce("f1_t", 8);
     assert.equal(server.pendingFaults, 0, "every injected fault was hit");
     assert.ok((diagnosticCounts()["wandb.retry:f1_t"] ?? 0) >= 4, "retries are counted");
-    assert.ok(server.requests.some((r) => r.status === 429), "a 429 was answered");
+    assert.ok(
+      server.requests.some((r) => r.status === 429),
+      "a 429 was answered",
+    );
   });
 
   it("waits at least what Retry-After asks before retrying", async () => {
@@ -100,7 +128,10 @@ describe("wandb under faults", () => {
     await backend.flushed();
     await backend.finish();
     assert.ok(times.length >= 2);
-    assert.ok((times[1] as number) - (times[0] as number) >= 950, `the retry came ${(times[1] as number) - (times[0] as number)} ms after the 429 with Retry-After: 1`);
+    assert.ok(
+      (times[1] as number) - (times[0] as number) >= 950,
+      `the retry came ${(times[1] as number) - (times[0] as number)} ms after the 429 with Retry-After: 1`,
+    );
     assert.deepEqual(valuesOf(server.history("retry-after"), "x"), [1]);
   });
 
@@ -139,7 +170,10 @@ describe("wandb under faults", () => {
       await steps(logger, 4, 12);
       await logger.shutdown();
     });
-    assert.ok(seen.some((d) => d.code === "wandb.spooling:f4_t" && /rankscope wandb sync/.test(d.message)), "the error says how to sync");
+    assert.ok(
+      seen.some((d) => d.code === "wandb.spooling:f4_t" && /rankscope wandb sync/.test(d.message)),
+      "the error says how to sync",
+    );
     await server.start();
     const live = server.history("f4_t").length;
     assert.ok(live < 12, "part of the run waited in the spool");
@@ -162,13 +196,20 @@ describe("wandb under faults", () => {
       await steps(logger, 0, 3);
       await server.stop();
       await steps(logger, 3, 6);
-      await waitFor(() => (diagnosticCounts()["wandb.spooling:f9_t"] ?? 0) > 0, { timeoutMs: 20_000, what: "the backend to start spooling (wandb.spooling:f9_t)", intervalMs: 20 });
+      await waitFor(() => (diagnosticCounts()["wandb.spooling:f9_t"] ?? 0) > 0, {
+        timeoutMs: 20_000,
+        what: "the backend to start spooling (wandb.spooling:f9_t)",
+        intervalMs: 20,
+      });
       await server.start();
       await steps(logger, 6, 9);
       await logger.shutdown();
     });
     assertExactlyOnce("f9_t", 9);
-    assert.ok(seen.some((d) => d.code.startsWith("wandb.recovered")), "a message says the spool was sent at finish");
+    assert.ok(
+      seen.some((d) => d.code.startsWith("wandb.recovered")),
+      "a message says the spool was sent at finish",
+    );
     assert.ok(!seen.some((d) => d.code.startsWith("wandb.spooled")), "no message asks for a manual sync");
     const before = server.fileStreamRequests;
     const again = await syncSpool(runDir, { apiKey: API_KEY, limits: FAST });
@@ -196,7 +237,11 @@ describe("wandb under faults", () => {
       const h = b.files?.["wandb-history.jsonl"];
       return h === undefined ? [] : h.content.map((_, i) => h.offset + i);
     });
-    assert.deepEqual(offsets, Array.from({ length: 20 }, (_, i) => i), "contiguous offsets, as the server expects them");
+    assert.deepEqual(
+      offsets,
+      Array.from({ length: 20 }, (_, i) => i),
+      "contiguous offsets, as the server expects them",
+    );
     assert.deepEqual(bodies[bodies.length - 1], { complete: true, exitcode: 0 });
     assert.deepEqual(filesContainingKey(runDir), []);
 
@@ -206,14 +251,24 @@ describe("wandb under faults", () => {
     assert.match(first.stdout, /f5_t: 20 history line\(s\) sent, 0 already on the server, run marked complete/);
     assertExactlyOnce("f5_t", 20);
     const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
-    assert.deepEqual(server.run("f5_t")?.config, { lr: { value: 0.5 }, batch: { value: 4 }, version_info: { value: version } });
+    assert.deepEqual(server.run("f5_t")?.config, {
+      lr: { value: 0.5 },
+      batch: { value: 4 },
+      version_info: { value: version },
+    });
     // The spooled run files (the step's table, config.yaml, version.json, the summary) are uploaded by sync too.
     const table = server.history("f5_t")[7]?.["rollout"] as { _type: string; path: string };
     assert.equal(table._type, "table-file");
     const run = server.run("f5_t");
-    assert.deepEqual([...(run?.uploaded ?? [])].sort(), ["config.yaml", table.path, "version.json", "wandb-summary.json"].sort());
+    assert.deepEqual(
+      [...(run?.uploaded ?? [])].sort(),
+      ["config.yaml", table.path, "version.json", "wandb-summary.json"].sort(),
+    );
     assert.equal(run?.files.get("version.json")?.toString("utf8"), readFileSync(join(runDir, "version.json"), "utf8"));
-    assert.deepEqual(JSON.parse(run?.files.get(table.path)?.toString("utf8") ?? ""), { columns: ["prompt", "reward"], data: [["p", 1]] });
+    assert.deepEqual(JSON.parse(run?.files.get(table.path)?.toString("utf8") ?? ""), {
+      columns: ["prompt", "reward"],
+      data: [["p", 1]],
+    });
     const before = server.fileStreamRequests;
     const second = await runCli(["wandb", "sync", runDir, "--base-url", server.baseUrl], { WANDB_API_KEY: API_KEY });
     assert.equal(second.status, 0, second.stderr);
@@ -255,11 +310,16 @@ describe("wandb under faults", () => {
 
   it("queue memory never exceeds the bound (writer counters)", async () => {
     await server.stop();
-    const backend = new WandbBackend(config({ runId: "bound", maxQueuedBytes: 5000, retryBudgetMs: 60_000, finishTimeoutMs: 100 }));
+    const backend = new WandbBackend(
+      config({ runId: "bound", maxQueuedBytes: 5000, retryBudgetMs: 60_000, finishTimeoutMs: 100 }),
+    );
     const runDir = tempDir();
     await backend.init(context(runDir));
     for (let step = 0; step < 500; step++) {
-      backend.logBatch([{ key: "metric/with/a/longish/name", value: step, reduce: "mean", step, timestamp: Date.now() }], step);
+      backend.logBatch(
+        [{ key: "metric/with/a/longish/name", value: step, reduce: "mean", step, timestamp: Date.now() }],
+        step,
+      );
       await backend.flushed();
       assert.ok((backend.runWriter?.pendingBytes ?? 0) <= 5000);
     }
@@ -271,22 +331,47 @@ describe("wandb under faults", () => {
   it("perRankShareRun offline: every rank's spool and the primary's completion replay in one sync", async () => {
     const runDir = tempDir();
     const logger = new MetricLogger({ runDir, experiment: "f7", trial: "t" });
-    const ranks = [0, 1].map((r) => new RankRuntime({ rank: r, rankName: `R${r}`, processName: "R", localRank: r, localWorldSize: 2 }, new Collector()));
+    const ranks = [0, 1].map(
+      (r) =>
+        new RankRuntime(
+          { rank: r, rankName: `R${r}`, processName: "R", localRank: r, localWorldSize: 2 },
+          new Collector(),
+        ),
+    );
     for (const rank of ranks) await logger.registerRank(new LocalRankHandle(rank));
-    await logger.initBackends({ wandb: config({ loggingMode: "per_rank_reduce", perRankShareRun: true, mode: "offline" }) });
+    await logger.initBackends({
+      wandb: config({ loggingMode: "per_rank_reduce", perRankShareRun: true, mode: "offline" }),
+    });
     for (let step = 0; step < 5; step++) {
       ranks.forEach((rank, r) => rank.collector.recordSlow("loss", r + step / 10, Reduce.MEAN));
       await logger.flush(step);
     }
     await logger.shutdown();
-    const files = allFiles(join(runDir, "wandb")).map((f) => f.slice(runDir.length + 1)).sort();
-    assert.ok(files.every((f) => f.startsWith(join("wandb", "f7_t"))), `one spool, for the shared run: ${files.join(", ")}`);
-    for (const name of ["file_stream.R0.jsonl", "file_stream.R1.jsonl", "file_stream.rankscope-primary.jsonl", "run.json"]) {
+    const files = allFiles(join(runDir, "wandb"))
+      .map((f) => f.slice(runDir.length + 1))
+      .sort();
+    assert.ok(
+      files.every((f) => f.startsWith(join("wandb", "f7_t"))),
+      `one spool, for the shared run: ${files.join(", ")}`,
+    );
+    for (const name of [
+      "file_stream.R0.jsonl",
+      "file_stream.R1.jsonl",
+      "file_stream.rankscope-primary.jsonl",
+      "run.json",
+    ]) {
       assert.ok(files.includes(join("wandb", "f7_t", name)), `${name} in ${files.join(", ")}`);
     }
-    assert.ok(!files.some((f) => f.includes("Controller")), "the controller's own rank logged nothing and spooled nothing");
+    assert.ok(
+      !files.some((f) => f.includes("Controller")),
+      "the controller's own rank logged nothing and spooled nothing",
+    );
     await syncSpool(runDir, { apiKey: API_KEY, limits: FAST });
-    for (const r of [0, 1]) assert.deepEqual(valuesOf(server.history("f7_t", `R${r}`), `R${r}/loss`), [0, 1, 2, 3, 4].map((s) => r + s / 10));
+    for (const r of [0, 1])
+      assert.deepEqual(
+        valuesOf(server.history("f7_t", `R${r}`), `R${r}/loss`),
+        [0, 1, 2, 3, 4].map((s) => r + s / 10),
+      );
     assert.equal(server.run("f7_t")?.complete, true);
     const before = server.fileStreamRequests;
     await syncSpool(runDir, { apiKey: API_KEY, limits: FAST });

@@ -66,10 +66,16 @@ async function offlineRun(): Promise<{ runDir: string; attempts: Row[][]; versio
   ] as const) {
     resetProcess();
     const logger = new MetricLogger({ runDir, experiment: "offexp", trial: "t1" });
-    await logger.initBackends({ wandb: { loggingMode: "global_reduce", mode: "offline", project: "proj", entity: "team" } }, { resumeStep, runConfig: { lr: 0.25, apiKey: "k" } });
+    await logger.initBackends(
+      { wandb: { loggingMode: "global_reduce", mode: "offline", project: "proj", entity: "team" } },
+      { resumeStep, runConfig: { lr: 0.25, apiKey: "k" } },
+    );
     const rows: Row[] = [];
     for (let step: number = from; step < to; step++) {
-      const values: Record<string, number> = { special: SPECIALS[(step + resumeStep) % SPECIALS.length] as number, loss: 1 / (step + 1 + resumeStep) };
+      const values: Record<string, number> = {
+        special: SPECIALS[(step + resumeStep) % SPECIALS.length] as number,
+        loss: 1 / (step + 1 + resumeStep),
+      };
       if (step === 3) for (let k = 0; k < WIDE_KEYS; k++) values[`wide/k${k}`] = k * 0.5;
       for (const [key, value] of Object.entries(values)) recordMetric(key, value, Reduce.MEAN);
       recordMetric("episode", { prompt: `p${step}`, reward: step, score: values["special"] }, Reduce.SAMPLE);
@@ -115,7 +121,9 @@ function checkRecords(records: Json[], rows: readonly Row[], version: unknown): 
   assert.equal(run.run_id, "offexp_t1");
   assert.equal(run.project, "proj");
   assert.equal(run.entity, "team");
-  const config = Object.fromEntries((records.find((r) => "config" in r)?.["config"].update as Item[]).map((i) => [i.key, i.value]));
+  const config = Object.fromEntries(
+    (records.find((r) => "config" in r)?.["config"].update as Item[]).map((i) => [i.key, i.value]),
+  );
   assert.deepEqual(config, { lr: 0.25, apiKey: REDACTED, version_info: version });
   const history = records.filter((r) => "history" in r).map((r) => r["history"]);
   assert.equal(history.length, rows.length);
@@ -125,105 +133,162 @@ function checkRecords(records: Json[], rows: readonly Row[], version: unknown): 
     assert.equal(Number(h.step?.num ?? 0), row.wandbStep, "step.num is _step (0 is proto3's default, not written)");
     assert.equal(values["_step"], row.wandbStep);
     assert.equal(values["global_step"], row.globalStep);
-    for (const [key, value] of Object.entries(row.values)) assert.ok(Object.is(values[key], value === 0 ? 0 : value), `${key}@${row.wandbStep}: ${String(values[key])} vs ${value}`);
+    for (const [key, value] of Object.entries(row.values))
+      assert.ok(
+        Object.is(values[key], value === 0 ? 0 : value),
+        `${key}@${row.wandbStep}: ${String(values[key])} vs ${value}`,
+      );
     const table = values["episode"] as Json;
     assert.equal(table?._type, "table-file");
     assert.match(table.path, new RegExp(`^media/table/episode_${row.globalStep}_[0-9a-f]{20}\\.table\\.json$`));
     assert.equal(table.nrows, 1);
-    assert.equal(Object.keys(values).length, Object.keys(row.values).length + 5, "_step, _runtime, _timestamp, global_step, the table and the recorded keys");
+    assert.equal(
+      Object.keys(values).length,
+      Object.keys(row.values).length + 5,
+      "_step, _runtime, _timestamp, global_step, the table and the recorded keys",
+    );
   });
   const last = rows.at(-1) as Row;
-  const summary = Object.fromEntries((records.find((r) => "summary" in r)?.["summary"].update as Item[]).map((i) => [i.key, fromSafe(i.value)]));
+  const summary = Object.fromEntries(
+    (records.find((r) => "summary" in r)?.["summary"].update as Item[]).map((i) => [i.key, fromSafe(i.value)]),
+  );
   assert.ok(Object.is(summary["special"], last.values["special"] === 0 ? 0 : last.values["special"]));
   assert.equal(summary["loss"], last.values["loss"]);
   assert.equal(records.at(-2)?.["exit"].exit_code ?? 0, 0);
   // One files record per run file, as they were written (the SDK, too, writes them as files are saved).
-  const files = records.filter((r) => "files" in r).flatMap((r) => (r["files"].files as { path: string }[]).map((f) => f.path)).sort();
-  assert.deepEqual(files, [...history.map((h) => (h.item as Json[]).find((it) => it.key === "episode").value.path), "version.json"].sort(), "this attempt's tables and version.json");
+  const files = records
+    .filter((r) => "files" in r)
+    .flatMap((r) => (r["files"].files as { path: string }[]).map((f) => f.path))
+    .sort();
+  assert.deepEqual(
+    files,
+    [...history.map((h) => (h.item as Json[]).find((it) => it.key === "episode").value.path), "version.json"].sort(),
+    "this attempt's tables and version.json",
+  );
 }
 
 /** The table of a step, as the offline run directory holds it. */
 function tableOf(runPath: string, path: string): { columns: string[]; data: unknown[][] } {
-  return parseHistoryJson(readFileSync(join(runPath, "files", ...path.split("/")), "utf8")) as { columns: string[]; data: unknown[][] };
+  return parseHistoryJson(readFileSync(join(runPath, "files", ...path.split("/")), "utf8")) as {
+    columns: string[];
+    data: unknown[][];
+  };
 }
 
 const kit = pythonKit("wandb");
 
-it(`the official W&B SDK (${kit.version ?? "not installed"}) reads both attempts' offline runs: framing, every record and every value, NaN and ±Infinity included`, { skip: kit.skip, timeout: 120_000 }, async () => {
-  const { runDir, attempts, versions } = await offlineRun();
-  offlineRunDirs(runDir).forEach(({ file }, i) => {
-    const read = spawnSync(kit.python as string, [join(here, "python", "read_wandb_log.py"), file], { encoding: "utf8", maxBuffer: 64 * 1024 * 1024, timeout: 60_000 });
-    assert.equal(read.status, 0, read.stderr);
-    checkRecords(JSON.parse(read.stdout) as Json[], attempts[i] as Row[], versions[i]);
-  });
-});
+it(
+  `the official W&B SDK (${kit.version ?? "not installed"}) reads both attempts' offline runs: framing, every record and every value, NaN and ±Infinity included`,
+  { skip: kit.skip, timeout: 120_000 },
+  async () => {
+    const { runDir, attempts, versions } = await offlineRun();
+    offlineRunDirs(runDir).forEach(({ file }, i) => {
+      const read = spawnSync(kit.python as string, [join(here, "python", "read_wandb_log.py"), file], {
+        encoding: "utf8",
+        maxBuffer: 64 * 1024 * 1024,
+        timeout: 60_000,
+      });
+      assert.equal(read.status, 0, read.stderr);
+      checkRecords(JSON.parse(read.stdout) as Json[], attempts[i] as Row[], versions[i]);
+    });
+  },
+);
 
-it(`the official \`wandb sync\` (wandb ${kit.version ?? "not installed"}) uploads both attempts' offline runs to the strict local server with every value, _step increasing across the resume`, { skip: kit.skip, timeout: 180_000 }, async () => {
-  const { runDir, attempts } = await offlineRun();
-  const runs = offlineRunDirs(runDir);
-  const key = "0123456789abcdef0123456789abcdef01234567"; // 40 characters, as W&B keys are
-  const server = new StrictWandbServer(key, "team");
-  await server.start();
-  const home = tempDir("rankscope-wandb-home-");
-  try {
-    // Everything the SDK writes for itself goes to a scratch home; the only server is 127.0.0.1.
-    const env = wandbSdkEnv(home, server.baseUrl, key);
-    const result = await execFileAsync(join(dirname(kit.python as string), "wandb"), ["sync", ...runs.map((r) => r.dir)], { env, timeout: 120_000 }).catch((error: Error & { stdout?: string; stderr?: string }) => {
-      assert.fail(`wandb sync failed: ${error.message}\n${error.stdout ?? ""}\n${error.stderr ?? ""}`);
-    });
-    assert.deepEqual(server.violations, [], `the strict server refused part of what wandb sync sent (output: ${result.stderr})`);
-    const run = server.run("offexp_t1");
-    assert.ok(run, `the run reached the server (requests: ${JSON.stringify(server.requests.map((r) => r.path))})`);
-    assert.equal(run.complete, true);
-    assert.equal(run.exitcode, 0);
-    const rows = server.history("offexp_t1");
-    const recorded = attempts.flat();
-    assert.deepEqual(rows.map((r) => r["_step"]), recorded.map((r) => r.wandbStep), "_step increases across the resume, one row per flush");
-    assert.deepEqual(rows.map((r) => r["global_step"]), recorded.map((r) => r.globalStep));
-    rows.forEach((row, i) => {
-      const want = recorded[i] as Row;
-      for (const [k, value] of Object.entries(want.values)) assert.ok(Object.is(row[k], value === 0 ? 0 : value), `${k}@${want.wandbStep}: the server got ${String(row[k])}, recorded ${value}`);
-      // The tables: uploaded by wandb sync from the attempt's files/, each as the row refers to it.
-      const ref = row["episode"] as { path: string; sha256: string };
-      const uploaded = run.files.get(ref.path);
-      assert.ok(uploaded, `wandb sync uploaded ${ref.path}`);
-      assert.equal(createHash("sha256").update(uploaded).digest("hex"), ref.sha256);
-      const table = tableOf((runs[i < (attempts[0] as Row[]).length ? 0 : 1] as { dir: string }).dir, ref.path);
-      assert.deepEqual(table.columns, ["prompt", "reward", "score"]);
-      assert.deepEqual(table.data[0]?.slice(0, 2), [`p${want.globalStep}`, want.globalStep]);
-      assert.ok(Object.is(table.data[0]?.[2], want.values["special"] === 0 ? 0 : want.values["special"]));
-      assert.deepEqual(parseHistoryJson(uploaded.toString("utf8")), table);
-    });
-    const last = recorded.at(-1) as Row;
-    assert.ok(Object.is(run.summary["special"], last.values["special"]));
-    assert.equal(run.summary["loss"], last.values["loss"]);
-    const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
-    assert.deepEqual(run.config["lr"], { value: 0.25 });
-    assert.deepEqual(run.config["apiKey"], { value: REDACTED });
-    assert.deepEqual(run.config["version_info"], { value: version });
-    assert.equal(run.files.get("version.json")?.toString("utf8"), readFileSync(join(runDir, "version.json"), "utf8"));
-  } finally {
-    await server.stop();
-    rmSync(home, { recursive: true, force: true });
-  }
-});
+it(
+  `the official \`wandb sync\` (wandb ${kit.version ?? "not installed"}) uploads both attempts' offline runs to the strict local server with every value, _step increasing across the resume`,
+  { skip: kit.skip, timeout: 180_000 },
+  async () => {
+    const { runDir, attempts } = await offlineRun();
+    const runs = offlineRunDirs(runDir);
+    const key = "0123456789abcdef0123456789abcdef01234567"; // 40 characters, as W&B keys are
+    const server = new StrictWandbServer(key, "team");
+    await server.start();
+    const home = tempDir("rankscope-wandb-home-");
+    try {
+      // Everything the SDK writes for itself goes to a scratch home; the only server is 127.0.0.1.
+      const env = wandbSdkEnv(home, server.baseUrl, key);
+      const result = await execFileAsync(
+        join(dirname(kit.python as string), "wandb"),
+        ["sync", ...runs.map((r) => r.dir)],
+        { env, timeout: 120_000 },
+      ).catch((error: Error & { stdout?: string; stderr?: string }) => {
+        assert.fail(`wandb sync failed: ${error.message}\n${error.stdout ?? ""}\n${error.stderr ?? ""}`);
+      });
+      assert.deepEqual(
+        server.violations,
+        [],
+        `the strict server refused part of what wandb sync sent (output: ${result.stderr})`,
+      );
+      const run = server.run("offexp_t1");
+      assert.ok(run, `the run reached the server (requests: ${JSON.stringify(server.requests.map((r) => r.path))})`);
+      assert.equal(run.complete, true);
+      assert.equal(run.exitcode, 0);
+      const rows = server.history("offexp_t1");
+      const recorded = attempts.flat();
+      assert.deepEqual(
+        rows.map((r) => r["_step"]),
+        recorded.map((r) => r.wandbStep),
+        "_step increases across the resume, one row per flush",
+      );
+      assert.deepEqual(
+        rows.map((r) => r["global_step"]),
+        recorded.map((r) => r.globalStep),
+      );
+      rows.forEach((row, i) => {
+        const want = recorded[i] as Row;
+        for (const [k, value] of Object.entries(want.values))
+          assert.ok(
+            Object.is(row[k], value === 0 ? 0 : value),
+            `${k}@${want.wandbStep}: the server got ${String(row[k])}, recorded ${value}`,
+          );
+        // The tables: uploaded by wandb sync from the attempt's files/, each as the row refers to it.
+        const ref = row["episode"] as { path: string; sha256: string };
+        const uploaded = run.files.get(ref.path);
+        assert.ok(uploaded, `wandb sync uploaded ${ref.path}`);
+        assert.equal(createHash("sha256").update(uploaded).digest("hex"), ref.sha256);
+        const table = tableOf((runs[i < (attempts[0] as Row[]).length ? 0 : 1] as { dir: string }).dir, ref.path);
+        assert.deepEqual(table.columns, ["prompt", "reward", "score"]);
+        assert.deepEqual(table.data[0]?.slice(0, 2), [`p${want.globalStep}`, want.globalStep]);
+        assert.ok(Object.is(table.data[0]?.[2], want.values["special"] === 0 ? 0 : want.values["special"]));
+        assert.deepEqual(parseHistoryJson(uploaded.toString("utf8")), table);
+      });
+      const last = recorded.at(-1) as Row;
+      assert.ok(Object.is(run.summary["special"], last.values["special"]));
+      assert.equal(run.summary["loss"], last.values["loss"]);
+      const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
+      assert.deepEqual(run.config["lr"], { value: 0.25 });
+      assert.deepEqual(run.config["apiKey"], { value: REDACTED });
+      assert.deepEqual(run.config["version_info"], { value: version });
+      assert.equal(run.files.get("version.json")?.toString("utf8"), readFileSync(join(runDir, "version.json"), "utf8"));
+    } finally {
+      await server.stop();
+      rmSync(home, { recursive: true, force: true });
+    }
+  },
+);
 
 it("fallback without the SDK: the .wandb framing and records match the wandb_internal.proto declaration", async () => {
   const { runDir, attempts, versions } = await offlineRun();
   let spanned = 0;
   offlineRunDirs(runDir).forEach(({ file }, attempt) => {
-  const decoded = decodeTransactionLog(readFileSync(file));
-  spanned += decoded.spanned;
-  const raw = decoded.records;
-  const records = raw.map((r) => {
-    const object = WandbRecord.toObject(WandbRecord.decode(r), { longs: Number, defaults: false }) as Json;
-    for (const kind of ["history", "summary", "config"]) {
-      const list = object[kind]?.[kind === "history" ? "item" : "update"] as { key: string; value_json: string; value?: unknown }[] | undefined;
-      for (const it of list ?? []) it.value = JSON.parse(it.value_json.replace(/(?<!")\b(NaN|-?Infinity)\b/g, '{"$nonFinite":"$1"}').replace(/-\{"\$nonFinite":"Infinity"\}/g, '{"$nonFinite":"-Infinity"}'));
-    }
-    return object;
-  });
-  checkRecords(records, attempts[attempt] as Row[], versions[attempt]);
+    const decoded = decodeTransactionLog(readFileSync(file));
+    spanned += decoded.spanned;
+    const raw = decoded.records;
+    const records = raw.map((r) => {
+      const object = WandbRecord.toObject(WandbRecord.decode(r), { longs: Number, defaults: false }) as Json;
+      for (const kind of ["history", "summary", "config"]) {
+        const list = object[kind]?.[kind === "history" ? "item" : "update"] as
+          { key: string; value_json: string; value?: unknown }[] | undefined;
+        for (const it of list ?? [])
+          it.value = JSON.parse(
+            it.value_json
+              .replace(/(?<!")\b(NaN|-?Infinity)\b/g, '{"$nonFinite":"$1"}')
+              .replace(/-\{"\$nonFinite":"Infinity"\}/g, '{"$nonFinite":"-Infinity"}'),
+          );
+      }
+      return object;
+    });
+    checkRecords(records, attempts[attempt] as Row[], versions[attempt]);
   });
   assert.ok(spanned >= 1, "the wide record spans blocks");
 });

@@ -7,7 +7,13 @@ import { resolveWandbOptions, sanitiseRunId } from "../../../src/backends/wandb/
 import { configJson, lastStepOf } from "../../../src/backends/wandb/api.js";
 import { closeSync, fstatSync, openSync, readdirSync, readFileSync, readSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { ATTEMPT_FILE, attemptOf, frameTransactionLog, makeAttemptDir, offlineRunDirs } from "../../../src/backends/wandb/offline-run.js";
+import {
+  ATTEMPT_FILE,
+  attemptOf,
+  frameTransactionLog,
+  makeAttemptDir,
+  offlineRunDirs,
+} from "../../../src/backends/wandb/offline-run.js";
 import { tempDir } from "../../helpers.js";
 import { decodeTransactionLog } from "./wandb-helpers.js";
 import { parseWandbJson } from "./wandb-server.js";
@@ -24,11 +30,26 @@ describe("wandb http helpers", () => {
 
   it("backs off exponentially up to the cap, with jitter in the upper half", () => {
     const limits = { retryInitialMs: 100, retryMaxMs: 1000 };
-    assert.equal(backoffDelay(0, limits, () => 0), 50);
-    assert.equal(backoffDelay(0, limits, () => 1), 100);
-    assert.equal(backoffDelay(3, limits, () => 1), 800);
-    assert.equal(backoffDelay(10, limits, () => 1), 1000);
-    assert.equal(backoffDelay(10, limits, () => 0), 500);
+    assert.equal(
+      backoffDelay(0, limits, () => 0),
+      50,
+    );
+    assert.equal(
+      backoffDelay(0, limits, () => 1),
+      100,
+    );
+    assert.equal(
+      backoffDelay(3, limits, () => 1),
+      800,
+    );
+    assert.equal(
+      backoffDelay(10, limits, () => 1),
+      1000,
+    );
+    assert.equal(
+      backoffDelay(10, limits, () => 0),
+      500,
+    );
   });
 
   it("authenticates as user api with the key as password", () => {
@@ -38,7 +59,11 @@ describe("wandb http helpers", () => {
 
 describe("wandb history encoding", () => {
   it("finds the last _step of a history tail whose rows hold NaN, Infinity and -Infinity (and strings that look like them)", () => {
-    const rows = ['{"_step":2,"a":NaN}', '{"_step":3,"a":Infinity,"b":"-Infinity NaN"}', '{"_step":4,"a":-Infinity,"c":[NaN,-Infinity]}'];
+    const rows = [
+      '{"_step":2,"a":NaN}',
+      '{"_step":3,"a":Infinity,"b":"-Infinity NaN"}',
+      '{"_step":4,"a":-Infinity,"c":[NaN,-Infinity]}',
+    ];
     assert.equal(lastStepOf(JSON.stringify(rows)), 4);
     const row = parseWandbJson(rows[2] as string) as Record<string, unknown>;
     assert.equal(row["a"], -Infinity);
@@ -49,15 +74,32 @@ describe("wandb history encoding", () => {
   });
 
   it("writes _step, _runtime and _timestamp in seconds, global_step, and non-finite values as W&B's bare tokens", () => {
-    const line = historyLine(7, 1_700_000_000_250, 1500, 3, `"a":${historyNumber(NaN)},"b":${historyNumber(-Infinity)},"c":${historyNumber(0.1)}`);
-    assert.equal(line, '{"_step":7,"_runtime":1.5,"_timestamp":1700000000.25,"global_step":3,"a":NaN,"b":-Infinity,"c":0.1}');
+    const line = historyLine(
+      7,
+      1_700_000_000_250,
+      1500,
+      3,
+      `"a":${historyNumber(NaN)},"b":${historyNumber(-Infinity)},"c":${historyNumber(0.1)}`,
+    );
+    assert.equal(
+      line,
+      '{"_step":7,"_runtime":1.5,"_timestamp":1700000000.25,"global_step":3,"a":NaN,"b":-Infinity,"c":0.1}',
+    );
     const row = parseWandbJson(line) as Record<string, number>;
     assert.ok(Number.isNaN(row["a"]));
     assert.equal(row["b"], -Infinity);
   });
 
   it("turns bucket limits into n + 1 finite, ascending bin edges", () => {
-    const json = histogramJson({ count: 6, min: -2, max: 9, sum: 10, sumSquares: 90, bucketLimits: [0, 5, Infinity], bucketCounts: [2, 3, 1] });
+    const json = histogramJson({
+      count: 6,
+      min: -2,
+      max: 9,
+      sum: 10,
+      sumSquares: 90,
+      bucketLimits: [0, 5, Infinity],
+      bucketCounts: [2, 3, 1],
+    });
     assert.ok(json !== null);
     const h = JSON.parse(json) as { values: number[]; bins: number[] };
     assert.deepEqual(h.values, [2, 3, 1]);
@@ -71,7 +113,13 @@ describe("wandb history encoding", () => {
 
 describe("wandb options", () => {
   it("resolves the environment W&B's clients read, options first", () => {
-    const env = { WANDB_API_KEY: "envkey", WANDB_BASE_URL: "http://127.0.0.1:9/", WANDB_MODE: "dryrun", WANDB_PROJECT: "p", WANDB_ENTITY: "e" };
+    const env = {
+      WANDB_API_KEY: "envkey",
+      WANDB_BASE_URL: "http://127.0.0.1:9/",
+      WANDB_MODE: "dryrun",
+      WANDB_PROJECT: "p",
+      WANDB_ENTITY: "e",
+    };
     const fromEnv = resolveWandbOptions({ loggingMode: "global_reduce" }, env);
     assert.equal(fromEnv.apiKey, "envkey");
     assert.equal(fromEnv.baseUrl, "http://127.0.0.1:9");
@@ -79,7 +127,10 @@ describe("wandb options", () => {
     assert.equal(fromEnv.project, "p");
     assert.equal(fromEnv.entity, "e");
     assert.equal(fromEnv.resume, "allow");
-    const fromOptions = resolveWandbOptions({ loggingMode: "global_reduce", apiKey: "optkey", mode: "online", project: "q" }, env);
+    const fromOptions = resolveWandbOptions(
+      { loggingMode: "global_reduce", apiKey: "optkey", mode: "online", project: "q" },
+      env,
+    );
     assert.equal(fromOptions.apiKey, "optkey");
     assert.equal(fromOptions.mode, "online");
     assert.equal(fromOptions.project, "q");
@@ -110,7 +161,9 @@ describe("wandb transaction log framing", () => {
     const framed = frameTransactionLog(records);
     const decoded = decodeTransactionLog(framed);
     assert.equal(decoded.records.length, records.length);
-    decoded.records.forEach((r, i) => assert.ok(r.equals(records[i] as Buffer), `record ${i} (${sizes[i]} bytes) comes back`));
+    decoded.records.forEach((r, i) =>
+      assert.ok(r.equals(records[i] as Buffer), `record ${i} (${sizes[i]} bytes) comes back`),
+    );
     assert.ok(decoded.spanned >= 2, "records span blocks");
     assert.ok(decoded.padded >= 1, "a block end with under 7 bytes left is padded");
   });
@@ -131,7 +184,11 @@ describe("wandb offline run directories", () => {
       const size = fstatSync(fd).size;
       const buffer = Buffer.alloc(size);
       readSync(fd, buffer, 0, size, 0);
-      assert.equal(buffer.toString("utf8"), before, "the old note, read through a descriptor opened before the rewrite, is whole");
+      assert.equal(
+        buffer.toString("utf8"),
+        before,
+        "the old note, read through a descriptor opened before the rewrite, is whole",
+      );
     } finally {
       closeSync(fd);
     }

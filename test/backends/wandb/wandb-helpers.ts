@@ -11,7 +11,14 @@ import { StrictWandbServer, type HistoryRow } from "./wandb-server.js";
 export const API_KEY = "local-test-key-6f1c0de0b1e2a3c4d5e6f708192a3b4c";
 
 /** Fast retry settings so fault tests take seconds, not minutes. */
-export const FAST = { requestTimeoutMs: 400, retryInitialMs: 20, retryMaxMs: 200, retryBudgetMs: 3000, finishTimeoutMs: 3000, sendIntervalMs: 50 } as const;
+export const FAST = {
+  requestTimeoutMs: 400,
+  retryInitialMs: 20,
+  retryMaxMs: 200,
+  retryBudgetMs: 3000,
+  finishTimeoutMs: 3000,
+  sendIntervalMs: 50,
+} as const;
 
 export async function startServer(): Promise<StrictWandbServer> {
   const server = new StrictWandbServer(API_KEY);
@@ -54,7 +61,11 @@ export function filesContainingKey(dir: string): string[] {
  * how many spanned more than one chunk.
  */
 export function decodeTransactionLog(data: Buffer): { records: Buffer[]; spanned: number; padded: number } {
-  assert.deepEqual([...data.subarray(0, 7)], [0x3a, 0x57, 0x26, 0x42, 0xe1, 0xbe, 0], "the W&B header: :W&B, magic 0xBEE1 LE, version 0");
+  assert.deepEqual(
+    [...data.subarray(0, 7)],
+    [0x3a, 0x57, 0x26, 0x42, 0xe1, 0xbe, 0],
+    "the W&B header: :W&B, magic 0xBEE1 LE, version 0",
+  );
   const records: Buffer[] = [];
   let pos = 7;
   let pending: Buffer | null = null;
@@ -63,7 +74,10 @@ export function decodeTransactionLog(data: Buffer): { records: Buffer[]; spanned
   while (pos < data.length) {
     const left = 32768 - (pos % 32768);
     if (left < 7) {
-      assert.ok(data.subarray(pos, pos + left).every((b) => b === 0), `zero padding at ${pos}`);
+      assert.ok(
+        data.subarray(pos, pos + left).every((b) => b === 0),
+        `zero padding at ${pos}`,
+      );
       pos += left;
       padded++;
       continue;

@@ -145,10 +145,10 @@ export class StrictWandbServer {
     const record = { path, status: 0, kind, clientId: typeof clientHeader === "string" ? clientHeader : null };
     this.requests.push(record);
     const original = res.writeHead.bind(res);
-    res.writeHead = ((status: number, ...rest: never[]) => {
+    res.writeHead = (status: number, ...rest: never[]) => {
       record.status = status;
       return original(status, ...rest);
-    });
+    };
 
     const index = this.faults.findIndex((f) => f.target === "any" || f.target === kind);
     const fault = index >= 0 ? this.faults.splice(index, 1)[0]?.fault : undefined;
@@ -158,15 +158,29 @@ export class StrictWandbServer {
       return;
     }
     if (fault?.kind === "status") {
-      this.answer(res, fault.status, { error: "injected fault" }, fault.retryAfter === undefined ? {} : { "retry-after": fault.retryAfter });
+      this.answer(
+        res,
+        fault.status,
+        { error: "injected fault" },
+        fault.retryAfter === undefined ? {} : { "retry-after": fault.retryAfter },
+      );
       return;
     }
     const upload = /^\/upload\/([^/]+)\/([^/]+)\/([^/]+)\/(.+)$/.exec(path);
-    if (upload !== null) return this.upload(upload.slice(1).map((m) => decodeURIComponent(m)) as [string, string, string, string], req, Buffer.concat(chunks), res);
-    if (req.method !== "POST") return this.violation(res, 405, `${req.method} ${path}: only POST is used (PUT only to an upload URL)`);
+    if (upload !== null)
+      return this.upload(
+        upload.slice(1).map((m) => decodeURIComponent(m)) as [string, string, string, string],
+        req,
+        Buffer.concat(chunks),
+        res,
+      );
+    if (req.method !== "POST")
+      return this.violation(res, 405, `${req.method} ${path}: only POST is used (PUT only to an upload URL)`);
     const expected = `Basic ${Buffer.from(`api:${this.apiKey}`).toString("base64")}`;
-    if (req.headers.authorization !== expected) return this.violation(res, 401, `${path}: missing or wrong basic auth (user "api", password = API key)`);
-    if (!String(req.headers["content-type"] ?? "").includes("application/json")) return this.violation(res, 415, `${path}: content-type must be application/json`);
+    if (req.headers.authorization !== expected)
+      return this.violation(res, 401, `${path}: missing or wrong basic auth (user "api", password = API key)`);
+    if (!String(req.headers["content-type"] ?? "").includes("application/json"))
+      return this.violation(res, 415, `${path}: content-type must be application/json`);
     let body: Record<string, unknown>;
     try {
       body = JSON.parse(text) as Record<string, unknown>;
@@ -194,10 +208,16 @@ export class StrictWandbServer {
    * A file PUT to an upload URL `CreateRunFiles` handed out (like a signed storage URL: no W&B
    * auth header needed, but the URL must have been issued for that run and file).
    */
-  private upload([entity, project, name, file]: [string, string, string, string], req: IncomingMessage, content: Buffer, res: ServerResponse): void {
+  private upload(
+    [entity, project, name, file]: [string, string, string, string],
+    req: IncomingMessage,
+    content: Buffer,
+    res: ServerResponse,
+  ): void {
     if (req.method !== "PUT") return this.violation(res, 405, `upload of ${file}: must be PUT`);
     const run = this.runs.get(`${entity}/${project}/${name}`);
-    if (run === undefined || !this.issuedUploads.has(`${entity}/${project}/${name}/${file}`)) return this.violation(res, 403, `upload of ${file}: no upload URL was issued for it`);
+    if (run === undefined || !this.issuedUploads.has(`${entity}/${project}/${name}/${file}`))
+      return this.violation(res, 403, `upload of ${file}: no upload URL was issued for it`);
     run.files.set(file, content);
     res.writeHead(200);
     res.end();
@@ -205,7 +225,12 @@ export class StrictWandbServer {
 
   private readonly issuedUploads = new Set<string>();
 
-  private graphql(body: Record<string, unknown>, req: IncomingMessage, res: ServerResponse, respond: (s: number, p: unknown) => void): void {
+  private graphql(
+    body: Record<string, unknown>,
+    req: IncomingMessage,
+    res: ServerResponse,
+    respond: (s: number, p: unknown) => void,
+  ): void {
     const query = body["query"];
     // A query without variables may leave them out (wandb-core's ServerFeaturesQuery does).
     const variables = (body["variables"] ?? {}) as Record<string, unknown>;
@@ -214,51 +239,110 @@ export class StrictWandbServer {
     }
     if (/query ServerFeaturesQuery\s*\{/.test(query)) {
       // The official SDK (wandb-core) asks which server features exist; this server has none of the optional ones.
-      if (!/serverInfo\s*\{\s*features\s*\{\s*name\s+isEnabled/.test(query)) return this.violation(res, 400, "ServerFeaturesQuery: selection must be serverInfo { features { name isEnabled } }");
+      if (!/serverInfo\s*\{\s*features\s*\{\s*name\s+isEnabled/.test(query))
+        return this.violation(
+          res,
+          400,
+          "ServerFeaturesQuery: selection must be serverInfo { features { name isEnabled } }",
+        );
       return respond(200, { data: { serverInfo: { features: [] } } });
     }
     if (/mutation CreateRunFiles\s*\(/.test(query)) {
-      if (!/createRunFiles\(input:\s*\{\s*entityName:\s*\$entity,\s*projectName:\s*\$project,\s*runName:\s*\$run,\s*files:\s*\$files\s*\}\)/.test(query)) {
-        return this.violation(res, 400, "CreateRunFiles: input must be { entityName: $entity, projectName: $project, runName: $run, files: $files }");
+      if (
+        !/createRunFiles\(input:\s*\{\s*entityName:\s*\$entity,\s*projectName:\s*\$project,\s*runName:\s*\$run,\s*files:\s*\$files\s*\}\)/.test(
+          query,
+        )
+      ) {
+        return this.violation(
+          res,
+          400,
+          "CreateRunFiles: input must be { entityName: $entity, projectName: $project, runName: $run, files: $files }",
+        );
       }
-      for (const field of ["runID", "uploadHeaders", "name", "uploadUrl"]) if (!query.includes(field)) return this.violation(res, 400, `CreateRunFiles: selection must include ${field}`);
-      const { entity, project, run: runName, files } = variables as { entity?: unknown; project?: unknown; run?: unknown; files?: unknown };
-      if (typeof entity !== "string" || typeof project !== "string" || typeof runName !== "string") return this.violation(res, 400, "CreateRunFiles: entity, project and run are required strings");
-      if (!Array.isArray(files) || files.length === 0 || files.some((f) => typeof f !== "string" || f.length === 0 || f.startsWith("/") || f.split("/").includes(".."))) {
-        return this.violation(res, 400, `CreateRunFiles: files must be relative run paths, got ${JSON.stringify(files)}`);
+      for (const field of ["runID", "uploadHeaders", "name", "uploadUrl"])
+        if (!query.includes(field)) return this.violation(res, 400, `CreateRunFiles: selection must include ${field}`);
+      const {
+        entity,
+        project,
+        run: runName,
+        files,
+      } = variables as { entity?: unknown; project?: unknown; run?: unknown; files?: unknown };
+      if (typeof entity !== "string" || typeof project !== "string" || typeof runName !== "string")
+        return this.violation(res, 400, "CreateRunFiles: entity, project and run are required strings");
+      if (
+        !Array.isArray(files) ||
+        files.length === 0 ||
+        files.some((f) => typeof f !== "string" || f.length === 0 || f.startsWith("/") || f.split("/").includes(".."))
+      ) {
+        return this.violation(
+          res,
+          400,
+          `CreateRunFiles: files must be relative run paths, got ${JSON.stringify(files)}`,
+        );
       }
       const run = this.runs.get(`${entity}/${project}/${runName}`);
-      if (run === undefined) return this.violation(res, 404, `CreateRunFiles: no run ${entity}/${project}/${runName} (UpsertBucket first)`);
+      if (run === undefined)
+        return this.violation(res, 404, `CreateRunFiles: no run ${entity}/${project}/${runName} (UpsertBucket first)`);
       const base = `${this.baseUrl}/upload/${encodeURIComponent(entity)}/${encodeURIComponent(project)}/${encodeURIComponent(runName)}`;
       for (const f of files as string[]) this.issuedUploads.add(`${entity}/${project}/${runName}/${f}`);
       return respond(200, {
-        data: { createRunFiles: { runID: run.id, uploadHeaders: [], files: (files as string[]).map((f) => ({ name: f, uploadUrl: `${base}/${encodeURIComponent(f)}` })) } },
+        data: {
+          createRunFiles: {
+            runID: run.id,
+            uploadHeaders: [],
+            files: (files as string[]).map((f) => ({ name: f, uploadUrl: `${base}/${encodeURIComponent(f)}` })),
+          },
+        },
       });
     }
     if (/mutation UpsertBucket\s*\(/.test(query)) {
-      if (!/upsertBucket\(input:\s*\{[^}]*name:\s*\$name[^}]*modelName:\s*\$project[^}]*entityName:\s*\$entity/.test(query)) {
-        return this.violation(res, 400, "UpsertBucket: input must map name, modelName ($project) and entityName ($entity)");
+      if (
+        !/upsertBucket\(input:\s*\{[^}]*name:\s*\$name[^}]*modelName:\s*\$project[^}]*entityName:\s*\$entity/.test(
+          query,
+        )
+      ) {
+        return this.violation(
+          res,
+          400,
+          "UpsertBucket: input must map name, modelName ($project) and entityName ($entity)",
+        );
       }
       for (const field of ["bucket", "inserted", "project", "entity"]) {
         if (!query.includes(field)) return this.violation(res, 400, `UpsertBucket: selection must include ${field}`);
       }
       const name = variables["name"];
       const project = variables["project"];
-      if (typeof name !== "string" || !/^[A-Za-z0-9_.-]+$/.test(name)) return this.violation(res, 400, `UpsertBucket: name must be a run id, got ${JSON.stringify(name)}`);
-      if (typeof project !== "string" || project.length === 0) return this.violation(res, 400, "UpsertBucket: project is required");
+      if (typeof name !== "string" || !/^[A-Za-z0-9_.-]+$/.test(name))
+        return this.violation(res, 400, `UpsertBucket: name must be a run id, got ${JSON.stringify(name)}`);
+      if (typeof project !== "string" || project.length === 0)
+        return this.violation(res, 400, "UpsertBucket: project is required");
       const entityVar = variables["entity"];
-      if (entityVar !== null && entityVar !== undefined && typeof entityVar !== "string") return this.violation(res, 400, "UpsertBucket: entity must be a string or null");
+      if (entityVar !== null && entityVar !== undefined && typeof entityVar !== "string")
+        return this.violation(res, 400, "UpsertBucket: entity must be a string or null");
       let config: Record<string, unknown> = {};
       if (variables["config"] !== undefined && variables["config"] !== null) {
-        if (typeof variables["config"] !== "string") return this.violation(res, 400, "UpsertBucket: config must be a JSONString");
+        if (typeof variables["config"] !== "string")
+          return this.violation(res, 400, "UpsertBucket: config must be a JSONString");
         config = JSON.parse(variables["config"]) as Record<string, unknown>;
         for (const [k, v] of Object.entries(config)) {
-          if (v === null || typeof v !== "object" || !("value" in v)) return this.violation(res, 400, `UpsertBucket: config key ${k} must be { value }`);
+          if (v === null || typeof v !== "object" || !("value" in v))
+            return this.violation(res, 400, `UpsertBucket: config key ${k} must be { value }`);
         }
       }
-      for (const field of ["summaryMetrics", "description", "host", "program", "repo", "commit", "state", "sweep", "id"]) {
+      for (const field of [
+        "summaryMetrics",
+        "description",
+        "host",
+        "program",
+        "repo",
+        "commit",
+        "state",
+        "sweep",
+        "id",
+      ]) {
         const v = variables[field];
-        if (v !== undefined && v !== null && typeof v !== "string") return this.violation(res, 400, `UpsertBucket: ${field} must be a string or null`);
+        if (v !== undefined && v !== null && typeof v !== "string")
+          return this.violation(res, 400, `UpsertBucket: ${field} must be a string or null`);
       }
       const entity = typeof entityVar === "string" ? entityVar : this.defaultEntity;
       const key = `${entity}/${project}/${name}`;
@@ -306,7 +390,11 @@ export class StrictWandbServer {
               config: JSON.stringify(run.config),
               sweepName: null,
               historyLineCount: (run.history.get("") ?? []).length,
-              project: { id: `project-${run.project}`, name: run.project, entity: { id: `entity-${run.entity}`, name: run.entity } },
+              project: {
+                id: `project-${run.project}`,
+                name: run.project,
+                entity: { id: `entity-${run.entity}`, name: run.entity },
+              },
             },
             inserted,
           },
@@ -320,7 +408,16 @@ export class StrictWandbServer {
       if (run === undefined) return respond(200, { data: { model: { bucket: null } } });
       const lines = run.history.get("") ?? [];
       return respond(200, {
-        data: { model: { bucket: { id: run.id, name: run.name, historyLineCount: lines.length, historyTail: JSON.stringify(lines.slice(-10)) } } },
+        data: {
+          model: {
+            bucket: {
+              id: run.id,
+              name: run.name,
+              historyLineCount: lines.length,
+              historyTail: JSON.stringify(lines.slice(-10)),
+            },
+          },
+        },
       });
     }
     return this.violation(res, 400, `graphql: unexpected operation ${query.slice(0, 60)}`);
@@ -336,15 +433,19 @@ export class StrictWandbServer {
     respond: (s: number, p: unknown) => void,
   ): void {
     const run = this.runs.get(`${entity}/${project}/${name}`);
-    if (run === undefined) return this.violation(res, 404, `file_stream for ${entity}/${project}/${name}: no such run (UpsertBucket first)`);
+    if (run === undefined)
+      return this.violation(res, 404, `file_stream for ${entity}/${project}/${name}: no such run (UpsertBucket first)`);
     const async = req.headers["x-wandb-use-async-filestream"] === "true";
     const clientId = req.headers["x-wandb-async-client-id"];
-    if (async && typeof clientId !== "string") return this.violation(res, 400, "shared mode needs X-WANDB-ASYNC-CLIENT-ID");
-    if (run.shared !== null && run.shared !== async) return this.violation(res, 409, `run ${name}: shared-mode and plain writers mixed`);
+    if (async && typeof clientId !== "string")
+      return this.violation(res, 400, "shared mode needs X-WANDB-ASYNC-CLIENT-ID");
+    if (run.shared !== null && run.shared !== async)
+      return this.violation(res, 409, `run ${name}: shared-mode and plain writers mixed`);
     run.shared = async;
     const client = async ? (clientId as string) : "";
     for (const key of Object.keys(body)) {
-      if (!["files", "complete", "exitcode", "uploaded", "preempting"].includes(key)) return this.violation(res, 400, `file_stream: unknown field ${key}`);
+      if (!["files", "complete", "exitcode", "uploaded", "preempting"].includes(key))
+        return this.violation(res, 400, `file_stream: unknown field ${key}`);
     }
     const files = (body["files"] ?? {}) as Record<string, { offset?: unknown; content?: unknown }>;
     if (run.complete && (files["wandb-history.jsonl"] !== undefined || body["complete"] !== undefined)) {
@@ -355,14 +456,25 @@ export class StrictWandbServer {
     const lines = run.history.get(client) ?? [];
     if (history !== undefined) {
       const { offset, content } = history;
-      if (typeof offset !== "number" || !Number.isInteger(offset) || offset < 0) return this.violation(res, 400, "history offset must be a non-negative integer");
-      if (!Array.isArray(content) || content.some((c) => typeof c !== "string")) return this.violation(res, 400, "history content must be an array of strings");
-      if (offset > lines.length) return this.violation(res, 400, `run ${name}${client ? ` client ${client}` : ""}: history offset ${offset} leaves a gap after ${lines.length} lines`);
+      if (typeof offset !== "number" || !Number.isInteger(offset) || offset < 0)
+        return this.violation(res, 400, "history offset must be a non-negative integer");
+      if (!Array.isArray(content) || content.some((c) => typeof c !== "string"))
+        return this.violation(res, 400, "history content must be an array of strings");
+      if (offset > lines.length)
+        return this.violation(
+          res,
+          400,
+          `run ${name}${client ? ` client ${client}` : ""}: history offset ${offset} leaves a gap after ${lines.length} lines`,
+        );
       for (let i = 0; i < content.length && offset + i < lines.length; i++) {
-        if (lines[offset + i] !== content[i]) return this.violation(res, 409, `run ${name}: line ${offset + i} rewritten with different content`);
+        if (lines[offset + i] !== content[i])
+          return this.violation(res, 409, `run ${name}: line ${offset + i} rewritten with different content`);
       }
       append = (content as string[]).slice(lines.length - offset);
-      let lastStep = lines.length > 0 ? ((parseWandbJson(lines[lines.length - 1] as string) as HistoryRow)["_step"] as number) : -Infinity;
+      let lastStep =
+        lines.length > 0
+          ? ((parseWandbJson(lines[lines.length - 1] as string) as HistoryRow)["_step"] as number)
+          : -Infinity;
       for (const line of append) {
         let row: HistoryRow;
         try {
@@ -371,27 +483,37 @@ export class StrictWandbServer {
           return this.violation(res, 400, `history line is not JSON: ${line.slice(0, 80)}`);
         }
         for (const field of ["_step", "_timestamp", "_runtime"]) {
-          if (typeof row[field] !== "number") return this.violation(res, 400, `history line lacks numeric ${field}: ${line.slice(0, 80)}`);
+          if (typeof row[field] !== "number")
+            return this.violation(res, 400, `history line lacks numeric ${field}: ${line.slice(0, 80)}`);
         }
         const step = row["_step"] as number;
-        if (!Number.isInteger(step) || step <= lastStep) return this.violation(res, 400, `run ${name}: _step ${step} after ${lastStep} does not increase`);
+        if (!Number.isInteger(step) || step <= lastStep)
+          return this.violation(res, 400, `run ${name}: _step ${step} after ${lastStep} does not increase`);
         lastStep = step;
       }
     }
     const summary = files["wandb-summary.json"];
     let summaryRow: Record<string, unknown> | undefined;
     if (summary !== undefined) {
-      if (summary.offset !== 0 || !Array.isArray(summary.content) || summary.content.length !== 1) return this.violation(res, 400, "summary must be { offset: 0, content: [one line] }");
+      if (summary.offset !== 0 || !Array.isArray(summary.content) || summary.content.length !== 1)
+        return this.violation(res, 400, "summary must be { offset: 0, content: [one line] }");
       summaryRow = parseWandbJson(summary.content[0] as string) as Record<string, unknown>;
     }
     const uploaded = body["uploaded"];
     if (uploaded !== undefined) {
-      if (!Array.isArray(uploaded) || uploaded.some((f) => typeof f !== "string")) return this.violation(res, 400, "file_stream: uploaded must be a list of file names");
+      if (!Array.isArray(uploaded) || uploaded.some((f) => typeof f !== "string"))
+        return this.violation(res, 400, "file_stream: uploaded must be a list of file names");
       const missing = (uploaded as string[]).filter((f) => !run.files.has(f));
-      if (missing.length > 0) return this.violation(res, 409, `file_stream: ${missing.join(", ")} reported uploaded but never PUT to its upload URL`);
+      if (missing.length > 0)
+        return this.violation(
+          res,
+          409,
+          `file_stream: ${missing.join(", ")} reported uploaded but never PUT to its upload URL`,
+        );
     }
     if (body["complete"] !== undefined) {
-      if (body["complete"] !== true || typeof body["exitcode"] !== "number") return this.violation(res, 400, "complete must be true with an integer exitcode");
+      if (body["complete"] !== true || typeof body["exitcode"] !== "number")
+        return this.violation(res, 400, "complete must be true with an integer exitcode");
     }
     run.history.set(client, [...lines, ...append]);
     for (const f of (uploaded ?? []) as string[]) run.uploaded.add(f);

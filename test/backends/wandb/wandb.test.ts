@@ -38,7 +38,15 @@ afterEach(() => {
 });
 
 function wandbConfig(extra: Partial<BackendConfigOf<"wandb">> = {}): BackendConfigOf<"wandb"> {
-  return { loggingMode: "global_reduce", baseUrl: server.baseUrl, apiKey: API_KEY, entity: "team", project: "proj", ...FAST, ...extra };
+  return {
+    loggingMode: "global_reduce",
+    baseUrl: server.baseUrl,
+    apiKey: API_KEY,
+    entity: "team",
+    project: "proj",
+    ...FAST,
+    ...extra,
+  };
 }
 
 function identity(rank: number): RankIdentity {
@@ -71,13 +79,22 @@ describe("wandb global_reduce", () => {
     assert.equal(run.jobType, "train");
     assert.deepEqual(run.config, { lr: { value: 0.001 }, layers: { value: [1, 2] }, batch: { value: 32 } });
     const rows = server.history("exp1_t1");
-    assert.deepEqual(rows.map((r) => r["_step"]), [0, 1, 2, 3, 4, 5]);
-    assert.deepEqual(rows.map((r) => r["global_step"]), [0, 1, 2, 3, 4, 5]);
+    assert.deepEqual(
+      rows.map((r) => r["_step"]),
+      [0, 1, 2, 3, 4, 5],
+    );
+    assert.deepEqual(
+      rows.map((r) => r["global_step"]),
+      [0, 1, 2, 3, 4, 5],
+    );
     assert.deepEqual(valuesOf(rows, "loss").slice(0, 5), [2, 1, 2 / 3, 0.5, 0.4]);
     assert.ok(Number.isNaN(valuesOf(rows, "loss")[5]), "NaN reaches W&B as NaN");
     assert.deepEqual(valuesOf(rows, "tokens"), [100, 101, 102, 103, 104]);
     for (const r of rows) {
-      assert.ok((r["_timestamp"] as number) * 1000 >= before - 5 && (r["_timestamp"] as number) * 1000 <= Date.now(), "_timestamp is wall time in seconds");
+      assert.ok(
+        (r["_timestamp"] as number) * 1000 >= before - 5 && (r["_timestamp"] as number) * 1000 <= Date.now(),
+        "_timestamp is wall time in seconds",
+      );
       assert.ok((r["_runtime"] as number) >= 0);
     }
     assert.equal(run.summary["tokens"], 104);
@@ -98,12 +115,15 @@ describe("wandb global_reduce", () => {
       await logger.shutdown();
     });
     const rows = server.history("exp2_t1");
-    assert.deepEqual(rows.map((r) => [r["_step"], r["global_step"], r["x"]]), [
-      [5, 5, 5],
-      [6, 6, 6],
-      [7, 3, 3],
-      [8, 4, 4],
-    ]);
+    assert.deepEqual(
+      rows.map((r) => [r["_step"], r["global_step"], r["x"]]),
+      [
+        [5, 5, 5],
+        [6, 6, 6],
+        [7, 3, 3],
+        [8, 4, 4],
+      ],
+    );
     const warning = seen.find((d) => d.code.startsWith("wandb.stepBackwards"));
     assert.ok(warning, "a warning says the step went back");
     assert.match(warning.message, /_step 7 with global_step 3/);
@@ -128,15 +148,18 @@ describe("wandb global_reduce", () => {
     }
     await logger.shutdown();
     const rows = server.history("exp3_t1");
-    assert.deepEqual(rows.map((r) => [r["_step"], r["global_step"], r["x"]]), [
-      [0, 0, 0],
-      [1, 1, 1],
-      [2, 2, 2],
-      [3, 3, 3],
-      [4, 2, 20],
-      [5, 3, 30],
-      [6, 4, 40],
-    ]);
+    assert.deepEqual(
+      rows.map((r) => [r["_step"], r["global_step"], r["x"]]),
+      [
+        [0, 0, 0],
+        [1, 1, 1],
+        [2, 2, 2],
+        [3, 3, 3],
+        [4, 2, 20],
+        [5, 3, 30],
+        [6, 4, 40],
+      ],
+    );
   });
 
   it("resumes above the last step when the server's history tail holds NaN, Infinity and -Infinity", async () => {
@@ -165,21 +188,34 @@ describe("wandb global_reduce", () => {
     const rows = server.history("exp3nf_t1");
     const steps = rows.map((r) => r["_step"] as number);
     assert.deepEqual(steps, [0, 1, 2, 3, 4, 5], "_step increases across the resume");
-    assert.deepEqual(rows.map((r) => r["loss"]), [NaN, Infinity, -Infinity, -Infinity, 20, 30]);
-    assert.deepEqual(rows.map((r) => r["global_step"]), [0, 1, 2, 3, 2, 3]);
+    assert.deepEqual(
+      rows.map((r) => r["loss"]),
+      [NaN, Infinity, -Infinity, -Infinity, 20, 30],
+    );
+    assert.deepEqual(
+      rows.map((r) => r["global_step"]),
+      [0, 1, 2, 3, 2, 3],
+    );
   });
 
   it("logs initBackends' runConfig (secrets redacted) and version.json as the run's config", async () => {
     const runDir = tempDir();
     const logger = new MetricLogger({ runDir, experiment: "expcfg", trial: "t1" });
-    await logger.initBackends({ wandb: wandbConfig() }, { runConfig: { lr: 0.01, data: { path: "/d", token: "tok-123" } } });
+    await logger.initBackends(
+      { wandb: wandbConfig() },
+      { runConfig: { lr: 0.01, data: { path: "/d", token: "tok-123" } } },
+    );
     recordMetric("x", 1, Reduce.MEAN);
     await logger.flush(0);
     await logger.shutdown();
     const run = server.run("expcfg_t1");
     assert.ok(run);
     const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
-    assert.deepEqual(run.config, { lr: { value: 0.01 }, data: { value: { path: "/d", token: REDACTED } }, version_info: { value: version } });
+    assert.deepEqual(run.config, {
+      lr: { value: 0.01 },
+      data: { value: { path: "/d", token: REDACTED } },
+      version_info: { value: version },
+    });
   });
 
   it("refuses to write into an existing run with resume: never, and spools instead of losing the values", async () => {
@@ -214,7 +250,10 @@ describe("wandb global_reduce", () => {
     });
     assert.equal(server.run("exp12_t1"), undefined, "no run was created");
     assert.ok(seen.some((d) => /does not exist and resume is "must"/.test(d.message)));
-    assert.ok(seen.some((d) => d.code.startsWith("wandb.spooled")), "the values wait in the spool");
+    assert.ok(
+      seen.some((d) => d.code.startsWith("wandb.spooled")),
+      "the values wait in the spool",
+    );
   });
 
   it("rejects invalid options with a message that lists what is valid", async () => {
@@ -222,14 +261,24 @@ describe("wandb global_reduce", () => {
     // @ts-expect-error -- an invalid mode is a compile error too; this checks the runtime error
     const badMode = logger.initBackends({ wandb: { loggingMode: "global_reduce", mode: "sometimes" } });
     await assert.rejects(badMode, /mode must be one of: online, offline, disabled/);
-    await assert.rejects(logger.initBackends({ wandb: { loggingMode: "global_reduce", runId: "a/b" } }), /runId may contain only/);
-    await assert.rejects(logger.initBackends({ wandb: { loggingMode: "global_reduce", baseUrl: "wandb.ai" } }), /baseUrl must be an http\(s\) URL/);
+    await assert.rejects(
+      logger.initBackends({ wandb: { loggingMode: "global_reduce", runId: "a/b" } }),
+      /runId may contain only/,
+    );
+    await assert.rejects(
+      logger.initBackends({ wandb: { loggingMode: "global_reduce", baseUrl: "wandb.ai" } }),
+      /baseUrl must be an http\(s\) URL/,
+    );
     await logger.shutdown();
   });
 });
 
 describe("wandb per-rank modes (ranks driven in-process with distinct identities)", () => {
-  async function twoRanks(config: BackendConfigOf<"wandb">, experiment: string, runConfig?: unknown): Promise<{ logger: MetricLogger; ranks: RankRuntime[]; runDir: string }> {
+  async function twoRanks(
+    config: BackendConfigOf<"wandb">,
+    experiment: string,
+    runConfig?: unknown,
+  ): Promise<{ logger: MetricLogger; ranks: RankRuntime[]; runDir: string }> {
     const runDir = tempDir();
     const logger = new MetricLogger({ runDir, experiment, trial: "t1", processName: "Controller" });
     const ranks = [0, 1].map((r) => new RankRuntime(identity(r), new Collector()));
@@ -239,7 +288,11 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
   }
 
   it("per_rank_reduce: one run per rank named {name}_{rankName}, in one group", async () => {
-    const { logger, ranks, runDir } = await twoRanks(wandbConfig({ loggingMode: "per_rank_reduce", name: "job" }), "exp5", { lr: 0.5, password: "pw" });
+    const { logger, ranks, runDir } = await twoRanks(
+      wandbConfig({ loggingMode: "per_rank_reduce", name: "job" }),
+      "exp5",
+      { lr: 0.5, password: "pw" },
+    );
     for (let step = 0; step < 3; step++) {
       // Each rank records into its own collector, as it would in its own process.
       ranks.forEach((rank, r) => rank.collector.recordSlow("loss", (r + 1) * 100 + step, Reduce.MEAN));
@@ -252,12 +305,23 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
       assert.equal(run.displayName, `job_Trainer_0_r${r}`);
       assert.equal(run.groupName, "exp5_t1");
       assert.equal(run.complete, true);
-      assert.deepEqual(valuesOf(server.history(run.name), "loss"), [0, 1, 2].map((s) => (r + 1) * 100 + s));
+      assert.deepEqual(
+        valuesOf(server.history(run.name), "loss"),
+        [0, 1, 2].map((s) => (r + 1) * 100 + s),
+      );
       // Every rank's run has the run config (redacted) and version info, handed over in the ranks' init.
       const version = JSON.parse(readFileSync(join(runDir, "version.json"), "utf8")) as unknown;
-      assert.deepEqual(run.config, { lr: { value: 0.5 }, password: { value: REDACTED }, version_info: { value: version } });
+      assert.deepEqual(run.config, {
+        lr: { value: 0.5 },
+        password: { value: REDACTED },
+        version_info: { value: version },
+      });
     }
-    assert.equal(server.run("exp5_t1_Controller"), undefined, "the controller's own rank logged nothing and created no run");
+    assert.equal(
+      server.run("exp5_t1_Controller"),
+      undefined,
+      "the controller's own rank logged nothing and created no run",
+    );
   });
 
   it("per-rank runs restarted without resume: rows queued before the server answered are moved above its last step", async () => {
@@ -278,32 +342,52 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
     });
     for (const r of [0, 1]) {
       const rows = server.history(`exp9_t1_Trainer_0_r${r}`);
-      assert.deepEqual(rows.map((x) => [x["_step"], x["global_step"], x["x"]]), [
-        [0, 0, 0],
-        [1, 1, 1],
-        [2, 2, 2],
-        [3, 0, 10],
-        [4, 1, 11],
-      ]);
+      assert.deepEqual(
+        rows.map((x) => [x["_step"], x["global_step"], x["x"]]),
+        [
+          [0, 0, 0],
+          [1, 1, 1],
+          [2, 2, 2],
+          [3, 0, 10],
+          [4, 1, 11],
+        ],
+      );
     }
-    assert.ok(seen.some((d) => d.code.startsWith("wandb.stepBackwards")), "a warning says rows were moved");
+    assert.ok(
+      seen.some((d) => d.code.startsWith("wandb.stepBackwards")),
+      "a warning says rows were moved",
+    );
   });
 
   it("perRankShareRun: the controller's primary creates one run, ranks write to it as shared-mode clients with prefixed keys", async () => {
-    const { logger, ranks } = await twoRanks(wandbConfig({ loggingMode: "per_rank_reduce", perRankShareRun: true }), "exp6");
+    const { logger, ranks } = await twoRanks(
+      wandbConfig({ loggingMode: "per_rank_reduce", perRankShareRun: true }),
+      "exp6",
+    );
     for (let step = 0; step < 4; step++) {
       ranks.forEach((rank, r) => rank.collector.recordSlow("reward", r * 10 + step, Reduce.MEAN));
       await logger.flush(step);
     }
     await logger.shutdown();
-    assert.equal([...server.runs.values()].filter((r) => r.project === "proj" && r.name.startsWith("exp6")).length, 1, "one run for all ranks");
+    assert.equal(
+      [...server.runs.values()].filter((r) => r.project === "proj" && r.name.startsWith("exp6")).length,
+      1,
+      "one run for all ranks",
+    );
     const run = server.run("exp6_t1");
     assert.ok(run);
     assert.equal(run.shared, true);
     for (const r of [0, 1]) {
       const rows = server.history("exp6_t1", `Trainer_0_r${r}`);
-      assert.deepEqual(valuesOf(rows, `Trainer_0_r${r}/reward`), [0, 1, 2, 3].map((s) => r * 10 + s), `rank ${r}'s values, under its own prefix`);
-      assert.deepEqual(rows.map((x) => x["global_step"]), [0, 1, 2, 3]);
+      assert.deepEqual(
+        valuesOf(rows, `Trainer_0_r${r}/reward`),
+        [0, 1, 2, 3].map((s) => r * 10 + s),
+        `rank ${r}'s values, under its own prefix`,
+      );
+      assert.deepEqual(
+        rows.map((x) => x["global_step"]),
+        [0, 1, 2, 3],
+      );
       assert.equal(valuesOf(rows, `Trainer_0_r${1 - r}/reward`).length, 0, "no rank writes the other's keys");
     }
     assert.equal(run.complete, true, "the primary completed the run after the ranks finished");
@@ -323,9 +407,16 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
     await logger.shutdown();
     for (const r of [0, 1]) {
       const rows = server.history(`exp7_t1_Trainer_0_r${r}`);
-      assert.deepEqual(valuesOf(rows, "latency"), [0, 1, 2, 10, 11, 12].map((v) => r * 1000 + v));
-      assert.deepEqual(rows.map((x) => x["global_step"]), [0, 0, 0, 1, 1, 1]);
-      for (const row of rows) assert.ok((row["_timestamp"] as number) * 1000 >= t0 && (row["_timestamp"] as number) * 1000 <= t1);
+      assert.deepEqual(
+        valuesOf(rows, "latency"),
+        [0, 1, 2, 10, 11, 12].map((v) => r * 1000 + v),
+      );
+      assert.deepEqual(
+        rows.map((x) => x["global_step"]),
+        [0, 0, 0, 1, 1, 1],
+      );
+      for (const row of rows)
+        assert.ok((row["_timestamp"] as number) * 1000 >= t0 && (row["_timestamp"] as number) * 1000 <= t1);
     }
   });
 
@@ -345,15 +436,36 @@ describe("wandb per-rank modes (ranks driven in-process with distinct identities
       primaryMetadata: {},
     });
     backend.logStream([
-      { key: "probe", value: 1.5, step: 7, timestamp: 1_600_000_000_123, rank: 0, rankName: "Trainer_0_r0", role: "rank", thread: 0 },
-      { key: "probe", value: -Infinity, step: 7, timestamp: 1_600_000_000_456, rank: 0, rankName: "Trainer_0_r0", role: "rank", thread: 0 },
+      {
+        key: "probe",
+        value: 1.5,
+        step: 7,
+        timestamp: 1_600_000_000_123,
+        rank: 0,
+        rankName: "Trainer_0_r0",
+        role: "rank",
+        thread: 0,
+      },
+      {
+        key: "probe",
+        value: -Infinity,
+        step: 7,
+        timestamp: 1_600_000_000_456,
+        rank: 0,
+        rankName: "Trainer_0_r0",
+        role: "rank",
+        thread: 0,
+      },
     ]);
     await backend.finish();
     const rows = server.history("stream-ts_Trainer_0_r0");
-    assert.deepEqual(rows.map((r) => [r["_timestamp"], r["global_step"], r["probe"]]), [
-      [1_600_000_000.123, 7, 1.5],
-      [1_600_000_000.456, 7, -Infinity],
-    ]);
+    assert.deepEqual(
+      rows.map((r) => [r["_timestamp"], r["global_step"], r["probe"]]),
+      [
+        [1_600_000_000.123, 7, 1.5],
+        [1_600_000_000.456, 7, -Infinity],
+      ],
+    );
   });
 });
 
@@ -375,8 +487,15 @@ describe("wandb values beyond scalars", () => {
     const h = rows[0]?.["weights"] as { _type: string; values: number[]; bins: number[] };
     assert.equal(h._type, "histogram");
     assert.equal(h.bins.length, h.values.length + 1, "n + 1 bin edges");
-    assert.equal(h.values.reduce((a, b) => a + b, 0), 5, "every value is counted");
-    assert.ok(h.bins.every((b, i) => i === 0 || b >= (h.bins[i - 1] as number)), "edges ascend");
+    assert.equal(
+      h.values.reduce((a, b) => a + b, 0),
+      5,
+      "every value is counted",
+    );
+    assert.ok(
+      h.bins.every((b, i) => i === 0 || b >= (h.bins[i - 1] as number)),
+      "edges ascend",
+    );
     assert.equal(rows[0]?.["loss"], 0.5);
     assert.equal(rows[0]?.["global_step"], 0, "the row's own global_step is not overwritten");
     assert.equal(rows[0]?.["metric/global_step"], 99, "a metric named like a row field is renamed");
@@ -391,7 +510,11 @@ describe("wandb values beyond scalars", () => {
     const specials = [NaN, Infinity];
     for (let step = 0; step < 2; step++) {
       recordMetric("loss", specials[step] as number, Reduce.MEAN);
-      recordMetric("rollout/episode", { prompt: `p${step}`, reward: step, extra: step === 1 ? -Infinity : "x" }, Reduce.SAMPLE);
+      recordMetric(
+        "rollout/episode",
+        { prompt: `p${step}`, reward: step, extra: step === 1 ? -Infinity : "x" },
+        Reduce.SAMPLE,
+      );
       recordMetric("rollout/episode", { prompt: `q${step}`, reward: 10 + step }, Reduce.SAMPLE);
       await logger.flush(step);
     }
@@ -401,7 +524,14 @@ describe("wandb values beyond scalars", () => {
     const rows = server.history("exp11_t1");
     assert.equal(rows.length, 2);
     for (const [step, row] of rows.entries()) {
-      const ref = row["rollout/episode"] as { _type: string; path: string; sha256: string; size: number; ncols: number; nrows: number };
+      const ref = row["rollout/episode"] as {
+        _type: string;
+        path: string;
+        sha256: string;
+        size: number;
+        ncols: number;
+        nrows: number;
+      };
       assert.equal(ref._type, "table-file");
       assert.match(ref.path, new RegExp(`^media/table/rollout/episode_${step}_[0-9a-f]{20}\\.table\\.json$`));
       const file = run.files.get(ref.path);
@@ -425,10 +555,14 @@ describe("wandb values beyond scalars", () => {
     // The run files W&B users expect.
     assert.equal(run.files.get("config.yaml")?.toString("utf8"), readFileSync(join(runDir, "config.yaml"), "utf8"));
     assert.equal(run.files.get("version.json")?.toString("utf8"), readFileSync(join(runDir, "version.json"), "utf8"));
-    const summary = parseWandbJson(run.files.get("wandb-summary.json")?.toString("utf8") ?? "") as Record<string, unknown>;
+    const summary = parseWandbJson(run.files.get("wandb-summary.json")?.toString("utf8") ?? "") as Record<
+      string,
+      unknown
+    >;
     assert.equal(summary["loss"], Infinity);
     assert.deepEqual(summary["rollout/episode"], rows[1]?.["rollout/episode"]);
-    for (const name of ["config.yaml", "version.json", "wandb-summary.json"]) assert.ok(run.uploaded.has(name), `${name} listed as uploaded`);
+    for (const name of ["config.yaml", "version.json", "wandb-summary.json"])
+      assert.ok(run.uploaded.has(name), `${name} listed as uploaded`);
   });
 });
 
@@ -452,7 +586,14 @@ describe("wandb metrics on an axis of their own", () => {
       backend.logBatch([{ key: "loss", value: 1, reduce: "mean", step: 0, timestamp: now }], 0);
       await backend.flushed();
       // The system monitor's metrics carry `axis` (Metric.axis): their step is not the training step.
-      const system = [0, 1].map((s) => ({ key: "system/gpu_util", value: 50 + s, reduce: "mean", step: s, timestamp: now, axis: "system/step" }));
+      const system = [0, 1].map((s) => ({
+        key: "system/gpu_util",
+        value: 50 + s,
+        reduce: "mean",
+        step: s,
+        timestamp: now,
+        axis: "system/step",
+      }));
       backend.logBatch(system, 0);
       await backend.flushed();
       backend.logBatch([{ key: "loss", value: 2, reduce: "mean", step: 1, timestamp: now }], 1);
@@ -469,7 +610,10 @@ describe("wandb metrics on an axis of their own", () => {
         [3, 1, undefined, 2, undefined],
       ],
     );
-    assert.ok(!seen.some((d) => d.code.startsWith("wandb.stepBackwards")), "rows on another axis are not a step going back");
+    assert.ok(
+      !seen.some((d) => d.code.startsWith("wandb.stepBackwards")),
+      "rows on another axis are not a step going back",
+    );
   });
 });
 
@@ -482,7 +626,11 @@ describe("wandb never blocks the loop", () => {
     recordMetric("x", 0, Reduce.MEAN);
     await logger.flush(0);
     const hanging = (): boolean => server.requests.some((r) => r.kind === "file_stream" && r.status === 0);
-    await waitFor(hanging, { timeoutMs: 20_000, what: "the first file_stream request to reach the server", intervalMs: 10 });
+    await waitFor(hanging, {
+      timeoutMs: 20_000,
+      what: "the first file_stream request to reach the server",
+      intervalMs: 10,
+    });
     for (let step = 1; step < 5; step++) {
       recordMetric("x", step, Reduce.MEAN);
       await logger.flush(step);

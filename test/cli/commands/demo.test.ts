@@ -19,7 +19,10 @@ const tensorboard = pythonKit("tensorboard");
 const ANSI_COLOUR = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g");
 
 /** What TensorBoard's own reader (`EventAccumulator`, as its Python loader reads a run) finds in `dir`. */
-function tensorBoardSees(dir: string): { scalars: Record<string, [number, number][]>; histograms: Record<string, [number, number][]> } {
+function tensorBoardSees(dir: string): {
+  scalars: Record<string, [number, number][]>;
+  histograms: Record<string, [number, number][]>;
+} {
   const script = [
     "import json, sys",
     "from tensorboard.backend.event_processing.event_accumulator import EventAccumulator",
@@ -65,7 +68,9 @@ test("the demo leaves no dashboard tab empty (per-rank lines, a stream, system m
 
     const dashboard = await startDashboard({ root, port: 0 });
     try {
-      const { runs } = await json<{ runs: { id: string; status: string; tags: string[]; group: string | null; params: Record<string, unknown> }[] }>(dashboard.url, "/api/runs");
+      const { runs } = await json<{
+        runs: { id: string; status: string; tags: string[]; group: string | null; params: Record<string, unknown> }[];
+      }>(dashboard.url, "/api/runs");
       assert.equal(runs.length, 1);
       const run = runs[0]!;
       assert.equal(run.status, "finished");
@@ -80,37 +85,65 @@ test("the demo leaves no dashboard tab empty (per-rank lines, a stream, system m
         system: string[];
         histograms: string[];
         rankNames: Record<string, string>;
-      }>(
-        dashboard.url,
-        `/api/keys?run=${id}`,
-      );
+      }>(dashboard.url, `/api/keys?run=${id}`);
       const reward = keys.metrics.find((k) => k.key === "rollout/reward");
-      assert.deepEqual({ ranks: reward?.ranks, internal: reward?.internal }, { ranks: [-1, 0, 1, 2, 3], internal: false }, "a global line (rank -1) and one per rank");
-      assert.ok(keys.metrics.some((k) => k.internal), "the internal keys are there, flagged");
+      assert.deepEqual(
+        { ranks: reward?.ranks, internal: reward?.internal },
+        { ranks: [-1, 0, 1, 2, 3], internal: false },
+        "a global line (rank -1) and one per rank",
+      );
+      assert.ok(
+        keys.metrics.some((k) => k.internal),
+        "the internal keys are there, flagged",
+      );
       // Rank 0 is the spawned rank; the controller's own collector is a line of its own (−2).
       assert.deepEqual(Object.keys(keys.rankNames), ["0", "1", "2", "3", "-2"]);
       for (const r of ["0", "1", "2", "3"]) assert.match(keys.rankNames[r] ?? "", /^MyActor_\w{4}_r[01]$/);
       assert.equal(keys.rankNames["-2"], "Controller");
       assert.ok(keys.streams.includes("rollout/reward"), `streams: ${keys.streams.join(", ")}`);
-      assert.ok(keys.system.some((k) => k.startsWith("system/demo/cpu/")), `system: ${keys.system.join(", ")}`);
+      assert.ok(
+        keys.system.some((k) => k.startsWith("system/demo/cpu/")),
+        `system: ${keys.system.join(", ")}`,
+      );
       assert.deepEqual(keys.histograms, ["rollout/response_len"]);
 
-      const stream = await json<{ ranks: number[]; values: number[] }>(dashboard.url, `/api/stream?run=${id}&key=rollout/reward`);
+      const stream = await json<{ ranks: number[]; values: number[] }>(
+        dashboard.url,
+        `/api/stream?run=${id}&key=rollout/reward`,
+      );
       assert.equal(stream.values.length, 2 * 4 * 8, "every raw value: 2 steps × 4 ranks × 8 episodes");
       assert.deepEqual([...new Set(stream.ranks)].sort(), [0, 1, 2, 3]);
-      const system = await json<{ values: number[] }>(dashboard.url, `/api/system?run=${id}&key=${encodeURIComponent(keys.system[0]!)}`);
+      const system = await json<{ values: number[] }>(
+        dashboard.url,
+        `/api/system?run=${id}&key=${encodeURIComponent(keys.system[0]!)}`,
+      );
       assert.equal(system.values.length, 2, "one system sample per step");
       const { samples } = await json<{ samples: unknown[] }>(dashboard.url, `/api/samples?run=${id}`);
       assert.ok(samples.length > 0);
-      const { histograms } = await json<{ histograms: { histogram: { count: number } }[] }>(dashboard.url, `/api/histograms?run=${id}&key=rollout/response_len`);
-      assert.ok(histograms.some((h) => h.histogram.count === 32), "4 ranks × 8 episodes in the global histogram");
-      const config = await json<{ configYaml: string | null; version: { rankscope: { version: string } } | null }>(dashboard.url, `/api/config?run=${id}`);
+      const { histograms } = await json<{ histograms: { histogram: { count: number } }[] }>(
+        dashboard.url,
+        `/api/histograms?run=${id}&key=rollout/response_len`,
+      );
+      assert.ok(
+        histograms.some((h) => h.histogram.count === 32),
+        "4 ranks × 8 episodes in the global histogram",
+      );
+      const config = await json<{ configYaml: string | null; version: { rankscope: { version: string } } | null }>(
+        dashboard.url,
+        `/api/config?run=${id}`,
+      );
       assert.match(config.configYaml ?? "", /algorithm: toy-rl/);
       assert.ok(config.version?.rankscope.version);
       const { files } = await json<{ files: { name: string; size: number }[] }>(dashboard.url, `/api/traces?run=${id}`);
       // The controller traces its steps in a file of its own, apart from rank 0's.
-      assert.deepEqual(files.map((f) => f.name), ["controller.jsonl", "rank-0.jsonl", "rank-1.jsonl", "rank-2.jsonl", "rank-3.jsonl"]);
-      assert.match(readFileSync(join(root, ...run.id.split("/"), "traces", "controller.jsonl"), "utf8"), /"name":"train.step"/);
+      assert.deepEqual(
+        files.map((f) => f.name),
+        ["controller.jsonl", "rank-0.jsonl", "rank-1.jsonl", "rank-2.jsonl", "rank-3.jsonl"],
+      );
+      assert.match(
+        readFileSync(join(root, ...run.id.split("/"), "traces", "controller.jsonl"), "utf8"),
+        /"name":"train.step"/,
+      );
       const trace = readFileSync(join(root, ...run.id.split("/"), "traces", "rank-2.jsonl"), "utf8");
       assert.match(trace, /"name":"rollout"/);
 
@@ -118,13 +151,23 @@ test("the demo leaves no dashboard tab empty (per-rank lines, a stream, system m
       const runDir = join(root, ...run.id.split("/"));
       const plain = (text: string): string => text.replaceAll(ANSI_COLOUR, "");
       const main = plain(readFileSync(join(runDir, "logs", "main.log"), "utf8"));
-      assert.deepEqual([...main.matchAll(/Trainer INFO: step done step=(\d+) loss=[\d.]+ ranks=4\/4$/gm)].map((m) => Number(m[1])), [3, 4], main);
+      assert.deepEqual(
+        [...main.matchAll(/Trainer INFO: step done step=(\d+) loss=[\d.]+ ranks=4\/4$/gm)].map((m) => Number(m[1])),
+        [3, 4],
+        main,
+      );
       const merged = plain(readFileSync(join(runDir, "logs", "merged.log"), "utf8"));
       // Every rank's lines (the controller's own line, −2, is checked below).
-      const rankNames = Object.entries(keys.rankNames).filter(([line]) => Number(line) >= 0).map(([, name]) => name);
+      const rankNames = Object.entries(keys.rankNames)
+        .filter(([line]) => Number(line) >= 0)
+        .map(([, name]) => name);
       assert.equal(rankNames.length, 4, JSON.stringify(keys.rankNames));
       for (const name of rankNames) {
-        const mine = [...merged.matchAll(new RegExp(`^\\[${name}\\] +\\d{8}-[\\d:.]+ RolloutWorker INFO: rollout done step=(\\d) episodes=8$`, "gm"))].map((m) => Number(m[1]));
+        const mine = [
+          ...merged.matchAll(
+            new RegExp(`^\\[${name}\\] +\\d{8}-[\\d:.]+ RolloutWorker INFO: rollout done step=(\\d) episodes=8$`, "gm"),
+          ),
+        ].map((m) => Number(m[1]));
         assert.deepEqual(mine, [0, 1], `${name}'s lines in merged.log:\n${merged}`);
       }
       assert.equal([...merged.matchAll(/^\[Controller\] +\d{8}-[\d:.]+ Trainer INFO: step done/gm)].length, 2, merged);
@@ -135,11 +178,27 @@ test("the demo leaves no dashboard tab empty (per-rank lines, a stream, system m
       } else {
         const seen = tensorBoardSees(join(runDir, "tensorboard"));
         const stored = series(runDir, "rollout/reward", { rank: -1 }).points;
-        assert.deepEqual(seen.scalars["rollout/reward"]?.map(([step]) => step), [3, 4]);
-        seen.scalars["rollout/reward"]?.forEach(([, value], i) => assert.equal(value, Math.fround(stored[i]?.value ?? NaN), "float32, as TensorBoard stores scalars"));
-        assert.deepEqual(seen.histograms["rollout/response_len"], [[3, 32], [4, 32]], "4 ranks × 8 episodes per step");
+        assert.deepEqual(
+          seen.scalars["rollout/reward"]?.map(([step]) => step),
+          [3, 4],
+        );
+        seen.scalars["rollout/reward"]?.forEach(([, value], i) =>
+          assert.equal(value, Math.fround(stored[i]?.value ?? NaN), "float32, as TensorBoard stores scalars"),
+        );
+        assert.deepEqual(
+          seen.histograms["rollout/response_len"],
+          [
+            [3, 32],
+            [4, 32],
+          ],
+          "4 ranks × 8 episodes per step",
+        );
         assert.ok(seen.scalars["train/loss"] !== undefined && seen.scalars["rollout/latency_ms/p99"] !== undefined);
-        assert.deepEqual(Object.keys(seen.scalars).filter((k) => k.startsWith("rankscope/") || k.endsWith("__count")), [], "internal keys stay out of TensorBoard");
+        assert.deepEqual(
+          Object.keys(seen.scalars).filter((k) => k.startsWith("rankscope/") || k.endsWith("__count")),
+          [],
+          "internal keys stay out of TensorBoard",
+        );
       }
     } finally {
       await dashboard.close();

@@ -42,9 +42,14 @@ async function startCli(args: string[], ready: RegExp): Promise<Started> {
   let out = "";
   child.stdout?.on("data", (d: Buffer) => (out += d.toString()));
   child.stderr?.on("data", (d: Buffer) => (out += d.toString()));
-  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("close", (code, signal) => resolve({ code, signal })));
+  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once("close", (code, signal) => resolve({ code, signal })),
+  );
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`rankscope ${args.join(" ")} never printed ${ready}: ${out}`)), 30_000);
+    const timer = setTimeout(
+      () => reject(new Error(`rankscope ${args.join(" ")} never printed ${ready}: ${out}`)),
+      30_000,
+    );
     const check = (): void => {
       if (!ready.test(out)) return;
       clearTimeout(timer);
@@ -62,7 +67,9 @@ async function startCli(args: string[], ready: RegExp): Promise<Started> {
       const late = new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
           child.kill("SIGKILL");
-          reject(new Error(`rankscope ${args.join(" ")} was still running ${STOP_DEADLINE_MS} ms after ${signal}: ${out}`));
+          reject(
+            new Error(`rankscope ${args.join(" ")} was still running ${STOP_DEADLINE_MS} ms after ${signal}: ${out}`),
+          );
         }, STOP_DEADLINE_MS);
       });
       try {
@@ -80,7 +87,10 @@ describe("rankscope ui", () => {
       const root = tempDir("rankscope-stop-ui-");
       dirs.push(root);
       seedFinishedRun(root);
-      const ui = await startCli(["ui", "--root", root, "--port", "0"], /rankscope dashboard: http:\/\/127\.0\.0\.1:\d+\//);
+      const ui = await startCli(
+        ["ui", "--root", root, "--port", "0"],
+        /rankscope dashboard: http:\/\/127\.0\.0\.1:\d+\//,
+      );
       const url = /rankscope dashboard: (\S+)/.exec(ui.output())?.[1] as string;
       // A client with a keep-alive connection open (what a browser tab holds).
       const answer = await fetch(`${url}api/runs`);
@@ -99,7 +109,14 @@ describe("rankscope tail", () => {
       const root = tempDir("rankscope-stop-tail-");
       dirs.push(root);
       const runDir = join(root, "exp", "live");
-      const writer = StoreWriter.open({ runDir, role: "controller", rank: GLOBAL_RANK, rankName: "Controller", experiment: "exp", trial: "live" });
+      const writer = StoreWriter.open({
+        runDir,
+        role: "controller",
+        rank: GLOBAL_RANK,
+        rankName: "Controller",
+        experiment: "exp",
+        trial: "live",
+      });
       try {
         writer.write({ scalars: [{ key: "loss", step: 0, wall: 1, value: 5 }] });
         const tail = await startCli(["tail", runDir, "--interval", "600000"], /step 0 {2}loss {2}5\n/);

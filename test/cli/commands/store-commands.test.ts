@@ -39,8 +39,14 @@ describe("rankscope runs", () => {
     const lines = r.stdout.trim().split("\n");
     assert.match(lines[0] ?? "", /^EXPERIMENT\s+TRIAL\s+STATUS\s+STARTED\s+DURATION\s+PATH$/);
     assert.equal(lines.length, 3);
-    assert.ok(lines.some((l) => /^ppo\s+seed1\s+finished\s/.test(l)), r.stdout);
-    assert.ok(lines.some((l) => /^grpo\s+seed2\s+running\s/.test(l)), r.stdout);
+    assert.ok(
+      lines.some((l) => /^ppo\s+seed1\s+finished\s/.test(l)),
+      r.stdout,
+    );
+    assert.ok(
+      lines.some((l) => /^grpo\s+seed2\s+running\s/.test(l)),
+      r.stdout,
+    );
     const json = JSON.parse(cli(["runs", "--root", root, "--json"]).stdout) as { experiment: string; status: string }[];
     assert.deepEqual(json.map((x) => `${x.experiment}:${x.status}`).sort(), ["grpo:running", "ppo:finished"]);
     b.finish();
@@ -61,7 +67,13 @@ describe("rankscope tail", () => {
   test("--no-follow prints the latest value of every key", () => {
     const root = tempDir();
     const w = writer(join(root, "exp", "t"), "exp", "t");
-    for (let s = 0; s < 10; s++) w.write({ scalars: [{ key: "loss", step: s, wall: 1, value: 1 / (s + 1) }, { key: "acc", step: s, wall: 1, value: s === 9 ? NaN : s }] });
+    for (let s = 0; s < 10; s++)
+      w.write({
+        scalars: [
+          { key: "loss", step: s, wall: 1, value: 1 / (s + 1) },
+          { key: "acc", step: s, wall: 1, value: s === 9 ? NaN : s },
+        ],
+      });
     w.finish();
     const r = cli(["tail", "exp/t", "--root", root, "--no-follow"]);
     assert.equal(r.code, 0, r.stderr);
@@ -92,7 +104,10 @@ describe("rankscope tail", () => {
     });
     const seen = (pattern: RegExp): Promise<void> =>
       new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`tail never printed ${pattern}; got:\n${stdout}\n${stderr}`)), 30_000);
+        const timer = setTimeout(
+          () => reject(new Error(`tail never printed ${pattern}; got:\n${stdout}\n${stderr}`)),
+          30_000,
+        );
         const check = (): void => {
           if (!pattern.test(stdout)) return;
           clearTimeout(timer);
@@ -225,7 +240,10 @@ describe("rankscope demo", () => {
     const cwd = tempDir();
     const r = cli(["demo", "--steps", "2"], cwd);
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stderr, /^rankscope: this run's data is in runs\/default\/\S+\nrankscope: open the dashboard with: npx rankscope ui --root runs$/m);
+    assert.match(
+      r.stderr,
+      /^rankscope: this run's data is in runs\/default\/\S+\nrankscope: open the dashboard with: npx rankscope ui --root runs$/m,
+    );
     assert.equal(r.stderr.split("this run's data is in").length - 1, 1, "said once, by the controller only");
     const runs = JSON.parse(cli(["runs", "--json"], cwd).stdout) as { experiment: string; status: string }[];
     assert.equal(runs.length, 1);

@@ -39,7 +39,10 @@ describe("rankscope ui", () => {
       const answer = await fetch(`${url}api/runs`);
       assert.equal(answer.status, 200);
       const { runs } = (await answer.json()) as { runs: { id: string }[] };
-      assert.deepEqual(runs.map((r) => r.id), ["exp/base"]);
+      assert.deepEqual(
+        runs.map((r) => r.id),
+        ["exp/base"],
+      );
     } finally {
       const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
       child.kill("SIGTERM");
@@ -48,10 +51,14 @@ describe("rankscope ui", () => {
   });
 
   it("rejects bad arguments with a message and a non-zero exit", () => {
-    const badPort = spawnSync(process.execPath, ["--import", "tsx", main, "ui", "--root", root, "--port", "seventy"], { encoding: "utf8" });
+    const badPort = spawnSync(process.execPath, ["--import", "tsx", main, "ui", "--root", root, "--port", "seventy"], {
+      encoding: "utf8",
+    });
     assert.notEqual(badPort.status, 0);
     assert.match(badPort.stderr, /--port must be an integer from 0 to 65535, got seventy/);
-    const badRoot = spawnSync(process.execPath, ["--import", "tsx", main, "ui", "--root", join(root, "missing")], { encoding: "utf8" });
+    const badRoot = spawnSync(process.execPath, ["--import", "tsx", main, "ui", "--root", join(root, "missing")], {
+      encoding: "utf8",
+    });
     assert.notEqual(badRoot.status, 0);
     assert.match(badRoot.stderr, /is not a directory; pass --root DIR/);
     const help = spawnSync(process.execPath, ["--import", "tsx", main, "ui", "--help"], { encoding: "utf8" });

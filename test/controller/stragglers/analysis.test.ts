@@ -5,8 +5,18 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { DEFAULT_STRAGGLER_OPTIONS, resolveStragglerOptions, StragglerTracker, stragglerStates } from "../../../src/controller/stragglers.js";
-import { appendRankTiming, emptyTimingColumns, type TimingColumns, type TracerTiming } from "../../../src/core/step-timing.js";
+import {
+  DEFAULT_STRAGGLER_OPTIONS,
+  resolveStragglerOptions,
+  StragglerTracker,
+  stragglerStates,
+} from "../../../src/controller/stragglers.js";
+import {
+  appendRankTiming,
+  emptyTimingColumns,
+  type TimingColumns,
+  type TracerTiming,
+} from "../../../src/core/step-timing.js";
 
 interface Rank {
   readonly stepMs?: number;
@@ -22,15 +32,19 @@ function flush(ranks: readonly Rank[]): TimingColumns {
   ranks.forEach((r, i) => {
     const steps = r.steps ?? 1;
     const phases: TracerTiming["phases"][number][] = [];
-    if (r.computeMs !== undefined) phases.push({ name: "compute", kind: "phase", count: steps, totalMs: r.computeMs * steps });
-    if (r.waitMs !== undefined) phases.push({ name: "allreduce", kind: "barrier", count: steps, totalMs: r.waitMs * steps });
-    const tracers: TracerTiming[] = r.stepMs === undefined ? [] : [{ prefix: "train_step", steps, totalMs: r.stepMs * steps, phases }];
+    if (r.computeMs !== undefined)
+      phases.push({ name: "compute", kind: "phase", count: steps, totalMs: r.computeMs * steps });
+    if (r.waitMs !== undefined)
+      phases.push({ name: "allreduce", kind: "barrier", count: steps, totalMs: r.waitMs * steps });
+    const tracers: TracerTiming[] =
+      r.stepMs === undefined ? [] : [{ prefix: "train_step", steps, totalMs: r.stepMs * steps, phases }];
     appendRankTiming(columns, `R${i}`, i, `h${i % 2}`, r.arrivalMs ?? 1, tracers);
   });
   return columns;
 }
 
-const healthy = (n: number, stepMs = 100): Rank[] => Array.from({ length: n }, (_, i) => ({ stepMs: stepMs + (i % 3), arrivalMs: 1 + (i % 2) * 0.2, computeMs: 60 }));
+const healthy = (n: number, stepMs = 100): Rank[] =>
+  Array.from({ length: n }, (_, i) => ({ stepMs: stepMs + (i % 3), arrivalMs: 1 + (i % 2) * 0.2, computeMs: 60 }));
 
 describe("straggler attribution", () => {
   it("names nobody when every rank is alike, and the slow one when one is", () => {
@@ -41,7 +55,10 @@ describe("straggler attribution", () => {
     const ranks = healthy(8);
     ranks[5] = { stepMs: 180, arrivalMs: 1, computeMs: 140 };
     const one = tracker.observe(1, 0, flush(ranks));
-    assert.deepEqual(one?.report.slowest.map((s) => [s.rankName, s.rank, s.host, s.by, s.phase?.name, s.chronic]), [["R5", 5, "h1", ["step"], "compute", false]]);
+    assert.deepEqual(
+      one?.report.slowest.map((s) => [s.rankName, s.rank, s.host, s.by, s.phase?.name, s.chronic]),
+      [["R5", 5, "h1", ["step"], "compute", false]],
+    );
     assert.ok(Math.abs((one?.report.skew ?? 0) - 180 / 101) < 1e-9, "skew is the slowest step over the median step");
   });
 
@@ -61,20 +78,35 @@ describe("straggler attribution", () => {
     const tracker = new StragglerTracker();
     const late = healthy(6);
     late[1] = { stepMs: 101, arrivalMs: 90, computeMs: 60 };
-    assert.deepEqual(tracker.observe(0, 0, flush(late))?.report.slowest.map((s) => [s.rankName, s.by]), [["R1", ["lateness"]]]);
+    assert.deepEqual(
+      tracker.observe(0, 0, flush(late))?.report.slowest.map((s) => [s.rankName, s.by]),
+      [["R1", ["lateness"]]],
+    );
     // All-reduce: every step as long; R4 computed longest, so it waited least and the others waited for it.
     const reduce = Array.from({ length: 6 }, () => ({ stepMs: 200, waitMs: 90, computeMs: 110, arrivalMs: 1 }));
     reduce[4] = { stepMs: 200, waitMs: 2, computeMs: 198, arrivalMs: 1 };
     const report = tracker.observe(1, 0, flush(reduce))?.report;
-    assert.deepEqual(report?.slowest.map((s) => [s.rankName, s.by, s.causedWaitMs, s.phase?.name]), [["R4", ["wait"], 88, "compute"]]);
+    assert.deepEqual(
+      report?.slowest.map((s) => [s.rankName, s.by, s.causedWaitMs, s.phase?.name]),
+      [["R4", ["wait"], 88, "compute"]],
+    );
     assert.equal(report?.medianWaitMs, 90);
   });
 
   it("names at most topK ranks per measure, the slowest first", () => {
     const ranks = healthy(12);
-    for (const [i, ms] of [[1, 300], [4, 500], [7, 400], [9, 350]] as const) ranks[i] = { stepMs: ms, arrivalMs: 1 };
+    for (const [i, ms] of [
+      [1, 300],
+      [4, 500],
+      [7, 400],
+      [9, 350],
+    ] as const)
+      ranks[i] = { stepMs: ms, arrivalMs: 1 };
     const report = new StragglerTracker({ ...DEFAULT_STRAGGLER_OPTIONS, topK: 3 }).observe(0, 0, flush(ranks))?.report;
-    assert.deepEqual(report?.slowest.map((s) => s.rankName), ["R4", "R7", "R9"]);
+    assert.deepEqual(
+      report?.slowest.map((s) => s.rankName),
+      ["R4", "R7", "R9"],
+    );
   });
 
   it("compares nobody with fewer than three ranks, and reports nothing without timings", () => {
@@ -92,7 +124,12 @@ describe("straggler attribution", () => {
       return ranks;
     };
     const chronic: string[][] = [];
-    for (let f = 0; f < 8; f++) chronic.push(tracker.observe(f, 0, flush(slowAt(f)))?.report.chronic.map((c) => `${c.rankName}:${c.slowFlushes}/${c.window}`) ?? []);
+    for (let f = 0; f < 8; f++)
+      chronic.push(
+        tracker
+          .observe(f, 0, flush(slowAt(f)))
+          ?.report.chronic.map((c) => `${c.rankName}:${c.slowFlushes}/${c.window}`) ?? [],
+      );
     // Half of a window of 4 is 2 flushes: R0 from its second; R3 (1 in 4) never.
     assert.deepEqual(chronic, [[], ["R0:2/4"], ["R0:3/4"], ["R0:4/4"], ["R0:4/4"], ["R0:4/4"], ["R0:4/4"], ["R0:4/4"]]);
     // R0 recovers: still chronic while the window remembers two slow flushes, then not.
@@ -110,9 +147,16 @@ describe("straggler attribution", () => {
       ]);
     }
     assert.equal(new StragglerTracker().observe(0, 0, columns)?.report.tracer, "train_step");
-    const named = new StragglerTracker({ ...DEFAULT_STRAGGLER_OPTIONS, tracer: "reward_fn" }).observe(0, 0, columns)?.report;
+    const named = new StragglerTracker({ ...DEFAULT_STRAGGLER_OPTIONS, tracer: "reward_fn" }).observe(
+      0,
+      0,
+      columns,
+    )?.report;
     assert.equal(named?.tracer, "reward_fn");
-    assert.deepEqual(named?.slowest.map((s) => s.rankName), ["R2"]);
+    assert.deepEqual(
+      named?.slowest.map((s) => s.rankName),
+      ["R2"],
+    );
   });
 
   it("reports under rankscope/stragglers/ with each named rank's name and host", () => {
@@ -139,10 +183,23 @@ describe("straggler attribution", () => {
   it("checks its options and says what is valid", () => {
     assert.equal(resolveStragglerOptions(false), null);
     assert.deepEqual(resolveStragglerOptions(undefined), DEFAULT_STRAGGLER_OPTIONS);
-    assert.deepEqual(resolveStragglerOptions({ topK: 5, tracer: "train" }), { ...DEFAULT_STRAGGLER_OPTIONS, topK: 5, tracer: "train" });
-    assert.throws(() => resolveStragglerOptions({ topK: 0 }), /stragglers\.topK must be an integer from 1 to 100, got 0/);
-    assert.throws(() => resolveStragglerOptions({ chronicWindow: 31 }), /stragglers\.chronicWindow must be an integer from 1 to 30/);
-    assert.throws(() => resolveStragglerOptions({ tolerance: -1 }), /stragglers\.tolerance must be a number from 0 to 100/);
+    assert.deepEqual(resolveStragglerOptions({ topK: 5, tracer: "train" }), {
+      ...DEFAULT_STRAGGLER_OPTIONS,
+      topK: 5,
+      tracer: "train",
+    });
+    assert.throws(
+      () => resolveStragglerOptions({ topK: 0 }),
+      /stragglers\.topK must be an integer from 1 to 100, got 0/,
+    );
+    assert.throws(
+      () => resolveStragglerOptions({ chronicWindow: 31 }),
+      /stragglers\.chronicWindow must be an integer from 1 to 30/,
+    );
+    assert.throws(
+      () => resolveStragglerOptions({ tolerance: -1 }),
+      /stragglers\.tolerance must be a number from 0 to 100/,
+    );
     assert.throws(() => resolveStragglerOptions({ windows: 3 }), /windows/);
     assert.throws(() => resolveStragglerOptions("on"), /stragglers must be false or an object of options/);
   });

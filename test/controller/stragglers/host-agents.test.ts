@@ -28,18 +28,38 @@ after(async () => {
 
 test("a slow rank behind a host agent is named with its host, from the timings its agent forwards", async () => {
   // The slow rank loses ~370 ms a step; the bar (250 ms) is far above scheduling noise (see thread-ranks.test.ts).
-  const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 3000, quiet: true, stragglers: { tolerance: 0.5, minExcessMs: 250 } });
+  const logger = new MetricLogger({
+    processName: "Controller",
+    runDir: tempDir(),
+    flushDeadlineMs: 3000,
+    quiet: true,
+    stragglers: { tolerance: 0.5, minExcessMs: 250 },
+  });
   await logger.initBackends({ store: { loggingMode: "global_reduce" } });
   await serveHostsOverNats({ url: server.url, logger });
   const agents: HostAgent[] = [];
   try {
-    for (const hostId of ["hfast", "hslow"]) agents.push(await startHostAgent({ url: server.url, runId: logger.runId, runSecret: logger.runSecret, hostId }));
+    for (const hostId of ["hfast", "hslow"])
+      agents.push(await startHostAgent({ url: server.url, runId: logger.runId, runSecret: logger.runSecret, hostId }));
     for (let r = 0; r < 4; r++) {
       const hostId = r < 2 ? "hfast" : "hslow";
-      const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_RUN_SECRET: logger.runSecret, RANKSCOPE_HOST_ID: hostId, RANKSCOPE_REPLICA_ID: hostId };
-      startChild(RANK, { ...env, RANK: String(r), LOCAL_RANK: String(r % 2), LOCAL_WORLD_SIZE: "2", STEP_MS: r === 3 ? "400" : "30" }, children);
+      const env = {
+        RANKSCOPE_NATS_URL: server.url,
+        RANKSCOPE_RUN_ID: logger.runId,
+        RANKSCOPE_RUN_SECRET: logger.runSecret,
+        RANKSCOPE_HOST_ID: hostId,
+        RANKSCOPE_REPLICA_ID: hostId,
+      };
+      startChild(
+        RANK,
+        { ...env, RANK: String(r), LOCAL_RANK: String(r % 2), LOCAL_WORLD_SIZE: "2", STEP_MS: r === 3 ? "400" : "30" },
+        children,
+      );
     }
-    await waitFor(() => children.every((c) => c.stdout.includes("joined as")), { timeoutMs: 60_000, what: "the four ranks to join their agents" });
+    await waitFor(() => children.every((c) => c.stdout.includes("joined as")), {
+      timeoutMs: 60_000,
+      what: "the four ranks to join their agents",
+    });
 
     let step = 0;
     const reports: StragglerReport[] = [];
@@ -57,9 +77,15 @@ test("a slow rank behind a host agent is named with its host, from the timings i
     const named = new Set(reports.flatMap((r) => r.slowest.map((s) => `${s.rankName}@${s.host}`)));
     assert.deepEqual([...named], [`${slowName}@hslow`], "only the slow rank is named, with its host");
     for (const report of reports) {
-      assert.deepEqual(report.slowest.map((s) => [s.rankName, s.rank, s.host, s.by.includes("step")]), [[slowName, 3, "hslow", true]]);
+      assert.deepEqual(
+        report.slowest.map((s) => [s.rankName, s.rank, s.host, s.by.includes("step")]),
+        [[slowName, 3, "hslow", true]],
+      );
     }
-    assert.deepEqual(reports[reports.length - 1]?.chronic.map((c) => [c.rankName, c.host]), [[slowName, "hslow"]]);
+    assert.deepEqual(
+      reports[reports.length - 1]?.chronic.map((c) => [c.rankName, c.host]),
+      [[slowName, "hslow"]],
+    );
   } finally {
     await logger.shutdown();
     for (const agent of agents) await agent.close();

@@ -36,14 +36,24 @@ describe("straggler attribution with real thread ranks", () => {
     // Alerts on with the built-in rules (no webhook): the straggler rule reads the same report.
     const logger = await getOrCreateMetricLogger({ runDir, quiet: true, stragglers: STRAGGLERS, alerts: {} });
     await logger.initBackends({ store: { loggingMode: "global_reduce" } });
-    const group = await spawnRanks({ module: RANK_MODULE, ranksPerReplica: 8, kind: "thread", processName: "Trainer", logger });
+    const group = await spawnRanks({
+      module: RANK_MODULE,
+      ranksPerReplica: 8,
+      kind: "thread",
+      processName: "Trainer",
+      logger,
+    });
     const chronic = 5;
     const transient = 2;
     const transientSteps = new Set([1, 4, 7, 11, 14, 17]); // 30 % of 20 steps, spread out
     const reports: StragglerReport[] = [];
     const results: FlushResult[] = [];
     for (let step = 0; step < 20; step++) {
-      const plan: StepPlan = { baseMs: 50, slowMs: SLOW_MS, slow: transientSteps.has(step) ? [chronic, transient] : [chronic] };
+      const plan: StepPlan = {
+        baseMs: 50,
+        slowMs: SLOW_MS,
+        slow: transientSteps.has(step) ? [chronic, transient] : [chronic],
+      };
       await group.fanout("trainStep", step, plan);
       const result = await logger.flush(step);
       results.push(result);
@@ -54,12 +64,23 @@ describe("straggler attribution with real thread ranks", () => {
     const chronicName = names[chronic] ?? "";
     const transientName = names[transient] ?? "";
 
-    assert.deepEqual([...namedEver(reports)].sort(), [chronicName, transientName].sort(), "only the two slowed ranks are ever named");
+    assert.deepEqual(
+      [...namedEver(reports)].sort(),
+      [chronicName, transientName].sort(),
+      "only the two slowed ranks are ever named",
+    );
     for (const report of reports) {
       assert.equal(report.ranks, 8);
       assert.equal(report.tracer, "train_step");
-      assert.ok(report.slowest.some((s) => s.rankName === chronicName && s.by.includes("step")), `the chronic rank is named at step ${report.step}`);
-      assert.equal(report.slowest.some((s) => s.rankName === transientName), transientSteps.has(report.step), `the transient rank is named exactly at its slow steps (step ${report.step})`);
+      assert.ok(
+        report.slowest.some((s) => s.rankName === chronicName && s.by.includes("step")),
+        `the chronic rank is named at step ${report.step}`,
+      );
+      assert.equal(
+        report.slowest.some((s) => s.rankName === transientName),
+        transientSteps.has(report.step),
+        `the transient rank is named exactly at its slow steps (step ${report.step})`,
+      );
       for (const s of report.slowest) {
         assert.equal(s.host, hostname(), "a named rank comes with its host");
         assert.equal(s.rank, names.indexOf(s.rankName));
@@ -68,12 +89,24 @@ describe("straggler attribution with real thread ranks", () => {
     }
     // Chronic from the fifth slow flush of the window of 10 (half of it); the transient one never.
     const last = reports[reports.length - 1];
-    assert.deepEqual(last?.chronic.map((c) => [c.rankName, c.host, c.slowFlushes, c.window]), [[chronicName, hostname(), 10, 10]]);
-    assert.deepEqual(reports.map((r) => r.chronic.length > 0), reports.map((r) => r.step >= 4));
-    assert.ok(reports.every((r) => r.chronic.every((c) => c.rankName === chronicName)), "the transient straggler is never chronic");
+    assert.deepEqual(
+      last?.chronic.map((c) => [c.rankName, c.host, c.slowFlushes, c.window]),
+      [[chronicName, hostname(), 10, 10]],
+    );
+    assert.deepEqual(
+      reports.map((r) => r.chronic.length > 0),
+      reports.map((r) => r.step >= 4),
+    );
+    assert.ok(
+      reports.every((r) => r.chronic.every((c) => c.rankName === chronicName)),
+      "the transient straggler is never chronic",
+    );
     // The alerts' straggler rule fires once, for the chronic rank, at the flush it became chronic; never for the transient one.
     const stragglerAlerts = results.flatMap((r) => r.alerts ?? []).filter((a) => a.rule === "straggler");
-    assert.deepEqual(stragglerAlerts.map((a) => [a.state, a.rank, a.rankName, a.host, a.step]), [["firing", chronic, chronicName, hostname(), 4]]);
+    assert.deepEqual(
+      stragglerAlerts.map((a) => [a.state, a.rank, a.rankName, a.host, a.step]),
+      [["firing", chronic, chronicName, hostname(), 4]],
+    );
     // Internal keys name the rank with its host.
     const keys = new Set(results[19]?.metrics.map((m) => m.key));
     assert.ok(keys.has(`rankscope/stragglers/chronic/${chronicName}@${hostname()}`));
@@ -84,17 +117,39 @@ describe("straggler attribution with real thread ranks", () => {
     // The store keeps every rank's figures and each flush's report, for the Ranks view.
     await logger.shutdown();
     const stored = rankTiming(runDir);
-    assert.deepEqual(stored.ranks.map((r) => [r.rank, r.rankName, r.host]), names.map((name, i) => [i, name, hostname()]));
-    assert.deepEqual(stored.steps, Array.from({ length: 20 }, (_, i) => i));
+    assert.deepEqual(
+      stored.ranks.map((r) => [r.rank, r.rankName, r.host]),
+      names.map((name, i) => [i, name, hostname()]),
+    );
+    assert.deepEqual(
+      stored.steps,
+      Array.from({ length: 20 }, (_, i) => i),
+    );
     assert.ok(stored.stepMs.every(Number.isFinite), "a step time for every rank at every flush");
-    assert.deepEqual(stored.reports.map((r) => r.slowest.map((s) => s.rankName).sort()), reports.map((r) => r.slowest.map((s) => s.rankName).sort()));
-    assert.deepEqual(stored.reports[19]?.chronic.map((c) => c.rankName), [chronicName]);
+    assert.deepEqual(
+      stored.reports.map((r) => r.slowest.map((s) => s.rankName).sort()),
+      reports.map((r) => r.slowest.map((s) => s.rankName).sort()),
+    );
+    assert.deepEqual(
+      stored.reports[19]?.chronic.map((c) => c.rankName),
+      [chronicName],
+    );
   });
 
   it("names the rank the others waited for at a marked barrier, where every step takes as long", async () => {
-    const logger = await getOrCreateMetricLogger({ runDir: tempDir("rankscope-stragglers-"), quiet: true, stragglers: STRAGGLERS });
+    const logger = await getOrCreateMetricLogger({
+      runDir: tempDir("rankscope-stragglers-"),
+      quiet: true,
+      stragglers: STRAGGLERS,
+    });
     await logger.initBackends({ store: { loggingMode: "global_reduce" } });
-    const group = await spawnRanks({ module: RANK_MODULE, ranksPerReplica: 4, kind: "thread", processName: "Reducer", logger });
+    const group = await spawnRanks({
+      module: RANK_MODULE,
+      ranksPerReplica: 4,
+      kind: "thread",
+      processName: "Reducer",
+      logger,
+    });
     const slow = 1;
     const reports: StragglerReport[] = [];
     const barrier = { channel: `stragglers-${logger.runId}`, world: 4 };
@@ -109,7 +164,11 @@ describe("straggler attribution with real thread ranks", () => {
     const slowName = group.rankNames[slow] ?? "";
     assert.equal(reports.length, 6);
     for (const report of reports) {
-      assert.deepEqual(report.slowest.map((s) => s.rankName), [slowName], `only the rank the others waited for is named (flush ${report.step})`);
+      assert.deepEqual(
+        report.slowest.map((s) => s.rankName),
+        [slowName],
+        `only the rank the others waited for is named (flush ${report.step})`,
+      );
       const named = report.slowest[0];
       assert.ok(named?.by.includes("wait"), "named from the others' wait");
       assert.ok(!named?.by.includes("step"), "not from its step time: the barrier made every step as long");

@@ -26,7 +26,11 @@ function numpyQuantiles(samples: readonly (readonly number[])[]): number[][] {
   const file = join(tempDir("rankscope-quantiles-"), "samples.json");
   writeFileSync(file, JSON.stringify(samples));
   const script = `import json, sys, numpy as np\nprint(json.dumps([np.quantile(np.array(s, dtype=np.float64), ${JSON.stringify(QS)}).tolist() for s in json.load(open(sys.argv[1]))]))`;
-  const run = spawnSync(kit.python ?? "python3", ["-c", script, file], { encoding: "utf8", timeout: 120_000, maxBuffer: 64 * 1024 * 1024 });
+  const run = spawnSync(kit.python ?? "python3", ["-c", script, file], {
+    encoding: "utf8",
+    timeout: 120_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
   assert.equal(run.status, 0, run.stderr);
   return JSON.parse(run.stdout) as number[][];
 }
@@ -55,12 +59,20 @@ function reported(parts: readonly (readonly number[])[]): Record<string, number>
   return { ...value };
 }
 
-function check(sample: readonly number[], got: Record<string, number>, expected: readonly number[], what: string): void {
+function check(
+  sample: readonly number[],
+  got: Record<string, number>,
+  expected: readonly number[],
+  what: string,
+): void {
   const sorted = [...sample].sort((a, b) => a - b);
   Object.values(got).forEach((value, i) => {
     const q = QS[i] ?? NaN;
     const want = expected[i] ?? NaN;
-    assert.ok(Math.abs(value - want) <= allowed(sorted, q), `${what}, q = ${q}: rankscope ${value}, numpy ${want} (allowed ±${allowed(sorted, q)})`);
+    assert.ok(
+      Math.abs(value - want) <= allowed(sorted, q),
+      `${what}, q = ${q}: rankscope ${value}, numpy ${want} (allowed ±${allowed(sorted, q)})`,
+    );
   });
 }
 
@@ -76,19 +88,34 @@ function random(seed: number): () => number {
   };
 }
 
-test(`numpy's default quantile within 1%: p90 and p99 of [1, 2, 3, 4, 100] and other small samples (numpy from ${kit.version === null ? "no venv" : `the venv`})`, { skip: kit.skip }, () => {
-  const samples = [[1, 2, 3, 4, 100], [7], [1, 2], [3, 1, 2], [-5, -1, 0, 2, 9], [0, 0, 0, 1], [-3, -2, -1], [2, 2, 2, 2, 3], [1e-9, 1, 1e9], [0.5, 0.25, 0.125, 100, 1000, 10]];
-  const expected = numpyQuantiles(samples);
-  samples.forEach((sample, i) => check(sample, reported([sample]), expected[i] ?? [], JSON.stringify(sample)));
-  // The issue's case, spelled out: numpy says 61.6 and 96.16 (the sketch's nearest-rank answer was ≈ 4.01).
-  const q = reported([[1, 2, 3, 4, 100]]);
-  const p90 = q["p90"] ?? NaN;
-  const p99 = q["p99"] ?? NaN;
-  assert.ok(Math.abs(p90 - 61.6) <= 0.01 * (4 * 0.4 + 100 * 0.6), `p90 ${p90}`);
-  assert.ok(Math.abs(p99 - 96.16) <= 0.01 * (4 * 0.04 + 100 * 0.96), `p99 ${p99}`);
-  assert.equal(q["p0"], 1, "the smallest value is exact");
-  assert.equal(q["p100"], 100, "the largest value is exact");
-});
+test(
+  `numpy's default quantile within 1%: p90 and p99 of [1, 2, 3, 4, 100] and other small samples (numpy from ${kit.version === null ? "no venv" : `the venv`})`,
+  { skip: kit.skip },
+  () => {
+    const samples = [
+      [1, 2, 3, 4, 100],
+      [7],
+      [1, 2],
+      [3, 1, 2],
+      [-5, -1, 0, 2, 9],
+      [0, 0, 0, 1],
+      [-3, -2, -1],
+      [2, 2, 2, 2, 3],
+      [1e-9, 1, 1e9],
+      [0.5, 0.25, 0.125, 100, 1000, 10],
+    ];
+    const expected = numpyQuantiles(samples);
+    samples.forEach((sample, i) => check(sample, reported([sample]), expected[i] ?? [], JSON.stringify(sample)));
+    // The issue's case, spelled out: numpy says 61.6 and 96.16 (the sketch's nearest-rank answer was ≈ 4.01).
+    const q = reported([[1, 2, 3, 4, 100]]);
+    const p90 = q["p90"] ?? NaN;
+    const p99 = q["p99"] ?? NaN;
+    assert.ok(Math.abs(p90 - 61.6) <= 0.01 * (4 * 0.4 + 100 * 0.6), `p90 ${p90}`);
+    assert.ok(Math.abs(p99 - 96.16) <= 0.01 * (4 * 0.04 + 100 * 0.96), `p99 ${p99}`);
+    assert.equal(q["p0"], 1, "the smallest value is exact");
+    assert.equal(q["p100"], 100, "the largest value is exact");
+  },
+);
 
 test("numpy's default quantile within 1% on large samples merged from four ranks' states", { skip: kit.skip }, () => {
   const next = random(20);
@@ -111,27 +138,31 @@ test("numpy's default quantile within 1% on large samples merged from four ranks
   });
 });
 
-test("the quantiles the store holds are numpy's within 1% (a real MetricLogger and SQLite store)", { skip: kit.skip }, async () => {
-  getCollector().clear();
-  const runDir = tempDir("rankscope-quantiles-run-");
-  const logger = await getOrCreateMetricLogger({ runDir, quiet: true });
-  await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });
-  const next = random(7);
-  const samples = [[1, 2, 3, 4, 100], Array.from({ length: 5000 }, () => Math.exp(3 * next()))];
-  for (const [step, sample] of samples.entries()) {
-    for (const v of sample) recordMetric("latency", v, NAME);
-    await logger.flush(step);
-  }
-  await logger.shutdown();
-  const expected = numpyQuantiles(samples);
-  samples.forEach((sample, step) => {
-    const got: Record<string, number> = {};
-    for (const q of QS) {
-      const suffix = `p${Number((q * 100).toFixed(6))}`;
-      const point = series(runDir, `latency/${suffix}`, { rank: -1 }).points.find((p) => p.step === step);
-      assert.ok(point !== undefined, `latency/${suffix} at step ${step} is in the store`);
-      got[suffix] = point.value;
+test(
+  "the quantiles the store holds are numpy's within 1% (a real MetricLogger and SQLite store)",
+  { skip: kit.skip },
+  async () => {
+    getCollector().clear();
+    const runDir = tempDir("rankscope-quantiles-run-");
+    const logger = await getOrCreateMetricLogger({ runDir, quiet: true });
+    await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });
+    const next = random(7);
+    const samples = [[1, 2, 3, 4, 100], Array.from({ length: 5000 }, () => Math.exp(3 * next()))];
+    for (const [step, sample] of samples.entries()) {
+      for (const v of sample) recordMetric("latency", v, NAME);
+      await logger.flush(step);
     }
-    check(sample, got, expected[step] ?? [], `stored step ${step}`);
-  });
-});
+    await logger.shutdown();
+    const expected = numpyQuantiles(samples);
+    samples.forEach((sample, step) => {
+      const got: Record<string, number> = {};
+      for (const q of QS) {
+        const suffix = `p${Number((q * 100).toFixed(6))}`;
+        const point = series(runDir, `latency/${suffix}`, { rank: -1 }).points.find((p) => p.step === step);
+        assert.ok(point !== undefined, `latency/${suffix} at step ${step} is in the store`);
+        got[suffix] = point.value;
+      }
+      check(sample, got, expected[step] ?? [], `stored step ${step}`);
+    });
+  },
+);

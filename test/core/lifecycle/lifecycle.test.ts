@@ -27,7 +27,12 @@ const DRAIN_DEADLINE_MS = 8000;
 const JOB_DEADLINE_MS = 90_000;
 
 /** Run a job (see `runNode`) that is killed after JOB_DEADLINE_MS, which the assertions on `signal` then report. */
-function runJob(args: string[], env: Record<string, string>, onStdout?: (text: string, child: ChildProcess) => void, raw = false): Promise<ChildResult> {
+function runJob(
+  args: string[],
+  env: Record<string, string>,
+  onStdout?: (text: string, child: ChildProcess) => void,
+  raw = false,
+): Promise<ChildResult> {
   return runNode(args, env, { ...(onStdout === undefined ? {} : { onStdout }), raw, deadlineMs: JOB_DEADLINE_MS });
 }
 
@@ -58,19 +63,36 @@ interface Run {
  * wait at exit as long as the drain deadline (its writer thread may still be starting on a loaded
  * machine; the stream's own bound is tested in test/stream).
  */
-async function runController(args: string[], signal?: NodeJS.Signals, afterStep = 20, env: Record<string, string> = {}): Promise<Run> {
+async function runController(
+  args: string[],
+  signal?: NodeJS.Signals,
+  afterStep = 20,
+  env: Record<string, string> = {},
+): Promise<Run> {
   const runDir = runDirFor();
   let flushedAtSignal: number[] | null = null;
   let signalledAt = 0;
-  const result = await runJob([CONTROLLER, ...args], { CHILD_RUN_DIR: runDir, RANKSCOPE_DRAIN_DEADLINE_MS: String(DRAIN_DEADLINE_MS), RANKSCOPE_STREAM_EXIT_WAIT_MS: String(DRAIN_DEADLINE_MS), ...env }, (out, child) => {
-    if (signal !== undefined && flushedAtSignal === null && out.includes(`flushed ${afterStep}\n`)) {
-      flushedAtSignal = flushedSteps(out);
-      signalledAt = Date.now();
-      child.kill(signal);
-    }
-  });
+  const result = await runJob(
+    [CONTROLLER, ...args],
+    {
+      CHILD_RUN_DIR: runDir,
+      RANKSCOPE_DRAIN_DEADLINE_MS: String(DRAIN_DEADLINE_MS),
+      RANKSCOPE_STREAM_EXIT_WAIT_MS: String(DRAIN_DEADLINE_MS),
+      ...env,
+    },
+    (out, child) => {
+      if (signal !== undefined && flushedAtSignal === null && out.includes(`flushed ${afterStep}\n`)) {
+        flushedAtSignal = flushedSteps(out);
+        signalledAt = Date.now();
+        child.kill(signal);
+      }
+    },
+  );
   const endedInMs = signalledAt === 0 ? 0 : Date.now() - signalledAt;
-  const pids = (/^pids (.*)$/m.exec(result.stdout)?.[1] ?? "").split(" ").filter((p) => p !== "").map(Number);
+  const pids = (/^pids (.*)$/m.exec(result.stdout)?.[1] ?? "")
+    .split(" ")
+    .filter((p) => p !== "")
+    .map(Number);
   return { result, runDir, flushed: flushedAtSignal ?? flushedSteps(result.stdout), pids, endedInMs };
 }
 
@@ -86,7 +108,11 @@ function describeRun(run: Run): string {
 function assertInEverySink(run: Run, key = "loss"): void {
   const { runDir, flushed } = run;
   assert.ok(flushed.length > 0, "the job flushed nothing before it ended");
-  const stored = new Set(openStore(runDir).series(key, { maxPoints: Infinity }).points.map((p) => p.step));
+  const stored = new Set(
+    openStore(runDir)
+      .series(key, { maxPoints: Infinity })
+      .points.map((p) => p.step),
+  );
   const jsonl = new Set(
     readFileSync(join(runDir, "metrics.jsonl"), "utf8")
       .split("\n")
@@ -102,7 +128,10 @@ function assertInEverySink(run: Run, key = "loss"): void {
       .map((p) => p.step),
   );
   for (const step of flushed) {
-    assert.ok(stored.has(step), `step ${step} of ${key} is missing from metrics.db (it has ${stored.size} steps, up to ${Math.max(...stored)}); ${describeRun(run)}`);
+    assert.ok(
+      stored.has(step),
+      `step ${step} of ${key} is missing from metrics.db (it has ${stored.size} steps, up to ${Math.max(...stored)}); ${describeRun(run)}`,
+    );
     assert.ok(jsonl.has(step), `step ${step} of ${key} is missing from metrics.jsonl`);
     assert.ok(tb.has(step), `step ${step} of ${key} is missing from the tfevents file`);
   }
@@ -115,19 +144,27 @@ function assertFaceFiles(run: Run, streamEnd: string): void {
   // The stream's bound: nothing pushed before the signal is lost unless counted in the final line.
   const end = ends[0] as { stream_end: string; written: number; dropped: number } | undefined;
   assert.equal(end?.stream_end, streamEnd, `the stream's final line: ${JSON.stringify(ends)}`);
-  assert.ok(records.length + (end?.dropped ?? 0) >= flushed.length, `stream: ${records.length} records + ${end?.dropped ?? 0} dropped < ${flushed.length} steps`);
+  assert.ok(
+    records.length + (end?.dropped ?? 0) >= flushed.length,
+    `stream: ${records.length} records + ${end?.dropped ?? 0} dropped < ${flushed.length} steps`,
+  );
   assert.equal(end?.dropped, 0, "the stream dropped records although its ring never filled");
   // The controller's own trace and session files are `controller.jsonl` (ranks write rank-{r}.jsonl).
   const traces = readFileSync(join(runDir, "traces", "controller.jsonl"), "utf8");
   const spans = traces.match(/"name":"step"/g)?.length ?? 0;
   assert.ok(spans >= flushed.length, `traces: ${spans} step spans < ${flushed.length} flushed steps`);
-  const sessions = readFileSync(join(runDir, "sessions", "controller.jsonl"), "utf8").split("\n").filter((l) => l !== "").length;
+  const sessions = readFileSync(join(runDir, "sessions", "controller.jsonl"), "utf8")
+    .split("\n")
+    .filter((l) => l !== "").length;
   assert.ok(sessions >= flushed.length, `sessions: ${sessions} lines < ${flushed.length} flushed steps`);
 }
 
 async function assertChildrenGone(run: Run): Promise<void> {
   assert.equal(run.pids.length, 2, `the job did not report its two ranks' pids: ${describeRun(run)}`);
-  await waitFor(() => run.pids.every((pid) => !isAlive(pid)), { timeoutMs: 10_000, what: `child ranks ${run.pids.join(", ")} to be gone` });
+  await waitFor(() => run.pids.every((pid) => !isAlive(pid)), {
+    timeoutMs: 10_000,
+    what: `child ranks ${run.pids.join(", ")} to be gone`,
+  });
 }
 
 function runStatus(runDir: string): string {
@@ -148,7 +185,8 @@ function ownersBypassed(): string[] {
       if (event === "message" || event === "disconnect") continue;
       if (file !== join("core", "lifecycle.ts")) found.push(`src/${file}: process listener on "${event}"`);
     }
-    if (/globalThis\[/.test(text) && file !== join("core", "process-wide.ts")) found.push(`src/${file}: a globalThis[...] slot`);
+    if (/globalThis\[/.test(text) && file !== join("core", "process-wide.ts"))
+      found.push(`src/${file}: a globalThis[...] slot`);
   }
   return found;
 }
@@ -157,7 +195,6 @@ describe("the lifecycle's rules", () => {
   it("only src/core/lifecycle.ts listens to the process's signals and exit events; only processWide keeps globalThis slots", () => {
     assert.deepEqual(ownersBypassed(), []);
   });
-
 
   it("a drain that misses the deadline is named; the others finish; the sync parts run; the process dies by the signal", async () => {
     let sent = false;
@@ -207,7 +244,10 @@ describe("a controller with every sink and two child ranks", () => {
     const run = await runController(["uncaught", "ranks"]);
     assert.equal(run.result.code, 1, describeRun(run));
     assert.match(run.result.stderr, /boom after the last flush/);
-    assert.deepEqual(run.flushed, Array.from({ length: 20 }, (_, i) => i));
+    assert.deepEqual(
+      run.flushed,
+      Array.from({ length: 20 }, (_, i) => i),
+    );
     assertInEverySink(run);
     assertFaceFiles(run, "uncaughtException");
     assert.equal(runStatus(run.runDir), "crashed");
@@ -243,9 +283,13 @@ describe("issue 12 case 6: a job that forgets shutdown()", () => {
     assert.match(run.result.stdout, /forgetting shutdown/);
     assert.match(run.result.stderr, /without logger\.shutdown\(\)/);
     assertInEverySink(run);
-    const late = openStore(run.runDir).series("loss", { maxPoints: Infinity }).points.find((p) => p.step === 20);
+    const late = openStore(run.runDir)
+      .series("loss", { maxPoints: Infinity })
+      .points.find((p) => p.step === 20);
     assert.equal(late?.value, 1000, "the value recorded after the last flush is not in the store at the final step");
-    const rankLate = openStore(run.runDir).series("rank_value", { maxPoints: Infinity }).points.find((p) => p.step === 20);
+    const rankLate = openStore(run.runDir)
+      .series("rank_value", { maxPoints: Infinity })
+      .points.find((p) => p.step === 20);
     assert.equal(rankLate?.value, 2000, "the ranks' values recorded after the last flush are not in the store");
     assert.equal(runStatus(run.runDir), "finished");
     await assertChildrenGone(run);
@@ -255,7 +299,9 @@ describe("issue 12 case 6: a job that forgets shutdown()", () => {
     const run = await runController(["forget", "threads"]);
     assert.equal(run.result.code, 0, describeRun(run));
     assert.match(run.result.stderr, /without logger\.shutdown\(\)/);
-    const rankLate = openStore(run.runDir).series("rank_value", { maxPoints: Infinity }).points.find((p) => p.step === 20);
+    const rankLate = openStore(run.runDir)
+      .series("rank_value", { maxPoints: Infinity })
+      .points.find((p) => p.step === 20);
     assert.equal(rankLate?.value, 2000);
     assert.equal(runStatus(run.runDir), "finished");
   });
@@ -266,7 +312,13 @@ describe("issue 12 case 6: a job that forgets shutdown()", () => {
       const runId = `lifecycle${process.pid}`;
       const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: runId, RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET };
       const ranks = [0, 1].map((rank) =>
-        runJob([join(ROOT, "test", "fixtures", "external-rank.ts")], { ...env, RANK: String(rank), LOCAL_RANK: String(rank), EXTERNAL_VALUE: "7", RANKSCOPE_PROCESS_NAME: "Worker" }),
+        runJob([join(ROOT, "test", "fixtures", "external-rank.ts")], {
+          ...env,
+          RANK: String(rank),
+          LOCAL_RANK: String(rank),
+          EXTERNAL_VALUE: "7",
+          RANKSCOPE_PROCESS_NAME: "Worker",
+        }),
       );
       const run = await runController(["forget", "nats"], undefined, 20, { ...env, NATS_RANKS: "2" });
       assert.equal(run.result.code, 0, describeRun(run));
@@ -275,10 +327,16 @@ describe("issue 12 case 6: a job that forgets shutdown()", () => {
       assert.match(run.result.stdout, /forgetting shutdown/);
       assert.match(run.result.stderr, /without logger\.shutdown\(\)/);
       assertInEverySink(run);
-      const late = openStore(run.runDir).series("loss", { maxPoints: Infinity }).points.find((p) => p.step === 20);
+      const late = openStore(run.runDir)
+        .series("loss", { maxPoints: Infinity })
+        .points.find((p) => p.step === 20);
       assert.equal(late?.value, 1000, "the value recorded after the last flush is not in the store at the final step");
       const fromRanks = openStore(run.runDir).series("external/value", { maxPoints: Infinity }).points;
-      assert.equal(fromRanks.reduce((sum, p) => sum + p.value, 0), 14, `both NATS ranks' values: ${JSON.stringify(fromRanks)}`);
+      assert.equal(
+        fromRanks.reduce((sum, p) => sum + p.value, 0),
+        14,
+        `both NATS ranks' values: ${JSON.stringify(fromRanks)}`,
+      );
       assert.equal(runStatus(run.runDir), "finished");
       // The ranks were told to stop by the controller's shutdown, and left.
       for (const rank of await Promise.all(ranks)) {
@@ -303,31 +361,61 @@ describe("issue 12 case 10: worker threads start with the user's flags", () => {
   // From source, our workers start through tsx as eval'd code, where --input-type is valid; the
   // failure was with the built package, whose workers start from .js files.
   const dist = join(ROOT, "dist", "index.js");
-  it("a job started as node --expose-gc --input-type=module -e gets its store and its stream (built package)", { skip: !existsSync(dist) && "run npm run build first" }, async () => {
-    const runDir = runDirFor();
-    const code = `
+  it(
+    "a job started as node --expose-gc --input-type=module -e gets its store and its stream (built package)",
+    { skip: !existsSync(dist) && "run npm run build first" },
+    async () => {
+      const runDir = runDirFor();
+      const code = `
       const { getOrCreateMetricLogger, recordMetric, streamValues } = await import(${JSON.stringify(pathToFileURL(dist).href)});
       const logger = await getOrCreateMetricLogger({ runDir: ${JSON.stringify(runDir)} });
       await logger.initBackends({ store: { loggingMode: "global_reduce" } });
       for (let step = 0; step < 3; step++) { recordMetric("x", step); streamValues("p", [step], step); await logger.flush(step); }
       await logger.shutdown();
     `;
-    // --expose-gc: a process-wide flag Node refuses in a worker's explicit execArgv (left out there).
-    const result = await runJob(["--expose-gc", "--input-type=module", "-e", code], {}, undefined, true);
-    assert.equal(result.code, 0, result.stderr);
-    assert.doesNotMatch(result.stderr, /--input-type can only be used with string input/);
-    assert.deepEqual(
-      openStore(runDir).series("x", { maxPoints: Infinity }).points.map((p) => p.step),
-      [0, 1, 2],
-    );
-    assert.equal(runStatus(runDir), "finished");
-    assert.equal(readStream(join(runDir, "streams", "controller.jsonl")).records.length, 3);
-  });
+      // --expose-gc: a process-wide flag Node refuses in a worker's explicit execArgv (left out there).
+      const result = await runJob(["--expose-gc", "--input-type=module", "-e", code], {}, undefined, true);
+      assert.equal(result.code, 0, result.stderr);
+      assert.doesNotMatch(result.stderr, /--input-type can only be used with string input/);
+      assert.deepEqual(
+        openStore(runDir)
+          .series("x", { maxPoints: Infinity })
+          .points.map((p) => p.step),
+        [0, 1, 2],
+      );
+      assert.equal(runStatus(runDir), "finished");
+      assert.equal(readStream(join(runDir, "streams", "controller.jsonl")).records.length, 3);
+    },
+  );
 
   it("workerExecArgv keeps the user's flags and drops those of the main entry only", () => {
     assert.deepEqual(
-      workerExecArgv(["--input-type=module", "-e", "code", "--import", "tsx", "--conditions=dev", "--require", "./a.cjs", "--max-old-space-size=512", "--eval=x", "-p", "1", "--input-type", "commonjs", "--enable-source-maps"]),
-      ["--import", "tsx", "--conditions=dev", "--require", "./a.cjs", "--max-old-space-size=512", "--enable-source-maps"],
+      workerExecArgv([
+        "--input-type=module",
+        "-e",
+        "code",
+        "--import",
+        "tsx",
+        "--conditions=dev",
+        "--require",
+        "./a.cjs",
+        "--max-old-space-size=512",
+        "--eval=x",
+        "-p",
+        "1",
+        "--input-type",
+        "commonjs",
+        "--enable-source-maps",
+      ]),
+      [
+        "--import",
+        "tsx",
+        "--conditions=dev",
+        "--require",
+        "./a.cjs",
+        "--max-old-space-size=512",
+        "--enable-source-maps",
+      ],
     );
   });
 });

@@ -84,7 +84,10 @@ async function signalledRun(fixture: string, signal: NodeJS.Signals, group = fal
       },
     },
   );
-  const pids = (/^pids (.*)$/m.exec(result.stdout)?.[1] ?? "").split(" ").filter((p) => p !== "").map(Number);
+  const pids = (/^pids (.*)$/m.exec(result.stdout)?.[1] ?? "")
+    .split(" ")
+    .filter((p) => p !== "")
+    .map(Number);
   return { result, runDir, signal, flushed, endedInMs: sentAt === 0 ? -1 : result.exitedAt - sentAt, pids };
 }
 
@@ -99,7 +102,11 @@ async function manyRuns<T>(count: number, run: (i: number) => Promise<T>): Promi
 }
 
 function storedSteps(runDir: string, key: string): Set<number> {
-  return new Set(openStore(runDir).series(key, { maxPoints: Infinity }).points.map((p) => p.step));
+  return new Set(
+    openStore(runDir)
+      .series(key, { maxPoints: Infinity })
+      .points.map((p) => p.step),
+  );
 }
 
 function jsonlSteps(runDir: string, key: string): Set<number> {
@@ -118,9 +125,15 @@ async function assertEndedBySignal(run: SignalledRun): Promise<void> {
   assert.ok(run.endedInMs >= 0, `the job never flushed for ${RUN_BEFORE_SIGNAL_MS} ms: ${describeRun(run)}`);
   assert.equal(run.result.signal, run.signal, `not ended by ${run.signal}: ${describeRun(run)}`);
   // The issue's bound (a deadline of the design, not a speed figure): gone within the drain deadline.
-  assert.ok(run.endedInMs < DRAIN_DEADLINE_MS, `still alive ${run.endedInMs} ms after ${run.signal}: ${describeRun(run)}`);
+  assert.ok(
+    run.endedInMs < DRAIN_DEADLINE_MS,
+    `still alive ${run.endedInMs} ms after ${run.signal}: ${describeRun(run)}`,
+  );
   assert.equal(run.pids.length, 2, `the job did not print its ranks' pids: ${describeRun(run)}`);
-  await waitFor(() => run.pids.every((pid) => !isAlive(pid)), { timeoutMs: 10_000, what: `ranks ${run.pids.join(", ")} of ${run.runDir} to be gone` });
+  await waitFor(() => run.pids.every((pid) => !isAlive(pid)), {
+    timeoutMs: 10_000,
+    what: `ranks ${run.pids.join(", ")} of ${run.runDir} to be gone`,
+  });
 }
 
 /** One final line per stream file, as its last line, and no record past the step in progress. */
@@ -132,67 +145,90 @@ function assertStreamsEndedOnce(run: SignalledRun, lastStep: number): void {
   for (const file of files) {
     const path = join(run.runDir, "streams", file);
     const { records, ends } = readStream(path);
-    assert.equal(ends.length, 1, `${file} has ${ends.length} stream_end lines (a stream started again after the signal): ${JSON.stringify(ends)}; ${describeRun(run)}`);
+    assert.equal(
+      ends.length,
+      1,
+      `${file} has ${ends.length} stream_end lines (a stream started again after the signal): ${JSON.stringify(ends)}; ${describeRun(run)}`,
+    );
     assert.equal(ends[0]?.["stream_end"], run.signal, `${file}'s final line: ${JSON.stringify(ends[0])}`);
     const lines = readFileSync(path, "utf8").trimEnd().split("\n");
     assert.match(lines.at(-1) ?? "", /"stream_end"/, `${file}: the final line is not the last line`);
     // 50 probes per step; the loop may stream the step after the last one it printed before it parks.
     const beyond = records.filter((r) => typeof r["index"] === "number" && r["index"] >= 50 * (lastStep + 2));
-    assert.equal(beyond.length, 0, `${file}: ${beyond.length} probes of steps after ${lastStep + 1} (the loop went on streaming after the signal); ${describeRun(run)}`);
+    assert.equal(
+      beyond.length,
+      0,
+      `${file}: ${beyond.length} probes of steps after ${lastStep + 1} (the loop went on streaming after the signal); ${describeRun(run)}`,
+    );
   }
 }
 
-describe("issue 24 case 1: a loop that awaits only rankscope, ended by a signal", { skip: BUILT !== true && BUILT }, () => {
-  const check = async (run: SignalledRun): Promise<void> => {
-    await assertEndedBySignal(run);
-    assert.ok(run.flushed.length > 0, `nothing flushed before the signal: ${describeRun(run)}`);
-    const all = flushedSteps(run.result.stdout);
-    assertStreamsEndedOnce(run, Math.max(...all));
-    for (const key of ["loss", "rank_value"]) {
-      const stored = storedSteps(run.runDir, key);
-      const jsonl = jsonlSteps(run.runDir, key);
-      for (const step of run.flushed) {
-        assert.ok(stored.has(step), `step ${step} of ${key} is missing from metrics.db; ${describeRun(run)}`);
-        assert.ok(jsonl.has(step), `step ${step} of ${key} is missing from metrics.jsonl; ${describeRun(run)}`);
+describe(
+  "issue 24 case 1: a loop that awaits only rankscope, ended by a signal",
+  { skip: BUILT !== true && BUILT },
+  () => {
+    const check = async (run: SignalledRun): Promise<void> => {
+      await assertEndedBySignal(run);
+      assert.ok(run.flushed.length > 0, `nothing flushed before the signal: ${describeRun(run)}`);
+      const all = flushedSteps(run.result.stdout);
+      assertStreamsEndedOnce(run, Math.max(...all));
+      for (const key of ["loss", "rank_value"]) {
+        const stored = storedSteps(run.runDir, key);
+        const jsonl = jsonlSteps(run.runDir, key);
+        for (const step of run.flushed) {
+          assert.ok(stored.has(step), `step ${step} of ${key} is missing from metrics.db; ${describeRun(run)}`);
+          assert.ok(jsonl.has(step), `step ${step} of ${key} is missing from metrics.jsonl; ${describeRun(run)}`);
+        }
       }
-    }
-    assert.equal(openStore(run.runDir).runInfo().status, "crashed");
-  };
+      assert.equal(openStore(run.runDir).runInfo().status, "crashed");
+    };
 
-  it("SIGTERM: 20 of 20 runs end by SIGTERM within the drain deadline, every flushed step in every sink, the stream file ends once", async () => {
-    const runs = await manyRuns(20, () => signalledRun("spin-loop.mjs", "SIGTERM"));
-    for (const run of runs) await check(run);
-  });
+    it("SIGTERM: 20 of 20 runs end by SIGTERM within the drain deadline, every flushed step in every sink, the stream file ends once", async () => {
+      const runs = await manyRuns(20, () => signalledRun("spin-loop.mjs", "SIGTERM"));
+      for (const run of runs) await check(run);
+    });
 
-  it("SIGINT: 4 of 4 runs end by SIGINT within the drain deadline, the same", async () => {
-    const runs = await manyRuns(4, () => signalledRun("spin-loop.mjs", "SIGINT"));
-    for (const run of runs) await check(run);
-  });
-});
+    it("SIGINT: 4 of 4 runs end by SIGINT within the drain deadline, the same", async () => {
+      const runs = await manyRuns(4, () => signalledRun("spin-loop.mjs", "SIGINT"));
+      for (const run of runs) await check(run);
+    });
+  },
+);
 
 describe("a main thread that never comes back after the signal", () => {
   it("is killed by the watchdog thread at the drain deadline, which says so on stderr", async () => {
     const deadline = 3000;
     let sentAt = 0;
     let spinning = false;
-    const result = await runNode([join(FIXTURES, "drains.ts"), "spin"], { RANKSCOPE_DRAIN_DEADLINE_MS: String(deadline) }, {
-      deadlineMs: 60_000,
-      onStdout: (out, child) => {
-        if (sentAt === 0 && out.includes("ready\n")) {
-          sentAt = Date.now();
-          child.kill("SIGTERM");
-        }
-        // The drains have started (the quick one printed): now the job's own code spins.
-        if (!spinning && out.includes("drained quick part SIGTERM")) {
-          spinning = true;
-          child.kill("SIGUSR2");
-        }
+    const result = await runNode(
+      [join(FIXTURES, "drains.ts"), "spin"],
+      { RANKSCOPE_DRAIN_DEADLINE_MS: String(deadline) },
+      {
+        deadlineMs: 60_000,
+        onStdout: (out, child) => {
+          if (sentAt === 0 && out.includes("ready\n")) {
+            sentAt = Date.now();
+            child.kill("SIGTERM");
+          }
+          // The drains have started (the quick one printed): now the job's own code spins.
+          if (!spinning && out.includes("drained quick part SIGTERM")) {
+            spinning = true;
+            child.kill("SIGUSR2");
+          }
+        },
       },
-    });
+    );
     assert.ok(spinning, `the drains never started: ${result.stdout} ${result.stderr}`);
     assert.match(result.stdout, /spinning/);
-    assert.equal(result.signal, "SIGKILL", `code ${String(result.code)} signal ${String(result.signal)}: ${result.stderr}`);
-    assert.match(result.stderr, /SIGTERM: the process did not end within the 3000 ms drain deadline \(its main thread did not come back/);
+    assert.equal(
+      result.signal,
+      "SIGKILL",
+      `code ${String(result.code)} signal ${String(result.signal)}: ${result.stderr}`,
+    );
+    assert.match(
+      result.stderr,
+      /SIGTERM: the process did not end within the 3000 ms drain deadline \(its main thread did not come back/,
+    );
     // The sync parts could not run: the main thread never came back.
     assert.doesNotMatch(result.stdout, /^exit /m);
     assert.ok(result.exitedAt - sentAt < deadline + 1000, `killed ${result.exitedAt - sentAt} ms after the signal`);
@@ -207,7 +243,8 @@ describe("issue 24 case 5: Ctrl-C to the whole process group", { skip: BUILT !==
       assert.doesNotMatch(run.result.stderr, /error:/, `an error was printed: ${describeRun(run)}`);
       assertStreamsEndedOnce(run, Math.max(...flushedSteps(run.result.stdout)));
       const stored = storedSteps(run.runDir, "rank_value");
-      for (const step of run.flushed) assert.ok(stored.has(step), `step ${step} is missing from metrics.db; ${describeRun(run)}`);
+      for (const step of run.flushed)
+        assert.ok(stored.has(step), `step ${step} is missing from metrics.db; ${describeRun(run)}`);
       assert.equal(openStore(run.runDir).runInfo().status, "crashed");
     }
   });

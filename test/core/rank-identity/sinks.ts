@@ -15,7 +15,11 @@ const here = dirname(fileURLToPath(import.meta.url));
 
 /** Every run under `logdir` as TensorBoard's Python reader gives it: run → tag → [step, value][]. */
 export function readTensorBoard(python: string, logdir: string): Record<string, Record<string, [number, number][]>> {
-  const result = spawnSync(python, [join(here, "python", "read_tensorboard.py"), logdir], { encoding: "utf8", timeout: 120_000, maxBuffer: 64 << 20 });
+  const result = spawnSync(python, [join(here, "python", "read_tensorboard.py"), logdir], {
+    encoding: "utf8",
+    timeout: 120_000,
+    maxBuffer: 64 << 20,
+  });
   if (result.status !== 0) throw new Error(`read_tensorboard.py failed (${result.status}): ${result.stderr}`);
   return JSON.parse(result.stdout) as Record<string, Record<string, [number, number][]>>;
 }
@@ -32,11 +36,15 @@ type KeyValue = { key: string; value: AnyValue };
 type NumberPoint = { as_double?: number; time_unix_nano: string };
 type OtlpMetric = { name: string; gauge?: { data_points: NumberPoint[] }; sum?: { data_points: NumberPoint[] } };
 /** One export, decoded (protobufjs's toObject: longs as strings). */
-export type OtlpRequest = { resource_metrics: { resource: { attributes: KeyValue[] }; scope_metrics: { metrics: OtlpMetric[] }[] }[] };
+export type OtlpRequest = {
+  resource_metrics: { resource: { attributes: KeyValue[] }; scope_metrics: { metrics: OtlpMetric[] }[] }[];
+};
 
 /** A resource's attributes as a plain object. */
 export function otlpAttributes(list: readonly KeyValue[]): Record<string, string | number> {
-  return Object.fromEntries(list.map((kv) => [kv.key, kv.value.string_value ?? Number(kv.value.int_value ?? kv.value.double_value)]));
+  return Object.fromEntries(
+    list.map((kv) => [kv.key, kv.value.string_value ?? Number(kv.value.int_value ?? kv.value.double_value)]),
+  );
 }
 
 /** The data points' values of metric `name` in one resource's metrics. */
@@ -59,7 +67,13 @@ export class OtlpReceiver {
       req.on("end", () => {
         let body = Buffer.concat(chunks);
         if (req.headers["content-encoding"] === "gzip") body = gunzipSync(body);
-        this.requests.push(ExportRequest.toObject(ExportRequest.decode(body), { longs: String, enums: String, defaults: true }) as OtlpRequest);
+        this.requests.push(
+          ExportRequest.toObject(ExportRequest.decode(body), {
+            longs: String,
+            enums: String,
+            defaults: true,
+          }) as OtlpRequest,
+        );
         res.writeHead(200, { "content-type": "application/x-protobuf" });
         res.end(ExportResponse.encode(ExportResponse.create({})).finish());
       });
@@ -82,7 +96,10 @@ export class OtlpReceiver {
 export function consoleStreams(stdout: string, key: string): Map<string, number[]> {
   const out = new Map<string, number[]>();
   // Not anchored at the line's start: under `--test` the runner's own events share stdout.
-  const line = new RegExp(`(\\[(?:controller|\\d+)\\] \\[[^\\]]+\\](?: \\[thread \\d+\\])?) \\S+ \\S+ INFO ${key}: (\\S+)$`, "gm");
+  const line = new RegExp(
+    `(\\[(?:controller|\\d+)\\] \\[[^\\]]+\\](?: \\[thread \\d+\\])?) \\S+ \\S+ INFO ${key}: (\\S+)$`,
+    "gm",
+  );
   for (const m of stdout.matchAll(line)) {
     const prefix = m[1] ?? "";
     const values = out.get(prefix) ?? [];

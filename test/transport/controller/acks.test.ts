@@ -10,7 +10,11 @@ import { test } from "node:test";
 import { Collector } from "../../../src/core/collector.js";
 import type { KeyState } from "../../../src/core/key-state.js";
 import { RemoteRankHandle, type RankCarrier } from "../../../src/transport/controller/remote-rank.js";
-import { decodeProtocolMessage, encodeProtocolMessage, type RankReply } from "../../../src/transport/protocol/messages.js";
+import {
+  decodeProtocolMessage,
+  encodeProtocolMessage,
+  type RankReply,
+} from "../../../src/transport/protocol/messages.js";
 import { KEPT_FLUSH_ANSWERS, RankAgent } from "../../../src/transport/rank/rank-agent.js";
 import { RankRuntime } from "../../../src/pipeline/runtime.js";
 import { diagnosticCounts } from "../../../src/core/diagnostics.js";
@@ -30,7 +34,15 @@ function controllerOf(agent: RankAgent, options: { acks?: boolean } = {}): Remot
         setImmediate(() => handle.receive(reply));
       });
     },
-    ...(options.acks === false ? {} : { acknowledge: (seqs) => void agent.receive(encodeProtocolMessage("run-1", { t: "ack", acks: { [IDENTITY.rankName]: seqs } }), () => undefined) }),
+    ...(options.acks === false
+      ? {}
+      : {
+          acknowledge: (seqs) =>
+            void agent.receive(
+              encodeProtocolMessage("run-1", { t: "ack", acks: { [IDENTITY.rankName]: seqs } }),
+              () => undefined,
+            ),
+        }),
   };
   const handle = new RemoteRankHandle(IDENTITY, "run-1", carrier);
   return handle;
@@ -60,14 +72,21 @@ test("an answer the controller logged is acknowledged; the ones a dead controlle
 
     const next = controllerOf(agent);
     next.recoverUnacked(agent.unacknowledged());
-    await waitFor(() => next.carriedStates > 0 && (diagnosticCounts()[`transport.recovered:${IDENTITY.rankName}`] ?? 0) >= 2, { timeoutMs: 5000, what: "both answers to be sent again" });
+    await waitFor(
+      () => next.carriedStates > 0 && (diagnosticCounts()[`transport.recovered:${IDENTITY.rankName}`] ?? 0) >= 2,
+      { timeoutMs: 5000, what: "both answers to be sent again" },
+    );
     // Registering again (a reconnect) lists them again: the controller that took them does not take them twice.
     next.recoverUnacked(agent.unacknowledged());
     collector.recordSlow("values", 8, "sum");
     const merged = await next.flush(3, 1000);
     logged += sumOf(merged.states);
     next.acknowledge(merged);
-    assert.deepEqual(agent.unacknowledged(), [], "the recovered answers and the new one, all acknowledged with the flush that logged them");
+    assert.deepEqual(
+      agent.unacknowledged(),
+      [],
+      "the recovered answers and the new one, all acknowledged with the flush that logged them",
+    );
     // An ack that got lost: the rank lists a logged answer again; it is acknowledged again, not taken again.
     collector.recordSlow("values", 16, "sum");
     const again = controllerOf(agent);
@@ -97,14 +116,20 @@ test("a rank whose controller acknowledges counts an unacknowledged answer it ca
     }
   });
   assert.equal(diagnosticCounts()[code], 1, "one unacknowledged answer dropped, counted");
-  assert.match(seen.find((d) => d.code === code)?.message ?? "", /flush answer 2 \(flush\(1\)\) was never acknowledged by a controller and is no longer kept/);
+  assert.match(
+    seen.find((d) => d.code === code)?.message ?? "",
+    /flush answer 2 \(flush\(1\)\) was never acknowledged by a controller and is no longer kept/,
+  );
 
   const plain = new RankAgent({ runId: "run-1", runtime: new RankRuntime(IDENTITY, new Collector()) });
   const spawned = controllerOf(plain, { acks: false });
   const quiet = await collectDiagnostics(async () => {
     for (let step = 0; step <= KEPT_FLUSH_ANSWERS + 2; step++) spawned.acknowledge(await spawned.flush(step, 1000));
   });
-  assert.deepEqual(quiet.filter((d) => d.code === code), []);
+  assert.deepEqual(
+    quiet.filter((d) => d.code === code),
+    [],
+  );
 });
 
 test("a rank registering with a controller that said hello answers its flushes empty: the dead controller's unacknowledged answer stays kept, and every value is logged once", async () => {
@@ -132,7 +157,11 @@ test("a rank registering with a controller that said hello answers its flushes e
     for (let step = 100; step < 100 + 2 * KEPT_FLUSH_ANSWERS; step++) {
       record(1);
       const held = await next.flush(step, 1000);
-      assert.deepEqual([held.states.length, held.seq], [0, undefined], "a held flush is answered at once, empty and unnumbered");
+      assert.deepEqual(
+        [held.states.length, held.seq],
+        [0, undefined],
+        "a held flush is answered at once, empty and unnumbered",
+      );
     }
     assert.equal(agent.flushesHeld, 2 * KEPT_FLUSH_ANSWERS);
     assert.deepEqual(agent.unacknowledged(), [2], "answer 2 is still kept and listed for the new controller");
@@ -145,7 +174,10 @@ test("a rank registering with a controller that said hello answers its flushes e
     assert.deepEqual(agent.unacknowledged(), []);
   });
   assert.equal(logged, recorded, "the values recorded while held go into the first flush after registration");
-  assert.deepEqual(seen.filter((d) => d.code.startsWith("transport.unackedDropped") || d.code.startsWith("transport.lostAnswer")), []);
+  assert.deepEqual(
+    seen.filter((d) => d.code.startsWith("transport.unackedDropped") || d.code.startsWith("transport.lostAnswer")),
+    [],
+  );
 });
 
 test("a registration waits for the flush answer being made, so it lists it", async () => {

@@ -11,7 +11,13 @@ import { test } from "node:test";
 import { Collector } from "../../../src/core/collector.js";
 import type { KeyState } from "../../../src/core/key-state.js";
 import { MAX_RESENDS, RemoteRankHandle, type RankCarrier } from "../../../src/transport/controller/remote-rank.js";
-import { decodeProtocolMessage, ignoredMessageCounts, transportStats, type ControllerRequest, type RankReply } from "../../../src/transport/protocol/messages.js";
+import {
+  decodeProtocolMessage,
+  ignoredMessageCounts,
+  transportStats,
+  type ControllerRequest,
+  type RankReply,
+} from "../../../src/transport/protocol/messages.js";
 import { KEPT_FLUSH_ANSWERS, RankAgent } from "../../../src/transport/rank/rank-agent.js";
 import { RankRuntime } from "../../../src/pipeline/runtime.js";
 import { diagnosticCounts } from "../../../src/core/diagnostics.js";
@@ -61,7 +67,13 @@ test("a flush answer lost in transit is sent again and logged once", async () =>
     logged += sumOf((await handle.flush(4, 1000)).states);
   });
   assert.equal(logged, 7, "1 + 2 + 4, each once");
-  assert.ok(seen.some((d) => d.code === `transport.resent:${IDENTITY.rankName}` && /answer to flush\(1\) was lost in transit/.test(d.message)));
+  assert.ok(
+    seen.some(
+      (d) =>
+        d.code === `transport.resent:${IDENTITY.rankName}` &&
+        /answer to flush\(1\) was lost in transit/.test(d.message),
+    ),
+  );
 });
 
 test("an answer the rank no longer keeps is reported and counted as lost", async () => {
@@ -81,7 +93,10 @@ test("an answer the rank no longer keeps is reported and counted as lost", async
     lose(false);
     collector.recordSlow("values", 1000, "sum");
     logged += sumOf((await handle.flush(KEPT_FLUSH_ANSWERS + 1, 1000)).states);
-    await waitFor(() => (diagnosticCounts()[resent] ?? 0) >= KEPT_FLUSH_ANSWERS - 1 && (diagnosticCounts()[lostCode] ?? 0) >= 1, { timeoutMs: 5000, what: "every kept answer sent again" });
+    await waitFor(
+      () => (diagnosticCounts()[resent] ?? 0) >= KEPT_FLUSH_ANSWERS - 1 && (diagnosticCounts()[lostCode] ?? 0) >= 1,
+      { timeoutMs: 5000, what: "every kept answer sent again" },
+    );
     logged += sumOf((await handle.flush(KEPT_FLUSH_ANSWERS + 2, 1000)).states);
     assert.equal(diagnosticCounts()[lostCode], 1, "one answer counted as lost");
   });
@@ -91,7 +106,10 @@ test("an answer the rank no longer keeps is reported and counted as lost", async
 });
 
 /** A handle whose carrier answers each flush itself, through `answer` (the test plays the rank), recording what was posted. */
-function scripted(answer: (request: ControllerRequest, handle: RemoteRankHandle) => void): { handle: RemoteRankHandle; posted: ControllerRequest[] } {
+function scripted(answer: (request: ControllerRequest, handle: RemoteRankHandle) => void): {
+  handle: RemoteRankHandle;
+  posted: ControllerRequest[];
+} {
   const posted: ControllerRequest[] = [];
   const carrier: RankCarrier = {
     description: "a scripted test carrier",
@@ -110,7 +128,13 @@ const snapshotReply = (id: number, step: number, seq: number, sum: number): Rank
   id,
   rankName: IDENTITY.rankName,
   ok: true,
-  snapshot: { rankName: IDENTITY.rankName, step, seq, droppedKeyRecords: 0, states: [{ key: "values", reduce: "sum", state: { v: 1, count: 1, sum } as KeyState["state"] }] },
+  snapshot: {
+    rankName: IDENTITY.rankName,
+    step,
+    seq,
+    droppedKeyRecords: 0,
+    states: [{ key: "values", reduce: "sum", state: { v: 1, count: 1, sum } as KeyState["state"] }],
+  },
 });
 
 test("a gap of 100,000 in a rank's answer numbers costs at most 16 requests to send again; the others are counted as lost at once", async () => {
@@ -125,7 +149,11 @@ test("a gap of 100,000 in a rank's answer numbers costs at most 16 requests to s
     await handle.flush(1, 1000);
     const resends = posted.flatMap((r) => (r.t === "resend" ? [r.seq] : []));
     assert.equal(resends.length, MAX_RESENDS);
-    assert.deepEqual(resends, Array.from({ length: MAX_RESENDS }, (_v, i) => 100_001 - MAX_RESENDS + i), "the newest, which a rank may still keep");
+    assert.deepEqual(
+      resends,
+      Array.from({ length: MAX_RESENDS }, (_v, i) => 100_001 - MAX_RESENDS + i),
+      "the newest, which a rank may still keep",
+    );
     assert.equal(transportStats().lostAnswers - before, 99_999 - MAX_RESENDS);
     handle.close("the test is over");
   });

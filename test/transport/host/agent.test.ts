@@ -26,12 +26,30 @@ after(async () => {
 test("an agent forgets a rank silent for maxMissedFlushes, and takes it back when it answers again", async () => {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 1200 });
   const hosts = await serveHostsOverNats({ url: server.url, logger });
-  const agent = await startHostAgent({ url: server.url, runId: logger.runId, runSecret: logger.runSecret, hostId: "hforget", maxMissedFlushes: 2 });
-  const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_RUN_SECRET: logger.runSecret, RANKSCOPE_HOST_ID: "hforget" };
-  const rank = startChild(HOST_RANK, { ...env, RANK: "0", LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "1", RANKSCOPE_REPLICA_ID: "hforget" }, children);
+  const agent = await startHostAgent({
+    url: server.url,
+    runId: logger.runId,
+    runSecret: logger.runSecret,
+    hostId: "hforget",
+    maxMissedFlushes: 2,
+  });
+  const env = {
+    RANKSCOPE_NATS_URL: server.url,
+    RANKSCOPE_RUN_ID: logger.runId,
+    RANKSCOPE_RUN_SECRET: logger.runSecret,
+    RANKSCOPE_HOST_ID: "hforget",
+  };
+  const rank = startChild(
+    HOST_RANK,
+    { ...env, RANK: "0", LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "1", RANKSCOPE_REPLICA_ID: "hforget" },
+    children,
+  );
   await waitFor(() => rank.stdout.includes("joined as"), { timeoutMs: 30_000, what: "the rank to join its agent" });
   let step = 0;
-  await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, { timeoutMs: 20_000, what: "a flush with the rank" });
+  await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, {
+    timeoutMs: 20_000,
+    what: "a flush with the rank",
+  });
   const [rankName] = agent.rankNames;
   assert.ok(rankName !== undefined);
 

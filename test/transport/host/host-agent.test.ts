@@ -33,16 +33,35 @@ test("two hosts × two ranks through host agents: complete flushes, per-rank bac
   const runDir = tempDir();
   const logger = new MetricLogger({ processName: "Controller", runDir, flushDeadlineMs: 2000 });
   const hosts = await serveHostsOverNats({ url: server.url, logger });
-  const env = (hostId: string): Record<string, string> => ({ RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_RUN_SECRET: logger.runSecret, RANKSCOPE_HOST_ID: hostId });
+  const env = (hostId: string): Record<string, string> => ({
+    RANKSCOPE_NATS_URL: server.url,
+    RANKSCOPE_RUN_ID: logger.runId,
+    RANKSCOPE_RUN_SECRET: logger.runSecret,
+    RANKSCOPE_HOST_ID: hostId,
+  });
   const agents = { h0: start(AGENT_MAIN, env("h0")), h1: start(AGENT_MAIN, env("h1")) };
   await waitFor(() => hosts.hostIds.length === 2, { timeoutMs: 20_000, what: "both host agents to register" });
   const ranks: TestChild[] = [];
   for (let r = 0; r < 4; r++) {
     const hostId = r < 2 ? "h0" : "h1";
-    ranks.push(start(HOST_RANK, { ...env(hostId), RANK: String(r), LOCAL_RANK: String(r % 2), LOCAL_WORLD_SIZE: "2", RANKSCOPE_REPLICA_ID: hostId }));
+    ranks.push(
+      start(HOST_RANK, {
+        ...env(hostId),
+        RANK: String(r),
+        LOCAL_RANK: String(r % 2),
+        LOCAL_WORLD_SIZE: "2",
+        RANKSCOPE_REPLICA_ID: hostId,
+      }),
+    );
   }
-  await waitFor(() => ranks.every((r) => r.stdout.includes("joined as")), { timeoutMs: 30_000, what: "the four ranks to join their agents" });
-  await logger.initBackends({ jsonl: { loggingMode: "global_reduce" }, perRank: { type: "jsonl", loggingMode: "per_rank_reduce" } });
+  await waitFor(() => ranks.every((r) => r.stdout.includes("joined as")), {
+    timeoutMs: 30_000,
+    what: "the four ranks to join their agents",
+  });
+  await logger.initBackends({
+    jsonl: { loggingMode: "global_reduce" },
+    perRank: { type: "jsonl", loggingMode: "per_rank_reduce" },
+  });
 
   let step = 0;
   let logged = 0;
@@ -52,19 +71,33 @@ test("two hosts × two ranks through host agents: complete flushes, per-rank bac
     return result;
   };
   // The first flush teaches the controller each host's ranks.
-  await waitFor(async () => (await flush()).ranksReporting === 4, { timeoutMs: 20_000, what: "a flush with all four ranks" });
+  await waitFor(async () => (await flush()).ranksReporting === 4, {
+    timeoutMs: 20_000,
+    what: "a flush with all four ranks",
+  });
   // Give every rank time to record a few ticks (every 20 ms) before the flush that is checked.
   await new Promise((resolve) => setTimeout(resolve, 200));
   const complete = await flush();
   assert.equal(complete.ranksExpected, 4);
   assert.deepEqual(complete.missingRanks, []);
   assert.equal(complete.metrics.find((m) => m.key === "scale/max_rank")?.value, 3, "MAX over the ranks of both hosts");
-  assert.ok(complete.metrics.some((m) => m.key === "scale/latency/p50"), "a quantile sketch merged across hosts");
+  assert.ok(
+    complete.metrics.some((m) => m.key === "scale/latency/p50"),
+    "a quantile sketch merged across hosts",
+  );
   assert.equal(hosts.connectionStats.inMsgs > 0, true);
   // Per-rank backends still run in the ranks: each wrote its own file.
   const rankNames = [...hosts.host("h0")!.memberRanks(), ...hosts.host("h1")!.memberRanks()];
   assert.equal(rankNames.length, 4);
-  await waitFor(() => rankNames.every((n) => existsSync(join(runDir, `metrics-${n}.jsonl`)) && readFileSync(join(runDir, `metrics-${n}.jsonl`), "utf8").includes("scale/values")), { timeoutMs: 10_000, what: "per-rank files" });
+  await waitFor(
+    () =>
+      rankNames.every(
+        (n) =>
+          existsSync(join(runDir, `metrics-${n}.jsonl`)) &&
+          readFileSync(join(runDir, `metrics-${n}.jsonl`), "utf8").includes("scale/values"),
+      ),
+    { timeoutMs: 10_000, what: "per-rank files" },
+  );
 
   // Kill host h1's agent: its two ranks are named missing, by the deadline.
   const h1Ranks = [...hosts.host("h1")!.memberRanks()].sort();
@@ -79,18 +112,34 @@ test("two hosts × two ranks through host agents: complete flushes, per-rank bac
 
   // A replacement agent: the ranks register again and report, with what they recorded meanwhile.
   agents.h1 = start(AGENT_MAIN, env("h1"));
-  await waitFor(async () => (await flush()).ranksReporting === 4, { timeoutMs: 30_000, what: "the ranks of h1 to be served again" });
+  await waitFor(async () => (await flush()).ranksReporting === 4, {
+    timeoutMs: 30_000,
+    what: "the ranks of h1 to be served again",
+  });
   await flush();
 
   // Stop recording, flush what is left: every recorded value was logged or counted as lost.
   for (const r of ranks) r.process.kill("SIGUSR2");
-  await waitFor(() => ranks.every((r) => r.stdout.includes("stopped ")), { timeoutMs: 10_000, what: "the ranks to stop recording" });
-  await waitFor(async () => (await flush()).ranksReporting === 4, { timeoutMs: 20_000, what: "a complete flush after the ranks stopped" });
+  await waitFor(() => ranks.every((r) => r.stdout.includes("stopped ")), {
+    timeoutMs: 10_000,
+    what: "the ranks to stop recording",
+  });
+  await waitFor(async () => (await flush()).ranksReporting === 4, {
+    timeoutMs: 20_000,
+    what: "a complete flush after the ranks stopped",
+  });
   await flush();
   await logger.shutdown();
-  const exits = await within(Promise.all(ranks.map((r) => r.exited)), { timeoutMs: 30_000, what: "the 4 ranks to leave after shutdown" });
+  const exits = await within(Promise.all(ranks.map((r) => r.exited)), {
+    timeoutMs: 30_000,
+    what: "the 4 ranks to leave after shutdown",
+  });
   assert.deepEqual(exits, [0, 0, 0, 0], ranks.map((r) => r.stderr).join("\n"));
   const recorded = ranks.reduce((sum, r) => sum + Number(/stopped (\d+)/.exec(r.stdout)?.[1] ?? NaN), 0);
-  assert.equal(logged, recorded, `logged ${logged} of ${recorded} recorded (late frames carried: ${hosts.stats.lateFrames})`);
+  assert.equal(
+    logged,
+    recorded,
+    `logged ${logged} of ${recorded} recorded (late frames carried: ${hosts.stats.lateFrames})`,
+  );
   assert.equal(hosts.stats.lostStates, 0);
 });

@@ -18,7 +18,19 @@ const header = {
   mv: 2,
   ranks: ["a", "b"],
   dropped: 0,
-  timing: { rows: [0, 1], ranks: [0, 1], arrivalMs: [0.4, 0.9], tracers: [{ prefix: "t", steps: [1, 1], totalMs: [10, 30], phases: [{ name: "ar", kind: "barrier", count: [1, 1], totalMs: [20, 1] }] }] },
+  timing: {
+    rows: [0, 1],
+    ranks: [0, 1],
+    arrivalMs: [0.4, 0.9],
+    tracers: [
+      {
+        prefix: "t",
+        steps: [1, 1],
+        totalMs: [10, 30],
+        phases: [{ name: "ar", kind: "barrier", count: [1, 1], totalMs: [20, 1] }],
+      },
+    ],
+  },
 };
 
 test("a host's step timings are checked with its header", () => {
@@ -35,5 +47,6 @@ test("a host's step timings are checked with its header", () => {
     { ...t, tracers: Array.from({ length: 100 }, () => tracer) },
     [1, 2, 3],
   ];
-  for (const timing of forged) assert.notEqual(validateHostStatesHeader({ ...header, timing }), undefined, JSON.stringify(timing).slice(0, 60));
+  for (const timing of forged)
+    assert.notEqual(validateHostStatesHeader({ ...header, timing }), undefined, JSON.stringify(timing).slice(0, 60));
 });

@@ -97,7 +97,8 @@ export function createHosts(hosts: number, natsNodes: number): void {
   ip("addr", "add", `${CONTROLLER_ADDRESS}/24`, "dev", BRIDGE);
   ip("link", "set", BRIDGE, "up");
   for (let n = 1; n <= hosts; n++) addNamespace(namespace(n), hostLink(n), `${PREFIX}e${n}`, hostAddress(n));
-  for (let n = 1; n <= natsNodes; n++) addNamespace(natsNamespace(n), `${PREFIX}w${n}`, `${PREFIX}f${n}`, natsAddress(n));
+  for (let n = 1; n <= natsNodes; n++)
+    addNamespace(natsNamespace(n), `${PREFIX}w${n}`, `${PREFIX}f${n}`, natsAddress(n));
 }
 
 /** The namespace of NATS node `n`. */
@@ -119,9 +120,22 @@ export interface HostProcess {
 }
 
 /** Run `command args…` inside namespace `ns` (`ip netns exec`, which execs it: the pid is the command's). */
-export function runIn(ns: string, command: string, args: readonly string[], env: Record<string, string> = {}): HostProcess {
-  const child = spawn("ip", ["netns", "exec", ns, command, ...args], { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  const hp: HostProcess = { child, stdout: "", stderr: "", exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))) };
+export function runIn(
+  ns: string,
+  command: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+): HostProcess {
+  const child = spawn("ip", ["netns", "exec", ns, command, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const hp: HostProcess = {
+    child,
+    stdout: "",
+    stderr: "",
+    exited: new Promise((resolve) => child.once("exit", (code) => resolve(code))),
+  };
   child.stdout?.on("data", (d: Buffer) => (hp.stdout += d.toString()));
   child.stderr?.on("data", (d: Buffer) => (hp.stderr += d.toString()));
   return hp;

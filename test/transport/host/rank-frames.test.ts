@@ -57,14 +57,33 @@ async function framesDrill(via: "host agent" | "controller"): Promise<void> {
   if (scope === undefined) await serveRanksOverNats({ url: server.url, logger });
   else {
     await serveHostsOverNats({ url: server.url, logger });
-    agent = await startHostAgent({ url: server.url, runId: logger.runId, runSecret: logger.runSecret, hostId: scope, joinDeadlineMs: 20_000 });
+    agent = await startHostAgent({
+      url: server.url,
+      runId: logger.runId,
+      runSecret: logger.runSecret,
+      hostId: scope,
+      joinDeadlineMs: 20_000,
+    });
   }
   const ranks = [0, 1, 2].map((r) => {
     const collector = new Collector();
-    const runtime = new RankRuntime({ rank: r, rankName: `Frames_r${r}`, processName: "Frames", localRank: r, localWorldSize: 3 }, collector);
+    const runtime = new RankRuntime(
+      { rank: r, rankName: `Frames_r${r}`, processName: "Frames", localRank: r, localWorldSize: 3 },
+      collector,
+    );
     return { collector, agent: new LossyRankAgent({ runId: logger.runId, runtime }) };
   });
-  const leaves = await Promise.all(ranks.map((r) => joinOverNats(r.agent, { url: server.url, runId: logger.runId, runSecret: logger.runSecret, joinDeadlineMs: 20_000, ...(scope === undefined ? {} : { scope }) })));
+  const leaves = await Promise.all(
+    ranks.map((r) =>
+      joinOverNats(r.agent, {
+        url: server.url,
+        runId: logger.runId,
+        runSecret: logger.runSecret,
+        joinDeadlineMs: 20_000,
+        ...(scope === undefined ? {} : { scope }),
+      }),
+    ),
+  );
   try {
     let step = 0;
     let recorded = 0;
@@ -85,17 +104,26 @@ async function framesDrill(via: "host agent" | "controller"): Promise<void> {
       for (const key of keys) logged += result.metrics.find((m) => m.key === `${key}/sum`)?.value ?? 0;
       return result;
     };
-    await waitFor(async () => (await flush([])).ranksReporting === 3, { timeoutMs: 20_000, what: "a flush with the three ranks" });
+    await waitFor(async () => (await flush([])).ranksReporting === 3, {
+      timeoutMs: 20_000,
+      what: "a flush with the three ranks",
+    });
 
     // Exact merges through frames: sum, max and std over the three ranks.
     const recordedAt = step;
     record(["a"]);
     const exact = await flush(["a"]);
     assert.equal(exact.ranksReporting, 3);
-    assert.ok(ranks.every((r) => r.agent.framesSent > 0), "every rank answered with frames");
+    assert.ok(
+      ranks.every((r) => r.agent.framesSent > 0),
+      "every rank answered with frames",
+    );
     const values = [1, 2, 3].map((r) => r * 0.1 + recordedAt);
     assert.equal(exact.metrics.find((m) => m.key === "a/max")?.value, Math.max(...values));
-    assert.ok(Math.abs((exact.metrics.find((m) => m.key === "a/sum")?.value ?? NaN) - values.reduce((x, y) => x + y, 0)) < 1e-12);
+    assert.ok(
+      Math.abs((exact.metrics.find((m) => m.key === "a/sum")?.value ?? NaN) - values.reduce((x, y) => x + y, 0)) <
+        1e-12,
+    );
     const mean = values.reduce((x, y) => x + y, 0) / 3;
     const std = Math.sqrt(values.reduce((x, y) => x + (y - mean) ** 2, 0) / 3);
     assert.ok(Math.abs((exact.metrics.find((m) => m.key === "a/std")?.value ?? NaN) - std) < 1e-12);
@@ -125,6 +153,8 @@ async function framesDrill(via: "host agent" | "controller"): Promise<void> {
   }
 }
 
-test("ranks answer their agent in frames; a lost frame that defined keys costs a late answer, not values", () => framesDrill("host agent"));
+test("ranks answer their agent in frames; a lost frame that defined keys costs a late answer, not values", () =>
+  framesDrill("host agent"));
 
-test("ranks joined to the controller directly answer it in frames too; a lost frame costs a late answer, not values", () => framesDrill("controller"));
+test("ranks joined to the controller directly answer it in frames too; a lost frame costs a late answer, not values", () =>
+  framesDrill("controller"));

@@ -30,14 +30,31 @@ after(async () => {
 test("a host gone for good is no longer expected after maxMissedFlushes, named and counted; a replacement agent brings it back", async () => {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 1000 });
   const hosts = await serveHostsOverNats({ url: server.url, logger, maxMissedFlushes: 2 });
-  await assert.rejects(serveHostsOverNats({ url: server.url, logger, maxMissedFlushes: 0 }), /maxMissedFlushes must be a positive integer/);
-  const env = { RANKSCOPE_NATS_URL: server.url, RANKSCOPE_RUN_ID: logger.runId, RANKSCOPE_RUN_SECRET: logger.runSecret, RANKSCOPE_HOST_ID: "hgone" };
+  await assert.rejects(
+    serveHostsOverNats({ url: server.url, logger, maxMissedFlushes: 0 }),
+    /maxMissedFlushes must be a positive integer/,
+  );
+  const env = {
+    RANKSCOPE_NATS_URL: server.url,
+    RANKSCOPE_RUN_ID: logger.runId,
+    RANKSCOPE_RUN_SECRET: logger.runSecret,
+    RANKSCOPE_HOST_ID: "hgone",
+  };
   const agent = start(AGENT_MAIN, env);
   await waitFor(() => hosts.hostIds.includes("hgone"), { timeoutMs: 20_000, what: "the host agent to register" });
-  const rank = start(HOST_RANK, { ...env, RANK: "0", LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "1", RANKSCOPE_REPLICA_ID: "hgone" });
+  const rank = start(HOST_RANK, {
+    ...env,
+    RANK: "0",
+    LOCAL_RANK: "0",
+    LOCAL_WORLD_SIZE: "1",
+    RANKSCOPE_REPLICA_ID: "hgone",
+  });
   await waitFor(() => rank.stdout.includes("joined as"), { timeoutMs: 30_000, what: "the rank to join its agent" });
   let step = 0;
-  await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, { timeoutMs: 20_000, what: "a flush with the rank" });
+  await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, {
+    timeoutMs: 20_000,
+    what: "a flush with the rank",
+  });
   const rankName = hosts.host("hgone")?.memberRanks()[0];
   assert.ok(rankName !== undefined);
 
@@ -56,12 +73,19 @@ test("a host gone for good is no longer expected after maxMissedFlushes, named a
 
   // A replacement agent registers: the host is expected again and its rank reports.
   start(AGENT_MAIN, env);
-  await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, { timeoutMs: 30_000, what: "the rank to be served again" });
+  await waitFor(async () => (await logger.flush(step++)).ranksReporting === 1, {
+    timeoutMs: 30_000,
+    what: "the rank to be served again",
+  });
   assert.deepEqual(hosts.goneHostIds, []);
   await waitFor(
     async () => {
       const back = await logger.flush(step++);
-      return back.ranksExpected === 1 && back.ranksReporting === 1 && (back.metrics.find((m) => m.key === "scale/values")?.value ?? 0) > 0;
+      return (
+        back.ranksExpected === 1 &&
+        back.ranksReporting === 1 &&
+        (back.metrics.find((m) => m.key === "scale/values")?.value ?? 0) > 0
+      );
     },
     { timeoutMs: 20_000, what: "the rank's values logged again, the host expected" },
   );

@@ -6,7 +6,15 @@
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { MAX_SEAL_AGE_MS, Opener, REPLAY_WINDOW, RunKey, SEAL_OVERHEAD, Sealer, isSealed } from "../../../src/transport/protocol/seal.js";
+import {
+  MAX_SEAL_AGE_MS,
+  Opener,
+  REPLAY_WINDOW,
+  RunKey,
+  SEAL_OVERHEAD,
+  Sealer,
+  isSealed,
+} from "../../../src/transport/protocol/seal.js";
 
 const SECRET = "a-run-secret-of-at-least-32-characters!";
 const key = RunKey.derive(SECRET, "run-1");
@@ -15,11 +23,17 @@ const text = (data: Uint8Array): string => Buffer.from(data).toString("utf8");
 test("a sealed message opens once, as it was sent, on its subject and reply; its payload is not readable on the wire", () => {
   const sealer = new Sealer(key);
   const opener = new Opener(key);
-  const payload = JSON.stringify({ t: "reply", states: [{ key: "ones", reduce: "sum", state: { v: 1, count: 400, sum: 400 } }] });
+  const payload = JSON.stringify({
+    t: "reply",
+    states: [{ key: "ones", reduce: "sum", state: { v: 1, count: 400, sum: 400 } }],
+  });
   const sealed = sealer.seal("rankscope.run-1.ctl.X", undefined, payload);
   assert.ok(isSealed(sealed));
   assert.equal(sealed.length, payload.length + SEAL_OVERHEAD);
-  assert.ok(!text(sealed).includes("ones") && !text(sealed).includes("sum"), "neither keys nor values appear in the sealed bytes");
+  assert.ok(
+    !text(sealed).includes("ones") && !text(sealed).includes("sum"),
+    "neither keys nor values appear in the sealed bytes",
+  );
   const opened = opener.open("rankscope.run-1.ctl.X", undefined, sealed);
   assert.ok(opened.ok);
   assert.equal(text(opened.data), payload);
@@ -42,16 +56,43 @@ test("another secret, another run, altered bytes, another subject or another rep
     const opened = opener.open(subject, reply, data);
     return opened.ok ? "opened" : opened.kind;
   };
-  assert.equal(refused(new Opener(RunKey.derive("another-run-secret-of-32-characters!!", "run-1")), "rankscope.run-1.rank.A", "rankscope.run-1.ctl.X", sealed), "unauthenticated");
-  assert.equal(refused(new Opener(RunKey.derive(SECRET, "run-2")), "rankscope.run-1.rank.A", "rankscope.run-1.ctl.X", sealed), "unauthenticated");
-  assert.equal(refused(new Opener(key), "rankscope.run-1.rank.B", "rankscope.run-1.ctl.X", sealed), "unauthenticated", "moved to another rank's subject");
-  assert.equal(refused(new Opener(key), "rankscope.run-1.rank.A", "_INBOX.attacker", sealed), "unauthenticated", "given the attacker's reply inbox");
+  assert.equal(
+    refused(
+      new Opener(RunKey.derive("another-run-secret-of-32-characters!!", "run-1")),
+      "rankscope.run-1.rank.A",
+      "rankscope.run-1.ctl.X",
+      sealed,
+    ),
+    "unauthenticated",
+  );
+  assert.equal(
+    refused(new Opener(RunKey.derive(SECRET, "run-2")), "rankscope.run-1.rank.A", "rankscope.run-1.ctl.X", sealed),
+    "unauthenticated",
+  );
+  assert.equal(
+    refused(new Opener(key), "rankscope.run-1.rank.B", "rankscope.run-1.ctl.X", sealed),
+    "unauthenticated",
+    "moved to another rank's subject",
+  );
+  assert.equal(
+    refused(new Opener(key), "rankscope.run-1.rank.A", "_INBOX.attacker", sealed),
+    "unauthenticated",
+    "given the attacker's reply inbox",
+  );
   for (const at of [0, 5, 21, 30, 40, sealed.length - 1]) {
     const altered = Uint8Array.from(sealed);
     altered[at] = (altered[at] ?? 0) ^ 1;
-    assert.equal(refused(new Opener(key), "rankscope.run-1.rank.A", "rankscope.run-1.ctl.X", altered), "unauthenticated", `byte ${at} altered`);
+    assert.equal(
+      refused(new Opener(key), "rankscope.run-1.rank.A", "rankscope.run-1.ctl.X", altered),
+      "unauthenticated",
+      `byte ${at} altered`,
+    );
   }
-  assert.equal(refused(new Opener(key), "s", undefined, Buffer.from('{"t":"shutdown","id":1}')), "unauthenticated", "plain JSON");
+  assert.equal(
+    refused(new Opener(key), "s", undefined, Buffer.from('{"t":"shutdown","id":1}')),
+    "unauthenticated",
+    "plain JSON",
+  );
   assert.equal(refused(new Opener(key), "s", undefined, sealed.subarray(0, 40)), "unauthenticated", "cut short");
   // And the original still opens where it was meant to go.
   assert.equal(refused(new Opener(key), "rankscope.run-1.rank.A", "rankscope.run-1.ctl.X", sealed), "opened");
@@ -85,7 +126,11 @@ test("senders do not share sequence numbers: each has its own key and window", (
   const opener = new Opener(key);
   const fromA = a.seal("s", undefined, "x");
   const fromB = b.seal("s", undefined, "x");
-  assert.notDeepEqual([...fromA.subarray(36)], [...fromB.subarray(36)], "the same payload at the same number seals differently per sender");
+  assert.notDeepEqual(
+    [...fromA.subarray(36)],
+    [...fromB.subarray(36)],
+    "the same payload at the same number seals differently per sender",
+  );
   assert.ok(opener.open("s", undefined, fromA).ok);
   assert.ok(opener.open("s", undefined, fromB).ok, "number 1 of another sender is not a replay");
 });

@@ -11,7 +11,13 @@ import { join } from "node:path";
 import { test } from "node:test";
 import "../../../src/backends/builtin.js";
 import { Collector } from "../../../src/core/collector.js";
-import { decodeProtocolMessage, encodeProtocolMessage, ignoredMessageCounts, type ControllerRequest, type RankReply } from "../../../src/transport/protocol/messages.js";
+import {
+  decodeProtocolMessage,
+  encodeProtocolMessage,
+  ignoredMessageCounts,
+  type ControllerRequest,
+  type RankReply,
+} from "../../../src/transport/protocol/messages.js";
 import type { RankPolicy } from "../../../src/transport/rank/policy.js";
 import { RankAgent } from "../../../src/transport/rank/rank-agent.js";
 import { RankRuntime } from "../../../src/pipeline/runtime.js";
@@ -23,7 +29,10 @@ const ALLOWED = new URL("./fixtures/allowed-module.mjs", import.meta.url).href;
 const EVIL = new URL("../../fixtures/evil-module.mjs", import.meta.url).href;
 
 /** A rank agent with `policy`, and a function that sends it one request and returns its reply. */
-function rankWith(policy: RankPolicy): { ask: (request: ControllerRequest) => Promise<RankReply>; runtime: RankRuntime } {
+function rankWith(policy: RankPolicy): {
+  ask: (request: ControllerRequest) => Promise<RankReply>;
+  runtime: RankRuntime;
+} {
   const runtime = new RankRuntime(IDENTITY, new Collector());
   const agent = new RankAgent({ runId: "run-1", runtime, policy });
   const ask = async (request: ControllerRequest): Promise<RankReply> => {
@@ -55,7 +64,11 @@ test("a rank imports only the module it was given at its start, never a path fro
     assert.ok(allowed.ok);
     assert.deepEqual(allowed.result, ["hello"]);
   });
-  assert.equal((globalThis as { rankscopeEvilModuleImported?: boolean }).rankscopeEvilModuleImported, undefined, "the module from the wire was never imported");
+  assert.equal(
+    (globalThis as { rankscopeEvilModuleImported?: boolean }).rankscopeEvilModuleImported,
+    undefined,
+    "the module from the wire was never imported",
+  );
   assert.equal(ignoredMessageCounts().refused - before, 2);
 });
 
@@ -67,10 +80,24 @@ test("over NATS, per-rank configs cannot send to a destination the rank did not 
   const before = ignoredMessageCounts().refused;
   await collectDiagnostics(async () => {
     const refusals: Array<[UncheckedBackendsConfig, RegExp]> = [
-      [{ wandb: { loggingMode: "per_rank_reduce", mode: "offline", baseUrl: "http://attacker.example" } }, /baseUrl "http:\/\/attacker\.example", a destination this rank does not allow/],
-      [{ otlp: { loggingMode: "per_rank_reduce", url: "http://attacker.example/v1/metrics" } }, /url "http:\/\/attacker\.example\/v1\/metrics", a destination this rank does not allow/],
-      [{ jsonl: { loggingMode: "per_rank_reduce", file: outside } }, new RegExp(`file "${outside.replaceAll(/[.*+?^${}()|[\]\\]/g, "\\$&")}"; from the wire a rank writes only inside the run directory`)],
-      [{ jsonl: { loggingMode: "per_rank_reduce", file: "../../pwned.jsonl" } }, /writes only inside the run directory/],
+      [
+        { wandb: { loggingMode: "per_rank_reduce", mode: "offline", baseUrl: "http://attacker.example" } },
+        /baseUrl "http:\/\/attacker\.example", a destination this rank does not allow/,
+      ],
+      [
+        { otlp: { loggingMode: "per_rank_reduce", url: "http://attacker.example/v1/metrics" } },
+        /url "http:\/\/attacker\.example\/v1\/metrics", a destination this rank does not allow/,
+      ],
+      [
+        { jsonl: { loggingMode: "per_rank_reduce", file: outside } },
+        new RegExp(
+          `file "${outside.replaceAll(/[.*+?^${}()|[\]\\]/g, "\\$&")}"; from the wire a rank writes only inside the run directory`,
+        ),
+      ],
+      [
+        { jsonl: { loggingMode: "per_rank_reduce", file: "../../pwned.jsonl" } },
+        /writes only inside the run directory/,
+      ],
       [{ tensorboard: { loggingMode: "per_rank_reduce", dir: "/etc" } }, /writes only inside the run directory/],
     ];
     for (const [backends, error] of refusals) {
@@ -80,7 +107,12 @@ test("over NATS, per-rank configs cannot send to a destination the rank did not 
     }
     const relativeRunDir = await ask(init("runs/../../etc", { console: { loggingMode: "per_rank_reduce" } }));
     assert.ok(!relativeRunDir.ok && /must be an absolute path/.test(relativeRunDir.error));
-    const allowed = await ask(init(runDir, { wandb: { loggingMode: "per_rank_reduce", mode: "offline", baseUrl: "http://wandb.allowed.example:8080" }, jsonl: { loggingMode: "per_rank_reduce", file: "ranks/r0.jsonl" } }));
+    const allowed = await ask(
+      init(runDir, {
+        wandb: { loggingMode: "per_rank_reduce", mode: "offline", baseUrl: "http://wandb.allowed.example:8080" },
+        jsonl: { loggingMode: "per_rank_reduce", file: "ranks/r0.jsonl" },
+      }),
+    );
     assert.ok(allowed.ok, allowed.ok ? "" : allowed.error);
   });
   assert.equal(ignoredMessageCounts().refused - before, 6);
@@ -89,6 +121,10 @@ test("over NATS, per-rank configs cannot send to a destination the rank did not 
 
 test("over a parent channel (worker port, IPC) the rank takes the configs of the process that started it", async () => {
   const { ask } = rankWith({ modules: [], trustInit: true, destinations: [] });
-  const reply = await ask(init(tempDir(), { wandb: { loggingMode: "per_rank_reduce", mode: "offline", baseUrl: "http://wandb.internal:8080" } }));
+  const reply = await ask(
+    init(tempDir(), {
+      wandb: { loggingMode: "per_rank_reduce", mode: "offline", baseUrl: "http://wandb.internal:8080" },
+    }),
+  );
   assert.ok(reply.ok, reply.ok ? "" : reply.error);
 });

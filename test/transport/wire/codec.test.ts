@@ -26,7 +26,12 @@ function statesOf(records: ReadonlyArray<{ key: number; value: number; sample: b
   const collector = new Collector();
   for (const r of records) {
     const kind = r.key % (NUMERIC.length + 1);
-    if (kind === NUMERIC.length) collector.recordSlow(`s/${r.key}`, { reward: Number.isFinite(r.value) ? r.value : 0, tag: String(r.sample) }, "sample");
+    if (kind === NUMERIC.length)
+      collector.recordSlow(
+        `s/${r.key}`,
+        { reward: Number.isFinite(r.value) ? r.value : 0, tag: String(r.sample) },
+        "sample",
+      );
     else collector.recordSlow(`k/${r.key}`, r.value, NUMERIC[kind]);
   }
   return collector.takeStates();
@@ -56,7 +61,20 @@ test("a frame decodes to exactly the states it was written from, over several fl
 /** The states as they come back: binary sections (sketches too) keep -0, the JSON section (histograms, samples) writes it as 0. */
 function withoutNegativeZeroInJson(states: readonly KeyState[]): KeyState[] {
   const binary = new Set(["mean", "sum", "max", "min", "std", "quantiles", "quantiles(0.5,0.99)"]);
-  return states.map((s) => (binary.has(s.reduce) ? s : { ...s, state: JSON.parse(JSON.stringify(s.state, (_k, v: unknown) => (typeof v === "number" && !Number.isFinite(v) ? { $nf: String(v) } : v)), (_k, v: unknown) => (v !== null && typeof v === "object" && "$nf" in v ? Number((v as { $nf: string }).$nf) : v)) }));
+  return states.map((s) =>
+    binary.has(s.reduce)
+      ? s
+      : {
+          ...s,
+          state: JSON.parse(
+            JSON.stringify(s.state, (_k, v: unknown) =>
+              typeof v === "number" && !Number.isFinite(v) ? { $nf: String(v) } : v,
+            ),
+            (_k, v: unknown) =>
+              v !== null && typeof v === "object" && "$nf" in v ? Number((v as { $nf: string }).$nf) : v,
+          ),
+        },
+  );
 }
 
 test("merging decoded states of many ranks equals merging the originals", () => {
@@ -65,9 +83,18 @@ test("merging decoded states of many ranks equals merging the originals", () => 
       const ranks = perRank.map((records, i) => ({ rankName: `r${i}`, states: statesOf(records) }));
       const decoded = ranks.map((rank) => {
         const decoder = new StateDecoder();
-        return { rankName: rank.rankName, states: decoder.toKeyStates(decoder.decode(new StateEncoder().encode(HEADER, rank.states))) };
+        return {
+          rankName: rank.rankName,
+          states: decoder.toKeyStates(decoder.decode(new StateEncoder().encode(HEADER, rank.states))),
+        };
       });
-      assert.deepStrictEqual(mergeRankKeyStates(decoded, 1), mergeRankKeyStates(ranks.map((r) => ({ rankName: r.rankName, states: withoutNegativeZeroInJson(r.states) })), 1));
+      assert.deepStrictEqual(
+        mergeRankKeyStates(decoded, 1),
+        mergeRankKeyStates(
+          ranks.map((r) => ({ rankName: r.rankName, states: withoutNegativeZeroInJson(r.states) })),
+          1,
+        ),
+      );
     }),
     { numRuns: 100 },
   );
@@ -81,7 +108,8 @@ test("MEAN/SUM/MAX/MIN keys cost at most 16 bytes each once their keys are known
   let first = 0;
   let second = 0;
   for (let flush = 0; flush < 2; flush++) {
-    for (let k = 0; k < 1000; k++) collector.recordSlow(`train/layer_${k}/grad_norm`, k * 0.37 + flush, reductions[k % 4]);
+    for (let k = 0; k < 1000; k++)
+      collector.recordSlow(`train/layer_${k}/grad_norm`, k * 0.37 + flush, reductions[k % 4]);
     const frame = encoder.encode({ ...HEADER, step: flush }, collector.takeStates());
     decoder.decode(frame);
     if (flush === 0) first = frame.length;
@@ -94,7 +122,10 @@ test("MEAN/SUM/MAX/MIN keys cost at most 16 bytes each once their keys are known
 test("a frame inside a larger Node Buffer at an odd offset (as NATS hands it over) decodes the same", () => {
   const states = statesOf(Array.from({ length: 30 }, (_v, i) => ({ key: i, value: i / 3, sample: false })));
   const frame = new StateEncoder().encode(HEADER, states);
-  const odd = Buffer.concat([Buffer.from([1, 2, 3]), Buffer.from(frame), Buffer.from([9])]).subarray(3, 3 + frame.length);
+  const odd = Buffer.concat([Buffer.from([1, 2, 3]), Buffer.from(frame), Buffer.from([9])]).subarray(
+    3,
+    3 + frame.length,
+  );
   const decoder = new StateDecoder();
   assert.deepStrictEqual(decoder.toKeyStates(decoder.decode(odd)), withoutNegativeZeroInJson(states));
 });
@@ -102,7 +133,11 @@ test("a frame inside a larger Node Buffer at an odd offset (as NATS hands it ove
 test("a lost frame is noticed (tableGap), counted per state, and a table reset recovers", () => {
   const encoder = new StateEncoder();
   const decoder = new StateDecoder();
-  const s = (key: string, sum: number): KeyState => ({ key, reduce: "sum", state: { v: 1, count: 1, sum } as KeyState["state"] });
+  const s = (key: string, sum: number): KeyState => ({
+    key,
+    reduce: "sum",
+    state: { v: 1, count: 1, sum } as KeyState["state"],
+  });
   decoder.decode(encoder.encode(HEADER, [s("a", 1)]));
   encoder.encode(HEADER, [s("b", 2)]); // lost on the way
   const third = decoder.decode(encoder.encode(HEADER, [s("a", 3), s("b", 4), s("c", 5)]));
@@ -116,10 +151,16 @@ test("a lost frame is noticed (tableGap), counted per state, and a table reset r
 });
 
 test("every truncation and every single corrupted byte of a frame is refused as WireFormatError or decodes; nothing else is thrown", () => {
-  const states = statesOf(Array.from({ length: 60 }, (_v, i) => ({ key: i % 20, value: i * 1.5, sample: i % 2 === 0 })));
+  const states = statesOf(
+    Array.from({ length: 60 }, (_v, i) => ({ key: i % 20, value: i * 1.5, sample: i % 2 === 0 })),
+  );
   const frame = new StateEncoder().encode(HEADER, states);
   for (let length = 0; length < frame.length; length++) {
-    assert.throws(() => new StateDecoder().decode(frame.subarray(0, length)), WireFormatError, `truncated to ${length} bytes`);
+    assert.throws(
+      () => new StateDecoder().decode(frame.subarray(0, length)),
+      WireFormatError,
+      `truncated to ${length} bytes`,
+    );
   }
   fc.assert(
     fc.property(fc.integer({ min: 0, max: frame.length - 1 }), fc.integer({ min: 0, max: 255 }), (at, byte) => {

@@ -19,27 +19,39 @@ const value = fc.oneof(
 
 test("encodeTaking sends what takeStates + encode sends, bit for bit, and resets what it took", () => {
   fc.assert(
-    fc.property(fc.array(fc.array(fc.record({ key: fc.integer({ min: 0, max: 40 }), value, sample: fc.boolean() }), { maxLength: 80 }), { minLength: 1, maxLength: 4 }), (flushes) => {
-      // Two collectors fed the same values: one taken straight into frames, the other by takeStates.
-      const direct = new Collector();
-      const reference = new Collector();
-      const directWire = { encoder: new StateEncoder(), decoder: new StateDecoder() };
-      const referenceWire = { encoder: new StateEncoder(), decoder: new StateDecoder() };
-      for (const records of flushes) {
-        for (const r of records) {
-          for (const c of [direct, reference]) {
-            if (r.key % 9 === 8) c.recordSlow(`s/${r.key}`, { reward: Number.isFinite(r.value) ? r.value : 0, tag: String(r.sample) }, "sample");
-            else c.recordSlow(`k/${r.key}`, r.value, REDUCES[r.key % 9]);
+    fc.property(
+      fc.array(
+        fc.array(fc.record({ key: fc.integer({ min: 0, max: 40 }), value, sample: fc.boolean() }), { maxLength: 80 }),
+        { minLength: 1, maxLength: 4 },
+      ),
+      (flushes) => {
+        // Two collectors fed the same values: one taken straight into frames, the other by takeStates.
+        const direct = new Collector();
+        const reference = new Collector();
+        const directWire = { encoder: new StateEncoder(), decoder: new StateDecoder() };
+        const referenceWire = { encoder: new StateEncoder(), decoder: new StateDecoder() };
+        for (const records of flushes) {
+          for (const r of records) {
+            for (const c of [direct, reference]) {
+              if (r.key % 9 === 8)
+                c.recordSlow(
+                  `s/${r.key}`,
+                  { reward: Number.isFinite(r.value) ? r.value : 0, tag: String(r.sample) },
+                  "sample",
+                );
+              else c.recordSlow(`k/${r.key}`, r.value, REDUCES[r.key % 9]);
+            }
           }
+          const taken = reference.takeStates();
+          const a = directWire.decoder.decode(directWire.encoder.encodeTaking(HEADER, direct.entriesInKeyOrder()));
+          const b = referenceWire.decoder.decode(referenceWire.encoder.encode(HEADER, taken));
+          assert.equal(a.stateCount, taken.length, "one state per key with values");
+          assert.deepStrictEqual(directWire.decoder.toKeyStates(a), referenceWire.decoder.toKeyStates(b));
+          for (const entry of direct.entriesInKeyOrder())
+            assert.equal(entry.accumulator.count, 0, `${entry.key} was reset`);
         }
-        const taken = reference.takeStates();
-        const a = directWire.decoder.decode(directWire.encoder.encodeTaking(HEADER, direct.entriesInKeyOrder()));
-        const b = referenceWire.decoder.decode(referenceWire.encoder.encode(HEADER, taken));
-        assert.equal(a.stateCount, taken.length, "one state per key with values");
-        assert.deepStrictEqual(directWire.decoder.toKeyStates(a), referenceWire.decoder.toKeyStates(b));
-        for (const entry of direct.entriesInKeyOrder()) assert.equal(entry.accumulator.count, 0, `${entry.key} was reset`);
-      }
-    }),
+      },
+    ),
     { numRuns: 100 },
   );
 });
@@ -52,7 +64,11 @@ test("a key too long for the frame: encodeTaking throws a RangeError having take
   assert.throws(() => new StateEncoder().encodeTaking(HEADER, collector.entriesInKeyOrder()), RangeError);
   assert.deepEqual(
     collector.takeStates().map((s) => [s.key.slice(0, 2), s.state.count]),
-    [["a", 1], ["bx", 1], ["c", 1]],
+    [
+      ["a", 1],
+      ["bx", 1],
+      ["c", 1],
+    ],
     "every value still in its accumulator",
   );
 });

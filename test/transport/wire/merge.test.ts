@@ -9,35 +9,55 @@ import { test } from "node:test";
 import fc from "fast-check";
 import { Collector } from "../../../src/core/collector.js";
 import { mergeRankKeyStates } from "../../../src/pipeline/reduce-states.js";
-import { FrameMerger, frameKeyStates, StateDecoder, StateEncoder, type DecodedFrame } from "../../../src/transport/wire/codec.js";
+import {
+  FrameMerger,
+  frameKeyStates,
+  StateDecoder,
+  StateEncoder,
+  type DecodedFrame,
+} from "../../../src/transport/wire/codec.js";
 
 const REDUCES = ["mean", "sum", "max", "min", "std", "quantiles", "histogram"] as const;
 const HEADER = { proto: "rankscope", v: 1, run: "r1", t: "reply" };
 const value = fc.oneof(
   { weight: 8, arbitrary: fc.double({ noNaN: false }) },
   { weight: 2, arbitrary: fc.integer({ min: -50, max: 50 }) },
-  { weight: 1, arbitrary: fc.constantFrom(NaN, Infinity, -Infinity, 0, -0, 1e308, -5e-324, Number.MAX_VALUE, -1e300, 2e154) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(NaN, Infinity, -Infinity, 0, -0, 1e308, -5e-324, Number.MAX_VALUE, -1e300, 2e154),
+  },
 );
 const records = fc.array(fc.record({ key: fc.integer({ min: 0, max: 25 }), value }), { maxLength: 40 });
 
 test("merging frames column by column equals mergeRankKeyStates of their states, bit for bit, over flushes", () => {
   fc.assert(
-    fc.property(fc.array(fc.array(records, { minLength: 1, maxLength: 5 }), { minLength: 1, maxLength: 3 }), (flushes) => {
-      const ranks = Array.from({ length: 5 }, () => ({ collector: new Collector(), encoder: new StateEncoder(), decoder: new StateDecoder() }));
-      const merger = new FrameMerger();
-      for (const [step, perRank] of flushes.entries()) {
-        const frames: DecodedFrame[] = perRank.map((recorded, r) => {
-          const rank = ranks[r] ?? ranks[0];
-          assert.ok(rank !== undefined);
-          for (const { key, value: v } of recorded) rank.collector.recordSlow(`k/${key}`, v, REDUCES[key % REDUCES.length]);
-          return rank.decoder.decode(rank.encoder.encodeTaking(HEADER, rank.collector.entriesInKeyOrder()));
-        });
-        merger.begin();
-        for (const frame of frames) merger.add(frame);
-        const expected = mergeRankKeyStates(frames.map((f, r) => ({ rankName: `r${r}`, states: frameKeyStates(f, false) })), step);
-        assert.deepStrictEqual(merger.result(), expected);
-      }
-    }),
+    fc.property(
+      fc.array(fc.array(records, { minLength: 1, maxLength: 5 }), { minLength: 1, maxLength: 3 }),
+      (flushes) => {
+        const ranks = Array.from({ length: 5 }, () => ({
+          collector: new Collector(),
+          encoder: new StateEncoder(),
+          decoder: new StateDecoder(),
+        }));
+        const merger = new FrameMerger();
+        for (const [step, perRank] of flushes.entries()) {
+          const frames: DecodedFrame[] = perRank.map((recorded, r) => {
+            const rank = ranks[r] ?? ranks[0];
+            assert.ok(rank !== undefined);
+            for (const { key, value: v } of recorded)
+              rank.collector.recordSlow(`k/${key}`, v, REDUCES[key % REDUCES.length]);
+            return rank.decoder.decode(rank.encoder.encodeTaking(HEADER, rank.collector.entriesInKeyOrder()));
+          });
+          merger.begin();
+          for (const frame of frames) merger.add(frame);
+          const expected = mergeRankKeyStates(
+            frames.map((f, r) => ({ rankName: `r${r}`, states: frameKeyStates(f, false) })),
+            step,
+          );
+          assert.deepStrictEqual(merger.result(), expected);
+        }
+      },
+    ),
     { numRuns: 200 },
   );
 });

@@ -42,11 +42,55 @@ describe("alerts in the dashboard", () => {
     live.write({
       scalars: trainingPoints(0, 40, t0),
       alerts: [
-        event({ id: "nonfinite:loss#1", rule: "nonfinite", step: 12, key: "loss", value: NaN, message: "loss became NaN at step 12 (it was finite before)", state: "firing" }),
-        event({ id: "nonfinite:loss#1", rule: "nonfinite", step: 14, key: "loss", value: 0.4, message: "loss is finite again at step 14 (0.4)", state: "resolved" }),
-        event({ id: "rank_lost:Trainer_ab_r3#2", rule: "rank_lost", step: 20, rank: 3, rankName: "Trainer_ab_r3", host: "node-b", message: "rank 3 (Trainer_ab_r3) on node-b was lost (its process ended without a shutdown) at step 20", state: "firing" }),
-        event({ id: "spike:grad_norm#3", rule: "spike", level: "warning", step: 30, key: "grad_norm", value: 41, message: "grad_norm = 41 at step 30: a spike, 17 MADs from the rolling median 2.1 of its last 50 values (k = 6)", state: "firing" }),
-        event({ id: "user#4", rule: "user", level: "info", step: 35, title: XSS_TITLE, message: `${XSS_TITLE}: from rank 2`, rankName: "Trainer_ab_r2", state: "firing" }),
+        event({
+          id: "nonfinite:loss#1",
+          rule: "nonfinite",
+          step: 12,
+          key: "loss",
+          value: NaN,
+          message: "loss became NaN at step 12 (it was finite before)",
+          state: "firing",
+        }),
+        event({
+          id: "nonfinite:loss#1",
+          rule: "nonfinite",
+          step: 14,
+          key: "loss",
+          value: 0.4,
+          message: "loss is finite again at step 14 (0.4)",
+          state: "resolved",
+        }),
+        event({
+          id: "rank_lost:Trainer_ab_r3#2",
+          rule: "rank_lost",
+          step: 20,
+          rank: 3,
+          rankName: "Trainer_ab_r3",
+          host: "node-b",
+          message: "rank 3 (Trainer_ab_r3) on node-b was lost (its process ended without a shutdown) at step 20",
+          state: "firing",
+        }),
+        event({
+          id: "spike:grad_norm#3",
+          rule: "spike",
+          level: "warning",
+          step: 30,
+          key: "grad_norm",
+          value: 41,
+          message:
+            "grad_norm = 41 at step 30: a spike, 17 MADs from the rolling median 2.1 of its last 50 values (k = 6)",
+          state: "firing",
+        }),
+        event({
+          id: "user#4",
+          rule: "user",
+          level: "info",
+          step: 35,
+          title: XSS_TITLE,
+          message: `${XSS_TITLE}: from rank 2`,
+          rankName: "Trainer_ab_r2",
+          state: "firing",
+        }),
       ],
     });
     dashboard = await startDashboard({ root, port: 0 });
@@ -66,17 +110,24 @@ describe("alerts in the dashboard", () => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  it("/api/alerts answers the run's events in order (NaN as \"NaN\"), and checks its parameters", async () => {
-    const answer = (await (await fetch(`${dashboard.url}api/alerts?run=exp/alerting`)).json()) as { alerts: Record<string, unknown>[] };
-    assert.deepEqual(answer.alerts.map((a) => [a["seq"], a["id"], a["state"]]), [
-      [1, "nonfinite:loss#1", "firing"],
-      [2, "nonfinite:loss#1", "resolved"],
-      [3, "rank_lost:Trainer_ab_r3#2", "firing"],
-      [4, "spike:grad_norm#3", "firing"],
-      [5, "user#4", "firing"],
-    ]);
+  it('/api/alerts answers the run\'s events in order (NaN as "NaN"), and checks its parameters', async () => {
+    const answer = (await (await fetch(`${dashboard.url}api/alerts?run=exp/alerting`)).json()) as {
+      alerts: Record<string, unknown>[];
+    };
+    assert.deepEqual(
+      answer.alerts.map((a) => [a["seq"], a["id"], a["state"]]),
+      [
+        [1, "nonfinite:loss#1", "firing"],
+        [2, "nonfinite:loss#1", "resolved"],
+        [3, "rank_lost:Trainer_ab_r3#2", "firing"],
+        [4, "spike:grad_norm#3", "firing"],
+        [5, "user#4", "firing"],
+      ],
+    );
     assert.equal(answer.alerts[0]?.["value"], "NaN");
-    const after2 = (await (await fetch(`${dashboard.url}api/alerts?run=exp/alerting&after=3`)).json()) as { alerts: unknown[] };
+    const after2 = (await (await fetch(`${dashboard.url}api/alerts?run=exp/alerting&after=3`)).json()) as {
+      alerts: unknown[];
+    };
     assert.equal(after2.alerts.length, 2);
     assert.equal((await fetch(`${dashboard.url}api/alerts?run=exp/alerting&limit=0`)).status, 400);
     assert.deepEqual(await (await fetch(`${dashboard.url}api/alerts?run=exp/quiet`)).json(), { alerts: [] });
@@ -102,7 +153,12 @@ describe("alerts in the dashboard", () => {
     await page.waitForSelector("#tab-alerts[aria-selected=true]");
     const rows = page.locator("table.alerts tbody tr");
     await rows.first().waitFor({ timeout: 20_000 });
-    assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-alert-id"))), ["user#4", "spike:grad_norm#3", "rank_lost:Trainer_ab_r3#2", "nonfinite:loss#1"]);
+    assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-alert-id"))), [
+      "user#4",
+      "spike:grad_norm#3",
+      "rank_lost:Trainer_ab_r3#2",
+      "nonfinite:loss#1",
+    ]);
     const cells = async (i: number): Promise<string[]> => rows.nth(i).locator("td").allInnerTexts();
     const lost = await cells(2);
     assert.deepEqual(lost.slice(0, 4), ["firing", "rank_lost", "error", "rank 3 (Trainer_ab_r3) on node-b"]);
@@ -111,17 +167,45 @@ describe("alerts in the dashboard", () => {
     const resolved = await cells(3);
     assert.deepEqual(resolved.slice(0, 4), ["resolved", "nonfinite", "error", "loss"]);
     assert.match(resolved[5] ?? "", /^step 14, /);
-    assert.match(resolved[6] ?? "", /loss became NaN at step 12 \(it was finite before\)\s+loss is finite again at step 14 \(0\.4\)/);
+    assert.match(
+      resolved[6] ?? "",
+      /loss became NaN at step 12 \(it was finite before\)\s+loss is finite again at step 14 \(0\.4\)/,
+    );
     await shot(page, "alerts-tab.png");
     assert.match(page.url(), /tab=alerts/);
   });
 
   it("the banner follows a live run (an episode that ends leaves it), and is hidden for a run without alerts", async () => {
-    live.write({ alerts: [event({ id: "rank_lost:Trainer_ab_r3#2", rule: "rank_lost", step: 41, rank: 3, rankName: "Trainer_ab_r3", host: "node-b", message: "rank 3 (Trainer_ab_r3) on node-b answers again at step 41", state: "resolved" })] });
-    await page.waitForFunction(() => /2 alerts firing/.test(document.querySelector("#alert-banner .alert-banner-head")?.textContent ?? ""), undefined, { timeout: 20_000 });
-    assert.equal(await page.locator("#alert-banner").getAttribute("class"), "alert-banner level-warning", "the worst firing level is now a warning");
+    live.write({
+      alerts: [
+        event({
+          id: "rank_lost:Trainer_ab_r3#2",
+          rule: "rank_lost",
+          step: 41,
+          rank: 3,
+          rankName: "Trainer_ab_r3",
+          host: "node-b",
+          message: "rank 3 (Trainer_ab_r3) on node-b answers again at step 41",
+          state: "resolved",
+        }),
+      ],
+    });
+    await page.waitForFunction(
+      () => /2 alerts firing/.test(document.querySelector("#alert-banner .alert-banner-head")?.textContent ?? ""),
+      undefined,
+      { timeout: 20_000 },
+    );
+    assert.equal(
+      await page.locator("#alert-banner").getAttribute("class"),
+      "alert-banner level-warning",
+      "the worst firing level is now a warning",
+    );
     await page.click('tr[data-run="exp/quiet"]');
-    await page.waitForFunction(() => document.querySelector("#alert-banner")?.classList.contains("hidden") === true, undefined, { timeout: 20_000 });
+    await page.waitForFunction(
+      () => document.querySelector("#alert-banner")?.classList.contains("hidden") === true,
+      undefined,
+      { timeout: 20_000 },
+    );
     assert.match(await page.locator("#view").innerText(), /No alerts in this run\./);
     assert.deepEqual(dialogs, [], "nothing from the job ran");
     assert.deepEqual(errors, []);

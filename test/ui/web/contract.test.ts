@@ -36,8 +36,19 @@ describe("dashboard against the issue-14 API in Chromium", () => {
     ensureWebBuilt();
     root = tempDir("rankscope-ui-contract-");
     for (const [i, trial] of ["a", "b", "c"].entries()) {
-      const hyperparams = { lr: [0.1, 0.01, 0.001][i], model: { width: 256 * (i + 1) }, optimizer: i === 0 ? "sgd" : "adam" };
-      writeRun(root, "sweep", trial, 80, { "train/loss": (s) => (i + 1) * Math.exp(-s / 30), loss__count: () => 4 }, hyperparams);
+      const hyperparams = {
+        lr: [0.1, 0.01, 0.001][i],
+        model: { width: 256 * (i + 1) },
+        optimizer: i === 0 ? "sgd" : "adam",
+      };
+      writeRun(
+        root,
+        "sweep",
+        trial,
+        80,
+        { "train/loss": (s) => (i + 1) * Math.exp(-s / 30), loss__count: () => 4 },
+        hyperparams,
+      );
       writeFileSync(join(root, "sweep", trial, RUN_META_FILE), JSON.stringify(META[trial]));
     }
     for (const name of HOSTILE) writeRun(root, "hostile", name, 30, { loss: (s) => 1 / (s + 1) });
@@ -92,7 +103,9 @@ describe("dashboard against the issue-14 API in Chromium", () => {
   });
 
   it("shows the last value of each metric as summary columns and plots it in parallel coordinates", async () => {
-    const cell = await page.$$eval("table.runs-table th.summary button", (b) => b.map((x) => x.getAttribute("data-col")));
+    const cell = await page.$$eval("table.runs-table th.summary button", (b) =>
+      b.map((x) => x.getAttribute("data-col")),
+    );
     assert.ok(cell.includes("s:train/loss"), `summary columns: ${JSON.stringify(cell)}`);
     await page.selectOption("#pc-metric", "train/loss");
     await page.waitForSelector('svg.parcoords[data-runs="3"]');
@@ -106,7 +119,10 @@ describe("dashboard against the issue-14 API in Chromium", () => {
     const signal = card("signal");
     await page.waitForSelector(`${signal}[data-refined]`, { timeout: 20_000 });
     assert.equal(await page.getAttribute(signal, "data-window-raw"), "1");
-    assert.ok(Number(await page.getAttribute(signal, "data-window-points")) >= 600, "every step of the window is there");
+    assert.ok(
+      Number(await page.getAttribute(signal, "data-window-points")) >= 600,
+      "every step of the window is there",
+    );
     await shot(page, "dashboard-zoom-raw.png", signal);
   });
 
@@ -127,7 +143,10 @@ describe("dashboard against the issue-14 API in Chromium", () => {
   it("opens runs with any UTF-8 name", async () => {
     for (const name of HOSTILE) {
       await page.click(`#runs tr[data-run=${JSON.stringify(`hostile/${name}`)}]`);
-      await page.waitForFunction((id) => new URLSearchParams(location.hash.slice(1)).getAll("run").join() === id, `hostile/${name}`);
+      await page.waitForFunction(
+        (id) => new URLSearchParams(location.hash.slice(1)).getAll("run").join() === id,
+        `hostile/${name}`,
+      );
       await page.waitForSelector(`${card("loss")}[data-points="30"]`, { timeout: 10_000 });
       assert.equal(await page.innerText("#error"), "");
     }

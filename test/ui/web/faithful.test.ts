@@ -47,9 +47,36 @@ function seedRlJob(root: string): string {
   const histograms: HistogramWrite[] = [];
   for (let step = 0; step < HIST_STEPS; step++) {
     const wall = T0 + step * 1000;
-    histograms.push({ key: "rewards/hist", step, wall, histogram: { count: 8, min: 0.05, max: 0.95, sum: 4, sumSquares: 3, bucketLimits: [0.25, 0.5, 0.75, 1], bucketCounts: [2, 2, 2, 2] } });
+    histograms.push({
+      key: "rewards/hist",
+      step,
+      wall,
+      histogram: {
+        count: 8,
+        min: 0.05,
+        max: 0.95,
+        sum: 4,
+        sumSquares: 3,
+        bucketLimits: [0.25, 0.5, 0.75, 1],
+        bucketCounts: [2, 2, 2, 2],
+      },
+    });
     for (let rank = 0; rank < 4; rank++) {
-      histograms.push({ key: "rewards/hist", step, wall, rank, histogram: { count: 4, min: 10.1, max: 10.9 + rank * 0.01, sum: 42, sumSquares: 441, bucketLimits: [10.5, 11], bucketCounts: [1 + rank, 3 - (rank % 3)] } });
+      histograms.push({
+        key: "rewards/hist",
+        step,
+        wall,
+        rank,
+        histogram: {
+          count: 4,
+          min: 10.1,
+          max: 10.9 + rank * 0.01,
+          sum: 42,
+          sumSquares: 441,
+          bucketLimits: [10.5, 11],
+          bucketCounts: [1 + rank, 3 - (rank % 3)],
+        },
+      });
     }
   }
   const samples: SampleWrite[] = [];
@@ -57,7 +84,13 @@ function seedRlJob(root: string): string {
     const wall = T0 + step * 1000;
     for (const rank of [GLOBAL_RANK, 0, 1]) {
       const n = rank === GLOBAL_RANK ? 10 : 15;
-      const records = Array.from({ length: n }, (_, i) => ({ step, rank: rank === GLOBAL_RANK ? "all" : rank, prompt: `question ${step}.${i}`, reward: rewardOf(step, i, rank), tokens: 100 + i }));
+      const records = Array.from({ length: n }, (_, i) => ({
+        step,
+        rank: rank === GLOBAL_RANK ? "all" : rank,
+        prompt: `question ${step}.${i}`,
+        reward: rewardOf(step, i, rank),
+        tokens: 100 + i,
+      }));
       samples.push({ key: "rollouts", step, wall, records, ...(rank === GLOBAL_RANK ? {} : { rank }) });
     }
   }
@@ -68,9 +101,22 @@ function seedRlJob(root: string): string {
   }
   controller.write({ scalars, histograms, samples, streams });
   for (let rank = 0; rank < RANKS; rank++) {
-    const writer = StoreWriter.open({ runDir: join(root, "rl", "job"), role: "rank", rank, rankName: `Rollout_worker_${rank}_r${rank}`, experiment: "rl", trial: "job" });
+    const writer = StoreWriter.open({
+      runDir: join(root, "rl", "job"),
+      role: "rank",
+      rank,
+      rankName: `Rollout_worker_${rank}_r${rank}`,
+      experiment: "rl",
+      trial: "job",
+    });
     const steps = Float64Array.from({ length: 60 }, (_, i) => i);
-    writer.writeSeries("loss", steps, steps.map((s) => T0 + s * 1000), steps.map((s) => 2 * Math.exp(-s / 30) + 0.2 + rank * 0.05), { rank, reduce: "mean" });
+    writer.writeSeries(
+      "loss",
+      steps,
+      steps.map((s) => T0 + s * 1000),
+      steps.map((s) => 2 * Math.exp(-s / 30) + 0.2 + rank * 0.05),
+      { rank, reduce: "mean" },
+    );
     writer.finish("finished");
   }
   controller.finish("finished");
@@ -79,7 +125,11 @@ function seedRlJob(root: string): string {
 
 /** A run with many keys that sort before the ones a user watches. */
 function seedWideRun(root: string): void {
-  const keys: Record<string, (s: number) => number> = { "train/loss": (s) => 1 / (s + 1), reward: (s) => s / 10, "eval/accuracy": (s) => s / 40 };
+  const keys: Record<string, (s: number) => number> = {
+    "train/loss": (s) => 1 / (s + 1),
+    reward: (s) => s / 10,
+    "eval/accuracy": (s) => s / 40,
+  };
   for (let k = 0; k < 20; k++) keys[`a/metric_${String(k).padStart(2, "0")}`] = (s) => s * k;
   writeRun(root, "wide", "keys", 40, keys, { lr: 0.01, model: { layers: 2 } });
 }
@@ -95,9 +145,14 @@ function seedLogs(runDir: string, lines: number): void {
     const component = i % 3 === 0 ? "Scheduler" : "Trainer";
     const level = i % 50 === 49 ? "ERROR" : i % 10 === 9 ? "WARNING" : "INFO";
     const text = `20261122-01:${String(Math.floor(i / 60) % 60).padStart(2, "0")}:${String(i % 60).padStart(2, "0")}.045 ${component} ${level}: line ${i} step=${i}`;
-    const coloured = level === "ERROR" ? `\u001b[31m${text}\u001b[0m` : level === "WARNING" ? `\u001b[33m${text}\u001b[0m` : text;
+    const coloured =
+      level === "ERROR" ? `\u001b[31m${text}\u001b[0m` : level === "WARNING" ? `\u001b[33m${text}\u001b[0m` : text;
     merged.push(`${`[${rank}]`.padEnd(16)} ${coloured}`);
-    if (level === "ERROR") merged.push(`${`[${rank}]`.padEnd(16)} Error: boom ${i}`, `${`[${rank}]`.padEnd(16)}     at step (train.ts:${i}:1)`);
+    if (level === "ERROR")
+      merged.push(
+        `${`[${rank}]`.padEnd(16)} Error: boom ${i}`,
+        `${`[${rank}]`.padEnd(16)}     at step (train.ts:${i}:1)`,
+      );
     if (rank === "Controller") main.push(text);
   }
   writeFileSync(join(logs, "merged.log"), `${merged.join("\n")}\n`);
@@ -176,7 +231,9 @@ describe("the dashboard shows what is there (issue 20)", () => {
 
     it("switches to one rank's histograms with the rank chooser", async () => {
       const hist = card("rewards/hist");
-      const ranks = await page.$$eval(`${hist} select.hist-rank option`, (o) => o.map((x) => (x as HTMLOptionElement).value));
+      const ranks = await page.$$eval(`${hist} select.hist-rank option`, (o) =>
+        o.map((x) => (x as HTMLOptionElement).value),
+      );
       assert.deepEqual(ranks, [String(GLOBAL_RANK), "0", "1", "2", "3"]);
       await page.selectOption(`${hist} select.hist-rank`, "2");
       await page.waitForSelector(`${hist}[data-rank="2"][data-mode="heatmap"]`);
@@ -188,9 +245,15 @@ describe("the dashboard shows what is there (issue 20)", () => {
 
     it("lists the steps in order, one entry per step of the line shown", async () => {
       const hist = card("rewards/hist");
-      const steps = (await page.$$eval(`${hist} select.hist-step option`, (o) => o.map((x) => x.textContent ?? ""))).filter((t) => t.startsWith("step ")).map((t) => Number(t.slice(5)));
+      const steps = (await page.$$eval(`${hist} select.hist-step option`, (o) => o.map((x) => x.textContent ?? "")))
+        .filter((t) => t.startsWith("step "))
+        .map((t) => Number(t.slice(5)));
       assert.equal(steps.length, 200);
-      for (let i = 1; i < steps.length; i++) assert.ok((steps[i] ?? 0) < (steps[i - 1] ?? 0), `newest first, in step order: ${steps[i - 1]} then ${steps[i]}`);
+      for (let i = 1; i < steps.length; i++)
+        assert.ok(
+          (steps[i] ?? 0) < (steps[i - 1] ?? 0),
+          `newest first, in step order: ${steps[i - 1]} then ${steps[i]}`,
+        );
       await page.selectOption(`${hist} select.hist-step`, { label: "step 250" });
       await page.waitForSelector(`${hist}[data-step="250"][data-rank="2"]`);
       assert.match(await page.innerText(`${hist} .legend`), /n=4\b/);
@@ -204,7 +267,10 @@ describe("the dashboard shows what is there (issue 20)", () => {
       assert.equal(await page.locator(card("rollout/len__count")).count(), 0, "an internal key is hidden");
       assert.match(await page.innerText("#internal-note"), /1 hidden/);
       const options = await page.$$eval("#x-mode option", (o) => o.map((x) => x.textContent ?? ""));
-      assert.ok(options.every((t) => !/step/.test(t)), `the streams tab offers only time axes: ${JSON.stringify(options)}`);
+      assert.ok(
+        options.every((t) => !/step/.test(t)),
+        `the streams tab offers only time axes: ${JSON.stringify(options)}`,
+      );
       const picked = await page.$eval("#x-mode", (s) => (s as HTMLSelectElement).selectedOptions[0]?.textContent ?? "");
       assert.equal(picked, "relative time");
       assert.equal(await page.getAttribute(card("rollout/len"), "data-x-mode"), "relative");
@@ -222,45 +288,64 @@ describe("the dashboard shows what is there (issue 20)", () => {
   describe("item 12: samples", () => {
     it("shows one step at a time with a slider, record fields once each, ranks apart, best and worst marked, short numbers, pages", async () => {
       await open("run=rl/job&tab=samples");
-      const table = "table.samples[data-key=\"rollouts\"]";
+      const table = 'table.samples[data-key="rollouts"]';
       await page.waitForSelector(table);
       const headers = await page.$$eval(`${table} thead th`, (t) => t.map((x) => x.textContent ?? ""));
       assert.equal(new Set(headers).size, headers.length, `no duplicate column: ${JSON.stringify(headers)}`);
-      for (const field of ["step", "rank", "prompt", "reward", "tokens"]) assert.ok(headers.includes(field), `${field} is a column`);
+      for (const field of ["step", "rank", "prompt", "reward", "tokens"])
+        assert.ok(headers.includes(field), `${field} is a column`);
       // The slider starts at the newest step.
-      const slider = "input.sample-step[data-key=\"rollouts\"]";
+      const slider = 'input.sample-step[data-key="rollouts"]';
       assert.equal(await page.getAttribute(slider, "max"), String(SAMPLE_STEPS - 1));
       assert.equal(await page.inputValue(slider), String(SAMPLE_STEPS - 1));
       assert.equal(await page.getAttribute(table, "data-step"), String(SAMPLE_STEPS - 1));
       // Global and per-rank rows are in groups of their own, each labelled.
-      const groups = async (): Promise<string[]> => (await page.$$eval(`${table} tbody tr.group-head`, (r) => r.map((x) => x.textContent ?? ""))).map((g) => g.replace(/ \(.*?\)/, "").replace(/\s*·.*$/, ""));
+      const groups = async (): Promise<string[]> =>
+        (await page.$$eval(`${table} tbody tr.group-head`, (r) => r.map((x) => x.textContent ?? ""))).map((g) =>
+          g.replace(/ \(.*?\)/, "").replace(/\s*·.*$/, ""),
+        );
       assert.deepEqual(await groups(), ["all ranks", "rank 0"]);
       // Bounded: at most a page of rows, with the total said.
       const rows = await page.locator(`${table} tbody tr.sample`).count();
       assert.ok(rows <= 25, `${rows} rows on a page`);
-      assert.match(await page.innerText(".samples-pager[data-key=\"rollouts\"]"), /of 40/);
+      assert.match(await page.innerText('.samples-pager[data-key="rollouts"]'), /of 40/);
       // Numbers are short; the full value is in the title.
-      const rewards = await page.$$eval(`${table} td.num[data-field="reward"]`, (c) => c.map((x) => [x.textContent ?? "", x.getAttribute("title") ?? ""]));
+      const rewards = await page.$$eval(`${table} td.num[data-field="reward"]`, (c) =>
+        c.map((x) => [x.textContent ?? "", x.getAttribute("title") ?? ""]),
+      );
       for (const [text = "", title = ""] of rewards) {
-        assert.ok(text.replace(/^[-0.]+/, "").replace(/[^0-9]/g, "").length <= 6, `a reward reads ${text}: more than 6 significant digits`);
+        assert.ok(
+          text.replace(/^[-0.]+/, "").replace(/[^0-9]/g, "").length <= 6,
+          `a reward reads ${text}: more than 6 significant digits`,
+        );
         assert.ok(Math.abs(Number(text) - Number(title)) < 1e-4, `${text} stands for ${title}`);
       }
       // Best and worst reward of each group are marked.
-      const marked = await page.$$eval(`${table} tbody tr.sample`, (r) => r.filter((x) => x.classList.contains("best") || x.classList.contains("worst")).map((x) => [x.className, x.getAttribute("data-group")]));
+      const marked = await page.$$eval(`${table} tbody tr.sample`, (r) =>
+        r
+          .filter((x) => x.classList.contains("best") || x.classList.contains("worst"))
+          .map((x) => [x.className, x.getAttribute("data-group")]),
+      );
       const expectBest = Math.max(...Array.from({ length: 10 }, (_, i) => rewardOf(SAMPLE_STEPS - 1, i, GLOBAL_RANK)));
-      const best = await page.$eval(`${table} tbody tr.sample.best[data-group="-1"] td[data-field="reward"]`, (c) => Number(c.getAttribute("title")));
+      const best = await page.$eval(`${table} tbody tr.sample.best[data-group="-1"] td[data-field="reward"]`, (c) =>
+        Number(c.getAttribute("title")),
+      );
       assert.equal(best, expectBest);
       assert.ok(marked.length >= 2, JSON.stringify(marked));
       await shot(page, "faithful-samples.png");
-      await page.click(".samples-pager[data-key=\"rollouts\"] button.next");
-      await page.waitForFunction(() => /rows 26–40 of 40/.test(document.querySelector(".samples-pager")?.textContent ?? ""));
+      await page.click('.samples-pager[data-key="rollouts"] button.next');
+      await page.waitForFunction(() =>
+        /rows 26–40 of 40/.test(document.querySelector(".samples-pager")?.textContent ?? ""),
+      );
       assert.deepEqual(await groups(), ["rank 1"], "the next page goes on with rank 1's group, labelled");
       // The slider moves to another step; the next page shows the next rows.
       await page.fill(slider, "3");
       await page.waitForSelector(`${table}[data-step="3"]`);
       assert.match(await page.innerText(`${table} tbody`), /question 3\.0/);
-      await page.click(".samples-pager[data-key=\"rollouts\"] button.next");
-      await page.waitForFunction(() => /question 3\.1[0-4]/.test(document.querySelector("table.samples tbody")?.textContent ?? ""));
+      await page.click('.samples-pager[data-key="rollouts"] button.next');
+      await page.waitForFunction(() =>
+        /question 3\.1[0-4]/.test(document.querySelector("table.samples tbody")?.textContent ?? ""),
+      );
     });
   });
 
@@ -269,14 +354,19 @@ describe("the dashboard shows what is there (issue 20)", () => {
       await open("run=sweep/b&run=sweep/c&tab=metrics");
       await page.waitForSelector(`${card("loss")}[data-drawn]`);
       const colours = async (): Promise<Record<string, string>> =>
-        Object.fromEntries(await page.$$eval("#runs tr[data-run] .run-swatch", (s) => s.map((x) => [x.closest("tr")?.getAttribute("data-run") ?? "", getComputedStyle(x).backgroundColor])));
+        Object.fromEntries(
+          await page.$$eval("#runs tr[data-run] .run-swatch", (s) =>
+            s.map((x) => [x.closest("tr")?.getAttribute("data-run") ?? "", getComputedStyle(x).backgroundColor]),
+          ),
+        );
       const beforeNew = await colours();
       // A run whose name sorts before every other one.
       writeRun(root, "aaa", "new", 10, { loss: (s) => s });
       await open("run=sweep/b&run=sweep/c&tab=metrics");
       await page.waitForSelector('#runs tr[data-run="aaa/new"]');
       const afterNew = await colours();
-      for (const [run, colour] of Object.entries(beforeNew)) assert.equal(afterNew[run], colour, `${run} kept its colour`);
+      for (const [run, colour] of Object.entries(beforeNew))
+        assert.equal(afterNew[run], colour, `${run} kept its colour`);
     });
 
     it("draws rank lines in colours no run has, with a legend of 12 lines all reachable and a tooltip with the whole time", async () => {
@@ -284,8 +374,11 @@ describe("the dashboard shows what is there (issue 20)", () => {
       const loss = card("loss");
       await page.waitForSelector(`${loss}[data-drawn]`);
       assert.equal(await page.getAttribute(loss, "data-lines"), String(RANKS + 1));
-      const swatches = await page.$$eval(`${loss} .legend-item .swatch`, (s) => s.map((x) => getComputedStyle(x).backgroundColor));
-      const rgb = (hex: string): string => `rgb(${parseInt(hex.slice(1, 3), 16)}, ${parseInt(hex.slice(3, 5), 16)}, ${parseInt(hex.slice(5, 7), 16)})`;
+      const swatches = await page.$$eval(`${loss} .legend-item .swatch`, (s) =>
+        s.map((x) => getComputedStyle(x).backgroundColor),
+      );
+      const rgb = (hex: string): string =>
+        `rgb(${parseInt(hex.slice(1, 3), 16)}, ${parseInt(hex.slice(3, 5), 16)}, ${parseInt(hex.slice(5, 7), 16)})`;
       const runColours = new Set(RUN_PALETTE.map(rgb));
       const rankColours = swatches.slice(1);
       for (const c of rankColours) assert.ok(!runColours.has(c), `rank line colour ${c} is a run's colour`);
@@ -304,7 +397,10 @@ describe("the dashboard shows what is there (issue 20)", () => {
           };
         });
       // The legend measures itself on the next frame.
-      await page.waitForFunction((sel) => document.querySelector(sel)?.textContent?.startsWith("all ") === true, `${loss} button.legend-more`);
+      await page.waitForFunction(
+        (sel) => document.querySelector(sel)?.textContent?.startsWith("all ") === true,
+        `${loss} button.legend-more`,
+      );
       const folded = await legendState();
       assert.equal(folded.cut, 0, "no legend label is cut");
       if (folded.hidden > 0) {
@@ -322,7 +418,10 @@ describe("the dashboard shows what is there (issue 20)", () => {
       const tip = page.locator(`${loss} .tooltip`);
       await tip.waitFor({ state: "visible" });
       assert.match(await tip.innerText(), /\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}/);
-      const cutRows = await page.$$eval(`${loss} .tooltip .tip-row, ${loss} .tooltip .tip-head`, (r) => r.filter((x) => x.scrollWidth > x.clientWidth + 1).length);
+      const cutRows = await page.$$eval(
+        `${loss} .tooltip .tip-row, ${loss} .tooltip .tip-head`,
+        (r) => r.filter((x) => x.scrollWidth > x.clientWidth + 1).length,
+      );
       assert.equal(cutRows, 0, "no tooltip row is cut");
       const inside = await page.$eval(loss, (c) => {
         const t = c.querySelector(".tooltip")?.getBoundingClientRect();
@@ -339,8 +438,14 @@ describe("the dashboard shows what is there (issue 20)", () => {
     it("shows the summary columns a user watches first, and remembers the user's choice", async () => {
       await open("tab=runs&run=wide/keys");
       await page.waitForSelector("table.runs-table");
-      const summary = await page.$$eval("table.runs-table th.summary button", (b) => b.map((x) => x.getAttribute("data-col") ?? ""));
-      assert.deepEqual(summary.slice(0, 4), ["s:loss", "s:train/loss", "s:reward", "s:eval/accuracy"], JSON.stringify(summary));
+      const summary = await page.$$eval("table.runs-table th.summary button", (b) =>
+        b.map((x) => x.getAttribute("data-col") ?? ""),
+      );
+      assert.deepEqual(
+        summary.slice(0, 4),
+        ["s:loss", "s:train/loss", "s:reward", "s:eval/accuracy"],
+        JSON.stringify(summary),
+      );
       assert.ok(summary.length <= 16);
       // The chooser: drop reward, add a/metric_19; a reload keeps the choice.
       await page.click("#summary-columns > summary");
@@ -351,7 +456,11 @@ describe("the dashboard shows what is there (issue 20)", () => {
       await shot(page, "faithful-runs-columns.png");
       await open("tab=runs");
       await page.waitForSelector('table.runs-table th.summary button[data-col="s:a/metric_19"]');
-      assert.equal(await page.locator('table.runs-table button[data-col="s:reward"]').count(), 0, "the choice was remembered");
+      assert.equal(
+        await page.locator('table.runs-table button[data-col="s:reward"]').count(),
+        0,
+        "the choice was remembered",
+      );
       await page.click("#summary-columns > summary");
       await page.click("#summary-columns button.reset-columns");
       await page.waitForSelector('table.runs-table button[data-col="s:reward"]');
@@ -360,9 +469,13 @@ describe("the dashboard shows what is there (issue 20)", () => {
     it("names a hyperparameter one way, whether it came from the run config or the facade's logHyperparams", async () => {
       await open("tab=runs&run=facade/run");
       await page.waitForSelector('table.runs-table tr[data-run="facade/run"]');
-      const params = await page.$$eval("table.runs-table th.param button", (b) => b.map((x) => x.getAttribute("data-col") ?? "").filter((c) => /model|seed|lr/.test(c)));
+      const params = await page.$$eval("table.runs-table th.param button", (b) =>
+        b.map((x) => x.getAttribute("data-col") ?? "").filter((c) => /model|seed|lr/.test(c)),
+      );
       assert.deepEqual(params.sort(), ["p:lr", "p:model.layers", "p:model.width", "p:seed"]);
-      const cells = await page.$$eval('table.runs-table tr[data-run="facade/run"] td', (c) => c.map((x) => x.textContent));
+      const cells = await page.$$eval('table.runs-table tr[data-run="facade/run"] td', (c) =>
+        c.map((x) => x.textContent),
+      );
       assert.ok(cells.includes("8") && cells.includes("4"), JSON.stringify(cells));
     });
   });
@@ -372,7 +485,10 @@ describe("the dashboard shows what is there (issue 20)", () => {
       apiAnswers.length = 0;
       await open("run=rl/job&tab=logs");
       await page.waitForSelector("#log-lines .log-line");
-      assert.deepEqual(await page.$$eval("#log-file option", (o) => o.map((x) => x.textContent)), ["merged.log", "main.log"]);
+      assert.deepEqual(await page.$$eval("#log-file option", (o) => o.map((x) => x.textContent)), [
+        "merged.log",
+        "main.log",
+      ]);
       const last = await page.$eval("#log-lines .log-line:last-child", (l) => l.textContent ?? "");
       assert.match(last, /at step \(train\.ts:2999:1\)/, "the file's last line");
       assert.match(await page.innerText("#log-lines"), /line 2999 step=2999/);
@@ -391,17 +507,34 @@ describe("the dashboard shows what is there (issue 20)", () => {
       await page.waitForFunction((n) => document.querySelectorAll("#log-lines .log-line").length > n, shown);
       // Filters: warnings and worse, then one component.
       await page.selectOption("#log-level", "warning");
-      await page.waitForFunction(() => [...document.querySelectorAll("#log-lines .log-line")].every((l) => /level-(warning|error)/.test(l.className)) && document.querySelectorAll("#log-lines .log-line").length > 0);
+      await page.waitForFunction(
+        () =>
+          [...document.querySelectorAll("#log-lines .log-line")].every((l) =>
+            /level-(warning|error)/.test(l.className),
+          ) && document.querySelectorAll("#log-lines .log-line").length > 0,
+      );
       await page.selectOption("#log-component", "Scheduler");
-      await page.waitForFunction(() => [...document.querySelectorAll("#log-lines .log-line")].every((l) => l.getAttribute("data-component") === "Scheduler") && document.querySelectorAll("#log-lines .log-line").length > 0);
+      await page.waitForFunction(
+        () =>
+          [...document.querySelectorAll("#log-lines .log-line")].every(
+            (l) => l.getAttribute("data-component") === "Scheduler",
+          ) && document.querySelectorAll("#log-lines .log-line").length > 0,
+      );
       assert.match(page.url(), /level=warning/);
       await shot(page, "faithful-logs-filtered.png");
       // Follow: new lines appear without a reload.
       await page.selectOption("#log-component", "");
       await page.selectOption("#log-level", "");
       await page.check("#log-follow");
-      appendFileSync(join(rlDir, "logs", "merged.log"), `${"[Trainer_0_r1]".padEnd(16)} 20261122-02:00:00.000 Trainer INFO: appended while following\n`);
-      await page.waitForFunction(() => /appended while following/.test(document.querySelector("#log-lines")?.textContent ?? ""), undefined, { timeout: 10_000 });
+      appendFileSync(
+        join(rlDir, "logs", "merged.log"),
+        `${"[Trainer_0_r1]".padEnd(16)} 20261122-02:00:00.000 Trainer INFO: appended while following\n`,
+      );
+      await page.waitForFunction(
+        () => /appended while following/.test(document.querySelector("#log-lines")?.textContent ?? ""),
+        undefined,
+        { timeout: 10_000 },
+      );
       await shot(page, "faithful-logs.png");
       await page.uncheck("#log-follow");
     });

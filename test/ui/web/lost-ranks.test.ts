@@ -27,18 +27,33 @@ const KEY = "my_sum_rank_metric";
 
 /** A job of three process ranks whose rank 1 is killed after step 2; it then flushes steps 3..5 and shuts down. Returns the victim's name. */
 async function jobLosingARank(runDir: string): Promise<string> {
-  const logger = new MetricLogger({ processName: "Controller", runDir, experiment: "exp", trial: "lossy", quiet: true });
+  const logger = new MetricLogger({
+    processName: "Controller",
+    runDir,
+    experiment: "exp",
+    trial: "lossy",
+    quiet: true,
+  });
   let victim = "";
   await collectDiagnostics(async () => {
-    await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true }, rankStore: { type: "store", loggingMode: "per_rank_reduce" } });
+    await logger.initBackends({
+      store: { loggingMode: "global_reduce", waitForWrites: true },
+      rankStore: { type: "store", loggingMode: "per_rank_reduce" },
+    });
     const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 3, processName: "Lossy", logger });
     victim = ranks.rankNames[1] as string;
     for (let step = 0; step < 6; step++) {
       if (step === 3) {
         // Once its own store has its steps 0-2 (its writer commits every 200 ms), so its line shows up to the loss.
-        await waitFor(() => series(runDir, KEY, { rank: 1 }).points.length === 3, { timeoutMs: 20_000, what: `${victim}'s steps 0-2 in the store` });
+        await waitFor(() => series(runDir, KEY, { rank: 1 }).points.length === 3, {
+          timeoutMs: 20_000,
+          what: `${victim}'s steps 0-2 in the store`,
+        });
         process.kill(ranks.pid(victim) as number, "SIGKILL");
-        await waitFor(() => !logger.rankNames.includes(victim), { timeoutMs: 20_000, what: `${victim} to be deregistered` });
+        await waitFor(() => !logger.rankNames.includes(victim), {
+          timeoutMs: 20_000,
+          what: `${victim} to be deregistered`,
+        });
       }
       await ranks.fanout("myFn");
       await logger.flush(step);
@@ -51,16 +66,23 @@ async function jobLosingARank(runDir: string): Promise<string> {
 /** A job (fixture) killed with SIGKILL after three flushes; resolves once its ranks are gone too. */
 async function killedJob(runDir: string): Promise<void> {
   let pids: number[] = [];
-  const result = await runNode([KILLED_JOB, runDir], {}, {
-    onStdout: (out, child) => {
-      const ready = /ready (\{.*\})\n/.exec(out);
-      if (ready === null || pids.length > 0) return;
-      pids = (JSON.parse(ready[1] as string) as { ranks: number[] }).ranks;
-      child.kill("SIGKILL");
+  const result = await runNode(
+    [KILLED_JOB, runDir],
+    {},
+    {
+      onStdout: (out, child) => {
+        const ready = /ready (\{.*\})\n/.exec(out);
+        if (ready === null || pids.length > 0) return;
+        pids = (JSON.parse(ready[1] as string) as { ranks: number[] }).ranks;
+        child.kill("SIGKILL");
+      },
     },
-  });
+  );
   assert.equal(result.signal, "SIGKILL", result.stderr);
-  await waitFor(() => pids.length > 0 && pids.every((pid) => !isAlive(pid)), { timeoutMs: 20_000, what: "the killed job's ranks to exit" });
+  await waitFor(() => pids.length > 0 && pids.every((pid) => !isAlive(pid)), {
+    timeoutMs: 20_000,
+    what: "the killed job's ranks to exit",
+  });
 }
 
 describe("lost ranks and killed runs in Chromium", () => {
@@ -95,9 +117,15 @@ describe("lost ranks and killed runs in Chromium", () => {
     const row = page.locator('tr[data-run="exp/lossy"]');
     await row.waitFor();
     assert.match(await row.innerText(), /exp\s+lossy\s+finished\s+1 rank lost/);
-    assert.match((await row.locator(".chip.lost").getAttribute("title")) ?? "", new RegExp(`rank 1 \\(${victim}\\) after step 2: exited \\(killed by SIGKILL\\)`));
+    assert.match(
+      (await row.locator(".chip.lost").getAttribute("title")) ?? "",
+      new RegExp(`rank 1 \\(${victim}\\) after step 2: exited \\(killed by SIGKILL\\)`),
+    );
     await page.waitForSelector(`${card(KEY)}[data-drawn]`, { timeout: 20_000 });
-    assert.equal((await page.locator(".lost-note").innerText()).trim(), `⚠ rank 1 (${victim}) lost after step 2: exited (killed by SIGKILL)`);
+    assert.equal(
+      (await page.locator(".lost-note").innerText()).trim(),
+      `⚠ rank 1 (${victim}) lost after step 2: exited (killed by SIGKILL)`,
+    );
     const labels = await page.$$eval(`${card(KEY)} .legend-label`, (l) => l.map((x) => x.textContent));
     assert.deepEqual(labels.slice(0, 1), ["all ranks"]);
     assert.ok(labels.includes(`rank 1 (${victim}) · lost after step 2`), labels.join(" | "));
@@ -112,7 +140,9 @@ describe("lost ranks and killed runs in Chromium", () => {
     await page.waitForSelector(`${card(KEY)}[data-drawn]`, { timeout: 20_000 });
     const polls = Number((await page.getAttribute("body", "data-polls")) ?? "0");
     const before = lineRequests.length;
-    await page.waitForFunction((n) => Number(document.body.dataset["polls"] ?? "0") >= n + 3, polls, { timeout: 20_000 });
+    await page.waitForFunction((n) => Number(document.body.dataset["polls"] ?? "0") >= n + 3, polls, {
+      timeout: 20_000,
+    });
     assert.equal(lineRequests.length, before, "three polls passed without asking for the crashed run's lines");
     assert.equal(await page.locator("#live").innerText(), "");
   });

@@ -35,9 +35,22 @@ const STRAGGLERS = { tolerance: 0.5, minExcessMs: 250 };
 
 /** 8 thread ranks, 10 flushes; returns the chronic (5) and transient (2) ranks' names. */
 async function eightRanks(runDir: string): Promise<{ chronic: string; transient: string }> {
-  const logger = new MetricLogger({ processName: "Controller", runDir, experiment: "ranks", trial: "eight", quiet: true, stragglers: STRAGGLERS });
+  const logger = new MetricLogger({
+    processName: "Controller",
+    runDir,
+    experiment: "ranks",
+    trial: "eight",
+    quiet: true,
+    stragglers: STRAGGLERS,
+  });
   await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });
-  const group = await spawnRanks({ module: RANK_MODULE, ranksPerReplica: 8, kind: "thread", processName: "Trainer", logger });
+  const group = await spawnRanks({
+    module: RANK_MODULE,
+    ranksPerReplica: 8,
+    kind: "thread",
+    processName: "Trainer",
+    logger,
+  });
   for (let step = 0; step < 10; step++) {
     const plan: StepPlan = { baseMs: 50, slowMs: 700, slow: step === 2 || step === 6 ? [5, 2] : [5] };
     await group.fanout("trainStep", step, plan);
@@ -71,81 +84,110 @@ function hostHandle(h: number): RankGroupHandle {
           { name: "compute", kind: "phase" as const, count: 1, totalMs: compute },
           { name: "allreduce", kind: "barrier" as const, count: 1, totalMs: wait },
         ];
-        appendRankTiming(timing, names[i] ?? "", r, `node-${h}`, 0.5 + (i % 13) / 10, [{ prefix: "train_step", steps: 1, totalMs: compute + wait, phases }]);
+        appendRankTiming(timing, names[i] ?? "", r, `node-${h}`, 0.5 + (i % 13) / 10, [
+          { prefix: "train_step", steps: 1, totalMs: compute + wait, phases },
+        ]);
       }
-      return { rankName: `host:node-${h}`, step, states: [], droppedKeyRecords: 0, group: { reporting: PER_HOST, missing: [], timing } };
+      return {
+        rankName: `host:node-${h}`,
+        step,
+        states: [],
+        droppedKeyRecords: 0,
+        group: { reporting: PER_HOST, missing: [], timing },
+      };
     },
   };
 }
 
 async function manyRanks(runDir: string): Promise<void> {
-  const logger = new MetricLogger({ processName: "Controller", runDir, experiment: "ranks", trial: "many", quiet: true });
+  const logger = new MetricLogger({
+    processName: "Controller",
+    runDir,
+    experiment: "ranks",
+    trial: "many",
+    quiet: true,
+  });
   await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });
   for (let h = 0; h < HOSTS; h++) await logger.registerRank(hostHandle(h));
   for (let step = 0; step < 30; step++) await logger.flush(step);
   await logger.shutdown();
 }
 
-for (const [name, serve, skip] of SOURCES) describe(`the Ranks tab in Chromium: ${name}`, { skip }, () => {
-  let root: string;
-  let names: { chronic: string; transient: string };
-  let dashboard: Served;
-  let launched: LaunchedBrowser;
-  let page: Page;
-  const errors: string[] = [];
+for (const [name, serve, skip] of SOURCES)
+  describe(`the Ranks tab in Chromium: ${name}`, { skip }, () => {
+    let root: string;
+    let names: { chronic: string; transient: string };
+    let dashboard: Served;
+    let launched: LaunchedBrowser;
+    let page: Page;
+    const errors: string[] = [];
 
-  before(async () => {
-    ensureWebBuilt();
-    root = tempDir("rankscope-ui-ranks-");
-    names = await eightRanks(join(root, "ranks", "eight"));
-    await manyRanks(join(root, "ranks", "many"));
-    closeStores();
-    dashboard = await serve(root);
-    launched = await launchChromium();
-    page = await launched.context.newPage();
-    page.on("pageerror", (e) => errors.push(e.message));
-  });
+    before(async () => {
+      ensureWebBuilt();
+      root = tempDir("rankscope-ui-ranks-");
+      names = await eightRanks(join(root, "ranks", "eight"));
+      await manyRanks(join(root, "ranks", "many"));
+      closeStores();
+      dashboard = await serve(root);
+      launched = await launchChromium();
+      page = await launched.context.newPage();
+      page.on("pageerror", (e) => errors.push(e.message));
+    });
 
-  after(async () => {
-    await launched?.close();
-    await dashboard?.close();
-  });
+    after(async () => {
+      await launched?.close();
+      await dashboard?.close();
+    });
 
-  it("names the chronic slow rank with its host, and nobody else, over a heatmap of its 8 ranks", async () => {
-    await page.goto(`${dashboard.url}#run=ranks/eight&tab=ranks`);
-    await page.waitForSelector("#ranks-body[data-drawn]", { timeout: 20_000 });
-    const rows = page.locator("#slow-ranks tr[data-rank]");
-    assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-rank"))), [names.chronic], "only the chronic rank is slow at the newest flush");
-    const text = await rows.first().innerText();
-    assert.match(text, new RegExp(`${names.chronic} \\(rank 5\\)\\s+${hostname()}\\s+step`), text);
-    assert.match(text, /compute/, "the phase that made it slow");
-    assert.match(text, /chronic/);
-    assert.match(await page.locator("#ranks-summary").innerText(), /^8 ranks · tracer train_step · median step [\d.]+ ms · skew \(max \/ median\) [\d.]+/);
-    assert.equal(await page.getAttribute("#ranks-heatmap", "data-rows"), "8");
-    assert.equal(await page.getAttribute("#ranks-heatmap", "data-cols"), "10");
-    assert.deepEqual(await page.locator(".heatmap-label.slow").allInnerTexts(), [`${names.chronic} · ${hostname()}`]);
-    await page.selectOption("#ranks-measure", "latenessMs");
-    await page.waitForSelector('#ranks-body[data-drawn="latenessMs"]', { timeout: 5000 });
-    await shot(page, name === "local root" ? "dashboard-ranks.png" : "dashboard-ranks-server.png");
-    assert.deepEqual(errors, []);
-  });
+    it("names the chronic slow rank with its host, and nobody else, over a heatmap of its 8 ranks", async () => {
+      await page.goto(`${dashboard.url}#run=ranks/eight&tab=ranks`);
+      await page.waitForSelector("#ranks-body[data-drawn]", { timeout: 20_000 });
+      const rows = page.locator("#slow-ranks tr[data-rank]");
+      assert.deepEqual(
+        await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-rank"))),
+        [names.chronic],
+        "only the chronic rank is slow at the newest flush",
+      );
+      const text = await rows.first().innerText();
+      assert.match(text, new RegExp(`${names.chronic} \\(rank 5\\)\\s+${hostname()}\\s+step`), text);
+      assert.match(text, /compute/, "the phase that made it slow");
+      assert.match(text, /chronic/);
+      assert.match(
+        await page.locator("#ranks-summary").innerText(),
+        /^8 ranks · tracer train_step · median step [\d.]+ ms · skew \(max \/ median\) [\d.]+/,
+      );
+      assert.equal(await page.getAttribute("#ranks-heatmap", "data-rows"), "8");
+      assert.equal(await page.getAttribute("#ranks-heatmap", "data-cols"), "10");
+      assert.deepEqual(await page.locator(".heatmap-label.slow").allInnerTexts(), [`${names.chronic} · ${hostname()}`]);
+      await page.selectOption("#ranks-measure", "latenessMs");
+      await page.waitForSelector('#ranks-body[data-drawn="latenessMs"]', { timeout: 5000 });
+      await shot(page, name === "local root" ? "dashboard-ranks.png" : "dashboard-ranks-server.png");
+      assert.deepEqual(errors, []);
+    });
 
-  it("at 1,024 ranks shows hosts as rows and still names the slow rank with its host", async () => {
-    await page.goto(`${dashboard.url}#run=ranks/many&tab=ranks`);
-    await page.waitForSelector("#ranks-body[data-drawn]", { timeout: 20_000 });
-    assert.match(await page.locator("#ranks-summary").innerText(), /^1024 ranks on 16 hosts \(rows are hosts/);
-    assert.equal(await page.getAttribute("#ranks-heatmap", "data-rows"), "16");
-    const rows = page.locator("#slow-ranks tr[data-rank]");
-    assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => [tr.getAttribute("data-rank"), tr.getAttribute("data-host")])), [["Trainer_9_r24", "node-9"]]);
-    const text = await rows.first().innerText();
-    // The barrier equalises step time (as an all-reduce does): the rank is named from the others' wait for it.
-    assert.match(text, /Trainer_9_r24 \(rank 600\)\s+node-9\s+wait\s/, text);
-    assert.match(text, /chronic/);
-    assert.deepEqual(await page.locator(".heatmap-label.slow").allInnerTexts(), ["node-9 (64 ranks)"]);
-    assert.deepEqual((await page.locator(".heatmap-label").allInnerTexts()).slice(0, 3), ["node-0 (64 ranks)", "node-1 (64 ranks)", "node-2 (64 ranks)"], "hosts in natural order");
-    await page.selectOption("#ranks-measure", "waitMs");
-    await page.waitForSelector('#ranks-body[data-drawn="waitMs"]', { timeout: 5000 });
-    await shot(page, name === "local root" ? "dashboard-ranks-1024.png" : "dashboard-ranks-1024-server.png");
-    assert.deepEqual(errors, []);
+    it("at 1,024 ranks shows hosts as rows and still names the slow rank with its host", async () => {
+      await page.goto(`${dashboard.url}#run=ranks/many&tab=ranks`);
+      await page.waitForSelector("#ranks-body[data-drawn]", { timeout: 20_000 });
+      assert.match(await page.locator("#ranks-summary").innerText(), /^1024 ranks on 16 hosts \(rows are hosts/);
+      assert.equal(await page.getAttribute("#ranks-heatmap", "data-rows"), "16");
+      const rows = page.locator("#slow-ranks tr[data-rank]");
+      assert.deepEqual(
+        await rows.evaluateAll((trs) => trs.map((tr) => [tr.getAttribute("data-rank"), tr.getAttribute("data-host")])),
+        [["Trainer_9_r24", "node-9"]],
+      );
+      const text = await rows.first().innerText();
+      // The barrier equalises step time (as an all-reduce does): the rank is named from the others' wait for it.
+      assert.match(text, /Trainer_9_r24 \(rank 600\)\s+node-9\s+wait\s/, text);
+      assert.match(text, /chronic/);
+      assert.deepEqual(await page.locator(".heatmap-label.slow").allInnerTexts(), ["node-9 (64 ranks)"]);
+      assert.deepEqual(
+        (await page.locator(".heatmap-label").allInnerTexts()).slice(0, 3),
+        ["node-0 (64 ranks)", "node-1 (64 ranks)", "node-2 (64 ranks)"],
+        "hosts in natural order",
+      );
+      await page.selectOption("#ranks-measure", "waitMs");
+      await page.waitForSelector('#ranks-body[data-drawn="waitMs"]', { timeout: 5000 });
+      await shot(page, name === "local root" ? "dashboard-ranks-1024.png" : "dashboard-ranks-1024-server.png");
+      assert.deepEqual(errors, []);
+    });
   });
-});

@@ -38,8 +38,20 @@ const MAX_RENDERED = 80;
 
 /** By hand: lr=0.5 at steps 0..3 has (1,3,2), (2,2,2), (3,1,2), (4,0,5); lr=0.7 has (10+s, 20+s). */
 const EXPECTED_CSV: Record<string, { mean: number[]; std: number[]; min: number[]; max: number[]; runs: number }> = {
-  "lr=0.5 (3 runs)": { mean: [2, 2, 2, 3], std: [Math.sqrt(2 / 3), 0, Math.sqrt(2 / 3), Math.sqrt(14 / 3)], min: [1, 2, 1, 0], max: [3, 2, 3, 5], runs: 3 },
-  "lr=0.7 (2 runs)": { mean: [15, 16, 17, 18], std: [5, 5, 5, 5], min: [10, 11, 12, 13], max: [20, 21, 22, 23], runs: 2 },
+  "lr=0.5 (3 runs)": {
+    mean: [2, 2, 2, 3],
+    std: [Math.sqrt(2 / 3), 0, Math.sqrt(2 / 3), Math.sqrt(14 / 3)],
+    min: [1, 2, 1, 0],
+    max: [3, 2, 3, 5],
+    runs: 3,
+  },
+  "lr=0.7 (2 runs)": {
+    mean: [15, 16, 17, 18],
+    std: [5, 5, 5, 5],
+    min: [10, 11, 12, 13],
+    max: [20, 21, 22, 23],
+    runs: 2,
+  },
 };
 
 const skipTeam = postgresMissing() ?? false;
@@ -79,7 +91,8 @@ async function teamSource(): Promise<Source> {
   try {
     const t = await serverWithTokens(pg);
     server = t.server;
-    for (const [trial] of BAND_RUNS) await new RunSync({ runDir: join(root, "bands", trial), url: t.server.url, token: t.write }).pass();
+    for (const [trial] of BAND_RUNS)
+      await new RunSync({ runDir: join(root, "bands", trial), url: t.server.url, token: t.write }).pass();
     await insertRunRows(t.server, SPECS);
     const team = t.server;
     return {
@@ -115,8 +128,10 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
         const r = await fetch(p, { credentials: "same-origin" });
         return (await r.json()) as { runs: { id: string }[]; total: number };
       }, `api/${path}`);
-    const listIds = (): Promise<string[]> => page.$$eval("#runs tbody tr.run[data-run]", (rows) => rows.map((r) => r.getAttribute("data-run") ?? ""));
-    const countIs = (n: number): Promise<unknown> => page.waitForSelector(`#runs-count[data-total="${n}"]`, { timeout: 60_000 });
+    const listIds = (): Promise<string[]> =>
+      page.$$eval("#runs tbody tr.run[data-run]", (rows) => rows.map((r) => r.getAttribute("data-run") ?? ""));
+    const countIs = (n: number): Promise<unknown> =>
+      page.waitForSelector(`#runs-count[data-total="${n}"]`, { timeout: 60_000 });
 
     before(async () => {
       ensureWebBuilt();
@@ -143,12 +158,19 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
       const rendered = await page.locator("#runs tbody tr.run").count();
       assert.ok(rendered > 5 && rendered <= MAX_RENDERED, `${rendered} rows rendered of ${TOTAL}`);
       const first = await api("runs?offset=0&limit=3");
-      assert.deepEqual((await listIds()).slice(0, 3), first.runs.map((r) => r.id), "the list shows the server's first page in order");
+      assert.deepEqual(
+        (await listIds()).slice(0, 3),
+        first.runs.map((r) => r.id),
+        "the list shows the server's first page in order",
+      );
       await page.$eval("#sidebar", (s) => {
         s.scrollTop = s.scrollHeight;
       });
       const last = await api(`runs?offset=${TOTAL - 1}&limit=1`);
-      await page.waitForSelector(`#runs tr.run[data-index="${TOTAL - 1}"][data-run=${JSON.stringify(last.runs[0]?.id ?? "")}]`, { timeout: 20_000 });
+      await page.waitForSelector(
+        `#runs tr.run[data-index="${TOTAL - 1}"][data-run=${JSON.stringify(last.runs[0]?.id ?? "")}]`,
+        { timeout: 20_000 },
+      );
       const after = await page.locator("#runs tbody tr.run").count();
       assert.ok(after <= MAX_RENDERED, `${after} rows rendered at the bottom`);
       // Every row is drawn at the height the spacers stand for, so the scroll position cannot drift.
@@ -158,7 +180,8 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
         top: table.querySelector("tbody tr.spacer-top")?.getBoundingClientRect().height ?? NaN,
         firstIndex: Number(table.querySelector("tbody tr.run")?.getAttribute("data-index")),
       }));
-      for (const h of heights) assert.ok(Math.abs(h - rowHeight) < 0.6, `a row ${h}px high, the list counts ${rowHeight}px`);
+      for (const h of heights)
+        assert.ok(Math.abs(h - rowHeight) < 0.6, `a row ${h}px high, the list counts ${rowHeight}px`);
       assert.ok(Math.abs(top - firstIndex * rowHeight) < 1, `the top spacer stands for ${firstIndex} rows`);
       await shot(page, `scale-sidebar-${name}.png`, "#sidebar");
     });
@@ -178,7 +201,11 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
         await page.fill("#run-filter", text);
         await countIs(expected.size);
         assert.equal(await page.textContent("#runs-count"), `${expected.size.toLocaleString("en-US")} runs match`);
-        await page.waitForFunction((want) => document.querySelectorAll("#runs tbody tr.run[data-run]").length >= want, Math.min(expected.size, 10), { timeout: 20_000 });
+        await page.waitForFunction(
+          (want) => document.querySelectorAll("#runs tbody tr.run[data-run]").length >= want,
+          Math.min(expected.size, 10),
+          { timeout: 20_000 },
+        );
         const shown = await listIds();
         assert.ok(shown.length > 0 && shown.length <= MAX_RENDERED, `${text}: ${shown.length} rows rendered`);
         for (const id of shown) assert.ok(expected.has(id), `${text}: ${id} is shown but does not match`);
@@ -194,37 +221,59 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
       assert.ok(Number(await table.getAttribute("data-rendered-rows")) <= MAX_RENDERED);
       // Scroll to the middle: the rows there come in, a page at a time, and only they are drawn.
       const middle = Math.floor(TOTAL / 2);
-      await page.$eval(".runs-table-wrap", (box, row) => {
-        box.scrollTop = row * 26;
-      }, middle);
+      await page.$eval(
+        ".runs-table-wrap",
+        (box, row) => {
+          box.scrollTop = row * 26;
+        },
+        middle,
+      );
       const expected = await api(`runs?offset=${middle}&limit=1`);
-      await page.waitForSelector(`table.runs-table tr[data-index="${middle}"][data-run=${JSON.stringify(expected.runs[0]?.id ?? "")}]`, { timeout: 20_000 });
+      await page.waitForSelector(
+        `table.runs-table tr[data-index="${middle}"][data-run=${JSON.stringify(expected.runs[0]?.id ?? "")}]`,
+        { timeout: 20_000 },
+      );
       assert.ok(Number(await table.getAttribute("data-rendered-rows")) <= MAX_RENDERED);
       // Sorted by lr on the server: the smallest first, whatever was loaded before.
       await page.click('button.sort[data-col="p:lr"]');
       await page.waitForFunction(() => (document.querySelector(".runs-table-wrap")?.scrollTop ?? 1) === 0);
       const smallest = SPECS.filter((s) => s.params.lr === 0.0001).map((s) => `${s.experiment}/${s.trial}`);
-      await page.waitForFunction((ids) => ids.includes(document.querySelector("table.runs-table tbody tr[data-run]")?.getAttribute("data-run") ?? ""), smallest, { timeout: 20_000 });
+      await page.waitForFunction(
+        (ids) =>
+          ids.includes(document.querySelector("table.runs-table tbody tr[data-run]")?.getAttribute("data-run") ?? ""),
+        smallest,
+        { timeout: 20_000 },
+      );
       const filter = source.summaries ? "opt=sgd loss<6" : "opt=sgd lr>=0.01";
       // Kinds 4..7 are sgd; their last loss is the kind (4..7); lr ≥ 0.01 are kinds 4 and 5.
-      const want = SPECS.filter((s) => s.params.opt === "sgd" && (source.summaries ? s.loss < 6 : s.params.lr >= 0.01)).length;
+      const want = SPECS.filter(
+        (s) => s.params.opt === "sgd" && (source.summaries ? s.loss < 6 : s.params.lr >= 0.01),
+      ).length;
       await page.fill("#table-filter", filter);
       await page.waitForSelector(`table.runs-table[data-rows="${want}"]`, { timeout: 20_000 });
-      assert.equal(await page.textContent("#table-count"), `${want.toLocaleString("en-US")} of ${TOTAL.toLocaleString("en-US")} runs`);
+      assert.equal(
+        await page.textContent("#table-count"),
+        `${want.toLocaleString("en-US")} of ${TOTAL.toLocaleString("en-US")} runs`,
+      );
       await shot(page, `scale-table-${name}.png`, "table.runs-table");
     });
 
     it("draws the runs grouped by lr as mean ± std and min–max bands with the hand-computed figures", async () => {
       const runs = BAND_RUNS.map(([t]) => `run=bands/${t}`).join("&");
-      const canvasOf = (): Promise<string> => page.$eval(`${card("loss")} canvas`, (c) => (c as HTMLCanvasElement).toDataURL());
+      const canvasOf = (): Promise<string> =>
+        page.$eval(`${card("loss")} canvas`, (c) => (c as HTMLCanvasElement).toDataURL());
       const drawn: Record<string, string> = {};
       for (const band of ["std", "minmax", "none"]) {
         await goto(`tab=metrics&${runs}&smooth=0&groupby=param:lr&band=${band}`);
-        await page.waitForSelector(`${card("loss")}[data-drawn="1"][data-bands="${band === "none" ? 0 : 2}"]`, { timeout: 20_000 });
+        await page.waitForSelector(`${card("loss")}[data-drawn="1"][data-bands="${band === "none" ? 0 : 2}"]`, {
+          timeout: 20_000,
+        });
         assert.equal(await page.inputValue("#group-by"), "param:lr");
         drawn[band] = await canvasOf();
         const [csv] = await Promise.all([page.waitForEvent("download"), page.click(`${card("loss")} button.csv`)]);
-        const [head, ...rows] = readFileSync((await csv.path()) ?? "", "utf8").trim().split("\n");
+        const [head, ...rows] = readFileSync((await csv.path()) ?? "", "utf8")
+          .trim()
+          .split("\n");
         if (band === "none") {
           assert.equal(head, "line,step,time_ms,value");
           continue;
@@ -232,8 +281,19 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
         assert.equal(head, "line,step,time_ms,value,std,min,max,runs");
         assert.equal(rows.length, 8);
         for (const [label, figures] of Object.entries(EXPECTED_CSV)) {
-          const mine = rows.filter((r) => r.startsWith(`${label},`)).map((r) => r.slice(label.length + 1).split(",").map(Number));
-          assert.deepEqual(mine.map((r) => r[0]), [0, 1, 2, 3], `${label}: steps`);
+          const mine = rows
+            .filter((r) => r.startsWith(`${label},`))
+            .map((r) =>
+              r
+                .slice(label.length + 1)
+                .split(",")
+                .map(Number),
+            );
+          assert.deepEqual(
+            mine.map((r) => r[0]),
+            [0, 1, 2, 3],
+            `${label}: steps`,
+          );
           for (const [i, r] of mine.entries()) {
             const [, , mean, std, min, max, count] = r;
             assert.ok(Math.abs((mean ?? NaN) - (figures.mean[i] ?? NaN)) < 1e-9, `${label} mean at ${i}: ${mean}`);

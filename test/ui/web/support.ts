@@ -21,7 +21,11 @@ export const artifacts = join(repo, "test-artifacts");
 /** The web app is part of `npm run build`; build just it when a test run starts without it. */
 export function ensureWebBuilt(): void {
   if (existsSync(join(defaultWebDir(), "index.html"))) return;
-  const result = spawnSync(process.execPath, [join(repo, "node_modules/vite/bin/vite.js"), "build", "--config", "src/ui/web/vite.config.ts"], { cwd: repo, stdio: "inherit" });
+  const result = spawnSync(
+    process.execPath,
+    [join(repo, "node_modules/vite/bin/vite.js"), "build", "--config", "src/ui/web/vite.config.ts"],
+    { cwd: repo, stdio: "inherit" },
+  );
   assert.equal(result.status, 0, "vite build of the dashboard failed");
 }
 
@@ -35,16 +39,33 @@ export async function canvasOf(page: Page, key: string): Promise<string> {
 export async function shot(page: Page, name: string, selector?: string): Promise<void> {
   mkdirSync(artifacts, { recursive: true });
   if (selector === undefined) await page.screenshot({ path: join(artifacts, name) });
-  else await page.locator(selector).first().screenshot({ path: join(artifacts, name) });
+  else
+    await page
+      .locator(selector)
+      .first()
+      .screenshot({ path: join(artifacts, name) });
 }
 
 /** Write one global series per key: `values(step)` at steps 0..n-1, a second apart from `t0`. */
-export function writeRun(root: string, experiment: string, trial: string, n: number, keys: Record<string, (step: number) => number>, hyperparams?: Record<string, unknown>, t0 = Date.now() - n * 1000 - 60_000): void {
+export function writeRun(
+  root: string,
+  experiment: string,
+  trial: string,
+  n: number,
+  keys: Record<string, (step: number) => number>,
+  hyperparams?: Record<string, unknown>,
+  t0 = Date.now() - n * 1000 - 60_000,
+): void {
   const writer = openRun(root, experiment, trial);
   if (hyperparams !== undefined) writer.write({ hyperparams });
   for (const [key, f] of Object.entries(keys)) {
     const steps = Float64Array.from({ length: n }, (_, i) => i);
-    writer.writeSeries(key, steps, steps.map((s) => t0 + s * 1000), steps.map((s) => f(s)));
+    writer.writeSeries(
+      key,
+      steps,
+      steps.map((s) => t0 + s * 1000),
+      steps.map((s) => f(s)),
+    );
   }
   writer.finish();
 }
@@ -59,7 +80,13 @@ export async function pixelsNear(page: Page, key: string, rgb: [number, number, 
       if (data === undefined) return 0;
       let n = 0;
       for (let i = 0; i < data.length; i += 4) {
-        if (Math.abs((data[i] ?? 0) - target[0]) < 24 && Math.abs((data[i + 1] ?? 0) - target[1]) < 24 && Math.abs((data[i + 2] ?? 0) - target[2]) < 24 && (data[i + 3] ?? 0) > 200) n++;
+        if (
+          Math.abs((data[i] ?? 0) - target[0]) < 24 &&
+          Math.abs((data[i + 1] ?? 0) - target[1]) < 24 &&
+          Math.abs((data[i + 2] ?? 0) - target[2]) < 24 &&
+          (data[i + 3] ?? 0) > 200
+        )
+          n++;
       }
       return n;
     },
@@ -69,19 +96,32 @@ export async function pixelsNear(page: Page, key: string, rgb: [number, number, 
 
 /** The runs the runs table shows now (rows in view; spacer rows left out), in order. */
 export function tableRuns(page: Page): Promise<string[]> {
-  return page.$$eval("table.runs-table tbody tr[data-run]", (rows) => rows.map((r) => r.getAttribute("data-run") ?? ""));
+  return page.$$eval("table.runs-table tbody tr[data-run]", (rows) =>
+    rows.map((r) => r.getAttribute("data-run") ?? ""),
+  );
 }
 
 /** Wait until the runs table shows exactly `ids`, in order (sorting and filtering are a server round trip). */
 export async function waitForTableRuns(page: Page, ids: readonly string[]): Promise<void> {
-  await page.waitForFunction((want) => JSON.stringify([...document.querySelectorAll("table.runs-table tbody tr[data-run]")].map((r) => r.getAttribute("data-run"))) === JSON.stringify(want), ids, { timeout: 20_000 });
+  await page.waitForFunction(
+    (want) =>
+      JSON.stringify(
+        [...document.querySelectorAll("table.runs-table tbody tr[data-run]")].map((r) => r.getAttribute("data-run")),
+      ) === JSON.stringify(want),
+    ids,
+    { timeout: 20_000 },
+  );
 }
 
 /** Type into the runs list's filter box and wait until the server's answer shows `n` runs. */
 export async function filterRunsList(page: Page, text: string, n: number): Promise<void> {
   await page.fill("#run-filter", text);
   await page.waitForSelector(`#runs-count[data-total="${n}"]`, { timeout: 20_000 });
-  await page.waitForFunction((want) => document.querySelectorAll("#runs tbody tr.run[data-run]").length === want, Math.min(n, 20), { timeout: 20_000 });
+  await page.waitForFunction(
+    (want) => document.querySelectorAll("#runs tbody tr.run[data-run]").length === want,
+    Math.min(n, 20),
+    { timeout: 20_000 },
+  );
 }
 
 /** Where a browser test's page is served from: the local root's dashboard, or a team server the root's runs were synced to. */
@@ -111,7 +151,11 @@ export async function serveTeam(root: string): Promise<Served> {
   const { server, write, read } = await serverWithTokens(pg);
   const runDirs = readdirSync(root, { withFileTypes: true })
     .filter((e) => e.isDirectory())
-    .flatMap((e) => readdirSync(join(root, e.name), { withFileTypes: true }).filter((t) => t.isDirectory()).map((t) => join(root, e.name, t.name)))
+    .flatMap((e) =>
+      readdirSync(join(root, e.name), { withFileTypes: true })
+        .filter((t) => t.isDirectory())
+        .map((t) => join(root, e.name, t.name)),
+    )
     .filter((dir) => existsSync(join(dir, "metrics.db")));
   const syncs = runDirs.map((runDir) => new RunSync({ runDir, url: server.url, token: write }));
   const wrote = async (): Promise<void> => {

@@ -6,7 +6,14 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { formatTicks, formatValue } from "../../../src/ui/web/chart-axes.js";
-import { MIN_RANK_DISTANCE, RANK_PALETTE, RUN_PALETTE, assignRunColours, colourDistance, rankColour } from "../../../src/ui/web/colours.js";
+import {
+  MIN_RANK_DISTANCE,
+  RANK_PALETTE,
+  RUN_PALETTE,
+  assignRunColours,
+  colourDistance,
+  rankColour,
+} from "../../../src/ui/web/colours.js";
 import { bestAndWorst, cellText, defaultScoreRule } from "../../../src/ui/web/tabs/samples.js";
 import { orderSummaryKeys, summaryColumns, watchRank } from "../../../src/ui/web/summary-columns.js";
 import { interpolate, linesToCsv } from "../../../src/ui/web/chart-data.js";
@@ -36,7 +43,10 @@ describe("smoothDebiasedEma", () => {
     const e1 = (1 - w) * 1;
     const e2 = w * e1 + (1 - w) * 2;
     const e3 = w * e2 + (1 - w) * 4;
-    assert.deepEqual(out.map((v) => Number(v?.toFixed(12))), [e1 / (1 - w), e2 / (1 - w ** 2), e3 / (1 - w ** 3)].map((v) => Number(v.toFixed(12))));
+    assert.deepEqual(
+      out.map((v) => Number(v?.toFixed(12))),
+      [e1 / (1 - w), e2 / (1 - w ** 2), e3 / (1 - w ** 3)].map((v) => Number(v.toFixed(12))),
+    );
   });
 
   it("passes NaN and gaps through without poisoning later points", () => {
@@ -70,7 +80,8 @@ describe("names", () => {
   it("shows control, zero-width and bidi characters as escapes and leaves other UTF-8 alone", () => {
     assert.equal(visibleName("tri\u202Eal"), "tri\\u{202E}al");
     assert.equal(visibleName("a\u0000b\u200Bc\u2066d"), "a\\u{0000}b\\u{200B}c\\u{2066}d");
-    for (const name of ["café", "lr=3e-4,bs=256", "ablation (v2)", "run+1", "实验1", "2026-11-24T00:45:00"]) assert.equal(visibleName(name), name);
+    for (const name of ["café", "lr=3e-4,bs=256", "ablation (v2)", "run+1", "实验1", "2026-11-24T00:45:00"])
+      assert.equal(visibleName(name), name);
   });
 
   it("knows rankscope's internal keys, and defers to the server's flag", () => {
@@ -101,13 +112,25 @@ describe("thinPoints", () => {
 
   it("thins the older points to first/min/max/last per bucket, keeps spikes, NaN and the raw tail", () => {
     const n = 10_000;
-    const p = { steps: Array.from({ length: n }, (_, i) => i), times: Array.from({ length: n }, (_, i) => i * 10), values: Array.from({ length: n }, (_, i) => (i === 1234 ? 99 : i === 4321 ? NaN : Math.sin(i))) };
+    const p = {
+      steps: Array.from({ length: n }, (_, i) => i),
+      times: Array.from({ length: n }, (_, i) => i * 10),
+      values: Array.from({ length: n }, (_, i) => (i === 1234 ? 99 : i === 4321 ? NaN : Math.sin(i))),
+    };
     assert.equal(thinPoints(p, 6000, 2000, 1000), true);
     assert.ok(p.values.length <= 2000 + 1000 + 10, `${p.values.length}`);
     assert.ok(p.values.includes(99), "the spike stays");
-    assert.ok(p.values.some((v) => Number.isNaN(v)), "the NaN stays");
-    assert.deepEqual(p.steps.slice(-1000), Array.from({ length: 1000 }, (_, i) => n - 1000 + i), "the newest 1,000 stay raw");
-    for (let i = 1; i < p.steps.length; i++) assert.ok((p.steps[i] ?? 0) > (p.steps[i - 1] ?? 0), "still in step order");
+    assert.ok(
+      p.values.some((v) => Number.isNaN(v)),
+      "the NaN stays",
+    );
+    assert.deepEqual(
+      p.steps.slice(-1000),
+      Array.from({ length: 1000 }, (_, i) => n - 1000 + i),
+      "the newest 1,000 stay raw",
+    );
+    for (let i = 1; i < p.steps.length; i++)
+      assert.ok((p.steps[i] ?? 0) > (p.steps[i - 1] ?? 0), "still in step order");
     assert.equal(p.times[p.steps.indexOf(1234)], 12340);
   });
 });
@@ -123,22 +146,44 @@ describe("x-axis by metric", () => {
 
 describe("linesToCsv", () => {
   it("writes one row per point, quoting labels", () => {
-    const csv = linesToCsv([{ id: "a", label: 'run "a", rank 0', runStart: null, steps: [1, 2], times: [10, 20], values: [0.5, NaN] }]);
+    const csv = linesToCsv([
+      { id: "a", label: 'run "a", rank 0', runStart: null, steps: [1, 2], times: [10, 20], values: [0.5, NaN] },
+    ]);
     assert.equal(csv, 'line,step,time_ms,value\n"run ""a"", rank 0",1,10,0.5\n"run ""a"", rank 0",2,20,NaN\n');
   });
 });
 
 describe("runs filter box → server query", () => {
   it("turns tags, group, status, comparisons and text into the query /api/runs parses", () => {
-    const query = filterQuery("tag:wide group:g1 status:Running lr<0.1 optimizer!=adam loss<1 sweep/ 2026", new Set(["loss"]), new Set(["lr", "optimizer"]));
-    assert.deepEqual(query, { q: ["sweep/", "2026"], tags: ["wide"], group: "g1", statuses: ["running"], params: ["lr<0.1", "optimizer!=adam"], metrics: ["loss<1"] });
+    const query = filterQuery(
+      "tag:wide group:g1 status:Running lr<0.1 optimizer!=adam loss<1 sweep/ 2026",
+      new Set(["loss"]),
+      new Set(["lr", "optimizer"]),
+    );
+    assert.deepEqual(query, {
+      q: ["sweep/", "2026"],
+      tags: ["wide"],
+      group: "g1",
+      statuses: ["running"],
+      params: ["lr<0.1", "optimizer!=adam"],
+      metrics: ["loss<1"],
+    });
     const parsed = parseRunQuery(runsSearch({ ...query, sort: "-param:lr", offset: 200, limit: 100 }));
     assert.deepEqual(parsed.texts, ["sweep/", "2026"]);
     assert.deepEqual(parsed.tags, ["wide"]);
     assert.equal(parsed.group, "g1");
     assert.deepEqual(parsed.statuses, ["running"]);
-    assert.deepEqual(parsed.params?.map((p) => [p.name, p.op, p.value]), [["lr", "<", 0.1], ["optimizer", "!=", "adam"]]);
-    assert.deepEqual(parsed.metrics?.map((m) => [m.key, m.op, m.value]), [["loss", "<", 1]]);
+    assert.deepEqual(
+      parsed.params?.map((p) => [p.name, p.op, p.value]),
+      [
+        ["lr", "<", 0.1],
+        ["optimizer", "!=", "adam"],
+      ],
+    );
+    assert.deepEqual(
+      parsed.metrics?.map((m) => [m.key, m.op, m.value]),
+      [["loss", "<", 1]],
+    );
     assert.equal(parsed.offset, 200);
     assert.equal(parsed.limit, 100);
   });
@@ -174,7 +219,16 @@ describe("heatmapGrid", () => {
   });
 
   it("draws one histogram per step in step order: a step given twice shows its last histogram, never the sum", () => {
-    const at = (step: number, counts: number[]): { step: number; min: number; max: number; bucketLimits: number[]; bucketCounts: number[] } => ({ step, min: 0, max: 4, bucketLimits: [2, 4], bucketCounts: counts });
+    const at = (
+      step: number,
+      counts: number[],
+    ): { step: number; min: number; max: number; bucketLimits: number[]; bucketCounts: number[] } => ({
+      step,
+      min: 0,
+      max: 4,
+      bucketLimits: [2, 4],
+      bucketCounts: counts,
+    });
     const { columns, steps } = heatmapGrid([at(2, [1, 1]), at(1, [4, 0]), at(1, [0, 2])], 2);
     assert.deepEqual(steps, [1, 2]);
     assert.deepEqual(columns, [
@@ -206,7 +260,10 @@ describe("run and rank colours", () => {
   it("gives up to 20 runs 20 different colours, from the run's id", () => {
     const colours = assignRunColours(Array.from({ length: 20 }, (_, i) => ({ id: `r${i}`, startedAt: i })));
     assert.equal(new Set(colours.values()).size, 20);
-    assert.equal(assignRunColours([{ id: "x/y", startedAt: 1 }]).get("x/y"), assignRunColours([{ id: "x/y", startedAt: 99 }]).get("x/y"));
+    assert.equal(
+      assignRunColours([{ id: "x/y", startedAt: 1 }]).get("x/y"),
+      assignRunColours([{ id: "x/y", startedAt: 99 }]).get("x/y"),
+    );
   });
 
   it("colours ranks from a palette no run uses, leaving out colours close to the run's own", () => {
@@ -230,31 +287,80 @@ describe("sample tables", () => {
   });
 
   it("writes numbers with 6 significant digits at most, integers whole", () => {
-    assert.deepEqual([0.12345678901234566, 123456, 2 ** 40, 1e-7, NaN, "text"].map(cellText), ["0.123457", "123456", "1099511627776", "1.0000e-7", "NaN", "text"]);
+    assert.deepEqual([0.12345678901234566, 123456, 2 ** 40, 1e-7, NaN, "text"].map(cellText), [
+      "0.123457",
+      "123456",
+      "1099511627776",
+      "1.0000e-7",
+      "NaN",
+      "text",
+    ]);
   });
 });
 
 describe("summary columns", () => {
   it("puts the names a user watches first, then the keys most runs have", () => {
     assert.ok(watchRank("train/loss") < watchRank("policy_loss") && watchRank("policy_loss") < watchRank("reward"));
-    const summaries: Record<string, number>[] = [{ "a/x": 1, loss: 1, "z/common": 1 }, { "z/common": 1, "eval/reward": 2, "b/y": 3 }];
-    assert.deepEqual(orderSummaryKeys(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"]), ["loss", "eval/reward", "z/common", "a/x", "b/y"]);
-    assert.deepEqual(summaryColumns(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"], null, 2), ["loss", "eval/reward"]);
-    assert.deepEqual(summaryColumns(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"], ["b/y", "gone", "loss"]), ["loss", "b/y"]);
+    const summaries: Record<string, number>[] = [
+      { "a/x": 1, loss: 1, "z/common": 1 },
+      { "z/common": 1, "eval/reward": 2, "b/y": 3 },
+    ];
+    assert.deepEqual(orderSummaryKeys(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"]), [
+      "loss",
+      "eval/reward",
+      "z/common",
+      "a/x",
+      "b/y",
+    ]);
+    assert.deepEqual(summaryColumns(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"], null, 2), [
+      "loss",
+      "eval/reward",
+    ]);
+    assert.deepEqual(
+      summaryColumns(summaries, ["a/x", "b/y", "eval/reward", "loss", "z/common"], ["b/y", "gone", "loss"]),
+      ["loss", "b/y"],
+    );
   });
 });
 
 describe("alert episodes", () => {
-  const entry = (seq: number, id: string, state: AlertEntry["state"], extra: Partial<AlertEntry> = {}): AlertEntry => ({ seq, id, rule: id.split(":")[0] ?? id, level: "error", run: "e/t", step: seq, message: `${id} ${state}`, state, at: seq, ...extra });
+  const entry = (seq: number, id: string, state: AlertEntry["state"], extra: Partial<AlertEntry> = {}): AlertEntry => ({
+    seq,
+    id,
+    rule: id.split(":")[0] ?? id,
+    level: "error",
+    run: "e/t",
+    step: seq,
+    message: `${id} ${state}`,
+    state,
+    at: seq,
+    ...extra,
+  });
 
   it("pairs each firing with its resolve; firing ones first, newest first; a resolve without its firing is left out", () => {
-    const episodes = alertEpisodes([entry(1, "nonfinite:a#1", "firing"), entry(2, "rank_lost:r1#2", "firing"), entry(3, "nonfinite:a#1", "resolved"), entry(4, "stalled:job#3", "firing"), entry(5, "old#0", "resolved")]);
-    assert.deepEqual(episodes.map((e) => [e.id, e.resolved?.seq ?? null]), [["stalled:job#3", null], ["rank_lost:r1#2", null], ["nonfinite:a#1", 3]]);
+    const episodes = alertEpisodes([
+      entry(1, "nonfinite:a#1", "firing"),
+      entry(2, "rank_lost:r1#2", "firing"),
+      entry(3, "nonfinite:a#1", "resolved"),
+      entry(4, "stalled:job#3", "firing"),
+      entry(5, "old#0", "resolved"),
+    ]);
+    assert.deepEqual(
+      episodes.map((e) => [e.id, e.resolved?.seq ?? null]),
+      [
+        ["stalled:job#3", null],
+        ["rank_lost:r1#2", null],
+        ["nonfinite:a#1", 3],
+      ],
+    );
   });
 
   it("names what an alert is about: its key, its rank with host, or the job", () => {
     assert.equal(alertSubject(entry(1, "nonfinite:loss#1", "firing", { key: "loss" })), "loss");
-    assert.equal(alertSubject(entry(1, "rank_lost:r#1", "firing", { rank: 3, rankName: "T_r3", host: "h" })), "rank 3 (T_r3) on h");
+    assert.equal(
+      alertSubject(entry(1, "rank_lost:r#1", "firing", { rank: 3, rankName: "T_r3", host: "h" })),
+      "rank 3 (T_r3) on h",
+    );
     assert.equal(alertSubject(entry(1, "stalled:job#1", "firing")), "the job");
     assert.equal(alertSubject(entry(1, "user#1", "firing", { rule: "user", title: "hi" })), "hi");
   });

@@ -25,7 +25,9 @@ export function runLabel(run: string, extra?: string): string {
 
 /** The loss of `rank` in `run`, when the run lost it (the latest, if it was lost more than once). */
 function lostRankOf(run: string, rank: number): LostRank | undefined {
-  return runById(run)?.lostRanks?.filter((l) => l.rank === rank).at(-1);
+  return runById(run)
+    ?.lostRanks?.filter((l) => l.rank === rank)
+    .at(-1);
 }
 
 /** How a lost rank's lines and notes say it: `lost after step 12`, `lost after step 12, back at step 20`. */
@@ -55,7 +57,13 @@ export function lostRanksNote(): HTMLElement | null {
   const box = el("div", { className: "lost-note", role: "note" });
   for (const { run, lost } of notes) {
     const who = `rank ${lost.rank} (${visibleName(lost.rankName)})`;
-    box.appendChild(el("p", { "data-run": run, "data-rank": String(lost.rank) }, `⚠ ${state.selected.length > 1 ? `${visibleName(run)}: ` : ""}${who} ${lostText(lost)}: ${visibleName(lost.reason)}`));
+    box.appendChild(
+      el(
+        "p",
+        { "data-run": run, "data-rank": String(lost.rank) },
+        `⚠ ${state.selected.length > 1 ? `${visibleName(run)}: ` : ""}${who} ${lostText(lost)}: ${visibleName(lost.reason)}`,
+      ),
+    );
   }
   return box;
 }
@@ -64,7 +72,14 @@ export function lostRanksNote(): HTMLElement | null {
 const LOST_DASH = [3, 3];
 
 /** Dash patterns telling ranks apart when colours tell runs apart. */
-const DASHES = [[6, 3], [2, 3], [10, 3, 2, 3], [4, 4], [1, 2], [12, 4]];
+const DASHES = [
+  [6, 3],
+  [2, 3],
+  [10, 3, 2, 3],
+  [4, 4],
+  [1, 2],
+  [12, 4],
+];
 
 /**
  * A new, empty line. Overlaying several runs, every line of a run has the run's colour (the same

@@ -34,7 +34,8 @@ export async function renderHistograms(generation: number): Promise<void> {
       const { histograms, ranks } = await api.histograms(run, name, 1);
       if (generation !== state.generation) return;
       if (histograms.length === 0 && ranks.length === 0) continue;
-      const load = async (rank: number): Promise<HistogramEntry[]> => (await api.histograms(run, name, HISTORY, rank)).histograms.filter((h) => h.rank === rank);
+      const load = async (rank: number): Promise<HistogramEntry[]> =>
+        (await api.histograms(run, name, HISTORY, rank)).histograms.filter((h) => h.rank === rank);
       const card = new HistogramCard(name, ranks, load, width, (rank) => rankLabel(keys, rank));
       state.histogramCards.push(card);
       g.appendChild(card.root);

@@ -36,9 +36,23 @@ export function stopFollowing(): void {
 
 function lineNode(line: LogLine): HTMLElement {
   const level = line.level ?? "none";
-  const node = el("div", { className: `log-line level-${level}${line.continued ? " cont" : ""}`, "data-offset": line.offset, "data-component": line.component ?? "", "data-rank": line.rank ?? "" });
+  const node = el("div", {
+    className: `log-line level-${level}${line.continued ? " cont" : ""}`,
+    "data-offset": line.offset,
+    "data-component": line.component ?? "",
+    "data-rank": line.rank ?? "",
+  });
   if (line.rank !== null) append(node, el("span", { className: "log-rank" }, visibleName(line.rank)), " ");
-  if (!line.continued) append(node, el("span", { className: "log-time" }, line.time ?? ""), " ", el("span", { className: "log-component" }, visibleName(line.component ?? "")), " ", el("span", { className: "log-level" }, (line.level ?? "").toUpperCase()), " ");
+  if (!line.continued)
+    append(
+      node,
+      el("span", { className: "log-time" }, line.time ?? ""),
+      " ",
+      el("span", { className: "log-component" }, visibleName(line.component ?? "")),
+      " ",
+      el("span", { className: "log-level" }, (line.level ?? "").toUpperCase()),
+      " ",
+    );
   append(node, el("span", { className: "log-message" }, visibleName(line.message)));
   return node;
 }
@@ -89,7 +103,21 @@ class LogView {
       this.setFollowing();
     });
     this.older.addEventListener("click", () => void this.loadOlder().catch(hooks.showError));
-    append(view, el("div", { className: "log-tools" }, runPicker, filePicker, levelPicker, this.componentPicker, el("label", {}, follow, " follow"), this.older, this.status), this.box);
+    append(
+      view,
+      el(
+        "div",
+        { className: "log-tools" },
+        runPicker,
+        filePicker,
+        levelPicker,
+        this.componentPicker,
+        el("label", {}, follow, " follow"),
+        this.older,
+        this.status,
+      ),
+      this.box,
+    );
     const tail = await api.log(this.run, this.file, this.query());
     if (!this.live()) return;
     this.show(tail, "replace");
@@ -107,14 +135,16 @@ class LogView {
     const current = state.logs.component;
     clear(this.componentPicker);
     this.componentPicker.appendChild(el("option", { value: "" }, "all components"));
-    for (const c of [...this.components].sort()) this.componentPicker.appendChild(el("option", { value: c }, visibleName(c)));
+    for (const c of [...this.components].sort())
+      this.componentPicker.appendChild(el("option", { value: c }, visibleName(c)));
     this.componentPicker.value = current;
   }
 
   /** Put a window's lines on the page: instead of what is there, before it, or after it. */
   private show(window: LogWindow, where: "replace" | "before" | "after"): void {
     const nodes = window.lines.map(lineNode);
-    const offsetOf = (node: Element | null, otherwise: number): number => (node instanceof HTMLElement ? Number(node.dataset["offset"] ?? otherwise) : otherwise);
+    const offsetOf = (node: Element | null, otherwise: number): number =>
+      node instanceof HTMLElement ? Number(node.dataset["offset"] ?? otherwise) : otherwise;
     if (where === "replace") {
       clear(this.box);
       [this.start, this.end] = [window.start, window.end];
@@ -190,10 +220,19 @@ export async function renderLogs(generation: number): Promise<void> {
   const files = (await api.logs(run)).map((f) => f.name);
   if (generation !== state.generation) return;
   if (files.length === 0) {
-    view.appendChild(el("p", { className: "muted empty" }, "No text logs in this run: logs/merged.log and logs/main.log are written by getLogger(…) once the run is known (see docs/logging.md)."));
+    view.appendChild(
+      el(
+        "p",
+        { className: "muted empty" },
+        "No text logs in this run: logs/merged.log and logs/main.log are written by getLogger(…) once the run is known (see docs/logging.md).",
+      ),
+    );
     return;
   }
   const file = files.includes(state.logs.file) ? state.logs.file : (files[0] ?? "");
-  const note = state.selected.length > 1 ? el("span", { className: "muted" }, `${visibleName(run)} (the first run selected)`) : null;
+  const note =
+    state.selected.length > 1
+      ? el("span", { className: "muted" }, `${visibleName(run)} (the first run selected)`)
+      : null;
   await new LogView(run, file, generation).mount(view, files, note);
 }

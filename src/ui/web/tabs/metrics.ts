@@ -18,7 +18,12 @@ import { hooks, state, type LineSource } from "../state.js";
 import { emptyNote, loadKeys, newLine, rankLabel, runLabel, settingsFor, viewBox } from "./common.js";
 
 export function keySignature(keys: Map<string, RunKeys>): string {
-  return [...keys.entries()].map(([run, k]) => `${run}:${k.metrics.map((m) => `${m.key}/${m.ranks.join(",")}`).join(";")}|${k.streams.join(";")}|${k.system.join(";")}`).join("\n");
+  return [...keys.entries()]
+    .map(
+      ([run, k]) =>
+        `${run}:${k.metrics.map((m) => `${m.key}/${m.ranks.join(",")}`).join(";")}|${k.streams.join(";")}|${k.system.join(";")}`,
+    )
+    .join("\n");
 }
 
 /** The current grid (to stop observing when the view changes). */
@@ -54,7 +59,13 @@ function xMapOf(run: string, key: string, generation: number): Promise<{ steps: 
   const id = `${generation}\u0000${run}\u0000${key}`;
   let found = xMaps.get(id);
   if (found === undefined) {
-    found = api.lines<SeriesData>(run, "scalar", [[key, null, null]], 2000).then(([answer]) => (answer === undefined || "error" in answer ? { steps: [], values: [] } : { steps: answer.steps, values: answer.values }));
+    found = api
+      .lines<SeriesData>(run, "scalar", [[key, null, null]], 2000)
+      .then(([answer]) =>
+        answer === undefined || "error" in answer
+          ? { steps: [], values: [] }
+          : { steps: answer.steps, values: answer.values },
+      );
     xMaps.set(id, found);
   }
   return found;
@@ -75,7 +86,11 @@ function onZoom(range: [number, number] | null): void {
   state.settings.zoom = range;
   for (const card of state.cards) card.setZoom(range);
   hooks.writeUrl();
-  if (range !== null) void refineWindow(state.generation, state.cards.filter((c) => c.isOnScreen()));
+  if (range !== null)
+    void refineWindow(
+      state.generation,
+      state.cards.filter((c) => c.isOnScreen()),
+    );
 }
 
 function togglePin(key: string): void {
@@ -90,7 +105,15 @@ function togglePin(key: string): void {
  */
 function groupLine(key: string, group: GroupLine, index: number): Line {
   const kind = state.band === "minmax" ? "minmax" : "std";
-  const line: Line = { id: `group\u0000${key}\u0000${group.label}`, label: `${visibleName(group.label)} (${group.runs.length} run${group.runs.length === 1 ? "" : "s"})`, runStart: null, steps: group.steps, times: [], values: group.mean, colour: lineColour(index) };
+  const line: Line = {
+    id: `group\u0000${key}\u0000${group.label}`,
+    label: `${visibleName(group.label)} (${group.runs.length} run${group.runs.length === 1 ? "" : "s"})`,
+    runStart: null,
+    steps: group.steps,
+    times: [],
+    values: group.mean,
+    colour: lineColour(index),
+  };
   if (state.band !== "none") {
     const lo = kind === "std" ? group.mean.map((m, i) => m - (group.std[i] ?? NaN)) : group.min;
     const hi = kind === "std" ? group.mean.map((m, i) => m + (group.std[i] ?? NaN)) : group.max;
@@ -118,13 +141,20 @@ export async function renderMetrics(generation: number): Promise<void> {
   document.getElementById("key-search")?.classList.toggle("invalid", matcher.error !== null);
   let internal = 0;
   const names = [...byKey.keys()].sort().filter((name) => {
-    const hiddenInternal = !state.showInternal && (byKey.get(name) ?? []).every(({ info }) => isInternalKey(info.key, info.internal));
+    const hiddenInternal =
+      !state.showInternal && (byKey.get(name) ?? []).every(({ info }) => isInternalKey(info.key, info.internal));
     if (hiddenInternal) internal++;
     return !hiddenInternal && matcher.test(name);
   });
   setInternalNote(internal);
   if (names.length === 0) {
-    emptyNote(byKey.size === 0 ? "This run has no metrics yet." : matcher.error !== null ? `No metric matches; the search is not a valid regular expression (${matcher.error}).` : "No metric matches the search.");
+    emptyNote(
+      byKey.size === 0
+        ? "This run has no metrics yet."
+        : matcher.error !== null
+          ? `No metric matches; the search is not a valid regular expression (${matcher.error}).`
+          : "No metric matches the search.",
+    );
     if (!state.firstGridMarked) {
       state.firstGridMarked = true;
       document.body.dataset["chartsRendered"] = "0";
@@ -137,7 +167,13 @@ export async function renderMetrics(generation: number): Promise<void> {
   for (const [section, list] of sectionsOf(names)) {
     const g = sectionBox(view, section, list.length);
     for (const name of list) {
-      const card = new ChartCard(name, settings, { onFirstDraw: () => allDrawnCheck(generation, grid), onZoom, onPin: togglePin }, "", state.pinned.includes(name));
+      const card = new ChartCard(
+        name,
+        settings,
+        { onFirstDraw: () => allDrawnCheck(generation, grid), onZoom, onPin: togglePin },
+        "",
+        state.pinned.includes(name),
+      );
       state.cards.push(card);
       g.appendChild(card.root);
       const lines = cardLines(card, name, byKey.get(name) ?? [], keys);
@@ -194,7 +230,9 @@ function sectionBox(view: HTMLElement, section: string, count: number): HTMLElem
   const details = el("details", { className: "section", "data-section": section === PINNED ? "pinned" : section });
   details.open = !state.collapsed.includes(section);
   details.addEventListener("toggle", () => {
-    state.collapsed = details.open ? state.collapsed.filter((s) => s !== section) : [...state.collapsed.filter((s) => s !== section), section];
+    state.collapsed = details.open
+      ? state.collapsed.filter((s) => s !== section)
+      : [...state.collapsed.filter((s) => s !== section), section];
     hooks.writeUrl();
   });
   const g = el("div", { className: "grid" });
@@ -213,8 +251,21 @@ function cardLines(card: ChartCard, name: string, runs: readonly KeyOfRun[], key
     const add = (rank: number | undefined, line: Line): void => {
       lines.push({ kind: "series", run, key: name, rank, cursor: null, card, line });
     };
-    if (global) add(undefined, newLine(`${run}\u0000${name}\u0000global`, runLabel(run, ranks.length > 0 && showRanks ? "all ranks" : undefined), run));
-    if (showRanks) for (const rank of ranks) add(rank, newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank, run)), run, rank));
+    if (global)
+      add(
+        undefined,
+        newLine(
+          `${run}\u0000${name}\u0000global`,
+          runLabel(run, ranks.length > 0 && showRanks ? "all ranks" : undefined),
+          run,
+        ),
+      );
+    if (showRanks)
+      for (const rank of ranks)
+        add(
+          rank,
+          newLine(`${run}\u0000${name}\u0000${rank}`, runLabel(run, rankLabel(keys.get(run), rank, run)), run, rank),
+        );
   }
   return lines;
 }

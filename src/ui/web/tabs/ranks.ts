@@ -29,10 +29,22 @@ const ms = (v: number | null): string => (v === null ? "—" : `${v.toFixed(v < 
 /** The slow ranks of the newest flush, chronic ones marked, then chronic ranks not slow at it. */
 function slowTable(view: RanksView): HTMLElement {
   const table = el("table", { id: "slow-ranks", className: "slow-ranks" });
-  append(table, el("tr", {}, ...["rank", "host", "slow by", "step", "lateness", "others' wait", "phase", ""].map((h) => el("th", {}, h))));
+  append(
+    table,
+    el(
+      "tr",
+      {},
+      ...["rank", "host", "slow by", "step", "lateness", "others' wait", "phase", ""].map((h) => el("th", {}, h)),
+    ),
+  );
   for (const s of view.slowest) {
-    const row = el("tr", { className: s.chronic ? "chronic" : "transient", "data-rank": s.rankName, "data-host": s.host });
-    const phase = s.phase === null ? "—" : `${visibleName(s.phase.name)} ${ms(s.phase.ms)} (median ${ms(s.phase.medianMs)})`;
+    const row = el("tr", {
+      className: s.chronic ? "chronic" : "transient",
+      "data-rank": s.rankName,
+      "data-host": s.host,
+    });
+    const phase =
+      s.phase === null ? "—" : `${visibleName(s.phase.name)} ${ms(s.phase.ms)} (median ${ms(s.phase.medianMs)})`;
     append(
       row,
       el("td", { className: "rank-name" }, `${visibleName(s.rankName)} (rank ${s.rank})`),
@@ -42,7 +54,13 @@ function slowTable(view: RanksView): HTMLElement {
       el("td", {}, ms(s.latenessMs)),
       el("td", {}, ms(s.causedWaitMs)),
       el("td", {}, phase),
-      el("td", {}, s.chronic ? el("span", { className: "chip chronic", title: "slow in at least half of the recent flushes" }, "chronic") : el("span", { className: "chip transient" }, "transient")),
+      el(
+        "td",
+        {},
+        s.chronic
+          ? el("span", { className: "chip chronic", title: "slow in at least half of the recent flushes" }, "chronic")
+          : el("span", { className: "chip transient" }, "transient"),
+      ),
     );
     table.appendChild(row);
   }
@@ -55,7 +73,11 @@ function slowTable(view: RanksView): HTMLElement {
         { className: "chronic", "data-rank": c.rankName, "data-host": c.host },
         el("td", { className: "rank-name" }, `${visibleName(c.rankName)} (rank ${c.rank})`),
         el("td", { className: "rank-host" }, visibleName(c.host)),
-        el("td", { colSpan: 5, className: "muted" }, `slow in ${c.slowFlushes} of the last ${c.window} flushes, not at the newest`),
+        el(
+          "td",
+          { colSpan: 5, className: "muted" },
+          `slow in ${c.slowFlushes} of the last ${c.window} flushes, not at the newest`,
+        ),
         el("td", {}, el("span", { className: "chip chronic" }, "chronic")),
       ),
     );
@@ -99,18 +121,37 @@ function heatmap(view: RanksView): HTMLElement {
   const slowNames = new Set(view.slowest.map((s) => (view.rowsAre === "host" ? s.host : s.rankName)));
   const labels = el("div", { className: "heatmap-labels", style: `width:${LABEL_W}px` });
   for (const row of view.rows) {
-    const text = view.rowsAre === "host" ? `${visibleName(row.host)} (${row.ranks} ranks)` : `${visibleName(row.label)} · ${visibleName(row.host)}`;
-    labels.appendChild(el("div", { className: `heatmap-label${slowNames.has(row.label) ? " slow" : ""}`, style: `height:${CELL_H}px`, title: text }, text));
+    const text =
+      view.rowsAre === "host"
+        ? `${visibleName(row.host)} (${row.ranks} ranks)`
+        : `${visibleName(row.label)} · ${visibleName(row.host)}`;
+    labels.appendChild(
+      el(
+        "div",
+        {
+          className: `heatmap-label${slowNames.has(row.label) ? " slow" : ""}`,
+          style: `height:${CELL_H}px`,
+          title: text,
+        },
+        text,
+      ),
+    );
   }
   canvas.addEventListener("mousemove", (e) => {
     const r = Math.floor(e.offsetY / CELL_H);
     const c = Math.floor(e.offsetX / cellW);
     const row = view.rows[r];
-    canvas.title = row === undefined ? "" : `${row.label} · step ${view.steps[c] ?? "?"} · ${ms(values[r * cols + c] ?? null)}`;
+    canvas.title =
+      row === undefined ? "" : `${row.label} · step ${view.steps[c] ?? "?"} · ${ms(values[r * cols + c] ?? null)}`;
   });
   const first = view.steps[0];
   const last = view.steps[cols - 1];
-  return el("div", { className: "heatmap" }, el("div", { className: "heatmap-body" }, labels, canvas), el("div", { className: "muted" }, cols === 0 ? "" : `flushes at steps ${first} … ${last} →`));
+  return el(
+    "div",
+    { className: "heatmap" },
+    el("div", { className: "heatmap-body" }, labels, canvas),
+    el("div", { className: "muted" }, cols === 0 ? "" : `flushes at steps ${first} … ${last} →`),
+  );
 }
 
 export async function renderRanks(generation: number): Promise<void> {
@@ -120,7 +161,10 @@ export async function renderRanks(generation: number): Promise<void> {
   const ranks = await api.ranks(run);
   if (generation !== state.generation) return;
   if (!ranks.available) return emptyNote(`No per-rank timings here: ${ranks.reason ?? "this source keeps none"}.`);
-  if (ranks.steps.length === 0) return emptyNote("No per-rank timings in this run: ranks send them when they trace steps with a Tracer (tracer.start()/stop(), tracer.barrier(name) at a collective; see docs/stragglers.md).");
+  if (ranks.steps.length === 0)
+    return emptyNote(
+      "No per-rank timings in this run: ranks send them when they trace steps with a Tracer (tracer.start()/stop(), tracer.barrier(name) at a collective; see docs/stragglers.md).",
+    );
   const picker = el("select", { id: "ranks-measure", "aria-label": "measure" });
   for (const [value, label] of MEASURES) picker.appendChild(el("option", { value }, label));
   picker.value = measure;
@@ -133,14 +177,35 @@ export async function renderRanks(generation: number): Promise<void> {
     measure = picker.value === "latenessMs" || picker.value === "waitMs" ? picker.value : "stepMs";
     draw();
   });
-  const rows = ranks.rowsAre === "host" ? `${ranks.totalRanks} ranks on ${ranks.rows.length} hosts (rows are hosts: each cell the host's most straggling rank)` : `${ranks.totalRanks} ranks`;
+  const rows =
+    ranks.rowsAre === "host"
+      ? `${ranks.totalRanks} ranks on ${ranks.rows.length} hosts (rows are hosts: each cell the host's most straggling rank)`
+      : `${ranks.totalRanks} ranks`;
   const summary = el(
     "p",
     { id: "ranks-summary" },
     `${rows} · tracer ${visibleName(ranks.tracer ?? "—")} · median step ${ms(ranks.medianStepMs)} · skew (max / median) ${ranks.skew === null ? "—" : ranks.skew.toFixed(2)} · median barrier wait ${ms(ranks.medianWaitMs)}`,
   );
-  const note = state.selected.length > 1 ? el("span", { className: "muted" }, ` ${visibleName(run)} (the first run selected)`) : null;
-  const slow = ranks.slowest.length + ranks.chronic.length === 0 ? el("p", { className: "muted", id: "no-slow-ranks" }, "No rank stands out at the newest flush.") : slowTable(ranks);
-  append(view, el("div", { className: "ranks-tools" }, el("h3", {}, `Slow ranks at step ${ranks.steps[ranks.steps.length - 1] ?? ""}`), note), summary, slow, el("div", { className: "ranks-tools" }, el("label", {}, "heatmap of ", picker)), body);
+  const note =
+    state.selected.length > 1
+      ? el("span", { className: "muted" }, ` ${visibleName(run)} (the first run selected)`)
+      : null;
+  const slow =
+    ranks.slowest.length + ranks.chronic.length === 0
+      ? el("p", { className: "muted", id: "no-slow-ranks" }, "No rank stands out at the newest flush.")
+      : slowTable(ranks);
+  append(
+    view,
+    el(
+      "div",
+      { className: "ranks-tools" },
+      el("h3", {}, `Slow ranks at step ${ranks.steps[ranks.steps.length - 1] ?? ""}`),
+      note,
+    ),
+    summary,
+    slow,
+    el("div", { className: "ranks-tools" }, el("label", {}, "heatmap of ", picker)),
+    body,
+  );
   draw();
 }

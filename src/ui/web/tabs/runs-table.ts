@@ -30,7 +30,20 @@ const MAX_COORDS_RUNS = 500;
 export function serverSort(sort: string): string | undefined {
   const desc = sort.startsWith("-");
   const col = desc ? sort.slice(1) : sort;
-  const by = col === "run" ? "name" : col === "status" ? "status" : col === "group" ? "group" : col.startsWith("p:") ? `param:${col.slice(2)}` : col.startsWith("s:") ? `metric:${col.slice(2)}` : col === "start" ? "started" : undefined;
+  const by =
+    col === "run"
+      ? "name"
+      : col === "status"
+        ? "status"
+        : col === "group"
+          ? "group"
+          : col.startsWith("p:")
+            ? `param:${col.slice(2)}`
+            : col.startsWith("s:")
+              ? `metric:${col.slice(2)}`
+              : col === "start"
+                ? "started"
+                : undefined;
   if (by === undefined) return undefined;
   // The table's ascending start is oldest first; the server's natural order of times is newest first.
   const reverse = by === "started" ? !desc : desc;
@@ -91,7 +104,13 @@ export async function renderRunsTable(generation: number): Promise<void> {
 class RunsTable {
   /** The hyperparameter and summary names of the rows loaded. */
   private known: { params: string[]; summary: string[] };
-  private readonly filterBox = el("input", { type: "search", id: "table-filter", placeholder: "Filter: text, tag:x, group:x, status:x, lr<0.01, loss<0.5, name=value", "aria-label": "Filter runs table", value: state.filter });
+  private readonly filterBox = el("input", {
+    type: "search",
+    id: "table-filter",
+    placeholder: "Filter: text, tag:x, group:x, status:x, lr<0.01, loss<0.5, name=value",
+    "aria-label": "Filter runs table",
+    value: state.filter,
+  });
   private readonly metricPicker = el("select", { id: "pc-metric", "aria-label": "metric for parallel coordinates" });
   private readonly tableBox = el("div", { className: "table-wrap runs-table-wrap" });
   private readonly head = el("thead");
@@ -151,7 +170,9 @@ class RunsTable {
   }
 
   private candidates(): string[] {
-    return this.known.summary.filter((k) => (state.showInternal || !isInternalKey(k)) && searchMatcher(state.search).test(k));
+    return this.known.summary.filter(
+      (k) => (state.showInternal || !isInternalKey(k)) && searchMatcher(state.search).test(k),
+    );
   }
 
   /** A page of rows arrived: new names redraw the head; the count, the rows and the coordinates follow. */
@@ -173,12 +194,25 @@ class RunsTable {
     this.summaryKeys = summaryColumns(this.loadedSummaries(), this.candidates(), state.summaryColumns);
     const params = this.known.params.map((k): [string, string] => [`p:${k}`, k]);
     const summaries = this.summaryKeys.map((k): [string, string] => [`s:${k}`, k]);
-    this.columns = [["run", "run"], ["status", "status"], ["group", "group"], ["tags", "tags"], ["start", "start"], ...params, ...summaries];
+    this.columns = [
+      ["run", "run"],
+      ["status", "status"],
+      ["group", "group"],
+      ["tags", "tags"],
+      ["start", "start"],
+      ...params,
+      ...summaries,
+    ];
     const desc = state.sort.startsWith("-");
     const col = desc ? state.sort.slice(1) : state.sort;
     const tr = el("tr", {}, el("th", {}, ""));
     for (const [id, label] of this.columns) {
-      const button = el("button", { type: "button", className: "sort", "data-col": id }, visibleName(label), col === id ? (desc ? " ▼" : " ▲") : "");
+      const button = el(
+        "button",
+        { type: "button", className: "sort", "data-col": id },
+        visibleName(label),
+        col === id ? (desc ? " ▼" : " ▲") : "",
+      );
       button.addEventListener("click", () => {
         // The sort now (not when the head was drawn): a second click on a column reverses it.
         const [nowCol, nowDesc] = state.sort.startsWith("-") ? [state.sort.slice(1), true] : [state.sort, false];
@@ -187,7 +221,16 @@ class RunsTable {
         this.drawHead();
         this.reload();
       });
-      tr.appendChild(el("th", { "aria-sort": col === id ? (desc ? "descending" : "ascending") : "none", className: id.startsWith("p:") ? "param" : id.startsWith("s:") ? "summary" : "" }, button));
+      tr.appendChild(
+        el(
+          "th",
+          {
+            "aria-sort": col === id ? (desc ? "descending" : "ascending") : "none",
+            className: id.startsWith("p:") ? "param" : id.startsWith("s:") ? "summary" : "",
+          },
+          button,
+        ),
+      );
     }
     clear(this.head);
     this.head.appendChild(tr);
@@ -200,31 +243,49 @@ class RunsTable {
     const all = this.known.summary.filter((k) => state.showInternal || !isInternalKey(k));
     clear(this.metricPicker);
     for (const key of all) this.metricPicker.appendChild(el("option", { value: key }, visibleName(key)));
-    if (state.metric === "" || !all.includes(state.metric)) state.metric = all.find((k) => /loss/i.test(k)) ?? all[0] ?? "";
+    if (state.metric === "" || !all.includes(state.metric))
+      state.metric = all.find((k) => /loss/i.test(k)) ?? all[0] ?? "";
     this.metricPicker.value = state.metric;
   }
 
   /** Row `i` of the table: a placeholder until its page arrived. */
   private rowOf(i: number): HTMLTableRowElement {
     const run = this.pages.row(i);
-    if (run === undefined) return el("tr", { className: "loading" }, el("td", { colspan: this.columns.length + 1, className: "muted" }, "…"));
+    if (run === undefined)
+      return el(
+        "tr",
+        { className: "loading" },
+        el("td", { colspan: this.columns.length + 1, className: "muted" }, "…"),
+      );
     const box = el("input", { type: "checkbox", "aria-label": `select ${visibleName(run.id)}` });
     box.checked = state.selected.includes(run.id);
     box.addEventListener("change", () => selectRun(run.id, true));
     const swatch = el("span", { className: "swatch run-swatch" });
     swatch.style.background = runColour(run.id);
     const cells = this.columns.map(([id]) => {
-      if (id === "tags") return el("td", {}, ...(run.tags ?? []).map((t) => el("span", { className: "chip tag" }, visibleName(t))));
+      if (id === "tags")
+        return el("td", {}, ...(run.tags ?? []).map((t) => el("span", { className: "chip tag" }, visibleName(t))));
       if (id === "start") return el("td", {}, formatStart(run.startedAt));
-      return el("td", { className: id.startsWith("s:") || id.startsWith("p:") ? "num" : "" }, cellText(valueOf(run, id)));
+      return el(
+        "td",
+        { className: id.startsWith("s:") || id.startsWith("p:") ? "num" : "" },
+        cellText(valueOf(run, id)),
+      );
     });
-    return el("tr", { "data-run": run.id, className: state.selected.includes(run.id) ? "selected" : "" }, el("td", {}, box, swatch), ...cells);
+    return el(
+      "tr",
+      { "data-run": run.id, className: state.selected.includes(run.id) ? "selected" : "" },
+      el("td", {}, box, swatch),
+      ...cells,
+    );
   }
 
   private drawCoords(): void {
     const loaded = this.pages.loaded().slice(0, MAX_COORDS_RUNS);
     clear(this.coords);
-    this.coords.appendChild(parallelCoordinates(loaded, this.known.params, state.metric, Math.max(400, this.tableBox.clientWidth || 800)));
+    this.coords.appendChild(
+      parallelCoordinates(loaded, this.known.params, state.metric, Math.max(400, this.tableBox.clientWidth || 800)),
+    );
   }
 
   /** The rows again from the first page, for the filter or sort now. */
@@ -269,7 +330,12 @@ function columnChooser(keysNow: () => string[], shown: () => string[], redraw: (
   const title = el("summary", {});
   const list = el("div", { className: "column-list" });
   const reset = el("button", { type: "button", className: "reset-columns" }, "default");
-  const chooser = el("details", { id: "summary-columns", className: "column-chooser" }, title, el("div", { className: "column-panel" }, list, reset));
+  const chooser = el(
+    "details",
+    { id: "summary-columns", className: "column-chooser" },
+    title,
+    el("div", { className: "column-panel" }, list, reset),
+  );
   const choose = (columns: string[] | null): void => {
     state.summaryColumns = columns;
     saveChosenColumns(columns);
@@ -285,7 +351,9 @@ function columnChooser(keysNow: () => string[], shown: () => string[], redraw: (
     for (const key of keys) {
       const box = el("input", { type: "checkbox", value: key });
       box.checked = current.has(key);
-      box.addEventListener("change", () => choose(box.checked ? [...current, key] : [...current].filter((k) => k !== key)));
+      box.addEventListener("change", () =>
+        choose(box.checked ? [...current, key] : [...current].filter((k) => k !== key)),
+      );
       list.appendChild(el("label", {}, box, ` ${visibleName(key)}`));
     }
   });
@@ -294,7 +362,11 @@ function columnChooser(keysNow: () => string[], shown: () => string[], redraw: (
 
 const SVG = "http://www.w3.org/2000/svg";
 
-function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number>, text?: string): SVGElementTagNameMap[K] {
+function svg<K extends keyof SVGElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string | number>,
+  text?: string,
+): SVGElementTagNameMap[K] {
   const node = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
   if (text !== undefined) node.textContent = text;
@@ -310,19 +382,28 @@ interface Axis {
 }
 
 function axisFor(name: string, values: (Cell | undefined)[]): Axis | null {
-  const present = values.filter((v): v is string | number | boolean => v !== null && v !== undefined && !(typeof v === "number" && !Number.isFinite(v)));
+  const present = values.filter(
+    (v): v is string | number | boolean =>
+      v !== null && v !== undefined && !(typeof v === "number" && !Number.isFinite(v)),
+  );
   if (present.length === 0) return null;
   const nums = present.filter((v) => typeof v === "number");
   if (nums.length === present.length) {
     const lo = Math.min(...nums);
     const hi = Math.max(...nums);
-    return { name, pos: (v) => (typeof v === "number" && Number.isFinite(v) ? (hi > lo ? (v - lo) / (hi - lo) : 0.5) : null), low: formatValue(lo), high: formatValue(hi) };
+    return {
+      name,
+      pos: (v) => (typeof v === "number" && Number.isFinite(v) ? (hi > lo ? (v - lo) / (hi - lo) : 0.5) : null),
+      low: formatValue(lo),
+      high: formatValue(hi),
+    };
   }
   const levels = [...new Set(present.map(String))].sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
   if (levels.length > 24) return null;
   return {
     name,
-    pos: (v) => (v === null || v === undefined ? null : levels.length > 1 ? levels.indexOf(String(v)) / (levels.length - 1) : 0.5),
+    pos: (v) =>
+      v === null || v === undefined ? null : levels.length > 1 ? levels.indexOf(String(v)) / (levels.length - 1) : 0.5,
     low: visibleName(levels[0] ?? ""),
     high: visibleName(levels[levels.length - 1] ?? ""),
   };
@@ -338,9 +419,20 @@ function parallelCoordinates(runs: RunInfo[], paramKeys: string[], metric: strin
     const axis = axisFor(key, values);
     if (axis !== null) axes.push(axis);
   }
-  const metricAxis = metric === "" ? null : axisFor(metric, runs.map((r) => r.summary?.[metric]));
+  const metricAxis =
+    metric === ""
+      ? null
+      : axisFor(
+          metric,
+          runs.map((r) => r.summary?.[metric]),
+        );
   if (metricAxis !== null) axes.push(metricAxis);
-  if (axes.length < 2 || runs.length === 0) return el("p", { className: "muted", id: "parcoords-empty" }, "Parallel coordinates need runs with at least one hyperparameter that varies and a summary metric.");
+  if (axes.length < 2 || runs.length === 0)
+    return el(
+      "p",
+      { className: "muted", id: "parcoords-empty" },
+      "Parallel coordinates need runs with at least one hyperparameter that varies and a summary metric.",
+    );
   const height = 260;
   const top = 34;
   const bottom = 26;
@@ -348,11 +440,31 @@ function parallelCoordinates(runs: RunInfo[], paramKeys: string[], metric: strin
   const right = 60;
   const plotH = height - top - bottom;
   const gap = (width - left - right) / (axes.length - 1);
-  const root = svg("svg", { class: "parcoords", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": `parallel coordinates of ${axes.length - 1} hyperparameters and ${visibleName(metric)}`, "data-axes": axes.length, "data-runs": runs.length });
+  const root = svg("svg", {
+    class: "parcoords",
+    width,
+    height,
+    viewBox: `0 0 ${width} ${height}`,
+    role: "img",
+    "aria-label": `parallel coordinates of ${axes.length - 1} hyperparameters and ${visibleName(metric)}`,
+    "data-axes": axes.length,
+    "data-runs": runs.length,
+  });
   axes.forEach((axis, i) => {
     const x = left + i * gap;
     root.appendChild(svg("line", { x1: x, x2: x, y1: top, y2: top + plotH, class: "pc-axis" }));
-    root.appendChild(svg("text", { x, y: top - 18, "text-anchor": "middle", class: i === axes.length - 1 && metricAxis !== null ? "pc-label pc-metric" : "pc-label" }, visibleName(axis.name)));
+    root.appendChild(
+      svg(
+        "text",
+        {
+          x,
+          y: top - 18,
+          "text-anchor": "middle",
+          class: i === axes.length - 1 && metricAxis !== null ? "pc-label pc-metric" : "pc-label",
+        },
+        visibleName(axis.name),
+      ),
+    );
     root.appendChild(svg("text", { x, y: top - 5, "text-anchor": "middle", class: "pc-tick" }, axis.high));
     root.appendChild(svg("text", { x, y: top + plotH + 14, "text-anchor": "middle", class: "pc-tick" }, axis.low));
   });
@@ -364,7 +476,14 @@ function parallelCoordinates(runs: RunInfo[], paramKeys: string[], metric: strin
       if (p !== null) points.push(`${(left + i * gap).toFixed(1)},${(top + plotH - p * plotH).toFixed(1)}`);
     });
     if (points.length < 2) continue;
-    const path = svg("polyline", { points: points.join(" "), fill: "none", stroke: runColour(run.id), "stroke-width": state.selected.includes(run.id) ? 2.5 : 1.2, "data-run": run.id, class: "pc-line" });
+    const path = svg("polyline", {
+      points: points.join(" "),
+      fill: "none",
+      stroke: runColour(run.id),
+      "stroke-width": state.selected.includes(run.id) ? 2.5 : 1.2,
+      "data-run": run.id,
+      class: "pc-line",
+    });
     path.appendChild(svg("title", {}, visibleName(run.id)));
     root.appendChild(path);
   }

@@ -53,7 +53,10 @@ function numericFieldsOf(records: readonly unknown[], fields: readonly string[])
 }
 
 /** The indexes of the best and worst record by `rule` (NaN and missing values never win). */
-export function bestAndWorst(records: readonly unknown[], rule: ScoreRule | null): { best: number; worst: number } | null {
+export function bestAndWorst(
+  records: readonly unknown[],
+  rule: ScoreRule | null,
+): { best: number; worst: number } | null {
   if (rule === null) return null;
   let best = -1;
   let worst = -1;
@@ -71,7 +74,8 @@ export function bestAndWorst(records: readonly unknown[], rule: ScoreRule | null
 
 /** A cell's text: integers as they are, other numbers to 6 significant digits, the rest as text. */
 export function cellText(value: unknown): string {
-  if (typeof value === "number") return Number.isInteger(value) && Math.abs(value) < 1e15 ? String(value) : formatValue(value);
+  if (typeof value === "number")
+    return Number.isInteger(value) && Math.abs(value) < 1e15 ? String(value) : formatValue(value);
   return displayText(value);
 }
 
@@ -92,8 +96,13 @@ function stepsOf(rows: readonly SampleRow[]): Map<number, Group[]> {
   const out = new Map<number, Group[]>();
   for (const step of [...steps.keys()].sort((a, b) => a - b)) {
     // The global line first, then every other line in the store's order (its number).
-    const groups = [...(steps.get(step) ?? new Map<number | null, unknown[]>())].sort(([a], [b]) => (a === null ? -1 : b === null ? 1 : a - b));
-    out.set(step, groups.map(([rank, records]) => ({ rank, records })));
+    const groups = [...(steps.get(step) ?? new Map<number | null, unknown[]>())].sort(([a], [b]) =>
+      a === null ? -1 : b === null ? 1 : a - b,
+    );
+    out.set(
+      step,
+      groups.map(([rank, records]) => ({ rank, records })),
+    );
   }
   return out;
 }
@@ -122,14 +131,27 @@ class SampleTable {
     this.fields = [...new Set(all.flatMap((r) => Object.keys(fieldsOf(r))))];
     const numeric = numericFieldsOf(all, this.fields);
     this.rule = defaultScoreRule(numeric);
-    this.slider = el("input", { type: "range", className: "sample-step", "data-key": key, min: 0, max: this.steps.length - 1, step: 1, value: this.stepIndex, "aria-label": `step of ${visibleName(key)}` });
+    this.slider = el("input", {
+      type: "range",
+      className: "sample-step",
+      "data-key": key,
+      min: 0,
+      max: this.steps.length - 1,
+      step: 1,
+      value: this.stepIndex,
+      "aria-label": `step of ${visibleName(key)}`,
+    });
     this.slider.addEventListener("input", () => {
       this.stepIndex = Number(this.slider.value);
       this.page = 0;
       this.render();
     });
     this.stepLabel = el("span", { className: "sample-step-label" });
-    const scorePicker = el("select", { className: "sample-score", "aria-label": `best and worst of ${visibleName(key)} by` }, el("option", { value: "" }, "no best/worst"));
+    const scorePicker = el(
+      "select",
+      { className: "sample-score", "aria-label": `best and worst of ${visibleName(key)} by` },
+      el("option", { value: "" }, "no best/worst"),
+    );
     for (const f of numeric) {
       scorePicker.appendChild(el("option", { value: `+${f}` }, `best: highest ${visibleName(f)}`));
       scorePicker.appendChild(el("option", { value: `-${f}` }, `best: lowest ${visibleName(f)}`));
@@ -165,7 +187,9 @@ class SampleTable {
     const shown = rows.slice(from, from + SAMPLE_PAGE_ROWS);
     const marks = new Map(groups.map((g) => [g, bestAndWorst(g.records, this.rule)]));
     clear(this.table);
-    this.table.appendChild(el("thead", {}, el("tr", {}, el("th", {}, "#"), ...this.fields.map((f) => el("th", {}, visibleName(f))))));
+    this.table.appendChild(
+      el("thead", {}, el("tr", {}, el("th", {}, "#"), ...this.fields.map((f) => el("th", {}, visibleName(f))))),
+    );
     const body = el("tbody");
     let lastGroup: Group | null = null;
     for (const { group, record, i } of shown) {
@@ -176,10 +200,24 @@ class SampleTable {
       const values = fieldsOf(record);
       const cells = this.fields.map((f) => {
         const v = values[f];
-        return typeof v === "number" ? el("td", { className: "num", "data-field": f, title: String(v) }, cellText(v)) : el("td", { "data-field": f }, cellText(v));
+        return typeof v === "number"
+          ? el("td", { className: "num", "data-field": f, title: String(v) }, cellText(v))
+          : el("td", { "data-field": f }, cellText(v));
       });
-      const index = el("td", { className: "idx" }, String(i), kind === "" ? null : el("span", { className: `mark ${kind}` }, kind === "best" ? " ▲ best" : " ▼ worst"));
-      body.appendChild(el("tr", { className: kind === "" ? "sample" : `sample ${kind}`, "data-group": group.rank ?? -1 }, index, ...cells));
+      const index = el(
+        "td",
+        { className: "idx" },
+        String(i),
+        kind === "" ? null : el("span", { className: `mark ${kind}` }, kind === "best" ? " ▲ best" : " ▼ worst"),
+      );
+      body.appendChild(
+        el(
+          "tr",
+          { className: kind === "" ? "sample" : `sample ${kind}`, "data-group": group.rank ?? -1 },
+          index,
+          ...cells,
+        ),
+      );
     }
     this.table.appendChild(body);
     this.renderPager(from, shown.length, rows.length, pages);
@@ -188,8 +226,19 @@ class SampleTable {
   /** A group's label row: who logged it, how many records, its best and worst. */
   private groupHead(group: Group, mark: { best: number; worst: number } | null): HTMLElement {
     const score = (i: number): string => cellText(fieldsOf(group.records[i])[this.rule?.field ?? ""]);
-    const extremes = mark === null || this.rule === null ? "" : ` · best ${visibleName(this.rule.field)} ${score(mark.best)} (#${mark.best}) · worst ${score(mark.worst)} (#${mark.worst})`;
-    return el("tr", { className: "group-head" }, el("td", { colspan: this.fields.length + 1 }, `${this.groupName(group.rank)} · ${group.records.length} records${extremes}`));
+    const extremes =
+      mark === null || this.rule === null
+        ? ""
+        : ` · best ${visibleName(this.rule.field)} ${score(mark.best)} (#${mark.best}) · worst ${score(mark.worst)} (#${mark.worst})`;
+    return el(
+      "tr",
+      { className: "group-head" },
+      el(
+        "td",
+        { colspan: this.fields.length + 1 },
+        `${this.groupName(group.rank)} · ${group.records.length} records${extremes}`,
+      ),
+    );
   }
 
   private renderPager(from: number, count: number, total: number, pages: number): void {
@@ -204,7 +253,12 @@ class SampleTable {
       this.page++;
       this.render();
     });
-    append(this.pager, prev, el("span", { className: "muted" }, ` rows ${total === 0 ? 0 : from + 1}–${from + count} of ${total} `), next);
+    append(
+      this.pager,
+      prev,
+      el("span", { className: "muted" }, ` rows ${total === 0 ? 0 : from + 1}–${from + count} of ${total} `),
+      next,
+    );
   }
 }
 

@@ -19,7 +19,15 @@ function addStreamPoints(card: ChartCard, source: LineSource, data: StreamData):
     const id = `${source.run}\u0000${source.key}\u0000stream\u0000${rank}`;
     let line = byRank.get(rank) ?? lines.find((l) => l.id === id);
     if (line === undefined) {
-      line = { ...newLine(id, runLabel(source.run, rankLabel(state.keysByRun.get(source.run), rank, source.run)), source.run, rank), scatter: true };
+      line = {
+        ...newLine(
+          id,
+          runLabel(source.run, rankLabel(state.keysByRun.get(source.run), rank, source.run)),
+          source.run,
+          rank,
+        ),
+        scatter: true,
+      };
       lines.push(line);
     }
     byRank.set(rank, line);
@@ -41,9 +49,21 @@ async function renderSeriesGrid(generation: number, tab: "streams" | "system"): 
   const shown = state.showInternal ? all : all.filter((n) => !isInternalKey(n));
   setInternalNote(all.length - shown.length);
   const names = shown.filter((n) => matcher.test(n));
-  if (names.length === 0) return emptyNote(tab === "streams" ? "No raw stream values (per_rank_no_reduce keys) in the selected runs; streamValues probes go to the stream file streams/rank-N.jsonl only." : "No system metrics (GPU/CPU monitor) in the selected runs.");
+  if (names.length === 0)
+    return emptyNote(
+      tab === "streams"
+        ? "No raw stream values (per_rank_no_reduce keys) in the selected runs; streamValues probes go to the stream file streams/rank-N.jsonl only."
+        : "No system metrics (GPU/CPU monitor) in the selected runs.",
+    );
   const view = viewBox();
-  if (tab === "streams") view.appendChild(el("p", { className: "muted" }, "Raw values as each rank recorded them, one dot per value, over time (pick wall or relative time on the x-axis)."));
+  if (tab === "streams")
+    view.appendChild(
+      el(
+        "p",
+        { className: "muted" },
+        "Raw values as each rank recorded them, one dot per value, over time (pick wall or relative time on the x-axis).",
+      ),
+    );
   const g = el("div", { className: "grid" });
   view.appendChild(g);
   const grid = new LazyGrid(generation);
@@ -54,7 +74,15 @@ async function renderSeriesGrid(generation: number, tab: "streams" | "system"): 
     g.appendChild(card.root);
     const lines: LineSource[] = state.selected
       .filter((run) => (tab === "streams" ? keys.get(run)?.streams : keys.get(run)?.system)?.includes(name) === true)
-      .map((run) => ({ kind: tab === "streams" ? ("stream" as const) : ("system" as const), run, key: name, rank: undefined, cursor: null, card, line: newLine(`${run}\u0000${tab}\u0000${name}`, runLabel(run), run) }));
+      .map((run) => ({
+        kind: tab === "streams" ? ("stream" as const) : ("system" as const),
+        run,
+        key: name,
+        rank: undefined,
+        cursor: null,
+        card,
+        line: newLine(`${run}\u0000${tab}\u0000${name}`, runLabel(run), run),
+      }));
     const spec: CardSpec = { card, lines };
     grid.add(spec);
   }

@@ -24,13 +24,37 @@ export async function renderTraces(generation: number): Promise<void> {
     const files = await api.traces(run);
     if (generation !== state.generation) return;
     const section = el("section", { className: "run-section" }, el("h2", {}, visibleName(run)));
-    if (files.length === 0) section.appendChild(el("p", { className: "muted" }, "No trace files (traces/) in this run."));
+    if (files.length === 0)
+      section.appendChild(el("p", { className: "muted" }, "No trace files (traces/) in this run."));
     else {
       const body = el("tbody");
       for (const file of files) {
-        body.appendChild(el("tr", {}, el("td", {}, el("a", { href: api.traceUrl(run, file.name), download: file.name, className: "trace-link" }, visibleName(file.name))), el("td", {}, formatBytes(file.size)), el("td", {}, formatTime(file.modified))));
+        body.appendChild(
+          el(
+            "tr",
+            {},
+            el(
+              "td",
+              {},
+              el(
+                "a",
+                { href: api.traceUrl(run, file.name), download: file.name, className: "trace-link" },
+                visibleName(file.name),
+              ),
+            ),
+            el("td", {}, formatBytes(file.size)),
+            el("td", {}, formatTime(file.modified)),
+          ),
+        );
       }
-      section.appendChild(el("table", { className: "traces" }, el("thead", {}, el("tr", {}, el("th", {}, "file"), el("th", {}, "size"), el("th", {}, "modified"))), body));
+      section.appendChild(
+        el(
+          "table",
+          { className: "traces" },
+          el("thead", {}, el("tr", {}, el("th", {}, "file"), el("th", {}, "size"), el("th", {}, "modified"))),
+          body,
+        ),
+      );
     }
     view.appendChild(section);
   }
