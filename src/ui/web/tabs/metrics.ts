@@ -74,7 +74,9 @@ function xMapOf(run: string, key: string, generation: number): Promise<{ steps: 
 function allDrawnCheck(generation: number, grid: LazyGrid): void {
   if (generation !== state.generation || state.firstGridMarked || grid.firstBatch === null) return;
   const cards = [...grid.firstBatch];
-  if (cards.every((c) => c.root.dataset["drawn"] === "1")) {
+  // A card of the first load pushed off screen meanwhile (the grid's layout settling) draws only
+  // when scrolled back: "every chart on screen" no longer includes it.
+  if (cards.every((c) => c.root.dataset["drawn"] === "1" || !c.isOnScreen())) {
     state.firstGridMarked = true;
     performance.mark("rankscope:charts-rendered");
     performance.measure("rankscope:first-render", { start: 0, end: "rankscope:charts-rendered" });
