@@ -21,9 +21,10 @@ import {
 } from "../store/read-types.js";
 import { LINE_ORDER, type ChunkMeta } from "../store/reader-statements.js";
 import { readChunkedSeries, type ChunkReads } from "../store/series-read.js";
+import { histogramOfJson } from "../store/store-reader.js";
 import { BLOCK_POINTS } from "../store/schema.js";
 import { DEFAULT_MAX_POINTS } from "../store/store-reader.js";
-import { isRecord, parseNumber } from "../core/json.js";
+import { isRecord } from "../core/json.js";
 import { parseAlertEvent } from "../core/alert-json.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 import { HttpError } from "../ui/security.js";
@@ -202,38 +203,6 @@ async function fetchChunks(
     chunkBlocks: { get: (id) => blocksById.get(id) },
   };
   return { keyId: first.key_id, rank: first.line, reads };
-}
-
-/** A histogram as stored (JSON, non-finite numbers as strings), or null when it is not one. */
-function histogramOf(json: string): HistogramEntry["histogram"] | null {
-  let h: unknown;
-  try {
-    h = JSON.parse(json, (_k, v: unknown) =>
-      v === "NaN" || v === "Infinity" || v === "-Infinity" ? parseNumber(v) : v,
-    );
-  } catch {
-    return null;
-  }
-  if (!isRecord(h)) return null;
-  const numbers = (v: unknown): v is number[] => Array.isArray(v) && v.every((n) => typeof n === "number");
-  const { count, min, max, sum, sumSquares, bucketLimits, bucketCounts } = h;
-  if (
-    typeof count !== "number" ||
-    typeof min !== "number" ||
-    typeof max !== "number" ||
-    !numbers(bucketLimits) ||
-    !numbers(bucketCounts)
-  )
-    return null;
-  return {
-    count,
-    min,
-    max,
-    sum: typeof sum === "number" ? sum : NaN,
-    sumSquares: typeof sumSquares === "number" ? sumSquares : NaN,
-    bucketLimits,
-    bucketCounts,
-  };
 }
 
 /** A source over the runs of project `projectId`. */
@@ -499,7 +468,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
       );
       // The newest `limit` as the job's store keeps them, drawn by step (the store source's order).
       const entries = result.rows.flatMap((r) => {
-        const histogram = histogramOf(r.data);
+        const histogram = histogramOfJson(r.data);
         return histogram === null ? [] : [{ seq: r.src_seq, key, rank: r.rank, step: r.step, wall: r.wall, histogram }];
       });
       return entries.sort((a, b) => a.step - b.step || a.seq - b.seq);

@@ -71,12 +71,22 @@ function parseSampleRecords(json: string, key: string): SampleRecord[] {
   return value.filter((r): r is SampleRecord => isRecord(r));
 }
 
-/** A histogram as stored (non-finite numbers as their proto3-JSON strings), checked. */
-function parseHistogram(json: string, key: string): HistogramData {
-  // Histograms hold only numbers, so the proto3-JSON strings "NaN"/"Infinity" are numbers here.
-  const h = parseRecord(json, `the stored histogram of ${JSON.stringify(key)}`, (_k, v: unknown) =>
-    v === "NaN" || v === "Infinity" || v === "-Infinity" ? parseNumber(v) : v,
-  );
+/**
+ * A histogram as stored (JSON, non-finite numbers as their proto3-JSON strings), or null when the
+ * text is not one. Both dashboard sources read histograms through it (the team server keeps the
+ * store's JSON as it is).
+ */
+export function histogramOfJson(json: string): HistogramData | null {
+  let h: unknown;
+  try {
+    // Histograms hold only numbers, so the proto3-JSON strings "NaN"/"Infinity" are numbers here.
+    h = JSON.parse(json, (_k, v: unknown) =>
+      v === "NaN" || v === "Infinity" || v === "-Infinity" ? parseNumber(v) : v,
+    );
+  } catch {
+    return null;
+  }
+  if (!isRecord(h)) return null;
   const numbers = (v: unknown): v is number[] => Array.isArray(v) && v.every((n) => typeof n === "number");
   const { count, min, max, sum, sumSquares, bucketLimits, bucketCounts } = h;
   if (
@@ -85,21 +95,30 @@ function parseHistogram(json: string, key: string): HistogramData {
     typeof max !== "number" ||
     !numbers(bucketLimits) ||
     !numbers(bucketCounts)
-  ) {
-    throw new TypeError(
-      `the stored histogram of ${JSON.stringify(key)} is not one (count, min, max, bucketLimits, bucketCounts): ${json.slice(0, 80)}`,
-    );
-  }
+  )
+    return null;
   // sum and sumSquares: NaN where a store written before they were kept lacks them.
+  const sumOf = typeof sum === "number" ? sum : NaN;
   return {
     count,
     min,
     max,
-    sum: typeof sum === "number" ? sum : NaN,
+    sum: sumOf,
     sumSquares: typeof sumSquares === "number" ? sumSquares : NaN,
     bucketLimits,
     bucketCounts,
   };
+}
+
+/** A histogram as stored, checked: a TypeError naming the key when the text is not one. */
+function parseHistogram(json: string, key: string): HistogramData {
+  const h = histogramOfJson(json);
+  if (h === null) {
+    throw new TypeError(
+      `the stored histogram of ${JSON.stringify(key)} is not one (count, min, max, bucketLimits, bucketCounts): ${json.slice(0, 80)}`,
+    );
+  }
+  return h;
 }
 
 /** 2 when the file has the writers' heartbeat column and the `lost_ranks` table. */
