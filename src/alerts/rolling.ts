@@ -26,7 +26,10 @@ export class RollingWindow {
   }
 
   /** Add a finite value; the oldest leaves once the window is full. */
-  push(value: number): void {
+  push(recorded: number): void {
+    // −0 is held as 0 (the one rule for −0, docs/DESIGN.md): the two compare equal, so which of
+    // them a window kept would otherwise depend on the order values came and went.
+    const value = recorded + 0;
     const sorted = this.sorted;
     const n = this.count;
     const at = lowerBound(sorted, n, value);

@@ -24,12 +24,22 @@ test("median and MAD equal those of the last N values, for any values and any N"
         const last = values.slice(-capacity);
         const m = median(last);
         assert.equal(window.size, last.length);
-        assert.equal(window.median(), m);
-        assert.equal(window.mad(m), median(last.map((v) => Math.abs(v - m))));
+        // === : a median of zeros is 0 whichever of ±0 the values held (the window keeps −0 as 0).
+        assert.ok(window.median() === m, `median ${window.median()} vs ${m}`);
+        const mad = median(last.map((v) => Math.abs(v - m)));
+        assert.ok(window.mad(m) === mad, `MAD ${window.mad(m)} vs ${mad}`);
       },
     ),
     { numRuns: 500 },
   );
+});
+
+test("−0 and 0 leave the same window: the median of the last N is 0 however they came and went", () => {
+  // [0, 0, −0] then −0 evicts a 0: the last three are [0, −0, −0], whose median is a zero.
+  const window = new RollingWindow(3);
+  for (const v of [0, 0, -0, -0]) window.push(v);
+  assert.ok(Object.is(window.median(), 0), `median ${window.median()}`);
+  assert.ok(Object.is(window.mad(0), 0));
 });
 
 test("an empty window has no median", () => {
