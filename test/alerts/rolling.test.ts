@@ -56,10 +56,18 @@ test("madVerdict agrees with the exact MAD whenever it is sure, and is sure almo
       fc.integer({ min: 1, max: 60 }),
       // Around a large mean with a small spread too, where median ± t rounds.
       fc.oneof(fc.constant(0), fc.constant(1e9), fc.double({ min: -1e6, max: 1e6, noNaN: true })),
-      fc.array(fc.oneof(fc.double({ min: -1e3, max: 1e3, noNaN: true }), fc.integer({ min: -3, max: 3 })), {
-        minLength: 1,
-        maxLength: 120,
-      }),
+      // Subnormal values are left out: there the exact MAD's own arithmetic underflows ((5e-324 + 0) / 2
+      // is 0), so it is no reference (CI found [−5e-324, 0] against t = 1e-323).
+      fc.array(
+        fc.oneof(
+          fc.double({ min: -1e3, max: 1e3, noNaN: true }).map((v) => (Math.abs(v) < 1e-300 ? 0 : v)),
+          fc.integer({ min: -3, max: 3 }),
+        ),
+        {
+          minLength: 1,
+          maxLength: 120,
+        },
+      ),
       fc.double({ min: 0, max: 2e3, noNaN: true }),
       (capacity, offset, values, t) => {
         const window = new RollingWindow(capacity);
