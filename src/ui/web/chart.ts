@@ -21,19 +21,10 @@ import { ChartLegend } from "./chart-legend.js";
 import { download, drawMarkers, fileNameOf, placeTooltip, tooltipHead, tooltipRow } from "./chart-interaction.js";
 import { append, clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
+import { RUN_PALETTE } from "./colours.js";
 
-const PALETTE = [
-  "#1f77b4",
-  "#ff7f0e",
-  "#2ca02c",
-  "#d62728",
-  "#9467bd",
-  "#8c564b",
-  "#e377c2",
-  "#7f7f7f",
-  "#bcbd22",
-  "#17becf",
-];
+/** A chart without run colours: the first ten run colours (matplotlib's "tab10"). */
+const PALETTE = RUN_PALETTE.slice(0, 10);
 
 /** The colour of the i-th line of a chart without run colours. */
 export function lineColour(i: number): string {
