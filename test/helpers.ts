@@ -3,7 +3,7 @@
  * snippet in a child, and `waitFor` — the one bounded wait every test uses.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -41,9 +41,32 @@ export async function collectDiagnostics(fn: () => unknown): Promise<Diagnostic[
   return seen;
 }
 
-/** A fresh temporary directory. */
+/** Directories `tempDir` made in this process, removed when it exits. */
+const madeDirs: string[] = [];
+let removeAtExit = false;
+
+/**
+ * A fresh temporary directory, removed with everything in it when this process exits (each test
+ * file is its own process), so a suite leaves nothing behind: one file alone writes 0.5 GB.
+ * `RANKSCOPE_KEEP_TEST_DIRS=1` keeps them to look at after a failure.
+ */
 export function tempDir(prefix = "rankscope-test-"): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  if (process.env.RANKSCOPE_KEEP_TEST_DIRS === "1") return dir;
+  madeDirs.push(dir);
+  if (!removeAtExit) {
+    removeAtExit = true;
+    process.on("exit", () => {
+      for (const made of madeDirs) {
+        try {
+          rmSync(made, { recursive: true, force: true, maxRetries: 2 });
+        } catch {
+          // Left behind (a file another user owns): the test's result stands.
+        }
+      }
+    });
+  }
+  return dir;
 }
 
 /** The repository's root (the cwd of the children `runNode` starts; they resolve `tsx` from here). */
