@@ -245,7 +245,18 @@ class Router {
       return principal;
     }
     const api = new DashboardApi(createPostgresSource(this.pool, principal.projectId), this.version);
-    const body = await api.handle(url.pathname, { req, res, params: url.searchParams });
+    const body = await api.handle(url.pathname, {
+      req,
+      res,
+      params: url.searchParams,
+      // The API answers 404 for another project's run as for none (nothing leaks): counted apart
+      // from a key a run lacks, which is routine. A whole request's other refusals are counted
+      // with its status; an entry's are counted here.
+      runRefused: (status, entry) => {
+        if (status === 404) this.metrics.rejected.inc({ reason: "run" });
+        else if (entry) countFailure(this.metrics, status);
+      },
+    });
     if (body !== undefined) await sendJson(req, res, 200, body);
     return principal;
   }

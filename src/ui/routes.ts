@@ -110,6 +110,12 @@ interface ApiContext {
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
   readonly params: URLSearchParams;
+  /**
+   * Told each time the source refuses a run the request names (a 4xx: unknown, malformed, or
+   * another project's): `entry` when it is one entry of a 200 answer (many runs or lines), not the
+   * whole request, so a server counts a run asked of the wrong project however it was asked.
+   */
+  readonly runRefused?: (status: number, entry: boolean) => void;
 }
 
 /** Returns the JSON body, or undefined when it answered itself (a download). */
@@ -174,16 +180,28 @@ export class DashboardApi {
    * (damaged, not a database) becomes a 500 naming the run and the fault.
    */
   private withRun<T>(
-    ctx: Pick<ApiContext, "params">,
+    ctx: Pick<ApiContext, "params" | "runRefused">,
     read: (runDir: string) => Promise<T> | T,
     needsStore = true,
   ): Promise<T> {
-    return this.inRun(ctx.params.get("run"), read, needsStore);
+    return this.inRun(ctx, ctx.params.get("run"), read, needsStore, false);
   }
 
   /** `withRun` for a run named otherwise (a line's, one of `runs`). */
-  private async inRun<T>(run: string | null, read: (runDir: string) => Promise<T> | T, needsStore = true): Promise<T> {
-    const runDir = await this.source.resolveRun(run, needsStore);
+  private async inRun<T>(
+    ctx: Pick<ApiContext, "runRefused">,
+    run: string | null,
+    read: (runDir: string) => Promise<T> | T,
+    needsStore: boolean,
+    entry: boolean,
+  ): Promise<T> {
+    let runDir: string;
+    try {
+      runDir = await this.source.resolveRun(run, needsStore);
+    } catch (error) {
+      if (error instanceof HttpError) ctx.runRefused?.(error.status, entry);
+      throw error;
+    }
     try {
       return await read(runDir);
     } catch (error) {
@@ -299,7 +317,7 @@ export class DashboardApi {
     const runs = parseRuns(ctx.params.get("runs"));
     const answers = await readAhead(
       runs.length,
-      (i) => this.inRun(runs[i] ?? null, read),
+      (i) => this.inRun(ctx, runs[i] ?? null, read, true, true),
       () => ctx.res.destroyed,
     );
     return { runs: answers.map((a) => (a.ok ? a.value : { error: a.error.message, status: a.error.status })) };
@@ -416,15 +434,21 @@ export class DashboardApi {
         ? parseLines(ctx.params.get("lines"), maxPoints, true)
         : parseLines(ctx.params.get("lines"), maxPoints).map((l) => [run, ...l] as const);
     const readLine = ([lineRun, key, rank, after, before]: RunLineRequest): Promise<unknown> =>
-      this.inRun(lineRun, (runDir) => {
-        const query = { ...(after !== null ? { after } : {}), maxPoints };
-        if (before !== null && kind === "stream")
-          throw new HttpError(400, "before applies to scalar and system lines, not to streams");
-        const window = before !== null ? { ...query, before } : query;
-        if (kind === "scalar")
-          return this.source.series(runDir, key, { ...window, ...(rank !== null ? { rank } : {}) });
-        return kind === "stream" ? this.source.stream(runDir, key, query) : this.source.system(runDir, key, window);
-      });
+      this.inRun(
+        ctx,
+        lineRun,
+        (runDir) => {
+          const query = { ...(after !== null ? { after } : {}), maxPoints };
+          if (before !== null && kind === "stream")
+            throw new HttpError(400, "before applies to scalar and system lines, not to streams");
+          const window = before !== null ? { ...query, before } : query;
+          if (kind === "scalar")
+            return this.source.series(runDir, key, { ...window, ...(rank !== null ? { rank } : {}) });
+          return kind === "stream" ? this.source.stream(runDir, key, query) : this.source.system(runDir, key, window);
+        },
+        true,
+        true,
+      );
     const answers = await readAhead(
       lines.length,
       (i) => readLine(lines[i] ?? ["", "", null, null, null]),

@@ -176,7 +176,10 @@ describe("team server", { skip }, () => {
       // The other project's token neither sees this run nor may name this project.
       const theirs = JSON.parse((await get(server.url, "/api/runs", other)).text) as { runs: unknown[] };
       assert.deepEqual(theirs.runs, []);
+      const runRefusals = 'rankscope_server_rejected_total{reason="run"}';
+      assert.equal(await metric(server.url, runRefusals), 0);
       assert.equal((await get(server.url, "/api/keys?run=exp/a", other)).status, 404);
+      assert.equal(await metric(server.url, runRefusals), 1);
       // Nor through the many-runs forms: each of this project's runs is a 404 to them, and the same
       // requests with this project's token give the run's answers.
       const many = `?runs=${encodeURIComponent(JSON.stringify(["exp/a"]))}`;
@@ -188,6 +191,8 @@ describe("team server", { skip }, () => {
         assert.match(theirView.text, /"status":404/, path);
         assert.doesNotMatch((await get(server.url, path, read)).text, /"status":404/, path);
       }
+      // Each run refused inside a 200 answer is counted as the whole request refused above was.
+      assert.equal(await metric(server.url, runRefusals), 4);
       const ours = JSON.parse((await get(server.url, `/api/lines${manyLines}`, read)).text) as {
         lines: { values: number[] }[];
       };
