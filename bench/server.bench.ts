@@ -225,40 +225,67 @@ async function reads(): Promise<void> {
      FROM generate_series(1, 1000) i`,
     [projectId],
   );
-  /** `key` of `run`: `n` steps in chunks of 2,048, inserted directly. */
-  const series = async (run: string, key: string, n: number): Promise<void> => {
-    const r = await pool.query<{ id: number }>("SELECT id FROM runs WHERE run_key = $1", [run]);
-    const k = await pool.query<{ id: number }>(
-      "INSERT INTO keys (run_id, kind, key, reduce) VALUES ($1, 'scalar', $2, 'mean') RETURNING id",
-      [r.rows[0]?.id, key],
-    );
-    const keyId = k.rows[0]?.id ?? 0;
+  /** `n` steps of one key in chunks of 2,048: a noisy curve, as a loss is. */
+  const chunksOf = (keyId: number, n: number): ChunkRow[] => {
     const chunks: ChunkRow[] = [];
     for (let start = 0; start < n; start += 2048) {
       const m = Math.min(2048, n - start);
       const steps = Float64Array.from({ length: m }, (_, i) => start + i);
       const values = steps.map((s) => Math.sin(s / 300) + Math.random() * 0.1);
-      chunks.push({
-        keyId,
-        rank: GLOBAL_RANK,
-        firstPos: start,
-        points: { steps, walls: steps.map((s) => 1.7e12 + s), values },
-        byStep: true,
-      });
+      const points = { steps, walls: steps.map((s) => 1.7e12 + s), values };
+      chunks.push({ keyId, rank: GLOBAL_RANK, firstPos: start, points, byStep: true });
     }
+    return chunks;
+  };
+  /** `keys` of `run`, `n` steps each, inserted directly: the keys and series in one statement each, the chunks in one COPY. */
+  const fillRun = async (run: string, keys: readonly string[], n: number): Promise<void> => {
     const client = await pool.connect();
     try {
-      await insertChunks(client, chunks);
+      const ids = await client.query<{ id: number }>(
+        `INSERT INTO keys (run_id, kind, key, reduce)
+         SELECT (SELECT id FROM runs WHERE project_id = $1 AND run_key = $2), 'scalar', k, 'mean' FROM unnest($3::text[]) k
+         RETURNING id`,
+        [projectId, run, keys],
+      );
+      const keyIds = ids.rows.map((r) => r.id);
+      await insertChunks(
+        client,
+        keyIds.flatMap((id) => chunksOf(id, n)),
+      );
+      await client.query(
+        "INSERT INTO series (key_id, rank, src_cursor, n) SELECT k, -1, $2, $3 FROM unnest($1::bigint[]) k",
+        [keyIds, n - 1, n],
+      );
     } finally {
       client.release();
     }
-    await pool.query("INSERT INTO series (key_id, rank, src_cursor, n) VALUES ($1, -1, $2, $3)", [keyId, n - 1, n]);
   };
-  // The 50 runs a chart overlays, each with the issue's 100 keys × 10,000 steps (50 M points).
+  // The runs a chart overlays (sweep/run1 … run50) carry the issue's 100 keys × 10,000 steps (50 M
+  // points). `SERVER_BENCH_PROJECT=full`: every one of the 1,000 runs does (1 G points, ~20 GB of
+  // disk, most of an hour to insert), so the reads run against the project at its full size.
   const keys = Array.from({ length: 100 }, (_, k) => (k === 0 ? "train/loss" : `train/k${k}`));
-  for (let i = 1; i <= 50; i++) for (const key of keys) await series(`sweep/run${i}`, key, 10_000);
-  await series("sweep/run1000", "train/loss", 1_000_000);
+  const filled = process.env.SERVER_BENCH_PROJECT === "full" ? 1000 : 50;
+  const fillStart = performance.now();
+  let next = 1;
+  // Two runs at a time: one generated here while PostgreSQL stores the other.
+  const filler = async (): Promise<void> => {
+    for (let i = next++; i <= filled; i = next++) {
+      await fillRun(`sweep/run${i}`, i === 1000 ? keys.slice(1) : keys, 10_000);
+      if (i % 100 === 0)
+        process.stderr.write(`  ${i} runs filled, ${((performance.now() - fillStart) / 1000).toFixed(0)} s\n`);
+    }
+  };
+  await Promise.all([filler(), filler()]);
+  await fillRun("sweep/run1000", ["train/loss"], 1_000_000);
+  const fillMs = performance.now() - fillStart;
   await pool.query("ANALYZE");
+  const size = await pool.query<{ bytes: string }>("SELECT pg_database_size(current_database()) AS bytes");
+  const points = filled * 100 * 10_000 + 1_000_000;
+  row(
+    `the project: 1,000 runs, ${filled} of them × 100 keys × 10,000 steps, and one 1 M-point series`,
+    `${(points / 1e6).toFixed(0)} M points inserted in ${(fillMs / 1000).toFixed(0)} s`,
+    `database ${(Number(size.rows[0]?.bytes ?? 0) / 2 ** 30).toFixed(1)} GiB, ${(Number(size.rows[0]?.bytes ?? 0) / points).toFixed(1)} bytes per point`,
+  );
   const read = await createToken(pool, "bench", "read");
   const get = async (path: string): Promise<void> => {
     const answer = await fetch(`${url}${path}`, {

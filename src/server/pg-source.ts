@@ -28,6 +28,7 @@ import { isRecord } from "../core/json.js";
 import { parseAlertEvent } from "../core/alert-json.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 import { HttpError } from "../ui/security.js";
+import { TurnBatch } from "./turn-batch.js";
 import type {
   DashboardSource,
   LabelledRun,
@@ -305,37 +306,55 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
   const runId = (handle: string): number => Number(handle);
 
   /**
-   * Every key of a run, all kinds, in one query; the calls of one turn of the event loop share it
-   * (`/api/keys` asks for four kinds at once: one query, not four).
+   * Every key of a run, all kinds; the runs asked in one turn of the event loop share one query
+   * (`/api/keys` asks for four kinds of many runs at once: one query, not four per run).
    */
-  const keysThisTurn = new Map<string, Promise<KeyInfo[]>>();
-  function allKeys(handle: string): Promise<KeyInfo[]> {
-    const known = keysThisTurn.get(handle);
-    if (known !== undefined) return known;
-    const query = pool
-      .query<{ key: string; kind: string; reduce: string | null; ranks: number[] }>(
-        `SELECT k.key, k.kind, k.reduce, array_agg(s.rank ORDER BY s.rank) AS ranks FROM keys k JOIN series s ON s.key_id = k.id
-         WHERE k.run_id = $1 GROUP BY k.id ORDER BY k.key`,
-        [runId(handle)],
-      )
-      // Lines in the store's order (docs/DESIGN.md, "Identity"): global, ranks, controller, threads.
-      .then((result) =>
-        result.rows.flatMap((r) =>
-          isKind(r.kind)
-            ? [{ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) }]
-            : [],
-        ),
-      );
-    if (keysThisTurn.size === 0) setImmediate(() => keysThisTurn.clear());
-    keysThisTurn.set(handle, query);
-    return query;
-  }
+  const keysOfRuns = new TurnBatch<number, KeyInfo[]>(async (ids) => {
+    const result = await pool.query<{
+      run_id: number;
+      key: string;
+      kind: string;
+      reduce: string | null;
+      ranks: number[];
+    }>(
+      `SELECT k.run_id, k.key, k.kind, k.reduce, array_agg(s.rank ORDER BY s.rank) AS ranks FROM keys k JOIN series s ON s.key_id = k.id
+       WHERE k.run_id = ANY($1::bigint[]) GROUP BY k.id ORDER BY k.run_id, k.key`,
+      [ids],
+    );
+    const byRun = new Map<number, KeyInfo[]>(ids.map((id) => [id, []]));
+    // Lines in the store's order (docs/DESIGN.md, "Identity"): global, ranks, controller, threads.
+    for (const r of result.rows)
+      if (isKind(r.kind))
+        byRun
+          .get(Number(r.run_id))
+          ?.push({ key: r.key, kind: r.kind, reduce: r.reduce, ranks: [...r.ranks].sort(compareLines) });
+    return byRun;
+  });
+  const allKeys = async (handle: string): Promise<KeyInfo[]> => (await keysOfRuns.get(runId(handle))) ?? [];
+  /** Runs of the project by name, those asked in one turn in one query. */
+  const runIds = new TurnBatch<string, string>(async (names) => {
+    const result = await pool.query<{ id: string; run_key: string }>(
+      "SELECT id::text AS id, run_key FROM runs WHERE project_id = $1 AND run_key = ANY($2::text[])",
+      [projectId, names],
+    );
+    return new Map(result.rows.map((r) => [r.run_key, r.id]));
+  });
+  /** Runs' rank names, those asked in one turn in one query. */
+  const rankNamesOf = new TurnBatch<number, unknown>(async (ids) => {
+    const result = await pool.query<{ id: number; rank_names: unknown }>(
+      "SELECT id, rank_names FROM runs WHERE id = ANY($1::bigint[])",
+      [ids],
+    );
+    return new Map(result.rows.map((r) => [Number(r.id), r.rank_names]));
+  });
 
   async function keysOf(handle: string, kind: KeyKind): Promise<KeyInfo[]> {
     return (await allKeys(handle)).filter((k) => k.kind === kind);
   }
 
   return {
+    // Runs asked in one turn are one query each for their ids, keys and rank names (`TurnBatch`).
+    concurrentRuns: 50,
     async resolveRun(run: string | null): Promise<string> {
       if (run === null || run === "")
         throw new HttpError(400, "missing the run parameter (experiment/trial, as /api/runs lists it)");
@@ -346,13 +365,9 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
           "the run parameter must be experiment/trial as /api/runs lists it: one to three folder names joined by '/', URL-encoded as UTF-8",
         );
       }
-      const result = await pool.query<{ id: number }>("SELECT id FROM runs WHERE project_id = $1 AND run_key = $2", [
-        projectId,
-        run,
-      ]);
-      const id = result.rows[0]?.id;
+      const id = await runIds.get(run);
       if (id === undefined) throw new HttpError(404, `no run ${JSON.stringify(run)} in this project`);
-      return String(id);
+      return id;
     },
 
     async listRuns(query: RunQuery): Promise<RunsPage> {
@@ -385,10 +400,7 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     keys: (handle) => keysOf(handle, "scalar"),
 
     async rankNames(handle: string): Promise<Record<string, string>> {
-      const result = await pool.query<{ rank_names: unknown }>("SELECT rank_names FROM runs WHERE id = $1", [
-        runId(handle),
-      ]);
-      const names = result.rows[0]?.rank_names;
+      const names = await rankNamesOf.get(runId(handle));
       const out: Record<string, string> = {};
       if (isRecord(names))
         for (const [k, v] of Object.entries(names)) if (k !== String(GLOBAL_RANK) && typeof v === "string") out[k] = v;

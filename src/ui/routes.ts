@@ -72,27 +72,31 @@ function logFiles(files: TraceFileEntry[]): TraceFileEntry[] {
   return [...files].sort((a, b) => order(a.name) - order(b.name) || (a.name < b.name ? -1 : 1));
 }
 
-/** How many reads of one request run at once (a team server's wait on the database; the local store's do not overlap). */
+/**
+ * How many reads of one request run at once, unless the source says (`concurrentReads`): a team
+ * server's wait on the database; the local store's do not overlap.
+ */
 const READ_AHEAD = 4;
 
 /** One read's outcome: its value, or the HTTP error that says why there is none. */
 type ReadOutcome = { ok: true; value: unknown } | { ok: false; error: HttpError };
 
 /**
- * `n` reads, at most `READ_AHEAD` in flight, with a turn of the event loop between starts; each
- * `HttpError` kept as that read's outcome (any other error fails the request). Stops starting
- * reads once `gone()` (the client left).
+ * `n` reads, at most `inFlight` at once, with a turn of the event loop between starts after the
+ * first `inFlight`; each `HttpError` kept as that read's outcome (any other error fails the
+ * request). Stops starting reads once `gone()` (the client left).
  */
 async function readAhead(
   n: number,
   read: (i: number) => Promise<unknown>,
   gone: () => boolean,
+  inFlight = READ_AHEAD,
 ): Promise<ReadOutcome[]> {
   const outcomes: ReadOutcome[] = new Array<ReadOutcome>(n);
   let next = 0;
   const worker = async (): Promise<void> => {
     for (let i = next++; i < n && !gone(); i = next++) {
-      if (i >= READ_AHEAD) await yieldToEventLoop();
+      if (i >= inFlight) await yieldToEventLoop();
       try {
         outcomes[i] = { ok: true, value: await read(i) };
       } catch (error) {
@@ -101,7 +105,7 @@ async function readAhead(
       }
     }
   };
-  await Promise.all(Array.from({ length: Math.min(READ_AHEAD, n) }, worker));
+  await Promise.all(Array.from({ length: Math.min(inFlight, n) }, worker));
   return gone() ? [] : outcomes;
 }
 
@@ -319,6 +323,7 @@ export class DashboardApi {
       runs.length,
       (i) => this.inRun(ctx, runs[i] ?? null, read, true, true),
       () => ctx.res.destroyed,
+      this.source.concurrentRuns ?? READ_AHEAD,
     );
     return { runs: answers.map((a) => (a.ok ? a.value : { error: a.error.message, status: a.error.status })) };
   }

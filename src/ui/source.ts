@@ -184,6 +184,12 @@ export interface TraceFile {
  */
 export interface DashboardSource {
   /**
+   * How many runs of a many-runs request (`/api/keys?runs=[…]`) to read at once (default 4): a
+   * source whose reads wait on a database and batch what one turn asks sets it higher; one whose
+   * reads hold the event loop (SQLite) leaves it low.
+   */
+  readonly concurrentRuns?: number;
+  /**
    * The handle of the run a request names (`experiment/trial`, as `listRuns` gives it); a 400 for
    * a malformed name, 404 for an unknown run, 403 for one the source refuses to open. With
    * `needsStore`, the run's metrics must be readable (a local run's `metrics.db` inside the root).

@@ -12,7 +12,7 @@ import { visibleName } from "./names.js";
 import { poll } from "./polling.js";
 import { refreshRuns, renderRunsList, setupRunsList } from "./runs.js";
 import { TABS, hooks, isLive, state, type Band } from "./state.js";
-import { loadKeys, lostRanksNote, settingsFor } from "./tabs/common.js";
+import { loadKeys, lostRanksNote, prefetchKeys, settingsFor } from "./tabs/common.js";
 import { renderAlertBanner, renderAlerts } from "./tabs/alerts.js";
 import { renderConfig } from "./tabs/config.js";
 import { renderHistograms } from "./tabs/histograms.js";
@@ -327,10 +327,12 @@ async function start(): Promise<void> {
     void renderView();
   });
   renderTabs();
+  // A page opened on runs (named in its address) asks for what its first view needs at once: the
+  // version, the runs list and, for a tab of charts by key, the runs' keys, none waiting on another.
+  if (state.tab === "metrics" || state.tab === "streams" || state.tab === "system") prefetchKeys();
   try {
-    const version = await api.version();
+    const [version] = await Promise.all([api.version(), refreshRuns()]);
     $("version", HTMLElement).textContent = `v${version.rankscope}`;
-    await refreshRuns();
   } catch (error) {
     hooks.showError(error);
   }

@@ -108,12 +108,30 @@ function slot(line: number, n: number): number {
   return ((line % n) + n) % n;
 }
 
+/** Keys asked for before the runs list answered, and the selection they are of. */
+let early: { readonly runs: string; readonly found: Promise<Map<string, RunKeys | ApiError>> } | null = null;
+
+/**
+ * Ask for the selected runs' keys now, for the first `loadKeys` of this same selection to take: a
+ * page opened on a selection (its address names the runs) asks for their keys while the runs list
+ * is still on its way, instead of after it. A prefetch the first view does not take is dropped.
+ */
+export function prefetchKeys(): void {
+  if (state.selected.length === 0) return;
+  const found = api.keysOf(state.selected);
+  // Its failure is the view's to show, when the view takes it.
+  found.catch(() => undefined);
+  early = { runs: state.selected.join("\n"), found };
+}
+
 /**
  * The keys of every selected run (one request per 100 runs: a selection can hold hundreds). A
  * run whose keys cannot be read fails the view with its error, as asking for it alone does.
  */
 export async function loadKeys(): Promise<Map<string, RunKeys>> {
-  const found = await api.keysOf(state.selected);
+  const prefetched = early?.runs === state.selected.join("\n") ? early.found : null;
+  early = null;
+  const found = await (prefetched ?? api.keysOf(state.selected));
   const entries = state.selected.flatMap((run) => {
     const keys = found.get(run);
     if (keys instanceof ApiError) throw keys;
