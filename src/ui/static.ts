@@ -6,7 +6,7 @@
 import { readFileSync, realpathSync, statSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { extname, join, resolve } from "node:path";
-import { gzipBytes, sendBody } from "./http.js";
+import { STATIC_GZIP_LEVEL, gzipBytes, sendBody } from "./http.js";
 import { HttpError, inside } from "./security.js";
 
 const CONTENT_TYPES: Record<string, string> = {
@@ -68,7 +68,7 @@ export class StaticFiles {
     };
     await sendBody(req, res, 200, headers, cached.body, {
       compress: COMPRESSIBLE.has(ext),
-      gzipped: () => (cached.gzipped ??= gzipBytes(cached.body)),
+      gzipped: () => (cached.gzipped ??= gzipBytes(cached.body, STATIC_GZIP_LEVEL)),
     });
   }
 
