@@ -129,7 +129,7 @@ describe("SessionTracer", () => {
     await tracer.close();
   });
 
-  it("says what was wrong on misuse", () => {
+  it("says what was wrong on misuse", async () => {
     const tracer = new SessionTracer({ runDir: tempDir(), rank: 1 });
     assert.throws(() => tracer.registerSession(0), /no such task; register it with registerTask\(\) first/);
     const s = tracer.registerSession(tracer.registerTask());
@@ -146,5 +146,7 @@ describe("SessionTracer", () => {
       /no open session number 0 \(never registered, or already finalized\)/,
     );
     assert.throws(() => new SessionTracer({ flushThreshold: 0 }), /flushThreshold must be an integer ≥ 1/);
+    // Closed here, not at the process's exit (its folder is removed by then).
+    await tracer.close();
   });
 });
