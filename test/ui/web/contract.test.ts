@@ -140,6 +140,47 @@ describe("dashboard against the issue-14 API in Chromium", () => {
     await shot(page, "dashboard-hostile-names.png", "#sidebar");
   });
 
+  it("asks for the keys of the runs its address names while the runs list is on its way", async () => {
+    const fresh = await launched.context.newPage();
+    try {
+      // The runs list is held until the keys are asked (or 10 s pass): a page that waited for the
+      // list before asking for keys would ask them only after the 10 s.
+      let release = (): void => undefined;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const deadline = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 10_000).unref());
+      await fresh.route("**/api/runs?**", async (route) => {
+        await Promise.race([held, deadline()]);
+        await route.continue();
+      });
+      const keyRequests: string[] = [];
+      fresh.on("request", (r) => {
+        if (!new URL(r.url()).pathname.endsWith("/api/keys")) return;
+        keyRequests.push(new URL(r.url()).searchParams.get("runs") ?? "");
+        release();
+      });
+      // `exp/none` does not exist: the runs list drops it, so the keys asked early (for three runs)
+      // are not the selection's, and the page asks again for the two that remain.
+      await fresh.goto(`${dashboard.url}#run=sweep%2Fa&run=sweep%2Fb&run=exp%2Fnone&tab=metrics&q=train%2Floss`);
+      await fresh.waitForSelector(`${card("train/loss")}[data-lines="2"]`, { timeout: 30_000 });
+      assert.deepEqual(
+        keyRequests.map((r) => JSON.parse(r) as unknown),
+        [
+          ["sweep/a", "sweep/b", "exp/none"],
+          ["sweep/a", "sweep/b"],
+        ],
+      );
+      assert.equal(await fresh.innerText("#error"), "");
+      // With every run named existing, the keys asked early are the ones used: one request.
+      keyRequests.length = 0;
+      await fresh.goto("about:blank");
+      await fresh.goto(`${dashboard.url}#run=sweep%2Fa&run=sweep%2Fc&tab=metrics&q=train%2Floss`);
+      await fresh.waitForSelector(`${card("train/loss")}[data-lines="2"]`, { timeout: 30_000 });
+      assert.deepEqual(keyRequests, [JSON.stringify(["sweep/a", "sweep/c"])]);
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it("opens runs with any UTF-8 name", async () => {
     for (const name of HOSTILE) {
       await page.click(`#runs tr[data-run=${JSON.stringify(`hostile/${name}`)}]`);
