@@ -1,6 +1,6 @@
 /**
  * One query for what the calls of one turn of the event loop ask: the dashboard asks for many runs
- * at once (`/api/keys?runs=[…]` reads up to `DashboardSource.concurrentReads` runs together), and
+ * at once (`/api/keys?runs=[…]` reads up to `DashboardSource.concurrentRuns` runs together), and
  * each run's lookup alone is a round trip to PostgreSQL. A `TurnBatch` collects the keys asked in
  * a turn and loads them with one call at the next `setImmediate`, so 50 runs' keys are a few
  * queries, not 150.

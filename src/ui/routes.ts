@@ -73,7 +73,7 @@ function logFiles(files: TraceFileEntry[]): TraceFileEntry[] {
 }
 
 /**
- * How many reads of one request run at once, unless the source says (`concurrentReads`): a team
+ * How many reads of one request run at once, unless the source says (`concurrentRuns`): a team
  * server's wait on the database; the local store's do not overlap.
  */
 const READ_AHEAD = 4;
