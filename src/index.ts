@@ -169,7 +169,14 @@ export {
 } from "./trace/session-tracer.js";
 export { parseTraceText, readTraceFile, type ParsedTrace } from "./trace/trace-file.js";
 export { mergeTraces, type MergeTracesOptions, type MergeTracesResult } from "./trace/merge.js";
-export { spawnRanks, RankGroup, type SpawnRanksOptions, type RankServer } from "./transport/controller/launcher.js";
+export {
+  spawnRanks,
+  RankGroup,
+  type RankCallResult,
+  type SpawnRanksOptions,
+  type RankServer,
+} from "./transport/controller/launcher.js";
+export { RankClosedError } from "./transport/controller/remote-rank.js";
 export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/rank/join.js";
 export { currentRank } from "./pipeline/runtime.js";
 export {

@@ -26,7 +26,7 @@ import { defaultLogger, type RankController } from "../../pipeline/default-logge
 import { rankNameFor, shortId, checkIdentity } from "../protocol/identity.js";
 import type { RankAssignment } from "../protocol/assignment.js";
 import type { NatsAuthOptions } from "../protocol/nats-auth.js";
-import { RemoteRankHandle, waitAtMost } from "./remote-rank.js";
+import { RankClosedError, RemoteRankHandle, waitAtMost } from "./remote-rank.js";
 import { childColorEnv } from "../../textlog/color.js";
 import {
   entryUrl,
@@ -93,6 +93,22 @@ export interface SpawnRanksOptions {
   answers?: ChannelAnswers;
 }
 
+/**
+ * One rank's outcome of `RankGroup.fanoutSettled`, as `Promise.allSettled` words it: `fulfilled`
+ * with the value its function returned, or `rejected` with why (`lost`: the rank went away).
+ */
+export type RankCallResult<T = unknown> =
+  | { readonly rank: number; readonly rankName: string; readonly status: "fulfilled"; readonly value: T }
+  | {
+      readonly rank: number;
+      readonly rankName: string;
+      readonly status: "rejected";
+      /** What the call failed with: a `RankClosedError` for a rank that went away, else the rank's error or a `RankDeadlineError`. */
+      readonly reason: unknown;
+      /** True when the rank went away (its process or thread ended, its carrier closed) before it answered. */
+      readonly lost: boolean;
+    };
+
 /** The ranks one `spawnRanks` call started. */
 export class RankGroup {
   /** @internal */
@@ -122,20 +138,64 @@ export class RankGroup {
 
   /**
    * Call an exported function of the rank module on every live rank, with JSON-serialisable
-   * arguments (Forge's `fanout`). Resolves with the results in rank order; rejects naming the rank
-   * if any call fails. Once the process is ending by a signal rankscope drains, it never settles
-   * (the loop parks until the process ends; docs/lifecycle.md).
+   * arguments (Forge's `fanout`). Resolves with the results of the ranks that answered, in rank
+   * order. A rank that goes away before it answers (its process or thread ends, its carrier
+   * closes: a `RankClosedError`) is left out of the results instead of failing the call, so a
+   * training loop outlives a lost rank; the loss is never silent: it is warned about, counted at
+   * every later flush (`FlushResult.lostRanks`, `rankscope/ranks_lost`), raised as a `rank_lost`
+   * alert, and later calls go to the live ranks only. `fanoutSettled` says which rank gave what.
+   * Rejects naming the rank when a call fails otherwise (the function threw, no answer by the
+   * deadline), and with a `RankClosedError` when no rank of the group is left. Once the process
+   * is ending by a signal rankscope drains, it never settles (the loop parks until the process
+   * ends; docs/lifecycle.md).
    */
   async fanout<T = unknown>(fn: string, ...args: unknown[]): Promise<T[]> {
     if (endingBySignal()) return untilTheEnd();
-    const live = this.spawned.filter((s) => s.handle.closed === null);
-    return (await quietWhileEnding(Promise.all(live.map((s) => s.handle.call(fn, args))))) as T[];
+    const settled = await quietWhileEnding(this.callEvery<T>(fn, args));
+    const values: T[] = [];
+    for (const result of settled) {
+      if (result.status === "fulfilled") values.push(result.value);
+      else if (!result.lost) throw result.reason;
+    }
+    if (values.length === 0 && settled.every((r) => r.status === "rejected"))
+      throw new RankClosedError(
+        `fanout("${fn}"): no rank of this group is left (${settled.map((r) => r.rankName).join(", ")} went away)`,
+      );
+    return values;
   }
 
-  /** Call an exported function on one rank. */
+  /**
+   * `fanout` settled per rank, like `Promise.allSettled`: one result for every rank of the group,
+   * in rank order (the same order as `ranks`), each `fulfilled` with the rank's `value` or
+   * `rejected` with its `reason`. `lost` is true for a rank that went away (before or during the
+   * call: a `RankClosedError`). Never rejects for one rank's failure. Once the process is ending by
+   * a signal rankscope drains, it never settles (as `fanout`).
+   */
+  async fanoutSettled<T = unknown>(fn: string, ...args: unknown[]): Promise<RankCallResult<T>[]> {
+    if (endingBySignal()) return untilTheEnd();
+    return quietWhileEnding(this.callEvery<T>(fn, args));
+  }
+
+  /**
+   * Call an exported function on one rank. Rejects with a `RankClosedError` when that rank went
+   * away (before or during the call), naming it and why.
+   */
   async call<T = unknown>(rankName: string, fn: string, ...args: unknown[]): Promise<T> {
     if (endingBySignal()) return untilTheEnd();
     return (await quietWhileEnding(this.find(rankName).handle.call(fn, args))) as T;
+  }
+
+  /** `fn` on every rank still running, settled per rank; ranks gone before the call are `lost` at once. */
+  private callEvery<T>(fn: string, args: readonly unknown[]): Promise<RankCallResult<T>[]> {
+    return Promise.all(
+      this.spawned.map(async ({ identity: { rank, rankName }, handle }): Promise<RankCallResult<T>> => {
+        try {
+          return { rank, rankName, status: "fulfilled", value: (await handle.call(fn, args)) as T };
+        } catch (reason) {
+          return { rank, rankName, status: "rejected", reason, lost: reason instanceof RankClosedError };
+        }
+      }),
+    );
   }
 
   /**
