@@ -1,5 +1,5 @@
 /**
- * Shared test helpers: capture stdout, collect diagnostics, make temp dirs, run a TypeScript
+ * Shared test helpers: capture stdout or stderr, collect diagnostics, make temp dirs, run a TypeScript
  * snippet in a child, and `waitFor` — the one bounded wait every test uses.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -10,10 +10,19 @@ import { fileURLToPath } from "node:url";
 import { setDiagnosticHandler, resetDiagnostics, type Diagnostic } from "../src/core/diagnostics.js";
 
 /** Run `fn` with process.stdout.write captured; returns what was written. */
-export async function captureStdout(fn: () => unknown): Promise<string> {
-  const original = process.stdout.write.bind(process.stdout);
+export function captureStdout(fn: () => unknown): Promise<string> {
+  return captureWrites(process.stdout, fn);
+}
+
+/** Run `fn` with process.stderr.write captured (text lines: the alerts' firings, warnings); returns what was written. */
+export function captureStderr(fn: () => unknown): Promise<string> {
+  return captureWrites(process.stderr, fn);
+}
+
+async function captureWrites(stream: NodeJS.WriteStream, fn: () => unknown): Promise<string> {
+  const original = stream.write.bind(stream);
   let out = "";
-  process.stdout.write = (chunk: string | Uint8Array, ...rest: never[]) => {
+  stream.write = (chunk: string | Uint8Array, ...rest: never[]) => {
     // Bytes are the test runner's own reports (its serialised events, piped to stdout when
     // `node --test` runs this file in a child): passed on, or a test that ends meanwhile is lost.
     if (typeof chunk !== "string") return original(chunk, ...rest);
@@ -23,7 +32,7 @@ export async function captureStdout(fn: () => unknown): Promise<string> {
   try {
     await fn();
   } finally {
-    process.stdout.write = original;
+    stream.write = original;
   }
   return out;
 }

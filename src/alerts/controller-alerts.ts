@@ -1,13 +1,14 @@
 /**
  * The controller's alerts: the engine (rules and watchdog), the user's `alert()` calls, and where
- * every event goes — the text log (console, `logs/main.log`, `logs/merged.log`), the run's
+ * every event goes — the text log (`logs/main.log`, `logs/merged.log`; a firing also as one line
+ * on stderr, its end in the files only, so an episode is one line on the console), the run's
  * backends that record alerts (the store: the dashboard's banner and Alerts tab), and the
  * webhook. Nothing here waits: events are handed on synchronously (the webhook has its own queue
  * and sender), so alerts never delay a flush.
  */
 import type { AlertEvent, UserAlertCall } from "../core/alert.js";
 import { registerDrain } from "../core/lifecycle.js";
-import { getLogger } from "../textlog/logger.js";
+import { CONSOLE_ROUTE, getLogger, type ConsoleRoute } from "../textlog/logger.js";
 import { AlertEngine, textLogLevel, type FlushObservation } from "./engine.js";
 import { resolveAlertOptions, type AlertOptions, type ResolvedAlertOptions } from "./options.js";
 import { handleUserAlerts } from "./user-alert.js";
@@ -20,6 +21,8 @@ export interface AlertStats {
   readonly fired: number;
   /** Resolves sent. */
   readonly resolved: number;
+  /** Episodes still firing when the run ended (`shutdown()`), closed as `ended`. */
+  readonly ended: number;
   /** Episodes a rate limit held back (recorded in these counts only, not sent). */
   readonly suppressed: number;
   /** `alert()` calls delivered. */
@@ -113,10 +116,21 @@ export class ControllerAlerts {
     return {
       fired: counts.fired,
       resolved: counts.resolved,
+      ended: counts.ended,
       suppressed: counts.suppressed,
       user: this.userAlerts,
       ...(this.webhook === null ? {} : { webhook: this.webhook.stats }),
     };
+  }
+
+  /**
+   * The run ended (`shutdown()`, before the backends finish): every episode still firing is
+   * closed as `ended` and delivered, so a finished run shows none as firing. Judging stops.
+   */
+  endRun(): void {
+    if (this.closed) return;
+    const events = this.engine.endRun();
+    if (events.length > 0) this.deliver(events);
   }
 
   /** Stop judging, and give the webhook up to `deadlineMs` to send what is queued (the rest is counted). */
@@ -137,7 +151,10 @@ export class ControllerAlerts {
   private deliver(events: readonly AlertEvent[]): void {
     const log = getLogger(ALERTS_LOG_COMPONENT);
     for (const event of events) {
+      // One console line per episode, on stderr: its firing; its end is in the log files.
+      const route: ConsoleRoute = event.state === "firing" ? "stderr" : "none";
       const fields = {
+        [CONSOLE_ROUTE]: route,
         rule: event.rule,
         ...(event.step === null ? {} : { step: event.step }),
         ...(event.key === undefined ? {} : { key: event.key }),
@@ -147,7 +164,7 @@ export class ControllerAlerts {
       };
       log[textLogLevel(event.level)](
         fields,
-        `alert ${event.state === "firing" ? "FIRING" : "resolved"} ${event.id}: ${event.message}`,
+        `alert ${event.state === "firing" ? "FIRING" : event.state} ${event.id}: ${event.message}`,
       );
       if (this.record !== null) this.record(event);
       else if (this.unrecorded.length < MAX_UNRECORDED) this.unrecorded.push(event);

@@ -159,6 +159,22 @@ export class AlertEngine {
     return this.lastStep;
   }
 
+  /**
+   * The run ended (`shutdown()`): stop judging, and close every episode still firing as `ended`,
+   * so a finished run shows no alert as firing (a rank killed for good, a key still NaN). Returns
+   * those events; nothing after the first call.
+   */
+  endRun(at: number = Date.now()): AlertEvent[] {
+    if (this.closed) return [];
+    this.close();
+    const step = this.lastStep;
+    return this.episodes.endAll(() => ({
+      step,
+      at,
+      message: `the run ended while this was firing${step === null ? "" : ` (last step ${step})`}`,
+    }));
+  }
+
   /** Stop the watchdog; nothing is judged after this. */
   close(): void {
     this.closed = true;

@@ -1,6 +1,7 @@
 /**
  * Episodes: one alert per rule and subject (a key, a rank, or the job) from the moment its
- * condition starts (`firing`) to the moment it ends (`resolved`), whatever happens in between.
+ * condition starts (`firing`) to the moment it ends (`resolved`), or the run ends with it still
+ * open (`ended`), whatever happens in between.
  * Rate limits apply to firings: a subject that fired less than `minIntervalMs` ago, or a firing
  * past `maxPerMinute` for all rules together, opens its episode *suppressed* — recorded here and
  * counted, not sent — and its end is then not sent either, so every sent firing has its one
@@ -34,6 +35,7 @@ export interface EpisodeDetail {
 
 interface OpenEpisode {
   readonly id: string;
+  readonly rule: EpisodeRule;
   /** False when the rate limit held its firing back (its resolve is then not sent either). */
   readonly sent: boolean;
   readonly subject: AlertSubject;
@@ -45,6 +47,8 @@ export interface EpisodeCounts {
   fired: number;
   /** Resolves sent. */
   resolved: number;
+  /** Episodes still firing when the run ended, closed as `ended` (sent). */
+  ended: number;
   /** Episodes opened while a rate limit held their firing back. */
   suppressed: number;
 }
@@ -59,7 +63,7 @@ export class Episodes {
   /** Times of the firings sent in the last minute, oldest first. */
   private readonly recentFirings: number[] = [];
   private sequence = 0;
-  readonly counts: EpisodeCounts = { fired: 0, resolved: 0, suppressed: 0 };
+  readonly counts: EpisodeCounts = { fired: 0, resolved: 0, ended: 0, suppressed: 0 };
 
   constructor(
     private readonly run: string,
@@ -88,7 +92,7 @@ export class Episodes {
     if (this.open.has(s)) return undefined;
     const id = `${rule.name}:${subjectKey === "" ? "job" : subjectKey}#${++this.sequence}`;
     const sent = this.allowFiring(s, detail.at);
-    this.open.set(s, { id, sent, subject });
+    this.open.set(s, { id, rule, sent, subject });
     if (!sent) {
       this.counts.suppressed++;
       return undefined;
@@ -106,6 +110,21 @@ export class Episodes {
     if (!episode.sent) return undefined;
     this.counts.resolved++;
     return this.event(episode.id, rule, episode.subject, detail, "resolved");
+  }
+
+  /**
+   * The run ended: close every open episode. Returns an `ended` event for each whose firing was
+   * sent (`detail` words it), in the order they opened.
+   */
+  endAll(detail: (subject: AlertSubject) => EpisodeDetail): AlertEvent[] {
+    const events: AlertEvent[] = [];
+    for (const episode of this.open.values()) {
+      if (!episode.sent) continue;
+      this.counts.ended++;
+      events.push(this.event(episode.id, episode.rule, episode.subject, detail(episode.subject), "ended"));
+    }
+    this.open.clear();
+    return events;
   }
 
   /** A one-off event (a user's `alert()`): no episode, never rate limited (the user asked for it). */

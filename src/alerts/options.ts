@@ -8,6 +8,7 @@ import { ALERT_LEVELS, type AlertLevel } from "../core/alert.js";
 import {
   describeValue,
   enumKind,
+  flagKind,
   integerKind,
   rejectUnknownOptions,
   resolveSetting,
@@ -25,6 +26,25 @@ export const BUILTIN_RULES = [
   "stalled",
   "straggler",
 ] as const satisfies readonly BuiltinRuleName[];
+
+/**
+ * The rules on by default, with no `alerts` option and no webhook: a loss that turns NaN and a
+ * rank that is lost are never silent. `stalled` and `straggler` judge time, which a job that
+ * pauses on purpose (a notebook, a debugger) would trip: they run when alerts are configured.
+ */
+export const DEFAULT_RULES = ["nonfinite", "rank_lost"] as const satisfies readonly BuiltinRuleName[];
+
+/**
+ * The switch of the default rules: `RANKSCOPE_ALERTS=0` (or `false`, `no`, `off`) turns them off
+ * when no `alerts` option is given, as `alerts: false` does in code.
+ */
+export const ALERTS_SWITCH: Setting<boolean> = {
+  owner: "getOrCreateMetricLogger",
+  option: "alerts",
+  env: "RANKSCOPE_ALERTS",
+  kind: flagKind,
+  fallback: true,
+};
 
 /** What every rule config may say. */
 export interface AlertRuleBase {
@@ -127,7 +147,7 @@ export interface AlertOptions {
   webhookRetryMs?: number;
   /** Alerts waiting for the webhook (default 256); past it the oldest waiting one is dropped and counted undelivered. */
   webhookQueue?: number;
-  /** The rules. Default: the built-in ones (`nonfinite`, `rank_lost`, `stalled`, `straggler`). */
+  /** The rules. Default: the built-in ones (`nonfinite`, `rank_lost`, `stalled`, `straggler`); with no `alerts` option at all, `DEFAULT_RULES`. */
   rules?: readonly AlertRuleConfig[];
   /** A new episode of a rule for the same key or rank within this many ms of its last firing is recorded but not sent (default 60 000; 0: never held back). */
   minIntervalMs?: number;
@@ -217,7 +237,7 @@ export interface ResolvedAlertOptions {
   readonly webhookQueue: number;
   readonly minIntervalMs: number;
   readonly maxPerMinute: number;
-  /** Empty when alerts are off (no `alerts` option and no webhook): user `alert()` calls are still recorded. */
+  /** Empty when alerts are off (`alerts: false`, `RANKSCOPE_ALERTS=0`): user `alert()` calls are still recorded. */
   readonly rules: readonly ResolvedRule[];
 }
 
@@ -387,9 +407,10 @@ function buildRule(
 }
 
 /**
- * Check and resolve the `alerts` option. `false` turns alerts off (even with
- * RANKSCOPE_ALERT_WEBHOOK set). Rules run when the option is given or a webhook is set; with no
- * `rules`, the built-in ones. Throws a TypeError naming what was wrong and what is valid.
+ * Check and resolve the `alerts` option. `false` (or, with no option, `RANKSCOPE_ALERTS=0`) turns
+ * alerts off, even with RANKSCOPE_ALERT_WEBHOOK set. With no `rules`: the four built-in rules when
+ * the option is given or a webhook is set, else `DEFAULT_RULES` (`nonfinite`, `rank_lost`).
+ * Throws a TypeError naming what was wrong and what is valid.
  */
 export function resolveAlertOptions(
   options: AlertOptions | false | undefined,
@@ -406,14 +427,14 @@ export function resolveAlertOptions(
   }
   const given: AlertOptions = options === false || options === undefined ? {} : options;
   rejectUnknownOptions(OWNER, given, ALERT_OPTION_NAMES);
-  const webhook =
-    options === false ? undefined : resolveSetting<string | undefined>(ALERT_SETTINGS.webhook, given.webhook, env);
-  const on = options !== false && (options !== undefined || webhook !== undefined);
+  const on = resolveSetting(ALERTS_SWITCH, options === undefined ? undefined : options !== false, env);
+  const webhook = on ? resolveSetting<string | undefined>(ALERT_SETTINGS.webhook, given.webhook, env) : undefined;
+  const configured = options !== undefined || webhook !== undefined;
   if (given.rules !== undefined && !Array.isArray(given.rules))
     throw new TypeError(
       `alerts.rules must be a list of rules (built-in names or { rule, … } objects), got ${describeValue(given.rules)}`,
     );
-  const configs: readonly unknown[] = given.rules ?? BUILTIN_RULES;
+  const configs: readonly unknown[] = given.rules ?? (configured ? BUILTIN_RULES : DEFAULT_RULES);
   const rules = on ? configs.map((config, i) => resolveRule(config, i)) : [];
   const names = new Map<string, string>();
   for (const rule of rules) {

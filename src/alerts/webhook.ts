@@ -46,7 +46,7 @@ function webhookBody(event: AlertEvent, format: "json" | "slack"): string {
   if (event.value !== undefined) body["value"] = jsonNumber(event.value);
   if (format === "slack")
     body["text"] =
-      `${EMOJI[event.level]} [${event.run}] ${event.state === "firing" ? "FIRING" : "resolved"} ${event.rule}: ${event.message}`;
+      `${EMOJI[event.level]} [${event.run}] ${event.state === "firing" ? "FIRING" : event.state} ${event.rule}: ${event.message}`;
   return JSON.stringify(body);
 }
 

@@ -70,9 +70,11 @@ export interface MetricLoggerOptions extends RunDirOptions {
   quiet?: boolean;
   /**
    * Alerts (docs/alerts.md): rules judged at every flush on the reduced values and by a watchdog
-   * between flushes, recorded in the run (console and text log, the store's Alerts) and POSTed to
-   * a webhook. On when this is given or `RANKSCOPE_ALERT_WEBHOOK` is set (with no `rules`: the
-   * built-in ones); `false` turns them off. The user's own `alert()` calls are recorded either way.
+   * between flushes, recorded in the run (a line on stderr per episode, the text log, the store's
+   * Alerts) and POSTed to a webhook. Default: `nonfinite` and `rank_lost` on; given, or with
+   * `RANKSCOPE_ALERT_WEBHOOK` set, all four built-in rules (when it has no `rules`). `false` (or
+   * env `RANKSCOPE_ALERTS=0` with no option) turns them off. The user's own `alert()` calls are
+   * recorded either way. At `shutdown()` episodes still firing end with the run (`ended`).
    */
   alerts?: AlertOptions | false;
   /**

@@ -495,11 +495,13 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
         ranks.map((r) => r.shutdown(Math.max(1, rankDeadline - (Date.now() - started))).catch(() => undefined)),
       ),
     );
+    // The run is over: alerts still firing end with it (`ended`), recorded before the backends finish.
+    const ended = flushed.then(() => this.alerts.endRun());
     // Primaries finish after their ranks: a shared run is marked complete once the ranks are done.
     // The webhook gets what is left of the deadline for its queue (the rest is counted undelivered).
-    const alertsDone = flushed.then(() => this.alerts.close(Math.max(1, rankDeadline - (Date.now() - started))));
+    const alertsDone = ended.then(() => this.alerts.close(Math.max(1, rankDeadline - (Date.now() - started))));
     const all = [
-      flushed.then(() => this.globalBackends.finish()),
+      ended.then(() => this.globalBackends.finish()),
       ranksDone.then(() => this.primaryBackends.finish()),
       alertsDone,
     ];

@@ -3,7 +3,7 @@
  * the team server and what PostgreSQL keeps (docs/alerts.md). One reader for all three, checked
  * field by field, so a damaged row or a forged batch is never shown as an alert.
  */
-import { ALERT_LEVELS, type AlertEvent, type AlertLevel } from "./alert.js";
+import { ALERT_LEVELS, ALERT_STATES, type AlertEvent, type AlertLevel, type AlertState } from "./alert.js";
 import { parseNumber, parseRecord } from "./json.js";
 
 /** Longest stored event's JSON, and longest text of one of its fields (a user alert's message is its title and text). */
@@ -18,6 +18,10 @@ function levelOf(v: unknown): AlertLevel | undefined {
   return ALERT_LEVELS.find((l) => l === v);
 }
 
+function stateOf(v: unknown): AlertState | undefined {
+  return ALERT_STATES.find((s) => s === v);
+}
+
 /** A number as the event holds it (NaN and ±Infinity as their strings); undefined when absent, null when not a number. */
 function valueOf(v: unknown): number | undefined | null {
   if (v === undefined) return undefined;
@@ -30,8 +34,8 @@ function valueOf(v: unknown): number | undefined | null {
 
 /**
  * The alert event `json` holds, or a sentence saying why it is not one: the required fields
- * (`id`, `rule`, a known `level`, `run`, `step` a number or null, `message`, `state` firing or
- * resolved, `at` a finite number) of the right types and lengths, the optional ones (`key`,
+ * (`id`, `rule`, a known `level`, `run`, `step` a number or null, `message`, `state` firing,
+ * resolved or ended, `at` a finite number) of the right types and lengths, the optional ones (`key`,
  * `rank`, `rankName`, `host`, `value`, `title`) absent or of their type. Other fields are dropped.
  */
 export function parseAlertEvent(json: string): AlertEvent | string {
@@ -48,7 +52,8 @@ export function parseAlertEvent(json: string): AlertEvent | string {
   if (!text(id) || id === "" || !text(rule) || rule === "" || !text(run) || !text(message))
     return `an alert event needs id, rule, run and message (strings of at most ${MAX_FIELD} characters)`;
   if (level_ === undefined) return `an alert event's level must be one of ${ALERT_LEVELS.join(", ")}`;
-  if (state !== "firing" && state !== "resolved") return 'an alert event\'s state must be "firing" or "resolved"';
+  const state_ = stateOf(state);
+  if (state_ === undefined) return `an alert event's state must be one of ${ALERT_STATES.join(", ")}`;
   if (step !== null && (typeof step !== "number" || !Number.isFinite(step)))
     return "an alert event's step must be a number or null";
   if (typeof at !== "number" || !Number.isFinite(at))
@@ -70,7 +75,7 @@ export function parseAlertEvent(json: string): AlertEvent | string {
     ...(typeof host === "string" ? { host } : {}),
     ...(number === undefined ? {} : { value: number }),
     message,
-    state,
+    state: state_,
     at,
     ...(typeof title === "string" ? { title } : {}),
   };

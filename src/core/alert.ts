@@ -18,11 +18,18 @@ export const MAX_ALERT_TEXT = 4000;
 /** At most this many `alert()` calls wait in a process for its next flush, and ride in one answer. */
 export const MAX_QUEUED_ALERTS = 100;
 
-/** `firing` when a rule's condition starts, `resolved` when it ends (once each per episode). */
-export type AlertState = "firing" | "resolved";
+/**
+ * `firing` when a rule's condition starts, `resolved` when it ends, `ended` when the run ended
+ * (`shutdown()`) while it was still firing: an episode has one firing and at most one of the other two.
+ */
+export type AlertState = "firing" | "resolved" | "ended";
+
+/** The valid states, in the order messages list them. */
+export const ALERT_STATES = ["firing", "resolved", "ended"] as const satisfies readonly AlertState[];
 
 /**
- * One alert event: a rule's episode starting (`firing`) or ending (`resolved`), or a user's own
+ * One alert event: a rule's episode starting (`firing`) or ending (`resolved`, or `ended` with the
+ * run), or a user's own
  * `alert()` call (rule `user`, firing only). This is the webhook's JSON body (plus `text` in the
  * Slack format), the store's record and the dashboard's row.
  */

@@ -58,12 +58,25 @@ export interface TextLogOptions {
   fileColor?: boolean;
 }
 
+/**
+ * A field of a record (rankscope's own, never printed) saying where its console line goes:
+ * `stderr` (an alert firing: a line people must see even when stdout is piped away) or `none`
+ * (the log files only). A console set with `configureTextLogs({ console })` gets the `stderr`
+ * lines as it gets every other (it is where the user wants console lines); `console: false`, none.
+ */
+export const CONSOLE_ROUTE = "rankscope.console";
+
+/** Where a record's console line goes, when not the console's (`CONSOLE_ROUTE`). */
+export type ConsoleRoute = "stderr" | "none";
+
 interface Resolved {
   level: Level;
   color: boolean;
   fileColor: boolean;
   colors: readonly ComponentColor[];
   console: LineSink | false;
+  /** The console is the default (`process.stdout`): a `stderr` line goes to `process.stderr`. */
+  defaultConsole: boolean;
   files: boolean;
   clock: () => number;
 }
@@ -99,6 +112,7 @@ function resolve(options: TextLogOptions): Resolved {
     fileColor: options.fileColor ?? color.explicit ?? true,
     colors,
     console: sink,
+    defaultConsole: options.console === undefined,
     files: options.files ?? true,
     clock: options.clock ?? Date.now,
   };
@@ -153,11 +167,14 @@ class TextLogs {
     } catch {
       // Not JSON: the line as it came.
     }
+    const route = record[CONSOLE_ROUTE];
+    delete record[CONSOLE_ROUTE];
     const o = this.options;
     const { line, level, component } = formatRecord(record, o.clock());
-    if (o.console !== false) {
+    const sink = route === "none" ? false : route === "stderr" && o.defaultConsole ? process.stderr : o.console;
+    if (sink !== false) {
       try {
-        o.console.write(`${o.color ? colorLine(line, level, component, o.colors) : line}\n`);
+        sink.write(`${o.color ? colorLine(line, level, component, o.colors) : line}\n`);
       } catch {
         // A closed stdout must not break the caller's loop.
       }

@@ -119,6 +119,27 @@ describe("built-in rules", () => {
     assert.equal(events[5]?.[0]?.host, "node-a", "the resolve names the rank as the firing did");
   });
 
+  it("the run's end: episodes still firing end with it (`ended`, the last step), held-back ones send nothing, and nothing is judged after", () => {
+    const e = engine(["nonfinite", "rank_lost"], { maxPerMinute: 2 });
+    const r1: RankRef = { rankName: "Trainer_a_r1", rank: 1 };
+    // a fires and r1 is lost (never to come back); b's firing is the third: held back by maxPerMinute.
+    feed(e, { a: [1, NaN, NaN], b: [1, 1, NaN], c: [1, 1, 1] }, (step) => ({
+      ranks: { missing: [], lost: step === 0 ? [] : [r1] },
+    }));
+    const ended = e.endRun(5000);
+    assert.deepEqual(
+      ended.map((x) => [x.state, x.id, x.step, x.at, x.message]),
+      [
+        ["ended", "nonfinite:a#1", 2, 5000, "the run ended while this was firing (last step 2)"],
+        ["ended", "rank_lost:Trainer_a_r1#2", 2, 5000, "the run ended while this was firing (last step 2)"],
+      ],
+    );
+    assert.equal(ended[1]?.rankName, "Trainer_a_r1", "the end names its subject as the firing did");
+    assert.deepEqual({ ...e.counts }, { fired: 2, resolved: 0, ended: 2, suppressed: 1 });
+    assert.deepEqual(e.endRun(), [], "once");
+    assert.deepEqual(e.observeFlush({ step: 3, at: 6000, metrics: metrics({ a: 1 }, 3) }), []);
+  });
+
   it("rank_lost: a flush without rank information is no evidence (an open episode stays open)", () => {
     const e = engine(["rank_lost"]);
     const r1: RankRef = { rankName: "r1" };
@@ -231,7 +252,7 @@ describe("rate limits", () => {
       "8: firing nonfinite:loss#3",
       "9: resolved nonfinite:loss#3",
     ]);
-    assert.deepEqual({ ...e.counts }, { fired: 2, resolved: 2, suppressed: 1 });
+    assert.deepEqual({ ...e.counts }, { fired: 2, resolved: 2, ended: 0, suppressed: 1 });
   });
 
   it("maxPerMinute: firings past the limit (all rules together) are held back and counted", () => {

@@ -1,6 +1,6 @@
 /**
- * The `alerts` option: off unless given or a webhook is set (then the built-in rules), `false`
- * off even with the webhook variable, every value checked with an error saying what is valid,
+ * The `alerts` option: `nonfinite` and `rank_lost` on by default, the four built-in rules when
+ * given or a webhook is set, `false` (or `RANKSCOPE_ALERTS=0`) off even with the webhook variable, every value checked with an error saying what is valid,
  * and the webhook URL never shown (it is a secret).
  */
 import assert from "node:assert/strict";
@@ -12,10 +12,28 @@ import { tempDir } from "../helpers.js";
 const HOOK = "https://hooks.example.com/services/T000/B000/SECRETTOKEN";
 
 describe("when alerts are on", () => {
-  it("no option and no RANKSCOPE_ALERT_WEBHOOK: no rules (a user's alert() is still recorded)", () => {
+  it("no option and no RANKSCOPE_ALERT_WEBHOOK: nonfinite and rank_lost are on (a NaN loss or a lost rank is never silent)", () => {
     const resolved = resolveAlertOptions(undefined, {});
-    assert.deepEqual(resolved.rules, []);
+    assert.deepEqual(
+      resolved.rules.map((r) => [r.kind, r.level]),
+      [
+        ["nonfinite", "error"],
+        ["rank_lost", "error"],
+      ],
+    );
     assert.equal(resolved.webhook, undefined);
+  });
+
+  it("RANKSCOPE_ALERTS=0 turns the default rules off (and the webhook's); an alerts option given in code wins", () => {
+    for (const value of ["0", "false", "off", "NO"]) {
+      const off = resolveAlertOptions(undefined, { RANKSCOPE_ALERTS: value, RANKSCOPE_ALERT_WEBHOOK: HOOK });
+      assert.deepEqual([off.rules, off.webhook], [[], undefined], value);
+    }
+    assert.equal(resolveAlertOptions({}, { RANKSCOPE_ALERTS: "0" }).rules.length, 4);
+    assert.throws(
+      () => resolveAlertOptions(undefined, { RANKSCOPE_ALERTS: "maybe" }),
+      /RANKSCOPE_ALERTS="maybe" is not valid \(it sets getOrCreateMetricLogger's alerts\); valid: true\/1\/yes\/on or false\/0\/no\/off/,
+    );
   });
 
   it("a webhook in the environment and no rules: the built-in rules are on", () => {

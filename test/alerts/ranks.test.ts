@@ -2,7 +2,8 @@
  * Alerts with real process ranks (spawnRanks) and a real local webhook receiver: each built-in
  * rule the controller judges fires exactly once per episode and resolves — `nonfinite` (a rank
  * records NaN), `rank_lost` (a rank stopped with SIGSTOP, then continued; and one killed with
- * SIGKILL, which never comes back), `stalled` (the loop stops flushing) — and a rank's own
+ * SIGKILL, which never comes back: its episode ends with the run, `ended`), `stalled` (the loop
+ * stops flushing) — and a rank's own
  * `alert()` reaches the controller with its next answer. The webhook, the store (the dashboard's
  * source) and the text log hold the same alerts. (`straggler` reads straggler attribution's chronic
  * ranks; it is fed directly in engine.test.ts and through the controller's alerts below.)
@@ -136,13 +137,17 @@ test("nonfinite, rank_lost (SIGSTOP then SIGCONT; SIGKILL) and stalled fire once
   });
 
   const [r0, r1, r2] = names;
-  await waitFor(() => receiver.bodies().length >= 8, { timeoutMs: 10_000, what: "every alert at the webhook" });
+  await waitFor(() => receiver.bodies().length >= 9, { timeoutMs: 10_000, what: "every alert at the webhook" });
   const got = episodes(receiver.bodies());
   const byRule = (rule: string, rankName?: string): string[][] =>
     [...got.entries()].filter(([id]) => id.startsWith(`${rule}:${rankName ?? ""}`)).map(([, states]) => states);
   assert.deepEqual(byRule("nonfinite"), [["firing", "resolved"]]);
   assert.deepEqual(byRule("rank_lost", r1), [["firing", "resolved"]]);
-  assert.deepEqual(byRule("rank_lost", r0), [["firing"]], "a killed rank never comes back");
+  assert.deepEqual(
+    byRule("rank_lost", r0),
+    [["firing", "ended"]],
+    "a killed rank never comes back: its alert ends with the run (shutdown), never left firing",
+  );
   assert.deepEqual(byRule("rank_lost", r2), [], "no alert about a healthy rank");
   assert.deepEqual(byRule("stalled"), [["firing", "resolved"]]);
   const user = receiver.bodies().filter((b) => b["rule"] === "user");
@@ -162,7 +167,7 @@ test("nonfinite, rank_lost (SIGSTOP then SIGCONT; SIGKILL) and stalled fire once
   const log = readFileSync(join(runDir, "logs", "main.log"), "utf8");
   for (const a of stored)
     assert.ok(
-      log.includes(`${a.state === "firing" ? "FIRING" : "resolved"} ${a.id}: `),
+      log.includes(`${a.state === "firing" ? "FIRING" : a.state} ${a.id}: `),
       `main.log has ${a.id} ${a.state}`,
     );
   assert.equal(logger.alertStats().webhook?.delivered, stored.length);

@@ -19,7 +19,7 @@ import {
   encodeProtocolMessage,
   ignoredMessageCounts,
 } from "../../src/transport/protocol/messages.js";
-import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
+import { captureStderr, collectDiagnostics, tempDir } from "../helpers.js";
 
 describe("alert()", () => {
   it("bad input is a TypeError saying what is valid", () => {
@@ -52,7 +52,8 @@ describe("alert()", () => {
     takeQueuedAlerts();
     alert("before the logger", "queued", "info");
     const runDir = tempDir();
-    const out = await captureStdout(async () => {
+    // Alerts are written on stderr (a line people see even with stdout piped away).
+    const out = await captureStderr(async () => {
       const logger = new MetricLogger({ processName: "Controller", runDir });
       assert.equal(logger.alertStats().user, 1, "the waiting alert was taken by the new logger");
       await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });

@@ -4,7 +4,7 @@
  */
 import type { AlertEntry } from "./api.js";
 
-/** One episode: its firing event and, once it ended, its resolved one. */
+/** One episode: its firing event and, once it ended, its resolved one (or `ended`: the run ended while it fired). */
 export interface AlertEpisode {
   readonly id: string;
   readonly firing: AlertEntry;

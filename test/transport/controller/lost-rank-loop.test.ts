@@ -2,22 +2,29 @@
  * A lost rank does not end the job (issue 37 item 2): the README's loop,
  * `for (…) await actor.fanout("myFn")`, runs on real child-process ranks while one of them exits
  * in the middle of a call. The loop finishes, the live ranks' values are logged, and the loss is
- * said (a warning, the flush's `lostRanks`); `fanoutSettled` and `call` say which rank went away.
+ * said (a warning, the flush's `lostRanks`, the default `rank_lost` alert); `fanoutSettled` and
+ * `call` say which rank went away. After `shutdown()` the store's `rank_lost` alert reads `ended`,
+ * not `firing` (issue 37 item 3): the run is over.
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
+import { alerts as storedAlerts, closeStores } from "../../../src/store/reader.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { RankClosedError } from "../../../src/transport/controller/remote-rank.js";
 import { collectDiagnostics, tempDir } from "../../helpers.js";
 import { SUM_RANK } from "../support.js";
 
 test("the README's fanout loop outlives a rank that exits mid-call: the live ranks' values are logged and the loss is named", async () => {
-  const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), quiet: true });
+  const runDir = tempDir();
+  const logger = new MetricLogger({ processName: "Controller", runDir, quiet: true });
   const results: number[][] = [];
   let victim = "";
   const seen = await collectDiagnostics(async () => {
-    await logger.initBackends({ console: { loggingMode: "global_reduce" } });
+    await logger.initBackends({
+      console: { loggingMode: "global_reduce" },
+      store: { loggingMode: "global_reduce", waitForWrites: true },
+    });
     const actor = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 3, processName: "Lossy", logger });
     victim = actor.rankNames[1] ?? "";
     // The README's loop, with a rank that exits (code 3) in the middle of step 1's call.
@@ -29,6 +36,11 @@ test("the README's fanout loop outlives a rank that exits mid-call: the live ran
       "the live ranks' values: (0 + 2) × 4 steps (the lost rank's unflushed value went with it)",
     );
     assert.deepEqual(flushed.lostRanks, [victim], "the flush names the lost rank");
+    assert.deepEqual(
+      flushed.alerts?.map((a) => [a.rule, a.state, a.rankName]),
+      [["rank_lost", "firing", victim]],
+      "the default rank_lost alert fires (no alerts option given)",
+    );
 
     const settled = await actor.fanoutSettled<number>("myFnOrExit", 4, 1, victim);
     assert.deepEqual(
@@ -63,4 +75,13 @@ test("the README's fanout loop outlives a rank that exits mid-call: the live ran
     seen.some((d) => d.code === `rank.exited:${victim}` && /exited with code 3/.test(d.message)),
     "the loss is warned about, naming the rank",
   );
+  assert.deepEqual(
+    storedAlerts(runDir).map((a) => [a.rule, a.rankName, a.state]),
+    [
+      ["rank_lost", victim, "firing"],
+      ["rank_lost", victim, "ended"],
+    ],
+    "the rank never came back: its alert ended with the run, it is not firing after it",
+  );
+  closeStores();
 });

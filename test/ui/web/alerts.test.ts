@@ -210,4 +210,35 @@ describe("alerts in the dashboard", () => {
     assert.deepEqual(dialogs, [], "nothing from the job ran");
     assert.deepEqual(errors, []);
   });
+
+  it("an episode the run ended with reads `ended` in the Alerts tab, and leaves the banner", async () => {
+    live.write({
+      alerts: [
+        event({
+          id: "spike:grad_norm#3",
+          rule: "spike",
+          level: "warning",
+          step: 40,
+          key: "grad_norm",
+          message: "the run ended while this was firing (last step 40)",
+          state: "ended",
+        }),
+      ],
+    });
+    await page.goto(`${dashboard.url}#run=exp/alerting&tab=alerts`);
+    const row = page.locator('table.alerts tbody tr[data-alert-id="spike:grad_norm#3"]');
+    await page.waitForFunction(
+      () =>
+        document.querySelector('table.alerts tr[data-alert-id="spike:grad_norm#3"] .alert-state')?.textContent ===
+        "ended",
+      undefined,
+      { timeout: 20_000 },
+    );
+    const cells = await row.locator("td").allInnerTexts();
+    assert.deepEqual(cells.slice(0, 4), ["ended", "spike", "warning", "grad_norm"]);
+    assert.match(cells[5] ?? "", /^step 40, /);
+    assert.match(cells[6] ?? "", /the run ended while this was firing \(last step 40\)/);
+    assert.match(await page.locator("#alert-banner .alert-banner-head").innerText(), /^1 alert firing/);
+    assert.deepEqual(errors, []);
+  });
 });

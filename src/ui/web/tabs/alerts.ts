@@ -22,7 +22,7 @@ function episodeRow(episode: AlertEpisode): HTMLTableRowElement {
   const status =
     resolved === null
       ? el("span", { className: `alert-state firing level-${firing.level}` }, "firing")
-      : el("span", { className: "alert-state resolved" }, "resolved");
+      : el("span", { className: `alert-state ${resolved.state}` }, resolved.state); // resolved, or ended with the run
   return el(
     "tr",
     {
