@@ -166,7 +166,7 @@ describe("alerts on the team server", { skip }, () => {
         [
           "a state of its own",
           [{ seq: 1, event: event({ state: "exploded" }) }],
-          /state must be \\"firing\\" or \\"resolved\\"/,
+          /state must be one of firing, resolved, ended/,
         ],
         ["a value that is an object", [{ seq: 1, event: event({ value: { $where: "1" } }) }], /value must be a number/],
         ["not JSON", [{ seq: 1, event: "{'level':" }], /must be a JSON object/],
