@@ -13,7 +13,7 @@
  *
  * Each rank is named `{processName}_{replicaId}_r{localRank}`. It talks to the controller over its
  * parent's channel (MessagePort / IPC), or over NATS when `nats` is given. A rank that exits is
- * deregistered; `shutdown` kills any rank that does not stop by its deadline, and ranks are killed
+ * deregistered and counted as lost, and `fanout` goes on with the live ranks; `shutdown` kills any rank that does not stop by its deadline, and ranks are killed
  * when this process exits, so none is ever left running.
  */
 import { endingBySignal, untilTheEnd } from "../../core/lifecycle.js";
