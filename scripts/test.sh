@@ -45,7 +45,7 @@ done
 # RANKSCOPE_TEST_TIMES=FILE also writes each file's time there, longest first (scripts/file-times.mjs).
 reporters=(--test-reporter=spec --test-reporter-destination=stdout)
 if [ -n "${RANKSCOPE_TEST_TIMES:-}" ]; then
-  reporters+=(--test-reporter=./scripts/file-times.mjs --test-reporter-destination="$RANKSCOPE_TEST_TIMES")
+  reporters+=(--test-reporter=./scripts/file-times.mjs --test-reporter-destination=/dev/null)
 fi
 exec npx tsx --test "${reporters[@]}" --test-concurrency="${RANKSCOPE_TEST_CONCURRENCY:-2}" --test-timeout=180000 \
   --test-force-exit "${files[@]}"
