@@ -2,26 +2,50 @@
 # The whole test run: install the system packages the tests drive when they are missing
 # (Debian's chromium for the dashboard, nats-server for the multi-host transport), build,
 # lint, the formatter's check, the cast budget, type-check, then every test file with Node's test runner.
+#
+# RANKSCOPE_TESTS_ONLY=1 skips the build and the checks (none of them depends on the Node.js
+# version): .ci/run runs them once, then the tests under each Node major. dist/ must be built.
+# RANKSCOPE_TEST_CONCURRENCY: test files run at once (default 2, the CI machine's cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-system-deps.sh
 
-npm run build --silent
-npx eslint .
-# Code is laid out by Prettier (.prettierrc.json); `npm run format` rewrites what this refuses.
-npx prettier --check --cache --cache-strategy content --log-level warn .
-# Type assertions per 1,000 lines of src may only go down (docs/DESIGN.md, "Types, casts and lint").
-node scripts/count-casts.mjs --max-per-1000 0.9
-npx tsc -p tsconfig.json --noEmit
+if [ "${RANKSCOPE_TESTS_ONLY:-}" = 1 ]; then
+  [ -f dist/index.js ] || { echo "RANKSCOPE_TESTS_ONLY=1: dist/ is not built (npm run build)" >&2; exit 1; }
+else
+  npm run build --silent
+  npx eslint .
+  # Code is laid out by Prettier (.prettierrc.json); `npm run format` rewrites what this refuses.
+  npx prettier --check --cache --cache-strategy content --log-level warn .
+  # Type assertions per 1,000 lines of src may only go down (docs/DESIGN.md, "Types, casts and lint").
+  node scripts/count-casts.mjs --max-per-1000 0.9
+  npx tsc -p tsconfig.json --noEmit
+fi
 
 # Arguments narrow the test files to those folders or files (`npm test -- test/backends/store`;
 # test/ mirrors src/, CONTRIBUTING.md).
-mapfile -t files < <(find "${@:-test}" -name '*.test.ts' | sort)
-if [ "${#files[@]}" -eq 0 ]; then
+mapfile -t found < <(find "${@:-test}" -name '*.test.ts' | sort)
+if [ "${#found[@]}" -eq 0 ]; then
   echo "no *.test.ts under: ${*:-test}" >&2
   exit 1
 fi
+# The longest files start first (scripts/slow-tests.txt, longest first; CONTRIBUTING.md, "How long
+# the suite takes"), so none of them starts last and runs alone at the end; the rest in name order.
+mapfile -t slow < <(grep -v '^#' scripts/slow-tests.txt | grep -v '^$')
+files=()
+for f in "${slow[@]}"; do
+  for g in "${found[@]}"; do [ "$g" = "$f" ] && files+=("$f"); done
+done
+for g in "${found[@]}"; do
+  case " ${slow[*]} " in *" $g "*) ;; *) files+=("$g") ;; esac
+done
 # --test-force-exit: a file whose test timed out ends (its exit drains run: a test's PostgreSQL is
 # killed and its folder removed) instead of waiting forever on what the test left open.
-exec npx tsx --test --test-reporter=spec --test-concurrency=2 --test-timeout=180000 --test-force-exit "${files[@]}"
+# RANKSCOPE_TEST_TIMES=FILE also writes each file's time there, longest first (scripts/file-times.mjs).
+reporters=(--test-reporter=spec --test-reporter-destination=stdout)
+if [ -n "${RANKSCOPE_TEST_TIMES:-}" ]; then
+  reporters+=(--test-reporter=./scripts/file-times.mjs --test-reporter-destination=/dev/null)
+fi
+exec npx tsx --test "${reporters[@]}" --test-concurrency="${RANKSCOPE_TEST_CONCURRENCY:-2}" --test-timeout=180000 \
+  --test-force-exit "${files[@]}"

@@ -3,7 +3,7 @@
  * snippet in a child, and `waitFor` — the one bounded wait every test uses.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -208,4 +208,16 @@ export async function within<T>(
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * The built CLI, `dist/cli/main.js`, as users run it (`npx rankscope`, `npm run demo`): started
+ * with plain node, and so are the ranks it spawns — no tsx loading the sources in each process
+ * (a `rankscope demo` takes a third of the CPU). `npm test` builds first; a direct run of a test
+ * file needs `npm run build`.
+ */
+export function builtCli(): string {
+  const cli = fileURLToPath(new URL("../dist/cli/main.js", import.meta.url));
+  if (!existsSync(cli)) throw new Error("dist/ is missing: run `npm run build` first (npm test does)");
+  return cli;
 }

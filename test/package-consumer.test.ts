@@ -3,9 +3,13 @@
 // errors (test/fixtures/consumer/index.ts: each `@ts-expect-error -- TEXT` line must be an error
 // whose message contains TEXT). Network-free: the tarball is unpacked into the project and our
 // runtime dependencies are linked from this checkout's node_modules (never the devDependencies).
+// Every check's file is one root of a single TypeScript program, built once from the project's
+// tsconfig.json (what `tsc -p` does, in this process): the declaration files, checked in full
+// (skipLibCheck: false), are loaded and checked once instead of once per check.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import ts from "typescript";
 import {
   existsSync,
   mkdirSync,
@@ -19,13 +23,15 @@ import {
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createRequire } from "node:module";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const fixture = join(root, "test", "fixtures", "consumer", "index.ts");
-const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
 let scratch = "";
 let project = "";
+/** The consumer's program: every check's root file, type-checked once in `before`. */
+let program: ts.Program | undefined;
+/** tsc's report (`file(line,col): error TSxxxx: …`, continuation lines indented) per root file; "" for a clean one. */
+const reports = new Map<string, string>();
 
 const EXPORTS = [
   "rankscope",
@@ -36,9 +42,99 @@ const EXPORTS = [
   "rankscope/nats",
 ];
 
-function typecheck(): { status: number | null; output: string } {
-  const run = spawnSync(process.execPath, [tsc, "-p", project], { cwd: project, encoding: "utf8", timeout: 120_000 });
-  return { status: run.status, output: `${run.stdout}${run.stderr}` };
+/** The check's files, roots of the one program (each a module: their imports do not mix). */
+const FILES = {
+  exports: "exports.ts",
+  fixture: "index.ts",
+  stripped: "stripped.ts",
+  docs: "docs.ts",
+} as const;
+
+/** Every check's file, then one program over them from the project's tsconfig.json, as `tsc -p` reads it; its diagnostics in tsc's format, per file. */
+function typecheckAll(): void {
+  const parsed = ts.getParsedCommandLineOfConfigFile(
+    join(project, "tsconfig.json"),
+    {},
+    {
+      ...ts.sys,
+      onUnRecoverableConfigFileDiagnostic: (d) => assert.fail(ts.flattenDiagnosticMessageText(d.messageText, "\n")),
+    },
+  );
+  assert.ok(parsed !== undefined);
+  program = ts.createProgram({ rootNames: parsed.fileNames, options: parsed.options });
+  const format: ts.FormatDiagnosticsHost = {
+    getCanonicalFileName: (f) => f,
+    getCurrentDirectory: () => project,
+    getNewLine: () => "\n",
+  };
+  const all = ts.getPreEmitDiagnostics(program);
+  for (const file of Object.values(FILES)) {
+    const path = join(project, file);
+    reports.set(
+      file,
+      ts.formatDiagnostics(
+        all.filter((d) => d.file?.fileName === path),
+        format,
+      ),
+    );
+  }
+  // Diagnostics of no check's file (a declaration file of the package, the options): every check fails on them.
+  reports.set(
+    "",
+    ts.formatDiagnostics(
+      all.filter((d) => !Object.values(FILES).some((f) => d.file?.fileName === join(project, f))),
+      format,
+    ),
+  );
+}
+
+/** tsc's report for `file` and for what no file owns (the package's declarations). */
+function report(file: string): string {
+  return `${reports.get("") ?? ""}${reports.get(file) ?? ""}`;
+}
+
+/** The option types whose fields must keep their doc comments: named exports, and every built-in backend's entry of BackendOptionsMap (what a config literal's hover shows). */
+const DOCUMENTED = {
+  named: [
+    "CommonBackendOptions",
+    "BackendConfigBase",
+    "ConsoleBackendOptions",
+    "JsonlBackendOptions",
+    "StoreBackendOptions",
+    "TensorboardBackendOptions",
+    "WandbBackendOptions",
+  ],
+  mapped: ["console", "jsonl", "store", "tensorboard", "wandb", "prometheus", "prometheus_remote_write", "otlp"],
+};
+
+/** The fixture without its `// @ts-expect-error -- TEXT` lines (blank in their place), and TEXT by the 1-based line that must fail. */
+function stripDirectives(source: string): { lines: string[]; stripped: string; expected: Map<number, string> } {
+  const lines = source.split("\n");
+  const expected = new Map<number, string>();
+  const stripped = lines.map((line, i) => {
+    const m = /^\s*\/\/ @ts-expect-error -- (.+)$/.exec(line);
+    if (m === null) return line;
+    expected.set(i + 2, (m[1] as string).trim()); // tsc's lines are 1-based: the next line
+    return "";
+  });
+  return { lines, stripped: stripped.join("\n"), expected };
+}
+
+/** Each check's file in the project. */
+function writeChecks(): void {
+  writeFileSync(
+    join(project, FILES.exports),
+    `${EXPORTS.map((e, i) => `import * as m${i} from "${e}";`).join("\n")}\nexport const modules = [${EXPORTS.map((_, i) => `m${i}`).join(", ")}];\n`,
+  );
+  const source = readFileSync(fixture, "utf8");
+  writeFileSync(join(project, FILES.fixture), source);
+  writeFileSync(join(project, FILES.stripped), stripDirectives(source).stripped);
+  const { named, mapped } = DOCUMENTED;
+  writeFileSync(
+    join(project, FILES.docs),
+    `import type { BackendOptionsMap, ${named.join(", ")} } from "rankscope";\n${named.map((n) => `export declare const v${n}: ${n};`).join("\n")}\n` +
+      `${mapped.map((n) => `export declare const v${n}: BackendOptionsMap["${n}"];`).join("\n")}\n`,
+  );
 }
 
 before(() => {
@@ -88,9 +184,11 @@ before(() => {
         noEmit: true,
         types: ["node"],
       },
-      files: ["index.ts"],
+      files: Object.values(FILES),
     }),
   );
+  writeChecks();
+  typecheckAll();
 });
 
 after(() => {
@@ -98,13 +196,7 @@ after(() => {
 });
 
 test("the tarball holds no devDependency's types, and every subpath export type-checks for a strict NodeNext consumer with skipLibCheck: false", () => {
-  writeFileSync(
-    join(project, "index.ts"),
-    `${EXPORTS.map((e, i) => `import * as m${i} from "${e}";`).join("\n")}\nexport const modules = [${EXPORTS.map((_, i) => `m${i}`).join(", ")}];\n`,
-  );
-  const { status, output } = typecheck();
-  assert.equal(output.trim(), "", "tsc reported errors");
-  assert.equal(status, 0);
+  assert.equal(report(FILES.exports).trim(), "", "tsc reported errors");
 });
 
 test("the package ships what its README links, and no source maps naming files it does not ship", () => {
@@ -137,29 +229,17 @@ test("the package ships what its README links, and no source maps naming files i
 });
 
 test("config typos, unknown backends and reduce names are compile errors; a registered backend's options are typed", () => {
-  const source = readFileSync(fixture, "utf8");
-  writeFileSync(join(project, "index.ts"), source);
   // As written: clean (an `@ts-expect-error` line that stopped being an error is itself an error, TS2578).
-  const clean = typecheck();
-  assert.equal(clean.output.trim(), "", "the fixture does not type-check as written");
-  assert.equal(clean.status, 0);
+  assert.equal(report(FILES.fixture).trim(), "", "the fixture does not type-check as written");
 
-  // Without the directives: exactly the marked lines fail, each for the reason it names.
-  const lines = source.split("\n");
-  const expected = new Map<number, string>();
-  const stripped = lines.map((line, i) => {
-    const m = /^\s*\/\/ @ts-expect-error -- (.+)$/.exec(line);
-    if (m === null) return line;
-    expected.set(i + 2, (m[1] as string).trim()); // tsc's lines are 1-based: the next line
-    return "";
-  });
+  // Without the directives (stripped.ts): exactly the marked lines fail, each for the reason it names.
+  const { lines, expected } = stripDirectives(readFileSync(fixture, "utf8"));
   assert.ok(expected.size >= 8, `the fixture marks ${expected.size} lines`);
-  writeFileSync(join(project, "index.ts"), stripped.join("\n"));
-  const { output } = typecheck();
+  const output = report(FILES.stripped);
   const errors = new Map<number, string>();
   let last = 0;
   for (const line of output.split("\n")) {
-    const m = /^index\.ts\((\d+),\d+\): error (.*)$/.exec(line);
+    const m = /^stripped\.ts\((\d+),\d+\): error (.*)$/.exec(line);
     if (m !== null) {
       last = Number(m[1]);
       errors.set(last, `${errors.get(last) ?? ""}${m[2] as string}\n`);
@@ -185,34 +265,11 @@ test("config typos, unknown backends and reduce names are compile errors; a regi
   );
 });
 
-test("every field of the public option types keeps its doc comment for a consumer's editor (declared once, in a zod shape)", async () => {
-  const ts = (await import("typescript")).default;
-  const named = [
-    "CommonBackendOptions",
-    "BackendConfigBase",
-    "ConsoleBackendOptions",
-    "JsonlBackendOptions",
-    "StoreBackendOptions",
-    "TensorboardBackendOptions",
-    "WandbBackendOptions",
-  ];
-  // Every built-in backend's entry of BackendOptionsMap (what a config literal's hover shows).
-  const mapped = ["console", "jsonl", "store", "tensorboard", "wandb", "prometheus", "prometheus_remote_write", "otlp"];
+test("every field of the public option types keeps its doc comment for a consumer's editor (declared once, in a zod shape)", () => {
+  const { named, mapped } = DOCUMENTED;
   const names = [...named, ...mapped];
-  const file = join(project, "index.ts");
-  writeFileSync(
-    file,
-    `import type { BackendOptionsMap, ${named.join(", ")} } from "rankscope";\n${named.map((n) => `export declare const v${n}: ${n};`).join("\n")}\n` +
-      `${mapped.map((n) => `export declare const v${n}: BackendOptionsMap["${n}"];`).join("\n")}\n`,
-  );
-  const program = ts.createProgram([file], {
-    strict: true,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    target: ts.ScriptTarget.ES2022,
-    noEmit: true,
-    types: ["node"],
-  });
+  const file = join(project, FILES.docs);
+  assert.ok(program !== undefined);
   const checker = program.getTypeChecker();
   const source = program.getSourceFile(file);
   assert.ok(source !== undefined);

@@ -2,13 +2,12 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
-import { tempDir } from "../helpers.js";
+import { builtCli, tempDir } from "../helpers.js";
 
-const MAIN = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
+const MAIN = builtCli();
 
 test("rankscope demo: 2 replicas × 2 child processes, the three logging modes, then every reduction", async () => {
-  const child = spawn(process.execPath, ["--import", "tsx", MAIN, "demo", "--steps", "1"], {
+  const child = spawn(process.execPath, [MAIN, "demo", "--steps", "1"], {
     env: { ...process.env, RANKSCOPE_ROOT: tempDir() },
     // A deadline on the exit awaited below: a hung demo is killed (exit code null) instead of
     // running into the suite's global timeout.

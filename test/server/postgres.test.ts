@@ -62,7 +62,8 @@ async function endBadly(
   return { dir: where.dir, postmaster: where.postmaster, code, signal };
 }
 
-describe("a test's PostgreSQL is never orphaned", { skip: postgresMissing() ?? undefined }, () => {
+// The four ways run at once: each is its own process with its own PostgreSQL.
+describe("a test's PostgreSQL is never orphaned", { skip: postgresMissing() ?? undefined, concurrency: true }, () => {
   for (const [how, poke] of [
     ["throw", (pid: number) => process.kill(pid, "SIGUSR2")],
     ["exit", (pid: number) => process.kill(pid, "SIGUSR2")],

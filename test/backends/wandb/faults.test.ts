@@ -9,7 +9,6 @@ import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { LocalRankHandle, RankRuntime } from "../../../src/pipeline/runtime.js";
 import { Collector, recordMetric } from "../../../src/core/collector.js";
@@ -18,7 +17,7 @@ import { Reduce } from "../../../src/core/registry.js";
 import type { BackendConfigOf } from "../../../src/backends/options.js";
 import { syncSpool, WandbBackend } from "../../../src/backends/wandb/index.js";
 import type { FileStreamBody } from "../../../src/backends/wandb/api.js";
-import { collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
+import { builtCli, collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
 import { API_KEY, FAST, allFiles, filesContainingKey, resetProcess, startServer, valuesOf } from "./wandb-helpers.js";
 import type { StrictWandbServer } from "./wandb-server.js";
 
@@ -74,7 +73,7 @@ function assertExactlyOnce(runId: string, count: number): void {
   assert.equal(run?.exitcode, 0);
 }
 
-const cli = fileURLToPath(new URL("../../../src/cli/main.ts", import.meta.url));
+const cli = builtCli();
 
 /** Run the CLI in a child process (asynchronously: the strict server lives in this process). */
 function runCli(
@@ -82,7 +81,7 @@ function runCli(
   env: Record<string, string>,
 ): Promise<{ status: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", cli, ...args], { env: { ...process.env, ...env } });
+    const child = spawn(process.execPath, [cli, ...args], { env: { ...process.env, ...env } });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")));

@@ -7,11 +7,10 @@ import { spawn } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import { fileURLToPath } from "node:url";
 import { spawnSync } from "node:child_process";
 import { series } from "../../../src/store/reader.js";
 import { startDashboard } from "../../../src/ui/server.js";
-import { tempDir } from "../../helpers.js";
+import { builtCli, tempDir } from "../../helpers.js";
 import { pythonKit } from "../../helpers/python.js";
 
 const tensorboard = pythonKit("tensorboard");
@@ -37,7 +36,7 @@ function tensorBoardSees(dir: string): {
   return JSON.parse(read.stdout) as ReturnType<typeof tensorBoardSees>;
 }
 
-const MAIN = fileURLToPath(new URL("../../../src/cli/main.ts", import.meta.url));
+const MAIN = builtCli();
 
 async function json<T>(base: string, path: string): Promise<T> {
   const answer = await fetch(new URL(path, base));
@@ -49,9 +48,9 @@ async function json<T>(base: string, path: string): Promise<T> {
 test("the demo leaves no dashboard tab empty (per-rank lines, a stream, system metrics, samples, histograms, config, version, tags, traces) and writes text logs and TensorBoard files", async (t) => {
   const root = tempDir("rankscope-demo-");
   try {
-    const child = spawn(process.execPath, ["--import", "tsx", MAIN, "demo", "--steps", "2"], {
-      // Each rank's per-rank stores start a writer thread under tsx, which on a loaded 2-core test
-      // machine can take longer than a rank's backend deadline (half the flush deadline, 2.5 s by
+    const child = spawn(process.execPath, [MAIN, "demo", "--steps", "2"], {
+      // Each rank's per-rank stores start a writer thread, which on a loaded 2-core test machine
+      // can take longer than a rank's backend deadline (half the flush deadline, 2.5 s by
       // default) — then that store is skipped, and its lines are missing. A longer flush deadline
       // lets a slow start finish; a fast machine waits no longer.
       env: { ...process.env, RANKSCOPE_ROOT: root, RANKSCOPE_FLUSH_DEADLINE_MS: "30000" },

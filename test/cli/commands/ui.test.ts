@@ -2,13 +2,12 @@
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import { rmSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import { fileURLToPath } from "node:url";
-import { tempDir } from "../../helpers.js";
+import { builtCli, tempDir } from "../../helpers.js";
 import { seedFinishedRun } from "../../ui/seed.js";
 
-const main = resolve(dirname(fileURLToPath(import.meta.url)), "../../../src/cli/main.ts");
+const main = builtCli();
 
 describe("rankscope ui", () => {
   let root: string;
@@ -19,7 +18,7 @@ describe("rankscope ui", () => {
   after(() => rmSync(root, { recursive: true, force: true }));
 
   it("prints the URL, serves the runs and stops on SIGTERM", async () => {
-    const child = spawn(process.execPath, ["--import", "tsx", main, "ui", "--root", root, "--port", "0"], {
+    const child = spawn(process.execPath, [main, "ui", "--root", root, "--port", "0"], {
       stdio: ["ignore", "pipe", "pipe"],
       // A deadline on the exit awaited after SIGTERM: a server that ignores it is killed (code null).
       timeout: 60_000,
@@ -51,17 +50,17 @@ describe("rankscope ui", () => {
   });
 
   it("rejects bad arguments with a message and a non-zero exit", () => {
-    const badPort = spawnSync(process.execPath, ["--import", "tsx", main, "ui", "--root", root, "--port", "seventy"], {
+    const badPort = spawnSync(process.execPath, [main, "ui", "--root", root, "--port", "seventy"], {
       encoding: "utf8",
     });
     assert.notEqual(badPort.status, 0);
     assert.match(badPort.stderr, /--port must be an integer from 0 to 65535, got seventy/);
-    const badRoot = spawnSync(process.execPath, ["--import", "tsx", main, "ui", "--root", join(root, "missing")], {
+    const badRoot = spawnSync(process.execPath, [main, "ui", "--root", join(root, "missing")], {
       encoding: "utf8",
     });
     assert.notEqual(badRoot.status, 0);
     assert.match(badRoot.stderr, /is not a directory; pass --root DIR/);
-    const help = spawnSync(process.execPath, ["--import", "tsx", main, "ui", "--help"], { encoding: "utf8" });
+    const help = spawnSync(process.execPath, [main, "ui", "--help"], { encoding: "utf8" });
     assert.equal(help.status, 0);
     assert.match(help.stdout, /--host <address>/);
   });

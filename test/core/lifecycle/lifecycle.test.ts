@@ -18,7 +18,10 @@ import { eventFiles, readEvents, scalarPoints } from "../../backends/tensorboard
 import { readStream, ROOT } from "../../stream/helpers.js";
 import { isAlive, NatsServer, TEST_RUN_SECRET } from "../../transport/support.js";
 
-const CONTROLLER = join(ROOT, "test", "core", "lifecycle", "fixtures", "controller.ts");
+/** The controller job: the built package with plain node, its ranks too (`npm test` builds first). */
+const CONTROLLER = join(ROOT, "test", "core", "lifecycle", "fixtures", "controller.mjs");
+if (!existsSync(join(ROOT, "dist", "index.js")))
+  throw new Error("dist/ is missing: run `npm run build` first (npm test does)");
 const DRAINS = join(ROOT, "test", "core", "lifecycle", "fixtures", "drains.ts");
 /** The drain deadline the children run with (the process must be gone within it, plus start-up slack). */
 const DRAIN_DEADLINE_MS = 8000;
@@ -87,6 +90,7 @@ async function runController(
         child.kill(signal);
       }
     },
+    true,
   );
   const endedInMs = signalledAt === 0 ? 0 : Date.now() - signalledAt;
   const pids = (/^pids (.*)$/m.exec(result.stdout)?.[1] ?? "")
