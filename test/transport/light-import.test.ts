@@ -53,3 +53,11 @@ test("the package's main entry loads no optional peer dependency", () => {
     .map(([file]) => file);
   assert.deepEqual(loaders, []);
 });
+
+test("the package's main entry does not load zod: option shapes and the config check load at initBackends", () => {
+  const entry = resolve(dirname(fileURLToPath(import.meta.url)), "../../src/index.ts");
+  const zodUsers = [...staticGraph(entry)]
+    .filter(([, specifiers]) => specifiers.some((s) => s === "zod" || s.startsWith("zod/")))
+    .map(([file]) => file);
+  assert.deepEqual(zodUsers, []);
+});
