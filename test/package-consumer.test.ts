@@ -69,11 +69,7 @@ before(() => {
     dependencies: Record<string, string>;
     peerDependencies: Record<string, string>;
   };
-  for (const dep of [
-    ...Object.keys(manifest.dependencies),
-    ...Object.keys(manifest.peerDependencies),
-    "@types/node",
-  ]) {
+  for (const dep of [...Object.keys(manifest.dependencies), ...Object.keys(manifest.peerDependencies), "@types/node"]) {
     const link = join(project, "node_modules", dep);
     mkdirSync(dirname(link), { recursive: true });
     symlinkSync(join(root, "node_modules", dep), link, "dir");
