@@ -159,11 +159,13 @@ before(() => {
     encoding: "utf8",
   });
   assert.equal(untar.status, 0, untar.stderr);
-  // What `npm install <tarball>` would bring: the runtime dependencies, plus the user's @types/node.
+  // What `npm install <tarball>` would bring: the runtime dependencies, plus the user's @types/node
+  // and the optional peers a user of every subpath installs (rankscope/nats, rankscope/otlp).
   const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
     dependencies: Record<string, string>;
+    peerDependencies: Record<string, string>;
   };
-  for (const dep of [...Object.keys(manifest.dependencies), "@types/node"]) {
+  for (const dep of [...Object.keys(manifest.dependencies), ...Object.keys(manifest.peerDependencies), "@types/node"]) {
     const link = join(project, "node_modules", dep);
     mkdirSync(dirname(link), { recursive: true });
     symlinkSync(join(root, "node_modules", dep), link, "dir");

@@ -1,13 +1,10 @@
 /**
  * The built-in backends, one line each: the name, its declared options (type only) and the module
  * that registers it. A module loads only when a config names it, so `import "rankscope"` stays light
- * (native modules, protobuf, HTTP clients); `BackendOptionsMap` takes each backend's typed options
+ * (native modules, protobuf, HTTP clients, and zod: even console and jsonl declare zod shapes); `BackendOptionsMap` takes each backend's typed options
  * from this table (`backends/options.ts`).
  */
 import { registerLazyBackend } from "./backend.js";
-// The two light ones also register on import (`registeredBackends()` lists them at once).
-import "./console/index.js";
-import "./jsonl/index.js";
 
 /**
  * A built-in backend: the module that registers it and, as types only, the module `M` that declares

@@ -11,9 +11,12 @@
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type pg from "pg";
-import { from as copyFrom } from "pg-copy-streams";
+import { requireOptional } from "../core/optional-packages.js";
 import { packFloat64, unpackFloat64 } from "../store/codec.js";
 import { blockSummaries, extremes, f64, type SeriesColumns } from "../store/columns.js";
+
+/** `COPY … FROM STDIN` as a stream (pg-copy-streams: an optional peer dependency, with pg, of `rankscope server`). */
+const { from: copyFrom } = requireOptional<typeof import("pg-copy-streams")>("server", "pg-copy-streams");
 
 /** One chunk to insert. `firstPos`: its first point's position (a step for scalars, the server's arrival number otherwise). */
 export interface ChunkRow {

@@ -3,7 +3,11 @@
  * timeout and a lock timeout, so no request holds a connection or a lock forever; and the one
  * way to run work in a transaction.
  */
-import pg from "pg";
+import type pg from "pg";
+import { requireOptional } from "../core/optional-packages.js";
+
+/** node-postgres: an optional peer dependency of rankscope, needed by `rankscope server` only. */
+const postgres = requireOptional<typeof import("pg")>("server", "pg");
 
 /** How the pool is sized and bounded. */
 interface PoolOptions {
@@ -18,12 +22,12 @@ interface PoolOptions {
 }
 
 /** Every float8 comes back as a JS number, int8 (counts, ids) as a number too: ids stay below 2^53. */
-pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+postgres.types.setTypeParser(postgres.types.builtins.INT8, (v) => Number(v));
 
 /** A bounded pool with timeouts on every connection. */
 export function createPool(options: PoolOptions): pg.Pool {
   const statementTimeout = options.statementTimeoutMs ?? 30_000;
-  const pool = new pg.Pool({
+  const pool = new postgres.Pool({
     connectionString: options.url,
     max: options.max ?? 10,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,

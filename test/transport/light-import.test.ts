@@ -1,7 +1,9 @@
 /**
  * `import { recordMetric } from "rankscope"` must not load the NATS client: it is reached only by
- * dynamic `import()` (joinRun with a NATS URL) or the `rankscope/nats` subpath. Checked on the
- * static import graph of src/index.ts.
+ * dynamic `import()` (joinRun with a NATS URL) or the `rankscope/nats` subpath. Nor any other
+ * optional peer dependency (core/optional-packages.ts): a module that loads one is never in the
+ * main entry's static graph, so a user without them imports rankscope. Checked on the static import
+ * graph of src/index.ts.
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -42,4 +44,20 @@ test("the package's main entry does not statically import the NATS client", () =
     ![...graph.keys()].some((f) => /transport\/(controller|rank|protocol)\/nats\.ts$/.test(f)),
     "the NATS carrier modules are loaded only on demand",
   );
+});
+
+test("the package's main entry loads no optional peer dependency", () => {
+  const entry = resolve(dirname(fileURLToPath(import.meta.url)), "../../src/index.ts");
+  const loaders = [...staticGraph(entry)]
+    .filter(([, specifiers]) => specifiers.some((s) => s.endsWith("/optional-packages.js")))
+    .map(([file]) => file);
+  assert.deepEqual(loaders, []);
+});
+
+test("the package's main entry does not load zod: option shapes and the config check load at initBackends", () => {
+  const entry = resolve(dirname(fileURLToPath(import.meta.url)), "../../src/index.ts");
+  const zodUsers = [...staticGraph(entry)]
+    .filter(([, specifiers]) => specifiers.some((s) => s === "zod" || s.startsWith("zod/")))
+    .map(([file]) => file);
+  assert.deepEqual(zodUsers, []);
 });

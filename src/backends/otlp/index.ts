@@ -10,10 +10,10 @@
  */
 import { roleOf } from "../../core/rank-identity.js";
 import { hostname } from "node:os";
-import { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-proto";
-import { resourceFromAttributes, type Resource } from "@opentelemetry/resources";
+import type { OTLPMetricExporter } from "@opentelemetry/exporter-metrics-otlp-proto";
+import type { Resource } from "@opentelemetry/resources";
 import type { ResourceMetrics } from "@opentelemetry/sdk-metrics";
-import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from "@opentelemetry/semantic-conventions";
+import { otelExporter, otelResources, otelSemanticConventions } from "./sdk.js";
 import { DEADLINE, withDeadline } from "../../core/deadline.js";
 import { reportError } from "../../core/diagnostics.js";
 import { rankscopeVersion } from "../../run/run-files.js";
@@ -58,8 +58,8 @@ export interface OtlpStats {
 /** The resource of a backend instance: service, run, rank and host. */
 function otlpResource(options: BackendOptions, context: BackendContext): Resource {
   const attributes: Record<string, string | number> = {
-    [ATTR_SERVICE_NAME]: stringOption(options, "serviceName", "rankscope"),
-    [ATTR_SERVICE_VERSION]: rankscopeVersion(),
+    [otelSemanticConventions.ATTR_SERVICE_NAME]: stringOption(options, "serviceName", "rankscope"),
+    [otelSemanticConventions.ATTR_SERVICE_VERSION]: rankscopeVersion(),
     [ATTR_HOST_NAME]: hostname(),
     "rankscope.run": `${context.experiment}/${context.trial}`,
     "rankscope.experiment": context.experiment,
@@ -76,7 +76,7 @@ function otlpResource(options: BackendOptions, context: BackendContext): Resourc
     attributes["rankscope.rank_name"] = context.identity.rankName;
     attributes[ATTR_SERVICE_INSTANCE_ID] = `${context.experiment}/${context.trial}/${context.identity.rankName}`;
   }
-  return resourceFromAttributes({ ...attributes, ...stringRecordOption(options, "resourceAttributes") });
+  return otelResources.resourceFromAttributes({ ...attributes, ...stringRecordOption(options, "resourceAttributes") });
 }
 
 class OtlpBackend implements Backend {
@@ -99,7 +99,7 @@ class OtlpBackend implements Backend {
       enumOption(this.options, "temporality", TEMPORALITIES, "cumulative"),
       Date.now(),
     );
-    this.exporter = new OTLPMetricExporter({
+    this.exporter = new otelExporter.OTLPMetricExporter({
       url: stringOption(this.options, "url", DEFAULT_OTLP_METRICS_URL),
       headers: stringRecordOption(this.options, "headers"),
       timeoutMillis: this.timeoutMs,

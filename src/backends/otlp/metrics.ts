@@ -11,8 +11,9 @@
  * outputs are not gauges: its own data point carries count and sum (a gauge `lat/count` becomes
  * `lat_count` in a Prometheus translation, the histogram's own count series).
  */
-import { ValueType, type HrTime } from "@opentelemetry/api";
-import { AggregationTemporality, DataPointType, type MetricData } from "@opentelemetry/sdk-metrics";
+import type { HrTime } from "@opentelemetry/api";
+import type { AggregationTemporality, MetricData } from "@opentelemetry/sdk-metrics";
+import { otelApi, otelSdkMetrics } from "./sdk.js";
 import { warn } from "../../core/diagnostics.js";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
 
@@ -119,7 +120,9 @@ export class OtlpMetricBuilder {
   }
 
   private temporalityCode(): AggregationTemporality {
-    return this.temporality === "cumulative" ? AggregationTemporality.CUMULATIVE : AggregationTemporality.DELTA;
+    return this.temporality === "cumulative"
+      ? otelSdkMetrics.AggregationTemporality.CUMULATIVE
+      : otelSdkMetrics.AggregationTemporality.DELTA;
   }
 
   addMetrics(metrics: readonly Metric[]): void {
@@ -131,7 +134,7 @@ export class OtlpMetricBuilder {
         name,
         description: `rankscope key "${m.key}" (${m.reduce})`,
         unit: "",
-        valueType: ValueType.DOUBLE,
+        valueType: otelApi.ValueType.DOUBLE,
       };
       const point = { startTime: this.startTime(), endTime: hrTime(m.timestamp), attributes: {}, value: m.value };
       if (m.reduce === "sum") {
@@ -152,15 +155,15 @@ export class OtlpMetricBuilder {
         this.pending.push({
           descriptor,
           aggregationTemporality: this.temporalityCode(),
-          dataPointType: DataPointType.SUM,
+          dataPointType: otelSdkMetrics.DataPointType.SUM,
           isMonotonic: stream.monotonic,
           dataPoints: [{ ...point, value }],
         });
       } else {
         this.pending.push({
           descriptor,
-          aggregationTemporality: AggregationTemporality.CUMULATIVE,
-          dataPointType: DataPointType.GAUGE,
+          aggregationTemporality: otelSdkMetrics.AggregationTemporality.CUMULATIVE,
+          dataPointType: otelSdkMetrics.DataPointType.GAUGE,
           dataPoints: [point],
         });
       }
@@ -195,10 +198,10 @@ export class OtlpMetricBuilder {
           name,
           description: `rankscope key "${h.key}" (histogram)`,
           unit: "",
-          valueType: ValueType.DOUBLE,
+          valueType: otelApi.ValueType.DOUBLE,
         },
         aggregationTemporality: this.temporalityCode(),
-        dataPointType: DataPointType.HISTOGRAM,
+        dataPointType: otelSdkMetrics.DataPointType.HISTOGRAM,
         dataPoints: [
           {
             startTime: this.startTime(),

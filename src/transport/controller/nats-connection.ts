@@ -3,7 +3,8 @@
  * and the transport's reconnect policy (every node of a cluster), and not keeping an idle
  * controller alive.
  */
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { nats } from "../protocol/nats-client.js";
 import {
   natsAuthEnv,
   natsConnectError,
@@ -26,7 +27,7 @@ const AUTH_OF = new WeakMap<NatsConnection, NatsAuth>();
 export async function connectTo(auth: NatsAuth, client: NatsClientIdentity): Promise<NatsConnection> {
   let nc: NatsConnection;
   try {
-    nc = await connect(natsConnectionOptions(auth, client));
+    nc = await nats.connect(natsConnectionOptions(auth, client));
   } catch (error) {
     throw natsConnectError(client.name, auth, error);
   }

@@ -5,7 +5,7 @@
  * hosts × keys states, not ranks × keys. The logger counts a host's ranks one by one and names the
  * missing ones: those the agent named, or every rank of a host whose agent did not answer.
  */
-import { createInbox } from "@nats-io/transport-node";
+import { nats } from "../protocol/nats-client.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { defaultLogger, type RankController } from "../../pipeline/default-logger.js";
 import type { KeyState } from "../../core/key-state.js";
@@ -298,7 +298,7 @@ export class HostServer {
     private readonly maxMissedFlushes = 10,
   ) {
     const s = hostSubjects(runId);
-    this.inbox = createInbox(`rankscope.${runId}.ctlh`);
+    this.inbox = nats.createInbox(`rankscope.${runId}.ctlh`);
     // Like the rank server's: the connection alone does not keep the controller alive (a job that
     // forgets shutdown() reaches beforeExit); flushes in flight have referenced deadline timers.
     if (!unrefWhileIdle(nc.nc))

@@ -13,16 +13,8 @@
  */
 import { accessSync, constants, readFileSync } from "node:fs";
 import { checkServerIdentity, type ConnectionOptions } from "node:tls";
-import {
-  credsAuthenticator,
-  errors,
-  nkeyAuthenticator,
-  nkeys,
-  type Authenticator,
-  type NatsConnection,
-  type NodeConnectionOptions,
-  type TlsOptions,
-} from "@nats-io/transport-node";
+import type { Authenticator, NatsConnection, NodeConnectionOptions, TlsOptions } from "@nats-io/transport-node";
+import { nats } from "./nats-client.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
 import { flagKind, resolveSetting, textKind, type Setting, type SettingKind } from "../../core/settings.js";
 import { inboxPrefix, natsServers, RECONNECT, type NatsRole } from "./nats.js";
@@ -250,7 +242,7 @@ function checkKeyMaterial(owner: string, values: Readonly<NatsAuthOptions>): voi
   }
   if (values.credsFile !== undefined) {
     try {
-      credsAuthenticator(readFileSync(values.credsFile))("rankscope-check");
+      nats.credsAuthenticator(readFileSync(values.credsFile))("rankscope-check");
     } catch (error) {
       throw new TypeError(
         `${owner}: credsFile ${JSON.stringify(values.credsFile)} is not a NATS creds file (a user JWT and its nkey seed, as nsc writes it): ${describeError(error)}`,
@@ -263,7 +255,7 @@ function checkKeyMaterial(owner: string, values: Readonly<NatsAuthOptions>): voi
 function isUserSeed(text: string): boolean {
   if (!/^SU[A-Z2-7]{56}$/.test(text)) return false;
   try {
-    nkeys.fromSeed(new TextEncoder().encode(text));
+    nats.nkeys.fromSeed(new TextEncoder().encode(text));
     return true;
   } catch {
     return false;
@@ -273,10 +265,10 @@ function isUserSeed(text: string): boolean {
 /** The nats.js authenticator of an nkey seed or a creds file (files are read at every connection, so they can be rotated). */
 function authenticatorOf(values: Readonly<NatsAuthOptions>): Authenticator | undefined {
   const { nkeySeed, nkeySeedFile, credsFile } = values;
-  if (nkeySeed !== undefined) return nkeyAuthenticator(new TextEncoder().encode(nkeySeed));
+  if (nkeySeed !== undefined) return nats.nkeyAuthenticator(new TextEncoder().encode(nkeySeed));
   if (nkeySeedFile !== undefined)
-    return nkeyAuthenticator(() => new TextEncoder().encode(readFileSync(nkeySeedFile, "utf8").trim()));
-  if (credsFile !== undefined) return credsAuthenticator(() => readFileSync(credsFile));
+    return nats.nkeyAuthenticator(() => new TextEncoder().encode(readFileSync(nkeySeedFile, "utf8").trim()));
+  if (credsFile !== undefined) return nats.credsAuthenticator(() => readFileSync(credsFile));
   return undefined;
 }
 
@@ -378,7 +370,7 @@ export function natsConnectionOptions(auth: NatsAuth, client: NatsClientIdentity
 
 /** True when the server refused the credentials (retrying with the same ones cannot help). */
 export function isNatsAuthError(error: unknown): boolean {
-  return error instanceof errors.AuthorizationError || error instanceof errors.UserAuthenticationExpiredError;
+  return error instanceof nats.errors.AuthorizationError || error instanceof nats.errors.UserAuthenticationExpiredError;
 }
 
 /**
@@ -411,7 +403,7 @@ export function reportNatsRefusals(nc: NatsConnection, client: NatsClientIdentit
     for await (const status of nc.status()) {
       if (status.type !== "error") continue;
       const error = status.error;
-      if (error instanceof errors.PermissionViolationError) {
+      if (error instanceof nats.errors.PermissionViolationError) {
         const what = error.operation === "publish" ? "publish to" : "subscribe to";
         reportError(
           `transport.nats.permission:${client.role}`,

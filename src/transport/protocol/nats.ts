@@ -13,7 +13,7 @@
  *
  * Loaded only with the NATS carrier (never by `import { recordMetric } from "rankscope"`).
  */
-import { createInbox } from "@nats-io/transport-node";
+import { nats } from "./nats-client.js";
 
 /**
  * Subjects of one run. With `scope` (a host id), the subjects of that host's agent,
@@ -28,7 +28,7 @@ export function subjects(runId: string, scope?: string) {
     flush: `${base}.flush`,
     hello: `${base}.hello`,
     rank: (rankName: string) => `${base}.rank.${rankName}`,
-    inbox: () => createInbox(`${base}.ctl`),
+    inbox: () => nats.createInbox(`${base}.ctl`),
   };
 }
 

@@ -7,7 +7,8 @@
  * The connection itself (servers, credentials, TLS, reconnects) is made elsewhere; this wraps it.
  * Loaded only with the NATS carrier.
  */
-import { createInbox, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
+import type { Msg, NatsConnection, Subscription } from "@nats-io/transport-node";
+import { nats } from "./nats-client.js";
 import { reportIgnored } from "./messages.js";
 import { Opener, RunKey, Sealer } from "./seal.js";
 
@@ -100,7 +101,7 @@ export class SealedNats {
    * nothing subscribes to `subject`.
    */
   request(subject: string, payload: string | Uint8Array, timeoutMs: number): Promise<OpenedMessage> {
-    const inbox = createInbox(inboxPrefixOf(this.nc));
+    const inbox = nats.createInbox(inboxPrefixOf(this.nc));
     return new Promise((resolve, reject) => {
       let done = false;
       const finish = (settle: () => void): void => {

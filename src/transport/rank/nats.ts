@@ -7,7 +7,8 @@
  * longer knows this rank). Meanwhile its collector keeps accumulating, so what it records during
  * an outage of any length goes into its next flush.
  */
-import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { nats } from "../protocol/nats-client.js";
 import { describeError, warn } from "../../core/diagnostics.js";
 import { decodeProtocolMessage } from "../protocol/messages.js";
 import { RunKey } from "../protocol/seal.js";
@@ -106,7 +107,7 @@ async function connectUntil(
   for (;;) {
     try {
       return {
-        conn: await connect(
+        conn: await nats.connect(
           natsConnectionOptions(auth, { ...client, timeoutMs: Math.max(100, Math.min(2000, deadline - Date.now())) }),
         ),
         lastError,
