@@ -6,7 +6,8 @@
  * - the Ranks view of a run whose rank 2 stopped reporting at flush 7 has a colour legend, draws
  *   its lowest figure in a colour that is neither white nor the grey of a missing figure, and
  *   says `2 ranks` at the newest flush (which counted 2), not the window's 3;
- * - a 10-step run's bold (smoothed) line at the default smoothing goes through its last value.
+ * - a 10-step run's bold (smoothed) line at the default smoothing goes through its last value, and
+ *   its card says it was drawn unsmoothed (`smoothing 0.00 (10 points)`).
  * Screenshots: test-artifacts/newcomer-runs.png, newcomer-ranks.png, newcomer-ten-steps.png.
  */
 import assert from "node:assert/strict";
@@ -210,6 +211,11 @@ describe("the dashboard as a newcomer sees it, in Chromium", () => {
     const reward = card("train/reward");
     await page.waitForSelector(`${reward}[data-drawn]`, { timeout: 20_000 });
     assert.equal(await page.locator("#smoothing-value").innerText(), "0.60", "the default smoothing");
+    assert.equal(
+      await page.locator(`${reward} .smoothing-note`).innerText(),
+      "smoothing 0.00 (10 points)",
+      "the card says the weight it drew with",
+    );
     const over = await page.locator(`${reward} .u-over`).boundingBox();
     assert.ok(over !== null);
     await page.mouse.move(over.x + over.width - 1, over.y + over.height / 2);
