@@ -232,14 +232,9 @@ export class ChartCard {
     this.root = el(
       "div",
       { className: "chart", "data-key": title },
-      el(
-        "div",
-        { className: "chart-head" },
-        el("h3", { className: "chart-title", title: shown }, shown),
-        this.smoothNote,
-        tools,
-      ),
+      el("div", { className: "chart-head" }, el("h3", { className: "chart-title", title: shown }, shown), tools),
       this.plotBox,
+      this.smoothNote,
       this.tooltip,
       this.legend.box,
       this.legend.more,
