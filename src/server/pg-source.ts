@@ -42,6 +42,7 @@ import type {
   TraceFile,
   TraceFileEntry,
 } from "../ui/source.js";
+import { streamRanks } from "../ui/source.js";
 import { summaryOf } from "../ui/run-query.js";
 import { LAST_VALUES_SQL, runsSql } from "./run-filter.js";
 import { ranksView, type RanksView } from "../ui/ranks-view.js";
@@ -426,12 +427,13 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
           );
         cursors.set(r, seq);
       }
+      const ranks = streamRanks(info.ranks, query.rank);
       const perRank = Math.max(
         SERIES_KINDS.length,
-        Math.floor((query.maxPoints ?? DEFAULT_MAX_POINTS) / Math.max(1, info.ranks.length)),
+        Math.floor((query.maxPoints ?? DEFAULT_MAX_POINTS) / Math.max(1, ranks.length)),
       );
       const out: StreamData = { key, ranks: [], steps: [], times: [], values: [], cursor: null };
-      for (const rank of info.ranks) {
+      for (const rank of ranks) {
         const after = cursors.get(rank);
         const result = await read(pool, handle, key, "stream", rank, {
           maxPoints: perRank,

@@ -33,8 +33,10 @@ export interface RanksView {
   readonly reason?: string;
   /** Rows are ranks, or hosts when there are more than `MAX_RANK_ROWS` ranks. */
   readonly rowsAre: "rank" | "host";
-  /** Ranks in the window (all rows together). */
+  /** Ranks in the window (all rows together): every rank seen at any of its flushes. */
   readonly totalRanks: number;
+  /** The ranks each flush counted (its report's compared ranks), by `steps`: fewer than `totalRanks` where a rank was lost or late. */
+  readonly flushRanks: number[];
   readonly rows: RanksViewRow[];
   /** The flushes, ascending. */
   readonly steps: number[];
@@ -58,6 +60,7 @@ export function emptyRanksView(reason?: string): RanksView {
     ...(reason === undefined ? {} : { reason }),
     rowsAre: "rank",
     totalRanks: 0,
+    flushRanks: [],
     rows: [],
     steps: [],
     stepMs: [],
@@ -73,6 +76,27 @@ export function emptyRanksView(reason?: string): RanksView {
 }
 
 const finite = (v: number | undefined): number | null => (v !== undefined && Number.isFinite(v) ? v : null);
+
+/** The ranks each flush of the window counted: its report's, else the ranks with a figure there. */
+function ranksPerFlush(window: RankTimingWindow): number[] {
+  const cols = window.steps.length;
+  const reported = new Map(window.reports.map((r) => [r.step, r.ranks]));
+  return window.steps.map((step, c) => {
+    const counted = reported.get(step);
+    if (counted !== undefined) return counted;
+    let n = 0;
+    for (let r = 0; r < window.ranks.length; r++) {
+      const at = r * cols + c;
+      if (
+        finite(window.stepMs[at]) !== null ||
+        finite(window.latenessMs[at]) !== null ||
+        finite(window.waitMs[at]) !== null
+      )
+        n++;
+    }
+    return n;
+  });
+}
 
 /** `matrix` (ranks × cols) with rows merged by `groupOf[rank row]`: per column, the largest finite figure of each group's ranks (the smallest with `smallest`). */
 function byGroup(
@@ -102,6 +126,7 @@ export function ranksView(window: RankTimingWindow, maxRankRows = MAX_RANK_ROWS)
   const base = {
     available: true,
     totalRanks: window.ranks.length,
+    flushRanks: ranksPerFlush(window),
     steps: window.steps,
     slowest: [...(report?.slowest ?? [])],
     chronic: [...(report?.chronic ?? [])],

@@ -407,8 +407,13 @@ export class DashboardApi {
     const key = requiredParam(ctx.params, "key");
     const maxPoints = maxPointsParam(ctx.params);
     const after = ctx.params.get("after") ?? undefined;
+    const rank = intParam(ctx.params, "rank", CONTROLLER_LINE, 1_000_000);
     return this.withRun(ctx, (runDir) =>
-      this.source.stream(runDir, key, { ...(after !== undefined ? { after } : {}), maxPoints }),
+      this.source.stream(runDir, key, {
+        ...(after !== undefined ? { after } : {}),
+        ...(rank !== undefined ? { rank } : {}),
+        maxPoints,
+      }),
     );
   }
 
@@ -449,7 +454,9 @@ export class DashboardApi {
           const window = before !== null ? { ...query, before } : query;
           if (kind === "scalar")
             return this.source.series(runDir, key, { ...window, ...(rank !== null ? { rank } : {}) });
-          return kind === "stream" ? this.source.stream(runDir, key, query) : this.source.system(runDir, key, window);
+          if (kind === "stream")
+            return this.source.stream(runDir, key, { ...query, ...(rank !== null ? { rank } : {}) });
+          return this.source.system(runDir, key, window);
         },
         true,
         true,

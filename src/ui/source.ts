@@ -203,7 +203,12 @@ export interface DashboardSource {
   rankNames?(runDir: string): Promise<Record<string, string>> | Record<string, string>;
   series(runDir: string, key: string, query: SeriesQuery): Promise<SeriesData> | SeriesData;
   streamKeys(runDir: string): Promise<string[]> | string[];
-  stream(runDir: string, key: string, query: { after?: string; maxPoints?: number }): Promise<StreamData> | StreamData;
+  /** A key's raw values: of every rank, or of `rank` only (a per-rank line). */
+  stream(
+    runDir: string,
+    key: string,
+    query: { after?: string; maxPoints?: number; rank?: number },
+  ): Promise<StreamData> | StreamData;
   samples(runDir: string): Promise<SampleRow[]> | SampleRow[];
   /** Keys of `Reduce.HISTOGRAM` metrics. */
   histogramKeys?(runDir: string): Promise<string[]> | string[];
@@ -248,4 +253,9 @@ export interface DashboardSource {
   ranks(runDir: string, query: { maxFlushes: number }): Promise<RanksView> | RanksView;
   /** Release open databases. */
   close?(): Promise<void> | void;
+}
+
+/** The ranks a stream query reads, of the key's `ranks`: all of them, or only `rank` (none when the key has no values of it). */
+export function streamRanks(ranks: readonly number[], rank: number | undefined): readonly number[] {
+  return rank === undefined ? ranks : ranks.filter((r) => r === rank);
 }

@@ -28,6 +28,7 @@ import type {
   StreamData,
   TraceFile,
 } from "./source.js";
+import { streamRanks } from "./source.js";
 
 const GLOBAL = store.GLOBAL_RANK;
 
@@ -212,12 +213,13 @@ export function createStoreSource(root: string): StoreSource {
       const info = store.keys(runDir, "stream").find((k) => k.key === key);
       if (info === undefined) throw new HttpError(404, `this run has no stream key ${JSON.stringify(key)}`);
       const cursors = decodeRankCursors(query.after);
+      const ranks = streamRanks(info.ranks, query.rank);
       const perRank = Math.max(
         store.SERIES_KINDS.length,
-        Math.floor((query.maxPoints ?? DEFAULT_MAX_POINTS) / Math.max(1, info.ranks.length)),
+        Math.floor((query.maxPoints ?? DEFAULT_MAX_POINTS) / Math.max(1, ranks.length)),
       );
       const out: StreamData = { key, ranks: [], steps: [], times: [], values: [], cursor: null };
-      for (const rank of info.ranks) {
+      for (const rank of ranks) {
         const after = cursors.get(rank);
         const result = store.series(runDir, key, {
           kind: "stream",

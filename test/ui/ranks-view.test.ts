@@ -98,3 +98,27 @@ test("a source without per-rank timings says why", () => {
     emptyRanksView(),
   );
 });
+
+test("each flush's rank count is the ranks that flush counted, not every rank of the window", () => {
+  // Three ranks at flush 7, then rank 2 gone: flushes 8 and 9 counted two.
+  const three = (step: number, ranks: number): StragglerReport => ({ ...report(step, []), ranks });
+  const lost: RankTimingWindow = {
+    ranks: [
+      { rank: 0, rankName: "T_r0", host: "node-0" },
+      { rank: 1, rankName: "T_r1", host: "node-0" },
+      { rank: 2, rankName: "T_r2", host: "node-0" },
+    ],
+    steps: [7, 8, 9],
+    walls: [1, 2, 3],
+    stepMs: [100, 100, 100, 110, 110, 110, 120, NaN, NaN],
+    latenessMs: [0, 0, 0, 1, 1, 1, 2, NaN, NaN],
+    waitMs: [10, 10, 10, 10, 10, 10, 10, NaN, NaN],
+    reports: [three(7, 3), three(8, 2), three(9, 2)],
+  };
+  const view = ranksView(lost);
+  assert.equal(view.totalRanks, 3);
+  assert.deepEqual(view.flushRanks, [3, 2, 2]);
+  // A window without its reports: the ranks with a figure at each flush.
+  assert.deepEqual(ranksView({ ...lost, reports: [] }).flushRanks, [3, 2, 2]);
+  assert.deepEqual(emptyRanksView().flushRanks, []);
+});

@@ -3,7 +3,7 @@
  * from them under the view settings (x-axis mode, log scales, smoothing), with the non-finite
  * points to mark. No DOM here.
  */
-import { smoothDebiasedEma } from "./smooth.js";
+import { smoothLine } from "./smooth.js";
 
 export type XMode = "step" | "wall" | "relative" | "metric";
 
@@ -126,7 +126,7 @@ export function lineTable(
     x.push(xi);
     y.push(drawable ? v : null);
   }
-  return { table: [x, y, line.scatter === true ? y : smoothDebiasedEma(y, settings.smoothing)], markers, index };
+  return { table: [x, y, line.scatter === true ? y : smoothLine(y, settings.smoothing)], markers, index };
 }
 
 /**

@@ -22,6 +22,7 @@ import { download, drawMarkers, fileNameOf, placeTooltip, tooltipHead, tooltipRo
 import { append, clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
 import { RUN_PALETTE } from "./colours.js";
+import { smoothingFor } from "./smooth.js";
 
 /** A chart without run colours: the first ten run colours (matplotlib's "tab10"). */
 const PALETTE = RUN_PALETTE.slice(0, 10);
@@ -159,6 +160,8 @@ export class ChartCard {
   private readonly plotBox: HTMLElement;
   private readonly legend: ChartLegend;
   private readonly tooltip: HTMLElement;
+  /** Says when a short line is smoothed less than the slider asks (smooth.ts), so the weight shown is never taken for the one drawn. */
+  private readonly smoothNote: HTMLElement;
   private plot: uPlot | null = null;
   private lines: Line[] = [];
   private settings: ViewSettings;
@@ -191,6 +194,7 @@ export class ChartCard {
   ) {
     this.settings = settings;
     this.plotBox = el("div", { className: "plot" });
+    this.smoothNote = el("span", { className: "muted smoothing-note" });
     this.tooltip = el("div", { className: "tooltip hidden", role: "status" });
     this.legend = new ChartLegend((id, only) => (only ? this.isolate(id) : this.toggle(id)));
     const shown = visibleName(title);
@@ -230,6 +234,7 @@ export class ChartCard {
       { className: "chart", "data-key": title },
       el("div", { className: "chart-head" }, el("h3", { className: "chart-title", title: shown }, shown), tools),
       this.plotBox,
+      this.smoothNote,
       this.tooltip,
       this.legend.box,
       this.legend.more,
@@ -340,6 +345,25 @@ export class ChartCard {
     return `${this.settings.smoothing > 0}|${this.lines.map((l) => `${l.id}:${l.scatter === true}:${l.band?.kind ?? ""}`).join(",")}`;
   }
 
+  /** The weight the card's shortest smoothed line is drawn with, when it is below the slider's. */
+  private noteSmoothing(): void {
+    const weight = this.settings.smoothing;
+    let fewest = Infinity;
+    for (const line of this.lines) {
+      if (line.scatter === true) continue;
+      let n = 0;
+      for (const v of line.values) if (Number.isFinite(v)) n++;
+      fewest = Math.min(fewest, n);
+    }
+    const drawn = Number.isFinite(fewest) ? smoothingFor(weight, fewest) : weight;
+    const less = weight > 0 && drawn < weight;
+    this.smoothNote.textContent = less ? `smoothing ${drawn.toFixed(2)} (${fewest} points)` : "";
+    this.smoothNote.title = less
+      ? "A line is smoothed over at most a tenth of its points, so a short run is drawn through its values"
+      : "";
+    this.root.dataset["smoothing"] = String(less ? drawn : weight);
+  }
+
   private colourOf(i: number): string {
     return this.lines[i]?.colour ?? lineColour(i);
   }
@@ -347,6 +371,7 @@ export class ChartCard {
   private buildData(): BuiltData {
     const { settings } = this;
     const built = this.lines.map((l) => lineTable(l, settings));
+    this.noteSmoothing();
     const joinInput: uPlot.AlignedData[] = [];
     const out: BuiltData = {
       data: [[]],

@@ -90,6 +90,7 @@ function runRow(i: number): HTMLTableRowElement {
   const swatch = el("span", { className: "swatch run-swatch" });
   swatch.style.background = runColour(run.id);
   const end = run.endedAt ?? (isLive(run.id) ? Date.now() : run.updatedAt);
+  const lost = lostChip(run);
   const duration = run.startedAt !== null && end !== null ? formatDuration(end - run.startedAt) : "";
   const row = el(
     "tr",
@@ -105,9 +106,11 @@ function runRow(i: number): HTMLTableRowElement {
     el("td", { className: "name" }, visibleName(run.trial), tagChips(run)),
     el(
       "td",
-      { className: `status status-${run.status.toLowerCase().replace(/[^a-z]/g, "")}` },
+      {
+        className: `status status-${run.status.toLowerCase().replace(/[^a-z]/g, "")}${lost === "" ? "" : " has-lost"}`,
+      },
       run.status,
-      lostChip(run),
+      lost,
     ),
     el("td", { title: formatTime(run.startedAt) }, formatStart(run.startedAt)),
     el("td", {}, duration),

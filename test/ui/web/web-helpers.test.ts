@@ -19,7 +19,7 @@ import { orderSummaryKeys, summaryColumns, watchRank } from "../../../src/ui/web
 import { interpolate, linesToCsv } from "../../../src/ui/web/chart-data.js";
 import { heatmapGrid, histogramSteps } from "../../../src/ui/web/histogram.js";
 import { isInternalKey, searchMatcher, sectionOf, visibleName } from "../../../src/ui/web/names.js";
-import { smoothDebiasedEma } from "../../../src/ui/web/smooth.js";
+import { smoothDebiasedEma, smoothLine, smoothingFor } from "../../../src/ui/web/smooth.js";
 import { filterQuery } from "../../../src/ui/web/run-filter.js";
 import { runsSearch } from "../../../src/ui/web/api.js";
 import { parseRunQuery } from "../../../src/ui/run-query.js";
@@ -54,6 +54,37 @@ describe("smoothDebiasedEma", () => {
     assert.ok(Number.isNaN(out[1]));
     assert.equal(out[2], null);
     assert.equal(out[3], 1);
+  });
+});
+
+describe("smoothLine: smoothing never misleads on a short run", () => {
+  // A 10-step run whose reward falls back at the end: TensorBoard's 0.6 would draw its last step at 0.73.
+  const tenSteps = [0.2, 0.5, 0.7, 0.9, 0.95, 0.9, 0.95, 0.9, 0.85, 0.53];
+
+  it("draws a 10-point line as its values at the default weight and at 0.99", () => {
+    assert.ok((smoothDebiasedEma(tenSteps, 0.6).at(-1) ?? 0) > 0.7, "the plain debiased EMA lags to above 0.7");
+    assert.deepEqual(smoothLine(tenSteps, 0.6), tenSteps);
+    assert.deepEqual(smoothLine(tenSteps, 0.99), tenSteps);
+  });
+
+  it("holds the smoothing window to a tenth of the line's points", () => {
+    assert.equal(smoothingFor(0.6, 10), 0);
+    assert.equal(smoothingFor(0.6, 20), 0.5);
+    assert.equal(smoothingFor(0.6, 25), 0.6);
+    assert.equal(smoothingFor(0.6, 10_000), 0.6, "a long line keeps the slider's weight");
+    assert.equal(Number(smoothingFor(0.99, 200).toFixed(12)), 0.95);
+    assert.equal(smoothingFor(0, 10_000), 0);
+    for (let n = 0; n < 2000; n += 7) {
+      const w = smoothingFor(0.99, n);
+      assert.ok(w === 0 || 1 / (1 - w) <= n / 10 + 1e-9, `${n} points: window ${1 / (1 - w)}`);
+    }
+  });
+
+  it("counts only finite points, and smooths a long line as TensorBoard does", () => {
+    const gaps = [1, NaN, null, 2, 3];
+    assert.deepEqual(smoothLine(gaps, 0.6), gaps);
+    const long = Array.from({ length: 1000 }, (_, i) => Math.sin(i));
+    assert.deepEqual(smoothLine(long, 0.6), smoothDebiasedEma(long, 0.6));
   });
 });
 

@@ -85,18 +85,57 @@ function slowTable(view: RanksView): HTMLElement {
   return table;
 }
 
-/** White → red by value between the matrix's 5th and 95th percentiles; grey where no figure. */
-function colourScale(values: readonly (number | null)[]): (v: number | null) => string {
+/** The colour of a cell with no figure (a rank lost or late at that flush): grey, apart from every value's colour. */
+export const MISSING_COLOUR = "#c8c8c8";
+/** The value scale, low to high: yellow (fast, or a straggler's short wait), orange, red, dark red. Its low end is neither white nor the missing grey. */
+const SCALE_STOPS: [number, number, number][] = [
+  [255, 225, 110],
+  [254, 178, 76],
+  [253, 141, 60],
+  [240, 59, 32],
+  [189, 0, 38],
+  [110, 0, 30],
+];
+
+/** The colour at `t` in [0, 1] along `SCALE_STOPS`. */
+export function scaleColour(t: number): string {
+  const x = Math.min(1, Math.max(0, t)) * (SCALE_STOPS.length - 1);
+  const i = Math.min(SCALE_STOPS.length - 2, Math.floor(x));
+  const a = SCALE_STOPS[i] ?? [0, 0, 0];
+  const b = SCALE_STOPS[i + 1] ?? a;
+  const f = x - i;
+  const mix = (k: 0 | 1 | 2): number => Math.round(a[k] + (b[k] - a[k]) * f);
+  return `rgb(${mix(0)},${mix(1)},${mix(2)})`;
+}
+
+/** The matrix's scale: its 5th to 95th percentile (values beyond take the ends' colours), and each cell's colour. */
+function colourScale(values: readonly (number | null)[]): {
+  lo: number;
+  hi: number;
+  colour: (v: number | null) => string;
+} {
   const finite = values.filter((v): v is number => v !== null).sort((a, b) => a - b);
   const lo = finite[Math.floor(finite.length * 0.05)] ?? 0;
   const hi = finite[Math.floor(finite.length * 0.95)] ?? 1;
   const span = hi > lo ? hi - lo : 1;
-  return (v) => {
-    if (v === null) return "#d8d8d8";
-    const t = Math.min(1, Math.max(0, (v - lo) / span));
-    const g = Math.round(245 - 200 * t);
-    return `rgb(${Math.round(250 - 30 * t)},${g},${g})`;
-  };
+  return { lo, hi, colour: (v) => (v === null ? MISSING_COLOUR : scaleColour((v - lo) / span)) };
+}
+
+/** What the heatmap's colours mean: the scale from its low to its high figure, and the grey of a flush with no figure. */
+function legend(lo: number, hi: number): HTMLElement {
+  const bar = el("span", { className: "legend-bar" });
+  bar.style.background = `linear-gradient(to right,${Array.from({ length: 11 }, (_, i) => scaleColour(i / 10)).join(",")})`;
+  const missing = el("span", { className: "legend-missing" });
+  missing.style.background = MISSING_COLOUR;
+  return el(
+    "div",
+    { id: "ranks-legend", className: "heatmap-legend" },
+    el("span", { className: "legend-lo" }, `${MEASURES.find(([m]) => m === measure)?.[1] ?? measure}: ≤ ${ms(lo)}`),
+    bar,
+    el("span", { className: "legend-hi" }, `≥ ${ms(hi)}`),
+    missing,
+    el("span", {}, "no figure (rank not in that flush)"),
+  );
 }
 
 /** The heatmap: a label per row (rank or host) and a canvas of rows × flushes. */
@@ -109,7 +148,7 @@ function heatmap(view: RanksView): HTMLElement {
   canvas.dataset["rows"] = String(view.rows.length);
   canvas.dataset["cols"] = String(cols);
   const ctx = canvas.getContext("2d");
-  const colour = colourScale(values);
+  const { lo, hi, colour } = colourScale(values);
   if (ctx !== null) {
     for (let r = 0; r < view.rows.length; r++) {
       for (let c = 0; c < cols; c++) {
@@ -142,13 +181,16 @@ function heatmap(view: RanksView): HTMLElement {
     const c = Math.floor(e.offsetX / cellW);
     const row = view.rows[r];
     canvas.title =
-      row === undefined ? "" : `${row.label} · step ${view.steps[c] ?? "?"} · ${ms(values[r * cols + c] ?? null)}`;
+      row === undefined
+        ? ""
+        : `${row.label} · step ${view.steps[c] ?? "?"} · ${ms(values[r * cols + c] ?? null)} · ${view.flushRanks[c] ?? "?"} of ${view.totalRanks} ranks at that flush`;
   });
   const first = view.steps[0];
   const last = view.steps[cols - 1];
   return el(
     "div",
     { className: "heatmap" },
+    legend(lo, hi),
     el("div", { className: "heatmap-body" }, labels, canvas),
     el("div", { className: "muted" }, cols === 0 ? "" : `flushes at steps ${first} … ${last} →`),
   );
@@ -177,10 +219,13 @@ export async function renderRanks(generation: number): Promise<void> {
     measure = picker.value === "latenessMs" || picker.value === "waitMs" ? picker.value : "stepMs";
     draw();
   });
+  // The newest flush's count, as its report compared them; the window may have held more (a rank lost since).
+  const counted = ranks.flushRanks[ranks.flushRanks.length - 1] ?? ranks.totalRanks;
+  const more = counted < ranks.totalRanks ? ` (${ranks.totalRanks} over the heatmap's flushes)` : "";
   const rows =
     ranks.rowsAre === "host"
-      ? `${ranks.totalRanks} ranks on ${ranks.rows.length} hosts (rows are hosts: each cell the host's most straggling rank)`
-      : `${ranks.totalRanks} ranks`;
+      ? `${counted} ranks on ${ranks.rows.length} hosts${more} (rows are hosts: each cell the host's most straggling rank)`
+      : `${counted} ranks${more}`;
   const summary = el(
     "p",
     { id: "ranks-summary" },
