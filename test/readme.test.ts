@@ -35,3 +35,13 @@ for (const example of examples) {
     assert.equal(run.stdout, example.output);
   });
 }
+
+// Files an example needs (a rank's module) are shown too, as they are.
+const FILE = /<!-- file: (\S+) -->\n```ts\n([\s\S]*?)```/g;
+const files = [...readme.matchAll(FILE)].map((m) => ({ file: m[1] as string, code: m[2] as string }));
+
+test("the README shows every file its examples need, as it is", () => {
+  assert.ok(files.length >= 1, `found ${files.length}`);
+  for (const { file, code } of files)
+    assert.equal(readFileSync(`${root}${file}`, "utf8"), code, `the README shows ${file} as it is`);
+});
