@@ -11,9 +11,18 @@ import { setDiagnosticHandler, resetDiagnostics, type Diagnostic } from "../src/
 
 /** Run `fn` with process.stdout.write captured; returns what was written. */
 export async function captureStdout(fn: () => unknown): Promise<string> {
-  const original = process.stdout.write.bind(process.stdout);
+  return captureStream(process.stdout, fn);
+}
+
+/** Run `fn` with process.stderr.write captured; returns what was written. */
+export async function captureStderr(fn: () => unknown): Promise<string> {
+  return captureStream(process.stderr, fn);
+}
+
+async function captureStream(stream: NodeJS.WriteStream, fn: () => unknown): Promise<string> {
+  const original = stream.write.bind(stream);
   let out = "";
-  process.stdout.write = (chunk: string | Uint8Array, ...rest: never[]) => {
+  stream.write = (chunk: string | Uint8Array, ...rest: never[]) => {
     // Bytes are the test runner's own reports (its serialised events, piped to stdout when
     // `node --test` runs this file in a child): passed on, or a test that ends meanwhile is lost.
     if (typeof chunk !== "string") return original(chunk, ...rest);
@@ -23,7 +32,7 @@ export async function captureStdout(fn: () => unknown): Promise<string> {
   try {
     await fn();
   } finally {
-    process.stdout.write = original;
+    stream.write = original;
   }
   return out;
 }

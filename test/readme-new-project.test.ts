@@ -81,11 +81,11 @@ before(() => {
     // The package is this checkout's tarball, not the registry's. From the cache first; no audit.
     // Install scripts are skipped: better-sqlite3's builds from source where its prebuilt binary
     // cannot be downloaded (minutes), and no README example opens a store.
-    const run = command.startsWith("npm install")
+    const line: string = command.startsWith("npm install")
       ? `${command.replace(/^npm install rankscope$/, `npm install ${join(scratch, tarball)}`)} --prefer-offline --no-audit --no-fund --ignore-scripts`
       : command;
-    const done = sh(run, project, 300_000);
-    assert.equal(done.status, 0, `${run}:\n${done.out}${done.err}`);
+    const done = sh(line, project, 300_000);
+    assert.equal(done.status, 0, `${line}:\n${done.out}${done.err}`);
   }
 });
 

@@ -19,7 +19,7 @@ import {
   encodeProtocolMessage,
   ignoredMessageCounts,
 } from "../../src/transport/protocol/messages.js";
-import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
+import { captureStderr, captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 
 describe("alert()", () => {
   it("bad input is a TypeError saying what is valid", () => {
@@ -52,17 +52,21 @@ describe("alert()", () => {
     takeQueuedAlerts();
     alert("before the logger", "queued", "info");
     const runDir = tempDir();
-    const out = await captureStdout(async () => {
-      const logger = new MetricLogger({ processName: "Controller", runDir });
-      assert.equal(logger.alertStats().user, 1, "the waiting alert was taken by the new logger");
-      await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });
-      alert("disk", "92% full", "warning");
-      assert.equal(logger.alertStats().user, 2);
-      await logger.flush(0);
-      await logger.shutdown();
+    let out = "";
+    const err = await captureStderr(async () => {
+      out = await captureStdout(async () => {
+        const logger = new MetricLogger({ processName: "Controller", runDir });
+        assert.equal(logger.alertStats().user, 1, "the waiting alert was taken by the new logger");
+        await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });
+        alert("disk", "92% full", "warning");
+        assert.equal(logger.alertStats().user, 2);
+        await logger.flush(0);
+        await logger.shutdown();
+      });
     });
     assert.match(out, /rankscope\.alerts INFO: alert FIRING user#1: before the logger: queued rule=user/);
-    assert.match(out, /rankscope\.alerts WARNING: alert FIRING user#2: disk: 92% full rule=user/);
+    // A warning goes to stderr, as Node's console.warn (docs/logging.md).
+    assert.match(err, /rankscope\.alerts WARNING: alert FIRING user#2: disk: 92% full rule=user/);
     assert.deepEqual(
       storedAlerts(runDir).map((a) => [a.id, a.title, a.message, a.level, a.step]),
       [
