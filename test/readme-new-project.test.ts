@@ -6,11 +6,12 @@
 // folder and gets its packages from the registry (npm's cache first).
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { waitFor } from "./helpers.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const readme = readFileSync(join(root, "README.md"), "utf8");
@@ -140,4 +141,44 @@ test("a project that stays CommonJS runs the quickstart as .mts, as the README s
   const ts = sh("npx tsx quickstart.ts", cjs);
   assert.notEqual(ts.status, 0);
   assert.match(ts.err, /Top-level await is currently not supported with the "cjs" output format/);
+});
+
+test("the dashboard `npx rankscope ui` started (the README's command) stops serving when that npx process is stopped by its pid", async () => {
+  assert.match(readme, /npx rankscope ui --root runs/);
+  mkdirSync(join(project, "runs"), { recursive: true });
+  // Its own process group, so that whatever the test leaves can be killed at the end.
+  const npx = spawn("npx", ["rankscope", "ui", "--root", "runs", "--port", "0"], {
+    cwd: project,
+    env: userEnv(),
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  let out = "";
+  npx.stdout.setEncoding("utf8").on("data", (chunk: string) => (out += chunk));
+  npx.stderr.setEncoding("utf8").on("data", (chunk: string) => (out += chunk));
+  const serving = async (url: string): Promise<boolean> => {
+    try {
+      return (await fetch(`${url}api/runs`, { signal: AbortSignal.timeout(5000) })).ok;
+    } catch {
+      return false;
+    }
+  };
+  try {
+    const url = await waitFor(() => /rankscope dashboard: (http:\/\/127\.0\.0\.1:\d+\/)/.exec(out)?.[1], {
+      timeoutMs: 60_000,
+      what: "rankscope ui to print its URL",
+    });
+    assert.ok(await serving(url), `the dashboard at ${url} answers`);
+    npx.kill("SIGTERM");
+    await waitFor(async () => !(await serving(url)), {
+      timeoutMs: 30_000,
+      what: `the dashboard at ${url} to stop once the npx process (pid ${npx.pid}) was stopped`,
+    });
+  } finally {
+    try {
+      if (npx.pid !== undefined) process.kill(-npx.pid, "SIGKILL");
+    } catch {
+      // The group is gone: nothing was left running.
+    }
+  }
 });
