@@ -60,35 +60,45 @@ function sh(command: string, cwd = project, timeout = 60_000): { status: number 
   return { status: run.status, out: run.stdout, err: run.stderr };
 }
 
-before(() => {
-  assert.ok(existsSync(join(root, "dist", "index.js")), "dist/ is missing: run `npm run build` first (npm test does)");
-  scratch = mkdtempSync(join(tmpdir(), "rankscope-new-project-"));
-  const pack = spawnSync("npm", ["pack", "--ignore-scripts", "--silent", "--pack-destination", scratch], {
-    cwd: root,
-    encoding: "utf8",
-    timeout: 120_000,
-  });
-  assert.equal(pack.status, 0, pack.stderr);
-  const tarball = readdirSync(scratch).find((f) => f.endsWith(".tgz"));
-  assert.ok(tarball !== undefined, `npm pack wrote no tarball: ${pack.stdout}`);
-  project = join(scratch, "my-job");
-  mkdirSync(project);
-  const setup = commands("consumer-setup");
-  assert.ok(
-    setup.some((c) => c === "npm install rankscope"),
-    `the README's setup installs rankscope: ${setup.join("; ")}`,
-  );
-  for (const command of setup) {
-    // The package is this checkout's tarball, not the registry's. From the cache first; no audit.
-    // Install scripts are skipped: better-sqlite3's builds from source where its prebuilt binary
-    // cannot be downloaded (minutes), and no README example opens a store.
-    const line: string = command.startsWith("npm install")
-      ? `${command.replace(/^npm install rankscope$/, `npm install ${join(scratch, tarball)}`)} --prefer-offline --no-audit --no-fund --ignore-scripts`
-      : command;
-    const done = sh(line, project, 300_000);
-    assert.equal(done.status, 0, `${line}:\n${done.out}${done.err}`);
-  }
-});
+// Packing and installing take a minute or more (several on a cold npm cache): bounds of their own.
+const SETUP_TIMEOUT_MS = 600_000;
+const EXAMPLES_TIMEOUT_MS = 600_000;
+
+before(
+  () => {
+    assert.ok(
+      existsSync(join(root, "dist", "index.js")),
+      "dist/ is missing: run `npm run build` first (npm test does)",
+    );
+    scratch = mkdtempSync(join(tmpdir(), "rankscope-new-project-"));
+    const pack = spawnSync("npm", ["pack", "--ignore-scripts", "--silent", "--pack-destination", scratch], {
+      cwd: root,
+      encoding: "utf8",
+      timeout: 120_000,
+    });
+    assert.equal(pack.status, 0, pack.stderr);
+    const tarball = readdirSync(scratch).find((f) => f.endsWith(".tgz"));
+    assert.ok(tarball !== undefined, `npm pack wrote no tarball: ${pack.stdout}`);
+    project = join(scratch, "my-job");
+    mkdirSync(project);
+    const setup = commands("consumer-setup");
+    assert.ok(
+      setup.some((c) => c === "npm install rankscope"),
+      `the README's setup installs rankscope: ${setup.join("; ")}`,
+    );
+    for (const command of setup) {
+      // The package is this checkout's tarball, not the registry's. From the cache first; no audit.
+      // Install scripts are skipped: better-sqlite3's builds from source where its prebuilt binary
+      // cannot be downloaded (minutes), and no README example opens a store.
+      const line: string = command.startsWith("npm install")
+        ? `${command.replace(/^npm install rankscope$/, `npm install ${join(scratch, tarball)}`)} --prefer-offline --no-audit --no-fund --ignore-scripts`
+        : command;
+      const done = sh(line, project, 300_000);
+      assert.equal(done.status, 0, `${line}:\n${done.out}${done.err}`);
+    }
+  },
+  { timeout: SETUP_TIMEOUT_MS },
+);
 
 after(() => {
   if (scratch !== "") rmSync(scratch, { recursive: true, force: true });
@@ -102,29 +112,33 @@ test("the README names each example's file, as it is in examples/", () => {
   }
 });
 
-test("in a fresh npm init -y project set up as the README says, every README example runs with each command the README gives and prints what the README shows", () => {
-  for (const { name, code } of shown) {
-    mkdirSync(dirname(join(project, name)), { recursive: true });
-    writeFileSync(join(project, name), code);
-  }
-  const stripsTypes = Reflect.get(process.features, "typescript") !== undefined;
-  const run = commands("consumer-run");
-  assert.ok(run.length >= 2, `the README gives ${run.length} commands to run an example`);
-  let ran = 0;
-  for (const command of run) {
-    assert.match(command, /\bquickstart\.ts$/, `the README's run command names the quickstart: ${command}`);
-    if (command.startsWith("node ") && !stripsTypes) continue; // Node 20: the README says npx tsx
-    for (const { name, output } of shown) {
-      if (output === undefined) continue;
-      const line = command.replace(/quickstart\.ts$/, name);
-      const done = sh(line);
-      assert.equal(done.status, 0, `${line}:\n${done.err}`);
-      assert.equal(done.out, output, `${line} prints what the README shows`);
-      ran++;
+test(
+  "in a fresh npm init -y project set up as the README says, every README example runs with each command the README gives and prints what the README shows",
+  { timeout: EXAMPLES_TIMEOUT_MS },
+  () => {
+    for (const { name, code } of shown) {
+      mkdirSync(dirname(join(project, name)), { recursive: true });
+      writeFileSync(join(project, name), code);
     }
-  }
-  assert.ok(ran >= 5, `ran ${ran} examples`);
-});
+    const stripsTypes = Reflect.get(process.features, "typescript") !== undefined;
+    const run = commands("consumer-run");
+    assert.ok(run.length >= 2, `the README gives ${run.length} commands to run an example`);
+    let ran = 0;
+    for (const command of run) {
+      assert.match(command, /\bquickstart\.ts$/, `the README's run command names the quickstart: ${command}`);
+      if (command.startsWith("node ") && !stripsTypes) continue; // Node 20: the README says npx tsx
+      for (const { name, output } of shown) {
+        if (output === undefined) continue;
+        const line = command.replace(/quickstart\.ts$/, name);
+        const done = sh(line);
+        assert.equal(done.status, 0, `${line}:\n${done.err}`);
+        assert.equal(done.out, output, `${line} prints what the README shows`);
+        ran++;
+      }
+    }
+    assert.ok(ran >= 5, `ran ${ran} examples`);
+  },
+);
 
 test("a project that stays CommonJS runs the quickstart as .mts, as the README says, where .ts stops at top-level await", () => {
   const cjs = join(project, "stays-commonjs");
