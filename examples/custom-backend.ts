@@ -11,7 +11,10 @@ import {
 // A backend that alerts when a metric crosses a threshold (think Slack, PagerDuty, a file).
 class ThresholdAlertBackend implements Backend {
   private source = "";
-  constructor(private readonly threshold: number) {}
+  private readonly threshold: number;
+  constructor(threshold: number) {
+    this.threshold = threshold;
+  }
 
   init(context: BackendContext): void {
     this.source = context.displayName;

@@ -4,7 +4,7 @@
  * source each entry's `types` file is built from (`./dist/x.d.ts` ← `src/x.ts`).
  *
  *   npx tsx scripts/api-surface.ts          print it
- *   npx tsx scripts/api-surface.ts --write  write it to test/golden/api-surface.txt, the snapshot
+ *   npx tsx scripts/api-surface.ts --write  write it to docs/api-surface.txt, the snapshot (shipped with docs/api.md)
  *                                           test/package-api.test.ts compares with
  */
 import { readFileSync, writeFileSync } from "node:fs";
@@ -15,7 +15,7 @@ import ts from "typescript";
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 /** The committed snapshot of the surface. */
-export const API_SNAPSHOT = join(ROOT, "test", "golden", "api-surface.txt");
+export const API_SNAPSHOT = join(ROOT, "docs", "api-surface.txt");
 
 /** An entry point (".", "./store", …) and the source file its types are built from. */
 export interface EntryPoint {

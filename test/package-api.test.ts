@@ -1,6 +1,6 @@
 /**
  * The public surface is deliberate: each entry point's exported names (values and types) are
- * snapshotted in test/golden/api-surface.txt, so a change to what users can import shows up in
+ * snapshotted in docs/api-surface.txt, so a change to what users can import shows up in
  * review as a change to that file. docs/api.md says what each entry point is for.
  */
 import assert from "node:assert/strict";
@@ -21,13 +21,13 @@ function namesOf(entry: string): string[] {
     .filter((name) => name !== "");
 }
 
-test("each entry point exports exactly the names in test/golden/api-surface.txt", () => {
+test("each entry point exports exactly the names in docs/api-surface.txt", () => {
   const snapshot = readFileSync(API_SNAPSHOT, "utf8");
   assert.equal(
     surface,
     snapshot,
     "The public surface changed. If that is deliberate, run `npx tsx scripts/api-surface.ts --write`, " +
-      "commit test/golden/api-surface.txt, and update docs/api.md (and the docs page of the area) for what was added or removed.",
+      "commit docs/api-surface.txt, and update docs/api.md (and the docs page of the area) for what was added or removed.",
   );
 });
 

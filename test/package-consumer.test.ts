@@ -230,6 +230,24 @@ test("the package ships what its README links, and no source maps naming files i
     assert.ok(!readFileSync(path, "utf8").includes("sourceMappingURL="), `${path} points at a source map`);
 });
 
+test("every relative link in the package's Markdown (README, docs/) names a file the package ships", () => {
+  const installed = join(project, "node_modules", "rankscope");
+  const pages = ["README.md", "BENCHMARKS.md", ...readdirSync(join(installed, "docs")).map((f) => `docs/${f}`)].filter(
+    (f) => f.endsWith(".md"),
+  );
+  assert.ok(pages.length > 10, `found ${pages.length} pages`);
+  const broken: string[] = [];
+  for (const page of pages) {
+    const text = readFileSync(join(installed, page), "utf8");
+    for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (target === undefined || /^[a-z][a-z0-9+.-]*:/i.test(target) || target.startsWith("#")) continue;
+      const path = target.split("#")[0] ?? "";
+      if (!existsSync(join(installed, dirname(page), decodeURIComponent(path)))) broken.push(`${page} → ${target}`);
+    }
+  }
+  assert.deepEqual(broken, [], "links to files the package does not ship");
+});
+
 test("config typos, unknown backends and reduce names are compile errors; a registered backend's options are typed", () => {
   // As written: clean (an `@ts-expect-error` line that stopped being an error is itself an error, TS2578).
   assert.equal(report(FILES.fixture).trim(), "", "the fixture does not type-check as written");

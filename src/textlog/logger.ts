@@ -48,7 +48,11 @@ export interface TextLogOptions {
   color?: boolean;
   /** Colour per component kind, first match wins; replaces the defaults (AReaL's kinds). */
   componentColors?: readonly { pattern: RegExp | string; color: ColorName }[];
-  /** Where console lines go (default `process.stdout`); `false` for none. */
+  /**
+   * Where console lines go; `false` for none. Default: as Node's `console`, warnings, errors and
+   * fatal lines to `process.stderr`, the others to `process.stdout` (a rank's reach the
+   * controller's stderr and stdout alike).
+   */
   console?: LineSink | false;
   /** Write `logs/main.log` and `logs/merged.log` in the run directory once it is known (default true). */
   files?: boolean;
@@ -69,14 +73,24 @@ export const CONSOLE_ROUTE = "rankscope.console";
 /** Where a record's console line goes, when not the console's (`CONSOLE_ROUTE`). */
 export type ConsoleRoute = "stderr" | "none";
 
+/** The console's two sinks (the same one when `console` names a sink), each with its colour. */
+interface ConsoleSinks {
+  readonly out: LineSink;
+  readonly err: LineSink;
+  readonly outColor: boolean;
+  readonly errColor: boolean;
+}
+
+/** Lines from this pino level up (warn) go to the console's `err` sink. */
+const ERR_LEVEL = 40;
+
 interface Resolved {
   level: Level;
+  /** Colour on the console's stdout sink (what a spawned rank copies: its stdout is forwarded there). */
   color: boolean;
   fileColor: boolean;
   colors: readonly ComponentColor[];
-  console: LineSink | false;
-  /** The console is the default (`process.stdout`): a `stderr` line goes to `process.stderr`. */
-  defaultConsole: boolean;
+  console: ConsoleSinks | false;
   files: boolean;
   clock: () => number;
 }
@@ -102,17 +116,18 @@ function resolve(options: TextLogOptions): Resolved {
       throw new TypeError(`component colour ${JSON.stringify(c.color)} is not valid; valid: ${COLOR_NAMES.join(", ")}`);
     return { pattern: typeof c.pattern === "string" ? new RegExp(c.pattern) : c.pattern, color: c.color };
   });
-  const sink = options.console ?? process.stdout;
-  // The console: `color`, FORCE_COLOR, NO_COLOR, else whether it is a terminal (color.ts). Files
-  // keep AReaL's colours unless code or the environment said otherwise.
-  const color = resolveColor(options.color, sink);
+  const out = options.console ?? process.stdout;
+  const err = options.console ?? process.stderr;
+  // The console: `color`, FORCE_COLOR, NO_COLOR, else whether it is a terminal (color.ts), each
+  // sink its own. Files keep AReaL's colours unless code or the environment said otherwise.
+  const color = resolveColor(options.color, out);
+  const errColor = color.explicit ?? (err !== false && err.isTTY === true);
   return {
     level,
     color: color.console,
     fileColor: options.fileColor ?? color.explicit ?? true,
     colors,
-    console: sink,
-    defaultConsole: options.console === undefined,
+    console: out === false || err === false ? false : { out, err, outColor: color.console, errColor },
     files: options.files ?? true,
     clock: options.clock ?? Date.now,
   };
@@ -171,10 +186,12 @@ class TextLogs {
     delete record[CONSOLE_ROUTE];
     const o = this.options;
     const { line, level, component } = formatRecord(record, o.clock());
-    const sink = route === "none" ? false : route === "stderr" && o.defaultConsole ? process.stderr : o.console;
-    if (sink !== false) {
+    if (o.console !== false && route !== "none") {
+      const toErr = route === "stderr" || level >= ERR_LEVEL;
+      const sink = toErr ? o.console.err : o.console.out;
+      const colored = toErr ? o.console.errColor : o.console.outColor;
       try {
-        sink.write(`${o.color ? colorLine(line, level, component, o.colors) : line}\n`);
+        sink.write(`${colored ? colorLine(line, level, component, o.colors) : line}\n`);
       } catch {
         // A closed stdout must not break the caller's loop.
       }

@@ -192,7 +192,7 @@ const colorJob = fileURLToPath(new URL("fixtures/color-job.ts", import.meta.url)
  * its stdout a pipe or a real terminal (a pseudo-terminal from util-linux `script`).
  */
 function runColorJob(
-  mode: "plain" | "ranks",
+  mode: "plain" | "ranks" | "levels",
   stdout: "pipe" | "terminal",
   env: Record<string, string>,
 ): { status: number | null; out: string; err: string; runDir: string } {
@@ -238,10 +238,12 @@ test(
       const { status, out, err } = runColorJob("plain", stdout, env);
       const what = `${stdout} ${JSON.stringify(env)}`;
       assert.equal(status, 0, `${what}: ${err}`);
-      assert.match(out, /Trainer WARNING: from the controller/, what);
-      assert.equal(out.includes(ESC), coloured, `${what}: ${JSON.stringify(out)}`);
+      // A warning goes to stderr, which `script` writes to its stdout with the terminal's stdout.
+      const console = stdout === "pipe" ? err : out;
+      assert.match(console, /Trainer WARNING: from the controller/, what);
+      assert.equal(console.includes(ESC), coloured, `${what}: ${JSON.stringify(console)}`);
       if (coloured)
-        assert.match(visible(out), /<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m/, what);
+        assert.match(visible(console), /<ESC>\[33m\d{8}-[\d:.]+ Trainer WARNING: from the controller<ESC>\[0m/, what);
     }
     const invalid = runColorJob("plain", "pipe", { FORCE_COLOR: "maybe" });
     assert.notEqual(invalid.status, 0);
@@ -253,13 +255,13 @@ test(
 );
 
 test(
-  "a spawned rank's lines, forwarded to the controller's stdout, are coloured exactly when the controller's are",
+  "a spawned rank's lines, forwarded to the controller's console, are coloured exactly when the controller's are",
   { skip: hasScript ? false : "util-linux script (a pseudo-terminal) is missing" },
   () => {
     const piped = runColorJob("ranks", "pipe", {});
     assert.equal(piped.status, 0, piped.err);
-    assert.match(piped.out, /RolloutWorker WARNING: from the rank/);
-    assert.ok(!piped.out.includes(ESC), `no ANSI codes in a piped job's output: ${JSON.stringify(piped.out)}`);
+    assert.match(piped.err, /RolloutWorker WARNING: from the rank/);
+    assert.ok(!piped.err.includes(ESC), `no ANSI codes in a piped job's output: ${JSON.stringify(piped.err)}`);
     // merged.log keeps AReaL's colours for every process alike, whatever stdout is.
     const merged = visible(readFileSync(join(piped.runDir, "logs", "merged.log"), "utf8"));
     assert.match(
@@ -288,3 +290,25 @@ test(
     );
   },
 );
+
+test("info lines go to stdout, errors to stderr, as Node's console does: the controller's own and a spawned rank's alike", () => {
+  const { status, out, err } = runColorJob("levels", "pipe", {});
+  assert.equal(status, 0, err);
+  assert.match(out, /Trainer INFO: controller info/);
+  assert.match(out, /RolloutWorker INFO: rank info/);
+  assert.match(err, /Trainer ERROR: controller error/);
+  assert.match(err, /RolloutWorker ERROR: rank error/);
+  assert.doesNotMatch(out, /ERROR/, "an error line reached stdout");
+  assert.doesNotMatch(err, /INFO: (controller|rank) info/, "an info line reached stderr");
+});
+
+test("a console sink given in code gets every level", () => {
+  const out = sink(false);
+  configureTextLogs({ console: out, files: false, clock: () => FIXED });
+  getLogger("Trainer").info("fine");
+  getLogger("Trainer").error("broken");
+  assert.deepEqual(
+    out.lines.map((l) => l.replace(/^\S+ /, "")),
+    ["Trainer INFO: fine\n", "Trainer ERROR: broken\n"],
+  );
+});

@@ -4,6 +4,7 @@
  */
 import type { Command } from "commander";
 import { registerDrain } from "../../core/lifecycle.js";
+import { stopWithNpmLauncher } from "../launcher.js";
 import { resolveSetting, textKind } from "../../core/settings.js";
 
 interface ServerOptions {
@@ -86,6 +87,7 @@ export function registerServerCommand(program: Command): void {
         stopsCleanlyOnSignal: true,
         drain: (context) => (context.reason === "beforeExit" ? undefined : running.close()),
       });
+      stopWithNpmLauncher();
       process.stderr.write(`rankscope server: ${running.url} (press Ctrl-C to stop)\n`);
     });
   registerTokenCommands(

@@ -6,6 +6,7 @@ import type { Command } from "commander";
 import { CONTROLLER_RANK, GLOBAL_RANK, keys, lineLabel, runInfo, series } from "../../store/reader.js";
 import { isInternalKey } from "../../core/internal-keys.js";
 import { registerDrain } from "../../core/lifecycle.js";
+import { stopWithNpmLauncher } from "../launcher.js";
 import { sleep } from "../../core/retry.js";
 import { formatValue, positiveInteger, resolveRunArg, ROOT_OPTION_HELP } from "../run-arg.js";
 
@@ -113,6 +114,7 @@ export function registerTailCommand(program: Command): void {
           return following;
         },
       });
+      stopWithNpmLauncher();
       pollOnce(runDir, followed, options, rank, true);
       following = follow(runDir, followed, options, rank, intervalMs, stop.signal);
       try {

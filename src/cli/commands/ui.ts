@@ -1,6 +1,7 @@
 /** `rankscope ui`: serve the local web dashboard over the runs under a root directory. */
 import type { Command } from "commander";
 import { registerDrain } from "../../core/lifecycle.js";
+import { stopWithNpmLauncher } from "../launcher.js";
 import { resolveSetting, textKind } from "../../core/settings.js";
 import { defaultRoot } from "../run-arg.js";
 
@@ -56,6 +57,7 @@ export function registerUiCommand(program: Command): void {
         stopsCleanlyOnSignal: true,
         drain: (context) => (context.reason === "beforeExit" ? undefined : dashboard.close()),
       });
+      stopWithNpmLauncher();
       process.stdout.write(`rankscope dashboard: ${dashboard.url}\n`);
       if (dashboard.token !== undefined)
         process.stdout.write("anyone with this URL (it carries the token) can read these runs; share it with care\n");

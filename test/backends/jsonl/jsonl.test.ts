@@ -4,9 +4,16 @@ import assert from "node:assert/strict";
 import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, test } from "node:test";
-import { getOrCreateMetricLogger, isInternalKey, parseNumber, recordMetric, Reduce } from "../../../src/index.js";
+import {
+  getOrCreateMetricLogger,
+  isInternalKey,
+  parseNumber,
+  recordMetric,
+  Reduce,
+  stats,
+} from "../../../src/index.js";
 import { getCollector } from "../../../src/core/collector.js";
-import { tempDir } from "../../helpers.js";
+import { REPO_ROOT, tempDir } from "../../helpers.js";
 
 const collector = getCollector();
 const dirs: string[] = [];
@@ -160,4 +167,26 @@ test("a jsonl file option that is not a path is a TypeError saying what is valid
       "no file was written",
     );
   }
+});
+
+test("docs/jsonl.md's example lines are what the backend writes for the records the page names (timestamps aside)", async () => {
+  const page = readFileSync(join(REPO_ROOT, "docs", "jsonl.md"), "utf8");
+  const block = /```json\n([\s\S]*?)```/.exec(page);
+  assert.ok(block !== null, "docs/jsonl.md has a json example");
+  assert.match(
+    page,
+    /recordMetric\("loss", 0\.25, Reduce\.MEAN\)` and two `stats\.get\("rollout"\)\.scalar\(\{ reward \}\)`/,
+  );
+  const withoutTime = (line: string): unknown => ({ ...JSON.parse(line), timestamp: 0 });
+  collector.clear();
+  const dir = runDir();
+  const logger = await getOrCreateMetricLogger({ runDir: dir, quiet: true });
+  await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+  recordMetric("loss", 0.25, Reduce.MEAN);
+  stats.get("rollout").scalar({ reward: 0.5 });
+  stats.get("rollout").scalar({ reward: 1.0 });
+  await logger.flush(3);
+  await logger.shutdown();
+  const written = readFileSync(join(dir, "metrics.jsonl"), "utf8").trimEnd().split("\n");
+  assert.deepEqual(written.map(withoutTime), (block[1] ?? "").trimEnd().split("\n").map(withoutTime));
 });
