@@ -16,6 +16,7 @@ import { tempDir } from "./helpers.js";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
   dependencies: Record<string, string>;
+  optionalDependencies: Record<string, string>;
   peerDependencies: Record<string, string>;
 };
 let project = "";
@@ -63,8 +64,12 @@ before(() => {
     encoding: "utf8",
   });
   assert.equal(untar.status, 0, untar.stderr);
-  // What `npm install rankscope` brings: the dependencies, no optional peer.
-  for (const dep of Object.keys(manifest.dependencies)) {
+  // What `npm install rankscope` brings: the dependencies and the optional dependencies this Node
+  // installed (better-sqlite3 13's Node-API build on 22 and later), no optional peer.
+  const optional = Object.keys(manifest.optionalDependencies).filter((dep) =>
+    existsSync(join(root, "node_modules", dep)),
+  );
+  for (const dep of [...Object.keys(manifest.dependencies), ...optional]) {
     const link = join(project, "node_modules", dep);
     mkdirSync(dirname(link), { recursive: true });
     symlinkSync(join(root, "node_modules", dep), link, "dir");

@@ -13,9 +13,9 @@
 const WATCH_INTERVAL_MS = 500;
 
 /** Stop this process with SIGTERM once the npm process that started it has ended (nothing when npm did not start it). */
-export function stopWithNpmLauncher(): void {
+export function stopWithNpmLauncher(env: NodeJS.ProcessEnv = process.env): void {
   // npm sets `npm_command` (`exec` for npx and npm exec, `run-script`, …) for what it starts.
-  if (process.env["npm_command"] === undefined) return;
+  if (env["npm_command"] === undefined) return;
   const parent = process.ppid;
   const timer = setInterval(() => {
     if (process.ppid === parent) return;
