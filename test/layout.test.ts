@@ -35,6 +35,12 @@ const CROSS_CUTTING = new Set(["helpers", "fixtures"]);
  * then the folder comes off this list.
  */
 const UNTESTED: Record<string, string> = {
+  "backends/wandb/spool":
+    "end to end in test/backends/wandb/faults.test.ts (an outage spools; syncSpool replays it once) and exit.test.ts",
+  "backends/wandb/sync":
+    "end to end in test/backends/wandb/faults.test.ts (syncSpool after outages, offline mode, shared runs)",
+  "backends/wandb/writer":
+    "end to end in test/backends/wandb/wandb.test.ts and faults.test.ts (send, resume, retry, spool, finish)",
   "ui/web/tabs": "pure parts in test/ui/web/web-helpers.test.ts, the tabs in the browser tests of test/ui/web",
 };
 

@@ -8,64 +8,37 @@
  *
  * The collector is held by `processWide` (a versioned `Symbol.for` key), so two copies of the package
  * loaded in one process (a bundler, a dependency pinning another version) still share it.
+ *
+ * One key's entry, its stand-in while closed and the values it takes are `metric-entry.ts`.
  */
 import { warn } from "./diagnostics.js";
 import { envFlag, envInteger } from "./env.js";
 import { isRecord } from "./json.js";
-import type {
-  Accumulator,
-  AccumulatorState,
-  NumericReduceDefinition,
-  NumericReduceName,
-  RecordReduceDefinition,
-  RecordReduceName,
-  ReduceName,
-  SampleRecord,
-} from "./reduce.js";
+import type { NumericReduceName, RecordReduceName, ReduceName, SampleRecord } from "./reduce.js";
 import { getReduceDefinition } from "./registry.js";
 import { processWide } from "./process-wide.js";
 import { StepTimings } from "./step-timing.js";
 import { watchForNoLogger } from "./no-logger.js";
 import type { KeyState } from "./key-state.js";
 import { isReportingWorker, linkWorkerCollector, workerGatherer } from "./worker-link.js";
+import {
+  ClosedAccumulator,
+  describeValue,
+  swapAccumulator,
+  toNumber,
+  type MetricEntry,
+  type NumericEntry,
+  type StreamProducer,
+} from "./metric-entry.js";
 
-/** What every key's entry has, whatever its reduction accepts (see `MetricEntry`). */
-export interface MetricEntryBase {
-  /** Interned id of the key, stable for the life of the process (used by the stream ring). */
-  readonly id: number;
-  readonly key: string;
-  readonly reduce: string;
-  /** The stream ring's id for this key, valid while `streamGeneration` is the stream's (its cache). */
-  streamId: number;
-  streamGeneration: number;
-}
-
-/** A key whose reduction takes numbers (every built-in but `SAMPLE`). */
-export interface NumericEntry extends MetricEntryBase {
-  readonly numeric: true;
-  readonly definition: NumericReduceDefinition;
-  /** Swapped for a counting stand-in while the collector is closed (see `Collector.close`). */
-  accumulator: Accumulator<AccumulatorState, number>;
-}
-
-/** A key whose reduction takes plain-object records (`SAMPLE`). */
-export interface RecordEntry extends MetricEntryBase {
-  readonly numeric: false;
-  readonly definition: RecordReduceDefinition;
-  /** Swapped for a counting stand-in while the collector is closed (see `Collector.close`). */
-  accumulator: Accumulator<AccumulatorState, SampleRecord>;
-}
-
-/** One key's accumulator in this process; `numeric` tells what its accumulator accepts. */
-export type MetricEntry = NumericEntry | RecordEntry;
-
-/**
- * Receives every raw numeric value as it is recorded, for `per_rank_no_reduce` backends. It runs on
- * the caller's thread inside `recordMetric`, so it must not do I/O or block.
- */
-export interface StreamProducer {
-  record(entry: NumericEntry, value: number, step: number): void;
-}
+export {
+  describeValue,
+  type MetricEntry,
+  type MetricEntryBase,
+  type NumericEntry,
+  type RecordEntry,
+  type StreamProducer,
+} from "./metric-entry.js";
 
 /** Default bound on distinct keys per process. */
 export const DEFAULT_MAX_KEYS = 100_000;
@@ -272,77 +245,6 @@ export class Collector {
     this.step = 0;
     this.timings.take();
   }
-}
-
-/**
- * Stands in for every accumulator while the collector is closed: counts what is recorded (the user
- * is told once) and holds nothing, so a flush sends nothing for it.
- */
-class ClosedAccumulator<In> implements Accumulator<AccumulatorState, In> {
-  readonly count = 0;
-  constructor(private readonly collector: Collector) {}
-  append(_value: In): void {
-    if (this.collector.recordedAfterClose++ === 0) {
-      warn(
-        "collector.recordAfterShutdown",
-        "a value was recorded after the logger's shutdown(): values recorded now are not logged (counted in getCollector().recordedAfterClose) until getOrCreateMetricLogger() starts a new logger",
-      );
-    }
-  }
-  value(): number {
-    return NaN;
-  }
-  state(): AccumulatorState {
-    return { v: 1, count: 0 };
-  }
-  reset(): void {}
-}
-
-/** Put `stand-in` in place of an entry's accumulator; returns what puts the real one back. */
-function swapAccumulator<In>(
-  entry: { accumulator: Accumulator<AccumulatorState, In> },
-  standIn: Accumulator<AccumulatorState, In>,
-): () => void {
-  const real = entry.accumulator;
-  entry.accumulator = standIn;
-  return () => {
-    entry.accumulator = real;
-  };
-}
-
-function toNumber(key: string, value: unknown): number {
-  if (typeof value === "number") return value;
-  if (typeof value === "bigint") {
-    // Reductions are float64 arithmetic: a bigint becomes the nearest double, exact up to ±2^53.
-    const number = Number(value);
-    if (!Number.isFinite(number)) {
-      throw new RangeError(
-        `recordMetric("${key}", value): the bigint ${value} is beyond the range of a float64 (about ±1.8e308) and would become ${number}; scale it down first`,
-      );
-    }
-    if (BigInt(number) !== value) {
-      warn(
-        `recordMetric.bigintRounded:${key}`,
-        `recordMetric("${key}", ${value}n): metric values are float64, exact up to ±2^53; this bigint was recorded as the nearest one, ${number.toExponential()} (off by ${BigInt(number) - value}). Keep exact integers in a sample record or the run config, or scale the value down.`,
-      );
-    }
-    return number;
-  }
-  throw new TypeError(
-    `recordMetric("${key}", value) takes a number or a bigint, got ${describeValue(value)}; ` +
-      `for records (objects) use Reduce.SAMPLE`,
-  );
-}
-
-/** A short description of a value for error messages: its type and, when short, its text. */
-export function describeValue(value: unknown): string {
-  if (value === null) return "null";
-  if (value === undefined) return "undefined";
-  if (typeof value === "string")
-    return `the string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
-  if (Array.isArray(value)) return `an array of length ${value.length}`;
-  if (typeof value === "object") return `an object (${value.constructor?.name ?? "Object"})`;
-  return `${typeof value} ${String(value)}`;
 }
 
 /**

@@ -1,13 +1,13 @@
 /**
  * One run's store, open for reading: a read-only connection (WAL: reading never blocks the run's
  * writers) and its prepared statements. The public reading API (`reader.ts`) reaches these through
- * the cache of open readers (`reader-cache.ts`); this class is not a second API.
+ * the cache of open readers (`reader-cache.ts`); this class is not a second API. What was stored
+ * as text is read back and checked in `stored-values.ts`.
  */
 import type Database from "better-sqlite3";
 import { resolve } from "node:path";
-import { isRecord, parseNumber, parseRecord } from "../core/json.js";
+import { parseRecord } from "../core/json.js";
 import { parseAlertEvent } from "../core/alert-json.js";
-import type { HistogramData, SampleRecord } from "../core/reduce.js";
 import { fromSqlReal } from "./codec.js";
 import { openForReading } from "./connection.js";
 import { POINTS_PER_BUCKET } from "./downsample.js";
@@ -16,7 +16,6 @@ import {
   type AlertEntry,
   type AlertsOptions,
   GLOBAL_RANK,
-  KEY_KINDS,
   SERIES_KINDS,
   type HistogramEntry,
   type KeyInfo,
@@ -49,77 +48,12 @@ import { writerGone } from "./liveness.js";
 import { withBusyRetry } from "./schema.js";
 import { readChunkedSeries, readRawSeries, readSeriesColumns } from "./series-read.js";
 import { readRankTiming } from "./rank-timing.js";
+import { isKeyKind, isRunStatus, parseHistogram, parseSampleRecords } from "./stored-values.js";
+
+export { histogramOfJson } from "./stored-values.js";
 
 /** Default `maxPoints` of `series`. */
 export const DEFAULT_MAX_POINTS = 2000;
-
-const RUN_STATUSES: readonly RunStatus[] = ["running", "finished", "failed", "crashed"];
-
-function isKeyKind(kind: string): kind is KeyKind {
-  return KEY_KINDS.some((k) => k === kind);
-}
-
-function isRunStatus(status: string): status is RunStatus {
-  return RUN_STATUSES.some((s) => s === status);
-}
-
-/** Sample records as stored: a JSON array of records (objects or values). */
-function parseSampleRecords(json: string, key: string): SampleRecord[] {
-  const value: unknown = JSON.parse(json);
-  if (!Array.isArray(value))
-    throw new TypeError(`the stored samples of ${JSON.stringify(key)} are not a JSON array: ${json.slice(0, 80)}`);
-  return value.filter((r): r is SampleRecord => isRecord(r));
-}
-
-/**
- * A histogram as stored (JSON, non-finite numbers as their proto3-JSON strings), or null when the
- * text is not one. Both dashboard sources read histograms through it (the team server keeps the
- * store's JSON as it is).
- */
-export function histogramOfJson(json: string): HistogramData | null {
-  let h: unknown;
-  try {
-    // Histograms hold only numbers, so the proto3-JSON strings "NaN"/"Infinity" are numbers here.
-    h = JSON.parse(json, (_k, v: unknown) =>
-      v === "NaN" || v === "Infinity" || v === "-Infinity" ? parseNumber(v) : v,
-    );
-  } catch {
-    return null;
-  }
-  if (!isRecord(h)) return null;
-  const numbers = (v: unknown): v is number[] => Array.isArray(v) && v.every((n) => typeof n === "number");
-  const { count, min, max, sum, sumSquares, bucketLimits, bucketCounts } = h;
-  if (
-    typeof count !== "number" ||
-    typeof min !== "number" ||
-    typeof max !== "number" ||
-    !numbers(bucketLimits) ||
-    !numbers(bucketCounts)
-  )
-    return null;
-  // sum and sumSquares: NaN where a store written before they were kept lacks them.
-  const sumOf = typeof sum === "number" ? sum : NaN;
-  return {
-    count,
-    min,
-    max,
-    sum: sumOf,
-    sumSquares: typeof sumSquares === "number" ? sumSquares : NaN,
-    bucketLimits,
-    bucketCounts,
-  };
-}
-
-/** A histogram as stored, checked: a TypeError naming the key when the text is not one. */
-function parseHistogram(json: string, key: string): HistogramData {
-  const h = histogramOfJson(json);
-  if (h === null) {
-    throw new TypeError(
-      `the stored histogram of ${JSON.stringify(key)} is not one (count, min, max, bucketLimits, bucketCounts): ${json.slice(0, 80)}`,
-    );
-  }
-  return h;
-}
 
 /** 2 when the file has the writers' heartbeat column and the `lost_ranks` table. */
 const LIVENESS_PROBE = `SELECT (SELECT count(*) FROM pragma_table_info('writers') WHERE name = 'heartbeat_at')

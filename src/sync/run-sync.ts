@@ -10,7 +10,8 @@
  * a batch sent twice is applied once (the server keeps only what lies past its cursor). A 409
  * (the server is elsewhere: another syncer, a restored database) re-reads the state.
  *
- * Memory is bounded by one batch plus one read (`READ_POINTS` points of one series).
+ * Memory is bounded by one batch plus one read (`READ_POINTS` points of one series). The batch
+ * being filled is `batch-builder.ts`; the server's cursors, `cursors.ts`.
  */
 import { promisify } from "node:util";
 import { gzip } from "node:zlib";
@@ -30,18 +31,9 @@ import {
   type SeriesPiece,
   type SeriesRef,
 } from "./read-run.js";
-import {
-  WIRE_VERSION,
-  encodeBatch,
-  metaHash,
-  type AlertHeader,
-  type Batch,
-  type FileSegment,
-  type RecordHeader,
-  type RunMeta,
-  type SegmentHeader,
-  type TimingHeader,
-} from "./wire.js";
+import { BatchBuilder } from "./batch-builder.js";
+import { parseState, seriesKey, type Cursors } from "./cursors.js";
+import { metaHash, type RunMeta } from "./wire.js";
 
 const gzipAsync = promisify(gzip);
 
@@ -72,73 +64,10 @@ interface PassResult {
   readonly complete: boolean;
 }
 
-/** What the server has, as the sync keeps it between passes. */
 /** The batch a pass is filling; `flush` sends it and starts a new one in `b`. */
 interface Filling {
   b: BatchBuilder;
   flush(): Promise<void>;
-}
-
-interface Cursors {
-  resumeStep: number;
-  metaHash: string | null;
-  series: Map<string, number | null>;
-  records: Record<string, number>;
-  files: Map<string, number>;
-}
-
-function seriesKey(kind: string, key: string, rank: number): string {
-  return `${kind}\u0000${rank}\u0000${key}`;
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-/** The server's state answer, checked. */
-function parseState(body: unknown): Cursors {
-  const out: Cursors = { resumeStep: 0, metaHash: null, series: new Map(), records: {}, files: new Map() };
-  if (!isObject(body)) return out;
-  if (typeof body["resumeStep"] === "number") out.resumeStep = body["resumeStep"];
-  if (typeof body["metaHash"] === "string") out.metaHash = body["metaHash"];
-  for (const s of Array.isArray(body["series"]) ? body["series"] : []) {
-    if (!isObject(s) || typeof s["kind"] !== "string" || typeof s["key"] !== "string" || typeof s["rank"] !== "number")
-      continue;
-    out.series.set(seriesKey(s["kind"], s["key"], s["rank"]), typeof s["cursor"] === "number" ? s["cursor"] : null);
-  }
-  const records = body["records"];
-  if (isObject(records)) for (const [k, v] of Object.entries(records)) if (typeof v === "number") out.records[k] = v;
-  const files = body["files"];
-  if (isObject(files)) for (const [k, v] of Object.entries(files)) if (typeof v === "number") out.files.set(k, v);
-  return out;
-}
-
-/** A batch being filled. */
-class BatchBuilder {
-  series: SegmentHeader[] = [];
-  columns: Batch["columns"] = [];
-  records: RecordHeader[] = [];
-  alerts: AlertHeader[] = [];
-  /** Per-rank timings of consecutive flushes (one window per batch). */
-  timings: TimingHeader | undefined;
-  files: FileSegment[] = [];
-  fileBytes: Buffer[] = [];
-  meta: RunMeta | undefined;
-  /** What the sync will remember having sent of each scalar series once the server acknowledged this batch. */
-  tails = new Map<string, SeriesPiece>();
-  bytes = 0;
-  points = 0;
-
-  get empty(): boolean {
-    return (
-      this.series.length === 0 &&
-      this.records.length === 0 &&
-      this.alerts.length === 0 &&
-      this.timings === undefined &&
-      this.files.length === 0 &&
-      this.meta === undefined
-    );
-  }
 }
 
 /** One run's sync to one server. */
@@ -278,7 +207,7 @@ export class RunSync {
         if (piece === null) break;
         // One segment per series per batch: a long series' next piece goes in the next batch.
         if (pieces > 0) await batch.flush();
-        this.addSeries(batch.b, ref, after, piece);
+        batch.b.addSeries(ref, after, piece);
         cursors.series.set(k, piece.cursor);
         if (ref.kind === "scalar")
           batch.b.tails.set(k, this.tailAfter(batch.b.tails.get(k) ?? this.sentTails.get(k), piece));
@@ -378,40 +307,7 @@ export class RunSync {
           Object.is(now.values[i], tail.values[i]),
       );
     if (same) return;
-    b.series.push({
-      kind: "scalar",
-      key: ref.key,
-      reduce: ref.reduce,
-      rank: ref.rank,
-      after: null,
-      cursor: now.steps[now.steps.length - 1] ?? tail.cursor,
-      n: now.steps.length,
-      replace: true,
-    });
-    b.columns.push({ steps: now.steps, walls: now.walls, values: now.values });
-    b.bytes += now.steps.length * 24 + ref.key.length + 80;
-    b.points += now.steps.length;
-    b.tails.set(k, now);
-  }
-
-  private addSeries(
-    b: BatchBuilder,
-    ref: SeriesRef,
-    after: number | null,
-    piece: { steps: Float64Array; walls: Float64Array; values: Float64Array; cursor: number },
-  ): void {
-    b.series.push({
-      kind: ref.kind,
-      key: ref.key,
-      reduce: ref.reduce,
-      rank: ref.rank,
-      after,
-      cursor: piece.cursor,
-      n: piece.steps.length,
-    });
-    b.columns.push({ steps: piece.steps, walls: piece.walls, values: piece.values });
-    b.bytes += piece.steps.length * 24 + ref.key.length + 80;
-    b.points += piece.steps.length;
+    b.replaceSeries(ref, now, k, tail.cursor);
   }
 
   /**
@@ -419,20 +315,7 @@ export class RunSync {
    * cannot be delivered they are dropped, so the next pass starts from the server's state.
    */
   private async send(b: BatchBuilder): Promise<void> {
-    const raw = encodeBatch({
-      header: {
-        v: WIRE_VERSION,
-        run: this.runId,
-        ...(b.meta !== undefined ? { meta: b.meta } : {}),
-        series: b.series,
-        records: b.records,
-        ...(b.alerts.length > 0 ? { alerts: b.alerts } : {}),
-        ...(b.timings !== undefined ? { timings: b.timings } : {}),
-        files: b.files,
-      },
-      columns: b.columns,
-      fileBytes: b.fileBytes,
-    });
+    const raw = b.encode(this.runId);
     const body = await gzipAsync(raw, { level: 1 });
     try {
       await this.client.call("POST", "api/ingest/v1/batch", {}, body, this.sendDeadlineMs);

@@ -14,7 +14,7 @@ registerBackend("wandb", (options) => new WandbBackend(options), {
 });
 
 export { WandbBackend } from "./wandb-backend.js";
-export type { WriterStats } from "./run-writer.js";
-export { syncSpool, type SyncOptions, type SyncProgress, type SyncResult } from "./sync.js";
-export { findSpools, readSpool, type SpoolRunInfo, type SpooledRun } from "./spool.js";
+export type { WriterStats } from "./writer/run-writer.js";
+export { syncSpool, type SyncOptions, type SyncProgress, type SyncResult } from "./sync/sync.js";
+export { findSpools, readSpool, type SpoolRunInfo, type SpooledRun } from "./spool/spool.js";
 export type { WandbMode, WandbOptions, WandbResume } from "./options.js";

@@ -10,6 +10,9 @@
  *   with keys prefixed `{rankName}/` so every rank's values stay apart. The primary marks the run
  *   complete after the ranks have finished.
  *
+ * Which run an instance writes, and as whom, is `run-role.ts`; samples become W&B tables in
+ * `tables.ts`; the writer that sends (or spools) the rows is `writer/run-writer.ts`.
+ *
  * Steps: each row has `_step` (W&B's, which must increase), `global_step` (the caller's step) and
  * `_timestamp` (seconds). A flush at a step not above the last one is logged at `last + 1` — the
  * rule AReaL uses — with `global_step` keeping the caller's step and a warning, never dropped.
@@ -18,70 +21,22 @@
  * `thread-{t}/{key}` in its rank's run (docs/DESIGN.md, "Identity"). The controller's own per-rank
  * values are the run `{runId}_{processName}`, never rank 0's.
  */
-import { withoutInternalKeys } from "../../core/internal-keys.js";
-import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
-import type { SampleRecord } from "../../core/reduce.js";
+import { mergeHyperparams } from "../../core/hyperparams.js";
+import { withoutInternalKeys } from "../../core/internal-keys.js";
+import { endingReason } from "../../core/lifecycle.js";
 import type { HistogramMetric, Metric, SampleBatch, StreamRecord } from "../../core/metric.js";
 import { monotonicCommitStep } from "../../core/step.js";
 import { CONFIG_FILE, VERSION_FILE } from "../../run/run-files.js";
 import type { Backend, BackendContext, BackendOptions } from "../backend.js";
-import { configJson, isUpsertVariables, PRIMARY_CLIENT_ID, SUMMARY_FILE, type UpsertVariables } from "./api.js";
-import { historyLine, historyNumber, histogramJson, quotedKey, RunSummary } from "./history.js";
-import { resolveWandbOptions, sanitiseRunId, type ResolvedWandbOptions } from "./options.js";
-import { exitCodeOf, RunWriter } from "./run-writer.js";
-import { endingReason } from "../../core/lifecycle.js";
-import type { RunTarget } from "./run-target.js";
-import { spoolDirFor } from "./spool.js";
-import { wandbValueJson } from "./offline-run.js";
-import { mergeHyperparams } from "../../core/hyperparams.js";
-
-/** What the primary of a shared run hands to the ranks: the run exactly as it created it. */
-interface SharedRunMetadata {
-  readonly upsert: UpsertVariables;
-  readonly resume: string;
-}
-
-type Role = "run" | "primary" | "sharedRank";
-
-/** A key as a file path segment W&B accepts (slashes stay: they make subdirectories, as in the SDK). */
-function safePathKey(key: string): string {
-  const parts = key
-    .split("/")
-    .map((p) => p.replace(/[^A-Za-z0-9_.-]+/g, "_").replace(/^\.+$/, "_"))
-    .filter((p) => p.length > 0);
-  return parts.length === 0 ? "_" : parts.join("/");
-}
-
-/**
- * A table file as W&B's SDK writes one for `wandb.Table`: `{"columns":[…],"data":[[…],…]}` (the
- * union of the records' fields, in first-seen order; a missing field is null), and the history
- * value that points to it.
- */
-function tableFile(
-  key: string,
-  step: number,
-  records: readonly SampleRecord[],
-): { path: string; content: string; ref: string } {
-  const columns: string[] = [];
-  const seen = new Set<string>();
-  for (const r of records) {
-    for (const c of Object.keys(r)) {
-      if (seen.has(c)) continue;
-      seen.add(c);
-      columns.push(c);
-    }
-  }
-  const data = records.map((r) => columns.map((c) => r[c] ?? null));
-  const content = `{"columns":${wandbValueJson(columns)},"data":${wandbValueJson(data)}}`;
-  const bytes = Buffer.from(content, "utf8");
-  const sha256 = createHash("sha256").update(bytes).digest("hex");
-  const path = `media/table/${safePathKey(key)}_${step}_${sha256.slice(0, 20)}.table.json`;
-  const ref = `{"_type":"table-file","sha256":"${sha256}","size":${bytes.length},"path":${JSON.stringify(path)},"ncols":${columns.length},"nrows":${records.length},"log_mode":"IMMUTABLE"}`;
-  return { path, content, ref };
-}
+import { configJson, SUMMARY_FILE } from "./client/api.js";
+import { historyLine, historyNumber, histogramJson, quotedKey, RunSummary } from "./client/history.js";
+import { resolveWandbOptions, type ResolvedWandbOptions } from "./options.js";
+import { runOf, type Role, type SharedRunMetadata } from "./run-role.js";
+import { tableFile } from "./tables.js";
+import { exitCodeOf, RunWriter } from "./writer/run-writer.js";
 
 /** `Metric.axis` / `HistogramMetric.axis` when set (a metric on an x-axis of its own). */
 function axisOf(value: Metric | HistogramMetric): string | undefined {
@@ -134,55 +89,11 @@ export class WandbBackend implements Backend {
     this.startMs = Date.now();
     this.runDir = context.runDir;
     const o = this.options;
-    const shared = context.loggingMode !== "global_reduce" && this.perRankShareRun;
-    const baseId = o.runId ?? sanitiseRunId(`${context.experiment}_${context.trial}`);
-    let upsert: UpsertVariables = {
-      name: baseId,
-      project: o.project ?? context.experiment,
-      entity: o.entity ?? null,
-      displayName: o.name ?? context.trial,
-      groupName: o.group ?? `${context.experiment}_${context.trial}`,
-      jobType: o.jobType ?? null,
-      notes: o.notes ?? null,
-      tags: o.tags ?? null,
-      config: configJson(this.config),
-    };
-    let clientId: string | null = null;
-    if (context.role === "controller" && context.loggingMode !== "global_reduce") {
-      this.role = "primary";
-      clientId = PRIMARY_CLIENT_ID;
-    } else if (context.role === "rank" && shared) {
-      this.role = "sharedRank";
-      clientId = context.identity.rankName;
-      this.prefix = `${context.identity.rankName}/`;
-      const shared = context.primaryMetadata["upsert"];
-      if (isUpsertVariables(shared)) {
-        upsert = shared;
-      } else {
-        warn(
-          `wandb.noPrimary:${context.backendName}`,
-          `wandb (perRankShareRun) on rank ${context.identity.rankName}: no shared run id from the controller; using the derived id ${baseId}`,
-        );
-      }
-    } else if (context.role === "rank") {
-      const rankName = context.identity.rankName;
-      upsert = {
-        ...upsert,
-        name: sanitiseRunId(`${baseId}_${rankName}`),
-        displayName: `${upsert.displayName}_${rankName}`,
-      };
-    }
-    const target: RunTarget = {
-      upsert,
-      resume: o.resume,
-      clientId,
-      shared: this.role !== "run",
-      sendsComplete: this.role !== "sharedRank",
-      lazy: context.role === "rank",
-      runDir: context.runDir,
-      spoolDir: spoolDirFor(context.runDir, upsert.name),
-    };
-    this.label = clientId === null ? upsert.name : `${upsert.name} (${clientId})`;
+    const run = runOf(o, this.config, context, this.perRankShareRun);
+    this.role = run.role;
+    this.prefix = run.prefix;
+    this.label = run.label;
+    const target = run.target;
     this.writer = new RunWriter(
       target,
       { baseUrl: o.baseUrl, apiKey: o.apiKey },

@@ -8,6 +8,7 @@ import { hostname } from "node:os";
 import { DEADLINE, withDeadline } from "../../core/deadline.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { allowedModule, checkWireBackends, type RankPolicy } from "./policy.js";
+import { KeptAnswers } from "./kept-answers.js";
 import type { RankSnapshot } from "../../pipeline/rank-handle.js";
 import type { RankTiming } from "../../core/step-timing.js";
 import type { RankRuntime } from "../../pipeline/runtime.js";
@@ -19,14 +20,9 @@ import {
   type ControllerRequest,
   type RankMessage,
 } from "../protocol/messages.js";
-import {
-  frameKeyStates,
-  StateDecoder,
-  StateEncoder,
-  WIRE_VERSION,
-  type FrameHeader,
-  type KeyTable,
-} from "../wire/codec.js";
+import { StateEncoder, WIRE_VERSION, type FrameHeader } from "../wire/codec.js";
+
+export { KEPT_FLUSH_ANSWERS } from "./kept-answers.js";
 
 /** Sends one encoded message; the carrier decides where (a port, IPC, a NATS reply subject). */
 export type SendText = (text: string) => void;
@@ -49,36 +45,14 @@ interface RankAgentOptions {
 
 const NOTHING_ALLOWED: RankPolicy = { modules: [], trustInit: false, destinations: [] };
 
-/**
- * How many of its last flush answers a rank keeps, to send again one that was lost in transit, and
- * how many key states they may hold together (the newest answer is always kept).
- */
-export const KEPT_FLUSH_ANSWERS = 16;
-const KEPT_FLUSH_STATES = 20_000;
-
-/** A flush answer kept as the frame it was sent as (read again with its key table only if asked to resend it). */
-interface KeptFrame {
-  readonly seq: number;
-  readonly step: number;
-  readonly droppedKeyRecords: number;
-  readonly bytes: Uint8Array;
-  readonly table: KeyTable;
-  readonly stateCount: number;
-  readonly timing?: RankTiming;
-}
-
 type FlushRequest = ControllerRequest & { t: "flush" };
 
 /** Answers the controller's requests for one rank. */
 export class RankAgent {
   /** Flush answers so far; each answer carries its number (`seq`). */
   private seq = 0;
-  private readonly kept: Array<RankSnapshot | KeptFrame> = [];
-  private keptStates = 0;
-  /** Kept answers a controller acknowledged (logged); see `AckMessage`. */
-  private readonly acked = new Set<number>();
-  /** Whether a controller of this rank acknowledges answers (then dropping an unacknowledged one is a possible loss). */
-  private acksSeen = false;
+  /** The last flush answers, kept for a resend, and which a controller acknowledged. */
+  private readonly kept: KeptAnswers;
   private module: Record<string, unknown> = {};
   private shuttingDown = false;
   private helloListener: ((controller: string) => void) | undefined;
@@ -93,7 +67,9 @@ export class RankAgent {
   /** Flush answers being made (each settles when its answer was kept and sent). */
   private readonly answering = new Set<Promise<void>>();
 
-  constructor(private readonly options: RankAgentOptions) {}
+  constructor(private readonly options: RankAgentOptions) {
+    this.kept = new KeptAnswers(options.runtime.identity.rankName);
+  }
 
   get rankName(): string {
     return this.options.runtime.identity.rankName;
@@ -151,14 +127,7 @@ export class RankAgent {
 
   /** Numbers of the kept flush answers no controller acknowledged, oldest first. */
   unacknowledged(): number[] {
-    return this.kept.flatMap((k) => (k.seq === undefined || this.acked.has(k.seq) ? [] : [k.seq]));
-  }
-
-  /** A controller logged these answers of this rank: they need not be sent to another one. */
-  private acknowledge(seqs: readonly number[] | undefined): void {
-    if (seqs === undefined) return;
-    this.acksSeen = true;
-    for (const seq of seqs) if (this.kept.some((k) => k.seq === seq)) this.acked.add(seq);
+    return this.kept.unacknowledged();
   }
 
   /** The `deregister` message this rank sends when it leaves. */
@@ -181,7 +150,7 @@ export class RankAgent {
       return;
     }
     if (message.t === "ack") {
-      this.acknowledge(message.acks[this.rankName]);
+      this.kept.acknowledge(message.acks[this.rankName]);
       return;
     }
     if (message.t === "register" || message.t === "deregister" || message.t === "reply" || message.t === "registered") {
@@ -260,16 +229,11 @@ export class RankAgent {
       }
       case "flush": {
         const snapshot: RankSnapshot = { ...(await runtime.flush(request.step)), seq: ++this.seq };
-        this.keep(snapshot, snapshot.states.length);
+        this.kept.keep(snapshot, snapshot.states.length);
         return { ...ok, snapshot };
       }
       case "resend": {
-        const kept = this.kept.find((s) => s.seq === request.seq);
-        if (kept === undefined)
-          throw new Error(
-            `flush answer ${request.seq} is no longer kept (a rank keeps its last ${KEPT_FLUSH_ANSWERS})`,
-          );
-        return { ...ok, snapshot: "bytes" in kept ? this.snapshotOf(kept) : kept };
+        return { ...ok, snapshot: this.kept.resend(request.seq) };
       }
       case "shutdown":
         await runtime.shutdown();
@@ -316,7 +280,7 @@ export class RankAgent {
     });
     if ("bytes" in flushed) {
       const timing = flushed.timing;
-      this.keep(
+      this.kept.keep(
         {
           seq,
           step: flushed.step,
@@ -331,25 +295,8 @@ export class RankAgent {
       return flushed.bytes;
     }
     const snapshot: RankSnapshot = { ...flushed, seq: ++this.seq };
-    this.keep(snapshot, snapshot.states.length);
+    this.kept.keep(snapshot, snapshot.states.length);
     return { t: "reply", id: request.id, rankName: this.rankName, ok: true, snapshot };
-  }
-
-  /** Keep a flush answer for a resend (the last few, bounded by their states; the newest always). */
-  private keep(answer: RankSnapshot | KeptFrame, states: number): void {
-    this.kept.push(answer);
-    this.keptStates += states;
-    while (this.kept.length > 1 && (this.kept.length > KEPT_FLUSH_ANSWERS || this.keptStates > KEPT_FLUSH_STATES)) {
-      const dropped = this.kept.shift();
-      if (dropped === undefined) break;
-      this.keptStates -= "bytes" in dropped ? dropped.stateCount : dropped.states.length;
-      if (dropped.seq !== undefined && !this.acked.delete(dropped.seq) && this.acksSeen) {
-        reportError(
-          `transport.unackedDropped:${this.rankName}`,
-          `rank ${this.rankName}: flush answer ${dropped.seq} (flush(${dropped.step})) was never acknowledged by a controller and is no longer kept (a rank keeps ${KEPT_FLUSH_ANSWERS}); if the controller that took it died before logging it, its values are lost (counted here)`,
-        );
-      }
-    }
   }
 
   /**
@@ -357,20 +304,7 @@ export class RankAgent {
    * and nothing is asked for again); the key-bound count is the last one sent.
    */
   private heldSnapshot(step: number): RankSnapshot {
-    return { rankName: this.rankName, step, states: [], droppedKeyRecords: this.kept.at(-1)?.droppedKeyRecords ?? 0 };
-  }
-
-  /** A kept frame as the snapshot it stands for (read with the key table it was written with). */
-  private snapshotOf(kept: KeptFrame): RankSnapshot {
-    const states = frameKeyStates(StateDecoder.holding(kept.table).decode(kept.bytes));
-    return {
-      rankName: this.rankName,
-      step: kept.step,
-      seq: kept.seq,
-      states,
-      droppedKeyRecords: kept.droppedKeyRecords,
-      ...(kept.timing === undefined ? {} : { timing: kept.timing }),
-    };
+    return { rankName: this.rankName, step, states: [], droppedKeyRecords: this.kept.lastDroppedKeyRecords };
   }
 
   /** The key-table encoder of this rank's frames, reset when the request asks this rank to resync. */

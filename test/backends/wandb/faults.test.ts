@@ -16,7 +16,7 @@ import { diagnosticCounts } from "../../../src/core/diagnostics.js";
 import { Reduce } from "../../../src/core/registry.js";
 import type { BackendConfigOf } from "../../../src/backends/options.js";
 import { syncSpool, WandbBackend } from "../../../src/backends/wandb/index.js";
-import type { FileStreamBody } from "../../../src/backends/wandb/api.js";
+import type { FileStreamBody } from "../../../src/backends/wandb/client/api.js";
 import { builtCli, collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
 import { API_KEY, FAST, allFiles, filesContainingKey, resetProcess, startServer, valuesOf } from "./wandb-helpers.js";
 import type { StrictWandbServer } from "./wandb-server.js";

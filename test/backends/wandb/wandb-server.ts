@@ -17,7 +17,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { parseHistoryJson } from "../../../src/backends/wandb/history.js";
+import { parseHistoryJson } from "../../../src/backends/wandb/client/history.js";
 
 /** One history line, parsed. */
 export type HistoryRow = Record<string, number | string | boolean | null | object>;

@@ -2,36 +2,13 @@
  * The history lines a W&B run writer has not sent yet: a queue bounded by its caller in bytes,
  * with the file-stream offset of its first line, cut into requests of at most `maxRequestBytes`.
  *
- * One rule for cutting lines into requests (`splitByBytes`), used both for what is sent and for
+ * Requests are cut by the client's one rule (`splitByBytes`), used both for what is sent and for
  * what is spooled, so a spooled body is always a request the server would have taken.
  */
+import { splitByBytes } from "../client/api.js";
 
 /** The start of every history line: `historyLine` always writes `_step` first. */
 const STEP_PREFIX = /^\{"_step":(\d+)/;
-
-/**
- * `lines` from `from` on, cut into consecutive runs of at most `maxBytes` characters each (a line
- * longer than that is a run of its own). Returns the end index (exclusive) of each run, at most
- * `maxRuns` of them.
- */
-export function splitByBytes(lines: readonly string[], maxBytes: number, from = 0, maxRuns = Infinity): number[] {
-  const ends: number[] = [];
-  let bytes = 0;
-  let count = 0;
-  for (let i = from; i < lines.length; i++) {
-    const length = lines[i]?.length ?? 0;
-    if (count > 0 && bytes + length > maxBytes) {
-      ends.push(i);
-      if (ends.length >= maxRuns) return ends;
-      bytes = 0;
-      count = 0;
-    }
-    bytes += length;
-    count++;
-  }
-  if (count > 0) ends.push(lines.length);
-  return ends;
-}
 
 /** Queued history lines, the offset of the first, and the bytes they hold. */
 export class HistoryQueue {

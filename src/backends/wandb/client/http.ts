@@ -6,9 +6,9 @@
  * do. The key lives only in the `Authorization` header built here; it is never part of a URL,
  * a message or an error (errors name the endpoint and the status, nothing else).
  */
-import { isRecord } from "../../core/json.js";
-import { backoffDelay as coreBackoffDelay, retry, sleep } from "../../core/retry.js";
-import type { SenderLimits } from "./options.js";
+import { isRecord } from "../../../core/json.js";
+import { backoffDelay as coreBackoffDelay, retry, sleep } from "../../../core/retry.js";
+import type { SenderLimits } from "../options.js";
 
 /** The result of one request attempt. */
 export type Attempt<T> =

@@ -3,9 +3,9 @@
  * on their way to the server, as W&B's SDK sends them: `CreateRunFiles`, a PUT to the URL it
  * gives, then the name in the file stream's `uploaded` list.
  */
-import { createRunFiles } from "./api.js";
-import { putFile, withRetry, type Endpoint, type RetryObserver } from "./http.js";
-import type { SenderLimits } from "./options.js";
+import { createRunFiles } from "../client/api.js";
+import { putFile, withRetry, type Endpoint, type RetryObserver } from "../client/http.js";
+import type { SenderLimits } from "../options.js";
 
 /** Files waiting to be uploaded (a newer content of a name replaces the older), and names uploaded but not yet reported. */
 export class PendingFiles {

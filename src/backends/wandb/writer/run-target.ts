@@ -2,8 +2,8 @@
  * What a W&B run writer writes to, the counters it keeps, and the rule deciding from the server's
  * `RunResumeStatus` whether it may write to that run and at which offset.
  */
-import type { ResumeStatus, UpsertVariables } from "./api.js";
-import type { WandbResume } from "./options.js";
+import type { ResumeStatus, UpsertVariables } from "../client/api.js";
+import type { WandbResume } from "../options.js";
 
 /** What a writer writes to. */
 export interface RunTarget {

@@ -22,10 +22,10 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { crc32 } from "node:zlib";
 import protobuf from "protobufjs/light.js";
-import { isRecord, jsonText } from "../../core/json.js";
-import { writeFileAtomicSync } from "../../io/atomic-write.js";
-import { parseHistoryObject } from "./history.js";
-import type { SpoolRunInfo } from "./spool.js";
+import { isRecord, jsonText } from "../../../core/json.js";
+import { writeFileAtomicSync } from "../../../io/atomic-write.js";
+import { parseHistoryObject } from "../client/history.js";
+import type { SpoolRunInfo } from "../spool/spool.js";
 
 const item = {
   fields: {

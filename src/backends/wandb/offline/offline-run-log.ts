@@ -13,13 +13,13 @@
  * (exit code 1), as it does for the SDK's own offline runs of a killed process.
  */
 import { join } from "node:path";
-import { describeError, reportError } from "../../core/diagnostics.js";
-import { jsonText } from "../../core/json.js";
-import { AppendFile } from "../../io/append-file.js";
-import { LatestFileWrites } from "../../io/latest-files.js";
-import { CONFIG_FILE } from "../../run/run-files.js";
-import { SUMMARY_FILE } from "./api.js";
-import { parseHistoryObject } from "./history.js";
+import { describeError, reportError } from "../../../core/diagnostics.js";
+import { jsonText } from "../../../core/json.js";
+import { AppendFile } from "../../../io/append-file.js";
+import { LatestFileWrites } from "../../../io/latest-files.js";
+import { CONFIG_FILE } from "../../../run/run-files.js";
+import { SUMMARY_FILE } from "../client/api.js";
+import { parseHistoryObject } from "../client/history.js";
 import {
   encodeRecord,
   endRecords,

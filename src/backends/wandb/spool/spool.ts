@@ -19,14 +19,20 @@
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { describeError, reportError } from "../../core/diagnostics.js";
-import { AppendFile } from "../../io/append-file.js";
-import { writeFileAtomic, writeFileAtomicSync } from "../../io/atomic-write.js";
-import { LatestFileWrites } from "../../io/latest-files.js";
-import { isRecord } from "../../core/json.js";
-import { HISTORY_FILE, isUpsertVariables, SUMMARY_FILE, type FileStreamBody, type UpsertVariables } from "./api.js";
-import { splitByBytes } from "./history-queue.js";
-import type { WandbResume } from "./options.js";
+import { describeError, reportError } from "../../../core/diagnostics.js";
+import { AppendFile } from "../../../io/append-file.js";
+import { writeFileAtomic, writeFileAtomicSync } from "../../../io/atomic-write.js";
+import { LatestFileWrites } from "../../../io/latest-files.js";
+import { isRecord } from "../../../core/json.js";
+import {
+  HISTORY_FILE,
+  isUpsertVariables,
+  splitByBytes,
+  SUMMARY_FILE,
+  type FileStreamBody,
+  type UpsertVariables,
+} from "../client/api.js";
+import type { WandbResume } from "../options.js";
 
 export const SPOOL_FORMAT = "rankscope-wandb-spool";
 

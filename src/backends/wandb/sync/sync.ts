@@ -11,8 +11,8 @@
  */
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
-import { resolveSetting, textKind } from "../../core/settings.js";
-import { writeFileAtomicSync } from "../../io/atomic-write.js";
+import { resolveSetting, textKind } from "../../../core/settings.js";
+import { writeFileAtomicSync } from "../../../io/atomic-write.js";
 import { basename, join } from "node:path";
 import {
   createRunFiles,
@@ -21,13 +21,20 @@ import {
   runResumeStatus,
   sendFileStream,
   sharedModeHeaders,
+  splitByBytes,
   upsertRun,
-} from "./api.js";
-import { isRecord } from "../../core/json.js";
-import { splitByBytes } from "./history-queue.js";
-import { putFile, withRetry, type Endpoint } from "./http.js";
-import { DEFAULT_LIMITS, normaliseBaseUrl, type SenderLimits } from "./options.js";
-import { findSpools, readSpool, SPOOL_INFO_FILE, spooledFiles, type SpooledClient, type SpooledRun } from "./spool.js";
+} from "../client/api.js";
+import { isRecord } from "../../../core/json.js";
+import { putFile, withRetry, type Endpoint } from "../client/http.js";
+import { DEFAULT_LIMITS, normaliseBaseUrl, type SenderLimits } from "../options.js";
+import {
+  findSpools,
+  readSpool,
+  SPOOL_INFO_FILE,
+  spooledFiles,
+  type SpooledClient,
+  type SpooledRun,
+} from "../spool/spool.js";
 
 /** Progress of a sync, reported after every request. */
 export interface SyncProgress {

@@ -5,15 +5,15 @@
  */
 import { existsSync, rmSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import { describeError, reportError, warn } from "../../core/diagnostics.js";
-import { isRecord } from "../../core/json.js";
-import { parseHistoryJson } from "./history.js";
-import type { Endpoint } from "./http.js";
-import { offlineRunDirs } from "./offline-run.js";
-import type { SenderLimits } from "./options.js";
+import { describeError, reportError, warn } from "../../../core/diagnostics.js";
+import { isRecord } from "../../../core/json.js";
+import { parseHistoryJson } from "../client/history.js";
+import type { Endpoint } from "../client/http.js";
+import { offlineRunDirs } from "../offline/offline-run.js";
+import type { SenderLimits } from "../options.js";
 import type { RunTarget } from "./run-target.js";
-import { readSpool, SPOOL_INFO_FILE, spoolFileName } from "./spool.js";
-import { syncSpool } from "./sync.js";
+import { readSpool, SPOOL_INFO_FILE, spoolFileName } from "../spool/spool.js";
+import { syncSpool } from "../sync/sync.js";
 
 /**
  * What earlier offline attempts of a run left in its spool: the next offset and the last `_step`

@@ -13,8 +13,8 @@
  * after, goes to `wandb/{runId}/` as the request bodies it would have sent, for
  * `rankscope wandb sync`. Offline mode spools from the start.
  */
-import { reportError, warn } from "../../core/diagnostics.js";
-import { registerDrain } from "../../core/lifecycle.js";
+import { reportError, warn } from "../../../core/diagnostics.js";
+import { registerDrain } from "../../../core/lifecycle.js";
 import {
   fileStreamBody,
   PRIMARY_CLIENT_ID,
@@ -23,18 +23,18 @@ import {
   sharedModeHeaders,
   upsertRun,
   type UpsertVariables,
-} from "./api.js";
+} from "../client/api.js";
 import { PendingFiles, uploadPendingFiles } from "./file-uploads.js";
 import { HistoryQueue } from "./history-queue.js";
-import { sleep, withRetry, type Endpoint } from "./http.js";
-import type { SenderLimits } from "./options.js";
+import { sleep, withRetry, type Endpoint } from "../client/http.js";
+import type { SenderLimits } from "../options.js";
 import { decideResume, type RunTarget, type WriterStats } from "./run-target.js";
 import { previousOfflineAttempts, settleSpool } from "./spool-recovery.js";
-import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "./spool.js";
+import { SpoolWriter, type SpoolRunInfo, SPOOL_FORMAT } from "../spool/spool.js";
 import { dirname } from "node:path";
-import { rankscopeVersion } from "../../run/run-files.js";
-import { OfflineRunLog } from "./offline-run-log.js";
-import { offlineRunHeadOf } from "./offline-run.js";
+import { rankscopeVersion } from "../../../run/run-files.js";
+import { OfflineRunLog } from "../offline/offline-run-log.js";
+import { offlineRunHeadOf } from "../offline/offline-run.js";
 
 export type { RunTarget, WriterStats } from "./run-target.js";
 

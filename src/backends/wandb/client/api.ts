@@ -7,7 +7,7 @@
  * - `POST {base}/files/{entity}/{project}/{run}/file_stream` — history lines at contiguous
  *   offsets, the summary, and at the end `complete` with the exit code.
  */
-import { isRecord, jsonText } from "../../core/json.js";
+import { isRecord, jsonText } from "../../../core/json.js";
 import { parseHistoryJson } from "./history.js";
 import { postJson, type Attempt, type Endpoint } from "./http.js";
 
@@ -246,6 +246,31 @@ interface FileStreamParts {
   readonly uploaded?: readonly string[];
   /** Marks the run complete with this exit code. */
   readonly exitcode?: number | null;
+}
+
+/**
+ * The one rule for cutting history lines into file-stream requests, for what is sent and what is
+ * spooled alike: `lines` from `from` on, cut into consecutive runs of at most `maxBytes` characters each (a line
+ * longer than that is a run of its own). Returns the end index (exclusive) of each run, at most
+ * `maxRuns` of them.
+ */
+export function splitByBytes(lines: readonly string[], maxBytes: number, from = 0, maxRuns = Infinity): number[] {
+  const ends: number[] = [];
+  let bytes = 0;
+  let count = 0;
+  for (let i = from; i < lines.length; i++) {
+    const length = lines[i]?.length ?? 0;
+    if (count > 0 && bytes + length > maxBytes) {
+      ends.push(i);
+      if (ends.length >= maxRuns) return ends;
+      bytes = 0;
+      count = 0;
+    }
+    bytes += length;
+    count++;
+  }
+  if (count > 0) ends.push(lines.length);
+  return ends;
 }
 
 /** The body of one file-stream request, or null when it would carry nothing. */

@@ -9,9 +9,9 @@
  * Encoding is plain string building with the quoted form of each key cached, because it runs on the
  * flush path of every step and, for streams, once per raw value.
  */
-import { isRecord, numberText } from "../../core/json.js";
-import { contiguousBuckets, HISTOGRAM_EDGES, lowerEdgeOf } from "../../core/accumulators/histogram.js";
-import type { HistogramData } from "../../core/reduce.js";
+import { isRecord, numberText } from "../../../core/json.js";
+import { contiguousBuckets, HISTOGRAM_EDGES, lowerEdgeOf } from "../../../core/accumulators/histogram.js";
+import type { HistogramData } from "../../../core/reduce.js";
 
 const quotedKeys = new Map<string, string>();
 const MAX_CACHED_KEYS = 100_000;
