@@ -11,19 +11,20 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { CONTROLLER_RANK, lineOf, ranks, series } from "../../src/store/reader.js";
-import { MetricLogger } from "../../src/controller/metric-logger.js";
-import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import {
+  MetricLogger,
   record,
+  spawnRanks,
   startWorkers,
   stopWorkers,
   workerRecord,
   workerStreaming,
-} from "../core/rank-identity/fixtures/recorder.js";
+} from "../core/rank-identity/fixtures/recorder.mjs";
 import { captureStdout, tempDir, waitFor } from "../helpers.js";
 import { readStream } from "./helpers.js";
 
-const RANK_MODULE = new URL("../core/rank-identity/fixtures/recorder.ts", import.meta.url);
+/** The built package (plain node), as in topologies.test.ts: the controller, its rank and the user workers start without tsx. */
+const RANK_MODULE = new URL("../core/rank-identity/fixtures/recorder.mjs", import.meta.url);
 
 /** A stream series' values in arrival order. */
 const streamValues = (runDir: string, line: number): number[] =>

@@ -11,16 +11,15 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { CONTROLLER_RANK, GLOBAL_RANK, keys, series } from "../../../src/store/reader.js";
-import { MetricLogger } from "../../../src/controller/metric-logger.js";
-import { recordMetric, Reduce } from "../../../src/index.js";
-import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { startDashboard } from "../../../src/ui/server.js";
 import { PrometheusServer, prometheusMissing, promValue } from "../../backends/prometheus/prometheus-server.js";
 import { readStream } from "../../stream/helpers.js";
 import { freePort } from "../../transport/support.js";
 import { REPO_ROOT, runNode, tempDir, waitFor } from "../../helpers.js";
+import { MetricLogger, recordMetric, Reduce, spawnRanks } from "./fixtures/recorder.mjs";
 
-const RANK_MODULE = new URL("./fixtures/recorder.ts", import.meta.url);
+/** The built package (plain node), as in topologies.test.ts: the controller and its ranks start without tsx. */
+const RANK_MODULE = new URL("./fixtures/recorder.mjs", import.meta.url);
 const STEPS = 3;
 
 /** A free port whose next two are free too: the controller's process on it, rank r on it + 1 + r. */

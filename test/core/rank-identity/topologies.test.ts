@@ -21,7 +21,6 @@ import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import fc from "fast-check";
 import { keys, ranks, series } from "../../../src/store/reader.js";
-import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import {
   CONTROLLER_LINE,
   GLOBAL_LINE,
@@ -30,14 +29,13 @@ import {
   recorderPath,
   type RecorderRole,
 } from "../../../src/core/rank-identity.js";
-import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { startDashboard } from "../../../src/ui/server.js";
 import { PrometheusServer, prometheusMissing, promValue } from "../../backends/prometheus/prometheus-server.js";
 import { startServer } from "../../backends/wandb/wandb-helpers.js";
 import type { StrictWandbServer } from "../../backends/wandb/wandb-server.js";
 import { pythonKit } from "../../helpers/python.js";
 import { captureStdout, tempDir, waitFor } from "../../helpers.js";
-import { record, startWorkers, stopWorkers, workerRecord } from "./fixtures/recorder.js";
+import { MetricLogger, record, spawnRanks, startWorkers, stopWorkers, workerRecord } from "./fixtures/recorder.mjs";
 import {
   consoleStreams,
   OtlpReceiver,
@@ -47,7 +45,12 @@ import {
   type OtlpRequest,
 } from "./sinks.js";
 
-const RANK_MODULE = new URL("./fixtures/recorder.ts", import.meta.url);
+/**
+ * The built package (dist/, plain node), as users' compiled jobs run it: the controller's logger,
+ * its ranks (processes and threads) and the user workers start without tsx, which took ~10 s of
+ * each seed's ~25 s under load. The sources' own tests cover the same code under tsx.
+ */
+const RANK_MODULE = new URL("./fixtures/recorder.mjs", import.meta.url);
 const KEY = "v";
 const STEPS = 2;
 /** Few, well-chosen seeds: each is a whole job with real processes (20: the fewest of each; 50: the most, 4 user workers, one the controller's; 7: between). */
