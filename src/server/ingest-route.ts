@@ -9,7 +9,7 @@ import type { IncomingMessage } from "node:http";
 import { promisify } from "node:util";
 import { gunzip } from "node:zlib";
 import type pg from "pg";
-import { WireError, checkRunId, decodeBatch } from "../sync/wire.js";
+import { WireError, checkRunId, decodeBatch, type RefusedPart } from "../sync/wire.js";
 import { HttpError } from "../ui/security.js";
 import { inTransaction, sqlState } from "./db.js";
 import { ConflictError, applyBatch, type IngestResult } from "./ingest.js";
@@ -81,7 +81,7 @@ export async function ingestBatch(
   projectId: number,
   limits: IngestLimits,
   metrics: ServerMetrics,
-): Promise<IngestResult> {
+): Promise<IngestResult & { refused: readonly RefusedPart[] }> {
   const body = await readBody(req, limits.maxBodyBytes);
   metrics.bodyBytes.inc(body.length);
   const raw = await inflate(body, req, limits);
@@ -92,6 +92,9 @@ export async function ingestBatch(
     if (error instanceof WireError) throw new HttpError(400, `malformed batch: ${error.message}`);
     throw error;
   }
+  // Parts holding a string past the limits were left out; the rest lands, and the answer names them.
+  const refused = batch.refused ?? [];
+  if (refused.length > 0) metrics.rejected.inc({ reason: "string" }, refused.length);
   const started = performance.now();
   let result: IngestResult;
   try {
@@ -112,7 +115,7 @@ export async function ingestBatch(
   const updatedAt = batch.header.meta?.updatedAt;
   if (updatedAt !== undefined && updatedAt !== null)
     metrics.syncLag.observe(Math.max(0, (Date.now() - updatedAt) / 1000));
-  return result;
+  return { ...result, refused };
 }
 
 /** What the server has of a run: where each series, the records and each file continue from. */

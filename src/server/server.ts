@@ -221,7 +221,12 @@ class Router {
       if (req.method !== "POST") throw new HttpError(405, "send batches with POST");
       requireWrite(principal);
       const result = await ingestBatch(req, this.pool, principal.projectId, this.limits, this.metrics);
-      await sendJson(req, res, 200, { points: result.points, records: result.records, fileBytes: result.fileBytes });
+      await sendJson(req, res, 200, {
+        points: result.points,
+        records: result.records,
+        fileBytes: result.fileBytes,
+        refused: result.refused,
+      });
       return true;
     }
     if (url.pathname === "/api/ingest/v1/state") {

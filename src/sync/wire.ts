@@ -22,6 +22,7 @@ import type { LostRank } from "../store/read-types.js";
 import { parseStragglerReport } from "../store/rank-timing.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 import { describeError } from "../core/diagnostics.js";
+import { STRING_LIMITS, stringProblem } from "../core/string-limits.js";
 
 /** Format version; the header's `v`. */
 export const WIRE_VERSION = 1;
@@ -44,8 +45,8 @@ const WIRE_LIMITS = {
   /** Characters of one record's JSON. */
   recordChars: 1_000_000,
   files: 1_000,
-  /** Characters of a key, a tag, a group, a rank name. */
-  name: 1_000,
+  /** Characters of a key, a tag, a group, a rank name (`STRING_LIMITS`, the same everywhere). */
+  name: STRING_LIMITS.name,
   /** Header JSON bytes. */
   header: 64 * 1024 * 1024,
 } as const;
@@ -156,11 +157,20 @@ export interface BatchHeader {
   readonly files: FileSegment[];
 }
 
+/** A part of a batch the server left out (a string past `STRING_LIMITS`), and why; the rest lands. */
+export interface RefusedPart {
+  /** Where it was: `series[3] (scalar "loss…", rank 0)`, `meta.tags[1]`. */
+  readonly part: string;
+  readonly reason: string;
+}
+
 /** A decoded batch: the header, each segment's columns, each file segment's bytes. */
 export interface Batch {
   readonly header: BatchHeader;
   readonly columns: { steps: Float64Array; walls: Float64Array; values: Float64Array }[];
   readonly fileBytes: Buffer[];
+  /** Decoded only: the parts left out (absent or empty: none). */
+  readonly refused?: readonly RefusedPart[];
 }
 
 /** A digest of a run's metadata: the server keeps the last one applied, so a sync resends it only when it changed. */
@@ -170,6 +180,9 @@ export function metaHash(meta: RunMeta): string {
 
 /** What was wrong with a batch; the server answers 400 with the message. */
 export class WireError extends Error {}
+
+/** A string past `STRING_LIMITS`: only the part holding it is left out where the batch allows. */
+class StringError extends WireError {}
 
 /** Encode a batch (not yet compressed). */
 export function encodeBatch(batch: Batch): Buffer {
@@ -200,14 +213,23 @@ function fail(message: string): never {
   throw new WireError(message);
 }
 
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
-
 function str(v: unknown, what: string, max: number = WIRE_LIMITS.name): string {
   if (typeof v !== "string") fail(`${what} must be a string`);
-  if (v.length > max) fail(`${what} is longer than ${max} characters`);
   // PostgreSQL text holds neither NUL nor half a surrogate pair: refused here, with a reason.
-  if (v.includes("\u0000") || LONE_SURROGATE.test(v)) fail(`${what} holds a NUL character or a lone UTF-16 surrogate`);
+  const problem = stringProblem(v, max);
+  if (problem !== undefined) throw new StringError(`${what} ${problem}`);
   return v;
+}
+
+/** `decode(v)`, or — for a string past the limits — `fallback`, the part named in `refused`. */
+function orRefused<T>(refused: RefusedPart[], part: string, decode: () => T, fallback: T): T {
+  try {
+    return decode();
+  } catch (error) {
+    if (!(error instanceof StringError)) throw error;
+    refused.push({ part, reason: error.message });
+    return fallback;
+  }
 }
 
 function nonEmpty(v: unknown, what: string): string {
@@ -393,28 +415,35 @@ function fileSegment(v: unknown, i: number): FileSegment {
   };
 }
 
-function scalarParams(v: unknown): Record<string, string | number | boolean | null> {
+function scalarParams(v: unknown, refused: RefusedPart[]): Record<string, string | number | boolean | null> {
   const p = rec(v, "meta.params");
   const out: Record<string, string | number | boolean | null> = {};
   const entries = Object.entries(p);
   if (entries.length > 1000) fail("meta.params holds more than 1000 parameters");
   for (const [k, value] of entries) {
-    str(k, "a meta.params name");
+    const what = `meta.params[${JSON.stringify(k.slice(0, 40))}]`;
+    if (!orRefused(refused, what, () => str(k, "a meta.params name"), null)) continue;
     if (value === null || typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value)))
       out[k] = value;
-    else out[k] = str(value, `meta.params[${JSON.stringify(k.slice(0, 40))}]`, 10_000);
+    else {
+      const text = orRefused(refused, what, () => str(value, what, STRING_LIMITS.paramValue), null);
+      if (text !== null) out[k] = text;
+    }
   }
   return out;
 }
 
-function meta(v: unknown): RunMeta {
+function meta(v: unknown, refused: RefusedPart[]): RunMeta {
   const m = rec(v, "meta");
-  const tags = list(m["tags"], "meta.tags", 1000).map((t, i) => str(t, `meta.tags[${i}]`));
+  const tags = list(m["tags"], "meta.tags", 1000).flatMap((t, i) =>
+    orRefused(refused, `meta.tags[${i}]`, () => [str(t, `meta.tags[${i}]`)], []),
+  );
   const names = rec(m["rankNames"], "meta.rankNames");
   const rankNames: Record<string, string> = {};
   for (const [k, name] of Object.entries(names).slice(0, 100_000)) {
     int(Number(k), "a meta.rankNames rank", RANK_MIN, RANK_MAX);
-    rankNames[k] = str(name, "a meta.rankNames name");
+    const checked = orRefused(refused, `meta.rankNames[${k}]`, () => str(name, "a meta.rankNames name"), null);
+    if (checked !== null) rankNames[k] = checked;
   }
   return {
     experiment: str(m["experiment"], "meta.experiment"),
@@ -425,8 +454,8 @@ function meta(v: unknown): RunMeta {
     updatedAt: nullableNum(m["updatedAt"], "meta.updatedAt"),
     resumeStep: num(m["resumeStep"], "meta.resumeStep"),
     tags,
-    group: nullableStr(m["group"], "meta.group"),
-    params: scalarParams(m["params"]),
+    group: orRefused(refused, "meta.group", () => nullableStr(m["group"], "meta.group"), null),
+    params: scalarParams(m["params"], refused),
     hparamsJson: str(m["hparamsJson"], "meta.hparamsJson", 10_000_000),
     rankNames,
     lostRanks:
@@ -455,8 +484,21 @@ export function decodeBatch(body: Buffer): Batch {
   if (h["v"] !== WIRE_VERSION)
     fail(`the header's v must be ${WIRE_VERSION} (this server's format), got ${JSON.stringify(h["v"])}`);
   const run = checkRunId(nonEmpty(h["run"], "run"));
-  const series = list(h["series"], "series", WIRE_LIMITS.segments).map(segment);
-  const records = list(h["records"], "records", WIRE_LIMITS.records).map(record);
+  const refused: RefusedPart[] = [];
+  // A segment or record holding a string past the limits is left out (named in `refused`); a
+  // left-out segment's columns are skipped.
+  const all = list(h["series"], "series", WIRE_LIMITS.segments).map((v, i) =>
+    orRefused(
+      refused,
+      `series[${i}]`,
+      (): SegmentHeader | number => segment(v, i),
+      int(rec(v, `series[${i}]`)["n"], `series[${i}].n`, 1, WIRE_LIMITS.points),
+    ),
+  );
+  const series = all.filter((s): s is SegmentHeader => typeof s !== "number");
+  const records = list(h["records"], "records", WIRE_LIMITS.records).flatMap((v, i) =>
+    orRefused(refused, `records[${i}]`, () => [record(v, i)], []),
+  );
   const files = list(h["files"], "files", WIRE_LIMITS.files).map(fileSegment);
   const alerts =
     h["alerts"] === undefined ? undefined : list(h["alerts"], "alerts", WIRE_LIMITS.alerts).map(alertHeader);
@@ -469,9 +511,9 @@ export function decodeBatch(body: Buffer): Batch {
     files,
     ...(alerts === undefined ? {} : { alerts }),
     ...(timings === undefined ? {} : { timings }),
-    ...(h["meta"] !== undefined ? { meta: meta(h["meta"]) } : {}),
+    ...(h["meta"] !== undefined ? { meta: meta(h["meta"], refused) } : {}),
   };
-  const points = series.reduce((n, s) => n + s.n, 0);
+  const points = all.reduce((n: number, s) => n + (typeof s === "number" ? s : s.n), 0);
   if (points > WIRE_LIMITS.points) fail(`the batch holds ${points} points, at most ${WIRE_LIMITS.points}`);
   const headEnd = 8 + headerLength;
   let o = headEnd + ((8 - (headEnd % 8)) % 8);
@@ -486,7 +528,11 @@ export function decodeBatch(body: Buffer): Batch {
   new Uint8Array(floats.buffer).set(body.subarray(o, o + points * 24));
   const columns: Batch["columns"] = [];
   let f = 0;
-  for (const s of series) {
+  for (const s of all) {
+    if (typeof s === "number") {
+      f += 3 * s;
+      continue;
+    }
     const steps = floats.subarray(f, f + s.n);
     const walls = floats.subarray(f + s.n, f + 2 * s.n);
     const values = floats.subarray(f + 2 * s.n, f + 3 * s.n);
@@ -500,7 +546,7 @@ export function decodeBatch(body: Buffer): Batch {
     fileBytes.push(body.subarray(o, o + file.length));
     o += file.length;
   }
-  return { header, columns, fileBytes };
+  return { header, columns, fileBytes, refused };
 }
 
 /** Steps and walls finite; a scalar segment's steps strictly increasing, past `after`, ending at `cursor`. */

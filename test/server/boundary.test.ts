@@ -1,0 +1,131 @@
+/**
+ * The team server's boundary as an attacker and a careless job meet it (issue 38): strings past
+ * the limits leave only their own part out of a batch, named and counted on both sides; a
+ * malformed query parameter is a 400 naming it, never a 500; tokens expire and rotate; failed
+ * authentication is limited per address; the bytes being inflated are bounded across requests.
+ * Each refusal is counted by reason (`rankscope_server_rejected_total`).
+ */
+import assert from "node:assert/strict";
+import { describe, it } from "node:test";
+import { gzipSync } from "node:zlib";
+import { RunSync } from "../../src/sync/run-sync.js";
+import { WIRE_VERSION, encodeBatch, type Batch, type BatchHeader } from "../../src/sync/wire.js";
+import { tempDir } from "../helpers.js";
+import { openRun } from "../ui/seed.js";
+import { postgresForSuite, postgresMissing } from "./postgres.js";
+import { serverWithTokens } from "./support.js";
+
+const skip = postgresMissing() ?? false;
+
+function batchOf(header: Partial<BatchHeader> & { run: string }, columns: Batch["columns"] = []): Buffer {
+  return gzipSync(
+    encodeBatch({ header: { v: WIRE_VERSION, series: [], records: [], files: [], ...header }, columns, fileBytes: [] }),
+  );
+}
+
+async function call(
+  url: string,
+  path: string,
+  token: string | undefined,
+  init: { method?: string; body?: Buffer; headers?: Record<string, string> } = {},
+): Promise<{ status: number; text: string; headers: Headers }> {
+  const answer = await fetch(`${url}${path}`, {
+    method: init.method ?? "GET",
+    headers: {
+      ...(token !== undefined ? { Authorization: `Bearer ${token}` } : {}),
+      ...(init.body !== undefined ? { "Content-Encoding": "gzip" } : {}),
+      ...init.headers,
+    },
+    ...(init.body !== undefined ? { body: new Uint8Array(init.body) } : {}),
+  });
+  return { status: answer.status, text: await answer.text(), headers: answer.headers };
+}
+
+/** The sum of a metric's samples whose line starts with `name` on `/metrics`. */
+async function metric(url: string, name: string): Promise<number> {
+  const text = (await call(url, "/metrics", undefined)).text;
+  let total = 0;
+  for (const line of text.split("\n"))
+    if (line.startsWith(name)) total += Number(line.slice(line.lastIndexOf(" ") + 1));
+  return total;
+}
+
+/** A run's scalar keys as the dashboard lists them. */
+async function keysOf(url: string, token: string, run: string): Promise<string[]> {
+  const answer = await call(url, `/api/keys?run=${encodeURIComponent(run)}`, token);
+  assert.equal(answer.status, 200, answer.text);
+  return (JSON.parse(answer.text) as { metrics: { key: string }[] }).metrics.map((k) => k.key);
+}
+
+const one = (x: number): Batch["columns"][number] => ({
+  steps: Float64Array.of(x),
+  walls: Float64Array.of(1),
+  values: Float64Array.of(x),
+});
+
+describe("team server boundary", { skip }, () => {
+  const postgres = postgresForSuite();
+
+  it("a series with a key past the limits keeps only itself out: the rest of the run lands, the refused part named and counted on both sides", async () => {
+    const { server, write, read } = await serverWithTokens(postgres.server);
+    try {
+      const long = "k".repeat(1_500);
+      // The server's side: a batch of three series, the middle one's key too long.
+      const answer = await call(server.url, "/api/ingest/v1/batch", write, {
+        method: "POST",
+        body: batchOf(
+          {
+            run: "exp/direct",
+            series: [
+              { kind: "scalar", key: "a", reduce: "mean", rank: -1, after: null, cursor: 0, n: 1 },
+              { kind: "scalar", key: long, reduce: "mean", rank: -1, after: null, cursor: 1, n: 1 },
+              { kind: "scalar", key: "b\u0000", reduce: "mean", rank: -1, after: null, cursor: 2, n: 1 },
+              { kind: "scalar", key: "c", reduce: "mean", rank: -1, after: null, cursor: 3, n: 1 },
+            ],
+            meta: undefined,
+          },
+          [one(0), one(1), one(2), one(3)],
+        ),
+      });
+      assert.equal(answer.status, 200, answer.text);
+      const body = JSON.parse(answer.text) as { points: number; refused: { part: string; reason: string }[] };
+      assert.equal(body.points, 2);
+      assert.deepEqual(
+        body.refused.map((r) => r.part),
+        ["series[1]", "series[2]"],
+      );
+      assert.match(body.refused[0]?.reason ?? "", /series\[1\]\.key is longer than 1000 characters/);
+      assert.match(body.refused[1]?.reason ?? "", /NUL/);
+      assert.deepEqual(await keysOf(server.url, read, "exp/direct"), ["a", "c"]);
+      assert.equal(await metric(server.url, 'rankscope_server_rejected_total{reason="string"}'), 2);
+
+      // The job's side: a store holding such a key (written before the bound, or by another
+      // writer), a tag and a hyperparameter past the limits; the sync sends the rest, names and counts them.
+      const root = tempDir("rankscope-boundary-");
+      const w = openRun(root, "exp", "job");
+      w.write({
+        scalars: [
+          { key: "loss", step: 0, wall: 1, value: 1, reduce: "mean" },
+          { key: long, step: 0, wall: 1, value: 2, reduce: "mean" },
+          { key: "lr", step: 0, wall: 1, value: 3, reduce: "mean" },
+        ],
+        hyperparams: { lr: 0.1, bad: "x\u0000y" },
+      });
+      w.finish();
+      const sync = new RunSync({ runDir: w.options.runDir, url: server.url, token: write });
+      const result = await sync.pass(true);
+      assert.equal(result.points, 2);
+      assert.equal(sync.totals.refused, 2, sync.refusedParts.join("\n"));
+      assert.match(sync.refusedParts.join("\n"), /scalar series "kkkk.*longer than 1000 characters/);
+      assert.match(sync.refusedParts.join("\n"), /hyperparameter "bad".*NUL/);
+      const runs = JSON.parse((await call(server.url, "/api/runs", read)).text) as { runs: { id: string }[] };
+      assert.ok(runs.runs.some((r) => r.id === "exp/job"));
+      assert.deepEqual(await keysOf(server.url, read, "exp/job"), ["loss", "lr"]);
+      // A second pass neither resends nor counts the refused series again.
+      await sync.pass(true);
+      assert.equal(sync.totals.refused, 2);
+    } finally {
+      await server.close();
+    }
+  });
+});
