@@ -128,4 +128,113 @@ describe("team server boundary", { skip }, () => {
       await server.close();
     }
   });
+
+  it("a malformed query parameter is a 400 naming it, counted; no input makes a 500", async () => {
+    // No rate limit in the way: every request reaches its route.
+    const { server, write, read } = await serverWithTokens(postgres.server, { rateLimit: 1_000_000 });
+    try {
+      const root = tempDir("rankscope-boundary-q-");
+      const w = openRun(root, "exp", "q");
+      w.write({ scalars: [{ key: "loss", step: 0, wall: 1, value: 1, reduce: "mean" }], hyperparams: { lr: 0.1 } });
+      w.finish();
+      await new RunSync({ runDir: w.options.runDir, url: server.url, token: write }).pass(true);
+      const nul = "a\u0000b";
+      // The issue's cases: a NUL in each parameter names that parameter.
+      const named: [string, string, string][] = [
+        ["/api/runs", "q", nul],
+        ["/api/runs", "tag", nul],
+        ["/api/runs", "group", nul],
+        ["/api/runs", "param", `lr=${nul}`],
+        ["/api/runs", "metric", `${nul}<1`],
+        ["/api/runs", "sort", nul],
+        ["/api/keys", "run", nul],
+        ["/api/series", "key", nul],
+        ["/api/series", "after", nul],
+        ["/api/lines", "lines", JSON.stringify([[nul, null, null]])],
+        ["/api/lines", "lines", JSON.stringify([["loss", null, nul]])],
+        ["/api/lines", "lines", JSON.stringify([["loss", null, null, nul]])],
+        ["/api/lines", "lines", '[["\\ud800", null, null]]'],
+        ["/api/keys", "runs", JSON.stringify([nul])],
+        ["/api/groups", "by", `param:${nul}`],
+        ["/api/log", "file", nul],
+        ["/api/log", "level", nul],
+        ["/api/trace", "file", nul],
+        ["/api/histograms", "key", nul],
+      ];
+      const rejectedBefore = await metric(server.url, 'rankscope_server_rejected_total{reason="malformed"}');
+      for (const [path, name, value] of named) {
+        const params = new URLSearchParams({ run: "exp/q", key: "loss", lines: "[]", [name]: value });
+        if (path === "/api/lines" && name === "lines") params.delete("key");
+        if (name === "runs") params.delete("run");
+        const answer = await call(server.url, `${path}?${params}`, read);
+        assert.equal(answer.status, 400, `${path} ${name}: ${answer.status} ${answer.text}`);
+        assert.match(answer.text, new RegExp(`\\b${name}\\b`), `${path} ${name}: the answer names the parameter`);
+      }
+      assert.equal(
+        await metric(server.url, 'rankscope_server_rejected_total{reason="malformed"}'),
+        rejectedBefore + named.length,
+      );
+      // Any other odd value of any parameter of any endpoint: never a 500.
+      const odd = [nul, "-1", "1e400", "[", '[["",null,null]]', "9".repeat(400), "../x", "😀"];
+      const paths = [
+        "/api/runs",
+        "/api/keys",
+        "/api/summary",
+        "/api/series",
+        "/api/lines",
+        "/api/stream",
+        "/api/system",
+        "/api/histograms",
+        "/api/samples",
+        "/api/config",
+        "/api/alerts",
+        "/api/log",
+        "/api/logs",
+        "/api/traces",
+        "/api/trace",
+        "/api/ranks",
+        "/api/groups",
+      ];
+      const names = [
+        "run",
+        "runs",
+        "key",
+        "keys",
+        "rank",
+        "after",
+        "before",
+        "maxPoints",
+        "lines",
+        "kind",
+        "q",
+        "tag",
+        "group",
+        "param",
+        "metric",
+        "sort",
+        "order",
+        "limit",
+        "offset",
+        "cursor",
+        "by",
+        "file",
+        "level",
+        "component",
+        "flushes",
+        "internal",
+        "ids",
+      ];
+      for (const path of paths)
+        for (const name of names)
+          for (const value of odd) {
+            const params = new URLSearchParams({ run: "exp/q", key: "loss" });
+            params.set(name, value);
+            const answer = await call(server.url, `${path}?${params}`, read);
+            assert.ok(answer.status < 500, `${path}?${name}=${JSON.stringify(value)}: ${answer.status} ${answer.text}`);
+          }
+      assert.equal(await metric(server.url, "rankscope_server_errors_total"), 0);
+    } finally {
+      await server.close();
+    }
+  });
 });
