@@ -153,6 +153,11 @@ CREATE TABLE rank_timing (
 );
 `,
   },
+  {
+    version: 6,
+    name: "tokens expire",
+    sql: `ALTER TABLE tokens ADD COLUMN expires_at timestamptz;`,
+  },
 ];
 
 /** The schema version this code needs. */

@@ -25,7 +25,7 @@ import { HttpError } from "../ui/security.js";
 import { defaultWebDir } from "../ui/server.js";
 import { rankscopeVersion } from "../run/run-files.js";
 import { StaticFiles } from "../ui/static.js";
-import { ServerAuth, requireWrite, sendLoginPage, type ProxyAuth } from "./auth.js";
+import { AuthRefused, ServerAuth, requireWrite, sendLoginPage, type ProxyAuth } from "./auth.js";
 import { createPool } from "./db.js";
 import { DEFAULT_INGEST_LIMITS, ingestBatch, runState, type IngestLimits } from "./ingest-route.js";
 import { ServerMetrics } from "./metrics.js";
@@ -95,8 +95,9 @@ function kindOf(path: string): string {
 }
 
 /** Counts a failed request under its reason (`ServerMetrics`). */
-function countFailure(metrics: ServerMetrics, status: number): void {
-  if (status === 500) metrics.errors.inc();
+function countFailure(metrics: ServerMetrics, status: number, error?: unknown): void {
+  if (error instanceof AuthRefused) metrics.rejected.inc({ reason: `token_${error.why}` });
+  else if (status === 500) metrics.errors.inc();
   else if (status === 400 || status === 413 || status === 415)
     metrics.rejected.inc({ reason: status === 400 ? "malformed" : "size" });
   else if (status === 401 || status === 403) metrics.rejected.inc({ reason: "auth" });
@@ -144,7 +145,7 @@ class Router {
       (principal) => done(res.statusCode, principal),
       (error: unknown) => {
         const status = error instanceof HttpError ? error.status : 500;
-        countFailure(this.metrics, status);
+        countFailure(this.metrics, status, error);
         done(status, undefined, status === 500 ? error : undefined);
         const message = error instanceof HttpError ? error.message : "internal error; the server's log says more";
         if (res.headersSent) res.destroy();

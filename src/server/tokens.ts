@@ -2,7 +2,10 @@
  * Projects and their tokens. A token is 32 random bytes (base64url, prefixed `rsk_`), shown once
  * when created; the database keeps only its SHA-256, so a leaked database or backup holds no
  * usable token. A token belongs to one project and has one scope: `write` (ingest, and read) or
- * `read` (the dashboard and its API only).
+ * `read` (the dashboard and its API only). It may expire (`expires_at`): past it, it is refused
+ * as a revoked one is. Rotating a token creates its successor (same project, scope and label) and
+ * lets the old one live on for a grace period, so a job still holding it keeps syncing while the
+ * new one is deployed.
  */
 import { createHash, randomBytes } from "node:crypto";
 import type pg from "pg";
@@ -36,28 +39,143 @@ function checkProjectName(name: string): string {
   return name;
 }
 
+const DURATION_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+
+/** `30d`, `12h`, `90m`, `2w`, `45s` in milliseconds; a TypeError saying what is valid. */
+export function parseDuration(text: string, what: string): number {
+  const m = /^(\d{1,6})([smhdw])$/.exec(text.trim());
+  const n = m === null ? NaN : Number(m[1]) * (DURATION_UNITS[m[2] ?? ""] ?? NaN);
+  if (!Number.isFinite(n) || n <= 0)
+    throw new TypeError(`${what} must be a duration such as 30d, 12h, 90m, 2w or 45s, got ${JSON.stringify(text)}`);
+  return n;
+}
+
+/** What a new token is. */
+interface NewToken {
+  readonly scope: TokenScope;
+  readonly label?: string | undefined;
+  /** When it stops being valid (absent: never, until revoked). */
+  readonly expiresAt?: Date | undefined;
+}
+
 /** Create a token for `project` (creating the project if new); returns the token, which is not stored. */
-export async function createToken(pool: pg.Pool, project: string, scope: TokenScope, label?: string): Promise<string> {
+export async function createToken(
+  pool: pg.Pool,
+  project: string,
+  scope: TokenScope,
+  label?: string,
+  expiresAt?: Date,
+): Promise<string> {
   checkProjectName(project);
   if (scope !== "read" && scope !== "write")
     throw new TypeError(`scope must be read or write, got ${JSON.stringify(scope)}`);
-  const token = TOKEN_PREFIX + randomBytes(32).toString("base64url");
   const client = await pool.connect();
   try {
     await client.query("BEGIN");
     await client.query("INSERT INTO projects (name) VALUES ($1) ON CONFLICT (name) DO NOTHING", [project]);
-    await client.query(
-      "INSERT INTO tokens (project_id, scope, hash, label) SELECT id, $2, $3, $4 FROM projects WHERE name = $1",
-      [project, scope, tokenHash(token), label ?? null],
-    );
+    const token = await insertToken(client, project, { scope, label, expiresAt });
     await client.query("COMMIT");
+    return token;
   } catch (error) {
     await client.query("ROLLBACK").catch(() => undefined);
     throw error;
   } finally {
     client.release();
   }
+}
+
+async function insertToken(client: pg.ClientBase, project: string, t: NewToken): Promise<string> {
+  const token = TOKEN_PREFIX + randomBytes(32).toString("base64url");
+  await client.query(
+    "INSERT INTO tokens (project_id, scope, hash, label, expires_at) SELECT id, $2, $3, $4, $5 FROM projects WHERE name = $1",
+    [project, t.scope, tokenHash(token), t.label ?? null, t.expiresAt ?? null],
+  );
   return token;
+}
+
+/**
+ * Rotate a token: a new one of the same project, scope and label (expiring at `expiresAt`, else
+ * never), and the old one expiring `graceMs` from now (or sooner, if it already would). Returns
+ * the new token, or null when the old one is unknown, revoked or expired.
+ */
+export async function rotateToken(
+  pool: pg.Pool,
+  token: string,
+  graceMs: number,
+  expiresAt?: Date,
+): Promise<string | null> {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    const old = await client.query<{ id: number; name: string; scope: string; label: string | null }>(
+      `SELECT t.id, p.name, t.scope, t.label FROM tokens t JOIN projects p ON p.id = t.project_id
+       WHERE t.hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()) FOR UPDATE`,
+      [tokenHash(token)],
+    );
+    const row = old.rows[0];
+    if (row === undefined) {
+      await client.query("ROLLBACK");
+      return null;
+    }
+    const next = await insertToken(client, row.name, {
+      scope: row.scope === "write" ? "write" : "read",
+      label: row.label ?? undefined,
+      expiresAt,
+    });
+    await client.query(
+      "UPDATE tokens SET expires_at = LEAST(COALESCE(expires_at, 'infinity'), now() + $2 * interval '1 millisecond') WHERE id = $1",
+      [row.id, graceMs],
+    );
+    await client.query("COMMIT");
+    return next;
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** A token as `token list` shows it (never the token: the database has only its hash). */
+export interface TokenInfo {
+  readonly id: number;
+  readonly project: string;
+  readonly scope: string;
+  readonly label: string | null;
+  readonly createdAt: Date;
+  readonly expiresAt: Date | null;
+  readonly revokedAt: Date | null;
+  /** `valid`, `expired` or `revoked`. */
+  readonly state: string;
+}
+
+/** Every token (of `project` when given), oldest first. */
+export async function listTokens(pool: pg.Pool, project?: string): Promise<TokenInfo[]> {
+  const r = await pool.query<{
+    id: string;
+    name: string;
+    scope: string;
+    label: string | null;
+    created_at: Date;
+    expires_at: Date | null;
+    revoked_at: Date | null;
+    expired: boolean;
+  }>(
+    `SELECT t.id, p.name, t.scope, t.label, t.created_at, t.expires_at, t.revoked_at,
+       (t.expires_at IS NOT NULL AND t.expires_at <= now()) AS expired
+     FROM tokens t JOIN projects p ON p.id = t.project_id WHERE $1::text IS NULL OR p.name = $1 ORDER BY t.id`,
+    [project ?? null],
+  );
+  return r.rows.map((t) => ({
+    id: Number(t.id),
+    project: t.name,
+    scope: t.scope,
+    label: t.label,
+    createdAt: t.created_at,
+    expiresAt: t.expires_at,
+    revokedAt: t.revoked_at,
+    state: t.revoked_at !== null ? "revoked" : t.expired ? "expired" : "valid",
+  }));
 }
 
 /** Revoke every token whose hash matches; returns how many were revoked. */
@@ -68,6 +186,12 @@ export async function revokeToken(pool: pg.Pool, token: string): Promise<number>
   return result.rowCount ?? 0;
 }
 
+/** Why a token is refused: not a token this server could have made, none such, revoked, or expired. */
+type TokenRefusal = "format" | "unknown" | "revoked" | "expired";
+
+/** A token's check: its principal, or why it is refused. */
+export type TokenCheck = { readonly principal: Principal } | { readonly refused: TokenRefusal };
+
 /** How long a checked token is trusted without asking the database again. */
 const CACHE_MS = 5_000;
 const CACHE_MAX = 10_000;
@@ -77,29 +201,46 @@ const CACHE_MAX = 10_000;
  * effect within `CACHE_MS` on every server) so a dashboard's polling does not query per request.
  */
 export class TokenChecker {
-  private readonly cache = new Map<string, { principal: Principal | null; until: number }>();
+  private readonly cache = new Map<string, { answer: TokenCheck; until: number; expiresAt: number }>();
 
   constructor(private readonly pool: pg.Pool) {}
 
-  /** The token's principal, or null for an unknown or revoked token. */
-  async check(token: string): Promise<Principal | null> {
-    if (!token.startsWith(TOKEN_PREFIX) || token.length > 200) return null;
+  /** The token's principal, or why it is refused. */
+  async check(token: string): Promise<TokenCheck> {
+    if (!token.startsWith(TOKEN_PREFIX) || token.length > 200) return { refused: "format" };
     const key = tokenHash(token).toString("base64");
     const now = Date.now();
     const known = this.cache.get(key);
-    if (known !== undefined && known.until > now) return known.principal;
-    const result = await this.pool.query<{ project_id: number; name: string; scope: string }>(
-      "SELECT t.project_id, p.name, t.scope FROM tokens t JOIN projects p ON p.id = t.project_id WHERE t.hash = $1 AND t.revoked_at IS NULL",
+    if (known !== undefined && known.until > now) return known.expiresAt <= now ? { refused: "expired" } : known.answer;
+    const result = await this.pool.query<{
+      project_id: number;
+      name: string;
+      scope: string;
+      revoked: boolean;
+      expires_ms: number | null;
+    }>(
+      `SELECT t.project_id, p.name, t.scope, t.revoked_at IS NOT NULL AS revoked,
+         extract(epoch FROM t.expires_at) * 1000 AS expires_ms
+       FROM tokens t JOIN projects p ON p.id = t.project_id WHERE t.hash = $1`,
       [tokenHash(token)],
     );
     const row = result.rows[0];
-    const principal: Principal | null =
+    const expiresAt = row?.expires_ms === null || row === undefined ? Infinity : Number(row.expires_ms);
+    const answer: TokenCheck =
       row === undefined
-        ? null
-        : { projectId: row.project_id, project: row.name, scope: row.scope === "write" ? "write" : "read" };
+        ? { refused: "unknown" }
+        : row.revoked
+          ? { refused: "revoked" }
+          : {
+              principal: {
+                projectId: row.project_id,
+                project: row.name,
+                scope: row.scope === "write" ? "write" : "read",
+              },
+            };
     if (this.cache.size >= CACHE_MAX) this.cache.clear();
-    this.cache.set(key, { principal, until: now + CACHE_MS });
-    return principal;
+    this.cache.set(key, { answer, until: now + CACHE_MS, expiresAt });
+    return expiresAt <= now ? { refused: "expired" } : answer;
   }
 
   /** The principal for a trusted proxy's user header: read access to `project` (which must exist). */

@@ -6,14 +6,17 @@
  * Each refusal is counted by reason (`rankscope_server_rejected_total`).
  */
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
 import { describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
+import { createToken, listTokens } from "../../src/server/tokens.js";
 import { RunSync } from "../../src/sync/run-sync.js";
 import { WIRE_VERSION, encodeBatch, type Batch, type BatchHeader } from "../../src/sync/wire.js";
-import { tempDir } from "../helpers.js";
+import { REPO_ROOT, tempDir, waitFor } from "../helpers.js";
 import { openRun } from "../ui/seed.js";
 import { postgresForSuite, postgresMissing } from "./postgres.js";
-import { serverWithTokens } from "./support.js";
+import { assertRunEqual, serverWithTokens } from "./support.js";
 
 const skip = postgresMissing() ?? false;
 
@@ -233,6 +236,68 @@ describe("team server boundary", { skip }, () => {
             assert.ok(answer.status < 500, `${path}?${name}=${JSON.stringify(value)}: ${answer.status} ${answer.text}`);
           }
       assert.equal(await metric(server.url, "rankscope_server_errors_total"), 0);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("tokens expire (401 after, counted, shown by token list) and rotate: the job's sync goes on with the old token in its grace, then the new one continues it", async () => {
+    const { server, db, write } = await serverWithTokens(postgres.server);
+    try {
+      const soon = await createToken(server.pool, "proj", "read", "short", new Date(Date.now() + 1_500));
+      assert.equal((await call(server.url, "/api/runs", soon)).status, 200, "valid before it expires");
+      await waitFor(async () => (await call(server.url, "/api/runs", soon)).status === 401, {
+        timeoutMs: 30_000,
+        what: "the token to expire",
+      });
+      const expired = await call(server.url, "/api/runs", soon);
+      assert.match(expired.text, /expired/);
+      assert.ok((await metric(server.url, 'rankscope_server_rejected_total{reason="token_expired"}')) >= 2);
+      assert.deepEqual(
+        (await listTokens(server.pool, "proj")).map((t) => [t.label, t.state, t.expiresAt === null]),
+        [
+          [null, "valid", true],
+          [null, "valid", true],
+          ["short", "expired", false],
+        ],
+      );
+
+      // The CLI: token create --expires 30d, shown by token list.
+      const cli = (...args: string[]): string =>
+        execFileSync(process.execPath, [join(REPO_ROOT, "dist/cli/main.js"), "server", "token", ...args], {
+          env: { ...process.env, RANKSCOPE_DB_URL: db },
+          encoding: "utf8",
+        });
+      const made = cli("create", "--project", "proj", "--scope", "write", "--label", "ci", "--expires", "30d").trim();
+      assert.match(made, /^rsk_/);
+      const listed = cli("list", "--project", "proj");
+      const line = listed.split("\n").find((l) => l.endsWith("\tci")) ?? "";
+      const until = Date.parse(line.split("\t")[5] ?? "");
+      assert.ok(Math.abs(until - (Date.now() + 30 * 86_400_000)) < 3_600_000, line);
+      assert.throws(() => cli("create", "--project", "proj", "--expires", "soon"), /30d, 12h/);
+
+      // Rotation: a job syncing with the old token keeps going in the grace; the new one continues.
+      const root = tempDir("rankscope-boundary-rotate-");
+      const w = openRun(root, "exp", "rot");
+      w.write({ scalars: [{ key: "loss", step: 0, wall: 1, value: 1, reduce: "mean" }] });
+      const runDir = w.options.runDir;
+      const job = new RunSync({ runDir, url: server.url, token: write });
+      assert.equal((await job.pass(true)).points, 1);
+      const next = cli("rotate", "--token", write, "--grace", "2s").trim();
+      assert.match(next, /^rsk_/);
+      w.write({ scalars: [{ key: "loss", step: 1, wall: 2, value: 2, reduce: "mean" }] });
+      assert.equal((await job.pass(true)).points, 1, "the old token still syncs in its grace");
+      await waitFor(async () => (await call(server.url, "/api/runs", write)).status === 401, {
+        timeoutMs: 30_000,
+        what: "the rotated token's grace to end",
+      });
+      w.write({ scalars: [{ key: "loss", step: 2, wall: 3, value: 3, reduce: "mean" }] });
+      w.finish();
+      const successor = new RunSync({ runDir, url: server.url, token: next });
+      assert.equal((await successor.pass(true)).points, 1, "the new token continues where the old one stopped");
+      await assertRunEqual(server, runDir);
+      const rows = await listTokens(server.pool, "proj");
+      assert.equal(rows.filter((t) => t.scope === "write" && t.state === "valid").length, 2, "ci and the successor");
     } finally {
       await server.close();
     }

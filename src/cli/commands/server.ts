@@ -1,6 +1,6 @@
 /**
  * `rankscope server`: the team server over PostgreSQL (docs/server.md), and `rankscope server
- * token create|revoke` for its project tokens.
+ * token create|list|rotate|revoke` for its project tokens.
  */
 import type { Command } from "commander";
 import { registerDrain } from "../../core/lifecycle.js";
@@ -93,7 +93,7 @@ export function registerServerCommand(program: Command): void {
   );
 }
 
-/** `rankscope server token create` and `… revoke`. */
+/** `rankscope server token create`, `… list`, `… rotate` and `… revoke`. */
 function registerTokenCommands(token: Command): void {
   token
     .command("create")
@@ -103,18 +103,87 @@ function registerTokenCommands(token: Command): void {
     .requiredOption("--project <name>", "the project")
     .option("--scope <scope>", "write (send runs, and read) or read (the dashboard only)", "read")
     .option("--label <text>", "a note kept with the token's hash (who or what it is for)")
+    .option("--expires <duration>", "the token stops being valid after this long: 30d, 12h, 2w (default: never)")
     .option("--db <url>", "PostgreSQL URL (default: $RANKSCOPE_DB_URL)")
-    .action(async (options: { project: string; scope: string; label?: string; db?: string }) => {
+    .action(async (options: { project: string; scope: string; label?: string; expires?: string; db?: string }) => {
       if (options.scope !== "read" && options.scope !== "write")
         throw new Error(`--scope must be read or write, got ${JSON.stringify(options.scope)}`);
       const { createPool } = await import("../../server/db.js");
       const { migrate } = await import("../../server/schema.js");
-      const { createToken } = await import("../../server/tokens.js");
+      const { createToken, parseDuration } = await import("../../server/tokens.js");
+      const expiresAt =
+        options.expires === undefined ? undefined : new Date(Date.now() + parseDuration(options.expires, "--expires"));
       const pool = createPool({ url: dbUrl(options.db), max: 1 });
       try {
         await migrate(pool);
-        process.stdout.write(`${await createToken(pool, options.project, options.scope, options.label)}\n`);
-        process.stderr.write(`a ${options.scope} token of project ${options.project}; it is shown only now\n`);
+        process.stdout.write(`${await createToken(pool, options.project, options.scope, options.label, expiresAt)}\n`);
+        process.stderr.write(
+          `a ${options.scope} token of project ${options.project}${expiresAt === undefined ? "" : `, valid until ${expiresAt.toISOString()}`}; it is shown only now\n`,
+        );
+      } finally {
+        await pool.end();
+      }
+    });
+  token
+    .command("list")
+    .description("list the tokens (never the tokens themselves: only their hashes are kept)")
+    .option("--project <name>", "only this project's")
+    .option("--db <url>", "PostgreSQL URL (default: $RANKSCOPE_DB_URL)")
+    .action(async (options: { project?: string; db?: string }) => {
+      const { createPool } = await import("../../server/db.js");
+      const { migrate } = await import("../../server/schema.js");
+      const { listTokens } = await import("../../server/tokens.js");
+      const pool = createPool({ url: dbUrl(options.db), max: 1 });
+      try {
+        await migrate(pool);
+        const rows = await listTokens(pool, options.project);
+        const when = (d: Date | null): string => (d === null ? "-" : d.toISOString());
+        process.stdout.write("id\tproject\tscope\tstate\tcreated\texpires\tlabel\n");
+        for (const t of rows)
+          process.stdout.write(
+            `${t.id}\t${t.project}\t${t.scope}\t${t.state}\t${when(t.createdAt)}\t${t.expiresAt === null ? "never" : when(t.expiresAt)}\t${t.label ?? ""}\n`,
+          );
+      } finally {
+        await pool.end();
+      }
+    });
+  token
+    .command("rotate")
+    .description(
+      "replace a token (read from $RANKSCOPE_ROTATE_TOKEN or --token): prints its successor (same project, scope, label); the old one stays valid for --grace so jobs holding it keep syncing",
+    )
+    .option("--token <token>", "the token to rotate")
+    .option("--grace <duration>", "how long the old token stays valid", "1d")
+    .option("--expires <duration>", "the new token stops being valid after this long (default: never)")
+    .option("--db <url>", "PostgreSQL URL (default: $RANKSCOPE_DB_URL)")
+    .action(async (options: { token?: string; grace: string; expires?: string; db?: string }) => {
+      const value = resolveSetting<string | undefined>(
+        {
+          owner: "rankscope server token rotate",
+          option: "--token",
+          env: "RANKSCOPE_ROTATE_TOKEN",
+          kind: textKind(),
+          fallback: undefined,
+          secret: true,
+        },
+        options.token,
+      );
+      if (value === undefined) throw new Error("give the token to rotate with --token or RANKSCOPE_ROTATE_TOKEN");
+      const { createPool } = await import("../../server/db.js");
+      const { migrate } = await import("../../server/schema.js");
+      const { parseDuration, rotateToken } = await import("../../server/tokens.js");
+      const graceMs = parseDuration(options.grace, "--grace");
+      const expiresAt =
+        options.expires === undefined ? undefined : new Date(Date.now() + parseDuration(options.expires, "--expires"));
+      const pool = createPool({ url: dbUrl(options.db), max: 1 });
+      try {
+        await migrate(pool);
+        const next = await rotateToken(pool, value, graceMs, expiresAt);
+        if (next === null) throw new Error("no such token (or it is revoked or expired): nothing rotated");
+        process.stdout.write(`${next}\n`);
+        process.stderr.write(
+          `the new token is shown only now; the old one stays valid until ${new Date(Date.now() + graceMs).toISOString()} at the latest\n`,
+        );
       } finally {
         await pool.end();
       }
