@@ -45,6 +45,11 @@ export class ServerMetrics {
     help: "Compressed ingest bytes received",
     registers: [this.registry],
   });
+  readonly tokenLookups = new Counter({
+    name: "rankscope_server_token_lookups_total",
+    help: "Queries of the tokens table (a token not in the cache, of a format the server makes)",
+    registers: [this.registry],
+  });
   readonly errors = new Counter({
     name: "rankscope_server_errors_total",
     help: "Requests that failed inside the server (500s)",

@@ -32,7 +32,7 @@ import { ServerMetrics } from "./metrics.js";
 import { createPostgresSource } from "./pg-source.js";
 import { RateLimiter } from "./rate-limit.js";
 import { SCHEMA_VERSION, migrate } from "./schema.js";
-import { TokenChecker, tokenHash, type Principal } from "./tokens.js";
+import { TokenChecker, tokenFormat, tokenHash, type Principal } from "./tokens.js";
 
 /** How to start a team server. */
 export interface TeamServerOptions {
@@ -49,6 +49,8 @@ export interface TeamServerOptions {
   readonly proxy?: ProxyAuth;
   /** Requests per second per client (default 200, bursts of 400). */
   readonly rateLimit?: number;
+  /** Failed authentications per client address per minute (default 30, bursts of 30); past it: 429. */
+  readonly authFailuresPerMinute?: number;
   readonly ingestLimits?: IngestLimits;
   /** PostgreSQL connections at most (default 10). */
   readonly poolSize?: number;
@@ -69,12 +71,29 @@ export interface TeamServer {
 }
 
 const DEFAULT_SERVER_PORT = 7008;
+export const DEFAULT_AUTH_FAILURES_PER_MINUTE = 30;
 
-/** A request's client for rate limiting: its token's hash, else its address. */
+/** A request's client for rate limiting: its token's hash (a token of a format the server makes), else its address. */
 function clientOf(req: IncomingMessage): string {
   const auth = req.headers.authorization;
-  if (auth !== undefined && auth.startsWith("Bearer ")) return tokenHash(auth.slice(7)).toString("base64");
+  if (auth !== undefined && auth.startsWith("Bearer ")) {
+    const token = auth.slice(7).trim();
+    if (tokenFormat(token) !== null) return tokenHash(token).toString("base64");
+  }
+  return addressOf(req);
+}
+
+function addressOf(req: IncomingMessage): string {
   return req.socket.remoteAddress ?? "?";
+}
+
+/** Whether a request presents credentials (a bearer token, `?token=`, or the dashboard's cookie). */
+function presentsToken(req: IncomingMessage, url: URL): boolean {
+  return (
+    req.headers.authorization !== undefined ||
+    url.searchParams.has("token") ||
+    (req.headers.cookie ?? "").includes("rankscope_server_token=")
+  );
 }
 
 /** The project a request names (`?project=`) must be its token's. */
@@ -117,6 +136,8 @@ class Router {
     private readonly metrics: ServerMetrics,
     private readonly auth: ServerAuth,
     private readonly limiter: RateLimiter,
+    /** Failed authentications per address. */
+    private readonly failures: RateLimiter,
     private readonly log: pino.Logger,
     options: TeamServerOptions,
   ) {
@@ -193,10 +214,22 @@ class Router {
       res.setHeader("Retry-After", String(Math.ceil(wait / 1000)));
       throw new HttpError(429, `too many requests from this client; retry after ${wait} ms`);
     }
+    // An address past its failed authentications presents no more tokens for a while (no lookup).
+    const address = addressOf(req);
+    const held = presentsToken(req, url) ? this.failures.peek(address) : 0;
+    if (held > 0) {
+      this.metrics.rejected.inc({ reason: "auth_rate" });
+      res.setHeader("Retry-After", String(Math.ceil(held / 1000)));
+      throw new HttpError(
+        429,
+        `too many failed authentications from this address; retry after ${Math.ceil(held / 1000)} s`,
+      );
+    }
     let principal: Principal;
     try {
       principal = await this.auth.principal(req, res, url);
     } catch (error) {
+      if (error instanceof HttpError && error.status === 401 && presentsToken(req, url)) this.failures.take(address);
       if (
         error instanceof HttpError &&
         error.status === 401 &&
@@ -311,9 +344,11 @@ export async function startTeamServer(options: TeamServerOptions): Promise<TeamS
       : pino({ base: { service: "rankscope-server" } }, options.log ?? process.stdout);
   const metrics = new ServerMetrics(pool);
   const tls = options.tlsCert !== undefined && options.tlsKey !== undefined;
-  const auth = new ServerAuth(new TokenChecker(pool), options.proxy, tls);
+  const auth = new ServerAuth(new TokenChecker(pool, () => metrics.tokenLookups.inc()), options.proxy, tls);
   const limiter = new RateLimiter(options.rateLimit ?? 200, (options.rateLimit ?? 200) * 2);
-  const router = new Router(pool, metrics, auth, limiter, log, options);
+  const failuresPerMinute = options.authFailuresPerMinute ?? DEFAULT_AUTH_FAILURES_PER_MINUTE;
+  const failures = new RateLimiter(failuresPerMinute / 60, failuresPerMinute);
+  const router = new Router(pool, metrics, auth, limiter, failures, log, options);
   const server: Server = tls
     ? createHttpsServer(
         { cert: readFileSync(options.tlsCert ?? ""), key: readFileSync(options.tlsKey ?? "") },

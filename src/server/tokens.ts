@@ -6,6 +6,10 @@
  * as a revoked one is. Rotating a token creates its successor (same project, scope and label) and
  * lets the old one live on for a grace period, so a job still holding it keeps syncing while the
  * new one is deployed.
+ *
+ * A token ends in check digits (8 base64url characters of a SHA-256 of the rest), so a token this
+ * server cannot have made is refused without asking the database. Tokens made before check digits
+ * (format 1, `rsk_` and 43 characters) are looked up only while one of them is still valid.
  */
 import { createHash, randomBytes } from "node:crypto";
 import type pg from "pg";
@@ -24,6 +28,26 @@ export interface Principal {
 const PROJECT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 
 const TOKEN_PREFIX = "rsk_";
+/** `rsk_`, 32 random bytes in base64url, 8 check characters. */
+const TOKEN_FORMAT = /^rsk_[A-Za-z0-9_-]{43}([A-Za-z0-9_-]{8})?$/;
+/** How long the answer to "is a token without check digits still valid?" is kept. */
+const LEGACY_RECHECK_MS = 60_000;
+
+/** The check characters of a token's body (`rsk_` and its random part). */
+function checkDigits(body: string): string {
+  return createHash("sha256").update(`rankscope-token:${body}`).digest("base64url").slice(0, 8);
+}
+
+/**
+ * The token's format as the server can tell without the database: 2 (check digits that match),
+ * 1 (made before check digits), or null (no token this server makes).
+ */
+export function tokenFormat(token: string): 1 | 2 | null {
+  const m = TOKEN_FORMAT.exec(token);
+  if (m === null) return null;
+  if (m[1] === undefined) return 1;
+  return checkDigits(token.slice(0, -8)) === m[1] ? 2 : null;
+}
 
 /** The stored form of a token. */
 export function tokenHash(token: string): Buffer {
@@ -85,9 +109,10 @@ export async function createToken(
 }
 
 async function insertToken(client: pg.ClientBase, project: string, t: NewToken): Promise<string> {
-  const token = TOKEN_PREFIX + randomBytes(32).toString("base64url");
+  const body = TOKEN_PREFIX + randomBytes(32).toString("base64url");
+  const token = body + checkDigits(body);
   await client.query(
-    "INSERT INTO tokens (project_id, scope, hash, label, expires_at) SELECT id, $2, $3, $4, $5 FROM projects WHERE name = $1",
+    "INSERT INTO tokens (project_id, scope, hash, label, expires_at, format) SELECT id, $2, $3, $4, $5, 2 FROM projects WHERE name = $1",
     [project, t.scope, tokenHash(token), t.label ?? null, t.expiresAt ?? null],
   );
   return token;
@@ -203,15 +228,25 @@ const CACHE_MAX = 10_000;
 export class TokenChecker {
   private readonly cache = new Map<string, { answer: TokenCheck; until: number; expiresAt: number }>();
 
-  constructor(private readonly pool: pg.Pool) {}
+  /** Whether a valid token without check digits exists, and until when that answer holds. */
+  private legacy: { valid: Promise<boolean>; until: number } | null = null;
+
+  /** `onLookup`: called for each query of the tokens table (the server counts them). */
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly onLookup: () => void = () => undefined,
+  ) {}
 
   /** The token's principal, or why it is refused. */
   async check(token: string): Promise<TokenCheck> {
-    if (!token.startsWith(TOKEN_PREFIX) || token.length > 200) return { refused: "format" };
+    const format = tokenFormat(token);
+    if (format === null) return { refused: "format" };
     const key = tokenHash(token).toString("base64");
     const now = Date.now();
     const known = this.cache.get(key);
     if (known !== undefined && known.until > now) return known.expiresAt <= now ? { refused: "expired" } : known.answer;
+    if (format === 1 && !(await this.legacyValid(now))) return { refused: "format" };
+    this.onLookup();
     const result = await this.pool.query<{
       project_id: number;
       name: string;
@@ -241,6 +276,21 @@ export class TokenChecker {
     if (this.cache.size >= CACHE_MAX) this.cache.clear();
     this.cache.set(key, { answer, until: now + CACHE_MS, expiresAt });
     return expiresAt <= now ? { refused: "expired" } : answer;
+  }
+
+  /** Whether any token without check digits is still valid (asked at most once a minute). */
+  private legacyValid(now: number): Promise<boolean> {
+    if (this.legacy === null || this.legacy.until <= now) {
+      this.onLookup();
+      const valid = this.pool
+        .query<{ any: boolean }>(
+          "SELECT EXISTS (SELECT 1 FROM tokens WHERE format = 1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS any",
+        )
+        .then((r) => r.rows[0]?.any === true);
+      this.legacy = { valid, until: now + LEGACY_RECHECK_MS };
+      valid.catch(() => (this.legacy = null));
+    }
+    return this.legacy.valid;
   }
 
   /** The principal for a trusted proxy's user header: read access to `project` (which must exist). */

@@ -7,9 +7,12 @@
  */
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { get as httpGet } from "node:http";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
+import { DEFAULT_AUTH_FAILURES_PER_MINUTE } from "../../src/server/server.js";
 import { createToken, listTokens } from "../../src/server/tokens.js";
 import { RunSync } from "../../src/sync/run-sync.js";
 import { WIRE_VERSION, encodeBatch, type Batch, type BatchHeader } from "../../src/sync/wire.js";
@@ -298,6 +301,72 @@ describe("team server boundary", { skip }, () => {
       await assertRunEqual(server, runDir);
       const rows = await listTokens(server.pool, "proj");
       assert.equal(rows.filter((t) => t.scope === "write" && t.state === "valid").length, 2, "ci and the successor");
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("limits failed authentication per address (429, counted) and refuses a token that cannot exist without asking the database", async () => {
+    const { server, read } = await serverWithTokens(postgres.server);
+    try {
+      const lookups = (): Promise<number> => metric(server.url, "rankscope_server_token_lookups_total");
+      assert.equal((await call(server.url, "/api/runs", read)).status, 200);
+      const before = await lookups();
+      // The issue's attack: 900 requests from one address, each with a fresh bogus token.
+      const statuses = new Map<number, number>();
+      for (let i = 0; i < 900; i++) {
+        const bogus = `rsk_${randomBytes(32).toString("base64url")}${randomBytes(6).toString("base64url")}`;
+        const status = (await call(server.url, "/api/runs", bogus)).status;
+        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+      }
+      // The burst, and what the bucket refilled while the loop ran (a minute's worth at most).
+      const failed = statuses.get(401) ?? 0;
+      const limited = statuses.get(429) ?? 0;
+      assert.equal(failed + limited, 900, JSON.stringify([...statuses]));
+      assert.ok(
+        failed >= DEFAULT_AUTH_FAILURES_PER_MINUTE && failed < 2 * DEFAULT_AUTH_FAILURES_PER_MINUTE,
+        `${failed} × 401`,
+      );
+      assert.equal(await lookups(), before, "no bogus token reached the database");
+      assert.equal(await metric(server.url, 'rankscope_server_rejected_total{reason="token_format"}'), failed);
+      assert.equal(await metric(server.url, 'rankscope_server_rejected_total{reason="auth_rate"}'), limited);
+      const held = await call(server.url, "/api/runs", read);
+      assert.equal(held.status, 429, "the address is held, whatever token it presents");
+      assert.match(held.headers.get("retry-after") ?? "", /^\d+$/);
+      // Another address is not held back.
+      const other = await new Promise<number>((resolve, reject) => {
+        const url = new URL(`${server.url}/api/runs`);
+        httpGet(
+          {
+            host: url.hostname,
+            port: url.port,
+            path: url.pathname,
+            localAddress: "127.0.0.2",
+            headers: { Authorization: `Bearer ${read}` },
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode ?? 0);
+          },
+        ).on("error", reject);
+      });
+      assert.equal(other, 200);
+      // A token of the old format (no check digits) is looked up only while one such is valid: none here.
+      const server2 = await serverWithTokens(postgres.server);
+      try {
+        const oldLookups = await metric(server2.server.url, "rankscope_server_token_lookups_total");
+        for (let i = 0; i < 5; i++)
+          assert.equal(
+            (await call(server2.server.url, "/api/runs", `rsk_${randomBytes(32).toString("base64url")}`)).status,
+            401,
+          );
+        assert.ok(
+          (await metric(server2.server.url, "rankscope_server_token_lookups_total")) <= oldLookups + 1,
+          "one query: is any token of the old format still valid?",
+        );
+      } finally {
+        await server2.server.close();
+      }
     } finally {
       await server.close();
     }

@@ -15,6 +15,7 @@ interface ServerOptions {
   proxyUserHeader?: string;
   proxyProject?: string;
   rateLimit: string;
+  authFailures: string;
   poolSize: string;
 }
 
@@ -60,6 +61,7 @@ export function registerServerCommand(program: Command): void {
     )
     .option("--proxy-project <name>", "the project that --proxy-user-header's users read")
     .option("--rate-limit <n>", "requests per second per client", "200")
+    .option("--auth-failures <n>", "failed authentications per minute per client address, then 429", "30")
     .option("--pool-size <n>", "PostgreSQL connections at most", "10")
     .action(async (options: ServerOptions) => {
       const { startTeamServer } = await import("../../server/server.js");
@@ -72,6 +74,7 @@ export function registerServerCommand(program: Command): void {
         host: options.host,
         port: integer("--port", options.port, 0, 65535),
         rateLimit: integer("--rate-limit", options.rateLimit, 1, 1_000_000),
+        authFailuresPerMinute: integer("--auth-failures", options.authFailures, 1, 1_000_000),
         poolSize: integer("--pool-size", options.poolSize, 1, 1000),
         ...(options.tlsCert !== undefined && options.tlsKey !== undefined
           ? { tlsCert: options.tlsCert, tlsKey: options.tlsKey }
