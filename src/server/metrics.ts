@@ -68,6 +68,18 @@ export class ServerMetrics {
     registers: [this.registry],
   });
 
+  /** `rankscope_server_inflating_bytes`: what the ingest requests hold inflated now. */
+  watchInflating(budget: { readonly used: number }): void {
+    new Gauge({
+      name: "rankscope_server_inflating_bytes",
+      help: "Bytes of batches inflated and held by ingest requests now (bounded by the server's inflate budget)",
+      registers: [this.registry],
+      collect() {
+        this.set(budget.used);
+      },
+    });
+  }
+
   constructor(pool: pg.Pool) {
     new Gauge({
       name: "rankscope_server_db_pool_connections",

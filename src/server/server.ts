@@ -27,7 +27,14 @@ import { rankscopeVersion } from "../run/run-files.js";
 import { StaticFiles } from "../ui/static.js";
 import { AuthRefused, ServerAuth, requireWrite, sendLoginPage, type ProxyAuth } from "./auth.js";
 import { createPool } from "./db.js";
-import { DEFAULT_INGEST_LIMITS, ingestBatch, runState, type IngestLimits } from "./ingest-route.js";
+import {
+  DEFAULT_INGEST_LIMITS,
+  InflateBudget,
+  InflateBusy,
+  ingestBatch,
+  runState,
+  type IngestLimits,
+} from "./ingest-route.js";
 import { ServerMetrics } from "./metrics.js";
 import { createPostgresSource } from "./pg-source.js";
 import { RateLimiter } from "./rate-limit.js";
@@ -128,6 +135,8 @@ class Router {
   /** Set by `close`: `/readyz` answers 503 so a load balancer stops sending. */
   stopping = false;
   private readonly limits: IngestLimits;
+  /** Bytes inflated by all ingest requests at once. */
+  readonly inflating: InflateBudget;
   private readonly files: StaticFiles;
   private readonly version = rankscopeVersion();
 
@@ -142,6 +151,7 @@ class Router {
     options: TeamServerOptions,
   ) {
     this.limits = options.ingestLimits ?? DEFAULT_INGEST_LIMITS;
+    this.inflating = new InflateBudget(this.limits.maxInflatingBytes ?? DEFAULT_INGEST_LIMITS.maxInflatingBytes);
     this.files = new StaticFiles(options.webDir ?? defaultWebDir());
   }
 
@@ -169,6 +179,7 @@ class Router {
         countFailure(this.metrics, status, error);
         done(status, undefined, status === 500 ? error : undefined);
         const message = error instanceof HttpError ? error.message : "internal error; the server's log says more";
+        if (error instanceof InflateBusy && !res.headersSent) res.setHeader("Retry-After", String(error.retryAfterS));
         if (res.headersSent) res.destroy();
         else sendJson(req, res, status, { error: message }).catch(() => res.destroy());
       },
@@ -254,7 +265,7 @@ class Router {
     if (url.pathname === "/api/ingest/v1/batch") {
       if (req.method !== "POST") throw new HttpError(405, "send batches with POST");
       requireWrite(principal);
-      const result = await ingestBatch(req, this.pool, principal.projectId, this.limits, this.metrics);
+      const result = await ingestBatch(req, this.pool, principal.projectId, this.limits, this.metrics, this.inflating);
       await sendJson(req, res, 200, {
         points: result.points,
         records: result.records,
@@ -349,6 +360,7 @@ export async function startTeamServer(options: TeamServerOptions): Promise<TeamS
   const failuresPerMinute = options.authFailuresPerMinute ?? DEFAULT_AUTH_FAILURES_PER_MINUTE;
   const failures = new RateLimiter(failuresPerMinute / 60, failuresPerMinute);
   const router = new Router(pool, metrics, auth, limiter, failures, log, options);
+  metrics.watchInflating(router.inflating);
   const server: Server = tls
     ? createHttpsServer(
         { cert: readFileSync(options.tlsCert ?? ""), key: readFileSync(options.tlsKey ?? "") },

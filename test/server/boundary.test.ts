@@ -6,9 +6,10 @@
  * Each refusal is counted by reason (`rankscope_server_rejected_total`).
  */
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { get as httpGet } from "node:http";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
@@ -17,6 +18,7 @@ import { createToken, listTokens } from "../../src/server/tokens.js";
 import { RunSync } from "../../src/sync/run-sync.js";
 import { WIRE_VERSION, encodeBatch, type Batch, type BatchHeader } from "../../src/sync/wire.js";
 import { REPO_ROOT, tempDir, waitFor } from "../helpers.js";
+import { freePort } from "../transport/support.js";
 import { openRun } from "../ui/seed.js";
 import { postgresForSuite, postgresMissing } from "./postgres.js";
 import { assertRunEqual, serverWithTokens } from "./support.js";
@@ -329,7 +331,13 @@ describe("team server boundary", { skip }, () => {
       );
       assert.equal(await lookups(), before, "no bogus token reached the database");
       assert.equal(await metric(server.url, 'rankscope_server_rejected_total{reason="token_format"}'), failed);
-      assert.equal(await metric(server.url, 'rankscope_server_rejected_total{reason="auth_rate"}'), limited);
+      // Past the failures' bound (auth_rate), or the address's request rate (a bogus token has no bucket of its own).
+      assert.equal(
+        (await metric(server.url, 'rankscope_server_rejected_total{reason="auth_rate"}')) +
+          (await metric(server.url, 'rankscope_server_rejected_total{reason="rate"}')),
+        limited,
+      );
+      assert.ok((await metric(server.url, 'rankscope_server_rejected_total{reason="auth_rate"}')) > 0);
       const held = await call(server.url, "/api/runs", read);
       assert.equal(held.status, 429, "the address is held, whatever token it presents");
       assert.match(held.headers.get("retry-after") ?? "", /^\d+$/);
@@ -369,6 +377,65 @@ describe("team server boundary", { skip }, () => {
       }
     } finally {
       await server.close();
+    }
+  });
+
+  it("bounds the bytes inflated across requests: eight concurrent gzip bombs get 503 with Retry-After past the bound, counted, and the memory comes back", async () => {
+    const db = await postgres.server.createDatabase("bombs");
+    const env = { ...process.env, RANKSCOPE_DB_URL: db };
+    const main = join(REPO_ROOT, "dist/cli/main.js");
+    const write = execFileSync(
+      process.execPath,
+      [main, "server", "token", "create", "--project", "p", "--scope", "write"],
+      {
+        env,
+        encoding: "utf8",
+      },
+    ).trim();
+    const port = await freePort();
+    const child = spawn(process.execPath, [main, "server", "--port", String(port)], { env, stdio: "ignore" });
+    const url = `http://127.0.0.1:${port}`;
+    /** The server's resident memory now, or at its peak, in MiB (Linux /proc). */
+    const memory = (field: "VmRSS" | "VmHWM"): number => {
+      const line = readFileSync(`/proc/${child.pid}/status`, "utf8")
+        .split("\n")
+        .find((l) => l.startsWith(`${field}:`));
+      return Number(/(\d+) kB/.exec(line ?? "")?.[1] ?? NaN) / 1024;
+    };
+    try {
+      await waitFor(async () => (await fetch(`${url}/healthz`).catch(() => null))?.status === 200, {
+        timeoutMs: 60_000,
+        what: "the server to answer",
+      });
+      const base = memory("VmRSS");
+      // Each inflates to 120 MiB (under the 128 MiB a request may), about 120 KB gzipped.
+      const raw = Buffer.alloc(120 * 1024 * 1024);
+      raw.writeUInt32LE(0x31425352, 0);
+      raw.writeUInt32LE(100 * 1024 * 1024, 4);
+      const bomb = gzipSync(raw);
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, () => call(url, "/api/ingest/v1/batch", write, { method: "POST", body: bomb })),
+      );
+      const busy = answers.filter((a) => a.status === 503);
+      assert.ok(busy.length > 0, answers.map((a) => a.status).join(" "));
+      for (const a of busy) {
+        assert.match(a.text, /inflating 268435456 bytes of batches at once/);
+        assert.match(a.headers.get("retry-after") ?? "", /^\d+$/);
+      }
+      assert.ok(
+        answers.every((a) => a.status === 503 || a.status === 400),
+        answers.map((a) => a.status).join(" "),
+      );
+      assert.equal(await metric(url, 'rankscope_server_rejected_total{reason="inflate_busy"}'), busy.length);
+      assert.equal(await metric(url, "rankscope_server_inflating_bytes"), 0);
+      // Eight requests of 120 MiB held at once took 1.3 GB; the bound keeps it to a fraction.
+      assert.ok(memory("VmHWM") < base + 600, `peak ${memory("VmHWM")} MiB, ${base} MiB at rest`);
+      await waitFor(() => memory("VmRSS") < base + 100, {
+        timeoutMs: 30_000,
+        what: `the memory to come back (${memory("VmRSS")} MiB now, ${base} MiB before)`,
+      });
+    } finally {
+      child.kill("SIGKILL");
     }
   });
 });
