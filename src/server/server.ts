@@ -79,6 +79,8 @@ export interface TeamServer {
 
 const DEFAULT_SERVER_PORT = 7008;
 export const DEFAULT_AUTH_FAILURES_PER_MINUTE = 30;
+export const DEFAULT_RATE_LIMIT = 200;
+export const DEFAULT_POOL_SIZE = 10;
 
 /** A request's client for rate limiting: its token's hash (a token of a format the server makes), else its address. */
 function clientOf(req: IncomingMessage): string {
@@ -340,7 +342,7 @@ async function listen(
 export async function startTeamServer(options: TeamServerOptions): Promise<TeamServer> {
   const pool = createPool({
     url: options.db,
-    max: options.poolSize ?? 10,
+    max: options.poolSize ?? DEFAULT_POOL_SIZE,
     statementTimeoutMs: options.statementTimeoutMs ?? 30_000,
   });
   try {
@@ -356,7 +358,10 @@ export async function startTeamServer(options: TeamServerOptions): Promise<TeamS
   const metrics = new ServerMetrics(pool);
   const tls = options.tlsCert !== undefined && options.tlsKey !== undefined;
   const auth = new ServerAuth(new TokenChecker(pool, () => metrics.tokenLookups.inc()), options.proxy, tls);
-  const limiter = new RateLimiter(options.rateLimit ?? 200, (options.rateLimit ?? 200) * 2);
+  const limiter = new RateLimiter(
+    options.rateLimit ?? DEFAULT_RATE_LIMIT,
+    (options.rateLimit ?? DEFAULT_RATE_LIMIT) * 2,
+  );
   const failuresPerMinute = options.authFailuresPerMinute ?? DEFAULT_AUTH_FAILURES_PER_MINUTE;
   const failures = new RateLimiter(failuresPerMinute / 60, failuresPerMinute);
   const router = new Router(pool, metrics, auth, limiter, failures, log, options);

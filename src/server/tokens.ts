@@ -218,12 +218,12 @@ type TokenRefusal = "format" | "unknown" | "revoked" | "expired";
 export type TokenCheck = { readonly principal: Principal } | { readonly refused: TokenRefusal };
 
 /** How long a checked token is trusted without asking the database again. */
-const CACHE_MS = 5_000;
+export const TOKEN_CACHE_MS = 5_000;
 const CACHE_MAX = 10_000;
 
 /**
  * Checks tokens against the database, keeping each answer a few seconds (a revocation takes
- * effect within `CACHE_MS` on every server) so a dashboard's polling does not query per request.
+ * effect within `TOKEN_CACHE_MS` on every server) so a dashboard's polling does not query per request.
  */
 export class TokenChecker {
   private readonly cache = new Map<string, { answer: TokenCheck; until: number; expiresAt: number }>();
@@ -274,7 +274,7 @@ export class TokenChecker {
               },
             };
     if (this.cache.size >= CACHE_MAX) this.cache.clear();
-    this.cache.set(key, { answer, until: now + CACHE_MS, expiresAt });
+    this.cache.set(key, { answer, until: now + TOKEN_CACHE_MS, expiresAt });
     return expiresAt <= now ? { refused: "expired" } : answer;
   }
 

@@ -29,7 +29,7 @@ export const WIRE_VERSION = 1;
 const MAGIC = 0x31425352; // "RSB1" little-endian
 
 /** Caps a batch must respect (the server refuses more with a 413 or 400). */
-const WIRE_LIMITS = {
+export const WIRE_LIMITS = {
   /** Series segments per batch. */
   segments: 20_000,
   /** Points per batch, all segments together. */

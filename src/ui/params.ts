@@ -22,7 +22,7 @@ export const MAX_BATCH_LINES = 200;
 export const MAX_BATCH_POINTS = 200_000;
 
 /** Characters of one query parameter (its name or its value) at most. */
-const MAX_PARAM_CHARS = 100_000;
+export const MAX_PARAM_CHARS = 100_000;
 
 /**
  * Every parameter's name and value is text a database can hold: no NUL, no lone surrogate, at
