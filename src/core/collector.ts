@@ -19,6 +19,7 @@ import { getReduceDefinition } from "./registry.js";
 import { processWide } from "./process-wide.js";
 import { StepTimings } from "./step-timing.js";
 import { watchForNoLogger } from "./no-logger.js";
+import { STRING_LIMITS, stringProblem } from "./string-limits.js";
 import type { KeyState } from "./key-state.js";
 import { isReportingWorker, linkWorkerCollector, workerGatherer } from "./worker-link.js";
 import {
@@ -148,6 +149,12 @@ export class Collector {
         );
       }
       return existing;
+    }
+    const keyProblem = stringProblem(key, STRING_LIMITS.name);
+    if (keyProblem !== undefined) {
+      throw new TypeError(
+        `recordMetric key ${JSON.stringify(key.slice(0, 80))}${key.length > 80 ? "…" : ""} ${keyProblem}: the team server and the dashboard keep keys of at most ${STRING_LIMITS.name} characters of valid text`,
+      );
     }
     if (typeof reduce !== "string") {
       throw new TypeError(

@@ -7,9 +7,8 @@
 import { getReduceDefinition } from "./registry.js";
 import { describe, isCount } from "./accumulators/state-check.js";
 import { isRecord } from "./json.js";
+import { STRING_LIMITS, stringProblem } from "./string-limits.js";
 
-/** Longest metric key accepted from another process (characters). */
-const MAX_KEY_LENGTH = 4096;
 /** Longest reduce name accepted from another process (`quantiles(0.5,0.9,…)` included). */
 const MAX_REDUCE_NAME_LENGTH = 256;
 
@@ -27,9 +26,8 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 /** What is wrong with a key name received from another process, or undefined. */
 export function keyNameProblem(key: unknown): string | undefined {
   if (typeof key !== "string" || key.length === 0) return "its key must be a non-empty string";
-  return key.length > MAX_KEY_LENGTH
-    ? `its key is ${key.length} characters long (at most ${MAX_KEY_LENGTH})`
-    : undefined;
+  const problem = stringProblem(key, STRING_LIMITS.name);
+  return problem === undefined ? undefined : `its key ${problem}`;
 }
 
 /** What is wrong with a reduce name received from another process, or undefined (unknown names are the reduce step's to report). */

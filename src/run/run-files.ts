@@ -12,6 +12,7 @@ import { writeFileAtomic } from "../io/atomic-write.js";
 import { join } from "node:path";
 import { describeError, reportError } from "../core/diagnostics.js";
 import { isRecord } from "../core/json.js";
+import { stringProblem } from "../core/string-limits.js";
 
 // The one redaction rule lives in core (every path that stores user values uses it); re-exported here.
 export { DEFAULT_SECRET_KEY_PATTERNS, REDACTED, redactSecrets } from "../core/redact.js";
@@ -108,21 +109,22 @@ export const VERSION_FILE = "version.json";
 export function validateRunMeta(options: { tags?: unknown; group?: unknown }): RunMeta | undefined {
   const { tags, group } = options;
   if (tags === undefined && group === undefined) return undefined;
-  const isTag = (t: unknown): t is string => typeof t === "string" && t.length > 0 && t.length <= 256;
+  const isTag = (t: unknown): t is string =>
+    typeof t === "string" && t.length > 0 && stringProblem(t, 256) === undefined;
   let tagList: readonly string[] = [];
   if (tags !== undefined) {
     if (!Array.isArray(tags) || tags.length > 100 || !tags.every(isTag)) {
       throw new TypeError(
-        `tags must be an array of at most 100 non-empty strings (up to 256 characters each), e.g. ["baseline", "lr-sweep"]; got ${JSON.stringify(tags)}`,
+        `tags must be an array of at most 100 non-empty strings (up to 256 characters each, no NUL or lone surrogate), e.g. ["baseline", "lr-sweep"]; got ${JSON.stringify(tags)}`,
       );
     }
     tagList = tags;
   }
   let groupName: string | null = null;
   if (group !== undefined && group !== null) {
-    if (typeof group !== "string" || group.length === 0 || group.length > 256) {
+    if (typeof group !== "string" || group.length === 0 || stringProblem(group, 256) !== undefined) {
       throw new TypeError(
-        `group must be a non-empty string of up to 256 characters, e.g. "sweep-3"; got ${JSON.stringify(group)}`,
+        `group must be a non-empty string of up to 256 characters (no NUL or lone surrogate), e.g. "sweep-3"; got ${JSON.stringify(group)}`,
       );
     }
     groupName = group;

@@ -19,6 +19,24 @@ export interface ProxyAuth {
 
 const COOKIE = "rankscope_server_token";
 
+/** What a 401 says, by why the token was refused. */
+const TOKEN_REFUSALS = {
+  format: "the token is not valid here (not a token this server makes)",
+  unknown: "the token is not valid here (unknown or revoked)",
+  revoked: "the token is not valid here (unknown or revoked)",
+  expired: "the token has expired; create a new one (rankscope server token create, or token rotate before it expires)",
+} as const;
+
+/** A 401 for a presented token, with why (the server counts it as `token_<why>`). */
+export class AuthRefused extends HttpError {
+  constructor(
+    readonly why: keyof typeof TOKEN_REFUSALS,
+    message: string,
+  ) {
+    super(401, message);
+  }
+}
+
 function cookie(header: string | undefined): string | undefined {
   for (const part of (header ?? "").split(";")) {
     const eq = part.indexOf("=");
@@ -75,8 +93,9 @@ export class ServerAuth {
         "this server needs a project token: send Authorization: Bearer TOKEN, or open the dashboard with ?token=TOKEN (rankscope server token create --project P --scope read)",
       );
     }
-    const p = await this.tokens.check(token);
-    if (p === null) throw new HttpError(401, "the token is not valid here (unknown or revoked)");
+    const checked = await this.tokens.check(token);
+    if ("refused" in checked) throw new AuthRefused(checked.refused, TOKEN_REFUSALS[checked.refused]);
+    const p = checked.principal;
     if (fromQuery)
       res.setHeader(
         "Set-Cookie",

@@ -1,77 +1,213 @@
 /**
  * The ingest API: `POST /api/ingest/v1/batch` (a gzipped batch, `src/sync/wire.ts`) and
  * `GET /api/ingest/v1/state?run=` (how far the server has each series, records and file of a run,
- * where a sync resumes from). The body is read with a byte limit before anything is parsed, and
- * inflated with a limit on its output, so an oversized or "zip bomb" batch costs the server only
- * its limit; a malformed one is a 400 saying what was wrong; nothing of a refused batch is stored.
+ * where a sync resumes from). The body is inflated as it arrives (never held compressed), with a
+ * limit on what arrives, on what one request inflates to, and on what all requests hold inflated
+ * together (`InflateBudget`: past it a 503 with `Retry-After`), so an oversized batch or a "zip
+ * bomb" — one or many at once — costs the server only its limits; a body that is not a batch is
+ * refused at its first bytes. A malformed batch is a 400 saying what was wrong; nothing of a
+ * refused batch is stored.
  */
 import type { IncomingMessage } from "node:http";
-import { promisify } from "node:util";
-import { gunzip } from "node:zlib";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import { createGunzip, type Gunzip } from "node:zlib";
 import type pg from "pg";
-import { WireError, checkRunId, decodeBatch } from "../sync/wire.js";
+import { WireError, checkRunId, decodeBatch, type RefusedPart } from "../sync/wire.js";
 import { HttpError } from "../ui/security.js";
 import { inTransaction, sqlState } from "./db.js";
 import { ConflictError, applyBatch, type IngestResult } from "./ingest.js";
 import type { ServerMetrics } from "./metrics.js";
 
-const gunzipAsync = promisify(gunzip);
-
-/** Limits of one ingest request. */
+/** Limits of ingest requests. */
 export interface IngestLimits {
   /** Bytes of the (compressed) body at most. */
   readonly maxBodyBytes: number;
   /** Bytes of the inflated batch at most. */
   readonly maxBatchBytes: number;
+  /** Bytes inflated and held by all ingest requests together at most (default 256 MiB); past it: 503. */
+  readonly maxInflatingBytes?: number;
 }
 
-export const DEFAULT_INGEST_LIMITS: IngestLimits = { maxBodyBytes: 32 * 1024 * 1024, maxBatchBytes: 128 * 1024 * 1024 };
+export const DEFAULT_INGEST_LIMITS = {
+  maxBodyBytes: 32 * 1024 * 1024,
+  maxBatchBytes: 128 * 1024 * 1024,
+  maxInflatingBytes: 256 * 1024 * 1024,
+} as const satisfies IngestLimits;
 
-/** The request's body, refused with a 413 past `max` bytes (by Content-Length at once, else as it arrives). */
-async function readBody(req: IncomingMessage, max: number): Promise<Buffer> {
-  const declared = Number(req.headers["content-length"] ?? NaN);
-  if (Number.isFinite(declared) && declared > max)
-    throw new HttpError(
-      413,
-      `the body is ${declared} bytes; this server takes at most ${max} per request (split the batch)`,
-    );
-  const parts: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk));
-    size += b.length;
-    if (size > max) {
-      req.resume();
+/** Seconds a request refused for the inflate budget is told to wait. */
+const BUSY_RETRY_S = 2;
+
+/** Bytes given back after which an idle budget asks for a garbage collection. */
+const COLLECT_AFTER_BYTES = 64 * 1024 * 1024;
+
+/**
+ * V8's `gc()`, exposed at run time: inflated batches are large buffers only a collection frees,
+ * and nothing else may allocate enough to start one after a burst, so memory would stay taken.
+ */
+function collector(): (() => void) | null {
+  try {
+    setFlagsFromString("--expose-gc");
+    const gc: unknown = runInNewContext("gc");
+    return typeof gc === "function" ? () => void gc() : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Inflated bytes held by all of a server's ingest requests, against one bound. Once the requests
+ * holding them are done and much was given back, it asks for a collection (at most once a second)
+ * so the memory goes back to the system.
+ */
+export class InflateBudget {
+  used = 0;
+  private given = 0;
+  private collecting: NodeJS.Timeout | null = null;
+  private readonly gc = collector();
+
+  constructor(readonly max: number) {}
+
+  /** Hold `n` more bytes; false (nothing held) when that would pass the bound. */
+  take(n: number): boolean {
+    if (this.used + n > this.max) return false;
+    this.used += n;
+    return true;
+  }
+
+  give(n: number): void {
+    this.used -= n;
+    this.given += n;
+    if (this.used > 0 || this.given < COLLECT_AFTER_BYTES || this.collecting !== null || this.gc === null) return;
+    const gc = this.gc;
+    this.collecting = setTimeout(() => {
+      this.given = 0;
+      gc();
+      this.collecting = setTimeout(() => (this.collecting = null), 1000).unref();
+    }, 0).unref();
+  }
+}
+
+/** The server is inflating all it may at once: a 503 with `Retry-After`. */
+export class InflateBusy extends HttpError {
+  readonly retryAfterS = BUSY_RETRY_S;
+
+  constructor(max: number) {
+    super(503, `this server is inflating ${max} bytes of batches at once, its bound; send again in ${BUSY_RETRY_S} s`);
+  }
+}
+
+/** One request's inflated bytes as they arrive, against its limits and the server's budget. */
+class Inflating {
+  readonly chunks: Buffer[] = [];
+  /** Bytes held of the budget. */
+  held = 0;
+  received = 0;
+
+  constructor(
+    private readonly limits: IngestLimits,
+    private readonly budget: InflateBudget,
+  ) {}
+
+  get maxBodyBytes(): number {
+    return this.limits.maxBodyBytes;
+  }
+
+  /** Keep `chunk` of the inflated batch; throws the refusal once a limit is passed. */
+  add(chunk: Buffer): void {
+    if (this.held + chunk.length > this.limits.maxBatchBytes)
+      throw new HttpError(413, `the batch inflates to more than ${this.limits.maxBatchBytes} bytes`);
+    if (!this.budget.take(chunk.length)) throw new InflateBusy(this.budget.max);
+    this.held += chunk.length;
+    this.chunks.push(chunk);
+    // Refused at its first bytes when it is not a batch at all.
+    if (this.chunks.length === 1 && chunk.length >= 4 && chunk.readUInt32LE(0) !== BATCH_MAGIC)
+      throw new HttpError(400, "malformed batch: not a rankscope ingest batch (it does not start with RSB1)");
+  }
+
+  /** Count a chunk of the body as it arrived; a 413 past the body limit. */
+  arrived(n: number): void {
+    this.received += n;
+    if (this.received > this.limits.maxBodyBytes)
       throw new HttpError(
         413,
-        `the body is over ${max} bytes; this server takes at most ${max} per request (split the batch)`,
+        `the body is over ${this.limits.maxBodyBytes} bytes; this server takes at most ${this.limits.maxBodyBytes} per request (split the batch)`,
       );
-    }
-    parts.push(b);
   }
-  return Buffer.concat(parts);
+
+  /**
+   * The inflated batch in one buffer. Joining pieces holds them twice for a moment: that copy is
+   * taken from the budget too, and the pieces go back once joined.
+   */
+  joined(): Buffer {
+    if (this.chunks.length === 1) return this.chunks[0] ?? Buffer.alloc(0);
+    if (!this.budget.take(this.held)) throw new InflateBusy(this.budget.max);
+    const out = Buffer.concat(this.chunks, this.held);
+    this.chunks.length = 0;
+    this.budget.give(this.held);
+    return out;
+  }
+
+  release(): void {
+    this.budget.give(this.held);
+    this.held = 0;
+    this.chunks.length = 0;
+  }
 }
 
-/** Inflate a gzipped body with a limit on what it inflates to. */
-async function inflate(body: Buffer, req: IncomingMessage, limits: IngestLimits): Promise<Buffer> {
+/** `RSB1` little-endian: a batch's first four bytes (`src/sync/wire.ts`). */
+const BATCH_MAGIC = 0x31425352;
+
+/** zlib's output pieces: large enough to be whole mappings the allocator hands back to the system. */
+const INFLATE_CHUNK = 1024 * 1024;
+
+/**
+ * Read the body, inflating it as it arrives (gzip) or as it is (identity), into `into`. On a
+ * refusal the rest of the body is drained, not kept.
+ */
+async function inflateBody(req: IncomingMessage, into: Inflating): Promise<Buffer> {
   const encoding = String(req.headers["content-encoding"] ?? "identity").toLowerCase();
-  if (encoding === "identity") {
-    if (body.length > limits.maxBatchBytes) throw new HttpError(413, `the batch is over ${limits.maxBatchBytes} bytes`);
-    return body;
-  }
-  if (encoding !== "gzip")
+  if (encoding !== "gzip" && encoding !== "identity")
     throw new HttpError(415, `Content-Encoding must be gzip or identity, got ${JSON.stringify(encoding.slice(0, 40))}`);
-  try {
-    return await gunzipAsync(body, { maxOutputLength: limits.maxBatchBytes });
-  } catch (error) {
-    if (
-      error instanceof RangeError ||
-      (error instanceof Error && "code" in error && error.code === "ERR_BUFFER_TOO_LARGE")
-    ) {
-      throw new HttpError(413, `the batch inflates to more than ${limits.maxBatchBytes} bytes`);
-    }
-    throw new HttpError(400, "the body is not valid gzip");
+  const declared = Number(req.headers["content-length"] ?? NaN);
+  if (Number.isFinite(declared) && declared > into.maxBodyBytes) {
+    req.resume();
+    throw new HttpError(
+      413,
+      `the body is ${declared} bytes; this server takes at most ${into.maxBodyBytes} per request (split the batch)`,
+    );
   }
+  const gunzip: Gunzip | null = encoding === "gzip" ? createGunzip({ chunkSize: INFLATE_CHUNK }) : null;
+  try {
+    if (gunzip === null) {
+      for await (const chunk of req) {
+        const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk));
+        into.arrived(b.length);
+        into.add(b);
+      }
+    } else {
+      req.on("data", (b: Buffer) => {
+        try {
+          into.arrived(b.length);
+        } catch (error) {
+          gunzip.destroy(error instanceof Error ? error : new Error(String(error)));
+        }
+      });
+      req.pipe(gunzip);
+      try {
+        for await (const chunk of gunzip) into.add(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
+      } catch (error) {
+        if (error instanceof HttpError) throw error;
+        throw new HttpError(400, "the body is not valid gzip");
+      }
+    }
+  } catch (error) {
+    gunzip?.destroy();
+    req.unpipe();
+    req.resume();
+    throw error;
+  }
+  return into.joined();
 }
 
 /** Read, check and apply one batch for a project. */
@@ -81,10 +217,32 @@ export async function ingestBatch(
   projectId: number,
   limits: IngestLimits,
   metrics: ServerMetrics,
-): Promise<IngestResult> {
-  const body = await readBody(req, limits.maxBodyBytes);
-  metrics.bodyBytes.inc(body.length);
-  const raw = await inflate(body, req, limits);
+  budget: InflateBudget,
+): Promise<IngestResult & { refused: readonly RefusedPart[] }> {
+  const inflating = new Inflating(limits, budget);
+  try {
+    return await ingestInflated(req, pool, projectId, metrics, inflating);
+  } catch (error) {
+    if (error instanceof InflateBusy) metrics.rejected.inc({ reason: "inflate_busy" });
+    throw error;
+  } finally {
+    inflating.release();
+  }
+}
+
+async function ingestInflated(
+  req: IncomingMessage,
+  pool: pg.Pool,
+  projectId: number,
+  metrics: ServerMetrics,
+  inflating: Inflating,
+): Promise<IngestResult & { refused: readonly RefusedPart[] }> {
+  let raw: Buffer;
+  try {
+    raw = await inflateBody(req, inflating);
+  } finally {
+    metrics.bodyBytes.inc(inflating.received);
+  }
   let batch;
   try {
     batch = decodeBatch(raw);
@@ -92,6 +250,9 @@ export async function ingestBatch(
     if (error instanceof WireError) throw new HttpError(400, `malformed batch: ${error.message}`);
     throw error;
   }
+  // Parts holding a string past the limits were left out; the rest lands, and the answer names them.
+  const refused = batch.refused ?? [];
+  if (refused.length > 0) metrics.rejected.inc({ reason: "string" }, refused.length);
   const started = performance.now();
   let result: IngestResult;
   try {
@@ -112,7 +273,7 @@ export async function ingestBatch(
   const updatedAt = batch.header.meta?.updatedAt;
   if (updatedAt !== undefined && updatedAt !== null)
     metrics.syncLag.observe(Math.max(0, (Date.now() - updatedAt) / 1000));
-  return result;
+  return { ...result, refused };
 }
 
 /** What the server has of a run: where each series, the records and each file continue from. */

@@ -45,6 +45,11 @@ export class ServerMetrics {
     help: "Compressed ingest bytes received",
     registers: [this.registry],
   });
+  readonly tokenLookups = new Counter({
+    name: "rankscope_server_token_lookups_total",
+    help: "Queries of the tokens table (a token not in the cache, of a format the server makes)",
+    registers: [this.registry],
+  });
   readonly errors = new Counter({
     name: "rankscope_server_errors_total",
     help: "Requests that failed inside the server (500s)",
@@ -62,6 +67,18 @@ export class ServerMetrics {
     buckets: [0.005, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2, 5],
     registers: [this.registry],
   });
+
+  /** `rankscope_server_inflating_bytes`: what the ingest requests hold inflated now. */
+  watchInflating(budget: { readonly used: number }): void {
+    new Gauge({
+      name: "rankscope_server_inflating_bytes",
+      help: "Bytes of batches inflated and held by ingest requests now (bounded by the server's inflate budget)",
+      registers: [this.registry],
+      collect() {
+        this.set(budget.used);
+      },
+    });
+  }
 
   constructor(pool: pg.Pool) {
     new Gauge({

@@ -1,7 +1,8 @@
 /**
- * Requests per client per second, as a token bucket per client (a token's hash, else the address):
- * a client past its rate gets a 429 with `Retry-After` instead of the server's time. Buckets are
- * per server process (several servers behind a balancer each allow the rate).
+ * Requests per client per second, as a token bucket per client (a well-formed token's hash, else
+ * the address): a client past its rate gets a 429 with `Retry-After` instead of the server's time.
+ * The server keeps a second one of failed authentications per address. Buckets are per server
+ * process (several servers behind a balancer each allow the rate).
  */
 
 /** A bucket per client: `rate` requests a second on average, `burst` at once. */
@@ -13,6 +14,14 @@ export class RateLimiter {
     private readonly burst: number,
     private readonly now: () => number = Date.now,
   ) {}
+
+  /** `take` without taking: 0 when a request of `client` could go ahead now, else the milliseconds until it could. */
+  peek(client: string): number {
+    const b = this.buckets.get(client);
+    if (b === undefined) return 0;
+    const tokens = Math.min(this.burst, b.tokens + ((this.now() - b.at) / 1000) * this.rate);
+    return tokens >= 1 ? 0 : Math.ceil(((1 - tokens) / this.rate) * 1000);
+  }
 
   /** 0 when the request may go ahead, else the milliseconds until it may. */
   take(client: string): number {

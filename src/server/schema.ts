@@ -153,6 +153,18 @@ CREATE TABLE rank_timing (
 );
 `,
   },
+  {
+    version: 6,
+    name: "tokens expire",
+    sql: `ALTER TABLE tokens ADD COLUMN expires_at timestamptz;`,
+  },
+  {
+    version: 7,
+    name: "token formats (1: no check digits; 2: with them)",
+    // Tokens made before have no check digits (format 1); the server looks those up only while one
+    // is still valid.
+    sql: `ALTER TABLE tokens ADD COLUMN format smallint NOT NULL DEFAULT 1;`,
+  },
 ];
 
 /** The schema version this code needs. */

@@ -27,12 +27,20 @@ import { rankscopeVersion } from "../run/run-files.js";
 import { StaticFiles } from "../ui/static.js";
 import { ServerAuth, requireWrite, sendLoginPage, type ProxyAuth } from "./auth.js";
 import { createPool } from "./db.js";
-import { DEFAULT_INGEST_LIMITS, ingestBatch, runState, type IngestLimits } from "./ingest-route.js";
+import {
+  DEFAULT_INGEST_LIMITS,
+  InflateBudget,
+  InflateBusy,
+  ingestBatch,
+  runState,
+  type IngestLimits,
+} from "./ingest-route.js";
 import { ServerMetrics } from "./metrics.js";
 import { createPostgresSource } from "./pg-source.js";
 import { RateLimiter } from "./rate-limit.js";
 import { SCHEMA_VERSION, migrate } from "./schema.js";
-import { TokenChecker, tokenHash, type Principal } from "./tokens.js";
+import { TokenChecker, type Principal } from "./tokens.js";
+import { addressOf, checkProject, clientOf, countFailure, kindOf, presentsToken } from "./request-info.js";
 
 /** How to start a team server. */
 export interface TeamServerOptions {
@@ -49,6 +57,8 @@ export interface TeamServerOptions {
   readonly proxy?: ProxyAuth;
   /** Requests per second per client (default 200, bursts of 400). */
   readonly rateLimit?: number;
+  /** Failed authentications per client address per minute (default 30, bursts of 30); past it: 429. */
+  readonly authFailuresPerMinute?: number;
   readonly ingestLimits?: IngestLimits;
   /** PostgreSQL connections at most (default 10). */
   readonly poolSize?: number;
@@ -69,45 +79,17 @@ export interface TeamServer {
 }
 
 const DEFAULT_SERVER_PORT = 7008;
-
-/** A request's client for rate limiting: its token's hash, else its address. */
-function clientOf(req: IncomingMessage): string {
-  const auth = req.headers.authorization;
-  if (auth !== undefined && auth.startsWith("Bearer ")) return tokenHash(auth.slice(7)).toString("base64");
-  return req.socket.remoteAddress ?? "?";
-}
-
-/** The project a request names (`?project=`) must be its token's. */
-function checkProject(p: Principal, url: URL): void {
-  const named = url.searchParams.get("project");
-  if (named !== null && named !== "" && named !== p.project)
-    throw new HttpError(
-      403,
-      `this token belongs to another project; it cannot read or write project ${JSON.stringify(named.slice(0, 100))}`,
-    );
-}
-
-function kindOf(path: string): string {
-  if (path.startsWith("/api/ingest/")) return "ingest";
-  if (path.startsWith("/api/")) return "api";
-  if (path === "/healthz" || path === "/readyz" || path === "/metrics") return "ops";
-  return "static";
-}
-
-/** Counts a failed request under its reason (`ServerMetrics`). */
-function countFailure(metrics: ServerMetrics, status: number): void {
-  if (status === 500) metrics.errors.inc();
-  else if (status === 400 || status === 413 || status === 415)
-    metrics.rejected.inc({ reason: status === 400 ? "malformed" : "size" });
-  else if (status === 401 || status === 403) metrics.rejected.inc({ reason: "auth" });
-  else if (status === 409) metrics.rejected.inc({ reason: "conflict" });
-}
+export const DEFAULT_AUTH_FAILURES_PER_MINUTE = 30;
+export const DEFAULT_RATE_LIMIT = 200;
+export const DEFAULT_POOL_SIZE = 10;
 
 /** What a request is routed with: the pool and everything built once per server. */
 class Router {
   /** Set by `close`: `/readyz` answers 503 so a load balancer stops sending. */
   stopping = false;
   private readonly limits: IngestLimits;
+  /** Bytes inflated by all ingest requests at once. */
+  readonly inflating: InflateBudget;
   private readonly files: StaticFiles;
   private readonly version = rankscopeVersion();
 
@@ -116,10 +98,13 @@ class Router {
     private readonly metrics: ServerMetrics,
     private readonly auth: ServerAuth,
     private readonly limiter: RateLimiter,
+    /** Failed authentications per address. */
+    private readonly failures: RateLimiter,
     private readonly log: pino.Logger,
     options: TeamServerOptions,
   ) {
     this.limits = options.ingestLimits ?? DEFAULT_INGEST_LIMITS;
+    this.inflating = new InflateBudget(this.limits.maxInflatingBytes ?? DEFAULT_INGEST_LIMITS.maxInflatingBytes);
     this.files = new StaticFiles(options.webDir ?? defaultWebDir());
   }
 
@@ -144,9 +129,10 @@ class Router {
       (principal) => done(res.statusCode, principal),
       (error: unknown) => {
         const status = error instanceof HttpError ? error.status : 500;
-        countFailure(this.metrics, status);
+        countFailure(this.metrics, status, error);
         done(status, undefined, status === 500 ? error : undefined);
         const message = error instanceof HttpError ? error.message : "internal error; the server's log says more";
+        if (error instanceof InflateBusy && !res.headersSent) res.setHeader("Retry-After", String(error.retryAfterS));
         if (res.headersSent) res.destroy();
         else sendJson(req, res, status, { error: message }).catch(() => res.destroy());
       },
@@ -192,10 +178,22 @@ class Router {
       res.setHeader("Retry-After", String(Math.ceil(wait / 1000)));
       throw new HttpError(429, `too many requests from this client; retry after ${wait} ms`);
     }
+    // An address past its failed authentications presents no more tokens for a while (no lookup).
+    const address = addressOf(req);
+    const held = presentsToken(req, url) ? this.failures.peek(address) : 0;
+    if (held > 0) {
+      this.metrics.rejected.inc({ reason: "auth_rate" });
+      res.setHeader("Retry-After", String(Math.ceil(held / 1000)));
+      throw new HttpError(
+        429,
+        `too many failed authentications from this address; retry after ${Math.ceil(held / 1000)} s`,
+      );
+    }
     let principal: Principal;
     try {
       principal = await this.auth.principal(req, res, url);
     } catch (error) {
+      if (error instanceof HttpError && error.status === 401 && presentsToken(req, url)) this.failures.take(address);
       if (
         error instanceof HttpError &&
         error.status === 401 &&
@@ -220,8 +218,13 @@ class Router {
     if (url.pathname === "/api/ingest/v1/batch") {
       if (req.method !== "POST") throw new HttpError(405, "send batches with POST");
       requireWrite(principal);
-      const result = await ingestBatch(req, this.pool, principal.projectId, this.limits, this.metrics);
-      await sendJson(req, res, 200, { points: result.points, records: result.records, fileBytes: result.fileBytes });
+      const result = await ingestBatch(req, this.pool, principal.projectId, this.limits, this.metrics, this.inflating);
+      await sendJson(req, res, 200, {
+        points: result.points,
+        records: result.records,
+        fileBytes: result.fileBytes,
+        refused: result.refused,
+      });
       return true;
     }
     if (url.pathname === "/api/ingest/v1/state") {
@@ -290,7 +293,7 @@ async function listen(
 export async function startTeamServer(options: TeamServerOptions): Promise<TeamServer> {
   const pool = createPool({
     url: options.db,
-    max: options.poolSize ?? 10,
+    max: options.poolSize ?? DEFAULT_POOL_SIZE,
     statementTimeoutMs: options.statementTimeoutMs ?? 30_000,
   });
   try {
@@ -305,9 +308,15 @@ export async function startTeamServer(options: TeamServerOptions): Promise<TeamS
       : pino({ base: { service: "rankscope-server" } }, options.log ?? process.stdout);
   const metrics = new ServerMetrics(pool);
   const tls = options.tlsCert !== undefined && options.tlsKey !== undefined;
-  const auth = new ServerAuth(new TokenChecker(pool), options.proxy, tls);
-  const limiter = new RateLimiter(options.rateLimit ?? 200, (options.rateLimit ?? 200) * 2);
-  const router = new Router(pool, metrics, auth, limiter, log, options);
+  const auth = new ServerAuth(new TokenChecker(pool, () => metrics.tokenLookups.inc()), options.proxy, tls);
+  const limiter = new RateLimiter(
+    options.rateLimit ?? DEFAULT_RATE_LIMIT,
+    (options.rateLimit ?? DEFAULT_RATE_LIMIT) * 2,
+  );
+  const failuresPerMinute = options.authFailuresPerMinute ?? DEFAULT_AUTH_FAILURES_PER_MINUTE;
+  const failures = new RateLimiter(failuresPerMinute / 60, failuresPerMinute);
+  const router = new Router(pool, metrics, auth, limiter, failures, log, options);
+  metrics.watchInflating(router.inflating);
   const server: Server = tls
     ? createHttpsServer(
         { cert: readFileSync(options.tlsCert ?? ""), key: readFileSync(options.tlsKey ?? "") },

@@ -15,6 +15,9 @@
  */
 import { promisify } from "node:util";
 import { gzip } from "node:zlib";
+import { warn } from "../core/diagnostics.js";
+import { isRecord } from "../core/json.js";
+import { STRING_LIMITS, stringProblem } from "../core/string-limits.js";
 import { concatSeries } from "../store/columns.js";
 import { runInfo } from "../store/reader.js";
 import { SyncClient, SyncConflict, type SyncTarget } from "./client.js";
@@ -83,8 +86,11 @@ export class RunSync {
   private readonly unacked = new Map<string, SeriesPiece>();
   private readonly maxBatchBytes: number;
   private readonly sendDeadlineMs: number;
-  /** Totals over this sync's life. */
-  readonly totals = { batches: 0, points: 0, records: 0, fileBytes: 0, conflicts: 0 };
+  /** Totals over this sync's life; `refused`: parts left out for a string past `STRING_LIMITS` (here or by the server). */
+  readonly totals = { batches: 0, points: 0, records: 0, fileBytes: 0, conflicts: 0, refused: 0 };
+  /** The refused parts, named (`part: reason`), the first 100. */
+  readonly refusedParts: string[] = [];
+  private readonly refusedSeen = new Set<string>();
 
   constructor(private readonly options: RunSyncOptions) {
     this.runId = options.runId ?? RunSync.runIdOf(options.runDir);
@@ -141,7 +147,7 @@ export class RunSync {
 
   private async tryPass(full: boolean): Promise<PassResult> {
     const start = { ...this.totals };
-    const meta = readMeta(this.options.runDir, this.runId);
+    const meta = this.checkedMeta(readMeta(this.options.runDir, this.runId));
     const cursors = await this.resumeIfNeeded(meta);
     const files = listFiles(this.options.runDir);
     const filesChanged = [...files].some(([path, size]) => size > (cursors.files.get(path) ?? 0));
@@ -199,6 +205,14 @@ export class RunSync {
   /** Every series' points past its cursor, one segment per series per batch. */
   private async addSeriesPieces(batch: Filling, cursors: Cursors): Promise<void> {
     for (const ref of listSeries(this.options.runDir)) {
+      const keyProblem = stringProblem(ref.key, STRING_LIMITS.name);
+      if (keyProblem !== undefined) {
+        this.refuse(
+          `${ref.kind} series ${JSON.stringify(ref.key.slice(0, 60))}… (rank ${ref.rank})`,
+          `its key ${keyProblem}`,
+        );
+        continue;
+      }
       const k = seriesKey(ref.kind, ref.key, ref.rank);
       if (ref.kind === "scalar") this.checkTail(batch.b, ref, k);
       for (let pieces = 0; ; pieces++) {
@@ -222,9 +236,14 @@ export class RunSync {
       const records = readRecords(this.options.runDir, cursors.records);
       if (records.length === 0) break;
       for (const r of records) {
+        cursors.records[r.kind] = Math.max(cursors.records[r.kind] ?? -1, r.seq);
+        const keyProblem = stringProblem(r.key, STRING_LIMITS.name);
+        if (keyProblem !== undefined) {
+          this.refuse(`${r.kind} ${JSON.stringify(r.key.slice(0, 60))}… #${r.seq}`, `its key ${keyProblem}`);
+          continue;
+        }
         batch.b.records.push(r);
         batch.b.bytes += r.data.length + r.key.length + 64;
-        cursors.records[r.kind] = Math.max(cursors.records[r.kind] ?? -1, r.seq);
         if (batch.b.bytes >= this.maxBatchBytes) await batch.flush();
       }
     }
@@ -317,8 +336,9 @@ export class RunSync {
   private async send(b: BatchBuilder): Promise<void> {
     const raw = b.encode(this.runId);
     const body = await gzipAsync(raw, { level: 1 });
+    let answer: unknown;
     try {
-      await this.client.call("POST", "api/ingest/v1/batch", {}, body, this.sendDeadlineMs);
+      answer = await this.client.call("POST", "api/ingest/v1/batch", {}, body, this.sendDeadlineMs);
     } catch (error) {
       this.cursors = null;
       this.sentMetaJson = "";
@@ -333,5 +353,44 @@ export class RunSync {
     this.totals.points += b.points;
     this.totals.records += b.records.length + b.alerts.length + (b.timings?.steps.length ?? 0);
     this.totals.fileBytes += b.fileBytes.reduce((n, x) => n + x.length, 0);
+    // What the server left out of it (a server with other limits than these): named and counted.
+    const refused = isRecord(answer) && Array.isArray(answer["refused"]) ? answer["refused"] : [];
+    for (const r of refused)
+      if (isRecord(r)) this.refuse(`the server: ${String(r["part"])}`, String(r["reason"]), false);
+  }
+
+  /** Count and name a part left out (once per part: a series refused stays refused on every pass). */
+  private refuse(part: string, reason: string, once = true): void {
+    if (once && this.refusedSeen.has(part)) return;
+    this.refusedSeen.add(part);
+    this.totals.refused++;
+    if (this.refusedParts.length < 100) this.refusedParts.push(`${part}: ${reason}`);
+    warn(
+      "sync.refused",
+      `sync of ${this.runId}: ${part} is not sent (${reason}); the rest of the run is (limits: docs/server.md)`,
+    );
+  }
+
+  /** The run's labels without a string past `STRING_LIMITS` (each left out is named and counted). */
+  private checkedMeta(meta: RunMeta): RunMeta {
+    const ok = (value: string, part: string, max: number = STRING_LIMITS.name): boolean => {
+      const problem = stringProblem(value, max);
+      if (problem !== undefined) this.refuse(part, `it ${problem}`);
+      return problem === undefined;
+    };
+    const params: RunMeta["params"] = {};
+    for (const [k, v] of Object.entries(meta.params)) {
+      const part = `hyperparameter ${JSON.stringify(k.slice(0, 60))}`;
+      if (ok(k, part) && (typeof v !== "string" || ok(v, part, STRING_LIMITS.paramValue))) params[k] = v;
+    }
+    const rankNames: RunMeta["rankNames"] = {};
+    for (const [k, v] of Object.entries(meta.rankNames)) if (ok(v, `rank ${k}'s name`)) rankNames[k] = v;
+    return {
+      ...meta,
+      tags: meta.tags.filter((t, i) => ok(t, `tag ${i}`)),
+      group: meta.group !== null && ok(meta.group, "the group") ? meta.group : null,
+      params,
+      rankNames,
+    };
   }
 }

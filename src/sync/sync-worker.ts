@@ -87,6 +87,7 @@ function sum(a: RunSync["totals"], b: RunSync["totals"]): RunSync["totals"] {
     records: a.records + b.records,
     fileBytes: a.fileBytes + b.fileBytes,
     conflicts: a.conflicts + b.conflicts,
+    refused: a.refused + b.refused,
   };
 }
 

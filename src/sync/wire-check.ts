@@ -9,6 +9,7 @@ import type { LostRank } from "../store/read-types.js";
 import { parseStragglerReport } from "../store/rank-timing.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 import { describeError } from "../core/diagnostics.js";
+import { STRING_LIMITS, stringProblem } from "../core/string-limits.js";
 import {
   WIRE_LIMITS,
   WIRE_VERSION,
@@ -17,6 +18,7 @@ import {
   type BatchHeader,
   type FileSegment,
   type RecordHeader,
+  type RefusedPart,
   type RunMeta,
   type SegmentHeader,
   type TimingHeader,
@@ -27,14 +29,26 @@ export function fail(message: string): never {
   throw new WireError(message);
 }
 
-const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+/** A string past `STRING_LIMITS`: only the part holding it is left out where the batch allows. */
+class StringError extends WireError {}
 
 function str(v: unknown, what: string, max: number = WIRE_LIMITS.name): string {
   if (typeof v !== "string") fail(`${what} must be a string`);
-  if (v.length > max) fail(`${what} is longer than ${max} characters`);
   // PostgreSQL text holds neither NUL nor half a surrogate pair: refused here, with a reason.
-  if (v.includes("\u0000") || LONE_SURROGATE.test(v)) fail(`${what} holds a NUL character or a lone UTF-16 surrogate`);
+  const problem = stringProblem(v, max);
+  if (problem !== undefined) throw new StringError(`${what} ${problem}`);
   return v;
+}
+
+/** `decode(v)`, or — for a string past the limits — `fallback`, the part named in `refused`. */
+function orRefused<T>(refused: RefusedPart[], part: string, decode: () => T, fallback: T): T {
+  try {
+    return decode();
+  } catch (error) {
+    if (!(error instanceof StringError)) throw error;
+    refused.push({ part, reason: error.message });
+    return fallback;
+  }
 }
 
 function nonEmpty(v: unknown, what: string): string {
@@ -220,28 +234,35 @@ function fileSegment(v: unknown, i: number): FileSegment {
   };
 }
 
-function scalarParams(v: unknown): Record<string, string | number | boolean | null> {
+function scalarParams(v: unknown, refused: RefusedPart[]): Record<string, string | number | boolean | null> {
   const p = rec(v, "meta.params");
   const out: Record<string, string | number | boolean | null> = {};
   const entries = Object.entries(p);
   if (entries.length > 1000) fail("meta.params holds more than 1000 parameters");
   for (const [k, value] of entries) {
-    str(k, "a meta.params name");
+    const what = `meta.params[${JSON.stringify(k.slice(0, 40))}]`;
+    if (!orRefused(refused, what, () => str(k, "a meta.params name"), null)) continue;
     if (value === null || typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value)))
       out[k] = value;
-    else out[k] = str(value, `meta.params[${JSON.stringify(k.slice(0, 40))}]`, 10_000);
+    else {
+      const text = orRefused(refused, what, () => str(value, what, STRING_LIMITS.paramValue), null);
+      if (text !== null) out[k] = text;
+    }
   }
   return out;
 }
 
-function meta(v: unknown): RunMeta {
+function meta(v: unknown, refused: RefusedPart[]): RunMeta {
   const m = rec(v, "meta");
-  const tags = list(m["tags"], "meta.tags", 1000).map((t, i) => str(t, `meta.tags[${i}]`));
+  const tags = list(m["tags"], "meta.tags", 1000).flatMap((t, i) =>
+    orRefused(refused, `meta.tags[${i}]`, () => [str(t, `meta.tags[${i}]`)], []),
+  );
   const names = rec(m["rankNames"], "meta.rankNames");
   const rankNames: Record<string, string> = {};
   for (const [k, name] of Object.entries(names).slice(0, 100_000)) {
     int(Number(k), "a meta.rankNames rank", RANK_MIN, RANK_MAX);
-    rankNames[k] = str(name, "a meta.rankNames name");
+    const checked = orRefused(refused, `meta.rankNames[${k}]`, () => str(name, "a meta.rankNames name"), null);
+    if (checked !== null) rankNames[k] = checked;
   }
   return {
     experiment: str(m["experiment"], "meta.experiment"),
@@ -252,8 +273,8 @@ function meta(v: unknown): RunMeta {
     updatedAt: nullableNum(m["updatedAt"], "meta.updatedAt"),
     resumeStep: num(m["resumeStep"], "meta.resumeStep"),
     tags,
-    group: nullableStr(m["group"], "meta.group"),
-    params: scalarParams(m["params"]),
+    group: orRefused(refused, "meta.group", () => nullableStr(m["group"], "meta.group"), null),
+    params: scalarParams(m["params"], refused),
     hparamsJson: str(m["hparamsJson"], "meta.hparamsJson", 10_000_000),
     rankNames,
     lostRanks:
@@ -265,14 +286,37 @@ function meta(v: unknown): RunMeta {
   };
 }
 
+/**
+ * A checked header, the parts left out of it (a string past the limits) and every segment in the
+ * body's order: its header, or — left out — its point count, so its columns are skipped.
+ */
+export interface CheckedHeader {
+  readonly header: BatchHeader;
+  readonly refused: RefusedPart[];
+  readonly segments: Array<SegmentHeader | number>;
+}
+
 /** The header of a batch, parsed from its JSON, checked field by field against the format and its caps. */
-export function checkHeader(parsed: unknown): BatchHeader {
+export function checkHeader(parsed: unknown): CheckedHeader {
   const h = rec(parsed, "the header");
   if (h["v"] !== WIRE_VERSION)
     fail(`the header's v must be ${WIRE_VERSION} (this server's format), got ${JSON.stringify(h["v"])}`);
   const run = checkRunId(nonEmpty(h["run"], "run"));
-  const series = list(h["series"], "series", WIRE_LIMITS.segments).map(segment);
-  const records = list(h["records"], "records", WIRE_LIMITS.records).map(record);
+  const refused: RefusedPart[] = [];
+  // A segment or record holding a string past the limits is left out (named in `refused`); a
+  // left-out segment's columns are skipped.
+  const segments = list(h["series"], "series", WIRE_LIMITS.segments).map((v, i) =>
+    orRefused(
+      refused,
+      `series[${i}]`,
+      (): SegmentHeader | number => segment(v, i),
+      int(rec(v, `series[${i}]`)["n"], `series[${i}].n`, 1, WIRE_LIMITS.points),
+    ),
+  );
+  const series = segments.filter((s): s is SegmentHeader => typeof s !== "number");
+  const records = list(h["records"], "records", WIRE_LIMITS.records).flatMap((v, i) =>
+    orRefused(refused, `records[${i}]`, () => [record(v, i)], []),
+  );
   const files = list(h["files"], "files", WIRE_LIMITS.files).map(fileSegment);
   const alerts =
     h["alerts"] === undefined ? undefined : list(h["alerts"], "alerts", WIRE_LIMITS.alerts).map(alertHeader);
@@ -285,9 +329,9 @@ export function checkHeader(parsed: unknown): BatchHeader {
     files,
     ...(alerts === undefined ? {} : { alerts }),
     ...(timings === undefined ? {} : { timings }),
-    ...(h["meta"] !== undefined ? { meta: meta(h["meta"]) } : {}),
+    ...(h["meta"] !== undefined ? { meta: meta(h["meta"], refused) } : {}),
   };
-  return header;
+  return { header, refused, segments };
 }
 
 /** Steps and walls finite; a scalar segment's steps strictly increasing, past `after`, ending at `cursor`. */

@@ -3,6 +3,7 @@
  * caps a batch must respect.
  */
 import type { LostRank } from "../store/read-types.js";
+import { STRING_LIMITS } from "../core/string-limits.js";
 
 /** Format version; the header's `v`. */
 export const WIRE_VERSION = 1;
@@ -25,8 +26,8 @@ export const WIRE_LIMITS = {
   /** Characters of one record's JSON. */
   recordChars: 1_000_000,
   files: 1_000,
-  /** Characters of a key, a tag, a group, a rank name. */
-  name: 1_000,
+  /** Characters of a key, a tag, a group, a rank name (`STRING_LIMITS`, the same everywhere). */
+  name: STRING_LIMITS.name,
   /** Header JSON bytes. */
   header: 64 * 1024 * 1024,
 } as const;
@@ -137,11 +138,20 @@ export interface BatchHeader {
   readonly files: FileSegment[];
 }
 
+/** A part of a batch the server left out (a string past `STRING_LIMITS`), and why; the rest lands. */
+export interface RefusedPart {
+  /** Where it was: `series[3] (scalar "loss…", rank 0)`, `meta.tags[1]`. */
+  readonly part: string;
+  readonly reason: string;
+}
+
 /** A decoded batch: the header, each segment's columns, each file segment's bytes. */
 export interface Batch {
   readonly header: BatchHeader;
   readonly columns: { steps: Float64Array; walls: Float64Array; values: Float64Array }[];
   readonly fileBytes: Buffer[];
+  /** Decoded only: the parts left out (absent or empty: none). */
+  readonly refused?: readonly RefusedPart[];
 }
 
 /** What was wrong with a batch; the server answers 400 with the message. */

@@ -23,6 +23,7 @@ import { checkHeader, checkSegment, fail } from "./wire-check.js";
 import { MAGIC, WIRE_LIMITS, type Batch, type RunMeta } from "./wire-types.js";
 
 export { checkRunId } from "./wire-check.js";
+export { WIRE_LIMITS } from "./wire-types.js";
 export {
   WIRE_VERSION,
   WireError,
@@ -31,6 +32,7 @@ export {
   type BatchHeader,
   type FileSegment,
   type RecordHeader,
+  type RefusedPart,
   type RunMeta,
   type SegmentHeader,
   type TimingHeader,
@@ -80,9 +82,9 @@ export function decodeBatch(body: Buffer): Batch {
   } catch {
     fail("the header is not JSON");
   }
-  const header = checkHeader(parsed);
-  const { series, files } = header;
-  const points = series.reduce((n, s) => n + s.n, 0);
+  const { header, refused, segments } = checkHeader(parsed);
+  const { files } = header;
+  const points = segments.reduce((n: number, s) => n + (typeof s === "number" ? s : s.n), 0);
   if (points > WIRE_LIMITS.points) fail(`the batch holds ${points} points, at most ${WIRE_LIMITS.points}`);
   const headEnd = 8 + headerLength;
   let o = headEnd + ((8 - (headEnd % 8)) % 8);
@@ -97,7 +99,11 @@ export function decodeBatch(body: Buffer): Batch {
   new Uint8Array(floats.buffer).set(body.subarray(o, o + points * 24));
   const columns: Batch["columns"] = [];
   let f = 0;
-  for (const s of series) {
+  for (const s of segments) {
+    if (typeof s === "number") {
+      f += 3 * s;
+      continue;
+    }
     const steps = floats.subarray(f, f + s.n);
     const walls = floats.subarray(f + s.n, f + 2 * s.n);
     const values = floats.subarray(f + 2 * s.n, f + 3 * s.n);
@@ -111,5 +117,5 @@ export function decodeBatch(body: Buffer): Batch {
     fileBytes.push(body.subarray(o, o + file.length));
     o += file.length;
   }
-  return { header, columns, fileBytes };
+  return { header, columns, fileBytes, refused };
 }

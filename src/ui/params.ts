@@ -3,6 +3,7 @@
  * valid. The caps on what one request may ask live here.
  */
 import { CONTROLLER_LINE } from "../core/rank-identity.js";
+import { stringProblem } from "../core/string-limits.js";
 import { HttpError } from "./security.js";
 
 /** Points per line per request at most; the store downsamples beyond it. */
@@ -19,6 +20,29 @@ export const MAX_BATCH_LINES = 200;
  * holds the event loop no longer than one line's read (BENCHMARKS.md).
  */
 export const MAX_BATCH_POINTS = 200_000;
+
+/** Characters of one query parameter (its name or its value) at most. */
+export const MAX_PARAM_CHARS = 100_000;
+
+/**
+ * Every parameter's name and value is text a database can hold: no NUL, no lone surrogate, at
+ * most `MAX_PARAM_CHARS` (PostgreSQL refuses a NUL with an error, which must not become a 500).
+ */
+export function checkParamText(params: URLSearchParams): void {
+  for (const [name, value] of params) {
+    const problem = stringProblem(name, 200) ?? stringProblem(value, MAX_PARAM_CHARS);
+    if (problem !== undefined)
+      throw new HttpError(400, `the parameter ${JSON.stringify(name.slice(0, 40))} ${problem}`);
+  }
+}
+
+/** Each string inside a JSON parameter, checked as `checkParamText` checks a parameter. */
+function checkJsonText(value: unknown, name: string): void {
+  if (typeof value === "string") {
+    const problem = stringProblem(value, MAX_PARAM_CHARS);
+    if (problem !== undefined) throw new HttpError(400, `a string in the parameter ${name} ${problem}`);
+  } else if (Array.isArray(value)) for (const v of value) checkJsonText(v, name);
+}
 
 /** An integer parameter in [min, max], or undefined when absent. */
 export function intParam(params: URLSearchParams, name: string, min: number, max: number): number | undefined {
@@ -76,6 +100,7 @@ function jsonArrayParam(raw: string | null, name: string, usage: string, max: nu
       400,
       `too many ${name} in one request: ${parsed.length}, at most ${max}; split them over several requests. ${usage}`,
     );
+  checkJsonText(parsed, name);
   return parsed;
 }
 

@@ -29,6 +29,7 @@ import {
   flagParam,
   intParam,
   maxPointsParam,
+  checkParamText,
   parseLines,
   parseRuns,
   requiredParam,
@@ -176,6 +177,7 @@ export class DashboardApi {
       const names = [...this.routes.keys()].map((p) => p.slice("/api/".length)).join(", ");
       throw new HttpError(404, `no such API endpoint ${path}; the endpoints under /api/ are ${names}`);
     }
+    checkParamText(ctx.params);
     return handler(ctx);
   }
 

@@ -164,3 +164,17 @@ test("two copies of the module share one collector (globalThis + Symbol.for)", a
   )) as typeof import("../../src/core/collector.js");
   assert.equal(copy.getCollector(), collector);
 });
+
+test("recordMetric refuses at the call a key the team server could not keep: too long, a NUL, a lone surrogate", () => {
+  collector.clear();
+  for (const [key, why] of [
+    ["k".repeat(1_500), /longer than 1000 characters/],
+    ["a\u0000b", /NUL/],
+    ["half \ud800 pair", /lone UTF-16 surrogate/],
+  ] as const) {
+    assert.throws(() => recordMetric(key, 1), why, JSON.stringify(key.slice(0, 20)));
+  }
+  recordMetric("k".repeat(1_000), 1);
+  recordMetric("emoji 😀", 1);
+  assert.equal(collector.takeStates().length, 2, "a key at the bound and a whole surrogate pair are kept");
+});

@@ -1,11 +1,11 @@
 /**
  * `rankscope server`: the team server over PostgreSQL (docs/server.md), and `rankscope server
- * token create|revoke` for its project tokens.
+ * token create|list|rotate|revoke` for its project tokens.
  */
 import type { Command } from "commander";
 import { registerDrain } from "../../core/lifecycle.js";
 import { stopWithNpmLauncher } from "../launcher.js";
-import { resolveSetting, textKind } from "../../core/settings.js";
+import { dbUrl, registerTokenCommands } from "./server-tokens.js";
 
 interface ServerOptions {
   db?: string;
@@ -16,27 +16,8 @@ interface ServerOptions {
   proxyUserHeader?: string;
   proxyProject?: string;
   rateLimit: string;
+  authFailures: string;
   poolSize: string;
-}
-
-/** The database URL: `--db`, else `RANKSCOPE_DB_URL`. */
-function dbUrl(given: string | undefined): string {
-  const url = resolveSetting<string | undefined>(
-    {
-      owner: "rankscope server",
-      option: "--db",
-      env: "RANKSCOPE_DB_URL",
-      kind: textKind(/^postgres(ql)?:\/\/\S+$/, "a postgres:// URL"),
-      fallback: undefined,
-      secret: true,
-    },
-    given,
-  );
-  if (url === undefined)
-    throw new Error(
-      "rankscope server needs its database: --db postgres://user:password@host:5432/rankscope, or RANKSCOPE_DB_URL",
-    );
-  return url;
 }
 
 function integer(name: string, text: string, min: number, max: number): number {
@@ -61,6 +42,7 @@ export function registerServerCommand(program: Command): void {
     )
     .option("--proxy-project <name>", "the project that --proxy-user-header's users read")
     .option("--rate-limit <n>", "requests per second per client", "200")
+    .option("--auth-failures <n>", "failed authentications per minute per client address, then 429", "30")
     .option("--pool-size <n>", "PostgreSQL connections at most", "10")
     .action(async (options: ServerOptions) => {
       const { startTeamServer } = await import("../../server/server.js");
@@ -73,6 +55,7 @@ export function registerServerCommand(program: Command): void {
         host: options.host,
         port: integer("--port", options.port, 0, 65535),
         rateLimit: integer("--rate-limit", options.rateLimit, 1, 1_000_000),
+        authFailuresPerMinute: integer("--auth-failures", options.authFailures, 1, 1_000_000),
         poolSize: integer("--pool-size", options.poolSize, 1, 1000),
         ...(options.tlsCert !== undefined && options.tlsKey !== undefined
           ? { tlsCert: options.tlsCert, tlsKey: options.tlsKey }
@@ -93,60 +76,4 @@ export function registerServerCommand(program: Command): void {
   registerTokenCommands(
     server.command("token").description("project tokens: write (jobs, rankscope sync) or read (the dashboard)"),
   );
-}
-
-/** `rankscope server token create` and `… revoke`. */
-function registerTokenCommands(token: Command): void {
-  token
-    .command("create")
-    .description(
-      "create a token of a project (the project too when new); prints it once: the server keeps only its hash",
-    )
-    .requiredOption("--project <name>", "the project")
-    .option("--scope <scope>", "write (send runs, and read) or read (the dashboard only)", "read")
-    .option("--label <text>", "a note kept with the token's hash (who or what it is for)")
-    .option("--db <url>", "PostgreSQL URL (default: $RANKSCOPE_DB_URL)")
-    .action(async (options: { project: string; scope: string; label?: string; db?: string }) => {
-      if (options.scope !== "read" && options.scope !== "write")
-        throw new Error(`--scope must be read or write, got ${JSON.stringify(options.scope)}`);
-      const { createPool } = await import("../../server/db.js");
-      const { migrate } = await import("../../server/schema.js");
-      const { createToken } = await import("../../server/tokens.js");
-      const pool = createPool({ url: dbUrl(options.db), max: 1 });
-      try {
-        await migrate(pool);
-        process.stdout.write(`${await createToken(pool, options.project, options.scope, options.label)}\n`);
-        process.stderr.write(`a ${options.scope} token of project ${options.project}; it is shown only now\n`);
-      } finally {
-        await pool.end();
-      }
-    });
-  token
-    .command("revoke")
-    .description("revoke a token (read from $RANKSCOPE_REVOKE_TOKEN or --token)")
-    .option("--token <token>", "the token to revoke")
-    .option("--db <url>", "PostgreSQL URL (default: $RANKSCOPE_DB_URL)")
-    .action(async (options: { token?: string; db?: string }) => {
-      const value = resolveSetting<string | undefined>(
-        {
-          owner: "rankscope server token revoke",
-          option: "--token",
-          env: "RANKSCOPE_REVOKE_TOKEN",
-          kind: textKind(),
-          fallback: undefined,
-          secret: true,
-        },
-        options.token,
-      );
-      if (value === undefined) throw new Error("give the token to revoke with --token or RANKSCOPE_REVOKE_TOKEN");
-      const { createPool } = await import("../../server/db.js");
-      const { revokeToken } = await import("../../server/tokens.js");
-      const pool = createPool({ url: dbUrl(options.db), max: 1 });
-      try {
-        const n = await revokeToken(pool, value);
-        process.stdout.write(n > 0 ? "revoked\n" : "no such token (or already revoked)\n");
-      } finally {
-        await pool.end();
-      }
-    });
 }

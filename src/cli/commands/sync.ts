@@ -71,6 +71,10 @@ export function registerSyncCommand(program: Command): void {
           process.stdout.write(
             `${sync.runId}: ${result.points} point(s), ${result.records} record(s), ${result.fileBytes} file byte(s) sent in ${result.batches} batch(es)${result.batches === 0 ? " (the server had it all)" : ""}\n`,
           );
+          if (sync.totals.refused > 0)
+            process.stderr.write(
+              `rankscope sync: ${sync.runId}: ${sync.totals.refused} part(s) left out, past the server's string limits (docs/server.md):\n${sync.refusedParts.map((p) => `  ${p}\n`).join("")}`,
+            );
         } catch (error) {
           failed++;
           process.stderr.write(`rankscope sync: ${runDir}: ${describeError(error)}\n`);
