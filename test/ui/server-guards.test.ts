@@ -161,11 +161,19 @@ describe("dashboard server guards", () => {
       download.headers["content-disposition"],
       `attachment; filename="rank 0 (_).jsonl"; filename*=UTF-8''rank%200%20%28%C3%A9%29.jsonl`,
     );
-    // Still refused: anything that is not one to three folder names.
-    for (const run of ["hostile/..", "../hostile", "hostile/caf%C3%A9%00", "hostile%5Ccaf%C3%A9", "a/b/c/d"]) {
+    // Still refused: anything that is not one to three folder names, and a NUL in any parameter
+    // (checked before the route, as on the team server), each with why.
+    const refused: Array<[string, RegExp]> = [
+      ["hostile/..", /one to three folder names/],
+      ["../hostile", /one to three folder names/],
+      ["hostile%5Ccaf%C3%A9", /one to three folder names/],
+      ["a/b/c/d", /one to three folder names/],
+      ["hostile/caf%C3%A9%00", /the parameter "run" holds a NUL character/],
+    ];
+    for (const [run, why] of refused) {
       const answer = await get(dashboard.url, `/api/keys?run=${run}`);
       assert.equal(answer.status, 400, `${run}: ${answer.text}`);
-      assert.match(JSON.parse(answer.text).error, /one to three folder names/);
+      assert.match(JSON.parse(answer.text).error, why);
     }
   });
 
