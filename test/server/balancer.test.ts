@@ -10,12 +10,14 @@
 import assert from "node:assert/strict";
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { writeFileSync } from "node:fs";
+import { gzipSync } from "node:zlib";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { registerDrain } from "../../src/core/lifecycle.js";
 import { createPool } from "../../src/server/db.js";
 import { startTeamServer, type TeamServer } from "../../src/server/server.js";
 import { createToken } from "../../src/server/tokens.js";
+import { WIRE_VERSION, encodeBatch } from "../../src/sync/wire.js";
 import { REPO_ROOT, runNode, tempDir, waitFor, within, type ChildResult } from "../helpers.js";
 import { ServerProcess } from "../sync/support.js";
 import { freePort } from "../transport/support.js";
@@ -34,7 +36,7 @@ function haproxyMissing(): string | null {
 const skip = postgresMissing() ?? haproxyMissing() ?? false;
 
 const JOB = join(REPO_ROOT, "test/fixtures/balancer-job.mjs");
-const STEPS = 300;
+const STEPS = 500;
 const KEYS = 4;
 const JOBS = 3;
 
@@ -46,6 +48,7 @@ function haproxyConfig(port: number, statsPort: number, servers: readonly number
     "  timeout connect 2s",
     "  timeout client 60s",
     "  timeout server 60s",
+    "  timeout check 5s",
     "  retries 3",
     "  option redispatch 1",
     "  retry-on all-retryable-errors",
@@ -126,6 +129,7 @@ async function metric(url: string, name: string): Promise<number> {
 /** One request of the dashboard's poller: where, when (before or after the kill), and its status (0: no answer). */
 interface Poll {
   path: string;
+  /** Answered (or failed) after the kill: a request waiting on the killed server counts here. */
   afterKill: boolean;
   status: number;
   why: string;
@@ -145,16 +149,15 @@ function pollDashboard(
   const loop = (async () => {
     while (running) {
       for (const path of ["/healthz", "/api/runs"]) {
-        const afterKill = killed();
         try {
           const answer = await fetch(`${url}${path}`, {
             headers: { Authorization: `Bearer ${token}` },
             signal: AbortSignal.timeout(30_000),
           });
           const text = await answer.text();
-          polls.push({ path, afterKill, status: answer.status, why: text.slice(0, 200) });
+          polls.push({ path, afterKill: killed(), status: answer.status, why: text.slice(0, 200) });
         } catch (error) {
-          polls.push({ path, afterKill, status: 0, why: String(error) });
+          polls.push({ path, afterKill: killed(), status: 0, why: String(error) });
         }
       }
       await new Promise((resolve) => setTimeout(resolve, 200));
@@ -167,6 +170,30 @@ function pollDashboard(
       await within(loop, { timeoutMs: 60_000, what: "the dashboard poller to stop" });
     },
   };
+}
+
+/** A gzipped batch of one global scalar series `key` continuing from step `after` with `steps`. */
+function scalarBatch(run: string, key: string, after: number | null, steps: number[]): Buffer {
+  const s = Float64Array.from(steps);
+  const series = { kind: "scalar" as const, key, reduce: "mean", rank: -1, after, cursor: steps.at(-1) ?? 0 };
+  return gzipSync(
+    encodeBatch({
+      header: { v: WIRE_VERSION, run, series: [{ ...series, n: steps.length }], records: [], files: [] },
+      columns: [{ steps: s, walls: s.map((x) => 1_700_000_000_000 + x), values: s.map((x) => x * 10) }],
+      fileBytes: [],
+    }),
+  );
+}
+
+/** POST a batch to one server; its status and answer. */
+async function send(url: string, token: string, body: Buffer): Promise<{ status: number; answer: unknown }> {
+  const r = await fetch(`${url}/api/ingest/v1/batch`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${token}`, "Content-Encoding": "gzip" },
+    body: new Uint8Array(body),
+    signal: AbortSignal.timeout(30_000),
+  });
+  return { status: r.status, answer: await r.json().catch(() => null) };
 }
 
 describe("two servers behind a load balancer", { skip }, () => {
@@ -308,12 +335,12 @@ describe("two servers behind a load balancer", { skip }, () => {
         for (const path of ["/healthz", "/api/runs"]) {
           for (const afterKill of [false, true]) {
             const mine = dashboard.polls.filter((p) => p.path === path && p.afterKill === afterKill);
-            assert.ok(mine.length > 0, `${path} was polled ${afterKill ? "after" : "before"} the kill`);
+            assert.ok(mine.length > 0, `${path} was answered ${afterKill ? "after" : "before"} the kill`);
             const failed = mine.filter((p) => p.status !== 200);
             assert.deepEqual(
               failed,
               [],
-              `${path} ${afterKill ? "after" : "before"} the kill: ${failed.length} of ${mine.length} requests failed`,
+              `${path}, answers ${afterKill ? "after" : "before"} the kill: ${failed.length} of ${mine.length} requests failed`,
             );
           }
         }
@@ -334,4 +361,47 @@ describe("two servers behind a load balancer", { skip }, () => {
       }
     },
   );
+  it("a batch one server stored but whose answer was lost, sent again to the other server, is stored once", async () => {
+    const db = await postgres.server.createDatabase("resent");
+    const [a, b] = await Promise.all([
+      startTeamServer({ db, port: 0, log: false }),
+      startTeamServer({ db, port: 0, log: false }),
+    ]);
+    try {
+      const write = await createToken(a.pool, "proj", "write");
+      const read = await createToken(a.pool, "proj", "read");
+      const first = scalarBatch("resent/run", "loss", null, [0, 1, 2, 3, 4]);
+      const second = scalarBatch("resent/run", "loss", 4, [5, 6, 7]);
+      assert.deepEqual(await send(a.url, write, first), {
+        status: 200,
+        answer: { points: 5, records: 0, fileBytes: 0, refused: [] },
+      });
+      // The answer lost on the way back (server a died): the sync sends the batch again, the balancer
+      // to b; then the next one, to either.
+      assert.deepEqual(await send(b.url, write, first), {
+        status: 200,
+        answer: { points: 0, records: 0, fileBytes: 0, refused: [] },
+      });
+      assert.deepEqual(await send(a.url, write, second), {
+        status: 200,
+        answer: { points: 3, records: 0, fileBytes: 0, refused: [] },
+      });
+      assert.deepEqual(await send(b.url, write, second), {
+        status: 200,
+        answer: { points: 0, records: 0, fileBytes: 0, refused: [] },
+      });
+      for (const server of [a, b]) {
+        const answer = await fetch(`${server.url}/api/series?run=resent/run&key=loss`, {
+          headers: { Authorization: `Bearer ${read}` },
+          signal: AbortSignal.timeout(30_000),
+        });
+        const series: unknown = await answer.json();
+        assert.ok(typeof series === "object" && series !== null && "steps" in series && "values" in series);
+        assert.deepEqual(series.steps, [0, 1, 2, 3, 4, 5, 6, 7], "every step once");
+        assert.deepEqual(series.values, [0, 10, 20, 30, 40, 50, 60, 70]);
+      }
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
 });
