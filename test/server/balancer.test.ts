@@ -175,10 +175,15 @@ function pollDashboard(
 /** A gzipped batch of one global scalar series `key` continuing from step `after` with `steps`. */
 function scalarBatch(run: string, key: string, after: number | null, steps: number[]): Buffer {
   const s = Float64Array.from(steps);
-  const series = { kind: "scalar" as const, key, reduce: "mean", rank: -1, after, cursor: steps.at(-1) ?? 0 };
   return gzipSync(
     encodeBatch({
-      header: { v: WIRE_VERSION, run, series: [{ ...series, n: steps.length }], records: [], files: [] },
+      header: {
+        v: WIRE_VERSION,
+        run,
+        series: [{ kind: "scalar", key, reduce: "mean", rank: -1, after, cursor: steps.at(-1) ?? 0, n: steps.length }],
+        records: [],
+        files: [],
+      },
       columns: [{ steps: s, walls: s.map((x) => 1_700_000_000_000 + x), values: s.map((x) => x * 10) }],
       fileBytes: [],
     }),
@@ -223,8 +228,8 @@ describe("two servers behind a load balancer", { skip }, () => {
         const haproxy = await startHaproxy(servers.map((s) => s.port));
         balancer = haproxy.child;
 
-        let killedAt = false;
-        const dashboard = pollDashboard(haproxy.url, read, () => killedAt);
+        let killed = false;
+        const dashboard = pollDashboard(haproxy.url, read, () => killed);
         const root = tempDir("rankscope-balanced-");
         const progress: string[] = Array.from({ length: JOBS }, () => "");
         const jobs: Promise<ChildResult>[] = [];
@@ -261,9 +266,9 @@ describe("two servers behind a load balancer", { skip }, () => {
             (await metric(servers[1]?.url ?? "", "rankscope_server_ingest_batches_total")) > 0,
           { timeoutMs: 240_000, what: "every job past step 60, with batches applied on both servers" },
         );
-        // Frozen (SIGSTOP) until HAProxy's health checks mark it down with requests of the jobs or
-        // the dashboard still waiting on it, then killed -9: the kill lands with requests in flight
-        // (a batch half-applied, or committed and unanswered), not between two of them.
+        // Frozen (SIGSTOP) until HAProxy's health checks mark it down with requests of the jobs'
+        // syncs or the dashboard still waiting on it, then killed -9: the kill lands with requests
+        // in flight (unread, or a batch in an open transaction), not between two of them.
         const victim = servers[0]?.child?.pid;
         assert.ok(victim !== undefined);
         process.kill(victim, "SIGSTOP");
@@ -277,7 +282,7 @@ describe("two servers behind a load balancer", { skip }, () => {
         );
         const atKill = [0, 1, 2].map(stepOf);
         await servers[0]?.kill();
-        killedAt = true;
+        killed = true;
         assert.ok(
           atKill.every((s) => s < STEPS - 10),
           `the jobs were still running at the kill (steps ${atKill.join(", ")})`,
