@@ -51,7 +51,7 @@ function haproxyConfig(port: number, statsPort: number, servers: readonly number
     "  timeout check 5s",
     "  retries 3",
     "  option redispatch 1",
-    "  retry-on all-retryable-errors",
+    "  retry-on conn-failure empty-response",
     "frontend rankscope",
     `  bind 127.0.0.1:${port}`,
     "  default_backend servers",
