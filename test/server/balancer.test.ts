@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { join } from "node:path";
 import { describe, it } from "node:test";
@@ -40,26 +40,23 @@ const STEPS = 500;
 const KEYS = 4;
 const JOBS = 3;
 
-/** docs/server.md's HAProxy configuration on the test's ports, and a stats page (CSV) on `statsPort`. */
+/**
+ * docs/server.md's HAProxy configuration (its ```haproxy block, read from the page, so the page
+ * shows what runs) on the test's ports: its `bind` on `port`, its `server` lines replaced by
+ * `servers`; and a stats page (CSV) on `statsPort`.
+ */
 function haproxyConfig(port: number, statsPort: number, servers: readonly number[]): string {
+  const page = readFileSync(join(REPO_ROOT, "docs/server.md"), "utf8");
+  const block = /^```haproxy\n([\s\S]*?)^```$/m.exec(page)?.[1];
+  assert.ok(block !== undefined, "docs/server.md shows an HAProxy configuration");
+  const lines = block.split("\n").filter((l) => !/^\s*server /.test(l));
+  assert.ok(
+    lines.some((l) => /^\s*bind :\d+/.test(l)),
+    "the configuration binds a port",
+  );
+  assert.equal(lines.filter((l) => /^\S/.test(l)).at(-1), "backend servers", "its last section is the backend");
   return [
-    "defaults",
-    "  mode http",
-    "  timeout connect 2s",
-    "  timeout client 60s",
-    "  timeout server 60s",
-    "  timeout check 5s",
-    "  retries 3",
-    "  option redispatch 1",
-    "  retry-on conn-failure empty-response",
-    "frontend rankscope",
-    `  bind 127.0.0.1:${port}`,
-    "  default_backend servers",
-    "backend servers",
-    "  balance roundrobin",
-    "  option httpchk GET /readyz",
-    "  http-check expect status 200",
-    "  default-server inter 1s fall 2 rise 2",
+    ...lines.map((l) => l.replace(/^(\s*)bind :\d+/, `$1bind 127.0.0.1:${port}`)),
     ...servers.map((p, i) => `  server s${i} 127.0.0.1:${p} check`),
     "listen stats",
     `  bind 127.0.0.1:${statsPort}`,
