@@ -10,6 +10,8 @@ command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 # The team server's tests start a real PostgreSQL (Debian's, run as the postgres user).
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+# Two team servers behind a real load balancer (test/server/balancer.test.ts).
+command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 # The Python cross-checks (TensorBoard, the official W&B SDK) make a venv: python3 with venv and pip.
 python3 -c "import venv, ensurepip" >/dev/null 2>&1 || missing+=(python3-venv)
 [ ${#missing[@]} -eq 0 ] && exit 0
