@@ -115,6 +115,8 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
   private unregisterDrain: (() => void) | null = null;
   /** Flushes running now (a shutdown lets them log before it finishes the backends). */
   private readonly flushesInFlight = new Set<Promise<FlushResult>>();
+  /** The runtime of the controller's own collector (its per-rank backends: `eventBackends`). */
+  private readonly ownRuntime: RankRuntime;
   /** This process's own collector, flushed like a rank but never counted as one (it cannot go missing). */
   private readonly ownRank: RankHandle;
   /** Rules judged at every flush and by a watchdog, and the user's `alert()` calls (src/alerts). */
@@ -142,6 +144,7 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
     getCollector().reopen();
     getCollector().step = 0;
     const local = new RankRuntime(controllerIdentity(this.processName));
+    this.ownRuntime = local;
     this.ownRank = new LocalRankHandle(local);
     this.ranks.set(local.identity.rankName, this.ownRank);
     setCurrentRun({ ...this.run, identity: local.identity, role: "controller" });
@@ -216,7 +219,7 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
       this.backendDeadlineMs,
     );
     // Alerts are recorded by the global backends that take them (the store), never awaited by a flush.
-    this.alerts.recordWith((event) => void this.globalBackends.logAlert(event));
+    this.alerts.recordWith((event) => void this.eventBackends("logAlert").logAlert(event));
     // Forge's primary: a per-rank backend whose ranks share one run gets a controller-side instance
     // that creates it and hands its id to the ranks as primary metadata.
     const shared = validated.filter((v) => v.loggingMode !== "global_reduce" && v.options.perRankShareRun === true);
@@ -295,13 +298,23 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
    */
   rankLost(identity: RankIdentity, reason: string, host?: string): void {
     const loss = this.lost.lose(identity, reason, this.lastStep >= 0 ? this.lastStep : null, host);
-    if (loss !== undefined && !this.closed) void this.globalBackends.logRankLoss(loss);
+    if (loss !== undefined && !this.closed) void this.eventBackends("logRankLoss").logRankLoss(loss);
   }
 
   /** A lost rank answered again (a silent NATS rank): no longer counted as lost. */
   rankBack(identity: RankIdentity): void {
     const back = this.lost.back(identity, this.lastStep >= 0 ? this.lastStep : null);
-    if (back !== undefined && !this.closed) void this.globalBackends.logRankLoss(back);
+    if (back !== undefined && !this.closed) void this.eventBackends("logRankLoss").logRankLoss(back);
+  }
+
+  /**
+   * The backends that keep the run's events (alerts, rank losses): the global ones when one does,
+   * else the controller's own per-rank ones (a `per_rank_reduce` or `per_rank_no_reduce` store
+   * writes the same run file), so the dashboard marks them whatever the store's mode.
+   */
+  private eventBackends(method: "logAlert" | "logRankLoss"): BackendSet {
+    if (this.globalBackends.takes(method)) return this.globalBackends;
+    return this.ownRuntime.eventBackends(method) ?? this.globalBackends;
   }
 
   /** What the alerts did since the logger started: firings, resolves, suppressed, user alerts, the webhook's counts. */

@@ -290,6 +290,11 @@ export class BackendSet {
     return this.each("logRankLoss", (b) => b.logRankLoss?.(loss));
   }
 
+  /** Whether a backend of this set keeps this kind of run event (the store: alerts and rank losses). */
+  takes(method: "logAlert" | "logRankLoss"): boolean {
+    return this.live.some((l) => l.backend[method] !== undefined);
+  }
+
   /** What each backend hands to its per-rank instances, by config name. */
   metadataForRanks(): Record<string, Record<string, unknown>> {
     const out: Record<string, Record<string, unknown>> = {};

@@ -168,6 +168,16 @@ export class RankRuntime {
   }
 
   /**
+   * The per-rank backends of this runtime that keep a kind of run event (alerts, rank losses), if
+   * any: the controller hands its run's events to its own when no global backend keeps them (a
+   * `per_rank_reduce` store writes the same run file the dashboard reads).
+   */
+  eventBackends(method: "logAlert" | "logRankLoss"): BackendSet | undefined {
+    if (this.reduceBackends.takes(method)) return this.reduceBackends;
+    return this.streamBackends.takes(method) ? this.streamBackends : undefined;
+  }
+
+  /**
    * Start the per-rank backends this rank was sent (replacing any it had). `accept` sees the
    * validated configs first and may throw to refuse them (the rank's policy for configs from the
    * wire): the rank then keeps the backends it had.

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { before, test } from "node:test";
 import { MetricLogger, type FlushResult } from "../../src/controller/metric-logger.js";
-import { closeStores, runInfo, series } from "../../src/store/reader.js";
+import { alerts, closeStores, runInfo, series } from "../../src/store/reader.js";
 import { RANKS_LOST_KEY } from "../../src/core/internal-keys.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
@@ -89,4 +89,42 @@ test("kill -9 one spawned rank, then a normal shutdown(): the run is finished, t
   assert.equal(cli.status, 0, cli.stderr);
   assert.match(cli.stdout, /^lossy\s+t\s+finished\s/m, cli.stdout);
   assert.ok(cli.stdout.includes(`  lost rank 1 (${victim}) after step 1: exited (killed by SIGKILL)`), cli.stdout);
+});
+
+test("with the store per rank only (no global store), the lost rank and the alerts are still in the run's file", async () => {
+  const root = tempDir();
+  const runDir = join(root, "perrank", "t");
+  const logger = new MetricLogger({
+    processName: "Controller",
+    runDir,
+    experiment: "perrank",
+    trial: "t",
+    quiet: true,
+  });
+  let victim = "";
+  await collectDiagnostics(async () => {
+    await logger.initBackends({ store: { loggingMode: "per_rank_reduce", waitForWrites: true } });
+    const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "PerRank", logger });
+    victim = ranks.rankNames[1] as string;
+    await ranks.fanout("myFn");
+    await logger.flush(0);
+    process.kill(ranks.pid(victim) as number, "SIGKILL");
+    await waitFor(() => !logger.rankNames.includes(victim), {
+      timeoutMs: 20_000,
+      what: `${victim} to be deregistered after its SIGKILL`,
+    });
+    await ranks.fanout("myFn");
+    await logger.flush(1);
+    await logger.shutdown();
+  });
+  assert.deepEqual(
+    runInfo(runDir).lostRanks?.map((l) => [l.rank, l.rankName, l.reason]),
+    [[1, victim, "exited (killed by SIGKILL)"]],
+    "the controller's own per-rank store recorded the loss",
+  );
+  assert.ok(
+    alerts(runDir).some((a) => a.rule === "rank_lost" && a.state === "firing"),
+    `the rank_lost alert is in the run's file: ${JSON.stringify(alerts(runDir))}`,
+  );
+  closeStores();
 });
