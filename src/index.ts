@@ -96,8 +96,8 @@ export type {
 } from "./backends/options.js";
 export { alert } from "./alerts/user-alert.js";
 export type { AlertEvent, AlertLevel, AlertState } from "./core/alert.js";
+export type { AlertOptions } from "./alerts/options.js";
 export type {
-  AlertOptions,
   AlertRuleConfig,
   AlertRuleBase,
   BuiltinRuleName,
@@ -108,7 +108,7 @@ export type {
   ThresholdRule,
   SpikeRule,
   RateDropRule,
-} from "./alerts/options.js";
+} from "./alerts/rule-config.js";
 export type { AlertStats } from "./alerts/controller-alerts.js";
 export type { WebhookStats } from "./alerts/webhook.js";
 export type { RankHandle, RunInfo } from "./pipeline/runtime.js";
