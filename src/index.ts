@@ -178,7 +178,7 @@ export {
 } from "./transport/controller/launcher.js";
 export { RankClosedError } from "./transport/controller/remote-rank.js";
 export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/rank/join.js";
-export { currentRank } from "./pipeline/runtime.js";
+export { currentRank } from "./pipeline/current-rank.js";
 export {
   ignoredMessageCounts,
   transportStats,
