@@ -65,7 +65,7 @@ export {
   type LogDirectOptions,
   type MetricLoggerOptions,
 } from "./controller/metric-logger.js";
-export type { StragglerOptions } from "./controller/stragglers.js";
+export type { StragglerOptions } from "./controller/straggler-options.js";
 export type {
   ChronicRank,
   RankRef,
