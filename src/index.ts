@@ -176,7 +176,7 @@ export {
   type SpawnRanksOptions,
   type RankServer,
 } from "./transport/controller/launcher.js";
-export { RankClosedError } from "./transport/controller/remote-rank.js";
+export { RankClosedError } from "./transport/controller/rank-carrier.js";
 export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/rank/join.js";
 export { currentRank } from "./pipeline/current-rank.js";
 export {
