@@ -65,7 +65,7 @@ export {
   type LogDirectOptions,
   type MetricLoggerOptions,
 } from "./controller/metric-logger.js";
-export type { StragglerOptions } from "./controller/stragglers.js";
+export type { StragglerOptions } from "./controller/straggler-options.js";
 export type {
   ChronicRank,
   RankRef,
@@ -96,8 +96,8 @@ export type {
 } from "./backends/options.js";
 export { alert } from "./alerts/user-alert.js";
 export type { AlertEvent, AlertLevel, AlertState } from "./core/alert.js";
+export type { AlertOptions } from "./alerts/options.js";
 export type {
-  AlertOptions,
   AlertRuleConfig,
   AlertRuleBase,
   BuiltinRuleName,
@@ -108,7 +108,7 @@ export type {
   ThresholdRule,
   SpikeRule,
   RateDropRule,
-} from "./alerts/options.js";
+} from "./alerts/rule-config.js";
 export type { AlertStats } from "./alerts/controller-alerts.js";
 export type { WebhookStats } from "./alerts/webhook.js";
 export type { RankHandle, RunInfo } from "./pipeline/runtime.js";
@@ -176,9 +176,9 @@ export {
   type SpawnRanksOptions,
   type RankServer,
 } from "./transport/controller/launcher.js";
-export { RankClosedError } from "./transport/controller/remote-rank.js";
+export { RankClosedError } from "./transport/controller/rank-carrier.js";
 export { joinRun, type JoinRunOptions, type RankConnection } from "./transport/rank/join.js";
-export { currentRank } from "./pipeline/runtime.js";
+export { currentRank } from "./pipeline/current-rank.js";
 export {
   ignoredMessageCounts,
   transportStats,

@@ -10,7 +10,8 @@ import type { AlertEvent, AlertLevel, UserAlertCall } from "../core/alert.js";
 import { isInternalKey } from "../core/internal-keys.js";
 import type { Metric } from "../core/metric.js";
 import { Episodes, type EpisodeCounts, type EpisodeRule } from "./episodes.js";
-import type { ResolvedAlertOptions, ResolvedRule } from "./options.js";
+import type { ResolvedAlertOptions } from "./options.js";
+import type { ResolvedRule } from "./rule-config.js";
 import {
   describeRank,
   judgeRanks,

@@ -7,7 +7,7 @@
  */
 import type { AlertEvent } from "../core/alert.js";
 import type { AlertSubject, EpisodeDetail, EpisodeRule, Episodes } from "./episodes.js";
-import type { ResolvedRule } from "./options.js";
+import type { ResolvedRule } from "./rule-config.js";
 import { madVerdict, RollingWindow } from "./rolling.js";
 
 /** Where a rule's transitions go: the episodes, and the events of this flush. */

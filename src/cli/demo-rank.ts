@@ -4,7 +4,7 @@
  */
 import { recordMetric } from "../core/collector.js";
 import { Reduce } from "../core/registry.js";
-import { currentRank } from "../pipeline/runtime.js";
+import { currentRank } from "../pipeline/current-rank.js";
 import { flushStream } from "../stream/stream.js";
 import { traceScope } from "../trace/perf-tracer.js";
 import { getLogger } from "../textlog/logger.js";

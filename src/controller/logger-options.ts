@@ -25,7 +25,7 @@ import { newRunSecret, runSecretSetting } from "../core/run-secret.js";
 import { DEFAULT_BACKEND_DEADLINE_MS, type BackendDeliveryStats } from "../pipeline/backend-set.js";
 import type { BackendsConfig } from "../pipeline/config.js";
 import type { StragglerReport } from "../core/straggler-report.js";
-import { resolveStragglerOptions, type ResolvedStragglerOptions, type StragglerOptions } from "./stragglers.js";
+import { resolveStragglerOptions, type ResolvedStragglerOptions, type StragglerOptions } from "./straggler-options.js";
 
 /** Options of `getOrCreateMetricLogger`. */
 export interface MetricLoggerOptions extends RunDirOptions {

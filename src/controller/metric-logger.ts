@@ -49,15 +49,11 @@ import {
   rankRefs,
 } from "./rank-answers.js";
 import { LostRanks } from "./lost-ranks.js";
-import { StragglerTracker, type ResolvedStragglerOptions } from "./stragglers.js";
+import { StragglerTracker } from "./stragglers.js";
+import type { ResolvedStragglerOptions } from "./straggler-options.js";
 import type { RankIdentity } from "../core/rank-identity.js";
-import {
-  controllerIdentity,
-  LocalRankHandle,
-  RankRuntime,
-  type RankHandle,
-  type RankInit,
-} from "../pipeline/runtime.js";
+import { LocalRankHandle, RankRuntime, type RankHandle, type RankInit } from "../pipeline/runtime.js";
+import { controllerIdentity } from "../pipeline/current-rank.js";
 import { reduceStates } from "../pipeline/reduce-states.js";
 import { provideDefaultLogger, type RankController } from "../pipeline/default-logger.js";
 import { ControllerAlerts, type AlertStats } from "../alerts/controller-alerts.js";

@@ -19,7 +19,6 @@
  * `npm run bench -- stragglers` measures 1,024 ranks.
  */
 import type { KeyState } from "../core/key-state.js";
-import { describeValue, rejectUnknownOptions } from "../core/settings.js";
 import { STRAGGLER_KEY_PREFIX } from "../core/internal-keys.js";
 import type {
   ChronicRank,
@@ -31,6 +30,8 @@ import type {
 } from "../core/straggler-report.js";
 import { timingRows, type TimingColumns, type TracerColumns } from "../core/step-timing.js";
 import { singleValueState } from "../pipeline/reduce-states.js";
+import { Scratch } from "./median-scratch.js";
+import { DEFAULT_STRAGGLER_OPTIONS, type ResolvedStragglerOptions } from "./straggler-options.js";
 
 export type {
   ChronicRank,
@@ -40,141 +41,16 @@ export type {
   StragglerReport,
 } from "../core/straggler-report.js";
 
-/** Options of straggler attribution (`MetricLoggerOptions.stragglers`; `false` turns it off). */
-export interface StragglerOptions {
-  /** How many ranks are named per measure at most (default 3). */
-  readonly topK?: number;
-  /** A rank is named when it exceeds the median rank by more than this share of the median step time (default 0.25)… */
-  readonly tolerance?: number;
-  /** …and by more than this many ms (default 20). */
-  readonly minExcessMs?: number;
-  /** Flushes in the chronic window (default 10, at most 30): a rank named in at least half of them is chronic. */
-  readonly chronicWindow?: number;
-  /** The Tracer (prefix) whose runs are the step; default: the one the ranks spent the most time in. */
-  readonly tracer?: string;
-}
-
-/** The options with every default filled in. */
-export type ResolvedStragglerOptions = Required<Omit<StragglerOptions, "tracer">> & Pick<StragglerOptions, "tracer">;
-
-export const DEFAULT_STRAGGLER_OPTIONS: ResolvedStragglerOptions = {
-  topK: 3,
-  tolerance: 0.25,
-  minExcessMs: 20,
-  chronicWindow: 10,
-};
-
 /** Robust standard deviations (MAD × 1.4826) an excess must pass as well. */
 const MAD_K = 5;
 const MAD_TO_SIGMA = 1.4826;
 /** Fewer ranks than this with a figure cannot name anyone on it (no median worth comparing with). */
 const MIN_RANKS_COMPARED = 3;
-const MAX_WINDOW = 30;
-
-const OPTIONS = ["topK", "tolerance", "minExcessMs", "chronicWindow", "tracer"];
-
-function numberIn(name: string, value: unknown, fallback: number, min: number, max: number, integer: boolean): number {
-  if (value === undefined) return fallback;
-  if (
-    typeof value !== "number" ||
-    !Number.isFinite(value) ||
-    value < min ||
-    value > max ||
-    (integer && !Number.isInteger(value))
-  ) {
-    throw new TypeError(
-      `stragglers.${name} must be ${integer ? "an integer" : "a number"} from ${min} to ${max}, got ${describeValue(value)}`,
-    );
-  }
-  return value;
-}
-
-/** Check `MetricLoggerOptions.stragglers` (a TypeError saying what is valid); null when attribution is off. */
-export function resolveStragglerOptions(value: unknown): ResolvedStragglerOptions | null {
-  if (value === false) return null;
-  if (value === undefined || value === true) return DEFAULT_STRAGGLER_OPTIONS;
-  if (value === null || typeof value !== "object")
-    throw new TypeError(
-      `stragglers must be false or an object of options (${OPTIONS.join(", ")}), got ${describeValue(value)}`,
-    );
-  rejectUnknownOptions("stragglers", value, OPTIONS);
-  const v: Record<string, unknown> = { ...value };
-  const tracer = v["tracer"];
-  if (tracer !== undefined && (typeof tracer !== "string" || tracer.length === 0))
-    throw new TypeError(
-      `stragglers.tracer must be a Tracer's prefix (a non-empty string), got ${describeValue(tracer)}`,
-    );
-  const d = DEFAULT_STRAGGLER_OPTIONS;
-  return {
-    topK: numberIn("topK", v["topK"], d.topK, 1, 100, true),
-    tolerance: numberIn("tolerance", v["tolerance"], d.tolerance, 0, 100, false),
-    minExcessMs: numberIn("minExcessMs", v["minExcessMs"], d.minExcessMs, 0, 3_600_000, false),
-    chronicWindow: numberIn("chronicWindow", v["chronicWindow"], d.chronicWindow, 1, MAX_WINDOW, true),
-    ...(typeof tracer === "string" ? { tracer } : {}),
-  };
-}
-
 /** One flush's attribution: the report, its internal keys, and the per-rank record for the backends. */
 interface StragglerFlush {
   readonly report: StragglerReport;
   readonly states: KeyState[];
   readonly record: RankTimingRecord;
-}
-
-/** Scratch space for medians, grown as needed (one analysis at a time per tracker). */
-class Scratch {
-  private buffer = new Float64Array(1024);
-  /**
-   * Median of the finite values of `values` (NaN when none), and how many there were; with
-   * `center`, the median of their distances from it (the median absolute deviation).
-   */
-  median(values: Float64Array, center?: number): { median: number; n: number } {
-    if (this.buffer.length < values.length) this.buffer = new Float64Array(values.length * 2);
-    const b = this.buffer;
-    let n = 0;
-    for (let i = 0; i < values.length; i++) {
-      const v = values[i] ?? NaN;
-      if (Number.isFinite(v)) b[n++] = center === undefined ? v : Math.abs(v - center);
-    }
-    return { median: n === 0 ? NaN : medianOf(b, n), n };
-  }
-}
-
-/** Median of b[0..n) by selection (reorders b). */
-function medianOf(b: Float64Array, n: number): number {
-  const hi = n >> 1;
-  const upper = select(b, n, hi);
-  if (n % 2 === 1) return upper;
-  // After selecting `hi`, every value below it is in b[0..hi): the lower middle is their maximum.
-  let lower = -Infinity;
-  for (let i = 0; i < hi; i++) lower = Math.max(lower, b[i] ?? -Infinity);
-  return (lower + upper) / 2;
-}
-
-/** The k-th smallest of b[0..n) (Hoare's selection; reorders b so smaller values come before it). */
-function select(b: Float64Array, n: number, k: number): number {
-  let left = 0;
-  let right = n - 1;
-  while (left < right) {
-    const pivot = b[(left + right) >> 1] ?? 0;
-    let i = left;
-    let j = right;
-    while (i <= j) {
-      while ((b[i] ?? 0) < pivot) i++;
-      while ((b[j] ?? 0) > pivot) j--;
-      if (i <= j) {
-        const t = b[i] ?? 0;
-        b[i] = b[j] ?? 0;
-        b[j] = t;
-        i++;
-        j--;
-      }
-    }
-    if (k <= j) right = j;
-    else if (k >= i) left = i;
-    else break;
-  }
-  return b[k] ?? NaN;
 }
 
 /** The chosen Tracer's figures per rank. */

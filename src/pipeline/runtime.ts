@@ -10,16 +10,15 @@ import { hostname } from "node:os";
 import { hasQueuedAlerts, takeQueuedAlerts } from "../alerts/user-alert.js";
 import { registerDrain } from "../core/lifecycle.js";
 import type { BackendContext } from "../backends/backend.js";
-import { DEFAULT_PROCESS_NAME, roleOf, type RankIdentity } from "../core/rank-identity.js";
+import { roleOf, type RankIdentity } from "../core/rank-identity.js";
 import { getCollector, type Collector, type MetricEntry, type StreamProducer } from "../core/collector.js";
 import type { KeyState } from "../core/key-state.js";
 import type { StreamRecord } from "../core/metric.js";
 import type { RankTiming } from "../core/step-timing.js";
-import { reportError } from "../core/diagnostics.js";
-import { peekProcessWide, processWide, setProcessWide } from "../core/process-wide.js";
 import { markThreadAsRank, workerGatherer } from "../core/worker-link.js";
 import { mergeRankKeyStates } from "./reduce-states.js";
 import { currentRun, setCurrentRun } from "../run/current.js";
+import { offCycleQueue } from "./off-cycle.js";
 import {
   attachStreamBackends,
   detachStreamBackends,
@@ -28,7 +27,7 @@ import {
 } from "../stream/stream.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type ValidatedBackend } from "./config.js";
-import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "./rank-handle.js";
+import type { RankHandle, RankInit, RankSnapshot } from "./rank-handle.js";
 import { takeRejectionsSinceLastFlush } from "../core/ignored.js";
 import { REJECTED_KEY_PREFIX } from "../core/internal-keys.js";
 
@@ -55,26 +54,6 @@ export interface FramedFlush {
   readonly bytes: Uint8Array;
 }
 
-/** At most this many off-cycle logs wait for the next flush; older ones are dropped and counted. */
-export const MAX_PENDING_OFF_CYCLE = 1000;
-
-function offCycleQueue(): OffCycleLog[] {
-  return processWide("offCycleLogs", (): OffCycleLog[] => []);
-}
-
-/** Queue values logged on a rank outside the flush cycle, for the controller (bounded). */
-export function queueOffCycleLog(log: OffCycleLog): void {
-  const queue = offCycleQueue();
-  if (queue.length >= MAX_PENDING_OFF_CYCLE) {
-    queue.shift();
-    reportError(
-      "rank.offCycleFull",
-      `more than ${MAX_PENDING_OFF_CYCLE} off-cycle logs (system monitor) waited for a flush; the oldest are dropped and counted. Flush more often, or log less often.`,
-    );
-  }
-  queue.push(log);
-}
-
 /**
  * The messages this process rejected since its last flush, into its own collector as
  * `rankscope/rejected/{kind}` (a `sum`): they reach the controller with the rank's other values.
@@ -98,32 +77,6 @@ export const WORKER_FLUSH_DEADLINE_MS = 1000;
 
 /** This machine's name, as a rank's step timings name its host (read once). */
 const HOST = hostname();
-
-/** The identity of a process that nobody told who it is: rank 0 of one. */
-export function standaloneIdentity(processName: string): RankIdentity {
-  return { rank: 0, rankName: processName, processName, localRank: 0, localWorldSize: 1 };
-}
-
-/** The controller's own identity: its collector's values are a line of their own, never rank 0's. */
-export function controllerIdentity(processName: string): RankIdentity {
-  return { ...standaloneIdentity(processName), role: "controller" };
-}
-
-/**
- * Who this process (or worker thread) is in the job: its rank, rank name, and place in its replica
- * (Forge's `current_rank()`). Set when the process joins a run as a rank; otherwise the identity of
- * the run's controller, or rank 0 of one.
- */
-export function currentRank(): RankIdentity {
-  return (
-    peekProcessWide<RankIdentity>("rankIdentity") ?? currentRun()?.identity ?? standaloneIdentity(DEFAULT_PROCESS_NAME)
-  );
-}
-
-/** Record who this process is (the transports call this when a rank joins a run). */
-export function setCurrentRank(identity: RankIdentity): void {
-  setProcessWide("rankIdentity", identity);
-}
 
 /** Raw values straight to the backends, for an extra rank hosted in a thread whose ring is taken. */
 class DirectStreamProducer implements StreamProducer {

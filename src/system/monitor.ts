@@ -15,7 +15,7 @@ import { reportError, warn } from "../core/diagnostics.js";
 import type { Metric } from "../core/metric.js";
 import type { MetricLogger } from "../controller/metric-logger.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
-import { queueOffCycleLog } from "../pipeline/runtime.js";
+import { queueOffCycleLog } from "../pipeline/off-cycle.js";
 import { reduceStates } from "../pipeline/reduce-states.js";
 import { currentRun } from "../run/current.js";
 import { queryNvidiaSmi, type GpuSample } from "./nvidia-smi.js";

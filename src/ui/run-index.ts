@@ -28,16 +28,14 @@
  * first full read at most `AWAIT_BUILD_MS`; past that it answers with the runs read so far and
  * says how far indexing is (`indexing`), which the app shows.
  */
-import { readdirSync, realpathSync, statSync, watch, type Dirent, type FSWatcher } from "node:fs";
-import { basename, dirname, join, relative, sep } from "node:path";
+import { readdirSync, watch, type Dirent, type FSWatcher } from "node:fs";
+import { join } from "node:path";
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
-import * as store from "../store/reader.js";
 import { STORE_FILE } from "../store/store-file.js";
-import { CONFIG_FILE, RUN_META_FILE } from "../run/run-files.js";
 import { withDeadline } from "../core/deadline.js";
 import type { IndexedRun } from "./run-query.js";
 import type { RunLabelReader } from "./run-labels.js";
-import type { LabelledRun } from "./source.js";
+import { readRun, runStamp, statOrNull, storeInside } from "./run-index-read.js";
 
 /** Deepest run directory below the root, as `listRuns` of the store finds them. */
 const MAX_DEPTH = 3;
@@ -102,19 +100,6 @@ interface DirNode {
 }
 
 const LIVE = new Set(["running", "unknown"]);
-
-function statOrNull(path: string): { size: number; mtimeMs: number } | null {
-  try {
-    return statSync(path);
-  } catch {
-    return null;
-  }
-}
-
-function isInside(parent: string, child: string): boolean {
-  const rel = relative(parent, child);
-  return rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !rel.startsWith(sep));
-}
 
 /** The runs under one root, kept up to date by `refresh` passes. */
 export class RunIndex {
@@ -273,7 +258,8 @@ export class RunIndex {
     } catch {
       entries = [];
     }
-    const hasStore = entries.some((e) => e.name === STORE_FILE && !e.isDirectory()) && this.storeInside(dir.path);
+    const hasStore =
+      entries.some((e) => e.name === STORE_FILE && !e.isDirectory()) && storeInside(this.realRoot, dir.path);
     if (hasStore && dir.run === null) {
       dir.run = { stamp: "", readAt: -Infinity, entry: null };
     } else if (!hasStore && dir.run !== null) {
@@ -329,24 +315,10 @@ export class RunIndex {
     for (const dir of this.dirs.values()) this.unwatch(dir);
   }
 
-  private storeInside(dirPath: string): boolean {
-    try {
-      return isInside(this.realRoot, realpathSync(join(dirPath, STORE_FILE)));
-    } catch {
-      return false;
-    }
-  }
-
   private checkRun(dir: DirNode): void {
     const run = dir.run;
     if (run === null) return;
-    const of = (name: string): string => {
-      const s = statOrNull(join(dir.path, name));
-      return s === null ? "-" : `${s.size}:${s.mtimeMs}`;
-    };
-    const wal = statOrNull(join(dir.path, `${STORE_FILE}-wal`));
-    const walStamp = wal === null || wal.size === 0 ? "0" : `${wal.size}:${wal.mtimeMs}`;
-    const stamp = `${of(STORE_FILE)}|${walStamp}|${of(RUN_META_FILE)}|${of(CONFIG_FILE)}`;
+    const stamp = runStamp(dir.path);
     const now = this.now();
     const stillRunning = run.entry?.row.status === "running" && now - run.readAt >= LIVE_READ_MS;
     if (stamp === run.stamp && run.entry !== null && !stillRunning) return;
@@ -355,7 +327,7 @@ export class RunIndex {
     run.stamp = stamp;
     run.readAt = now;
     const before = run.entry;
-    run.entry = this.read(dir.path);
+    run.entry = readRun(this.realRoot, dir.path, this.labels);
     // Read again with no file changed: a change only when what it says did (the ETag stays otherwise).
     if (before === null || changed || JSON.stringify(before.row) !== JSON.stringify(run.entry?.row)) this.changes++;
   }
@@ -363,45 +335,6 @@ export class RunIndex {
   /** Something changed in a directory: check it on every pass for a while. */
   private touched(dir: DirNode): void {
     dir.changedAt = this.now();
-  }
-
-  /** A run's row and last values, read from its store and its directory's labels. */
-  private read(runDir: string): IndexedRun {
-    const id = relative(this.realRoot, runDir).split(sep).join("/");
-    const parts = id.split("/");
-    const name = (
-      experiment: string | null,
-      trial: string | null,
-    ): { id: string; experiment: string; trial: string } => ({
-      id,
-      experiment: experiment ?? (parts.length > 1 ? parts.slice(0, -1).join("/") : ""),
-      trial: trial ?? parts[parts.length - 1] ?? id,
-    });
-    try {
-      const { summary, hyperparams, lastValues } = store.runOverview(runDir);
-      const { runDir: _absolute, ...fields } = summary;
-      const row: LabelledRun = {
-        ...fields,
-        ...name(summary.experiment, summary.trial),
-        ...this.labels.labels(runDir, hyperparams),
-      };
-      const last: Record<string, number> = {};
-      for (const v of lastValues) last[v.key] = v.value;
-      return { row, lastValues: last };
-    } catch (error) {
-      // Named from its path ({root}/{experiment}/{trial}), with the reason instead of a guess.
-      const row: LabelledRun = {
-        ...name(basename(dirname(runDir)), basename(runDir)),
-        status: "unknown",
-        startedAt: null,
-        endedAt: null,
-        updatedAt: null,
-        resumeStep: 0,
-        error: store.storeFault(error),
-        ...this.labels.labels(runDir, {}),
-      };
-      return { row, lastValues: {} };
-    }
   }
 
   private remove(dir: DirNode): void {

@@ -16,7 +16,8 @@ import {
   type RankRef,
   type StragglerInput,
 } from "../../src/alerts/engine.js";
-import { resolveAlertOptions, type AlertRuleConfig } from "../../src/alerts/options.js";
+import { resolveAlertOptions } from "../../src/alerts/options.js";
+import type { AlertRuleConfig } from "../../src/alerts/rule-config.js";
 
 function engine(
   rules: readonly AlertRuleConfig[],

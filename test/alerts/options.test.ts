@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { BUILTIN_RULES, resolveAlertOptions } from "../../src/alerts/options.js";
+import { resolveAlertOptions } from "../../src/alerts/options.js";
+import { BUILTIN_RULES } from "../../src/alerts/rule-config.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { tempDir } from "../helpers.js";
 

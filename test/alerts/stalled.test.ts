@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import { afterEach, beforeEach, describe, it, mock } from "node:test";
 import type { AlertEvent } from "../../src/core/alert.js";
 import { AlertEngine } from "../../src/alerts/engine.js";
-import { resolveAlertOptions, type StalledRule } from "../../src/alerts/options.js";
+import { resolveAlertOptions } from "../../src/alerts/options.js";
+import type { StalledRule } from "../../src/alerts/rule-config.js";
 
 function stalledEngine(rule: Partial<StalledRule> = {}): {
   engine: AlertEngine;

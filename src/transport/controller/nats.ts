@@ -30,7 +30,9 @@ import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js"
 import { connectTo, rankAuthEnv, unrefSocket, unrefWhileIdle } from "./nats-connection.js";
 import type { RankServer } from "./launcher.js";
 import type { RankSnapshot } from "../../pipeline/rank-handle.js";
-import { carrySnapshot, isHeldAnswer, nextRequestId, RemoteRankHandle, type RankCarrier } from "./remote-rank.js";
+import { RemoteRankHandle } from "./remote-rank.js";
+import { carrySnapshot, isHeldAnswer } from "./carried-answers.js";
+import { nextRequestId, type RankCarrier } from "./rank-carrier.js";
 
 /** Options of `serveRanksOverNats`. */
 export interface ServeRanksOverNatsOptions {

@@ -7,7 +7,8 @@ import { randomUUID } from "node:crypto";
 import { endingBySignal, untilTheEnd } from "../../core/lifecycle.js";
 import type { RankIdentity } from "../../core/rank-identity.js";
 import type { RankController } from "../../pipeline/default-logger.js";
-import { RankClosedError, waitAtMost } from "./remote-rank.js";
+import { waitAtMost } from "./remote-rank.js";
+import { RankClosedError } from "./rank-carrier.js";
 import type { SpawnedRank } from "./rank-start.js";
 
 /**

@@ -19,7 +19,8 @@ import {
   reportIgnored,
   type ControllerRequest,
 } from "../protocol/messages.js";
-import { RemoteRankHandle, waitAtMost, type RankCarrier } from "./remote-rank.js";
+import { RemoteRankHandle, waitAtMost } from "./remote-rank.js";
+import type { RankCarrier } from "./rank-carrier.js";
 import { ChannelRankFrames } from "./rank-frames.js";
 import { isWireFrame } from "../wire/codec.js";
 

@@ -8,13 +8,12 @@
  * of its collector, so they are carried into this rank's next flush that arrives in time (states
  * merge exactly), and counted as `late`. Each reply is used exactly once. When the carrier closes
  * (the rank exited), every pending request fails at once instead of waiting for its deadline.
+ * The carrier contract and request ids are `rank-carrier.ts`; the merging of carried answers
+ * `carried-answers.ts`.
  */
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { describeError, reportError, warn } from "../../core/diagnostics.js";
-import { newestAlerts } from "../../alerts/user-alert.js";
-import { mergeRankKeyStates } from "../../pipeline/reduce-states.js";
-import { mergeTracerTimings, type RankTiming } from "../../core/step-timing.js";
-import type { OffCycleLog, RankHandle, RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
+import type { RankHandle, RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
 import {
   encodeProtocolMessage,
   reportIgnored,
@@ -23,85 +22,20 @@ import {
   type RankReply,
 } from "../protocol/messages.js";
 import { KEPT_FLUSH_ANSWERS } from "../rank/rank-agent.js";
-
-/** Default deadline of requests other than flush and shutdown (start, call, init). */
-export const DEFAULT_REQUEST_DEADLINE_MS = 30_000;
-
-/** How a request leaves the controller. `flushId` lets NATS send one flush to every rank at once. */
-export interface RankCarrier {
-  /** Human-readable description for messages, e.g. `child process 1234`. */
-  readonly description: string;
-  /** Send one encoded request to this rank. May throw if the carrier is already closed. */
-  post(text: string, request: ControllerRequest): void;
-  /**
-   * Optional scatter-gather: instead of posting a flush to this rank, return the id of a flush
-   * broadcast to every rank at `step` (sent once per step), whose replies arrive through `receive`.
-   */
-  broadcastFlush?(step: number): number;
-  /**
-   * Fields the next flush request carries: a carrier that reads wire frames (a worker's port, a
-   * child's IPC) asks for them (`wire`), naming this rank in `resync` when it lost its key table.
-   */
-  flushFields?(): { readonly wire: number; readonly resync?: readonly string[] };
-  /**
-   * Set when the carrier ends with the rank (a worker, a child's IPC channel): after answering
-   * shutdown the rank exits, and the handle waits for that before killing it.
-   */
-  readonly closesWithRank: boolean;
-  /** The host the rank runs on, when known (a child or worker runs on this one; a NATS rank says at register). */
-  readonly host?: string;
-  /** Force the rank to stop (kill the process, terminate the worker). */
-  terminate?(): Promise<void> | void;
-  /**
-   * Tell the rank that the controller logged these answers of its (by `seq`). Only carriers whose
-   * ranks outlive their controller have it (NATS): see `RankHandle.acknowledge`.
-   */
-  acknowledge?(seqs: readonly number[]): void;
-}
-
-/** An error for a request that got no answer by its deadline. */
-export class RankDeadlineError extends Error {
-  override name = "RankDeadlineError";
-}
-
-/** An error for a request whose rank went away. */
-export class RankClosedError extends Error {
-  override name = "RankClosedError";
-}
+import { answerSeqs, carrySnapshot, isHeldAnswer, remember } from "./carried-answers.js";
+import {
+  DEFAULT_REQUEST_DEADLINE_MS,
+  nextRequestId,
+  RankClosedError,
+  RankDeadlineError,
+  type RankCarrier,
+} from "./rank-carrier.js";
 
 interface Pending {
   readonly request: ControllerRequest;
   readonly resolve: (reply: RankReply & { ok: true }) => void;
   readonly reject: (error: Error) => void;
   readonly timer: NodeJS.Timeout;
-}
-
-let lastRequestId = 0;
-
-/** At most this many off-cycle logs are carried per rank; older ones are dropped and counted. */
-const MAX_CARRIED_OFF_CYCLE = 1000;
-
-/**
- * The empty answer of a rank that is registering (`RankAgent.holdFlushes`): no number, no states,
- * nothing else. Its values are still in the rank's collector, so it is dropped without a word
- * when no request waits for it (a flush broadcast before the rank registered).
- */
-export function isHeldAnswer(snapshot: RankSnapshot): boolean {
-  return (
-    snapshot.seq === undefined &&
-    snapshot.states.length === 0 &&
-    snapshot.offCycle === undefined &&
-    snapshot.alerts === undefined &&
-    snapshot.timing === undefined
-  );
-}
-
-/** The flush-answer numbers a merged snapshot holds (`carrySnapshot` notes them), to acknowledge them all once logged. */
-const mergedSeqs = new WeakMap<RankSnapshot, readonly number[]>();
-
-/** The numbers (`seq`) of the flush answers a snapshot holds: its own, or all those `carrySnapshot` merged into it. */
-function answerSeqs(snapshot: RankSnapshot): readonly number[] {
-  return mergedSeqs.get(snapshot) ?? (snapshot.seq === undefined ? [] : [snapshot.seq]);
 }
 
 /**
@@ -113,70 +47,6 @@ export const MAX_RESENDS = KEPT_FLUSH_ANSWERS;
 
 /** Requests whose deadline passed that a late answer may still be carried for (the most recent). */
 const REMEMBERED_EXPIRED = 64;
-
-/**
- * One snapshot holding both `earlier`'s values and `later`'s (exact: accumulator states merge), at
- * `later`'s step. Used for flush answers that arrived after their deadline: they join the next one.
- */
-export function carrySnapshot(earlier: RankSnapshot | null, later: RankSnapshot): RankSnapshot {
-  if (earlier === null) return later;
-  const merged = mergeSnapshots(earlier, later);
-  mergedSeqs.set(merged, [...answerSeqs(earlier), ...answerSeqs(later)]);
-  return merged;
-}
-
-function mergeSnapshots(earlier: RankSnapshot, later: RankSnapshot): RankSnapshot {
-  let offCycle: OffCycleLog[] = [...(earlier.offCycle ?? []), ...(later.offCycle ?? [])];
-  if (offCycle.length > MAX_CARRIED_OFF_CYCLE) {
-    const dropped = offCycle.length - MAX_CARRIED_OFF_CYCLE;
-    offCycle = offCycle.slice(dropped);
-    reportError(
-      "rank.offCycleFull",
-      `rank ${later.rankName}: ${dropped} off-cycle logs (system monitor) carried over late flushes exceeded ${MAX_CARRIED_OFF_CYCLE}; the oldest are dropped and counted`,
-    );
-  }
-  // The user's alert() calls of both: the newest that one answer may carry.
-  const alerts = newestAlerts(earlier.alerts, later.alerts, `rank ${later.rankName}'s late answers`);
-  return {
-    rankName: later.rankName,
-    step: later.step,
-    states: mergeRankKeyStates(
-      [
-        { rankName: earlier.rankName, states: earlier.states },
-        { rankName: later.rankName, states: later.states },
-      ],
-      later.step,
-    ),
-    droppedKeyRecords: Math.max(earlier.droppedKeyRecords, later.droppedKeyRecords),
-    ...(offCycle.length > 0 ? { offCycle } : {}),
-    ...(alerts.length > 0 ? { alerts } : {}),
-    ...carriedTiming(earlier.timing, later.timing),
-  };
-}
-
-/** The timings of a late answer and the next one together (their sums add), as a snapshot field. */
-function carriedTiming(earlier: RankTiming | undefined, later: RankTiming | undefined): { timing?: RankTiming } {
-  if (earlier === undefined) return later === undefined ? {} : { timing: later };
-  if (later === undefined) return { timing: earlier };
-  return { timing: { ...later, tracers: mergeTracerTimings(earlier.tracers, later.tracers) } };
-}
-
-/** How many answer numbers a handle remembers as seen or logged (a rank keeps at most 16 answers). */
-const MAX_REMEMBERED_SEQS = 256;
-
-/** Add `seq` to a bounded set of answer numbers, forgetting the oldest past `MAX_REMEMBERED_SEQS`. */
-function remember(set: Set<number>, seq: number): void {
-  set.add(seq);
-  if (set.size <= MAX_REMEMBERED_SEQS) return;
-  const oldest = set.values().next();
-  if (oldest.done !== true) set.delete(oldest.value);
-}
-
-/** A process-wide unique request id (NATS flushes share one id across ranks). */
-export function nextRequestId(): number {
-  lastRequestId = lastRequestId >= Number.MAX_SAFE_INTEGER ? 1 : lastRequestId + 1;
-  return lastRequestId;
-}
 
 /** A rank reached through a carrier. */
 export class RemoteRankHandle implements RankHandle {

@@ -11,36 +11,21 @@
  * docs/scale.md for the topology, and how a deeper tree would stack agents.
  */
 import { describeError, reportError } from "../../core/diagnostics.js";
-import type { UserAlertCall } from "../../core/alert.js";
-import { newestAlerts } from "../../alerts/user-alert.js";
 import { resolveSetting } from "../../core/settings.js";
 import { runSecretSetting } from "../../core/run-secret.js";
 import { RunKey } from "../protocol/seal.js";
 import { SealedNats, SealedRequestError, type OpenedMessage } from "../protocol/sealed-nats.js";
-import type { OffCycleLog, RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
-import { mergeRankKeyStates, singleValueState } from "../../pipeline/reduce-states.js";
-// An agent merges states of every reduction its ranks may send, stats' avg_min_max included.
-import "../../stats/reductions.js";
-import { REJECTED_KEY_PREFIX } from "../../core/internal-keys.js";
+import type { RankInit } from "../../pipeline/rank-handle.js";
 import { assertSubjectToken } from "../protocol/identity.js";
 import { NatsRankServer, type RankRegistry } from "../controller/nats.js";
 import { connectTo } from "../controller/nats-connection.js";
 import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
-import { FramedSnapshot } from "../controller/rank-frames.js";
-import { reportIgnored, takeRejectionsSinceLastFlush } from "../protocol/messages.js";
+import { reportIgnored } from "../protocol/messages.js";
 import type { RemoteRankHandle } from "../controller/remote-rank.js";
 import { FrameMerger, StateEncoder } from "../wire/codec.js";
-import type { KeyState } from "../../core/key-state.js";
-import { appendRankTiming, emptyTimingColumns, roundMs } from "../../core/step-timing.js";
-import {
-  agentDeadlineMs,
-  decodeHostMessage,
-  encodeHostMessage,
-  hostEnvelope,
-  hostSubjects,
-  type HostMessage,
-  type HostStatesHeader,
-} from "./messages.js";
+import { roundMs } from "../../core/step-timing.js";
+import { hostAnswer } from "./host-answer.js";
+import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostSubjects, type HostMessage } from "./messages.js";
 
 /** Options of `startHostAgent`. */
 export interface HostAgentOptions {
@@ -77,36 +62,6 @@ export interface HostAgentStats {
   bytesOut: number;
   /** Flushes in which some of the host's ranks did not answer the agent in time. */
   incompleteFlushes: number;
-}
-
-/** The ranks' answers to one flush gathered for the host's answer: who answered, who did not, and what their answers carry. */
-function gatherAnswers(
-  answers: readonly { handle: { readonly rankName: string }; answer: RankSnapshot | undefined; arrivalMs: number }[],
-  hostId: string,
-) {
-  const snapshots: RankSnapshot[] = [];
-  const missing: string[] = [];
-  let dropped = 0;
-  const offCycle: OffCycleLog[] = [];
-  const alerts: UserAlertCall[] = [];
-  const timing = emptyTimingColumns();
-  /** The answers' rows (indexes in `answers`) that carry step timings. */
-  const rows: number[] = [];
-  for (const [row, { handle, answer, arrivalMs }] of answers.entries()) {
-    if (answer === undefined) {
-      missing.push(handle.rankName);
-      continue;
-    }
-    if (answer.timing !== undefined) {
-      rows.push(row);
-      appendRankTiming(timing, handle.rankName, answer.timing.rank, hostId, arrivalMs, answer.timing.tracers);
-    }
-    snapshots.push(answer);
-    dropped += answer.droppedKeyRecords;
-    if (answer.offCycle !== undefined) offCycle.push(...answer.offCycle);
-    if (answer.alerts !== undefined) alerts.push(...answer.alerts);
-  }
-  return { snapshots, missing, dropped, offCycle, alerts, timing, rows };
 }
 
 /** A running host agent. */
@@ -251,28 +206,17 @@ export class HostAgent implements RankRegistry {
         return { handle, answer, arrivalMs: roundMs(performance.now() - asked) };
       }),
     );
-    const { snapshots, missing, dropped, offCycle, alerts, timing, rows } = gatherAnswers(answers, hostId);
-    if (missing.length > 0) this.stats.incompleteFlushes++;
-    const states = this.withRejections(this.merge(snapshots, request.step), request.step);
     const sendMembers = this.sentMembersVersion !== version;
-    const header: Omit<HostStatesHeader, "session"> = {
-      ...hostEnvelope(runId),
-      t: "hostStates",
+    const { header, states, incomplete } = hostAnswer(answers, {
+      runId,
+      hostId,
       id: request.id,
       step: request.step,
-      host: hostId,
-      reporting: snapshots.length,
-      missing,
-      mv: version,
-      ...(sendMembers ? { ranks: handles.map((h) => h.rankName) } : {}),
-      dropped,
-      ...(offCycle.length > 0 ? { offCycle } : {}),
-      // A host's answer carries at most what one rank's may (the newest).
-      ...(alerts.length > 0 ? { alerts: newestAlerts(undefined, alerts, `host ${this.hostId}'s ranks`) } : {}),
-      ...(rows.length > 0
-        ? { timing: { rows, ranks: timing.ranks, arrivalMs: timing.arrivalMs, tracers: timing.tracers } }
-        : {}),
-    };
+      membersVersion: version,
+      members: sendMembers ? handles.map((h) => h.rankName) : undefined,
+      merger: this.merger,
+    });
+    if (incomplete) this.stats.incompleteFlushes++;
     try {
       const frame = this.encoder.encode(header, states);
       this.nc.publish(msg.reply, frame);
@@ -285,39 +229,6 @@ export class HostAgent implements RankRegistry {
         `host agent ${hostId} could not answer flush(${request.step}): ${describeError(error)}`,
       );
     }
-  }
-
-  /** The agent process's own rejections since the last flush (`rankscope/rejected/{kind}`), added to its answer. */
-  private withRejections(states: KeyState[], step: number): KeyState[] {
-    const rejected = takeRejectionsSinceLastFlush();
-    if (rejected.length === 0) return states;
-    const own = rejected.map(([kind, count]): KeyState => ({
-      key: `${REJECTED_KEY_PREFIX}${kind}`,
-      reduce: "sum",
-      state: singleValueState(count),
-    }));
-    return mergeRankKeyStates(
-      [
-        { rankName: `host agent ${this.hostId}`, states },
-        { rankName: `host agent ${this.hostId}`, states: own },
-      ],
-      step,
-    );
-  }
-
-  /**
-   * The ranks' states merged exactly: straight from their frames' columns when every answer came
-   * as a frame (`FrameMerger`), else (a JSON answer, a carried late one, a key in two reductions)
-   * `mergeRankKeyStates` — the same result either way.
-   */
-  private merge(snapshots: readonly RankSnapshot[], step: number): KeyState[] {
-    if (snapshots.every((s) => s instanceof FramedSnapshot)) {
-      this.merger.begin();
-      for (const s of snapshots) if (s instanceof FramedSnapshot) this.merger.add(s.frame);
-      const merged = this.merger.result();
-      if (merged !== undefined) return merged;
-    }
-    return mergeRankKeyStates(snapshots, step);
   }
 
   private async onControl(msg: OpenedMessage): Promise<void> {

@@ -24,7 +24,7 @@ import {
   nextRequestId,
   RankClosedError,
   RankDeadlineError,
-} from "../controller/remote-rank.js";
+} from "../controller/rank-carrier.js";
 import { isWireFrame, StateDecoder, WireFormatError, type DecodedFrame } from "../wire/codec.js";
 import {
   decodeHostMessage,

@@ -24,7 +24,8 @@ import { RankAgent } from "./rank-agent.js";
 import { moduleUrl, originOf, type RankPolicy } from "./policy.js";
 import { runSecretSetting } from "../../core/run-secret.js";
 import type { SettingKind } from "../../core/settings.js";
-import { RankRuntime, setCurrentRank } from "../../pipeline/runtime.js";
+import { RankRuntime } from "../../pipeline/runtime.js";
+import { setCurrentRank } from "../../pipeline/current-rank.js";
 
 export { ASSIGNMENT_ENV, readAssignment, type RankAssignment } from "../protocol/assignment.js";
 

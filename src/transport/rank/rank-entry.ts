@@ -5,7 +5,7 @@
  * controller's requests.
  */
 import { describeError } from "../../core/diagnostics.js";
-import { setCurrentRank } from "../../pipeline/runtime.js";
+import { setCurrentRank } from "../../pipeline/current-rank.js";
 import { joinRun, readAssignment } from "./join.js";
 
 // A child whose controller went away (crashed, or killed without shutdown) must not linger: its

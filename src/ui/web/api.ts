@@ -1,8 +1,32 @@
 /**
- * The dashboard's JSON API, typed. The server sends NaN and ±Infinity as the strings "NaN",
- * "Infinity", "-Infinity" (JSON has no such numbers); they are turned back into numbers here.
+ * The dashboard's JSON API, typed: one call per endpoint (`api`), what each learns about an older
+ * server than the app (and then does without), and many runs asked a chunk at a time. How a
+ * request is made and its numbers decoded is `api-http.ts`; what the endpoints take and answer,
+ * `api-types.ts` and the server's types, re-exported here.
  */
 import { isRecord } from "../../core/json.js";
+import {
+  ApiError,
+  apiUrl,
+  bytesReceived,
+  decodeNumbers,
+  getJson,
+  getRevalidated,
+  notModifiedCount,
+  toNumber,
+} from "./api-http.js";
+import {
+  runsSearch,
+  type ConfigView,
+  type GroupLine,
+  type LineRequest,
+  type RunInfo,
+  type RunKeys,
+  type RunLineRequest,
+  type RunsPage,
+  type RunsQuery,
+  type TraceFile,
+} from "./api-types.js";
 import type { LogLine, LogWindow } from "../log-reader.js";
 import type {
   AlertEntry,
@@ -29,205 +53,17 @@ export type {
   SeriesData,
   StreamData,
 };
-
-/** A hyperparameter value as `/api/runs` flattens them. */
-export type ParamValue = string | number | boolean | null;
-
-/**
- * A run as the runs table shows it. `tags`, `group` and `params` come from servers that know them
- * (absent from older ones: the app then shows none).
- */
-export interface RunInfo extends DashboardRun {
-  tags?: string[];
-  group?: string | null;
-  params?: Record<string, ParamValue>;
-  /** The last value of each scalar key, when asked for (`summary=1`). */
-  summary?: Record<string, number>;
-}
-
-/** One page of `/api/runs`. */
-export interface RunsPage {
-  runs: RunInfo[];
-  total: number;
-  /** While a large local root is first read: how far it has come. */
-  indexing?: { runsRead: number; runsFound: number };
-}
-
-/** What `/api/runs` is asked: its filters, sort and page (see the server's run-query.ts). */
-export interface RunsQuery {
-  /** Texts each run must contain (id, group or a tag). */
-  q?: string[];
-  tags?: string[];
-  group?: string;
-  statuses?: string[];
-  /** `NAME OP VALUE` each. */
-  params?: string[];
-  /** `KEY OP NUMBER` each. */
-  metrics?: string[];
-  runs?: string[];
-  /** `started`, `name`, `param:lr`, `-metric:loss`, … */
-  sort?: string;
-  offset?: number;
-  limit?: number;
-  summary?: boolean;
-  internal?: boolean;
-}
-
-/** The query string of a runs query (repeated parameters for lists). */
-export function runsSearch(query: RunsQuery): URLSearchParams {
-  const search = new URLSearchParams();
-  const one = (name: string, value: string | number | undefined): void => {
-    if (value !== undefined && value !== "") search.append(name, String(value));
-  };
-  for (const q of query.q ?? []) one("q", q);
-  for (const t of query.tags ?? []) one("tag", t);
-  one("group", query.group);
-  for (const s of query.statuses ?? []) one("status", s);
-  for (const p of query.params ?? []) one("param", p);
-  for (const m of query.metrics ?? []) one("metric", m);
-  for (const r of query.runs ?? []) one("run", r);
-  one("sort", query.sort);
-  one("offset", query.offset);
-  one("limit", query.limit);
-  if (query.summary === true) one("summary", 1);
-  if (query.internal === true) one("internal", 1);
-  return search;
-}
-
-/** A group's line (`/api/groups`): the mean across its runs, with the band's figures per step. */
-export interface GroupLine {
-  values: (string | number | boolean | null)[];
-  label: string;
-  runs: string[];
-  steps: number[];
-  mean: number[];
-  std: number[];
-  min: number[];
-  max: number[];
-  count: number[];
-}
-
-/**
- * A scalar key as the store describes it (`ranks` includes `GLOBAL_RANK` when it has a global
- * line); `internal` (rankscope's own bookkeeping) when the server says so.
- */
-type MetricKey = KeyInfo & { internal?: boolean };
-
-/** One requested line of `/api/lines`: key, rank, `after` cursor, and `before` (exclusive upper step bound). */
-type LineRequest = [string, number | null, string | null] | [string, number | null, string | null, number | null];
-
-/** One requested line of many runs' `/api/lines`: the run, then as `LineRequest`. */
-export type RunLineRequest = [string, ...LineRequest];
-
-/** Keys of one run, by kind. */
-export interface RunKeys {
-  metrics: MetricKey[];
-  streams: string[];
-  system: string[];
-  /** Keys of `Reduce.HISTOGRAM` metrics. */
-  histograms: string[];
-  /** Line → the name its process registered (`Trainer_0_r1`, `Controller`), when known. */
-  rankNames: Record<string, string>;
-  /** Line → its label (`rank 1 (Trainer_0_r1)`, `controller (Controller)`, `rank 1 · thread 7 (Trainer_0_r1)`). */
-  rankLabels?: Record<string, string>;
-}
-
-interface ConfigView {
-  params: Record<string, unknown>;
-  configYaml: string | null;
-  version: unknown;
-}
-
-interface TraceFile {
-  name: string;
-  size: number;
-  modified: number;
-}
-
-function toNumber(v: unknown): number {
-  if (typeof v === "number") return v;
-  if (v === "Infinity") return Infinity;
-  if (v === "-Infinity") return -Infinity;
-  return NaN;
-}
-
-function decodeNumbers(values: unknown[]): number[] {
-  return values.map(toNumber);
-}
-
-/** Build an API URL with query parameters. */
-function apiUrl(path: string, params: Record<string, string | number | undefined> = {}): string {
-  const search = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined) search.set(k, String(v));
-  const q = search.toString();
-  return `api/${path}${q === "" ? "" : `?${q}`}`;
-}
-
-async function getJson<T>(
-  path: string,
-  params: Record<string, string | number | undefined> | URLSearchParams = {},
-): Promise<T> {
-  const url = params instanceof URLSearchParams ? `api/${path}?${params.toString()}` : apiUrl(path, params);
-  const response = await fetch(url, { credentials: "same-origin", cache: "no-store" });
-  await failUnlessOk(response);
-  const text = await response.text();
-  received += text.length;
-  // The one unchecked type in the app: the answer of this package's own server, whose types
-  // (source.ts, the store's read-types.ts) are the ones named here.
-  return JSON.parse(text) as T;
-}
-
-/** The last answer of each revalidated URL and its ETag. */
-const revalidated = new Map<string, { etag: string; value: unknown }>();
-
-/**
- * GET JSON that is asked for again and again (the runs list, every few seconds): the request
- * names the ETag of the last answer, and a `304 Not Modified` (nothing downloaded) returns the
- * same object as before, so callers can tell "unchanged" by identity.
- */
-async function getRevalidated<T>(path: string, params: URLSearchParams): Promise<T> {
-  const url = `api/${path}?${params.toString()}`;
-  const known = revalidated.get(url);
-  const response = await fetch(url, {
-    credentials: "same-origin",
-    cache: "no-store",
-    headers: known === undefined ? {} : { "If-None-Match": known.etag },
-  });
-  if (response.status === 304 && known !== undefined) {
-    notModified++;
-    // This URL's last answer, parsed from this server's JSON: the type it was asked as.
-    return known.value as T;
-  }
-  await failUnlessOk(response);
-  const text = await response.text();
-  received += text.length;
-  const value: unknown = JSON.parse(text);
-  const etag = response.headers.get("etag");
-  if (etag !== null) {
-    if (revalidated.size > 200) revalidated.clear();
-    revalidated.set(url, { etag, value });
-  }
-  return value as T;
-}
-
-/** Answers that came back 304 (for tests and the benchmark). */
-let notModified = 0;
-
-async function failUnlessOk(response: Response): Promise<void> {
-  if (!response.ok) {
-    let message = `${response.status} ${response.statusText}`;
-    try {
-      const body: unknown = await response.json();
-      if (isRecord(body) && typeof body["error"] === "string") message = body["error"];
-    } catch {
-      // keep the status line
-    }
-    throw new ApiError(message, response.status);
-  }
-}
-
-/** Characters of JSON received so far (what polls cost, for the live benchmark). */
-let received = 0;
+export { ApiError } from "./api-http.js";
+export {
+  runsSearch,
+  type GroupLine,
+  type ParamValue,
+  type RunInfo,
+  type RunKeys,
+  type RunLineRequest,
+  type RunsPage,
+  type RunsQuery,
+} from "./api-types.js";
 
 /** What `/api/lines` answers per line: its data, or why it has none. */
 export type LineAnswer<T> = T | { error: string; status: number };
@@ -242,16 +78,6 @@ export function isStreamData(data: SeriesData | StreamData): data is StreamData 
 
 function decodeLine<T extends { values: unknown[] }>(line: LineAnswer<T>): LineAnswer<T> {
   return "error" in line ? line : { ...line, values: decodeNumbers(line.values) };
-}
-
-/** An answer with an HTTP status, so callers can tell "not supported here" (400/404) from a fault. */
-export class ApiError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-  ) {
-    super(message);
-  }
 }
 
 /** What this server turned out not to support (an older server than the app). */
@@ -409,7 +235,7 @@ export const api = {
       return linesRunByRun<T>(kind, lines, maxPoints);
     }
   },
-  bytesReceived: () => received,
+  bytesReceived,
   /**
    * Learn what the server supports from `/api/runs`: a server that lists runs without `params`
    * predates `before` and `/api/summary`, so the app does not ask it (no refused requests).
@@ -467,7 +293,7 @@ export const api = {
     api.learnFrom(page.runs);
     return page;
   },
-  notModified: () => notModified,
+  notModified: notModifiedCount,
   /** The runs named grouped by `by` (`param:NAME`, `group`, …): each group's mean, std, min and max of `key` by step. */
   groups: (
     key: string,

@@ -1,11 +1,12 @@
 /**
  * What a chart shows besides its lines, and what the user does with it: the marks of non-finite
- * values, the tooltip's rows and where it goes, downloads.
+ * values, the tooltip's rows and where it goes, the card's buttons (pin, CSV, PNG), downloads.
  */
 import type uPlot from "uplot";
 import { formatValue } from "./chart-axes.js";
 import type { Line, Marker, XMode } from "./chart-data.js";
-import { el, formatTime } from "./dom.js";
+import { append, el, formatTime } from "./dom.js";
+import { visibleName } from "./names.js";
 
 /** Save `blob` as a file named `name` (a download, never a navigation). */
 export function download(name: string, blob: Blob): void {
@@ -15,6 +16,48 @@ export function download(name: string, blob: Blob): void {
   a.click();
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** What the card's buttons do: `pin` (absent: no pin button), the CSV and PNG downloads. */
+interface ToolActions {
+  readonly pin?: () => void;
+  readonly csv: () => void;
+  readonly png: () => void;
+}
+
+/** The buttons of the card of `key`: pin (when it can be pinned), CSV, PNG. */
+export function chartTools(key: string, pinned: boolean, actions: ToolActions): HTMLElement {
+  const shown = visibleName(key);
+  const tools = el("span", { className: "chart-tools" });
+  if (actions.pin !== undefined) {
+    const pin = el(
+      "button",
+      {
+        type: "button",
+        className: pinned ? "icon pin on" : "icon pin",
+        title: pinned ? "unpin" : "pin to the top",
+        "aria-pressed": pinned ? "true" : "false",
+        "aria-label": `pin ${shown}`,
+      },
+      pinned ? "★" : "☆",
+    );
+    pin.addEventListener("click", actions.pin);
+    tools.appendChild(pin);
+  }
+  const csv = el(
+    "button",
+    { type: "button", className: "icon csv", title: "download the points as CSV", "aria-label": `CSV of ${shown}` },
+    "CSV",
+  );
+  csv.addEventListener("click", actions.csv);
+  const png = el(
+    "button",
+    { type: "button", className: "icon png", title: "download the chart as PNG", "aria-label": `PNG of ${shown}` },
+    "PNG",
+  );
+  png.addEventListener("click", actions.png);
+  append(tools, csv, png);
+  return tools;
 }
 
 /** A safe file name from a key: letters, digits, `._-`; the rest as `_`. */

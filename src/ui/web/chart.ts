@@ -11,30 +11,25 @@
  * canvas, so a run with a thousand keys costs the charts one can see.
  *
  * This file is the card (its DOM, its uPlot and redraws). What is drawn from the lines is
- * chart-data.ts, axes and scales chart-axes.ts, markers, tooltip rows and downloads
+ * chart-data.ts, uPlot's table and series from them chart-series.ts, axes and scales chart-axes.ts, markers, tooltip rows and downloads
  * chart-interaction.ts, the legend chart-legend.ts.
  */
 import uPlot from "uplot";
 import { axesOf, formatValue, scalesOf, xLabelOf } from "./chart-axes.js";
-import { bandTable, lineTable, linesToCsv, type Line, type Marker, type ViewSettings } from "./chart-data.js";
+import { linesToCsv, type Line, type Marker, type ViewSettings } from "./chart-data.js";
 import { ChartLegend } from "./chart-legend.js";
-import { download, drawMarkers, fileNameOf, placeTooltip, tooltipHead, tooltipRow } from "./chart-interaction.js";
+import {
+  chartTools,
+  download,
+  drawMarkers,
+  fileNameOf,
+  placeTooltip,
+  tooltipHead,
+  tooltipRow,
+} from "./chart-interaction.js";
 import { append, clear, el } from "./dom.js";
 import { visibleName } from "./names.js";
-import { RUN_PALETTE } from "./colours.js";
-import { smoothingFor } from "./smooth.js";
-
-/** A chart without run colours: the first ten run colours (matplotlib's "tab10"). */
-const PALETTE = RUN_PALETTE.slice(0, 10);
-
-/** The colour of the i-th line of a chart without run colours. */
-export function lineColour(i: number): string {
-  return PALETTE[i % PALETTE.length] ?? "#333";
-}
-
-function faint(colour: string): string {
-  return `${colour}40`;
-}
+import { buildSeries, drawnSmoothing, lineColour, type BuiltData } from "./chart-series.js";
 
 /** What a card tells its owner. */
 interface ChartEvents {
@@ -42,116 +37,6 @@ interface ChartEvents {
   /** The user dragged a zoom (an x range) or double-clicked it away (null). */
   onZoom?: (range: [number, number] | null) => void;
   onPin?: (key: string) => void;
-}
-
-/** What a chart draws: the joined table, its series (and which are lines, raw lines, band edges), bands, markers and point indexes. */
-interface BuiltData {
-  data: uPlot.AlignedData;
-  series: uPlot.Series[];
-  topSeries: number[];
-  rawSeries: (number | null)[];
-  bandSeries: ([number, number] | null)[];
-  bands: uPlot.Band[];
-  markers: Marker[];
-  indexes: Map<number, number>[];
-}
-
-/** Add one line's series to `out` and its table's columns to `joinInput`: scatter, smoothed (with its raw line faint) or plain, then its group band if it has one. */
-function addLineSeries(
-  out: BuiltData,
-  joinInput: uPlot.AlignedData[],
-  line: Line,
-  table: ReturnType<typeof lineTable>["table"],
-  colour: string,
-  show: boolean,
-  settings: ViewSettings,
-): void {
-  const { series, rawSeries } = out;
-  const dash = line.dash !== undefined ? { dash: line.dash } : {};
-  if (line.scatter === true) {
-    joinInput.push([table[0], table[1]]);
-    series.push({
-      label: line.label,
-      show,
-      stroke: colour,
-      fill: colour,
-      paths: () => null,
-      points: { show: true, size: 4, stroke: colour, fill: colour },
-    });
-    rawSeries.push(null);
-  } else if (settings.smoothing > 0) {
-    joinInput.push([table[0], table[1], table[2]]);
-    series.push({
-      label: `${line.label} (raw)`,
-      show,
-      stroke: faint(colour),
-      width: 1,
-      spanGaps: false,
-      points: { show: false },
-      ...dash,
-    });
-    rawSeries.push(series.length - 1);
-    series.push({
-      label: line.label,
-      show,
-      stroke: colour,
-      width: 1.5,
-      spanGaps: false,
-      points: { show: false },
-      ...dash,
-    });
-  } else {
-    joinInput.push([table[0], table[1]]);
-    series.push({
-      label: line.label,
-      show,
-      stroke: colour,
-      width: 1.5,
-      spanGaps: false,
-      points: { show: false },
-      ...dash,
-    });
-    rawSeries.push(null);
-  }
-  out.topSeries.push(series.length - 1);
-  addBand(out, joinInput, line, colour, show, settings);
-}
-
-/** A group's band: its low and high edges as two undrawn series, the space between filled (null in `bandSeries` when the line has none). */
-function addBand(
-  out: BuiltData,
-  joinInput: uPlot.AlignedData[],
-  line: Line,
-  colour: string,
-  show: boolean,
-  settings: ViewSettings,
-): void {
-  const { series } = out;
-  const edges = bandTable(line, settings);
-  if (edges === null) {
-    out.bandSeries.push(null);
-    return;
-  }
-  joinInput.push(edges);
-  series.push({
-    label: `${line.label} (low)`,
-    show,
-    stroke: "transparent",
-    width: 0,
-    spanGaps: false,
-    points: { show: false },
-  });
-  series.push({
-    label: `${line.label} (high)`,
-    show,
-    stroke: "transparent",
-    width: 0,
-    spanGaps: false,
-    points: { show: false },
-  });
-  const pair: [number, number] = [series.length - 2, series.length - 1];
-  out.bandSeries.push(pair);
-  out.bands.push({ series: [pair[1], pair[0]], fill: `${colour}33` });
 }
 
 /** A chart of several lines. */
@@ -198,37 +83,11 @@ export class ChartCard {
     this.tooltip = el("div", { className: "tooltip hidden", role: "status" });
     this.legend = new ChartLegend((id, only) => (only ? this.isolate(id) : this.toggle(id)));
     const shown = visibleName(title);
-    const tools = el("span", { className: "chart-tools" });
-    if (events.onPin !== undefined) {
-      const pin = el(
-        "button",
-        {
-          type: "button",
-          className: pinned ? "icon pin on" : "icon pin",
-          title: pinned ? "unpin" : "pin to the top",
-          "aria-pressed": pinned ? "true" : "false",
-          "aria-label": `pin ${shown}`,
-        },
-        pinned ? "★" : "☆",
-      );
-      pin.addEventListener("click", () => events.onPin?.(title));
-      tools.appendChild(pin);
-    }
-    const csv = el(
-      "button",
-      { type: "button", className: "icon csv", title: "download the points as CSV", "aria-label": `CSV of ${shown}` },
-      "CSV",
-    );
-    csv.addEventListener("click", () =>
-      download(`${fileNameOf(title)}.csv`, new Blob([linesToCsv(this.lines)], { type: "text/csv" })),
-    );
-    const png = el(
-      "button",
-      { type: "button", className: "icon png", title: "download the chart as PNG", "aria-label": `PNG of ${shown}` },
-      "PNG",
-    );
-    png.addEventListener("click", () => this.downloadPng());
-    append(tools, csv, png);
+    const tools = chartTools(title, pinned, {
+      ...(events.onPin === undefined ? {} : { pin: () => events.onPin?.(title) }),
+      csv: () => download(`${fileNameOf(title)}.csv`, new Blob([linesToCsv(this.lines)], { type: "text/csv" })),
+      png: () => this.downloadPng(),
+    });
     this.root = el(
       "div",
       { className: "chart", "data-key": title },
@@ -348,14 +207,7 @@ export class ChartCard {
   /** The weight the card's shortest smoothed line is drawn with, when it is below the slider's. */
   private noteSmoothing(): void {
     const weight = this.settings.smoothing;
-    let fewest = Infinity;
-    for (const line of this.lines) {
-      if (line.scatter === true) continue;
-      let n = 0;
-      for (const v of line.values) if (Number.isFinite(v)) n++;
-      fewest = Math.min(fewest, n);
-    }
-    const drawn = Number.isFinite(fewest) ? smoothingFor(weight, fewest) : weight;
+    const { drawn, fewest } = drawnSmoothing(this.lines, weight);
     const less = weight > 0 && drawn < weight;
     this.smoothNote.textContent = less ? `smoothing ${drawn.toFixed(2)} (${fewest} points)` : "";
     this.smoothNote.title = less
@@ -369,30 +221,8 @@ export class ChartCard {
   }
 
   private buildData(): BuiltData {
-    const { settings } = this;
-    const built = this.lines.map((l) => lineTable(l, settings));
     this.noteSmoothing();
-    const joinInput: uPlot.AlignedData[] = [];
-    const out: BuiltData = {
-      data: [[]],
-      series: [{}],
-      topSeries: [],
-      rawSeries: [],
-      bandSeries: [],
-      bands: [],
-      markers: [],
-      indexes: [],
-    };
-    this.lines.forEach((line, i) => {
-      const table = built[i]?.table;
-      if (table === undefined) return;
-      addLineSeries(out, joinInput, line, table, this.colourOf(i), !this.hidden.has(line.id), settings);
-    });
-    const [only, ...more] = joinInput;
-    out.data = only === undefined ? [[]] : more.length === 0 ? only : uPlot.join(joinInput);
-    out.markers = built.flatMap((b) => b.markers);
-    out.indexes = built.map((b) => b.index);
-    return out;
+    return buildSeries(this.lines, this.settings, (i) => this.colourOf(i), this.hidden);
   }
 
   /** Redraw from the lines and settings (only while on screen). */

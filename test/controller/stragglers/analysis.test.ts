@@ -5,12 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import {
-  DEFAULT_STRAGGLER_OPTIONS,
-  resolveStragglerOptions,
-  StragglerTracker,
-  stragglerStates,
-} from "../../../src/controller/stragglers.js";
+import { StragglerTracker, stragglerStates } from "../../../src/controller/stragglers.js";
+import { DEFAULT_STRAGGLER_OPTIONS, resolveStragglerOptions } from "../../../src/controller/straggler-options.js";
 import {
   appendRankTiming,
   emptyTimingColumns,

@@ -10,7 +10,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { Collector } from "../../../src/core/collector.js";
 import type { KeyState } from "../../../src/core/key-state.js";
-import { MAX_RESENDS, RemoteRankHandle, type RankCarrier } from "../../../src/transport/controller/remote-rank.js";
+import { MAX_RESENDS, RemoteRankHandle } from "../../../src/transport/controller/remote-rank.js";
+import type { RankCarrier } from "../../../src/transport/controller/rank-carrier.js";
 import {
   decodeProtocolMessage,
   ignoredMessageCounts,

@@ -11,7 +11,7 @@ import { test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { alerts as storedAlerts, closeStores } from "../../../src/store/reader.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";
-import { RankClosedError } from "../../../src/transport/controller/remote-rank.js";
+import { RankClosedError } from "../../../src/transport/controller/rank-carrier.js";
 import { collectDiagnostics, tempDir } from "../../helpers.js";
 import { SUM_RANK } from "../support.js";
 

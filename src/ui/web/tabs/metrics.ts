@@ -9,7 +9,8 @@
  */
 import { GLOBAL_RANK } from "../../../store/read-types.js";
 import { api, type GroupLine, type RunKeys, type SeriesData } from "../api.js";
-import { ChartCard, lineColour } from "../chart.js";
+import { ChartCard } from "../chart.js";
+import { lineColour } from "../chart-series.js";
 import type { Line } from "../chart-data.js";
 import { append, el } from "../dom.js";
 import { refineWindow, LazyGrid, type CardSpec } from "../fetching.js";
