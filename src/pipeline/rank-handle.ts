@@ -6,6 +6,7 @@
 import type { UncheckedBackendsConfig } from "../backends/options.js";
 import type { UserAlertCall } from "../core/alert.js";
 import type { KeyState } from "../core/key-state.js";
+import type { MetricEntry } from "../core/collector.js";
 import type { RankIdentity } from "../core/rank-identity.js";
 import type { RankTiming, TimingColumns } from "../core/step-timing.js";
 /** Where a run's files go and where it starts. */
@@ -123,4 +124,25 @@ export interface RankGroupSnapshot extends RankSnapshot {
     /** Its ranks' arrival at the agent and step timings, one row per rank that answered (docs/stragglers.md). */
     readonly timing?: TimingColumns;
   };
+}
+
+/**
+ * Writes a flush answer straight from the collector's entries (see `RankRuntime.flushFrame`):
+ * takes every entry with values, or throws having taken nothing.
+ */
+export type FrameWriter = (
+  entries: readonly MetricEntry[],
+  droppedKeyRecords: number,
+  timing: RankTiming | undefined,
+) => Uint8Array;
+
+/** A flush answered as a wire frame (`RankRuntime.flushFrame`). */
+export interface FramedFlush {
+  readonly rankName: string;
+  readonly step: number;
+  readonly droppedKeyRecords: number;
+  /** The rank's step timings, which the frame's header carries (see `RankSnapshot.timing`). */
+  readonly timing?: RankTiming;
+  /** The frame: the answer's bytes. */
+  readonly bytes: Uint8Array;
 }

@@ -27,32 +27,19 @@ import {
 } from "../stream/stream.js";
 import { BackendSet } from "./backend-set.js";
 import { validateBackendsConfig, type ValidatedBackend } from "./config.js";
-import type { RankHandle, RankInit, RankSnapshot } from "./rank-handle.js";
+import type { FramedFlush, FrameWriter, RankHandle, RankInit, RankSnapshot } from "./rank-handle.js";
 import { takeRejectionsSinceLastFlush } from "../core/ignored.js";
 import { REJECTED_KEY_PREFIX } from "../core/internal-keys.js";
 
-export type { OffCycleLog, RankHandle, RankInit, RankSnapshot, RunInfo } from "./rank-handle.js";
-
-/**
- * Writes a flush answer straight from the collector's entries (see `RankRuntime.flushFrame`):
- * takes every entry with values, or throws having taken nothing.
- */
-export type FrameWriter = (
-  entries: readonly MetricEntry[],
-  droppedKeyRecords: number,
-  timing: RankTiming | undefined,
-) => Uint8Array;
-
-/** A flush answered as a wire frame (`RankRuntime.flushFrame`). */
-export interface FramedFlush {
-  readonly rankName: string;
-  readonly step: number;
-  readonly droppedKeyRecords: number;
-  /** The rank's step timings, which the frame's header carries (see `RankSnapshot.timing`). */
-  readonly timing?: RankTiming;
-  /** The frame: the answer's bytes. */
-  readonly bytes: Uint8Array;
-}
+export type {
+  FramedFlush,
+  FrameWriter,
+  OffCycleLog,
+  RankHandle,
+  RankInit,
+  RankSnapshot,
+  RunInfo,
+} from "./rank-handle.js";
 
 /**
  * The messages this process rejected since its last flush, into its own collector as
@@ -120,14 +107,9 @@ export class RankRuntime {
     collector.hasFlusher = true;
   }
 
-  /**
-   * The per-rank backends of this runtime that keep a kind of run event (alerts, rank losses), if
-   * any: the controller hands its run's events to its own when no global backend keeps them (a
-   * `per_rank_reduce` store writes the same run file the dashboard reads).
-   */
+  /** Its per-rank backends that keep run events (the controller's own, when no global one does: `MetricLogger.eventBackends`). */
   eventBackends(method: "logAlert" | "logRankLoss"): BackendSet | undefined {
-    if (this.reduceBackends.takes(method)) return this.reduceBackends;
-    return this.streamBackends.takes(method) ? this.streamBackends : undefined;
+    return [this.reduceBackends, this.streamBackends].find((set) => set.takes(method));
   }
 
   /**
