@@ -498,14 +498,19 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
         : withDeadline(Promise.allSettled(inFlight), deadlineMs / 2).then(() => undefined);
     // Ranks get a little less than the whole deadline, so one that must be killed is killed in time.
     const rankDeadline = Math.max(1, deadlineMs - Math.min(500, deadlineMs / 5));
+    // The run is over: alerts still firing end with it (`ended`), recorded before the backends
+    // finish — the controller's own per-rank ones too, which may keep them (`eventBackends`).
+    const ended = flushed.then(() => this.alerts.endRun());
     const ranks = [...this.ranks.values()];
     const ranksDone = flushed.then(() =>
       Promise.all(
-        ranks.map((r) => r.shutdown(Math.max(1, rankDeadline - (Date.now() - started))).catch(() => undefined)),
+        ranks.map((r) =>
+          (r === this.ownRank ? ended : Promise.resolve())
+            .then(() => r.shutdown(Math.max(1, rankDeadline - (Date.now() - started))))
+            .catch(() => undefined),
+        ),
       ),
     );
-    // The run is over: alerts still firing end with it (`ended`), recorded before the backends finish.
-    const ended = flushed.then(() => this.alerts.endRun());
     // Primaries finish after their ranks: a shared run is marked complete once the ranks are done.
     // The webhook gets what is left of the deadline for its queue (the rest is counted undelivered).
     const alertsDone = ended.then(() => this.alerts.close(Math.max(1, rankDeadline - (Date.now() - started))));
