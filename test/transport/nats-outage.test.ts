@@ -166,20 +166,21 @@ describe("NATS ranks that come back", () => {
       const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "Sleepy", logger, nats });
       const [, sleepy] = ranks.rankNames as [string, string];
       await ranks.call(sleepy, "record", "readmit/value", 5, "sum");
-      const blocked = ranks.call(sleepy, "block", 6000);
+      // Blocked long enough to miss two flushes even on a loaded machine.
+      const blocked = ranks.call(sleepy, "block", 10_000);
       let step = 0;
       const silent = await waitFor(
         async () => {
           const result = await logger.flush(step++);
           return result.ranksExpected === 1 ? result : undefined;
         },
-        { timeoutMs: 20_000, what: `${sleepy} to be no longer expected` },
+        { timeoutMs: 40_000, what: `${sleepy} to be no longer expected` },
       );
       assert.deepEqual(nats.silentRankNames, [sleepy]);
       assert.deepEqual(silent.lostRanks, [sleepy], "a silent rank is counted as lost meanwhile");
       await blocked;
       await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, {
-        timeoutMs: 20_000,
+        timeoutMs: 40_000,
         what: `${sleepy} to report again`,
       });
       assert.deepEqual(nats.silentRankNames, []);
@@ -242,13 +243,15 @@ describe("NATS ranks that come back", () => {
     await collectDiagnostics(async () => {
       await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
       const nats = await serveRanksOverNats({ url: server.url, logger });
+      // Deadlines for a loaded machine: each rank's registration attempt may take up to 10 s, then
+      // backs off (transport/rank/nats.ts).
       await waitFor(() => nats.rankNames.length === 2, {
-        timeoutMs: 20_000,
+        timeoutMs: 60_000,
         what: "the previous controller's ranks to register with the new one",
       });
       let step = 0;
       await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, {
-        timeoutMs: 20_000,
+        timeoutMs: 60_000,
         what: "both ranks to report to the new controller",
       });
       await sleep(300);
