@@ -182,7 +182,7 @@ export async function mixedLoad(options: {
     [
       "… the server's event-loop delay",
       `p50 ${ms(probe.loop.p50)}, p99 ${ms(probe.loop.p99)}, max ${ms(probe.loop.max)} ms`,
-      "monitorEventLoopDelay, 10 ms resolution",
+      "monitorEventLoopDelay: how late its 10 ms timer fired",
     ],
   ];
   for (const [name, s] of Object.entries(probe.pools).sort()) {

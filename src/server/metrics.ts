@@ -9,6 +9,9 @@ import type pg from "pg";
 import type { PoolObserver } from "./db.js";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 
+/** The event loop's timer interval (ms). */
+const LOOP_RESOLUTION_MS = 10;
+
 /** Every metric of one server. */
 export class ServerMetrics {
   readonly registry = new Registry();
@@ -86,8 +89,8 @@ export class ServerMetrics {
     buckets: [0.001, 0.005, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10],
     registers: [this.registry],
   });
-  /** The event loop's delay since the last scrape (10 ms resolution). */
-  private readonly loop = monitorEventLoopDelay({ resolution: 10 });
+  /** The event loop's delay since the last scrape: its timer's intervals, `LOOP_RESOLUTION_MS` apart when idle. */
+  private readonly loop = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
   readonly applySeconds = new Histogram({
     name: "rankscope_server_ingest_apply_seconds",
     help: "Time to apply one batch in PostgreSQL",
@@ -159,9 +162,11 @@ export class ServerMetrics {
       labelNames: ["stat"],
       registers: [this.registry],
       collect() {
-        this.set({ stat: "p50" }, loop.percentile(50) / 1e9);
-        this.set({ stat: "p99" }, loop.percentile(99) / 1e9);
-        this.set({ stat: "max" }, loop.max / 1e9);
+        // What the timer waited past its interval.
+        const late = (ns: number): number => Math.max(0, ns / 1e9 - LOOP_RESOLUTION_MS / 1000);
+        this.set({ stat: "p50" }, late(loop.percentile(50)));
+        this.set({ stat: "p99" }, late(loop.percentile(99)));
+        this.set({ stat: "max" }, late(loop.max));
         loop.reset();
       },
     });
