@@ -22,7 +22,7 @@
  * server's CPU profile, `SERVER_BENCH_PAGE_PROFILE=FILE` the page's during the first load.
  */
 import { spawn } from "node:child_process";
-import { readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { openSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { GLOBAL_RANK } from "../src/store/schema.js";
@@ -137,9 +137,20 @@ async function startServer(
       String(port),
       "--rate-limit",
       "100000",
-      ...(probeOut === undefined ? ["--pool-size", "20"] : []),
+      // `SERVER_BENCH_SERVER_ARGS`: more options of the mixed load's server (`--ingest-pool-size 2`).
+      ...(probeOut === undefined
+        ? ["--pool-size", "20"]
+        : (process.env.SERVER_BENCH_SERVER_ARGS ?? "").split(" ").filter((a) => a !== "")),
     ],
-    { stdio: ["ignore", "ignore", "inherit"], env: { ...process.env, SERVER_PROBE_OUT: probeOut ?? "" } },
+    {
+      // `SERVER_BENCH_LOG=FILE`: the server's log lines (JSON) go there.
+      stdio: [
+        "ignore",
+        process.env.SERVER_BENCH_LOG === undefined ? "ignore" : openSync(process.env.SERVER_BENCH_LOG, "w"),
+        "inherit",
+      ],
+      env: { ...process.env, SERVER_PROBE_OUT: probeOut ?? "" },
+    },
   );
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null))?.ok === true, {

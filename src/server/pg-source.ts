@@ -151,10 +151,15 @@ interface LineLookup {
   readonly rank: number | undefined;
 }
 
+/** Times a read looks its chunks up again when ingest merged some between its two queries. */
+const VANISHED_RETRIES = 3;
+
 /**
  * The chunks a read needs, fetched up front so the store's synchronous read can fold them: one
  * query finds the key, its line and the chunks' summaries, a second their blobs (or blocks). A
- * key the run does not have is a 404.
+ * key the run does not have is a 404. The two queries are not one snapshot: when a live run's
+ * ingest merged small chunks into a full one between them (the blobs query misses some), the
+ * read starts over from the summaries, which then name the merged chunk.
  */
 async function fetchChunks(
   pool: pg.Pool,
@@ -163,6 +168,19 @@ async function fetchChunks(
   to: number,
   maxPoints: number,
 ): Promise<{ keyId: number; rank: number; reads: ChunkReads }> {
+  for (let attempt = 0; ; attempt++) {
+    const found = await fetchChunksOnce(pool, line, from, to, maxPoints);
+    if (found.complete || attempt >= VANISHED_RETRIES) return found;
+  }
+}
+
+async function fetchChunksOnce(
+  pool: pg.Pool,
+  line: LineLookup,
+  from: number,
+  to: number,
+  maxPoints: number,
+): Promise<{ keyId: number; rank: number; reads: ChunkReads; complete: boolean }> {
   const metas = await pool.query<ChunkMeta & { key_id: number; line: number; chunk: number | null }>(
     `SELECT k.id AS key_id, l.rank AS line, c.id AS chunk, c.id, c.first_step, c.last_step, c.n, c.first_wall, c.last_wall, c.min, c.min_step, c.min_wall,
        c.max, c.max_step, c.max_wall, c.last, c.nan_count, c.first_pos AS pos_first, c.last_pos AS pos_last
@@ -204,7 +222,8 @@ async function fetchChunks(
     chunkBlobs: { get: (id) => blobById.get(id) },
     chunkBlocks: { get: (id) => blocksById.get(id) },
   };
-  return { keyId: first.key_id, rank: first.line, reads };
+  const complete = blobIds.every((id) => blobById.has(id)) && blockIds.every((id) => blocksById.has(id));
+  return { keyId: first.key_id, rank: first.line, reads, complete };
 }
 
 /** A source over the runs of project `projectId`. */

@@ -12,19 +12,30 @@ import pg from "pg";
 import { WIRE_VERSION, encodeBatch } from "../../src/sync/wire.js";
 import { waitFor } from "../helpers.js";
 import { postgresForSuite, postgresMissing } from "./postgres.js";
-import { serverWithTokens } from "./support.js";
+import { createPostgresSource } from "../../src/server/pg-source.js";
+import { projectId, serverWithTokens } from "./support.js";
 
 const skip = postgresMissing() ?? false;
 
-/** A gzipped batch of one scalar series of `run`: steps 0–9. */
-function batch(run: string): Buffer {
-  const steps = Float64Array.from({ length: 10 }, (_, i) => i);
+/** A gzipped batch of one scalar series of `run`, `loss`: steps `first`…`first + n - 1`, continuing from step `first - 1`. */
+function batch(run: string, first = 0, n = 10): Buffer {
+  const steps = Float64Array.from({ length: n }, (_, i) => first + i);
   return gzipSync(
     encodeBatch({
       header: {
         v: WIRE_VERSION,
         run,
-        series: [{ kind: "scalar", key: "loss", reduce: "mean", rank: -1, after: null, cursor: 9, n: 10 }],
+        series: [
+          {
+            kind: "scalar",
+            key: "loss",
+            reduce: "mean",
+            rank: -1,
+            after: first === 0 ? null : first - 1,
+            cursor: first + n - 1,
+            n,
+          },
+        ],
         records: [],
         files: [],
       },
@@ -34,11 +45,11 @@ function batch(run: string): Buffer {
   );
 }
 
-async function send(url: string, token: string, run: string): Promise<number> {
+async function send(url: string, token: string, run: string, first = 0, n = 10): Promise<number> {
   const answer = await fetch(`${url}/api/ingest/v1/batch`, {
     method: "POST",
     headers: { Authorization: `Bearer ${token}`, "Content-Encoding": "gzip" },
-    body: new Uint8Array(batch(run)),
+    body: new Uint8Array(batch(run, first, n)),
   });
   await answer.text();
   return answer.status;
@@ -114,6 +125,33 @@ describe("team server under ingest load", { skip }, () => {
       assert.equal(await metric(server.url, 'rankscope_server_db_pool_wait_seconds_count{pool="ingest"}'), batches + 1);
     } finally {
       await blocker.end().catch(() => undefined);
+      await server.close();
+    }
+  });
+
+  it("answers a live chart's read whole when ingest merges the line's chunks between the read's two queries", async () => {
+    const { server, write } = await serverWithTokens(pg_.server);
+    try {
+      assert.equal(await send(server.url, write, "exp/live", 0, 10), 200);
+      // Between the read's lookup of the chunks and its fetch of their blobs, the job sends 16
+      // more small batches: the server merges the line's small chunks into a full one.
+      let raced = false;
+      const query = async (text: string, values?: unknown[]): Promise<pg.QueryResult> => {
+        if (!raced && text.startsWith("SELECT id, steps, walls, vals FROM chunks")) {
+          raced = true;
+          for (let i = 0; i < 16; i++) assert.equal(await send(server.url, write, "exp/live", 10 + i, 1), 200);
+        }
+        return server.pool.query(text, values);
+      };
+      const racing: pg.Pool = Object.assign(Object.create(server.pool), { query });
+      const source = createPostgresSource(racing, await projectId(server));
+      const series = await source.series(await source.resolveRun("exp/live", true), "loss", { maxPoints: 1000 });
+      assert.ok(raced, "the merge happened inside the read");
+      assert.deepEqual(
+        series.steps,
+        Array.from({ length: 26 }, (_, i) => i),
+      );
+    } finally {
       await server.close();
     }
   });
