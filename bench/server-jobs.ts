@@ -106,5 +106,6 @@ process.stdout.write(
     points: list.reduce((n, j) => n + j.steps * keys, 0),
     sent: list.reduce((n, j) => n + j.sync.totals.points, 0),
     batches: list.reduce((n, j) => n + j.sync.totals.batches, 0),
+    cpuMs: (process.cpuUsage().user + process.cpuUsage().system) / 1000,
   })}\n`,
 );

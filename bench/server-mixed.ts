@@ -40,6 +40,8 @@ interface JobsReport {
   points: number;
   sent: number;
   batches: number;
+  /** The jobs' process's CPU (ms). */
+  cpuMs: number;
 }
 
 interface ProbeReport {
@@ -134,7 +136,11 @@ export async function mixedLoad(options: {
   root: string;
   stopServer: () => Promise<void>;
   probeOut: string;
+  /** CPU (ms) so far of this process (the readers), the server and PostgreSQL. */
+  cpu: () => { jobs: number; server: number; postgres: number };
 }): Promise<string[][]> {
+  const cpu0 = options.cpu();
+  const wall0 = performance.now();
   const jobs = Number(process.env.SERVER_BENCH_JOBS ?? 16);
   const seconds = Number(process.env.SERVER_BENCH_SECONDS ?? 60);
   const load = loadavg()[0] ?? NaN;
@@ -155,6 +161,8 @@ export async function mixedLoad(options: {
   const report = await jobsDone;
   stop.abort();
   await Promise.all(readers);
+  const cpu1 = options.cpu();
+  const wallS = (performance.now() - wall0) / 1000;
   const stored = await options.pool.query<{ n: number | null }>(
     "SELECT sum(s.n)::bigint AS n FROM series s JOIN keys k ON k.id = s.key_id JOIN runs r ON r.id = k.run_id WHERE r.experiment = 'live'",
   );
@@ -183,6 +191,13 @@ export async function mixedLoad(options: {
       "… the server's event-loop delay",
       `p50 ${ms(probe.loop.p50)}, p99 ${ms(probe.loop.p99)}, max ${ms(probe.loop.max)} ms`,
       "monitorEventLoopDelay: how late its 10 ms timer fired",
+    ],
+    [
+      "… CPU in the run (s): server, PostgreSQL, the jobs, the readers",
+      [cpu1.server - cpu0.server, cpu1.postgres - cpu0.postgres, report.cpuMs, cpu1.jobs - cpu0.jobs]
+        .map((x) => (x / 1000).toFixed(1))
+        .join(", "),
+      `${wallS.toFixed(0)} s of wall clock: the 2 cores could give ${(2 * wallS).toFixed(0)} CPU-s to all processes`,
     ],
   ];
   for (const [name, s] of Object.entries(probe.pools).sort()) {

@@ -226,6 +226,7 @@ try {
       root: tempDir("rankscope-bench-mixed-"),
       stopServer: server.stop,
       probeOut,
+      cpu: partsCpu,
     }))
       row(...cells);
   else {
