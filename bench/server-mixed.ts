@@ -87,7 +87,8 @@ async function reader(
   times: { lines: number[]; runs: number[]; errors: Map<string, number> },
   stop: AbortSignal,
 ): Promise<void> {
-  const cursors = new Map(runs.map((r) => [r, Array.from({ length: LINES_PER_RUN }, (): number | null => null)]));
+  // A line's cursor as the server gives it (a string), sent back as `after`: only newer points come.
+  const cursors = new Map(runs.map((r) => [r, Array.from({ length: LINES_PER_RUN }, (): string | null => null)]));
   const get = async (path: string, into: number[]): Promise<unknown> => {
     const t = performance.now();
     try {
@@ -116,9 +117,9 @@ async function reader(
         `/api/lines?run=${encodeURIComponent(run)}&lines=${encodeURIComponent(JSON.stringify(lines))}`,
         times.lines,
       );
-      const answers = (body as { lines?: { cursor?: number | null }[] } | null)?.lines ?? [];
+      const answers = (body as { lines?: { cursor?: string | null }[] } | null)?.lines ?? [];
       answers.forEach((a, k) => {
-        if (typeof a.cursor === "number") own[k] = a.cursor;
+        if (typeof a.cursor === "string") own[k] = a.cursor;
       });
     });
     if (tick++ % 5 === 0) polls.push(get("/api/runs", times.runs).then(() => undefined));
