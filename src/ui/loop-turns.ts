@@ -14,15 +14,17 @@ const SLICE_MS = 5;
 /** When the stretch of work since the loop last turned began, or null when the loop has turned since. */
 let stretchStart: number | null = null;
 
+/** A stretch of work begins now; it ends when the loop turns (its check phase). */
+function startStretch(): void {
+  stretchStart = performance.now();
+  setImmediate(() => (stretchStart = null));
+}
+
 /** Give the event loop a turn if this turn of it has run for `SLICE_MS` already. */
 export async function turnIfDue(): Promise<void> {
-  const now = performance.now();
-  if (stretchStart === null) {
-    stretchStart = now;
-    // Runs once the loop turns (its check phase): the next call starts a new stretch.
-    setImmediate(() => (stretchStart = null));
-    return;
-  }
-  if (now - stretchStart < SLICE_MS) return;
+  if (stretchStart === null) return startStretch();
+  if (performance.now() - stretchStart < SLICE_MS) return;
   await yieldToEventLoop();
+  // This turn began with the caller's next piece of work: count it from here.
+  if (stretchStart === null) startStretch();
 }

@@ -84,8 +84,8 @@ const READ_AHEAD = 4;
 type ReadOutcome = { ok: true; value: unknown } | { ok: false; error: HttpError };
 
 /**
- * `n` reads, at most `inFlight` at once, giving the event loop a turn between starts after the
- * first `inFlight` where one is due (`turnIfDue`); each `HttpError` kept as that read's outcome (any other error fails the
+ * `n` reads, at most `inFlight` at once, giving the event loop a turn between starts where one is
+ * due (`turnIfDue`: reads that wait on I/O, as a team server's, start together); each `HttpError` kept as that read's outcome (any other error fails the
  * request). Stops starting reads once `gone()` (the client left).
  */
 async function readAhead(
@@ -98,7 +98,7 @@ async function readAhead(
   let next = 0;
   const worker = async (): Promise<void> => {
     for (let i = next++; i < n && !gone(); i = next++) {
-      if (i >= inFlight) await turnIfDue();
+      await turnIfDue();
       try {
         outcomes[i] = { ok: true, value: await read(i) };
       } catch (error) {
