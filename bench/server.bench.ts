@@ -12,6 +12,9 @@
  *    through the sync; and that chart as a user opens it, the dashboard in Chromium with the 50
  *    runs ticked and the key typed in its search box.
  *
+ * 4. Mixed load (`SERVER_BENCH_MIXED=1`, alone): dashboard reads while 16 jobs sync live
+ *    (bench/server-mixed.ts), against the server with its default pools.
+ *
  * Settings (environment): `SERVER_BENCH_READS=1` runs part 3 only; `SERVER_BENCH_PROJECT=full`
  * gives every one of the 1,000 runs its 100 keys × 10,000 steps (1 G points, ~19 GiB, ~4 minutes
  * to insert), not only the 50 charted ones; `SERVER_BENCH_TRACE=1` prints the first load's requests
@@ -19,7 +22,7 @@
  * server's CPU profile, `SERVER_BENCH_PAGE_PROFILE=FILE` the page's during the first load.
  */
 import { spawn } from "node:child_process";
-import { readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { openSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { GLOBAL_RANK } from "../src/store/schema.js";
@@ -35,8 +38,10 @@ import { Postgres } from "../test/server/postgres.js";
 import { launchChromium } from "../test/ui/browser.js";
 import { freePort } from "../test/transport/support.js";
 import { median, printTable } from "./harness.js";
+import { mixedLoad } from "./server-mixed.js";
 
 const CLI = fileURLToPath(new URL("../dist/cli/main.js", import.meta.url));
+const PROBE = fileURLToPath(new URL("./server-probe.mjs", import.meta.url));
 const cpuMs = (): number => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
@@ -111,13 +116,19 @@ function chromiumCpuMs(): number {
   return total;
 }
 
-async function startServer(db: string, port: number): Promise<{ stop: () => void; cpuMs: () => number }> {
+/** The server; `probeOut`: with bench/server-probe.mjs writing there, and its default pool sizes. */
+async function startServer(
+  db: string,
+  port: number,
+  probeOut?: string,
+): Promise<{ stop: () => Promise<void>; cpuMs: () => number }> {
   // `SERVER_BENCH_PROFILE=DIR`: the server's CPU profile, written into DIR when it stops.
   const profile = process.env.SERVER_BENCH_PROFILE;
   const child = spawn(
     process.execPath,
     [
       ...(profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", profile]),
+      ...(probeOut === undefined ? [] : ["--import", PROBE]),
       CLI,
       "server",
       "--db",
@@ -126,17 +137,31 @@ async function startServer(db: string, port: number): Promise<{ stop: () => void
       String(port),
       "--rate-limit",
       "100000",
-      "--pool-size",
-      "20",
+      // `SERVER_BENCH_SERVER_ARGS`: more options of the mixed load's server (`--ingest-pool-size 2`).
+      ...(probeOut === undefined
+        ? ["--pool-size", "20"]
+        : (process.env.SERVER_BENCH_SERVER_ARGS ?? "").split(" ").filter((a) => a !== "")),
     ],
-    { stdio: ["ignore", "ignore", "inherit"] },
+    {
+      // `SERVER_BENCH_LOG=FILE`: the server's log lines (JSON) go there.
+      stdio: [
+        "ignore",
+        process.env.SERVER_BENCH_LOG === undefined ? "ignore" : openSync(process.env.SERVER_BENCH_LOG, "w"),
+        "inherit",
+      ],
+      env: { ...process.env, SERVER_PROBE_OUT: probeOut ?? "" },
+    },
   );
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => null))?.ok === true, {
     timeoutMs: 60_000,
     what: "the server",
   });
   return {
-    stop: () => child.kill("SIGTERM"),
+    stop: async () => {
+      child.kill("SIGTERM");
+      await exited;
+    },
     cpuMs: () => (child.pid === undefined ? 0 : procCpuMs(child.pid, false)),
   };
 }
@@ -164,7 +189,10 @@ const pool = createPool({ url: db, max: 4 });
 await migrate(pool);
 const token = await createToken(pool, "bench", "write");
 const port = await freePort();
-const server = await startServer(db, port);
+/** `SERVER_BENCH_MIXED=1`: part 4 only, the mixed load. */
+const mixedOnly = process.env.SERVER_BENCH_MIXED === "1";
+const probeOut = mixedOnly ? join(tempDir("rankscope-bench-probe-"), "probe.json") : undefined;
+const server = await startServer(db, port, probeOut);
 const postmaster = Number(readFileSync(join(pg.dir, "data", "postmaster.pid"), "utf8").split("\n")[0]);
 const partsCpu = (): PartsCpu => ({ jobs: cpuMs(), server: server.cpuMs(), postgres: postgresCpuMs(postmaster) });
 /** What each part used since `from`, and what that makes on two idle cores: `work` over (CPU total / 2). */
@@ -189,10 +217,24 @@ const row = (...cells: (string | number)[]): void => {
 /** `SERVER_BENCH_READS=1`: only part 3, the reads (quick when working on the dashboard). */
 const readsOnly = process.env.SERVER_BENCH_READS === "1";
 try {
-  if (!readsOnly) await ingestAndSync();
-  await reads();
+  if (mixedOnly && probeOut !== undefined)
+    for (const cells of await mixedLoad({
+      url,
+      pool,
+      write: token,
+      read: await createToken(pool, "bench", "read"),
+      root: tempDir("rankscope-bench-mixed-"),
+      stopServer: server.stop,
+      probeOut,
+      cpu: partsCpu,
+    }))
+      row(...cells);
+  else {
+    if (!readsOnly) await ingestAndSync();
+    await reads();
+  }
 } finally {
-  server.stop();
+  await server.stop();
   await pool.end();
   await pg.close();
 }

@@ -19,16 +19,15 @@ import {
   type RankTimingWindow,
   type SeriesResult,
 } from "../store/read-types.js";
-import { LINE_ORDER, type ChunkMeta } from "../store/reader-statements.js";
-import { readChunkedSeries, type ChunkReads } from "../store/series-read.js";
+import { readChunkedSeries } from "../store/series-read.js";
 import { histogramOfJson } from "../store/store-reader.js";
-import { BLOCK_POINTS } from "../store/schema.js";
 import { DEFAULT_MAX_POINTS } from "../store/store-reader.js";
 import { isRecord } from "../core/json.js";
 import { parseAlertEvent } from "../core/alert-json.js";
 import { pathSegmentProblem } from "../run/run-dir.js";
 import { HttpError } from "../ui/security.js";
 import { TurnBatch } from "./turn-batch.js";
+import { fetchChunks } from "./chunk-fetch.js";
 import type {
   DashboardSource,
   LabelledRun,
@@ -49,8 +48,6 @@ import { ranksView, type RanksView } from "../ui/ranks-view.js";
 import { assembleRankTiming, parseRankList } from "../store/rank-timing.js";
 import type { RankRef } from "../core/straggler-report.js";
 
-const POINTS_PER_BUCKET = 3;
-const BLOCKS_PER_BUCKET = 8;
 const KINDS: readonly KeyKind[] = [...SERIES_KINDS, "sample", "histogram"];
 
 interface RunRow {
@@ -141,70 +138,6 @@ function toSeriesData(result: SeriesResult): SeriesData {
     cursor: result.cursor === null ? null : String(result.cursor),
     downsampled: result.downsampled,
   };
-}
-
-/** Which line of which key a read is of: the run, the key, and the line (undefined: the key's first, in the store's order). */
-interface LineLookup {
-  readonly runId: number;
-  readonly kind: KeyKind;
-  readonly key: string;
-  readonly rank: number | undefined;
-}
-
-/**
- * The chunks a read needs, fetched up front so the store's synchronous read can fold them: one
- * query finds the key, its line and the chunks' summaries, a second their blobs (or blocks). A
- * key the run does not have is a 404.
- */
-async function fetchChunks(
-  pool: pg.Pool,
-  line: LineLookup,
-  from: number,
-  to: number,
-  maxPoints: number,
-): Promise<{ keyId: number; rank: number; reads: ChunkReads }> {
-  const metas = await pool.query<ChunkMeta & { key_id: number; line: number; chunk: number | null }>(
-    `SELECT k.id AS key_id, l.rank AS line, c.id AS chunk, c.id, c.first_step, c.last_step, c.n, c.first_wall, c.last_wall, c.min, c.min_step, c.min_wall,
-       c.max, c.max_step, c.max_wall, c.last, c.nan_count, c.first_pos AS pos_first, c.last_pos AS pos_last
-     FROM keys k
-     CROSS JOIN LATERAL (SELECT coalesce($4::int, (SELECT rank FROM series s WHERE s.key_id = k.id ORDER BY ${LINE_ORDER("rank")} LIMIT 1), $7::int) AS rank) l
-     LEFT JOIN chunks c ON c.key_id = k.id AND c.rank = l.rank AND c.last_pos > $5 AND c.first_pos < $6
-     WHERE k.run_id = $1 AND k.kind = $2 AND k.key = $3
-     ORDER BY c.first_pos`,
-    [line.runId, line.kind, line.key, line.rank ?? null, from, to, GLOBAL_RANK],
-  );
-  const first = metas.rows[0];
-  if (first === undefined) throw new HttpError(404, `this run has no ${line.kind} key ${JSON.stringify(line.key)}`);
-  const chunks = metas.rows.filter((c) => c.chunk !== null);
-  const total = chunks.reduce((n, c) => n + c.n, 0);
-  const buckets = Math.max(1, Math.floor(maxPoints / POINTS_PER_BUCKET));
-  const useBlocks = total > maxPoints && total / buckets >= BLOCKS_PER_BUCKET * BLOCK_POINTS;
-  const edge = (c: ChunkMeta): boolean => c.pos_first <= from || c.pos_last >= to;
-  const blobIds = chunks.filter((c) => !useBlocks || edge(c)).map((c) => c.id);
-  const blockIds = useBlocks ? chunks.filter((c) => !edge(c)).map((c) => c.id) : [];
-  const [blobs, blocks] = await Promise.all([
-    blobIds.length === 0
-      ? null
-      : pool.query<{ id: number; steps: Buffer; walls: Buffer; vals: Buffer }>(
-          "SELECT id, steps, walls, vals FROM chunks WHERE id = ANY($1::bigint[])",
-          [blobIds],
-        ),
-    blockIds.length === 0
-      ? null
-      : pool.query<{ id: number; blocks: Buffer }>("SELECT id, blocks FROM chunks WHERE id = ANY($1::bigint[])", [
-          blockIds,
-        ]),
-  ]);
-  const blobById = new Map((blobs?.rows ?? []).map((r) => [r.id, r]));
-  const blocksById = new Map((blocks?.rows ?? []).map((r) => [r.id, r.blocks]));
-  const reads: ChunkReads = {
-    scalarChunks: { all: () => chunks },
-    streamChunks: { all: () => chunks },
-    points: { all: () => [] },
-    chunkBlobs: { get: (id) => blobById.get(id) },
-    chunkBlocks: { get: (id) => blocksById.get(id) },
-  };
-  return { keyId: first.key_id, rank: first.line, reads };
 }
 
 /** A source over the runs of project `projectId`. */

@@ -6,6 +6,11 @@
  * in PostgreSQL), so several can run behind a load balancer; each migrates the schema at start
  * under an advisory lock.
  *
+ * Two connection pools: the dashboard's reads (and token checks, `/readyz`) use one, ingest the
+ * other, so a read never waits for a connection behind ingest transactions. Ingest batches are
+ * worked on at most as many at once as the ingest pool has connections (`IngestGate`: the rest
+ * wait a bounded time in a bounded queue, then 503 with `Retry-After`).
+ *
  * A request meets, in order: the rate limit (per token, else per address; 429), the credentials
  * (`auth.ts`; 401/403), the method, then the route. Answers carry the dashboard's security headers;
  * a failure inside the server is a 500 without details (the log has them, never a secret), and is
@@ -26,7 +31,8 @@ import { defaultWebDir } from "../ui/server.js";
 import { rankscopeVersion } from "../run/run-files.js";
 import { StaticFiles } from "../ui/static.js";
 import { ServerAuth, requireWrite, sendLoginPage, type ProxyAuth } from "./auth.js";
-import { createPool } from "./db.js";
+import { createServerPools } from "./db.js";
+import { IngestBusy, IngestGate } from "./ingest-gate.js";
 import {
   DEFAULT_INGEST_LIMITS,
   InflateBudget,
@@ -60,8 +66,10 @@ export interface TeamServerOptions {
   /** Failed authentications per client address per minute (default 30, bursts of 30); past it: 429. */
   readonly authFailuresPerMinute?: number;
   readonly ingestLimits?: IngestLimits;
-  /** PostgreSQL connections at most (default 10). */
+  /** PostgreSQL connections for reads (the dashboard, the API, token checks) at most (default 10). */
   readonly poolSize?: number;
+  /** PostgreSQL connections for ingest at most (default 4): also the batches worked on at once. */
+  readonly ingestPoolSize?: number;
   readonly statementTimeoutMs?: number;
   /** Where JSON log lines go (default stdout); `false` for none. */
   readonly log?: NodeJS.WritableStream | false;
@@ -72,7 +80,9 @@ export interface TeamServerOptions {
 export interface TeamServer {
   readonly url: string;
   readonly port: number;
+  /** The reads' pool. */
   readonly pool: pg.Pool;
+  readonly ingestPool: pg.Pool;
   readonly metrics: ServerMetrics;
   /** Stop taking connections, let requests in flight finish (at most `graceMs`), close the pool. */
   close(graceMs?: number): Promise<void>;
@@ -82,6 +92,10 @@ const DEFAULT_SERVER_PORT = 7008;
 export const DEFAULT_AUTH_FAILURES_PER_MINUTE = 30;
 export const DEFAULT_RATE_LIMIT = 200;
 export const DEFAULT_POOL_SIZE = 10;
+export const DEFAULT_INGEST_POOL_SIZE = 4;
+/** Ingest batches waiting for a slot at most, and how long each may wait (ms); past either: 503. */
+export const INGEST_QUEUE = 64;
+export const INGEST_WAIT_MS = 10_000;
 
 /** What a request is routed with: the pool and everything built once per server. */
 class Router {
@@ -94,7 +108,11 @@ class Router {
   private readonly version = rankscopeVersion();
 
   constructor(
+    /** Reads. */
     private readonly pool: pg.Pool,
+    private readonly ingestPool: pg.Pool,
+    /** Ingest batches at once. */
+    private readonly gate: IngestGate,
     private readonly metrics: ServerMetrics,
     private readonly auth: ServerAuth,
     private readonly limiter: RateLimiter,
@@ -115,6 +133,7 @@ class Router {
     const kind = kindOf(url.pathname);
     const done = (status: number, principal: Principal | undefined, error?: unknown): void => {
       this.metrics.requests.inc({ kind, status: `${Math.floor(status / 100)}xx` });
+      this.metrics.requestSeconds.observe({ kind }, (performance.now() - started) / 1000);
       const line = {
         method: req.method,
         path: redactedRequestPath(req.url),
@@ -132,7 +151,10 @@ class Router {
         countFailure(this.metrics, status, error);
         done(status, undefined, status === 500 ? error : undefined);
         const message = error instanceof HttpError ? error.message : "internal error; the server's log says more";
-        if (error instanceof InflateBusy && !res.headersSent) res.setHeader("Retry-After", String(error.retryAfterS));
+        if ((error instanceof InflateBusy || error instanceof IngestBusy) && !res.headersSent) {
+          res.setHeader("Retry-After", String(error.retryAfterS));
+          req.resume();
+        }
         if (res.headersSent) res.destroy();
         else sendJson(req, res, status, { error: message }).catch(() => res.destroy());
       },
@@ -218,7 +240,12 @@ class Router {
     if (url.pathname === "/api/ingest/v1/batch") {
       if (req.method !== "POST") throw new HttpError(405, "send batches with POST");
       requireWrite(principal);
-      const result = await ingestBatch(req, this.pool, principal.projectId, this.limits, this.metrics, this.inflating);
+      const result = await this.gate
+        .run(() => ingestBatch(req, this.ingestPool, principal.projectId, this.limits, this.metrics, this.inflating))
+        .catch((error: unknown) => {
+          if (error instanceof IngestBusy) this.metrics.rejected.inc({ reason: "ingest_busy" });
+          throw error;
+        });
       await sendJson(req, res, 200, {
         points: result.points,
         records: result.records,
@@ -229,7 +256,7 @@ class Router {
     }
     if (url.pathname === "/api/ingest/v1/state") {
       requireWrite(principal);
-      await sendJson(req, res, 200, await runState(this.pool, principal.projectId, url.searchParams.get("run")));
+      await sendJson(req, res, 200, await runState(this.ingestPool, principal.projectId, url.searchParams.get("run")));
       return true;
     }
     return false;
@@ -291,22 +318,31 @@ async function listen(
 
 /** Start the server: connect, migrate, listen. */
 export async function startTeamServer(options: TeamServerOptions): Promise<TeamServer> {
-  const pool = createPool({
+  const metrics = new ServerMetrics();
+  const ingestPoolSize = options.ingestPoolSize ?? DEFAULT_INGEST_POOL_SIZE;
+  const {
+    read: pool,
+    ingest: ingestPool,
+    end: endPools,
+  } = createServerPools({
     url: options.db,
-    max: options.poolSize ?? DEFAULT_POOL_SIZE,
+    readMax: options.poolSize ?? DEFAULT_POOL_SIZE,
+    ingestMax: ingestPoolSize,
     statementTimeoutMs: options.statementTimeoutMs ?? 30_000,
+    observer: (name) => metrics.poolObserver(name),
   });
   try {
     await migrate(pool);
   } catch (error) {
-    await pool.end().catch(() => undefined);
+    await endPools();
     throw new Error(`could not prepare the database: ${describeError(error)}`, { cause: error });
   }
   const log =
     options.log === false
       ? pino({ enabled: false })
       : pino({ base: { service: "rankscope-server" } }, options.log ?? process.stdout);
-  const metrics = new ServerMetrics(pool);
+  metrics.watchPool("read", pool);
+  metrics.watchPool("ingest", ingestPool);
   const tls = options.tlsCert !== undefined && options.tlsKey !== undefined;
   const auth = new ServerAuth(new TokenChecker(pool, () => metrics.tokenLookups.inc()), options.proxy, tls);
   const limiter = new RateLimiter(
@@ -315,8 +351,10 @@ export async function startTeamServer(options: TeamServerOptions): Promise<TeamS
   );
   const failuresPerMinute = options.authFailuresPerMinute ?? DEFAULT_AUTH_FAILURES_PER_MINUTE;
   const failures = new RateLimiter(failuresPerMinute / 60, failuresPerMinute);
-  const router = new Router(pool, metrics, auth, limiter, failures, log, options);
+  const gate = new IngestGate(ingestPoolSize, INGEST_QUEUE, INGEST_WAIT_MS);
+  const router = new Router(pool, ingestPool, gate, metrics, auth, limiter, failures, log, options);
   metrics.watchInflating(router.inflating);
+  metrics.watchIngestGate(gate);
   const server: Server = tls
     ? createHttpsServer(
         { cert: readFileSync(options.tlsCert ?? ""), key: readFileSync(options.tlsKey ?? "") },
@@ -336,6 +374,7 @@ export async function startTeamServer(options: TeamServerOptions): Promise<TeamS
     url,
     port,
     pool,
+    ingestPool,
     metrics,
     close: async (graceMs = 10_000) => {
       router.stopping = true;
@@ -346,7 +385,8 @@ export async function startTeamServer(options: TeamServerOptions): Promise<TeamS
       }, graceMs);
       await closed;
       clearTimeout(timer);
-      await pool.end().catch(() => undefined);
+      await endPools();
+      metrics.stop();
       log.info("stopped");
     },
   };

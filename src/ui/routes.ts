@@ -9,6 +9,7 @@ import { CONTROLLER_LINE, lineDisplayLabel } from "../core/rank-identity.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { pipeline } from "node:stream/promises";
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
+import { turnIfDue } from "./loop-turns.js";
 import { createGzip } from "node:zlib";
 import { warn } from "../core/diagnostics.js";
 import { isInternalKey } from "../core/internal-keys.js";
@@ -83,8 +84,8 @@ const READ_AHEAD = 4;
 type ReadOutcome = { ok: true; value: unknown } | { ok: false; error: HttpError };
 
 /**
- * `n` reads, at most `inFlight` at once, with a turn of the event loop between starts after the
- * first `inFlight`; each `HttpError` kept as that read's outcome (any other error fails the
+ * `n` reads, at most `inFlight` at once, giving the event loop a turn between starts where one is
+ * due (`turnIfDue`: reads that wait on I/O, as a team server's, start together); each `HttpError` kept as that read's outcome (any other error fails the
  * request). Stops starting reads once `gone()` (the client left).
  */
 async function readAhead(
@@ -97,7 +98,7 @@ async function readAhead(
   let next = 0;
   const worker = async (): Promise<void> => {
     for (let i = next++; i < n && !gone(); i = next++) {
-      if (i >= inFlight) await yieldToEventLoop();
+      await turnIfDue();
       try {
         outcomes[i] = { ok: true, value: await read(i) };
       } catch (error) {
@@ -431,9 +432,10 @@ export class DashboardApi {
   /**
    * Many lines in one request: of one run (`run=`), or each line naming its run (no `run`: an
    * overlay of many runs in one request). A few lines are read at once (a team server's reads
-   * wait on the database) and each is serialised as soon as its turn comes, with a turn of the
-   * event loop in between, so a request for many long series never holds the server from
-   * answering others for longer than one line's read.
+   * wait on the database) and each is serialised as soon as its turn comes, giving the event loop
+   * a turn in between where one is due (`turnIfDue`), so a request for many long series never
+   * holds the server from answering others for longer than a few ms and one line's read, and a
+   * poll of many short lines is not sent to the back of a busy server's queue once per line.
    */
   private async lines(ctx: ApiContext): Promise<unknown> {
     const kind = ctx.params.get("kind") ?? "scalar";
@@ -472,7 +474,7 @@ export class DashboardApi {
     const out = new JsonPieces().raw('{"lines":[');
     for (const [i, answer] of answers.entries()) {
       if (i > 0) {
-        await yieldToEventLoop();
+        await turnIfDue();
         out.raw(",");
       }
       out.value(answer.ok ? answer.value : { error: answer.error.message, status: answer.error.status });

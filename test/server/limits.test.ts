@@ -8,7 +8,14 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { STRING_LIMITS } from "../../src/core/string-limits.js";
 import { DEFAULT_INGEST_LIMITS } from "../../src/server/ingest-route.js";
-import { DEFAULT_AUTH_FAILURES_PER_MINUTE, DEFAULT_POOL_SIZE, DEFAULT_RATE_LIMIT } from "../../src/server/server.js";
+import {
+  DEFAULT_AUTH_FAILURES_PER_MINUTE,
+  DEFAULT_INGEST_POOL_SIZE,
+  DEFAULT_POOL_SIZE,
+  DEFAULT_RATE_LIMIT,
+  INGEST_QUEUE,
+  INGEST_WAIT_MS,
+} from "../../src/server/server.js";
 import { TOKEN_CACHE_MS } from "../../src/server/tokens.js";
 import { WIRE_LIMITS } from "../../src/sync/wire.js";
 import { MAX_PARAM_CHARS } from "../../src/ui/params.js";
@@ -50,7 +57,10 @@ test("docs/server.md's table of limits holds the numbers the code uses, every on
     [/^requests per second per client/, DEFAULT_RATE_LIMIT],
     [/^failed authentications per minute/, DEFAULT_AUTH_FAILURES_PER_MINUTE],
     [/^how long a checked token is trusted/, TOKEN_CACHE_MS],
-    [/^PostgreSQL connections per server/, DEFAULT_POOL_SIZE],
+    [/^PostgreSQL connections per server for reads/, DEFAULT_POOL_SIZE],
+    [/^PostgreSQL connections per server for ingest/, DEFAULT_INGEST_POOL_SIZE],
+    [/^ingest batches waiting/, INGEST_QUEUE],
+    [/^how long an ingest batch waits/, INGEST_WAIT_MS],
   ];
   const checked = new Set<string>();
   for (const [name, value] of code) {

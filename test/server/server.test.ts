@@ -471,7 +471,7 @@ describe("team server", { skip }, () => {
       assert.equal((await get(server.url, "/api/runs?limit=5000", read)).status, 400);
       const text = (await get(server.url, "/metrics")).text;
       assert.match(text, /rankscope_server_ingest_points_total 3/);
-      assert.match(text, /rankscope_server_db_pool_connections\{state="total"\}/);
+      assert.match(text, /rankscope_server_db_pool_connections\{pool="read",state="total"\}/);
       assert.match(text, /rankscope_server_sync_lag_seconds_count [1-9]/);
     } finally {
       await server.close();

@@ -18,6 +18,7 @@ interface ServerOptions {
   rateLimit: string;
   authFailures: string;
   poolSize: string;
+  ingestPoolSize?: string;
 }
 
 function integer(name: string, text: string, min: number, max: number): number {
@@ -43,7 +44,11 @@ export function registerServerCommand(program: Command): void {
     .option("--proxy-project <name>", "the project that --proxy-user-header's users read")
     .option("--rate-limit <n>", "requests per second per client", "200")
     .option("--auth-failures <n>", "failed authentications per minute per client address, then 429", "30")
-    .option("--pool-size <n>", "PostgreSQL connections at most", "10")
+    .option("--pool-size <n>", "PostgreSQL connections for reads (the dashboard, the API) at most", "10")
+    .option(
+      "--ingest-pool-size <n>",
+      "PostgreSQL connections for ingest at most, also the batches worked on at once; the rest wait, then 503 (default 4: docs/server.md)",
+    )
     .action(async (options: ServerOptions) => {
       const { startTeamServer } = await import("../../server/server.js");
       if ((options.tlsCert === undefined) !== (options.tlsKey === undefined))
@@ -57,6 +62,9 @@ export function registerServerCommand(program: Command): void {
         rateLimit: integer("--rate-limit", options.rateLimit, 1, 1_000_000),
         authFailuresPerMinute: integer("--auth-failures", options.authFailures, 1, 1_000_000),
         poolSize: integer("--pool-size", options.poolSize, 1, 1000),
+        ...(options.ingestPoolSize !== undefined
+          ? { ingestPoolSize: integer("--ingest-pool-size", options.ingestPoolSize, 1, 1000) }
+          : {}),
         ...(options.tlsCert !== undefined && options.tlsKey !== undefined
           ? { tlsCert: options.tlsCert, tlsKey: options.tlsKey }
           : {}),
