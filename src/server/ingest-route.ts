@@ -11,6 +11,7 @@
 import type { IncomingMessage } from "node:http";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
+import { pipeline } from "node:stream";
 import { createGunzip, type Gunzip } from "node:zlib";
 import type pg from "pg";
 import { WireError, checkRunId, decodeBatch, type RefusedPart } from "../sync/wire.js";
@@ -193,11 +194,15 @@ async function inflateBody(req: IncomingMessage, into: Inflating): Promise<Buffe
           gunzip.destroy(error instanceof Error ? error : new Error(String(error)));
         }
       });
-      req.pipe(gunzip);
+      // `pipeline`, not `pipe`: a client that goes away mid-body (its request aborted, the socket
+      // closed) ends the inflating with an error, so the batch's ingest slot is given back instead
+      // of waiting forever for the rest of a body that will not come.
+      pipeline(req, gunzip, () => undefined);
       try {
         for await (const chunk of gunzip) into.add(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
       } catch (error) {
         if (error instanceof HttpError) throw error;
+        if (req.destroyed && !req.complete) throw new HttpError(400, "the client went away before its body arrived");
         throw new HttpError(400, "the body is not valid gzip");
       }
     }

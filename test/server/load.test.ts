@@ -6,6 +6,8 @@
  * is structural, not a time: the read is answered while every ingest connection is held.
  */
 import assert from "node:assert/strict";
+import { once } from "node:events";
+import { connect } from "node:net";
 import { describe, it } from "node:test";
 import { gzipSync } from "node:zlib";
 import pg from "pg";
@@ -125,6 +127,35 @@ describe("team server under ingest load", { skip }, () => {
       assert.equal(await metric(server.url, 'rankscope_server_db_pool_wait_seconds_count{pool="ingest"}'), batches + 1);
     } finally {
       await blocker.end().catch(() => undefined);
+      await server.close();
+    }
+  });
+
+  it("gives a batch's ingest slot back when its client goes away mid-body, so the next batches are worked on", async () => {
+    const { server, write } = await serverWithTokens(pg_.server, { ingestPoolSize: 1 });
+    try {
+      // Half of a gzipped batch, then the client is gone (a sync killed, a connection reset).
+      const body = batch("exp/abandoned", 0, 50_000);
+      const socket = connect(Number(new URL(server.url).port), "127.0.0.1");
+      await once(socket, "connect");
+      socket.write(
+        `POST /api/ingest/v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${write}\r\n` +
+          `Content-Encoding: gzip\r\nContent-Length: ${body.length}\r\n\r\n`,
+      );
+      socket.write(body.subarray(0, Math.floor(body.length / 2)));
+      await waitFor(
+        async () => (await metric(server.url, 'rankscope_server_ingest_batches_in_progress{state="active"}')) === 1,
+        { timeoutMs: 20_000, what: "the half-sent batch to take the one ingest slot" },
+      );
+      socket.destroy();
+      await waitFor(
+        async () => (await metric(server.url, 'rankscope_server_ingest_batches_in_progress{state="active"}')) === 0,
+        { timeoutMs: 20_000, what: "the abandoned batch's slot to be given back" },
+      );
+      assert.equal(await send(server.url, write, "exp/next"), 200, "the next batch is worked on");
+      const stored = await server.pool.query<{ n: number }>("SELECT coalesce(sum(n), 0)::int AS n FROM series");
+      assert.equal(stored.rows[0]?.n, 10, "the next batch stored, nothing of the abandoned one");
+    } finally {
       await server.close();
     }
   });

@@ -50,7 +50,14 @@ describe("16 jobs syncing to one team server", { skip }, () => {
       const ended = await Promise.all(jobs);
       for (const [i, j] of ended.entries()) assert.equal(j.code, 0, `job ${i}: ${j.stderr.slice(-2000)}`);
       let total = 0;
-      for (let i = 0; i < 16; i++) total += (await assertRunEqual(server, join(root, "team", `job${i}`))).points;
+      for (let i = 0; i < 16; i++) {
+        try {
+          total += (await assertRunEqual(server, join(root, "team", `job${i}`))).points;
+        } catch (error) {
+          // What the job said of its sync (it exited 0 either way).
+          assert.fail(`${String(error)}\njob ${i}'s stderr: ${ended[i]?.stderr.slice(-3000)}`);
+        }
+      }
       assert.ok(total > 16 * 100, `compared ${total} points`);
       const kinds = await server.pool.query<{ kind: string }>("SELECT DISTINCT kind FROM keys ORDER BY kind");
       assert.deepEqual(
