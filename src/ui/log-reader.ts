@@ -11,7 +11,8 @@
 import { stripVTControlCharacters } from "node:util";
 import { LEVEL_NAMES } from "../textlog/format.js";
 import { HttpError } from "./security.js";
-import type { RunBytes } from "./source.js";
+import { intParam } from "./params.js";
+import type { RunBytes, TraceFileEntry } from "./source.js";
 
 /** Bytes one request scans at most, and by default (more with a filter, whose matches can be sparse). */
 export const LOG_MAX_WINDOW = 4 * 1024 * 1024;
@@ -219,4 +220,32 @@ export async function readLogWindow(source: RunBytes, query: LogQuery): Promise<
     start = lines[0]?.offset ?? start;
   }
   return { file, size, start, end, lines, components, reset: range.reset };
+}
+
+/** `/api/log`'s window query, checked: `after` or `before`, `maxBytes`, `limit`, `level`, `component`. */
+export function logQueryParam(p: URLSearchParams): LogQuery {
+  const after = intParam(p, "after", 0, Number.MAX_SAFE_INTEGER);
+  const before = intParam(p, "before", 0, Number.MAX_SAFE_INTEGER);
+  if (after !== undefined && before !== undefined)
+    throw new HttpError(400, "give after (newer lines) or before (older lines), not both");
+  const maxBytes = intParam(p, "maxBytes", 1024, LOG_MAX_WINDOW);
+  const limit = intParam(p, "limit", 1, LOG_MAX_LINES);
+  const level = p.get("level") ?? undefined;
+  const component = p.get("component") ?? undefined;
+  if (component !== undefined && component.length > 200)
+    throw new HttpError(400, "component must be at most 200 characters");
+  return {
+    ...(after !== undefined ? { after } : {}),
+    ...(before !== undefined ? { before } : {}),
+    ...(maxBytes !== undefined ? { maxBytes } : {}),
+    ...(limit !== undefined ? { limit } : {}),
+    ...(level !== undefined ? { level } : {}),
+    ...(component !== undefined ? { component } : {}),
+  };
+}
+
+/** The text logs first (merged.log: every process; main.log: the controller's), then any other file of `logs/`. */
+export function logFiles(files: TraceFileEntry[]): TraceFileEntry[] {
+  const order = (name: string): number => (name === "merged.log" ? 0 : name === "main.log" ? 1 : 2);
+  return [...files].sort((a, b) => order(a.name) - order(b.name) || (a.name < b.name ? -1 : 1));
 }

@@ -160,3 +160,22 @@ export function parseRuns(raw: string | null): string[] {
     throw new HttpError(400, RUNS_USAGE);
   return [...new Set(parsed)];
 }
+
+/** `keys` of `/api/summary`: `a,b,c`, or a JSON array for keys that hold commas; undefined when absent. */
+export function keysParam(raw: string | null): Set<string> | undefined {
+  if (raw === null || raw === "") return undefined;
+  if (!raw.startsWith("[")) return new Set(raw.split(","));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    parsed = undefined;
+  }
+  const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((k) => typeof k === "string");
+  if (!isStrings(parsed))
+    throw new HttpError(
+      400,
+      `keys must be key,key,… or a JSON array of strings, got ${JSON.stringify(raw.slice(0, 100))}`,
+    );
+  return new Set(parsed);
+}

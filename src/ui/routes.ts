@@ -5,111 +5,35 @@
  * root before anything opens it; the server's refuses a run of another project). The same table
  * serves `rankscope ui` and `rankscope server`.
  */
-import { CONTROLLER_LINE, lineDisplayLabel } from "../core/rank-identity.js";
+import { CONTROLLER_LINE } from "../core/rank-identity.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { pipeline } from "node:stream/promises";
-import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { turnIfDue } from "./loop-turns.js";
-import { createGzip } from "node:zlib";
 import { warn } from "../core/diagnostics.js";
 import { isInternalKey } from "../core/internal-keys.js";
 import { storeFault } from "../store/store-file.js";
 import { errorCode } from "../core/errors.js";
-import { GZIP_LEVEL, JsonPieces, SECURITY_HEADERS, acceptsGzip, sendJsonRevalidated } from "./http.js";
+import { JsonPieces, sendJsonRevalidated } from "./http.js";
+import type { RunLine } from "./group-bands.js";
+import { answerGroups } from "./group-route.js";
 import {
-  type GroupValue,
-  type RunLine,
-  compareGroupValues,
-  fieldLabel,
-  groupBand,
-  parseGroupField,
-} from "./group-bands.js";
-import {
-  MAX_BATCH_POINTS,
   type RunLineRequest,
   flagParam,
   intParam,
+  keysParam,
   maxPointsParam,
   checkParamText,
   parseLines,
   parseRuns,
   requiredParam,
 } from "./params.js";
-import { LOG_MAX_LINES, LOG_MAX_WINDOW, readLogWindow } from "./log-reader.js";
-import { MAX_RUN_IDS, parseRunQuery } from "./run-query.js";
+import { logFiles, logQueryParam, readLogWindow } from "./log-reader.js";
+import { READ_AHEAD, readAhead } from "./read-ahead.js";
+import { runKeys } from "./run-keys.js";
+import { parseRunQuery } from "./run-query.js";
 import { HttpError } from "./security.js";
-import type { DashboardSource, LabelledRun, TraceFileEntry } from "./source.js";
+import type { DashboardSource } from "./source.js";
+import { sendTraceFile } from "./trace-download.js";
 import { DEFAULT_TIMING_FLUSHES, MAX_TIMING_FLUSHES } from "../store/rank-timing.js";
-
-/** Most fields one `/api/groups` request groups by. */
-const MAX_GROUP_FIELDS = 5;
-
-/** A header parameter value in RFC 5987's `attr-char`s: UTF-8, percent-encoded. */
-function rfc5987(text: string): string {
-  return encodeURIComponent(text).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-}
-
-/** `keys` of `/api/summary`: `a,b,c`, or a JSON array for keys that hold commas; undefined when absent. */
-function keysParam(raw: string | null): Set<string> | undefined {
-  if (raw === null || raw === "") return undefined;
-  if (!raw.startsWith("[")) return new Set(raw.split(","));
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw);
-  } catch {
-    parsed = undefined;
-  }
-  const isStrings = (v: unknown): v is string[] => Array.isArray(v) && v.every((k) => typeof k === "string");
-  if (!isStrings(parsed))
-    throw new HttpError(
-      400,
-      `keys must be key,key,… or a JSON array of strings, got ${JSON.stringify(raw.slice(0, 100))}`,
-    );
-  return new Set(parsed);
-}
-
-/** The text logs first (merged.log: every process; main.log: the controller's), then any other file of `logs/`. */
-function logFiles(files: TraceFileEntry[]): TraceFileEntry[] {
-  const order = (name: string): number => (name === "merged.log" ? 0 : name === "main.log" ? 1 : 2);
-  return [...files].sort((a, b) => order(a.name) - order(b.name) || (a.name < b.name ? -1 : 1));
-}
-
-/**
- * How many reads of one request run at once, unless the source says (`concurrentRuns`): a team
- * server's wait on the database; the local store's do not overlap.
- */
-const READ_AHEAD = 4;
-
-/** One read's outcome: its value, or the HTTP error that says why there is none. */
-type ReadOutcome = { ok: true; value: unknown } | { ok: false; error: HttpError };
-
-/**
- * `n` reads, at most `inFlight` at once, giving the event loop a turn between starts where one is
- * due (`turnIfDue`: reads that wait on I/O, as a team server's, start together); each `HttpError` kept as that read's outcome (any other error fails the
- * request). Stops starting reads once `gone()` (the client left).
- */
-async function readAhead(
-  n: number,
-  read: (i: number) => Promise<unknown>,
-  gone: () => boolean,
-  inFlight = READ_AHEAD,
-): Promise<ReadOutcome[]> {
-  const outcomes: ReadOutcome[] = new Array<ReadOutcome>(n);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    for (let i = next++; i < n && !gone(); i = next++) {
-      await turnIfDue();
-      try {
-        outcomes[i] = { ok: true, value: await read(i) };
-      } catch (error) {
-        if (!(error instanceof HttpError)) throw error;
-        outcomes[i] = { ok: false, error };
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(inFlight, n) }, worker));
-  return gone() ? [] : outcomes;
-}
 
 /** What every handler may use. */
 interface ApiContext {
@@ -167,7 +91,16 @@ export class DashboardApi {
             }),
           ),
       ],
-      ["/api/groups", (c) => this.groups(c)],
+      [
+        "/api/groups",
+        (c) =>
+          answerGroups(
+            c.params,
+            () => c.res.destroyed,
+            this.source,
+            (id, key, n) => this.groupLine(id, key, n),
+          ),
+      ],
     ]);
   }
 
@@ -220,80 +153,6 @@ export class DashboardApi {
     }
   }
 
-  /**
-   * `/api/groups?key=&by=…&run=…[&maxPoints=]`: the runs named (`run`, repeatable) grouped by the
-   * fields `by` names (repeatable: `param:NAME`, `group`, `experiment`, `status`), and for each
-   * group the mean, standard deviation, min and max of the key's global line across its runs,
-   * aligned by step (group-bands.ts). Lines are read one run at a time with a turn of the event
-   * loop between, each run's at most `MAX_BATCH_POINTS / runs` points.
-   */
-  private async groups(ctx: ApiContext): Promise<unknown> {
-    const key = requiredParam(ctx.params, "key");
-    const maxPoints = maxPointsParam(ctx.params);
-    const by = ctx.params.getAll("by").filter((b) => b !== "");
-    if (by.length === 0 || by.length > MAX_GROUP_FIELDS)
-      throw new HttpError(
-        400,
-        `by must be given 1 to ${MAX_GROUP_FIELDS} times: param:NAME, group, experiment or status`,
-      );
-    const fields = by.map((raw) => {
-      const field = parseGroupField(raw);
-      if (field === null || raw.length > 200)
-        throw new HttpError(
-          400,
-          `by must be param:NAME, group, experiment or status, got ${JSON.stringify(raw.slice(0, 80))}`,
-        );
-      return field;
-    });
-    const ids = [...new Set(ctx.params.getAll("run").filter((r) => r !== ""))];
-    if (ids.length === 0 || ids.length > MAX_RUN_IDS)
-      throw new HttpError(400, `run must be given 1 to ${MAX_RUN_IDS} times (experiment/trial as /api/runs lists it)`);
-    const perRun = Math.max(3, Math.min(maxPoints, Math.floor(MAX_BATCH_POINTS / ids.length)));
-    const { runs } = await this.source.listRuns({ ids, sort: { field: "name" } });
-    const groups = new Map<string, { values: GroupValue[]; runs: LabelledRun[] }>();
-    for (const run of runs) {
-      const values = fields.map((f): GroupValue =>
-        f.kind === "param"
-          ? (run.params[f.name] ?? null)
-          : f.kind === "group"
-            ? run.group
-            : f.kind === "experiment"
-              ? run.experiment
-              : run.status,
-      );
-      const id = JSON.stringify(values);
-      const group = groups.get(id) ?? { values, runs: [] };
-      group.runs.push(run);
-      groups.set(id, group);
-    }
-    const found = new Set(runs.map((r) => r.id));
-    const missing = ids.filter((id) => !found.has(id));
-    const out = [];
-    for (const group of [...groups.values()].sort((a, b) => compareGroupValues(a.values, b.values))) {
-      const lines: RunLine[] = [];
-      const members: string[] = [];
-      for (const run of group.runs) {
-        if (ctx.res.destroyed) return { key, groups: [], missing: [] };
-        await yieldToEventLoop();
-        const line = await this.groupLine(run.id, key, perRun);
-        if (line === null) missing.push(run.id);
-        else {
-          lines.push(line);
-          members.push(run.id);
-        }
-      }
-      if (members.length === 0) continue;
-      const label = fields
-        .map(
-          (f, i) =>
-            `${fieldLabel(f)}=${group.values[i] === null || group.values[i] === undefined ? "–" : String(group.values[i])}`,
-        )
-        .join(" · ");
-      out.push({ values: group.values, label, runs: members, ...groupBand(lines, maxPoints) });
-    }
-    return { key, by, groups: out, missing };
-  }
-
   /** A run's global line of `key` for a group, or null when it has none. */
   private async groupLine(id: string, key: string, maxPoints: number): Promise<RunLine | null> {
     const params = new URLSearchParams({ run: id });
@@ -333,32 +192,8 @@ export class DashboardApi {
 
   /** `/api/keys?run=`: a run's keys and lines; `?runs=[…]`: many runs' in one answer (`{runs: […]}`). */
   private keys(ctx: ApiContext): Promise<unknown> {
-    if (ctx.params.has("runs")) return this.perRun(ctx, (runDir) => this.runKeys(runDir));
-    return this.withRun(ctx, (runDir) => this.runKeys(runDir));
-  }
-
-  /** A run's keys, and every line's label. */
-  private async runKeys(runDir: string): Promise<unknown> {
-    const [metrics, streams, system, histograms, rankNames] = await Promise.all([
-      this.source.keys(runDir),
-      this.source.streamKeys(runDir),
-      this.source.systemKeys(runDir),
-      this.source.histogramKeys?.(runDir) ?? [],
-      this.source.rankNames?.(runDir) ?? {},
-    ]);
-    // Every line's label, by the one naming rule (docs/DESIGN.md, "Identity").
-    const rankLabels: Record<string, string> = {};
-    for (const line of [...Object.keys(rankNames).map(Number), ...metrics.flatMap((k) => k.ranks)]) {
-      if (Number.isInteger(line)) rankLabels[String(line)] = lineDisplayLabel(line, rankNames[String(line)]);
-    }
-    return {
-      metrics: metrics.map((k) => ({ ...k, internal: isInternalKey(k.key) })),
-      streams,
-      system,
-      histograms,
-      rankNames,
-      rankLabels,
-    };
+    if (ctx.params.has("runs")) return this.perRun(ctx, (runDir) => runKeys(this.source, runDir));
+    return this.withRun(ctx, (runDir) => runKeys(this.source, runDir));
   }
 
   /**
@@ -526,24 +361,7 @@ export class DashboardApi {
    */
   private log(ctx: ApiContext): Promise<unknown> {
     const p = ctx.params;
-    const after = intParam(p, "after", 0, Number.MAX_SAFE_INTEGER);
-    const before = intParam(p, "before", 0, Number.MAX_SAFE_INTEGER);
-    if (after !== undefined && before !== undefined)
-      throw new HttpError(400, "give after (newer lines) or before (older lines), not both");
-    const maxBytes = intParam(p, "maxBytes", 1024, LOG_MAX_WINDOW);
-    const limit = intParam(p, "limit", 1, LOG_MAX_LINES);
-    const level = p.get("level") ?? undefined;
-    const component = p.get("component") ?? undefined;
-    if (component !== undefined && component.length > 200)
-      throw new HttpError(400, "component must be at most 200 characters");
-    const query = {
-      ...(after !== undefined ? { after } : {}),
-      ...(before !== undefined ? { before } : {}),
-      ...(maxBytes !== undefined ? { maxBytes } : {}),
-      ...(limit !== undefined ? { limit } : {}),
-      ...(level !== undefined ? { level } : {}),
-      ...(component !== undefined ? { component } : {}),
-    };
+    const query = logQueryParam(p);
     return this.withRun(
       ctx,
       async (runDir) => readLogWindow(await this.source.logFile(runDir, p.get("file")), query),
@@ -557,26 +375,7 @@ export class DashboardApi {
       ctx,
       async (runDir) => {
         const file = await this.source.traceFile(runDir, ctx.params.get("file"));
-        const name = file.name;
-        // Trace JSON compresses ~10×; streamed through gzip, so a large file never sits in memory.
-        const gzip = acceptsGzip(ctx.req);
-        ctx.res.writeHead(200, {
-          ...SECURITY_HEADERS,
-          "Content-Type": "application/octet-stream",
-          "Content-Disposition": `attachment; filename="${name.replace(/[^\x20-\x7e]|"/g, "_")}"; filename*=UTF-8''${rfc5987(name)}`,
-          ...(gzip ? { "Content-Encoding": "gzip" } : { "Content-Length": file.size }),
-          Vary: "Accept-Encoding",
-          "Cache-Control": "no-store",
-        });
-        if (ctx.req.method === "HEAD") {
-          ctx.res.end();
-          return undefined;
-        }
-        const fail = (): void => {
-          ctx.res.destroy();
-        };
-        if (gzip) pipeline(file.open(), createGzip({ level: GZIP_LEVEL }), ctx.res).catch(fail);
-        else pipeline(file.open(), ctx.res).catch(fail);
+        sendTraceFile(ctx.req, ctx.res, file);
         return undefined;
       },
       false,
