@@ -5,7 +5,6 @@
  * store's own downsampling (`readChunkedSeries` over chunks fetched in two queries), so both
  * sources draw the same points. Every query is parameterised.
  */
-import { Readable } from "node:stream";
 import type pg from "pg";
 import { compareLines } from "../core/rank-identity.js";
 import {
@@ -13,10 +12,8 @@ import {
   SERIES_KINDS,
   type AlertEntry,
   type HistogramEntry,
-  type LostRank,
   type KeyInfo,
   type KeyKind,
-  type RankTimingWindow,
   type SeriesResult,
 } from "../store/read-types.js";
 import { readChunkedSeries } from "../store/series-read.js";
@@ -30,7 +27,6 @@ import { TurnBatch } from "./turn-batch.js";
 import { fetchChunks } from "./chunk-fetch.js";
 import type {
   DashboardSource,
-  LabelledRun,
   RunBytes,
   RunDetails,
   RunQuery,
@@ -45,78 +41,14 @@ import { streamRanks } from "../ui/source.js";
 import { summaryOf } from "../ui/run-query.js";
 import { LAST_VALUES_SQL, runsSql } from "./run-filter.js";
 import { ranksView, type RanksView } from "../ui/ranks-view.js";
-import { assembleRankTiming, parseRankList } from "../store/rank-timing.js";
-import type { RankRef } from "../core/straggler-report.js";
+import { readRankTiming } from "./rank-timing-read.js";
+import { listFiles, logFileBytes, traceFileOf } from "./run-files-read.js";
+import { type RunRow, toLabelled } from "./run-rows.js";
 
 const KINDS: readonly KeyKind[] = [...SERIES_KINDS, "sample", "histogram"];
 
-interface RunRow {
-  id: number;
-  run_key: string;
-  experiment: string;
-  trial: string;
-  status: string;
-  started_at: number | null;
-  ended_at: number | null;
-  updated_at: number | null;
-  resume_step: number;
-  tags: string[];
-  grp: string | null;
-  params: unknown;
-  lost_ranks: unknown;
-}
-
-/** The lost ranks a run row holds (written by ingest from a checked batch; anything else is left out). */
-function lostRanksOf(value: unknown): LostRank[] {
-  if (!Array.isArray(value)) return [];
-  const rows: readonly unknown[] = value;
-  return rows.flatMap((l) =>
-    isRecord(l) &&
-    typeof l["rank"] === "number" &&
-    typeof l["rankName"] === "string" &&
-    typeof l["wall"] === "number" &&
-    typeof l["reason"] === "string"
-      ? [
-          {
-            rank: l["rank"],
-            rankName: l["rankName"],
-            step: typeof l["step"] === "number" ? l["step"] : null,
-            wall: l["wall"],
-            reason: l["reason"],
-            backStep: typeof l["backStep"] === "number" ? l["backStep"] : null,
-          },
-        ]
-      : [],
-  );
-}
-
 function isKind(kind: string): kind is KeyKind {
   return KINDS.some((k) => k === kind);
-}
-
-function toLabelled(r: RunRow): LabelledRun {
-  const params: Record<string, string | number | boolean | null> = {};
-  if (isRecord(r.params)) {
-    for (const [k, v] of Object.entries(r.params))
-      if (v === null || typeof v === "string" || typeof v === "number" || typeof v === "boolean") params[k] = v;
-  }
-  return {
-    id: r.run_key,
-    experiment: r.experiment,
-    trial: r.trial,
-    status:
-      r.status === "running" || r.status === "finished" || r.status === "failed" || r.status === "crashed"
-        ? r.status
-        : "unknown",
-    startedAt: r.started_at,
-    endedAt: r.ended_at,
-    updatedAt: r.updated_at,
-    resumeStep: r.resume_step,
-    lostRanks: lostRanksOf(r.lost_ranks),
-    tags: r.tags,
-    group: r.grp,
-    params,
-  };
 }
 
 function numericCursor(raw: string | undefined, name: string): number | undefined {
@@ -138,72 +70,6 @@ function toSeriesData(result: SeriesResult): SeriesData {
     cursor: result.cursor === null ? null : String(result.cursor),
     downsampled: result.downsampled,
   };
-}
-
-/** A source over the runs of project `projectId`. */
-/** A file parameter must be one file name, as the dashboard's lists give it. */
-function checkFileName(name: string | null): asserts name is string {
-  if (name === null || name === "" || pathSegmentProblem(name) !== null) {
-    throw new HttpError(
-      400,
-      "the file parameter must be one file name (no '/', '\\', NUL, not '.' or '..') as the list gives it",
-    );
-  }
-}
-
-/** The files of a run under `folder/` (`traces`, `logs`), as the dashboard lists them. */
-async function listFiles(pool: pg.Pool, id: number, folder: string): Promise<TraceFileEntry[]> {
-  const result = await pool.query<{ path: string; size: number; modified: Date }>(
-    "SELECT path, sum(length(data))::bigint AS size, max(received_at) AS modified FROM run_files WHERE run_id = $1 AND starts_with(path, $2) GROUP BY path ORDER BY path",
-    [id, `${folder}/`],
-  );
-  return result.rows.map((r) => ({
-    name: r.path.slice(folder.length + 1),
-    size: Number(r.size),
-    modified: r.modified.getTime(),
-  }));
-}
-
-/**
- * The newest `maxFlushes` flushes of a run's per-rank timings, as the store reads its own
- * (`assembleRankTiming`: the same window, the same rank rows).
- */
-async function readRankTiming(pool: pg.Pool, id: number, maxFlushes: number): Promise<RankTimingWindow> {
-  const rows = await pool.query<{
-    step: number;
-    wall: number;
-    list_id: string;
-    report: string;
-    step_ms: Array<number | null>;
-    lateness_ms: Array<number | null>;
-    wait_ms: Array<number | null>;
-  }>(
-    "SELECT step, wall, list_id, report, step_ms, lateness_ms, wait_ms FROM rank_timing WHERE run_id = $1 ORDER BY step DESC LIMIT $2",
-    [id, maxFlushes],
-  );
-  // PostgreSQL writes a real as the shortest decimal that reads back as it: Math.fround turns
-  // that into the float32 itself, as the store's blobs give it.
-  const real = (values: ReadonlyArray<number | null>): Array<number | null> =>
-    values.map((v) => (v === null ? null : Math.fround(v)));
-  const flushes = rows.rows.reverse().map((r) => ({
-    step: r.step,
-    wall: r.wall,
-    listId: Number(r.list_id),
-    report: r.report,
-    stepMs: real(r.step_ms),
-    latenessMs: real(r.lateness_ms),
-    waitMs: real(r.wait_ms),
-  }));
-  const ids = [...new Set(flushes.map((f) => f.listId))];
-  const lists = new Map<number, RankRef[]>();
-  if (ids.length > 0) {
-    const found = await pool.query<{ id: string; ranks: string }>(
-      "SELECT id, ranks FROM rank_timing_lists WHERE run_id = $1 AND id = ANY($2::bigint[])",
-      [id, ids],
-    );
-    for (const l of found.rows) lists.set(Number(l.id), parseRankList(l.ranks));
-  }
-  return assembleRankTiming(flushes, lists);
 }
 
 /** One line of a series (its lowest line when `rank` is undefined), a window read the way the local store reads it. */
@@ -236,6 +102,7 @@ async function read(
   });
 }
 
+/** A source over the runs of project `projectId`. */
 export function createPostgresSource(pool: pg.Pool, projectId: number): DashboardSource {
   const runId = (handle: string): number => Number(handle);
 
@@ -493,64 +360,11 @@ export function createPostgresSource(pool: pg.Pool, projectId: number): Dashboar
     },
 
     logFile(handle: string, name: string | null): RunBytes {
-      checkFileName(name);
-      const id = runId(handle);
-      const path = `logs/${name}`;
-      return {
-        name,
-        size: async () => {
-          const size = await pool.query<{ size: number | null }>(
-            "SELECT sum(length(data))::bigint AS size FROM run_files WHERE run_id = $1 AND path = $2",
-            [id, path],
-          );
-          const total = size.rows[0]?.size ?? null;
-          if (total === null) throw new HttpError(404, "no such file in this run");
-          return Number(total);
-        },
-        // The pieces overlapping [from, from + length): the file is stored as appended pieces.
-        read: async (from, length) => {
-          const pieces = await pool.query<{ file_offset: string | number; data: Buffer }>(
-            "SELECT file_offset, data FROM run_files WHERE run_id = $1 AND path = $2 AND file_offset < $3 AND file_offset + length(data) > $4 ORDER BY file_offset",
-            [id, path, from + length, from],
-          );
-          const out = Buffer.alloc(length);
-          let filled = 0;
-          for (const piece of pieces.rows) {
-            const at = Number(piece.file_offset);
-            const start = Math.max(from, at);
-            const end = Math.min(from + length, at + piece.data.length);
-            piece.data.copy(out, start - from, start - at, end - at);
-            filled = Math.max(filled, end - from);
-          }
-          return out.subarray(0, filled);
-        },
-      };
+      return logFileBytes(pool, runId(handle), name);
     },
 
-    async traceFile(handle: string, name: string | null): Promise<TraceFile> {
-      checkFileName(name);
-      const path = `traces/${name}`;
-      const size = await pool.query<{ size: number | null }>(
-        "SELECT sum(length(data))::bigint AS size FROM run_files WHERE run_id = $1 AND path = $2",
-        [runId(handle), path],
-      );
-      const total = size.rows[0]?.size ?? null;
-      if (total === null) throw new HttpError(404, "no such file in this run");
-      const id = runId(handle);
-      async function* pieces(): AsyncGenerator<Buffer> {
-        let offset = -1;
-        for (;;) {
-          const page = await pool.query<{ file_offset: number; data: Buffer }>(
-            "SELECT file_offset, data FROM run_files WHERE run_id = $1 AND path = $2 AND file_offset > $3 ORDER BY file_offset LIMIT 64",
-            [id, path, offset],
-          );
-          for (const r of page.rows) yield r.data;
-          const last = page.rows[page.rows.length - 1];
-          if (last === undefined || page.rows.length < 64) return;
-          offset = last.file_offset;
-        }
-      }
-      return { name, size: total, open: () => Readable.from(pieces()) };
+    traceFile(handle: string, name: string | null): Promise<TraceFile> {
+      return traceFileOf(pool, runId(handle), name);
     },
   };
 }
