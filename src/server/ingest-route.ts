@@ -17,7 +17,8 @@ import type pg from "pg";
 import { WireError, checkRunId, decodeBatch, type RefusedPart } from "../sync/wire.js";
 import { HttpError } from "../ui/security.js";
 import { inTransaction, sqlState } from "./db.js";
-import { ConflictError, applyBatch, type IngestResult } from "./ingest.js";
+import { ConflictError } from "./ingest-conflict.js";
+import { applyBatch, type IngestResult } from "./ingest.js";
 import type { ServerMetrics } from "./metrics.js";
 
 /** Limits of ingest requests. */
