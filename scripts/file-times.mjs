@@ -1,7 +1,7 @@
 // A node:test reporter: each test file's time, the sum of its top-level tests' durations, longest
 // first, in seconds, written to the file RANKSCOPE_TEST_TIMES names (scripts/test.sh adds this
 // reporter when it is set: `RANKSCOPE_TEST_TIMES=times.txt npm test`). The file is rewritten after
-// each top-level test, synchronously: --test-force-exit ends the run before a reporter's last output.
+// each top-level test, synchronously, so an interrupted run still leaves the times it had.
 import { writeFileSync } from "node:fs";
 
 export default async function* fileTimes(source) {
