@@ -428,11 +428,15 @@ for (const [name, serve, skip] of SOURCES)
           await narrow.setViewportSize({ width, height: 900 });
           await narrow.goto(`${dashboard.url}#run=exp/sections&tab=metrics`);
           await narrow.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
-          const sidebar = await narrow.locator("#sidebar").boundingBox();
-          const main = await narrow.locator("main").boundingBox();
+          await narrow.waitForSelector("#runs tbody tr.run");
+          // Both boxes from one frame: two separate reads could straddle a scroll or a late render.
+          const [sidebarBottom, mainTop] = await narrow.evaluate(() => [
+            document.querySelector("#sidebar")?.getBoundingClientRect().bottom ?? Number.NaN,
+            document.querySelector("main")?.getBoundingClientRect().top ?? Number.NaN,
+          ]);
           assert.ok(
-            sidebar !== null && main !== null && sidebar.y + sidebar.height <= main.y + 1,
-            `${width}px: the runs list sits above the charts`,
+            sidebarBottom <= mainTop + 1,
+            `${width}px: the runs list (bottom ${sidebarBottom}) sits above the charts (top ${mainTop})`,
           );
           const [scroll, client] = await narrow.evaluate(() => [
             document.documentElement.scrollWidth,
