@@ -8,6 +8,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { connect } from "@nats-io/transport-node";
 import { MetricLogger, type FlushResult } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
@@ -213,75 +214,120 @@ describe("NATS ranks that come back", () => {
   // Runs, but its failure does not fail the suite yet: in 2 of 9 whole-suite runs on 2026-12-07 the
   // ranks never registered with the new controller within 60 s (alone it passed 5 of 5). An open
   // bug in the ranks' re-registration after a hello, to be found (issue 31's area).
-  test(
-    "a controller restarted on the same run id picks up the ranks of the previous one that are still alive",
-    {
-      todo: "intermittent: the ranks sometimes never register with the restarted controller (open bug)",
-    },
-    async () => {
-      const runId = `restart-${process.pid}`;
-      const firstDir = tempDir();
-      const secondDir = tempDir();
-      dirs.push(firstDir, secondDir);
-      const env = {
-        RANKSCOPE_NATS_URL: server.url,
-        RANKSCOPE_RUN_ID: runId,
-        RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET,
-        EXTERNAL_LOOP: "1",
-      };
-      const first = runFixture(CONTROLLER, { ...env, CONTROLLER_RUN_DIR: firstDir, CONTROLLER_RANKS: "2" });
-      children.push(first.child);
-      const rankA = runFixture(EXTERNAL_RANK, { ...env, RANK: "0" });
-      const rankB = runFixture(EXTERNAL_RANK, { ...env, RANK: "1" });
-      children.push(rankA.child, rankB.child);
-      await waitFor(() => first.output().includes("flushed with 2 ranks"), {
-        timeoutMs: 60_000,
-        what: `the first controller to flush its 2 ranks (it printed: ${first.output()})`,
-      });
-      first.child.kill("SIGKILL");
-      await within(first.exited, { timeoutMs: 10_000, what: "the SIGKILLed first controller to exit" });
+  test("a rank whose registration a controller took and died before answering registers with the next controller, not at its join deadline", async () => {
+    const runId = `taken-${process.pid}`;
+    const runDir = tempDir();
+    dirs.push(runDir);
+    // The dying controller: it takes the registration (the server delivers it: no "no responders")
+    // and never answers, then goes away.
+    const dying = await connect({ servers: server.url, timeout: 5000, maxReconnectAttempts: 0 });
+    let taken!: () => void;
+    const registrationTaken = new Promise<void>((resolve) => (taken = resolve));
+    dying.subscribe(`rankscope.${runId}.register`, { callback: () => taken() });
+    await dying.flush();
+    const rank = runFixture(EXTERNAL_RANK, {
+      RANKSCOPE_NATS_URL: server.url,
+      RANKSCOPE_RUN_ID: runId,
+      RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET,
+      // Far beyond the wait below: a rank that waited for the lost answer until its deadline fails it.
+      RANKSCOPE_JOIN_DEADLINE_MS: "180000",
+      EXTERNAL_VALUE: "5",
+    });
+    children.push(rank.child);
+    await within(registrationTaken, {
+      timeoutMs: 60_000,
+      what: `the rank's registration (it printed: ${rank.output()})`,
+    });
+    await dying.close();
 
-      const logger = new MetricLogger({
-        processName: "Controller",
-        runDir: secondDir,
-        runId,
-        runSecret: TEST_RUN_SECRET,
-        flushDeadlineMs: 1500,
+    const logger = new MetricLogger({ processName: "Controller", runDir, runId, runSecret: TEST_RUN_SECRET });
+    try {
+      await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+      const nats = await serveRanksOverNats({ url: server.url, logger });
+      await waitFor(() => nats.rankNames.length === 1 && rank.output().includes("joined as"), {
+        timeoutMs: 60_000,
+        what: `the rank to register with the controller that came next (it printed: ${rank.output()})`,
       });
-      await collectDiagnostics(async () => {
-        try {
-          await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
-          const nats = await serveRanksOverNats({ url: server.url, logger });
-          // Deadlines for a loaded machine: each rank's registration attempt may take up to 10 s, then
-          // backs off (transport/rank/nats.ts).
-          await waitFor(() => nats.rankNames.length === 2, {
-            timeoutMs: 45_000,
-            what: "the previous controller's ranks to register with the new one",
-          });
-          let step = 0;
-          await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, {
-            timeoutMs: 45_000,
-            what: "both ranks to report to the new controller",
-          });
-          await sleep(300);
-          const result = await logger.flush(step++);
-          assert.deepEqual(result.missingRanks, []);
-          assert.ok(
-            (result.metrics.find((m) => m.key === "outage/recorded")?.value ?? 0) > 0,
-            "their loops' values reach the new controller",
+      const result = await logger.flush(0);
+      assert.deepEqual(result.missingRanks, []);
+      assert.equal(
+        result.metrics.find((m) => m.key === "external/value")?.value,
+        5,
+        "what it recorded before joining is logged once",
+      );
+    } finally {
+      await logger.shutdown({ deadlineMs: 10_000 });
+    }
+    assert.equal(await within(rank.exited, { timeoutMs: 30_000, what: "the rank to leave" }), 0, rank.output());
+  });
+
+  test("a controller restarted on the same run id picks up the ranks of the previous one that are still alive", async () => {
+    const runId = `restart-${process.pid}`;
+    const firstDir = tempDir();
+    const secondDir = tempDir();
+    dirs.push(firstDir, secondDir);
+    const env = {
+      RANKSCOPE_NATS_URL: server.url,
+      RANKSCOPE_RUN_ID: runId,
+      RANKSCOPE_RUN_SECRET: TEST_RUN_SECRET,
+      EXTERNAL_LOOP: "1",
+    };
+    const first = runFixture(CONTROLLER, { ...env, CONTROLLER_RUN_DIR: firstDir, CONTROLLER_RANKS: "2" });
+    children.push(first.child);
+    const rankA = runFixture(EXTERNAL_RANK, { ...env, RANK: "0" });
+    const rankB = runFixture(EXTERNAL_RANK, { ...env, RANK: "1" });
+    children.push(rankA.child, rankB.child);
+    await waitFor(() => first.output().includes("flushed with 2 ranks"), {
+      timeoutMs: 60_000,
+      what: `the first controller to flush its 2 ranks (it printed: ${first.output()})`,
+    });
+    first.child.kill("SIGKILL");
+    await within(first.exited, { timeoutMs: 10_000, what: "the SIGKILLed first controller to exit" });
+
+    const logger = new MetricLogger({
+      processName: "Controller",
+      runDir: secondDir,
+      runId,
+      runSecret: TEST_RUN_SECRET,
+      flushDeadlineMs: 1500,
+    });
+    await collectDiagnostics(async () => {
+      try {
+        await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+        const nats = await serveRanksOverNats({ url: server.url, logger });
+        // Deadlines for a loaded machine: each rank's registration attempt may take up to 10 s, then
+        // backs off (transport/rank/nats.ts).
+        await waitFor(() => nats.rankNames.length === 2, {
+          timeoutMs: 45_000,
+          what: "the previous controller's ranks to register with the new one",
+        }).catch((error: unknown) => {
+          throw new Error(
+            `${String(error)}; registered: [${nats.rankNames.join(", ")}]\nrank 0 printed:\n${rankA.output()}\nrank 1 printed:\n${rankB.output()}\nfirst controller printed:\n${first.output()}`,
           );
-        } finally {
-          // Also when a wait above failed: the ranks are told to leave, so the file ends.
-          await logger.shutdown({ deadlineMs: 10_000 });
-        }
-      });
-      // The ranks leave when the new controller shuts down (they were its ranks now).
-      const codes = await within(Promise.all([rankA.exited, rankB.exited]), {
-        timeoutMs: 30_000,
-        what: "both ranks to leave after the new controller shut down",
-      });
-      assert.deepEqual(codes, [0, 0], `${rankA.output()}\n${rankB.output()}`);
-      assert.ok(jsonlSum(secondDir, "outage/recorded").sum > 0);
-    },
-  );
+        });
+        let step = 0;
+        await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, {
+          timeoutMs: 45_000,
+          what: "both ranks to report to the new controller",
+        });
+        await sleep(300);
+        const result = await logger.flush(step++);
+        assert.deepEqual(result.missingRanks, []);
+        assert.ok(
+          (result.metrics.find((m) => m.key === "outage/recorded")?.value ?? 0) > 0,
+          "their loops' values reach the new controller",
+        );
+      } finally {
+        // Also when a wait above failed: the ranks are told to leave, so the file ends.
+        await logger.shutdown({ deadlineMs: 10_000 });
+      }
+    });
+    // The ranks leave when the new controller shuts down (they were its ranks now).
+    const codes = await within(Promise.all([rankA.exited, rankB.exited]), {
+      timeoutMs: 30_000,
+      what: "both ranks to leave after the new controller shut down",
+    });
+    assert.deepEqual(codes, [0, 0], `${rankA.output()}\n${rankB.output()}`);
+    assert.ok(jsonlSum(secondDir, "outage/recorded").sum > 0);
+  });
 });

@@ -98,6 +98,8 @@ export class NatsRankServer implements RankServer {
   private readonly recentFlushIds = new Set<number>();
   private readonly orphanAnswers = new Set<string>();
   private readonly helloSent = new Map<string, number>();
+  /** Registrations being admitted (the rank's init in flight), by rank: a repeated try waits for the same one. */
+  private readonly admitting = new Map<string, Promise<void>>();
   private readonly waiters = new Map<string, Array<(handle: RemoteRankHandle) => void>>();
   private readonly inbox: string;
   /**
@@ -260,7 +262,8 @@ export class NatsRankServer implements RankServer {
       // The same process again (its connection came back, or it heard a hello): same handle.
       this.missed.set(identity.rankName, 0);
       try {
-        await this.readmit(identity.rankName, known.handle);
+        // A registration being admitted (its rank tried again before the answer): answered when it is.
+        await (this.admitting.get(identity.rankName) ?? this.readmit(identity.rankName, known.handle));
         answer(true);
         this.takeUnacked(known.handle, message.unacked);
       } catch (error) {
@@ -295,7 +298,13 @@ export class NatsRankServer implements RankServer {
       this.silent.delete(identity.rankName);
       this.missed.set(identity.rankName, 0);
       known?.handle.close("registered again");
-      await this.logger.registerRank(handle);
+      const admitted = this.logger.registerRank(handle);
+      this.admitting.set(identity.rankName, admitted);
+      try {
+        await admitted;
+      } finally {
+        if (this.admitting.get(identity.rankName) === admitted) this.admitting.delete(identity.rankName);
+      }
       answer(true);
       this.takeUnacked(handle, message.unacked);
       for (const waiter of this.waiters.get(identity.rankName)?.splice(0) ?? []) waiter(handle);

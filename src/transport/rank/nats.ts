@@ -31,6 +31,13 @@ const JOIN_BACKOFF = { initialMs: 100, maxMs: 1000 };
 const ANSWERS_SETTLE_MS = 5000;
 /** Waits between a joined rank's tries to register again (no deadline: until it is answered or leaves). */
 const REJOIN_BACKOFF = { initialMs: 250, maxMs: 5000 };
+/**
+ * How long one registration try waits for its answer. A controller that died between taking a
+ * registration and answering it leaves the try unanswered: the next try reaches whichever
+ * controller serves the run now (one restarted on the same run id), instead of the rank waiting out
+ * its whole join deadline. A controller still admitting the rank answers every try alike.
+ */
+const REGISTER_ANSWER_MS = 5000;
 
 /** Options of the rank side. */
 interface NatsJoinOptions {
@@ -80,7 +87,7 @@ export async function joinOverNats(
         `joinRun(): no controller of run ${runId} answered on NATS at ${auth.url} within ${joinDeadlineMs} ms (${describeError(rank.lastError)}); is the controller serving ranks (serveRanksOverNats) with this run id?`,
       );
     }
-    const result = await rank.attempt(remaining);
+    const result = await rank.attempt(Math.min(remaining, REGISTER_ANSWER_MS));
     if (result.outcome === "ok") break;
     if (result.outcome === "refused") {
       await conn.close();
@@ -201,7 +208,7 @@ class NatsRank {
     let again = 0;
     try {
       while (!this.left && !this.conn.isClosed()) {
-        const result = await this.attempt(10_000);
+        const result = await this.attempt(REGISTER_ANSWER_MS);
         if (result.outcome === "ok") return;
         if (result.outcome === "refused") {
           warn(
