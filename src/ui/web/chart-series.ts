@@ -44,7 +44,6 @@ function addLineSeries(
   settings: ViewSettings,
 ): void {
   const { series, rawSeries } = out;
-  const dash = line.dash !== undefined ? { dash: line.dash } : {};
   if (line.scatter === true) {
     joinInput.push([table[0], table[1]]);
     series.push({
@@ -58,40 +57,29 @@ function addLineSeries(
     rawSeries.push(null);
   } else if (settings.smoothing > 0) {
     joinInput.push([table[0], table[1], table[2]]);
-    series.push({
-      label: `${line.label} (raw)`,
-      show,
-      stroke: faint(colour),
-      width: 1,
-      spanGaps: false,
-      points: { show: false },
-      ...dash,
-    });
+    series.push(lineSeries(`${line.label} (raw)`, show, faint(colour), 1, line.dash));
     rawSeries.push(series.length - 1);
-    series.push({
-      label: line.label,
-      show,
-      stroke: colour,
-      width: 1.5,
-      spanGaps: false,
-      points: { show: false },
-      ...dash,
-    });
+    series.push(lineSeries(line.label, show, colour, 1.5, line.dash));
   } else {
     joinInput.push([table[0], table[1]]);
-    series.push({
-      label: line.label,
-      show,
-      stroke: colour,
-      width: 1.5,
-      spanGaps: false,
-      points: { show: false },
-      ...dash,
-    });
+    series.push(lineSeries(line.label, show, colour, 1.5, line.dash));
     rawSeries.push(null);
   }
   out.topSeries.push(series.length - 1);
   addBand(out, joinInput, line, colour, show, settings);
+}
+
+/** A drawn (or, at width 0, undrawn) line without points, broken at gaps. */
+function lineSeries(label: string, show: boolean, stroke: string, width: number, dash?: number[]): uPlot.Series {
+  return {
+    label,
+    show,
+    stroke,
+    width,
+    spanGaps: false,
+    points: { show: false },
+    ...(dash !== undefined ? { dash } : {}),
+  };
 }
 
 /** A group's band: its low and high edges as two undrawn series, the space between filled (null in `bandSeries` when the line has none). */
@@ -110,22 +98,8 @@ function addBand(
     return;
   }
   joinInput.push(edges);
-  series.push({
-    label: `${line.label} (low)`,
-    show,
-    stroke: "transparent",
-    width: 0,
-    spanGaps: false,
-    points: { show: false },
-  });
-  series.push({
-    label: `${line.label} (high)`,
-    show,
-    stroke: "transparent",
-    width: 0,
-    spanGaps: false,
-    points: { show: false },
-  });
+  series.push(lineSeries(`${line.label} (low)`, show, "transparent", 0));
+  series.push(lineSeries(`${line.label} (high)`, show, "transparent", 0));
   const pair: [number, number] = [series.length - 2, series.length - 1];
   out.bandSeries.push(pair);
   out.bands.push({ series: [pair[1], pair[0]], fill: `${colour}33` });

@@ -209,7 +209,9 @@ export class ChartCard {
     const weight = this.settings.smoothing;
     const { drawn, fewest } = drawnSmoothing(this.lines, weight);
     const less = weight > 0 && drawn < weight;
-    this.smoothNote.textContent = less ? `smoothing ${drawn.toFixed(2)} (${fewest} points)` : "";
+    // A line too short to smooth at all is drawn through its values: say so rather than "smoothing 0.00".
+    const what = drawn > 0 ? `smoothing ${drawn.toFixed(2)}` : "not smoothed";
+    this.smoothNote.textContent = less ? `${what} (${fewest} points)` : "";
     this.smoothNote.title = less
       ? "A line is smoothed over at most a tenth of its points, so a short run is drawn through its values"
       : "";

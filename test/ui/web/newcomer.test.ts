@@ -7,7 +7,7 @@
  *   its lowest figure in a colour that is neither white nor the grey of a missing figure, and
  *   says `2 ranks` at the newest flush (which counted 2), not the window's 3;
  * - a 10-step run's bold (smoothed) line at the default smoothing goes through its last value, and
- *   its card says it was drawn unsmoothed (`smoothing 0.00 (10 points)`).
+ *   its card says it was drawn unsmoothed (`not smoothed (10 points)`).
  * Screenshots: test-artifacts/newcomer-runs.png, newcomer-ranks.png, newcomer-ten-steps.png.
  */
 import assert from "node:assert/strict";
@@ -213,7 +213,7 @@ describe("the dashboard as a newcomer sees it, in Chromium", () => {
     assert.equal(await page.locator("#smoothing-value").innerText(), "0.60", "the default smoothing");
     assert.equal(
       await page.locator(`${reward} .smoothing-note`).innerText(),
-      "smoothing 0.00 (10 points)",
+      "not smoothed (10 points)",
       "the card says the weight it drew with",
     );
     const over = await page.locator(`${reward} .u-over`).boundingBox();
