@@ -17,15 +17,20 @@
  *    timestamps, says `ring`, and from then records straight into the ring; key names follow as
  *    `key` messages, which the main thread forwards to the writer on a port of the ring's own (the
  *    writer waits for a name it has not received yet, see writer.ts).
+ * 4. a worker that ends while still waiting (a script that records and never yields to its event
+ *    loop, so no answer reaches it) makes the ring itself at its exit, sized to its waiting values,
+ *    with control words of its own, and announces it as in 3: the main thread attaches it while it
+ *    streams (and drops it otherwise, as its `none` would have said).
  * Values that did not fit the waiting buffer are counted as the ring's drops (`ringFull`).
  */
 import { BroadcastChannel, MessageChannel, threadId, type MessagePort } from "node:worker_threads";
 import type { Collector, NumericEntry, StreamProducer } from "../core/collector.js";
 import { reportError } from "../core/diagnostics.js";
+import { registerDrain } from "../core/lifecycle.js";
 import { processWide } from "../core/process-wide.js";
 import type { Recorder } from "../core/rank-identity.js";
 import { isKeyRegistration, isRecorder, isRingShape, type KeyRegistration, type RingAttachment } from "./messages.js";
-import { createRing, type RingShape } from "./ring.js";
+import { createControl, createRing, type RingShape } from "./ring.js";
 
 /** The process's channel for worker streams (versioned with the state's shape). */
 const CHANNEL = "rankscope.stream.v1";
@@ -35,6 +40,13 @@ const MAX_PENDING_VALUES = 4096;
 const MAX_EARLY_KEYS = 4096;
 /** A worker whose question nobody answered within this long stops keeping its raw values (no main thread streams). */
 const ANSWER_WITHIN_MS = 5000;
+
+/**
+ * What a worker's ring is made from: the writer's control words (a control of its own when the
+ * worker makes the ring at its exit, unoffered: nothing to wake, its values carry their times), the
+ * ring's shape and the step.
+ */
+type RingOffer = Pick<StreamOffer, "control" | "capacity" | "values" | "step">;
 
 /** What the main thread offers a worker: where its ring goes and whose it is. */
 interface StreamOffer {
@@ -241,7 +253,7 @@ export function linkWorkerStream(collector: Collector, target: WorkerStreamTarge
   const pending = new PendingValues();
   let producer: StreamProducer | null = null;
   collector.stream = pending;
-  const adopt = (offer: StreamOffer): void => {
+  const adopt = (offer: RingOffer): void => {
     if (producer !== null) return;
     collector.step = Math.max(collector.step, offer.step);
     const own = target.linkedProducer();
@@ -289,4 +301,17 @@ export function linkWorkerStream(collector: Collector, target: WorkerStreamTarge
     }
   };
   channel.postMessage({ t: "want", thread: threadId } satisfies StreamLinkMessage);
+  // A worker that ends while its question is still unanswered (a script that records and never
+  // yields to its event loop): its waiting values leave with it in a ring of its own, made here,
+  // which the main thread attaches as if it had offered it (or drops, as it would have answered
+  // `none`, when it does not stream). Not possible after terminate(), which runs no exit.
+  registerDrain({
+    name: `worker thread ${threadId} raw values`,
+    stage: "producer",
+    exit: () => {
+      if (producer !== null || (pending.entries.length === 0 && pending.dropped === 0)) return;
+      clearTimeout(unanswered);
+      adopt({ control: createControl(0), capacity: pending.entries.length, values: 0, step: collector.step });
+    },
+  });
 }

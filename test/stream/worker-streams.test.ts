@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
+import { Worker } from "node:worker_threads";
 import { CONTROLLER_RANK, lineOf, ranks, series } from "../../src/store/reader.js";
 import {
   MetricLogger,
@@ -20,7 +21,7 @@ import {
   workerRecord,
   workerStreaming,
 } from "../core/rank-identity/fixtures/recorder.mjs";
-import { captureStdout, tempDir, waitFor } from "../helpers.js";
+import { captureStdout, collectDiagnostics, tempDir, waitFor, within } from "../helpers.js";
 import { readStream } from "./helpers.js";
 
 /** The built package (plain node), as in topologies.test.ts: the controller, its rank and the user workers start without tsx. */
@@ -138,6 +139,51 @@ describe("a user worker thread's raw values", () => {
       assert.deepEqual(
         jsonl.filter((l) => l["thread"] === ownThread).map((l) => l["value"]),
         workerValues,
+      );
+    },
+  );
+
+  it(
+    "of a short-lived worker that never yields to its event loop reach the store when it ends",
+    { timeout: 120_000 },
+    async () => {
+      const runDir = tempDir();
+      const logger = new MetricLogger({ runDir, processName: "Short", flushDeadlineMs: 20_000, quiet: true });
+      const values = [1, 2, 3, 4, 5];
+      let thread = 0;
+      const seen = await collectDiagnostics(async () => {
+        await logger.initBackends({ store: { loggingMode: "per_rank_no_reduce", waitForWrites: true } });
+        for (let run = 0; run < 3; run++) {
+          // The worker records and ends: its link's question is never answered in the worker.
+          const worker = new Worker(new URL("./fixtures/short-worker.mjs", import.meta.url), {
+            workerData: { values: values.map((v) => v + 10 * run) },
+          });
+          if (run === 0) thread = worker.threadId;
+          const exited = new Promise<number>((resolve, reject) => {
+            worker.once("exit", resolve);
+            worker.once("error", reject);
+          });
+          assert.equal(await within(exited, { timeoutMs: 60_000, what: "the short worker to end" }), 0);
+        }
+        await logger.flush(0);
+        await logger.shutdown();
+      });
+      assert.deepEqual(
+        streamValues(runDir, lineOf({ role: "controller", rank: 0, thread })),
+        values,
+        "every raw value the first worker recorded, on its own line",
+      );
+      const workerLines = ranks(runDir).filter((r) => r.thread !== 0);
+      assert.equal(workerLines.length, 3, "one line per worker");
+      const all = workerLines.flatMap((r) => streamValues(runDir, r.rank)).sort((a, b) => a - b);
+      assert.deepEqual(
+        all,
+        [0, 10, 20].flatMap((offset) => values.map((v) => v + offset)),
+      );
+      assert.deepEqual(
+        seen.filter((d) => d.code.startsWith("stream.")).map((d) => d.message),
+        [],
+        "nothing lost to report",
       );
     },
   );

@@ -18,8 +18,9 @@
  * Names are claimed, not just families: a histogram `lat` writes `lat_bucket`, `lat_sum` and
  * `lat_count`, a summary `lat_sum` and `lat_count` (reserved by Prometheus though not written), a
  * counter `x_total` (and `x` in OpenMetrics). A key whose family would write a name another key
- * already writes (a gauge `lat_count` beside the histogram `lat`) is not exported, reported once
- * (`prometheus.nameClash:{name}`) and counted: the key that wrote it first keeps it. A histogram's
+ * already writes (a gauge `lat_count` beside the histogram `lat`) is not exported, reported the
+ * first time (`prometheus.nameClash:{name}`) and counted at each flush that leaves its values out,
+ * scalar or histogram alike: the key that wrote it first keeps it. A histogram's
  * per-flush `count` and `mean` outputs are not gauges (they would sit beside the cumulative
  * `_count` under a name that says the same, `lat:count`): its `_count` and `_sum` carry them;
  * `lat:min` and `lat:max` are.
@@ -97,41 +98,55 @@ function claimedNames(name: string, type: FamilyType): string[] {
 /** A histogram's per-flush outputs that its own `_count` and `_sum` carry: not exported as gauges. */
 const HISTOGRAM_SERIES_OUTPUTS = ["/count", "/mean"];
 
+/** Why a key's values are not exported: the diagnostic reported at each flush that leaves them out. */
+interface NameClash {
+  readonly code: string;
+  readonly message: string;
+}
+
+function isClash(found: Family | NameClash): found is NameClash {
+  return "code" in found;
+}
+
+/** Where a key's values go: its series, or the name clash that keeps them out. */
+type Target =
+  | { readonly reduce: string; readonly series: Series; readonly quantile?: string }
+  | { readonly reduce: string; readonly series?: undefined; readonly clash: NameClash };
+
 /** The families of one backend instance, updated at each flush. */
 export class Exposition {
   readonly families = new Map<string, Family>();
   /** Which family writes each sample name (`claimedNames`). */
   private readonly claims = new Map<string, Family>();
-  /** Where each key's values go, found once per key (`undefined`: a name clash, not exported). */
-  private readonly targets = new Map<
-    string,
-    { readonly reduce: string; readonly series: Series | undefined; readonly quantile?: string }
-  >();
+  /** Where each key's values go, found once per key (or the name clash that keeps them out). */
+  private readonly targets = new Map<string, Target>();
 
   constructor(
     /** Labels every series of this instance carries (rank, host, user labels). */
     private readonly labels: Labels,
   ) {}
 
-  private family(name: string, type: FamilyType, key: string, reduce: string): Family | undefined {
+  /**
+   * The family `name` of `type` for `key`, made at its first flush; or the name clash that keeps
+   * the key out (not reported here: the caller reports it at each flush the key is left out of).
+   */
+  private family(name: string, type: FamilyType, key: string, reduce: string): Family | NameClash {
     const found = this.families.get(name);
     if (found !== undefined) {
       if (found.type === type && found.key === key) return found;
-      warn(
-        `prometheus.nameClash:${name}`,
-        `prometheus: key "${key}" (${reduce}) maps to the metric name ${name}, already used by key "${found.key}" as a ${found.type}; its values are not exported. Rename one of the keys.`,
-      );
-      return undefined;
+      return {
+        code: `prometheus.nameClash:${name}`,
+        message: `prometheus: key "${key}" (${reduce}) maps to the metric name ${name}, already used by key "${found.key}" as a ${found.type}; its values are not exported. Rename one of the keys.`,
+      };
     }
     const names = claimedNames(name, type);
     for (const claimed of names) {
       const owner = this.claims.get(claimed);
       if (owner === undefined) continue;
-      warn(
-        `prometheus.nameClash:${claimed}`,
-        `prometheus: key "${key}" (${reduce}) would write the metric name ${claimed} as a ${type}, already written by key "${owner.key}" (a ${owner.type} ${owner.name}); its values are not exported. Rename one of the keys.`,
-      );
-      return undefined;
+      return {
+        code: `prometheus.nameClash:${claimed}`,
+        message: `prometheus: key "${key}" (${reduce}) would write the metric name ${claimed} as a ${type}, already written by key "${owner.key}" (a ${owner.type} ${owner.name}); its values are not exported. Rename one of the keys.`,
+      };
     }
     const help = `rankscope key "${key}" (${reduce})`;
     const created: Family = { name, type, key, help, series: new Map() };
@@ -160,28 +175,21 @@ export class Exposition {
   }
 
   /** The series a key's values go to, found once per key and reduction. */
-  private target(m: Metric): {
-    readonly reduce: string;
-    readonly series: Series | undefined;
-    readonly quantile?: string;
-  } {
+  private target(m: Metric): Target {
     const found = this.targets.get(m.key);
     if (found !== undefined && found.reduce === m.reduce) return found;
-    let made: { reduce: string; series: Series | undefined; quantile?: string };
     const slash = m.key.lastIndexOf("/");
     const quantile =
       m.reduce.startsWith("quantiles") && slash > 0 ? quantileOfSuffix(m.key.slice(slash + 1)) : undefined;
-    if (m.reduce === "sum") {
-      const family = this.family(`${prometheusName(m.key)}_total`, "counter", m.key, m.reduce);
-      made = { reduce: m.reduce, series: family && this.series(family, this.labels) };
-    } else if (quantile !== undefined) {
+    let family: Family | NameClash;
+    if (m.reduce === "sum") family = this.family(`${prometheusName(m.key)}_total`, "counter", m.key, m.reduce);
+    else if (quantile !== undefined) {
       const key = m.key.slice(0, slash);
-      const family = this.family(prometheusName(key), "summary", key, m.reduce);
-      made = { reduce: m.reduce, series: family && this.series(family, this.labels), quantile };
-    } else {
-      const family = this.family(prometheusName(m.key), "gauge", m.key, m.reduce);
-      made = { reduce: m.reduce, series: family && this.series(family, this.labels) };
-    }
+      family = this.family(prometheusName(key), "summary", key, m.reduce);
+    } else family = this.family(prometheusName(m.key), "gauge", m.key, m.reduce);
+    const made: Target = isClash(family)
+      ? { reduce: m.reduce, clash: family }
+      : { reduce: m.reduce, series: this.series(family, this.labels), ...(quantile === undefined ? {} : { quantile }) };
     this.targets.set(m.key, made);
     return made;
   }
@@ -190,8 +198,12 @@ export class Exposition {
   addMetrics(metrics: readonly Metric[]): void {
     for (const m of metrics) {
       if (m.reduce === "histogram" && HISTOGRAM_SERIES_OUTPUTS.some((suffix) => m.key.endsWith(suffix))) continue;
-      const { series: s, quantile } = this.target(m);
-      if (s === undefined) continue;
+      const target = this.target(m);
+      if (target.series === undefined) {
+        warn(target.clash.code, target.clash.message);
+        continue;
+      }
+      const { series: s, quantile } = target;
       if (m.reduce === "sum") {
         if (m.value < 0)
           warn(
@@ -213,7 +225,10 @@ export class Exposition {
   addHistograms(histograms: readonly HistogramMetric[]): void {
     for (const h of histograms) {
       const family = this.family(prometheusName(h.key), "histogram", h.key, "histogram");
-      if (family === undefined) continue;
+      if (isClash(family)) {
+        warn(family.code, family.message);
+        continue;
+      }
       const s = this.series(family, this.labels);
       const { bucketLimits, bucketCounts } = h.histogram;
       for (let i = 0; i < bucketLimits.length; i++) {

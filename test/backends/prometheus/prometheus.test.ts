@@ -184,6 +184,28 @@ describe("prometheus text formats and options", () => {
     }
   });
 
+  it("counts a name clash at each flush that leaves a key out, scalar and histogram alike", async () => {
+    const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+    await logger.initBackends({ prometheus: { loggingMode: "global_reduce", serve: false } });
+    const flushes = 3;
+    const before = diagnosticCounts();
+    try {
+      for (let step = 1; step <= flushes; step++) {
+        recordMetric("tokens", 5, Reduce.SUM); // writes tokens_total first
+        recordMetric("tokens_total", 1, Reduce.MEAN); // a gauge tokens_total: a clash
+        recordMetric("lat_count", 2, Reduce.MEAN); // a gauge lat_count first (scalars come first)
+        recordMetric("lat", 0.5, Reduce.HISTOGRAM); // the histogram lat would write lat_count: a clash
+        await logger.flush(step);
+      }
+    } finally {
+      await logger.shutdown();
+    }
+    const after = diagnosticCounts();
+    const increase = (code: string): number => (after[code] ?? 0) - (before[code] ?? 0);
+    assert.equal(increase("prometheus.nameClash:tokens_total"), flushes, "the scalar key, once per flush");
+    assert.equal(increase("prometheus.nameClash:lat_count"), flushes, "the histogram key, once per flush");
+  });
+
   it("rejects bad options with what is valid", async () => {
     const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
     await assert.rejects(
