@@ -235,23 +235,7 @@ export class NatsRankServer implements RankServer {
       return;
     }
     const identity = message.identity;
-    const answer = (ok: boolean, error?: string): void => {
-      if (msg.reply === undefined) return;
-      const text = encodeProtocolMessage(this.runId, {
-        t: "registered",
-        rankName: identity.rankName,
-        ok,
-        ...(error === undefined ? {} : { error }),
-      });
-      try {
-        this.nc.respond(msg, text);
-      } catch (err) {
-        reportError(
-          "transport.nats.respond",
-          `could not answer the registration of ${identity.rankName}: ${describeError(err)}`,
-        );
-      }
-    };
+    const answer = (ok: boolean, error?: string): void => this.answerRegistration(msg, identity.rankName, ok, error);
     const known = this.ranks.get(identity.rankName);
     if (
       known !== undefined &&
@@ -312,6 +296,22 @@ export class NatsRankServer implements RankServer {
       if (handle !== undefined && this.ranks.get(identity.rankName)?.handle === handle)
         this.ranks.delete(identity.rankName);
       answer(false, describeError(error));
+    }
+  }
+
+  /** Answer a registration (`registered`, with the refusal's reason when `ok` is false). */
+  private answerRegistration(msg: OpenedMessage, rankName: string, ok: boolean, error?: string): void {
+    if (msg.reply === undefined) return;
+    const text = encodeProtocolMessage(this.runId, {
+      t: "registered",
+      rankName,
+      ok,
+      ...(error === undefined ? {} : { error }),
+    });
+    try {
+      this.nc.respond(msg, text);
+    } catch (err) {
+      reportError("transport.nats.respond", `could not answer the registration of ${rankName}: ${describeError(err)}`);
     }
   }
 
