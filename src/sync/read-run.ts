@@ -12,6 +12,7 @@
 import { closeSync, existsSync, openSync, readSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
 import { join } from "node:path";
 import * as store from "../store/reader.js";
+import { nextDown, nextUp } from "../core/doubles.js";
 import { jsonText, nonFiniteReplacer } from "../core/json.js";
 import { RunLabelReader } from "../ui/run-labels.js";
 import type { AlertHeader, RecordHeader, RunMeta, TimingHeader, WireSeriesKind } from "./wire.js";
@@ -62,21 +63,6 @@ export function readPiece(runDir: string, ref: SeriesRef, after: number | null):
   });
   if (steps.length === 0 || cursor === null) return null;
   return { steps, walls, values, cursor };
-}
-
-/** The largest double below `x` (for an exclusive `after` that still includes `x`). */
-function nextDown(x: number): number {
-  if (!Number.isFinite(x)) return x;
-  if (x === 0) return -Number.MIN_VALUE;
-  const f = new Float64Array([x]);
-  const b = new BigInt64Array(f.buffer);
-  b[0] = (b[0] ?? 0n) + (x > 0 ? -1n : 1n);
-  return f[0] ?? x;
-}
-
-/** The largest double above `x`. */
-function nextUp(x: number): number {
-  return -nextDown(-x);
 }
 
 /** A scalar series' points from `first` to `last` (both included), as the store has them now. */

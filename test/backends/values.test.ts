@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { execFile, spawnSync } from "node:child_process";
-import { readdirSync, rmSync } from "node:fs";
+import { readdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
@@ -18,6 +18,8 @@ import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { recordMetric } from "../../src/core/collector.js";
 import { Reduce } from "../../src/core/registry.js";
+import { HISTOGRAM_EDGES } from "../../src/core/accumulators/histogram.js";
+import { nextUp } from "../../src/core/doubles.js";
 import { series } from "../../src/store/reader.js";
 import { captureStdout, collectDiagnostics, tempDir } from "../helpers.js";
 import { pythonKit } from "../helpers/python.js";
@@ -34,6 +36,20 @@ const HUGE = 2n ** 70n;
 /** The values of the first histogram (the issue's), and of the second (a 0 alone in its bucket, then a gap). */
 const H1 = [1, 2, 2, 3, 3, 3, 10, -5, 0];
 const H2 = [0, 5];
+/** Bucket limits as recorded values: the first default edge above 1, and above 100. */
+const E1 = HISTOGRAM_EDGES.find((e) => e > 1) as number;
+const E100 = HISTOGRAM_EDGES.find((e) => e > 100) as number;
+/**
+ * More histograms of the first flush, for W&B's bins against numpy's reading of them: zeros and
+ * negatives, values exactly on bucket limits (0, ±1e-12, E1, −E1, E100), all equal, all zero.
+ */
+const MORE_HISTOGRAMS: Record<string, number[]> = {
+  h_zero_neg: [-3, -2, -2, 0, 0, -1e-13, -0, 0.5],
+  h_edges: [0, 0, -1e-12, 1e-12, 1e-12, E1, E1, -E1, E100, 7],
+  h_equal: [3, 3, 3, 3],
+  h_zeros: [0, 0, 0],
+  h_edge_equal: [E1, E1],
+};
 
 /** Python's view of a number: [type, repr]. */
 type Typed = [string, string];
@@ -49,6 +65,51 @@ function python(reader: string, path: string): Json {
   });
   assert.equal(run.status, 0, run.stderr);
   return JSON.parse(run.stdout);
+}
+
+/**
+ * numpy.histogram of each recorded value list with W&B's bin edges: what a W&B user (and
+ * `wandb.Histogram`) reads from those bins. Each must equal the counts W&B was sent.
+ */
+function rebinWithNumpy(histograms: readonly { values: readonly number[]; bins: readonly number[] }[]): number[][] {
+  const dir = tempDir("rankscope-rebin-");
+  try {
+    const file = join(dir, "histograms.json");
+    writeFileSync(file, JSON.stringify(histograms));
+    return python("rebin", file) as number[][];
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Every histogram of the two flushes W&B got (`key@step`), with the values recorded for it. */
+function recordedHistograms(): { name: string; key: string; step: number; values: number[] }[] {
+  return [
+    { name: "h@1", key: "h", step: 0, values: H1 },
+    { name: "h@2", key: "h", step: 1, values: H2 },
+    ...Object.entries(MORE_HISTOGRAMS).map(([key, values]) => ({ name: `${key}@1`, key, step: 0, values })),
+  ];
+}
+
+/** W&B's bins against numpy's re-binning of the recorded values: the same counts, every bin with a width. */
+function assertNumpyReadsTheCounts(bin: (key: string, step: number) => { values: number[]; bins: number[] }): void {
+  const all = recordedHistograms();
+  const sent = all.map((h) => bin(h.key, h.step));
+  const numpy = rebinWithNumpy(all.map((h, i) => ({ values: h.values, bins: (sent[i] as { bins: number[] }).bins })));
+  all.forEach((h, i) => {
+    const { values, bins } = sent[i] as { values: number[]; bins: number[] };
+    assert.equal(bins.length, values.length + 1, `${h.name}: n + 1 edges`);
+    for (let j = 0; j < values.length; j++)
+      assert.ok(
+        (bins[j] as number) < (bins[j + 1] as number),
+        `${h.name}: bin ${j} [${bins[j]}, ${bins[j + 1]}] has a width`,
+      );
+    assert.deepEqual(
+      numpy[i],
+      values,
+      `${h.name}: numpy.histogram(${JSON.stringify(h.values)}, ${JSON.stringify(bins)})`,
+    );
+  });
 }
 
 /** What a sink must give for each scalar key, as Python sees it. */
@@ -97,6 +158,8 @@ async function job(): Promise<Job> {
       recordMetric("ninf", -Infinity, Reduce.MIN);
       recordMetric("episode", { reward: 1, tokens: BIG63, huge: HUGE, negz: -0 }, Reduce.SAMPLE);
       for (const v of H1) recordMetric("h", v, Reduce.HISTOGRAM);
+      for (const [key, values] of Object.entries(MORE_HISTOGRAMS))
+        for (const v of values) recordMetric(key, v, Reduce.HISTOGRAM);
       await logger.flush(1);
       for (const v of H2) recordMetric("h", v, Reduce.HISTOGRAM);
       recordMetric("w__count", 4, Reduce.SUM);
@@ -243,21 +306,34 @@ describe("values in every sink, read with each format's own reader", { skip }, (
           (bins[j] as number) < (bins[j + 1] as number),
           `step ${i + 1}: bin ${j} [${bins[j]}, ${bins[j + 1]}] has a width`,
         );
+        // W&B's edges between bins are TensorBoard's limits one double up ([left, right) for (left, right]): the same float32.
         assert.equal(
           Math.fround(bins[j + 1] as number),
           buckets[j]?.[1],
           `step ${i + 1}: bin ${j}'s right edge is TensorBoard's (float32)`,
         );
-        if (j > 0 || Math.fround(bins[0] as number) === buckets[0]?.[0]) continue;
-        // TensorBoard starts the first bin at the min; where that gives it no width (a 0 on its bucket's edge), W&B's starts at the bucket's lower edge.
-        assert.equal(buckets[0]?.[0], buckets[0]?.[1], "only a zero-width first bin differs");
       }
+      assert.equal(Math.fround(bins[0] as number), buckets[0]?.[0], `step ${i + 1}: both start at the min`);
     }
     const first0 = (history[0]?.["h"]?.[1].bins as Typed[]).map((v) => Number(v[1]));
     assert.deepEqual(
       first0.slice(0, 4),
-      [-5, first0[1], -1e-12, 0],
-      "the 0 in (−1e-12, 0], not drawn across [−4.6, 0]",
+      [-5, first0[1], nextUp(-1e-12), nextUp(0)],
+      "the 0 in [−1e-12, 5e-324), a bin that holds 0 as W&B and numpy read it; not drawn across [−4.6, 0]",
+    );
+    assertNumpyReadsTheCounts((key, step) => {
+      const h = history[step]?.[key]?.[1];
+      assert.equal(h?._type, "histogram", `${key}@${step + 1} in the SDK's reading`);
+      return {
+        values: (h.values as Typed[]).map((v) => Number(v[1])),
+        bins: (h.bins as Typed[]).map((v) => Number(v[1])),
+      };
+    });
+    const zeros = history[0]?.["h_zeros"]?.[1];
+    assert.deepEqual(
+      (zeros.bins as Typed[]).map((v) => Number(v[1])),
+      [0, 1e-12],
+      "all zeros: one bin from 0, not one that ends at 0",
     );
     const summary = read.summary["h"]?.[1];
     assert.equal(summary?._type, "histogram", "the summary holds the latest histogram, as the SDK's does");
@@ -301,6 +377,12 @@ describe("values in every sink, read with each format's own reader", { skip }, (
         assert.equal(summary?._type, "histogram");
         assert.deepEqual(summary?.values, (rows[1]?.["h"] as { values: number[] }).values);
         assert.equal(summary?.bins.length, (summary?.values.length ?? 0) + 1);
+        // What wandb-core sent is what the user gets: numpy reads the recorded values into its bins with its counts.
+        assertNumpyReadsTheCounts((key, step) => {
+          const h = rows[step]?.[key] as { _type: string; values: number[]; bins: number[] } | undefined;
+          assert.equal(h?._type, "histogram", `${key}@${step + 1} on the server`);
+          return { values: h.values, bins: h.bins };
+        });
       } finally {
         await server.stop();
       }

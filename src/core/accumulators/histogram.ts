@@ -216,6 +216,15 @@ export function lowerEdgeOf(limit: number): number | undefined {
 }
 
 /**
+ * The upper edge of the default bucket above the one whose upper edge is `limit`; undefined when
+ * `limit` is not a default edge or is the highest one.
+ */
+export function edgeAbove(limit: number): number | undefined {
+  const at = defaultEdgeIndex().get(limit);
+  return at === undefined ? undefined : HISTOGRAM_EDGES[at + 1];
+}
+
+/**
  * Buckets for readers that take bucket i as (limit[i-1], limit[i]] (TensorBoard's
  * `HistogramProto`, W&B's bins). rankscope keeps only non-empty buckets, so an empty stretch
  * between two kept buckets gets one empty bucket (as TensorFlow's own encoder writes), else the

@@ -10,6 +10,9 @@ JavaScript's doubles.
                                         loader (histograms, as its histograms plugin gets them)
   values_readers.py wandb FILE          the W&B SDK's protobufs for a .wandb file, json.loads of
                                         each value_json (as wandb-core's own reader hands them on)
+  values_readers.py rebin FILE          numpy.histogram of each {"values", "bins"} in a JSON list:
+                                        the counts W&B's users (and wandb.Histogram) get from those
+                                        values and bin edges ([left, right), the last bin closed)
 """
 import json
 import sqlite3
@@ -88,5 +91,11 @@ def read_wandb(path):
     return out
 
 
-READERS = {"jsonl": read_jsonl, "store": read_store, "tensorboard": read_tensorboard, "wandb": read_wandb}
+def rebin(path):
+    import numpy
+
+    return [numpy.histogram(numpy.array(h["values"], dtype=float), bins=numpy.array(h["bins"], dtype=float))[0].tolist() for h in json.load(open(path))]
+
+
+READERS = {"jsonl": read_jsonl, "store": read_store, "tensorboard": read_tensorboard, "wandb": read_wandb, "rebin": rebin}
 print(json.dumps(READERS[sys.argv[1]](sys.argv[2])))

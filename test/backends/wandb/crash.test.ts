@@ -7,21 +7,25 @@
  *   `wandb sync` uploads every flushed step (the run marked failed, not successful);
  * - then a resumed second attempt: its message offers `wandb sync` of both attempts' directories,
  *   in order, and that command uploads every step of both;
- * - SIGTERM (the process ends with 143): W&B is told exit code 143, online and offline.
+ * - SIGTERM (the process ends with 143): W&B is told exit code 143, online and offline;
+ * - `rankscope wandb sync` of the SIGKILLed run's spool sends what `wandb sync` of its offline run
+ *   sends: the rows, the summary (the last values), `config.yaml` and the completion with exit
+ *   code 1 (wandb-core's for a log without an exit record); a resumed attempt then completes it.
  */
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
-import { existsSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, describe, it } from "node:test";
 import { runNode, tempDir } from "../../helpers.js";
 import { pythonKit } from "../../helpers/python.js";
-import { StrictWandbServer } from "./wandb-server.js";
+import { parseWandbJson, StrictWandbServer, type ServerRun } from "./wandb-server.js";
 import { wandbSdkEnv } from "./wandb-helpers.js";
 
 const JOB = fileURLToPath(new URL("./fixtures/crash-job.ts", import.meta.url));
+const CLI = fileURLToPath(new URL("../../../src/cli/main.ts", import.meta.url));
 const KEY = "0123456789abcdef0123456789abcdef01234567"; // 40 characters, as W&B keys are
 const RUN_ID = "crash_t";
 const kit = pythonKit("wandb");
@@ -99,6 +103,20 @@ async function killedAfterStep2(): Promise<string> {
   return runDir;
 }
 
+/** `rankscope wandb sync RUN_DIR` (the CLI, from source) to `server`. */
+async function rankscopeSync(server: StrictWandbServer, runDir: string): Promise<string> {
+  const result = await runNode([CLI, "wandb", "sync", runDir, "--base-url", server.baseUrl], { WANDB_API_KEY: KEY });
+  assert.equal(result.code, 0, result.stderr);
+  assert.deepEqual(server.violations, [], `the strict server refused part of what rankscope wandb sync sent`);
+  return result.stdout;
+}
+
+/** What a W&B user sees of a run in the runs table and its files: its end, summary and run files. */
+function endOf(run: ServerRun | undefined): { complete: boolean; exitcode: number | null; files: string[] } {
+  assert.ok(run !== undefined, "the run reached the server");
+  return { complete: run.complete, exitcode: run.exitcode, files: [...run.files.keys()].sort() };
+}
+
 describe("W&B after a crash, read by the official wandb sync", { skip: kit.skip }, () => {
   it(
     "SIGKILL after step 2 (offline): wandb sync uploads steps 0-2, and the run is not reported as a success",
@@ -120,6 +138,64 @@ describe("W&B after a crash, read by the official wandb sync", { skip: kit.skip 
           [1, 1 / 2, 1 / 3],
         );
         assert.notEqual(server.run(RUN_ID)?.exitcode, 0, "a killed run is not a successful one");
+      });
+    },
+  );
+
+  it(
+    "SIGKILL after step 2 (offline): rankscope wandb sync sends what wandb sync sends — rows, summary, config.yaml, exit code 1 — and a resumed attempt then completes the run",
+    { timeout: 240_000 },
+    async () => {
+      const runDir = await killedAfterStep2();
+      const official = await withServer(async (server) => {
+        await officialSync(server, offlineRuns(runDir));
+        return { run: server.run(RUN_ID), rows: server.history(RUN_ID) };
+      });
+      await withServer(async (server) => {
+        const out = await rankscopeSync(server, runDir);
+        assert.match(out, /crash_t: 3 history line\(s\) sent, 0 already on the server, run marked complete/);
+        const run = server.run(RUN_ID);
+        assert.deepEqual(server.history(RUN_ID), official.rows, "the same rows");
+        assert.deepEqual(run?.summary, official.run?.summary, "the same summary");
+        assert.equal(run?.summary["loss"], 1 / 3, "the summary holds the last values");
+        assert.equal(run?.summary["global_step"], 2);
+        const ours = endOf(run);
+        const theirs = endOf(official.run);
+        assert.deepEqual(
+          { complete: ours.complete, exitcode: ours.exitcode },
+          { complete: true, exitcode: 1 },
+          "marked failed, as wandb sync marks a run without an exit record",
+        );
+        assert.deepEqual({ complete: theirs.complete, exitcode: theirs.exitcode }, { complete: true, exitcode: 1 });
+        for (const name of ["config.yaml", "wandb-summary.json"]) {
+          assert.ok(theirs.files.includes(name), `wandb sync uploads ${name}`);
+          assert.ok(ours.files.includes(name), `rankscope wandb sync uploads ${name}`);
+          assert.ok(run?.uploaded.has(name), `and lists ${name} as uploaded`);
+        }
+        assert.equal(
+          run?.files.get("config.yaml")?.toString("utf8"),
+          readFileSync(join(runDir, "config.yaml"), "utf8"),
+        );
+        assert.deepEqual(parseWandbJson(run?.files.get("wandb-summary.json")?.toString("utf8") ?? ""), run?.summary);
+        const requests = server.requests.length;
+        assert.match(await rankscopeSync(server, runDir), /crash_t: 0 history line\(s\) sent, 3 already on the server/);
+        assert.ok(
+          server.requests.slice(requests).every((r) => r.kind === "graphql"),
+          "a second sync sends nothing",
+        );
+        // The job is resumed from its checkpoint and ends normally: the next sync completes the run with 0.
+        const second = await job(runDir, { JOB_MODE: "offline", JOB_FIRST: "3", JOB_STEPS: "4", JOB_RESUME: "3" });
+        assert.equal(second.code, 0, second.stderr);
+        await rankscopeSync(server, runDir);
+        assert.deepEqual(
+          server.history(RUN_ID).map((r) => r["global_step"]),
+          [0, 1, 2, 3, 4, 5, 6],
+        );
+        assert.deepEqual(
+          { complete: server.run(RUN_ID)?.complete, exitcode: server.run(RUN_ID)?.exitcode },
+          { complete: true, exitcode: 0 },
+        );
+        assert.equal(server.run(RUN_ID)?.summary["loss"], 1 / 7);
       });
     },
   );

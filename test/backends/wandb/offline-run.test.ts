@@ -149,9 +149,17 @@ function checkRecords(records: Json[], rows: readonly Row[], version: unknown): 
     );
   });
   const last = rows.at(-1) as Row;
+  // The summary as wandb-core builds it: every summary record's updates in order (one after each
+  // flush's rows, as the SDK writes them, so a log cut short still has it; the full one at the end).
+  const summaries = records.filter((r) => "summary" in r);
+  assert.equal(summaries.length, rows.length + 1, "a summary record after each flush's history, and one at the end");
   const summary = Object.fromEntries(
-    (records.find((r) => "summary" in r)?.["summary"].update as Item[]).map((i) => [i.key, fromSafe(i.value)]),
+    summaries.flatMap((r) => r["summary"].update as Item[]).map((i) => [i.key, fromSafe(i.value)]),
   );
+  const afterFirst = Object.fromEntries(
+    (summaries[0]?.["summary"].update as Item[]).map((i) => [i.key, fromSafe(i.value)]),
+  );
+  assert.equal(afterFirst["loss"], rows[0]?.values["loss"], "the first flush's summary holds its values");
   assert.ok(Object.is(summary["special"], last.values["special"] === 0 ? 0 : last.values["special"]));
   assert.equal(summary["loss"], last.values["loss"]);
   assert.equal(records.at(-2)?.["exit"].exit_code ?? 0, 0);

@@ -10,7 +10,8 @@
  * flush path of every step and, for streams, once per raw value.
  */
 import { isRecord, numberText } from "../../../core/json.js";
-import { contiguousBuckets, HISTOGRAM_EDGES, lowerEdgeOf } from "../../../core/accumulators/histogram.js";
+import { contiguousBuckets, edgeAbove, HISTOGRAM_EDGES, lowerEdgeOf } from "../../../core/accumulators/histogram.js";
+import { nextUp } from "../../../core/doubles.js";
 import type { HistogramData } from "../../../core/reduce.js";
 
 const quotedKeys = new Map<string, string>();
@@ -102,26 +103,34 @@ export function historyLine(
 }
 
 /**
- * The bins of a `Reduce.HISTOGRAM` value as W&B draws them: n counts and n + 1 edges, edge to
- * edge, empty stretches included as empty bins, as TensorBoard reads the same buckets
- * (`data_compat._migrate_histogram_value`): the first bin starts at the recorded min, the last
- * ends at the recorded max, and the edges between are the bucket limits. W&B needs finite,
- * increasing edges, so: a first bin that would have no width (the min on its bucket's upper
- * limit, e.g. a 0) starts at its bucket's lower edge instead; −Infinity is counted in the lowest
- * finite bucket and +Infinity in the highest (their edges ±`Number.MAX_VALUE`). Null when no
- * value has a bucket (every value NaN): W&B gets no histogram then.
+ * The bins of a `Reduce.HISTOGRAM` value as W&B reads them: n counts and n + 1 edges, edge to
+ * edge, empty stretches included as empty bins (`contiguousBuckets`). W&B, like numpy, reads bin
+ * i as [bins[i], bins[i+1]) and the last as [bins[n-1], bins[n]]; a bucket holds (lower, upper]
+ * (TensorBoard's reading). Over doubles, (lower, upper] is exactly [nextUp(lower), nextUp(upper)),
+ * so the edges between bins are the bucket limits moved up by one double: `numpy.histogram` of
+ * the recorded values with these bins gives these counts, a 0 or a value on a limit included (a 0
+ * is in a bin that ends above 0, never in one that ends at it). The first bin starts at the
+ * recorded min and the last ends at the recorded max; a last bin that would have no width (all
+ * values equal) ends at its bucket's limit, or the default edge above when the value is the limit
+ * (all zeros: [0, 1e-12]). −Infinity is counted in the lowest finite bucket and +Infinity in the
+ * highest (their edges ±`Number.MAX_VALUE`), where numpy, which cannot bin them, does not count
+ * them. Null when no value has a bucket (every value NaN): W&B gets no histogram then.
  */
 function wandbHistogramBins(h: HistogramData): { values: number[]; bins: number[] } | null {
   const { limits, counts } = contiguousBuckets(withoutInfiniteBucket(h));
   const n = counts.length;
+  const first = limits[0];
   const last = limits[n - 1];
-  if (last === undefined) return null;
-  const bins = [h.min, ...limits.slice(0, n - 1), Number.isFinite(h.max) ? h.max : last];
-  const firstRight = bins[1] ?? last;
-  if (!(bins[0] !== undefined && Number.isFinite(bins[0]) && bins[0] < firstRight)) {
-    bins[0] = lowerEdgeOf(limits[0] ?? last) ?? firstRight - Math.max(Math.abs(firstRight) * 1e-9, Number.MIN_VALUE);
-  }
-  return { values: counts, bins };
+  if (first === undefined || last === undefined) return null;
+  const between = limits.slice(0, n - 1).map(nextUp);
+  const right = between[0] ?? last;
+  const left = Number.isFinite(h.min)
+    ? h.min
+    : (lowerEdgeOf(first) ?? right - Math.max(Math.abs(right) * 1e-9, Number.MIN_VALUE));
+  const lastLeft = between.at(-1) ?? left;
+  let end = Number.isFinite(h.max) ? h.max : last;
+  if (!(end > lastLeft)) end = last > lastLeft ? last : (edgeAbove(last) ?? nextUp(lastLeft));
+  return { values: counts, bins: [left, ...between, end] };
 }
 
 /** The lowest default bucket (−∞, −MAX_VALUE] has no finite lower edge: its count joins the bucket above. */

@@ -4,13 +4,15 @@
  *
  * While a writer of a run of its own spools (offline mode, or after giving up on the server), its
  * `offline-run-…-{runId}/run-{runId}.wandb` grows with it: the header, run and config records
- * when the first row comes, then each flush's history records (and a `files` record for each
- * table, written under `files/`), appended through one `AppendFile` (src/io) as whole framed
- * records, so the file on disk is a valid log after every append. `flushed()` of the backend waits
- * for it (`drain`). At the end: the summary, the exit record with the run's exit code (non-zero
- * after a signal or an uncaught exception), and `final`; at `exit`, the same synchronously. A log
- * cut short by SIGKILL has no exit record: `wandb sync` uploads its rows and marks the run failed
- * (exit code 1), as it does for the SDK's own offline runs of a killed process.
+ * when the first row comes, then each flush's history records with a summary record of their
+ * latest values (as the SDK's wandb-core writes them, so `wandb sync` of a log cut short still
+ * gives the run its summary) and a `files` record for each table (written under `files/`),
+ * appended through one `AppendFile` (src/io) as whole framed records, so the file on disk is a
+ * valid log after every append. `flushed()` of the backend waits for it (`drain`). At the end:
+ * the summary, the exit record with the run's exit code (non-zero after a signal or an uncaught
+ * exception), and `final`; at `exit`, the same synchronously. A log cut short by SIGKILL has no
+ * exit record: `wandb sync` uploads its rows and its summary and marks the run failed (exit code
+ * 1), as it does for the SDK's own offline runs of a killed process.
  */
 import { join } from "node:path";
 import { describeError, reportError } from "../../../core/diagnostics.js";
@@ -27,6 +29,7 @@ import {
   headRecords,
   historyRecord,
   makeAttemptDir,
+  summaryRecord,
   TransactionLogFramer,
   type OfflineRunHead,
 } from "./offline-run.js";
@@ -80,7 +83,7 @@ export class OfflineRunLog {
     if (this.log === null) this.open(rows[0]?.["_timestamp"]);
     const runtime = Number(rows.at(-1)?.["_runtime"] ?? this.lastRuntime);
     if (Number.isFinite(runtime)) this.lastRuntime = runtime;
-    this.append(rows.map(historyRecord));
+    this.append([...rows.map(historyRecord), summaryRecord(rows)]);
   }
 
   /**

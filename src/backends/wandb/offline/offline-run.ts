@@ -15,8 +15,9 @@
  *
  * Records written, in the order the SDK writes them: header, run (id, entity, project, name,
  * group, job type, notes, tags, config, start time), config, one history record per history line
- * (every top-level key an item with its JSON, `_step` also as the step number), summary, exit,
- * final. Values keep W&B's JSON, with NaN and ±Infinity as the bare tokens its SDK writes.
+ * (every top-level key an item with its JSON, `_step` also as the step number) and, after each
+ * flush's, a summary record of their latest values (as wandb-core writes one with each row), then
+ * the full summary, exit, final. Values keep W&B's JSON, with NaN and ±Infinity as the bare tokens its SDK writes.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -228,6 +229,17 @@ export function headRecords(run: OfflineRunHead, producer: string, startSeconds:
 export function historyRecord(row: Readonly<Record<string, unknown>>): Record<string, unknown> {
   const step = row["_step"];
   return { history: { item: items(row), ...(typeof step === "number" ? { step: { num: step } } : {}) } };
+}
+
+/**
+ * A summary record of the latest value of every key of `rows` (later rows win), as the SDK's
+ * wandb-core writes one with each history row: `wandb sync` builds the run's summary from these,
+ * so a log cut short by SIGKILL still gives the run its summary.
+ */
+export function summaryRecord(rows: readonly Readonly<Record<string, unknown>>[]): Record<string, unknown> {
+  const latest = new Map<string, unknown>();
+  for (const row of rows) for (const [key, value] of Object.entries(row)) latest.set(key, value);
+  return { summary: { update: [...latest].map(([key, value]) => ({ key, value_json: wandbValueJson(value) })) } };
 }
 
 /** A `files` record: run files to upload with the run (tables are media). */

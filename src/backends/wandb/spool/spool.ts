@@ -189,6 +189,8 @@ export interface SpooledClient {
   readonly lines: readonly string[];
   /** The last summary line written, if any. */
   readonly summary: string | undefined;
+  /** How many of `lines`, at the end, came after that summary (all when none: a killed process's). */
+  readonly linesAfterSummary: number;
   /** The exit code, when the run was completed by this client. */
   readonly exitcode: number | undefined;
 }
@@ -287,6 +289,8 @@ function readClient(dir: string, name: string): SpooledClient {
   const byOffset = new Map<number, string>();
   let summary: string | undefined;
   let exitcode: number | undefined;
+  let highest = -1; // the highest history offset read so far; `summaryAfter`: at the last summary
+  let summaryAfter = -1;
   let lastNonEmpty = rows.length - 1;
   while (lastNonEmpty >= 0 && (rows[lastNonEmpty] ?? "").trim() === "") lastNonEmpty--;
   rows.forEach((line, i) => {
@@ -319,11 +323,14 @@ function readClient(dir: string, name: string): SpooledClient {
         if (seen !== undefined && seen !== text)
           throw new Error(`${path}: two different history lines at offset ${offset}; the spool is inconsistent`);
         byOffset.set(offset, text);
+        if (offset > highest) highest = offset;
       });
     }
     const summaryFile = body.files?.[SUMMARY_FILE];
-    if (summaryFile !== undefined && summaryFile.content.length > 0)
+    if (summaryFile !== undefined && summaryFile.content.length > 0) {
       summary = summaryFile.content[summaryFile.content.length - 1];
+      summaryAfter = highest;
+    }
     if (body.complete === true) exitcode = body.exitcode ?? 0;
   });
   if (header === undefined) throw new Error(`${path}: empty spool file (no header)`);
@@ -343,6 +350,10 @@ function readClient(dir: string, name: string): SpooledClient {
     firstOffset: first,
     lines,
     summary,
+    linesAfterSummary:
+      summary === undefined
+        ? lines.length
+        : Math.max(0, Math.min(lines.length, first + lines.length - 1 - summaryAfter)),
     exitcode,
   };
 }

@@ -8,6 +8,9 @@
  * second sync sends nothing. Progress is also kept in `sync.json` beside the spool (needed for
  * shared runs, whose per-client counts the server does not report, and for offline spools whose
  * offsets count from 0).
+ *
+ * A run of its own whose spool holds no completion (its process was killed) is ended as W&B's own
+ * `wandb sync` ends such an offline run: summary, run files, exit code 1 (`run-end.ts`).
  */
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
@@ -25,16 +28,10 @@ import {
   upsertRun,
 } from "../client/api.js";
 import { isRecord } from "../../../core/json.js";
+import { completionKey, completionOf, runFiles, summaryOf } from "./run-end.js";
 import { putFile, withRetry, type Endpoint } from "../client/http.js";
 import { DEFAULT_LIMITS, normaliseBaseUrl, type SenderLimits } from "../options.js";
-import {
-  findSpools,
-  readSpool,
-  SPOOL_INFO_FILE,
-  spooledFiles,
-  type SpooledClient,
-  type SpooledRun,
-} from "../spool/spool.js";
+import { findSpools, readSpool, SPOOL_INFO_FILE, type SpooledClient, type SpooledRun } from "../spool/spool.js";
 
 /** Progress of a sync, reported after every request. */
 export interface SyncProgress {
@@ -79,6 +76,8 @@ interface SyncState {
   /** Per client key: the summary line last acknowledged. */
   summaries: Record<string, string>;
   completed: boolean;
+  /** The completion sent (`completionKey`); a later attempt's lines need their own. */
+  completedAs: string | undefined;
   /** Run files uploaded: name → sha256 of the content uploaded. */
   files: Record<string, string>;
 }
@@ -89,7 +88,8 @@ function clientKey(client: SpooledClient): string {
 
 function readState(dir: string): SyncState {
   const path = join(dir, "sync.json");
-  if (!existsSync(path)) return { bases: {}, sent: {}, summaries: {}, completed: false, files: {} };
+  if (!existsSync(path))
+    return { bases: {}, sent: {}, summaries: {}, completed: false, completedAs: undefined, files: {} };
   const parsed: unknown = JSON.parse(readFileSync(path, "utf8"));
   const raw = isRecord(parsed) ? parsed : {};
   return {
@@ -97,6 +97,7 @@ function readState(dir: string): SyncState {
     sent: numberFields(raw["sent"]),
     summaries: stringFields(raw["summaries"]),
     completed: raw["completed"] === true,
+    completedAs: typeof raw["completedAs"] === "string" ? raw["completedAs"] : undefined,
     files: stringFields(raw["files"]),
   };
 }
@@ -117,13 +118,15 @@ function stringFields(value: unknown): Record<string, string> {
   return out;
 }
 
-/** The spool's run files not uploaded yet (or changed since), with their content and its sha256. */
-function pendingFiles(dir: string, state: SyncState): { name: string; content: string; sha256: string }[] {
-  return spooledFiles(dir)
-    .map((name) => {
-      const content = readFileSync(join(dir, "files", ...name.split("/")), "utf8");
-      return { name, content, sha256: createHash("sha256").update(content).digest("hex") };
-    })
+/** True when `sync.json` says this completion was sent (an older `sync.json` says only `completed`). */
+function completionSent(state: SyncState, spool: SpooledRun, exitcode: number): boolean {
+  return state.completedAs === undefined ? state.completed : state.completedAs === completionKey(spool, exitcode);
+}
+
+/** The run files not uploaded yet (or changed since), with their content and its sha256. */
+function pendingFiles(spool: SpooledRun, state: SyncState): { name: string; content: string; sha256: string }[] {
+  return [...runFiles(spool)]
+    .map(([name, content]) => ({ name, content, sha256: createHash("sha256").update(content).digest("hex") }))
     .filter((f) => state.files[f.name] !== f.sha256);
 }
 
@@ -233,7 +236,7 @@ async function syncOneSpool(
     "RunResumeStatus",
   );
   checkResumePolicy(sync, status);
-  const files = pendingFiles(spool.dir, state);
+  const files = pendingFiles(spool, state);
   if (files.length === 0 && isOnServer(spool, state, status.historyLineCount)) {
     // Everything is on the server already: a second sync is a no-op.
     sync.linesSkipped = spool.clients.reduce((n, c) => n + c.lines.length, 0);
@@ -246,14 +249,11 @@ async function syncOneSpool(
     "UpsertBucket",
   );
   const run = { entity: upserted.entity, project: upserted.project, name: upserted.name };
-  let completeBy: SpooledClient | undefined;
-  for (const client of spool.clients) {
-    await sendClientLines(sync, run, client, status.historyLineCount);
-    if (client.exitcode !== undefined) completeBy = client;
-  }
+  for (const client of spool.clients) await sendClientLines(sync, run, client, status.historyLineCount);
   if (files.length > 0) await uploadRunFiles(sync, run, files);
-  if (completeBy !== undefined && !state.completed) {
-    const { clientId, exitcode } = completeBy;
+  const completion = completionOf(spool);
+  if (completion !== undefined && !completionSent(state, spool, completion.exitcode)) {
+    const { clientId, exitcode } = completion;
     const body = JSON.stringify({ complete: true, exitcode });
     must(
       await withRetry(() => sendFileStream(endpoint, run, body, limits.requestTimeoutMs, clientId), limits),
@@ -261,6 +261,7 @@ async function syncOneSpool(
     );
     sync.requests++;
     state.completed = true;
+    state.completedAs = completionKey(spool, exitcode);
     sync.completed = true;
     sync.save();
   }
@@ -287,13 +288,16 @@ function checkResumePolicy(sync: SpoolSync, status: { exists: boolean; historyLi
 /** True when the sync state says every line, summary and the run's end were sent, and the server holds the lines. */
 function isOnServer(spool: SpooledRun, state: SyncState, historyLineCount: number): boolean {
   const endOf = (c: SpooledClient): number => (state.bases[clientKey(c)] ?? 0) + c.firstOffset + c.lines.length;
+  const completion = completionOf(spool);
   const allSent =
-    state.completed === spool.clients.some((c) => c.exitcode !== undefined) &&
-    spool.clients.every(
-      (c) =>
+    (completion === undefined ? !state.completed : completionSent(state, spool, completion.exitcode)) &&
+    spool.clients.every((c) => {
+      const summary = summaryOf(c);
+      return (
         (state.sent[clientKey(c)] ?? -1) >= endOf(c) &&
-        (c.summary === undefined || state.summaries[clientKey(c)] === c.summary),
-    );
+        (summary === undefined || state.summaries[clientKey(c)] === summary)
+      );
+    });
   return allSent && (spool.info.shared || historyLineCount >= Math.max(...spool.clients.map(endOf)));
 }
 
@@ -324,14 +328,15 @@ async function sendClientLines(
   sync.linesSkipped += skipped;
   sync.advance(skipped);
   const end = start + client.lines.length;
-  while (next < end || (client.summary !== undefined && state.summaries[key] !== client.summary)) {
+  const summary = summaryOf(client);
+  while (next < end || (summary !== undefined && state.summaries[key] !== summary)) {
     const from = next - start;
     const count = (splitByBytes(client.lines, limits.maxRequestBytes, from, 1)[0] ?? from) - from;
     const last = next + count >= end;
     const parts = {
       lines: client.lines.slice(from, from + count),
       offset: next,
-      summary: last ? client.summary : undefined,
+      summary: last ? summary : undefined,
     };
     const body = JSON.stringify(fileStreamBody(parts) ?? { files: {} });
     must(
@@ -342,7 +347,7 @@ async function sendClientLines(
     next += count;
     sync.linesSent += count;
     state.sent[key] = next;
-    if (last && client.summary !== undefined) state.summaries[key] = client.summary;
+    if (last && summary !== undefined) state.summaries[key] = summary;
     sync.save();
     sync.advance(count);
   }

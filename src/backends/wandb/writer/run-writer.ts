@@ -563,6 +563,10 @@ export class RunWriter {
     this.spoolFiles();
     const pending = this.queue.takeAll();
     this.spool.writeRunInfo(this.runInfo());
+    // The summary so far: a process killed later leaves the spool's lines after it, and sync
+    // sends this summary updated by them (lines on the server before the spool are not in it).
+    const summary = this.absoluteOffsets ? fileStreamBody({ summary: this.summarySource?.() ?? null }) : null;
+    if (summary !== null) this.spool.append([summary], this.absoluteOffsets);
     this.spoolLines(pending);
     reportError(
       `wandb.spooling:${this.label}`,

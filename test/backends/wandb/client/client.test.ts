@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { describe, it } from "node:test";
 import { configJson, lastStepOf } from "../../../../src/backends/wandb/client/api.js";
 import { histogramJson, historyLine, historyNumber } from "../../../../src/backends/wandb/client/history.js";
+import { nextUp } from "../../../../src/core/doubles.js";
 import { authHeader, backoffDelay, parseRetryAfter } from "../../../../src/backends/wandb/client/http.js";
 import { parseWandbJson } from "../wandb-server.js";
 
@@ -78,7 +79,7 @@ describe("wandb history encoding", () => {
     assert.equal(row["b"], -Infinity);
   });
 
-  it("turns bucket limits into n + 1 finite, ascending bin edges", () => {
+  it("turns bucket limits into n + 1 finite, ascending bin edges, each limit one double up (W&B reads [left, right))", () => {
     const json = histogramJson({
       count: 6,
       min: -2,
@@ -91,7 +92,7 @@ describe("wandb history encoding", () => {
     assert.ok(json !== null);
     const h = JSON.parse(json) as { values: number[]; bins: number[] };
     assert.deepEqual(h.values, [2, 3, 1]);
-    assert.deepEqual(h.bins, [-2, 0, 5, 9]);
+    assert.deepEqual(h.bins, [-2, nextUp(0), nextUp(5), 9], "a 0 or a 5 (in (…, 0] and (0, 5]) stays in its bin");
   });
 
   it("wraps config values as W&B does and keeps non-finite numbers readable", () => {
