@@ -1,8 +1,8 @@
 // The packed tarball in a fresh project WITHOUT the optional peer dependencies (package.json's
 // `peerDependencies`, all optional): what `npm install rankscope` alone gives. A single job's
 // backends (console, JSONL, the store) work there; asking for a feature whose packages are missing
-// (the otlp backend, `rankscope/otlp`, `rankscope/nats`, `rankscope server`) is an error naming the
-// `npm install` line that adds them, with package.json's ranges. Network-free, as
+// (the otlp backend, `rankscope/otlp`, `rankscope/nats`, `rankscope server`, the store on Node 20)
+// is an error naming the `npm install` line that adds them, with package.json's ranges. Network-free, as
 // test/package-consumer.test.ts: the tarball is unpacked into the project and only our
 // `dependencies` are linked from this checkout's node_modules.
 import { after, before, test } from "node:test";
@@ -87,7 +87,28 @@ after(() => {
   project = "";
 });
 
-test("without the optional peers, a single job logs to the console, JSONL and the store", () => {
+const NODE_MAJOR = Number(process.versions.node.split(".")[0]);
+
+test(
+  "on Node.js 20, the store without better-sqlite3 names the npm install line",
+  { skip: NODE_MAJOR >= 22 && "Node 22 and later use better-sqlite3-napi, which npm installs" },
+  () => {
+    const run = snippet(
+      "default-backends.mjs",
+      `import { getOrCreateMetricLogger } from "rankscope";
+const logger = await getOrCreateMetricLogger({ processName: "Controller", root: "runs", experiment: "e", trial: "n" });
+await logger.initBackends();
+`,
+    );
+    assert.notEqual(run.status, 0);
+    assert.ok(run.stderr.includes(installLine("better-sqlite3")), run.stderr);
+    // What the user does next: install it (here, linked from this checkout).
+    const link = join(project, "node_modules", "better-sqlite3");
+    symlinkSync(join(root, "node_modules", "better-sqlite3"), link, "dir");
+  },
+);
+
+test("without the optional peers (better-sqlite3 too on Node 22+), a single job logs to the console, JSONL and the store", () => {
   const run = snippet(
     "job.mjs",
     `import { getOrCreateMetricLogger, recordMetric, Reduce } from "rankscope";

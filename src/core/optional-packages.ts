@@ -30,6 +30,10 @@ export const OPTIONAL_FEATURES = {
     what: "ranks over NATS (rankscope/nats, rankscope/host, joinRun with a NATS URL)",
     packages: { "@nats-io/transport-node": "~3.3.1" },
   },
+  sqlite: {
+    what: "the store (the store backend, rankscope/store, rankscope ui) on Node.js 20, where better-sqlite3 13 (rankscope's own, optional dependency better-sqlite3-napi) does not run,",
+    packages: { "better-sqlite3": "^12.11.1" },
+  },
 } as const;
 
 export type OptionalFeature = keyof typeof OPTIONAL_FEATURES;
