@@ -38,13 +38,23 @@ function load(): typeof BetterSqlite3 {
   return requireOptional<typeof BetterSqlite3>("sqlite", "better-sqlite3");
 }
 
-/** better-sqlite3's `Database` class, from the build that runs on this Node.js. */
-export const Database: typeof BetterSqlite3 = load();
+let driver: typeof BetterSqlite3 | undefined;
+
+/**
+ * better-sqlite3's `Database` class, from the build that runs on this Node.js, loaded when the first
+ * store is opened (not when a module that may open one is imported: `rankscope ui` on Node 20
+ * without better-sqlite3 starts, and says what to install when it opens a run's store).
+ */
+export function sqliteDriver(): typeof BetterSqlite3 {
+  driver ??= load();
+  return driver;
+}
 /** A better-sqlite3 connection. */
 export type Database = BetterSqlite3.Database;
 
 /** The version of the better-sqlite3 build in use. */
 export function sqliteVersion(): string {
+  sqliteDriver();
   const manifest: unknown = require(`${sqlitePackage}/package.json`);
   return typeof manifest === "object" &&
     manifest !== null &&
