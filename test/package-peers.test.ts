@@ -170,10 +170,27 @@ test("importing rankscope/otlp or rankscope/nats without their packages names th
   }
 });
 
+test("the prometheus backends without prom-client name the npm install line", () => {
+  for (const backend of ["prometheus", "prometheus_remote_write"]) {
+    const run = snippet(
+      `${backend}.mjs`,
+      `import { getOrCreateMetricLogger } from "rankscope";
+const logger = await getOrCreateMetricLogger({ processName: "Controller", root: "runs", experiment: "p", trial: "${backend}" });
+await logger.initBackends({ ${backend}: { loggingMode: "global_reduce"${backend === "prometheus" ? ", serve: false" : ', url: "http://127.0.0.1:1/api/v1/write"'} } });
+`,
+    );
+    assert.notEqual(run.status, 0, `${backend} started without prom-client`);
+    assert.ok(run.stderr.includes(installLine("prom-client")), run.stderr);
+  }
+  const subpath = snippet("prometheus-subpath.mjs", 'await import("rankscope/prometheus");\n');
+  assert.notEqual(subpath.status, 0);
+  assert.ok(subpath.stderr.includes(installLine("prom-client")), subpath.stderr);
+});
+
 test("`rankscope server` without pg names the npm install line", () => {
   const cli = join(project, "node_modules", "rankscope", "dist", "cli", "main.js");
   const run = node([cli, "server", "--db", "postgres://rankscope@127.0.0.1:1/rankscope"]);
   assert.equal(run.status, 1, run.stderr);
-  const line = installLine("pg", "pg-copy-streams");
+  const line = installLine("pg", "pg-copy-streams", "prom-client");
   assert.ok(run.stderr.includes(line), `expected "${line}" in: ${run.stderr}`);
 });
