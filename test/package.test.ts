@@ -42,8 +42,8 @@ test('import { recordMetric } from "rankscope" loads none of the heavy optional 
 });
 
 test('import "rankscope" opens two of its own files: dist/ is a bundle (scripts/bundle.mjs)', () => {
-  // Each file costs the ES module loader more than its code costs to run: 133 files took 85 ms of
-  // CPU, the bundle 30 (BENCHMARKS.md, "Install and import"). Counted by a load hook.
+  // Each file costs the ES module loader more than its code costs to run: 133 files took 100 ms of
+  // CPU, the bundle 33 (BENCHMARKS.md, "Install and import"). Counted by a load hook.
   const hook = `data:text/javascript,${encodeURIComponent(
     'export async function load(u, c, n) { if (u.startsWith("file:")) process.stderr.write("LOADED " + u + "\\n"); return n(u, c); }',
   )}`;
