@@ -9,12 +9,16 @@
  *   packages (`npm ls --all`) and the disk used by node_modules (`du`), what the biggest take.
  *
  * Run: `npm run bench -- import`, or `RANKSCOPE_BENCH_INSTALL=1 npm run bench -- import`;
- * `RANKSCOPE_BENCH_PROJECT=DIR` imports from a project where rankscope is installed instead.
+ * `RANKSCOPE_BENCH_PROJECT=DIR` imports from a project where rankscope is installed instead;
+ * `RANKSCOPE_BENCH_TARBALL=FILE` installs that tarball (another commit's `npm pack`) instead of
+ * packing this checkout; `RANKSCOPE_BENCH_IGNORE_SCRIPTS=1` installs with `--ignore-scripts`
+ * (better-sqlite3 12's script compiles for minutes where GitHub, which has its prebuilt binaries,
+ * cannot be reached). Sizes are `du -sb` (bytes in the files, whatever the file system's blocks).
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { median, printTable } from "./harness.js";
 
@@ -96,14 +100,17 @@ else process.stdout.write("Install size: set RANKSCOPE_BENCH_INSTALL=1 (needs th
 function install(): void {
   const scratch = mkdtempSync(join(tmpdir(), "rankscope-install-"));
   try {
-    execFileSync("npm", ["pack", "--ignore-scripts", "--silent", "--pack-destination", scratch], { cwd: root });
-    const tarball = readdirSync(scratch).find((f) => f.endsWith(".tgz"));
+    const given = process.env["RANKSCOPE_BENCH_TARBALL"];
+    if (given === undefined)
+      execFileSync("npm", ["pack", "--ignore-scripts", "--silent", "--pack-destination", scratch], { cwd: root });
+    const tarball = given ?? readdirSync(scratch).find((f) => f.endsWith(".tgz"));
     if (tarball === undefined) throw new Error("npm pack wrote no tarball");
     const project = join(scratch, "app");
     execFileSync("mkdir", [project]);
     writeFileSync(join(project, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
     const started = performance.now();
-    execFileSync("npm", ["install", "--no-audit", "--no-fund", "--silent", join(scratch, tarball)], {
+    const scripts = process.env["RANKSCOPE_BENCH_IGNORE_SCRIPTS"] === "1" ? ["--ignore-scripts"] : [];
+    execFileSync("npm", ["install", "--no-audit", "--no-fund", "--silent", ...scripts, resolve(scratch, tarball)], {
       cwd: project,
       stdio: ["ignore", "ignore", "inherit"],
       timeout: 900_000,
@@ -111,26 +118,27 @@ function install(): void {
     const seconds = (performance.now() - started) / 1000;
     const parseable = execFileSync("npm", ["ls", "--all", "--parseable"], { cwd: project, encoding: "utf8" });
     const packages = parseable.split("\n").filter((line) => line.includes("node_modules")).length;
-    const kb = (path: string): number => Number(execFileSync("du", ["-sk", path], { encoding: "utf8" }).split("\t")[0]);
+    const bytes = (path: string): number =>
+      Number(execFileSync("du", ["-sb", path], { encoding: "utf8" }).split("\t")[0]);
     const modules = join(project, "node_modules");
     const tops = readdirSync(modules)
       .filter((name) => !name.startsWith("."))
       .flatMap((name) => (name.startsWith("@") ? readdirSync(join(modules, name)).map((s) => `${name}/${s}`) : [name]));
     const biggest = tops
-      .map((name) => [name, kb(join(modules, name))] as const)
+      .map((name) => [name, bytes(join(modules, name))] as const)
       .sort((a, b) => b[1] - a[1])
       .slice(0, 6);
-    const totalMb = kb(modules) / 1024;
+    const totalMb = bytes(modules) / 1e6;
     printTable(
-      ["npm install rankscope (empty project)", "packages", "MB on disk", "import ms (installed)"],
+      ["npm install rankscope (empty project)", "packages", "MB (du -sb)", "import ms (installed)"],
       [["core", packages, totalMb, importMs("rankscope", project).wall]],
     );
     printTable(
       ["biggest in node_modules", "MB", "share"],
-      biggest.map(([name, size]) => [name, size / 1024, `${((100 * size) / 1024 / totalMb).toFixed(0)} %`]),
+      biggest.map(([name, size]) => [name, size / 1e6, `${((100 * size) / 1e6 / totalMb).toFixed(0)} %`]),
     );
     process.stdout.write(
-      `npm ${execFileSync("npm", ["--version"], { encoding: "utf8" }).trim()}, install took ${seconds.toFixed(0)} s.\n`,
+      `Node ${process.versions.node}, npm ${execFileSync("npm", ["--version"], { encoding: "utf8" }).trim()}, install took ${seconds.toFixed(0)} s${scripts.length > 0 ? " (--ignore-scripts)" : ""}.\n`,
     );
   } finally {
     rmSync(scratch, { recursive: true, force: true });

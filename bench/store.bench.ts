@@ -6,7 +6,7 @@
  * in <= 100 ms. Ingest figures are the median (and best) of 3 runs, reads the median of 15: the
  * machines this runs on are shared. Run: `npm run bench -- store`.
  */
-import { Database, sqlitePackage, sqliteVersion } from "../src/store/sqlite.js";
+import { sqliteDriver, sqlitePackage, sqliteVersion } from "../src/store/sqlite.js";
 import { rmSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
@@ -15,6 +15,9 @@ import { closeStores, series } from "../src/store/reader.js";
 import { GLOBAL_RANK } from "../src/store/schema.js";
 import { StoreWriter } from "../src/store/writer.js";
 import { tempDir } from "../test/helpers.js";
+
+/** better-sqlite3's `Database` class, of the build this Node.js runs. */
+const Database = sqliteDriver();
 
 const N = 1_000_000;
 const BATCH = 10_000;

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const SOURCES = ["src", "tsconfig.json", "tsconfig.build.json", "package.json"];
+const SOURCES = ["src", "tsconfig.json", "tsconfig.build.json", "package.json", "scripts/bundle.mjs"];
 const OUTPUTS = ["dist/index.js", "dist/cli/main.js", "dist/ui/web/index.html"];
 
 function newest(path) {

@@ -17,7 +17,7 @@
  * edge against the table, and a cycle that is type-only on one side is a cycle: the shared type
  * goes to a file both may import (as `KeyState` went to `core/key-state.ts`, below the collector
  * that produces it and every side that carries it). Modules started by URL (`startModuleWorker`
- * with `siblingModule`) are not imports; each such worker sits beside its starter.
+ * with `packageModule`) are not imports.
  *
  * Imports are read with TypeScript's own `preProcessFile`, the parser `tsc` uses for module
  * resolution, not with a regular expression.

@@ -220,7 +220,7 @@ test("the package ships what its README links, and no source maps naming files i
   };
   walk(join(installed, "dist"));
   const scripts = compiled.filter((p) => p.endsWith(".js"));
-  assert.ok(scripts.length > 50, `found ${scripts.length} compiled files`);
+  assert.ok(scripts.length > 10, `found ${scripts.length} compiled files (dist/ is a bundle: entry points and chunks)`);
   assert.deepEqual(
     compiled.filter((p) => p.endsWith(".map")),
     [],

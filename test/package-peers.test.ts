@@ -1,8 +1,8 @@
 // The packed tarball in a fresh project WITHOUT the optional peer dependencies (package.json's
 // `peerDependencies`, all optional): what `npm install rankscope` alone gives. A single job's
 // backends (console, JSONL, the store) work there; asking for a feature whose packages are missing
-// (the otlp backend, `rankscope/otlp`, `rankscope/nats`, `rankscope server`) is an error naming the
-// `npm install` line that adds them, with package.json's ranges. Network-free, as
+// (the otlp backend, `rankscope/otlp`, `rankscope/nats`, `rankscope server`, the store on Node 20)
+// is an error naming the `npm install` line that adds them, with package.json's ranges. Network-free, as
 // test/package-consumer.test.ts: the tarball is unpacked into the project and only our
 // `dependencies` are linked from this checkout's node_modules.
 import { after, before, test } from "node:test";
@@ -87,7 +87,33 @@ after(() => {
   project = "";
 });
 
-test("without the optional peers, a single job logs to the console, JSONL and the store", () => {
+const NODE_MAJOR = Number(process.versions.node.split(".")[0]);
+
+test(
+  "on Node.js 20, a job with the default backends runs without better-sqlite3, and the store names the npm install line",
+  { skip: NODE_MAJOR >= 22 && "Node 22 and later use better-sqlite3-napi, which npm installs" },
+  () => {
+    const run = snippet(
+      "default-backends.mjs",
+      `import { getOrCreateMetricLogger, recordMetric, Reduce } from "rankscope";
+const logger = await getOrCreateMetricLogger({ processName: "Controller", root: "runs", experiment: "e", trial: "n" });
+await logger.initBackends();
+recordMetric("loss", 2.5, Reduce.MEAN);
+await logger.flush(0);
+await logger.shutdown();
+`,
+    );
+    // The console backend still gets its data; the store says what to install when it opens.
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stdout, /loss: 2\.5/);
+    assert.ok(run.stderr.includes(installLine("better-sqlite3")), run.stderr);
+    // What the user does next: install it (here, linked from this checkout).
+    const link = join(project, "node_modules", "better-sqlite3");
+    symlinkSync(join(root, "node_modules", "better-sqlite3"), link, "dir");
+  },
+);
+
+test("without the optional peers (better-sqlite3 too on Node 22+), a single job logs to the console, JSONL and the store", () => {
   const run = snippet(
     "job.mjs",
     `import { getOrCreateMetricLogger, recordMetric, Reduce } from "rankscope";
@@ -144,10 +170,27 @@ test("importing rankscope/otlp or rankscope/nats without their packages names th
   }
 });
 
+test("the prometheus backends without prom-client name the npm install line", () => {
+  for (const backend of ["prometheus", "prometheus_remote_write"]) {
+    const run = snippet(
+      `${backend}.mjs`,
+      `import { getOrCreateMetricLogger } from "rankscope";
+const logger = await getOrCreateMetricLogger({ processName: "Controller", root: "runs", experiment: "p", trial: "${backend}" });
+await logger.initBackends({ ${backend}: { loggingMode: "global_reduce"${backend === "prometheus" ? ", serve: false" : ', url: "http://127.0.0.1:1/api/v1/write"'} } });
+`,
+    );
+    assert.notEqual(run.status, 0, `${backend} started without prom-client`);
+    assert.ok(run.stderr.includes(installLine("prom-client")), run.stderr);
+  }
+  const subpath = snippet("prometheus-subpath.mjs", 'await import("rankscope/prometheus");\n');
+  assert.notEqual(subpath.status, 0);
+  assert.ok(subpath.stderr.includes(installLine("prom-client")), subpath.stderr);
+});
+
 test("`rankscope server` without pg names the npm install line", () => {
   const cli = join(project, "node_modules", "rankscope", "dist", "cli", "main.js");
   const run = node([cli, "server", "--db", "postgres://rankscope@127.0.0.1:1/rankscope"]);
   assert.equal(run.status, 1, run.stderr);
-  const line = installLine("pg", "pg-copy-streams");
+  const line = installLine("pg", "pg-copy-streams", "prom-client");
   assert.ok(run.stderr.includes(line), `expected "${line}" in: ${run.stderr}`);
 });

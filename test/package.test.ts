@@ -41,6 +41,33 @@ test('import { recordMetric } from "rankscope" loads none of the heavy optional 
   );
 });
 
+test('import "rankscope" opens two of its own files: dist/ is a bundle (scripts/bundle.mjs)', () => {
+  // Each file costs the ES module loader more than its code costs to run: 133 files took 100 ms of
+  // CPU, the bundle 33 (BENCHMARKS.md, "Install and import"). Counted by a load hook.
+  const hook = `data:text/javascript,${encodeURIComponent(
+    'export async function load(u, c, n) { if (u.startsWith("file:")) process.stderr.write("LOADED " + u + "\\n"); return n(u, c); }',
+  )}`;
+  const register = `import { register } from "node:module"; register(${JSON.stringify(hook)});`;
+  const run = spawnSync(
+    process.execPath,
+    [
+      "--import",
+      `data:text/javascript,${encodeURIComponent(register)}`,
+      "--input-type=module",
+      "-e",
+      'import "rankscope";',
+    ],
+    { cwd: root, encoding: "utf8" },
+  );
+  assert.equal(run.status, 0, run.stderr);
+  const ours = run.stderr
+    .split("\n")
+    .filter((line) => line.startsWith("LOADED ") && line.includes("/dist/"))
+    .map((line) => line.slice(line.indexOf("/dist/") + 1));
+  assert.ok(ours.includes("dist/index.js"), `the hook saw the import: ${ours.join(", ")}`);
+  assert.ok(ours.length <= 2, `import "rankscope" opened ${ours.length} files: ${ours.join(", ")}`);
+});
+
 test("the rankscope bin prints help and rejects unknown commands with a non-zero exit", () => {
   const help = spawnSync(process.execPath, ["dist/cli/main.js", "--help"], { cwd: root, encoding: "utf8" });
   assert.equal(help.status, 0);

@@ -86,7 +86,8 @@ before(
       setup.some((c) => c === "npm install rankscope"),
       `the README's setup installs rankscope: ${setup.join("; ")}`,
     );
-    for (const command of setup) {
+    // Then what an example needs beyond it (`<!-- example-setup -->`: prom-client for prometheus.ts).
+    for (const command of [...setup, ...commands("example-setup")]) {
       // The package is this checkout's tarball, not the registry's. From the cache first; no audit.
       // Install scripts are skipped: better-sqlite3's builds from source where its prebuilt binary
       // cannot be downloaded (minutes), and no README example opens a store.

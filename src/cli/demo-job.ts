@@ -13,6 +13,7 @@
  * (`logs/main.log`, `logs/merged.log`).
  */
 import { LOGGING_MODES } from "../core/metric.js";
+import { packageModule } from "../core/module-worker.js";
 import type { BackendsConfig } from "../pipeline/config.js";
 import { getOrCreateMetricLogger } from "../controller/metric-logger.js";
 import { SystemMonitor } from "../system/monitor.js";
@@ -51,9 +52,9 @@ interface DemoOptions {
   natsUrl?: string;
 }
 
-/** The demo's rank module: the sibling `.js` in dist, `.ts` when running from source. */
+/** The demo's rank module: `dist/cli/demo-rank.js`, the `.ts` under `src/` when running from source. */
 function demoRankModule(): URL {
-  return new URL(`./demo-rank${import.meta.url.endsWith(".ts") ? ".ts" : ".js"}`, import.meta.url);
+  return packageModule("cli/demo-rank");
 }
 
 function heading(text: string): void {

@@ -14,9 +14,23 @@ export function isTypeScript(url: string | URL): boolean {
   return /\.[cm]?tsx?$/.test(new URL(url).pathname);
 }
 
-/** The module `name` beside `base` (an `import.meta.url`): `name.ts` from source, `name.js` from dist. */
-export function siblingModule(base: string, name: string): URL {
-  return new URL(`./${name}${isTypeScript(base) ? ".ts" : ".js"}`, base);
+/**
+ * This package's root folder (where its package.json is), found through the package's own name:
+ * the same from source, from dist/ and from dist/'s bundle, where a module's code no longer sits
+ * at its source path (`scripts/bundle.mjs`).
+ */
+export function packageRoot(): URL {
+  return new URL("./", import.meta.resolve("rankscope/package.json"));
+}
+
+/**
+ * One of rankscope's modules started by URL (a worker, a rank entry), by its path under `src/`
+ * without extension: `src/<path>.ts` when running from source, `dist/<path>.js` from the build
+ * (an entry point of the bundle, kept at that path).
+ */
+export function packageModule(path: string): URL {
+  const source = isTypeScript(import.meta.url);
+  return new URL(source ? `src/${path}.ts` : `dist/${path}.js`, packageRoot());
 }
 
 /**

@@ -24,11 +24,19 @@ export const OPTIONAL_FEATURES = {
   },
   server: {
     what: "the team server (rankscope server)",
-    packages: { pg: "^8.23.1", "pg-copy-streams": "^7.0.0" },
+    packages: { pg: "^8.23.1", "pg-copy-streams": "^7.0.0", "prom-client": "^15.1.3" },
   },
   nats: {
     what: "ranks over NATS (rankscope/nats, rankscope/host, joinRun with a NATS URL)",
     packages: { "@nats-io/transport-node": "~3.3.1" },
+  },
+  prometheus: {
+    what: "the prometheus and prometheus_remote_write backends (rankscope/prometheus)",
+    packages: { "prom-client": "^15.1.3" },
+  },
+  sqlite: {
+    what: "the store (the store backend, rankscope/store, rankscope ui) on Node.js 20, where better-sqlite3 13 (rankscope's own, optional dependency better-sqlite3-napi) does not run,",
+    packages: { "better-sqlite3": "^12.11.1" },
   },
 } as const;
 

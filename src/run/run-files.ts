@@ -12,6 +12,7 @@ import { writeFileAtomic } from "../io/atomic-write.js";
 import { join } from "node:path";
 import { describeError, reportError } from "../core/diagnostics.js";
 import { isRecord } from "../core/json.js";
+import { packageRoot } from "../core/module-worker.js";
 import { stringProblem } from "../core/string-limits.js";
 
 // The one redaction rule lives in core (every path that stores user values uses it); re-exported here.
@@ -61,11 +62,11 @@ async function gitVersion(cwd: string = process.cwd()): Promise<GitVersion | nul
 
 let packageVersion: string | undefined;
 
-/** This package's version, from its package.json (two levels above this file in `src/` and `dist/`). */
+/** This package's version, from its package.json. */
 export function rankscopeVersion(): string {
   if (packageVersion === undefined) {
     try {
-      const text = readFileSync(new URL("../../package.json", import.meta.url), "utf8");
+      const text = readFileSync(new URL("package.json", packageRoot()), "utf8");
       const pkg: unknown = JSON.parse(text);
       packageVersion = isRecord(pkg) && pkg["version"] !== undefined ? String(pkg["version"]) : "unknown";
     } catch {

@@ -7,7 +7,9 @@
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import type pg from "pg";
 import type { PoolObserver } from "./db.js";
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { requireOptional } from "../core/optional-packages.js";
+
+const { Counter, Gauge, Histogram, Registry } = requireOptional<typeof import("prom-client")>("server", "prom-client");
 
 /** The event loop's timer interval (ms). */
 const LOOP_RESOLUTION_MS = 10;

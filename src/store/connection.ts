@@ -3,7 +3,7 @@
  * imports `better-sqlite3` (its types are a devDependency: a user with `skipLibCheck: false` would
  * get TS7016 from `rankscope/store`).
  */
-import { Database } from "./sqlite.js";
+import { sqliteDriver, type Database } from "./sqlite.js";
 import { mkdirSync } from "node:fs";
 import {
   BUSY_TIMEOUT_MS,
@@ -19,7 +19,8 @@ import { errorCode } from "../core/errors.js";
 /** Open (creating when missing) a run's store for writing: WAL, the schema, the busy timeout. */
 export function openForWriting(runDir: string): Database {
   mkdirSync(runDir, { recursive: true });
-  const db = new Database(storePath(runDir), { timeout: BUSY_TIMEOUT_MS });
+  const Driver = sqliteDriver();
+  const db = new Driver(storePath(runDir), { timeout: BUSY_TIMEOUT_MS });
   try {
     withBusyRetry(() => db.pragma("journal_mode = WAL"));
     db.pragma("synchronous = NORMAL");
@@ -65,9 +66,10 @@ function migrate(db: Database): void {
  */
 export function openForReading(runDir: string): Database {
   const path = storePath(runDir);
+  const Driver = sqliteDriver();
   let db: Database;
   try {
-    db = new Database(path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
+    db = new Driver(path, { readonly: true, fileMustExist: true, timeout: BUSY_TIMEOUT_MS });
   } catch (error) {
     if (errorCode(error) === "SQLITE_CANTOPEN")
       throw new Error(

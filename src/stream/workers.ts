@@ -1,13 +1,13 @@
 /** Start one of the stream's worker modules (the writer, its file thread) from this folder. */
 import type { TransferListItem, Worker } from "node:worker_threads";
-import { siblingModule, startModuleWorker } from "../core/module-worker.js";
+import { packageModule, startModuleWorker } from "../core/module-worker.js";
 
 export function startStreamWorker(
   module: "writer" | "file-thread",
   workerData: unknown,
   transferList: readonly TransferListItem[],
 ): Worker {
-  return startModuleWorker(siblingModule(import.meta.url, module), {
+  return startModuleWorker(packageModule(`stream/${module}`), {
     workerData,
     transferList: [...transferList],
     stdout: false,

@@ -10,7 +10,7 @@ import type { Worker } from "node:worker_threads";
 import { processWide } from "../core/process-wide.js";
 import { reportError, warn } from "../core/diagnostics.js";
 import { DEADLINE, withDeadline } from "../core/deadline.js";
-import { siblingModule, startModuleWorker } from "../core/module-worker.js";
+import { packageModule, startModuleWorker } from "../core/module-worker.js";
 import type { LiveSyncSettings } from "./settings.js";
 import { storeWritersDone } from "./writers.js";
 import type { SyncReport, SyncThreadData } from "./sync-worker.js";
@@ -50,7 +50,7 @@ export class LiveSync {
     private readonly runDir: string,
     private readonly settings: LiveSyncSettings,
   ) {
-    this.worker = startModuleWorker(siblingModule(import.meta.url, "sync-worker"), {
+    this.worker = startModuleWorker(packageModule("sync/sync-worker"), {
       workerData: { runDir, settings } satisfies SyncThreadData,
     });
     // The sync never keeps a job alive: its end waits for it explicitly, with a deadline.

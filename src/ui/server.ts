@@ -13,9 +13,10 @@
  */
 import { existsSync, statSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { dirname, join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describeError, warn } from "../core/diagnostics.js";
+import { packageRoot } from "../core/module-worker.js";
 import { rankscopeVersion } from "../run/run-files.js";
 import { DashboardAuth, requiredToken } from "./auth.js";
 import { redactedRequestPath, sendJson } from "./http.js";
@@ -54,10 +55,9 @@ export interface Dashboard {
 /** The default port (TensorBoard's 6006 is often taken by TensorBoard itself). */
 export const DEFAULT_UI_PORT = 7007;
 
-/** The built app: `dist/ui/web` (beside this file when running from dist, under the repo from src). */
+/** The built app: `dist/ui/web` under the package's root, from dist and from source alike. */
 export function defaultWebDir(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  return import.meta.url.endsWith(".ts") ? resolve(here, "../../dist/ui/web") : join(here, "web");
+  return fileURLToPath(new URL("dist/ui/web", packageRoot()));
 }
 
 async function loadStoreSource(root: string): Promise<DashboardSource> {

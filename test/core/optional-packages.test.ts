@@ -28,7 +28,8 @@ test("every optional feature's package is an optional peer dependency with packa
 });
 
 test("the install line names every package of the feature with its range", () => {
-  assert.equal(installLine("server"), "npm install pg@^8.23.1 pg-copy-streams@^7.0.0");
+  assert.equal(installLine("server"), "npm install pg@^8.23.1 pg-copy-streams@^7.0.0 prom-client@^15.1.3");
+  assert.equal(installLine("prometheus"), "npm install prom-client@^15.1.3");
   assert.equal(
     installLine("nats"),
     `npm install @nats-io/transport-node@${manifest.peerDependencies["@nats-io/transport-node"]}`,

@@ -10,7 +10,7 @@ import { existsSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Database } from "../../src/store/sqlite.js";
+import { sqliteDriver } from "../../src/store/sqlite.js";
 import { before, describe, test } from "node:test";
 import { closeStores, runInfo } from "../../src/store/reader.js";
 import { writerGone } from "../../src/store/liveness.js";
@@ -19,6 +19,9 @@ import { StoreWriter } from "../../src/store/writer.js";
 import { startDashboard } from "../../src/ui/server.js";
 import { runNode, tempDir, waitFor } from "../helpers.js";
 import { isAlive } from "../transport/support.js";
+
+/** better-sqlite3's `Database` class, of the build this Node.js runs. */
+const Database = sqliteDriver();
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const CLI = join(REPO, "dist", "cli", "main.js");

@@ -3,7 +3,7 @@
  * a diff of `golden/schema.sql`. Regenerate with `RANKSCOPE_UPDATE_GOLDEN=1`.
  */
 import assert from "node:assert/strict";
-import { Database } from "../../src/store/sqlite.js";
+import { sqliteDriver } from "../../src/store/sqlite.js";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -12,6 +12,9 @@ import { SCHEMA_VERSION } from "../../src/store/schema.js";
 import { closeStores, rankTiming, ranks } from "../../src/store/reader.js";
 import { StoreWriter } from "../../src/store/writer.js";
 import { tempDir } from "../helpers.js";
+
+/** better-sqlite3's `Database` class, of the build this Node.js runs. */
+const Database = sqliteDriver();
 
 const GOLDEN = fileURLToPath(new URL("./golden/schema.sql", import.meta.url));
 

@@ -1,6 +1,6 @@
 /** The store's writer and read API on real SQLite files. */
 import assert from "node:assert/strict";
-import { Database } from "../../src/store/sqlite.js";
+import { sqliteDriver } from "../../src/store/sqlite.js";
 import { spawnSync } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,6 +19,9 @@ import {
 import { CHUNK_POINTS, GLOBAL_RANK } from "../../src/store/schema.js";
 import { StoreWriter, type StoreWriterOptions } from "../../src/store/writer.js";
 import { tempDir } from "../helpers.js";
+
+/** better-sqlite3's `Database` class, of the build this Node.js runs. */
+const Database = sqliteDriver();
 
 after(() => closeStores());
 

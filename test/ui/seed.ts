@@ -6,9 +6,12 @@ import { join } from "node:path";
 import { GLOBAL_RANK } from "../../src/store/schema.js";
 import { StoreWriter, type ScalarPoint } from "../../src/store/writer.js";
 import type { AlertEvent } from "../../src/core/alert.js";
-import { Database } from "../../src/store/sqlite.js";
+import { sqliteDriver } from "../../src/store/sqlite.js";
 import { STORE_FILE } from "../../src/store/store-file.js";
 import { RUN_META_FILE } from "../../src/run/run-files.js";
+
+/** better-sqlite3's `Database` class, of the build this Node.js runs. */
+const Database = sqliteDriver();
 
 /** A metric key that is also an HTML injection attempt. */
 export const XSS_KEY = "<img src=x onerror=alert(1)>";

@@ -12,11 +12,15 @@
  * every parser reads as the same double.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import client from "prom-client";
+import type { Metric, RegistryContentType } from "prom-client";
+import { requireOptional } from "../../core/optional-packages.js";
 import { numberText } from "../../core/json.js";
 import { processWide } from "../../core/process-wide.js";
 import { seriesValues, type Exposition, type Family } from "./exposition.js";
 import { describeError } from "../../core/diagnostics.js";
+
+/** prom-client, an optional peer dependency (`npm install prom-client`; core/optional-packages.ts). */
+const client = requireOptional<typeof import("prom-client")>("prometheus", "prom-client");
 
 /** A value of 16 or more integer digits at the end of a line (from 2^53 up, `String` writes those). */
 const LONG_INTEGER = / -?\d{16,}$/m;
@@ -54,7 +58,7 @@ export async function renderMetrics(
   expositions: Iterable<Exposition> = liveExpositions(),
   openMetrics = false,
 ): Promise<string> {
-  const registry = new client.Registry<client.RegistryContentType>();
+  const registry = new client.Registry<RegistryContentType>();
   registry.setContentType(metricsContentType(openMetrics));
   const byName = new Map<string, { name: string; help: string; type: string; values: PromValue[] }>();
   for (const exposition of expositions) {
@@ -71,7 +75,7 @@ export async function renderMetrics(
     const data = { ...metric, name, aggregator: "sum" };
     // prom-client has no public way to register values computed elsewhere: its own cluster
     // aggregation registers the same duck-typed `{ get }` object, which its types do not describe.
-    registry.registerMetric({ ...data, get: () => data } as unknown as client.Metric);
+    registry.registerMetric({ ...data, get: () => data } as unknown as Metric);
   }
   if (byName.size === 0) return openMetrics ? "# EOF\n" : "";
   const text = await registry.metrics();
@@ -82,7 +86,7 @@ export async function renderMetrics(
 }
 
 /** The content type of a rendering. */
-function metricsContentType(openMetrics: boolean): client.RegistryContentType {
+function metricsContentType(openMetrics: boolean): RegistryContentType {
   return openMetrics ? client.Registry.OPENMETRICS_CONTENT_TYPE : client.Registry.PROMETHEUS_CONTENT_TYPE;
 }
 

@@ -24,7 +24,7 @@
  *   docs/server.md); the local store stays the source of truth.
  */
 import type { Worker } from "node:worker_threads";
-import { siblingModule, startModuleWorker } from "../../core/module-worker.js";
+import { packageModule, startModuleWorker } from "../../core/module-worker.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import type { AlertEvent } from "../../core/alert.js";
 import type { HistogramMetric, Metric, RankLoss, SampleBatch, StreamRecord } from "../../core/metric.js";
@@ -117,7 +117,7 @@ class WorkerChannel implements WriterChannel {
   private readonly progress = new Int32Array(new SharedArrayBuffer(4));
 
   constructor() {
-    this.worker = startModuleWorker(siblingModule(import.meta.url, "writer-worker"), {
+    this.worker = startModuleWorker(packageModule("backends/store/writer-worker"), {
       workerData: { progress: this.progress } satisfies WriterThreadData,
     });
     this.worker.unref();

@@ -9,7 +9,7 @@ import { Socket } from "node:net";
 import { hostname } from "node:os";
 import { fileURLToPath } from "node:url";
 import type { Worker } from "node:worker_threads";
-import { isTypeScript, siblingModule, startModuleWorker, tsxUrl } from "../../core/module-worker.js";
+import { isTypeScript, packageModule, startModuleWorker, tsxUrl } from "../../core/module-worker.js";
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { ASSIGNMENT_ENV, type RankAssignment } from "../protocol/assignment.js";
 import { OutputForwarder } from "./output.js";
@@ -36,9 +36,9 @@ export interface SpawnedRank {
 
 const RANK_MODULE = "spawnRanks: the rank module";
 
-/** Where the rank entry lives: the sibling `.js` in dist, `.ts` when running from source. */
+/** Where the rank entry lives: `dist/transport/rank/rank-entry.js`, the `.ts` under `src/` when running from source. */
 export function entryUrl(): URL {
-  return siblingModule(import.meta.url, "../rank/rank-entry");
+  return packageModule("transport/rank/rank-entry");
 }
 
 export function needsTsx(entry: URL, module: string): boolean {

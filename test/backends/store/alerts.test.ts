@@ -10,10 +10,13 @@ import { test } from "node:test";
 import type { AlertEvent } from "../../../src/core/alert.js";
 import { alerts, closeStores } from "../../../src/store/reader.js";
 import { StoreBackend } from "../../../src/backends/store/index.js";
-import { Database } from "../../../src/store/sqlite.js";
+import { sqliteDriver } from "../../../src/store/sqlite.js";
 import { storePath } from "../../../src/store/schema.js";
 import { openRun } from "../../ui/seed.js";
 import { tempDir } from "../../helpers.js";
+
+/** better-sqlite3's `Database` class, of the build this Node.js runs. */
+const Database = sqliteDriver();
 
 function event(n: number, extra: Partial<AlertEvent> = {}): AlertEvent {
   return {
