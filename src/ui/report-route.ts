@@ -4,8 +4,7 @@
  * x-axis, per-rank lines, …), sent as a download.
  */
 import { sendBody } from "./http.js";
-import { collectReport, reportHtml } from "./report.js";
-import type { ApiContext, DashboardApi } from "./routes.js";
+import { collectReport, reportHtml, type ApiHandle, type ApiRequest } from "./report.js";
 import { HttpError } from "./security.js";
 import type { DashboardSource } from "./source.js";
 
@@ -13,9 +12,9 @@ import type { DashboardSource } from "./source.js";
 export const MAX_REPORT_RUNS = 50;
 
 export async function sendReport(
-  ctx: ApiContext,
+  ctx: ApiRequest,
   source: DashboardSource,
-  api: DashboardApi,
+  api: ApiHandle,
   options: { version: string; webDir: string },
 ): Promise<undefined> {
   const view = ctx.params.get("view") ?? "";

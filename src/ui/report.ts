@@ -17,7 +17,6 @@ import { GLOBAL_RANK } from "../store/read-types.js";
 import { isInternalKey } from "../core/internal-keys.js";
 import { isRecord, stringifyNonFinite } from "../core/json.js";
 import { redactSecrets } from "../core/redact.js";
-import type { DashboardApi } from "./routes.js";
 import { HttpError } from "./security.js";
 import type { DashboardSource, KeyInfo, LabelledRun } from "./source.js";
 import {
@@ -61,8 +60,20 @@ export interface ReportOptions {
   readonly now?: number;
 }
 
+/** What a request is to the API's handlers (`DashboardApi.handle` of routes.ts). */
+export interface ApiRequest {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly params: URLSearchParams;
+}
+
+/** The API's handlers (a `DashboardApi`), named here so this file need not import routes.ts (which imports it). */
+export interface ApiHandle {
+  handle(path: string, request: ApiRequest): Promise<unknown>;
+}
+
 /** One API answer through the API's own handler, as the server would answer `path?params`. */
-async function answer(api: DashboardApi, path: string, params: Record<string, string>): Promise<unknown> {
+async function answer(api: ApiHandle, path: string, params: Record<string, string>): Promise<unknown> {
   const req = new IncomingMessage(new Socket());
   const res = new ServerResponse(req);
   try {
@@ -123,7 +134,7 @@ function redactedConfig(config: unknown): unknown {
 }
 
 /** A key's histograms: the newest of any line, and each line's newest `limit`. */
-async function keyHistograms(api: DashboardApi, id: string, key: string, limit: number): Promise<ReportHistograms> {
+async function keyHistograms(api: ApiHandle, id: string, key: string, limit: number): Promise<ReportHistograms> {
   const latest = await answer(api, "histograms", { run: id, key, limit: "1" });
   const ranks = isRecord(latest) && Array.isArray(latest["ranks"]) ? latest["ranks"] : [];
   const byRank: Record<string, unknown> = {};
@@ -135,7 +146,7 @@ async function keyHistograms(api: DashboardApi, id: string, key: string, limit: 
 /** Everything the report keeps of one run. */
 async function collectRun(
   source: DashboardSource,
-  api: DashboardApi,
+  api: ApiHandle,
   id: string,
   options: ReportOptions,
 ): Promise<ReportRun> {
@@ -197,7 +208,7 @@ function openingView(options: ReportOptions): string {
 /** The report's data: the API's answers for its runs, read from `source`. */
 export async function collectReport(
   source: DashboardSource,
-  api: DashboardApi,
+  api: ApiHandle,
   options: ReportOptions,
 ): Promise<ReportData> {
   if (options.runs.length === 0) throw new HttpError(400, "a report needs at least one run");

@@ -37,7 +37,7 @@ import { sendReport } from "./report-route.js";
 import { DEFAULT_TIMING_FLUSHES, MAX_TIMING_FLUSHES } from "../store/rank-timing.js";
 
 /** What every handler may use. */
-export interface ApiContext {
+interface ApiContext {
   readonly req: IncomingMessage;
   readonly res: ServerResponse;
   readonly params: URLSearchParams;
