@@ -147,6 +147,11 @@ describe("rankscope report in Chromium, offline", () => {
     await page.waitForSelector("table.runs-table tbody tr[data-run]");
     const table = (await page.textContent("table.runs-table")) ?? "";
     assert.match(table, /0\.003/);
+    // The hyperparameter that differs between the runs is highlighted; the one they share is not.
+    assert.deepEqual(await page.$$eval("table.runs-table th.differs", (ths) => ths.map((th) => th.textContent)), [
+      "lr",
+    ]);
+    assert.equal(await page.locator("table.runs-table td.differs").count(), 2);
     assert.match(table, /0\.01/);
     await shot(page, "report-runs-table.png");
     assert.equal((await page.textContent("#error")) ?? "", "", "no error shown");
