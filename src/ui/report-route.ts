@@ -1,9 +1,11 @@
 /**
- * `/api/report?view=FRAGMENT[&title=]`: the dashboard's "Export report" — the report
+ * `/api/report?view=FRAGMENT[&title=][&points=][&histograms=]`: the dashboard's "Export report"
+ * (and `rankscope report --server`) — the report
  * (`report.ts`, docs/report.md) of the view the fragment names (its runs, tab, search, smoothing,
  * x-axis, per-rank lines, …), sent as a download.
  */
 import { sendBody } from "./http.js";
+import { MAX_BATCH_POINTS, intParam } from "./params.js";
 import { collectReport, reportHtml, type ApiHandle, type ApiRequest } from "./report.js";
 import { HttpError } from "./security.js";
 import type { DashboardSource } from "./source.js";
@@ -24,6 +26,8 @@ export async function sendReport(
   if (runs.length > MAX_REPORT_RUNS)
     throw new HttpError(400, `a report holds at most ${MAX_REPORT_RUNS} runs; the view names ${runs.length}`);
   const title = ctx.params.get("title") ?? undefined;
+  const points = intParam(ctx.params, "points", 1, MAX_BATCH_POINTS);
+  const histograms = intParam(ctx.params, "histograms", 1, 500);
   const data = await collectReport(source, api, {
     runs,
     view,
@@ -31,6 +35,8 @@ export async function sendReport(
     perRank: fragment.get("ranks") !== "0",
     internal: fragment.get("internal") === "1",
     ...(title !== undefined ? { title } : {}),
+    ...(points !== undefined ? { pointsPerLine: points } : {}),
+    ...(histograms !== undefined ? { histograms } : {}),
     webDir: options.webDir,
     version: options.version,
   });

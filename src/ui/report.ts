@@ -267,9 +267,22 @@ function header(data: ReportData, notes: string | undefined): string {
     '<section id="report-header">',
     `<h1>${escapeHtml(data.made.title)}</h1>`,
     `<p class="muted" id="report-made">Written ${when} by rankscope ${escapeHtml(data.made.rankscope)} from ${data.made.runs.length} run${data.made.runs.length === 1 ? "" : "s"}: ${runs}. Lines keep at most ${data.made.pointsPerLine} points each (min, max and last per bucket). This file makes no network request.</p>`,
-    notes === undefined || notes.trim() === "" ? "" : `<div id="report-notes">${markdownHtml(notes)}</div>`,
+    notesHtml(notes),
     "</section>",
   ].join("\n");
+}
+
+/** The notes as the header shows them. */
+function notesHtml(notes: string | undefined): string {
+  return notes === undefined || notes.trim() === "" ? "" : `<div id="report-notes">${markdownHtml(notes)}</div>`;
+}
+
+/** A report (`reportHtml`'s, or a server's) with `notes` added under its header. */
+export function withNotes(html: string, notes: string): string {
+  return html.replace(
+    /(<section id="report-header">[\s\S]*?)(<\/section>)/,
+    (_m, head: string, end: string) => `${head}${notesHtml(notes)}\n${end}`,
+  );
 }
 
 /** Text for inside a `<script>` or `<style>` element (no early end tag). */

@@ -190,4 +190,51 @@ describe("rankscope report in Chromium, offline", () => {
       await dashboard.close();
     }
   });
+
+  it("--server writes the report of runs on a server, read with its token", async () => {
+    const token = "report-read-token-0123456789";
+    const dashboard = await startDashboard({ root, port: 0, host: "127.0.0.1", token });
+    try {
+      const base = dashboard.url.split("?")[0] ?? dashboard.url;
+      const out = join(root, "server-report.html");
+      const notes = join(root, "server-notes.md");
+      writeFileSync(notes, "Read from the *server*.\n");
+      const refused = await runNode([builtCli(), "report", "exp/long", "--server", base, "-o", out], {}, { raw: true });
+      assert.equal(refused.code, 1);
+      assert.match(refused.stderr, /answered 401/);
+      const result = await runNode(
+        [
+          builtCli(),
+          "report",
+          "exp/long",
+          "--server",
+          base,
+          "--token",
+          token,
+          "--keys",
+          "^loss$",
+          "--notes",
+          notes,
+          "-o",
+          out,
+        ],
+        {},
+        { raw: true },
+      );
+      assert.equal(result.code, 0, result.stderr);
+      const html = readFileSync(out, "utf8");
+      assert.ok(!html.includes(token) && !reportText(html).includes(token), "the token is not in the report");
+      const asked: string[] = [];
+      const page = await openOffline(browser.context, out, asked);
+      await page.waitForSelector(`${card("loss")}[data-drawn="1"]`);
+      assert.equal(await page.locator(card("eval/accuracy")).count(), 0);
+      assert.match((await page.innerHTML("#report-notes")) ?? "", /<em>server<\/em>/);
+      const long = (await chartCsv(page, "loss")).map(([, step, value]) => [step, value]);
+      for (const [step = NaN, value = NaN] of long) assert.equal(value, loss(step));
+      assert.deepEqual(asked, []);
+      await page.close();
+    } finally {
+      await dashboard.close();
+    }
+  });
 });

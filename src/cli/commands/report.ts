@@ -9,16 +9,21 @@ import { readFileSync, realpathSync, writeFileSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import { rankscopeVersion } from "../../run/run-files.js";
 import { DashboardApi } from "../../ui/routes.js";
-import { collectReport, reportHtml, REPORT_HISTOGRAMS, REPORT_POINTS_PER_LINE } from "../../ui/report.js";
+import { collectReport, reportHtml, withNotes, REPORT_HISTOGRAMS, REPORT_POINTS_PER_LINE } from "../../ui/report.js";
+import { resolveSetting, textKind } from "../../core/settings.js";
 import type { ReportData } from "../../ui/report-data.js";
 import { createStoreSource } from "../../ui/store-source.js";
 import { defaultWebDir } from "../../ui/web-dir.js";
 import { filterQuery, runsSearch } from "../../ui/runs-filter.js";
 import { parseRunQuery } from "../../ui/run-query.js";
+import { isRecord } from "../../core/json.js";
+import { MAX_REPORT_RUNS } from "../../ui/report-route.js";
 import { defaultRoot, positiveInteger, resolveRunArg, ROOT_OPTION_HELP } from "../run-arg.js";
 
 interface ReportCliOptions {
   out: string;
+  server?: string;
+  token?: string;
   root?: string;
   filter?: string;
   keys?: string;
@@ -79,7 +84,81 @@ async function filteredRuns(root: string, filter: string): Promise<string[]> {
   }
 }
 
+/** How long a server has to answer a request of this command. */
+const SERVER_DEADLINE_MS = 300_000;
+
+/** GET `path` of the server with the token; the answer's body, or an Error with the server's message. */
+async function serverGet(url: string, token: string | undefined, path: string): Promise<string> {
+  const response = await fetch(new URL(path, url.endsWith("/") ? url : `${url}/`), {
+    headers: token === undefined ? {} : { Authorization: `Bearer ${token}` },
+    signal: AbortSignal.timeout(SERVER_DEADLINE_MS),
+  });
+  const text = await response.text();
+  if (!response.ok) {
+    let message = text.slice(0, 500);
+    try {
+      const body: unknown = JSON.parse(text);
+      if (isRecord(body) && typeof body["error"] === "string") message = body["error"];
+    } catch {
+      // the text as it came
+    }
+    throw new Error(`${url} answered ${response.status} to ${path.split("?")[0] ?? path}: ${message}`);
+  }
+  return text;
+}
+
+/**
+ * The report of runs on a server (`rankscope server`, or a `rankscope ui`), written by the server
+ * (`/api/report`) with the token's read access: runs named by id, or those `--filter` matches.
+ */
+async function serverReport(url: string, runs: string[], options: ReportCliOptions): Promise<string> {
+  const token = resolveSetting<string | undefined>(
+    {
+      owner: "rankscope report",
+      option: "--token",
+      env: "RANKSCOPE_SERVER_TOKEN",
+      kind: textKind(),
+      fallback: undefined,
+      secret: true,
+    },
+    options.token,
+  );
+  let ids = runs;
+  if (ids.length === 0 && options.filter !== undefined) {
+    const search = runsSearch({ ...filterQuery(options.filter), limit: MAX_REPORT_RUNS });
+    const page: unknown = JSON.parse(await serverGet(url, token, `api/runs?${search.toString()}`));
+    ids =
+      isRecord(page) && Array.isArray(page["runs"]) ? page["runs"].map((r) => String(isRecord(r) ? r["id"] : "")) : [];
+  }
+  if (ids.length === 0) throw new Error(`no run to report on ${url}: name runs (experiment/trial) or give --filter`);
+  const view = new URLSearchParams(options.view?.replace(/^[^#]*#/, "") ?? "");
+  view.delete("run");
+  for (const id of ids) view.append("run", id);
+  if (options.keys !== undefined) view.set("q", options.keys);
+  if (!options.ranks) view.set("ranks", "0");
+  if (options.internal === true) view.set("internal", "1");
+  const query = new URLSearchParams({ view: view.toString(), points: options.points, histograms: options.histograms });
+  if (options.title !== undefined) query.set("title", options.title);
+  return serverGet(url, token, `api/report?${query.toString()}`);
+}
+
 async function writeReport(runs: string[], options: ReportCliOptions): Promise<void> {
+  const server = resolveSetting<string | undefined>(
+    {
+      owner: "rankscope report",
+      option: "--server",
+      env: "RANKSCOPE_REPORT_SERVER",
+      kind: textKind(/^https?:\/\/\S+$/, "an http:// or https:// URL"),
+      fallback: undefined,
+    },
+    options.server,
+  );
+  const notes = options.notes === undefined ? undefined : readFileSync(options.notes, "utf8");
+  if (server !== undefined) {
+    const html = await serverReport(server, runs, options);
+    finish(options.out, notes === undefined ? html : withNotes(html, notes), runs.length);
+    return;
+  }
   const root = options.root ?? defaultRoot();
   const named = runs.length > 0 ? runs : options.filter !== undefined ? await filteredRuns(root, options.filter) : [];
   if (named.length === 0)
@@ -113,12 +192,20 @@ async function writeReport(runs: string[], options: ReportCliOptions): Promise<v
       await source.close?.();
     }
   }
-  const notes = options.notes === undefined ? undefined : readFileSync(options.notes, "utf8");
   const html = reportHtml(merged(parts), { webDir, ...(notes !== undefined ? { notes } : {}) });
-  writeFileSync(options.out, html);
-  const runCount = parts.reduce((n, p) => n + p.made.runs.length, 0);
+  finish(
+    options.out,
+    html,
+    parts.reduce((n, p) => n + p.made.runs.length, 0),
+  );
+}
+
+/** Write the report and say so. */
+function finish(out: string, html: string, runCount: number): void {
+  writeFileSync(out, html);
+  const runs = runCount > 0 ? `, ${runCount} run${runCount === 1 ? "" : "s"}` : "";
   process.stderr.write(
-    `wrote ${options.out} (${(Buffer.byteLength(html) / 1e6).toFixed(2)} MB, ${runCount} run${runCount === 1 ? "" : "s"}); it opens offline in any browser\n`,
+    `wrote ${out} (${(Buffer.byteLength(html) / 1e6).toFixed(2)} MB${runs}); it opens offline in any browser\n`,
   );
 }
 
@@ -131,6 +218,11 @@ export function registerReportCommand(program: Command): void {
     .argument("[runs...]", "run directories, or experiment/trial under --root")
     .requiredOption("-o, --out <file>", "the HTML file to write")
     .option("--root <dir>", ROOT_OPTION_HELP)
+    .option(
+      "--server <url>",
+      "report runs of a team server (rankscope server) or a dashboard instead: runs are experiment/trial there (default: $RANKSCOPE_REPORT_SERVER)",
+    )
+    .option("--token <token>", "a read token for --server (default: $RANKSCOPE_SERVER_TOKEN)")
     .option(
       "--filter <text>",
       "report the runs of --root this matches (the runs list's filter: text, tag:x, group:x, status:x, lr<0.01)",
