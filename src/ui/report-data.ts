@@ -20,6 +20,14 @@ export interface ReportLine {
   readonly downsampled: boolean;
 }
 
+/** A stream key's raw values (`per_rank_no_reduce`), every rank's, as `/api/lines?kind=stream` answers them. */
+export interface ReportStream {
+  readonly ranks: NumberColumn;
+  readonly steps: NumberColumn;
+  readonly times: NumberColumn;
+  readonly values: Array<number | string>;
+}
+
 /** One line of a run: `g` the key's global line (a request without a rank), else the rank's number. */
 export type LineId = "g" | `${number}`;
 
@@ -37,6 +45,10 @@ export interface ReportRun {
   readonly summary: Record<string, number | string>;
   /** Scalar lines by key, then by line. */
   readonly lines: Record<string, Record<string, ReportLine>>;
+  /** System metrics (GPU/CPU monitor) by key, over wall time. */
+  readonly system: Record<string, ReportLine>;
+  /** Stream keys' raw values by key. */
+  readonly streams: Record<string, ReportStream>;
   readonly alerts: unknown[];
   readonly samples: unknown[];
   /** `/api/config?run=` (secrets redacted). */

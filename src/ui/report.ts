@@ -158,6 +158,22 @@ async function collectRun(
   );
   const lines: ReportRun["lines"] = {};
   for (const info of metrics) lines[info.key] = await keyLines(source, handle, info, options);
+  const maxPoints = options.pointsPerLine ?? REPORT_POINTS_PER_LINE;
+  const listed = (name: string): string[] =>
+    isRecord(keys) && Array.isArray(keys[name]) ? keys[name].map(String).filter((k) => wanted.test(k)) : [];
+  const system: ReportRun["system"] = {};
+  for (const key of listed("system")) system[key] = reportLine(await source.system(handle, key, { maxPoints }));
+  const streams: ReportRun["streams"] = {};
+  for (const key of listed("streams")) {
+    // As the dashboard asks a stream card's: the budget shared by the ranks.
+    const data = await source.stream(handle, key, { maxPoints });
+    streams[key] = {
+      ranks: encodeColumn(data.ranks),
+      steps: encodeColumn(data.steps),
+      times: encodeColumn(data.times),
+      values: data.values.map(jsonNumber),
+    };
+  }
   const histogramKeys = isRecord(keys) && Array.isArray(keys["histograms"]) ? keys["histograms"].map(String) : [];
   const histograms: Record<string, ReportHistograms> = {};
   for (const key of histogramKeys.filter((k) => wanted.test(k)))
@@ -167,20 +183,21 @@ async function collectRun(
   const samples = await answer(api, "samples", { run: id });
   const kept = new Set(metrics.map((m) => m.key));
   return {
-    // Streams and system metrics are not in a report (yet): their tabs say there are none.
     keys: isRecord(keys)
       ? {
           ...keys,
           metrics: Array.isArray(keys["metrics"])
             ? keys["metrics"].filter((m) => isRecord(m) && kept.has(String(m["key"])))
             : [],
-          streams: [],
-          system: [],
+          streams: Object.keys(streams),
+          system: Object.keys(system),
           histograms: Object.keys(histograms),
         }
       : keys,
     summary: isRecord(summary) ? Object.fromEntries(Object.entries(summary).map(([k, v]) => [k, numberOf(v)])) : {},
     lines,
+    system,
+    streams,
     alerts: isRecord(alerts) && Array.isArray(alerts["alerts"]) ? alerts["alerts"] : [],
     samples: isRecord(samples) && Array.isArray(samples["samples"]) ? samples["samples"] : [],
     config: redactedConfig(await answer(api, "config", { run: id })),

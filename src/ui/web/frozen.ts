@@ -7,7 +7,14 @@
  */
 import { isInternalKey } from "../../core/internal-keys.js";
 import { isRecord } from "../../core/json.js";
-import { REPORT_DATA_ID, decodeColumn, type ReportData, type ReportLine, type ReportRun } from "../report-data.js";
+import {
+  REPORT_DATA_ID,
+  decodeColumn,
+  type ReportData,
+  type ReportLine,
+  type ReportRun,
+  type ReportStream,
+} from "../report-data.js";
 
 /** A frozen answer: the JSON text the server would send, or its refusal. */
 export interface FrozenAnswer {
@@ -75,19 +82,45 @@ function lineAnswer(line: ReportLine, after: unknown, before: unknown): Record<s
   return { ...kept, cursor, downsampled: line.downsampled };
 }
 
-/** `/api/lines`: each line `[run?, key, rank, after, before?]` from the report's lines. */
+/** A stream key's raw values, of one rank when `rank` is given (a per-rank line). */
+function streamAnswer(key: string, stream: ReportStream, rank: unknown): Record<string, unknown> {
+  const ranks = decodeColumn(stream.ranks);
+  const steps = decodeColumn(stream.steps);
+  const times = decodeColumn(stream.times);
+  const keep = ranks.map((r) => rank === null || rank === undefined || Number(r) === Number(rank));
+  const pick = <T>(column: readonly T[]): T[] => column.filter((_, i) => keep[i] === true);
+  return {
+    key,
+    ranks: pick(ranks),
+    steps: pick(steps),
+    times: pick(times),
+    values: pick(stream.values),
+    cursor: null,
+  };
+}
+
+/** One line `[run, key, rank, after, before]` of `kind` from the report's data, or why it has none. */
+function lineOf(data: ReportData, kind: string, [run, key, rank, after, before]: unknown[]): unknown {
+  const kept = data.perRun[String(run)];
+  const name = String(key);
+  const notHere = { error: `${kind} line ${name} of ${String(run)} is not in this report`, status: 404 };
+  if (kind === "stream") {
+    const stream = kept?.streams[name];
+    return stream === undefined ? notHere : streamAnswer(name, stream, rank);
+  }
+  const line = kind === "system" ? kept?.system[name] : kept?.lines[name]?.[rank === null ? "g" : String(rank)];
+  return line === undefined ? notHere : lineAnswer(line, after, before);
+}
+
+/** `/api/lines`: each line `[run?, key, rank, after, before?]` of a kind (scalar, stream, system) from the report's data. */
 function lines(data: ReportData, params: URLSearchParams): FrozenAnswer {
-  if ((params.get("kind") ?? "scalar") !== "scalar") return missing("a stream or system metric");
+  const kind = params.get("kind") ?? "scalar";
   const run = params.get("run");
   const asked: unknown = JSON.parse(params.get("lines") ?? "[]");
   if (!Array.isArray(asked)) return { status: 400, text: JSON.stringify({ error: "lines must be a JSON array" }) };
   const answers = asked.map((entry: unknown) => {
     const parts: unknown[] = Array.isArray(entry) ? entry : [];
-    const [lineRun, key, rank, after, before] = run === null ? parts : [run, ...parts];
-    const line = data.perRun[String(lineRun)]?.lines[String(key)]?.[rank === null ? "g" : String(rank)];
-    if (line === undefined)
-      return { error: `line ${String(key)} of ${String(lineRun)} is not in this report`, status: 404 };
-    return lineAnswer(line, after, before);
+    return lineOf(data, kind, run === null ? parts : [run, ...parts]);
   });
   return ok({ lines: answers });
 }
