@@ -9,11 +9,13 @@
  * test-artifacts/report.png, report-runs-table.png.
  */
 import assert from "node:assert/strict";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import { gunzipSync } from "node:zlib";
 import type { BrowserContext, Page } from "playwright-core";
+import { isInternalKey } from "../../src/core/internal-keys.js";
+import * as store from "../../src/store/reader.js";
 import { REPORT_DATA_ID } from "../../src/ui/report-data.js";
 import { startDashboard } from "../../src/ui/server.js";
 import { builtCli, runNode, tempDir } from "../helpers.js";
@@ -236,5 +238,41 @@ describe("rankscope report in Chromium, offline", () => {
     } finally {
       await dashboard.close();
     }
+  });
+
+  it("a real job's report draws every chart with the values its store holds", async () => {
+    const jobRoot = tempDir("report-job-");
+    const job = await runNode([builtCli(), "demo", "--steps", "12"], { RANKSCOPE_ROOT: jobRoot }, { raw: true });
+    assert.equal(job.code, 0, job.stderr);
+    const [trial = ""] = readdirSync(join(jobRoot, "default"));
+    const runDir = join(jobRoot, "default", trial);
+    const out = join(jobRoot, "job.html");
+    const made = await runNode([builtCli(), "report", runDir, "-o", out], {}, { raw: true });
+    assert.equal(made.code, 0, made.stderr);
+    const asked: string[] = [];
+    const page = await openOffline(browser.context, out, asked);
+    await page.waitForSelector(".chart[data-drawn='1']");
+    const keys = store.keys(runDir, "scalar").filter((k) => !isInternalKey(k.key));
+    assert.ok(keys.length > 5, "the demo logs metrics");
+    for (const { key, ranks } of keys) {
+      await page.locator(card(key)).scrollIntoViewIfNeeded();
+      await page.waitForSelector(`${card(key)}[data-drawn="1"]`);
+      const drawn = (await chartCsv(page, key)).map(([, step, value]) => `${step}:${value}`).sort();
+      const held = ranks
+        .flatMap((rank) => store.series(runDir, key, { rank, maxPoints: Infinity }).points)
+        .map((p) => `${p.step}:${p.value}`)
+        .sort();
+      assert.deepEqual(drawn, held, `${key}: every line's points, as the store holds them`);
+    }
+    for (const tab of ["streams", "system", "histograms", "samples"]) {
+      await page.click(`#tab-${tab}`);
+      await page.waitForSelector(
+        tab === "samples" ? "#view table" : tab === "histograms" ? "#view canvas" : ".chart[data-drawn='1']",
+      );
+    }
+    await shot(page, "report-job-samples.png");
+    assert.equal((await page.textContent("#error")) ?? "", "", "no error shown");
+    assert.deepEqual(asked, [], "no request left the file");
+    await page.close();
   });
 });
