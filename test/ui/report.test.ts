@@ -5,8 +5,11 @@
  * download: every point of the short run, and real points of the long run, its min, max and last
  * kept, downsampled as the dashboard is), keeps them interactive (a line toggled from the legend,
  * zoom), shows the runs table with the hyperparameters and the notes, and carries no secret. The
- * dashboard's "Export report" button downloads the same file for its view. Screenshots:
- * test-artifacts/report.png, report-runs-table.png.
+ * dashboard's "Export report" button downloads the same file for its view; `--server` writes it
+ * from a dashboard that requires a token. A real job's report (`rankscope demo`) draws every
+ * metric chart with each line's points exactly as its store holds them, and its Streams, System,
+ * Histograms and Samples tabs. Screenshots: test-artifacts/report.png, report-runs-table.png,
+ * report-job-samples.png.
  */
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync, writeFileSync } from "node:fs";
