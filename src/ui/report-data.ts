@@ -79,6 +79,8 @@ export interface ReportData {
   /** `/api/runs?summary=1&internal=1`'s runs, in the order listed. */
   readonly runs: unknown[];
   readonly perRun: Record<string, ReportRun>;
+  /** When the view groups its runs (`groupby=`): `/api/groups`' answer for each key, grouped by `by`. */
+  readonly groups?: { readonly by: readonly string[]; readonly byKey: Record<string, unknown> };
 }
 
 /** `values` as a column: differences when every one is a safe integer (steps, wall times in ms). */

@@ -210,6 +210,26 @@ function numberOf(value: unknown): number | string {
   return typeof value === "number" ? jsonNumber(value) : String(value);
 }
 
+/** A grouped view's bands (`/api/groups` for each key the runs share), grouped as the view says. */
+async function groupsOf(
+  api: ApiHandle,
+  by: readonly string[],
+  perRun: Record<string, ReportRun>,
+  options: ReportOptions,
+): Promise<ReportData["groups"]> {
+  if (by.length === 0) return undefined;
+  const keys = [...new Set(Object.values(perRun).flatMap((run) => Object.keys(run.lines)))];
+  const byKey: Record<string, unknown> = {};
+  for (const key of keys) {
+    const params = new URLSearchParams({ key, maxPoints: String(options.pointsPerLine ?? REPORT_POINTS_PER_LINE) });
+    for (const field of by) params.append("by", field);
+    for (const run of options.runs) params.append("run", run);
+    const req = new IncomingMessage(new Socket());
+    byKey[key] = await api.handle("/api/groups", { req, res: new ServerResponse(req), params });
+  }
+  return { by, byKey };
+}
+
 /** The view the report opens on: `view` with the report's runs, and its key filter as the search. */
 function openingView(options: ReportOptions): string {
   const params = new URLSearchParams(options.view ?? "");
@@ -236,6 +256,8 @@ export async function collectReport(
   const runs = options.runs.flatMap((id) => byId.get(id) ?? []);
   const perRun: Record<string, ReportRun> = {};
   for (const id of options.runs) perRun[id] = await collectRun(source, api, id, options);
+  const hash = openingView(options);
+  const groups = await groupsOf(api, new URLSearchParams(hash).getAll("groupby"), perRun, options);
   return {
     made: {
       at: options.now ?? Date.now(),
@@ -244,7 +266,8 @@ export async function collectReport(
       runs: runs.map((r) => ({ id: r.id, status: r.status, started: r.startedAt ?? null })),
       pointsPerLine: options.pointsPerLine ?? REPORT_POINTS_PER_LINE,
     },
-    hash: openingView(options),
+    hash,
+    ...(groups !== undefined ? { groups } : {}),
     version: { rankscope: options.version, node: process.version },
     runs: runs.map((r) => ({ ...r, params: redactSecrets(r.params) })),
     perRun,

@@ -278,4 +278,33 @@ describe("rankscope report in Chromium, offline", () => {
     assert.deepEqual(asked, [], "no request left the file");
     await page.close();
   });
+
+  it("a grouped view's report draws each group's mean and band", async () => {
+    const out = join(root, "grouped.html");
+    const made = await runNode(
+      [
+        builtCli(),
+        "report",
+        "exp/short",
+        "exp/long",
+        "--root",
+        root,
+        "--view",
+        "#groupby=group&band=minmax",
+        "-o",
+        out,
+      ],
+      {},
+      { raw: true },
+    );
+    assert.equal(made.code, 0, made.stderr);
+    const asked: string[] = [];
+    const page = await openOffline(browser.context, out, asked);
+    await page.waitForSelector(`${card("loss")}[data-drawn="1"]`);
+    assert.equal(await page.getAttribute(card("loss"), "data-bands"), "1", "one group (no group set): one band");
+    assert.equal(await page.inputValue("#group-by"), "group");
+    assert.equal((await page.textContent("#error")) ?? "", "");
+    assert.deepEqual(asked, []);
+    await page.close();
+  });
 });

@@ -158,6 +158,16 @@ function runs(data: ReportData, params: URLSearchParams): FrozenAnswer {
   return ok({ runs: page, total: matching.length });
 }
 
+/** `/api/groups`: the bands of the grouping the report was written with (another grouping is not in it). */
+function groups(data: ReportData, params: URLSearchParams): FrozenAnswer {
+  const by = params.getAll("by");
+  const kept = data.groups;
+  if (kept === undefined || by.join("\u0000") !== kept.by.join("\u0000"))
+    return missing(`grouping by ${by.join(", ")} (group the view before exporting it)`);
+  const answer = kept.byKey[params.get("key") ?? ""];
+  return answer === undefined ? missing(`key ${JSON.stringify(params.get("key"))}`) : ok(answer);
+}
+
 /** `/api/summary?run=[&keys=][&internal=1]`. */
 function summary(run: ReportRun, params: URLSearchParams): FrozenAnswer {
   const only = params.get("keys");
@@ -214,6 +224,7 @@ export function frozenAnswer(data: ReportData, path: string, params: URLSearchPa
   if (path === "version") return ok(data.version);
   if (path === "runs") return runs(data, params);
   if (path === "lines") return lines(data, params);
+  if (path === "groups") return groups(data, params);
   if (params.has("runs")) return perRun(data, path, params);
   const id = params.get("run") ?? "";
   const run = data.perRun[id];
