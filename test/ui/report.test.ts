@@ -5,7 +5,8 @@
  * download: every point of the short run, and real points of the long run, its min, max and last
  * kept, downsampled as the dashboard is), keeps them interactive (a line toggled from the legend,
  * zoom), shows the runs table with the hyperparameters and the notes, and carries no secret. The
- * dashboard's "Export report" button downloads the same file for its view; `--server` writes it
+ * "Export report" button of the dashboard and of a team server the runs were synced to downloads
+ * the same file for its view; `--server` writes it
  * from a dashboard that requires a token. A real job's report (`rankscope demo`) draws every
  * metric chart with each line's points exactly as its store holds them, and its Streams, System,
  * Histograms and Samples tabs. Screenshots: test-artifacts/report.png, report-runs-table.png,
@@ -23,7 +24,7 @@ import { REPORT_DATA_ID } from "../../src/ui/report-data.js";
 import { startDashboard } from "../../src/ui/server.js";
 import { builtCli, runNode, tempDir } from "../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "./browser.js";
-import { card, ensureWebBuilt, shot, writeRun } from "./web/support.js";
+import { card, ensureWebBuilt, shot, SOURCES, writeRun } from "./web/support.js";
 
 const SHORT = 200;
 const LONG = 5_000;
@@ -164,37 +165,38 @@ describe("rankscope report in Chromium, offline", () => {
     await page.close();
   });
 
-  it("the dashboard's Export report button downloads the report of its view", async () => {
-    const dashboard = await startDashboard({ root, port: 0, host: "127.0.0.1" });
-    try {
-      const page = await browser.context.newPage();
-      await page.goto(`${dashboard.url}#tab=metrics&run=exp%2Fshort&q=loss&smooth=0`);
-      await page.waitForSelector(`${card("loss")}[data-drawn="1"]`);
-      const [download] = await Promise.all([page.waitForEvent("download"), page.click("#export")]);
-      const file = join(root, "exported.html");
-      await download.saveAs(file);
-      await page.close();
-      const html = readFileSync(file, "utf8");
-      assert.ok(!reportText(html).includes(SECRET), "the exported report carries no secret");
+  for (const [name, serve, skip] of SOURCES)
+    it(`the Export report button downloads the report of its view: ${name}`, { skip }, async () => {
+      const dashboard = await serve(root);
+      try {
+        const page = await browser.context.newPage();
+        await page.goto(`${dashboard.url}#tab=metrics&run=exp%2Fshort&q=loss&smooth=0`);
+        await page.waitForSelector(`${card("loss")}[data-drawn="1"]`);
+        const [download] = await Promise.all([page.waitForEvent("download"), page.click("#export")]);
+        const file = join(root, `exported-${name.split(" ")[0] ?? ""}.html`);
+        await download.saveAs(file);
+        await page.close();
+        const html = readFileSync(file, "utf8");
+        assert.ok(!reportText(html).includes(SECRET), "the exported report carries no secret");
 
-      const asked: string[] = [];
-      const report = await openOffline(browser.context, file, asked);
-      await report.waitForSelector(`${card("loss")}[data-drawn="1"]`);
-      assert.equal(await report.locator(card("eval/accuracy")).count(), 0, "only the keys of the view's search");
-      assert.equal(await report.inputValue("#key-search"), "loss");
-      assert.equal(await report.inputValue("#smoothing"), "0");
-      const rows = await chartCsv(report, "loss");
-      assert.deepEqual(
-        rows.map(([, step, value]) => [step, value]),
-        Array.from({ length: SHORT }, (_, s) => [s, loss(s)]),
-      );
-      assert.equal(await report.locator("#export").count(), 0, "a report has no Export button");
-      assert.deepEqual(asked, []);
-      await report.close();
-    } finally {
-      await dashboard.close();
-    }
-  });
+        const asked: string[] = [];
+        const report = await openOffline(browser.context, file, asked);
+        await report.waitForSelector(`${card("loss")}[data-drawn="1"]`);
+        assert.equal(await report.locator(card("eval/accuracy")).count(), 0, "only the keys of the view's search");
+        assert.equal(await report.inputValue("#key-search"), "loss");
+        assert.equal(await report.inputValue("#smoothing"), "0");
+        const rows = await chartCsv(report, "loss");
+        assert.deepEqual(
+          rows.map(([, step, value]) => [step, value]),
+          Array.from({ length: SHORT }, (_, s) => [s, loss(s)]),
+        );
+        assert.equal(await report.locator("#export").count(), 0, "a report has no Export button");
+        assert.deepEqual(asked, []);
+        await report.close();
+      } finally {
+        await dashboard.close();
+      }
+    });
 
   it("--server writes the report of runs on a server, read with its token", async () => {
     const token = "report-read-token-0123456789";
