@@ -6,9 +6,9 @@
  * kept, downsampled as the dashboard is), keeps them interactive (a line toggled from the legend,
  * zoom), shows the runs table with the hyperparameters and the notes, and carries no secret. The
  * "Export report" button of the dashboard and of a team server the runs were synced to downloads
- * the same file for its view; `--server` writes it
- * from a dashboard that requires a token. A real job's report (`rankscope demo`) draws every
- * metric chart with each line's points exactly as its store holds them, and its Streams, System,
+ * the same file for its view; `--server` writes it from a dashboard that requires a token; a
+ * grouped view's report draws its bands. A real job's report (`rankscope demo`) draws every metric
+ * chart with each line's points exactly as its store holds them, and its Streams, System,
  * Histograms and Samples tabs. Screenshots: test-artifacts/report.png, report-runs-table.png,
  * report-job-samples.png.
  */
