@@ -105,6 +105,8 @@ class Router {
   /** Bytes inflated by all ingest requests at once. */
   readonly inflating: InflateBudget;
   private readonly files: StaticFiles;
+  /** The built web app, which reports inline. */
+  private readonly webDir: string;
   private readonly version = rankscopeVersion();
 
   constructor(
@@ -123,7 +125,8 @@ class Router {
   ) {
     this.limits = options.ingestLimits ?? DEFAULT_INGEST_LIMITS;
     this.inflating = new InflateBudget(this.limits.maxInflatingBytes ?? DEFAULT_INGEST_LIMITS.maxInflatingBytes);
-    this.files = new StaticFiles(options.webDir ?? defaultWebDir());
+    this.webDir = options.webDir ?? defaultWebDir();
+    this.files = new StaticFiles(this.webDir);
   }
 
   /** The Node request listener: route, then log and count the outcome. */
@@ -274,7 +277,7 @@ class Router {
       await this.files.send(req, res, url.pathname);
       return principal;
     }
-    const api = new DashboardApi(createPostgresSource(this.pool, principal.projectId), this.version);
+    const api = new DashboardApi(createPostgresSource(this.pool, principal.projectId), this.version, this.webDir);
     const body = await api.handle(url.pathname, {
       req,
       res,

@@ -33,6 +33,7 @@ import { parseRunQuery } from "./run-query.js";
 import { HttpError } from "./security.js";
 import type { DashboardSource } from "./source.js";
 import { sendTraceFile } from "./trace-download.js";
+import { sendReport } from "./report-route.js";
 import { DEFAULT_TIMING_FLUSHES, MAX_TIMING_FLUSHES } from "../store/rank-timing.js";
 
 /** What every handler may use. */
@@ -58,6 +59,8 @@ export class DashboardApi {
   constructor(
     private readonly source: DashboardSource,
     private readonly version: string,
+    /** The built web app, which `/api/report` inlines. */
+    private readonly webDir: string,
   ) {
     this.routes = new Map<string, Handler>([
       ["/api/version", () => ({ rankscope: this.version, node: process.version })],
@@ -82,6 +85,7 @@ export class DashboardApi {
         (c) => this.withRun(c, async (runDir) => ({ files: logFiles(await this.source.logFiles(runDir)) }), false),
       ],
       ["/api/log", (c) => this.log(c)],
+      ["/api/report", (c) => sendReport(c, this.source, this, { version: this.version, webDir: this.webDir })],
       [
         "/api/ranks",
         (c) =>

@@ -14,9 +14,7 @@
 import { existsSync, statSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { describeError, warn } from "../core/diagnostics.js";
-import { packageRoot } from "../core/module-worker.js";
 import { rankscopeVersion } from "../run/run-files.js";
 import { DashboardAuth, requiredToken } from "./auth.js";
 import { redactedRequestPath, sendJson } from "./http.js";
@@ -24,6 +22,7 @@ import { DashboardApi } from "./routes.js";
 import { HttpError } from "./security.js";
 import type { DashboardSource } from "./source.js";
 import { StaticFiles } from "./static.js";
+import { defaultWebDir } from "./web-dir.js";
 
 /** How to start the dashboard. */
 export interface DashboardOptions {
@@ -55,10 +54,7 @@ export interface Dashboard {
 /** The default port (TensorBoard's 6006 is often taken by TensorBoard itself). */
 export const DEFAULT_UI_PORT = 7007;
 
-/** The built app: `dist/ui/web` under the package's root, from dist and from source alike. */
-export function defaultWebDir(): string {
-  return fileURLToPath(new URL("dist/ui/web", packageRoot()));
-}
+export { defaultWebDir };
 
 async function loadStoreSource(root: string): Promise<DashboardSource> {
   const { createStoreSource } = await import("./store-source.js");
@@ -80,7 +76,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const auth = new DashboardAuth(requiredToken(host, options.token));
   const files = new StaticFiles(options.webDir ?? defaultWebDir());
   const source = options.source ?? (await loadStoreSource(root));
-  const api = new DashboardApi(source, rankscopeVersion());
+  const api = new DashboardApi(source, rankscopeVersion(), options.webDir ?? defaultWebDir());
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const url = new URL(req.url ?? "/", "http://dashboard.invalid");

@@ -28,46 +28,7 @@ export interface RunsPage {
   indexing?: { runsRead: number; runsFound: number };
 }
 
-/** What `/api/runs` is asked: its filters, sort and page (see the server's run-query.ts). */
-export interface RunsQuery {
-  /** Texts each run must contain (id, group or a tag). */
-  q?: string[];
-  tags?: string[];
-  group?: string;
-  statuses?: string[];
-  /** `NAME OP VALUE` each. */
-  params?: string[];
-  /** `KEY OP NUMBER` each. */
-  metrics?: string[];
-  runs?: string[];
-  /** `started`, `name`, `param:lr`, `-metric:loss`, … */
-  sort?: string;
-  offset?: number;
-  limit?: number;
-  summary?: boolean;
-  internal?: boolean;
-}
-
-/** The query string of a runs query (repeated parameters for lists). */
-export function runsSearch(query: RunsQuery): URLSearchParams {
-  const search = new URLSearchParams();
-  const one = (name: string, value: string | number | undefined): void => {
-    if (value !== undefined && value !== "") search.append(name, String(value));
-  };
-  for (const q of query.q ?? []) one("q", q);
-  for (const t of query.tags ?? []) one("tag", t);
-  one("group", query.group);
-  for (const s of query.statuses ?? []) one("status", s);
-  for (const p of query.params ?? []) one("param", p);
-  for (const m of query.metrics ?? []) one("metric", m);
-  for (const r of query.runs ?? []) one("run", r);
-  one("sort", query.sort);
-  one("offset", query.offset);
-  one("limit", query.limit);
-  if (query.summary === true) one("summary", 1);
-  if (query.internal === true) one("internal", 1);
-  return search;
-}
+export { runsSearch, type RunsQuery } from "../runs-filter.js";
 
 /** A group's line (`/api/groups`): the mean across its runs, with the band's figures per step. */
 export interface GroupLine {

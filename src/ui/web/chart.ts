@@ -33,7 +33,8 @@ import { buildSeries, drawnSmoothing, lineColour, type BuiltData } from "./chart
 
 /** What a card tells its owner. */
 interface ChartEvents {
-  onFirstDraw?: () => void;
+  /** Its first draw, or it left the screen before one: "every chart on screen drawn" waits for it no longer. */
+  onSettled?: () => void;
   /** The user dragged a zoom (an x range) or double-clicked it away (null). */
   onZoom?: (range: [number, number] | null) => void;
   onPin?: (key: string) => void;
@@ -144,6 +145,7 @@ export class ChartCard {
     this.onScreen = on;
     this.root.dataset["onscreen"] = on ? "1" : "0";
     if (on && (this.dirty || this.plot === null) && this.root.dataset["loaded"] === "1") this.render();
+    if (!on && !this.drawn) this.events.onSettled?.();
     if (!on && this.plot !== null) {
       this.plot.destroy();
       this.plot = null;
@@ -272,7 +274,7 @@ export class ChartCard {
             if (!this.drawn) {
               this.drawn = true;
               this.root.dataset["drawn"] = "1";
-              this.events.onFirstDraw?.();
+              this.events.onSettled?.();
             }
           },
         ],

@@ -24,6 +24,8 @@ import { renderSamples } from "./tabs/samples.js";
 import { renderStreams, renderSystem } from "./tabs/streams.js";
 import { renderTraces } from "./tabs/traces.js";
 import { readHash, writeHash } from "./url.js";
+import { reportData } from "./frozen.js";
+import { setupExport } from "./export-report.js";
 
 const POLL_MS = 1000;
 const BANDS: readonly Band[] = ["std", "minmax", "none"];
@@ -308,7 +310,10 @@ async function start(): Promise<void> {
   // The token, when there is one, is now a cookie; keep it out of the address bar and history.
   if (new URLSearchParams(location.search).has("token"))
     history.replaceState(null, "", `${location.pathname}${location.hash}`);
-  readHash();
+  // A report opens on the view it was written for, unless its address names another.
+  const report = await reportData();
+  readHash(location.hash === "" && report !== null ? report.hash : location.hash);
+  setupExport($("export", HTMLButtonElement), report !== null);
   if (!location.hash.includes("theme=") && matchMedia("(prefers-color-scheme: dark)").matches) state.theme = "dark";
   controlsFromState();
   listenToControls();
@@ -332,12 +337,14 @@ async function start(): Promise<void> {
   if (state.tab === "metrics" || state.tab === "streams" || state.tab === "system") prefetchKeys();
   try {
     const [version] = await Promise.all([api.version(), refreshRuns()]);
-    $("version", HTMLElement).textContent = `v${version.rankscope}`;
+    $("version", HTMLElement).textContent = `v${version.rankscope}${report !== null ? " · report" : ""}`;
   } catch (error) {
     hooks.showError(error);
   }
   hooks.writeUrl();
   await renderView();
+  // A report is frozen: nothing to poll.
+  if (report !== null) return;
   setInterval(() => void poll(liveBox), POLL_MS);
   setInterval(() => void refreshPeriodically(), RUNS_REFRESH_MS);
 }

@@ -173,7 +173,7 @@ export async function renderMetrics(generation: number): Promise<void> {
       const card = new ChartCard(
         name,
         settings,
-        { onFirstDraw: () => allDrawnCheck(generation, grid), onZoom, onPin: togglePin },
+        { onSettled: () => allDrawnCheck(generation, grid), onZoom, onPin: togglePin },
         "",
         state.pinned.includes(name),
       );

@@ -78,6 +78,11 @@ export function detachRunsTable(): void {
   current = null;
 }
 
+/** The hyperparameters whose values are not the same in every row loaded (a run without one counts as a value). */
+function differingParams(rows: readonly RunInfo[], params: readonly string[]): Set<string> {
+  return new Set(params.filter((k) => new Set(rows.map((r) => JSON.stringify(r.params?.[k] ?? null))).size > 1));
+}
+
 /** The keys the table knows of: hyperparameters and summary keys of the rows loaded. */
 function keysOf(rows: readonly RunInfo[]): { params: string[]; summary: string[] } {
   const params = new Set<string>();
@@ -107,6 +112,8 @@ export async function renderRunsTable(generation: number): Promise<void> {
 class RunsTable {
   /** The hyperparameter and summary names of the rows loaded. */
   private known: { params: string[]; summary: string[] };
+  /** The hyperparameters that differ between the rows loaded: their columns are highlighted. */
+  private differing = new Set<string>();
   private readonly filterBox = el("input", {
     type: "search",
     id: "table-filter",
@@ -132,6 +139,7 @@ class RunsTable {
     private readonly sample: Awaited<ReturnType<typeof api.runs>>,
   ) {
     this.known = keysOf(sample.runs);
+    this.differing = differingParams(sample.runs, this.known.params);
     this.tableBox.appendChild(this.table);
     this.chooser = columnChooser(
       () => orderSummaryKeys(this.loadedSummaries(), this.candidates()),
@@ -181,9 +189,16 @@ class RunsTable {
   /** A page of rows arrived: new names redraw the head; the count, the rows and the coordinates follow. */
   private arrived(arrived: readonly RunInfo[]): void {
     knowRuns(arrived);
-    const more = keysOf([...this.sample.runs, ...this.pages.loaded()]);
-    const grew = more.params.length !== this.known.params.length || more.summary.length !== this.known.summary.length;
+    const rows = [...this.sample.runs, ...this.pages.loaded()];
+    const more = keysOf(rows);
+    const loaded = this.pages.loaded();
+    const differing = differingParams(loaded.length > 0 ? loaded : this.sample.runs, more.params);
+    const grew =
+      more.params.length !== this.known.params.length ||
+      more.summary.length !== this.known.summary.length ||
+      [...differing].join("\u0000") !== [...this.differing].join("\u0000");
     this.known = more;
+    this.differing = differing;
     if (grew) this.drawHead();
     const total = this.pages.total ?? 0;
     this.table.dataset["rows"] = String(total);
@@ -229,7 +244,12 @@ class RunsTable {
           "th",
           {
             "aria-sort": col === id ? (desc ? "descending" : "ascending") : "none",
-            className: id.startsWith("p:") ? "param" : id.startsWith("s:") ? "summary" : "",
+            className: id.startsWith("p:")
+              ? `param${this.differing.has(id.slice(2)) ? " differs" : ""}`
+              : id.startsWith("s:")
+                ? "summary"
+                : "",
+            ...(id.startsWith("p:") && this.differing.has(id.slice(2)) ? { title: "differs between these runs" } : {}),
           },
           button,
         ),
@@ -271,7 +291,12 @@ class RunsTable {
       if (id === "start") return el("td", {}, formatStart(run.startedAt));
       return el(
         "td",
-        { className: id.startsWith("s:") || id.startsWith("p:") ? "num" : "" },
+        {
+          className:
+            id.startsWith("s:") || id.startsWith("p:")
+              ? `num${id.startsWith("p:") && this.differing.has(id.slice(2)) ? " differs" : ""}`
+              : "",
+        },
         cellText(valueOf(run, id)),
       );
     });
