@@ -1,0 +1,94 @@
+/**
+ * `rankscope import FORMAT PATH`: runs logged elsewhere, each into a run directory of its own under
+ * the root (docs/import.md). Importing an unchanged source again changes nothing; a bad record
+ * stops the import with an error naming the file and the record, keeping what came before it.
+ */
+import type { Command } from "commander";
+import { basename, extname, resolve } from "node:path";
+import { folderName, fingerprintFiles, ImportRun, type ImportRecord } from "../../import/import-run.js";
+import { importCsv, importJsonl } from "../../import/table.js";
+import { defaultRoot } from "../run-arg.js";
+
+/** The formats `import` reads. */
+export const IMPORT_FORMATS = ["csv", "jsonl"] as const;
+type ImportFormat = (typeof IMPORT_FORMATS)[number];
+
+interface ImportOptions {
+  root?: string;
+  experiment?: string;
+  trial?: string;
+}
+
+/** One source to import and the run it becomes. */
+interface Planned {
+  readonly format: ImportFormat;
+  readonly source: string;
+  readonly files: readonly string[];
+  readonly experiment: string;
+  readonly trial: string;
+  readonly read: (run: ImportRun) => void;
+}
+
+/** The run (or runs) a source becomes. */
+function plan(format: ImportFormat, path: string, options: ImportOptions): Planned[] {
+  const file = resolve(path);
+  const trial = options.trial ?? folderName(basename(file, extname(file)));
+  const experiment = options.experiment ?? "import";
+  const read = format === "csv" ? (run: ImportRun) => importCsv(file, run) : (run: ImportRun) => importJsonl(file, run);
+  return [{ format, source: file, files: [file], experiment, trial, read }];
+}
+
+function said(record: ImportRecord): string {
+  return `${record.points.toLocaleString("en-US")} points${record.records > 0 ? ` and ${record.records.toLocaleString("en-US")} records` : ""}`;
+}
+
+/** Import one planned run; false when it stopped at an error (reported on stderr). */
+function importOne(p: Planned, root: string): boolean {
+  const start = ImportRun.begin({
+    root,
+    experiment: p.experiment,
+    trial: p.trial,
+    format: p.format,
+    source: p.source,
+    fingerprint: fingerprintFiles(p.files),
+  });
+  if (start.kind === "unchanged") {
+    process.stdout.write(
+      `${p.source}: already imported into ${start.runDir} (${said(start.record)}); nothing changed\n`,
+    );
+    return true;
+  }
+  const run = start.run;
+  try {
+    p.read(run);
+  } catch (error) {
+    const record = run.end(error);
+    process.stderr.write(
+      `rankscope: ${error instanceof Error ? error.message : String(error)}\n  kept what came before it in ${run.runDir} (${said(record)}, status failed)\n`,
+    );
+    return false;
+  }
+  const record = run.end();
+  process.stdout.write(`${p.source}: imported ${said(record)} into ${run.runDir}\n`);
+  return true;
+}
+
+export function registerImportCommand(program: Command): void {
+  program
+    .command("import")
+    .description("bring runs logged elsewhere in, each into a run directory of its own (docs/import.md)")
+    .argument("<format>", `what PATH holds: ${IMPORT_FORMATS.join(" or ")}`)
+    .argument("<path>", "the file or directory to import")
+    .option("--root <dir>", "the runs root to import into (default: $RANKSCOPE_ROOT or ./runs)")
+    .option("--experiment <name>", "the experiment of the imported runs (default: import)")
+    .option("--trial <name>", "the trial (default: from the source's name)")
+    .action((format: string, path: string, options: ImportOptions) => {
+      const chosen = IMPORT_FORMATS.find((f) => f === format);
+      if (chosen === undefined)
+        throw new Error(`format ${JSON.stringify(format)} is not supported; valid: ${IMPORT_FORMATS.join(", ")}`);
+      const root = options.root ?? defaultRoot();
+      let ok = true;
+      for (const p of plan(chosen, path, options)) ok = importOne(p, root) && ok;
+      if (!ok) process.exitCode = 1;
+    });
+}
