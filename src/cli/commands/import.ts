@@ -7,10 +7,11 @@ import type { Command } from "commander";
 import { basename, extname, resolve } from "node:path";
 import { folderName, fingerprintFiles, ImportRun, type ImportRecord } from "../../import/import-run.js";
 import { importCsv, importJsonl } from "../../import/table.js";
+import { findTensorBoardRuns, importTensorBoardRun, type TensorBoardCounts } from "../../import/tensorboard.js";
 import { defaultRoot } from "../run-arg.js";
 
 /** The formats `import` reads. */
-export const IMPORT_FORMATS = ["csv", "jsonl"] as const;
+export const IMPORT_FORMATS = ["csv", "jsonl", "tensorboard"] as const;
 type ImportFormat = (typeof IMPORT_FORMATS)[number];
 
 interface ImportOptions {
@@ -26,15 +27,46 @@ interface Planned {
   readonly files: readonly string[];
   readonly experiment: string;
   readonly trial: string;
-  readonly read: (run: ImportRun) => void;
+  /** Reads the source into the run; what it says besides the counts. */
+  readonly read: (run: ImportRun) => string;
+}
+
+/** What a TensorBoard run's import skipped. */
+function skippedText(counts: TensorBoardCounts): string {
+  const parts = [...counts.skipped].map(([what, n]) => `${n} ${what}`);
+  return parts.length === 0 ? "" : `; skipped ${parts.join(", ")}`;
+}
+
+/** One run per TensorBoard run directory under the log directory. */
+function planTensorBoard(logdir: string, options: ImportOptions): Planned[] {
+  const runs = findTensorBoardRuns(logdir);
+  if (runs.length === 0) throw new Error(`${logdir} holds no TensorBoard event files (*tfevents*)`);
+  if (options.trial !== undefined && runs.length > 1)
+    throw new Error(
+      `--trial names one run, but ${logdir} holds ${runs.length} (${runs.map((r) => r.name).join(", ")}); leave it out to name each by its directory`,
+    );
+  const experiment = options.experiment ?? folderName(basename(logdir));
+  return runs.map((tb) => ({
+    format: "tensorboard",
+    source: tb.dir,
+    files: tb.files,
+    experiment,
+    trial: options.trial ?? folderName(tb.name === "." ? basename(logdir) : tb.name),
+    read: (run) => skippedText(importTensorBoardRun(tb, run)),
+  }));
 }
 
 /** The run (or runs) a source becomes. */
 function plan(format: ImportFormat, path: string, options: ImportOptions): Planned[] {
   const file = resolve(path);
+  if (format === "tensorboard") return planTensorBoard(file, options);
   const trial = options.trial ?? folderName(basename(file, extname(file)));
   const experiment = options.experiment ?? "import";
-  const read = format === "csv" ? (run: ImportRun) => importCsv(file, run) : (run: ImportRun) => importJsonl(file, run);
+  const read = (run: ImportRun): string => {
+    if (format === "csv") importCsv(file, run);
+    else importJsonl(file, run);
+    return "";
+  };
   return [{ format, source: file, files: [file], experiment, trial, read }];
 }
 
@@ -59,8 +91,9 @@ function importOne(p: Planned, root: string): boolean {
     return true;
   }
   const run = start.run;
+  let note: string;
   try {
-    p.read(run);
+    note = p.read(run);
   } catch (error) {
     const record = run.end(error);
     process.stderr.write(
@@ -69,7 +102,7 @@ function importOne(p: Planned, root: string): boolean {
     return false;
   }
   const record = run.end();
-  process.stdout.write(`${p.source}: imported ${said(record)} into ${run.runDir}\n`);
+  process.stdout.write(`${p.source}: imported ${said(record)} into ${run.runDir}${note}\n`);
   return true;
 }
 
