@@ -7,11 +7,12 @@ import type { Command } from "commander";
 import { basename, extname, resolve } from "node:path";
 import { folderName, fingerprintFiles, ImportRun, type ImportRecord } from "../../import/import-run.js";
 import { importCsv, importJsonl } from "../../import/table.js";
+import { findWandbRuns, importWandbRun } from "../../import/wandb.js";
 import { findTensorBoardRuns, importTensorBoardRun, type TensorBoardCounts } from "../../import/tensorboard.js";
 import { defaultRoot } from "../run-arg.js";
 
 /** The formats `import` reads. */
-export const IMPORT_FORMATS = ["csv", "jsonl", "tensorboard"] as const;
+export const IMPORT_FORMATS = ["csv", "jsonl", "tensorboard", "wandb"] as const;
 type ImportFormat = (typeof IMPORT_FORMATS)[number];
 
 interface ImportOptions {
@@ -37,6 +38,25 @@ function skippedText(counts: TensorBoardCounts): string {
   return parts.length === 0 ? "" : `; skipped ${parts.join(", ")}`;
 }
 
+/** One run per W&B offline run under the path (an offline run's directory, or a `wandb/` folder holding them). */
+function planWandb(path: string, options: ImportOptions): Planned[] {
+  const runs = findWandbRuns(path);
+  if (runs.length === 0) throw new Error(`${path} holds no W&B offline run (offline-run-*/run-*.wandb)`);
+  if (options.trial !== undefined && runs.length > 1)
+    throw new Error(`--trial names one run, but ${path} holds ${runs.length}; leave it out to name each by its run id`);
+  return runs.map((wb) => ({
+    format: "wandb",
+    source: wb.dir,
+    files: [wb.file],
+    experiment: options.experiment ?? "wandb",
+    trial: options.trial ?? folderName(wb.id),
+    read: (run) => {
+      const skipped = importWandbRun(wb, run);
+      return skipped > 0 ? `; skipped ${skipped} values that are neither numbers nor tables` : "";
+    },
+  }));
+}
+
 /** One run per TensorBoard run directory under the log directory. */
 function planTensorBoard(logdir: string, options: ImportOptions): Planned[] {
   const runs = findTensorBoardRuns(logdir);
@@ -60,6 +80,7 @@ function planTensorBoard(logdir: string, options: ImportOptions): Planned[] {
 function plan(format: ImportFormat, path: string, options: ImportOptions): Planned[] {
   const file = resolve(path);
   if (format === "tensorboard") return planTensorBoard(file, options);
+  if (format === "wandb") return planWandb(file, options);
   const trial = options.trial ?? folderName(basename(file, extname(file)));
   const experiment = options.experiment ?? "import";
   const read = (run: ImportRun): string => {
