@@ -8,11 +8,12 @@ import { basename, extname, resolve } from "node:path";
 import { folderName, fingerprintFiles, ImportRun, type ImportRecord } from "../../import/import-run.js";
 import { importCsv, importJsonl } from "../../import/table.js";
 import { findWandbRuns, importWandbRun } from "../../import/wandb.js";
+import { findMlflowRuns, importMlflowRun } from "../../import/mlflow.js";
 import { findTensorBoardRuns, importTensorBoardRun, type TensorBoardCounts } from "../../import/tensorboard.js";
 import { defaultRoot } from "../run-arg.js";
 
 /** The formats `import` reads. */
-export const IMPORT_FORMATS = ["csv", "jsonl", "tensorboard", "wandb"] as const;
+export const IMPORT_FORMATS = ["csv", "jsonl", "tensorboard", "wandb", "mlflow"] as const;
 type ImportFormat = (typeof IMPORT_FORMATS)[number];
 
 interface ImportOptions {
@@ -57,6 +58,25 @@ function planWandb(path: string, options: ImportOptions): Planned[] {
   }));
 }
 
+/** One run per MLflow run of a file store (`mlruns/`, an experiment's folder or a run's). */
+function planMlflow(path: string, options: ImportOptions): Planned[] {
+  const runs = findMlflowRuns(path);
+  if (runs.length === 0) throw new Error(`${path} holds no MLflow run ({experiment}/{run}/meta.yaml)`);
+  if (options.trial !== undefined && runs.length > 1)
+    throw new Error(`--trial names one run, but ${path} holds ${runs.length}; leave it out to name each by its run`);
+  return runs.map((ml) => ({
+    format: "mlflow",
+    source: ml.dir,
+    files: ml.files,
+    experiment: options.experiment ?? folderName(ml.experimentName === "" ? "mlflow" : ml.experimentName),
+    trial: options.trial ?? folderName(ml.runName === "" ? ml.runId : `${ml.runName}-${ml.runId.slice(0, 8)}`),
+    read: (run) => {
+      importMlflowRun(ml, run);
+      return "";
+    },
+  }));
+}
+
 /** One run per TensorBoard run directory under the log directory. */
 function planTensorBoard(logdir: string, options: ImportOptions): Planned[] {
   const runs = findTensorBoardRuns(logdir);
@@ -81,6 +101,7 @@ function plan(format: ImportFormat, path: string, options: ImportOptions): Plann
   const file = resolve(path);
   if (format === "tensorboard") return planTensorBoard(file, options);
   if (format === "wandb") return planWandb(file, options);
+  if (format === "mlflow") return planMlflow(file, options);
   const trial = options.trial ?? folderName(basename(file, extname(file)));
   const experiment = options.experiment ?? "import";
   const read = (run: ImportRun): string => {
