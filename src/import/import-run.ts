@@ -269,7 +269,7 @@ export class ImportRun {
     }
     const record: ImportRecord = {
       format: this.options.format,
-      source: resolve(this.options.source),
+      source: /^[a-z]+:\/\//i.test(this.options.source) ? this.options.source : resolve(this.options.source),
       fingerprint: this.options.fingerprint,
       status: error === undefined ? "complete" : "partial",
       ...(error === undefined ? {} : { error: error instanceof Error ? error.message : String(error) }),

@@ -9,6 +9,7 @@ import { folderName, fingerprintFiles, ImportRun, type ImportRecord } from "../.
 import { importCsv, importJsonl } from "../../import/table.js";
 import { findWandbRuns, importWandbRun } from "../../import/wandb.js";
 import { findMlflowRuns, importMlflowRun } from "../../import/mlflow.js";
+import { importMlflowRestRun, readMlflowServer } from "../../import/mlflow-rest.js";
 import { findTensorBoardRuns, importTensorBoardRun, type TensorBoardCounts } from "../../import/tensorboard.js";
 import { defaultRoot } from "../run-arg.js";
 
@@ -26,7 +27,8 @@ interface ImportOptions {
 interface Planned {
   readonly format: ImportFormat;
   readonly source: string;
-  readonly files: readonly string[];
+  /** What makes a second import of an unchanged source change nothing (`fingerprintFiles` of its files). */
+  readonly fingerprint: () => string;
   readonly experiment: string;
   readonly trial: string;
   /** Reads the source into the run; what it says besides the counts. */
@@ -48,7 +50,7 @@ function planWandb(path: string, options: ImportOptions): Planned[] {
   return runs.map((wb) => ({
     format: "wandb",
     source: wb.dir,
-    files: [wb.file],
+    fingerprint: () => fingerprintFiles([wb.file]),
     experiment: options.experiment ?? "wandb",
     trial: options.trial ?? folderName(wb.id),
     read: (run) => {
@@ -67,11 +69,30 @@ function planMlflow(path: string, options: ImportOptions): Planned[] {
   return runs.map((ml) => ({
     format: "mlflow",
     source: ml.dir,
-    files: ml.files,
+    fingerprint: () => fingerprintFiles(ml.files),
     experiment: options.experiment ?? folderName(ml.experimentName === "" ? "mlflow" : ml.experimentName),
     trial: options.trial ?? folderName(ml.runName === "" ? ml.runId : `${ml.runName}-${ml.runId.slice(0, 8)}`),
     read: (run) => {
       importMlflowRun(ml, run);
+      return "";
+    },
+  }));
+}
+
+/** One run per run of an MLflow tracking server (`http(s)://…`), each read whole first. */
+async function planMlflowServer(url: string, options: ImportOptions): Promise<Planned[]> {
+  const runs = await readMlflowServer(url);
+  if (runs.length === 0) throw new Error(`the MLflow server at ${url} has no runs`);
+  if (options.trial !== undefined && runs.length > 1)
+    throw new Error(`--trial names one run, but ${url} has ${runs.length}; leave it out to name each by its run`);
+  return runs.map((ml) => ({
+    format: "mlflow",
+    source: `${url} run ${ml.runId}`,
+    fingerprint: () => ml.fingerprint,
+    experiment: options.experiment ?? folderName(ml.experimentName === "" ? "mlflow" : ml.experimentName),
+    trial: options.trial ?? folderName(ml.runName === "" ? ml.runId : `${ml.runName}-${ml.runId.slice(0, 8)}`),
+    read: (run) => {
+      importMlflowRestRun(ml, url, run);
       return "";
     },
   }));
@@ -89,7 +110,7 @@ function planTensorBoard(logdir: string, options: ImportOptions): Planned[] {
   return runs.map((tb) => ({
     format: "tensorboard",
     source: tb.dir,
-    files: tb.files,
+    fingerprint: () => fingerprintFiles(tb.files),
     experiment,
     trial: options.trial ?? folderName(tb.name === "." ? basename(logdir) : tb.name),
     read: (run) => skippedText(importTensorBoardRun(tb, run)),
@@ -97,7 +118,8 @@ function planTensorBoard(logdir: string, options: ImportOptions): Planned[] {
 }
 
 /** The run (or runs) a source becomes. */
-function plan(format: ImportFormat, path: string, options: ImportOptions): Planned[] {
+async function plan(format: ImportFormat, path: string, options: ImportOptions): Promise<Planned[]> {
+  if (format === "mlflow" && /^https?:\/\//.test(path)) return planMlflowServer(path, options);
   const file = resolve(path);
   if (format === "tensorboard") return planTensorBoard(file, options);
   if (format === "wandb") return planWandb(file, options);
@@ -109,7 +131,7 @@ function plan(format: ImportFormat, path: string, options: ImportOptions): Plann
     else importJsonl(file, run);
     return "";
   };
-  return [{ format, source: file, files: [file], experiment, trial, read }];
+  return [{ format, source: file, fingerprint: () => fingerprintFiles([file]), experiment, trial, read }];
 }
 
 function said(record: ImportRecord): string {
@@ -124,7 +146,7 @@ function importOne(p: Planned, root: string): boolean {
     trial: p.trial,
     format: p.format,
     source: p.source,
-    fingerprint: fingerprintFiles(p.files),
+    fingerprint: p.fingerprint(),
   });
   if (start.kind === "unchanged") {
     process.stdout.write(
@@ -153,17 +175,17 @@ export function registerImportCommand(program: Command): void {
     .command("import")
     .description("bring runs logged elsewhere in, each into a run directory of its own (docs/import.md)")
     .argument("<format>", `what PATH holds: ${IMPORT_FORMATS.join(" or ")}`)
-    .argument("<path>", "the file or directory to import")
+    .argument("<path>", "the file or directory to import (mlflow: also a tracking server's http(s):// URL)")
     .option("--root <dir>", "the runs root to import into (default: $RANKSCOPE_ROOT or ./runs)")
     .option("--experiment <name>", "the experiment of the imported runs (default: import)")
     .option("--trial <name>", "the trial (default: from the source's name)")
-    .action((format: string, path: string, options: ImportOptions) => {
+    .action(async (format: string, path: string, options: ImportOptions) => {
       const chosen = IMPORT_FORMATS.find((f) => f === format);
       if (chosen === undefined)
         throw new Error(`format ${JSON.stringify(format)} is not supported; valid: ${IMPORT_FORMATS.join(", ")}`);
       const root = options.root ?? defaultRoot();
       let ok = true;
-      for (const p of plan(chosen, path, options)) ok = importOne(p, root) && ok;
+      for (const p of await plan(chosen, path, options)) ok = importOne(p, root) && ok;
       if (!ok) process.exitCode = 1;
     });
 }
