@@ -103,6 +103,11 @@ export function readImportRecord(runDir: string): ImportRecord | null {
   };
 }
 
+/** A source as `import.json` names it: a URL as it is, a path made absolute. */
+function sourceName(source: string): string {
+  return /^[a-z]+:\/\//i.test(source) ? source : resolve(source);
+}
+
 /** A name made a valid folder name (`/` and control characters replaced), for trials taken from paths. */
 export function folderName(text: string): string {
   // eslint-disable-next-line no-control-regex
@@ -160,6 +165,10 @@ export class ImportRun {
         `${runDir} already holds a run that was not imported (no ${IMPORT_FILE}); give another --experiment or --trial`,
       );
     }
+    if (earlier !== null && earlier.source !== sourceName(options.source))
+      throw new Error(
+        `${runDir} holds an import of ${earlier.source}, not of ${sourceName(options.source)}; give another --experiment or --trial`,
+      );
     if (earlier !== null) rmSync(runDir, { recursive: true, force: true });
     const writer = StoreWriter.open({
       runDir,
@@ -269,7 +278,7 @@ export class ImportRun {
     }
     const record: ImportRecord = {
       format: this.options.format,
-      source: /^[a-z]+:\/\//i.test(this.options.source) ? this.options.source : resolve(this.options.source),
+      source: sourceName(this.options.source),
       fingerprint: this.options.fingerprint,
       status: error === undefined ? "complete" : "partial",
       ...(error === undefined ? {} : { error: error instanceof Error ? error.message : String(error) }),

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync, statSync, truncateSync, utimesSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync, truncateSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { closeStores, keys, listRuns, runInfo, series, type SeriesKind } from "../../src/store/reader.js";
@@ -120,9 +120,9 @@ describe("rankscope import csv", () => {
     for (const format of ["csv", "jsonl"]) {
       const file = join(root, `out.${format}`);
       assert.equal(cli(["export", runDir, "--format", format, "--out", file]).code, 0);
-      const r = cli(["import", format, file, "--root", root, "--experiment", "back"]);
+      const r = cli(["import", format, file, "--root", root, "--experiment", "back", "--trial", format]);
       assert.equal(r.code, 0, r.stderr);
-      const back = join(root, "back", "out");
+      const back = join(root, "back", format);
       assert.deepEqual(everyPoint(back), everyPoint(runDir));
       closeStores();
     }
@@ -177,6 +177,18 @@ describe("rankscope import csv", () => {
     assert.equal(statSync(db).mtimeMs, dbTime);
     assert.equal(series(join(root, "import", "m"), "loss", { maxPoints: Infinity }).points.length, 1000);
     closeStores();
+
+    // Another file under the same name never replaces it.
+    const other = join(root, "elsewhere");
+    mkdirSync(other);
+    writeFileSync(join(other, "m.csv"), "step,key,value\n0,x,1\n");
+    const clash = cli(["import", "csv", join(other, "m.csv"), "--root", root]);
+    assert.equal(clash.code, 1);
+    assert.match(
+      clash.stderr,
+      /holds an import of .*m\.csv, not of .*elsewhere.*m\.csv; give another --experiment or --trial/,
+    );
+    assert.equal(sha(db), dbHash);
   });
 
   test("a truncated file is an error naming the file and the record; the rows before it are kept, and a fixed file imports whole", () => {
