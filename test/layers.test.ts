@@ -51,8 +51,8 @@ const LAYERS: ReadonlyArray<{ readonly units: readonly string[]; readonly what: 
   { units: ["sync"], what: "sending a run's store to a team server" },
   { units: ["backends", "server"], what: "the backends (the store backend starts the live sync); the team server" },
   {
-    units: ["pipeline"],
-    what: "what both ends of a flush share: RankRuntime, BackendSet, merge and reduce, config checks, the rank handle, the default-logger lookup",
+    units: ["pipeline", "import"],
+    what: "what both ends of a flush share: RankRuntime, BackendSet, merge and reduce, config checks, the rank handle, the default-logger lookup; runs logged elsewhere brought in (over the store's writer and the backends' file formats)",
   },
   {
     units: ["transport", "controller"],

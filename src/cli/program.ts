@@ -13,6 +13,7 @@ import { registerDemoCommand } from "./commands/demo.js";
 import { registerWandbCommand } from "./commands/wandb.js";
 import { registerTracesCommand } from "./commands/traces.js";
 import { registerExportCommand } from "./commands/export.js";
+import { registerImportCommand } from "./commands/import.js";
 import { registerReportCommand } from "./commands/report.js";
 import { registerRunsCommand } from "./commands/runs.js";
 import { registerTailCommand } from "./commands/tail.js";
@@ -66,6 +67,7 @@ export function rankscopeProgram(): Command {
   registerRunsCommand(program);
   registerTailCommand(program);
   registerExportCommand(program);
+  registerImportCommand(program);
   registerReportCommand(program);
   registerUiCommand(program);
   registerServerCommand(program);

@@ -77,6 +77,7 @@ export interface WriterStatements {
   readonly runRunning: Statement<[updatedAt: number]>;
   readonly runResume: Statement<[resumeStep: number]>;
   readonly runEnd: Statement<[status: string, endedAt: number, updatedAt: number]>;
+  readonly runTimes: Statement<[startedAt: number, endedAt: number]>;
   readonly touch: Statement<[updatedAt: number]>;
   readonly writersSupersede: Statement<[endedAt: number, role: string, rank: number, pid: number]>;
   readonly writerInsert: Statement<
@@ -154,6 +155,7 @@ export function prepareWriterStatements(db: Database.Database): WriterStatements
     runRunning: db.prepare("UPDATE run SET status = 'running', ended_at = NULL, updated_at = ? WHERE id = 1"),
     runResume: db.prepare("UPDATE run SET resume_step = ? WHERE id = 1"),
     runEnd: db.prepare("UPDATE run SET status = ?, ended_at = ?, updated_at = ? WHERE id = 1"),
+    runTimes: db.prepare("UPDATE run SET started_at = ?, ended_at = ? WHERE id = 1"),
     touch: db.prepare("UPDATE run SET updated_at = ? WHERE id = 1"),
     writersSupersede: db.prepare(
       "UPDATE writers SET status = 'superseded', ended_at = ? WHERE role = ? AND rank = ? AND status = 'running' AND pid != ?",

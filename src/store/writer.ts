@@ -278,9 +278,10 @@ export class StoreWriter {
   /**
    * Mark this writer ended and close the file. The run's status becomes `finished` (or `failed`)
    * once no writer of it is still running (`failed` if any writer failed, else `crashed` if any
-   * crashed).
+   * crashed). `times` replaces the run's start and end (an import: its data's first and last wall
+   * times, not when it was imported).
    */
-  finish(status: WriterStatus = "finished"): void {
+  finish(status: WriterStatus = "finished", times: { startedAt?: number; endedAt?: number } = {}): void {
     if (this.closed) return;
     try {
       this.transaction(() => {
@@ -289,6 +290,8 @@ export class StoreWriter {
         const count = (s: string): number => this.sql.writersWithStatus.get(s)?.n ?? 0;
         if (count("running") === 0)
           this.sql.runEnd.run(count("failed") > 0 ? "failed" : count("crashed") > 0 ? "crashed" : "finished", now, now);
+        if (times.startedAt !== undefined && times.endedAt !== undefined)
+          this.sql.runTimes.run(times.startedAt, times.endedAt);
       });
     } finally {
       this.close();

@@ -2,7 +2,7 @@
  * One Python environment for the tests that check our files with the tools users use
  * (TensorBoard's readers, the official W&B SDK and its `wandb sync`).
  *
- * `pythonKit("tensorboard" | "wandb")` returns a Python that has the kit installed, or the reason it
+ * `pythonKit("tensorboard" | "tensorboardx" | "wandb")` returns a Python that has the kit installed, or the reason it
  * cannot be had (the test then skips saying so). The environment is a venv made once in
  * `node_modules/.cache/rankscope-py` and reused by every test file and run; `RANKSCOPE_PYTHON`
  * (or, for TensorBoard, the older `RANKSCOPE_TENSORBOARD_PYTHON`) points at another Python instead.
@@ -20,7 +20,7 @@ import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSyn
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export type PythonKitName = "tensorboard" | "wandb";
+export type PythonKitName = "tensorboard" | "tensorboardx" | "wandb";
 
 /** A Python with a kit, or why there is none. */
 export type PythonKit =
@@ -64,6 +64,11 @@ const RECIPES: Record<PythonKitName, KitRecipe> = {
   tensorboard: {
     probe: "import tensorboard, tensorboard_data_server; print(tensorboard.__version__)",
     install: [["tensorboard==2.21.*"]],
+  },
+  tensorboardx: {
+    probe:
+      "import tensorboard, tensorboardX; from tensorboard.summary.writer.event_file_writer import EventFileWriter; print(tensorboard.__version__ + ' ' + tensorboardX.__version__)",
+    install: [["tensorboard==2.21.*", "tensorboardX"]],
   },
   wandb: {
     probe: "import wandb; from wandb.proto import wandb_internal_pb2; print(wandb.__version__)",

@@ -4,8 +4,10 @@
  * Field names and numbers are TensorBoard's own (`tensorboard/compat/proto/event.proto`,
  * `summary.proto`, `histogram.proto`, `tensor.proto`, `tensor_shape.proto`, the text plugin's
  * `plugin_data.proto`, the hparams plugin's `plugin_data.proto` and `google/protobuf/struct.proto`),
- * restricted to the fields rankscope writes. They are given as a JSON descriptor so only
- * protobufjs's light build (no .proto parser) is loaded.
+ * restricted to the fields rankscope writes and the ones `rankscope import tensorboard` reads
+ * (`src/import/tensorboard.ts`: tensors' other value fields and packed content, the hparams
+ * plugin's other messages). They are given as a JSON descriptor so only protobufjs's light build
+ * (no .proto parser) is loaded.
  */
 import protobuf from "protobufjs/light.js";
 
@@ -78,8 +80,14 @@ const descriptor = {
           fields: {
             dtype: { type: "int32", id: 1 },
             tensor_shape: { type: "TensorShapeProto", id: 2 },
+            tensor_content: { type: "bytes", id: 4 },
             float_val: { rule: "repeated", type: "float", id: 5, options: packed },
+            double_val: { rule: "repeated", type: "double", id: 6, options: packed },
+            int_val: { rule: "repeated", type: "int32", id: 7, options: packed },
             string_val: { rule: "repeated", type: "bytes", id: 8 },
+            int64_val: { rule: "repeated", type: "int64", id: 10, options: packed },
+            bool_val: { rule: "repeated", type: "bool", id: 11, options: packed },
+            half_val: { rule: "repeated", type: "int32", id: 13, options: packed },
           },
         },
         TextPluginData: { fields: { version: { type: "int32", id: 1 } } },
@@ -133,7 +141,12 @@ export const HParamsPluginDataType = root.lookupType("tensorboard.hparams.HParam
 
 /** `DataType` values of `tensor.proto`'s dtype used here. */
 export const DT_FLOAT = 1;
+export const DT_DOUBLE = 2;
+export const DT_INT32 = 3;
 export const DT_STRING = 7;
+export const DT_INT64 = 9;
+export const DT_BOOL = 10;
+export const DT_HALF = 19;
 /** `SessionLog.SessionStatus.START`. */
 export const SESSION_START = 1;
 /** The version every event file starts with. */

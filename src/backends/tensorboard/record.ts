@@ -4,7 +4,8 @@
  *   u64 length · u32 masked CRC-32C of the 8 length bytes · data · u32 masked CRC-32C of the data
  *
  * The mask rotates the CRC right by 15 bits and adds 0xa282ead8, so a CRC of data that itself
- * holds CRCs does not look like a valid checksum.
+ * holds CRCs does not look like a valid checksum. `readRecord` takes a record back out, checking
+ * both CRCs (`rankscope import tensorboard`).
  */
 import crc32c from "crc-32/crc32c.js";
 
@@ -51,4 +52,27 @@ export function frameRecords(records: readonly Uint8Array[]): Buffer {
   let offset = 0;
   for (const r of records) offset = writeRecord(out, offset, r);
   return out;
+}
+
+/** What `readRecord` found at an offset. */
+export type ReadRecord =
+  /** A whole record: its data (a view into the buffer) and the offset after it. */
+  | { readonly kind: "record"; readonly data: Buffer; readonly next: number }
+  /** The buffer ends inside the record: `need` bytes from the offset hold all of it. */
+  | { readonly kind: "short"; readonly need: number }
+  /** Not a record: what is wrong with it. */
+  | { readonly kind: "bad"; readonly reason: string };
+
+/** The framed record of `buffer` at `offset` (`buffer` holds `end` bytes), both CRCs checked. */
+export function readRecord(buffer: Buffer, offset: number, end: number): ReadRecord {
+  if (end - offset < 12) return { kind: "short", need: 12 };
+  const length = buffer.readUInt32LE(offset) + buffer.readUInt32LE(offset + 4) * 0x100000000;
+  if (buffer.readUInt32LE(offset + 8) !== maskedCrc32c(buffer.subarray(offset, offset + 8)))
+    return { kind: "bad", reason: "its length's CRC does not match (not a TFRecord, or corrupt)" };
+  if (length > 0x7fffffff) return { kind: "bad", reason: `its length ${length} is beyond any event` };
+  if (end - offset < 16 + length) return { kind: "short", need: 16 + length };
+  const data = buffer.subarray(offset + 12, offset + 12 + length);
+  if (buffer.readUInt32LE(offset + 12 + length) !== maskedCrc32c(data))
+    return { kind: "bad", reason: "its data's CRC does not match (corrupt)" };
+  return { kind: "record", data, next: offset + 16 + length };
 }

@@ -42,7 +42,9 @@ const descriptor = {
       nested: {
         Record: {
           oneofs: {
-            record_type: { oneof: ["history", "summary", "config", "files", "run", "exit", "final", "header"] },
+            record_type: {
+              oneof: ["history", "summary", "config", "files", "metric", "run", "exit", "final", "header"],
+            },
           },
           fields: {
             num: { type: "int64", id: 1 },
@@ -50,10 +52,19 @@ const descriptor = {
             summary: { type: "SummaryRecord", id: 3 },
             config: { type: "ConfigRecord", id: 5 },
             files: { type: "FilesRecord", id: 6 },
+            metric: { type: "MetricRecord", id: 12 },
             run: { type: "RunRecord", id: 17 },
             exit: { type: "RunExitRecord", id: 18 },
             final: { type: "FinalRecord", id: 20 },
             header: { type: "HeaderRecord", id: 21 },
+          },
+        },
+        // Read only (`rankscope import wandb`): `define_metric`'s declarations, custom x-axes among them.
+        MetricRecord: {
+          fields: {
+            name: { type: "string", id: 1 },
+            glob_name: { type: "string", id: 2 },
+            step_metric: { type: "string", id: 4 },
           },
         },
         FilesRecord: { fields: { files: { rule: "repeated", type: "FilesItem", id: 1 } } },
@@ -152,6 +163,54 @@ export class TransactionLogFramer {
     }
     return Buffer.concat(parts);
   }
+}
+
+/** The records of a `.wandb` transaction log, or where it stops being one. */
+export interface ReadTransactionLog {
+  readonly records: Buffer[];
+  /** The first fault (a bad header, a CRC, a file ending inside a record), with its byte offset. */
+  readonly fault?: { readonly offset: number; readonly reason: string };
+}
+
+/** Read a transaction log back (`TransactionLogFramer`'s inverse, as wandb-core's reader checks it). */
+export function readTransactionLog(data: Buffer): ReadTransactionLog {
+  const records: Buffer[] = [];
+  if (data.length < WANDB_HEADER.length || !data.subarray(0, WANDB_HEADER.length).equals(WANDB_HEADER))
+    return { records, fault: { offset: 0, reason: "it does not start with the W&B header (:W&B, 0xBEE1, version 0)" } };
+  let pos = WANDB_HEADER.length;
+  let pending: Buffer[] | null = null;
+  let start = pos;
+  while (pos < data.length) {
+    const left = BLOCK_SIZE - (pos % BLOCK_SIZE);
+    if (left < CHUNK_HEADER) {
+      pos += left;
+      continue;
+    }
+    if (pos + CHUNK_HEADER > data.length)
+      return { records, fault: { offset: pos, reason: "the file ends inside a chunk's header (truncated)" } };
+    const length = data.readUInt16LE(pos + 4);
+    const type = data[pos + 6];
+    if (type === 0 && length === 0 && data.readUInt32LE(pos) === 0) break; // a preallocated, zeroed tail
+    if (CHUNK_HEADER + length > left)
+      return { records, fault: { offset: pos, reason: "a chunk runs past its 32 KiB block (corrupt)" } };
+    if (pos + CHUNK_HEADER + length > data.length)
+      return { records, fault: { offset: pos, reason: "the file ends inside a record (truncated)" } };
+    if (crc32(data.subarray(pos + 6, pos + CHUNK_HEADER + length)) !== data.readUInt32LE(pos))
+      return { records, fault: { offset: pos, reason: "a chunk's CRC does not match (corrupt)" } };
+    const body = data.subarray(pos + CHUNK_HEADER, pos + CHUNK_HEADER + length);
+    if (pending === null) start = pos;
+    pos += CHUNK_HEADER + length;
+    if (type === FULL && pending === null) records.push(body);
+    else if (type === FIRST && pending === null) pending = [body];
+    else if (type === MIDDLE && pending !== null) pending.push(body);
+    else if (type === LAST && pending !== null) {
+      records.push(Buffer.concat([...pending, body]));
+      pending = null;
+    } else return { records, fault: { offset: start, reason: `a chunk of type ${type} where none fits (corrupt)` } };
+  }
+  if (pending !== null)
+    return { records, fault: { offset: start, reason: "the file ends inside a record (truncated)" } };
+  return { records };
 }
 
 /** Frame encoded records as a `.wandb` transaction log (header, 32 KiB blocks, CRC-framed chunks). */
