@@ -214,9 +214,17 @@ export class InferenceRequest {
   }
 }
 
-/** Models bound by `startRequest`, by their options; past this many, a model is bound per call. */
+/** Models bound by `startRequest`, by side, provider, operation and model (then further attributes' key); past this many, a model is bound per call. */
 const MAX_CACHED_MODELS = 10_000;
-const models = new Map<string, InferenceModel>();
+type Level<T> = Map<string, T>;
+const models: Level<Level<Level<Level<Map<string, InferenceModel>>>>> = new Map();
+let cachedModels = 0;
+
+function level<T>(map: Map<string, Map<string, T>>, key: string): Map<string, T> {
+  let value = map.get(key);
+  if (value === undefined) map.set(key, (value = new Map<string, T>()));
+  return value;
+}
 
 /**
  * Bind a model's instruments once, then `model.start()` per request: the cheapest form for a
@@ -228,16 +236,21 @@ export function inferenceModel(options: InferenceModelOptions): InferenceModel {
 
 /**
  * Start a request: `const r = startRequest({ model, provider }); r.firstToken(); r.token(); r.end({ inputTokens })`.
- * A model's instruments are bound at its first request and reused (docs/inference.md).
+ * A model's instruments are bound at its first request and reused (docs/inference.md): the lookup
+ * is a few `Map.get`s on the option strings, no key is built unless `attributes` are given.
  */
 export function startRequest(options: InferenceModelOptions): InferenceRequest {
-  const cacheKey = `${options.side ?? "server"}\u0000${options.provider}\u0000${options.operation ?? "chat"}\u0000${options.model}${
-    options.attributes === undefined ? "" : attributedKey("\u0000", options.attributes)
-  }`;
-  let model = models.get(cacheKey);
+  const side = options.side ?? "server";
+  const operation = options.operation ?? "chat";
+  const extra = options.attributes === undefined ? "" : attributedKey("_", options.attributes);
+  let model = models.get(side)?.get(options.provider)?.get(operation)?.get(options.model)?.get(extra);
   if (model === undefined || !model.current) {
+    const fresh = model === undefined;
     model = inferenceModel(options);
-    if (models.size < MAX_CACHED_MODELS) models.set(cacheKey, model);
+    if (!fresh || cachedModels < MAX_CACHED_MODELS) {
+      level(level(level(level(models, side), options.provider), operation), options.model).set(extra, model);
+      if (fresh) cachedModels++;
+    }
   }
   return model.start();
 }
