@@ -15,9 +15,33 @@
  *   writeRunFiles           → run/                (config.yaml with secrets redacted, version.json)
  *   spawnRanks / joinRun    → transport/          (ranks as threads, processes, or over NATS: "rankscope/nats")
  *   alert / alerts option   → alerts/             (rules on the reduced values, a watchdog, a webhook)
+ *   startRequest            → inference/          (TTFT, TPOT, tokens per request, under OpenTelemetry's GenAI names)
  */
 export { recordMetric, metric, type MetricHandle } from "./core/collector.js";
 export { Reduce, registerReduce } from "./core/registry.js";
+export {
+  attributedKey,
+  splitAttributedKey,
+  type AttributeValue,
+  type KeyParts,
+  type MetricAttributes,
+} from "./core/attributes.js";
+export {
+  startRequest,
+  inferenceModel,
+  InferenceModel,
+  InferenceRequest,
+  type InferenceModelOptions,
+  type InferenceSide,
+  type InferenceUsage,
+} from "./inference/requests.js";
+export {
+  GENAI_ATTRIBUTES,
+  GENAI_CONVENTIONS,
+  GENAI_INSTRUMENTS,
+  INFERENCE_COUNTS,
+  type GenAiInstrument,
+} from "./inference/conventions.js";
 export type {
   Accumulator,
   AccumulatorState,

@@ -44,8 +44,8 @@ const LAYERS: ReadonlyArray<{ readonly units: readonly string[]; readonly what: 
   { units: ["io"], what: "the file writers" },
   { units: ["run"], what: "run directories and run files" },
   {
-    units: ["store", "stream", "stats", "trace", "textlog"],
-    what: "the store's file format, writer and reading API; the raw stream; AReaL stats; tracers; text logs",
+    units: ["store", "stream", "stats", "trace", "textlog", "inference"],
+    what: "the store's file format, writer and reading API; the raw stream; AReaL stats; tracers; text logs; the inference request API",
   },
   { units: ["alerts", "ui"], what: "alert rules and delivery; the dashboard server and web app (over the store)" },
   { units: ["sync"], what: "sending a run's store to a team server" },

@@ -107,7 +107,7 @@ export type ReduceDefinitionInput<S extends AccumulatorState = AccumulatorState>
   Omit<NumericReduceDefinition<S>, "name"> | Omit<RecordReduceDefinition<S>, "name">;
 
 /** The built-in reduction names. */
-export type BuiltinReduce = "mean" | "sum" | "max" | "min" | "std" | "quantiles" | "histogram" | "sample";
+export type BuiltinReduce = "mean" | "sum" | "max" | "min" | "std" | "quantiles" | "histogram" | "rate" | "sample";
 
 /**
  * Reductions added with `registerReduce`, by name, for the compiler (the values are not used).
@@ -128,7 +128,11 @@ export interface RegisteredReduces {
 
 /** A reduction name: a built-in, a parameterised built-in (`Reduce.quantiles([...])`), or a registered one (`RegisteredReduces`). */
 export type ReduceName =
-  BuiltinReduce | `quantiles(${string})` | `sample(${string})` | (keyof RegisteredReduces & string);
+  | BuiltinReduce
+  | `quantiles(${string})`
+  | `buckets(${string})`
+  | `sample(${string})`
+  | (keyof RegisteredReduces & string);
 
 /**
  * The reductions that take records (plain objects) instead of numbers: `sample`, its parameterised

@@ -8,6 +8,8 @@
  */
 import { DEFAULT_QUANTILES, quantilesReduce } from "./accumulators/quantiles.js";
 import { histogramReduce } from "./accumulators/histogram.js";
+import { bucketsReduce } from "./accumulators/buckets.js";
+import { rateReduce } from "./accumulators/rate.js";
 import { maxReduce, meanReduce, minReduce, stdReduce, sumReduce } from "./accumulators/moments.js";
 import { sampleReduce, type SampleOptions } from "./accumulators/sample.js";
 import type {
@@ -33,6 +35,7 @@ function registry(): Map<string, AnyDefinition> {
       stdReduce,
       quantilesReduce("quantiles"),
       histogramReduce,
+      rateReduce,
       sampleReduce("sample"),
     ];
     for (const d of builtins) table.set(d.name, d);
@@ -40,7 +43,7 @@ function registry(): Map<string, AnyDefinition> {
   });
 }
 
-const PARAMETERISED = /^(quantiles|sample)\((.*)\)$/;
+const PARAMETERISED = /^(quantiles|buckets|sample)\((.*)\)$/;
 
 /**
  * Parameterised definitions kept for reuse, apart from the named ones. Names arrive from other
@@ -61,6 +64,11 @@ function parseParameterised(name: string): AnyDefinition | undefined {
     const qs = args.split(",").map((s) => Number(s.trim()));
     return quantilesReduce(name, qs);
   }
+  if (kind === "buckets")
+    return bucketsReduce(
+      name,
+      args.split(",").map((s) => Number(s.trim())),
+    );
   const options: SampleOptions = {};
   for (const part of args.split(",")) {
     const [k, v] = part.split("=").map((s) => s.trim());
@@ -86,7 +94,7 @@ export function getReduceDefinition(name: string): AnyDefinition {
   if (definition === undefined) {
     throw new TypeError(
       `unknown reduce ${JSON.stringify(name)}; valid: ${[...table.keys()].filter((n) => !n.includes("(")).join(", ")}, ` +
-        `Reduce.quantiles([...]), Reduce.sample({ k, by }), or a name added with registerReduce`,
+        `Reduce.quantiles([...]), Reduce.buckets([...]), Reduce.sample({ k, by }), or a name added with registerReduce`,
     );
   }
   return definition;
@@ -134,6 +142,7 @@ const BUILTIN_NAMES: ReadonlySet<string> = new Set<BuiltinReduce>([
   "std",
   "quantiles",
   "histogram",
+  "rate",
   "sample",
 ]);
 
@@ -160,6 +169,8 @@ export const Reduce = {
   QUANTILES: "quantiles",
   /** Mergeable buckets: `key/count`, `key/min`, `key/max`, `key/mean`, and the buckets for histogram backends. */
   HISTOGRAM: "histogram",
+  /** A count per flush and per second (`key/total`, `key/per_s`): requests/s, tokens/s, summed across ranks. */
+  RATE: "rate",
   /** The best and worst record by `reward` (one each); the value recorded is a plain object. */
   SAMPLE: "sample",
   /** Quantiles of your choice, e.g. `Reduce.quantiles([0.5, 0.95, 0.999])` → `key/p50`, `key/p95`, `key/p99.9`. */
@@ -169,6 +180,16 @@ export const Reduce = {
       quantiles.length === DEFAULT_QUANTILES.length && quantiles.every((q, i) => q === DEFAULT_QUANTILES[i])
         ? "quantiles"
         : `quantiles(${quantiles.map(formatQuantile).join(",")})`;
+    getReduceDefinition(name);
+    return name;
+  },
+  /**
+   * A histogram with explicit bucket boundaries (OpenTelemetry's: bucket i holds (b[i-1], b[i]]) and
+   * the quantile sketch in one state: `key/count`, `key/mean`, `key/p50`, `key/p90`, `key/p99`, and
+   * the buckets for OTLP, Prometheus and TensorBoard, e.g. `Reduce.buckets([0.01, 0.1, 1])`.
+   */
+  buckets(boundaries: readonly number[]): NumericReduceName {
+    const name: NumericReduceName = `buckets(${boundaries.map(String).join(",")})`;
     getReduceDefinition(name);
     return name;
   },

@@ -7,6 +7,7 @@ import type { SumState } from "../core/accumulators/moments.js";
 import type { KeyState } from "../core/key-state.js";
 import { describeError, reportError } from "../core/diagnostics.js";
 import type { HistogramMetric, Metric } from "../core/metric.js";
+import { withSuffix } from "../core/attributes.js";
 import type { AccumulatorState, SampleRecord } from "../core/reduce.js";
 import { getReduceDefinition } from "../core/registry.js";
 
@@ -123,7 +124,7 @@ export function reduceStates(states: readonly KeyState[], target: ReduceTarget):
     } else {
       for (const [suffix, scalar] of Object.entries(value)) {
         metrics.push({
-          key: `${key}/${suffix}`,
+          key: withSuffix(key, suffix),
           value: scalar + 0,
           reduce,
           step: target.step,

@@ -264,7 +264,7 @@ test("Reduce.sample({ k, by }) keeps k each way and reports each record once", (
 test("an unknown reduce lists the valid ones", () => {
   assert.throws(
     () => getReduceDefinition("median"),
-    /unknown reduce "median"; valid: mean, sum, max, min, std, quantiles, histogram, sample/,
+    /unknown reduce "median"; valid: mean, sum, max, min, std, quantiles, histogram, rate, sample/,
   );
 });
 

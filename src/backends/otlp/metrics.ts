@@ -10,12 +10,20 @@
  * (`otlp.nameClash:{name}`), counted and left out. A histogram's per-flush `count` and `mean`
  * outputs are not gauges: its own data point carries count and sum (a gauge `lat/count` becomes
  * `lat_count` in a Prometheus translation, the histogram's own count series).
+ *
+ * A key with attributes (`name{a=x}`, docs/inference.md) is the instrument `name` with those
+ * attributes on its data point; the keys of one name at a flush are one metric with a data point
+ * each. A name that is one of the GenAI conventions' instruments (`gen_ai.server.time_to_first_token`…)
+ * carries the conventions' unit and description, its quantile gauges (`…/p99`) the unit too, and
+ * its `Reduce.buckets` histogram the conventions' explicit boundaries.
  */
 import type { HrTime } from "@opentelemetry/api";
 import type { AggregationTemporality, MetricData } from "@opentelemetry/sdk-metrics";
 import { otelApi, otelSdkMetrics } from "./sdk.js";
 import { warn } from "../../core/diagnostics.js";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
+import { splitAttributedKey } from "../../core/attributes.js";
+import { genAiInstrument } from "../../inference/conventions.js";
 
 /** Milliseconds since the epoch as OpenTelemetry's `[seconds, nanoseconds]`. */
 function hrTime(ms: number): HrTime {
@@ -56,6 +64,26 @@ export function otlpInstrumentName(key: string): string {
 
 /** A histogram's per-flush outputs that its own data point carries: not sent as gauges. */
 const HISTOGRAM_POINT_OUTPUTS = ["/count", "/mean"];
+
+/** True for a reduction whose key also sends a histogram (`histogram`, `buckets(…)`). */
+const hasHistogram = (reduce: string): boolean => reduce === "histogram" || reduce.startsWith("buckets(");
+
+/** Attributes whose values are integers in the conventions (sent as ints, not text). */
+const INTEGER_ATTRIBUTES = new Set(["server.port"]);
+
+/** A data point's attributes from a key's: text, and the conventions' integer ones as numbers. */
+function pointAttributes(attributes: Readonly<Record<string, string>>): Record<string, string | number> {
+  const out: Record<string, string | number> = {};
+  for (const [name, value] of Object.entries(attributes))
+    out[name] = INTEGER_ATTRIBUTES.has(name) && /^\d+$/.test(value) ? Number(value) : value;
+  return out;
+}
+
+/** The conventions' unit and description of an instrument name, or of one of its outputs (`…/p99`). */
+function conventionOf(name: string): { unit: string; description: string } | undefined {
+  const slash = name.lastIndexOf("/");
+  return genAiInstrument(name) ?? (slash > 0 ? genAiInstrument(name.slice(0, slash)) : undefined);
+}
 
 interface SumStream {
   total: number;
@@ -125,18 +153,47 @@ export class OtlpMetricBuilder {
       : otelSdkMetrics.AggregationTemporality.DELTA;
   }
 
+  /** This flush's metrics by kind and name, for the data point of a key that shares one. */
+  private byName = new Map<string, MetricData>();
+
+  /** Add a metric, or its data points to this flush's metric of the same name and kind. */
+  private add(data: MetricData): void {
+    const id = `${data.dataPointType} ${data.descriptor.name}`;
+    const existing = this.byName.get(id);
+    const { HISTOGRAM, GAUGE, SUM } = otelSdkMetrics.DataPointType;
+    if (existing === undefined) {
+      this.pending.push(data);
+      this.byName.set(id, data);
+    } else if (existing.dataPointType === HISTOGRAM && data.dataPointType === HISTOGRAM)
+      existing.dataPoints.push(...data.dataPoints);
+    else if (existing.dataPointType === GAUGE && data.dataPointType === GAUGE)
+      existing.dataPoints.push(...data.dataPoints);
+    else if (existing.dataPointType === SUM && data.dataPointType === SUM) existing.dataPoints.push(...data.dataPoints);
+  }
+
   addMetrics(metrics: readonly Metric[]): void {
     for (const m of metrics) {
-      if (m.reduce === "histogram" && HISTOGRAM_POINT_OUTPUTS.some((suffix) => m.key.endsWith(suffix))) continue;
-      const name = this.nameOf(m.key);
+      if (
+        hasHistogram(m.reduce) &&
+        HISTOGRAM_POINT_OUTPUTS.some((suffix) => splitAttributedKey(m.key).name.endsWith(suffix))
+      )
+        continue;
+      const parts = splitAttributedKey(m.key);
+      const name = this.nameOf(parts.name);
       if (name === null) continue;
+      const convention = conventionOf(parts.name);
       const descriptor = {
         name,
-        description: `rankscope key "${m.key}" (${m.reduce})`,
-        unit: "",
+        description: convention?.description ?? `rankscope key "${parts.name}" (${m.reduce})`,
+        unit: convention?.unit ?? "",
         valueType: otelApi.ValueType.DOUBLE,
       };
-      const point = { startTime: this.startTime(), endTime: hrTime(m.timestamp), attributes: {}, value: m.value };
+      const point = {
+        startTime: this.startTime(),
+        endTime: hrTime(m.timestamp),
+        attributes: pointAttributes(parts.attributes),
+        value: m.value,
+      };
       if (m.reduce === "sum") {
         let stream = this.sums.get(m.key);
         if (stream === undefined) {
@@ -152,7 +209,7 @@ export class OtlpMetricBuilder {
         }
         stream.total += m.value;
         const value = this.temporality === "cumulative" ? stream.total : m.value;
-        this.pending.push({
+        this.add({
           descriptor,
           aggregationTemporality: this.temporalityCode(),
           dataPointType: otelSdkMetrics.DataPointType.SUM,
@@ -160,7 +217,7 @@ export class OtlpMetricBuilder {
           dataPoints: [{ ...point, value }],
         });
       } else {
-        this.pending.push({
+        this.add({
           descriptor,
           aggregationTemporality: otelSdkMetrics.AggregationTemporality.CUMULATIVE,
           dataPointType: otelSdkMetrics.DataPointType.GAUGE,
@@ -172,8 +229,10 @@ export class OtlpMetricBuilder {
 
   addHistograms(histograms: readonly HistogramMetric[]): void {
     for (const h of histograms) {
-      const name = this.nameOf(h.key);
+      const parts = splitAttributedKey(h.key);
+      const name = this.nameOf(parts.name);
       if (name === null) continue;
+      const convention = genAiInstrument(parts.name);
       const data = h.histogram;
       let stream = this.histograms.get(h.key);
       if (stream === undefined || this.temporality === "delta") {
@@ -188,16 +247,18 @@ export class OtlpMetricBuilder {
       if (data.min < stream.min) stream.min = data.min;
       if (data.max > stream.max) stream.max = data.max;
       const boundaries = [...stream.counts.keys()].sort((a, b) => a - b);
+      // The largest double is the last bucket's edge (it holds +Infinity too): the overflow bucket.
+      if (boundaries.at(-1) === Number.MAX_VALUE) boundaries.pop();
       const counts = boundaries.map((edge) => stream.counts.get(edge)!);
       // NaN values are in the count but in no bucket: they go to the overflow bucket, so the
       // buckets add up to the count as OTLP requires (the Prometheus backend does the same).
       counts.push(stream.count - counts.reduce((a, b) => a + b, 0));
       const hasValues = stream.min <= stream.max;
-      this.pending.push({
+      this.add({
         descriptor: {
           name,
-          description: `rankscope key "${h.key}" (histogram)`,
-          unit: "",
+          description: convention?.description ?? `rankscope key "${parts.name}" (histogram)`,
+          unit: convention?.unit ?? "",
           valueType: otelApi.ValueType.DOUBLE,
         },
         aggregationTemporality: this.temporalityCode(),
@@ -206,7 +267,7 @@ export class OtlpMetricBuilder {
           {
             startTime: this.startTime(),
             endTime: hrTime(h.timestamp),
-            attributes: {},
+            attributes: pointAttributes(parts.attributes),
             value: {
               buckets: { boundaries, counts },
               count: stream.count,
@@ -223,6 +284,7 @@ export class OtlpMetricBuilder {
   take(flushMs: number): MetricData[] {
     const out = this.pending;
     this.pending = [];
+    this.byName = new Map();
     this.previousFlush = flushMs;
     return out;
   }

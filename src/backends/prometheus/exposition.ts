@@ -24,10 +24,17 @@
  * per-flush `count` and `mean` outputs are not gauges (they would sit beside the cumulative
  * `_count` under a name that says the same, `lat:count`): its `_count` and `_sum` carry them;
  * `lat:min` and `lat:max` are.
+ *
+ * A key with attributes (`name{a=x}`, docs/inference.md) is the family of `name`, each attribute
+ * set a series with the attributes as labels (`gen_ai.request.model` → `gen_ai_request_model`,
+ * every character outside `[A-Za-z0-9_]` as `_`, as OpenTelemetry's Prometheus mapping does); the
+ * instance's own labels (rank, host) win over an attribute of the same label name. A
+ * `buckets(…)` key is a histogram as a `histogram` key is, at its own boundaries.
  */
 import type { HistogramMetric, Metric } from "../../core/metric.js";
 import { warn } from "../../core/diagnostics.js";
 import { prometheusName } from "./names.js";
+import { splitAttributedKey } from "../../core/attributes.js";
 
 /** The Prometheus type of a family. */
 type FamilyType = "gauge" | "counter" | "histogram" | "summary";
@@ -113,6 +120,15 @@ type Target =
   | { readonly reduce: string; readonly series: Series; readonly quantile?: string }
   | { readonly reduce: string; readonly series?: undefined; readonly clash: NameClash };
 
+/** True for a reduction whose key is also a histogram family (`histogram`, `buckets(…)`). */
+const hasHistogram = (reduce: string): boolean => reduce === "histogram" || reduce.startsWith("buckets(");
+
+/** A Prometheus label name for an attribute name: `[A-Za-z0-9_]`, not starting with a digit or `__` (reserved). */
+export function labelName(attribute: string): string {
+  const name = attribute.replace(/[^A-Za-z0-9_]/g, "_");
+  return /^[0-9]/.test(name) ? `_${name}` : name.startsWith("__") ? name.slice(1) : name;
+}
+
 /** The families of one backend instance, updated at each flush. */
 export class Exposition {
   readonly families = new Map<string, Family>();
@@ -174,22 +190,33 @@ export class Exposition {
     return s;
   }
 
+  /** This instance's labels with a key's attributes as labels (the instance's win). */
+  private labelsWith(attributes: Readonly<Record<string, string>>): Labels {
+    const entries = Object.entries(attributes);
+    if (entries.length === 0) return this.labels;
+    const labels: Record<string, string> = {};
+    for (const [attribute, value] of entries) labels[labelName(attribute)] = value;
+    return { ...labels, ...this.labels };
+  }
+
   /** The series a key's values go to, found once per key and reduction. */
   private target(m: Metric): Target {
     const found = this.targets.get(m.key);
     if (found !== undefined && found.reduce === m.reduce) return found;
-    const slash = m.key.lastIndexOf("/");
+    const { name, attributes } = splitAttributedKey(m.key);
+    const labels = this.labelsWith(attributes);
+    const slash = name.lastIndexOf("/");
     const quantile =
-      m.reduce.startsWith("quantiles") && slash > 0 ? quantileOfSuffix(m.key.slice(slash + 1)) : undefined;
+      m.reduce.startsWith("quantiles") && slash > 0 ? quantileOfSuffix(name.slice(slash + 1)) : undefined;
     let family: Family | NameClash;
-    if (m.reduce === "sum") family = this.family(`${prometheusName(m.key)}_total`, "counter", m.key, m.reduce);
+    if (m.reduce === "sum") family = this.family(`${prometheusName(name)}_total`, "counter", name, m.reduce);
     else if (quantile !== undefined) {
-      const key = m.key.slice(0, slash);
+      const key = name.slice(0, slash);
       family = this.family(prometheusName(key), "summary", key, m.reduce);
-    } else family = this.family(prometheusName(m.key), "gauge", m.key, m.reduce);
+    } else family = this.family(prometheusName(name), "gauge", name, m.reduce);
     const made: Target = isClash(family)
       ? { reduce: m.reduce, clash: family }
-      : { reduce: m.reduce, series: this.series(family, this.labels), ...(quantile === undefined ? {} : { quantile }) };
+      : { reduce: m.reduce, series: this.series(family, labels), ...(quantile === undefined ? {} : { quantile }) };
     this.targets.set(m.key, made);
     return made;
   }
@@ -197,7 +224,11 @@ export class Exposition {
   /** Add one flush's reduced scalars. */
   addMetrics(metrics: readonly Metric[]): void {
     for (const m of metrics) {
-      if (m.reduce === "histogram" && HISTOGRAM_SERIES_OUTPUTS.some((suffix) => m.key.endsWith(suffix))) continue;
+      if (
+        hasHistogram(m.reduce) &&
+        HISTOGRAM_SERIES_OUTPUTS.some((suffix) => splitAttributedKey(m.key).name.endsWith(suffix))
+      )
+        continue;
       const target = this.target(m);
       if (target.series === undefined) {
         warn(target.clash.code, target.clash.message);
@@ -224,15 +255,18 @@ export class Exposition {
   /** Add one flush's histograms: their counts and sums add to the running totals. */
   addHistograms(histograms: readonly HistogramMetric[]): void {
     for (const h of histograms) {
-      const family = this.family(prometheusName(h.key), "histogram", h.key, "histogram");
+      const { name, attributes } = splitAttributedKey(h.key);
+      const family = this.family(prometheusName(name), "histogram", name, "histogram");
       if (isClash(family)) {
         warn(family.code, family.message);
         continue;
       }
-      const s = this.series(family, this.labels);
+      const s = this.series(family, this.labelsWith(attributes));
       const { bucketLimits, bucketCounts } = h.histogram;
       for (let i = 0; i < bucketLimits.length; i++) {
         const edge = bucketLimits[i]!;
+        // The largest double is the last bucket's edge (it holds +Infinity too): `+Inf` says it.
+        if (edge === Number.MAX_VALUE) continue;
         s.buckets.set(edge, (s.buckets.get(edge) ?? 0) + bucketCounts[i]!);
       }
       s.count += h.histogram.count;

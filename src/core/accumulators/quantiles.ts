@@ -140,7 +140,8 @@ function bucketValue(key: number): number {
   return (2 * Math.pow(GAMMA, key)) / (GAMMA + 1);
 }
 
-class Sketch {
+/** The sketch itself (also inside `Reduce.buckets`' accumulator). */
+export class Sketch {
   count = 0;
   sum = 0;
   min = Infinity;
@@ -254,14 +255,14 @@ function lerp(a: number, b: number, t: number): number {
 }
 
 /** `p50` for 0.5, `p99.9` for 0.999. */
-function quantileSuffix(q: number): string {
+export function quantileSuffix(q: number): string {
   return `p${Number((q * 100).toFixed(6))}`;
 }
 
 /** One reported quantile: its suffix (`p99`) and its q (0.99). */
-type QuantileOutput = readonly [suffix: string, q: number];
+export type QuantileOutput = readonly [suffix: string, q: number];
 
-function quantileValues(sketch: Sketch, outputs: readonly QuantileOutput[]): Record<string, number> {
+export function quantileValues(sketch: Sketch, outputs: readonly QuantileOutput[]): Record<string, number> {
   const out: Record<string, number> = {};
   for (const [suffix, q] of outputs) out[suffix] = sketch.quantile(q);
   return out;
@@ -287,7 +288,7 @@ class QuantilesAccumulator implements Accumulator<QuantilesState> {
   }
 }
 
-function sketchOf(states: readonly QuantilesState[]): Sketch {
+export function sketchOf(states: readonly QuantilesState[]): Sketch {
   const sketch = new Sketch();
   for (const s of states) sketch.addState(s);
   return sketch;
@@ -326,7 +327,7 @@ function runProblem(name: string, run: unknown): { problem?: string; total: numb
  * run far outside would make `merge` allocate without bound), and as many values in its buckets
  * and special counts as `count` says.
  */
-function checkQuantiles(s: Readonly<Record<string, unknown>>): string | undefined {
+export function checkQuantiles(s: Readonly<Record<string, unknown>>): string | undefined {
   const problem = firstProblem(
     versionOne(s),
     numbers(s, ["sum", "min", "max"]),

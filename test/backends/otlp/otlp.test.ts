@@ -13,7 +13,7 @@ import { after, before, describe, it } from "node:test";
 import protobuf from "protobufjs";
 import { registerBackend } from "../../../src/backends/backend.js";
 import type { HistogramMetric, Metric } from "../../../src/core/metric.js";
-import { getOrCreateMetricLogger, recordMetric, Reduce } from "../../../src/index.js";
+import { GENAI_INSTRUMENTS, getOrCreateMetricLogger, recordMetric, Reduce, startRequest } from "../../../src/index.js";
 import { collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
 import { freePort } from "../../transport/support.js";
 
@@ -34,6 +34,7 @@ type NumberPoint = {
   as_double?: number;
 };
 type HistogramPoint = {
+  attributes?: KeyValue[];
   start_time_unix_nano: string;
   time_unix_nano: string;
   count: string;
@@ -46,6 +47,7 @@ type HistogramPoint = {
 type OtlpMetric = {
   name: string;
   description: string;
+  unit?: string;
   gauge?: { data_points: NumberPoint[] };
   sum?: { data_points: NumberPoint[]; aggregation_temporality: string; is_monotonic?: boolean };
   histogram?: { data_points: HistogramPoint[]; aggregation_temporality: string };
@@ -372,6 +374,79 @@ describe("otlp backend against an OTLP/HTTP receiver", () => {
         assert.equal(byKey.has("reward__count"), internal, `reward__count exported: ${internal}`);
         assert.equal(byKey.has("rankscope/own_note"), internal, `rankscope/own_note exported: ${internal}`);
       }
+    },
+  );
+  it(
+    "the GenAI conventions' instruments: their names, units and explicit buckets, attributes on each data point, one metric per name",
+    { timeout: 60_000 },
+    async () => {
+      receiver.requests.length = 0;
+      const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+      await logger.initBackends({ otlp: { loggingMode: "global_reduce", url: receiver.url } });
+      for (const [model, n] of [
+        ["small", 3],
+        ["large", 2],
+      ] as const) {
+        for (let i = 0; i < n; i++) {
+          const request = startRequest({ model, provider: "sim", attributes: { "server.port": 8000 } });
+          request.firstToken();
+          request.token(4);
+          request.end({ inputTokens: 10 });
+        }
+      }
+      startRequest({ model: "large", provider: "sim", attributes: { "server.port": 8000 } }).fail("timeout");
+      await logger.flush(1);
+      await logger.shutdown();
+      await waitFor(() => receiver.requests.length >= 1, { timeoutMs: 10_000, what: "the OTLP export" });
+      const metrics = receiver.requests[0]!.resource_metrics[0]!.scope_metrics[0]!.metrics;
+      const named = (name: string): OtlpMetric[] => metrics.filter((m) => m.name === name);
+      const base = { "gen_ai.operation.name": "chat", "gen_ai.provider.name": "sim", "server.port": 8000 };
+      const ttft = GENAI_INSTRUMENTS.serverTimeToFirstToken;
+      assert.equal(named(ttft.name).length, 1, "one metric for both models");
+      const [metric] = named(ttft.name);
+      assert.equal(metric!.unit, "s");
+      assert.equal(metric!.description, ttft.description);
+      const points = metric!.histogram!.data_points;
+      assert.deepEqual(
+        points.map((p) => attrs(p.attributes ?? [])),
+        [
+          { ...base, "gen_ai.request.model": "large" },
+          { ...base, "gen_ai.request.model": "small" },
+        ],
+      );
+      assert.deepEqual(
+        points.map((p) => Number(p.count)),
+        [2, 3],
+      );
+      for (const p of points) {
+        assert.deepEqual(p.explicit_bounds, ttft.boundaries, "the conventions' boundaries");
+        assert.equal(p.bucket_counts.length, ttft.boundaries.length + 1);
+        assert.equal(
+          p.bucket_counts.reduce((a, c) => a + Number(c), 0),
+          Number(p.count),
+        );
+      }
+      const durations = named(GENAI_INSTRUMENTS.serverRequestDuration.name)[0]!.histogram!.data_points;
+      assert.deepEqual(
+        durations.map((p) => [attrs(p.attributes ?? [])["error.type"], Number(p.count)]),
+        [
+          ["timeout", 1],
+          [undefined, 2],
+          [undefined, 3],
+        ],
+      );
+      const p99 = named(`${ttft.name}/p99`)[0]!;
+      assert.equal(p99.unit, "s");
+      assert.equal(p99.gauge!.data_points.length, 2);
+      assert.equal(named(`${ttft.name}/count`).length, 0, "count and mean are in the histogram's point");
+      const requests = named("inference/requests/total")[0]!;
+      assert.deepEqual(
+        requests.gauge!.data_points.map((p) => [attrs(p.attributes ?? [])["gen_ai.request.model"], p.as_double]),
+        [
+          ["large", 3],
+          ["small", 3],
+        ],
+      );
     },
   );
 });

@@ -16,7 +16,14 @@ import { RemoteWriter } from "../../../src/backends/prometheus/remote-write.js";
 import { renderMetrics } from "../../../src/backends/prometheus/render.js";
 import { writeRequestType } from "../../../src/backends/prometheus/remote-write.js";
 import { uncompress } from "snappyjs";
-import { getOrCreateMetricLogger, recordMetric, Reduce, spawnRanks } from "../../../src/index.js";
+import {
+  GENAI_INSTRUMENTS,
+  getOrCreateMetricLogger,
+  recordMetric,
+  Reduce,
+  spawnRanks,
+  startRequest,
+} from "../../../src/index.js";
 import type { HistogramMetric, Metric } from "../../../src/core/metric.js";
 import { diagnosticCounts } from "../../../src/core/diagnostics.js";
 import { collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
@@ -59,6 +66,9 @@ function record(step: number): void {
   for (const v of [0.001 * step, 0.25, 3, 3.5, 1e6, NaN, -2]) recordMetric("latency", v, Reduce.HISTOGRAM);
   for (let i = 1; i <= 100; i++) recordMetric("ttft", i * step, Reduce.quantiles([0.5, 0.95]));
 }
+
+/** A bucket's `le` label as a number (`+Inf` is Infinity). */
+const leNumber = (le: string): number => (le === "+Inf" ? Infinity : Number(le));
 
 function single(series: PromSeries[], what: string): number {
   assert.equal(series.length, 1, `${what}: one series, got ${JSON.stringify(series)}`);
@@ -494,6 +504,71 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
       }
       // The last flush's values through instant queries (now is within the 5-minute lookback).
       await checkAll(prom, `run="rw"`, 3, 3);
+    },
+  );
+
+  it(
+    "attributes become labels: the GenAI instruments' histograms per model, at the conventions' buckets, read back with PromQL",
+    { timeout: 60_000 },
+    async () => {
+      logged.metrics.length = 0;
+      const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
+      await logger.initBackends({
+        prometheus_remote_write: {
+          loggingMode: "global_reduce",
+          url: `${prom.url}/api/v1/write`,
+          labels: { run: "genai" },
+        },
+        openstd_capture: { loggingMode: "global_reduce" },
+      });
+      for (const [model, n] of [
+        ["small", 3],
+        ["large", 2],
+      ] as const) {
+        for (let i = 0; i < n; i++) {
+          const request = startRequest({ model, provider: "sim" });
+          request.firstToken();
+          request.token(4);
+          request.end({ inputTokens: 10 });
+        }
+      }
+      await logger.flush(1);
+      await logger.shutdown();
+      const evalTime = logged.metrics[0]!.timestamp / 1000 + 1;
+      const ttft = GENAI_INSTRUMENTS.serverTimeToFirstToken;
+      const name = prometheusName(ttft.name);
+      const counts = await prom.query(`{__name__="${name}_count",run="genai"}`, evalTime);
+      assert.deepEqual(
+        counts
+          .map((c) => [
+            c.metric["gen_ai_request_model"],
+            c.metric["gen_ai_operation_name"],
+            c.metric["gen_ai_provider_name"],
+            promValue(c.value![1]),
+          ])
+          .sort(),
+        [
+          ["large", "chat", "sim", 2],
+          ["small", "chat", "sim", 3],
+        ],
+      );
+      const buckets = await prom.query(
+        `{__name__="${name}_bucket",run="genai",gen_ai_request_model="small"}`,
+        evalTime,
+      );
+      assert.deepEqual(
+        buckets.map((b) => b.metric["le"] ?? "").sort((a, b) => leNumber(a) - leNumber(b)),
+        [...ttft.boundaries.map((b) => String(Number(b))), "+Inf"],
+        "the conventions' boundaries, and +Inf",
+      );
+      const requests = await prom.query(
+        `{__name__="${prometheusName("inference/requests/total")}",run="genai"}`,
+        evalTime,
+      );
+      assert.deepEqual(requests.map((r) => [r.metric["gen_ai_request_model"], promValue(r.value![1])]).sort(), [
+        ["large", 2],
+        ["small", 3],
+      ]);
     },
   );
 
