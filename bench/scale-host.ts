@@ -111,6 +111,13 @@ nc.subscribe(`bench.${runId}.cpu.${env("SCALE_PROCESS")}`, {
     msg.respond(String((user + system) / 1000));
   },
 });
+// Heap in use by this process after a full collection (the bench divides every process's by the ranks: memory per rank).
+nc.subscribe(`bench.${runId}.mem.${env("SCALE_PROCESS")}`, {
+  callback: (_err, msg) => {
+    (globalThis as { gc?: () => void }).gc?.();
+    msg.respond(String(process.memoryUsage().heapUsed));
+  },
+});
 nc.subscribe(`bench.${runId}.exit`, {
   callback: () => {
     void (async () => {
