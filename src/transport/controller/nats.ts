@@ -262,7 +262,6 @@ export class NatsRankServer implements RankServer {
       try {
         await this.readmit(identity.rankName, known.handle);
         answer(true);
-        this.takeUnacked(known.handle, message.unacked);
       } catch (error) {
         answer(false, describeError(error));
       }
@@ -297,22 +296,12 @@ export class NatsRankServer implements RankServer {
       known?.handle.close("registered again");
       await this.logger.registerRank(handle);
       answer(true);
-      this.takeUnacked(handle, message.unacked);
       for (const waiter of this.waiters.get(identity.rankName)?.splice(0) ?? []) waiter(handle);
     } catch (error) {
       if (handle !== undefined && this.ranks.get(identity.rankName)?.handle === handle)
         this.ranks.delete(identity.rankName);
       answer(false, describeError(error));
     }
-  }
-
-  /**
-   * A rank registered listing answers no controller acknowledged: take those this controller never
-   * saw (an earlier controller of the run took them and died before logging them). A host agent
-   * (scope) does not acknowledge answers, so it takes none.
-   */
-  private takeUnacked(handle: RemoteRankHandle, unacked: readonly number[] | undefined): void {
-    if (this.scope === undefined && unacked !== undefined && unacked.length > 0) handle.recoverUnacked(unacked);
   }
 
   /** Tell the ranks which of their answers were logged: one `ack` message per flush on the run's flush subject. */
@@ -408,7 +397,9 @@ export class NatsRankServer implements RankServer {
    */
   private keepOrphan(message: RankMessage & { t: "reply" }): void {
     const rankName = message.rankName;
-    const answer = `${rankName}:${message.id}`;
+    // An answer the rank sent again (`carried`) shares the flush's id with its new one: told apart by number.
+    const carriedSeq = message.ok && message.carried === true ? `:${message.snapshot?.seq ?? ""}` : "";
+    const answer = `${rankName}:${message.id}${carriedSeq}`;
     if (!this.recentFlushIds.has(message.id)) {
       // An answer to a request of a handle that is gone (a shutdown answered after its deadline).
       reportIgnored(

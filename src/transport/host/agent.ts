@@ -25,7 +25,16 @@ import type { RemoteRankHandle } from "../controller/remote-rank.js";
 import { FrameMerger, StateEncoder } from "../wire/codec.js";
 import { roundMs } from "../../core/step-timing.js";
 import { hostAnswer } from "./host-answer.js";
-import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostSubjects, type HostMessage } from "./messages.js";
+import { KeptHostAnswers } from "./kept-host-answers.js";
+import type { KeyState } from "../../core/key-state.js";
+import {
+  agentDeadlineMs,
+  decodeHostMessage,
+  encodeHostMessage,
+  hostSubjects,
+  type HostMessage,
+  type HostStatesHeader,
+} from "./messages.js";
 
 /** Options of `startHostAgent`. */
 export interface HostAgentOptions {
@@ -70,6 +79,8 @@ export class HostAgent implements RankRegistry {
   private rankInit: RankInit | null = null;
   private readonly encoder = new StateEncoder();
   private readonly merger = new FrameMerger();
+  /** Answers the controller has not acknowledged yet, sent again before each next answer. */
+  private readonly keptAnswers: KeptHostAnswers;
   private membersVersion = 1;
   private sentMembersVersion = 0;
   private server: NatsRankServer | undefined;
@@ -84,7 +95,9 @@ export class HostAgent implements RankRegistry {
     readonly options: HostAgentOptions,
     private readonly nc: SealedNats,
     private readonly runSecret: string,
-  ) {}
+  ) {
+    this.keptAnswers = new KeptHostAnswers(options.hostId);
+  }
 
   get hostId(): string {
     return this.options.hostId;
@@ -183,11 +196,20 @@ export class HostAgent implements RankRegistry {
   private async onFlush(msg: OpenedMessage): Promise<void> {
     const { runId, hostId } = this.options;
     const request = decodeHostMessage(runId, msg.data, `NATS subject ${msg.subject}`);
-    if (request === undefined || msg.reply === undefined) return;
-    if (request.t !== "hostFlush") {
-      reportIgnored("malformed", `a "${request.t}" message arrived on ${msg.subject}, which takes only "hostFlush"`);
+    if (request === undefined) return;
+    if (request.t === "hostAck") {
+      this.keptAnswers.acknowledge(request.acks[hostId]);
       return;
     }
+    if (request.t !== "hostFlush") {
+      reportIgnored(
+        "malformed",
+        `a "${request.t}" message arrived on ${msg.subject}, which takes only "hostFlush" and "hostAck"`,
+      );
+      return;
+    }
+    if (msg.reply === undefined) return;
+    const reply = msg.reply;
     if (request.resync.includes(hostId)) {
       this.encoder.reset();
       this.sentMembersVersion = 0;
@@ -212,16 +234,19 @@ export class HostAgent implements RankRegistry {
       hostId,
       id: request.id,
       step: request.step,
+      seq: this.keptAnswers.next(),
       membersVersion: version,
       members: sendMembers ? handles.map((h) => h.rankName) : undefined,
       merger: this.merger,
     });
     if (incomplete) this.stats.incompleteFlushes++;
     try {
-      const frame = this.encoder.encode(header, states);
-      this.nc.publish(msg.reply, frame);
+      // Earlier answers the controller has not acknowledged go first, once more each (it takes each number once).
+      for (const earlier of this.keptAnswers.unacknowledged)
+        this.send(reply, { ...earlier.header, carried: true }, earlier.states);
+      this.keptAnswers.keep({ header, states });
+      this.send(reply, header, states);
       this.stats.flushes++;
-      this.stats.bytesOut += frame.length;
       if (sendMembers) this.sentMembersVersion = version;
     } catch (error) {
       reportError(
@@ -229,6 +254,15 @@ export class HostAgent implements RankRegistry {
         `host agent ${hostId} could not answer flush(${request.step}): ${describeError(error)}`,
       );
     }
+    // The ranks' answers are kept in this host answer now: they need not send them again.
+    for (const { handle, answer } of answers) if (answer !== undefined) handle.acknowledge(answer);
+  }
+
+  /** Send one answer frame to the controller. */
+  private send(reply: string, header: Omit<HostStatesHeader, "session">, states: readonly KeyState[]): void {
+    const frame = this.encoder.encode(header, states);
+    this.nc.publish(reply, frame);
+    this.stats.bytesOut += frame.length;
   }
 
   private async onControl(msg: OpenedMessage): Promise<void> {

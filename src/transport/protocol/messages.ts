@@ -109,6 +109,11 @@ export type RankReply =
       readonly ok: true;
       readonly result?: unknown;
       readonly snapshot?: RankSnapshot;
+      /**
+       * An earlier flush answer the receiver has not acknowledged, sent again before the answer to
+       * the flush `id` (`KeptAnswers`): taken once by its number (`snapshot.seq`), into that flush.
+       */
+      readonly carried?: true;
     }
   | { readonly t: "reply"; readonly id: number; readonly rankName: string; readonly ok: false; readonly error: string };
 

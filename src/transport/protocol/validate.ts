@@ -170,6 +170,9 @@ function validateReply(m: Record<string, unknown>, from: string): MessageProblem
   if (m["ok"] === false)
     return isText(m["error"], MAX_TEXT) || m["error"] === "" ? undefined : "a failed reply must carry error";
   if (m["ok"] !== true) return "ok must be true or false";
+  const carried = m["snapshot"];
+  if (m["carried"] !== undefined && (m["carried"] !== true || !isObject(carried) || !isId(carried["seq"])))
+    return "carried must be true, with the numbered snapshot carried";
   return m["snapshot"] === undefined ? undefined : validateSnapshot(m["snapshot"], from);
 }
 
