@@ -12,12 +12,11 @@
  * `carried-answers.ts`.
  */
 import type { RankIdentity } from "../../core/rank-identity.js";
-import { describeError, reportError, warn } from "../../core/diagnostics.js";
+import { warn } from "../../core/diagnostics.js";
 import type { RankHandle, RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
 import {
   encodeProtocolMessage,
   reportIgnored,
-  transportStats,
   type ControllerRequest,
   type RankReply,
 } from "../protocol/messages.js";

@@ -21,8 +21,7 @@ import {
 } from "../../../src/transport/protocol/messages.js";
 import { KEPT_FLUSH_ANSWERS, RankAgent } from "../../../src/transport/rank/rank-agent.js";
 import { RankRuntime } from "../../../src/pipeline/runtime.js";
-import { diagnosticCounts } from "../../../src/core/diagnostics.js";
-import { collectDiagnostics, waitFor } from "../../helpers.js";
+import { collectDiagnostics } from "../../helpers.js";
 
 const IDENTITY = { rank: 1, rankName: "Lossy_AAAA_r1", processName: "Lossy", localRank: 1, localWorldSize: 2 };
 
