@@ -14,12 +14,7 @@
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { warn } from "../../core/diagnostics.js";
 import type { RankHandle, RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
-import {
-  encodeProtocolMessage,
-  reportIgnored,
-  type ControllerRequest,
-  type RankReply,
-} from "../protocol/messages.js";
+import { encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankReply } from "../protocol/messages.js";
 import { answerSeqs, carrySnapshot, isHeldAnswer, remember } from "./carried-answers.js";
 import {
   DEFAULT_REQUEST_DEADLINE_MS,
@@ -135,7 +130,7 @@ export class RemoteRankHandle implements RankHandle {
     remember(this.seenSeqs, seq);
     warn(
       `transport.resent:${this.rankName}`,
-      `rank ${this.rankName}: its answer to flush(${snapshot.step}) was lost in transit (or never reached this receiver); the rank sent it again with its next answer, and its values go into that flush`,
+      `rank ${this.rankName}: its answer to flush(${snapshot.step}) was never acknowledged (lost in transit, or taken by an earlier controller of this run that never logged it); the rank sent it again with its next answer, and its values go into that flush`,
     );
     this.carried = carrySnapshot(this.carried, snapshot);
   }

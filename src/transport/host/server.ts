@@ -252,7 +252,7 @@ export class HostHandle implements RankGroupHandle {
     this.noteFrame(data.length, header, frame);
     warn(
       `host.resent:${this.hostId}`,
-      `host ${this.hostId}: its answer to flush(${header.step}) was lost in transit; the agent sent it again with its next answer, and its values go into that flush`,
+      `host ${this.hostId}: its answer to flush(${header.step}) was never acknowledged (lost in transit); the agent sent it again with its next answer, and its values go into that flush`,
     );
     this.carryLate(header, this.decoder.toKeyStates(frame), false);
   }

@@ -76,7 +76,7 @@ test("a flush answer lost in transit is sent again with the rank's next answer a
     seen.some(
       (d) =>
         d.code === `transport.resent:${IDENTITY.rankName}` &&
-        /answer to flush\(1\) was lost in transit/.test(d.message),
+        /answer to flush\(1\) was never acknowledged \(lost in transit/.test(d.message),
     ),
   );
 });

@@ -136,7 +136,11 @@ test("a rank's answer lost on its way to the controller (NATS, joined directly) 
   await ranks.leave();
   assert.equal(f.logged, 2 * (1 + 10 + 100), "the run's sum is exact");
   assert.ok(
-    seen.some((d) => d.code.startsWith("transport.resent:") && /flush\(\d+\) was lost in transit/.test(d.message)),
+    seen.some(
+      (d) =>
+        d.code.startsWith("transport.resent:") &&
+        /flush\(\d+\) was never acknowledged \(lost in transit/.test(d.message),
+    ),
   );
 });
 
