@@ -389,8 +389,7 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
     };
     if (this.rankInit === null) {
       this.beforeInit.keep({ states, ...target });
-      // Kept here until initBackends: the ranks need not send these answers again.
-      answers.acknowledge();
+      answers.acknowledge(); // kept here until initBackends: the ranks need not send them again
       const { metrics } = reduceStates(states, target);
       return {
         ...result,
