@@ -10,6 +10,7 @@
  * The controller's work per flush is then O(hosts × keys) instead of O(ranks × keys). See
  * docs/scale.md for the topology, and how a deeper tree would stack agents.
  */
+import { randomUUID } from "node:crypto";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { resolveSetting } from "../../core/settings.js";
 import { runSecretSetting } from "../../core/run-secret.js";
@@ -81,6 +82,8 @@ export class HostAgent implements RankRegistry {
   private readonly merger = new FrameMerger();
   /** Answers the controller has not acknowledged yet, sent again before each next answer. */
   private readonly keptAnswers: KeptHostAnswers;
+  /** This agent process's id in its answers: the controller takes each (agent, number) once. */
+  private readonly agentId = randomUUID();
   private membersVersion = 1;
   private sentMembersVersion = 0;
   private server: NatsRankServer | undefined;
@@ -198,7 +201,8 @@ export class HostAgent implements RankRegistry {
     const request = decodeHostMessage(runId, msg.data, `NATS subject ${msg.subject}`);
     if (request === undefined) return;
     if (request.t === "hostAck") {
-      this.keptAnswers.acknowledge(request.acks[hostId]);
+      const of = request.agents?.[hostId];
+      if (of === undefined || of === this.agentId) this.keptAnswers.acknowledge(request.acks[hostId]);
       return;
     }
     if (request.t !== "hostFlush") {
@@ -235,6 +239,7 @@ export class HostAgent implements RankRegistry {
       id: request.id,
       step: request.step,
       seq: this.keptAnswers.next(),
+      agent: this.agentId,
       membersVersion: version,
       members: sendMembers ? handles.map((h) => h.rankName) : undefined,
       merger: this.merger,

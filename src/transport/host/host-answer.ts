@@ -33,8 +33,9 @@ export interface HostAnswerContext {
   /** The controller's flush request id and step. */
   readonly id: number;
   readonly step: number;
-  /** This answer's number (`KeptHostAnswers.next`). */
+  /** This answer's number (`KeptHostAnswers.next`), and the id of the agent process that numbers them. */
   readonly seq: number;
+  readonly agent: string;
   /** The version of the agent's rank list the answer names. */
   readonly membersVersion: number;
   /** The rank list itself, when the controller has not had this version yet. */
@@ -121,6 +122,7 @@ export function hostAnswer(
     step,
     host: hostId,
     seq: context.seq,
+    agent: context.agent,
     reporting: snapshots.length,
     missing,
     mv: context.membersVersion,

@@ -68,6 +68,8 @@ export type HostMessage =
        */
       readonly t: "hostAck";
       readonly acks: Readonly<Record<string, readonly number[]>>;
+      /** By host id, the agent process whose answers these are (`HostStatesHeader.agent`): another agent of the host ignores them. */
+      readonly agents?: Readonly<Record<string, string>>;
     }
   | {
       readonly t: "hostReply";
@@ -88,6 +90,8 @@ export interface HostStatesHeader {
   readonly host: string;
   /** The agent's count of answers so far (1, 2, …): the controller takes each once and acknowledges it (`hostAck`). */
   readonly seq?: number;
+  /** Which agent process numbered them (a random id): a replacement agent numbers from 1 again. */
+  readonly agent?: string;
   /** An earlier answer the controller has not acknowledged, sent again before the answer to flush `id`. */
   readonly carried?: true;
   /** How many of the host's ranks answered the agent in time. */
@@ -165,7 +169,7 @@ function validateHostMessage(m: Record<string, unknown>): MessageProblem {
         ? undefined
         : "id and deadlineMs (at most an hour) are required";
     case "hostAck":
-      return hostAcksProblem(m["acks"]);
+      return hostAcksProblem(m["acks"]) ?? agentsProblem(m["agents"]);
     case "hostReply":
       return isId(m["id"]) && typeof m["ok"] === "boolean" && (m["error"] === undefined || isText(m["error"]))
         ? nameProblem("host", m["host"])
@@ -193,6 +197,17 @@ function hostAcksProblem(acks: unknown): MessageProblem {
   return undefined;
 }
 
+function agentsProblem(agents: unknown): MessageProblem {
+  if (agents === undefined) return undefined;
+  if (agents === null || typeof agents !== "object" || Array.isArray(agents))
+    return "agents must map host ids to agent ids";
+  const entries = Object.entries(agents);
+  if (entries.length > MAX_ACKED_HOSTS) return `agents must name at most ${MAX_ACKED_HOSTS} hosts`;
+  return entries.every(([, id]) => typeof id === "string" && id.length <= 64)
+    ? undefined
+    : "every agent id must be a short id";
+}
+
 /** What is wrong with a host-states frame header, or undefined when it is well formed. */
 export function validateHostStatesHeader(h: Record<string, unknown>): MessageProblem {
   if (h["t"] !== "hostStates") return `a ${shortText(h["t"])} frame where only "hostStates" is taken`;
@@ -202,6 +217,8 @@ export function validateHostStatesHeader(h: Record<string, unknown>): MessagePro
     (h["carried"] !== undefined && (h["carried"] !== true || !isId(h["seq"])))
   )
     return "seq must be an answer number, and carried true with one";
+  if (h["agent"] !== undefined && !(typeof h["agent"] === "string" && h["agent"].length <= 64))
+    return "agent must be a short id";
   if (!isId(h["reporting"]) || !isId(h["mv"]) || !isId(h["dropped"]))
     return "reporting, missing, mv and dropped are required";
   const names =

@@ -97,6 +97,8 @@ export class HostHandle implements RankGroupHandle {
   private carriedAlerts: UserAlertCall[] = [];
   /** Numbers (`seq`) of the agent's answers taken (the most recent): each is taken once. */
   private readonly seenSeqs = new Set<number>();
+  /** The agent process those numbers are of (`HostStatesHeader.agent`). */
+  private agent: string | undefined;
   /** Numbers of the answers carried, waiting for the next flush in time (acknowledged with it). */
   private carriedSeqs: number[] = [];
   /** The answer numbers each flush result holds, to acknowledge once it is logged. */
@@ -150,16 +152,32 @@ export class HostHandle implements RankGroupHandle {
   /** The controller logged this flush result: the agent may forget the answers it holds (`hostAck`). */
   acknowledge(snapshot: RankSnapshot): void {
     const seqs = this.resultSeqs.get(snapshot);
-    if (seqs !== undefined && seqs.length > 0 && this.closedReason === null) this.server.queueAck(this.hostId, seqs);
+    if (seqs !== undefined && seqs.length > 0 && this.closedReason === null)
+      this.server.queueAck(this.hostId, seqs, this.agent);
   }
 
   /** Note an answer's number as taken; false when it was taken already (sent again before its ack arrived). */
-  private take(seq: number | undefined): boolean {
+  private take(header: HostStatesHeader): boolean {
+    const seq = header.seq;
     if (seq === undefined) return true;
+    this.noteAgent(header);
     if (this.seenSeqs.has(seq)) return false;
     this.seenSeqs.add(seq);
     if (this.seenSeqs.size > 256) this.seenSeqs.delete(this.seenSeqs.values().next().value ?? seq);
     return true;
+  }
+
+  /** A replacement agent numbers its answers from 1 again: the numbers taken are its predecessor's. */
+  private noteAgent(header: HostStatesHeader): void {
+    if (header.agent === this.agent) return;
+    this.agent = header.agent;
+    this.seenSeqs.clear();
+  }
+
+  /** Whether this answer's number was taken already (of the agent that sent it). */
+  private taken(header: HostStatesHeader): boolean {
+    this.noteAgent(header);
+    return header.seq !== undefined && this.seenSeqs.has(header.seq);
   }
 
   /** The agent left or the controller closed: fail what is pending now. */
@@ -185,7 +203,7 @@ export class HostHandle implements RankGroupHandle {
     }
     const waiting = this.pending.get(header.id);
     const late = waiting === undefined && this.expired.delete(header.id);
-    if (header.seq !== undefined && this.seenSeqs.has(header.seq)) {
+    if (this.taken(header)) {
       // Sent again already (carried) and taken: its late original is not taken twice.
       if (!late)
         reportIgnored("replayed", `host ${this.hostId}'s answer ${header.seq} arrived again; an answer is used once`);
@@ -205,7 +223,7 @@ export class HostHandle implements RankGroupHandle {
     const pending = this.pending.get(header.id);
     const states = this.decoder.toKeyStates(frame);
     this.server.answered(this);
-    this.take(header.seq);
+    this.take(header);
     if (pending === undefined || pending.step !== header.step) {
       this.carryLate(header, states);
       return;
@@ -248,7 +266,7 @@ export class HostHandle implements RankGroupHandle {
    */
   private receiveCarried(data: Uint8Array, header: HostStatesHeader): void {
     const frame = this.decoder.decode(data);
-    if (!this.take(header.seq)) return;
+    if (!this.take(header)) return;
     this.noteFrame(data.length, header, frame);
     warn(
       `host.resent:${this.hostId}`,
@@ -388,13 +406,16 @@ export class HostServer {
 
   /** Answers logged since the last `hostAck`, by host; sent as one message on the next microtask. */
   private pendingAcks: Map<string, number[]> | null = null;
+  /** The agent process of each host those answers are of. */
+  private readonly ackAgents = new Map<string, string>();
 
-  /** @internal the controller logged these answers of a host: one `hostAck` per flush tells every agent. */
-  queueAck(hostId: string, seqs: readonly number[]): void {
+  /** @internal the controller logged these answers of a host's agent: one `hostAck` per flush tells every agent. */
+  queueAck(hostId: string, seqs: readonly number[], agent: string | undefined): void {
     if (this.pendingAcks === null) {
       this.pendingAcks = new Map();
       queueMicrotask(() => this.sendAcks());
     }
+    if (agent !== undefined) this.ackAgents.set(hostId, agent);
     const list = this.pendingAcks.get(hostId) ?? [];
     list.push(...seqs);
     this.pendingAcks.set(hostId, list);
@@ -403,11 +424,13 @@ export class HostServer {
   private sendAcks(): void {
     const pending = this.pendingAcks;
     this.pendingAcks = null;
+    const agents = Object.fromEntries(this.ackAgents);
+    this.ackAgents.clear();
     if (pending === null || this.closing) return;
     try {
       this.nc.publish(
         hostSubjects(this.runId).flush,
-        encodeHostMessage(this.runId, { t: "hostAck", acks: Object.fromEntries(pending) }),
+        encodeHostMessage(this.runId, { t: "hostAck", acks: Object.fromEntries(pending), agents }),
       );
     } catch (error) {
       // Not a loss: the agents keep those answers and send them again; this controller takes each once.
