@@ -518,7 +518,12 @@ export class NatsRankServer implements RankServer {
       queueMicrotask(() => (this.currentFlush = null));
       // Answers as wire frames, naming the ranks that must start a new key table.
       const resync = this.frames.takeResync();
-      const frames = { wire: WIRE_VERSION, ...(resync.length > 0 ? { resync } : {}) };
+      const taken = this.takenSeqs();
+      const frames = {
+        wire: WIRE_VERSION,
+        ...(resync.length > 0 ? { resync } : {}),
+        ...(taken === undefined ? {} : { taken }),
+      };
       this.nc.publish(
         subjects(this.runId, this.scope).flush,
         encodeProtocolMessage(this.runId, { t: "flush", id, step, ...frames }),
@@ -526,6 +531,16 @@ export class NatsRankServer implements RankServer {
       );
     }
     return this.currentFlush.id;
+  }
+
+  /** By rank, the answers taken late and not acknowledged yet (`RemoteRankHandle.takenSeqs`); undefined when none. */
+  private takenSeqs(): Record<string, readonly number[]> | undefined {
+    let taken: Record<string, readonly number[]> | undefined;
+    for (const [rankName, { handle }] of this.ranks) {
+      const seqs = handle.takenSeqs;
+      if (seqs.length > 0) (taken ??= {})[rankName] = seqs.slice(-MAX_ACKED_PER_RANK);
+    }
+    return taken;
   }
 
   /**

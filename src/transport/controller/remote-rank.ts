@@ -14,7 +14,13 @@
 import type { RankIdentity } from "../../core/rank-identity.js";
 import { warn } from "../../core/diagnostics.js";
 import type { RankHandle, RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
-import { encodeProtocolMessage, reportIgnored, type ControllerRequest, type RankReply } from "../protocol/messages.js";
+import {
+  encodeProtocolMessage,
+  MAX_ACKED_PER_RANK,
+  reportIgnored,
+  type ControllerRequest,
+  type RankReply,
+} from "../protocol/messages.js";
 import { answerSeqs, carrySnapshot, isHeldAnswer, remember } from "./carried-answers.js";
 import {
   DEFAULT_REQUEST_DEADLINE_MS,
@@ -135,9 +141,21 @@ export class RemoteRankHandle implements RankHandle {
     this.carried = carrySnapshot(this.carried, snapshot);
   }
 
+  /** Numbers of the answers taken and not acknowledged yet (carried into the next flush): the rank need not send them again. */
+  get takenSeqs(): readonly number[] {
+    return this.carried === null ? [] : answerSeqs(this.carried);
+  }
+
   async flush(step: number, deadlineMs = DEFAULT_REQUEST_DEADLINE_MS): Promise<RankSnapshot> {
     const id = this.carrier.broadcastFlush?.(step);
-    const request: ControllerRequest = { t: "flush", id: id ?? nextRequestId(), step, ...this.carrier.flushFields?.() };
+    const taken = this.takenSeqs;
+    const request: ControllerRequest = {
+      t: "flush",
+      id: id ?? nextRequestId(),
+      step,
+      ...this.carrier.flushFields?.(),
+      ...(taken.length > 0 ? { taken: { [this.rankName]: taken.slice(-MAX_ACKED_PER_RANK) } } : {}),
+    };
     const reply = await this.request(request, deadlineMs, id !== undefined);
     if (reply.snapshot === undefined || reply.snapshot.step !== step || reply.snapshot.rankName !== this.rankName) {
       throw new Error(`rank ${this.rankName} answered flush(${step}) without its states for that step`);

@@ -247,8 +247,9 @@ export class HostAgent implements RankRegistry {
     if (incomplete) this.stats.incompleteFlushes++;
     try {
       // Earlier answers the controller has not acknowledged go first, once more each (it takes each number once).
+      const taken = new Set(request.taken?.[hostId]);
       for (const earlier of this.keptAnswers.unacknowledged)
-        this.send(reply, { ...earlier.header, carried: true }, earlier.states);
+        if (!taken.has(earlier.header.seq)) this.send(reply, { ...earlier.header, carried: true }, earlier.states);
       this.keptAnswers.keep({ header, states });
       this.send(reply, header, states);
       this.stats.flushes++;

@@ -57,6 +57,8 @@ export type HostMessage =
       readonly deadlineMs: number;
       /** Hosts whose key table or rank list the controller lost: they resend them in full. */
       readonly resync: readonly string[];
+      /** By host, answers the controller took late and has not acknowledged yet: kept, not sent again. */
+      readonly taken?: Readonly<Record<string, readonly number[]>>;
     }
   | { readonly t: "hostInit"; readonly id: number; readonly init: RankInit }
   | { readonly t: "hostShutdown"; readonly id: number; readonly deadlineMs: number }
@@ -149,7 +151,7 @@ function validateHostMessage(m: Record<string, unknown>): MessageProblem {
       return nameProblem("host", m["host"]) ?? (isText(m["reason"]) ? undefined : "reason is required");
     case "hostFlush":
       return isId(m["id"]) && isId(m["step"]) && isDeadline(m["deadlineMs"])
-        ? namesProblem("resync", m["resync"])
+        ? (namesProblem("resync", m["resync"]) ?? (m["taken"] === undefined ? undefined : hostAcksProblem(m["taken"])))
         : "id, step, deadlineMs (at most an hour) and resync are required";
     case "hostInit": {
       const init = m["init"];

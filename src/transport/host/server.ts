@@ -167,6 +167,11 @@ export class HostHandle implements RankGroupHandle {
     return true;
   }
 
+  /** Numbers of this agent's answers carried late into the next flush, not acknowledged yet. */
+  get takenSeqs(): readonly number[] {
+    return this.carriedSeqs;
+  }
+
   /** A replacement agent numbers its answers from 1 again: the numbers taken are its predecessor's. */
   private noteAgent(header: HostStatesHeader): void {
     if (header.agent === this.agent) return;
@@ -502,13 +507,31 @@ export class HostServer {
       queueMicrotask(() => (this.currentFlush = null));
       const resync = [...this.resync];
       this.resync.clear();
+      const taken = this.takenSeqs();
       this.nc.publish(
         hostSubjects(this.runId).flush,
-        encodeHostMessage(this.runId, { t: "hostFlush", id, step, deadlineMs, resync }),
+        encodeHostMessage(this.runId, {
+          t: "hostFlush",
+          id,
+          step,
+          deadlineMs,
+          resync,
+          ...(taken === undefined ? {} : { taken }),
+        }),
         this.inbox,
       );
     }
     return this.currentFlush.id;
+  }
+
+  /** By host, the answers its handle carries late and has not acknowledged (the agent keeps them, not sending them again); undefined when none. */
+  private takenSeqs(): Record<string, readonly number[]> | undefined {
+    let taken: Record<string, readonly number[]> | undefined;
+    for (const [hostId, handle] of this.hosts) {
+      const seqs = handle.takenSeqs;
+      if (seqs.length > 0) (taken ??= {})[hostId] = seqs.slice(-64);
+    }
+    return taken;
   }
 
   /** @internal a request to one agent, answered by "hostReply" within `deadlineMs`. */

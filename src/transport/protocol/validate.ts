@@ -71,7 +71,10 @@ export function validateProtocolMessage(m: Record<string, unknown>, from: string
     case "flush":
       if (!isId(m["step"])) return "step must be a non-negative integer";
       if (m["wire"] !== undefined && !isId(m["wire"])) return "wire must be a wire-format version";
-      return m["resync"] === undefined ? undefined : namesProblem("resync", m["resync"]);
+      return (
+        (m["resync"] === undefined ? undefined : namesProblem("resync", m["resync"])) ??
+        (m["taken"] === undefined ? undefined : validateAcks(m["taken"]))
+      );
     case "shutdown":
       return undefined;
     case "start":

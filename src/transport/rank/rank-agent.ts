@@ -193,9 +193,13 @@ export class RankAgent {
    */
   private sendCarried(request: FlushRequest, reply: SendText): void {
     if (this.kept.unacknowledged().length === 0) return;
+    const taken = new Set(request.taken?.[this.rankName]);
     try {
       for (const snapshot of this.kept.carried())
-        reply(this.encode({ t: "reply", id: request.id, rankName: this.rankName, ok: true, carried: true, snapshot }));
+        if (snapshot.seq === undefined || !taken.has(snapshot.seq))
+          reply(
+            this.encode({ t: "reply", id: request.id, rankName: this.rankName, ok: true, carried: true, snapshot }),
+          );
     } catch (error) {
       reportError(
         "transport.replyFailed",
