@@ -21,15 +21,27 @@ import {
 } from "../../../src/transport/protocol/messages.js";
 import { KEPT_FLUSH_ANSWERS, RankAgent } from "../../../src/transport/rank/rank-agent.js";
 import { RankRuntime } from "../../../src/pipeline/runtime.js";
-import { collectDiagnostics } from "../../helpers.js";
+import { collectDiagnostics, waitFor } from "../../helpers.js";
 
 const IDENTITY = { rank: 1, rankName: "Lossy_AAAA_r1", processName: "Lossy", localRank: 1, localWorldSize: 2 };
 
-/** A handle and its rank, joined by a carrier that loses flush answers while `losing` is set. */
-function pair(): { handle: RemoteRankHandle; collector: Collector; lose: (on: boolean) => void } {
+/**
+ * A handle and its rank, joined by a carrier that loses flush answers while `losing` is set and
+ * delivers them 200 ms late while `slow` is; `carried` counts the answers the rank sent again.
+ */
+function pair(): {
+  handle: RemoteRankHandle;
+  collector: Collector;
+  agent: RankAgent;
+  lose: (on: boolean) => void;
+  slow: (on: boolean) => void;
+  carried: () => number;
+} {
   const collector = new Collector();
   const agent = new RankAgent({ runId: "run-1", runtime: new RankRuntime(IDENTITY, collector) });
   let losing = false;
+  let slow = false;
+  let carried = 0;
   const carrier: RankCarrier = {
     description: "a lossy test carrier",
     closesWithRank: false,
@@ -37,13 +49,22 @@ function pair(): { handle: RemoteRankHandle; collector: Collector; lose: (on: bo
       void agent.receive(text, (answer) => {
         const reply = decodeProtocolMessage("run-1", answer, "the rank") as RankReply | undefined;
         if (reply === undefined) return;
+        if (reply.ok && reply.carried === true) carried++;
         if (losing && reply.ok && reply.snapshot !== undefined) return;
-        setImmediate(() => handle.receive(reply));
+        if (slow) setTimeout(() => handle.receive(reply), 200);
+        else setImmediate(() => handle.receive(reply));
       });
     },
   };
   const handle = new RemoteRankHandle(IDENTITY, "run-1", carrier);
-  return { handle, collector, lose: (on) => (losing = on) };
+  return {
+    handle,
+    collector,
+    agent,
+    lose: (on) => (losing = on),
+    slow: (on) => (slow = on),
+    carried: () => carried,
+  };
 }
 
 function sumOf(states: readonly KeyState[]): number {
@@ -79,6 +100,29 @@ test("a flush answer lost in transit is sent again with the rank's next answer a
         /answer to flush\(1\) was never acknowledged \(lost in transit/.test(d.message),
     ),
   );
+});
+
+test("a late answer is carried into the next flush once, and not sent again: the flush request names it taken", async () => {
+  const { handle, collector, agent, slow, carried } = pair();
+  let logged = 0;
+  await collectDiagnostics(async () => {
+    collector.recordSlow("values", 1, "sum");
+    const first = await handle.flush(0, 1000);
+    handle.acknowledge(first);
+    logged += sumOf(first.states);
+    slow(true);
+    collector.recordSlow("values", 2, "sum");
+    await assert.rejects(handle.flush(1, 50), /did not answer "flush"/);
+    await waitFor(() => handle.carriedStates > 0, { timeoutMs: 5000, what: "the late answer to arrive" });
+    slow(false);
+    collector.recordSlow("values", 4, "sum");
+    const next = await handle.flush(2, 1000);
+    handle.acknowledge(next);
+    logged += sumOf(next.states);
+  });
+  assert.equal(logged, 7, "1 + 2 + 4, each once");
+  assert.equal(carried(), 0, "the late answer, taken already, was not sent again");
+  assert.deepEqual(agent.unacknowledged(), [], "acknowledged with the flush that logged it");
 });
 
 test("an answer lost past what the rank keeps is reported and counted as lost", async () => {
