@@ -60,7 +60,7 @@ interface Row {
   readonly hostsCpuMs: number;
   readonly natsCpuMs: number;
   readonly totalCpuMs: number;
-  /** Heap in use by the host processes (ranks and agents) after a full collection, divided by the ranks, in KiB. */
+  /** Heap and ArrayBuffers in use by the host processes (ranks and agents) after a full collection, divided by the ranks, in KiB. */
   readonly heapKiBPerRank: number;
 }
 
@@ -359,7 +359,7 @@ try {
     const row = await measure(server, nc, ranks, hosts, flushes);
     rows.push(row);
     process.stdout.write(
-      `  measured ${ranks} ranks, ${hosts} hosts: ${row.cpuMs.toFixed(1)} ms CPU, ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)}); host processes' heap ${row.heapKiBPerRank.toFixed(1)} KiB per rank\n`,
+      `  measured ${ranks} ranks, ${hosts} hosts: ${row.cpuMs.toFixed(1)} ms CPU, ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)}); host processes' heap + ArrayBuffers ${row.heapKiBPerRank.toFixed(1)} KiB per rank\n`,
     );
   }
 } finally {
