@@ -111,6 +111,15 @@ nc.subscribe(`bench.${runId}.cpu.${env("SCALE_PROCESS")}`, {
     msg.respond(String((user + system) / 1000));
   },
 });
+// Memory in use by this process after a full collection: the JS heap and the ArrayBuffers (frames kept by
+// ranks live there), which the bench divides by the ranks: memory per rank.
+nc.subscribe(`bench.${runId}.mem.${env("SCALE_PROCESS")}`, {
+  callback: (_err, msg) => {
+    (globalThis as { gc?: () => void }).gc?.();
+    const { heapUsed, arrayBuffers } = process.memoryUsage();
+    msg.respond(String(heapUsed + arrayBuffers));
+  },
+});
 nc.subscribe(`bench.${runId}.exit`, {
   callback: () => {
     void (async () => {

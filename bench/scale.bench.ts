@@ -60,6 +60,8 @@ interface Row {
   readonly hostsCpuMs: number;
   readonly natsCpuMs: number;
   readonly totalCpuMs: number;
+  /** Heap and ArrayBuffers in use by the host processes (ranks and agents) after a full collection, divided by the ranks, in KiB. */
+  readonly heapKiBPerRank: number;
 }
 
 /** CPU ms a process used so far, from /proc (0 where there is no /proc): utime + stime, in clock ticks of 10 ms. */
@@ -125,6 +127,7 @@ async function measure(
     const child = spawn(
       process.execPath,
       [
+        "--expose-gc",
         ...(CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`]),
         "--import",
         "tsx",
@@ -206,6 +209,8 @@ async function measure(
     bytes += (hostServer?.stats.frameBytes ?? rankServer?.stats.inBytes ?? 0) - bytesBefore;
     reporting = `${result.ranksReporting}/${result.ranksExpected}`;
   }
+  const heaps = await Promise.all(children.map((_c, p) => ask(`bench.${logger.runId}.mem.${p}`, "")));
+  const heapBytes = heaps.reduce((sum, a) => sum + Number(new TextDecoder().decode(a)), 0);
   await logger.shutdown();
   for (let p = 0; p < processes; p++) nc.publish(`bench.${logger.runId}.exit`, "");
   await Promise.all(
@@ -232,6 +237,7 @@ async function measure(
     hostsCpuMs: median(hostsCpu),
     natsCpuMs: median(natsCpu),
     totalCpuMs: median(total),
+    heapKiBPerRank: heapBytes / ranks / 1024,
   };
 }
 
@@ -353,7 +359,7 @@ try {
     const row = await measure(server, nc, ranks, hosts, flushes);
     rows.push(row);
     process.stdout.write(
-      `  measured ${ranks} ranks, ${hosts} hosts: ${row.cpuMs.toFixed(1)} ms CPU, ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)})\n`,
+      `  measured ${ranks} ranks, ${hosts} hosts: ${row.cpuMs.toFixed(1)} ms CPU, ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)}); host processes' heap + ArrayBuffers ${row.heapKiBPerRank.toFixed(1)} KiB per rank\n`,
     );
   }
 } finally {

@@ -12,8 +12,6 @@ interface FlushBeforeInit {
   readonly states: readonly KeyState[];
   readonly step: number;
   readonly timestamp: number;
-  /** Tell the ranks their answers are logged (once they are, after `initBackends`). */
-  readonly acknowledge?: () => void;
 }
 
 /** The flushes kept until `initBackends`, oldest first. */

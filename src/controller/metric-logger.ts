@@ -388,7 +388,8 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
       ...(stragglers === undefined ? {} : { stragglers: stragglers.report }),
     };
     if (this.rankInit === null) {
-      this.beforeInit.keep({ states, ...target, acknowledge: answers.acknowledge });
+      this.beforeInit.keep({ states, ...target });
+      answers.acknowledge(); // kept here until initBackends: the ranks need not send them again
       const { metrics } = reduceStates(states, target);
       return {
         ...result,
@@ -400,12 +401,11 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
     }
     for (const kept of this.beforeInit.takeAll()) {
       await this.globalBackends.logStates(kept.states, { step: kept.step, timestamp: kept.timestamp });
-      kept.acknowledge?.();
     }
     const merged =
       this.globalBackends.size > 0 ? await this.globalBackends.logStates(states, target) : reduceStates(states, target);
     if (stragglers !== undefined) await this.globalBackends.logRankTiming(stragglers.record);
-    // Logged: ranks over NATS may forget these answers now (a later controller need not ask for them).
+    // Logged: the ranks (and host agents) may forget these answers now; they stop sending them again.
     answers.acknowledge();
     return {
       ...result,

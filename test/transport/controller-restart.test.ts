@@ -150,7 +150,7 @@ test(
       assert.match(
         secondOut,
         new RegExp(
-          `rank ${rankName}: its answer to flush\\(\\d+\\) was taken by an earlier controller of this run that never logged it`,
+          `rank ${rankName}: its answer to flush\\(\\d+\\) was never acknowledged \\(lost in transit, or taken by an earlier controller of this run that never logged it\\)`,
         ),
         secondOut,
       );

@@ -249,7 +249,6 @@ export class NatsRankServer implements RankServer {
         // A registration being admitted (its rank tried again before the answer): answered when it is.
         await (this.admitting.get(identity.rankName) ?? this.readmit(identity.rankName, known.handle));
         answer(true);
-        this.takeUnacked(known.handle, message.unacked);
       } catch (error) {
         answer(false, describeError(error));
       }
@@ -290,7 +289,6 @@ export class NatsRankServer implements RankServer {
         if (this.admitting.get(identity.rankName) === admitted) this.admitting.delete(identity.rankName);
       }
       answer(true);
-      this.takeUnacked(handle, message.unacked);
       for (const waiter of this.waiters.get(identity.rankName)?.splice(0) ?? []) waiter(handle);
     } catch (error) {
       if (handle !== undefined && this.ranks.get(identity.rankName)?.handle === handle)
@@ -313,15 +311,6 @@ export class NatsRankServer implements RankServer {
     } catch (err) {
       reportError("transport.nats.respond", `could not answer the registration of ${rankName}: ${describeError(err)}`);
     }
-  }
-
-  /**
-   * A rank registered listing answers no controller acknowledged: take those this controller never
-   * saw (an earlier controller of the run took them and died before logging them). A host agent
-   * (scope) does not acknowledge answers, so it takes none.
-   */
-  private takeUnacked(handle: RemoteRankHandle, unacked: readonly number[] | undefined): void {
-    if (this.scope === undefined && unacked !== undefined && unacked.length > 0) handle.recoverUnacked(unacked);
   }
 
   /** Tell the ranks which of their answers were logged: one `ack` message per flush on the run's flush subject. */
@@ -417,7 +406,9 @@ export class NatsRankServer implements RankServer {
    */
   private keepOrphan(message: RankMessage & { t: "reply" }): void {
     const rankName = message.rankName;
-    const answer = `${rankName}:${message.id}`;
+    // An answer the rank sent again (`carried`) shares the flush's id with its new one: told apart by number.
+    const carriedSeq = message.ok && message.carried === true ? `:${message.snapshot?.seq ?? ""}` : "";
+    const answer = `${rankName}:${message.id}${carriedSeq}`;
     if (!this.recentFlushIds.has(message.id)) {
       // An answer to a request of a handle that is gone (a shutdown answered after its deadline).
       reportIgnored(
@@ -536,7 +527,12 @@ export class NatsRankServer implements RankServer {
       queueMicrotask(() => (this.currentFlush = null));
       // Answers as wire frames, naming the ranks that must start a new key table.
       const resync = this.frames.takeResync();
-      const frames = { wire: WIRE_VERSION, ...(resync.length > 0 ? { resync } : {}) };
+      const taken = this.takenSeqs();
+      const frames = {
+        wire: WIRE_VERSION,
+        ...(resync.length > 0 ? { resync } : {}),
+        ...(taken === undefined ? {} : { taken }),
+      };
       this.nc.publish(
         subjects(this.runId, this.scope).flush,
         encodeProtocolMessage(this.runId, { t: "flush", id, step, ...frames }),
@@ -544,6 +540,16 @@ export class NatsRankServer implements RankServer {
       );
     }
     return this.currentFlush.id;
+  }
+
+  /** By rank, the answers taken late and not acknowledged yet (`RemoteRankHandle.takenSeqs`); undefined when none. */
+  private takenSeqs(): Record<string, readonly number[]> | undefined {
+    let taken: Record<string, readonly number[]> | undefined;
+    for (const [rankName, { handle }] of this.ranks) {
+      const seqs = handle.takenSeqs;
+      if (seqs.length > 0) (taken ??= {})[rankName] = seqs.slice(-MAX_ACKED_PER_RANK);
+    }
+    return taken;
   }
 
   /**

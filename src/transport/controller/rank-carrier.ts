@@ -12,8 +12,8 @@ export const DEFAULT_REQUEST_DEADLINE_MS = 30_000;
 export interface RankCarrier {
   /** Human-readable description for messages, e.g. `child process 1234`. */
   readonly description: string;
-  /** Send one encoded request to this rank. May throw if the carrier is already closed. */
-  post(text: string, request: ControllerRequest): void;
+  /** Send one encoded request (or `ack`, without `request`) to this rank. May throw if the carrier is already closed. */
+  post(text: string, request?: ControllerRequest): void;
   /**
    * Optional scatter-gather: instead of posting a flush to this rank, return the id of a flush
    * broadcast to every rank at `step` (sent once per step), whose replies arrive through `receive`.
@@ -34,8 +34,9 @@ export interface RankCarrier {
   /** Force the rank to stop (kill the process, terminate the worker). */
   terminate?(): Promise<void> | void;
   /**
-   * Tell the rank that the controller logged these answers of its (by `seq`). Only carriers whose
-   * ranks outlive their controller have it (NATS): see `RankHandle.acknowledge`.
+   * Tell the rank that its receiver took these answers of its (by `seq`), where the carrier has a
+   * way of its own (NATS: one message per flush for every rank); otherwise the handle posts an
+   * `ack` to the rank. See `RankHandle.acknowledge`.
    */
   acknowledge?(seqs: readonly number[]): void;
 }

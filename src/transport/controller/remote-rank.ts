@@ -12,16 +12,15 @@
  * `carried-answers.ts`.
  */
 import type { RankIdentity } from "../../core/rank-identity.js";
-import { describeError, reportError, warn } from "../../core/diagnostics.js";
+import { warn } from "../../core/diagnostics.js";
 import type { RankHandle, RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
 import {
   encodeProtocolMessage,
+  MAX_ACKED_PER_RANK,
   reportIgnored,
-  transportStats,
   type ControllerRequest,
   type RankReply,
 } from "../protocol/messages.js";
-import { KEPT_FLUSH_ANSWERS } from "../rank/rank-agent.js";
 import { answerSeqs, carrySnapshot, isHeldAnswer, remember } from "./carried-answers.js";
 import {
   DEFAULT_REQUEST_DEADLINE_MS,
@@ -37,13 +36,6 @@ interface Pending {
   readonly reject: (error: Error) => void;
   readonly timer: NodeJS.Timeout;
 }
-
-/**
- * Answers asked for again per gap in a rank's answer numbers, and at most at once: a rank keeps its
- * last `KEPT_FLUSH_ANSWERS`, so older ones of a gap cannot be had and are counted as lost at once
- * (a gap of 100,000 costs 16 requests, not 100,000).
- */
-export const MAX_RESENDS = KEPT_FLUSH_ANSWERS;
 
 /** Requests whose deadline passed that a late answer may still be carried for (the most recent). */
 const REMEMBERED_EXPIRED = 64;
@@ -61,15 +53,12 @@ export class RemoteRankHandle implements RankHandle {
   private carried: RankSnapshot | null = null;
   /** The init this rank last accepted (a rank admitted again is not restarted for the same one). */
   private initialised: RankInit | null = null;
-  /** The highest flush-answer number (`seq`) seen from this rank, and the recent ones seen. */
-  private lastSeq: number | null = null;
+  /** The flush-answer numbers (`seq`) taken from this rank (the most recent): each is taken once. */
   private readonly seenSeqs = new Set<number>();
-  /** Answer numbers being asked for again (`resend`), at most `MAX_RESENDS`. */
-  private readonly recovering = new Set<number>();
+  /** Those acknowledged (the most recent): one the rank sends again had its ack lost, and is acknowledged again. */
+  private readonly ackedSeqs = new Set<number>();
   /** Ids of flush and resend requests that passed their deadline: a late answer is carried once, for one of these only. */
   private readonly expired = new Set<number>();
-  /** Answers this controller logged (acknowledged), the most recent `MAX_REMEMBERED_SEQS`. */
-  private readonly loggedSeqs = new Set<number>();
 
   constructor(
     readonly identity: RankIdentity,
@@ -107,120 +96,66 @@ export class RemoteRankHandle implements RankHandle {
 
   /** Keep a flush answer that came too late; it is merged into this rank's next flush in time. */
   carry(snapshot: RankSnapshot): void {
-    this.noteSeq(snapshot);
-    // An orphan's merged answers (NATS, before registering) are all taken: none is asked for again.
+    // An orphan's merged answers (NATS, before registering) are all taken: none is taken again.
     for (const seq of answerSeqs(snapshot)) remember(this.seenSeqs, seq);
     this.carried = carrySnapshot(this.carried, snapshot);
   }
 
-  /** The controller logged this answer (a `flush` result): tell the rank, over a carrier that can (NATS). */
+  /**
+   * The receiver took this answer (a `flush` result: logged by the controller, or kept in its host
+   * answer by a host agent): tell the rank, which then stops sending it again (`KeptAnswers`). Over
+   * NATS one `ack` message per flush for every rank (`carrier.acknowledge`); over a worker's port or
+   * IPC an `ack` message to this rank.
+   */
   acknowledge(snapshot: RankSnapshot): void {
     const seqs = answerSeqs(snapshot);
-    if (seqs.length === 0 || this.carrier.acknowledge === undefined) return;
-    for (const seq of seqs) remember(this.loggedSeqs, seq);
-    this.carrier.acknowledge(seqs);
+    for (const seq of seqs) remember(this.ackedSeqs, seq);
+    this.sendAck(seqs);
   }
 
-  /**
-   * The rank (re)registered listing the answers no controller acknowledged (`register.unacked`).
-   * Those this controller logged are acknowledged again (that ack was lost); those it took and has
-   * not logged yet will be; the others were taken by an earlier controller of the run that died
-   * before logging them: asked for again (`resend`) and carried into this rank's next flush.
-   */
-  recoverUnacked(seqs: readonly number[]): void {
-    const again = seqs.filter((seq) => this.loggedSeqs.has(seq));
-    if (again.length > 0) this.carrier.acknowledge?.(again);
-    for (const seq of seqs) {
-      if (this.seenSeqs.has(seq)) continue;
-      remember(this.seenSeqs, seq);
-      void this.takeUnacked(seq);
+  private sendAck(seqs: readonly number[]): void {
+    if (seqs.length === 0 || this.closedReason !== null) return;
+    if (this.carrier.acknowledge !== undefined) {
+      this.carrier.acknowledge(seqs);
+      return;
     }
-  }
-
-  private async takeUnacked(seq: number): Promise<void> {
     try {
-      const reply = await this.request({ t: "resend", id: nextRequestId(), seq }, DEFAULT_REQUEST_DEADLINE_MS);
-      const snapshot = reply.snapshot;
-      if (snapshot === undefined || snapshot.seq !== seq || snapshot.rankName !== this.rankName)
-        throw new Error("the rank answered without that flush answer");
-      warn(
-        `transport.recovered:${this.rankName}`,
-        `rank ${this.rankName}: its answer to flush(${snapshot.step}) was taken by an earlier controller of this run that never logged it; it was sent again, and its values go into this rank's next flush`,
-      );
-      this.carried = carrySnapshot(this.carried, snapshot);
-    } catch (error) {
-      reportError(
-        `transport.lostAnswer:${this.rankName}`,
-        `rank ${this.rankName}: flush answer ${seq}, taken by an earlier controller that never logged it, could not be sent again (${describeError(error)}); its values are not logged`,
-      );
+      this.carrier.post(encodeProtocolMessage(this.runId, { t: "ack", acks: { [this.rankName]: seqs } }));
+    } catch {
+      // The rank is gone: nothing to tell (it sends them again if it is only slow).
     }
   }
 
   /**
-   * Note a flush answer's number. Carriers deliver one rank's messages in order, so a gap means
-   * answers were lost in transit (e.g. inside a NATS server that died): ask the rank for them again
-   * (it keeps its last few); one it no longer has is reported and counted as lost.
+   * An earlier answer the rank sent again because it had not seen it acknowledged (`reply.carried`):
+   * taken once, by its number, into this rank's next flush result (the one it came before).
    */
-  private noteSeq(snapshot: RankSnapshot): void {
+  private takeCarried(snapshot: RankSnapshot): void {
     const seq = snapshot.seq;
     if (seq === undefined) return;
-    this.seenSeqs.add(seq);
-    if (this.seenSeqs.size > 256) {
-      const oldest = this.seenSeqs.values().next();
-      if (oldest.done !== true) this.seenSeqs.delete(oldest.value);
-    }
-    if (this.lastSeq !== null && seq > this.lastSeq + 1) this.recoverGap(this.lastSeq + 1, seq);
-    if (this.lastSeq === null || seq > this.lastSeq) this.lastSeq = seq;
+    remember(this.seenSeqs, seq);
+    warn(
+      `transport.resent:${this.rankName}`,
+      `rank ${this.rankName}: its answer to flush(${snapshot.step}) was never acknowledged (lost in transit, or taken by an earlier controller of this run that never logged it); the rank sent it again with its next answer, and its values go into that flush`,
+    );
+    this.carried = carrySnapshot(this.carried, snapshot);
   }
 
-  /** Ask again for answers `from` … `to - 1`: the last `MAX_RESENDS` of them at most; the others are lost (counted). */
-  private recoverGap(from: number, to: number): void {
-    const first = Math.max(from, to - MAX_RESENDS);
-    const asked: number[] = [];
-    for (let seq = first; seq < to; seq++) {
-      if (this.recovering.size >= MAX_RESENDS) break;
-      if (this.recovering.has(seq)) continue;
-      this.recovering.add(seq);
-      asked.push(seq);
-    }
-    const lost = to - from - asked.length;
-    if (lost > 0) {
-      transportStats().lostAnswers += lost;
-      reportError(
-        `transport.lostAnswer:${this.rankName}`,
-        `rank ${this.rankName}: ${lost} flush answer(s) between ${from} and ${to - 1} were lost in transit, beyond the last ${MAX_RESENDS} a rank keeps to send again; their values are not logged (counted in transportStats().lostAnswers)`,
-      );
-    }
-    for (const seq of asked) void this.recover(seq).finally(() => this.recovering.delete(seq));
-  }
-
-  private async recover(seq: number): Promise<void> {
-    try {
-      const reply = await this.request({ t: "resend", id: nextRequestId(), seq }, DEFAULT_REQUEST_DEADLINE_MS);
-      const snapshot = reply.snapshot;
-      if (snapshot === undefined || snapshot.seq !== seq || snapshot.rankName !== this.rankName)
-        throw new Error("the rank answered without that flush answer");
-      // Seen meanwhile (it was not lost after all): never twice.
-      if (this.seenSeqs.has(seq)) return;
-      warn(
-        `transport.resent:${this.rankName}`,
-        `rank ${this.rankName}: its answer to flush(${snapshot.step}) was lost in transit; it sent it again, and its values go into its next flush`,
-      );
-      this.carried = carrySnapshot(this.carried, snapshot);
-      this.seenSeqs.add(seq);
-    } catch (error) {
-      if (this.seenSeqs.has(seq)) return;
-      transportStats().lostAnswers++;
-      reportError(
-        `transport.lostAnswer:${this.rankName}`,
-        `rank ${this.rankName}: flush answer ${seq} was lost in transit and could not be sent again (${describeError(error)}); its values are not logged`,
-      );
-    }
+  /** Numbers of the answers taken and not acknowledged yet (carried into the next flush): the rank need not send them again. */
+  get takenSeqs(): readonly number[] {
+    return this.carried === null ? [] : answerSeqs(this.carried);
   }
 
   async flush(step: number, deadlineMs = DEFAULT_REQUEST_DEADLINE_MS): Promise<RankSnapshot> {
     const id = this.carrier.broadcastFlush?.(step);
-    const request: ControllerRequest = { t: "flush", id: id ?? nextRequestId(), step, ...this.carrier.flushFields?.() };
+    const taken = this.takenSeqs;
+    const request: ControllerRequest = {
+      t: "flush",
+      id: id ?? nextRequestId(),
+      step,
+      ...this.carrier.flushFields?.(),
+      ...(taken.length > 0 ? { taken: { [this.rankName]: taken.slice(-MAX_ACKED_PER_RANK) } } : {}),
+    };
     const reply = await this.request(request, deadlineMs, id !== undefined);
     if (reply.snapshot === undefined || reply.snapshot.step !== step || reply.snapshot.rankName !== this.rankName) {
       throw new Error(`rank ${this.rankName} answered flush(${step}) without its states for that step`);
@@ -282,39 +217,65 @@ export class RemoteRankHandle implements RankHandle {
       reply.ok && reply.snapshot !== undefined && reply.snapshot.rankName === this.rankName
         ? reply.snapshot
         : undefined;
+    const carried = reply.ok && reply.carried === true;
     if (snapshot?.seq !== undefined && pending?.request.t !== "resend" && this.seenSeqs.has(snapshot.seq)) {
+      // Sent again before its acknowledgement reached the rank, or late after it was sent again (taken already): quietly not twice.
+      if (carried && this.ackedSeqs.has(snapshot.seq)) this.sendAck([snapshot.seq]);
+      if (carried || this.expired.delete(reply.id)) return;
       reportIgnored(
         "replayed",
         `rank ${this.rankName}'s flush answer ${snapshot.seq} arrived again; an answer is used once`,
       );
       return;
     }
-    if (pending === undefined) {
-      if (snapshot !== undefined && isHeldAnswer(snapshot)) return;
-      if (!this.expired.delete(reply.id)) {
-        reportIgnored(
-          "replayed",
-          `rank ${this.rankName} answered request ${reply.id}, which is not waiting for an answer (answered already, or never asked)`,
-        );
-        return;
-      }
-      if (snapshot !== undefined) {
-        this.noteSeq(snapshot);
-        this.carried = carrySnapshot(this.carried, snapshot);
-        reportIgnored(
-          "late",
-          `rank ${this.rankName} answered flush(${snapshot.step}) after the flush deadline; its values are carried into its next flush`,
-        );
-      } else {
-        reportIgnored("late", `rank ${this.rankName} answered request ${reply.id} after its deadline`);
-      }
+    if (carried) {
+      if (snapshot !== undefined) this.takeCarried(snapshot);
       return;
     }
-    if (snapshot !== undefined && pending.request.t !== "resend") this.noteSeq(snapshot);
+    if (pending === undefined) {
+      this.receiveUnasked(reply, snapshot);
+      return;
+    }
+    if (snapshot?.seq !== undefined) remember(this.seenSeqs, snapshot.seq);
     this.pending.delete(reply.id);
     clearTimeout(pending.timer);
+    if (snapshot !== undefined && pending.request.t === "flush" && isHeldAnswer(snapshot)) {
+      // Registering with this receiver (`RankAgent.holdFlushes`): its values stay in its collector
+      // for its next flush, so this flush must not count it as answered (it is named missing).
+      pending.reject(
+        new Error(
+          `rank ${this.rankName} is registering and answered flush(${snapshot.step}) without its values (they go into its next flush)`,
+        ),
+      );
+      return;
+    }
     if (reply.ok) pending.resolve(reply);
     else pending.reject(new Error(`rank ${this.rankName}: ${reply.error}`));
+  }
+
+  /**
+   * A reply to a request that is not waiting: a flush answer carried once if that request passed
+   * its deadline (a late answer), anything else counted and dropped.
+   */
+  private receiveUnasked(reply: RankReply, snapshot: RankSnapshot | undefined): void {
+    if (snapshot !== undefined && isHeldAnswer(snapshot)) return;
+    if (!this.expired.delete(reply.id)) {
+      reportIgnored(
+        "replayed",
+        `rank ${this.rankName} answered request ${reply.id}, which is not waiting for an answer (answered already, or never asked)`,
+      );
+      return;
+    }
+    if (snapshot === undefined) {
+      reportIgnored("late", `rank ${this.rankName} answered request ${reply.id} after its deadline`);
+      return;
+    }
+    if (snapshot.seq !== undefined) remember(this.seenSeqs, snapshot.seq);
+    this.carried = carrySnapshot(this.carried, snapshot);
+    reportIgnored(
+      "late",
+      `rank ${this.rankName} answered flush(${snapshot.step}) after the flush deadline; its values are carried into its next flush`,
+    );
   }
 
   /** The carrier is gone (the rank exited or disconnected): fail every pending request now. */

@@ -10,6 +10,7 @@
  * The controller's work per flush is then O(hosts × keys) instead of O(ranks × keys). See
  * docs/scale.md for the topology, and how a deeper tree would stack agents.
  */
+import { randomUUID } from "node:crypto";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { resolveSetting } from "../../core/settings.js";
 import { runSecretSetting } from "../../core/run-secret.js";
@@ -25,7 +26,16 @@ import type { RemoteRankHandle } from "../controller/remote-rank.js";
 import { FrameMerger, StateEncoder } from "../wire/codec.js";
 import { roundMs } from "../../core/step-timing.js";
 import { hostAnswer } from "./host-answer.js";
-import { agentDeadlineMs, decodeHostMessage, encodeHostMessage, hostSubjects, type HostMessage } from "./messages.js";
+import { KeptHostAnswers } from "./kept-host-answers.js";
+import type { KeyState } from "../../core/key-state.js";
+import {
+  agentDeadlineMs,
+  decodeHostMessage,
+  encodeHostMessage,
+  hostSubjects,
+  type HostMessage,
+  type HostStatesHeader,
+} from "./messages.js";
 
 /** Options of `startHostAgent`. */
 export interface HostAgentOptions {
@@ -70,6 +80,10 @@ export class HostAgent implements RankRegistry {
   private rankInit: RankInit | null = null;
   private readonly encoder = new StateEncoder();
   private readonly merger = new FrameMerger();
+  /** Answers the controller has not acknowledged yet, sent again before each next answer. */
+  private readonly keptAnswers: KeptHostAnswers;
+  /** This agent process's id in its answers: the controller takes each (agent, number) once. */
+  private readonly agentId = randomUUID();
   private membersVersion = 1;
   private sentMembersVersion = 0;
   private server: NatsRankServer | undefined;
@@ -84,7 +98,9 @@ export class HostAgent implements RankRegistry {
     readonly options: HostAgentOptions,
     private readonly nc: SealedNats,
     private readonly runSecret: string,
-  ) {}
+  ) {
+    this.keptAnswers = new KeptHostAnswers(options.hostId);
+  }
 
   get hostId(): string {
     return this.options.hostId;
@@ -183,11 +199,21 @@ export class HostAgent implements RankRegistry {
   private async onFlush(msg: OpenedMessage): Promise<void> {
     const { runId, hostId } = this.options;
     const request = decodeHostMessage(runId, msg.data, `NATS subject ${msg.subject}`);
-    if (request === undefined || msg.reply === undefined) return;
-    if (request.t !== "hostFlush") {
-      reportIgnored("malformed", `a "${request.t}" message arrived on ${msg.subject}, which takes only "hostFlush"`);
+    if (request === undefined) return;
+    if (request.t === "hostAck") {
+      const of = request.agents?.[hostId];
+      if (of === undefined || of === this.agentId) this.keptAnswers.acknowledge(request.acks[hostId]);
       return;
     }
+    if (request.t !== "hostFlush") {
+      reportIgnored(
+        "malformed",
+        `a "${request.t}" message arrived on ${msg.subject}, which takes only "hostFlush" and "hostAck"`,
+      );
+      return;
+    }
+    if (msg.reply === undefined) return;
+    const reply = msg.reply;
     if (request.resync.includes(hostId)) {
       this.encoder.reset();
       this.sentMembersVersion = 0;
@@ -212,16 +238,21 @@ export class HostAgent implements RankRegistry {
       hostId,
       id: request.id,
       step: request.step,
+      seq: this.keptAnswers.next(),
+      agent: this.agentId,
       membersVersion: version,
       members: sendMembers ? handles.map((h) => h.rankName) : undefined,
       merger: this.merger,
     });
     if (incomplete) this.stats.incompleteFlushes++;
     try {
-      const frame = this.encoder.encode(header, states);
-      this.nc.publish(msg.reply, frame);
+      // Earlier answers the controller has not acknowledged go first, once more each (it takes each number once).
+      const taken = new Set(request.taken?.[hostId]);
+      for (const earlier of this.keptAnswers.unacknowledged)
+        if (!taken.has(earlier.header.seq)) this.send(reply, { ...earlier.header, carried: true }, earlier.states);
+      this.keptAnswers.keep({ header, states });
+      this.send(reply, header, states);
       this.stats.flushes++;
-      this.stats.bytesOut += frame.length;
       if (sendMembers) this.sentMembersVersion = version;
     } catch (error) {
       reportError(
@@ -229,6 +260,15 @@ export class HostAgent implements RankRegistry {
         `host agent ${hostId} could not answer flush(${request.step}): ${describeError(error)}`,
       );
     }
+    // The ranks' answers are kept in this host answer now: they need not send them again.
+    for (const { handle, answer } of answers) if (answer !== undefined) handle.acknowledge(answer);
+  }
+
+  /** Send one answer frame to the controller. */
+  private send(reply: string, header: Omit<HostStatesHeader, "session">, states: readonly KeyState[]): void {
+    const frame = this.encoder.encode(header, states);
+    this.nc.publish(reply, frame);
+    this.stats.bytesOut += frame.length;
   }
 
   private async onControl(msg: OpenedMessage): Promise<void> {

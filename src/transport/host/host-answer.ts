@@ -33,6 +33,9 @@ export interface HostAnswerContext {
   /** The controller's flush request id and step. */
   readonly id: number;
   readonly step: number;
+  /** This answer's number (`KeptHostAnswers.next`), and the id of the agent process that numbers them. */
+  readonly seq: number;
+  readonly agent: string;
   /** The version of the agent's rank list the answer names. */
   readonly membersVersion: number;
   /** The rank list itself, when the controller has not had this version yet. */
@@ -108,16 +111,18 @@ function mergeSnapshots(merger: FrameMerger, snapshots: readonly RankSnapshot[],
 export function hostAnswer(
   answers: readonly RankAnswer[],
   context: HostAnswerContext,
-): { header: Omit<HostStatesHeader, "session">; states: KeyState[]; incomplete: boolean } {
+): { header: Omit<HostStatesHeader, "session"> & { seq: number }; states: KeyState[]; incomplete: boolean } {
   const { runId, hostId, step } = context;
   const { snapshots, missing, dropped, offCycle, alerts, timing, rows } = gatherAnswers(answers, hostId);
   const states = withRejections(mergeSnapshots(context.merger, snapshots, step), step, hostId);
-  const header: Omit<HostStatesHeader, "session"> = {
+  const header: Omit<HostStatesHeader, "session"> & { seq: number } = {
     ...hostEnvelope(runId),
     t: "hostStates",
     id: context.id,
     step,
     host: hostId,
+    seq: context.seq,
+    agent: context.agent,
     reporting: snapshots.length,
     missing,
     mv: context.membersVersion,

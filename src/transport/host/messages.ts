@@ -57,9 +57,22 @@ export type HostMessage =
       readonly deadlineMs: number;
       /** Hosts whose key table or rank list the controller lost: they resend them in full. */
       readonly resync: readonly string[];
+      /** By host, answers the controller took late and has not acknowledged yet: kept, not sent again. */
+      readonly taken?: Readonly<Record<string, readonly number[]>>;
     }
   | { readonly t: "hostInit"; readonly id: number; readonly init: RankInit }
   | { readonly t: "hostShutdown"; readonly id: number; readonly deadlineMs: number }
+  | {
+      /**
+       * The controller took these answers of the agents (logged them): by host id, their numbers
+       * (`HostStatesHeader.seq`). One message per flush on the hosts' flush subject; an agent keeps
+       * each answer until then and sends it again with its next ones (docs/scale.md). No reply.
+       */
+      readonly t: "hostAck";
+      readonly acks: Readonly<Record<string, readonly number[]>>;
+      /** By host id, the agent process whose answers these are (`HostStatesHeader.agent`): another agent of the host ignores them. */
+      readonly agents?: Readonly<Record<string, string>>;
+    }
   | {
       readonly t: "hostReply";
       readonly id: number;
@@ -77,6 +90,12 @@ export interface HostStatesHeader {
   readonly id: number;
   readonly step: number;
   readonly host: string;
+  /** The agent's count of answers so far (1, 2, …): the controller takes each once and acknowledges it (`hostAck`). */
+  readonly seq?: number;
+  /** Which agent process numbered them (a random id): a replacement agent numbers from 1 again. */
+  readonly agent?: string;
+  /** An earlier answer the controller has not acknowledged, sent again before the answer to flush `id`. */
+  readonly carried?: true;
   /** How many of the host's ranks answered the agent in time. */
   readonly reporting: number;
   /** The host's ranks that did not. */
@@ -132,7 +151,7 @@ function validateHostMessage(m: Record<string, unknown>): MessageProblem {
       return nameProblem("host", m["host"]) ?? (isText(m["reason"]) ? undefined : "reason is required");
     case "hostFlush":
       return isId(m["id"]) && isId(m["step"]) && isDeadline(m["deadlineMs"])
-        ? namesProblem("resync", m["resync"])
+        ? (namesProblem("resync", m["resync"]) ?? (m["taken"] === undefined ? undefined : hostAcksProblem(m["taken"])))
         : "id, step, deadlineMs (at most an hour) and resync are required";
     case "hostInit": {
       const init = m["init"];
@@ -151,6 +170,8 @@ function validateHostMessage(m: Record<string, unknown>): MessageProblem {
       return isId(m["id"]) && isDeadline(m["deadlineMs"])
         ? undefined
         : "id and deadlineMs (at most an hour) are required";
+    case "hostAck":
+      return hostAcksProblem(m["acks"]) ?? agentsProblem(m["agents"]);
     case "hostReply":
       return isId(m["id"]) && typeof m["ok"] === "boolean" && (m["error"] === undefined || isText(m["error"]))
         ? nameProblem("host", m["host"])
@@ -160,10 +181,46 @@ function validateHostMessage(m: Record<string, unknown>): MessageProblem {
   }
 }
 
+/** Most hosts one `hostAck` names, and most numbers per host (an agent keeps at most `KEPT_HOST_ANSWERS`). */
+const MAX_ACKED_HOSTS = 10_000;
+const MAX_ACKED_PER_HOST = 64;
+
+function hostAcksProblem(acks: unknown): MessageProblem {
+  if (acks === null || typeof acks !== "object" || Array.isArray(acks))
+    return "acks must map host ids to answer numbers";
+  const entries = Object.entries(acks);
+  if (entries.length > MAX_ACKED_HOSTS) return `acks must name at most ${MAX_ACKED_HOSTS} hosts`;
+  for (const [host, seqs] of entries) {
+    const problem = nameProblem("every host id in acks", host);
+    if (problem !== undefined) return problem;
+    if (!Array.isArray(seqs) || seqs.length > MAX_ACKED_PER_HOST || !seqs.every(isId))
+      return `every host's acks must be a list of at most ${MAX_ACKED_PER_HOST} answer numbers`;
+  }
+  return undefined;
+}
+
+function agentsProblem(agents: unknown): MessageProblem {
+  if (agents === undefined) return undefined;
+  if (agents === null || typeof agents !== "object" || Array.isArray(agents))
+    return "agents must map host ids to agent ids";
+  const entries = Object.entries(agents);
+  if (entries.length > MAX_ACKED_HOSTS) return `agents must name at most ${MAX_ACKED_HOSTS} hosts`;
+  return entries.every(([, id]) => typeof id === "string" && id.length <= 64)
+    ? undefined
+    : "every agent id must be a short id";
+}
+
 /** What is wrong with a host-states frame header, or undefined when it is well formed. */
 export function validateHostStatesHeader(h: Record<string, unknown>): MessageProblem {
   if (h["t"] !== "hostStates") return `a ${shortText(h["t"])} frame where only "hostStates" is taken`;
   if (!isId(h["id"]) || !isId(h["step"])) return "id and step are required";
+  if (
+    (h["seq"] !== undefined && !isId(h["seq"])) ||
+    (h["carried"] !== undefined && (h["carried"] !== true || !isId(h["seq"])))
+  )
+    return "seq must be an answer number, and carried true with one";
+  if (h["agent"] !== undefined && !(typeof h["agent"] === "string" && h["agent"].length <= 64))
+    return "agent must be a short id";
   if (!isId(h["reporting"]) || !isId(h["mv"]) || !isId(h["dropped"]))
     return "reporting, missing, mv and dropped are required";
   const names =

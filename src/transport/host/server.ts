@@ -13,7 +13,13 @@ import type { TimingColumns } from "../../core/step-timing.js";
 import { mergeRankKeyStates } from "../../pipeline/reduce-states.js";
 import type { UserAlertCall } from "../../core/alert.js";
 import { newestAlerts } from "../../alerts/user-alert.js";
-import type { OffCycleLog, RankGroupHandle, RankGroupSnapshot, RankInit } from "../../pipeline/rank-handle.js";
+import type {
+  OffCycleLog,
+  RankGroupHandle,
+  RankGroupSnapshot,
+  RankInit,
+  RankSnapshot,
+} from "../../pipeline/rank-handle.js";
 import { connectTo, unrefSocket, unrefWhileIdle } from "../controller/nats-connection.js";
 import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
 import { checkEnvelope, reportIgnored } from "../protocol/messages.js";
@@ -89,6 +95,14 @@ export class HostHandle implements RankGroupHandle {
   private readonly carriedOffCycle: OffCycleLog[] = [];
   /** The user's `alert()` calls of late answers, for the next answer in time. */
   private carriedAlerts: UserAlertCall[] = [];
+  /** Numbers (`seq`) of the agent's answers taken (the most recent): each is taken once. */
+  private readonly seenSeqs = new Set<number>();
+  /** The agent process those numbers are of (`HostStatesHeader.agent`). */
+  private agent: string | undefined;
+  /** Numbers of the answers carried, waiting for the next flush in time (acknowledged with it). */
+  private carriedSeqs: number[] = [];
+  /** The answer numbers each flush result holds, to acknowledge once it is logged. */
+  private readonly resultSeqs = new WeakMap<RankSnapshot, readonly number[]>();
 
   constructor(
     readonly hostId: string,
@@ -135,6 +149,42 @@ export class HostHandle implements RankGroupHandle {
     }
   }
 
+  /** The controller logged this flush result: the agent may forget the answers it holds (`hostAck`). */
+  acknowledge(snapshot: RankSnapshot): void {
+    const seqs = this.resultSeqs.get(snapshot);
+    if (seqs !== undefined && seqs.length > 0 && this.closedReason === null)
+      this.server.queueAck(this.hostId, seqs, this.agent);
+  }
+
+  /** Note an answer's number as taken; false when it was taken already (sent again before its ack arrived). */
+  private take(header: HostStatesHeader): boolean {
+    const seq = header.seq;
+    if (seq === undefined) return true;
+    this.noteAgent(header);
+    if (this.seenSeqs.has(seq)) return false;
+    this.seenSeqs.add(seq);
+    if (this.seenSeqs.size > 256) this.seenSeqs.delete(this.seenSeqs.values().next().value ?? seq);
+    return true;
+  }
+
+  /** Numbers of this agent's answers carried late into the next flush, not acknowledged yet. */
+  get takenSeqs(): readonly number[] {
+    return this.carriedSeqs;
+  }
+
+  /** A replacement agent numbers its answers from 1 again: the numbers taken are its predecessor's. */
+  private noteAgent(header: HostStatesHeader): void {
+    if (header.agent === this.agent) return;
+    this.agent = header.agent;
+    this.seenSeqs.clear();
+  }
+
+  /** Whether this answer's number was taken already (of the agent that sent it). */
+  private taken(header: HostStatesHeader): boolean {
+    this.noteAgent(header);
+    return header.seq !== undefined && this.seenSeqs.has(header.seq);
+  }
+
   /** The agent left or the controller closed: fail what is pending now. */
   close(reason: string): void {
     if (this.closedReason !== null) return;
@@ -152,8 +202,19 @@ export class HostHandle implements RankGroupHandle {
    * any other (answered already, or never asked: a replay) is dropped and counted.
    */
   receive(data: Uint8Array, header: HostStatesHeader): void {
+    if (header.carried === true) {
+      this.receiveCarried(data, header);
+      return;
+    }
     const waiting = this.pending.get(header.id);
     const late = waiting === undefined && this.expired.delete(header.id);
+    if (this.taken(header)) {
+      // Sent again already (carried) and taken: its late original is not taken twice.
+      if (!late)
+        reportIgnored("replayed", `host ${this.hostId}'s answer ${header.seq} arrived again; an answer is used once`);
+      this.decoder.decode(data);
+      return;
+    }
     if (waiting === undefined && !late) {
       reportIgnored(
         "replayed",
@@ -167,6 +228,7 @@ export class HostHandle implements RankGroupHandle {
     const pending = this.pending.get(header.id);
     const states = this.decoder.toKeyStates(frame);
     this.server.answered(this);
+    this.take(header);
     if (pending === undefined || pending.step !== header.step) {
       this.carryLate(header, states);
       return;
@@ -175,11 +237,12 @@ export class HostHandle implements RankGroupHandle {
     clearTimeout(pending.timer);
     const carried = this.carried;
     this.carried = null;
+    const seqs = [...this.carriedSeqs.splice(0), ...(header.seq === undefined ? [] : [header.seq])];
     const offCycle = [...this.carriedOffCycle.splice(0), ...(header.offCycle ?? [])];
     const alerts = newestAlerts(this.carriedAlerts, header.alerts, `host ${this.hostId}'s answers`);
     this.carriedAlerts = [];
     const timing = this.timingOf(header);
-    pending.resolve({
+    const result: RankGroupSnapshot = {
       rankName: this.rankName,
       step: header.step,
       states:
@@ -196,7 +259,25 @@ export class HostHandle implements RankGroupHandle {
       ...(offCycle.length === 0 ? {} : { offCycle }),
       ...(alerts.length === 0 ? {} : { alerts }),
       group: { reporting: header.reporting, missing: header.missing, ...(timing === undefined ? {} : { timing }) },
-    });
+    };
+    this.resultSeqs.set(result, seqs);
+    pending.resolve(result);
+  }
+
+  /**
+   * An earlier answer the agent sent again because the controller had not acknowledged it (lost
+   * in transit, or taken but not logged yet): its key definitions are absorbed either way; its
+   * values are taken once, by number, into this host's next flush (the one it came before).
+   */
+  private receiveCarried(data: Uint8Array, header: HostStatesHeader): void {
+    const frame = this.decoder.decode(data);
+    if (!this.take(header)) return;
+    this.noteFrame(data.length, header, frame);
+    warn(
+      `host.resent:${this.hostId}`,
+      `host ${this.hostId}: its answer to flush(${header.step}) was never acknowledged (lost in transit); the agent sent it again with its next answer, and its values go into that flush`,
+    );
+    this.carryLate(header, this.decoder.toKeyStates(frame), false);
   }
 
   /** Count a decoded frame, take its rank list (or ask for it again), and report states lost with an earlier frame. */
@@ -224,10 +305,13 @@ export class HostHandle implements RankGroupHandle {
    * A frame too late for its flush: carried into this host's next flush (exact merges make that
    * correct), as a rank's late answer is (RemoteRankHandle).
    */
-  private carryLate(header: HostStatesHeader, states: KeyState[]): void {
+  private carryLate(header: HostStatesHeader, states: KeyState[], late = true): void {
     const stats = this.server.stats;
-    stats.lateFrames++;
-    for (const s of states) stats.lateValues += s.state.count;
+    if (header.seq !== undefined) this.carriedSeqs.push(header.seq);
+    if (late) {
+      stats.lateFrames++;
+      for (const s of states) stats.lateValues += s.state.count;
+    }
     this.carried =
       this.carried === null
         ? states
@@ -241,10 +325,11 @@ export class HostHandle implements RankGroupHandle {
     if (header.offCycle !== undefined) this.carriedOffCycle.push(...header.offCycle);
     if (header.alerts !== undefined)
       this.carriedAlerts = newestAlerts(this.carriedAlerts, header.alerts, `host ${this.hostId}'s late answers`);
-    reportIgnored(
-      "late",
-      `host ${this.hostId} answered flush(${header.step}) after the flush deadline; its values are carried into its next flush`,
-    );
+    if (late)
+      reportIgnored(
+        "late",
+        `host ${this.hostId} answered flush(${header.step}) after the flush deadline; its values are carried into its next flush`,
+      );
   }
 
   /**
@@ -324,6 +409,43 @@ export class HostServer {
     return [...this.gone];
   }
 
+  /** Answers logged since the last `hostAck`, by host; sent as one message on the next microtask. */
+  private pendingAcks: Map<string, number[]> | null = null;
+  /** The agent process of each host those answers are of. */
+  private readonly ackAgents = new Map<string, string>();
+
+  /** @internal the controller logged these answers of a host's agent: one `hostAck` per flush tells every agent. */
+  queueAck(hostId: string, seqs: readonly number[], agent: string | undefined): void {
+    if (this.pendingAcks === null) {
+      this.pendingAcks = new Map();
+      queueMicrotask(() => this.sendAcks());
+    }
+    if (agent !== undefined) this.ackAgents.set(hostId, agent);
+    const list = this.pendingAcks.get(hostId) ?? [];
+    list.push(...seqs);
+    this.pendingAcks.set(hostId, list);
+  }
+
+  private sendAcks(): void {
+    const pending = this.pendingAcks;
+    this.pendingAcks = null;
+    const agents = Object.fromEntries(this.ackAgents);
+    this.ackAgents.clear();
+    if (pending === null || this.closing) return;
+    try {
+      this.nc.publish(
+        hostSubjects(this.runId).flush,
+        encodeHostMessage(this.runId, { t: "hostAck", acks: Object.fromEntries(pending), agents }),
+      );
+    } catch (error) {
+      // Not a loss: the agents keep those answers and send them again; this controller takes each once.
+      reportError(
+        "host.ack",
+        `the controller could not tell the host agents which answers it logged: ${describeError(error)}`,
+      );
+    }
+  }
+
   /** @internal a host's agent did not answer a flush by its deadline. */
   missedFlush(handle: HostHandle): void {
     const missed = (this.missed.get(handle.hostId) ?? 0) + 1;
@@ -385,13 +507,31 @@ export class HostServer {
       queueMicrotask(() => (this.currentFlush = null));
       const resync = [...this.resync];
       this.resync.clear();
+      const taken = this.takenSeqs();
       this.nc.publish(
         hostSubjects(this.runId).flush,
-        encodeHostMessage(this.runId, { t: "hostFlush", id, step, deadlineMs, resync }),
+        encodeHostMessage(this.runId, {
+          t: "hostFlush",
+          id,
+          step,
+          deadlineMs,
+          resync,
+          ...(taken === undefined ? {} : { taken }),
+        }),
         this.inbox,
       );
     }
     return this.currentFlush.id;
+  }
+
+  /** By host, the answers its handle carries late and has not acknowledged (the agent keeps them, not sending them again); undefined when none. */
+  private takenSeqs(): Record<string, readonly number[]> | undefined {
+    let taken: Record<string, readonly number[]> | undefined;
+    for (const [hostId, handle] of this.hosts) {
+      const seqs = handle.takenSeqs;
+      if (seqs.length > 0) (taken ??= {})[hostId] = seqs.slice(-64);
+    }
+    return taken;
   }
 
   /** @internal a request to one agent, answered by "hostReply" within `deadlineMs`. */

@@ -76,6 +76,11 @@ export type ControllerRequest =
       readonly wire?: number;
       /** Ranks whose key table the receiver lost: they start a new key-table session. */
       readonly resync?: readonly string[];
+      /**
+       * By rank, answers the receiver took but has not acknowledged yet (late ones, carried into this
+       * flush): the rank keeps them until acknowledged but does not send them again.
+       */
+      readonly taken?: Readonly<Record<string, readonly number[]>>;
     }
   | { readonly t: "shutdown"; readonly id: number }
   | { readonly t: "start"; readonly id: number; readonly module: string }
@@ -109,6 +114,11 @@ export type RankReply =
       readonly ok: true;
       readonly result?: unknown;
       readonly snapshot?: RankSnapshot;
+      /**
+       * An earlier flush answer the receiver has not acknowledged, sent again before the answer to
+       * the flush `id` (`KeptAnswers`): taken once by its number (`snapshot.seq`), into that flush.
+       */
+      readonly carried?: true;
     }
   | { readonly t: "reply"; readonly id: number; readonly rankName: string; readonly ok: false; readonly error: string };
 

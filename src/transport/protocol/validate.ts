@@ -71,7 +71,10 @@ export function validateProtocolMessage(m: Record<string, unknown>, from: string
     case "flush":
       if (!isId(m["step"])) return "step must be a non-negative integer";
       if (m["wire"] !== undefined && !isId(m["wire"])) return "wire must be a wire-format version";
-      return m["resync"] === undefined ? undefined : namesProblem("resync", m["resync"]);
+      return (
+        (m["resync"] === undefined ? undefined : namesProblem("resync", m["resync"])) ??
+        (m["taken"] === undefined ? undefined : validateAcks(m["taken"]))
+      );
     case "shutdown":
       return undefined;
     case "start":
@@ -170,6 +173,9 @@ function validateReply(m: Record<string, unknown>, from: string): MessageProblem
   if (m["ok"] === false)
     return isText(m["error"], MAX_TEXT) || m["error"] === "" ? undefined : "a failed reply must carry error";
   if (m["ok"] !== true) return "ok must be true or false";
+  const carried = m["snapshot"];
+  if (m["carried"] !== undefined && (m["carried"] !== true || !isObject(carried) || !isId(carried["seq"])))
+    return "carried must be true, with the numbered snapshot carried";
   return m["snapshot"] === undefined ? undefined : validateSnapshot(m["snapshot"], from);
 }
 

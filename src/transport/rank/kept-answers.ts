@@ -1,22 +1,25 @@
 /**
- * A rank's last flush answers, kept so one lost in transit can be sent again (`resend`), and
- * which of them a controller acknowledged (logged; see `AckMessage`). Bounded in answers and in the
- * key states they hold together; the newest is always kept. An answer dropped before any
- * controller acknowledged it is reported: if the controller that took it died, its values are lost.
+ * A rank's flush answers that its receiver (the controller, or its host agent) has not acknowledged
+ * yet. Each is kept until acknowledged, and sent again with every later answer until then
+ * (`carried`), so an answer lost in transit is carried into the next flush — once: the receiver
+ * takes each answer number once. Bounded in answers and in the key states they hold together; the
+ * newest is always kept. An answer dropped at the bound before any acknowledgement is reported and
+ * counted (`transportStats().lostAnswers`): if it never reached its receiver, its values are lost.
  */
 import { reportError } from "../../core/diagnostics.js";
 import type { RankTiming } from "../../core/step-timing.js";
 import type { RankSnapshot } from "../../pipeline/rank-handle.js";
+import { transportStats } from "../protocol/messages.js";
 import { frameKeyStates, StateDecoder, type KeyTable } from "../wire/codec.js";
 
 /**
- * How many of its last flush answers a rank keeps, to send again one that was lost in transit, and
- * how many key states they may hold together (the newest answer is always kept).
+ * How many unacknowledged flush answers a rank keeps, and how many key states they may hold
+ * together (the newest answer is always kept).
  */
 export const KEPT_FLUSH_ANSWERS = 16;
 const KEPT_FLUSH_STATES = 20_000;
 
-/** A flush answer kept as the frame it was sent as (read again with its key table only if asked to resend it). */
+/** A flush answer kept as the frame it was sent as (read again with its key table only if it must be sent again). */
 export interface KeptFrame {
   readonly seq: number;
   readonly step: number;
@@ -27,56 +30,70 @@ export interface KeptFrame {
   readonly timing?: RankTiming;
 }
 
-/** One rank's kept flush answers. */
+/** One rank's unacknowledged flush answers, oldest first. */
 export class KeptAnswers {
   private readonly kept: Array<RankSnapshot | KeptFrame> = [];
   private keptStates = 0;
-  /** Kept answers a controller acknowledged (logged); see `AckMessage`. */
-  private readonly acked = new Set<number>();
-  /** Whether a controller of this rank acknowledges answers (then dropping an unacknowledged one is a possible loss). */
-  private acksSeen = false;
 
   constructor(private readonly rankName: string) {}
 
-  /** The key-bound count of the last answer kept (0 before any). */
+  /** The key-bound count of the last answer made (0 before any). */
+  private lastDropped = 0;
   get lastDroppedKeyRecords(): number {
-    return this.kept.at(-1)?.droppedKeyRecords ?? 0;
+    return this.lastDropped;
   }
 
-  /** Numbers of the kept flush answers no controller acknowledged, oldest first. */
+  /** Numbers of the kept flush answers (none acknowledged), oldest first. */
   unacknowledged(): number[] {
-    return this.kept.flatMap((k) => (k.seq === undefined || this.acked.has(k.seq) ? [] : [k.seq]));
+    return this.kept.flatMap((k) => (k.seq === undefined ? [] : [k.seq]));
   }
 
-  /** A controller logged these answers of this rank: they need not be sent to another one. */
+  /** The receiver took these answers of this rank (logged, or kept in an answer of its own): they are dropped. */
   acknowledge(seqs: readonly number[] | undefined): void {
-    if (seqs === undefined) return;
-    this.acksSeen = true;
-    for (const seq of seqs) if (this.kept.some((k) => k.seq === seq)) this.acked.add(seq);
+    if (seqs === undefined || seqs.length === 0) return;
+    const acked = new Set(seqs);
+    for (let i = this.kept.length - 1; i >= 0; i--) {
+      const k = this.kept[i];
+      if (k === undefined || k.seq === undefined || !acked.has(k.seq)) continue;
+      this.kept.splice(i, 1);
+      this.keptStates -= statesOf(k);
+    }
   }
 
-  /** Keep a flush answer for a resend (the last few, bounded by their states; the newest always). */
+  /**
+   * Keep a flush answer until it is acknowledged. The bound is applied before the kept answers are
+   * sent again (`carried`), never to answers just sent: what goes with an answer is what is kept.
+   */
   keep(answer: RankSnapshot | KeptFrame, states: number): void {
     this.kept.push(answer);
     this.keptStates += states;
-    while (this.kept.length > 1 && (this.kept.length > KEPT_FLUSH_ANSWERS || this.keptStates > KEPT_FLUSH_STATES)) {
+    this.lastDropped = answer.droppedKeyRecords;
+  }
+
+  /**
+   * Every kept (unacknowledged) answer as a snapshot, oldest first: what goes again with the next
+   * answer. First the oldest are dropped (reported, counted) past `KEPT_FLUSH_ANSWERS - 1` answers
+   * or `KEPT_FLUSH_STATES` states, so that with the next answer at most `KEPT_FLUSH_ANSWERS` are kept.
+   */
+  carried(): RankSnapshot[] {
+    while (this.kept.length > 0 && (this.kept.length >= KEPT_FLUSH_ANSWERS || this.keptStates > KEPT_FLUSH_STATES)) {
       const dropped = this.kept.shift();
       if (dropped === undefined) break;
-      this.keptStates -= "bytes" in dropped ? dropped.stateCount : dropped.states.length;
-      if (dropped.seq !== undefined && !this.acked.delete(dropped.seq) && this.acksSeen) {
-        reportError(
-          `transport.unackedDropped:${this.rankName}`,
-          `rank ${this.rankName}: flush answer ${dropped.seq} (flush(${dropped.step})) was never acknowledged by a controller and is no longer kept (a rank keeps ${KEPT_FLUSH_ANSWERS}); if the controller that took it died before logging it, its values are lost (counted here)`,
-        );
-      }
+      this.keptStates -= statesOf(dropped);
+      transportStats().lostAnswers++;
+      reportError(
+        `transport.unackedDropped:${this.rankName}`,
+        `rank ${this.rankName}: flush answer ${dropped.seq ?? "?"} (flush(${dropped.step})) was never acknowledged and is no longer kept (a rank keeps ${KEPT_FLUSH_ANSWERS} unacknowledged answers, ${KEPT_FLUSH_STATES} states); if it never reached its receiver, its values are lost (counted in transportStats().lostAnswers)`,
+      );
     }
+    return this.kept.map((k) => ("bytes" in k ? this.snapshotOf(k) : k));
   }
 
   /** The kept answer numbered `seq` as a snapshot, or an error saying it is no longer kept. */
   resend(seq: number): RankSnapshot {
     const kept = this.kept.find((s) => s.seq === seq);
     if (kept === undefined)
-      throw new Error(`flush answer ${seq} is no longer kept (a rank keeps its last ${KEPT_FLUSH_ANSWERS})`);
+      throw new Error(`flush answer ${seq} is no longer kept (acknowledged already, or past the rank's bound)`);
     return "bytes" in kept ? this.snapshotOf(kept) : kept;
   }
 
@@ -92,4 +109,8 @@ export class KeptAnswers {
       ...(kept.timing === undefined ? {} : { timing: kept.timing }),
     };
   }
+}
+
+function statesOf(answer: RankSnapshot | KeptFrame): number {
+  return "bytes" in answer ? answer.stateCount : answer.states.length;
 }

@@ -51,7 +51,7 @@ type FlushRequest = ControllerRequest & { t: "flush" };
 export class RankAgent {
   /** Flush answers so far; each answer carries its number (`seq`). */
   private seq = 0;
-  /** The last flush answers, kept for a resend, and which a controller acknowledged. */
+  /** The flush answers its receiver has not acknowledged, sent again with each flush answer until it does. */
   private readonly kept: KeptAnswers;
   private module: Record<string, unknown> = {};
   private shuttingDown = false;
@@ -178,10 +178,34 @@ export class RankAgent {
       await this.respond(request, reply, replyFrame);
       return;
     }
+    this.sendCarried(request, reply);
     const answered = this.respond(request, reply, replyFrame);
     this.answering.add(answered);
     await answered;
     this.answering.delete(answered);
+  }
+
+  /**
+   * Before answering a flush, send again every earlier answer the receiver has not acknowledged
+   * (lost in transit, or not logged yet), oldest first, each marked `carried`: the receiver takes
+   * each answer number once, into this flush. Nothing is sent in the steady state (every answer
+   * acknowledged before the next flush).
+   */
+  private sendCarried(request: FlushRequest, reply: SendText): void {
+    if (this.kept.unacknowledged().length === 0) return;
+    const taken = new Set(request.taken?.[this.rankName]);
+    try {
+      for (const snapshot of this.kept.carried())
+        if (snapshot.seq === undefined || !taken.has(snapshot.seq))
+          reply(
+            this.encode({ t: "reply", id: request.id, rankName: this.rankName, ok: true, carried: true, snapshot }),
+          );
+    } catch (error) {
+      reportError(
+        "transport.replyFailed",
+        `rank ${this.rankName} could not send its unacknowledged answers again: ${describeError(error)}`,
+      );
+    }
   }
 
   /** Answer one request (never rejects: a failure is the answer, or reported when it cannot be sent). */
