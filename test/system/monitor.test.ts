@@ -165,7 +165,8 @@ test("on timers it samples and flushes by itself until stopped; bad intervals ar
 test("the monitor's metrics land in the store as system metrics, apart from the training series", async () => {
   usePath(fixture("multi"));
   const runDir = tempDir();
-  const logger = new MetricLogger({ runDir });
+  // Deadlines for a loaded machine: what this test checks is where the values land, not how late.
+  const logger = new MetricLogger({ runDir, backendDeadlineMs: 60_000, shutdownDeadlineMs: 60_000 });
   await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });
   const monitor = new SystemMonitor({ logger, label: "node0", collectionInterval: 1, flushInterval: 1 });
   recordMetric("loss", 0.5, "mean");
@@ -178,7 +179,10 @@ test("the monitor's metrics land in the store as system metrics, apart from the 
   await logger.shutdown();
   const store = await import("../../src/store/reader.js");
   const system = store.systemMetrics(runDir).map((k) => k.key);
-  assert.ok(system.includes("system/node0/gpu/0/utilization_percent"), system.join(", "));
+  assert.ok(
+    system.includes("system/node0/gpu/0/utilization_percent"),
+    `system keys: [${system.join(", ")}]; samples ${monitor.samples}, nvidia-smi failures ${monitor.gpuFailures}`,
+  );
   const gpu = store.series(runDir, "system/node0/gpu/0/utilization_percent", { kind: "system" });
   assert.deepEqual(
     gpu.points.map((p) => [p.step, p.value]),
