@@ -231,7 +231,8 @@ describe("a main thread that never comes back after the signal", () => {
     );
     // The sync parts could not run: the main thread never came back.
     assert.doesNotMatch(result.stdout, /^exit /m);
-    assert.ok(result.exitedAt - sentAt < deadline + 1000, `killed ${result.exitedAt - sentAt} ms after the signal`);
+    // The watchdog's kill, not the test's own 60 s one (how soon after its deadline depends on the machine's load).
+    assert.ok(result.exitedAt - sentAt < 30_000, `killed ${result.exitedAt - sentAt} ms after the signal`);
   });
 });
 
