@@ -195,5 +195,33 @@ describe("the Inference tab, over a real run of the inference API", () => {
         await shot(page, `inference-view${suffix}.png`);
         assert.deepEqual(errors, []);
       });
+
+      it("exports the view as a report that draws it with no server", async () => {
+        await page.goto(`${dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
+        await page.reload();
+        const ttft = cardOf("llama-3.1-8b", "time to first token");
+        await page.locator(ttft).scrollIntoViewIfNeeded({ timeout: 20_000 });
+        await page.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: 20_000 });
+        const [download] = await Promise.all([page.waitForEvent("download"), page.click("#export")]);
+        const file = join(root, `inference-report${suffix}.html`);
+        await download.saveAs(file);
+        const report = await launched.context.newPage();
+        const asked: string[] = [];
+        await report.route("**/*", (route) => {
+          const url = route.request().url();
+          if (url === `file://${file}`) return route.continue();
+          asked.push(url);
+          return route.abort();
+        });
+        await report.goto(`file://${file}`);
+        await report.locator(ttft).scrollIntoViewIfNeeded({ timeout: 20_000 });
+        await report.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: 20_000 });
+        assert.equal(await report.getAttribute(ttft, "data-lines"), "3");
+        const drawn = await csvOf(report, ttft);
+        const want = stored(runDir, keyOf("gen_ai.server.time_to_first_token", "llama-3.1-8b", "p99"));
+        assert.deepEqual(drawn.get("p99"), want);
+        assert.deepEqual(asked, []);
+        await report.close();
+      });
     });
 });
