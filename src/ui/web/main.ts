@@ -156,14 +156,16 @@ function resetView(): number {
 function fillXOptions(): void {
   const streamsLike = state.tab === "streams" || state.tab === "system";
   const drawn = streamsLike ? settingsFor(state.tab) : state.settings;
-  const current = drawn.xMode === "metric" ? `metric:${drawn.xKey}` : drawn.xMode;
+  const byMetric = state.tab === "inference" ? "step" : `metric:${drawn.xKey}`;
+  const current = drawn.xMode === "metric" ? byMetric : drawn.xMode;
   clear(xModeSelect);
   if (!streamsLike) xModeSelect.appendChild(el("option", { value: "step" }, "step"));
   xModeSelect.appendChild(el("option", { value: "wall" }, "wall time"));
   xModeSelect.appendChild(el("option", { value: "relative" }, "relative time"));
   const keys = allMetricKeys();
   if (state.settings.xMode === "metric" && !keys.includes(state.settings.xKey)) keys.push(state.settings.xKey);
-  if (!streamsLike && keys.length > 0) {
+  // The inference charts are over steps or time (tabs/inference.ts draws a metric x-axis by step).
+  if (!streamsLike && state.tab !== "inference" && keys.length > 0) {
     const group = el("optgroup", { label: "a metric (joined by step)" });
     for (const key of keys) group.appendChild(el("option", { value: `metric:${key}` }, visibleName(key)));
     xModeSelect.appendChild(group);
