@@ -189,7 +189,12 @@ async function renderView(): Promise<void> {
   if (state.tab === "inference") $("rank-control", HTMLElement).classList.add("hidden");
   // Raw stream values are shown as they are: smoothing them would invent a trend.
   if (state.tab === "streams") $("smoothing-control", HTMLElement).classList.add("hidden");
-  searchBox.placeholder = state.tab === "runs" ? "Summary columns (regex)" : "Search metrics (regex)";
+  searchBox.placeholder =
+    state.tab === "runs"
+      ? "Summary columns (regex)"
+      : state.tab === "inference"
+        ? "Search models (regex)"
+        : "Search metrics (regex)";
   if (state.selected.length === 0 && state.tab !== "runs") {
     view.appendChild(el("p", { className: "muted" }, "Select a run on the left."));
     void refreshInferenceTab(generation);

@@ -131,6 +131,12 @@ describe("the Inference tab, over a real run of the inference API", () => {
         await page.waitForFunction(() => location.hash.includes("tab=inference"));
         const models = await page.$$eval("section.inference-model", (s) => s.map((x) => x.getAttribute("data-model")));
         assert.deepEqual(models, MODELS);
+        // The search box narrows the models.
+        await page.fill("#key-search", "70b");
+        await page.waitForFunction(() => document.querySelectorAll("section.inference-model").length === 1);
+        assert.equal(await page.getAttribute("section.inference-model", "data-model"), "llama-3.1-70b");
+        await page.fill("#key-search", "");
+        await page.waitForFunction(() => document.querySelectorAll("section.inference-model").length === 2);
       });
 
       for (const model of MODELS)

@@ -14,7 +14,7 @@ import { lineColour } from "../chart-series.js";
 import type { Line } from "../chart-data.js";
 import { el } from "../dom.js";
 import { LazyGrid, type CardSpec } from "../fetching.js";
-import { visibleName } from "../names.js";
+import { searchMatcher, visibleName } from "../names.js";
 import { runColour, state, type LineSource } from "../state.js";
 import { emptyNote, loadKeys, runLabel, settingsFor, viewBox } from "./common.js";
 import { onZoom, setGrid } from "./metrics.js";
@@ -208,15 +208,22 @@ export async function renderInference(generation: number): Promise<void> {
   const view = viewBox();
   const keys = await loadKeys();
   if (generation !== state.generation) return;
-  const groups = modelGroups(keys);
+  const all = modelGroups(keys);
+  const matcher = searchMatcher(state.search);
+  document.getElementById("key-search")?.classList.toggle("invalid", matcher.error !== null);
+  const groups = all.filter((g) => matcher.test(modelLabel(g, all)));
   if (groups.length === 0) {
-    emptyNote("No inference metrics (gen_ai.* or inference/* keys, see docs/inference.md) in the selected runs.");
+    emptyNote(
+      all.length === 0
+        ? "No inference metrics (gen_ai.* or inference/* keys, see docs/inference.md) in the selected runs."
+        : "No model matches the search.",
+    );
     return;
   }
   const grid = new LazyGrid(generation);
   setGrid(grid);
   for (const group of groups) {
-    const label = modelLabel(group, groups);
+    const label = modelLabel(group, all);
     const box = el("div", { className: "grid" });
     view.appendChild(
       el(
