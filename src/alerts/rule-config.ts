@@ -66,6 +66,12 @@ export interface ThresholdRule extends AlertRuleBase {
   key: string;
   above?: number;
   below?: number;
+  /**
+   * Fire only once the key's value has been outside for this many flushes in a row at which the
+   * key was logged (default 1: at the first); `{ key: "gen_ai.server.time_to_first_token/p99*",
+   * above: 0.5, flushes: 3 }` is "p99 TTFT over 0.5 s for 3 flushes", per model.
+   */
+  flushes?: number;
 }
 
 /** `spike`: a value further than `k` × MAD from the rolling median of the key's previous `window` values; resolves when one is back within. */
@@ -124,6 +130,7 @@ export type ResolvedRule =
       readonly key: string;
       readonly above?: number;
       readonly below?: number;
+      readonly flushes?: number;
     }
   | {
       readonly kind: "spike";
@@ -174,6 +181,7 @@ const RULE_FIELDS: Record<
     numbers: {
       above: { min: -Infinity, max: Infinity, integer: false },
       below: { min: -Infinity, max: Infinity, integer: false },
+      flushes: { min: 1, max: 10_000, integer: true },
     },
     level: "warning",
   },
@@ -283,7 +291,7 @@ function buildRule(
     case "stalled":
       return { kind, ...base, factor: n("factor"), minMs: n("minMs") };
     case "threshold": {
-      const { above, below } = f.numbers;
+      const { above, below, flushes } = f.numbers;
       if (above === undefined && below === undefined)
         throw new TypeError(`${at}: give above, below or both (the value it alerts past)`);
       if (above !== undefined && below !== undefined && below > above)
@@ -296,6 +304,7 @@ function buildRule(
         key: f.key,
         ...(above === undefined ? {} : { above }),
         ...(below === undefined ? {} : { below }),
+        ...(flushes === undefined ? {} : { flushes }),
       };
     }
     case "spike":

@@ -92,7 +92,10 @@ class NonfiniteJudge implements KeyJudge {
   }
 }
 
-/** `threshold`: a value above `above` or below `below`; resolves when one is back inside. */
+/**
+ * `threshold`: a value above `above` or below `below` at `flushes` flushes in a row (at which the
+ * key was logged); resolves when one is back inside.
+ */
 class ThresholdRule implements KeyRule {
   constructor(
     readonly index: number,
@@ -101,6 +104,7 @@ class ThresholdRule implements KeyRule {
     readonly pattern: string,
     readonly above: number | undefined,
     readonly below: number | undefined,
+    readonly flushes = 1,
   ) {}
 
   judge(key: string): KeyJudge {
@@ -119,6 +123,8 @@ class ThresholdRule implements KeyRule {
 
 class ThresholdJudge implements KeyJudge {
   private open = false;
+  /** Flushes in a row with the value outside (NaN and flushes without the key leave it as it is). */
+  private outside = 0;
   constructor(
     private readonly rule: ThresholdRule,
     private readonly key: string,
@@ -130,12 +136,15 @@ class ThresholdJudge implements KeyJudge {
     const high = above !== undefined && value > above;
     const low = below !== undefined && value < below;
     const key = this.key;
-    if ((high || low) && !this.open) {
+    this.outside = high || low ? this.outside + 1 : 0;
+    const { flushes } = this.rule;
+    if ((high || low) && !this.open && this.outside >= flushes) {
       this.open = true;
       const bound = high ? `above ${formatValue(above ?? NaN)}` : `below ${formatValue(below ?? NaN)}`;
+      const lasting = flushes > 1 ? ` for ${flushes} flushes` : "";
       start(this.rule, key, context, {
         value,
-        message: `${key} = ${formatValue(value)} at step ${context.step}, ${bound}`,
+        message: `${key} = ${formatValue(value)} at step ${context.step}, ${bound}${lasting}`,
       });
     } else if (!high && !low && this.open) {
       this.open = false;
@@ -272,7 +281,8 @@ export function keyRules(rules: readonly ResolvedRule[]): KeyRule[] {
   const out: KeyRule[] = [];
   rules.forEach((r, index) => {
     if (r.kind === "nonfinite") out.push(new NonfiniteRule(index, r.name, r.level, r.key));
-    else if (r.kind === "threshold") out.push(new ThresholdRule(index, r.name, r.level, r.key, r.above, r.below));
+    else if (r.kind === "threshold")
+      out.push(new ThresholdRule(index, r.name, r.level, r.key, r.above, r.below, r.flushes));
     else if (r.kind === "spike") out.push(new SpikeRule(index, r.name, r.level, r.key, r.k, r.window, r.minPoints));
     else if (r.kind === "rate_drop")
       out.push(new RateDropRule(index, r.name, r.level, r.key, r.fraction, r.window, r.minPoints));

@@ -17,6 +17,7 @@ import {
   type StragglerInput,
 } from "../../src/alerts/engine.js";
 import { resolveAlertOptions } from "../../src/alerts/options.js";
+import { attributedKey, withSuffix } from "../../src/core/attributes.js";
 import type { AlertRuleConfig } from "../../src/alerts/rule-config.js";
 
 function engine(
@@ -187,6 +188,39 @@ describe("user rules", () => {
     ]);
     assert.equal(events[1]?.[0]?.message, "grad_norm/a = 12 at step 1, above 10");
     assert.equal(events[4]?.[0]?.message, "grad_norm/a = 3 at step 4, back within [0.01, 10]");
+  });
+
+  it("threshold for N flushes: p99 TTFT over 0.5 s for 3 flushes in a row, per model on the attributed keys", () => {
+    const ttft = (model: string, output: string): string =>
+      withSuffix(
+        attributedKey("gen_ai.server.time_to_first_token", {
+          "gen_ai.operation.name": "chat",
+          "gen_ai.provider.name": "vllm",
+          "gen_ai.request.model": model,
+        }),
+        output,
+      );
+    const e = engine([
+      { rule: "threshold", name: "ttft_p99", key: "gen_ai.server.time_to_first_token/p99*", above: 0.5, flushes: 3 },
+    ]);
+    const big = ttft("llama-70b", "p99");
+    const small = ttft("llama-8b", "p99");
+    const events = feed(e, {
+      // Two flushes over, one back under (the count starts again), then three over in a row.
+      [big]: [0.3, 0.6, 0.7, 0.4, 0.6, 0.7, 0.8, 0.3],
+      // NaN is no evidence: the run of flushes over goes on across it.
+      [small]: [0.6, 0.6, NaN, 0.6, 0.2],
+      // Not a p99: not matched.
+      [ttft("llama-70b", "p50")]: [0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9],
+    });
+    assert.deepEqual(timeline(events), [
+      `3: firing ttft_p99:${small}#1`,
+      `4: resolved ttft_p99:${small}#1`,
+      `6: firing ttft_p99:${big}#2`,
+      `7: resolved ttft_p99:${big}#2`,
+    ]);
+    assert.equal(events[6]?.[0]?.message, `${big} = 0.8 at step 6, above 0.5 for 3 flushes`);
+    assert.equal(events[6]?.[0]?.key, big);
   });
 
   it("spike: a value more than k MADs from the rolling median fires once and resolves when values are back", () => {

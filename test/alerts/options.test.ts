@@ -119,6 +119,11 @@ describe("bad input is an error saying what is valid", () => {
       { rules: [{ rule: "spike", key: "x", window: 2.5 }] },
       /alerts\.rules\[0\] \(spike\): window must be an integer from 3 to 10000, got 2\.5/,
     ],
+    [
+      "a threshold lasting 0 flushes",
+      { rules: [{ rule: "threshold", key: "x", above: 1, flushes: 0 }] },
+      /alerts\.rules\[0\] \(threshold\): flushes must be an integer from 1 to 10000, got 0/,
+    ],
     ["k of 0", { rules: [{ rule: "spike", key: "x", k: 0 }] }, /k must be a number above 0 up to 1000000, got 0/],
     [
       "two rules with one name for one key",

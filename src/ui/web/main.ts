@@ -16,6 +16,7 @@ import { loadKeys, lostRanksNote, prefetchKeys, settingsFor } from "./tabs/commo
 import { renderAlertBanner, renderAlerts } from "./tabs/alerts.js";
 import { renderConfig } from "./tabs/config.js";
 import { renderHistograms } from "./tabs/histograms.js";
+import { renderInference, selectedRunsHaveInference } from "./tabs/inference.js";
 import { renderLogs, stopFollowing } from "./tabs/logs.js";
 import { renderRanks } from "./tabs/ranks.js";
 import { allMetricKeys, disconnectGrid, keySignature, renderMetrics } from "./tabs/metrics.js";
@@ -75,10 +76,28 @@ function refreshBanner(): void {
   renderAlertBanner(alertBanner).catch((error: unknown) => hooks.showError(error));
 }
 
+/** The tabs offered: Inference only when a selected run has inference keys (or it is the tab open). */
+function shownTabs(): typeof TABS {
+  return TABS.filter(([tab]) => tab !== "inference" || state.hasInference || state.tab === "inference");
+}
+
+/** Show or hide the Inference tab as the selected runs have inference keys or not (a failure leaves it as it is). */
+async function refreshInferenceTab(generation: number): Promise<void> {
+  try {
+    const has = await selectedRunsHaveInference();
+    if (generation !== state.generation || has === state.hasInference) return;
+    state.hasInference = has;
+    renderTabs();
+  } catch {
+    // The view shows the error of reading the runs' keys when it needs them.
+  }
+}
+
 function renderTabs(): void {
   const nav = $("tabs", HTMLElement);
   clear(nav);
-  for (const [tab, label] of TABS) {
+  const tabs = shownTabs();
+  for (const [tab, label] of tabs) {
     const active = tab === state.tab;
     const button = el(
       "button",
@@ -97,8 +116,8 @@ function renderTabs(): void {
     button.addEventListener("click", () => switchTab(tab));
     button.addEventListener("keydown", (event) => {
       if (event.key !== "ArrowRight" && event.key !== "ArrowLeft") return;
-      const i = TABS.findIndex(([t]) => t === tab);
-      const next = TABS[(i + (event.key === "ArrowRight" ? 1 : TABS.length - 1)) % TABS.length]?.[0];
+      const i = tabs.findIndex(([t]) => t === tab);
+      const next = tabs[(i + (event.key === "ArrowRight" ? 1 : tabs.length - 1)) % tabs.length]?.[0];
       if (next !== undefined) {
         switchTab(next);
         document.getElementById(`tab-${next}`)?.focus();
@@ -137,14 +156,16 @@ function resetView(): number {
 function fillXOptions(): void {
   const streamsLike = state.tab === "streams" || state.tab === "system";
   const drawn = streamsLike ? settingsFor(state.tab) : state.settings;
-  const current = drawn.xMode === "metric" ? `metric:${drawn.xKey}` : drawn.xMode;
+  const byMetric = state.tab === "inference" ? "step" : `metric:${drawn.xKey}`;
+  const current = drawn.xMode === "metric" ? byMetric : drawn.xMode;
   clear(xModeSelect);
   if (!streamsLike) xModeSelect.appendChild(el("option", { value: "step" }, "step"));
   xModeSelect.appendChild(el("option", { value: "wall" }, "wall time"));
   xModeSelect.appendChild(el("option", { value: "relative" }, "relative time"));
   const keys = allMetricKeys();
   if (state.settings.xMode === "metric" && !keys.includes(state.settings.xKey)) keys.push(state.settings.xKey);
-  if (!streamsLike && keys.length > 0) {
+  // The inference charts are over steps or time (tabs/inference.ts draws a metric x-axis by step).
+  if (!streamsLike && state.tab !== "inference" && keys.length > 0) {
     const group = el("optgroup", { label: "a metric (joined by step)" });
     for (const key of keys) group.appendChild(el("option", { value: `metric:${key}` }, visibleName(key)));
     xModeSelect.appendChild(group);
@@ -155,7 +176,8 @@ function fillXOptions(): void {
 async function renderView(): Promise<void> {
   const generation = resetView();
   refreshBanner();
-  const chartsTab = state.tab === "metrics" || state.tab === "streams" || state.tab === "system";
+  const chartsTab =
+    state.tab === "metrics" || state.tab === "inference" || state.tab === "streams" || state.tab === "system";
   $("toolbar", HTMLElement).classList.toggle(
     "hidden",
     !chartsTab && state.tab !== "runs" && state.tab !== "histograms" && state.tab !== "samples",
@@ -163,11 +185,19 @@ async function renderView(): Promise<void> {
   for (const id of ["x-control", "log-control", "smoothing-control", "rank-control"])
     $(id, HTMLElement).classList.toggle("hidden", !chartsTab);
   $("group-control", HTMLElement).classList.toggle("hidden", state.tab !== "metrics");
+  // The inference charts are of the reduced (global) lines only.
+  if (state.tab === "inference") $("rank-control", HTMLElement).classList.add("hidden");
   // Raw stream values are shown as they are: smoothing them would invent a trend.
   if (state.tab === "streams") $("smoothing-control", HTMLElement).classList.add("hidden");
-  searchBox.placeholder = state.tab === "runs" ? "Summary columns (regex)" : "Search metrics (regex)";
+  searchBox.placeholder =
+    state.tab === "runs"
+      ? "Summary columns (regex)"
+      : state.tab === "inference"
+        ? "Search models (regex)"
+        : "Search metrics (regex)";
   if (state.selected.length === 0 && state.tab !== "runs") {
     view.appendChild(el("p", { className: "muted" }, "Select a run on the left."));
+    void refreshInferenceTab(generation);
     return;
   }
   // Ranks a selected run lost are named over every view (their lines are marked in the charts).
@@ -175,6 +205,7 @@ async function renderView(): Promise<void> {
   if (lostNote !== null) view.appendChild(lostNote);
   try {
     if (state.tab === "metrics") await renderMetrics(generation);
+    else if (state.tab === "inference") await renderInference(generation);
     else if (state.tab === "runs") await renderRunsTable(generation);
     else if (state.tab === "streams") await renderStreams(generation);
     else if (state.tab === "system") await renderSystem(generation);
@@ -186,6 +217,7 @@ async function renderView(): Promise<void> {
     else if (state.tab === "config") await renderConfig(generation);
     else await renderTraces(generation);
     if (generation === state.generation) fillXOptions();
+    void refreshInferenceTab(generation);
   } catch (error) {
     if (generation === state.generation) hooks.showError(error);
   }

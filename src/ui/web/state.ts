@@ -13,6 +13,7 @@ export type Band = "std" | "minmax" | "none";
 
 export type Tab =
   | "metrics"
+  | "inference"
   | "runs"
   | "streams"
   | "system"
@@ -25,6 +26,7 @@ export type Tab =
   | "traces";
 export const TABS: [Tab, string][] = [
   ["metrics", "Metrics"],
+  ["inference", "Inference"],
   ["runs", "Runs table"],
   ["streams", "Streams"],
   ["system", "System"],
@@ -87,6 +89,8 @@ interface AppState {
   /** Runs that ended since the last poll and get one more. */
   finalPoll: Set<string>;
   keysByRun: Map<string, RunKeys>;
+  /** Whether a selected run has inference keys: the Inference tab is shown only then (or when it is the tab open). */
+  hasInference: boolean;
   summaries: Map<string, Record<string, number>>;
 }
 
@@ -120,6 +124,7 @@ export const state: AppState = {
   /** Runs that ended since the last poll and get one more. */
   finalPoll: new Set(),
   keysByRun: new Map(),
+  hasInference: false,
   summaries: new Map(),
 };
 

@@ -85,7 +85,7 @@ function allDrawnCheck(generation: number, grid: LazyGrid): void {
   }
 }
 
-function onZoom(range: [number, number] | null): void {
+export function onZoom(range: [number, number] | null): void {
   state.settings.zoom = range;
   for (const card of state.cards) card.setZoom(range);
   hooks.writeUrl();

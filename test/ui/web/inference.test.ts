@@ -1,0 +1,233 @@
+/**
+ * The Inference tab (issue 40 item 5) in Debian's Chromium, over a store written by a real run of
+ * the inference API: two model-server replicas (child processes, examples/inference/model-server.ts)
+ * serving two models, reduced by the controller into its store. The tab is offered for that run
+ * and not for a training run; each model's latency cards draw p50/p90/p99 as three lines whose
+ * values are the store's; the error rate is the store's errors / requests. Served by
+ * `rankscope ui` and by a team server the run was synced to. Screenshots go to test-artifacts/.
+ */
+import assert from "node:assert/strict";
+import { readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, it } from "node:test";
+import type { Page } from "playwright-core";
+import { MetricLogger } from "../../../src/controller/metric-logger.js";
+import { attributedKey, withSuffix } from "../../../src/core/attributes.js";
+import { closeStores, series } from "../../../src/store/reader.js";
+import { spawnRanks } from "../../../src/transport/controller/launcher.js";
+import { collectDiagnostics, tempDir } from "../../helpers.js";
+import { launchChromium, type LaunchedBrowser } from "../browser.js";
+import { ensureWebBuilt, shot, SOURCES, writeRun, type Served } from "./support.js";
+
+const MODEL_SERVER = new URL("../../../examples/inference/model-server.ts", import.meta.url);
+const MODELS = ["llama-3.1-70b", "llama-3.1-8b"];
+const STEPS = 4;
+const RUN = "serve/two-models";
+
+/** An instrument's key of `model`, with an output suffix (`p99`, `total`). */
+function keyOf(name: string, model: string, suffix: string): string {
+  const attributes = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.provider.name": "rankscope-sim",
+    "gen_ai.request.model": model,
+  };
+  return withSuffix(attributedKey(name, attributes), suffix);
+}
+
+/** The job: two replicas serving 8 requests of each model per flush, for STEPS flushes, into the controller's store. */
+async function serveTwoModels(runDir: string): Promise<void> {
+  const logger = new MetricLogger({
+    processName: "Controller",
+    runDir,
+    experiment: "serve",
+    trial: "two-models",
+    quiet: true,
+  });
+  await collectDiagnostics(async () => {
+    await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });
+    const servers = await spawnRanks({ module: MODEL_SERVER, replicas: 2, processName: "ModelServer", logger });
+    for (let step = 0; step < STEPS; step++) {
+      await servers.fanout("serve", 8);
+      await logger.flush(step);
+    }
+    await logger.shutdown();
+  });
+}
+
+/** The store's values of a global key, by step. */
+function stored(runDir: string, key: string): Map<number, number> {
+  return new Map(series(runDir, key).points.map((p) => [p.step, p.value]));
+}
+
+/** A downloaded CSV of a card: per line label, its values by step. */
+async function csvOf(page: Page, selector: string): Promise<Map<string, Map<number, number>>> {
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click(`${selector} button.csv`)]);
+  const rows = readFileSync((await download.path()) ?? "", "utf8")
+    .trim()
+    .split("\n");
+  assert.equal(rows[0], "line,step,time_ms,value");
+  const lines = new Map<string, Map<number, number>>();
+  for (const row of rows.slice(1)) {
+    const [label = "", step = "", , value = ""] = row.split(",");
+    const line = lines.get(label) ?? new Map<number, number>();
+    line.set(Number(step), Number(value));
+    lines.set(label, line);
+  }
+  return lines;
+}
+
+const cardOf = (model: string, measure: string): string =>
+  `.chart[data-model=${JSON.stringify(model)}][data-measure=${JSON.stringify(measure)}]`;
+
+describe("the Inference tab, over a real run of the inference API", () => {
+  let root: string;
+  let runDir: string;
+
+  before(async () => {
+    ensureWebBuilt();
+    root = tempDir("rankscope-ui-inference-");
+    runDir = join(root, "serve", "two-models");
+    await serveTwoModels(runDir);
+    writeRun(root, "train", "plain", 20, { "train/loss": (s) => 1 / (s + 1) });
+  });
+
+  after(() => {
+    closeStores();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  for (const [name, serve, skip] of SOURCES)
+    describe(name, { skip }, () => {
+      let dashboard: Served;
+      let launched: LaunchedBrowser;
+      let page: Page;
+      const errors: string[] = [];
+      const suffix = name === "local root" ? "" : "-server";
+
+      before(async () => {
+        dashboard = await serve(root);
+        launched = await launchChromium();
+        page = await launched.context.newPage();
+        await page.addInitScript("window.__name = (f) => f");
+        page.on("pageerror", (e) => errors.push(e.message));
+        page.on("console", (m) => {
+          if (m.type() === "error") errors.push(m.text());
+        });
+      });
+
+      after(async () => {
+        await launched?.close();
+        await dashboard?.close();
+      });
+
+      it("offers the tab for a run with inference keys only", async () => {
+        await page.goto(`${dashboard.url}#run=train/plain&tab=metrics`);
+        await page.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
+        await page.waitForSelector("#tab-metrics");
+        assert.equal(await page.locator("#tab-inference").count(), 0);
+        await page.goto(`${dashboard.url}#run=${RUN}&tab=metrics`);
+        await page.reload();
+        await page.click("#tab-inference", { timeout: 20_000 });
+        await page.waitForFunction(() => location.hash.includes("tab=inference"));
+        const models = await page.$$eval("section.inference-model", (s) => s.map((x) => x.getAttribute("data-model")));
+        assert.deepEqual(models, MODELS);
+        // The search box narrows the models.
+        await page.fill("#key-search", "70b");
+        await page.waitForFunction(() => document.querySelectorAll("section.inference-model").length === 1);
+        assert.equal(await page.getAttribute("section.inference-model", "data-model"), "llama-3.1-70b");
+        await page.fill("#key-search", "");
+        await page.waitForFunction(() => document.querySelectorAll("section.inference-model").length === 2);
+      });
+
+      for (const model of MODELS)
+        it(`draws ${model}'s TTFT p50/p90/p99 as three lines holding the store's values`, async () => {
+          await page.goto(`${dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
+          await page.reload();
+          const ttft = cardOf(model, "time to first token");
+          await page.locator(ttft).scrollIntoViewIfNeeded({ timeout: 20_000 });
+          await page.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: 20_000 });
+          assert.equal(await page.getAttribute(ttft, "data-lines"), "3");
+          const drawn = await csvOf(page, ttft);
+          assert.deepEqual([...drawn.keys()], ["p50", "p90", "p99"]);
+          for (const p of ["p50", "p90", "p99"]) {
+            const want = stored(runDir, keyOf("gen_ai.server.time_to_first_token", model, p));
+            assert.equal(want.size, STEPS, `${p}: a value per flush in the store`);
+            assert.deepEqual(drawn.get(p), want, `${model} ${p}`);
+          }
+          // TPOT and request duration are there too, three lines each.
+          for (const measure of ["time per output token", "request duration"]) {
+            const selector = cardOf(model, measure);
+            await page.locator(selector).scrollIntoViewIfNeeded();
+            await page.waitForSelector(`${selector}[data-lines="3"]`, { timeout: 20_000 });
+          }
+        });
+
+      it("draws the error rate as the store's errors / requests, and the rates per second", async () => {
+        const model = "llama-3.1-70b";
+        await page.goto(`${dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
+        await page.reload();
+        const rate = cardOf(model, "error rate");
+        await page.locator(rate).scrollIntoViewIfNeeded({ timeout: 20_000 });
+        await page.waitForSelector(`${rate}[data-drawn="1"]`, { timeout: 20_000 });
+        const requests = stored(runDir, keyOf("inference/requests", model, "total"));
+        const errorKey = withSuffix(
+          attributedKey("inference/errors", {
+            "error.type": "timeout",
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": "rankscope-sim",
+            "gen_ai.request.model": model,
+          }),
+          "total",
+        );
+        const failed = stored(runDir, errorKey);
+        const want = new Map([...requests].map(([step, n]) => [step, (failed.get(step) ?? 0) / n]));
+        assert.ok(
+          [...want.values()].every((v) => v > 0),
+          "the simulated 70b model fails one request in eight",
+        );
+        assert.deepEqual((await csvOf(page, rate)).get("errors / requests"), want);
+        for (const measure of ["tokens/s", "requests/s"]) {
+          const selector = cardOf(model, measure);
+          await page.locator(selector).scrollIntoViewIfNeeded();
+          await page.waitForSelector(`${selector}[data-lines="2"]`, { timeout: 20_000 });
+        }
+        await page.locator("section.inference-model").first().scrollIntoViewIfNeeded();
+        await page.setViewportSize({ width: 1400, height: 1300 });
+        for (const m of MODELS) {
+          await page.locator(cardOf(m, "error rate")).scrollIntoViewIfNeeded();
+          await page.waitForSelector(`${cardOf(m, "error rate")}[data-drawn="1"]`, { timeout: 20_000 });
+        }
+        await page.evaluate(() => window.scrollTo(0, 0));
+        await shot(page, `inference-view${suffix}.png`);
+        assert.deepEqual(errors, []);
+      });
+
+      it("exports the view as a report that draws it with no server", async () => {
+        await page.goto(`${dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
+        await page.reload();
+        const ttft = cardOf("llama-3.1-8b", "time to first token");
+        await page.locator(ttft).scrollIntoViewIfNeeded({ timeout: 20_000 });
+        await page.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: 20_000 });
+        const [download] = await Promise.all([page.waitForEvent("download"), page.click("#export")]);
+        const file = join(root, `inference-report${suffix}.html`);
+        await download.saveAs(file);
+        const report = await launched.context.newPage();
+        const asked: string[] = [];
+        await report.route("**/*", (route) => {
+          const url = route.request().url();
+          if (url === `file://${file}`) return route.continue();
+          asked.push(url);
+          return route.abort();
+        });
+        await report.goto(`file://${file}`);
+        await report.locator(ttft).scrollIntoViewIfNeeded({ timeout: 20_000 });
+        await report.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: 20_000 });
+        assert.equal(await report.getAttribute(ttft, "data-lines"), "3");
+        const drawn = await csvOf(report, ttft);
+        const want = stored(runDir, keyOf("gen_ai.server.time_to_first_token", "llama-3.1-8b", "p99"));
+        assert.deepEqual(drawn.get("p99"), want);
+        assert.deepEqual(asked, []);
+        await report.close();
+      });
+    });
+});
