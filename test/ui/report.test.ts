@@ -9,9 +9,8 @@
  * the same file for its view; `--server` writes it from a dashboard that requires a token; a
  * grouped view's report draws its bands. A real job's report (`rankscope demo`) draws every metric
  * chart with each line's points exactly as its store holds them (the values shown under the
- * cursor moving no card's CSV button), and its Streams, System,
- * Histograms and Samples tabs. Screenshots: test-artifacts/report.png, report-runs-table.png,
- * report-job-samples.png.
+ * cursor moving no card's CSV button), and its Streams, System, Histograms and Samples tabs.
+ * Screenshots: test-artifacts/report.png, report-runs-table.png, report-job-samples.png.
  */
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync, writeFileSync } from "node:fs";
