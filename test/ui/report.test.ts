@@ -8,9 +8,9 @@
  * "Export report" button of the dashboard and of a team server the runs were synced to downloads
  * the same file for its view; `--server` writes it from a dashboard that requires a token; a
  * grouped view's report draws its bands. A real job's report (`rankscope demo`) draws every metric
- * chart with each line's points exactly as its store holds them, and its Streams, System,
- * Histograms and Samples tabs. Screenshots: test-artifacts/report.png, report-runs-table.png,
- * report-job-samples.png.
+ * chart with each line's points exactly as its store holds them (the values shown under the
+ * cursor moving no card's CSV button), and its Streams, System, Histograms and Samples tabs.
+ * Screenshots: test-artifacts/report.png, report-runs-table.png, report-job-samples.png.
  */
 import assert from "node:assert/strict";
 import { readFileSync, readdirSync, writeFileSync } from "node:fs";
@@ -259,6 +259,19 @@ describe("rankscope report in Chromium, offline", () => {
     await page.waitForSelector(".chart[data-drawn='1']");
     const keys = store.keys(runDir, "scalar").filter((k) => !isInternalKey(k.key));
     assert.ok(keys.length > 5, "the demo logs metrics");
+    // The values under the cursor (shown on every chart, the cursors being synced) move no card:
+    // the mouse goes from a chart to a card's CSV button below it and finds the button where it was.
+    await page.waitForSelector("body[data-charts-rendered]");
+    await page.evaluate(() => new Promise((frame) => requestAnimationFrame(() => requestAnimationFrame(frame))));
+    const buttons = (): Promise<number[]> =>
+      page.$$eval(".chart[data-drawn='1'] button.csv", (all) => all.map((b) => b.getBoundingClientRect().top));
+    const still = await buttons();
+    const plot = await page.locator(".chart[data-drawn='1'] .u-over").first().boundingBox();
+    assert.ok(plot !== null);
+    await page.mouse.move(plot.x + plot.width / 2, plot.y + plot.height / 2);
+    await page.waitForSelector(".chart .legend-value:not(:empty)");
+    assert.deepEqual(await buttons(), still, "showing the values under the cursor moves no CSV button");
+    await page.mouse.move(0, 0);
     for (const { key, ranks } of keys) {
       await page.locator(card(key)).scrollIntoViewIfNeeded();
       await page.waitForSelector(`${card(key)}[data-drawn="1"]`);

@@ -3,6 +3,11 @@
  * click to hide or show a line, shift-click to show only it. A legend with more rows than it
  * shows (a dozen ranks) offers the rest behind an *all N lines* button, so every entry can be
  * reached and read in full without every card growing by default.
+ *
+ * The values under the cursor never move the page: while they are shown (the cursor is on any
+ * chart, the cursors being synced) the legend keeps the height it had without them, so a longer
+ * entry that wraps is clipped (the tooltip lists every line) instead of every card growing and
+ * the cards below it, their buttons with them, jumping as the mouse goes from a chart to a button.
  */
 import type { Line } from "./chart-data.js";
 import { clear, el } from "./dom.js";
@@ -21,6 +26,7 @@ export class ChartLegend {
     this.box = el("div", { className: "legend" });
     this.more = el("button", { type: "button", className: "legend-more hidden", "aria-expanded": "false" });
     this.more.addEventListener("click", () => {
+      this.holdHeight(false);
       this.expanded = !this.expanded;
       this.fit();
     });
@@ -28,6 +34,7 @@ export class ChartLegend {
 
   /** An entry per line, in the lines' order. */
   render(lines: readonly Line[], colourOf: (i: number) => string, hidden: ReadonlySet<string>): void {
+    this.holdHeight(false);
     clear(this.box);
     this.values = [];
     this.items = [];
@@ -65,6 +72,17 @@ export class ChartLegend {
     const item = this.items[i];
     item?.classList.toggle("off", !show);
     item?.setAttribute("aria-pressed", show ? "true" : "false");
+  }
+
+  /**
+   * Keep the legend's height while values under the cursor are shown (`on`), its own again when
+   * they are cleared: values never change the card's height.
+   */
+  holdHeight(on: boolean): void {
+    const held = this.box.style.height !== "";
+    // An expanded legend (the user asked for every entry) grows instead.
+    if (on && !held && !this.expanded) this.box.style.height = `${this.box.clientHeight}px`;
+    else if (!on && held) this.box.style.height = "";
   }
 
   /** The i-th line's value under the cursor ("" for none). */

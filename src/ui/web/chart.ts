@@ -350,6 +350,7 @@ export class ChartCard {
     let headTime: number | null = null;
     const x = idx === null ? undefined : u.data[0]?.[idx];
     const xMode = this.settings.xMode;
+    this.legend.holdHeight(idx !== null);
     this.topSeries.forEach((s, i) => {
       const line = this.lines[i];
       if (line === undefined) return;
