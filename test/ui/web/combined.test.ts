@@ -74,6 +74,7 @@ describe("several keys on one chart", () => {
       "val/loss": (s) => 2.5 / (s + 1) + 0.1,
       "train/lr": () => 0.01,
     });
+    writeRun(root, "exp", "other", STEPS, { "train/loss": (s) => 3 / (s + 1), "val/loss": (s) => 3.5 / (s + 1) });
     dashboard = await serveLocal(root);
     browser = await launchChromium();
     page = await browser.context.newPage();
@@ -96,6 +97,19 @@ describe("several keys on one chart", () => {
     // Each key keeps its own card too.
     for (const key of KEYS) await page.waitForSelector(`.chart[data-key=${JSON.stringify(key)}]`);
     assert.deepEqual(errors, []);
+  });
+
+  it("overlaying two runs, draws a line per key × run, labelled with key and run", async () => {
+    const runs = `run=${encodeURIComponent(RUN)}&run=${encodeURIComponent("exp/other")}`;
+    await page.goto(`${dashboard.url}#${runs}&tab=metrics&smooth=0&combine=${encodeURIComponent(KEYS.join(","))}`);
+    await page.reload();
+    await page.waitForSelector(`${COMBINED}[data-drawn="1"][data-lines="4"]`, { timeout: 20_000 });
+    const drawn = await csvOf(page, COMBINED);
+    assert.deepEqual([...drawn.keys()].sort(), KEYS.flatMap((key) => [`${key} · ${RUN}`, `${key} · exp/other`]).sort());
+    for (const key of KEYS) {
+      assert.deepEqual(drawn.get(`${key} · ${RUN}`), stored(runDir, key));
+      assert.deepEqual(drawn.get(`${key} · exp/other`), stored(join(root, "exp", "other"), key));
+    }
   });
 
   it("adds a combined chart from the toolbar, keeps it in the address, and removes it with ✕", async () => {
