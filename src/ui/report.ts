@@ -152,9 +152,13 @@ async function collectRun(
 ): Promise<ReportRun> {
   const handle = await source.resolveRun(id, true);
   const wanted = searchMatcher(options.keys ?? "");
+  // The view's combined charts draw their keys whatever the key filter says.
+  const combined = new Set(
+    new URLSearchParams(options.view ?? "").getAll("combine").flatMap((c) => c.split(/[;,]/).map((k) => k.trim())),
+  );
   const keys = await answer(api, "keys", { run: id });
   const metrics = (await source.keys(handle)).filter(
-    (k) => (options.internal === true || !isInternalKey(k.key)) && wanted.test(k.key),
+    (k) => combined.has(k.key) || ((options.internal === true || !isInternalKey(k.key)) && wanted.test(k.key)),
   );
   const lines: ReportRun["lines"] = {};
   for (const info of metrics) lines[info.key] = await keyLines(source, handle, info, options);

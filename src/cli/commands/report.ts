@@ -30,6 +30,7 @@ interface ReportCliOptions {
   title?: string;
   notes?: string;
   view?: string;
+  combine?: string[];
   points: string;
   histograms: string;
   ranks: boolean;
@@ -131,7 +132,7 @@ async function serverReport(url: string, runs: string[], options: ReportCliOptio
       isRecord(page) && Array.isArray(page["runs"]) ? page["runs"].map((r) => String(isRecord(r) ? r["id"] : "")) : [];
   }
   if (ids.length === 0) throw new Error(`no run to report on ${url}: name runs (experiment/trial) or give --filter`);
-  const view = new URLSearchParams(options.view?.replace(/^[^#]*#/, "") ?? "");
+  const view = new URLSearchParams(viewFragment(options) ?? "");
   view.delete("run");
   for (const id of ids) view.append("run", id);
   if (options.keys !== undefined) view.set("q", options.keys);
@@ -140,6 +141,15 @@ async function serverReport(url: string, runs: string[], options: ReportCliOptio
   const query = new URLSearchParams({ view: view.toString(), points: options.points, histograms: options.histograms });
   if (options.title !== undefined) query.set("title", options.title);
   return serverGet(url, token, `api/report?${query.toString()}`);
+}
+
+/** The view fragment the report opens on: `--view`'s (a URL's fragment, or the fragment), with a `combine` parameter per `--combine`. */
+function viewFragment(options: ReportCliOptions): string | undefined {
+  const combine = options.combine ?? [];
+  if (options.view === undefined && combine.length === 0) return undefined;
+  const view = new URLSearchParams(options.view?.replace(/^[^#]*#/, "") ?? "");
+  for (const keys of combine) view.append("combine", keys);
+  return view.toString();
 }
 
 async function writeReport(runs: string[], options: ReportCliOptions): Promise<void> {
@@ -184,7 +194,7 @@ async function writeReport(runs: string[], options: ReportCliOptions): Promise<v
           perRank: options.ranks,
           ...(options.keys !== undefined ? { keys: options.keys } : {}),
           ...(options.title !== undefined ? { title: options.title } : {}),
-          ...(options.view !== undefined ? { view: options.view.replace(/^[^#]*#/, "") } : {}),
+          ...(viewFragment(options) !== undefined ? { view: viewFragment(options) } : {}),
           ...(options.internal === true ? { internal: true } : {}),
         }),
       );
@@ -233,6 +243,11 @@ export function registerReportCommand(program: Command): void {
     .option(
       "--view <fragment>",
       "the dashboard view to open on: a dashboard URL or its #fragment (tab, smoothing, x-axis, …)",
+    )
+    .option(
+      "--combine <keys>",
+      "a chart of several metric keys in the Metrics view (`train/loss,val/loss`); repeat for more charts",
+      (keys: string, all: string[] = []) => [...all, keys],
     )
     .option(
       "--points <n>",

@@ -1,6 +1,6 @@
 /**
  * What a chart shows besides its lines, and what the user does with it: the marks of non-finite
- * values, the tooltip's rows and where it goes, the card's buttons (pin, CSV, PNG), downloads.
+ * values, the tooltip's rows and where it goes, the card's buttons (pin, CSV, PNG, remove), downloads.
  */
 import type uPlot from "uplot";
 import { formatValue } from "./chart-axes.js";
@@ -18,14 +18,15 @@ export function download(name: string, blob: Blob): void {
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
-/** What the card's buttons do: `pin` (absent: no pin button), the CSV and PNG downloads. */
+/** What the card's buttons do: `pin` (absent: no pin button), `remove` (absent: no ✕), the CSV and PNG downloads. */
 interface ToolActions {
   readonly pin?: () => void;
+  readonly remove?: () => void;
   readonly csv: () => void;
   readonly png: () => void;
 }
 
-/** The buttons of the card of `key`: pin (when it can be pinned), CSV, PNG. */
+/** The buttons of the card of `key`: pin (when it can be pinned), CSV, PNG, ✕ (when it can be removed). */
 export function chartTools(key: string, pinned: boolean, actions: ToolActions): HTMLElement {
   const shown = visibleName(key);
   const tools = el("span", { className: "chart-tools" });
@@ -57,6 +58,15 @@ export function chartTools(key: string, pinned: boolean, actions: ToolActions): 
   );
   png.addEventListener("click", actions.png);
   append(tools, csv, png);
+  if (actions.remove !== undefined) {
+    const remove = el(
+      "button",
+      { type: "button", className: "icon remove", title: "remove this chart", "aria-label": `remove ${shown}` },
+      "✕",
+    );
+    remove.addEventListener("click", actions.remove);
+    tools.appendChild(remove);
+  }
   return tools;
 }
 

@@ -1,5 +1,5 @@
 /**
- * One chart card: a title with pin and download buttons, a uPlot canvas, a tooltip and a legend.
+ * One chart card: a title with pin, download and (for a combined chart) remove buttons, a uPlot canvas, a tooltip and a legend.
  *
  * A line keeps its points as the server sent them (step, wall time, value); what is drawn is
  * derived from them and the view settings (x-axis, smoothing, log scales, zoom), so changing a
@@ -38,6 +38,8 @@ interface ChartEvents {
   /** The user dragged a zoom (an x range) or double-clicked it away (null). */
   onZoom?: (range: [number, number] | null) => void;
   onPin?: (key: string) => void;
+  /** The user clicked the card's ✕ (a card without this has none). */
+  onRemove?: () => void;
 }
 
 /** A chart of several lines. */
@@ -86,6 +88,7 @@ export class ChartCard {
     const shown = visibleName(title);
     const tools = chartTools(title, pinned, {
       ...(events.onPin === undefined ? {} : { pin: () => events.onPin?.(title) }),
+      ...(events.onRemove === undefined ? {} : { remove: () => events.onRemove?.() }),
       csv: () => download(`${fileNameOf(title)}.csv`, new Blob([linesToCsv(this.lines)], { type: "text/csv" })),
       png: () => this.downloadPng(),
     });

@@ -14,6 +14,7 @@ import { refreshRuns, renderRunsList, setupRunsList } from "./runs.js";
 import { TABS, hooks, isLive, state, type Band } from "./state.js";
 import { loadKeys, lostRanksNote, prefetchKeys, settingsFor } from "./tabs/common.js";
 import { renderAlertBanner, renderAlerts } from "./tabs/alerts.js";
+import { addCombined } from "./tabs/combined.js";
 import { renderConfig } from "./tabs/config.js";
 import { renderHistograms } from "./tabs/histograms.js";
 import { renderInference, selectedRunsHaveInference } from "./tabs/inference.js";
@@ -24,7 +25,7 @@ import { detachRunsTable, refreshRunsTable, renderRunsTable } from "./tabs/runs-
 import { renderSamples } from "./tabs/samples.js";
 import { renderStreams, renderSystem } from "./tabs/streams.js";
 import { renderTraces } from "./tabs/traces.js";
-import { readHash, writeHash } from "./url.js";
+import { parseCombined, readHash, writeHash } from "./url.js";
 import { reportData } from "./frozen.js";
 import { setupExport } from "./export-report.js";
 
@@ -56,6 +57,7 @@ const themeButton = $("theme", HTMLButtonElement);
 const resetZoom = $("reset-zoom", HTMLButtonElement);
 const alertBanner = $("alert-banner", HTMLElement);
 const groupByInput = $("group-by", HTMLInputElement);
+const combineInput = $("combine", HTMLInputElement);
 const bandSelect = $("band", HTMLSelectElement);
 
 performance.mark("rankscope:app-start");
@@ -185,6 +187,7 @@ async function renderView(): Promise<void> {
   for (const id of ["x-control", "log-control", "smoothing-control", "rank-control"])
     $(id, HTMLElement).classList.toggle("hidden", !chartsTab);
   $("group-control", HTMLElement).classList.toggle("hidden", state.tab !== "metrics");
+  $("combine-control", HTMLElement).classList.toggle("hidden", state.tab !== "metrics");
   // The inference charts are of the reduced (global) lines only.
   if (state.tab === "inference") $("rank-control", HTMLElement).classList.add("hidden");
   // Raw stream values are shown as they are: smoothing them would invent a trend.
@@ -330,6 +333,10 @@ function listenToControls(): void {
   groupByInput.addEventListener("change", () => {
     state.groupBy = groupByInput.value.split(/[\s,]+/).filter((f) => f !== "");
     settingsChanged(true);
+  });
+  combineInput.addEventListener("change", () => {
+    addCombined(parseCombined(combineInput.value));
+    combineInput.value = "";
   });
   bandSelect.addEventListener("change", () => {
     const band = BANDS.find((b) => b === bandSelect.value);

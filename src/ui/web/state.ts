@@ -65,6 +65,8 @@ interface AppState {
   search: string;
   showInternal: boolean;
   pinned: string[];
+  /** Metrics tab: charts of several keys each (`combine=train/loss,val/loss`), drawn first in a "Combined" section. */
+  combined: string[][];
   collapsed: string[];
   theme: "light" | "dark";
   /** Runs table: sort column (`-` prefix: descending), filter text, parallel-coordinates metric. */
@@ -104,6 +106,7 @@ export const state: AppState = {
   search: "",
   showInternal: false,
   pinned: [],
+  combined: [],
   collapsed: [],
   theme: "light",
   /** Runs table: sort column (`-` prefix: descending), filter text, parallel-coordinates metric. */

@@ -1,6 +1,6 @@
 /**
  * The view in the URL's fragment, so a link opens the same view: runs, tab, search, smoothing, log
- * scales, x-axis, zoom, pinned charts, collapsed sections, internal keys, theme, and the runs
+ * scales, x-axis, zoom, pinned charts, combined charts, collapsed sections, internal keys, theme, and the runs
  * table's sort, filter, metric and summary columns, the metrics' grouping (fields and band), and the Logs tab's file, filters and follow mode. Run names are encoded by URLSearchParams (any UTF-8 survives).
  */
 import { TABS, state } from "./state.js";
@@ -34,6 +34,7 @@ export function readHash(hash = location.hash): void {
   state.perRank = params.get("ranks") !== "0";
   state.showInternal = params.get("internal") === "1";
   state.pinned = params.getAll("pin");
+  state.combined = params.getAll("combine").flatMap(parseCombined);
   state.collapsed = params.getAll("fold");
   const theme = params.get("theme");
   if (theme === "dark" || theme === "light") state.theme = theme;
@@ -54,6 +55,14 @@ export function readHash(hash = location.hash): void {
   };
 }
 
+/** A `combine` parameter's charts: `;` between charts, `,` between a chart's keys (blanks trimmed, empty ones dropped). */
+export function parseCombined(text: string): string[][] {
+  return text
+    .split(";")
+    .map((chart) => [...new Set(chart.split(",").map((k) => k.trim()))].filter((k) => k !== ""))
+    .filter((keys) => keys.length > 0);
+}
+
 /** The fragment for the current state. */
 function hashOf(): string {
   const params = new URLSearchParams();
@@ -69,6 +78,7 @@ function hashOf(): string {
   if (!state.perRank) params.set("ranks", "0");
   if (state.showInternal) params.set("internal", "1");
   for (const key of state.pinned) params.append("pin", key);
+  for (const keys of state.combined) params.append("combine", keys.join(","));
   for (const section of state.collapsed) params.append("fold", section);
   if (state.theme === "dark") params.set("theme", "dark");
   if (state.sort !== "") params.set("sort", state.sort);

@@ -1,6 +1,6 @@
 /**
- * The metrics tab: one chart per key, in collapsible sections by key prefix (`train/…`), pinned
- * charts first, internal keys hidden unless asked for, a regex search over keys. Cards load and
+ * The metrics tab: one chart per key, in collapsible sections by key prefix (`train/…`), the
+ * combined charts of several keys first (combined.ts), then pinned charts, internal keys hidden unless asked for, a regex search over keys. Cards load and
  * draw only when they come on screen.
  *
  * Performance marks: `rankscope:charts-start` when the grid starts loading, `rankscope:charts-rendered`
@@ -16,6 +16,7 @@ import { append, el } from "../dom.js";
 import { refineWindow, LazyGrid, type CardSpec } from "../fetching.js";
 import { isInternalKey, searchMatcher, sectionOf, visibleName } from "../names.js";
 import { hooks, state, type LineSource } from "../state.js";
+import { combinedCards } from "./combined.js";
 import { emptyNote, loadKeys, newLine, rankLabel, runLabel, settingsFor, viewBox } from "./common.js";
 
 export function keySignature(keys: Map<string, RunKeys>): string {
@@ -150,6 +151,14 @@ export async function renderMetrics(generation: number): Promise<void> {
     return !hiddenInternal && matcher.test(name);
   });
   setInternalNote(internal);
+  const grid = new LazyGrid(generation);
+  setGrid(grid);
+  const settings = settingsFor("metrics");
+  const onSettled = (): void => allDrawnCheck(generation, grid);
+  if (state.combined.length > 0) {
+    const box = sectionBox(view, COMBINED, state.combined.length);
+    for (const spec of combinedCards(box, keys, settings, { onSettled, onZoom })) grid.add(withXMap(spec, generation));
+  }
   if (names.length === 0) {
     emptyNote(
       byKey.size === 0
@@ -158,42 +167,43 @@ export async function renderMetrics(generation: number): Promise<void> {
           ? `No metric matches; the search is not a valid regular expression (${matcher.error}).`
           : "No metric matches the search.",
     );
-    if (!state.firstGridMarked) {
+    if (!state.firstGridMarked && state.combined.length === 0) {
       state.firstGridMarked = true;
       document.body.dataset["chartsRendered"] = "0";
     }
     return;
   }
-  const grid = new LazyGrid(generation);
-  setGrid(grid);
-  const settings = settingsFor("metrics");
   for (const [section, list] of sectionsOf(names)) {
     const g = sectionBox(view, section, list.length);
     for (const name of list) {
       const card = new ChartCard(
         name,
         settings,
-        { onSettled: () => allDrawnCheck(generation, grid), onZoom, onPin: togglePin },
+        { onSettled, onZoom, onPin: togglePin },
         "",
         state.pinned.includes(name),
       );
       state.cards.push(card);
       g.appendChild(card.root);
-      const lines = cardLines(card, name, byKey.get(name) ?? [], keys);
-      const spec: CardSpec = { card, lines };
+      const spec: CardSpec = { card, lines: cardLines(card, name, byKey.get(name) ?? [], keys) };
       if (state.groupBy.length > 0) spec.load = (maxPoints) => loadGroups(card, name, generation, maxPoints);
-      if (settings.xMode === "metric" && settings.xKey !== "") {
-        spec.prepare = async () => {
-          await Promise.all(
-            lines.map(async (l) => {
-              l.line.xMap = await xMapOf(l.run, settings.xKey, generation);
-            }),
-          );
-        };
-      }
-      grid.add(spec);
+      grid.add(withXMap(spec, generation));
     }
   }
+}
+
+/** `spec`, fetching the x-axis metric's points of its runs first when the view has a metric on the x-axis. */
+function withXMap(spec: CardSpec, generation: number): CardSpec {
+  const settings = state.settings;
+  if (settings.xMode !== "metric" || settings.xKey === "") return spec;
+  spec.prepare = async () => {
+    await Promise.all(
+      spec.lines.map(async (l) => {
+        l.line.xMap = await xMapOf(l.run, settings.xKey, generation);
+      }),
+    );
+  };
+  return spec;
 }
 
 type KeyOfRun = { run: string; info: RunKeys["metrics"][number] };
@@ -212,6 +222,7 @@ function runsByKey(keys: Map<string, RunKeys>): Map<string, KeyOfRun[]> {
 }
 
 const PINNED = "\u0000pinned";
+const COMBINED = "\u0000combined";
 
 /** The charts' sections in page order (pinned, then unsectioned, then by name), each with its metric names. */
 function sectionsOf(names: readonly string[]): [string, string[]][] {
@@ -229,8 +240,16 @@ function sectionsOf(names: readonly string[]): [string, string[]][] {
 
 /** A collapsible section of `count` charts in `view` (its open state kept in the URL); returns the grid its cards go in. */
 function sectionBox(view: HTMLElement, section: string, count: number): HTMLElement {
-  const title = section === PINNED ? "Pinned" : section === "" ? "Charts" : visibleName(section);
-  const details = el("details", { className: "section", "data-section": section === PINNED ? "pinned" : section });
+  const title =
+    section === COMBINED
+      ? "Combined"
+      : section === PINNED
+        ? "Pinned"
+        : section === ""
+          ? "Charts"
+          : visibleName(section);
+  const name = section === COMBINED ? "combined" : section === PINNED ? "pinned" : section;
+  const details = el("details", { className: "section", "data-section": name });
   details.open = !state.collapsed.includes(section);
   details.addEventListener("toggle", () => {
     state.collapsed = details.open
