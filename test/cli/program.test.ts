@@ -102,7 +102,10 @@ describe("rankscope's command line", () => {
         continue;
       }
       const name = option.attributeName();
-      if (!isDeepStrictEqual(last.options[name], expected) || command.getOptionValueSource(name) !== "cli")
+      // A repeatable option (`report --combine a --combine b`) collects its values in a list.
+      const saw = last.options[name];
+      const took = isDeepStrictEqual(saw, expected) || isDeepStrictEqual(saw, [expected]);
+      if (!took || command.getOptionValueSource(name) !== "cli")
         failures.push(`${line}: ${path.join(" ")} saw ${name} = ${JSON.stringify(last.options[name])}`);
     }
     assert.deepEqual(failures, [], `of ${cases.length} options`);
