@@ -43,17 +43,17 @@ const VALUES: [string, number][] = [
 function fileStore(root: string): void {
   put(
     join(root, "0", "meta.yaml"),
-    "artifact_location: file:///tmp/mlruns/0\nexperiment_id: '0'\nlifecycle_stage: active\nname: Default\n",
+    "artifact_location: file:///home/someone/mlruns/0\nexperiment_id: '0'\nlifecycle_stage: active\nname: Default\n",
   );
   const exp = join(root, "606783375233873416");
   put(
     join(exp, "meta.yaml"),
-    "artifact_location: file:///tmp/mlruns/606783375233873416\ncreation_time: 1721450900000\nexperiment_id: '606783375233873416'\nlast_update_time: 1721450900000\nlifecycle_stage: active\nname: ppo\n",
+    "artifact_location: file:///home/someone/mlruns/606783375233873416\ncreation_time: 1721450900000\nexperiment_id: '606783375233873416'\nlast_update_time: 1721450900000\nlifecycle_stage: active\nname: ppo\n",
   );
   const run = join(exp, RUN_ID);
   put(
     join(run, "meta.yaml"),
-    `artifact_uri: file:///tmp/mlruns/606783375233873416/${RUN_ID}/artifacts\nend_time: 1721450907230\nentry_point_name: ''\nexperiment_id: '606783375233873416'\nlifecycle_stage: active\nrun_id: ${RUN_ID}\nrun_name: wistful-ant-659\nrun_uuid: ${RUN_ID}\nsource_name: ''\nsource_type: 4\nsource_version: ''\nstart_time: 1721450907221\nstatus: 3\ntags: []\nuser_id: someone\n`,
+    `artifact_uri: file:///home/someone/mlruns/606783375233873416/${RUN_ID}/artifacts\nend_time: 1721450907230\nentry_point_name: ''\nexperiment_id: '606783375233873416'\nlifecycle_stage: active\nrun_id: ${RUN_ID}\nrun_name: wistful-ant-659\nrun_uuid: ${RUN_ID}\nsource_name: ''\nsource_type: 4\nsource_version: ''\nstart_time: 1721450907221\nstatus: 3\ntags: []\nuser_id: someone\n`,
   );
   put(
     join(run, "metrics", "train", "loss"),
