@@ -4,7 +4,8 @@
  * server already has, so repeating it sends nothing twice and an interrupted sync completes.
  */
 import type { Command } from "commander";
-import { resolveSetting, textKind } from "../../core/settings.js";
+import { resolveSetting } from "../../core/settings.js";
+import { SYNC_SETTINGS } from "../../sync/settings.js";
 import { resolveRunArg } from "../run-arg.js";
 import { describeError } from "../../core/diagnostics.js";
 
@@ -26,34 +27,15 @@ export function registerSyncCommand(program: Command): void {
     .option("--root <dir>", "runs root for experiment/trial (default: $RANKSCOPE_ROOT or ./runs)")
     .action(async (runs: string[], options: SyncOptions) => {
       const url = resolveSetting<string | undefined>(
-        {
-          owner: "rankscope sync",
-          option: "--server",
-          env: "RANKSCOPE_SERVER_URL",
-          kind: textKind(/^https?:\/\/\S+$/, "an http:// or https:// URL"),
-          fallback: undefined,
-        },
+        { ...SYNC_SETTINGS.server, owner: "rankscope sync", option: "--server" },
         options.server,
       );
       const token = resolveSetting<string | undefined>(
-        {
-          owner: "rankscope sync",
-          option: "--token",
-          env: "RANKSCOPE_SERVER_TOKEN",
-          kind: textKind(),
-          fallback: undefined,
-          secret: true,
-        },
+        { ...SYNC_SETTINGS.serverToken, owner: "rankscope sync", option: "--token" },
         options.token,
       );
       const project = resolveSetting<string | undefined>(
-        {
-          owner: "rankscope sync",
-          option: "--project",
-          env: "RANKSCOPE_SERVER_PROJECT",
-          kind: textKind(),
-          fallback: undefined,
-        },
+        { ...SYNC_SETTINGS.serverProject, owner: "rankscope sync", option: "--project" },
         options.project,
       );
       if (url === undefined || token === undefined)
