@@ -237,8 +237,8 @@ describe("rankscope report in Chromium, offline", () => {
   it("--server writes the report of runs on a server, read with its token", async () => {
     const token = "report-read-token-0123456789";
     const dashboard = await startDashboard({ root, port: 0, host: "127.0.0.1", token });
+    const base = dashboard.url.split("?")[0] ?? dashboard.url;
     try {
-      const base = dashboard.url.split("?")[0] ?? dashboard.url;
       const out = join(root, "server-report.html");
       const notes = join(root, "server-notes.md");
       writeFileSync(notes, "Read from the *server*.\n");
@@ -279,6 +279,17 @@ describe("rankscope report in Chromium, offline", () => {
     } finally {
       await dashboard.close();
     }
+    // The server gone: the error names it and why, not "fetch failed".
+    const gone = await runNode(
+      [builtCli(), "report", "exp/long", "--server", base, "--token", token, "-o", join(root, "gone.html")],
+      {},
+      { raw: true },
+    );
+    assert.equal(gone.code, 1);
+    assert.match(
+      gone.stderr,
+      new RegExp(`could not reach the server at ${base.replace(/[.?*+^$()[\]{}|\\]/g, "\\$&")}.*ECONNREFUSED`),
+    );
   });
 
   it("a real job's report draws every chart with the values its store holds", async () => {

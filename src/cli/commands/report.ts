@@ -10,7 +10,9 @@ import { basename, dirname } from "node:path";
 import { rankscopeVersion } from "../../run/run-files.js";
 import { DashboardApi } from "../../ui/routes.js";
 import { collectReport, reportHtml, withNotes, REPORT_HISTOGRAMS, REPORT_POINTS_PER_LINE } from "../../ui/report.js";
-import { resolveSetting, textKind } from "../../core/settings.js";
+import { resolveSetting } from "../../core/settings.js";
+import { describeError } from "../../core/diagnostics.js";
+import { SYNC_SETTINGS } from "../../sync/settings.js";
 import type { ReportData } from "../../ui/report-data.js";
 import { createStoreSource } from "../../ui/store-source.js";
 import { defaultWebDir } from "../../ui/web-dir.js";
@@ -93,6 +95,10 @@ async function serverGet(url: string, token: string | undefined, path: string): 
   const response = await fetch(new URL(path, url.endsWith("/") ? url : `${url}/`), {
     headers: token === undefined ? {} : { Authorization: `Bearer ${token}` },
     signal: AbortSignal.timeout(SERVER_DEADLINE_MS),
+  }).catch((error: unknown) => {
+    // "fetch failed" alone names neither the server nor why: say both (refused, unknown host, deadline).
+    const cause = error instanceof Error && error.cause instanceof Error ? error.cause.message : describeError(error);
+    throw new Error(`could not reach the server at ${url} for ${path.split("?")[0] ?? path}: ${cause}`);
   });
   const text = await response.text();
   if (!response.ok) {
@@ -114,14 +120,7 @@ async function serverGet(url: string, token: string | undefined, path: string): 
  */
 async function serverReport(url: string, runs: string[], options: ReportCliOptions): Promise<string> {
   const token = resolveSetting<string | undefined>(
-    {
-      owner: "rankscope report",
-      option: "--token",
-      env: "RANKSCOPE_SERVER_TOKEN",
-      kind: textKind(),
-      fallback: undefined,
-      secret: true,
-    },
+    { ...SYNC_SETTINGS.serverToken, owner: "rankscope report", option: "--token" },
     options.token,
   );
   let ids = runs;
@@ -154,13 +153,7 @@ function viewFragment(options: ReportCliOptions): string | undefined {
 
 async function writeReport(runs: string[], options: ReportCliOptions): Promise<void> {
   const server = resolveSetting<string | undefined>(
-    {
-      owner: "rankscope report",
-      option: "--server",
-      env: "RANKSCOPE_REPORT_SERVER",
-      kind: textKind(/^https?:\/\/\S+$/, "an http:// or https:// URL"),
-      fallback: undefined,
-    },
+    { ...SYNC_SETTINGS.server, owner: "rankscope report", option: "--server", env: "RANKSCOPE_REPORT_SERVER" },
     options.server,
   );
   const notes = options.notes === undefined ? undefined : readFileSync(options.notes, "utf8");
