@@ -7,7 +7,7 @@
  * subcommands (`rankscope server --db URL`) given before one of them is refused with where it
  * goes, rather than taken by the parent and ignored by the subcommand that runs.
  */
-import { Command, Option } from "commander";
+import { Command, type Option } from "commander";
 import { rankscopeVersion } from "../run/run-files.js";
 import { registerDemoCommand } from "./commands/demo.js";
 import { registerWandbCommand } from "./commands/wandb.js";

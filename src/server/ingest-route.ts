@@ -59,16 +59,20 @@ function collector(): (() => void) | null {
 
 /**
  * Inflated bytes held by all of a server's ingest requests, against one bound. Once the requests
- * holding them are done and much was given back, it asks for a collection (at most once a second)
- * so the memory goes back to the system.
+ * holding them are done and much was given back, it asks for a collection (at most once a second;
+ * bytes given back inside that second are collected when it ends) so the memory goes back to the
+ * system.
  */
 export class InflateBudget {
   used = 0;
   private given = 0;
   private collecting: NodeJS.Timeout | null = null;
-  private readonly gc = collector();
 
-  constructor(readonly max: number) {}
+  /** `gc`: what collects (V8's own when it can be exposed; a test counts its calls). */
+  constructor(
+    readonly max: number,
+    private readonly gc: (() => void) | null = collector(),
+  ) {}
 
   /** Hold `n` more bytes; false (nothing held) when that would pass the bound. */
   take(n: number): boolean {
@@ -80,12 +84,23 @@ export class InflateBudget {
   give(n: number): void {
     this.used -= n;
     this.given += n;
+    this.collectIfDue();
+  }
+
+  /**
+   * A collection once nothing is held and enough was given back; inside the second after one, the
+   * next waits for that second to end (a burst's last bytes, given back then, are not left uncollected).
+   */
+  private collectIfDue(): void {
     if (this.used > 0 || this.given < COLLECT_AFTER_BYTES || this.collecting !== null || this.gc === null) return;
     const gc = this.gc;
     this.collecting = setTimeout(() => {
       this.given = 0;
       gc();
-      this.collecting = setTimeout(() => (this.collecting = null), 1000).unref();
+      this.collecting = setTimeout(() => {
+        this.collecting = null;
+        this.collectIfDue();
+      }, 1000).unref();
     }, 0).unref();
   }
 }
