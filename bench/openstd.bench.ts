@@ -53,7 +53,7 @@ const direct = keys.map((key, i) =>
     ? {
         kind: "counter" as const,
         m: new client.Counter({
-          name: `${prometheusName(key)}_total`,
+          name: prometheusName(key, "sum"),
           help: key,
           labelNames: ["rank", "host"],
           registers: [registry],

@@ -12,7 +12,7 @@ await new Promise((resolve) => server.once("listening", resolve));
 for (let step = 1; step <= 2; step++) {
   recordMetric("serve/tokens", 100 * step, Reduce.SUM); // a counter: the running total
   recordMetric("serve/batch_size", 8 * step, Reduce.MEAN); // a gauge: the latest flush's value
-  recordMetric("eval/acc@1", 0.5, Reduce.MAX); // escaped: "@" is not allowed in Prometheus names
+  recordMetric("eval/acc@1", 0.5, Reduce.MAX); // "/" and "@" become "_" in Prometheus names
   await logger.flush(step);
 }
 

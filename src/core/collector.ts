@@ -77,6 +77,8 @@ export class Collector {
   neverLogged = 0;
   /** The entries of attributed keys (`name{a=x}`), by name and attributes. */
   readonly attributed = new AttributedEntries(this);
+  /** Counts `clear()`s: an entry bound before the last one is no longer this collector's. */
+  epoch = 0;
   /** While closed: what puts each entry's real accumulator back (run by `reopen`). */
   private reopeners: Array<() => void> | null = null;
 
@@ -265,6 +267,7 @@ export class Collector {
   /** Forget every key and count (tests, and a process that starts a new run). Invalidates handles. */
   clear(): void {
     this.reopen();
+    this.epoch++;
     this.entries.clear();
     this.attributed.clear();
     this.sortedEntries = null;

@@ -96,6 +96,12 @@ export function genAiInstrument(name: string): GenAiInstrument | undefined {
   return undefined;
 }
 
+/** The instrument of a metric name or of one of its outputs (`…/p99`, `…/min`), if it is one of the conventions'. */
+export function genAiConventionOf(name: string): GenAiInstrument | undefined {
+  const slash = name.lastIndexOf("/");
+  return genAiInstrument(name) ?? (slash > 0 ? genAiInstrument(name.slice(0, slash)) : undefined);
+}
+
 /** The reduction an instrument is recorded with: its buckets and the quantile sketch. */
 export function instrumentReduce(entry: GenAiInstrument): NumericReduceName {
   return Reduce.buckets(entry.boundaries);

@@ -74,3 +74,31 @@ test("a model's instruments are bound again after the collector was cleared", ()
   startRequest({ model: "m", provider: "p" }).end();
   assert.equal(flushed().get(`inference/requests/total${A}`), 1);
 });
+
+test("startRequest keeps the models of one name apart by provider, operation, side and attributes", () => {
+  collector.clear();
+  const tenantA = Object.freeze({ tenant: "a" });
+  const requests: Parameters<typeof startRequest>[0][] = [
+    { model: "m", provider: "p" },
+    { model: "m", provider: "q" },
+    { model: "m", provider: "p", operation: "embeddings" },
+    { model: "m", provider: "p", side: "client" },
+    { model: "m", provider: "p", attributes: tenantA },
+    { model: "m", provider: "p", attributes: tenantA },
+    { model: "m", provider: "p", attributes: Object.freeze({ tenant: "b" }) },
+    { model: "m", provider: "p", attributes: { tenant: "b" } },
+  ];
+  for (const options of requests) startRequest(options).end();
+  const values = flushed();
+  assert.equal(values.get(`gen_ai.client.operation.duration/count${A}`), 1, "the client side's own instrument");
+  assert.equal(values.get(`gen_ai.server.request.duration/count${A}`), 1);
+  const totals = [...values].filter(([key]) => key.startsWith("inference/requests/total")).sort();
+  const key = (attributes: string): string => `inference/requests/total{${attributes}}`;
+  assert.deepEqual(totals, [
+    [key("gen_ai.operation.name=chat,gen_ai.provider.name=p,gen_ai.request.model=m,tenant=a"), 2],
+    [key("gen_ai.operation.name=chat,gen_ai.provider.name=p,gen_ai.request.model=m,tenant=b"), 2],
+    [key("gen_ai.operation.name=chat,gen_ai.provider.name=p,gen_ai.request.model=m"), 2],
+    [key("gen_ai.operation.name=chat,gen_ai.provider.name=q,gen_ai.request.model=m"), 1],
+    [key("gen_ai.operation.name=embeddings,gen_ai.provider.name=p,gen_ai.request.model=m"), 1],
+  ]);
+});

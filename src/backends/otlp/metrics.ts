@@ -23,7 +23,7 @@ import { otelApi, otelSdkMetrics } from "./sdk.js";
 import { warn } from "../../core/diagnostics.js";
 import type { HistogramMetric, Metric } from "../../core/metric.js";
 import { splitAttributedKey } from "../../core/attributes.js";
-import { genAiInstrument } from "../../inference/conventions.js";
+import { genAiConventionOf, genAiInstrument } from "../../inference/conventions.js";
 
 /** Milliseconds since the epoch as OpenTelemetry's `[seconds, nanoseconds]`. */
 function hrTime(ms: number): HrTime {
@@ -77,12 +77,6 @@ function pointAttributes(attributes: Readonly<Record<string, string>>): Record<s
   for (const [name, value] of Object.entries(attributes))
     out[name] = INTEGER_ATTRIBUTES.has(name) && /^\d+$/.test(value) ? Number(value) : value;
   return out;
-}
-
-/** The conventions' unit and description of an instrument name, or of one of its outputs (`…/p99`). */
-function conventionOf(name: string): { unit: string; description: string } | undefined {
-  const slash = name.lastIndexOf("/");
-  return genAiInstrument(name) ?? (slash > 0 ? genAiInstrument(name.slice(0, slash)) : undefined);
 }
 
 interface SumStream {
@@ -181,7 +175,7 @@ export class OtlpMetricBuilder {
       const parts = splitAttributedKey(m.key);
       const name = this.nameOf(parts.name);
       if (name === null) continue;
-      const convention = conventionOf(parts.name);
+      const convention = genAiConventionOf(parts.name);
       const descriptor = {
         name,
         description: convention?.description ?? `rankscope key "${parts.name}" (${m.reduce})`,

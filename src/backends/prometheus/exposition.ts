@@ -6,14 +6,18 @@
  *   a **gauge** holding the latest flush's value.
  * - A `sum` key is a **counter** `{name}_total` holding the running total of the per-flush sums
  *   (a flush's sum is the increase since the previous flush, so `rate()` and `increase()` mean
- *   what they say). A negative per-flush sum makes the counter go down, which Prometheus reads as
- *   a counter reset: it is reported (`prometheus.counterDecrease:{key}`) and counted.
+ *   what they say); so is a `rate` key's `…/total` (its `…/per_s` is a gauge `{name}_per_second`).
+ *   A negative per-flush sum makes the counter go down, which Prometheus reads as a counter
+ *   reset: it is reported (`prometheus.counterDecrease:{key}`) and counted.
  * - A `histogram` key is a **histogram**: buckets at rankscope's bucket edges (`le`, cumulative,
  *   only edges that have held a value, plus `+Inf`), `_sum` and `_count`, all running totals over
  *   flushes like a counter. NaN values count in `_count` and `+Inf` only, as client_golang does.
  * - A `quantiles` key is a **summary** whose `quantile` series are the latest flush's quantiles
  *   (over the values of that flush, across ranks as the logging mode says); it has no `_sum` or
  *   `_count` (a reduced quantile state does not reach backends with them).
+ *
+ * Names (`names.ts`): OpenTelemetry's Prometheus mapping, `_` for every separator, the unit's
+ * word where it is known (`_seconds`), `_total` on counters, the key in HELP.
  *
  * Names are claimed, not just families: a histogram `lat` writes `lat_bucket`, `lat_sum` and
  * `lat_count`, a summary `lat_sum` and `lat_count` (reserved by Prometheus though not written), a
@@ -22,22 +26,21 @@
  * first time (`prometheus.nameClash:{name}`) and counted at each flush that leaves its values out,
  * scalar or histogram alike: the key that wrote it first keeps it. A histogram's
  * per-flush `count` and `mean` outputs are not gauges (they would sit beside the cumulative
- * `_count` under a name that says the same, `lat:count`): its `_count` and `_sum` carry them;
- * `lat:min` and `lat:max` are.
+ * `_count` under the same name, `lat_count`): its `_count` and `_sum` carry them;
+ * `lat_min` and `lat_max` are.
  *
  * A key with attributes (`name{a=x}`, docs/inference.md) is the family of `name`, each attribute
  * set a series with the attributes as labels (`gen_ai.request.model` → `gen_ai_request_model`,
- * every character outside `[A-Za-z0-9_]` as `_`, as OpenTelemetry's Prometheus mapping does); the
+ * each run of characters outside `[A-Za-z0-9]` as one `_`, as OpenTelemetry's Prometheus mapping
+ * does, values of attributes that get one label joined with `;`); the
  * instance's own labels (rank, host) win over an attribute of the same label name. A
  * `buckets(…)` key is a histogram as a `histogram` key is, at its own boundaries.
  */
 import type { HistogramMetric, Metric } from "../../core/metric.js";
 import { warn } from "../../core/diagnostics.js";
-import { prometheusName } from "./names.js";
+import { prometheusFamily, type FamilyName, type FamilyType } from "./names.js";
 import { splitAttributedKey } from "../../core/attributes.js";
-
-/** The Prometheus type of a family. */
-type FamilyType = "gauge" | "counter" | "histogram" | "summary";
+import { genAiConventionOf } from "../../inference/conventions.js";
 
 /** Label names and values, e.g. `{ rank: "3", host: "node-1" }`. */
 export type Labels = Readonly<Record<string, string>>;
@@ -57,12 +60,14 @@ interface Series {
   changed: boolean;
 }
 
-/** One metric family: a name, a type, the key it came from, its series by label set. */
+/** One metric family: a name, a type, the key it came from, its unit's word, its series by label set. */
 export interface Family {
   readonly name: string;
   readonly type: FamilyType;
   readonly key: string;
   readonly help: string;
+  /** `seconds`…, or `` (no UNIT metadata). */
+  readonly unit: string;
   readonly series: Map<string, Series>;
 }
 
@@ -71,12 +76,6 @@ export interface Sample {
   readonly labels: Labels;
   readonly value: number;
   readonly timestamp: number;
-}
-
-/** The `quantile` label of a `quantiles` output suffix: `p50` → `0.5`, `p99.9` → `0.999`. */
-function quantileOfSuffix(suffix: string): string | undefined {
-  if (!/^p\d+(\.\d+)?$/.test(suffix)) return undefined;
-  return String(Number((Number(suffix.slice(1)) / 100).toPrecision(12)));
 }
 
 function labelKey(labels: Labels): string {
@@ -117,16 +116,20 @@ function isClash(found: Family | NameClash): found is NameClash {
 
 /** Where a key's values go: its series, or the name clash that keeps them out. */
 type Target =
-  | { readonly reduce: string; readonly series: Series; readonly quantile?: string }
+  | { readonly reduce: string; readonly series: Series; readonly counter: boolean; readonly quantile?: string }
   | { readonly reduce: string; readonly series?: undefined; readonly clash: NameClash };
 
 /** True for a reduction whose key is also a histogram family (`histogram`, `buckets(…)`). */
 const hasHistogram = (reduce: string): boolean => reduce === "histogram" || reduce.startsWith("buckets(");
 
-/** A Prometheus label name for an attribute name: `[A-Za-z0-9_]`, not starting with a digit or `__` (reserved). */
+/**
+ * A Prometheus label name for an attribute name, as OpenTelemetry's mapping makes one: each run of
+ * characters outside `[A-Za-z0-9]` one `_` (`gen_ai.request.model` → `gen_ai_request_model`),
+ * so never `__…` (reserved); `_` before a leading digit.
+ */
 export function labelName(attribute: string): string {
-  const name = attribute.replace(/[^A-Za-z0-9_]/g, "_");
-  return /^[0-9]/.test(name) ? `_${name}` : name.startsWith("__") ? name.slice(1) : name;
+  const name = attribute.replace(/[^A-Za-z0-9]+/g, "_");
+  return /^[0-9]/.test(name) ? `_${name}` : name;
 }
 
 /** The families of one backend instance, updated at each flush. */
@@ -146,7 +149,8 @@ export class Exposition {
    * The family `name` of `type` for `key`, made at its first flush; or the name clash that keeps
    * the key out (not reported here: the caller reports it at each flush the key is left out of).
    */
-  private family(name: string, type: FamilyType, key: string, reduce: string): Family | NameClash {
+  private family(wanted: FamilyName, reduce: string): Family | NameClash {
+    const { name, type, key, unit } = wanted;
     const found = this.families.get(name);
     if (found !== undefined) {
       if (found.type === type && found.key === key) return found;
@@ -164,8 +168,9 @@ export class Exposition {
         message: `prometheus: key "${key}" (${reduce}) would write the metric name ${claimed} as a ${type}, already written by key "${owner.key}" (a ${owner.type} ${owner.name}); its values are not exported. Rename one of the keys.`,
       };
     }
-    const help = `rankscope key "${key}" (${reduce})`;
-    const created: Family = { name, type, key, help, series: new Map() };
+    const description = genAiConventionOf(key)?.description;
+    const help = `rankscope key "${key}" (${reduce})${description === undefined ? "" : `: ${description}`}`;
+    const created: Family = { name, type, key, help, unit, series: new Map() };
     this.families.set(name, created);
     for (const claimed of names) this.claims.set(claimed, created);
     return created;
@@ -190,12 +195,19 @@ export class Exposition {
     return s;
   }
 
-  /** This instance's labels with a key's attributes as labels (the instance's win). */
+  /**
+   * This instance's labels with a key's attributes as labels (the instance's win). Attributes
+   * that get one label name have their values joined with `;`, in their names' order (the mapping's rule).
+   */
   private labelsWith(attributes: Readonly<Record<string, string>>): Labels {
-    const entries = Object.entries(attributes);
-    if (entries.length === 0) return this.labels;
+    const names = Object.keys(attributes).sort();
+    if (names.length === 0) return this.labels;
     const labels: Record<string, string> = {};
-    for (const [attribute, value] of entries) labels[labelName(attribute)] = value;
+    for (const attribute of names) {
+      const label = labelName(attribute);
+      const value = attributes[attribute] ?? "";
+      labels[label] = label in labels ? `${labels[label]};${value}` : value;
+    }
     return { ...labels, ...this.labels };
   }
 
@@ -205,18 +217,17 @@ export class Exposition {
     if (found !== undefined && found.reduce === m.reduce) return found;
     const { name, attributes } = splitAttributedKey(m.key);
     const labels = this.labelsWith(attributes);
-    const slash = name.lastIndexOf("/");
-    const quantile =
-      m.reduce.startsWith("quantiles") && slash > 0 ? quantileOfSuffix(name.slice(slash + 1)) : undefined;
-    let family: Family | NameClash;
-    if (m.reduce === "sum") family = this.family(`${prometheusName(name)}_total`, "counter", name, m.reduce);
-    else if (quantile !== undefined) {
-      const key = name.slice(0, slash);
-      family = this.family(prometheusName(key), "summary", key, m.reduce);
-    } else family = this.family(prometheusName(name), "gauge", name, m.reduce);
+    const wanted = prometheusFamily(name, m.reduce);
+    const quantile = wanted.quantile;
+    const family = this.family(wanted, m.reduce);
     const made: Target = isClash(family)
       ? { reduce: m.reduce, clash: family }
-      : { reduce: m.reduce, series: this.series(family, labels), ...(quantile === undefined ? {} : { quantile }) };
+      : {
+          reduce: m.reduce,
+          series: this.series(family, labels),
+          counter: family.type === "counter",
+          ...(quantile === undefined ? {} : { quantile }),
+        };
     this.targets.set(m.key, made);
     return made;
   }
@@ -235,11 +246,11 @@ export class Exposition {
         continue;
       }
       const { series: s, quantile } = target;
-      if (m.reduce === "sum") {
+      if (target.counter) {
         if (m.value < 0)
           warn(
             `prometheus.counterDecrease:${m.key}`,
-            `prometheus: sum key "${m.key}" had a negative sum (${m.value}) at step ${m.step}; its counter goes down, which Prometheus reads as a counter reset.`,
+            `prometheus: ${m.reduce} key "${m.key}" had a negative sum (${m.value}) at step ${m.step}; its counter goes down, which Prometheus reads as a counter reset.`,
           );
         s.value += m.value;
       } else if (quantile !== undefined) {
@@ -256,7 +267,7 @@ export class Exposition {
   addHistograms(histograms: readonly HistogramMetric[]): void {
     for (const h of histograms) {
       const { name, attributes } = splitAttributedKey(h.key);
-      const family = this.family(prometheusName(name), "histogram", name, "histogram");
+      const family = this.family(prometheusFamily(name, "histogram", true), "histogram");
       if (isClash(family)) {
         warn(family.code, family.message);
         continue;

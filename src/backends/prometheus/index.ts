@@ -19,7 +19,7 @@ import { RemoteWriter, type RemoteWriterStats, type SeriesMetadata } from "./rem
 import { liveExpositions } from "./render.js";
 import { leaseMetricsServer, type MetricsServerLease } from "./server.js";
 
-export { prometheusName, keyFromPrometheusName } from "./names.js";
+export { prometheusName } from "./names.js";
 export { metricsHandler } from "./render.js";
 export type { RemoteWriterStats } from "./remote-write.js";
 export type { Labels } from "./exposition.js";
@@ -130,7 +130,7 @@ class PrometheusRemoteWriteBackend extends PrometheusBackendBase {
     for (const family of this.exposition.families.values()) {
       if (this.sentMetadata.has(family.name)) continue;
       this.sentMetadata.add(family.name);
-      metadata.push({ type: family.type, name: family.name, help: family.help });
+      metadata.push({ type: family.type, name: family.name, help: family.help, unit: family.unit });
     }
     this.writer.push(samples, metadata);
   }

@@ -74,6 +74,8 @@ export interface SeriesMetadata {
   readonly type: "gauge" | "counter" | "histogram" | "summary";
   readonly name: string;
   readonly help: string;
+  /** The unit's word (`seconds`), or `` when none is known. */
+  readonly unit?: string;
 }
 
 const METADATA_TYPE = { counter: 1, gauge: 2, histogram: 3, summary: 5 } as const;
@@ -104,7 +106,7 @@ export function encodeWriteRequest(samples: readonly Sample[], metadata: readonl
     type: METADATA_TYPE[m.type],
     metric_family_name: m.name,
     help: m.help,
-    unit: "",
+    unit: m.unit ?? "",
   }));
   return WriteRequest.encode(WriteRequest.create({ timeseries, metadata: meta })).finish();
 }

@@ -60,13 +60,19 @@ export async function renderMetrics(
 ): Promise<string> {
   const registry = new client.Registry<RegistryContentType>();
   registry.setContentType(metricsContentType(openMetrics));
-  const byName = new Map<string, { name: string; help: string; type: string; values: PromValue[] }>();
+  const byName = new Map<string, { name: string; help: string; type: string; unit: string; values: PromValue[] }>();
   for (const exposition of expositions) {
     for (const family of exposition.families.values()) {
       const found = byName.get(family.name);
       if (found !== undefined && found.type === family.type) found.values.push(...valuesOf(family));
       else if (found === undefined)
-        byName.set(family.name, { name: family.name, help: family.help, type: family.type, values: valuesOf(family) });
+        byName.set(family.name, {
+          name: family.name,
+          help: family.help,
+          type: family.type,
+          unit: family.unit,
+          values: valuesOf(family),
+        });
     }
   }
   for (const metric of [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : 1))) {
@@ -78,11 +84,33 @@ export async function renderMetrics(
     registry.registerMetric({ ...data, get: () => data } as unknown as Metric);
   }
   if (byName.size === 0) return openMetrics ? "# EOF\n" : "";
-  const text = await registry.metrics();
+  const text = withUnits(await registry.metrics(), byName.values(), openMetrics);
   const spelled = text.includes(" Nan") ? text.replace(/ Nan$/gm, " NaN") : text;
   return LONG_INTEGER.test(spelled)
     ? spelled.replace(LONG_INTEGERS, (_match, digits: string) => ` ${numberText(Number(digits))}`)
     : spelled;
+}
+
+/**
+ * OpenMetrics' `# UNIT` line after the `# TYPE` line of each family with a unit (prom-client
+ * writes none); the 0.0.4 text format has no unit line. A counter's OpenMetrics family name is
+ * without `_total`, so still ends with its unit.
+ */
+function withUnits(
+  text: string,
+  families: Iterable<{ readonly name: string; readonly type: string; readonly unit: string }>,
+  openMetrics: boolean,
+): string {
+  if (!openMetrics) return text;
+  const units = new Map<string, string>();
+  for (const f of families) {
+    if (f.unit !== "") units.set(f.type === "counter" ? f.name.replace(/_total$/, "") : f.name, f.unit);
+  }
+  if (units.size === 0) return text;
+  return text.replace(/^# TYPE (\S+) \S+$/gm, (line, name: string) => {
+    const unit = units.get(name);
+    return unit === undefined ? line : `${line}\n# UNIT ${name} ${unit}`;
+  });
 }
 
 /** The content type of a rendering. */

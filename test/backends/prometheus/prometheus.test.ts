@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import { after, before, describe, it } from "node:test";
 import { registerBackend } from "../../../src/backends/backend.js";
-import { keyFromPrometheusName, metricsHandler, prometheusName } from "../../../src/backends/prometheus/index.js";
+import { metricsHandler, prometheusName } from "../../../src/backends/prometheus/index.js";
 import { Exposition, type Sample } from "../../../src/backends/prometheus/exposition.js";
 import { RemoteWriter } from "../../../src/backends/prometheus/remote-write.js";
 import { renderMetrics } from "../../../src/backends/prometheus/render.js";
@@ -67,6 +67,19 @@ function record(step: number): void {
   for (let i = 1; i <= 100; i++) recordMetric("ttft", i * step, Reduce.quantiles([0.5, 0.95]));
 }
 
+/**
+ * The names a Prometheus user finds for the gauges `record` logs: OpenTelemetry's Prometheus
+ * mapping (docs/prometheus.md), spelled out rather than computed by the code under test.
+ */
+const GAUGE_NAMES: Readonly<Record<string, string>> = {
+  "train/loss": "train_loss",
+  "eval/acc@1": "eval_acc_1",
+  "weird_key.nan": "weird_key_nan",
+  "grad/norm_max": "grad_norm_max",
+  "latency/min": "latency_min",
+  "latency/max": "latency_max",
+};
+
 /** A bucket's `le` label as a number (`+Inf` is Infinity). */
 const leNumber = (le: string): number => (le === "+Inf" ? Infinity : Number(le));
 
@@ -83,15 +96,19 @@ function sameNumber(actual: number, expected: number, what: string): void {
 async function checkAll(prom: PrometheusServer, selector: string, step: number, flushes: number): Promise<void> {
   const at = async (name: string, extra = ""): Promise<PromSeries[]> =>
     prom.query(`{__name__="${name}",${selector}${extra}}`);
-  const last = logged.metrics.filter((m) => m.step === step);
+  // `record`'s keys (not the GenAI instruments a test may record beside them: keys with attributes).
+  const last = logged.metrics.filter((m) => m.step === step && !m.key.includes("{"));
   for (const m of last) {
     if (m.reduce === "sum" || m.reduce.startsWith("quantiles")) continue;
-    if (m.reduce === "histogram" && /\/(count|mean)$/.test(m.key)) {
-      // The histogram's own latency_count and latency_sum carry these; no latency:count beside them.
-      assert.deepEqual(await at(prometheusName(m.key)), [], `${m.key} is not a gauge`);
+    // The histogram's own latency_count and latency_sum carry these (checked below); no latency_mean beside them.
+    if (m.key === "latency/count") continue;
+    if (m.key === "latency/mean") {
+      assert.deepEqual(await at("latency_mean"), [], `${m.key} is not a gauge`);
       continue;
     }
-    sameNumber(single(await at(prometheusName(m.key)), m.key), m.value, `${m.key} (gauge)`);
+    const name = GAUGE_NAMES[m.key];
+    assert.ok(name !== undefined, `a gauge name for ${m.key}`);
+    sameNumber(single(await at(name), m.key), m.value, `${m.key} (gauge ${name})`);
   }
   const tokens = logged.metrics.filter((m) => m.key === "tokens").reduce((a, m) => a + m.value, 0);
   assert.equal(logged.metrics.filter((m) => m.key === "tokens").length, flushes);
@@ -112,7 +129,7 @@ async function checkAll(prom: PrometheusServer, selector: string, step: number, 
   const perEdge = new Map<number, number>();
   let count = 0;
   let sum = 0;
-  for (const h of logged.histograms) {
+  for (const h of logged.histograms.filter((x) => x.key === "latency")) {
     h.histogram.bucketLimits.forEach((edge, i) =>
       perEdge.set(edge, (perEdge.get(edge) ?? 0) + h.histogram.bucketCounts[i]!),
     );
@@ -133,21 +150,33 @@ async function checkAll(prom: PrometheusServer, selector: string, step: number, 
 }
 
 describe("prometheus names", () => {
-  it("map keys reversibly", () => {
-    for (const [key, name] of [
-      ["train/loss", "train:loss"],
-      ["tokens", "tokens"],
-      ["eval/acc@1", "U__eval:acc_40_1"],
-      ["weird_key.nan", "U__weird__key_2e_nan"],
-      ["U__x", "U__U____x"],
-      ["1st/x", "U__1st:x"],
-      ["a:b", "U__a_3a_b"],
-      ["ü/é", "U___fc_:_e9_"],
+  it("follow OpenTelemetry's Prometheus mapping: _ for separators, no colon, unit suffixes, _total on counters", () => {
+    for (const [key, reduce, name] of [
+      ["train/loss", "mean", "train_loss"],
+      ["tokens", "mean", "tokens"],
+      ["eval/acc@1", "max", "eval_acc_1"],
+      ["weird_key.nan", "mean", "weird_key_nan"],
+      ["a:b", "mean", "a_b"],
+      ["1st/x", "mean", "_1st_x"],
+      ["w__count", "sum", "w_count_total"],
+      ["ü/é", "mean", "key_fc_2f_e9"],
+      ["serve/tokens", "sum", "serve_tokens_total"],
+      ["requests_total", "sum", "requests_total"],
+      ["ttft", "quantiles(0.5,0.95)", "ttft"],
+      ["latency", "histogram", "latency"],
+      ["inference/requests", "rate", "inference_requests_total"],
+      ["gen_ai.server.time_to_first_token", "histogram", "gen_ai_server_time_to_first_token_seconds"],
+      [
+        "gen_ai.client.operation.duration{gen_ai.request.model=a}",
+        Reduce.buckets(GENAI_INSTRUMENTS.clientOperationDuration.boundaries),
+        "gen_ai_client_operation_duration_seconds",
+      ],
+      ["gen_ai.server.request.duration/p99", "mean", "gen_ai_server_request_duration_p99_seconds"],
+      ["gen_ai.client.token.usage", "histogram", "gen_ai_client_token_usage"],
     ] as const) {
-      assert.equal(prometheusName(key), name, key);
-      assert.equal(keyFromPrometheusName(name), key, name);
+      assert.equal(prometheusName(key, reduce), name, `${key} (${reduce})`);
+      assert.match(name, /^[a-zA-Z_][a-zA-Z0-9_]*$/, "no colon: Prometheus keeps it for recording rules");
     }
-    assert.match(prometheusName("ü/é"), /^[a-zA-Z_:][a-zA-Z0-9_:]*$/);
   });
 });
 
@@ -159,18 +188,26 @@ describe("prometheus text formats and options", () => {
       { key: "a/pos", value: Infinity, reduce: "max", step: 1, timestamp: 1 },
       { key: "a/neg", value: -Infinity, reduce: "min", step: 1, timestamp: 1 },
       { key: "tokens", value: 3, reduce: "sum", step: 1, timestamp: 1 },
+      { key: "gen_ai.server.request.duration/p99", value: 0.5, reduce: "buckets(1,2)", step: 1, timestamp: 1 },
     ]);
     const text = await renderMetrics([exposition]);
-    assert.match(text, /^a:nan\{rank="1"\} NaN$/m);
-    assert.match(text, /^a:pos\{rank="1"\} \+Inf$/m);
-    assert.match(text, /^a:neg\{rank="1"\} -Inf$/m);
+    assert.match(text, /^a_nan\{rank="1"\} NaN$/m);
+    assert.match(text, /^a_pos\{rank="1"\} \+Inf$/m);
+    assert.match(text, /^a_neg\{rank="1"\} -Inf$/m);
     assert.match(text, /^# TYPE tokens_total counter$/m);
     assert.match(text, /^tokens_total\{rank="1"\} 3$/m);
-    assert.match(text, /^# HELP a:nan rankscope key "a\/nan" \(mean\)$/m);
+    assert.match(text, /^# HELP a_nan rankscope key "a\/nan" \(mean\)$/m);
+    assert.match(text, /^gen_ai_server_request_duration_p99_seconds\{rank="1"\} 0\.5$/m);
+    assert.doesNotMatch(text, /^# UNIT/m, "the 0.0.4 text format has no unit line");
     const open = await renderMetrics([exposition], true);
     assert.match(open, /^# TYPE tokens counter$/m);
     assert.match(open, /^tokens_total\{rank="1"\} 3$/m);
-    assert.match(open, /^a:nan\{rank="1"\} NaN$/m);
+    assert.match(open, /^a_nan\{rank="1"\} NaN$/m);
+    assert.match(
+      open,
+      /^# TYPE gen_ai_server_request_duration_p99_seconds gauge\n# UNIT gen_ai_server_request_duration_p99_seconds seconds$/m,
+      "OpenMetrics' UNIT, a suffix of the family's name",
+    );
     assert.ok(open.endsWith("# EOF\n"));
   });
 
@@ -187,7 +224,7 @@ describe("prometheus text formats and options", () => {
       const { port } = server.address() as AddressInfo;
       const response = await fetch(`http://127.0.0.1:${port}/anything`);
       assert.equal(response.headers.get("content-type"), "text/plain; version=0.0.4; charset=utf-8");
-      assert.match(await response.text(), /^served:value\{job_kind="rollout"\} 42$/m);
+      assert.match(await response.text(), /^served_value\{job_kind="rollout"\} 42$/m);
     } finally {
       server.close();
       await logger.shutdown();
@@ -205,6 +242,8 @@ describe("prometheus text formats and options", () => {
         recordMetric("tokens_total", 1, Reduce.MEAN); // a gauge tokens_total: a clash
         recordMetric("lat_count", 2, Reduce.MEAN); // a gauge lat_count first (scalars come first)
         recordMetric("lat", 0.5, Reduce.HISTOGRAM); // the histogram lat would write lat_count: a clash
+        recordMetric("train/loss", 1, Reduce.MEAN); // train_loss first (keys in a flush come in key order)
+        recordMetric("train_loss", 2, Reduce.MEAN); // also train_loss under the mapping: a clash
         await logger.flush(step);
       }
     } finally {
@@ -214,6 +253,7 @@ describe("prometheus text formats and options", () => {
     const increase = (code: string): number => (after[code] ?? 0) - (before[code] ?? 0);
     assert.equal(increase("prometheus.nameClash:tokens_total"), flushes, "the scalar key, once per flush");
     assert.equal(increase("prometheus.nameClash:lat_count"), flushes, "the histogram key, once per flush");
+    assert.equal(increase("prometheus.nameClash:train_loss"), flushes, "two keys the mapping names alike");
   });
 
   it("rejects bad options with what is valid", async () => {
@@ -351,7 +391,7 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
   });
 
   it(
-    "scrapes /metrics: gauges, NaN/±Inf, counters, histograms, summaries, rank labels",
+    "scrapes /metrics: gauges, NaN/±Inf, counters, histograms, summaries, rank labels, under OpenTelemetry's Prometheus names",
     { timeout: 120_000 },
     async () => {
       logged.metrics.length = 0;
@@ -365,6 +405,12 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
       try {
         for (const step of [1, 2]) {
           record(step);
+          for (const model of ["small", "large"]) {
+            const request = startRequest({ model, provider: "sim" });
+            request.firstToken();
+            request.token(3);
+            request.end({ inputTokens: 10 });
+          }
           await logger.flush(step);
           const total = logged.metrics.filter((m) => m.key === "tokens").reduce((a, m) => a + m.value, 0);
           await waitFor(async () => (await prom.query(`tokens_total{job="global"} == ${total}`)).length === 1, {
@@ -383,13 +429,13 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
           // The controller's own per-rank values: rank="controller", never rank="0".
           await checkAll(prom, `job="ranks",rank="controller",host="${hostname()}"`, step, step);
         }
-        const global = await prom.query(`{__name__="train:loss",job="global"}`);
+        const global = await prom.query(`{__name__="train_loss",job="global"}`);
         assert.deepEqual(
           Object.keys(global[0]!.metric).sort(),
           ["__name__", "instance", "job"],
           "global_reduce: no rank labels",
         );
-        const rank = await prom.query(`{__name__="train:loss",job="ranks"}`);
+        const rank = await prom.query(`{__name__="train_loss",job="ranks"}`);
         assert.equal(rank[0]!.metric["rank_name"], "Controller");
         const metadata = (await (await fetch(`${prom.url}/api/v1/metadata?metric=ttft`)).json()) as {
           data: Record<string, { type: string; help: string }[]>;
@@ -399,6 +445,42 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
           help: 'rankscope key "ttft" (quantiles(0.5,0.95))',
           unit: "",
         });
+        // Every name Prometheus holds from us follows the mapping: no `:` (recording rules' own).
+        const names = (await prom.query(`count by (__name__) ({job="global"})`)).map((s) => s.metric["__name__"]!);
+        assert.deepEqual(
+          names.filter((name) => !/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(name)),
+          [],
+          `names: ${names.join(" ")}`,
+        );
+        for (const name of ["train_loss", "tokens_total", "latency_bucket", "inference_requests_total"])
+          assert.ok(names.includes(name), `${name} in ${names.join(" ")}`);
+        // The GenAI instruments: their unit as a suffix and as OpenMetrics UNIT metadata, a
+        // counter's _total, the key in HELP, per model.
+        const ttftName = "gen_ai_server_time_to_first_token_seconds";
+        const counts = await prom.query(`${ttftName}_count{job="global"}`);
+        assert.deepEqual(counts.map((c) => [c.metric["gen_ai_request_model"], promValue(c.value![1])]).sort(), [
+          ["large", 2],
+          ["small", 2],
+        ]);
+        const requests = await prom.query(`inference_requests_total{job="global"}`);
+        assert.deepEqual(requests.map((r) => [r.metric["gen_ai_request_model"], promValue(r.value![1])]).sort(), [
+          ["large", 2],
+          ["small", 2],
+        ]);
+        const all = (await (await fetch(`${prom.url}/api/v1/metadata`)).json()) as {
+          data: Record<string, { type: string; help: string; unit: string }[]>;
+        };
+        assert.deepEqual(all.data[ttftName]?.[0], {
+          type: "histogram",
+          help: 'rankscope key "gen_ai.server.time_to_first_token" (histogram): Time to generate first token for successful responses.',
+          unit: "seconds",
+        });
+        assert.equal(all.data["gen_ai_server_time_to_first_token_p99_seconds"]?.[0]?.unit, "seconds");
+        assert.equal(
+          all.data["inference_requests"]?.[0]?.type,
+          "counter",
+          "OpenMetrics' counter family, without _total",
+        );
       } finally {
         await logger.shutdown();
       }
@@ -424,7 +506,7 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
         await ranks.fanout("record", "served/requests", 5, "sum");
         await ranks.fanout("myFn");
         await logger.flush(1);
-        await waitFor(async () => (await rankProm.query("served:requests_total")).length === 2, {
+        await waitFor(async () => (await rankProm.query("served_requests_total")).length === 2, {
           timeoutMs: 30_000,
           what: "both ranks scraped",
         }).catch(async (error: unknown) => {
@@ -480,7 +562,7 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
       };
       for (const key of ["train/loss", "eval/acc@1", "weird_key.nan", "grad/norm_max", "latency/min"]) {
         const expected = logged.metrics.filter((m) => m.key === key).map((m, i) => [times[i]!, m.value]);
-        const got = await range(prometheusName(key));
+        const got = await range(GAUGE_NAMES[key]!);
         assert.equal(got.length, 3, key);
         got.forEach(([t, v], i) => {
           assert.equal(t, expected[i]![0], `${key} time of flush ${i + 1}`);
@@ -536,7 +618,7 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
       await logger.shutdown();
       const evalTime = logged.metrics[0]!.timestamp / 1000 + 1;
       const ttft = GENAI_INSTRUMENTS.serverTimeToFirstToken;
-      const name = prometheusName(ttft.name);
+      const name = "gen_ai_server_time_to_first_token_seconds";
       const counts = await prom.query(`{__name__="${name}_count",run="genai"}`, evalTime);
       assert.deepEqual(
         counts
@@ -561,10 +643,7 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
         [...ttft.boundaries.map((b) => String(Number(b))), "+Inf"],
         "the conventions' boundaries, and +Inf",
       );
-      const requests = await prom.query(
-        `{__name__="${prometheusName("inference/requests/total")}",run="genai"}`,
-        evalTime,
-      );
+      const requests = await prom.query(`{__name__="inference_requests_total",run="genai"}`, evalTime);
       assert.deepEqual(requests.map((r) => [r.metric["gen_ai_request_model"], promValue(r.value![1])]).sort(), [
         ["large", 2],
         ["small", 3],
@@ -661,18 +740,18 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
           `the histogram lat is not exported (${selector})`,
         );
         assert.deepEqual(
-          await prom.query(`{__name__=~"lat:count|lat:mean|size:count|size:mean",${selector}}`),
+          await prom.query(`{__name__=~"lat_mean|size_mean",${selector}}`),
           [],
           `a histogram's count and mean are not gauges (${selector})`,
         );
-        sameNumber(single(await prom.query(`lat:max{${selector}}`), "lat:max"), 3, "a histogram's max is a gauge");
+        sameNumber(single(await prom.query(`lat_max{${selector}}`), "lat_max"), 3, "a histogram's max is a gauge");
         sameNumber(
           single(await prom.query(`size_sum{${selector}}`), `size_sum ${selector}`),
           10,
           `size_sum is the histogram's running sum, not the gauge's 7 (${selector})`,
         );
         assert.deepEqual(
-          await prom.query(`{__name__=~"rankscope:.*|.*__count.*",${selector}}`),
+          await prom.query(`{__name__=~"rankscope_.*|w_count_total",${selector}}`),
           [],
           `no internal key (${selector})`,
         );
@@ -687,7 +766,7 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
         assert.ok(Object.is(negzMean, 0), `the MEAN of −0 arrives as 0 (${selector}): ${negzMean}`);
       }
       assert.ok(
-        (await prom.query(`{__name__=~"rankscope:own_note|w__count_total",job="ranks"}`)).length === 2,
+        (await prom.query(`{__name__=~"rankscope_own_note|w_count_total",job="ranks"}`)).length === 2,
         "internal: true exports them",
       );
       assert.match(text, /^big 9\.223372036854776e\+18$/m, "exponent form, not an integer literal beyond int64");
