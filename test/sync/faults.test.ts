@@ -4,10 +4,8 @@
  * and the database ends equal to its store, nothing duplicated or missing.
  */
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { StoreWriter } from "../../src/store/writer.js";
 import { sleep } from "../../src/core/retry.js";
 import { createPool } from "../../src/server/db.js";
 import { migrate } from "../../src/server/schema.js";
@@ -15,9 +13,9 @@ import { startTeamServer, type TeamServer } from "../../src/server/server.js";
 import { createToken } from "../../src/server/tokens.js";
 import { runNode, tempDir, waitFor, within } from "../helpers.js";
 import { postgresForSuite, postgresMissing } from "../server/postgres.js";
-import { assertRunEqual, serverWithTokens } from "../server/support.js";
+import { assertRunEqual } from "../server/support.js";
 import { freePort } from "../transport/support.js";
-import { CLI, JOB, ServerProcess, points } from "./support.js";
+import { JOB, ServerProcess, points } from "./support.js";
 
 const skip = postgresMissing() ?? false;
 
@@ -25,54 +23,6 @@ describe("live sync through server and database faults", { skip }, () => {
   const pg = postgresForSuite();
 
   const LONG = { timeout: 170_000 };
-
-  it("an interrupted rankscope sync (killed -9 after its first batch) completes when run again", LONG, async () => {
-    const { server, write } = await serverWithTokens(pg.server);
-    try {
-      const root = tempDir("rankscope-sync-cut-");
-      const w = StoreWriter.open({
-        runDir: join(root, "big", "run"),
-        role: "controller",
-        rank: -1,
-        rankName: "controller",
-        experiment: "big",
-        trial: "run",
-      });
-      const n = 600_000;
-      const steps = Float64Array.from({ length: n }, (_, i) => i);
-      for (const key of ["a", "b", "c"])
-        w.writeSeries(
-          key,
-          steps,
-          steps.map((s) => 1e12 + s),
-          steps.map((s) => Math.sin(s / 1000) + key.charCodeAt(0)),
-        );
-      w.finish();
-      const runDir = join(root, "big", "run");
-      const child = spawn(process.execPath, [CLI, "sync", runDir, "--server", server.url, "--token", write], {
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-      await waitFor(async () => (await points(server.pool)) > 0, {
-        timeoutMs: 120_000,
-        what: "the first batch of rankscope sync to be applied",
-      });
-      child.kill("SIGKILL");
-      await within(exited, { timeoutMs: 10_000, what: "the killed sync to exit" });
-      const partial = await points(server.pool);
-      assert.ok(partial > 0 && partial < 3 * n, `the sync was cut half-way (${partial} of ${3 * n} points)`);
-      const again = await runNode(
-        [CLI, "sync", runDir, "--server", server.url, "--token", write],
-        {},
-        { raw: true, deadlineMs: 300_000 },
-      );
-      assert.equal(again.code, 0, again.stderr);
-      assert.equal(await points(server.pool), 3 * n);
-      await assertRunEqual(server, runDir);
-    } finally {
-      await server.close();
-    }
-  });
 
   it(
     "the server killed -9 mid-ingest, unreachable for 150 steps (15 s) and restarted; PostgreSQL restarted: the job goes on, the database ends equal",
