@@ -36,7 +36,7 @@ function haproxyMissing(): string | null {
 const skip = postgresMissing() ?? haproxyMissing() ?? false;
 
 const JOB = join(REPO_ROOT, "test/fixtures/balancer-job.mjs");
-const STEPS = 500;
+const STEPS = 400;
 const KEYS = 4;
 const JOBS = 3;
 

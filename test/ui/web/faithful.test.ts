@@ -16,7 +16,7 @@ import { GLOBAL_RANK } from "../../../src/store/read-types.js";
 import { StoreWriter, type HistogramWrite, type SampleWrite, type ScalarPoint } from "../../../src/store/writer.js";
 import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { RUN_PALETTE } from "../../../src/ui/web/colours.js";
-import { runSnippet, tempDir } from "../../helpers.js";
+import { runSnippet, tempDir, waitFor } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { openRun } from "../seed.js";
 import { card, ensureWebBuilt, shot, writeRun } from "./support.js";
@@ -362,6 +362,15 @@ describe("the dashboard shows what is there (issue 20)", () => {
       const beforeNew = await colours();
       // A run whose name sorts before every other one.
       writeRun(root, "aaa", "new", 10, { loss: (s) => s });
+      // Once the dashboard's index has it (a /api/runs starts a pass), so the reload's list holds it
+      // rather than the page's next 5 s refresh.
+      await waitFor(
+        async () => {
+          const answer = await page.request.get(`${dashboard.url}api/runs`);
+          return (await answer.text()).includes('"id":"aaa/new"');
+        },
+        { timeoutMs: 60_000, what: "the dashboard's index to list aaa/new", intervalMs: 200 },
+      );
       await open("run=sweep/b&run=sweep/c&tab=metrics");
       await page.waitForSelector('#runs tr[data-run="aaa/new"]');
       const afterNew = await colours();

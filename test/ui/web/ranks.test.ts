@@ -113,9 +113,21 @@ async function manyRanks(runDir: string): Promise<void> {
   await logger.shutdown();
 }
 
+/** The two runs, written once for every source (each serves the same root; none writes to it). */
+let seeded: Promise<{ root: string; names: { chronic: string; transient: string } }> | undefined;
+function seedRoot(): Promise<{ root: string; names: { chronic: string; transient: string } }> {
+  seeded ??= (async () => {
+    const root = tempDir("rankscope-ui-ranks-");
+    const names = await eightRanks(join(root, "ranks", "eight"));
+    await manyRanks(join(root, "ranks", "many"));
+    closeStores();
+    return { root, names };
+  })();
+  return seeded;
+}
+
 for (const [name, serve, skip] of SOURCES)
   describe(`the Ranks tab in Chromium: ${name}`, { skip }, () => {
-    let root: string;
     let names: { chronic: string; transient: string };
     let dashboard: Served;
     let launched: LaunchedBrowser;
@@ -124,10 +136,8 @@ for (const [name, serve, skip] of SOURCES)
 
     before(async () => {
       ensureWebBuilt();
-      root = tempDir("rankscope-ui-ranks-");
-      names = await eightRanks(join(root, "ranks", "eight"));
-      await manyRanks(join(root, "ranks", "many"));
-      closeStores();
+      const { root, ...seed } = await seedRoot();
+      names = seed.names;
       dashboard = await serve(root);
       launched = await launchChromium();
       page = await launched.context.newPage();
