@@ -11,7 +11,7 @@
  * included) kills that whole group with SIGKILL and removes the temporary folder.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -62,6 +62,42 @@ function asPostgres(bin: string, args: string[]): [string, string[]] {
   return asRoot ? ["runuser", ["-u", "postgres", "--", bin, ...args]] : [bin, args];
 }
 
+/**
+ * A freshly initdb'd cluster every test server starts from a copy of, made once per machine and
+ * PostgreSQL build (in the temporary folder; a half-made one is never seen: it is renamed into
+ * place whole, and a racing test file's copy is dropped).
+ */
+function templateCluster(bin: string): string {
+  const key = bin.replace(/[^A-Za-z0-9]+/g, "_");
+  const template = join(tmpdir(), `rankscope-pg-template-${process.getuid?.() ?? 0}-${key}`);
+  if (existsSync(join(template, "PG_VERSION"))) return template;
+  const making = mkdtempSync(join(tmpdir(), "rankscope-pg-making-"));
+  chmodSync(making, 0o700);
+  if (asRoot) {
+    const { uid, gid } = postgresUser();
+    chownSync(making, uid, gid);
+  }
+  const [cmd, args] = asPostgres(join(bin, "initdb"), [
+    "-D",
+    join(making, "data"),
+    "-U",
+    "postgres",
+    "--auth=trust",
+    "-E",
+    "UTF8",
+    "--no-sync",
+    "--no-instructions",
+  ]);
+  execFileSync(cmd, args, { stdio: ["ignore", "ignore", "pipe"], timeout: 60_000 });
+  try {
+    renameSync(join(making, "data"), template);
+  } catch {
+    // Another test file made it first.
+  }
+  rmSync(making, { recursive: true, force: true });
+  return template;
+}
+
 /** A PostgreSQL server of a test. */
 export class Postgres {
   private child: ChildProcess | null = null;
@@ -106,18 +142,12 @@ export class Postgres {
       const { uid, gid } = postgresUser();
       chownSync(dir, uid, gid);
     }
-    const [cmd, args] = asPostgres(join(bin, "initdb"), [
-      "-D",
-      join(dir, "data"),
-      "-U",
-      "postgres",
-      "--auth=trust",
-      "-E",
-      "UTF8",
-      "--no-sync",
-      "--no-instructions",
-    ]);
-    execFileSync(cmd, args, { stdio: ["ignore", "ignore", "pipe"], timeout: 60_000 });
+    // A copy of one initdb'd cluster (cp -a keeps the postgres user's ownership): initdb costs
+    // seconds per server, a copy a fraction of one.
+    execFileSync("cp", ["-a", templateCluster(bin), join(dir, "data")], {
+      stdio: ["ignore", "ignore", "pipe"],
+      timeout: 60_000,
+    });
     const server = new Postgres(dir, await freePort(), bin);
     server.settings = settings;
     await server.startServer();
