@@ -23,6 +23,7 @@ import {
   download,
   drawMarkers,
   fileNameOf,
+  listenForPicks,
   placeTooltip,
   tooltipHead,
   tooltipRow,
@@ -114,7 +115,7 @@ export class ChartCard {
     });
     this.resizeObserver.observe(this.plotBox);
     this.plotBox.addEventListener("dblclick", () => this.events.onZoom?.(null));
-    this.listenForPicks();
+    listenForPicks(this.plotBox, events.onPick, () => [this.plot, this.lines, this.indexes, this.hidden]);
     // The cursor moves on every chart at once (synced); the tooltip shows only where the mouse is.
     this.plotBox.addEventListener("mouseenter", () => {
       this.hovered = true;
@@ -347,32 +348,6 @@ export class ChartCard {
       });
     });
     this.root.dataset["hidden"] = String(this.hidden.size);
-  }
-
-  /** A click that is not the end of a drag picks the step under the cursor (`onPick`). */
-  private listenForPicks(): void {
-    const onPick = this.events.onPick;
-    if (onPick === undefined) return;
-    let down: [number, number] | null = null;
-    this.plotBox.addEventListener("mousedown", (e) => (down = [e.clientX, e.clientY]));
-    this.plotBox.addEventListener("click", (e) => {
-      const moved = down === null ? 0 : Math.abs(e.clientX - down[0]) + Math.abs(e.clientY - down[1]);
-      const step = moved > 4 ? undefined : this.stepAtCursor();
-      if (step !== undefined) onPick(step);
-    });
-  }
-
-  /** The step of the first visible line's point under the cursor. */
-  private stepAtCursor(): number | undefined {
-    const u = this.plot;
-    const idx = u?.cursor.idx;
-    const x = idx === null || idx === undefined ? undefined : u?.data[0]?.[idx];
-    if (x === undefined) return undefined;
-    for (const [i, line] of this.lines.entries()) {
-      const point = this.indexes[i]?.get(x);
-      if (point !== undefined && !this.hidden.has(line.id)) return line.steps[point];
-    }
-    return undefined;
   }
 
   private showValuesAt(u: uPlot): void {

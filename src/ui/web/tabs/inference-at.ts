@@ -10,13 +10,14 @@
  */
 import uPlot from "uplot";
 import { attributedKey, withSuffix } from "../../../core/attributes.js";
-import { judgeFigures, STANDS_OUT_DEFAULTS, type Standing } from "../../../core/stands-out.js";
+import { STANDS_OUT_DEFAULTS } from "../../../core/stands-out.js";
 import type { HistogramData } from "../../../core/reduce.js";
 import { GLOBAL_RANK } from "../../../store/read-types.js";
 import { api, type HistogramEntry, type LineAnswer, type RunKeys, type SeriesData } from "../api.js";
 import type { RunLineRequest } from "../api-types.js";
 import { append, clear, el } from "../dom.js";
 import { rankLabel, runLabel } from "./common.js";
+import { judgeReplicas, ms, replicaTable, signedMs, type Replica, type ReplicaRow } from "./inference-replicas.js";
 
 const TTFT = "gen_ai.server.time_to_first_token";
 const TPOT = "gen_ai.server.time_per_output_token";
@@ -74,27 +75,6 @@ function offerSteps(steps: Iterable<number>): void {
   chooser.value = value;
 }
 
-/** One replica's TTFT lines: its p50 and p99 by step. */
-interface Replica {
-  readonly rank: number;
-  /** The name its process registered (`ModelServer_ab12_r0`). */
-  readonly name: string;
-  readonly p50: Map<number, number>;
-  readonly p99: Map<number, number>;
-}
-
-const ms = (seconds: number): string =>
-  Number.isFinite(seconds) ? `${Number((seconds * 1000).toPrecision(3))} ms` : "–";
-const signedMs = (seconds: number): string => `${seconds >= 0 ? "+" : "−"}${ms(Math.abs(seconds))}`;
-
-/** The replicas' p50 TTFT at `step` judged against each other (the straggler rule, floor 20 ms). */
-export function judgeReplicas(replicas: readonly Replica[], step: number): ReturnType<typeof judgeFigures> {
-  return judgeFigures(
-    replicas.map((r) => r.p50.get(step) ?? NaN),
-    STANDS_OUT_DEFAULTS.minExcessMs / 1000,
-  );
-}
-
 /** A bucket's bound as the bars label it: ms below a second, else s. */
 function bound(seconds: number): string {
   return seconds < 1 ? `${Number((seconds * 1000).toPrecision(3))} ms` : `${Number(seconds.toPrecision(3))} s`;
@@ -121,70 +101,6 @@ export function bucketBars(h: Pick<HistogramData, "bucketLimits" | "bucketCounts
     labels.push(open ? `> ${bound(h.bucketLimits[i - 1] ?? 0)}` : `≤ ${bound(upper)}`);
   }
   return { labels, counts: counts.slice(first, last + 1) };
-}
-
-/** One replica's row: who, its p50 TTFT against the median's, its p99, at how many recent flushes it stood out. */
-interface ReplicaRow {
-  readonly replica: Replica;
-  readonly standing: Standing;
-  readonly slow: number;
-}
-
-/** The slowest replicas' table. */
-function replicaTable(
-  rows: readonly ReplicaRow[],
-  at: { readonly step: number; readonly median: number; readonly window: number },
-): HTMLElement {
-  const { step, median, window } = at;
-  const head = ["replica", "p50", "vs median", "p99", `slow/${window}`];
-  return el(
-    "table",
-    { className: "replicas" },
-    el(
-      "thead",
-      {},
-      el(
-        "tr",
-        {},
-        ...head.map((h) =>
-          el("th", h.startsWith("slow") ? { title: `flushes it stood out at, of the last ${window}` } : {}, h),
-        ),
-      ),
-    ),
-    el(
-      "tbody",
-      {},
-      ...rows.map(({ replica, standing, slow }) =>
-        el(
-          "tr",
-          {
-            className: standing.standsOut ? "stands-out" : "",
-            "data-rank": String(replica.rank),
-            "data-value": String(standing.value),
-            "data-stands-out": standing.standsOut ? "1" : "0",
-          },
-          el(
-            "td",
-            {},
-            `rank ${replica.rank}`,
-            standing.standsOut
-              ? el("span", { className: "chip" }, slow * 2 >= window && window > 1 ? "chronic" : "stands out")
-              : "",
-            el("div", { className: "muted replica-name" }, replica.name),
-          ),
-          el("td", {}, ms(standing.value)),
-          el(
-            "td",
-            {},
-            signedMs(standing.excess),
-            el("div", { className: "muted replica-name" }, `${(standing.value / median).toFixed(2)}×`),
-          ),
-          el("td", {}, ms(replica.p99.get(step) ?? NaN)),
-          el("td", { title: `stood out at ${slow} of the last ${window} flushes` }, `${slow}/${window}`),
-        ),
-      ),
-    ),
-  );
 }
 
 /** A model's panels of one run: its slowest replicas and its TTFT and TPOT distributions at the picked flush. */
