@@ -4,6 +4,7 @@ import { getOrCreateMetricLogger, spawnRanks, splitAttributedKey } from "ranksco
 // requests exactly: per model, the GenAI histograms with p50/p90/p99, counts and rates.
 const logger = await getOrCreateMetricLogger({ processName: "Controller" });
 await logger.initBackends({
+  store: { loggingMode: "global_reduce" }, // metrics.db, for `rankscope ui`'s Inference tab
   jsonl: { loggingMode: "global_reduce" }, // metrics.jsonl: the reduced values and buckets
   raw: { type: "jsonl", loggingMode: "per_rank_no_reduce" }, // every measurement, per replica
 });

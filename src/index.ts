@@ -132,6 +132,7 @@ export type {
   ThresholdRule,
   SpikeRule,
   RateDropRule,
+  RatioRule,
 } from "./alerts/rule-config.js";
 export type { AlertStats } from "./alerts/controller-alerts.js";
 export type { WebhookStats } from "./alerts/webhook.js";

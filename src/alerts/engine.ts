@@ -7,10 +7,11 @@
  * cached, and each rule keeps its own state per key (docs/alerts.md; `npm run bench -- alerts`).
  */
 import type { AlertEvent, AlertLevel, UserAlertCall } from "../core/alert.js";
-import { isInternalKey } from "../core/internal-keys.js";
 import type { Metric } from "../core/metric.js";
 import { Episodes, type EpisodeCounts, type EpisodeRule } from "./episodes.js";
 import type { ResolvedAlertOptions } from "./options.js";
+import { patternNames } from "./patterns.js";
+import { ratioRules, type RatioRuleState } from "./ratio.js";
 import type { ResolvedRule } from "./rule-config.js";
 import {
   describeRank,
@@ -23,6 +24,7 @@ import {
 } from "./rules.js";
 
 export type { RankRef };
+export { globMatches } from "./patterns.js";
 
 /**
  * A rank as the straggler attribution reports it at one flush (docs/stragglers.md): who it is and
@@ -66,6 +68,7 @@ type StalledRule = Extract<ResolvedRule, { kind: "stalled" }>;
 export class AlertEngine {
   private readonly episodes: Episodes;
   private readonly keyRules: KeyRule[];
+  private readonly ratioRules: RatioRuleState[];
   /** Key → the judges of the key rules that apply to it (made on the key's first flush). */
   private readonly matching = new Map<string, readonly KeyJudge[]>();
   private readonly rankLost: EpisodeRule | undefined;
@@ -85,6 +88,7 @@ export class AlertEngine {
   ) {
     this.episodes = new Episodes(run, options);
     this.keyRules = keyRules(options.rules);
+    this.ratioRules = ratioRules(options.rules);
     const indexed = options.rules.map((rule, index) => ({ ...rule, index }));
     this.rankLost = indexed.find((r) => r.kind === "rank_lost");
     this.straggler = indexed.find((r) => r.kind === "straggler");
@@ -109,6 +113,7 @@ export class AlertEngine {
         for (const judge of judges) judge.observe(metric.value, context);
       }
     }
+    for (const rule of this.ratioRules) rule.observe(observation.metrics, context);
     this.judgeRanksLost(observation, context);
     if (this.straggler !== undefined && observation.stragglers !== undefined) {
       judgeRanks(
@@ -185,14 +190,7 @@ export class AlertEngine {
 
   /** The key rules that apply to `key`: `*` patterns never match rankscope's own keys, exact names do. */
   private match(key: string): readonly KeyJudge[] {
-    const internal = isInternalKey(key);
-    const rules = this.keyRules.filter((rule) =>
-      rule.pattern === key
-        ? true
-        : rule.pattern.includes("*") &&
-          (!internal || rule.pattern.startsWith("rankscope/")) &&
-          globMatches(rule.pattern, key),
-    );
+    const rules = this.keyRules.filter((rule) => patternNames(rule.pattern, key));
     const judges = rules.map((rule) => rule.judge(key));
     this.matching.set(key, judges);
     return judges;
@@ -250,21 +248,4 @@ function medianOf(values: readonly number[]): number {
 
 function seconds(ms: number): string {
   return ms < 10_000 ? `${(ms / 1000).toFixed(ms < 1000 ? 2 : 1)} s` : `${Math.round(ms / 1000)} s`;
-}
-
-/** `*` matches any run of characters (slashes included); everything else literally. */
-export function globMatches(pattern: string, key: string): boolean {
-  const parts = pattern.split("*");
-  const first = parts[0] ?? "";
-  const last = parts[parts.length - 1] ?? "";
-  if (!key.startsWith(first) || key.length < first.length + last.length || !key.endsWith(last)) return false;
-  let at = first.length;
-  const end = key.length - last.length;
-  for (let i = 1; i < parts.length - 1; i++) {
-    const part = parts[i] ?? "";
-    const found = key.indexOf(part, at);
-    if (found === -1 || found + part.length > end) return false;
-    at = found + part.length;
-  }
-  return true;
 }

@@ -136,10 +136,11 @@ export function resolveAlertOptions(
   const rules = on ? configs.map((config, i) => resolveRule(config, i)) : [];
   const names = new Map<string, string>();
   for (const rule of rules) {
-    const identity = `${rule.name}\u0000${"key" in rule ? rule.key : ""}`;
+    const key = "key" in rule ? rule.key : "numerator" in rule ? `${rule.numerator} / ${rule.denominator}` : "";
+    const identity = `${rule.name}\u0000${key}`;
     if (names.has(identity))
       throw new TypeError(
-        `alerts.rules: two rules are named ${JSON.stringify(rule.name)}${"key" in rule ? ` for key ${JSON.stringify(rule.key)}` : ""}; give one a name of its own`,
+        `alerts.rules: two rules are named ${JSON.stringify(rule.name)}${key === "" ? "" : ` for key ${JSON.stringify(key)}`}; give one a name of its own`,
       );
     names.set(identity, rule.name);
   }

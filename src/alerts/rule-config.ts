@@ -98,6 +98,28 @@ export interface RateDropRule extends AlertRuleBase {
   minPoints?: number;
 }
 
+/**
+ * `ratio`: the sum of the `numerator` keys over a `denominator` key, above `above` or below
+ * `below` (at `flushes` flushes in a row); resolves when it is back inside. One episode per
+ * denominator key: `{ numerator: "inference/errors/total*", denominator: "inference/requests/total*",
+ * above: 0.05 }` is "error rate over 5 %", per model.
+ */
+export interface RatioRule extends AlertRuleBase {
+  rule: "ratio";
+  /**
+   * The keys added up (a key or `*` pattern). A numerator key counts toward each denominator key
+   * whose attributes it carries too (an error count with its `error.type` toward its model's
+   * requests); a flush with a denominator and none of its numerator keys is a ratio of 0.
+   */
+  numerator: string;
+  /** The keys divided by (a key or `*` pattern), each its own subject; 0 or not logged at a flush: no evidence. */
+  denominator: string;
+  above?: number;
+  below?: number;
+  /** Fire only once the ratio has been outside for this many flushes in a row (default 1). */
+  flushes?: number;
+}
+
 /** One rule: a built-in rule by name, or a rule config. */
 export type AlertRuleConfig =
   | BuiltinRuleName
@@ -107,7 +129,8 @@ export type AlertRuleConfig =
   | StragglerRule
   | ThresholdRule
   | SpikeRule
-  | RateDropRule;
+  | RateDropRule
+  | RatioRule;
 
 /** The kinds of rule a config can name. */
 export type AlertRuleKind = Exclude<AlertRuleConfig, string>["rule"];
@@ -149,6 +172,16 @@ export type ResolvedRule =
       readonly fraction: number;
       readonly window: number;
       readonly minPoints: number;
+    }
+  | {
+      readonly kind: "ratio";
+      readonly name: string;
+      readonly level: AlertLevel;
+      readonly numerator: string;
+      readonly denominator: string;
+      readonly above?: number;
+      readonly below?: number;
+      readonly flushes?: number;
     };
 
 /** A number field of a rule: `[min, max, integer?]` and its default. */
@@ -161,10 +194,25 @@ interface NumberField {
   readonly above?: boolean;
 }
 
-/** Each kind's fields besides `rule`, `name`, `level`: `key` (true: required), numbers, and its default level. */
+/** A threshold's numbers (`threshold`, `ratio`). */
+const THRESHOLD_NUMBERS: Readonly<Record<string, NumberField>> = {
+  above: { min: -Infinity, max: Infinity, integer: false },
+  below: { min: -Infinity, max: Infinity, integer: false },
+  flushes: { min: 1, max: 10_000, integer: true },
+};
+
+/**
+ * Each kind's fields besides `rule`, `name`, `level`: `key` (true: required), the further key
+ * patterns it requires (`patterns`), numbers, and its default level.
+ */
 const RULE_FIELDS: Record<
   AlertRuleKind,
-  { readonly key?: boolean; readonly numbers: Readonly<Record<string, NumberField>>; readonly level: AlertLevel }
+  {
+    readonly key?: boolean;
+    readonly patterns?: readonly string[];
+    readonly numbers: Readonly<Record<string, NumberField>>;
+    readonly level: AlertLevel;
+  }
 > = {
   nonfinite: { key: false, numbers: {}, level: "error" },
   rank_lost: { numbers: {}, level: "error" },
@@ -176,15 +224,7 @@ const RULE_FIELDS: Record<
     level: "error",
   },
   straggler: { numbers: {}, level: "warning" },
-  threshold: {
-    key: true,
-    numbers: {
-      above: { min: -Infinity, max: Infinity, integer: false },
-      below: { min: -Infinity, max: Infinity, integer: false },
-      flushes: { min: 1, max: 10_000, integer: true },
-    },
-    level: "warning",
-  },
+  threshold: { key: true, numbers: THRESHOLD_NUMBERS, level: "warning" },
   spike: {
     key: true,
     numbers: {
@@ -203,6 +243,7 @@ const RULE_FIELDS: Record<
     },
     level: "warning",
   },
+  ratio: { patterns: ["numerator", "denominator"], numbers: THRESHOLD_NUMBERS, level: "warning" },
 };
 
 const RULE_KINDS = Object.keys(RULE_FIELDS);
@@ -253,6 +294,7 @@ export function resolveRule(config: unknown, index: number): ResolvedRule {
     "name",
     "level",
     ...(spec.key === undefined ? [] : ["key"]),
+    ...(spec.patterns ?? []),
     ...Object.keys(spec.numbers),
   ]);
   const name = fields["name"] ?? kind;
@@ -266,19 +308,51 @@ export function resolveRule(config: unknown, index: number): ResolvedRule {
     throw new TypeError(
       `${at}: key must be a metric key or a pattern with * (e.g. "loss", "grad_norm/*"), got ${describeValue(key)}`,
     );
+  const patterns: Record<string, string> = {};
+  for (const field of spec.patterns ?? []) {
+    const pattern = fields[field];
+    if (typeof pattern !== "string" || pattern.length === 0)
+      throw new TypeError(
+        `${at}: ${field} must be a metric key or a pattern with * (e.g. "inference/errors/total*"), got ${describeValue(pattern)}`,
+      );
+    patterns[field] = pattern;
+  }
   const numbers: Record<string, number> = {};
   for (const [field, rule] of Object.entries(spec.numbers)) {
     const value = checkNumber(at, field, fields[field], rule);
     if (value !== undefined) numbers[field] = value;
   }
-  return buildRule(kind, at, { name, level, key: typeof key === "string" ? key : "*", numbers });
+  return buildRule(kind, at, { name, level, key: typeof key === "string" ? key : "*", patterns, numbers });
+}
+
+/** A threshold's resolved numbers (`threshold`, `ratio`): above and/or below, and flushes. */
+function thresholdNumbers(
+  at: string,
+  numbers: Record<string, number>,
+): { above?: number; below?: number; flushes?: number } {
+  const { above, below, flushes } = numbers;
+  if (above === undefined && below === undefined)
+    throw new TypeError(`${at}: give above, below or both (the value it alerts past)`);
+  if (above !== undefined && below !== undefined && below > above)
+    throw new TypeError(`${at}: below (${below}) is above above (${above}); the alert fires outside [below, above]`);
+  return {
+    ...(above === undefined ? {} : { above }),
+    ...(below === undefined ? {} : { below }),
+    ...(flushes === undefined ? {} : { flushes }),
+  };
 }
 
 /** The resolved rule of a kind, from its checked fields. */
 function buildRule(
   kind: AlertRuleKind,
   at: string,
-  f: { name: string; level: AlertLevel; key: string; numbers: Record<string, number> },
+  f: {
+    name: string;
+    level: AlertLevel;
+    key: string;
+    patterns: Record<string, string>;
+    numbers: Record<string, number>;
+  },
 ): ResolvedRule {
   const n = (field: string): number => f.numbers[field] ?? NaN;
   const base = { name: f.name, level: f.level };
@@ -290,22 +364,11 @@ function buildRule(
       return { kind, ...base };
     case "stalled":
       return { kind, ...base, factor: n("factor"), minMs: n("minMs") };
-    case "threshold": {
-      const { above, below, flushes } = f.numbers;
-      if (above === undefined && below === undefined)
-        throw new TypeError(`${at}: give above, below or both (the value it alerts past)`);
-      if (above !== undefined && below !== undefined && below > above)
-        throw new TypeError(
-          `${at}: below (${below}) is above above (${above}); the alert fires outside [below, above]`,
-        );
-      return {
-        kind,
-        ...base,
-        key: f.key,
-        ...(above === undefined ? {} : { above }),
-        ...(below === undefined ? {} : { below }),
-        ...(flushes === undefined ? {} : { flushes }),
-      };
+    case "threshold":
+      return { kind, ...base, key: f.key, ...thresholdNumbers(at, f.numbers) };
+    case "ratio": {
+      const { numerator = "", denominator = "" } = f.patterns;
+      return { kind, ...base, numerator, denominator, ...thresholdNumbers(at, f.numbers) };
     }
     case "spike":
       if (n("minPoints") > n("window"))

@@ -94,9 +94,9 @@ class NonfiniteJudge implements KeyJudge {
 
 /**
  * `threshold`: a value above `above` or below `below` at `flushes` flushes in a row (at which the
- * key was logged); resolves when one is back inside.
+ * key was logged); resolves when one is back inside. The `ratio` rule judges its ratios with it.
  */
-class ThresholdRule implements KeyRule {
+export class ThresholdRule implements KeyRule {
   constructor(
     readonly index: number,
     readonly name: string,
@@ -121,13 +121,15 @@ class ThresholdRule implements KeyRule {
   }
 }
 
-class ThresholdJudge implements KeyJudge {
+/** A threshold's judge of one subject key; its messages name `label` (the key, or a ratio's `a / b`). */
+export class ThresholdJudge implements KeyJudge {
   private open = false;
   /** Flushes in a row with the value outside (NaN and flushes without the key leave it as it is). */
   private outside = 0;
   constructor(
     private readonly rule: ThresholdRule,
     private readonly key: string,
+    private readonly label = key,
   ) {}
 
   observe(value: number, context: RuleContext): void {
@@ -144,13 +146,13 @@ class ThresholdJudge implements KeyJudge {
       const lasting = flushes > 1 ? ` for ${flushes} flushes` : "";
       start(this.rule, key, context, {
         value,
-        message: `${key} = ${formatValue(value)} at step ${context.step}, ${bound}${lasting}`,
+        message: `${this.label} = ${formatValue(value)} at step ${context.step}, ${bound}${lasting}`,
       });
     } else if (!high && !low && this.open) {
       this.open = false;
       end(this.rule, key, context, {
         value,
-        message: `${key} = ${formatValue(value)} at step ${context.step}, ${this.rule.inside()}`,
+        message: `${this.label} = ${formatValue(value)} at step ${context.step}, ${this.rule.inside()}`,
       });
     }
   }

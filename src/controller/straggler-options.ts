@@ -3,6 +3,7 @@
  * their defaults, and the check that resolves them (a TypeError saying what is valid).
  */
 import { describeValue, rejectUnknownOptions } from "../core/settings.js";
+import { STANDS_OUT_DEFAULTS } from "../core/stands-out.js";
 
 /** Options of straggler attribution (`MetricLoggerOptions.stragglers`; `false` turns it off). */
 export interface StragglerOptions {
@@ -21,12 +22,7 @@ export interface StragglerOptions {
 /** The options with every default filled in. */
 export type ResolvedStragglerOptions = Required<Omit<StragglerOptions, "tracer">> & Pick<StragglerOptions, "tracer">;
 
-export const DEFAULT_STRAGGLER_OPTIONS: ResolvedStragglerOptions = {
-  topK: 3,
-  tolerance: 0.25,
-  minExcessMs: 20,
-  chronicWindow: 10,
-};
+export const DEFAULT_STRAGGLER_OPTIONS: ResolvedStragglerOptions = { ...STANDS_OUT_DEFAULTS, chronicWindow: 10 };
 
 /** The longest chronic window: a rank's history is the bits of one number. */
 const MAX_WINDOW = 30;

@@ -7,7 +7,8 @@
  *
  * A rank stands out on a measure when its excess over the median rank is larger than every one of:
  * `minExcessMs`, `tolerance` × the median step time, and `MAD_K` robust standard deviations (the
- * median absolute deviation, scaled) of that measure across the ranks. The first two keep noise
+ * median absolute deviation, scaled) of that measure across the ranks (`core/stands-out.ts`, the
+ * rule the dashboard's slowest replicas judge TTFT with too). The first two keep noise
  * that costs the job nothing from being named; the third adapts to how much ranks normally vary.
  *
  * In data-parallel training the all-reduce makes every rank's step equally long, so the slow rank
@@ -20,6 +21,7 @@
  */
 import type { KeyState } from "../core/key-state.js";
 import { STRAGGLER_KEY_PREFIX } from "../core/internal-keys.js";
+import { MIN_RANKS_COMPARED, standsOutBar } from "../core/stands-out.js";
 import type {
   ChronicRank,
   RankRef,
@@ -41,11 +43,6 @@ export type {
   StragglerReport,
 } from "../core/straggler-report.js";
 
-/** Robust standard deviations (MAD × 1.4826) an excess must pass as well. */
-const MAD_K = 5;
-const MAD_TO_SIGMA = 1.4826;
-/** Fewer ranks than this with a figure cannot name anyone on it (no median worth comparing with). */
-const MIN_RANKS_COMPARED = 3;
 /** One flush's attribution: the report, its internal keys, and the per-rank record for the backends. */
 interface StragglerFlush {
   readonly report: StragglerReport;
@@ -204,12 +201,11 @@ export class StragglerTracker {
     scale: number,
   ): MeasureScores {
     const { median: mad, n } = this.scratch.median(values, median);
-    const spread = Number.isFinite(mad) ? MAD_K * MAD_TO_SIGMA * mad : 0;
     return {
       measure,
       excess,
       n,
-      threshold: Math.max(this.options.minExcessMs, this.options.tolerance * scale, spread),
+      threshold: standsOutBar(this.options.minExcessMs, this.options.tolerance, scale, mad),
     };
   }
 

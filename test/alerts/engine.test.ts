@@ -223,6 +223,55 @@ describe("user rules", () => {
     assert.equal(events[6]?.[0]?.key, big);
   });
 
+  it("ratio: a model's error rate (its errors of every error type over its requests) over 5 % for 2 flushes, per model", () => {
+    const key = (name: string, model: string, extra: Record<string, string> = {}): string =>
+      withSuffix(
+        attributedKey(name, {
+          "gen_ai.operation.name": "chat",
+          "gen_ai.provider.name": "vllm",
+          "gen_ai.request.model": model,
+          ...extra,
+        }),
+        "total",
+      );
+    const e = engine([
+      {
+        rule: "ratio",
+        name: "error_rate",
+        numerator: "inference/errors/total*",
+        denominator: "inference/requests/total*",
+        above: 0.05,
+        flushes: 2,
+      },
+    ]);
+    const requests70 = key("inference/requests", "llama-70b");
+    const requests8 = key("inference/requests", "llama-8b");
+    const timeouts70 = key("inference/errors", "llama-70b", { "error.type": "timeout" });
+    const failures70 = key("inference/errors", "llama-70b", { "error.type": "500" });
+    const timeouts8 = key("inference/errors", "llama-8b", { "error.type": "timeout" });
+    const events = feed(e, {
+      // 70b: 2 %, then 3 + 3 of 100 (6 %: both error types add up), 4 + 4 (8 %), 1 %, 6 % once.
+      [requests70]: [100, 100, 100, 100, 100, 100],
+      [timeouts70]: [2, 3, 4, 1, 6, 1],
+      [failures70]: [0, 3, 4, 0, 0, 0],
+      // 8b: errors only at the first flush (10 %), then no error key at all (0 %, not "no evidence").
+      [requests8]: [10, 10, 10, 10, 10, 0],
+      [timeouts8]: [1, 1],
+    });
+    assert.deepEqual(timeline(events), [
+      `1: firing error_rate:${requests8}#1`,
+      `2: firing error_rate:${requests70}#2`,
+      `2: resolved error_rate:${requests8}#1`,
+      `3: resolved error_rate:${requests70}#2`,
+    ]);
+    assert.equal(
+      events[2]?.[0]?.message,
+      `inference/errors/total* / ${requests70} = 0.08 at step 2, above 0.05 for 2 flushes`,
+    );
+    assert.equal(events[2]?.[0]?.key, requests70);
+    assert.equal(events[2]?.[0]?.value, 0.08);
+  });
+
   it("spike: a value more than k MADs from the rolling median fires once and resolves when values are back", () => {
     const e = engine([{ rule: "spike", key: "loss", k: 6, window: 20, minPoints: 10 }]);
     // Noise within ±0.05 around 1, one spike lasting two flushes, then noise again.

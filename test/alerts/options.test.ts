@@ -68,6 +68,12 @@ describe("when alerts are on", () => {
           { rule: "spike", key: "loss" },
           { rule: "rate_drop", key: "tps" },
           { rule: "nonfinite" },
+          {
+            rule: "ratio",
+            numerator: "inference/errors/total*",
+            denominator: "inference/requests/total*",
+            above: 0.05,
+          },
         ],
       },
       {},
@@ -77,6 +83,14 @@ describe("when alerts are on", () => {
       { kind: "spike", name: "spike", level: "warning", key: "loss", k: 6, window: 50, minPoints: 10 },
       { kind: "rate_drop", name: "rate_drop", level: "warning", key: "tps", fraction: 0.5, window: 20, minPoints: 5 },
       { kind: "nonfinite", name: "nonfinite", level: "error", key: "*" },
+      {
+        kind: "ratio",
+        name: "ratio",
+        level: "warning",
+        numerator: "inference/errors/total*",
+        denominator: "inference/requests/total*",
+        above: 0.05,
+      },
     ]);
   });
 });
@@ -92,7 +106,7 @@ describe("bad input is an error saying what is valid", () => {
     [
       "an unknown rule",
       { rules: ["nan"] },
-      /alerts\.rules\[0\]: rule must be one of nonfinite, rank_lost, stalled, straggler, threshold, spike, rate_drop, got "nan"/,
+      /alerts\.rules\[0\]: rule must be one of nonfinite, rank_lost, stalled, straggler, threshold, spike, rate_drop, ratio, got "nan"/,
     ],
     [
       "a threshold without a bound",
@@ -108,6 +122,16 @@ describe("bad input is an error saying what is valid", () => {
       "a field of another rule",
       { rules: [{ rule: "spike", key: "x", above: 3 }] },
       /alerts\.rules\[0\] \(spike\): unknown option "above"; valid: rule, name, level, key, k, window, minPoints/,
+    ],
+    [
+      "a ratio without its denominator",
+      { rules: [{ rule: "ratio", numerator: "errors", above: 0.1 }] },
+      /alerts\.rules\[0\] \(ratio\): denominator must be a metric key or a pattern with \*/,
+    ],
+    [
+      "a ratio with a key",
+      { rules: [{ rule: "ratio", key: "errors", numerator: "errors", denominator: "requests", above: 0.1 }] },
+      /alerts\.rules\[0\] \(ratio\): unknown option "key"; valid: rule, name, level, numerator, denominator, above, below, flushes/,
     ],
     [
       "a bad level",

@@ -1,8 +1,11 @@
 /**
  * examples/inference.ts, run as a user runs it (three model-server processes, two models): what
- * its reduced sink holds (`metrics.jsonl`) is checked against every request each replica measured (the raw values its
- * `per_rank_no_reduce` JSONL backend received): counts and bucket counts exact, p50/p90/p99 within
- * the quantile sketch's 1% relative error, per model, operation and flush.
+ * each of its reduced sinks holds — `metrics.jsonl` and the store (`metrics.db`, what the
+ * dashboard and the team server read) — is checked against every request each replica measured
+ * (the raw values its `per_rank_no_reduce` JSONL backend received): counts, totals and bucket
+ * counts exact, p50/p90/p99 within the quantile sketch's 1% relative error, per model, operation
+ * and flush. The example writes no other reduced sink (no TensorBoard, W&B, OTLP or Prometheus:
+ * those have their own tests of the same keys, docs/inference.md).
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -11,6 +14,8 @@ import { join } from "node:path";
 import { runNode, tempDir } from "../helpers.js";
 import { splitAttributedKey, withSuffix } from "../../src/core/attributes.js";
 import { genAiInstrument } from "../../src/inference/conventions.js";
+import { closeStores, histograms as storeHistograms, keys as storeKeys, series } from "../../src/store/reader.js";
+import { GLOBAL_RANK } from "../../src/store/read-types.js";
 
 /** numpy's default quantile ("linear") of sorted values. */
 function exactQuantile(sorted: readonly number[], q: number): number {
@@ -41,8 +46,14 @@ function rawValues(runDir: string): Map<string, number[]> {
   return values;
 }
 
-/** The reduced sink: values by step and key, histograms by step and key. */
-function reduced(runDir: string): { values: Map<string, number>; histograms: Map<string, unknown> } {
+/** A reduced sink: values by step and key, histograms by step and key (`${step} ${key}`). */
+interface Sink {
+  readonly values: Map<string, number>;
+  readonly histograms: Map<string, unknown>;
+}
+
+/** The JSONL sink (`metrics.jsonl`). */
+function reduced(runDir: string): Sink {
   const values = new Map<string, number>();
   const histograms = new Map<string, unknown>();
   for (const { key, value, step, histogram } of lines(runDir, /^metrics\.jsonl$/)) {
@@ -52,43 +63,48 @@ function reduced(runDir: string): { values: Map<string, number>; histograms: Map
   return { values, histograms };
 }
 
+/** The store's global lines and histograms, read back with its read API. */
+function stored(runDir: string): Sink {
+  const values = new Map<string, number>();
+  const histograms = new Map<string, unknown>();
+  for (const { key, ranks } of storeKeys(runDir, "scalar")) {
+    if (!ranks.includes(GLOBAL_RANK)) continue;
+    for (const p of series(runDir, key).points) values.set(`${p.step} ${key}`, p.value);
+  }
+  for (const h of storeHistograms(runDir))
+    if (h.rank === GLOBAL_RANK) histograms.set(`${h.step} ${h.key}`, { ...h.histogram });
+  return { values, histograms };
+}
+
 const field = (h: unknown, name: string): unknown =>
   typeof h === "object" && h !== null ? Reflect.get(h, name) : undefined;
 const histogramSum = (h: unknown): unknown => field(h, "sum");
 const histogramSumSquares = (h: unknown): unknown => field(h, "sumSquares");
 
-test("the inference example's reduced sink holds exactly what its replicas measured, per model and flush", async () => {
-  const runDir = tempDir("rankscope-inference-");
-  const run = await runNode(["examples/inference.ts"], { RANKSCOPE_RUN_DIR: runDir });
-  assert.equal(run.code, 0, run.stderr);
-  assert.match(
-    run.stdout,
-    /step 1 llama-3\.1-70b: 3 errors \(timeout\), 2730 input_tokens, 252 output_tokens, 24 requests/,
-  );
-
-  const raw = rawValues(runDir);
-  const sink = reduced(runDir);
-  const storedAt = (_: string, key: string, step: number): number | undefined => sink.values.get(`${step} ${key}`);
+/** Check one sink against the raw values: how many instrument and count keys it was checked on. */
+function checkSink(sinkName: string, sink: Sink, raw: Map<string, number[]>): { instruments: number; counts: number } {
+  const storedAt = (key: string, step: number): number | undefined => sink.values.get(`${step} ${key}`);
   let instruments = 0;
   let counts = 0;
   for (const [id, values] of raw) {
     const [stepText = "", key = ""] = id.split(" ");
     const step = Number(stepText);
+    const at = `${sinkName}: ${key} at step ${step}`;
     const { name, attributes } = splitAttributedKey(key);
     assert.ok(attributes["gen_ai.request.model"]?.startsWith("llama-3.1-"), key);
     const instrument = genAiInstrument(name);
     if (instrument === undefined) {
       // rankscope's counts: the total is exact.
       assert.equal(
-        storedAt(runDir, withSuffix(key, "total"), step),
+        storedAt(withSuffix(key, "total"), step),
         values.reduce((a, b) => a + b, 0),
-        key,
+        `${at} total`,
       );
       counts++;
       continue;
     }
     instruments++;
-    assert.equal(storedAt(runDir, withSuffix(key, "count"), step), values.length, `${key} count`);
+    assert.equal(storedAt(withSuffix(key, "count"), step), values.length, `${at} count`);
     const sorted = [...values].sort((a, b) => a - b);
     for (const [suffix, q] of [
       ["p50", 0.5],
@@ -96,8 +112,8 @@ test("the inference example's reduced sink holds exactly what its replicas measu
       ["p99", 0.99],
     ] as const) {
       const exact = exactQuantile(sorted, q);
-      const stored = storedAt(runDir, withSuffix(key, suffix), step) ?? NaN;
-      assert.ok(Math.abs(stored - exact) <= 0.01 * exact, `${key} ${suffix} at step ${step}: ${stored} vs ${exact}`);
+      const value = storedAt(withSuffix(key, suffix), step) ?? NaN;
+      assert.ok(Math.abs(value - exact) <= 0.01 * exact, `${at} ${suffix}: ${value} vs ${exact}`);
     }
     const histogram = sink.histograms.get(`${step} ${key}`);
     const bounds = instrument.boundaries;
@@ -117,11 +133,32 @@ test("the inference example's reduced sink holds exactly what its replicas measu
         bucketLimits: [...bounds, Number.MAX_VALUE],
         bucketCounts: expected,
       },
-      `${key} buckets at step ${step}`,
+      `${at} buckets`,
     );
   }
-  // 2 flushes × (8b: duration, TTFT, TPOT; 70b: the same and its failed durations).
-  assert.equal(instruments, 2 * 7);
-  // 2 flushes × (requests, input and output tokens of each model, and the 70b's timeouts).
-  assert.equal(counts, 2 * 7);
+  return { instruments, counts };
+}
+
+test("the inference example's reduced sinks (JSONL and the store) hold exactly what its replicas measured, per model and flush", async () => {
+  const runDir = tempDir("rankscope-inference-");
+  const run = await runNode(["examples/inference.ts"], { RANKSCOPE_RUN_DIR: runDir });
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(
+    run.stdout,
+    /step 1 llama-3\.1-70b: 3 errors \(timeout\), 2730 input_tokens, 252 output_tokens, 24 requests/,
+  );
+
+  const raw = rawValues(runDir);
+  const sinks: Array<[string, Sink]> = [
+    ["metrics.jsonl", reduced(runDir)],
+    ["the store", stored(runDir)],
+  ];
+  closeStores();
+  for (const [name, sink] of sinks) {
+    const { instruments, counts } = checkSink(name, sink, raw);
+    // 2 flushes × (8b: duration, TTFT, TPOT; 70b: the same and its failed durations).
+    assert.equal(instruments, 2 * 7, name);
+    // 2 flushes × (requests, input and output tokens of each model, and the 70b's timeouts).
+    assert.equal(counts, 2 * 7, name);
+  }
 });

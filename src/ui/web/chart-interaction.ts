@@ -161,3 +161,39 @@ export function placeTooltip(tooltip: HTMLElement, card: HTMLElement, u: uPlot, 
   const place = at + 16 + tipWidth <= cardWidth - 4 ? at + 16 : at - 16 - tipWidth;
   tooltip.style.left = `${Math.max(4, place)}px`;
 }
+
+/** What the step under a chart's cursor is read from: its plot, lines, their indexes by x, the lines hidden. */
+type PickState = [
+  u: uPlot | null,
+  lines: readonly Line[],
+  indexes: readonly Map<number, number>[],
+  hidden: ReadonlySet<string>,
+];
+
+/** A click on `box` that is not the end of a drag (the zoom's) picks the step under the cursor (`onPick`). */
+export function listenForPicks(
+  box: HTMLElement,
+  onPick: ((step: number) => void) | undefined,
+  state: () => PickState,
+): void {
+  if (onPick === undefined) return;
+  let down: [number, number] | null = null;
+  box.addEventListener("mousedown", (e) => (down = [e.clientX, e.clientY]));
+  box.addEventListener("click", (e) => {
+    const moved = down === null ? 0 : Math.abs(e.clientX - down[0]) + Math.abs(e.clientY - down[1]);
+    const step = moved > 4 ? undefined : stepUnderCursor(...state());
+    if (step !== undefined) onPick(step);
+  });
+}
+
+/** The step of the first shown line's point under the plot's cursor. */
+function stepUnderCursor(...[u, lines, indexes, hidden]: PickState): number | undefined {
+  const idx = u?.cursor.idx;
+  const x = idx === null || idx === undefined ? undefined : u?.data[0]?.[idx];
+  if (x === undefined) return undefined;
+  for (const [i, line] of lines.entries()) {
+    const point = indexes[i]?.get(x);
+    if (point !== undefined && !hidden.has(line.id)) return line.steps[point];
+  }
+  return undefined;
+}

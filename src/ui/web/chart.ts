@@ -23,6 +23,7 @@ import {
   download,
   drawMarkers,
   fileNameOf,
+  listenForPicks,
   placeTooltip,
   tooltipHead,
   tooltipRow,
@@ -40,6 +41,8 @@ interface ChartEvents {
   onPin?: (key: string) => void;
   /** The user clicked the card's ✕ (a card without this has none). */
   onRemove?: () => void;
+  /** The user clicked a point (not a drag): the step of the point under the cursor. */
+  onPick?: (step: number) => void;
 }
 
 /** A chart of several lines. */
@@ -112,6 +115,7 @@ export class ChartCard {
     });
     this.resizeObserver.observe(this.plotBox);
     this.plotBox.addEventListener("dblclick", () => this.events.onZoom?.(null));
+    listenForPicks(this.plotBox, events.onPick, () => [this.plot, this.lines, this.indexes, this.hidden]);
     // The cursor moves on every chart at once (synced); the tooltip shows only where the mouse is.
     this.plotBox.addEventListener("mouseenter", () => {
       this.hovered = true;

@@ -22,8 +22,9 @@ export function histogramSteps(
   xs.push(low);
   ys.push(0);
   h.bucketLimits.forEach((limit, i) => {
-    // An open-ended last bucket (+∞) ends at the largest value seen.
-    const edge = Number.isFinite(limit) ? limit : Number.isFinite(h.max) ? h.max : (xs[xs.length - 1] ?? 0) + 1;
+    // An open-ended last bucket (+∞, or Number.MAX_VALUE as `Reduce.buckets` writes it) ends at the largest value seen.
+    const open = !Number.isFinite(limit) || limit >= Number.MAX_VALUE;
+    const edge = !open ? limit : Number.isFinite(h.max) ? h.max : (xs[xs.length - 1] ?? 0) + 1;
     if (edge <= (xs[xs.length - 1] ?? -Infinity)) {
       ys[ys.length - 1] = (ys[ys.length - 1] ?? 0) + (h.bucketCounts[i] ?? 0);
       return;

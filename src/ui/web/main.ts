@@ -188,8 +188,9 @@ async function renderView(): Promise<void> {
     $(id, HTMLElement).classList.toggle("hidden", !chartsTab);
   $("group-control", HTMLElement).classList.toggle("hidden", state.tab !== "metrics");
   $("combine-control", HTMLElement).classList.toggle("hidden", state.tab !== "metrics");
-  // The inference charts are of the reduced (global) lines only.
+  // The inference charts are of the reduced (global) lines only, and of no internal key.
   if (state.tab === "inference") $("rank-control", HTMLElement).classList.add("hidden");
+  $("internal-control", HTMLElement).classList.toggle("hidden", state.tab === "inference");
   // Raw stream values are shown as they are: smoothing them would invent a trend.
   if (state.tab === "streams") $("smoothing-control", HTMLElement).classList.add("hidden");
   searchBox.placeholder =

@@ -18,6 +18,7 @@ import { bestAndWorst, cellText, defaultScoreRule } from "../../../src/ui/web/ta
 import { orderSummaryKeys, summaryColumns, watchRank } from "../../../src/ui/web/summary-columns.js";
 import { interpolate, linesToCsv } from "../../../src/ui/web/chart-data.js";
 import { heatmapGrid, histogramSteps } from "../../../src/ui/web/histogram.js";
+import { bucketBars } from "../../../src/ui/web/tabs/inference-at.js";
 import { isInternalKey, searchMatcher, sectionOf, visibleName } from "../../../src/ui/web/names.js";
 import { smoothDebiasedEma, smoothLine, smoothingFor } from "../../../src/ui/web/smooth.js";
 import { filterQuery } from "../../../src/ui/web/run-filter.js";
@@ -274,6 +275,22 @@ describe("histogramSteps", () => {
     const [xs, ys] = histogramSteps({ min: -2, max: 3.5, bucketLimits: [-1, 0, Infinity], bucketCounts: [1, 5, 2] });
     assert.deepEqual(xs, [-2, -1, 0, 3.5]);
     assert.deepEqual(ys, [0, 1, 5, 2]);
+  });
+
+  it("closes a Reduce.buckets histogram's last bucket (Number.MAX_VALUE) at the maximum too", () => {
+    const h = { min: 0.03, max: 0.4, bucketLimits: [0.01, 0.1, 1, Number.MAX_VALUE], bucketCounts: [0, 3, 1, 0] };
+    const [xs, ys] = histogramSteps(h);
+    assert.deepEqual(xs, [0.01, 0.1, 1]);
+    assert.deepEqual(ys, [0, 3, 1]);
+  });
+
+  it("the Inference tab's distribution: equal bars from the first bucket holding a value to the last, labelled by their bounds", () => {
+    const limits = [0.01, 0.1, 1, Number.MAX_VALUE];
+    assert.deepEqual(bucketBars({ bucketLimits: limits, bucketCounts: [0, 3, 0, 2] }), {
+      labels: ["≤ 100 ms", "≤ 1 s", "> 1 s"],
+      counts: [3, 0, 2],
+    });
+    assert.deepEqual(bucketBars({ bucketLimits: limits, bucketCounts: [0, 0, 0, 0] }), { labels: [], counts: [] });
   });
 });
 

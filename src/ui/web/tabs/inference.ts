@@ -12,11 +12,12 @@ import { api, type RunKeys, type SeriesData } from "../api.js";
 import { ChartCard } from "../chart.js";
 import { lineColour } from "../chart-series.js";
 import type { Line } from "../chart-data.js";
-import { el } from "../dom.js";
+import { append, el } from "../dom.js";
 import { LazyGrid, type CardSpec } from "../fetching.js";
 import { searchMatcher, visibleName } from "../names.js";
 import { runColour, state, type LineSource } from "../state.js";
 import { emptyNote, loadKeys, runLabel, settingsFor, viewBox } from "./common.js";
+import { modelAt, pickStep, stepBar } from "./inference-at.js";
 import { onZoom, setGrid } from "./metrics.js";
 
 /** The latency instruments charted, in card order: the conventions' name and what the card says. */
@@ -111,7 +112,7 @@ function addCard(
 ): void {
   const present = measures.filter(([name]) => group.keys.has(name));
   if (present.length === 0) return;
-  const card = new ChartCard(`${what} · ${label}`, chartSettings(), { onZoom }, unit);
+  const card = new ChartCard(`${what} · ${label}`, chartSettings(), { onZoom, onPick: pickStep }, unit);
   card.root.dataset["model"] = group.attributes[MODEL] ?? "";
   card.root.dataset["measure"] = what;
   state.cards.push(card);
@@ -176,7 +177,12 @@ function addErrorRateCard(
   const requests = group.keys.get("inference/requests/total");
   if (requests === undefined) return;
   const errors = group.keys.get("inference/errors/total") ?? new Map<string, string[]>();
-  const card = new ChartCard(`error rate · ${label}`, chartSettings(), { onZoom }, "errors / requests");
+  const card = new ChartCard(
+    `error rate · ${label}`,
+    chartSettings(),
+    { onZoom, onPick: pickStep },
+    "errors / requests",
+  );
   card.root.dataset["model"] = group.attributes[MODEL] ?? "";
   card.root.dataset["measure"] = "error rate";
   state.cards.push(card);
@@ -222,6 +228,7 @@ export async function renderInference(generation: number): Promise<void> {
   }
   const grid = new LazyGrid(generation);
   setGrid(grid);
+  view.appendChild(stepBar());
   for (const group of groups) {
     const label = modelLabel(group, all);
     const box = el("div", { className: "grid" });
@@ -252,6 +259,12 @@ export async function renderInference(generation: number): Promise<void> {
       ["inference/errors/per_s", "errors/s"],
     ]);
     addErrorRateCard(grid, box, group, label, generation);
+    // At the picked flush: the slowest replicas and the TTFT and TPOT distributions, per run.
+    for (const run of group.keys.get(`${LATENCY_INSTRUMENTS[0]?.[0] ?? ""}/p50`)?.keys() ?? []) {
+      const runKeys = keys.get(run);
+      if (runKeys !== undefined)
+        append(box, ...modelAt(run, runKeys, group.attributes, label, group.attributes[MODEL] ?? ""));
+    }
   }
 }
 
