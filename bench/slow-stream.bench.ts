@@ -16,7 +16,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { printTable } from "./harness.js";
 
-const JOB = fileURLToPath(new URL("../test/stream/fixtures/slow-stream-job.ts", import.meta.url));
+const JOB = fileURLToPath(new URL("../test/stream/fixtures/slow-stream-job.mjs", import.meta.url));
 const SOAK_MS = Number(process.env["SLOW_STREAM_SOAK_MS"] ?? "20000");
 
 interface Soak {
@@ -40,7 +40,7 @@ function soak(minMs: number, maxMs: number): Soak {
       SLOW_STREAM_MIN_MS: String(minMs),
       SLOW_STREAM_MAX_MS: String(maxMs),
     };
-    const result = spawnSync(process.execPath, ["--import", "tsx", JOB], {
+    const result = spawnSync(process.execPath, [JOB], {
       env,
       encoding: "utf8",
       timeout: SOAK_MS + 120_000,

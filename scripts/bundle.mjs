@@ -4,8 +4,8 @@
 // (BENCHMARKS.md, "Install and import"; DESIGN.md, "Import time").
 //
 // - Every entry point keeps its path under dist/: the package's exports and its bin (from
-//   package.json), and the modules rankscope starts by URL (`packageModule` in
-//   src/core/module-worker.ts), listed below.
+//   package.json), the modules rankscope starts by URL (`packageModule` in
+//   src/core/module-worker.ts) and the host agent's process, listed below.
 // - Everything `dist/index.js` imports statically is one chunk, dist/chunks/core-*.js: whichever
 //   entry a process loads first (`rankscope`, `rankscope/nats`, a rank's entry, the CLI), there is
 //   one collector, one controller, one of each process-wide thing. Importing any of it loads all of
@@ -25,8 +25,12 @@ import { fileURLToPath } from "node:url";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const dist = join(root, "dist");
 
-/** Modules started by URL that run beside the user's code (a rank process or thread imports rankscope too). */
-const RANK_ENTRIES = ["transport/rank/rank-entry", "cli/demo-rank"];
+/**
+ * Modules started by URL that run beside the user's code (a rank process or thread imports rankscope
+ * too), and the host agent's process (`node node_modules/rankscope/dist/transport/host/main.js`,
+ * docs/scale.md).
+ */
+const RANK_ENTRIES = ["transport/rank/rank-entry", "cli/demo-rank", "transport/host/main"];
 /** Worker threads on rankscope's own modules only: one file each. */
 const WORKERS = ["backends/store/writer-worker", "sync/sync-worker", "stream/writer", "stream/file-thread"];
 

@@ -15,13 +15,13 @@ import { after, before, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { ControllerAlerts } from "../../src/alerts/controller-alerts.js";
 import { alerts as storedAlerts } from "../../src/store/reader.js";
-import { MetricLogger } from "../../src/controller/metric-logger.js";
+import { MetricLogger, spawnRanks } from "../fixtures/built/index.mjs";
 import type { FlushResult } from "../../src/controller/logger-options.js";
-import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
 import { WebhookReceiver } from "./receiver.js";
 
-const RANK = fileURLToPath(new URL("./fixtures/alert-rank.ts", import.meta.url));
+/** The job's logger and ranks run the built package (fixtures/built/): its ranks start without tsx. */
+const RANK = fileURLToPath(new URL("./fixtures/alert-rank.mjs", import.meta.url));
 
 let receiver: WebhookReceiver;
 before(async () => {

@@ -11,12 +11,13 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { before, test } from "node:test";
-import { MetricLogger, type FlushResult } from "../../src/controller/metric-logger.js";
+import { MetricLogger, spawnRanks, type FlushResult } from "../fixtures/built/index.mjs";
 import { alerts, closeStores, runInfo, series } from "../../src/store/reader.js";
 import { RANKS_LOST_KEY } from "../../src/core/internal-keys.js";
-import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
-import { SUM_RANK } from "../transport/support.js";
+
+/** The jobs run on the built package (fixtures/built/): their ranks start without tsx. */
+const SEED_RANK = new URL("../fixtures/built/seed-rank.mjs", import.meta.url);
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const CLI = join(REPO, "dist", "cli", "main.js");
@@ -36,7 +37,7 @@ test("kill -9 one spawned rank, then a normal shutdown(): the run is finished, t
       store: { loggingMode: "global_reduce", waitForWrites: true },
       rankStore: { type: "store", loggingMode: "per_rank_reduce" },
     });
-    const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 3, processName: "Lossy", logger });
+    const ranks = await spawnRanks({ module: SEED_RANK, ranksPerReplica: 3, processName: "Lossy", logger });
     victim = ranks.rankNames[1] as string;
     for (let step = 0; step < 2; step++) {
       await ranks.fanout("myFn");
@@ -104,7 +105,7 @@ test("with the store per rank only (no global store), the lost rank and the aler
   let victim = "";
   await collectDiagnostics(async () => {
     await logger.initBackends({ store: { loggingMode: "per_rank_reduce", waitForWrites: true } });
-    const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "PerRank", logger });
+    const ranks = await spawnRanks({ module: SEED_RANK, ranksPerReplica: 2, processName: "PerRank", logger });
     victim = ranks.rankNames[1] as string;
     await ranks.fanout("myFn");
     await logger.flush(0);

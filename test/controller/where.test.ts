@@ -7,9 +7,10 @@ import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../helpers.js";
 
-const TSX = import.meta.resolve("tsx");
-const INDEX = new URL("../../src/index.js", import.meta.url).href;
-const SUM_RANK = new URL("../fixtures/sum-rank.ts", import.meta.url).href;
+// Each job runs the built package with plain node (`npm test` builds first): the job and its two
+// thread ranks start without tsx loading the sources.
+const INDEX = new URL("../../dist/index.js", import.meta.url).href;
+const SEED_RANK = new URL("../fixtures/built/seed-rank.mjs", import.meta.url).href;
 
 /** Run a job with 2 thread ranks in a fresh directory; its stderr. */
 function job(
@@ -18,19 +19,19 @@ function job(
   loggerOptions = "{}",
 ): { stderr: string; cwd: string } {
   const cwd = tempDir();
-  const script = join(cwd, "job.mts");
+  const script = join(cwd, "job.mjs");
   writeFileSync(
     script,
     `import { getOrCreateMetricLogger, spawnRanks } from ${JSON.stringify(INDEX)};
 const logger = await getOrCreateMetricLogger({ root: "out", experiment: "exp", trial: "t1", ...${loggerOptions} });
 await logger.initBackends(${backends});
-const ranks = await spawnRanks({ module: new URL(${JSON.stringify(SUM_RANK)}), replicas: 1, ranksPerReplica: 2, kind: "thread", logger });
+const ranks = await spawnRanks({ module: new URL(${JSON.stringify(SEED_RANK)}), replicas: 1, ranksPerReplica: 2, kind: "thread", logger });
 await ranks.fanout("myFn");
 await logger.flush(0);
 await logger.shutdown();
 `,
   );
-  const run = spawnSync(process.execPath, ["--import", TSX, script], {
+  const run = spawnSync(process.execPath, [script], {
     cwd,
     encoding: "utf8",
     timeout: 90_000,

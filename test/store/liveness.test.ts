@@ -25,7 +25,7 @@ const Database = sqliteDriver();
 
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const CLI = join(REPO, "dist", "cli", "main.js");
-const KILLED_JOB = fileURLToPath(new URL("../backends/store/fixtures/killed-job.ts", import.meta.url));
+const KILLED_JOB = fileURLToPath(new URL("./fixtures/killed-job.mjs", import.meta.url));
 
 before(() => {
   if (!existsSync(CLI)) spawnSync("npm", ["run", "build", "--silent"], { cwd: REPO, stdio: "inherit" });
@@ -40,6 +40,7 @@ describe("a killed run", () => {
       [KILLED_JOB, runDir],
       {},
       {
+        raw: true,
         onStdout: (out, child) => {
           const ready = /ready (\{.*\})\n/.exec(out);
           if (ready === null || pids.length > 0) return;

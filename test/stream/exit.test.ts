@@ -127,7 +127,7 @@ describe("stream drains at exit", () => {
   for (const how of ["normal", "exit"]) {
     it(`hands what is in the ring to per_rank_no_reduce backends at ${how === "exit" ? "process.exit()" : "a normal end"}`, async () => {
       const runDir = tempDir();
-      const result = await runChild(join(ROOT, "test", "stream", "fixtures", "backend-child.ts"), ["50", how], {
+      const result = await runChild(join(ROOT, "test", "stream", "fixtures", "backend-child.mjs"), ["50", how], {
         CHILD_RUN_DIR: runDir,
       });
       assert.equal(result.code, 0, result.stderr);

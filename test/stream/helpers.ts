@@ -25,8 +25,9 @@ export function readStream(file: string): { records: StreamLine[]; ends: StreamL
 export type { ChildResult } from "../helpers.js";
 
 /**
- * Run a TypeScript file in a child process with `env` added (killed after 90 s); `onStdout` sees
- * its output so far (to send it a signal when it says it is ready).
+ * Run a file in a child process with `env` added (killed after 90 s): a TypeScript one under tsx, a
+ * JavaScript one (on the built package) with plain node; `onStdout` sees its output so far (to send
+ * it a signal when it says it is ready).
  */
 export function runChild(
   file: string,
@@ -34,8 +35,9 @@ export function runChild(
   env: Record<string, string>,
   onStdout?: (text: string, child: ChildProcess) => void,
 ): Promise<ChildResult> {
-  return runNode([file, ...args], env, onStdout === undefined ? {} : { onStdout });
+  const raw = /\.[cm]?js$/.test(file);
+  return runNode([file, ...args], env, onStdout === undefined ? { raw } : { onStdout, raw });
 }
 
-/** The child fixture that streams and then exits in a given way. */
-export const STREAM_CHILD = join(here, "fixtures", "stream-child.ts");
+/** The child fixture that streams and then exits in a given way (built package, plain node). */
+export const STREAM_CHILD = join(here, "fixtures", "stream-child.mjs");

@@ -185,7 +185,8 @@ test("a rank in a worker thread writes merged.log once the controller initialise
 });
 
 const ESC = "\u001b[";
-const colorJob = fileURLToPath(new URL("fixtures/color-job.ts", import.meta.url));
+/** On the built package with plain node: thirteen short jobs, each without tsx loading the sources. */
+const colorJob = fileURLToPath(new URL("fixtures/color-job.mjs", import.meta.url));
 
 /**
  * Run the colour job with `env` (empty values clear a variable: the resolver reads them as unset),
@@ -197,7 +198,7 @@ function runColorJob(
   env: Record<string, string>,
 ): { status: number | null; out: string; err: string; runDir: string } {
   const runDir = tempDir();
-  const args = ["--import", "tsx", colorJob, mode, runDir];
+  const args = [colorJob, mode, runDir];
   const options = {
     cwd: REPO_ROOT,
     env: { ...process.env, NO_COLOR: "", FORCE_COLOR: "", ...env },

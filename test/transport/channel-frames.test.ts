@@ -2,20 +2,21 @@
  * Flush answers as wire frames over a rank's parent channel (a child's IPC, a worker's port):
  * the values logged are bit for bit those of JSON answers, for every reduction; and a rank that
  * forges frames gets nothing logged — each forgery is counted by kind, its flush fails at once
- * for that rank only, and the next flush is whole again.
+ * for that rank only, and the next flush is whole again. The bit-for-bit jobs run on the built
+ * package (fixtures/built/), their ranks without tsx; the forging ranks need the sources' codec.
  */
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import { MetricLogger, type FlushResult } from "../../src/controller/metric-logger.js";
-import { recordMetric, Reduce } from "../../src/index.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
+import * as built from "../fixtures/built/index.mjs";
 import { ignoredMessageCounts, transportStats, type IgnoredKind } from "../../src/transport/protocol/messages.js";
 import type { Forgery } from "../fixtures/forging-rank.js";
 import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
 
-const EVERY_REDUCE_RANK = new URL("../fixtures/every-reduce-rank.ts", import.meta.url);
+const EVERY_REDUCE_RANK = new URL("../fixtures/built/every-reduce-rank.mjs", import.meta.url);
 const FORGING_RANK = new URL("../fixtures/forging-rank.ts", import.meta.url);
 const STEPS = 4;
 
@@ -29,10 +30,10 @@ interface Job {
 /** A job of 4 ranks recording every reduction for `STEPS` flushes (the controller records too), logged to metrics.jsonl. */
 async function runJob(kind: "process" | "thread", answers: "frames" | "json"): Promise<Job> {
   const runDir = tempDir();
-  const logger = new MetricLogger({ processName: "Controller", runDir, flushDeadlineMs: 20_000 });
+  const logger = new built.MetricLogger({ processName: "Controller", runDir, flushDeadlineMs: 20_000 });
   await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
   // A bound of 20 keys per rank: each rank drops some `many/…` records, counted in every answer.
-  const ranks = await spawnRanks({
+  const ranks = await built.spawnRanks({
     module: EVERY_REDUCE_RANK,
     replicas: 2,
     ranksPerReplica: 2,
@@ -47,8 +48,8 @@ async function runJob(kind: "process" | "thread", answers: "frames" | "json"): P
     for (let step = 0; step < STEPS; step++) {
       await ranks.fanout("recordAll", step);
       // The controller's own values merge in first, as before.
-      recordMetric("all/sum", step + 0.1, Reduce.SUM);
-      recordMetric("all/std", step * 0.3, Reduce.STD);
+      built.recordMetric("all/sum", step + 0.1, built.Reduce.SUM);
+      built.recordMetric("all/std", step * 0.3, built.Reduce.STD);
       const result = await logger.flush(step);
       assert.deepEqual(result.missingRanks, [], `every rank answers flush(${step})`);
     }

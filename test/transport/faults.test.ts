@@ -5,6 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
@@ -96,8 +98,11 @@ test("a rank slower than the flush deadline: the flush returns without it, and i
     await ranks.fanout("myFn");
     const [fast, slow] = ranks.rankNames as [string, string];
     const lateBefore = ignoredMessageCounts().late;
-    const blocked = ranks.call(slow, "block", 5000).catch(() => undefined);
+    // Stuck until the flush returned without it (by its deadline), then released: its answer is late.
+    const release = join(tempDir(), "release");
+    const blocked = ranks.call(slow, "blockUntil", release).catch(() => undefined);
     const result = await logger.flush(0);
+    writeFileSync(release, "");
     assert.deepEqual(result.missingRanks, [slow]);
     assert.equal(
       result.metrics.find((m) => m.key === "my_sum_rank_metric")?.value,
@@ -201,7 +206,7 @@ for (const kind of ["process", "thread"] as const) {
 test("a controller killed with SIGKILL leaves no rank running", async () => {
   const controller = spawn(
     process.execPath,
-    ["--import", "tsx", fileURLToPath(new URL("../fixtures/controller-job.ts", import.meta.url))],
+    [fileURLToPath(new URL("../fixtures/built/controller-job.mjs", import.meta.url))],
     {
       stdio: ["ignore", "pipe", "inherit"],
     },

@@ -1,15 +1,16 @@
 /**
  * Seed 001 section 2, exactly: an actor on 2 replicas × 2 ranks records its local rank with SUM,
  * twice, then the controller flushes step 0 — once per logging mode, over child processes and
- * over worker threads.
+ * over worker threads. The job runs on the built package (fixtures/built/): its 24 ranks start
+ * without tsx loading the sources, as a user's compiled job does.
  */
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import type { LoggingMode } from "../../src/core/metric.js";
-import { MetricLogger } from "../../src/controller/metric-logger.js";
-import { spawnRanks } from "../../src/transport/controller/launcher.js";
+import { MetricLogger, spawnRanks, type LoggingMode } from "../fixtures/built/index.mjs";
 import { captureStdout, tempDir } from "../helpers.js";
-import { consoleOutput, SUM_RANK } from "./support.js";
+import { consoleOutput } from "./support.js";
+
+const SEED_RANK = new URL("../fixtures/built/seed-rank.mjs", import.meta.url);
 
 async function runSeedJob(
   kind: "process" | "thread",
@@ -20,7 +21,7 @@ async function runSeedJob(
   const out = await captureStdout(async () => {
     await logger.initBackends({ console: { loggingMode } });
     const actors = await spawnRanks({
-      module: SUM_RANK,
+      module: SEED_RANK,
       replicas: 2,
       ranksPerReplica: 2,
       kind,

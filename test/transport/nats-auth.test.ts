@@ -20,10 +20,16 @@ import { serveHostsOverNats } from "../../src/transport/host/server.js";
 import type { NatsAuthOptions } from "../../src/transport/protocol/nats-auth.js";
 import { tempDir, waitFor, within } from "../helpers.js";
 import { accountsFor, makeCertificates, makeNkey, makeOperatorAccount, ROLE_PASSWORD_ENV } from "./auth-support.js";
-import { killChildren, NatsServer, startChild, SUM_RANK, type NatsServerOptions, type TestChild } from "./support.js";
-
-const AGENT_MAIN = new URL("../../src/transport/host/main.ts", import.meta.url);
-const HOST_RANK = new URL("../fixtures/host-rank.ts", import.meta.url);
+import {
+  AGENT_MAIN,
+  HOST_RANK,
+  killChildren,
+  NatsServer,
+  startChild,
+  SUM_RANK,
+  type NatsServerOptions,
+  type TestChild,
+} from "./support.js";
 
 /** How one method is set up: the server, and what each of the run's processes is given. */
 interface Method {

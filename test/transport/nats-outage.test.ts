@@ -167,8 +167,11 @@ describe("NATS ranks that come back", () => {
       const ranks = await spawnRanks({ module: SUM_RANK, ranksPerReplica: 2, processName: "Sleepy", logger, nats });
       const [, sleepy] = ranks.rankNames as [string, string];
       await ranks.call(sleepy, "record", "readmit/value", 5, "sum");
-      // Blocked long enough to miss two flushes even on a loaded machine.
-      const blocked = ranks.call(sleepy, "block", 10_000);
+      // Stopped (SIGSTOP: it answers nothing, as a rank stuck in a long computation) until it was
+      // named silent, however long that takes on a loaded machine; then continued.
+      const pid = ranks.pid(sleepy);
+      assert.ok(pid !== undefined, `${sleepy} is a child process`);
+      process.kill(pid, "SIGSTOP");
       let step = 0;
       const silent = await waitFor(
         async () => {
@@ -176,10 +179,9 @@ describe("NATS ranks that come back", () => {
           return result.ranksExpected === 1 ? result : undefined;
         },
         { timeoutMs: 40_000, what: `${sleepy} to be no longer expected` },
-      );
+      ).finally(() => process.kill(pid, "SIGCONT"));
       assert.deepEqual(nats.silentRankNames, [sleepy]);
       assert.deepEqual(silent.lostRanks, [sleepy], "a silent rank is counted as lost meanwhile");
-      await blocked;
       await waitFor(async () => (await logger.flush(step++)).ranksReporting === 2, {
         timeoutMs: 40_000,
         what: `${sleepy} to report again`,

@@ -1,7 +1,8 @@
 /**
  * Ranks over NATS, against a real nats-server on 127.0.0.1 (a free port, started by the test):
  * the seed job, a process that joins by environment variables, an unreachable server, a server
- * restarted mid-run, two runs on one server, and garbage on the run's subjects.
+ * restarted mid-run, two runs on one server, and garbage on the run's subjects. The seed job runs
+ * on the built package (fixtures/built/): its four ranks start without tsx.
  */
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -11,10 +12,13 @@ import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
 import { ignoredMessageCounts } from "../../src/transport/protocol/messages.js";
+import * as built from "../fixtures/built/index.mjs";
+import { serveRanksOverNats as serveBuiltRanksOverNats } from "../fixtures/built/nats.mjs";
 import { captureStdout, collectDiagnostics, tempDir, waitFor, within } from "../helpers.js";
 import { consoleOutput, freePort, NatsServer, SUM_RANK, TEST_RUN_SECRET } from "./support.js";
 
 const EXTERNAL_RANK = new URL("../fixtures/external-rank.ts", import.meta.url);
+const SEED_RANK = new URL("../fixtures/built/seed-rank.mjs", import.meta.url);
 
 function newLogger(options: { flushDeadlineMs?: number; runId?: string } = {}): MetricLogger {
   return new MetricLogger({ processName: "Controller", runDir: tempDir(), ...options });
@@ -70,13 +74,13 @@ describe("with a nats-server", () => {
   });
 
   test("seed 001 §2 over NATS, all three modes; a process started elsewhere joins by env vars", async () => {
-    const logger = newLogger();
+    const logger = new built.MetricLogger({ processName: "Controller", runDir: tempDir() });
     let rankNames: string[] = [];
     const out = await captureStdout(async () => {
       await logger.initBackends({ console: { loggingMode: "global_reduce" } });
-      const nats = await serveRanksOverNats({ url: server.url, logger });
-      const actors = await spawnRanks({
-        module: SUM_RANK,
+      const nats = await serveBuiltRanksOverNats({ url: server.url, logger });
+      const actors = await built.spawnRanks({
+        module: SEED_RANK,
         replicas: 2,
         ranksPerReplica: 2,
         processName: "MyActor",

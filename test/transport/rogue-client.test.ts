@@ -23,10 +23,17 @@ import { serveHostsOverNats } from "../../src/transport/host/server.js";
 import { ignoredMessageCounts, type IgnoredKind } from "../../src/transport/protocol/messages.js";
 import { isSealed } from "../../src/transport/protocol/seal.js";
 import { collectDiagnostics, tempDir, waitFor } from "../helpers.js";
-import { isAlive, killChildren, NatsServer, startChild, SUM_RANK, type TestChild } from "./support.js";
+import {
+  AGENT_MAIN,
+  HOST_RANK,
+  isAlive,
+  killChildren,
+  NatsServer,
+  startChild,
+  SUM_RANK,
+  type TestChild,
+} from "./support.js";
 
-const AGENT_MAIN = new URL("../../src/transport/host/main.ts", import.meta.url);
-const HOST_RANK = new URL("../fixtures/host-rank.ts", import.meta.url);
 const EVIL = new URL("../fixtures/evil-module.mjs", import.meta.url);
 /** What the ranks hold in their environment and must never send anywhere. */
 const API_KEY = "local-wandb-api-key-0123456789abcdef0123456789abcdef";

@@ -7,6 +7,13 @@ import { tempDir, waitFor } from "../helpers.js";
 
 /** The rank module every transport test spawns. */
 export const SUM_RANK = new URL("../fixtures/sum-rank.ts", import.meta.url);
+/**
+ * The host agent's process on the built package (`node dist/transport/host/main.js`, as a launcher
+ * starts it: docs/scale.md), and a rank that joins it (fixtures/built/host-rank.mjs): both start
+ * with plain node, without tsx loading the sources (`npm test` builds first).
+ */
+export const AGENT_MAIN = new URL("../../dist/transport/host/main.js", import.meta.url);
+export const HOST_RANK = new URL("../fixtures/built/host-rank.mjs", import.meta.url);
 
 const NATS_SERVER =
   ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].find((p) => existsSync(p)) ??
@@ -21,11 +28,13 @@ export interface TestChild {
 }
 
 /**
- * Start a TypeScript module (a fixture, or the host agent's entry) under tsx with `env` added to
- * this process's environment, capturing its output, and add it to `children` for `killChildren`.
+ * Start a module (a fixture, or the host agent's entry) with `env` added to this process's
+ * environment, capturing its output, and add it to `children` for `killChildren`: a TypeScript
+ * one under tsx, a JavaScript one (the built package's) with plain node.
  */
 export function startChild(file: URL, env: Record<string, string>, children: TestChild[]): TestChild {
-  const child = spawn(process.execPath, ["--import", "tsx", file.pathname], {
+  const tsx = /\.[cm]?ts$/.test(file.pathname) ? ["--import", "tsx"] : [];
+  const child = spawn(process.execPath, [...tsx, file.pathname], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

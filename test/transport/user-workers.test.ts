@@ -141,12 +141,16 @@ test("a worker too busy to answer: the flush keeps its deadline and names it; it
     const blocking = new Promise<void>((resolve) =>
       worker.worker.on("message", (m: { t: string }) => m.t === "blocking" && resolve()),
     );
-    const unblocked = worker.send({ t: "block", ms: 3000 }, "unblocked");
+    // Stuck until the flush below returned without it (by its deadline), then released.
+    const release = new Int32Array(new SharedArrayBuffer(4));
+    const unblocked = worker.send({ t: "block", ms: 60_000, release: release.buffer }, "unblocked");
     // The flush's question travels on another channel than the block message: ask only once the worker is busy.
     await within(blocking, { timeoutMs: 10_000, what: "the worker to start its busy loop" });
     const started = Date.now();
     const during = await logger.flush(0);
     const took = Date.now() - started;
+    Atomics.store(release, 0, 1);
+    Atomics.notify(release, 0);
     assert.ok(took < 1000 + 2000, `the flush returned in ${took} ms (deadline 1000 ms)`);
     assert.equal(
       during.metrics.find((m) => m.key === "busy/sum"),

@@ -14,7 +14,7 @@ import { sleep } from "../../../src/core/retry.js";
 import { tempDir, waitFor } from "../../helpers.js";
 import { killChildren, NatsServer, startChild, type TestChild } from "../../transport/support.js";
 
-const RANK = new URL("./fixtures/traced-host-rank.ts", import.meta.url);
+const RANK = new URL("./fixtures/traced-host-rank.mjs", import.meta.url);
 const children: TestChild[] = [];
 
 let server: NatsServer;

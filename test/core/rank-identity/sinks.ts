@@ -13,15 +13,18 @@ import { freePort } from "../../transport/support.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
-/** Every run under `logdir` as TensorBoard's Python reader gives it: run → tag → [step, value][]. */
-export function readTensorBoard(python: string, logdir: string): Record<string, Record<string, [number, number][]>> {
-  const result = spawnSync(python, [join(here, "python", "read_tensorboard.py"), logdir], {
+/** Every run under each of `logdirs` as TensorBoard's Python reader gives it, one Python process for all: run → tag → [step, value][]. */
+export function readTensorBoard(
+  python: string,
+  logdirs: readonly string[],
+): Record<string, Record<string, [number, number][]>>[] {
+  const result = spawnSync(python, [join(here, "python", "read_tensorboard.py"), ...logdirs], {
     encoding: "utf8",
     timeout: 120_000,
     maxBuffer: 64 << 20,
   });
   if (result.status !== 0) throw new Error(`read_tensorboard.py failed (${result.status}): ${result.stderr}`);
-  return JSON.parse(result.stdout) as Record<string, Record<string, [number, number][]>>;
+  return JSON.parse(result.stdout) as Record<string, Record<string, [number, number][]>>[];
 }
 
 const protoRoot = join(here, "..", "..", "fixtures", "opentelemetry-proto");

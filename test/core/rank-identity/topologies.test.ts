@@ -478,14 +478,15 @@ function checkOtlp(requests: readonly OtlpRequest[], recorders: readonly Recorde
 function checkTensorBoard(python: string, runDir: string, recorders: readonly Recorder[], expected: Expected): void {
   const points = (runs: Record<string, Record<string, [number, number][]>>, run: string): [number, number][] =>
     runs[run]?.[KEY] ?? [];
-  const global = readTensorBoard(python, join(runDir, "tb-global"));
+  const [global = {}, reduce = {}, stream = {}] = readTensorBoard(
+    python,
+    ["tb-global", "tb-reduce", "tb-stream"].map((dir) => join(runDir, dir)),
+  );
   assert.deepEqual(
     points(global, ".").map(([, v]) => v),
     expected.global,
     "tensorboard: the global run",
   );
-  const reduce = readTensorBoard(python, join(runDir, "tb-reduce"));
-  const stream = readTensorBoard(python, join(runDir, "tb-stream"));
   for (const r of recorders) {
     const run = recorderPath({ rankName: r.name, thread: r.thread });
     if (r.thread === 0)

@@ -9,9 +9,8 @@ import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { startHostAgent } from "../../../src/transport/host/agent.js";
 import { serveHostsOverNats } from "../../../src/transport/host/server.js";
 import { tempDir, waitFor } from "../../helpers.js";
-import { killChildren, NatsServer, startChild, type TestChild } from "../support.js";
+import { HOST_RANK, killChildren, NatsServer, startChild, type TestChild } from "../support.js";
 
-const HOST_RANK = new URL("../../fixtures/host-rank.ts", import.meta.url);
 const children: TestChild[] = [];
 
 let server: NatsServer;

@@ -22,6 +22,7 @@ import { serveHostsOverNats, type HostServer } from "../../../src/transport/host
 import { ignoredMessageCounts } from "../../../src/transport/protocol/messages.js";
 import { tempDir, waitFor, within } from "../../helpers.js";
 import { accountsFor, makeCertificates, ROLE_PASSWORD_ENV } from "../auth-support.js";
+import { AGENT_MAIN, HOST_RANK } from "../support.js";
 import {
   createHosts,
   namespace,
@@ -34,8 +35,6 @@ import {
   type HostProcess,
 } from "./netns.js";
 
-const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url).pathname;
-const HOST_RANK = new URL("../../fixtures/host-rank.ts", import.meta.url).pathname;
 const NATS_SERVER =
   ["/usr/sbin/nats-server", "/usr/bin/nats-server", "/usr/local/bin/nats-server"].find((p) => existsSync(p)) ??
   "nats-server";
@@ -84,8 +83,9 @@ function startNats(n: number): HostProcess {
   return node;
 }
 
-function startNode(n: number, file: string, env: Record<string, string>): HostProcess {
-  const p = runIn(namespace(n), process.execPath, ["--import", "tsx", file], env);
+/** The built package's host agent or rank (support.ts) in host `n`'s namespace, with plain node. */
+function startNode(n: number, file: URL, env: Record<string, string>): HostProcess {
+  const p = runIn(namespace(n), process.execPath, [file.pathname], env);
   processes.push(p);
   return p;
 }

@@ -10,10 +10,7 @@ import { after, before, test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { serveHostsOverNats } from "../../../src/transport/host/server.js";
 import { tempDir, waitFor, within } from "../../helpers.js";
-import { killChildren, NatsServer, startChild, type TestChild } from "../support.js";
-
-const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url);
-const HOST_RANK = new URL("../../fixtures/host-rank.ts", import.meta.url);
+import { AGENT_MAIN, HOST_RANK, killChildren, NatsServer, startChild, type TestChild } from "../support.js";
 
 const children: TestChild[] = [];
 const start = (file: URL, env: Record<string, string>): TestChild => startChild(file, env, children);

@@ -22,7 +22,7 @@ import { isAlive, SUM_RANK } from "../../transport/support.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { card, ensureWebBuilt, shot } from "./support.js";
 
-const KILLED_JOB = fileURLToPath(new URL("../../backends/store/fixtures/killed-job.ts", import.meta.url));
+const KILLED_JOB = fileURLToPath(new URL("../../store/fixtures/killed-job.mjs", import.meta.url));
 const KEY = "my_sum_rank_metric";
 
 /** A job of three process ranks whose rank 1 is killed after step 2; it then flushes steps 3..5 and shuts down. Returns the victim's name. */
@@ -70,6 +70,7 @@ async function killedJob(runDir: string): Promise<void> {
     [KILLED_JOB, runDir],
     {},
     {
+      raw: true,
       onStdout: (out, child) => {
         const ready = /ready (\{.*\})\n/.exec(out);
         if (ready === null || pids.length > 0) return;
