@@ -1,6 +1,6 @@
 /** Helpers of the transport tests: a real nats-server on 127.0.0.1, free ports, polling. */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createConnection, createServer } from "node:net";
 import { tempDir, waitFor } from "../helpers.js";
@@ -186,6 +186,24 @@ export function consoleOutput(captured: string): string {
  */
 export const TEST_RUN_SECRET = "rankscope-test-run-secret-0123456789abcdef";
 
+/** Whether every thread of process `pid` is stopped (true without /proc, where it cannot be told). */
+function stopped(pid: number): boolean {
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return true;
+  }
+  return tasks.every((task) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${task}/stat`, "utf8");
+      return /^[Tt]$/.test(stat.charAt(stat.lastIndexOf(")") + 2));
+    } catch {
+      return true; // the thread ended
+    }
+  });
+}
+
 /**
  * A NATS cluster of `size` nodes on 127.0.0.1 (routes between every pair, each node with its
  * monitoring port), for tests that lose a node: `pause` a node (SIGSTOP: it holds what it was
@@ -238,9 +256,19 @@ export class NatsCluster {
     return Array.isArray(connections) && connections.some((c: { name?: unknown }) => c.name === name);
   }
 
-  /** Stop node `i` where it stands (SIGSTOP): it keeps what it received and forwards nothing. */
+  /**
+   * Stop node `i` where it stands (SIGSTOP): it keeps what it received and forwards nothing.
+   * Returns once every thread of the node is stopped (/proc says so; a signal lands in its own
+   * time, tens of ms on a busy machine), so whatever is sent to it next stays inside it. Synchronous:
+   * a test may stop a node between two steps of one turn of the event loop.
+   */
   pause(i: number): void {
-    this.node(i).process.kill("SIGSTOP");
+    const { process: child } = this.node(i);
+    child.kill("SIGSTOP");
+    const deadline = Date.now() + 10_000;
+    while (!stopped(child.pid ?? 0)) {
+      if (Date.now() > deadline) throw new Error(`nats-server node ${i} did not stop within 10 s of SIGSTOP`);
+    }
   }
 
   /** Kill node `i` (SIGKILL; continued first so the kill lands at once) and wait until it is gone. */
