@@ -1,6 +1,6 @@
 /** Helpers of the transport tests: a real nats-server on 127.0.0.1, free ports, polling. */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createConnection, createServer } from "node:net";
 import { tempDir, waitFor } from "../helpers.js";
@@ -194,3 +194,122 @@ export function consoleOutput(captured: string): string {
  * rank or agent get it as `RANKSCOPE_RUN_SECRET`, as a launcher would hand it out).
  */
 export const TEST_RUN_SECRET = "rankscope-test-run-secret-0123456789abcdef";
+
+/** Whether every thread of process `pid` is stopped (true without /proc, where it cannot be told). */
+function stopped(pid: number): boolean {
+  let tasks: string[];
+  try {
+    tasks = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return true;
+  }
+  return tasks.every((task) => {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${task}/stat`, "utf8");
+      return /^[Tt]$/.test(stat.charAt(stat.lastIndexOf(")") + 2));
+    } catch {
+      return true; // the thread ended
+    }
+  });
+}
+
+/**
+ * A NATS cluster of `size` nodes on 127.0.0.1 (routes between every pair, each node with its
+ * monitoring port), for tests that lose a node: `pause` a node (SIGSTOP: it holds what it was
+ * given, forwards nothing) and `kill` it (SIGKILL: what it held is gone).
+ */
+export class NatsCluster {
+  private constructor(
+    private readonly nodes: ReadonlyArray<{ port: number; monitor: number; process: ChildProcess }>,
+  ) {}
+
+  static async start(size = 3): Promise<NatsCluster> {
+    const ports = await Promise.all(
+      Array.from({ length: size }, async () => ({
+        port: await freePort(),
+        monitor: await freePort(),
+        cluster: await freePort(),
+      })),
+    );
+    const nodes = ports.map(({ port, monitor, cluster }, i) => {
+      const routes = ports.filter((_p, j) => j !== i).map((p) => `nats://127.0.0.1:${p.cluster}`);
+      const args = ["-a", "127.0.0.1", "-p", String(port), "-m", String(monitor), "--cluster_name", "rs-test"];
+      args.push("--cluster", `nats://127.0.0.1:${cluster}`, "--routes", routes.join(","));
+      return { port, monitor, process: spawn(NATS_SERVER, args, { stdio: "ignore" }) };
+    });
+    const cluster = new NatsCluster(nodes);
+    await waitFor(
+      async () => (await Promise.all(nodes.map((_n, i) => cluster.routes(i)))).every((r) => r === size - 1),
+      {
+        timeoutMs: 20_000,
+        what: `a ${size}-node NATS cluster with its routes`,
+      },
+    );
+    return cluster;
+  }
+
+  /** Node `i`'s client URL. */
+  url(i: number): string {
+    return `nats://127.0.0.1:${this.node(i).port}`;
+  }
+
+  /** The routes node `i` has to other nodes (-1 when it cannot be asked). */
+  async routes(i: number): Promise<number> {
+    const body = await this.monitor(i, "routez");
+    return typeof body?.["num_routes"] === "number" ? body["num_routes"] : -1;
+  }
+
+  /** Whether node `i` serves a client connection named `name` now. */
+  async serves(i: number, name: string): Promise<boolean> {
+    const connections = (await this.monitor(i, "connz?limit=100000"))?.["connections"];
+    return Array.isArray(connections) && connections.some((c: { name?: unknown }) => c.name === name);
+  }
+
+  /**
+   * Stop node `i` where it stands (SIGSTOP): it keeps what it received and forwards nothing.
+   * Returns once every thread of the node is stopped (/proc says so; a signal lands in its own
+   * time, tens of ms on a busy machine), so whatever is sent to it next stays inside it. Synchronous:
+   * a test may stop a node between two steps of one turn of the event loop.
+   */
+  pause(i: number): void {
+    const { process: child } = this.node(i);
+    child.kill("SIGSTOP");
+    const deadline = Date.now() + 10_000;
+    while (!stopped(child.pid ?? 0)) {
+      if (Date.now() > deadline) throw new Error(`nats-server node ${i} did not stop within 10 s of SIGSTOP`);
+    }
+  }
+
+  /** Kill node `i` (SIGKILL; continued first so the kill lands at once) and wait until it is gone. */
+  async kill(i: number): Promise<void> {
+    const child = this.node(i).process;
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGKILL");
+    child.kill("SIGCONT");
+    await exited;
+  }
+
+  async stop(): Promise<void> {
+    for (let i = 0; i < this.nodes.length; i++) await this.kill(i);
+  }
+
+  private node(i: number): { port: number; monitor: number; process: ChildProcess } {
+    const node = this.nodes[i];
+    if (node === undefined) throw new RangeError(`the cluster has no node ${i}`);
+    return node;
+  }
+
+  /** A monitoring page of node `i` (undefined when the node does not answer within 2 s). */
+  private async monitor(i: number, page: string): Promise<Record<string, unknown> | undefined> {
+    try {
+      const response = await fetch(`http://127.0.0.1:${this.node(i).monitor}/${page}`, {
+        signal: AbortSignal.timeout(2000),
+      });
+      const body: unknown = await response.json();
+      return body !== null && typeof body === "object" && !Array.isArray(body) ? { ...body } : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+}

@@ -60,6 +60,12 @@ export interface RankRegistry {
   rankLost?(identity: RankIdentity, reason: string, host?: string): void;
   /** A silent rank answered or registered again. */
   rankBack?(identity: RankIdentity): void;
+  /**
+   * Answers of this rank the registry took and has not acknowledged yet, beside those its handle
+   * carries (a host agent: those in its own answers the controller has not logged): named in the
+   * flush request (`taken`), so the rank does not send them again.
+   */
+  takenSeqs?(rankName: string): readonly number[];
 }
 
 /** A rank registered over NATS: its handle and the process behind it. */
@@ -108,7 +114,10 @@ export class NatsRankServer implements RankServer {
    */
   private readonly frames: RankFrames;
   private currentFlush: { step: number; id: number } | null = null;
-  /** Answers logged since the last `ack` message, by rank; sent as one message on the next microtask. */
+  /**
+   * Answers logged since the last `ack` message, by rank; sent as one message on the next microtask
+   * (the controller) or with the next flush request (a host agent, `flush.acks`).
+   */
   private pendingAcks: Map<string, number[]> | null = null;
   private closing = false;
   private forgotten = 0;
@@ -269,6 +278,7 @@ export class NatsRankServer implements RankServer {
         identity,
         `NATS rank ${identity.rankName} (pid ${message.pid} on ${message.host})`,
         message.host,
+        message.pid,
       );
       const orphan = this.orphans.get(identity.rankName);
       if (orphan !== undefined) {
@@ -313,24 +323,33 @@ export class NatsRankServer implements RankServer {
     }
   }
 
-  /** Tell the ranks which of their answers were logged: one `ack` message per flush on the run's flush subject. */
+  /**
+   * Tell the ranks which of their answers were logged. The controller: one `ack` message per flush
+   * on the run's flush subject, at once, so that a controller restarted soon after logging does
+   * not take them again. A host agent: in its next flush request (`acks`), no message of its own —
+   * the controller tells a replacement agent what it logged through this one (`hostFlush.logged`).
+   */
   private queueAck(rankName: string, seqs: readonly number[]): void {
     if (this.pendingAcks === null) {
       this.pendingAcks = new Map();
-      queueMicrotask(() => this.sendAcks());
+      if (this.scope === undefined) queueMicrotask(() => this.sendAcks());
     }
     const list = this.pendingAcks.get(rankName) ?? [];
     list.push(...seqs);
     this.pendingAcks.set(rankName, list);
   }
 
-  private sendAcks(): void {
+  /** The acknowledgements queued since they were last sent, by rank (bounded); undefined when none. */
+  private takeAcks(): Record<string, readonly number[]> | undefined {
     const pending = this.pendingAcks;
     this.pendingAcks = null;
-    if (pending === null || this.closing) return;
-    const acks = Object.fromEntries(
-      [...pending].map(([rankName, seqs]) => [rankName, seqs.slice(-MAX_ACKED_PER_RANK)]),
-    );
+    if (pending === null || pending.size === 0) return undefined;
+    return Object.fromEntries([...pending].map(([rankName, seqs]) => [rankName, seqs.slice(-MAX_ACKED_PER_RANK)]));
+  }
+
+  private sendAcks(): void {
+    const acks = this.takeAcks();
+    if (acks === undefined || this.closing) return;
     try {
       this.nc.publish(subjects(this.runId, this.scope).flush, encodeProtocolMessage(this.runId, { t: "ack", acks }));
     } catch (error) {
@@ -474,11 +493,12 @@ export class NatsRankServer implements RankServer {
     }
   }
 
-  private makeHandle(identity: RankIdentity, description: string, host: string): RemoteRankHandle {
+  private makeHandle(identity: RankIdentity, description: string, host: string, pid: number): RemoteRankHandle {
     const s = subjects(this.runId, this.scope);
     const carrier: RankCarrier = {
       description,
       host,
+      pid,
       closesWithRank: false,
       post: (text) => this.nc.publish(s.rank(identity.rankName), text, this.inbox),
       broadcastFlush: (step) => this.broadcastFlush(step, identity.rankName),
@@ -528,10 +548,13 @@ export class NatsRankServer implements RankServer {
       // Answers as wire frames, naming the ranks that must start a new key table.
       const resync = this.frames.takeResync();
       const taken = this.takenSeqs();
+      // A host agent's acknowledgements ride on its flush request (the controller sent its own at once).
+      const acks = this.scope === undefined ? undefined : this.takeAcks();
       const frames = {
         wire: WIRE_VERSION,
         ...(resync.length > 0 ? { resync } : {}),
         ...(taken === undefined ? {} : { taken }),
+        ...(acks === undefined ? {} : { acks }),
       };
       this.nc.publish(
         subjects(this.runId, this.scope).flush,
@@ -546,7 +569,8 @@ export class NatsRankServer implements RankServer {
   private takenSeqs(): Record<string, readonly number[]> | undefined {
     let taken: Record<string, readonly number[]> | undefined;
     for (const [rankName, { handle }] of this.ranks) {
-      const seqs = handle.takenSeqs;
+      const held = this.logger.takenSeqs?.(rankName) ?? [];
+      const seqs = held.length === 0 ? handle.takenSeqs : [...held, ...handle.takenSeqs];
       if (seqs.length > 0) (taken ??= {})[rankName] = seqs.slice(-MAX_ACKED_PER_RANK);
     }
     return taken;

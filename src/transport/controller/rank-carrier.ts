@@ -31,12 +31,15 @@ export interface RankCarrier {
   readonly closesWithRank: boolean;
   /** The host the rank runs on, when known (a child or worker runs on this one; a NATS rank says at register). */
   readonly host?: string;
+  /** The rank's process id, when known (a NATS rank says at register): its answer numbers are that process's. */
+  readonly pid?: number;
   /** Force the rank to stop (kill the process, terminate the worker). */
   terminate?(): Promise<void> | void;
   /**
    * Tell the rank that its receiver took these answers of its (by `seq`), where the carrier has a
-   * way of its own (NATS: one message per flush for every rank); otherwise the handle posts an
-   * `ack` to the rank. See `RankHandle.acknowledge`.
+   * way of its own (NATS: one message per flush for every rank joined to the controller; a host
+   * agent's next flush request); otherwise the handle posts an `ack` to the rank. See
+   * `RankHandle.acknowledge`.
    */
   acknowledge?(seqs: readonly number[]): void;
 }

@@ -74,6 +74,11 @@ export class RemoteRankHandle implements RankHandle {
     return this.carrier.host;
   }
 
+  /** The rank's process id, when its carrier knows it (NATS): its answer numbers are that process's. */
+  get pid(): number | undefined {
+    return this.carrier.pid;
+  }
+
   /** Why the rank went away, or null while it is connected. */
   get closed(): string | null {
     return this.closedReason;
@@ -108,9 +113,21 @@ export class RemoteRankHandle implements RankHandle {
    * IPC an `ack` message to this rank.
    */
   acknowledge(snapshot: RankSnapshot): void {
-    const seqs = answerSeqs(snapshot);
+    this.acknowledgeSeqs(answerSeqs(snapshot));
+  }
+
+  /** `acknowledge` by answer numbers (a host agent's, once the controller logged the answer holding them). */
+  acknowledgeSeqs(seqs: readonly number[]): void {
     for (const seq of seqs) remember(this.ackedSeqs, seq);
     this.sendAck(seqs);
+  }
+
+  /**
+   * These answers of the rank were taken elsewhere (a host agent's predecessor handed them to the
+   * controller, which logged them): if the rank sends them again, they are not taken twice.
+   */
+  markTaken(seqs: readonly number[]): void {
+    for (const seq of seqs) remember(this.seenSeqs, seq);
   }
 
   private sendAck(seqs: readonly number[]): void {

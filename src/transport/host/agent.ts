@@ -35,6 +35,7 @@ import {
   hostSubjects,
   type HostMessage,
   type HostStatesHeader,
+  type RankAnswers,
 } from "./messages.js";
 
 /** Options of `startHostAgent`. */
@@ -171,7 +172,7 @@ export class HostAgent implements RankRegistry {
     const { runId, hostId, url } = this.options;
     const deadlineMs = this.options.joinDeadlineMs ?? 30_000;
     const deadline = Date.now() + deadlineMs;
-    const text = encodeHostMessage(runId, { t: "hostRegister", host: hostId, pid: process.pid });
+    const text = encodeHostMessage(runId, { t: "hostRegister", host: hostId, pid: process.pid, agent: this.agentId });
     let lastError: unknown;
     for (;;) {
       const left = deadline - Date.now();
@@ -202,7 +203,9 @@ export class HostAgent implements RankRegistry {
     if (request === undefined) return;
     if (request.t === "hostAck") {
       const of = request.agents?.[hostId];
-      if (of === undefined || of === this.agentId) this.keptAnswers.acknowledge(request.acks[hostId]);
+      if (of === undefined || of === this.agentId)
+        for (const logged of this.keptAnswers.acknowledge(request.acks[hostId]))
+          this.acknowledgeRanks(logged.header.took);
       return;
     }
     if (request.t !== "hostFlush") {
@@ -218,6 +221,8 @@ export class HostAgent implements RankRegistry {
       this.encoder.reset();
       this.sentMembersVersion = 0;
     }
+    // What the controller took through an agent of this host that is gone: not taken again.
+    this.acknowledgeRanks(request.logged?.[hostId], true);
     const deadline = agentDeadlineMs(request.deadlineMs);
     const handles = [...this.ranks.values()];
     // The rank list this answer names, and its version: a rank that joins or is forgotten during
@@ -250,7 +255,8 @@ export class HostAgent implements RankRegistry {
       const taken = new Set(request.taken?.[hostId]);
       for (const earlier of this.keptAnswers.unacknowledged)
         if (!taken.has(earlier.header.seq)) this.send(reply, { ...earlier.header, carried: true }, earlier.states);
-      this.keptAnswers.keep({ header, states });
+      // Past the bound, an answer is no longer kept (counted lost): its ranks need not keep theirs.
+      for (const dropped of this.keptAnswers.keep({ header, states })) this.acknowledgeRanks(dropped.header.took);
       this.send(reply, header, states);
       this.stats.flushes++;
       if (sendMembers) this.sentMembersVersion = version;
@@ -260,8 +266,28 @@ export class HostAgent implements RankRegistry {
         `host agent ${hostId} could not answer flush(${request.step}): ${describeError(error)}`,
       );
     }
-    // The ranks' answers are kept in this host answer now: they need not send them again.
-    for (const { handle, answer } of answers) if (answer !== undefined) handle.acknowledge(answer);
+    // The ranks keep their answers until the controller logged this one (`hostAck`); meanwhile the
+    // next flush request names them `taken` (`takenSeqs`), so they are not sent again.
+  }
+
+  /** Answers of this rank that the agent's unacknowledged answers hold (named `taken` in its flush request). */
+  takenSeqs(rankName: string): readonly number[] {
+    return this.keptAnswers.rankSeqs(rankName, this.ranks.get(rankName)?.pid);
+  }
+
+  /**
+   * The controller logged these answers of the ranks (`took` of a host answer it acknowledged, or
+   * `logged` through a predecessor agent): each rank still served by the process that made them is
+   * told with the next flush request (`flush.acks`), and takes none of them again (`markTaken`).
+   */
+  private acknowledgeRanks(took: RankAnswers | undefined, elsewhere = false): void {
+    if (took === undefined) return;
+    for (const [rankName, { p, s }] of Object.entries(took)) {
+      const handle = this.ranks.get(rankName);
+      if (handle === undefined || handle.pid !== p) continue;
+      if (elsewhere) handle.markTaken(s);
+      handle.acknowledgeSeqs(s);
+    }
   }
 
   /** Send one answer frame to the controller. */

@@ -16,11 +16,13 @@ import { takeRejectionsSinceLastFlush } from "../protocol/messages.js";
 import type { FrameMerger } from "../wire/codec.js";
 import type { KeyState } from "../../core/key-state.js";
 import { appendRankTiming, emptyTimingColumns } from "../../core/step-timing.js";
-import { hostEnvelope, type HostStatesHeader } from "./messages.js";
+import { answerSeqs } from "../controller/carried-answers.js";
+import { hostEnvelope, type HostStatesHeader, type RankAnswers } from "./messages.js";
 
 /** One rank's answer to the agent's flush, or `undefined` when it did not answer in time. */
 export interface RankAnswer {
-  readonly handle: { readonly rankName: string };
+  /** The rank, and its process id where known (its answer numbers are that process's). */
+  readonly handle: { readonly rankName: string; readonly pid?: number | undefined };
   readonly answer: RankSnapshot | undefined;
   /** When it arrived, in ms after the agent asked. */
   readonly arrivalMs: number;
@@ -68,7 +70,18 @@ function gatherAnswers(answers: readonly RankAnswer[], hostId: string) {
     if (answer.offCycle !== undefined) offCycle.push(...answer.offCycle);
     if (answer.alerts !== undefined) alerts.push(...answer.alerts);
   }
-  return { snapshots, missing, dropped, offCycle, alerts, timing, rows };
+  return { snapshots, missing, dropped, offCycle, alerts, timing, rows, took: tookFrom(answers) };
+}
+
+/** By rank, the numbers of the rank answers merged (`HostStatesHeader.took`), of ranks whose process id is known. */
+function tookFrom(answers: readonly RankAnswer[]): RankAnswers | undefined {
+  let took: Record<string, { p: number; s: readonly number[] }> | undefined;
+  for (const { handle, answer } of answers) {
+    if (answer === undefined || handle.pid === undefined) continue;
+    const s = answerSeqs(answer);
+    if (s.length > 0) (took ??= {})[handle.rankName] = { p: handle.pid, s };
+  }
+  return took;
 }
 
 /** The agent process's own rejections since the last flush (`rankscope/rejected/{kind}`), added to its answer. */
@@ -113,7 +126,7 @@ export function hostAnswer(
   context: HostAnswerContext,
 ): { header: Omit<HostStatesHeader, "session"> & { seq: number }; states: KeyState[]; incomplete: boolean } {
   const { runId, hostId, step } = context;
-  const { snapshots, missing, dropped, offCycle, alerts, timing, rows } = gatherAnswers(answers, hostId);
+  const { snapshots, missing, dropped, offCycle, alerts, timing, rows, took } = gatherAnswers(answers, hostId);
   const states = withRejections(mergeSnapshots(context.merger, snapshots, step), step, hostId);
   const header: Omit<HostStatesHeader, "session"> & { seq: number } = {
     ...hostEnvelope(runId),
@@ -123,6 +136,7 @@ export function hostAnswer(
     host: hostId,
     seq: context.seq,
     agent: context.agent,
+    ...(took === undefined ? {} : { took }),
     reporting: snapshots.length,
     missing,
     mv: context.membersVersion,

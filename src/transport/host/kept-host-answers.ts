@@ -3,7 +3,8 @@
  * then and sent again before every later answer (`carried`), so a frame lost in transit (its NATS
  * node died with it) goes into the next flush — once: the controller takes each number once. As a
  * rank's answers are kept (`rank/kept-answers.ts`); bounded, the newest always kept, an answer
- * dropped at the bound reported and counted.
+ * dropped at the bound reported and counted. Each names the ranks' answers it holds
+ * (`header.took`): the agent acknowledges those to its ranks only once the controller logged it.
  */
 import { reportError } from "../../core/diagnostics.js";
 import type { KeyState } from "../../core/key-state.js";
@@ -38,13 +39,18 @@ export class KeptHostAnswers {
     return this.kept;
   }
 
-  /** Keep an answer until the controller acknowledges it. */
-  keep(answer: KeptHostAnswer): void {
+  /**
+   * Keep an answer until the controller acknowledges it. Returns the answers dropped at the bound
+   * (reported, counted): their ranks need not keep theirs any longer.
+   */
+  keep(answer: KeptHostAnswer): KeptHostAnswer[] {
     this.kept.push(answer);
     this.keptStates += answer.states.length;
+    const gone: KeptHostAnswer[] = [];
     while (this.kept.length > 1 && (this.kept.length > KEPT_HOST_ANSWERS || this.keptStates > KEPT_HOST_STATES)) {
       const dropped = this.kept.shift();
       if (dropped === undefined) break;
+      gone.push(dropped);
       this.keptStates -= dropped.states.length;
       transportStats().lostAnswers++;
       reportError(
@@ -52,17 +58,31 @@ export class KeptHostAnswers {
         `host agent ${this.hostId}: its answer ${dropped.header.seq} (flush(${dropped.header.step})) was never acknowledged by the controller and is no longer kept (an agent keeps ${KEPT_HOST_ANSWERS}); if it never reached the controller, its values are lost (counted in transportStats().lostAnswers)`,
       );
     }
+    return gone;
   }
 
-  /** The controller took these answers: they are dropped. */
-  acknowledge(seqs: readonly number[] | undefined): void {
-    if (seqs === undefined || seqs.length === 0) return;
+  /** The controller logged these answers: they are dropped, and returned (their ranks' answers are acknowledged now). */
+  acknowledge(seqs: readonly number[] | undefined): KeptHostAnswer[] {
+    if (seqs === undefined || seqs.length === 0) return [];
     const acked = new Set(seqs);
+    const released: KeptHostAnswer[] = [];
     for (let i = this.kept.length - 1; i >= 0; i--) {
       const k = this.kept[i];
       if (k === undefined || !acked.has(k.header.seq)) continue;
       this.kept.splice(i, 1);
       this.keptStates -= k.states.length;
+      released.push(k);
     }
+    return released;
+  }
+
+  /** Numbers of the answers of rank process `pid` named `rankName` that the kept (unacknowledged) answers hold. */
+  rankSeqs(rankName: string, pid: number | undefined): number[] {
+    const seqs: number[] = [];
+    for (const k of this.kept) {
+      const took = k.header.took?.[rankName];
+      if (took !== undefined && took.p === pid) seqs.push(...took.s);
+    }
+    return seqs;
   }
 }

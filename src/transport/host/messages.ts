@@ -44,9 +44,22 @@ export function hostSubjects(runId: string) {
   };
 }
 
+/**
+ * By rank name, answers of a host's ranks (`p`: the rank's process id, since a rank process
+ * numbers its answers from 1; `s`: the answer numbers): those a host answer holds (`took`), or
+ * those the controller took through an agent that is gone (`hostFlush.logged`).
+ */
+export type RankAnswers = Readonly<Record<string, { readonly p: number; readonly s: readonly number[] }>>;
+
 /** Controller → agents and agent → controller (JSON messages). */
 export type HostMessage =
-  | { readonly t: "hostRegister"; readonly host: string; readonly pid: number }
+  | {
+      readonly t: "hostRegister";
+      readonly host: string;
+      readonly pid: number;
+      /** The agent process (`HostStatesHeader.agent`): one registering anew replaces its predecessor. */
+      readonly agent?: string;
+    }
   | { readonly t: "hostRegistered"; readonly host: string; readonly ok: boolean; readonly error?: string }
   | { readonly t: "hostDeregister"; readonly host: string; readonly reason: string }
   | {
@@ -59,6 +72,11 @@ export type HostMessage =
       readonly resync: readonly string[];
       /** By host, answers the controller took late and has not acknowledged yet: kept, not sent again. */
       readonly taken?: Readonly<Record<string, readonly number[]>>;
+      /**
+       * By host, its ranks' answers the controller took through an earlier agent of the host (one
+       * that is gone): the current agent acknowledges them to its ranks and does not take them again.
+       */
+      readonly logged?: Readonly<Record<string, RankAnswers>>;
     }
   | { readonly t: "hostInit"; readonly id: number; readonly init: RankInit }
   | { readonly t: "hostShutdown"; readonly id: number; readonly deadlineMs: number }
@@ -96,6 +114,8 @@ export interface HostStatesHeader {
   readonly agent?: string;
   /** An earlier answer the controller has not acknowledged, sent again before the answer to flush `id`. */
   readonly carried?: true;
+  /** The ranks' answers merged into this one: the agent acknowledges them to its ranks once the controller logged it. */
+  readonly took?: RankAnswers;
   /** How many of the host's ranks answered the agent in time. */
   readonly reporting: number;
   /** The host's ranks that did not. */
@@ -139,7 +159,11 @@ const isText = (value: unknown): boolean => typeof value === "string" && value.l
 function validateHostMessage(m: Record<string, unknown>): MessageProblem {
   switch (m["t"]) {
     case "hostRegister":
-      return nameProblem("host", m["host"]) ?? (isId(m["pid"]) ? undefined : "pid is required");
+      return (
+        nameProblem("host", m["host"]) ??
+        (isId(m["pid"]) ? undefined : "pid is required") ??
+        (m["agent"] === undefined || isAgentId(m["agent"]) ? undefined : "agent must be a short id")
+      );
     case "hostRegistered":
       return (
         nameProblem("host", m["host"]) ??
@@ -151,7 +175,9 @@ function validateHostMessage(m: Record<string, unknown>): MessageProblem {
       return nameProblem("host", m["host"]) ?? (isText(m["reason"]) ? undefined : "reason is required");
     case "hostFlush":
       return isId(m["id"]) && isId(m["step"]) && isDeadline(m["deadlineMs"])
-        ? (namesProblem("resync", m["resync"]) ?? (m["taken"] === undefined ? undefined : hostAcksProblem(m["taken"])))
+        ? (namesProblem("resync", m["resync"]) ??
+            (m["taken"] === undefined ? undefined : hostAcksProblem(m["taken"])) ??
+            (m["logged"] === undefined ? undefined : loggedProblem(m["logged"])))
         : "id, step, deadlineMs (at most an hour) and resync are required";
     case "hostInit": {
       const init = m["init"];
@@ -199,15 +225,47 @@ function hostAcksProblem(acks: unknown): MessageProblem {
   return undefined;
 }
 
+const isAgentId = (value: unknown): boolean => typeof value === "string" && value.length <= 64;
+
+/** A problem unless `value` maps hosts to their ranks' answers (`RankAnswers`), within bounds. */
+function loggedProblem(value: unknown): MessageProblem {
+  if (value === null || typeof value !== "object" || Array.isArray(value))
+    return "logged must map host ids to their ranks' answers";
+  const entries = Object.entries(value);
+  if (entries.length > MAX_ACKED_HOSTS) return `logged must name at most ${MAX_ACKED_HOSTS} hosts`;
+  for (const [host, answers] of entries) {
+    const problem = nameProblem("every host id in logged", host) ?? rankAnswersProblem("logged", answers);
+    if (problem !== undefined) return problem;
+  }
+  return undefined;
+}
+
+/** A problem unless `value` maps rank names to `{ p: pid, s: answer numbers }` (`RankAnswers`), within bounds. */
+function rankAnswersProblem(what: string, value: unknown): MessageProblem {
+  if (value === null || typeof value !== "object" || Array.isArray(value))
+    return `${what} must map rank names to their answers`;
+  const entries = Object.entries(value);
+  if (entries.length > MAX_HOST_RANKS) return `${what} must name at most ${MAX_HOST_RANKS} ranks`;
+  for (const [rank, answers] of entries) {
+    const problem = nameProblem(`every rank name in ${what}`, rank);
+    if (problem !== undefined) return problem;
+    const entry: unknown = answers;
+    if (entry === null || typeof entry !== "object") return `${what}: every rank's answers must be { p, s }`;
+    const p: unknown = Reflect.get(entry, "p");
+    const s: unknown = Reflect.get(entry, "s");
+    if (!isId(p) || !Array.isArray(s) || s.length > MAX_ACKED_PER_HOST || !s.every(isId))
+      return `${what}: every rank's answers must be { p: its process id, s: at most ${MAX_ACKED_PER_HOST} answer numbers }`;
+  }
+  return undefined;
+}
+
 function agentsProblem(agents: unknown): MessageProblem {
   if (agents === undefined) return undefined;
   if (agents === null || typeof agents !== "object" || Array.isArray(agents))
     return "agents must map host ids to agent ids";
   const entries = Object.entries(agents);
   if (entries.length > MAX_ACKED_HOSTS) return `agents must name at most ${MAX_ACKED_HOSTS} hosts`;
-  return entries.every(([, id]) => typeof id === "string" && id.length <= 64)
-    ? undefined
-    : "every agent id must be a short id";
+  return entries.every(([, id]) => isAgentId(id)) ? undefined : "every agent id must be a short id";
 }
 
 /** What is wrong with a host-states frame header, or undefined when it is well formed. */
@@ -219,8 +277,11 @@ export function validateHostStatesHeader(h: Record<string, unknown>): MessagePro
     (h["carried"] !== undefined && (h["carried"] !== true || !isId(h["seq"])))
   )
     return "seq must be an answer number, and carried true with one";
-  if (h["agent"] !== undefined && !(typeof h["agent"] === "string" && h["agent"].length <= 64))
-    return "agent must be a short id";
+  if (h["agent"] !== undefined && !isAgentId(h["agent"])) return "agent must be a short id";
+  if (h["took"] !== undefined) {
+    const took = rankAnswersProblem("took", h["took"]);
+    if (took !== undefined) return took;
+  }
   if (!isId(h["reporting"]) || !isId(h["mv"]) || !isId(h["dropped"]))
     return "reporting, missing, mv and dropped are required";
   const names =

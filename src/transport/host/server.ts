@@ -39,6 +39,7 @@ import {
   validateHostStatesHeader,
   type HostMessage,
   type HostStatesHeader,
+  type RankAnswers,
 } from "./messages.js";
 
 /** Options of `serveHostsOverNats`. */
@@ -76,6 +77,10 @@ export interface HostServerStats {
 
 /** Hosts one controller registers at most: a register beyond is refused and counted (`refused`). */
 const MAX_HOSTS = 10_000;
+/** Answer numbers a host handle remembers per rank (a rank keeps at most 16 answers). */
+const KEPT_RANK_SEQS = 16;
+/** Flush requests that name a gone agent's ranks' answers to its replacement, at most. */
+const MAX_LOGGED_SENDS = 1000;
 
 /** The ranks of one host, reached through its agent. */
 export class HostHandle implements RankGroupHandle {
@@ -103,6 +108,14 @@ export class HostHandle implements RankGroupHandle {
   private carriedSeqs: number[] = [];
   /** The answer numbers each flush result holds, to acknowledge once it is logged. */
   private readonly resultSeqs = new WeakMap<RankSnapshot, readonly number[]>();
+  /** The agent process that registered last for this host (a replacement's predecessor is gone). */
+  private registeredAgent: string | undefined;
+  /**
+   * By rank, the last answers of the host's ranks this controller took, and through which agent:
+   * those taken through an agent that is gone are named to its replacement (`hostFlush.logged`),
+   * which tells the ranks, so that what they still keep is not taken twice.
+   */
+  private readonly tookRanks = new Map<string, { agent: string | undefined; p: number; s: number[]; sent: number }>();
 
   constructor(
     readonly hostId: string,
@@ -172,6 +185,41 @@ export class HostHandle implements RankGroupHandle {
     return this.carriedSeqs;
   }
 
+  /** @internal an agent process registered for this host: answers taken through any other are its predecessor's. */
+  agentRegistered(agent: string | undefined): void {
+    if (agent !== undefined) this.registeredAgent = agent;
+  }
+
+  /** Note the ranks' answers a taken host answer holds (`took`), and the agent it came through. */
+  private noteTook(header: HostStatesHeader): void {
+    if (header.took === undefined) return;
+    for (const [rankName, { p, s }] of Object.entries(header.took)) {
+      const known = this.tookRanks.get(rankName);
+      const seqs = known !== undefined && known.p === p && known.agent === header.agent ? [...known.s, ...s] : [...s];
+      this.tookRanks.set(rankName, { agent: header.agent, p, s: seqs.slice(-KEPT_RANK_SEQS), sent: 0 });
+    }
+  }
+
+  /**
+   * @internal The ranks' answers this controller took through an agent of this host other than the
+   * one registered now (gone: its replacement must not take them again); undefined when none.
+   * Named in every flush request until the current agent's answers name those ranks, at most
+   * `MAX_LOGGED_SENDS` times (a rank that never joins the replacement).
+   */
+  predecessorAnswers(): RankAnswers | undefined {
+    const current = this.registeredAgent ?? this.agent;
+    let logged: Record<string, { p: number; s: readonly number[] }> | undefined;
+    for (const [rankName, entry] of this.tookRanks) {
+      if (entry.agent === current || current === undefined) continue;
+      if (++entry.sent > MAX_LOGGED_SENDS) {
+        this.tookRanks.delete(rankName);
+        continue;
+      }
+      (logged ??= {})[rankName] = { p: entry.p, s: entry.s };
+    }
+    return logged;
+  }
+
   /** A replacement agent numbers its answers from 1 again: the numbers taken are its predecessor's. */
   private noteAgent(header: HostStatesHeader): void {
     if (header.agent === this.agent) return;
@@ -229,6 +277,7 @@ export class HostHandle implements RankGroupHandle {
     const states = this.decoder.toKeyStates(frame);
     this.server.answered(this);
     this.take(header);
+    this.noteTook(header);
     if (pending === undefined || pending.step !== header.step) {
       this.carryLate(header, states);
       return;
@@ -272,6 +321,7 @@ export class HostHandle implements RankGroupHandle {
   private receiveCarried(data: Uint8Array, header: HostStatesHeader): void {
     const frame = this.decoder.decode(data);
     if (!this.take(header)) return;
+    this.noteTook(header);
     this.noteFrame(data.length, header, frame);
     warn(
       `host.resent:${this.hostId}`,
@@ -508,6 +558,7 @@ export class HostServer {
       const resync = [...this.resync];
       this.resync.clear();
       const taken = this.takenSeqs();
+      const logged = this.loggedElsewhere();
       this.nc.publish(
         hostSubjects(this.runId).flush,
         encodeHostMessage(this.runId, {
@@ -517,6 +568,7 @@ export class HostServer {
           deadlineMs,
           resync,
           ...(taken === undefined ? {} : { taken }),
+          ...(logged === undefined ? {} : { logged }),
         }),
         this.inbox,
       );
@@ -532,6 +584,16 @@ export class HostServer {
       if (seqs.length > 0) (taken ??= {})[hostId] = seqs.slice(-64);
     }
     return taken;
+  }
+
+  /** By host, its ranks' answers taken through an agent that is gone (`HostHandle.predecessorAnswers`); undefined when none. */
+  private loggedElsewhere(): Record<string, RankAnswers> | undefined {
+    let logged: Record<string, RankAnswers> | undefined;
+    for (const [hostId, handle] of this.hosts) {
+      const answers = handle.predecessorAnswers();
+      if (answers !== undefined) (logged ??= {})[hostId] = answers;
+    }
+    return logged;
   }
 
   /** @internal a request to one agent, answered by "hostReply" within `deadlineMs`. */
@@ -608,6 +670,7 @@ export class HostServer {
         `host ${message.host} registered again (pid ${message.pid}); its agent was restarted`,
       );
     }
+    handle.agentRegistered(message.agent);
     try {
       await this.logger.registerRank(handle);
       answer(true);

@@ -13,8 +13,8 @@
  * Controller → rank: `init`, `flush`, `shutdown`, `start` (import the rank module), `call` (run one
  * of its exported functions), `sync` (write a marker line to stdout, for ordered output), `resend`
  * (a flush answer, by its `seq`, that never arrived), and over
- * NATS `hello` (a controller announcing itself: every rank that hears it registers again) and
- * `ack` (the flush answers it logged, so ranks know which a dead controller never did).
+ * NATS `hello` (a controller announcing itself: every rank that hears it registers again), and
+ * `ack` (the flush answers it logged: a rank keeps each answer until then).
  * Rank → controller: `register`, `reply` (to any request; a flush reply carries its step),
  * `deregister`.
  */
@@ -78,9 +78,16 @@ export type ControllerRequest =
       readonly resync?: readonly string[];
       /**
        * By rank, answers the receiver took but has not acknowledged yet (late ones, carried into this
-       * flush): the rank keeps them until acknowledged but does not send them again.
+       * flush; a host agent's: those in its own answers the controller has not logged yet): the rank
+       * keeps them until acknowledged but does not send them again.
        */
       readonly taken?: Readonly<Record<string, readonly number[]>>;
+      /**
+       * By rank, answers acknowledged since the last flush request (a host agent's ranks: those in
+       * its answers the controller logged): the ack rides on the next flush, read before the rank
+       * sends anything again, so no message of its own goes out (an `ack` is the same, sent alone).
+       */
+      readonly acks?: Readonly<Record<string, readonly number[]>>;
     }
   | { readonly t: "shutdown"; readonly id: number }
   | { readonly t: "start"; readonly id: number; readonly module: string }
@@ -95,12 +102,6 @@ export type RankMessage =
       readonly identity: RankIdentity;
       readonly pid: number;
       readonly host: string;
-      /**
-       * The numbers (`seq`) of the flush answers this rank keeps that no controller acknowledged
-       * (over NATS): a controller that did not take them itself — a new one, after the one that
-       * took them died before logging them — asks for them again (`resend`).
-       */
-      readonly unacked?: readonly number[];
     }
   | { readonly t: "deregister"; readonly rankName: string; readonly reason: string }
   | RankReply;
@@ -160,10 +161,12 @@ interface HelloMessage {
 }
 
 /**
- * The controller logged these flush answers (over NATS, one message per flush for every rank, on
- * the run's flush subject): by rank name, their numbers (`seq`). A rank keeps its answers until
- * they are acknowledged, so a controller that dies before logging what it took loses nothing: the
- * next one asks for the unacknowledged ones (`register.unacked`). Not a request: no reply.
+ * The controller logged these flush answers: by rank name, their numbers (`seq`). Over NATS one
+ * message per flush for every rank joined directly, on the run's flush subject; on a worker's port
+ * or IPC one to the rank. A rank keeps its answers until they are acknowledged and sends them
+ * again with its next answer, so a controller that dies before logging what it took loses
+ * nothing: the next one takes them then. (A host agent's ranks get theirs in the next flush
+ * request, `flush.acks`.) Not a request: no reply.
  */
 interface AckMessage {
   readonly t: "ack";

@@ -29,7 +29,7 @@ function isText(value: unknown, max: number): value is string {
   return typeof value === "string" && value.length > 0 && value.length <= max;
 }
 
-/** Most numbers one rank's entry of an `ack` or its `register.unacked` may hold (a rank keeps at most 16 answers). */
+/** Most numbers one rank's entry of an `ack`, `flush.acks` or `flush.taken` may hold (a rank keeps at most 16 answers). */
 export const MAX_ACKED_PER_RANK = 64;
 
 /** Longest free text accepted in a message (a reason, an error), a module path, a function name. */
@@ -73,7 +73,8 @@ export function validateProtocolMessage(m: Record<string, unknown>, from: string
       if (m["wire"] !== undefined && !isId(m["wire"])) return "wire must be a wire-format version";
       return (
         (m["resync"] === undefined ? undefined : namesProblem("resync", m["resync"])) ??
-        (m["taken"] === undefined ? undefined : validateAcks(m["taken"]))
+        (m["taken"] === undefined ? undefined : validateAcks(m["taken"])) ??
+        (m["acks"] === undefined ? undefined : validateAcks(m["acks"]))
       );
     case "shutdown":
       return undefined;
@@ -90,8 +91,6 @@ export function validateProtocolMessage(m: Record<string, unknown>, from: string
     case "resend":
       return isId(m["seq"]) ? undefined : "seq must be a non-negative integer";
     case "register":
-      if (m["unacked"] !== undefined && !isSeqList(m["unacked"]))
-        return `unacked must be a list of at most ${MAX_ACKED_PER_RANK} answer numbers`;
       return (
         validateIdentity(m["identity"]) ??
         (isId(m["pid"]) && isText(m["host"], 255) ? undefined : "pid and host (1 to 255 characters) are required")

@@ -27,8 +27,6 @@ import type { RankAgent } from "./rank-agent.js";
 
 /** Waits between a joining rank's tries (jittered, so ranks started together spread out). */
 const JOIN_BACKOFF = { initialMs: 100, maxMs: 1000 };
-/** How long a registration waits for the flush answers being made, so that it lists them (`RankAgent.answersSettled`). */
-const ANSWERS_SETTLE_MS = 5000;
 /** Waits between a joined rank's tries to register again (no deadline: until it is answered or leaves). */
 const REJOIN_BACKOFF = { initialMs: 250, maxMs: 5000 };
 /**
@@ -165,14 +163,6 @@ class NatsRank {
   async attempt(timeoutMs: number): Promise<Registered> {
     const { agent, s } = this;
     try {
-      // Built at each try: it lists the answers no controller acknowledged yet (a new controller asks
-      // for them), once the answers being made are kept.
-      if (!(await agent.answersSettled(ANSWERS_SETTLE_MS))) {
-        warn(
-          `rank.answersUnsettled:${agent.rankName}`,
-          `rank ${agent.rankName}: a flush answer was still being made ${ANSWERS_SETTLE_MS} ms into a registration; the registration goes without it, so if its controller is gone its values may be lost (the rank reports it if it is never acknowledged)`,
-        );
-      }
       const answer = await this.sealed.request(s.register, agent.registerMessage(), timeoutMs);
       const message = decodeProtocolMessage(this.runId, answer.data, `NATS subject ${s.register}`);
       if (message === undefined || message.t !== "registered" || message.rankName !== agent.rankName)

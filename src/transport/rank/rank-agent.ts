@@ -5,7 +5,6 @@
  * own code.
  */
 import { hostname } from "node:os";
-import { DEADLINE, withDeadline } from "../../core/deadline.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { allowedModule, checkWireBackends, type RankPolicy } from "./policy.js";
 import { KeptAnswers } from "./kept-answers.js";
@@ -64,8 +63,6 @@ export class RankAgent {
   private holding = false;
   /** Flush broadcasts answered empty while registering (`holdFlushes`). */
   private heldFlushes = 0;
-  /** Flush answers being made (each settles when its answer was kept and sent). */
-  private readonly answering = new Set<Promise<void>>();
 
   constructor(private readonly options: RankAgentOptions) {
     this.kept = new KeptAnswers(options.runtime.identity.rankName);
@@ -100,29 +97,11 @@ export class RankAgent {
   }
 
   /**
-   * The `register` message this rank sends (built at each registration): with the numbers of the
-   * kept answers no controller acknowledged, which a controller that never took them asks for.
+   * The `register` message this rank sends. Its unacknowledged answers are not listed: they go
+   * again, marked `carried`, with its next flush answer to whichever receiver it registered with.
    */
   registerMessage(): string {
-    const unacked = this.unacknowledged();
-    return this.encode({
-      t: "register",
-      identity: this.options.runtime.identity,
-      pid: process.pid,
-      host: hostname(),
-      ...(unacked.length > 0 ? { unacked } : {}),
-    });
-  }
-
-  /**
-   * Wait (at most `deadlineMs`) for the flush answers being made to be kept, so that a registration
-   * built next lists them: a flush that arrived just before a controller's `hello` is still being
-   * answered when the rank registers, and its answer, sent to a controller that is gone, would
-   * otherwise be listed nowhere. Says whether they all settled in time.
-   */
-  async answersSettled(deadlineMs: number): Promise<boolean> {
-    if (this.answering.size === 0) return true;
-    return (await withDeadline(Promise.all(this.answering), deadlineMs)) !== DEADLINE;
+    return this.encode({ t: "register", identity: this.options.runtime.identity, pid: process.pid, host: hostname() });
   }
 
   /** Numbers of the kept flush answers no controller acknowledged, oldest first. */
@@ -161,6 +140,8 @@ export class RankAgent {
       return;
     }
     const request: ControllerRequest = message;
+    // A host agent's acknowledgements ride on its next flush request: read before anything is sent again.
+    if (request.t === "flush") this.kept.acknowledge(request.acks?.[this.rankName]);
     if (request.t === "flush" && this.holding) {
       this.heldFlushes++;
       reply(
@@ -179,10 +160,7 @@ export class RankAgent {
       return;
     }
     this.sendCarried(request, reply);
-    const answered = this.respond(request, reply, replyFrame);
-    this.answering.add(answered);
-    await answered;
-    this.answering.delete(answered);
+    await this.respond(request, reply, replyFrame);
   }
 
   /**

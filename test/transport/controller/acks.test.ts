@@ -172,17 +172,44 @@ test("a rank registering with a controller that said hello is named missing at i
   );
 });
 
-test("a registration waits for the flush answer being made, so it lists it", async () => {
+test("acknowledgements riding on a flush request are read before the rank sends its kept answers again", async () => {
   const collector = new Collector();
   const agent = new RankAgent({ runId: "run-1", runtime: new RankRuntime(IDENTITY, collector) });
+  const sent: RankReply[] = [];
+  const flush = (id: number, step: number, acks?: readonly number[]): Promise<void> =>
+    agent.receive(
+      encodeProtocolMessage("run-1", {
+        t: "flush",
+        id,
+        step,
+        ...(acks === undefined ? {} : { acks: { [IDENTITY.rankName]: acks } }),
+      }),
+      (text) => {
+        const reply = decodeProtocolMessage("run-1", text, "the rank");
+        if (reply?.t === "reply") sent.push(reply);
+      },
+    );
   collector.recordSlow("values", 1, "sum");
-  // A flush that arrived just before the hello: its answer is still being made.
-  const answering = agent.receive(encodeProtocolMessage("run-1", { t: "flush", id: 7, step: 0 }), () => undefined);
-  assert.deepEqual(agent.unacknowledged(), [], "not kept yet: a registration built now would not list it");
-  assert.equal(await agent.answersSettled(5000), true);
-  assert.deepEqual(agent.unacknowledged(), [1]);
-  const register = decodeProtocolMessage("run-1", agent.registerMessage(), "the rank");
-  assert.ok(register?.t === "register");
-  assert.deepEqual(register.unacked, [1]);
-  await answering;
+  await flush(1, 0);
+  assert.deepEqual(agent.unacknowledged(), [1], "kept until acknowledged");
+  collector.recordSlow("values", 2, "sum");
+  await flush(2, 1, [1]);
+  assert.deepEqual(
+    sent.map((r) => (r.ok ? [r.carried === true, r.snapshot?.seq] : [])),
+    [
+      [false, 1],
+      [false, 2],
+    ],
+    "answer 1, acknowledged in the request, is not sent again",
+  );
+  assert.deepEqual(agent.unacknowledged(), [2]);
+  await flush(3, 2);
+  assert.deepEqual(
+    sent.slice(2).map((r) => (r.ok ? [r.carried === true, r.snapshot?.seq] : [])),
+    [
+      [true, 2],
+      [false, 3],
+    ],
+    "without an ack, the kept answer goes again, carried",
+  );
 });

@@ -21,8 +21,10 @@ import { SealedNats, type OpenedMessage } from "../../../src/transport/protocol/
 import { joinOverNats } from "../../../src/transport/rank/nats.js";
 import { RankAgent } from "../../../src/transport/rank/rank-agent.js";
 import { isWireFrame } from "../../../src/transport/wire/codec.js";
-import { collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
-import { NatsServer } from "../support.js";
+import { collectDiagnostics, tempDir, waitFor, within } from "../../helpers.js";
+import { killChildren, NatsServer, startChild, type TestChild } from "../support.js";
+
+const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url);
 
 /** A receiver's connection that drops the next `dropping` answers (wire frames) it receives. */
 class DroppingNats extends SealedNats {
@@ -190,4 +192,69 @@ test("through a host agent: a rank's answer lost on its way to the agent, and th
   await agent.close();
   assert.equal(f.logged, 2 * (1 + 10 + 100 + 1000 + 10_000), "the run's sum is exact");
   assert.ok(seen.some((d) => d.code === "host.resent:hexact"));
+});
+
+test("a host agent process killed (-9) between flushes, and one killed with its answer on the way: its replacement takes what the ranks still keep, once — nothing lost, nothing twice", async () => {
+  const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 2000 });
+  const toController = await droppingConnection(logger);
+  const hosts = new HostServer(server.url, logger.runId, toController, logger, 1000);
+  logger.onShutdown(() => hosts.close());
+  const children: TestChild[] = [];
+  const startAgent = (): TestChild =>
+    startChild(
+      AGENT_MAIN,
+      {
+        RANKSCOPE_NATS_URL: server.url,
+        RANKSCOPE_RUN_ID: logger.runId,
+        RANKSCOPE_RUN_SECRET: logger.runSecret,
+        RANKSCOPE_HOST_ID: "hkill",
+      },
+      children,
+    );
+  const killAgent = async (agent: TestChild): Promise<void> => {
+    agent.process.kill("SIGKILL");
+    await within(agent.exited, { timeoutMs: 10_000, what: "the SIGKILLed agent to exit" });
+  };
+  let agent = startAgent();
+  const ranks = await joinRanks(logger, "hkill");
+  let recorded = 0;
+  const record = (value: number): void => {
+    ranks.record(value);
+    recorded += 2 * value;
+  };
+  const f = flusher(logger, () => recorded);
+  const complete = (what: string): Promise<boolean> =>
+    waitFor(async () => (await f.flush()).length === 0, { timeoutMs: 60_000, what });
+  try {
+    await complete("a flush with both ranks");
+    record(1);
+    assert.deepEqual(await f.flush(), []);
+
+    // Killed between flushes: the controller logged its last answer; the ranks still keep theirs
+    // (their ack rides on the next flush request), and the replacement is told not to take them.
+    record(10);
+    assert.deepEqual(await f.flush(), []);
+    await killAgent(agent);
+    agent = startAgent();
+    record(100);
+    await complete("a complete flush through the replacement agent");
+
+    // Killed with its answer on the way: the controller never has it (dropped at the receiver, as a
+    // NATS node that dies with it would); the ranks keep their answers until it is logged.
+    record(1000);
+    toController.dropping = 1;
+    assert.equal((await f.flush()).length, 2, "the host's answer was lost: both its ranks named missing");
+    assert.equal(toController.dropped, 1);
+    await killAgent(agent);
+    agent = startAgent();
+    record(10_000);
+    await complete("a complete flush through the second replacement");
+    record(100_000);
+    assert.deepEqual(await f.flush(), [], "nothing taken twice");
+    assert.equal(f.logged, 2 * 111_111, "the run's sum is exact");
+  } finally {
+    await logger.shutdown();
+    await ranks.leave();
+    killChildren(children);
+  }
 });

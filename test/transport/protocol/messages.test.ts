@@ -87,7 +87,14 @@ const GOLDEN: Record<string, ProtocolMessage> = {
   hello: { t: "hello", controller: "rankscope.run-1.ctl.Hx3kQ9" },
   resend: { t: "resend", id: 9, seq: 4 },
   ack: { t: "ack", acks: { MyActor_KbWR_r0: [4], MyActor_KbWR_r1: [3, 4] } },
-  registerUnacked: { t: "register", identity: IDENTITY, pid: 4242, host: "node-a", unacked: [3, 4] },
+  flushAcks: {
+    t: "flush",
+    id: 10,
+    step: 7,
+    wire: 1,
+    taken: { MyActor_KbWR_r0: [5] },
+    acks: { MyActor_KbWR_r0: [4], MyActor_KbWR_r1: [3, 4] },
+  },
 };
 
 test("messages on the wire match the golden file", () => {
