@@ -129,6 +129,14 @@ describe("the Inference tab, over a real run of the inference API", () => {
         await page.reload();
         await page.click("#tab-inference", { timeout: 20_000 });
         await page.waitForFunction(() => location.hash.includes("tab=inference"));
+        // The view draws once the run's keys have arrived (after the hash changes: slower on a busy machine).
+        await page.waitForFunction(
+          (n) => document.querySelectorAll("section.inference-model").length >= n,
+          MODELS.length,
+          {
+            timeout: 20_000,
+          },
+        );
         const models = await page.$$eval("section.inference-model", (s) => s.map((x) => x.getAttribute("data-model")));
         assert.deepEqual(models, MODELS);
         // The search box narrows the models.
