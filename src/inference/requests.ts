@@ -7,7 +7,8 @@
  *
  * The hot path: a model's instruments are bound once (`inferenceModel`, or `startRequest`'s cache),
  * a request is one small object and a clock read, a server-side token mark is one add (a
- * client-side chunk mark also reads the clock and appends the gap); nothing is awaited, no I/O.
+ * client-side chunk mark also reads the clock and stores the gap in its model's pending chunk
+ * times, appended at the request's end: see `InferenceModel.chunk`); nothing is awaited, no I/O.
  */
 import { performance } from "node:perf_hooks";
 import type { MetricAttributes } from "../core/attributes.js";
@@ -56,6 +57,12 @@ type Slot = NumericEntry | undefined;
  */
 const clock = performance;
 
+/**
+ * A client model's chunk times held before they are appended (2 KiB per client model): past this
+ * many, they are appended at the next mark.
+ */
+const PENDING_CHUNKS = 256;
+
 /** A model's instruments, bound once: what a request records into. */
 export class InferenceModel {
   readonly side: InferenceSide;
@@ -73,6 +80,10 @@ export class InferenceModel {
   private readonly failures = new Map<string, readonly [duration: Slot, errors: Slot]>();
   /** The collector's `epoch` when bound: its entries are current while they are equal. */
   private readonly epoch: number;
+  /** Client side: chunk times (seconds) not yet appended, all measured at step `pendingStep`. */
+  private readonly pending: Float64Array;
+  private pendingCount = 0;
+  private pendingStep = 0;
 
   constructor(
     readonly collector: Collector,
@@ -95,6 +106,7 @@ export class InferenceModel {
     this.requests = this.count(INFERENCE_COUNTS.requests);
     this.inputTokens = this.count(INFERENCE_COUNTS.inputTokens);
     this.outputTokens = this.count(INFERENCE_COUNTS.outputTokens);
+    this.pending = new Float64Array(server ? 0 : PENDING_CHUNKS);
   }
 
   /** Start a request now. */
@@ -162,13 +174,39 @@ export class InferenceModel {
     if (stream !== null) stream.record(slot, value, this.collector.step);
   }
 
-  /** One client chunk's time (`recordValue` with a call site of its own: a client mark's). */
-  recordChunk(value: number): void {
+  /**
+   * One client chunk's time, in seconds: held in `pending` and appended (`appendChunks`) at the end
+   * of any of this model's requests, at the first chunk after a flush, or when `PENDING_CHUNKS` are
+   * held — so a mark is a clock read and a store, and each chunk's time reaches the flush it was
+   * measured in or the next one, with the same value and, for raw values (`per_rank_no_reduce`),
+   * the step it was measured at.
+   */
+  chunk(seconds: number): void {
+    const step = this.collector.step;
+    let n = this.pendingCount;
+    if (n === this.pending.length || (n > 0 && step !== this.pendingStep)) {
+      this.appendChunks();
+      n = 0;
+    }
+    this.pendingStep = step;
+    this.pending[n] = seconds;
+    this.pendingCount = n + 1;
+  }
+
+  /** Append the chunk times `chunk` holds. */
+  appendChunks(): void {
+    const n = this.pendingCount;
+    this.pendingCount = 0;
+    for (let i = 0; i < n; i++) this.recordChunk(this.pending[i] ?? 0, this.pendingStep);
+  }
+
+  /** One client chunk's time (`recordValue` with a call site of its own, and the step it was measured at). */
+  private recordChunk(value: number, step: number): void {
     const slot = this.perToken;
     if (slot === undefined) return this.record(slot, value);
     slot.accumulator.append(value);
     const stream = this.collector.stream;
-    if (stream !== null) stream.record(slot, value, this.collector.step);
+    if (stream !== null) stream.record(slot, value, step);
   }
 }
 
@@ -212,7 +250,7 @@ export class InferenceRequest {
     this.tokens += count;
     if (this.chunks) {
       const at = clock.now();
-      this.model.recordChunk((at - this.last) / 1000);
+      this.model.chunk((at - this.last) / 1000);
       this.last = at;
     }
   }
@@ -224,6 +262,7 @@ export class InferenceRequest {
     this.chunks = false;
     const m = this.model;
     const at = clock.now();
+    m.appendChunks();
     const output = usage?.outputTokens ?? this.tokens;
     const input = usage?.inputTokens;
     m.recordValue(m.duration, (at - this.started) / 1000);
@@ -246,6 +285,7 @@ export class InferenceRequest {
     this.ended = true;
     this.chunks = false;
     const m = this.model;
+    m.appendChunks();
     const [duration, errors] = m.failure(errorType);
     m.recordValue(duration, (clock.now() - this.started) / 1000);
     m.recordCount(m.requests, 1);

@@ -1,5 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { performance } from "node:perf_hooks";
 import { getCollector } from "../../src/core/collector.js";
 import { inferenceModel, startRequest } from "../../src/inference/requests.js";
 import { reduceStates } from "../../src/pipeline/reduce-states.js";
@@ -102,3 +103,70 @@ test("startRequest keeps the models of one name apart by provider, operation, si
     [key("gen_ai.operation.name=embeddings,gen_ai.provider.name=p,gen_ai.request.model=m"), 1],
   ]);
 });
+
+test("a client's chunk times are the gaps between its chunks, each recorded once, in its flush or the next, at the step it was measured", () => {
+  collector.clear();
+  const times: number[] = [];
+  let now = 1_000;
+  const original = Object.getOwnPropertyDescriptor(performance, "now");
+  performance.now = () => {
+    now += 0.25 + ((times.length * 7) % 13) * 0.731; // irregular gaps, in ms
+    times.push(now);
+    return now;
+  };
+  const raw: Array<[key: string, value: number, step: number]> = [];
+  collector.stream = { record: (entry, value, step) => raw.push([entry.key, value, step]) };
+  const expected: Array<[value: number, step: number]> = [];
+  const perFlush: number[] = [];
+  try {
+    const model = inferenceModel({ model: "m", provider: "p", side: "client" });
+    // Two streams at once, one ending and one failing, 700 chunk times: more than a model holds (256).
+    const streams = [model.start(), model.start()];
+    const last = streams.map((request) => (request.firstToken(), times.at(-1) ?? 0));
+    for (let chunk = 1; chunk < 700; chunk++) {
+      const s = chunk % 3 === 0 ? 1 : 0;
+      streams[s]?.token();
+      const at = times.at(-1) ?? 0;
+      expected.push([(at - (last[s] ?? 0)) / 1000, collector.step]);
+      last[s] = at;
+      if (chunk % 250 === 0) {
+        perFlush.push(chunkCount(flushed()));
+        collector.step++;
+      }
+    }
+    streams[0]?.end();
+    streams[1]?.token(); // a chunk of the other stream after the first one's end
+    expected.push([((times.at(-1) ?? 0) - (last[1] ?? 0)) / 1000, collector.step]);
+    streams[1]?.fail("timeout");
+    perFlush.push(chunkCount(flushed()));
+  } finally {
+    collector.stream = null;
+    if (original !== undefined) Object.defineProperty(performance, "now", original);
+  }
+  const chunk =
+    "gen_ai.client.operation.time_per_output_chunk{gen_ai.operation.name=chat,gen_ai.provider.name=p,gen_ai.request.model=m}";
+  const recorded = raw.filter(([key]) => key === chunk).map(([, value, step]): [number, number] => [value, step]);
+  const order = (a: [number, number], b: [number, number]): number => a[1] - b[1] || a[0] - b[0];
+  assert.deepEqual(recorded.sort(order), expected.sort(order), "every gap, exactly, with its step");
+  assert.equal(
+    perFlush.reduce((a, b) => a + b),
+    700,
+    "each once across the flushes",
+  );
+  // Flush f holds the chunks measured before it, less those measured since the previous one's, at most.
+  const measuredBy = (f: number): number => expected.filter(([, step]) => step <= f).length;
+  for (let f = 0; f < perFlush.length; f++) {
+    const upTo = perFlush.slice(0, f + 1).reduce((a, b) => a + b);
+    assert.ok(
+      upTo <= measuredBy(f) && upTo >= measuredBy(f - 1),
+      `flush ${f}: ${upTo} of ${measuredBy(f)} measured by it`,
+    );
+  }
+});
+
+function chunkCount(values: Map<string, number>): number {
+  let count = 0;
+  for (const [key, value] of values)
+    if (key.startsWith("gen_ai.client.operation.time_per_output_chunk/count")) count += value;
+  return count;
+}
