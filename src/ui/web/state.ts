@@ -81,6 +81,8 @@ interface AppState {
   band: Band;
   /** Logs tab: the file, the lowest level and the component shown ("" for all), and whether new lines are followed. */
   logs: { file: string; level: string; component: string; follow: boolean };
+  /** Inference tab: the flush its distributions and slowest replicas show (`step=`), null for the newest. */
+  inferenceStep: number | null;
   /** Bumped on every view change so late answers for an old view are dropped. */
   generation: number;
   cards: ChartCard[];
@@ -117,6 +119,7 @@ export const state: AppState = {
   groupBy: [],
   band: "std",
   logs: { file: "", level: "", component: "", follow: false },
+  inferenceStep: null,
   /** Bumped on every view change so late answers for an old view are dropped. */
   generation: 0,
   cards: [],

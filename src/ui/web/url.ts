@@ -1,7 +1,7 @@
 /**
  * The view in the URL's fragment, so a link opens the same view: runs, tab, search, smoothing, log
  * scales, x-axis, zoom, pinned charts, combined charts, collapsed sections, internal keys, theme, and the runs
- * table's sort, filter, metric and summary columns, the metrics' grouping (fields and band), and the Logs tab's file, filters and follow mode. Run names are encoded by URLSearchParams (any UTF-8 survives).
+ * table's sort, filter, metric and summary columns, the metrics' grouping (fields and band), the Logs tab's file, filters and follow mode, and the Inference tab's picked flush. Run names are encoded by URLSearchParams (any UTF-8 survives).
  */
 import { TABS, state } from "./state.js";
 import { loadChosenColumns } from "./summary-columns.js";
@@ -53,6 +53,8 @@ export function readHash(hash = location.hash): void {
     component: params.get("component") ?? "",
     follow: params.get("follow") === "1",
   };
+  const step = params.get("step") ?? "";
+  state.inferenceStep = /^\d+$/.test(step) && Number.isSafeInteger(Number(step)) ? Number(step) : null;
 }
 
 /** A `combine` parameter's charts: `;` between charts, `,` between a chart's keys (blanks trimmed, empty ones dropped). */
@@ -91,6 +93,7 @@ function hashOf(): string {
   if (state.logs.level !== "") params.set("level", state.logs.level);
   if (state.logs.component !== "") params.set("component", state.logs.component);
   if (state.logs.follow) params.set("follow", "1");
+  if (state.inferenceStep !== null) params.set("step", String(state.inferenceStep));
   return params.toString();
 }
 

@@ -6,7 +6,8 @@
  * replica's own. For each model the slowest replicas name rank 2 first, marked as standing out,
  * with its own p50 TTFT from the store against the median replica's; nobody else is marked. The
  * TTFT and TPOT distributions at a step picked with the step chooser, then with a click on a
- * chart, are the store's histograms of that flush. Served by `rankscope ui` and by a team server
+ * chart, are the store's histograms of that flush, and the picked flush is kept in the address:
+ * a reload, and the address opened in another page, show it again. Served by `rankscope ui` and by a team server
  * the run was synced to. Screenshots go to test-artifacts/.
  */
 import assert from "node:assert/strict";
@@ -164,7 +165,7 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
         assert.deepEqual(errors, []);
       });
 
-      it("shows the TTFT and TPOT histograms of the flush picked with the chooser or a click on a chart", async () => {
+      it("shows the TTFT and TPOT histograms of the flush picked with the chooser or a click on a chart, and again from its address", async () => {
         await page.goto(`${dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
         await page.reload();
         const model = "llama-3.1-8b";
@@ -173,8 +174,23 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
         await cardAt(page, ttft, STEPS - 1);
         const storedCounts = (key: string, step: number): readonly number[] | undefined =>
           histograms(runDir, key).find((h) => h.rank === GLOBAL_RANK && h.step === step)?.histogram.bucketCounts;
-        const drawnCounts = async (selector: string): Promise<unknown> =>
-          JSON.parse((await page.getAttribute(selector, "data-counts")) ?? "null");
+        const drawnCounts = async (selector: string, on = page): Promise<unknown> =>
+          JSON.parse((await on.getAttribute(selector, "data-counts")) ?? "null");
+        const stepInAddress = (on: Page): string | null =>
+          new URLSearchParams(new URL(on.url()).hash.slice(1)).get("step");
+        /** Every panel of the model at `step`, the distributions the store's of that flush, the chooser on it. */
+        const expectFlush = async (on: Page, step: number): Promise<void> => {
+          for (const [selector, key] of [
+            [ttft, keyOf(TTFT, model)],
+            [tpot, keyOf(TPOT, model)],
+          ] as const) {
+            await cardAt(on, selector, step);
+            assert.deepEqual(await drawnCounts(selector, on), storedCounts(key, step), `${key} at step ${step}`);
+          }
+          await cardAt(on, atCard(model, "slowest replicas"), step);
+          await cardAt(on, atCard("llama-3.1-70b", "TTFT distribution"), step);
+          assert.equal(await on.inputValue("#inference-step"), String(step));
+        };
         // The chooser: step 1.
         await page.selectOption("#inference-step", "1");
         for (const [selector, key] of [
@@ -191,6 +207,10 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
           assert.deepEqual(await drawnCounts(selector), want, `${key} at step 1`);
         }
         await cardAt(page, atCard(model, "slowest replicas"), 1);
+        // The picked flush is in the address: a reload shows step 1 again, not the newest.
+        assert.equal(stepInAddress(page), "1");
+        await page.reload();
+        await expectFlush(page, 1);
         // A click on the TTFT chart's first point: step 0, for every panel.
         const chart = `.chart[data-model="${model}"][data-measure="time to first token"]`;
         await page.locator(chart).scrollIntoViewIfNeeded();
@@ -205,6 +225,12 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
         assert.deepEqual(await drawnCounts(ttft), storedCounts(keyOf(TTFT, model), 0));
         await page.locator(atCard(model, "slowest replicas")).scrollIntoViewIfNeeded();
         await shot(page, `inference-at${suffix}.png`);
+        // A link to the view, opened in another page, shows step 0 too.
+        assert.equal(stepInAddress(page), "0");
+        const shared = await launched.context.newPage();
+        await shared.goto(page.url());
+        await expectFlush(shared, 0);
+        await shared.close();
         assert.deepEqual(errors, []);
       });
 

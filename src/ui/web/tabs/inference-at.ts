@@ -6,7 +6,8 @@
  * flush (the `Reduce.buckets` histogram of the reduced line, the conventions' buckets).
  *
  * The flush is picked for the whole view: the step chooser over the models, or a click on any of
- * the tab's charts; by default the newest flush.
+ * the tab's charts; by default the newest flush. The picked one is kept in the address (`step=`,
+ * `state.inferenceStep`), so a link or a reload shows the same flush.
  */
 import uPlot from "uplot";
 import { attributedKey, withSuffix } from "../../../core/attributes.js";
@@ -16,6 +17,7 @@ import { GLOBAL_RANK } from "../../../store/read-types.js";
 import { api, type HistogramEntry, type LineAnswer, type RunKeys, type SeriesData } from "../api.js";
 import type { RunLineRequest } from "../api-types.js";
 import { append, clear, el } from "../dom.js";
+import { hooks, state } from "../state.js";
 import { rankLabel, runLabel } from "./common.js";
 import { judgeReplicas, ms, replicaTable, signedMs, type Replica, type ReplicaRow } from "./inference-replicas.js";
 
@@ -26,23 +28,28 @@ const WINDOW = 10;
 /** Histograms of a key loaded, the newest. */
 const HISTORY = 200;
 
-/** The flush picked for the view (null: the newest), and who draws at it. */
-const picked: { step: number | null; panels: ModelAt[]; chooser: HTMLSelectElement | null } = {
-  step: null,
+/** Who draws at the picked flush (`state.inferenceStep`, null: the newest). */
+const picked: { panels: ModelAt[]; chooser: HTMLSelectElement | null } = {
   panels: [],
   chooser: null,
 };
 
-/** Pick the flush every model's panels show (a step chooser's change, a click on a chart). */
+/** Pick the flush every model's panels show (a step chooser's change, a click on a chart), and keep it in the address. */
 export function pickStep(step: number | null): void {
-  picked.step = step;
-  if (picked.chooser !== null) {
-    const value = step === null ? "" : String(step);
-    if (![...picked.chooser.options].some((o) => o.value === value))
-      picked.chooser.appendChild(el("option", { value }, `step ${value}`));
-    picked.chooser.value = value;
-  }
+  state.inferenceStep = step;
+  showPicked();
   for (const panel of picked.panels) panel.draw();
+  hooks.writeUrl();
+}
+
+/** The chooser at the picked flush (an option added for it when no model offered it yet). */
+function showPicked(): void {
+  const chooser = picked.chooser;
+  if (chooser === null) return;
+  const value = state.inferenceStep === null ? "" : String(state.inferenceStep);
+  if (![...chooser.options].some((o) => o.value === value))
+    chooser.appendChild(el("option", { value }, `step ${value}`));
+  chooser.value = value;
 }
 
 /** The bar over the view: the step chooser. Starts a new view (its panels are added by `modelAt`). */
@@ -52,6 +59,7 @@ export function stepBar(): HTMLElement {
   chooser.appendChild(el("option", { value: "" }, "the newest flush"));
   chooser.addEventListener("change", () => pickStep(chooser.value === "" ? null : Number(chooser.value)));
   picked.chooser = chooser;
+  showPicked();
   return el(
     "div",
     { className: "inference-at muted" },
@@ -183,7 +191,7 @@ class ModelAt {
 
   /** The flush shown: the picked one, else the newest this model has. */
   private step(): number | null {
-    if (picked.step !== null) return picked.step;
+    if (state.inferenceStep !== null) return state.inferenceStep;
     const steps = [
       ...this.distributions.flatMap((d) => d.rows.map((r) => r.step)),
       ...this.replicas.flatMap((r) => [...r.p50.keys()]),
