@@ -7,6 +7,7 @@ await logger.initBackends({
   store: { loggingMode: "global_reduce" }, // metrics.db, for `rankscope ui`'s Inference tab
   jsonl: { loggingMode: "global_reduce" }, // metrics.jsonl: the reduced values and buckets
   raw: { type: "jsonl", loggingMode: "per_rank_no_reduce" }, // every measurement, per replica
+  replicas: { type: "store", loggingMode: "per_rank_reduce" }, // each replica's own lines: the slowest replicas
 });
 const servers = await spawnRanks({
   module: new URL("./inference/model-server.ts", import.meta.url),

@@ -4,7 +4,9 @@
  * dashboard and the team server read) — is checked against every request each replica measured
  * (the raw values its `per_rank_no_reduce` JSONL backend received): counts, totals and bucket
  * counts exact, p50/p90/p99 within the quantile sketch's 1% relative error, per model, operation
- * and flush. The example writes no other reduced sink (no TensorBoard, W&B, OTLP or Prometheus:
+ * and flush; and each replica's own p50 and p99 TTFT, which its `per_rank_reduce` store writes
+ * under the replica's rank for the Inference tab's slowest replicas, against that replica's raw
+ * values. The example writes no other reduced sink (no TensorBoard, W&B, OTLP or Prometheus:
  * those have their own tests of the same keys, docs/inference.md).
  */
 import { test } from "node:test";
@@ -44,6 +46,45 @@ function rawValues(runDir: string): Map<string, number[]> {
     values.set(id, [...(values.get(id) ?? []), value]);
   }
   return values;
+}
+
+/** Each replica's raw TTFT values, by rank, step and key (`${rank} ${step} ${key}`). */
+function rawTtftByReplica(runDir: string): Map<string, number[]> {
+  const values = new Map<string, number[]>();
+  for (const { key, value, step, rank } of lines(runDir, /^metrics-ModelServer.*\.jsonl$/)) {
+    if (typeof key !== "string" || typeof value !== "number" || typeof rank !== "number") continue;
+    if (splitAttributedKey(key).name !== "gen_ai.server.time_to_first_token") continue;
+    const id = `${rank} ${String(step)} ${key}`;
+    values.set(id, [...(values.get(id) ?? []), value]);
+  }
+  return values;
+}
+
+/**
+ * The lines the Inference tab ranks the slowest replicas by (docs/inference.md, "Slowest
+ * replicas"): each replica's own p50 and p99 TTFT, written under its rank by the example's
+ * `per_rank_reduce` store, against that replica's raw values. How many were checked.
+ */
+function checkReplicaLines(runDir: string, raw: Map<string, number[]>): number {
+  let checked = 0;
+  for (const [id, values] of raw) {
+    const [rankText = "", stepText = "", key = ""] = id.split(" ");
+    const [rank, step] = [Number(rankText), Number(stepText)];
+    const sorted = [...values].sort((a, b) => a - b);
+    for (const [suffix, q] of [
+      ["p50", 0.5],
+      ["p99", 0.99],
+    ] as const) {
+      const exact = exactQuantile(sorted, q);
+      const stored = series(runDir, withSuffix(key, suffix), { rank }).points.find((p) => p.step === step)?.value;
+      assert.ok(
+        stored !== undefined && Math.abs(stored - exact) <= 0.01 * exact,
+        `replica ${rank}'s ${suffix} of ${key} at step ${step}: ${stored} vs ${exact}`,
+      );
+    }
+    checked++;
+  }
+  return checked;
 }
 
 /** A reduced sink: values by step and key, histograms by step and key (`${step} ${key}`). */
@@ -139,7 +180,7 @@ function checkSink(sinkName: string, sink: Sink, raw: Map<string, number[]>): { 
   return { instruments, counts };
 }
 
-test("the inference example's reduced sinks (JSONL and the store) hold exactly what its replicas measured, per model and flush", async () => {
+test("the inference example's reduced sinks (JSONL and the store) hold exactly what its replicas measured, per model and flush, and the store each replica's own TTFT", async () => {
   const runDir = tempDir("rankscope-inference-");
   const run = await runNode(["examples/inference.ts"], { RANKSCOPE_RUN_DIR: runDir });
   assert.equal(run.code, 0, run.stderr);
@@ -153,6 +194,8 @@ test("the inference example's reduced sinks (JSONL and the store) hold exactly w
     ["metrics.jsonl", reduced(runDir)],
     ["the store", stored(runDir)],
   ];
+  // 3 replicas × 2 models × 2 flushes: each replica's own TTFT, what the slowest replicas rank.
+  assert.equal(checkReplicaLines(runDir, rawTtftByReplica(runDir)), 3 * 2 * 2);
   closeStores();
   for (const [name, sink] of sinks) {
     const { instruments, counts } = checkSink(name, sink, raw);
