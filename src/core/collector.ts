@@ -17,6 +17,7 @@ import { isRecord } from "./json.js";
 import type { NumericReduceName, RecordReduceName, ReduceName, SampleRecord } from "./reduce.js";
 import { getReduceDefinition } from "./registry.js";
 import { processWide } from "./process-wide.js";
+import { HeldValues } from "./held-values.js";
 import { StepTimings } from "./step-timing.js";
 import { watchForNoLogger } from "./no-logger.js";
 import { STRING_LIMITS, stringProblem } from "./string-limits.js";
@@ -79,6 +80,8 @@ export class Collector {
   readonly attributed = new AttributedEntries(this);
   /** Counts `clear()`s: an entry bound before the last one is no longer this collector's. */
   epoch = 0;
+  /** Values recorded but appended later (client chunk times), appended before each take. */
+  readonly held = new HeldValues();
   /** While closed: what puts each entry's real accumulator back (run by `reopen`). */
   private reopeners: Array<() => void> | null = null;
 
@@ -244,6 +247,7 @@ export class Collector {
    * recorded after this call belong to the next flush. Sorted by key.
    */
   takeStates(): KeyState[] {
+    this.held.appendHeld();
     const states: KeyState[] = [];
     for (const entry of this.entriesInKeyOrder()) {
       if (entry.accumulator.count === 0) continue;
@@ -268,6 +272,7 @@ export class Collector {
   clear(): void {
     this.reopen();
     this.epoch++;
+    this.held.clear();
     this.entries.clear();
     this.attributed.clear();
     this.sortedEntries = null;

@@ -8,7 +8,8 @@
  * The hot path: a model's instruments are bound once (`inferenceModel`, or `startRequest`'s cache),
  * a request is one small object and a clock read, a server-side token mark is one add (a
  * client-side chunk mark also reads the clock and stores the gap in its model's pending chunk
- * times, appended at the request's end: see `InferenceModel.chunk`); nothing is awaited, no I/O.
+ * times, appended at a request's end or before a flush: see `InferenceModel.chunk`); nothing is
+ * awaited, no I/O.
  */
 import { performance } from "node:perf_hooks";
 import type { MetricAttributes } from "../core/attributes.js";
@@ -80,10 +81,11 @@ export class InferenceModel {
   private readonly failures = new Map<string, readonly [duration: Slot, errors: Slot]>();
   /** The collector's `epoch` when bound: its entries are current while they are equal. */
   private readonly epoch: number;
-  /** Client side: chunk times (seconds) not yet appended, all measured at step `pendingStep`. */
+  /** Client side: chunk times (seconds) not yet appended. */
   private readonly pending: Float64Array;
   private pendingCount = 0;
-  private pendingStep = 0;
+  /** True while the collector holds this model to append its chunk times before the next take (`Collector.held`). */
+  private held = false;
 
   constructor(
     readonly collector: Collector,
@@ -176,37 +178,44 @@ export class InferenceModel {
 
   /**
    * One client chunk's time, in seconds: held in `pending` and appended (`appendChunks`) at the end
-   * of any of this model's requests, at the first chunk after a flush, or when `PENDING_CHUNKS` are
-   * held — so a mark is a clock read and a store, and each chunk's time reaches the flush it was
-   * measured in or the next one, with the same value and, for raw values (`per_rank_no_reduce`),
-   * the step it was measured at.
+   * or failure of any of this model's requests, when `PENDING_CHUNKS` are held, and before the
+   * collector's states are taken at a flush (`Collector.held`) — so a mark is a clock read and a
+   * store, and each chunk's time reaches the flush it was measured in, with the same value.
    */
   chunk(seconds: number): void {
-    const step = this.collector.step;
     let n = this.pendingCount;
-    if (n === this.pending.length || (n > 0 && step !== this.pendingStep)) {
+    if (n === this.pending.length) {
       this.appendChunks();
       n = 0;
     }
-    this.pendingStep = step;
+    if (!this.held) {
+      this.held = true;
+      this.collector.held.hold(this);
+    }
     this.pending[n] = seconds;
     this.pendingCount = n + 1;
+  }
+
+  /** The collector's call before it takes the states (`Collector.held`). */
+  appendHeld(): void {
+    this.held = false;
+    this.appendChunks();
   }
 
   /** Append the chunk times `chunk` holds. */
   appendChunks(): void {
     const n = this.pendingCount;
     this.pendingCount = 0;
-    for (let i = 0; i < n; i++) this.recordChunk(this.pending[i] ?? 0, this.pendingStep);
+    for (let i = 0; i < n; i++) this.recordChunk(this.pending[i] ?? 0);
   }
 
-  /** One client chunk's time (`recordValue` with a call site of its own, and the step it was measured at). */
-  private recordChunk(value: number, step: number): void {
+  /** One client chunk's time (`recordValue` with a call site of its own). */
+  private recordChunk(value: number): void {
     const slot = this.perToken;
     if (slot === undefined) return this.record(slot, value);
     slot.accumulator.append(value);
     const stream = this.collector.stream;
-    if (stream !== null) stream.record(slot, value, step);
+    if (stream !== null) stream.record(slot, value, this.collector.step);
   }
 }
 

@@ -177,6 +177,7 @@ export class RankRuntime {
    * the per-rank backends, and return them for the controller.
    */
   async flush(step: number, deadlineMs?: number): Promise<RankSnapshot> {
+    this.collector.held.appendHeld(); // before the stream drains: held values' raw copies go with this flush
     const draining = this.drainStream();
     if (draining !== undefined) await draining;
     recordStreamDropped(this.collector);
@@ -197,6 +198,7 @@ export class RankRuntime {
     deadlineMs: number | undefined,
     write: FrameWriter,
   ): Promise<RankSnapshot | FramedFlush> {
+    this.collector.held.appendHeld();
     const draining = this.drainStream();
     if (draining !== undefined) await draining;
     recordStreamDropped(this.collector);
@@ -214,6 +216,7 @@ export class RankRuntime {
       const timing = this.takeTiming();
       let frame: Uint8Array | undefined;
       try {
+        this.collector.held.appendHeld();
         frame = write(this.collector.entriesInKeyOrder(), droppedKeyRecords, timing);
       } catch {
         // Nothing was taken (a key too long for the frame): the states go as objects below.
