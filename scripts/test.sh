@@ -50,5 +50,12 @@ reporters=(--test-reporter=spec --test-reporter-destination=stdout)
 if [ -n "${RANKSCOPE_TEST_TIMES:-}" ]; then
   reporters+=(--test-reporter=./scripts/file-times.mjs --test-reporter-destination=/dev/null)
 fi
-exec timeout --kill-after=30 "${RANKSCOPE_TEST_LIMIT_S:-2400}" npx tsx --test "${reporters[@]}" \
+# Each file runs under the tests' TypeScript loader (scripts/ts-loader.mjs); RANKSCOPE_TEST_CPU=FILE
+# also writes each file's CPU seconds there (scripts/file-cpu.mjs).
+preload=(--import "$PWD/scripts/ts-loader.mjs")
+if [ -n "${RANKSCOPE_TEST_CPU:-}" ]; then
+  : >"$RANKSCOPE_TEST_CPU"
+  preload+=(--import "$PWD/scripts/file-cpu.mjs")
+fi
+exec timeout --kill-after=30 "${RANKSCOPE_TEST_LIMIT_S:-2400}" node "${preload[@]}" --test "${reporters[@]}" \
   --test-concurrency="${RANKSCOPE_TEST_CONCURRENCY:-2}" --test-timeout=180000 "${files[@]}"

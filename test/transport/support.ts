@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createConnection, createServer } from "node:net";
-import { tempDir, waitFor } from "../helpers.js";
+import { tempDir, waitFor, TS_LOADER } from "../helpers.js";
 
 /** The rank module every transport test spawns. */
 export const SUM_RANK = new URL("../fixtures/sum-rank.ts", import.meta.url);
@@ -33,7 +33,7 @@ export interface TestChild {
  * one under tsx, a JavaScript one (the built package's) with plain node.
  */
 export function startChild(file: URL, env: Record<string, string>, children: TestChild[]): TestChild {
-  const tsx = /\.[cm]?ts$/.test(file.pathname) ? ["--import", "tsx"] : [];
+  const tsx = /\.[cm]?ts$/.test(file.pathname) ? ["--import", TS_LOADER] : [];
   const child = spawn(process.execPath, [...tsx, file.pathname], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
