@@ -3,8 +3,9 @@
 // JavaScript it compiles to. Each compiled file is kept in node_modules/.cache/rankscope-ts under
 // the hash of its text and the Node.js version, so a file is compiled once per change, not once
 // per process. Node 22.15 and later strip the types themselves (`module.stripTypeScriptTypes`:
-// every line and column stays where it was; a file it cannot strip, one with an enum or a
-// parameter property, is transformed); Node 20 compiles with esbuild, with an inline source map.
+// every line and column stays where it was); a file they cannot strip (an enum, a parameter
+// property, a decorator), and every file on Node 20, is compiled by esbuild with an inline
+// source map that stack traces follow.
 import module from "node:module";
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
@@ -13,6 +14,8 @@ import { fileURLToPath } from "node:url";
 const CACHE = fileURLToPath(new URL("../node_modules/.cache/rankscope-ts/", import.meta.url));
 const TS = /\.[cm]?ts$/;
 const JS = /\.([cm]?)js$/;
+const DECORATOR = /^\s*@[A-Za-z_$]/m;
+const MAPPED = "//# sourceMappingURL=data:";
 let esbuild;
 
 /** A relative, absolute or file: specifier ending in .js/.mjs/.cjs: it may name a .ts source. */
@@ -29,16 +32,31 @@ function sourcePath(url) {
   return TS.test(path) ? path : "";
 }
 
-function compile(source, path) {
+/**
+ * Node's own type stripping, where it has one and the file needs nothing more (no enum, no
+ * parameter property, no decorator); its "experimental feature" warning is not printed (it is
+ * the loader's, not the test's). Otherwise null.
+ */
+function stripped(source) {
   const strip = module.stripTypeScriptTypes;
-  if (typeof strip === "function") {
-    try {
-      return strip(source, { mode: "strip" });
-    } catch (error) {
-      if (error?.code !== "ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX") throw error;
-      return strip(source, { mode: "transform", sourceMap: true, sourceUrl: path });
-    }
+  if (typeof strip !== "function" || DECORATOR.test(source)) return null;
+  const emit = process.emitWarning;
+  process.emitWarning = (warning, ...rest) => {
+    if (!String(warning?.message ?? warning).startsWith("stripTypeScriptTypes")) emit.call(process, warning, ...rest);
+  };
+  try {
+    return strip(source, { mode: "strip" });
+  } catch (error) {
+    if (error?.code === "ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX") return null;
+    throw error;
+  } finally {
+    process.emitWarning = emit;
   }
+}
+
+function compile(source, path) {
+  const code = stripped(source);
+  if (code !== null) return code;
   esbuild ??= module.createRequire(import.meta.url)("esbuild");
   return esbuild.transformSync(source, {
     loader: "ts",
@@ -66,7 +84,10 @@ function javaScript(path) {
 }
 
 function loaded(path) {
-  return { format: path.endsWith(".cts") ? "commonjs" : "module", source: javaScript(path), shortCircuit: true };
+  const source = javaScript(path);
+  // esbuild's output moved lines: stack traces follow its source map (Node 20 enables them up front).
+  if (source.includes(MAPPED) && !process.sourceMapsEnabled) process.setSourceMapsEnabled(true);
+  return { format: path.endsWith(".cts") ? "commonjs" : "module", source, shortCircuit: true };
 }
 
 /** In-thread hooks for `module.registerHooks` (Node 22.15 and later). */
