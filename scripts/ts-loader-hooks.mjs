@@ -16,6 +16,8 @@ const TS = /\.[cm]?ts$/;
 const JS = /\.([cm]?)js$/;
 const DECORATOR = /^\s*@[A-Za-z_$]/m;
 const MAPPED = "//# sourceMappingURL=data:";
+/** Part of every cached file's name: change it when what `compile` makes changes. */
+const FORMAT = "2";
 let esbuild;
 
 /** A relative, absolute or file: specifier ending in .js/.mjs/.cjs: it may name a .ts source. */
@@ -63,6 +65,7 @@ function compile(source, path) {
     format: "esm",
     target: `node${process.versions.node}`,
     sourcemap: "inline",
+    sourcesContent: false,
     sourcefile: path,
   }).code;
 }
@@ -70,7 +73,7 @@ function compile(source, path) {
 /** The JavaScript of one source file, from the cache or compiled into it. */
 function javaScript(path) {
   const source = readFileSync(path, "utf8");
-  const name = `${CACHE}${createHash("sha1").update(process.version).update(path).update(source).digest("hex")}.js`;
+  const name = `${CACHE}${createHash("sha1").update(FORMAT).update(process.version).update(path).update(source).digest("hex")}.js`;
   try {
     return readFileSync(name, "utf8");
   } catch {
