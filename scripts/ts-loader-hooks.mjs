@@ -4,8 +4,9 @@
 // the hash of its text and the Node.js version, so a file is compiled once per change, not once
 // per process. Node 22.15 and later strip the types themselves (`module.stripTypeScriptTypes`:
 // every line and column stays where it was); a file they cannot strip (an enum, a parameter
-// property, a decorator), and every file on Node 20, is compiled by esbuild with an inline
-// source map that stack traces follow.
+// property) or whose JavaScript V8 may not parse yet (a decorator, `await using`), and every file
+// on Node 20, is compiled by esbuild for the running Node, with an inline source map that stack
+// traces follow.
 import module from "node:module";
 import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
@@ -14,10 +15,11 @@ import { fileURLToPath } from "node:url";
 const CACHE = fileURLToPath(new URL("../node_modules/.cache/rankscope-ts/", import.meta.url));
 const TS = /\.[cm]?ts$/;
 const JS = /\.([cm]?)js$/;
-const DECORATOR = /^\s*@[A-Za-z_$]/m;
+/** Syntax a Node it runs on may not parse once the types are gone: decorators, `using` (V8 12). */
+const LOWERED = [/^\s*@[A-Za-z_$]/m, /\b(?:await\s+)?using\s+[A-Za-z_$][\w$]*\s*=/];
 const MAPPED = "//# sourceMappingURL=data:";
 /** Part of every cached file's name: change it when what `compile` makes changes. */
-const FORMAT = "2";
+const FORMAT = "3";
 let esbuild;
 
 /** A relative, absolute or file: specifier ending in .js/.mjs/.cjs: it may name a .ts source. */
@@ -36,12 +38,12 @@ function sourcePath(url) {
 
 /**
  * Node's own type stripping, where it has one and the file needs nothing more (no enum, no
- * parameter property, no decorator); its "experimental feature" warning is not printed (it is
+ * parameter property, no decorator, no `using`); its "experimental feature" warning is not printed (it is
  * the loader's, not the test's). Otherwise null.
  */
 function stripped(source) {
   const strip = module.stripTypeScriptTypes;
-  if (typeof strip !== "function" || DECORATOR.test(source)) return null;
+  if (typeof strip !== "function" || LOWERED.some((pattern) => pattern.test(source))) return null;
   const emit = process.emitWarning;
   process.emitWarning = (warning, ...rest) => {
     if (!String(warning?.message ?? warning).startsWith("stripTypeScriptTypes")) emit.call(process, warning, ...rest);
