@@ -48,7 +48,8 @@ done
 # RANKSCOPE_TEST_TIMES=FILE also writes each file's time there, longest first (scripts/file-times.mjs).
 reporters=(--test-reporter=spec --test-reporter-destination=stdout)
 if [ -n "${RANKSCOPE_TEST_TIMES:-}" ]; then
-  reporters+=(--test-reporter=./scripts/file-times.mjs --test-reporter-destination=/dev/null)
+  # It writes nothing to its destination (stdout); Node 22's runner fails on /dev/null (fsync: EINVAL).
+  reporters+=(--test-reporter=./scripts/file-times.mjs --test-reporter-destination=stdout)
 fi
 # Each file runs under the tests' TypeScript loader (scripts/ts-loader.mjs); RANKSCOPE_TEST_CPU=FILE
 # also writes each file's CPU seconds there (scripts/file-cpu.mjs).
