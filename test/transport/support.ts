@@ -69,16 +69,19 @@ function isFreePort(port: number): Promise<boolean> {
 }
 
 /**
- * `count` consecutive free ports; resolves with the first. Drawn below the kernel's ephemeral
- * range (`ip_local_port_range`), where the ports of other tests' connections come from: beside
- * them a kernel-chosen port's neighbours were often taken (four files at a time, 20 tries failed).
+ * `count` consecutive ports nothing listens on (127.0.0.1); resolves with the first. Drawn at
+ * random below the kernel's ephemeral range (`ip_local_port_range`), never from it: the kernel
+ * hands those to every connection's local end and to every `listen(0)`, so a port a test took
+ * from there could be handed to another test while its server was down for a restart (a
+ * restarted team server or PostgreSQL then answered on another test's port, four files at a
+ * time), and a kernel-chosen port's neighbours were often taken.
  */
 export async function freePortRun(count: number): Promise<number> {
   const ephemeral = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").split(/\s+/)[0]);
   const bottom = 10_000;
   const top = (Number.isFinite(ephemeral) ? ephemeral : 32_768) - count;
   for (let attempt = 0; attempt < 200; attempt++) {
-    const base = top > bottom ? bottom + Math.floor(Math.random() * (top - bottom)) : await freePort();
+    const base = top > bottom ? bottom + Math.floor(Math.random() * (top - bottom)) : await kernelPort();
     let free = base + count <= 65_536;
     for (let i = 0; free && i < count; i++) free = await isFreePort(base + i);
     if (free) return base;
@@ -86,8 +89,13 @@ export async function freePortRun(count: number): Promise<number> {
   throw new Error(`found no ${count} consecutive free ports in 200 tries`);
 }
 
-/** A port nothing listens on right now (127.0.0.1). */
-export async function freePort(): Promise<number> {
+/** A port nothing listens on right now (127.0.0.1), outside the kernel's ephemeral range (`freePortRun`). */
+export function freePort(): Promise<number> {
+  return freePortRun(1);
+}
+
+/** A port the kernel chose for `listen(0)`: where the machine leaves no room below its ephemeral range. */
+function kernelPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);
