@@ -81,6 +81,12 @@ export function tempDir(prefix = "rankscope-test-"): string {
 /** The repository's root (the cwd of the children `runNode` starts; they resolve `tsx` from here). */
 export const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
 
+/**
+ * The tests' TypeScript loader (scripts/ts-loader.mjs), for `node --import TS_LOADER file.ts`: every
+ * test file runs under it (scripts/test.sh), and a child that runs TypeScript source starts with it.
+ */
+export const TS_LOADER = new URL("../scripts/ts-loader.mjs", import.meta.url).href;
+
 /** What a child process did. */
 export interface ChildResult {
   code: number | null;
@@ -95,7 +101,7 @@ export interface ChildResult {
 export interface RunNodeOptions {
   /** Sees the child's whole output so far at each chunk (to signal it once it says it is ready). */
   onStdout?: (text: string, child: ChildProcess) => void;
-  /** `args` go to `node` as given instead of after `--import tsx`. */
+  /** `args` go to `node` as given instead of after `--import TS_LOADER`. */
   raw?: boolean;
   /** A child still running after this is killed with SIGKILL, which `signal` then shows (default 90 s). */
   deadlineMs?: number;
@@ -108,7 +114,7 @@ export interface RunNodeOptions {
 }
 
 /**
- * Run `node --import tsx ...args` (or `node ...args` with `raw`) from the repository root with
+ * Run `node --import TS_LOADER ...args` (or `node ...args` with `raw`) from the repository root with
  * `env` added; resolves with its exit and output once it closed. The one child runner of the
  * tests: every child has a deadline, so a hung one cannot hang the test.
  */
@@ -118,7 +124,7 @@ export function runNode(
   { onStdout, raw = false, deadlineMs = 90_000, detached = false }: RunNodeOptions = {},
 ): Promise<ChildResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, raw ? args : ["--import", "tsx", ...args], {
+    const child = spawn(process.execPath, raw ? args : ["--import", TS_LOADER, ...args], {
       cwd: REPO_ROOT,
       env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "pipe"],

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { TS_LOADER } from "./helpers.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const readme = readFileSync(`${root}README.md`, "utf8");
@@ -26,7 +27,7 @@ for (const example of examples) {
       "the README shows the example file as it is",
     );
     // Examples import "rankscope" itself, which resolves to the built package (npm test builds first).
-    const run = spawnSync(process.execPath, ["--import", "tsx", example.file], {
+    const run = spawnSync(process.execPath, ["--import", TS_LOADER, example.file], {
       cwd: root,
       encoding: "utf8",
       timeout: 60_000,

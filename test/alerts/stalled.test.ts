@@ -10,6 +10,7 @@ import type { AlertEvent } from "../../src/core/alert.js";
 import { AlertEngine } from "../../src/alerts/engine.js";
 import { resolveAlertOptions } from "../../src/alerts/options.js";
 import type { StalledRule } from "../../src/alerts/rule-config.js";
+import { TS_LOADER } from "../helpers.js";
 
 function stalledEngine(rule: Partial<StalledRule> = {}): {
   engine: AlertEngine;
@@ -105,7 +106,7 @@ it("the watchdog's timer is unref'd: a job whose loop is done is not kept alive 
     for (let step = 0; step < 5; step++) { engine.observeFlush({ step, at: Date.now() + step, metrics: [] }); }
     console.log("armed");
   `;
-  const result = await runSnippet(code, { NODE_OPTIONS: "--import tsx" });
+  const result = await runSnippet(code, { NODE_OPTIONS: `--import ${TS_LOADER}` });
   assert.equal(result.code, 0, result.stderr);
   assert.equal(result.stdout.trim(), "armed");
 });

@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { getCollector, metric, recordMetric } from "../../src/core/collector.js";
 import { Reduce } from "../../src/core/registry.js";
 import { getReduceDefinition } from "../../src/core/registry.js";
-import { collectDiagnostics } from "../helpers.js";
+import { collectDiagnostics, TS_LOADER } from "../helpers.js";
 
 const collector = getCollector();
 
@@ -144,14 +144,14 @@ test("recording a known key does not allocate", () => {
 test("RANKSCOPE_DISABLE_METRICS (true/1/yes, any case) makes recording a no-op", () => {
   const script = fileURLToPath(new URL("../fixtures/disabled-metrics.ts", import.meta.url));
   for (const value of ["true", "1", "YES", "Yes"]) {
-    const out = spawnSync(process.execPath, ["--import", "tsx", script], {
+    const out = spawnSync(process.execPath, ["--import", TS_LOADER, script], {
       env: { ...process.env, RANKSCOPE_DISABLE_METRICS: value },
       encoding: "utf8",
     });
     assert.equal(out.status, 0, out.stderr);
     assert.equal(out.stdout.trim(), "entries=0 states=0", `RANKSCOPE_DISABLE_METRICS=${value}`);
   }
-  const on = spawnSync(process.execPath, ["--import", "tsx", script], {
+  const on = spawnSync(process.execPath, ["--import", TS_LOADER, script], {
     env: { ...process.env, RANKSCOPE_DISABLE_METRICS: "false" },
     encoding: "utf8",
   });

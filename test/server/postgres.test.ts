@@ -8,7 +8,7 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { describe, it } from "node:test";
 import { fileURLToPath } from "node:url";
-import { waitFor, within } from "../helpers.js";
+import { waitFor, within, TS_LOADER } from "../helpers.js";
 import { postgresMissing } from "./postgres.js";
 
 const FIXTURE = fileURLToPath(new URL("./fixtures/pg-holder.ts", import.meta.url));
@@ -29,7 +29,7 @@ async function endBadly(
 ): Promise<{ dir: string; postmaster: number; code: number | null; signal: string | null }> {
   const child = spawn(
     process.execPath,
-    ["--import", "tsx", ...(how === "timeout" ? ["--test-force-exit"] : []), FIXTURE, how],
+    ["--import", TS_LOADER, ...(how === "timeout" ? ["--test-force-exit"] : []), FIXTURE, how],
     { stdio: ["ignore", "pipe", "pipe"] },
   );
   let out = "";

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 import { after, test } from "node:test";
 import { closeStores, keys, runInfo, series } from "../../src/store/reader.js";
 import { CHUNK_POINTS } from "../../src/store/schema.js";
-import { tempDir } from "../helpers.js";
+import { tempDir, TS_LOADER } from "../helpers.js";
 
 after(() => closeStores());
 
@@ -23,7 +23,7 @@ function runChild(
   steps: number,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", CHILD, runDir, String(rank), String(steps)], {
+    const child = spawn(process.execPath, ["--import", TS_LOADER, CHILD, runDir, String(rank), String(steps)], {
       stdio: ["ignore", "pipe", "pipe"],
       timeout: CHILD_TIMEOUT_MS,
       killSignal: "SIGKILL",

@@ -18,7 +18,7 @@ import {
 } from "../../src/store/reader.js";
 import { CHUNK_POINTS, GLOBAL_RANK } from "../../src/store/schema.js";
 import { StoreWriter, type StoreWriterOptions } from "../../src/store/writer.js";
-import { tempDir } from "../helpers.js";
+import { tempDir, TS_LOADER } from "../helpers.js";
 
 /** better-sqlite3's `Database` class, of the build this Node.js runs. */
 const Database = sqliteDriver();
@@ -113,7 +113,7 @@ describe("store: values", () => {
       process.execPath,
       [
         "--import",
-        "tsx",
+        TS_LOADER,
         fileURLToPath(new URL("./fixtures/rank-writer.ts", import.meta.url)),
         dir,
         "3",

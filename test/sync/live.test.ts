@@ -1,7 +1,7 @@
 /**
  * A job whose server is gone at its end (the rest counted and left for `rankscope sync`), and
  * `rankscope sync` twice and interrupted: the database ends equal to the store, value by value.
- * (Each test file must finish within the suite's 180 s: the 16 jobs are `team.test.ts`, the
+ * (Each test file must finish within the suite's 180 s: the 8 jobs at once are `team.test.ts`, the
  * server and database faults `faults.test.ts`.)
  */
 import assert from "node:assert/strict";

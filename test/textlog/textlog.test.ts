@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { closeTextLogFiles, configureTextLogs, getLogger, setupFileLogging } from "../../src/textlog/index.js";
 import { WorkerRankHandle } from "../fixtures/worker-rank-handle.js";
-import { REPO_ROOT, tempDir } from "../helpers.js";
+import { REPO_ROOT, tempDir, TS_LOADER } from "../helpers.js";
 
 process.env["TZ"] = "UTC";
 const FIXED = Date.UTC(2026, 10, 22, 1, 52, 3, 45);
@@ -105,7 +105,7 @@ test("main.log holds the controller's lines, merged.log every process's lines pr
   const child = fileURLToPath(new URL("../fixtures/textlog-rank.ts", import.meta.url));
   const run = (rank: string): Promise<number | null> =>
     new Promise((resolve) =>
-      spawn(process.execPath, ["--import", "tsx", child, runDir, rank, "50"], {
+      spawn(process.execPath, ["--import", TS_LOADER, child, runDir, rank, "50"], {
         stdio: "inherit",
         timeout: 60_000,
         killSignal: "SIGKILL",

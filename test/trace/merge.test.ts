@@ -7,7 +7,7 @@ import { describe, it } from "node:test";
 import { mergeTraces } from "../../src/trace/merge.js";
 import { PerfTracer } from "../../src/trace/perf-tracer.js";
 import type { TraceEvent } from "../../src/trace/trace-events.js";
-import { tempDir } from "../helpers.js";
+import { tempDir, TS_LOADER } from "../helpers.js";
 import { assertGolden, assertProperNesting } from "./trace-helpers.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
@@ -104,7 +104,7 @@ describe("traces merge", () => {
     const runDir = handWrittenRun();
     const cli = spawnSync(
       process.execPath,
-      ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", runDir, "--progress"],
+      ["--import", TS_LOADER, join(root, "src", "cli", "main.ts"), "traces", "merge", runDir, "--progress"],
       { encoding: "utf8", cwd: root },
     );
     assert.equal(cli.status, 0, cli.stderr);
@@ -120,14 +120,14 @@ describe("traces merge", () => {
     renameSync(handWrittenRun(), join(runs, "exp", "t1"));
     const cli = spawnSync(
       process.execPath,
-      ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", "exp/t1", "--root", runs],
+      ["--import", TS_LOADER, join(root, "src", "cli", "main.ts"), "traces", "merge", "exp/t1", "--root", runs],
       { encoding: "utf8", cwd: root },
     );
     assert.equal(cli.status, 0, cli.stderr);
     assert.match(cli.stdout, /merged 15 events from 3 rank file\(s\) into .*exp.t1.traces.trace\.json/);
     const missing = spawnSync(
       process.execPath,
-      ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", "exp/t2", "--root", runs],
+      ["--import", TS_LOADER, join(root, "src", "cli", "main.ts"), "traces", "merge", "exp/t2", "--root", runs],
       { encoding: "utf8", cwd: root },
     );
     assert.equal(missing.status, 1);
@@ -138,7 +138,7 @@ describe("traces merge", () => {
     const runDir = tempDir();
     const cli = spawnSync(
       process.execPath,
-      ["--import", "tsx", join(root, "src", "cli", "main.ts"), "traces", "merge", runDir],
+      ["--import", TS_LOADER, join(root, "src", "cli", "main.ts"), "traces", "merge", runDir],
       { encoding: "utf8", cwd: root },
     );
     assert.equal(cli.status, 1);

@@ -7,13 +7,13 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, it } from "node:test";
 import { parseTraceText } from "../../src/trace/trace-file.js";
-import { tempDir } from "../helpers.js";
+import { tempDir, TS_LOADER } from "../helpers.js";
 
 const child = join(dirname(fileURLToPath(import.meta.url)), "fixtures", "trace-child.ts");
 
 function runChild(mode: "natural" | "exit", env: Record<string, string> = {}): { runDir: string; keys: string[] } {
   const runDir = tempDir();
-  const result = spawnSync(process.execPath, ["--import", "tsx", child, mode, runDir], {
+  const result = spawnSync(process.execPath, ["--import", TS_LOADER, child, mode, runDir], {
     encoding: "utf8",
     // A long save interval: what is in the files was written at exit.
     env: {
@@ -57,7 +57,7 @@ describe("trace files from a rank process", () => {
 
   it("writes what is buffered on SIGTERM, and the process still terminates by the signal", async () => {
     const runDir = tempDir();
-    const proc = spawn(process.execPath, ["--import", "tsx", child, "signal", runDir], {
+    const proc = spawn(process.execPath, ["--import", TS_LOADER, child, "signal", runDir], {
       env: {
         ...process.env,
         RANK: "1",

@@ -13,7 +13,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { closeStores, series } from "../../src/store/reader.js";
-import { tempDir, waitFor, within } from "../helpers.js";
+import { tempDir, waitFor, within, TS_LOADER } from "../helpers.js";
 import { killChildren, NatsServer, startChild, TEST_RUN_SECRET, type TestChild } from "./support.js";
 
 const CONTROLLER = new URL("../fixtures/restart-controller.ts", import.meta.url);
@@ -105,7 +105,7 @@ test(
       "the controller was killed inside a flush (it printed no `flushed` after its last `flush`)",
     );
 
-    const second = spawn(process.execPath, ["--import", "tsx", CONTROLLER.pathname], {
+    const second = spawn(process.execPath, ["--import", TS_LOADER, CONTROLLER.pathname], {
       env: { ...process.env, ...env, CONTROLLER_FIRST_STEP: "100000" },
       stdio: ["pipe", "pipe", "pipe"],
     });

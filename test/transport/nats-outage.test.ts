@@ -14,7 +14,7 @@ import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
 import { closeStores, runInfo } from "../../src/store/reader.js";
 import { RANKS_LOST_KEY } from "../../src/core/internal-keys.js";
-import { collectDiagnostics, tempDir, waitFor, within } from "../helpers.js";
+import { collectDiagnostics, tempDir, waitFor, within, TS_LOADER } from "../helpers.js";
 import { NatsServer, SUM_RANK, TEST_RUN_SECRET } from "./support.js";
 
 const BUSY_RANK = new URL("../fixtures/busy-rank.ts", import.meta.url);
@@ -42,7 +42,7 @@ function runFixture(
   url: URL,
   env: Record<string, string>,
 ): { child: ChildProcess; output: () => string; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, ["--import", "tsx", url.pathname], {
+  const child = spawn(process.execPath, ["--import", TS_LOADER, url.pathname], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

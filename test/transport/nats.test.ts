@@ -14,7 +14,7 @@ import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
 import { ignoredMessageCounts } from "../../src/transport/protocol/messages.js";
 import * as built from "../fixtures/built/index.mjs";
 import { serveRanksOverNats as serveBuiltRanksOverNats } from "../fixtures/built/nats.mjs";
-import { captureStdout, collectDiagnostics, tempDir, waitFor, within } from "../helpers.js";
+import { captureStdout, collectDiagnostics, tempDir, waitFor, within, TS_LOADER } from "../helpers.js";
 import { consoleOutput, freePort, NatsServer, SUM_RANK, TEST_RUN_SECRET } from "./support.js";
 
 const EXTERNAL_RANK = new URL("../fixtures/external-rank.ts", import.meta.url);
@@ -24,12 +24,12 @@ function newLogger(options: { flushDeadlineMs?: number; runId?: string } = {}): 
   return new MetricLogger({ processName: "Controller", runDir: tempDir(), ...options });
 }
 
-/** Run the external fixture with `node --import tsx`; resolves with its exit code and output. */
+/** Run the external fixture with `node --import TS_LOADER`; resolves with its exit code and output. */
 function runExternal(env: Record<string, string>): {
   done: Promise<{ code: number | null; stdout: string; stderr: string }>;
   kill: () => void;
 } {
-  const child = spawn(process.execPath, ["--import", "tsx", EXTERNAL_RANK.pathname], {
+  const child = spawn(process.execPath, ["--import", TS_LOADER, EXTERNAL_RANK.pathname], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createConnection, createServer } from "node:net";
-import { tempDir, waitFor } from "../helpers.js";
+import { tempDir, waitFor, TS_LOADER } from "../helpers.js";
 
 /** The rank module every transport test spawns. */
 export const SUM_RANK = new URL("../fixtures/sum-rank.ts", import.meta.url);
@@ -33,7 +33,7 @@ export interface TestChild {
  * one under tsx, a JavaScript one (the built package's) with plain node.
  */
 export function startChild(file: URL, env: Record<string, string>, children: TestChild[]): TestChild {
-  const tsx = /\.[cm]?ts$/.test(file.pathname) ? ["--import", "tsx"] : [];
+  const tsx = /\.[cm]?ts$/.test(file.pathname) ? ["--import", TS_LOADER] : [];
   const child = spawn(process.execPath, [...tsx, file.pathname], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],
@@ -59,8 +59,43 @@ export function killChildren(children: readonly TestChild[]): void {
   }
 }
 
-/** A port nothing listens on right now (127.0.0.1). */
-export async function freePort(): Promise<number> {
+/** Is `port` free on 127.0.0.1 (a listen there succeeds)? */
+function isFreePort(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const probe = createServer();
+    probe.once("error", () => resolve(false));
+    probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(true)));
+  });
+}
+
+/**
+ * `count` consecutive ports nothing listens on (127.0.0.1); resolves with the first. Drawn at
+ * random below the kernel's ephemeral range (`ip_local_port_range`), never from it: the kernel
+ * hands those to every connection's local end and to every `listen(0)`, so a port a test took
+ * from there could be handed to another test while its server was down for a restart (a
+ * restarted team server or PostgreSQL then answered on another test's port, four files at a
+ * time), and a kernel-chosen port's neighbours were often taken.
+ */
+export async function freePortRun(count: number): Promise<number> {
+  const ephemeral = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").split(/\s+/)[0]);
+  const bottom = 10_000;
+  const top = (Number.isFinite(ephemeral) ? ephemeral : 32_768) - count;
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const base = top > bottom ? bottom + Math.floor(Math.random() * (top - bottom)) : await kernelPort();
+    let free = base + count <= 65_536;
+    for (let i = 0; free && i < count; i++) free = await isFreePort(base + i);
+    if (free) return base;
+  }
+  throw new Error(`found no ${count} consecutive free ports in 200 tries`);
+}
+
+/** A port nothing listens on right now (127.0.0.1), outside the kernel's ephemeral range (`freePortRun`). */
+export function freePort(): Promise<number> {
+  return freePortRun(1);
+}
+
+/** A port the kernel chose for `listen(0)`: where the machine leaves no room below its ephemeral range. */
+function kernelPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once("error", reject);

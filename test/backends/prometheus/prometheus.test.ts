@@ -27,7 +27,7 @@ import {
 import type { HistogramMetric, Metric } from "../../../src/core/metric.js";
 import { diagnosticCounts } from "../../../src/core/diagnostics.js";
 import { collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
-import { freePort } from "../../transport/support.js";
+import { freePort, freePortRun } from "../../transport/support.js";
 import { PrometheusServer, prometheusMissing, promValue, type PromSeries } from "./prometheus-server.js";
 
 /** What rankscope logged, to compare with what Prometheus has. */
@@ -39,21 +39,6 @@ registerBackend("openstd_capture", () => ({
 
 const missing = prometheusMissing();
 if (missing !== undefined) process.stderr.write(`SKIP prometheus tests: ${missing}\n`);
-
-/** Three consecutive free ports: the controller's process on the first, rank r on first + 1 + r. */
-async function freePortRun(): Promise<number> {
-  const isFree = (port: number): Promise<boolean> =>
-    new Promise<boolean>((resolve) => {
-      const probe = createServer();
-      probe.once("error", () => resolve(false));
-      probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(true)));
-    });
-  for (let attempt = 0; attempt < 20; attempt++) {
-    const port = await freePort();
-    if (port < 65533 && (await isFree(port + 1)) && (await isFree(port + 2))) return port;
-  }
-  throw new Error("found no three consecutive free ports in 20 tries");
-}
 
 function record(step: number): void {
   recordMetric("train/loss", 2 - step / 4, Reduce.MEAN);
@@ -491,7 +476,7 @@ describe("prometheus backend against a real Prometheus", { skip: missing }, () =
     "per-rank child processes each serve /metrics on port + 1 + rank, labelled with their rank",
     { timeout: 120_000 },
     async () => {
-      const base = await freePortRun();
+      const base = await freePortRun(3);
       const rankProm = await PrometheusServer.start({ r0: `127.0.0.1:${base + 1}`, r1: `127.0.0.1:${base + 2}` });
       const logger = await getOrCreateMetricLogger({ runDir: tempDir() });
       try {

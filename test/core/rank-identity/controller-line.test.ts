@@ -7,35 +7,19 @@
  * controller's values.
  */
 import assert from "node:assert/strict";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { describe, it } from "node:test";
 import { CONTROLLER_RANK, GLOBAL_RANK, keys, series } from "../../../src/store/reader.js";
 import { startDashboard } from "../../../src/ui/server.js";
 import { PrometheusServer, prometheusMissing, promValue } from "../../backends/prometheus/prometheus-server.js";
 import { readStream } from "../../stream/helpers.js";
-import { freePort } from "../../transport/support.js";
+import { freePortRun } from "../../transport/support.js";
 import { REPO_ROOT, runNode, tempDir, waitFor } from "../../helpers.js";
 import { MetricLogger, recordMetric, Reduce, spawnRanks } from "./fixtures/recorder.mjs";
 
 /** The built package (plain node), as in topologies.test.ts: the controller and its ranks start without tsx. */
 const RANK_MODULE = new URL("./fixtures/recorder.mjs", import.meta.url);
 const STEPS = 3;
-
-/** A free port whose next two are free too: the controller's process on it, rank r on it + 1 + r. */
-async function freePortRun(): Promise<number> {
-  const isFree = (port: number): Promise<boolean> =>
-    new Promise<boolean>((resolve) => {
-      const probe = createServer();
-      probe.once("error", () => resolve(false));
-      probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(true)));
-    });
-  for (let attempt = 0; attempt < 20; attempt++) {
-    const port = await freePort();
-    if (port < 65533 && (await isFree(port + 1)) && (await isFree(port + 2))) return port;
-  }
-  throw new Error("found no three consecutive free ports in 20 tries");
-}
 
 describe("the controller's own line", () => {
   it(
@@ -46,7 +30,7 @@ describe("the controller's own line", () => {
       const runDir = join(root, "exp", "t");
       const missing = prometheusMissing();
       // The controller's process serves on `port`, rank r on `port + 1 + r`.
-      const port = await freePortRun();
+      const port = await freePortRun(3);
       const prom =
         missing === undefined
           ? await PrometheusServer.start({
