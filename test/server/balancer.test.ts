@@ -36,7 +36,9 @@ function haproxyMissing(): string | null {
 const skip = postgresMissing() ?? haproxyMissing() ?? false;
 
 const JOB = join(REPO_ROOT, "test/fixtures/balancer-job.mjs");
-const STEPS = 400;
+/** Each job's steps at least; it goes on until it went on AFTER_KILL steps past the kill. */
+const STEPS = 100;
+const AFTER_KILL = 60;
 const KEYS = 4;
 const JOBS = 3;
 
@@ -217,6 +219,7 @@ describe("two servers behind a load balancer", { skip }, () => {
       });
       const pool = createPool({ url: db, max: 2 });
       let check: TeamServer | null = null;
+      let jobsDone = "";
       try {
         // Both at once on a fresh database: each migrates when it starts (under the advisory lock).
         await Promise.all(servers.map((s) => s.start()));
@@ -228,6 +231,7 @@ describe("two servers behind a load balancer", { skip }, () => {
         let killed = false;
         const dashboard = pollDashboard(haproxy.url, read, () => killed);
         const root = tempDir("rankscope-balanced-");
+        jobsDone = join(root, "jobs-done");
         const progress: string[] = Array.from({ length: JOBS }, () => "");
         const jobs: Promise<ChildResult>[] = [];
         for (let j = 0; j < JOBS; j++) {
@@ -243,6 +247,7 @@ describe("two servers behind a load balancer", { skip }, () => {
                 RANKSCOPE_SYNC_INTERVAL_MS: "200",
                 RANKSCOPE_SYNC_FINISH_DEADLINE_MS: "240000",
                 JOB_STEPS: String(STEPS),
+                JOB_UNTIL_FILE: jobsDone,
                 JOB_KEYS: String(KEYS),
                 JOB_BASE: String(j * 1_000_000),
                 JOB_PAUSE_MS: "60",
@@ -280,15 +285,20 @@ describe("two servers behind a load balancer", { skip }, () => {
         const atKill = [0, 1, 2].map(stepOf);
         await servers[0]?.kill();
         killed = true;
-        assert.ok(
-          atKill.every((s) => s < STEPS - 10),
-          `the jobs were still running at the kill (steps ${atKill.join(", ")})`,
-        );
+        // The jobs go on through the other server, each AFTER_KILL steps past the kill, then end.
+        await waitFor(() => [0, 1, 2].every((j) => stepOf(j) >= (atKill[j] ?? 0) + AFTER_KILL), {
+          timeoutMs: 240_000,
+          what: `every job ${AFTER_KILL} steps past the kill (at steps ${atKill.join(", ")})`,
+        });
+        writeFileSync(jobsDone, "");
 
         const results = await within(Promise.all(jobs), { timeoutMs: 500_000, what: "the jobs to finish" });
+        const stepsOf: number[] = [];
         for (const [j, r] of results.entries()) {
           assert.equal(r.code, 0, `job${j}: ${r.stderr.slice(-3000)}`);
-          assert.match(r.stdout, new RegExp(`"steps":${STEPS}`), `job${j} ran every step`);
+          const steps = Number(/"steps":(\d+)/.exec(r.stdout)?.[1]);
+          assert.ok(steps >= STEPS && steps > (atKill[j] ?? 0) + AFTER_KILL, `job${j} ran every step: ${r.stdout}`);
+          stepsOf.push(steps);
           assert.doesNotMatch(r.stderr, /not everything of/, `job${j} left nothing for rankscope sync`);
         }
 
@@ -301,8 +311,8 @@ describe("two servers behind a load balancer", { skip }, () => {
           assert.equal(answer.status, 200, `${path}: ${answer.status}`);
           return answer.json();
         };
-        const expectedSteps = Array.from({ length: STEPS }, (_, s) => s);
         for (let j = 0; j < JOBS; j++) {
+          const expectedSteps = Array.from({ length: stepsOf[j] ?? 0 }, (_, s) => s);
           for (let k = 0; k < KEYS; k++) {
             const key = `train/m${k}`;
             const series = await get(
@@ -355,6 +365,8 @@ describe("two servers behind a load balancer", { skip }, () => {
         t.diagnostic(`requests in flight on the killed server: ${inFlight}`);
         t.diagnostic(`HAProxy: ${describeStats(await balancerStats(haproxy.stats))}`);
       } finally {
+        // The jobs end (they go on until told), also when a wait above failed.
+        if (jobsDone !== "") writeFileSync(jobsDone, "");
         balancer?.kill("SIGKILL");
         await Promise.all(servers.map((s) => s.kill()));
         await check?.close();

@@ -1,12 +1,14 @@
 /**
  * The server killed -9 mid-ingest and away while the job goes on 150 steps (15 s at least: seven
- * send deadlines, three backoff caps), then restarted; PostgreSQL restarted: the job's loop goes on
- * and the database ends equal to its store, nothing duplicated or missing.
+ * send deadlines, three backoff caps), then restarted; PostgreSQL stopped until the server failed a
+ * batch of the sync for it, then restarted: the job's loop goes on through all of it (it runs until
+ * the drill is done, not for a step count guessed to outlast it) and the database ends equal to its
+ * store, nothing duplicated or missing.
  */
 import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, it } from "node:test";
-import { sleep } from "../../src/core/retry.js";
 import { createPool } from "../../src/server/db.js";
 import { migrate } from "../../src/server/schema.js";
 import { startTeamServer, type TeamServer } from "../../src/server/server.js";
@@ -18,6 +20,20 @@ import { freePort } from "../transport/support.js";
 import { JOB, ServerProcess, points } from "./support.js";
 
 const skip = postgresMissing() ?? false;
+
+/** The server's ingest requests so far (its /metrics): batches applied, and those it failed (5xx). */
+async function ingest(url: string): Promise<{ applied: number; failed: number }> {
+  const answer = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(30_000) });
+  let applied = 0;
+  let failed = 0;
+  for (const line of (await answer.text()).split("\n")) {
+    const value = Number(line.slice(line.lastIndexOf(" ") + 1));
+    if (line.startsWith("rankscope_server_ingest_batches_total")) applied += value;
+    if (line.startsWith("rankscope_server_requests_total") && /kind="ingest"/.test(line) && /status="5xx"/.test(line))
+      failed += value;
+  }
+  return { applied, failed };
+}
 
 describe("live sync through server and database faults", { skip }, () => {
   const pg = postgresForSuite();
@@ -34,6 +50,7 @@ describe("live sync through server and database faults", { skip }, () => {
       const write = await createToken(pool, "proj", "write");
       const server = new ServerProcess(db, await freePort());
       let check: TeamServer | null = null;
+      let drillDone = "";
       try {
         await server.start();
         const root = tempDir("rankscope-sync-faults-");
@@ -44,6 +61,8 @@ describe("live sync through server and database faults", { skip }, () => {
           RANKSCOPE_SYNC_SEND_DEADLINE_MS: "2000",
           RANKSCOPE_SYNC_FINISH_DEADLINE_MS: "120000",
         };
+        // The job goes on past its 200 steps until the drill has seen everything it checks.
+        drillDone = join(root, "drill-done");
         let progress = "";
         const running = runNode(
           [JOB],
@@ -51,7 +70,8 @@ describe("live sync through server and database faults", { skip }, () => {
             RANKSCOPE_ROOT: root,
             RANKSCOPE_EXPERIMENT: "faults",
             RANKSCOPE_TRIAL: "long",
-            JOB_STEPS: "400",
+            JOB_STEPS: "200",
+            JOB_UNTIL_FILE: drillDone,
             JOB_PAUSE_MS: "100",
             NO_COLOR: "1",
             ...env,
@@ -60,9 +80,9 @@ describe("live sync through server and database faults", { skip }, () => {
         );
         const stepSeen = (): number =>
           Math.max(-1, ...[...progress.matchAll(/^step (\d+)$/gm)].map((m) => Number(m[1])));
-        await waitFor(async () => stepSeen() >= 50 && (await points(pool)) > 0, {
+        await waitFor(async () => stepSeen() >= 20 && (await points(pool)) > 0, {
           timeoutMs: 120_000,
-          what: "the job to reach step 50 with points on the server",
+          what: "the job to reach step 20 with points on the server",
         });
         // Killed -9 while the sync sends a batch every 200 ms, and away while the job's loop goes on
         // 150 steps (at 100 ms a step, 15 s at least: seven 2 s send deadlines, each pass failing,
@@ -74,21 +94,36 @@ describe("live sync through server and database faults", { skip }, () => {
           what: `the job's loop to go on 150 steps while the server is away (from step ${atKill})`,
         });
         await server.start();
-        await waitFor(async () => stepSeen() >= atKill + 200, {
+        await waitFor(async () => stepSeen() >= atKill + 160 && (await ingest(server.url)).applied > 0, {
           timeoutMs: 200_000,
-          what: "the job to go on after the server came back",
+          what: "the job to go on, its sync delivering again, after the server came back",
         });
-        // PostgreSQL restarted under the server and the sync.
+        // PostgreSQL restarted under the server and the sync: away until the server failed a batch
+        // of the sync for it (the sync sends every 200 ms), then back.
+        const before = await ingest(server.url);
         await pg.server.stopServer("fast");
-        await sleep(3_000);
+        await waitFor(async () => (await ingest(server.url)).failed > before.failed, {
+          timeoutMs: 120_000,
+          what: `the server to fail a batch of the sync while PostgreSQL is down (server: ${server.output.slice(-1000)})`,
+        });
         await pg.server.startServer();
+        const atBack = stepSeen();
+        const appliedAtBack = (await ingest(server.url)).applied;
+        await waitFor(async () => stepSeen() >= atBack + 20 && (await ingest(server.url)).applied > appliedAtBack, {
+          timeoutMs: 200_000,
+          what: `the job to go on (at step ${stepSeen()}), its sync delivering again, after PostgreSQL came back (server: ${server.output.slice(-1000)})`,
+        });
+        writeFileSync(drillDone, "");
         const ended = await within(running, { timeoutMs: 400_000, what: "the job to finish" });
         assert.equal(ended.code, 0, ended.stderr.slice(-3000));
-        assert.match(ended.stdout, /"steps":400/);
+        const steps = Number(/"steps":(\d+)/.exec(ended.stdout)?.[1]);
+        assert.ok(steps >= 200 && steps > atBack + 20, `the job ran every step (${ended.stdout})`);
         assert.match(ended.stderr, /the sync of .* failed/, "the outage was reported");
         check = await startTeamServer({ db, port: 0, log: false });
         await assertRunEqual(check, join(root, "faults", "long"));
       } finally {
+        // The job ends (it was going on until the drill was done), also when a wait above failed.
+        if (drillDone !== "") writeFileSync(drillDone, "");
         await server.kill();
         await check?.close();
         await pool.end();

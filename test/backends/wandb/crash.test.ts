@@ -19,13 +19,12 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { after, describe, it } from "node:test";
-import { runNode, tempDir } from "../../helpers.js";
+import { builtCli, runNode, tempDir } from "../../helpers.js";
 import { pythonKit } from "../../helpers/python.js";
 import { parseWandbJson, StrictWandbServer, type ServerRun } from "./wandb-server.js";
 import { wandbSdkEnv } from "./wandb-helpers.js";
 
-const JOB = fileURLToPath(new URL("./fixtures/crash-job.ts", import.meta.url));
-const CLI = fileURLToPath(new URL("../../../src/cli/main.ts", import.meta.url));
+const JOB = fileURLToPath(new URL("./fixtures/crash-job.mjs", import.meta.url));
 const KEY = "0123456789abcdef0123456789abcdef01234567"; // 40 characters, as W&B keys are
 const RUN_ID = "crash_t";
 const kit = pythonKit("wandb");
@@ -45,6 +44,7 @@ async function job(
     [JOB],
     { JOB_RUN_DIR: runDir, WANDB_API_KEY: KEY, ...env },
     {
+      raw: true,
       onStdout: (out, child) => {
         if (kill === undefined || sent || !out.includes(`flushed ${kill.after}\n`)) return;
         sent = true;
@@ -103,9 +103,13 @@ async function killedAfterStep2(): Promise<string> {
   return runDir;
 }
 
-/** `rankscope wandb sync RUN_DIR` (the CLI, from source) to `server`. */
+/** `rankscope wandb sync RUN_DIR` (the built CLI) to `server`. */
 async function rankscopeSync(server: StrictWandbServer, runDir: string): Promise<string> {
-  const result = await runNode([CLI, "wandb", "sync", runDir, "--base-url", server.baseUrl], { WANDB_API_KEY: KEY });
+  const result = await runNode(
+    [builtCli(), "wandb", "sync", runDir, "--base-url", server.baseUrl],
+    { WANDB_API_KEY: KEY },
+    { raw: true },
+  );
   assert.equal(result.code, 0, result.stderr);
   assert.deepEqual(server.violations, [], `the strict server refused part of what rankscope wandb sync sent`);
   return result.stdout;
@@ -117,7 +121,8 @@ function endOf(run: ServerRun | undefined): { complete: boolean; exitcode: numbe
   return { complete: run.complete, exitcode: run.exitcode, files: [...run.files.keys()].sort() };
 }
 
-describe("W&B after a crash, read by the official wandb sync", { skip: kit.skip }, () => {
+// The cases share nothing (each its own run directory, W&B server and wandb home): they run at once.
+describe("W&B after a crash, read by the official wandb sync", { skip: kit.skip, concurrency: true }, () => {
   it(
     "SIGKILL after step 2 (offline): wandb sync uploads steps 0-2, and the run is not reported as a success",
     { timeout: 180_000 },

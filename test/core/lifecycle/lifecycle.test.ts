@@ -230,7 +230,9 @@ describe("the lifecycle's rules", () => {
   });
 });
 
-describe("a controller with every sink and two child ranks", () => {
+// The cases of a describe below share nothing (each its own job, run directory and, for NATS, server):
+// they run at once.
+describe("a controller with every sink and two child ranks", { concurrency: true }, () => {
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     it(`on ${signal}: every flushed step reaches every sink, the process dies by ${signal} within the drain deadline, no rank is left`, async () => {
       const run = await runController(["wait", "ranks"], signal);
@@ -270,7 +272,7 @@ describe("issue 12 case 2: the store's queued batches at SIGTERM", () => {
   });
 });
 
-describe("issue 12 case 3: a perf tracer and a stream, in either install order", () => {
+describe("issue 12 case 3: a perf tracer and a stream, in either install order", { concurrency: true }, () => {
   for (const order of ["tracer-first", "stream-first"]) {
     it(`${order}: the first Ctrl-C (SIGINT) ends the process, with both files complete`, async () => {
       const run = await runController(["wait", "noranks", order], "SIGINT", 5);
@@ -280,7 +282,7 @@ describe("issue 12 case 3: a perf tracer and a stream, in either install order",
   }
 });
 
-describe("issue 12 case 6: a job that forgets shutdown()", () => {
+describe("issue 12 case 6: a job that forgets shutdown()", { concurrency: true }, () => {
   it("with two child ranks: ends by itself with a warning, the values after the last flush are logged, the run is finished, no rank is left", async () => {
     const run = await runController(["forget", "ranks"]);
     assert.equal(run.result.code, 0, describeRun(run));
