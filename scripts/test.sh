@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test run: install the system packages the tests drive when they are missing
-# (Debian's chromium for the dashboard, nats-server for the multi-host transport), build,
-# lint, the formatter's check, the cast budget, type-check, then every test file with Node's test runner.
+# (Debian's chromium for the dashboard, nats-server for the multi-host transport), build, then
+# every test file with Node's test runner, and beside it lint, the formatter's check, the cast
+# budget and the type-check.
 #
 # RANKSCOPE_TESTS_ONLY=1 skips the build and the checks (none of them depends on the Node.js
 # version): .ci/run runs them once, then the tests under each Node major. dist/ must be built.
@@ -13,16 +14,26 @@ cd "$(dirname "$0")/.."
 
 bash scripts/install-system-deps.sh
 
+# The checks after the build run beside the tests (they need no dist/ and change nothing): the
+# tests spend much of their time waiting, and the checks' minute of CPU fits in it. Their output
+# is printed once the tests are done, and a failed check fails the run.
+checks_pid=""
+checks_log=""
 if [ "${RANKSCOPE_TESTS_ONLY:-}" = 1 ]; then
   [ -f dist/index.js ] || { echo "RANKSCOPE_TESTS_ONLY=1: dist/ is not built (npm run build)" >&2; exit 1; }
 else
   npm run build --silent
-  npx eslint .
-  # Code is laid out by Prettier (.prettierrc.json); `npm run format` rewrites what this refuses.
-  npx prettier --check --cache --cache-strategy content --log-level warn .
-  # Type assertions per 1,000 lines of src may only go down (docs/DESIGN.md, "Types, casts and lint").
-  node scripts/count-casts.mjs --max-per-1000 0.9
-  npx tsc -p tsconfig.json --noEmit
+  checks_log=$(mktemp)
+  (
+    set -e
+    npx eslint .
+    # Code is laid out by Prettier (.prettierrc.json); `npm run format` rewrites what this refuses.
+    npx prettier --check --cache --cache-strategy content --log-level warn .
+    # Type assertions per 1,000 lines of src may only go down (docs/DESIGN.md, "Types, casts and lint").
+    node scripts/count-casts.mjs --max-per-1000 0.9
+    npx tsc -p tsconfig.json --noEmit
+  ) >"$checks_log" 2>&1 &
+  checks_pid=$!
 fi
 
 # Arguments narrow the test files to those folders or files (`npm test -- test/backends/store`;
@@ -62,5 +73,19 @@ if [ -n "${RANKSCOPE_TEST_CPU:-}" ]; then
 fi
 cores=$(nproc 2>/dev/null || echo 2)
 concurrency=$((cores * 2 > 8 ? 8 : cores * 2))
-exec timeout --kill-after=30 "${RANKSCOPE_TEST_LIMIT_S:-2400}" node "${preload[@]}" --test "${reporters[@]}" \
-  --test-concurrency="${RANKSCOPE_TEST_CONCURRENCY:-$concurrency}" --test-timeout=180000 "${files[@]}"
+status=0
+timeout --kill-after=30 "${RANKSCOPE_TEST_LIMIT_S:-2400}" node "${preload[@]}" --test "${reporters[@]}" \
+  --test-concurrency="${RANKSCOPE_TEST_CONCURRENCY:-$concurrency}" --test-timeout=180000 "${files[@]}" || status=$?
+if [ -n "$checks_pid" ]; then
+  echo "── the checks (eslint, prettier, the cast budget, tsc):"
+  if wait "$checks_pid"; then
+    cat "$checks_log"
+    echo "── the checks passed"
+  else
+    cat "$checks_log"
+    echo "── the checks FAILED (above)" >&2
+    [ "$status" -ne 0 ] || status=1
+  fi
+  rm -f "$checks_log"
+fi
+exit "$status"
