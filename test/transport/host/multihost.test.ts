@@ -47,7 +47,13 @@ const NODES = 3;
 const urls = Array.from({ length: NODES }, (_v, i) => `nats://${natsAddress(i + 1)}:4222`).join(",");
 const processes: HostProcess[] = [];
 const RUN_ID = `multihost${process.pid}`;
-const PASSWORDS = { controller: "mh-controller-Pw", host: "mh-host-Pw", rank: "mh-rank-Pw", route: "mh-route-Pw" };
+const PASSWORDS = {
+  controller: "mh-controller-Pw",
+  rack: "mh-rack-Pw",
+  host: "mh-host-Pw",
+  rank: "mh-rank-Pw",
+  route: "mh-route-Pw",
+};
 const certs =
   unavailable === undefined
     ? makeCertificates(Array.from({ length: NODES }, (_v, i) => natsAddress(i + 1)))
@@ -74,6 +80,7 @@ function natsConfig(n: number): string {
 function startNats(n: number): HostProcess {
   const env = {
     [ROLE_PASSWORD_ENV.controller]: PASSWORDS.controller,
+    [ROLE_PASSWORD_ENV.rack]: PASSWORDS.rack,
     [ROLE_PASSWORD_ENV.host]: PASSWORDS.host,
     [ROLE_PASSWORD_ENV.rank]: PASSWORDS.rank,
     RS_ROUTE_PASSWORD: PASSWORDS.route,
