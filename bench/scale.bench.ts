@@ -118,7 +118,8 @@ async function measure(
   const logger = new MetricLogger({
     processName: "Controller",
     runDir: join(scratch, "run"),
-    flushDeadlineMs: 60_000,
+    // A minute, or longer where the simulated ranks share this machine's few cores (16,384 ranks: 4 min).
+    flushDeadlineMs: Math.max(60_000, ranks * 15),
     shutdownDeadlineMs: 20_000,
     ...(secure === undefined ? {} : { runId: secure.runId }),
   });
@@ -140,6 +141,7 @@ async function measure(
       process.execPath,
       [
         "--expose-gc",
+        "--max-old-space-size=8192",
         ...(CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`]),
         "--import",
         "tsx",
@@ -177,7 +179,7 @@ async function measure(
   // A host process whose connection the nats-server dropped (a stall under the machine's load)
   // reconnects by itself: ask it again until it answers, within a minute.
   const ask = async (subject: string, data: string): Promise<Uint8Array> => {
-    const deadline = Date.now() + 60_000;
+    const deadline = Date.now() + Math.max(60_000, ranks * 15);
     for (;;) {
       try {
         return (await nc.request(subject, data, { timeout: Math.max(1, deadline - Date.now()) })).data;
