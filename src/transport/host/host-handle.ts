@@ -27,10 +27,10 @@ import {
 import { StateDecoder, type DecodedFrame } from "../wire/codec.js";
 import type { HostStatesHeader, RankAnswers } from "./messages.js";
 import type { HostServing } from "./host-serving.js";
+import { FramedHostSnapshot } from "./host-snapshot.js";
 
-/** Answer numbers a host handle remembers per rank (a rank keeps at most 16 answers). */
+/** Answer numbers a host handle remembers per rank (a rank keeps at most 16 answers); flush requests that name a gone agent's ranks' answers to its replacement, at most. */
 const KEPT_RANK_SEQS = 16;
-/** Flush requests that name a gone agent's ranks' answers to its replacement, at most. */
 const MAX_LOGGED_SENDS = 1000;
 
 /** The ranks of one host, reached through its agent. */
@@ -254,12 +254,11 @@ export class HostHandle implements RankGroupHandle {
     const frame = this.decoder.decode(data);
     this.noteFrame(data.length, header, frame);
     const pending = this.pending.get(header.id);
-    const states = this.decoder.toKeyStates(frame);
     this.server.answered(this);
     this.take(header);
     this.noteTook(header);
     if (pending === undefined || pending.step !== header.step) {
-      this.carryLate(header, states);
+      this.carryLate(header, this.decoder.toKeyStates(frame));
       return;
     }
     this.pending.delete(header.id);
@@ -271,24 +270,35 @@ export class HostHandle implements RankGroupHandle {
     const alerts = newestAlerts(this.carriedAlerts, header.alerts, `host ${this.hostId}'s answers`);
     this.carriedAlerts = [];
     const timing = this.timingOf(header);
-    const result: RankGroupSnapshot = {
-      rankName: this.rankName,
-      step: header.step,
-      states:
-        carried === null
-          ? states
-          : mergeRankKeyStates(
+    const group = { reporting: header.reporting, missing: header.missing, ...(timing === undefined ? {} : { timing }) };
+    // Nothing carried (the steady state): the states stay in the frame's columns, merged from there.
+    const result: RankGroupSnapshot =
+      carried === null
+        ? new FramedHostSnapshot(
+            this.rankName,
+            header.step,
+            header.seq ?? 0,
+            header.dropped,
+            frame,
+            group,
+            offCycle,
+            alerts,
+          )
+        : {
+            rankName: this.rankName,
+            step: header.step,
+            states: mergeRankKeyStates(
               [
                 { rankName: this.rankName, states: carried },
-                { rankName: this.rankName, states },
+                { rankName: this.rankName, states: this.decoder.toKeyStates(frame) },
               ],
               header.step,
             ),
-      droppedKeyRecords: header.dropped,
-      ...(offCycle.length === 0 ? {} : { offCycle }),
-      ...(alerts.length === 0 ? {} : { alerts }),
-      group: { reporting: header.reporting, missing: header.missing, ...(timing === undefined ? {} : { timing }) },
-    };
+            droppedKeyRecords: header.dropped,
+            ...(offCycle.length === 0 ? {} : { offCycle }),
+            ...(alerts.length === 0 ? {} : { alerts }),
+            group,
+          };
     this.resultSeqs.set(result, seqs);
     pending.resolve(result);
   }
