@@ -8,13 +8,16 @@
  * Driven by the bench over NATS: `bench.{runId}.record` (payload: the step) makes every rank record
  * one value per key; the process answers once all its ranks have recorded.
  * Env: SCALE_NATS_URL, SCALE_RUN_ID, SCALE_RUN_SECRET (the controller's run secret), SCALE_HOSTS (comma-separated host ids), SCALE_RANKS_PER_HOST,
- * SCALE_FIRST_RANK, SCALE_WORLD, SCALE_KEYS.
+ * SCALE_FIRST_RANK, SCALE_WORLD, SCALE_KEYS; SCALE_HOSTS_PER_RACK: host `h{n}` answers rack agent
+ * `k{⌊n / SCALE_HOSTS_PER_RACK⌋}`, which the process holding the rack's first host starts (a rack's
+ * hosts are all in one process), so rack agents run in the host processes, not the controller's.
  */
 import { connect } from "@nats-io/transport-node";
 import { authConnectionOptions, resolveNatsAuth, type NatsAuthOptions } from "../src/transport/protocol/nats-auth.js";
 import { Collector, type MetricEntry } from "../src/core/collector.js";
 import { RankRuntime } from "../src/pipeline/runtime.js";
 import { startHostAgent, type HostAgent } from "../src/transport/host/agent.js";
+import { startRackAgent, type RackAgent } from "../src/transport/rack/agent.js";
 import { joinOverNats } from "../src/transport/rank/nats.js";
 import { RankAgent } from "../src/transport/rank/rank-agent.js";
 import { scaleKeys } from "./scale-keys.js";
@@ -58,12 +61,29 @@ const rankAuth = resolveNatsAuth("bench rank", url, authAs(`${runId}-rank`), {})
 
 const ranks: Array<{ entries: MetricEntry[]; leave: (reason: string) => Promise<void> }> = [];
 const agents: HostAgent[] = [];
+const racks: RackAgent[] = [];
 // SCALE_DIRECT=1: no agents, every rank joins the controller itself (today's path, for comparison).
 const direct = process.env["SCALE_DIRECT"] === "1";
+const hostsPerRack =
+  process.env["SCALE_HOSTS_PER_RACK"] === undefined ? undefined : Number(process.env["SCALE_HOSTS_PER_RACK"]);
 for (const hostId of hostIds) {
+  const n = Number(hostId.slice(1));
+  const rackId = hostsPerRack === undefined ? undefined : `k${Math.floor(n / hostsPerRack)}`;
+  if (rackId !== undefined && n % (hostsPerRack ?? 1) === 0)
+    racks.push(
+      await startRackAgent({ url, runId, runSecret, rackId, joinDeadlineMs: 60_000, auth: authAs(`${runId}-rack`) }),
+    );
   if (!direct)
     agents.push(
-      await startHostAgent({ url, runId, runSecret, hostId, joinDeadlineMs: 60_000, auth: authAs(`${runId}-host`) }),
+      await startHostAgent({
+        url,
+        runId,
+        runSecret,
+        hostId,
+        joinDeadlineMs: 60_000,
+        auth: authAs(`${runId}-host`),
+        ...(rackId === undefined ? {} : { rackId }),
+      }),
     );
   for (let local = 0; local < ranksPerHost; local++) {
     const rank = nextRank++;
@@ -125,6 +145,7 @@ nc.subscribe(`bench.${runId}.exit`, {
     void (async () => {
       await Promise.all(ranks.map((r) => r.leave("bench done")));
       await Promise.all(agents.map((a) => a.close("bench done")));
+      await Promise.all(racks.map((a) => a.close("bench done")));
       await nc.close();
       process.exit(0);
     })();

@@ -11,6 +11,11 @@
  * 64 / 256 ranks only; `SCALE_BENCH_ONLY=1024x16` for one row; `SCALE_BENCH_CPU_PROF=<dir>` writes the host processes'
  * CPU profiles there, for `node --cpu-prof`-style analysis).
  *
+ * `SCALE_BENCH_RACKS=1`: ten thousand ranks (issue 34): 4,096 ranks on 256 hosts and 16,384 ranks on
+ * 1,024 hosts × 1,000 keys, each with rack agents (16 and 32 racks: the controller serves the rack
+ * agents, each rack agent its hosts' agents) and with host agents only, in the same run
+ * (`SCALE_BENCH_RACKS_GRID=4096x256x16` for the first two rows only: ranks x hosts x racks, comma-separated).
+ *
  * `SCALE_BENCH_AUTH=1`: what authentication costs at scale. The row of `SCALE_BENCH_ONLY` (default
  * 1024x16) twice over, alternately on an open nats-server, on one that requires docs/security.md's
  * per-run users (controller, host agents and ranks each with their role's user and permissions),
@@ -52,6 +57,8 @@ const scratch = mkdtempSync(join(tmpdir(), "rankscope-scale-"));
 interface Row {
   readonly ranks: number;
   readonly hosts: number | "direct";
+  /** Rack agents between the hosts and the controller (undefined: host agents only). */
+  readonly racks?: number | undefined;
   readonly cpuMs: number;
   readonly wallMs: number;
   readonly bytesPerKeyPerRank: number;
@@ -74,6 +81,10 @@ function processCpuMs(pid: number | undefined): number {
     return 0;
   }
 }
+
+/** The hosts column of a row: the agents, and the racks they answer when there are rack agents. */
+const hostsCell = (r: Row): string =>
+  r.hosts === "direct" ? "none (direct)" : r.racks === undefined ? String(r.hosts) : `${r.hosts} in ${r.racks} racks`;
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
 
@@ -102,11 +113,13 @@ async function measure(
   hosts: number | "direct",
   flushes: number,
   secure?: Secure,
+  racks?: number,
 ): Promise<Row> {
   const logger = new MetricLogger({
     processName: "Controller",
     runDir: join(scratch, "run"),
-    flushDeadlineMs: 60_000,
+    // A minute, or longer where the simulated ranks share this machine's few cores (16,384 ranks: 4 min).
+    flushDeadlineMs: Math.max(60_000, ranks * 15),
     shutdownDeadlineMs: 20_000,
     ...(secure === undefined ? {} : { runId: secure.runId }),
   });
@@ -128,6 +141,7 @@ async function measure(
       process.execPath,
       [
         "--expose-gc",
+        "--max-old-space-size=8192",
         ...(CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${CPU_PROF}`]),
         "--import",
         "tsx",
@@ -145,6 +159,7 @@ async function measure(
           SCALE_KEYS: String(KEYS),
           SCALE_PROCESS: String(p),
           ...(direct ? { SCALE_DIRECT: "1" } : {}),
+          ...(racks === undefined ? {} : { SCALE_HOSTS_PER_RACK: String(hostCount / racks) }),
           ...(secure === undefined
             ? {}
             : { SCALE_AUTH: JSON.stringify({ ...secure.certs, password: secure.password, tls: secure.tls }) }),
@@ -158,13 +173,13 @@ async function measure(
     children.push(child);
   }
   await waitFor(() => ready === processes, {
-    timeoutMs: 180_000,
+    timeoutMs: 900_000,
     what: `${processes} host processes to start ${ranks} ranks`,
   });
   // A host process whose connection the nats-server dropped (a stall under the machine's load)
   // reconnects by itself: ask it again until it answers, within a minute.
   const ask = async (subject: string, data: string): Promise<Uint8Array> => {
-    const deadline = Date.now() + 60_000;
+    const deadline = Date.now() + Math.max(60_000, ranks * 15);
     for (;;) {
       try {
         return (await nc.request(subject, data, { timeout: Math.max(1, deadline - Date.now()) })).data;
@@ -178,10 +193,12 @@ async function measure(
     await Promise.all(children.map((_c, p) => ask(`bench.${logger.runId}.record.${p}`, String(step))));
   };
   let step = 0;
-  // Two warm-up flushes: the controller learns each host's ranks and key table, the JIT warms up.
-  for (let i = 0; i < 2; i++) {
+  // Two warm-up flushes: the controller learns each host's ranks and key table, the JIT warms up
+  // (with racks, until every rank is reported: the host agents register with their racks meanwhile).
+  for (let i = 0; i < 2 || (racks !== undefined && i < 20); i++) {
     await record(step);
-    await logger.flush(step++);
+    const warm = await logger.flush(step++);
+    if (i >= 1 && warm.ranksReporting === ranks) break;
   }
   const cpu: number[] = [];
   const wall: number[] = [];
@@ -230,6 +247,7 @@ async function measure(
   return {
     ranks,
     hosts,
+    racks,
     cpuMs: median(cpu),
     wallMs: median(wall),
     bytesPerKeyPerRank: bytes / flushes / KEYS / ranks,
@@ -284,6 +302,7 @@ if (process.env["SCALE_BENCH_AUTH"] === "1") {
   );
   const env = {
     [ROLE_PASSWORD_ENV.controller]: withTls.password,
+    [ROLE_PASSWORD_ENV.rack]: withTls.password,
     [ROLE_PASSWORD_ENV.host]: withTls.password,
     [ROLE_PASSWORD_ENV.rank]: withTls.password,
   };
@@ -345,21 +364,28 @@ if (process.env["SCALE_BENCH_AUTH"] === "1") {
   process.exit(0);
 }
 
+const RACKS = process.env["SCALE_BENCH_RACKS"] === "1";
 const server = await NatsServer.start();
 const nc = await connect({ servers: server.url });
 const rows: Row[] = [];
 try {
-  const grid: Array<[number, number | "direct", number]> = [];
-  for (const ranks of QUICK ? [64, 256] : [64, 256, 1024]) {
-    for (const hosts of [4, 16, 64]) if (hosts <= ranks) grid.push([ranks, hosts, FLUSHES]);
-    grid.push([ranks, "direct", 3]);
-  }
-  for (const [ranks, hosts, flushes] of grid) {
+  const grid: Array<[number, number | "direct", number, number | undefined]> = [];
+  if (RACKS) {
+    const specs = process.env["SCALE_BENCH_RACKS_GRID"] ?? "4096x256x16,16384x1024x32";
+    for (const [ranks, hosts, racks] of specs.split(",").map((spec) => spec.split("x").map(Number)))
+      if (ranks !== undefined && hosts !== undefined && racks !== undefined)
+        grid.push([ranks, hosts, FLUSHES, racks], [ranks, hosts, FLUSHES, undefined]);
+  } else
+    for (const ranks of QUICK ? [64, 256] : [64, 256, 1024]) {
+      for (const hosts of [4, 16, 64]) if (hosts <= ranks) grid.push([ranks, hosts, FLUSHES, undefined]);
+      grid.push([ranks, "direct", 3, undefined]);
+    }
+  for (const [ranks, hosts, flushes, racks] of grid) {
     if (ONLY !== undefined && ONLY !== `${ranks}x${hosts}`) continue;
-    const row = await measure(server, nc, ranks, hosts, flushes);
+    const row = await measure(server, nc, ranks, hosts, flushes, undefined, racks);
     rows.push(row);
     process.stdout.write(
-      `  measured ${ranks} ranks, ${hosts} hosts: ${row.cpuMs.toFixed(1)} ms CPU, ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)}); host processes' heap + ArrayBuffers ${row.heapKiBPerRank.toFixed(1)} KiB per rank\n`,
+      `  measured ${ranks} ranks, ${hosts} hosts${racks === undefined ? "" : ` in ${racks} racks`}: ${row.cpuMs.toFixed(1)} ms CPU, ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)}); host processes' heap + ArrayBuffers ${row.heapKiBPerRank.toFixed(1)} KiB per rank\n`,
     );
   }
 } finally {
@@ -376,7 +402,7 @@ process.stdout.write(
 );
 for (const r of rows) {
   process.stdout.write(
-    `| ${r.ranks} | ${r.hosts === "direct" ? "none (direct)" : r.hosts} | ${r.cpuMs.toFixed(1)} | ${r.wallMs.toFixed(1)} | ${r.bytesPerKeyPerRank.toFixed(2)} | ${r.reporting} |\n`,
+    `| ${r.ranks} | ${hostsCell(r)} | ${r.cpuMs.toFixed(1)} | ${r.wallMs.toFixed(1)} | ${r.bytesPerKeyPerRank.toFixed(2)} | ${r.reporting} |\n`,
   );
 }
 // The wall above is inflated by whatever else runs on the machine; CPU time is not. Every process's
@@ -386,7 +412,7 @@ process.stdout.write(
 );
 for (const r of rows) {
   process.stdout.write(
-    `| ${r.ranks} | ${r.hosts === "direct" ? "none (direct)" : r.hosts} | ${r.hostsCpuMs.toFixed(0)} | ${r.natsCpuMs.toFixed(0)} | ${r.cpuMs.toFixed(1)} | ${r.totalCpuMs.toFixed(0)} | ${(r.totalCpuMs / availableParallelism()).toFixed(0)} |\n`,
+    `| ${r.ranks} | ${hostsCell(r)} | ${r.hostsCpuMs.toFixed(0)} | ${r.natsCpuMs.toFixed(0)} | ${r.cpuMs.toFixed(1)} | ${r.totalCpuMs.toFixed(0)} | ${(r.totalCpuMs / availableParallelism()).toFixed(0)} |\n`,
   );
 }
 const arithmetic = formatBytes(["mean", "sum", "max", "min"]);

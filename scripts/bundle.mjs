@@ -27,10 +27,10 @@ const dist = join(root, "dist");
 
 /**
  * Modules started by URL that run beside the user's code (a rank process or thread imports rankscope
- * too), and the host agent's process (`node node_modules/rankscope/dist/transport/host/main.js`,
- * docs/scale.md).
+ * too), and the host and rack agents' processes (`node node_modules/rankscope/dist/transport/host/main.js`,
+ * `…/transport/rack/main.js`, docs/scale.md).
  */
-const RANK_ENTRIES = ["transport/rank/rank-entry", "cli/demo-rank", "transport/host/main"];
+const RANK_ENTRIES = ["transport/rank/rank-entry", "cli/demo-rank", "transport/host/main", "transport/rack/main"];
 /** Worker threads on rankscope's own modules only: one file each. */
 const WORKERS = ["backends/store/writer-worker", "sync/sync-worker", "stream/writer", "stream/file-thread"];
 

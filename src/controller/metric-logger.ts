@@ -46,6 +46,7 @@ import {
   droppedKeyStates,
   mergeAnswers,
   rankCountStates,
+  describeMissing,
   rankRefs,
 } from "./rank-answers.js";
 import { LostRanks } from "./lost-ranks.js";
@@ -351,7 +352,7 @@ export class MetricLogger implements ResolvedLoggerOptions, RankController {
       warn(
         // One code per set of missing ranks: a rank lost an hour later is printed again, not just counted.
         `flush.missingRanks:${missing.join(",")}`,
-        `flush(${step}): ${missing.length} of ${ranksExpected} ranks did not answer within ${this.flushDeadlineMs} ms (${missing.join(", ")}); logged what arrived`,
+        `flush(${step}): ${missing.length} of ${ranksExpected} ranks did not answer within ${this.flushDeadlineMs} ms (${describeMissing(missing, this.ranks)}); logged what arrived`,
       );
     }
     const timestamp = Date.now();

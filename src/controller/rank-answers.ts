@@ -145,17 +145,41 @@ export function rankCountStates(answers: Pick<RankAnswers, "ranksExpected" | "ra
  */
 export function rankRefs(names: readonly string[], handles: ReadonlyMap<string, RankHandle>): RankRef[] {
   if (names.length === 0) return [];
-  const hostOf = new Map<string, string>();
-  for (const handle of handles.values()) {
-    if (!isRankGroupHandle(handle) || handle.host === undefined) continue;
-    for (const member of handle.memberRanks()) hostOf.set(member, handle.host);
-  }
+  const where = memberPlaces(handles);
   return names.map((rankName) => {
     const handle = handles.get(rankName);
-    const host = handle?.host ?? hostOf.get(rankName);
+    const host = handle?.host ?? where.get(rankName)?.host;
     const rank = handle?.identity?.rank;
     return { rankName, ...(rank === undefined ? {} : { rank }), ...(host === undefined ? {} : { host }) };
   });
+}
+
+/** Where the ranks behind host and rack agents run: by rank name, its host (and rack, behind a rack agent). */
+function memberPlaces(handles: ReadonlyMap<string, RankHandle>): Map<string, { host: string; rack?: string }> {
+  const where = new Map<string, { host: string; rack?: string }>();
+  for (const handle of handles.values()) {
+    if (!isRankGroupHandle(handle)) continue;
+    const members = handle.memberRanks();
+    const hosts = handle.memberHostList?.();
+    const rack = handle.rack;
+    for (const [i, member] of members.entries()) {
+      const host = hosts?.[i] ?? handle.host;
+      if (host !== undefined) where.set(member, rack === undefined ? { host } : { host, rack });
+    }
+  }
+  return where;
+}
+
+/** The missing ranks as a flush's warning names them: behind an agent, with their host (and rack). */
+export function describeMissing(names: readonly string[], handles: ReadonlyMap<string, RankHandle>): string {
+  const where = memberPlaces(handles);
+  return names
+    .map((name) => {
+      const place = where.get(name);
+      if (place === undefined) return name;
+      return `${name} on ${place.host}${place.rack === undefined ? "" : ` in rack ${place.rack}`}`;
+    })
+    .join(", ");
 }
 
 /** `rankscope/alerts_undelivered` for a flush: logged from the first flush the webhook missed an alert. */

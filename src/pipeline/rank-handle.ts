@@ -112,6 +112,10 @@ export interface RankHandle {
 export interface RankGroupHandle extends RankHandle {
   /** The ranks this handle answers for, as last reported (named missing when it does not answer). */
   memberRanks(): readonly string[];
+  /** The host of each rank of `memberRanks()`, in its order, when they are not all on `host` (a rack agent's). */
+  memberHostList?(): readonly string[];
+  /** A rack agent's handle: the rack's id (the ranks' hosts are in `memberHostList`). */
+  readonly rack?: string | undefined;
 }
 
 /** The answer of a `RankGroupHandle`: the merged states of its ranks, and which of them answered. */

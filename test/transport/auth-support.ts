@@ -142,9 +142,10 @@ export function authorizationTemplate(): string {
   return found[1];
 }
 
-/** The passwords of one run's three roles, as the template reads them from nats-server's environment. */
+/** The passwords of one run's four roles, as the template reads them from nats-server's environment. */
 export const ROLE_PASSWORD_ENV = {
   controller: "RS_CONTROLLER_PASSWORD",
+  rack: "RS_RACK_PASSWORD",
   host: "RS_HOST_PASSWORD",
   rank: "RS_RANK_PASSWORD",
 } as const;

@@ -166,6 +166,7 @@ test(
       config: accountsFor([runId]),
       env: {
         [ROLE_PASSWORD_ENV.controller]: passwords.controller,
+        [ROLE_PASSWORD_ENV.rack]: "rack-Pw-4",
         [ROLE_PASSWORD_ENV.host]: passwords.host,
         [ROLE_PASSWORD_ENV.rank]: passwords.rank,
       },
@@ -267,6 +268,7 @@ test(
         config: tlsBlock + accountsFor([runId]),
         env: {
           [ROLE_PASSWORD_ENV.controller]: password,
+          [ROLE_PASSWORD_ENV.rack]: password,
           [ROLE_PASSWORD_ENV.host]: password,
           [ROLE_PASSWORD_ENV.rank]: password,
         },

@@ -17,6 +17,7 @@ import { diagnosticCounts } from "../../src/core/diagnostics.js";
 import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { serveRanksOverNats } from "../../src/transport/controller/nats.js";
 import { startHostAgent } from "../../src/transport/host/agent.js";
+import { startRackAgent } from "../../src/transport/rack/agent.js";
 import { serveHostsOverNats } from "../../src/transport/host/server.js";
 import { resolveNatsAuth } from "../../src/transport/protocol/nats-auth.js";
 import { joinOverNats } from "../../src/transport/rank/nats.js";
@@ -28,7 +29,7 @@ import { NatsServer } from "./support.js";
 
 const RUN_A = "authzA";
 const RUN_B = "authzB";
-const PASSWORDS = { controller: "c-secret-1", host: "h-secret-2", rank: "r-secret-3" } as const;
+const PASSWORDS = { controller: "c-secret-1", host: "h-secret-2", rank: "r-secret-3", rack: "k-secret-4" } as const;
 const OTHER_APP = `OTHER_APP: { users: [ { user: "other", password: "other-secret" } ] }\n`;
 
 let server: NatsServer;
@@ -38,6 +39,7 @@ before(async () => {
   const env = {
     [ROLE_PASSWORD_ENV.controller]: PASSWORDS.controller,
     [ROLE_PASSWORD_ENV.host]: PASSWORDS.host,
+    [ROLE_PASSWORD_ENV.rack]: PASSWORDS.rack,
     [ROLE_PASSWORD_ENV.rank]: PASSWORDS.rank,
   };
   server = await NatsServer.start({ config, env });
@@ -107,7 +109,7 @@ async function tryEverything(
 }
 
 test(
-  "docs/security.md's template: a live run works with its three roles; no credentials, another run, another app and a rank acting as controller are all refused",
+  "docs/security.md's template: a live run works with its four roles; no credentials, another run, another app and a rank acting as controller are all refused",
   { timeout: 120_000 },
   async () => {
     const logger = new MetricLogger({
@@ -129,9 +131,28 @@ test(
       auth: role(RUN_A, "host"),
       joinDeadlineMs: 20_000,
     });
+    // A rack agent with the rack role, and a host agent below it.
+    const rack = await startRackAgent({
+      url: server.url,
+      runId: RUN_A,
+      runSecret: logger.runSecret,
+      rackId: "k0",
+      auth: role(RUN_A, "rack"),
+      joinDeadlineMs: 20_000,
+    });
+    const rackHost = await startHostAgent({
+      url: server.url,
+      runId: RUN_A,
+      runSecret: logger.runSecret,
+      hostId: "h1",
+      rackId: "k0",
+      auth: role(RUN_A, "host"),
+      joinDeadlineMs: 20_000,
+    });
     const direct = await joinRank(logger.runSecret, "Authz_d_r0", 0);
     const viaAgent = await joinRank(logger.runSecret, "Authz_h_r0", 1, "h0");
-    await waitFor(() => hosts.hostIds.length === 1 && ranks.rankNames.length === 1, {
+    const viaRack = await joinRank(logger.runSecret, "Authz_k_r0", 2, "h1");
+    await waitFor(() => hosts.hostIds.length === 2 && ranks.rankNames.length === 1, {
       timeoutMs: 20_000,
       what: "the agent and the direct rank to register",
     });
@@ -140,8 +161,8 @@ test(
     let logged = 0;
     let recorded = 0;
     const record = (): void => {
-      for (const r of [direct, viaAgent]) r.collector.recordSlow("authz/values", 1, "sum");
-      recorded += 2;
+      for (const r of [direct, viaAgent, viaRack]) r.collector.recordSlow("authz/values", 1, "sum");
+      recorded += 3;
     };
     const flush = async () => {
       const result = await logger.flush(step++);
@@ -149,9 +170,9 @@ test(
       return result;
     };
     record();
-    await waitFor(async () => (await flush()).ranksReporting === 2, {
+    await waitFor(async () => (await flush()).ranksReporting === 3, {
       timeoutMs: 20_000,
-      what: "a flush with both ranks",
+      what: "a flush with the three ranks",
     });
 
     // 1. No credentials: not let in.
@@ -212,9 +233,9 @@ test(
       const result = await flush();
       assert.deepEqual(result.missingRanks, []);
     }
-    assert.equal(logged, recorded, "every value the two ranks recorded was logged exactly once");
+    assert.equal(logged, recorded, "every value the three ranks recorded was logged exactly once");
     assert.deepEqual(ranks.rankNames, ["Authz_d_r0"], "no forged rank registered");
-    assert.deepEqual(hosts.hostIds, ["h0"]);
+    assert.deepEqual(hosts.hostIds.sort(), ["h0", "k0"]);
 
     // Every attempt was refused by the server, by name; nothing was read.
     for (const [who, client] of outsiders.slice(0, 3)) {
@@ -252,14 +273,16 @@ test(
     });
     assert.deepEqual(hostReads, []);
 
-    // The run's own three roles were never refused anything: the template grants what they need.
+    // The run's own four roles were never refused anything: the template grants what they need.
     const refused = Object.keys(diagnosticCounts()).filter(
       (code) => code.startsWith("transport.nats.permission") || code.startsWith("transport.nats.auth"),
     );
     assert.deepEqual(refused, []);
 
-    await Promise.all([direct.leave("test done"), viaAgent.leave("test done")]);
+    await Promise.all([direct.leave("test done"), viaAgent.leave("test done"), viaRack.leave("test done")]);
     await agent.close("test done");
+    await rackHost.close("test done");
+    await rack.close("test done");
     await logger.shutdown();
   },
 );

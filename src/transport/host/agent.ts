@@ -10,12 +10,11 @@
  * The controller's work per flush is then O(hosts × keys) instead of O(ranks × keys). See
  * docs/scale.md for the topology, and how a deeper tree would stack agents.
  */
-import { randomUUID } from "node:crypto";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import { resolveSetting } from "../../core/settings.js";
 import { runSecretSetting } from "../../core/run-secret.js";
 import { RunKey } from "../protocol/seal.js";
-import { SealedNats, SealedRequestError, type OpenedMessage } from "../protocol/sealed-nats.js";
+import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
 import type { RankInit } from "../../pipeline/rank-handle.js";
 import { assertSubjectToken } from "../protocol/identity.js";
 import { NatsRankServer, type RankRegistry } from "../controller/nats.js";
@@ -23,20 +22,11 @@ import { connectTo } from "../controller/nats-connection.js";
 import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
 import { reportIgnored } from "../protocol/messages.js";
 import type { RemoteRankHandle } from "../controller/remote-rank.js";
-import { FrameMerger, StateEncoder } from "../wire/codec.js";
+import { FrameMerger } from "../wire/codec.js";
 import { roundMs } from "../../core/step-timing.js";
 import { hostAnswer } from "./host-answer.js";
-import { KeptHostAnswers } from "./kept-host-answers.js";
-import type { KeyState } from "../../core/key-state.js";
-import {
-  agentDeadlineMs,
-  decodeHostMessage,
-  encodeHostMessage,
-  hostSubjects,
-  type HostMessage,
-  type HostStatesHeader,
-  type RankAnswers,
-} from "./messages.js";
+import { agentDeadlineMs, type HostMessage, type RankAnswers } from "./messages.js";
+import { UpwardLink, type HostFlushRequest } from "./upward.js";
 
 /** Options of `startHostAgent`. */
 export interface HostAgentOptions {
@@ -48,6 +38,11 @@ export interface HostAgentOptions {
   readonly runId: string;
   /** This host's id (letters, digits, `_`, `-`): its ranks join with the same `RANKSCOPE_HOST_ID`. */
   readonly hostId: string;
+  /**
+   * The rack agent this host's agent registers with (`startRackAgent`'s `rackId`, env
+   * `RANKSCOPE_RACK_ID` for the process); default: the controller itself.
+   */
+  readonly rackId?: string;
   /**
    * The run secret (the controller's `runSecret`): every message is sealed with it. Default: env
    * `RANKSCOPE_RUN_SECRET`; required.
@@ -79,12 +74,9 @@ export interface HostAgentStats {
 export class HostAgent implements RankRegistry {
   private readonly ranks = new Map<string, RemoteRankHandle>();
   private rankInit: RankInit | null = null;
-  private readonly encoder = new StateEncoder();
   private readonly merger = new FrameMerger();
-  /** Answers the controller has not acknowledged yet, sent again before each next answer. */
-  private readonly keptAnswers: KeptHostAnswers;
-  /** This agent process's id in its answers: the controller takes each (agent, number) once. */
-  private readonly agentId = randomUUID();
+  /** Towards the controller (or the rack agent): registration, acknowledgements, kept answers. */
+  private readonly up: UpwardLink;
   private membersVersion = 1;
   private sentMembersVersion = 0;
   private server: NatsRankServer | undefined;
@@ -100,7 +92,14 @@ export class HostAgent implements RankRegistry {
     private readonly nc: SealedNats,
     private readonly runSecret: string,
   ) {
-    this.keptAnswers = new KeptHostAnswers(options.hostId);
+    this.up = new UpwardLink(nc, {
+      runId: options.runId,
+      id: options.hostId,
+      parent: options.rackId,
+      url: options.url,
+      what: `host agent ${options.hostId}`,
+      joinDeadlineMs: options.joinDeadlineMs ?? 30_000,
+    });
   }
 
   get hostId(): string {
@@ -129,10 +128,15 @@ export class HostAgent implements RankRegistry {
       this.options.maxMissedFlushes ?? DEFAULT_AGENT_MAX_MISSED,
       hostId,
     );
-    const s = hostSubjects(runId);
-    this.nc.subscribe(s.flush, (msg) => void this.onFlush(msg));
-    this.nc.subscribe(s.control(hostId), (msg) => void this.onControl(msg));
-    await this.register();
+    this.up.start({
+      flush: (request, reply) => this.onFlush(request, reply),
+      acknowledged: (released) => {
+        for (const logged of released) this.acknowledgeRanks(logged.header.took);
+      },
+      resync: () => (this.sentMembersVersion = 0),
+      control: (msg, request) => this.onControl(msg, request),
+    });
+    await this.up.register();
     // Ranks of this host that joined an earlier agent (this one replaces it) register again.
     this.server.announce();
   }
@@ -154,73 +158,15 @@ export class HostAgent implements RankRegistry {
   /** Leave the run: tell the controller, forget the ranks, close the connection. */
   close(reason = "the host agent stopped"): Promise<void> {
     this.closing ??= (async () => {
-      try {
-        this.nc.publish(
-          hostSubjects(this.options.runId).deregister,
-          encodeHostMessage(this.options.runId, { t: "hostDeregister", host: this.hostId, reason }),
-        );
-      } catch {
-        // The connection is already gone: the controller names our ranks missing instead.
-      }
+      this.up.deregister(reason);
       await this.server?.close();
       this.markClosed(reason);
     })();
     return this.closing;
   }
 
-  private async register(): Promise<void> {
-    const { runId, hostId, url } = this.options;
-    const deadlineMs = this.options.joinDeadlineMs ?? 30_000;
-    const deadline = Date.now() + deadlineMs;
-    const text = encodeHostMessage(runId, { t: "hostRegister", host: hostId, pid: process.pid, agent: this.agentId });
-    let lastError: unknown;
-    for (;;) {
-      const left = deadline - Date.now();
-      if (left <= 0) {
-        throw new Error(
-          `host agent ${hostId}: no controller of run ${runId} answered on NATS at ${url} within ${deadlineMs} ms (${describeError(lastError)}); is it serving hosts (serveHostsOverNats)?`,
-        );
-      }
-      try {
-        const answer = await this.nc.request(hostSubjects(runId).register, text, Math.min(left, 2000));
-        const message = decodeHostMessage(runId, answer.data, "the controller");
-        if (message?.t === "hostRegistered" && message.host === hostId) {
-          if (!message.ok)
-            throw new Error(`host agent ${hostId}: the controller refused it: ${message.error ?? "no reason given"}`);
-          return;
-        }
-      } catch (error) {
-        if (!(error instanceof SealedRequestError)) throw error;
-        lastError = error; // no controller yet, or a timeout: try again until the deadline
-      }
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  }
-
-  private async onFlush(msg: OpenedMessage): Promise<void> {
+  private async onFlush(request: HostFlushRequest, reply: string): Promise<void> {
     const { runId, hostId } = this.options;
-    const request = decodeHostMessage(runId, msg.data, `NATS subject ${msg.subject}`);
-    if (request === undefined) return;
-    if (request.t === "hostAck") {
-      const of = request.agents?.[hostId];
-      if (of === undefined || of === this.agentId)
-        for (const logged of this.keptAnswers.acknowledge(request.acks[hostId]))
-          this.acknowledgeRanks(logged.header.took);
-      return;
-    }
-    if (request.t !== "hostFlush") {
-      reportIgnored(
-        "malformed",
-        `a "${request.t}" message arrived on ${msg.subject}, which takes only "hostFlush" and "hostAck"`,
-      );
-      return;
-    }
-    if (msg.reply === undefined) return;
-    const reply = msg.reply;
-    if (request.resync.includes(hostId)) {
-      this.encoder.reset();
-      this.sentMembersVersion = 0;
-    }
     // What the controller took through an agent of this host that is gone: not taken again.
     this.acknowledgeRanks(request.logged?.[hostId], true);
     const deadline = agentDeadlineMs(request.deadlineMs);
@@ -243,22 +189,18 @@ export class HostAgent implements RankRegistry {
       hostId,
       id: request.id,
       step: request.step,
-      seq: this.keptAnswers.next(),
-      agent: this.agentId,
+      seq: this.up.kept.next(),
+      agent: this.up.agentId,
       membersVersion: version,
       members: sendMembers ? handles.map((h) => h.rankName) : undefined,
       merger: this.merger,
     });
     if (incomplete) this.stats.incompleteFlushes++;
     try {
-      // Earlier answers the controller has not acknowledged go first, once more each (it takes each number once).
-      const taken = new Set(request.taken?.[hostId]);
-      for (const earlier of this.keptAnswers.unacknowledged)
-        if (!taken.has(earlier.header.seq)) this.send(reply, { ...earlier.header, carried: true }, earlier.states);
       // Past the bound, an answer is no longer kept (counted lost): its ranks need not keep theirs.
-      for (const dropped of this.keptAnswers.keep({ header, states })) this.acknowledgeRanks(dropped.header.took);
-      this.send(reply, header, states);
+      for (const dropped of this.up.answer(reply, request, header, states)) this.acknowledgeRanks(dropped.header.took);
       this.stats.flushes++;
+      this.stats.bytesOut = this.up.bytesOut;
       if (sendMembers) this.sentMembersVersion = version;
     } catch (error) {
       reportError(
@@ -272,7 +214,7 @@ export class HostAgent implements RankRegistry {
 
   /** Answers of this rank that the agent's unacknowledged answers hold (named `taken` in its flush request). */
   takenSeqs(rankName: string): readonly number[] {
-    return this.keptAnswers.rankSeqs(rankName, this.ranks.get(rankName)?.pid);
+    return this.up.kept.rankSeqs(rankName, this.ranks.get(rankName)?.pid);
   }
 
   /**
@@ -290,27 +232,9 @@ export class HostAgent implements RankRegistry {
     }
   }
 
-  /** Send one answer frame to the controller. */
-  private send(reply: string, header: Omit<HostStatesHeader, "session">, states: readonly KeyState[]): void {
-    const frame = this.encoder.encode(header, states);
-    this.nc.publish(reply, frame);
-    this.stats.bytesOut += frame.length;
-  }
-
-  private async onControl(msg: OpenedMessage): Promise<void> {
-    const { runId, hostId } = this.options;
-    const request = decodeHostMessage(runId, msg.data, `NATS subject ${msg.subject}`);
-    if (request === undefined) return;
-    const reply = (id: number, error?: string): void => {
-      const answer: HostMessage = {
-        t: "hostReply",
-        id,
-        host: hostId,
-        ok: error === undefined,
-        ...(error === undefined ? {} : { error }),
-      };
-      this.nc.respond(msg, encodeHostMessage(runId, answer));
-    };
+  private async onControl(msg: OpenedMessage, request: HostMessage): Promise<void> {
+    const { hostId } = this.options;
+    const reply = (id: number, error?: string): void => this.up.reply(msg, id, error);
     if (request.t === "hostInit") {
       this.rankInit = request.init;
       const failed: string[] = [];
@@ -354,6 +278,7 @@ export async function startHostAgent(options: HostAgentOptions): Promise<HostAge
   }
   assertSubjectToken("runId", options.runId);
   assertSubjectToken("hostId", options.hostId);
+  if (options.rackId !== undefined) assertSubjectToken("rackId", options.rackId);
   const runSecret = resolveSetting(runSecretSetting("startHostAgent"), options.runSecret);
   if (runSecret === undefined) {
     throw new TypeError(

@@ -84,8 +84,8 @@ function tookFrom(answers: readonly RankAnswer[]): RankAnswers | undefined {
   return took;
 }
 
-/** The agent process's own rejections since the last flush (`rankscope/rejected/{kind}`), added to its answer. */
-function withRejections(states: KeyState[], step: number, hostId: string): KeyState[] {
+/** The agent process's own rejections since the last flush (`rankscope/rejected/{kind}`), added to its answer (`who`: "host agent h1", …). */
+export function withRejections(states: KeyState[], step: number, who: string): KeyState[] {
   const rejected = takeRejectionsSinceLastFlush();
   if (rejected.length === 0) return states;
   const own = rejected.map(([kind, count]): KeyState => ({
@@ -95,8 +95,8 @@ function withRejections(states: KeyState[], step: number, hostId: string): KeySt
   }));
   return mergeRankKeyStates(
     [
-      { rankName: `host agent ${hostId}`, states },
-      { rankName: `host agent ${hostId}`, states: own },
+      { rankName: who, states },
+      { rankName: who, states: own },
     ],
     step,
   );
@@ -127,7 +127,7 @@ export function hostAnswer(
 ): { header: Omit<HostStatesHeader, "session"> & { seq: number }; states: KeyState[]; incomplete: boolean } {
   const { runId, hostId, step } = context;
   const { snapshots, missing, dropped, offCycle, alerts, timing, rows, took } = gatherAnswers(answers, hostId);
-  const states = withRejections(mergeSnapshots(context.merger, snapshots, step), step, hostId);
+  const states = withRejections(mergeSnapshots(context.merger, snapshots, step), step, `host agent ${hostId}`);
   const header: Omit<HostStatesHeader, "session"> & { seq: number } = {
     ...hostEnvelope(runId),
     t: "hostStates",

@@ -4,6 +4,8 @@
  * environment: `RANKSCOPE_NATS_URL` (one URL or every cluster node, comma-separated),
  * `RANKSCOPE_RUN_ID`, `RANKSCOPE_RUN_SECRET` (the controller's run secret: every message is sealed
  * with it), `RANKSCOPE_HOST_ID` (default: the machine's host name, made a subject token),
+ * `RANKSCOPE_RACK_ID` (the rack agent to register with, when the launcher starts rack agents;
+ * default: the controller),
  * `RANKSCOPE_JOIN_DEADLINE_MS`, and the NATS credentials (`RANKSCOPE_NATS_USER`, `…_PASSWORD`,
  * `…_TOKEN`, `…_NKEY_SEED(_FILE)`, `…_CREDS_FILE`, `…_TLS*`: docs/security.md). Prints
  * `host agent <id> ready` once registered; exits when the controller shuts the run down.
@@ -18,6 +20,7 @@ const OWNER = "the host agent";
 let url: string | undefined;
 let runId: string | undefined;
 let hostId: string;
+let rackId: string | undefined;
 let deadline: number;
 try {
   const text = (env: string): string | undefined =>
@@ -28,6 +31,7 @@ try {
   url = text("RANKSCOPE_NATS_URL");
   runId = text("RANKSCOPE_RUN_ID");
   hostId = text("RANKSCOPE_HOST_ID") ?? hostname().replace(/[^A-Za-z0-9_-]/g, "_");
+  rackId = text("RANKSCOPE_RACK_ID");
   deadline = resolveSetting(
     {
       owner: OWNER,
@@ -49,7 +53,13 @@ if (url === undefined || runId === undefined) {
   process.exit(2);
 }
 try {
-  const agent = await startHostAgent({ url, runId, hostId, joinDeadlineMs: deadline });
+  const agent = await startHostAgent({
+    url,
+    runId,
+    hostId,
+    joinDeadlineMs: deadline,
+    ...(rackId === undefined ? {} : { rackId }),
+  });
   process.stdout.write(`host agent ${hostId} ready\n`);
   const reason = await agent.closed;
   process.stdout.write(`host agent ${hostId} left: ${reason}\n`);

@@ -7,6 +7,8 @@
  * rankscope.{runId}.hosts.flush        controller → every agent at once; each answers with one wire frame
  * rankscope.{runId}.hostctl.{hostId}   controller → one agent (init, shutdown); answered "hostReply"
  * rankscope.{runId}.host.{hostId}.*    the host's ranks ↔ its agent (the rank protocol, scoped)
+ * rankscope.{runId}.rack.{rackId}.hosts.* / .hostctl.{hostId} / .ctlh.*
+ *                                      the same host protocol between a rack agent and its hosts
  * ```
  *
  * Requests and small answers are JSON in the protocol's envelope (`proto`, `v`, `run`); the flush
@@ -33,14 +35,19 @@ import {
 
 const PROTO = "rankscope";
 
-/** Subjects of the host layer of one run. */
-export function hostSubjects(runId: string) {
-  const base = `rankscope.${runId}`;
+/**
+ * Subjects of the host layer of one run: the controller's (`rack` undefined), or those a rack
+ * agent serves its hosts on (`rankscope.{runId}.rack.{rack}.…`, the same protocol one level down).
+ */
+export function hostSubjects(runId: string, rack?: string) {
+  const base = rack === undefined ? `rankscope.${runId}` : `rankscope.${runId}.rack.${rack}`;
   return {
     register: `${base}.hosts.register`,
     deregister: `${base}.hosts.deregister`,
     flush: `${base}.hosts.flush`,
     control: (hostId: string) => `${base}.hostctl.${hostId}`,
+    /** The prefix of the serving end's inbox, where the agents' frames go. */
+    inbox: `${base}.ctlh`,
   };
 }
 
@@ -60,7 +67,19 @@ export type HostMessage =
       /** The agent process (`HostStatesHeader.agent`): one registering anew replaces its predecessor. */
       readonly agent?: string;
     }
-  | { readonly t: "hostRegistered"; readonly host: string; readonly ok: boolean; readonly error?: string }
+  | {
+      readonly t: "hostRegistered";
+      readonly host: string;
+      readonly ok: boolean;
+      readonly error?: string;
+      /** The serving process (controller or rack agent, a random id): a flush from another one makes the agent register again. */
+      readonly server?: string;
+    }
+  | {
+      /** A serving process (a rack agent started anew) announces itself: agents registered with another one register again. No reply. */
+      readonly t: "hostHello";
+      readonly server: string;
+    }
   | { readonly t: "hostDeregister"; readonly host: string; readonly reason: string }
   | {
       readonly t: "hostFlush";
@@ -77,6 +96,8 @@ export type HostMessage =
        * that is gone): the current agent acknowledges them to its ranks and does not take them again.
        */
       readonly logged?: Readonly<Record<string, RankAnswers>>;
+      /** The serving process that asks (`hostRegistered.server`). */
+      readonly server?: string;
     }
   | { readonly t: "hostInit"; readonly id: number; readonly init: RankInit }
   | { readonly t: "hostShutdown"; readonly id: number; readonly deadlineMs: number }
@@ -123,6 +144,11 @@ export interface HostStatesHeader {
   /** Version of the host's rank list; `ranks` is sent when it changed (or on resync). */
   readonly mv: number;
   readonly ranks?: readonly string[];
+  /**
+   * A rack's answer: the host of each rank of `ranks`, as runs of `[host, how many ranks]` in the
+   * list's order (sent with `ranks`). Absent from a host's answer (its ranks are all on its host).
+   */
+  readonly hosts?: ReadonlyArray<readonly [string, number]>;
   /** Sum of the reporting ranks' dropped-key counts (since they started). */
   readonly dropped: number;
   readonly offCycle?: readonly OffCycleLog[];
@@ -169,15 +195,19 @@ function validateHostMessage(m: Record<string, unknown>): MessageProblem {
         nameProblem("host", m["host"]) ??
         (typeof m["ok"] === "boolean" && (m["error"] === undefined || isText(m["error"]))
           ? undefined
-          : "ok is required")
+          : "ok is required") ??
+        (m["server"] === undefined || isAgentId(m["server"]) ? undefined : "server must be a short id")
       );
+    case "hostHello":
+      return isAgentId(m["server"]) ? undefined : "server is required";
     case "hostDeregister":
       return nameProblem("host", m["host"]) ?? (isText(m["reason"]) ? undefined : "reason is required");
     case "hostFlush":
       return isId(m["id"]) && isId(m["step"]) && isDeadline(m["deadlineMs"])
         ? (namesProblem("resync", m["resync"]) ??
             (m["taken"] === undefined ? undefined : hostAcksProblem(m["taken"])) ??
-            (m["logged"] === undefined ? undefined : loggedProblem(m["logged"])))
+            (m["logged"] === undefined ? undefined : loggedProblem(m["logged"])) ??
+            (m["server"] === undefined || isAgentId(m["server"]) ? undefined : "server must be a short id"))
         : "id, step, deadlineMs (at most an hour) and resync are required";
     case "hostInit": {
       const init = m["init"];
@@ -289,10 +319,25 @@ export function validateHostStatesHeader(h: Record<string, unknown>): MessagePro
     nameProblem("host", h["host"]) ??
     namesProblem("missing", h["missing"]) ??
     (h["ranks"] === undefined ? undefined : namesProblem("ranks", h["ranks"])) ??
+    (h["hosts"] === undefined ? undefined : hostRunsProblem(h["hosts"], h["ranks"])) ??
     alertsProblem(h, "a host's frame");
   if (names !== undefined || h["timing"] === undefined) return names;
   // Rows index the rank list; without one in this frame, any index up to the bound a frame could name.
   return hostTimingProblem(h["timing"], Array.isArray(h["ranks"]) ? h["ranks"].length : MAX_HOST_RANKS);
+}
+
+/** A problem unless `value` is runs of `[host id, rank count]` covering exactly the frame's rank list. */
+function hostRunsProblem(value: unknown, ranks: unknown): MessageProblem {
+  if (!Array.isArray(value) || !Array.isArray(ranks) || value.length > MAX_ACKED_HOSTS)
+    return "hosts must come with ranks, as at most 10,000 [host, count] runs";
+  let total = 0;
+  for (const run of value) {
+    if (!Array.isArray(run) || run.length !== 2 || !isId(run[1])) return "every hosts entry must be [host, count]";
+    const problem = nameProblem("every host id in hosts", run[0]);
+    if (problem !== undefined) return problem;
+    total += Number(run[1]);
+  }
+  return total === ranks.length ? undefined : "hosts must count exactly the ranks of ranks";
 }
 
 /** The most ranks one host's answer may name (a bound for checking a frame's timing rows). */

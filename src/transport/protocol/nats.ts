@@ -55,7 +55,7 @@ export const RECONNECT = {
 } as const;
 
 /** The three kinds of NATS client of a run, each with its own permissions (docs/security.md). */
-export type NatsRole = "controller" | "host" | "rank";
+export type NatsRole = "controller" | "rack" | "host" | "rank";
 
 /**
  * The prefix of a role's request inboxes, `rankscope.{runId}.inbox.{role}`: under the run's

@@ -2,7 +2,8 @@
  * Straggler attribution through host agents, against a real nats-server: two hosts, each an agent
  * and two rank processes running their own traced loops; one rank of one host steps ten times
  * slower. The agents forward each rank's step timings and arrival (compactly: rows of the host's
- * rank list) and the controller names the slow rank with its host, and nobody else.
+ * rank list) and the controller names the slow rank with its host, and nobody else — also when
+ * each host agent answers a rack agent, which forwards its hosts' timings in columns.
  */
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
@@ -10,6 +11,7 @@ import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import type { StragglerReport } from "../../../src/core/straggler-report.js";
 import { startHostAgent, type HostAgent } from "../../../src/transport/host/agent.js";
 import { serveHostsOverNats } from "../../../src/transport/host/server.js";
+import { startRackAgent, type RackAgent } from "../../../src/transport/rack/agent.js";
 import { sleep } from "../../../src/core/retry.js";
 import { tempDir, waitFor } from "../../helpers.js";
 import { killChildren, NatsServer, startChild, type TestChild } from "../../transport/support.js";
@@ -26,7 +28,8 @@ after(async () => {
   await server.stop();
 });
 
-test("a slow rank behind a host agent is named with its host, from the timings its agent forwards", async () => {
+/** Two hosts of two traced ranks each (rank 3 on hslow is slow), their agents under rack agents when `racks`. */
+async function slowRankNamed(racks: boolean): Promise<void> {
   // The slow rank loses ~370 ms a step; the bar (250 ms) is far above scheduling noise (see thread-ranks.test.ts).
   const logger = new MetricLogger({
     processName: "Controller",
@@ -38,9 +41,14 @@ test("a slow rank behind a host agent is named with its host, from the timings i
   await logger.initBackends({ store: { loggingMode: "global_reduce" } });
   await serveHostsOverNats({ url: server.url, logger });
   const agents: HostAgent[] = [];
+  const rackAgents: RackAgent[] = [];
+  const secret = { url: server.url, runId: logger.runId, runSecret: logger.runSecret };
   try {
-    for (const hostId of ["hfast", "hslow"])
-      agents.push(await startHostAgent({ url: server.url, runId: logger.runId, runSecret: logger.runSecret, hostId }));
+    for (const hostId of ["hfast", "hslow"]) {
+      const rackId = `k${hostId}`;
+      if (racks) rackAgents.push(await startRackAgent({ ...secret, rackId }));
+      agents.push(await startHostAgent({ ...secret, hostId, ...(racks ? { rackId } : {}) }));
+    }
     for (let r = 0; r < 4; r++) {
       const hostId = r < 2 ? "hfast" : "hslow";
       const env = {
@@ -89,5 +97,13 @@ test("a slow rank behind a host agent is named with its host, from the timings i
   } finally {
     await logger.shutdown();
     for (const agent of agents) await agent.close();
+    for (const rack of rackAgents) await rack.close();
+    killChildren(children);
   }
-});
+}
+
+test("a slow rank behind a host agent is named with its host, from the timings its agent forwards", () =>
+  slowRankNamed(false));
+
+test("a slow rank behind a host agent and a rack agent is named with its host, from the timings they forward", () =>
+  slowRankNamed(true));
