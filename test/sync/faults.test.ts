@@ -21,12 +21,27 @@ import { JOB, ServerProcess, points } from "./support.js";
 
 const skip = postgresMissing() ?? false;
 
-/** The server's ingest requests so far (its /metrics): batches applied, and those it failed (5xx). */
+/**
+ * The server's ingest requests so far (its /metrics): batches applied, and those it failed (5xx).
+ * A read the server drops (a reset connection while PostgreSQL restarts under a loaded machine) is
+ * read again, within 30 s.
+ */
 async function ingest(url: string): Promise<{ applied: number; failed: number }> {
-  const answer = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(30_000) });
+  let text = "";
+  await waitFor(
+    async () => {
+      try {
+        text = await (await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { timeoutMs: 30_000, what: `the server's /metrics at ${url}`, intervalMs: 200 },
+  );
   let applied = 0;
   let failed = 0;
-  for (const line of (await answer.text()).split("\n")) {
+  for (const line of text.split("\n")) {
     const value = Number(line.slice(line.lastIndexOf(" ") + 1));
     if (line.startsWith("rankscope_server_ingest_batches_total")) applied += value;
     if (line.startsWith("rankscope_server_requests_total") && /kind="ingest"/.test(line) && /status="5xx"/.test(line))
