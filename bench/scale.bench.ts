@@ -14,7 +14,10 @@
  * `SCALE_BENCH_RACKS=1`: ten thousand ranks (issue 34): 4,096 ranks on 256 hosts and 16,384 ranks on
  * 1,024 hosts × 1,000 keys, each with rack agents (16 and 32 racks: the controller serves the rack
  * agents, each rack agent its hosts' agents) and with host agents only, in the same run
- * (`SCALE_BENCH_RACKS_GRID=4096x256x16` for the first two rows only: ranks x hosts x racks, comma-separated).
+ * (`SCALE_BENCH_RACKS_GRID=4096x256x16` for the first two rows only: ranks x hosts x racks, comma-separated;
+ * `SCALE_BENCH_RACKS_ONLY=1` leaves out the host-agents-only rows). `SCALE_BENCH_CONTROLLER_PROF=<file>`
+ * writes a V8 CPU profile and a sampled allocation profile (`.heapprofile`) of this process over the
+ * measured flushes only (the controller's side).
  *
  * `SCALE_BENCH_AUTH=1`: what authentication costs at scale. The row of `SCALE_BENCH_ONLY` (default
  * 1024x16) twice over, alternately on an open nats-server, on one that requires docs/security.md's
@@ -45,10 +48,13 @@ import { NatsServer } from "../test/transport/support.js";
 import { scaleKeys } from "./scale-keys.js";
 import { measureFloor } from "./scale-floor.js";
 import { availableParallelism } from "node:os";
+import { Session } from "node:inspector/promises";
+import { writeFileSync } from "node:fs";
 
 const QUICK = process.env["SCALE_BENCH_QUICK"] === "1";
 const ONLY = process.env["SCALE_BENCH_ONLY"];
 const CPU_PROF = process.env["SCALE_BENCH_CPU_PROF"];
+const CONTROLLER_PROF = process.env["SCALE_BENCH_CONTROLLER_PROF"];
 const KEYS = 1000;
 const FLUSHES = 5;
 const HOST_FILE = new URL("./scale-host.ts", import.meta.url);
@@ -210,6 +216,13 @@ async function measure(
   };
   let bytes = 0;
   let reporting = "";
+  const profiler = CONTROLLER_PROF === undefined || racks === undefined ? undefined : new Session();
+  if (profiler !== undefined) {
+    profiler.connect();
+    await profiler.post("Profiler.enable");
+    await profiler.post("Profiler.start");
+    await profiler.post("HeapProfiler.startSampling", { samplingInterval: 16_384 });
+  }
   for (let i = 0; i < flushes; i++) {
     await record(step);
     const bytesBefore = hostServer?.stats.frameBytes ?? rankServer?.stats.inBytes ?? 0;
@@ -225,6 +238,13 @@ async function measure(
     hostsCpu.push((await hostsCpuNow()) - h0);
     bytes += (hostServer?.stats.frameBytes ?? rankServer?.stats.inBytes ?? 0) - bytesBefore;
     reporting = `${result.ranksReporting}/${result.ranksExpected}`;
+  }
+  if (profiler !== undefined && CONTROLLER_PROF !== undefined) {
+    const { profile } = await profiler.post("Profiler.stop");
+    writeFileSync(`${CONTROLLER_PROF}.${ranks}x${racks}.cpuprofile`, JSON.stringify(profile));
+    const heap = await profiler.post("HeapProfiler.stopSampling");
+    writeFileSync(`${CONTROLLER_PROF}.${ranks}x${racks}.heapprofile`, JSON.stringify(heap.profile));
+    profiler.disconnect();
   }
   const heaps = await Promise.all(children.map((_c, p) => ask(`bench.${logger.runId}.mem.${p}`, "")));
   const heapBytes = heaps.reduce((sum, a) => sum + Number(new TextDecoder().decode(a)), 0);
@@ -373,8 +393,10 @@ try {
   if (RACKS) {
     const specs = process.env["SCALE_BENCH_RACKS_GRID"] ?? "4096x256x16,16384x1024x32";
     for (const [ranks, hosts, racks] of specs.split(",").map((spec) => spec.split("x").map(Number)))
-      if (ranks !== undefined && hosts !== undefined && racks !== undefined)
-        grid.push([ranks, hosts, FLUSHES, racks], [ranks, hosts, FLUSHES, undefined]);
+      if (ranks !== undefined && hosts !== undefined && racks !== undefined) {
+        grid.push([ranks, hosts, FLUSHES, racks]);
+        if (process.env["SCALE_BENCH_RACKS_ONLY"] !== "1") grid.push([ranks, hosts, FLUSHES, undefined]);
+      }
   } else
     for (const ranks of QUICK ? [64, 256] : [64, 256, 1024]) {
       for (const hosts of [4, 16, 64]) if (hosts <= ranks) grid.push([ranks, hosts, FLUSHES, undefined]);
