@@ -46,7 +46,7 @@ import { StateEncoder } from "../src/transport/wire/codec.js";
 import { waitFor } from "../test/helpers.js";
 import { NatsServer } from "../test/transport/support.js";
 import { scaleKeys } from "./scale-keys.js";
-import { measureFloor } from "./scale-floor.js";
+import { measureControllerFloor, measureFloor } from "./scale-floor.js";
 import { availableParallelism } from "node:os";
 import { Session } from "node:inspector/promises";
 import { writeFileSync } from "node:fs";
@@ -448,6 +448,16 @@ process.stdout.write(
 process.stdout.write(
   `| mixed (with std, quantiles) | ${mixed.wire.toFixed(1)} | ${mixed.json.toFixed(1)} | ${(mixed.json / mixed.wire).toFixed(1)}× |\n`,
 );
+const rackRows = rows.filter((r) => r.racks !== undefined);
+if (rackRows.length > 0) {
+  process.stdout.write(
+    `\nThe controller's own CPU per flush behind the rack agents, one thread, no NATS (decode one frame per rack, merge, reduce; median of 15), ms:\n\n| ranks | racks | decode + merge + reduce ms |\n|---:|---:|---:|\n`,
+  );
+  for (const r of rackRows)
+    process.stdout.write(
+      `| ${r.ranks} | ${r.racks ?? 0} | ${measureControllerFloor(r.ranks, r.racks ?? 1, KEYS).toFixed(1)} |\n`,
+    );
+}
 const target = rows.find((r) => r.ranks === 1024 && r.hosts === 16);
 if (target !== undefined) {
   process.stdout.write(
