@@ -49,6 +49,7 @@ import { scaleKeys } from "./scale-keys.js";
 import { measureControllerFloor, measureFloor } from "./scale-floor.js";
 import { availableParallelism } from "node:os";
 import { Session } from "node:inspector/promises";
+import { PerformanceObserver } from "node:perf_hooks";
 import { writeFileSync } from "node:fs";
 
 const QUICK = process.env["SCALE_BENCH_QUICK"] === "1";
@@ -75,6 +76,8 @@ interface Row {
   readonly totalCpuMs: number;
   /** Heap and ArrayBuffers in use by the host processes (ranks and agents) after a full collection, divided by the ranks, in KiB. */
   readonly heapKiBPerRank: number;
+  /** The controller process's garbage-collection pauses during the flush (wall ms, median). */
+  readonly gcMs: number;
 }
 
 /** CPU ms a process used so far, from /proc (0 where there is no /proc): utime + stime, in clock ticks of 10 ms. */
@@ -216,6 +219,12 @@ async function measure(
   };
   let bytes = 0;
   let reporting = "";
+  const gc: number[] = [];
+  let gcPauses = 0;
+  const gcObserver = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) gcPauses += entry.duration;
+  });
+  gcObserver.observe({ entryTypes: ["gc"] });
   const profiler = CONTROLLER_PROF === undefined || racks === undefined ? undefined : new Session();
   if (profiler !== undefined) {
     profiler.connect();
@@ -230,10 +239,14 @@ async function measure(
     const n0 = processCpuMs(server.pid);
     const c0 = process.cpuUsage();
     const t0 = performance.now();
+    const g0 = gcPauses;
     const result = await logger.flush(step++);
     wall.push(performance.now() - t0);
     const c1 = process.cpuUsage(c0);
     cpu.push((c1.user + c1.system) / 1000);
+    // Entries arrive after the pause: let them in before reading.
+    await new Promise((resolve) => setImmediate(resolve));
+    gc.push(gcPauses - g0);
     natsCpu.push(processCpuMs(server.pid) - n0);
     hostsCpu.push((await hostsCpuNow()) - h0);
     bytes += (hostServer?.stats.frameBytes ?? rankServer?.stats.inBytes ?? 0) - bytesBefore;
@@ -246,6 +259,7 @@ async function measure(
     writeFileSync(`${CONTROLLER_PROF}.${ranks}x${racks}.heapprofile`, JSON.stringify(heap.profile));
     profiler.disconnect();
   }
+  gcObserver.disconnect();
   const heaps = await Promise.all(children.map((_c, p) => ask(`bench.${logger.runId}.mem.${p}`, "")));
   const heapBytes = heaps.reduce((sum, a) => sum + Number(new TextDecoder().decode(a)), 0);
   await logger.shutdown();
@@ -276,6 +290,7 @@ async function measure(
     natsCpuMs: median(natsCpu),
     totalCpuMs: median(total),
     heapKiBPerRank: heapBytes / ranks / 1024,
+    gcMs: median(gc),
   };
 }
 
@@ -407,7 +422,7 @@ try {
     const row = await measure(server, nc, ranks, hosts, flushes, undefined, racks);
     rows.push(row);
     process.stdout.write(
-      `  measured ${ranks} ranks, ${hosts} hosts${racks === undefined ? "" : ` in ${racks} racks`}: ${row.cpuMs.toFixed(1)} ms CPU, ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)}); host processes' heap + ArrayBuffers ${row.heapKiBPerRank.toFixed(1)} KiB per rank\n`,
+      `  measured ${ranks} ranks, ${hosts} hosts${racks === undefined ? "" : ` in ${racks} racks`}: ${row.cpuMs.toFixed(1)} ms CPU (GC pauses ${row.gcMs.toFixed(1)} ms), ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)}); host processes' heap + ArrayBuffers ${row.heapKiBPerRank.toFixed(1)} KiB per rank\n`,
     );
   }
 } finally {
