@@ -8,6 +8,7 @@
  */
 import { Collector, type MetricEntry } from "../src/core/collector.js";
 import { FrameMerger, StateDecoder, StateEncoder, type DecodedFrame } from "../src/transport/wire/codec.js";
+import { reduceStates } from "../src/pipeline/reduce-states.js";
 import { scaleKeys } from "./scale-keys.js";
 
 /** Milliseconds of CPU (`process.cpuUsage`) per flush, by phase, summed over every rank and agent (median of `flushes`). */
@@ -82,6 +83,41 @@ export function measureFloor(ranks: number, hosts: number, keyCount: number, flu
   }
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
   return Object.fromEntries(Object.entries(samples).map(([k, xs]) => [k, median(xs)])) as unknown as ScaleFloor;
+}
+
+/**
+ * The controller's own CPU per flush behind `racks` rack agents (issue 34), in one thread without
+ * NATS: decode one frame per rack (each the merged states of `ranks / racks` ranks × `keyCount`
+ * keys, as a rack agent sends them), merge their columns, reduce — median of `flushes`, ms. What a
+ * flush costs the controller apart from receiving the frames and the garbage collector.
+ */
+export function measureControllerFloor(ranks: number, racks: number, keyCount: number, flushes = 15): number {
+  const keys = scaleKeys(keyCount);
+  const perRack = ranks / racks;
+  const collectors = Array.from({ length: racks }, () => new Collector());
+  const entries = collectors.map((c) => keys.map(({ key, reduce }) => c.entryFor(key, reduce)));
+  const encoders = collectors.map(() => new StateEncoder());
+  const decoders = collectors.map(() => new StateDecoder());
+  const merger = new FrameMerger();
+  const header = { proto: "rankscope", v: 1, run: "r", t: "reply" };
+  const samples: number[] = [];
+  for (let flush = 0; flush < flushes + 3; flush++) {
+    // One rack's frame: every one of its ranks' values in one collector (the merged states' shape and width).
+    const frames = collectors.map((collector, rack) => {
+      for (let r = rack * perRack; r < (rack + 1) * perRack; r++)
+        entries[rack]?.forEach((entry, k) =>
+          entry?.accumulator.append((((r * 7 + k * 13 + flush) % 101) / 10) as never),
+        );
+      return (encoders[rack] ?? new StateEncoder()).encodeTaking(header, collector.entriesInKeyOrder());
+    });
+    const t0 = cpuNow();
+    const decoded = frames.map((frame, rack) => (decoders[rack] ?? new StateDecoder()).decode(frame));
+    merger.begin();
+    for (const frame of decoded) merger.add(frame);
+    reduceStates(merger.result() ?? [], { step: flush, timestamp: Date.now() });
+    if (flush >= 3) samples.push(cpuNow() - t0);
+  }
+  return [...samples].sort((a, b) => a - b)[Math.floor(samples.length / 2)] ?? NaN;
 }
 
 if (import.meta.url === `file://${process.argv[1] ?? ""}`) {

@@ -14,7 +14,10 @@
  * `SCALE_BENCH_RACKS=1`: ten thousand ranks (issue 34): 4,096 ranks on 256 hosts and 16,384 ranks on
  * 1,024 hosts × 1,000 keys, each with rack agents (16 and 32 racks: the controller serves the rack
  * agents, each rack agent its hosts' agents) and with host agents only, in the same run
- * (`SCALE_BENCH_RACKS_GRID=4096x256x16` for the first two rows only: ranks x hosts x racks, comma-separated).
+ * (`SCALE_BENCH_RACKS_GRID=4096x256x16` for the first two rows only: ranks x hosts x racks, comma-separated;
+ * `SCALE_BENCH_RACKS_ONLY=1` leaves out the host-agents-only rows). `SCALE_BENCH_CONTROLLER_PROF=<file>`
+ * writes a V8 CPU profile and a sampled allocation profile (`.heapprofile`) of this process over the
+ * measured flushes only (the controller's side).
  *
  * `SCALE_BENCH_AUTH=1`: what authentication costs at scale. The row of `SCALE_BENCH_ONLY` (default
  * 1024x16) twice over, alternately on an open nats-server, on one that requires docs/security.md's
@@ -43,12 +46,16 @@ import { StateEncoder } from "../src/transport/wire/codec.js";
 import { waitFor } from "../test/helpers.js";
 import { NatsServer } from "../test/transport/support.js";
 import { scaleKeys } from "./scale-keys.js";
-import { measureFloor } from "./scale-floor.js";
+import { measureControllerFloor, measureFloor } from "./scale-floor.js";
 import { availableParallelism } from "node:os";
+import { Session } from "node:inspector/promises";
+import { PerformanceObserver } from "node:perf_hooks";
+import { writeFileSync } from "node:fs";
 
 const QUICK = process.env["SCALE_BENCH_QUICK"] === "1";
 const ONLY = process.env["SCALE_BENCH_ONLY"];
 const CPU_PROF = process.env["SCALE_BENCH_CPU_PROF"];
+const CONTROLLER_PROF = process.env["SCALE_BENCH_CONTROLLER_PROF"];
 const KEYS = 1000;
 const FLUSHES = 5;
 const HOST_FILE = new URL("./scale-host.ts", import.meta.url);
@@ -69,6 +76,8 @@ interface Row {
   readonly totalCpuMs: number;
   /** Heap and ArrayBuffers in use by the host processes (ranks and agents) after a full collection, divided by the ranks, in KiB. */
   readonly heapKiBPerRank: number;
+  /** The controller process's garbage-collection pauses during the flush (wall ms, median). */
+  readonly gcMs: number;
 }
 
 /** CPU ms a process used so far, from /proc (0 where there is no /proc): utime + stime, in clock ticks of 10 ms. */
@@ -210,6 +219,19 @@ async function measure(
   };
   let bytes = 0;
   let reporting = "";
+  const gc: number[] = [];
+  let gcPauses = 0;
+  const gcObserver = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) gcPauses += entry.duration;
+  });
+  gcObserver.observe({ entryTypes: ["gc"] });
+  const profiler = CONTROLLER_PROF === undefined || racks === undefined ? undefined : new Session();
+  if (profiler !== undefined) {
+    profiler.connect();
+    await profiler.post("Profiler.enable");
+    await profiler.post("Profiler.start");
+    await profiler.post("HeapProfiler.startSampling", { samplingInterval: 16_384 });
+  }
   for (let i = 0; i < flushes; i++) {
     await record(step);
     const bytesBefore = hostServer?.stats.frameBytes ?? rankServer?.stats.inBytes ?? 0;
@@ -217,15 +239,27 @@ async function measure(
     const n0 = processCpuMs(server.pid);
     const c0 = process.cpuUsage();
     const t0 = performance.now();
+    const g0 = gcPauses;
     const result = await logger.flush(step++);
     wall.push(performance.now() - t0);
     const c1 = process.cpuUsage(c0);
     cpu.push((c1.user + c1.system) / 1000);
+    // Entries arrive after the pause: let them in before reading.
+    await new Promise((resolve) => setImmediate(resolve));
+    gc.push(gcPauses - g0);
     natsCpu.push(processCpuMs(server.pid) - n0);
     hostsCpu.push((await hostsCpuNow()) - h0);
     bytes += (hostServer?.stats.frameBytes ?? rankServer?.stats.inBytes ?? 0) - bytesBefore;
     reporting = `${result.ranksReporting}/${result.ranksExpected}`;
   }
+  if (profiler !== undefined && CONTROLLER_PROF !== undefined) {
+    const { profile } = await profiler.post("Profiler.stop");
+    writeFileSync(`${CONTROLLER_PROF}.${ranks}x${racks}.cpuprofile`, JSON.stringify(profile));
+    const heap = await profiler.post("HeapProfiler.stopSampling");
+    writeFileSync(`${CONTROLLER_PROF}.${ranks}x${racks}.heapprofile`, JSON.stringify(heap.profile));
+    profiler.disconnect();
+  }
+  gcObserver.disconnect();
   const heaps = await Promise.all(children.map((_c, p) => ask(`bench.${logger.runId}.mem.${p}`, "")));
   const heapBytes = heaps.reduce((sum, a) => sum + Number(new TextDecoder().decode(a)), 0);
   await logger.shutdown();
@@ -256,6 +290,7 @@ async function measure(
     natsCpuMs: median(natsCpu),
     totalCpuMs: median(total),
     heapKiBPerRank: heapBytes / ranks / 1024,
+    gcMs: median(gc),
   };
 }
 
@@ -373,8 +408,10 @@ try {
   if (RACKS) {
     const specs = process.env["SCALE_BENCH_RACKS_GRID"] ?? "4096x256x16,16384x1024x32";
     for (const [ranks, hosts, racks] of specs.split(",").map((spec) => spec.split("x").map(Number)))
-      if (ranks !== undefined && hosts !== undefined && racks !== undefined)
-        grid.push([ranks, hosts, FLUSHES, racks], [ranks, hosts, FLUSHES, undefined]);
+      if (ranks !== undefined && hosts !== undefined && racks !== undefined) {
+        grid.push([ranks, hosts, FLUSHES, racks]);
+        if (process.env["SCALE_BENCH_RACKS_ONLY"] !== "1") grid.push([ranks, hosts, FLUSHES, undefined]);
+      }
   } else
     for (const ranks of QUICK ? [64, 256] : [64, 256, 1024]) {
       for (const hosts of [4, 16, 64]) if (hosts <= ranks) grid.push([ranks, hosts, FLUSHES, undefined]);
@@ -385,7 +422,7 @@ try {
     const row = await measure(server, nc, ranks, hosts, flushes, undefined, racks);
     rows.push(row);
     process.stdout.write(
-      `  measured ${ranks} ranks, ${hosts} hosts${racks === undefined ? "" : ` in ${racks} racks`}: ${row.cpuMs.toFixed(1)} ms CPU, ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)}); host processes' heap + ArrayBuffers ${row.heapKiBPerRank.toFixed(1)} KiB per rank\n`,
+      `  measured ${ranks} ranks, ${hosts} hosts${racks === undefined ? "" : ` in ${racks} racks`}: ${row.cpuMs.toFixed(1)} ms CPU (GC pauses ${row.gcMs.toFixed(1)} ms), ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)}); host processes' heap + ArrayBuffers ${row.heapKiBPerRank.toFixed(1)} KiB per rank\n`,
     );
   }
 } finally {
@@ -426,6 +463,16 @@ process.stdout.write(
 process.stdout.write(
   `| mixed (with std, quantiles) | ${mixed.wire.toFixed(1)} | ${mixed.json.toFixed(1)} | ${(mixed.json / mixed.wire).toFixed(1)}× |\n`,
 );
+const rackRows = rows.filter((r) => r.racks !== undefined);
+if (rackRows.length > 0) {
+  process.stdout.write(
+    `\nThe controller's own CPU per flush behind the rack agents, one thread, no NATS (decode one frame per rack, merge, reduce; median of 15), ms:\n\n| ranks | racks | decode + merge + reduce ms |\n|---:|---:|---:|\n`,
+  );
+  for (const r of rackRows)
+    process.stdout.write(
+      `| ${r.ranks} | ${r.racks ?? 0} | ${measureControllerFloor(r.ranks, r.racks ?? 1, KEYS).toFixed(1)} |\n`,
+    );
+}
 const target = rows.find((r) => r.ranks === 1024 && r.hosts === 16);
 if (target !== undefined) {
   process.stdout.write(
