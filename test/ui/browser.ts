@@ -5,7 +5,7 @@
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext } from "playwright-core";
+import { chromium, type Browser, type BrowserContext, type ConsoleMessage } from "playwright-core";
 
 /** Where Debian installs Chromium (scripts/install-system-deps.sh installs it when missing). */
 export const CHROMIUM_PATH = process.env["RANKSCOPE_CHROMIUM"] ?? "/usr/bin/chromium";
@@ -48,4 +48,14 @@ export async function launchChromium(): Promise<LaunchedBrowser> {
       rmSync(profile, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Is this console message an error of the page's own? Not Chromium's `net::ERR_NETWORK_CHANGED`:
+ * another test's network namespaces (veth pairs made and removed, test/transport/host/) change
+ * the machine's network under every Chromium running beside them, which then cancels its loads
+ * in flight; the page's next poll loads again.
+ */
+export function isPageError(message: ConsoleMessage): boolean {
+  return message.type() === "error" && !message.text().includes("net::ERR_NETWORK_CHANGED");
 }

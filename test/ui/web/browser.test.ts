@@ -15,7 +15,7 @@ import type { Page } from "playwright-core";
 import type { StoreWriter } from "../../../src/store/writer.js";
 import { defaultWebDir, startDashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
-import { launchChromium, type LaunchedBrowser } from "../browser.js";
+import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
 import { XSS_KEY, openRun, seedFinishedRun, trainingPoints } from "../seed.js";
 import { filterRunsList, SOURCES, type Served } from "./support.js";
 
@@ -78,7 +78,7 @@ for (const [name, serve, skip] of SOURCES) {
         void d.dismiss();
       });
       page.on("console", (m) => {
-        if (m.type() === "error") consoleErrors.push(m.text());
+        if (isPageError(m)) consoleErrors.push(m.text());
       });
       page.on("pageerror", (e) => consoleErrors.push(e.message));
       page.on("request", (r) => requests.push(r.url()));

@@ -13,7 +13,7 @@ import type { Page } from "playwright-core";
 import { RUN_META_FILE } from "../../../src/run/run-files.js";
 import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
-import { launchChromium, type LaunchedBrowser } from "../browser.js";
+import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
 import { card, ensureWebBuilt, filterRunsList, shot, waitForTableRuns, writeRun } from "./support.js";
 
 /** Names W&B and AReaL users give runs; the last one holds a right-to-left override. */
@@ -57,7 +57,7 @@ describe("dashboard against the issue-14 API in Chromium", () => {
     launched = await launchChromium();
     page = await launched.context.newPage();
     page.on("console", (m) => {
-      if (m.type() === "error") errors.push(m.text());
+      if (isPageError(m)) errors.push(m.text());
     });
     page.on("pageerror", (e) => errors.push(e.message));
   });

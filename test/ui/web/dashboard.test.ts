@@ -13,7 +13,7 @@ import type { Page } from "playwright-core";
 import type { StoreWriter } from "../../../src/store/writer.js";
 import { LIVE_POINT_CAP } from "../../../src/ui/web/thin.js";
 import { tempDir } from "../../helpers.js";
-import { launchChromium, type LaunchedBrowser } from "../browser.js";
+import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
 import { openRun, seedFinishedRun } from "../seed.js";
 import {
   canvasOf,
@@ -83,7 +83,7 @@ for (const [name, serve, skip] of SOURCES)
       // tsx names the functions a test hands to page.evaluate with a helper the page lacks.
       await page.addInitScript("window.__name = (f) => f");
       page.on("console", (m) => {
-        if (m.type() === "error") errors.push(m.text());
+        if (isPageError(m)) errors.push(m.text());
       });
       page.on("pageerror", (e) => errors.push(e.message));
     });

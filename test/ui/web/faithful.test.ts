@@ -17,7 +17,7 @@ import { StoreWriter, type HistogramWrite, type SampleWrite, type ScalarPoint } 
 import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { RUN_PALETTE } from "../../../src/ui/web/colours.js";
 import { runSnippet, tempDir, waitFor } from "../../helpers.js";
-import { launchChromium, type LaunchedBrowser } from "../browser.js";
+import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
 import { openRun } from "../seed.js";
 import { card, ensureWebBuilt, shot, writeRun } from "./support.js";
 
@@ -196,7 +196,7 @@ describe("the dashboard shows what is there (issue 20)", () => {
     // tsx names the functions a test hands to page.evaluate with a helper the page lacks.
     await page.addInitScript("window.__name = (f) => f");
     page.on("console", (m) => {
-      if (m.type() === "error") errors.push(m.text());
+      if (isPageError(m)) errors.push(m.text());
     });
     page.on("pageerror", (e) => errors.push(e.message));
     page.on("response", (r) => {

@@ -22,7 +22,7 @@ import { closeStores, histograms, series } from "../../../src/store/reader.js";
 import { GLOBAL_RANK } from "../../../src/store/read-types.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir } from "../../helpers.js";
-import { launchChromium, type LaunchedBrowser } from "../browser.js";
+import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
 import { ensureWebBuilt, shot, SOURCES, type Served } from "./support.js";
 
 const REPLICA = new URL("../../fixtures/replica-server.ts", import.meta.url);
@@ -118,7 +118,7 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
         await page.addInitScript("window.__name = (f) => f");
         page.on("pageerror", (e) => errors.push(e.message));
         page.on("console", (m) => {
-          if (m.type() === "error") errors.push(m.text());
+          if (isPageError(m)) errors.push(m.text());
         });
       });
 

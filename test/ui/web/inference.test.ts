@@ -16,7 +16,7 @@ import { attributedKey, withSuffix } from "../../../src/core/attributes.js";
 import { closeStores, series } from "../../../src/store/reader.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir } from "../../helpers.js";
-import { launchChromium, type LaunchedBrowser } from "../browser.js";
+import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
 import { ensureWebBuilt, shot, SOURCES, writeRun, type Served } from "./support.js";
 
 const MODEL_SERVER = new URL("../../../examples/inference/model-server.ts", import.meta.url);
@@ -111,7 +111,7 @@ describe("the Inference tab, over a real run of the inference API", () => {
         await page.addInitScript("window.__name = (f) => f");
         page.on("pageerror", (e) => errors.push(e.message));
         page.on("console", (m) => {
-          if (m.type() === "error") errors.push(m.text());
+          if (isPageError(m)) errors.push(m.text());
         });
       });
 

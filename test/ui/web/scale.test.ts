@@ -17,7 +17,7 @@ import { RunSync } from "../../../src/sync/run-sync.js";
 import { tempDir } from "../../helpers.js";
 import { Postgres, postgresMissing } from "../../server/postgres.js";
 import { insertRunRows, serverWithTokens } from "../../server/support.js";
-import { launchChromium, type LaunchedBrowser } from "../browser.js";
+import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
 import { manyRunSpec, seedManyRuns, type ManyRunSpec } from "../seed.js";
 import { card, ensureWebBuilt, shot, writeRun } from "./support.js";
 
@@ -140,7 +140,7 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
       page = await launched.context.newPage();
       await page.addInitScript("window.__name = (f) => f");
       page.on("console", (m) => {
-        if (m.type() === "error") errors.push(m.text());
+        if (isPageError(m)) errors.push(m.text());
       });
       page.on("pageerror", (e) => errors.push(e.message));
       await page.goto(source.url);
