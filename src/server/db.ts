@@ -97,6 +97,11 @@ export function createPool(options: PoolOptions): pg.Pool {
   // An idle connection's error (the database restarted) must not crash the server: the pool drops
   // that connection and the next request opens a new one.
   pool.on("error", () => undefined);
+  // Nor one of a connection checked out between two queries (a transaction's client while the
+  // request inflates or decodes): pg-pool listens only while a connection is idle, and a client's
+  // 'error' with no listener ended the whole server when PostgreSQL restarted under load. The
+  // client's next query fails instead, and the request with it (a 5xx its sender retries).
+  pool.on("connect", (client) => client.on("error", () => undefined));
   return pool;
 }
 
