@@ -11,22 +11,18 @@
  * docs/scale.md for the topology, and how a deeper tree would stack agents.
  */
 import { describeError, reportError } from "../../core/diagnostics.js";
-import { resolveSetting } from "../../core/settings.js";
-import { runSecretSetting } from "../../core/run-secret.js";
-import { RunKey } from "../protocol/seal.js";
-import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
+import type { OpenedMessage, SealedNats } from "../protocol/sealed-nats.js";
 import type { RankInit } from "../../pipeline/rank-handle.js";
-import { assertSubjectToken } from "../protocol/identity.js";
 import { NatsRankServer, type RankRegistry } from "../controller/nats.js";
-import { connectTo } from "../controller/nats-connection.js";
-import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
+import type { NatsAuthOptions } from "../protocol/nats-auth.js";
 import { reportIgnored } from "../protocol/messages.js";
 import type { RemoteRankHandle } from "../controller/remote-rank.js";
 import { FrameMerger } from "../wire/codec.js";
 import { roundMs } from "../../core/step-timing.js";
 import { hostAnswer } from "./host-answer.js";
 import { agentDeadlineMs, type HostMessage, type RankAnswers } from "./messages.js";
-import { UpwardLink, type HostFlushRequest } from "./upward.js";
+import type { HostFlushRequest } from "./upward.js";
+import { connectAgent, startAgent, UpwardAgent, type AgentStats } from "./upward-agent.js";
 
 /** Options of `startHostAgent`. */
 export interface HostAgentOptions {
@@ -62,42 +58,29 @@ export interface HostAgentOptions {
 /** Flushes a rank may miss in a row before its host agent forgets it. */
 const DEFAULT_AGENT_MAX_MISSED = 1000;
 
-/** What one host agent did (for health pages and tests). */
-export interface HostAgentStats {
-  flushes: number;
-  bytesOut: number;
-  /** Flushes in which some of the host's ranks did not answer the agent in time. */
-  incompleteFlushes: number;
-}
+/** What one host agent did (for health pages and tests); `incompleteFlushes`: some of the host's ranks did not answer the agent in time. */
+export type HostAgentStats = AgentStats;
 
 /** A running host agent. */
-export class HostAgent implements RankRegistry {
+export class HostAgent extends UpwardAgent implements RankRegistry {
   private readonly ranks = new Map<string, RemoteRankHandle>();
   private rankInit: RankInit | null = null;
   private readonly merger = new FrameMerger();
-  /** Towards the controller (or the rack agent): registration, acknowledgements, kept answers. */
-  private readonly up: UpwardLink;
   private membersVersion = 1;
   private sentMembersVersion = 0;
   private server: NatsRankServer | undefined;
-  private closing: Promise<void> | undefined;
-  private markClosed: (reason: string) => void = () => undefined;
-  /** Resolves with the reason once the agent has stopped (the controller shut it down, or `close`). */
-  readonly closed: Promise<string> = new Promise((resolve) => (this.markClosed = resolve));
-  readonly stats: HostAgentStats = { flushes: 0, bytesOut: 0, incompleteFlushes: 0 };
 
   /** @internal use `startHostAgent` */
   constructor(
     readonly options: HostAgentOptions,
-    private readonly nc: SealedNats,
+    nc: SealedNats,
     private readonly runSecret: string,
   ) {
-    this.up = new UpwardLink(nc, {
+    super("host", nc, {
       runId: options.runId,
       id: options.hostId,
       parent: options.rackId,
       url: options.url,
-      what: `host agent ${options.hostId}`,
       joinDeadlineMs: options.joinDeadlineMs ?? 30_000,
     });
   }
@@ -155,14 +138,9 @@ export class HostAgent implements RankRegistry {
     return true;
   }
 
-  /** Leave the run: tell the controller, forget the ranks, close the connection. */
-  close(reason = "the host agent stopped"): Promise<void> {
-    this.closing ??= (async () => {
-      this.up.deregister(reason);
-      await this.server?.close();
-      this.markClosed(reason);
-    })();
-    return this.closing;
+  /** After telling the controller (`close`): forget the ranks, close the connection. */
+  protected async stop(): Promise<void> {
+    await this.server?.close();
   }
 
   private async onFlush(request: HostFlushRequest, reply: string): Promise<void> {
@@ -184,7 +162,7 @@ export class HostAgent implements RankRegistry {
       }),
     );
     const sendMembers = this.sentMembersVersion !== version;
-    const { header, states, incomplete } = hostAnswer(answers, {
+    const ours = hostAnswer(answers, {
       runId,
       hostId,
       id: request.id,
@@ -195,19 +173,11 @@ export class HostAgent implements RankRegistry {
       members: sendMembers ? handles.map((h) => h.rankName) : undefined,
       merger: this.merger,
     });
-    if (incomplete) this.stats.incompleteFlushes++;
-    try {
-      // Past the bound, an answer is no longer kept (counted lost): its ranks need not keep theirs.
-      for (const dropped of this.up.answer(reply, request, header, states)) this.acknowledgeRanks(dropped.header.took);
-      this.stats.flushes++;
-      this.stats.bytesOut = this.up.bytesOut;
-      if (sendMembers) this.sentMembersVersion = version;
-    } catch (error) {
-      reportError(
-        "host.flushAnswer",
-        `host agent ${hostId} could not answer flush(${request.step}): ${describeError(error)}`,
-      );
-    }
+    // Past the bound, an answer is no longer kept (counted lost): its ranks need not keep theirs.
+    const sent = this.answerUp(reply, request, ours, (dropped) => {
+      for (const { header } of dropped) this.acknowledgeRanks(header.took);
+    });
+    if (sent && sendMembers) this.sentMembersVersion = version;
     // The ranks keep their answers until the controller logged this one (`hostAck`); meanwhile the
     // next flush request names them `taken` (`takenSeqs`), so they are not sent again.
   }
@@ -273,37 +243,14 @@ export class HostAgent implements RankRegistry {
  * answers or `joinDeadlineMs` passes, then throwing an Error naming the URL and run).
  */
 export async function startHostAgent(options: HostAgentOptions): Promise<HostAgent> {
-  if (options === null || typeof options !== "object" || typeof options.url !== "string" || options.url.length === 0) {
-    throw new TypeError(`startHostAgent takes { url: "nats://host:port[,nats://…]", runId, hostId }`);
-  }
-  assertSubjectToken("runId", options.runId);
-  assertSubjectToken("hostId", options.hostId);
-  if (options.rackId !== undefined) assertSubjectToken("rackId", options.rackId);
-  const runSecret = resolveSetting(runSecretSetting("startHostAgent"), options.runSecret);
-  if (runSecret === undefined) {
-    throw new TypeError(
-      `startHostAgent: run ${options.runId}'s messages are sealed with its run secret: pass { runSecret } or set RANKSCOPE_RUN_SECRET to the controller's (its runSecret option or RANKSCOPE_RUN_SECRET)`,
-    );
-  }
-  const auth = resolveNatsAuth("startHostAgent", options.url, options.auth);
-  const nc = await connectTo(auth, {
-    name: `rankscope-host-${options.runId}-${options.hostId}`,
-    runId: options.runId,
+  const { url, nc, runSecret } = await connectAgent(options, {
+    call: "startHostAgent",
     role: "host",
-    timeoutMs: options.joinDeadlineMs ?? 30_000,
+    id: "hostId",
+    parent: "rackId",
+    secretHint: " (its runSecret option or RANKSCOPE_RUN_SECRET)",
   });
   // The agent keeps the URL without credentials (its messages show it) and not the settings.
   const { auth: _settings, ...rest } = options;
-  const agent = new HostAgent(
-    { ...rest, url: auth.url },
-    new SealedNats(nc, RunKey.derive(runSecret, options.runId)),
-    runSecret,
-  );
-  try {
-    await agent.start();
-  } catch (error) {
-    await agent.close("could not register");
-    throw error;
-  }
-  return agent;
+  return startAgent(new HostAgent({ ...rest, url }, nc, runSecret));
 }

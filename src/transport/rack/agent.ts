@@ -12,19 +12,15 @@
  * answers the controller took through its predecessor (`hostFlush.logged`) and acknowledges them.
  */
 import { describeError, reportError } from "../../core/diagnostics.js";
-import { resolveSetting } from "../../core/settings.js";
-import { runSecretSetting } from "../../core/run-secret.js";
 import type { RankHandle, RankInit, RankSnapshot } from "../../pipeline/rank-handle.js";
-import { connectTo } from "../controller/nats-connection.js";
-import { assertSubjectToken } from "../protocol/identity.js";
-import { resolveNatsAuth, type NatsAuthOptions } from "../protocol/nats-auth.js";
-import { RunKey } from "../protocol/seal.js";
-import { SealedNats, type OpenedMessage } from "../protocol/sealed-nats.js";
+import type { NatsAuthOptions } from "../protocol/nats-auth.js";
+import type { OpenedMessage, SealedNats } from "../protocol/sealed-nats.js";
 import { HostHandle } from "../host/host-handle.js";
 import type { KeptHostAnswer } from "../host/kept-host-answers.js";
 import { agentDeadlineMs, type HostMessage, type RankAnswers } from "../host/messages.js";
 import { HostServer } from "../host/server.js";
-import { UpwardLink, type HostFlushRequest } from "../host/upward.js";
+import type { HostFlushRequest } from "../host/upward.js";
+import { connectAgent, startAgent, UpwardAgent, type AgentStats } from "../host/upward-agent.js";
 import { agentNumber, rackAnswer, rackMembers } from "./rack-answer.js";
 
 /** Options of `startRackAgent`. */
@@ -50,42 +46,30 @@ export interface RackAgentOptions {
   readonly maxMissedFlushes?: number;
 }
 
-/** What one rack agent did (for health pages and tests). */
-export interface RackAgentStats {
-  flushes: number;
-  bytesOut: number;
-  /** Flushes in which some of the rack's ranks (or whole hosts) did not answer in time. */
-  incompleteFlushes: number;
-}
+/** What one rack agent did (for health pages and tests); `incompleteFlushes`: some of the rack's ranks (or whole hosts) did not answer in time. */
+export type RackAgentStats = AgentStats;
 
 /** A running rack agent. */
-export class RackAgent {
+export class RackAgent extends UpwardAgent {
   private readonly handles = new Map<string, HostHandle>();
   private rankInit: RankInit | null = null;
-  private readonly up: UpwardLink;
   private server: HostServer | undefined;
   /** By answer number, the host answers it holds: acknowledged to their agents once it is acknowledged from above. */
   private readonly held = new Map<number, Array<[HostHandle, RankSnapshot]>>();
   private membersKey = "";
   private membersVersion = 0;
   private sentMembersVersion = -1;
-  private closing: Promise<void> | undefined;
-  private markClosed: (reason: string) => void = () => undefined;
-  /** Resolves with the reason once the agent has stopped (shut down from above, or `close`). */
-  readonly closed: Promise<string> = new Promise((resolve) => (this.markClosed = resolve));
-  readonly stats: RackAgentStats = { flushes: 0, bytesOut: 0, incompleteFlushes: 0 };
 
   /** @internal use `startRackAgent` */
   constructor(
     readonly options: RackAgentOptions,
-    private readonly nc: SealedNats,
+    nc: SealedNats,
   ) {
-    this.up = new UpwardLink(nc, {
+    super("rack", nc, {
       runId: options.runId,
       id: options.rackId,
       parent: options.parentRackId,
       url: options.url,
-      what: `rack agent ${options.rackId}`,
       joinDeadlineMs: options.joinDeadlineMs ?? 30_000,
     });
   }
@@ -131,19 +115,14 @@ export class RackAgent {
     return true;
   }
 
-  /** Leave the run: tell the level above, stop serving the hosts, close the connection. */
-  close(reason = "the rack agent stopped"): Promise<void> {
-    this.closing ??= (async () => {
-      this.up.deregister(reason);
-      await this.server?.close(false);
-      try {
-        await this.nc.nc.drain();
-      } catch {
-        await this.nc.nc.close().catch(() => undefined);
-      }
-      this.markClosed(reason);
-    })();
-    return this.closing;
+  /** After telling the level above (`close`): stop serving the hosts, close the connection. */
+  protected async stop(): Promise<void> {
+    await this.server?.close(false);
+    try {
+      await this.nc.nc.drain();
+    } catch {
+      await this.nc.nc.close().catch(() => undefined);
+    }
   }
 
   private async onFlush(request: HostFlushRequest, reply: string): Promise<void> {
@@ -176,7 +155,7 @@ export class RackAgent {
     const version = this.membersVersion;
     const sendMembers = this.sentMembersVersion !== version;
     const seq = this.up.kept.next();
-    const { header, states, incomplete } = rackAnswer(answers, {
+    const ours = rackAnswer(answers, {
       runId,
       rackId,
       id: request.id,
@@ -187,25 +166,15 @@ export class RackAgent {
       membersVersion: version,
       sendMembers,
     });
-    if (incomplete) this.stats.incompleteFlushes++;
     this.held.set(
       seq,
       answers.flatMap(({ handle, answer }): Array<[HostHandle, RankSnapshot]> =>
         answer === undefined ? [] : [[handle, answer]],
       ),
     );
-    try {
-      // Past the bound, an answer is no longer kept (counted lost): its hosts need not keep theirs.
-      this.release(this.up.answer(reply, request, header, states));
-      this.stats.flushes++;
-      this.stats.bytesOut = this.up.bytesOut;
-      if (sendMembers) this.sentMembersVersion = version;
-    } catch (error) {
-      reportError(
-        "rack.flushAnswer",
-        `rack agent ${rackId} could not answer flush(${request.step}): ${describeError(error)}`,
-      );
-    }
+    // Past the bound, an answer is no longer kept (counted lost): its hosts need not keep theirs.
+    const sent = this.answerUp(reply, request, ours, (dropped) => this.release(dropped));
+    if (sent && sendMembers) this.sentMembersVersion = version;
   }
 
   /** These answers were acknowledged from above (or dropped at the bound): the host answers they hold are acknowledged to their agents. */
@@ -263,32 +232,12 @@ export class RackAgent {
  * URL and run), and announce itself so host agents of an earlier agent of this rack register again.
  */
 export async function startRackAgent(options: RackAgentOptions): Promise<RackAgent> {
-  if (options === null || typeof options !== "object" || typeof options.url !== "string" || options.url.length === 0) {
-    throw new TypeError(`startRackAgent takes { url: "nats://host:port[,nats://…]", runId, rackId }`);
-  }
-  assertSubjectToken("runId", options.runId);
-  assertSubjectToken("rackId", options.rackId);
-  if (options.parentRackId !== undefined) assertSubjectToken("parentRackId", options.parentRackId);
-  const runSecret = resolveSetting(runSecretSetting("startRackAgent"), options.runSecret);
-  if (runSecret === undefined) {
-    throw new TypeError(
-      `startRackAgent: run ${options.runId}'s messages are sealed with its run secret: pass { runSecret } or set RANKSCOPE_RUN_SECRET to the controller's`,
-    );
-  }
-  const auth = resolveNatsAuth("startRackAgent", options.url, options.auth);
-  const nc = await connectTo(auth, {
-    name: `rankscope-rack-${options.runId}-${options.rackId}`,
-    runId: options.runId,
+  const { url, nc } = await connectAgent(options, {
+    call: "startRackAgent",
     role: "rack",
-    timeoutMs: options.joinDeadlineMs ?? 30_000,
+    id: "rackId",
+    parent: "parentRackId",
   });
   const { auth: _settings, runSecret: _secret, ...rest } = options;
-  const agent = new RackAgent({ ...rest, url: auth.url }, new SealedNats(nc, RunKey.derive(runSecret, options.runId)));
-  try {
-    await agent.start();
-  } catch (error) {
-    await agent.close("could not register");
-    throw error;
-  }
-  return agent;
+  return startAgent(new RackAgent({ ...rest, url }, nc));
 }
