@@ -6,15 +6,15 @@
  * result and in the run's store (the dashboard's Alerts).
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { MetricLogger } from "../../src/controller/metric-logger.js";
+import type { MetricLoggerOptions } from "../../src/controller/logger-options.js";
 import type { AlertEvent } from "../../src/core/alert.js";
 import { attributedKey, withSuffix } from "../../src/core/attributes.js";
 import { startRequest } from "../../src/inference/requests.js";
 import { alerts as storedAlerts, closeStores } from "../../src/store/reader.js";
 import { tempDir } from "../helpers.js";
+import { runLogger } from "../inference/support.js";
 
 /** A key of `model`'s, with an output suffix. */
 function keyOf(name: string, model: string, suffix: string): string {
@@ -42,30 +42,31 @@ async function serve(model: string, prefillMs: number, failures: number): Promis
   );
 }
 
-test("p99 TTFT over 0.2 s for 2 flushes and an error rate over 20 % for 2 flushes fire and resolve per model", async () => {
-  const runDir = join(tempDir("rankscope-inference-alerts-"), "serve", "alerts");
-  const logger = new MetricLogger({
-    processName: "Controller",
-    runDir,
-    experiment: "serve",
-    trial: "alerts",
-    quiet: true,
-    alerts: {
-      minIntervalMs: 0,
-      rules: [
-        { rule: "threshold", name: "ttft_p99", key: "gen_ai.server.time_to_first_token/p99*", above: 0.2, flushes: 2 },
-        {
-          rule: "ratio",
-          name: "error_rate",
-          numerator: "inference/errors/total*",
-          denominator: "inference/requests/total*",
-          above: 0.2,
-          flushes: 2,
-        },
-      ],
+/** The rules: "p99 TTFT over X for N flushes" and "error rate over Y" (for N flushes). */
+const ALERTS: MetricLoggerOptions["alerts"] = {
+  minIntervalMs: 0,
+  rules: [
+    { rule: "threshold", name: "ttft_p99", key: "gen_ai.server.time_to_first_token/p99*", above: 0.2, flushes: 2 },
+    {
+      rule: "ratio",
+      name: "error_rate",
+      numerator: "inference/errors/total*",
+      denominator: "inference/requests/total*",
+      above: 0.2,
+      flushes: 2,
     },
-  });
-  await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });
+  ],
+};
+
+test("p99 TTFT over 0.2 s for 2 flushes and an error rate over 20 % for 2 flushes fire and resolve per model", async () => {
+  const { logger, runDir } = await runLogger(
+    tempDir("rankscope-inference-alerts-"),
+    "serve",
+    "alerts",
+    "Controller",
+    { store: { loggingMode: "global_reduce", waitForWrites: true } },
+    { alerts: ALERTS },
+  );
   // Per flush, the slow model's prefill (ms) and failures out of 4; the fast model is always fast and never fails.
   const plan: ReadonlyArray<readonly [prefillMs: number, failures: number]> = [
     [0, 0], // 0

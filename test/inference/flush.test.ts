@@ -5,26 +5,20 @@
  * states are taken), and a stream never ended still has its chunks logged.
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
 import { test } from "node:test";
-import { MetricLogger } from "../../src/controller/metric-logger.js";
 import { inferenceModel } from "../../src/inference/requests.js";
 import { spawnRanks } from "../../src/transport/controller/launcher.js";
 import { tempDir } from "../helpers.js";
+import { runLogger } from "./support.js";
+
+/** The backends of both tests: the flush's reduced values, as JSON lines. */
+const JSONL = { jsonl: { loggingMode: "global_reduce" } } as const;
 
 const chunkCount = (metrics: readonly { key: string; value: number }[]): number | undefined =>
   metrics.find((m) => m.key.startsWith("gen_ai.client.operation.time_per_output_chunk/count{"))?.value;
 
 test("a client stream's chunk times are in the flush they were measured in, ended or not", async () => {
-  const runDir = join(tempDir("rankscope-inference-flush-"), "client", "stream");
-  const logger = new MetricLogger({
-    processName: "Client",
-    runDir,
-    experiment: "client",
-    trial: "stream",
-    quiet: true,
-  });
-  await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+  const { logger } = await runLogger(tempDir("rankscope-inference-flush-"), "client", "stream", "Client", JSONL);
   const model = inferenceModel({ model: "m", provider: "p", side: "client" });
   try {
     const ended = model.start();
@@ -47,15 +41,7 @@ test("a client stream's chunk times are in the flush they were measured in, ende
 });
 
 test("replicas' open client streams: each flush holds the chunks each replica measured since the last", async () => {
-  const runDir = join(tempDir("rankscope-inference-flush-"), "client", "replicas");
-  const logger = new MetricLogger({
-    processName: "Client",
-    runDir,
-    experiment: "client",
-    trial: "replicas",
-    quiet: true,
-  });
-  await logger.initBackends({ jsonl: { loggingMode: "global_reduce" } });
+  const { logger } = await runLogger(tempDir("rankscope-inference-flush-"), "client", "replicas", "Client", JSONL);
   try {
     const replicas = await spawnRanks({
       module: new URL("../fixtures/client-stream.ts", import.meta.url),

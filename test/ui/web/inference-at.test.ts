@@ -15,13 +15,13 @@ import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Page } from "playwright-core";
-import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { attributedKey, withSuffix } from "../../../src/core/attributes.js";
 import { medianOfFinite } from "../../../src/core/stands-out.js";
 import { closeStores, histograms, series } from "../../../src/store/reader.js";
 import { GLOBAL_RANK } from "../../../src/store/read-types.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir } from "../../helpers.js";
+import { runLogger } from "../../inference/support.js";
 import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
 import { ensureWebBuilt, shot, SOURCES, type Served } from "./support.js";
 
@@ -50,17 +50,10 @@ function keyOf(name: string, model: string, suffix?: string): string {
   return suffix === undefined ? key : withSuffix(key, suffix);
 }
 
-/** The job: four replicas, rank 2 twelve times slower to prefill, 8 requests of each model per replica and flush; a reduced and a per-rank store. */
-async function serveWithASlowReplica(runDir: string): Promise<void> {
-  const logger = new MetricLogger({
-    processName: "Controller",
-    runDir,
-    experiment: "serve",
-    trial: "replicas",
-    quiet: true,
-  });
+/** The job: four replicas, rank 2 twelve times slower to prefill, 8 requests of each model per replica and flush; a reduced and a per-rank store (run `RUN` under `root`). */
+async function serveWithASlowReplica(root: string): Promise<void> {
   await collectDiagnostics(async () => {
-    await logger.initBackends({
+    const { logger } = await runLogger(root, "serve", "replicas", "Controller", {
       store: { loggingMode: "global_reduce", waitForWrites: true },
       replicas: { type: "store", loggingMode: "per_rank_reduce", waitForWrites: true, deadlineMs: 30_000 },
     });
@@ -94,7 +87,7 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
     ensureWebBuilt();
     root = tempDir("rankscope-ui-inference-at-");
     runDir = join(root, "serve", "replicas");
-    await serveWithASlowReplica(runDir);
+    await serveWithASlowReplica(root);
   });
 
   after(() => {

@@ -11,11 +11,11 @@ import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Page } from "playwright-core";
-import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { attributedKey, withSuffix } from "../../../src/core/attributes.js";
 import { closeStores, series } from "../../../src/store/reader.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir } from "../../helpers.js";
+import { runLogger } from "../../inference/support.js";
 import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
 import { ensureWebBuilt, shot, SOURCES, writeRun, type Served } from "./support.js";
 
@@ -34,17 +34,11 @@ function keyOf(name: string, model: string, suffix: string): string {
   return withSuffix(attributedKey(name, attributes), suffix);
 }
 
-/** The job: two replicas serving 8 requests of each model per flush, for STEPS flushes, into the controller's store. */
-async function serveTwoModels(runDir: string): Promise<void> {
-  const logger = new MetricLogger({
-    processName: "Controller",
-    runDir,
-    experiment: "serve",
-    trial: "two-models",
-    quiet: true,
-  });
+/** The job: two replicas serving 8 requests of each model per flush, for STEPS flushes, into the controller's store (run `RUN` under `root`). */
+async function serveTwoModels(root: string): Promise<void> {
   await collectDiagnostics(async () => {
-    await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });
+    const store = { store: { loggingMode: "global_reduce", waitForWrites: true } } as const;
+    const { logger } = await runLogger(root, "serve", "two-models", "Controller", store);
     const servers = await spawnRanks({ module: MODEL_SERVER, replicas: 2, processName: "ModelServer", logger });
     for (let step = 0; step < STEPS; step++) {
       await servers.fanout("serve", 8);
@@ -87,7 +81,7 @@ describe("the Inference tab, over a real run of the inference API", () => {
     ensureWebBuilt();
     root = tempDir("rankscope-ui-inference-");
     runDir = join(root, "serve", "two-models");
-    await serveTwoModels(runDir);
+    await serveTwoModels(root);
     writeRun(root, "train", "plain", 20, { "train/loss": (s) => 1 / (s + 1) });
   });
 
