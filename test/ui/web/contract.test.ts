@@ -13,8 +13,8 @@ import type { Page } from "playwright-core";
 import { RUN_META_FILE } from "../../../src/run/run-files.js";
 import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
-import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
-import { card, ensureWebBuilt, filterRunsList, shot, waitForTableRuns, writeRun } from "./support.js";
+import type { LaunchedBrowser } from "../browser.js";
+import { card, ensureWebBuilt, filterRunsList, openPage, shot, waitForTableRuns, writeRun } from "./support.js";
 
 /** Names W&B and AReaL users give runs; the last one holds a right-to-left override. */
 const HOSTILE = ["café", "lr=3e-4,bs=256", "2026-11-24T00:45:00", "ablation (v2)", "run+1", "实验1", "tri\u202Eal"];
@@ -54,12 +54,7 @@ describe("dashboard against the issue-14 API in Chromium", () => {
     for (const name of HOSTILE) writeRun(root, "hostile", name, 30, { loss: (s) => 1 / (s + 1) });
     writeRun(root, "exp", "long", 20_000, { signal: (s) => Math.sin(s / 40) + (s === 13_337 ? 5 : 0) });
     dashboard = await startDashboard({ root, port: 0 });
-    launched = await launchChromium();
-    page = await launched.context.newPage();
-    page.on("console", (m) => {
-      if (isPageError(m)) errors.push(m.text());
-    });
-    page.on("pageerror", (e) => errors.push(e.message));
+    ({ launched, page } = await openPage(errors, { nameHelper: false }));
   });
 
   after(async () => {

@@ -13,12 +13,13 @@ import type { Page } from "playwright-core";
 import type { StoreWriter } from "../../../src/store/writer.js";
 import { LIVE_POINT_CAP } from "../../../src/ui/web/thin.js";
 import { tempDir } from "../../helpers.js";
-import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
+import type { LaunchedBrowser } from "../browser.js";
 import { openRun, seedFinishedRun } from "../seed.js";
 import {
   canvasOf,
   card,
   ensureWebBuilt,
+  openPage,
   pixelsNear,
   shot,
   SOURCES,
@@ -78,14 +79,7 @@ for (const [name, serve, skip] of SOURCES)
       writeRun(root, "exp", "many", 100, many);
       live = openRun(root, "exp", "stream");
       dashboard = await serve(root);
-      launched = await launchChromium();
-      page = await launched.context.newPage();
-      // tsx names the functions a test hands to page.evaluate with a helper the page lacks.
-      await page.addInitScript("window.__name = (f) => f");
-      page.on("console", (m) => {
-        if (isPageError(m)) errors.push(m.text());
-      });
-      page.on("pageerror", (e) => errors.push(e.message));
+      ({ launched, page } = await openPage(errors));
     });
 
     after(async () => {

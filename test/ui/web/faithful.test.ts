@@ -17,9 +17,9 @@ import { StoreWriter, type HistogramWrite, type SampleWrite, type ScalarPoint } 
 import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { RUN_PALETTE } from "../../../src/ui/web/colours.js";
 import { runSnippet, tempDir, waitFor } from "../../helpers.js";
-import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
+import type { LaunchedBrowser } from "../browser.js";
 import { openRun } from "../seed.js";
-import { card, ensureWebBuilt, shot, writeRun } from "./support.js";
+import { card, ensureWebBuilt, openPage, shot, writeRun } from "./support.js";
 
 const T0 = Date.now() - 3_600_000;
 const RANKS = 11;
@@ -191,14 +191,7 @@ describe("the dashboard shows what is there (issue 20)", () => {
     );
     assert.equal(facade.code, 0, facade.stderr);
     dashboard = await startDashboard({ root, port: 0 });
-    launched = await launchChromium();
-    page = await launched.context.newPage();
-    // tsx names the functions a test hands to page.evaluate with a helper the page lacks.
-    await page.addInitScript("window.__name = (f) => f");
-    page.on("console", (m) => {
-      if (isPageError(m)) errors.push(m.text());
-    });
-    page.on("pageerror", (e) => errors.push(e.message));
+    ({ launched, page } = await openPage(errors));
     page.on("response", (r) => {
       if (!r.url().includes("/api/")) return;
       r.body()

@@ -22,8 +22,7 @@ import { GLOBAL_RANK } from "../../../src/store/read-types.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir } from "../../helpers.js";
 import { runLogger } from "../../inference/support.js";
-import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
-import { ensureWebBuilt, shot, SOURCES, type Served } from "./support.js";
+import { dashboardInChromium, ensureWebBuilt, shot, SOURCES } from "./support.js";
 
 const REPLICA = new URL("../../fixtures/replica-server.ts", import.meta.url);
 const MODELS = ["llama-3.1-70b", "llama-3.1-8b"];
@@ -97,38 +96,18 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
 
   for (const [name, serve, skip] of SOURCES)
     describe(name, { skip }, () => {
-      let dashboard: Served;
-      let launched: LaunchedBrowser;
-      let page: Page;
-      const errors: string[] = [];
+      const ui = dashboardInChromium(serve, () => root, { viewport: { width: 1400, height: 1000 } });
       const suffix = name === "local root" ? "" : "-server";
 
-      before(async () => {
-        dashboard = await serve(root);
-        launched = await launchChromium();
-        page = await launched.context.newPage();
-        await page.setViewportSize({ width: 1400, height: 1000 });
-        await page.addInitScript("window.__name = (f) => f");
-        page.on("pageerror", (e) => errors.push(e.message));
-        page.on("console", (m) => {
-          if (isPageError(m)) errors.push(m.text());
-        });
-      });
-
-      after(async () => {
-        await launched?.close();
-        await dashboard?.close();
-      });
-
       it("names the slow replica first, standing out, with the store's p50 TTFT against the median replica's", async () => {
-        await page.goto(`${dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
-        await page.reload();
+        await ui.page.goto(`${ui.dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
+        await ui.page.reload();
         const last = STEPS - 1;
         for (const model of MODELS) {
           const card = atCard(model, "slowest replicas");
-          await cardAt(page, card, last);
-          await page.waitForSelector(`${card} tr[data-rank]`, { state: "attached", timeout: 20_000 });
-          const rows = await page.$$eval(`${card} tr[data-rank]`, (trs) =>
+          await cardAt(ui.page, card, last);
+          await ui.page.waitForSelector(`${card} tr[data-rank]`, { state: "attached", timeout: 20_000 });
+          const rows = await ui.page.$$eval(`${card} tr[data-rank]`, (trs) =>
             trs.map((tr) => [
               tr.getAttribute("data-rank"),
               tr.getAttribute("data-value"),
@@ -155,25 +134,25 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
             "slowest first",
           );
           for (const [rank, value] of rows) assert.equal(Number(value), perRank[Number(rank)], `rank ${rank}`);
-          assert.equal(Number(await page.getAttribute(card, "data-median")), medianOfFinite(perRank));
+          assert.equal(Number(await ui.page.getAttribute(card, "data-median")), medianOfFinite(perRank));
           assert.match(
-            (await page.textContent(`${card} tr.stands-out`)) ?? "",
+            (await ui.page.textContent(`${card} tr.stands-out`)) ?? "",
             /ModelServer_.*_r0.*ms.*×.*stands out|chronic/,
           );
         }
-        assert.deepEqual(errors, []);
+        assert.deepEqual(ui.errors, []);
       });
 
       it("shows the TTFT and TPOT histograms of the flush picked with the chooser or a click on a chart, and again from its address", async () => {
-        await page.goto(`${dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
-        await page.reload();
+        await ui.page.goto(`${ui.dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
+        await ui.page.reload();
         const model = "llama-3.1-8b";
         const ttft = atCard(model, "TTFT distribution");
         const tpot = atCard(model, "TPOT distribution");
-        await cardAt(page, ttft, STEPS - 1);
+        await cardAt(ui.page, ttft, STEPS - 1);
         const storedCounts = (key: string, step: number): readonly number[] | undefined =>
           histograms(runDir, key).find((h) => h.rank === GLOBAL_RANK && h.step === step)?.histogram.bucketCounts;
-        const drawnCounts = async (selector: string, on = page): Promise<unknown> =>
+        const drawnCounts = async (selector: string, on = ui.page): Promise<unknown> =>
           JSON.parse((await on.getAttribute(selector, "data-counts")) ?? "null");
         const stepInAddress = (on: Page): string | null =>
           new URLSearchParams(new URL(on.url()).hash.slice(1)).get("step");
@@ -191,12 +170,12 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
           assert.equal(await on.inputValue("#inference-step"), String(step));
         };
         // The chooser: step 1.
-        await page.selectOption("#inference-step", "1");
+        await ui.page.selectOption("#inference-step", "1");
         for (const [selector, key] of [
           [ttft, keyOf(TTFT, model)],
           [tpot, keyOf(TPOT, model)],
         ] as const) {
-          await cardAt(page, selector, 1);
+          await cardAt(ui.page, selector, 1);
           const want = storedCounts(key, 1);
           assert.equal(
             want?.reduce((a, b) => a + b, 0),
@@ -205,42 +184,42 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
           );
           assert.deepEqual(await drawnCounts(selector), want, `${key} at step 1`);
         }
-        await cardAt(page, atCard(model, "slowest replicas"), 1);
+        await cardAt(ui.page, atCard(model, "slowest replicas"), 1);
         // The picked flush is in the address: a reload shows step 1 again, not the newest.
-        assert.equal(stepInAddress(page), "1");
-        await page.reload();
-        await expectFlush(page, 1);
+        assert.equal(stepInAddress(ui.page), "1");
+        await ui.page.reload();
+        await expectFlush(ui.page, 1);
         // A click on the TTFT chart's first point: step 0, for every panel.
         const chart = `.chart[data-model="${model}"][data-measure="time to first token"]`;
-        await page.locator(chart).scrollIntoViewIfNeeded();
-        await page.waitForSelector(`${chart}[data-drawn="1"]`, { timeout: 20_000 });
-        const over = page.locator(`${chart} .u-over`);
+        await ui.page.locator(chart).scrollIntoViewIfNeeded();
+        await ui.page.waitForSelector(`${chart}[data-drawn="1"]`, { timeout: 20_000 });
+        const over = ui.page.locator(`${chart} .u-over`);
         await over.hover({ position: { x: 2, y: 20 } });
         await over.click({ position: { x: 2, y: 20 } });
-        await cardAt(page, ttft, 0);
-        await cardAt(page, tpot, 0);
-        await cardAt(page, atCard("llama-3.1-70b", "slowest replicas"), 0);
-        assert.equal(await page.inputValue("#inference-step"), "0");
+        await cardAt(ui.page, ttft, 0);
+        await cardAt(ui.page, tpot, 0);
+        await cardAt(ui.page, atCard("llama-3.1-70b", "slowest replicas"), 0);
+        assert.equal(await ui.page.inputValue("#inference-step"), "0");
         assert.deepEqual(await drawnCounts(ttft), storedCounts(keyOf(TTFT, model), 0));
-        await page.locator(atCard(model, "slowest replicas")).scrollIntoViewIfNeeded();
-        await shot(page, `inference-at${suffix}.png`);
+        await ui.page.locator(atCard(model, "slowest replicas")).scrollIntoViewIfNeeded();
+        await shot(ui.page, `inference-at${suffix}.png`);
         // A link to the view, opened in another page, shows step 0 too.
-        assert.equal(stepInAddress(page), "0");
-        const shared = await launched.context.newPage();
-        await shared.goto(page.url());
+        assert.equal(stepInAddress(ui.page), "0");
+        const shared = await ui.launched.context.newPage();
+        await shared.goto(ui.page.url());
         await expectFlush(shared, 0);
         await shared.close();
-        assert.deepEqual(errors, []);
+        assert.deepEqual(ui.errors, []);
       });
 
       it("hides the internal keys checkbox on the Inference tab, and shows it on Metrics", async () => {
-        await page.goto(`${dashboard.url}#run=${RUN}&tab=inference`);
-        await page.reload();
-        await page.waitForSelector("#inference-step");
-        assert.equal(await page.isVisible("#show-internal"), false);
-        await page.click("#tab-metrics");
-        await page.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
-        assert.equal(await page.isVisible("#show-internal"), true);
+        await ui.page.goto(`${ui.dashboard.url}#run=${RUN}&tab=inference`);
+        await ui.page.reload();
+        await ui.page.waitForSelector("#inference-step");
+        assert.equal(await ui.page.isVisible("#show-internal"), false);
+        await ui.page.click("#tab-metrics");
+        await ui.page.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
+        assert.equal(await ui.page.isVisible("#show-internal"), true);
       });
     });
 });

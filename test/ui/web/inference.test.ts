@@ -16,8 +16,7 @@ import { closeStores, series } from "../../../src/store/reader.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir } from "../../helpers.js";
 import { runLogger } from "../../inference/support.js";
-import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
-import { ensureWebBuilt, shot, SOURCES, writeRun, type Served } from "./support.js";
+import { dashboardInChromium, ensureWebBuilt, shot, SOURCES, writeRun } from "./support.js";
 
 const MODEL_SERVER = new URL("../../../examples/inference/model-server.ts", import.meta.url);
 const MODELS = ["llama-3.1-70b", "llama-3.1-8b"];
@@ -92,64 +91,47 @@ describe("the Inference tab, over a real run of the inference API", () => {
 
   for (const [name, serve, skip] of SOURCES)
     describe(name, { skip }, () => {
-      let dashboard: Served;
-      let launched: LaunchedBrowser;
-      let page: Page;
-      const errors: string[] = [];
+      const ui = dashboardInChromium(serve, () => root);
       const suffix = name === "local root" ? "" : "-server";
 
-      before(async () => {
-        dashboard = await serve(root);
-        launched = await launchChromium();
-        page = await launched.context.newPage();
-        await page.addInitScript("window.__name = (f) => f");
-        page.on("pageerror", (e) => errors.push(e.message));
-        page.on("console", (m) => {
-          if (isPageError(m)) errors.push(m.text());
-        });
-      });
-
-      after(async () => {
-        await launched?.close();
-        await dashboard?.close();
-      });
-
       it("offers the tab for a run with inference keys only", async () => {
-        await page.goto(`${dashboard.url}#run=train/plain&tab=metrics`);
-        await page.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
-        await page.waitForSelector("#tab-metrics");
-        assert.equal(await page.locator("#tab-inference").count(), 0);
-        await page.goto(`${dashboard.url}#run=${RUN}&tab=metrics`);
-        await page.reload();
-        await page.click("#tab-inference", { timeout: 20_000 });
-        await page.waitForFunction(() => location.hash.includes("tab=inference"));
+        await ui.page.goto(`${ui.dashboard.url}#run=train/plain&tab=metrics`);
+        await ui.page.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
+        await ui.page.waitForSelector("#tab-metrics");
+        assert.equal(await ui.page.locator("#tab-inference").count(), 0);
+        await ui.page.goto(`${ui.dashboard.url}#run=${RUN}&tab=metrics`);
+        await ui.page.reload();
+        await ui.page.click("#tab-inference", { timeout: 20_000 });
+        await ui.page.waitForFunction(() => location.hash.includes("tab=inference"));
         // The view draws once the run's keys have arrived (after the hash changes: slower on a busy machine).
-        await page.waitForFunction(
+        await ui.page.waitForFunction(
           (n) => document.querySelectorAll("section.inference-model").length >= n,
           MODELS.length,
           {
             timeout: 20_000,
           },
         );
-        const models = await page.$$eval("section.inference-model", (s) => s.map((x) => x.getAttribute("data-model")));
+        const models = await ui.page.$$eval("section.inference-model", (s) =>
+          s.map((x) => x.getAttribute("data-model")),
+        );
         assert.deepEqual(models, MODELS);
         // The search box narrows the models.
-        await page.fill("#key-search", "70b");
-        await page.waitForFunction(() => document.querySelectorAll("section.inference-model").length === 1);
-        assert.equal(await page.getAttribute("section.inference-model", "data-model"), "llama-3.1-70b");
-        await page.fill("#key-search", "");
-        await page.waitForFunction(() => document.querySelectorAll("section.inference-model").length === 2);
+        await ui.page.fill("#key-search", "70b");
+        await ui.page.waitForFunction(() => document.querySelectorAll("section.inference-model").length === 1);
+        assert.equal(await ui.page.getAttribute("section.inference-model", "data-model"), "llama-3.1-70b");
+        await ui.page.fill("#key-search", "");
+        await ui.page.waitForFunction(() => document.querySelectorAll("section.inference-model").length === 2);
       });
 
       for (const model of MODELS)
         it(`draws ${model}'s TTFT p50/p90/p99 as three lines holding the store's values`, async () => {
-          await page.goto(`${dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
-          await page.reload();
+          await ui.page.goto(`${ui.dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
+          await ui.page.reload();
           const ttft = cardOf(model, "time to first token");
-          await page.locator(ttft).scrollIntoViewIfNeeded({ timeout: 20_000 });
-          await page.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: 20_000 });
-          assert.equal(await page.getAttribute(ttft, "data-lines"), "3");
-          const drawn = await csvOf(page, ttft);
+          await ui.page.locator(ttft).scrollIntoViewIfNeeded({ timeout: 20_000 });
+          await ui.page.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: 20_000 });
+          assert.equal(await ui.page.getAttribute(ttft, "data-lines"), "3");
+          const drawn = await csvOf(ui.page, ttft);
           assert.deepEqual([...drawn.keys()], ["p50", "p90", "p99"]);
           for (const p of ["p50", "p90", "p99"]) {
             const want = stored(runDir, keyOf("gen_ai.server.time_to_first_token", model, p));
@@ -159,18 +141,18 @@ describe("the Inference tab, over a real run of the inference API", () => {
           // TPOT and request duration are there too, three lines each.
           for (const measure of ["time per output token", "request duration"]) {
             const selector = cardOf(model, measure);
-            await page.locator(selector).scrollIntoViewIfNeeded();
-            await page.waitForSelector(`${selector}[data-lines="3"]`, { timeout: 20_000 });
+            await ui.page.locator(selector).scrollIntoViewIfNeeded();
+            await ui.page.waitForSelector(`${selector}[data-lines="3"]`, { timeout: 20_000 });
           }
         });
 
       it("draws the error rate as the store's errors / requests, and the rates per second", async () => {
         const model = "llama-3.1-70b";
-        await page.goto(`${dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
-        await page.reload();
+        await ui.page.goto(`${ui.dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
+        await ui.page.reload();
         const rate = cardOf(model, "error rate");
-        await page.locator(rate).scrollIntoViewIfNeeded({ timeout: 20_000 });
-        await page.waitForSelector(`${rate}[data-drawn="1"]`, { timeout: 20_000 });
+        await ui.page.locator(rate).scrollIntoViewIfNeeded({ timeout: 20_000 });
+        await ui.page.waitForSelector(`${rate}[data-drawn="1"]`, { timeout: 20_000 });
         const requests = stored(runDir, keyOf("inference/requests", model, "total"));
         const errorKey = withSuffix(
           attributedKey("inference/errors", {
@@ -187,33 +169,33 @@ describe("the Inference tab, over a real run of the inference API", () => {
           [...want.values()].every((v) => v > 0),
           "the simulated 70b model fails one request in eight",
         );
-        assert.deepEqual((await csvOf(page, rate)).get("errors / requests"), want);
+        assert.deepEqual((await csvOf(ui.page, rate)).get("errors / requests"), want);
         for (const measure of ["tokens/s", "requests/s"]) {
           const selector = cardOf(model, measure);
-          await page.locator(selector).scrollIntoViewIfNeeded();
-          await page.waitForSelector(`${selector}[data-lines="2"]`, { timeout: 20_000 });
+          await ui.page.locator(selector).scrollIntoViewIfNeeded();
+          await ui.page.waitForSelector(`${selector}[data-lines="2"]`, { timeout: 20_000 });
         }
-        await page.locator("section.inference-model").first().scrollIntoViewIfNeeded();
-        await page.setViewportSize({ width: 1400, height: 1300 });
+        await ui.page.locator("section.inference-model").first().scrollIntoViewIfNeeded();
+        await ui.page.setViewportSize({ width: 1400, height: 1300 });
         for (const m of MODELS) {
-          await page.locator(cardOf(m, "error rate")).scrollIntoViewIfNeeded();
-          await page.waitForSelector(`${cardOf(m, "error rate")}[data-drawn="1"]`, { timeout: 20_000 });
+          await ui.page.locator(cardOf(m, "error rate")).scrollIntoViewIfNeeded();
+          await ui.page.waitForSelector(`${cardOf(m, "error rate")}[data-drawn="1"]`, { timeout: 20_000 });
         }
-        await page.evaluate(() => window.scrollTo(0, 0));
-        await shot(page, `inference-view${suffix}.png`);
-        assert.deepEqual(errors, []);
+        await ui.page.evaluate(() => window.scrollTo(0, 0));
+        await shot(ui.page, `inference-view${suffix}.png`);
+        assert.deepEqual(ui.errors, []);
       });
 
       it("exports the view as a report that draws it with no server", async () => {
-        await page.goto(`${dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
-        await page.reload();
+        await ui.page.goto(`${ui.dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
+        await ui.page.reload();
         const ttft = cardOf("llama-3.1-8b", "time to first token");
-        await page.locator(ttft).scrollIntoViewIfNeeded({ timeout: 20_000 });
-        await page.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: 20_000 });
-        const [download] = await Promise.all([page.waitForEvent("download"), page.click("#export")]);
+        await ui.page.locator(ttft).scrollIntoViewIfNeeded({ timeout: 20_000 });
+        await ui.page.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: 20_000 });
+        const [download] = await Promise.all([ui.page.waitForEvent("download"), ui.page.click("#export")]);
         const file = join(root, `inference-report${suffix}.html`);
         await download.saveAs(file);
-        const report = await launched.context.newPage();
+        const report = await ui.launched.context.newPage();
         const asked: string[] = [];
         await report.route("**/*", (route) => {
           const url = route.request().url();

@@ -17,9 +17,9 @@ import { RunSync } from "../../../src/sync/run-sync.js";
 import { tempDir } from "../../helpers.js";
 import { Postgres, postgresMissing } from "../../server/postgres.js";
 import { insertRunRows, serverWithTokens } from "../../server/support.js";
-import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
+import type { LaunchedBrowser } from "../browser.js";
 import { manyRunSpec, seedManyRuns, type ManyRunSpec } from "../seed.js";
-import { card, ensureWebBuilt, shot, writeRun } from "./support.js";
+import { card, ensureWebBuilt, openPage, shot, writeRun } from "./support.js";
 
 const N = 2000;
 const SPECS: ManyRunSpec[] = Array.from({ length: N }, (_, i) => manyRunSpec(i));
@@ -136,13 +136,7 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
     before(async () => {
       ensureWebBuilt();
       source = await open();
-      launched = await launchChromium();
-      page = await launched.context.newPage();
-      await page.addInitScript("window.__name = (f) => f");
-      page.on("console", (m) => {
-        if (isPageError(m)) errors.push(m.text());
-      });
-      page.on("pageerror", (e) => errors.push(e.message));
+      ({ launched, page } = await openPage(errors));
       await page.goto(source.url);
     });
 

@@ -1,18 +1,22 @@
 /**
  * What the dashboard's browser tests share: building the web app, seeding runs with the real
- * store writer, card selectors, reading canvases, screenshots into test-artifacts/, and the two
- * sources a test serves its root from (`SOURCES`: `rankscope ui`, and a team server synced to).
+ * store writer, card selectors, reading canvases, screenshots into test-artifacts/, the two
+ * sources a test serves its root from (`SOURCES`: `rankscope ui`, and a team server synced to),
+ * and a page in a fresh Chromium that collects the page's errors (`openPage`, and
+ * `dashboardInChromium` for a describe's tests over one source).
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { after, before } from "node:test";
 import { fileURLToPath } from "node:url";
 import type { Page } from "playwright-core";
 import { RunSync } from "../../../src/sync/run-sync.js";
 import { defaultWebDir, startDashboard } from "../../../src/ui/server.js";
 import { Postgres, postgresMissing } from "../../server/postgres.js";
 import { serverWithTokens } from "../../server/support.js";
+import { isPageError, launchChromium, type LaunchedBrowser } from "../browser.js";
 import { openRun } from "../seed.js";
 
 export const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
@@ -168,6 +172,83 @@ export async function serveTeam(root: string): Promise<Served> {
     close: async () => {
       await server.close();
       await pg.close();
+    },
+  };
+}
+
+/** How `openPage` sets its page up. */
+export interface PageOptions {
+  /** The page's console errors of its own (`isPageError`) are errors too (default true); uncaught ones always are. */
+  readonly consoleErrors?: boolean;
+  /** Give the page the helper tsx names a test's `page.evaluate` functions with (default true). */
+  readonly nameHelper?: boolean;
+  /** The page's size (default: the browser's, 1400 × 900). */
+  readonly viewport?: { readonly width: number; readonly height: number };
+}
+
+/** Chromium launched fresh, and a page in it whose errors go into `errors`. */
+export async function openPage(
+  errors: string[],
+  options: PageOptions = {},
+): Promise<{ launched: LaunchedBrowser; page: Page }> {
+  const launched = await launchChromium();
+  try {
+    const page = await launched.context.newPage();
+    if (options.viewport !== undefined) await page.setViewportSize(options.viewport);
+    // tsx names the functions a test hands to page.evaluate with a helper the page lacks.
+    if (options.nameHelper ?? true) await page.addInitScript("window.__name = (f) => f");
+    page.on("pageerror", (e) => errors.push(e.message));
+    if (options.consoleErrors ?? true)
+      page.on("console", (m) => {
+        if (isPageError(m)) errors.push(m.text());
+      });
+    return { launched, page };
+  } catch (error) {
+    await launched.close();
+    throw error;
+  }
+}
+
+/** What `dashboardInChromium` opens for the tests of its describe. */
+export interface DashboardInChromium {
+  readonly dashboard: Served;
+  readonly launched: LaunchedBrowser;
+  readonly page: Page;
+  /** The page's errors: uncaught ones, and its console errors (unless `consoleErrors` is false). */
+  readonly errors: string[];
+}
+
+/**
+ * In the describe it is called in: before its tests, serve `root()` from `serve` and open a page
+ * in a fresh Chromium (`openPage`); after them, close both. The fields are there once the hook ran.
+ */
+export function dashboardInChromium(
+  serve: (root: string) => Promise<Served>,
+  root: () => string,
+  options: PageOptions = {},
+): DashboardInChromium {
+  const errors: string[] = [];
+  let dashboard: Served | undefined;
+  let opened: { launched: LaunchedBrowser; page: Page } | undefined;
+  before(async () => {
+    dashboard = await serve(root());
+    opened = await openPage(errors, options);
+  });
+  after(async () => {
+    await opened?.launched.close();
+    await dashboard?.close();
+  });
+  const ran = (): never => assert.fail("dashboardInChromium opens its page in the describe's before hook");
+  return {
+    errors,
+    get dashboard() {
+      return dashboard ?? ran();
+    },
+    get launched() {
+      return opened?.launched ?? ran();
+    },
+    get page() {
+      return opened?.page ?? ran();
     },
   };
 }
