@@ -76,13 +76,7 @@ export class HostAgent extends UpwardAgent implements RankRegistry {
     nc: SealedNats,
     private readonly runSecret: string,
   ) {
-    super("host", nc, {
-      runId: options.runId,
-      id: options.hostId,
-      parent: options.rackId,
-      url: options.url,
-      joinDeadlineMs: options.joinDeadlineMs ?? 30_000,
-    });
+    super("host", nc, options, options.hostId, options.rackId);
   }
 
   get hostId(): string {

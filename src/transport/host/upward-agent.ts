@@ -15,7 +15,7 @@ import { RunKey } from "../protocol/seal.js";
 import { SealedNats } from "../protocol/sealed-nats.js";
 import type { KeptHostAnswer } from "./kept-host-answers.js";
 import type { HostStatesHeader } from "./messages.js";
-import { UpwardLink, type HostFlushRequest, type UpwardConfig } from "./upward.js";
+import { UpwardLink, type HostFlushRequest } from "./upward.js";
 
 /** Which agent: its role on the wire, and what messages call it (`host agent h1`). */
 export type AgentKind = "host" | "rack";
@@ -35,6 +35,15 @@ export interface AgentAnswer {
   readonly incomplete: boolean;
 }
 
+/** The options every agent takes: where, which run, how it authenticates and seals. */
+export interface AgentConnectOptions {
+  readonly url: string;
+  readonly auth?: NatsAuthOptions;
+  readonly runId: string;
+  readonly runSecret?: string;
+  readonly joinDeadlineMs?: number;
+}
+
 /** A host agent or a rack agent: its link upwards, how it leaves the run, what it did. */
 export abstract class UpwardAgent {
   /** Towards the controller (or the rack agent above): registration, acknowledgements, kept answers. */
@@ -45,12 +54,22 @@ export abstract class UpwardAgent {
   readonly closed: Promise<string> = new Promise((resolve) => (this.markClosed = resolve));
   readonly stats: AgentStats = { flushes: 0, bytesOut: 0, incompleteFlushes: 0 };
 
+  /** `id`: the agent's own (host or rack id); `parent`: the rack agent it registers with (undefined: the controller). */
   protected constructor(
     private readonly kind: AgentKind,
     protected readonly nc: SealedNats,
-    link: Omit<UpwardConfig, "what">,
+    options: AgentConnectOptions,
+    id: string,
+    parent: string | undefined,
   ) {
-    this.up = new UpwardLink(nc, { ...link, what: `${kind} agent ${link.id}` });
+    this.up = new UpwardLink(nc, {
+      runId: options.runId,
+      id,
+      parent,
+      url: options.url,
+      what: `${kind} agent ${id}`,
+      joinDeadlineMs: options.joinDeadlineMs ?? 30_000,
+    });
   }
 
   /** Leave the run: tell the level above, then stop serving the level below (`stop`); once. */
@@ -91,15 +110,6 @@ export abstract class UpwardAgent {
       return false;
     }
   }
-}
-
-/** The options every agent takes: where, which run, how it authenticates and seals. */
-export interface AgentConnectOptions {
-  readonly url: string;
-  readonly auth?: NatsAuthOptions;
-  readonly runId: string;
-  readonly runSecret?: string;
-  readonly joinDeadlineMs?: number;
 }
 
 /** Who connects: the call (for its messages), the role, and the names of its own id's option and its parent's. */

@@ -65,13 +65,7 @@ export class RackAgent extends UpwardAgent {
     readonly options: RackAgentOptions,
     nc: SealedNats,
   ) {
-    super("rack", nc, {
-      runId: options.runId,
-      id: options.rackId,
-      parent: options.parentRackId,
-      url: options.url,
-      joinDeadlineMs: options.joinDeadlineMs ?? 30_000,
-    });
+    super("rack", nc, options, options.rackId, options.parentRackId);
   }
 
   get rackId(): string {
