@@ -19,7 +19,7 @@ import { joinOverNats } from "../../src/transport/rank/nats.js";
 import { RankAgent } from "../../src/transport/rank/rank-agent.js";
 import { isWireFrame } from "../../src/transport/wire/codec.js";
 import { waitFor, within } from "../helpers.js";
-import type { TestChild } from "./support.js";
+import { startChild, type TestChild } from "./support.js";
 
 /** A receiver's connection that drops the next `dropping` answers (wire frames) it receives: a NATS node dying with them. */
 export class DroppingNats extends SealedNats {
@@ -182,6 +182,24 @@ export function agentEnv(url: string, logger: MetricLogger, env: Record<string, 
     RANKSCOPE_RUN_SECRET: logger.runSecret,
     ...env,
   };
+}
+
+/** The rack agent's process, on the sources (under tsx). */
+const RACK_MAIN = new URL("../../src/transport/rack/main.ts", import.meta.url);
+
+/** Start the process of rack `rackId`'s agent for `logger`'s run on `url`, under the rack agent `parent` (default: the controller); added to `children`. */
+export function rackProcess(
+  url: string,
+  logger: MetricLogger,
+  children: TestChild[],
+  rackId: string,
+  parent?: string,
+): TestChild {
+  const env = agentEnv(url, logger, {
+    RANKSCOPE_RACK_ID: rackId,
+    ...(parent === undefined ? {} : { RANKSCOPE_PARENT_RACK_ID: parent }),
+  });
+  return startChild(RACK_MAIN, env, children);
 }
 
 /** SIGKILL an agent's process (continued first, should it be stopped) and wait until it exited. */

@@ -3,6 +3,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createConnection, createServer } from "node:net";
+import { after, before } from "node:test";
 import { tempDir, waitFor, TS_LOADER } from "../helpers.js";
 
 /** The rank module every transport test spawns. */
@@ -186,6 +187,27 @@ export class NatsServer {
     child.kill("SIGKILL");
     await exited;
   }
+}
+
+/**
+ * One nats-server for the tests of a file or a `describe` (call it at its top level): started
+ * before them and stopped after. `nats.server` is the running server.
+ */
+export function natsServerForSuite(): { readonly server: NatsServer } {
+  let running: NatsServer | undefined;
+  before(async () => {
+    running = await NatsServer.start();
+  });
+  after(async () => {
+    await running?.stop();
+  });
+  return {
+    get server(): NatsServer {
+      if (running === undefined)
+        throw new Error("the suite's nats-server is not started yet (use nats.server inside a test)");
+      return running;
+    },
+  };
 }
 
 /** True if a process with this pid exists. */

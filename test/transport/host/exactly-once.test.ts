@@ -8,30 +8,24 @@
  * the test asks it to (what a nats-server node that dies with the message in flight does).
  */
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { NatsRankServer } from "../../../src/transport/controller/nats.js";
 import { HostAgent } from "../../../src/transport/host/agent.js";
 import { collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
 import { agentEnv, droppingConnection, ExactRun, killAgent, serveHosts } from "../exactly-once-support.js";
-import { killChildren, NatsServer, startChild, type TestChild } from "../support.js";
+import { killChildren, natsServerForSuite, startChild, type TestChild } from "../support.js";
 
 const AGENT_MAIN = new URL("../../../src/transport/host/main.ts", import.meta.url);
 
-let server: NatsServer;
-before(async () => {
-  server = await NatsServer.start();
-});
-after(async () => {
-  await server.stop();
-});
+const nats = natsServerForSuite();
 
 test("a rank's answer lost on its way to the controller (NATS, joined directly) goes into the next flush, once", async () => {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 1500 });
-  const sealed = await droppingConnection(server.url, logger);
-  const ranksServer = new NatsRankServer(server.url, logger.runId, logger.runSecret, sealed, logger, 10);
+  const sealed = await droppingConnection(nats.server.url, logger);
+  const ranksServer = new NatsRankServer(nats.server.url, logger.runId, logger.runSecret, sealed, logger, 10);
   logger.onShutdown(() => ranksServer.close());
-  const run = new ExactRun(logger, server.url);
+  const run = new ExactRun(logger, nats.server.url);
   await run.joinRanks("Exact");
   const seen = await collectDiagnostics(async () => {
     await waitFor(async () => (await run.flush()).length === 0 && ranksServer.rankNames.length === 2, {
@@ -62,15 +56,15 @@ test("a rank's answer lost on its way to the controller (NATS, joined directly) 
 
 test("through a host agent: a rank's answer lost on its way to the agent, and the agent's lost on its way to the controller, each go into the next flush, once", async () => {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 1500 });
-  const { toController } = await serveHosts(server.url, logger, 10);
-  const toAgent = await droppingConnection(server.url, logger);
+  const { toController } = await serveHosts(nats.server.url, logger, 10);
+  const toAgent = await droppingConnection(nats.server.url, logger);
   const agent = new HostAgent(
-    { url: server.url, runId: logger.runId, hostId: "hexact", runSecret: logger.runSecret },
+    { url: nats.server.url, runId: logger.runId, hostId: "hexact", runSecret: logger.runSecret },
     toAgent,
     logger.runSecret,
   );
   await agent.start();
-  const run = new ExactRun(logger, server.url);
+  const run = new ExactRun(logger, nats.server.url);
   await run.joinRanks("Exact", { scope: "hexact" });
   const seen = await collectDiagnostics(async () => {
     await waitFor(async () => (await run.flush()).length === 0 && agent.rankNames.length === 2, {
@@ -103,12 +97,12 @@ test("through a host agent: a rank's answer lost on its way to the agent, and th
 
 test("a host agent process killed (-9) between flushes, and one killed with its answer on the way: its replacement takes what the ranks still keep, once — nothing lost, nothing twice", async () => {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 2000 });
-  const { toController } = await serveHosts(server.url, logger, 1000);
+  const { toController } = await serveHosts(nats.server.url, logger, 1000);
   const children: TestChild[] = [];
   const startAgent = (): TestChild =>
-    startChild(AGENT_MAIN, agentEnv(server.url, logger, { RANKSCOPE_HOST_ID: "hkill" }), children);
+    startChild(AGENT_MAIN, agentEnv(nats.server.url, logger, { RANKSCOPE_HOST_ID: "hkill" }), children);
   let agent = startAgent();
-  const run = new ExactRun(logger, server.url);
+  const run = new ExactRun(logger, nats.server.url);
   await run.joinRanks("Exact", { scope: "hkill" });
   try {
     await run.complete("a flush with both ranks");

@@ -7,34 +7,25 @@
  * replacement, and nothing is lost or counted twice.
  */
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import { collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
-import { agentEnv, ExactRun, hostsUnderRacks, killAgent, serveHosts } from "../exactly-once-support.js";
-import { killChildren, NatsServer, startChild, type TestChild } from "../support.js";
+import { ExactRun, hostsUnderRacks, killAgent, rackProcess, serveHosts } from "../exactly-once-support.js";
+import { killChildren, natsServerForSuite, type TestChild } from "../support.js";
 
-const RACK_MAIN = new URL("../../../src/transport/rack/main.ts", import.meta.url);
-
-let server: NatsServer;
-before(async () => {
-  server = await NatsServer.start();
-});
-after(async () => {
-  await server.stop();
-});
+const nats = natsServerForSuite();
 
 const RACKS: Record<string, string> = { h0: "r0", h1: "r0", h2: "r1", h3: "r1" };
 
 test("two rack agents × two hosts × two ranks: one frame per rack, ranks counted and named with host and rack, a rack agent stopped, killed (-9) and replaced — nothing lost, nothing twice", async () => {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 3000 });
-  const { hosts, toController } = await serveHosts(server.url, logger, 1000);
+  const { hosts, toController } = await serveHosts(nats.server.url, logger, 1000);
   const children: TestChild[] = [];
-  const startRack = (rackId: string): TestChild =>
-    startChild(RACK_MAIN, agentEnv(server.url, logger, { RANKSCOPE_RACK_ID: rackId }), children);
+  const startRack = (rackId: string): TestChild => rackProcess(nats.server.url, logger, children, rackId);
   const killRack = (rack: TestChild): Promise<void> => killAgent(rack, "the SIGKILLed rack agent to exit");
   const racks = { r0: startRack("r0"), r1: startRack("r1") };
   await waitFor(() => hosts.hostIds.length === 2, { timeoutMs: 30_000, what: "both rack agents to register" });
-  const run = new ExactRun(logger, server.url, 8);
+  const run = new ExactRun(logger, nats.server.url, 8);
   const agents = await hostsUnderRacks(run, RACKS, "Rack");
   const r1Ranks = ["Rack_h2_r0", "Rack_h2_r1", "Rack_h3_r0", "Rack_h3_r1"];
   try {

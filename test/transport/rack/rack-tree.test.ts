@@ -6,43 +6,28 @@
  * both levels (the stopped rack's late answer is carried, not lost, not counted twice).
  */
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 import { MetricLogger } from "../../../src/controller/metric-logger.js";
 import type { HostAgent } from "../../../src/transport/host/agent.js";
 import { collectDiagnostics, tempDir, waitFor } from "../../helpers.js";
-import { agentEnv, ExactRun, hostsUnderRacks, serveHosts } from "../exactly-once-support.js";
-import { killChildren, NatsServer, startChild, type TestChild } from "../support.js";
+import { ExactRun, hostsUnderRacks, rackProcess, serveHosts } from "../exactly-once-support.js";
+import { killChildren, natsServerForSuite, type TestChild } from "../support.js";
 
-const RACK_MAIN = new URL("../../../src/transport/rack/main.ts", import.meta.url);
-
-let server: NatsServer;
-before(async () => {
-  server = await NatsServer.start();
-});
-after(async () => {
-  await server.stop();
-});
+const nats = natsServerForSuite();
 
 const RACKS: Record<string, string> = { h0: "r0", h1: "r0", h2: "r1", h3: "r1" };
 
 test("a rack agent under a rack agent: the controller serves the top rack, every rank counted and a stopped middle rack's ranks named with their host, sums exact through both levels", async () => {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 4000 });
-  const { hosts } = await serveHosts(server.url, logger, 1000);
+  const { hosts } = await serveHosts(nats.server.url, logger, 1000);
   const children: TestChild[] = [];
   const startRack = (rackId: string, parent?: string): TestChild =>
-    startChild(
-      RACK_MAIN,
-      agentEnv(server.url, logger, {
-        RANKSCOPE_RACK_ID: rackId,
-        ...(parent === undefined ? {} : { RANKSCOPE_PARENT_RACK_ID: parent }),
-      }),
-      children,
-    );
+    rackProcess(nats.server.url, logger, children, rackId, parent);
   startRack("top");
   await waitFor(() => hosts.hostIds.length === 1, { timeoutMs: 30_000, what: "the top rack agent to register" });
   const middle = { r0: startRack("r0", "top"), r1: startRack("r1", "top") };
   const agents: HostAgent[] = [];
-  const run = new ExactRun(logger, server.url, 8);
+  const run = new ExactRun(logger, nats.server.url, 8);
   const r1Ranks = ["Tree_h2_r0", "Tree_h2_r1", "Tree_h3_r0", "Tree_h3_r1"];
   try {
     await hostsUnderRacks(run, RACKS, "Tree", agents);
