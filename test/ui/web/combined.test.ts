@@ -7,36 +7,19 @@
  * network blocked. Screenshot: test-artifacts/combined.png.
  */
 import assert from "node:assert/strict";
-import { readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
 import type { Page } from "playwright-core";
 import { closeStores, series } from "../../../src/store/reader.js";
 import { builtCli, runNode, tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
-import { ensureWebBuilt, serveLocal, shot, writeRun, type Served } from "./support.js";
+import { csvOf, ensureWebBuilt, serveLocal, shot, writeRun, type Served } from "./support.js";
 
 const STEPS = 30;
 const KEYS = ["train/loss", "val/loss"] as const;
 const RUN = "exp/combo";
 const COMBINED = `.chart[data-combined=${JSON.stringify(KEYS.join(","))}]`;
-
-/** A card's CSV download: per line label, its values by step. */
-async function csvOf(page: Page, selector: string): Promise<Map<string, Map<number, number>>> {
-  const [download] = await Promise.all([page.waitForEvent("download"), page.click(`${selector} button.csv`)]);
-  const rows = readFileSync(await download.path(), "utf8")
-    .trim()
-    .split("\n");
-  assert.equal(rows[0], "line,step,time_ms,value");
-  const lines = new Map<string, Map<number, number>>();
-  for (const row of rows.slice(1)) {
-    const [label = "", step = "", , value = ""] = row.split(",");
-    const line = lines.get(label) ?? new Map<number, number>();
-    line.set(Number(step), Number(value));
-    lines.set(label, line);
-  }
-  return lines;
-}
 
 /** The store's values of a global key, by step. */
 function stored(runDir: string, key: string): Map<number, number> {

@@ -7,16 +7,15 @@
  * `rankscope ui` and by a team server the run was synced to. Screenshots go to test-artifacts/.
  */
 import assert from "node:assert/strict";
-import { readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, it } from "node:test";
-import type { Page } from "playwright-core";
 import { attributedKey, withSuffix } from "../../../src/core/attributes.js";
 import { closeStores, series } from "../../../src/store/reader.js";
 import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir } from "../../helpers.js";
 import { runLogger } from "../../inference/support.js";
-import { dashboardInChromium, ensureWebBuilt, shot, SOURCES, writeRun } from "./support.js";
+import { csvOf, dashboardInChromium, ensureWebBuilt, shot, SOURCES, writeRun } from "./support.js";
 
 const MODEL_SERVER = new URL("../../../examples/inference/model-server.ts", import.meta.url);
 const MODELS = ["llama-3.1-70b", "llama-3.1-8b"];
@@ -50,23 +49,6 @@ async function serveTwoModels(root: string): Promise<void> {
 /** The store's values of a global key, by step. */
 function stored(runDir: string, key: string): Map<number, number> {
   return new Map(series(runDir, key).points.map((p) => [p.step, p.value]));
-}
-
-/** A downloaded CSV of a card: per line label, its values by step. */
-async function csvOf(page: Page, selector: string): Promise<Map<string, Map<number, number>>> {
-  const [download] = await Promise.all([page.waitForEvent("download"), page.click(`${selector} button.csv`)]);
-  const rows = readFileSync((await download.path()) ?? "", "utf8")
-    .trim()
-    .split("\n");
-  assert.equal(rows[0], "line,step,time_ms,value");
-  const lines = new Map<string, Map<number, number>>();
-  for (const row of rows.slice(1)) {
-    const [label = "", step = "", , value = ""] = row.split(",");
-    const line = lines.get(label) ?? new Map<number, number>();
-    line.set(Number(step), Number(value));
-    lines.set(label, line);
-  }
-  return lines;
 }
 
 const cardOf = (model: string, measure: string): string =>

@@ -7,7 +7,7 @@
  */
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { after, before } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -48,6 +48,23 @@ export async function shot(page: Page, name: string, selector?: string): Promise
       .locator(selector)
       .first()
       .screenshot({ path: join(artifacts, name) });
+}
+
+/** A card's CSV download (its `button.csv`): per line label, its values by step. */
+export async function csvOf(page: Page, selector: string): Promise<Map<string, Map<number, number>>> {
+  const [download] = await Promise.all([page.waitForEvent("download"), page.click(`${selector} button.csv`)]);
+  const rows = readFileSync(await download.path(), "utf8")
+    .trim()
+    .split("\n");
+  assert.equal(rows[0], "line,step,time_ms,value");
+  const lines = new Map<string, Map<number, number>>();
+  for (const row of rows.slice(1)) {
+    const [label = "", step = "", , value = ""] = row.split(",");
+    const line = lines.get(label) ?? new Map<number, number>();
+    line.set(Number(step), Number(value));
+    lines.set(label, line);
+  }
+  return lines;
 }
 
 /** Write one global series per key: `values(step)` at steps 0..n-1, a second apart from `t0`. */
