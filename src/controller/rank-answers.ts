@@ -154,16 +154,17 @@ export function rankRefs(names: readonly string[], handles: ReadonlyMap<string, 
   });
 }
 
-/** Where the ranks behind host and rack agents run: by rank name, its host (and rack, behind a rack agent). */
+/** Where the ranks behind host and rack agents run: by rank name, its host (and the rack its host agent registered with). */
 function memberPlaces(handles: ReadonlyMap<string, RankHandle>): Map<string, { host: string; rack?: string }> {
   const where = new Map<string, { host: string; rack?: string }>();
   for (const handle of handles.values()) {
     if (!isRankGroupHandle(handle)) continue;
     const members = handle.memberRanks();
     const hosts = handle.memberHostList?.();
-    const rack = handle.rack;
+    const racks = handle.memberRackList?.();
     for (const [i, member] of members.entries()) {
       const host = hosts?.[i] ?? handle.host;
+      const rack = racks?.[i] ?? handle.rack;
       if (host !== undefined) where.set(member, rack === undefined ? { host } : { host, rack });
     }
   }

@@ -116,6 +116,8 @@ export interface RankGroupHandle extends RankHandle {
   memberHostList?(): readonly string[];
   /** A rack agent's handle: the rack's id (the ranks' hosts are in `memberHostList`). */
   readonly rack?: string | undefined;
+  /** A rack agent's handle: the rack of each rank of `memberRanks()` (a rack below it in a deeper tree). */
+  memberRackList?(): readonly string[] | undefined;
 }
 
 /** The answer of a `RankGroupHandle`: the merged states of its ranks, and which of them answered. */

@@ -25,7 +25,7 @@ import {
   RankDeadlineError,
 } from "../controller/rank-carrier.js";
 import { StateDecoder, type DecodedFrame } from "../wire/codec.js";
-import type { HostStatesHeader, RankAnswers } from "./messages.js";
+import { expandRuns, type HostStatesHeader, type RankAnswers } from "./messages.js";
 import type { HostServing } from "./host-serving.js";
 import { FramedHostSnapshot } from "./host-snapshot.js";
 
@@ -38,8 +38,9 @@ export class HostHandle implements RankGroupHandle {
   readonly rankName: string;
   readonly decoder = new StateDecoder();
   private members: readonly string[] = [];
-  /** A rack's answers: the host of each member rank (`HostStatesHeader.hosts`, expanded); empty for a host. */
+  /** A rack's answers: the host and the rack of each member rank (`HostStatesHeader.hosts`, `.racks`, expanded); empty for a host. */
   private memberHosts: readonly string[] = [];
+  private memberRacks: readonly string[] = [];
   private membersVersion = -1;
   private readonly pending = new Map<
     number,
@@ -91,11 +92,9 @@ export class HostHandle implements RankGroupHandle {
     return this.memberHosts.length === this.members.length ? this.memberHosts : this.members.map(() => this.hostId);
   }
 
-  /** The host a member rank runs on: this host, or for a rack's handle the host its agent named. */
-  memberHost(rankName: string): string | undefined {
-    if (this.memberHosts.length === 0) return this.hostId;
-    const i = this.members.indexOf(rankName);
-    return i < 0 ? undefined : this.memberHosts[i];
+  /** For a rack's handle, the rack of each rank of `memberRanks()`: the rack agent its host agent registered with. */
+  memberRackList(): readonly string[] | undefined {
+    return this.rack === undefined ? undefined : this.members.map((_, i) => this.memberRacks[i] ?? this.hostId);
   }
 
   /** The rack's id when this handle answers for a rack (its answers name each rank's host), not one host. */
@@ -327,8 +326,8 @@ export class HostHandle implements RankGroupHandle {
     stats.frameBytes += bytes;
     if (header.ranks !== undefined) {
       this.members = header.ranks;
-      this.memberHosts =
-        header.hosts === undefined ? [] : header.hosts.flatMap(([host, n]) => Array<string>(n).fill(host));
+      this.memberHosts = expandRuns(header.hosts);
+      this.memberRacks = expandRuns(header.racks);
       this.membersVersion = header.mv;
     } else if (header.mv !== this.membersVersion) {
       this.server.requestResync(this.hostId);

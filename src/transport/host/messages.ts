@@ -149,6 +149,11 @@ export interface HostStatesHeader {
    * list's order (sent with `ranks`). Absent from a host's answer (its ranks are all on its host).
    */
   readonly hosts?: ReadonlyArray<readonly [string, number]>;
+  /**
+   * A rack's answer: the rack agent each rank's host registered with (this rack, or a rack below
+   * it), as runs of `[rack, how many ranks]` in the list's order (sent with `ranks`).
+   */
+  readonly racks?: ReadonlyArray<readonly [string, number]>;
   /** Sum of the reporting ranks' dropped-key counts (since they started). */
   readonly dropped: number;
   readonly offCycle?: readonly OffCycleLog[];
@@ -319,25 +324,32 @@ export function validateHostStatesHeader(h: Record<string, unknown>): MessagePro
     nameProblem("host", h["host"]) ??
     namesProblem("missing", h["missing"]) ??
     (h["ranks"] === undefined ? undefined : namesProblem("ranks", h["ranks"])) ??
-    (h["hosts"] === undefined ? undefined : hostRunsProblem(h["hosts"], h["ranks"])) ??
+    (h["hosts"] === undefined ? undefined : runsProblem("hosts", "host", h["hosts"], h["ranks"])) ??
+    (h["racks"] === undefined ? undefined : runsProblem("racks", "rack", h["racks"], h["ranks"])) ??
     alertsProblem(h, "a host's frame");
   if (names !== undefined || h["timing"] === undefined) return names;
   // Rows index the rank list; without one in this frame, any index up to the bound a frame could name.
   return hostTimingProblem(h["timing"], Array.isArray(h["ranks"]) ? h["ranks"].length : MAX_HOST_RANKS);
 }
 
-/** A problem unless `value` is runs of `[host id, rank count]` covering exactly the frame's rank list. */
-function hostRunsProblem(value: unknown, ranks: unknown): MessageProblem {
+/** Runs of `[name, count]` (`HostStatesHeader.hosts`, `.racks`) as one name per rank; empty when absent. */
+export function expandRuns(runs: ReadonlyArray<readonly [string, number]> | undefined): string[] {
+  return runs === undefined ? [] : runs.flatMap(([name, n]) => Array<string>(n).fill(name));
+}
+
+/** A problem unless `value` (field `field`) is runs of `[host or rack id, rank count]` covering exactly the frame's rank list. */
+function runsProblem(field: string, what: string, value: unknown, ranks: unknown): MessageProblem {
   if (!Array.isArray(value) || !Array.isArray(ranks) || value.length > MAX_ACKED_HOSTS)
-    return "hosts must come with ranks, as at most 10,000 [host, count] runs";
+    return `${field} must come with ranks, as at most 10,000 [${what}, count] runs`;
   let total = 0;
   for (const run of value) {
-    if (!Array.isArray(run) || run.length !== 2 || !isId(run[1])) return "every hosts entry must be [host, count]";
-    const problem = nameProblem("every host id in hosts", run[0]);
+    if (!Array.isArray(run) || run.length !== 2 || !isId(run[1]))
+      return `every ${field} entry must be [${what}, count]`;
+    const problem = nameProblem(`every ${what} id in ${field}`, run[0]);
     if (problem !== undefined) return problem;
     total += Number(run[1]);
   }
-  return total === ranks.length ? undefined : "hosts must count exactly the ranks of ranks";
+  return total === ranks.length ? undefined : `${field} must count exactly the ranks of ranks`;
 }
 
 /** The most ranks one host's answer may name (a bound for checking a frame's timing rows). */

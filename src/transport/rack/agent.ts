@@ -140,8 +140,9 @@ export class RackAgent extends UpwardAgent {
         answer: await handle.flush(request.step, deadline).catch(() => undefined),
       })),
     );
-    const members = rackMembers(handles);
-    const key = members.hosts.map(([h, n]) => `${h}:${n}`).join(",") + "|" + members.ranks.join(",");
+    const members = rackMembers(handles, rackId);
+    const runs = (list: Array<[string, number]>): string => list.map(([name, n]) => `${name}:${n}`).join(",");
+    const key = `${runs(members.hosts)}|${runs(members.racks)}|${members.ranks.join(",")}`;
     if (key !== this.membersKey) {
       this.membersKey = key;
       this.membersVersion++;

@@ -37,31 +37,44 @@ export interface RackAnswerContext {
   readonly sendMembers: boolean;
 }
 
-/** The rack's rank list: every host's ranks in host order, with their hosts, and where each host's ranks start. */
+/** The rack's rank list: every host's ranks in host order, with their hosts and racks, and where each host's ranks start. */
 export interface RackMembers {
   readonly ranks: string[];
   readonly hosts: Array<[string, number]>;
+  /** The rack agent each rank's host agent registered with: this rack, or for a rack below it the rack that rack names. */
+  readonly racks: Array<[string, number]>;
   readonly offsets: number[];
 }
 
-/** The rack's rank list: every host's ranks in host order, with the host of each, as `[host, count]` runs. */
-export function rackMembers(handles: readonly HostHandle[]): RackMembers {
+/** Add one rank's `name` to runs of `[name, count]`. */
+function addToRuns(runs: Array<[string, number]>, name: string): void {
+  const last = runs.at(-1);
+  if (last !== undefined && last[0] === name) last[1]++;
+  else runs.push([name, 1]);
+}
+
+/**
+ * The rack's rank list: every host's ranks in host order, with the host and the rack of each, as
+ * `[host, count]` and `[rack, count]` runs. A host agent's ranks are in `rackId`; the ranks of a
+ * rack agent below keep the racks it named.
+ */
+export function rackMembers(handles: readonly HostHandle[], rackId: string): RackMembers {
   const ranks: string[] = [];
   const hosts: Array<[string, number]> = [];
+  const racks: Array<[string, number]> = [];
   const offsets: number[] = [];
   for (const handle of handles) {
     offsets.push(ranks.length);
     const members = handle.memberRanks();
     const places = handle.memberHostList();
+    const below = handle.memberRackList();
     for (const [i, rank] of members.entries()) {
       ranks.push(rank);
-      const host = places[i] ?? handle.hostId;
-      const last = hosts.at(-1);
-      if (last !== undefined && last[0] === host) last[1]++;
-      else hosts.push([host, 1]);
+      addToRuns(hosts, places[i] ?? handle.hostId);
+      addToRuns(racks, below?.[i] ?? rackId);
     }
   }
-  return { ranks, hosts, offsets };
+  return { ranks, hosts, racks, offsets };
 }
 
 /** A number for an agent process id (a random UUID), as `RankAnswers.p` takes one: its first 48 bits. */
@@ -130,7 +143,7 @@ export function rackAnswer(
     reporting,
     missing,
     mv: context.membersVersion,
-    ...(context.sendMembers ? { ranks: members.ranks, hosts: members.hosts } : {}),
+    ...(context.sendMembers ? { ranks: members.ranks, hosts: members.hosts, racks: members.racks } : {}),
     dropped,
     ...(offCycle.length > 0 ? { offCycle } : {}),
     ...(alerts.length > 0 ? { alerts: newestAlerts(undefined, alerts, `rack ${rackId}'s hosts`) } : {}),

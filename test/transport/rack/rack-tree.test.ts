@@ -2,8 +2,9 @@
  * A four-level tree over a real nats-server (docs/scale.md, "A deeper tree"): the controller, one
  * rack agent above two rack agents (`RANKSCOPE_PARENT_RACK_ID`), two host agents under each and two
  * ranks per host. The controller serves the top rack only; it counts the eight ranks one by one,
- * names a stopped middle rack's ranks missing with their host, and the run's sum is exact through
- * both levels (the stopped rack's late answer is carried, not lost, not counted twice).
+ * names a stopped middle rack's ranks missing with their host and that middle rack (the rack their
+ * host agents registered with, not the top one), and the run's sum is exact through both levels
+ * (the stopped rack's late answer is carried, not lost, not counted twice).
  */
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -17,7 +18,7 @@ const nats = natsServerForSuite();
 
 const RACKS: Record<string, string> = { h0: "r0", h1: "r0", h2: "r1", h3: "r1" };
 
-test("a rack agent under a rack agent: the controller serves the top rack, every rank counted and a stopped middle rack's ranks named with their host, sums exact through both levels", async () => {
+test("a rack agent under a rack agent: the controller serves the top rack, every rank counted and a stopped middle rack's ranks named with their host and middle rack, sums exact through both levels", async () => {
   const logger = new MetricLogger({ processName: "Controller", runDir: tempDir(), flushDeadlineMs: 4000 });
   const { hosts } = await serveHosts(nats.server.url, logger, 1000);
   const children: TestChild[] = [];
@@ -59,8 +60,11 @@ test("a rack agent under a rack agent: the controller serves the top rack, every
     assert.equal(run.logged, run.recorded, "the run's sum is exact through both levels");
     assert.equal(run.logged, 8 * 1111);
     assert.ok(
-      seen.some((d) => d.message.includes("Tree_h2_r0 on h2")),
-      "the missing ranks are named with their host",
+      seen.some((d) => d.message.includes("Tree_h2_r0 on h2 in rack r1")),
+      `the missing ranks are named with their host and the rack their host agent registered with (the middle one, not the top): ${seen
+        .filter((d) => d.message.includes("did not answer"))
+        .map((d) => d.message)
+        .join(" | ")}`,
     );
   } finally {
     await logger.shutdown();
