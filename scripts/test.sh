@@ -61,19 +61,17 @@ done
 for g in "${found[@]}"; do
   case " ${slow[*]} " in *" $g "*) ;; *) files+=("$g") ;; esac
 done
-# No --test-force-exit: with files two at a time it makes the runner exit before it has read the
-# last file's results, which are then dropped from the count at exit code 0 (nodejs/node#64833;
-# seen here: web-helpers.test.ts cut after 7 of its 31 tests on Node 22). A file left hanging by
-# what a test leaves open instead ends the whole run after RANKSCOPE_TEST_LIMIT_S (40 minutes),
-# loudly (exit code 124).
-# RANKSCOPE_TEST_TIMES=FILE also writes each file's time there, longest first (scripts/file-times.mjs).
-reporters=(--test-reporter=spec --test-reporter-destination=stdout)
-if [ -n "${RANKSCOPE_TEST_TIMES:-}" ]; then
-  # It writes nothing to its destination (stdout); Node 22's runner fails on /dev/null (fsync: EINVAL).
-  reporters+=(--test-reporter=./scripts/file-times.mjs --test-reporter-destination=stdout)
-fi
-# Each file runs under the tests' TypeScript loader (scripts/ts-loader.mjs); RANKSCOPE_TEST_CPU=FILE
-# also writes each file's CPU seconds there (scripts/file-cpu.mjs).
+# The files run in this order under scripts/run-tests.mjs (node:test's run()): `node --test FILES`
+# sorts them by name, which ran the dashboard's long Chromium files (test/ui/…) last. No
+# forceExit: it makes the runner exit before it has read the last file's results, which are then
+# dropped from the count at exit code 0 (nodejs/node#64833). A file left hanging by what a test
+# leaves open instead ends the whole run after RANKSCOPE_TEST_LIMIT_S (40 minutes), loudly (exit
+# code 124). Each test's timeout (600 s) is a guard against a hang, not a speed bound: a long file
+# on a machine loaded many times over took more than 180 s.
+# Each file runs under the tests' TypeScript loader (scripts/ts-loader.mjs), which it takes from the
+# runner's flags. RANKSCOPE_TEST_TIMES=FILE also writes each file's time there, longest first
+# (scripts/file-times.mjs); RANKSCOPE_TEST_CPU=FILE each file's CPU seconds, start and end
+# (scripts/file-cpu.mjs; `node scripts/file-timeline.mjs FILE` lays them out).
 preload=(--import "$PWD/scripts/ts-loader.mjs")
 if [ -n "${RANKSCOPE_TEST_CPU:-}" ]; then
   : >"$RANKSCOPE_TEST_CPU"
@@ -82,8 +80,8 @@ fi
 cores=$(nproc 2>/dev/null || echo 2)
 concurrency=$((cores * 2 > 8 ? 8 : cores * 2))
 status=0
-timeout --kill-after=30 "${RANKSCOPE_TEST_LIMIT_S:-2400}" node "${preload[@]}" --test "${reporters[@]}" \
-  --test-concurrency="${RANKSCOPE_TEST_CONCURRENCY:-$concurrency}" --test-timeout=180000 "${files[@]}" || status=$?
+timeout --kill-after=30 "${RANKSCOPE_TEST_LIMIT_S:-2400}" node "${preload[@]}" scripts/run-tests.mjs \
+  "${RANKSCOPE_TEST_CONCURRENCY:-$concurrency}" 600000 "${files[@]}" || status=$?
 if [ -n "$checks_pid" ]; then
   echo "── the checks (eslint, prettier, the cast budget, tsc):"
   if wait "$checks_pid"; then
