@@ -25,8 +25,8 @@ import { card, ensureWebBuilt, shot } from "./support.js";
 const KILLED_JOB = fileURLToPath(new URL("../../store/fixtures/killed-job.mjs", import.meta.url));
 const KEY = "my_sum_rank_metric";
 /**
- * The deadline of every wait here that only a loaded machine makes long (a rank's writer committing,
- * a killed process being noticed or reaped, Chromium drawing or polling): deadlines in tests are
+ * The deadline of every wait here that only a loaded machine makes long (a rank's store opening and
+ * committing, a killed process being noticed or reaped, Chromium drawing or polling): deadlines in tests are
  * for hangs, not speed, and on the shared 2-core machine at load average 13-25 a rank's store took
  * over 20 s to show its first three steps. 90 s is met by a starved machine; a hang still ends.
  */
@@ -40,6 +40,11 @@ async function jobLosingARank(runDir: string): Promise<string> {
     experiment: "exp",
     trial: "lossy",
     quiet: true,
+    // A rank opens its own store (rankStore) when it starts; on a loaded machine that took over the
+    // ranks' default backend deadline (half the flush deadline, 2.5 s), so the rank skipped its
+    // store's calls and steps 0-2 never reached it. The same deadline for hangs as the waits.
+    flushDeadlineMs: LOADED_MACHINE_MS,
+    backendDeadlineMs: LOADED_MACHINE_MS,
   });
   let victim = "";
   await collectDiagnostics(async () => {
