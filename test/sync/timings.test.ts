@@ -17,6 +17,11 @@ import { assertRunEqual, serverWithTokens } from "../server/support.js";
 import type { StepPlan } from "../controller/stragglers/fixtures/straggler-rank.js";
 
 const RANK_MODULE = new URL("../controller/stragglers/fixtures/straggler-rank.ts", import.meta.url);
+/**
+ * Virtual ms (the fixture's clock, see test/controller/stragglers/thread-ranks.test.ts): 1 s steps,
+ * 20 s more for the slow rank, and a 10 s bar, above the lateness the 5 s flush deadline lets through.
+ */
+const STRAGGLERS = { tolerance: 0.5, minExcessMs: 10_000 };
 const skip = postgresMissing() ?? false;
 
 describe("per-rank timings on the team server", { skip }, () => {
@@ -35,7 +40,7 @@ describe("per-rank timings on the team server", { skip }, () => {
           experiment: "ranks",
           trial: "t1",
           quiet: true,
-          stragglers: { tolerance: 0.5, minExcessMs: 150 },
+          stragglers: STRAGGLERS,
         });
         await logger.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } });
         const group = await spawnRanks({
@@ -47,7 +52,7 @@ describe("per-rank timings on the team server", { skip }, () => {
         });
         const slow = 3;
         for (let step = 0; step < 12; step++) {
-          const plan: StepPlan = { baseMs: 30, slowMs: 400, slow: [slow] };
+          const plan: StepPlan = { baseMs: 1000, slowMs: 20_000, slow: [slow] };
           await group.fanout("trainStep", step, plan);
           await logger.flush(step);
         }
@@ -96,7 +101,7 @@ describe("per-rank timings on the team server", { skip }, () => {
           experiment: "ranks",
           trial: "t1",
           quiet: true,
-          stragglers: { tolerance: 0.5, minExcessMs: 150 },
+          stragglers: STRAGGLERS,
         });
         await resumed.initBackends({ store: { loggingMode: "global_reduce", waitForWrites: true } }, { resumeStep: 8 });
         const again2 = await spawnRanks({
@@ -107,7 +112,7 @@ describe("per-rank timings on the team server", { skip }, () => {
           logger: resumed,
         });
         for (let step = 8; step < 11; step++) {
-          await again2.fanout("trainStep", step, { baseMs: 30, slowMs: 400, slow: [1] } satisfies StepPlan);
+          await again2.fanout("trainStep", step, { baseMs: 1000, slowMs: 20_000, slow: [1] } satisfies StepPlan);
           await resumed.flush(step);
         }
         await resumed.shutdown();

@@ -1,7 +1,16 @@
 /**
  * Straggler attribution with real ranks (worker threads started by `spawnRanks`), each tracing its
- * step with a Tracer; slowness is a rank sleeping longer at the steps the test chooses, so the
+ * step with a Tracer; slowness is a rank "sleeping" longer at the steps the test chooses, so the
  * assertions are about names, not timings (docs/stragglers.md).
+ *
+ * The ranks' clock is virtual (fixtures/virtual-clock.mjs): in each rank's thread `performance.now()`,
+ * which the Tracer reads, moves only by the plan's sleeps and barriers, so every step, phase and
+ * barrier wait measures exactly the plan, however loaded the machine (with real sleeps a starved CPU
+ * stretched the median 50 ms step so far that 700 ms more fell under the bar). The one
+ * measure still in real time is lateness (when a rank's flush answer arrives, timed by the
+ * controller); the bar to be named (`minExcessMs`) is twice the flush deadline (5 s), which no
+ * answer can be later than, so lateness can name nobody here and the step times and waits name
+ * exactly the planned ranks. Lateness itself is judged in analysis.test.ts.
  */
 import assert from "node:assert/strict";
 import { hostname } from "node:os";
@@ -14,12 +23,12 @@ import type { StepPlan } from "./fixtures/straggler-rank.js";
 const RANK_MODULE = new URL("./fixtures/straggler-rank.ts", import.meta.url);
 
 /**
- * The slowed ranks lose 700 ms a step; the bar to be named is 250 ms (and half a median step), far above this machine's
- * scheduling noise (a thread rank two busy cores away answers up to ~100 ms late now and then, and
- * the defaults — 25 % of a step, 20 ms — are for real training steps, not 50 ms sleeps).
+ * Virtual ms (they cost no real time): a step computes 1 s, a slowed rank 20 s more; the bar to be
+ * named is 10 s, far above the flush deadline's 5 s of lateness (see the top).
  */
-const SLOW_MS = 700;
-const STRAGGLERS = { tolerance: 0.5, minExcessMs: 250 };
+const BASE_MS = 1000;
+const SLOW_MS = 20_000;
+const STRAGGLERS = { tolerance: 0.5, minExcessMs: 10_000 };
 
 /** Every rank named slow at any flush, by name. */
 function namedEver(reports: readonly StragglerReport[]): Set<string> {
@@ -53,7 +62,7 @@ describe("straggler attribution with real thread ranks", () => {
     const steps = 12;
     for (let step = 0; step < steps; step++) {
       const plan: StepPlan = {
-        baseMs: 50,
+        baseMs: BASE_MS,
         slowMs: SLOW_MS,
         slow: transientSteps.has(step) ? [chronic, transient] : [chronic],
       };
@@ -157,14 +166,11 @@ describe("straggler attribution with real thread ranks", () => {
     const reports: StragglerReport[] = [];
     const barrier = { channel: `stragglers-${logger.runId}`, world: 4 };
     await group.fanout("openBarrier", barrier);
-    // A first step nobody is slowed at, and not judged: each thread's first step carries its one-off
-    // costs (the first Tracer span, the channel's first message), which on a loaded machine delayed
-    // a fast rank's arrival by hundreds of ms, and the rule rightly names nobody when the others'
-    // waits spread that much.
-    await group.fanout("trainStep", 0, { baseMs: 50, slowMs: 0, slow: [], barrier } satisfies StepPlan);
+    // A first step nobody is slowed at, and not judged.
+    await group.fanout("trainStep", 0, { baseMs: BASE_MS, slowMs: 0, slow: [], barrier } satisfies StepPlan);
     await logger.flush(0);
     for (let step = 1; step <= 6; step++) {
-      const plan: StepPlan = { baseMs: 50, slowMs: SLOW_MS, slow: [slow], barrier };
+      const plan: StepPlan = { baseMs: BASE_MS, slowMs: SLOW_MS, slow: [slow], barrier };
       await group.fanout("trainStep", step, plan);
       const result = await logger.flush(step);
       if (result.stragglers !== undefined) reports.push(result.stragglers);

@@ -30,8 +30,11 @@ import { ensureWebBuilt, shot, SOURCES, type Served } from "./support.js";
 import type { StepPlan } from "../../controller/stragglers/fixtures/straggler-rank.js";
 
 const RANK_MODULE = new URL("../../controller/stragglers/fixtures/straggler-rank.ts", import.meta.url);
-/** As in test/controller/stragglers/thread-ranks.test.ts: a bar far above scheduling noise. */
-const STRAGGLERS = { tolerance: 0.5, minExcessMs: 250 };
+/**
+ * As in test/controller/stragglers/thread-ranks.test.ts: virtual ms (the fixture's clock), 1 s steps
+ * and 20 s more for a slowed rank, and a 10 s bar, above the lateness the 5 s flush deadline lets through.
+ */
+const STRAGGLERS = { tolerance: 0.5, minExcessMs: 10_000 };
 
 /** 8 thread ranks, 10 flushes; returns the chronic (5) and transient (2) ranks' names. */
 async function eightRanks(runDir: string): Promise<{ chronic: string; transient: string }> {
@@ -52,7 +55,7 @@ async function eightRanks(runDir: string): Promise<{ chronic: string; transient:
     logger,
   });
   for (let step = 0; step < 10; step++) {
-    const plan: StepPlan = { baseMs: 50, slowMs: 700, slow: step === 2 || step === 6 ? [5, 2] : [5] };
+    const plan: StepPlan = { baseMs: 1000, slowMs: 20_000, slow: step === 2 || step === 6 ? [5, 2] : [5] };
     await group.fanout("trainStep", step, plan);
     await logger.flush(step);
   }
