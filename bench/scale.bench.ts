@@ -16,8 +16,9 @@
  * agents, each rack agent its hosts' agents) and with host agents only, in the same run
  * (`SCALE_BENCH_RACKS_GRID=4096x256x16` for the first two rows only: ranks x hosts x racks, comma-separated;
  * `SCALE_BENCH_RACKS_ONLY=1` leaves out the host-agents-only rows). `SCALE_BENCH_CONTROLLER_PROF=<file>`
- * writes a V8 CPU profile and a sampled allocation profile (`.heapprofile`) of this process over the
- * measured flushes only (the controller's side).
+ * writes a V8 CPU profile and a sampled allocation profile (`.heapprofile`, collected objects included)
+ * of this process over the measured flushes only (the controller's side). Each row's line also gives
+ * the controller's CPU per flush by thread (`node` is its main thread), from /proc.
  *
  * `SCALE_BENCH_AUTH=1`: what authentication costs at scale. The row of `SCALE_BENCH_ONLY` (default
  * 1024x16) twice over, alternately on an open nats-server, on one that requires docs/security.md's
@@ -26,7 +27,7 @@
  * `SCALE_BENCH_ROUNDS` rounds, default 2, each starting with another variant).
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -78,6 +79,8 @@ interface Row {
   readonly heapKiBPerRank: number;
   /** The controller process's garbage-collection pauses during the flush (wall ms, median). */
   readonly gcMs: number;
+  /** The controller's CPU per flush by thread name (mean over the flushes; `node` is the main thread). */
+  readonly threadsMs: ReadonlyMap<string, number>;
 }
 
 /** CPU ms a process used so far, from /proc (0 where there is no /proc): utime + stime, in clock ticks of 10 ms. */
@@ -95,7 +98,34 @@ function processCpuMs(pid: number | undefined): number {
 const hostsCell = (r: Row): string =>
   r.hosts === "direct" ? "none (direct)" : r.racks === undefined ? String(r.hosts) : `${r.hosts} in ${r.racks} racks`;
 
+/** The mean of each name's figure over `maps`. */
+function meanByName(maps: ReadonlyArray<ReadonlyMap<string, number>>): Map<string, number> {
+  const sums = new Map<string, number>();
+  for (const map of maps) for (const [name, ms] of map) sums.set(name, (sums.get(name) ?? 0) + ms);
+  return new Map([...sums].map(([name, ms]) => [name, ms / Math.max(1, maps.length)]));
+}
+
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+
+/**
+ * CPU ms each thread of this process used so far, summed by the thread's name (`node` is the main
+ * thread; `V8 DefaultWorke…` the collector's and compiler's helpers; `libuv-worker` the pool), from
+ * /proc (empty where there is none). Clock ticks of 10 ms: read over several flushes.
+ */
+function threadsCpuMs(): Map<string, number> {
+  const out = new Map<string, number>();
+  try {
+    for (const tid of readdirSync("/proc/self/task")) {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      out.set(name, (out.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) * 10);
+    }
+  } catch {
+    // no /proc: nothing to say
+  }
+  return out;
+}
 
 /** The authenticated server of `SCALE_BENCH_AUTH`: its certificates, its run id, the one password of its users. */
 interface Secure {
@@ -230,13 +260,20 @@ async function measure(
     profiler.connect();
     await profiler.post("Profiler.enable");
     await profiler.post("Profiler.start");
-    await profiler.post("HeapProfiler.startSampling", { samplingInterval: 16_384 });
+    // Every allocation sampled, collected ones too: what the collector has to clear, not only what stays.
+    await profiler.post("HeapProfiler.startSampling", {
+      samplingInterval: 16_384,
+      includeObjectsCollectedByMajorGC: true,
+      includeObjectsCollectedByMinorGC: true,
+    });
   }
+  const threads: Array<Map<string, number>> = [];
   for (let i = 0; i < flushes; i++) {
     await record(step);
     const bytesBefore = hostServer?.stats.frameBytes ?? rankServer?.stats.inBytes ?? 0;
     const h0 = await hostsCpuNow();
     const n0 = processCpuMs(server.pid);
+    const th0 = threadsCpuMs();
     const c0 = process.cpuUsage();
     const t0 = performance.now();
     const g0 = gcPauses;
@@ -244,6 +281,7 @@ async function measure(
     wall.push(performance.now() - t0);
     const c1 = process.cpuUsage(c0);
     cpu.push((c1.user + c1.system) / 1000);
+    threads.push(new Map([...threadsCpuMs()].map(([name, ms]) => [name, ms - (th0.get(name) ?? 0)])));
     // Entries arrive after the pause: let them in before reading.
     await new Promise((resolve) => setImmediate(resolve));
     gc.push(gcPauses - g0);
@@ -291,6 +329,7 @@ async function measure(
     totalCpuMs: median(total),
     heapKiBPerRank: heapBytes / ranks / 1024,
     gcMs: median(gc),
+    threadsMs: meanByName(threads),
   };
 }
 
@@ -422,7 +461,12 @@ try {
     const row = await measure(server, nc, ranks, hosts, flushes, undefined, racks);
     rows.push(row);
     process.stdout.write(
-      `  measured ${ranks} ranks, ${hosts} hosts${racks === undefined ? "" : ` in ${racks} racks`}: ${row.cpuMs.toFixed(1)} ms CPU (GC pauses ${row.gcMs.toFixed(1)} ms), ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)}); host processes' heap + ArrayBuffers ${row.heapKiBPerRank.toFixed(1)} KiB per rank\n`,
+      `  measured ${ranks} ranks, ${hosts} hosts${racks === undefined ? "" : ` in ${racks} racks`}: ${row.cpuMs.toFixed(1)} ms CPU (GC pauses ${row.gcMs.toFixed(1)} ms), ${row.wallMs.toFixed(1)} ms wall; all processes ${row.totalCpuMs.toFixed(0)} ms CPU (hosts ${row.hostsCpuMs.toFixed(0)}, nats-server ${row.natsCpuMs.toFixed(0)}); host processes' heap + ArrayBuffers ${row.heapKiBPerRank.toFixed(1)} KiB per rank; controller CPU by thread (mean, 10 ms ticks): ${[
+        ...row.threadsMs,
+      ]
+        .filter(([, ms]) => ms > 0)
+        .map(([name, ms]) => `${name} ${ms.toFixed(0)}`)
+        .join(", ")}\n`,
     );
   }
 } finally {

@@ -173,16 +173,34 @@ export class Sketch {
   }
 
   addState(s: QuantilesState): void {
-    this.count += s.count;
-    this.sum += s.sum;
-    this.zeros += s.zeros;
-    this.nan += s.nan;
-    this.posInf += s.posInf;
-    this.negInf += s.negInf;
-    if (s.min < this.min) this.min = s.min;
-    if (s.max > this.max) this.max = s.max;
+    this.addScalars(s.count, s.sum, s.min, s.max, s.zeros, s.nan, s.posInf, s.negInf);
     this.positive.addRun(s.positive);
     this.negative.addRun(s.negative);
+  }
+
+  /**
+   * A state's numbers but its buckets (`addState` without the runs): a caller reading a state's
+   * buckets from elsewhere (a wire frame's bytes) adds them with `positive.add` / `negative.add`,
+   * each count > 0, exactly as `addState` would.
+   */
+  addScalars(
+    count: number,
+    sum: number,
+    min: number,
+    max: number,
+    zeros: number,
+    nan: number,
+    posInf: number,
+    negInf: number,
+  ): void {
+    this.count += count;
+    this.sum += sum;
+    this.zeros += zeros;
+    this.nan += nan;
+    this.posInf += posInf;
+    this.negInf += negInf;
+    if (min < this.min) this.min = min;
+    if (max > this.max) this.max = max;
   }
 
   /** The q-quantile as numpy's default ("linear") computes it, from the sketch (see the module comment). */
@@ -295,8 +313,8 @@ export function sketchOf(states: readonly QuantilesState[]): Sketch {
 }
 
 /** The lowest and highest bucket keys a finite value can have (one more either side for rounding). */
-const LOWEST_KEY = bucketKey(MIN_INDEXABLE) - 1;
-const HIGHEST_KEY = bucketKey(Number.MAX_VALUE) + 1;
+export const LOWEST_KEY = bucketKey(MIN_INDEXABLE) - 1;
+export const HIGHEST_KEY = bucketKey(Number.MAX_VALUE) + 1;
 
 /** What is wrong with one sign's buckets: keys outside what a double can reach, or a count that is not one. */
 function runProblem(name: string, run: unknown): { problem?: string; total: number } {

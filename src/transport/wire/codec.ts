@@ -1,5 +1,5 @@
 /**
- * The compact binary wire format for accumulator states (wire version 1): one import for its
+ * The compact binary wire format for accumulator states (wire version 2): one import for its
  * parts. `format.ts` describes the byte layout; `encoder.ts` writes frames (from states, or
  * straight from a collector's accumulators); `decoder.ts` reads them into columns; `merge.ts`
  * merges decoded frames column by column.

@@ -21,6 +21,7 @@ import {
 } from "./format.js";
 import { describeError } from "../../core/diagnostics.js";
 import { checkColumns, FrameCursor, readKeyDefinitions, readSection, type RawSection } from "./frame-reader.js";
+import { sketchRecordState, type SketchRecords } from "./sketch-records.js";
 
 /** One decoded frame: its header and its states, in columns. */
 export interface DecodedFrame {
@@ -45,8 +46,10 @@ export interface DecodedSection {
   readonly a: Float64Array<ArrayBufferLike>;
   /** MOMENTS: M2. */
   readonly b: Float64Array<ArrayBufferLike>;
-  /** JSON and SKETCH: the states, in the order of `ids`. */
+  /** JSON: the states, in the order of `ids`. */
   readonly states: readonly AccumulatorState[];
+  /** SKETCH: the states' records, read in place (`sketchRecordState`, `foldSketchRecord`), in the order of `ids`. */
+  readonly sketches?: SketchRecords;
 }
 
 /** The receiver's side of one connection: the sender's key table, and frame decoding. */
@@ -204,7 +207,7 @@ export class StateDecoder {
    * caller counts them), with each id's reduction checked against the section's kind.
    */
   private knownStates(raw: RawSection): DecodedSection {
-    const { kind, rawIds, rawCounts, a, b, states } = raw;
+    const { kind, rawIds, rawCounts, a, b, states, sketches } = raw;
     const m = rawIds.length;
     const keys = this.keyList;
     const kinds = this.kindList;
@@ -223,7 +226,7 @@ export class StateDecoder {
       counts[known] = rawCounts[i] ?? 0;
       known++;
     }
-    if (known === m) return { kind, ids, counts, a, b, states };
+    if (known === m) return { kind, ids, counts, a, b, states, ...(sketches === undefined ? {} : { sketches }) };
     const kept: number[] = [];
     for (let i = 0; i < m; i++) if ((rawIds[i] ?? 0) < keys.length) kept.push(i);
     const pick = (column: Float64Array<ArrayBufferLike>): Float64Array<ArrayBufferLike> =>
@@ -235,6 +238,9 @@ export class StateDecoder {
       a: pick(a),
       b: pick(b),
       states: states.filter((_s, i) => (rawIds[i] ?? 0) < keys.length),
+      ...(sketches === undefined
+        ? {}
+        : { sketches: { ...sketches, at: Uint32Array.from(kept, (i) => sketches.at[i] ?? 0) } }),
     };
   }
 }
@@ -263,6 +269,9 @@ export function frameKeyStates(frame: DecodedFrame, sort = true): KeyState[] {
           break;
         case SectionKind.Moments:
           state = momentsState(count, a[i] ?? 0, b[i] ?? 0);
+          break;
+        case SectionKind.Sketch:
+          state = section.sketches === undefined ? { v: 1, count: 0 } : sketchRecordState(section.sketches, i, count);
           break;
         default:
           state = section.states[i] ?? { v: 1, count: 0 };

@@ -241,7 +241,7 @@ export class StateEncoder {
       if (m === 0) continue;
       size += 8 + pad8(m * layout.idBytes) + pad8(m * layout.countBytes);
       if (kind === SectionKind.Json) size += pad8(4 + layout.jsonText.length);
-      else if (kind === SectionKind.Sketch) size += m * 8 * 7 + 4 * pad8(m * 4) + this.columns.buckets * 8;
+      else if (kind === SectionKind.Sketch) size += pad8(4 + this.columns.sketchBytes);
       else size += m * 8 * (kind === SectionKind.Moments ? 2 : 1);
     }
     return size;
@@ -287,7 +287,9 @@ export class StateEncoder {
       if (b !== undefined) b[j] = vb[i] ?? 0;
       j++;
     }
-    return kind === SectionKind.Sketch ? writeSketches(buffer, offset, this.columns.sketches) : offset;
+    return kind === SectionKind.Sketch
+      ? pad8(writeSketches(bytes, view, offset, this.columns.sketchBytes, this.columns.sketches))
+      : offset;
   }
 
   /** The wire id of a collector entry if it is interned in this session (cached by its entry id), else -1. */

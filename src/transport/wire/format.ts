@@ -1,17 +1,17 @@
 /**
- * The compact binary wire format for accumulator states (wire version 1): what encoder and decoder
+ * The compact binary wire format for accumulator states (wire version 2): what encoder and decoder
  * share — the byte layout's constants, the section kinds, the frame header and its errors.
  *
  * The format — byte layout, key table, which states go to a binary section and which to JSON,
- * sizes, versioning — is described once, in docs/scale.md ("Wire format (version 1)"); a change
+ * sizes, versioning — is described once, in docs/scale.md ("Wire format (version 2)"); a change
  * to the constants here changes that page with it.
  *
  * Malformed input (wrong magic, a section running past the end, an unknown kind, an id outside the
  * table) throws `WireFormatError`; the receiver counts it (`transport.malformed`) and ignores it.
  */
 
-/** The wire version this build writes and reads. */
-export const WIRE_VERSION = 1;
+/** The wire version this build writes and reads (2: sketches as records of varints, `sketch.ts`). */
+export const WIRE_VERSION = 2;
 export const MAGIC: readonly [number, number, number, number] = [0x52, 0x53, 0x57, 0x46]; // "RSWF"
 /** Bytes before the header. */
 export const FIXED = 20;

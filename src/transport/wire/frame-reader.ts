@@ -7,7 +7,7 @@ import { decodeMessage } from "../../core/json.js";
 import { keyNameProblem, reduceNameProblem } from "../../core/key-state-check.js";
 import type { AccumulatorState } from "../../core/reduce.js";
 import { FIXED, isWireFrame, pad8, SectionKind, sectionKindOf, utf8Decoder, WireFormatError } from "./format.js";
-import { readSketches } from "./sketch.js";
+import { readSketchRecords, RecordReader, type SketchRecords } from "./sketch-records.js";
 
 const EMPTY_F64: Float64Array<ArrayBufferLike> = new Float64Array(0);
 
@@ -97,6 +97,8 @@ export interface RawSection {
   readonly a: Float64Array<ArrayBufferLike>;
   readonly b: Float64Array<ArrayBufferLike>;
   readonly states: AccumulatorState[];
+  /** SKETCH: the records, checked, read in place. */
+  readonly sketches?: SketchRecords;
 }
 
 /** The section at the cursor (its header, ids, counts, then values or states); the cursor moves past it. */
@@ -121,7 +123,7 @@ export function readSection(cursor: FrameCursor, idBytes: number, countBytes: nu
   if (kind === SectionKind.Json) {
     states = readJsonStates(cursor, m);
   } else if (kind === SectionKind.Sketch) {
-    cursor.offset = readSketches(buffer, start, cursor.offset, m, rawCounts, states, need);
+    return { kind, rawIds, rawCounts, a, b, states, sketches: readSketchSection(cursor, m, rawCounts) };
   } else {
     const columns = kind === SectionKind.Moments ? 2 : 1;
     need(cursor.offset, m * 8 * columns, "a section's values");
@@ -129,6 +131,24 @@ export function readSection(cursor: FrameCursor, idBytes: number, countBytes: nu
     if (columns === 2) b = cursor.f64(m);
   }
   return { kind, rawIds, rawCounts, a, b, states };
+}
+
+/** A SKETCH section's `m` records at the cursor (a length, then the records), checked against the counts column. */
+function readSketchSection(cursor: FrameCursor, m: number, counts: ArrayLike<number>): SketchRecords {
+  const { offset, need } = cursor;
+  need(offset, 4, "a sketch section's length");
+  const length = cursor.view.getUint32(offset, true);
+  need(offset + 4, length, "a sketch section");
+  const at = cursor.start + offset + 4;
+  const records = readSketchRecords(
+    new Uint8Array(cursor.buffer, at, length),
+    new DataView(cursor.buffer, at, length),
+    m,
+    counts,
+    new RecordReader(),
+  );
+  cursor.offset = offset + pad8(4 + length);
+  return records;
 }
 
 /** A JSON section's `m` states at the cursor (a length, then a JSON array), each shaped as a state. */

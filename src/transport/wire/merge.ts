@@ -13,10 +13,13 @@ import type { KeyState } from "../../core/key-state.js";
 import { describeError, reportError } from "../../core/diagnostics.js";
 import type { AccumulatorState } from "../../core/reduce.js";
 import { chanM2, chanMean } from "../../core/accumulators/moments.js";
+import { Sketch, type QuantilesState } from "../../core/accumulators/quantiles.js";
 import { getReduceDefinition } from "../../core/registry.js";
 import type { DecodedFrame } from "./decoder.js";
 import { extremeState, momentsState, sumState } from "./decoder.js";
 import { isSketchReduce, SectionKind, sectionKindForReduce } from "./format.js";
+import { isSketchState } from "./sketch.js";
+import { foldSketchRecord, RecordReader, sketchRecordState, type SketchRecords } from "./sketch-records.js";
 
 /** How the binary layouts of the built-in reductions merge (any other pairing is merged by its definition). */
 const enum Op {
@@ -25,6 +28,8 @@ const enum Op {
   Min = 3,
   Moments = 4,
   Json = 5,
+  /** Quantile sketches, from a SKETCH section's records or from states: summed into a `Sketch` per slot. */
+  Sketch = 6,
 }
 
 function opOf(kind: SectionKind, reduce: string): Op | undefined {
@@ -36,7 +41,7 @@ function opOf(kind: SectionKind, reduce: string): Op | undefined {
     case SectionKind.Moments:
       return reduce === "std" ? Op.Moments : undefined;
     case SectionKind.Sketch:
-      return isSketchReduce(reduce) ? Op.Json : undefined;
+      return isSketchReduce(reduce) ? Op.Sketch : undefined;
     default:
       return Op.Json;
   }
@@ -60,6 +65,10 @@ export class FrameMerger {
   private firstA = new Float64Array(0);
   private firstB = new Float64Array(0);
   private json: Array<AccumulatorState[] | undefined> = [];
+  /** Op.Sketch: the slot's first state (its records, at index `firstA`, or the state), and the sketch the states are added into (kept from flush to flush). */
+  private firstSketch: Array<SketchRecords | QuantilesState | undefined> = [];
+  private sketches: Array<Sketch | undefined> = [];
+  private readonly reader = new RecordReader();
   private touched: number[] = [];
   /** A key came in two reductions or two layouts: `result` gives up. */
   private conflict = false;
@@ -69,6 +78,7 @@ export class FrameMerger {
     for (const slot of this.touched) {
       this.n[slot] = 0;
       this.json[slot] = undefined;
+      this.firstSketch[slot] = undefined;
     }
     this.touched = [];
     this.conflict = false;
@@ -85,30 +95,28 @@ export class FrameMerger {
    * joins its column, any other state its key's list (merged by its definition).
    */
   addStates(states: readonly KeyState[]): void {
-    for (const { key, reduce, state } of states) {
-      const kind = sectionKindForReduce(reduce);
-      if (state.v === 1 && typeof state.count === "number") {
-        if (kind === SectionKind.Sum && "sum" in state && typeof state.sum === "number") {
-          this.fold(this.slotOf(key, reduce), kind, state.count, state.sum, 0, undefined);
-          continue;
-        }
-        if (kind === SectionKind.Extreme && "value" in state && typeof state.value === "number") {
-          this.fold(this.slotOf(key, reduce), kind, state.count, state.value, 0, undefined);
-          continue;
-        }
-        if (
-          kind === SectionKind.Moments &&
-          "mean" in state &&
-          "m2" in state &&
-          typeof state.mean === "number" &&
-          typeof state.m2 === "number"
-        ) {
-          this.fold(this.slotOf(key, reduce), kind, state.count, state.mean, state.m2, undefined);
-          continue;
-        }
-      }
-      this.fold(this.slotOf(key, reduce), SectionKind.Json, state.count, 0, 0, state);
+    for (const { key, reduce, state } of states) this.foldState(this.slotOf(key, reduce), reduce, state);
+  }
+
+  /** Fold one state given as an object into its slot: into its layout's columns (or sketch) when it is a version-1 state of one. */
+  private foldState(slot: number, reduce: string, state: AccumulatorState): void {
+    const kind = sectionKindForReduce(reduce);
+    if (state.v === 1 && typeof state.count === "number") {
+      if (kind === SectionKind.Sum && "sum" in state && typeof state.sum === "number")
+        return this.fold(slot, kind, state.count, state.sum, 0, undefined);
+      if (kind === SectionKind.Extreme && "value" in state && typeof state.value === "number")
+        return this.fold(slot, kind, state.count, state.value, 0, undefined);
+      if (
+        kind === SectionKind.Moments &&
+        "mean" in state &&
+        "m2" in state &&
+        typeof state.mean === "number" &&
+        typeof state.m2 === "number"
+      )
+        return this.fold(slot, kind, state.count, state.mean, state.m2, undefined);
+      if (kind === SectionKind.Sketch && isSketchState(state)) return this.foldSketch(slot, state.count, state, 0);
     }
+    this.fold(slot, SectionKind.Json, state.count, 0, 0, state);
   }
 
   /** Merge one frame's states (call in the order `mergeRankKeyStates` would see the ranks). */
@@ -122,7 +130,7 @@ export class FrameMerger {
       this.tableSlots.set(keys, slots);
     }
     for (const section of frame.sections) {
-      const { kind, ids, counts, a, b } = section;
+      const { kind, ids, counts, a, b, sketches } = section;
       for (let i = 0; i < ids.length; i++) {
         const id = ids[i] ?? 0;
         let slot = slots[id] ?? -1;
@@ -130,9 +138,55 @@ export class FrameMerger {
           slot = this.slotOf(keys[id] ?? "", reduces[id] ?? "");
           slots[id] = slot;
         }
-        this.fold(slot, kind, counts[i] ?? 0, a[i] ?? 0, b[i] ?? 0, section.states[i]);
+        if (sketches !== undefined) this.foldSketch(slot, counts[i] ?? 0, sketches, i);
+        else if (kind !== SectionKind.Json) this.fold(slot, kind, counts[i] ?? 0, a[i] ?? 0, b[i] ?? 0, undefined);
+        else {
+          const state = section.states[i];
+          if (state !== undefined) this.foldState(slot, reduces[id] ?? "", state);
+        }
       }
     }
+  }
+
+  /**
+   * Fold one quantile sketch into its slot: record `j` of `source` (a SKETCH section's), or the
+   * state `source`. The first is kept as it is (one state alone passes through unchanged); from
+   * the second on they are added in order into the slot's `Sketch`, reset first — exactly
+   * `sketchOf(states)`, the definition's merge, without a state object per answer.
+   */
+  private foldSketch(slot: number, count: number, source: SketchRecords | QuantilesState, j: number): void {
+    if (this.enter(slot, SectionKind.Sketch, count, j, 0) === undefined) return;
+    const seen = (this.n[slot] ?? 1) - 1;
+    if (seen === 0) {
+      this.firstSketch[slot] = source;
+      return;
+    }
+    let sketch = this.sketches[slot];
+    if (seen === 1) {
+      if (sketch === undefined) this.sketches[slot] = sketch = new Sketch();
+      else sketch.reset();
+      this.addSketch(sketch, this.firstSketch[slot], this.firstA[slot] ?? 0, this.firstCount[slot] ?? 0);
+    }
+    if (sketch !== undefined) this.addSketch(sketch, source, j, count);
+  }
+
+  private addSketch(
+    sketch: Sketch,
+    source: SketchRecords | QuantilesState | undefined,
+    j: number,
+    count: number,
+  ): void {
+    if (source === undefined) return;
+    if ("at" in source) foldSketchRecord(sketch, source, j, count, this.reader);
+    else sketch.addState(source);
+  }
+
+  /** The merged sketch of a slot: its one state as it came, or the states added. */
+  private sketchResult(slot: number): QuantilesState | undefined {
+    if (this.n[slot] !== 1) return this.sketches[slot]?.toState();
+    const first = this.firstSketch[slot];
+    if (first === undefined || !("at" in first)) return first;
+    return sketchRecordState(first, this.firstA[slot] ?? 0, this.firstCount[slot] ?? 0, this.reader);
   }
 
   /** Fold one state (its layout `kind`, count, columns a and b, or the state itself for JSON) into its slot. */
@@ -144,23 +198,7 @@ export class FrameMerger {
     y: number,
     jsonState: AccumulatorState | undefined,
   ): void {
-    const seen = this.n[slot] ?? 0;
-    const op = seen === 0 ? opOf(kind, this.slotReduces[slot] ?? "") : (this.op[slot] ?? Op.Json);
-    if (op === undefined || (seen > 0 && opOf(kind, this.slotReduces[slot] ?? "") !== op)) {
-      this.conflict = true;
-      return;
-    }
-    if (seen === 0) {
-      this.touched.push(slot);
-      this.op[slot] = op;
-      this.firstCount[slot] = c;
-      this.firstA[slot] = x;
-      this.firstB[slot] = y;
-      this.count[slot] = 0;
-      this.a[slot] = op === Op.Max ? -Infinity : op === Op.Min ? Infinity : 0;
-      this.b[slot] = 0;
-    }
-    this.n[slot] = seen + 1;
+    const op = this.enter(slot, kind, c, x, y);
     switch (op) {
       case Op.Sum:
         this.a[slot] = (this.a[slot] ?? 0) + x;
@@ -195,6 +233,32 @@ export class FrameMerger {
         break;
       }
     }
+  }
+
+  /**
+   * Count one more state of the slot (its layout `kind`, count, columns a and b) and return the
+   * slot's merge; undefined (and the merge gives up) when the slot already holds states of
+   * another reduction or layout.
+   */
+  private enter(slot: number, kind: SectionKind, c: number, x: number, y: number): Op | undefined {
+    const seen = this.n[slot] ?? 0;
+    const op = seen === 0 ? opOf(kind, this.slotReduces[slot] ?? "") : (this.op[slot] ?? Op.Json);
+    if (op === undefined || (seen > 0 && opOf(kind, this.slotReduces[slot] ?? "") !== op)) {
+      this.conflict = true;
+      return undefined;
+    }
+    if (seen === 0) {
+      this.touched.push(slot);
+      this.op[slot] = op;
+      this.firstCount[slot] = c;
+      this.firstA[slot] = x;
+      this.firstB[slot] = y;
+      this.count[slot] = 0;
+      this.a[slot] = op === Op.Max ? -Infinity : op === Op.Min ? Infinity : 0;
+      this.b[slot] = 0;
+    }
+    this.n[slot] = seen + 1;
+    return op;
   }
 
   /**
@@ -233,12 +297,9 @@ export class FrameMerger {
           });
           break;
         default: {
-          const states = this.json[slot] ?? [];
           try {
-            const definition = getReduceDefinition(reduce);
-            const first = states[0];
-            if (first !== undefined)
-              merged.push({ key, reduce, state: states.length === 1 ? first : definition.merge(states) });
+            const state = this.definedResult(slot, reduce);
+            if (state !== undefined) merged.push({ key, reduce, state });
           } catch (error) {
             reportError(
               `reduce.merge:${key}`,
@@ -249,6 +310,15 @@ export class FrameMerger {
       }
     }
     return merged;
+  }
+
+  /** A slot merged by its reduction's definition (`merge`), or summed into a sketch; throws what the definition throws. */
+  private definedResult(slot: number, reduce: string): AccumulatorState | undefined {
+    const definition = getReduceDefinition(reduce);
+    if (this.op[slot] === Op.Sketch) return this.sketchResult(slot);
+    const states = this.json[slot] ?? [];
+    const first = states[0];
+    return first === undefined ? undefined : states.length === 1 ? first : definition.merge(states);
   }
 
   private slotOf(key: string, reduce: string): number {

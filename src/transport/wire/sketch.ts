@@ -1,62 +1,142 @@
 /**
- * The SKETCH section of the wire format (see `format.ts`): quantile sketches (DDSketch states) in
- * columns — the scalars as f64 columns, each run's offset and length, then every run's bucket
- * counts — so neither side goes through JSON for them.
+ * The SKETCH section of the wire format (see `format.ts`), the sender's side: quantile sketches
+ * (DDSketch states) as one record each — a flags byte, the f64 extremes and sum (max and sum left
+ * out when they are min's bits), then varints: the special counts when any is not 0, each run's
+ * offset (zigzag) and length, and its bucket counts. A state goes here only when every count in it
+ * is a safe integer (not -0); any other goes to the JSON section, so the format stays exact.
+ * Reading the records is `sketch-records.ts`.
  */
 import type { BucketRun, QuantilesState } from "../../core/accumulators/quantiles.js";
 import type { AccumulatorState } from "../../core/reduce.js";
-import { pad8 } from "./format.js";
 
-/** Write the SKETCH columns of `sketches` at `offset` (after the section's ids and counts); returns the offset after them. */
-export function writeSketches(buffer: ArrayBuffer, start: number, sketches: readonly QuantilesState[]): number {
-  const m = sketches.length;
-  let offset = start;
-  const f64 = (): Float64Array => {
-    const column = new Float64Array(buffer, offset, m);
-    offset += m * 8;
-    return column;
-  };
-  const sum = f64();
-  const min = f64();
-  const max = f64();
-  const zeros = f64();
-  const nan = f64();
-  const posInf = f64();
-  const negInf = f64();
-  const i32 = (): Int32Array => {
-    const column = new Int32Array(buffer, offset, m);
-    offset += pad8(m * 4);
-    return column;
-  };
-  const u32 = (): Uint32Array => {
-    const column = new Uint32Array(buffer, offset, m);
-    offset += pad8(m * 4);
-    return column;
-  };
-  const positiveOffset = i32();
-  const positiveLength = u32();
-  const negativeOffset = i32();
-  const negativeLength = u32();
-  let buckets = 0;
-  for (const s of sketches) buckets += s.positive.counts.length + s.negative.counts.length;
-  const counts = new Float64Array(buffer, offset, buckets);
-  offset += buckets * 8;
-  let b = 0;
-  sketches.forEach((s, j) => {
-    sum[j] = s.sum;
-    min[j] = s.min;
-    max[j] = s.max;
-    zeros[j] = s.zeros;
-    nan[j] = s.nan;
-    posInf[j] = s.posInf;
-    negInf[j] = s.negInf;
-    positiveOffset[j] = s.positive.offset;
-    positiveLength[j] = s.positive.counts.length;
-    negativeOffset[j] = s.negative.offset;
-    negativeLength[j] = s.negative.counts.length;
-    for (const c of s.positive.counts) counts[b++] = c;
-    for (const c of s.negative.counts) counts[b++] = c;
-  });
+/** Record flags: max is min's bits (not written), sum is min's bits (not written), special counts, a positive run, a negative run. */
+export const SKETCH_MAX_IS_MIN = 1;
+export const SKETCH_SUM_IS_MIN = 2;
+export const SKETCH_SPECIALS = 4;
+export const SKETCH_POSITIVE = 8;
+export const SKETCH_NEGATIVE = 16;
+/** Every flag a record may carry: a byte with another bit set is malformed. */
+export const SKETCH_FLAGS = 31;
+
+/** True when `a` and `b` are the same f64 (-0 and 0 apart; NaN never, so a NaN is always written). */
+export const sameBits = (a: number, b: number): boolean => a === b && (a !== 0 || Object.is(a, b));
+
+/** A count a varint carries exactly: a safe integer ≥ 0, not -0. */
+const isVarintCount = (n: number): boolean => Number.isSafeInteger(n) && n >= 0 && !Object.is(n, -0);
+
+/** Bytes of `n` (a safe integer ≥ 0) as an unsigned LEB128 varint. */
+export function varintSize(n: number): number {
+  let size = 1;
+  for (let v = n; v > 0x7f; v = Math.floor(v / 128)) size++;
+  return size;
+}
+
+/** Write `n` (a safe integer ≥ 0) as an unsigned LEB128 varint at `at`; returns the offset after it. */
+export function writeVarint(bytes: Uint8Array, at: number, n: number): number {
+  let offset = at;
+  let v = n;
+  while (v > 0x7f) {
+    const low = v & 0x7f; // ToInt32 keeps the low bits of any safe integer
+    bytes[offset++] = low | 0x80;
+    v = (v - low) / 128;
+  }
+  bytes[offset++] = v;
+  return offset;
+}
+
+/** A run's offset (an i32) as a zigzag number: 0, -1, 1, -2 … → 0, 1, 2, 3 … */
+export const zigzag = (n: number): number => (n >= 0 ? 2 * n : -2 * n - 1);
+
+function runFlag(run: BucketRun, flag: number): number {
+  return run.counts.length > 0 || run.offset !== 0 ? flag : 0;
+}
+
+/** The record's flags for `s`. */
+function flagsOf(s: QuantilesState): number {
+  // Written unless all four are +0 (a -0 among them is written, and sends the state to JSON).
+  const specials = !sameBits(s.zeros, 0) || !sameBits(s.nan, 0) || !sameBits(s.posInf, 0) || !sameBits(s.negInf, 0);
+  return (
+    (sameBits(s.max, s.min) ? SKETCH_MAX_IS_MIN : 0) |
+    (sameBits(s.sum, s.min) ? SKETCH_SUM_IS_MIN : 0) |
+    (specials ? SKETCH_SPECIALS : 0) |
+    runFlag(s.positive, SKETCH_POSITIVE) |
+    runFlag(s.negative, SKETCH_NEGATIVE)
+  );
+}
+
+/** Bytes of a run's record part (offset, length, counts), or -1 when a count is not a varint's. */
+function runSize(run: BucketRun): number {
+  let size = varintSize(zigzag(run.offset)) + varintSize(run.counts.length);
+  for (const c of run.counts) {
+    if (!isVarintCount(c)) return -1;
+    size += varintSize(c);
+  }
+  return size;
+}
+
+/** Bytes of the record of `s`, or -1 when it cannot be one (a count that is not a safe integer): it then travels as JSON. */
+export function sketchRecordSize(s: QuantilesState): number {
+  const flags = flagsOf(s);
+  let size = 1 + 8;
+  if ((flags & SKETCH_MAX_IS_MIN) === 0) size += 8;
+  if ((flags & SKETCH_SUM_IS_MIN) === 0) size += 8;
+  if ((flags & SKETCH_SPECIALS) !== 0) {
+    for (const n of [s.zeros, s.nan, s.posInf, s.negInf]) {
+      if (!isVarintCount(n)) return -1;
+      size += varintSize(n);
+    }
+  }
+  for (const [run, flag] of [
+    [s.positive, SKETCH_POSITIVE],
+    [s.negative, SKETCH_NEGATIVE],
+  ] as const) {
+    if ((flags & flag) === 0) continue;
+    const bytes = runSize(run);
+    if (bytes < 0) return -1;
+    size += bytes;
+  }
+  return size;
+}
+
+function writeRun(bytes: Uint8Array, at: number, run: BucketRun): number {
+  let offset = writeVarint(bytes, at, zigzag(run.offset));
+  offset = writeVarint(bytes, offset, run.counts.length);
+  for (const c of run.counts) offset = writeVarint(bytes, offset, c);
+  return offset;
+}
+
+/**
+ * Write the records of `sketches` (each one `sketchRecordSize` accepted) at `at`, after a u32 of
+ * their length `length`; returns the offset after them. The caller pads to 8.
+ */
+export function writeSketches(
+  bytes: Uint8Array,
+  view: DataView,
+  at: number,
+  length: number,
+  sketches: readonly QuantilesState[],
+): number {
+  view.setUint32(at, length, true);
+  let offset = at + 4;
+  for (const s of sketches) {
+    const flags = flagsOf(s);
+    bytes[offset] = flags;
+    view.setFloat64(offset + 1, s.min, true);
+    offset += 9;
+    if ((flags & SKETCH_MAX_IS_MIN) === 0) {
+      view.setFloat64(offset, s.max, true);
+      offset += 8;
+    }
+    if ((flags & SKETCH_SUM_IS_MIN) === 0) {
+      view.setFloat64(offset, s.sum, true);
+      offset += 8;
+    }
+    if ((flags & SKETCH_SPECIALS) !== 0)
+      for (const n of [s.zeros, s.nan, s.posInf, s.negInf]) offset = writeVarint(bytes, offset, n);
+    if ((flags & SKETCH_POSITIVE) !== 0) offset = writeRun(bytes, offset, s.positive);
+    if ((flags & SKETCH_NEGATIVE) !== 0) offset = writeRun(bytes, offset, s.negative);
+  }
+  if (offset !== at + 4 + length) throw new Error(`sketch records: wrote ${offset - at - 4} bytes of ${length}`);
   return offset;
 }
 
@@ -75,7 +155,7 @@ function isRun(value: unknown): value is BucketRun {
   return true;
 }
 
-/** A quantile sketch's version-1 state, exactly (what a SKETCH section can carry). */
+/** A quantile sketch's version-1 state, exactly (what a SKETCH section can carry when its counts are varints'). */
 export function isSketchState(state: AccumulatorState): state is QuantilesState {
   return (
     "sum" in state &&
@@ -97,74 +177,4 @@ export function isSketchState(state: AccumulatorState): state is QuantilesState 
     "negative" in state &&
     isRun(state.negative)
   );
-}
-
-/**
- * Read the SKETCH columns of `m` states at `at` (after the section's ids and counts) into `states`;
- * returns the offset after them. Throws `WireFormatError` past the end.
- */
-export function readSketches(
-  buffer: ArrayBufferLike,
-  start: number,
-  at: number,
-  m: number,
-  countColumn: ArrayLike<number>,
-  states: AccumulatorState[],
-  need: (offset: number, bytes: number, what: string) => void,
-): number {
-  let offset = at;
-  need(offset, m * 8 * 7 + 4 * pad8(m * 4), "a sketch section's columns");
-  const f64 = (): Float64Array<ArrayBufferLike> => {
-    const column = new Float64Array(buffer, start + offset, m);
-    offset += m * 8;
-    return column;
-  };
-  const sum = f64();
-  const min = f64();
-  const max = f64();
-  const zeros = f64();
-  const nan = f64();
-  const posInf = f64();
-  const negInf = f64();
-  const int = (signed: boolean): Int32Array<ArrayBufferLike> | Uint32Array<ArrayBufferLike> => {
-    const column = signed ? new Int32Array(buffer, start + offset, m) : new Uint32Array(buffer, start + offset, m);
-    offset += pad8(m * 4);
-    return column;
-  };
-  const positiveOffset = int(true);
-  const positiveLength = int(false);
-  const negativeOffset = int(true);
-  const negativeLength = int(false);
-  let buckets = 0;
-  for (let j = 0; j < m; j++) buckets += (positiveLength[j] ?? 0) + (negativeLength[j] ?? 0);
-  need(offset, buckets * 8, "a sketch section's buckets");
-  const counts = new Float64Array(buffer, start + offset, buckets);
-  offset += buckets * 8;
-  let b = 0;
-  const run = (runOffset: number, length: number): BucketRun => {
-    // A plain loop: Array.from over a typed array goes through its iterator (several times slower).
-    const runCounts: number[] = [];
-    for (let i = b; i < b + length; i++) runCounts.push(counts[i] ?? 0);
-    b += length;
-    return { offset: runOffset, counts: runCounts };
-  };
-  for (let j = 0; j < m; j++) {
-    const positive = run(positiveOffset[j] ?? 0, positiveLength[j] ?? 0);
-    const negative = run(negativeOffset[j] ?? 0, negativeLength[j] ?? 0);
-    const state: QuantilesState = {
-      v: 1,
-      count: countColumn[j] ?? 0,
-      sum: sum[j] ?? 0,
-      min: min[j] ?? 0,
-      max: max[j] ?? 0,
-      zeros: zeros[j] ?? 0,
-      nan: nan[j] ?? 0,
-      posInf: posInf[j] ?? 0,
-      negInf: negInf[j] ?? 0,
-      positive,
-      negative,
-    };
-    states.push(state);
-  }
-  return offset;
 }

@@ -1,11 +1,11 @@
 /**
  * A frame's states in columns, as the encoder (`encoder.ts`) gathers them before laying the frame
  * out: per state its key id and section kind, count and one or two numbers (SUM, EXTREME,
- * MOMENTS), or the state itself (JSON, SKETCH). One instance is reused from frame to frame.
+ * MOMENTS), or the state itself (JSON, SKETCH: its record's bytes counted). One instance is reused from frame to frame.
  */
 import type { QuantilesState } from "../../core/accumulators/quantiles.js";
 import type { AccumulatorState } from "../../core/reduce.js";
-import { isSketchState } from "./sketch.js";
+import { isSketchState, sketchRecordSize } from "./sketch.js";
 import { isSketchReduce, SectionKind } from "./format.js";
 
 /** A frame's states in columns, before they are laid out (reused from frame to frame). */
@@ -19,8 +19,8 @@ export class StateColumns {
   readonly perKind = [0, 0, 0, 0, 0, 0];
   json: AccumulatorState[] = [];
   sketches: QuantilesState[] = [];
-  /** Bucket counts of every sketch. */
-  buckets = 0;
+  /** Bytes of every sketch's record (`sketchRecordSize`). */
+  sketchBytes = 0;
   f64Counts = false;
 
   start(capacity: number): void {
@@ -36,7 +36,7 @@ export class StateColumns {
     this.perKind.fill(0);
     this.json = [];
     this.sketches = [];
-    this.buckets = 0;
+    this.sketchBytes = 0;
     this.f64Counts = false;
   }
 
@@ -71,9 +71,13 @@ export class StateColumns {
         if ("mean" in state && "m2" in state && typeof state.mean === "number" && typeof state.m2 === "number")
           return this.push(id, SectionKind.Moments, c, state.mean, state.m2);
       } else if (isSketchReduce(reduce) && isSketchState(state)) {
-        this.sketches.push(state);
-        this.buckets += state.positive.counts.length + state.negative.counts.length;
-        return this.push(id, SectionKind.Sketch, c, 0, 0);
+        // A sketch whose counts are not all safe integers goes to the JSON section below.
+        const bytes = sketchRecordSize(state);
+        if (bytes >= 0) {
+          this.sketches.push(state);
+          this.sketchBytes += bytes;
+          return this.push(id, SectionKind.Sketch, c, 0, 0);
+        }
       }
     }
     const i = this.n++;

@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
 import { Collector } from "../../../src/core/collector.js";
+import type { QuantilesState } from "../../../src/core/accumulators/quantiles.js";
 import type { KeyState } from "../../../src/core/key-state.js";
 import { mergeRankKeyStates } from "../../../src/pipeline/reduce-states.js";
 import { StateDecoder, StateEncoder, WireFormatError, isWireFrame } from "../../../src/transport/wire/codec.js";
@@ -175,4 +176,113 @@ test("every truncation and every single corrupted byte of a frame is refused as 
     { numRuns: 3000 },
   );
   assert.throws(() => new StateDecoder().decode(new TextEncoder().encode('{"proto":"rankscope"}')), WireFormatError);
+});
+
+/** A quantiles state of one sign's buckets (what a rank's sketch of values in one run of buckets holds). */
+function sketchState(
+  offset: number,
+  counts: number[],
+  extra: Partial<Record<"zeros" | "nan", number>> = {},
+): QuantilesState {
+  const zeros = extra.zeros ?? 0;
+  const nan = extra.nan ?? 0;
+  const count = counts.reduce((a, b) => a + b, 0) + zeros + nan;
+  return {
+    v: 1,
+    count,
+    sum: 3.5,
+    min: 1,
+    max: 2.5,
+    zeros,
+    nan,
+    posInf: 0,
+    negInf: 0,
+    positive: { offset, counts },
+    negative: { offset: 0, counts: [] },
+  };
+}
+
+test("the scale bench's mixed keys, one value per key per flush, cost at most 16 bytes each once their keys are known", () => {
+  // 40% mean, 20% sum, 15% max, 15% min, 5% std, 5% quantiles (bench/scale-keys.ts).
+  const mix = ["mean", "mean", "mean", "mean", "mean", "mean", "mean", "mean", "sum", "sum", "sum", "sum"];
+  const reductions = [...mix, "max", "max", "max", "min", "min", "min", "std", "quantiles"];
+  const collector = new Collector();
+  const encoder = new StateEncoder();
+  const decoder = new StateDecoder();
+  let bytes = 0;
+  for (let flush = 0; flush < 2; flush++) {
+    for (let k = 0; k < 1000; k++)
+      collector.recordSlow(
+        `train/layer_${Math.floor(k / 8)}/metric_${k % 8}`,
+        (k * 0.37 + flush) % 11,
+        reductions[k % 20],
+      );
+    const states = collector.takeStates();
+    const frame = encoder.encode({ ...HEADER, step: flush }, states);
+    assert.deepStrictEqual(decoder.toKeyStates(decoder.decode(frame)), states);
+    bytes = frame.length;
+  }
+  assert.ok(bytes / 1000 <= 16, `a flush of 1,000 known mixed keys took ${bytes / 1000} bytes per key`);
+});
+
+test("a sketch whose counts are not safe integers (or are -0) travels in the JSON section, exactly", () => {
+  const halves = sketchState(100, [0.5, 1]);
+  const huge = sketchState(100, [2 ** 60]);
+  const negativeZero: QuantilesState = { ...sketchState(100, [1]), zeros: -0 };
+  const states: KeyState[] = [
+    { key: "a", reduce: "quantiles", state: halves },
+    { key: "b", reduce: "quantiles", state: huge },
+    { key: "c", reduce: "quantiles", state: sketchState(100, [1, 0, 2], { zeros: 3, nan: 1 }) },
+    { key: "d", reduce: "quantiles(0.5,0.99)", state: negativeZero },
+  ];
+  const decoder = new StateDecoder();
+  const frame = decoder.decode(new StateEncoder().encode(HEADER, states));
+  const kinds = frame.sections.map((s) => [s.kind, s.ids.length]);
+  assert.deepStrictEqual(kinds, [
+    [4, 3],
+    [5, 1],
+  ]);
+  assert.deepStrictEqual(decoder.toKeyStates(frame), [
+    ...states.slice(0, 3),
+    // The JSON section writes -0 as 0, exactly as the JSON protocol does (no collector counts -0).
+    { key: "d", reduce: "quantiles(0.5,0.99)", state: { ...negativeZero, zeros: 0 } },
+  ]);
+});
+
+test("a sketch section's records are held to the quantiles state's rules: a corrupted or inconsistent one is refused", () => {
+  const encode = (state: QuantilesState): Uint8Array =>
+    new StateEncoder("s").encode(HEADER, [{ key: "q", reduce: "quantiles", state }]);
+  const frame = encode(sketchState(100, [1, 2]));
+  const section = new StateDecoder().decode(frame).sections[0]?.sketches;
+  assert.ok(section !== undefined);
+  const record = section.bytes.byteOffset; // the encoder's frame starts its own buffer
+  const refused = (bytes: Uint8Array, kind: string, what: string): void => {
+    assert.throws(
+      () => new StateDecoder().decode(bytes),
+      (error: unknown) => error instanceof WireFormatError && error.kind === kind,
+      what,
+    );
+  };
+  const changed = (at: number, byte: number, bytes = frame): Uint8Array => {
+    const copy = bytes.slice();
+    copy[at] = byte;
+    return copy;
+  };
+  // flags, then min, max and sum (f64), then the positive run: offset 100 (zigzag 200: two bytes), length 2, counts 1 and 2.
+  assert.equal(section.bytes.length, 1 + 24 + 2 + 1 + 2);
+  assert.equal(frame[record - 4], 30, "the section's length, before its records");
+  refused(changed(record, 0x80 | (frame[record] ?? 0)), "malformed", "an unknown flag");
+  refused(changed(record + 28, 2), "invalidState", "buckets that do not add up to count");
+  refused(changed(record + 29, 0x82), "malformed", "a varint running past the section");
+  refused(changed(record + 27, 3), "malformed", "a run longer than the section");
+  refused(changed(record - 4, 31), "malformed", "records ending before the section does");
+  refused(changed(record - 4, 29), "malformed", "a section length cutting the last record");
+  refused(encode(sketchState(2_000_000_000, [1])), "invalidState", "buckets past the keys of finite numbers");
+  refused(encode(sketchState(-2_000_000, [1])), "invalidState", "buckets below the keys of finite numbers");
+  // One count (1) as 0x81 0x00: the same number with a redundant byte (taken from the padding after it).
+  const one = encode(sketchState(100, [1]));
+  const at = new StateDecoder().decode(one).sections[0]?.sketches?.bytes.byteOffset ?? 0;
+  assert.equal(one[at + 29], 0);
+  refused(changed(at - 4, 30, changed(at + 28, 0x81, one)), "malformed", "an overlong varint");
+  assert.doesNotThrow(() => new StateDecoder().decode(frame));
 });

@@ -8,6 +8,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import fc from "fast-check";
 import { Collector } from "../../../src/core/collector.js";
+import type { QuantilesState } from "../../../src/core/accumulators/quantiles.js";
+import type { KeyState } from "../../../src/core/key-state.js";
 import { mergeRankKeyStates } from "../../../src/pipeline/reduce-states.js";
 import {
   FrameMerger,
@@ -125,4 +127,42 @@ test("a std of finite values whose spread overflows crosses the wire: the rank's
   const state = merged?.state as { mean: number; m2: number } | undefined;
   assert.ok(state !== undefined && Number.isFinite(state.mean), `mean ${String(state?.mean)}`);
   assert.equal(state.m2, Infinity);
+});
+
+test("quantile sketches from records, from the JSON section (counts that are not integers) and from states merge as mergeRankKeyStates does", () => {
+  const sketch = (offset: number, counts: number[], sum: number): QuantilesState => ({
+    v: 1,
+    count: counts.reduce((a, b) => a + b, 0),
+    sum,
+    min: 0.5,
+    max: 9,
+    zeros: 0,
+    nan: 0,
+    posInf: 0,
+    negInf: 0,
+    positive: { offset, counts },
+    negative: { offset: 0, counts: [] },
+  });
+  const answers = [
+    [sketch(10, [1, 2, 0, 3], 0.1), sketch(4, [2], 7)],
+    [sketch(12, [0.5, 1.25], 0.2), sketch(40, [1, 1], 3)],
+    [sketch(8, [4], 0.3)],
+    [sketch(9, [1, 1], 0.7), sketch(2, [1], -0)],
+  ].map((list, r) => ({
+    rankName: `r${r}`,
+    states: list.map((state, k): KeyState => ({
+      key: `q${k}`,
+      reduce: k === 0 ? "quantiles" : "quantiles(0.9)",
+      state,
+    })),
+  }));
+  const merger = new FrameMerger();
+  for (let round = 0; round < 2; round++) {
+    merger.begin();
+    answers.forEach((answer, r) => {
+      if (r === 2) merger.addStates(answer.states);
+      else merger.add(new StateDecoder().decode(new StateEncoder().encode(HEADER, answer.states)));
+    });
+    assert.deepStrictEqual(merger.result(), mergeRankKeyStates(answers, round));
+  }
 });
