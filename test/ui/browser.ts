@@ -17,6 +17,13 @@ export interface LaunchedBrowser {
   close(): Promise<void>;
 }
 
+/**
+ * How long a test waits for the page to draw, click or scroll: a deadline for a hang, not a speed
+ * bound (on a machine loaded 10 times over, a chart that draws in 200 ms took over 10 s). Every
+ * page of a launched browser has it as its default.
+ */
+export const PAGE_WAIT_MS = 90_000;
+
 /** Launch Chromium headless with a fresh user-data-dir. */
 export async function launchChromium(): Promise<LaunchedBrowser> {
   if (!existsSync(CHROMIUM_PATH)) {
@@ -39,6 +46,7 @@ export async function launchChromium(): Promise<LaunchedBrowser> {
       "--disable-dev-shm-usage",
     ],
   });
+  context.setDefaultTimeout(PAGE_WAIT_MS);
   const browser = context.browser();
   return {
     browser: browser as Browser,

@@ -15,6 +15,7 @@ import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { openRun, trainingPoints } from "../seed.js";
 import { ensureWebBuilt, shot } from "./support.js";
+import { PAGE_WAIT_MS } from "../browser.js";
 
 const XSS_TITLE = "<img src=x onerror=alert(1)>";
 const t0 = Date.now() - 120_000;
@@ -136,7 +137,7 @@ describe("alerts in the dashboard", () => {
   it("the banner names the alerts firing in the selected run, the worst level's colour, job text as text", async () => {
     await page.goto(`${dashboard.url}#run=exp/alerting`);
     const banner = page.locator("#alert-banner");
-    await banner.locator("li").first().waitFor({ timeout: 20_000 });
+    await banner.locator("li").first().waitFor({ timeout: PAGE_WAIT_MS });
     assert.equal(await banner.getAttribute("class"), "alert-banner level-error");
     assert.match(await banner.locator(".alert-banner-head").innerText(), /^3 alerts firing/);
     assert.deepEqual(await banner.locator("li").allInnerTexts(), [
@@ -152,7 +153,7 @@ describe("alerts in the dashboard", () => {
     await page.click("#alert-banner .alert-open");
     await page.waitForSelector("#tab-alerts[aria-selected=true]");
     const rows = page.locator("table.alerts tbody tr");
-    await rows.first().waitFor({ timeout: 20_000 });
+    await rows.first().waitFor({ timeout: PAGE_WAIT_MS });
     assert.deepEqual(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-alert-id"))), [
       "user#4",
       "spike:grad_norm#3",
@@ -193,7 +194,7 @@ describe("alerts in the dashboard", () => {
     await page.waitForFunction(
       () => /2 alerts firing/.test(document.querySelector("#alert-banner .alert-banner-head")?.textContent ?? ""),
       undefined,
-      { timeout: 20_000 },
+      { timeout: PAGE_WAIT_MS },
     );
     assert.equal(
       await page.locator("#alert-banner").getAttribute("class"),
@@ -204,7 +205,7 @@ describe("alerts in the dashboard", () => {
     await page.waitForFunction(
       () => document.querySelector("#alert-banner")?.classList.contains("hidden") === true,
       undefined,
-      { timeout: 20_000 },
+      { timeout: PAGE_WAIT_MS },
     );
     assert.match(await page.locator("#view").innerText(), /No alerts in this run\./);
     assert.deepEqual(dialogs, [], "nothing from the job ran");
@@ -232,7 +233,7 @@ describe("alerts in the dashboard", () => {
         document.querySelector('table.alerts tr[data-alert-id="spike:grad_norm#3"] .alert-state')?.textContent ===
         "ended",
       undefined,
-      { timeout: 20_000 },
+      { timeout: PAGE_WAIT_MS },
     );
     const cells = await row.locator("td").allInnerTexts();
     assert.deepEqual(cells.slice(0, 4), ["ended", "spike", "warning", "grad_norm"]);

@@ -18,6 +18,7 @@ import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser, isPageError } from "../browser.js";
 import { XSS_KEY, openRun, seedFinishedRun, trainingPoints } from "../seed.js";
 import { filterRunsList, SOURCES, type Served } from "./support.js";
+import { PAGE_WAIT_MS } from "../browser.js";
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 const artifacts = join(repo, "test-artifacts");
@@ -40,7 +41,7 @@ async function canvasOf(page: Page, key: string): Promise<string> {
 }
 
 async function waitForGrid(page: Page): Promise<void> {
-  await page.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
+  await page.waitForSelector("body[data-charts-rendered]", { timeout: PAGE_WAIT_MS });
 }
 
 for (const [name, serve, skip] of SOURCES) {
@@ -251,7 +252,7 @@ for (const [name, serve, skip] of SOURCES) {
       await page.waitForFunction(
         (sel) => document.querySelector(sel)?.getAttribute("data-points") === String(3 * 45),
         card("loss"),
-        { timeout: 10_000 },
+        { timeout: PAGE_WAIT_MS },
       );
       // Polls ask for many lines at once: [key, rank, cursor] each; every loss line must carry its cursor.
       const lossLines = requests
@@ -279,7 +280,7 @@ for (const [name, serve, skip] of SOURCES) {
       await page.waitForFunction(
         (sel) => document.querySelector(sel)?.getAttribute("data-points") === "50",
         card("lr"),
-        { timeout: 10_000 },
+        { timeout: PAGE_WAIT_MS },
       );
       assert.equal(await page.getAttribute(card("lr"), "data-x-range"), zoomed);
     });
@@ -297,7 +298,7 @@ for (const [name, serve, skip] of SOURCES) {
       await page.mouse.down();
       await page.mouse.move(box.x + box.width * 0.5, y, { steps: 5 });
       await page.mouse.up();
-      await page.waitForSelector(`${card("signal")}[data-refined="1"]`, { timeout: 10_000 });
+      await page.waitForSelector(`${card("signal")}[data-refined="1"]`, { timeout: PAGE_WAIT_MS });
       const inWindowBefore = Number(await page.getAttribute(card("signal"), "data-window-points-before"));
       const inWindow = Number(await page.getAttribute(card("signal"), "data-window-points"));
       assert.ok(

@@ -15,6 +15,7 @@ import { closeStores, series } from "../../../src/store/reader.js";
 import { builtCli, runNode, tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { csvOf, ensureWebBuilt, serveLocal, shot, writeRun, type Served } from "./support.js";
+import { PAGE_WAIT_MS } from "../browser.js";
 
 const STEPS = 30;
 const KEYS = ["train/loss", "val/loss"] as const;
@@ -28,7 +29,7 @@ function stored(runDir: string, key: string): Map<number, number> {
 
 /** The combined card drawn with a line per key holding the store's values, and the keys' colours apart. */
 async function checkCombinedCard(page: Page, runDir: string): Promise<void> {
-  await page.waitForSelector(`details[data-section="combined"] ${COMBINED}[data-drawn="1"]`, { timeout: 20_000 });
+  await page.waitForSelector(`details[data-section="combined"] ${COMBINED}[data-drawn="1"]`, { timeout: PAGE_WAIT_MS });
   assert.equal(await page.getAttribute(COMBINED, "data-lines"), "2");
   const drawn = await csvOf(page, COMBINED);
   assert.deepEqual([...drawn.keys()].sort(), [...KEYS]);
@@ -86,7 +87,7 @@ describe("several keys on one chart", () => {
     const runs = `run=${encodeURIComponent(RUN)}&run=${encodeURIComponent("exp/other")}`;
     await page.goto(`${dashboard.url}#${runs}&tab=metrics&smooth=0&combine=${encodeURIComponent(KEYS.join(","))}`);
     await page.reload();
-    await page.waitForSelector(`${COMBINED}[data-drawn="1"][data-lines="4"]`, { timeout: 20_000 });
+    await page.waitForSelector(`${COMBINED}[data-drawn="1"][data-lines="4"]`, { timeout: PAGE_WAIT_MS });
     const drawn = await csvOf(page, COMBINED);
     assert.deepEqual([...drawn.keys()].sort(), KEYS.flatMap((key) => [`${key} · ${RUN}`, `${key} · exp/other`]).sort());
     for (const key of KEYS) {
@@ -98,7 +99,7 @@ describe("several keys on one chart", () => {
   it("adds a combined chart from the toolbar, keeps it in the address, and removes it with ✕", async () => {
     await page.goto(`${dashboard.url}#run=${encodeURIComponent(RUN)}&tab=metrics&smooth=0`);
     await page.reload();
-    await page.waitForSelector(`.chart[data-key="train/lr"]`, { timeout: 20_000 });
+    await page.waitForSelector(`.chart[data-key="train/lr"]`, { timeout: PAGE_WAIT_MS });
     assert.equal(await page.locator(COMBINED).count(), 0);
     await page.fill("#combine", "train/loss, val/loss");
     await page.press("#combine", "Enter");

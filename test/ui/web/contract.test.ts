@@ -15,6 +15,7 @@ import { startDashboard, type Dashboard } from "../../../src/ui/server.js";
 import { tempDir } from "../../helpers.js";
 import type { LaunchedBrowser } from "../browser.js";
 import { card, ensureWebBuilt, filterRunsList, openPage, shot, waitForTableRuns, writeRun } from "./support.js";
+import { PAGE_WAIT_MS } from "../browser.js";
 
 /** Names W&B and AReaL users give runs; the last one holds a right-to-left override. */
 const HOSTILE = ["café", "lr=3e-4,bs=256", "2026-11-24T00:45:00", "ablation (v2)", "run+1", "实验1", "tri\u202Eal"];
@@ -112,7 +113,7 @@ describe("dashboard against the issue-14 API in Chromium", () => {
     await page.goto(`${dashboard.url}#run=exp/long&tab=metrics&smooth=0&zoom=13000,13600`);
     await page.reload();
     const signal = card("signal");
-    await page.waitForSelector(`${signal}[data-refined]`, { timeout: 20_000 });
+    await page.waitForSelector(`${signal}[data-refined]`, { timeout: PAGE_WAIT_MS });
     assert.equal(await page.getAttribute(signal, "data-window-raw"), "1");
     assert.ok(
       Number(await page.getAttribute(signal, "data-window-points")) >= 600,
@@ -156,7 +157,7 @@ describe("dashboard against the issue-14 API in Chromium", () => {
       // `exp/none` does not exist: the runs list drops it, so the keys asked early (for three runs)
       // are not the selection's, and the page asks again for the two that remain.
       await fresh.goto(`${dashboard.url}#run=sweep%2Fa&run=sweep%2Fb&run=exp%2Fnone&tab=metrics&q=train%2Floss`);
-      await fresh.waitForSelector(`${card("train/loss")}[data-lines="2"]`, { timeout: 30_000 });
+      await fresh.waitForSelector(`${card("train/loss")}[data-lines="2"]`, { timeout: PAGE_WAIT_MS });
       assert.deepEqual(
         keyRequests.map((r) => JSON.parse(r) as unknown),
         [
@@ -169,7 +170,7 @@ describe("dashboard against the issue-14 API in Chromium", () => {
       keyRequests.length = 0;
       await fresh.goto("about:blank");
       await fresh.goto(`${dashboard.url}#run=sweep%2Fa&run=sweep%2Fc&tab=metrics&q=train%2Floss`);
-      await fresh.waitForSelector(`${card("train/loss")}[data-lines="2"]`, { timeout: 30_000 });
+      await fresh.waitForSelector(`${card("train/loss")}[data-lines="2"]`, { timeout: PAGE_WAIT_MS });
       assert.deepEqual(keyRequests, [JSON.stringify(["sweep/a", "sweep/c"])]);
     } finally {
       await fresh.close();
@@ -183,7 +184,7 @@ describe("dashboard against the issue-14 API in Chromium", () => {
         (id) => new URLSearchParams(location.hash.slice(1)).getAll("run").join() === id,
         `hostile/${name}`,
       );
-      await page.waitForSelector(`${card("loss")}[data-points="30"]`, { timeout: 10_000 });
+      await page.waitForSelector(`${card("loss")}[data-points="30"]`, { timeout: PAGE_WAIT_MS });
       assert.equal(await page.innerText("#error"), "");
     }
   });

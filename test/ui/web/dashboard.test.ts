@@ -28,6 +28,7 @@ import {
   writeRun,
   type Served,
 } from "./support.js";
+import { PAGE_WAIT_MS } from "../browser.js";
 
 const LAZY_KEYS = 120;
 
@@ -44,7 +45,7 @@ for (const [name, serve, skip] of SOURCES)
       await page.goto(`${dashboard.url}#${hash}`);
       await page.reload();
     };
-    const grid = (): Promise<unknown> => page.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
+    const grid = (): Promise<unknown> => page.waitForSelector("body[data-charts-rendered]", { timeout: PAGE_WAIT_MS });
     /** A screenshot's file name: the team server's get `-server`. */
     const named = (base: string): string => `${base}${name === "local root" ? "" : "-server"}.png`;
 
@@ -327,7 +328,7 @@ for (const [name, serve, skip] of SOURCES)
       await page.waitForFunction(
         () => Number(document.querySelector("table.runs-table")?.getAttribute("data-rows")) >= 7,
         undefined,
-        { timeout: 20_000 },
+        { timeout: PAGE_WAIT_MS },
       );
       await page.fill("#table-filter", "lr<0.05 batch>=64");
       await page.waitForSelector('table.runs-table[data-rows="2"]');
@@ -421,7 +422,7 @@ for (const [name, serve, skip] of SOURCES)
         for (const width of [900, 420]) {
           await narrow.setViewportSize({ width, height: 900 });
           await narrow.goto(`${dashboard.url}#run=exp/sections&tab=metrics`);
-          await narrow.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
+          await narrow.waitForSelector("body[data-charts-rendered]", { timeout: PAGE_WAIT_MS });
           await narrow.waitForSelector("#runs tbody tr.run");
           // Both boxes from one frame: two separate reads could straddle a scroll or a late render.
           const [sidebarBottom, mainTop] = await narrow.evaluate(() => [
@@ -470,7 +471,7 @@ for (const [name, serve, skip] of SOURCES)
             Number((document.querySelector(sel as string)?.getAttribute("data-x-range") ?? "").split(",")[1]) >=
             (want as number),
           [fast, lastStep],
-          { timeout: 20_000 },
+          { timeout: PAGE_WAIT_MS },
         );
       let most = 0;
       // 12,000 more points in four polls of 3,000 (a poll a second): the line passes the cap and is

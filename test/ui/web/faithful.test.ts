@@ -20,6 +20,7 @@ import { runSnippet, tempDir, waitFor } from "../../helpers.js";
 import type { LaunchedBrowser } from "../browser.js";
 import { openRun } from "../seed.js";
 import { card, ensureWebBuilt, openPage, shot, writeRun } from "./support.js";
+import { PAGE_WAIT_MS } from "../browser.js";
 
 const T0 = Date.now() - 3_600_000;
 const RANKS = 11;
@@ -535,7 +536,7 @@ describe("the dashboard shows what is there (issue 20)", () => {
       await page.waitForFunction(
         () => /appended while following/.test(document.querySelector("#log-lines")?.textContent ?? ""),
         undefined,
-        { timeout: 10_000 },
+        { timeout: PAGE_WAIT_MS },
       );
       await shot(page, "faithful-logs.png");
       await page.uncheck("#log-follow");

@@ -23,6 +23,7 @@ import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir } from "../../helpers.js";
 import { runLogger } from "../../inference/support.js";
 import { dashboardInChromium, ensureWebBuilt, shot, SOURCES } from "./support.js";
+import { PAGE_WAIT_MS } from "../browser.js";
 
 const REPLICA = new URL("../../fixtures/replica-server.ts", import.meta.url);
 const MODELS = ["llama-3.1-70b", "llama-3.1-8b"];
@@ -75,7 +76,7 @@ const atCard = (model: string, measure: string): string =>
 
 /** A card's data attribute once it reads `step`. */
 async function cardAt(page: Page, selector: string, step: number): Promise<void> {
-  await page.waitForSelector(`${selector}[data-step="${step}"]`, { state: "attached", timeout: 20_000 });
+  await page.waitForSelector(`${selector}[data-step="${step}"]`, { state: "attached", timeout: PAGE_WAIT_MS });
 }
 
 describe("the Inference tab at one flush: slowest replicas and distributions", () => {
@@ -106,7 +107,7 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
         for (const model of MODELS) {
           const card = atCard(model, "slowest replicas");
           await cardAt(ui.page, card, last);
-          await ui.page.waitForSelector(`${card} tr[data-rank]`, { state: "attached", timeout: 20_000 });
+          await ui.page.waitForSelector(`${card} tr[data-rank]`, { state: "attached", timeout: PAGE_WAIT_MS });
           const rows = await ui.page.$$eval(`${card} tr[data-rank]`, (trs) =>
             trs.map((tr) => [
               tr.getAttribute("data-rank"),
@@ -192,7 +193,7 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
         // A click on the TTFT chart's first point: step 0, for every panel.
         const chart = `.chart[data-model="${model}"][data-measure="time to first token"]`;
         await ui.page.locator(chart).scrollIntoViewIfNeeded();
-        await ui.page.waitForSelector(`${chart}[data-drawn="1"]`, { timeout: 20_000 });
+        await ui.page.waitForSelector(`${chart}[data-drawn="1"]`, { timeout: PAGE_WAIT_MS });
         const over = ui.page.locator(`${chart} .u-over`);
         await over.hover({ position: { x: 2, y: 20 } });
         await over.click({ position: { x: 2, y: 20 } });
@@ -218,7 +219,7 @@ describe("the Inference tab at one flush: slowest replicas and distributions", (
         await ui.page.waitForSelector("#inference-step");
         assert.equal(await ui.page.isVisible("#show-internal"), false);
         await ui.page.click("#tab-metrics");
-        await ui.page.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
+        await ui.page.waitForSelector("body[data-charts-rendered]", { timeout: PAGE_WAIT_MS });
         assert.equal(await ui.page.isVisible("#show-internal"), true);
       });
     });

@@ -16,6 +16,7 @@ import { spawnRanks } from "../../../src/transport/controller/launcher.js";
 import { collectDiagnostics, tempDir } from "../../helpers.js";
 import { runLogger } from "../../inference/support.js";
 import { csvOf, dashboardInChromium, ensureWebBuilt, shot, SOURCES, writeRun } from "./support.js";
+import { PAGE_WAIT_MS } from "../browser.js";
 
 const MODEL_SERVER = new URL("../../../examples/inference/model-server.ts", import.meta.url);
 const MODELS = ["llama-3.1-70b", "llama-3.1-8b"];
@@ -78,19 +79,19 @@ describe("the Inference tab, over a real run of the inference API", () => {
 
       it("offers the tab for a run with inference keys only", async () => {
         await ui.page.goto(`${ui.dashboard.url}#run=train/plain&tab=metrics`);
-        await ui.page.waitForSelector("body[data-charts-rendered]", { timeout: 20_000 });
+        await ui.page.waitForSelector("body[data-charts-rendered]", { timeout: PAGE_WAIT_MS });
         await ui.page.waitForSelector("#tab-metrics");
         assert.equal(await ui.page.locator("#tab-inference").count(), 0);
         await ui.page.goto(`${ui.dashboard.url}#run=${RUN}&tab=metrics`);
         await ui.page.reload();
-        await ui.page.click("#tab-inference", { timeout: 20_000 });
+        await ui.page.click("#tab-inference", { timeout: PAGE_WAIT_MS });
         await ui.page.waitForFunction(() => location.hash.includes("tab=inference"));
         // The view draws once the run's keys have arrived (after the hash changes: slower on a busy machine).
         await ui.page.waitForFunction(
           (n) => document.querySelectorAll("section.inference-model").length >= n,
           MODELS.length,
           {
-            timeout: 20_000,
+            timeout: PAGE_WAIT_MS,
           },
         );
         const models = await ui.page.$$eval("section.inference-model", (s) =>
@@ -110,8 +111,8 @@ describe("the Inference tab, over a real run of the inference API", () => {
           await ui.page.goto(`${ui.dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
           await ui.page.reload();
           const ttft = cardOf(model, "time to first token");
-          await ui.page.locator(ttft).scrollIntoViewIfNeeded({ timeout: 20_000 });
-          await ui.page.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: 20_000 });
+          await ui.page.locator(ttft).scrollIntoViewIfNeeded({ timeout: PAGE_WAIT_MS });
+          await ui.page.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: PAGE_WAIT_MS });
           assert.equal(await ui.page.getAttribute(ttft, "data-lines"), "3");
           const drawn = await csvOf(ui.page, ttft);
           assert.deepEqual([...drawn.keys()], ["p50", "p90", "p99"]);
@@ -124,7 +125,7 @@ describe("the Inference tab, over a real run of the inference API", () => {
           for (const measure of ["time per output token", "request duration"]) {
             const selector = cardOf(model, measure);
             await ui.page.locator(selector).scrollIntoViewIfNeeded();
-            await ui.page.waitForSelector(`${selector}[data-lines="3"]`, { timeout: 20_000 });
+            await ui.page.waitForSelector(`${selector}[data-lines="3"]`, { timeout: PAGE_WAIT_MS });
           }
         });
 
@@ -133,8 +134,8 @@ describe("the Inference tab, over a real run of the inference API", () => {
         await ui.page.goto(`${ui.dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
         await ui.page.reload();
         const rate = cardOf(model, "error rate");
-        await ui.page.locator(rate).scrollIntoViewIfNeeded({ timeout: 20_000 });
-        await ui.page.waitForSelector(`${rate}[data-drawn="1"]`, { timeout: 20_000 });
+        await ui.page.locator(rate).scrollIntoViewIfNeeded({ timeout: PAGE_WAIT_MS });
+        await ui.page.waitForSelector(`${rate}[data-drawn="1"]`, { timeout: PAGE_WAIT_MS });
         const requests = stored(runDir, keyOf("inference/requests", model, "total"));
         const errorKey = withSuffix(
           attributedKey("inference/errors", {
@@ -155,13 +156,13 @@ describe("the Inference tab, over a real run of the inference API", () => {
         for (const measure of ["tokens/s", "requests/s"]) {
           const selector = cardOf(model, measure);
           await ui.page.locator(selector).scrollIntoViewIfNeeded();
-          await ui.page.waitForSelector(`${selector}[data-lines="2"]`, { timeout: 20_000 });
+          await ui.page.waitForSelector(`${selector}[data-lines="2"]`, { timeout: PAGE_WAIT_MS });
         }
         await ui.page.locator("section.inference-model").first().scrollIntoViewIfNeeded();
         await ui.page.setViewportSize({ width: 1400, height: 1300 });
         for (const m of MODELS) {
           await ui.page.locator(cardOf(m, "error rate")).scrollIntoViewIfNeeded();
-          await ui.page.waitForSelector(`${cardOf(m, "error rate")}[data-drawn="1"]`, { timeout: 20_000 });
+          await ui.page.waitForSelector(`${cardOf(m, "error rate")}[data-drawn="1"]`, { timeout: PAGE_WAIT_MS });
         }
         await ui.page.evaluate(() => window.scrollTo(0, 0));
         await shot(ui.page, `inference-view${suffix}.png`);
@@ -172,8 +173,8 @@ describe("the Inference tab, over a real run of the inference API", () => {
         await ui.page.goto(`${ui.dashboard.url}#run=${RUN}&tab=inference&smooth=0`);
         await ui.page.reload();
         const ttft = cardOf("llama-3.1-8b", "time to first token");
-        await ui.page.locator(ttft).scrollIntoViewIfNeeded({ timeout: 20_000 });
-        await ui.page.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: 20_000 });
+        await ui.page.locator(ttft).scrollIntoViewIfNeeded({ timeout: PAGE_WAIT_MS });
+        await ui.page.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: PAGE_WAIT_MS });
         const [download] = await Promise.all([ui.page.waitForEvent("download"), ui.page.click("#export")]);
         const file = join(root, `inference-report${suffix}.html`);
         await download.saveAs(file);
@@ -186,8 +187,8 @@ describe("the Inference tab, over a real run of the inference API", () => {
           return route.abort();
         });
         await report.goto(`file://${file}`);
-        await report.locator(ttft).scrollIntoViewIfNeeded({ timeout: 20_000 });
-        await report.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: 20_000 });
+        await report.locator(ttft).scrollIntoViewIfNeeded({ timeout: PAGE_WAIT_MS });
+        await report.waitForSelector(`${ttft}[data-drawn="1"]`, { timeout: PAGE_WAIT_MS });
         assert.equal(await report.getAttribute(ttft, "data-lines"), "3");
         const drawn = await csvOf(report, ttft);
         const want = stored(runDir, keyOf("gen_ai.server.time_to_first_token", "llama-3.1-8b", "p99"));

@@ -25,6 +25,7 @@ import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { lossAt, openRun } from "../seed.js";
 import { card, ensureWebBuilt, shot, writeRun } from "./support.js";
+import { PAGE_WAIT_MS } from "../browser.js";
 
 /** A 10-step reward that climbs and falls back at the end: an EMA of 0.6 would draw its last step near 0.73. */
 const TEN_STEPS = [0.2, 0.5, 0.7, 0.9, 0.95, 0.9, 0.95, 0.9, 0.85, 0.53];
@@ -142,7 +143,7 @@ describe("the dashboard as a newcomer sees it, in Chromium", () => {
 
   it("shows the runs list's Start and Duration and the lost-rank badge whole with ordinary trial names", async () => {
     await page.goto(`${dashboard.url}#run=llama-8b-sft/20261207-052210`);
-    await page.waitForSelector('#runs tr[data-run="ranks/three-then-two"]', { timeout: 20_000 });
+    await page.waitForSelector('#runs tr[data-run="ranks/three-then-two"]', { timeout: PAGE_WAIT_MS });
     const cells = "#runs tbody tr.run td:nth-child(5), #runs tbody tr.run td:nth-child(6)";
     assert.equal(await page.locator(cells).count(), 10, "a Start and a Duration cell per run");
     assert.deepEqual(await overflowOf(page, cells), new Array(10).fill(0), "no Start or Duration cell is cut");
@@ -170,7 +171,7 @@ describe("the dashboard as a newcomer sees it, in Chromium", () => {
 
   it("gives the Ranks view a legend, a lowest colour apart from white and missing, and the flush's own rank count", async () => {
     await page.goto(`${dashboard.url}#run=ranks/three-then-two&tab=ranks`);
-    await page.waitForSelector("#ranks-body[data-drawn]", { timeout: 20_000 });
+    await page.waitForSelector("#ranks-body[data-drawn]", { timeout: PAGE_WAIT_MS });
     assert.match(await page.locator("#ranks-summary").innerText(), /^2 ranks \(3 over the heatmap's flushes\) · /);
     const legend = await page.locator("#ranks-legend").innerText();
     assert.match(legend, /step time: ≤ [\d.]+ ms/);
@@ -209,7 +210,7 @@ describe("the dashboard as a newcomer sees it, in Chromium", () => {
     await page.goto(`${dashboard.url}#run=short/ten-steps&tab=metrics`);
     await page.reload();
     const reward = card("train/reward");
-    await page.waitForSelector(`${reward}[data-drawn]`, { timeout: 20_000 });
+    await page.waitForSelector(`${reward}[data-drawn]`, { timeout: PAGE_WAIT_MS });
     assert.equal(await page.locator("#smoothing-value").innerText(), "0.60", "the default smoothing");
     assert.equal(
       await page.locator(`${reward} .smoothing-note`).innerText(),
@@ -220,7 +221,7 @@ describe("the dashboard as a newcomer sees it, in Chromium", () => {
     assert.ok(over !== null);
     await page.mouse.move(over.x + over.width - 1, over.y + over.height / 2);
     const row = page.locator(`${reward} .tooltip .tip-row`).first();
-    await row.waitFor({ timeout: 5000 });
+    await row.waitFor({ timeout: PAGE_WAIT_MS });
     const text = await row.innerText();
     assert.match(text, /0\.53/, text);
     assert.doesNotMatch(text, /smoothed (?!0\.53)/, `the bold line is drawn at the value: ${text}`);

@@ -28,6 +28,7 @@ import { tempDir } from "../../helpers.js";
 import { launchChromium, type LaunchedBrowser } from "../browser.js";
 import { ensureWebBuilt, shot, SOURCES, type Served } from "./support.js";
 import type { StepPlan } from "../../controller/stragglers/fixtures/straggler-rank.js";
+import { PAGE_WAIT_MS } from "../browser.js";
 
 const RANK_MODULE = new URL("../../controller/stragglers/fixtures/straggler-rank.ts", import.meta.url);
 /**
@@ -154,7 +155,7 @@ for (const [name, serve, skip] of SOURCES)
 
     it("names the chronic slow rank with its host, and nobody else, over a heatmap of its 8 ranks", async () => {
       await page.goto(`${dashboard.url}#run=ranks/eight&tab=ranks`);
-      await page.waitForSelector("#ranks-body[data-drawn]", { timeout: 20_000 });
+      await page.waitForSelector("#ranks-body[data-drawn]", { timeout: PAGE_WAIT_MS });
       const rows = page.locator("#slow-ranks tr[data-rank]");
       assert.deepEqual(
         await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-rank"))),
@@ -173,14 +174,14 @@ for (const [name, serve, skip] of SOURCES)
       assert.equal(await page.getAttribute("#ranks-heatmap", "data-cols"), "10");
       assert.deepEqual(await page.locator(".heatmap-label.slow").allInnerTexts(), [`${names.chronic} · ${hostname()}`]);
       await page.selectOption("#ranks-measure", "latenessMs");
-      await page.waitForSelector('#ranks-body[data-drawn="latenessMs"]', { timeout: 5000 });
+      await page.waitForSelector('#ranks-body[data-drawn="latenessMs"]', { timeout: PAGE_WAIT_MS });
       await shot(page, name === "local root" ? "dashboard-ranks.png" : "dashboard-ranks-server.png");
       assert.deepEqual(errors, []);
     });
 
     it("at 1,024 ranks shows hosts as rows and still names the slow rank with its host", async () => {
       await page.goto(`${dashboard.url}#run=ranks/many&tab=ranks`);
-      await page.waitForSelector("#ranks-body[data-drawn]", { timeout: 20_000 });
+      await page.waitForSelector("#ranks-body[data-drawn]", { timeout: PAGE_WAIT_MS });
       assert.match(await page.locator("#ranks-summary").innerText(), /^1024 ranks on 16 hosts \(rows are hosts/);
       assert.equal(await page.getAttribute("#ranks-heatmap", "data-rows"), "16");
       const rows = page.locator("#slow-ranks tr[data-rank]");
@@ -199,7 +200,7 @@ for (const [name, serve, skip] of SOURCES)
         "hosts in natural order",
       );
       await page.selectOption("#ranks-measure", "waitMs");
-      await page.waitForSelector('#ranks-body[data-drawn="waitMs"]', { timeout: 5000 });
+      await page.waitForSelector('#ranks-body[data-drawn="waitMs"]', { timeout: PAGE_WAIT_MS });
       await shot(page, name === "local root" ? "dashboard-ranks-1024.png" : "dashboard-ranks-1024-server.png");
       assert.deepEqual(errors, []);
     });

@@ -20,6 +20,7 @@ import { insertRunRows, serverWithTokens } from "../../server/support.js";
 import type { LaunchedBrowser } from "../browser.js";
 import { manyRunSpec, seedManyRuns, type ManyRunSpec } from "../seed.js";
 import { card, ensureWebBuilt, openPage, shot, writeRun } from "./support.js";
+import { PAGE_WAIT_MS } from "../browser.js";
 
 const N = 2000;
 const SPECS: ManyRunSpec[] = Array.from({ length: N }, (_, i) => manyRunSpec(i));
@@ -163,7 +164,7 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
       const last = await api(`runs?offset=${TOTAL - 1}&limit=1`);
       await page.waitForSelector(
         `#runs tr.run[data-index="${TOTAL - 1}"][data-run=${JSON.stringify(last.runs[0]?.id ?? "")}]`,
-        { timeout: 20_000 },
+        { timeout: PAGE_WAIT_MS },
       );
       const after = await page.locator("#runs tbody tr.run").count();
       assert.ok(after <= MAX_RENDERED, `${after} rows rendered at the bottom`);
@@ -198,7 +199,7 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
         await page.waitForFunction(
           (want) => document.querySelectorAll("#runs tbody tr.run[data-run]").length >= want,
           Math.min(expected.size, 10),
-          { timeout: 20_000 },
+          { timeout: PAGE_WAIT_MS },
         );
         const shown = await listIds();
         assert.ok(shown.length > 0 && shown.length <= MAX_RENDERED, `${text}: ${shown.length} rows rendered`);
@@ -225,7 +226,7 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
       const expected = await api(`runs?offset=${middle}&limit=1`);
       await page.waitForSelector(
         `table.runs-table tr[data-index="${middle}"][data-run=${JSON.stringify(expected.runs[0]?.id ?? "")}]`,
-        { timeout: 20_000 },
+        { timeout: PAGE_WAIT_MS },
       );
       assert.ok(Number(await table.getAttribute("data-rendered-rows")) <= MAX_RENDERED);
       // Sorted by lr on the server: the smallest first, whatever was loaded before.
@@ -236,7 +237,7 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
         (ids) =>
           ids.includes(document.querySelector("table.runs-table tbody tr[data-run]")?.getAttribute("data-run") ?? ""),
         smallest,
-        { timeout: 20_000 },
+        { timeout: PAGE_WAIT_MS },
       );
       const filter = source.summaries ? "opt=sgd loss<6" : "opt=sgd lr>=0.01";
       // Kinds 4..7 are sgd; their last loss is the kind (4..7); lr ≥ 0.01 are kinds 4 and 5.
@@ -244,7 +245,7 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
         (s) => s.params.opt === "sgd" && (source.summaries ? s.loss < 6 : s.params.lr >= 0.01),
       ).length;
       await page.fill("#table-filter", filter);
-      await page.waitForSelector(`table.runs-table[data-rows="${want}"]`, { timeout: 20_000 });
+      await page.waitForSelector(`table.runs-table[data-rows="${want}"]`, { timeout: PAGE_WAIT_MS });
       assert.equal(
         await page.textContent("#table-count"),
         `${want.toLocaleString("en-US")} of ${TOTAL.toLocaleString("en-US")} runs`,
@@ -260,7 +261,7 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
       for (const band of ["std", "minmax", "none"]) {
         await goto(`tab=metrics&${runs}&smooth=0&groupby=param:lr&band=${band}`);
         await page.waitForSelector(`${card("loss")}[data-drawn="1"][data-bands="${band === "none" ? 0 : 2}"]`, {
-          timeout: 20_000,
+          timeout: PAGE_WAIT_MS,
         });
         assert.equal(await page.inputValue("#group-by"), "param:lr");
         drawn[band] = await canvasOf();
@@ -301,7 +302,7 @@ function scaleTests(name: string, open: () => Promise<Source>, skip: string | fa
       assert.notEqual(drawn["std"], drawn["none"], "the ± std band is drawn");
       assert.notEqual(drawn["minmax"], drawn["std"], "the min–max band differs from ± std");
       await goto(`tab=metrics&${runs}&smooth=0&groupby=param:lr`);
-      await page.waitForSelector(`${card("loss")}[data-drawn="1"][data-bands="2"]`, { timeout: 20_000 });
+      await page.waitForSelector(`${card("loss")}[data-drawn="1"][data-bands="2"]`, { timeout: PAGE_WAIT_MS });
       await shot(page, `scale-bands-${name}.png`, card("loss"));
     });
 

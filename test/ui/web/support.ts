@@ -18,6 +18,7 @@ import { Postgres, postgresMissing } from "../../server/postgres.js";
 import { serverWithTokens } from "../../server/support.js";
 import { isPageError, launchChromium, type LaunchedBrowser } from "../browser.js";
 import { openRun } from "../seed.js";
+import { PAGE_WAIT_MS } from "../browser.js";
 
 export const repo = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 export const artifacts = join(repo, "test-artifacts");
@@ -130,18 +131,18 @@ export async function waitForTableRuns(page: Page, ids: readonly string[]): Prom
         [...document.querySelectorAll("table.runs-table tbody tr[data-run]")].map((r) => r.getAttribute("data-run")),
       ) === JSON.stringify(want),
     ids,
-    { timeout: 20_000 },
+    { timeout: PAGE_WAIT_MS },
   );
 }
 
 /** Type into the runs list's filter box and wait until the server's answer shows `n` runs. */
 export async function filterRunsList(page: Page, text: string, n: number): Promise<void> {
   await page.fill("#run-filter", text);
-  await page.waitForSelector(`#runs-count[data-total="${n}"]`, { timeout: 20_000 });
+  await page.waitForSelector(`#runs-count[data-total="${n}"]`, { timeout: PAGE_WAIT_MS });
   await page.waitForFunction(
     (want) => document.querySelectorAll("#runs tbody tr.run[data-run]").length === want,
     Math.min(n, 20),
-    { timeout: 20_000 },
+    { timeout: PAGE_WAIT_MS },
   );
 }
 
