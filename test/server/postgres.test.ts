@@ -76,6 +76,8 @@ describe("a test's PostgreSQL is never orphaned", { skip: postgresMissing() ?? u
         code !== 0 || signal !== null,
         `the ${how} fixture failed (code ${String(code)}, signal ${String(signal)})`,
       );
+      // Ended as the case says, not by SIGUSR2's default action (which runs no exit drain).
+      assert.notEqual(signal, "SIGUSR2", `the ${how} fixture was ended by SIGUSR2 before it listened for it`);
       // A deadline for a loaded machine (10 s ran out once in CI's suite on 2 busy cores).
       await waitFor(() => !alive(postmaster), {
         timeoutMs: 30_000,
