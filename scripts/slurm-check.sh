@@ -39,7 +39,7 @@ fi
 ip netns add rs-slurm-probe 2>/dev/null || skip "cannot create network namespaces here"
 ip netns del rs-slurm-probe
 
-WORK=$(mktemp -d /tmp/rankscope-slurm-check.XXXXXX)
+WORK=$(mktemp -d -t rankscope-slurm-check.XXXXXX)
 export SLURM_CONF=$WORK/slurm.conf
 PIDS=()
 cleanup() {
