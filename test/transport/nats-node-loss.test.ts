@@ -46,11 +46,14 @@ class HookedRank extends RankAgent {
 }
 
 let cluster: NatsCluster;
+/** Whether the cluster started (when it did not, NatsCluster.start stopped its nodes itself). */
+let started = false;
 before(async () => {
   cluster = await NatsCluster.start(3);
+  started = true;
 });
 after(async () => {
-  await cluster.stop();
+  if (started) await cluster.stop();
 });
 
 async function drill(scope: string | undefined): Promise<void> {

@@ -295,13 +295,17 @@ export class NatsCluster {
       return { port, monitor, process: spawn(NATS_SERVER, args, { stdio: "ignore" }) };
     });
     const cluster = new NatsCluster(nodes);
-    await waitFor(
-      async () => (await Promise.all(nodes.map((_n, i) => cluster.routes(i)))).every((r) => r === size - 1),
-      {
-        timeoutMs: 20_000,
-        what: `a ${size}-node NATS cluster with its routes`,
-      },
-    );
+    try {
+      // A deadline for a hang: at load average 22 on 2 cores the routes took over 20 s.
+      await waitFor(
+        async () => (await Promise.all(nodes.map((_n, i) => cluster.routes(i)))).every((r) => r === size - 1),
+        { timeoutMs: 90_000, what: `a ${size}-node NATS cluster with its routes` },
+      );
+    } catch (error) {
+      // Its nodes would keep the test's process alive (and the run waiting) after the failure.
+      await cluster.stop();
+      throw error;
+    }
     return cluster;
   }
 
