@@ -50,3 +50,21 @@ test("a host's step timings are checked with its header", () => {
   for (const timing of forged)
     assert.notEqual(validateHostStatesHeader({ ...header, timing }), undefined, JSON.stringify(timing).slice(0, 60));
 });
+
+test("a rack's answer names its ranks' racks as runs covering exactly its ranks: forged runs are refused", () => {
+  assert.equal(validateHostStatesHeader({ ...header, racks: [["r1", 2]] }), undefined);
+  const forged: unknown[] = [
+    [["r1", 1]],
+    [["r1", 3]],
+    [["r1", 1, 1]],
+    [["r1", -2]],
+    [["", 2]],
+    [["r\u0000", 2]],
+    { r1: 2 },
+    "r1",
+  ];
+  for (const racks of forged)
+    assert.notEqual(validateHostStatesHeader({ ...header, racks }), undefined, JSON.stringify(racks));
+  const { ranks: _ranks, ...withoutRanks } = header;
+  assert.notEqual(validateHostStatesHeader({ ...withoutRanks, racks: [["r1", 2]] }), undefined, "racks without ranks");
+});
